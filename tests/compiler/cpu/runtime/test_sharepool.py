@@ -421,3 +421,18 @@ def test_blas_worker_find_answers_a_second_thread_only_after_the_lookup(monkeypa
     first.join(30)
     second.join(30)
     assert got == {"first": None, "second": None} and calls == [1] and w.found
+
+
+def test_warm_holds_for_a_while_after_a_two_thread_job(monkeypatch):
+    """`warm`: a two-thread job (`worked`) ended within WARM_S, OpenBLAS's worker still
+    spinning."""
+    now = [100.0]
+    monkeypatch.setattr(sharepool.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(sharepool, "_warm_until", 0.0)
+    assert not sharepool.warm()
+    sharepool.worked()
+    assert sharepool.warm()
+    now[0] += sharepool.WARM_S / 2
+    assert sharepool.warm()
+    now[0] += sharepool.WARM_S
+    assert not sharepool.warm()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime import coreshare
+from ..runtime import sharepool as _sharepool
 
 __all__ = ["matmul", "gemm_thread_count", "gemm_address", "GEMM_SOURCE", "BATCH_SPLIT_MAX_MNK"]
 
@@ -50,7 +51,10 @@ def matmul(a: np.ndarray, b: np.ndarray, blas_only: bool = False) -> np.ndarray:
                 return np.matmul(a, b)
             finally:
                 coreshare.blas_count_back()
-        return np.matmul(a, b)
+        out = np.matmul(a, b)
+        if threads != 1:
+            _sharepool.worked()   # (BLAS's worker took a share: sharepool.warm)
+        return out
     coreshare.adapt_blas() if blas_only else coreshare.adapt()   # a vector operand: its count as it is
     return np.matmul(a, b)
 

@@ -34,7 +34,9 @@ importing the compiler: a plan for ``a * b`` must not import it): an op that cal
 function or selects from ``MIN_ELEMENTS`` (one calling erf, which numpy makes of ~30
 passes, from the first element); arithmetic and comparisons (one numpy loop at memory
 speed) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the free cores pays for
-the launch (see `eligible`); below that, to numpy's loop. Arithmetic results are bitwise
+the launch (see `eligible`), and from ``PAIR_ARITH_MIN_ELEMENTS`` where the kernel's two
+shares launch without Python (`chunkpool.ChunkKernel.pair_call`); below that, to numpy's
+loop. Arithmetic results are bitwise
 numpy's (IEEE operations, no fastmath); math functions can differ in the last bits
 (mathlib's float32 functions are within a few ulps of the correctly rounded result).
 """
@@ -46,12 +48,12 @@ import threading
 import time
 import numpy as np
 
-from ..runtime import coreshare
+from ..runtime import coreshare, sharepool
 from ....threads import PARALLEL_MIN, usable_cpus
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 from . import loader
 
-__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "eligible", "run", "settle", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "PAIR_ARITH_MIN_ELEMENTS", "add_into", "copy_of", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
@@ -59,6 +61,15 @@ MIN_ELEMENTS = 1 << 15
 # loop is already at one core's memory speed, and a 2-thread launch waits for the second
 # thread to wake. `x * 1.001` float32 on 2 shared cores: 1M even, 4M 2.7-3.3 vs 4.2 ms.
 ARITH_MIN_ELEMENTS = 1 << 20
+# Arithmetic from here where a parallel flat kernel has a GIL-free pair (codegen_chunks.
+# flat_pairs: its two shares on this thread and OpenBLAS's worker, a few us a launch), right
+# after a two-thread job (sharepool.warm). Why: after a product both cores hold its
+# operands' lines, and an update of a weight one core alone writes pays for every line the
+# other core read (the two-layer step's ``w1 -= t``, 100K float32: 65-75 us against 9 us
+# when no other core read w1); two shares halve it, and ``lr * g`` reads each half of the
+# gradient where its product wrote it. Elsewhere (a chain of 256K-element ops on a worker
+# gone to sleep) the pair lost to numpy's loop (1.15x).
+PAIR_ARITH_MIN_ELEMENTS = 1 << 16
 # Math functions numpy has no ufunc for (float32 erf: ~30 passes, ops/_special.py): a rule
 # calling one runs as a kernel from the first element (exact GELU, 512 float32: 29 -> 3.7 us).
 _MANY_PASS_FUNCTIONS = frozenset(("erf",))
@@ -110,7 +121,7 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core).
-    if n >= ARITH_MIN_ELEMENTS and _CPUS > 1:
+    if n >= _arith_min(n) and _CPUS > 1:
         _ARITH.add(prim)
         return True
     return False
@@ -119,9 +130,27 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
 _ARITH: set = set()   # the arithmetic primitives some plan sent here
 def declines(prim, out_shape) -> bool:
     """Whether `run` would give None now without looking at the operands: no arithmetic
-    below ARITH_MIN_ELEMENTS runs here. Lets registry.run_into skip its overlap check
-    (1-2 us)."""
-    return prim in _ARITH and math.prod(out_shape) < ARITH_MIN_ELEMENTS
+    below `_arith_min` runs here, nor below ARITH_MIN_ELEMENTS outside `sharepool.warm`.
+    Lets registry.run_into skip its overlap check (1-2 us)."""
+    if prim not in _ARITH:
+        return False
+    n = math.prod(out_shape)
+    return (n < ARITH_MIN_ELEMENTS and not sharepool.warm()) or n < _arith_min(n)
+
+
+def _arith_min(n: int) -> int:
+    """The elements from which arithmetic of `n` elements runs here: ARITH_MIN_ELEMENTS, or
+    PAIR_ARITH_MIN_ELEMENTS where parallel flat kernels have GIL-free pairs (asked only
+    from that size: a plan for a small ``a * b`` imports no compiler)."""
+    global _flat_pairs
+    if n < PAIR_ARITH_MIN_ELEMENTS or n >= ARITH_MIN_ELEMENTS:
+        return ARITH_MIN_ELEMENTS
+    if _flat_pairs is None:   # (an import statement per call cost 1.4 us)
+        from ...codegen_chunks import flat_pairs as _flat_pairs
+    return PAIR_ARITH_MIN_ELEMENTS if _flat_pairs() else ARITH_MIN_ELEMENTS
+
+
+_flat_pairs = None
 
 
 _CPUS = usable_cpus()
@@ -197,8 +226,12 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     output's shape and dtype to write into (it may be one of the inputs: every element
     is read before it is written, at the same index)."""
     n = math.prod(out_shape)
-    if n < ARITH_MIN_ELEMENTS and prim in _ARITH:
-        return None   # (the parallel kernel's launch costs more than half of the loop here)
+    # below ARITH_MIN_ELEMENTS arithmetic runs only as the kernel's GIL-free pair, right
+    # after a two-thread job (`sharepool.warm`): another launch, or a sleeping worker,
+    # costs more than half of the loop here
+    pair_only = n < ARITH_MIN_ELEMENTS and prim in _ARITH
+    if pair_only and (not sharepool.warm() or n < _arith_min(n)):
+        return None
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
@@ -218,7 +251,12 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     if out is None:
         out = np.empty(out_shape, out_np)
     # The nest's calling convention (loopnest.LoopNest.arguments): inputs, output, n.
-    fn(*args, out.reshape(-1), n)
+    if pair_only:
+        pair_call = getattr(fn, "pair_call", None)
+        if pair_call is None or not pair_call(*args, out.reshape(-1), n):
+            return None
+    else:
+        fn(*args, out.reshape(-1), n)
     _stats["launches"] += 1
     return out
 

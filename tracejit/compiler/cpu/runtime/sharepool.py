@@ -34,7 +34,7 @@ from . import coreshare
 from ....threads import blas_threads_set, usable_cpus
 from .... import envflags
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch", "worked", "warm",
            "BlasWorker", "blas_worker", "Partner", "partner",
            "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
@@ -244,6 +244,25 @@ class BlasWorker:
 
 
 blas_worker = BlasWorker()
+
+# How long after a two-thread job (a pair launch, a product on BLAS's threads) OpenBLAS's
+# worker is taken as still spinning, with that job's operands in both cores' caches: it
+# spins ~0.4 ms (threads.BLAS_THREAD_TIMEOUT); woken from sleep, a 100K-element pair cost
+# more than numpy's loop. Work that only a cheap launch pays for runs split within it
+# (compiler/cpu/kernels/vectorized.py's mid-size arithmetic).
+WARM_S = 2.5e-4
+_warm_until = 0.0
+
+
+def worked() -> None:
+    """Note that a two-thread job just ended (`warm` holds for WARM_S)."""
+    global _warm_until
+    _warm_until = time.perf_counter() + WARM_S
+
+
+def warm() -> bool:
+    """Whether a two-thread job ended within WARM_S (`worked`)."""
+    return time.perf_counter() <= _warm_until
 
 
 # Whether a pair's second share runs on OpenBLAS's worker (`run_pair`'s default); tests turn
