@@ -29,9 +29,7 @@ Timing the calls one by one costs about a microsecond per call (some 60 per step
 keeps the work in the same order; the phase totals are reported from separate,
 uninstrumented steps. How the calls are found: the plans are the objects of class
 ``Plan`` reachable from the garbage collector, each a generated function whose globals
-hold ``xp`` (the array module), ``MATMUL`` (the backend's matmul), ``MATMUL2`` (two
-independent products at once, compiler/gemm_steps.py: timed once as GEMM time, its two
-products recorded with the pair's time split by their flops), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
+hold ``xp`` (the array module), ``MATMUL`` (the backend's matmul), ``K<n>[p|s]`` (kernels) and ``I_<op>`` (primitive
 implementations); they are swapped for timing wrappers during the instrumented steps
 and put back afterwards. If the compiler's layout changes, the breakdown says it found
 no plans instead of failing.
@@ -206,7 +204,7 @@ class Timers:
 
     def matmul(self, fn: Callable, policy: bool = False) -> Callable:
         """`fn` (a matmul) timed under "gemm"; each 2-D product is recorded as (m, k, n,
-        layouts, seconds, BLAS threads). ``policy``: `fn` is router.matmul, which may run
+        layouts, seconds, BLAS threads). ``policy``: `fn` is blas_gemm.matmul, which may run
         a product on fewer threads than BLAS's count (read after the call, outside the time)."""
         count = _policy_threads if policy else _blas_count
 
@@ -222,35 +220,6 @@ class Timers:
                     m, k, n = a.shape[0], a.shape[1], b.shape[1]
                     self.gemms.append((m, k, n, _layout(a) + _layout(b), dt, count(m, k, n)))
         return call
-
-
-def _gemm_pair(timers: Timers, fn: Callable) -> Callable:
-    """compiler/gemm_steps' ``MATMUL2(a1, b1, a2, b2)`` (router.matmul_pair: two products
-    at once, one per core, where it can) timed as GEMM time once, its two products recorded
-    as the GEMMs they are, with the pair's time split between them by their flops (they ran
-    at once; where the pair could not run they ran one after the other inside the call) and
-    marked paired where they ran at once (router.pairs_run, read outside the time)."""
-    try:
-        from tracejit.compiler.cpu.gemm import router
-    except ImportError:
-        router = None
-
-    def call(a1, b1, a2, b2):
-        before = getattr(router, "pairs_run", 0)
-        t0 = time.perf_counter()
-        try:
-            return fn(a1, b1, a2, b2)
-        finally:
-            dt = time.perf_counter() - t0
-            timers.seconds["gemm"] += dt
-            timers.calls["gemm"] += 2
-            paired = getattr(router, "pairs_run", 0) != before
-            shapes = [(a.shape[0], a.shape[1], b.shape[1], _layout(a) + _layout(b)) for a, b in ((a1, b1), (a2, b2))]
-            total = sum(gemm_flops(m, k, n) for m, k, n, _ in shapes)
-            for m, k, n, lay in shapes:
-                timers.gemms.append((m, k, n, lay, dt * gemm_flops(m, k, n) / total if total else 0.0,
-                                     _policy_threads(m, k, n), paired))
-    return call
 
 
 def _bias_gemm(timers: Timers, fn: Callable) -> Callable:
@@ -273,7 +242,7 @@ def _blas_count(m: int, k: int, n: int) -> int | None:
 
 def _policy_threads(m: int, k: int, n: int) -> int | None:
     try:
-        from tracejit.compiler.cpu.gemm.router import gemm_thread_count
+        from tracejit.compiler.cpu.gemm.blas_gemm import gemm_thread_count
     except ImportError:
         return _blas_count(m, k, n)
     return gemm_thread_count(m, k, n)
@@ -337,7 +306,7 @@ def instrumented(timers: Timers) -> Iterator[int]:
             for name, value in list(g.items()):
                 if name == "xp":
                     new = _ArrayModule(value, timers)
-                elif PRODUCT_NAME.match(name):  # the backend's matmul (router.matmul on CPU)
+                elif PRODUCT_NAME.match(name):  # the backend's matmul (blas_gemm.matmul on CPU)
                     # or one product's own callable (plan.py's MATMUL_<n>)
                     new = timers.matmul(value, policy=True)
                 elif _KERNEL.match(name) and hasattr(value, "get"):
@@ -347,8 +316,6 @@ def instrumented(timers: Timers) -> Iterator[int]:
                     new = timers.kernel(getattr(family, "label", name), value)
                 elif name == "I_matmul_bias":    # compiler/gemm_steps: x @ w + b as one GEMM
                     new = _bias_gemm(timers, value)
-                elif name == "MATMUL2":          # compiler/gemm_steps: two products at once
-                    new = _gemm_pair(timers, value)
                 elif name.startswith("I_") and callable(value):
                     new = timers.timed("other ops", _real_xp(value))
                 else:
@@ -396,17 +363,6 @@ def _mlp_step(compiled: bool):
     return phases, lambda: float(st["loss"].item())
 
 
-def _load_gemm_kernels() -> None:
-    """The kernels tracejit's GEMM routing runs the head's products on, which sync mode
-    loads only from disk (router.load_gemm_kernels): the steady state the bench times,
-    on an empty cache too."""
-    try:
-        from tracejit.compiler.cpu.gemm.router import load_gemm_kernels
-    except ImportError:
-        return
-    load_gemm_kernels()
-
-
 def _run_steps(phases: dict, steps: int) -> dict:
     """Per phase, the seconds of each of `steps` steps."""
     times: dict = {p: [] for p in phases}
@@ -451,7 +407,6 @@ def mlp_breakdown(steps: int = 20, warmup: int = 5, compiled: bool = True,
                   sgemm_repeat: int = 15) -> dict:
     """Measure the MLP step by phase and by kind of call (see the module docstring)."""
     phases, last_loss = _mlp_step(compiled)
-    _load_gemm_kernels()
     _run_steps(phases, warmup)
     faults0 = _minor_faults()
     work0 = _kernel_work()

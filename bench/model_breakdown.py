@@ -141,14 +141,6 @@ def _bias_gemm(timers: OpTimers, fn, stand_in: type):
     return call
 
 
-def _gemm_pair(timers: OpTimers, fn):
-    """gemm_steps' ``MATMUL2(a1, b1, a2, b2)`` timed under one label naming both GEMMs."""
-    def call(a1, b1, a2, b2):
-        label = f"{_gemm_label(a1, b1)} || {_gemm_label(a2, b2)[5:]}"
-        return timers.wrap(label, fn)(a1, b1, a2, b2)
-    return call
-
-
 def _instrument(timers: OpTimers) -> list:
     """Swap every CPU plan's calls for timed ones; returns what to put back."""
     from .breakdown import _plans, _KERNEL
@@ -185,8 +177,6 @@ def _instrument(timers: OpTimers) -> list:
                 new = timed_matmul(value)
             elif name == "MATMUL_ROWS":
                 continue             # the MATMUL it is given is timed
-            elif name == "MATMUL2":              # compiler/gemm_steps: two products at once
-                new = _gemm_pair(timers, value)
             elif _KERNEL.match(name) and hasattr(value, "group"):
                 new = _Family(value, _kernel_label(value), timers)
             elif _KERNEL.match(name) and callable(value):

@@ -9,7 +9,7 @@ with a product timed on its own in another process (another day, another phase o
 machine) mix three things: the machine's speed at the time, the state of the caches the
 step leaves to each product, and the step itself (its buffers, its thread hand-overs). Here
 the three are taken apart in one process: the operands of one step's GEMM calls (compiled
-plans' ``MATMUL``, ``MATMUL2`` pairs and ``I_matmul_bias``; the steps are
+plans' ``MATMUL`` and ``I_matmul_bias``; the steps are
 ``bench/impls/models.py``'s, run by phase as ``bench.model_breakdown`` runs them) are kept;
 then, `--steps` times, a step is timed call by call and each kept call is repeated on
 exactly those arrays (steps and alone calls taking turns):
@@ -41,7 +41,7 @@ import time
 
 __all__ = ["StepGemms", "measure", "report", "main", "main_threads"]
 
-_GEMM_NAMES = ("MATMUL", "MATMUL2", "I_matmul_bias")
+_GEMM_NAMES = ("MATMUL", "I_matmul_bias")
 
 
 def _faults() -> int:
@@ -50,9 +50,6 @@ def _faults() -> int:
 
 def _label(name: str, args: tuple) -> str:
     from .model_breakdown import _gemm_label
-    if name == "MATMUL2":
-        a1, b1, a2, b2 = args
-        return f"{_gemm_label(a1, b1)[5:]} || {_gemm_label(a2, b2)[5:]}"
     if name == "I_matmul_bias":
         _, x, w, _ = args
         return _gemm_label(x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x, w)[5:] + " +bias"
@@ -229,9 +226,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep-mib", type=int, default=256)
     args = ap.parse_args(argv)
     import tracejit as tj
-    from .breakdown import _load_gemm_kernels
     from .model_breakdown import _phased_step
-    _load_gemm_kernels()     # the steady state's head and pair kernels (sync mode: from disk)
     clock = time.thread_time if args.threads == 1 else time.perf_counter
     for m in args.models.split(","):
         phases, _ = _phased_step(tj, True, m)

@@ -134,25 +134,6 @@ def _both(monkeypatch, name, run):
     return on, run()
 
 
-def test_claim_gemms_switch(monkeypatch):
-    import numpy as np
-    from tracejit.compiler.cpu.gemm import router
-    from tracejit.compiler.cpu.runtime import coreshare, sharepool
-    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)   # the policy gives one thread
-    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
-    monkeypatch.setattr(coreshare, "ceding", lambda: False)
-    monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
-    claimed = []
-    real = sharepool.claimed_matmul
-    monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: claimed.append(1) or real(a, b))
-    r = np.random.default_rng(0)
-    a, b = r.standard_normal((512, 256)).astype(np.float32), r.standard_normal((256, 512)).astype(np.float32)
-    assert a.shape[0] * a.shape[1] * b.shape[1] >= router.CLAIM_GEMM_MNK
-    on, off = _both(monkeypatch, "TRACEJIT_CLAIM_GEMMS", lambda: (len(claimed), router.matmul(a, b)))
-    assert (on[0], off[0], len(claimed)) == (0, 1, 1)   # (counts before each call): on claimed, off not
-    np.testing.assert_allclose(on[1], off[1], rtol=1e-5, atol=1e-4)
-
-
 def _lstm_lm_grads(batch_first: bool = True):
     import numpy as np
     import tracejit as tj

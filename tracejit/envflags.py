@@ -104,10 +104,6 @@ SWITCHES: dict = {s.name: s for s in (
            "plans", "tracejit/compiler/attnpair.py"),
     Switch("TRACEJIT_ATTENTION_BACKWARD_SUMS", "1", "0: attention's backward and the projection's "
            "bias gradient stay two steps in CPU plans", "tracejit/compiler/attnpair.py"),
-    Switch("TRACEJIT_GEMM_PAIRS", "1", "0: two independent products of a CPU plan stay two steps",
-           "tracejit/compiler/gemm_steps.py"),
-    Switch("TRACEJIT_PAIR_AT_ONCE", "1", "0: a plan's paired products run one after the other",
-           "tracejit/compiler/cpu/gemm/router.py"),
     Switch("TRACEJIT_DONATE", "1", "0: a CPU plan's elementwise map never writes into an input that "
            "dies at it", "tracejit/compiler/plan.py"),
     Switch("TRACEJIT_CHUNK_FLAT_PAIRS", "1", "0: flat chunk kernels never run as GIL-free shares",
@@ -120,16 +116,8 @@ SWITCHES: dict = {s.name: s for s in (
            "(default: the CPUs this process may run on)", "tracejit/compiler/cpu/runtime/workpool.py"),
     Switch("TRACEJIT_OWN_POOL", "", "1: GIL-free share launches run on tracejit's worker pool instead of "
            "OpenBLAS's workers", "tracejit/compiler/cpu/runtime/workpool.py"),
-    Switch("TRACEJIT_CLAIM_GEMMS", "1", "0: large one-thread products never claim rows with the partner "
-           "thread", "tracejit/compiler/cpu/gemm/router.py"),
     Switch("TRACEJIT_CEDE", "1", "0: the partner thread keeps working while our compile workers compile",
            "tracejit/compiler/cpu/runtime/coreshare.py"),
-    Switch("TRACEJIT_GEMM_HALVES", "1", "0: no product or update runs in GIL-free parts on the cores",
-           "tracejit/compiler/cpu/gemm/halves.py"),
-    Switch("TRACEJIT_SKINNY_GEMM", "1", "0: a classifier head's products run on BLAS",
-           "tracejit/compiler/cpu/gemm/skinny_gemm.py"),
-    Switch("TRACEJIT_SKINNY_HALVES", "1", "0: a classifier head's products run on one thread",
-           "tracejit/compiler/cpu/gemm/skinny_gemm.py"),
     Switch("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "1", "0: the LSTM backward's hidden weight gradient is "
            "one GEMM after its loop", "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
     Switch("TRACEJIT_LSTM_COTANGENT_ROWS", "1", "0: the LSTM backward copies a permuted cotangent first",

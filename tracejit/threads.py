@@ -250,7 +250,7 @@ def blas_threads() -> int | None:
 
 # Held while BLAS's count must not change: every change made here takes it, and a launch
 # that runs BLAS products on OpenBLAS's own worker with the count at one holds it throughout
-# (compiler/cpu/gemm/halves.py `pair`). The count is process-wide: a product on the worker that
+# (compiler/cpu/runtime/sharepool.py `split`). The count is process-wide: a product on the worker that
 # read a count of two from another thread's change (the GEMM choice's background timing, the
 # policy's `adapt` on another thread) waits for OpenBLAS's level-3 lock, which the product on
 # the launching thread, waiting for that same worker, holds: the process hangs.
@@ -297,10 +297,10 @@ class blas_threads_set:
     already is `n`).
 
     A class, not a generator context manager: compiled plans enter it around every product
-    pair and split (compiler/cpu/gemm/halves.py, compiler/cpu/runtime/sharepool.py), where contextlib's frames and the lookups
-    behind `blas_threads` and `set_blas_threads` run on caches a GEMM has just swept (the MLP
-    step's layer-2 gradient pair spent 45 us before its launch and 26 after it, SCHED_FIFO,
-    in-step medians; ~12 us warm)."""
+    split (compiler/cpu/runtime/sharepool.py), where contextlib's frames and the lookups
+    behind `blas_threads` and `set_blas_threads` run on caches a GEMM has just swept (a
+    launch after a large product spent 45 us before it and 26 after it, SCHED_FIFO, in-step
+    medians; ~12 us warm)."""
 
     __slots__ = ("n", "before")
 

@@ -39,10 +39,6 @@ class TracejitRunner(Runner):
     def settle(self):
         from tracejit.compiler.cpu.kernels import vectorized
         if self.compiled:
-            # sync mode loads the GEMM routing's own kernels only from disk: an empty cache
-            # would leave the step's head products on BLAS (router.load_gemm_kernels)
-            from tracejit.compiler.cpu.gemm import router
-            router.load_gemm_kernels()
             tj.compiler.wait()   # a background compile (TRACEJIT_COMPILE=background set by hand)
         # eager kernels (and the hand-written ones, compiler/cpu/kernels/loader.py) an op asked for: in sync
         # mode there is nothing to wait for, they load in the call
@@ -54,28 +50,13 @@ class TracejitRunner(Runner):
     def activity(self):
         return kernel_activity(self._worker_cpu)
 
-    def timing_starts(self):
-        self._halves_at_start = _halves_loaded()
-
     def thread_policy(self):
         from tracejit.compiler.cpu.runtime import coreshare
-        # The dtypes whose GIL-free halves (compiler/cpu/gemm/halves.py) are loaded: a count of two says
-        # only that the policy gave two threads; the two-layer step's products run on two
-        # only where its dtype is listed here too (the halves module may load after the
-        # policy gives two). `halves` is
-        # read after the timed steps; `halves_ready` says whether some were loaded before
-        # the first timed step, so in place for all of them (a training workload's figure:
-        # `timing_starts` notes it), which is what a two-thread figure needs.
-        policy = {"halves": _halves_loaded()}
-        at_start = getattr(self, "_halves_at_start", None)
-        if at_start is not None:
-            policy["halves_ready"] = bool(at_start)
-            self._halves_at_start = None
         if not coreshare.ENABLED:
-            return {"policy": {"adaptive": False, **policy}}
+            return {"policy": {"adaptive": False}}
         share = coreshare.core_share
         return {"policy": {"adaptive": True, "threads": share.threads(),
-                           "others_cores": round(share.others, 2), **policy}}
+                           "others_cores": round(share.others, 2)}}
 
     def versions(self) -> dict:
         import numba
@@ -154,14 +135,6 @@ class TracejitRunner(Runner):
             from .. import bench_tiers   # the same probe bench/bench_tiers.py runs
             return bench_tiers.probe("background_cold")
         return super().probe_compile(params)
-
-
-def _halves_loaded() -> list:
-    """The dtype names whose two-thread product halves are loaded (none while the module
-    was never imported)."""
-    import sys
-    halves = sys.modules.get("tracejit.compiler.cpu.gemm.halves")
-    return sorted(t for t, p in halves._pairs.items() if p is not None) if halves else []
 
 
 def kernel_activity(worker_cpu: dict) -> dict:

@@ -50,50 +50,14 @@ def test_instrumented_times_gemms_and_kernels_then_restores():
     assert timers.seconds["gemm"] > 0 and timers.seconds["kernels"] > 0
     # x (8, 6) @ w.t() (6, 5): w.t() is a transposed row-major array, BLAS takes it as is
     assert [g[:4] for g in timers.gemms] == [(8, 6, 5, "CF")] * 2
-    # and with the BLAS threads the load policy gave it (router.matmul is the plan's MATMUL)
-    from tracejit.compiler.cpu.gemm import router
-    assert [g[5] for g in timers.gemms] == [router.gemm_thread_count(8, 6, 5)] * 2
+    # and with the BLAS threads the load policy gave it (blas_gemm.matmul is the plan's MATMUL)
+    from tracejit.compiler.cpu.gemm import blas_gemm
+    assert [g[5] for g in timers.gemms] == [blas_gemm.gemm_thread_count(8, 6, 5)] * 2
     after = _plan_globals()
     for key, (plan, globs) in before.items():   # everything put back
         assert after[key][1] == globs, sorted(k for k in globs if after[key][1].get(k) is not globs[k])
     f(x, w, b)
     assert timers.calls["gemm"] == 2                   # no longer counted
-
-
-def _two_products(g, w, a):
-    return g @ w, g.t() @ a
-
-
-@pytest.mark.parametrize("ran", [True, False])
-def test_a_product_pair_is_timed_once_and_records_both_products(monkeypatch, ran):
-    """compiler/gemm_steps' ``MATMUL2``: one GEMM time for the call, its two products
-    recorded with that time split by their flops, marked paired where they ran at once
-    (here a stand-in for the pair's launch: the machine's cores do not matter)."""
-    from tracejit.compiler.cpu.gemm import router
-    from tracejit.compiler.cpu.runtime import coreshare
-    from tracejit.compiler.cpu.gemm import halves
-    monkeypatch.setattr(router, "PAIR_MNK", 1)        # the small products pair too
-    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setattr(halves, "pair", (lambda a1, b1, a2, b2: (a1 @ b1, a2 @ b2)) if ran
-                        else (lambda *a: None))
-    rng = np.random.default_rng(3)
-    args = [tj.tensor(rng.standard_normal(s, dtype=np.float32)) for s in ((8, 6), (6, 5), (8, 5))]
-    f = tj.script(_two_products)
-    want = [o.numpy() for o in f(*args)]
-    timers = breakdown.Timers()
-    with breakdown.instrumented(timers):
-        got = [o.numpy() for o in f(*args)]
-    for g_, w_ in zip(got, want):
-        np.testing.assert_array_equal(g_, w_)
-    assert timers.calls["gemm"] == 2
-    assert [g[:4] + g[5:] for g in timers.gemms] == [
-        (8, 6, 5, "CC", router.gemm_thread_count(8, 6, 5), ran),
-        (6, 8, 5, "FC", router.gemm_thread_count(6, 8, 5), ran)]
-    # the call's time once, split by flops (8x6x5 and 6x8x5: halves)
-    assert sum(g[4] for g in timers.gemms) == pytest.approx(timers.seconds["gemm"])
-    assert timers.gemms[0][4] == pytest.approx(timers.gemms[1][4])
-    rows = breakdown._gemm_table(timers.gemms, steps=1, repeat=2)
-    assert [r["paired"] for r in rows] == [ran, ran]
 
 
 def test_other_ops_get_the_array_module_itself(monkeypatch):

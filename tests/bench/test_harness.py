@@ -104,21 +104,8 @@ def test_tracejit_reports_the_thread_count_beside_a_training_figure(monkeypatch)
     assert policy["adaptive"] is True
     assert 1 <= policy["threads"] <= coreshare.core_share.cpus
     assert policy["others_cores"] >= 0.0
-    from tracejit.compiler.cpu.gemm import halves
-    monkeypatch.setattr(halves, "_pairs", {"float64": object(), "float32": None})
-    assert runner.thread_policy()["policy"]["halves"] == ["float64"]   # (None: cannot load)
     monkeypatch.setattr(coreshare, "ENABLED", False)
-    assert runner.thread_policy() == {"policy": {"adaptive": False, "halves": ["float64"]}}
-    # halves_ready: whether some halves were loaded when the timed steps started (read at
-    # `timing_starts`; `halves` is read after them), once per timed run
-    monkeypatch.setattr(halves, "_pairs", {"float32": None})
-    runner.timing_starts()
-    monkeypatch.setattr(halves, "_pairs", {"float32": object()})   # loaded during the run
-    assert runner.thread_policy() == {"policy": {"adaptive": False, "halves": ["float32"],
-                                                 "halves_ready": False}}
-    runner.timing_starts()
-    assert runner.thread_policy()["policy"]["halves_ready"] is True
-    assert "halves_ready" not in runner.thread_policy()["policy"]
+    assert runner.thread_policy() == {"policy": {"adaptive": False}}
     assert systems.load(systems.by_name("numpy")).thread_policy() == {}
 
 

@@ -71,23 +71,3 @@ def test_a_rows_kernel_is_labelled_with_the_work_fused_into_it():
     rows = [k for k in timers.calls if k.startswith("kernel (") and "sum (row)" in k]
     assert len(rows) == 1 and "tanh" in rows[0] and "add" in rows[0], set(timers.calls)
     assert "op layer_norm" not in timers.calls
-
-
-def test_a_product_pair_is_labelled_with_both_gemms(monkeypatch):
-    """compiler/gemm_steps' ``MATMUL2``: one label naming both products."""
-    from tracejit.compiler.cpu.gemm import router
-    monkeypatch.setattr(router, "PAIR_MNK", 1)        # the small products pair too
-    rng = np.random.default_rng(1)
-    args = [tj.tensor(rng.standard_normal(s, dtype=np.float32)) for s in ((8, 6), (6, 5), (8, 5))]
-    f = tj.script(lambda g, w, a: (g @ w, g.t() @ a))
-    want = [o.numpy() for o in f(*args)]
-    timers = model_breakdown.OpTimers()
-    saved = model_breakdown._instrument(timers)
-    try:
-        got = [o.numpy() for o in f(*args)]
-    finally:
-        for g, name, value in reversed(saved):
-            g[name] = value
-    for g_, w_ in zip(got, want):
-        np.testing.assert_array_equal(g_, w_)
-    assert timers.calls == {"gemm 8x6 @ 6x5 CC || 6x8 @ 8x5 FC": 1}, dict(timers.calls)

@@ -1,5 +1,4 @@
-"""bench/step_gemms.py: a compiled step's GEMM calls are recorded by label (a pair's two
-products, a bias GEMM), repeated alone on the step's own operands with the step's bits, and
+"""bench/step_gemms.py: a compiled step's GEMM calls are recorded by label (a bias GEMM), repeated alone on the step's own operands with the step's bits, and
 the plans are put back afterwards."""
 from __future__ import annotations
 
@@ -11,12 +10,10 @@ from bench import breakdown, step_gemms
 
 def _step(x, w1, b1, w2, g):
     h = x.mm(w1.t()) + b1                   # a bias GEMM (compiler/gemm_steps)
-    return tj.tanh(h.mm(w2)), g.mm(w2.t()), g.t().mm(h)   # a product, then a pair
+    return tj.tanh(h.mm(w2)), g.mm(w2.t()), g.t().mm(h)   # three products
 
 
 def test_gemm_calls_in_the_step_and_alone(monkeypatch):
-    from tracejit.compiler.cpu.gemm import router
-    monkeypatch.setattr(router, "PAIR_MNK", 1)        # the small products pair too
     rng = np.random.default_rng(3)
     shapes = ((16, 8), (12, 8), (12,), (12, 6), (16, 6))
     args = [tj.tensor(rng.standard_normal(s, dtype=np.float32)) for s in shapes]
@@ -40,7 +37,7 @@ def test_gemm_calls_in_the_step_and_alone(monkeypatch):
     # a warm-up step, the kept step without the optimizer, an untimed step, 3 timed steps
     assert calls == [1, "opt", 1] + [1, "opt"] * 4
     by_label = {r["label"]: r for r in rows}
-    assert set(by_label) == {"16x8 @ 8x12 CF +bias", "16x12 @ 12x6 CC", "16x6 @ 6x12 CF || 6x16 @ 16x12 FC"}, \
+    assert set(by_label) == {"16x8 @ 8x12 CF +bias", "16x12 @ 12x6 CC", "16x6 @ 6x12 CF", "6x16 @ 16x12 FC"}, \
         set(by_label)
     for r in rows:
         assert r["calls"] == 1                            # once per step

@@ -358,14 +358,11 @@ def test_paired_bias_relu_writes_over_the_dying_product(paired, monkeypatch):
     eager's values, and the same bits in one share and in two."""
     import tracejit.nn.functional as F
     from tracejit.compiler.cpu.runtime import coreshare
-    from tracejit.compiler.cpu.gemm import halves
     pairs, pooled = paired
     # The product's route held fixed across the calls (BLAS on two threads): the adaptive
-    # policy's count moves with other processes' load, and the halves' module may load between
-    # the calls; under AVX2 code OpenBLAS's one- and two-thread sgemm (and the halves) differ
-    # in the last bits here, which is not what this test is about (the ReLU kernel's shares).
+    # policy's count moves with other processes' load; under AVX2 code OpenBLAS's one- and
+    # two-thread sgemm differ in the last bits here, which is not what this test is about (the ReLU kernel's shares).
     monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
-    monkeypatch.setenv("TRACEJIT_GEMM_HALVES", "0")
 
     def bias_relu(x, w, b):
         return tj.relu(F.linear(x, w, b))

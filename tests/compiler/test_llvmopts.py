@@ -183,7 +183,7 @@ def _host_has_avx512() -> bool:
     """Whether the code numba emits here may use AVX-512: the features numba compiles for
     (NUMBA_CPU_FEATURES where set: bench.isa's avx2 emulation on an AVX-512 host), else the
     host's."""
-    from tracejit.compiler.cpu.gemm.template_panels import _ask_avx512
+    from tracejit.compiler.cpu.gemm.template import _ask_avx512
     return _ask_avx512()
 
 

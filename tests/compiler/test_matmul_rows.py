@@ -13,7 +13,8 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit.compiler.cpu.gemm import router
+from tracejit.compiler.backends import CpuBackend
+from tracejit.compiler.cpu.gemm import blas_gemm
 from tracejit.testing import assert_compiled_matches
 
 
@@ -34,24 +35,24 @@ def _linear_loss(x, w, b):
 def gemm_shapes(monkeypatch):
     """Records the operand ranks of every product compiled plans and eager matmul make."""
     seen = []
-    orig = router.matmul
+    orig = blas_gemm.matmul
 
     def spy(a, b, blas_only=False):
         seen.append((a.ndim, b.ndim))
         return orig(a, b, blas_only=blas_only)
-    monkeypatch.setattr(router, "matmul", spy)
-    # a plan's 2-D product of static shapes calls what router.matmul_for chose for it
-    # (numpy's matmul for a tiny one, the halves' plan call): recorded the same way
-    chose = router.matmul_for
+    monkeypatch.setattr(blas_gemm, "matmul", spy)
+    # a plan's 2-D product of static shapes calls what the backend's matmul_for chose for it
+    # (numpy's matmul for a tiny one): recorded the same way
+    chose = CpuBackend.matmul_for
 
-    def chosen(m, k, n, dtype):
-        fn = chose(m, k, n, dtype)
+    def chosen(self, a_shape, b_shape, dtype, install=None):
+        fn = chose(self, a_shape, b_shape, dtype)
 
         def recorded(a, b):
             seen.append((a.ndim, b.ndim))
             return fn(a, b)
         return spy if fn is spy else recorded
-    monkeypatch.setattr(router, "matmul_for", chosen)
+    monkeypatch.setattr(CpuBackend, "matmul_for", chosen)
     return seen
 
 

@@ -220,26 +220,13 @@ def test_a_later_kernel_whose_op_stopped_asking_is_held():
 
 def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch):
     """While a worker of this process starts up or compiles a job (`workers.compiling`), the
-    thread policy leaves the partner's core to it (coreshare.ceding): a large product that
-    would run as claimed parts on the program's two threads runs on numpy's one thread, with
-    the same result; once the worker is done the claimed parts come back. Not for a job no
-    call waits for (rank LATER), nor where the program keeps two cores beside the worker."""
-    import numpy as np
-    from tracejit.compiler.cpu.gemm import router
+    thread policy leaves the partner's core to it (coreshare.ceding: the split recurrent
+    loops then run on the program's one thread); once the worker is done the partner comes
+    back. Not for a job no call waits for (rank LATER), nor where the program keeps two
+    cores beside the worker."""
     from tracejit.compiler.cpu.runtime import coreshare
-    from tracejit.compiler.cpu.runtime import sharepool
     monkeypatch.setenv("TRACEJIT_COMPILE_WORKER_FAULT", "hang")   # the job never ends
-    monkeypatch.setattr(coreshare, "adapt", lambda: 1)
-    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
-    monkeypatch.setattr(router, "CLAIM_GEMM_MNK", 1 << 20)
-    calls = []
-    monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
-    monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
     monkeypatch.setattr(coreshare.core_share, "cpus", 2)   # (a 2-core machine)
-    rng = np.random.default_rng(3)
-    a = rng.standard_normal((512, 256)).astype(np.float32)
-    b = rng.standard_normal((256, 128)).astype(np.float32)
-    want = np.matmul(a, b)
     assert not workers.compiling() and not coreshare.ceding()
     pool = workers.CompilePool(1)
     try:
@@ -250,15 +237,11 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
             assert time.monotonic() < deadline    # (the dispatcher starts a worker, sends the job)
             time.sleep(0.01)
         assert workers.compiling() == 1 and coreshare.ceding() and not job.done()
-        np.testing.assert_array_equal(router.matmul(a, b), want)
-        assert calls == []                   # not claimed: one thread
         monkeypatch.setattr(coreshare.core_share, "cpus", 3)   # a core to spare: no cede
         assert workers.compiling() and not coreshare.ceding()
         monkeypatch.setattr(coreshare.core_share, "cpus", 2)
         monkeypatch.setenv("TRACEJIT_CEDE", "0")
         assert not coreshare.ceding()
-        np.testing.assert_array_equal(router.matmul(a, b), want)
-        assert calls == [(512, 256)]
         monkeypatch.setenv("TRACEJIT_CEDE", "1")
     finally:
         pool.shutdown()
@@ -291,8 +274,6 @@ def test_the_program_cedes_its_second_thread_while_a_worker_compiles(monkeypatch
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert not coreshare.ceding()
-    np.testing.assert_array_equal(router.matmul(a, b), want)
-    assert calls == [(512, 256), (512, 256)]
 
 
 def test_a_worker_starting_up_counts_as_compiling(monkeypatch):

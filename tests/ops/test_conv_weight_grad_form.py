@@ -9,7 +9,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit.compiler.cpu.gemm import router
+from tracejit.compiler.cpu.gemm import blas_gemm
 from tracejit.ops import linalg
 from tracejit.testing import assert_compiled_matches
 from inputs import training_variant
@@ -28,14 +28,14 @@ def test_which_products_take_the_rows_first_form():
 
 
 def _products(monkeypatch) -> list:
-    """(a.shape, b.shape) of every product router.matmul runs from now on."""
+    """(a.shape, b.shape) of every product blas_gemm.matmul runs from now on."""
     seen: list = []
-    real = router.matmul
+    real = blas_gemm.matmul
 
     def spy(a, b, *args, **kwargs):
         seen.append((tuple(a.shape), tuple(b.shape)))
         return real(a, b, *args, **kwargs)
-    monkeypatch.setattr(router, "matmul", spy)
+    monkeypatch.setattr(blas_gemm, "matmul", spy)
     return seen
 
 

@@ -119,7 +119,7 @@ class CpuBackend(Backend):
     name = "cpu"
     sequential_sums = True
     serial_twin = True
-    capabilities = frozenset(("gemm_epilogue", "attention_pair", "gemm_pair"))
+    capabilities = frozenset(("gemm_epilogue", "attention_pair"))
 
     fix = staticmethod(_fix_numpy)  # a plain function: plans call it per step
 
@@ -200,18 +200,17 @@ class CpuBackend(Backend):
         return matmul
 
     def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
-        # a 2-D product of static shapes: the router's route decided once for them (numpy's
-        # matmul for a tiny one, the halves' plan call), the BLAS side of the GEMM choice,
-        # which `install` replaces by the template's launch where a measurement says so
+        # a 2-D product of static shapes: numpy's matmul itself for a tiny one (BLAS keeps
+        # it on one thread), else the BLAS side of the GEMM choice, which `install` replaces
+        # by the template's launch where a measurement says so
         if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
                 and all(type(d) is int for d in (*a_shape, *b_shape))):
-            from .cpu.gemm import products
-            from .cpu.gemm.router import matmul_for
-            m, k, n = a_shape[0], a_shape[1], b_shape[1]
-            fn = matmul_for(m, k, n, dtype)
-            if install is None or m * k * n < products.TEMPLATE_MIN_MNK:
-                return fn
-            return products.plan_matmul(fn)(install)
+            from .cpu.gemm import blas_gemm, products
+            if a_shape[0] * a_shape[1] * b_shape[1] < products.TEMPLATE_MIN_MNK:
+                return np.matmul
+            if install is None:
+                return blas_gemm.matmul
+            return products.plan_matmul(blas_gemm.matmul)(install)
         return self.matmul()
 
 

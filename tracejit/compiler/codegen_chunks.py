@@ -94,7 +94,7 @@ def flat_pairs() -> bool:
     so each launch waited 20-60 us for it to wake (GELU fwd 1.07x, fwd+bwd 1.10x
     the bandwidth bound, the kernels alone ~1.0x). OpenBLAS's worker busy-waits (yielding)
     ~0.4 ms after each job (threads.BLAS_THREAD_TIMEOUT) and takes a C share in 1.4 us
-    (compiler/cpu/gemm/halves.py's launch measurements)."""
+    (gotoblas_pthread running a C function, back to back)."""
     global _flat_machine
     if not _flat_pairs() or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
         return False

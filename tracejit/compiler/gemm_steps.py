@@ -1,8 +1,7 @@
-"""A compiled plan's products as schedule nodes: a product with its epilogue, a bias
-gradient's column sum, and independent products run at once. Each is a rewrite of the
-plan's items after `fusion.partition`, registered in
-plan_patterns.py; their runtime is the CPU backend's (compiler/cpu/gemm/epilogue.py,
-products.py, router.matmul_pair).
+"""A compiled plan's products as schedule nodes: a product with its epilogue and a bias
+gradient's column sum. Each is a rewrite of the plan's items after `fusion.partition`,
+registered in plan_patterns.py; their runtime is the CPU backend's
+(compiler/cpu/gemm/epilogue.py, products.py).
 
 Epilogues (`fold_epilogues`, `GemmStep`): a ``matmul`` whose output only one elementwise
 group reads, that group being ``act(x @ w + bias + residual)`` (a bias broadcast along the
@@ -21,16 +20,6 @@ Column sums (`ColumnSum`): a bias gradient that no fused kernel sums (the packed
 gradient `attention_backward` writes) is a `sum` over the leading dims of a C-contiguous
 array, the product ``ones @ g`` (a GEMV, epilogue.column_sum). Gradients are otherwise
 unchanged: the backward graph is built before these passes.
-
-Products at once (`schedule_products`): a layer's backward makes two products of one
-output gradient, ``g @ W`` and ``g.T @ a``, which read nothing of each other's. Each ran on
-OpenBLAS's two threads, which meet at every panel of a product; two one-thread products,
-one per core, meet once (router.matmul_pair decides at run time where that pays: the MLP
-step's GEMM time -0.2 ms). Which: a bare ``matmul`` step of two 2-D operands and static
-shapes, both of at least router.PAIR_MNK multiply-adds, followed (with at most `WINDOW`
-transposes or reshapes of other values in between) by another such product that reads
-neither its result nor a view of it: one `GemmStep` of two products. The views in between
-that read neither move before the step, the others after it; nothing else moves.
 """
 from __future__ import annotations
 
@@ -41,20 +30,15 @@ from ..jit.ir import Eqn, Var
 from ..ops.elementwise import ADD, RELU
 from ..ops.linalg import MATMUL
 from ..ops.reductions import SUM
-from ..ops.shape import PERMUTE, RESHAPE
-from ..shapes import Sym
 from .. import envflags
 from .fusion import Group
 
-__all__ = ["Product", "GemmStep", "ColumnSum", "fold_epilogues", "schedule_products", "WINDOW"]
+__all__ = ["Product", "GemmStep", "ColumnSum", "fold_epilogues"]
 
 # Plan patterns (plan_patterns.py): TRACEJIT_BIAS_GEMM=0 keeps products and their
-# epilogues apart and the column sums numpy's, TRACEJIT_BIAS_COLUMN_SUMS=0 the sums alone,
-# TRACEJIT_GEMM_PAIRS=0 calls two products one after the other (A/B measurements, tests).
+# epilogues apart and the column sums numpy's, TRACEJIT_BIAS_COLUMN_SUMS=0 the sums alone
+# (A/B measurements, tests).
 _DTYPES = ("float32", "float64")
-# Steps at most between two products run at once (the MLP's backward has one: ``g.T``)
-WINDOW = 4
-_VIEWS = (PERMUTE, RESHAPE)
 
 
 @dataclass(eq=False)
@@ -78,8 +62,7 @@ class Product:
 
 @dataclass(eq=False)
 class GemmStep:
-    """One or more products as one step of a plan: one with its epilogue, or independent
-    bare products the runtime may run at once."""
+    """A product with its epilogue as one step of a plan (`products`: that one product)."""
     products: list
 
     @property
@@ -98,8 +81,6 @@ class GemmStep:
         return set(self.outs)
 
     def describe(self) -> str:
-        if len(self.products) > 1:
-            return f"{len(self.products)} matmuls at once"
         p = self.products[0]
         epi = [n for n, on in (("bias", p.bias), ("residual", p.residual), (p.act, p.act)) if on is not None]
         return "matmul + " + " + ".join(epi) + " (epilogue)"
@@ -107,12 +88,6 @@ class GemmStep:
     def emit(self, plan, nm, atom, consts: dict, input_set) -> list:
         """The plan's lines for this step (plan.py calls it with itself: the BLAS side of an
         epilogue is its ordinary product and group lines)."""
-        if len(self.products) > 1:
-            from .cpu.gemm.router import matmul_pair
-            consts["MATMUL2"] = matmul_pair
-            (a1, b1), (a2, b2) = ((nm(a) for a in p.matmul.inputs) for p in self.products)
-            o1, o2 = (nm(p.out) for p in self.products)
-            return [f"    {o1}, {o2} = MATMUL2({a1}, {b1}, {a2}, {b2})"]
         return _emit_epilogue(self.products[0], plan, nm, atom, consts, input_set)
 
 
@@ -252,50 +227,3 @@ def fold_epilogues(items: list, graph) -> list:
     if not replace:
         return items
     return [replace.get(id(it), it) for it in items if id(it) not in drop]
-
-
-def _bare_product(it) -> bool:
-    """Whether `it` is a ``matmul`` step that may run at once with another (module docstring)."""
-    if not (isinstance(it, Eqn) and it.prim is MATMUL and len(it.inputs) == 2):
-        return False
-    a, b = it.inputs
-    if not (isinstance(a, Var) and isinstance(b, Var)):
-        return False
-    sa, sb = tuple(a.aval.shape), tuple(b.aval.shape)
-    if len(sa) != 2 or len(sb) != 2 or any(isinstance(d, Sym) for d in sa + sb):
-        return False
-    from .cpu.gemm.router import PAIR_MNK
-    return a.aval.dtype.name in _DTYPES and sa[0] * sa[1] * sb[1] >= PAIR_MNK
-
-
-def schedule_products(items: list, graph) -> list:
-    """`items` with each two independent products (module docstring) made one `GemmStep`,
-    at the first product's place."""
-    out, i = [], 0
-    while i < len(items):
-        it = items[i]
-        if not _bare_product(it):
-            out.append(it)
-            i += 1
-            continue
-        reads = set(it.outs)       # its result and the views of it
-        before, after = [], []
-        j = i + 1
-        while j < len(items) and j - i <= WINDOW and isinstance(items[j], Eqn) and items[j].prim in _VIEWS:
-            v = items[j]
-            if any(x in reads for x in v.inputs):
-                after.append(v)
-                reads.update(v.outs)
-            else:
-                before.append(v)
-            j += 1
-        nxt = items[j] if j < len(items) else None
-        if nxt is None or not _bare_product(nxt) or any(x in reads for x in nxt.inputs):
-            out.append(it)
-            i += 1
-            continue
-        out += before
-        out.append(GemmStep([Product(it), Product(nxt)]))
-        out += after
-        i = j + 1
-    return out

@@ -479,7 +479,7 @@ class Plan:
                 consts["MATMUL_ROWS"] = matmul_rows
                 return [f"    {outs[0]} = MATMUL_ROWS(MATMUL, {ins[0]}, {ins[1]})"]
             # a 2-D product: its own callable, the route its static shapes decide chosen
-            # once here (backends' matmul_for; the halves' launch or numpy's matmul)
+            # once here (backends' matmul_for: numpy's matmul, or the GEMM choice's site)
             sa, sb = tuple(e.inputs[0].aval.shape), tuple(e.inputs[1].aval.shape)
             mname = f"MATMUL_{len(consts)}"     # (PRODUCT_NAME: the bench's timers find it)
             fn = self.backend.matmul_for(sa, sb, e.out.aval.dtype.np,

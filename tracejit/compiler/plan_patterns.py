@@ -7,15 +7,13 @@ and each has its switch in tracejit/envflags.py.
   step whose epilogue the GEMM template or BLAS applies, a bias gradient's column sum a
   GEMV (gemm_steps.py);
 - ``attention_pair``: self-attention's weights and context in one pass, its backward with
-  the projection's bias gradient (attnpair.py);
-- ``gemm_schedule``: two independent products (a layer's input and weight gradients) as one
-  step the runtime may run at once (gemm_steps.py).
+  the projection's bias gradient (attnpair.py).
 """
 from __future__ import annotations
 
 from ..jit.patterns import Pattern, register
 from .attnpair import pair_attention
-from .gemm_steps import fold_epilogues, schedule_products
+from .gemm_steps import fold_epilogues
 
 __all__ = ["PLAN_PATTERNS"]
 
@@ -31,5 +29,4 @@ PLAN_PATTERNS = tuple(register(Pattern(name, rewrite, ("plan",), guard=_needs(ca
                       for name, rewrite, capability, switch in (
     ("gemm_epilogue", fold_epilogues, "gemm_epilogue", "TRACEJIT_BIAS_GEMM"),
     ("attention_pair", pair_attention, "attention_pair", "TRACEJIT_ATTENTION_PAIR"),
-    ("gemm_schedule", schedule_products, "gemm_pair", "TRACEJIT_GEMM_PAIRS"),
 ))

@@ -70,7 +70,7 @@ _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 class _Plan:
     __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big",
-                 "meta", "fn", "lean", "into", "view")
+                 "meta", "fn", "lean", "view")
 
     def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta, fn):
         self.default = default      # the default float dtype the plan was made under
@@ -89,9 +89,6 @@ class _Plan:
         # scalar from a ufunc) or another dtype leaves it None. The plan's other fields are
         # then not read at all: the small ops of an eager step read one field, not six.
         self.lean = None
-        # `run_into`'s call for a plan whose whole call the elementwise kernels fix
-        # (`_kernel_calls`): ``into(x, y, out) -> bool``, else None (`_kernel_into`)
-        self.into = None
         # does the result alias operand 0 (`_share_memory`)? ``prim.is_view``, or its
         # ``view_if(params)``, which the params in the plan's key fix
         self.view = False
@@ -315,11 +312,6 @@ def run_into(prim: Primitive, dst, args) -> bool:
     # (the ufunc called with its operands spelled out: `u(*arrays, out=out)` costs a
     # tuple and its unpacking, ~0.2 µs of an optimizer's ~1 µs update of a small tensor)
     if n == 2:
-        into = plan.into        # (a plan with `into` has no casts)
-        if into is not None:
-            if not into(x, y, out):
-                u(x, y, out=out)
-            return True
         c1 = plan.casts[1]
         if c1 is not None:
             y = y.astype(c1) if y is not b else scalar_as(y, c1)
@@ -531,23 +523,7 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
     plan = _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
                  prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta, fn)
     plan.view = prim.is_view or (prim.view_if is not None and bool(prim.view_if(params or _NO_PARAMS)))
-    if big and len(args) == 2:
-        _kernel_calls(prim, plan, operands, params)
     return plan
-
-
-def _kernel_calls(prim: Primitive, plan: _Plan, operands, params) -> None:
-    """A plan whose whole call the backend's elementwise kernels fix for its signature
-    (impls.elementwise.plan_calls; the CPU's: ``+ - * /`` in halves on the cores, the
-    two-layer step's ``w -= lr * w.grad``): that call as `lean` and its in-place call as
-    `into`, which check per call only what a call can change. Their fallbacks are this
-    plan's path as it was (`_kernel_into`, then numpy's loop), so nothing is guessed."""
-    def general_into(x, y, out):
-        return _kernel_into(prim, plan, (x, y), out)
-    calls = _ew.plan_calls(prim, operands, plan.casts, plan.compute_np, plan.out_np,
-                                   plan.out_shape, params, plan.fn, general_into)
-    if calls is not None:
-        plan.lean, plan.into = calls
 
 
 def _xp(dev):

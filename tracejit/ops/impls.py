@@ -122,9 +122,6 @@ class ElementwiseKernels:
     def declines(self, prim, out_shape) -> bool:
         return True
 
-    def plan_calls(self, prim, operands, casts, compute_np, out_np, out_shape, params, fn, general_into):
-        return None
-
     def add_into(self, prim, dst, src) -> None:
         np.add(dst, src, out=dst)
 
@@ -134,7 +131,7 @@ class ElementwiseKernels:
 
 elementwise = ElementwiseKernels()
 
-_ELEMENTWISE_CALLS = ("eligible", "run", "declines", "plan_calls", "add_into", "copy_of")
+_ELEMENTWISE_CALLS = ("eligible", "run", "declines", "add_into", "copy_of")
 
 
 def install_elementwise(provider) -> None:

@@ -328,6 +328,49 @@ def test_large_arithmetic_runs_a_kernel_bitwise_as_numpy(kernels, monkeypatch, n
     assert np.signbit(got.numpy()).tolist() == np.signbit(first.numpy()).tolist()
 
 
+def test_mid_size_arithmetic_runs_only_as_the_gil_free_pair(kernels, monkeypatch):
+    """Arithmetic from PAIR_ARITH_MIN_ELEMENTS (lowered here) to ARITH_MIN_ELEMENTS runs its
+    kernel only as the two-share GIL-free pair right after a two-thread job, whatever share
+    count the free cores would give: bitwise numpy's result. Where the pair cannot run
+    (OpenBLAS's pool without a second thread, no job just before) numpy's loop runs, not
+    sharepool's threads."""
+    from tracejit.compiler import codegen_chunks
+    from tracejit.compiler.cpu.runtime import chunkpool, cshares, sharepool
+    from tracejit.threads import PARALLEL_MIN
+    if sharepool.blas_worker.find() is None:
+        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
+    monkeypatch.setattr(V, "_flat_pairs", lambda: True)
+    monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
+    monkeypatch.setattr(V, "PAIR_ARITH_MIN_ELEMENTS", PARALLEL_MIN)
+    monkeypatch.setattr(V, "_CPUS", 2)
+    monkeypatch.setattr(V, "_one_core_free", lambda: False)
+    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 4)
+    monkeypatch.setattr(chunkpool, "_run_shares", lambda *a: pytest.fail("sharepool's threads ran it"))
+    monkeypatch.setattr(sharepool, "warm", lambda: True)
+    pairs = []
+    call = cshares.CShares.__call__
+    monkeypatch.setattr(cshares.CShares, "__call__", lambda self, args: (pairs.append(1), call(self, args))[1])
+    a, b = tj.tensor(_special(PARALLEL_MIN, 20)), tj.tensor(_special(PARALLEL_MIN, 21)[::-1].copy())
+    with np.errstate(all="ignore"):
+        want = a.numpy() * b.numpy()
+        got = _wait_and_run(lambda: a * b)
+        assert pairs
+        np.testing.assert_array_equal(got.numpy(), want)
+        assert np.signbit(got.numpy()).tolist() == np.signbit(want).tolist()
+        real_find = sharepool.blas_worker.find
+        monkeypatch.setattr(sharepool.blas_worker, "find", lambda: None)
+        before, n = V.stats()["launches"], len(pairs)
+        np.testing.assert_array_equal((a * b).numpy(), want)
+        assert V.stats()["launches"] == before and len(pairs) == n
+        assert not V.declines(REGISTRY["mul"], (PARALLEL_MIN,))
+        assert V.declines(REGISTRY["mul"], (PARALLEL_MIN - 1,))
+        monkeypatch.setattr(sharepool.blas_worker, "find", real_find)
+        monkeypatch.setattr(sharepool, "warm", lambda: False)    # the worker gone to sleep
+        assert V.declines(REGISTRY["mul"], (PARALLEL_MIN,))
+        np.testing.assert_array_equal((a * b).numpy(), want)
+    assert V.stats()["launches"] == before and len(pairs) == n
+
+
 def test_broadcast_value_operand_is_a_scalar_to_the_kernel(kernels, monkeypatch):
     """A gradient expanded from one value (sum's backward) meets the kernel as a scalar
     operand instead of sending the op back to numpy."""

@@ -1,6 +1,6 @@
 """tracejit/compiler/cpu/runtime/sharepool.py: shares of work on the pool's threads, and `split` (a batch of
 small BLAS products or kernel rows in parts, each on one BLAS thread) with its users:
-router.matmul's batched products. The share count is forced
+blas_gemm.matmul's batched products. The share count is forced
 (whatever this machine's cores), so every path runs everywhere."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from tracejit.compiler.cpu.gemm import router
+from tracejit.compiler.cpu.gemm import blas_gemm
 from tracejit.compiler.cpu.runtime import coreshare
 from tracejit.compiler.cpu.runtime import sharepool
 from tracejit.threads import blas_threads
@@ -103,14 +103,14 @@ def test_batched_products_split_by_batch_match_numpy(shares, dtype):
     qkv = rng.standard_normal((5, 128, 3, 2, 32)).astype(dtype)   # products of 2^19 m*k*n
     q = qkv[:, :, 0].transpose(0, 2, 1, 3)
     kt = qkv[:, :, 1].transpose(0, 2, 3, 1)
-    got = router.matmul(q, kt)
+    got = blas_gemm.matmul(q, kt)
     want = np.matmul(q.astype(np.float64), kt.astype(np.float64))
     assert got.dtype == dtype and got.shape == (5, 2, 128, 128)
     np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
     assert shares == [3]
     # a broadcast batch or mixed dtypes stay numpy's own call
-    router.matmul(q, kt[:1])
-    router.matmul(q.astype(np.float64), kt.astype(np.float32))
+    blas_gemm.matmul(q, kt[:1])
+    blas_gemm.matmul(q.astype(np.float64), kt.astype(np.float32))
     assert shares == [3]
 
 
@@ -189,7 +189,7 @@ def test_batched_products_on_two_shares_match_numpy(pair):
     rng = np.random.default_rng(2)
     a = rng.standard_normal((6, 4, 64, 32)).astype(np.float32)
     b = rng.standard_normal((6, 4, 32, 64)).astype(np.float32)
-    got = router.matmul(a, b)
+    got = blas_gemm.matmul(a, b)
     np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-5, atol=1e-5)
 
 
@@ -352,68 +352,6 @@ def test_a_child_forked_during_a_launch_can_launch():
     sharepool.end_launch()
 
 
-@pytest.mark.parametrize("partner_late", [False, True])
-def test_claim_split_covers_the_range_once_whoever_takes_the_parts(partner_late):
-    """Every part once, in contiguous parts; a partner held in an earlier job takes none and
-    is not waited for (the caller did them all)."""
-    seen, lock = [], threading.Lock()
-
-    def part(lo, hi):
-        with lock:
-            seen.append((lo, hi, threading.get_ident()))
-    gate = threading.Lock()
-    if partner_late:
-        gate.acquire()
-        sharepool.partner.post(gate.acquire, ())
-    try:
-        sharepool.claim_split(part, 100, 7)
-    finally:
-        if partner_late:
-            gate.release()
-    assert sorted((lo, hi) for lo, hi, _ in seen) == [(100 * p // 7, 100 * (p + 1) // 7) for p in range(7)]
-    if partner_late:
-        assert {t for _, _, t in seen} == {threading.get_ident()}
-
-
-def test_claim_split_raises_a_failing_part_and_still_works():
-    def part(lo, hi):
-        if lo == 0:
-            raise ValueError("part failed")
-    with pytest.raises(ValueError, match="part failed"):
-        sharepool.claim_split(part, 10, 5)
-    got = []
-    sharepool.claim_split(lambda lo, hi: got.append(lo), 10, 5)
-    assert sorted(got) == [0, 2, 4, 6, 8]
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_claimed_matmul_equals_numpy_and_declines_other_operands(dtype):
-    rng = np.random.default_rng(5)
-    a = rng.standard_normal((300, 40)).astype(dtype)
-    b = rng.standard_normal((40, 50)).astype(dtype)
-    got = sharepool.claimed_matmul(a, b)
-    np.testing.assert_allclose(got, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5, atol=1e-4)
-    assert sharepool.claimed_matmul(a.T.T[None], b) is None                  # not 2-D
-    assert sharepool.claimed_matmul(a, b.astype(np.float16)) is None        # mixed dtypes
-
-
-def test_large_products_on_one_policy_thread_run_as_claimed_parts(monkeypatch):
-    """router.matmul: where the policy gives BLAS one thread but BLAS may use two, a
-    product from CLAIM_GEMM_MNK runs as claimed parts (sharepool.claimed_matmul)."""
-    calls = []
-    monkeypatch.setattr(coreshare, "adapt", lambda: 1)
-    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
-    monkeypatch.setattr(router, "CLAIM_GEMM_MNK", 1 << 20)
-    monkeypatch.setattr(sharepool, "claimed_matmul", lambda a, b: calls.append(a.shape) or np.matmul(a, b))
-    a, b = np.ones((512, 256), np.float32), np.ones((256, 128), np.float32)   # above FEW_ROWS_GEMM_MNK
-    assert (router.matmul(a, b) == 256).all() and calls == [(512, 256)]
-    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 1)               # BLAS kept on one
-    assert (router.matmul(a, b) == 256).all() and calls == [(512, 256)]
-    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
-    monkeypatch.setattr(coreshare, "adapt", lambda: 2)                      # the policy gives two
-    assert (router.matmul(a, b) == 256).all() and calls == [(512, 256)]
-
-
 def test_the_partner_is_benched_by_its_stall_time_and_longer_each_time(monkeypatch):
     import time
     p = sharepool.Partner()
@@ -455,30 +393,6 @@ def test_only_a_pthreads_openblas_lends_its_pool():
     assert openblas_pthreads(object()) is False    # cannot tell
 
 
-@pytest.mark.parametrize("m, smallest, sizes", [
-    (2048, 128, [1024, 512, 256, 128, 128]),   # the LSTM LM's 2048x256 @ 256x1024
-    (1024, 64, [512, 256, 128, 64, 64]),       # its 1024x2048 @ 2048x256
-    (300, 150, [150, 150]),
-    (300, 100, [144, 156]),                    # a remainder under twice the smallest: one part
-    (40, 4, [16, 24]),                         # 16 rows at least
-    (10, 100, [10]),
-])
-def test_claimed_rows_halve_what_is_left_down_to_the_smallest_part(m, smallest, sizes):
-    bounds = sharepool.claimed_rows(m, smallest)
-    assert bounds[0] == 0 and bounds[-1] == m
-    assert [hi - lo for lo, hi in zip(bounds, bounds[1:])] == sizes
-
-
-def test_claimed_matmul_runs_two_parts_at_least(monkeypatch):
-    """A product whose rows are fewer than one smallest part still splits in two (the
-    partner's share), and every row is computed once."""
-    seen = []
-    monkeypatch.setattr(sharepool, "claim_split", lambda fn, n, parts: seen.append(parts) or [fn(p, p + 1) for p in range(parts)])
-    a, b = np.arange(64 * 8, dtype=np.float64).reshape(64, 8), np.ones((8, 4))
-    np.testing.assert_array_equal(sharepool.claimed_matmul(a, b), a @ b)
-    assert seen == [2]
-
-
 def test_blas_worker_find_answers_a_second_thread_only_after_the_lookup(monkeypatch):
     """Two threads asking at once: the second waits for the first's lookup and gets its
     answer. `found` was set before the lookup, so a second asker got None meanwhile, and
@@ -507,3 +421,18 @@ def test_blas_worker_find_answers_a_second_thread_only_after_the_lookup(monkeypa
     first.join(30)
     second.join(30)
     assert got == {"first": None, "second": None} and calls == [1] and w.found
+
+
+def test_warm_holds_for_a_while_after_a_two_thread_job(monkeypatch):
+    """`warm`: a two-thread job (`worked`) ended within WARM_S, OpenBLAS's worker still
+    spinning."""
+    now = [100.0]
+    monkeypatch.setattr(sharepool.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(sharepool, "_warm_until", 0.0)
+    assert not sharepool.warm()
+    sharepool.worked()
+    assert sharepool.warm()
+    now[0] += sharepool.WARM_S / 2
+    assert sharepool.warm()
+    now[0] += sharepool.WARM_S
+    assert not sharepool.warm()

@@ -80,18 +80,3 @@ def test_put_array_and_table_array_round_trip_address_and_shape():
     shape, strides, total, bshape, bsum = back(tab)
     assert shape == (2, 3, 4) and strides == (48, 16, 4) and bshape == (5,) and bsum == 3
     assert x[1, 2, 3] == -1.0 and total == np.arange(24).sum() - 23 - 1   # (written through it)
-
-
-def test_put_row_writes_a_tuple_of_integers_into_a_row():
-    """`put_row`: ``tab[q, :len(vals)] = vals`` as int64 (compiler/cpu/gemm/halves.py's records), the rest
-    of the table untouched."""
-    from tracejit.compiler.cpu.runtime.voidptr import put_row
-
-    @njit(cache=False)
-    def fill(tab, q, a, b):
-        put_row(tab, q, (a, np.int32(-5), a + b, 2 ** 40))
-
-    tab = np.full((3, 6), 9, np.int64)
-    fill(tab, 1, 7, 11)
-    fill(tab, 2, -1, 1)
-    assert tab.tolist() == [[9] * 6, [7, -5, 18, 2 ** 40, 9, 9], [-1, -5, 0, 2 ** 40, 9, 9]]

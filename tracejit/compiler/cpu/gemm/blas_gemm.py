@@ -1,18 +1,95 @@
-"""numpy's own BLAS GEMM (``cblas_sgemm`` / ``cblas_dgemm``): its address, found by symbol.
+"""The BLAS side of every CPU matrix product: numpy's matmul on the thread policy's count,
+and numpy's own BLAS GEMM (``cblas_sgemm`` / ``cblas_dgemm``) by address.
 
-Why: compiled plans run ``x @ w + b`` as one GEMM with beta=1 on an output filled with the
-bias (compiler/cpu/gemm/epilogue.py), which numpy's matmul cannot express; the same library numpy
-uses is called (through ctypes), so thread settings (tracejit.threads, coreshare) and
-results are numpy's. The library is the one numpy loaded: the OpenBLAS numpy wheels ship
-(``scipy_cblas_sgemm64_``), a system OpenBLAS, or MKL. (The recurrent kernels run their
-per-step products on packed weights instead: compiler/cpu/gemm/template_panels.py.) `GEMM_SOURCE` is the
-numba text a kernel module includes to call it:
-attention's backward (ops/attention_prim.py) runs a whole part of its batch as one nogil
-call, so two threads do not wait for each other's GIL between the products.
+`matmul` is the call the GEMM choice (compiler/cpu/gemm/choice.py) measures the template
+against and runs wherever BLAS wins or is not measured yet: numpy's matmul on the BLAS
+threads the load policy gives now (compiler/cpu/runtime/coreshare.py; one thread for a
+product too small for a second to pay), and a batch of small products split by its batch
+over the share pool's threads, each share on one BLAS thread (`_batched`).
+
+`gemm_address`: compiled plans run ``x @ w + b`` as one GEMM with beta=1 on an output
+filled with the bias (compiler/cpu/gemm/epilogue.py), which numpy's matmul cannot express;
+the same library numpy uses is called (through ctypes), so thread settings (tracejit.threads,
+coreshare) and results are numpy's. The library is the one numpy loaded: the OpenBLAS numpy
+wheels ship (``scipy_cblas_sgemm64_``), a system OpenBLAS, or MKL. `GEMM_SOURCE` is the
+numba text a kernel module includes to call it: attention's backward (ops/attention_prim.py)
+runs a whole part of its batch as one nogil call, so two threads do not wait for each
+other's GIL between the products.
 """
 from __future__ import annotations
 
-__all__ = ["gemm_address", "GEMM_SOURCE"]
+import numpy as np
+
+from ..runtime import coreshare
+from ..runtime import sharepool as _sharepool
+
+__all__ = ["matmul", "gemm_thread_count", "gemm_address", "GEMM_SOURCE", "BATCH_SPLIT_MAX_MNK"]
+
+# Products of m*k*n from which a batch of them stays on BLAS's own threads (each product
+# big enough for its threads to pay) rather than being split by batch (`_batched`).
+BATCH_SPLIT_MAX_MNK = 1 << 22
+
+
+def matmul(a: np.ndarray, b: np.ndarray, blas_only: bool = False) -> np.ndarray:
+    """``numpy.matmul(a, b)`` on the BLAS threads `coreshare.adapt` gives now (a GEMM waits
+    for a thread stuck behind another process like a kernel does). ``blas_only``: adapt
+    BLAS's count only (`adapt_blas`; eager matmul must not start numba's threads). A product
+    below `coreshare.TINY_GEMM_MNK` skips the adaptation: BLAS keeps it on one thread
+    whatever the count (the sampling cost 0.85 us a product on top of np.matmul's 0.9 for
+    4x4)."""
+    if a.ndim >= 2 and b.ndim >= 2:
+        m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+        mnk = m * k * n
+        if mnk < coreshare.TINY_GEMM_MNK:
+            return np.matmul(a, b)
+        threads = coreshare.adapt_blas() if blas_only else coreshare.adapt()
+        if a.ndim >= 3 and _splits(a, b, mnk):
+            return _batched(a, b)
+        if threads and coreshare.set_to_one(m, k, n):
+            coreshare.blas_count_one()
+            try:
+                return np.matmul(a, b)
+            finally:
+                coreshare.blas_count_back()
+        out = np.matmul(a, b)
+        if threads != 1:
+            _sharepool.worked()   # (BLAS's worker took a share: sharepool.warm)
+        return out
+    coreshare.adapt_blas() if blas_only else coreshare.adapt()   # a vector operand: its count as it is
+    return np.matmul(a, b)
+
+
+def _splits(a, b, mnk: int) -> bool:
+    """Whether a batched product (same leading dims, float, each product small) runs split
+    by batch over the cores (`_batched`) instead of numpy's one product at a time."""
+    return (a.ndim == b.ndim and a.shape[0] > 1 and mnk < BATCH_SPLIT_MAX_MNK
+            and a.shape[:-2] == b.shape[:-2] and a.dtype == b.dtype and a.dtype.kind == "f"
+            and a.dtype.itemsize in (4, 8))
+
+
+def _batched(a, b):
+    """``a @ b`` for a batch of products each too small for BLAS's threads to pay (numpy
+    makes one BLAS call per product, and two BLAS threads meet at every call: attention's
+    16 x 4 products of 128x64 @ 64x128 ran no faster on two threads than on one): the batch
+    split over the pool's threads by its first axis, each part on one BLAS thread
+    (compiler/cpu/runtime/sharepool.py `split`)."""
+    from ..runtime import sharepool
+    out = np.empty(a.shape[:-1] + (b.shape[-1],), a.dtype)
+
+    def part(lo, hi):
+        np.matmul(a[lo:hi], b[lo:hi], out=out[lo:hi])
+    sharepool.split(part, a.shape[0], out.size * a.shape[-1])
+    return out
+
+
+def gemm_thread_count(m: int, k: int, n: int) -> int | None:
+    """The BLAS threads `matmul` gives an (m, k) @ (k, n) product at this moment (as set by
+    the last `adapt`): what a profiler records beside the product's time
+    (bench/breakdown.py). None where no known BLAS is loaded."""
+    if coreshare.one_thread_now(m, k, n):
+        return 1
+    from ....threads import blas_threads
+    return blas_threads()
 
 # cblas_?gemm symbols by library name part, with their integer width (ILP64 builds suffix
 # their symbols with 64_; MKL's cblas_ names are the LP64 interface).

@@ -37,9 +37,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .... import envflags
-from . import router, template
+from . import blas_gemm, template
 
-__all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "store_path", "forget"]
+__all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "load_kernels", "store_path", "forget"]
 
 BLAS = "blas"
 
@@ -82,9 +82,9 @@ def _stamp() -> str:
     from .... import threads as _threads
     blas = sorted(os.path.basename(p) for p in _threads._mapped_libraries()
                   if "blas" in os.path.basename(p).lower() or "mkl" in os.path.basename(p).lower())
-    # (the router's source too: the BLAS side it measures against is the router's route)
+    # (the BLAS side's source too: what it measures against)
     try:
-        with open(router.__file__, "rb") as f:
+        with open(blas_gemm.__file__, "rb") as f:
             route = hashlib.sha256(f.read()).hexdigest()
     except OSError:
         route = ""
@@ -216,6 +216,14 @@ def bind(key: Key, install):
         return install(c)
 
 
+def load_kernels(dtype: str = "float32") -> bool:
+    """Load (compiling into the disk cache where it does not hold them yet) every
+    configuration's kernel for `dtype`: a benchmark's set-up, since sync mode
+    (``TRACEJIT_COMPILE=sync``) only loads kernels from disk and never compiles one in a
+    call. True when all loaded."""
+    return all([template.kernel_for(dtype, c).load_now() for c in template.CONFIGS])
+
+
 def settle() -> int:
     """Measure now, in the calling thread, every key still waiting for its measurement
     (loading or compiling the configurations' kernels first): a benchmark's set-up, which
@@ -223,8 +231,7 @@ def settle() -> int:
     with _lock:
         keys = list(_pending)
     for key in keys:
-        for c in template.CONFIGS:
-            template.kernel_for(key.dtype, c).load_now()
+        load_kernels(key.dtype)
         measure(key)
     return len(keys)
 
@@ -279,32 +286,13 @@ def _time(fn, budget: float = 0.005) -> float:
 # one (timed one candidate after the other, a loaded minute made BLAS's 16x2048x28 read 4
 # ms against 0.05 and kept the template for it). The margin keeps BLAS, the default that
 # needs nothing loaded, where the template wins by less than the step's own cache and
-# thread effects on a product.
+# thread effects on a product. Both sides run as products run them, on the threads the
+# load policy gives at each call (compiler/cpu/runtime/coreshare.py), so load on the
+# machine slows both alike and the best rounds decide; a configuration that wins the race
+# must win again timed in pairs with BLAS (`_confirm`).
 ROUNDS = 7
 MARGIN = 0.9
-# A measurement during which other processes held cores (the policy gave fewer threads
-# than the key's at any BLAS call of it, or they kept `QUIET_LOAD` cores busy on average,
-# `_others`) decides BLAS for this process and is not stored: under such load BLAS's
-# threads and the template's are slowed unevenly (on a shared 2-core machine every BLAS time of a store read 2.5x its
-# quiet value, and the template won 29 of 56 keys it then lost in the steps). A
-# configuration that wins the race must win again timed in pairs with BLAS (`_confirm`).
-RULES = "quiet at every BLAS call; others under 0.25 cores; paired confirmation"
-QUIET_LOAD = 0.25
-
-
-def _reading() -> tuple:
-    """(machine busy seconds, this process's CPU seconds, wall seconds) now."""
-    from ..runtime import coreshare
-    return coreshare._busy_seconds(), coreshare._own_seconds(), time.monotonic()
-
-
-def _others(start: tuple) -> float:
-    """Cores other processes kept busy on average since `start` (`_reading`); 0 where the
-    machine's busy time cannot be read."""
-    end = _reading()
-    if start[0] is None or end[0] is None or end[2] <= start[2]:
-        return 0.0
-    return max(0.0, (end[0] - start[0]) - (end[1] - start[1])) / (end[2] - start[2])
+RULES = "interleaved rounds, best of each; both sides on the policy's threads per call; paired confirmation"
 
 
 def _confirm(blas, fn) -> bool:
@@ -328,29 +316,20 @@ def _race(fns: dict) -> dict:
 
 
 def _runner(fn, cfg, a, b, threads):
-    return lambda: template.run(fn, cfg, a, b, threads=threads)
+    # (on the policy's threads at each call, as a call site's launch runs it: products.py)
+    from ..runtime import coreshare
+    adapt = coreshare.adapt
+    return lambda: template.run(fn, cfg, a, b, threads=adapt() or threads)
 
 
 def measure(key: Key, configs=None):
     """Time BLAS and every loaded configuration on `key`'s shape (`_race`) and keep the
-    fastest, a configuration only under `MARGIN` of BLAS's time (in this process and the
-    store; BLAS, not stored, where other processes held cores: `RULES`); returns it."""
-    from ..runtime import coreshare
-    share = coreshare.core_share
-    quiet = share.threads() >= key.threads
-    start = _reading()
+    fastest, a configuration only under `MARGIN` of BLAS's time and confirmed in pairs
+    (`_confirm`), in this process and, where every configuration was loaded, in the store;
+    returns it."""
     a, b = _operands(key)
-    # (the BLAS side as products run it: the router's route on the policy's threads; a
-    # call on which the policy gave fewer than the key's threads makes the measurement a
-    # loaded one, as the template's side keeps the key's count)
-    short = []
-
-    def blas_side():
-        out = router.matmul(a, b, blas_only=True)
-        if share.threads() < key.threads:
-            short.append(True)
-        return out
-    fns = {BLAS: blas_side}
+    # (the BLAS side as products run it: numpy's matmul on the policy's threads)
+    fns = {BLAS: lambda: blas_gemm.matmul(a, b, blas_only=True)}
     cfgs = {}
     complete = True
     want = a @ b
@@ -375,14 +354,11 @@ def measure(key: Key, configs=None):
             best, best_t = cfg, times[name]
     if best is not BLAS and not _confirm(fns[BLAS], fns[best.name]):
         best = BLAS
-    quiet = quiet and not short and share.threads() >= key.threads and _others(start) < QUIET_LOAD
-    if not quiet:
-        best = BLAS
     with _lock:
         _choices[key] = best
         _pending.discard(key)
         for install in _watchers.pop(key, ()):
             install(best)
-    if complete and quiet:   # (a choice among fewer configurations, or under load: not kept)
+    if complete:   # (a choice among fewer configurations: not kept)
         _save(key, best, times)
     return best

@@ -28,11 +28,10 @@ import ctypes
 
 import numpy as np
 
-from .router import SKINNY_DOT_MNK, SKINNY_MNK, SKINNY_THIN, matmul
 from ..runtime import coreshare
 from ..runtime.coreshare import adapt, gemm_threads
 from . import choice, products, template
-from .blas_gemm import gemm_address
+from .blas_gemm import gemm_address, matmul
 from ....ops.linalg import matmul_rows
 from ....threads import blas_threads
 
@@ -77,14 +76,12 @@ def _cblas(dtype):
 
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-_skinny_product = None   # gemm/skinny_gemm.product, once a head's logits needed it
 
 
 def matmul_bias(xp, x, w, b):
     """``x @ w + b`` (x: (..., k), w: (k, n), b: n values in any shape (1, ..., n)): the
-    output filled with b, then one GEMM with beta=1; a few columns of a transposed w (a
-    head's logits) by skinny_gemm.py's dot kernel, the bias added in it; the product
-    and an add otherwise."""
+    output filled with b, then one GEMM with beta=1; the product and an add where numpy's
+    BLAS cannot be called so. (The plan asks the GEMM choice first: `template_site`.)"""
     n = w.shape[1]
     k = x.shape[-1]
     fn = _cblas(x.dtype) if xp is np and x.dtype == w.dtype == b.dtype else None
@@ -99,14 +96,6 @@ def matmul_bias(xp, x, w, b):
         return xp.add(out, b.reshape(n), out=out)
     lead = x.shape[:-1]
     m = x.size // k if k else 0
-    if SKINNY_MNK <= m * k * n < SKINNY_DOT_MNK and n <= SKINNY_THIN:   # a head's logits
-        global _skinny_product
-        if _skinny_product is None:    # (imported at the first: an import statement in every
-            from .skinny_gemm import product as _skinny_product   # call cost ~4 us cold)
-        flat = x.ndim == 2             # (no reshaped views where x is the matrix already)
-        out = _skinny_product(x if flat else x.reshape(m, k), w, b)
-        if out is not None:
-            return out if flat else out.reshape(lead + (n,))
     out = np.empty(lead + (n,), dtype=x.dtype)
     if m == 0:
         return out

@@ -1,7 +1,7 @@
 """The CPU backend's implementations of the matrix products (ops/linalg.py's MATMUL,
 MATMUL_NT, MATMUL_TN): each product runs as the measured choice for its key
 (compiler/cpu/gemm/choice.py) makes it, on the GEMM template (template.py) or on numpy's
-BLAS with the thread policy's count (coreshare.blas_product); `product` takes an epilogue
+BLAS with the thread policy's count (blas_gemm.matmul); `product` takes an epilogue
 (bias, residual, ReLU) too, which the template applies as it stores and BLAS's side after.
 For an eager plan's signature the call is chosen once (`matmul_call`)."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from ....ops.linalg import matmul_rows
 from ..runtime import coreshare
-from . import choice, router, template
+from . import blas_gemm, choice, template
 
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "product", "template_product",
            "plan_matmul", "TEMPLATE_MIN_MNK"]
@@ -65,9 +65,7 @@ def blas_matmul(a, b):
     # on the BLAS threads the machine can give now, as compiled plans call it. With
     # another process on one of 2 cores, a 2-thread GEMM waits for the thread stuck behind
     # it: the eager LSTM LM step took 5-14 s on 2 BLAS threads against 1.3 s on one.
-    # (router.matmul: BLAS on the policy's threads, and the few-row, thin and two-core
-    # kernels it still routes to until the template's choice covers their shapes)
-    return router.matmul(a, b, True)   # (blas_only)
+    return blas_gemm.matmul(a, b, True)   # (blas_only)
 
 
 def _eligible(a, b) -> bool:

@@ -78,15 +78,40 @@ CONFIGS = (Config(8, 3), Config(6, 4), Config(4, 2), Config(8, 1), Config(8, 3, 
 
 
 def vector_width(dtype: str) -> int:
-    """Lanes of the vectors the template's configurations are rendered with: 32 bytes on
-    every host. AVX-512's 64-byte vectors measured slower in the training steps (MLP
-    compiled step 1.116x), so they wait for the choice to be measured at that width
-    (docs/design/gemm.md); the panels and the serial entry use them (template_panels.py)."""
-    return (64 if _WIDE else 32) // (4 if dtype == "float32" else 8)
+    """Lanes of the vectors the template is rendered with: the widest the code numba emits
+    here may use (64 bytes with AVX-512, else 32)."""
+    wide = _has_avx512() if _WIDE is None else _WIDE
+    return (64 if wide else 32) // (4 if dtype == "float32" else 8)
 
 
-# 64-byte vectors instead (the source for either width runs on any host: its test)
-_WIDE = False
+# 64-byte vectors or not whatever the host (the source for either width runs on any host:
+# its test); None: the host's
+_WIDE = None
+
+# The answer of `_ask_avx512`, once per process: llvmlite's host-feature query builds LLVM's
+# whole feature map each time (0.2-0.5 ms a call), and the layer ops ask for the panels'
+# shape (template_panels.panel_rows, panel_size) in every call.
+_AVX512: list = []
+
+
+def _has_avx512() -> bool:
+    if not _AVX512:
+        _AVX512.append(_ask_avx512())
+    return _AVX512[0]
+
+
+def _ask_avx512() -> bool:
+    """Whether the code numba emits here may use AVX-512: the features numba compiles for
+    (NUMBA_CPU_FEATURES where set), else the host's."""
+    try:
+        from ...buildfacts import numba_facts
+        features = numba_facts()[2]
+        if isinstance(features, str) and features:
+            return "+avx512f" in features
+        import llvmlite.binding as ll
+        return bool(ll.get_host_cpu_features().get("avx512f", False))
+    except Exception:   # unknown CPU: the tile that fits 16 vector registers
+        return False
 
 
 # the register tiles (`_make_tile`) of a configuration, with the module's head
@@ -101,6 +126,9 @@ T = np.{dtype}
 z = T(0)
 MR, NV, V, KS, PACK, DOT = {mr}, {nv}, {v}, {ks}, {pack}, {dot}
 NR = NV if DOT else NV * V
+# the kernels' arguments before a share's (q, nq): operands may be read-only views
+_RO, _RW = "Array({dtype}, 1, 'C', readonly=True)", "{dtype}[::1]"
+SIG = ", ".join([_RO] + ["int64"] * 3 + [_RO] + ["int64"] * 3 + [_RW, _RW, _RO] + ["int64"] * 10)
 
 
 def _operands(context, builder, sig, args):
@@ -264,57 +292,82 @@ def _epi(C, ci, rows, cols, n, bias, j, RS, ri, rrs, rcs, act, hasb, hasr):
 
 {share}
 
-_RO = _t.Array(_t.{dtype}, 1, "C", readonly=True)    # (operands may be read-only views)
-_RW = _t.Array(_t.{dtype}, 1, "C")
-_I = _t.int64
 
-
-@njit(_t.void(_RO, _I, _I, _I, _RO, _I, _I, _I, _RW, _RW, _RO, _I, _I, _I, _I, _I, _I, _I, _I, _I, _I),
-      nogil=True, parallel=True, cache=CACHE)
-def kernel(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act):
-    # C (nb, m, n) C-contiguous = act(A @ B + bias + residual): A's (b, i, p) at b*abs_ + i*ars +
-    # p*aks, B's (b, p, j) at b*bbs + p*bks + j*bns, the residual's (b, i, j) at b*rbs + i*rrs +
-    # j*rcs (RS empty: none), the bias the last bias_n values of S (scratch of the K parts
-    # before them)
+@njit(inline="always")
+def _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act, w):
+    # work item w of nb * shares * KS: product w // (shares * KS), its share (w // KS) %
+    # shares of row tiles or column panels, its K part w % KS (part 0 into C, the others
+    # into S's scratch)
     hasr = RS.shape[0] > 0
     hasb = bias_n > 0
-    epi = hasr or hasb or act != 0
     mn = m * n
-    bias = S[S.shape[0] - bias_n:]
     rt = (m + MR - 1) // MR
     ct = (n + NR - 1) // NR
     by_rows = rt >= ct
     units = rt if by_rows else ct
     per = (units + shares - 1) // shares
     kpart = (k + KS - 1) // KS
+    bi = w // (shares * KS)
+    sh = (w // KS) % shares
+    kp = w % KS
+    k0 = min(k, kp * kpart)
+    k1 = min(k, k0 + kpart)
+    u0 = sh * per
+    u1 = min(units, u0 + per)
+    if u0 < u1:
+        if by_rows:
+            i_lo, i_hi, j_lo, j_hi = u0 * MR, min(m, u1 * MR), 0, n
+        else:
+            i_lo, i_hi, j_lo, j_hi = 0, m, u0 * NR, min(n, u1 * NR)
+        D = C if kp == 0 else S
+        do = bi * mn + (kp - 1) * nb * mn if kp > 0 else bi * mn
+        _share(A, bi * abs_, ars, aks, B, bi * bbs, bks, bns, D, do, RS, bi * rbs, rrs, rcs,
+               S[S.shape[0] - bias_n:], n, k0, k1, i_lo, i_hi, j_lo, j_hi,
+               (hasr or hasb or act != 0) and KS == 1, act, hasb, hasr)
+
+
+@njit(inline="always")
+def _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, w):
+    # row w of nb * m after the K parts: C += the parts' sums in order, then the epilogue
+    hasr = RS.shape[0] > 0
+    hasb = bias_n > 0
+    mn = m * n
+    bi = w // m
+    i = w % m
+    ci = bi * mn + i * n
+    for kp in range(1, KS):
+        so = (kp - 1) * nb * mn + ci
+        for j in range(n):
+            C[ci + j] += S[so + j]
+    if hasr or hasb or act != 0:
+        _epi(C, ci, 1, n, n, S[S.shape[0] - bias_n:], 0, RS, bi * rbs + i * rrs, rrs, rcs, act, hasb, hasr)
+
+
+# C (nb, m, n) C-contiguous = act(A @ B + bias + residual): A's (b, i, p) at b*abs_ + i*ars +
+# p*aks, B's (b, p, j) at b*bbs + p*bks + j*bns, the residual's (b, i, j) at b*rbs + i*rrs +
+# j*rcs (RS empty: none), the bias the last bias_n values of S (scratch of the K parts before
+# them); the output cut into `shares` parts
+@njit("void(" + SIG + ")", nogil=True, parallel=True, cache=CACHE)
+def kernel_all(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act):
+    # every part at once on numba's threads
     for w in prange(nb * shares * KS):
-        bi = w // (shares * KS)
-        sh = (w // KS) % shares
-        kp = w % KS
-        k0 = min(k, kp * kpart)
-        k1 = min(k, k0 + kpart)
-        u0 = sh * per
-        u1 = min(units, u0 + per)
-        if u0 < u1:
-            if by_rows:
-                i_lo, i_hi, j_lo, j_hi = u0 * MR, min(m, u1 * MR), 0, n
-            else:
-                i_lo, i_hi, j_lo, j_hi = 0, m, u0 * NR, min(n, u1 * NR)
-            D = C if kp == 0 else S
-            do = bi * mn + (kp - 1) * nb * mn if kp > 0 else bi * mn
-            _share(A, bi * abs_, ars, aks, B, bi * bbs, bks, bns, D, do, RS, bi * rbs, rrs, rcs, bias, n,
-                   k0, k1, i_lo, i_hi, j_lo, j_hi, epi and KS == 1, act, hasb, hasr)
+        _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act, w)
     if KS > 1:
         for w in prange(nb * m):
-            bi = w // m
-            i = w % m
-            ci = bi * mn + i * n
-            for kp in range(1, KS):
-                so = (kp - 1) * nb * mn + ci
-                for j in range(n):
-                    C[ci + j] += S[so + j]
-            if epi:
-                _epi(C, ci, 1, n, n, bias, 0, RS, bi * rbs + i * rrs, rrs, rcs, act, hasb, hasr)
+            _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, w)
+
+
+@njit("void(" + SIG + ", int64, int64)", nogil=True, cache=CACHE)
+def kernel(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act,
+           q, nq):
+    # share q of nq launched at once (parts q, q + nq, ...); nq <= 1 also sums the K parts
+    # (nq 0: that alone, after the shares of a launch ended)
+    if nq > 0:
+        for w in range(q, nb * shares * KS, nq):
+            _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act, w)
+    if KS > 1 and nq <= 1:
+        for w in range(nb * m):
+            _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, w)
 """
 _HEAD = _TILES + _DRIVER
 
@@ -343,7 +396,9 @@ def _share(A, ao0, ars, aks, B, bo0, bks, bns, D, do, RS, ro0, rrs, rcs, bias, n
            i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr):
     # rows i_lo .. i_hi, columns j_lo .. j_hi of one product's output (D at do), summed over
     # k0 .. k1, by column panels; the epilogue on each panel where `epi`
-    P = np.empty(max(k1 - k0, 1) * NR, T)
+    # (the panel buffer only where B's panels are copied: a fresh buffer of a deep product's
+    # panel is an mmap and munmap per call)
+    P = np.empty(max(k1 - k0, 1) * NR if PACK or bns != 1 else 1, T)
     jt = j_lo
     while jt < j_hi:
         w = NR
@@ -430,18 +485,23 @@ def _rests(v: int, dot: bool = False) -> tuple:
 
 
 def source(dtype: str, cfg: Config) -> str:
-    """The numba module of one configuration: ``kernel`` (see its comment)."""
+    """The numba module of one configuration: ``kernel_all`` and ``kernel`` (see their
+    comments), and ``kernel``'s GIL-free two-share launch (compiler/cpu/runtime/cshares.py)."""
+    from ..runtime import cshares
     v = vector_width(dtype)
     nv = cfg.nv
     defs, calls = _rests(nv // 2, True) if cfg.dot else _rests(v)
     head = _HEAD.replace("{share}", _SHARE_DOTS if cfg.dot else _SHARE_TILES)
-    # (the same kernel without the parallel region, for one share: no thread wake-up)
-    start = head.index("@njit(_t.void(")
-    serial = (head[start:].replace("parallel=True", "parallel=False").replace("prange(", "range(")
-              .replace("def kernel(", "def kernel1("))
-    return ((head + serial).replace("{rest_tiles}", defs).replace("{rest_calls}", calls).replace("{dot}", str(bool(cfg.dot)))
+    ro, rw = f"Array({dtype}, 1, 'C', readonly=True)", f"{dtype}[::1]"
+    pair = cshares.source([ro] + ["int64"] * 3 + [ro] + ["int64"] * 3 + [rw, rw, ro] + ["int64"] * 10, _ARGS)
+    return ((head + pair).replace("{rest_tiles}", defs).replace("{rest_calls}", calls).replace("{dot}", str(bool(cfg.dot)))
             .replace("{dtype}", dtype).replace("{mr}", str(cfg.mr)).replace("{nv}", str(nv))
             .replace("{v}", str(v)).replace("{ks}", str(cfg.ksplit)).replace("{pack}", str(bool(cfg.pack))))
+
+
+# the kernels' arguments before a share's (q, nq)
+_ARGS = ["A", "abs_", "ars", "aks", "B", "bbs", "bks", "bns", "C", "S", "RS", "rbs", "rrs", "rcs", "bias_n",
+         "nb", "m", "n", "k", "shares", "act"]
 
 
 def kernel_for(dtype: str, cfg: Config):
@@ -484,21 +544,37 @@ def _flat(x: np.ndarray):
 
 _EMPTY = {}
 _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
-_serial: dict = {}   # a configuration's kernel -> its module's kernel1 (the same, serial)
 
 
-def _serial_of(fn):
-    got = _serial.get(fn)
-    if got is None:
-        got = _serial[fn] = getattr(fn, "py_func", fn).__globals__.get("kernel1", fn)
-    return got
+class _Launch:
+    """A configuration's compiled entries: ``one`` (`kernel`'s compiled code: a share, or
+    all of them on the calling thread), ``all`` (`kernel_all`, on numba's threads), ``pair``
+    (two shares at once, the second on OpenBLAS's worker, none of them holding the GIL:
+    cshares.CShares, or None where numpy's BLAS has no such worker)."""
+
+    __slots__ = ("one", "all", "pair")
+
+    def __init__(self, fn):
+        from ...backends import _entry_point
+        from ..runtime import cshares
+        g = getattr(fn, "py_func", fn).__globals__
+        self.one = _entry_point(fn)
+        self.all = _entry_point(g["kernel_all"])
+        self.pair = cshares.CShares.make(g, _entry_point)
+
+
+_launches: dict = {}   # a configuration's kernel -> its _Launch
 
 
 def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=None, act=None,
         threads: int = 1, out=None) -> np.ndarray | None:
     """``act(a @ b + bias + residual)`` by the compiled configuration `fn` (`kernel_for`'s
     ``get()``): a (..., m, k), b (..., k, n) or (k, n), same float dtype, batch dims equal or
-    b's absent. None where the operands' layout does not fit (the caller runs BLAS)."""
+    b's absent. None where the operands' layout does not fit (the caller runs BLAS).
+
+    Two shares run as a pair where numpy's BLAS is an OpenBLAS with a worker (the second
+    share on that worker, which after a product spins on the other core: a thread of
+    numba's would be given half of it), more on numba's threads, one on this thread."""
     dt = a.dtype
     batch = a.shape[:-2]
     m, k = a.shape[-2], a.shape[-1]
@@ -537,8 +613,29 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
     else:
         RS, rbs, rrs, rcs = _EMPTY.setdefault(dt, np.empty(0, dt)), 0, 0, 0
     shares = shares_for(m, n, threads, cfg, _NAMES[dt])
+    launch = _launches.get(fn)
+    if launch is None:
+        launch = _launches[fn] = _Launch(fn)
+    args = (A, abs_, ars, aks, B, bbs_, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares,
+            ACTIVATIONS[act])
     if shares == 1:   # (no parallel region to wake for one share)
-        fn = _serial_of(fn)
-    fn(A, abs_, ars, aks, B, bbs_, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n,
-       nb, m, n, k, shares, ACTIVATIONS[act])
+        launch.one(*args, 0, 1)
+    elif shares == 2 and launch.pair is not None and _pair_launch(launch.pair, args):
+        if ks > 1:
+            launch.one(*args, 0, 0)    # (the K parts' sums, once both shares ended)
+    else:
+        launch.all(*args)
     return out
+
+
+def _pair_launch(pair, args) -> bool:
+    """`pair` run on `args` where the share pool is free (one launch at a time uses its
+    tables); False where another launch holds it."""
+    from ..runtime import sharepool
+    if not sharepool.pair_on_blas_worker() or not sharepool.try_launch():
+        return False
+    try:
+        pair(args)
+    finally:
+        sharepool.end_launch()
+    return True

@@ -28,11 +28,6 @@ file holds beside them (8 with AVX-512's 32 registers, 4 with AVX2's 16). LSTM L
 1024x256 @ 256x32 float32 on one thread: ~100 us against OpenBLAS's ~150 (which packs
 both operands at every call).
 
-The serial entry (`serial_source`, ``kernel(a, ars, aks, m, kd, b, n, c)``): the same driver
-for a three-vector configuration as one function on the calling thread, for the products
-that run on one thread (compiler/cpu/gemm/router.py) and the halves' cfunc, which calls it
-by address; see its section below.
-
 Results differ from BLAS's in the last bits (another summation order), as BLAS's own do
 between thread counts; the same sums whatever rows a caller's thread takes.
 """
@@ -41,10 +36,10 @@ from __future__ import annotations
 import hashlib
 
 from . import template
+from .template import _has_avx512
 
-__all__ = ["panel_config", "vector_width", "tiles_source", "serial_config", "serial_source", "serial_kernel",
-           "serial_module", "serial_import", "k_block", "K_BLOCK_AVX2", "panel_source", "panel_module", "panel_import", "panel_rows", "panel_size",
-           "source_digest", "load_by_digest"]
+__all__ = ["panel_config", "vector_width", "tiles_source", "panel_source", "panel_module", "panel_import",
+           "panel_rows", "panel_size", "source_digest", "load_by_digest"]
 
 
 def panel_config(dtype: str) -> template.Config:
@@ -55,32 +50,6 @@ def panel_config(dtype: str) -> template.Config:
 def vector_width(dtype: str) -> int:
     """Lanes of the widest vector the panels are compiled for: 64 bytes with AVX-512, else 32."""
     return (64 if _has_avx512() else 32) // (4 if dtype == "float32" else 8)
-
-
-# The answer of `_ask_avx512`, once per process: llvmlite's host-feature query builds LLVM's
-# whole feature map each time (0.2-0.5 ms a call), and the layer ops ask for the panels'
-# shape (panel_rows, panel_size) in every call, eight times a step of the LSTM LM.
-_AVX512: list = []
-
-
-def _has_avx512() -> bool:
-    if not _AVX512:
-        _AVX512.append(_ask_avx512())
-    return _AVX512[0]
-
-
-def _ask_avx512() -> bool:
-    """Whether the code numba emits here may use AVX-512: the features numba compiles for
-    (NUMBA_CPU_FEATURES where set), else the host's."""
-    try:
-        from ...buildfacts import numba_facts
-        features = numba_facts()[2]
-        if isinstance(features, str) and features:
-            return "+avx512f" in features
-        import llvmlite.binding as ll
-        return bool(ll.get_host_cpu_features().get("avx512f", False))
-    except Exception:   # unknown CPU: the tile that fits 16 vector registers
-        return False
 
 
 # Bytes of B below which `_rows` runs a row tile across all column panels first: an L1 data
@@ -263,72 +232,3 @@ def panel_rows(m: int, dtype: str) -> int:
 def panel_size(m: int, k: int, dtype: str) -> int:
     """Elements of the packed panels of an (m, k) operand."""
     return panel_rows(m, dtype) * k
-
-
-# The serial entry: one configuration's product on the calling thread, without the template
-# kernel's parallel launch (numba's prange: ~8 us for one share), for the products that run
-# on one thread (compiler/cpu/gemm/router.py's few-row and thin-depth products) and for the
-# halves (compiler/cpu/gemm/halves.py), whose cfunc calls it by address. Three vectors of
-# columns: 8 x 3 tiles fill AVX-512's 32 registers (64x1000x100 float32, one thread: 8 x 3
-# 86 us, 6 x 4 103, 4 x 6 115). With AVX2's 16 registers (4 x 3) K is summed in blocks of
-# `K_BLOCK_AVX2` rows, whose part of B's column panel (96 bytes a row) stays in L1, each
-# block added to the sums before it (the tiles' `keep`): the same product in AVX2 code took
-# 111-113 us blocked against 118-121 whole; AVX-512's tile sums all of K at once.
-K_BLOCK_AVX2 = 256
-
-
-def serial_config(dtype: str) -> template.Config:
-    """The template configuration of the serial entry (above)."""
-    return template.Config(8 if _has_avx512() else 4, 3)
-
-
-def k_block(dtype: str) -> int:
-    """Rows of K summed in registers before they are added to c (0: all of K at once)."""
-    return 0 if _has_avx512() else K_BLOCK_AVX2
-
-
-_SERIAL_ENTRY = '''
-
-@njit("void(Array({dtype}, 1, 'C', readonly=True), int64, int64, int64, int64, "
-      "Array({dtype}, 1, 'C', readonly=True), int64, {dtype}[::1])", cache=CACHE, boundscheck=False, nogil=True)
-def kernel(a, ars, aks, m, kd, b, n, c):
-    # c (m, n) = a @ b: a's (i, p) at a[i*ars + p*aks] (row-major or a transposed view), b
-    # (kd, n) and c C-contiguous, flat
-{body}
-'''
-
-_WHOLE_K = "    _rows(a, 0, MR * ars, ars, aks, b, 0, n, c, 0, n, m, n, kd, False)"
-_K_BLOCKS = """    for kb in range(0, kd, {kc}):   # K in blocks, each added to the sums before it
-        _rows(a, kb * aks, MR * ars, ars, aks, b, kb * n, n, c, 0, n, m, n, min({kc}, kd - kb), kb > 0)"""
-
-
-def serial_source(dtype: str) -> str:
-    """The serial entry's module for `dtype` (this CPU's configuration): ``kernel``."""
-    kc = k_block(dtype)
-    head = f"# tracejit's GEMM template serial entry for {dtype} (tracejit/compiler/cpu/gemm/template_panels.py)\n"
-    body = _WHOLE_K if kc == 0 else _K_BLOCKS.replace("{kc}", str(kc))
-    return head + _rows_source(dtype, serial_config(dtype)) + _SERIAL_ENTRY.replace("{body}", body).replace(
-        "{dtype}", dtype)
-
-
-def serial_kernel(dtype: str):
-    """The `loader.NativeKernel` of the serial entry for `dtype`: ``get()`` is its `kernel` or
-    None while it is not loaded. Sync mode (tests, the bench) only loads it from the disk
-    cache (``sync_compiles=False``): its compile (~0.6 s) would land in a compiled function's
-    cold first call, for ~20 us a product."""
-    from ..kernels.loader import kernel
-    return kernel(("gemm_serial", dtype), lambda: serial_source(dtype), sync_compiles=False)
-
-
-def serial_module(dtype: str, digest: str):
-    """The serial entry's loaded module, for a kernel module that calls its `kernel` by address
-    (`load_by_digest`; the name `serial_kernel`'s NativeKernel loads it under: one disk entry)."""
-    return load_by_digest(serial_source(dtype), digest, f"native_gemm_serial_{dtype}",
-                          f"template_panels.serial_module: the serial entry's source for {dtype}")
-
-
-def serial_import(dtype: str) -> str:
-    """Source lines that give a module `gemm_kernel`, the serial entry's compiled `kernel` for
-    `dtype`; its digest is in them, so a changed entry changes the importer's source too."""
-    return (f"from tracejit.compiler.cpu.gemm.template_panels import serial_module as _serial_module\n"
-            f"gemm_kernel = _serial_module({dtype!r}, {source_digest(serial_source(dtype))!r}).kernel\n")

@@ -254,7 +254,7 @@ class NativeKernel:
     def load_now(self) -> bool:
         """Load the kernel now in any compile mode, compiling it in this process into the
         disk cache if that does not hold it yet (a `sync_compiles=False` kernel too): for a
-        set-up step that must see the kernels a steady state runs (`router.load_gemm_kernels`).
+        set-up step that must see the kernels a steady state runs (`choice.load_kernels`).
         Whether it is loaded; the op keeps its numpy form where it failed. A kernel an
         earlier sync-mode call gave up on (not on disk then) is tried again."""
         if self.fn is None and enabled():

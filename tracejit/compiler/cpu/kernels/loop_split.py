@@ -327,7 +327,7 @@ def threads(hidden: int, quantum: int = QUANTUM) -> int:
     Measured (LSTM LM compiled step, one process alternating, default policy, load 2.9-3.3
     from a test run at nice 5, near-quiet trick): split here 96.6 ms median against 107.3
     with the former rule (split only when the policy gave BLAS two threads) and 103.0
-    unsplit; with the large products claimed too (router.matmul) 80.1 against 103.2.
+    unsplit.
     While the partner is benched after stalls (`sharepool.Partner.punctual`) the policy's
     count decides, as before. While a compile worker of ours compiles a kernel the program
     waits for (`coreshare.ceding`), 1: the partner's core is the worker's then."""

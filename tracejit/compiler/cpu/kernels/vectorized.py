@@ -34,9 +34,9 @@ importing the compiler: a plan for ``a * b`` must not import it): an op that cal
 function or selects from ``MIN_ELEMENTS`` (one calling erf, which numpy makes of ~30
 passes, from the first element); arithmetic and comparisons (one numpy loop at memory
 speed) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the free cores pays for
-the launch (see `eligible`). Below that, ``+ - * /`` from elementwise_halves.py's
-EW_MIN_ELEMENTS go to its two GIL-free halves right after a product's halves (the
-two-layer step's weight update), else to numpy's loop. Arithmetic results are bitwise
+the launch (see `eligible`), and from ``PAIR_ARITH_MIN_ELEMENTS`` where the kernel's two
+shares launch without Python (`chunkpool.ChunkKernel.pair_call`); below that, to numpy's
+loop. Arithmetic results are bitwise
 numpy's (IEEE operations, no fastmath); math functions can differ in the last bits
 (mathlib's float32 functions are within a few ulps of the correctly rounded result).
 """
@@ -48,14 +48,12 @@ import threading
 import time
 import numpy as np
 
-from ..runtime import coreshare
-from ..gemm import router
+from ..runtime import coreshare, sharepool
 from ....threads import PARALLEL_MIN, usable_cpus
-from ....ops.elementwise import ADD, DIV, MUL, SUB
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 from . import loader
 
-__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "add_into", "copy_of", "eligible", "run", "settle", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "PAIR_ARITH_MIN_ELEMENTS", "add_into", "copy_of", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
@@ -63,6 +61,15 @@ MIN_ELEMENTS = 1 << 15
 # loop is already at one core's memory speed, and a 2-thread launch waits for the second
 # thread to wake. `x * 1.001` float32 on 2 shared cores: 1M even, 4M 2.7-3.3 vs 4.2 ms.
 ARITH_MIN_ELEMENTS = 1 << 20
+# Arithmetic from here where a parallel flat kernel has a GIL-free pair (codegen_chunks.
+# flat_pairs: its two shares on this thread and OpenBLAS's worker, a few us a launch), right
+# after a two-thread job (sharepool.warm). Why: after a product both cores hold its
+# operands' lines, and an update of a weight one core alone writes pays for every line the
+# other core read (the two-layer step's ``w1 -= t``, 100K float32: 65-75 us against 9 us
+# when no other core read w1); two shares halve it, and ``lr * g`` reads each half of the
+# gradient where its product wrote it. Elsewhere (a chain of 256K-element ops on a worker
+# gone to sleep) the pair lost to numpy's loop (1.15x).
+PAIR_ARITH_MIN_ELEMENTS = 1 << 16
 # Math functions numpy has no ufunc for (float32 erf: ~30 passes, ops/_special.py): a rule
 # calling one runs as a kernel from the first element (exact GELU, 512 float32: 29 -> 3.7 us).
 _MANY_PASS_FUNCTIONS = frozenset(("erf",))
@@ -113,47 +120,37 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
     if _gains_on_one_core(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
-    # leaves it to numpy while other processes hold all but one core). From
-    # elementwise_halves.EW_MIN_ELEMENTS the four operations run as two GIL-free halves (`run`).
-    least = min(ARITH_MIN_ELEMENTS, _elementwise().EW_MIN_ELEMENTS) if prim in _HALVES_OPS else ARITH_MIN_ELEMENTS
-    if n >= least and _CPUS > 1:
+    # leaves it to numpy while other processes hold all but one core).
+    if n >= _arith_min(n) and _CPUS > 1:
         _ARITH.add(prim)
         return True
     return False
 
 
 _ARITH: set = set()   # the arithmetic primitives some plan sent here
-# Arithmetic below ARITH_MIN_ELEMENTS that compiler/cpu/gemm/halves.py may run on two cores.
-_HALVES_OPS = frozenset((ADD, SUB, MUL, DIV))
-
-
-def _halves():
-    # compiler/cpu/gemm/halves.py, imported on first use (it pulls in the register-tile kernel's module);
-    # the GEMM router holds the one lazy import, for its products too
-    return router._halves()
-
-
-def _elementwise():
-    # compiler/cpu/gemm/elementwise_halves.py, imported on first use (it imports halves.py)
-    global _ew_module
-    if _ew_module is None:
-        from ..gemm import elementwise_halves as _ew_module
-    return _ew_module
-
-
-_ew_module = None
-
-
 def declines(prim, out_shape) -> bool:
-    """Whether `run` would give None now without looking at the operands: arithmetic below
-    ARITH_MIN_ELEMENTS while compiler/cpu/gemm/halves.py's halves are not warm (their usual state outside
-    a product's halves). Lets registry.run_into skip its overlap check (1-2 us)."""
-    if prim not in _HALVES_OPS:
+    """Whether `run` would give None now without looking at the operands: no arithmetic
+    below `_arith_min` runs here, nor below ARITH_MIN_ELEMENTS outside `sharepool.warm`.
+    Lets registry.run_into skip its overlap check (1-2 us)."""
+    if prim not in _ARITH:
         return False
-    h = router._halves_module     # (loaded: its warm window read here, no calls)
-    if h is not None and time.perf_counter() <= h._warm_until:
-        return False
-    return not (h or _halves()).warm() and math.prod(out_shape) < ARITH_MIN_ELEMENTS
+    n = math.prod(out_shape)
+    return (n < ARITH_MIN_ELEMENTS and not sharepool.warm()) or n < _arith_min(n)
+
+
+def _arith_min(n: int) -> int:
+    """The elements from which arithmetic of `n` elements runs here: ARITH_MIN_ELEMENTS, or
+    PAIR_ARITH_MIN_ELEMENTS where parallel flat kernels have GIL-free pairs (asked only
+    from that size: a plan for a small ``a * b`` imports no compiler)."""
+    global _flat_pairs
+    if n < PAIR_ARITH_MIN_ELEMENTS or n >= ARITH_MIN_ELEMENTS:
+        return ARITH_MIN_ELEMENTS
+    if _flat_pairs is None:   # (an import statement per call cost 1.4 us)
+        from ...codegen_chunks import flat_pairs as _flat_pairs
+    return PAIR_ARITH_MIN_ELEMENTS if _flat_pairs() else ARITH_MIN_ELEMENTS
+
+
+_flat_pairs = None
 
 
 _CPUS = usable_cpus()
@@ -229,13 +226,12 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     output's shape and dtype to write into (it may be one of the inputs: every element
     is read before it is written, at the same index)."""
     n = math.prod(out_shape)
-    if n < ARITH_MIN_ELEMENTS and prim in _HALVES_OPS:
-        # (the parallel kernel's launch costs more than half of the loop here: two halves
-        # without the GIL, or numpy's loop)
-        if compute_np != out_np or params or len(arrays) != 2:
-            return None
-        # (the loaded module read directly: two Python calls less on an update's launch)
-        return (_ew_module or _elementwise()).binary(prim.name, arrays[0], arrays[1], compute_np, out)
+    # below ARITH_MIN_ELEMENTS arithmetic runs only as the kernel's GIL-free pair, right
+    # after a two-thread job (`sharepool.warm`): another launch, or a sleeping worker,
+    # costs more than half of the loop here
+    pair_only = n < ARITH_MIN_ELEMENTS and prim in _ARITH
+    if pair_only and (not sharepool.warm() or n < _arith_min(n)):
+        return None
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
@@ -255,38 +251,14 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     if out is None:
         out = np.empty(out_shape, out_np)
     # The nest's calling convention (loopnest.LoopNest.arguments): inputs, output, n.
-    fn(*args, out.reshape(-1), n)
+    if pair_only:
+        pair_call = getattr(fn, "pair_call", None)
+        if pair_call is None or not pair_call(*args, out.reshape(-1), n):
+            return None
+    else:
+        fn(*args, out.reshape(-1), n)
     _stats["launches"] += 1
     return out
-
-
-def plan_calls(prim, operands, casts, compute_np, out_np, out_shape, params, fn, general_into):
-    """For a registry plan (ops/registry.py `_make_plan`) that `run` would always send to
-    compiler/cpu/gemm/elementwise_halves.py's `binary` (one of its four ops, two operands of the compute dtype, no
-    cast, no params, below ARITH_MIN_ELEMENTS): its whole call, ``(call, into)``
-    (elementwise_halves.plan_calls: the same halves, fewer checks a call). Else None.
-
-    `call(x, y)` is the plan's path from `run` on: the halves, else numpy's loop (`fn`);
-    `into(x, y, out)` is the halves into `out`, else `general_into(x, y, out)` (registry's
-    `_kernel_into` for the plan)."""
-    if (prim not in _HALVES_OPS or params or len(operands) != 2 or fn is None
-            or any(c is not None for c in casts) or compute_np != out_np
-            or math.prod(out_shape) >= ARITH_MIN_ELEMENTS):
-        return None
-    h = _elementwise()
-    if compute_np not in _halves()._NAMES:
-        return None
-    name = prim.name
-
-    def general(x, y):
-        out = h.binary(name, x, y, compute_np)
-        if out is None:
-            out = fn(x, y)
-            if type(out) is not np.ndarray or out.dtype is not out_np:
-                out = np.asarray(out, dtype=out_np)
-        return out
-
-    return h.plan_calls(name, compute_np, general, general_into)
 
 
 def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:

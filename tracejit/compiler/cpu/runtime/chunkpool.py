@@ -71,3 +71,27 @@ class ChunkKernel:
             sharepool.end_launch()
         if fold:
             self.entry(*args, nt, nt, 1)   # no chunks of its own: the fold only
+
+    def pair_call(self, *args) -> bool:
+        """The call as the GIL-free pair's two shares (this thread and OpenBLAS's worker),
+        whatever share count the free cores would give `__call__`; False, having run
+        nothing, where the pair cannot run now (not loaded yet, one core free, another
+        thread's launch holding the pool, a folded reduction).
+
+        For work that only this launch pays for (a few us on a worker awake after a
+        product): `__call__` with more shares hands them to sharepool's threads through a
+        lock, tens of us."""
+        if self.serial or self.partial_dtype is not None or pool_threads() < 2:
+            return False
+        if not sharepool.try_launch():
+            return False
+        try:
+            if self.pending is not None:
+                self.pair, self.pending = self.pending.poll()
+            pair = self.pair
+            if pair is None or not sharepool.pair_on_blas_worker() or sharepool.blas_worker.find() is None:
+                return False
+            pair(args)
+        finally:
+            sharepool.end_launch()
+        return True

@@ -33,9 +33,10 @@ for, `ceding()` is True and the program's second thread of its own (sharepool's 
 claimed products, split recurrent loops) stays idle: the count above already gives the
 program one thread then, but the partner took the worker's core in turns.
 
-Which kernel or BLAS call runs a product is the GEMM router's (compiler/cpu/gemm/router.py);
-this module says on how many BLAS threads (`one_thread_always`, `set_to_one`,
-`blas_ceiling`, `gemm_threads`, `blas_product`), and the router reads it at every product.
+Whether the GEMM template or BLAS runs a product is the measured choice's
+(compiler/cpu/gemm/choice.py); this module says on how many BLAS threads (`one_thread_always`,
+`set_to_one`, `blas_ceiling`, `gemm_threads`, `blas_product`), and the BLAS side
+(compiler/cpu/gemm/blas_gemm.py `matmul`) reads it at every product.
 
 ``TRACEJIT_ADAPTIVE_THREADS=0`` (read at import) turns `adapt` into a no-op. Linux only
 (elsewhere the counts stay what the libraries chose).
@@ -114,7 +115,7 @@ FEW_ROWS = 128
 FEW_ROWS_GEMM_MNK = 1 << 23
 # m*k*n below which OpenBLAS runs a product on one thread by itself (interface/gemm.c: up to
 # SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD = 65536 * 4; measured the same on one and two
-# threads here up to 0.64M): the router's `matmul` leaves the count alone for them. Setting it to one and
+# threads here up to 0.64M): blas_gemm.matmul leaves the count alone for them. Setting it to one and
 # back costs 3.5 us a product (6.7 against 3.1 us for 64x100x10), and the two-layer step has
 # three such products.
 TINY_GEMM_MNK = 1 << 18
@@ -411,7 +412,7 @@ def one_thread_now(m: int, k: int, n: int) -> bool:
 
 
 def set_to_one(m: int, k: int, n: int) -> bool:
-    """Whether the GEMM router (compiler/cpu/gemm/router.py `matmul`) must set BLAS's count
+    """Whether the BLAS side (compiler/cpu/gemm/blas_gemm.py `matmul`) must set BLAS's count
     to one around the product: `one_thread_now`, unless the product is so small that BLAS
     keeps it on one thread by itself."""
     return one_thread_now(m, k, n) and m * k * n >= TINY_GEMM_MNK
@@ -493,7 +494,7 @@ def blas_ceiling() -> int | None:
 def gemm_threads(m: int, k: int, n: int) -> Iterator[None]:
     """BLAS's thread count for (m, k) @ (k, n) products made inside the block by code that
     calls numpy's BLAS itself (the recurrent layers' loop kernels, compiler/cpu/gemm/blas_gemm.py): what
-    eager `matmul` (compiler/cpu/gemm/router.py) gives each such product."""
+    eager `matmul` (compiler/cpu/gemm/blas_gemm.py) gives each such product."""
     if not (adapt_blas() and set_to_one(m, k, n)):
         yield
         return

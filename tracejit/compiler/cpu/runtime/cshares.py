@@ -44,6 +44,8 @@ import weakref
 
 import numpy as np
 
+from . import sharepool
+
 __all__ = ["source", "module_source", "CShares", "Pending", "Ready", "ahead", "pending"]
 
 
@@ -166,7 +168,6 @@ class CShares:
         """For `g`, the globals of a loaded module holding ``pack`` and ``share_entry`` (the
         kernel's own, or the pair's module), with ``fast_entry(dispatcher)`` the backend's
         cheapest callable of a dispatcher."""
-        from . import sharepool
         if "share_entry" not in g or "pack" not in g or "KERNEL_AT" not in g:
             return None
         gp = sharepool.blas_worker.find()
@@ -183,6 +184,7 @@ class CShares:
         """``kernel(*args, q, 2)`` for q = 0 (this thread) and 1 (OpenBLAS's worker)."""
         self.pack(self.itab, self.ftab, *args)
         self.gp(2, self.entry, self.address, 24)
+        sharepool.worked()
 
 
 class Pending:

@@ -34,9 +34,9 @@ from . import coreshare
 from ....threads import blas_threads_set, usable_cpus
 from .... import envflags
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch",
-           "BlasWorker", "blas_worker", "Partner", "partner", "claim_split",
-           "claimed_matmul", "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch", "worked", "warm",
+           "BlasWorker", "blas_worker", "Partner", "partner",
+           "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
 # share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
@@ -244,6 +244,25 @@ class BlasWorker:
 
 
 blas_worker = BlasWorker()
+
+# How long after a two-thread job (a pair launch, a product on BLAS's threads) OpenBLAS's
+# worker is taken as still spinning, with that job's operands in both cores' caches: it
+# spins ~0.4 ms (threads.BLAS_THREAD_TIMEOUT); woken from sleep, a 100K-element pair cost
+# more than numpy's loop. Work that only a cheap launch pays for runs split within it
+# (compiler/cpu/kernels/vectorized.py's mid-size arithmetic).
+WARM_S = 2.5e-4
+_warm_until = 0.0
+
+
+def worked() -> None:
+    """Note that a two-thread job just ended (`warm` holds for WARM_S)."""
+    global _warm_until
+    _warm_until = time.perf_counter() + WARM_S
+
+
+def warm() -> bool:
+    """Whether a two-thread job ended within WARM_S (`worked`)."""
+    return time.perf_counter() <= _warm_until
 
 
 # Whether a pair's second share runs on OpenBLAS's worker (`run_pair`'s default); tests turn
@@ -485,98 +504,3 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
             _run_all(_take_parts, args, nt)
     finally:
         end_launch()
-
-
-def _claim_parts(fn: Callable, n: int, parts: int, next_part: Callable, finished: Callable,
-                 state: list) -> None:
-    # parts taken in turn until none is left (or a share failed); whoever ends the last part
-    # says so (state: [error, every part done])
-    while state[0] is None:
-        p = next_part()                        # itertools.count's __next__: atomic under the GIL
-        if p >= parts:
-            return
-        try:
-            fn(n * p // parts, n * (p + 1) // parts)
-        except BaseException as exc:
-            state[0] = exc
-            state[1].set()
-            return
-        if finished() == parts:
-            state[1].set()
-
-
-def claim_split(fn: Callable[[int, int], None], n: int, parts: int) -> None:
-    """``fn(lo, hi)`` over ``[0, n)`` in `parts` contiguous parts taken in turn by this thread
-    and the partner thread (`partner`), BLAS on one thread meanwhile: the partner does as
-    many as it gets a core for, and is not waited for when it took none (only a part it
-    began is). For large products when the load policy gives BLAS one thread
-    (router.matmul): a second BLAS thread behind another process stalls every product
-    a time slice, a partner that claims parts costs nothing when it is late. ``fn`` must
-    release the GIL (numpy's BLAS) and its parts be independent; on this thread alone when
-    another launch holds the pool."""
-    if parts < 2 or not try_launch():
-        fn(0, n)
-        return
-    state = [None, threading.Event()]
-    try:
-        args = (fn, n, parts, itertools.count().__next__, itertools.count(1).__next__, state)
-        with blas_threads_set(1):
-            job = partner.post(_claim_parts, args)
-            _claim_parts(*args)
-            if state[0] is None:
-                partner.finish(job, wait=False)
-                if not state[1].is_set():      # a part the partner began
-                    t0 = time.monotonic()
-                    state[1].wait()
-                    partner.waited(time.monotonic() - t0)
-            else:
-                partner.finish(job, wait=True)
-    finally:
-        end_launch()
-    if state[0] is not None:
-        raise state[0]
-
-
-# Multiply-adds of `claimed_matmul`'s smallest part (16 rows at least): ~0.3 ms of one
-# thread, so the launcher normally waits less than `Partner.STALL_S` for the partner's
-# last part. Parts halve what is left down to that size (`claimed_rows`): each part is one
-# BLAS call, and each call packs b again (~0.15 ms for the LSTM LM's 256x1024 weight, one
-# thread): 16 equal parts of 2048x256 @ 256x1024 cost 9.4 ms of CPU against 7.2 for one
-# call, the halving's 5 parts (1024, 512, 256, 128, 128 rows) 7.8.
-CLAIM_PART_MNK = 1 << 25
-
-
-def claimed_rows(m: int, smallest: int) -> list:
-    """Bounds of `claimed_matmul`'s row parts of ``[0, m)``: each part half of the rows
-    left (a multiple of 16), none under ``smallest`` (the last takes a remainder under
-    twice that). The launcher takes the first (half), a punctual partner the second (a
-    quarter) and each then the next left, so the shares end within the smallest part of
-    each other, with far fewer parts (BLAS calls packing b again) than equal parts that
-    small."""
-    smallest = max(16, smallest)
-    bounds, lo = [0], 0
-    while lo < m:
-        left = m - lo
-        size = left if left < 2 * smallest else max(smallest, left // 2 // 16 * 16)
-        lo += size
-        bounds.append(lo)
-    return bounds
-
-
-def claimed_matmul(a, b):
-    """``a @ b`` for 2-D float operands of one dtype as `claim_split` parts of a's rows
-    (`claimed_rows`; each ``numpy.matmul`` into its rows of the result on one BLAS
-    thread), or None for other operands."""
-    import numpy as np
-    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
-        return None
-    m, k = a.shape
-    n = b.shape[1]
-    out = np.empty((m, n), a.dtype)
-    bounds = claimed_rows(m, min(-(-CLAIM_PART_MNK // max(1, k * n)), m // 2))   # two parts at least
-
-    def part(p, _):
-        lo, hi = bounds[p], bounds[p + 1]
-        np.matmul(a[lo:hi], b, out=out[lo:hi])
-    claim_split(part, len(bounds) - 1, len(bounds) - 1)
-    return out

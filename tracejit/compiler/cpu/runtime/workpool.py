@@ -20,7 +20,7 @@ launch) runs all its shares on its own thread.
 
 ``TRACEJIT_OWN_POOL=1`` puts this pool where the GIL-free pair launches now use OpenBLAS's
 ``gotoblas_pthread`` (compiler/cpu/runtime/sharepool.py's `BlasWorker`): same signature, so
-the share entries, halves and skinny products run on it unchanged.
+the share entries run on it unchanged.
 
 Size: the CPUs this process may run on (``os.sched_getaffinity``) less the caller, or
 ``TRACEJIT_POOL_THREADS`` (threads in all, the caller included). Workers stop at exit; a
