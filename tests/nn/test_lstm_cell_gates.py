@@ -105,3 +105,37 @@ def test_compiled_cell_loop_matches_eager():
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
     for n, p in j_cell.named_parameters():
         np.testing.assert_allclose(p.grad.numpy(), grads[n].numpy(), rtol=1e-4, atol=1e-6, err_msg=n)
+
+
+def _torch_cell(tg, tc):
+    i, f, g, o = tg.chunk(4, -1)
+    t_c = torch.sigmoid(f) * tc + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(t_c), t_c
+
+
+@pytest.mark.parametrize("case", ["strided", "unbatched", "empty", "saturated"])
+def test_layouts_and_edge_cases_match_pytorch(case):
+    rng = np.random.default_rng(3)
+    n = {"unbatched": (), "empty": (0,)}.get(case, (5,))
+    gates = rng.standard_normal(n + (12,)) * (60.0 if case == "saturated" else 1.0)
+    c = rng.standard_normal(n + (3,))
+    w_h, w_c = rng.standard_normal(n + (3,)), rng.standard_normal(n + (3,))
+    tg, tc = torch.tensor(gates, requires_grad=True), torch.tensor(c, requires_grad=True)
+    jg, jc = tj.tensor(gates, requires_grad=True), tj.tensor(c, requires_grad=True)
+    jg_in, jc_in = jg, jc
+    if case == "strided":   # operands that are transposed views
+        jg_in = tj.tensor(np.ascontiguousarray(gates.T), requires_grad=True)
+        jc_in = tj.tensor(np.ascontiguousarray(c.T), requires_grad=True)
+        jg, jc = jg_in.t(), jc_in.t()
+    t_h, t_c = _torch_cell(tg, tc)
+    j_h, j_c = recurrent_grad.lstm_cell_gates(jg, jc)
+    np.testing.assert_allclose(j_h.detach().numpy(), t_h.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(j_c.detach().numpy(), t_c.detach().numpy(), rtol=1e-12, atol=1e-14)
+    # a summed h: its cotangent arrives broadcast (a zero-stride view)
+    (t_h.sum() + (t_c * torch.tensor(w_c)).sum() + (t_h * torch.tensor(w_h)).sum()).backward()
+    (j_h.sum() + (j_c * tj.tensor(w_c)).sum() + (j_h * tj.tensor(w_h)).sum()).backward()
+    dg, dc = jg_in.grad.numpy(), jc_in.grad.numpy()
+    if case == "strided":
+        dg, dc = dg.T, dc.T
+    np.testing.assert_allclose(dg, tg.grad.numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(dc, tc.grad.numpy(), rtol=1e-12, atol=1e-14)

@@ -72,15 +72,16 @@ class _LSTMCellGates(Function):
         H = x.shape[-1] // 4
         # one tanh over all four blocks: sigmoid(v) = (1 + tanh(v / 2)) / 2 for i, f, o,
         # within an ulp or two of sigmoid's own form and ~3x faster than its exp and where
-        scale = np.full(4 * H, 0.5, dtype=x.dtype)
-        scale[2 * H:3 * H] = 1.0
-        t = np.tanh(x * scale)
-        s = t * x.dtype.type(0.5) + x.dtype.type(0.5)
-        si, sf, tg, so = s[..., :H], s[..., H:2 * H], t[..., 2 * H:3 * H], s[..., 3 * H:]
-        c_new = sf * cp + si * tg
+        t = np.tanh(x * _half_scale(H, x.dtype))
+        s = t * x.dtype.type(0.5)
+        s += x.dtype.type(0.5)
+        s[..., 2 * H:3 * H] = t[..., 2 * H:3 * H]      # s: the four activations (g: tanh)
+        si, sf, tg, so = s[..., :H], s[..., H:2 * H], s[..., 2 * H:3 * H], s[..., 3 * H:]
+        c_new = sf * cp
+        c_new += si * tg
         tc = np.tanh(c_new)
         h = so * tc
-        ctx.arrays = (si, sf, tg, so, tc, cp)
+        ctx.arrays = (s, tc, cp)
         ctx.meta = (gates.dtype, gates.device)
         ctx.save_for_backward(gates, c)
         return Tensor._wrap(h, gates.dtype, gates.device), Tensor._wrap(c_new, gates.dtype, gates.device)
@@ -96,23 +97,54 @@ class _LSTMCellGates(Function):
                 got = iter(grad([o for o, _ in outs], want, [d for _, d in outs],
                                 create_graph=True, allow_unused=True))
                 return tuple(next(got) if t.requires_grad else None for t in (gates, c))
-        si, sf, tg, so, tc, cp = ctx.arrays
+        s, tc, cp = ctx.arrays
         dtype, device = ctx.meta
-        dcn = dc._data if dc is not None else None
+        H = tc.shape[-1]
+        if dh is None and dc is None:
+            return None, None
+        one = s.dtype.type(1)
+        si, sf, tg, so = s[..., :H], s[..., H:2 * H], s[..., 2 * H:3 * H], s[..., 3 * H:]
+        # d gates = (upstream factor per block) * (the activation's derivative), the latter
+        # for all four blocks in one pass: s (1 - s) for the sigmoids, 1 - tanh^2 for g
+        d_gates = one - s
+        d_gates *= s
+        np.multiply(tg, tg, out=d_gates[..., 2 * H:3 * H])
+        np.subtract(one, d_gates[..., 2 * H:3 * H], out=d_gates[..., 2 * H:3 * H])
+        up = np.empty_like(s)
         if dh is not None:
             d = dh._data
-            do = d * tc * so * (1 - so)
-            dct = d * so * (1 - tc * tc)
-            dcn = dct if dcn is None else dcn + dct
+            dcn = tc * tc                                   # the total cotangent of c'
+            np.subtract(one, dcn, out=dcn)
+            dcn *= so
+            dcn *= d
+            if dc is not None:
+                dcn += dc._data
+            np.multiply(d, tc, out=up[..., 3 * H:])
         else:
-            do = np.zeros_like(so)
-        if dcn is None:
-            return None, None
-        di = dcn * tg * si * (1 - si)
-        df = dcn * cp * sf * (1 - sf)
-        dg = dcn * si * (1 - tg * tg)
-        d_gates = np.concatenate([di, df, dg, do], axis=-1)
-        return Tensor._wrap(d_gates, dtype, device), Tensor._wrap(dcn * sf, dtype, device)
+            dcn = np.array(dc._data, dtype=s.dtype, order="C")
+            up[..., 3 * H:] = 0
+        np.multiply(dcn, tg, out=up[..., :H])
+        np.multiply(dcn, cp, out=up[..., H:2 * H])
+        np.multiply(dcn, si, out=up[..., 2 * H:3 * H])
+        d_gates *= up
+        dcn *= sf
+        return Tensor._wrap(d_gates, dtype, device), Tensor._wrap(dcn, dtype, device)
+
+
+_SCALES: dict = {}
+
+
+def _half_scale(H: int, dtype) -> np.ndarray:
+    """The tanh arguments' scale per gate column: 1/2 for the sigmoid blocks (i, f, o), 1
+    for g (made once per size and dtype)."""
+    key = (H, dtype)
+    scale = _SCALES.get(key)
+    if scale is None:
+        scale = np.full(4 * H, 0.5, dtype=dtype)
+        scale[2 * H:3 * H] = 1.0
+        scale.flags.writeable = False
+        _SCALES[key] = scale
+    return scale
 
 
 def lstm_cell_gates(gates, c) -> tuple:
