@@ -29,7 +29,7 @@ _PROBE = textwrap.dedent("""
 def _probe(env_extra):
     import os
     # No eager native kernel is loaded in the probe: loading one from the disk cache (a
-    # thread, at the first op that asks for it: compiler/cpu/gemm/halves.py's at a 100K-element multiply)
+    # thread, at the first op that asks for it: a GEMM template configuration's)
     # frees a buffer larger than the temporaries, which raises glibc's dynamic mmap threshold
     # above them, so the untuned process reused its heap too whenever that load came first
     # (the fresh-clone CI, 333 faults; 8,100-8,200 without the load)

@@ -45,11 +45,8 @@ class JobChoice:
         taken out of the queue; None when every queued job must wait (a held one would
         only be swapped for another). Not the queue's head alone: a held job put back goes
         behind the jobs of its rank queued by then, and a job queued after it, at that rank,
-        waited behind it. Cold Transformer step: the eager kernels its op stopped asking for
-        were put back held at rank LATER, then the compiled step asked for the GEMM halves'
-        module (rank LATER, asked every step) and it queued behind them; the dispatcher held
-        one of them while the step trained on both cores, and read only the held head: the
-        halves' module waited 60 s (the bench's stall limit), every kernel in after 66.5 s."""
+        waited behind it: a job asked at every step (a GEMM configuration's module, rank
+        LATER) would otherwise wait behind held jobs for as long as the step runs."""
         with self.jobs.mutex:
             q = self.jobs.queue
             # (sequence numbers are unique: jobs never compared. A stop is left for a

@@ -170,8 +170,8 @@ HOLD_POLL_S = 0.05
 # and gives it back only after its own window once the worker is idle.
 HOLD_SETTLE_S = 0.5
 HOLD_IDLE_WINDOWS = 2
-# A LATER job no one holds (compiler/cpu/gemm/halves.py's module, asked by the compiled
-# step; a kernel only tier 0 asked for, still asked) starts only once no job of an earlier
+# A LATER job no one holds (a GEMM template configuration's module, asked by the
+# compiled step; a kernel only tier 0 asked for, still asked) starts only once no job of an earlier
 # rank was submitted, moved up or finished for `LATER_SETTLE_S` (`CompilePool._unsettled`;
 # a caller waiting starts it at once): a kernel just loaded makes the step ask for the next
 # one at its next calls, and a LATER job taken at once would hold that one back by its

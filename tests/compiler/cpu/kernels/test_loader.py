@@ -207,7 +207,7 @@ def test_background_compile_is_queued_behind_the_switches_kernels(tmp_path, monk
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 6.0"), "test_native_steady", steady=True)
     k._prepare()
     assert [kw["rank"] for kw in asked[1:]] == [workers.STEADY] and k.failed
-    # one that few steps gain from and that costs seconds (compiler/cpu/gemm/halves.py's module): LATER
+    # one that few steps gain from and that costs seconds (a GEMM template configuration's module): LATER
     k = native.NativeKernel(_SOURCE.replace("+= 1.0", "+= 17.0"), "test_native_later", later=True)
     k._prepare()
     assert [kw["rank"] for kw in asked[2:]] == [workers.LATER] and k.failed
@@ -231,14 +231,12 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
     y = F.max_pool2d(F.relu(bn(conv(x))), 2).reshape(8, -1)[:, :10]
     F.cross_entropy(y, tj.tensor(rng.integers(0, 10, 8))).backward()
     steady = {k[:2]: v.steady for k, v in native._kernels.items()}
-    # the products' register-tile kernel is asked for only where the load policy gives one
-    # thread (`router.matmul`); when asked, it is not steady
+    # the products' template kernel is asked for only where the GEMM choice picks it; when
+    # asked, it is not steady
     assert steady.pop(("gemm", "float32"), False) is False
     # (16-column output rows: the fold's rows form)
     assert steady == {("im2col", "float32"): True, ("col2im_rows", "float32"): True,
-                      ("batchnorm", "forward"): True, ("batchnorm", "backward"): True,
-                      ("batchnorm", "stats"): True, ("batchnorm", "affine"): True,
-                      ("batchnorm", "reduce"): True,
+                      ("channels", "forward"): True, ("channels", "backward"): True,
                       ("windows", "max_pool2d_with_offsets"): True,
                       ("windows", "max_pool2d_scatter"): True,
                       ("rows", "cross_entropy"): False, ("rows", "cross_entropy_backward"): False}

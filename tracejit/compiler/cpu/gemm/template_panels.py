@@ -1,6 +1,6 @@
 """The GEMM template's packed-operand option, with entry points that compiled loops call by address.
 
-What: the template's register tiles (compiler/cpu/gemm/template.py `_make_tile`, with its
+What: the template's register tiles (compiler/cpu/gemm/template_text.py `_make_tile`, with its
 ``keep`` argument: c (+)= the sums where a run-time beta says) rendered into one module per
 dtype whose functions have fixed signatures, for numba code that runs a product at every
 step of its own loop without returning to Python (the recurrent layers' time loops,
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import hashlib
 
-from . import template
+from . import template, template_text
 from .template import _has_avx512
 
 __all__ = ["panel_config", "vector_width", "tiles_source", "panel_source", "panel_module", "panel_import",
@@ -181,7 +181,7 @@ def _rows_source(dtype: str, cfg: template.Config) -> str:
 def tiles_source(dtype: str, cfg: template.Config) -> str:
     """The template's register tiles (`_make_tile`, the configuration's constants MR, NV, V,
     NR) as the head of a module that builds its own loops on them."""
-    return (template._TILES.replace("{rest_tiles}", "").replace("{dtype}", dtype).replace("{mr}", str(cfg.mr))
+    return (template_text.TILES.replace("{rest_tiles}", "").replace("{dtype}", dtype).replace("{mr}", str(cfg.mr))
             .replace("{nv}", str(cfg.nv)).replace("{v}", str(vector_width(dtype)))
             .replace("{ks}", str(cfg.ksplit)).replace("{pack}", str(bool(cfg.pack))).replace("{dot}", str(bool(cfg.dot))))
 

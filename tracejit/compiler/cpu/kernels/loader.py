@@ -367,7 +367,7 @@ class NativeKernel:
                 # ReLU's backward): ahead of the EAGER ones (workers.py).
                 # Put back to rank LATER when its op stopped asking (workers.ASKED_WITHIN_S).
                 # Rank LATER from the start for a kernel that only a few steps wait on and
-                # that must not hold back those the others do (`later`: compiler/cpu/gemm/halves.py's).
+                # that must not hold back those the others do (`later`: the GEMM template's configurations).
                 # Rank LATER too, until an ask outside a tier-0 forward (`_rank`).
                 job = workers.submit(self.source, self.label, self._options(), rank=self._rank(),
                                      asked=self._asked)
