@@ -223,8 +223,9 @@ def test_a_convolution_layers_kernels_are_steady_and_cross_entropys_are_not(monk
     monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
     monkeypatch.setattr(native, "_GO_AFTER_S", 3600.0)   # asked for, no loader started
     monkeypatch.setattr(native, "_kernels", {})
-    from tracejit.compiler.cpu.kernels import window_forms
+    from tracejit.compiler.cpu.kernels import channel_forms, window_forms
     monkeypatch.setattr(window_forms, "_calls", {})   # pooling asks again, whatever ran before
+    monkeypatch.setattr(channel_forms, "_calls", {})  # as does BatchNorm
     rng = np.random.default_rng(0)
     x = tj.tensor(rng.standard_normal((8, 3, 16, 16)).astype(np.float32), requires_grad=True)
     conv, bn = tj.nn.Conv2d(3, 16, 3, padding=1), tj.nn.BatchNorm2d(16)
