@@ -20,8 +20,8 @@ mode "channels") gives one block per channel, up to a cap.
 from __future__ import annotations
 
 from .codegen_cpu_windows import pooled_sizes, window_body
-from .codegen_cuda_rows import _tree, kernel_spec
-from .emitter import NUMBA_TYPE, fold, render_steps
+from .codegen_cuda_rows import _tree, kernel_head, kernel_spec
+from .emitter import NUMBA_TYPE, fold
 from .loopnest import LoopNest
 from .rowpasses import schedule
 
@@ -40,20 +40,12 @@ def _position(size: str, inner: tuple, ind: str, block: int) -> list:
 
 
 def render_channels(nest: LoopNest, block: int):
-    from .codegen_cuda import CudaEmitter, _arr_type, _cast_back
+    from .codegen_cuda import CudaEmitter, _cast_back
 
     sched = schedule(nest, stash=False)   # (the last pass's output is pooled: nothing to stash in)
     w = nest.window
-    lines, emitters = render_steps(nest, CudaEmitter)
-    src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
-    used_types = set().union(*(em.types for em in emitters))
-    functions = set().union(*(em.functions for em in emitters))
+    src_of, used_types, functions, sig = kernel_head(nest)
     em = CudaEmitter("float32")
-
-    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
-    sig_args += [_arr_type(o.dtype, len(o.var.aval.shape), True) for o in nest.outputs]
-    sig_args += ["int64"] * len(nest.sizes)
-    sig = f"void({', '.join(sig_args)})"
 
     accs = sorted({red.acc_dtype for red in nest.rows})
     I2, I3 = IND * 2, IND * 3

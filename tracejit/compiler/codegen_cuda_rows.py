@@ -39,22 +39,14 @@ def _tree(combine: str, buf: str, block: int, ind: str) -> list:
 
 
 def render_rows(nest: LoopNest, block: int):
-    from .codegen_cuda import CudaEmitter, _arr_type, _cast_back, _index
+    from .codegen_cuda import CudaEmitter, _cast_back, _index
 
     if nest.cols:
         raise NotImplementedError("CUDA rows kernels do not fold sums over their rows")
     sched = schedule(nest)
     rank, last = nest.rank, nest.rank - 1
-    lines, emitters = render_steps(nest, CudaEmitter)
-    src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
-    used_types = set().union(*(em.types for em in emitters))
-    functions = set().union(*(em.functions for em in emitters))
+    src_of, used_types, functions, sig = kernel_head(nest, rank)
     em = CudaEmitter("float32")
-
-    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
-    sig_args += [_arr_type(o.dtype, rank, True) for o in nest.outputs]
-    sig_args += ["int64"] * len(nest.sizes)
-    sig = f"void({', '.join(sig_args)})"
     params = nest.arguments()
 
     accs = sorted({red.acc_dtype for red in nest.rows})
@@ -95,6 +87,21 @@ def render_rows(nest: LoopNest, block: int):
     used_types |= em.types
     return kernel_spec(nest, sig, params, "rows, a block per row", body, used_types, functions,
                        "rows", block)
+
+
+def kernel_head(nest: LoopNest, out_rank=None) -> tuple:
+    """What the rows and channel renderers start from: each step's rendered line by name,
+    the numba types and math functions those lines use, and the kernel's signature
+    (outputs of rank `out_rank`, else each of its own rank)."""
+    from .codegen_cuda import CudaEmitter, _arr_type
+    lines, emitters = render_steps(nest, CudaEmitter)
+    src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
+    used_types = set().union(*(em.types for em in emitters))
+    functions = set().union(*(em.functions for em in emitters))
+    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
+    sig_args += [_arr_type(o.dtype, out_rank or len(o.var.aval.shape), True) for o in nest.outputs]
+    sig_args += ["int64"] * len(nest.sizes)
+    return src_of, used_types, functions, f"void({', '.join(sig_args)})"
 
 
 def kernel_spec(nest: LoopNest, sig: str, params: list, what: str, body: list, used_types: set,
