@@ -106,6 +106,17 @@ def _col2im_rows_source(dtype, kernel, stride, padding, dilation) -> str:
 _ROWS_MIN = 16
 
 
+def _im2col_head(dtype) -> list:
+    """The module head and signature both im2col forms share: x (N, C, H, W), cols, the
+    output extent, the pad value, the channel range and the kernel's extent."""
+    return ["import numpy as np",
+            "from numba import njit", "", "",
+            f"@njit(\"void(Array({dtype}, 4, 'C', readonly=True), {dtype}[:, ::1], int64, int64, "
+            f"float64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
+            "nogil=True)",
+            "def kernel(x, cols, oh, ow, pad_value, c0, c1, kh, kw):"]
+
+
 def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     """im2col into (C*kh*kw, N*OH*OW) rows from a C-contiguous (N, C, H, W) image, one
     output row after the other (each written once, in order; the image's channel plane it
@@ -118,12 +129,7 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     instead of 0.16 s, for no speed (the copy loop is the work; same times either way)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     pad = bool(ph or pw)
-    lines = ["import numpy as np",
-             "from numba import njit", "", "",
-             f"@njit(\"void(Array({dtype}, 4, 'C', readonly=True), {dtype}[:, ::1], int64, int64, "
-             f"float64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
-             "nogil=True)",
-             "def kernel(x, cols, oh, ow, pad_value, c0, c1, kh, kw):",
+    lines = _im2col_head(dtype) + [
              f'    """im2col {kernel} {stride} {padding} {dilation}, channels c0..c1-1 (kh, kw: {kh}, {kw})"""',
              "    n, c, h, w = x.shape",
              f"    fill = np.{dtype}(pad_value)",
@@ -159,12 +165,7 @@ def _im2col_table_source(dtype, kernel, stride, padding, dilation) -> str:
     each (channel, offset, image) column run is one loop over all OH*OW outputs reading
     the plane through the table (0.18 ms there). One source per geometry and dtype."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    lines = ["import numpy as np",
-             "from numba import njit", "", "",
-             f"@njit(\"void(Array({dtype}, 4, 'C', readonly=True), {dtype}[:, ::1], int64, int64, "
-             f"float64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
-             "nogil=True)",
-             "def kernel(x, cols, oh, ow, pad_value, c0, c1, kh, kw):",
+    lines = _im2col_head(dtype) + [
              f'    """im2col by table {kernel} {stride} {padding} {dilation}, channels c0..c1-1 '
              f'(kh, kw: {kh}, {kw})"""',
              "    n, c, h, w = x.shape",
