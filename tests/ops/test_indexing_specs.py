@@ -83,3 +83,16 @@ def test_an_all_integer_index_is_a_view_every_time():
             y.fill_(-1.0)
         assert x[1, 2].item() == -1.0
         x[1, 2] = 5.0
+
+
+def test_one_element_integer_tensors_bound_slices_as_in_pytorch():
+    a = np.arange(20, dtype=np.float32)
+    x = tj.tensor(a)
+    for i in tj.tensor([3, 7]):                       # iterating gives 0-d int64 tensors
+        k = int(i)
+        np.testing.assert_array_equal(x[i:i + 4].numpy(), a[k:k + 4])
+    np.testing.assert_array_equal(x[tj.tensor(2):tj.tensor(12):tj.tensor(3)].numpy(), a[2:12:3])
+    with pytest.raises(TypeError, match="only integer tensors"):
+        x[tj.tensor(1.0):4]
+    with pytest.raises(ValueError):
+        x[tj.tensor([1, 2]):4]

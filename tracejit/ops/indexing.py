@@ -60,6 +60,10 @@ def _normalize(a, index):
             items.append(("t", len(tensors)))
             tensors.append(t)
         elif isinstance(it, slice):
+            if any(isinstance(v, Tensor) for v in (it.start, it.stop, it.step)):
+                # x[i:i + 16] with i a one-element integer tensor, as PyTorch takes it
+                it = slice(*(v.__index__() if isinstance(v, Tensor) else v
+                             for v in (it.start, it.stop, it.step)))
             for v in (it.start, it.stop, it.step):
                 if v is not None and not isinstance(v, (int, Sym, np.integer)):
                     raise TypeError(f"slice indices must be integers or None, got {v!r}")
