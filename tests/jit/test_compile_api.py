@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -149,3 +150,54 @@ def test_compiler_is_a_package_attribute_after_import_tracejit():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "module 'tracejit' has no attribute 'not_a_thing'"
+
+
+def _data_dependent(x):
+    if x.sum() > 0:          # a Python branch on a tensor's value: not one graph
+        return x * 2.0
+    return x - 1.0
+
+
+def test_what_cannot_be_one_graph_runs_eagerly_with_one_warning():
+    f = tj.compile(_data_dependent)
+    pos, neg = tj.tensor([1.0, 2.0]), tj.tensor([-3.0, 1.0])
+    with pytest.warns(RuntimeWarning, match=r"_data_dependent cannot be captured.*bool\(tensor\)"):
+        np.testing.assert_array_equal(f(pos).numpy(), [2.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # no second warning, no second capture
+        np.testing.assert_array_equal(f(neg).numpy(), [-4.0, 0.0])
+    stats = f.cache_stats()
+    assert stats["eager_fallbacks"] == 1 and stats["entries"] == 0
+
+
+def test_fullgraph_and_trace_raise_what_cannot_be_one_graph():
+    from tracejit.errors import TraceError
+    with pytest.raises(TraceError, match="bool"):
+        tj.compile(_data_dependent, fullgraph=True)(tj.tensor([1.0]))
+    with pytest.raises(TraceError, match="bool"):
+        tj.trace(_data_dependent)(tj.tensor([1.0]))
+
+
+def test_a_module_that_falls_back_keeps_its_state_as_eager():
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn, self.lin = nn.BatchNorm1d(3), nn.Linear(3, 2)
+
+        def forward(self, x):
+            y = self.lin(self.bn(x))
+            return y * 2.0 if y.abs().max().item() < 1e9 else y
+
+    tj.manual_seed(0)
+    a, b = Branchy(), Branchy()
+    b.load_state_dict(a.state_dict())
+    cb = tj.compile(b)
+    x = tj.tensor(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+    with pytest.warns(RuntimeWarning, match="item"):
+        cb(x)
+    a(x)
+    for _ in range(2):
+        ya, yb = a(x), cb(x)
+    np.testing.assert_array_equal(ya.detach().numpy(), yb.detach().numpy())
+    np.testing.assert_array_equal(a.bn.running_mean.numpy(), b.bn.running_mean.numpy())
+    assert int(b.bn.num_batches_tracked) == 3

@@ -105,9 +105,12 @@ class Capture:
         try:
             with _objects_aged():
                 entry = self._capture(leaves, spec, descs, gm)
-        except BaseException:
+        except BaseException as exc:
             # Nothing is kept from a capture that failed.
             self._dynamic, self._static, self._force_dynamic = saved
+            if isinstance(exc, TraceError) and not self._fullgraph:
+                self._break_to_eager(exc)
+                return None, None
             raise
         self._note_reasons(reasons)
         entry.arg_spec = spec
@@ -116,6 +119,18 @@ class Capture:
             self._flat_entries.append(entry)
         self._stats["compiles"] += 1
         return entry, saved
+
+    def _break_to_eager(self, exc: TraceError) -> None:
+        """torch.compile's ``fullgraph=False``: a function that cannot be captured as one
+        graph runs eagerly from now on (entries already captured keep serving their calls),
+        with one warning that says why, instead of failing the program."""
+        self._fell_back = True
+        self._stats["eager_fallbacks"] += 1
+        self._stats["capture_failures"] = self._stats.get("capture_failures", 0) + 1
+        msg = (f"tracejit.compile: {self.__name__} cannot be captured as one graph, so it runs "
+               f"eagerly from now on: {exc} (pass fullgraph=True to raise this instead)")
+        warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())
+        config.topic("recompiles").info(msg)
 
     def _note_reasons(self, reasons):
         if reasons:

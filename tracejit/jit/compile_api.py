@@ -15,8 +15,10 @@ What torch.compile's arguments become here:
   registered with ``tracejit.jit.backend.register`` selects that backend.
 - ``dynamic``: as torch's: ``None`` makes the dims that change between calls symbolic,
   ``True`` makes every dim symbolic from the first capture, ``False`` never does.
-- ``fullgraph``: the whole function is always one graph (a capture never breaks it: what
-  cannot be captured raises), so both values mean the same.
+- ``fullgraph``: a capture is always one whole graph. ``False`` (the default, as torch's):
+  a function that cannot be captured (a Python ``if`` on a tensor's value, ``.item()``, a
+  boolean-mask index) runs eagerly from then on, with one warning that names the cause;
+  ``True``: that raises the `TraceError` instead.
 - ``options``: tracejit's own switches: ``recompile_limit`` (int), ``check`` (bool: run
   eagerly beside and compare), ``capture`` (``"trace"``, or ``"script"``: if/while/for on
   tensors become graph control flow), ``compile`` (``"background"``/``"sync"``).
@@ -82,7 +84,8 @@ def compile_settings(*, mode: Optional[str] = None, dynamic: Optional[bool] = No
             want = (f"a {allowed.__name__}" + (" >= 1" if key == "recompile_limit" else "")
                     if isinstance(allowed, type) else "one of " + ", ".join(map(repr, allowed)))
             raise ValueError(f"tracejit.compile: option {key!r} must be {want}, got {value!r}")
-    kw = {"dynamic": dynamic, "compiler": BACKENDS.get(backend, backend), "compile": MODES[mode]}
+    kw = {"dynamic": dynamic, "compiler": BACKENDS.get(backend, backend), "compile": MODES[mode],
+          "fullgraph": fullgraph}
     if "compile" in opts:
         kw["compile"] = opts["compile"]
     for key in ("recompile_limit", "check"):

@@ -54,14 +54,18 @@ class CompiledFunction(Capture):
     def __init__(self, fn: Callable, *, mode: str = "trace", eager: bool = False, check: bool = False,
                  recompile_limit: int = DEFAULT_RECOMPILE_LIMIT, dynamic: Optional[bool] = None,
                  compiler: Optional[str] = None, bound_self: Any = None, extra_guard=None,
-                 compile: Optional[str] = None, tensor_names: Optional[Callable[[], dict]] = None):
+                 compile: Optional[str] = None, tensor_names: Optional[Callable[[], dict]] = None,
+                 fullgraph: bool = True):
         if not callable(fn):
             raise TypeError(f"tracejit.{mode} expects a function or an nn.Module, got {type(fn).__name__}")
         self._fn = fn
         self._mode = mode
         # the options a copy is built with (`__deepcopy__`)
         self._options = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic,
-                             compiler=compiler, compile=compile)
+                             compiler=compiler, compile=compile, fullgraph=fullgraph)
+        # False (tracejit.compile's default, as torch.compile's): a capture that fails runs
+        # the function eagerly with a warning; True (@trace, @script): it raises
+        self._fullgraph = fullgraph
         self._eager = eager
         self._check = check
         self._limit = recompile_limit
