@@ -120,3 +120,68 @@ def test_math_constants_are_pytorchs():
     for name in ("pi", "e", "inf", "nan"):
         got, want = getattr(tj, name), getattr(torch, name)
         assert type(got) is float and (got == want or (math.isnan(got) and math.isnan(want)))
+
+
+def test_module_to_takes_a_memory_format_and_checks_it():
+    m = tj.nn.Conv2d(2, 3, 3)
+    w = m.weight.detach().numpy().copy()
+    assert m.to(memory_format=tj.channels_last) is m
+    np.testing.assert_array_equal(m.weight.detach().numpy(), w)
+    with pytest.raises(TypeError, match="memory_format must be a tracejit memory format"):
+        m.to(memory_format="nhwc")
+
+
+def test_generator_streams_are_their_own_and_reproducible():
+    g1, g2 = tj.Generator(), tj.Generator()
+    g1._rng = np.random.default_rng(7)
+    g2._rng = np.random.default_rng(7)
+    tj.manual_seed(0)
+    a = tj.randint(0, 100, (6,), generator=g1)
+    glob = tj.rand(3)
+    b = tj.randint(0, 100, (6,), generator=g2)
+    assert a.tolist() == b.tolist()
+    tj.manual_seed(0)                                  # the draws from g1 left the global alone
+    np.testing.assert_array_equal(tj.rand(3).numpy(), glob.numpy())
+    assert tj.randperm(5, generator=g1).tolist() == tj.randperm(5, generator=g2).tolist()
+    assert tj.randn(2, 2, generator=g1).shape == (2, 2)
+    assert tj.multinomial(tj.tensor([0.2, 0.8]), 3, True, generator=g1).shape == (3,)
+    with pytest.raises(TypeError, match="generator must be a tracejit.Generator"):
+        tj.rand(2, generator=np.random.default_rng(0))
+
+
+def test_a_generator_inside_a_traced_function_is_refused():
+    from tracejit.errors import TraceError
+    g = tj.Generator()
+    f = tj.trace(lambda x: x + tj.rand(2, generator=g))
+    with pytest.raises(TraceError, match="generator= draws from a Generator"):
+        f(tj.ones(2))
+
+
+def test_random_split_and_shuffling_follow_their_generator():
+    from tracejit.utils.data import DataLoader, TensorDataset, random_split
+    ds = TensorDataset(tj.arange(10))
+    parts = [[list(s.indices) for s in random_split(ds, [6, 4], generator=tj.Generator().manual_seed(3))]
+             for _ in range(2)]
+    assert parts[0] == parts[1] and sorted(parts[0][0] + parts[0][1]) == list(range(10))
+    orders = [[int(v) for (b,) in DataLoader(ds, batch_size=5, shuffle=True,
+                                             generator=tj.Generator().manual_seed(5)) for v in b]
+              for _ in range(2)]
+    assert orders[0] == orders[1] and sorted(orders[0]) == list(range(10))
+
+
+def test_testing_assert_close_as_pytorchs():
+    tj.testing.assert_close(tj.tensor([1.0, 2.0]), tj.tensor([1.0, 2.0 + 1e-7]))
+    tj.testing.assert_close({"a": [tj.tensor(1)]}, {"a": [tj.tensor(1)]})
+    tj.testing.assert_close(tj.tensor([float("nan")]), tj.tensor([float("nan")]), equal_nan=True)
+    with pytest.raises(AssertionError, match=r"not close!\n\nMismatched elements: 1 / 2 \(50.0%\)\n"
+                                             r"Greatest absolute difference: 0.09.* at index \(1,\)"):
+        tj.testing.assert_close(tj.tensor([1.0, 2.0]), tj.tensor([1.0, 2.1]))
+    with pytest.raises(AssertionError, match="'dtype' do not match"):
+        tj.testing.assert_close(tj.tensor([1.0]), tj.tensor([1.0], dtype=tj.float64))
+    with pytest.raises(AssertionError, match=r"not equal!(.|\n)*item \['a'\]"):
+        tj.testing.assert_close({"a": tj.tensor([1, 2])}, {"a": tj.tensor([1, 3])})
+    with pytest.raises(AssertionError, match="not close"):
+        tj.testing.assert_close(tj.tensor([float("nan")]), tj.tensor([float("nan")]))
+    with pytest.raises(ValueError, match="Both 'rtol' and 'atol'"):
+        tj.testing.assert_close(tj.tensor([1.0]), tj.tensor([1.0]), rtol=1e-3)
+    tj.testing.assert_close(tj.tensor([1.0, 2.0]), tj.tensor([1.0, 2.05]), rtol=0.1, atol=0.0)

@@ -98,15 +98,17 @@ from math import e, inf, nan, pi  # noqa: E402,F401  (torch.pi and friends are P
 from . import func  # noqa: E402,F401
 from .func import cond, vmap  # noqa: E402,F401
 from . import sparse  # noqa: E402,F401
+from .typeinfo import finfo, iinfo  # noqa: E402,F401
 from .sparse import sparse_coo, sparse_coo_tensor, spmm  # noqa: E402,F401
 
 
 def __getattr__(name: str):
-    """``tracejit.compiler`` (wait, reset, the cache commands) on first use: importing it
-    loads the backend, which ``import tracejit`` leaves to the first compiled call."""
-    if name == "compiler":
+    """``tracejit.compiler`` (wait, reset, the cache commands) and ``tracejit.testing`` on
+    first use: ``import tracejit`` leaves loading the backend to the first compiled call,
+    and a program reaches ``torch.testing.assert_close`` without importing it."""
+    if name in ("compiler", "testing"):
         import importlib
-        return importlib.import_module(".compiler", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -14,6 +14,7 @@ from typing import Callable, Iterator
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..device import as_device
+from ..formats import check_memory_format
 from ..ops.eager import trace_state as _trace_state
 from ..tensor import Tensor
 from .parameter import Buffer, Parameter
@@ -55,6 +56,8 @@ def _parse_to(args, kwargs):
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)
     kwargs.pop("non_blocking", None)
+    # a layout request (channels_last) is accepted and checked; tensors stay row-major
+    check_memory_format(kwargs.pop("memory_format", None), "to")
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:

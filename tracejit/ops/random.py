@@ -1,9 +1,13 @@
 """Random tensors from one global generator, seeded by ``manual_seed``.
 
 ``rand``/``randn``/``randint`` are primitives: inside a traced function they record
-an op that draws fresh numbers on every call, rather than freezing one sample.
+an op that draws fresh numbers on every call, rather than freezing one sample. Given
+``generator=`` (a `tracejit.Generator`), an eager call draws from that generator's
+stream instead (`drawing_from`); a traced one cannot, and says so.
 """
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 
@@ -13,7 +17,7 @@ from ..device import as_device
 from .creation import _bind_creation, _size
 from .registry import Aval, defprim
 
-__all__ = ["manual_seed", "seed", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
+__all__ = ["manual_seed", "seed", "drawing_from", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
            "bernoulli", "get_rng_state", "set_rng_state", "default_generator"]
 
 _gen = np.random.default_rng(0)
@@ -42,6 +46,30 @@ def seed() -> int:
 
 def default_generator():
     return _gen
+
+
+@contextlib.contextmanager
+def drawing_from(generator, op: str):
+    """Within: the random primitives draw from `generator`'s stream (None: the global
+    generator). `op` names the caller in errors."""
+    global _gen
+    if generator is None:
+        yield
+        return
+    rng = getattr(generator, "_rng", None)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{op}: generator must be a tracejit.Generator, got {type(generator).__name__}")
+    from .registry import trace_state
+    if trace_state.tracer is not None:
+        from ..errors import TraceError
+        raise TraceError(f"{op}: generator= draws from a Generator object, which a compiled function "
+                         f"cannot capture; draw outside it, or use the global generator "
+                         f"(tracejit.manual_seed)")
+    saved, _gen = _gen, rng
+    try:
+        yield
+    finally:
+        _gen = saved
 
 
 def get_rng_state():
@@ -83,21 +111,23 @@ def _float(dtype):
     return d
 
 
-def rand(*size, dtype=None, device=None, requires_grad: bool = False):
-    t = _bind_creation(UNIFORM, shape=_size(size), dtype=_float(dtype), device=as_device(device))
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
+    with drawing_from(generator, "rand"):
+        t = _bind_creation(UNIFORM, shape=_size(size), dtype=_float(dtype), device=as_device(device))
     if requires_grad:
         t.requires_grad = True
     return t
 
 
-def randn(*size, dtype=None, device=None, requires_grad: bool = False):
-    t = _bind_creation(NORMAL, shape=_size(size), dtype=_float(dtype), device=as_device(device))
+def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
+    with drawing_from(generator, "randn"):
+        t = _bind_creation(NORMAL, shape=_size(size), dtype=_float(dtype), device=as_device(device))
     if requires_grad:
         t.requires_grad = True
     return t
 
 
-def randint(low, high=None, size=(), *, dtype=None, device=None):
+def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None):
     """``randint(high, size)`` or ``randint(low, high, size)``, like PyTorch."""
     if isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
@@ -105,9 +135,10 @@ def randint(low, high=None, size=(), *, dtype=None, device=None):
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    return _bind_creation(RANDINT, shape=_size(tuple(size) if not isinstance(size, int) else (size,)),
-                          low=int(low), high=int(high), dtype=_dt.as_dtype(dtype or _dt.int64),
-                          device=as_device(device))
+    with drawing_from(generator, "randint"):
+        return _bind_creation(RANDINT, shape=_size(tuple(size) if not isinstance(size, int) else (size,)),
+                              low=int(low), high=int(high), dtype=_dt.as_dtype(dtype or _dt.int64),
+                              device=as_device(device))
 
 
 def rand_like(a, *, dtype=None, device=None):
@@ -118,9 +149,10 @@ def randn_like(a, *, dtype=None, device=None):
     return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device)
 
 
-def randperm(n: int, *, dtype=None, device=None):
+def randperm(n: int, *, generator=None, dtype=None, device=None):
     from .creation import tensor
-    return tensor(_gen.permutation(int(n)), dtype=dtype or _dt.int64, device=device)
+    with drawing_from(generator, "randperm"):
+        return tensor(_gen.permutation(int(n)), dtype=dtype or _dt.int64, device=device)
 
 
 def bernoulli(p):

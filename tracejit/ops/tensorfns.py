@@ -179,10 +179,10 @@ MULTINOMIAL = defprim("multinomial", _multinomial_impl, _multinomial_rule, kind=
 
 def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None):
     """Indices drawn from each row of (unnormalised) probabilities `input`, from the
-    generator `tracejit.manual_seed` seeds."""
-    if generator is not None:
-        raise NotImplementedError("multinomial: generator= is not supported; seed with tracejit.manual_seed")
-    return bind(MULTINOMIAL, input, num_samples=int(num_samples), replacement=bool(replacement))
+    generator `tracejit.manual_seed` seeds, or from `generator`."""
+    from .random import drawing_from
+    with drawing_from(generator, "multinomial"):
+        return bind(MULTINOMIAL, input, num_samples=int(num_samples), replacement=bool(replacement))
 
 
 # ---------------------------------------------------------------- cumprod

@@ -2,8 +2,8 @@
 
 With ``num_workers=0`` loading happens in the calling process; with ``num_workers > 0``
 worker processes load and collate the batches the parent's sampler chose, so the
-batches and their order are those of ``num_workers=0`` (see `_workers`). Shuffling draws from tracejit's global generator, so ``tracejit.manual_seed``
-makes the order reproducible. A `TensorDataset` with the default collate is batched
+batches and their order are those of ``num_workers=0`` (see `_workers`). Shuffling draws from ``generator=`` when given, else from
+tracejit's global generator, so ``tracejit.manual_seed`` makes the order reproducible. A `TensorDataset` with the default collate is batched
 by indexing each tensor once with the batch's indices instead of stacking rows one
 by one; the result is the same.
 """
@@ -151,7 +151,8 @@ class DataLoader:
         self._iterable = iterable
         if not iterable:
             if sampler is None:
-                sampler = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+                sampler = (RandomSampler(dataset, generator=ignored.get("generator")) if shuffle
+                           else SequentialSampler(dataset))
             if batch_size is not None and batch_sampler is None:
                 batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.sampler = sampler

@@ -104,7 +104,7 @@ def random_split(dataset: Dataset, lengths: Sequence[float], generator=None) -> 
     if any(not isinstance(x, numbers.Integral) or x < 0 for x in lengths) or sum(lengths) != n:
         raise ValueError(f"random_split: lengths {lengths} must be non-negative ints summing to the "
                          f"dataset length {n} (or fractions summing to 1)")
-    perm = randperm(n).tolist()
+    perm = randperm(n, generator=generator).tolist()
     out, start = [], 0
     for ln in lengths:
         out.append(Subset(dataset, perm[start:start + ln]))

@@ -31,10 +31,12 @@ class SequentialSampler(Sampler):
 
 
 class RandomSampler(Sampler):
-    """A fresh permutation from tracejit's global generator on every pass."""
+    """A fresh permutation on every pass, from `generator` or tracejit's global generator."""
 
-    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None):
+    def __init__(self, data_source, replacement: bool = False, num_samples: int | None = None,
+                 generator=None):
         self.data_source = data_source
+        self.generator = generator
         self.replacement = replacement
         self._num_samples = num_samples
         if num_samples is not None and (not isinstance(num_samples, int) or num_samples <= 0):
@@ -47,12 +49,13 @@ class RandomSampler(Sampler):
     def __iter__(self) -> Iterator[int]:
         from ...ops.random import randint, randperm
         n = len(self.data_source)
+        g = self.generator
         if self.replacement:
-            yield from randint(0, n, (self.num_samples,)).tolist()
+            yield from randint(0, n, (self.num_samples,), generator=g).tolist()
             return
         for _ in range(self.num_samples // n):
-            yield from randperm(n).tolist()
-        yield from randperm(n).tolist()[: self.num_samples % n]
+            yield from randperm(n, generator=g).tolist()
+        yield from randperm(n, generator=g).tolist()[: self.num_samples % n]
 
     def __len__(self) -> int:
         return self.num_samples
@@ -110,11 +113,13 @@ class WeightedRandomSampler(Sampler):
         if w.ndim != 1:
             raise ValueError(f"WeightedRandomSampler: weights should be a 1-D sequence, got shape {w.shape}")
         self.weights, self.num_samples, self.replacement = w, num_samples, replacement
+        self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
         from ...ops.creation import tensor
         from ...ops.tensorfns import multinomial
-        return iter(multinomial(tensor(self.weights), self.num_samples, self.replacement).tolist())
+        return iter(multinomial(tensor(self.weights), self.num_samples, self.replacement,
+                                generator=self.generator).tolist())
 
     def __len__(self) -> int:
         return self.num_samples
