@@ -40,3 +40,17 @@ def test_bce_rejects_integer_targets_and_out_of_range_values():
     # The boundary values themselves are fine (PyTorch clamps the log at -100).
     out = F.binary_cross_entropy(tj.tensor([0.0, 1.0, 0.3]), tj.tensor([0.0, 1.0, 1.0]))
     assert np.isfinite(out.item())
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
+def test_regression_losses_broadcast_another_target_shape_with_a_warning(name):
+    x = np.array([[0.5], [1.0], [3.0]], np.float32)
+    t = np.array([1.0, 2.0, 0.0], np.float32)
+    with pytest.warns(UserWarning, match=r"target size \(3,\) that is different to the input size \(3, 1\)"):
+        got = getattr(F, name)(tj.tensor(x), tj.tensor(t), reduction="none")
+    d = np.abs(x - t)                                   # (3, 3), as PyTorch broadcasts
+    want = {"mse_loss": d * d, "l1_loss": d, "smooth_l1_loss": np.where(d < 1, 0.5 * d * d, d - 0.5),
+            "huber_loss": np.where(d < 1, 0.5 * d * d, d - 0.5)}[name]
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    with pytest.raises(tj.errors.ShapeError):
+        getattr(F, name)(tj.zeros(2, 3), tj.zeros(4))   # not broadcastable: still an error

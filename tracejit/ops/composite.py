@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import ShapeError
-from ..shapes import normalize_dim
+from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .creation import arange
 from .elementwise import (abs, cast, eq, exp, isnan, le, log, log1p, logical_and, logical_or,
@@ -334,16 +334,31 @@ def _check_same(op, input, target):
                          f"{tuple(target.shape)} differ")
 
 
+def _warn_broadcast(op, input, target):
+    """PyTorch's regression losses broadcast a target of another shape, with a warning
+    (a (N, 1) prediction against an (N,) target is an (N, N) loss: rarely what was meant)."""
+    if tuple(input.shape) != tuple(target.shape):
+        import warnings
+        try:
+            broadcast_shapes(op, tuple(input.shape), tuple(target.shape))
+        except ShapeError:
+            raise ShapeError(f"{op}: input shape {tuple(input.shape)} and target shape "
+                             f"{tuple(target.shape)} cannot be broadcast together") from None
+        warnings.warn(f"{op}: using a target size {tuple(target.shape)} that is different to the input "
+                      f"size {tuple(input.shape)}; this will likely lead to incorrect results due to "
+                      f"broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
+
+
 @_autocast.fp32
 def mse_loss(input, target, reduction: str = "mean"):
-    _check_same("mse_loss", input, target)
+    _warn_broadcast("mse_loss", input, target)
     d = input - target
     return _reduce(d * d, reduction)
 
 
 @_autocast.fp32
 def l1_loss(input, target, reduction: str = "mean"):
-    _check_same("l1_loss", input, target)
+    _warn_broadcast("l1_loss", input, target)
     return _reduce(abs(input - target), reduction)
 
 

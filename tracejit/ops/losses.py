@@ -8,7 +8,7 @@ from __future__ import annotations
 import warnings
 
 from ..errors import ShapeError
-from .composite import _check_same, _reduce
+from .composite import _check_same, _reduce, _warn_broadcast
 from .elementwise import abs, clamp, eq, exp, log, maximum, minimum, ne, relu, sqrt, where
 from .reductions import sum
 from . import autocast as _autocast
@@ -21,7 +21,7 @@ __all__ = ["smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "pairw
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0):
     """0.5 * d^2 / beta where |d| < beta, |d| - 0.5 * beta elsewhere (plain L1 when beta == 0)."""
-    _check_same("smooth_l1_loss", input, target)
+    _warn_broadcast("smooth_l1_loss", input, target)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     d = abs(input - target)
@@ -33,7 +33,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
 @_autocast.fp32
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
     """0.5 * d^2 where |d| < delta, delta * (|d| - 0.5 * delta) elsewhere."""
-    _check_same("huber_loss", input, target)
+    _warn_broadcast("huber_loss", input, target)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     d = abs(input - target)
