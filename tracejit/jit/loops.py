@@ -12,7 +12,7 @@ from .. import ops
 from ..errors import ScriptError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval
-from ..ops.unbind import unbind_steps  # noqa: F401  (its home; the interpreter's scan slices with it)
+from ..ops.step_slices import unbind_steps  # noqa: F401  (its home; the interpreter's scan slices with it)
 from ..shapes import Sym
 from ..tensor import Tensor
 from .control import (SCAN, WHILE, as_pred, aval_of, graph_with_captures, is_traced, is_undefined, materialize,

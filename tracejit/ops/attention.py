@@ -167,7 +167,7 @@ def _packed_self_projection(x, w, b, num_heads: int, seq: int) -> tuple:
     are cut by one node eagerly (`unbind_steps`: backward one stack, not three full-size
     zero-filled index_adds) and by int selects when traced (their gradients become one
     concat, jit/slice_grads.py)."""
-    from .unbind import unbind_steps
+    from .step_slices import unbind_steps
     a, c, e = x.shape
     hd = e // num_heads
     packed = linear(reshape(x, (a * c, e)), w, b)
