@@ -182,7 +182,10 @@ def lstsq(A, B, rcond=None, *, driver=None):
     if vec:
         sol = sol.squeeze(-1)
     empty = tensor(np.zeros(0), dtype=A.dtype)
-    return _Lstsq(sol, empty, tensor(np.zeros(0, np.int64)), empty)
+    # PyTorch's default CPU driver (gelsy) gives the rank per matrix, no residuals or
+    # singular values
+    rank = np.asarray(np.linalg.matrix_rank(A.detach().numpy(), rcond), dtype=np.int64)
+    return _Lstsq(sol, empty, tensor(rank), empty)
 
 
 def vander(x, *, N=None):

@@ -53,3 +53,16 @@ def test_unfold_fold_pytorch_argument_order():
     np.testing.assert_array_equal(cols.numpy(), ops.unfold(x, 3, 2, 1, 1).numpy())
     back = F.fold(cols, (5, 5), kernel_size=3, padding=1, stride=2)
     assert back.shape == (1, 2, 5, 5)
+
+
+def test_unfold_and_fold_take_one_unbatched_image():
+    x = tj.randn(1, 2, 5, 4)
+    cols = F.unfold(x, 2, padding=1)
+    np.testing.assert_array_equal(F.unfold(x[0], 2, padding=1).numpy(), cols[0].numpy())
+    np.testing.assert_array_equal(tj.nn.Unfold(2, padding=1)(x[0]).numpy(), cols[0].numpy())
+    back = F.fold(cols, (5, 4), 2, padding=1)
+    np.testing.assert_array_equal(F.fold(cols[0], (5, 4), 2, padding=1).numpy(), back[0].numpy())
+    np.testing.assert_array_equal(tj.nn.Fold((5, 4), 2, padding=1)(cols[0]).numpy(), back[0].numpy())
+    torch = pytest.importorskip("torch")
+    want = torch.nn.functional.unfold(torch.tensor(x[0].numpy()), 2, padding=1).numpy()
+    np.testing.assert_allclose(cols[0].numpy(), want, rtol=1e-6)

@@ -117,7 +117,20 @@ def test_errors():
     with pytest.raises(ValueError, match="divisible by num_groups"):
         nn.GroupNorm(4, 6)
     with pytest.raises(ShapeError, match=r"InstanceNorm2d: expected input with 3 channels .* \(2, 5, 4, 4\)"):
-        nn.InstanceNorm2d(3)(tj.randn(2, 5, 4, 4))
+        nn.InstanceNorm2d(3, affine=True)(tj.randn(2, 5, 4, 4))
+    with pytest.raises(ShapeError, match=r"InstanceNorm1d: expected input with 3 channels"):
+        nn.InstanceNorm1d(3, track_running_stats=True)(tj.randn(2, 5, 4))
+
+
+def test_instance_norm_without_state_runs_another_channel_count_with_a_warning():
+    # affine=False, no running stats: num_features sizes nothing, so PyTorch warns and runs
+    x = np.random.default_rng(0).standard_normal((2, 5, 4, 4)).astype(np.float32)
+    with pytest.warns(UserWarning, match="size at dim=1 does not match num_features"):
+        y = nn.InstanceNorm2d(3)(tj.tensor(x))
+    mu, var = x.mean((2, 3), keepdims=True), x.var((2, 3), keepdims=True)
+    np.testing.assert_allclose(y.numpy(), (x - mu) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+    with pytest.warns(UserWarning, match="size at dim=0 does not match num_features"):
+        assert nn.InstanceNorm1d(4)(tj.tensor(x[0, :2, :, 0])).shape == (2, 4)
 
 
 @pytest.mark.parametrize("capture", ["trace", "script"])

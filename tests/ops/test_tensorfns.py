@@ -76,6 +76,17 @@ def test_einsum_errors_name_the_problem():
         tj.einsum("ij->k", tj.ones(2, 2))
 
 
+def test_einsum_sublist_form_equals_the_equation_form():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((4, 5))
+    x, y = tj.tensor(a), tj.tensor(b)
+    np.testing.assert_allclose(tj.einsum(x, [0, 1, 2], y, [2, 3], [0, 1, 3]).numpy(), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(tj.einsum(x, [Ellipsis, 2], y, [2, 3]).numpy(), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(tj.einsum(x, [0, 1, 2]).numpy(), np.einsum(a, [0, 1, 2]), rtol=1e-12)
+    with pytest.raises(ValueError, match="ints in \\[0, 52\\) or Ellipsis, got 'i'"):
+        tj.einsum(x, ["i", 1, 2])
+
+
 def test_tensor_functions_compile_with_script():
     def f(q, k):
         att = tj.einsum("bqd,bkd->bqk", q, k)

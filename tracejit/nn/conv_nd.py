@@ -57,6 +57,9 @@ class Unfold(Module):
         self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
 
     def forward(self, input):
+        if input.ndim == 3:   # one unbatched image (C, H, W), as in PyTorch
+            return unfold(input.unsqueeze(0), self.kernel_size, self.stride, self.padding,
+                          self.dilation).squeeze(0)
         return unfold(input, self.kernel_size, self.stride, self.padding, self.dilation)
 
     def extra_repr(self) -> str:
@@ -74,6 +77,9 @@ class Fold(Module):
 
     def forward(self, input):
         size = (self.output_size,) * 2 if isinstance(self.output_size, int) else tuple(self.output_size)
+        if input.ndim == 2:   # one unbatched image's columns (C*k*k, L), as in PyTorch
+            return fold(input.unsqueeze(0), size, self.kernel_size, self.stride, self.padding,
+                        self.dilation).squeeze(0)
         return fold(input, size, self.kernel_size, self.stride, self.padding, self.dilation)
 
     def extra_repr(self) -> str:

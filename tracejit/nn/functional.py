@@ -43,12 +43,18 @@ def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
-    """PyTorch's argument order for ``tracejit.ops.unfold`` (im2col)."""
+    """PyTorch's argument order for ``tracejit.ops.unfold`` (im2col); a 3-D input (C, H, W)
+    is one unbatched image, as in PyTorch."""
+    if input.ndim == 3:
+        return _ops.unfold(input.unsqueeze(0), kernel_size, stride, padding, dilation).squeeze(0)
     return _ops.unfold(input, kernel_size, stride, padding, dilation)
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
-    """PyTorch's argument order for ``tracejit.ops.fold`` (col2im)."""
+    """PyTorch's argument order for ``tracejit.ops.fold`` (col2im); a 2-D input (C*k*k, L)
+    is one unbatched image, as in PyTorch."""
+    if input.ndim == 2:
+        return _ops.fold(input.unsqueeze(0), output_size, kernel_size, stride, padding, dilation).squeeze(0)
     return _ops.fold(input, output_size, kernel_size, stride, padding, dilation)
 
 

@@ -130,10 +130,27 @@ class _InstanceNorm(_NormBase):
     def _unbatched_ok(self) -> bool:
         return True
 
+    def _check_input(self, input) -> None:
+        try:
+            super()._check_input(input)
+        except ShapeError:
+            if self.affine or self.track_running_stats or input.ndim not in self._ranks:
+                raise
+            # Nothing here is sized by num_features: PyTorch runs such input, with a warning.
+            import warnings
+            cdim = 1 if input.ndim == max(self._ranks) else 0
+            warnings.warn(f"{type(self).__name__}: input's size at dim={cdim} does not match "
+                          f"num_features. You can silence this warning by not passing in "
+                          f"num_features, which is not used because affine=False", UserWarning,
+                          stacklevel=3)
+
     def forward(self, input):
         self._check_input(input)
+        return self._normalize(input)
+
+    def _normalize(self, input):
         if input.ndim == min(self._ranks):  # unbatched (C, ...)
-            return _ops.squeeze(self.forward(_ops.unsqueeze(input, 0)), 0)
+            return _ops.squeeze(self._normalize(_ops.unsqueeze(input, 0)), 0)
         # PyTorch's instance norm neither counts batches nor averages cumulatively.
         factor = 0.0 if self.momentum is None else self.momentum
         use_input_stats = self.training or not self.track_running_stats

@@ -129,8 +129,30 @@ def _contract(a, la, b, lb, keep):
     return out, batch + left + right
 
 
+def _sublist_equation(args) -> tuple:
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` (operands each followed by its dims as ints
+    or Ellipsis, then optionally the output's) -> ('ab,bc->ac', (a, b))."""
+    def letters(sub):
+        out = []
+        for d in sub:
+            if d is Ellipsis:
+                out.append("...")
+            elif isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 52:
+                out.append("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[d])
+            else:
+                raise ValueError(f"einsum: a sublist holds ints in [0, 52) or Ellipsis, got {d!r}")
+        return "".join(out)
+    args = list(args)
+    out = letters(args.pop()) if len(args) % 2 == 1 else None
+    operands, terms = tuple(args[0::2]), [letters(sub) for sub in args[1::2]]
+    return ",".join(terms) + ("" if out is None else "->" + out), operands
+
+
 def einsum(equation: str, *operands):
-    """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)``, ``einsum('...ij->...ji', x)``."""
+    """Einstein summation, e.g. ``einsum('bij,bjk->bik', a, b)``, ``einsum('...ij->...ji', x)``,
+    or in the sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])``."""
+    if not isinstance(equation, str):
+        equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if not operands:
