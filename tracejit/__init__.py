@@ -103,10 +103,10 @@ from .sparse import sparse_coo, sparse_coo_tensor, spmm  # noqa: E402,F401
 
 
 def __getattr__(name: str):
-    """``tracejit.compiler`` (wait, reset, the cache commands) and ``tracejit.testing`` on
-    first use: ``import tracejit`` leaves loading the backend to the first compiled call,
+    """``tracejit.compiler`` (wait, reset, the cache commands), ``tracejit.testing`` and
+    ``tracejit.profiler`` on first use: ``import tracejit`` leaves loading the backend to the first compiled call,
     and a program reaches ``torch.testing.assert_close`` without importing it."""
-    if name in ("compiler", "testing"):
+    if name in ("compiler", "testing", "profiler"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

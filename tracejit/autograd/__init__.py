@@ -154,3 +154,11 @@ from .checks import (Variable, detect_anomaly, gradcheck, gradgradcheck, is_anom
                      set_detect_anomaly, set_multithreading_enabled)
 __all__ += ["gradcheck", "gradgradcheck", "Variable", "detect_anomaly", "set_detect_anomaly",
             "set_multithreading_enabled", "is_anomaly_enabled"]
+
+
+def __getattr__(name: str):
+    """``tracejit.autograd.profiler`` on first use (it imports the dispatch it hooks)."""
+    if name == "profiler":
+        import importlib
+        return importlib.import_module(".profiler", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,6 +29,7 @@ __all__ = ["bind", "run_into", "trace_state", "tracer_entered", "tracer_exited",
 
 class _TraceState(threading.local):
     tracer = None
+    profiler = None   # tracejit.profiler's recorder while a profile records in this thread
 
 
 trace_state = _TraceState()
@@ -100,6 +101,8 @@ def bind(prim: Primitive, *args, **params):
         tracer = trace_state.tracer
         if tracer is not None:
             return tracer.record(prim, args, params)
+        if trace_state.profiler is not None:
+            return trace_state.profiler.op(prim, args, params)
     n = len(args)
     if n == 1:
         a = args[0]
@@ -199,6 +202,8 @@ def _make_binary(prim: Primitive, miss=None):
             tracer = trace_state.tracer
             if tracer is not None:
                 return tracer.record(prim, (a, b), params if params else {})
+            if trace_state.profiler is not None:
+                return trace_state.profiler.op(prim, (a, b), params if params else {})
         if isinstance(a, Tensor):
             x = a._data
             if isinstance(b, Tensor):
