@@ -308,9 +308,12 @@ class Capture:
             sdescs = self._symbolic_descs(descs, allow_symbols)
             symbolic = [(d.name, j) for d in sdescs if d.kind == "tensor"
                         for j, s in enumerate(d.shape) if isinstance(s, str)]
+            # a module's guard notes the attributes the forward reads (module_guard.py)
+            rec = getattr(self._extra_guard, "recording", None)
             try:
-                ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
-                    leaves, spec, sdescs, gm, self._const_names())
+                with rec() if rec is not None else contextlib.nullcontext() as read:
+                    ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
+                        leaves, spec, sdescs, gm, self._const_names())
             except Exception as exc:
                 if not symbolic:
                     raise
@@ -339,9 +342,11 @@ class Capture:
         graph = ctx.graph(out_atoms, name=self.__name__)
         opt = optimize(graph)
         const_descs = _const_descs(ctx.const_tensors, self._const_names())
+        consts = list(ctx.const_tensors)
         extra = self._extra_guard
         if extra is not None and hasattr(extra, "snapshot"):
-            extra = extra.snapshot()  # the state this capture saw, checked on every call
+            # the state this capture saw, checked on every call
+            extra = extra.snapshot(consts, ctx.state_writes, read)
         decisions = list(ctx.decisions)
         autocast = _autocast.current()
         guard, src = build_guard(sdescs, const_descs, gm, extra,
@@ -353,7 +358,7 @@ class Capture:
         config.topic("graphs").info("captured %s:\n%s", self.__name__, opt)
         config.topic("guards").info("guard for %s:\n%s", self.__name__, src)
         executor = self._make_executor(opt, gm, _verifier(graph, opt))
-        entry = Entry(sdescs, list(ctx.const_tensors), const_descs, gm, graph, opt, out_spec,
+        entry = Entry(sdescs, consts, const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes,
                       autocast=autocast)
         executor.attach(entry)  # a background compile replaces the entry's executor later

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any
 
 from ..nn.module import Module
 from .function import CompiledFunction
+from .module_guard import ModuleStateGuard
 
 __all__ = ["CompiledModule", "wrap_module", "compile_in_place", "compiled_forward"]
 
@@ -127,7 +127,7 @@ def compiled_forward(module: Module, mode: str, kw: dict) -> CompiledFunction:
         return names
 
     forward = type(module).forward
-    cf = CompiledFunction(forward, mode=mode, bound_self=module, extra_guard=_TrainingGuard(module),
+    cf = CompiledFunction(forward, mode=mode, bound_self=module, extra_guard=ModuleStateGuard(module),
                           tensor_names=named_tensors, **kw)
     cf.__name__ = type(module).__name__ + ".forward"
     cf.__qualname__ = type(module).__qualname__ + ".forward"
@@ -146,35 +146,3 @@ def compile_in_place(module: Module, mode: str, kw: dict) -> CompiledFunction:
     cf = compiled_forward(module, mode, kw)
     object.__setattr__(module, "forward", cf)
     return cf
-
-
-class _TrainingGuard:
-    """Guards a capture on the train/eval flag of every submodule (dropout and friends
-    read it while tracing, so a graph is only valid for the flags it was captured with)."""
-
-    def __init__(self, module: Any):
-        self.module = module
-
-    def snapshot(self) -> "_FlagsCheck":
-        named = list(self.module.named_modules())
-        return _FlagsCheck([n or type(self.module).__name__ for n, _ in named], [m for _, m in named])
-
-
-class _FlagsCheck:
-    def __init__(self, names, mods):
-        self.names = names
-        self.mods = mods
-        self.flags = [m.training for m in mods]
-
-    def __call__(self) -> bool:
-        for m, f in zip(self.mods, self.flags):
-            if m.training != f:
-                return False
-        return True
-
-    def text(self) -> str:
-        return "training flags: " + ", ".join(f"{n}={f}" for n, f in zip(self.names, self.flags))
-
-    def describe(self) -> list:
-        return [f"module {n!r}: training guard failed: {f} -> {m.training}"
-                for n, m, f in zip(self.names, self.mods, self.flags) if m.training != f]

@@ -44,6 +44,12 @@ class RemovableHandle:
         self.remove()
 
 
+# Moved by every change of a module's attributes or registered state (setattr, delattr,
+# register_*): a compiled module's guard (jit/compiled_module.py) looks at its module tree
+# again only when this moved since it last looked.
+state_epoch = [0]
+
+
 def _addindent(s: str, n: int) -> str:
     lines = s.split("\n")
     if len(lines) == 1:
@@ -156,6 +162,7 @@ class Module:
         if param is not None and param.grad_fn is not None:
             raise ValueError(f"cannot assign non-leaf Tensor to parameter {name!r}")
         self._parameters[name] = param
+        state_epoch[0] += 1
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         self._check_init("buffers")
@@ -166,6 +173,7 @@ class Module:
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer {name!r} "
                             f"(Tensor or None required)")
         self._buffers[name] = tensor
+        state_epoch[0] += 1
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -179,6 +187,7 @@ class Module:
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute {name!r} already exists")
         self._modules[name] = module
+        state_epoch[0] += 1
 
     register_module = add_module
 
@@ -186,6 +195,7 @@ class Module:
         tracer = _trace_state.tracer
         if tracer is not None and isinstance(value, Tensor) and tracer.write_attribute(self, name, value):
             return  # inside a compiled forward: the call writes it back (jit/tracer.py)
+        state_epoch[0] += 1
         d = self.__dict__
         params = d.get("_parameters")
         if isinstance(value, Buffer):   # nn.Buffer(t, persistent=...): register t as a buffer
@@ -234,6 +244,7 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
+        state_epoch[0] += 1
         d = self.__dict__
         for key in ("_parameters", "_buffers", "_modules"):
             if name in d.get(key, ()):

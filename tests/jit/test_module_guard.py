@@ -1,0 +1,115 @@
+"""A compiled module's captures are guarded on the module state they read
+(jit/module_guard.py): changed attributes recapture, rebound tensors are followed, and
+nothing is looked at again while no module changed."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn as nn
+from tracejit.jit import module_guard
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.temp, self.use_bias, self.steps = 1.0, True, 0
+        self.mask = tj.ones(2)
+
+    def forward(self, x):
+        y = self.lin(x) / self.temp * self.mask
+        return y + 1.0 if self.use_bias else y
+
+
+def _pair():
+    tj.manual_seed(0)
+    m = Scaled()
+    return m, tj.compile(m), tj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+
+
+def _same(cm, m, x):
+    np.testing.assert_array_equal(cm(x).detach().numpy(), m(x).detach().numpy())
+
+
+@pytest.mark.parametrize("attr,value", [("temp", 2.0), ("use_bias", False)])
+def test_a_read_attribute_that_changes_captures_again(attr, value):
+    m, cm, x = _pair()
+    _same(cm, m, x)
+    setattr(m, attr, value)
+    _same(cm, m, x)
+    stats = cm.cache_stats()
+    assert stats["compiles"] == 2
+    assert any(f"attribute {attr!r} changed" in r for r in stats["recompile_reasons"])
+
+
+def test_an_attribute_the_forward_never_reads_changes_freely():
+    m, cm, x = _pair()
+    cm(x)
+    for i in range(5):
+        m.steps = i
+        _same(cm, m, x)
+    assert cm.cache_stats()["compiles"] == 1
+
+
+def test_rebound_tensors_are_followed_without_capturing_again():
+    m, cm, x = _pair()
+    cm(x)
+    m.lin.weight = nn.Parameter(tj.ones(2, 3))
+    _same(cm, m, x)
+    m.mask = tj.tensor([0.0, 2.0])
+    _same(cm, m, x)
+    assert cm.cache_stats()["compiles"] == 1
+    m.lin.weight = nn.Parameter(tj.full((2, 3), 0.5), requires_grad=False)   # a new capture
+    _same(cm, m, x)
+    assert cm.cache_stats()["compiles"] == 2
+
+
+def test_a_swapped_submodule_is_a_new_capture():
+    m, cm, x = _pair()
+    cm(x)
+    m.lin = nn.Linear(3, 2)
+    _same(cm, m, x)
+    assert cm.cache_stats()["compiles"] == 2
+    assert any("submodules changed" in r for r in cm.cache_stats()["recompile_reasons"])
+
+
+def test_legacy_weight_norm_trains_compiled_as_eager():
+    tj.manual_seed(1)
+    a = nn.utils.weight_norm(nn.Linear(3, 2))
+    b = nn.utils.weight_norm(nn.Linear(3, 2))
+    b.load_state_dict(a.state_dict())
+    cb = tj.compile(b)
+    oa, ob = tj.optim.SGD(a.parameters(), lr=0.5), tj.optim.SGD(b.parameters(), lr=0.5)
+    x = tj.ones(4, 3)
+    for _ in range(3):
+        ya, yb = a(x), cb(x)
+        np.testing.assert_allclose(yb.detach().numpy(), ya.detach().numpy(), rtol=1e-6, atol=1e-7)
+        for y, o in ((ya, oa), (yb, ob)):
+            (y * y).sum().backward()
+            o.step()
+            o.zero_grad()
+    np.testing.assert_allclose(b.weight_v.detach().numpy(), a.weight_v.detach().numpy(), rtol=1e-6)
+    assert cb.cache_stats()["compiles"] == 1
+
+
+def test_no_module_change_means_no_second_look(monkeypatch):
+    m, cm, x = _pair()
+    cm(x)
+    cm(x)
+    looks = []
+    monkeypatch.setattr(module_guard._StateCheck, "_look", lambda self: looks.append(1) or True)
+    for _ in range(3):
+        cm(x)
+    assert looks == []
+    m.steps = 7
+    cm(x)
+    assert looks == [1]
+
+
+def test_reads_are_noted_only_while_capturing():
+    assert "__getattribute__" not in vars(nn.Module)
+    with module_guard.recording() as read:
+        m = Scaled()
+        m.temp
+        assert "__getattribute__" in vars(nn.Module)
+    assert (id(m), "temp") in read and "__getattribute__" not in vars(nn.Module)

@@ -1,0 +1,180 @@
+"""The guard a compiled module's captures carry: the module tree they were captured with.
+
+A capture reads the module's state while tracing: each submodule's train/eval flag and
+the plain attributes the forward reads (``self.temperature = 2.0``, ``self.use_bias``),
+which become constants of the graph, and its tensors (parameters, buffers, tensor
+attributes), which the entry holds by identity. A later call is only right for the same
+state, so the guard checks it:
+
+- nothing moved since the last look (``nn.module.state_epoch``, moved by every
+  ``setattr``/``delattr``/``register_*`` on any module): valid, one integer compare;
+- otherwise it looks again: the same submodule objects at the same names, the same flags,
+  the same values of the attributes the capture read (`recording` notes them; one the
+  forward never reads, a step counter say, may change freely), else the call misses and
+  captures again (the reason names the attribute). A tensor rebound by name (``m.weight = nn.Parameter(...)``, the
+  weight-norm hook's recomputed weight, ``self.mask = new``) with the same dtype, shape and
+  requires_grad is put in the entry's place for it, so the call runs without recapture.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Optional
+
+from ..nn import module as _module
+from ..tensor import Tensor
+
+__all__ = ["ModuleStateGuard", "recording"]
+
+_SCALARS = (bool, int, float, str, type(None))
+
+
+def _plain(v) -> bool:
+    """A value a capture may have turned into a constant: compared by value."""
+    if isinstance(v, _SCALARS):
+        return True
+    return isinstance(v, tuple) and len(v) <= 16 and all(isinstance(x, _SCALARS) for x in v)
+
+
+def _same(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and a != a:
+        return b != b
+    return a == b
+
+
+_reads = threading.local()     # .found: the (id(module), name) reads of the capture in this thread
+_installs = [0]
+_install_lock = threading.Lock()
+
+
+def _noting_getattribute(self, name: str):
+    value = object.__getattribute__(self, name)
+    found = getattr(_reads, "found", None)
+    if found is not None and _plain(value):
+        found.add((id(self), name))
+    return value
+
+
+@contextlib.contextmanager
+def recording():
+    """Within: the plain attributes this thread reads from any module are noted (yields
+    the set). Module attribute reads pay for it only while some capture records."""
+    Module = _module.Module
+    with _install_lock:
+        if _installs[0] == 0:
+            Module.__getattribute__ = _noting_getattribute
+        _installs[0] += 1
+    before = getattr(_reads, "found", None)
+    found: set = set()
+    _reads.found = found
+    try:
+        yield found
+    finally:
+        _reads.found = before
+        if before is not None:
+            before |= found
+        with _install_lock:
+            _installs[0] -= 1
+            if _installs[0] == 0:
+                del Module.__getattribute__
+
+
+def _attrs(m, read: Optional[set]) -> dict:
+    """`m`'s training flag and the plain attributes in `read` (None: every plain one)."""
+    d = vars(m)
+    keys = [k for k in d if read is None or k == "training" or (id(m), k) in read]
+    return {k: d[k] for k in keys if _plain(d[k])}
+
+
+class ModuleStateGuard:
+    """Made per compiled module; `snapshot` gives each capture its check."""
+
+    def __init__(self, module: Any):
+        self.module = module
+
+    recording = staticmethod(recording)
+
+    def snapshot(self, consts: Optional[list] = None, writes=(), read: Optional[set] = None) -> "_StateCheck":
+        return _StateCheck(self.module, consts if consts is not None else [], writes, read)
+
+
+class _StateCheck:
+    def __init__(self, root, consts: list, writes, read: Optional[set]):
+        named = list(root.named_modules())
+        self.root = root
+        self.names = [n or type(root).__name__ for n, _ in named]
+        self.mods = [m for _, m in named]
+        self.attrs = [_attrs(m, read) for m in self.mods]
+        # where each captured tensor lives in the tree: (module, kind, name), or None
+        where: dict = {}
+        for m in self.mods:
+            for kind, table in (("a", vars(m)), ("b", m._buffers), ("p", m._parameters)):
+                for k, v in table.items():
+                    if isinstance(v, Tensor):
+                        where[id(v)] = (m, kind, k)
+        self.consts = consts          # the entry's list: a rebound tensor is put in its place
+        self.paths = [where.get(id(t)) for t in consts]
+        self.written = {id(w[1]) for w in writes if w and w[0] == "buffer"}
+        self.epoch = _module.state_epoch[0]
+
+    def __call__(self) -> bool:
+        if _module.state_epoch[0] == self.epoch:
+            return True
+        return self._look()
+
+    def _look(self) -> bool:
+        epoch = _module.state_epoch[0]
+        if self._differences(stop_at_first=True):
+            return False
+        swaps = []
+        for i, path in enumerate(self.paths):
+            if path is None:
+                continue
+            m, kind, k = path
+            now = (vars(m) if kind == "a" else m._buffers if kind == "b" else m._parameters).get(k)
+            old = self.consts[i]
+            if now is old:
+                continue
+            if (not isinstance(now, Tensor) or id(old) in self.written or now.dtype is not old.dtype
+                    or now.device != old.device or tuple(now.shape) != tuple(old.shape)
+                    or now.requires_grad != old.requires_grad):
+                return False
+            swaps.append((i, now))
+        for i, now in swaps:
+            self.consts[i] = now
+        self.epoch = epoch
+        return True
+
+    def _differences(self, stop_at_first: bool = False) -> list:
+        out = []
+        named = list(self.root.named_modules())
+        if len(named) != len(self.mods) or any(m is not old for (_, m), old in zip(named, self.mods)):
+            was, now = set(self.names), {n or type(self.root).__name__ for n, _ in named}
+            changed = sorted((was ^ now) or {n or type(self.root).__name__ for (n, m), old in
+                                             zip(named, self.mods) if m is not old})
+            return [f"submodules changed: {', '.join(changed) or 'their order'}"]
+        for n, m, attrs in zip(self.names, self.mods, self.attrs):
+            d = vars(m)
+            for k in attrs:
+                if k not in d or not _same(attrs[k], d[k]):
+                    now = {k: d[k]} if k in d else {}
+                    what = ("training guard failed" if k == "training" else f"attribute {k!r} changed")
+                    out.append(f"module {n!r}: {what}: {attrs.get(k, '<unset>')!r} -> "
+                               f"{now.get(k, '<unset>')!r}")
+                    if stop_at_first:
+                        return out
+        return out
+
+    def text(self) -> str:
+        flags = ", ".join(f"{n}={a.get('training')}" for n, a in zip(self.names, self.attrs))
+        read = sorted(f"{n}.{k}" if n != self.names[0] else k for n, a in zip(self.names, self.attrs)
+                      for k in a if k != "training")
+        return (f"training flags: {flags}; attributes read: {', '.join(read) or 'none'}; the "
+                f"submodules and their tensors as captured (looked at again after a module changes)")
+
+    def describe(self) -> list:
+        out = self._differences()
+        return out or ["a tensor of the module was rebound with another dtype, shape or "
+                       "requires_grad, or a written buffer was rebound"]
