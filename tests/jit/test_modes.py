@@ -133,29 +133,46 @@ def test_check_mode_gradients_of_two_outputs(compiler):
     assert s.requires_grad and h.requires_grad
 
 
-SCALE = 2.0
+SETTINGS = {"scale": 2.0}   # a value in a dict: the capture's guard does not watch it
+SCALE = 2.0                 # a global number: watched (jit/python_refs.py)
 
 
 def uses_global(x):
     y = x + 1
-    return (y * SCALE).sin()
+    return (y * SETTINGS["scale"]).sin()
+
+
+def uses_global_number(x):
+    return (x * SCALE).sin()
 
 
 def test_check_mode_names_the_equation_a_stale_capture_gets_wrong():
-    global SCALE
     cf = tj.trace(uses_global, check=True, compiler="interpret")
     x = tj.tensor([0.5, 1.5])
     cf(x)
-    SCALE = 3.0  # the trace baked 2.0 in
+    SETTINGS["scale"] = 3.0  # the trace baked 2.0 in
     try:
         with pytest.raises(CheckMismatchError) as ei:
             cf(x)
     finally:
-        SCALE = 2.0
+        SETTINGS["scale"] = 2.0
     msg = str(ei.value)
     line = inspect.getsourcelines(uses_global)[1] + 2
     assert f"`%1: f32[2] = mul %0 2.0` (from {os.path.basename(__file__)}:{line})" in msg
     assert "captured now it is `%1: f32[2] = mul %0 3.0`" in msg
+
+
+def test_a_changed_global_number_is_no_stale_capture():
+    global SCALE
+    cf = tj.trace(uses_global_number, check=True, compiler="interpret")
+    x = tj.tensor([0.5, 1.5])
+    cf(x)
+    SCALE = 3.0
+    try:
+        np.testing.assert_allclose(cf(x).numpy(), np.sin(np.array([0.5, 1.5]) * 3.0), rtol=1e-6)
+    finally:
+        SCALE = 2.0
+    assert cf.cache_stats()["compiles"] == 2
 
 
 def test_check_mode_names_the_equation_a_wrong_backend_computes():

@@ -76,6 +76,9 @@ class CompiledFunction(Capture):
             raise ValueError(f"compile= must be 'background' or 'sync', got {compile!r}")
         self._compile_mode = compile  # None: $TRACEJIT_COMPILE, else background (compiler/tiers.py)
         self._bound_self = bound_self
+        if extra_guard is None and bound_self is None:
+            from .python_refs import python_refs_guard
+            extra_guard = python_refs_guard(fn)   # its global/closure numbers, or None
         self._extra_guard = extra_guard
         self._tensor_names = tensor_names  # {id(tensor): name} of a module's parameters and buffers
         self._sig = inspect.signature(fn)
