@@ -112,16 +112,20 @@ def _float(dtype):
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
-    with drawing_from(generator, "rand"):
-        t = _bind_creation(UNIFORM, shape=_size(size), dtype=_float(dtype), device=as_device(device))
+    if generator is not None:
+        with drawing_from(generator, "rand"):
+            return rand(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    t = _bind_creation(UNIFORM, shape=_size(size), dtype=_float(dtype), device=as_device(device))
     if requires_grad:
         t.requires_grad = True
     return t
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
-    with drawing_from(generator, "randn"):
-        t = _bind_creation(NORMAL, shape=_size(size), dtype=_float(dtype), device=as_device(device))
+    if generator is not None:
+        with drawing_from(generator, "randn"):
+            return randn(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    t = _bind_creation(NORMAL, shape=_size(size), dtype=_float(dtype), device=as_device(device))
     if requires_grad:
         t.requires_grad = True
     return t
@@ -135,10 +139,12 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None)
         low, high = 0, low
     if high <= low:
         raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
-    with drawing_from(generator, "randint"):
-        return _bind_creation(RANDINT, shape=_size(tuple(size) if not isinstance(size, int) else (size,)),
-                              low=int(low), high=int(high), dtype=_dt.as_dtype(dtype or _dt.int64),
-                              device=as_device(device))
+    if generator is not None:
+        with drawing_from(generator, "randint"):
+            return randint(low, high, size, dtype=dtype, device=device)
+    return _bind_creation(RANDINT, shape=_size(tuple(size) if not isinstance(size, int) else (size,)),
+                          low=int(low), high=int(high), dtype=_dt.as_dtype(dtype or _dt.int64),
+                          device=as_device(device))
 
 
 def rand_like(a, *, dtype=None, device=None):

@@ -180,9 +180,11 @@ MULTINOMIAL = defprim("multinomial", _multinomial_impl, _multinomial_rule, kind=
 def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None):
     """Indices drawn from each row of (unnormalised) probabilities `input`, from the
     generator `tracejit.manual_seed` seeds, or from `generator`."""
-    from .random import drawing_from
-    with drawing_from(generator, "multinomial"):
-        return bind(MULTINOMIAL, input, num_samples=int(num_samples), replacement=bool(replacement))
+    if generator is not None:
+        from .random import drawing_from
+        with drawing_from(generator, "multinomial"):
+            return multinomial(input, num_samples, replacement)
+    return bind(MULTINOMIAL, input, num_samples=int(num_samples), replacement=bool(replacement))
 
 
 # ---------------------------------------------------------------- cumprod
