@@ -18,8 +18,8 @@ from .memory import tune_allocator as _tune_allocator  # noqa: E402
 _tune_allocator()  # keep freed array memory for reuse (see tracejit/memory.py)
 
 from . import dtypes as _dtypes
-from .dtypes import (DType, bfloat16, bool_, float16, float32, float64, get_default_dtype, int8, int16, int32,
-                     int64, set_default_dtype, uint8)
+from .dtypes import (DType, bfloat16, bool_, complex64, complex128, float16, float32, float64, get_default_dtype,
+                     int8, int16, int32, int64, set_default_dtype, uint8)
 from .device import device
 from .tensor import Tensor  # first: it closes the tensor/ops/autograd import cycle (see its end)
 
@@ -34,6 +34,8 @@ double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001
+cfloat = complex64
+cdouble = complex128
 
 from .size import Size  # noqa: E402
 from .formats import (channels_last, channels_last_3d, contiguous_format, layout,  # noqa: E402,F401
@@ -46,11 +48,6 @@ def is_tensor(x) -> "builtins.bool":  # noqa: F821
 
 def numel(x: Tensor):
     return x.numel()
-
-
-def is_complex(x: Tensor) -> "builtins.bool":  # noqa: F821
-    """False: tracejit has no complex dtypes."""
-    return x.is_complex()
 
 
 def is_floating_point(x: Tensor) -> "builtins.bool":  # noqa: F821

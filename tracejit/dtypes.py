@@ -1,9 +1,11 @@
 """Tensor element types and PyTorch-style type promotion.
 
 A `DType` is a small immutable object wrapping a numpy dtype. Promotion follows
-PyTorch: categories bool < integer < floating; Python scalars are "weak" and do
-not widen a tensor's dtype within its category (``f32 tensor * 2.0`` stays f32),
-but an integer tensor meeting a Python float becomes the default float dtype.
+PyTorch: categories bool < integer < floating < complex; Python scalars are "weak"
+and do not widen a tensor's dtype within its category (``f32 tensor * 2.0`` stays
+f32), but an integer tensor meeting a Python float becomes the default float dtype,
+and a floating tensor meeting a complex number becomes the complex type of its width
+(``f64 tensor * 1j`` is complex128). Complex tensors run eagerly (ops/complex_ops.py).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import numpy as np
 
 __all__ = [
     "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "int16", "int8", "uint8", "bool_",
+    "complex64", "complex128",
     "as_dtype", "result_type", "promote_types", "get_default_dtype", "set_default_dtype",
 ]
 
@@ -18,7 +21,8 @@ __all__ = [
 class DType:
     """A tensor element type (``tracejit.float32`` ...)."""
 
-    __slots__ = ("name", "np", "short", "itemsize", "is_floating_point", "is_integer", "is_bool")
+    __slots__ = ("name", "np", "short", "itemsize", "is_floating_point", "is_integer", "is_bool", "is_complex",
+                 "differentiable", "category")
 
     def __init__(self, name: str, np_dtype, short: str):
         self.name = name
@@ -28,6 +32,11 @@ class DType:
         self.is_floating_point = self.np.kind == "f"
         self.is_integer = self.np.kind in "iu"
         self.is_bool = self.np.kind == "b"
+        self.is_complex = self.np.kind == "c"
+        # can a tensor of this dtype require grad (floating and complex, as in PyTorch)?
+        self.differentiable = self.np.kind in "fc"
+        # promotion's category: bool 0 < integer 1 < floating 2 < complex 3
+        self.category = 0 if self.is_bool else (1 if self.is_integer else (3 if self.is_complex else 2))
 
     def __repr__(self) -> str:
         return f"tracejit.{self.name}"
@@ -35,9 +44,16 @@ class DType:
     def __reduce__(self):
         return (as_dtype, (self.name,))
 
-    @property
-    def category(self) -> int:
-        return 0 if self.is_bool else (1 if self.is_integer else 2)
+    def to_real(self) -> "DType":
+        """The real dtype of a complex one's parts (complex64 -> float32); itself otherwise."""
+        return _REAL_OF.get(self, self)
+
+    def to_complex(self) -> "DType":
+        """The complex dtype whose parts are this floating dtype (float64 -> complex128;
+        float16 and bfloat16 -> complex64, tracejit has no complex32); itself if complex."""
+        if self.is_complex:
+            return self
+        return complex128 if self is float64 else complex64
 
 
 float16 = DType("float16", np.float16, "f16")
@@ -45,19 +61,22 @@ float32 = DType("float32", np.float32, "f32")
 float64 = DType("float64", np.float64, "f64")
 # bfloat16: stored as uint16 words (tracejit/bfloat16.py), floating point in every rule
 bfloat16 = DType("bfloat16", np.uint16, "bf16")
-bfloat16.is_floating_point, bfloat16.is_integer = True, False
+bfloat16.is_floating_point, bfloat16.is_integer, bfloat16.differentiable, bfloat16.category = True, False, True, 2
 int8 = DType("int8", np.int8, "i8")
 uint8 = DType("uint8", np.uint8, "u8")
 int16 = DType("int16", np.int16, "i16")  # needed: uint8 and int8 promote to int16
 int32 = DType("int32", np.int32, "i32")
 int64 = DType("int64", np.int64, "i64")
 bool_ = DType("bool", np.bool_, "bool")
+complex64 = DType("complex64", np.complex64, "c64")
+complex128 = DType("complex128", np.complex128, "c128")
+_REAL_OF = {complex64: float32, complex128: float64}
 
-_ALL = [float16, bfloat16, float32, float64, int8, uint8, int16, int32, int64, bool_]
+_ALL = [float16, bfloat16, float32, float64, int8, uint8, int16, int32, int64, bool_, complex64, complex128]
 _BY_NP = {d.np: d for d in _ALL if d is not bfloat16}  # (uint16 is bf16's storage, not a dtype)
 _BY_NAME = {d.name: d for d in _ALL}
 _BY_NAME.update({"float": float32, "double": float64, "half": float16, "long": int64, "int": int32,
-                 "short": int16})
+                 "short": int16, "cfloat": complex64, "cdouble": complex128})
 
 _default_float = float32
 
@@ -84,6 +103,8 @@ def as_dtype(d) -> DType:
         return int64
     if d is bool:
         return bool_
+    if d is complex:
+        return _default_float.to_complex()
     if isinstance(d, str) and d in _BY_NAME:
         return _BY_NAME[d]
     try:
@@ -104,6 +125,8 @@ def scalar_dtype(v) -> DType:
         return bool_
     if isinstance(v, (int, np.integer)):
         return int64
+    if isinstance(v, (complex, np.complexfloating)):
+        return _default_float.to_complex()
     return _default_float
 
 
@@ -112,6 +135,10 @@ def promote_types(a: DType, b: DType) -> DType:
     float16 is float16, not numpy's float64); within a category the wider type wins."""
     if a is b:
         return a
+    if a.is_complex or b.is_complex:
+        if a.is_floating_point or b.is_floating_point:   # (complex64 with float64 is complex128)
+            a, b = a.to_complex(), b.to_complex()
+        return a if b.category < 3 or (a.is_complex and a.itemsize >= b.itemsize) else b
     if a is bfloat16 or b is bfloat16:
         o = b if a is bfloat16 else a
         if o.category < 2:
@@ -137,6 +164,8 @@ def _combine(higher, lower):
         return lower
     if lower is None or lower.category <= higher.category:
         return higher
+    if lower.is_complex and higher.is_floating_point:
+        return higher.to_complex()   # (f32 tensor * 1j is complex64, f64's complex128)
     return promote_types(higher, lower)
 
 
@@ -145,7 +174,7 @@ def result_type(strong: list, weak: list, zero_dim: list = ()) -> DType:
 
     ``strong``: tensors with at least one dim; ``zero_dim``: 0-d tensors; ``weak``:
     Python scalars (already mapped by `scalar_dtype`). A lower group changes the result
-    only when it is of a higher category (bool < integer < floating), so
+    only when it is of a higher category (bool < integer < floating < complex), so
     ``f32 tensor * 2.5 -> f32``, ``int tensor * 2.5 -> default float``,
     ``f32[3] + f64 0-d -> f32`` but ``int64[3] + f64 0-d -> f64``.
     """

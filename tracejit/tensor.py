@@ -96,8 +96,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        if value and not (self.dtype.is_floating_point):
-            raise DTypeError(f"only floating-point tensors can require gradients, got {self.dtype}")
+        if value and not self.dtype.differentiable:
+            raise DTypeError(f"only floating-point and complex tensors can require gradients, got {self.dtype}")
         if not value and self.grad_fn is not None:
             raise RuntimeError("you can only change requires_grad of leaf tensors; "
                                "use .detach() to get a tensor that does not require grad")
@@ -207,7 +207,43 @@ class Tensor:
     is_meta = False
 
     def is_complex(self) -> bool:
-        return False  # no complex dtypes in tracejit
+        return self.dtype.is_complex
+
+    # complex tensors (ops/complex_ops.py): .real is a view of the real parts (the tensor
+    # itself when real), .imag of the imaginary parts
+    @property
+    def real(self) -> "Tensor":
+        return _ops.real(self)
+
+    @property
+    def imag(self) -> "Tensor":
+        return _ops.imag(self)
+
+    def conj(self) -> "Tensor":
+        return _ops.conj(self)
+
+    def conj_physical(self) -> "Tensor":
+        return _ops.conj(self)
+
+    def resolve_conj(self) -> "Tensor":
+        return self
+
+    resolve_neg = resolve_conj
+
+    def is_conj(self) -> bool:
+        return False
+
+    def angle(self) -> "Tensor":
+        return _ops.angle(self)
+
+    def sgn(self) -> "Tensor":
+        return _ops.sgn(self)
+
+    def cfloat(self) -> "Tensor":
+        return self.to(_dt.complex64)
+
+    def cdouble(self) -> "Tensor":
+        return self.to(_dt.complex128)
 
     def contiguous(self, memory_format=None) -> "Tensor":
         """Row-major memory (every memory_format is accepted; see tracejit/formats.py)."""
@@ -398,7 +434,7 @@ class Tensor:
             extras.append(f"device='{self.device}'")
         default = _dt.get_default_dtype()
         if a.size == 0 and self.dtype is not default or \
-                self.dtype not in (default, _dt.int64, _dt.bool_):
+                self.dtype not in (default, default.to_complex(), _dt.int64, _dt.bool_):
             extras.append(f"dtype={self.dtype!r}")
         if self.grad_fn is not None:
             extras.append(f"grad_fn=<{self.grad_fn.name()}>")

@@ -384,7 +384,7 @@ def _record(prim, args, params, result, meta) -> None:
     for a in args:
         if isinstance(a, Tensor):
             dt = a.dtype
-            if a._requires_grad and dt.is_floating_point and (not nondiff or i not in nondiff):
+            if a._requires_grad and dt.differentiable and (not nondiff or i not in nondiff):
                 needs.append(True)
                 if views and a._base is not None:
                     _refresh_view(a)  # its base was written in place since (autograd/views.py)

@@ -31,6 +31,7 @@ from ..tensor import Tensor
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr, symbols_in
 from ..ops.shape import TO_DEVICE
+from ..ops.complex_ops import involves as _complex_involved
 
 __all__ = ["Tracer", "TraceContext", "trace_graph", "SymbolicSizeError"]
 
@@ -324,6 +325,11 @@ class TraceContext:
 
     # ---- recording ------------------------------------------------------------------
     def record(self, prim: Primitive, args, params):
+        if _complex_involved(prim, args, params):
+            loc = user_location(2)
+            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            raise TraceError(f"{prim.name}{where}: complex tensors run eagerly, they cannot be traced or "
+                             f"compiled (compile with fullgraph=False to run this function eagerly)")
         if params:
             params = self._concrete_params(prim, params)
         atoms = [self.atom(a, prim.name) for a in args]

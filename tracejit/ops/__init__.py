@@ -36,3 +36,4 @@ from .indexing_more import *  # noqa: F401,F403
 from .math_more import *  # noqa: F401,F403
 from .reductions_more import *  # noqa: F401,F403
 from .linalg_dense import det, slogdet  # noqa: F401
+from .complex_ops import *  # noqa: F401,F403

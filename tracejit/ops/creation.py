@@ -26,7 +26,7 @@ __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", 
 def _infer_dtype(data, arr) -> "_dt.DType":
     """PyTorch's inference: bools -> bool, ints -> int64, floats -> default float; numpy
     arrays and numpy scalars (np.float64(1.5)) keep their dtype. `arr` is data as an array."""
-    keep = isinstance(data, (np.ndarray, np.generic)) or not isinstance(data, (list, tuple, int, float, bool))
+    keep = isinstance(data, (np.ndarray, np.generic)) or not isinstance(data, (list, tuple, int, float, bool, complex))
     kind = arr.dtype.kind
     if arr.dtype.name == "bfloat16":  # ml_dtypes'
         return _dt.bfloat16
@@ -36,6 +36,8 @@ def _infer_dtype(data, arr) -> "_dt.DType":
         return _dt.as_dtype(arr.dtype) if keep else _dt.int64
     if kind == "f":
         return _dt.as_dtype(arr.dtype) if keep else _dt.get_default_dtype()
+    if kind == "c":
+        return _dt.as_dtype(arr.dtype) if keep else _dt.get_default_dtype().to_complex()
     raise TypeError(f"can't make a tensor from data of type {type(data).__name__} (numpy dtype {arr.dtype})")
 
 

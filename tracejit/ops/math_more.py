@@ -417,6 +417,8 @@ def isneginf(input):
 
 
 def isreal(input):
-    """True everywhere: tracejit has no complex dtypes."""
+    """True where the imaginary part is 0: everywhere for a real tensor."""
+    if input.dtype.is_complex:
+        return input.imag == 0
     from .creation import ones
     return ones(tuple(input.shape), dtype=_dt.bool_, device=input.device)

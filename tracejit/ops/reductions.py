@@ -209,7 +209,7 @@ def _count(a, dims):
 
 
 def mean(a, dim=None, keepdim: bool = False):
-    if not a.dtype.is_floating_point:
+    if not a.dtype.differentiable:   # (floating or complex)
         _not_float(a)
     dims = _dims(a, dim, "mean")
     return sum_(a, dims, keepdim) / _count(a, dims)

@@ -1,0 +1,397 @@
+"""Complex tensors (complex64, complex128): the eager path of every call with a complex
+operand, and the complex-only primitives (conj, real, imag, view_as_real,
+view_as_complex, complex, polar, angle, sgn).
+
+Complex tensors run eagerly on numpy's complex arithmetic. A traced or compiled function
+that meets one raises TraceError (jit/tracer.py), so ``compile`` falls back to eager; the
+kernel generators never see a complex dtype. `bind`'s plans are never made for a complex
+signature: such a call takes the general path, which hands it to `run` here.
+
+Every primitive says in `_WAYS` how it treats complex operands; one that is not listed
+refuses them with an error naming it, so no op gives a silently wrong complex result
+(``lt``, ``amax``, ``softmax`` refuse, as in PyTorch).
+
+Gradients follow PyTorch's convention: for a real loss L and ``z = x + iy``, z's
+gradient is ``dL/dx + i dL/dy``; for ``mul`` it is ``g * conj(b)``. For an op that is
+holomorphic with real Taylor coefficients (exp, mul, div, matmul), ``conj(f'(z)) =
+f'(conj(z))``, so the record's own VJP called on the conjugated saved values gives it
+(`_HOLO`). Ops linear with real coefficients (add, reshape, sum, indexing) keep their
+VJP as it is (`_LINEAR`). A real input of a complex op takes the real part of its
+gradient (the autograd engine casts a gradient to its input's dtype).
+"""
+from __future__ import annotations
+
+from builtins import complex as _pycomplex
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..device import CPU, array_module
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor
+from .registry import Aval, Primitive, defprim
+from .eager import bind
+
+__all__ = ["conj", "conj_physical", "real", "imag", "view_as_real", "view_as_complex", "complex", "polar",
+           "angle", "sgn", "is_complex", "resolve_conj", "resolve_neg", "is_conj"]
+
+_LINEAR = ("add", "sub", "neg", "copy", "detach", "expand", "flip", "permute", "reshape", "concat", "stack",
+           "getitem", "gather", "index_put", "index_add", "scatter_add", "sum", "where", "to_device", "full",
+           "cumsum", "eq", "ne", "isnan", "cast")
+_HOLO = ("mul", "div", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "pow", "pow_backward", "matmul",
+         "matmul_nt", "matmul_tn", "prod", "cumprod")
+
+
+def involves(prim: Primitive, args, params) -> bool:
+    """Whether a call takes the complex path: a complex operand, a complex dtype asked for
+    (``cast``, ``full``), or one of this module's primitives."""
+    if prim.kind == "complex":
+        return True
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.dtype.is_complex:
+                return True
+        elif type(a) is _pycomplex:
+            return True
+    if params:
+        d = params.get("dtype")
+        if type(d) is _dt.DType and d.is_complex:
+            return True
+    return False
+
+
+def _aval(a, name):
+    if isinstance(a, Tensor):
+        return Aval(a._data.shape, a.dtype, a.device)
+    if isinstance(a, (bool, int, float, _pycomplex, np.number, np.bool_)):
+        return Aval((), _dt.scalar_dtype(a), CPU, weak=True)
+    raise TypeError(f"{name}: expected a Tensor or a number, got {type(a).__name__}")
+
+
+def run(prim: Primitive, args, params):
+    """Eager run of `prim` on operands of which one is complex (see the top)."""
+    if not _WAYS:
+        _build_ways()
+    way = _WAYS.get(prim.name)
+    if way is None and prim.kind == "complex":   # (tracejit/fft.py's transforms)
+        way = (prim, None, None)
+    if way is None:
+        raise DTypeError(f"{prim.name}: complex tensors are not supported by this op "
+                         f"(complex operands run eagerly on the ops in tracejit/ops/complex_ops.py)")
+    avals = [_aval(a, prim.name) for a in args]
+    dev = next((a.device for a in args if isinstance(a, Tensor)), None) or params.get("device") or CPU
+    if prim.promote:
+        cd = _dt.result_type([v.dtype for v in avals if not v.weak and v.shape],
+                             [v.dtype for v in avals if v.weak], [v.dtype for v in avals if not v.weak and not v.shape])
+        if prim.int_to_float and cd.category < 2:
+            cd = _dt.get_default_dtype()
+        arrays = []
+        for a, v in zip(args, avals):
+            arrays.append(_as(a._data if isinstance(a, Tensor) else a, cd.np))
+            v.dtype = cd
+    else:
+        arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    node_prim, impl, rule = way
+    out_aval = (rule or prim.rule)(*avals, **params)
+    xp = np if dev is CPU else array_module(dev)
+    out = (impl or prim.impl)(xp, *arrays, **params)
+    odt = out_aval.dtype
+    if type(out) is not xp.ndarray or out.dtype != odt.np:
+        out = xp.asarray(out, dtype=odt.np)
+    result = Tensor._wrap(out, odt, params.get("device") or dev)
+    if prim.is_view or (prim.view_if is not None and prim.view_if(params)):
+        result._vbox = args[0]._vbox
+        result._base = args[0] if args[0]._base is None else args[0]._base
+    if odt.differentiable and node_prim.vjp is not None and _grad_state.enabled:
+        for a in args:
+            if isinstance(a, Tensor) and a._requires_grad:
+                _record(node_prim, args, params, result, None)
+                break
+    return result
+
+
+def _as(x, npd):
+    """An operand in the compute dtype; a complex one cast to a real dtype keeps its real
+    part (what a real input's gradient takes), without numpy's ComplexWarning."""
+    if isinstance(x, np.ndarray):
+        if x.dtype == npd:
+            return x
+        if x.dtype.kind == "c" and npd.kind != "c":
+            x = x.real
+        return x.astype(npd)
+    if type(x) is _pycomplex and npd.kind != "c":
+        x = x.real
+    return npd.type(x)
+
+
+def _conj_any(x):
+    """conj of a saved complex value; anything else (a real tensor, a stand-in whose shape
+    only the VJP reads, None) as it is."""
+    if isinstance(x, Tensor):
+        return conj(x) if x.dtype.is_complex and not shape_only(x) else x
+    return x.conjugate() if type(x) is _pycomplex else x
+
+
+def _node_prim(prim: Primitive, vjp) -> Primitive:
+    """The record autograd keeps for `prim` on complex operands: its saving rules, `vjp`."""
+    extra = {k: v for k, v in prim.extra.items() if k in ("meta", "needs")}
+    return Primitive(prim.name, prim.impl, prim.rule, vjp, kind="complex", save=prim.save,
+                     save_out=prim.save_out, nondiff=prim.nondiff, grad_name=prim.grad_name, extra=extra)
+
+
+def _holomorphic(prim: Primitive) -> Primitive:
+    real_vjp = prim.vjp
+
+    def vjp(g, out, *inputs, **params):
+        return real_vjp(g, _conj_any(out), *[_conj_any(x) for x in inputs], **params)
+    return _node_prim(prim, vjp)
+
+
+# ---------------------------------------------------------------- cast and abs
+def _cast_impl(xp, a, dtype):
+    from .elementwise_logic import _cast_impl as real_cast
+    if a.dtype.kind == "c" and not dtype.is_complex:
+        a = a.real     # (PyTorch warns that the imaginary part is discarded; so does numpy)
+    elif dtype.is_complex and a.dtype != dtype.np and (a.dtype.kind not in "fciub"):
+        a = real_cast(xp, a, _dt.float32)   # bf16 words: their values first
+    return real_cast(xp, a, dtype) if not dtype.is_complex else a.astype(dtype.np)
+
+
+def _abs_rule(a):
+    return Aval(a.shape, a.dtype.to_real(), a.device)
+
+
+def _abs_vjp(g, out, a):
+    return (g * sgn(a),)
+
+
+# ---------------------------------------------------------------- the complex-only primitives
+def _real_rule(a):
+    return Aval(a.shape, a.dtype.to_real(), a.device)
+
+
+def _as_complex_rule(a):
+    return Aval(a.shape, a.dtype.to_complex(), a.device)
+
+
+def _need_complex(name):
+    def rule(a):
+        if not a.dtype.is_complex:
+            raise DTypeError(f"{name}: expected a complex tensor, got {a.dtype.name}")
+        return Aval(a.shape, a.dtype, a.device)
+    return rule
+
+
+CONJ = defprim("conj", lambda xp, a: xp.conjugate(a), lambda a: Aval(a.shape, a.dtype, a.device),
+               lambda g, out, a: (conj(g),), kind="complex", save=lambda rq: ())
+REAL = defprim("real", lambda xp, a: a.real, _real_rule, lambda g, out, a: (cast(g, g.dtype.to_complex()),),
+               kind="complex", save=lambda rq: (), extra={"view": True})
+IMAG = defprim("imag", lambda xp, a: a.imag, _real_rule,
+               lambda g, out, a: (complex(_zeros_like(g), g),), kind="complex", save=lambda rq: (),
+               extra={"view": True})
+
+
+def _view_as_real_rule(a):
+    if not a.dtype.is_complex:
+        raise DTypeError(f"view_as_real: expected a complex tensor, got {a.dtype.name}")
+    return Aval(tuple(a.shape) + (2,), a.dtype.to_real(), a.device)
+
+
+def _view_as_real_impl(xp, a):
+    r = a.real   # (a view with a's strides; the imaginary parts lie one element further)
+    return np.lib.stride_tricks.as_strided(r, a.shape + (2,), a.strides + (r.itemsize,)) if xp is np \
+        else xp.stack([a.real, a.imag], -1)
+
+
+def _view_as_complex_rule(a):
+    if a.dtype not in (_dt.float32, _dt.float64):
+        raise DTypeError(f"view_as_complex: expected a float32 or float64 tensor, got {a.dtype.name}")
+    if not a.shape or a.shape[-1] != 2:
+        raise ShapeError(f"view_as_complex: expected the last dimension to have size 2, got shape "
+                         f"{tuple(a.shape)}")
+    return Aval(tuple(a.shape[:-1]), a.dtype.to_complex(), a.device)
+
+
+def _view_as_complex_impl(xp, a):
+    isz = a.itemsize
+    if a.strides[-1] != isz or any(s % (2 * isz) for s, n in zip(a.strides[:-1], a.shape[:-1]) if n > 1):
+        raise ShapeError("view_as_complex: the tensor must have a last dimension of stride 1 and every "
+                         "other stride divisible by 2 (call .contiguous() first)")
+    cdt = np.complex64 if a.dtype == np.float32 else np.complex128
+    if a.size == 0:
+        return xp.zeros(a.shape[:-1], dtype=cdt)
+    strides = tuple(s if n > 1 else 2 * isz for s, n in zip(a.strides[:-1], a.shape[:-1]))
+    base = np.ndarray(a.shape[:-1], dtype=cdt, buffer=a, offset=0, strides=strides) if xp is np \
+        else a[..., 0] + 1j * a[..., 1]
+    return base
+
+
+VIEW_AS_REAL = defprim("view_as_real", _view_as_real_impl, _view_as_real_rule,
+                       lambda g, out, a: (view_as_complex(g.contiguous()),), kind="complex",
+                       save=lambda rq: (), extra={"view": True})
+VIEW_AS_COMPLEX = defprim("view_as_complex", _view_as_complex_impl, _view_as_complex_rule,
+                          lambda g, out, a: (view_as_real(g),), kind="complex", save=lambda rq: (),
+                          extra={"view": True})
+
+
+def _pair_rule(name):
+    def rule(a, b):
+        if a.dtype is not b.dtype or a.dtype not in (_dt.float32, _dt.float64, _dt.float16):
+            raise DTypeError(f"{name}: expected two float tensors of one dtype, got {a.dtype.name} and "
+                             f"{b.dtype.name}")
+        from ..shapes import broadcast_shapes
+        return Aval(broadcast_shapes(name, a.shape, b.shape), a.dtype.to_complex(), a.device)
+    return rule
+
+
+def _complex_impl(xp, re, im):
+    out = xp.empty(np.broadcast_shapes(re.shape, im.shape),
+                   dtype=np.complex128 if re.dtype == np.float64 else np.complex64)
+    out.real = re
+    out.imag = im
+    return out
+
+
+COMPLEX = defprim("complex", _complex_impl, _pair_rule("complex"),
+                  lambda g, out, re, im: (real(g), imag(g)), kind="complex", save=lambda rq: ())
+
+
+def _polar_vjp(g, out, r, theta):
+    gc = conj(g)
+    return (real(gc * sgn(out)), real(gc * (out * 1j)))
+
+
+POLAR = defprim("polar", lambda xp, r, t: _complex_impl(xp, r * xp.cos(t), r * xp.sin(t)),
+                _pair_rule("polar"), _polar_vjp, kind="complex", save=lambda rq: (), save_out=True)
+
+
+def _sgn_impl(xp, a):
+    r = xp.abs(a)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return xp.where(r == 0, xp.zeros((), a.dtype), a / r)
+
+
+def _sgn_vjp(g, out, a):
+    r = abs(a)
+    return (where(r == 0, 0.0, (g - real(g * conj(out)) * out) / r),)
+
+
+SGN = defprim("sgn", _sgn_impl, _need_complex("sgn"), _sgn_vjp, kind="complex", save_out=True)
+
+
+def _angle_vjp(g, out, a):
+    r2 = real(a * conj(a))
+    return (where(r2 == 0, 0.0, g * (a * 1j) / r2),)
+
+
+ANGLE = defprim("angle", lambda xp, a: xp.angle(a), _real_rule, _angle_vjp, kind="complex")
+
+
+# ---------------------------------------------------------------- public functions
+def is_complex(input: Tensor) -> bool:
+    return input.dtype.is_complex
+
+
+def conj(input: Tensor) -> Tensor:
+    """The complex conjugate (a copy; PyTorch's is a lazy view); a real tensor itself."""
+    return bind(CONJ, input) if input.dtype.is_complex else input
+
+
+conj_physical = conj
+
+
+def resolve_conj(input: Tensor) -> Tensor:
+    return input   # (conj is never lazy here)
+
+
+resolve_neg = resolve_conj
+
+
+def is_conj(input: Tensor) -> bool:
+    return False
+
+
+def real(input: Tensor) -> Tensor:
+    """The real parts, a view (writes go to the complex tensor); a real tensor itself."""
+    return bind(REAL, input) if input.dtype.is_complex else input
+
+
+def imag(input: Tensor) -> Tensor:
+    if not input.dtype.is_complex:
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return bind(IMAG, input)
+
+
+def view_as_real(input: Tensor) -> Tensor:
+    if not input.dtype.is_complex:
+        raise DTypeError(f"view_as_real is only supported for complex tensors, got {input.dtype.name}")
+    return bind(VIEW_AS_REAL, input)
+
+
+def view_as_complex(input: Tensor) -> Tensor:
+    return bind(VIEW_AS_COMPLEX, input)
+
+
+def complex(real: Tensor, imag: Tensor) -> Tensor:  # noqa: A001  (torch.complex)
+    return bind(COMPLEX, real, imag)
+
+
+def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
+    return bind(POLAR, abs, angle)
+
+
+def angle(input: Tensor) -> Tensor:
+    if input.dtype.is_complex:
+        return bind(ANGLE, input)
+    # a real number's angle: pi for negatives, 0 otherwise
+    return cast(lt(input, 0), input.dtype if input.dtype.is_floating_point else _dt.get_default_dtype()) * np.pi
+
+
+def sgn(input: Tensor) -> Tensor:
+    """z / |z| (0 at 0) for complex tensors; sign for real ones."""
+    if not input.dtype.is_complex:
+        return sign(input)
+    return bind(SGN, input)
+
+
+from ..autograd.grad_mode import _state as _grad_state  # noqa: E402
+from ..autograd.node import _record, shape_only  # noqa: E402
+
+# per primitive name: (the record autograd keeps, impl or None for the record's, rule or
+# None for the record's); built on the first complex call, once every ops module has
+# registered its primitives (this module loads with ops/eager.py)
+_WAYS: dict = {}
+
+
+def _build_ways() -> None:
+    from .registry import REGISTRY
+    ways = {p: (REGISTRY[p], None, None) for p in _LINEAR}
+    ways.update((p, (_holomorphic(REGISTRY[p]), None, None)) for p in _HOLO)
+    ways["cast"] = (REGISTRY["cast"], _cast_impl, None)
+    ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _abs_rule)
+    _WAYS.update(ways)
+
+
+def cast(a, dtype):
+    from .elementwise import cast as _cast
+    return _cast(a, dtype)
+
+
+def lt(a, b):
+    from .elementwise import lt as _lt
+    return _lt(a, b)
+
+
+def sign(a):
+    from .elementwise import sign as _sign
+    return _sign(a)
+
+
+def where(c, a, b):
+    from .elementwise import where as _where
+    return _where(c, a, b)
+
+
+def _zeros_like(g):
+    from .creation import zeros
+    return zeros(tuple(g.shape), dtype=g.dtype, device=g.device)
