@@ -1,15 +1,33 @@
-"""``tracejit.fft``: the real-valued helpers of ``torch.fft`` (sample frequencies and the
-zero-frequency shifts). The transforms themselves return complex tensors, which tracejit
-does not have; calling one raises an error that says so."""
+"""``tracejit.fft``: discrete Fourier transforms (numpy.fft's), their sample frequencies
+and the zero-frequency shifts.
+
+The transforms return complex tensors, which run eagerly (ops/complex_ops.py). Three
+primitives carry them all, each with its gradient in PyTorch's convention: complex to
+complex (`fftn`/`ifftn` and their 1-d and 2-d forms), real to complex (`rfftn`) and
+complex to real (`irfftn`); `hfft` and `ihfft` are compositions of those. A transform's
+adjoint is the opposite transform with the opposite normalization ("backward" and
+"forward" swap, "ortho" stays), followed by the adjoint of the zero-padding or cropping
+that ``n``/``s`` asked for.
+"""
 from __future__ import annotations
+
+from typing import Optional, Sequence
 
 import numpy as np
 
-from .ops.creation import tensor
+from . import dtypes as _dt
+from .errors import DTypeError
+from .ops.creation import tensor, zeros
 from .ops.rearrange import roll
+from .ops.registry import Aval, defprim
+from .ops.eager import bind
+from .shapes import normalize_dim
+from .tensor import Tensor
 
 __all__ = ["fftfreq", "rfftfreq", "fftshift", "ifftshift", "fft", "ifft", "rfft", "irfft", "fft2",
            "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfft", "ihfft"]
+
+_SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
 def fftfreq(n: int, d: float = 1.0, *, dtype=None, device=None, requires_grad: bool = False):
@@ -38,15 +56,211 @@ def ifftshift(input, dim=None):
     return roll(input, tuple(-(input.shape[d] // 2) for d in dims), dims)
 
 
-def _complex(name):
-    def transform(*args, **kwargs):
-        raise NotImplementedError(f"fft.{name}: transforms return complex tensors, and tracejit has no "
-                                  f"complex dtypes")
-    transform.__name__ = name
-    return transform
+# ---------------------------------------------------------------- the primitives
+def _out_shape(shape, s, dims, last=None):
+    out = list(shape)
+    for n, d in zip(s, dims):
+        out[d] = n
+    if last is not None:
+        out[dims[-1]] = last
+    return tuple(out)
 
 
-for _n in ("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn",
-           "irfftn", "hfft", "ihfft"):
-    globals()[_n] = _complex(_n)
-del _n
+def _c2c_rule(x, s, dims, norm, inverse):
+    return Aval(_out_shape(x.shape, s, dims), x.dtype, x.device)
+
+
+def _c2c_impl(xp, x, s, dims, norm, inverse):
+    return (np.fft.ifftn if inverse else np.fft.fftn)(x, s=s, axes=dims, norm=norm)
+
+
+def _c2c_vjp(g, out, x, s, dims, norm, inverse):
+    gx = bind(FFT_C2C, g, s=s, dims=dims, norm=_SWAP[norm], inverse=not inverse)
+    return (_fit(gx, x.shape, dims),)
+
+
+def _r2c_rule(x, s, dims, norm):
+    return Aval(_out_shape(x.shape, s, dims, s[-1] // 2 + 1), x.dtype.to_complex(), x.device)
+
+
+def _r2c_vjp(g, out, x, s, dims, norm):
+    full = _fit(g, _out_shape(g.shape, s, dims), dims[-1:])   # the other half's entries: zeros
+    gx = bind(FFT_C2C, full, s=s, dims=dims, norm=_SWAP[norm], inverse=True).real
+    return (_fit(gx, x.shape, dims),)
+
+
+def _c2r_rule(x, s, dims, norm):
+    return Aval(_out_shape(x.shape, s, dims), x.dtype.to_real(), x.device)
+
+
+def _c2r_vjp(g, out, x, s, dims, norm):
+    # the half spectrum stands for itself and its conjugate mirror: the entries whose
+    # mirror lies outside it (1 .. n - (n//2 + 1)) get both gradients
+    gx = bind(FFT_R2C, g, s=s, dims=dims, norm=_SWAP[norm])
+    n, m = s[-1], s[-1] // 2 + 1
+    if n - m > 0:
+        w = np.ones(m, dtype=np.float64 if g.dtype is _dt.float64 else np.float32)
+        w[1:n - m + 1] = 2.0
+        shape = [1] * gx.ndim
+        shape[dims[-1]] = m
+        gx = gx * tensor(w.reshape(shape), device=g.device)
+    return (_fit(gx, x.shape, dims),)
+
+
+FFT_C2C = defprim("fft_c2c", _c2c_impl, _c2c_rule, _c2c_vjp, kind="complex", save=lambda rq: (),
+                  extra={"meta": (0,)}, grad_name="FftC2CBackward0")
+FFT_R2C = defprim("fft_r2c", lambda xp, x, s, dims, norm: np.fft.rfftn(x, s=s, axes=dims, norm=norm),
+                  _r2c_rule, _r2c_vjp, kind="complex", save=lambda rq: (), extra={"meta": (0,)},
+                  grad_name="FftR2CBackward0")
+FFT_C2R = defprim("fft_c2r", lambda xp, x, s, dims, norm: np.fft.irfftn(x, s=s, axes=dims, norm=norm),
+                  _c2r_rule, _c2r_vjp, kind="complex", save=lambda rq: (), extra={"meta": (0,)},
+                  grad_name="FftC2RBackward0")
+
+
+def _fit(t: Tensor, shape, dims) -> Tensor:
+    """`t` cropped or zero-padded at the end of each of `dims` to `shape`'s sizes (the
+    adjoint of the padding or cropping a transform's ``n``/``s`` did)."""
+    from .ops import cat, narrow
+    for d in dims:
+        have, want = t.shape[d], shape[d]
+        if have > want:
+            t = narrow(t, d, 0, want)
+        elif have < want:
+            pad = list(t.shape)
+            pad[d] = want - have
+            t = cat([t, zeros(tuple(pad), dtype=t.dtype, device=t.device)], d)
+    return t
+
+
+# ---------------------------------------------------------------- the public transforms
+def _norm(norm: Optional[str], name: str) -> str:
+    if norm is None:
+        return "backward"
+    if norm not in _SWAP:
+        raise ValueError(f"fft.{name}: norm must be 'backward', 'forward' or 'ortho', got {norm!r}")
+    return norm
+
+
+def _plan(x: Tensor, s, dim, name: str, default_all: bool):
+    """(s, dims) as tuples of ints: PyTorch's defaults (the last len(s) dims when only `s`
+    is given; every dim, or the last one or two, when neither is)."""
+    nd = x.ndim
+    if dim is None:
+        if s is None:
+            dims = tuple(range(nd)) if default_all else tuple(range(nd))[-default_all:]
+        else:
+            dims = tuple(range(nd - len(s), nd))
+    else:
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = tuple(normalize_dim(d, nd, f"fft.{name}") for d in dims)
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"fft.{name}: dims must be distinct, got {dims}")
+    if s is not None:
+        s = (s,) if isinstance(s, int) else tuple(s)
+        if len(s) != len(dims):
+            raise ValueError(f"fft.{name}: s has {len(s)} sizes for {len(dims)} dims")
+        s = tuple(x.shape[d] if n == -1 else int(n) for n, d in zip(s, dims))
+    else:
+        s = tuple(x.shape[d] for d in dims)
+    if any(n < 1 for n in s):
+        raise ValueError(f"fft.{name}: invalid number of data points {s} specified")
+    return s, dims
+
+
+def _as_complex(x: Tensor) -> Tensor:
+    if x.dtype.is_complex:
+        return x
+    dt = x.dtype if x.dtype.is_floating_point else _dt.get_default_dtype()
+    return x.to(dt.to_complex())
+
+
+def _as_real(x: Tensor, name: str) -> Tensor:
+    if x.dtype.is_complex:
+        raise DTypeError(f"fft.{name} expects a real input tensor, but got {x.dtype.name}")
+    return x if x.dtype in (_dt.float32, _dt.float64) else x.to(_dt.float32 if x.dtype.is_floating_point
+                                                             else _dt.get_default_dtype())
+
+
+def _c2c(x, s, dim, norm, inverse, name, default_all):
+    s, dims = _plan(x, s, dim, name, default_all)
+    return bind(FFT_C2C, _as_complex(x), s=s, dims=dims, norm=_norm(norm, name), inverse=inverse)
+
+
+def _r2c(x, s, dim, norm, name, default_all):
+    x = _as_real(x, name)
+    s, dims = _plan(x, s, dim, name, default_all)
+    return bind(FFT_R2C, x, s=s, dims=dims, norm=_norm(norm, name))
+
+
+def _c2r(x, s, dim, norm, name, default_all):
+    x = _as_complex(x)
+    given = s
+    s, dims = _plan(x, s, dim, name, default_all)
+    if given is None or (not isinstance(given, int) and list(given)[-1] == -1):
+        s = s[:-1] + (2 * (x.shape[dims[-1]] - 1),)
+    if s[-1] < 1:
+        raise ValueError(f"fft.{name}: invalid number of data points ({s[-1]}) specified")
+    return bind(FFT_C2R, x, s=s, dims=dims, norm=_norm(norm, name))
+
+
+def _one(n):
+    return None if n is None else (n,)
+
+
+def fft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
+    return _c2c(input, _one(n), dim, norm, False, "fft", 1)
+
+
+def ifft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
+    return _c2c(input, _one(n), dim, norm, True, "ifft", 1)
+
+
+def rfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
+    return _r2c(input, _one(n), dim, norm, "rfft", 1)
+
+
+def irfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
+    return _c2r(input, _one(n), dim, norm, "irfft", 1)
+
+
+def fft2(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None) -> Tensor:
+    return _c2c(input, s, dim, norm, False, "fft2", 2)
+
+
+def ifft2(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None) -> Tensor:
+    return _c2c(input, s, dim, norm, True, "ifft2", 2)
+
+
+def rfft2(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None) -> Tensor:
+    return _r2c(input, s, dim, norm, "rfft2", 2)
+
+
+def irfft2(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None) -> Tensor:
+    return _c2r(input, s, dim, norm, "irfft2", 2)
+
+
+def fftn(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None) -> Tensor:
+    return _c2c(input, s, dim, norm, False, "fftn", 0)
+
+
+def ifftn(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None) -> Tensor:
+    return _c2c(input, s, dim, norm, True, "ifftn", 0)
+
+
+def rfftn(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None) -> Tensor:
+    return _r2c(input, s, dim, norm, "rfftn", 0)
+
+
+def irfftn(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None) -> Tensor:
+    return _c2r(input, s, dim, norm, "irfftn", 0)
+
+
+def hfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
+    """The real spectrum of a Hermitian-symmetric signal given by its half (numpy's hfft)."""
+    from .ops.complex_ops import conj
+    return irfft(conj(_as_complex(input)), n, dim, _SWAP[_norm(norm, "hfft")])
+
+
+def ihfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
+    from .ops.complex_ops import conj
+    return conj(rfft(input, n, dim, _SWAP[_norm(norm, "ihfft")]))

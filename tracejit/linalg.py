@@ -2,8 +2,8 @@
 
 The decompositions and solvers are primitives in tracejit/ops/linalg_dense.py (LAPACK via
 numpy, PyTorch's gradients where it documents them); norms, powers, products and the
-``*_ex`` variants are composites of those and of the core ops. Complex-valued results
-(eig, eigvals) are not available: tracejit has no complex dtypes.
+``*_ex`` variants are composites of those and of the core ops. The general eigensolvers
+(eig, eigvals), whose results are complex, are not available.
 """
 from __future__ import annotations
 
@@ -34,6 +34,8 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # no
     if dtype is not None:
         x = x.to(dtype)
     a = _abs(x)
+    if x.dtype.is_complex:   # (the norm of the moduli)
+        x = a
     if ord == float("inf"):
         return amax(a, dim, keepdim) if dim is not None else amax(a)
     if ord == float("-inf"):

@@ -487,7 +487,7 @@ class _Reader:
                 out = Parameter(t, requires_grad=bool(requires_grad if requires_grad is not None else True))
             else:
                 out = t
-                if requires_grad and dt.is_floating_point:
+                if requires_grad and dt.differentiable:
                     out.requires_grad = True
         self.cache[key] = out
         return out

@@ -151,7 +151,7 @@ class OperatorMethods:
         return _ops.empty(*size, dtype=dtype or self.dtype, device=self.device)
 
 
-_OPERAND_TYPES = (Tensor, bool, int, float, np.number, np.bool_)
+_OPERAND_TYPES = (Tensor, bool, int, float, complex, np.number, np.bool_)
 
 
 _install_methods(OperatorMethods)

@@ -38,6 +38,7 @@ __all__ = ["conj", "conj_physical", "real", "imag", "view_as_real", "view_as_com
 _LINEAR = ("add", "sub", "neg", "copy", "detach", "expand", "flip", "permute", "reshape", "concat", "stack",
            "getitem", "gather", "index_put", "index_add", "scatter_add", "sum", "where", "to_device", "full",
            "cumsum", "eq", "ne", "isnan", "cast")
+_WRITES = ("index_put", "index_add", "scatter_add")   # (results of operand 0's dtype)
 _HOLO = ("mul", "div", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "pow", "pow_backward", "matmul",
          "matmul_nt", "matmul_tn", "prod", "cumprod")
 
@@ -78,6 +79,8 @@ def run(prim: Primitive, args, params):
     if way is None:
         raise DTypeError(f"{prim.name}: complex tensors are not supported by this op "
                          f"(complex operands run eagerly on the ops in tracejit/ops/complex_ops.py)")
+    if prim.name in _WRITES and not args[0].dtype.is_complex:
+        raise DTypeError(f"{prim.name}: can't write complex values into a {args[0].dtype.name} tensor")
     avals = [_aval(a, prim.name) for a in args]
     dev = next((a.device for a in args if isinstance(a, Tensor)), None) or params.get("device") or CPU
     if prim.promote:
@@ -155,6 +158,13 @@ def _cast_impl(xp, a, dtype):
     elif dtype.is_complex and a.dtype != dtype.np and (a.dtype.kind not in "fciub"):
         a = real_cast(xp, a, _dt.float32)   # bf16 words: their values first
     return real_cast(xp, a, dtype) if not dtype.is_complex else a.astype(dtype.np)
+
+
+def _same_dtype(rule):
+    def same(a, **params):
+        out = rule(a, **params)
+        return Aval(out.shape, a.dtype, out.device)
+    return same
 
 
 def _abs_rule(a):
@@ -369,6 +379,8 @@ def _build_ways() -> None:
     ways.update((p, (_holomorphic(REGISTRY[p]), None, None)) for p in _HOLO)
     ways["cast"] = (REGISTRY["cast"], _cast_impl, None)
     ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _abs_rule)
+    for p in ("cumsum", "cumprod"):   # (their rules send non-floating dtypes to int64)
+        ways[p] = ways[p][:2] + (_same_dtype(REGISTRY[p].rule),)
     _WAYS.update(ways)
 
 

@@ -468,7 +468,7 @@ def index_put(a, index, value):
     elif not isinstance(value, Tensor):
         if isinstance(value, (list, tuple, np.ndarray)):
             value = creation.as_tensor(value, dtype=a.dtype, device=a.device)
-        elif not isinstance(value, (int, float, bool, np.number)):
+        elif not isinstance(value, (int, float, bool, complex, np.number)):
             raise TypeError(f"can't assign a {type(value).__name__} to a tensor")
     return bind(INDEX_PUT, a, value, *tensors, spec=spec)
 

@@ -125,6 +125,10 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
     if generator is not None:
         with drawing_from(generator, "randn"):
             return randn(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    if dtype is not None and _dt.as_dtype(dtype).is_complex:   # parts drawn with variance 1/2 each
+        from .complex_ops import view_as_complex
+        parts = randn(*(_size(size) + (2,)), dtype=_dt.as_dtype(dtype).to_real(), device=device)
+        return view_as_complex(parts * 0.5 ** 0.5).requires_grad_(requires_grad)
     t = _bind_creation(NORMAL, shape=_size(size), dtype=_float(dtype), device=as_device(device))
     if requires_grad:
         t.requires_grad = True

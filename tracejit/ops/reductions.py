@@ -306,6 +306,8 @@ def any(a, dim=None, keepdim: bool = False):
 
 
 def norm(a, p=2, dim=None, keepdim: bool = False):
+    if a.dtype.is_complex:   # (the norm of the moduli)
+        a = _abs(a)
     if p == 2 or p == "fro":
         return sqrt(sum(a * a, dim, keepdim))
     if p == 1:
@@ -331,5 +333,5 @@ CUMSUM = defprim("cumsum", lambda xp, a, dim: xp.cumsum(a, axis=dim), _cumsum_ru
 
 def cumsum(a, dim: int):
     if a.ndim == 0:
-        return clone(a) if a.dtype.is_floating_point else clone(a).to(_dt.int64)
+        return clone(a) if a.dtype.differentiable else clone(a).to(_dt.int64)
     return bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))

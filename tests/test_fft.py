@@ -1,0 +1,97 @@
+"""tracejit.fft: transforms' values, dtypes and gradients against PyTorch's."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+def _data(shape, cplx, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape)
+    if cplx:
+        a = a + 1j * rng.standard_normal(shape)
+    return a.astype(np.result_type(dtype, np.complex64) if cplx else dtype)
+
+
+def _loss(y, lib):
+    """A real loss reading every real and imaginary part with its own weight."""
+    if y.is_complex():
+        y = lib.view_as_real(y.resolve_conj())
+    return (y * lib.arange(y.numel(), dtype=y.dtype).reshape(y.shape).cos()).sum()
+
+
+def _check(name, shape, cplx, dtype=np.float32, **kw):
+    a = _data(shape, cplx, dtype)
+    xt = torch.tensor(a, requires_grad=True)
+    xj = tj.tensor(a, requires_grad=True)
+    yt = getattr(torch.fft, name)(xt, **kw)
+    yj = getattr(tj.fft, name)(xj, **kw)
+    assert yj.dtype.name == str(yt.dtype).split(".")[1]
+    assert tuple(yj.shape) == tuple(yt.shape)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(yj.detach().numpy(), yt.detach().resolve_conj().numpy(), atol=tol, rtol=tol)
+    _loss(yt, torch).backward()
+    _loss(yj, tj).backward()
+    np.testing.assert_allclose(xj.grad.numpy(), xt.grad.resolve_conj().numpy(), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("kw", [{}, {"n": 4}, {"n": 9, "norm": "ortho"}, {"dim": 0, "norm": "forward"}])
+@pytest.mark.parametrize("name", ["fft", "ifft"])
+@pytest.mark.parametrize("cplx", [True, False])
+def test_c2c_1d(name, kw, cplx):
+    _check(name, (4, 6), cplx, **kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"n": 4}, {"n": 7}, {"n": 9, "norm": "ortho"}, {"dim": 0, "norm": "forward"}])
+def test_rfft(kw):
+    _check("rfft", (4, 6), False, **kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"n": 4}, {"n": 7}, {"n": 10}, {"n": 9, "norm": "ortho"},
+                                {"dim": 0, "norm": "forward"}])
+def test_irfft(kw):
+    _check("irfft", (4, 6), True, **kw)
+
+
+@pytest.mark.parametrize("name,cplx", [("fft2", True), ("ifft2", True), ("fftn", True), ("ifftn", True),
+                                       ("rfft2", False), ("rfftn", False), ("irfft2", True), ("irfftn", True)])
+@pytest.mark.parametrize("kw", [{}, {"s": (3, 7), "norm": "ortho"}, {"s": (5, 6)}])
+def test_nd(name, cplx, kw):
+    _check(name, (3, 4, 5), cplx, **kw)
+
+
+@pytest.mark.parametrize("name,cplx,kw", [("hfft", True, {}), ("hfft", True, {"n": 7}), ("ihfft", False, {}),
+                                          ("ihfft", False, {"n": 5, "norm": "ortho"})])
+def test_hermitian(name, cplx, kw):
+    _check(name, (4, 6), cplx, **kw)
+
+
+def test_float64_and_noncontiguous():
+    _check("rfft", (5, 8), False, dtype=np.float64)
+    _check("fft2", (5, 8), True, dtype=np.float64)
+    a = _data((6, 4), False)
+    got = tj.fft.rfft(tj.tensor(a).t(), dim=0)
+    np.testing.assert_allclose(got.numpy(), np.fft.rfft(a.T, axis=0), atol=1e-5)
+
+
+def test_integer_input_and_errors():
+    y = tj.fft.fft(tj.arange(4))
+    assert y.dtype is tj.complex64
+    np.testing.assert_allclose(y.numpy(), np.fft.fft(np.arange(4)), atol=1e-6)
+    with pytest.raises(tj.errors.DTypeError, match="rfft expects a real input"):
+        tj.fft.rfft(tj.ones(4, dtype=tj.cfloat))
+    with pytest.raises(ValueError, match="norm"):
+        tj.fft.fft(tj.ones(4), norm="half")
+    with pytest.raises(ValueError, match="invalid number of data points"):
+        tj.fft.irfft(tj.ones(1, dtype=tj.cfloat))
+
+
+def test_compiled_falls_back_to_eager():
+    def f(x):
+        return tj.fft.rfft(x).abs().sum()
+    x = tj.randn(8)
+    with pytest.warns(RuntimeWarning, match="complex tensors run eagerly"):
+        got = tj.compile(f)(x)
+    assert float(got) == pytest.approx(float(np.abs(np.fft.rfft(x.numpy())).sum()), rel=1e-5)
