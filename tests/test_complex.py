@@ -77,7 +77,8 @@ def test_creation_printing_and_python_values():
     assert t.dtype is tj.complex64
     assert t.tolist() == [1.5 + 2j, -3j] and tj.tensor(1 + 2j).item() == 1 + 2j
     assert tj.tensor(1j).dtype is tj.complex64
-    assert "j" in repr(t) and "dtype" not in repr(t)
+    assert repr(t) == repr(torch.tensor([1.5 + 2j, -3j])) == "tensor([1.5000+2.j, -0.0000-3.j])"
+    assert repr(tj.tensor([0.8506 + 0.637j, 1j])) == "tensor([0.8506+0.6370j, 0.0000+1.0000j])"
     assert "dtype=tracejit.complex128" in repr(t.to(tj.cdouble))
     assert tj.zeros(2, dtype=tj.cfloat).tolist() == [0j, 0j]
     x = tj.ones(2)

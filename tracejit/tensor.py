@@ -427,6 +427,9 @@ class Tensor:
             body = "[]"
             if a.shape != (0,):
                 extras.append(f"size={tuple(a.shape)}")
+        elif a.dtype.kind == "c":
+            body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
+                                   formatter={"complexfloat": _complex_format(a)})
         else:
             body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
                                    precision=4, suppress_small=False, floatmode=_float_mode(a))
@@ -467,6 +470,23 @@ def _float_mode(a) -> str:
     sci = nz.size > 0 and (nz.max() >= 1e8 or nz.min() < 1e-4 or nz.max() / nz.min() > 1e3)
     whole = bool(np.all(finite == np.round(finite)))
     return "maxprec" if whole and not sci else "fixed"
+
+
+def _part_format(x):
+    """How PyTorch prints one part (real or imaginary) of complex elements: as a real
+    tensor's values (``2.`` when all are whole, else 4 decimals, or scientific)."""
+    finite = x[np.isfinite(x)]
+    nz = np.abs(finite[finite != 0]).astype(np.float64)
+    if nz.size > 0 and (nz.max() >= 1e8 or nz.min() < 1e-4 or nz.max() / nz.min() > 1e3):
+        return "{:.4e}".format
+    if bool(np.all(finite == np.round(finite))):
+        return lambda v: f"{v:.0f}." if np.isfinite(v) else f"{v}"
+    return "{:.4f}".format
+
+
+def _complex_format(a):
+    real, imag = _part_format(a.real), _part_format(np.abs(a.imag))
+    return lambda z: real(z.real) + ("-" if np.signbit(z.imag) else "+") + imag(abs(z.imag)) + "j"
 
 
 # Class attributes of an empty class (__module__, __dict__, ...): not methods to install.

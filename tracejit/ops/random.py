@@ -115,6 +115,10 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = F
     if generator is not None:
         with drawing_from(generator, "rand"):
             return rand(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    if dtype is not None and _dt.as_dtype(dtype).is_complex:   # both parts uniform on [0, 1)
+        from .complex_ops import view_as_complex
+        parts = rand(*(_size(size) + (2,)), dtype=_dt.as_dtype(dtype).to_real(), device=device)
+        return view_as_complex(parts).requires_grad_(requires_grad)
     t = _bind_creation(UNIFORM, shape=_size(size), dtype=_float(dtype), device=as_device(device))
     if requires_grad:
         t.requires_grad = True
