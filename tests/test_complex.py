@@ -124,6 +124,11 @@ def test_views_share_memory():
     c = tj.view_as_complex(r)
     c[0] = 0j
     assert r.tolist() == [[0.0, 0.0], [7.0, 4.0]]
+    x = tj.tensor(_r((3, 6)))
+    _close(tj.view_as_complex(x[:, 2:4]), torch.view_as_complex(torch.tensor(x.numpy())[:, 2:4]))
+    v = tj.view_as_complex(x[1:, 2:4])
+    v[0] = 5j
+    assert x[1, 2].item() == 0.0 and x[1, 3].item() == 5.0
     with pytest.raises(tj.errors.ShapeError, match="stride"):
         tj.view_as_complex(tj.ones(2, 4).t())
 
@@ -249,6 +254,8 @@ def test_complex_leaf_grad_accumulates_and_requires_grad():
     (z * z).abs().sum().backward()
     _close(z.grad, first * 2)
     assert z.grad.dtype is tj.complex64
+    with pytest.raises(RuntimeError, match="only for real scalar outputs"):
+        (z * 2).sum().backward()
 
 
 # ---------------------------------------------------------------- serialization, compile

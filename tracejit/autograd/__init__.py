@@ -41,6 +41,9 @@ def _default_grads(outputs, grad_outputs, what: str):
                 raise RuntimeError(f"{what}: grad can be implicitly created only for scalar outputs; "
                                    f"output {i} has shape {tuple(o.shape)}: pass gradient= "
                                    f"(grad_outputs=) with that shape")
+            if o.dtype.is_complex:
+                raise RuntimeError(f"{what}: grad can be implicitly created only for real scalar outputs; "
+                                   f"output {i} is {o.dtype.name} (take .real or .abs() of it first)")
             d = o._data
             if type(d) is np.ndarray:
                 # The root gradient of a CPU output: one fresh array (ones_like's dispatch
