@@ -90,10 +90,10 @@ def run(prim: Primitive, args, params):
             cd = _dt.get_default_dtype()
         arrays = []
         for a, v in zip(args, avals):
-            arrays.append(_as(a._data if isinstance(a, Tensor) else a, cd.np))
+            arrays.append(_as(_array(a), cd.np))
             v.dtype = cd
     else:
-        arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+        arrays = [_array(a) for a in args]
     node_prim, impl, rule = way
     out_aval = (rule or prim.rule)(*avals, **params)
     xp = np if dev is CPU else array_module(dev)
@@ -111,6 +111,13 @@ def run(prim: Primitive, args, params):
                 _record(node_prim, args, params, result, None)
                 break
     return result
+
+
+def _array(a):
+    """An operand's array (a bf16 tensor's values in float32, not its words), or the number."""
+    if isinstance(a, Tensor):
+        return a._data if a.dtype is not _dt.bfloat16 else to_float32(a._data)
+    return a
 
 
 def _as(x, npd):
@@ -152,12 +159,12 @@ def _holomorphic(prim: Primitive) -> Primitive:
 
 # ---------------------------------------------------------------- cast and abs
 def _cast_impl(xp, a, dtype):
+    """cast with complex operands (a bf16 operand arrives as float32 values, `_array`)."""
     from .elementwise_logic import _cast_impl as real_cast
-    if a.dtype.kind == "c" and not dtype.is_complex:
-        a = a.real     # (PyTorch warns that the imaginary part is discarded; so does numpy)
-    elif dtype.is_complex and a.dtype != dtype.np and (a.dtype.kind not in "fciub"):
-        a = real_cast(xp, a, _dt.float32)   # bf16 words: their values first
-    return real_cast(xp, a, dtype) if not dtype.is_complex else a.astype(dtype.np)
+    if dtype.is_complex:
+        return a.astype(dtype.np)
+    # (PyTorch warns that the imaginary part is discarded; this keeps the real part quietly)
+    return real_cast(xp, a.real if a.dtype.kind == "c" else a, dtype)
 
 
 def _same_dtype(rule):
@@ -363,6 +370,7 @@ def sgn(input: Tensor) -> Tensor:
 
 from ..autograd.grad_mode import _state as _grad_state  # noqa: E402
 from ..autograd.node import _record, shape_only  # noqa: E402
+from ..bf16 import to_float32  # noqa: E402
 
 # per primitive name: (the record autograd keeps, impl or None for the record's, rule or
 # None for the record's); built on the first complex call, once every ops module has
