@@ -100,7 +100,11 @@ def test_elementwise_matches_torch(dtype):
               lambda x, y: x.log(), lambda x, y: x @ y, lambda x, y: x.reshape(2, 6).flip(0)[1:],
               lambda x, y: x ** 2):
         _close(f(ja, jb), f(ta, tb), tol)
-    for f in (lambda x: x.abs(), lambda x: x.angle(), lambda x: x.real, lambda x: x.imag,
+    for f in (lambda x: x.mH, lambda x: x.H, lambda x: x.adjoint(), lambda x: x.norm(),
+              lambda x: tj.nn.functional.normalize(x) if isinstance(x, tj.Tensor) else torch.nn.functional.normalize(x),
+              lambda x: x.masked_fill(x.real > 0, 0), lambda x: x.roll(1, 1), lambda x: x.repeat(2, 1),
+              lambda x: x[:, [2, 0]],
+              lambda x: x.abs(), lambda x: x.angle(), lambda x: x.real, lambda x: x.imag,
               lambda x: x.sgn(), lambda x: x == x.conj(), lambda x: x.isnan()):
         _close(f(ja), f(ta), tol)
 
@@ -159,6 +163,11 @@ def test_unsupported_ops_refuse(op):
     z = tj.tensor([[1 + 2j, 3 - 1j]])
     with pytest.raises((DTypeError, TypeError, NotImplementedError, RuntimeError)):
         op(z)
+
+
+def test_mse_loss_refuses_complex():
+    with pytest.raises(DTypeError, match="mse_loss"):
+        tj.nn.functional.mse_loss(tj.ones(2, dtype=tj.cfloat), tj.zeros(2, dtype=tj.cfloat))
 
 
 def test_refusal_names_the_op():

@@ -233,6 +233,20 @@ class Tensor:
     def is_conj(self) -> bool:
         return False
 
+    @property
+    def mH(self) -> "Tensor":
+        """The conjugate transpose of the last two dims."""
+        return _ops.conj(self.mT)
+
+    def adjoint(self) -> "Tensor":
+        return self.mH
+
+    @property
+    def H(self) -> "Tensor":
+        if self.ndim > 2:
+            raise RuntimeError("tensor.H is only supported on matrices (2-D tensors); use .mH")
+        return _ops.conj(self.t())
+
     def angle(self) -> "Tensor":
         return _ops.angle(self)
 

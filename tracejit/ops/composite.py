@@ -1,7 +1,7 @@
 """Composite ops: written with primitives only, so gradients and fusion come for free."""
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .creation import arange
@@ -353,6 +353,9 @@ def _warn_broadcast(op, input, target):
 def mse_loss(input, target, reduction: str = "mean"):
     _warn_broadcast("mse_loss", input, target)
     d = input - target
+    if d.dtype.is_complex:
+        raise DTypeError("mse_loss: complex tensors are not supported (PyTorch's is not either); "
+                         "use (a - b).abs().pow(2).mean()")
     return _reduce(d * d, reduction)
 
 
