@@ -165,6 +165,12 @@ def test_unsupported_ops_refuse(op):
         op(z)
 
 
+def test_pairwise_distance_of_moduli():
+    a, b = _c((2, 3)), _c((2, 3), seed=4)
+    _close(tj.nn.functional.pairwise_distance(tj.tensor(a), tj.tensor(b)),
+           torch.nn.functional.pairwise_distance(torch.tensor(a), torch.tensor(b)))
+
+
 def test_mse_loss_refuses_complex():
     with pytest.raises(DTypeError, match="mse_loss"):
         tj.nn.functional.mse_loss(tj.ones(2, dtype=tj.cfloat), tj.zeros(2, dtype=tj.cfloat))

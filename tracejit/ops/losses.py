@@ -66,6 +66,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
 
 
 def _norm(x, dim: int, keepdim: bool = False):
+    if x.dtype.is_complex:   # (the moduli's norm)
+        x = x.abs()
     return sqrt(sum(x * x, dim, keepdim=keepdim))
 
 
