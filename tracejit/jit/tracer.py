@@ -329,7 +329,7 @@ class TraceContext:
             loc = user_location(2)
             where = f" at {loc[0]}:{loc[1]}" if loc else ""
             raise TraceError(f"{prim.name}{where}: complex tensors run eagerly, they cannot be traced or "
-                             f"compiled (compile with fullgraph=False to run this function eagerly)")
+                             f"compiled; move the complex math out of the compiled function")
         if params:
             params = self._concrete_params(prim, params)
         atoms = [self.atom(a, prim.name) for a in args]
