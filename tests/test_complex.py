@@ -40,6 +40,8 @@ def test_dtype_names():
     assert tj.complex64.to_real() is tj.float32 and tj.float64.to_complex() is tj.complex128
     assert tj.tensor([1 + 2j]).is_complex() and tj.is_complex(tj.zeros(2, dtype=tj.cdouble))
     assert not tj.ones(2).is_complex() and not tj.ones(2, dtype=tj.cfloat).is_floating_point()
+    assert tj.finfo(tj.cfloat).eps == torch.finfo(torch.cfloat).eps and tj.finfo(tj.cdouble).dtype == "float64"
+    assert tj.promote_types(tj.float64, tj.cfloat) is tj.complex128
 
 
 def _name(torch_dtype):

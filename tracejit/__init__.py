@@ -19,7 +19,7 @@ _tune_allocator()  # keep freed array memory for reuse (see tracejit/memory.py)
 
 from . import dtypes as _dtypes
 from .dtypes import (DType, bfloat16, bool_, complex64, complex128, float16, float32, float64, get_default_dtype,
-                     int8, int16, int32, int64, set_default_dtype, uint8)
+                     int8, int16, int32, int64, promote_types, set_default_dtype, uint8)
 from .device import device
 from .tensor import Tensor  # first: it closes the tensor/ops/autograd import cycle (see its end)
 

@@ -24,6 +24,7 @@ class finfo:
 
     def __init__(self, type: Optional[object] = None):
         d = _dt.get_default_dtype() if type is None else _dt.as_dtype(type)
+        d = d.to_real()   # (a complex dtype's limits are its parts', as in PyTorch)
         if not d.is_floating_point:
             raise TypeError(f"finfo: {d} is not a floating point dtype; use tracejit.iinfo for integers")
         if d is _dt.bfloat16:
