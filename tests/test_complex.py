@@ -42,6 +42,8 @@ def test_dtype_names():
     assert not tj.ones(2).is_complex() and not tj.ones(2, dtype=tj.cfloat).is_floating_point()
     assert tj.finfo(tj.cfloat).eps == torch.finfo(torch.cfloat).eps and tj.finfo(tj.cdouble).dtype == "float64"
     assert tj.promote_types(tj.float64, tj.cfloat) is tj.complex128
+    assert tj.ones(1, dtype=tj.cfloat).type() == torch.ones(1, dtype=torch.cfloat).type()
+    assert tj.ones(1, dtype=tj.cdouble).type() == torch.ones(1, dtype=torch.cdouble).type()
 
 
 def _name(torch_dtype):

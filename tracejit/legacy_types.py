@@ -69,4 +69,7 @@ def legacy_name(t) -> str:
     for name, dtype in _NAMES:
         if dtype is t.dtype:
             return ("torch.cuda." if t.device.type == "cuda" else "torch.") + name
+    if t.dtype.is_complex:   # (type strings only: PyTorch has no such classes either)
+        name = "ComplexFloatTensor" if t.dtype is _dt.complex64 else "ComplexDoubleTensor"
+        return ("torch.cuda." if t.device.type == "cuda" else "torch.") + name
     return f"torch.{t.dtype.name}"
