@@ -102,7 +102,7 @@ def _plain(v, torch):
         v = v.to_dense()
     if isinstance(v, (torch.Tensor, tj.Tensor)):
         dt = str(v.dtype).split(".")[-1]
-        if v.dtype in (torch.bfloat16,) or getattr(v, "is_complex", lambda: False)():
+        if dt == "bfloat16" or getattr(v, "is_complex", lambda: False)():   # (either library's)
             return ("tensor", dt, tuple(v.shape), None)
         return ("tensor", dt, tuple(v.shape), v.detach().cpu().numpy())
     if isinstance(v, (torch.dtype, tj.dtypes.DType)):
