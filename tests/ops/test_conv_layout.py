@@ -389,3 +389,37 @@ def test_conv2d_on_short_rows_matches_torch(dtype, cfg):
     np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=tol, atol=tol)
     for mine, ref in ((tx, px), (tw, pw), (tb, pb)):
         np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=tol, atol=tol)
+
+
+# (kernel, stride, padding, dilation, (h, w)): output rows at least _TABLE_MAX_OW long, so
+# the rows form of im2col; padding past the window's reach (window columns that read no
+# input column), dilation and strides that leave the last columns unread.
+ROWS_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (9, 11)),
+                   ((3, 3), (2, 2), (1, 1), (1, 1), (16, 17)),
+                   ((4, 4), (2, 2), (1, 1), (1, 1), (16, 16)),
+                   ((2, 3), (1, 3), (3, 4), (1, 2), (6, 20)),
+                   ((5, 5), (1, 1), (2, 2), (1, 1), (3, 9)),
+                   ((1, 1), (1, 2), (0, 0), (1, 1), (4, 19))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", ROWS_GEOMETRIES)
+@pytest.mark.parametrize("ones", [False, True])
+def test_im2col_rows_form_copies_the_numpy_forms_bits(dtype, geo, ones):
+    # The rows form copies each window row, the pad value where the window reads outside
+    # the image: plain copies, so the same bits as numpy's strided copy, NaN and -0.0
+    # included.
+    pytest.importorskip("numba")
+    kernel, stride, padding, dilation, (h, w) = geo
+    x = np.random.default_rng(7).standard_normal((3, 5, h, w)).astype(dtype)
+    x[0, 1, 0, 0] = np.nan
+    x[2, 4, -1, -1] = -0.0
+    oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    assert ow >= K._TABLE_MAX_OW
+    cols = K._im2col_native(np, x, kernel, stride, padding, dilation, -2.5, oh, ow, ones)
+    assert cols is not None and cols.dtype == dtype
+    layout = "gemm_bias" if ones else "gemm"
+    want = C._unfold_impl(np, x, kernel, stride, padding, dilation, -2.5, layout=layout)
+    np.testing.assert_array_equal(cols, want)
+    assert np.array_equal(np.signbit(cols), np.signbit(want))
