@@ -66,7 +66,7 @@ def child(system: str, program: str, seconds: float, warm_s: float, max_steps: i
     def tiers() -> list:
         return sorted(t for m in made for t in m.cache_stats().get("tiers", ()))
 
-    def run(budget: float) -> list:
+    def run(budget: float, phase: str) -> list:
         steps: list = []
         start = time.perf_counter()
         while len(steps) < max_steps and (not steps or time.perf_counter() - start < budget):
@@ -74,16 +74,16 @@ def child(system: str, program: str, seconds: float, warm_s: float, max_steps: i
             prog.step()
             steps.append(time.perf_counter() - s)
             now = tiers()
-            if now != changes[-1][1]:
-                changes.append((len(steps) - 1, now))
+            if now != changes[-1][2]:
+                changes.append((phase, len(steps) - 1, now))
         return steps
-    changes: list = [(-1, [])]
-    cold = run(seconds)
+    changes: list = [("", -1, [])]   # (phase, step, the tiers after it)
+    cold = run(seconds, "cold")
     s = time.perf_counter()
     tracejit.compiler.wait()
     vectorized.settle()
     settle_s = time.perf_counter() - s
-    warm = run(warm_s)
+    warm = run(warm_s, "warm")
     return {"import_s": import_s, "build_s": build_s, "steps_s": cold, "settle_s": settle_s,
             "warm_steps_s": warm, "tier_changes": changes[1:]}
 
