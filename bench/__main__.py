@@ -7,6 +7,7 @@
     python -m bench --out /tmp/b          # write /tmp/b/latest.json and latest.png
     python -m bench --isa avx2            # every system on AVX2 code (an AVX-512 host)
     python -m bench programs [--only gcn] # the public-style PyTorch programs (bench/programs)
+    python -m bench coldstart [--only vae] # those programs' steps with an empty kernel cache
 
 Each system runs in its own process; its progress lines are streamed as it goes. The
 table goes to stdout, the JSON and the chart to ``--out`` (default bench/results, as
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         # of its own (one process per system runs every workload here)
         from .programs.__main__ import main as programs
         return programs(argv[1:])
+    if argv[:1] == ["coldstart"]:
+        from .coldstart import main as coldstart
+        return coldstart(argv[1:])
     args = parse(argv)
     wl_names = _names(args.only, W.WORKLOAD_NAMES, "workload")
     explicit = args.systems is not None

@@ -163,3 +163,16 @@ def test_set_num_threads_caps_blas_and_numba():
         tj.set_num_threads(0)
     tj.set_num_interop_threads(2)
     assert tj.get_num_interop_threads() == 2
+
+
+def test_get_num_threads_does_not_wait_for_numba_being_imported(monkeypatch):
+    # another thread importing numba: its module is in sys.modules, still initializing
+    import types
+    from tracejit import threads
+    half = types.ModuleType("numba")
+    half.__spec__ = types.SimpleNamespace(_initializing=True)   # no get_num_threads yet
+    monkeypatch.setitem(sys.modules, "numba", half)
+    assert threads.get_num_threads() == (threads.blas_threads() or threads.usable_cpus())
+    half.__spec__._initializing = False
+    half.get_num_threads = lambda: 7                          # the import is over
+    assert threads.get_num_threads() == 7

@@ -342,17 +342,20 @@ class TieredExecutor(BackgroundWork, Executor):
             if left <= 0:
                 break
             self._go.wait(left)
-        try:
-            self._warm = tierhints.on_disk(self._graph_key())
-        except Exception:  # a hint is only advice
-            self._warm = False
-        self._warm_known.set()
-        if not self._warm and not self._planned:
-            # Probably a cold compile: the workers start (1-3 s) while we plan
-            # (`release_idle` stops them if all is on disk after all).
-            from . import workers
-            workers.prestart()
-            self._prestarted = True
+        # (shorter GIL switches: the graph's key and the workers' start are Python beside
+        # the user's second step, which waits for the first up to 0.1 s)
+        with gilshare.shorter_switches():
+            try:
+                self._warm = tierhints.on_disk(self._graph_key())
+            except Exception:  # a hint is only advice
+                self._warm = False
+            self._warm_known.set()
+            if not self._warm and not self._planned:
+                # Probably a cold compile: the workers start (1-3 s) while we plan
+                # (`release_idle` stops them if all is on disk after all).
+                from . import workers
+                workers.prestart()
+                self._prestarted = True
 
     def _graph_key(self) -> Optional[str]:
         if self._hint_key is None:
