@@ -1,4 +1,4 @@
-"""Chunk kernels (tracejit/compiler/codegen_chunks.py, chunkpool.py): parallel CPU kernels
+"""Chunk kernels (tracejit/compiler/codegen_chunks.py, cshares.py): parallel CPU kernels
 without numba's parfor pass, behind ``TRACEJIT_PARALLEL=chunks``.
 
 Each loop shape the rewriting knows runs through a chunk kernel split over two shares
@@ -13,7 +13,7 @@ import pytest
 import tracejit as tj
 from tracejit.compiler.cpu.runtime import sharepool
 from tracejit.compiler import codegen_chunks, loopnest
-from tracejit.compiler.cpu.runtime import chunkpool
+from tracejit.compiler.cpu.runtime import cshares
 from tracejit.ops.registry import REGISTRY
 
 from launches import count_launches
@@ -24,10 +24,10 @@ def chunks(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_PARALLEL", "chunks")
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
-    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(cshares, "pool_threads", lambda: 2)
     # the shares on sharepool's threads (a flat kernel's GIL-free pair: tests below)
     monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "0")
-    return count_launches(monkeypatch, chunkpool, "_run_shares")
+    return count_launches(monkeypatch, cshares, "_run_shares")
 
 
 def _x(shape, seed=0):
@@ -88,7 +88,7 @@ def test_column_sums_run_as_chunk_kernels_and_match_eager(chunks, monkeypatch, n
     f = tj.trace(fn)
     results = []
     for nt in (1, 2, 3):
-        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        monkeypatch.setattr(cshares, "pool_threads", lambda nt=nt: nt)
         results.append(f(x).numpy())
     assert _forms(f) == [("column_blocks", True)]        # a chunk kernel
     assert chunks and set(chunks) == {2, 3}               # launched in 2 and 3 shares
@@ -132,7 +132,7 @@ def test_shares_give_the_same_result_as_one(chunks, monkeypatch):
     f = tj.trace(lambda x: (x * 3.0).sum())
     results = []
     for nt in (1, 2, 3):
-        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        monkeypatch.setattr(cshares, "pool_threads", lambda nt=nt: nt)
         results.append(float(f(x).numpy()))
     assert results[0] == results[1] == results[2]
 
@@ -144,7 +144,7 @@ def test_strided_full_reduction_folds_once_after_every_share(chunks, monkeypatch
     f = tj.trace(lambda x: (x.t() * 2.0).sum())
     results = []
     for nt in (1, 2, 3):
-        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        monkeypatch.setattr(cshares, "pool_threads", lambda nt=nt: nt)
         results.append(float(f(x).numpy()))
     assert ("strided_full", True) in _forms(f) and set(chunks) == {2, 3}
     assert results[0] == results[1] == results[2]
@@ -172,8 +172,8 @@ def test_a_failing_share_raises_in_the_caller():
         if args[-2] == 1:   # share 1 of 2 (runs on a pool thread)
             raise ValueError("share 1 failed")
     with pytest.raises(ValueError, match="share 1 failed"):
-        chunkpool._run_shares(boom, (), (), 2)
-    chunkpool._run_shares(lambda *a: None, (), (), 2)   # the pool still works
+        cshares._run_shares(boom, (), (), 2)
+    cshares._run_shares(lambda *a: None, (), (), 2)   # the pool still works
 
 
 def _forms(f) -> list:
@@ -196,7 +196,7 @@ def test_pool_threads_keep_no_reference_to_a_finished_launch():
     import sys
     out = np.zeros(8)
     before = sys.getrefcount(out)
-    chunkpool._run_shares(lambda a, t, nt: None, (out,), (), 2)
+    cshares._run_shares(lambda a, t, nt: None, (out,), (), 2)
     assert sys.getrefcount(out) == before
 
 
@@ -243,7 +243,7 @@ def paired(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
-    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(cshares, "pool_threads", lambda: 2)
     launches = []
     call = cshares.CShares.__call__
 
@@ -251,7 +251,7 @@ def paired(monkeypatch, tmp_path):
         launches.append(len(args))
         return call(self, args)
     monkeypatch.setattr(cshares.CShares, "__call__", counted)
-    return launches, count_launches(monkeypatch, chunkpool, "_run_shares")
+    return launches, count_launches(monkeypatch, cshares, "_run_shares")
 
 
 @pytest.mark.parametrize("name", ["map", "blocked_map", "flat_blocked_sum", "flat_reduce", "nested_map",
@@ -268,7 +268,7 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
         from tracejit.compiler import ntstores
         monkeypatch.setattr(ntstores, "_LLC", 1)
     folds = []     # the fold calls a launch of two shares makes from Python (chunk_fold 1)
-    init = chunkpool.ChunkKernel.__init__
+    init = cshares.ChunkKernel.__init__
 
     def counting(self, kernel, entry, *rest, **kw):
         def counted_entry(*a):
@@ -276,7 +276,7 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
                 folds.append(1)
             return entry(*a)
         init(self, kernel, counted_entry, *rest, **kw)
-    monkeypatch.setattr(chunkpool.ChunkKernel, "__init__", counting)
+    monkeypatch.setattr(cshares.ChunkKernel, "__init__", counting)
     args = [tj.tensor(_x(s, seed=k)) for k, s in enumerate(shapes)]
     want = fn(*args).numpy()
     # (eager may run an op's own vectorized kernel on sharepool's threads where an earlier
@@ -287,7 +287,7 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
     assert (name, True) in _forms(f)
     assert pairs and not pooled                      # through the pair, not sharepool's threads
     assert folds == []                               # a reduction's pair folded it itself
-    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 1)
+    monkeypatch.setattr(cshares, "pool_threads", lambda: 1)
     one = f(*args).numpy()
     assert len(pairs) == 1                           # (one share: no launch)
     np.testing.assert_array_equal(got, one)
@@ -303,7 +303,7 @@ def test_paired_kernel_runs_n_shares_on_sharepool_where_more_cores_are_free(pair
     f = tj.trace(fn)
     results = []
     for nt in (1, 4, 6):
-        monkeypatch.setattr(chunkpool, "pool_threads", lambda nt=nt: nt)
+        monkeypatch.setattr(cshares, "pool_threads", lambda nt=nt: nt)
         del pairs[:], pooled[:]
         results.append(f(*args).numpy())
         assert not pairs and pooled == ([] if nt == 1 else [nt])
@@ -375,7 +375,7 @@ def test_paired_bias_relu_writes_over_the_dying_product(paired, monkeypatch):
     assert pairs and not pooled
     monkeypatch = pytest.MonkeyPatch()
     with monkeypatch.context() as m:
-        m.setattr(chunkpool, "pool_threads", lambda: 1)
+        m.setattr(cshares, "pool_threads", lambda: 1)
         one = f(*args).numpy()
     np.testing.assert_array_equal(got, one)
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)

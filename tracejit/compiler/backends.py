@@ -145,7 +145,7 @@ class CpuBackend(Backend):
 
     def load(self, spec, label: str, parallel: bool):
         from . import diskcache
-        from .cpu.runtime.threadsafe import guard_parallel
+        from .cpu.runtime.coreshare import guard_parallel
         t0 = time.perf_counter()
         before = diskcache.stats()["compiles"]
         pair, source = None, spec.source
@@ -157,8 +157,8 @@ class CpuBackend(Backend):
             compile_log.info("%s %s %s%s in-process in %.3f s", how, label, "/".join(spec.nest.layouts),
                              " parallel" if parallel else "", time.perf_counter() - t0)
         fn = mod.kernel
-        if spec.chunked:  # a chunk kernel: launched on chunkpool's threads
-            from .cpu.runtime.chunkpool import ChunkKernel
+        if spec.chunked:  # a chunk kernel: launched by cshares.ChunkKernel
+            from .cpu.runtime.cshares import ChunkKernel
             if pair is None and source is not spec.source:
                 from .cpu.runtime.cshares import Ready
                 pair = Ready(fn, self.fast_entry)

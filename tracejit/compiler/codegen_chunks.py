@@ -1,5 +1,5 @@
 """Parallel CPU kernels without numba's parfor pass: one serial ``nogil`` kernel per group
-that runs a share of the chunks, launched on a few threads (compiler/cpu/runtime/chunkpool.py).
+that runs a share of the chunks, launched on a few threads (compiler/cpu/runtime/cshares.py `ChunkKernel`).
 
 Why: a ``parallel=True`` kernel costs numba 3-10x its serial twin to compile (the parfor
 pass, gufunc outlining, the threading layer's scheduling code): the MLP step's 16
@@ -85,7 +85,7 @@ def flat_pairs() -> bool:
     CPUs or more and numpy's BLAS is a pthreads OpenBLAS whose pool has a second thread
     (sharepool.BlasWorker; its thread count as started, not as the load policy set it now:
     the choice must not change the source). A launch runs as many shares as the cores other
-    processes leave (chunkpool.ChunkKernel: tracejit's own threads); the GIL-free pair only
+    processes leave (cshares.ChunkKernel: tracejit's own threads); the GIL-free pair only
     where that count is two. (Measured on two CPUs only; on more, the shares are sharepool's
     threads, which block on a lock between launches as OpenMP's workers sleep.)
 
@@ -164,7 +164,7 @@ class ChunkSpec(KernelSpec):
         # argument type without a table form). A module of its own in background mode, the
         # kernel's module in sync mode (backends.CpuBackend.load), as a row kernel's pair.
         self.pair = pair
-        # How the launcher sizes ``partial`` (chunkpool.ChunkKernel): ("fixed", n),
+        # How the launcher sizes ``partial`` (cshares.ChunkKernel): ("fixed", n),
         # ("columns", -1): codegen_cpu.column_partial_len of the last argument (the column
         # count), or ("arg", k): the value of argument k (the first reduced dim's size).
         if form == "column_blocks":
@@ -237,7 +237,7 @@ def render(nest) -> Optional[ChunkSpec]:
             k = len(extra_types) - (3 if folded else 2)    # the chunk arguments' own: partial
             pair = cshares.source(_types(args_sig) + extra_types[:k], nest.arguments() + extra_args[:k],
                                   tail=(0,) if folded else (), fold=folded)
-        except ValueError:   # an argument type without a table form: chunkpool's launch
+        except ValueError:   # an argument type without a table form: the Python launch
             pair = ""
     out[head - 1] = f"@njit({quote}{sig}{quote}, parallel=False, nogil=True, {rest}"
     out[head] = out[head].replace("):", ", " + ", ".join(extra_args) + "):", 1)

@@ -105,7 +105,7 @@ class CpuEmitter(Emitter):
 class KernelSpec:
     """A rendered kernel: its source, its nest, and the LLVM options to compile it with."""
 
-    chunked = False   # a chunk kernel (codegen_chunks.ChunkSpec) launched on chunkpool's threads
+    chunked = False   # a chunk kernel (codegen_chunks.ChunkSpec) launched by cshares.ChunkKernel
 
     def __init__(self, source, nest: LoopNest, parallel: bool, form: str, llvm_options=()):
         self.source = source

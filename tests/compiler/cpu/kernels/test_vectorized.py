@@ -217,11 +217,10 @@ def test_large_op_kernel_is_the_compiled_kernels_rendering(kernels, monkeypatch)
     np.testing.assert_allclose(got.numpy(), first.numpy(), rtol=2e-6, atol=2e-7)
     # loaded by the CPU backend, as a compiled plan's parallel kernel is
     # Loaded by the CPU backend like a compiled plan's parallel kernel: wrapped by
-    # threadsafe.guard_parallel (its threads follow coreshare), unless neither applies.
+    # coreshare.guard_parallel (its threads follow coreshare), unless neither applies.
     from tracejit.compiler.cpu.runtime import coreshare
-    from tracejit.compiler.cpu.runtime import threadsafe
     fn = _entry_of("tanh").fn
-    assert hasattr(fn, "unguarded") or not (coreshare.ENABLED or threadsafe.workqueue_active())
+    assert hasattr(fn, "unguarded") or not (coreshare.ENABLED or coreshare.workqueue_active())
 
 
 def test_large_op_kernel_is_the_paired_chunk_kernel_where_flat_pairs_hold(kernels, monkeypatch):
@@ -230,12 +229,12 @@ def test_large_op_kernel_is_the_paired_chunk_kernel_where_flat_pairs_hold(kernel
     pair's own module, and two-share calls run through it (OpenBLAS's worker)."""
     from tracejit.compiler.cpu.runtime import sharepool
     from tracejit.compiler import codegen_chunks, loopnest
-    from tracejit.compiler.cpu.runtime import chunkpool
+    from tracejit.compiler.cpu.runtime import cshares
     from tracejit.threads import PARALLEL_MIN
     if sharepool.blas_worker.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
-    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(cshares, "pool_threads", lambda: 2)
     x = tj.tensor(_x(n=PARALLEL_MIN, seed=6))
     first = tj.tanh(x)
     spec = _entry_of("tanh").spec
@@ -243,7 +242,7 @@ def test_large_op_kernel_is_the_paired_chunk_kernel_where_flat_pairs_hold(kernel
     assert spec.chunked and spec.pair and spec.source == codegen_chunks.render(nest).source
     got = _wait_and_run(lambda: tj.tanh(x))
     fn = _entry_of("tanh").fn
-    assert isinstance(fn, chunkpool.ChunkKernel)
+    assert isinstance(fn, cshares.ChunkKernel)
     import time
     deadline = time.monotonic() + 600
     while fn.pair is None and fn.pending is not None and time.monotonic() < deadline:
@@ -261,21 +260,21 @@ def test_settle_waits_for_the_pair_of_a_loaded_chunk_kernel(kernels, monkeypatch
     the calls that follow (the bench's eager rows timed their calls while it ran)."""
     from tracejit.compiler.cpu.runtime import sharepool
     from tracejit.compiler import codegen_chunks, diskcache, tiers
-    from tracejit.compiler.cpu.runtime import chunkpool
+    from tracejit.compiler.cpu.runtime import cshares
     from tracejit.threads import PARALLEL_MIN
     if sharepool.blas_worker.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
-    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 1)   # no call polls the pair
+    monkeypatch.setattr(cshares, "pool_threads", lambda: 1)   # no call polls the pair
     monkeypatch.setattr(prepare, "_module_jobs", {})   # (an earlier test's job for this pair)
     x = tj.tensor(_x(n=PARALLEL_MIN, seed=16))
     first = tj.tanh(x)                 # numpy; the preparation starts
     assert V.settle(timeout=600.0)
     fn = _entry_of("tanh").fn
-    assert isinstance(fn, chunkpool.ChunkKernel) and fn.pair is None
+    assert isinstance(fn, cshares.ChunkKernel) and fn.pair is None
     pending = fn.pending
     assert diskcache.in_memory(pending.source, pending.llvm_options)   # loaded by settle's end
-    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 2)
+    monkeypatch.setattr(cshares, "pool_threads", lambda: 2)
     got = tj.tanh(x)                   # the first two-share call: the pair is there
     assert fn.pair is not None and fn.pending is None
     np.testing.assert_allclose(got.numpy(), first.numpy(), rtol=2e-6, atol=2e-7)
@@ -335,7 +334,7 @@ def test_mid_size_arithmetic_runs_only_as_the_gil_free_pair(kernels, monkeypatch
     (OpenBLAS's pool without a second thread, no job just before) numpy's loop runs, not
     sharepool's threads."""
     from tracejit.compiler import codegen_chunks
-    from tracejit.compiler.cpu.runtime import chunkpool, cshares, sharepool
+    from tracejit.compiler.cpu.runtime import cshares, sharepool
     from tracejit.threads import PARALLEL_MIN
     if sharepool.blas_worker.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
@@ -344,8 +343,8 @@ def test_mid_size_arithmetic_runs_only_as_the_gil_free_pair(kernels, monkeypatch
     monkeypatch.setattr(V, "PAIR_ARITH_MIN_ELEMENTS", PARALLEL_MIN)
     monkeypatch.setattr(V, "_CPUS", 2)
     monkeypatch.setattr(V, "_one_core_free", lambda: False)
-    monkeypatch.setattr(chunkpool, "pool_threads", lambda: 4)
-    monkeypatch.setattr(chunkpool, "_run_shares", lambda *a: pytest.fail("sharepool's threads ran it"))
+    monkeypatch.setattr(cshares, "pool_threads", lambda: 4)
+    monkeypatch.setattr(cshares, "_run_shares", lambda *a: pytest.fail("sharepool's threads ran it"))
     monkeypatch.setattr(sharepool, "warm", lambda: True)
     pairs = []
     call = cshares.CShares.__call__

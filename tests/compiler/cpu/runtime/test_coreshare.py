@@ -12,7 +12,6 @@ import numba
 import pytest
 
 from tracejit.compiler.cpu.runtime import coreshare
-from tracejit.compiler.cpu.runtime import threadsafe
 from tracejit.threads import blas_threads, set_blas_threads
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -246,15 +245,15 @@ def test_parallel_kernels_adapt_unless_switched_off():
     def kernel(a):
         return a + 1
     kernel.signatures = ["sig"]
-    wrapped = threadsafe.guard_parallel(kernel)
-    if coreshare.ENABLED and not threadsafe.workqueue_active():
+    wrapped = coreshare.guard_parallel(kernel)
+    if coreshare.ENABLED and not coreshare.workqueue_active():
         assert wrapped is not kernel and wrapped.unguarded is kernel
         assert wrapped.signatures == ["sig"]  # the kernel's own attributes show through
     assert wrapped(1) == 2
-    code = ("import os; from tracejit.compiler.cpu.runtime import coreshare, threadsafe\n"
+    code = ("import os; from tracejit.compiler.cpu.runtime import coreshare\n"
             "k = lambda a: a\n"
-            "print(coreshare.ENABLED, coreshare.adapt(), threadsafe.guard_parallel(k) is k "
-            "or threadsafe.workqueue_active())\n")
+            "print(coreshare.ENABLED, coreshare.adapt(), coreshare.guard_parallel(k) is k "
+            "or coreshare.workqueue_active())\n")
     env = dict(os.environ, TRACEJIT_ADAPTIVE_THREADS="0")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120, check=True).stdout.split()

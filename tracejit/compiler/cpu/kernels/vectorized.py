@@ -12,7 +12,7 @@ vectorizable math (compiler/mathlib.py). There is no second kernel generator her
 Threads follow the compiled kernels' policy: at ``threads.PARALLEL_MIN`` elements and
 more (every size that gets here at the default ``MIN_ELEMENTS``) the parallel variant
 (``prange``) runs, loaded by the CPU backend (`backends.CpuBackend.load`), which wraps it
-in `threadsafe.guard_parallel`: its thread count follows the cores other processes leave
+in `coreshare.guard_parallel`: its thread count follows the cores other processes leave
 free (tracejit/compiler/cpu/runtime/coreshare.py), and numba's workers stop spinning soon after it
 (threads.py's ``GOMP_SPINCOUNT``). Smaller sizes (a rule calling erf, or a lowered
 ``MIN_ELEMENTS``) run the serial twin.
@@ -35,7 +35,7 @@ function or selects from ``MIN_ELEMENTS`` (one calling erf, which numpy makes of
 passes, from the first element); arithmetic and comparisons (one numpy loop at memory
 speed) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the free cores pays for
 the launch (see `eligible`), and from ``PAIR_ARITH_MIN_ELEMENTS`` where the kernel's two
-shares launch without Python (`chunkpool.ChunkKernel.pair_call`); below that, to numpy's
+shares launch without Python (`cshares.ChunkKernel.pair_call`); below that, to numpy's
 loop. Arithmetic results are bitwise
 numpy's (IEEE operations, no fastmath); math functions can differ in the last bits
 (mathlib's float32 functions are within a few ulps of the correctly rounded result).
@@ -472,8 +472,8 @@ def _give_up(entry, counted: bool = True) -> None:
 
 def _load(entry, prim):
     """Load the entry's kernel through the CPU backend (which wraps a parallel one in
-    `threadsafe.guard_parallel`, as it does for compiled plans, and starts numba's
-    threads: `threadsafe.threading_layer`)."""
+    `coreshare.guard_parallel`, as it does for compiled plans, and starts numba's
+    threads: `coreshare.threading_layer`)."""
     from ... import backends
     spec = entry.spec
     try:

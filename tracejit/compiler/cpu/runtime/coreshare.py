@@ -40,15 +40,23 @@ Whether the GEMM template or BLAS runs a product is the measured choice's
 
 ``TRACEJIT_ADAPTIVE_THREADS=0`` (read at import) turns `adapt` into a no-op. Linux only
 (elsewhere the counts stay what the libraries chose).
+
+Parallel numba kernels launch through `guard_parallel`: `adapt` first (about 0.3-0.9 us),
+and, under numba's ``workqueue`` threading layer only (where neither OpenMP nor TBB is
+available, or with ``NUMBA_THREADING_LAYER=workqueue``), one launch at a time through a
+process-wide lock: that layer is not thread-safe, and two threads launching parallel
+kernels at once abort the process ("Concurrent access has been detected"). With the other
+layers the wrapper costs nothing more.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
@@ -60,7 +68,7 @@ from ....threads import usable_cpus
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "blas_threads_for",
            "one_thread_always", "one_thread_now", "set_to_one", "blas_count_one", "blas_count_back",
            "blas_product", "gemm_threads", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
-           "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK"]
+           "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK", "guard_parallel", "workqueue_active"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 # ... but the first count after the reading at import may come this soon: a user's first
@@ -503,3 +511,55 @@ def gemm_threads(m: int, k: int, n: int) -> Iterator[None]:
         yield
     finally:
         _blas.put(_blas.ours)
+
+
+# ---------------------------------------------------------------- parallel kernels
+_LAUNCH_LOCK = threading.Lock()
+_layer: Optional[str] = None
+
+
+def threading_layer() -> str:
+    """The threading layer numba uses for parallel kernels (starting its thread pool,
+    which the first parallel kernel would do anyway)."""
+    global _layer
+    if _layer is None:
+        from numba.np.ufunc import parallel
+        parallel._launch_threads()
+        _layer = parallel.threading_layer()
+    return _layer
+
+
+def workqueue_active() -> bool:
+    return threading_layer() == "workqueue"
+
+
+class _Adapted:
+    """A parallel kernel that first sets the thread counts to the cores other processes
+    leave us (`coreshare.adapt`); other attributes are the kernel's."""
+
+    __slots__ = ("unguarded",)
+
+    def __init__(self, fn: Callable):
+        self.unguarded = fn
+
+    def __call__(self, *args):
+        adapt()
+        return self.unguarded(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.unguarded, name)
+
+
+def guard_parallel(fn: Callable) -> Callable:
+    """`fn` (a parallel numba kernel), made safe to call from several threads at once, and
+    run on the threads the machine can give it now (`adapt`)."""
+    if not workqueue_active():
+        return _Adapted(fn) if ENABLED else fn
+
+    @functools.wraps(fn)
+    def serialized(*args):
+        with _LAUNCH_LOCK:
+            adapt()
+            return fn(*args)
+    serialized.unguarded = fn
+    return serialized

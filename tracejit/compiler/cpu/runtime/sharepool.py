@@ -1,5 +1,5 @@
 """A few persistent threads that run shares of one piece of work: compiled chunk kernels
-(compiler/cpu/runtime/chunkpool.py) and batched BLAS work split by its batch (`split`).
+(compiler/cpu/runtime/cshares.py `ChunkKernel`) and batched BLAS work split by its batch (`split`).
 
 Why a pool of our own: numba's OpenMP workers spin after each kernel and took the next
 BLAS call's cores; these threads block on a lock between launches (no spinning), and a
@@ -448,7 +448,7 @@ def launch(fn: Callable, args: tuple, nt: int) -> int:
     """fn(*args, t, nt) for t in 0..nt-1 at once: two shares through `run_pair`, more
     through `run_shares`; ``fn(*args, 0, 1)`` on this thread alone when `nt` is 1 or another
     launch holds the pool. Returns the share count it ran. For nogil kernels that call no
-    BLAS and whose shares take their work from a shared counter (compiler/cpu/runtime/claim.py), so a
+    BLAS and whose shares take their work from a shared counter (compiler/cpu/runtime/voidptr.py `claim`), so a
     share that ran alone does all."""
     if nt < 2 or not try_launch():
         fn(*args, 0, 1)

@@ -3,14 +3,29 @@ C-contiguous array at an address, a ``void*`` or an int64) and ``call_at`` (a co
 dispatcher called through its address), for the GIL-free share entries of generated kernels
 (compiler/cpu/runtime/cshares.py) and the loops that call the GEMM template's panels
 (compiler/cpu/gemm/template_panels.py); ``put_array`` / ``table_array`` (an array's address
-and shape into an int64 table, and the array back from it: the share entries' tables). A
-module of its own: it imports numba, which code generation must not need."""
+and shape into an int64 table, and the array back from it: the share entries' tables);
+``claim`` / ``arrive`` (atomic counters shares take work from, or count themselves out
+with). A module of its own: it imports numba, which code generation must not need.
+
+Shares that take chunks of work from a shared counter instead of a fixed stripe:
+`claim(counter)` is an atomic fetch-and-add on ``counter[0]`` (an int64 array the launch
+allocates, zeroed): each call returns the next unclaimed chunk index, so every chunk goes to
+exactly one share. A share that starts late (its thread waits for a core: another process,
+or OpenBLAS's worker still spinning after a product) then takes fewer chunks and the others
+take more, where a fixed stripe (share t of n: chunks t, t + n, ...) made the launch wait
+for the late share's whole stripe. Results do not change with it wherever each chunk's work
+is the same whoever runs it (elementwise updates such as fused Adam's). Monotonic ordering
+is enough for a counter whose only job is to hand out indices; the launch's own join orders
+the chunks' data. `arrive(counter)` is the same add with acquire-release ordering, for
+shares that count themselves out: the share that sees the others' count has also seen
+their writes (a folded reduction's last share folds the partials: cshares.py)."""
 from __future__ import annotations
 
+from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-__all__ = ["carray_at", "call_at", "native_address", "put_array", "table_array"]
+__all__ = ["carray_at", "call_at", "native_address", "put_array", "table_array", "claim", "arrive"]
 
 
 @intrinsic
@@ -127,3 +142,27 @@ def table_array(typingctx, tab, i, ndim, dtype):
         ptr = builder.inttoptr(vals[0], context.get_value_type(types.voidptr))
         return np_cfarray(context, builder, signature(retty, types.voidptr, shape_type), (ptr, shape))
     return sig, codegen
+
+
+def _fetch_add(counter, ordering: str):
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64 and counter.ndim == 1):
+        return None
+    sig = types.int64(counter)
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        return builder.atomic_rmw("add", data, ir.Constant(ir.IntType(64), 1), ordering)
+    return sig, codegen
+
+
+@intrinsic
+def claim(typingctx, counter):
+    """``counter[0]`` before adding 1 to it, atomically (`counter`: a 1-D int64 array)."""
+    return _fetch_add(counter, "monotonic")
+
+
+@intrinsic
+def arrive(typingctx, counter):
+    """`claim` with acquire-release ordering: the writes of every share that arrived
+    before are visible to the one that reads their count."""
+    return _fetch_add(counter, "acq_rel")
