@@ -147,3 +147,19 @@ def test_linear_is_one_record_with_torchs_values_and_gradients(case, monkeypatch
     np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-5)
     for got, want in ((x, xt), (w, wt), (b, bt)):
         np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_weight_gradient_of_an_input_without_one_is_one_2d_product(monkeypatch):
+    """Only the weight needs a gradient (a first layer): the record gets the weight's rank
+    from its shape-only stand-in and takes g.T @ x over the flattened leading dims."""
+    rng = np.random.default_rng(4)
+    x_np, w_np = rng.standard_normal((2, 3, 4)), rng.standard_normal((5, 4))
+    shapes = []
+    orig = linalg.MATMUL_TN.run
+    monkeypatch.setattr(linalg.MATMUL_TN, "run",
+                        lambda xp, a, b, **kw: shapes.append((a.shape, b.shape)) or orig(xp, a, b, **kw))
+    w = tj.tensor(w_np, requires_grad=True)
+    (tj.nn.functional.linear(tj.tensor(x_np), w) ** 2).sum().backward()
+    assert shapes == [((6, 5), (6, 4))]
+    y = x_np @ w_np.T
+    np.testing.assert_allclose(w.grad.numpy(), 2 * y.reshape(6, 5).T @ x_np.reshape(6, 4), rtol=1e-12)
