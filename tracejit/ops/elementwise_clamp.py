@@ -56,7 +56,8 @@ def _clamp_fast(shapes, dtype, params):
     # comparison and the integer type chosen once per signature (64x100 float32: 8.4 ->
     # ~4 us a call); results bitwise the impl's
     lo, hi = params.get("min"), params.get("max")
-    if dtype.kind == "f" and shapes[0] and _nonzero_finite(lo) and _nonzero_finite(hi):
+    if (dtype.kind == "f" and shapes[0] and (lo, hi) != (None, None) and _nonzero_finite(lo)
+            and _nonzero_finite(hi)):
         return _clamp_between(dtype, lo, hi)
     ity = _INT_OF_WIDTH.get(dtype.itemsize)
     if (lo is None) == (hi is None) or dtype.kind != "f" or ity is None or not shapes[0]:
