@@ -400,14 +400,15 @@ class Tensor:
             raise ValueError(f"cuda(): expected a CUDA device, got {dev}")
         return self.to(dev)
 
+    # (cast itself, not to(): to()'s argument parsing cost more than a small cast)
     def float(self) -> "Tensor":
-        return self.to(_dt.float32)
+        return _ops.cast(self, _dt.float32)
 
     def double(self) -> "Tensor":
-        return self.to(_dt.float64)
+        return _ops.cast(self, _dt.float64)
 
     def half(self) -> "Tensor":
-        return self.to(_dt.float16)
+        return _ops.cast(self, _dt.float16)
 
     def bfloat16(self) -> "Tensor":
         return self.to(_dt.bfloat16)

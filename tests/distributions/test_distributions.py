@@ -197,3 +197,22 @@ def test_kl_divergence(name, p, q):
         D.kl_divergence(D.Normal(0.0, 1.0), D.Exponential(1.0))
     assert math.isfinite(float(D.kl_divergence(D.Bernoulli(probs=tj.tensor(0.3)),
                                                D.Bernoulli(probs=tj.tensor(0.6)))))
+
+
+@pytest.mark.parametrize("value_shape", [(), (3,), (2, 3), (2, 1)])
+def test_categorical_log_prob_broadcasts_as_torch(value_shape):
+    """log_prob broadcasts the value's shape with the batch shape (3,), and its gradient
+    reaches the logits, as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    logits = rng.standard_normal((3, 4))
+    value = rng.integers(0, 4, value_shape)
+    lt = tj.tensor(logits, requires_grad=True)
+    got = D.Categorical(logits=lt).log_prob(tj.tensor(value))
+    got.sum().backward()
+    tt = torch.tensor(logits, requires_grad=True)
+    want = torch.distributions.Categorical(logits=tt).log_prob(torch.tensor(value))
+    want.sum().backward()
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(lt.grad.numpy(), tt.grad.numpy(), rtol=1e-12)

@@ -26,7 +26,7 @@ def _bits(a):
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("bounds", [(0, None), (0.0, None), (-0.0, None), (None, 0), (None, -0.0),
                                     (0, 6.0), (-1.0, 1), (float("-inf"), 0.0), (0, float("inf")),
-                                    (2.0, -2.0)])
+                                    (2.0, -2.0), (1e-7, 1 - 1e-7), (-1.5, None), (None, 2)])
 def test_bits_equal_select(dtype, bounds):
     lo, hi = bounds
     rng = np.random.default_rng(0)

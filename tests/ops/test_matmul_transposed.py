@@ -116,3 +116,50 @@ def test_the_plans_numpy_call_is_matmuls_choice_for_the_product_computed(prim, s
     deep = ((k, 2), (k, 1)) if swap_a else ((2, k), (1, k))
     assert fast(deep, np.float32, {}) is small
     assert fast(((2, 3, 4), (4, 5)), np.float32, {}) is None
+
+
+# (input's shape, out features, input transposed: a non-contiguous input)
+LINEAR = [((3, 4), 5, False), ((2, 3, 4), 5, False), ((4, 3), 6, True), ((0, 4), 2, False),
+          ((2, 0, 4), 3, False)]
+
+
+@pytest.mark.parametrize("case", LINEAR, ids=[f"{s}x{n}{'.T' if t else ''}" for s, n, t in LINEAR])
+def test_linear_is_one_record_with_torchs_values_and_gradients(case, monkeypatch):
+    """Eager linear binds MATMUL_NT on the weight as it is (no PERMUTE, forward or
+    backward); values and gradients are PyTorch's, the weight's gradient row-major."""
+    shp, n, transposed = case
+    rng = np.random.default_rng(2)
+    x_np = rng.standard_normal(shp[::-1] if transposed else shp).astype(np.float32)
+    x_np = x_np.T if transposed else x_np
+    w_np = rng.standard_normal((n, shp[-1])).astype(np.float32)
+    b_np = rng.standard_normal(n).astype(np.float32)
+    calls = _counting(monkeypatch, linalg.PRODUCTS + (shape.PERMUTE,))
+    x, w, b = (tj.tensor(v, requires_grad=True) for v in (x_np, w_np, b_np))
+    y = tj.nn.functional.linear(x, w, b)
+    assert y.grad_fn.next_functions[0][0].name() == "MmBackward0"
+    (y * y).sum().backward()
+    assert calls["permute"] == 0 and calls["matmul_nt"] == 1, calls
+    assert w.grad.numpy().flags.c_contiguous
+    torch = pytest.importorskip("torch")
+    xt, wt, bt = (torch.tensor(v, requires_grad=True) for v in (x_np, w_np, b_np))
+    yt = torch.nn.functional.linear(xt, wt, bt)
+    (yt * yt).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+    for got, want in ((x, xt), (w, wt), (b, bt)):
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_weight_gradient_of_an_input_without_one_is_one_2d_product(monkeypatch):
+    """Only the weight needs a gradient (a first layer): the record gets the weight's rank
+    from its shape-only stand-in and takes g.T @ x over the flattened leading dims."""
+    rng = np.random.default_rng(4)
+    x_np, w_np = rng.standard_normal((2, 3, 4)), rng.standard_normal((5, 4))
+    shapes = []
+    orig = linalg.MATMUL_TN.run
+    monkeypatch.setattr(linalg.MATMUL_TN, "run",
+                        lambda xp, a, b, **kw: shapes.append((a.shape, b.shape)) or orig(xp, a, b, **kw))
+    w = tj.tensor(w_np, requires_grad=True)
+    (tj.nn.functional.linear(tj.tensor(x_np), w) ** 2).sum().backward()
+    assert shapes == [((6, 5), (6, 4))]
+    y = x_np @ w_np.T
+    np.testing.assert_allclose(w.grad.numpy(), 2 * y.reshape(6, 5).T @ x_np.reshape(6, 4), rtol=1e-12)

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from .. import ops as _ops
+from ..shapes import broadcast_shapes as _broadcast_shapes
 from ..tensor import Tensor
 from . import constraints
 from .distribution import Distribution, broadcast_all, register_kl
@@ -90,9 +91,14 @@ class Categorical(Distribution):
         self._validate_sample(value)
         value = value.long() if isinstance(value, Tensor) else _ops.tensor(value, dtype=_dt.int64)
         value, logits = value.unsqueeze(-1), self.logits
-        shape = tuple(np.broadcast_shapes(tuple(value.shape[:-1]), tuple(logits.shape[:-1])))
-        value = value.expand(shape + (1,))
-        logits = logits.expand(shape + (self._num_events,))
+        # (broadcast in Python: numpy's broadcast_shapes costs more than the gather; a
+        # side already of the broadcast shape is no expand op)
+        vs, ls = tuple(value.shape), tuple(logits.shape)
+        shape = _broadcast_shapes("Categorical.log_prob", vs[:-1], ls[:-1])
+        if vs[:-1] != shape:
+            value = value.expand(shape + (1,))
+        if ls[:-1] != shape:
+            logits = logits.expand(shape + (self._num_events,))
         return _ops.gather(logits, -1, value).squeeze(-1)
 
     def entropy(self):

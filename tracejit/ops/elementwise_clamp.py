@@ -5,6 +5,8 @@ Large eager calls run one-pass kernels made from the scalar rules
 (compiler/cpu/kernels/vectorized.py: a select gains from its one pass)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .promotion import NUMPY_WEAK_SCALARS, scalar_as
@@ -54,6 +56,9 @@ def _clamp_fast(shapes, dtype, params):
     # comparison and the integer type chosen once per signature (64x100 float32: 8.4 ->
     # ~4 us a call); results bitwise the impl's
     lo, hi = params.get("min"), params.get("max")
+    if (dtype.kind == "f" and shapes[0] and (lo, hi) != (None, None) and _nonzero_finite(lo)
+            and _nonzero_finite(hi)):
+        return _clamp_between(dtype, lo, hi)
     ity = _INT_OF_WIDTH.get(dtype.itemsize)
     if (lo is None) == (hi is None) or dtype.kind != "f" or ity is None or not shapes[0]:
         return None
@@ -68,6 +73,33 @@ def _clamp_fast(shapes, dtype, params):
         k = beyond(x, 0)
         return multiply(x.view(ity), logical_not(k, out=k)).view(dtype)
     return clamp_at_zero
+
+
+def _nonzero_finite(bound) -> bool:
+    """A bound `_clamp_between` takes: none, or a finite nonzero number (a zero's sign
+    and a nan bound keep the impl's selects)."""
+    return bound is None or (type(bound) in (int, float) and bound != 0 and math.isfinite(bound))
+
+
+def _clamp_between(dtype, lo, hi):
+    """The plan's call for finite nonzero bounds on a float array (a probability clamped
+    into [eps, 1 - eps]): numpy's maximum then minimum in place, one pass each and no
+    masks, where the impl makes a comparison and a select per bound. The same values:
+    the bounds cast to the array's dtype as the impl casts them, nan kept (both
+    propagate it), the max bound winning where min > max (applied last), and an
+    element equal to a bound is that bound (only a zero's sign could tell them apart)."""
+    lo = None if lo is None else dtype.type(lo)
+    hi = None if hi is None else dtype.type(hi)
+    maximum, minimum = np.maximum, np.minimum
+    if hi is None:
+        return lambda x: maximum(x, lo)
+    if lo is None:
+        return lambda x: minimum(x, hi)
+
+    def clamp_between(x):
+        out = maximum(x, lo)
+        return minimum(out, hi, out=out)
+    return clamp_between
 
 
 CLAMP = defprim("clamp", _clamp_impl, _ew_rule("clamp"), _clamp_vjp, kind="elementwise",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as _np
 
 from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor
 from ..shapes import broadcast_shapes
 from . import eager as _eager
 from .registry import Aval, defprim
@@ -179,9 +180,18 @@ def _tn_rule(a, b):
 
 
 def _nt_vjp(g, out, a, b):
-    # out = a @ b.T: ga = g @ b, gb = (a.T @ g).T = g.T @ a
-    return (_mm(g, b) if b is not None else None,
-            _mm_tn(g, a) if a is not None else None)
+    # out = a @ b.T: ga = g @ b, gb = (a.T @ g).T = g.T @ a; an N-d a with a 2-D b (a
+    # linear layer's input): gb as one product over a's flattened leading dims, as
+    # `_matmul_vjp` takes it, not a stacked product summed to b's shape afterwards (b's
+    # rank from its shape-only stand-in when only b needs a gradient)
+    stand_in = b is not None and shape_only(b)
+    if a is None:
+        gb = None
+    elif a.ndim > 2 and b is not None and b.ndim == 2:
+        gb = _mm_tn(reshape(g, (-1, g.shape[-1])), reshape(a, (-1, a.shape[-1])))
+    else:
+        gb = _mm_tn(g, a)
+    return (_mm(g, b) if b is not None and not stand_in else None, gb)
 
 
 def _tn_vjp(g, out, a, b):
@@ -210,7 +220,7 @@ def _transposed_fast(small):
 _SAVE_OTHER = MATMUL.save   # each operand's gradient reads the other operand
 MATMUL_NT = defprim("matmul_nt", _nt_impl, _nt_rule, _nt_vjp, kind="matmul", save=_SAVE_OTHER,
                     grad_name="MmBackward0",
-                    extra={"fast": _transposed_fast(_nt_small)})
+                    extra={"fast": _transposed_fast(_nt_small), "meta": MATMUL.extra["meta"]})
 MATMUL_TN = defprim("matmul_tn", _tn_impl, _tn_rule, _tn_vjp, kind="matmul", save=_SAVE_OTHER,
                     grad_name="MmBackward0",
                     extra={"fast": _transposed_fast(_tn_small)})
@@ -333,7 +343,14 @@ def linear(x, weight, bias=None):
         raise DTypeError(f"linear: input is {x.dtype.name} but weight is {weight.dtype.name}; they must "
                          f"share one dtype (convert the input, e.g. input.to({weight.dtype.name}), or "
                          f"the layer, e.g. .to({x.dtype.name}))")
-    out = matmul(x, _mT(weight)) if weight.ndim == 2 else matmul(x, weight)
+    if (weight.ndim == 2 and x.ndim >= 2 and not _eager._tracers_active
+            and isinstance(x, Tensor) and isinstance(weight, Tensor)):   # (not sparse)
+        # one record, ``x @ weight.T`` with the weight as it is: no transposed view and no
+        # node of its own, and the weight's gradient ``g.T @ x`` comes out row-major
+        # (traced code keeps permute + matmul, the form the compiler's passes match)
+        out = _nt(x, weight)
+    else:
+        out = matmul(x, _mT(weight)) if weight.ndim == 2 else matmul(x, weight)
     if bias is not None:
         out = out + bias
     return out

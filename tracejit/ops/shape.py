@@ -389,14 +389,17 @@ def expand_as(a, other):
     return expand(a, other.shape)
 
 
+def _squeeze_params(a, dims):
+    dims = {normalize_dim(d, a.ndim, "squeeze") for d in dims}
+    shape = tuple(d for i, d in enumerate(a.shape) if not (i in dims and isinstance(d, int) and d == 1))
+    return _IDENTITY if shape == tuple(a.shape) else shape
+
+
 def squeeze(a, dim=None):
-    if dim is None:
-        shape = tuple(d for d in a.shape if not (isinstance(d, int) and d == 1))
-    else:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        dims = {normalize_dim(d, a.ndim, "squeeze") for d in dims}
-        shape = tuple(d for i, d in enumerate(a.shape) if not (i in dims and isinstance(d, int) and d == 1))
-    return reshape(a, shape)
+    dims = tuple(range(a.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+    shape = _normalized(_squeeze_params, a, dims)   # (kept per shape and dims, as unsqueeze's)
+    return a if shape is _IDENTITY else (
+        bind(RESHAPE, a, shape=shape) if type(a._data) is np.ndarray else reshape(a, shape))
 
 
 def _unsqueeze_params(a, dim):
