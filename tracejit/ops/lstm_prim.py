@@ -165,10 +165,9 @@ def _lstm_step(xp, g, m, b, h, c, z):
 
 
 def cell_forward(xp, z, c) -> tuple:
-    """The LSTM cell's numpy form, the layer's and nn.LSTMCell's eager step alike, on
-    feature-major blocks (any strides): z (6H, N) with the gates' pre-activations (i, f,
-    g, o) in its rows 2H:, activated in place, and the new c and h written to rows H:2H
-    and :H; c (H, N) the cell state. -> (h, c) views of z."""
+    """The LSTM cell's numpy form on feature-major blocks: z (6H, N) with the gates'
+    pre-activations (i, f, g, o) in its rows 2H:, activated in place, and the new c and h
+    written to rows H:2H and :H; c (H, N) the cell state. -> (h, c) views of z."""
     H = c.shape[0]
     gates = z[2 * H:]
     with errstate(xp):
