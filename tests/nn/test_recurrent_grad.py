@@ -81,15 +81,15 @@ def test_one_weight_gradient_gemm_per_layer_and_direction(monkeypatch):
     gradient one GEMM over all steps (as the LSTM's and GRU's: tests/nn/test_lstm_layer.py,
     test_gru_layer.py). Counted on the numpy form (the whole-loop kernel, compiler/cpu/kernels/rnn_kernels.py,
     makes the per-step GEMMs inside numba: tests/ops/test_rnn_kernels.py)."""
-    from tracejit.ops import lstm_prim, rnn_prim
+    from tracejit.ops import lstm_prim
     monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
     m, _ = _pair("rnn")
     out = m(tj.tensor(_x(3, (7, 2, 3))))[0].sum()
     calls = []
-    orig = rnn_prim._matmul
+    orig = lstm_prim._matmul
     counted = lambda xp, a, b: calls.append((a.shape, b.shape)) or orig(xp, a, b)   # noqa: E731
-    monkeypatch.setattr(rnn_prim, "_matmul", counted)
-    monkeypatch.setattr(lstm_prim, "_matmul", counted)    # hidden_weight_grad's GEMM
+    # (the layers' one backward loop, `backward_steps`, and hidden_weight_grad's GEMM)
+    monkeypatch.setattr(lstm_prim, "_matmul", counted)
     out.backward()
     assert calls.count(((4, 4), (4, 2))) == 7               # one per step (d h0 included)
     assert calls.count(((4, 14), (14, 4))) == 1             # d W_hh over the 7*2 stacked rows

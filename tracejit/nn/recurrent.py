@@ -21,6 +21,7 @@ import math
 
 from .. import ops as _ops
 from ..errors import ShapeError
+from ..ops import registry as _reg
 from . import functional as F
 from . import init
 from .layers import _factory, _positive_int
@@ -315,6 +316,16 @@ def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool
     return out, (_ops.transpose(h, 0, 1),)
 
 
+def _lstm_layer_step(x, state: tuple, weights: tuple) -> tuple:
+    """One LSTM cell step (x (N, I), state (h, c) of (N, H)) as `lstm_layer_fm` over one
+    step: -> (h, c), (N, H) views of the layer's feature-major states."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
+    h0, c0 = (_ops.transpose(s, 0, 1) for s in state)
+    _, h, c = lstm_layer_fm(_ops.unsqueeze(x, 0), w_ih, w_hh, h0, c0, False, bias)
+    return _ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1)
+
+
 class RNN(RNNBase):
     """Elman RNN: h_t = tanh or relu(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)."""
 
@@ -404,6 +415,10 @@ class _CellBase(Module):
         if self.mode == "GRU":   # its hidden projection is gated apart (r * (W_hn h + b_hn))
             gi = F.linear(x, self.weight_ih, self.bias_ih)
             out = gru_step(gi, *states, self.weight_hh, self.bias_hh)
+        elif self.mode == "LSTM" and _reg.trace_state.tracer is None:
+            # eagerly the layer's primitive on a sequence of one step: its one definition
+            # of the cell (kernel and numpy form), the input projection in its product
+            out = _lstm_layer_step(x, states, (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh))
         else:
             gates = _packed_proj(x, states[0], self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
             out = (lstm_cell_gates(gates, states[1]) if self.mode == "LSTM"

@@ -19,7 +19,7 @@ from ..autograd.function import Function
 from ..errors import CompileError
 from .gru_prim import gru_layer, gru_layer_backward, gru_layer_states, unpack_backward
 from .eager import trace_state
-from .lstm_layer import _requiring, held
+from .lstm_layer import _requiring, recompute_steps, twice_differentiated
 
 __all__ = ["gru_layer_fm", "gru_cell", "gru_cell_fm", "backward_vjp"]
 
@@ -83,7 +83,7 @@ def backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse: bool, batch_sizes=None) ->
     """VJP of ``gru_layer_backward`` (second derivatives), eagerly, as
     `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, d_hn, gi, w, b, h0)."""
-    from ..autograd import enable_grad, grad
+    from ..autograd import enable_grad
     if trace_state.tracer is not None:
         raise CompileError("second derivatives of a GRU layer inside a compiled function are not "
                            "supported; take them eagerly (tracejit.eager())")
@@ -92,18 +92,8 @@ def backward_vjp(u, d_y, d_hn, gi, w, b, h0, reverse: bool, batch_sizes=None) ->
         H = three // 3
         ins = [_requiring(t) for t in (gi, w, b, h0)]
         ds = [_requiring(t) for t in (d_y, d_hn)]
-        gi_, w_, b_, h = ins
-        bcol = _ops.reshape(b_, (3 * H, 1))
-        hs = [None] * L
-        for t in (range(L - 1, -1, -1) if reverse else range(L)):
-            h_new = gru_cell_fm(_ops.transpose(gi_[t], 0, 1), _ops.matmul(w_, h) + bcol, h)
-            h = held(h_new, h, batch_sizes, t)
-            hs[t] = h
+        hs = [h for h, _ in recompute_steps(lambda g, m, h, c: (gru_cell_fm(g, m, h), None), *ins, reverse,
+                                            batch_sizes)]
         outs = hs + [hs[0 if reverse else L - 1]]
         cts = [ds[0][t] for t in range(L)] + [ds[1]]
-        first = grad(outs, ins, cts, create_graph=True, allow_unused=True)
-        us = unpack_backward(u, L, N, H)
-        pairs = [(f, v) for f, v in zip(first, us) if f is not None]
-        second = grad([f for f, _ in pairs], ds + ins, [v for _, v in pairs], create_graph=True,
-                      allow_unused=True)
-    return tuple(second)
+        return twice_differentiated(outs, cts, ins, unpack_backward(u, L, N, H), ds + ins)

@@ -19,10 +19,10 @@ h0 (H, N). The forward's result Z is (L, 5H, N): per step h_t, r, z, n and
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .elementwise import errstate, sigmoid_form
+from .elementwise import sigmoid_form
 # the LSTM layer's helpers
-from .lstm_prim import (_matmul, _order, check_batch_sizes, check_float_operands, hidden_weight_grad,
-                        hold_inactive, packed_params, pass_inactive, zero_inactive)
+from .lstm_prim import (_order, backward_steps, check_batch_sizes, check_float_operands, forward_steps,
+                        hidden_weight_grad, packed_params, zero_inactive)
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -31,33 +31,30 @@ __all__ = ["gru_layer", "gru_layer_states", "gru_layer_backward", "unpack_backwa
 
 def _gru_layer_impl(xp, gi, w, b, h0, reverse=False, batch_sizes=None):
     L, N, three = gi.shape
-    H = three // 3
-    Z = xp.empty((L, 5 * H, N), dtype=gi.dtype)
-    h = h0
-    b = b.reshape(3 * H, 1)
-    with errstate(xp):
-        for t in _order(L, reverse):
-            z_ = Z[t]
-            m = _matmul(xp, w, h)
-            m += b
-            g = gi[t].T
-            rz = z_[H:3 * H]
-            xp.add(g[:2 * H], m[:2 * H], out=rz)
-            sigmoid_form(xp, rz, rz)
-            r, z = z_[H:2 * H], z_[2 * H:3 * H]
-            hn = z_[4 * H:]
-            hn[...] = m[2 * H:]
-            n = z_[3 * H:4 * H]
-            xp.multiply(r, hn, out=n)
-            n += g[2 * H:]
-            xp.tanh(n, out=n)
-            h_new = z_[:H]
-            xp.subtract(h, n, out=h_new)     # h' = n + z (h - n)
-            h_new *= z
-            h_new += n
-            hold_inactive(h_new, h, batch_sizes, t)
-            h = h_new
-    return Z
+    return forward_steps(xp, _gru_step, gi, w, b, h0, xp.empty((L, 5 * (three // 3), N), dtype=gi.dtype),
+                         reverse, batch_sizes)
+
+
+def _gru_step(xp, g, m, b, h, c, z_):
+    """One step of the numpy form (lstm_prim.py `forward_steps`): z_, the step's (5H, N)
+    block of Z, gets (h', r, z, n, hn) from g = gi[t]^T and m + b = W h + b."""
+    H = h.shape[0]
+    m += b
+    rz = z_[H:3 * H]
+    xp.add(g[:2 * H], m[:2 * H], out=rz)
+    sigmoid_form(xp, rz, rz)
+    r, z = z_[H:2 * H], z_[2 * H:3 * H]
+    hn = z_[4 * H:]
+    hn[...] = m[2 * H:]
+    n = z_[3 * H:4 * H]
+    xp.multiply(r, hn, out=n)
+    n += g[2 * H:]
+    xp.tanh(n, out=n)
+    h_new = z_[:H]
+    xp.subtract(h, n, out=h_new)     # h' = n + z (h - n)
+    h_new *= z
+    h_new += n
+    return h_new, None
 
 
 def _gru_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, batch_sizes=None):
@@ -94,41 +91,37 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False, batc
     M = xp.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
     order = list(_order(L, reverse))
     dm = xp.empty((3 * H, N), dtype=Z.dtype)
-    wt = xp.ascontiguousarray(w.T)
-    dh = d_hn
     tmp = xp.empty((H, N), dtype=Z.dtype)
-    for k in range(L - 1, -1, -1):
-        t = order[k]
+    dr, dz, dn = dm[:H], dm[H:2 * H], dm[2 * H:]
+
+    def step_back(xp, t, k, dh, dc):
         z_ = Z[t]
         r, z, n, hn = z_[H:2 * H], z_[2 * H:3 * H], z_[3 * H:4 * H], z_[4 * H:]
         h_prev = h0 if k == 0 else Z[order[k - 1], :H]
-        dh = dh + d_y[t]
-        dr, dz, dn = dm[:H], dm[H:2 * H], dm[2 * H:]
         # dz_pre = dh (h_prev - n) z (1 - z)
         xp.subtract(h_prev, n, out=dz)
-        dz *= dh
+        dz[...] *= dh
         xp.subtract(1, z, out=tmp)
-        tmp *= z
-        dz *= tmp
+        tmp[...] *= z
+        dz[...] *= tmp
         # dn_pre = dh (1 - z) (1 - n^2)
         xp.subtract(1, z, out=dn)
-        dn *= dh
+        dn[...] *= dh
         xp.multiply(n, n, out=tmp)
         xp.subtract(1, tmp, out=tmp)
-        dn *= tmp
+        dn[...] *= tmp
         # dr_pre = dn_pre hn r (1 - r)
         xp.multiply(dn, hn, out=dr)
         xp.subtract(1, r, out=tmp)
-        tmp *= r
-        dr *= tmp
+        tmp[...] *= r
+        dr[...] *= tmp
         zero_inactive(dm, batch_sizes, t)
         G[t] = dm.T                                # d gi: (dr_pre, dz_pre, dn_pre)
-        dn *= r                                    # d hn = dn_pre r
+        dn[...] *= r                               # d hn = dn_pre r
         M[t] = dm.T
-        dh_new = _matmul(xp, wt, dm)
-        dh_new += dh * z
-        pass_inactive(dh_new, dh, batch_sizes, t)
-        dh = dh_new
+        return dm, dh * z, None
+
+    dh, _ = backward_steps(xp, step_back, d_y, d_hn, w, order, batch_sizes)
     return _finish(xp, res, off, M, Z, h0, dh, order)
 
 

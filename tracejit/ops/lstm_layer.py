@@ -136,18 +136,34 @@ def held(new, prev, batch_sizes, t: int):
     return _ops.cat([new[:, :n], prev[:, n:]], 1)
 
 
-def _recompute(gi, w, b, h0, c0, reverse: bool, batch_sizes=None) -> list:
-    """The layer's forward with tracejit ops (recorded) from its input projection gi:
-    per step, in time order, (h, c)."""
+def recompute_steps(cell, gi, w, b, h0, reverse: bool, batch_sizes=None, c0=None) -> list:
+    """A recurrent layer's forward with tracejit ops (recorded), for its second derivatives
+    (LSTM, GRU, RNN), as the numpy forms' loop (ops/lstm_prim.py `forward_steps`): per step
+    ``cell(g, m, h, c)`` -> (h, c) with g = gi[t]^T the input projection and m = W h + b,
+    the held columns of a packed layer kept (`held`). -> every step's (h, c), in time order."""
     L = gi.shape[0]
     steps = [None] * L
     h, c = h0, c0
     bcol = _ops.reshape(b, (b.shape[0], 1))
     for t in (range(L - 1, -1, -1) if reverse else range(L)):
-        h_new, c_new = lstm_cell_fm(_ops.transpose(gi[t], 0, 1) + _ops.matmul(w, h) + bcol, c)
-        h, c = held(h_new, h, batch_sizes, t), held(c_new, c, batch_sizes, t)
+        h_new, c_new = cell(_ops.transpose(gi[t], 0, 1), _ops.matmul(w, h) + bcol, h, c)
+        h = held(h_new, h, batch_sizes, t)
+        c = None if c is None else held(c_new, c, batch_sizes, t)
         steps[t] = (h, c)
     return steps
+
+
+def twice_differentiated(outs: list, cts: list, ins: list, us, targets: list) -> tuple:
+    """The VJP of a layer's backward from its recomputed forward: the first derivatives of
+    `outs` (cotangents `cts`) in `ins`, recorded, then their VJP with `us` (one per input)
+    in `targets`. The engine hands a VJP detached inputs when the graph is not being
+    recorded, so requires_grad does not say which are wanted: every target's gradient is
+    returned (the engine drops the rest)."""
+    from ..autograd import grad
+    first = grad(outs, ins, cts, create_graph=True, allow_unused=True)
+    pairs = [(f, v) for f, v in zip(first, us) if f is not None]
+    return tuple(grad([f for f, _ in pairs], targets, [v for _, v in pairs], create_graph=True,
+                      allow_unused=True))
 
 
 def _requiring(t):
@@ -162,7 +178,7 @@ def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_s
     is J^T d (J the layer's Jacobian in (gi, w, b, h0, c0), gi = x W_ih^T the input
     projection, d the output cotangents), so its VJP with u is (J u for d, and the
     derivative of <J^T d, u> for the inputs). Both come from autograd run twice over the
-    recomputed forward (`_recompute`, from gi recomputed from x and W_ih), recorded, so every
+    recomputed forward (`recompute_steps`, from gi recomputed from x and W_ih), recorded, so every
     higher order is exact too. -> gradients of (d_y, d_hn, d_cn, x, wx, w, b, h0, c0)."""
     from ..autograd import enable_grad
     if trace_state.tracer is not None:
@@ -174,14 +190,13 @@ def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_s
 
 
 def _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_sizes=None) -> tuple:
-    from ..autograd import grad
     L, N = x.shape[0], x.shape[1]
     H = w.shape[1]
     xs = [_requiring(t) for t in (x, wx)]
     gi = _projection(*xs)
     ins = [gi] + [_requiring(t) for t in (w, b, h0, c0)]
     ds = [_requiring(t) for t in (d_y, d_hn, d_cn)]
-    steps = _recompute(*ins, reverse, batch_sizes)
+    steps = recompute_steps(lambda g, m, h, c: lstm_cell_fm(g + m, c), *ins[:4], reverse, batch_sizes, ins[4])
     last = _last(reverse, L)
     full = d_y.shape[1] == 2 * H       # the cotangent of h and c (else of h only)
     outs, cts = [], []
@@ -194,13 +209,5 @@ def _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_
             cts.append(dy[H:])
     outs += [steps[last][0], steps[last][1]]
     cts += [ds[1], ds[2]]
-    first = grad(outs, ins, cts, create_graph=True, allow_unused=True)
-    # u's parts in the order of `first` (gi, w, b, h0, c0)
-    u_gi, u_w, u_b, u_h0, u_c0 = unpack_backward(u, L, N, H)
-    pairs = [(f, v) for f, v in zip(first, (u_gi, u_w, u_b, u_h0, u_c0)) if f is not None]
-    targets = ds + xs + ins[1:]
-    second = grad([f for f, _ in pairs], targets, [v for _, v in pairs], create_graph=True,
-                  allow_unused=True)
-    # every input's gradient: the engine hands a VJP detached inputs when the graph is not
-    # being recorded, so requires_grad does not say which are wanted (it drops the rest)
-    return tuple(second)
+    # u's parts in the order of `ins` (gi, w, b, h0, c0)
+    return twice_differentiated(outs, cts, ins, unpack_backward(u, L, N, H), ds + xs + ins[1:])

@@ -98,35 +98,123 @@ def check_batch_sizes(op: str, batch_sizes, L, N) -> None:
                          f"batch's {N} sequences, one per step")
 
 
+def forward_steps(xp, step, gi, w, b, h0, out, reverse: bool, batch_sizes, c0=None):
+    """The numpy forms' forward time loop, one for the LSTM, GRU and RNN layers: per step
+    the one product m = W h_prev, then ``step(xp, g, m, b, h, c, o)`` with g = gi[t]^T the
+    step's input projection (feature-major), b the bias column and o = out[t] the step's
+    block of the result, which it fills, returning the new h (and c for an LSTM, else
+    None) as views of o. A packed layer's held columns keep their state (`hold_inactive`).
+    -> out"""
+    bcol = b.reshape(b.shape[0], 1)
+    h, c = h0, c0
+    with errstate(xp):
+        for t in _order(gi.shape[0], reverse):
+            h_new, c_new = step(xp, gi[t].T, _matmul(xp, w, h), bcol, h, c, out[t])
+            hold_inactive(h_new, h, batch_sizes, t)
+            if c is not None:
+                hold_inactive(c_new, c, batch_sizes, t)
+            h, c = h_new, c_new
+    return out
+
+
+def backward_steps(xp, step_back, d_y, d_hn, w, order, batch_sizes, d_cn=None) -> tuple:
+    """The numpy forms' backward time loop (LSTM, GRU, RNN), from the last step to the
+    first: the carried dh (and dc) plus the step's output cotangent d_y[t] (of h; or of h
+    and c) go through ``step_back(xp, t, k, dh, dc)`` (k the step's place in `order`), which
+    writes the step's gate gradients and returns (dm, direct, dc_prev): the previous step's
+    dh = W^T dm + direct (None: nothing direct). A packed layer's held columns pass their
+    cotangents on (`pass_inactive`). -> (d h0, d c0)"""
+    H = d_hn.shape[0]
+    wt = xp.ascontiguousarray(w.T)
+    dh, dc = d_hn, d_cn
+    for k in range(len(order) - 1, -1, -1):
+        t = order[k]
+        dy = d_y[t]
+        dh = dh + dy[:H]
+        if dc is not None and dy.shape[0] == 2 * H:
+            dc = dc + dy[H:]
+        dm, direct, dc_new = step_back(xp, t, k, dh, dc)
+        dh_new = _matmul(xp, wt, dm)
+        if direct is not None:
+            dh_new += direct
+        if batch_sizes is not None:
+            dh_new = xp.array(dh_new)
+            pass_inactive(dh_new, dh, batch_sizes, t)
+            if dc is not None:
+                pass_inactive(dc_new, dc, batch_sizes, t)
+        dh, dc = dh_new, dc_new
+    return dh, dc
+
+
 def _lstm_layer_impl(xp, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
     L, N, I = x.shape
     H = w.shape[1]
-    Z = xp.empty((L, 6 * H, N), dtype=x.dtype)
     # the input projection of the whole sequence as one GEMM, (L*N, I) @ (I, 4H)
     gi = _matmul(xp, x.reshape(L * N, I), wx.T).reshape(L, N, 4 * H)
-    h, c = h0, c0
-    b = b.reshape(4 * H, 1)
+    return forward_steps(xp, _lstm_step, gi, w, b, h0, xp.empty((L, 6 * H, N), dtype=x.dtype), reverse,
+                         batch_sizes, c0)
+
+
+def _lstm_step(xp, g, m, b, h, c, z):
+    """One step of the numpy form (`forward_steps`): z, the step's (6H, N) block of Z, gets
+    the gates' pre-activation g + m + b activated and the new c and h."""
+    gates = z[2 * h.shape[0]:]
+    xp.add(g, m, out=gates)
+    gates += b
+    return cell_forward(xp, z, c)
+
+
+def cell_forward(xp, z, c) -> tuple:
+    """The LSTM cell's numpy form on feature-major blocks: z (6H, N) with the gates'
+    pre-activations (i, f, g, o) in its rows 2H:, activated in place, and the new c and h
+    written to rows H:2H and :H; c (H, N) the cell state. -> (h, c) views of z."""
+    H = c.shape[0]
+    gates = z[2 * H:]
     with errstate(xp):
-        for t in _order(L, reverse):
-            z = Z[t]
-            gates = z[2 * H:]
-            xp.add(gi[t].T, _matmul(xp, w, h), out=gates)
-            gates += b
-            sigmoid_form(xp, gates[:2 * H], gates[:2 * H])     # i, f
-            sigmoid_form(xp, gates[3 * H:], gates[3 * H:])     # o
-            g = gates[2 * H:3 * H]
-            xp.tanh(g, out=g)
-            i, f, o = gates[:H], gates[H:2 * H], gates[3 * H:]
-            c_new, h_new = z[H:2 * H], z[:H]
-            xp.multiply(f, c, out=c_new)
-            ig = i * g
-            c_new += ig
-            xp.tanh(c_new, out=h_new)
-            h_new *= o
-            hold_inactive(z[:H], h, batch_sizes, t)
-            hold_inactive(c_new, c, batch_sizes, t)
-            h, c = h_new, c_new
-    return Z
+        sigmoid_form(xp, gates[:2 * H], gates[:2 * H])     # i, f
+        sigmoid_form(xp, gates[3 * H:], gates[3 * H:])     # o
+        xp.tanh(gates[2 * H:3 * H], out=gates[2 * H:3 * H])
+    i, f, g, o = gates[:H], gates[H:2 * H], gates[2 * H:3 * H], gates[3 * H:]
+    c_new, h_new = z[H:2 * H], z[:H]
+    xp.multiply(f, c, out=c_new)
+    c_new += i * g
+    xp.tanh(c_new, out=h_new)
+    h_new *= o
+    return h_new, c_new
+
+
+def cell_backward(xp, z, c_prev, dh, dc, dg):
+    """The backward of `cell_forward` (z its result, c_prev its c): from the cotangents dh
+    and dc of the step's h and c, the gates' pre-activation gradient into dg (4H, N).
+    -> the cotangent of c_prev."""
+    H = c_prev.shape[0]
+    c_t = z[H:2 * H]
+    i, f, g, o = z[2 * H:3 * H], z[3 * H:4 * H], z[4 * H:5 * H], z[5 * H:]
+    di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
+    tc = xp.tanh(c_t)
+    dh_o = dh * o
+    # do = dh * tanh(c) * o * (1 - o)
+    xp.multiply(dh, tc, out=do)
+    xp.subtract(1, o, out=di)             # (di as scratch)
+    do *= di
+    do *= o
+    # dct = dc + dh * o * (1 - tanh(c)^2)
+    tc *= tc
+    xp.subtract(1, tc, out=tc)
+    tc *= dh_o
+    tc += dc
+    dct = tc
+    # the cotangents of the activated i, f, g: dct * (g, c_prev, i)
+    xp.multiply(dct, g, out=di)
+    xp.multiply(dct, c_prev, out=df)
+    xp.multiply(dct, i, out=dgg)
+    # through the activations: sigmoid' = s (1 - s) for i and f (one block in z and in dg,
+    # so one pass each), tanh' = 1 - g^2
+    s_if = z[2 * H:4 * H]
+    dg[:2 * H] *= s_if
+    dg[:2 * H] *= 1 - s_if
+    dgg *= 1 - g * g
+    return dct * f
 
 
 def _lstm_layer_rule(x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False,
@@ -170,57 +258,19 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
     input projection x W_ih^T (whose own gradients `lstm_layer_states`' VJP forms)."""
     L, six, N = Z.shape
     H = six // 6
-    full = d_y.shape[1] == 2 * H
     off = _parts(H, N)
     res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
     order = list(_order(L, reverse))
     dg = xp.empty((4 * H, N), dtype=Z.dtype)
-    wt = xp.ascontiguousarray(w.T)
-    dh, dc = d_hn, d_cn
-    di, df, dgg, do = dg[:H], dg[H:2 * H], dg[2 * H:3 * H], dg[3 * H:]
-    for k in range(L - 1, -1, -1):
-        t = order[k]
-        z = Z[t]
-        c_t = z[H:2 * H]
-        i, f, g, o = z[2 * H:3 * H], z[3 * H:4 * H], z[4 * H:5 * H], z[5 * H:]
-        c_prev = c0 if k == 0 else Z[order[k - 1], H:2 * H]
-        dy = d_y[t]
-        dh = dh + dy[:H]
-        if full:
-            dc = dc + dy[H:2 * H]
-        tc = xp.tanh(c_t)
-        dh_o = dh * o
-        # do = dh * tanh(c) * o * (1 - o)
-        xp.multiply(dh, tc, out=do)
-        xp.subtract(1, o, out=dg[:H])         # (di as scratch)
-        do *= dg[:H]
-        do *= o
-        # dct = dc + dh * o * (1 - tanh(c)^2)
-        tc *= tc
-        xp.subtract(1, tc, out=tc)
-        tc *= dh_o
-        tc += dc
-        dct = tc
-        # the cotangents of the activated i, f, g: dct * (g, c_prev, i)
-        xp.multiply(dct, g, out=di)
-        xp.multiply(dct, c_prev, out=df)
-        xp.multiply(dct, i, out=dgg)
-        # through the activations: sigmoid' = s (1 - s) for i and f (one block in Z and
-        # in dg, so one pass each), tanh' = 1 - g^2
-        s_if = z[2 * H:4 * H]
-        dg[:2 * H] *= s_if
-        dg[:2 * H] *= 1 - s_if
-        dgg *= 1 - g * g
+
+    def step_back(xp, t, k, dh, dc):
+        dc_prev = cell_backward(xp, Z[t], c0 if k == 0 else Z[order[k - 1], H:2 * H], dh, dc, dg)
         zero_inactive(dg, batch_sizes, t)
         G[t] = dg.T
-        dc_in, dh_in = dc, dh
-        dc = dct * f
-        dh = _matmul(xp, wt, dg)
-        if batch_sizes is not None:
-            pass_inactive(dc, dc_in, batch_sizes, t)
-            dh = xp.array(dh)
-            pass_inactive(dh, dh_in, batch_sizes, t)
+        return dg, None, dc_prev
+
+    dh, dc = backward_steps(xp, step_back, d_y, d_hn, w, order, batch_sizes, d_cn)
     return _finish(xp, res, off, G, Z, h0, dh, dc, order)
 
 

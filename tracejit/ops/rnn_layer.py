@@ -17,7 +17,7 @@ from .. import ops as _ops
 from ..errors import CompileError
 from .eager import trace_state
 from .rnn_prim import rnn_layer, unpack_backward
-from .lstm_layer import _requiring, held
+from .lstm_layer import _requiring, recompute_steps, twice_differentiated
 
 __all__ = ["rnn_layer_fm", "rnn_cell", "backward_vjp"]
 
@@ -44,7 +44,7 @@ def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str, batch_s
     """VJP of ``rnn_layer_backward`` (second derivatives), eagerly, as
     `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, gi, w, b, h0)."""
-    from ..autograd import enable_grad, grad
+    from ..autograd import enable_grad
     if trace_state.tracer is not None:
         raise CompileError("second derivatives of an RNN layer inside a compiled function are not "
                            "supported; take them eagerly (tracejit.eager())")
@@ -52,17 +52,6 @@ def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str, batch_s
         L, N, H = gi.shape
         ins = [_requiring(t) for t in (gi, w, b, h0)]
         ds = [_requiring(d_y)]
-        gi_, w_, b_, h = ins
-        bcol = _ops.reshape(b_, (H, 1))
-        hs = [None] * L
-        for t in (range(L - 1, -1, -1) if reverse else range(L)):
-            h = held(rnn_cell(_ops.transpose(gi_[t], 0, 1) + _ops.matmul(w_, h) + bcol, nonlinearity), h,
-                     batch_sizes, t)
-            hs[t] = h
-        first = grad(hs, ins, [ds[0][t] for t in range(L)], create_graph=True, allow_unused=True)
-        us = unpack_backward(u, L, N, H)
-        pairs = [(f, v) for f, v in zip(first, us) if f is not None]
-        # every input's gradient (the engine drops the unwanted: see lstm_layer.backward_vjp)
-        second = grad([f for f, _ in pairs], ds + ins, [v for _, v in pairs], create_graph=True,
-                      allow_unused=True)
-    return tuple(second)
+        hs = [h for h, _ in recompute_steps(lambda g, m, h, c: (rnn_cell(g + m, nonlinearity), None), *ins,
+                                            reverse, batch_sizes)]
+        return twice_differentiated(hs, [ds[0][t] for t in range(L)], ins, unpack_backward(u, L, N, H), ds + ins)

@@ -19,8 +19,8 @@ b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .lstm_prim import (_matmul, _order, check_batch_sizes, check_float_operands,  # the LSTM's helpers
-                        hidden_weight_grad, hold_inactive, packed_params, pass_inactive, zero_inactive)
+from .lstm_prim import (_order, backward_steps, check_batch_sizes, check_float_operands,  # the LSTM's helpers
+                        forward_steps, hidden_weight_grad, packed_params, zero_inactive)
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -31,20 +31,21 @@ NONLINEARITIES = ("tanh", "relu")
 
 def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh", batch_sizes=None):
     L, N, H = gi.shape
-    hs = xp.empty((L, H, N), dtype=gi.dtype)
-    bcol = b.reshape(H, 1)
-    h = h0
-    for t in _order(L, reverse):
-        p = hs[t]
-        xp.add(gi[t].T, _matmul(xp, w, h), out=p)
-        p += bcol
-        if nonlinearity == "tanh":
-            xp.tanh(p, out=p)
-        else:
-            xp.maximum(p, 0, out=p)
-        hold_inactive(p, h, batch_sizes, t)
-        h = p
-    return hs
+    step = _relu_step if nonlinearity == "relu" else _tanh_step
+    return forward_steps(xp, step, gi, w, b, h0, xp.empty((L, H, N), dtype=gi.dtype), reverse, batch_sizes)
+
+
+def _tanh_step(xp, g, m, b, h, c, p):
+    """One step of the numpy form (lstm_prim.py `forward_steps`): p = h' (H, N)."""
+    xp.add(g, m, out=p)
+    p += b
+    return xp.tanh(p, out=p), None
+
+
+def _relu_step(xp, g, m, b, h, c, p):
+    xp.add(g, m, out=p)
+    p += b
+    return xp.maximum(p, 0, out=p), None
 
 
 def _check(name: str, gi: Aval, w: Aval, b: Aval, h0: Aval, nonlinearity, batch_sizes=None) -> None:
@@ -97,28 +98,16 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
     order = list(_order(L, reverse))
     dp = xp.empty((H, N), dtype=hs.dtype)
     G2 = G.reshape(L * N, H)
-    wt = xp.ascontiguousarray(w.T)
-    dh = None
-    for k in range(L - 1, -1, -1):
-        t = order[k]
-        h = hs[t]
-        if dh is None:
-            dp[...] = d_y[t]
-        else:
-            xp.add(dh, d_y[t], out=dp)
-        dh_in = dp.copy() if batch_sizes is not None else None   # (held columns: passed on)
+
+    def step_back(xp, t, k, dh, dc):
         # through the nonlinearity, from its output: tanh' = 1 - h^2; relu' = (h > 0)
-        if nonlinearity == "tanh":
-            dp *= 1 - h * h
-        else:
-            dp *= h > 0
-        if batch_sizes is not None:
-            zero_inactive(dp, batch_sizes, t)
+        h = hs[t]
+        xp.multiply(dh, 1 - h * h if nonlinearity == "tanh" else h > 0, out=dp)
+        zero_inactive(dp, batch_sizes, t)
         G[t] = dp.T
-        dh = _matmul(xp, wt, dp)
-        if batch_sizes is not None:
-            dh = xp.array(dh)
-            pass_inactive(dh, dh_in, batch_sizes, t)
+        return dp, None, None
+
+    dh, _ = backward_steps(xp, step_back, d_y, xp.zeros((H, N), dtype=hs.dtype), w, order, batch_sizes)
     res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(xp, G2, hs, h0, order)
     res[off[1]:off[2]] = G2.sum(axis=0)
     res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)

@@ -1,7 +1,7 @@
 """The LSTM and GRU layers' numba kernels (tracejit/compiler/cpu/kernels/lstm_kernels.py) against the layer
 primitives' numpy forms (ops/lstm_prim.py, ops/gru_prim.py, TRACEJIT_EAGER_KERNELS=0): the LSTM's
-whole-loop kernels (GEMMs on packed weights, the GEMM template's panels, compiler/cpu/gemm/template_panels.py) and its per-step kernels, the
-GRU's likewise; forward, and backward with the
+whole-loop kernels (GEMMs on packed weights, the GEMM template's panels,
+compiler/cpu/gemm/template_panels.py), the GRU's likewise; forward, and backward with the
 cotangent of h only (eager) or of h and c (the compiled VJP), both directions, float32 and
 float64, saturated gates."""
 import numpy as np
@@ -21,23 +21,18 @@ def _sync(monkeypatch):
 
 
 def _run(monkeypatch, kernels, fn, *a, **kw):
-    """fn's result with the kernels on ("layer": the whole-loop kernels where they load;
-    "step": the per-step kernels) or off (False: the numpy forms)."""
+    """fn's result with the kernels on ("layer": the whole-loop kernels where they load) or
+    off (False: the numpy forms)."""
     if kernels:
         monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
     else:
         monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
-    with monkeypatch.context() as m:
-        if kernels == "step":
-            for name in ("forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer"):
-                m.setattr(lstm_kernels, name, lambda dtype: None)
-        return fn(np, *a, **kw)
+    return fn(np, *a, **kw)
 
 
-def _loaded(mode: str, dtype: str, layer: str = "") -> None:
-    """Assert the kernels `mode` names load for the LSTM (`layer` "") or GRU ("gru_")."""
-    names = ("forward_step", "backward_step") if mode == "step" else ("forward_layer", "backward_layer")
-    for name in names:
+def _loaded(dtype: str, layer: str = "") -> None:
+    """Assert the whole-loop kernels load for the LSTM (`layer` "") or GRU ("gru_")."""
+    for name in ("forward_layer", "backward_layer"):
         assert getattr(lstm_kernels, layer + name)(dtype) is not None
 
 
@@ -45,10 +40,9 @@ def _loaded(mode: str, dtype: str, layer: str = "") -> None:
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
 @pytest.mark.parametrize("H", [4, 9], ids=["4H=16", "4H=36"])   # the kernels' tiles of 16 rows, and a rest
-@pytest.mark.parametrize("mode", ["layer", "step"])
 @pytest.mark.parametrize("N", [3, 61])   # 61: the packed GEMM's vector tiles and register transposes too
-def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mode, N):
-    _loaded(mode, dtype)
+def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, N):
+    _loaded(dtype)
     r = np.random.default_rng(5)
     L = 5
     scale = 4.0                     # pre-activations of a few units: some gates near 0 or 1
@@ -58,21 +52,20 @@ def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, full, H, mod
     b[0] = 200.0                    # saturated: sigmoid exactly 1, no overflow
     b[H] = -200.0
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    zk = _run(monkeypatch, mode, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
+    zk = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
     zn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
     assert np.isfinite(zk).all()
     np.testing.assert_allclose(zk, zn, **tol)
     d_y = a(L, 2 * H if full else H, N)
     args = (d_y, a(H, N), a(H, N), x, wx, w, b, h0, c0, zn)
-    rk = _run(monkeypatch, mode, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
+    rk = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 
-@pytest.mark.parametrize("mode", ["layer", "step"])
-def test_strided_operands_are_taken(monkeypatch, mode):
+def test_strided_operands_are_taken(monkeypatch):
     """Views (a transposed state, a strided cotangent) go through the kernels too."""
-    _loaded(mode, "float64")
+    _loaded("float64")
     r = np.random.default_rng(6)
     L, N, H = 3, 2, 3
     x = r.standard_normal((N, L, 5)).transpose(1, 0, 2)
@@ -81,12 +74,12 @@ def test_strided_operands_are_taken(monkeypatch, mode):
     b = r.standard_normal(4 * H)
     h0 = r.standard_normal((N, H)).T
     c0 = r.standard_normal((N, H)).T
-    zk = _run(monkeypatch, mode, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0)
+    zk = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0)
     zn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0)
     np.testing.assert_allclose(zk, zn, rtol=1e-12, atol=1e-13)
     d_y = r.standard_normal((L, N, H)).transpose(0, 2, 1)
     args = (d_y, r.standard_normal((N, H)).T, r.standard_normal((H, N)), x, wx, w, b, h0, c0, zn)
-    np.testing.assert_allclose(_run(monkeypatch, mode, lstm_prim.LSTM_LAYER_BACKWARD.run, *args),
+    np.testing.assert_allclose(_run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args),
                                _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args),
                                rtol=1e-12, atol=1e-12)
 
@@ -105,7 +98,7 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
     forms' values."""
     from tracejit.compiler.cpu.kernels import loop_split
     monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", overlap)
-    _loaded("layer", dtype)
+    _loaded(dtype)
     r = np.random.default_rng(9)
     L = 6
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
@@ -155,7 +148,7 @@ def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H
     from tracejit.compiler.cpu.kernels import loop_split
     monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
     monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
-    _loaded("layer", dtype)
+    _loaded(dtype)
     r = np.random.default_rng(12)
     L, N = 5, 19                    # N: the register transposes' blocks and a rest
     hy = 2 * H if full else H
@@ -194,7 +187,7 @@ def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L,
     from tracejit.compiler.cpu.kernels import loop_split
     monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
     monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
-    _loaded("layer", dtype)
+    _loaded(dtype)
     r = np.random.default_rng(11)
     N = 5
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
@@ -267,7 +260,7 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
             args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), x, wx, w, b, h0, c0, z)
             return z, _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args)
 
-    _loaded("layer", dtype)
+    _loaded(dtype)
     z1, r1 = run(1, False)
     before = dict(loop_split.counts)
     z2, r2 = run(2, True)
@@ -291,9 +284,9 @@ def _recording(real, name, calls):
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_whole_loop_kernels_run_and_take_one_step(monkeypatch, reverse):
-    """The layer ops call the whole-loop kernels (not the per-step ones) when they load, and a
+    """The layer ops call the whole-loop kernels when they load, and a
     sequence of one step (no h_{t-1} from Z: only h0) matches the numpy form."""
-    _loaded("layer", "float32")
+    _loaded("float32")
     calls = []
     for name in ("forward_layer", "backward_layer"):
         real = getattr(lstm_kernels, name)
@@ -315,10 +308,9 @@ def test_whole_loop_kernels_run_and_take_one_step(monkeypatch, reverse):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("H", [4, 7], ids=["3H=12", "3H=21"])   # the transposes' tiles of 16 rows, and a rest
-@pytest.mark.parametrize("mode", ["layer", "step"])
 @pytest.mark.parametrize("N", [3, 61])   # 61: the packed GEMM's vector tiles and register transposes too
-def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, mode, N):
-    _loaded(mode, dtype, "gru_")
+def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, N):
+    _loaded(dtype, "gru_")
     r = np.random.default_rng(7)
     L = 5
     a = lambda *s: (r.standard_normal(s) * 3.0).astype(dtype)   # noqa: E731
@@ -328,38 +320,34 @@ def test_gru_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, H, mode,
     # float32: the kernel's GEMM sums in another order than numpy's BLAS, and the gates of
     # this scale (pre-activations of ~10) amplify a last-bit difference over the steps
     tol = dict(rtol=5e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    zk = _run(monkeypatch, mode, gru_prim.GRU_LAYER.run, gi, w, b, h0, reverse=reverse)
+    zk = _run(monkeypatch, "layer", gru_prim.GRU_LAYER.run, gi, w, b, h0, reverse=reverse)
     zn = _run(monkeypatch, False, gru_prim.GRU_LAYER.run, gi, w, b, h0, reverse=reverse)
     assert np.isfinite(zk).all()
     np.testing.assert_allclose(zk, zn, **tol)
     args = (a(L, H, N), a(H, N), gi, w, b, h0, zn)
-    rk = _run(monkeypatch, mode, gru_prim.GRU_LAYER_BACKWARD.run, *args, reverse=reverse)
+    rk = _run(monkeypatch, "layer", gru_prim.GRU_LAYER_BACKWARD.run, *args, reverse=reverse)
     rn = _run(monkeypatch, False, gru_prim.GRU_LAYER_BACKWARD.run, *args, reverse=reverse)
     np.testing.assert_allclose(rk, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 
 @pytest.mark.parametrize("cell", ["", "gru_"])
-@pytest.mark.parametrize("way", ["forward", "backward"])
-def test_a_step_kernel_is_not_queued_behind_its_coming_whole_loop_kernel(monkeypatch, cell, way):
-    """Background mode: while the whole-loop kernel is on its way, the per-step kernel (the
-    layer op's fallback) is not asked for (it would compile after the whole-loop one and
-    never be used); the numpy form runs meanwhile. Once the whole-loop kernel failed, the
-    per-step kernel is asked for."""
+def test_the_numpy_form_runs_while_the_whole_loop_kernel_is_on_its_way(monkeypatch, cell):
+    """Background mode: while the whole-loop kernel is on its way, the layer's CPU
+    implementation declines (the numpy form runs this call); the kernel is queued at rank
+    STEADY (a compiled step runs it at every call)."""
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
     monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
     monkeypatch.setattr(native, "_kernels", {})          # none asked for in this process
     monkeypatch.setattr(native, "_GO_AFTER_S", 1e9)      # no loader thread: stays on its way
-    layer = getattr(lstm_kernels, f"{cell}{way}_layer")
-    step = getattr(lstm_kernels, f"{cell}{way}_step")
-    step_key = ("lstm", f"{cell}{way}" if cell else way, "float32")
-    assert layer("float32") is None                     # asked for, not loaded yet
-    assert step("float32") is None
-    assert step_key not in native._kernels              # the per-step kernel never asked for
-    native._kernels[("lstm", f"{cell}{way}_layer_packed", "float32")].failed = True
-    assert step("float32") is None                      # asked for now (numpy this call)
-    assert native._kernels[step_key].first is not None
-    assert native._kernels[("lstm", f"{cell}{way}_layer_packed", "float32")].steady   # rank STEADY
-    assert not native._kernels[step_key].steady
+    r = np.random.default_rng(9)
+    a = lambda *s: r.standard_normal(s).astype("float32")   # noqa: E731
+    H, N, L = 3, 2, 4
+    if cell:
+        got = recurrent_layers.gru_layer(a(L, N, 3 * H), a(3 * H, H), a(3 * H), a(H, N))
+    else:
+        got = recurrent_layers.lstm_layer(a(L, N, 5), a(4 * H, 5), a(4 * H, H), a(4 * H), a(H, N), a(H, N))
+    assert got is None
+    assert native._kernels[("lstm", f"{cell}forward_layer_packed", "float32")].steady
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -288,9 +288,9 @@ def _gemm_kernel(name: str, template: str, rows: tuple, xp, *arrays):
     of their fallback form (softmax's row kernels, the transposing copy). Asked for, those
     were compiled ahead of the part kernels (asked for at the same step, queued in the order
     asked) only to go idle once the part kernels were in: 0.5 s of the compile worker's CPU
-    in the Transformer step's 8 s before it ran on compiled kernels (as compiler/cpu/kernels/lstm_kernels.py's
-    per-step kernels behind its whole-loop ones). They are asked for where the part kernel
-    is not coming (failed, or sync mode, where `get` loads it in the call)."""
+    in the Transformer step's 8 s before it ran on compiled kernels. They are asked for
+    where the part kernel is not coming (failed, or sync mode, where `get` loads it in the
+    call)."""
     if not _takes(xp, *arrays):
         return None
     dtype = arrays[0].dtype.name

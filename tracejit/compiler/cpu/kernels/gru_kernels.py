@@ -1,9 +1,9 @@
 """The numba source of the GRU layer's loops (lstm_kernels.py loads them: its getters
-`gru_forward_step`, `gru_forward_layer`, ...): per-step gate kernels and the whole-loop
-kernels on packed weights, built on the LSTM's pieces (the sigmoid, the packed product)."""
+`gru_forward_layer`, `gru_backward_layer`): the whole-loop kernels on packed weights, built
+on the LSTM's pieces (the sigmoid, the packed product)."""
 from __future__ import annotations
 
-from .lstm_kernels import _SIGMOID_HEAD, _TRANSPOSE
+from .lstm_kernels import _SIGMOID_HEAD
 
 __all__: list = []   # (text for lstm_kernels' getters)
 
@@ -36,15 +36,6 @@ def gru_gates(gi, b, m, hp, z):
         zf[3 * s + k] = tanh(zf[3 * s + k] + zf[s + k] * zf[4 * s + k])
     for k in range(s):
         zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
-"""
-
-_GRU_FORWARD = _GRU_FORWARD_GATES + """
-
-@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(gi, b, m, h_prev, z):
-    \"\"\"one GRU forward step (`gru_gates`)\"\"\"
-    gru_gates(gi, b, m, h_prev.reshape(-1), z)
 """
 
 # The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, compiler/cpu/gemm/template_panels.py; the
@@ -82,7 +73,6 @@ def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
 _GRU_BACKWARD_STEP = """
 import numpy as np
 from numba import njit
-""" + _TRANSPOSE + """
 
 @njit(inline='always')
 def gru_step_back(zf, hp, dhf, y, g_, m_, d):
@@ -108,16 +98,6 @@ def gru_step_back(zf, hp, dhf, y, g_, m_, d):
         m_[2 * s + k] = g_[2 * s + k] * zf[s + k]
     for k in range(s):
         d[k] *= zf[2 * s + k]
-"""
-
-_GRU_BACKWARD = _GRU_BACKWARD_STEP + """
-
-@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])",
-      cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(z, h_prev, dh_in, dy, dg, dm, dhz):
-    \"\"\"one GRU backward step (`gru_step_back` on the blocks)\"\"\"
-    gru_step_back(z.reshape(-1), h_prev.reshape(-1), dh_in.reshape(-1), dy.reshape(-1), dg.reshape(-1),
-                  dm.reshape(-1), dhz.reshape(-1))
 """
 
 # The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and

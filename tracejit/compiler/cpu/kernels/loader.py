@@ -267,7 +267,7 @@ class NativeKernel:
         """Whether an op has asked for this kernel and it is still being compiled or loaded
         in the background (not loaded, not failed, not sync mode, where `get` loads it in
         the call). A fallback kernel asked for now would be queued behind this one and
-        arrive after it (compiler/cpu/kernels/lstm_kernels.py's per-step kernels)."""
+        arrive after it (compiler/cpu/kernels/attention_kernels.py's row kernels)."""
         return (self.fn is None and not self.failed and self.first is not None
                 and enabled() and not _sync_mode())
 

@@ -1,50 +1,26 @@
-"""The numba source of the LSTM's backward loops (lstm_kernels.py loads them: its getters
-`backward_step`, `backward_layer`): the per-step gate gradient kernel and the whole-loop
-kernel on the weights packed once, d W in the loop or beside it. Text only, built on the
-forward's pieces (the part intrinsic, the packed product)."""
+"""The numba source of the LSTM's backward loop (lstm_kernels.py loads it: its getter
+`backward_layer`): the whole-loop kernel on the weights packed once, d W in the loop or
+beside it. Text only, built on the forward's pieces (the part intrinsic, the packed
+product)."""
 from __future__ import annotations
 
 from .lstm_kernels import _PART
 
 __all__: list = []   # (text for lstm_kernels' getters)
 
-_TRANSPOSE = '''
-
-@njit(inline='always')
-def transpose_into(src, dst):
-    # dst (N, G*H) = src (G*H, N)^T, in tiles of 16 rows of src written as 16 contiguous
-    # values of each row of dst (19 against numpy's 32 us for an LSTM step's dg.T)
-    four, n = src.shape
-    top = four - four % 16
-    for jb in range(0, top, 16):
-        for k in range(n):
-            d = dst[k]
-            for jj in range(16):
-                d[jb + jj] = src[jb + jj, k]
-    for j in range(top, four):
-        for k in range(n):
-            dst[k, j] = src[j, k]
-'''
-
 _BACKWARD_STEP = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
-""" + _PART + _TRANSPOSE + """
-
-@njit(inline='always')
-def step_back(zf, cp, dhf, dcf, y, full, dg, dco):
-    # one backward step on flat (H, N) blocks: from Z's step block zf (h, c, i, f, g, o),
-    # c_prev, the carried dh, dc and the step's output cotangent y (of h; with `full`, of h
-    # and c), the gates' pre-activation gradient dg (4H, N) and the next dc (the caller
-    # writes dg transposed, (N, 4H), into the input projection's gradient)
-    step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, 0, cp.size)
-
+""" + _PART + """
 
 @njit(inline='always')
 def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
-    # `step_back` for the flat block positions k0..k1-1 (hidden units k0/N..k1/N-1: one
-    # thread's share of a split loop), on views from index 0 (see `gate_math_units`)
+    # one backward step on flat (H, N) blocks, for the flat block positions k0..k1-1 (hidden
+    # units k0/N..k1/N-1: one thread's share of a split loop), on views from index 0 (see
+    # `gate_math_units`): from Z's step block zf (h, c, i, f, g, o), c_prev, the carried dh,
+    # dc and the step's output cotangent y (of h; with `full`, of h and c), the gates'
+    # pre-activation gradient dg (4H, N) and the next dc
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
@@ -71,19 +47,7 @@ def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
         dc[k] = d * f
 """
 
-_BACKWARD = _BACKWARD_STEP + """
-
-@njit("void(" + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], "
-      "{t}[:, ::1])", cache=CACHE, error_model='numpy', boundscheck=False)
-def kernel(z, c_prev, dh_in, dc_in, dy, dg, dc_out, dg_t):
-    \"\"\"one backward step (`step_back` on the (H, N) / (G*H, N) blocks); dy (H, N): the
-    cotangent of h, (2H, N): of h and c\"\"\"
-    step_back(z.reshape(-1), c_prev.reshape(-1), dh_in.reshape(-1), dc_in.reshape(-1), dy.reshape(-1),
-              dy.shape[0] != c_prev.shape[0], dg, dc_out.reshape(-1))
-    transpose_into(dg, dg_t)
-"""
-
-# The whole backward time loop: per step `step_back`, the bias gradient's share (the
+# The whole backward time loop: per step `step_back_part`, the bias gradient's share (the
 # rows of dg^T, while in cache: no pass over the (L*N, 4H) gradient afterwards) and
 # the GEMM dh = W^T dg (W^T packed once, compiler/cpu/gemm/template_panels.py), so the loop over time is one
 # call. Split over nth threads as the forward: thread q does its hidden units' gate

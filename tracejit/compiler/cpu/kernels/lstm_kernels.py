@@ -1,5 +1,5 @@
 """The LSTM and GRU layers' time loops as numba kernels (compiler/cpu/kernels/loader.py): the whole loop
-each way, or (where numpy's BLAS GEMM is not found) one step's gate math.
+each way (while a loop's kernel is not loaded, the layer primitive's numpy form runs).
 
 In numpy, one step of ops/lstm_prim.py's forward is ~12 passes over (H, N) blocks (three
 sigmoids of four passes each, two tanh, the cell update) and one of its backward ~25
@@ -13,9 +13,7 @@ cache, with tanh from compiler/mathlib.py (pure arithmetic), so the loops vector
 The whole-loop kernels (``forward_layer`` ...) also run each step's GEMM, on the weights
 packed once per call (compiler/cpu/gemm/template_panels.py: the GEMM template's register tile, 100 us
 against OpenBLAS's 153 us for the LSTM LM's 1024x256 @ 256x32 on one thread), so a
-layer is one call each way: no Python, numpy call setup or BLAS packing per step. The
-per-step kernels (``forward_step`` ...) share their gate math (``gates``, ``step_back``,
-...) and run the numpy GEMM from Python (tests and the kernels' reference).
+layer is one call each way: no Python, numpy call setup or BLAS packing per step.
 
 What the loops share is compiled once per process in modules of their own and called by
 address, not inlined in each loop (an inlined helper is re-run through numba's untyped
@@ -32,9 +30,9 @@ the whole range, as before.
 
 Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
 typed read-only where they are read, so the loops run over plain rows. The transposed
-read of each step's input projection block (forward) and the transposed write of its
-gradient (backward) are loops of their own, in tiles (a strided access inside the
-vectorized loops would make them gathers).
+read of each step's input (forward) and the transposed write of its gradient (backward)
+are register transposes of their own (a strided access inside the vectorized loops would
+make them gathers).
 """
 from __future__ import annotations
 
@@ -45,8 +43,7 @@ from ..gemm.template_panels import panel_import
 from .register_transpose import transpose_import
 from .loader import kernel as _kernel
 
-__all__ = ["forward_step", "backward_step", "forward_layer", "backward_layer", "gru_forward_layer",
-           "gru_backward_layer", "gru_forward_step", "gru_backward_step", "readonly"]
+__all__ = ["forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer", "readonly"]
 
 # `part(a, start, stop)`: a[start:stop] of a 1-D C-contiguous array as a plain view, for the
 # step math's many views of Z's and the gradients' blocks. Why not the slice: numba lowers each
@@ -94,50 +91,17 @@ from numba import njit
 from tracejit.compiler.mathlib import sigmoid_{s} as sigmoid, tanh_{s} as tanh
 '''
 
-# dst (G*H, N) += src (N, G*H)^T, the transposed read as its own loop, in tiles of 16 rows of
-# dst: each batch row's 16 contiguous values go to 16 rows (34 against 41 us an LSTM step
-# read column by column). The LSTM's gates and the RNN's loop (compiler/cpu/kernels/rnn_kernels.py) use it.
-ADD_TRANSPOSED = '''
-
-
-@njit(inline='always')
-def add_transposed(src, dst):
-    rows, n = dst.shape
-    top = rows - rows % 16
-    for jb in range(0, top, 16):
-        for k in range(n):
-            row = src[k]
-            for jj in range(16):
-                dst[jb + jj, k] += row[jb + jj]
-    for j in range(top, rows):
-        for k in range(n):
-            dst[j, k] += src[k, j]
-'''
-
-_FORWARD_GATES = _SIGMOID_HEAD + _PART + ADD_TRANSPOSED + """
-
-
-@njit(inline='always')
-def gates(gi, b, m, cp, zf):
-    # one forward step's gate math: m (4H, N) = W h, overwritten with the gates'
-    # pre-activation m + gi^T + b (gi (N, 4H): the step's input projection); zf the flat
-    # (6H, N) block (h, c, i, f, g, o); cp the flat previous c
-    add_transposed(gi, m)
-    gate_math(b, m, cp, zf)
-
-
-@njit(inline='always')
-def gate_math(b, m, cp, zf):
-    # `gates` once m holds W h + gi^T
-    gate_math_units(b, m, cp, zf, 0, m.shape[0] // 4)
+_FORWARD_GATES = _SIGMOID_HEAD + _PART + """
 
 
 @njit(inline='always')
 def gate_math_units(b, m, cp, zf, u0, u1):
-    # `gate_math` for hidden units u0..u1-1 (their rows of each gate block: one thread's
-    # share of a split loop). The loops run over views from index 0: an index from a
-    # range with an unknown start may be negative to numba (wraparound selects in the
-    # loop), which made the forward kernel 40% slower.
+    # one forward step's gate math for hidden units u0..u1-1 (their rows of each gate block:
+    # one thread's share of a split loop; all of them on one thread): m (4H, N) the gates'
+    # pre-activation [W_ih | W] [x_t^T ; h_prev] without b; zf the flat step block (6H, N)
+    # (h, c, i, f, g, o); cp the flat previous c. The loops run over views from index 0: an
+    # index from a range with an unknown start may be negative to numba (wraparound selects
+    # in the loop), which made the forward kernel 40% slower.
     four, n = m.shape
     s = cp.size
     hh = four // 4
@@ -161,16 +125,6 @@ def gate_math_units(b, m, cp, zf, u0, u1):
         zc[k] = zff[k] * cpu[k] + zi[k] * zg[k]
     for k in range(e - a):
         zh[k] = zo[k] * tanh(zc[k])
-"""
-
-_FORWARD = _FORWARD_GATES + """
-
-@njit("void(" + RO2 + ", " + RO1 + ", {t}[:, ::1], " + RO2 + ", {t}[:, ::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(gi, b, m, c_prev, z):
-    \"\"\"one forward step: m (4H, N) = W h, overwritten with the gates' pre-activation
-    m + gi^T + b (gi (N, 4H): the step's input projection); z (6H, N) = (h, c, i, f, g, o)\"\"\"
-    gates(gi, b, m, c_prev.reshape(-1), z.reshape(-1))
 """
 
 # The whole forward time loop, the input projection included: per step one GEMM
@@ -298,8 +252,6 @@ def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
          np.array(MEET_STATE, np.int64))
 """
 
-# The GRU's steps (ops/gru_prim.py; Z's step block (5H, N) = (h, r, z, n, hn) with
-# hn = W_hn h + b_hn).
 def _source(template: str, dtype: str) -> str:
     s = "f32" if dtype == "float32" else "f64"
     template_in = template
@@ -405,30 +357,6 @@ def _get(template: str, name: str, dtype: str, steady: bool = False):
     return None if k is None else k.get()
 
 
-def _step(template: str, name: str, dtype: str, layer_template: str, layer_name: str):
-    """A per-step kernel, asked for only where its whole-loop kernel is not on its way: the
-    layer ops ask for the whole-loop kernel first and fall back to the per-step one, so in
-    background mode both were queued, the per-step one behind (same rank, asked for later)
-    and arriving after the whole-loop kernel, never to be used: the LSTM LM's two took
-    0.8-1.1 s of a compile worker's CPU each before its final kernels (tier19). The numpy
-    form runs meanwhile instead; the per-step kernel is asked for where the whole-loop one
-    failed (or is off: tests)."""
-    layer = _native(layer_template, layer_name, dtype, steady=True)
-    if layer is not None and layer.coming():
-        return None
-    return _get(template, name, dtype)
-
-
-def forward_step(dtype: str):
-    """The loaded forward-step kernel for `dtype`, or None (run the numpy form)."""
-    return _step(_FORWARD, "forward", dtype, _FORWARD_LAYER, "forward_layer_packed")
-
-
-def backward_step(dtype: str):
-    """The loaded backward-step kernel for `dtype`, or None (run the numpy form)."""
-    return _step(_BACKWARD, "backward", dtype, _BACKWARD_LAYER, "backward_layer_packed")
-
-
 def forward_layer(dtype: str):
     """The whole forward loop's kernel for `dtype` (packed GEMMs: no BLAS needed), or None."""
     return _get(_FORWARD_LAYER, "forward_layer_packed", dtype, steady=True)
@@ -449,16 +377,6 @@ def gru_backward_layer(dtype: str):
     return _get(_GRU_BACKWARD_LAYER, "gru_backward_layer_packed", dtype, steady=True)
 
 
-def gru_forward_step(dtype: str):
-    """The loaded GRU forward-step kernel for `dtype`, or None (run the numpy form)."""
-    return _step(_GRU_FORWARD, "gru_forward", dtype, _GRU_FORWARD_LAYER, "gru_forward_layer_packed")
-
-
-def gru_backward_step(dtype: str):
-    """The loaded GRU backward-step kernel for `dtype`, or None (run the numpy form)."""
-    return _step(_GRU_BACKWARD, "gru_backward", dtype, _GRU_BACKWARD_LAYER, "gru_backward_layer_packed")
-
-
 def readonly(a: np.ndarray) -> np.ndarray:
     """A C-contiguous read-only view (or copy) of `a`: the kernels' input type."""
     a = np.ascontiguousarray(a)
@@ -469,6 +387,5 @@ def readonly(a: np.ndarray) -> np.ndarray:
 
 # the backward loops' source (lstm_backward_kernels.py) and the GRU's (gru_kernels.py): their
 # text builds on this module's pieces
-from .lstm_backward_kernels import _BACKWARD, _BACKWARD_LAYER, _TRANSPOSE  # noqa: E402,F401
-from .gru_kernels import (_GRU_BACKWARD, _GRU_BACKWARD_LAYER, _GRU_FORWARD,  # noqa: E402
-                          _GRU_FORWARD_LAYER)
+from .lstm_backward_kernels import _BACKWARD_LAYER  # noqa: E402
+from .gru_kernels import _GRU_BACKWARD_LAYER, _GRU_FORWARD_LAYER  # noqa: E402

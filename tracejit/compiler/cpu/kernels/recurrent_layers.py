@@ -6,8 +6,7 @@ Each forward and backward is the whole time loop in one kernel call where it is 
 its per-step products on the weights packed once (gemm/template_panels.py) and the gate math
 included (kernels/lstm_kernels.py, kernels/rnn_kernels.py); the LSTM's loops split by
 hidden units over the threads the process may use (kernels/loop_split.py). While the whole
-loop's kernel is not loaded, a kernel per step runs the gate math around BLAS products;
-while neither is, the numpy form runs.
+loop's kernel is not loaded, the numpy form runs.
 """
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ import numpy as np
 
 from ....memory import line_empty
 from ....ops.gru_prim import _finish as _gru_finish, _parts as _gru_parts
-from ....ops.lstm_prim import _finish, _matmul, _order, _parts
+from ....ops.lstm_prim import _finish, _order, _parts
 from ....ops.lstm_prim import hidden_weight_grad
 from ....ops.rnn_prim import _parts as _rnn_parts
 from .... import threads as _threads
@@ -71,30 +70,16 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
     L, N, I = x.shape
     H = w.shape[1]
     layer = _kernels.forward_layer(x.dtype.name)
-    if layer is not None:
-        # the whole loop in one kernel, the input projection and the GEMMs (on [W_ih | W]
-        # packed once) included
-        Z = np.empty((L, 6 * H, N), dtype=x.dtype)
-        ro, dt = _kernels.readonly, x.dtype
-        m = np.empty((panel_rows(4 * H, dt.name), N), dtype=dt)
-        _split.run(layer, (ro(np.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
-                           np.empty(panel_size(4 * H, I + H, dt.name), dtype=dt), bool(reverse)),
-                   _split.threads(H))
-        return Z
-    step = _kernels.forward_step(x.dtype.name)
-    if step is None:
+    if layer is None:
         return None
-    # the input projection of the whole sequence as one GEMM, (L*N, I) @ (I, 4H); one kernel
-    # per step for the gate math
+    # the whole loop in one kernel, the input projection and the GEMMs (on [W_ih | W]
+    # packed once) included
     Z = np.empty((L, 6 * H, N), dtype=x.dtype)
-    gi = _matmul(np, x.reshape(L * N, I), wx.T).reshape(L, N, 4 * H)
-    ro = _kernels.readonly
-    gi, b, c = ro(gi), ro(b), ro(c0)
-    h = np.ascontiguousarray(h0)
-    for t in _order(L, reverse):
-        m = np.ascontiguousarray(_matmul(np, w, h))
-        step(gi[t], b, m, c, Z[t])
-        h, c = Z[t, :H], ro(Z[t, H:2 * H])
+    ro, dt = _kernels.readonly, x.dtype
+    m = np.empty((panel_rows(4 * H, dt.name), N), dtype=dt)
+    _split.run(layer, (ro(np.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
+                       np.empty(panel_size(4 * H, I + H, dt.name), dtype=dt), bool(reverse)),
+               _split.threads(H))
     return Z
 
 
@@ -159,56 +144,39 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     H = six // 6
     off = _parts(H, N)
     layer = _kernels.backward_layer(Z.dtype.name)
-    step = _kernels.backward_step(Z.dtype.name) if layer is None else None
-    if layer is None and step is None:
+    if layer is None:
         return None
-    size = off[4] + 4 * H * L * N
     # on a cache line: the split loop's threads write neighbouring blocks of G's rows and db
-    res = line_empty((size,), Z.dtype) if layer is not None else np.empty(size, dtype=Z.dtype)
+    res = line_empty((off[4] + 4 * H * L * N,), Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
     order = list(_order(L, reverse))
-    dg = np.empty((4 * H, N), dtype=Z.dtype)
-    if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient included
-        ro, dt = _kernels.readonly, Z.dtype
-        dh = np.empty((panel_rows(H, dt.name), N), dtype=dt)
-        dh[:H] = d_hn
-        dcs = np.empty((2, H, N), dtype=dt)
-        dcs[0] = d_cn
-        db = res[off[1]:off[2]]
-        dw = res[off[0]:off[1]].reshape(4 * H, H)
-        nth = _split.threads(H)
-        # d W inside the loop (each step's outer product while its gate gradient is in cache:
-        # no GEMM after the loop), unless the partner computes it alongside the loop
-        in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
-        alongside = _alongside(nth, in_loop)
-        in_loop = in_loop and not alongside
-        rows = _cotangent_rows() and _rows_view(d_y)
-        args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
-                np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
-                np.empty(panel_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)
-        if not alongside:
-            _split.run(layer, args, nth)
-            return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
-        # the loop on this thread, d W block by block on the partner meanwhile
-        # (kernels/rnn_weight_grad.py), instead of splitting the loop
-        sync = _split.new_sync()
-        weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
-                              ro(h0), bool(reverse), dw, True)
-        return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
-    # one kernel per step for the gate math
-    wt = np.ascontiguousarray(w.T)
-    ro = _kernels.readonly
-    Zr, d_y, dh, dc, c0r = ro(Z), ro(d_y), ro(d_hn), ro(d_cn), ro(c0)
-    bufs = [np.empty((H, N), dtype=Z.dtype), np.empty((H, N), dtype=Z.dtype)]
-    for k in range(L - 1, -1, -1):
-        t = order[k]
-        c_prev = c0r if k == 0 else Zr[order[k - 1], H:2 * H]
-        out = bufs[k % 2]
-        step(Zr[t], c_prev, dh, dc, d_y[t], dg, out, G[t])   # G[t] = dg.T too
-        dc = ro(out)
-        dh = ro(_matmul(np, wt, dg))
-    return _finish(np, res, off, G, Z, h0, dh, dc, order)
+    # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient included
+    ro, dt = _kernels.readonly, Z.dtype
+    dh = np.empty((panel_rows(H, dt.name), N), dtype=dt)
+    dh[:H] = d_hn
+    dcs = np.empty((2, H, N), dtype=dt)
+    dcs[0] = d_cn
+    db = res[off[1]:off[2]]
+    dw = res[off[0]:off[1]].reshape(4 * H, H)
+    nth = _split.threads(H)
+    # d W inside the loop (each step's outer product while its gate gradient is in cache:
+    # no GEMM after the loop), unless the partner computes it alongside the loop
+    in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
+    alongside = _alongside(nth, in_loop)
+    in_loop = in_loop and not alongside
+    rows = _cotangent_rows() and _rows_view(d_y)
+    args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
+            np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
+            np.empty(panel_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)
+    if not alongside:
+        _split.run(layer, args, nth)
+        return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
+    # the loop on this thread, d W block by block on the partner meanwhile
+    # (kernels/rnn_weight_grad.py), instead of splitting the loop
+    sync = _split.new_sync()
+    weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
+                          ro(h0), bool(reverse), dw, True)
+    return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
 
 
 # ---------------------------------------------------------------- GRU
@@ -216,23 +184,13 @@ def gru_layer(gi, w, b, h0, reverse=False):
     L, N, three = gi.shape
     H = three // 3
     layer = _kernels.gru_forward_layer(gi.dtype.name)
-    step = _kernels.gru_forward_step(gi.dtype.name) if layer is None else None
-    if layer is None and step is None:
+    if layer is None:
         return None
+    # the whole loop in one kernel, GEMMs (on W packed once) included
     Z = np.empty((L, 5 * H, N), dtype=gi.dtype)
-    if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W packed once) included
-        ro, dt = _kernels.readonly, gi.dtype
-        layer(ro(gi), ro(w), ro(b), ro(h0), Z, np.empty((panel_rows(3 * H, dt.name), N), dtype=dt),
-              np.empty(panel_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
-        return Z
-    # one kernel per step for the gate math
-    ro = _kernels.readonly
-    gi, b, h = ro(gi), ro(b), ro(h0)
-    for t in _order(L, reverse):
-        m = np.ascontiguousarray(_matmul(np, w, h))
-        step(gi[t], b, m, h, Z[t])
-        h = ro(Z[t, :H])
+    ro, dt = _kernels.readonly, gi.dtype
+    layer(ro(gi), ro(w), ro(b), ro(h0), Z, np.empty((panel_rows(3 * H, dt.name), N), dtype=dt),
+          np.empty(panel_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
     return Z
 
 
@@ -240,39 +198,19 @@ def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     L, five, N = Z.shape
     H = five // 5
     layer = _kernels.gru_backward_layer(Z.dtype.name)
-    step = _kernels.gru_backward_step(Z.dtype.name) if layer is None else None
-    if layer is None and step is None:
+    if layer is None:
         return None
     off = _gru_parts(H, N)
     res = np.empty(off[3] + 3 * H * L * N, dtype=Z.dtype)
     G = res[off[3]:].reshape(L, N, 3 * H)         # d gi, in the projection's layout
     M = np.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
-    order = list(_order(L, reverse))
-    dm = np.empty((3 * H, N), dtype=Z.dtype)
-    if layer is not None:
-        # the whole loop in one kernel, GEMMs (on W^T packed once) included
-        ro, dt = _kernels.readonly, Z.dtype
-        dhs = np.empty((2, panel_rows(H, dt.name), N), dtype=dt)
-        dhs[0, :H] = d_hn
-        layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, np.empty((3 * H, N), dtype=dt), dm, G, M,
-              np.empty(panel_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
-        return _gru_finish(np, res, off, M, Z, h0, dhs[L % 2, :H], order)
-    # one kernel per step for the gate math
-    wt = np.ascontiguousarray(w.T)
-    ro = _kernels.readonly
-    Zr, d_y, dh, h0r = ro(Z), ro(d_y), ro(d_hn), ro(h0)
-    dg = np.empty((3 * H, N), dtype=Z.dtype)
-    dhz = np.empty((H, N), dtype=Z.dtype)
-    for k in range(L - 1, -1, -1):
-        t = order[k]
-        h_prev = h0r if k == 0 else Zr[order[k - 1], :H]
-        step(Zr[t], h_prev, dh, d_y[t], dg, dm, dhz)
-        G[t] = dg.T
-        M[t] = dm.T
-        dh_new = _matmul(np, wt, dm)
-        dh_new += dhz
-        dh = ro(dh_new)
-    return _gru_finish(np, res, off, M, Z, h0, dh, order)
+    # the whole loop in one kernel, GEMMs (on W^T packed once) included
+    ro, dt = _kernels.readonly, Z.dtype
+    dhs = np.empty((2, panel_rows(H, dt.name), N), dtype=dt)
+    dhs[0, :H] = d_hn
+    layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, np.empty((3 * H, N), dtype=dt), np.empty((3 * H, N), dtype=dt),
+          G, M, np.empty(panel_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
+    return _gru_finish(np, res, off, M, Z, h0, dhs[L % 2, :H], list(_order(L, reverse)))
 
 
 # ---------------------------------------------------------------- RNN (tanh, relu)
