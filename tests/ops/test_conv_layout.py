@@ -335,26 +335,32 @@ TABLE_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (4, 4)),
                     ((5, 5), (1, 1), (2, 2), (1, 1), (3, 5))]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("geo", TABLE_GEOMETRIES)
-@pytest.mark.parametrize("ones", [False, True])
-def test_im2col_table_form_copies_the_numpy_forms_bits(dtype, geo, ones):
-    # The table form reads each output through a tabulated source position (-1: padding,
-    # the pad value): plain copies, so the same bits as numpy's strided copy, NaN included.
+def _native_im2col_equals_numpy(dtype, geo, ones, seed):
+    """im2col's native form for `geo` gives the numpy form's bits, NaN and -0.0 included;
+    returns the output width (it decides which form runs)."""
     pytest.importorskip("numba")
     kernel, stride, padding, dilation, (h, w) = geo
-    x = np.random.default_rng(4).standard_normal((3, 5, h, w)).astype(dtype)
+    x = np.random.default_rng(seed).standard_normal((3, 5, h, w)).astype(dtype)
     x[0, 1, 0, 0] = np.nan
     x[2, 4, -1, -1] = -0.0
     oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    assert ow < K._TABLE_MAX_OW
     cols = K._im2col_native(np, x, kernel, stride, padding, dilation, -2.5, oh, ow, ones)
     assert cols is not None and cols.dtype == dtype
     layout = "gemm_bias" if ones else "gemm"
     want = C._unfold_impl(np, x, kernel, stride, padding, dilation, -2.5, layout=layout)
     np.testing.assert_array_equal(cols, want)
     assert np.array_equal(np.signbit(cols), np.signbit(want))
+    return ow
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", TABLE_GEOMETRIES)
+@pytest.mark.parametrize("ones", [False, True])
+def test_im2col_table_form_copies_the_numpy_forms_bits(dtype, geo, ones):
+    # The table form reads each output through a tabulated source position (-1: padding,
+    # the pad value): plain copies, so the same bits as numpy's strided copy, NaN included.
+    assert _native_im2col_equals_numpy(dtype, geo, ones, seed=4) < K._TABLE_MAX_OW
 
 
 def test_im2col_table_form_split_over_channels_gives_the_same_bits():
@@ -394,32 +400,19 @@ def test_conv2d_on_short_rows_matches_torch(dtype, cfg):
 # (kernel, stride, padding, dilation, (h, w)): output rows at least _TABLE_MAX_OW long, so
 # the rows form of im2col; padding past the window's reach (window columns that read no
 # input column), dilation and strides that leave the last columns unread.
-ROWS_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (9, 11)),
-                   ((3, 3), (2, 2), (1, 1), (1, 1), (16, 17)),
-                   ((4, 4), (2, 2), (1, 1), (1, 1), (16, 16)),
-                   ((2, 3), (1, 3), (3, 4), (1, 2), (6, 20)),
-                   ((5, 5), (1, 1), (2, 2), (1, 1), (3, 9)),
-                   ((1, 1), (1, 2), (0, 0), (1, 1), (4, 19))]
+IM2COL_ROWS_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (9, 11)),
+                             ((3, 3), (2, 2), (1, 1), (1, 1), (16, 17)),
+                             ((4, 4), (2, 2), (1, 1), (1, 1), (16, 16)),
+                             ((2, 3), (1, 3), (3, 4), (1, 2), (6, 20)),
+                             ((5, 5), (1, 1), (2, 2), (1, 1), (3, 9)),
+                             ((1, 1), (1, 2), (0, 0), (1, 1), (4, 19))]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("geo", ROWS_GEOMETRIES)
+@pytest.mark.parametrize("geo", IM2COL_ROWS_GEOMETRIES)
 @pytest.mark.parametrize("ones", [False, True])
 def test_im2col_rows_form_copies_the_numpy_forms_bits(dtype, geo, ones):
     # The rows form copies each window row, the pad value where the window reads outside
     # the image: plain copies, so the same bits as numpy's strided copy, NaN and -0.0
     # included.
-    pytest.importorskip("numba")
-    kernel, stride, padding, dilation, (h, w) = geo
-    x = np.random.default_rng(7).standard_normal((3, 5, h, w)).astype(dtype)
-    x[0, 1, 0, 0] = np.nan
-    x[2, 4, -1, -1] = -0.0
-    oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    assert ow >= K._TABLE_MAX_OW
-    cols = K._im2col_native(np, x, kernel, stride, padding, dilation, -2.5, oh, ow, ones)
-    assert cols is not None and cols.dtype == dtype
-    layout = "gemm_bias" if ones else "gemm"
-    want = C._unfold_impl(np, x, kernel, stride, padding, dilation, -2.5, layout=layout)
-    np.testing.assert_array_equal(cols, want)
-    assert np.array_equal(np.signbit(cols), np.signbit(want))
+    assert _native_im2col_equals_numpy(dtype, geo, ones, seed=7) >= K._TABLE_MAX_OW
