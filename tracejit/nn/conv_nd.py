@@ -5,8 +5,8 @@ Same parameter shapes, state_dict keys and default initialisation as PyTorch; ea
 """
 from __future__ import annotations
 
-from ..ops.conv import fold, unfold
 from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
+from . import functional as F
 from .conv import _ConvTransposeNd, _tuple
 from .layers import conv_init, conv_repr, conv_reset
 from .module import Module
@@ -57,10 +57,7 @@ class Unfold(Module):
         self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
 
     def forward(self, input):
-        if input.ndim == 3:   # one unbatched image (C, H, W), as in PyTorch
-            return unfold(input.unsqueeze(0), self.kernel_size, self.stride, self.padding,
-                          self.dilation).squeeze(0)
-        return unfold(input, self.kernel_size, self.stride, self.padding, self.dilation)
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
@@ -77,10 +74,7 @@ class Fold(Module):
 
     def forward(self, input):
         size = (self.output_size,) * 2 if isinstance(self.output_size, int) else tuple(self.output_size)
-        if input.ndim == 2:   # one unbatched image's columns (C*k*k, L), as in PyTorch
-            return fold(input.unsqueeze(0), size, self.kernel_size, self.stride, self.padding,
-                        self.dilation).squeeze(0)
-        return fold(input, size, self.kernel_size, self.stride, self.padding, self.dilation)
+        return F.fold(input, size, self.kernel_size, self.dilation, self.padding, self.stride)
 
     def extra_repr(self) -> str:
         return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
