@@ -2,6 +2,8 @@
 references are numpy's own reshapes, rolls, einsums and index assignments."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from opdb import F, FLOATS, NUMERIC, Sample, arr, distinct, register
@@ -137,3 +139,12 @@ register("select", lambda m, x, **kw: m.select(x, **kw), lambda x, dim, index: n
          lambda d, r: [_s(arr(r, (3, 4), d), dim=1, index=-1)], dtypes=NUMERIC)
 register("masked_select", lambda m, x: m.masked_select(x, x > 0), lambda x: x[x > 0],
          lambda d, r: [_s(arr(r, (3, 4), d))], traceable=False)
+register("combinations", lambda m, x, **kw: m.combinations(x, **kw),
+         lambda x, r=2, with_replacement=False: np.asarray(
+             list((itertools.combinations_with_replacement if with_replacement else itertools.combinations)(x, r))),
+         lambda d, r: [Sample((arr(r, (4,), d),), {}), Sample((arr(r, (4,), d),), {"r": 3}),
+                       Sample((arr(r, (3,), d),), {"with_replacement": True})], dtypes=NUMERIC)
+register("vander", lambda m, x, **kw: m.vander(x, **kw),
+         lambda x, N=None, increasing=False: np.vander(x, N, increasing),
+         lambda d, r: [Sample((arr(r, (4,), d),), {}), Sample((arr(r, (3,), d),), {"N": 5, "increasing": True})],
+         torch=False)   # (torch.vander's own backward fails: it writes into a saved tensor)

@@ -78,3 +78,22 @@ register("linalg.cholesky", lambda m, a: m.linalg.cholesky(_sym(a)), lambda a: n
          lambda d, r: [_s(_spd(r, 3, d))], dtypes=FLOATS, atol=1e-4)
 register("linalg.eigvalsh", lambda m, a: m.linalg.eigvalsh(_sym(a)), lambda a: np.linalg.eigvalsh(_sym_np(a)),
          lambda d, r: [_s(_spd(r, 3, d))], dtypes=FLOATS, atol=1e-4)
+
+
+def _np_renorm(x, p, dim, maxnorm):
+    others = tuple(i for i in range(x.ndim) if i != dim)
+    norms = (np.abs(x) ** p).sum(others, keepdims=True) ** (1.0 / p)
+    return x * np.where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
+
+
+register("renorm", lambda m, x, **kw: m.renorm(x, **kw), _np_renorm,
+         lambda d, r: [_s(arr(r, (3, 4), d), p=2, dim=0, maxnorm=1.5),
+                       _s(arr(r, (2, 3, 4), d), p=1, dim=2, maxnorm=2.0)])
+register("norm.nuc", lambda m, x: m.norm(x, p="nuc"), lambda x: np.linalg.norm(x, "nuc"),
+         lambda d, r: [_s(distinct(r, (3, 4), d))], grad=False)   # (through an svd: no gradient yet)
+register("mode.values", lambda m, x, **kw: m.mode(x, **kw)[0],
+         lambda x, dim: np.apply_along_axis(lambda v: np.unique(v)[np.argmax(np.unique(v, return_counts=True)[1])],
+                                            dim, x),
+         lambda d, r: [_s(np.asarray(r.integers(0, 3, (4, 7)), d.np), dim=1),
+                       _s(np.asarray(r.integers(0, 3, (5, 3)), d.np), dim=0)],
+         dtypes=NUMERIC, traceable=False, grad=False)

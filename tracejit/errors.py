@@ -85,6 +85,16 @@ def user_frame(skip: int = 1):
     return None
 
 
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that points `warnings.warn`, called by our caller, at the innermost
+    frame outside tracejit (the user's line, however many of our frames lie between)."""
+    target = user_frame(2)
+    f, level = sys._getframe(1), 1
+    while f is not None and f is not target:
+        f, level = f.f_back, level + 1
+    return level if f is not None else 1
+
+
 def user_location(skip: int = 1) -> tuple[str, int] | None:
     f = user_frame(skip + 1)
     if f is None:

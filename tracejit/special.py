@@ -7,12 +7,13 @@ import math
 from .ops.composite import log_softmax as _log_softmax, softmax as _softmax
 from .ops.elementwise import erf, exp, expm1, log, log1p, sigmoid
 from .ops.math_more import (digamma, erfc, erfinv, exp2, lgamma, logit, round, sinc,  # noqa: F401
-                            xlogy, TRIGAMMA as _TRIGAMMA)
+                            xlogy)
+from .ops.special_fns import i0, i0e, i1, i1e, polygamma  # noqa: F401
 from .ops.reductions import logsumexp, sum as _sum
 
 __all__ = ["digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
            "gammaln", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln",
-           "ndtr", "ndtri", "polygamma", "round", "sinc", "softmax", "xlog1py", "xlogy"]
+           "ndtr", "ndtri", "polygamma", "i0", "i0e", "i1", "i1e", "round", "sinc", "softmax", "xlog1py", "xlogy"]
 
 psi = digamma
 gammaln = lgamma
@@ -49,15 +50,6 @@ def multigammaln(input, p: int):
     from .ops.shape import stack
     terms = stack([lgamma(input - j / 2) for j in range(p)], -1)
     return _sum(terms, -1) + c
-
-
-def polygamma(n: int, input):
-    if n == 0:
-        return digamma(input)
-    if n == 1:
-        from .ops.registry import bind
-        return bind(_TRIGAMMA, input)
-    raise NotImplementedError(f"special.polygamma: order {n} > 1 is not supported")
 
 
 def xlog1py(input, other):

@@ -24,7 +24,7 @@ ceil trunc fix round frac sinh cosh tan log2 log10 exp2 reciprocal fmod hypot le
 logit xlogy sinc erfc erfinv lgamma digamma rad2deg deg2rad logaddexp logaddexp2 copysign heaviside
 float_power clamp_min clamp_max positive absolute sgn signbit bitwise_and bitwise_or bitwise_xor
 bitwise_not logical_xor isposinf isneginf isreal median nanmedian kthvalue quantile nanquantile
-nanmean nansum aminmax cummax cummin logcumsumexp count_nonzero diff dist equal unique
+mode renorm i0 frexp ldexp nanmean nansum aminmax cummax cummin logcumsumexp count_nonzero diff dist equal unique
 unique_consecutive bincount histc det slogdet true_divide divide multiply subtract negative
 """.split()
 
@@ -36,7 +36,7 @@ _INPLACE = """
 scatter index_add index_copy index_fill masked_scatter put asin acos atan atan2 asinh acosh atanh
 arcsin arccos arctan ceil trunc fix round frac sinh cosh tan log2 log10 exp2 reciprocal fmod hypot
 lerp addcmul addcdiv logit xlogy sinc erfc erfinv lgamma digamma rad2deg deg2rad copysign
-heaviside float_power clamp_min clamp_max sgn bitwise_and bitwise_or bitwise_xor bitwise_not
+heaviside float_power clamp_min clamp_max sgn renorm i0 ldexp bitwise_and bitwise_or bitwise_xor bitwise_not
 logical_xor addmm addmv addbmm baddbmm addr cumsum cumprod tril triu hardshrink true_divide
 divide multiply subtract negative square
 """.split()
@@ -181,6 +181,12 @@ class CompatMethods:
 
     def masked_fill_(self, mask, value):
         return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
+
+    def polygamma(self, n: int):
+        return _ops.polygamma(n, self)
+
+    def polygamma_(self, n: int):
+        return self._assign(_ops.polygamma(n, self), "polygamma_")
 
 
 def _strided():

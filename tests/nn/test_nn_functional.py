@@ -7,7 +7,7 @@ import tracejit.nn.functional as F
 from tracejit import ops
 
 
-@pytest.mark.parametrize("name", ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding",
+@pytest.mark.parametrize("name", ["gelu", "layer_norm", "dropout", "embedding",
                                   "one_hot", "conv2d", "max_pool2d", "avg_pool2d", "linear", "mse_loss",
                                   "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
                                   "binary_cross_entropy_with_logits", "sigmoid", "tanh", "silu",
@@ -66,3 +66,12 @@ def test_unfold_and_fold_take_one_unbatched_image():
     torch = pytest.importorskip("torch")
     want = torch.nn.functional.unfold(torch.tensor(x[0].numpy()), 2, padding=1).numpy()
     np.testing.assert_allclose(cols[0].numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "softmin"])
+@pytest.mark.parametrize("shape,dim", [((4,), 0), ((2, 3), 1), ((2, 3, 4), 0), ((2, 3, 4, 5), 1)])
+def test_softmax_without_dim_takes_pytorchs_legacy_dim(name, shape, dim):
+    x = tj.tensor(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    with pytest.warns(UserWarning, match=f"Implicit dimension choice for {name}"):
+        got = getattr(F, name)(x)
+    np.testing.assert_allclose(got.numpy(), getattr(F, name)(x, dim).numpy(), rtol=1e-6)

@@ -205,6 +205,19 @@ def test_dropout2d_zeroes_whole_channels_and_scales():
     np.testing.assert_array_equal(xg.grad.numpy(), out.detach().numpy())  # grad is the mask * scale
 
 
+def test_dropout2d_reads_3d_and_2d_inputs_as_pytorch_does():
+    # (N, C, L): one draw per (sample, channel), whole rows; (N, C): one draw per element
+    tj.manual_seed(0)
+    with pytest.warns(UserWarning, match="channel-wise 1D"):
+        y = F.dropout2d(tj.ones(6, 40, 5), 0.5).numpy()
+    assert np.all(y.min(-1) == y.max(-1))
+    row = y[..., 0]
+    assert 0.2 < (row == 0).mean() < 0.8 and np.any(row.min(1) != row.max(1))  # channels differ in a sample
+    with pytest.warns(UserWarning, match="deprecated"):
+        y2 = F.dropout2d(tj.ones(8, 40), 0.5).numpy()
+    assert np.any(y2.min(1) != y2.max(1))
+
+
 def test_spatial_ops_under_script_and_trace():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv1d(4, 8, 3, padding="same"), nn.ReLU())

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import warnings
 
+from ..errors import user_stacklevel
 from .. import dtypes as _dt
 from ..ops import autocast as _state
 
@@ -48,7 +49,7 @@ class autocast:  # noqa: N801  (PyTorch's name)
             from .. import cuda
             if not cuda.is_available():
                 warnings.warn("User provided device_type of 'cuda', but CUDA is not available. Disabling",
-                              UserWarning, stacklevel=2)
+                              UserWarning, stacklevel=user_stacklevel())
                 self._enabled = False
             else:
                 raise NotImplementedError("autocast: mixed precision on CUDA is not supported yet; "
@@ -58,7 +59,7 @@ class autocast:  # noqa: N801  (PyTorch's name)
         fast = _dt.bfloat16 if dtype is None else _dt.as_dtype(dtype)
         if self._enabled and fast.name not in _CPU_DTYPES:
             warnings.warn(f"In CPU autocast, but the target dtype is not supported ({fast.name}; supported: "
-                          f"{', '.join(_CPU_DTYPES)}). Disabling autocast.", UserWarning, stacklevel=2)
+                          f"{', '.join(_CPU_DTYPES)}). Disabling autocast.", UserWarning, stacklevel=user_stacklevel())
             self._enabled = False
         self.fast_dtype = fast
         self._prev = []

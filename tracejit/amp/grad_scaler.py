@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import warnings
 
+from ..errors import user_stacklevel
+
 __all__ = ["GradScaler"]
 
 
@@ -20,7 +22,7 @@ class GradScaler:
             from .. import cuda
             if not cuda.is_available():
                 warnings.warn("torch.cuda.amp.GradScaler is enabled, but CUDA is not available.  "
-                              "Disabling.", UserWarning, stacklevel=2)
+                              "Disabling.", UserWarning, stacklevel=user_stacklevel())
                 enabled = False
         if growth_factor <= 1.0:
             raise ValueError(f"GradScaler: growth_factor should be > 1, got {growth_factor}")

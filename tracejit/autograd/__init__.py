@@ -5,6 +5,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..errors import user_stacklevel
 from ..ops.creation import as_tensor, ones_like
 from ..tensor import Tensor
 from .engine import run_backward
@@ -105,7 +106,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     if not only_inputs:
         import warnings
         warnings.warn("autograd.grad: only_inputs is deprecated and ignored (it is always True); "
-                      "use autograd.backward to accumulate into other leaves", stacklevel=2)
+                      "use autograd.backward to accumulate into other leaves", stacklevel=user_stacklevel())
     if materialize_grads and allow_unused is False:
         raise ValueError("autograd.grad: materialize_grads=True needs allow_unused True or unset")
     allow_unused = bool(materialize_grads or allow_unused)

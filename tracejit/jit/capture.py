@@ -12,12 +12,11 @@ import collections
 import contextlib
 import gc
 import os
-import sys
 import warnings
 
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
-from ..errors import _PKG_DIR, ScriptError, TraceError, user_frame
+from ..errors import ScriptError, TraceError, _PKG_DIR, user_stacklevel
 from ..ops import autocast as _autocast
 from ..ops.registry import Aval
 from ..shapes import Sym
@@ -96,7 +95,7 @@ class Capture:
                        f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
                 # One warning, attributed to the user's calling line (not to this file);
                 # the recompiles topic logs it too when enabled.
-                warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())
+                warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
                 config.topic("recompiles").info(msg)
             return None, None
         saved = (set(self._dynamic), set(self._static), self._force_dynamic)
@@ -129,7 +128,7 @@ class Capture:
         self._stats["capture_failures"] = self._stats.get("capture_failures", 0) + 1
         msg = (f"tracejit.compile: {self.__name__} cannot be captured as one graph, so it runs "
                f"eagerly from now on: {exc} (pass fullgraph=True to raise this instead)")
-        warnings.warn(msg, RuntimeWarning, stacklevel=_user_stacklevel())
+        warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
         config.topic("recompiles").info(msg)
 
     def _note_reasons(self, reasons):
@@ -432,16 +431,6 @@ def _recursion_error(mode: str, exc: RecursionError) -> Exception:
            f"because its stopping condition depends on a value only known at run time (a tensor "
            f"or a runtime scalar argument). Write it as a loop (`for`/`while`), or run it eagerly.")
     return (ScriptError if mode == "script" else TraceError)(msg)
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` that points `warnings.warn`, called here, at the innermost frame
-    outside tracejit (the user's call, however many of our frames lie between)."""
-    target = user_frame(2)
-    f, level = sys._getframe(1), 1
-    while f is not None and f is not target:
-        f, level = f.f_back, level + 1
-    return level if f is not None else 1
 
 
 def _const_descs(tensors, names=None) -> list:

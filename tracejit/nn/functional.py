@@ -10,8 +10,8 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                    conv2d, cross_entropy, dropout, embedding, gelu, l1_loss, layer_norm, linear,
-                   log_softmax, logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, silu,
-                   softmax, softplus, tanh)
+                   logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, silu, softplus, tanh)
+from ..ops.activation_more import implicit_softmax_dim
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
                            conv_transpose2d, dropout2d, interpolate, pad)
 from ..ops.attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
@@ -31,6 +31,19 @@ from ..ops.activation import __all__ as _act_all  # noqa: E402
 from ..ops.losses import *  # noqa: E402,F401,F403
 from ..ops.losses import __all__ as _loss_all  # noqa: E402
 __all__ += _act_all + _loss_all
+
+
+def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``ops.softmax``; without dim, PyTorch's legacy choice with its warning (not dim -1)."""
+    if dim is None:
+        dim = implicit_softmax_dim("softmax", input.ndim)
+    return _ops.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
+    if dim is None:
+        dim = implicit_softmax_dim("log_softmax", input.ndim)
+    return _ops.log_softmax(input, dim, dtype=dtype)
 
 
 def relu(input, inplace: bool = False):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import user_stacklevel
 from ..autograd.grad_mode import no_grad
 from ..tensor import Tensor
 
@@ -229,7 +230,7 @@ def _deprecated(fn):
     def old(*args, **kwargs):
         import warnings
         warnings.warn(f"nn.init.{fn.__name__[:-1]} is now deprecated in favor of nn.init.{fn.__name__}.",
-                      FutureWarning, stacklevel=2)
+                      FutureWarning, stacklevel=user_stacklevel())
         return fn(*args, **kwargs)
     old.__name__ = fn.__name__[:-1]
     return old

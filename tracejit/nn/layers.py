@@ -6,10 +6,10 @@ its parameters, their PyTorch default initialisation and a readable repr.
 from __future__ import annotations
 
 import math
-import warnings
 
 from .. import dtypes as _dt
 from ..ops import empty, flatten
+from ..ops.activation_more import implicit_softmax_dim
 from . import functional as F
 from . import init
 from .module import Module
@@ -360,12 +360,6 @@ class Softplus(Module):
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
-def _legacy_softmax_dim(name: str, ndim: int) -> int:
-    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. "
-                  f"Change the call to include dim=X as an argument.", stacklevel=3)
-    return 0 if ndim in (0, 1, 3) else 1
-
-
 class _SoftmaxLike(Module):
     _fn = None
 
@@ -375,7 +369,7 @@ class _SoftmaxLike(Module):
 
     def forward(self, input):
         fn = type(self)._fn
-        dim = self.dim if self.dim is not None else _legacy_softmax_dim(fn.__name__, input.ndim)
+        dim = self.dim if self.dim is not None else implicit_softmax_dim(fn.__name__, input.ndim)
         return fn(input, dim)
 
     def extra_repr(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from .. import ops as _ops
 from ..autograd.grad_mode import no_grad
-from ..errors import ShapeError
+from ..errors import ShapeError, user_stacklevel
 from ..ops.normalization import batch_norm, check_dtypes, group_norm, instance_norm
 from . import init
 from .layers import _factory, _positive_int
@@ -142,7 +142,7 @@ class _InstanceNorm(_NormBase):
             warnings.warn(f"{type(self).__name__}: input's size at dim={cdim} does not match "
                           f"num_features. You can silence this warning by not passing in "
                           f"num_features, which is not used because affine=False", UserWarning,
-                          stacklevel=3)
+                          stacklevel=user_stacklevel())
 
     def forward(self, input):
         self._check_input(input)

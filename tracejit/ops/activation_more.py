@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ShapeError
+from ..errors import ShapeError, user_stacklevel
 from .activation import celu, elu, hardtanh, selu
 from .composite import leaky_relu, softmax
 from .elementwise import abs as _abs, cast, log, tanh, where
@@ -65,9 +65,18 @@ def threshold_(input, threshold: float, value: float):
     return _threshold(input, threshold, value, inplace=True)
 
 
+def implicit_softmax_dim(name: str, ndim: int) -> int:
+    """PyTorch's legacy dim for a softmax-like call without one (0 for 0-, 1- and 3-D inputs,
+    else 1), with its deprecation warning."""
+    import warnings
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. "
+                  f"Change the call to include dim=X as an argument.", UserWarning, stacklevel=user_stacklevel())
+    return 0 if ndim in (0, 1, 3) else 1
+
+
 def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
     if dim is None:
-        dim = 0 if input.ndim in (0, 1, 3) else 1
+        dim = implicit_softmax_dim("softmin", input.ndim)
     x = -input if dtype is None else -cast(input, dtype)
     return softmax(x, dim)
 
@@ -161,7 +170,7 @@ def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = Fals
         if input.ndim < 2:
             raise ShapeError(f"dropout3d: expected a 4-D or 5-D input, got shape {tuple(input.shape)}")
         warnings.warn(f"dropout3d: Received a {input.ndim}-D input to dropout3d, which is deprecated "
-                      f"and will result in an error in a future release.", UserWarning, stacklevel=2)
+                      f"and will result in an error in a future release.", UserWarning, stacklevel=user_stacklevel())
         out = _channel_dropout(unsqueeze(input, 0), p, training, False, input.ndim - 1, "dropout3d")
         out = out if out is not None else input
         out = squeeze(out, 0) if out.ndim > input.ndim else out

@@ -1,7 +1,7 @@
 """Composite ops: written with primitives only, so gradients and fusion come for free."""
 from __future__ import annotations
 
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, user_stacklevel
 from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .creation import arange
@@ -346,7 +346,7 @@ def _warn_broadcast(op, input, target):
                              f"{tuple(target.shape)} cannot be broadcast together") from None
         warnings.warn(f"{op}: using a target size {tuple(target.shape)} that is different to the input "
                       f"size {tuple(input.shape)}; this will likely lead to incorrect results due to "
-                      f"broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=3)
+                      f"broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=user_stacklevel())
 
 
 @_autocast.fp32

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import ShapeError
+from ..errors import ShapeError, user_stacklevel
 from .composite import _check_same, _reduce, _warn_broadcast
 from .elementwise import abs, clamp, eq, exp, log, maximum, minimum, ne, relu, sqrt, where
 from .reductions import sum
@@ -61,7 +61,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
         return total / input.shape[0] if input.ndim else total
     if reduction == "mean":
         warnings.warn("kl_div: reduction='mean' divides the total loss by the number of elements, not "
-                      "the batch size; use reduction='batchmean' for the KL divergence", stacklevel=2)
+                      "the batch size; use reduction='batchmean' for the KL divergence", stacklevel=user_stacklevel())
     return _reduce(loss, reduction)
 
 

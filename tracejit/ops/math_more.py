@@ -166,23 +166,12 @@ def _digamma_impl(xp, a):
     return out if xp is np else xp.asarray(out)
 
 
-def _trigamma_np(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, np.float64)
-    acc = np.zeros_like(x)
-    y = x.copy()
-    while True:
-        small = y < 6
-        if not small.any():
-            break
-        acc = acc + np.where(small, 1 / (np.where(small, y, 1) ** 2), 0)
-        y = np.where(small, y + 1, y)
-    inv = 1 / y
-    inv2 = inv * inv
-    return acc + inv + 0.5 * inv2 + inv * inv2 * (1 / 6 - inv2 * (1 / 30 - inv2 * (1 / 42 - inv2 / 30)))
+def _digamma_vjp(g, out, a):
+    from .special_fns import polygamma
+    return (g * polygamma(1, a),)
 
 
-TRIGAMMA = _unary("trigamma", lambda xp, a: np.asarray(_trigamma_np(np.asarray(a))).astype(a.dtype), None)
-DIGAMMA = _unary("digamma", _digamma_impl, lambda g, out, a: (g * _bind1(TRIGAMMA, a),))
+DIGAMMA = _unary("digamma", _digamma_impl, _digamma_vjp)
 LGAMMA = _unary("lgamma", _lgamma_impl, lambda g, out, a: (g * _bind1(DIGAMMA, a),))
 
 
@@ -202,9 +191,10 @@ def _erfinv_impl(xp, a):
         pb = pb * wb + c
     x = np.where(small, ps, pb) * y
     from ._special import erf as _np_erf
-    for _ in range(2):
-        err = _np_erf(x) - y
-        x = x - err / (2 / np.sqrt(np.pi) * np.exp(-x * x))
+    with np.errstate(divide="ignore", invalid="ignore"):   # |y| >= 1 is fixed up below
+        for _ in range(2):
+            err = _np_erf(x) - y
+            x = x - err / (2 / np.sqrt(np.pi) * np.exp(-x * x))
     x = np.where(y == 1, np.inf, np.where(y == -1, -np.inf, x))
     x = np.where(np.abs(y) > 1, np.nan, x)
     out = np.asarray(x).astype(a.dtype)

@@ -2,7 +2,7 @@
 
 pixel_shuffle / pixel_unshuffle / channel_shuffle (sub-pixel layers), roll, rot90, unflatten,
 tile, repeat_interleave, diag / diagonal / diag_embed / trace, tensordot, kron, meshgrid,
-block_diag, cartesian_prod, atleast_1d/2d/3d, hstack / vstack / dstack / column_stack,
+block_diag, cartesian_prod, combinations, vander, atleast_1d/2d/3d, hstack / vstack / dstack / column_stack,
 tensor_split, fliplr / flipud, swapdims, triu_indices / tril_indices.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channe
            "tensordot", "kron", "meshgrid", "block_diag", "cartesian_prod", "atleast_1d", "atleast_2d",
            "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack", "tensor_split",
            "hsplit", "vsplit", "dsplit", "fliplr", "flipud", "swapdims", "moveaxis", "triu_indices",
-           "tril_indices"]
+           "tril_indices", "combinations", "vander"]
 
 
 def pixel_shuffle(input, upscale_factor: int):
@@ -261,6 +261,33 @@ def cartesian_prod(*tensors):
     if len(grids) == 1:
         return tensors[0]
     return stack([reshape(g, (-1,)) for g in grids], 1)
+
+
+def combinations(input, r: int = 2, with_replacement: bool = False):
+    """The r-element combinations of a 1-D tensor's elements, as rows (itertools' order)."""
+    import itertools
+    if input.ndim != 1:
+        raise ShapeError(f"combinations: expected a 1-D tensor, got shape {tuple(input.shape)}")
+    if r < 0:
+        raise ValueError(f"combinations: r must be non-negative, got {r}")
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = list(pick(range(input.shape[0]), r))
+    if r == 0 or not rows:
+        return input[:0]
+    idx = tensor(np.asarray(rows, np.int64).reshape(-1), device=input.device)
+    return reshape(getitem(input, idx), (len(rows), r))
+
+
+def vander(x, N=None, increasing: bool = False):
+    """Columns of powers of a 1-D tensor: x**(N-1), ..., x, 1 (reversed with increasing)."""
+    if x.ndim != 1:
+        raise ShapeError(f"vander: expected a 1-D tensor, got shape {tuple(x.shape)}")
+    n = x.shape[0] if N is None else int(N)
+    if n < 0:
+        raise ValueError(f"vander: N must be non-negative, got {N}")
+    powers = np.arange(n) if increasing else np.arange(n - 1, -1, -1)
+    x2 = x if x.dtype.is_floating_point or x.dtype.is_complex else x.to(_dt.int64)
+    return unsqueeze(x2, 1) ** tensor(powers.astype(x2.dtype.np), device=x.device)
 
 
 def _atleast(n, tensors):

@@ -1,9 +1,9 @@
 """More reductions and scans with PyTorch's signatures, as composites:
 
-median / nanmedian / kthvalue / quantile (a sort, then the picked positions gathered, so
+median / nanmedian / kthvalue / quantile / mode (a sort, then the picked positions gathered, so
 the gradient reaches the chosen elements), nanmean / nansum, var_mean / std_mean, aminmax,
 cummax / cummin, logcumsumexp, count_nonzero, diff, trapezoid / cumulative_trapezoid, dist,
-equal, isin; and the data-dependent ones computed from the values (no gradient, as in
+equal, isin, renorm; and the data-dependent ones computed from the values (no gradient, as in
 PyTorch): unique, unique_consecutive, bincount, histc, bucketize, searchsorted.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .registry import refuse_tracing
 __all__ = ["median", "nanmedian", "kthvalue", "quantile", "nanquantile", "nanmean", "nansum",
            "var_mean", "std_mean", "aminmax", "cummax", "cummin", "logcumsumexp", "count_nonzero",
            "diff", "trapezoid", "trapz", "cumulative_trapezoid", "dist", "equal", "isin", "unique",
-           "unique_consecutive", "bincount", "histc", "bucketize", "searchsorted"]
+           "unique_consecutive", "bincount", "histc", "bucketize", "searchsorted", "mode", "renorm"]
 
 _ValuesIndices = namedtuple("_ValuesIndices", ["values", "indices"])
 _MinMax = namedtuple("aminmax", ["min", "max"])
@@ -74,6 +74,40 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
     if not 1 <= k <= n:
         raise IndexError(f"kthvalue: k ({k}) must be in [1, {n}]")
     return _pick(input, dim, k - 1, keepdim)
+
+
+def mode(input, dim: int = -1, keepdim: bool = False):
+    """The most frequent value along dim (the smallest among ties) and the index of its
+    last occurrence, as PyTorch returns them."""
+    refuse_tracing("mode", "its input")
+    d = normalize_dim(dim, input.ndim, "mode") if input.ndim else 0
+    v = np.moveaxis(input.numpy(), d, -1) if input.ndim else input.numpy().reshape(1)
+    rows = v.reshape(-1, v.shape[-1]) if v.shape[-1] else v.reshape(0, 0)
+    picks = np.zeros(rows.shape[0], np.int64)
+    for r, row in enumerate(rows):
+        vals, counts = np.unique(row, return_counts=True)
+        best = vals[np.argmax(counts)]
+        picks[r] = np.flatnonzero(row == best)[-1]
+    idx = tensor(picks.reshape(v.shape[:-1] + (1,)), device=input.device)
+    if input.ndim == 0:
+        return _ValuesIndices(input.clone(), tensor(0, device=input.device))
+    if d != input.ndim - 1:
+        idx = idx.movedim(-1, d)
+    vals = gather(input, d, idx)
+    if not keepdim:
+        vals, idx = vals.squeeze(d), idx.squeeze(d)
+    return _ValuesIndices(vals, idx)
+
+
+def renorm(input, p, dim: int, maxnorm):
+    """Each slice along dim whose p-norm exceeds maxnorm scaled down to norm maxnorm."""
+    if input.ndim < 2:
+        raise ValueError(f"renorm: expected a tensor of at least 2 dims, got {input.ndim}")
+    d = normalize_dim(dim, input.ndim, "renorm")
+    others = tuple(i for i in range(input.ndim) if i != d)
+    a = input.abs()
+    norms = (_sum(a ** p, others, keepdim=True)) ** (1.0 / p) if p != float("inf") else amax(a, others, True)
+    return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
 
 
 def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import ShapeError, user_stacklevel
 from .composite import check_conv_args, conv2d, max_pool2d, same_padding
 from .conv import _pair, fold, unfold
 from .creation import tensor
@@ -426,28 +426,32 @@ def pad(input, pad, mode: str = "constant", value=None):
 
 # ---------------------------------------------------------------- dropout2d
 def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p; scale the rest.
+    """Zero whole channels of (N, C, H, W) with probability p; scale the rest.
 
-    Other ranks are accepted with PyTorch's (deprecated) reading and its warning: one
-    unbatched sample whose channels are dim 0 (a 2-D input (C, L): whole rows dropped)."""
+    As in PyTorch, every input is read as (N, C, *): a 3-D input is (N, C, L) (channel-wise
+    1-D dropout, with PyTorch's warning), not one unbatched image; other ranks warn too."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout2d: probability has to be between 0 and 1, got {p}")
-    if input.ndim not in (3, 4):
+    if input.ndim < 2:
+        raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+    if input.ndim != 4:
         import warnings
-        if input.ndim < 2:
-            raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
-        warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated "
-                      f"and will result in an error in a future release. To retain the behavior and "
-                      f"silence this warning, please use dropout1d instead.", UserWarning, stacklevel=2)
+        if input.ndim != 3:
+            warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated "
+                          f"and will result in an error in a future release. To retain the behavior and "
+                          f"silence this warning, please use dropout instead.", UserWarning,
+                          stacklevel=user_stacklevel())
+        else:
+            warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+                          "dropout behavior is desired - input is interpreted as shape (N, C, L), where C "
+                          "is the channel dim. To maintain the 1D channel-wise dropout behavior, please "
+                          "call dropout1d instead.", UserWarning, stacklevel=user_stacklevel())
     if not training or p == 0.0:
         return input
     if p == 1.0:
         out = input * 0.0
     else:
-        if input.ndim in (3, 4):
-            mask_shape = tuple(input.shape[:-2]) + (1, 1)
-        else:   # read as one unbatched sample: its channels are dim 0
-            mask_shape = (input.shape[0],) + (1,) * (input.ndim - 1)
+        mask_shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
         keep = cast(rand(*mask_shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
         out = input * keep * (1.0 / (1.0 - p))
     return input.copy_(out) if inplace else out

@@ -16,6 +16,7 @@ import warnings
 from typing import Any, Callable
 
 from ..autograd.function import Function
+from ..errors import user_stacklevel
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..ops import random as _random
 from ..ops import registry as _reg
@@ -70,7 +71,7 @@ def checkpoint(function: Callable, *args, use_reentrant: bool | None = None,
     (``use_reentrant=True``) or kept (``False``); see the module's docstring."""
     if use_reentrant is None:
         warnings.warn("checkpoint: pass use_reentrant explicitly (True or False); it defaults to "
-                      "True, as in PyTorch", stacklevel=2)
+                      "True, as in PyTorch", stacklevel=user_stacklevel())
         use_reentrant = True
     if not isinstance(use_reentrant, bool):
         raise TypeError(f"checkpoint: use_reentrant must be a bool, got {use_reentrant!r}")
@@ -89,7 +90,7 @@ def checkpoint(function: Callable, *args, use_reentrant: bool | None = None,
         return function(*args, **kwargs)
     if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
         warnings.warn("checkpoint: none of the inputs requires grad; with use_reentrant=True the "
-                      "output then carries no gradient", stacklevel=2)
+                      "output then carries no gradient", stacklevel=user_stacklevel())
     return _Recompute.apply(function, preserve_rng_state, *args)
 
 

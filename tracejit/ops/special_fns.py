@@ -1,0 +1,181 @@
+"""Special functions beyond the gamma family, with PyTorch's names: polygamma of any
+order, the modified Bessel functions i0/i1 and their exponentially scaled forms, and
+frexp/ldexp.
+
+Each function is a primitive with a numpy form in float64 (the accuracy PyTorch's
+float64 results have) and a VJP written with the other records, so gradients of any
+order follow: d/dx polygamma(n) = polygamma(n + 1), i0' = i1, i1' = i0 - i1/x.
+"""
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as _dt
+from .elementwise import _unary, cast, sign, where
+from .registry import bind
+
+__all__ = ["polygamma", "i0", "frexp", "ldexp"]
+
+# Bernoulli numbers B2, B4, ..., B14 (Euler-Maclaurin tail of the Hurwitz zeta)
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6)
+_SHIFT = 12.0   # arguments are shifted up to here before the asymptotic tail
+
+
+def _hurwitz_zeta(s: int, x: np.ndarray) -> np.ndarray:
+    """zeta(s, x) = sum_k (x + k)^-s for an integer s >= 2, by shifting x up to _SHIFT and
+    the Euler-Maclaurin tail there (float64 to ~1e-15 relative)."""
+    x = np.asarray(x, np.float64)
+    acc = np.zeros_like(x)
+    y = x.copy()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        while True:
+            low = y < _SHIFT
+            if not low.any():
+                break
+            acc = acc + np.where(low, np.where(low, y, 1.0) ** -s, 0.0)
+            y = np.where(low, y + 1.0, y)
+        tail = y ** (1 - s) / (s - 1) + 0.5 * y ** -s
+        rising = float(s)               # s (s+1) ... (s+2j-2)
+        power = y ** (-s - 1)
+        fact = 2.0                      # (2j)!
+        for j, b in enumerate(_BERNOULLI, start=1):
+            tail = tail + b / fact * rising * power
+            rising *= (s + 2 * j - 1) * (s + 2 * j)
+            power = power / (y * y)
+            fact *= (2 * j + 1) * (2 * j + 2)
+        out = acc + tail
+        out = np.where((x <= 0) & (x == np.floor(x)), np.inf if s % 2 == 0 else np.nan, out)
+    return out
+
+
+def _polygamma_impl(xp, a, n):
+    v = np.asarray(a)
+    out = (-1) ** (n + 1) * math.factorial(n) * _hurwitz_zeta(n + 1, v)
+    out = np.asarray(out).astype(v.dtype)
+    return out if xp is np else xp.asarray(out)
+
+
+POLYGAMMA = _unary("polygamma", _polygamma_impl,
+                   lambda g, out, a, n: (g * bind(POLYGAMMA, a, n=n + 1),))
+
+
+def polygamma(n: int, input):
+    """The n-th derivative of digamma (``polygamma(0, x)`` is digamma)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"polygamma: n must be a non-negative int, got {n!r}")
+    if n == 0:
+        from .math_more import digamma
+        return digamma(input)
+    return bind(POLYGAMMA, input, n=int(n))
+
+
+# ---------------------------------------------------------------- modified Bessel functions
+def _bessel_scaled(x: np.ndarray, order: int) -> np.ndarray:
+    """exp(-|x|) I_order(x) in float64: the power series below 30 (all terms of one sign,
+    so no cancellation), the asymptotic series above."""
+    x = np.asarray(x, np.float64)
+    ax = np.abs(x)
+    small = ax <= 30.0
+    xs = np.where(small, ax, 0.0)
+    q = xs * xs / 4
+    term = (xs / 2) ** order
+    total = term.copy()
+    for k in range(1, 90):
+        term = term * q / (k * (k + order))
+        total = total + term
+    series = total * np.exp(-xs)
+    xl = np.where(small, 30.0, ax)
+    mu = 4.0 * order * order
+    coef = np.ones_like(xl)
+    asym = np.ones_like(xl)
+    for k in range(1, 12):
+        coef = coef * -(mu - (2 * k - 1) ** 2) / (k * 8 * xl)
+        asym = asym + coef
+    asym = asym / np.sqrt(2 * np.pi * xl)
+    out = np.where(small, series, asym)
+    return out * np.sign(x) if order == 1 else out
+
+
+def _bessel_impl(order: int, scaled: bool):
+    def impl(xp, a):
+        v = np.asarray(a)
+        out = _bessel_scaled(v, order)
+        if not scaled:
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = out * np.exp(np.abs(np.asarray(v, np.float64)))
+        out = np.asarray(out).astype(v.dtype)
+        return out if xp is np else xp.asarray(out)
+    return impl
+
+
+def _i0_vjp(g, out, a):
+    return (g * bind(I1, a),)
+
+
+def _i1_vjp(g, out, a):
+    # I1'(x) = I0(x) - I1(x)/x, with the limit 1/2 at 0
+    safe = where(a == 0, 1.0, a)
+    return (g * where(a == 0, 0.5, bind(I0, a) - out / safe),)
+
+
+def _i0e_vjp(g, out, a):
+    return (g * (bind(I1E, a) - sign(a) * out),)
+
+
+def _i1e_vjp(g, out, a):
+    safe = where(a == 0, 1.0, a)
+    return (g * where(a == 0, 0.5, bind(I0E, a) - out * (sign(a) + 1 / safe)),)
+
+
+I0 = _unary("i0", _bessel_impl(0, False), _i0_vjp)
+I1 = _unary("i1", _bessel_impl(1, False), _i1_vjp, save_out=True)
+I0E = _unary("i0e", _bessel_impl(0, True), _i0e_vjp, save_out=True)
+I1E = _unary("i1e", _bessel_impl(1, True), _i1e_vjp, save_out=True)
+
+
+def i0(input):
+    """The modified Bessel function of the first kind, order 0."""
+    return bind(I0, input)
+
+
+def i1(input):
+    return bind(I1, input)
+
+
+def i0e(input):
+    """exp(-|x|) i0(x), finite where i0 overflows."""
+    return bind(I0E, input)
+
+
+def i1e(input):
+    return bind(I1E, input)
+
+
+# ---------------------------------------------------------------- mantissa and exponent
+def frexp(input):
+    """(mantissa, exponent) with input = mantissa * 2**exponent, |mantissa| in [0.5, 1);
+    the exponent is int32, as in PyTorch."""
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"frexp: expected a floating point tensor, got {input.dtype}")
+    from .creation import tensor
+    from .registry import refuse_tracing
+    refuse_tracing("frexp", "its input")
+    m, e = np.frexp(input.numpy())
+    return _Frexp(tensor(m, device=input.device), tensor(e.astype(np.int32), device=input.device))
+
+
+def ldexp(input, other):
+    """input * 2**other (other an integer tensor or number)."""
+    from ..tensor import Tensor
+    if isinstance(other, Tensor):
+        # powers of two are exact in floating point (exp(k log 2) would not be)
+        scale = 2.0 ** cast(other, _dt.float64 if input.dtype == _dt.float64 else _dt.float32)
+    else:
+        scale = 2.0 ** other
+    return input * scale
+
+
+_Frexp = namedtuple("frexp", ["mantissa", "exponent"])
