@@ -20,6 +20,7 @@ _tune_allocator()  # keep freed array memory for reuse (see tracejit/memory.py)
 from . import dtypes as _dtypes
 from .dtypes import (DType, bfloat16, bool_, complex64, complex128, float16, float32, float64, get_default_dtype,
                      int8, int16, int32, int64, promote_types, set_default_dtype, uint8)
+from .dtypes import DType as dtype  # noqa: E402,F401  (torch.dtype: the class of every dtype)
 from .device import device
 from .tensor import Tensor  # first: it closes the tensor/ops/autograd import cycle (see its end)
 
@@ -84,8 +85,11 @@ from . import distributed  # noqa: E402,F401
 from . import accelerator, backends, onnx  # noqa: E402,F401
 from . import amp, cpu, distributions, fft, linalg, multiprocessing, special  # noqa: E402,F401
 from .defaults import (Generator, are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
-                       get_float32_matmul_precision, set_default_device, set_float32_matmul_precision,
-                       set_printoptions, use_deterministic_algorithms)
+                       get_float32_matmul_precision, initial_seed, is_anomaly_enabled, is_warn_always_enabled,
+                       set_anomaly_enabled, set_default_device, set_float32_matmul_precision, set_flush_denormal,
+                       set_printoptions, set_warn_always, use_deterministic_algorithms)
+from .tensor_compat import top_level_inplace as _top_level_inplace  # noqa: E402
+globals().update({_k: _v for _k, _v in _top_level_inplace().items() if _k not in globals()})
 from .linalg import cholesky_legacy as cholesky, inverse, logdet, matrix_power, pinverse  # noqa: E402,F401
 from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401

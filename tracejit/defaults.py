@@ -10,11 +10,13 @@ from .device import as_device
 
 __all__ = ["set_default_device", "get_default_device", "set_printoptions",
            "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
-           "are_deterministic_algorithms_enabled", "Generator"]
+           "are_deterministic_algorithms_enabled", "Generator", "initial_seed", "set_flush_denormal",
+           "set_warn_always", "is_warn_always_enabled", "is_anomaly_enabled", "set_anomaly_enabled"]
 
 _DEVICE = [None]
 _PRECISION = ["highest"]
 _DETERMINISTIC = [False]
+_WARN_ALWAYS = [False]
 
 
 def set_default_device(device) -> None:
@@ -59,6 +61,36 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
 
 def are_deterministic_algorithms_enabled() -> bool:
     return _DETERMINISTIC[0]
+
+
+def initial_seed() -> int:
+    """The seed the global generator was last seeded with (``manual_seed``)."""
+    from .ops.random import _cuda_seed
+    return _cuda_seed[0]
+
+
+def set_flush_denormal(mode: bool) -> bool:
+    """PyTorch's switch for flushing denormal floats to zero; numpy's arithmetic keeps
+    denormals, so this reports False (not supported), as PyTorch does on such CPUs."""
+    return False
+
+
+def set_warn_always(b: bool) -> None:
+    _WARN_ALWAYS[0] = bool(b)
+
+
+def is_warn_always_enabled() -> bool:
+    return _WARN_ALWAYS[0]
+
+
+def is_anomaly_enabled() -> bool:
+    from .autograd.checks import is_anomaly_enabled as enabled
+    return enabled()
+
+
+def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
+    from .autograd.checks import set_detect_anomaly
+    set_detect_anomaly(enabled, check_nan)
 
 
 class Generator:

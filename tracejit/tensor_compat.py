@@ -26,6 +26,9 @@ float_power clamp_min clamp_max positive absolute sgn signbit bitwise_and bitwis
 bitwise_not logical_xor isposinf isneginf isreal median nanmedian kthvalue quantile nanquantile
 mode renorm i0 frexp ldexp nanmean nansum aminmax cummax cummin logcumsumexp count_nonzero diff dist equal unique
 unique_consecutive bincount histc det slogdet true_divide divide multiply subtract negative
+greater greater_equal less less_equal not_equal gcd lcm fmax fmin nextafter corrcoef cov histogram
+diagflat msort ravel vdot select_scatter slice_scatter diagonal_scatter broadcast_to bernoulli prelu
+is_nonzero is_same_size is_signed get_device
 """.split()
 
 # ... and those whose function is tracejit's own (its legacy linear algebra spellings)
@@ -38,7 +41,10 @@ arcsin arccos arctan ceil trunc fix round frac sinh cosh tan log2 log10 exp2 rec
 lerp addcmul addcdiv logit xlogy sinc erfc erfinv lgamma digamma rad2deg deg2rad copysign
 heaviside float_power clamp_min clamp_max sgn renorm i0 ldexp bitwise_and bitwise_or bitwise_xor bitwise_not
 logical_xor addmm addmv addbmm baddbmm addr cumsum cumprod tril triu hardshrink true_divide
-divide multiply subtract negative square
+divide multiply subtract negative square abs cos sin expm1 erf floor log log1p sigmoid tanh sign
+rsqrt nan_to_num remainder floor_divide eq ne lt le gt ge greater greater_equal less less_equal
+not_equal logical_and logical_or logical_not clip arccosh arcsinh arctan2 arctanh lcm gcd absolute i0
+scatter_add scatter_reduce
 """.split()
 
 
@@ -167,7 +173,8 @@ class CompatMethods:
         return self._assign(_ops.exp(z * std + mean), "log_normal_")
 
     def bernoulli_(self, p=0.5, *, generator=None):
-        u = _ops.rand(*tuple(self.shape), dtype=_dt.float64, device=self.device)
+        with _ops.drawing_from(generator, "bernoulli_"):
+            u = _ops.rand(*tuple(self.shape), dtype=_dt.float64, device=self.device)
         return self._assign(_ops.cast(u < p, self.dtype), "bernoulli_")
 
     def unfold(self, dimension: int, size: int, step: int):
@@ -178,6 +185,97 @@ class CompatMethods:
         idx = _ops.tensor(np.arange(n)[:, None] * step + np.arange(size)[None, :], device=self.device)
         out = _ops.getitem(self, (slice(None),) * d + (idx,))       # (.., n, size, ..)
         return _ops.movedim(out, d + 1, -1)
+
+    def byte(self, memory_format=None):
+        return self.to(_dt.uint8)
+
+    def char(self, memory_format=None):
+        return self.to(_dt.int8)
+
+    def short(self, memory_format=None):
+        return self.to(_dt.int16)
+
+    itemsize = property(lambda self: self.dtype.itemsize)
+    nbytes = property(lambda self: self.numel() * self.dtype.itemsize)
+
+    def is_inference(self) -> bool:
+        return False
+
+    def fill_diagonal_(self, fill_value, wrap: bool = False):
+        """Write fill_value on the main diagonal (a 2-D tensor, or one whose dims are all
+        equal); with wrap, a tall matrix's diagonal starts again every (cols + 1) rows."""
+        if self.ndim < 2:
+            raise ValueError(f"fill_diagonal_: expected a tensor of at least 2 dims, got {self.ndim}")
+        shape = tuple(self.shape)
+        if self.ndim > 2 and len(set(shape)) != 1:
+            raise ValueError(f"fill_diagonal_: all dims must be equal above 2 dims, got shape {shape}")
+        if self.ndim == 2:
+            rows, cols = shape
+            step = cols + 1
+            end = rows * cols if wrap and rows > cols else min(rows, cols) * cols
+            pos = np.arange(0, end, step)
+            if not wrap:
+                pos = pos[:min(rows, cols)]
+        else:
+            n = shape[0]
+            pos = np.arange(n) * sum(n ** k for k in range(self.ndim))
+        flat = _ops.reshape(self, (-1,))
+        out = _ops.index_put(flat, _ops.tensor(pos, device=self.device), fill_value)
+        return self._assign(_ops.reshape(out, shape), "fill_diagonal_")
+
+    def resize_(self, *sizes, memory_format=None):
+        """This tensor with a new shape: the first elements kept in order, new ones zero."""
+        shape = tuple(sizes[0]) if len(sizes) == 1 and not isinstance(sizes[0], int) else tuple(sizes)
+        if self.requires_grad:
+            raise RuntimeError("resize_: cannot resize a tensor that requires grad; use reshape or "
+                               "a new tensor")
+        n = int(np.prod(shape)) if shape else 1
+        flat = _ops.reshape(self.detach(), (-1,))
+        have = flat.shape[0]
+        if n <= have:
+            new = _ops.reshape(flat[:n], shape)
+        else:
+            new = _ops.reshape(_ops.cat([flat, _ops.zeros(n - have, dtype=self.dtype, device=self.device)]),
+                               shape)
+        self._data = _ops.contiguous(new)._data
+        return self
+
+    def resize_as_(self, other, memory_format=None):
+        return self.resize_(tuple(other.shape))
+
+    def sum_to_size(self, *size):
+        """The sum over the dims broadcasting added: this tensor reduced to `size`."""
+        target = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
+        from .shapes import broadcast_shapes
+        if broadcast_shapes("sum_to_size", target, tuple(self.shape)) != tuple(self.shape):
+            raise ValueError(f"sum_to_size: size {target} is not expandable to shape {tuple(self.shape)}")
+        lead = self.ndim - len(target)
+        out = _ops.sum(self, tuple(range(lead))) if lead else self
+        dims = tuple(i for i, t in enumerate(target) if t == 1 and out.shape[i] != 1)
+        return _ops.sum(out, dims, keepdim=True) if dims else out
+
+    def split_with_sizes(self, split_sizes, dim: int = 0):
+        return _ops.split(self, list(split_sizes), dim)
+
+    def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad: bool = False):
+        return _ops.zeros(tuple(size), dtype=dtype or self.dtype, device=device or self.device,
+                          requires_grad=requires_grad)
+
+    def narrow_copy(self, dim: int, start: int, length: int):
+        return _ops.narrow(self, dim, start, length).clone()
+
+    def index_put(self, indices, values, accumulate: bool = False):
+        return _ops.index_put(self, tuple(indices), values, accumulate)
+
+    def index_put_(self, indices, values, accumulate: bool = False):
+        return self._assign(_ops.index_put(self, tuple(indices), values, accumulate), "index_put_")
+
+    def mvlgamma(self, p: int):
+        from .special import multigammaln
+        return multigammaln(self, p)
+
+    def mvlgamma_(self, p: int):
+        return self._assign(self.mvlgamma(p), "mvlgamma_")
 
     def masked_fill_(self, mask, value):
         return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
@@ -209,3 +307,16 @@ for _n in ("unsqueeze", "squeeze", "t", "transpose", "swapdims", "swapaxes", "as
     if not hasattr(Tensor, _n + "_") and hasattr(_ops, _n):
         setattr(Tensor, _n + "_", _reshaped_inplace(_n))
 del _n
+
+
+def top_level_inplace() -> dict:
+    """``torch.abs_(x)`` and the other in-place functions of the torch namespace: each
+    calls the tensor's method of the same name."""
+    def make(name):
+        def fn(input, *args, **kwargs):
+            return getattr(input, name)(*args, **kwargs)
+        fn.__name__ = fn.__qualname__ = name
+        return fn
+    names = [n + "_" for n in _INPLACE] + ["exp_", "sqrt_", "neg_", "relu_", "zero_", "fill_", "clamp_",
+                                          "clamp_min_", "clamp_max_", "index_put_", "ldexp_", "i0_"]
+    return {n: make(n) for n in names if hasattr(Tensor, n)}

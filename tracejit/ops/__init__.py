@@ -35,6 +35,8 @@ from .products import linalg_cross  # noqa: F401
 from .indexing_more import *  # noqa: F401,F403
 from .math_more import *  # noqa: F401,F403
 from .special_fns import *  # noqa: F401,F403
+from .numpy_like import *  # noqa: F401,F403
+from .random_more import *  # noqa: F401,F403
 from .reductions_more import *  # noqa: F401,F403
 from .linalg_dense import det, slogdet  # noqa: F401
 from .complex_ops import *  # noqa: F401,F403

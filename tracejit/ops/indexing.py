@@ -461,7 +461,10 @@ def _plain_spec(a, index):
     return spec
 
 
-def index_put(a, index, value):
+def index_put(a, index, value, accumulate: bool = False):
+    """``a`` with ``a[index] = value`` (PyTorch's ``index_put``; `index` a key or a tuple of
+    index tensors); with accumulate, values at repeated positions add up (``a[index] += value``
+    counting every repeat)."""
     spec, tensors = _normalize(a, index)
     if isinstance(value, Tensor) and value.dtype is not a.dtype:
         value = cast(value, a.dtype)
@@ -470,6 +473,10 @@ def index_put(a, index, value):
             value = creation.as_tensor(value, dtype=a.dtype, device=a.device)
         elif not isinstance(value, (int, float, bool, complex, np.number)):
             raise TypeError(f"can't assign a {type(value).__name__} to a tensor")
+    if accumulate:
+        if not isinstance(value, Tensor):
+            value = creation.as_tensor(value, dtype=a.dtype, device=a.device)
+        return bind(INDEX_ADD, a, value, *tensors, spec=spec)
     return bind(INDEX_PUT, a, value, *tensors, spec=spec)
 
 

@@ -169,6 +169,15 @@ def randperm(n: int, *, generator=None, dtype=None, device=None):
         return tensor(_gen.permutation(int(n)), dtype=dtype or _dt.int64, device=device)
 
 
-def bernoulli(p):
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability `input` (or the number `p` for every element), else 0, in input's dtype."""
     from .elementwise import cast, lt
-    return cast(lt(rand_like(p), p), p.dtype)
+    if generator is not None:
+        with drawing_from(generator, "bernoulli"):
+            return bernoulli(input, p)
+    if p is not None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"bernoulli: p must be in [0, 1], got {p}")
+        return cast(lt(rand_like(input, dtype=_float(None) if not input.dtype.is_floating_point else None), p),
+                    input.dtype)
+    return cast(lt(rand_like(input), input), input.dtype)

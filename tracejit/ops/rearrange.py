@@ -377,15 +377,7 @@ def swapdims(input, dim0: int, dim1: int):
     return transpose(input, dim0, dim1)
 
 
-def moveaxis(input, source, destination):
-    if isinstance(source, int):
-        return movedim(input, source, destination)
-    src = [normalize_dim(d, input.ndim, "moveaxis") for d in source]
-    dst = [normalize_dim(d, input.ndim, "moveaxis") for d in destination]
-    order, rest = [None] * input.ndim, iter(d for d in range(input.ndim) if d not in src)
-    for s_, d_ in zip(src, dst):
-        order[d_] = s_
-    return permute(input, tuple(next(rest) if o is None else o for o in order))
+moveaxis = movedim   # (numpy's name)
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):

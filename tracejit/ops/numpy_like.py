@@ -1,0 +1,274 @@
+"""Functions PyTorch shares with numpy's vocabulary, as composites of tracejit's ops (so
+they trace and differentiate where their parts do): broadcasting helpers, dtype queries,
+NaN-ignoring max/min, gcd/lcm/nextafter, statistics (cov, corrcoef, histogram), index
+arithmetic (unravel_index), the ``*_scatter`` family, and PyTorch's comparison aliases.
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..errors import ShapeError
+from ..shapes import broadcast_shapes as _broadcast_shapes, normalize_dim
+from ..size import Size
+from ..tensor import Tensor
+from .creation import arange, tensor
+from .elementwise import _binary, cast, ge, gt, isnan, le, lt, maximum, minimum, ne, sqrt, where
+from .indexing import index_put
+from .linalg import matmul
+from .reductions import sum as _sum
+from .registry import bind, refuse_tracing
+from .shape import cat, expand, movedim, reshape
+
+__all__ = ["broadcast_tensors", "broadcast_shapes", "result_type", "can_cast", "fmax", "fmin",
+           "gcd", "lcm", "nextafter", "cov", "corrcoef", "histogram", "unravel_index", "diagflat",
+           "msort", "ravel", "logspace", "select_scatter", "slice_scatter", "diagonal_scatter",
+           "concatenate", "rsub", "vdot", "greater", "greater_equal", "less", "less_equal",
+           "not_equal", "is_nonzero", "is_same_size", "is_signed", "get_device", "mvlgamma", "fill",
+           "detach"]
+
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+concatenate = cat
+
+
+def broadcast_shapes(*shapes) -> Size:
+    return Size(_broadcast_shapes("broadcast_shapes", *[(s,) if isinstance(s, int) else tuple(s) for s in shapes]))
+
+
+def broadcast_tensors(*tensors) -> tuple:
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    shape = _broadcast_shapes("broadcast_tensors", *[tuple(t.shape) for t in ts])
+    return tuple(t if tuple(t.shape) == shape else expand(t, shape) for t in ts)
+
+
+def result_type(tensor1, tensor2) -> _dt.DType:
+    """The dtype an arithmetic op on the two gives (PyTorch's three-group promotion)."""
+    strong, zero_dim, weak = [], [], []
+    for v in (tensor1, tensor2):
+        if isinstance(v, Tensor):
+            (strong if v.ndim else zero_dim).append(v.dtype)
+        else:
+            weak.append(_dt.scalar_dtype(v))
+    return _dt.result_type(strong, weak, zero_dim)
+
+
+def can_cast(from_, to) -> bool:
+    """Whether PyTorch's casting rules allow `from_` into `to` in an in-place op: never
+    to a lower category (complex > floating > integer > bool)."""
+    return _dt.as_dtype(from_).category <= _dt.as_dtype(to).category
+
+
+def fmax(input, other):
+    """maximum that ignores NaN: the other value where one is NaN (NaN only if both are)."""
+    return where(isnan(other), input, where(isnan(input), other, maximum(input, other)))
+
+
+def fmin(input, other):
+    return where(isnan(other), input, where(isnan(input), other, minimum(input, other)))
+
+
+def _array_fn(op):
+    def impl(xp, a, b):
+        return getattr(xp, op)(a, b)
+    return impl
+
+
+GCD = _binary("gcd", _array_fn("gcd"))
+LCM = _binary("lcm", _array_fn("lcm"))
+NEXTAFTER = _binary("nextafter", _array_fn("nextafter"))
+
+
+def _ints(op, a, b):
+    for v in (a, b):
+        if isinstance(v, Tensor) and not v.dtype.is_integer:
+            raise TypeError(f"{op}: expected integer tensors, got {v.dtype.name}")
+    return bind(GCD if op == "gcd" else LCM, a, b)
+
+
+def gcd(input, other):
+    return _ints("gcd", input, other)
+
+
+def lcm(input, other):
+    return _ints("lcm", input, other)
+
+
+def nextafter(input, other):
+    """The next floating-point value after input towards other."""
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"nextafter: expected floating point tensors, got {input.dtype.name}")
+    return bind(NEXTAFTER, input, other)
+
+
+def cov(input, *, correction: int = 1, fweights=None, aweights=None):
+    """The covariance of the rows of `input` (variables) over its columns (observations)."""
+    if input.ndim > 2:
+        raise ShapeError(f"cov: expected a tensor of at most 2 dims, got shape {tuple(input.shape)}")
+    x = reshape(input, (1, -1)) if input.ndim < 2 else input
+    if not x.dtype.is_floating_point and not x.dtype.is_complex:
+        x = cast(x, _dt.get_default_dtype())
+    n = x.shape[1]
+    w = None
+    for name, wt in (("fweights", fweights), ("aweights", aweights)):
+        if wt is not None:
+            if wt.ndim != 1 or wt.shape[0] != n:
+                raise ShapeError(f"cov: {name} must be 1-D with {n} entries, got shape {tuple(wt.shape)}")
+            w = wt if w is None else w * wt
+    if w is None:
+        total = float(n)
+        avg = _sum(x, 1, keepdim=True) / max(n, 1)
+        norm = total - correction
+    else:
+        w = cast(w, x.dtype)
+        total = _sum(w)
+        avg = _sum(x * w, 1, keepdim=True) / total
+        if correction == 0:
+            norm = total
+        elif aweights is None:
+            norm = total - correction
+        else:
+            norm = total - correction * _sum(w * cast(aweights, x.dtype)) / total
+    xc = x - avg
+    xw = xc if w is None else xc * w
+    out = matmul(xw, xc.conj().transpose(0, 1) if xc.dtype.is_complex else xc.transpose(0, 1))
+    out = out / (norm if not isinstance(norm, float) else max(norm, 0.0))
+    return reshape(out, ()) if input.ndim < 2 else out
+
+
+def corrcoef(input):
+    """Pearson correlation coefficients of the rows of `input`, clipped to [-1, 1]."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = sqrt(c.diagonal())
+    out = c / d.unsqueeze(1) / d.unsqueeze(0)
+    return out.clamp(-1, 1)
+
+
+_Histogram = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density: bool = False):  # noqa: A002
+    """Counts of input's values in `bins` equal bins (or between the given edges)."""
+    refuse_tracing("histogram", "its input")
+    edges = bins.numpy() if isinstance(bins, Tensor) else bins
+    w = weight.numpy() if weight is not None else None
+    hist, out_edges = np.histogram(input.numpy().reshape(-1), bins=edges, range=range,
+                                   weights=None if w is None else w.reshape(-1), density=density)
+    dt = input.dtype
+    return _Histogram(tensor(hist.astype(dt.np), device=input.device),
+                      tensor(out_edges.astype(dt.np), device=input.device))
+
+
+def unravel_index(indices, shape) -> tuple:
+    """The coordinates in a tensor of `shape` of each flat index (a tuple of tensors)."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    idx = indices if isinstance(indices, Tensor) else tensor(indices)
+    if not idx.dtype.is_integer:
+        raise TypeError(f"unravel_index: expected integer indices, got {idx.dtype.name}")
+    size = int(np.prod(shape)) if shape else 1
+    if idx.numel() and (int(idx.min()) < -size or int(idx.max()) >= size):
+        raise IndexError(f"unravel_index: an index is out of range for shape {shape}")
+    idx = where(idx < 0, idx + size, idx)
+    out = []
+    for dim in reversed(shape):
+        out.append(idx % dim)
+        idx = idx // dim
+    return tuple(reversed(out))
+
+
+def diagflat(input, offset: int = 0):
+    from .rearrange import diag
+    return diag(reshape(input, (-1,)), offset)
+
+
+def msort(input):
+    from .tensorfns import sort
+    return sort(input, 0)[0]
+
+
+def ravel(input):
+    return reshape(input, (-1,))
+
+
+def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
+             requires_grad: bool = False):
+    dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
+    vals = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
+    return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
+
+
+def select_scatter(input, src, dim: int, index: int):
+    """input with the slice ``input.select(dim, index)`` replaced by src."""
+    d = normalize_dim(dim, input.ndim, "select_scatter")
+    return index_put(input, (slice(None),) * d + (int(index),), cast(src, input.dtype))
+
+
+def slice_scatter(input, src, dim: int = 0, start=None, end=None, step: int = 1):
+    d = normalize_dim(dim, input.ndim, "slice_scatter")
+    return index_put(input, (slice(None),) * d + (slice(start, end, step),), cast(src, input.dtype))
+
+
+def diagonal_scatter(input, src, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """input with its diagonal (``input.diagonal(offset, dim1, dim2)``) replaced by src."""
+    d1, d2 = normalize_dim(dim1, input.ndim, "diagonal_scatter"), normalize_dim(dim2, input.ndim,
+                                                                                "diagonal_scatter")
+    moved = movedim(input, (d1, d2), (-2, -1))
+    rows, cols = moved.shape[-2], moved.shape[-1]
+    n = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+    i = arange(n) + max(-offset, 0)
+    j = arange(n) + max(offset, 0)
+    out = index_put(moved, (Ellipsis, i, j), cast(src, input.dtype))
+    return movedim(out, (-2, -1), (d1, d2))
+
+
+def rsub(input, other, *, alpha=1):
+    """other - alpha * input."""
+    return other - input * alpha if alpha != 1 else other - input
+
+
+def vdot(input, other):
+    """The dot product of two 1-D tensors, conjugating the first."""
+    if input.ndim != 1 or other.ndim != 1:
+        raise ShapeError(f"vdot: expected 1-D tensors, got shapes {tuple(input.shape)} and {tuple(other.shape)}")
+    a = input.conj() if input.dtype.is_complex else input
+    return _sum(a * other)
+
+
+def mvlgamma(input, p: int):
+    """The multivariate log-gamma function of dimension p (``special.multigammaln``)."""
+    from ..special import multigammaln
+    return multigammaln(input, p)
+
+
+def fill(input, value):
+    """A new tensor of input's shape and dtype filled with value."""
+    from .creation import full_like
+    return full_like(input, value.item() if isinstance(value, Tensor) else value)
+
+
+def detach(input):
+    return input.detach()
+
+
+def is_nonzero(input) -> bool:
+    if input.numel() != 1:
+        raise RuntimeError(f"is_nonzero: a tensor with {input.numel()} elements is ambiguous; "
+                           f"expected exactly one")
+    return bool(input.item() != 0)
+
+
+def is_same_size(input, other) -> bool:
+    return tuple(input.shape) == tuple(other.shape)
+
+
+def is_signed(input) -> bool:
+    return input.dtype.category >= 2 or (input.dtype.is_integer and np.dtype(input.dtype.np).kind == "i")
+
+
+def get_device(input) -> int:
+    """-1 for a CPU tensor, else the device index (PyTorch's convention)."""
+    return -1 if input.device.type == "cpu" else int(input.device.index or 0)
+
