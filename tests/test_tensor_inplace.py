@@ -129,3 +129,25 @@ def test_view_of_leaf_refused_with_grad_and_allowed_without():
         with tj.no_grad():
             v.add_(1.0)
         np.testing.assert_array_equal(leaf.detach().numpy(), [0, 1, 1, 0])
+
+
+@pytest.mark.parametrize("call,want", [
+    (lambda x, t1, t2: x.add_(-0.5, t1), lambda x, t1, t2: x - 0.5 * t1),
+    (lambda x, t1, t2: x.sub_(2.0, t1), lambda x, t1, t2: x - 2.0 * t1),
+    (lambda x, t1, t2: tj.add(x, 3.0, t1), lambda x, t1, t2: x + 3.0 * t1),
+    (lambda x, t1, t2: x.addcdiv_(0.5, t1, t2), lambda x, t1, t2: x + 0.5 * t1 / t2),
+    (lambda x, t1, t2: x.addcmul(0.5, t1, t2), lambda x, t1, t2: x + 0.5 * t1 * t2),
+])
+def test_deprecated_scalar_first_overloads_compute_pytorchs_values(call, want):
+    # older optimizers write p.data.add_(-lr, grad) and exp_avg.addcdiv_(-step, m, denom)
+    x = tj.tensor([1.0, -2.0, 3.0])
+    t1, t2 = tj.tensor([2.0, 4.0, 8.0]), tj.tensor([4.0, 2.0, 0.5])
+    expected = want(x.clone(), t1, t2).numpy()
+    with pytest.warns(UserWarning, match="This overload of .* is deprecated"):
+        got = call(x.clone(), t1, t2)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+
+
+def test_two_tensors_after_add_is_a_clear_error():
+    with pytest.raises(TypeError, match=r"add_: expected \(add_\(other, \*, alpha"):
+        tj.ones(2).add_(tj.ones(2), tj.ones(2))

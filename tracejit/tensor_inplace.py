@@ -113,14 +113,22 @@ class InPlaceMethods:
         self._vbox[0] += 1
         return True
 
-    def add_(self, other, *, alpha=1):
+    def add_(self, other, *rest, alpha=1):
+        if rest:
+            if len(rest) != 1:
+                raise TypeError(f"add_: takes at most 2 positional arguments, got {1 + len(rest)}")
+            other, alpha = _ops.elementwise.alpha_first("add_", other, rest[0])
         if alpha != 1:
             other = _ops.mul(other, alpha)
         if self._into(_EW.ADD, other):
             return self
         return self._assign(_ops.add(self, other), "add_")
 
-    def sub_(self, other, *, alpha=1):
+    def sub_(self, other, *rest, alpha=1):
+        if rest:
+            if len(rest) != 1:
+                raise TypeError(f"sub_: takes at most 2 positional arguments, got {1 + len(rest)}")
+            other, alpha = _ops.elementwise.alpha_first("sub_", other, rest[0])
         if alpha != 1:
             other = _ops.mul(other, alpha)
         if self._into(_EW.SUB, other):
@@ -164,11 +172,11 @@ class InPlaceMethods:
     def masked_fill_(self, mask, value):
         return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
 
-    def addcmul_(self, t1, t2, value=1):
-        return self._assign(self + value * t1 * t2, "addcmul_")
+    def addcmul_(self, tensor1, tensor2, *rest, value=1):
+        return self._assign(_ops.addcmul(self, tensor1, tensor2, *rest, value=value), "addcmul_")
 
-    def addcdiv_(self, t1, t2, value=1):
-        return self._assign(self + value * t1 / t2, "addcdiv_")
+    def addcdiv_(self, tensor1, tensor2, *rest, value=1):
+        return self._assign(_ops.addcdiv(self, tensor1, tensor2, *rest, value=value), "addcdiv_")
 
     def lerp_(self, end, weight):
         return self._assign(self + weight * (end - self), "lerp_")

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from .elementwise import (_binary, _ew_rule, _ufunc1, _ufunc2, _unary, abs as _abs, cast, cos, erf,
+from .elementwise import (_binary, _ew_rule, _ufunc1, _ufunc2, _unary, abs as _abs, cast, cos, erf, value_first,
                           exp, log, log1p, maximum, minimum, neg, sign, sin, sqrt, where)
 from .registry import defprim
 
@@ -267,11 +267,13 @@ def lerp(input, end, weight):
     return input + weight * (end - input)
 
 
-def addcmul(input, tensor1, tensor2, *, value=1):
+def addcmul(input, tensor1, tensor2, *rest, value=1):
+    tensor1, tensor2, value = value_first("addcmul", tensor1, tensor2, rest, value)
     return input + value * tensor1 * tensor2
 
 
-def addcdiv(input, tensor1, tensor2, *, value=1):
+def addcdiv(input, tensor1, tensor2, *rest, value=1):
+    tensor1, tensor2, value = value_first("addcdiv", tensor1, tensor2, rest, value)
     return input + value * tensor1 / tensor2
 
 
