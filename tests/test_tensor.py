@@ -410,3 +410,14 @@ def test_new_factories():
     assert x.new_zeros(3).dtype is tj.float64 and x.new_ones(2, 2).shape == (2, 2)
     assert x.new_full((2,), 5).tolist() == [5.0, 5.0]
     assert x.new_tensor([1, 2]).dtype is tj.float64
+
+
+def test_is_contiguous_in_a_memory_format_reads_the_strides():
+    x = tj.zeros(2, 3, 4, 5)
+    assert x.is_contiguous() and not x.is_contiguous(memory_format=tj.channels_last)
+    nhwc = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+    assert nhwc.is_contiguous(memory_format=tj.channels_last) and not nhwc.is_contiguous()
+    assert tj.zeros(2, 1, 4, 5).is_contiguous(memory_format=tj.channels_last)   # one channel: both
+    assert not tj.zeros(2, 3, 4).is_contiguous(memory_format=tj.channels_last)
+    assert tj.zeros(2, 3, 4, 5, 6).permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3).is_contiguous(
+        memory_format=tj.channels_last_3d)

@@ -42,3 +42,22 @@ def check_memory_format(fmt, what: str) -> None:
     if fmt is not None and not isinstance(fmt, memory_format):
         raise TypeError(f"{what}: memory_format must be a tracejit memory format (e.g. "
                         f"tracejit.contiguous_format), got {fmt!r}")
+
+
+def dense_in_order(t, fmt: memory_format) -> bool:
+    """Whether `t`'s memory is dense with channels innermost (channels_last for 4-D,
+    channels_last_3d for 5-D); dims of size 1 may have any stride, as in PyTorch."""
+    rank = {"channels_last": 4, "channels_last_3d": 5}.get(getattr(fmt, "name", None))
+    if rank is None:
+        raise TypeError(f"is_contiguous: memory_format must be a tracejit memory format, got {fmt!r}")
+    if t.ndim != rank:
+        return False
+    shape, item = tuple(t.shape), t.dtype.itemsize
+    strides = tuple(int(s) // item for s in t._data.strides)
+    order = (1,) + tuple(range(rank - 1, 1, -1)) + (0,)   # C, W, H(, D), N: innermost first
+    expect = 1
+    for d in order:
+        if shape[d] != 1 and strides[d] != expect:
+            return False
+        expect *= shape[d]
+    return True

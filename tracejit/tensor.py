@@ -271,8 +271,13 @@ class Tensor:
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 
-    def is_contiguous(self) -> bool:
-        return bool(self._data.flags["C_CONTIGUOUS"])
+    def is_contiguous(self, memory_format=None) -> bool:
+        """Whether memory is dense in `memory_format`'s order (row-major by default; for
+        channels_last, channels innermost, as PyTorch's strides would say)."""
+        if memory_format is None or memory_format.name in ("contiguous_format", "preserve_format"):
+            return bool(self._data.flags["C_CONTIGUOUS"])
+        from .formats import dense_in_order
+        return dense_in_order(self, memory_format)
 
     def data_ptr(self) -> int:
         return self._data.__array_interface__["data"][0] if self.device is CPU else self._data.data.ptr
