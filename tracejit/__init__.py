@@ -107,7 +107,7 @@ def __getattr__(name: str):
     """``tracejit.compiler`` (wait, reset, the cache commands), ``tracejit.testing`` and
     ``tracejit.profiler`` on first use: ``import tracejit`` leaves loading the backend to the first compiled call,
     and a program reaches ``torch.testing.assert_close`` without importing it."""
-    if name in ("compiler", "testing", "profiler"):
+    if name in ("compiler", "testing", "profiler", "_dynamo", "_inductor"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -78,7 +78,7 @@ def test_options_reach_the_compiled_function():
     ({"mode": "fastest"}, "unknown mode 'fastest'; choose one of 'default', 'reduce-overhead', 'max-autotune'"),
     ({"backend": "tvm"}, "unknown backend 'tvm'; choose one of 'inductor', 'numba', 'eager', 'aot_eager'"),
     ({"backend": print}, "backend must be a name, got the callable"),
-    ({"options": {"triton.cudagraphs": True}}, "unknown option 'triton.cudagraphs'; the options are "
+    ({"options": {"colour": True}}, "unknown option 'colour'; the options are "
                                                 "'recompile_limit', 'check', 'capture', 'compile'"),
     ({"options": {"recompile_limit": 0}}, "option 'recompile_limit' must be a int >= 1, got 0"),
     ({"options": {"capture": "jit"}}, "option 'capture' must be one of 'trace', 'script', got 'jit'"),

@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional
 from ..jit import backend as _backend
 from . import forkguard as _forkguard  # noqa: F401  (first: see its docstring)
 
-__all__ = ["compile_graph", "wait", "reset", "cache_info", "cache_clear", "cache_prune", "NumbaCompiler"]
+__all__ = ["compile_graph", "wait", "reset", "cache_info", "cache_clear", "cache_prune", "NumbaCompiler",
+           "disable", "is_compiling", "is_dynamo_compiling", "allow_in_graph", "cudagraph_mark_step_begin"]
 
 
 def compile_graph(graph, grad_mode: bool = True, name: str = "graph"):
@@ -35,6 +36,32 @@ def reset() -> None:
     from ..jit.function import all_compiled
     for cf in all_compiled():
         cf.reset()
+
+
+def disable(fn: Optional[Callable] = None, recursive: bool = True):
+    """``torch.compiler.disable``: `fn` unchanged (as a decorator too). Called outside a
+    compiled function it runs eagerly; inside one it is captured like the rest, and a
+    part that cannot be captured makes the function run eagerly (``fullgraph=False``)."""
+    if fn is None:
+        return lambda f: f
+    return fn
+
+
+def is_compiling() -> bool:
+    """True while tracejit captures a function (its code runs on tracers, once)."""
+    from ..ops.registry import trace_state
+    return trace_state.tracer is not None
+
+
+is_dynamo_compiling = is_compiling
+
+
+def allow_in_graph(fn: Callable) -> Callable:
+    return fn
+
+
+def cudagraph_mark_step_begin() -> None:
+    """No CUDA graphs here (see tracejit.compile's modes): nothing to mark."""
 
 
 def cache_info() -> dict:

@@ -42,7 +42,7 @@ def _is_module(x) -> bool:
 
 
 def trace(fn: Optional[Callable] = None, example_inputs=None, *, example_kwarg_inputs: Optional[dict] = None,
-          eager: bool = False, check: bool = False, recompile_limit: int = 8, dynamic: Optional[bool] = None,
+          eager: bool = False, check: bool = False, recompile_limit: Optional[int] = None, dynamic: Optional[bool] = None,
           compiler: Optional[str] = "numba", compile: Optional[str] = None):
     """Compile `fn` by tracing it; Python values are specialized under guards.
 
@@ -67,7 +67,7 @@ def trace(fn: Optional[Callable] = None, example_inputs=None, *, example_kwarg_i
 
 
 def script(fn: Optional[Callable] = None, *, eager: bool = False, check: bool = False,
-           recompile_limit: int = 8, dynamic: Optional[bool] = None, compiler: Optional[str] = "numba",
+           recompile_limit: Optional[int] = None, dynamic: Optional[bool] = None, compiler: Optional[str] = "numba",
            compile: Optional[str] = None):
     """Compile `fn` keeping its control flow: if/while/for on tensors or scalar arguments
     become graph ops, and scalar arguments are runtime inputs."""

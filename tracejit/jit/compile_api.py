@@ -44,6 +44,19 @@ OPTIONS = {"recompile_limit": int, "check": bool, "capture": ("trace", "script")
            "compile": ("background", "sync")}
 
 
+# Inductor's option names scripts pass in options= (torch._inductor.config's settings)
+_INDUCTOR_OPTIONS = {"max_autotune", "max_autotune_gemm", "max_autotune_pointwise", "epilogue_fusion",
+                     "shape_padding", "coordinate_descent_tuning", "freezing", "layout_optimization",
+                     "aggressive_fusion", "cpp_wrapper", "fx_graph_cache", "benchmark_kernel", "debug",
+                     "force_same_precision", "split_reductions", "conv_1x1_as_mm", "keep_output_stride",
+                     "memory_planning", "static_weight_shapes", "verbose_progress", "dce", "unroll_reductions_threshold",
+                     "group_fusion", "pattern_matcher", "reorder_for_locality", "size_asserts", "fallback_random"}
+
+
+def _inductor_option(key: str) -> bool:
+    return key in _INDUCTOR_OPTIONS or key.split(".", 1)[0] in ("triton", "trace", "cpp", "cuda", "aot_inductor")
+
+
 def _choices(table) -> str:
     return ", ".join(repr(k) for k in table if k is not None)
 
@@ -73,6 +86,12 @@ def compile_settings(*, mode: Optional[str] = None, dynamic: Optional[bool] = No
     if mode is not None and options:
         raise ValueError("tracejit.compile: pass mode or options, not both (as torch.compile)")
     opts = dict(options or {})
+    for key in [k for k in opts if k not in OPTIONS and _inductor_option(k)]:
+        import warnings
+        from ..errors import user_stacklevel
+        warnings.warn(f"tracejit.compile: {key!r} is an Inductor option; it has no meaning here and is ignored",
+                      UserWarning, stacklevel=user_stacklevel())
+        del opts[key]
     for key, value in opts.items():
         allowed = OPTIONS.get(key)
         if allowed is None:

@@ -52,7 +52,7 @@ class CompiledFunction(Capture):
     """A function compiled per input signature. Call it like the original."""
 
     def __init__(self, fn: Callable, *, mode: str = "trace", eager: bool = False, check: bool = False,
-                 recompile_limit: int = DEFAULT_RECOMPILE_LIMIT, dynamic: Optional[bool] = None,
+                 recompile_limit: Optional[int] = None, dynamic: Optional[bool] = None,
                  compiler: Optional[str] = None, bound_self: Any = None, extra_guard=None,
                  compile: Optional[str] = None, tensor_names: Optional[Callable[[], dict]] = None,
                  fullgraph: bool = True):
@@ -61,6 +61,8 @@ class CompiledFunction(Capture):
         self._fn = fn
         self._mode = mode
         # the options a copy is built with (`__deepcopy__`)
+        if recompile_limit is None:   # read now: torch._dynamo.config.cache_size_limit sets it
+            recompile_limit = DEFAULT_RECOMPILE_LIMIT
         self._options = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic,
                              compiler=compiler, compile=compile, fullgraph=fullgraph)
         # False (tracejit.compile's default, as torch.compile's): a capture that fails runs

@@ -1,0 +1,52 @@
+"""tracejit._dynamo / _inductor / compiler: the torch._dynamo and torch.compiler names
+training scripts touch run, and the recompile limit set through them is the one used."""
+import warnings
+
+import pytest
+
+import tracejit as tj
+from tracejit.jit import function
+
+
+def test_cache_size_limit_sets_the_recompile_limit_of_later_compiles():
+    old = tj._dynamo.config.cache_size_limit
+    try:
+        tj._dynamo.config.cache_size_limit = 2
+        assert tj._dynamo.config.recompile_limit == 2
+        f = tj.compile(lambda x: x * 2)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for n in (1, 2, 3, 4):
+                assert f(tj.ones(n, n + 1)).sum().item() == 2 * n * (n + 1)
+        assert any("recompile" in str(w.message).lower() for w in seen)
+        with pytest.raises(ValueError, match="cache_size_limit must be an int >= 1"):
+            tj._dynamo.config.cache_size_limit = 0
+    finally:
+        function.DEFAULT_RECOMPILE_LIMIT = old
+
+
+def test_dynamo_and_compiler_names_run():
+    tj._dynamo.config.suppress_errors = True
+    assert tj._dynamo.config.suppress_errors is True
+    with pytest.raises(AttributeError, match="no setting 'not_a_setting'"):
+        tj._dynamo.config.not_a_setting
+    tj._dynamo.reset()
+    assert tj._dynamo.mark_dynamic(tj.zeros(3), 0) is None
+    assert tj.compiler.disable(lambda x: x + 1)(tj.ones(1)).item() == 2.0
+    assert tj._dynamo.optimize("inductor")(lambda x: x * 3)(tj.ones(2)).tolist() == [3.0, 3.0]
+    assert tj.compiler.is_compiling() is False
+    seen = []
+    tj.compile(lambda x: (seen.append(tj.compiler.is_compiling()), x + 1)[1], fullgraph=True)(tj.ones(2))
+    assert seen == [True]
+    tj._inductor.config.coordinate_descent_tuning = True
+    tj._inductor.config.triton.cudagraphs = False
+    assert tj._inductor.config.coordinate_descent_tuning is True and tj._inductor.config.freezing is None
+    tj.compiler.cudagraph_mark_step_begin()
+
+
+def test_inductor_options_are_ignored_with_a_warning_and_others_refused():
+    with pytest.warns(UserWarning, match="'triton.cudagraphs' is an Inductor option"):
+        f = tj.compile(lambda x: x + 1, options={"triton.cudagraphs": False, "max_autotune": True})
+    assert f(tj.ones(2)).tolist() == [2.0, 2.0]
+    with pytest.raises(ValueError, match="unknown option 'colour'"):
+        tj.compile(lambda x: x, options={"colour": "red"})
