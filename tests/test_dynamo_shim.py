@@ -36,7 +36,7 @@ def test_dynamo_and_compiler_names_run():
     assert tj._dynamo.optimize("inductor")(lambda x: x * 3)(tj.ones(2)).tolist() == [3.0, 3.0]
     assert tj.compiler.is_compiling() is False
     seen = []
-    tj.compile(lambda x: (seen.append(tj.compiler.is_compiling()), x + 1)[1], fullgraph=True)(tj.ones(2))
+    tj.trace(lambda x: (seen.append(tj.compiler.is_compiling()), x + 1)[1])(tj.ones(2))
     assert seen == [True]
     tj._inductor.config.coordinate_descent_tuning = True
     tj._inductor.config.triton.cudagraphs = False

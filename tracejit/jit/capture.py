@@ -257,6 +257,8 @@ class Capture:
                 else:
                     tracers.append(x)
             targs, tkwargs = self._unbind(unflatten(spec, tracers))
+            ctx.effects.active = getattr(self, "_side_effects", False)
+            ctx.effects.watch_function(fn)
             try:
                 if self._bound_self is not None:
                     out = fn(self._bound_self, *targs, **tkwargs)
@@ -268,6 +270,11 @@ class Capture:
             except BaseException:
                 ctx.restore_attributes()   # a failed capture leaves no tracer in a module
                 raise
+            effects = ctx.effects.found()
+            if effects:
+                ctx.restore_attributes()
+                raise TraceError(f"{self.__name__} has Python side effects a graph would not repeat on "
+                                 f"each call: {'; '.join(effects)}")
             out_leaves_raw, out_spec = flatten(out)
             out_atoms, out_leaves = [], []
             for o in out_leaves_raw:

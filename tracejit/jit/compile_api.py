@@ -104,7 +104,7 @@ def compile_settings(*, mode: Optional[str] = None, dynamic: Optional[bool] = No
                     if isinstance(allowed, type) else "one of " + ", ".join(map(repr, allowed)))
             raise ValueError(f"tracejit.compile: option {key!r} must be {want}, got {value!r}")
     kw = {"dynamic": dynamic, "compiler": BACKENDS.get(backend, backend), "compile": MODES[mode],
-          "fullgraph": fullgraph}
+          "fullgraph": fullgraph, "side_effects": True}
     if "compile" in opts:
         kw["compile"] = opts["compile"]
     for key in ("recompile_limit", "check"):

@@ -55,7 +55,7 @@ class CompiledFunction(Capture):
                  recompile_limit: Optional[int] = None, dynamic: Optional[bool] = None,
                  compiler: Optional[str] = None, bound_self: Any = None, extra_guard=None,
                  compile: Optional[str] = None, tensor_names: Optional[Callable[[], dict]] = None,
-                 fullgraph: bool = True):
+                 fullgraph: bool = True, side_effects: bool = False):
         if not callable(fn):
             raise TypeError(f"tracejit.{mode} expects a function or an nn.Module, got {type(fn).__name__}")
         self._fn = fn
@@ -64,10 +64,14 @@ class CompiledFunction(Capture):
         if recompile_limit is None:   # read now: torch._dynamo.config.cache_size_limit sets it
             recompile_limit = DEFAULT_RECOMPILE_LIMIT
         self._options = dict(eager=eager, check=check, recompile_limit=recompile_limit, dynamic=dynamic,
-                             compiler=compiler, compile=compile, fullgraph=fullgraph)
+                             compiler=compiler, compile=compile, fullgraph=fullgraph, side_effects=side_effects)
         # False (tracejit.compile's default, as torch.compile's): a capture that fails runs
         # the function eagerly with a warning; True (@trace, @script): it raises
         self._fullgraph = fullgraph
+        # True (tracejit.compile, as torch.compile runs them on every call): Python side
+        # effects seen while capturing refuse the capture (jit/side_effects.py); False
+        # (@trace, @script, as torch.jit.trace): they run once, at capture
+        self._side_effects = side_effects
         self._eager = eager
         self._check = check
         self._limit = recompile_limit

@@ -22,6 +22,7 @@ import threading
 from typing import Any, Optional
 
 from ..nn import module as _module
+from ..ops import registry as _reg
 from ..tensor import Tensor
 
 __all__ = ["ModuleStateGuard", "recording"]
@@ -52,8 +53,11 @@ _install_lock = threading.Lock()
 def _noting_getattribute(self, name: str):
     value = object.__getattribute__(self, name)
     found = getattr(_reads, "found", None)
-    if found is not None and _plain(value):
-        found.add((id(self), name))
+    if found is not None:
+        if _plain(value):
+            found.add((id(self), name))
+        elif type(value) in (list, dict, set) and _reg.trace_state.tracer is not None and name[:2] != "__":
+            _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value)
     return value
 
 

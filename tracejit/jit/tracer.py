@@ -28,6 +28,7 @@ from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
 from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
+from .side_effects import EffectLog
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr, symbols_in
 from ..ops.shape import TO_DEVICE
@@ -180,6 +181,7 @@ class TraceContext:
         # call; no tracer is ever left in the module (see `finish_state_writes`).
         self.buffer_writes: dict = {}   # id(tensor) -> [tensor, Var of its new value]
         self.attr_writes: dict = {}     # (id(obj), name) -> [obj, name, value before capture]
+        self.effects = EffectLog()      # Python state the code changes (side_effects.py)
         self.const_names: Optional[dict] = None  # id(tensor) -> name (a module's parameter names)
         self.capture_grad = True  # the grad mode the graph will run under (root context)
         # Source location given to the equations recorded while set (the backward pass
@@ -519,6 +521,7 @@ class TraceContext:
         for obj, name, before in self.attr_writes.values():
             _set_attr(obj, name, before)
         self.attr_writes.clear()
+        self.effects.restore()
 
     def graph(self, outputs, name: str = "graph") -> Graph:
         return Graph(tuple(self.inputs) + tuple(self.captured.values())

@@ -77,6 +77,9 @@ def _LazyModuleMixin_infer(module, args):
     module.initialize_parameters(args[0])
 
 
+_LazyModuleMixin_infer._traceable = True   # shapes once, then it removes itself
+
+
 def _lazy(name, base, spatial, param_names=("weight", "bias")):
     norm = base in (BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d)
 

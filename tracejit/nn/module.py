@@ -82,6 +82,26 @@ def _parse_to(args, kwargs):
     return (as_device(dev) if dev is not None else None), dtype
 
 
+def _capture_effects():
+    """The effect log of the capture running now (the root trace's, for nested ones)."""
+    ctx = _trace_state.tracer
+    while getattr(ctx, "parent", None) is not None:
+        ctx = ctx.parent
+    return getattr(ctx, "effects", None) or _NO_EFFECTS
+
+
+class _NoEffects:
+    """Under tracers that keep no effect log (vmap's): note nothing."""
+
+    def hook(self, *args) -> None:
+        pass
+
+    attribute_write = watch = watch_function = hook
+
+
+_NO_EFFECTS = _NoEffects()
+
+
 class Module:
     """Base class for all neural network modules; subclass it and define ``forward``."""
 
@@ -104,15 +124,23 @@ class Module:
     def __call__(self, *args, **kwargs):
         if self._forward_pre_hooks:
             for hook in list(self._forward_pre_hooks.values()):
+                if _trace_state.tracer is not None:
+                    _capture_effects().watch_function(hook)
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
+                elif _trace_state.tracer is not None:   # run for its effect: not in a graph
+                    _capture_effects().hook(self, hook, "pre-hook")
         out = self.forward(*args, **kwargs)
         if self._forward_hooks:
             for hook in list(self._forward_hooks.values()):
+                if _trace_state.tracer is not None:
+                    _capture_effects().watch_function(hook)
                 res = hook(self, args, out)
                 if res is not None:
                     out = res
+                elif _trace_state.tracer is not None:
+                    _capture_effects().hook(self, hook, "hook")
         return out
 
     def compile(self, *args, **kwargs) -> None:
@@ -193,8 +221,12 @@ class Module:
 
     def __setattr__(self, name: str, value) -> None:
         tracer = _trace_state.tracer
-        if tracer is not None and isinstance(value, Tensor) and tracer.write_attribute(self, name, value):
-            return  # inside a compiled forward: the call writes it back (jit/tracer.py)
+        if tracer is not None:
+            if isinstance(value, Tensor):
+                if tracer.write_attribute(self, name, value):
+                    return  # inside a compiled forward: the call writes it back (jit/tracer.py)
+            elif not isinstance(value, Module) and self.__dict__.get(name, value) is not value:
+                _capture_effects().attribute_write(self, name)   # Python state: jit/side_effects.py
         state_epoch[0] += 1
         d = self.__dict__
         params = d.get("_parameters")

@@ -15,6 +15,7 @@ __all__ = ["weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectra
 
 
 class _WeightNormHook:
+    _traceable = True   # its effects are tensor writes a graph replays (jit/side_effects.py)
     def __init__(self, name: str, dim: int) -> None:
         self.name, self.dim = name, dim
 
@@ -27,6 +28,7 @@ class _WeightNormHook:
 
 
 class _SpectralNormHook:
+    _traceable = True
     def __init__(self, name: str, n_power_iterations: int, dim: int, eps: float) -> None:
         self.name, self.n, self.dim, self.eps = name, n_power_iterations, dim, eps
 

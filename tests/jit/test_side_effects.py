@@ -1,0 +1,90 @@
+"""Python side effects inside tracejit.compile: state a forward changes (a counter, a
+list, a hook storing activations) changes on every call, as with torch.compile, because a
+capture that sees one runs the function eagerly instead; trace/script keep
+torch.jit.trace's meaning (the Python code runs once, at capture)."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn
+from tracejit.errors import TraceError
+
+LOG = []
+
+
+class Counter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.steps = 0
+        self.history = []
+
+    def forward(self, x):
+        self.steps += 1
+        y = self.lin(x)
+        self.history.append(1)
+        return y
+
+
+def _quiet(fn, *args):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = fn(*args)
+    return out, [str(w.message) for w in seen]
+
+
+def test_module_state_changes_on_every_call():
+    m = Counter()
+    c = tj.compile(m)
+    _, msgs = _quiet(c, tj.ones(1, 2))
+    for _ in range(2):
+        c(tj.ones(1, 2))
+    assert m.steps == 3 and m.history == [1, 1, 1]
+    assert any("sets `Counter.steps`" in s and "Counter.history" in s for s in msgs)
+
+
+def test_a_forward_hook_storing_activations_sees_every_call():
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    acts = []
+    model[1].register_forward_hook(lambda mod, i, o: acts.append(o.detach().clone()))
+    c = tj.compile(model)
+    for k in range(3):
+        _quiet(c, tj.full((1, 2), float(k)))
+    assert len(acts) == 3
+    np.testing.assert_allclose(acts[2].numpy(), model[1](model[0](tj.full((1, 2), 2.0))).detach().numpy())
+
+
+def test_a_global_list_appended_to_grows_per_call():
+    LOG.clear()
+
+    def f(x):
+        LOG.append(1)
+        return x + 1
+    cf = tj.compile(f)
+    for _ in range(3):
+        _quiet(cf, tj.ones(2))
+    assert LOG == [1, 1, 1]
+
+
+def test_fullgraph_raises_naming_the_effect():
+    with pytest.raises(TraceError, match="sets `Counter.steps`"):
+        tj.compile(Counter(), fullgraph=True)(tj.ones(1, 2))
+
+
+def test_trace_keeps_capture_once_semantics():
+    m = Counter()
+    t = tj.trace(m, compiler="interpret")
+    for _ in range(3):
+        t(tj.ones(1, 2))
+    assert m.steps == 1   # as torch.jit.trace: the Python code ran once, at capture
+
+
+def test_pure_forwards_and_tracejits_own_hooks_stay_compiled():
+    m = nn.utils.weight_norm(nn.Linear(3, 2))
+    c = tj.compile(m, backend="eager")
+    _, msgs = _quiet(c, tj.ones(4, 3))
+    c(tj.ones(4, 3))
+    assert not msgs and c.cache_stats()["eager_fallbacks"] == 0
+    np.testing.assert_allclose(c(tj.ones(4, 3)).detach().numpy(), m(tj.ones(4, 3)).detach().numpy(), rtol=1e-6)

@@ -1,0 +1,96 @@
+"""Python side effects seen while a function is captured.
+
+A capture runs the function's Python code once, on tracers; the graph then replays only
+its tensor work. Python state the code changes (``self.steps += 1``, ``self.log.append``,
+a forward hook storing activations, a global list appended to) would change once instead
+of on every call, and a tracer stored that way would escape into the program. So a
+capture notes such changes and, when it sees one, puts the state back and refuses with a
+`TraceError` naming it: ``tracejit.compile`` (fullgraph=False) then runs the function
+eagerly, as often as the program calls it, with one warning; ``trace``/``script`` raise.
+
+What is watched: plain attributes a module's code sets during the capture (tensor
+attributes are graph outputs written back per call, see tracer.py), lists, dicts and
+sets read from module attributes or named by the function's globals and closure, and
+forward hooks that return nothing (they run for their effect; a hook that returns a new
+output is part of the graph). Hooks tracejit installs itself are marked ``_traceable``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["EffectLog"]
+
+_CONTAINERS = (list, dict, set)
+_MISSING = object()
+
+
+class EffectLog:
+    """The effects of one capture attempt, and what puts them back."""
+
+    def __init__(self) -> None:
+        self.active = False                   # set by a capture that refuses effects
+        self.notes: list = []                 # descriptions, in order seen
+        self._writes: dict = {}               # (id(obj), name) -> (obj, name, value before)
+        self._watched: dict = {}              # id(container) -> (label, container, copy)
+
+    # ---- noting ------------------------------------------------------------------
+    def attribute_write(self, obj: Any, name: str) -> None:
+        """``obj.name = <not a tensor>`` is about to run inside the capture."""
+        key = (id(obj), name)
+        if self.active and key not in self._writes:
+            self._writes[key] = (obj, name, obj.__dict__.get(name, _MISSING))
+            self.notes.append(f"it sets `{type(obj).__name__}.{name}`")
+
+    def hook(self, module: Any, hook: Callable, kind: str) -> None:
+        if self.active and not getattr(hook, "_traceable", False):
+            self.notes.append(f"a forward {kind} of {type(module).__name__} "
+                              f"({getattr(hook, '__qualname__', type(hook).__name__)}) runs for its effect")
+
+    def watch(self, label: str, value: Any) -> None:
+        """Note a container's contents now, to compare when the capture ends."""
+        if self.active and type(value) in _CONTAINERS and id(value) not in self._watched:
+            self._watched[id(value)] = (label, value, type(value)(value))
+
+    def watch_function(self, fn: Callable) -> None:
+        """The containers `fn`'s own code names in its globals and closure."""
+        code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+        if not self.active or code is None or gl is None:
+            return
+        for n in code.co_names:
+            if n in gl:
+                self.watch(f"global {n!r}", gl[n])
+        for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+            try:
+                self.watch(f"closure variable {n!r}", c.cell_contents)
+            except ValueError:   # an empty cell
+                pass
+
+    # ---- ending ------------------------------------------------------------------
+    def found(self) -> list:
+        """Every effect of the capture so far (the containers changed included)."""
+        changed = [f"it changes the {type(v).__name__} {label}" for label, v, before in self._watched.values()
+                   if _changed(v, before)]
+        return self.notes + changed
+
+    def restore(self) -> None:
+        """Put back what the capture changed (attributes, then container contents)."""
+        for obj, name, before in self._writes.values():
+            if before is _MISSING:
+                obj.__dict__.pop(name, None)
+            else:
+                object.__setattr__(obj, name, before)
+        for _, v, before in self._watched.values():
+            if _changed(v, before):
+                v.clear()
+                v.update(before) if not isinstance(v, list) else v.extend(before)
+        self._writes.clear()
+
+
+def _changed(now, before) -> bool:
+    if len(now) != len(before):
+        return True
+    if isinstance(now, list):
+        return any(a is not b for a, b in zip(now, before))
+    if isinstance(now, dict):
+        return any(k not in before or now[k] is not before[k] for k in now)
+    return now != before
