@@ -88,6 +88,8 @@ from .defaults import (Generator, are_deterministic_algorithms_enabled, get_defa
                        set_printoptions, use_deterministic_algorithms)
 from .linalg import cholesky_legacy as cholesky, inverse, logdet, matrix_power, pinverse  # noqa: E402,F401
 from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
+from .signal import (bartlett_window, blackman_window, hamming_window, hann_window, istft,  # noqa: E402,F401
+                     kaiser_window, stft)
 from .amp import autocast  # noqa: E402,F401
 from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
                            HalfTensor, IntTensor, LongTensor, ShortTensor)

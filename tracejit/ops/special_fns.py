@@ -99,6 +99,12 @@ def _bessel_scaled(x: np.ndarray, order: int) -> np.ndarray:
     return out * np.sign(x) if order == 1 else out
 
 
+def bessel_i0_f64(x) -> np.ndarray:
+    """I0(x) in float64 for a numpy array (kaiser_window's values)."""
+    x = np.asarray(x, np.float64)
+    return _bessel_scaled(x, 0) * np.exp(np.abs(x))
+
+
 def _bessel_impl(order: int, scaled: bool):
     def impl(xp, a):
         v = np.asarray(a)
