@@ -3,7 +3,7 @@
 The decompositions and solvers are primitives in tracejit/ops/linalg_dense.py (LAPACK via
 numpy, PyTorch's gradients where it documents them); norms, powers, products and the
 ``*_ex`` variants are composites of those and of the core ops. LU, the matrix exponential
-and the general eigensolver (complex results, no gradient) are in
+and the general eigensolver (complex results) are in
 tracejit/ops/linalg_factor.py; the triangular, LU and Cholesky solvers are composites of
 ``solve``, so their gradients are its own.
 """

@@ -9,7 +9,8 @@
   the upper-right block of exp([[A^T, G], [0, A^T]]) (the matrix function's Fréchet
   derivative at A^T applied to G), so every order follows.
 - ``EIG``: numpy's eig, complex eigenvalues and eigenvectors (eigenvectors of unit norm,
-  as LAPACK's geev gives them and PyTorch returns them); no gradient here.
+  as LAPACK's geev gives them and PyTorch returns them); first-order gradients by
+  PyTorch's formula (a numpy record, so no second order).
 """
 from __future__ import annotations
 
@@ -219,12 +220,39 @@ def _eig_impl(xp, a, part):
     return (w if part == "values" else v).astype(cd)
 
 
-def _eig_no_grad(*args, **kw):
-    raise NotImplementedError("linalg.eig: gradients through linalg.eig/eigvals are not supported; detach() "
-                              "the input (or use linalg.eigh for symmetric matrices)")
+def _eig_grad_np(a, g, part):
+    """PyTorch's linalg_eig_backward for a real A, the cotangent `g` of one part: gA =
+    re(V^-H (diag(gL) + (V^H gV - V^H V diag(re(V^H gV))) / conj(E)) V^H), E_ij = L_j - L_i."""
+    w, v = np.linalg.eig(np.asarray(a, np.float64))
+    g = np.asarray(g, np.complex128)
+    vh = np.conj(np.swapaxes(v, -1, -2))
+    if part == "values":
+        inner = g[..., None, :] * np.eye(w.shape[-1])
+    else:
+        vhgv = vh @ g
+        re = np.real(np.diagonal(vhgv, axis1=-2, axis2=-1))
+        vhgv = vhgv - vh @ (v * re[..., None, :])
+        e = w[..., None, :] - w[..., :, None]
+        n = w.shape[-1]
+        e[..., np.arange(n), np.arange(n)] = 1
+        inner = vhgv / np.conj(e)
+    return np.real(np.linalg.solve(vh, inner @ vh))
 
 
-EIG = defprim("linalg_eig", _eig_impl, _eig_rule, _eig_no_grad, kind="complex", save=lambda rq: ())
+def _eig_grad_rule(a, g, part):
+    return Aval(a.shape, a.dtype, a.device)
+
+
+EIG_GRAD = defprim("linalg_eig_backward",
+                   lambda xp, a, g, part: _eig_grad_np(a, g, part).astype(np.asarray(a).dtype),
+                   _eig_grad_rule, None, kind="complex", save=lambda rq: ())
+
+
+def _eig_vjp(g, out, a, part):
+    return (bind(EIG_GRAD, a, g, part=part),)
+
+
+EIG = defprim("linalg_eig", _eig_impl, _eig_rule, _eig_vjp, kind="complex", save=lambda rq: (0,))
 
 
 def eig_parts(A, values_only: bool = False):
