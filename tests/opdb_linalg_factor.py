@@ -1,6 +1,6 @@
 """Op records for tracejit/ops/linalg_factor.py and the solvers of tracejit/linalg.py
 (matrix_exp, solve_triangular, LU, lu_solve, cholesky_solve/inverse,
-householder_product) and the SVD's gradient. References are independent of the
+householder_product, ormqr) and the SVD's gradient. References are independent of the
 implementation: the exponential's Taylor series summed in float64, numpy's solve on the
 chosen triangle, a row-by-row Doolittle loop for LU, products of the explicit
 Householder matrices."""
@@ -151,3 +151,22 @@ def _projectors_ref(a):
 register("linalg.svd.vectors", _projectors, _projectors_ref,
          lambda d, r: [_s(r.standard_normal((4, 3)).astype(d.np)), _s(r.standard_normal((2, 3, 4)).astype(d.np))],
          atol=1e-4)
+
+
+def _ormqr_ref(a, tau, c, left=True, transpose=False):
+    m = a.shape[0]
+    q = np.eye(m)
+    for i in range(tau.shape[-1]):
+        v = np.zeros(m)
+        v[i] = 1.0
+        v[i + 1:] = a[i + 1:, i]
+        q = q @ (np.eye(m) - tau[i] * np.outer(v, v))
+    q = q.T if transpose else q
+    return q @ c if left else c @ q
+
+
+register("ormqr", lambda m, a, t, c, **kw: m.ormqr(a, t, c, **kw), _ormqr_ref,
+         lambda d, r: [_s(r.standard_normal((4, 3)).astype(d.np), r.standard_normal(3).astype(d.np),
+                          r.standard_normal((4, 2)).astype(d.np)),
+                       _s(r.standard_normal((4, 2)).astype(d.np), r.standard_normal(2).astype(d.np),
+                          r.standard_normal((3, 4)).astype(d.np), left=False, transpose=True)], atol=1e-4)

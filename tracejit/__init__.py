@@ -89,7 +89,7 @@ from .defaults import (Generator, are_deterministic_algorithms_enabled, get_defa
 from .linalg import cholesky_legacy as cholesky, inverse, logdet, matrix_power, pinverse  # noqa: E402,F401
 from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
 from .linalg import (cholesky_inverse, cholesky_solve, frobenius_norm, householder_product as orgqr,  # noqa: E402,F401
-                     lu_legacy as lu, lu_solve_legacy as lu_solve, lu_unpack, matrix_exp, nuclear_norm,
+                     lu_legacy as lu, lu_solve_legacy as lu_solve, lu_unpack, matrix_exp, nuclear_norm, ormqr,
                      triangular_solve)
 from .signal import (bartlett_window, blackman_window, hamming_window, hann_window, istft,  # noqa: E402,F401
                      kaiser_window, stft)

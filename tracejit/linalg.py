@@ -343,6 +343,28 @@ def householder_product(A, tau):
     return q[..., :, :n]
 
 
+def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
+    """``other`` times the full Q = H_1 ... H_k of `householder_product`'s reflectors (Q on
+    the left unless ``left=False``; Q^T when ``transpose``), without forming Q."""
+    from .ops.tensorfns import tril
+    m = input.shape[-2]
+    k = tau.shape[-1]
+    if (other.shape[-2] if left else other.shape[-1]) != m:
+        raise ShapeError(f"ormqr: other of shape {tuple(other.shape)} does not match the reflectors' "
+                         f"length {m} on the {'left' if left else 'right'}")
+    v = tril(input, -1)[..., :, :k] + eye_of((m, k), input.dtype, input.device)
+    first_h1 = left == transpose          # Q^T C and C Q apply H_1 first
+    out = other
+    for i in (range(k) if first_h1 else reversed(range(k))):
+        vi = v[..., :, i:i + 1]
+        t = tau[..., i:i + 1].unsqueeze(-1)
+        if left:
+            out = out - matmul(vi * t, matmul(vi.transpose(-2, -1), out))
+        else:
+            out = out - matmul(matmul(out, vi) * t, vi.transpose(-2, -1))
+    return out
+
+
 def cholesky_solve(B, L, upper: bool = False):
     """X with A X = B for A = L L^T (U^T U when upper), L its Cholesky factor."""
     if upper:
