@@ -92,6 +92,11 @@ from .tensor_compat import top_level_inplace as _top_level_inplace  # noqa: E402
 globals().update({_k: _v for _k, _v in _top_level_inplace().items() if _k not in globals()})
 from .linalg import cholesky_legacy as cholesky, inverse, logdet, matrix_power, pinverse  # noqa: E402,F401
 from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
+from .linalg import (cholesky_inverse, cholesky_solve, frobenius_norm, householder_product as orgqr,  # noqa: E402,F401
+                     lu_legacy as lu, lu_solve_legacy as lu_solve, lu_unpack, matrix_exp, nuclear_norm, ormqr,
+                     triangular_solve)
+from .signal import (bartlett_window, blackman_window, hamming_window, hann_window, istft,  # noqa: E402,F401
+                     kaiser_window, stft)
 from .amp import autocast  # noqa: E402,F401
 from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
                            HalfTensor, IntTensor, LongTensor, ShortTensor)

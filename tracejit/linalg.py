@@ -2,8 +2,10 @@
 
 The decompositions and solvers are primitives in tracejit/ops/linalg_dense.py (LAPACK via
 numpy, PyTorch's gradients where it documents them); norms, powers, products and the
-``*_ex`` variants are composites of those and of the core ops. The general eigensolvers
-(eig, eigvals), whose results are complex, are not available.
+``*_ex`` variants are composites of those and of the core ops. LU, the matrix exponential
+and the general eigensolver (complex results) are in
+tracejit/ops/linalg_factor.py; the triangular, LU and Cholesky solvers are composites of
+``solve``, so their gradients are its own.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from .ops.creation import eye, tensor, zeros
 from .ops.elementwise import abs as _abs, sqrt
 from .ops.linalg import matmul
 from .ops.linalg_dense import cholesky, det, eigh, inv, pinv, qr, slogdet, solve, svd
+from .ops.linalg_factor import eig_parts, lu_factor_parts, eye_of, matrix_exp, pivots_to_perm, solve_triangular
 from .ops.products import linalg_cross as cross
 from .ops.rearrange import diagonal as _diagonal
 from .ops.reductions import amax, amin, sum as _sum
@@ -24,10 +27,16 @@ from .ops.reductions import amax, amin, sum as _sum
 __all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "inv_ex", "solve", "solve_ex",
            "cholesky", "cholesky_ex", "eigh", "eigvalsh", "qr", "svd", "svdvals", "pinv",
            "matrix_power", "matrix_rank", "multi_dot", "vecdot", "cross", "diagonal", "matmul",
-           "cond", "lstsq", "vander", "tensorinv", "tensorsolve"]
+           "cond", "lstsq", "vander", "tensorinv", "tensorsolve", "eig", "eigvals", "matrix_exp",
+           "solve_triangular", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "householder_product"]
 
 _Ex = namedtuple("_Ex", ["result", "info"])
 _Lstsq = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
+_Eig = namedtuple("eig", ["eigenvalues", "eigenvectors"])
+_LU = namedtuple("lu", ["P", "L", "U"])
+_LUFactor = namedtuple("lu_factor", ["LU", "pivots"])
+_LUFactorEx = namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
+_TriSolve = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
 
 
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
@@ -243,3 +252,154 @@ def qr_legacy(A, some: bool = True):
 
 def cholesky_legacy(A, upper: bool = False):
     return cholesky(A, upper=upper)
+
+
+# ---------------------------------------------------------------- eig, LU and friends
+def eig(A):
+    """Eigenvalues and unit-norm eigenvectors of a general real square matrix (complex)."""
+    w, v = eig_parts(A)
+    return _Eig(w, v)
+
+
+def eigvals(A):
+    return eig_parts(A, values_only=True)
+
+
+def _need_pivot(pivot, name):
+    if not pivot:
+        raise NotImplementedError(f"{name}: LU without pivoting (pivot=False) is not implemented on the CPU")
+
+
+def lu_factor(A, *, pivot: bool = True):
+    _need_pivot(pivot, "linalg.lu_factor")
+    return _LUFactor(*lu_factor_parts(A))
+
+
+def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False):
+    _need_pivot(pivot, "linalg.lu_factor_ex")
+    lu_, piv = lu_factor_parts(A)
+    k = min(A.shape[-2], A.shape[-1])
+    d = np.abs(np.diagonal(lu_.detach().numpy(), axis1=-2, axis2=-1)) == 0
+    # LAPACK's info: the 1-based index of the first zero pivot, 0 when none
+    info = np.where(d.any(-1), np.argmax(d, -1) + 1, 0).astype(np.int32) if k else np.zeros(d.shape[:-1], np.int32)
+    if check_errors and info.any():
+        raise RuntimeError("linalg.lu_factor_ex: the factorization could not be completed (a zero pivot: "
+                           "the matrix is singular)")
+    return _LUFactorEx(lu_, piv, tensor(info, device=A.device))
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool = True):
+    """(P, L, U) with A = P L U from `lu_factor`'s packed result."""
+    from .ops.tensorfns import tril, triu
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    k = min(m, n)
+    empty = tensor(np.zeros(0), dtype=LU_data.dtype)
+    if unpack_data:
+        lo = tril(LU_data, -1)[..., :, :k] + eye_of((m, k), LU_data.dtype, LU_data.device)
+        up = triu(LU_data)[..., :k, :]
+    else:
+        lo = up = empty
+    if unpack_pivots:
+        p = pivots_to_perm(LU_pivots, m, LU_data.dtype)
+    else:
+        p = empty
+    return _LU(p, lo, up)
+
+
+def lu(A, *, pivot: bool = True):
+    _need_pivot(pivot, "linalg.lu")
+    return lu_unpack(*lu_factor_parts(A))
+
+
+def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False):
+    """X with A X = B (A^T X = B when adjoint; X A = B when not left) for A = P L U."""
+    if B.ndim < 2:
+        raise ShapeError(f"linalg.lu_solve: B must be a batch of matrices, got shape {tuple(B.shape)}")
+    if not left:   # X A = B  <=>  A^T X^T = B^T
+        return lu_solve(LU, pivots, B.transpose(-2, -1), adjoint=not adjoint).transpose(-2, -1)
+    p = pivots_to_perm(pivots, LU.shape[-1], LU.dtype)
+    if adjoint:    # U^T L^T P^T X = B
+        y = solve_triangular(LU.transpose(-2, -1), B, upper=False)
+        y = solve_triangular(LU.transpose(-2, -1), y, upper=True, unitriangular=True)
+        return matmul(p, y)
+    y = solve_triangular(LU, matmul(p.transpose(-2, -1), B), upper=False, unitriangular=True)
+    return solve_triangular(LU, y, upper=True)
+
+
+def householder_product(A, tau):
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th
+    column below A's diagonal and a unit on it (LAPACK's orgqr)."""
+    from .ops.tensorfns import tril
+    m, n = A.shape[-2], A.shape[-1]
+    k = tau.shape[-1]
+    if not (m >= n >= k):
+        raise ShapeError(f"linalg.householder_product: expected A (m, n) with m >= n >= tau's k, got "
+                         f"{tuple(A.shape)} and tau {tuple(tau.shape)}")
+    v = tril(A, -1) + eye_of((m, n), A.dtype, A.device)
+    q = eye_of(tuple(A.shape[:-2]) + (m, m), A.dtype, A.device)
+    for i in range(k):
+        vi = v[..., :, i:i + 1]
+        q = q - matmul(matmul(q, vi) * tau[..., i:i + 1].unsqueeze(-1), vi.transpose(-2, -1))
+    return q[..., :, :n]
+
+
+def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
+    """``other`` times the full Q = H_1 ... H_k of `householder_product`'s reflectors (Q on
+    the left unless ``left=False``; Q^T when ``transpose``), without forming Q."""
+    from .ops.tensorfns import tril
+    m = input.shape[-2]
+    k = tau.shape[-1]
+    if (other.shape[-2] if left else other.shape[-1]) != m:
+        raise ShapeError(f"ormqr: other of shape {tuple(other.shape)} does not match the reflectors' "
+                         f"length {m} on the {'left' if left else 'right'}")
+    v = tril(input, -1)[..., :, :k] + eye_of((m, k), input.dtype, input.device)
+    first_h1 = left == transpose          # Q^T C and C Q apply H_1 first
+    out = other
+    for i in (range(k) if first_h1 else reversed(range(k))):
+        vi = v[..., :, i:i + 1]
+        t = tau[..., i:i + 1].unsqueeze(-1)
+        if left:
+            out = out - matmul(vi * t, matmul(vi.transpose(-2, -1), out))
+        else:
+            out = out - matmul(matmul(out, vi) * t, vi.transpose(-2, -1))
+    return out
+
+
+def cholesky_solve(B, L, upper: bool = False):
+    """X with A X = B for A = L L^T (U^T U when upper), L its Cholesky factor."""
+    if upper:
+        y = solve_triangular(L.transpose(-2, -1), B, upper=False)
+        return solve_triangular(L, y, upper=True)
+    y = solve_triangular(L, B, upper=False)
+    return solve_triangular(L.transpose(-2, -1), y, upper=True)
+
+
+def cholesky_inverse(L, upper: bool = False):
+    n = L.shape[-1]
+    return cholesky_solve(eye_of(tuple(L.shape[:-2]) + (n, n), L.dtype, L.device), L, upper)
+
+
+def triangular_solve(b, A, upper: bool = True, transpose: bool = False, unitriangular: bool = False):
+    """``torch.triangular_solve``: (solution of A X = b, or A^T X = b, and a copy of A)."""
+    a = A.transpose(-2, -1) if transpose else A
+    x = solve_triangular(a, b, upper=upper != transpose, unitriangular=unitriangular)
+    return _TriSolve(x, A.clone())
+
+
+def lu_solve_legacy(b, LU_data, LU_pivots):
+    """``torch.lu_solve(b, LU_data, LU_pivots)``."""
+    return lu_solve(LU_data, LU_pivots, b)
+
+
+def lu_legacy(A, pivot: bool = True, get_infos: bool = False):
+    """``torch.lu``: (LU, pivots[, infos])."""
+    r = lu_factor_ex(A, pivot=pivot)
+    return tuple(r) if get_infos else (r.LU, r.pivots)
+
+
+def nuclear_norm(input, dim=None, keepdim: bool = False):
+    return matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
+
+
+def frobenius_norm(input, dim=(-2, -1), keepdim: bool = False):
+    return vector_norm(input, 2, tuple(dim) if not isinstance(dim, int) else dim, keepdim)

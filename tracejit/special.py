@@ -8,14 +8,25 @@ from .ops.composite import log_softmax as _log_softmax, softmax as _softmax
 from .ops.elementwise import erf, exp, expm1, log, log1p, sigmoid
 from .ops.math_more import (digamma, erfc, erfinv, exp2, lgamma, logit, round, sinc,  # noqa: F401
                             xlogy)
-from .ops.special_fns import i0, i0e, i1, i1e, polygamma  # noqa: F401
+from .ops.special_fns import i0, i0e, i1, i1e, igamma as gammainc, igammac as gammaincc, polygamma, zeta  # noqa: F401
+from .ops.special_bessel import (airy_ai, bessel_j0, bessel_j1, bessel_y0, bessel_y1,  # noqa: F401
+                                 modified_bessel_k0, modified_bessel_k1, scaled_modified_bessel_k0,
+                                 scaled_modified_bessel_k1, spherical_bessel_j0)
+from .ops.special_poly import *  # noqa: F401,F403
+from .ops import special_poly as _poly
 from .ops.reductions import logsumexp, sum as _sum
 
 __all__ = ["digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
            "gammaln", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln",
-           "ndtr", "ndtri", "polygamma", "i0", "i0e", "i1", "i1e", "round", "sinc", "softmax", "xlog1py", "xlogy"]
+           "ndtr", "ndtri", "polygamma", "i0", "i0e", "i1", "i1e", "round", "sinc", "softmax", "xlog1py", "xlogy",
+           "zeta", "gammainc", "gammaincc", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+           "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1",
+           "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "spherical_bessel_j0",
+           "airy_ai"] + list(_poly.__all__)
 
 psi = digamma
+modified_bessel_i0 = i0
+modified_bessel_i1 = i1
 gammaln = lgamma
 expit = sigmoid
 

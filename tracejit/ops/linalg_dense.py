@@ -5,8 +5,9 @@ Each works on the last two dims (batched over the others) and has PyTorch's grad
 where PyTorch documents one for real inputs: inv (-A^-T g A^-T), det (g det A^-T), slogdet
 (g A^-T), solve (the solve of A^T against g for B; minus that times X^T for A), cholesky
 (PyTorch's phi formula: L^-T phi(L^T gL) L^-1, symmetrized), eigh (V (diag(gw) + skew(V^T
-gV) / (w_j - w_i)) V^T). QR, SVD and pinv have no gradient here: differentiating through
-them raises rather than giving a silent zero.
+gV) / (w_j - w_i)) V^T), svd (PyTorch's svd_backward, each of U, S, Vh on its own). QR and
+pinv have no gradient here: differentiating through them raises rather than giving a
+silent zero.
 """
 from __future__ import annotations
 
@@ -244,7 +245,38 @@ def _svd_impl(xp, a, full, part):
     return {"U": u, "S": s, "Vh": vh}[part]
 
 
-SVD = defprim("linalg_svd", _svd_impl, _svd_rule, _no_grad("linalg.svd"), kind="other", save=lambda rq: ())
+def _svd_vjp(g, out, a, full, part):
+    """PyTorch's svd_backward for real inputs, for the one factor `part` whose gradient is
+    `g` (the formula is linear in gU, gS, gVh: autograd sums the three). With
+    full_matrices, the columns of U (rows of Vh) past min(m, n) do not enter."""
+    from .elementwise import where
+    from .shape import unsqueeze
+    m, n = a.shape[-2], a.shape[-1]
+    k = min(m, n)
+    u, s, vh = (bind(SVD, a, full=False, part=p) for p in ("U", "S", "Vh"))
+    if part == "S":
+        return ((u * unsqueeze(g, -2)) @ vh,)
+    s2 = s * s
+    e = unsqueeze(s2, -2) - unsqueeze(s2, -1)
+    e = where(e == 0, 1.0, e)   # (the diagonal's numerators are 0; distinct values assumed)
+    if part == "U":
+        gu = g[..., :k] if full and m != k else g
+        uhgu = _mT(u) @ gu
+        ga = u @ (((uhgu - _mT(uhgu)) / e) * unsqueeze(s, -2))
+        if m > k:
+            gus = gu / unsqueeze(s, -2)
+            ga = ga + gus - u @ (_mT(u) @ gus)
+        return (ga @ vh,)
+    gvh = g[..., :k, :] if full and n != k else g
+    vhgv = vh @ _mT(gvh)
+    ga = (unsqueeze(s, -1) * ((vhgv - _mT(vhgv)) / e)) @ vh
+    if n > k:
+        sgv = gvh / unsqueeze(s, -1)
+        ga = ga + sgv - (sgv @ _mT(vh)) @ vh
+    return (u @ ga,)
+
+
+SVD = defprim("linalg_svd", _svd_impl, _svd_rule, _svd_vjp, kind="other", save=lambda rq: (0,))
 
 
 def svd(A, full_matrices: bool = True):

@@ -1,0 +1,82 @@
+"""Window functions and stft/istft (tracejit/signal.py) against numpy: numpy's symmetric
+windows, a direct framing + numpy.fft for stft, the round trip for istft, finite
+differences for the gradient, and the argument errors."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+
+@pytest.mark.parametrize("name,ref", [("hann_window", np.hanning), ("hamming_window", np.hamming),
+                                      ("blackman_window", np.blackman), ("bartlett_window", np.bartlett),
+                                      ("kaiser_window", lambda n: np.kaiser(n, 12.0))])
+def test_windows_match_numpy(name, ref):
+    fn = getattr(tj, name)
+    for n in (1, 2, 7, 8):
+        sym = fn(n, periodic=False, dtype=tj.float64).numpy()
+        np.testing.assert_allclose(sym, ref(n), atol=1e-12)
+        per = fn(n, dtype=tj.float64).numpy()            # periodic: n of the n + 1 window
+        np.testing.assert_allclose(per, ref(n + 1)[:n] if n > 1 else [1.0], atol=1e-12)
+    w = fn(8)
+    assert w.dtype == tj.float32 and tuple(w.shape) == (8,)
+    assert tuple(fn(0).shape) == (0,)
+
+
+def test_window_errors():
+    with pytest.raises(ValueError, match="window_length"):
+        tj.hann_window(-1)
+    with pytest.raises(TypeError, match="floating point dtype"):
+        tj.hann_window(4, dtype=tj.int64)
+
+
+def _stft_ref(x, n_fft, hop, window, onesided=True):
+    pad = n_fft // 2
+    xp = np.pad(x, [(0, 0)] * (x.ndim - 1) + [(pad, pad)], mode="reflect")
+    n = 1 + (xp.shape[-1] - n_fft) // hop
+    frames = np.stack([xp[..., i * hop:i * hop + n_fft] * window for i in range(n)], -2)
+    spec = np.fft.rfft(frames, axis=-1) if onesided else np.fft.fft(frames, axis=-1)
+    return np.swapaxes(spec, -1, -2)
+
+
+@pytest.mark.parametrize("onesided", [True, False])
+def test_stft_matches_numpy_and_inverts(onesided):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 64))
+    w = np.hanning(17)[:16]
+    spec = tj.stft(tj.tensor(x), 16, 4, window=tj.hann_window(16, dtype=tj.float64),
+                   onesided=onesided, return_complex=True)
+    assert spec.dtype == tj.complex128
+    np.testing.assert_allclose(spec.numpy(), _stft_ref(x, 16, 4, w, onesided), atol=1e-10)
+    back = tj.istft(spec, 16, 4, window=tj.hann_window(16, dtype=tj.float64), length=64)
+    np.testing.assert_allclose(back.numpy(), x, atol=1e-10)
+
+
+def test_stft_gradient_by_finite_differences():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(24)
+    w = tj.hann_window(8, dtype=tj.float64)
+
+    def f(a):
+        return float((np.abs(_stft_ref(a[None], 8, 2, w.numpy())) ** 2).sum())
+    t = tj.tensor(x, requires_grad=True)
+    (tj.abs(tj.stft(t, 8, 2, window=w, return_complex=True)) ** 2).sum().backward()
+    eps = 1e-6
+    fd = np.array([(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(24)])
+    np.testing.assert_allclose(t.grad.numpy(), fd, rtol=1e-6, atol=1e-6)
+
+
+def test_stft_istft_errors():
+    x = tj.randn(32)
+    with pytest.raises(ValueError, match="return_complex"):
+        tj.stft(x, 8)
+    with pytest.raises(ValueError, match="n_fft"):
+        tj.stft(x, 0, return_complex=True)
+    with pytest.raises(ValueError, match="win_length"):
+        tj.stft(x, 8, win_length=9, return_complex=True)
+    with pytest.raises(ValueError, match="pad_mode"):
+        tj.stft(x, 8, pad_mode="wrap", return_complex=True)
+    with pytest.raises(TypeError, match="complex input"):
+        tj.istft(tj.randn(5, 9), 8)
+    with pytest.raises(ValueError, match="overlap-add"):
+        tj.istft(tj.stft(x, 8, 2, window=tj.hann_window(8, periodic=False), center=False, return_complex=True),
+                 8, 2, window=tj.hann_window(8, periodic=False), center=False)
