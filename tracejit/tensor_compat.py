@@ -26,13 +26,14 @@ float_power clamp_min clamp_max positive absolute sgn signbit bitwise_and bitwis
 bitwise_not logical_xor isposinf isneginf isreal median nanmedian kthvalue quantile nanquantile
 mode renorm i0 frexp ldexp nanmean nansum aminmax cummax cummin logcumsumexp count_nonzero diff dist equal unique
 unique_consecutive bincount histc det slogdet true_divide divide multiply subtract negative
-greater greater_equal less less_equal not_equal gcd lcm fmax fmin nextafter corrcoef cov histogram
+greater greater_equal less less_equal not_equal gcd lcm fmax fmin nextafter corrcoef cov histogram igamma igammac
 diagflat msort ravel vdot select_scatter slice_scatter diagonal_scatter broadcast_to bernoulli prelu
 is_nonzero is_same_size is_signed get_device
 """.split()
 
 # ... and those whose function is tracejit's own (its legacy linear algebra spellings)
-_FORWARDED_TOP = "inverse logdet cholesky pinverse matrix_power".split()
+_FORWARDED_TOP = """inverse logdet cholesky pinverse matrix_power stft istft matrix_exp lu lu_solve
+triangular_solve cholesky_solve cholesky_inverse orgqr ormqr""".split()
 
 # In-place spellings: the op's result written into the tensor (`Tensor._assign`).
 _INPLACE = """
@@ -44,7 +45,7 @@ logical_xor addmm addmv addbmm baddbmm addr cumsum cumprod tril triu hardshrink 
 divide multiply subtract negative square abs cos sin expm1 erf floor log log1p sigmoid tanh sign
 rsqrt nan_to_num remainder floor_divide eq ne lt le gt ge greater greater_equal less less_equal
 not_equal logical_and logical_or logical_not clip arccosh arcsinh arctan2 arctanh lcm gcd absolute i0
-scatter_add scatter_reduce
+scatter_add scatter_reduce igamma igammac
 """.split()
 
 

@@ -82,6 +82,12 @@ CASES = {
     "normal_fixed": lambda m: m.normal(2.0, 0.0, (2, 3)), "normal_std_tensor": lambda m: m.normal(1.0, m.zeros(2)),
     "poisson_zero": lambda m: m.poisson(m.zeros(3)),
     "binomial_sure": lambda m: m.binomial(m.tensor([5.0, 3.0]), m.tensor([1.0, 0.0])),
+    "stft_method": lambda m: m.view_as_real(m.linspace(-1, 1, 16).stft(8, hop_length=4, return_complex=True,
+                                                                        window=m.hann_window(8))),
+    "igamma_method": lambda m: m.tensor([1.0, 2.0]).igamma(m.tensor([0.5, 1.0])),
+    "igammac_": lambda m: m.tensor([1.0, 2.0]).igammac_(m.tensor([0.5, 1.0])),
+    "matrix_exp_method": lambda m: (_a(m)[:, :3] / 4).matrix_exp(),
+    "cholesky_inverse_method": lambda m: m.tensor([[2.0, 0.0], [1.0, 3.0]]).cholesky_inverse(),
     "bernoulli_p": lambda m: m.bernoulli(_a(m), 1.0), "bernoulli_method": lambda m: _a(m).sigmoid().round().bernoulli(),
 }
 
