@@ -163,8 +163,13 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
     ext_in: dict = {}          # gid -> external Vars read by the group (grows with it)
 
     def find(g: Group) -> Group:
-        while g.gid in merged_into:
-            g = groups[merged_into[g.gid]]
+        root = g
+        while root.gid in merged_into:
+            root = groups[merged_into[root.gid]]
+        # (path compression: merges chain groups, and an unrolled recurrent step's graph
+        # walked chains of hundreds here at every look-up, most of its planning time)
+        while g is not root:
+            merged_into[g.gid], g = root.gid, groups[merged_into[g.gid]]
         return g
 
     def owner(a):
@@ -201,7 +206,13 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
         return False
 
     def outside(gids: set, values) -> list:
-        return [a for a in values if isinstance(a, Var) and not (owner(a) is not None and owner(a).gid in gids)]
+        out = []
+        for a in values:
+            if isinstance(a, Var):
+                g = owner(a)
+                if g is None or g.gid not in gids:
+                    out.append(a)
+        return out
 
     def add_inputs(g: Group, values) -> None:
         ext_in[g.gid].extend(a for a in values if isinstance(a, Var))

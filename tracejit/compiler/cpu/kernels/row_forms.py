@@ -58,7 +58,7 @@ def run(prim, arrays, params, out=None):
     fast = (prim, tuple(params.items()), tuple([a.shape for a in arrays]), tuple([a.dtype for a in arrays]))
     call = _calls.get(fast)
     if call is None:
-        call = _prepare(prim, arrays, params)
+        call = _prepare(prim, arrays, params, fast)
         if call is None:
             return None
         if len(_calls) > 4096:   # (shapes that keep changing: a dynamic batch)
@@ -78,12 +78,39 @@ def run(prim, arrays, params, out=None):
 
 
 _calls: dict = {}   # (prim, params, shapes, dtypes) -> (kernel, operand order, outputs)
+# The same key -> its kernel's `_plan` while the kernel is not loaded (compiling in the
+# workers): a call meanwhile asks the kernel and runs the numpy form, without planning
+# again (the size test schedules the rows nest: ~0.5 ms a call for LayerNorm's backward).
+_waiting: dict = {}
 
 
-def _prepare(prim, arrays, params):
+def _prepare(prim, arrays, params, fast):
     """(the loaded kernel's entry, the arrays in its operand order, those of them passed
     flat, (per-row?, dtype) per output) for these arrays, or None (not such arrays, or
     not loaded yet)."""
+    plan = _waiting.get(fast)
+    if plan is None:
+        plan = _plan(prim, arrays, params)
+        if plan is None:
+            return None
+        if len(_waiting) > 4096:
+            _waiting.clear()
+        _waiting[fast] = plan
+    kern, parallel, positions, nest = plan
+    fn = kern.get()
+    if fn is None:
+        return None
+    _waiting.pop(fast, None)
+    from ... import backends
+    flat = {pos for pos, op in zip(positions, nest.operands) if op.layout == "scalar" and arrays[pos].ndim != 1}
+    entry = fn if parallel else backends.get("cpu").fast_entry(fn)
+    kinds = tuple("row" if o.row else "col" if o.col else "elem" for o in nest.outputs)
+    return entry, positions, flat, tuple((kd, np.dtype(o.dtype)) for kd, o in zip(kinds, nest.outputs))
+
+
+def _plan(prim, arrays, params):
+    """(the kernel, its variant, graph input positions, nest) for these arrays, or None
+    (not such arrays, or the form is no single rows group)."""
     x = arrays[0]
     dt = x.dtype
     if dt not in _DTYPES or x.ndim == 0 or x.size == 0:
@@ -100,13 +127,7 @@ def _prepare(prim, arrays, params):
     from ...codegen_cpu_rows import runs_parallel
     parallel = runs_parallel(nest, x.size)
     key = _key(prim, arrays, params, parallel)
-    fn = _kernel(key, lambda: backends.get("cpu").render(nest, parallel)).get()
-    if fn is None:
-        return None
-    flat = {pos for pos, op in zip(positions, nest.operands) if op.layout == "scalar" and arrays[pos].ndim != 1}
-    entry = fn if parallel else backends.get("cpu").fast_entry(fn)
-    kinds = tuple("row" if o.row else "col" if o.col else "elem" for o in nest.outputs)
-    return entry, positions, flat, tuple((kd, np.dtype(o.dtype)) for kd, o in zip(kinds, nest.outputs))
+    return _kernel(key, lambda: backends.get("cpu").render(nest, parallel)), parallel, positions, nest
 
 
 def _form(key, prim, shapes, params):
