@@ -154,13 +154,18 @@ if _DATA is not None and _ENCODE is not None and _DECODE is not None:
         _DATA = None
 
 
+def _known(name: str) -> str:
+    """`name`, or KeyError when it is not a row of `SWITCHES`."""
+    if name not in SWITCHES:
+        raise KeyError(f"{name} is not a tracejit switch: add it to envflags.SWITCHES")
+    return name
+
+
 def _raw(name: str) -> Optional[str]:
     """The variable's value, or None when unset (the only read of the environment)."""
     key = _KEYS.get(name)
     if key is None:
-        if name not in SWITCHES:
-            raise KeyError(f"{name} is not a tracejit switch: add it to envflags.SWITCHES")
-        return os.environ.get(name)
+        return os.environ.get(_known(name))
     raw = _DATA.get(key)
     return None if raw is None else _DECODE(raw)
 
@@ -184,9 +189,7 @@ def enabled(name: str) -> bool:
 def flag(name: str) -> Callable[[], bool]:
     """A function of no arguments giving ``enabled(name)`` now, for hot paths: one dict
     lookup while the variable is unset (the default then)."""
-    if name not in SWITCHES:
-        raise KeyError(f"{name} is not a tracejit switch: add it to envflags.SWITCHES")
-    default = SWITCHES[name].default.lower() not in FALSE
+    default = SWITCHES[_known(name)].default.lower() not in FALSE
     key = _KEYS.get(name)
     if key is None:
         return lambda: enabled(name)
@@ -221,8 +224,7 @@ def any_set(*names: str) -> Callable[[], bool]:
     """A function telling whether any of the switches `names` is set at all: for hot paths,
     where it costs a dict lookup per name."""
     for name in names:
-        if name not in SWITCHES:
-            raise KeyError(f"{name} is not a tracejit switch: add it to envflags.SWITCHES")
+        _known(name)
     if not _KEYS:
         return lambda: any(os.environ.get(n) is not None for n in names)
     get = _DATA.get
@@ -248,9 +250,7 @@ class ProcessTuning:
     the call returns `applied`."""
 
     def __init__(self, flag: str, apply: Callable[[], bool], doc: str = ""):
-        if flag not in SWITCHES:
-            raise KeyError(f"{flag} is not a tracejit switch: add it to envflags.SWITCHES")
-        self.flag = flag
+        self.flag = _known(flag)
         self.applied = False
         self._apply = apply
         self.__doc__ = doc

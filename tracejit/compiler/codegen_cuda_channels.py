@@ -20,7 +20,7 @@ mode "channels") gives one block per channel, up to a cap.
 from __future__ import annotations
 
 from .codegen_cpu_windows import pooled_sizes, window_body
-from .codegen_cuda_rows import _tree, kernel_head, kernel_spec
+from .codegen_cuda_rows import _block_folds, kernel_head, kernel_spec
 from .emitter import NUMBA_TYPE, fold
 from .loopnest import LoopNest
 from .rowpasses import schedule
@@ -40,7 +40,7 @@ def _position(size: str, inner: tuple, ind: str, block: int) -> list:
 
 
 def render_channels(nest: LoopNest, block: int):
-    from .codegen_cuda import CudaEmitter, _cast_back
+    from .codegen_cuda import CudaEmitter
 
     sched = schedule(nest, stash=False)   # (the last pass's output is pooled: nothing to stash in)
     w = nest.window
@@ -67,13 +67,7 @@ def render_channels(nest: LoopNest, block: int):
         body += [f"{I3}{op.name} = {op.array}[{op.subscript()}]" for op in p.loads]
         body += [I3 + src_of[st.name] for st in p.steps]
         body += [f"{I3}{fold(nest.rows[k].combine, f'acc{k}', nest.rows[k].value)}" for k in p.folds]
-        for k in p.folds:
-            red = nest.rows[k]
-            buf = f"buf_{red.acc_dtype}"
-            body.append(f"{I2}{buf}[t] = acc{k}")
-            body += _tree(red.combine, buf, block, I2)
-            body += [f"{I2}r{k} = {_cast_back(f'{buf}[0]', red.acc_dtype, red.out_dtype, em)}",
-                     f"{I2}cuda.syncthreads()"]   # every thread has read buf[0] before its reuse
+        body += _block_folds(nest, p.folds, block, em, I2)
     for p in last:
         body += [I2 + src_of[st.name] for st in p.before]
     body += [I2 + src_of[st.name] for st in sched.after]

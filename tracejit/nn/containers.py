@@ -141,7 +141,52 @@ class ModuleList(Module):
         _renumber(self, items)
 
 
-class ModuleDict(Module):
+class _DictContainer(Module):
+    """The dict interface of ModuleDict and ParameterDict, over the registry named by
+    `_registry` (``_modules`` or ``_parameters``); subclasses define ``__setitem__``."""
+
+    _registry = "_modules"
+
+    def _d(self) -> OrderedDict:
+        return self.__dict__[self._registry]
+
+    def __getitem__(self, key: str):
+        return self._d()[key]
+
+    def __delitem__(self, key: str) -> None:
+        del self._d()[key]
+
+    def __len__(self) -> int:
+        return len(self._d())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d())
+
+    def __contains__(self, key) -> bool:
+        return key in self._d()
+
+    def keys(self):
+        return self._d().keys()
+
+    def items(self):
+        return self._d().items()
+
+    def values(self):
+        return self._d().values()
+
+    def pop(self, key: str):
+        return self._d().pop(key)
+
+    def clear(self) -> None:
+        self._d().clear()
+
+    def update(self, items) -> None:
+        pairs = items.items() if hasattr(items, "items") else items
+        for key, value in pairs:
+            self[key] = value
+
+
+class ModuleDict(_DictContainer):
     """An ordered dict of modules keyed by string."""
 
     def __init__(self, modules=None):
@@ -149,43 +194,8 @@ class ModuleDict(Module):
         if modules is not None:
             self.update(modules)
 
-    def __getitem__(self, key: str) -> Module:
-        return self._modules[key]
-
     def __setitem__(self, key: str, module: Module) -> None:
         self.add_module(key, module)
-
-    def __delitem__(self, key: str) -> None:
-        del self._modules[key]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._modules)
-
-    def __contains__(self, key: str) -> bool:
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def items(self):
-        return self._modules.items()
-
-    def values(self):
-        return self._modules.values()
-
-    def pop(self, key: str) -> Module:
-        return self._modules.pop(key)
-
-    def clear(self) -> None:
-        self._modules.clear()
-
-    def update(self, modules) -> None:
-        pairs = modules.items() if hasattr(modules, "items") else modules
-        for key, m in pairs:
-            self[key] = m
 
 
 class ParameterList(Module):
@@ -222,54 +232,21 @@ def _as_param(v) -> Parameter:
     return v if isinstance(v, Parameter) else Parameter(v)
 
 
-class ParameterDict(Module):
+class ParameterDict(_DictContainer):
     """A dict of Parameters, registered under their keys (insertion order kept)."""
+
+    _registry = "_parameters"
 
     def __init__(self, parameters=None):
         super().__init__()
         if parameters is not None:
             self.update(parameters)
 
-    def __getitem__(self, key: str) -> Parameter:
-        return self._parameters[key]
-
     def __setitem__(self, key: str, value) -> None:
         self.register_parameter(key, _as_param(value))
 
-    def __delitem__(self, key: str) -> None:
-        del self._parameters[key]
-
-    def __len__(self) -> int:
-        return len(self._parameters)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._parameters)
-
-    def __contains__(self, key) -> bool:
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def values(self):
-        return self._parameters.values()
-
-    def items(self):
-        return self._parameters.items()
-
     def get(self, key, default=None):
         return self._parameters.get(key, default)
-
-    def pop(self, key):
-        return self._parameters.pop(key)
-
-    def clear(self) -> None:
-        self._parameters.clear()
-
-    def update(self, parameters) -> None:
-        pairs = parameters.items() if hasattr(parameters, "items") else parameters
-        for key, value in pairs:
-            self[key] = value
 
     def extra_repr(self) -> str:
         return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]"

@@ -8,7 +8,7 @@ from ..ops import empty
 from ..ops.embedding_bag import embedding_bag
 from ..ops.products import bilinear
 from . import init
-from .layers import _factory, _positive_int
+from .layers import Embedding, _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
 
@@ -38,12 +38,7 @@ class EmbeddingBag(Module):
         else:
             self.weight = Parameter(_weight)
 
-    def reset_parameters(self) -> None:
-        init.normal_(self.weight)
-        if self.padding_idx is not None:
-            from ..autograd.grad_mode import no_grad
-            with no_grad():
-                self.weight[self.padding_idx] = 0.0
+    reset_parameters = Embedding.reset_parameters   # N(0, 1), the padding row zeroed
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,

@@ -187,10 +187,6 @@ def _real_rule(a):
     return Aval(a.shape, a.dtype.to_real(), a.device)
 
 
-def _as_complex_rule(a):
-    return Aval(a.shape, a.dtype.to_complex(), a.device)
-
-
 def _need_complex(name):
     def rule(a):
         if not a.dtype.is_complex:
