@@ -17,6 +17,8 @@ from . import transforms  # noqa: F401
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, PowerTransform,  # noqa: F401
                          SigmoidTransform, TanhTransform, Transform)
 from .transformed import MixtureSameFamily, TransformedDistribution
+from .heavy_tailed import (FisherSnedecor, InverseGamma, Kumaraswamy, NegativeBinomial,  # noqa: F401
+                           Pareto, Weibull)
 from .relaxed import (Chi2, HalfCauchy, Multinomial, OneHotCategoricalStraightThrough,  # noqa: F401
                       RelaxedBernoulli, RelaxedOneHotCategorical, StudentT)
 
@@ -27,3 +29,4 @@ __all__ = ["Distribution", "Normal", "Uniform", "Categorical", "Bernoulli", "One
            "MixtureSameFamily", "Transform", "ComposeTransform", "ExpTransform", "AffineTransform",
            "SigmoidTransform", "TanhTransform", "PowerTransform", "Chi2", "HalfCauchy", "Multinomial",
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT"]
+__all__ += ["Weibull", "Pareto", "Kumaraswamy", "InverseGamma", "FisherSnedecor", "NegativeBinomial"]

@@ -15,3 +15,5 @@ __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "FUSED_MIN", "lr_scheduler"]
 __all__ += ["RMSprop", "Adagrad", "Adadelta", "LBFGS", "Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]
 from . import swa_utils  # noqa: E402,F401
 __all__ += ["swa_utils"]
+from .factored import Adafactor, Muon, SparseAdam  # noqa: E402
+__all__ += ["Adafactor", "Muon", "SparseAdam"]
