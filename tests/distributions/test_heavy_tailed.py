@@ -135,3 +135,13 @@ def test_kl_pareto_matches_torch(qname, qargs):
         q = getattr(lib.distributions, qname)(*[lib.tensor(a) for a in qargs])
         res.append(lib.distributions.kl_divergence(p, q).numpy())
     np.testing.assert_allclose(res[1], res[0], rtol=1e-9)
+
+
+def test_gamma_and_chi2_cdf_match_pytorch():
+    torch = pytest.importorskip("torch")
+    v = [0.1, 0.5, 2.0, 7.0]
+    got = tj.distributions.Gamma(tj.tensor(2.5), tj.tensor(1.5)).cdf(tj.tensor(v)).numpy()
+    want = torch.distributions.Gamma(torch.tensor(2.5), torch.tensor(1.5)).cdf(torch.tensor(v)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    np.testing.assert_allclose(tj.distributions.Chi2(tj.tensor(3.0)).cdf(tj.tensor(v)).numpy(),
+                               torch.distributions.Chi2(torch.tensor(3.0)).cdf(torch.tensor(v)).numpy(), rtol=1e-5)

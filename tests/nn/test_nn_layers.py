@@ -246,3 +246,29 @@ def test_losses_match_pytorch():
     ours = nn.BCEWithLogitsLoss(pos_weight=tj.tensor(pw))(tj.tensor(logits), tj.tensor(y))
     ref = torch.nn.BCEWithLogitsLoss(pos_weight=torch.tensor(pw))(torch.tensor(logits), torch.tensor(y))
     assert ours.item() == pytest.approx(ref.item(), rel=1e-5)
+
+
+def test_embedding_options_match_pytorch():
+    torch = pytest.importorskip("torch")
+    idx = [[1, 2, 2], [3, 1, 9]]
+    for kw in ({"max_norm": 1.0}, {"max_norm": 0.5, "norm_type": 1.0}, {"scale_grad_by_freq": True},
+               {"padding_idx": 2, "sparse": True}):
+        ref = torch.nn.Embedding(10, 4, **kw)
+        got = tj.nn.Embedding(10, 4, **kw)
+        got.load_state_dict({"weight": tj.tensor(ref.weight.detach().numpy().copy())})
+        a, b = ref(torch.tensor(idx)), got(tj.tensor(idx))
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got.weight.detach().numpy(), ref.weight.detach().numpy(), rtol=1e-5, atol=1e-6)
+        (a ** 2).sum().backward()
+        (b ** 2).sum().backward()
+        want = ref.weight.grad.to_dense() if ref.weight.grad.is_sparse else ref.weight.grad
+        np.testing.assert_allclose(got.weight.grad.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_from_pretrained_freezes_by_default():
+    w = tj.arange(12.0).reshape(4, 3)
+    e = tj.nn.Embedding.from_pretrained(w)
+    assert not e.weight.requires_grad and e(tj.tensor([2])).tolist() == [[6.0, 7.0, 8.0]]
+    assert tj.nn.Embedding.from_pretrained(w, freeze=False, padding_idx=0).weight.requires_grad
+    with pytest.raises(ValueError, match="embeddings must be 2-D"):
+        tj.nn.Embedding.from_pretrained(tj.ones(3))

@@ -57,3 +57,10 @@ def test_i1_gradient_at_zero_is_one_half():
     x = tj.tensor([0.0], dtype=tj.float64, requires_grad=True)
     tj.special.i1(x).sum().backward()
     assert x.grad.tolist() == [0.5]
+
+
+def test_lgamma_has_poles_at_non_positive_integers():
+    x = tj.tensor([0.0, -1.0, -2.5, 1.0])
+    out = tj.lgamma(x).numpy()
+    assert np.isinf(out[0]) and np.isinf(out[1]) and out[3] == 0.0
+    np.testing.assert_allclose(out[2], -0.05624371649767405, rtol=1e-6)

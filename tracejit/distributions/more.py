@@ -192,6 +192,11 @@ class Gamma(Distribution):
         a = self.concentration
         return a - _ops.log(self.rate) + _ops.lgamma(a) + (1 - a) * _ops.digamma(a)
 
+    def cdf(self, value):
+        self._validate_sample(value)
+        from ..special import gammainc
+        return gammainc(self.concentration, self.rate * value)
+
 
 class Beta(Distribution):
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}

@@ -160,9 +160,12 @@ class Embedding(Module):
     """A lookup table of ``num_embeddings`` vectors, initialised N(0, 1)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
-                 _weight=None, device=None, dtype=None):
+                 max_norm=None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight=None, _freeze: bool = False, device=None, dtype=None):
         super().__init__()
         _positive_int("num_embeddings", "Embedding", num_embeddings)
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse   # (gradients are dense here)
         _positive_int("embedding_dim", "Embedding", embedding_dim)
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
@@ -177,7 +180,18 @@ class Embedding(Module):
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
                 raise ValueError(f"Embedding: _weight has shape {tuple(_weight.shape)}, expected "
                                  f"{(num_embeddings, embedding_dim)}")
-            self.weight = Parameter(_weight)
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None, max_norm=None,
+                        norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False):
+        """An Embedding holding `embeddings` (2-D) as its weight, frozen unless freeze=False."""
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-D, got shape "
+                             f"{tuple(embeddings.shape)}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings, _freeze=freeze)
 
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
@@ -187,7 +201,8 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"

@@ -111,7 +111,14 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
     return x * keep * (1.0 / (1.0 - p))
 
 
-def embedding(input, weight, padding_idx=None):
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False):
+    """Rows of `weight` at `input`'s indices. With max_norm, the rows looked up whose
+    norm exceeds it are first scaled down in `weight` itself (in place, as PyTorch does);
+    scale_grad_by_freq divides each row's gradient by how often the batch uses it.
+    ``sparse`` is accepted; gradients here are dense (rows not looked up get zero)."""
+    if max_norm is not None or scale_grad_by_freq:
+        return _embedding_options(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
     if not input.dtype.is_integer:
         raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype.name}")
     if weight.ndim != 2:
@@ -124,6 +131,26 @@ def embedding(input, weight, padding_idx=None):
         is_pad = unsqueeze(eq(arange(n, device=weight.device), pad), 1)
         weight = where(is_pad, weight.detach(), weight)
     return getitem(weight, input)
+
+
+def _embedding_options(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq):
+    from .reductions_more import bincount
+    from .numpy_like import ravel
+    if max_norm is not None:
+        from ..autograd.grad_mode import no_grad
+        from .reductions_more import unique
+        with no_grad():
+            rows = unique(ravel(in_range(input, weight.shape[0], "embedding")))
+            picked = getitem(weight, rows)
+            norms = picked.norm(norm_type, 1, keepdim=True)
+            scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+            weight[rows] = picked * scale
+    out = embedding(input, weight, padding_idx)
+    if scale_grad_by_freq:
+        counts = getitem(bincount(ravel(input), minlength=weight.shape[0]), input)
+        s = unsqueeze(1.0 / cast(counts, out.dtype), -1)
+        out = out.detach() + (out - out.detach()) * s   # the same values; gradient / count
+    return out
 
 
 def _check_unit_interval(op, t, name):

@@ -133,7 +133,10 @@ def frac(input):
 
 # ---------------------------------------------------------------- special functions
 def _lgamma_impl(xp, a):
-    out = np.asarray(np.frompyfunc(math.lgamma, 1, 1)(np.asarray(a, np.float64)), np.float64).astype(a.dtype)
+    v = np.asarray(a, np.float64)
+    pole = (v <= 0) & (v == np.floor(v))     # 0, -1, -2, ...: +inf, where math.lgamma raises
+    out = np.asarray(np.frompyfunc(math.lgamma, 1, 1)(np.where(pole, 1.0, v)), np.float64)
+    out = np.where(pole, np.inf, out).astype(a.dtype)
     return out if xp is np else xp.asarray(out)
 
 
