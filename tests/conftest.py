@@ -96,13 +96,12 @@ def two_blas_threads(monkeypatch):
 
 @pytest.fixture(params=["blas-pool", "sharepool"])
 def partner(request, monkeypatch):
-    """Both partners of a two-share launch (sharepool's `run_pair`): OpenBLAS's worker (where
-    this numpy's BLAS has a pool of two or more) and a thread of tracejit's pool
-    (tracejit/compiler/cpu/runtime/sharepool.py)."""
+    """Both partners of a two-share launch (sharepool's `run_pair`): the worker pool's thread
+    (workpool.py) and a thread of sharepool's."""
     from tracejit.compiler.cpu.runtime import sharepool
     use_pool = request.param == "blas-pool"
-    if use_pool and sharepool.blas_worker.find() is None:
-        pytest.skip("numpy's BLAS is not an OpenBLAS with a thread pool of two or more")
+    if use_pool and sharepool.pool_pair.find() is None:
+        pytest.skip("no worker pool of two threads here")
     monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "1" if use_pool else "0")
     return request.param
 

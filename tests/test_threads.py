@@ -84,50 +84,46 @@ def test_a_wheels_own_openmp_copy_imported_first_is_no_reason_to_warn():
     assert (tuned, spin) == ("True", "1000") and "was loaded before" not in r.stderr, r.stderr
 
 
-_BLAS_PROBE = ("{first}import os, tracejit\n"
-               "print(tracejit.threads.tune_blas_spin.applied, os.environ.get('OPENBLAS_THREAD_TIMEOUT'))\n")
-
-
-def test_openblas_spin_timeout_set_before_numpy_loads_it():
-    # set when tracejit comes first; left alone when the user set it or opted out
-    drop = ("OPENBLAS_THREAD_TIMEOUT",)
-    assert _probe({}, drop, _BLAS_PROBE.format(first="")) == ["True", "20"]
-    assert _probe({"OPENBLAS_THREAD_TIMEOUT": "7"}, (), _BLAS_PROBE.format(first="")) == ["False", "7"]
-    assert _probe({"TRACEJIT_THREAD_TUNING": "0"}, drop, _BLAS_PROBE.format(first="")) == ["False", "None"]
-    assert _probe({"TRACEJIT_THREAD_TUNING": "0"}, drop, _BLAS_PROBE.format(first="import numpy\n")) \
-        == ["False", "None"]
-
-
-# numpy first: OpenBLAS has read its environment; tracejit makes it read it again and restarts
-# its pool. Prints what OpenBLAS itself read before and after, and whether a product large
-# enough for its threads still comes out right after the restart.
-_LATE_PROBE = """
-import ctypes, os
+# numpy first, a product on OpenBLAS's own threads, then tracejit: the next product's jobs
+# run on tracejit's worker pool (a counting wrapper around the pool's callback shows they do)
+# with the bits OpenBLAS's own threads gave.
+_POOL_PROBE = """
+import ctypes
 import numpy as np
-a = np.random.default_rng(0).standard_normal((512, 512))
-a @ a                                   # OpenBLAS's pool has run
-paths = [line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line.lower()]
-lib = ctypes.CDLL(paths[0]) if paths else None
-if lib is None or not hasattr(lib, "openblas_thread_timeout"):
-    print("skip")
-    raise SystemExit
-lib.openblas_thread_timeout.restype = ctypes.c_uint
-before = lib.openblas_thread_timeout()
+r = np.random.default_rng(0)
+a, b = r.standard_normal((700, 300)).astype(np.float32), r.standard_normal((300, 500)).astype(np.float32)
+own = a @ b
 import tracejit
-from tracejit.threads import blas_threads, openblas_pthreads
-if not openblas_pthreads(lib):
-    print("skip")
+from tracejit import threads
+from tracejit.compiler.cpu.runtime import workpool
+print(threads.blas_on_pool(), threads.blas_on_pool())
+if not threads._on_pool[0]:
     raise SystemExit
-ok = np.allclose(a @ a.T, np.einsum("ik,jk->ij", a, a))
-print(tracejit.threads.tune_blas_spin.applied, before, lib.openblas_thread_timeout(), ok)
+threads.set_blas_threads(2)
+path, _ = threads._blas_function(threads._BLAS_SETTERS)
+lib = ctypes.CDLL(path)
+install = next(getattr(lib, n) for n in threads._BLAS_CALLBACK if hasattr(lib, n))
+install.argtypes = [ctypes.c_void_p]
+CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int)
+jobs = CB(workpool.pool().blas_jobs_address)
+seen = []
+def counted(sync, dojob, num, size, data, d):
+    seen.append(num)
+    jobs(sync, dojob, num, size, data, d)
+wrapper = CB(counted)
+install(ctypes.cast(wrapper, ctypes.c_void_p))
+pooled = a @ b
+install(workpool.pool().blas_jobs_address)
+print(max(seen), np.array_equal(own, pooled), np.array_equal(a @ b, own))
 """
 
 
-def test_openblas_spin_timeout_reaches_openblas_loaded_before_tracejit():
-    out = _probe({}, ("OPENBLAS_THREAD_TIMEOUT",), _LATE_PROBE)
-    if out == ["skip"]:
-        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS exporting openblas_thread_timeout")
-    assert out == ["True", "0", "20", "True"]
+def test_openblas_runs_its_threaded_jobs_on_the_worker_pool():
+    out = _probe({"OPENBLAS_NUM_THREADS": "2"}, (), _POOL_PROBE)
+    if out[:2] == ["False", "False"]:
+        pytest.skip("numpy's BLAS takes no threads callback (not an OpenBLAS 0.3.27 or later)")
+    assert out == ["True", "True", "2", "True", "True"]
+    assert _probe({"TRACEJIT_THREAD_TUNING": "0"}, (), _POOL_PROBE) == ["False", "False"]
 
 
 def test_thread_flag_is_per_thread_and_nests():

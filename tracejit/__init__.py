@@ -6,12 +6,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-# threads first: its tunings are environment variables the libraries read when they load,
-# and every other module imports numpy (so OpenBLAS)
-from .threads import tune_blas_spin as _tune_blas_spin, tune_omp_spin as _tune_omp_spin
+# threads first: its tuning is an environment variable libgomp reads when it loads
+from .threads import tune_omp_spin as _tune_omp_spin
 
 _tune_omp_spin()   # numba's OpenMP workers stop spinning soon (see tracejit/threads.py)
-_tune_blas_spin()  # and OpenBLAS's (before numpy loads it)
 
 from .memory import tune_allocator as _tune_allocator  # noqa: E402
 

@@ -48,8 +48,8 @@ SWITCHES: dict = {s.name: s for s in (
            _GUIDE + "tiered-compilation.md"),
     Switch("TRACEJIT_PARALLEL", "auto", "chunks: parallel CPU kernels are serial nogil kernels run "
            "in chunks on a few threads (no parfor pass: faster to compile); parfor: numba's parallel "
-           "kernels; auto: numba's, but flat kernels are chunk kernels run in two shares on OpenBLAS's "
-           "worker where the process has two CPUs and a pthreads OpenBLAS",
+           "kernels; auto: numba's, but flat kernels are chunk kernels run in two shares on tracejit's "
+           "worker pool where the process has two CPUs",
            _GUIDE + "tiered-compilation.md"),
     Switch("TRACEJIT_COMPILE_TIMEOUT", "300", "seconds a worker may spend on one kernel before it is "
            "restarted", _GUIDE + "tiered-compilation.md"),
@@ -110,12 +110,10 @@ SWITCHES: dict = {s.name: s for s in (
            "tracejit/compiler/codegen_chunks.py"),
     Switch("TRACEJIT_CHUNK_NESTED_PAIRS", "1", "0: nested chunk kernels never run as GIL-free shares",
            "tracejit/compiler/codegen_chunks.py"),
-    Switch("TRACEJIT_PAIR_ON_BLAS_WORKER", "1", "0: a launch's shares never run on OpenBLAS's workers",
+    Switch("TRACEJIT_PAIR_ON_BLAS_WORKER", "1", "0: a launch's shares never run on the worker pool's threads",
            "tracejit/compiler/cpu/runtime/sharepool.py"),
     Switch("TRACEJIT_POOL_THREADS", "", "N: tracejit's worker pool launches on N threads, the caller included "
            "(default: the CPUs this process may run on)", "tracejit/compiler/cpu/runtime/workpool.py"),
-    Switch("TRACEJIT_OWN_POOL", "", "1: GIL-free share launches run on tracejit's worker pool instead of "
-           "OpenBLAS's workers", "tracejit/compiler/cpu/runtime/workpool.py"),
     Switch("TRACEJIT_CEDE", "1", "0: the partner thread keeps working while our compile workers compile",
            "tracejit/compiler/cpu/runtime/coreshare.py"),
     Switch("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "1", "0: the LSTM backward's hidden weight gradient is "

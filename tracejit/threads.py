@@ -18,12 +18,12 @@ names the way out). OpenMP libraries loaded later in the same process see the sa
 setting. ``TRACEJIT_THREAD_TUNING=0`` turns it off.
 
 OpenBLAS's workers spin the same way after each multi-threaded product (about 0.1 s by
-default), on the core our own parallel work between products wants (tracejit/compiler/cpu/runtime/sharepool.py's
-shares, numba's kernels). ``import tracejit`` sets ``OPENBLAS_THREAD_TIMEOUT`` (read when
-numpy loads OpenBLAS) to `BLAS_THREAD_TIMEOUT` unless it is set already; when numpy was
-imported first, a pthreads OpenBLAS is made to read it again and its pool restarted
-(`_restart_openblas_pool`), so the order of imports does not matter.
-`tune_blas_spin.applied` says whether it was set. The same switch turns it off.
+default), on the core our own parallel work between products wants. So numpy's OpenBLAS is
+handed tracejit's worker pool (compiler/cpu/runtime/workpool.py) for its multi-threaded
+calls, through its public ``openblas_set_threads_callback_function`` (`blas_on_pool`, at the
+first product tracejit makes): one set of threads runs every parallel piece, BLAS's jobs and
+our kernels' shares alike, and OpenBLAS's own workers stay asleep. OpenBLAS splits a call
+exactly as before, so results are the same bits. The same switch turns it off.
 """
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ import warnings
 
 from .envflags import ProcessTuning
 
-__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "tune_blas_spin", "BLAS_THREAD_TIMEOUT", "blas_threads", "set_blas_threads", "blas_threads_set", "blas_count_lock",
-           "openblas_pthreads", "PARALLEL_MIN", "usable_cpus", "set_num_threads", "get_num_threads",
+__all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_on_pool", "blas_threads", "set_blas_threads",
+           "blas_threads_set", "blas_count_lock", "PARALLEL_MIN", "usable_cpus", "set_num_threads", "get_num_threads",
            "set_num_interop_threads", "get_num_interop_threads"]
 
 
@@ -93,76 +93,6 @@ tune_omp_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_spincount,
                               "in time to apply.")
 
 
-# OpenBLAS's workers spin this long after each multi-threaded product before they sleep:
-# 2^20 cycles (~0.4 ms) where OpenBLAS's own default is 2^28 (~0.1 s). A spinning worker
-# holds a core from the threads that run our other parallel work between products
-# (sharepool's shares, numba's kernels: the Transformer encoder's attention backward on 2
-# cores took 8.5-9.0 ms with the worker spinning, 4.7 ms without). Back-to-back products
-# still find the worker awake; sleeping at once (2^4) made every small product wait for
-# the wake-up.
-BLAS_THREAD_TIMEOUT = "20"
-
-
-def _set_blas_timeout() -> bool:
-    if "OPENBLAS_THREAD_TIMEOUT" in os.environ:
-        return False                      # the user's
-    if "numpy" not in sys.modules:
-        # OpenBLAS reads it when numpy loads it, next
-        os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT
-        return True
-    return _restart_openblas_pool()
-
-
-def openblas_pthreads(lib) -> bool:
-    """Whether this OpenBLAS (a ctypes library) runs its pool on its own pthreads
-    (``openblas_get_parallel() == 1``), not OpenMP, nor sequential; False when it cannot say."""
-    import ctypes
-    for name in ("scipy_openblas_get_parallel64_", "scipy_openblas_get_parallel", "openblas_get_parallel64_",
-                 "openblas_get_parallel"):
-        fn = getattr(lib, name, None)
-        if fn is not None:
-            fn.restype = ctypes.c_int
-            fn.argtypes = []
-            return fn() == 1
-    return False
-
-
-def _restart_openblas_pool() -> bool:
-    """numpy was imported before tracejit, so OpenBLAS has read its environment already and
-    its workers spin ~0.1 s after each product. Set the timeout anyway, have OpenBLAS read its
-    environment again (``openblas_read_env``) and shut its pool down (``blas_thread_shutdown_``,
-    what OpenBLAS itself does in a forked child): the next multi-threaded product starts the
-    pool again (~0.1 ms, once) with the new timeout, read when the pool starts. Only for a
-    pthreads OpenBLAS exporting those three functions; True when OpenBLAS reads the new value.
-    Why bother: ``python -m bench``'s workers and most scripts import numpy first, and there
-    the Transformer step's attention split gained nothing (52.2 against 48.3-48.9 ms)."""
-    import ctypes
-    path, setter = _blas_function(_BLAS_SETTERS)
-    if setter is None or "openblas" not in os.path.basename(path).lower():
-        return False
-    try:
-        lib = ctypes.CDLL(path)
-        read_env, timeout = lib.openblas_read_env, lib.openblas_thread_timeout
-        shutdown = lib.blas_thread_shutdown_
-    except (OSError, AttributeError):
-        return False
-    if not openblas_pthreads(lib):
-        return False
-    timeout.restype = ctypes.c_uint
-    os.environ["OPENBLAS_THREAD_TIMEOUT"] = BLAS_THREAD_TIMEOUT   # child processes read it too
-    read_env()
-    if timeout() != int(BLAS_THREAD_TIMEOUT):
-        return False
-    shutdown()
-    return True
-
-
-tune_blas_spin = ProcessTuning("TRACEJIT_THREAD_TUNING", _set_blas_timeout,
-                               "Set ``OPENBLAS_THREAD_TIMEOUT`` as described above (restarting "
-                               "OpenBLAS's pool when numpy was loaded first), unless set; True "
-                               "if it was set.")
-
-
 def omp_spin_tuned() -> bool:
     """Whether `tune_omp_spin` set ``GOMP_SPINCOUNT`` before libgomp was loaded."""
     return tune_omp_spin.applied
@@ -182,6 +112,50 @@ _BLAS_SETTERS = {
                  "openblas_set_num_threads64_", "openblas_set_num_threads"),
     "mkl_rt": ("MKL_Set_Num_Threads",),
 }
+_BLAS_CALLBACK = ("scipy_openblas_set_threads_callback_function64_", "scipy_openblas_set_threads_callback_function",
+                  "openblas_set_threads_callback_function64_", "openblas_set_threads_callback_function")
+_on_pool: list = []   # [True / False] once `blas_on_pool` has run
+
+
+def blas_on_pool() -> bool:
+    """Have numpy's OpenBLAS (0.3.27 or later) run the jobs of its multi-threaded calls on
+    tracejit's worker pool (workpool.py's ``blas_jobs``) rather than on threads of its own;
+    True where it does. Done once, at the first use of BLAS's thread count; nothing where
+    the BLAS is another one, the pool cannot start, or ``TRACEJIT_THREAD_TUNING=0``."""
+    if _on_pool:
+        return _on_pool[0]
+    ok = False
+    try:
+        if not _tuning_off():
+            ok = _route_blas()
+    finally:
+        _on_pool.append(ok)
+    return ok
+
+
+def _tuning_off() -> bool:
+    from .envflags import is_off
+    return is_off("TRACEJIT_THREAD_TUNING")
+
+
+def _route_blas() -> bool:
+    import ctypes
+    path, setter = _blas_function(_BLAS_SETTERS)
+    if setter is None or "openblas" not in os.path.basename(path).lower():
+        return False
+    lib = ctypes.CDLL(path)
+    install = next((getattr(lib, n) for n in _BLAS_CALLBACK if hasattr(lib, n)), None)
+    if install is None:
+        return False
+    try:
+        from .compiler.cpu.runtime import workpool
+        jobs = workpool.pool().blas_jobs_address
+    except Exception:   # (no llvmlite, no futex here: OpenBLAS keeps its threads)
+        return False
+    install.argtypes = [ctypes.c_void_p]
+    install.restype = None
+    install(jobs)
+    return True
 
 
 _found: dict = {}
@@ -245,15 +219,16 @@ def blas_threads() -> int | None:
     _, fn = _blas_function(_BLAS_GETTERS)
     if fn is None:
         return None
+    blas_on_pool()
     return int(fn())
 
 
 # Held while BLAS's count must not change: every change made here takes it, and a launch
-# that runs BLAS products on OpenBLAS's own worker with the count at one holds it throughout
-# (compiler/cpu/runtime/sharepool.py `split`). The count is process-wide: a product on the worker that
-# read a count of two from another thread's change (the GEMM choice's background timing, the
-# policy's `adapt` on another thread) waits for OpenBLAS's level-3 lock, which the product on
-# the launching thread, waiting for that same worker, holds: the process hangs.
+# that runs BLAS products on the worker pool's threads with the count at one holds it
+# throughout (compiler/cpu/runtime/sharepool.py `split`). The count is process-wide: a
+# product in a share that read a count of two from another thread's change (the GEMM
+# choice's background timing, the policy's `adapt` on another thread) would run its jobs on
+# threads made for it (the pool is held by the launch) and take the share's core twice.
 blas_count_lock = threading.Lock()
 
 
@@ -287,6 +262,7 @@ def _blas_getset():
         get, put = _blas_function(_BLAS_GETTERS)[1], _blas_function(_BLAS_SETTERS)[1]
         if get is None or put is None:
             return None
+        blas_on_pool()
         _getset = (get, put)
     return _getset
 

@@ -236,7 +236,7 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
 def paired(monkeypatch, tmp_path):
     """Flat kernels as paired chunk kernels run in two shares (whatever this machine's
     cores), sync compiles; the pair launches counted (each share's q with it)."""
-    if sharepool.blas_worker.find() is None:
+    if sharepool.pool_pair.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     from tracejit.compiler.cpu.runtime import cshares
     monkeypatch.delenv("TRACEJIT_PARALLEL", raising=False)
@@ -319,25 +319,30 @@ def test_paired_kernel_declines_to_sharepool_without_the_blas_worker(paired, mon
     x = tj.tensor(_x((128, 256)))
     f = tj.trace(lambda x: (x * 2.0).sum())
     first = float(f(x).numpy())
-    monkeypatch.setattr(sharepool.blas_worker, "find", lambda: None)
+    monkeypatch.setattr(sharepool.pool_pair, "find", lambda: None)
     assert float(f(x).numpy()) == first
     assert len(pairs) == 1 and pooled == [2]
 
 
-def test_flat_pairs_decline_where_openblas_is_not_pthreads(monkeypatch):
-    """`flat_pairs` holds with two usable CPUs or more and a pthreads OpenBLAS pool (an
-    OpenMP build runs gotoblas_pthread's shares as an OpenMP loop, maybe both on one thread):
+def _no_pool():
+    raise OSError("no pool here")
+
+
+def test_flat_pairs_decline_without_a_pool_of_two(monkeypatch):
+    """`flat_pairs` holds with two usable CPUs or more and a worker pool that starts:
     without one the flat kernel stays numba's parfor kernel. The CPU count is no condition
     beyond two (no path for exactly two CPUs)."""
     from tracejit import threads
     from tracejit.compiler.backends import CpuBackend
+    from tracejit.compiler.cpu.runtime import workpool
+    real_pool = workpool.pool
     monkeypatch.delenv("TRACEJIT_PARALLEL", raising=False)
     nest = _nest("map")
 
     def machine(cpus, pthreads):
         monkeypatch.setattr(codegen_chunks, "_flat_machine", None)
-        monkeypatch.setattr(sharepool, "blas_worker", sharepool.BlasWorker())
-        monkeypatch.setattr(threads, "openblas_pthreads", lambda lib: pthreads)
+        monkeypatch.setattr(sharepool, "pool_pair", sharepool.PoolPair())
+        monkeypatch.setattr(workpool, "pool", real_pool if pthreads else _no_pool)
         monkeypatch.setattr(threads, "usable_cpus", lambda: cpus)
         return codegen_chunks.flat_pairs()
 
@@ -346,7 +351,7 @@ def test_flat_pairs_decline_where_openblas_is_not_pthreads(monkeypatch):
     assert not spec.chunked and "prange(" in spec.source
     assert not machine(1, True)
     assert machine(4, True) == machine(2, True) == machine(16, True)
-    if machine(2, True):      # (this machine's BLAS: a pthreads OpenBLAS with a pool)
+    if machine(2, True):
         assert CpuBackend().render(nest, True).chunked
         monkeypatch.setenv("TRACEJIT_CHUNK_FLAT_PAIRS", "0")
         assert not codegen_chunks.flat_pairs() and not CpuBackend().render(nest, True).chunked

@@ -131,7 +131,7 @@ class CpuBackend(Backend):
         if parallel:
             from . import codegen_chunks
             # TRACEJIT_PARALLEL=chunks: no parfor pass; a flat kernel, a nested map or a
-            # column sum where its two shares can run GIL-free on OpenBLAS's worker
+            # column sum where its two shares can run GIL-free on the worker pool
             # (codegen_chunks.paired)
             chunks = codegen_chunks.enabled()
             if chunks or codegen_chunks.paired(nest):

@@ -12,7 +12,7 @@ its threads at once (each share releases the GIL while it runs).
 
 ``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` keeps numba's parallel
 kernels; ``auto`` (the default) keeps them but for flat kernels where `flat_pairs` holds:
-those are chunk kernels whose two shares run without Python on OpenBLAS's worker
+those are chunk kernels whose two shares run without Python on the worker pool's thread
 (`ChunkSpec.pair`, compiler/cpu/runtime/cshares.py), which is awake when numba's OpenMP worker sleeps.
 The rendering is the CPU backend's parallel variant (codegen_cpu.render),
 rewritten in four places: the decorator (``parallel=False, nogil=True`` and the extra
@@ -82,8 +82,8 @@ _flat_machine = None
 def flat_pairs() -> bool:
     """Whether a parallel flat kernel (`PAIRED` shapes) renders as a chunk kernel with its
     GIL-free pair (`ChunkSpec.pair`) rather than a parfor kernel: this process may use two
-    CPUs or more and numpy's BLAS is a pthreads OpenBLAS whose pool has a second thread
-    (sharepool.BlasWorker; its thread count as started, not as the load policy set it now:
+    CPUs or more, tracejit's worker pool has a second thread (sharepool.PoolPair) and BLAS's
+    thread count allows two (its count as started, not as the load policy set it now:
     the choice must not change the source). A launch runs as many shares as the cores other
     processes leave (cshares.ChunkKernel: tracejit's own threads); the GIL-free pair only
     where that count is two. (Measured on two CPUs only; on more, the shares are sharepool's
@@ -92,9 +92,8 @@ def flat_pairs() -> bool:
     Why: numba's OpenMP worker sleeps between kernels (threads.SPINCOUNT: it spins ~10-15 us),
     and a call's Python (20 us for the GELU forward, 50-100 us for a training step) is longer,
     so each launch waited 20-60 us for it to wake (GELU fwd 1.07x, fwd+bwd 1.10x
-    the bandwidth bound, the kernels alone ~1.0x). OpenBLAS's worker busy-waits (yielding)
-    ~0.4 ms after each job (threads.BLAS_THREAD_TIMEOUT) and takes a C share in 1.4 us
-    (gotoblas_pthread running a C function, back to back)."""
+    the bandwidth bound, the kernels alone ~1.0x). The worker pool's thread polls a while after
+    each job (workpool.SPIN, YIELDS) and takes a C share in a few us."""
     global _flat_machine
     if not _flat_pairs() or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
         return False
@@ -103,8 +102,8 @@ def flat_pairs() -> bool:
         from .cpu.runtime import sharepool
         from ..threads import usable_cpus
         try:
-            sharepool.blas_worker.find()
-            _flat_machine = (usable_cpus() >= 2 and sharepool.blas_worker.fn is not None
+            sharepool.pool_pair.find()
+            _flat_machine = (usable_cpus() >= 2 and sharepool.pool_pair.fn is not None
                              and (coreshare.blas_ceiling() or 1) >= 2)
         except Exception:     # any doubt: parfor kernels
             _flat_machine = False
@@ -120,8 +119,8 @@ def paired(nest) -> bool:
     feed-forward GEMMs' outputs, bias + ReLU forward (2048 x 1024, written over the GEMM's
     output: plan.py `_donor`) and ReLU's gradient with the bias gradient backward, and were
     its only parfor kernels. Launched right after a GEMM, numba's OpenMP worker has gone to
-    sleep (threads.SPINCOUNT) and must be woken; OpenBLAS's worker, still spinning after the
-    GEMM, takes a C share at once (cshares.py)."""
+    sleep (threads.SPINCOUNT) and must be woken; the worker pool's thread, still polling after
+    the GEMM (which ran on it), takes a C share at once (cshares.py)."""
     if nest.flat:
         return flat_pairs()
     from .codegen_cpu import loop_form

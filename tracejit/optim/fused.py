@@ -5,7 +5,7 @@ temporary; here one launch per group ("multi-tensor", as PyTorch's fused Adam) r
 m, v and writes p, m, v once. Parameters arrive as tuples of 1-D views split by a table of
 chunks (tensor, start, stop) of at most CHUNK elements, claimed from a counter
 (compiler/cpu/runtime/voidptr.py `claim`) by two shares that `sharepool.run_pair` runs, one on the
-BLAS worker the backward's last GEMM leaves spinning. The update is bound by one core's
+worker pool's thread, which the backward's last GEMM ran on and left polling. The update is bound by one core's
 memory rate (the MLP benchmark's 1.9M parameters: 52 MB a step), so the second core is
 the lever. SGD (`sgd_update_many`) is the same launch over p, g and the momentum buffers,
 on one thread below `SGD_PARALLEL_MIN` elements.
@@ -194,7 +194,7 @@ _chunk_tables: dict = {}
 def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True, kind: str = "adam"):
     """The `kind` ("adam" or "sgd") kernel for `count` tensors of `dtype` (float32 or float64), compiled or loaded
     on first use, as a launcher (`_Launch`): ``parallel`` runs its shares on as many cores
-    as other processes leave (with two, share 1 on OpenBLAS's worker), else one share.
+    as other processes leave (with two, share 1 on the worker pool's thread), else one share.
     One module per dtype and count (a model's parameter count is fixed: one kernel per
     model and dtype), serial code either way: numba compiles a ``prange`` variant in ~2.8x the CPU
     time of the serial one, and the shares gain what a parfor would. Each chunk
@@ -226,7 +226,7 @@ def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True, kind
 
 class _Launch:
     """The kernel as a launcher: its shares on the cores other processes leave
-    (`sharepool.launch`: with two, share 1 on OpenBLAS's worker), or one share (``serial``)."""
+    (`sharepool.launch`: with two, share 1 on the worker pool's thread), or one share (``serial``)."""
 
     __slots__ = ("kernel", "entry", "serial", "addresses")
 

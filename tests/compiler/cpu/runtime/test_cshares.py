@@ -1,5 +1,5 @@
 """compiler/cpu/runtime/cshares.py: a share-form kernel's two shares launched without the GIL (a numba
-cfunc per module, run by OpenBLAS's gotoblas_pthread), the tables its ``pack`` writes, and
+cfunc per module, run by tracejit's worker pool), the tables its ``pack`` writes, and
 the disk cache keeping the cfunc's code with the kernel's."""
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def _run_pair(pair):
 def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
     mod = _module(own_cache)
     pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
-    if sharepool.blas_worker.find() is None:   # numpy's BLAS without a pool of two
+    if sharepool.pool_pair.find() is None:   # numpy's BLAS without a pool of two
         assert pair is None
         pytest.skip("no OpenBLAS thread pool of two here")
     _run_pair(pair)
@@ -106,7 +106,7 @@ def test_pair_module_calls_the_kernels_compiled_dispatcher(own_cache):
     name = kmod.kernel.overloads[sig].fndesc.llvm_func_name
     assert name in kmod.kernel.inspect_llvm(sig) and name not in mod.share_entry.inspect_llvm()
     pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
-    if sharepool.blas_worker.find() is None:
+    if sharepool.pool_pair.find() is None:
         assert pair is None
         pytest.skip("no OpenBLAS thread pool of two here")
     assert pair.itab[mod.KERNEL_AT] == kmod.kernel.overloads[sig].library.get_pointer_to_function(name)
@@ -153,7 +153,7 @@ def test_folding_pair_folds_once_per_launch_after_both_shares(own_cache):
         cshares.source(FOLD_SIG, FOLD_NAMES, fold=True)
     mod = diskcache.load_module(f"# {own_cache}\n" + FOLD_KERNEL + text, name_hint="cshares_fold")
     pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
-    if sharepool.blas_worker.find() is None:
+    if sharepool.pool_pair.find() is None:
         assert pair is None
         pytest.skip("no OpenBLAS thread pool of two here")
     assert pair.folds
@@ -194,7 +194,7 @@ def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
     assert pending.poll() == (None, pending)
     pair, still = pending.poll()
     assert len(asked) == 3 and still is None
-    assert (pair is None) == (sharepool.blas_worker.find() is None)
+    assert (pair is None) == (sharepool.pool_pair.find() is None)
     if pair is not None:
         _run_pair(pair)
 
@@ -239,21 +239,14 @@ def test_pending_names_a_pair_polled_since_and_not_yet_loaded(monkeypatch):
     assert p.hint not in cshares.pending(mark)
 
 
-@pytest.mark.parametrize("own", ["1", "0"])
-def test_pair_runs_alike_on_the_own_pool_and_openblas(own_cache, monkeypatch, own):
-    # TRACEJIT_OWN_POOL puts tracejit's workers (workpool.py, here two threads whatever the
-    # machine) where OpenBLAS's worker ran the second share: same tables, same values
+def test_pair_runs_alike_on_a_pool_of_two(own_cache, monkeypatch):
+    # the worker pool (workpool.py, here two threads whatever the machine) runs the second
+    # share: same tables, same values
     from tracejit.compiler.cpu.runtime import workpool
-    monkeypatch.setenv("TRACEJIT_OWN_POOL", own)
-    monkeypatch.setattr(sharepool, "blas_worker", sharepool.BlasWorker())
-    if own == "1":
-        two = workpool.WorkPool(2)
-        monkeypatch.setattr(workpool, "_pool", two)
-        assert sharepool.blas_worker.find() is two.run
+    monkeypatch.setattr(sharepool, "pool_pair", sharepool.PoolPair())
+    two = workpool.WorkPool(2)
+    monkeypatch.setattr(workpool, "_pool", two)
+    assert sharepool.pool_pair.find() is two.run
     pair = cshares.CShares.make(vars(_module(own_cache)), backends.get("cpu").fast_entry)
-    if pair is None:
-        assert own == "0"
-        pytest.skip("no OpenBLAS thread pool of two here")
     _run_pair(pair)
-    if own == "1":
-        two.close()
+    two.close()

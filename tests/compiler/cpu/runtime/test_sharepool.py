@@ -116,12 +116,11 @@ def test_batched_products_split_by_batch_match_numpy(shares, dtype):
 
 @pytest.fixture(params=["blas-worker", "own-thread"])
 def pair(request, monkeypatch):
-    """`split` on 2 shares at any size, the second on OpenBLAS's worker (where numpy's BLAS
-    is a pthreads OpenBLAS with a pool) or on a thread of tracejit's pool; returns the name
-    of the thread the second share should run on."""
+    """`split` on 2 shares at any size, the second on the worker pool's thread or on a
+    thread of sharepool's; returns the name of the thread the second share should run on."""
     on_worker = request.param == "blas-worker"
-    if on_worker and sharepool.blas_worker.find() is None:
-        pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two or more")
+    if on_worker and sharepool.pool_pair.find() is None:
+        pytest.skip("no worker pool of two threads here")
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
@@ -377,38 +376,22 @@ def test_the_partner_is_benched_by_its_stall_time_and_longer_each_time(monkeypat
     assert p.benched_until - now[0] == p.BENCH_S
 
 
-def test_only_a_pthreads_openblas_lends_its_pool():
-    """An OpenMP build of OpenBLAS may run both shares of gotoblas_pthread on one thread (the
-    first would wait for the second forever), a sequential one has no pool: neither is used
-    (`BlasWorker.find` asks threads.openblas_pthreads)."""
-    from tracejit.threads import openblas_pthreads
-
-    class Lib:
-        def __init__(self, parallel):
-            self.openblas_get_parallel = lambda: parallel
-
-    assert openblas_pthreads(Lib(1)) is True
-    assert openblas_pthreads(Lib(2)) is False      # OpenMP
-    assert openblas_pthreads(Lib(0)) is False      # sequential
-    assert openblas_pthreads(object()) is False    # cannot tell
-
-
-def test_blas_worker_find_answers_a_second_thread_only_after_the_lookup(monkeypatch):
+def test_pool_pair_find_answers_a_second_thread_only_after_the_lookup(monkeypatch):
     """Two threads asking at once: the second waits for the first's lookup and gets its
     answer. `found` was set before the lookup, so a second asker got None meanwhile, and
     eager kernels rendered then were OpenMP kernels rather than chunk kernels with a pair
     (codegen_chunks.flat_pairs)."""
-    from tracejit import threads as threads_mod
+    from tracejit.compiler.cpu.runtime import workpool
     inside, release = threading.Event(), threading.Event()
     calls = []
 
-    def slow_lookup(setters):
+    def slow_pool():
         calls.append(1)
         inside.set()
         release.wait(30)
-        return "libopenblas.so", None      # no setter: not an OpenBLAS pool (fn stays None)
-    monkeypatch.setattr(threads_mod, "_blas_function", slow_lookup)
-    w = sharepool.BlasWorker()
+        raise OSError("no pool here")      # (fn stays None)
+    monkeypatch.setattr(workpool, "pool", slow_pool)
+    w = sharepool.PoolPair()
     got = {}
     first = threading.Thread(target=lambda: got.setdefault("first", w.find()))
     first.start()
@@ -424,8 +407,8 @@ def test_blas_worker_find_answers_a_second_thread_only_after_the_lookup(monkeypa
 
 
 def test_warm_holds_for_a_while_after_a_two_thread_job(monkeypatch):
-    """`warm`: a two-thread job (`worked`) ended within WARM_S, OpenBLAS's worker still
-    spinning."""
+    """`warm`: a two-thread job (`worked`) ended within WARM_S, the pool's worker still
+    polling."""
     now = [100.0]
     monkeypatch.setattr(sharepool.time, "perf_counter", lambda: now[0])
     monkeypatch.setattr(sharepool, "_warm_until", 0.0)

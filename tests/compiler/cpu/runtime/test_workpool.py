@@ -125,20 +125,63 @@ def test_a_bad_thread_count_names_the_switch(monkeypatch):
     assert workpool.threads_allowed() == len(os.sched_getaffinity(0))
 
 
-def test_the_switch_runs_pairs_on_the_own_pool():
+def test_pairs_run_on_the_pool():
     code = """
 import numpy as np
 from tracejit.compiler.cpu.runtime import sharepool, workpool
-fn = sharepool.blas_worker.find()
+fn = sharepool.pool_pair.find()
 assert fn is workpool.pool().run, fn
 seen = []
 def share(a, q, n):
     a[q] = q + 10 * n
 a = np.zeros(2)
-sharepool.blas_worker.run(fn, share, (a,))
+sharepool.pool_pair.run(fn, share, (a,))
 print(a.tolist())
 """
-    env = dict(os.environ, TRACEJIT_OWN_POOL="1", TRACEJIT_POOL_THREADS="2")
+    env = dict(os.environ, TRACEJIT_POOL_THREADS="2")
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "[20.0, 21.0]"
+
+
+_BLAS_CHILD = """
+import hashlib
+import numpy as np
+from tracejit import threads
+from tracejit.compiler.cpu.runtime import sharepool, workpool
+if not threads.blas_on_pool():
+    print("skip")
+    raise SystemExit
+threads.set_blas_threads(4)
+r = np.random.default_rng(1)
+a, b = r.standard_normal((600, 256)).astype(np.float32), r.standard_normal((256, 400)).astype(np.float32)
+c = a @ b
+inner = []
+def share(q, n):      # a threaded product inside a launch that holds the pool
+    if q == 1:
+        inner.append(a @ b)
+fn = sharepool.pool_pair.find()
+if fn is not None:
+    sharepool.pool_pair.run(fn, share, ())
+else:
+    inner.append(a @ b)
+print(workpool.pool().threads, hashlib.sha1(c.tobytes()).hexdigest(), np.array_equal(inner[0], c))
+"""
+
+
+def test_blas_jobs_give_the_same_bits_on_pools_of_1_2_and_4_threads():
+    # OpenBLAS on four threads: on a pool of fewer (or one held by a launch) its jobs run on
+    # threads made for the call, since one product's jobs wait for each other
+    outs = set()
+    for threads in (1, 2, 4):
+        env = dict(os.environ, TRACEJIT_POOL_THREADS=str(threads))
+        env.pop("TRACEJIT_THREAD_TUNING", None)
+        res = subprocess.run([sys.executable, "-c", _BLAS_CHILD], env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr
+        if res.stdout.strip() == "skip":
+            pytest.skip("numpy's BLAS takes no threads callback")
+        n, digest, inner = res.stdout.split()
+        assert (int(n), inner) == (threads, "True")
+        outs.add(digest)
+    assert len(outs) == 1

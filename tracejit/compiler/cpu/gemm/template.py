@@ -206,8 +206,8 @@ _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 class _Launch:
     """A configuration's compiled entries: ``one`` (`kernel`'s compiled code: a share, or
     all of them on the calling thread), ``all`` (`kernel_all`, on numba's threads), ``pair``
-    (two shares at once, the second on OpenBLAS's worker, none of them holding the GIL:
-    cshares.CShares, or None where numpy's BLAS has no such worker)."""
+    (two shares at once, the second on the worker pool's thread, none of them holding the GIL:
+    cshares.CShares, or None where there is no pool of two)."""
 
     __slots__ = ("one", "all", "pair")
 
@@ -229,9 +229,9 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
     ``get()``): a (..., m, k), b (..., k, n) or (k, n), same float dtype, batch dims equal or
     b's absent. None where the operands' layout does not fit (the caller runs BLAS).
 
-    Two shares run as a pair where numpy's BLAS is an OpenBLAS with a worker (the second
-    share on that worker, which after a product spins on the other core: a thread of
-    numba's would be given half of it), more on numba's threads, one on this thread."""
+    Two shares run as a pair on the worker pool (the second share on its worker, which
+    after a product polls on the other core: a thread of numba's would be given half of
+    it), more on numba's threads, one on this thread."""
     dt = a.dtype
     batch = a.shape[:-2]
     m, k = a.shape[-2], a.shape[-1]

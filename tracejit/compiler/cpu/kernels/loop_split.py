@@ -15,8 +15,7 @@ spinning wait on a shared counter (a few hundred ns when both run).
 Who runs the second share: tracejit's partner thread (`sharepool.Partner`), which the caller
 does not wait for once its own share has returned (every half is done then, whoever did it):
 a partner other processes kept off its core for the whole call costs one `LATE_NS` wait, not
-the time slice it took OpenBLAS's synchronous ``gotoblas_pthread`` (as a
-partner) to be scheduled once more and exit. The partner moves off the caller's CPU when the
+the time slice a synchronous launch's partner took to be scheduled once more and exit. The partner moves off the caller's CPU when the
 scheduler woke it there (it would only run when the caller stops).
 
 A spinning wait is only good while both threads have a core: a thread whose partner

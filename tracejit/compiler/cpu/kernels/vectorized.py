@@ -62,7 +62,7 @@ MIN_ELEMENTS = 1 << 15
 # thread to wake. `x * 1.001` float32 on 2 shared cores: 1M even, 4M 2.7-3.3 vs 4.2 ms.
 ARITH_MIN_ELEMENTS = 1 << 20
 # Arithmetic from here where a parallel flat kernel has a GIL-free pair (codegen_chunks.
-# flat_pairs: its two shares on this thread and OpenBLAS's worker, a few us a launch), right
+# flat_pairs: its two shares on this thread and the pool's worker, a few us a launch), right
 # after a two-thread job (sharepool.warm). Why: after a product both cores hold its
 # operands' lines, and an update of a weight one core alone writes pays for every line the
 # other core read (the two-layer step's ``w1 -= t``, 100K float32: 65-75 us against 9 us
@@ -442,7 +442,7 @@ class _Preparation:
 
 def _pair_ready(fn, rank=None) -> None:
     """Wait until a loaded chunk kernel's GIL-free pair (compiler/cpu/runtime/cshares.py: its two shares
-    on this thread and OpenBLAS's worker) is ready too, compiled by a worker where the disk
+    on this thread and the pool's worker) is ready too, compiled by a worker where the disk
     lacks it. The kernel is in use meanwhile (its shares on sharepool's threads); the
     preparation counts as done, for `settle`, only after this. Why here: a `Pending` pair
     is otherwise asked for at the kernel's first two-share call, and its compile then ran

@@ -1,10 +1,10 @@
-"""GIL-free launch of a share-form kernel's two shares on OpenBLAS's worker.
+"""GIL-free launch of a share-form kernel's two shares on tracejit's worker pool.
 
-Why: sharepool's pair launch (`sharepool.run_pair`) hands OpenBLAS's ``gotoblas_pthread``
+Why: sharepool's pair launch (`sharepool.run_pair`) hands the worker pool (workpool.py)
 a ctypes *Python* callback: each share takes the GIL to unbox the kernel's arguments, and
 every GIL handoff between the two threads is a futex wake-up of the other vCPU. On the
-2-core VM this costs 42-87 us per launch of a do-nothing kernel (median 60-120 us right
-after a GEMM; gotoblas_pthread's own round trip with a C share is 1.3-2.8 us),
+2-core VM this cost 42-87 us per launch of a do-nothing kernel (median 60-120 us right
+after a GEMM; a C share's round trip on a polling worker is 1.3-2.8 us),
 so a LayerNorm + GELU forward row kernel of ~220 us (MLP step, 256 x 1024) ran no faster
 in two shares (193-236 us) than serially (209-234); with the shares below: 116-144 us.
 
@@ -30,8 +30,8 @@ callee's whole library into the caller's, and LLVM optimises and emits the kerne
 (Transformer's three pairs compiled as one worker does, after their kernels: 1.74-1.80 s
 linked, 1.11 s through the address).
 
-`CShares` launches them: pack, then ``gotoblas_pthread(2, share_entry, records, 24)`` runs
-record q on OpenBLAS's caller (q = 0) and worker (q = 1), exactly as `run_pair` does with
+`CShares` launches them: pack, then the pool's ``run(2, share_entry, records, 24)`` runs
+record q on the caller (q = 0) and the pool's worker (q = 1), exactly as `run_pair` does with
 its Python callback. Arrays are C-contiguous (the kernels' signatures say so) and stay
 alive in the caller's frame for the whole launch. A cfunc cannot raise: the kernels these
 serve raise nothing (error_model numpy, no bounds checks; an allocation failure inside a
@@ -156,7 +156,7 @@ def module_source(kernel_source: str, pair: str, llvm_options: tuple) -> str:
 
 class CShares:
     """The two-share launch of one kernel module's ``share_entry`` (module docstring), or
-    None from `make` where it cannot run (no OpenBLAS pool of two, the module lacks it).
+    None from `make` where it cannot run (no worker pool of two, the module lacks it).
     The caller holds the launch (`sharepool.try_launch`), so one launch at a time uses the
     tables."""
 
@@ -186,7 +186,7 @@ class CShares:
         cheapest callable of a dispatcher."""
         if "share_entry" not in g or "pack" not in g or "KERNEL_AT" not in g:
             return None
-        gp = sharepool.blas_worker.find()
+        gp = sharepool.pool_pair.find()
         if gp is None:
             return None
         from .voidptr import native_address
@@ -197,7 +197,7 @@ class CShares:
         return cls(g, fast_entry(g["pack"]), gp, kernel_at)
 
     def __call__(self, args: tuple) -> None:
-        """``kernel(*args, q, 2)`` for q = 0 (this thread) and 1 (OpenBLAS's worker)."""
+        """``kernel(*args, q, 2)`` for q = 0 (this thread) and 1 (the pool's worker)."""
         self.pack(self.itab, self.ftab, *args)
         self.gp(2, self.entry, self.address, 24)
         sharepool.worked()
@@ -315,7 +315,7 @@ class ChunkKernel:
         self.serial = serial            # the serial-variant call: always one share
         self.partial_size = partial_size  # codegen_chunks.ChunkSpec.partial_size
         # A flat kernel's GIL-free pair (compiler/cpu/runtime/cshares.py: its two shares on this thread and
-        # OpenBLAS's worker, no Python on either): cshares.CShares once loaded; `pending` its
+        # the pool's worker, no Python on either): cshares.CShares once loaded; `pending` its
         # cshares.Pending / Ready until then (None: sharepool's threads run the shares)
         self.pair = None
         self.pending = pair
@@ -335,7 +335,7 @@ class ChunkKernel:
                 self.pair, self.pending = self.pending.poll()
             pair = self.pair
             if nt == 2 and pair is not None and sharepool.pair_on_blas_worker() \
-                    and sharepool.blas_worker.find() is not None:
+                    and sharepool.pool_pair.find() is not None:
                 pair(args)
                 fold = fold and not pair.folds   # the pair's last share folded
             else:
@@ -346,7 +346,7 @@ class ChunkKernel:
             self.entry(*args, nt, nt, 1)   # no chunks of its own: the fold only
 
     def pair_call(self, *args) -> bool:
-        """The call as the GIL-free pair's two shares (this thread and OpenBLAS's worker),
+        """The call as the GIL-free pair's two shares (this thread and the pool's worker),
         whatever share count the free cores would give `__call__`; False, having run
         nothing, where the pair cannot run now (not loaded yet, one core free, another
         thread's launch holding the pool, a folded reduction).
@@ -362,7 +362,7 @@ class ChunkKernel:
             if self.pending is not None:
                 self.pair, self.pending = self.pending.poll()
             pair = self.pair
-            if pair is None or not sharepool.pair_on_blas_worker() or sharepool.blas_worker.find() is None:
+            if pair is None or not sharepool.pair_on_blas_worker() or sharepool.pool_pair.find() is None:
                 return False
             pair(args)
         finally:

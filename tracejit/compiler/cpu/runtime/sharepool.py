@@ -14,8 +14,9 @@ attention's per-(batch, head) products (16 x 4 products of 128 x 128 x 64 in the
 Transformer encoder step): each is one BLAS call too small for BLAS's own threads to pay
 (both threads meet at every call), so on two threads they ran no faster than on one.
 Split by batch instead, each share runs its products on one BLAS thread, one after the
-other, with no meeting between them. Of two shares, the second runs on OpenBLAS's own worker
-where it can (`BlasWorker`: that worker is awake on the second core right after a product).
+other, with no meeting between them. Of two shares, the second runs on the worker pool's
+thread where it can (`PoolPair`: that thread is awake on the second core right after a
+product, which OpenBLAS ran on it).
 
 `Partner` is one more thread, for launches whose shares claim their work (the recurrent
 loops, compiler/cpu/kernels/loop_split.py): its launcher does not wait for it once the work is done.
@@ -35,7 +36,7 @@ from ....threads import blas_threads_set, usable_cpus
 from .... import envflags
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch", "worked", "warm",
-           "BlasWorker", "blas_worker", "Partner", "partner",
+           "PoolPair", "pool_pair", "Partner", "partner",
            "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs its work on the calling thread alone: handing a
@@ -143,80 +144,48 @@ def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
         raise error
 
 
-class BlasWorker:
-    """OpenBLAS's own worker thread as a launch's second share (``gotoblas_pthread``:
-    OpenBLAS runs a function on its pool, the calling thread doing the first share).
+class PoolPair:
+    """tracejit's worker pool (workpool.py) as a launch's second share: ``run(2, entry,
+    records, stride)``, the calling thread doing the first share, a worker the second,
+    neither holding the GIL between them.
 
-    Why: after each multi-threaded product OpenBLAS's worker busy-waits for the next one
-    (2^28 cycles, ~0.1 s, by default; ~0.4 ms with the ``OPENBLAS_THREAD_TIMEOUT`` that
-    `import tracejit` sets, tracejit/threads.py), and a training step's large products come
-    every few ms, so the work after a product finds that worker spinning on the second core.
-    A thread of ours then gets half of that core: the LSTM LM step with its loops split on a
-    thread of our own took 105.8 ms against 94.5 on one thread (near-idle machine, default
-    spin), 77 ms with ``OPENBLAS_THREAD_TIMEOUT=4`` (compiler/cpu/kernels/loop_split.py). Handing the second
-    share to that worker puts the spinning core to work instead: attention's split parts right
-    after a 2-thread product (2 threads forced, medians of 125 calls, load 7):
-    backward 4.32 -> 3.90 ms, context 1.28 -> 1.12, scores 1.02 -> 0.94, softmax 0.94 -> 0.87.
-
-    Only a pthreads OpenBLAS (`threads.openblas_pthreads`): an OpenMP build runs
-    gotoblas_pthread's shares as an OpenMP loop, which may put both on one thread, one after
-    the other: a share that waits for the other would wait forever."""
+    Why that pool: numpy's OpenBLAS runs its multi-threaded products on it too
+    (threads.blas_on_pool), and its worker polls a while after each job, so the work right
+    after a product finds it awake on the second core with the product's operands in that
+    core's cache: attention's split parts right after a 2-thread product (2 threads forced,
+    medians of 125 calls, load 7): backward 4.32 -> 3.90 ms, context 1.28 -> 1.12, scores
+    1.02 -> 0.94, softmax 0.94 -> 0.87 against a thread of ours woken through a lock."""
 
     def __init__(self):
-        self.fn = None        # gotoblas_pthread, or None: not an OpenBLAS with a thread pool
-        self.pool = None      # its blas_num_threads (threads in the pool, the caller included)
+        self.fn = None        # the pool's `run`, or None: no pool of two threads here
+        self.pool = None      # threads in the pool, the caller included
         self.job = None
         self.found = False
         self._finding = threading.Lock()
 
     def find(self):
-        """gotoblas_pthread where numpy's BLAS is an OpenBLAS with a pool of 2 or more.
-        Looked up once, under a lock: `found` is set only after the lookup. Set before it,
-        a second thread asking meanwhile got None. The eager ops' kernel preparations
-        render in threads of their own, and the first ones, racing, read the machine as
-        having no pair (codegen_chunks.flat_pairs): gelu's pow and mul were rendered as
-        OpenMP kernels in about one fresh process in three, the next process rendered chunk
-        kernels, and it compiled them again."""
+        """The pool's ``run`` where it has two threads or more, else None. Looked up once,
+        under a lock: `found` is set only after the lookup. Set before it, a second thread
+        asking meanwhile got None: the eager ops' kernel preparations render in threads of
+        their own, and the first ones, racing, read the machine as having no pair
+        (codegen_chunks.flat_pairs) and rendered kernels the next process compiled again."""
         if not self.found:
             with self._finding:
                 if not self.found:
                     self._find()
                     self.found = True
-        return self.fn if self.fn is not None and self.pool.value >= 2 else None
+        return self.fn if self.fn is not None and self.pool >= 2 else None
 
     def _find(self) -> None:
-        if envflags.enabled("TRACEJIT_OWN_POOL"):
-            self._find_own()
-            return
-        try:
-            import ctypes
-
-            from ....threads import _BLAS_SETTERS, _blas_function, openblas_pthreads
-            path, setter = _blas_function(_BLAS_SETTERS)
-            if setter is not None and "openblas" in os.path.basename(path).lower():
-                lib = ctypes.CDLL(path)
-                fn = getattr(lib, "gotoblas_pthread", None)
-                if fn is not None and openblas_pthreads(lib):
-                    fn.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-                    fn.restype = ctypes.c_int
-                    self.pool = ctypes.c_int.in_dll(lib, "blas_num_threads")
-                    self.qs = (ctypes.c_int64 * 2)(0, 1)
-                    self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
-                    self.fn = fn
-        except Exception:   # any doubt: tracejit's own pool
-            self.fn = None
-
-    def _find_own(self) -> None:
-        """tracejit's own pool (workpool.py) in the place of gotoblas_pthread: same signature."""
         import ctypes
 
         from . import workpool
         try:
             p = workpool.pool()
-        except OSError:
+        except Exception:   # (no llvmlite, no futex here: sharepool's threads)
             self.fn = None
             return
-        self.pool = ctypes.c_int(p.threads)
+        self.pool = p.threads
         self.qs = (ctypes.c_int64 * 2)(0, 1)
         self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
         self.fn = p.run
@@ -230,24 +199,24 @@ class BlasWorker:
         except BaseException as exc:   # raised by `run` once both shares ended
             errors.append(exc)
 
-    def run(self, gotoblas_pthread, fn: Callable, args: tuple) -> None:
-        """fn(*args, q, 2) for q = 0 (this thread) and 1 (OpenBLAS's worker) at once."""
+    def run(self, pool_run, fn: Callable, args: tuple) -> None:
+        """fn(*args, q, 2) for q = 0 (this thread) and 1 (the pool's worker) at once."""
         import ctypes
         errors: list = []
         self.job = (fn, args, errors)
         try:
-            gotoblas_pthread(2, self.share, ctypes.addressof(self.qs), ctypes.sizeof(ctypes.c_int64))
+            pool_run(2, self.share, ctypes.addressof(self.qs), ctypes.sizeof(ctypes.c_int64))
         finally:
             self.job = None
         if errors:
             raise errors[0]
 
 
-blas_worker = BlasWorker()
+pool_pair = PoolPair()
 
-# How long after a two-thread job (a pair launch, a product on BLAS's threads) OpenBLAS's
-# worker is taken as still spinning, with that job's operands in both cores' caches: it
-# spins ~0.4 ms (threads.BLAS_THREAD_TIMEOUT); woken from sleep, a 100K-element pair cost
+# How long after a two-thread job (a pair launch, a product on BLAS's threads) the pool's
+# worker is taken as still polling, with that job's operands in both cores' caches (it
+# polls longer: workpool.SPIN, YIELDS); woken from sleep, a 100K-element pair cost
 # more than numpy's loop. Work that only a cheap launch pays for runs split within it
 # (compiler/cpu/kernels/vectorized.py's mid-size arithmetic).
 WARM_S = 2.5e-4
@@ -265,22 +234,22 @@ def warm() -> bool:
     return time.perf_counter() <= _warm_until
 
 
-# Whether a pair's second share runs on OpenBLAS's worker (`run_pair`'s default); tests turn
-# it off to have tracejit's own thread run it.
+# Whether a pair's second share runs on the pool's worker (`run_pair`'s default); tests turn
+# it off to have sharepool's own thread run it.
 pair_on_blas_worker = envflags.flag("TRACEJIT_PAIR_ON_BLAS_WORKER")   # (the switch: tests, A/B measurements)
 def run_pair(fn: Callable, args: tuple, on_blas_worker: Optional[bool] = None) -> None:
-    """fn(*args, q, 2) for q = 0, 1 at once: q = 0 on this thread, q = 1 on OpenBLAS's worker
-    (`BlasWorker`, where numpy's BLAS is a pthreads OpenBLAS with a pool and `on_blas_worker`,
-    by default `pair_on_blas_worker()`) or else on a thread of this pool. The caller holds the
+    """fn(*args, q, 2) for q = 0, 1 at once: q = 0 on this thread, q = 1 on the worker pool's
+    (`PoolPair`, where it has two threads and `on_blas_worker`, by default
+    `pair_on_blas_worker()`) or else on a thread of sharepool's. The caller holds the
     launch (`try_launch`); an exception in either share is raised here, after both ended.
     Users: `split` and `launch` (fused Adam, LayerNorm's backward rows: their second share,
     right after the backward's last product, ran as late as the first share's whole run on a
     thread of ours). The recurrent loops use `Partner` instead (not waited for)."""
     if on_blas_worker is None:
         on_blas_worker = pair_on_blas_worker()
-    gotoblas_pthread = blas_worker.find() if on_blas_worker else None
-    if gotoblas_pthread is not None:
-        blas_worker.run(gotoblas_pthread, fn, args)
+    pool_run = pool_pair.find() if on_blas_worker else None
+    if pool_run is not None:
+        pool_pair.run(pool_run, fn, args)
     else:
         run_shares(fn, args, (), 2)
 
@@ -291,7 +260,7 @@ class Partner:
     takes its partner's halves when the partner is late), without the launcher waiting for a
     partner that never began.
 
-    Why: `run_pair` (OpenBLAS's ``gotoblas_pthread`` or `run_shares`) returns only once the
+    Why: `run_pair` (the worker pool's or `run_shares`) returns only once the
     second share has returned. On a shared machine the thread that runs it may get no core
     for a whole call; the launcher then does all the work itself (the claims), and still
     waited a scheduler time slice (~4-15 ms) for that thread to be scheduled once, find
@@ -461,7 +430,7 @@ def launch(fn: Callable, args: tuple, nt: int) -> int:
 
 
 def _run_all(fn: Callable, args: tuple, nt: int) -> None:
-    # fn(*args, t, nt) on nt >= 2 shares at once, the second of two on OpenBLAS's worker
+    # fn(*args, t, nt) on nt >= 2 shares at once, the second of two on the pool's worker
     if nt == 2:
         run_pair(fn, args)
     else:
@@ -485,7 +454,7 @@ def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, n
 
 def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
     """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts taken in turn by shares on the
-    pool (the second of two on OpenBLAS's worker: `run_pair`), one per core the machine
+    pool (the second of two on the worker pool's: `run_pair`), one per core the machine
     gives now (`pool_threads`, never more than BLAS's own ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
     meanwhile; or as ``fn(0, n)`` on this thread when one core is given, ``work``
     (multiply-adds) is below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn``

@@ -11,7 +11,7 @@ Shares that take chunks of work from a shared counter instead of a fixed stripe:
 `claim(counter)` is an atomic fetch-and-add on ``counter[0]`` (an int64 array the launch
 allocates, zeroed): each call returns the next unclaimed chunk index, so every chunk goes to
 exactly one share. A share that starts late (its thread waits for a core: another process,
-or OpenBLAS's worker still spinning after a product) then takes fewer chunks and the others
+or a thread of numba's beside the pool's polling worker) then takes fewer chunks and the others
 take more, where a fixed stripe (share t of n: chunks t, t + n, ...) made the launch wait
 for the late share's whole stripe. Results do not change with it wherever each chunk's work
 is the same whoever runs it (elementwise updates such as fused Adam's). Monotonic ordering

@@ -18,9 +18,9 @@ call), then sleeps on the futex; the caller polls the done words, yielding the C
 `spin` rounds. One launch at a time: a launch that finds the pool busy (another thread's
 launch) runs all its shares on its own thread.
 
-``TRACEJIT_OWN_POOL=1`` puts this pool where the GIL-free pair launches now use OpenBLAS's
-``gotoblas_pthread`` (compiler/cpu/runtime/sharepool.py's `BlasWorker`): same signature, so
-the share entries run on it unchanged.
+OpenBLAS runs the jobs of its multi-threaded calls here too (``blas_jobs``, its threads
+callback: tracejit/threads.py `blas_on_pool`), so one set of threads runs every parallel
+piece and no second pool's threads poll on the cores this one's need.
 
 Size: the CPUs this process may run on (``os.sched_getaffinity``) less the caller, or
 ``TRACEJIT_POOL_THREADS`` (threads in all, the caller included). Workers stop at exit; a
@@ -45,12 +45,12 @@ _GEN, _DONE, _SLEEP, _STOP, _FN, _ARG = 0, 4, 8, 12, 16, 24
 _FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}   # SYS_futex
 _WAIT, _WAKE = 128, 129          # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
 
-# polling rounds before a worker sleeps (about 20 ms here): a training step's launches come
-# every few hundred us, and a futex wake-up per launch made the mlp2 eager step 1.37x slower
-# with 2^16 rounds; with 2^25, 1.03x of OpenBLAS's worker's. The spin takes a core from
-# OpenBLAS's own threads in large products (the mlp steps 1.2-1.4x slower with the switch
-# on): the switch stays off until those products launch on this pool too.
-SPIN = 1 << 25
+# Pure polling rounds after a share (a few us: back-to-back launches), then polls with a
+# yield between them for about as long as a training step's launches are apart (~1 us each
+# here: ~16 ms): a futex wake-up per launch made the mlp2 eager step 1.37x slower, and a
+# worker that polls without yielding takes half a core from numba's threads beside it.
+SPIN = 1 << 12
+YIELDS = 1 << 14
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _RUN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
 
@@ -69,12 +69,14 @@ def threads_allowed() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _ir(spin: int, sys_futex: int) -> str:
+def _ir(spin: int, yields: int, sys_futex: int) -> str:
     """The module: ``worker(slot)`` (a pthread's start routine) and ``run`` (the launch),
     over the slots array at the global ``slots`` and its length ``nslots``."""
     return f"""
 declare i64 @syscall(i64, ...)
 declare i32 @sched_yield()
+declare i32 @pthread_create(i64*, i8*, i8* (i8*)*, i8*)
+declare i32 @pthread_join(i64, i8**)
 @slots = global i8* null
 @nslots = global i32 0
 @busy = global i32 0
@@ -105,7 +107,13 @@ poll:
 idle:
   %k1 = add i32 %k, 1
   %more = icmp slt i32 %k1, {spin}
-  br i1 %more, label %spinmore, label %nap
+  br i1 %more, label %spinmore, label %polite
+polite:
+  %late = icmp slt i32 %k1, {spin + yields}
+  br i1 %late, label %giveup, label %nap
+giveup:
+  %yr = call i32 @sched_yield()
+  br label %spinmore
 spinmore:
   br label %poll
 nap:
@@ -160,7 +168,6 @@ out:
 define i32 @run(i32 %n, i8* %entryp, i8* %args, i32 %stride) {{
 entry:
   %f = bitcast i8* %entryp to void (i8*)*
-  %base = load i8*, i8** @slots
   %ns = load i32, i32* @nslots
   %want = sub i32 %n, 1
   %few = icmp slt i32 %want, %ns
@@ -175,9 +182,19 @@ alone:
   call void @serial(void (i8*)* %f, i8* %args, i32 0, i32 %n, i32 %stride)
   ret i32 0
 hand:
+  call void @claimed(i32 %n, i32 %nw0, void (i8*)* %f, i8* %args, i32 %stride)
+  ret i32 0
+}}
+
+; shares 1 .. nw0 on the workers, share 0 and those past nw0 here; the caller holds @busy,
+; released at the end
+define internal void @claimed(i32 %n, i32 %nw0, void (i8*)* %f, i8* %args, i32 %stride) {{
+entry:
+  %entryp = bitcast void (i8*)* %f to i8*
+  %base = load i8*, i8** @slots
   br label %handloop
 handloop:
-  %w = phi i32 [0, %hand], [%w1, %handed]
+  %w = phi i32 [0, %entry], [%w1, %handed]
   %hgo = icmp slt i32 %w, %nw0
   br i1 %hgo, label %handone, label %mine
 handone:
@@ -249,7 +266,115 @@ joined:
   br label %joinloop
 fin:
   store atomic i32 0, i32* @busy release, align 4
-  ret i32 0
+  ret void
+}}
+
+; OpenBLAS's threads callback (openblas_set_threads_callback_function): job q of `num`
+; (dojob(q, jobdata + q * elsize, data)) on worker q - 1. The jobs of one product wait for
+; each other (level-3 drivers hand packed panels between threads), so every job needs a
+; thread of its own at once: where the pool is held (another launch; a share calling a
+; threaded product) or has too few workers, jobs 1.. run on threads made for this call.
+@bjob = global i8* null
+@bbase = global i8* null
+@bsize = global i64 1
+@bdata = global i32 0
+
+define void @blas_share(i8* %a) {{
+  %base = load i8*, i8** @bbase
+  %ai = ptrtoint i8* %a to i64
+  %bi = ptrtoint i8* %base to i64
+  %d = sub i64 %ai, %bi
+  %sz = load i64, i64* @bsize
+  %q64 = udiv i64 %d, %sz
+  %q = trunc i64 %q64 to i32
+  %fp = load i8*, i8** @bjob
+  %f = bitcast i8* %fp to void (i32, i8*, i32)*
+  %dd = load i32, i32* @bdata
+  call void %f(i32 %q, i8* %a, i32 %dd)
+  ret void
+}}
+
+%job = type {{ i8*, i8*, i32, i32, i64 }}   ; dojob, its record, q, data, thread id
+
+define internal i8* @spawned(i8* %jp) {{
+  %j = bitcast i8* %jp to %job*
+  %fpp = getelementptr %job, %job* %j, i32 0, i32 0
+  %fp = load i8*, i8** %fpp
+  %f = bitcast i8* %fp to void (i32, i8*, i32)*
+  %ap = getelementptr %job, %job* %j, i32 0, i32 1
+  %a = load i8*, i8** %ap
+  %qp = getelementptr %job, %job* %j, i32 0, i32 2
+  %q = load i32, i32* %qp
+  %dp = getelementptr %job, %job* %j, i32 0, i32 3
+  %dd = load i32, i32* %dp
+  call void %f(i32 %q, i8* %a, i32 %dd)
+  ret i8* null
+}}
+
+define void @blas_jobs(i32 %sync, i8* %dojob, i32 %num, i64 %elsize, i8* %jobdata, i32 %data) {{
+entry:
+  %ns = load i32, i32* @nslots
+  %want = sub i32 %num, 1
+  %fits = icmp sle i32 %want, %ns
+  br i1 %fits, label %claim, label %spawn
+claim:
+  %cx = cmpxchg i32* @busy, i32 0, i32 1 acquire monotonic
+  %got = extractvalue {{ i32, i1 }} %cx, 1
+  br i1 %got, label %pool, label %spawn
+pool:
+  store i8* %dojob, i8** @bjob
+  store i8* %jobdata, i8** @bbase
+  store i64 %elsize, i64* @bsize
+  store i32 %data, i32* @bdata
+  %st = trunc i64 %elsize to i32
+  call void @claimed(i32 %num, i32 %want, void (i8*)* @blas_share, i8* %jobdata, i32 %st)
+  ret void
+spawn:
+  %jobs = alloca %job, i32 %num
+  br label %mk
+mk:
+  %q = phi i32 [0, %spawn], [%q1, %made]
+  %more = icmp slt i32 %q, %num
+  br i1 %more, label %mkone, label %run0
+mkone:
+  %jq = getelementptr %job, %job* %jobs, i32 %q
+  %f0 = getelementptr %job, %job* %jq, i32 0, i32 0
+  store i8* %dojob, i8** %f0
+  %q64 = sext i32 %q to i64
+  %off = mul i64 %q64, %elsize
+  %rec = getelementptr i8, i8* %jobdata, i64 %off
+  %f1 = getelementptr %job, %job* %jq, i32 0, i32 1
+  store i8* %rec, i8** %f1
+  %f2 = getelementptr %job, %job* %jq, i32 0, i32 2
+  store i32 %q, i32* %f2
+  %f3 = getelementptr %job, %job* %jq, i32 0, i32 3
+  store i32 %data, i32* %f3
+  %first = icmp eq i32 %q, 0
+  br i1 %first, label %made, label %create
+create:
+  %tid = getelementptr %job, %job* %jq, i32 0, i32 4
+  %jp = bitcast %job* %jq to i8*
+  %rc = call i32 @pthread_create(i64* %tid, i8* null, i8* (i8*)* @spawned, i8* %jp)
+  br label %made
+made:
+  %q1 = add i32 %q, 1
+  br label %mk
+run0:
+  %j0 = bitcast %job* %jobs to i8*
+  %r0 = call i8* @spawned(i8* %j0)
+  br label %jn
+jn:
+  %w = phi i32 [1, %run0], [%w1, %jnone]
+  %jmore = icmp slt i32 %w, %num
+  br i1 %jmore, label %jnone, label %out
+jnone:
+  %jw = getelementptr %job, %job* %jobs, i32 %w, i32 4
+  %t = load i64, i64* %jw
+  %rj = call i32 @pthread_join(i64 %t, i8** null)
+  %w1 = add i32 %w, 1
+  br label %jn
+out:
+  ret void
 }}
 """
 
@@ -257,7 +382,7 @@ fin:
 class WorkPool:
     """The pool of one process (module docstring); `pool()` makes and returns it."""
 
-    def __init__(self, threads: int, spin: int = SPIN):
+    def __init__(self, threads: int, spin: int = SPIN, yields: int = YIELDS):
         from llvmlite import binding as llvm
         sys_futex = _FUTEX.get(platform.machine().lower())
         if sys_futex is None:
@@ -270,9 +395,9 @@ class WorkPool:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         libc = ctypes.CDLL(None, use_errno=True)
-        for name in ("syscall", "sched_yield"):   # the two C functions the IR calls
+        for name in ("syscall", "sched_yield", "pthread_create", "pthread_join"):   # the C functions the IR calls
             llvm.add_symbol(name, ctypes.cast(getattr(libc, name), ctypes.c_void_p).value)
-        mod = llvm.parse_assembly(_ir(spin, sys_futex))
+        mod = llvm.parse_assembly(_ir(spin, yields, sys_futex))
         mod.verify()
         tm = llvm.Target.from_default_triple().create_target_machine(opt=2)
         self._engine = llvm.create_mcjit_compiler(mod, tm)
@@ -282,6 +407,7 @@ class WorkPool:
         self.base = base
         self.run_address = self._engine.get_function_address("run")
         self.run = _RUN(self.run_address)
+        self.blas_jobs_address = self._engine.get_function_address("blas_jobs")
         worker = self._engine.get_function_address("worker")
         create = libc.pthread_create
         create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
