@@ -272,8 +272,7 @@ class CompatMethods:
         return self._assign(_ops.index_put(self, tuple(indices), values, accumulate), "index_put_")
 
     def mvlgamma(self, p: int):
-        from .special import multigammaln
-        return multigammaln(self, p)
+        return _ops.mvlgamma(self, p)
 
     def mvlgamma_(self, p: int):
         return self._assign(self.mvlgamma(p), "mvlgamma_")

@@ -312,34 +312,21 @@ def sub(a, b, other=None, *, alpha=1):
     return SUB.binary(a, b if alpha == 1 else mul(b, alpha))
 
 
+def _deprecated_form(op: str, old: str, new: str) -> None:
+    import warnings
+    from ..errors import user_stacklevel
+    warnings.warn(f"This overload of {op} is deprecated:\n\t{op}({old})\nConsider using one of the following "
+                  f"signatures instead:\n\t{op}({new})", UserWarning, stacklevel=user_stacklevel())
+
+
 def alpha_first(op: str, alpha, other):
-    """PyTorch's deprecated overload ``op(input, Number alpha, Tensor other)`` (older
-    optimizers write ``p.data.add_(-lr, grad)``): -> (other, alpha), with its warning."""
+    """PyTorch's deprecated ``op(input, Number alpha, Tensor other)`` (older optimizers write
+    ``p.data.add_(-lr, grad)``): -> (other, alpha), with its warning."""
     if isinstance(alpha, Tensor) or not isinstance(other, Tensor):
         raise TypeError(f"{op}: expected ({op}(other, *, alpha=...)), got a third positional argument "
                         f"{type(other).__name__} after {type(alpha).__name__}")
-    import warnings
-    from ..errors import user_stacklevel
-    warnings.warn(f"This overload of {op} is deprecated:\n\t{op}(Number alpha, Tensor other)\nConsider "
-                  f"using one of the following signatures instead:\n\t{op}(Tensor other, *, Number alpha)",
-                  UserWarning, stacklevel=user_stacklevel())
+    _deprecated_form(op, "Number alpha, Tensor other", "Tensor other, *, Number alpha")
     return other, alpha
-
-
-def value_first(op: str, tensor1, tensor2, rest: tuple, value):
-    """The operands of ``addcmul``/``addcdiv``, also from PyTorch's deprecated overload
-    ``op(input, Number value, Tensor tensor1, Tensor tensor2)``: -> (tensor1, tensor2, value)."""
-    if not rest:
-        return tensor1, tensor2, value
-    if len(rest) == 1 and not isinstance(tensor1, Tensor) and isinstance(tensor2, Tensor):
-        import warnings
-        from ..errors import user_stacklevel
-        warnings.warn(f"This overload of {op} is deprecated:\n\t{op}(Number value, Tensor tensor1, Tensor "
-                      f"tensor2)\nConsider using one of the following signatures instead:\n\t{op}(Tensor "
-                      f"tensor1, Tensor tensor2, *, Number value)", UserWarning, stacklevel=user_stacklevel())
-        return tensor2, rest[0], tensor1
-    raise TypeError(f"{op}: expected ({op}(tensor1, tensor2, *, value=...)), got {2 + len(rest)} positional "
-                    f"operands")
 
 
 def mul(a, b):

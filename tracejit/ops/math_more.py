@@ -16,7 +16,8 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from .elementwise import (_binary, _ew_rule, _ufunc1, _ufunc2, _unary, abs as _abs, cast, cos, erf, value_first,
+from ..tensor import Tensor
+from .elementwise import (_binary, _deprecated_form, _ew_rule, _ufunc1, _ufunc2, _unary, abs as _abs, cast, cos, erf,
                           exp, log, log1p, maximum, minimum, neg, sign, sin, sqrt, where)
 from .registry import defprim
 
@@ -268,6 +269,19 @@ def hypot(input, other):
 
 def lerp(input, end, weight):
     return input + weight * (end - input)
+
+
+def value_first(op: str, tensor1, tensor2, rest: tuple, value):
+    """addcmul/addcdiv's operands, also from the deprecated ``op(input, Number value, Tensor
+    tensor1, Tensor tensor2)``: -> (tensor1, tensor2, value)."""
+    if not rest:
+        return tensor1, tensor2, value
+    if len(rest) == 1 and not isinstance(tensor1, Tensor) and isinstance(tensor2, Tensor):
+        _deprecated_form(op, "Number value, Tensor tensor1, Tensor tensor2",
+                         "Tensor tensor1, Tensor tensor2, *, Number value")
+        return tensor2, rest[0], tensor1
+    raise TypeError(f"{op}: expected ({op}(tensor1, tensor2, *, value=...)), got {2 + len(rest)} positional "
+                    f"operands")
 
 
 def addcmul(input, tensor1, tensor2, *rest, value=1):

@@ -18,15 +18,16 @@ from .creation import arange, tensor
 from .elementwise import _binary, cast, ge, gt, isnan, le, lt, maximum, minimum, ne, sqrt, where
 from .indexing import index_put
 from .linalg import matmul
-from .reductions import sum as _sum
+from .reductions import norm as _norm, sum as _sum
 from .registry import bind, refuse_tracing
-from .shape import cat, expand, movedim, reshape
+from .rearrange import movedim
+from .shape import cat, expand, reshape
 
 __all__ = ["broadcast_tensors", "broadcast_shapes", "result_type", "can_cast", "fmax", "fmin",
            "gcd", "lcm", "nextafter", "cov", "corrcoef", "histogram", "unravel_index", "diagflat",
            "msort", "ravel", "logspace", "select_scatter", "slice_scatter", "diagonal_scatter",
            "concatenate", "rsub", "vdot", "greater", "greater_equal", "less", "less_equal",
-           "not_equal", "is_nonzero", "is_same_size", "is_signed", "get_device", "mvlgamma", "fill",
+           "not_equal", "norm", "is_nonzero", "is_same_size", "is_signed", "get_device", "mvlgamma", "fill",
            "detach"]
 
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
@@ -251,6 +252,17 @@ def fill(input, value):
 
 def detach(input):
     return input.detach()
+
+
+def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
+    """``torch.norm``: the reductions' vector norms, and p="nuc" (the sum of singular values
+    of the last two dims, or of `dim`) through linalg."""
+    if dtype is not None:
+        input = cast(input, dtype)
+    if p == "nuc":
+        from ..linalg import matrix_norm
+        return matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim)
+    return _norm(input, 2 if p is None else p, dim, keepdim)
 
 
 def is_nonzero(input) -> bool:

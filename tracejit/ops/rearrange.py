@@ -17,14 +17,14 @@ from .creation import tensor, zeros
 from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
-from .shape import cat, expand, flip, movedim, permute, reshape, stack, transpose, unsqueeze
+from .shape import cat, expand, flip, movedim as _movedim1, permute, reshape, stack, transpose, unsqueeze
 from .registry import refuse_tracing
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "roll",
            "rot90", "unflatten", "tile", "repeat_interleave", "diag", "diagonal", "diag_embed", "trace",
            "tensordot", "kron", "meshgrid", "block_diag", "cartesian_prod", "atleast_1d", "atleast_2d",
            "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack", "tensor_split",
-           "hsplit", "vsplit", "dsplit", "fliplr", "flipud", "swapdims", "moveaxis", "triu_indices",
+           "hsplit", "vsplit", "dsplit", "fliplr", "flipud", "swapdims", "movedim", "moveaxis", "triu_indices",
            "tril_indices", "combinations", "vander"]
 
 
@@ -375,6 +375,28 @@ def flipud(input):
 
 def swapdims(input, dim0: int, dim1: int):
     return transpose(input, dim0, dim1)
+
+
+def movedim(input, source, destination):
+    """Dims `source` moved to positions `destination` (ints, or sequences of equal length),
+    the others keeping their order."""
+    if isinstance(source, int) and isinstance(destination, int):
+        return _movedim1(input, source, destination)
+    n = input.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source and destination must have the same number of dims, got "
+                         f"{len(src)} and {len(dst)}")
+    src = [normalize_dim(s, n, "movedim") for s in src]
+    dst = [normalize_dim(d, n, "movedim") for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: repeated dim in source {tuple(source)} or destination {tuple(destination)}")
+    order = [None] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(i for i in range(n) if i not in src)
+    return permute(input, tuple(o if o is not None else next(rest) for o in order))
 
 
 moveaxis = movedim   # (numpy's name)

@@ -306,9 +306,6 @@ def any(a, dim=None, keepdim: bool = False):
 
 
 def norm(a, p=2, dim=None, keepdim: bool = False):
-    if p == "nuc":
-        from ..linalg import matrix_norm
-        return matrix_norm(a, "nuc", (-2, -1) if dim is None else dim, keepdim)
     if isinstance(p, str) and p != "fro":
         raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
     if a.dtype.is_complex:   # (the norm of the moduli)

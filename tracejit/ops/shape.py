@@ -345,29 +345,12 @@ def transpose(a, dim0: int, dim1: int):
 swapaxes = transpose
 
 
-def movedim(a, source, destination):
-    """Dims `source` moved to positions `destination` (ints, or sequences of equal length),
-    the others keeping their order."""
+def movedim(a, source: int, destination: int):
     n = a.ndim
-    if isinstance(source, int) and isinstance(destination, int):
-        s, d = normalize_dim(source, n, "movedim"), normalize_dim(destination, n, "movedim")
-        dims = [i for i in range(n) if i != s]
-        dims.insert(d, s)
-        return permute(a, tuple(dims))
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
-    if len(src) != len(dst):
-        raise ValueError(f"movedim: source and destination must have the same number of dims, got "
-                         f"{len(src)} and {len(dst)}")
-    src = [normalize_dim(s, n, "movedim") for s in src]
-    dst = [normalize_dim(d, n, "movedim") for d in dst]
-    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        raise ValueError(f"movedim: repeated dim in source {tuple(source)} or destination {tuple(destination)}")
-    order = [None] * n
-    for s, d in zip(src, dst):
-        order[d] = s
-    rest = iter(i for i in range(n) if i not in src)
-    return permute(a, tuple(o if o is not None else next(rest) for o in order))
+    s, d = normalize_dim(source, n, "movedim"), normalize_dim(destination, n, "movedim")
+    dims = [i for i in range(n) if i != s]
+    dims.insert(d, s)
+    return permute(a, tuple(dims))
 
 
 def t(a):
