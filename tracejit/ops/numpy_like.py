@@ -15,7 +15,7 @@ from ..shapes import broadcast_shapes as _broadcast_shapes, normalize_dim
 from ..size import Size
 from ..tensor import Tensor
 from .creation import arange, tensor
-from .elementwise import _binary, cast, ge, gt, isnan, le, lt, maximum, minimum, ne, sqrt, where
+from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, lt, maximum, minimum, ne, sqrt, where
 from .indexing import index_put
 from .linalg import matmul
 from .reductions import norm as _norm, sum as _sum
@@ -46,13 +46,7 @@ def broadcast_tensors(*tensors) -> tuple:
 
 def result_type(tensor1, tensor2) -> _dt.DType:
     """The dtype an arithmetic op on the two gives (PyTorch's three-group promotion)."""
-    strong, zero_dim, weak = [], [], []
-    for v in (tensor1, tensor2):
-        if isinstance(v, Tensor):
-            (strong if v.ndim else zero_dim).append(v.dtype)
-        else:
-            weak.append(_dt.scalar_dtype(v))
-    return _dt.result_type(strong, weak, zero_dim)
+    return _int_result(tensor1, tensor2)
 
 
 def can_cast(from_, to) -> bool:
