@@ -41,7 +41,7 @@ class AdaptiveMaxPool2d(Module):
 
 
 class Upsample(Module):
-    """Resize with ``F.interpolate`` (nearest, linear, bilinear)."""
+    """Resize with ``F.interpolate`` (nearest, linear, bilinear, bicubic, trilinear, area)."""
 
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                  recompute_scale_factor=None):

@@ -26,6 +26,7 @@ from .conv import _pair, fold, unfold
 from .creation import tensor
 from .elementwise import cast
 from .indexing import getitem
+from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
 from .linalg import matmul
 from .random import rand
 from .reductions import amax, argmax
@@ -294,74 +295,6 @@ def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
             idx = (idx // (w + ew)) * w + idx % (w + ew)
         return (squeeze(out, 0), squeeze(idx, 0)) if unbatched else (out, idx)
     return squeeze(out, 0) if unbatched else out
-
-
-# ---------------------------------------------------------------- interpolation
-def _linear_matrix(insize, outsize, align_corners, scale):
-    dst = np.arange(outsize, dtype=np.float64)
-    if align_corners:
-        src = dst * ((insize - 1) / (outsize - 1)) if outsize > 1 else np.zeros(outsize)
-    else:
-        src = np.maximum((dst + 0.5) * scale - 0.5, 0.0)
-    i0 = np.minimum(np.floor(src).astype(np.int64), insize - 1)
-    i1 = np.minimum(i0 + 1, insize - 1)
-    frac = src - i0
-    m = np.zeros((outsize, insize))
-    np.add.at(m, (np.arange(outsize), i0), 1.0 - frac)
-    np.add.at(m, (np.arange(outsize), i1), frac)
-    return m
-
-
-def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
-                recompute_scale_factor=None, antialias: bool = False):
-    """Resize the spatial dims of (N, C, L) or (N, C, H, W): nearest, linear, bilinear."""
-    nsp = input.ndim - 2
-    if nsp not in (1, 2):
-        raise ShapeError(f"interpolate: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
-    linear = {"linear": 1, "bilinear": 2}
-    if mode not in ("nearest", "nearest-exact") and mode not in linear:
-        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, "
-                                  f"nearest-exact, linear, bilinear)")
-    if mode in linear and linear[mode] != nsp:
-        raise ValueError(f"interpolate: mode {mode!r} expects a {linear[mode] + 2}-D input, got "
-                         f"shape {tuple(input.shape)}")
-    if mode not in linear and align_corners is not None:
-        raise ValueError("interpolate: align_corners only applies to linear modes")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias is not supported")
-    insz = [int(v) for v in input.shape[2:]]
-    if (size is None) == (scale_factor is None):
-        raise ValueError("interpolate: give exactly one of size and scale_factor")
-    if size is not None:
-        outsz = [int(size)] * nsp if isinstance(size, int) else [int(v) for v in size]
-    else:
-        sf = [float(scale_factor)] * nsp if isinstance(scale_factor, (int, float)) else \
-            [float(v) for v in scale_factor]
-        if len(sf) != nsp or not min(sf) > 0:
-            raise ValueError(f"interpolate: scale_factor {scale_factor!r} should give one positive factor "
-                             f"per spatial dim of input {tuple(input.shape)}")
-        outsz = [int(math.floor(i * f)) for i, f in zip(insz, sf)]
-    if len(outsz) != nsp or min(outsz) <= 0 or min(insz) <= 0:
-        raise ValueError(f"interpolate: input and output sizes should be greater than 0, got input "
-                         f"{tuple(input.shape)} and output size {tuple(outsz)}")
-    if size is not None or recompute_scale_factor:
-        scales = [i / o for i, o in zip(insz, outsz)]
-    else:
-        scales = [1.0 / f for f in sf]
-    out = input
-    for axis, (i, o, sc) in enumerate(zip(insz, outsz, scales)):
-        dim = 2 + axis
-        if mode in linear:
-            m = _linear_matrix(i, o, bool(align_corners), sc)
-            mt = tensor(m.astype(input.dtype.np), device=input.device)
-            moved = transpose(out, dim, -1)                      # put the axis last
-            out = transpose(matmul(moved, transpose(mt, 0, 1)), dim, -1)
-        else:
-            dst = np.arange(o, dtype=np.float64)
-            src = np.floor((dst + 0.5) * sc) if mode == "nearest-exact" else np.floor(dst * sc)
-            idx = tensor(np.minimum(src.astype(np.int64), i - 1), device=input.device)
-            out = getitem(out, (slice(None),) * dim + (idx,))
-    return out
 
 
 # ---------------------------------------------------------------- padding

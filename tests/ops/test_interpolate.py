@@ -1,0 +1,70 @@
+"""F.interpolate's modes against PyTorch: values and input gradients (float64), every
+mode on the input rank PyTorch gives it, up and down, sizes and scale factors."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+
+torch = pytest.importorskip("torch", reason="compares with PyTorch")
+TF = torch.nn.functional
+
+RNG = np.random.default_rng(3)
+X1 = RNG.standard_normal((2, 3, 7))
+X2 = RNG.standard_normal((2, 3, 6, 9))
+X3 = RNG.standard_normal((1, 2, 4, 5, 3))
+
+
+def _check(kw, x):
+    tx, jx = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    ro, jo = TF.interpolate(tx, **kw), F.interpolate(jx, **kw)
+    assert tuple(jo.shape) == tuple(ro.shape)
+    np.testing.assert_allclose(jo.detach().numpy(), ro.detach().numpy(), rtol=1e-10, atol=1e-12)
+    g = RNG.standard_normal(tuple(ro.shape))
+    ro.backward(torch.tensor(g))
+    jo.backward(tj.tensor(g))
+    np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(size=(4, 13), mode="bicubic", align_corners=False),
+                                dict(size=(11, 5), mode="bicubic", align_corners=True),
+                                dict(scale_factor=2.5, mode="bicubic"),
+                                dict(scale_factor=(0.5, 1.7), mode="bicubic", recompute_scale_factor=True),
+                                dict(size=(4, 13), mode="area"),
+                                dict(size=(12, 4), mode="area"),
+                                dict(scale_factor=0.5, mode="area"),
+                                dict(size=1, mode="bicubic")])
+def test_bicubic_and_area_on_images(kw):
+    _check(kw, X2)
+
+
+@pytest.mark.parametrize("kw", [dict(size=(7, 3, 8), mode="trilinear", align_corners=False),
+                                dict(scale_factor=(2, 0.5, 1.5), mode="trilinear", align_corners=True),
+                                dict(size=(2, 9, 4), mode="nearest"),
+                                dict(scale_factor=1.5, mode="nearest-exact"),
+                                dict(size=(3, 3, 2), mode="area")])
+def test_volumes(kw):
+    _check(kw, X3)
+
+
+@pytest.mark.parametrize("kw", [dict(size=3, mode="area"), dict(size=12, mode="area")])
+def test_area_on_sequences(kw):
+    _check(kw, X1)
+
+
+def test_upsample_module_takes_the_new_modes():
+    x = tj.tensor(X2)
+    up = tj.nn.Upsample(scale_factor=2, mode="bicubic", align_corners=False)
+    ref = TF.interpolate(torch.tensor(X2), scale_factor=2, mode="bicubic", align_corners=False)
+    np.testing.assert_allclose(up(x).numpy(), ref.numpy(), rtol=1e-10)
+
+
+def test_modes_name_their_rank_and_unknown_modes_are_refused():
+    with pytest.raises(ValueError, match="'trilinear' expects a 5-D input"):
+        F.interpolate(tj.tensor(X2), scale_factor=2, mode="trilinear")
+    with pytest.raises(ValueError, match="'bicubic' expects a 4-D input"):
+        F.interpolate(tj.tensor(X1), scale_factor=2, mode="bicubic")
+    with pytest.raises(NotImplementedError, match="'lanczos' is not supported"):
+        F.interpolate(tj.tensor(X2), scale_factor=2, mode="lanczos")
+    with pytest.raises(ValueError, match="align_corners only applies"):
+        F.interpolate(tj.tensor(X2), scale_factor=2, mode="area", align_corners=True)

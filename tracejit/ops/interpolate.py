@@ -1,0 +1,139 @@
+"""``F.interpolate``: nearest, nearest-exact, (bi/tri)linear, bicubic and area resizing
+of (N, C, L), (N, C, H, W) and (N, C, D, H, W) inputs.
+
+Every mode but nearest is separable: each spatial axis is multiplied by a small constant
+(out, in) matrix built in numpy, so resizing is a few matmuls and its gradient is the
+transposed matmuls. The matrices follow PyTorch's index arithmetic: the source
+coordinate of an output index, clamping at the borders, and for bicubic the cubic
+convolution with A = -0.75 over four taps whose indices are clamped to the input.
+Nearest modes are gathers with constant index vectors.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError
+from .creation import tensor
+from .indexing import getitem
+from .linalg import matmul
+from .shape import transpose
+
+__all__ = ["interpolate"]
+
+_SEPARABLE = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+_MODES = ("nearest", "nearest-exact", "area") + tuple(_SEPARABLE)
+
+
+def _source(outsize: int, insize: int, align_corners: bool, scale: float, clamp: bool):
+    dst = np.arange(outsize, dtype=np.float64)
+    if align_corners:
+        return dst * ((insize - 1) / (outsize - 1)) if outsize > 1 else np.zeros(outsize)
+    src = (dst + 0.5) * scale - 0.5
+    return np.maximum(src, 0.0) if clamp else src
+
+
+def _linear_matrix(insize: int, outsize: int, align_corners: bool, scale: float) -> np.ndarray:
+    src = _source(outsize, insize, align_corners, scale, clamp=True)
+    i0 = np.minimum(np.floor(src).astype(np.int64), insize - 1)
+    i1 = np.minimum(i0 + 1, insize - 1)
+    frac = src - i0
+    m = np.zeros((outsize, insize))
+    rows = np.arange(outsize)
+    np.add.at(m, (rows, i0), 1.0 - frac)
+    np.add.at(m, (rows, i1), frac)
+    return m
+
+
+def _cubic_matrix(insize: int, outsize: int, align_corners: bool, scale: float) -> np.ndarray:
+    a = -0.75
+    src = _source(outsize, insize, align_corners, scale, clamp=False)
+    base = np.floor(src)
+    t = src - base
+
+    def near(x):     # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):      # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
+    m = np.zeros((outsize, insize))
+    rows = np.arange(outsize)
+    for tap, w in enumerate(weights):
+        idx = np.clip(base.astype(np.int64) - 1 + tap, 0, insize - 1)
+        np.add.at(m, (rows, idx), w)
+    return m
+
+
+def _area_matrix(insize: int, outsize: int) -> np.ndarray:
+    m = np.zeros((outsize, insize))
+    for o in range(outsize):
+        start = (o * insize) // outsize
+        end = -((-(o + 1) * insize) // outsize)
+        m[o, start:end] = 1.0 / (end - start)
+    return m
+
+
+def _output_size(input, size, scale_factor, nsp: int):
+    insz = [int(v) for v in input.shape[2:]]
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give exactly one of size and scale_factor")
+    sf = None
+    if size is not None:
+        outsz = [int(size)] * nsp if isinstance(size, int) else [int(v) for v in size]
+    else:
+        sf = [float(scale_factor)] * nsp if isinstance(scale_factor, (int, float)) else \
+            [float(v) for v in scale_factor]
+        if len(sf) != nsp or not min(sf) > 0:
+            raise ValueError(f"interpolate: scale_factor {scale_factor!r} should give one positive factor "
+                             f"per spatial dim of input {tuple(input.shape)}")
+        outsz = [int(math.floor(i * f)) for i, f in zip(insz, sf)]
+    if len(outsz) != nsp or min(outsz) <= 0 or min(insz) <= 0:
+        raise ValueError(f"interpolate: input and output sizes should be greater than 0, got input "
+                         f"{tuple(input.shape)} and output size {tuple(outsz)}")
+    return insz, outsz, sf
+
+
+def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                recompute_scale_factor=None, antialias: bool = False):
+    """Resize the spatial dims of a 3-D, 4-D or 5-D (N, C, ...) input, as PyTorch's
+    ``F.interpolate``: modes nearest, nearest-exact, linear (3-D), bilinear and bicubic
+    (4-D), trilinear (5-D) and area (any)."""
+    nsp = input.ndim - 2
+    if nsp not in (1, 2, 3):
+        raise ShapeError(f"interpolate: expected a 3-D, 4-D or 5-D input, got shape {tuple(input.shape)}")
+    if mode not in _MODES:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported ({', '.join(_MODES)})")
+    if mode in _SEPARABLE and _SEPARABLE[mode] != nsp:
+        raise ValueError(f"interpolate: mode {mode!r} expects a {_SEPARABLE[mode] + 2}-D input, got "
+                         f"shape {tuple(input.shape)}")
+    if mode not in _SEPARABLE and align_corners is not None:
+        raise ValueError("interpolate: align_corners only applies to the linear, bilinear, bicubic "
+                         "and trilinear modes")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias is not supported")
+    insz, outsz, sf = _output_size(input, size, scale_factor, nsp)
+    if sf is None or recompute_scale_factor:
+        scales = [i / o for i, o in zip(insz, outsz)]
+    else:
+        scales = [1.0 / f for f in sf]
+    out = input
+    for axis, (i, o, sc) in enumerate(zip(insz, outsz, scales)):
+        dim = 2 + axis
+        if mode.startswith("nearest"):
+            dst = np.arange(o, dtype=np.float64)
+            src = np.floor((dst + 0.5) * sc) if mode == "nearest-exact" else np.floor(dst * sc)
+            idx = tensor(np.minimum(src.astype(np.int64), i - 1), device=input.device)
+            out = getitem(out, (slice(None),) * dim + (idx,))
+            continue
+        if mode == "area":
+            m = _area_matrix(i, o)
+        elif mode == "bicubic":
+            m = _cubic_matrix(i, o, bool(align_corners), sc)
+        else:
+            m = _linear_matrix(i, o, bool(align_corners), sc)
+        mt = tensor(np.ascontiguousarray(m.T).astype(input.dtype.np), device=input.device)
+        out = transpose(matmul(transpose(out, dim, -1), mt), dim, -1)    # the axis last, times M^T
+    return out
