@@ -35,6 +35,7 @@ __all__ += ["Conv1d", "ConvTranspose2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d
             "TransformerDecoder", "Transformer"]
 
 from .activation_more import *  # noqa: E402,F401,F403
+from .adaptive import AdaptiveLogSoftmaxWithLoss  # noqa: E402,F401
 from .activation_more import __all__ as _activation_more  # noqa: E402
 from .containers import Container, ParameterDict  # noqa: E402,F401
 from .conv_nd import *  # noqa: E402,F401,F403
@@ -62,4 +63,5 @@ from . import modules  # noqa: E402,F401
 __all__ += (_activation_more + _conv_nd + _dropout + _lazy + _loss_more + _norm_more + _padding
             + _pooling_nd + _reshaping
             + ["Container", "ParameterDict", "DataParallel", "Buffer", "UninitializedBuffer",
-               "UninitializedParameter", "RNNBase", "RNNCellBase", "Bilinear", "EmbeddingBag"])
+               "UninitializedParameter", "RNNBase", "RNNCellBase", "Bilinear", "EmbeddingBag",
+               "AdaptiveLogSoftmaxWithLoss"])

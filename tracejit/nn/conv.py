@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ops import empty
 from ..ops.spatial import conv1d, conv_transpose2d
-from .layers import _factory, check_conv_channels, conv_init, conv_repr, conv_reset
+from .layers import _factory, check_conv_channels, conv_init, conv_padded, conv_repr, conv_reset
 from .module import Module
 from .parameter import Parameter
 
@@ -36,7 +36,8 @@ class Conv1d(Module):
         conv_reset(self.weight, self.bias)
 
     def forward(self, input):
-        padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        input, padding = conv_padded(self, input)
+        padding = padding if isinstance(padding, str) else padding[0]
         return conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0],
                       self.groups)
 

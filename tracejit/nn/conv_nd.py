@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
 from . import functional as F
 from .conv import _ConvTransposeNd, _tuple
-from .layers import conv_init, conv_repr, conv_reset
+from .layers import conv_init, conv_padded, conv_repr, conv_reset
 from .module import Module
 
 __all__ = ["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "Fold", "Unfold"]
@@ -29,7 +29,8 @@ class Conv3d(Module):
         conv_reset(self.weight, self.bias)
 
     def forward(self, input):
-        return conv3d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        input, padding = conv_padded(self, input)
+        return conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         return conv_repr(self) if not isinstance(self.padding, str) else (

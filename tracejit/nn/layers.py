@@ -100,6 +100,8 @@ def conv_repr(m) -> str:
         s += f", groups={m.groups}"
     if m.bias is None:
         s += ", bias=False"
+    if getattr(m, "padding_mode", "zeros") != "zeros":
+        s += f", padding_mode={m.padding_mode}"
     return s
 
 
@@ -119,8 +121,8 @@ def conv_init(m, layer: str, nd: int, to_tuple, in_channels: int, out_channels: 
     """The constructor every ConvNd shares: PyTorch's argument checks, the attributes and
     the parameters (`to_tuple(v, name)` reads a size argument as an `nd`-tuple)."""
     check_conv_channels(layer, in_channels, out_channels, groups)
-    if padding_mode != "zeros":
-        raise NotImplementedError(f"{layer}: only padding_mode='zeros' is supported, got {padding_mode!r}")
+    if padding_mode not in _PADDING_MODES:
+        raise ValueError(f"{layer}: padding_mode must be one of {_PADDING_MODES}, got {padding_mode!r}")
     if isinstance(padding, str) and padding not in ("valid", "same"):
         sizes = {1: "an int", 2: "an int, a pair", 3: "an int, a triple"}[nd]
         raise ValueError(f"{layer}: padding must be {sizes}, 'valid' or 'same', got {padding!r}")
@@ -132,10 +134,29 @@ def conv_init(m, layer: str, nd: int, to_tuple, in_channels: int, out_channels: 
     if padding == "same" and m.stride != (1,) * nd:
         raise ValueError(f"{layer}: padding='same' is not supported for strided convolutions")
     m.padding_mode = padding_mode
+    if padding == "valid":
+        pairs = [(0, 0)] * nd
+    elif padding == "same":
+        totals = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size)]
+        pairs = [(t // 2, t - t // 2) for t in totals]
+    else:
+        pairs = [(p, p) for p in m.padding]
+    m._reversed_padding_repeated_twice = tuple(v for pair in reversed(pairs) for v in pair)
     kw = _factory(device, dtype)
     m.weight = Parameter(empty(out_channels, in_channels // groups, *m.kernel_size, **kw))
     m.bias = Parameter(empty(out_channels, **kw)) if bias else None
     m.reset_parameters()
+
+
+_PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def conv_padded(m, input):
+    """(input, padding) for a ConvNd's forward: with padding_mode other than 'zeros' the
+    input is padded in that mode first and the convolution itself pads nothing."""
+    if m.padding_mode == "zeros":
+        return input, m.padding
+    return F.pad(input, m._reversed_padding_repeated_twice, mode=m.padding_mode), (0,) * len(m.kernel_size)
 
 
 class Conv2d(Module):
@@ -150,7 +171,8 @@ class Conv2d(Module):
         conv_reset(self.weight, self.bias)
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        input, padding = conv_padded(self, input)
+        return F.conv2d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         return conv_repr(self)

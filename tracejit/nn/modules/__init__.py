@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from ...nn import *  # noqa: F401,F403
 from ..module import Module  # noqa: F401
-from . import (activation, batchnorm, channelshuffle, container, conv, distance, dropout,
+from . import (activation, adaptive, batchnorm, channelshuffle, container, conv, distance, dropout,
                flatten, fold, instancenorm, lazy, linear, loss, module, normalization, padding,
                pixelshuffle, pooling, rnn, sparse, transformer, upsampling, utils)  # noqa: F401
