@@ -161,8 +161,9 @@ __all__ += ["gradcheck", "gradgradcheck", "Variable", "detect_anomaly", "set_det
 
 
 def __getattr__(name: str):
-    """``tracejit.autograd.profiler`` on first use (it imports the dispatch it hooks)."""
-    if name == "profiler":
+    """``tracejit.autograd.profiler`` (it imports the dispatch it hooks) and ``.functional``
+    on first use."""
+    if name in ("profiler", "functional"):
         import importlib
-        return importlib.import_module(".profiler", __name__)
+        return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
