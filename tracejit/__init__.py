@@ -26,6 +26,7 @@ from .ops import *  # noqa: E402,F401,F403
 from .ops import true_divide, divide, multiply, subtract, negative, broadcast_to  # noqa: E402,F401
 from . import autograd  # noqa: E402
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
+from .autograd.grad_mode import is_inference_mode_enabled  # noqa: E402,F401
 
 bool = bool_  # noqa: A001  (tracejit.bool, like torch.bool)
 float = float32  # noqa: A001

@@ -140,3 +140,17 @@ def test_grad_mode_off_in_another_thread_leaves_this_one_recording():
     with tj.set_grad_enabled(False):
         assert not _records(x)
     assert len(OFF) == start and _records(x)
+
+
+def test_is_inference_mode_enabled_follows_the_context_and_the_decorator():
+    assert not tj.is_inference_mode_enabled()
+    with tj.inference_mode():
+        assert tj.is_inference_mode_enabled() and not tj.is_grad_enabled()
+        with tj.inference_mode(False):
+            assert not tj.is_inference_mode_enabled() and tj.is_grad_enabled()
+        assert tj.is_inference_mode_enabled()
+
+    @tj.inference_mode
+    def inside():
+        return tj.is_inference_mode_enabled()
+    assert inside() and not tj.is_inference_mode_enabled()

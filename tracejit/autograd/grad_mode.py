@@ -4,11 +4,13 @@ from __future__ import annotations
 import functools
 import threading
 
-__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode"]
+__all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
+           "is_inference_mode_enabled"]
 
 
 class _State(threading.local):
     enabled = True
+    inference = False
 
 
 _state = _State()
@@ -101,8 +103,15 @@ class enable_grad(_NoParamDecorator):
     _mode = True
 
 
+def is_inference_mode_enabled() -> bool:
+    """Whether this thread is inside ``inference_mode()`` (and not a nested
+    ``inference_mode(False)``)."""
+    return _state.inference
+
+
 class inference_mode(_GradModeContext):
-    """Alias of no_grad (tracejit has no separate inference tensors)."""
+    """no_grad that also reports itself through ``is_inference_mode_enabled`` (tracejit
+    has no separate inference tensors); ``inference_mode(False)`` turns both off."""
     _mode = False
 
     def __new__(cls, mode=True):
@@ -115,6 +124,24 @@ class inference_mode(_GradModeContext):
     def __init__(self, mode: bool = True):
         if not callable(mode):
             self._mode = not mode
+
+    def __enter__(self):
+        self._prev_inference = _state.inference
+        _state.inference = not self._mode
+        return super().__enter__()
+
+    def __exit__(self, exc_type, exc, tb):
+        _state.inference = self._prev_inference
+        return super().__exit__(exc_type, exc, tb)
+
+    def __call__(self, fn):
+        enabled = not self._mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(enabled):
+                return fn(*args, **kwargs)
+        return wrapper
 
 
 class set_grad_enabled(_GradModeContext):
