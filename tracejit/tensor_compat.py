@@ -28,7 +28,8 @@ mode renorm i0 frexp ldexp nanmean nansum aminmax cummax cummin logcumsumexp cou
 unique_consecutive bincount histc det slogdet true_divide divide multiply subtract negative
 greater greater_equal less less_equal not_equal gcd lcm fmax fmin nextafter corrcoef cov histogram igamma igammac
 diagflat msort ravel vdot select_scatter slice_scatter diagonal_scatter broadcast_to bernoulli prelu
-is_nonzero is_same_size is_signed get_device
+is_nonzero is_same_size is_signed get_device index_reduce bitwise_left_shift bitwise_right_shift
+as_strided
 """.split()
 
 # ... and those whose function is tracejit's own (its legacy linear algebra spellings)
@@ -45,7 +46,7 @@ logical_xor addmm addmv addbmm baddbmm addr cumsum cumprod tril triu hardshrink 
 divide multiply subtract negative square abs cos sin expm1 erf floor log log1p sigmoid tanh sign
 rsqrt nan_to_num remainder floor_divide eq ne lt le gt ge greater greater_equal less less_equal
 not_equal logical_and logical_or logical_not clip arccosh arcsinh arctan2 arctanh lcm gcd absolute i0
-scatter_add scatter_reduce igamma igammac
+scatter_add scatter_reduce igamma igammac index_reduce bitwise_left_shift bitwise_right_shift
 """.split()
 
 

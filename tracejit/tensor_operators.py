@@ -18,6 +18,17 @@ from .ops import elementwise as _elementwise
 from .ops.eager import bind as _bind, _make_binary
 
 
+def _operand(self, o):
+    """The right operand of a bitwise operator: numpy arrays become tensors."""
+    return _ops.as_tensor(o, device=self.device) if isinstance(o, np.ndarray) else o
+
+
+def _both_bool(self, o) -> bool:
+    if self.dtype is not _dt.bool_:
+        return False
+    return o.__class__ is bool or getattr(o, "dtype", None) in (_dt.bool_, np.bool_)
+
+
 class OperatorMethods:
     """Holder of the operator methods (copied onto Tensor below; never instantiated)."""
 
@@ -78,17 +89,44 @@ class OperatorMethods:
     def __abs__(self):
         return _ops.abs(self)
 
+    # `~ & | ^` are logical on bool tensors and bitwise on integers (`5 & 3` is 1, not
+    # True); `<< >>` shift integers. Float operands raise, as in PyTorch.
     def __invert__(self):
-        return _ops.logical_not(self)
+        if self.dtype is _dt.bool_:
+            return _ops.logical_not(self)
+        if not self.dtype.is_integer:
+            raise TypeError(f"~ (bitwise not) is only implemented on integer and bool tensors, got "
+                            f"{self.dtype.name}")
+        return _ops.bitwise_not(self)
 
     def __and__(self, o):
-        return _ops.logical_and(self, o)
+        if _both_bool(self, o):
+            return _ops.logical_and(self, _operand(self, o))
+        return _ops.bitwise_and(self, _operand(self, o))
 
     def __or__(self, o):
-        return _ops.logical_or(self, o)
+        if _both_bool(self, o):
+            return _ops.logical_or(self, _operand(self, o))
+        return _ops.bitwise_or(self, _operand(self, o))
+
+    def __xor__(self, o):
+        return _ops.bitwise_xor(self, _operand(self, o))
+
+    def __lshift__(self, o):
+        return _ops.bitwise_left_shift(self, _operand(self, o))
+
+    def __rshift__(self, o):
+        return _ops.bitwise_right_shift(self, _operand(self, o))
+
+    def __rlshift__(self, o):
+        return _ops.bitwise_left_shift(_ops.as_tensor(o, dtype=self.dtype, device=self.device), self)
+
+    def __rrshift__(self, o):
+        return _ops.bitwise_right_shift(_ops.as_tensor(o, dtype=self.dtype, device=self.device), self)
 
     __rand__ = __and__
     __ror__ = __or__
+    __rxor__ = __xor__
 
     def __eq__(self, o):
         if o is None or not isinstance(o, _OPERAND_TYPES):
@@ -132,7 +170,7 @@ class OperatorMethods:
 
     def view(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], (_dt.DType, type)):
-            raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
+            return _ops.view_dtype(self, shape[0])
         return _ops.view(self, *shape)
 
     def new_tensor(self, data, dtype=None):
@@ -214,7 +252,7 @@ for _n in _FORWARDED:
 _OPERATOR_OPS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div",
                  "__floordiv__": "floor_divide", "__mod__": "remainder", "__pow__": "pow",
                  "__matmul__": "matmul", "__lt__": "lt", "__le__": "le", "__gt__": "gt",
-                 "__ge__": "ge", "__and__": "logical_and", "__or__": "logical_or"}
+                 "__ge__": "ge"}
 
 
 # Of those, the ones whose op function is exactly ``bind(<its primitive>, a, b)`` (add and
@@ -222,8 +260,7 @@ _OPERATOR_OPS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truedi
 # Python call less per op (the op function stays the one definition of what they do).
 _OPERATOR_PRIMS = {"__add__": "ADD", "__sub__": "SUB", "__mul__": "MUL", "__truediv__": "DIV",
                    "__floordiv__": "FLOOR_DIVIDE", "__mod__": "REMAINDER", "__pow__": "POW",
-                   "__lt__": "LT", "__le__": "LE", "__gt__": "GT", "__ge__": "GE",
-                   "__and__": "LOGICAL_AND", "__or__": "LOGICAL_OR"}
+                   "__lt__": "LT", "__le__": "LE", "__gt__": "GT", "__ge__": "GE"}
 
 
 def _with_ndarray_operand(name):
@@ -255,8 +292,7 @@ def _with_ndarray_operand(name):
 
 
 for _n in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__",
-           "__matmul__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__",
-           "__or__"):
+           "__matmul__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
     setattr(Tensor, _n, _with_ndarray_operand(_n))
 
 

@@ -89,6 +89,21 @@ CASES = {
     "matrix_exp_method": lambda m: (_a(m)[:, :3] / 4).matrix_exp(),
     "cholesky_inverse_method": lambda m: m.tensor([[2.0, 0.0], [1.0, 3.0]]).cholesky_inverse(),
     "bernoulli_p": lambda m: m.bernoulli(_a(m), 1.0), "bernoulli_method": lambda m: _a(m).sigmoid().round().bernoulli(),
+    # integers: `& | ^ ~` are bitwise (5 & 3 is 1), bool tensors logical, shifts keep the sign
+    "int and": lambda m: m.tensor([5, 6, -1]) & m.tensor([3, 3, 2]), "int and scalar": lambda m: m.tensor([5, 6, -1]) & 1,
+    "int or": lambda m: 1 | m.tensor([4, 6, -1]), "int xor": lambda m: m.tensor([5, 6, -1]) ^ 3,
+    "int invert": lambda m: ~m.tensor([5, 0, -1]), "bool invert": lambda m: ~m.tensor([True, False]),
+    "bool and": lambda m: m.tensor([True, False]) & m.tensor([True, True]), "bool or": lambda m: m.tensor([True, False]) | True,
+    "bool xor": lambda m: m.tensor([True, False]) ^ m.tensor([True, True]),
+    "shifts": lambda m: m.tensor([1, 2, -8]) << 2, "rshift": lambda m: m.tensor([9, 2, -8]) >> m.tensor([1, 1, 2]),
+    "rlshift": lambda m: 1 << m.tensor([0, 3]), "shift fns": lambda m: m.bitwise_right_shift(m.tensor([64]), 3),
+    "copysign scalar": lambda m: m.copysign(_a(m), -1.0), "copysign int": lambda m: m.copysign(m.tensor([1, -2]), 1.0),
+    "index_reduce prod": lambda m: m.ones(3, 2).index_reduce(0, m.tensor([0, 2, 0]), _a(m)[:, :2], "prod"),
+    "index_reduce amax": lambda m: m.zeros(2, 4).index_reduce(1, m.tensor([1, 1, 3, 0]), _a(m)[:2], "amax",
+                                                               include_self=False),
+    "index_reduce mean": lambda m: m.ones(3, 4).index_reduce(0, m.tensor([2, 2, 0]), _a(m), "mean"),
+    "as_strided": lambda m: m.as_strided(_a(m), (3, 3), (1, 3), 1), "as_strided method": lambda m: _a(m).as_strided((2, 2), (4, 1)),
+    "view dtype": lambda m: _a(m).view(m.int32), "view dtype narrower": lambda m: _a(m).view(m.int16),
 }
 
 
@@ -179,3 +194,15 @@ def test_bad_arguments_name_the_culprit():
         tj.movedim(tj.zeros(2, 3), (0, 1), (1,))
     with pytest.raises(IndexError, match="unravel_index: an index is out of range"):
         tj.unravel_index(tj.tensor([12]), (3, 4))
+
+
+def test_bitwise_operators_refuse_floats_and_as_strided_checks_its_reach():
+    with pytest.raises(TypeError, match="float32"):
+        ~tj.ones(2)
+    with pytest.raises(TypeError, match="bitwise_and"):
+        tj.ones(2) & tj.ones(2)
+    with pytest.raises(RuntimeError, match="reach element 12 of an input with 12"):
+        tj.as_strided(tj.ones(3, 4), (2, 2), (6, 6))
+    g = _a(tj).clone().requires_grad_()
+    tj.as_strided(g, (2, 3), (1, 1)).sum().backward()          # overlapping windows add up
+    assert g.grad.reshape(-1).tolist()[:5] == [1.0, 2.0, 2.0, 1.0, 0.0]

@@ -24,8 +24,8 @@ from .reductions import amax, amin
 from .shape import expand, reshape
 from .registry import Aval, bind, defprim, refuse_tracing
 
-__all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill", "masked_select",
-           "masked_scatter", "take", "put", "select", "argwhere"]
+__all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_reduce",
+           "masked_select", "masked_scatter", "take", "put", "select", "argwhere"]
 
 
 def _grids(shape, dim: int, index, device):
@@ -244,6 +244,21 @@ def index_add(input, dim: int, index, source, *, alpha=1):
     spec = (("s", None, None, None),) * dim + (("t", 0),)
     src = cast(src, input.dtype) if src.dtype is not input.dtype else src
     return index_add_(input, src, (in_range(index, input.shape[dim], "index_add"),), spec)
+
+
+def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: bool = True):
+    """Combine slices of `source` into `input` at ``index`` along `dim` by prod, mean, amax
+    or amin: scatter_reduce with the index spread over each slice."""
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise ValueError(f"index_reduce: reduce must be 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
+    dim = normalize_dim(dim, input.ndim, "index_reduce")
+    index = _vector_index("index_reduce", index)
+    shape = list(input.shape)
+    shape[dim] = index.shape[0]
+    if tuple(source.shape) != tuple(shape):
+        raise ShapeError(f"index_reduce: source of shape {tuple(source.shape)} should be {tuple(shape)}")
+    lined = reshape(index, (1,) * dim + (-1,) + (1,) * (input.ndim - dim - 1))
+    return scatter_reduce(input, dim, expand(lined, tuple(shape)), source, reduce, include_self=include_self)
 
 
 def index_copy(input, dim: int, index, source):

@@ -27,8 +27,8 @@ __all__ = ["asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "arcsin",
            "addcmul", "addcdiv", "logit", "xlogy", "sinc", "erfc", "erfinv", "lgamma", "digamma",
            "rad2deg", "deg2rad", "logaddexp", "logaddexp2", "copysign", "heaviside", "float_power",
            "clamp_min", "clamp_max", "positive", "absolute", "sgn", "signbit", "bitwise_and",
-           "bitwise_or", "bitwise_xor", "bitwise_not", "logical_xor", "isposinf", "isneginf",
-           "isreal"]
+           "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
+           "logical_xor", "isposinf", "isneginf", "isreal"]
 
 
 # ---------------------------------------------------------------- inverse trigonometry
@@ -333,9 +333,13 @@ def logaddexp2(input, other):
 
 
 def copysign(input, other):
-    neg_other = signbit(other) if hasattr(other, "dtype") else (math.copysign(1.0, other) < 0)
+    """|input| with the sign of `other` (a tensor or a number); integers become floats."""
+    if not input.dtype.is_floating_point:
+        input = cast(input, _dt.get_default_dtype())
     mag = _abs(input)
-    return where(neg_other, neg(mag), mag)
+    if not hasattr(other, "dtype"):
+        return neg(mag) if math.copysign(1.0, other) < 0 else mag
+    return where(signbit(other), neg(mag), mag)
 
 
 def heaviside(input, values):
@@ -391,6 +395,8 @@ BITWISE_AND = _binary("bitwise_and", _ufunc2("bitwise_and"), None)
 BITWISE_OR = _binary("bitwise_or", _ufunc2("bitwise_or"), None)
 BITWISE_XOR = _binary("bitwise_xor", _ufunc2("bitwise_xor"), None)
 BITWISE_NOT = _unary("bitwise_not", _ufunc1("invert"), None, int_to_float=False)
+LEFT_SHIFT = _binary("bitwise_left_shift", _ufunc2("left_shift"), None)
+RIGHT_SHIFT = _binary("bitwise_right_shift", _ufunc2("right_shift"), None)
 
 
 def bitwise_and(input, other):
@@ -411,6 +417,18 @@ def bitwise_xor(input, other):
 def bitwise_not(input):
     _int_or_bool("bitwise_not")(input)
     return _bind1(BITWISE_NOT, input)
+
+
+def bitwise_left_shift(input, other):
+    """``input << other`` of integer tensors (bits shifted out are lost)."""
+    _int_or_bool("bitwise_left_shift")(input, other)
+    return LEFT_SHIFT.binary(input, other)
+
+
+def bitwise_right_shift(input, other):
+    """``input >> other`` of integer tensors, arithmetic (the sign bit is kept)."""
+    _int_or_bool("bitwise_right_shift")(input, other)
+    return RIGHT_SHIFT.binary(input, other)
 
 
 def logical_xor(input, other):

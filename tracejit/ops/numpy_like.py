@@ -28,7 +28,7 @@ __all__ = ["broadcast_tensors", "broadcast_shapes", "result_type", "can_cast", "
            "msort", "ravel", "logspace", "select_scatter", "slice_scatter", "diagonal_scatter",
            "concatenate", "rsub", "vdot", "greater", "greater_equal", "less", "less_equal",
            "not_equal", "norm", "is_nonzero", "is_same_size", "is_signed", "get_device", "mvlgamma", "fill",
-           "detach"]
+           "detach", "as_strided", "view_dtype"]
 
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 concatenate = cat
@@ -278,3 +278,38 @@ def get_device(input) -> int:
     """-1 for a CPU tensor, else the device index (PyTorch's convention)."""
     return -1 if input.device.type == "cpu" else int(input.device.index or 0)
 
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    """The elements of `input` at ``storage_offset + sum(i_k * stride_k)``, laid out as
+    `size` (a gather, so it differentiates; overlapping windows add their gradients).
+    Offsets and strides count elements of the input itself, which must be contiguous
+    (PyTorch counts in the storage behind it: the same for a contiguous tensor)."""
+    size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"as_strided: size {size} and stride {stride} should have the same length")
+    if not input.is_contiguous():
+        raise NotImplementedError("as_strided: the input is not contiguous; call .contiguous() first "
+                                  "(strides here count elements of the input itself)")
+    flat = np.full((), int(storage_offset or 0), dtype=np.int64)
+    for axis, (n, st) in enumerate(zip(size, stride)):
+        flat = flat[..., None] + np.arange(n, dtype=np.int64) * st
+    numel = input.numel()
+    if flat.size and (flat.min() < 0 or flat.max() >= numel):
+        raise RuntimeError(f"as_strided: size {size}, stride {stride} and offset {storage_offset or 0} "
+                           f"reach element {int(flat.max())} of an input with {numel} elements")
+    from .indexing import getitem
+    return getitem(reshape(input, (-1,)), tensor(flat, device=input.device))
+
+
+def view_dtype(input, dtype):
+    """``x.view(dtype)``: the same memory read as `dtype` (not differentiable); a
+    different element size rescales the last dim, which must be contiguous."""
+    dt = _dt.as_dtype(dtype)
+    a = input.detach()._data
+    try:
+        out = a.view(np.dtype(dt.np))
+    except ValueError as e:
+        raise RuntimeError(f"view({dt.name}): a tensor of shape {tuple(input.shape)} and dtype "
+                           f"{input.dtype.name} cannot be viewed as {dt.name}: {e}") from None
+    return Tensor._wrap(out, dt, input.device)
