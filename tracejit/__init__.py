@@ -27,6 +27,7 @@ from .ops import true_divide, divide, multiply, subtract, negative, broadcast_to
 from . import autograd  # noqa: E402
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
 from .autograd.grad_mode import is_inference_mode_enabled  # noqa: E402,F401
+from .loss_functions import *  # noqa: E402,F401,F403  (torch's integer-reduction spellings)
 
 bool = bool_  # noqa: A001  (tracejit.bool, like torch.bool)
 float = float32  # noqa: A001
