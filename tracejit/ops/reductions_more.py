@@ -13,6 +13,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
+from ..errors import ShapeError
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import tensor
@@ -371,10 +372,22 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
 
 def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None,
                  sorter=None):
+    """Indices where `input`'s values would go in the last dim of `sorted_sequence` (sorted
+    ascending, or put in order by the indices `sorter`) to keep it sorted."""
     refuse_tracing("searchsorted", "its inputs")
     if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        if right and side == "left":
+            raise ValueError("searchsorted: side='left' and right=True contradict each other")
         right = side == "right"
     seq = sorted_sequence.numpy()
+    if sorter is not None:
+        order = sorter.numpy() if isinstance(sorter, Tensor) else np.asarray(sorter)
+        if order.shape != seq.shape:
+            raise ShapeError(f"searchsorted: sorter of shape {order.shape} should have the sorted "
+                             f"sequence's shape {seq.shape}")
+        seq = np.take_along_axis(seq, order.astype(np.int64), -1)
     vals = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
     s = "right" if right else "left"
     if seq.ndim == 1:
@@ -387,5 +400,8 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
 
 
 def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
+    """The bucket of each element of `input` among the sorted 1-D `boundaries`."""
+    if boundaries.ndim != 1:
+        raise ShapeError(f"bucketize: boundaries must be 1-D, got shape {tuple(boundaries.shape)}")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
