@@ -46,3 +46,17 @@ def test_multiprocessing_spawn_runs_and_reports_failures():
     with pytest.raises(tj.multiprocessing.ProcessRaisedException, match="exit code"):
         tj.multiprocessing.spawn(operator.truediv, args=(0,), nprocs=1)
     assert tj.multiprocessing.Queue is not None
+
+
+@pytest.mark.parametrize("fill", [
+    lambda g: tj.empty(4).uniform_(generator=g), lambda g: tj.empty(4).normal_(generator=g),
+    lambda g: tj.empty(4).exponential_(generator=g), lambda g: tj.empty(4).random_(0, 10, generator=g),
+    lambda g: tj.empty(4).cauchy_(generator=g), lambda g: tj.empty(4).log_normal_(generator=g),
+    lambda g: tj.empty(4).geometric_(0.3, generator=g),
+    lambda g: tj.nn.init.orthogonal_(tj.empty(3, 3), generator=g),
+    lambda g: tj.nn.init.sparse_(tj.empty(4, 3), 0.5, generator=g)])
+def test_in_place_fills_draw_from_the_generator_given(fill):
+    first = fill(tj.Generator().manual_seed(3))
+    tj.manual_seed(0)
+    tj.rand(5)                                   # the global stream moves; the generator's does not
+    assert fill(tj.Generator().manual_seed(3)).tolist() == first.tolist()

@@ -154,24 +154,29 @@ class CompatMethods:
         if to is None:
             from_, to = (0, from_) if from_ else (0, 2 ** 24 if self.dtype.is_floating_point
                                                   else int(np.iinfo(self.dtype.np).max))
-        drawn = _ops.randint(int(from_), int(to), tuple(self.shape), device=self.device)
+        with _ops.drawing_from(generator, "random_"):
+            drawn = _ops.randint(int(from_), int(to), tuple(self.shape), device=self.device)
         return self._assign(_ops.cast(drawn, self.dtype), "random_")
 
     def exponential_(self, lambd: float = 1.0, *, generator=None):
-        u = _ops.rand(*tuple(self.shape), dtype=self.dtype, device=self.device)
+        with _ops.drawing_from(generator, "exponential_"):
+            u = _ops.rand(*tuple(self.shape), dtype=self.dtype, device=self.device)
         return self._assign(-_ops.log1p(-u) / lambd, "exponential_")
 
     def geometric_(self, p: float, *, generator=None):
-        u = _ops.rand(*tuple(self.shape), dtype=_dt.float64, device=self.device)
+        with _ops.drawing_from(generator, "geometric_"):
+            u = _ops.rand(*tuple(self.shape), dtype=_dt.float64, device=self.device)
         out = _ops.ceil(_ops.log1p(-u) / float(np.log1p(-p)))
         return self._assign(_ops.cast(out, self.dtype), "geometric_")
 
     def cauchy_(self, median: float = 0.0, sigma: float = 1.0, *, generator=None):
-        u = _ops.rand(*tuple(self.shape), dtype=self.dtype, device=self.device)
+        with _ops.drawing_from(generator, "cauchy_"):
+            u = _ops.rand(*tuple(self.shape), dtype=self.dtype, device=self.device)
         return self._assign(median + sigma * _ops.tan((u - 0.5) * np.pi), "cauchy_")
 
     def log_normal_(self, mean: float = 1.0, std: float = 2.0, *, generator=None):
-        z = _ops.randn(*tuple(self.shape), dtype=self.dtype, device=self.device)
+        with _ops.drawing_from(generator, "log_normal_"):
+            z = _ops.randn(*tuple(self.shape), dtype=self.dtype, device=self.device)
         return self._assign(_ops.exp(z * std + mean), "log_normal_")
 
     def bernoulli_(self, p=0.5, *, generator=None):

@@ -208,14 +208,14 @@ class InPlaceMethods:
                 return _ops.where(everywhere, new, self)
         return new
 
-    def uniform_(self, a=0.0, b=1.0):
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
         from .ops import random as R
-        with _no_grad():
+        with _no_grad(), R.drawing_from(generator, "uniform_"):
             return self._assign(R.rand(*self.shape, dtype=self.dtype, device=self.device) * (b - a) + a, "uniform_")
 
-    def normal_(self, mean=0.0, std=1.0):
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
         from .ops import random as R
-        with _no_grad():
+        with _no_grad(), R.drawing_from(generator, "normal_"):
             return self._assign(R.randn(*self.shape, dtype=self.dtype, device=self.device) * std + mean, "normal_")
 
     __iadd__ = add_

@@ -54,3 +54,10 @@ def test_only_the_default_group():
     import tracejit.distributed as dist
     with pytest.raises(ValueError, match="only the default process group"):
         dist.all_reduce(tj.ones(2), group=object())
+    with pytest.raises(ValueError, match="get_rank: only the default process group"):
+        dist.get_rank(group=object())
+    # dist.group.WORLD names the default group: only the missing group is complained of
+    assert dist.group.WORLD is dist.GroupMember.WORLD
+    if not dist.is_initialized():
+        with pytest.raises(RuntimeError, match=r"init_process_group\(\)"):
+            dist.get_world_size(dist.group.WORLD)

@@ -11,8 +11,9 @@ from __future__ import annotations
 from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, all_gather_object,
                           all_reduce, broadcast, broadcast_object_list, gather, reduce, reduce_scatter,
                           reduce_scatter_tensor, scatter)
-from .process_group import (abort, barrier, default_pg_timeout, destroy_process_group, get_backend, get_rank,
-                            get_world_size, init_process_group, is_available, is_initialized)
+from .process_group import (GroupMember, abort, barrier, default_pg_timeout, destroy_process_group,
+                            get_backend, get_rank, get_world_size, group, init_process_group, is_available,
+                            is_initialized)
 from .ulfm import is_ulfm_available, shrink
 from .watchdog import (DistError, DistTimeoutError, PeerBlockedError, PeerExitedError,
                        ProcessFailedError)
@@ -22,4 +23,4 @@ __all__ = ["init_process_group", "is_initialized", "is_available", "get_rank", "
            "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
            "reduce", "gather", "scatter", "broadcast_object_list", "all_gather_object", "default_pg_timeout",
            "shrink", "is_ulfm_available", "DistError", "DistTimeoutError", "PeerExitedError", "PeerBlockedError",
-           "ProcessFailedError"]
+           "ProcessFailedError", "group", "GroupMember"]

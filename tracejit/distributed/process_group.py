@@ -25,7 +25,8 @@ from .channel import Channel
 from .watchdog import DistError, Watchdog
 
 __all__ = ["init_process_group", "is_initialized", "is_available", "get_rank", "get_world_size",
-           "barrier", "destroy_process_group", "get_backend", "abort", "default_pg_timeout"]
+           "barrier", "destroy_process_group", "get_backend", "abort", "default_pg_timeout", "group",
+           "GroupMember"]
 
 # How long one collective may wait before it raises DistTimeoutError. Departed and
 # mismatched peers are detected within a second without it: the timeout only ends waits
@@ -236,8 +237,18 @@ def abort(errorcode: int = 1) -> None:
     _abort_now(_require("abort"), errorcode)
 
 
+class GroupMember:
+    """``dist.group.WORLD`` / ``dist.GroupMember.WORLD``: the default group, which is the only
+    group here; passing it is the same as passing ``group=None``."""
+    WORLD = object()
+    NON_GROUP_MEMBER = object()
+
+
+group = GroupMember
+
+
 def _require(what: str, group=None) -> _Group:
-    if group is not None and group is not _group:
+    if group is not None and group is not _group and group is not GroupMember.WORLD:
         raise ValueError(f"{what}: only the default process group exists in tracejit.distributed "
                          f"(pass group=None), got {group!r}")
     if _group is None:
@@ -252,16 +263,16 @@ def is_initialized() -> bool:
 
 
 def get_backend(group=None) -> str:
-    _require("get_backend")
+    _require("get_backend", group)
     return "mpi"
 
 
 def get_rank(group=None) -> int:
-    return _require("get_rank").rank
+    return _require("get_rank", group).rank
 
 
 def get_world_size(group=None) -> int:
-    return _require("get_world_size").size
+    return _require("get_world_size", group).size
 
 
 def barrier(group=None, async_op: bool = False):

@@ -171,11 +171,12 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     import numpy as np
 
     from ..ops.creation import tensor as _tensor
-    from ..ops.random import randn
+    from ..ops.random import drawing_from, randn
     if tensor.numel() == 0:
         return tensor
     rows, cols = tensor.shape[0], tensor.numel() // tensor.shape[0]
-    flat = randn(rows, cols, dtype="float64")._host()
+    with drawing_from(generator, "orthogonal_"):
+        flat = randn(rows, cols, dtype="float64")._host()
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
@@ -195,12 +196,13 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
     import numpy as np
 
     from ..ops.creation import tensor as _tensor
-    from ..ops.random import randn, randperm
+    from ..ops.random import drawing_from, randn, randperm
     rows, cols = tensor.shape
     zeros = int(math.ceil(sparsity * rows))
-    vals = randn(rows, cols, dtype="float64")._host() * std
-    for c in range(cols):
-        vals[randperm(rows)._host()[:zeros], c] = 0
+    with drawing_from(generator, "sparse_"):
+        vals = randn(rows, cols, dtype="float64")._host() * std
+        for c in range(cols):
+            vals[randperm(rows)._host()[:zeros], c] = 0
     with no_grad():
         return tensor.copy_(_tensor(np.asarray(vals), dtype=tensor.dtype, device=tensor.device))
 
