@@ -113,3 +113,18 @@ def test_reads_are_noted_only_while_capturing():
         m.temp
         assert "__getattribute__" in vars(nn.Module)
     assert (id(m), "temp") in read and "__getattribute__" not in vars(nn.Module)
+
+
+def test_a_module_passed_as_an_argument_is_guarded_like_a_compiled_module():
+    m, _, x = _pair()
+    f = tj.compile(lambda mod, inp: mod(inp).sum())
+    assert float(f(m, x)) == float(m(x).sum())
+    m.lin.weight = nn.Parameter(m.lin.weight.detach() * 2)      # rebound: followed, no recapture
+    assert float(f(m, x)) == float(m(x).sum())
+    m.mask = tj.zeros(2)                                           # a rebound tensor attribute
+    assert float(f(m, x)) == float(m(x).sum())
+    m.temp = 4.0                                                   # a read attribute: captures again
+    assert float(f(m, x)) == float(m(x).sum())
+    m.eval()
+    assert float(f(m, x)) == float(m(x).sum())
+    assert any("temp" in r for r in f.cache_stats()["recompile_reasons"])

@@ -303,6 +303,7 @@ class Capture:
         return optimize(ctx.graph(out_atoms, name=self.__name__)), ctx.const_tensors
 
     def _capture(self, leaves, spec, descs, gm):
+        """Trace the function for these leaves and build the entry that replays it."""
         allow_symbols = True
         refused: set = set()   # dims a symbolic attempt could not trace: static from now on
         symbolic: list = []
@@ -314,8 +315,10 @@ class Capture:
             sdescs = self._symbolic_descs(descs, allow_symbols)
             symbolic = [(d.name, j) for d in sdescs if d.kind == "tensor"
                         for j, s in enumerate(d.shape) if isinstance(s, str)]
-            # a module's guard notes the attributes the forward reads (module_guard.py)
-            rec = getattr(self._extra_guard, "recording", None)
+            # a module's guard notes the attributes the forward reads (module_guard.py);
+            # so does a capture with modules among its arguments
+            modules = _module_arguments(sdescs)
+            rec = getattr(self._extra_guard, "recording", None) or (_recording() if modules else None)
             try:
                 with rec() if rec is not None else contextlib.nullcontext() as read:
                     ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
@@ -353,6 +356,9 @@ class Capture:
         if extra is not None and hasattr(extra, "snapshot"):
             # the state this capture saw, checked on every call
             extra = extra.snapshot(consts, ctx.state_writes, read)
+        if modules:
+            from .module_guard import with_module_arguments
+            extra = with_module_arguments(extra, modules, consts, ctx.state_writes, read)
         decisions = list(ctx.decisions)
         autocast = _autocast.current()
         guard, src = build_guard(sdescs, const_descs, gm, extra,
@@ -475,3 +481,18 @@ def _dt_like(x) -> bool:
 
 def _ac_name(dtype) -> str:
     return "off" if dtype is None else dtype.name
+
+
+def _module_arguments(descs) -> list:
+    """The nn.Modules among a call's specialized arguments (held by identity)."""
+    found = []
+    for d in descs:
+        if d.kind == "const" and d.value is not None and hasattr(d.value, "named_modules") \
+                and hasattr(d.value, "_parameters") and all(d.value is not m for m in found):
+            found.append(d.value)
+    return found
+
+
+def _recording():
+    from .module_guard import recording
+    return recording

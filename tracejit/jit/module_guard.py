@@ -25,7 +25,7 @@ from ..nn import module as _module
 from ..ops import registry as _reg
 from ..tensor import Tensor
 
-__all__ = ["ModuleStateGuard", "recording"]
+__all__ = ["ModuleStateGuard", "recording", "with_module_arguments"]
 
 _SCALARS = (bool, int, float, str, type(None))
 
@@ -182,3 +182,38 @@ class _StateCheck:
         out = self._differences()
         return out or ["a tensor of the module was rebound with another dtype, shape or "
                        "requires_grad, or a written buffer was rebound"]
+
+
+class _AllChecks:
+    """Several state checks as one: the function's own and one per module argument."""
+
+    def __init__(self, checks: list):
+        self.checks = checks
+
+    def __call__(self) -> bool:
+        for c in self.checks:
+            if not c():
+                return False
+        return True
+
+    def text(self) -> str:
+        return "; ".join(c.text() for c in self.checks if hasattr(c, "text"))
+
+    def describe(self) -> list:
+        out = []
+        for c in self.checks:
+            if not c():
+                describe = getattr(c, "describe", None)
+                out += describe() if describe is not None else ["a custom guard failed"]
+        return out
+
+
+def with_module_arguments(check, modules: list, consts: list, writes, read: Optional[set]):
+    """`check` (or None) extended with the state check of each module passed as an
+    argument, which a capture also reads through: a parameter or buffer rebound by name
+    (``m.w = nn.Parameter(...)``) is put in the entry's place, another change captures again."""
+    checks = [] if check is None else [check]
+    checks += [_StateCheck(m, consts, writes, read) for m in modules]
+    if not checks:
+        return None
+    return checks[0] if len(checks) == 1 else _AllChecks(checks)
