@@ -38,3 +38,11 @@ def test_sequential_pop_renumbers_and_slices():
     assert [n for n, _ in m.named_children()] == ["0", "1"]
     part = m.pop(slice(0, 1))
     assert isinstance(part, tj.nn.Sequential) and len(part) == 1 and len(m) == 1
+
+
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_load_state_dict_result_text(lib):
+    m = lib.nn.Linear(2, 2)
+    assert repr(m.load_state_dict(m.state_dict())) == "<All keys matched successfully>"
+    r = m.load_state_dict({"weight": m.weight.detach()}, strict=False)
+    assert str(r) == "_IncompatibleKeys(missing_keys=['bias'], unexpected_keys=[])"

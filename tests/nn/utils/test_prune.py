@@ -159,3 +159,17 @@ def test_errors_as_pytorch():
         P.l1_unstructured(lin, "weight", amount=10)
     # the failed pruning left the module as it was
     assert [n for n, _ in lin.named_parameters()] == ["bias", "weight"] and not lin._forward_pre_hooks
+
+
+def test_checkpoint_loads_into_identity_pruned_model():
+    P = tj.nn.utils.prune
+    m = tj.nn.Sequential(tj.nn.Linear(6, 8), tj.nn.ReLU(), tj.nn.Linear(8, 3))
+    P.l1_unstructured(m[0], "weight", 0.5)
+    P.ln_structured(m[2], "weight", 0.34, n=1, dim=1)
+    fresh = tj.nn.Sequential(tj.nn.Linear(6, 8), tj.nn.ReLU(), tj.nn.Linear(8, 3))
+    for i in (0, 2):
+        P.identity(fresh[i], "weight")
+    r = fresh.load_state_dict(m.state_dict())
+    assert r.missing_keys == [] and r.unexpected_keys == []
+    x = tj.randn(4, 6)
+    np.testing.assert_array_equal(fresh(x).detach().numpy(), m(x).detach().numpy())
