@@ -79,6 +79,12 @@ class Sequential(Module):
             self.append(m)
         return self
 
+    def pop(self, key):
+        """Remove the module (or slice of modules, as a Sequential) at `key` and return it."""
+        v = self[key]
+        del self[key]
+        return v
+
     def insert(self, index: int, module: Module) -> "Sequential":
         if not isinstance(module, Module):
             raise TypeError(f"Sequential.insert: expected a Module, got {type(module).__name__}")

@@ -21,7 +21,13 @@ from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]
 
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+class _IncompatibleKeys(namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    def __repr__(self) -> str:
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
 class RemovableHandle:
@@ -361,6 +367,13 @@ class Module:
             raise AttributeError(f"{type(mod).__name__} has no parameter {name!r}")
         return mod._parameters[name]
 
+    def get_buffer(self, target: str) -> Tensor:
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"{type(mod).__name__} has no buffer {name!r}")
+        return mod._buffers[name]
+
     # ---- modes and bulk changes ---------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":
         if not isinstance(mode, bool):
@@ -427,6 +440,12 @@ class Module:
 
     def cpu(self) -> "Module":
         return self.to("cpu")
+
+    def share_memory(self) -> "Module":
+        """Calls ``share_memory_`` on every tensor (tensors stay in this process's memory)."""
+        for t in list(self.parameters()) + list(self.buffers()):
+            t.share_memory_()
+        return self
 
     def cuda(self, device=None) -> "Module":
         return self.to("cuda" if device is None else (f"cuda:{device}" if isinstance(device, int) else device))

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import math
+import types
+import warnings
 from bisect import bisect_right
 from typing import Callable
 
@@ -35,9 +37,19 @@ class LRScheduler:
     def get_last_lr(self) -> list[float]:
         return list(self._last_lr)
 
-    def step(self) -> None:
-        self.last_epoch += 1
-        lrs = self.get_lr()
+    def step(self, epoch: int | None = None) -> None:
+        """Advance one epoch. ``step(epoch)`` (deprecated in PyTorch, still accepted there)
+        jumps to `epoch`, using the schedule's closed form where it has one."""
+        if epoch is None:
+            self.last_epoch += 1
+            lrs = self.get_lr()
+        else:
+            warnings.warn("the epoch argument of scheduler.step() is deprecated: call scheduler.step() "
+                          "once per epoch; with an epoch the closed form is used where available",
+                          UserWarning, stacklevel=2)
+            self.last_epoch = epoch
+            closed = getattr(self, "_get_closed_form_lr", None)
+            lrs = closed() if closed is not None else self.get_lr()
         for g, lr in zip(self.optimizer.param_groups, lrs):
             g["lr"] = lr
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
@@ -64,6 +76,9 @@ class StepLR(LRScheduler):
             return [g["lr"] for g in self.optimizer.param_groups]
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
 
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
 
 class MultiStepLR(LRScheduler):
     """Multiply the lr by `gamma` at each epoch listed in `milestones`."""
@@ -77,6 +92,8 @@ class MultiStepLR(LRScheduler):
         k = bisect_right(self.milestones, self.last_epoch)
         return [base * self.gamma ** k for base in self.base_lrs]
 
+    _get_closed_form_lr = get_lr
+
 
 class ExponentialLR(LRScheduler):
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
@@ -87,6 +104,27 @@ class ExponentialLR(LRScheduler):
         if self.last_epoch == 0:
             return [g["lr"] for g in self.optimizer.param_groups]
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
+
+
+def _lambdas_state(self) -> dict:
+    """PyTorch's state of a schedule of lr_lambdas: plain functions are stored as None,
+    callable objects by their ``__dict__``."""
+    state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+    state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                           for fn in self.lr_lambdas]
+    return state
+
+
+def _load_lambdas_state(self, state_dict: dict) -> None:
+    state_dict = dict(state_dict)
+    lambdas = state_dict.pop("lr_lambdas", None) or []
+    self.__dict__.update(state_dict)
+    for fn, attrs in zip(self.lr_lambdas, lambdas):
+        if attrs is not None:
+            fn.__dict__.update(attrs)
 
 
 class LambdaLR(LRScheduler):
@@ -103,8 +141,8 @@ class LambdaLR(LRScheduler):
     def get_lr(self) -> list[float]:
         return [base * fn(self.last_epoch) for base, fn in zip(self.base_lrs, self.lr_lambdas)]
 
-    def state_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+    state_dict = _lambdas_state
+    load_state_dict = _load_lambdas_state
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -120,6 +158,10 @@ class CosineAnnealingLR(LRScheduler):
         c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
 
+    _get_closed_form_lr = get_lr
+
+
+_LRScheduler = LRScheduler   # PyTorch's older name, kept there as an alias
 
 __all__ += ["OneCycleLR", "ReduceLROnPlateau"]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import LRScheduler, _lambdas_state, _load_lambdas_state
 
 __all__ = ["LinearLR", "ConstantLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
            "CyclicLR", "SequentialLR", "ChainedScheduler"]
@@ -32,6 +32,11 @@ class LinearLR(LRScheduler):
             self.total_iters * self.start_factor + (self.last_epoch - 1) * (self.end_factor - self.start_factor))
         return [lr * f for lr in lrs]
 
+    def _get_closed_form_lr(self):
+        f = self.start_factor + (self.end_factor - self.start_factor) * min(self.total_iters, self.last_epoch) \
+            / self.total_iters
+        return [base * f for base in self.base_lrs]
+
 
 class ConstantLR(LRScheduler):
     """The lr times `factor` until total_iters steps, then the lr itself."""
@@ -50,6 +55,10 @@ class ConstantLR(LRScheduler):
             return lrs
         return [lr / self.factor for lr in lrs]
 
+    def _get_closed_form_lr(self):
+        f = self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor)
+        return [base * f for base in self.base_lrs]
+
 
 class MultiplicativeLR(LRScheduler):
     """Multiply the lr by lr_lambda(epoch) at every step after the first."""
@@ -65,6 +74,9 @@ class MultiplicativeLR(LRScheduler):
             return [lr * f(self.last_epoch) for lr, f in zip(lrs, self.lr_lambdas)]
         return lrs
 
+    state_dict = _lambdas_state
+    load_state_dict = _load_lambdas_state
+
 
 class PolynomialLR(LRScheduler):
     def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
@@ -77,6 +89,10 @@ class PolynomialLR(LRScheduler):
             return lrs
         f = ((1.0 - self.last_epoch / self.total_iters) / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
         return [lr * f for lr in lrs]
+
+    def _get_closed_form_lr(self):
+        f = (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+        return [base * f for base in self.base_lrs]
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
@@ -179,6 +195,7 @@ class SequentialLR(LRScheduler):
     def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
         if len(milestones) != len(schedulers) - 1:
             raise ValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones, got {len(milestones)}")
+        _same_optimizer("SequentialLR", schedulers, optimizer)
         self.optimizer, self._schedulers, self._milestones = optimizer, list(schedulers), list(milestones)
         self.last_epoch = last_epoch + 1
         for g in optimizer.param_groups:
@@ -209,12 +226,20 @@ class ChainedScheduler(LRScheduler):
     def __init__(self, schedulers, optimizer=None):
         self._schedulers = list(schedulers)
         self.optimizer = optimizer if optimizer is not None else self._schedulers[0].optimizer
+        _same_optimizer("ChainedScheduler", self._schedulers, self.optimizer)
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
     def step(self) -> None:
         for s in self._schedulers:
             s.step()
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
+
+
+def _same_optimizer(what: str, schedulers, optimizer) -> None:
+    for i, s in enumerate(schedulers):
+        if getattr(s, "optimizer", None) is not optimizer:
+            raise ValueError(f"{what} expects all schedulers to belong to the same optimizer, but got "
+                             f"scheduler {type(s).__name__} at index {i} with a different optimizer")
 
 
 def _initial_step(self) -> None:

@@ -1,6 +1,6 @@
 """``nn.utils``: gradient clipping, flattening parameters to one vector, weight and spectral
-norm (hooks and parametrizations), fusing BatchNorm into the layer before it, and packed
-sequences (``nn.utils.rnn``)."""
+norm (hooks and parametrizations), pruning (``nn.utils.prune``), fusing BatchNorm into the
+layer before it, and packed sequences (``nn.utils.rnn``)."""
 from __future__ import annotations
 
 import math
@@ -109,9 +109,9 @@ def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None)
 from . import rnn  # noqa: E402,F401
 from .fusion import *  # noqa: E402,F401,F403
 from .fusion import __all__ as _fusion_all  # noqa: E402
-from . import parametrizations, parametrize, stateless  # noqa: E402,F401
+from . import parametrizations, parametrize, prune, stateless  # noqa: E402,F401
 from .norms import remove_spectral_norm, remove_weight_norm, spectral_norm, weight_norm  # noqa: E402,F401
-__all__ += ["get_total_norm", "clip_grads_with_norm_", "rnn", "parametrize", "parametrizations", "stateless",
+__all__ += ["get_total_norm", "clip_grads_with_norm_", "rnn", "parametrize", "parametrizations", "prune", "stateless",
             "weight_norm", "remove_weight_norm", "spectral_norm", "remove_spectral_norm"] + _fusion_all
 
 clip_grad_norm = clip_grad_norm_   # PyTorch's deprecated spelling

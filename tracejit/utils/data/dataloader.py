@@ -32,9 +32,9 @@ def default_collate(batch: list) -> Any:
     """Stack a list of samples into a batch, recursing into tuples, lists and dicts.
 
     Tensors and numpy arrays are stacked along a new first dim, Python floats become a
-    float64 tensor and ints an int64 tensor (bools a bool tensor), strings stay a
-    list; a tuple or list sample gives a list of collated fields and a dict sample a
-    dict, as in PyTorch.
+    float64 tensor and ints an int64 tensor (bools a bool tensor), strings stay the
+    sequence they came in; a tuple or list sample gives a list of collated fields and a
+    dict sample a dict, as in PyTorch.
     """
     from ...ops import stack, tensor
     if not isinstance(batch, (list, tuple)) or not batch:
@@ -63,7 +63,7 @@ def default_collate(batch: list) -> Any:
     if isinstance(elem, int):
         return tensor(batch, dtype=_dt.int64)
     if isinstance(elem, (str, bytes)):
-        return list(batch)
+        return batch      # as given: a field of tuple samples stays a tuple, as in PyTorch
     if isinstance(elem, collections.abc.Mapping):
         out = {key: default_collate([d[key] for d in batch]) for key in elem}
         try:
@@ -71,12 +71,12 @@ def default_collate(batch: list) -> Any:
         except TypeError:
             return out
     if _is_namedtuple(elem):
-        return type(elem)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(elem)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(elem, collections.abc.Sequence):
         n = len(elem)
         if any(len(b) != n for b in batch):
             raise RuntimeError("default_collate: each element in list of batch should be of equal size")
-        return [default_collate(list(s)) for s in zip(*batch)]
+        return [default_collate(s) for s in zip(*batch)]
     raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts or "
                     f"lists; found {type(elem).__name__}")
 
