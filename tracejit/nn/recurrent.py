@@ -30,7 +30,7 @@ from .parameter import Parameter
 from ..ops.gru_layer import gru_cell, gru_layer_fm
 from ..ops.lstm_layer import lstm_layer_fm
 from ..ops.rnn_layer import rnn_cell, rnn_layer_fm
-from .recurrent_grad import chunk_gates, lstm_cell_gates
+from .recurrent_grad import chunk_gates, gru_cell_step, lstm_cell_gates, lstm_cell_step
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "rnn_tanh_step", "rnn_relu_step", "lstm_step", "gru_step"]
@@ -413,12 +413,17 @@ class _CellBase(Module):
         batched, states = self._check(input, states, names)
         x = input if batched else _ops.unsqueeze(input, 0)
         if self.mode == "GRU":   # its hidden projection is gated apart (r * (W_hn h + b_hn))
-            gi = F.linear(x, self.weight_ih, self.bias_ih)
-            out = gru_step(gi, *states, self.weight_hh, self.bias_hh)
+            out = gru_cell_step(x, *states, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+            if out is None:
+                gi = F.linear(x, self.weight_ih, self.bias_ih)
+                out = gru_step(gi, *states, self.weight_hh, self.bias_hh)
         elif self.mode == "LSTM" and _reg.trace_state.tracer is None:
-            # eagerly the layer's primitive on a sequence of one step: its one definition
+            # eagerly the layer's primitives on a sequence of one step: its one definition
             # of the cell (kernel and numpy form), the input projection in its product
-            out = _lstm_layer_step(x, states, (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh))
+            w = (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+            out = lstm_cell_step(x, *states, *w)
+            if out is None:
+                out = _lstm_layer_step(x, states, w)
         else:
             gates = _packed_proj(x, states[0], self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
             out = (lstm_cell_gates(gates, states[1]) if self.mode == "LSTM"
