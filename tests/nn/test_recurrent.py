@@ -33,7 +33,8 @@ def _np(t):
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: "L{}-b{:d}-bf{:d}-bi{:d}-h0{:d}-B{:d}".format(*o))
-def test_layer_matches_torch(kind, opts):
+@pytest.mark.parametrize("L", [6, 1])   # 1: a decoder's one-step call (the cells' one node)
+def test_layer_matches_torch(kind, opts, L):
     layers, bias, batch_first, bidir, with_state, batched = opts
     ours, theirs, extra = KINDS[kind]
     torch.manual_seed(0)
@@ -44,7 +45,7 @@ def test_layer_matches_torch(kind, opts):
     assert [n for n, _ in m.named_parameters()] == [n for n, _ in t.named_parameters()]
     _copy(m, t)
     rng = np.random.default_rng(1)
-    L, N, D = 6, 3, 2 if bidir else 1
+    N, D = 3, 2 if bidir else 1
     xshape = ((N, L, 5) if batch_first else (L, N, 5)) if batched else (L, 5)
     x = rng.standard_normal(xshape)
     sshape = (layers * D, N, 4) if batched else (layers * D, 4)

@@ -30,7 +30,7 @@ from .parameter import Parameter
 from ..ops.gru_layer import gru_cell, gru_layer_fm
 from ..ops.lstm_layer import lstm_layer_fm
 from ..ops.rnn_layer import rnn_cell, rnn_layer_fm
-from .recurrent_grad import chunk_gates, lstm_cell_gates
+from .recurrent_grad import chunk_gates, gru_cell_step, lstm_cell_gates, lstm_cell_step
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
            "rnn_tanh_step", "rnn_relu_step", "lstm_step", "gru_step"]
@@ -249,13 +249,32 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_m
     (`_lstm_layer`, `_gru_layer`, `_rnn_layer`: ops/lstm_layer.py, gru_layer.py,
     rnn_layer.py); the step functions above are the cells' math. A packed batch
     (`batch_sizes`) runs the same one op per layer and direction, its steps updating only
-    the sequences that have them."""
+    the sequences that have them. A one-step sequence of an LSTM or GRU runs eagerly as the
+    cells' one node (`lstm_cell_step`, `gru_cell_step`: the same primitives), without the
+    layer's shape ops around it (a decoder feeding one token a call: ~15 ops a step)."""
+    if (batch_sizes is None and _reg.trace_state.tracer is None and x.shape[0] == 1
+            and step in (lstm_step, gru_step)):
+        out = _one_step(step, x, state, weights)
+        if out is not None:
+            return out
     if step is lstm_step:
         return _lstm_layer(x, state, weights, reverse, batch_major, batch_sizes)
     if step is gru_step:
         return _gru_layer(x, state, weights, reverse, batch_major, batch_sizes)
     return _rnn_layer(x, state, weights, reverse, batch_major, "tanh" if step is rnn_tanh_step else "relu",
                       batch_sizes)
+
+
+def _one_step(step, x, state: tuple, weights: tuple):
+    """`_run_direction` of an LSTM or GRU over a one-step x (1, N, H_in) as one cell step
+    -> (out (1, N, H), state), or None where the cell step does not run as one node."""
+    x0 = _ops.squeeze(x, 0)
+    if step is gru_step:
+        w_ih, w_hh, b_ih, b_hh = weights
+        h = gru_cell_step(x0, state[0], w_ih, w_hh, b_ih, b_hh)
+        return None if h is None else (_ops.unsqueeze(h, 0), (h,))
+    hc = lstm_cell_step(x0, *state, *weights)
+    return None if hc is None else (_ops.unsqueeze(hc[0], 0), hc)
 
 
 def _time_major_rows(out, batch_major: bool):
@@ -413,12 +432,17 @@ class _CellBase(Module):
         batched, states = self._check(input, states, names)
         x = input if batched else _ops.unsqueeze(input, 0)
         if self.mode == "GRU":   # its hidden projection is gated apart (r * (W_hn h + b_hn))
-            gi = F.linear(x, self.weight_ih, self.bias_ih)
-            out = gru_step(gi, *states, self.weight_hh, self.bias_hh)
+            out = gru_cell_step(x, *states, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+            if out is None:
+                gi = F.linear(x, self.weight_ih, self.bias_ih)
+                out = gru_step(gi, *states, self.weight_hh, self.bias_hh)
         elif self.mode == "LSTM" and _reg.trace_state.tracer is None:
-            # eagerly the layer's primitive on a sequence of one step: its one definition
+            # eagerly the layer's primitives on a sequence of one step: its one definition
             # of the cell (kernel and numpy form), the input projection in its product
-            out = _lstm_layer_step(x, states, (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh))
+            w = (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
+            out = lstm_cell_step(x, *states, *w)
+            if out is None:
+                out = _lstm_layer_step(x, states, w)
         else:
             gates = _packed_proj(x, states[0], self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
             out = (lstm_cell_gates(gates, states[1]) if self.mode == "LSTM"

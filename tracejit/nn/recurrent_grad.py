@@ -13,6 +13,12 @@ tanh, the cell update: ~10 ops forward, ~20 backward, each with dispatch and a g
 node) is `lstm_cell_gates`, one node computed on the arrays, as PyTorch's eager cell is
 one fused kernel. Its backward is written on the arrays too, except under
 ``create_graph``, where it differentiates the same math written with tracejit ops.
+
+An eager LSTMCell or GRUCell step on the CPU is `lstm_cell_step` / `gru_cell_step`: the
+layer's two primitives (ops/lstm_prim.py, gru_prim.py; their loop kernels: the gate math
+and product the layers run) on a one-step sequence, called on the arrays inside one
+autograd node, so a step records one node instead of the layer op's ~15 shape ops, bias
+sum and output slices around it (GRUCell: ~10 elementwise ops and two products).
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..ops import registry as _reg
 from ..tensor import Tensor
 
-__all__ = ["chunk_gates", "lstm_cell_gates"]
+__all__ = ["chunk_gates", "lstm_cell_gates", "lstm_cell_step", "gru_cell_step"]
 
 
 class _ChunkGates(Function):
@@ -156,3 +162,147 @@ def lstm_cell_gates(gates, c) -> tuple:
             and tuple(gates.shape[:-1]) == tuple(c.shape[:-1]) and gates.shape[-1] == 4 * c.shape[-1]):
         return _LSTMCellGates.apply(gates, c)
     return _cell_math(gates, c)
+
+
+class _LSTMCellStep(Function):
+    """One LSTM cell step as one node: ``lstm_layer`` and ``lstm_layer_backward`` on a
+    one-step sequence (feature-major views of the batch-major h and c: no copies), the
+    input projection's gradients as two products, as the layer's."""
+
+    @staticmethod
+    def forward(ctx, x, h, c, w_ih, w_hh, b_ih, b_hh):
+        from ..ops.lstm_prim import LSTM_LAYER
+        ctx.set_materialize_grads(False)
+        xa, H = x._data[None], w_hh.shape[1]
+        b = _bias_sum(b_ih, b_hh, w_hh)
+        Z = LSTM_LAYER.run(np, xa, w_ih._data, w_hh._data, b, h._data.T, c._data.T, reverse=False)
+        ctx.Z, ctx.b = Z, b
+        ctx.save_for_backward(x, h, c, w_ih, w_hh, b_ih, b_hh)
+        wrap = lambda a: Tensor._wrap(a, x.dtype, x.device)  # noqa: E731
+        return wrap(Z[0, :H].T), wrap(Z[0, H:2 * H].T)
+
+    @staticmethod
+    def backward(ctx, dh, dc):
+        x, h, c, w_ih, w_hh, b_ih, b_hh = ctx.saved_tensors
+        if is_grad_enabled():   # create_graph: differentiate the cell written with tracejit ops
+            return _graph_grads(_lstm_step_ops, (x, h, c, w_ih, w_hh, b_ih, b_hh), (dh, dc))
+        if dh is None and dc is None:
+            return (None,) * 7
+        from ..ops.lstm_prim import LSTM_LAYER_BACKWARD, _matmul, _parts
+        N, H = h.shape[0], w_hh.shape[1]
+        dt = ctx.Z.dtype
+        zero = None
+        if dh is None or dc is None:
+            zero = np.zeros((H, N), dtype=dt)
+        d_y = np.zeros((1, H, N), dtype=dt)
+        res = LSTM_LAYER_BACKWARD.run(np, d_y, zero if dh is None else dh._data.T,
+                                      zero if dc is None else dc._data.T, x._data[None], w_ih._data,
+                                      w_hh._data, ctx.b, h._data.T, c._data.T, ctx.Z, reverse=False)
+        off = _parts(H, N)
+        G = res[off[4]:].reshape(N, 4 * H)
+        need = ctx.needs_input_grad
+        wrap = lambda a: Tensor._wrap(a, x.dtype, x.device)  # noqa: E731
+        d_b = wrap(res[off[1]:off[2]])
+        return (wrap(_matmul(np, G, w_ih._data)) if need[0] else None,
+                wrap(res[off[2]:off[3]].reshape(H, N).T) if need[1] else None,
+                wrap(res[off[3]:off[4]].reshape(H, N).T) if need[2] else None,
+                wrap(_matmul(np, G.T, x._data)) if need[3] else None,
+                wrap(res[off[0]:off[1]].reshape(4 * H, H)) if need[4] else None,
+                d_b if b_ih is not None and need[5] else None,
+                wrap(res[off[1]:off[2]].copy()) if b_hh is not None and need[6] else None)
+
+
+class _GRUCellStep(Function):
+    """One GRU cell step as one node: the input projection (one product), then
+    ``gru_layer`` and ``gru_layer_backward`` on a one-step sequence."""
+
+    @staticmethod
+    def forward(ctx, x, h, w_ih, w_hh, b_ih, b_hh):
+        from ..ops.gru_prim import GRU_LAYER
+        from ..ops.lstm_prim import _matmul
+        ctx.set_materialize_grads(False)
+        H = w_hh.shape[1]
+        gi = _matmul(np, x._data, w_ih._data.T)
+        if b_ih is not None:
+            gi += b_ih._data
+        b = np.zeros(3 * H, dtype=gi.dtype) if b_hh is None else b_hh._data
+        Z = GRU_LAYER.run(np, gi[None], w_hh._data, b, h._data.T, reverse=False)
+        ctx.arrays = (gi, b, Z)
+        ctx.save_for_backward(x, h, w_ih, w_hh, b_ih, b_hh)
+        return Tensor._wrap(Z[0, :H].T, x.dtype, x.device)
+
+    @staticmethod
+    def backward(ctx, dh):
+        x, h, w_ih, w_hh, b_ih, b_hh = ctx.saved_tensors
+        if is_grad_enabled():   # create_graph
+            from .recurrent import gru_step
+            from . import functional as F
+            return _graph_grads(lambda x, h, w_ih, w_hh, b_ih, b_hh: (
+                gru_step(F.linear(x, w_ih, b_ih), h, w_hh, b_hh),), (x, h, w_ih, w_hh, b_ih, b_hh), (dh,))
+        if dh is None:
+            return (None,) * 6
+        from ..ops.gru_prim import GRU_LAYER_BACKWARD, _parts
+        from ..ops.lstm_prim import _matmul
+        gi, b, Z = ctx.arrays
+        N, H = h.shape[0], w_hh.shape[1]
+        res = GRU_LAYER_BACKWARD.run(np, np.zeros((1, H, N), dtype=Z.dtype), dh._data.T, gi[None],
+                                     w_hh._data, b, h._data.T, Z, reverse=False)
+        off = _parts(H, N)
+        G = res[off[3]:].reshape(N, 3 * H)
+        need = ctx.needs_input_grad
+        wrap = lambda a: Tensor._wrap(a, x.dtype, x.device)  # noqa: E731
+        return (wrap(_matmul(np, G, w_ih._data)) if need[0] else None,
+                wrap(res[off[2]:off[3]].reshape(H, N).T) if need[1] else None,
+                wrap(_matmul(np, G.T, x._data)) if need[2] else None,
+                wrap(res[off[0]:off[1]].reshape(3 * H, H)) if need[3] else None,
+                wrap(G.sum(axis=0)) if b_ih is not None and need[4] else None,
+                wrap(res[off[1]:off[2]]) if b_hh is not None and need[5] else None)
+
+
+def _bias_sum(b_ih, b_hh, w_hh) -> np.ndarray:
+    if b_ih is None and b_hh is None:
+        return np.zeros(w_hh.shape[0], dtype=w_hh._data.dtype)
+    if b_ih is None or b_hh is None:
+        return (b_hh if b_ih is None else b_ih)._data
+    return b_ih._data + b_hh._data
+
+
+def _graph_grads(step, inputs: tuple, cotangents: tuple) -> tuple:
+    """A cell step's gradients as a differentiable graph (create_graph): ``step(*inputs)``,
+    the step written with tracejit ops, recomputed and differentiated."""
+    from ..autograd import grad
+    with enable_grad():
+        outs = [(o, d) for o, d in zip(step(*inputs), cotangents) if d is not None]
+        want = [t for t in inputs if t is not None and t.requires_grad]
+        got = iter(grad([o for o, _ in outs], want, [d for _, d in outs], create_graph=True,
+                        allow_unused=True))
+        return tuple(next(got) if t is not None and t.requires_grad else None for t in inputs)
+
+
+def _lstm_step_ops(x, h, c, w_ih, w_hh, b_ih, b_hh) -> tuple:
+    from . import functional as F
+    return _cell_math(F.linear(x, w_ih, b_ih) + F.linear(h, w_hh, b_hh), c)
+
+
+def _eager_cpu(x, *others) -> bool:
+    """Whether a cell step runs as one node on the arrays: eagerly (no trace), CPU,
+    float32/float64 operands of one dtype."""
+    return (_reg.trace_state.tracer is None and x.device.type == "cpu"
+            and x.dtype.name in ("float32", "float64")
+            and all(t is None or (t.device.type == "cpu" and t.dtype == x.dtype) for t in others))
+
+
+def lstm_cell_step(x, h, c, w_ih, w_hh, b_ih, b_hh):
+    """(h', c') of one LSTMCell step, x (N, I), h and c (N, H), as one autograd node
+    running the LSTM layer's primitives (eagerly on the CPU, float32/float64), else None."""
+    if not _eager_cpu(x, h, c, w_ih, w_hh, b_ih, b_hh):
+        return None
+    return _LSTMCellStep.apply(x, h, c, w_ih, w_hh, b_ih, b_hh)
+
+
+def gru_cell_step(x, h, w_ih, w_hh, b_ih, b_hh):
+    """h' of one GRUCell step, x (N, I), h (N, H), as one autograd node running the GRU
+    layer's primitives (eagerly on the CPU, float32/float64), else None."""
+    if not _eager_cpu(x, h, w_ih, w_hh, b_ih, b_hh):
+        return None
+    return _GRUCellStep.apply(x, h, w_ih, w_hh, b_ih, b_hh)
