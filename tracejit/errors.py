@@ -71,6 +71,11 @@ class SerializationError(TracejitError, ValueError):
     """tracejit.load was given a file it cannot read."""
 
 
+class LinAlgError(TracejitError):
+    """A linear-algebra routine met a matrix it cannot factor or solve with
+    (``tracejit.linalg.LinAlgError``, PyTorch's ``torch.linalg.LinAlgError``)."""
+
+
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _OURS = (_PKG_DIR, "<tracejit")   # our files, and the code we generate
 

@@ -14,12 +14,13 @@ from collections import namedtuple
 import numpy as np
 
 from . import dtypes as _dt
-from .errors import ShapeError
+from .errors import LinAlgError, ShapeError
 from .ops.creation import eye, tensor, zeros
 from .ops.elementwise import abs as _abs, sqrt
 from .ops.linalg import matmul
 from .ops.linalg_dense import cholesky, det, eigh, inv, pinv, qr, slogdet, solve, svd
 from .ops.linalg_factor import eig_parts, lu_factor_parts, eye_of, matrix_exp, pivots_to_perm, solve_triangular
+from .ops.linalg_ldl import ldl_factor_parts, ldl_solve as _ldl_solve
 from .ops.products import linalg_cross as cross
 from .ops.rearrange import diagonal as _diagonal
 from .ops.reductions import amax, amin, sum as _sum
@@ -28,7 +29,8 @@ __all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "inv_e
            "cholesky", "cholesky_ex", "eigh", "eigvalsh", "qr", "svd", "svdvals", "pinv",
            "matrix_power", "matrix_rank", "multi_dot", "vecdot", "cross", "diagonal", "matmul",
            "cond", "lstsq", "vander", "tensorinv", "tensorsolve", "eig", "eigvals", "matrix_exp",
-           "solve_triangular", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "householder_product"]
+           "solve_triangular", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "householder_product",
+           "ldl_factor", "ldl_factor_ex", "ldl_solve", "LinAlgError"]
 
 _Ex = namedtuple("_Ex", ["result", "info"])
 _Lstsq = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
@@ -36,6 +38,8 @@ _Eig = namedtuple("eig", ["eigenvalues", "eigenvectors"])
 _LU = namedtuple("lu", ["P", "L", "U"])
 _LUFactor = namedtuple("lu_factor", ["LU", "pivots"])
 _LUFactorEx = namedtuple("lu_factor_ex", ["LU", "pivots", "info"])
+_LDLFactor = namedtuple("ldl_factor", ["LD", "pivots"])
+_LDLFactorEx = namedtuple("ldl_factor_ex", ["LD", "pivots", "info"])
 _TriSolve = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
 
 
@@ -403,3 +407,35 @@ def nuclear_norm(input, dim=None, keepdim: bool = False):
 
 def frobenius_norm(input, dim=(-2, -1), keepdim: bool = False):
     return vector_norm(input, 2, tuple(dim) if not isinstance(dim, int) else dim, keepdim)
+
+
+def _ldl_checked(op, A, hermitian, check_errors):
+    if not isinstance(hermitian, bool):
+        raise TypeError(f"{op}: hermitian must be a bool, got {hermitian!r}")
+    ld, piv, info = ldl_factor_parts(A)
+    if check_errors:
+        bad = np.asarray(info.numpy())
+        if bad.any():
+            i = int(bad[bad > 0].min()) - 1         # LAPACK's info is 1-based
+            raise LinAlgError(f"{op}: the factorization could not be completed: D[{i}, {i}] is exactly zero "
+                              f"(the matrix is singular)")
+    return ld, piv, info
+
+
+def ldl_factor_ex(A, *, hermitian: bool = False, check_errors: bool = False):
+    """(LD, pivots, info): A = P L D L^T P^T of symmetric `A` (its lower triangle) with
+    Bunch-Kaufman pivoting, packed as LAPACK's sytrf (real matrices: `hermitian` is the same)."""
+    return _LDLFactorEx(*_ldl_checked("linalg.ldl_factor_ex", A, hermitian, check_errors))
+
+
+def ldl_factor(A, *, hermitian: bool = False):
+    """(LD, pivots) of `ldl_factor_ex`; a singular D raises LinAlgError."""
+    ld, piv, _ = _ldl_checked("linalg.ldl_factor", A, hermitian, True)
+    return _LDLFactor(ld, piv)
+
+
+def ldl_solve(LD, pivots, B, *, hermitian: bool = False):
+    """X with A X = B for A packed by `ldl_factor` (gradients reach B and LD)."""
+    if not isinstance(hermitian, bool):
+        raise TypeError(f"linalg.ldl_solve: hermitian must be a bool, got {hermitian!r}")
+    return _ldl_solve(LD, pivots, B)

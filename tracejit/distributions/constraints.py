@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __all__ = ["Constraint", "real", "positive", "nonnegative", "unit_interval", "simplex", "boolean",
            "nonnegative_integer", "positive_definite", "real_vector", "interval", "half_open_interval",
-           "integer_interval", "greater_than", "independent"]
+           "integer_interval", "greater_than", "independent", "lower_cholesky", "corr_cholesky"]
 
 
 class Constraint:
@@ -86,8 +86,30 @@ class _PositiveDefinite(Constraint):
 
         from ..ops.creation import tensor
         a = value.detach().numpy()
-        ok = np.allclose(a, np.swapaxes(a, -1, -2)) and bool((np.linalg.eigvalsh(a) > 0).all())
+        sym = np.isclose(a, np.swapaxes(a, -1, -2), atol=1e-6).all((-2, -1))
+        with np.errstate(invalid="ignore"):
+            ok = sym & (np.linalg.eigvalsh(np.where(sym[..., None, None], a, 0)).min(-1) > 0)
         return tensor(ok)
+
+
+class _LowerCholesky(Constraint):
+    """Lower-triangular square matrices with a positive diagonal."""
+    event_dim = 2
+
+    def check(self, value):
+        from ..ops.tensorfns import tril
+        lower = (tril(value) == value).all(-1).all(-1)
+        return lower & (value.diagonal(0, -2, -1) > 0).all(-1)
+
+
+class _CorrCholesky(_LowerCholesky):
+    """Cholesky factors of correlation matrices: lower Cholesky with rows of unit length."""
+
+    def check(self, value):
+        import numpy as np
+        tol = float(np.finfo(value.dtype.np).eps) * value.shape[-1] * 10
+        row_norm = (value.detach() ** 2).sum(-1).sqrt()
+        return super().check(value) & ((row_norm - 1.0).abs() <= tol).all(-1)
 
 
 class _Independent(Constraint):
@@ -110,6 +132,8 @@ simplex = _Simplex()
 boolean = _Boolean()
 nonnegative_integer = _NonnegativeInteger()
 positive_definite = _PositiveDefinite()
+lower_cholesky = _LowerCholesky()
+corr_cholesky = _CorrCholesky()
 real_vector = _RealVector()
 interval = _Interval
 half_open_interval = lambda lo, hi: _Interval(lo, hi, half_open=True)  # noqa: E731

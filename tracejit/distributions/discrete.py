@@ -14,6 +14,7 @@ from ..shapes import broadcast_shapes as _broadcast_shapes
 from ..tensor import Tensor
 from . import constraints
 from .distribution import Distribution, broadcast_all, register_kl
+from .exp_family import ExponentialFamily
 
 __all__ = ["Categorical", "Bernoulli", "OneHotCategorical"]
 
@@ -139,10 +140,11 @@ class OneHotCategorical(Distribution):
         return self._categorical.entropy()
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
+    _mean_carrier_measure = 0
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         _one_given(probs, logits, "Bernoulli")
@@ -171,6 +173,11 @@ class Bernoulli(Distribution):
     @property
     def mean(self):
         return self.probs
+
+    _natural_params = property(lambda self: (_ops.logit(self.probs),))
+
+    def _log_normalizer(self, x):
+        return _ops.log1p(_ops.exp(x))
 
     @property
     def mode(self):

@@ -108,6 +108,25 @@ class Distribution:
     def stddev(self):
         return self.variance.sqrt()
 
+    def expand(self, batch_shape, _instance=None):
+        """This distribution with its batch shape broadcast to `batch_shape`: the parameters
+        (and the distributions it is built on) expanded, no data copied."""
+        from ..size import Size
+        batch_shape = tuple(batch_shape)
+        nb = len(self._batch_shape)
+        new = type(self).__new__(type(self)) if _instance is None else _instance
+        new.__dict__.update(self.__dict__)
+        names = list(self.arg_constraints) if isinstance(self.arg_constraints, dict) else []
+        for name in names + ["_param"]:
+            v = self.__dict__.get(name)
+            if isinstance(v, Tensor) and v.ndim >= nb:
+                new.__dict__[name] = v.expand(batch_shape + tuple(v.shape[nb:]))
+        for name, v in self.__dict__.items():
+            if isinstance(v, Distribution):
+                new.__dict__[name] = v.expand(batch_shape + tuple(v.batch_shape[nb:]))
+        new._batch_shape = Size(batch_shape)
+        return new
+
     def enumerate_support(self, expand: bool = True):
         raise NotImplementedError(f"{type(self).__name__} has no enumerable support")
 

@@ -3,8 +3,8 @@ InverseGamma, FisherSnedecor and NegativeBinomial (drawn from tracejit's generat
 PyTorch's parameterizations, moments and the Pareto KL pairs PyTorch registers.
 
 PyTorch builds several of these as transformed distributions; the closed forms here give
-the same values. InverseGamma and FisherSnedecor have no ``rsample`` here because
-tracejit's Gamma has none (PyTorch's Gamma is reparameterized by implicit gradients).
+the same values. InverseGamma and FisherSnedecor are reparameterized through Gamma's
+implicit gradients (``implicit.py``), as PyTorch's are.
 """
 from __future__ import annotations
 
@@ -156,6 +156,7 @@ class Kumaraswamy(Distribution):
 class InverseGamma(Distribution):
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.positive
+    has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -173,8 +174,8 @@ class InverseGamma(Distribution):
         a = self.concentration
         return _ops.where(a > 2, self.rate ** 2 / ((a - 1) ** 2 * (a - 2)), _inf_like(a))
 
-    def sample(self, sample_shape=()):
-        return 1 / Gamma(self.concentration, self.rate, validate_args=False).sample(sample_shape)
+    def rsample(self, sample_shape=()):
+        return 1 / Gamma(self.concentration, self.rate, validate_args=False).rsample(sample_shape)
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -189,6 +190,7 @@ class InverseGamma(Distribution):
 class FisherSnedecor(Distribution):
     arg_constraints = {"df1": constraints.positive, "df2": constraints.positive}
     support = constraints.positive
+    has_rsample = True
 
     def __init__(self, df1, df2, validate_args=None):
         self.df1, self.df2 = broadcast_all(df1, df2)
@@ -210,12 +212,12 @@ class FisherSnedecor(Distribution):
         v = 2 * d2 ** 2 * (d1 + d2 - 2) / (d1 * (d2 - 2) ** 2 * (d2 - 4))
         return _ops.where(d2 > 4, v, d2.detach() * float("nan"))
 
-    def sample(self, sample_shape=()):
-        shape = self._extended_shape(sample_shape)
-        d1 = np.broadcast_to(self.df1.detach().numpy(), shape)
-        d2 = np.broadcast_to(self.df2.detach().numpy(), shape)
-        x = _draw(lambda rng, s: rng.f(d1, d2, s), shape, self.df1)
-        return x.clamp(min=float(np.finfo(self.df1.dtype.np).tiny))
+    def rsample(self, sample_shape=()):
+        """X1 / X2 of X_i ~ Gamma(df_i / 2, df_i / 2), reparameterized."""
+        tiny = float(np.finfo(self.df1.dtype.np).tiny)
+        x1 = Gamma(self.df1 * 0.5, self.df1 * 0.5, validate_args=False).rsample(sample_shape)
+        x2 = Gamma(self.df2 * 0.5, self.df2 * 0.5, validate_args=False).rsample(sample_shape)
+        return (x1 / x2.clamp(min=tiny)).clamp(min=tiny)
 
     def log_prob(self, value):
         self._validate_sample(value)

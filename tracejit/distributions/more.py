@@ -1,7 +1,8 @@
 """More distributions with PyTorch's parameterizations: Exponential, Laplace, Cauchy,
-Gumbel, HalfNormal, LogNormal (reparameterized), Gamma, Beta, Dirichlet, Poisson, Geometric,
-Binomial (sampled from tracejit's generator, no rsample), MultivariateNormal (through the
-Cholesky factor, reparameterized) and Independent (batch dims read as event dims)."""
+Gumbel, HalfNormal, LogNormal (reparameterized), Gamma, Beta, Dirichlet (reparameterized
+through gamma draws with implicit gradients), Poisson, Geometric, Binomial (sampled from
+tracejit's generator, no rsample), MultivariateNormal (through the Cholesky factor,
+reparameterized) and Independent (batch dims read as event dims)."""
 from __future__ import annotations
 
 import math
@@ -12,6 +13,8 @@ from .. import ops as _ops
 from ..ops import random as _random
 from . import constraints
 from .distribution import Distribution, LocScale, broadcast_all, register_kl
+from .exp_family import ExponentialFamily
+from .implicit import reparameterized_gamma
 from .normal_uniform import Normal
 
 __all__ = ["Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Gamma", "Beta",
@@ -20,20 +23,40 @@ __all__ = ["Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNorma
 _EULER = 0.5772156649015329
 
 
+def _standard_gamma(alpha):
+    """Gamma(alpha, 1) draws of alpha's shape with alpha's implicit gradient."""
+    draws = _draw(lambda rng, s: rng.standard_gamma(np.asarray(alpha.detach().numpy(), np.float64), s),
+                  tuple(alpha.shape), alpha)
+    tiny = float(np.finfo(alpha.dtype.np).tiny)
+    return reparameterized_gamma(alpha, draws.clamp(min=tiny))
+
+
+def _clamp_unit(x):
+    """`x` kept inside (0, 1) in its dtype (gradients pass where no clamp applies)."""
+    finfo = np.finfo(x.dtype.np)
+    return x.clamp(float(finfo.tiny), 1 - float(finfo.eps))
+
+
 def _draw(fn, shape, like):
     """Draws from tracejit's generator (numpy's `Generator.<fn>`), as a tensor like `like`."""
     arr = np.asarray(fn(_random.default_generator(), tuple(shape)), dtype=like.dtype.np)
     return _ops.tensor(arr, device=like.device)
 
 
-class Exponential(Distribution):
+class Exponential(ExponentialFamily):
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
         super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+
+    _natural_params = property(lambda self: (-self.rate,))
+
+    def _log_normalizer(self, x):
+        return -_ops.log(-x)
 
     mean = property(lambda self: 1 / self.rate)
     mode = property(lambda self: self.rate * 0)
@@ -165,9 +188,11 @@ class LogNormal(LocScale):
         return self._base.entropy() + self.loc
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
+    has_rsample = True
+    _mean_carrier_measure = 0
 
     def __init__(self, concentration, rate, validate_args=None):
         self.concentration, self.rate = broadcast_all(concentration, rate)
@@ -177,11 +202,18 @@ class Gamma(Distribution):
     mode = property(lambda self: ((self.concentration - 1) / self.rate).clamp(min=0))
     variance = property(lambda self: self.concentration / self.rate ** 2)
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
+        """Gamma draws with PyTorch's implicit reparameterization gradient in the
+        concentration (`implicit.standard_gamma_grad`) and the pathwise one in the rate."""
         shape = self._extended_shape(sample_shape)
-        a = np.broadcast_to(self.concentration.detach().numpy(), shape)
-        g = _draw(lambda rng, s: rng.standard_gamma(a, s), shape, self.rate)
-        return (g / self.rate.detach()).clamp(min=float(np.finfo(self.rate.dtype.np).tiny))
+        g = _standard_gamma(self.concentration.expand(shape))
+        value = g / self.rate.expand(shape)
+        return value.clamp(min=float(np.finfo(self.rate.dtype.np).tiny))
+
+    _natural_params = property(lambda self: (self.concentration - 1, -self.rate))
+
+    def _log_normalizer(self, x, y):
+        return _ops.lgamma(x + 1) + (x + 1) * _ops.log(-1 / y)
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -198,9 +230,10 @@ class Gamma(Distribution):
         return gammainc(self.concentration, self.rate * value)
 
 
-class Beta(Distribution):
+class Beta(ExponentialFamily):
     arg_constraints = {"concentration1": constraints.positive, "concentration0": constraints.positive}
     support = constraints.unit_interval
+    has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
         self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
@@ -215,11 +248,17 @@ class Beta(Distribution):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
+        """x = g1 / (g1 + g0) of two reparameterized gamma draws (pathwise gradients)."""
         shape = self._extended_shape(sample_shape)
-        a = np.broadcast_to(self.concentration1.detach().numpy(), shape)
-        b = np.broadcast_to(self.concentration0.detach().numpy(), shape)
-        return _draw(lambda rng, s: rng.beta(a, b, s), shape, self.concentration1)
+        g1 = _standard_gamma(self.concentration1.expand(shape))
+        g0 = _standard_gamma(self.concentration0.expand(shape))
+        return _clamp_unit(g1 / (g1 + g0))
+
+    _natural_params = property(lambda self: (self.concentration1, self.concentration0))
+
+    def _log_normalizer(self, x, y):
+        return _ops.lgamma(x) + _ops.lgamma(y) - _ops.lgamma(x + y)
 
     def _lbeta(self):
         a, b = self.concentration1, self.concentration0
@@ -237,9 +276,10 @@ class Beta(Distribution):
                 + (t - 2) * _ops.digamma(t))
 
 
-class Dirichlet(Distribution):
+class Dirichlet(ExponentialFamily):
     arg_constraints = {"concentration": constraints.independent(constraints.positive, 1)}
     support = constraints.simplex
+    has_rsample = True
 
     def __init__(self, concentration, validate_args=None):
         if concentration.ndim < 1:
@@ -255,11 +295,16 @@ class Dirichlet(Distribution):
         c0 = self.concentration.sum(-1, keepdim=True)
         return self.concentration * (c0 - self.concentration) / (c0 ** 2 * (c0 + 1))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
+        """Normalized reparameterized gamma draws (pathwise gradients)."""
         shape = self._extended_shape(sample_shape)
-        a = np.broadcast_to(self.concentration.detach().numpy(), shape)
-        g = _draw(lambda rng, s: rng.standard_gamma(a, s), shape, self.concentration)
-        return g / g.sum(-1, keepdim=True)
+        g = _standard_gamma(self.concentration.expand(shape))
+        return _clamp_unit(g / g.sum(-1, keepdim=True))
+
+    _natural_params = property(lambda self: (self.concentration,))
+
+    def _log_normalizer(self, x):
+        return _ops.lgamma(x).sum(-1) - _ops.lgamma(x.sum(-1))
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -274,7 +319,7 @@ class Dirichlet(Distribution):
                 - ((c - 1) * _ops.digamma(c)).sum(-1))
 
 
-class Poisson(Distribution):
+class Poisson(ExponentialFamily):
     arg_constraints = {"rate": constraints.nonnegative}
     support = constraints.nonnegative_integer
 
@@ -285,6 +330,10 @@ class Poisson(Distribution):
     mean = property(lambda self: self.rate)
     mode = property(lambda self: self.rate.floor())
     variance = property(lambda self: self.rate)
+    _natural_params = property(lambda self: (_ops.log(self.rate),))
+
+    def _log_normalizer(self, x):
+        return _ops.exp(x)
 
     def sample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -499,3 +548,31 @@ def _kl_mvn(p, q):
     diff = (q.loc - p.loc).unsqueeze(-1)
     term3 = (solve(lq, diff) ** 2).sum((-2, -1))
     return half_term1 + 0.5 * (term2 + term3 - d)
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    return (q.concentration * _ops.log(p.rate / q.rate) + _ops.lgamma(q.concentration) - _ops.lgamma(p.concentration)
+            + (p.concentration - q.concentration) * _ops.digamma(p.concentration)
+            + (q.rate - p.rate) * (p.concentration / p.rate))
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    sp, sq = p.concentration1 + p.concentration0, q.concentration1 + q.concentration0
+    return (q._lbeta() - p._lbeta() + (p.concentration1 - q.concentration1) * _ops.digamma(p.concentration1)
+            + (p.concentration0 - q.concentration0) * _ops.digamma(p.concentration0)
+            + (sq - sp) * _ops.digamma(sp))
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    sp, sq = p.concentration.sum(-1), q.concentration.sum(-1)
+    t2 = (_ops.lgamma(p.concentration) - _ops.lgamma(q.concentration)).sum(-1)
+    t4 = _ops.digamma(p.concentration) - _ops.digamma(sp).unsqueeze(-1)
+    return _ops.lgamma(sp) - _ops.lgamma(sq) - t2 + ((p.concentration - q.concentration) * t4).sum(-1)
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (_ops.log(p.rate) - _ops.log(q.rate)) - (p.rate - q.rate)

@@ -8,11 +8,14 @@ from .. import ops as _ops
 from ..tensor import Tensor
 from . import constraints
 from .distribution import Distribution, LocScale, broadcast_all, register_kl
+from .exp_family import ExponentialFamily
 
 __all__ = ["Normal", "Uniform"]
 
 
-class Normal(LocScale):
+class Normal(LocScale, ExponentialFamily):
+    _mean_carrier_measure = 0
+
     @property
     def mean(self):
         return self.loc
@@ -42,6 +45,13 @@ class Normal(LocScale):
 
     def entropy(self):
         return 0.5 + 0.5 * math.log(2 * math.pi) + _ops.log(self.scale)
+
+    @property
+    def _natural_params(self):
+        return (self.loc / self.scale ** 2, -0.5 / self.scale ** 2)
+
+    def _log_normalizer(self, x, y):
+        return -0.25 * x ** 2 / y + 0.5 * _ops.log(-math.pi / y)
 
     def cdf(self, value):
         return 0.5 * (1 + _ops.erf((value - self.loc) / (self.scale * math.sqrt(2))))

@@ -126,12 +126,24 @@ class OneHotCategoricalStraightThrough(OneHotCategorical):
         return samples + (probs - probs.detach())
 
 
+class Chi2(Gamma):
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        (df,) = broadcast_all(df)
+        super().__init__(0.5 * df, _ops.full_like(df, 0.5), validate_args=validate_args)
+
+    df = property(lambda self: self.concentration * 2)
+
+
 class StudentT(Distribution):
     arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
+    has_rsample = True
 
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
         self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        self._chi2 = Chi2(self.df, validate_args=False)
         super().__init__(tuple(self.df.shape), validate_args=validate_args)
 
     @property
@@ -147,11 +159,12 @@ class StudentT(Distribution):
         v = _ops.where(df > 2, v, _ops.full_like(v, float("inf")))
         return _ops.where(df > 1, v, _ops.full_like(v, float("nan")))
 
-    def sample(self, sample_shape=()):
+    def rsample(self, sample_shape=()):
+        """loc + scale * X / sqrt(Z / df), X standard normal, Z ~ Chi2(df) reparameterized."""
         shape = self._extended_shape(sample_shape)
-        df = np.broadcast_to(self.df.detach().numpy(), shape)
-        t = _draw(lambda rng, s: rng.standard_t(df, s), shape, self.df)
-        return self.loc.detach() + self.scale.detach() * t
+        x = _ops.randn(*shape, dtype=self.df.dtype)
+        z = self._chi2.rsample(sample_shape)
+        return self.loc + self.scale * x * _ops.rsqrt(z / self.df)
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -165,16 +178,6 @@ class StudentT(Distribution):
         lbeta = _ops.lgamma(0.5 * df) + math.lgamma(0.5) - _ops.lgamma(0.5 * (df + 1))
         return (_ops.log(self.scale) + 0.5 * (df + 1) * (_ops.digamma(0.5 * (df + 1)) - _ops.digamma(0.5 * df))
                 + 0.5 * _ops.log(df) + lbeta)
-
-
-class Chi2(Gamma):
-    arg_constraints = {"df": constraints.positive}
-
-    def __init__(self, df, validate_args=None):
-        (df,) = broadcast_all(df)
-        super().__init__(0.5 * df, _ops.full_like(df, 0.5), validate_args=validate_args)
-
-    df = property(lambda self: self.concentration * 2)
 
 
 class HalfCauchy(Distribution):

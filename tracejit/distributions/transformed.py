@@ -30,6 +30,8 @@ class TransformedDistribution(Distribution):
         self.base_dist, self.transforms = base_distribution, list(transforms)
         shape = tuple(base_distribution.batch_shape) + tuple(base_distribution.event_shape)
         event_dim = max([len(base_distribution.event_shape)] + [t.event_dim for t in self.transforms])
+        for t in self.transforms:
+            shape = t.forward_shape(shape)
         cut = len(shape) - event_dim
         super().__init__(shape[:cut], shape[cut:], validate_args=False)
 

@@ -12,7 +12,7 @@ from .. import ops as _ops
 from . import constraints
 
 __all__ = ["Transform", "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform",
-           "TanhTransform", "PowerTransform", "identity_transform"]
+           "TanhTransform", "PowerTransform", "StickBreakingTransform", "identity_transform"]
 
 
 def _softplus(x):
@@ -66,6 +66,13 @@ class Transform:
     def log_abs_det_jacobian(self, x, y):
         raise NotImplementedError(f"{type(self).__name__}.log_abs_det_jacobian is not implemented")
 
+    def forward_shape(self, shape):
+        """The shape of y for an x of `shape` (the same unless the map changes it)."""
+        return tuple(shape)
+
+    def inverse_shape(self, shape):
+        return tuple(shape)
+
     def __repr__(self) -> str:
         return type(self).__name__ + "()"
 
@@ -85,6 +92,12 @@ class _Inverse(Transform):
 
     def log_abs_det_jacobian(self, x, y):
         return -self._inv.log_abs_det_jacobian(y, x)
+
+    def forward_shape(self, shape):
+        return self._inv.inverse_shape(shape)
+
+    def inverse_shape(self, shape):
+        return self._inv.forward_shape(shape)
 
 
 class ComposeTransform(Transform):
@@ -115,6 +128,16 @@ class ComposeTransform(Transform):
             total = total + p.log_abs_det_jacobian(x, y_p)
             x = y_p
         return total
+
+    def forward_shape(self, shape):
+        for p in self.parts:
+            shape = p.forward_shape(shape)
+        return tuple(shape)
+
+    def inverse_shape(self, shape):
+        for p in reversed(self.parts):
+            shape = p.inverse_shape(shape)
+        return tuple(shape)
 
 
 class ExpTransform(Transform):
@@ -208,6 +231,43 @@ class PowerTransform(Transform):
         e = self.exponent
         return _ops.log(_ops.abs(e * y / x)) if not isinstance(e, (int, float)) \
             else _ops.log(_ops.abs(y / x)) + math.log(abs(e))
+
+
+class StickBreakingTransform(Transform):
+    """R^(K-1) onto the K-simplex by stick breaking: z_i = sigmoid(x_i - log(K - i)) of what
+    is left, the offsets making x = 0 the uniform point."""
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    @staticmethod
+    def _offset_log(n: int, dtype):
+        return _ops.log(_ops.arange(n, 0, -1, dtype=dtype))
+
+    def _call(self, x):
+        import numpy as np
+        finfo = np.finfo(x.dtype.np)
+        z = _ops.sigmoid(x - self._offset_log(x.shape[-1], x.dtype))
+        z = z.clamp(float(finfo.tiny), 1 - float(finfo.eps))
+        z_cumprod = _ops.cumprod(1 - z, -1)
+        ones = _ops.ones_like(z[..., :1])
+        return _ops.cat([z, ones], -1) * _ops.cat([ones, z_cumprod], -1)
+
+    def _inverse(self, y):
+        import numpy as np
+        y_crop = y[..., :-1]
+        sf = (1 - _ops.cumsum(y_crop, -1)).clamp(min=float(np.finfo(y.dtype.np).tiny))
+        return _ops.log(y_crop) - _ops.log(sf) + self._offset_log(y_crop.shape[-1], y.dtype)
+
+    def log_abs_det_jacobian(self, x, y):
+        from ..nn.functional import logsigmoid
+        x = x - self._offset_log(x.shape[-1], x.dtype)
+        return (-x + logsigmoid(x) + _ops.log(y[..., :-1])).sum(-1)
+
+    def forward_shape(self, shape):
+        return tuple(shape[:-1]) + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        return tuple(shape[:-1]) + (shape[-1] - 1,)
 
 
 class _Identity(Transform):
