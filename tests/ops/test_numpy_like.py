@@ -103,6 +103,9 @@ CASES = {
                                                                include_self=False),
     "index_reduce mean": lambda m: m.ones(3, 4).index_reduce(0, m.tensor([2, 2, 0]), _a(m), "mean"),
     "as_strided": lambda m: m.as_strided(_a(m), (3, 3), (1, 3), 1), "as_strided method": lambda m: _a(m).as_strided((2, 2), (4, 1)),
+    "diagonal view": lambda m: (lambda x: (x.diagonal().fill_(7.0), x)[1])(_a(m).clone()),
+    "diagonal offset view": lambda m: (lambda x: (x.diagonal(-1).add_(1.0), x)[1])(_a(m).clone()),
+    "diagonal batched": lambda m: m.ones(2, 3, 4).diagonal(1, 2, 1),
     "view dtype": lambda m: _a(m).view(m.int32), "view dtype narrower": lambda m: _a(m).view(m.int16),
 }
 

@@ -142,16 +142,22 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 
 def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """The `offset` diagonal of the (dim1, dim2) planes, as the last dim. A strided slice
+    of the planes flattened, so on a contiguous input it is a view: writing into it
+    (``x.diagonal().fill_(0)``) writes into `input`, as in PyTorch."""
     d1, d2 = normalize_dim(dim1, input.ndim, "diagonal"), normalize_dim(dim2, input.ndim, "diagonal")
+    if d1 == d2:
+        raise ValueError(f"diagonal: dim1 and dim2 cannot be the same dim, got {dim1} and {dim2}")
     rest = [d for d in range(input.ndim) if d not in (d1, d2)]
-    x = permute(input, tuple(rest) + (d1, d2))
+    order = tuple(rest) + (d1, d2)
+    x = input if order == tuple(range(input.ndim)) else permute(input, order)
     r, c = x.shape[-2], x.shape[-1]
-    rows = np.arange(max(0, -offset), min(r, c - offset)) if c - offset > 0 else np.arange(0)
-    if rows.size == 0:
+    n = max(0, min(r, c - offset) if offset >= 0 else min(r + offset, c))
+    if n == 0:
         return zeros(tuple(x.shape[:-2]) + (0,), dtype=input.dtype, device=input.device)
-    ri = tensor(rows, device=input.device)
-    ci = tensor(rows + offset, device=input.device)
-    return getitem(x, (Ellipsis, ri, ci))
+    start = offset if offset >= 0 else -offset * c
+    flat = reshape(x, tuple(x.shape[:-2]) + (r * c,))
+    return getitem(flat, (Ellipsis, slice(start, start + (n - 1) * (c + 1) + 1, c + 1)))
 
 
 _diagonal = diagonal
