@@ -168,6 +168,7 @@ class Plan:
                                                       graph, backend=self.backend), graph)
         self.kernels: list = []
         self._producers = None   # {value: its equation} (`_producer`)
+        self._kernel_values = None   # the values its groups compute (`_from_kernel`)
         # (kernel, layouts, parallel) of each variant the first call with contiguous inputs
         # uses, and the plans of control-flow bodies: what a background compile prepares
         self.first_variants: list = []
@@ -217,9 +218,10 @@ class Plan:
                    else [x for x in it.inputs if isinstance(x, Var)])
             for x in ins:
                 last[x] = idx
-        outs = set(a for a in g.outputs if isinstance(a, Var))
-        input_set = set(g.inputs)
-        group_lines: dict = {}
+        ends: dict = {}   # item index -> the values last used there (in `last`'s order)
+        for x, li in last.items():
+            ends.setdefault(li, []).append(x)
+        outs, input_set, group_lines = set(a for a in g.outputs if isinstance(a, Var)), set(g.inputs), {}
         for idx, it in enumerate(self.items):
             if isinstance(it, Group):
                 first = len(lines) + 1                 # 1-based line numbers of the source
@@ -234,7 +236,7 @@ class Plan:
                 lines += it.emit(nm, consts)
             else:
                 lines += self._emit_eqn(it, atom, nm, consts)
-            dead = [x for x, li in last.items() if li == idx and x not in outs and x not in input_set]
+            dead = [x for x in ends.get(idx, ()) if x not in outs and x not in input_set]
             if dead:
                 lines.append("    del " + ", ".join(nm(x) for x in dead))
         ret = ", ".join(atom(a) for a in g.outputs)
@@ -458,11 +460,10 @@ class Plan:
         big = [d for d in e.params["dims"] if not (isinstance(shape[d], int) and shape[d] == 1)]
         return big != sorted(big) and self._ordered(e.inputs[0])
 
-    def _from_kernel(self, v) -> bool:
-        for it in self.items:
-            if isinstance(it, Group) and v in it.defined:
-                return True
-        return False
+    def _from_kernel(self, v) -> bool:   # (whether a group of this plan computes v)
+        if self._kernel_values is None:   # (once: a set per call made planning quadratic)
+            self._kernel_values = {x for it in self.items if isinstance(it, Group) for x in it.defined}
+        return v in self._kernel_values
 
     def _emit_eqn(self, e, atom, nm, consts):
         p = e.prim

@@ -138,3 +138,19 @@ def test_an_operand_of_negative_strides_is_declined():
     fn = _kernel("float32", template.CONFIGS[0])
     a = np.ones((4, 5), np.float32)[::-1]
     assert template.run(fn, template.CONFIGS[0], a, np.ones((5, 3), np.float32)) is None
+
+
+def test_configurations_that_differ_in_launch_arguments_share_one_module():
+    """``pack``, ``ksplit`` and ``serial`` are a launch's arguments: one compile serves
+    them, and no module holds a parallel region (a launch of several shares runs the
+    serial kernel once per share)."""
+    base = template.Config(8, 3)
+    for cfg in (template.Config(8, 3, True), template.Config(8, 3, False, 2), template.Config(8, 3, serial=True),
+                template.Config(8, 3, True, 2, serial=True)):
+        assert cfg.compiled == base
+        assert template.source("float32", cfg) == template.source("float32", base)
+        assert template.kernel_for("float32", cfg) is template.kernel_for("float32", base)
+    assert template.Config(4, 5, dot=True).compiled == template.Config(4, 5, dot=True)
+    modules = {template.source("float32", c) for c in template.CONFIGS}
+    assert len(modules) == len({c.compiled for c in template.CONFIGS}) < len(template.CONFIGS)
+    assert not any("parallel=True" in m or "prange" in m for m in modules)

@@ -174,7 +174,7 @@ def test_the_panel_configuration_is_a_template_configuration():
         assert isinstance(cfg, template.Config) and cfg.nv == 2 and cfg.mr in (4, 8)
         src = tp.panel_source(dtype)
         assert "def _make_tile(mr, widths, keep=False):" in src
-        assert f"MR, NV, V, KS, PACK, DOT = {cfg.mr}, 2, {tp.vector_width(dtype)}, 1, False, False" in src
+        assert f"MR, NV, V, DOT = {cfg.mr}, 2, {tp.vector_width(dtype)}, False" in src
 
 
 def test_a_module_of_another_digest_is_refused_by_name(monkeypatch):

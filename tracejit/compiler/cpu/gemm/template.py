@@ -60,8 +60,9 @@ class Config(NamedTuple):
 
     @property
     def compiled(self) -> "Config":
-        """The configuration whose module runs this one (``serial`` is a launch's choice)."""
-        return self._replace(serial=False) if self.serial else self
+        """The configuration whose module runs this one: the tile's shape and kind (``pack``,
+        ``ksplit`` and ``serial`` are a launch's arguments, so one compile serves them all)."""
+        return Config(self.mr, self.nv, dot=self.dot)
 
     def columns(self, dtype: str) -> int:
         """Output columns of one tile: ``nv`` vectors' lanes, or ``nv`` dot products."""
@@ -136,37 +137,39 @@ def _rests(v: int, dot: bool = False) -> tuple:
             defs.append(f"_r{w} = _make_tile(MR, ({w},))\n_r{w}1 = _make_tile(1, ({w},))")
             calls.append(f"        elif jt + {w} <= j_hi:\n            w = {w}\n"
                          f"            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, "
-                         f"jt, {w}, _r{w}, _r{w}1)")
+                         f"jt, {w}, _r{w}, _r{w}1, pack)")
     return "\n".join(defs), "\n".join(calls)
 
 
 def source(dtype: str, cfg: Config) -> str:
-    """The numba module of one configuration: ``kernel_all`` and ``kernel`` (see their
-    comments), and ``kernel``'s GIL-free two-share launch (compiler/cpu/runtime/cshares.py)."""
+    """The numba module of one configuration's tile (`Config.compiled`: whatever its
+    ``pack``, ``ksplit``, ``serial``): ``kernel`` (see its comment) and its GIL-free
+    two-share launch (compiler/cpu/runtime/cshares.py)."""
     from ..runtime import cshares
+    cfg = cfg.compiled
     v = vector_width(dtype)
     nv = cfg.nv
     defs, calls = _rests(nv // 2, True) if cfg.dot else _rests(v)
     text = template_text
     head = text.HEAD.replace("{share}", text.SHARE_DOTS if cfg.dot else text.SHARE_TILES)
     ro, rw = f"Array({dtype}, 1, 'C', readonly=True)", f"{dtype}[::1]"
-    pair = cshares.source([ro] + ["int64"] * 3 + [ro] + ["int64"] * 3 + [rw, rw, ro] + ["int64"] * 10, _ARGS)
+    pair = cshares.source([ro] + ["int64"] * 3 + [ro] + ["int64"] * 3 + [rw, rw, ro] + ["int64"] * 12, _ARGS)
     return ((head + pair).replace("{rest_tiles}", defs).replace("{rest_calls}", calls).replace("{dot}", str(bool(cfg.dot)))
             .replace("{dtype}", dtype).replace("{mr}", str(cfg.mr)).replace("{nv}", str(nv))
-            .replace("{v}", str(v)).replace("{ks}", str(cfg.ksplit)).replace("{pack}", str(bool(cfg.pack))))
+            .replace("{v}", str(v)))
 
 
-# the kernels' arguments before a share's (q, nq)
+# the kernel's arguments before a share's (q, nq)
 _ARGS = ["A", "abs_", "ars", "aks", "B", "bbs", "bks", "bns", "C", "S", "RS", "rbs", "rrs", "rcs", "bias_n",
-         "nb", "m", "n", "k", "shares", "act"]
+         "nb", "m", "n", "k", "shares", "act", "ks", "pack"]
 
 
 def kernel_for(dtype: str, cfg: Config):
     """The loader's kernel (kernels/loader.py `NativeKernel`) of one configuration: ``get()``
     is the compiled kernel or None while it is not loaded."""
     from ..kernels.loader import kernel
-    # (sync mode loads it from the disk cache only: a compile of every configuration, ~3 s
-    # each, never lands in a call; the bench's set-up and the compile workers put them there)
+    # (sync mode loads it from the disk cache only: a compile of a configuration, 2-3 s,
+    # never lands in a call; the bench's set-up and the compile workers put them there)
     cfg = cfg.compiled
     return kernel(("gemm", dtype, cfg.name), lambda: source(dtype, cfg), sync_compiles=False, later=True)
 
@@ -205,18 +208,17 @@ _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 
 class _Launch:
     """A configuration's compiled entries: ``one`` (`kernel`'s compiled code: a share, or
-    all of them on the calling thread), ``all`` (`kernel_all`, on numba's threads), ``pair``
-    (two shares at once, the second on the worker pool's thread, none of them holding the GIL:
-    cshares.CShares, or None where there is no pool of two)."""
+    all of them on the calling thread), ``pair`` (two shares at once, the second on the
+    worker pool's thread, none of them holding the GIL: cshares.CShares, or None where
+    there is no pool of two)."""
 
-    __slots__ = ("one", "all", "pair")
+    __slots__ = ("one", "pair")
 
     def __init__(self, fn):
         from ...backends import _entry_point
         from ..runtime import cshares
         g = getattr(fn, "py_func", fn).__globals__
         self.one = _entry_point(fn)
-        self.all = _entry_point(g["kernel_all"])
         self.pair = cshares.CShares.make(g, _entry_point)
 
 
@@ -231,7 +233,7 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
 
     Two shares run as a pair on the worker pool (the second share on its worker, which
     after a product polls on the other core: a thread of numba's would be given half of
-    it), more on numba's threads, one on this thread."""
+    it), more on sharepool's threads (each share a call of the kernel), one on this thread."""
     dt = a.dtype
     batch = a.shape[:-2]
     m, k = a.shape[-2], a.shape[-1]
@@ -274,15 +276,29 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
     if launch is None:
         launch = _launches[fn] = _Launch(fn)
     args = (A, abs_, ars, aks, B, bbs_, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares,
-            ACTIVATIONS[act])
+            ACTIVATIONS[act], ks, int(cfg.pack))
     if shares == 1:   # (no parallel region to wake for one share)
         launch.one(*args, 0, 1)
-    elif shares == 2 and launch.pair is not None and _pair_launch(launch.pair, args):
+    elif (shares == 2 and launch.pair is not None and _pair_launch(launch.pair, args)) \
+            or _shares_launch(launch.one, args, shares):
         if ks > 1:
-            launch.one(*args, 0, 0)    # (the K parts' sums, once both shares ended)
-    else:
-        launch.all(*args)
+            launch.one(*args, 0, 0)    # (the K parts' sums, once every share ended)
+    else:   # (another launch holds the threads: every share on this one)
+        launch.one(*args, 0, 1)
     return out
+
+
+def _shares_launch(one, args, shares: int) -> bool:
+    """Share q of `shares` as ``one(*args, q, shares)`` on sharepool's threads (share 0 on
+    this one) where it is free; False where another launch holds it."""
+    from ..runtime import sharepool
+    if not sharepool.try_launch():
+        return False
+    try:
+        sharepool.run_shares(one, args, (), shares)
+    finally:
+        sharepool.end_launch()
+    return True
 
 
 def _pair_launch(pair, args) -> bool:

@@ -183,7 +183,7 @@ def tiles_source(dtype: str, cfg: template.Config) -> str:
     NR) as the head of a module that builds its own loops on them."""
     return (template_text.TILES.replace("{rest_tiles}", "").replace("{dtype}", dtype).replace("{mr}", str(cfg.mr))
             .replace("{nv}", str(cfg.nv)).replace("{v}", str(vector_width(dtype)))
-            .replace("{ks}", str(cfg.ksplit)).replace("{pack}", str(bool(cfg.pack))).replace("{dot}", str(bool(cfg.dot))))
+            .replace("{dot}", str(bool(cfg.dot))))
 
 
 def source_digest(source: str) -> str:

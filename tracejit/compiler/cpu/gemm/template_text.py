@@ -9,14 +9,14 @@ __all__ = ["HEAD", "SHARE_TILES", "SHARE_DOTS"]
 # the register tiles (`_make_tile`) of a configuration, with the module's head
 TILES = """
 import numpy as np
-from numba import njit, prange, types as _t
+from numba import njit, types as _t
 from numba.core import cgutils as _cg
 from numba.extending import intrinsic as _intrinsic
 from llvmlite import ir as _ir
 
 T = np.{dtype}
 z = T(0)
-MR, NV, V, KS, PACK, DOT = {mr}, {nv}, {v}, {ks}, {pack}, {dot}
+MR, NV, V, DOT = {mr}, {nv}, {v}, {dot}
 NR = NV if DOT else NV * V
 # the kernels' arguments before a share's (q, nq): operands may be read-only views
 _RO, _RW = "Array({dtype}, 1, 'C', readonly=True)", "{dtype}[::1]"
@@ -186,9 +186,10 @@ def _epi(C, ci, rows, cols, n, bias, j, RS, ri, rrs, rcs, act, hasb, hasr):
 
 
 @njit(inline="always")
-def _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act, w):
-    # work item w of nb * shares * KS: product w // (shares * KS), its share (w // KS) %
-    # shares of row tiles or column panels, its K part w % KS (part 0 into C, the others
+def _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act, ks,
+          pack, w):
+    # work item w of nb * shares * ks: product w // (shares * ks), its share (w // ks) %
+    # shares of row tiles or column panels, its K part w % ks (part 0 into C, the others
     # into S's scratch)
     hasr = RS.shape[0] > 0
     hasb = bias_n > 0
@@ -198,10 +199,10 @@ def _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, 
     by_rows = rt >= ct
     units = rt if by_rows else ct
     per = (units + shares - 1) // shares
-    kpart = (k + KS - 1) // KS
-    bi = w // (shares * KS)
-    sh = (w // KS) % shares
-    kp = w % KS
+    kpart = (k + ks - 1) // ks
+    bi = w // (shares * ks)
+    sh = (w // ks) % shares
+    kp = w % ks
     k0 = min(k, kp * kpart)
     k1 = min(k, k0 + kpart)
     u0 = sh * per
@@ -215,11 +216,11 @@ def _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, 
         do = bi * mn + (kp - 1) * nb * mn if kp > 0 else bi * mn
         _share(A, bi * abs_, ars, aks, B, bi * bbs, bks, bns, D, do, RS, bi * rbs, rrs, rcs,
                S[S.shape[0] - bias_n:], n, k0, k1, i_lo, i_hi, j_lo, j_hi,
-               (hasr or hasb or act != 0) and KS == 1, act, hasb, hasr)
+               (hasr or hasb or act != 0) and ks == 1, act, hasb, hasr, pack)
 
 
 @njit(inline="always")
-def _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, w):
+def _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, ks, w):
     # row w of nb * m after the K parts: C += the parts' sums in order, then the epilogue
     hasr = RS.shape[0] > 0
     hasb = bias_n > 0
@@ -227,7 +228,7 @@ def _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, w):
     bi = w // m
     i = w % m
     ci = bi * mn + i * n
-    for kp in range(1, KS):
+    for kp in range(1, ks):
         so = (kp - 1) * nb * mn + ci
         for j in range(n):
             C[ci + j] += S[so + j]
@@ -238,36 +239,30 @@ def _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, w):
 # C (nb, m, n) C-contiguous = act(A @ B + bias + residual): A's (b, i, p) at b*abs_ + i*ars +
 # p*aks, B's (b, p, j) at b*bbs + p*bks + j*bns, the residual's (b, i, j) at b*rbs + i*rrs +
 # j*rcs (RS empty: none), the bias the last bias_n values of S (scratch of the K parts before
-# them); the output cut into `shares` parts
-@njit("void(" + SIG + ")", nogil=True, parallel=True, cache=CACHE)
-def kernel_all(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act):
-    # every part at once on numba's threads
-    for w in prange(nb * shares * KS):
-        _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act, w)
-    if KS > 1:
-        for w in prange(nb * m):
-            _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, w)
-
-
-@njit("void(" + SIG + ", int64, int64)", nogil=True, cache=CACHE)
+# them); the output cut into `shares` parts, the depth into `ks`, B's panels packed where
+# `pack` (the last two a launch's choice: one module serves the configurations that differ
+# in them). No parallel region: its compile cost as much as the rest of the module, and
+# a launch of several shares runs this kernel once per share on the worker threads.
+@njit("void(" + SIG + ", int64, int64, int64, int64)", nogil=True, cache=CACHE)
 def kernel(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act,
-           q, nq):
+           ks, pack, q, nq):
     # share q of nq launched at once (parts q, q + nq, ...); nq <= 1 also sums the K parts
     # (nq 0: that alone, after the shares of a launch ended)
     if nq > 0:
-        for w in range(q, nb * shares * KS, nq):
-            _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act, w)
-    if KS > 1 and nq <= 1:
+        for w in range(q, nb * shares * ks, nq):
+            _item(A, abs_, ars, aks, B, bbs, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares, act,
+                  ks, pack, w)
+    if ks > 1 and nq <= 1:
         for w in range(nb * m):
-            _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, w)
+            _fold(C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, act, ks, w)
 """
 HEAD = TILES + DRIVER
 
 SHARE_TILES = """
 @njit(inline="always")
-def _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, w, t_mr, t_1):
+def _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, w, t_mr, t_1, pack):
     # the tiles of columns jt .. jt+w of rows i_lo .. i_hi (tile functions t_mr, t_1)
-    if PACK or (w > 1 and bns != 1):
+    if pack or (w > 1 and bns != 1):
         for p in range(k0, k1):
             for q in range(w):
                 P[(p - k0) * w + q] = B[bo0 + p * bks + (jt + q) * bns]
@@ -285,17 +280,17 @@ def _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi
 
 @njit(inline="never")
 def _share(A, ao0, ars, aks, B, bo0, bks, bns, D, do, RS, ro0, rrs, rcs, bias, n, k0, k1,
-           i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr):
+           i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr, pack):
     # rows i_lo .. i_hi, columns j_lo .. j_hi of one product's output (D at do), summed over
     # k0 .. k1, by column panels; the epilogue on each panel where `epi`
     # (the panel buffer only where B's panels are copied: a fresh buffer of a deep product's
     # panel is an mmap and munmap per call)
-    P = np.empty(max(k1 - k0, 1) * NR if PACK or bns != 1 else 1, T)
+    P = np.empty(max(k1 - k0, 1) * NR if pack or bns != 1 else 1, T)
     jt = j_lo
     while jt < j_hi:
         w = NR
         if jt + NR <= j_hi:
-            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, NR, _main, _main1)
+            _columns(A, ao0, ars, aks, B, bo0, bks, bns, D, do, n, P, k0, k1, i_lo, i_hi, jt, NR, _main, _main1, pack)
 {rest_calls}
         if epi:
             _epi(D, do + i_lo * n + jt, i_hi - i_lo, w, n, bias, jt, RS, ro0 + i_lo * rrs + jt * rcs, rrs,
@@ -314,12 +309,12 @@ def _dot(Ax, ao, lda, Bx, bo, ldb, D, dof, n, kk, rows, t_mr, t_1):
 
 @njit(inline="never")
 def _share(A, ao0, ars, aks, B, bo0, bks, bns, D, do, RS, ro0, rrs, rcs, bias, n, k0, k1,
-           i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr):
+           i_lo, i_hi, j_lo, j_hi, epi, act, hasb, hasr, pack):
     # `_share` of the dot tiles, by row tiles (a tile's rows of a stay in cache over every
     # column): b's columns read along k in place where contiguous so (a transposed weight),
     # else first copied so into P; a's rows the same, a tile's rows into Q
     kk = k1 - k0
-    if PACK or bks != 1:
+    if pack or bks != 1:
         P = np.empty(max(kk, 1) * (j_hi - j_lo), T)
         for q in range(j_hi - j_lo):
             for p in range(k0, k1):
