@@ -75,6 +75,18 @@ def test_the_choice_follows_the_cpu_flags_and_the_switches(monkeypatch):
         g.force("sgemm")
 
 
+def test_mkl_is_chosen_only_on_an_intel_cpu_with_bf16_units(monkeypatch):
+    for var in ("NUMBA_CPU_FEATURES", "MKL_ENABLE_INSTRUCTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    info = {"flags": "fpu avx512f avx512_bf16", "vendor_id": "AuthenticAMD"}
+    monkeypatch.setattr(g, "_cpuinfo", lambda field: info.get(field, ""))
+    assert g.has_bf16_units() and not g.mkl_runs_units()   # MKL's generic path: slower
+    info["vendor_id"] = "GenuineIntel"
+    assert g.mkl_runs_units()
+    info["flags"] = "fpu avx512f"
+    assert not g.mkl_runs_units()
+
+
 def test_the_checker_takes_bf16_words_only():
     w = _words((2, 2), 7)
     assert g.takes(w, w)

@@ -4,9 +4,10 @@ One function, `matmul`, takes the uint16 words of both operands (any strides, ba
 dims broadcast) and returns the product's words rounded to nearest even once, from the
 float32 accumulator. Two ways to compute it, chosen once per process (`choice`):
 
-- ``"mkl"``: MKL's ``cblas_gemm_bf16bf16f32`` through ctypes, where the CPU has bf16
-  units (AMX or AVX512-BF16) and the optional ``mkl`` package is installed: 600-790
-  GFLOP/s on this 2-core AMX machine, 3.7-4.7x numpy's sgemm;
+- ``"mkl"``: MKL's ``cblas_gemm_bf16bf16f32`` through ctypes, where an Intel CPU has
+  bf16 units (AMX or AVX512-BF16) and the optional ``mkl`` package is installed: 600-790
+  GFLOP/s on a 2-core AMX machine, 3.7-4.7x numpy's sgemm. MKL's bf16 kernels are
+  Intel's: on an AMD CPU with AVX512-BF16 the same call ran at half numpy's sgemm;
 - ``"float32"``: widen both operands, numpy's sgemm, round: the path of a CPU without
   bf16 units (never a scalar loop).
 
@@ -28,7 +29,8 @@ import numpy as np
 from .... import envflags
 from ....bf16 import STORAGE, to_bfloat16, to_float32
 
-__all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units", "mkl_gemm"]
+__all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units",
+           "mkl_runs_units", "mkl_gemm"]
 
 CHOICES = ("mkl", "float32")
 _lock = threading.Lock()
@@ -46,15 +48,26 @@ def has_bf16_units() -> bool:
     limit = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").upper()
     if limit and not limit.startswith("AVX512"):
         return False
+    return bool(set(_cpuinfo("flags").split()) & {"amx_bf16", "avx512_bf16"})
+
+
+def _cpuinfo(field: str) -> str:
+    """The first value of `field` in /proc/cpuinfo ("" where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+                if line.startswith(field):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return False
+    return ""
+
+
+def mkl_runs_units() -> bool:
+    """Whether MKL's bf16 GEMM runs on this CPU's bf16 units: an Intel CPU that has them.
+    Elsewhere MKL takes a generic path (2-core AMD EPYC with AVX512-BF16: 55-140 GFLOP/s
+    against numpy's sgemm at 180-200), so the float32 way is the faster one."""
+    return has_bf16_units() and _cpuinfo("vendor_id") == "GenuineIntel"
 
 
 def mkl_gemm():
@@ -92,7 +105,7 @@ def choice() -> str:
             env = envflags.value("TRACEJIT_BF16_GEMM").lower()
             if env and env not in CHOICES:
                 raise ValueError(f"TRACEJIT_BF16_GEMM={env!r}: expected one of {', '.join(CHOICES)}")
-            c = env or ("mkl" if has_bf16_units() and mkl_gemm() is not None else "float32")
+            c = env or ("mkl" if mkl_runs_units() and mkl_gemm() is not None else "float32")
             if c == "mkl" and mkl_gemm() is None:
                 raise RuntimeError("TRACEJIT_BF16_GEMM=mkl: MKL's cblas_gemm_bf16bf16f32 was not found "
                                    "(pip install mkl, or tracejit[mkl])")
