@@ -140,6 +140,8 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """bf16 words ``a @ b`` (batch dims broadcast as numpy's matmul), bf16 words out."""
     if a.ndim == 2 and b.ndim == 2:
         return round_words(product_f32(a, b))
+    if choice() != "mkl":   # (each operand widened once, not once per batch index)
+        return round_words(np.matmul(widen_words(a), widen_words(b)))
     if b.ndim == 2:    # (..., m, k) @ (k, n): one product over the flattened rows
         lead = a.shape[:-1]
         out = product_f32(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), b)
