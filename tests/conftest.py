@@ -116,9 +116,9 @@ def kernels_in_session_tmp(tmp_path_factory):
         yield
 
 
-@pytest.fixture(params=["mkl", "float32"])
+@pytest.fixture(params=["mkl", "words", "float32"])
 def bf16_gemm_way(request):
-    """Both ways of the bf16 GEMM, whatever this CPU has (MKL's runs without bf16 units too)."""
+    """Every way of the bf16 GEMM, whatever this CPU has (MKL's runs without bf16 units too)."""
     from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
     if request.param == "mkl" and bf16_gemm.mkl_gemm() is None:
         pytest.skip("MKL (the optional mkl package) is not installed")

@@ -75,6 +75,26 @@ def test_the_choice_follows_the_cpu_flags_and_the_switches(monkeypatch):
         g.force("sgemm")
 
 
+def test_mkl_is_chosen_only_on_an_intel_cpu_with_bf16_units(monkeypatch):
+    for var in ("NUMBA_CPU_FEATURES", "MKL_ENABLE_INSTRUCTIONS", "TRACEJIT_BF16_GEMM"):
+        monkeypatch.delenv(var, raising=False)
+    info = {"flags": "fpu avx512f avx512_bf16", "vendor_id": "AuthenticAMD"}
+    monkeypatch.setattr(g, "_cpuinfo", lambda field: info.get(field, ""))
+    prev = g.force(None)
+    try:
+        monkeypatch.setattr(g, "mkl_gemm", lambda: print)   # (MKL as if installed)
+        assert g.has_bf16_units() and not g.mkl_runs_units()   # MKL's generic path: slower
+        assert g.choice() == "words" and g.on_words()
+        info["vendor_id"] = "GenuineIntel"
+        g.force(None)
+        assert g.mkl_runs_units() and g.choice() == "mkl"
+        info["flags"] = "fpu avx512f"
+        g.force(None)
+        assert not g.mkl_runs_units() and g.choice() == "float32" and not g.on_words()
+    finally:
+        g.force(prev)
+
+
 def test_the_checker_takes_bf16_words_only():
     w = _words((2, 2), 7)
     assert g.takes(w, w)

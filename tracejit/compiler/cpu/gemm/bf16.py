@@ -4,14 +4,17 @@ One function, `matmul`, takes the uint16 words of both operands (any strides, ba
 dims broadcast) and returns the product's words rounded to nearest even once, from the
 float32 accumulator. Two ways to compute it, chosen once per process (`choice`):
 
-- ``"mkl"``: MKL's ``cblas_gemm_bf16bf16f32`` through ctypes, where the CPU has bf16
-  units (AMX or AVX512-BF16) and the optional ``mkl`` package is installed: 600-790
-  GFLOP/s on this 2-core AMX machine, 3.7-4.7x numpy's sgemm;
+- ``"mkl"``: MKL's ``cblas_gemm_bf16bf16f32`` through ctypes, where an Intel CPU has
+  bf16 units (AMX or AVX512-BF16) and the optional ``mkl`` package is installed: 600-790
+  GFLOP/s on a 2-core AMX machine, 3.7-4.7x numpy's sgemm;
+- ``"words"``: where the CPU has bf16 units but MKL does not run them (MKL's bf16 kernels
+  are Intel's: on an AMD CPU with AVX512-BF16 its bf16 GEMM ran at half numpy's sgemm),
+  the products still take the words as the mkl way does, and widen them for numpy's sgemm;
 - ``"float32"``: widen both operands, numpy's sgemm, round: the path of a CPU without
   bf16 units (never a scalar loop).
 
 Both give the float32 product of the bf16 values rounded once; they differ only in the
-order of the float32 additions. ``TRACEJIT_BF16_GEMM=mkl|float32`` or `force` fixes the
+order of the float32 additions. ``TRACEJIT_BF16_GEMM=mkl|words|float32`` or `force` fixes the
 choice (tests run both); the GEMM chooser can register `matmul` as a configuration.
 """
 from __future__ import annotations
@@ -28,9 +31,10 @@ import numpy as np
 from .... import envflags
 from ....bf16 import STORAGE, to_bfloat16, to_float32
 
-__all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units", "mkl_gemm"]
+__all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units",
+           "mkl_runs_units", "mkl_gemm"]
 
-CHOICES = ("mkl", "float32")
+CHOICES = ("mkl", "words", "float32")
 _lock = threading.Lock()
 _chosen: list = [None]
 _mkl: list = [None]       # [ctypes function | False] once looked for
@@ -46,15 +50,26 @@ def has_bf16_units() -> bool:
     limit = os.environ.get("MKL_ENABLE_INSTRUCTIONS", "").upper()
     if limit and not limit.startswith("AVX512"):
         return False
+    return bool(set(_cpuinfo("flags").split()) & {"amx_bf16", "avx512_bf16"})
+
+
+def _cpuinfo(field: str) -> str:
+    """The first value of `field` in /proc/cpuinfo ("" where there is none)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"amx_bf16", "avx512_bf16"})
+                if line.startswith(field):
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return False
+    return ""
+
+
+def mkl_runs_units() -> bool:
+    """Whether MKL's bf16 GEMM runs on this CPU's bf16 units: an Intel CPU that has them.
+    Elsewhere MKL takes a generic path (2-core AMD EPYC with AVX512-BF16: 55-140 GFLOP/s
+    against numpy's sgemm at 180-200), so the float32 way is the faster one."""
+    return has_bf16_units() and _cpuinfo("vendor_id") == "GenuineIntel"
 
 
 def mkl_gemm():
@@ -92,7 +107,8 @@ def choice() -> str:
             env = envflags.value("TRACEJIT_BF16_GEMM").lower()
             if env and env not in CHOICES:
                 raise ValueError(f"TRACEJIT_BF16_GEMM={env!r}: expected one of {', '.join(CHOICES)}")
-            c = env or ("mkl" if has_bf16_units() and mkl_gemm() is not None else "float32")
+            c = env or ("float32" if not has_bf16_units() or mkl_gemm() is None
+                        else "mkl" if mkl_runs_units() else "words")
             if c == "mkl" and mkl_gemm() is None:
                 raise RuntimeError("TRACEJIT_BF16_GEMM=mkl: MKL's cblas_gemm_bf16bf16f32 was not found "
                                    "(pip install mkl, or tracejit[mkl])")
@@ -124,6 +140,8 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """bf16 words ``a @ b`` (batch dims broadcast as numpy's matmul), bf16 words out."""
     if a.ndim == 2 and b.ndim == 2:
         return round_words(product_f32(a, b))
+    if choice() != "mkl":   # (each operand widened once, not once per batch index)
+        return round_words(np.matmul(widen_words(a), widen_words(b)))
     if b.ndim == 2:    # (..., m, k) @ (k, n): one product over the flattened rows
         lead = a.shape[:-1]
         out = product_f32(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), b)
@@ -231,12 +249,13 @@ def matmul_tn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def on_words() -> bool:
-    """Whether bf16 products run here on the words (MKL's way). The float32 way is not one
-    of them: there a product of bf16 values is widened in the graph like any op
+    """Whether bf16 products run here on the words (the mkl and words ways): a graph
+    keeps bf16 activations and weights, half the bytes. The float32 way is not one of
+    them: there a product of bf16 values is widened in the graph like any op
     (compiler/bf16_graph.py), so the widening and rounding fuse into the kernels around
     it and the float32 GEMM runs on its own (MLP step under --isa avx2: the standalone
     widening and rounding passes were 5 ms of a 24 ms step)."""
-    return choice() == "mkl"
+    return choice() != "float32"
 
 
 matmul.bf16_words = matmul_nt.bf16_words = matmul_tn.bf16_words = on_words   # (ops/bf16_eager.py)
