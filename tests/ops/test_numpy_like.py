@@ -106,6 +106,7 @@ CASES = {
     "diagonal view": lambda m: (lambda x: (x.diagonal().fill_(7.0), x)[1])(_a(m).clone()),
     "diagonal offset view": lambda m: (lambda x: (x.diagonal(-1).add_(1.0), x)[1])(_a(m).clone()),
     "diagonal batched": lambda m: m.ones(2, 3, 4).diagonal(1, 2, 1),
+    "flip separate dims": lambda m: _a(m).flip(0, 1), "flip keyword": lambda m: m.flip(_a(m), dims=[1]),
     "view dtype": lambda m: _a(m).view(m.int32), "view dtype narrower": lambda m: _a(m).view(m.int16),
 }
 
