@@ -92,6 +92,10 @@ def _reshaped_inplace(name):
 class CompatMethods:
     """Holder of the remaining methods (copied onto Tensor; never instantiated)."""
 
+    def flip(self, *dims):
+        """``x.flip(0, 1)`` or ``x.flip((0, 1))``: the method takes the dims either way."""
+        return _ops.flip(self, dims[0] if len(dims) == 1 else dims)
+
     is_xpu = property(lambda self: False)
     is_mps = property(lambda self: False)
     is_ipu = property(lambda self: False)

@@ -544,13 +544,7 @@ def unbind(a, dim: int = 0):
     return tuple(getitem(a, (slice(None),) * d + (i,)) for i in range(int(a.shape[d])))
 
 
-def flip(a, *args, dims=None):
-    """Reverse the order along `dims`: ``flip(x, (0, 1))``, ``x.flip(0, 1)`` or ``dims=``."""
-    if (dims is None) == (not args) or len(args) > 1 and dims is not None:
-        raise TypeError(f"flip: give the dims once, as a sequence or as separate ints, got {args!r} "
-                        f"and dims={dims!r}")
-    if dims is None:
-        dims = args[0] if len(args) == 1 else args
+def flip(a, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     return bind(FLIP, a, dims=tuple(normalize_dim(d, a.ndim, "flip") for d in dims))
 
