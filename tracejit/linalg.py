@@ -16,14 +16,14 @@ import numpy as np
 from . import dtypes as _dt
 from .errors import LinAlgError, ShapeError
 from .ops.creation import eye, tensor, zeros
-from .ops.elementwise import abs as _abs, sqrt
+from .ops.elementwise import abs as _abs
 from .ops.linalg import matmul
 from .ops.linalg_dense import cholesky, det, eigh, inv, pinv, qr, slogdet, solve, svd
 from .ops.linalg_factor import eig_parts, lu_factor_parts, eye_of, matrix_exp, pivots_to_perm, solve_triangular
 from .ops.linalg_ldl import ldl_factor_parts, ldl_solve as _ldl_solve
 from .ops.products import linalg_cross as cross
 from .ops.rearrange import diagonal as _diagonal
-from .ops.reductions import amax, amin, sum as _sum
+from .ops.reductions import amax, amin, norm as _norm, sum as _sum
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "inv_ex", "solve", "solve_ex",
            "cholesky", "cholesky_ex", "eigh", "eigvalsh", "qr", "svd", "svdvals", "pinv",
@@ -46,22 +46,7 @@ _TriSolve = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A002
     if dtype is not None:
         x = x.to(dtype)
-    a = _abs(x)
-    if x.dtype.is_complex:   # (the norm of the moduli)
-        x = a
-    if ord == float("inf"):
-        return amax(a, dim, keepdim) if dim is not None else amax(a)
-    if ord == float("-inf"):
-        return amin(a, dim, keepdim) if dim is not None else amin(a)
-    if ord == 0:
-        return _sum((a != 0).to(x.dtype), dim, keepdim=keepdim) if dim is not None else _sum((a != 0).to(x.dtype))
-    if ord == 2:
-        s = _sum(x * x, dim, keepdim=keepdim) if dim is not None else _sum(x * x)
-        return sqrt(s)
-    if ord == 1:
-        return _sum(a, dim, keepdim=keepdim) if dim is not None else _sum(a)
-    s = _sum(a ** ord, dim, keepdim=keepdim) if dim is not None else _sum(a ** ord)
-    return s ** (1.0 / ord)
+    return _norm(x, ord, dim, keepdim)
 
 
 def svdvals(A):

@@ -52,10 +52,6 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
     """input / max(||input||_p along dim, eps)."""
     from .elementwise import clamp
-    if p == 2 and not input.dtype.is_complex:   # (complex: the moduli's norm, below)
-        norm = _sum(input * input, dim, keepdim=True) ** 0.5
-    elif p == 1:
-        norm = _sum(_abs(input), dim, keepdim=True)
-    else:
-        norm = _sum(_abs(input) ** p, dim, keepdim=True) ** (1.0 / p)
+    from .reductions import norm as _norm
+    norm = _norm(input, p, dim, keepdim=True)
     return input / clamp(norm, min=eps).expand_as(input)

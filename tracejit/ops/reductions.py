@@ -11,7 +11,7 @@ from .. import dtypes as _dt
 from ..errors import DTypeError
 from ..shapes import normalize_dims, normalize_dim
 from .creation import full
-from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_not, maximum,
+from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_not, maximum, ne,
                           minimum, mul, pow as _pow, sqrt, where)
 from ..tensor import Tensor
 from .registry import Aval, defprim
@@ -306,17 +306,33 @@ def any(a, dim=None, keepdim: bool = False):
 
 
 def norm(a, p=2, dim=None, keepdim: bool = False):
+    """Vector p-norms over `dim` (all elements when None): torch.norm, linalg.vector_norm and
+    F.normalize share this one definition."""
     if isinstance(p, str) and p != "fro":
         raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
     if a.dtype.is_complex:   # (the norm of the moduli)
         a = _abs(a)
     if p == 2 or p == "fro":
-        return sqrt(sum(a * a, dim, keepdim))
+        return _root(sum(a * a, dim, keepdim), 2)
     if p == 1:
         return sum(_abs(a), dim, keepdim)
     if p == math.inf:
         return amax(_abs(a), dim, keepdim)
-    return _pow(sum(_pow(_abs(a), p), dim, keepdim), 1.0 / p)
+    if p == -math.inf:
+        return amin(_abs(a), dim, keepdim)
+    if p == 0:   # (the count of nonzeros, in the input's dtype)
+        return sum(cast(ne(a, 0), a.dtype), dim, keepdim)
+    return _root(sum(_pow(_abs(a), p), dim, keepdim), p)
+
+
+def _root(s, p):
+    """s ** (1/p) whose gradient is 0 where s is 0 (a zero vector's norm), as PyTorch's: the
+    plain root's infinite slope times the zero inner gradient would give NaN."""
+    if not s.requires_grad:
+        return sqrt(s) if p == 2 else _pow(s, 1.0 / p)
+    zero = eq(s, 0)
+    r = sqrt(where(zero, 1.0, s)) if p == 2 else _pow(where(zero, 1.0, s), 1.0 / p)
+    return where(zero, 0.0, r)
 
 
 def _cumsum_rule(a, dim):

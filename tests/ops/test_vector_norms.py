@@ -1,0 +1,69 @@
+"""torch.norm, linalg.vector_norm and F.normalize share reductions.norm: every p against
+PyTorch, and a zero vector's gradient is 0 (not NaN), as PyTorch's."""
+import math
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+
+torch = pytest.importorskip("torch")
+
+PS = [1, 2, 3, 0.5, -1, 0, math.inf, -math.inf]
+
+
+def _x():
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype("float32")
+    x[1, 2] = 0.0
+    return x
+
+
+@pytest.mark.parametrize("p", PS)
+def test_norm_matches_torch_for_every_p(p):
+    x = _x()
+    np.testing.assert_allclose(tj.norm(tj.tensor(x), p=p, dim=1).numpy(),
+                               torch.norm(torch.tensor(x), p=p, dim=1).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(tj.linalg.vector_norm(tj.tensor(x), ord=p).numpy(),
+                               torch.linalg.vector_norm(torch.tensor(x), ord=p).numpy(), rtol=1e-5)
+    got = tj.linalg.vector_norm(tj.tensor(x), ord=p, dim=(0, 1), keepdim=True)
+    assert tuple(got.shape) == (1, 1)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, math.inf, -math.inf, 0])
+def test_normalize_matches_torch_for_every_p(p):
+    x = _x()
+    np.testing.assert_allclose(F.normalize(tj.tensor(x), p=p, dim=1).numpy(),
+                               torch.nn.functional.normalize(torch.tensor(x), p=p, dim=1).numpy(),
+                               rtol=1e-5)
+
+
+@pytest.mark.parametrize("p", [2, 3])
+def test_zero_vector_norm_gradient_is_zero(p):
+    z = tj.zeros(3, requires_grad=True)
+    tj.linalg.vector_norm(z, ord=p).backward()
+    np.testing.assert_array_equal(z.grad.numpy(), np.zeros(3, "float32"))
+
+
+def test_normalize_of_zero_rows_has_pytorchs_gradient():
+    x = np.zeros((2, 3), "float32")
+    x[1] = [1.0, -2.0, 0.5]
+    a = tj.tensor(x, requires_grad=True)
+    b = torch.tensor(x, requires_grad=True)
+    (F.normalize(a, dim=1) * tj.arange(3.0)).sum().backward()
+    (torch.nn.functional.normalize(b, dim=1) * torch.arange(3.0)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5)
+    assert np.isfinite(a.grad.numpy()).all()
+
+
+def test_compiled_norm_gradient_matches_eager():
+    x = _x()
+
+    def f(t):
+        return tj.linalg.vector_norm(t, dim=1).sum()
+
+    a = tj.tensor(x, requires_grad=True)
+    f(a).backward()
+    b = tj.tensor(x, requires_grad=True)
+    tj.compile(f)(b).backward()
+    np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-5)
