@@ -75,3 +75,12 @@ def test_softmax_without_dim_takes_pytorchs_legacy_dim(name, shape, dim):
     with pytest.warns(UserWarning, match=f"Implicit dimension choice for {name}"):
         got = getattr(F, name)(x)
     np.testing.assert_allclose(got.numpy(), getattr(F, name)(x, dim).numpy(), rtol=1e-6)
+
+
+def test_fold_names_a_wrong_block_count_and_channel_count():
+    from tracejit.errors import ShapeError
+    with pytest.raises(ShapeError, match="9 blocks, got 12"):
+        F.fold(tj.zeros(1, 8, 12), (4, 5), 2, padding=1, stride=2)
+    with pytest.raises(ShapeError, match="divisible by the product of kernel_size"):
+        F.fold(tj.zeros(1, 7, 9), (4, 5), 2, padding=1, stride=2)
+    assert tuple(F.fold(tj.ones(8, 9), (4, 5), 2, padding=1, stride=2).shape) == (2, 4, 5)

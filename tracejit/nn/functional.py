@@ -12,6 +12,7 @@ from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_l
                    conv2d, cross_entropy, dropout, embedding, gelu, l1_loss, layer_norm, linear,
                    logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, silu, softplus, tanh)
 from ..ops.activation_more import implicit_softmax_dim
+from ..errors import ShapeError
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
                            conv_transpose2d, dropout2d, interpolate, pad)
 from ..ops.attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
@@ -66,9 +67,29 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """PyTorch's argument order for ``tracejit.ops.fold`` (col2im); a 2-D input (C*k*k, L)
     is one unbatched image, as in PyTorch."""
+    _check_fold(input, output_size, kernel_size, dilation, padding, stride)
     if input.ndim == 2:
         return _ops.fold(input.unsqueeze(0), output_size, kernel_size, stride, padding, dilation).squeeze(0)
     return _ops.fold(input, output_size, kernel_size, stride, padding, dilation)
+
+
+def _check_fold(input, output_size, kernel_size, dilation, padding, stride):
+    """PyTorch's checks of fold's column count and block count, named by argument."""
+    two = [(v, v) if isinstance(v, int) else tuple(v)
+           for v in (output_size, kernel_size, dilation, padding, stride)]
+    (oh, ow), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = two
+    blocks = [(size + 2 * p - d * (k - 1) - 1) // s + 1
+              for size, k, d, p, s in ((oh, kh, dh, ph, sh), (ow, kw, dw, pw, sw))]
+    if input.ndim not in (2, 3):
+        raise ShapeError(f"fold: expected a 2-D or 3-D input, got shape {tuple(input.shape)}")
+    c, n = input.shape[-2], input.shape[-1]
+    if c % (kh * kw):
+        raise ShapeError(f"fold: the input's dimension {input.ndim - 2} ({c}) must be divisible by "
+                         f"the product of kernel_size {(kh, kw)} ({kh * kw})")
+    if n != blocks[0] * blocks[1]:
+        raise ShapeError(f"fold: given output_size={(oh, ow)}, kernel_size={(kh, kw)}, dilation={(dh, dw)}, "
+                         f"padding={(ph, pw)}, stride={(sh, sw)}, the input's last dimension must be "
+                         f"{blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]} blocks, got {n}")
 
 
 from ..ops.activation_more import *  # noqa: E402,F401,F403
