@@ -67,3 +67,12 @@ def test_compiled_norm_gradient_matches_eager():
     b = tj.tensor(x, requires_grad=True)
     tj.compile(f)(b).backward()
     np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-5)
+
+
+def test_std_of_a_constant_has_zero_gradient():
+    a = tj.tensor([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]], requires_grad=True)
+    b = torch.tensor([[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]], requires_grad=True)
+    a.std(1).sum().backward()
+    b.std(1).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5)
+    assert np.isfinite(a.grad.numpy()).all()

@@ -232,7 +232,8 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
 
 
 def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-    return sqrt(var(a, dim, unbiased, keepdim, correction=correction))
+    # (a constant's std has gradient 0, as PyTorch's, not the root's 0 * inf)
+    return _root(var(a, dim, unbiased, keepdim, correction=correction), 2)
 
 
 def amax(a, dim=None, keepdim: bool = False):
