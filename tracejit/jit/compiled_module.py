@@ -35,9 +35,16 @@ class CompiledModule(Module):
         d["_forward_pre_hooks"] = module._forward_pre_hooks
 
     def __call__(self, *args, **kwargs):
-        if self._forward_pre_hooks or self._forward_hooks:
+        if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks:
             return Module.__call__(self, *args, **kwargs)   # the hooks, eagerly, around the forward
         return self.forward(*args, **kwargs)
+
+    # the wrapped module's backward hook tables, as for the forward hooks above
+    _backward_hooks = property(lambda self: self._orig_mod._backward_hooks)
+    _backward_pre_hooks = property(lambda self: self._orig_mod._backward_pre_hooks)
+
+    def _hook_table(self, name: str):
+        return self._orig_mod._hook_table(name)
 
     def __getattr__(self, name: str):
         if name == "_orig_mod":   # (not set yet: a half-built object, as copy makes)

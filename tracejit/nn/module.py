@@ -17,6 +17,7 @@ from ..device import as_device
 from ..formats import check_memory_format
 from ..ops.eager import trace_state as _trace_state
 from ..tensor import Tensor
+from .module_hooks import BackwardHooks, hook_inputs, hook_outputs
 from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]
@@ -108,7 +109,7 @@ class _NoEffects:
 _NO_EFFECTS = _NoEffects()
 
 
-class Module:
+class Module(BackwardHooks):
     """Base class for all neural network modules; subclass it and define ``forward``."""
 
     training: bool
@@ -137,6 +138,9 @@ class Module:
                     args = res if isinstance(res, tuple) else (res,)
                 elif _trace_state.tracer is not None:   # run for its effect: not in a graph
                     _capture_effects().hook(self, hook, "pre-hook")
+        call = None
+        if self._backward_hooks or self._backward_pre_hooks:
+            call, args = hook_inputs(self, args)
         out = self.forward(*args, **kwargs)
         if self._forward_hooks:
             for hook in list(self._forward_hooks.values()):
@@ -147,7 +151,7 @@ class Module:
                     out = res
                 elif _trace_state.tracer is not None:
                     _capture_effects().hook(self, hook, "hook")
-        return out
+        return out if call is None else hook_outputs(call, out)
 
     def compile(self, *args, **kwargs) -> None:
         """Compile this module's forward in place (``torch.nn.Module.compile``): its calls run

@@ -1,0 +1,94 @@
+"""Module backward hooks against PyTorch: full hooks, pre-hooks, replaced gradients,
+inputs that do not require grad, removal, and compiled modules."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+def _pair():
+    w = np.random.default_rng(0).standard_normal((4, 3)).astype("float32")
+    b = np.random.default_rng(1).standard_normal(4).astype("float32")
+    x = np.random.default_rng(2).standard_normal((5, 3)).astype("float32")
+    m, tm = tj.nn.Linear(3, 4), torch.nn.Linear(3, 4)
+    m.load_state_dict({"weight": tj.tensor(w), "bias": tj.tensor(b)})
+    tm.load_state_dict({"weight": torch.tensor(w), "bias": torch.tensor(b)})
+    return m, tm, x
+
+
+def _run(lib, m, x, requires_grad):
+    seen = []
+
+    def full(mod, gin, gout):
+        seen.append(("full", [None if g is None else g.detach().numpy().copy() for g in gin],
+                     [g.detach().numpy().copy() for g in gout]))
+        return None if gin[0] is None else (gin[0] * 3,)
+
+    def pre(mod, gout):
+        seen.append(("pre", [g.detach().numpy().copy() for g in gout]))
+        return (gout[0] * 2,)
+
+    h1 = m.register_full_backward_hook(full)
+    h2 = m.register_full_backward_pre_hook(pre)
+    xt = lib.tensor(x, requires_grad=requires_grad)
+    (m(xt) ** 2).sum().backward()
+    h1.remove(), h2.remove()
+    return seen, (xt.grad.numpy() if requires_grad else None), m.weight.grad.numpy()
+
+
+@pytest.mark.parametrize("requires_grad", [True, False])
+def test_full_and_pre_hooks_match_pytorch(requires_grad):
+    m, tm, x = _pair()
+    seen, xg, wg = _run(tj, m, x, requires_grad)
+    tseen, txg, twg = _run(torch, tm, x, requires_grad)
+    assert [s[0] for s in seen] == [s[0] for s in tseen] == ["pre", "full"]
+    np.testing.assert_allclose(seen[0][1][0], tseen[0][1][0], rtol=1e-5)
+    if requires_grad:
+        np.testing.assert_allclose(seen[1][1][0], tseen[1][1][0], rtol=1e-5)
+        np.testing.assert_allclose(xg, txg, rtol=1e-5)
+    else:
+        assert seen[1][1] == [None] and tseen[1][1] == [None]
+    np.testing.assert_allclose(seen[1][2][0], tseen[1][2][0], rtol=1e-5)
+    np.testing.assert_allclose(wg, twg, rtol=1e-5)
+
+
+def test_removed_hooks_do_not_run_and_bad_hook_is_named():
+    m, _, x = _pair()
+    calls = []
+    h = m.register_full_backward_hook(lambda *a: calls.append(1))
+    h.remove()
+    m(tj.tensor(x, requires_grad=True)).sum().backward()
+    assert calls == []
+    with pytest.raises(TypeError, match="expected a callable, got int"):
+        m.register_full_backward_hook(3)
+
+
+def test_compiled_module_runs_backward_hooks_eagerly():
+    m, tm, x = _pair()
+    got, want = [], []
+    cm = tj.compile(m)
+    cm.register_full_backward_hook(lambda mod, gin, gout: got.append(gin[0].numpy().copy()))
+    tm.register_full_backward_hook(lambda mod, gin, gout: want.append(gin[0].numpy().copy()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cm(tj.tensor(x, requires_grad=True)).sum().backward()
+    tm(torch.tensor(x, requires_grad=True)).sum().backward()
+    assert len(got) == 1
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+
+
+def test_hook_on_a_submodule_of_a_compiled_model_falls_back_to_eager():
+    m, tm, x = _pair()
+    net, tnet = tj.nn.Sequential(m, tj.nn.Tanh()), torch.nn.Sequential(tm, torch.nn.Tanh())
+    got, want = [], []
+    m.register_full_backward_hook(lambda mod, gin, gout: got.append(gout[0].numpy().copy()))
+    tm.register_full_backward_hook(lambda mod, gin, gout: want.append(gout[0].numpy().copy()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tj.compile(net)(tj.tensor(x)).sum().backward()
+    tnet(torch.tensor(x)).sum().backward()
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)

@@ -1,0 +1,149 @@
+"""Module backward hooks: ``register_full_backward_hook`` and ``register_full_backward_pre_hook``.
+
+A module with such hooks passes its tensor inputs and outputs through two identity
+functions on the autograd graph. The outputs' identity sees the gradients of all outputs
+at once (the pre-hooks may replace them); the inputs' identity sees the gradients of the
+inputs that require grad, and calls the full hooks with both, as PyTorch does. When no
+input requires grad, the full hooks run at the outputs' identity with ``grad_input`` all
+None. Inside a compiled function the hooks cannot be captured: tracing stops with a
+TraceError and the function runs eagerly, hooks and all.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from types import MappingProxyType
+from typing import Callable
+
+from ..autograd.function import Function
+from ..errors import TraceError
+from ..ops.eager import trace_state as _trace_state
+from ..tensor import Tensor
+
+__all__ = ["BackwardHooks", "EMPTY_HOOKS", "hook_inputs", "hook_outputs"]
+
+# The class-level tables of a module without backward hooks: falsy, shared, read-only.
+EMPTY_HOOKS = MappingProxyType({})
+
+
+class _Call:
+    """One call of a hooked module: what the outputs' identity hands the inputs' one."""
+
+    __slots__ = ("module", "n_inputs", "hooked", "grad_output")
+
+    def __init__(self, module, n_inputs: int, hooked: list):
+        self.module, self.n_inputs, self.hooked, self.grad_output = module, n_inputs, hooked, None
+
+    def run_full_hooks(self, grads: tuple) -> tuple:
+        grad_input = [None] * self.n_inputs
+        for pos, g in zip(self.hooked, grads):
+            grad_input[pos] = g
+        grad_input = tuple(grad_input)
+        for hook in list(self.module._backward_hooks.values()):
+            res = hook(self.module, grad_input, self.grad_output)
+            if res is not None:
+                res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+                if len(res) != self.n_inputs:
+                    raise RuntimeError(f"backward hook {getattr(hook, '__qualname__', hook)!r} returned "
+                                       f"{len(res)} gradients for {self.n_inputs} inputs")
+                grad_input = res
+        return tuple(grad_input[pos] for pos in self.hooked)
+
+
+class _Inputs(Function):
+    @staticmethod
+    def forward(ctx, call, *ts):
+        ctx.call = call
+        return ts
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + ctx.call.run_full_hooks(grads)
+
+
+class _Outputs(Function):
+    @staticmethod
+    def forward(ctx, call, *ts):
+        ctx.call = call
+        return ts
+
+    @staticmethod
+    def backward(ctx, *grads):
+        call = ctx.call
+        module = call.module
+        for hook in list(module._backward_pre_hooks.values()):
+            res = hook(module, grads)
+            if res is not None:
+                grads = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+        call.grad_output = grads
+        if not call.hooked:
+            call.run_full_hooks(())
+        return (None,) + tuple(grads)
+
+
+def hook_inputs(module, args: tuple) -> tuple:
+    """(call, args): `module`'s tensor inputs that require grad through the inputs' identity."""
+    if _trace_state.tracer is not None:
+        raise TraceError(f"{type(module).__name__} has backward hooks, which cannot be captured "
+                         f"in a graph; it runs eagerly")
+    pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    hooked = [i for i in pos if args[i].requires_grad]
+    call = _Call(module, len(pos), [pos.index(i) for i in hooked])
+    if hooked:
+        args = list(args)
+        for i, t in zip(hooked, _Inputs.apply(call, *(args[i] for i in hooked))):
+            args[i] = t
+        args = tuple(args)
+    return call, args
+
+
+def hook_outputs(call: _Call, out):
+    """`out` (a tensor, or a tuple or list holding tensors) through the outputs' identity."""
+    single = isinstance(out, Tensor)
+    outs = (out,) if single else tuple(out) if isinstance(out, (tuple, list)) else ()
+    at = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+    if not at:
+        return out
+    wrapped = list(outs)
+    for i, t in zip(at, _Outputs.apply(call, *(outs[i] for i in at))):
+        wrapped[i] = t
+    return wrapped[0] if single else type(out)(wrapped)
+
+
+class BackwardHooks:
+    """The registration methods `Module` inherits."""
+
+    _backward_hooks = EMPTY_HOOKS
+    _backward_pre_hooks = EMPTY_HOOKS
+
+    def _hook_table(self, name: str) -> OrderedDict:
+        table = self.__dict__.get(name)
+        if table is None:
+            table = self.__dict__[name] = OrderedDict()
+        return table
+
+    def _add_hook(self, name: str, hook: Callable, prepend: bool):
+        from .module import RemovableHandle
+        if not callable(hook):
+            raise TypeError(f"{name.strip('_').replace('_', ' ')}: expected a callable, got "
+                            f"{type(hook).__name__}")
+        table = self._hook_table(name)
+        h = RemovableHandle(table)
+        table[h.id] = hook
+        if prepend:
+            table.move_to_end(h.id, last=False)
+        return h
+
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False):
+        """hook(module, grad_input, grad_output) -> new grad_input or None, run when the
+        gradients of the module's inputs are computed (grad_input holds None for inputs that
+        do not require grad)."""
+        return self._add_hook("_backward_hooks", hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False):
+        """hook(module, grad_output) -> new grad_output or None, run when the gradients of the
+        module's outputs are known, before the module's own backward."""
+        return self._add_hook("_backward_pre_hooks", hook, prepend)
+
+    def register_backward_hook(self, hook: Callable):
+        """The deprecated spelling: tracejit runs it as ``register_full_backward_hook``."""
+        return self._add_hook("_backward_hooks", hook, False)
