@@ -484,3 +484,23 @@ def test_array_path_keeps_whole_arrays_for_a_strided_parameter(monkeypatch):
     optim.Adam([p], lr=0.5, fused=False).step()
     assert called == []
     np.testing.assert_allclose(p.detach().numpy(), base.T - 0.5, rtol=1e-6)   # lr * sign(g)
+
+
+def test_state_dict_step_is_a_float_tensor_as_pytorchs_and_loads_back():
+    p = tj.nn.Parameter(tj.ones(3))
+    opt = tj.optim.Adam([p], lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        (p * p).sum().backward()
+        opt.step()
+    step = opt.state_dict()["state"][0]["step"]
+    assert isinstance(step, tj.Tensor) and step.dtype == tj.float32 and step.item() == 3.0
+    assert opt.state[p]["step"] == 3   # the live count stays an int
+    q = tj.nn.Parameter(p.detach().clone())
+    opt2 = tj.optim.Adam([q], lr=0.1)
+    opt2.load_state_dict(opt.state_dict())
+    for o, t in ((opt, p), (opt2, q)):
+        o.zero_grad()
+        (t * t).sum().backward()
+        o.step()
+    np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())

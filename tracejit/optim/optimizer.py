@@ -13,6 +13,7 @@ import math
 from collections import defaultdict
 from typing import Any, Callable, Iterable
 
+from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad
 from ..tensor import Tensor
 
@@ -177,7 +178,8 @@ class Optimizer:
                 ids.append(index[id(p)])
             packed["params"] = ids
             groups.append(packed)
-        state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
+        state = {index[id(p)]: {k: _step_tensor(v) if k == "step" else v for k, v in s.items()}
+                 for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -258,3 +260,10 @@ def _direction(grad, p: Tensor, group: dict, decoupled: bool = False):
         else:
             grad = grad + wd * p._data
     return grad
+
+
+def _step_tensor(step):
+    """A step count as PyTorch's state_dict holds it: a float32 scalar tensor (the optimizers
+    count in a Python int, which their update arithmetic reads faster)."""
+    from ..ops.creation import tensor
+    return tensor(float(step), dtype=_dt.float32) if isinstance(step, int) else step
