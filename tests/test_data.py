@@ -167,3 +167,14 @@ def test_default_collate_stacks_views_and_keeps_graphs():
     batched = default_collate([w * 2, w * 3])
     batched.sum().backward()
     np.testing.assert_array_equal(w.grad.numpy(), [5.0, 5.0])
+
+
+def test_subset_random_sampler_draws_from_its_generator():
+    from tracejit.utils.data import SubsetRandomSampler
+    orders = [list(SubsetRandomSampler([5, 6, 7, 8], generator=tj.Generator().manual_seed(4)))
+              for _ in range(2)]
+    assert orders[0] == orders[1] and sorted(orders[0]) == [5, 6, 7, 8]
+    g = tj.Generator().manual_seed(4)
+    s = SubsetRandomSampler([5, 6, 7, 8], generator=g)
+    first, second = list(s), list(s)
+    assert first == orders[0] and sorted(second) == [5, 6, 7, 8]

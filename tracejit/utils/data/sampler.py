@@ -62,12 +62,16 @@ class RandomSampler(Sampler):
 
 
 class SubsetRandomSampler(Sampler):
-    def __init__(self, indices: Sequence[int]):
+    """`indices` in a fresh random order on every pass, from `generator` or the global one."""
+
+    def __init__(self, indices: Sequence[int], generator=None):
         self.indices = list(indices)
+        self.generator = generator
 
     def __iter__(self) -> Iterator[int]:
         from ...ops.random import randperm
-        return iter([self.indices[i] for i in randperm(len(self.indices)).tolist()])
+        order = randperm(len(self.indices), generator=self.generator).tolist()
+        return iter([self.indices[i] for i in order])
 
     def __len__(self) -> int:
         return len(self.indices)
