@@ -133,13 +133,13 @@ def test_check_mode_gradients_of_two_outputs(compiler):
     assert s.requires_grad and h.requires_grad
 
 
-SETTINGS = {"scale": 2.0}   # a value in a dict: the capture's guard does not watch it
+SETTINGS = np.array([2.0])  # an array's element: the guard compares the array by identity only
 SCALE = 2.0                 # a global number: watched (jit/python_refs.py)
 
 
 def uses_global(x):
     y = x + 1
-    return (y * SETTINGS["scale"]).sin()
+    return (y * float(SETTINGS[0])).sin()
 
 
 def uses_global_number(x):
@@ -150,12 +150,12 @@ def test_check_mode_names_the_equation_a_stale_capture_gets_wrong():
     cf = tj.trace(uses_global, check=True, compiler="interpret")
     x = tj.tensor([0.5, 1.5])
     cf(x)
-    SETTINGS["scale"] = 3.0  # the trace baked 2.0 in
+    SETTINGS[0] = 3.0  # the trace baked 2.0 in
     try:
         with pytest.raises(CheckMismatchError) as ei:
             cf(x)
     finally:
-        SETTINGS["scale"] = 2.0
+        SETTINGS[0] = 2.0
     msg = str(ei.value)
     line = inspect.getsourcelines(uses_global)[1] + 2
     assert f"`%1: f32[2] = mul %0 2.0` (from {os.path.basename(__file__)}:{line})" in msg

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import gc
 import os
 import warnings
@@ -318,7 +319,9 @@ class Capture:
             # a module's guard notes the attributes the forward reads (module_guard.py);
             # so does a capture with modules among its arguments
             modules = _module_arguments(sdescs)
-            rec = getattr(self._extra_guard, "recording", None) or (_recording() if modules else None)
+            rec = getattr(self._extra_guard, "recording", None)
+            if modules:
+                rec = _recording() if rec is None else functools.partial(rec, modules=True)
             try:
                 with rec() if rec is not None else contextlib.nullcontext() as read:
                     ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(

@@ -24,6 +24,7 @@ from typing import Any, Optional
 from ..nn import module as _module
 from ..ops import registry as _reg
 from ..tensor import Tensor
+from .value_snapshot import BUDGET, differs, unchanged, watcher, worth_watching
 
 __all__ = ["ModuleStateGuard", "recording", "with_module_arguments"]
 
@@ -56,8 +57,10 @@ def _noting_getattribute(self, name: str):
     if found is not None:
         if _plain(value):
             found.add((id(self), name))
-        elif type(value) in (list, dict, set) and _reg.trace_state.tracer is not None and name[:2] != "__":
-            _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value)
+        elif name[:2] != "__" and worth_watching(value):
+            found.add((id(self), name))
+            if type(value) in (list, dict, set) and _reg.trace_state.tracer is not None:
+                _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value)
     return value
 
 
@@ -92,16 +95,41 @@ def _attrs(m, read: Optional[set]) -> dict:
     return {k: d[k] for k in keys if _plain(d[k])}
 
 
+def _deep_attrs(mods: list, names: list, read: Optional[set]) -> list:
+    """(name, module, attribute, snapshot) of the containers and plain objects the capture
+    read from module attributes: their contents can change without a setattr, so they are
+    compared on every call."""
+    if not read:
+        return []
+    budget = [BUDGET]
+    return [(n, m, k, watcher(v, budget)) for n, m in zip(names, mods) for k, v in vars(m).items()
+            if (id(m), k) in read and not _plain(v) and worth_watching(v)]
+
+
 class ModuleStateGuard:
     """Made per compiled module; `snapshot` gives each capture its check."""
 
     def __init__(self, module: Any):
         self.module = module
+        self._refs: Any = False   # looked for at the first capture (a deepcopy builds this half-made)
 
-    recording = staticmethod(recording)
+    @property
+    def refs(self):
+        """The guard on the globals the module's forwards read, or None."""
+        if self._refs is False:
+            from .python_refs import forward_refs_guard
+            self._refs = forward_refs_guard(self.module)
+        return self._refs
 
-    def snapshot(self, consts: Optional[list] = None, writes=(), read: Optional[set] = None) -> "_StateCheck":
-        return _StateCheck(self.module, consts if consts is not None else [], writes, read)
+    def recording(self, modules: bool = True):
+        return recording() if self.refs is None else self.refs.recording(modules=True)
+
+    def snapshot(self, consts: Optional[list] = None, writes=(), read: Optional[set] = None):
+        consts = consts if consts is not None else []
+        check = _StateCheck(self.module, consts, writes, read)
+        if self.refs is None:
+            return check
+        return _AllChecks([check, self.refs.snapshot(consts, writes, read)])
 
 
 class _StateCheck:
@@ -111,6 +139,7 @@ class _StateCheck:
         self.names = [n or type(root).__name__ for n, _ in named]
         self.mods = [m for _, m in named]
         self.attrs = [_attrs(m, read) for m in self.mods]
+        self.deep = _deep_attrs(self.mods, self.names, read)
         # where each captured tensor lives in the tree: (module, kind, name), or None
         where: dict = {}
         for m in self.mods:
@@ -124,6 +153,10 @@ class _StateCheck:
         self.epoch = _module.state_epoch[0]
 
     def __call__(self) -> bool:
+        if self.deep:
+            for _, m, k, w in self.deep:
+                if not unchanged(w, vars(m).get(k)):
+                    return False
         if _module.state_epoch[0] == self.epoch:
             return True
         return self._look()
@@ -169,6 +202,10 @@ class _StateCheck:
                                f"{now.get(k, '<unset>')!r}")
                     if stop_at_first:
                         return out
+        for n, m, k, w in self.deep:
+            d = differs(w[2], vars(m).get(k))
+            if d is not None:
+                out.append(f"module {n!r}: attribute {k!r} changed: {d}")
         return out
 
     def text(self) -> str:

@@ -1,69 +1,161 @@
-"""The guard of a compiled function on the Python numbers and strings it reads from its
-module's globals and its closure (``SCALE = 3.0`` ... ``return x * SCALE``): tracing turns
-them into constants, so a call after one changes captures again instead of reusing the
-graph made for the old value. Only names the function's own code refers to are watched
-(a helper it calls reads its globals unguarded); a function that reads none has no guard.
+"""The guard of a compiled function on the Python values it reads from globals and closures.
+
+Tracing turns what the function reads from its module's globals and its closure into
+constants: a number (``SCALE = 3.0`` ... ``x * SCALE``), a config object's attribute
+(``args.scale``), a list or dict entry (``K[0]``), a module's parameters, a function it
+calls. A later call is only right for the same values, so each capture keeps a snapshot
+(`value_snapshot`) of every name the code refers to, and of the names its own helper
+functions refer to (two levels deep), and a call after one changes captures again. A
+module named by a global or closure gets the compiled module's state check (a rebound
+parameter is put in place without a recapture). Python modules (``np``, ``F``) are not
+watched; a function that refers to nothing else has no guard.
 """
 from __future__ import annotations
 
+import contextlib
+import types
 from typing import Callable, Optional
 
-from .module_guard import _plain, _same
+from .value_snapshot import BUDGET, differs, snapshot, unchanged, watcher
 
-__all__ = ["python_refs_guard"]
+__all__ = ["python_refs_guard", "forward_refs_guard"]
+
+_MISSING = object()
+_LIBRARIES = ("tracejit", "numpy", "numba", "builtins", "math", "functools", "typing", "collections")
+
+
+class _Read(set):
+    """The module attributes a capture read (module_guard.recording's set), and the
+    snapshots of the references taken before it ran."""
+    before: Optional[list] = None
 
 
 class _RefsGuard:
-    def __init__(self, fn: Callable, globals_: dict, names: list, cells: list):
-        self.fn, self.globals, self.names, self.cells = fn, globals_, names, cells
+    def __init__(self, refs: list, has_modules: bool):
+        self.refs = refs          # (label, globals dict or None, name or cell)
+        self.has_modules = has_modules
+
+    @contextlib.contextmanager
+    def recording(self, modules: bool = False):
+        """Around a capture: what the references hold before it (a value the capture
+        itself changes, a list it appends to, is a log rather than a constant: it is
+        compared by identity only), and the module attributes it reads."""
+        from .module_guard import recording
+        read = _Read()
+        read.before = [snapshot(_now(gl, key)) for _, gl, key in self.refs]
+        if not (modules or self.has_modules):
+            yield read
+            return
+        with recording() as found:
+            yield read
+            read |= found
 
     def snapshot(self, consts=None, writes=(), read=None) -> "_RefsCheck":
-        return _RefsCheck(self)
+        return _RefsCheck(self.refs, consts if consts is not None else [], writes, read)
+
+
+def _now(gl, key):
+    if gl is not None:
+        return gl.get(key, _MISSING)
+    try:
+        return key.cell_contents
+    except ValueError:   # an empty cell
+        return _MISSING
 
 
 class _RefsCheck:
-    def __init__(self, g: _RefsGuard):
-        gl = g.globals
-        self.globals = [(n, gl.get(n)) for n in g.names]
-        self.cells = [(n, c, _cell(c)) for n, c in g.cells]
-        self.g = gl
+    def __init__(self, refs: list, consts: list, writes, read):
+        from ..nn.module import Module
+        from .module_guard import _StateCheck
+        budget = [BUDGET]
+        self.items = []
+        self.modules = []
+        before = getattr(read, "before", None) or [None] * len(refs)
+        for (label, gl, key), was in zip(refs, before):
+            v = _now(gl, key)
+            changed = was is not None and differs(was, v) is not None
+            # (a value the capture itself changed is a log: the same object is enough)
+            self.items.append((gl, key, (0, v, ("i", v)) if changed else watcher(v, budget), label))
+            if isinstance(v, Module):
+                self.modules.append((label, _StateCheck(v, consts, writes, read)))
 
     def __call__(self) -> bool:
-        g = self.g
-        for n, v in self.globals:
-            if not _same(g.get(n), v):
+        for gl, key, w, _ in self.items:
+            if not unchanged(w, gl.get(key, _MISSING) if gl is not None else _now(None, key)):
                 return False
-        for _, c, v in self.cells:
-            if not _same(_cell(c), v):
+        for _, check in self.modules:
+            if not check():
                 return False
         return True
 
     def text(self) -> str:
-        vals = [f"{n} == {v!r}" for n, v in self.globals] + [f"{n} == {v!r}" for n, _, v in self.cells]
-        return "Python values read: " + ", ".join(vals)
+        return "Python values read: " + ", ".join(label for *_, label in self.items)
 
     def describe(self) -> list:
-        out = [f"global {n!r} changed: {v!r} -> {self.g.get(n)!r}" for n, v in self.globals
-               if not _same(self.g.get(n), v)]
-        out += [f"closure variable {n!r} changed: {v!r} -> {_cell(c)!r}" for n, c, v in self.cells
-                if not _same(_cell(c), v)]
+        out = []
+        for gl, key, w, label in self.items:
+            d = differs(w[2], _now(gl, key))
+            if d is not None:
+                out.append(f"{label} changed: {d}")
+        for label, check in self.modules:
+            if not check():
+                out += [f"{label}: {x}" for x in check.describe()]
         return out
 
 
-def _cell(c):
-    try:
-        return c.cell_contents
-    except ValueError:   # an empty cell
-        return None
+def _codes(code):
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _codes(c)
+
+
+def _user_function(v) -> bool:
+    return isinstance(v, types.FunctionType) and not (v.__module__ or "").startswith(_LIBRARIES)
+
+
+def _collect(fn, refs: list, seen: set, depth: int) -> bool:
+    """Adds `fn`'s global and closure references to `refs`; True if one is a module."""
+    from ..nn.module import Module
+    code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+    if code is None or gl is None:
+        return False
+    found = []
+    for c in _codes(code):
+        for n in c.co_names:
+            if n in gl and not (n.startswith("__") and n.endswith("__")) and (id(gl), n) not in seen:
+                seen.add((id(gl), n))
+                found.append((f"global {n!r}", gl, n, gl[n]))
+    for n, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        if (id(cell), n) not in seen:
+            seen.add((id(cell), n))
+            found.append((f"closure variable {n!r}", None, cell, _now(None, cell)))
+    has_modules = False
+    for label, g, key, v in found:
+        if isinstance(v, types.ModuleType):
+            continue
+        refs.append((label, g, key))
+        has_modules |= isinstance(v, Module)
+        if depth > 0 and _user_function(v):
+            has_modules |= _collect(v, refs, seen, depth - 1)
+    return has_modules
 
 
 def python_refs_guard(fn: Callable) -> Optional[_RefsGuard]:
-    """The guard for `fn`'s global and closure numbers/strings, or None when it reads none."""
-    code = getattr(fn, "__code__", None)
-    globals_ = getattr(fn, "__globals__", None)
-    if code is None or globals_ is None:
-        return None
-    names = [n for n in code.co_names if n in globals_ and _plain(globals_[n])
-             and not (n.startswith("__") and n.endswith("__"))]
-    cells = [(n, c) for n, c in zip(code.co_freevars, fn.__closure__ or ()) if _plain(_cell(c))]
-    return _RefsGuard(fn, globals_, names, cells) if names or cells else None
+    """The guard for what `fn` reads from its globals and closure, or None when it reads nothing."""
+    refs: list = []
+    has_modules = _collect(fn, refs, set(), 2)
+    return _RefsGuard(refs, has_modules) if refs else None
+
+
+def forward_refs_guard(root) -> Optional[_RefsGuard]:
+    """The same for a compiled module: what the user-written ``forward`` of each of its
+    (sub)module classes reads from its globals (library modules' forwards are not watched)."""
+    refs: list = []
+    seen: set = set()
+    has_modules = False
+    for cls in {type(m) for m in root.modules()}:
+        fwd = getattr(cls, "forward", None)
+        if _user_function(fwd):
+            has_modules |= _collect(fwd, refs, seen, 2)
+    return _RefsGuard(refs, has_modules) if refs else None

@@ -1,0 +1,175 @@
+"""Snapshots of the Python values a capture may have baked into its graph, for guards.
+
+Tracing runs the function's Python once: a number read from a config object
+(``args.scale``), a list (``K[0]``), a dict (``self.cfg["s"]``) or a tensor held in one
+becomes a constant of the graph. `snapshot` copies what such a value holds now (numbers and
+strings by value, tensors, functions and other objects by identity, containers and plain
+objects' attributes recursively) and `differs` walks the live value against the copy on a
+later call, stopping at the first difference. A value too large to copy (more than
+`BUDGET` leaves in one guard: each call walks the copy) is compared by identity only.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any, Optional
+
+__all__ = ["snapshot", "differs", "worth_watching", "watcher", "unchanged", "BUDGET"]
+
+BUDGET = 64
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType,
+           type, types.CodeType, types.GeneratorType)
+
+
+def _plain_object(v) -> bool:
+    """A user object whose attributes a forward may read as constants (a config, an
+    argparse Namespace): not a module, tensor, class, function or library object."""
+    from ..nn.module import Module
+    from ..tensor import Tensor
+    if isinstance(v, (Module, Tensor, _OPAQUE)) or not hasattr(v, "__dict__"):
+        return False
+    mod = type(v).__module__ or ""
+    return not mod.startswith(("tracejit", "numpy", "numba", "threading", "logging", "_io", "io"))
+
+
+def worth_watching(v) -> bool:
+    """Whether `v` can hold values a capture turns into constants (else skip it)."""
+    return type(v) in (list, tuple, dict, set, frozenset) or _plain_object(v)
+
+
+def snapshot(v, budget: Optional[list] = None):
+    """A copy of what `v` holds, to compare with `differs`; `budget` is a one-element list
+    shared by the snapshots of one guard."""
+    if budget is None:
+        budget = [BUDGET]
+    budget[0] -= 1
+    if isinstance(v, _SCALARS):
+        return ("s", type(v), v)
+    t = type(v)
+    if budget[0] <= 0 or (t in (list, tuple, dict, set, frozenset) and len(v) > budget[0]):
+        return ("i", v)   # (too large to compare on every call: by identity)
+    if t in (list, tuple):
+        return ("l", v, t, [snapshot(x, budget) for x in v])
+    if t is dict:
+        return ("d", v, [(k, snapshot(x, budget)) for k, x in v.items()])
+    if t in (set, frozenset):
+        return ("f", v, t, frozenset(x for x in v if isinstance(x, _SCALARS)), len(v))
+    if _plain_object(v):
+        return ("o", v, t, [(k, snapshot(x, budget)) for k, x in vars(v).items()])
+    return ("i", v)
+
+
+def differs(snap, v) -> Optional[str]:
+    """None when `v` holds what `snap` copied, else where it first differs."""
+    kind = snap[0]
+    if kind == "s":
+        _, t, old = snap
+        if type(v) is not t:
+            return f"{old!r} -> {v!r}"
+        if old != v and not (t is float and old != old and v != v):
+            return f"{old!r} -> {v!r}"
+        return None
+    if kind == "i":
+        return None if v is snap[1] else "another object"
+    if kind == "l":
+        _, _, t, items = snap
+        if type(v) is not t or len(v) != len(items):
+            return f"length or type changed (now {type(v).__name__} of {_len(v)})"
+        for i, (s, x) in enumerate(zip(items, v)):
+            d = differs(s, x)
+            if d is not None:
+                return f"[{i}]: {d}"
+        return None
+    if kind == "d":
+        items = snap[2]
+        if type(v) is not dict or len(v) != len(items):
+            return f"keys changed (now {_len(v)})"
+        for k, s in items:
+            if k not in v:
+                return f"key {k!r} removed"
+            d = differs(s, v[k])
+            if d is not None:
+                return f"[{k!r}]: {d}"
+        return None
+    if kind == "f":
+        _, _, t, plain, n = snap
+        if type(v) is not t or len(v) != n or not plain <= v:
+            return "contents changed"
+        return None
+    _, _, t, items = snap   # "o"
+    if type(v) is not t:
+        return f"type changed to {type(v).__name__}"
+    d_ = vars(v)
+    if len(d_) != len(items):
+        return "attributes added or removed"
+    for k, s in items:
+        if k not in d_:
+            return f".{k} removed"
+        d = differs(s, d_[k])
+        if d is not None:
+            return f".{k}: {d}"
+    return None
+
+
+def _len(v: Any) -> str:
+    try:
+        return str(len(v))
+    except TypeError:
+        return "?"
+
+
+def _scalar_copy(v, t, depth: int = 4):
+    """A copy of a container (nested lists, tuples, dicts) or plain object whose values
+    are all numbers and strings, compared on each call with one C-level ``==``; else None."""
+    if t in (list, tuple, dict):
+        items = v.values() if t is dict else v
+        out = []
+        for x in items:
+            tx = type(x)
+            if tx in _SCALARS:
+                out.append(x)
+            elif depth and tx in (list, tuple, dict):
+                c = _scalar_copy(x, tx, depth - 1)
+                if c is None:
+                    return None
+                out.append(c)
+            else:
+                return None
+        return dict(zip(v.keys(), out)) if t is dict else t(out)
+    if _plain_object(v):
+        d = vars(v)
+        return dict(d) if all(type(x) in _SCALARS for x in d.values()) else None
+    return None
+
+
+def watcher(v, budget: Optional[list] = None) -> tuple:
+    """What `unchanged` compares a later value with: (kind, a, snapshot). Kinds: 0 the same
+    object, 1 an equal number or string of the same type, 2 a container or 3 a plain object
+    holding equal numbers and strings, 4 the full walk (`differs`)."""
+    snap = snapshot(v, budget)
+    kind = snap[0]
+    if kind == "i":
+        return (0, v, snap)
+    if kind == "s":
+        return (1, v, snap)
+    t = type(v)
+    copy = _scalar_copy(v, t)
+    if copy is not None:
+        return (2 if t in (list, tuple, dict) else 3, copy, snap)
+    return (4, None, snap)
+
+
+def unchanged(w: tuple, v) -> bool:
+    """Whether `v` holds what `watcher` saw (the common cases without a walk)."""
+    kind, a, snap = w
+    if kind == 0:
+        return v is a
+    if kind == 1:
+        return type(v) is snap[1] and (v == a or (v != v and a != a))
+    if kind == 2:
+        if type(v) is type(a) and v == a:
+            return True
+    elif kind == 3:
+        if type(v) is snap[2] and vars(v) == a:
+            return True
+    return differs(snap, v) is None
