@@ -166,3 +166,28 @@ def test_strided_slices_of_a_kernel_without_math_are_read_in_place(monkeypatch):
     assert asked == []
     (grp,) = [k.group for k in plan.kernels]
     assert sorted(offs for _, offs in grp.reads.values()) == [(0, 0), (0, 13)]
+
+
+def test_a_per_row_statistic_a_map_group_also_outputs_keeps_its_own_shape():
+    # A 1-D normalize: the (1,)-shaped norm is computed at each of the 3 indices of the
+    # group and also needed later in its own shape.
+    import warnings
+    x = tj.tensor([0.3, -1.2, 2.0], dtype=tj.float64, requires_grad=True)
+
+    def f(c):
+        n = c / (c * c).sum(-1, keepdim=True).sqrt()
+        return n.mean() / (n.abs() + 1)
+
+    want, = tj.autograd.grad(f(x).sum(), [x])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got, = tj.autograd.grad(tj.compile(f, fullgraph=True)(x).sum(), [x])
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+def test_compiled_round_keeps_the_sign_of_zero():
+    x = tj.tensor([-0.3, 0.3, -0.5, 0.5, -2.5, 1.5, -0.0], dtype=tj.float32)
+    got = tj.compile(lambda a: a.round(), fullgraph=True)(x).numpy()
+    want = np.round(x.numpy())
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

@@ -76,3 +76,12 @@ def test_std_of_a_constant_has_zero_gradient():
     b.std(1).sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5)
     assert np.isfinite(a.grad.numpy()).all()
+
+
+def test_compiled_std_of_a_constant_has_zero_gradient():
+    import warnings
+    x = tj.tensor([[2.0], [2.0], [2.0]], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g, = tj.autograd.grad(tj.compile(lambda a: a.std(), fullgraph=True)(x), [x])
+    np.testing.assert_array_equal(g.numpy(), np.zeros((3, 1), "float32"))

@@ -472,3 +472,12 @@ def lower_op(prim, operands, params: dict, dtype: str, out_dtype: str,
     eqn = Eqn(prim, tuple(atoms), (out,), dict(params))
     group = Group(0, shape, [eqn], None, inputs, [out])
     return lower(group, tuple(layouts), name, sequential_sums=True)
+
+
+def broadcast_index(vshape: tuple, shape: tuple) -> str:
+    """The subscript that takes a broadcast value (shape `vshape`, computed at every index
+    of its group's `shape`, as an elementwise group computes a per-row statistic it also
+    outputs) back to its own shape: index 0 of the leading dims it lacks, 0:1 where it is 1."""
+    lead = len(shape) - len(vshape)
+    parts = ["0"] * lead + ["0:1" if d == 1 and shape[lead + i] != 1 else ":" for i, d in enumerate(vshape)]
+    return ", ".join(parts) + ("," if len(parts) == 1 else "")

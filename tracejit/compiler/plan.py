@@ -36,7 +36,7 @@ from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's p
 from .attnpair import AttentionBackwardSum, AttentionPair
 from .gemm_steps import ColumnSum, GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
-from .loopnest import operand_layouts
+from .loopnest import broadcast_index, operand_layouts
 from .windows import channel_layouts, channel_rows, channel_view, strided_layout
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
 from ..ops.creation import FULL
@@ -108,13 +108,10 @@ def _donated(a, callers: int = 0):
 
 def _copy_pays(kern, layouts: tuple) -> bool:
     """Whether strided operands of `kern` (its contiguous variant's `layouts`) are better
-    copied to C order for that variant than read in place by the "nd" variant: when the
-    kernel calls a vectorizable math function (mathlib's ``tanh_f64``...). The "nd"
-    variant's general strides keep LLVM from vectorizing, and scalar math is what that
-    costs: two column slices of a product, 97 x 51 float64 each, ``tanh(a) + b``: 62 us
-    in place, 33 us with copies (an LSTM cell's gates, five calls on four slices: 124 ->
-    62 us; 512 x 512: 0.56-0.88 of the in-place time). Without math calls the copies
-    cost more than they save (``a + b``: 1.3-1.9x the in-place time up to 4 MB)."""
+    copied to C order than read in place by the "nd" variant: when the kernel calls a
+    vectorizable math function (mathlib's ``tanh_f64``...), which general strides keep LLVM
+    from vectorizing (an LSTM cell's gates: half the time with copies). Without math calls
+    the copies cost more than they save."""
     if kern.backend.name != "cpu":
         return False
     from .codegen_cpu import CpuEmitter
@@ -390,6 +387,8 @@ class Plan:
         else:
             lines += ["    " + x for x in fast]
         lines += [f"    {nm(v)} = {nm(v)}.reshape(())" for v in mats if rank == 0]
+        lines += [f"    {nm(v)} = {nm(v)}[{broadcast_index(tuple(v.aval.shape), shape)}]" for v in mats
+                  if rank and tuple(v.aval.shape) != tuple(shape) and not grp.rows and grp.window is None]
         return lines + [f"    {nm(v)} = {nm(v)}.swapaxes(0, 1)" for v in mats if v in cms]
 
     def _donor(self, grp: Group, kern, layouts: tuple, mats: list, donors):
@@ -597,3 +596,4 @@ class Plan:
         """The rendered spec of every kernel variant compiled so far (``.nest`` is its
         `loopnest.LoopNest`, ``.source`` its source)."""
         return [k._specs[key] for k in self.kernels for key in k.variants if key in k._specs]
+

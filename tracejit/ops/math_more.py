@@ -101,8 +101,10 @@ def _round_scalar(e, a):
     f = e.call("floor", a)
     half, one, two = e.const(0.5), e.const(1), e.const(2)
     # half to even: up when past .5, or at .5 from an odd floor
-    return (f"({f} + {one} if (({a} - {f}) > {half} or (({a} - {f}) == {half} and "
-            f"({f} - {two} * {e.call('floor', f'({f} / {two})')}) != {e.const(0)})) else {f})")
+    r = (f"({f} + {one} if (({a} - {f}) > {half} or (({a} - {f}) == {half} and "
+         f"({f} - {two} * {e.call('floor', f'({f} / {two})')}) != {e.const(0)})) else {f})")
+    # a zero result keeps the input's sign (round(-0.3) is -0.0, as numpy's and PyTorch's)
+    return f"({r} if {r} != {e.const(0)} else {a} * {e.const(0)})"
 
 
 ROUND = _unary("round", lambda xp, a: xp.round(a), _zero_grad, _round_scalar, int_to_float=False,

@@ -15,7 +15,7 @@ from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_no
                           minimum, mul, pow as _pow, sqrt, where)
 from ..tensor import Tensor
 from .registry import Aval, defprim
-from .eager import bind
+from .eager import bind, trace_state
 from .shape import EXPAND, clone, expand, flip, reshape
 from . import autocast as _autocast
 
@@ -329,7 +329,7 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
 def _root(s, p):
     """s ** (1/p) whose gradient is 0 where s is 0 (a zero vector's norm), as PyTorch's: the
     plain root's infinite slope times the zero inner gradient would give NaN."""
-    if not s.requires_grad:
+    if not s.requires_grad and trace_state.tracer is None:   # (a capture may differentiate it)
         return sqrt(s) if p == 2 else _pow(s, 1.0 / p)
     zero = eq(s, 0)
     r = sqrt(where(zero, 1.0, s)) if p == 2 else _pow(where(zero, 1.0, s), 1.0 / p)
