@@ -54,3 +54,19 @@ def test_regression_losses_broadcast_another_target_shape_with_a_warning(name):
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
     with pytest.raises(tj.errors.ShapeError):
         getattr(F, name)(tj.zeros(2, 3), tj.zeros(4))   # not broadcastable: still an error
+
+
+def test_binary_cross_entropy_gradient_at_saturated_inputs_is_pytorchs():
+    torch = pytest.importorskip("torch")
+    x = [0.0, 1.0, 0.0, 1.0, 0.5, 0.25]
+    t = [0.0, 1.0, 1.0, 0.0, 0.5, 1.0]
+    a = tj.tensor(x, requires_grad=True)
+    b = torch.tensor(x, requires_grad=True)
+    la = tj.nn.functional.binary_cross_entropy(a, tj.tensor(t))
+    lb = torch.nn.functional.binary_cross_entropy(b, torch.tensor(t))
+    la.backward(), lb.backward()
+    np.testing.assert_allclose(la.item(), lb.item(), rtol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5)
+    c = tj.tensor(x, requires_grad=True)
+    tj.compile(lambda p: tj.nn.functional.binary_cross_entropy(p, tj.tensor(t)))(c).backward()
+    np.testing.assert_allclose(c.grad.numpy(), b.grad.numpy(), rtol=1e-5)

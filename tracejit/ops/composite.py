@@ -1,11 +1,13 @@
 """Composite ops: written with primitives only, so gradients and fusion come for free."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import DTypeError, ShapeError, user_stacklevel
 from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .creation import arange
-from .elementwise import (abs, cast, eq, exp, isnan, le, log, log1p, logical_and, logical_or,
+from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, logical_and, logical_or,
                           maximum, minimum, ne, neg, sigmoid, where)
 # GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
 # forward and backward where PyTorch makes two); re-exported here with the activations.
@@ -491,6 +493,31 @@ def _clamped_log(p):
     return where(pos, maximum(log(where(pos, p, 1.0)), -100.0), -100.0)
 
 
+def _bce_impl(xp, x, t):
+    # PyTorch clamps the logs at -100, so p in {0, 1} gives a finite loss
+    with np.errstate(divide="ignore"):
+        return -(t * xp.maximum(xp.log(x), -100.0) + (1 - t) * xp.maximum(xp.log(1 - x), -100.0))
+
+
+def _bce_vjp(g, out, x, t):
+    # PyTorch's gradient: (x - t) / max(x (1 - x), 1e-12), so an input saturated at the
+    # wrong end (x = 0, t = 1: a float32 sigmoid's exact 0) still gets a large push, and
+    # one at the right end gets 0
+    return (g * (x - t) / maximum((1.0 - x) * x, 1e-12), g * (_clamped_log(1.0 - x) - _clamped_log(x)))
+
+
+def _bce_scalar(e, x, t):
+    zero, one, floor = e.const(0), e.const(1), e.const(-100.0)
+
+    def clamped_log(p):   # (the log of a safe value: no log(0) in the kernel)
+        lg = e.call("log", f"({p} if {p} > {zero} else {one})")
+        return f"({lg} if ({p} > {zero} and {lg} > {floor}) else {floor})"
+    return f"(-({t} * {clamped_log(x)} + ({one} - {t}) * {clamped_log(f'({one} - {x})')}))"
+
+
+BCE_TERMS = _binary("bce_terms", _bce_impl, _bce_vjp, _bce_scalar, save=lambda rq: (0, 1))
+
+
 @_autocast.fp32
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     _check_same("binary_cross_entropy", input, target)
@@ -499,12 +526,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
                         f"like the input ({input.dtype.name}), got {target.dtype.name}; use target.float()")
     _check_unit_interval("binary_cross_entropy", input, "input")
     _check_unit_interval("binary_cross_entropy", target, "target")
-    # PyTorch clamps the logs at -100 so p in {0, 1} gives a finite loss. The log is
-    # taken of a safe value where p is 0, so the unused branch does not make 0/0 = nan
-    # in the gradient (saturated sigmoids give exact 0 and 1 in float32).
-    lp = _clamped_log(input)
-    l1p = _clamped_log(1.0 - input)
-    loss = neg(target * lp + (1.0 - target) * l1p)
+    loss = bind(BCE_TERMS, input, target)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
