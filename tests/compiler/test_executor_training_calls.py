@@ -335,3 +335,19 @@ def test_an_output_the_backward_reads_cannot_be_modified_in_place_silently():
         (y * y).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-6)
+
+
+def test_an_input_read_only_through_a_comparison_gets_no_gradient_as_in_eager():
+    import warnings
+
+    def f(a, b):
+        return (a > b).float() + b * 2
+
+    a, b = tj.tensor([1.0, -1.0], requires_grad=True), tj.tensor([0.5, 0.5], requires_grad=True)
+    f(a, b).sum().backward()
+    c, d = tj.tensor([1.0, -1.0], requires_grad=True), tj.tensor([0.5, 0.5], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tj.compile(f, fullgraph=True)(c, d).sum().backward()
+    assert a.grad is None and c.grad is None
+    np.testing.assert_array_equal(d.grad.numpy(), b.grad.numpy())

@@ -191,3 +191,4 @@ def test_compiled_round_keeps_the_sign_of_zero():
     want = np.round(x.numpy())
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+

@@ -193,8 +193,9 @@ class CompiledProgram(Executor):
                 for k, a in enumerate(e.inputs[1:]):
                     if k in used and isinstance(a, Var):
                         live.add(a)
-            else:
-                live.update(a for a in e.inputs if isinstance(a, Var))
+            else:   # (a bool or integer operand, a comparison's, carries no gradient)
+                live.update(a for a in e.inputs if isinstance(a, Var)
+                            and (a.aval.dtype.is_floating_point or a.aval.dtype.is_complex))
         return {i for i, v in enumerate(g.inputs) if v in live}
 
     def taker(self, diff_idx: tuple):
