@@ -277,6 +277,7 @@ class LayerNorm(Module):
 
 class Dropout(Module):
     """Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p))."""
+    _repr_fields = ("p", "inplace")
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
@@ -287,9 +288,6 @@ class Dropout(Module):
 
     def forward(self, input):
         return F.dropout(input, self.p, self.training)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
 
 
 class MaxPool2d(Module):
@@ -327,15 +325,14 @@ class AvgPool2d(Module):
 
 
 class Flatten(Module):
+    _repr_fields = ("start_dim", "end_dim")
+
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, input):
         return flatten(input, self.start_dim, self.end_dim)
-
-    def extra_repr(self) -> str:
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 # ---------------------------------------------------------------- activations
@@ -398,6 +395,8 @@ class LeakyReLU(Module):
 
 
 class Softplus(Module):
+    _repr_fields = ("beta", "threshold")
+
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
         self.beta, self.threshold = beta, threshold
@@ -405,11 +404,9 @@ class Softplus(Module):
     def forward(self, input):
         return F.softplus(input, self.beta, self.threshold)
 
-    def extra_repr(self) -> str:
-        return f"beta={self.beta}, threshold={self.threshold}"
-
 
 class _SoftmaxLike(Module):
+    _repr_fields = ("dim",)
     _fn = None
 
     def __init__(self, dim: int | None = None):
@@ -420,9 +417,6 @@ class _SoftmaxLike(Module):
         fn = type(self)._fn
         dim = self.dim if self.dim is not None else implicit_softmax_dim(fn.__name__, input.ndim)
         return fn(input, dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
 
 
 class Softmax(_SoftmaxLike):

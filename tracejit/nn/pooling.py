@@ -13,6 +13,7 @@ __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "Dropout2d"]
 
 class AdaptiveAvgPool2d(Module):
     """Average over PyTorch's adaptive bins to a fixed (H, W) (None keeps that dim)."""
+    _repr_fields = ("output_size",)
 
     def __init__(self, output_size):
         super().__init__()
@@ -21,12 +22,10 @@ class AdaptiveAvgPool2d(Module):
     def forward(self, input):
         return adaptive_avg_pool2d(input, self.output_size)
 
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
-
 
 class AdaptiveMaxPool2d(Module):
     """Max over PyTorch's adaptive bins to a fixed (H, W)."""
+    _repr_fields = ("output_size",)
 
     def __init__(self, output_size, return_indices: bool = False):
         super().__init__()
@@ -35,9 +34,6 @@ class AdaptiveMaxPool2d(Module):
 
     def forward(self, input):
         return adaptive_max_pool2d(input, self.output_size, self.return_indices)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
 
 
 class Upsample(Module):
@@ -60,6 +56,7 @@ class Upsample(Module):
 
 class Dropout2d(Module):
     """Zeroes whole channels with probability p in training mode (scaling the rest)."""
+    _repr_fields = ("p", "inplace")
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
@@ -69,6 +66,3 @@ class Dropout2d(Module):
 
     def forward(self, input):
         return dropout2d(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
