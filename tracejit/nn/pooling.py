@@ -7,33 +7,19 @@ from __future__ import annotations
 
 from ..ops.spatial import adaptive_avg_pool2d, adaptive_max_pool2d, dropout2d, interpolate
 from .module import Module
+from .pooling_nd import _AdaptiveAvg, _AdaptiveMax
 
 __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "Dropout2d"]
 
 
-class AdaptiveAvgPool2d(Module):
+class AdaptiveAvgPool2d(_AdaptiveAvg):
     """Average over PyTorch's adaptive bins to a fixed (H, W) (None keeps that dim)."""
-    _repr_fields = ("output_size",)
-
-    def __init__(self, output_size):
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input):
-        return adaptive_avg_pool2d(input, self.output_size)
+    _fn = staticmethod(adaptive_avg_pool2d)
 
 
-class AdaptiveMaxPool2d(Module):
+class AdaptiveMaxPool2d(_AdaptiveMax):
     """Max over PyTorch's adaptive bins to a fixed (H, W)."""
-    _repr_fields = ("output_size",)
-
-    def __init__(self, output_size, return_indices: bool = False):
-        super().__init__()
-        self.output_size = output_size
-        self.return_indices = return_indices
-
-    def forward(self, input):
-        return adaptive_max_pool2d(input, self.output_size, self.return_indices)
+    _fn = staticmethod(adaptive_max_pool2d)
 
 
 class Upsample(Module):
