@@ -47,6 +47,7 @@ divide multiply subtract negative square abs cos sin expm1 erf floor log log1p s
 rsqrt nan_to_num remainder floor_divide eq ne lt le gt ge greater greater_equal less less_equal
 not_equal logical_and logical_or logical_not clip arccosh arcsinh arctan2 arctanh lcm gcd absolute i0
 scatter_add scatter_reduce igamma igammac index_reduce bitwise_left_shift bitwise_right_shift
+pow clamp relu masked_fill
 """.split()
 
 
@@ -286,9 +287,6 @@ class CompatMethods:
 
     def mvlgamma_(self, p: int):
         return self._assign(self.mvlgamma(p), "mvlgamma_")
-
-    def masked_fill_(self, mask, value):
-        return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
 
     def polygamma(self, n: int):
         return _ops.polygamma(n, self)

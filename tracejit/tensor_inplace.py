@@ -145,12 +145,6 @@ class InPlaceMethods:
             return self
         return self._assign(_ops.div(self, other), "div_")
 
-    def pow_(self, other):
-        return self._assign(_ops.pow(self, other), "pow_")
-
-    def clamp_(self, min=None, max=None):
-        return self._assign(_ops.clamp(self, min, max), "clamp_")
-
     def neg_(self):
         if self._into(_EW.NEG):
             return self
@@ -165,18 +159,6 @@ class InPlaceMethods:
         if self._into(_EW.SQRT):
             return self
         return self._assign(_ops.sqrt(self), "sqrt_")
-
-    def relu_(self):
-        return self._assign(_ops.relu(self), "relu_")
-
-    def masked_fill_(self, mask, value):
-        return self._assign(_ops.masked_fill(self, mask, value), "masked_fill_")
-
-    def addcmul_(self, tensor1, tensor2, *rest, value=1):
-        return self._assign(_ops.addcmul(self, tensor1, tensor2, *rest, value=value), "addcmul_")
-
-    def addcdiv_(self, tensor1, tensor2, *rest, value=1):
-        return self._assign(_ops.addcdiv(self, tensor1, tensor2, *rest, value=value), "addcdiv_")
 
     def lerp_(self, end, weight):
         return self._assign(self + weight * (end - self), "lerp_")

@@ -8,19 +8,14 @@ forever: a peer that left, waits elsewhere or exceeds the timeout raises a `Dist
 """
 from __future__ import annotations
 
-from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, all_gather_object,
-                          all_reduce, broadcast, broadcast_object_list, gather, reduce, reduce_scatter,
-                          reduce_scatter_tensor, scatter)
-from .process_group import (GroupMember, abort, barrier, default_pg_timeout, destroy_process_group,
-                            get_backend, get_rank, get_world_size, group, init_process_group, is_available,
-                            is_initialized)
+from . import collectives, process_group
 from .ulfm import is_ulfm_available, shrink
 from .watchdog import (DistError, DistTimeoutError, PeerBlockedError, PeerExitedError,
                        ProcessFailedError)
 
-__all__ = ["init_process_group", "is_initialized", "is_available", "get_rank", "get_world_size",
-           "get_backend", "barrier", "destroy_process_group", "abort", "ReduceOp", "Work", "all_reduce",
-           "broadcast", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
-           "reduce", "gather", "scatter", "broadcast_object_list", "all_gather_object", "default_pg_timeout",
-           "shrink", "is_ulfm_available", "DistError", "DistTimeoutError", "PeerExitedError", "PeerBlockedError",
-           "ProcessFailedError", "group", "GroupMember"]
+__all__ = ["shrink", "is_ulfm_available", "DistError", "DistTimeoutError", "PeerExitedError",
+           "PeerBlockedError", "ProcessFailedError"]
+for _m in (collectives, process_group):   # their public names (__all__) are tracejit.distributed's
+    globals().update((name, getattr(_m, name)) for name in _m.__all__)
+    __all__ += _m.__all__
+del _m

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import ops as _ops
 from . import constraints
-from .discrete import _one_given, _probs_to_logits
+from .discrete import _clamp_probs, _derived, _one_given
 from .distribution import Distribution, broadcast_all, register_kl
 from .exp_family import ExponentialFamily
 from .heavy_tailed import Pareto
@@ -97,11 +97,6 @@ class VonMises(Distribution):
         return 1 - _ops.exp(_log_bessel(c, 1) - _log_bessel(c, 0))
 
 
-def _clamp_probs(p):
-    eps = float(np.finfo(p.dtype.np).eps)
-    return p.clamp(eps, 1 - eps)
-
-
 class ContinuousBernoulli(ExponentialFamily):
     """The density proportional to p^x (1 - p)^(1 - x) on [0, 1] (Loaiza-Ganem & Cunningham,
     2019). Near p = 1/2 (between `lims`) the closed forms lose precision, so Taylor
@@ -127,13 +122,9 @@ class ContinuousBernoulli(ExponentialFamily):
         super().__init__(tuple(self._param.shape), validate_args=validate_args)
 
     def __getattr__(self, name):
-        if name == "probs":
-            v = _clamp_probs(_ops.sigmoid(self.__dict__["logits"]))
-        elif name == "logits":
-            v = _probs_to_logits(self.__dict__["probs"], binary=True)
-        else:
-            raise AttributeError(name)
-        self.__dict__[name] = v
+        v = _derived(self, name, True)
+        if name == "probs":     # (clamped, as the given probs are)
+            v = self.__dict__["probs"] = _clamp_probs(v)
         return v
 
     param_shape = property(lambda self: self._param.shape)

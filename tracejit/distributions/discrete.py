@@ -24,10 +24,28 @@ def _one_given(probs, logits, name):
         raise ValueError(f"{name}: either `probs` or `logits` must be specified, but not both.")
 
 
+def _clamp_probs(p):
+    eps = float(np.finfo(p.dtype.np).eps)
+    return p.clamp(eps, 1 - eps)
+
+
 def _probs_to_logits(probs, binary: bool = False):
-    eps = float(np.finfo(probs.dtype.np).eps)
-    p = probs.clamp(eps, 1 - eps)
+    p = _clamp_probs(probs)
     return _ops.log(p) - _ops.log1p(-p) if binary else _ops.log(p)
+
+
+def _derived(d, name: str, binary: bool):
+    """`d.probs` or `d.logits` when it is the parameter not given: made from the other on
+    first use and kept (PyTorch's lazy_property)."""
+    if name == "probs":
+        logits = d.__dict__["logits"]
+        v = _ops.sigmoid(logits) if binary else _ops.softmax(logits, -1)
+    elif name == "logits":
+        v = _probs_to_logits(d.__dict__["probs"], binary)
+    else:
+        raise AttributeError(name)
+    d.__dict__[name] = v
+    return v
 
 
 class Categorical(Distribution):
@@ -50,15 +68,7 @@ class Categorical(Distribution):
         super().__init__(tuple(self._param.shape[:-1]), validate_args=validate_args)
 
     def __getattr__(self, name):
-        # the derived parameter, made on first use (PyTorch's lazy_property)
-        if name == "probs":
-            v = _ops.softmax(self.__dict__["logits"], -1)
-        elif name == "logits":
-            v = _probs_to_logits(self.__dict__["probs"])
-        else:
-            raise AttributeError(name)
-        self.__dict__[name] = v
-        return v
+        return _derived(self, name, False)
 
     @property
     def support(self):
@@ -157,14 +167,7 @@ class Bernoulli(ExponentialFamily):
         super().__init__(tuple(self._param.shape), validate_args=validate_args)
 
     def __getattr__(self, name):
-        if name == "probs":
-            v = _ops.sigmoid(self.__dict__["logits"])
-        elif name == "logits":
-            v = _probs_to_logits(self.__dict__["probs"], binary=True)
-        else:
-            raise AttributeError(name)
-        self.__dict__[name] = v
-        return v
+        return _derived(self, name, True)
 
     @property
     def param_shape(self):

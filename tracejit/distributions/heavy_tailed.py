@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import ops as _ops
 from . import constraints
+from .discrete import _one_given
 from .distribution import Distribution, broadcast_all, register_kl
 from .more import _EULER, Exponential, Gamma, _draw
 from .normal_uniform import Normal, Uniform
@@ -233,8 +234,7 @@ class NegativeBinomial(Distribution):
     support = constraints.nonnegative_integer
 
     def __init__(self, total_count, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("NegativeBinomial: either `probs` or `logits` must be specified, but not both.")
+        _one_given(probs, logits, "NegativeBinomial")
         if probs is not None:
             self.total_count, self.probs = broadcast_all(total_count, probs)
             self.logits = _ops.log(self.probs) - _ops.log1p(-self.probs)

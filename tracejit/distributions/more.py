@@ -12,6 +12,7 @@ import numpy as np
 from .. import ops as _ops
 from ..ops import random as _random
 from . import constraints
+from .discrete import _one_given
 from .distribution import Distribution, LocScale, broadcast_all, register_kl
 from .exp_family import ExponentialFamily
 from .implicit import reparameterized_gamma
@@ -352,8 +353,7 @@ class Geometric(Distribution):
     support = constraints.nonnegative_integer
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Geometric: either `probs` or `logits` must be specified, but not both.")
+        _one_given(probs, logits, "Geometric")
         (self.probs,) = broadcast_all(probs if probs is not None else _ops.sigmoid(logits))
         super().__init__(tuple(self.probs.shape), validate_args=validate_args)
 
@@ -383,8 +383,7 @@ class Binomial(Distribution):
     arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval}
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Binomial: either `probs` or `logits` must be specified, but not both.")
+        _one_given(probs, logits, "Binomial")
         self.total_count, self.probs = broadcast_all(total_count, probs if probs is not None
                                                      else _ops.sigmoid(logits))
         self.total_count = self.total_count.to(self.probs.dtype)

@@ -10,7 +10,7 @@ import numpy as np
 from .. import ops as _ops
 from ..tensor import Tensor
 from . import constraints
-from .discrete import Categorical, OneHotCategorical, _one_given, _probs_to_logits
+from .discrete import Categorical, OneHotCategorical, _clamp_probs, _one_given, _probs_to_logits
 from .distribution import Distribution, broadcast_all
 from .more import Cauchy, Gamma, _draw
 from .transformed import TransformedDistribution
@@ -19,11 +19,6 @@ from .transforms import ExpTransform, SigmoidTransform
 __all__ = ["RelaxedBernoulli", "RelaxedOneHotCategorical", "OneHotCategoricalStraightThrough",
            "StudentT", "Chi2", "HalfCauchy", "Multinomial", "LogitRelaxedBernoulli",
            "ExpRelaxedCategorical"]
-
-
-def _clamp_probs(p):
-    eps = float(np.finfo(p.dtype.np).eps)
-    return p.clamp(min=eps, max=1 - eps)
 
 
 def _temperature(t, like):

@@ -79,6 +79,7 @@ class Hardswish(_Inplace):
 
 class PReLU(Module):
     """x for x > 0, a * x otherwise, with ``num_parameters`` learnable slopes (1 or channels)."""
+    _repr_fields = ("num_parameters",)
 
     def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
         super().__init__()
@@ -92,6 +93,3 @@ class PReLU(Module):
 
     def forward(self, input):
         return _ops.prelu(input, self.weight)
-
-    def extra_repr(self) -> str:
-        return f"num_parameters={self.num_parameters}"

@@ -12,15 +12,14 @@ __all__ = ["GLU", "Hardshrink", "Softshrink", "Tanhshrink", "Softsign", "Thresho
 
 
 class GLU(Module):
+    _repr_fields = ("dim",)
+
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = dim
 
     def forward(self, input):
         return _A.glu(input, self.dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
 
 
 class Hardshrink(Module):
@@ -68,15 +67,14 @@ class Threshold(Module):
 
 
 class Softmin(Module):
+    _repr_fields = ("dim",)
+
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
 
     def forward(self, input):
         return _A.softmin(input, self.dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
 
 
 class Softmax2d(Module):

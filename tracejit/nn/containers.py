@@ -26,7 +26,27 @@ def _renumber(container: Module, items: list) -> None:
         container._modules[str(i)] = m
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: length, iteration over the modules, append
+    and extend (registered under the next number)."""
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+    def append(self, module: Module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Iterable[Module]):
+        for m in modules:
+            self.append(m)
+        return self
+
+
+class Sequential(_ModuleSequence):
     """Chains modules: ``Sequential(a, b, c)(x) == c(b(a(x)))``; also takes an OrderedDict."""
 
     def __init__(self, *args):
@@ -64,21 +84,6 @@ class Sequential(Module):
             del self._modules[keys[_index(idx, len(keys), "Sequential")]]
         _renumber(self, list(self._modules.values()))
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> "Sequential":
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> "Sequential":
-        for m in modules:
-            self.append(m)
-        return self
-
     def pop(self, key):
         """Remove the module (or slice of modules, as a Sequential) at `key` and return it."""
         v = self[key]
@@ -97,7 +102,7 @@ class Sequential(Module):
         return self
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered so their parameters are found."""
 
     def __init__(self, modules: Iterable[Module] | None = None):
@@ -121,23 +126,8 @@ class ModuleList(Module):
             del items[_index(idx, len(items), "ModuleList")]
         _renumber(self, items)
 
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
-
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
-
-    def append(self, module: Module) -> "ModuleList":
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules: Iterable[Module]) -> "ModuleList":
-        for m in modules:
-            self.append(m)
-        return self
 
     def insert(self, index: int, module: Module) -> None:
         if not isinstance(module, Module):  # checked first: nothing changes on a bad module

@@ -7,42 +7,22 @@ from __future__ import annotations
 
 from ..ops import empty
 from ..ops.spatial import conv1d, conv_transpose2d
-from .layers import _factory, check_conv_channels, conv_init, conv_padded, conv_repr, conv_reset
+from .layers import _ConvNd, _factory, _tuple, check_conv_channels, conv_repr, conv_reset
 from .module import Module
 from .parameter import Parameter
 
 __all__ = ["Conv1d", "ConvTranspose2d"]
 
 
-def _tuple(v, n: int, name: str, layer: str) -> tuple:
-    t = (v,) * n if isinstance(v, int) else tuple(v)
-    if len(t) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in t):
-        raise ValueError(f"{layer}: {name} must be an int or a {n}-tuple of ints, got {v!r}")
-    return t
-
-
-class Conv1d(Module):
+class Conv1d(_ConvNd):
     """1-D convolution over (N, C_in, L): weight (C_out, C_in/groups, k)."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
-                 device=None, dtype=None):
-        super().__init__()
-        conv_init(self, "Conv1d", 1, lambda v, name: _tuple(v, 1, name, "Conv1d"), in_channels,
-                  out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
-                  device, dtype)
-
-    def reset_parameters(self) -> None:
-        conv_reset(self.weight, self.bias)
+    _nd, _layer = 1, "Conv1d"
 
     def forward(self, input):
-        input, padding = conv_padded(self, input)
+        input, padding = self._padded(input)
         padding = padding if isinstance(padding, str) else padding[0]
         return conv1d(input, self.weight, self.bias, self.stride[0], padding, self.dilation[0],
                       self.groups)
-
-    def extra_repr(self) -> str:
-        return conv_repr(self)
 
 
 class _ConvTransposeNd(Module):

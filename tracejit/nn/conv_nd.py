@@ -7,29 +7,19 @@ from __future__ import annotations
 
 from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
 from . import functional as F
-from .conv import _ConvTransposeNd, _tuple
-from .layers import conv_init, conv_padded, conv_repr, conv_reset
+from .conv import _ConvTransposeNd
+from .layers import _ConvNd, conv_repr
 from .module import Module
 
 __all__ = ["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "Fold", "Unfold"]
 
 
-class Conv3d(Module):
+class Conv3d(_ConvNd):
     """3-D convolution over (N, C_in, D, H, W): weight (C_out, C_in/groups, kd, kh, kw)."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
-                 device=None, dtype=None):
-        super().__init__()
-        conv_init(self, "Conv3d", 3, lambda v, name: _tuple(v, 3, name, "Conv3d"), in_channels,
-                  out_channels, kernel_size, stride, padding, dilation, groups, bias, padding_mode,
-                  device, dtype)
-
-    def reset_parameters(self) -> None:
-        conv_reset(self.weight, self.bias)
+    _nd, _layer = 3, "Conv3d"
 
     def forward(self, input):
-        input, padding = conv_padded(self, input)
+        input, padding = self._padded(input)
         return conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:

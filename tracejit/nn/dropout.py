@@ -9,6 +9,7 @@ __all__ = ["Dropout1d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
 
 class _DropoutNd(Module):
+    _repr_fields = ("p", "inplace")
     _fn = None
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
@@ -19,9 +20,6 @@ class _DropoutNd(Module):
 
     def forward(self, input):
         return type(self)._fn(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout1d(_DropoutNd):

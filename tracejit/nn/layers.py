@@ -74,6 +74,13 @@ def _pair(v, name: str):
     return t
 
 
+def _tuple(v, n: int, name: str, layer: str) -> tuple:
+    t = (v,) * n if isinstance(v, int) else tuple(v)
+    if len(t) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in t):
+        raise ValueError(f"{layer}: {name} must be an int or a {n}-tuple of ints, got {v!r}")
+    return t
+
+
 def conv_reset(weight, bias) -> None:
     """PyTorch's default for every convolution: kaiming_uniform(a=sqrt(5)) on the weight,
     U(-1/sqrt(fan_in), 1/sqrt(fan_in)) on the bias with the weight's fan_in."""
@@ -115,67 +122,72 @@ def check_conv_channels(layer: str, in_channels, out_channels, groups) -> None:
                          f"must both be divisible by groups ({groups})")
 
 
-def conv_init(m, layer: str, nd: int, to_tuple, in_channels: int, out_channels: int, kernel_size,
-              stride, padding, dilation, groups: int, bias: bool, padding_mode: str, device,
-              dtype) -> None:
-    """The constructor every ConvNd shares: PyTorch's argument checks, the attributes and
-    the parameters (`to_tuple(v, name)` reads a size argument as an `nd`-tuple)."""
-    check_conv_channels(layer, in_channels, out_channels, groups)
-    if padding_mode not in _PADDING_MODES:
-        raise ValueError(f"{layer}: padding_mode must be one of {_PADDING_MODES}, got {padding_mode!r}")
-    if isinstance(padding, str) and padding not in ("valid", "same"):
-        sizes = {1: "an int", 2: "an int, a pair", 3: "an int, a triple"}[nd]
-        raise ValueError(f"{layer}: padding must be {sizes}, 'valid' or 'same', got {padding!r}")
-    m.in_channels, m.out_channels, m.groups = in_channels, out_channels, groups
-    m.kernel_size = to_tuple(kernel_size, "kernel_size")
-    m.stride = to_tuple(stride, "stride")
-    m.padding = padding if isinstance(padding, str) else to_tuple(padding, "padding")
-    m.dilation = to_tuple(dilation, "dilation")
-    if padding == "same" and m.stride != (1,) * nd:
-        raise ValueError(f"{layer}: padding='same' is not supported for strided convolutions")
-    m.padding_mode = padding_mode
-    if padding == "valid":
-        pairs = [(0, 0)] * nd
-    elif padding == "same":
-        totals = [d * (k - 1) for d, k in zip(m.dilation, m.kernel_size)]
-        pairs = [(t // 2, t - t // 2) for t in totals]
-    else:
-        pairs = [(p, p) for p in m.padding]
-    m._reversed_padding_repeated_twice = tuple(v for pair in reversed(pairs) for v in pair)
-    kw = _factory(device, dtype)
-    m.weight = Parameter(empty(out_channels, in_channels // groups, *m.kernel_size, **kw))
-    m.bias = Parameter(empty(out_channels, **kw)) if bias else None
-    m.reset_parameters()
+class _ConvNd(Module):
+    """What every ConvNd shares: the constructor (PyTorch's argument checks, the attributes
+    and the parameters), the default initialisation and the repr. `_to_tuple(v, name)`
+    reads a size argument as an `_nd`-tuple."""
+    _nd, _layer = 0, ""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        layer, nd, to_tuple = self._layer, self._nd, self._to_tuple
+        check_conv_channels(layer, in_channels, out_channels, groups)
+        if padding_mode not in _PADDING_MODES:
+            raise ValueError(f"{layer}: padding_mode must be one of {_PADDING_MODES}, got {padding_mode!r}")
+        if isinstance(padding, str) and padding not in ("valid", "same"):
+            sizes = {1: "an int", 2: "an int, a pair", 3: "an int, a triple"}[nd]
+            raise ValueError(f"{layer}: padding must be {sizes}, 'valid' or 'same', got {padding!r}")
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = to_tuple(kernel_size, "kernel_size")
+        self.stride = to_tuple(stride, "stride")
+        self.padding = padding if isinstance(padding, str) else to_tuple(padding, "padding")
+        self.dilation = to_tuple(dilation, "dilation")
+        if padding == "same" and self.stride != (1,) * nd:
+            raise ValueError(f"{layer}: padding='same' is not supported for strided convolutions")
+        self.padding_mode = padding_mode
+        if padding == "valid":
+            pairs = [(0, 0)] * nd
+        elif padding == "same":
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            pairs = [(t // 2, t - t // 2) for t in totals]
+        else:
+            pairs = [(p, p) for p in self.padding]
+        self._reversed_padding_repeated_twice = tuple(v for pair in reversed(pairs) for v in pair)
+        kw = _factory(device, dtype)
+        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, **kw))
+        self.bias = Parameter(empty(out_channels, **kw)) if bias else None
+        self.reset_parameters()
+
+    def _to_tuple(self, v, name: str) -> tuple:
+        return _tuple(v, self._nd, name, self._layer)
+
+    def reset_parameters(self) -> None:
+        conv_reset(self.weight, self.bias)
+
+    def _padded(self, input):
+        """(input, padding) for forward: with padding_mode other than 'zeros' the input is
+        padded in that mode first and the convolution itself pads nothing."""
+        if self.padding_mode == "zeros":
+            return input, self.padding
+        return (F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode),
+                (0,) * len(self.kernel_size))
+
+    def extra_repr(self) -> str:
+        return conv_repr(self)
 
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-def conv_padded(m, input):
-    """(input, padding) for a ConvNd's forward: with padding_mode other than 'zeros' the
-    input is padded in that mode first and the convolution itself pads nothing."""
-    if m.padding_mode == "zeros":
-        return input, m.padding
-    return F.pad(input, m._reversed_padding_repeated_twice, mode=m.padding_mode), (0,) * len(m.kernel_size)
-
-
-class Conv2d(Module):
-    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
-                 dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
-                 device=None, dtype=None):
-        super().__init__()
-        conv_init(self, "Conv2d", 2, _pair, in_channels, out_channels, kernel_size, stride, padding,
-                  dilation, groups, bias, padding_mode, device, dtype)
-
-    def reset_parameters(self) -> None:
-        conv_reset(self.weight, self.bias)
+class Conv2d(_ConvNd):
+    _nd, _layer = 2, "Conv2d"
+    _to_tuple = staticmethod(_pair)
 
     def forward(self, input):
-        input, padding = conv_padded(self, input)
+        input, padding = self._padded(input)
         return F.conv2d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
-
-    def extra_repr(self) -> str:
-        return conv_repr(self)
 
 
 class Embedding(Module):
@@ -265,6 +277,7 @@ class LayerNorm(Module):
 
 class Dropout(Module):
     """Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p))."""
+    _repr_fields = ("p", "inplace")
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
@@ -275,9 +288,6 @@ class Dropout(Module):
 
     def forward(self, input):
         return F.dropout(input, self.p, self.training)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"
 
 
 class MaxPool2d(Module):
@@ -315,15 +325,14 @@ class AvgPool2d(Module):
 
 
 class Flatten(Module):
+    _repr_fields = ("start_dim", "end_dim")
+
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, input):
         return flatten(input, self.start_dim, self.end_dim)
-
-    def extra_repr(self) -> str:
-        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 # ---------------------------------------------------------------- activations
@@ -386,6 +395,8 @@ class LeakyReLU(Module):
 
 
 class Softplus(Module):
+    _repr_fields = ("beta", "threshold")
+
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
         self.beta, self.threshold = beta, threshold
@@ -393,11 +404,9 @@ class Softplus(Module):
     def forward(self, input):
         return F.softplus(input, self.beta, self.threshold)
 
-    def extra_repr(self) -> str:
-        return f"beta={self.beta}, threshold={self.threshold}"
-
 
 class _SoftmaxLike(Module):
+    _repr_fields = ("dim",)
     _fn = None
 
     def __init__(self, dim: int | None = None):
@@ -408,9 +417,6 @@ class _SoftmaxLike(Module):
         fn = type(self)._fn
         dim = self.dim if self.dim is not None else implicit_softmax_dim(fn.__name__, input.ndim)
         return fn(input, dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
 
 
 class Softmax(_SoftmaxLike):

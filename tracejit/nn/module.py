@@ -548,8 +548,11 @@ class Module(BackwardHooks):
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- printing ----------------------------------------------------------------------------------
+    # attributes `extra_repr` shows as name=value: layers whose repr is only their options
+    _repr_fields: tuple = ()
+
     def extra_repr(self) -> str:
-        return ""
+        return ", ".join(f"{name}={getattr(self, name)}" for name in self._repr_fields)
 
     def _get_name(self) -> str:
         return type(self).__name__

@@ -7,37 +7,19 @@ from __future__ import annotations
 
 from ..ops.spatial import adaptive_avg_pool2d, adaptive_max_pool2d, dropout2d, interpolate
 from .module import Module
+from .pooling_nd import _AdaptiveAvg, _AdaptiveMax
 
 __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "Dropout2d"]
 
 
-class AdaptiveAvgPool2d(Module):
+class AdaptiveAvgPool2d(_AdaptiveAvg):
     """Average over PyTorch's adaptive bins to a fixed (H, W) (None keeps that dim)."""
-
-    def __init__(self, output_size):
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input):
-        return adaptive_avg_pool2d(input, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
+    _fn = staticmethod(adaptive_avg_pool2d)
 
 
-class AdaptiveMaxPool2d(Module):
+class AdaptiveMaxPool2d(_AdaptiveMax):
     """Max over PyTorch's adaptive bins to a fixed (H, W)."""
-
-    def __init__(self, output_size, return_indices: bool = False):
-        super().__init__()
-        self.output_size = output_size
-        self.return_indices = return_indices
-
-    def forward(self, input):
-        return adaptive_max_pool2d(input, self.output_size, self.return_indices)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
+    _fn = staticmethod(adaptive_max_pool2d)
 
 
 class Upsample(Module):
@@ -60,6 +42,7 @@ class Upsample(Module):
 
 class Dropout2d(Module):
     """Zeroes whole channels with probability p in training mode (scaling the rest)."""
+    _repr_fields = ("p", "inplace")
 
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
@@ -69,6 +52,3 @@ class Dropout2d(Module):
 
     def forward(self, input):
         return dropout2d(input, self.p, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"p={self.p}, inplace={self.inplace}"

@@ -40,6 +40,8 @@ class MaxPool3d(_MaxPoolNd):
 
 
 class AvgPool1d(Module):
+    _repr_fields = ("kernel_size", "stride", "padding")
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True):
         super().__init__()
@@ -51,11 +53,10 @@ class AvgPool1d(Module):
         return _P.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                              self.count_include_pad)
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
 
 class AvgPool3d(Module):
+    _repr_fields = ("kernel_size", "stride", "padding")
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override=None):
         super().__init__()
@@ -68,11 +69,9 @@ class AvgPool3d(Module):
         return _P.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                              self.count_include_pad, self.divisor_override)
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
 
 class _AdaptiveAvg(Module):
+    _repr_fields = ("output_size",)
     _fn = None
 
     def __init__(self, output_size):
@@ -81,9 +80,6 @@ class _AdaptiveAvg(Module):
 
     def forward(self, input):
         return type(self)._fn(input, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
 
 
 class AdaptiveAvgPool1d(_AdaptiveAvg):
@@ -95,6 +91,7 @@ class AdaptiveAvgPool3d(_AdaptiveAvg):
 
 
 class _AdaptiveMax(Module):
+    _repr_fields = ("output_size",)
     _fn = None
 
     def __init__(self, output_size, return_indices: bool = False):
@@ -103,9 +100,6 @@ class _AdaptiveMax(Module):
 
     def forward(self, input):
         return type(self)._fn(input, self.output_size, self.return_indices)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
 
 
 class AdaptiveMaxPool1d(_AdaptiveMax):
@@ -144,6 +138,7 @@ class LPPool3d(_LPPool):
 
 
 class _MaxUnpool(Module):
+    _repr_fields = ("kernel_size", "stride", "padding")
     _fn = None
 
     def __init__(self, kernel_size, stride=None, padding=0):
@@ -154,9 +149,6 @@ class _MaxUnpool(Module):
 
     def forward(self, input, indices, output_size=None):
         return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class MaxUnpool1d(_MaxUnpool):

@@ -12,6 +12,7 @@ __all__ = ["PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "Unflatten", "Ups
 
 class PixelShuffle(Module):
     """(N, C*r^2, H, W) -> (N, C, H*r, W*r)."""
+    _repr_fields = ("upscale_factor",)
 
     def __init__(self, upscale_factor: int):
         super().__init__()
@@ -20,12 +21,10 @@ class PixelShuffle(Module):
     def forward(self, input):
         return _R.pixel_shuffle(input, self.upscale_factor)
 
-    def extra_repr(self) -> str:
-        return f"upscale_factor={self.upscale_factor}"
-
 
 class PixelUnshuffle(Module):
     """(N, C, H*r, W*r) -> (N, C*r^2, H, W)."""
+    _repr_fields = ("downscale_factor",)
 
     def __init__(self, downscale_factor: int):
         super().__init__()
@@ -34,11 +33,10 @@ class PixelUnshuffle(Module):
     def forward(self, input):
         return _R.pixel_unshuffle(input, self.downscale_factor)
 
-    def extra_repr(self) -> str:
-        return f"downscale_factor={self.downscale_factor}"
-
 
 class ChannelShuffle(Module):
+    _repr_fields = ("groups",)
+
     def __init__(self, groups: int):
         super().__init__()
         self.groups = groups
@@ -46,12 +44,10 @@ class ChannelShuffle(Module):
     def forward(self, input):
         return _R.channel_shuffle(input, self.groups)
 
-    def extra_repr(self) -> str:
-        return f"groups={self.groups}"
-
 
 class Unflatten(Module):
     """Dim `dim` of the input unflattened into `unflattened_size`."""
+    _repr_fields = ("dim", "unflattened_size")
 
     def __init__(self, dim, unflattened_size):
         super().__init__()
@@ -61,9 +57,6 @@ class Unflatten(Module):
 
     def forward(self, input):
         return _R.unflatten(input, self.dim, self.unflattened_size)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class UpsamplingNearest2d(Upsample):

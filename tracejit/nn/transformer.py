@@ -32,6 +32,7 @@ class MultiheadAttention(Module):
     """Multi-head attention: ``forward(query, key, value, key_padding_mask=None,
     need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False)``
     returns ``(output, weights or None)``."""
+    _repr_fields = ("embed_dim", "num_heads", "batch_first")
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  add_bias_kv: bool = False, add_zero_attn: bool = False, kdim=None, vdim=None,
@@ -120,9 +121,6 @@ class MultiheadAttention(Module):
         if self.batch_first and batched and not native:
             out = transpose(out, 0, 1)
         return out, weights
-
-    def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
 
 
 def _activation(activation: Union[str, Callable]):

@@ -300,6 +300,27 @@ FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (g * 0.0,),
 # ---------------------------------------------------------------- public functions
 # Two-operand functions call the record's plan fast path (`Primitive.binary`, which is
 # what `bind` calls for two operands without params), one Python frame less per call.
+def _op1(prim):
+    """The public function of one-operand record `prim`: ``bind(prim, input)``."""
+    def op(input):
+        return bind(prim, input)
+    op.__name__ = op.__qualname__ = prim.name
+    return op
+
+
+def _op2(prim):
+    """The public function of two-operand record `prim`: its plan fast path."""
+    def op(input, other):
+        return prim.binary(input, other)
+    op.__name__ = op.__qualname__ = prim.name
+    return op
+
+
+neg, abs, exp, expm1, log, log1p, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, erf, sign, floor = map(
+    _op1, (NEG, ABS, EXP, EXPM1, LOG, LOG1P, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, RELU, ERF, SIGN, FLOOR))
+mul, floor_divide, remainder, maximum, minimum = map(_op2, (MUL, FLOOR_DIVIDE, REMAINDER, MAXIMUM, MINIMUM))
+
+
 def add(a, b, other=None, *, alpha=1):
     if other is not None:
         b, alpha = alpha_first("add", b, other)
@@ -329,10 +350,6 @@ def alpha_first(op: str, alpha, other):
     return other, alpha
 
 
-def mul(a, b):
-    return MUL.binary(a, b)
-
-
 def div(a, b, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(a, b)
@@ -355,59 +372,11 @@ multiply = mul
 subtract = sub
 
 
-def pow(a, b):
-    return POW.binary(a, b)
-
-
-def neg(a):
-    return bind(NEG, a)
-
-
 negative = neg
 
 
-def abs(a):
-    return bind(ABS, a)
-
-
-def exp(a):
-    return bind(EXP, a)
-
-
-def expm1(a):
-    return bind(EXPM1, a)
-
-
-def log(a):
-    return bind(LOG, a)
-
-
-def log1p(a):
-    return bind(LOG1P, a)
-
-
-def sqrt(a):
-    return bind(SQRT, a)
-
-
-def rsqrt(a):
-    return bind(RSQRT, a)
-
-
-def sin(a):
-    return bind(SIN, a)
-
-
-def cos(a):
-    return bind(COS, a)
-
-
-def tanh(a):
-    return bind(TANH, a)
-
-
-def sigmoid(a):
-    return bind(SIGMOID, a)
+def pow(a, b):
+    return POW.binary(a, b)
 
 
 def sigmoid_backward(g, y):
@@ -426,37 +395,13 @@ def tanh_backward(g, y):
     return TANH_BACKWARD.binary(g, y)
 
 
-def relu(a):
-    return bind(RELU, a)
-
-
 def relu_backward(g, y):
     """ReLU's input gradient from its output `y` (PyTorch's ``threshold_backward(g, y, 0)``)."""
     return RELU_BACKWARD.binary(g, y)
 
 
-def erf(a):
-    return bind(ERF, a)
-
-
-def sign(a):
-    return bind(SIGN, a)
-
-
-def floor(a):
-    return bind(FLOOR, a)
-
-
 def square(a):
     return mul(a, a)
-
-
-def floor_divide(a, b):
-    return FLOOR_DIVIDE.binary(a, b)
-
-
-def remainder(a, b):
-    return REMAINDER.binary(a, b)
 
 
 def _is_float(a, b) -> bool:
@@ -472,14 +417,6 @@ def _int_result(a, b):
         else:
             weak.append(_dt.scalar_dtype(x))
     return _dt.result_type(dims, weak, zero)
-
-
-def maximum(a, b):
-    return MAXIMUM.binary(a, b)
-
-
-def minimum(a, b):
-    return MINIMUM.binary(a, b)
 
 
 def clamp(a, min=None, max=None):
@@ -514,37 +451,6 @@ def where(cond, a=None, b=None):
     return bind(WHERE, cond, a, b)
 
 
-def eq(a, b):
-    return EQ.binary(a, b)
-
-
-def ne(a, b):
-    return NE.binary(a, b)
-
-
-def lt(a, b):
-    return LT.binary(a, b)
-
-
-def le(a, b):
-    return LE.binary(a, b)
-
-
-def gt(a, b):
-    return GT.binary(a, b)
-
-
-def ge(a, b):
-    return GE.binary(a, b)
-
-
-greater, greater_equal, less, less_equal, equal_elementwise, not_equal = gt, ge, lt, le, eq, ne
-
-
-def isnan(a):
-    return bind(ISNAN, a)
-
-
 def isinf(a):
     return logical_and(eq(abs(a), math.inf), logical_not(isnan(a)))
 
@@ -566,18 +472,6 @@ def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
     return where(eq(out, -math.inf), small, out)
 
 
-def logical_not(a):
-    return bind(LOGICAL_NOT, a)
-
-
-def logical_and(a, b):
-    return LOGICAL_AND.binary(a, b)
-
-
-def logical_or(a, b):
-    return LOGICAL_OR.binary(a, b)
-
-
 def cast(a, dtype):
     dtype = _dt.as_dtype(dtype)
     if a.dtype is dtype:
@@ -589,5 +483,8 @@ def cast(a, dtype):
 # for length)
 from .elementwise_logic import (CAST, EQ, GE, GT, ISNAN, LE, LOGICAL_AND, LOGICAL_NOT, LOGICAL_OR,  # noqa: E402
                                LT, NE, WHERE, _cmp, _select_or_zero)
+eq, ne, lt, le, gt, ge, logical_and, logical_or = map(_op2, (EQ, NE, LT, LE, GT, GE, LOGICAL_AND, LOGICAL_OR))
+isnan, logical_not = map(_op1, (ISNAN, LOGICAL_NOT))
+greater, greater_equal, less, less_equal, equal_elementwise, not_equal = gt, ge, lt, le, eq, ne
 from .elementwise_clamp import CLAMP, _clamp_impl, clamp_backward  # noqa: E402
 from .elementwise_pow import POW, POW_BACKWARD  # noqa: E402

@@ -17,8 +17,9 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..tensor import Tensor
-from .elementwise import (_binary, _deprecated_form, _ew_rule, _ufunc1, _ufunc2, _unary, abs as _abs, cast, cos, erf,
-                          exp, log, log1p, maximum, minimum, neg, sign, sin, sqrt, where)
+from .eager import bind
+from .elementwise import (_binary, _deprecated_form, _ew_rule, _op1, _op2, _ufunc1, _ufunc2, _unary, abs as _abs,
+                          cast, cos, erf, exp, log, log1p, maximum, minimum, neg, sign, sin, sqrt, where)
 from .registry import defprim
 
 __all__ = ["asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
@@ -48,39 +49,8 @@ def _atan2_vjp(g, out, a, b):
 ATAN2 = _binary("atan2", _ufunc2("arctan2"), _atan2_vjp, save=lambda rq: (0, 1), int_to_float=True)
 
 
-def asin(input):
-    return _bind1(ASIN, input)
-
-
-def _bind1(prim, x):
-    from .registry import bind
-    return bind(prim, x)
-
-
-def acos(input):
-    return _bind1(ACOS, input)
-
-
-def atan(input):
-    return _bind1(ATAN, input)
-
-
-def asinh(input):
-    return _bind1(ASINH, input)
-
-
-def acosh(input):
-    return _bind1(ACOSH, input)
-
-
-def atanh(input):
-    return _bind1(ATANH, input)
-
-
-def atan2(input, other):
-    return ATAN2.binary(input, other)
-
-
+asin, acos, atan, asinh, acosh, atanh = map(_op1, (ASIN, ACOS, ATAN, ASINH, ACOSH, ATANH))
+atan2 = _op2(ATAN2)
 arcsin, arccos, arctan, arctan2 = asin, acos, atan, atan2
 arcsinh, arccosh, arctanh = asinh, acosh, atanh
 
@@ -111,23 +81,16 @@ ROUND = _unary("round", lambda xp, a: xp.round(a), _zero_grad, _round_scalar, in
                save_in=False)
 
 
-def ceil(input):
-    return _bind1(CEIL, input)
-
-
-def trunc(input):
-    return _bind1(TRUNC, input)
-
-
+ceil, trunc = _op1(CEIL), _op1(TRUNC)
 fix = trunc
 
 
 def round(input, *, decimals: int = 0):  # noqa: A001  (PyTorch's name)
     """Round half to even (``decimals`` places: scaled by 10**decimals around the rounding)."""
     if decimals == 0:
-        return _bind1(ROUND, input)
+        return bind(ROUND, input)
     scale = 10.0 ** decimals
-    return _bind1(ROUND, input * scale) / scale
+    return bind(ROUND, input * scale) / scale
 
 
 def frac(input):
@@ -178,7 +141,7 @@ def _digamma_vjp(g, out, a):
 
 
 DIGAMMA = _unary("digamma", _digamma_impl, _digamma_vjp)
-LGAMMA = _unary("lgamma", _lgamma_impl, lambda g, out, a: (g * _bind1(DIGAMMA, a),))
+LGAMMA = _unary("lgamma", _lgamma_impl, lambda g, out, a: (g * digamma(a),))
 
 
 def _erfinv_impl(xp, a):
@@ -210,18 +173,7 @@ def _erfinv_impl(xp, a):
 ERFINV = _unary("erfinv", _erfinv_impl,
                 lambda g, out, a: (g * (math.sqrt(math.pi) / 2) * exp(out * out),), save_out=True,
                 save_in=False)
-
-
-def lgamma(input):
-    return _bind1(LGAMMA, input)
-
-
-def digamma(input):
-    return _bind1(DIGAMMA, input)
-
-
-def erfinv(input):
-    return _bind1(ERFINV, input)
+lgamma, digamma, erfinv = map(_op1, (LGAMMA, DIGAMMA, ERFINV))
 
 
 def erfc(input):
@@ -381,56 +333,40 @@ SIGNBIT = defprim("signbit", lambda xp, a: xp.signbit(a), _ew_rule("signbit", ou
 def signbit(input):
     """True where the sign bit is set (-0.0 included)."""
     if input.dtype.is_floating_point:
-        return _bind1(SIGNBIT, input)
+        return bind(SIGNBIT, input)
     return input < 0
 
 
-def _int_or_bool(name):
-    def rule_check(a, b=None):
-        for t in (a, b):
-            if t is not None and hasattr(t, "dtype") and t.dtype.is_floating_point:
-                raise TypeError(f"{name}: expected integer or bool tensors, got {t.dtype.name}")
-    return rule_check
+def _int_or_bool(prim, unary: bool = False):
+    """`prim`'s public function: integer or bool tensors only (a float one: TypeError)."""
+    def check(operands):
+        for t in operands:
+            if hasattr(t, "dtype") and t.dtype.is_floating_point:
+                raise TypeError(f"{prim.name}: expected integer or bool tensors, got {t.dtype.name}")
+
+    def op1(input):
+        check((input,))
+        return bind(prim, input)
+
+    def op2(input, other):
+        check((input, other))
+        return prim.binary(input, other)
+    op = op1 if unary else op2
+    op.__name__ = op.__qualname__ = prim.name
+    return op
 
 
 BITWISE_AND = _binary("bitwise_and", _ufunc2("bitwise_and"), None)
 BITWISE_OR = _binary("bitwise_or", _ufunc2("bitwise_or"), None)
 BITWISE_XOR = _binary("bitwise_xor", _ufunc2("bitwise_xor"), None)
 BITWISE_NOT = _unary("bitwise_not", _ufunc1("invert"), None, int_to_float=False)
+# ``input << other`` and ``input >> other`` of integer tensors: bits shifted out are lost,
+# the right shift is arithmetic (the sign bit is kept)
 LEFT_SHIFT = _binary("bitwise_left_shift", _ufunc2("left_shift"), None)
 RIGHT_SHIFT = _binary("bitwise_right_shift", _ufunc2("right_shift"), None)
-
-
-def bitwise_and(input, other):
-    _int_or_bool("bitwise_and")(input, other)
-    return BITWISE_AND.binary(input, other)
-
-
-def bitwise_or(input, other):
-    _int_or_bool("bitwise_or")(input, other)
-    return BITWISE_OR.binary(input, other)
-
-
-def bitwise_xor(input, other):
-    _int_or_bool("bitwise_xor")(input, other)
-    return BITWISE_XOR.binary(input, other)
-
-
-def bitwise_not(input):
-    _int_or_bool("bitwise_not")(input)
-    return _bind1(BITWISE_NOT, input)
-
-
-def bitwise_left_shift(input, other):
-    """``input << other`` of integer tensors (bits shifted out are lost)."""
-    _int_or_bool("bitwise_left_shift")(input, other)
-    return LEFT_SHIFT.binary(input, other)
-
-
-def bitwise_right_shift(input, other):
-    """``input >> other`` of integer tensors, arithmetic (the sign bit is kept)."""
-    _int_or_bool("bitwise_right_shift")(input, other)
-    return RIGHT_SHIFT.binary(input, other)
+bitwise_and, bitwise_or, bitwise_xor, bitwise_left_shift, bitwise_right_shift = map(
+    _int_or_bool, (BITWISE_AND, BITWISE_OR, BITWISE_XOR, LEFT_SHIFT, RIGHT_SHIFT))
+bitwise_not = _int_or_bool(BITWISE_NOT, unary=True)
 
 
 def logical_xor(input, other):

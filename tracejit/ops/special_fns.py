@@ -14,7 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
-from .elementwise import _binary, _unary, cast, sign, where
+from .elementwise import _binary, _op1, _unary, cast, sign, where
 from .registry import bind
 
 __all__ = ["polygamma", "i0", "frexp", "ldexp", "igamma", "igammac"]
@@ -267,22 +267,9 @@ I0E = _unary("i0e", _bessel_impl(0, True), _i0e_vjp, save_out=True)
 I1E = _unary("i1e", _bessel_impl(1, True), _i1e_vjp, save_out=True)
 
 
-def i0(input):
-    """The modified Bessel function of the first kind, order 0."""
-    return bind(I0, input)
-
-
-def i1(input):
-    return bind(I1, input)
-
-
-def i0e(input):
-    """exp(-|x|) i0(x), finite where i0 overflows."""
-    return bind(I0E, input)
-
-
-def i1e(input):
-    return bind(I1E, input)
+# i0: the modified Bessel function of the first kind, order 0; i0e: exp(-|x|) i0(x), finite
+# where i0 overflows (i1 and i1e likewise for order 1)
+i0, i1, i0e, i1e = map(_op1, (I0, I1, I0E, I1E))
 
 
 # ---------------------------------------------------------------- mantissa and exponent

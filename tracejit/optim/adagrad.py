@@ -10,12 +10,14 @@ created with the optimizer (so it is in ``state_dict()`` before the first step).
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
+from .optimizer import Optimizer, _direction, _new_state_tensor
 
 __all__ = ["Adagrad"]
 
 
 class Adagrad(Optimizer):
+    _numbers = ("learning rate lr", "lr_decay", "weight_decay", "initial_accumulator_value", "epsilon eps")
+
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0.0, weight_decay: float = 0.0,
                  initial_accumulator_value: float = 0.0, eps: float = 1e-10, *, maximize: bool = False,
                  foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None):
@@ -26,13 +28,6 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 self._init_state(p, self.state[p], group)
-
-    def _validate(self, group: dict) -> None:
-        _check_number("Adagrad", "learning rate lr", group["lr"])
-        _check_number("Adagrad", "lr_decay", group["lr_decay"])
-        _check_number("Adagrad", "weight_decay", group["weight_decay"])
-        _check_number("Adagrad", "initial_accumulator_value", group["initial_accumulator_value"])
-        _check_number("Adagrad", "epsilon eps", group["eps"])
 
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
+from .optimizer import Optimizer, _direction, _new_state_tensor
 
 __all__ = ["Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]
 
@@ -37,6 +37,8 @@ def _adam_moments(p, grad, state: dict, group: dict, xp, **first):
 
 
 class Adamax(Optimizer):
+    _numbers = ("lr", "eps", "weight_decay")
+
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
@@ -44,10 +46,6 @@ class Adamax(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
-
-    def _validate(self, group: dict) -> None:
-        for k in ("lr", "eps", "weight_decay"):
-            _check_number("Adamax", k, group[k])
 
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
@@ -66,6 +64,8 @@ class Adamax(Optimizer):
 
 
 class NAdam(Optimizer):
+    _numbers = ("lr", "eps", "weight_decay", "momentum_decay")
+
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False,
                  *, maximize: bool = False,
@@ -75,10 +75,6 @@ class NAdam(Optimizer):
                                       momentum_decay=momentum_decay,
                                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
-
-    def _validate(self, group: dict) -> None:
-        for k in ("lr", "eps", "weight_decay", "momentum_decay"):
-            _check_number("NAdam", k, group[k])
 
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
@@ -96,6 +92,8 @@ class NAdam(Optimizer):
 
 
 class RAdam(Optimizer):
+    _numbers = ("lr", "eps", "weight_decay")
+
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, decoupled_weight_decay: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
@@ -103,10 +101,6 @@ class RAdam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
-
-    def _validate(self, group: dict) -> None:
-        for k in ("lr", "eps", "weight_decay"):
-            _check_number("RAdam", k, group[k])
 
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
@@ -128,6 +122,8 @@ class RAdam(Optimizer):
 
 
 class ASGD(Optimizer):
+    _numbers = ("lr", "weight_decay")
+
     def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
                  weight_decay: float = 0.0, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
@@ -135,10 +131,6 @@ class ASGD(Optimizer):
         super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
                                       maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
-
-    def _validate(self, group: dict) -> None:
-        for k in ("lr", "weight_decay"):
-            _check_number("ASGD", k, group[k])
 
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
@@ -164,14 +156,13 @@ class ASGD(Optimizer):
 
 
 class Rprop(Optimizer):
+    _numbers = ("lr",)
+
     def __init__(self, params, lr: float = 1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
                  differentiable: bool = False):
         super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
-
-    def _validate(self, group: dict) -> None:
-        _check_number("Rprop", "lr", group["lr"])
 
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()

@@ -146,11 +146,10 @@ class Muon(Optimizer):
                                       nesterov=nesterov, ns_coefficients=tuple(ns_coefficients), eps=eps,
                                       ns_steps=ns_steps, adjust_lr_fn=adjust_lr_fn))
 
+    _numbers = ("learning rate lr", "momentum", "weight_decay", "eps")
+
     def _validate(self, group: dict) -> None:
-        _check_number("Muon", "learning rate lr", group["lr"])
-        _check_number("Muon", "momentum", group["momentum"])
-        _check_number("Muon", "weight_decay", group["weight_decay"])
-        _check_number("Muon", "eps", group["eps"])
+        super()._validate(group)
         _check_bool("Muon", "nesterov", group["nesterov"])
         steps = group["ns_steps"]
         if isinstance(steps, bool) or not isinstance(steps, int) or not 0 <= steps < 100:

@@ -120,8 +120,15 @@ class Optimizer:
     def add_param_group(self, param_group: dict) -> None:
         self.param_groups.append(self._check_group(param_group, set()))
 
+    # the hyperparameters that must be numbers >= 0, as errors name them (the group's key
+    # is the last word: "learning rate lr")
+    _numbers: tuple = ()
+
     def _validate(self, group: dict) -> None:
-        """Raise ValueError/TypeError naming a bad hyperparameter of `group`."""
+        """Raise ValueError/TypeError naming a bad hyperparameter of `group` (`_numbers`
+        here; subclasses check the rest)."""
+        for label in self._numbers:
+            _check_number(type(self).__name__, label, group[label.split()[-1]])
 
     # ---- stepping -------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:

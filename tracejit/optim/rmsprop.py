@@ -9,12 +9,14 @@ Per parameter with gradient g (PyTorch's operation order, so results agree to ro
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
+from .optimizer import Optimizer, _direction, _new_state_tensor
 
 __all__ = ["RMSprop"]
 
 
 class RMSprop(Optimizer):
+    _numbers = ("learning rate lr", "epsilon eps", "momentum", "weight_decay", "alpha")
+
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum: float = 0.0, centered: bool = False, *,
                  maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
@@ -22,13 +24,6 @@ class RMSprop(Optimizer):
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
                                       momentum=momentum, centered=centered, maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
-
-    def _validate(self, group: dict) -> None:
-        _check_number("RMSprop", "learning rate lr", group["lr"])
-        _check_number("RMSprop", "epsilon eps", group["eps"])
-        _check_number("RMSprop", "momentum", group["momentum"])
-        _check_number("RMSprop", "weight_decay", group["weight_decay"])
-        _check_number("RMSprop", "alpha", group["alpha"])
 
     def _update(self, p, grad, state, group) -> None:
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]

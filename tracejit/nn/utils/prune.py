@@ -216,8 +216,8 @@ def _zero_at(mask: Tensor, indices: np.ndarray) -> Tensor:
     return mask
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes `amount` entries (a count, or a fraction of the tensor) chosen at random."""
+class _Unstructured(BasePruningMethod):
+    """Prunes `amount` entries (a count, or a fraction of the tensor): those `_drop` picks."""
 
     PRUNING_TYPE = "unstructured"
 
@@ -230,43 +230,33 @@ class RandomUnstructured(BasePruningMethod):
         _validate_pruning_amount(k, t.numel())
         if k == 0:
             return default_mask.clone()
-        prob = ops.rand_like(t)
-        return _zero_at(default_mask, topk_set(prob.detach().numpy(), k, largest=True))
+        return _zero_at(default_mask, self._drop(t, k))
+
+
+class RandomUnstructured(_Unstructured):
+    """Prunes `amount` entries (a count, or a fraction of the tensor) chosen at random."""
+
+    def _drop(self, t: Tensor, k: int) -> np.ndarray:
+        return topk_set(ops.rand_like(t).detach().numpy(), k, largest=True)
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: int | float):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_Unstructured):
     """Prunes the `amount` entries of smallest absolute value (of `importance_scores`, when given)."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount: int | float) -> None:
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        k = _compute_nparams_toprune(self.amount, t.numel())
-        _validate_pruning_amount(k, t.numel())
-        if k == 0:
-            return default_mask.clone()
-        return _zero_at(default_mask, topk_set(ops.abs(t.detach()).numpy(), k, largest=False))
+    def _drop(self, t: Tensor, k: int) -> np.ndarray:
+        return topk_set(ops.abs(t.detach()).numpy(), k, largest=False)
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: int | float, importance_scores: Tensor | None = None):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
-def _channel_mask(t: Tensor, dim: int, channels) -> Tensor:
-    mask = ops.zeros_like(t)
-    mask[tuple(channels if d == dim % t.dim() else slice(None) for d in range(t.dim()))] = 1
-    return mask
-
-
-class RandomStructured(BasePruningMethod):
-    """Prunes `amount` whole channels along `dim`, chosen at random."""
+class _Structured(BasePruningMethod):
+    """Prunes `amount` whole channels along `dim`: all but those `_keep` picks."""
 
     PRUNING_TYPE = "structured"
 
@@ -281,43 +271,39 @@ class RandomStructured(BasePruningMethod):
         size = t.shape[self.dim]
         k = _compute_nparams_toprune(self.amount, size)
         _validate_pruning_amount(k, size)
+        keep = self._keep(t, size, k)
         if k == 0:
             return default_mask
-        prob = ops.rand(size)
-        keep = prob > ops.kthvalue(prob, k).values
-        mask = _channel_mask(t, self.dim, keep)
+        mask = ops.zeros_like(t)
+        mask[tuple(keep() if d == self.dim % t.dim() else slice(None) for d in range(t.dim()))] = 1
         mask *= default_mask.to(dtype=mask.dtype)
         return mask
+
+
+class RandomStructured(_Structured):
+    """Prunes `amount` whole channels along `dim`, chosen at random."""
+
+    def _keep(self, t: Tensor, size: int, k: int):
+        def keep():
+            prob = ops.rand(size)
+            return prob > ops.kthvalue(prob, k).values
+        return keep
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: int | float, dim: int = -1):
         return super().apply(module, name, amount=amount, dim=dim)
 
 
-class LnStructured(BasePruningMethod):
+class LnStructured(_Structured):
     """Prunes the `amount` channels along `dim` of smallest `n`-norm."""
 
-    PRUNING_TYPE = "structured"
-
     def __init__(self, amount: int | float, n, dim: int = -1) -> None:
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
+        super().__init__(amount, dim)
         self.n = n
-        self.dim = dim
 
-    def compute_mask(self, t: Tensor, default_mask: Tensor) -> Tensor:
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        size = t.shape[self.dim]
-        k = _compute_nparams_toprune(self.amount, size)
-        _validate_pruning_amount(k, size)
-        norm = _compute_norm(t.detach(), self.n, self.dim)
-        if k == 0:
-            return default_mask
-        keep = topk_set(norm.numpy(), size - k, largest=True)
-        mask = _channel_mask(t, self.dim, ops.tensor(keep))
-        mask *= default_mask.to(dtype=mask.dtype)
-        return mask
+    def _keep(self, t: Tensor, size: int, k: int):
+        norm = _compute_norm(t.detach(), self.n, self.dim)    # (checks n even when k is 0)
+        return lambda: ops.tensor(topk_set(norm.numpy(), size - k, largest=True))
 
     @classmethod
     def apply(cls, module: Module, name: str, amount: int | float, n, dim: int,

@@ -7,15 +7,10 @@ worker processes load and collate the batches the parent's sampler chose, so the
 and their order are those of ``num_workers=0`` (see `_workers`). Shuffling draws from
 tracejit's global generator, so ``tracejit.manual_seed`` makes the order reproducible.
 """
-from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset,  # noqa: F401
-                      Subset, TensorDataset, random_split)
-from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler,  # noqa: F401
-                      SubsetRandomSampler, WeightedRandomSampler)
-from .dataloader import DataLoader, default_collate, default_convert, get_worker_info  # noqa: F401
-from .distributed import DistributedSampler  # noqa: F401
-from . import _utils  # noqa: F401
+from . import _utils, dataset, sampler, dataloader, distributed  # noqa: F401
 
-__all__ = ["get_worker_info", "Dataset", "IterableDataset", "TensorDataset", "StackDataset", "Subset",
-           "ConcatDataset", "ChainDataset", "random_split", "Sampler", "SequentialSampler",
-           "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler",
-           "DataLoader", "default_collate", "default_convert", "DistributedSampler"]
+__all__ = []
+for _m in (dataset, sampler, dataloader, distributed):   # their public names are tracejit.utils.data's
+    globals().update((name, getattr(_m, name)) for name in _m.__all__)
+    __all__ += _m.__all__
+del _m
