@@ -298,12 +298,31 @@ def logsumexp(a, dim=None, keepdim: bool = False):
 
 
 def all(a, dim=None, keepdim: bool = False):
-    # Counting (not amin) so an empty reduction gives True, as in PyTorch.
-    return eq(sum(logical_not(cast(a, _dt.bool_)), dim, keepdim), 0)
+    b = cast(a, _dt.bool_)
+    dims = _dims(b, dim, "all")
+    if _nonempty(b, dims):   # one reduction (a distribution's argument check runs three a call)
+        return bind(AMIN, b, dims=dims, keepdim=keepdim)
+    # an empty (or symbolic) extent: counting, so an empty reduction gives True, as in PyTorch
+    return eq(sum_(logical_not(b), dims, keepdim), 0)
 
 
 def any(a, dim=None, keepdim: bool = False):
-    return gt(sum(cast(a, _dt.bool_), dim, keepdim), 0)
+    b = cast(a, _dt.bool_)
+    dims = _dims(b, dim, "any")
+    if _nonempty(b, dims):
+        return bind(AMAX, b, dims=dims, keepdim=keepdim)
+    return gt(sum_(b, dims, keepdim), 0)
+
+
+def _nonempty(a, dims) -> bool:
+    """Whether every reduced extent of `a` is a known nonzero int (amin/amax reject empty
+    extents, and a symbolic one may be zero)."""
+    shape = a.shape
+    for d in dims:
+        n = shape[d]
+        if type(n) is not int or n == 0:
+            return False
+    return True
 
 
 def norm(a, p=2, dim=None, keepdim: bool = False):
