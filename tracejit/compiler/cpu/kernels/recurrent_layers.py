@@ -57,6 +57,15 @@ def GRU_BACKWARD_CHECK(d_y, d_hn, gi, w, b, h0, Z, **params) -> bool:
     return floats(5)(d_y, d_hn, Z, w, h0)
 
 
+# numpy's ``dtype.name`` is a Python property (~1.5 us); a layer called once per time step
+# (an LSTMCell's loop: 200 calls a step) asked it three times per call
+_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
+
+
+def _name(dt) -> str:
+    return _NAMES.get(dt) or dt.name
+
+
 RNN_CHECK = _unpacked(floats(4))            # gi, w, b, h0
 
 
@@ -69,16 +78,17 @@ def RNN_BACKWARD_CHECK(d_y, gi, w, b, h0, hs, **params) -> bool:
 def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
     L, N, I = x.shape
     H = w.shape[1]
-    layer = _kernels.forward_layer(x.dtype.name)
+    name = _name(x.dtype)
+    layer = _kernels.forward_layer(name)
     if layer is None:
         return None
     # the whole loop in one kernel, the input projection and the GEMMs (on [W_ih | W]
     # packed once) included
     Z = np.empty((L, 6 * H, N), dtype=x.dtype)
     ro, dt = _kernels.readonly, x.dtype
-    m = np.empty((panel_rows(4 * H, dt.name), N), dtype=dt)
+    m = np.empty((panel_rows(4 * H, name), N), dtype=dt)
     _split.run(layer, (ro(np.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
-                       np.empty(panel_size(4 * H, I + H, dt.name), dtype=dt), bool(reverse)),
+                       np.empty(panel_size(4 * H, I + H, name), dtype=dt), bool(reverse)),
                _split.threads(H))
     return Z
 
@@ -143,7 +153,8 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     L, six, N = Z.shape
     H = six // 6
     off = _parts(H, N)
-    layer = _kernels.backward_layer(Z.dtype.name)
+    name = _name(Z.dtype)
+    layer = _kernels.backward_layer(name)
     if layer is None:
         return None
     # on a cache line: the split loop's threads write neighbouring blocks of G's rows and db
@@ -152,7 +163,7 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     order = list(_order(L, reverse))
     # the whole loop in one kernel, GEMMs (on W^T packed once) and the bias gradient included
     ro, dt = _kernels.readonly, Z.dtype
-    dh = np.empty((panel_rows(H, dt.name), N), dtype=dt)
+    dh = np.empty((panel_rows(H, name), N), dtype=dt)
     dh[:H] = d_hn
     dcs = np.empty((2, H, N), dtype=dt)
     dcs[0] = d_cn
@@ -167,7 +178,7 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     rows = _cotangent_rows() and _rows_view(d_y)
     args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
             np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
-            np.empty(panel_size(H, 4 * H, dt.name), dtype=dt), bool(reverse), in_loop, rows)
+            np.empty(panel_size(H, 4 * H, name), dtype=dt), bool(reverse), in_loop, rows)
     if not alongside:
         _split.run(layer, args, nth)
         return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
@@ -183,21 +194,23 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
 def gru_layer(gi, w, b, h0, reverse=False):
     L, N, three = gi.shape
     H = three // 3
-    layer = _kernels.gru_forward_layer(gi.dtype.name)
+    name = _name(gi.dtype)
+    layer = _kernels.gru_forward_layer(name)
     if layer is None:
         return None
     # the whole loop in one kernel, GEMMs (on W packed once) included
     Z = np.empty((L, 5 * H, N), dtype=gi.dtype)
     ro, dt = _kernels.readonly, gi.dtype
-    layer(ro(gi), ro(w), ro(b), ro(h0), Z, np.empty((panel_rows(3 * H, dt.name), N), dtype=dt),
-          np.empty(panel_size(3 * H, H, dt.name), dtype=dt), bool(reverse))
+    layer(ro(gi), ro(w), ro(b), ro(h0), Z, np.empty((panel_rows(3 * H, name), N), dtype=dt),
+          np.empty(panel_size(3 * H, H, name), dtype=dt), bool(reverse))
     return Z
 
 
 def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     L, five, N = Z.shape
     H = five // 5
-    layer = _kernels.gru_backward_layer(Z.dtype.name)
+    name = _name(Z.dtype)
+    layer = _kernels.gru_backward_layer(name)
     if layer is None:
         return None
     off = _gru_parts(H, N)
@@ -206,30 +219,32 @@ def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     M = np.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
     # the whole loop in one kernel, GEMMs (on W^T packed once) included
     ro, dt = _kernels.readonly, Z.dtype
-    dhs = np.empty((2, panel_rows(H, dt.name), N), dtype=dt)
+    dhs = np.empty((2, panel_rows(H, name), N), dtype=dt)
     dhs[0, :H] = d_hn
     layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, np.empty((3 * H, N), dtype=dt), np.empty((3 * H, N), dtype=dt),
-          G, M, np.empty(panel_size(H, 3 * H, dt.name), dtype=dt), bool(reverse))
+          G, M, np.empty(panel_size(H, 3 * H, name), dtype=dt), bool(reverse))
     return _gru_finish(np, res, off, M, Z, h0, dhs[L % 2, :H], list(_order(L, reverse)))
 
 
 # ---------------------------------------------------------------- RNN (tanh, relu)
 def rnn_layer(gi, w, b, h0, reverse=False, nonlinearity="tanh"):
     L, N, H = gi.shape
-    layer = _rnn_kernels.forward_layer(gi.dtype.name)
+    name = _name(gi.dtype)
+    layer = _rnn_kernels.forward_layer(name)
     if layer is None:
         return None
     # the whole loop in one kernel, GEMMs (on W packed once) included
     hs = np.empty((L, H, N), dtype=gi.dtype)
     ro, dt = _kernels.readonly, gi.dtype
-    layer(ro(gi), ro(w), ro(b), ro(h0), hs, np.empty((panel_rows(H, dt.name), N), dtype=dt),
-          np.empty(panel_size(H, H, dt.name), dtype=dt), bool(reverse), nonlinearity == "relu")
+    layer(ro(gi), ro(w), ro(b), ro(h0), hs, np.empty((panel_rows(H, name), N), dtype=dt),
+          np.empty(panel_size(H, H, name), dtype=dt), bool(reverse), nonlinearity == "relu")
     return hs
 
 
 def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"):
     L, H, N = hs.shape
-    layer = _rnn_kernels.backward_layer(hs.dtype.name)
+    name = _name(hs.dtype)
+    layer = _rnn_kernels.backward_layer(name)
     if layer is None:
         return None
     off = _rnn_parts(H, N)
@@ -239,8 +254,8 @@ def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"
     dp = np.empty((H, N), dtype=hs.dtype)
     # the whole loop in one kernel, GEMMs and the bias gradient included
     ro, dt = _kernels.readonly, hs.dtype
-    dh = np.zeros((panel_rows(H, dt.name), N), dtype=dt)
-    layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], np.empty(panel_size(H, H, dt.name), dtype=dt),
+    dh = np.zeros((panel_rows(H, name), N), dtype=dt)
+    layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], np.empty(panel_size(H, H, name), dtype=dt),
           bool(reverse), nonlinearity == "relu")
     res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(np, G.reshape(L * N, H), hs, h0, order)
     res[off[2]:off[3]] = dh[:H].reshape(-1)
