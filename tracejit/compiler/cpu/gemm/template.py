@@ -305,7 +305,7 @@ def _pair_launch(pair, args) -> bool:
     """`pair` run on `args` where the share pool is free (one launch at a time uses its
     tables); False where another launch holds it."""
     from ..runtime import sharepool
-    if not sharepool.pair_on_blas_worker() or not sharepool.try_launch():
+    if not sharepool.try_launch():
         return False
     try:
         pair(args)
