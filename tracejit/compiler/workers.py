@@ -404,7 +404,7 @@ class CompilePool(JobChoice):
     def shutdown(self) -> None:
         self.closed = True
         # Jobs still queued are never taken now: finish them, or whoever waits on one (a
-        # module's preparation thread, tiers._prepare) would wait for good.
+        # module's preparation thread, prepare._prepare) would wait for good.
         while True:
             try:
                 item = self.jobs.get_nowait()

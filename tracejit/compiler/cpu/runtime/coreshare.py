@@ -58,7 +58,6 @@ import threading
 import time
 from typing import Callable, Iterator, Optional
 
-import numpy as np
 
 from .... import envflags
 from ....envflags import is_off

@@ -32,7 +32,7 @@ import time
 from typing import Callable, Optional
 
 from . import coreshare
-from ....threads import blas_threads_set, usable_cpus
+from ....threads import blas_threads_set
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch", "worked", "warm",
            "PoolPair", "pool_pair", "Partner", "partner",
@@ -44,7 +44,6 @@ __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair",
 SPLIT_MIN_WORK = 1 << 22
 
 
-_cpus = None
 try_launch: Callable[[], bool]      # (both set by `_new_launch_lock`)
 end_launch: Callable[[], None]
 
@@ -75,13 +74,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def pool_threads() -> int:
-    """Shares a launch may use now: the cores other processes leave this one."""
-    global _cpus
-    if _cpus is None:
-        _cpus = usable_cpus()
-    if coreshare.ENABLED:
-        return max(1, min(_cpus, coreshare.core_share.threads()))
-    return _cpus
+    """Shares a launch may use now: the cores other processes leave this one (at most the
+    CPUs it may use, `CoreShare.cpus`)."""
+    share = coreshare.core_share
+    return share.threads() if coreshare.ENABLED else share.cpus
 
 
 def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
