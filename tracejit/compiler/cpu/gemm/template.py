@@ -233,7 +233,7 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
 
     Two shares run as a pair on the worker pool (the second share on its worker, which
     after a product polls on the other core: a thread of numba's would be given half of
-    it), more on sharepool's threads (each share a call of the kernel), one on this thread."""
+    it), more through sharepool.run_shares (each share a call of the kernel), one on this thread."""
     dt = a.dtype
     batch = a.shape[:-2]
     m, k = a.shape[-2], a.shape[-1]
@@ -289,7 +289,7 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
 
 
 def _shares_launch(one, args, shares: int) -> bool:
-    """Share q of `shares` as ``one(*args, q, shares)`` on sharepool's threads (share 0 on
+    """Share q of `shares` as ``one(*args, q, shares)`` through sharepool.run_shares (share 0 on
     this one) where it is free; False where another launch holds it."""
     from ..runtime import sharepool
     if not sharepool.try_launch():

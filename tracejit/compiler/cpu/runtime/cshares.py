@@ -351,8 +351,8 @@ class ChunkKernel:
         thread's launch holding the pool, a folded reduction).
 
         For work that only this launch pays for (a few us on a worker awake after a
-        product): `__call__` with more shares hands them to sharepool's threads through a
-        lock, tens of us."""
+        product): `__call__` without the pair runs each share through a Python callback
+        (sharepool.run_shares), tens of us."""
         if self.serial or self.partial_dtype is not None or pool_threads() < 2:
             return False
         if not sharepool.try_launch():

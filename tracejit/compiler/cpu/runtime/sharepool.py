@@ -130,7 +130,7 @@ class PoolPair:
         from . import workpool
         try:
             p = workpool.pool()
-        except Exception:   # (no llvmlite, no futex here: sharepool's threads)
+        except Exception:   # (no llvmlite, no futex here: shares one after the other)
             self.fn = None
             return
         self.pool = p.threads
