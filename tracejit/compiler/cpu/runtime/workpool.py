@@ -36,6 +36,7 @@ import threading
 from typing import Optional
 
 from .... import envflags
+from ....threads import usable_cpus
 
 __all__ = ["WorkPool", "pool", "threads_allowed", "SLOT", "SPIN", "ENTRY"]
 
@@ -63,10 +64,7 @@ def threads_allowed() -> int:
         if not forced.isdigit() or int(forced) < 1:
             raise ValueError(f"TRACEJIT_POOL_THREADS={forced!r}: must be a whole number of threads, 1 or more")
         return int(forced)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    return max(1, usable_cpus())
 
 
 def _ir(spin: int, yields: int, sys_futex: int) -> str:
