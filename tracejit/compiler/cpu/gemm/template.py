@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import template_text
+from ..runtime import sharepool
 
 __all__ = ["Config", "CONFIGS", "source", "kernel_for", "run", "vector_width", "ACTIVATIONS", "shares_for"]
 
@@ -279,32 +280,18 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
             ACTIVATIONS[act], ks, int(cfg.pack))
     if shares == 1:   # (no parallel region to wake for one share)
         launch.one(*args, 0, 1)
+    # (sharepool.launch runs every share on this thread where another launch holds the
+    # threads: one call then, the K parts' sums included)
     elif (shares == 2 and launch.pair is not None and _pair_launch(launch.pair, args)) \
-            or _shares_launch(launch.one, args, shares):
+            or sharepool.launch(launch.one, args, shares) > 1:
         if ks > 1:
             launch.one(*args, 0, 0)    # (the K parts' sums, once every share ended)
-    else:   # (another launch holds the threads: every share on this one)
-        launch.one(*args, 0, 1)
     return out
-
-
-def _shares_launch(one, args, shares: int) -> bool:
-    """Share q of `shares` as ``one(*args, q, shares)`` through sharepool.run_shares (share 0 on
-    this one) where it is free; False where another launch holds it."""
-    from ..runtime import sharepool
-    if not sharepool.try_launch():
-        return False
-    try:
-        sharepool.run_shares(one, args, (), shares)
-    finally:
-        sharepool.end_launch()
-    return True
 
 
 def _pair_launch(pair, args) -> bool:
     """`pair` run on `args` where the share pool is free (one launch at a time uses its
     tables); False where another launch holds it."""
-    from ..runtime import sharepool
     if not sharepool.try_launch():
         return False
     try:
