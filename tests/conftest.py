@@ -96,7 +96,7 @@ def two_blas_threads(monkeypatch):
 
 @pytest.fixture
 def partner():
-    """The partner of a two-share launch (sharepool's `run_pair`): the worker pool's thread
+    """The partner of a two-share launch (sharepool's `run_shares`): the worker pool's thread
     (workpool.py); skips where there is no pool of two threads."""
     from tracejit.compiler.cpu.runtime import sharepool
     if sharepool.pool_pair.find() is None:

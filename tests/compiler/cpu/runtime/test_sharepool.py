@@ -183,7 +183,7 @@ def test_batched_products_on_two_shares_match_numpy(pair):
     np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-5, atol=1e-5)
 
 
-def test_run_pair_runs_both_shares_on_two_threads(partner):
+def test_two_shares_run_on_two_threads(partner):
     seen = {}
     lock = threading.Lock()
 
@@ -192,7 +192,7 @@ def test_run_pair_runs_both_shares_on_two_threads(partner):
             seen[t] = (a, b, nt, threading.get_ident())
     assert sharepool.try_launch()
     try:
-        sharepool.run_pair(share, (1, 2))
+        sharepool.run_shares(share, (1, 2), (), 2)
     finally:
         sharepool.end_launch()
     assert sorted(seen) == [0, 1]
@@ -200,16 +200,16 @@ def test_run_pair_runs_both_shares_on_two_threads(partner):
     assert seen[0][3] == threading.get_ident() and seen[1][3] != seen[0][3]
 
 
-def test_run_pair_raises_a_failing_share_in_the_caller(partner):
+def test_a_failing_share_is_raised_in_the_caller(partner):
     def share(t, nt):
         if t == 1:
             raise ValueError("share 1 failed")
     assert sharepool.try_launch()
     try:
         with pytest.raises(ValueError, match="share 1 failed"):
-            sharepool.run_pair(share, ())
+            sharepool.run_shares(share, (), (), 2)
         ran = []
-        sharepool.run_pair(lambda t, nt: ran.append(t), ())     # the partner still works
+        sharepool.run_shares(lambda t, nt: ran.append(t), (), (), 2)     # the partner still works
         assert sorted(ran) == [0, 1]
     finally:
         sharepool.end_launch()

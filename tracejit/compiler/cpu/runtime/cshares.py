@@ -1,6 +1,6 @@
 """GIL-free launch of a share-form kernel's two shares on tracejit's worker pool.
 
-Why: sharepool's pair launch (`sharepool.run_pair`) hands the worker pool (workpool.py)
+Why: sharepool's pair launch (`sharepool.run_shares`) hands the worker pool (workpool.py)
 a ctypes *Python* callback: each share takes the GIL to unbox the kernel's arguments, and
 every GIL handoff between the two threads is a futex wake-up of the other vCPU. On the
 2-core VM this cost 42-87 us per launch of a do-nothing kernel (median 60-120 us right
@@ -31,7 +31,7 @@ callee's whole library into the caller's, and LLVM optimises and emits the kerne
 linked, 1.11 s through the address).
 
 `CShares` launches them: pack, then the pool's ``run(2, share_entry, records, 24)`` runs
-record q on the caller (q = 0) and the pool's worker (q = 1), exactly as `run_pair` does with
+record q on the caller (q = 0) and the pool's worker (q = 1), exactly as `run_shares` does with
 its Python callback. Arrays are C-contiguous (the kernels' signatures say so) and stay
 alive in the caller's frame for the whole launch. A cfunc cannot raise: the kernels these
 serve raise nothing (error_model numpy, no bounds checks; an allocation failure inside a

@@ -34,7 +34,7 @@ from typing import Callable, Optional
 from . import coreshare
 from ....threads import blas_threads_set
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch", "worked", "warm",
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "launch", "worked", "warm",
            "PoolPair", "pool_pair", "Partner", "partner",
            "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
@@ -84,7 +84,10 @@ def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
     """fn(*args, t, nt, *tail) for t in 0..nt-1, share 0 on this thread and the others on the
     worker pool's (`PoolPair`), or one after the other here where there is no pool of two
     threads. The caller holds the launch (`try_launch`); an exception in any share is raised
-    here, after all ended."""
+    here, after all ended. Users: `split`, `launch` (fused Adam, LayerNorm's backward rows:
+    their second share, right after the backward's last product, ran as late as the first
+    share's whole run on a thread woken through a lock), chunk kernels and the GEMM template.
+    The recurrent loops use `Partner` instead (not waited for)."""
     pool_run = pool_pair.find()
     if pool_run is not None:
         pool_pair.run(pool_run, fn, args, nt, tail)
@@ -181,21 +184,13 @@ def warm() -> bool:
     return time.perf_counter() <= _warm_until
 
 
-def run_pair(fn: Callable, args: tuple) -> None:
-    """fn(*args, q, 2) for q = 0, 1 at once: `run_shares` of two shares. Users: `split` and
-    `launch` (fused Adam, LayerNorm's backward rows: their second share, right after the
-    backward's last product, ran as late as the first share's whole run on a thread woken
-    through a lock). The recurrent loops use `Partner` instead (not waited for)."""
-    run_shares(fn, args, (), 2)
-
-
 class Partner:
     """A thread of ours that runs the second share of a launch whose two shares *claim* their
     work (compiler/cpu/kernels/loop_split.py's split loops: a share does a half only after claiming it, and
     takes its partner's halves when the partner is late), without the launcher waiting for a
     partner that never began.
 
-    Why: `run_pair` returns only once the
+    Why: `run_shares` returns only once the
     second share has returned. On a shared machine the thread that runs it may get no core
     for a whole call; the launcher then does all the work itself (the claims), and still
     waited a scheduler time slice (~4-15 ms) for that thread to be scheduled once, find
