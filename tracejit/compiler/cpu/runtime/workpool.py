@@ -436,10 +436,6 @@ class WorkPool:
         ctypes.c_int32.from_address(self._engine.get_global_value_address("busy")).value = 0
         self._start()
 
-    def launch(self, entry: int, args: int, n: int, stride: int) -> None:
-        """`run` from Python (ctypes releases the GIL for the call)."""
-        self.run(n, ctypes.c_void_p(entry), ctypes.c_void_p(args), stride)
-
     def close(self) -> None:
         """Stop and join the workers (at exit). The slots stay, so a late launch runs alone."""
         if self.pid != os.getpid():
