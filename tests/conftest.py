@@ -94,16 +94,13 @@ def two_blas_threads(monkeypatch):
         set_blas_threads(b0)
 
 
-@pytest.fixture(params=["blas-pool", "sharepool"])
-def partner(request, monkeypatch):
-    """Both partners of a two-share launch (sharepool's `run_pair`): the worker pool's thread
-    (workpool.py) and a thread of sharepool's."""
+@pytest.fixture
+def partner():
+    """The partner of a two-share launch (sharepool's `run_shares`): the worker pool's thread
+    (workpool.py); skips where there is no pool of two threads."""
     from tracejit.compiler.cpu.runtime import sharepool
-    use_pool = request.param == "blas-pool"
-    if use_pool and sharepool.pool_pair.find() is None:
+    if sharepool.pool_pair.find() is None:
         pytest.skip("no worker pool of two threads here")
-    monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "1" if use_pool else "0")
-    return request.param
 
 
 @pytest.fixture(scope="module")

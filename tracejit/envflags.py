@@ -112,8 +112,6 @@ SWITCHES: dict = {s.name: s for s in (
            "tracejit/compiler/codegen_chunks.py"),
     Switch("TRACEJIT_CHUNK_NESTED_PAIRS", "1", "0: nested chunk kernels never run as GIL-free shares",
            "tracejit/compiler/codegen_chunks.py"),
-    Switch("TRACEJIT_PAIR_ON_BLAS_WORKER", "1", "0: a launch's shares never run on the worker pool's threads",
-           "tracejit/compiler/cpu/runtime/sharepool.py"),
     Switch("TRACEJIT_POOL_THREADS", "", "N: tracejit's worker pool launches on N threads, the caller included "
            "(default: the CPUs this process may run on)", "tracejit/compiler/cpu/runtime/workpool.py"),
     Switch("TRACEJIT_CEDE", "1", "0: the partner thread keeps working while our compile workers compile",

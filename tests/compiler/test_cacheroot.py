@@ -7,8 +7,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from tracejit.compiler import cacheroot, diskcache
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,8 +52,3 @@ def test_tiers_and_hints_do_not_import_the_disk_cache(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]"
-    # ... and tiers still offers them as attributes (tests patch tiers.workers.submit)
-    from tracejit.compiler import tiers, workers
-    assert tiers.workers is workers and tiers.diskcache is diskcache
-    with pytest.raises(AttributeError):
-        tiers.no_such_thing

@@ -25,8 +25,8 @@ def chunks(monkeypatch, tmp_path):
     monkeypatch.setenv("TRACEJIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setattr(cshares, "pool_threads", lambda: 2)
-    # the shares on sharepool's threads (a flat kernel's GIL-free pair: tests below)
-    monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "0")
+    # every launch through sharepool.run_shares (a flat kernel's GIL-free pair: tests below)
+    monkeypatch.setattr(cshares.CShares, "make", classmethod(lambda cls, g, fast_entry: None))
     return count_launches(monkeypatch, cshares, "_run_shares")
 
 

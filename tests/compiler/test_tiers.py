@@ -21,7 +21,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.compiler import tiers, workers
-from tracejit.compiler import prepare
+from tracejit.compiler import prepare, tiers_work
 from tracejit.testing import kernel_cache_at
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -249,9 +249,9 @@ def test_no_worker_outlives_the_program(tmp_path, how):
 
 def test_mode_resolution(monkeypatch):
     monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)
-    assert tiers.compile_mode(None) == "background"
+    assert prepare.compile_mode(None) == "background"
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
-    assert tiers.compile_mode(None) == "sync" and tiers.compile_mode("background") == "background"
+    assert prepare.compile_mode(None) == "sync" and prepare.compile_mode("background") == "background"
 
 
 def test_cache_cli_info_prune_clear(tmp_path):
@@ -354,7 +354,7 @@ def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, ke
             job._finish(done.ok, done.error, done.seconds, done.compiled)
         threading.Thread(target=later_run, daemon=True).start()
         return job
-    monkeypatch.setattr(tiers.workers, "submit", submit)
+    monkeypatch.setattr(workers, "submit", submit)
 
     f, x, w, eager, seen, ex = _staged_parallel_entry(c, 6)
     assert f.cache_stats()["tiers"] == [kind] and f.cache_stats()["pending_kernels"] >= 1
@@ -394,7 +394,7 @@ def test_the_parfor_upgrade_waits_while_no_core_is_free(monkeypatch):
         if until_idle:
             held.append(job)
         return job
-    monkeypatch.setattr(tiers.workers, "submit", submit)
+    monkeypatch.setattr(workers, "submit", submit)
 
     f, x, w, eager, seen, ex = _staged_parallel_entry(1.3125, 7)
     assert held and all(j.hold is not None for j in held)
@@ -437,7 +437,7 @@ def test_later_jobs_queue_after_the_others():
 
 
 def test_a_run_time_variant_queues_behind_the_steady_kernels_asked_before_it(monkeypatch):
-    """A compiled entry's run-time variant (`tiers.prepare_variant`: a strided operand's nd
+    """A compiled entry's run-time variant (`prepare.prepare_variant`: a strided operand's nd
     layout, run on copies meanwhile) queues at rank STEADY: behind a layer's whole-loop
     kernel queued before it (the compiled step runs both at every call, the loop replacing a
     numpy loop, the variant only a copy), still ahead of eager kernels and of the parfor
@@ -660,8 +660,8 @@ def test_on_disk_record_decides_whether_workers_start_ahead(monkeypatch):
     same graph (as in a warm process) starts no worker ahead."""
     from tracejit.compiler import tierhints
     calls = []
-    monkeypatch.setattr(tiers.workers, "prestart", lambda: calls.append("prestart"))
-    monkeypatch.setattr(tiers.workers, "release_idle", lambda: calls.append("release"))
+    monkeypatch.setattr(workers, "prestart", lambda: calls.append("prestart"))
+    monkeypatch.setattr(workers, "release_idle", lambda: calls.append("release"))
     step = _step(1.4140625)
     f = tj.trace(step, compile="background")
     x, w = _args(4)
@@ -684,11 +684,11 @@ def test_stage1_only_when_it_compiles_less():
     stage-1 program (a warm Transformer step: 2 small parfor variants against 28 chunk kernels)."""
     cold_full = [(3000, False), (4000, True), (5000, True)]
     cold_stage = [(3000, False), (4200, False), (5300, False)]
-    assert tiers.stage1_pays(cold_full, cold_stage)
+    assert tiers_work.stage1_pays(cold_full, cold_stage)
     nearly_warm_full = [(507, True)]
     nearly_warm_stage = [(2500, False)] * 28
-    assert not tiers.stage1_pays(nearly_warm_full, nearly_warm_stage)
-    assert not tiers.stage1_pays([], [])
+    assert not tiers_work.stage1_pays(nearly_warm_full, nearly_warm_stage)
+    assert not tiers_work.stage1_pays([], [])
 
 
 def test_first_call_skips_the_hint_key_unless_a_hint_prefers_loading(monkeypatch):
@@ -913,10 +913,10 @@ def test_only_parfor_variants_call_for_a_stage_1():
     single = SimpleNamespace(backend=SimpleNamespace(serial_twin=False))
     nest = SimpleNamespace(name="k", mode="flat")
     parfor = KernelSpec("", nest, True, "map")
-    assert tiers._parfor(twin, True, parfor)
-    assert not tiers._parfor(single, True, parfor)
-    assert not tiers._parfor(twin, False, KernelSpec("", nest, False, "map"))
-    assert not tiers._parfor(twin, True, ChunkSpec("", nest, "map", (), None))
+    assert tiers_work._parfor(twin, True, parfor)
+    assert not tiers_work._parfor(single, True, parfor)
+    assert not tiers_work._parfor(twin, False, KernelSpec("", nest, False, "map"))
+    assert not tiers_work._parfor(twin, True, ChunkSpec("", nest, "map", (), None))
 
 
 def test_a_rows_kernels_share_form_leaves_stage_1_a_chunk_stage(monkeypatch):

@@ -91,7 +91,8 @@ class NumbaCompiler(_backend.Compiler):
     def executor(self, graph, *, grad_mode: bool, name: str, compile_mode: Optional[str],
                  lock: Any, owner: Any, check: Callable[[], None]) -> _backend.Executor:
         from . import tiers
-        if tiers.compile_mode(compile_mode) == "background" and tiers.graph_on_cpu(graph):
+        from .prepare import background_possible, compile_mode as mode_of, graph_on_cpu
+        if mode_of(compile_mode) == "background" and graph_on_cpu(graph):
             from .cacheroot import root  # (not diskcache: its imports are the thread's)
             if root() is not None:
                 # The program is built by the background thread (or a first call that
@@ -103,7 +104,7 @@ class NumbaCompiler(_backend.Compiler):
                                             make_program=make_program)
         check()
         program = compile_graph(graph, grad_mode=grad_mode, name=name)
-        if tiers.compile_mode(compile_mode) == "background" and tiers.background_possible(program):
+        if mode_of(compile_mode) == "background" and background_possible(program):
             return tiers.TieredExecutor(graph, program, grad_mode, lock, owner, name)
         return program
 

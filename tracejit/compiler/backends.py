@@ -137,7 +137,7 @@ class CpuBackend(Backend):
             if chunks or codegen_chunks.paired(nest):
                 spec = codegen_chunks.render(nest)
                 # (a nested form whose arguments have no table form, a strided operand: its
-                # shares would run on sharepool's threads, a Python launch; parfor then)
+                # shares would run through sharepool.run_shares, a Python launch; parfor then)
                 # (a windows nest's shares: whole planes, long enough for a Python launch)
                 if spec is not None and (chunks or nest.flat or spec.pair or nest.window is not None):
                     return spec

@@ -85,9 +85,8 @@ def flat_pairs() -> bool:
     CPUs or more, tracejit's worker pool has a second thread (sharepool.PoolPair) and BLAS's
     thread count allows two (its count as started, not as the load policy set it now:
     the choice must not change the source). A launch runs as many shares as the cores other
-    processes leave (cshares.ChunkKernel: tracejit's own threads); the GIL-free pair only
-    where that count is two. (Measured on two CPUs only; on more, the shares are sharepool's
-    threads, which block on a lock between launches as OpenMP's workers sleep.)
+    processes leave (cshares.ChunkKernel: the worker pool's threads); the GIL-free pair only
+    where that count is two. (Measured on two CPUs only.)
 
     Why: numba's OpenMP worker sleeps between kernels (threads.SPINCOUNT: it spins ~10-15 us),
     and a call's Python (20 us for the GELU forward, 50-100 us for a training step) is longer,

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import llvmopts, ntstores
-from .emitter import NUMBA_TYPE, Emitter, fold, render_steps, storage
+from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps, storage
 from .loopnest import SUM_BLOCK, LoopNest, lower
 
 __all__ = ["CpuEmitter", "Emitter", "render", "generate", "KernelSpec", "NUMBA_TYPE", "MAX_NESTED_RANK"]
@@ -121,19 +121,6 @@ class KernelSpec:
         """Whether numba's parfor pass compiles it (2.5x a serial kernel's cost: a tiered
         compile's stage 1 exists for these, compiler/tiers.py)."""
         return self.parallel and not self.chunked
-
-
-def _arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -> str:
-    if rank == 0:
-        rank = 1
-    if readonly:
-        # Inputs are only read; read-only types also accept writable arrays and numpy's
-        # read-only broadcast views.
-        return f"Array({NUMBA_TYPE[dtype]}, {rank}, {'C' if contiguous else 'A'!r}, readonly=True)"
-    dims = [":"] * rank
-    if contiguous:
-        dims[-1] = "::1"
-    return f"{NUMBA_TYPE[dtype]}[{', '.join(dims)}]"
 
 
 def loop_form(nest: LoopNest, parallel: bool) -> str:
@@ -224,10 +211,6 @@ def channels(nest: LoopNest) -> bool:
     return bool(nest.rows) and nest.rank == 4 and tuple(nest.rows[0].dims) == (0, 2, 3)
 
 
-def _index(op) -> str:
-    return op.subscript()
-
-
 def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     """The numba source of `nest`: the parallel variant, or (``parallel=False``) the
     serial twin used for small sizes, where starting the thread pool costs far more
@@ -263,7 +246,7 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
         imports.add("_always_inline")
 
     sig = signature(nest, 1 if nest.flat else rank,
-                    () if red is None else (_arr_type(red.out_dtype, nest.red_rank, True),))
+                    () if red is None else (arr_type(red.out_dtype, nest.red_rank, True),))
     fastmath = ', fastmath={"reassoc", "contract"}' if red is not None and parallel else ""
     header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy'{fastmath})",
               f"def {nest.name}({', '.join(nest.arguments())}):"]
@@ -274,7 +257,7 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     if nest.flat:
         body += _flat(nest, form, comp, loop, stream)
     else:
-        inner = [f"{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
+        inner = [op.load for op in nest.operands if op.layout != "scalar"]
         inner += comp
         full_idx = ", ".join(f"i{d}" for d in range(rank)) or "0"
         inner += [f"{o.array}[{full_idx}] = {o.value}" for o in nest.outputs]
@@ -301,8 +284,8 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
 def signature(nest: LoopNest, out_rank: int | None, extra: tuple = ()) -> str:
     """A kernel's numba signature: its read-only operands, its outputs (of rank `out_rank`,
     None: each output's own), the array types `extra`, then the int64 sizes."""
-    args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.contiguous, readonly=True) for op in nest.operands]
-    args += [_arr_type(o.dtype, len(o.var.aval.shape) if out_rank is None else out_rank, True)
+    args = [arr_type(op.dtype, nest.arg_rank(op.k), op.contiguous, readonly=True) for op in nest.operands]
+    args += [arr_type(o.dtype, len(o.var.aval.shape) if out_rank is None else out_rank, True)
              for o in nest.outputs]
     return f"void({', '.join(args + list(extra) + ['int64'] * len(nest.sizes))})"
 
@@ -471,10 +454,10 @@ def _in_place(nest: LoopNest, form: str, inner: list):
     if pair is None:
         return None
     out, donor, cond = pair
-    read = f"{donor.name} = {donor.array}[{_index(donor)}]"
+    read = donor.load
     if read not in inner:
         return None
-    body = [f"{donor.name} = {out.array}[{_index(donor)}]" if s == read else s for s in inner]
+    body = [f"{donor.name} = {out.array}[{donor.subscript()}]" if s == read else s for s in inner]
     return cond, body
 
 

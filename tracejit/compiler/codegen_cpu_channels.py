@@ -34,7 +34,7 @@ IND = "    "
 
 
 def render_channels(nest: LoopNest, parallel: bool):
-    from .codegen_cpu import (CpuEmitter, KernelSpec, _cast_back, _combine, _index, _init, _np_type,
+    from .codegen_cpu import (CpuEmitter, KernelSpec, _cast_back, _combine, _init, _np_type,
                               module_head, signature)
 
     sched = schedule(nest, stash=False)   # (the last pass's output is pooled: nothing to stash in)
@@ -54,7 +54,7 @@ def render_channels(nest: LoopNest, parallel: bool):
         body += pooled_sizes(nest, IND)
     loop = "prange" if parallel else "range"
     body += [f"{IND}for i1 in {loop}(d1):"]
-    body += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in sched.row_loads if op.layout != "scalar"]
+    body += [f"{I2}{op.load}" for op in sched.row_loads if op.layout != "scalar"]
     folds = [p for p in sched.passes if p.folds]
     last = [p for p in sched.passes if not p.folds]
     for p in folds:
@@ -66,7 +66,7 @@ def render_channels(nest: LoopNest, parallel: bool):
         body += [f"{I2}for i0 in range(d0):", f"{I3}for i2 in range(d2):"]
         body += [f"{I4}blk{k} = {_np_type(nest.rows[k].block_dtype)}(0.0)" for k in blocked]
         body += [f"{I4}for i3 in range(d3):"]
-        body += [f"{I5}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
+        body += [f"{I5}{op.load}" for op in p.loads]
         body += block(p.steps, [nest.rows[k].value for k in p.folds], I5)
         for k in p.folds:
             red = nest.rows[k]
@@ -85,7 +85,7 @@ def render_channels(nest: LoopNest, parallel: bool):
             body += window_body(nest, step_lines, em, I5, loads=p.loads)
         else:
             body += [f"{I2}for i0 in range(d0):", f"{I3}for i2 in range(d2):", f"{I4}for i3 in range(d3):"]
-            body += [f"{I5}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
+            body += [f"{I5}{op.load}" for op in p.loads]
             body += block(p.steps, [o.value for o in p.writes], I5)
             body += [f"{I5}{o.array}[{'i1, i0' if o.cm else 'i0, i1'}, i2, i3] = {o.value}" for o in p.writes]
 

@@ -132,7 +132,7 @@ def _key_result(k: int, red) -> str:
 
 
 def render_rows(nest: LoopNest, parallel: bool):
-    from .codegen_cpu import (CpuEmitter, KernelSpec, _cast_back, _combine, _index, _init, _np_type,
+    from .codegen_cpu import (CpuEmitter, KernelSpec, _cast_back, _combine, _init, _np_type,
                               module_head, signature)
 
     sched = schedule(nest)
@@ -170,7 +170,7 @@ def render_rows(nest: LoopNest, parallel: bool):
     else:
         body += [f"{IND}for row in {loop}(nrows):"]
     body += row_index(last, I2)
-    body += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in sched.row_loads if op.layout != "scalar"]
+    body += [f"{I2}{op.load}" for op in sched.row_loads if op.layout != "scalar"]
     for p in sched.passes:
         body += block(p.before, later_row, I2)
         for k in p.folds:
@@ -193,7 +193,7 @@ def render_rows(nest: LoopNest, parallel: bool):
             body += [f"{I3}for ib in range(bs, be):", f"{I}i{last} = np.uintp(ib)"]
         else:
             body.append(f"{I2}for i{last} in range(d{last}):")
-        body += [f"{I}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
+        body += [f"{I}{op.load}" for op in p.loads]
         full = ", ".join(f"i{d}" for d in range(rank))
         body += [f"{I}{name} = {o.array}[{full}]" for o, name in p.restore]
         want = ([nest.rows[k].value for k in p.folds] + [o.value for o in p.writes] + [n for _, n in p.stash]

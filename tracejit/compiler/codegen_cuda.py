@@ -56,7 +56,7 @@ import numpy as np
 
 from ..jit.ir import Literal
 from .cuda_launch import BLOCK, CudaKernel, launch, load, simulator_enabled
-from .emitter import NUMBA_TYPE, Emitter, fold, render_steps
+from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps
 from .fusion import Group
 from .loopnest import LoopNest, lower, operand_layouts
 from .mathnames import FORMULAS, MATH
@@ -123,23 +123,12 @@ class CudaKernelSpec:
         self.llvm_options = ()
 
 
-def _combine(combine: str, acc: str, r: str) -> list:
-    return [fold(combine, acc, r)]
-
-
 def _cast_back(x: str, acc_dt: str, dtype: str, em: CudaEmitter) -> str:
     if dtype == acc_dt:
         return x
     if dtype == "bool":
         return f"({x} != 0)"
     return f"{em._type(dtype)}({x})"
-
-
-def _arr_type(dtype: str, rank: int, contiguous: bool) -> str:
-    dims = [":"] * max(rank, 1)
-    if contiguous:
-        dims[-1] = "::1"
-    return f"{NUMBA_TYPE[dtype]}[{', '.join(dims)}]"
 
 
 def _unflatten(flat: str, dims: list, ind: str) -> list:
@@ -170,15 +159,11 @@ def _block_fold(combine: str, acc_dt: str, block: int, ind: str) -> list:
     else:
         lines.append(f"{ind}        a = buf[t]")
         lines.append(f"{ind}        b = buf[t + s]")
-        lines += [f"{ind}        {x}" for x in _combine(combine, "a", "b")]
+        lines.append(f"{ind}        {fold(combine, 'a', 'b')}")
         lines.append(f"{ind}        buf[t] = a")
     lines += [f"{ind}    cuda.syncthreads()",
               f"{ind}    s //= 2"]
     return lines
-
-
-def _index(op) -> str:
-    return op.subscript()
 
 
 def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
@@ -207,10 +192,10 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
     for op in nest.operands:
         flat = op.layout == "flat" and mode != "partial"
         one = op.layout == "scalar" or flat
-        sig_args.append(_arr_type(op.dtype, 1 if one else op.rank, op.layout != "nd"))
+        sig_args.append(arr_type(op.dtype, 1 if one else op.rank, op.layout != "nd"))
         flatten.append(flat)
     for o in nest.outputs:
-        sig_args.append(_arr_type(o.dtype, rank if mode == "partial" else 1, True))
+        sig_args.append(arr_type(o.dtype, rank if mode == "partial" else 1, True))
         flatten.append(mode != "partial")
     params = [op.array for op in nest.operands] + [o.array for o in nest.outputs]
     em = CudaEmitter("float32")
@@ -218,11 +203,11 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
         acc_dt, out_dt = red.acc_dtype, red.out_dtype
         init = em.const(red.init(), acc_dt)
         if red.full:
-            sig_args.append(_arr_type(acc_dt, 1, True))   # per-block partials, not the result
+            sig_args.append(arr_type(acc_dt, 1, True))   # per-block partials, not the result
             params.append("partial")
             flatten.append(True)
         else:
-            sig_args.append(_arr_type(out_dt, len(red.kept), True))
+            sig_args.append(arr_type(out_dt, len(red.kept), True))
             params.append("red")
             flatten.append(False)
     params += nest.sizes
@@ -243,11 +228,11 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
             if op.layout == "flat":
                 inner.append(f"{op.name} = {op.array}[i]")
             elif op.layout != "scalar":
-                inner.append(f"{op.name} = {op.array}[{_index(op)}]")
+                inner.append(op.load)
         inner += comp
         inner += [f"{o.array}[i] = {o.value}" for o in nest.outputs]
         if red is not None:
-            inner += _combine(red.combine, "acc", red.value)
+            inner.append(fold(red.combine, "acc", red.value))
         body += [IND * 2 + s for s in inner]
         if red is not None:
             body += _block_fold(red.combine, acc_dt, block, IND)
@@ -263,10 +248,10 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
             body.append(f"{IND * depth}for i{d} in range(d{d}):")
             depth += 1
         full_idx = ", ".join(f"i{d}" for d in range(rank))
-        inner = [f"{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
+        inner = [op.load for op in nest.operands if op.layout != "scalar"]
         inner += comp
         inner += [f"{o.array}[{full_idx}] = {o.value}" for o in nest.outputs]
-        inner += _combine(red.combine, "acc", red.value)
+        inner.append(fold(red.combine, "acc", red.value))
         body += [IND * depth + s for s in inner]
         out_idx = ", ".join(f"i{d}" for d in red.kept)
         body.append(f"{IND * 2}red[{out_idx}] = {_cast_back('acc', acc_dt, out_dt, em)}")
@@ -275,14 +260,14 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
              f"def {name}({', '.join(params)}):",
              f'    """fused group: {nest.ops} ({mode})"""'] + body
     if red is not None and red.full:
-        fsig = f"void({_arr_type(acc_dt, 1, True)}, {_arr_type(out_dt, 1, True)}, int64)"
+        fsig = f"void({arr_type(acc_dt, 1, True)}, {arr_type(out_dt, 1, True)}, int64)"
         signatures[f"{name}_finish"] = fsig
         lines += ["", "", f"@cuda.jit({fsig!r}, cache=CACHE)",
                   f"def {name}_finish(partial, red, nparts):",
                   f'    """fold the per-block partials of `{name}` into red[0] (one block)"""',
                   f"    acc = {init}",
                   f"    for j in range(cuda.threadIdx.x, nparts, {block}):"]
-        lines += ["        " + s for s in _combine(red.combine, "acc", "partial[j]")]
+        lines.append("        " + fold(red.combine, "acc", "partial[j]"))
         lines += _block_fold(red.combine, acc_dt, block, "    ")
         lines += ["    if t == 0:",
                   f"        red[0] = {_cast_back('buf[0]', acc_dt, out_dt, em)}"]

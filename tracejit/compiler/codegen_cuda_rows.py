@@ -53,7 +53,7 @@ def _block_folds(nest: LoopNest, folds, block: int, em, ind: str) -> list:
 
 
 def render_rows(nest: LoopNest, block: int):
-    from .codegen_cuda import CudaEmitter, _index
+    from .codegen_cuda import CudaEmitter
 
     if nest.cols:
         raise NotImplementedError("CUDA rows kernels do not fold sums over their rows")
@@ -72,7 +72,7 @@ def render_rows(nest: LoopNest, block: int):
     body += [f"{IND}nrows = {nrows}", f"{IND}for row in range(cuda.blockIdx.x, nrows, cuda.gridDim.x):"]
     I2, I3 = IND * 2, IND * 3
     body += _row_index(last, I2)
-    body += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in sched.row_loads if op.layout != "scalar"]
+    body += [f"{I2}{op.load}" for op in sched.row_loads if op.layout != "scalar"]
     full = ", ".join(f"i{d}" for d in range(rank))
     for p in sched.passes:
         body += [I2 + src_of[st.name] for st in p.before]
@@ -80,7 +80,7 @@ def render_rows(nest: LoopNest, block: int):
             red = nest.rows[k]
             body.append(f"{I2}acc{k} = {em.const(red.init(), red.acc_dtype)}")
         body.append(f"{I2}for i{last} in range(t, d{last}, {block}):")
-        body += [f"{I3}{op.name} = {op.array}[{_index(op)}]" for op in p.loads]
+        body += [f"{I3}{op.load}" for op in p.loads]
         body += [f"{I3}{name} = {o.array}[{full}]" for o, name in p.restore]   # this thread's store
         body += [I3 + src_of[st.name] for st in p.steps]
         body += [f"{I3}{o.array}[{full}] = {name}" for o, name in p.stash]
@@ -101,13 +101,14 @@ def kernel_head(nest: LoopNest, out_rank=None) -> tuple:
     """What the rows and channel renderers start from: each step's rendered line by name,
     the numba types and math functions those lines use, and the kernel's signature
     (outputs of rank `out_rank`, else each of its own rank)."""
-    from .codegen_cuda import CudaEmitter, _arr_type
+    from .codegen_cuda import CudaEmitter
+    from .emitter import arr_type
     lines, emitters = render_steps(nest, CudaEmitter)
     src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
     used_types = set().union(*(em.types for em in emitters))
     functions = set().union(*(em.functions for em in emitters))
-    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
-    sig_args += [_arr_type(o.dtype, out_rank or len(o.var.aval.shape), True) for o in nest.outputs]
+    sig_args = [arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
+    sig_args += [arr_type(o.dtype, out_rank or len(o.var.aval.shape), True) for o in nest.outputs]
     sig_args += ["int64"] * len(nest.sizes)
     return src_of, used_types, functions, f"void({', '.join(sig_args)})"
 

@@ -22,15 +22,16 @@ IND = "    "
 
 
 def render_windows(nest: LoopNest, block: int):
-    from .codegen_cuda import CudaEmitter, _arr_type
+    from .codegen_cuda import CudaEmitter
+    from .emitter import arr_type
 
     w = nest.window
     lines, emitters = render_steps(nest, CudaEmitter)
     used_types = set().union(*(em.types for em in emitters))
     functions = set().union(*(em.functions for em in emitters))
     em = CudaEmitter(w.dtype)
-    sig_args = [_arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
-    sig_args += [_arr_type(o.dtype, len(o.var.aval.shape), True) for o in nest.outputs]
+    sig_args = [arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
+    sig_args += [arr_type(o.dtype, len(o.var.aval.shape), True) for o in nest.outputs]
     sig_args += ["int64"] * len(nest.sizes)
     sig = f"void({', '.join(sig_args)})"
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]

@@ -11,13 +11,13 @@ from ..threads import usable_cpus
 __all__: list = []   # (workers.py's)
 
 
-_PROGRAM_THREADS = ("tracejit-chunks", "tracejit-partner")
+_PROGRAM_THREADS = ("tracejit-partner",)
 
 
 def _thread_clocks() -> dict:
     """CPU seconds so far of tracejit's own background threads (planning, loads, compile
-    dispatch: the threads named ``tracejit-...`` but the chunk kernels' shares and the
-    matmul partner, compiler/cpu/runtime/sharepool.py, which run the program's work)."""
+    dispatch: the threads named ``tracejit-...`` but the partner, compiler/cpu/runtime/sharepool.py,
+    which runs the program's work)."""
     out = {}
     for t in threading.enumerate():
         if t.name.startswith("tracejit-") and t.name not in _PROGRAM_THREADS and t.ident:

@@ -13,7 +13,7 @@ import math
 from .loopnest import Const, LoopNest
 from .mathnames import MATH
 
-__all__ = ["Emitter", "render_steps", "fold", "NUMBA_TYPE", "storage"]
+__all__ = ["Emitter", "render_steps", "fold", "NUMBA_TYPE", "storage", "arr_type"]
 
 # numba's name of each kernel dtype (the CUDA backend's scalar types; both backends' array types)
 NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
@@ -24,6 +24,20 @@ NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int
 def storage(dt: str) -> str:
     """numpy's name of the array dtype that holds kernel dtype `dt` (bf16: its words)."""
     return "uint16" if dt == "bfloat16" else dt
+
+
+def arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -> str:
+    """The numba type, as source text, of a kernel's array argument (rank 0: one element)."""
+    if rank == 0:
+        rank = 1
+    if readonly:
+        # Inputs are only read; read-only types also accept writable arrays and numpy's
+        # read-only broadcast views.
+        return f"Array({NUMBA_TYPE[dtype]}, {rank}, {'C' if contiguous else 'A'!r}, readonly=True)"
+    dims = [":"] * rank
+    if contiguous:
+        dims[-1] = "::1"
+    return f"{NUMBA_TYPE[dtype]}[{', '.join(dims)}]"
 
 
 class Emitter:

@@ -111,6 +111,11 @@ class Operand:
         return f"in{self.k}"
 
     @property
+    def load(self) -> str:
+        """The statement reading the operand's element: ``x<k> = in<k>[subscript]``."""
+        return f"{self.name} = {self.array}[{self.subscript()}]"
+
+    @property
     def rank(self) -> int:
         return len(self.index)
 

@@ -2,7 +2,7 @@
 docs/design/vectorized-math.md, with the measured accuracy).
 
 A generated kernel does ``from tracejit.compiler.mathlib import tanh_f32`` (the name is
-``function_name(op, dtype)``; ``FUNCTIONS[(op, dtype)]`` is the dispatcher) and calls it
+``function_name(op, dtype)``) and calls it
 on a scalar of exactly that dtype (cast first: most ``*_f32`` refuse float64 at typing
 time). ``pow_*`` takes ``(x, y)``, the others one argument; integer powers with constant
 exponents should still be emitted as multiplications. The functions carry LLVM
@@ -12,43 +12,17 @@ exponents should still be emitted as multiplications. The functions carry LLVM
 """
 from __future__ import annotations
 
-from .math_exp_log import (exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32, log1p_f64,
+# (the functions generated kernels import from here by name: __all__)
+from .math_exp_log import (exp_f32, exp_f64, expm1_f32, expm1_f64, log1p_f32, log1p_f64,  # noqa: F401
                            log_f32, log_f64)
-from .math_tanh_erf import (erf_f32, erf_f64, sigmoid_f32, sigmoid_f64, softplus_f32,
+from .math_tanh_erf import (erf_f32, erf_f64, sigmoid_f32, sigmoid_f64, softplus_f32,  # noqa: F401
                             softplus_f64, tanh_f32, tanh_f64)
-from .math_trig_pow import cos_f32, cos_f64, pow_f32, pow_f64, sin_f32, sin_f64
+from .math_trig_pow import cos_f32, cos_f64, pow_f32, pow_f64, sin_f32, sin_f64  # noqa: F401
 from .mathbits import _always_inline  # noqa: F401  (the CPU renderer's element helper calls it)
 from .bf16math import bf16_to_f32, f32_to_bf16  # noqa: F401  (bf16 loads and stores, Emitter.cast)
 # The names live in a numba-free module so that code generation need not import numba.
 from .mathnames import DTYPES, OPS, function_name
 
 
-# ==========================================================================
-# Registry used by the code generator
-# ==========================================================================
-#: ops that compute in pure arithmetic and vectorize (the rest call libm)
-VECTORIZED = frozenset(
-    [(op, "float32") for op in OPS]
-    + [(op, "float64") for op in ("exp", "expm1", "log", "log1p", "tanh", "sigmoid",
-                                  "softplus")])
-
-FUNCTIONS = {(op, dt): globals()[function_name(op, dt)] for op in OPS for dt in DTYPES}
-
-#: Maximum error in ulps (measured: docs/design/vectorized-math.md); the tests assert them.
-MAX_ULP = {
-    ("exp", "float32"): 1.05, ("exp", "float64"): 1.1,
-    ("expm1", "float32"): 1.5, ("expm1", "float64"): 1.9,
-    ("log", "float32"): 0.9, ("log", "float64"): 0.95,
-    ("log1p", "float32"): 1.5, ("log1p", "float64"): 1.5,
-    ("tanh", "float32"): 7.0, ("tanh", "float64"): 2.6,
-    ("sigmoid", "float32"): 2.45, ("sigmoid", "float64"): 2.4,
-    ("softplus", "float32"): 1.75, ("softplus", "float64"): 1.8,
-    ("erf", "float32"): 1.0, ("erf", "float64"): 1.0,
-    ("sin", "float32"): 0.501, ("sin", "float64"): 1.0,
-    ("cos", "float32"): 0.501, ("cos", "float64"): 1.0,
-    ("pow", "float32"): 0.501, ("pow", "float64"): 1.0,
-}
-
-__all__ = ["FUNCTIONS", "function_name", "OPS", "DTYPES", "VECTORIZED", "MAX_ULP",
-           "bf16_to_f32", "f32_to_bf16"] + \
+__all__ = ["function_name", "OPS", "DTYPES", "bf16_to_f32", "f32_to_bf16"] + \
     sorted(function_name(op, dt) for op in OPS for dt in DTYPES)

@@ -47,7 +47,7 @@ from ..ops.linalg import MATMUL
 from ..ops.shape import PERMUTE, RESHAPE
 from .. import envflags
 
-__all__ = ["Plan", "graph_backend"]
+__all__ = ["Plan"]
 
 log = logging.getLogger("tracejit.kernels")
 
@@ -117,11 +117,6 @@ def _copy_pays(kern, layouts: tuple) -> bool:
     from .codegen_cpu import CpuEmitter
     from .emitter import render_steps
     return any(em.imports for em in render_steps(kern.nest(layouts), CpuEmitter)[1])
-
-
-def graph_backend(graph: Graph) -> str:
-    """The name of the backend that runs `graph` ("cuda" when its values live on a GPU)."""
-    return backends.for_graph(graph).name
 
 
 # The names a plan's source calls a single product by: ``MATMUL`` (the backend's matmul) or

@@ -6,7 +6,7 @@ module so that the kernels' loaders below the pool name a rank without importing
 # BatchNorm kernels). STEADY: hand-written kernels a compiled step runs at every call and
 # whose speed hangs on them (compiler/cpu/kernels/loader.py: the recurrent whole loops,
 # convolution's unfold/fold, BatchNorm, pooling, ReLU's backward) and a compiled entry's
-# run-time variant for a layout no plan listed (tiers.prepare_variant). EAGER: eager ops'
+# run-time variant for a layout no plan listed (prepare.prepare_variant). EAGER: eager ops'
 # elementwise kernels (compiler/cpu/kernels/vectorized.py): numpy runs those ops meanwhile,
 # and they mostly serve tier 0, which the FIRST jobs end. One that only tier 0 and the
 # stand-in of a fused kernel still compiling asked for moves down to LATER (`demote`,

@@ -27,27 +27,14 @@ from typing import Any, Optional
 
 from ..jit.backend import Executor
 from ..jit.function import compiled_function_of
-from . import cacheroot, tierhints
+from . import tierhints
 from .cpu.runtime import gilshare
 from .tier0 import Tier0
 # diskcache and workers are imported where used: a first call (tier 0) needs neither,
 # and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
 # process) belong to the background thread, after the user's first step.
 
-
-def __getattr__(name: str):
-    """``tiers.diskcache`` / ``tiers.workers`` as before (imported on first use)."""
-    if name in ("diskcache", "workers"):
-        import importlib
-        return importlib.import_module(f"{__package__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-__all__ = ["TieredExecutor", "Tier0", "wait", "compile_mode", "background_possible", "graph_on_cpu",
-           "module_when_ready", "module_job"]
-
-# (the background preparation of kernel modules is prepare.py's; the names stay readable here)
-from .prepare import (MODES, _prepare, background_possible, compile_mode, graph_on_cpu,  # noqa: E402,F401
-                      module_job, module_when_ready, prepare_variant)
+__all__ = ["TieredExecutor", "Tier0", "wait"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 
@@ -71,7 +58,7 @@ EXPLAIN_WAIT_S = 60.0
 _pending: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()
 _failed: "weakref.WeakSet[TieredExecutor]" = weakref.WeakSet()   # on tier 0 for good (`wait`)
 _pending_lock = threading.Lock()
-from .tiers_work import PARFOR_COST, BackgroundWork, _parfor, _planning, stage1_pays  # noqa: E402,F401
+from .tiers_work import BackgroundWork  # noqa: E402
 
 
 class TieredExecutor(BackgroundWork, Executor):

@@ -240,31 +240,25 @@ class CompilePool(JobChoice):
         """Move `job`, while it is queued at a rank after `rank`, up to `rank` (its place
         among the jobs of that rank by its sequence number, as if submitted there). False
         when it is not in the queue at such a rank (taken, done, or queued better)."""
-        with self.jobs.mutex:
-            q = self.jobs.queue
-            for k, item in enumerate(q):
-                if item[2] is job:
-                    if item[0] <= rank:
-                        return False
-                    q[k] = (rank, item[1], job)
-                    heapq.heapify(q)   # (the queue's heap, changed under its own lock)
-                    if rank < LATER:
-                        self.stirred = time.monotonic()
-                    return True
-        return False
+        return self._requeue(job, rank, True)
 
     def demote(self, job: Job, rank: int) -> bool:
         """Move `job`, while it is queued at a rank before `rank`, down to `rank`, behind the
         jobs queued there by now (a new sequence number). False when it is not in the queue
         at such a rank (taken, done, or queued there or later already)."""
+        return self._requeue(job, rank, False)
+
+    def _requeue(self, job: Job, rank: int, up: bool) -> bool:
         with self.jobs.mutex:
             q = self.jobs.queue
             for k, item in enumerate(q):
                 if item[2] is job:
-                    if item[0] >= rank:
+                    if item[0] <= rank if up else item[0] >= rank:
                         return False
-                    q[k] = (rank, next(self._ids), job)
+                    q[k] = (rank, item[1] if up else next(self._ids), job)
                     heapq.heapify(q)   # (the queue's heap, changed under its own lock)
+                    if up and rank < LATER:
+                        self.stirred = time.monotonic()
                     return True
         return False
 
@@ -404,7 +398,7 @@ class CompilePool(JobChoice):
     def shutdown(self) -> None:
         self.closed = True
         # Jobs still queued are never taken now: finish them, or whoever waits on one (a
-        # module's preparation thread, tiers._prepare) would wait for good.
+        # module's preparation thread, prepare._prepare) would wait for good.
         while True:
             try:
                 item = self.jobs.get_nowait()

@@ -4,7 +4,7 @@ The array-at-a-time update (`adam.Adam._apply`) is eleven numpy passes, most all
 temporary; here one launch per group ("multi-tensor", as PyTorch's fused Adam) reads p, g,
 m, v and writes p, m, v once. Parameters arrive as tuples of 1-D views split by a table of
 chunks (tensor, start, stop) of at most CHUNK elements, claimed from a counter
-(compiler/cpu/runtime/voidptr.py `claim`) by two shares that `sharepool.run_pair` runs, one on the
+(compiler/cpu/runtime/voidptr.py `claim`) by two shares that `sharepool.run_shares` runs, one on the
 worker pool's thread, which the backward's last GEMM ran on and left polling. The update is bound by one core's
 memory rate (the MLP benchmark's 1.9M parameters: 52 MB a step), so the second core is
 the lever. SGD (`sgd_update_many`) is the same launch over p, g and the momentum buffers,

@@ -106,6 +106,23 @@ def test_epilogues(cfg):
     _close(template.run(fn, cfg, a, b, residual=bias[None, :]), want + bias, "float64", 50)
 
 
+@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(8, 3, False, 2)], ids=lambda c: c.name)
+def test_a_launch_while_another_holds_the_threads_runs_every_share_here(cfg):
+    """(K parts' sums included: one call of every share on this thread.)"""
+    from tracejit.compiler.cpu.runtime import sharepool
+    rng = np.random.default_rng(5)
+    fn = _kernel("float32", cfg)
+    a, b = _operands(rng, 64, 48, 80, "float32")
+    want = template.run(fn, cfg, a, b, threads=1)
+    assert sharepool.try_launch()
+    try:
+        for t in (2, 3):
+            np.testing.assert_array_equal(template.run(fn, cfg, a, b, threads=t), want)
+    finally:
+        sharepool.end_launch()
+    _close(want, a @ b, "float32", 48)
+
+
 @pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(8, 3, False, 2), template.CONFIGS[4],
                                  template.Config(4, 4, dot=True), template.Config(4, 5, True, 1, True)],
                          ids=lambda c: c.name)

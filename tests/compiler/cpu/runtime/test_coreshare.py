@@ -228,17 +228,16 @@ def test_adapt_sets_numba_and_blas_and_respects_a_count_set_by_others(monkeypatc
 
 
 def test_small_products_run_on_one_blas_thread():
-    assert coreshare.blas_threads_for(64, 1000, 10, 2) == 1
-    assert coreshare.blas_threads_for(256, 1024, 10, 2) == 2
-    assert coreshare.blas_threads_for(256, 1024, 1024, 2) == 2
-    assert coreshare.blas_threads_for(256, 1024, 1024, 1) == 1
+    assert coreshare.one_thread_always(64, 1000, 10) is True
+    assert coreshare.one_thread_always(256, 1024, 10) is False
+    assert coreshare.one_thread_always(256, 1024, 1024) is False
     # few rows below FEW_ROWS_GEMM_MNK (the two-layer step's forward, 64x1000x100) on one;
     # its weight gradient's product (1000 rows), or few rows of a larger product, on two
-    assert coreshare.blas_threads_for(64, 1000, 100, 2) == 1
-    assert coreshare.blas_threads_for(127, 1000, 16, 2) == 1
-    assert coreshare.blas_threads_for(128, 1000, 16, 2) == 2
-    assert coreshare.blas_threads_for(1000, 64, 100, 2) == 2
-    assert coreshare.blas_threads_for(64, 1000, 1000, 2) == 2
+    assert coreshare.one_thread_always(64, 1000, 100) is True
+    assert coreshare.one_thread_always(127, 1000, 16) is True
+    assert coreshare.one_thread_always(128, 1000, 16) is False
+    assert coreshare.one_thread_always(1000, 64, 100) is False
+    assert coreshare.one_thread_always(64, 1000, 1000) is False
 
 
 def test_parallel_kernels_adapt_unless_switched_off():

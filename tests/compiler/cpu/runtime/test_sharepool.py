@@ -114,18 +114,12 @@ def test_batched_products_split_by_batch_match_numpy(shares, dtype):
     assert shares == [3]
 
 
-@pytest.fixture(params=["blas-worker", "own-thread"])
-def pair(request, monkeypatch):
-    """`split` on 2 shares at any size, the second on the worker pool's thread or on a
-    thread of sharepool's; returns the name of the thread the second share should run on."""
-    on_worker = request.param == "blas-worker"
-    if on_worker and sharepool.pool_pair.find() is None:
-        pytest.skip("no worker pool of two threads here")
+@pytest.fixture
+def pair(monkeypatch, partner):
+    """`split` on 2 shares at any size, the second on the worker pool's thread."""
     monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
-    monkeypatch.setenv("TRACEJIT_PAIR_ON_BLAS_WORKER", "1" if on_worker else "0")
-    return request.param
 
 
 def test_two_shares_cover_the_range_on_the_second_thread_with_one_blas_thread(pair):
@@ -148,10 +142,7 @@ def test_two_shares_cover_the_range_on_the_second_thread_with_one_blas_thread(pa
     assert parts[0][0] == 0 and parts[-1][1] == 40
     assert all(a[1] == b[0] for a, b in zip(parts, parts[1:]))
     others = {s[3] for s in seen if not s[2]}
-    if pair == "own-thread":
-        assert others <= {"tracejit-chunks"}
-    else:   # OpenBLAS's thread: ctypes names a foreign thread "Dummy-N"
-        assert "tracejit-chunks" not in others and all(o.startswith("Dummy") for o in others)
+    assert others and all(o.startswith("Dummy") for o in others)   # (ctypes' name of a foreign thread)
     if before is not None:
         assert {s[4] for s in seen} == {1} and blas_threads() == before
 
@@ -192,7 +183,7 @@ def test_batched_products_on_two_shares_match_numpy(pair):
     np.testing.assert_allclose(got, np.matmul(a.astype(np.float64), b.astype(np.float64)), rtol=1e-5, atol=1e-5)
 
 
-def test_run_pair_runs_both_shares_on_two_threads(partner):
+def test_two_shares_run_on_two_threads(partner):
     seen = {}
     lock = threading.Lock()
 
@@ -201,7 +192,7 @@ def test_run_pair_runs_both_shares_on_two_threads(partner):
             seen[t] = (a, b, nt, threading.get_ident())
     assert sharepool.try_launch()
     try:
-        sharepool.run_pair(share, (1, 2))
+        sharepool.run_shares(share, (1, 2), (), 2)
     finally:
         sharepool.end_launch()
     assert sorted(seen) == [0, 1]
@@ -209,16 +200,16 @@ def test_run_pair_runs_both_shares_on_two_threads(partner):
     assert seen[0][3] == threading.get_ident() and seen[1][3] != seen[0][3]
 
 
-def test_run_pair_raises_a_failing_share_in_the_caller(partner):
+def test_a_failing_share_is_raised_in_the_caller(partner):
     def share(t, nt):
         if t == 1:
             raise ValueError("share 1 failed")
     assert sharepool.try_launch()
     try:
         with pytest.raises(ValueError, match="share 1 failed"):
-            sharepool.run_pair(share, ())
+            sharepool.run_shares(share, (), (), 2)
         ran = []
-        sharepool.run_pair(lambda t, nt: ran.append(t), ())     # the partner still works
+        sharepool.run_shares(lambda t, nt: ran.append(t), (), (), 2)     # the partner still works
         assert sorted(ran) == [0, 1]
     finally:
         sharepool.end_launch()

@@ -43,7 +43,7 @@ def _launch(p, n, x):
     recs[:, 2] = x.ctypes.data
     recs[:, 3] = out.ctypes.data
     recs[:, 4] = ids.ctypes.data
-    p.launch(_share.address, recs.ctypes.data, n, recs.strides[0])
+    p.run(n, ctypes.c_void_p(_share.address), ctypes.c_void_p(recs.ctypes.data), recs.strides[0])   # (ctypes: no GIL)
     return out, ids
 
 

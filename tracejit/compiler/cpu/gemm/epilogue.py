@@ -47,7 +47,7 @@ _NP_DTYPES = frozenset(np.dtype(t) for t in _DTYPES)
 # float32 (OpenBLAS runs products below 256K multiply-adds on one thread itself). The
 # Transformer step's q/k/v projection (2048 x 768), 2 threads forced, SCHED_FIFO, one process
 # alternating, matmul_bias min/median ms: fill on one thread
-# 2.95/3.55, 3.28/3.68; numpy's fill in row halves on a pair (sharepool.run_pair) 2.78/3.39,
+# 2.95/3.55, 3.28/3.68; numpy's fill in row halves on a pair (sharepool.run_shares) 2.78/3.39,
 # 2.82/3.47; the k=1 GEMM 3.00/3.39 in the same runs, and against the pair 2.69/3.23 vs
 # 2.81/3.33, 2.53/3.16 vs 2.59/3.25. The LSTM head's 2048 x 64 stays on numpy's fill.
 FILL_MIN = 1 << 18

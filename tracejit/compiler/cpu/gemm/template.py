@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import template_text
+from ..runtime import sharepool
 
 __all__ = ["Config", "CONFIGS", "source", "kernel_for", "run", "vector_width", "ACTIVATIONS", "shares_for"]
 
@@ -233,7 +234,7 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
 
     Two shares run as a pair on the worker pool (the second share on its worker, which
     after a product polls on the other core: a thread of numba's would be given half of
-    it), more on sharepool's threads (each share a call of the kernel), one on this thread."""
+    it), more through sharepool.run_shares (each share a call of the kernel), one on this thread."""
     dt = a.dtype
     batch = a.shape[:-2]
     m, k = a.shape[-2], a.shape[-1]
@@ -279,33 +280,19 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
             ACTIVATIONS[act], ks, int(cfg.pack))
     if shares == 1:   # (no parallel region to wake for one share)
         launch.one(*args, 0, 1)
+    # (sharepool.launch runs every share on this thread where another launch holds the
+    # threads: one call then, the K parts' sums included)
     elif (shares == 2 and launch.pair is not None and _pair_launch(launch.pair, args)) \
-            or _shares_launch(launch.one, args, shares):
+            or sharepool.launch(launch.one, args, shares) > 1:
         if ks > 1:
             launch.one(*args, 0, 0)    # (the K parts' sums, once every share ended)
-    else:   # (another launch holds the threads: every share on this one)
-        launch.one(*args, 0, 1)
     return out
-
-
-def _shares_launch(one, args, shares: int) -> bool:
-    """Share q of `shares` as ``one(*args, q, shares)`` on sharepool's threads (share 0 on
-    this one) where it is free; False where another launch holds it."""
-    from ..runtime import sharepool
-    if not sharepool.try_launch():
-        return False
-    try:
-        sharepool.run_shares(one, args, (), shares)
-    finally:
-        sharepool.end_launch()
-    return True
 
 
 def _pair_launch(pair, args) -> bool:
     """`pair` run on `args` where the share pool is free (one launch at a time uses its
     tables); False where another launch holds it."""
-    from ..runtime import sharepool
-    if not sharepool.pair_on_blas_worker() or not sharepool.try_launch():
+    if not sharepool.try_launch():
         return False
     try:
         pair(args)

@@ -443,7 +443,7 @@ class _Preparation:
 def _pair_ready(fn, rank=None) -> None:
     """Wait until a loaded chunk kernel's GIL-free pair (compiler/cpu/runtime/cshares.py: its two shares
     on this thread and the pool's worker) is ready too, compiled by a worker where the disk
-    lacks it. The kernel is in use meanwhile (its shares on sharepool's threads); the
+    lacks it. The kernel is in use meanwhile (its shares through sharepool.run_shares); the
     preparation counts as done, for `settle`, only after this. Why here: a `Pending` pair
     is otherwise asked for at the kernel's first two-share call, and its compile then ran
     beside the calls that followed. In `python -m bench`'s eager runs, right after

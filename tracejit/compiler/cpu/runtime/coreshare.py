@@ -35,7 +35,7 @@ program one thread then, but the partner took the worker's core in turns.
 
 Whether the GEMM template or BLAS runs a product is the measured choice's
 (compiler/cpu/gemm/choice.py); this module says on how many BLAS threads (`one_thread_always`,
-`set_to_one`, `blas_ceiling`, `gemm_threads`, `blas_product`), and the BLAS side
+`set_to_one`, `blas_ceiling`, `gemm_threads`), and the BLAS side
 (compiler/cpu/gemm/blas_gemm.py `matmul`) reads it at every product.
 
 ``TRACEJIT_ADAPTIVE_THREADS=0`` (read at import) turns `adapt` into a no-op. Linux only
@@ -58,16 +58,15 @@ import threading
 import time
 from typing import Callable, Iterator, Optional
 
-import numpy as np
 
 from .... import envflags
 from ....envflags import is_off
 from .... import threads as _threads
 from ....threads import usable_cpus
 
-__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding", "blas_threads_for",
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding",
            "one_thread_always", "one_thread_now", "set_to_one", "blas_count_one", "blas_count_back",
-           "blas_product", "gemm_threads", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
+           "gemm_threads", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
            "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK", "guard_parallel", "workqueue_active"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
@@ -355,15 +354,19 @@ def adapt() -> int:
 
 
 def _apply(n: int) -> None:
-    global _blas
     numba_setting = getattr(_local, "numba", None)
     if numba_setting is None:
         numba_setting = _local.numba = _numba_setting()
     numba_setting.apply(n)
+    _blas_setting().apply(n)
+
+
+def _blas_setting() -> _Setting:
+    global _blas
     if _blas is None:
         from ....threads import blas_threads, set_blas_threads
         _blas = _Setting(blas_threads, set_blas_threads)
-    _blas.apply(n)
+    return _blas
 
 
 _blas_n = None
@@ -372,17 +375,14 @@ _blas_n = None
 def adapt_blas() -> int:
     """`adapt` for BLAS alone: what eager matmul calls (it must not import numba or start
     its thread pool: 0.5 s on the first eager product)."""
-    global _blas, _blas_n
+    global _blas_n
     if not ENABLED:
         return 0
     n = core_share.threads()
     if _blas_n == n and _blas is not None:
         return n
     try:
-        if _blas is None:
-            from ....threads import blas_threads, set_blas_threads
-            _blas = _Setting(blas_threads, set_blas_threads)
-        _blas.apply(n)
+        _blas_setting().apply(n)
     except Exception as exc:
         _give_up(exc)
         return 0
@@ -404,13 +404,6 @@ def one_thread_always(m: int, k: int, n: int) -> bool:
     (`SMALL_GEMM_MNK`; `FEW_ROWS` below `FEW_ROWS_GEMM_MNK`)."""
     mnk = m * k * n
     return mnk < SMALL_GEMM_MNK or (m < FEW_ROWS and mnk < FEW_ROWS_GEMM_MNK)
-
-
-def blas_threads_for(m: int, k: int, n: int, available: int) -> int:
-    """BLAS threads for an (m, k) @ (k, n) product when `available` threads may run."""
-    if one_thread_always(m, k, n):
-        return 1
-    return max(1, available)
 
 
 def one_thread_now(m: int, k: int, n: int) -> bool:
@@ -435,32 +428,6 @@ def blas_count_one() -> None:
 def blas_count_back() -> None:
     """BLAS's count back to the policy's after `blas_count_one`."""
     _blas.put(_blas.ours)
-
-
-def blas_product(a: np.ndarray, b: np.ndarray, threads: int | None = None) -> np.ndarray:
-    """``numpy.matmul(a, b)`` on BLAS's threads: `threads` of them (at most the count BLAS
-    started with) where given, else the policy's (`adapt_blas`, one for a small product).
-    The BLAS side of the GEMM choice (compiler/cpu/gemm/choice.py)."""
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if threads is None:
-        if m * k * n < TINY_GEMM_MNK:
-            return np.matmul(a, b)
-        adapt_blas()
-        if not set_to_one(m, k, n):
-            return np.matmul(a, b)
-        threads = 1
-    global _blas
-    if _blas is None:
-        from ....threads import blas_threads, set_blas_threads
-        _blas = _Setting(blas_threads, set_blas_threads)
-    before = _blas.get()
-    if before is None or before == threads:
-        return np.matmul(a, b)
-    _blas.put(max(1, min(threads, _blas.ceiling or before)))
-    try:
-        return np.matmul(a, b)
-    finally:
-        _blas.put(before)
 
 
 # While a compile worker of this process starts up or compiles a job the program waits for

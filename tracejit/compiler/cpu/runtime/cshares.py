@@ -1,6 +1,6 @@
 """GIL-free launch of a share-form kernel's two shares on tracejit's worker pool.
 
-Why: sharepool's pair launch (`sharepool.run_pair`) hands the worker pool (workpool.py)
+Why: sharepool's pair launch (`sharepool.run_shares`) hands the worker pool (workpool.py)
 a ctypes *Python* callback: each share takes the GIL to unbox the kernel's arguments, and
 every GIL handoff between the two threads is a futex wake-up of the other vCPU. On the
 2-core VM this cost 42-87 us per launch of a do-nothing kernel (median 60-120 us right
@@ -31,7 +31,7 @@ callee's whole library into the caller's, and LLVM optimises and emits the kerne
 linked, 1.11 s through the address).
 
 `CShares` launches them: pack, then the pool's ``run(2, share_entry, records, 24)`` runs
-record q on the caller (q = 0) and the pool's worker (q = 1), exactly as `run_pair` does with
+record q on the caller (q = 0) and the pool's worker (q = 1), exactly as `run_shares` does with
 its Python callback. Arrays are C-contiguous (the kernels' signatures say so) and stay
 alive in the caller's frame for the whole launch. A cfunc cannot raise: the kernels these
 serve raise nothing (error_model numpy, no bounds checks; an allocation failure inside a
@@ -39,8 +39,8 @@ share would end the process, as it would in any nogil numba kernel run by a C th
 
 `ChunkKernel` launches chunk kernels (codegen_chunks.py): a serial ``nogil`` numba function
 that runs share ``t`` of ``nt`` of its chunks. It picks the share count (the cores other
-processes leave us: compiler/cpu/runtime/coreshare.py), hands shares 1.. to sharepool's
-threads (or, for a flat kernel of two shares, its GIL-free pair: `CShares`), runs share 0
+processes leave us: compiler/cpu/runtime/coreshare.py), hands shares 1.. to the worker
+pool (`sharepool.run_shares`; or, for a flat kernel of two shares, its GIL-free pair: `CShares`), runs share 0
 itself, waits, and for a full reduction makes the one fold call (the partial results are
 an array it allocates per launch, so a reduction's shares all write into one and the fold
 sees every share's chunks; a GIL-free pair's last share makes that call itself). Each
@@ -316,7 +316,7 @@ class ChunkKernel:
         self.partial_size = partial_size  # codegen_chunks.ChunkSpec.partial_size
         # A flat kernel's GIL-free pair (compiler/cpu/runtime/cshares.py: its two shares on this thread and
         # the pool's worker, no Python on either): cshares.CShares once loaded; `pending` its
-        # cshares.Pending / Ready until then (None: sharepool's threads run the shares)
+        # cshares.Pending / Ready until then (None: sharepool.run_shares runs the shares)
         self.pair = None
         self.pending = pair
 
@@ -334,8 +334,7 @@ class ChunkKernel:
             if nt == 2 and self.pending is not None:
                 self.pair, self.pending = self.pending.poll()
             pair = self.pair
-            if nt == 2 and pair is not None and sharepool.pair_on_blas_worker() \
-                    and sharepool.pool_pair.find() is not None:
+            if nt == 2 and pair is not None and sharepool.pool_pair.find() is not None:
                 pair(args)
                 fold = fold and not pair.folds   # the pair's last share folded
             else:
@@ -352,8 +351,8 @@ class ChunkKernel:
         thread's launch holding the pool, a folded reduction).
 
         For work that only this launch pays for (a few us on a worker awake after a
-        product): `__call__` with more shares hands them to sharepool's threads through a
-        lock, tens of us."""
+        product): `__call__` without the pair runs each share through a Python callback
+        (sharepool.run_shares), tens of us."""
         if self.serial or self.partial_dtype is not None or pool_threads() < 2:
             return False
         if not sharepool.try_launch():
@@ -362,7 +361,7 @@ class ChunkKernel:
             if self.pending is not None:
                 self.pair, self.pending = self.pending.poll()
             pair = self.pair
-            if pair is None or not sharepool.pair_on_blas_worker() or sharepool.pool_pair.find() is None:
+            if pair is None or sharepool.pool_pair.find() is None:
                 return False
             pair(args)
         finally:

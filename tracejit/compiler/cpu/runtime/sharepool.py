@@ -1,28 +1,28 @@
-"""A few persistent threads that run shares of one piece of work: compiled chunk kernels
-(compiler/cpu/runtime/cshares.py `ChunkKernel`) and batched BLAS work split by its batch (`split`).
-
-Why a pool of our own: numba's OpenMP workers spin after each kernel and took the next
-BLAS call's cores; these threads block on a lock between launches (no spinning), and a
-launch hands each one its share through that lock (tens of microseconds). Shares release
-the GIL for their loops (nogil numba kernels, numpy's BLAS calls), so they run at once.
+"""Shares of one piece of work run at once on tracejit's worker pool (workpool.py): compiled
+chunk kernels (compiler/cpu/runtime/cshares.py `ChunkKernel`) and batched BLAS work split by
+its batch (`split`). Share 0 runs on the calling thread, share q on the pool's worker q - 1
+(`PoolPair`); shares release the GIL for their loops (nogil numba kernels, numpy's BLAS
+calls), so they run at once. Where there is no pool of two threads the shares run one after
+the other on the calling thread.
 
 One launch at a time: a second Python thread launching meanwhile runs its work on one
-thread instead of waiting. A forked child starts a pool of its own.
+thread instead of waiting.
 
 `split(fn, n)` is for work made of many small independent BLAS products, such as
 attention's per-(batch, head) products (16 x 4 products of 128 x 128 x 64 in the
 Transformer encoder step): each is one BLAS call too small for BLAS's own threads to pay
 (both threads meet at every call), so on two threads they ran no faster than on one.
 Split by batch instead, each share runs its products on one BLAS thread, one after the
-other, with no meeting between them. Of two shares, the second runs on the worker pool's
-thread where it can (`PoolPair`: that thread is awake on the second core right after a
-product, which OpenBLAS ran on it).
+other, with no meeting between them. The second share runs on the worker pool's thread
+(`PoolPair`: that thread is awake on the second core right after a product, which OpenBLAS
+ran on it).
 
 `Partner` is one more thread, for launches whose shares claim their work (the recurrent
 loops, compiler/cpu/kernels/loop_split.py): its launcher does not wait for it once the work is done.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import itertools
 import os
@@ -32,10 +32,9 @@ import time
 from typing import Callable, Optional
 
 from . import coreshare
-from ....threads import blas_threads_set, usable_cpus
-from .... import envflags
+from ....threads import blas_threads_set
 
-__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair", "launch", "worked", "warm",
+__all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "launch", "worked", "warm",
            "PoolPair", "pool_pair", "Partner", "partner",
            "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
@@ -45,41 +44,6 @@ __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "run_pair",
 SPLIT_MIN_WORK = 1 << 22
 
 
-class _Thread:
-    """One pool thread: runs ``fn(*args)`` when released."""
-
-    __slots__ = ("go", "done", "job", "error", "thread")
-
-    def __init__(self):
-        self.go = threading.Lock()
-        self.done = threading.Lock()
-        self.go.acquire()
-        self.done.acquire()
-        self.job = None
-        self.error: Optional[BaseException] = None
-        self.thread = threading.Thread(target=self._loop, daemon=True, name="tracejit-chunks")
-        self.thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            self.go.acquire()
-            fn, args = self.job
-            self.job = None
-            try:
-                fn(*args)
-            except BaseException as exc:  # raised again in the launching thread
-                self.error = exc
-            # Drop the job before waiting for the next: a thread that kept `args` until
-            # then would hold the launch's arrays alive (memory) and add a reference the
-            # autograd engine reads when it decides whether a gradient buffer is exclusive
-            # (autograd/node.py `_exclusive`): a leaf's .grad would be copied or not
-            # depending on whether the last launch had two shares.
-            del fn, args
-            self.done.release()
-
-
-_threads: list = []
-_cpus = None
 try_launch: Callable[[], bool]      # (both set by `_new_launch_lock`)
 end_launch: Callable[[], None]
 
@@ -101,8 +65,6 @@ _new_launch_lock()
 
 
 def _reset_after_fork() -> None:
-    global _threads
-    _threads = []
     _new_launch_lock()
     partner.__init__()          # the parent's partner thread does not exist here
 
@@ -112,42 +74,32 @@ if hasattr(os, "register_at_fork"):
 
 
 def pool_threads() -> int:
-    """Shares a launch may use now: the cores other processes leave this one."""
-    global _cpus
-    if _cpus is None:
-        _cpus = usable_cpus()
-    if coreshare.ENABLED:
-        return max(1, min(_cpus, coreshare.core_share.threads()))
-    return _cpus
+    """Shares a launch may use now: the cores other processes leave this one (at most the
+    CPUs it may use, `CoreShare.cpus`)."""
+    share = coreshare.core_share
+    return share.threads() if coreshare.ENABLED else share.cpus
 
 
 def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
-    """fn(*args, t, nt, *tail) for t in 0..nt-1, share 0 on this thread (the caller holds
-    the launch: `try_launch`). An exception in any share is raised here, after all ended."""
-    while len(_threads) < nt - 1:
-        _threads.append(_Thread())
-    used = _threads[:nt - 1]
-    for t, th in enumerate(used, 1):
-        th.job = (fn, args + (t, nt) + tail)
-        th.go.release()
-    error = None
-    try:
-        fn(*args, 0, nt, *tail)
-    except BaseException as exc:
-        error = exc
-    for th in used:
-        th.done.acquire()
-        if th.error is not None and error is None:
-            error = th.error
-        th.error = None
-    if error is not None:
-        raise error
+    """fn(*args, t, nt, *tail) for t in 0..nt-1, share 0 on this thread and the others on the
+    worker pool's (`PoolPair`), or one after the other here where there is no pool of two
+    threads. The caller holds the launch (`try_launch`); an exception in any share is raised
+    here, after all ended. Users: `split`, `launch` (fused Adam, LayerNorm's backward rows:
+    their second share, right after the backward's last product, ran as late as the first
+    share's whole run on a thread woken through a lock), chunk kernels and the GEMM template.
+    The recurrent loops use `Partner` instead (not waited for)."""
+    pool_run = pool_pair.find()
+    if pool_run is not None:
+        pool_pair.run(pool_run, fn, args, nt, tail)
+        return
+    for t in range(nt):
+        fn(*args, t, nt, *tail)
 
 
 class PoolPair:
-    """tracejit's worker pool (workpool.py) as a launch's second share: ``run(2, entry,
-    records, stride)``, the calling thread doing the first share, a worker the second,
-    neither holding the GIL between them.
+    """tracejit's worker pool (workpool.py) as a launch's shares: ``run(nt, entry, records,
+    stride)``, the calling thread doing the first share, the pool's workers the others,
+    none holding the GIL between them.
 
     Why that pool: numpy's OpenBLAS runs its multi-threaded products on it too
     (threads.blas_on_pool), and its worker polls a while after each job, so the work right
@@ -160,6 +112,7 @@ class PoolPair:
         self.fn = None        # the pool's `run`, or None: no pool of two threads here
         self.pool = None      # threads in the pool, the caller included
         self.job = None
+        self.qs = (ctypes.c_int64 * 0)()   # the share numbers 0 .. len - 1 the records hold
         self.found = False
         self._finding = threading.Lock()
 
@@ -177,35 +130,32 @@ class PoolPair:
         return self.fn if self.fn is not None and self.pool >= 2 else None
 
     def _find(self) -> None:
-        import ctypes
-
         from . import workpool
         try:
             p = workpool.pool()
-        except Exception:   # (no llvmlite, no futex here: sharepool's threads)
+        except Exception:   # (no llvmlite, no futex here: shares one after the other)
             self.fn = None
             return
         self.pool = p.threads
-        self.qs = (ctypes.c_int64 * 2)(0, 1)
         self.share = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self._share)
         self.fn = p.run
 
     def _share(self, ptr) -> None:
-        import ctypes
         q = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_int64))[0]
-        fn, args, errors = self.job
+        fn, args, nt, tail, errors = self.job
         try:
-            fn(*args, q, 2)
-        except BaseException as exc:   # raised by `run` once both shares ended
+            fn(*args, q, nt, *tail)
+        except BaseException as exc:   # raised by `run` once every share ended
             errors.append(exc)
 
-    def run(self, pool_run, fn: Callable, args: tuple) -> None:
-        """fn(*args, q, 2) for q = 0 (this thread) and 1 (the pool's worker) at once."""
-        import ctypes
+    def run(self, pool_run, fn: Callable, args: tuple, nt: int = 2, tail: tuple = ()) -> None:
+        """fn(*args, q, nt, *tail) for q = 0 (this thread) and 1.. (the pool's workers) at once."""
+        if len(self.qs) < nt:
+            self.qs = (ctypes.c_int64 * nt)(*range(nt))
         errors: list = []
-        self.job = (fn, args, errors)
+        self.job = (fn, args, nt, tail, errors)
         try:
-            pool_run(2, self.share, ctypes.addressof(self.qs), ctypes.sizeof(ctypes.c_int64))
+            pool_run(nt, self.share, ctypes.addressof(self.qs), ctypes.sizeof(ctypes.c_int64))
         finally:
             self.job = None
         if errors:
@@ -234,33 +184,13 @@ def warm() -> bool:
     return time.perf_counter() <= _warm_until
 
 
-# Whether a pair's second share runs on the pool's worker (`run_pair`'s default); tests turn
-# it off to have sharepool's own thread run it.
-pair_on_blas_worker = envflags.flag("TRACEJIT_PAIR_ON_BLAS_WORKER")   # (the switch: tests, A/B measurements)
-def run_pair(fn: Callable, args: tuple, on_blas_worker: Optional[bool] = None) -> None:
-    """fn(*args, q, 2) for q = 0, 1 at once: q = 0 on this thread, q = 1 on the worker pool's
-    (`PoolPair`, where it has two threads and `on_blas_worker`, by default
-    `pair_on_blas_worker()`) or else on a thread of sharepool's. The caller holds the
-    launch (`try_launch`); an exception in either share is raised here, after both ended.
-    Users: `split` and `launch` (fused Adam, LayerNorm's backward rows: their second share,
-    right after the backward's last product, ran as late as the first share's whole run on a
-    thread of ours). The recurrent loops use `Partner` instead (not waited for)."""
-    if on_blas_worker is None:
-        on_blas_worker = pair_on_blas_worker()
-    pool_run = pool_pair.find() if on_blas_worker else None
-    if pool_run is not None:
-        pool_pair.run(pool_run, fn, args)
-    else:
-        run_shares(fn, args, (), 2)
-
-
 class Partner:
     """A thread of ours that runs the second share of a launch whose two shares *claim* their
     work (compiler/cpu/kernels/loop_split.py's split loops: a share does a half only after claiming it, and
     takes its partner's halves when the partner is late), without the launcher waiting for a
     partner that never began.
 
-    Why: `run_pair` (the worker pool's or `run_shares`) returns only once the
+    Why: `run_shares` returns only once the
     second share has returned. On a shared machine the thread that runs it may get no core
     for a whole call; the launcher then does all the work itself (the claims), and still
     waited a scheduler time slice (~4-15 ms) for that thread to be scheduled once, find
@@ -359,7 +289,10 @@ class Partner:
                 fn(*args)
             except BaseException as exc:       # raised by `finish` when its launcher waits
                 job[3] = exc
-            del fn, args                       # (see _Thread._loop: no reference kept)
+            # Drop the job's arguments before the next: a thread that kept them would hold the
+            # launch's arrays alive (memory) and add a reference the autograd engine reads
+            # when it decides whether a gradient buffer is exclusive (autograd/node.py).
+            del fn, args
             with mutex:
                 job[0] = self.DONE
                 job[1] = job[2] = None
@@ -414,8 +347,7 @@ def _move_off(cpu: int) -> None:
 
 
 def launch(fn: Callable, args: tuple, nt: int) -> int:
-    """fn(*args, t, nt) for t in 0..nt-1 at once: two shares through `run_pair`, more
-    through `run_shares`; ``fn(*args, 0, 1)`` on this thread alone when `nt` is 1 or another
+    """fn(*args, t, nt) for t in 0..nt-1 at once (`run_shares`); ``fn(*args, 0, 1)`` on this thread alone when `nt` is 1 or another
     launch holds the pool. Returns the share count it ran. For nogil kernels that call no
     BLAS and whose shares take their work from a shared counter (compiler/cpu/runtime/voidptr.py `claim`), so a
     share that ran alone does all."""
@@ -423,18 +355,10 @@ def launch(fn: Callable, args: tuple, nt: int) -> int:
         fn(*args, 0, 1)
         return 1
     try:
-        _run_all(fn, args, nt)
+        run_shares(fn, args, (), nt)
     finally:
         end_launch()
     return nt
-
-
-def _run_all(fn: Callable, args: tuple, nt: int) -> None:
-    # fn(*args, t, nt) on nt >= 2 shares at once, the second of two on the pool's worker
-    if nt == 2:
-        run_pair(fn, args)
-    else:
-        run_shares(fn, args, (), nt)
 
 
 # Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
@@ -454,7 +378,7 @@ def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, n
 
 def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
     """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts taken in turn by shares on the
-    pool (the second of two on the worker pool's: `run_pair`), one per core the machine
+    pool (`run_shares`), one per core the machine
     gives now (`pool_threads`, never more than BLAS's own ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
     meanwhile; or as ``fn(0, n)`` on this thread when one core is given, ``work``
     (multiply-adds) is below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn``
@@ -470,6 +394,6 @@ def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
         parts = min(n, PARTS_PER_SHARE * nt)
         args = (fn, n, parts, itertools.count().__next__)
         with blas_threads_set(1):
-            _run_all(_take_parts, args, nt)
+            run_shares(_take_parts, args, (), nt)
     finally:
         end_launch()

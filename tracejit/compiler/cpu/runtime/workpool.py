@@ -36,6 +36,7 @@ import threading
 from typing import Optional
 
 from .... import envflags
+from ....threads import usable_cpus
 
 __all__ = ["WorkPool", "pool", "threads_allowed", "SLOT", "SPIN", "ENTRY"]
 
@@ -63,10 +64,7 @@ def threads_allowed() -> int:
         if not forced.isdigit() or int(forced) < 1:
             raise ValueError(f"TRACEJIT_POOL_THREADS={forced!r}: must be a whole number of threads, 1 or more")
         return int(forced)
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    return max(1, usable_cpus())
 
 
 def _ir(spin: int, yields: int, sys_futex: int) -> str:
@@ -437,10 +435,6 @@ class WorkPool:
         self._ids = []
         ctypes.c_int32.from_address(self._engine.get_global_value_address("busy")).value = 0
         self._start()
-
-    def launch(self, entry: int, args: int, n: int, stride: int) -> None:
-        """`run` from Python (ctypes releases the GIL for the call)."""
-        self.run(n, ctypes.c_void_p(entry), ctypes.c_void_p(args), stride)
 
     def close(self) -> None:
         """Stop and join the workers (at exit). The slots stay, so a late launch runs alone."""
