@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import ops as _ops
 from ..errors import ShapeError
 from ..ops import registry as _reg
@@ -99,23 +101,32 @@ class RNNBase(Module):
         if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
             raise ValueError(f"{name}: dropout should be a number in range [0, 1] representing the "
                              f"probability of an element being zeroed, got {dropout!r}")
-        if proj_size:
-            raise NotImplementedError(f"{name}: proj_size is not supported, got {proj_size}")
+        if isinstance(proj_size, bool) or not isinstance(proj_size, int) or proj_size < 0:
+            raise ValueError(f"{name}: proj_size should be a positive integer or zero to disable "
+                             f"projections, got {proj_size!r}")
+        if proj_size and mode != "LSTM":
+            raise ValueError(f"{name}: proj_size argument is only supported for LSTM, not RNN or GRU")
+        if proj_size >= hidden_size:
+            raise ValueError(f"{name}: proj_size has to be smaller than hidden_size, got proj_size="
+                             f"{proj_size}, hidden_size={hidden_size}")
         self.mode = mode
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
         self.dropout, self.bidirectional = float(dropout), bidirectional
-        self.proj_size = 0
+        self.proj_size = proj_size
         kw = _factory(device, dtype)
-        g = _GATES[mode] * hidden_size
+        g, out_size = _GATES[mode] * hidden_size, proj_size or hidden_size
         for layer in range(num_layers):
-            in_size = input_size if layer == 0 else hidden_size * self._dirs
+            in_size = input_size if layer == 0 else out_size * self._dirs
             for suffix in self._suffixes():
                 setattr(self, f"weight_ih_l{layer}{suffix}", Parameter(_ops.empty(g, in_size, **kw)))
-                setattr(self, f"weight_hh_l{layer}{suffix}", Parameter(_ops.empty(g, hidden_size, **kw)))
+                setattr(self, f"weight_hh_l{layer}{suffix}", Parameter(_ops.empty(g, out_size, **kw)))
                 if bias:
                     setattr(self, f"bias_ih_l{layer}{suffix}", Parameter(_ops.empty(g, **kw)))
                     setattr(self, f"bias_hh_l{layer}{suffix}", Parameter(_ops.empty(g, **kw)))
+                if proj_size:
+                    setattr(self, f"weight_hr_l{layer}{suffix}",
+                            Parameter(_ops.empty(proj_size, hidden_size, **kw)))
         self.reset_parameters()
 
     def _name(self) -> str:
@@ -154,9 +165,14 @@ class RNNBase(Module):
             raise TypeError(f"{name}: expected a floating point input, got {input.dtype.name}")
         return input.ndim == 3
 
+    def _state_size(self, which: str) -> int:
+        """The last dim of state `which`: h is proj_size wide where the LSTM projects it."""
+        return self.proj_size if self.proj_size and which == "h_0" else self.hidden_size
+
     def _check_state(self, state, which: str, batch: int, batched: bool):
-        expected = (self.num_layers * self._dirs, batch, self.hidden_size) if batched else \
-            (self.num_layers * self._dirs, self.hidden_size)
+        size = self._state_size(which)
+        expected = (self.num_layers * self._dirs, batch, size) if batched else \
+            (self.num_layers * self._dirs, size)
         if _shape(state) != expected:
             raise ShapeError(f"{self._name()}: expected {which} of shape {expected}, got "
                              f"{_shape(state)}" + ("" if batched else " (the input is unbatched)"))
@@ -166,9 +182,8 @@ class RNNBase(Module):
         """-> a list (one per state: h, or h and c) of (num_layers*dirs, N, H) tensors."""
         names = ("h_0", "c_0") if self.mode == "LSTM" else ("h_0",)
         if hx is None:
-            z = _ops.zeros(self.num_layers * self._dirs, batch, self.hidden_size,
-                           dtype=like.dtype, device=like.device)
-            return [z for _ in names]
+            return [_ops.zeros(self.num_layers * self._dirs, batch, self._state_size(n),
+                               dtype=like.dtype, device=like.device) for n in names]
         states = tuple(hx) if self.mode == "LSTM" else (hx,)
         if self.mode == "LSTM" and (not isinstance(hx, (tuple, list)) or len(states) != 2):
             raise TypeError(f"{self._name()}: hx must be a tuple (h_0, c_0), got {type(hx).__name__}")
@@ -213,9 +228,14 @@ class RNNBase(Module):
             for d, suffix in enumerate(self._suffixes()):
                 k = layer * self._dirs + d
                 state = tuple(s[k] for s in init_states)
-                out, state = _run_direction(step, x, state, self._weights(layer, suffix), reverse=d == 1,
-                                            batch_major=batch_major and layer == self.num_layers - 1,
-                                            batch_sizes=batch_sizes)
+                if self.proj_size:
+                    out, state = _lstm_proj_layer(x, state, self._weights(layer, suffix),
+                                                  getattr(self, f"weight_hr_l{layer}{suffix}"),
+                                                  d == 1, batch_sizes)
+                else:
+                        out, state = _run_direction(step, x, state, self._weights(layer, suffix), reverse=d == 1,
+                                                batch_major=batch_major and layer == self.num_layers - 1,
+                                                batch_sizes=batch_sizes)
                 outs.append(out)
                 for f, s in zip(finals, state):
                     f.append(s)
@@ -236,6 +256,8 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         return s
 
 
@@ -333,6 +355,29 @@ def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool
     out, h = rnn_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, nonlinearity, batch_sizes)
     out = _time_major_rows(out, batch_major)
     return out, (_ops.transpose(h, 0, 1),)
+
+
+def _lstm_proj_layer(x, state: tuple, weights: tuple, w_hr, reverse: bool, batch_sizes=None):
+    """`_run_direction` of an LSTM with projections (``proj_size``): h_t = W_hr (o_t *
+    tanh(c_t)), the projected h feeding the next step's W_hh. The layer op's loop has no
+    projection, so this runs the cell step by step (`lstm_cell_gates`: one node a step
+    eagerly; captured, the loop unrolls). With ``batch_sizes`` (a packed batch, longest
+    first) step t updates the first batch_sizes[t] columns and holds the others' states.
+    -> (out (L, N, P), (h (N, P), c (N, H)))."""
+    w_ih, w_hh, b_ih, b_hh = weights
+    L, N, h_in = x.shape
+    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, w_ih.shape[0]))
+    h, c = state
+    outs = [None] * L
+    for t in (range(L - 1, -1, -1) if reverse else range(L)):
+        h_new, c_new = lstm_cell_gates(gi[t] + F.linear(h, w_hh, b_hh), c)
+        h_new = F.linear(h_new, w_hr)
+        if batch_sizes is not None and batch_sizes[t] < N:
+            keep = _ops.tensor((np.arange(N) < batch_sizes[t])[:, None], device=x.device)
+            h_new, c_new = _ops.where(keep, h_new, h), _ops.where(keep, c_new, c)
+        h, c = h_new, c_new
+        outs[t] = h
+    return _ops.stack(outs, 0), (h, c)
 
 
 def _lstm_layer_step(x, state: tuple, weights: tuple) -> tuple:
