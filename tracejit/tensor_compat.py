@@ -190,13 +190,10 @@ class CompatMethods:
         return self._assign(_ops.cast(u < p, self.dtype), "bernoulli_")
 
     def unfold(self, dimension: int, size: int, step: int):
-        """Every window of `size` elements `step` apart along `dimension`, as a new last dim."""
-        from .shapes import normalize_dim
-        d = normalize_dim(dimension, self.ndim, "unfold")
-        n = (self.shape[d] - size) // step + 1
-        idx = _ops.tensor(np.arange(n)[:, None] * step + np.arange(size)[None, :], device=self.device)
-        out = _ops.getitem(self, (slice(None),) * d + (idx,))       # (.., n, size, ..)
-        return _ops.movedim(out, d + 1, -1)
+        """Every window of `size` elements `step` apart along `dimension`, as a new last dim
+        (a view: writes go to `self`, as in PyTorch)."""
+        from .ops.rearrange import unfold_windows
+        return unfold_windows(self, dimension, size, step)
 
     def byte(self, memory_format=None):
         return self.to(_dt.uint8)

@@ -13,12 +13,13 @@ from .. import dtypes as _dt
 from ..errors import ShapeError
 from ..shapes import normalize_dim
 from ..tensor import Tensor
-from .creation import tensor, zeros
+from .creation import arange, tensor, zeros
 from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import cat, expand, flip, movedim as _movedim1, permute, reshape, stack, transpose, unsqueeze
-from .registry import refuse_tracing
+from .registry import Aval, defprim, refuse_tracing
+from .eager import bind
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "roll",
            "rot90", "unflatten", "tile", "repeat_interleave", "diag", "diagonal", "diag_embed", "trace",
@@ -139,6 +140,52 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         raise ValueError(f"repeat_interleave: repeats has {reps.size} entries for a dim of size {n}")
     idx = tensor(np.repeat(np.arange(n), reps), device=input.device)
     return getitem(input, (slice(None),) * d + (idx,))
+
+
+def _windows_impl(xp, a, dim: int, size: int, step: int):
+    shape = a.shape[:dim] + ((a.shape[dim] - size) // step + 1,) + a.shape[dim + 1:] + (size,)
+    strides = a.strides[:dim] + (a.strides[dim] * step,) + a.strides[dim + 1:] + (a.strides[dim],)
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+def _windows_rule(a, dim: int, size: int, step: int):
+    shape = tuple(a.shape)
+    return Aval(shape[:dim] + ((shape[dim] - size) // step + 1,) + shape[dim + 1:] + (size,),
+                a.dtype, a.device)
+
+
+def _windows_vjp(g, out, a, dim: int, size: int, step: int):
+    """Each window's gradient added back at its elements (overlapping windows add)."""
+    from .indexing_more import index_add
+    n = g.shape[dim]
+    # (made of creation ops: a captured backward may not hold a concrete index tensor)
+    starts = unsqueeze(arange(0, n * step, step, device=g.device), 1)
+    idx = reshape(starts + arange(size, device=g.device), (-1,))
+    rows = reshape(_movedim1(g, g.ndim - 1, dim + 1),
+                   tuple(g.shape[:dim]) + (n * size,) + tuple(g.shape[dim + 1:-1]))
+    return (index_add(zeros(tuple(a.shape), dtype=g.dtype, device=g.device), dim, idx, rows),)
+
+
+# (a strided view of its operand: writes into a window write into the input, as PyTorch's)
+UNFOLD_WINDOWS = defprim("unfold_windows", _windows_impl, _windows_rule, _windows_vjp, kind="other",
+                         save=lambda rq: (), extra={"view": True, "meta": (0,)}, grad_name="UnfoldBackward0")
+
+
+def unfold_windows(input, dimension: int, size: int, step: int):
+    """``Tensor.unfold``: every window of `size` elements `step` apart along `dimension`, as
+    a new last dim; a view of `input`."""
+    if input.ndim == 0:
+        return reshape(unfold_windows(reshape(input, (1,)), 0, size, step), (size,))
+    d = normalize_dim(dimension, input.ndim, "unfold")
+    for name, v in (("size", size), ("step", step)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"unfold: {name} must be an int, got {v!r}")
+    if step <= 0 or size < 0:
+        raise ValueError(f"unfold: step must be positive and size non-negative, got size={size}, step={step}")
+    if size > input.shape[d]:
+        raise ShapeError(f"unfold: maximum size for tensor at dimension {d} is {input.shape[d]} but "
+                         f"size is {size}")
+    return bind(UNFOLD_WINDOWS, input, dim=d, size=int(size), step=int(step))
 
 
 def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
