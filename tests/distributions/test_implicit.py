@@ -6,7 +6,7 @@ import pytest
 
 import tracejit as tj
 import tracejit.distributions as D
-from tracejit.distributions.implicit import standard_gamma_grad
+from tracejit.distributions.implicit import dirichlet_grad, standard_gamma_grad
 
 torch = pytest.importorskip("torch", reason="compares with PyTorch")
 TD = torch.distributions
@@ -69,6 +69,45 @@ def test_dirichlet_rsample_gradient_is_unbiased_and_on_the_simplex():
     tc = torch.tensor([1.5, 2.0, 4.0], dtype=torch.float64, requires_grad=True)
     want = torch.autograd.grad(TD.Dirichlet(tc).mean[0], tc)[0].numpy()
     np.testing.assert_allclose(g, want, atol=0.01)
+
+
+def test_dirichlet_grad_matches_torch_in_every_regime():
+    """Near 0, near 1, both concentrations large, and the rational region between."""
+    alpha, beta = np.exp(R.uniform(-3, 4, 4000)), np.exp(R.uniform(-3, 4, 4000))
+    x = R.beta(alpha, beta).clip(1e-12, 1 - 1e-12)
+    want = torch._dirichlet_grad(*(torch.tensor(v) for v in (x, alpha, alpha + beta))).numpy()
+    np.testing.assert_allclose(dirichlet_grad(x, alpha, alpha + beta), want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dirichlet_and_beta_rsample_gradients_match_torch_per_draw(dtype):
+    """PyTorch's _Dirichlet backward on the same draws: G * (g - sum(x * g)), G its
+    `_dirichlet_grad`; Beta is the first coordinate of Dirichlet((c1, c0))."""
+    dt, rtol = getattr(tj, dtype), (2e-4 if dtype == "float32" else 1e-8)
+    conc = np.stack([POS, POS2 * 4, POS2 / 2], -1)                       # (4, 3)
+    c = tj.tensor(conc, dtype=dt, requires_grad=True)
+    x = D.Dirichlet(c).rsample((5,))
+    w = R.standard_normal(tuple(x.shape))
+    (x * tj.tensor(w, dtype=dt)).sum().backward()
+    xs, tc = torch.tensor(x.detach().numpy().astype(np.float64)), torch.tensor(conc).expand(5, 4, 3)
+    G = torch._dirichlet_grad(xs, tc, tc.sum(-1, True).expand_as(tc))
+    tw = torch.tensor(w)
+    want = (G * (tw - (xs * tw).sum(-1, True))).sum(0).numpy()
+    np.testing.assert_allclose(c.grad.numpy(), want, rtol=rtol, atol=1e-6)
+
+    a = tj.tensor(POS, dtype=dt, requires_grad=True)
+    b = tj.tensor(POS2, dtype=dt, requires_grad=True)
+    y = D.Beta(a, b).rsample((6,))
+    assert tuple(y.shape) == (6, 4) and y.dtype == dt
+    y.sum().backward()
+    ys = torch.tensor(y.detach().numpy().astype(np.float64))
+    tc = torch.stack([torch.tensor(POS), torch.tensor(POS2)], -1).expand(6, 4, 2)
+    xs = torch.stack([ys, 1 - ys], -1)
+    G = torch._dirichlet_grad(xs, tc, tc.sum(-1, True).expand_as(tc))
+    go = torch.stack([torch.ones_like(ys), torch.zeros_like(ys)], -1)
+    want = (G * (go - (xs * go).sum(-1, True))).sum(0).numpy()
+    np.testing.assert_allclose(a.grad.numpy(), want[:, 0], rtol=rtol, atol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), want[:, 1], rtol=rtol, atol=1e-6)
 
 
 @pytest.mark.parametrize("name, args", [("Normal", (POS - 1, POS2)), ("Gamma", (POS, POS2)), ("Exponential", (POS,)),

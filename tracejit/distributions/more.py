@@ -15,7 +15,7 @@ from . import constraints
 from .discrete import _one_given
 from .distribution import Distribution, LocScale, broadcast_all, register_kl
 from .exp_family import ExponentialFamily
-from .implicit import reparameterized_gamma
+from .implicit import reparameterized_dirichlet, reparameterized_gamma
 from .normal_uniform import Normal
 
 __all__ = ["Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Gamma", "Beta",
@@ -250,11 +250,13 @@ class Beta(ExponentialFamily):
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
 
     def rsample(self, sample_shape=()):
-        """x = g1 / (g1 + g0) of two reparameterized gamma draws (pathwise gradients)."""
-        shape = self._extended_shape(sample_shape)
-        g1 = _standard_gamma(self.concentration1.expand(shape))
-        g0 = _standard_gamma(self.concentration0.expand(shape))
-        return _clamp_unit(g1 / (g1 + g0))
+        """x = g1 / (g1 + g0) of two gamma draws, with PyTorch's gradient: the first
+        coordinate of Dirichlet((concentration1, concentration0)) draws."""
+        shape = tuple(self._extended_shape(sample_shape)) + (2,)
+        c = _ops.stack([self.concentration1, self.concentration0], -1).expand(shape)
+        g = _standard_gamma(c.detach())
+        x = _clamp_unit(g[..., :1] / g.sum(-1, keepdim=True))
+        return reparameterized_dirichlet(c, _ops.cat([x, 1 - x], -1))[..., 0]
 
     _natural_params = property(lambda self: (self.concentration1, self.concentration0))
 
@@ -297,10 +299,11 @@ class Dirichlet(ExponentialFamily):
         return self.concentration * (c0 - self.concentration) / (c0 ** 2 * (c0 + 1))
 
     def rsample(self, sample_shape=()):
-        """Normalized reparameterized gamma draws (pathwise gradients)."""
-        shape = self._extended_shape(sample_shape)
-        g = _standard_gamma(self.concentration.expand(shape))
-        return _clamp_unit(g / g.sum(-1, keepdim=True))
+        """Normalized gamma draws with PyTorch's implicit gradient (each coordinate a
+        Beta draw: `implicit.dirichlet_grad`)."""
+        c = self.concentration.expand(self._extended_shape(sample_shape))
+        g = _standard_gamma(c.detach())
+        return reparameterized_dirichlet(c, _clamp_unit(g / g.sum(-1, keepdim=True)))
 
     _natural_params = property(lambda self: (self.concentration,))
 
