@@ -15,6 +15,18 @@ from .memory import tune_allocator as _tune_allocator  # noqa: E402
 
 _tune_allocator()  # keep freed array memory for reuse (see tracejit/memory.py)
 
+import warnings as _warnings  # noqa: E402
+
+# log(0), 1/0, sqrt(-1), exp overflow give inf/nan silently in PyTorch, where numpy's
+# ufuncs warn ("divide by zero encountered in log"). The warning is ignored where the
+# ufunc's caller is tracejit's own code (eager ops, their gradients, compiled plans'
+# library calls); the program's own numpy calls still warn. A filter costs nothing until
+# a warning is raised: numpy's error state set around each eager op cost ~12% of a small
+# op's time. (A filter added by `warnings.simplefilter` later, or inside a
+# `catch_warnings` block that imported tracejit, takes precedence.)
+_warnings.filterwarnings("ignore", r"(divide by zero|invalid value|overflow|underflow) encountered",
+                         RuntimeWarning, r"tracejit(\.|$)")
+
 from . import dtypes as _dtypes
 from .dtypes import (DType, bfloat16, bool_, complex64, complex128, float16, float32, float64, get_default_dtype,
                      int8, int16, int32, int64, promote_types, set_default_dtype, uint8)

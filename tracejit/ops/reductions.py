@@ -132,7 +132,18 @@ def _prod_except_zero(a, dims):
     return where(eq(nzeros, 1), p, 0.0)
 
 
-PROD = defprim("prod", lambda xp, a, dims, keepdim: a.prod(axis=dims, keepdims=keepdim),
+def _accumulate(xp, ufunc, method: str, a, dim: int):
+    """numpy's cumsum/cumprod as the ufunc's own accumulate (integers widened to int64, as
+    theirs): an overflow's warning then comes from tracejit's frame, whose float warnings
+    tracejit ignores (tracejit/__init__.py), not from numpy's Python wrapper."""
+    if xp is not np:
+        return getattr(xp, method)(a, axis=dim)
+    return ufunc.accumulate(a, axis=dim, dtype=np.int64 if a.dtype.kind in "biu" else None)
+
+
+# (numpy's ufunc itself, not ndarray.prod's Python wrapper: see `_accumulate`)
+PROD = defprim("prod", lambda xp, a, dims, keepdim: np.multiply.reduce(a, axis=dims, keepdims=keepdim)
+               if xp is np else a.prod(axis=dims, keepdims=keepdim),
                _red_rule("prod"), _prod_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
                extra={"combine": "mul", "init": 1.0})
 
@@ -365,7 +376,7 @@ def _cumsum_vjp(g, out, a, dim):
     return (flip(cumsum(flip(g, (dim,)), dim), (dim,)),)
 
 
-CUMSUM = defprim("cumsum", lambda xp, a, dim: xp.cumsum(a, axis=dim), _cumsum_rule, _cumsum_vjp,
+CUMSUM = defprim("cumsum", lambda xp, a, dim: _accumulate(xp, np.add, "cumsum", a, dim), _cumsum_rule, _cumsum_vjp,
                  kind="other", save=lambda rq: ())
 
 

@@ -15,7 +15,7 @@ from ..shapes import normalize_dim
 from .creation import arange
 from .elementwise import where
 from .indexing import gather
-from .reductions import ValuesIndices
+from .reductions import ValuesIndices, _accumulate
 from .registry import Aval, defprim
 from .eager import bind
 from .shape import unsqueeze
@@ -214,7 +214,7 @@ def _cumprod_vjp(g, out, a, dim):
     return (where(zero, where(first_zero, zero_grad, 0.0), nonzero_grad),)
 
 
-CUMPROD = defprim("cumprod", lambda xp, a, dim: xp.cumprod(a, axis=dim), _cumprod_rule, _cumprod_vjp,
+CUMPROD = defprim("cumprod", lambda xp, a, dim: _accumulate(xp, np.multiply, "cumprod", a, dim), _cumprod_rule, _cumprod_vjp,
                   kind="other", save=lambda rq: (0,), save_out=True)
 
 
