@@ -207,7 +207,9 @@ def prod_(a, dims, keepdim):
 
 
 @_autocast.fp32
-def prod(a, dim=None, keepdim: bool = False):
+def prod(a, dim=None, keepdim: bool = False, *, dtype=None):
+    if dtype is not None:
+        a = cast(a, dtype)
     return prod_(a, _dims(a, dim, "prod"), keepdim)
 
 
@@ -219,7 +221,9 @@ def _count(a, dims):
     return n
 
 
-def mean(a, dim=None, keepdim: bool = False):
+def mean(a, dim=None, keepdim: bool = False, *, dtype=None):
+    if dtype is not None:
+        a = cast(a, dtype)
     if not a.dtype.differentiable:   # (floating or complex)
         _not_float(a)
     dims = _dims(a, dim, "mean")
@@ -380,7 +384,9 @@ CUMSUM = defprim("cumsum", lambda xp, a, dim: _accumulate(xp, np.add, "cumsum", 
                  kind="other", save=lambda rq: ())
 
 
-def cumsum(a, dim: int):
+def cumsum(a, dim: int, *, dtype=None):
+    if dtype is not None:
+        a = cast(a, dtype)
     if a.ndim == 0:
         return clone(a) if a.dtype.differentiable else clone(a).to(_dt.int64)
     return bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))

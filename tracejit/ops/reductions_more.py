@@ -173,6 +173,8 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
 
 
 def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
+    if dtype is not None:
+        input = cast(input, dtype)
     ok = ~isnan(input)
     total = nansum(input, dim, keepdim)
     count = _sum(cast(ok, input.dtype), dim, keepdim=keepdim) if dim is not None else _sum(cast(ok, input.dtype))
@@ -180,6 +182,8 @@ def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 
 def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
+    if dtype is not None:
+        input = cast(input, dtype)
     x = where(isnan(input), 0.0, input) if input.dtype.is_floating_point else input
     return _sum(x, dim, keepdim=keepdim) if dim is not None else _sum(x)
 

@@ -218,8 +218,11 @@ CUMPROD = defprim("cumprod", lambda xp, a, dim: _accumulate(xp, np.multiply, "cu
                   kind="other", save=lambda rq: (0,), save_out=True)
 
 
-def cumprod(a, dim: int):
+def cumprod(a, dim: int, *, dtype=None):
     """Cumulative product along `dim` (gradient exact also where `a` has zeros)."""
+    if dtype is not None:
+        from .elementwise import cast
+        a = cast(a, dtype)
     if a.ndim == 0:
         from .shape import clone
         return clone(a)

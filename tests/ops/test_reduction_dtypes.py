@@ -1,0 +1,25 @@
+"""The reductions' ``dtype=`` keyword (mean, nanmean, sum, nansum, prod, cumsum, cumprod)
+against PyTorch: the result's dtype and values."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("name", ["mean", "nanmean", "sum", "nansum", "prod", "cumsum", "cumprod"])
+def test_reductions_take_pytorchs_dtype_keyword(name):
+    x = np.array([[1.5, 2.0, -3.0], [0.5, np.nan if name.startswith("nan") else 4.0, 2.0]], np.float32)
+    for dim in ((1,) if name.startswith("cum") else (None, 1)):
+        args = () if dim is None else (dim,)
+        want = getattr(torch, name)(torch.tensor(x), *args, dtype=torch.float64)
+        got = getattr(tj, name)(tj.tensor(x), *args, dtype=tj.float64)
+        assert got.dtype == tj.float64
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    ints = np.array([[1, 2], [3, 4]])
+    if name in ("mean", "nanmean"):   # an integer tensor averages once given a float dtype
+        assert getattr(tj.tensor(ints), name)(dtype=tj.float32).item() == 2.5
+    else:
+        assert getattr(tj.tensor(ints), name)(*((0,) if name.startswith("cum") else ()),
+                                              dtype=tj.float32).dtype == tj.float32
