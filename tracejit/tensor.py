@@ -157,10 +157,10 @@ class Tensor:
         from .autograd.node import leaf_node
         return leaf_node(self)._add_post_acc_hook(hook)
 
-    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         # (autograd's backward, bound by the tail import below: an import statement here
         # cost 0.4 µs per call)
-        _backward([self], None if gradient is None else [gradient], retain_graph, create_graph)
+        _backward([self], None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
     # ---- basic attributes --------------------------------------------------------
     @property

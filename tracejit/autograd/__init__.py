@@ -68,8 +68,11 @@ def _default_grads(outputs, grad_outputs, what: str):
 
 
 def backward(tensors, grad_tensors=None, retain_graph: Optional[bool] = None,
-             create_graph: bool = False) -> None:
-    """Accumulate gradients of `tensors` into the ``.grad`` of the leaves they depend on."""
+             create_graph: bool = False, inputs=None) -> None:
+    """Accumulate gradients of `tensors` into the ``.grad`` of the leaves they depend on, or
+    with `inputs` into those tensors' ``.grad`` alone (leaves or not, as PyTorch's)."""
+    if inputs is not None:
+        return _backward_into(tensors, grad_tensors, retain_graph, create_graph, inputs)
     if grad_tensors is None and not retain_graph and not create_graph and type(tensors) is list \
             and len(tensors) == 1:
         # ``loss.backward()`` (Tensor.backward's list): a node that can run the whole
@@ -92,6 +95,29 @@ def backward(tensors, grad_tensors=None, retain_graph: Optional[bool] = None,
     if retain_graph is None:
         retain_graph = create_graph
     run_backward(tensors, grads, retain_graph, create_graph)
+
+
+def _backward_into(tensors, grad_tensors, retain_graph, create_graph, inputs) -> None:
+    inputs = _as_list(inputs)
+    if not inputs:
+        raise RuntimeError("backward: the inputs argument cannot be empty (pass None for every leaf)")
+    for i, t in enumerate(inputs):
+        if not t.requires_grad:
+            raise RuntimeError(f"backward: input {i} does not require grad")
+    tensors = _as_list(tensors)
+    grads = _default_grads(tensors, grad_tensors, "backward")
+    got = run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
+                       create_graph, inputs, allow_unused=True)
+    for t, g in zip(inputs, got):   # (as AccumulateGrad: in place unless create_graph)
+        if g is None:
+            continue
+        if t.grad is None:
+            t.grad = g.clone() if create_graph else g.detach().clone()
+        elif create_graph:
+            t.grad = t.grad + g
+        else:
+            with no_grad():
+                t.grad.add_(g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None,

@@ -1,0 +1,48 @@
+"""``backward(inputs=...)`` against PyTorch: gradients accumulate into the given tensors'
+``.grad`` alone (leaves or not), in place unless create_graph, and bad inputs are refused."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+A = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+
+
+def _accumulate(lib):
+    x = lib.tensor(A, requires_grad=True)
+    y = lib.tensor(A, requires_grad=True)
+    h = x * y
+    out = h.exp().sum()
+    out.backward(inputs=[y], retain_graph=True)
+    assert x.grad is None
+    out.backward(inputs=y, retain_graph=True)
+    lib.autograd.backward([out * 2], inputs=[h, x])
+    return [y.grad, x.grad, h.grad]
+
+
+def _create_graph(lib):
+    x = lib.tensor(A, requires_grad=True)
+    (x ** 3).sum().backward(inputs=[x], create_graph=True)
+    g = x.grad
+    g.sum().backward(inputs=[x])   # in place into x.grad, which is g
+    return [g, x.grad]
+
+
+@pytest.mark.parametrize("program", [_accumulate, _create_graph])
+def test_backward_inputs_matches_torch(program):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (PyTorch's create_graph reference-cycle warning)
+        want = program(torch)
+    for a, b in zip(program(tj), want):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5)
+
+
+def test_backward_inputs_refuses_empty_and_non_grad_inputs():
+    x = tj.tensor(A, requires_grad=True)
+    with pytest.raises(RuntimeError, match="cannot be empty"):
+        (x * 2).sum().backward(inputs=[])
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        (x * 2).sum().backward(inputs=[tj.tensor(A)])
+    assert x.grad is None
