@@ -8,7 +8,7 @@ argument validation (parameters and values in their constraints) is on by defaul
 the registered pairs (``register_kl`` adds more).
 """
 from . import constraints, transforms  # noqa: F401
-from . import discrete, exp_family, more, normal_uniform, transformed, heavy_tailed, bounded, matrix  # noqa: I001
+from . import discrete, exp_family, locscale, more, normal_uniform, transformed, heavy_tailed, bounded, matrix  # noqa: I001,E501
 from .distribution import Distribution, kl_divergence, register_kl
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, PowerTransform,
                          SigmoidTransform, StickBreakingTransform, TanhTransform, Transform)
@@ -20,7 +20,7 @@ __all__ = ["Distribution", "kl_divergence", "register_kl", "constraints", "trans
            "PowerTransform", "StickBreakingTransform", "Chi2", "HalfCauchy", "Multinomial",
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT"]
 # every public name of these modules (their __all__) is tracejit.distributions'
-for _m in (discrete, exp_family, more, normal_uniform, transformed, heavy_tailed, bounded, matrix):
+for _m in (discrete, exp_family, locscale, more, normal_uniform, transformed, heavy_tailed, bounded, matrix):
     globals().update((name, getattr(_m, name)) for name in _m.__all__)
     __all__ += _m.__all__
 del _m

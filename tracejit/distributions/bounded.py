@@ -15,7 +15,8 @@ from .discrete import _clamp_probs, _derived, _one_given
 from .distribution import Distribution, broadcast_all, register_kl
 from .exp_family import ExponentialFamily
 from .heavy_tailed import Pareto
-from .more import Beta, Exponential, Gamma, Gumbel, Independent, Laplace
+from .locscale import Gumbel, Laplace
+from .more import Beta, Exponential, Gamma, Independent
 from .normal_uniform import Normal, Uniform
 from .transformed import TransformedDistribution
 from .transforms import StickBreakingTransform

@@ -137,6 +137,8 @@ class OneHotCategorical(Distribution):
     probs = property(lambda self: self._categorical.probs)
     logits = property(lambda self: self._categorical.logits)
     mean = property(lambda self: self._categorical.probs)
+    mode = property(lambda self: _ops.cast(_ops.one_hot(self.probs.argmax(-1), self._categorical._num_events),
+                                           self.probs.dtype))
     variance = property(lambda self: self._categorical.probs * (1 - self._categorical.probs))
 
     def sample(self, sample_shape=()):

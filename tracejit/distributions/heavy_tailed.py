@@ -16,7 +16,8 @@ from .. import ops as _ops
 from . import constraints
 from .discrete import _one_given
 from .distribution import Distribution, broadcast_all, register_kl
-from .more import _EULER, Exponential, Gamma, _draw
+from .locscale import _EULER
+from .more import Exponential, Gamma, _draw
 from .normal_uniform import Normal, Uniform
 
 __all__ = ["Weibull", "Pareto", "Kumaraswamy", "InverseGamma", "FisherSnedecor", "NegativeBinomial"]
@@ -177,6 +178,9 @@ class InverseGamma(Distribution):
 
     def rsample(self, sample_shape=()):
         return 1 / Gamma(self.concentration, self.rate, validate_args=False).rsample(sample_shape)
+
+    def cdf(self, value):   # (PyTorch's: 1 / X of a Gamma, a decreasing map)
+        return 1 - Gamma(self.concentration, self.rate, validate_args=False).cdf(1 / value)
 
     def log_prob(self, value):
         self._validate_sample(value)

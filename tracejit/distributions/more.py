@@ -1,5 +1,5 @@
-"""More distributions with PyTorch's parameterizations: Exponential, Laplace, Cauchy,
-Gumbel, HalfNormal, LogNormal (reparameterized), Gamma, Beta, Dirichlet (reparameterized
+"""More distributions with PyTorch's parameterizations: Exponential (reparameterized),
+Gamma, Beta, Dirichlet (reparameterized
 through gamma draws with implicit gradients), Poisson, Geometric, Binomial (sampled from
 tracejit's generator, no rsample), MultivariateNormal (through the Cholesky factor,
 reparameterized) and Independent (batch dims read as event dims)."""
@@ -13,15 +13,12 @@ from .. import ops as _ops
 from ..ops import random as _random
 from . import constraints
 from .discrete import _one_given
-from .distribution import Distribution, LocScale, broadcast_all, register_kl
+from .distribution import Distribution, broadcast_all, register_kl
 from .exp_family import ExponentialFamily
 from .implicit import reparameterized_dirichlet, reparameterized_gamma
-from .normal_uniform import Normal
 
-__all__ = ["Exponential", "Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal", "Gamma", "Beta",
-           "Dirichlet", "Poisson", "Geometric", "Binomial", "MultivariateNormal", "Independent"]
-
-_EULER = 0.5772156649015329
+__all__ = ["Exponential", "Gamma", "Beta", "Dirichlet", "Poisson", "Geometric", "Binomial", "MultivariateNormal",
+           "Independent"]
 
 
 def _standard_gamma(alpha):
@@ -81,114 +78,6 @@ class Exponential(ExponentialFamily):
         return 1.0 - _ops.log(self.rate)
 
 
-class Laplace(LocScale):
-    mean = property(lambda self: self.loc)
-    mode = property(lambda self: self.loc)
-    variance = property(lambda self: 2 * self.scale ** 2)
-
-    def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape) * 2 - 1
-        eps = float(np.finfo(self.loc.dtype.np).eps)
-        u = u.clamp(-1 + eps, 1)
-        return self.loc - self.scale * _ops.sign(u) * _ops.log1p(-u.abs())
-
-    def log_prob(self, value):
-        self._validate_sample(value)
-        return -_ops.log(2 * self.scale) - (value - self.loc).abs() / self.scale
-
-    def cdf(self, value):
-        return 0.5 - 0.5 * _ops.sign(value - self.loc) * _ops.expm1(-(value - self.loc).abs() / self.scale)
-
-    def entropy(self):
-        return 1 + _ops.log(2 * self.scale)
-
-
-class Cauchy(LocScale):
-    mean = property(lambda self: self.loc * float("nan"))
-    mode = property(lambda self: self.loc)
-    variance = property(lambda self: self.loc * 0 + float("inf"))
-
-    def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape)
-        return self.loc + self.scale * _ops.tan(math.pi * (u - 0.5))
-
-    def log_prob(self, value):
-        self._validate_sample(value)
-        return -math.log(math.pi) - _ops.log(self.scale) - _ops.log1p(((value - self.loc) / self.scale) ** 2)
-
-    def cdf(self, value):
-        return _ops.atan((value - self.loc) / self.scale) / math.pi + 0.5
-
-    def entropy(self):
-        return math.log(4 * math.pi) + _ops.log(self.scale)
-
-
-class Gumbel(LocScale):
-    mean = property(lambda self: self.loc + self.scale * _EULER)
-    mode = property(lambda self: self.loc)
-    variance = property(lambda self: (math.pi ** 2 / 6) * self.scale ** 2)
-
-    def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape)
-        eps = float(np.finfo(self.loc.dtype.np).tiny)
-        return self.loc - self.scale * _ops.log(-_ops.log(u.clamp(eps, 1 - 1e-7)))
-
-    def log_prob(self, value):
-        self._validate_sample(value)
-        z = (value - self.loc) / self.scale
-        return -(z + _ops.exp(-z)) - _ops.log(self.scale)
-
-    def entropy(self):
-        return _ops.log(self.scale) + (1 + _EULER)
-
-
-class HalfNormal(Distribution):
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        (self.scale,) = broadcast_all(scale)
-        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
-
-    mean = property(lambda self: self.scale * math.sqrt(2 / math.pi))
-    mode = property(lambda self: self.scale * 0)
-    variance = property(lambda self: self.scale ** 2 * (1 - 2 / math.pi))
-
-    def rsample(self, sample_shape=()):
-        eps = _ops.randn(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
-        return (eps * self.scale).abs()
-
-    def log_prob(self, value):
-        self._validate_sample(value)
-        return Normal(0.0 * self.scale, self.scale, validate_args=False).log_prob(value) + math.log(2)
-
-    def entropy(self):
-        return 0.5 * math.log(math.pi / 2) + _ops.log(self.scale) + 0.5
-
-
-class LogNormal(LocScale):
-    support = constraints.positive
-
-    def __init__(self, loc, scale, validate_args=None):
-        super().__init__(loc, scale, validate_args=validate_args)
-        self._base = Normal(self.loc, self.scale, validate_args=False)
-
-    mean = property(lambda self: _ops.exp(self.loc + self.scale ** 2 / 2))
-    mode = property(lambda self: _ops.exp(self.loc - self.scale ** 2))
-    variance = property(lambda self: _ops.expm1(self.scale ** 2) * _ops.exp(2 * self.loc + self.scale ** 2))
-
-    def rsample(self, sample_shape=()):
-        return _ops.exp(self._base.rsample(sample_shape))
-
-    def log_prob(self, value):
-        self._validate_sample(value)
-        return self._base.log_prob(_ops.log(value)) - _ops.log(value)
-
-    def entropy(self):
-        return self._base.entropy() + self.loc
-
-
 class Gamma(ExponentialFamily):
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
@@ -245,6 +134,10 @@ class Beta(ExponentialFamily):
         return self.concentration1 / (self.concentration1 + self.concentration0)
 
     @property
+    def mode(self):   # (PyTorch's: the first coordinate of Dirichlet((c1, c0))'s mode)
+        return Dirichlet(_ops.stack([self.concentration1, self.concentration0], -1), validate_args=False).mode[..., 0]
+
+    @property
     def variance(self):
         total = self.concentration1 + self.concentration0
         return self.concentration1 * self.concentration0 / (total ** 2 * (total + 1))
@@ -292,6 +185,15 @@ class Dirichlet(ExponentialFamily):
                          validate_args=validate_args)
 
     mean = property(lambda self: self.concentration / self.concentration.sum(-1, keepdim=True))
+
+    @property
+    def mode(self):
+        """(c - 1)+ normalized; where every concentration is below 1, PyTorch's one-hot of
+        that (all nan) row's argmax: the first class."""
+        c = self.concentration
+        m1 = (c - 1).clamp(min=0.0)
+        first = _ops.cast(_ops.arange(c.shape[-1], device=c.device) == 0, c.dtype)
+        return _ops.where((c < 1).all(-1, keepdim=True), first, m1 / m1.sum(-1, keepdim=True))
 
     @property
     def variance(self):
@@ -397,6 +299,7 @@ class Binomial(Distribution):
         return constraints.integer_interval(0, self.total_count)
 
     mean = property(lambda self: self.total_count * self.probs)
+    mode = property(lambda self: ((self.total_count + 1) * self.probs).floor().clamp(max=self.total_count))
     variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
 
     def sample(self, sample_shape=()):
@@ -523,13 +426,6 @@ class Independent(Distribution):
 def _kl_exponential(p, q):
     ratio = q.rate / p.rate
     return ratio - 1 - _ops.log(ratio)
-
-
-@register_kl(Laplace, Laplace)
-def _kl_laplace(p, q):
-    scale_ratio = p.scale / q.scale
-    loc_abs_diff = (p.loc - q.loc).abs()
-    return -_ops.log(scale_ratio) + loc_abs_diff / q.scale + scale_ratio * _ops.exp(-loc_abs_diff / p.scale) - 1
 
 
 @register_kl(Independent, Independent)

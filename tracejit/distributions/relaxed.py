@@ -12,7 +12,8 @@ from ..tensor import Tensor
 from . import constraints
 from .discrete import Categorical, OneHotCategorical, _clamp_probs, _one_given, _probs_to_logits
 from .distribution import Distribution, broadcast_all
-from .more import Cauchy, Gamma, _draw
+from .locscale import Cauchy
+from .more import Gamma, _draw
 from .transformed import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
 
@@ -199,6 +200,9 @@ class HalfCauchy(Distribution):
 
     def cdf(self, value):
         return 2 * self._base.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self._base.icdf((prob + 1) / 2)
 
     def entropy(self):
         return self._base.entropy() - math.log(2)

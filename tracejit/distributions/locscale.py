@@ -1,0 +1,159 @@
+"""The location-scale families beside Normal, with PyTorch's parameterizations and
+formulas (reparameterized): Laplace, Cauchy, Gumbel, HalfNormal, LogNormal."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import ops as _ops
+from . import constraints
+from .distribution import Distribution, LocScale, broadcast_all, register_kl
+from .normal_uniform import Normal
+
+__all__ = ["Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal"]
+
+_EULER = 0.5772156649015329
+
+
+class Laplace(LocScale):
+    mean = property(lambda self: self.loc)
+    mode = property(lambda self: self.loc)
+    variance = property(lambda self: 2 * self.scale ** 2)
+
+    def rsample(self, sample_shape=()):
+        u = self._uniform(sample_shape) * 2 - 1
+        eps = float(np.finfo(self.loc.dtype.np).eps)
+        u = u.clamp(-1 + eps, 1)
+        return self.loc - self.scale * _ops.sign(u) * _ops.log1p(-u.abs())
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return -_ops.log(2 * self.scale) - (value - self.loc).abs() / self.scale
+
+    def cdf(self, value):
+        return 0.5 - 0.5 * _ops.sign(value - self.loc) * _ops.expm1(-(value - self.loc).abs() / self.scale)
+
+    def icdf(self, value):
+        term = value - 0.5
+        return self.loc - self.scale * _ops.sign(term) * _ops.log1p(-2 * term.abs())
+
+    def entropy(self):
+        return 1 + _ops.log(2 * self.scale)
+
+
+class Cauchy(LocScale):
+    mean = property(lambda self: self.loc * float("nan"))
+    mode = property(lambda self: self.loc)
+    variance = property(lambda self: self.loc * 0 + float("inf"))
+
+    def rsample(self, sample_shape=()):
+        u = self._uniform(sample_shape)
+        return self.loc + self.scale * _ops.tan(math.pi * (u - 0.5))
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return -math.log(math.pi) - _ops.log(self.scale) - _ops.log1p(((value - self.loc) / self.scale) ** 2)
+
+    def cdf(self, value):
+        return _ops.atan((value - self.loc) / self.scale) / math.pi + 0.5
+
+    def icdf(self, value):
+        return _ops.tan(math.pi * (value - 0.5)) * self.scale + self.loc
+
+    def entropy(self):
+        return math.log(4 * math.pi) + _ops.log(self.scale)
+
+
+class Gumbel(LocScale):
+    mean = property(lambda self: self.loc + self.scale * _EULER)
+    mode = property(lambda self: self.loc)
+    variance = property(lambda self: (math.pi ** 2 / 6) * self.scale ** 2)
+
+    def rsample(self, sample_shape=()):
+        u = self._uniform(sample_shape)
+        eps = float(np.finfo(self.loc.dtype.np).tiny)
+        return self.loc - self.scale * _ops.log(-_ops.log(u.clamp(eps, 1 - 1e-7)))
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        z = (value - self.loc) / self.scale
+        return -(z + _ops.exp(-z)) - _ops.log(self.scale)
+
+    def cdf(self, value):
+        return _ops.exp(-_ops.exp(-(value - self.loc) / self.scale))
+
+    def icdf(self, value):
+        return self.loc - self.scale * _ops.log(-_ops.log(value))
+
+    def entropy(self):
+        return _ops.log(self.scale) + (1 + _EULER)
+
+
+class HalfNormal(Distribution):
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        (self.scale,) = broadcast_all(scale)
+        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+
+    mean = property(lambda self: self.scale * math.sqrt(2 / math.pi))
+    mode = property(lambda self: self.scale * 0)
+    variance = property(lambda self: self.scale ** 2 * (1 - 2 / math.pi))
+
+    def rsample(self, sample_shape=()):
+        eps = _ops.randn(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
+        return (eps * self.scale).abs()
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return self._normal().log_prob(value) + math.log(2)
+
+    def _normal(self):
+        return Normal(0.0 * self.scale, self.scale, validate_args=False)
+
+    def cdf(self, value):   # (PyTorch's: |X| of a Normal)
+        return 2 * self._normal().cdf(value) - 1
+
+    def icdf(self, prob):
+        return self._normal().icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return 0.5 * math.log(math.pi / 2) + _ops.log(self.scale) + 0.5
+
+
+class LogNormal(LocScale):
+    support = constraints.positive
+
+    def __init__(self, loc, scale, validate_args=None):
+        super().__init__(loc, scale, validate_args=validate_args)
+        self._base = Normal(self.loc, self.scale, validate_args=False)
+
+    mean = property(lambda self: _ops.exp(self.loc + self.scale ** 2 / 2))
+    mode = property(lambda self: _ops.exp(self.loc - self.scale ** 2))
+    variance = property(lambda self: _ops.expm1(self.scale ** 2) * _ops.exp(2 * self.loc + self.scale ** 2))
+
+    def rsample(self, sample_shape=()):
+        return _ops.exp(self._base.rsample(sample_shape))
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        return self._base.log_prob(_ops.log(value)) - _ops.log(value)
+
+    def cdf(self, value):   # (PyTorch's: exp of a Normal)
+        return self._base.cdf(_ops.log(value))
+
+    def icdf(self, value):
+        return _ops.exp(self._base.icdf(value))
+
+    def entropy(self):
+        return self._base.entropy() + self.loc
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    return -_ops.log(scale_ratio) + loc_abs_diff / q.scale + scale_ratio * _ops.exp(-loc_abs_diff / p.scale) - 1
