@@ -92,3 +92,59 @@ def test_hook_on_a_submodule_of_a_compiled_model_falls_back_to_eager():
         tj.compile(net)(tj.tensor(x)).sum().backward()
     tnet(torch.tensor(x)).sum().backward()
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+
+
+def _mixed(lib, replace_input: bool, pre: bool, x_grad: bool):
+    """A module of a tensor, a tensor and a float returning two tensors; its hooks' tuples."""
+    class Mix(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(3, 2)
+
+        def forward(self, x, y, scale):
+            h = self.lin(x) * y
+            return h * scale, h.sum(1)
+
+    m, seen = Mix(), []
+    w = np.random.default_rng(3).standard_normal((2, 3)).astype("float32")
+    m.lin.load_state_dict({"weight": lib.tensor(w), "bias": lib.zeros(2)})
+
+    def hook(mod, grad_input, grad_output):
+        seen.append([None if g is None else g.detach().numpy().copy() for g in grad_input + grad_output])
+        if replace_input:
+            return tuple(None if g is None else g * 2 for g in grad_input)
+    m.register_full_backward_hook(hook)
+    if pre:
+        m.register_full_backward_pre_hook(lambda mod, go: (go[0] * 3, go[1]))
+    rng = np.random.default_rng(0)
+    x = lib.tensor(rng.standard_normal((4, 3)), dtype=lib.float32, requires_grad=x_grad)
+    y = lib.tensor(rng.standard_normal((4, 2)), dtype=lib.float32, requires_grad=True)
+    a, b = m(x, y, 0.5)
+    (a.sum() + (b * b).sum()).backward()
+    return [g.numpy() for g in [y.grad, m.lin.weight.grad] + ([x.grad] if x_grad else [])], seen[0]
+
+
+@pytest.mark.parametrize("replace_input,pre,x_grad", [(False, False, True), (True, True, True),
+                                                      (False, True, False)])
+def test_grad_input_has_an_entry_per_argument_as_in_pytorch(replace_input, pre, x_grad):
+    """grad_input: None at the float argument, zeros at an input without grad; grad_output
+    one entry per output."""
+    (got, seen_j), (want, seen_t) = (_mixed(lib, replace_input, pre, x_grad) for lib in (tj, torch))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert [s is None for s in seen_j] == [s is None for s in seen_t] and len(seen_j) == 5
+    for a, b in zip(seen_j, seen_t):
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_grad_output_has_none_at_a_non_tensor_output():
+    shapes = []
+    for lib in (tj, torch):
+        lib.manual_seed(0)
+        m = lib.nn.LSTM(3, 4)
+        m.register_full_backward_pre_hook(lambda mod, go: shapes.append([None if g is None else
+                                                                         tuple(g.shape) for g in go]))
+        out, _ = m(lib.ones(2, 1, 3, requires_grad=True))
+        out.sum().backward()
+    assert shapes[0] == shapes[1] == [(2, 1, 4), None]

@@ -26,17 +26,26 @@ EMPTY_HOOKS = MappingProxyType({})
 
 
 class _Call:
-    """One call of a hooked module: what the outputs' identity hands the inputs' one."""
+    """One call of a hooked module: what the outputs' identity hands the inputs' one.
+    Positions count all positional arguments and all outputs, as PyTorch's grad_input and
+    grad_output do (None at a non-tensor; zeros at a tensor input without a gradient when
+    another input has one)."""
 
-    __slots__ = ("module", "n_inputs", "hooked", "grad_output")
+    __slots__ = ("module", "n_inputs", "hooked", "grad_output", "frozen", "n_outputs", "out_at")
 
-    def __init__(self, module, n_inputs: int, hooked: list):
+    def __init__(self, module, n_inputs: int, hooked: list, frozen: list):
         self.module, self.n_inputs, self.hooked, self.grad_output = module, n_inputs, hooked, None
+        self.frozen = frozen   # (position, shape, dtype, device) of tensor inputs without grad
+        self.n_outputs, self.out_at = 0, []
 
     def run_full_hooks(self, grads: tuple) -> tuple:
+        from ..ops import zeros
         grad_input = [None] * self.n_inputs
         for pos, g in zip(self.hooked, grads):
             grad_input[pos] = g
+        if self.hooked:
+            for pos, shape, dtype, device in self.frozen:
+                grad_input[pos] = zeros(shape, dtype=dtype, device=device)
         grad_input = tuple(grad_input)
         for hook in list(self.module._backward_hooks.values()):
             res = hook(self.module, grad_input, self.grad_output)
@@ -70,6 +79,10 @@ class _Outputs(Function):
     def backward(ctx, *grads):
         call = ctx.call
         module = call.module
+        full = [None] * call.n_outputs
+        for i, g in zip(call.out_at, grads):
+            full[i] = g
+        grads = tuple(full)
         for hook in list(module._backward_pre_hooks.values()):
             res = hook(module, grads)
             if res is not None:
@@ -77,7 +90,7 @@ class _Outputs(Function):
         call.grad_output = grads
         if not call.hooked:
             call.run_full_hooks(())
-        return (None,) + tuple(grads)
+        return (None,) + tuple(grads[i] for i in call.out_at)
 
 
 def hook_inputs(module, args: tuple) -> tuple:
@@ -87,7 +100,8 @@ def hook_inputs(module, args: tuple) -> tuple:
                          f"in a graph; it runs eagerly")
     pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
     hooked = [i for i in pos if args[i].requires_grad]
-    call = _Call(module, len(pos), [pos.index(i) for i in hooked])
+    frozen = [(i, tuple(args[i].shape), args[i].dtype, args[i].device) for i in pos if i not in hooked]
+    call = _Call(module, len(args), hooked, frozen)
     if hooked:
         args = list(args)
         for i, t in zip(hooked, _Inputs.apply(call, *(args[i] for i in hooked))):
@@ -103,6 +117,7 @@ def hook_outputs(call: _Call, out):
     at = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
     if not at:
         return out
+    call.n_outputs, call.out_at = len(outs), at
     wrapped = list(outs)
     for i, t in zip(at, _Outputs.apply(call, *(outs[i] for i in at))):
         wrapped[i] = t
@@ -135,8 +150,8 @@ class BackwardHooks:
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False):
         """hook(module, grad_input, grad_output) -> new grad_input or None, run when the
-        gradients of the module's inputs are computed (grad_input holds None for inputs that
-        do not require grad)."""
+        gradients of the module's inputs are computed (grad_input: one entry per positional
+        argument, None for a non-tensor, zeros for a tensor that does not require grad)."""
         return self._add_hook("_backward_hooks", hook, prepend)
 
     def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False):
