@@ -18,7 +18,8 @@ from .. import dtypes as _dt
 from ..errors import ShapeError
 from .composite import dropout, softmax
 from .creation import ones, zeros
-from .elementwise import cast, logical_not
+from .eager import trace_state
+from .elementwise import cast, isinf, logical_not, where
 from .indexing import masked_fill
 from .linalg import linear, matmul
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
@@ -68,12 +69,26 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     if is_causal:
         allowed = cast(tril(ones(L, S, dtype=_dt.bool_, device=query.device)), _dt.bool_)
         mask = _additive(allowed, scores.dtype, true_means_masked=False)
-    elif attn_mask is not None:
-        mask = _additive(attn_mask, scores.dtype, true_means_masked=False)
+    dead = None
+    if attn_mask is not None and not is_causal:
+        mask, dead = _dead_rows(_additive(attn_mask, scores.dtype, true_means_masked=False))
     weights = _masked_softmax(scores, scale, mask)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
-    return matmul(weights, value)
+    out = matmul(weights, value)
+    return out if dead is None else where(dead, 0.0, out)
+
+
+def _dead_rows(mask) -> tuple:
+    """PyTorch's safe softmax: a query row whose every key is masked attends to nothing and
+    gives 0 (not softmax's nan, which a padded batch would carry into its gradients).
+    -> (the additive mask with those rows 0, their (..., L or 1, 1) indicator), or (mask,
+    None) where eagerly no row is masked through (no extra pass then)."""
+    from .reductions import all as all_
+    dead = all_(isinf(mask) & (mask < 0), -1, keepdim=True)
+    if trace_state.tracer is None and not bool(dead.any()):
+        return mask, None
+    return where(dead, 0.0, mask), dead
 
 
 def _check_mask(mask, scores_shape: tuple) -> None:

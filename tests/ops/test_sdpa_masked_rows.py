@@ -1,0 +1,33 @@
+"""scaled_dot_product_attention with query rows whose every key is masked: 0 there, as
+PyTorch's safe softmax, with PyTorch's gradients (no nan), eager and compiled."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fully_masked_rows_give_zeros_and_finite_gradients(kind, compiled):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 3, 4, 5)).astype(np.float32) for _ in range(3))
+    allowed = np.ones((2, 1, 4, 4), bool)
+    allowed[0, 0, 1] = False          # one query row of batch 0 sees no key
+    allowed[1, 0, :, 2] = False
+    mask = allowed if kind == "bool" else np.where(allowed, 0.0, -np.inf).astype(np.float32)
+    w = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    res = []
+    for lib in (torch, tj):
+        ts = [lib.tensor(a, requires_grad=True) for a in (q, k, v)]
+
+        def f(a, b, c):
+            return lib.nn.functional.scaled_dot_product_attention(a, b, c, attn_mask=lib.tensor(mask))
+        out = (tj.compile(f) if compiled and lib is tj else f)(*ts)
+        (out * lib.tensor(w)).sum().backward()
+        res.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
+    assert np.all(res[1][0][0, :, 1] == 0)
+    for a, b in zip(res[1], res[0]):
+        assert np.isfinite(a).all()
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
