@@ -31,3 +31,31 @@ def test_fully_masked_rows_give_zeros_and_finite_gradients(kind, compiled):
     for a, b in zip(res[1], res[0]):
         assert np.isfinite(a).all()
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_multihead_attention_without_weights_zeroes_fully_masked_rows(batch_first, compiled):
+    """need_weights=False runs PyTorch's SDPA path (safe softmax); with weights it is nan."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 4) if batch_first else (3, 2, 4)).astype(np.float32)
+    kpm = np.array([[False, False, True], [True, True, True]])
+    attn = np.zeros((3, 3), bool)
+    attn[0, :2] = True                # with kpm, query 0 of batch 0 sees no key either
+    torch.manual_seed(0)
+    tm = torch.nn.MultiheadAttention(4, 2, batch_first=batch_first)
+    m = tj.nn.MultiheadAttention(4, 2, batch_first=batch_first)
+    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    res = []
+    for lib, mod in ((torch, tm), (tj, m)):
+        t = lib.tensor(x, requires_grad=True)
+
+        def f(a):
+            return mod(a, a, a, key_padding_mask=lib.tensor(kpm), attn_mask=lib.tensor(attn),
+                       need_weights=False)[0]
+        out = (tj.compile(f) if compiled and lib is tj else f)(t)
+        (out * out).sum().backward()
+        res.append([out.detach().numpy(), t.grad.numpy()] + [p.grad.numpy() for p in mod.parameters()])
+    for a, b in zip(res[1], res[0]):
+        assert np.isfinite(a).all()
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

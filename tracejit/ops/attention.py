@@ -280,6 +280,9 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
                              f"{tuple(key_padding_mask.shape)}")
         kpm = reshape(_additive(key_padding_mask, query.dtype, true_means_masked=True), (N, 1, 1, S))
         mask = kpm if mask is None else mask + kpm
+    dead = None
+    if mask is not None and not need_weights:   # (PyTorch runs SDPA then: its safe softmax)
+        mask, dead = _dead_rows(mask)
     # [T, N, E] (or [N, T, E]) -> [N, H, T, hd]
     packed = None
     if q is None:
@@ -314,6 +317,8 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
             out = reshape(permute(out, (0, 2, 1, 3)), (N, L, E))
         else:
             out = reshape(permute(out, (2, 0, 1, 3)), (L, N, E))
+    if dead is not None:
+        out = _zero_rows(out, dead, num_heads, seq)
     out = _proj(out, out_proj_weight, out_proj_bias)
     if unbatched:
         out = squeeze(out, 1)
@@ -325,6 +330,16 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
     if unbatched:
         weights = squeeze(weights, 0)
     return out, weights
+
+
+def _zero_rows(out, dead, heads: int, seq: bool):
+    """The attention output `out` in token layout ((N, L, E), or (L, N, E)) with 0 in the
+    heads' rows marked by `dead` (N or 1, H or 1, L or 1, 1)."""
+    from .shape import expand
+    N, L = (out.shape[0], out.shape[1]) if seq else (out.shape[1], out.shape[0])
+    d = permute(expand(dead, (N, heads, L, 1)), (0, 2, 1, 3) if seq else (2, 0, 1, 3))
+    o = reshape(out, tuple(out.shape[:2]) + (heads, out.shape[-1] // heads))
+    return reshape(where(d, 0.0, o), tuple(out.shape))
 
 
 def _expand_bias(b, n):
