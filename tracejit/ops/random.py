@@ -76,6 +76,23 @@ def get_rng_state():
     return _gen.bit_generator.state
 
 
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng", _devices_kw: str = "devices",
+             device_type: str = "cuda"):
+    """``torch.random.fork_rng``: draws inside the block leave the default generator as it
+    was before it (a ``manual_seed`` inside included). Only the CPU generator is forked."""
+    global _gen
+    if not enabled:
+        yield
+        return
+    saved, state = _gen, _gen.bit_generator.state
+    try:
+        yield
+    finally:
+        saved.bit_generator.state = state
+        _gen = saved
+
+
 def set_rng_state(state) -> None:
     _gen.bit_generator.state = state
 
