@@ -331,20 +331,20 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
 def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
     refuse_tracing("unique_consecutive", "its input")
     a = input.numpy()
-    if dim is not None:
-        raise NotImplementedError("unique_consecutive: dim is not supported")
-    flat = a.reshape(-1)
-    if flat.size == 0:
-        starts = np.zeros(0, dtype=bool)
-    else:
-        starts = np.concatenate([[True], flat[1:] != flat[:-1]])
-    vals = flat[starts]
+    # with `dim`: runs of equal slices along it (the inverse indexes those slices)
+    d = None if dim is None else normalize_dim(dim, a.ndim, "unique_consecutive")
+    moved = a.reshape(-1) if d is None else np.moveaxis(a, d, 0)
+    rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:])))
+    n = rows.shape[0]
+    starts = np.concatenate([[True], (rows[1:] != rows[:-1]).any(1)]) if n else np.zeros(0, dtype=bool)
+    vals = moved[starts] if d is None else np.moveaxis(moved[starts], 0, d)
     out = [tensor(vals, dtype=input.dtype, device=input.device)]
     if return_inverse:
-        out.append(tensor((np.cumsum(starts) - 1).reshape(a.shape).astype(np.int64), device=input.device))
+        inv = np.cumsum(starts) - 1
+        out.append(tensor((inv.reshape(a.shape) if d is None else inv).astype(np.int64), device=input.device))
     if return_counts:
         pos = np.flatnonzero(starts)
-        out.append(tensor(np.diff(np.append(pos, flat.size)).astype(np.int64), device=input.device))
+        out.append(tensor(np.diff(np.append(pos, n)).astype(np.int64), device=input.device))
     return out[0] if len(out) == 1 else tuple(out)
 
 
