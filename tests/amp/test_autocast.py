@@ -194,3 +194,47 @@ def test_compiled_step_equals_eager_and_guards_the_autocast_state(bf16_gemm_way)
     stats = fwd.cache_stats()
     assert stats["entries"] == 2 and "autocast changed: off -> bfloat16" in stats["recompile_reasons"] or \
         "autocast changed: bfloat16 -> off" in stats["recompile_reasons"]
+
+
+def _words(t):
+    return np.asarray(t.detach().float().numpy(), np.float32).view(np.uint32) >> 16
+
+
+@pytest.mark.parametrize("op", ["linear", "linear3d", "conv2d"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_products_with_bias_round_once_like_torch(op, compiled):
+    """Where bf16 products compute in float32, linear and conv2d (bias included) give the
+    float32 result of the bf16 operands rounded once; PyTorch's autocast gives the same
+    words but where its summation order moves a value across a rounding boundary."""
+    from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
+    r = np.random.default_rng(4)
+    shapes = {"linear": ((64, 300), (50, 300), (50,)), "linear3d": ((4, 16, 300), (50, 300), (50,)),
+              "conv2d": ((8, 16, 12, 12), (32, 16, 3, 3), (32,))}[op]
+    x, w, b = (r.standard_normal(s).astype(np.float32) for s in shapes)
+
+    def f(m, x, w, b):
+        fn = m.nn.functional.conv2d if op == "conv2d" else m.nn.functional.linear
+        with m.autocast("cpu", dtype=m.bfloat16):
+            return fn(x, w, b)
+    prev = bf16_gemm.force("float32")
+    try:
+        g = tj.compile(lambda x, w, b: f(tj, x, w, b)) if compiled else (lambda x, w, b: f(tj, x, w, b))
+        args = [tj.tensor(a) for a in (x, w, b)]
+        if compiled:
+            g(*args)
+            tj.compiler.wait()
+        got = g(*args)
+    finally:
+        bf16_gemm.force(prev)
+    assert got.dtype is tj.bfloat16
+    xb, wb, bb = (tj.tensor(a).bfloat16().float() for a in (x, w, b))
+    fn = F.conv2d if op == "conv2d" else F.linear
+    want = fn(xb, wb, bb).bfloat16()          # float32 compute, rounded once
+    if compiled:   # (the compiled GEMM may sum in another order: one unit at most)
+        assert np.abs(_words(got).astype(np.int64) - _words(want)).max() <= 1
+    else:
+        np.testing.assert_array_equal(_words(got), _words(want))
+    if torch is not None:
+        tw = f(torch, *(torch.from_numpy(a) for a in (x, w, b)))
+        diff = np.abs(_words(got).astype(np.int64) - _words(tw))
+        assert diff.max() <= 1 and (diff == 0).mean() > 0.99

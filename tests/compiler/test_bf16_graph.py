@@ -83,3 +83,95 @@ def test_kernel_conversions_are_numpys_bits():
     f = np.empty(x.size, np.float32)
     up(w, f)
     np.testing.assert_array_equal(f.view(np.uint32), bf16.to_float32(w).view(np.uint32))
+
+
+def _widened_reads(bwd, n_in, n_saved):
+    """The backward's widenings of saved bf16 values (what save_wide removes here)."""
+    from tracejit.ops.elementwise_logic import CAST
+    saved = set(bwd.inputs[n_in:n_in + n_saved])
+    return [e for e in bwd.eqns if e.prim is CAST and e.inputs[0] in saved]
+
+
+def test_backward_takes_the_forwards_widened_operands():
+    from tracejit.compiler.bf16_graph import save_wide
+    from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
+    from tracejit.jit.autodiff import split
+    from tracejit.jit.interpreter import interpret
+
+    def f(x, w1, b1, w2):   # (products of bf16 operands: linear widens them itself)
+        h = (x.bfloat16() @ w1.bfloat16().t() + b1.bfloat16()).tanh()
+        return h @ w2.bfloat16().t()
+    prev = bf16_gemm.force("float32")   # (the way whose products widen in the graph)
+    try:
+        g = _graph(f, ((6, 5), tj.float32), ((7, 5), tj.float32), ((7,), tj.float32),
+                   ((3, 7), tj.float32))
+        fwd, bwd, n = split(g, [False, True, True, True])
+        ref_f, ref_b = widen(fwd), widen(bwd)
+        new_f, new_b = save_wide(fwd, bwd, 4, 1, n)
+    finally:
+        bf16_gemm.force(prev)
+    # the weights' transposes go over in float32 (their forward widening feeds a product);
+    # the first product's result is widened for the bias add, recomputed in the backward
+    saved = {tuple(v.aval.shape): v.aval.dtype for v in new_b.inputs[4:4 + n]}
+    assert saved == {(5, 7): tj.float32, (6, 7): tj.bfloat16, (7, 3): tj.float32}
+    assert len(_widened_reads(new_b, 4, n)) == 1 < len(_widened_reads(ref_b, 4, n))
+    r = np.random.default_rng(2)
+    args = [tj.tensor(r.standard_normal(s).astype(np.float32)) for s in ((6, 5), (7, 5), (7,), (3, 7))]
+    ct = [tj.tensor(r.standard_normal((6, 3)).astype(np.float32), dtype=tj.bfloat16)]
+    outs = []
+    for fg, bg in ((ref_f, ref_b), (new_f, new_b)):
+        fo = interpret(fg, args)
+        outs.append([fo[0]] + interpret(bg, args + list(fo[1:]) + ct))
+    assert outs[1][0].dtype is tj.bfloat16
+    for a, b in zip(*outs):
+        if a is not None:
+            np.testing.assert_array_equal(a._data, b._data)
+
+
+def _rewidened(g):
+    """The graph's casts to float32 of a value it has just rounded to bf16."""
+    from tracejit.ops.elementwise_logic import CAST
+    rounded = {e.out for e in g.eqns if e.prim is CAST and e.params["dtype"] is tj.bfloat16}
+    return [e for e in g.eqns if e.prim is CAST and e.params["dtype"] is tj.float32 and e.inputs[0] in rounded]
+
+
+@pytest.mark.parametrize("op", ["relu", "max_pool", "exp"])
+def test_a_selection_of_bf16_values_is_not_rounded_again(op):
+    from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
+    F = tj.nn.functional
+    first, k = {"relu": (lambda a: a.relu(), 6), "exp": (lambda a: a.exp(), 6),
+                "max_pool": (lambda a: F.max_pool2d(a.reshape(1, 1, 8, 6), 2).reshape(4, 3), 3)}[op]
+
+    def f(a, b):
+        return first(a).neg() @ b
+    r = np.random.default_rng(3)
+    a = tj.tensor(r.standard_normal((8, 6)).astype(np.float32), dtype=tj.bfloat16)
+    b = tj.tensor(r.standard_normal((k, 5)).astype(np.float32), dtype=tj.bfloat16)
+    prev = bf16_gemm.force("float32")   # (the way whose products widen in the graph)
+    try:
+        g = widen(_graph(f, ((8, 6), tj.bfloat16), ((k, 5), tj.bfloat16)))
+        cf = tj.compile(f)
+        cf(a, b)
+        tj.compiler.wait()
+        got, want = cf(a, b), f(a, b)
+    finally:
+        bf16_gemm.force(prev)
+    # relu, neg and max pooling select bf16 values: the product reads them unrounded;
+    # exp's result is rounded, and that rounding is kept
+    assert bool(_rewidened(g)) == (op == "exp")
+    np.testing.assert_array_equal(got._data, want._data)
+
+
+def test_a_selection_of_integers_is_rounded(bf16_gemm_way):
+    from tracejit.jit.interpreter import interpret
+
+    def f(c, n, a):     # 257 has no bf16 form: where's result rounds it to 256
+        return tj.where(c, n, a.relu()).neg() * 1
+    c = tj.tensor([True, False, True])
+    n = tj.tensor([257, 3, -1025])
+    a = tj.tensor([1.5, -2.0, 3.0], dtype=tj.bfloat16)
+    g = widen(_graph(f, ((3,), tj.bool), ((3,), tj.int64), ((3,), tj.bfloat16)))
+    assert _rewidened(g)
+    got, want = interpret(g, [c, n, a])[0], f(c, n, a)
+    np.testing.assert_array_equal(want.float().numpy(), [-256.0, -0.0, 1024.0])
+    np.testing.assert_array_equal(got._data, want._data)

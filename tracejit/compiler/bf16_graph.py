@@ -10,13 +10,16 @@ stores bf16 words (compiler/bf16math.py), one lowering and no second path.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes as _dt
+from ..bf16 import to_bfloat16, to_float32
 from ..jit.ir import Eqn, Graph, Literal, Var
 from ..ops.bf16_eager import words_prim
 from ..ops.elementwise_logic import CAST
 from ..ops.registry import Aval
 
-__all__ = ["has_bf16", "widen"]
+__all__ = ["has_bf16", "widen", "save_wide"]
 
 _BF16 = _dt.bfloat16
 _F32 = _dt.float32
@@ -41,17 +44,22 @@ def _touches(e: Eqn) -> bool:
             or any(v is _BF16 for v in e.params.values()))
 
 
-def widen(graph: Graph) -> Graph:
+def widen(graph: Graph, wide: dict | None = None) -> Graph:
     """`graph` with every computing equation on bf16 values run in float32 (see the top).
 
     A bf16 operand reached through views (a weight's transpose) is widened before the
     views, which are then taken of the float32 value: the widening fuses into the kernel
     that made the words (a transposed widening ran as a strided kernel of its own, 0.8 ms
     for a 1024x1024 weight). Each bf16 value is widened once, and what no equation
-    reads any more is dropped."""
+    reads any more is dropped. A result that only selects among bf16 values (relu, max
+    pooling, im2col: `_selects`) is bf16 already, so its rounding is no pass of its own:
+    what reads it in float32 reads the unrounded value (LeNet's im2col columns, 2.2M
+    values, were rounded and widened again before their product). `wide`, when given,
+    receives each widened bf16 Var's float32 Var."""
     eqns: list = []
     producer: dict = {}
-    wide: dict = {}       # bf16 Var -> its float32 Var
+    wide = {} if wide is None else wide       # bf16 Var -> its float32 Var
+    exact: set = set()    # float32 Vars whose values are bf16 values
 
     def f32_of(a, loc):
         w = wide.get(a)
@@ -68,6 +76,7 @@ def widen(graph: Graph) -> Graph:
             w = Var(Aval(a.aval.shape, _F32, a.aval.device))
             eqns.append(Eqn(CAST, (a,), (w,), {"dtype": _F32}, loc))
         wide[a] = w
+        exact.add(w)
         return w
 
     for e in graph.eqns:
@@ -99,9 +108,104 @@ def widen(graph: Graph) -> Graph:
         params = {k: (_F32 if v is _BF16 else v) for k, v in e.params.items()}
         eqns.append(Eqn(e.prim, tuple(ins), tuple(outs), params, e.loc))
         eqns += back
+        keeps = _selects(e.prim, ins, params, exact)
         for b in back:
             producer[b.out] = b
+            if keeps:
+                exact.add(b.inputs[0])
+                wide[b.out] = b.inputs[0]
     return Graph(graph.inputs, tuple(_live(eqns, graph.outputs)), graph.outputs, graph.name)
+
+
+def _selects(prim, ins, params, exact: set) -> bool:
+    """Whether `prim`'s floating results are bf16 values: it only selects among its
+    operands and parameters (``extra["selects"]``, or moves them), and they are bf16 values."""
+    sel = prim.extra.get("selects")
+    if callable(sel):
+        sel = sel(params)
+    if not (sel or prim.is_view or prim.kind == "shape"):
+        return False
+    shape_only = prim.extra.get("shape_only", ())
+    for i, a in enumerate(ins):
+        if i in shape_only:
+            continue
+        if isinstance(a, Var):
+            d = a.aval.dtype
+            if (a not in exact if d.is_floating_point
+                    else not d.is_bool and prim.kind != "index"):   # (an integer may round)
+                return False
+        elif isinstance(a, Literal) and not _is_bf16_value(a.value):
+            return False
+    return all(_is_bf16_value(v) for v in params.values() if isinstance(v, float))
+
+
+def _is_bf16_value(v) -> bool:
+    if not isinstance(v, (int, float, np.floating, np.integer)) or isinstance(v, bool):
+        return isinstance(v, bool)
+    f = np.float32(v)
+    return bool(to_float32(to_bfloat16(np.array([f])))[0] == f or f != f) and float(f) == float(v)
+
+
+def save_wide(fwd: Graph, bwd: Graph, n_in: int, n_out: int, n_saved: int) -> tuple:
+    """A training pair (autodiff.split's forward and backward) widened, where a saved bf16
+    value is handed to the backward in its float32 form when the forward widens it for a
+    product anyway and the backward only widens it again: the product's operand is in
+    memory already, and the backward's widening was a pass of its own before its products
+    (MLP step, 784->1024->1024: five such passes, one over a transposed 1024x1024 weight
+    copied first). The values are the same: widening a bf16 value is exact."""
+    wide: dict = {}
+    fwd, bwd = widen(fwd, wide), widen(bwd)
+    reads = _readers(fwd)
+    outs, ins = list(fwd.outputs), list(bwd.inputs)
+    subst: dict = {}
+    swapped = False
+    for i in range(n_saved):
+        s, b = outs[n_out + i], ins[n_in + i]
+        w = wide.get(s)
+        if w is None or not _feeds_product(w, reads):
+            continue
+        uses = _readers(bwd).get(b, [])
+        if b in bwd.outputs or any(e.prim is not CAST or e.params.get("dtype") is not _F32
+                                               for e in uses):
+            continue
+        outs[n_out + i] = w
+        ins[n_in + i] = nb = Var(w.aval)
+        swapped = True
+        for e in uses:
+            subst[e.out] = nb
+    if not swapped:
+        return fwd, bwd
+    fwd = Graph(fwd.inputs, tuple(_live(list(fwd.eqns), outs)), tuple(outs), fwd.name)
+    eqns = [_sub(e, subst) for e in bwd.eqns if not (e.prim is CAST and e.out in subst)]
+    return fwd, Graph(tuple(ins), tuple(eqns), tuple(subst.get(a, a) for a in bwd.outputs), bwd.name)
+
+
+def _readers(g: Graph) -> dict:
+    """Var -> the equations of `g` that read it."""
+    r: dict = {}
+    for e in g.eqns:
+        for a in e.inputs:
+            if isinstance(a, Var):
+                r.setdefault(a, []).append(e)
+    return r
+
+
+def _feeds_product(w: Var, reads: dict) -> bool:
+    """Whether float32 `w` (or a view of it) is a product's operand, so it is in memory."""
+    for e in reads.get(w, ()):
+        if e.prim.kind == "matmul":
+            return True
+        if (e.prim.is_view or (e.prim.view_if is not None and e.prim.view_if(e.params))) and len(e.outs) == 1:
+            if _feeds_product(e.out, reads):
+                return True
+    return False
+
+
+def _sub(e: Eqn, subst: dict) -> Eqn:
+    if not any(isinstance(a, Var) and a in subst for a in e.inputs):
+        return e
+    return Eqn(e.prim, tuple(subst.get(a, a) if isinstance(a, Var) else a for a in e.inputs), e.outs,
+               e.params, e.loc)
 
 
 def _live(eqns: list, outputs) -> list:

@@ -29,6 +29,7 @@ from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
 from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _nbytes, _outputs_saved,
                          _possible_views, _root_array, _same_memory)
 from .kernel_errors import raise_kernel_error
+from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written
 from ..jit.control import COND, WHILE
@@ -109,8 +110,10 @@ class CompiledProgram(Executor):
                 # elementwise values the forward writes anyway are saved, not recomputed
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
                 fwd = _patterns.apply("forward", fwd)
-                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 bwd = lift_symbolic_literals(_patterns.apply("backward", optimize(bwd)))
+                if has_bf16(fwd):
+                    fwd, bwd = save_wide(fwd, bwd, len(self.graph.inputs), len(self.graph.outputs), n_saved)
+                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
                 t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
                 self._saved_outs[diff_idx] = _outputs_saved(fwd, len(self.graph.outputs), n_saved)
             self._train[diff_idx] = t

@@ -21,7 +21,7 @@ from ..tensor import Tensor
 from .registry import Aval, Primitive
 from .promotion import compute_dtype, scalar_aval
 
-__all__ = ["involves", "run", "on_words", "native", "words_prim"]
+__all__ = ["involves", "run", "on_words", "native", "words_prim", "widened"]
 
 _BF16 = _dt.bfloat16
 
@@ -88,6 +88,22 @@ def words_prim(prim: Primitive, in_avals, params, out_avals) -> bool:
         return True
     return (bool(dtypes) and all(d is _BF16 for d in dtypes) and all(o.dtype is _BF16 for o in out_avals)
             and _bf16_impl(prim))
+
+
+def widened(*operands):
+    """The float32 forms of a product's bf16 operands (linear, conv2d: input, weight, bias
+    or None) where this process computes bf16 products in float32, else None. The op then
+    runs in float32 and its caller rounds the result once, as PyTorch's bf16 linear and
+    convolutions do (bias included); the parts one by one would round the product, then the
+    bias sum, and widen and round im2col's columns in between (LeNet's second convolution:
+    four passes over 2.2M values, forward and backward)."""
+    if not all(t is None or (isinstance(t, Tensor) and t.dtype is _BF16) for t in operands):
+        return None
+    from .linalg import MATMUL
+    if _bf16_impl(MATMUL):
+        return None     # (the products run on the words: compiler/cpu/gemm/bf16.py)
+    from .eager import bind
+    return tuple(None if t is None else bind(_CAST, t, dtype=_dt.float32) for t in operands)
 
 
 def out_dtype(prim: Primitive, args, params):

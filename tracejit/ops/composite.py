@@ -27,6 +27,8 @@ from .reductions import all as _all, amax, logsumexp, mean, sum
 from .shape import contiguous, permute, reshape, squeeze, unsqueeze
 from .shape import concat as _concat
 from . import autocast as _autocast
+from . import bf16_eager as _bf16_eager
+from .. import dtypes as _dt
 
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
@@ -220,6 +222,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         raise ShapeError(f"conv2d: expected 4-D input and weight, got {tuple(x.shape)} and "
                          f"{tuple(weight.shape)}")
     check_conv_args("conv2d", x, weight, bias, stride, padding, dilation, groups)
+    if x.dtype is _dt.bfloat16:
+        wide = _bf16_eager.widened(x, weight, bias)
+        if wide is not None:    # (computed in float32, rounded once)
+            return cast(conv2d(*wide, stride, padding, dilation, groups), _dt.bfloat16)
     o, cg, kh, kw = weight.shape
     dilation = _pair(dilation)
     if isinstance(padding, str):

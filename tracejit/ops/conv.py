@@ -266,7 +266,7 @@ def _unfold_vjp(g, out, x, kernel, stride, padding, dilation, pad_value, layout=
 
 
 UNFOLD = defprim("unfold", _unfold_impl, _unfold_rule, _unfold_vjp, kind="other",
-                 save=lambda rq: (), extra={"meta": (0,)})
+                 save=lambda rq: (), extra={"meta": (0,), "selects": True})
 FOLD = defprim("fold", _fold_impl, _fold_rule,
                lambda g, out, cols, output_size, kernel, stride, padding, dilation, layout="batch": (
                    unfold(g, kernel, stride, padding, dilation, layout=layout),),

@@ -150,18 +150,18 @@ MAXIMUM = _binary(
     "maximum", _ufunc2("maximum"),
     lambda g, out, a, b: (where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
                           where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
-    lambda e, a, b: f"({a} if ({a} > {b} or {a} != {a}) else {b})")
+    lambda e, a, b: f"({a} if ({a} > {b} or {a} != {a}) else {b})", extra={"selects": True})
 MINIMUM = _binary(
     "minimum", _ufunc2("minimum"),
     lambda g, out, a, b: (where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
                           where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
-    lambda e, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})")
+    lambda e, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})", extra={"selects": True})
 
 # ---------------------------------------------------------------- unary math
 NEG = _unary("neg", _ufunc1("negative"), lambda g, out, a: (neg(g),),
-             lambda e, a: f"(-{a})", save_in=False, int_to_float=False)
+             lambda e, a: f"(-{a})", save_in=False, int_to_float=False, extra={"selects": True})
 ABS = _unary("abs", _ufunc1("absolute"), lambda g, out, a: (g * sign(a),),
-             lambda e, a: f"abs({a})", int_to_float=False)
+             lambda e, a: f"abs({a})", int_to_float=False, extra={"selects": True})
 EXP = _unary("exp", _ufunc1("exp"), lambda g, out, a: (g * out,),
              lambda e, a: e.call("exp", a), save_out=True, save_in=False)
 EXPM1 = _unary("expm1", _ufunc1("expm1"), lambda g, out, a: (g * (out + 1.0),),
@@ -276,7 +276,7 @@ RELU_BACKWARD = _binary("relu_backward", _relu_backward_impl, _relu_backward_vjp
 RELU = _unary("relu", lambda xp, a: xp.where(a > 0, a, xp.zeros((), a.dtype)) if a.dtype.kind != "f" else xp.maximum(a, a.dtype.type(0)),
               lambda g, out, a: (relu_backward(g, out),),
               lambda e, a: f"({e.const(0)} if {a} <= {e.const(0)} else {a})",
-              save_out=True, save_in=False, int_to_float=False)
+              save_out=True, save_in=False, int_to_float=False, extra={"selects": True})
 
 
 def _erf_impl(xp, a):

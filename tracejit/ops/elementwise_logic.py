@@ -96,7 +96,7 @@ WHERE = defprim("where", _where_impl, _where_rule,
                 lambda g, out, c, a, b: (None, where(c, g, 0.0), where(c, 0.0, g)),
                 kind="elementwise", scalar=lambda e, c, a, b: f"({a} if {c} else {b})",
                 save=lambda rq: (0,), nondiff=(0,),
-                extra={"compute_dtype": "out"})  # kernels compute in the output's dtype (c is bool)
+                extra={"compute_dtype": "out", "selects": True})  # kernels compute in the output's dtype (c is bool)
 
 
 def _cast_rule(a, dtype):

@@ -276,7 +276,7 @@ def _getitem_fast(shapes, dtype, params):
 
 GETITEM = defprim("getitem", _getitem_impl, _getitem_rule, _getitem_vjp, kind="index",
                   save=lambda rq: tuple(range(1, len(rq))), nondiff=tuple(range(1, 64)),
-                  extra={"meta": (0,), "view_if": lambda params: _is_basic(params["spec"]),
+                  extra={"meta": (0,), "selects": True, "view_if": lambda params: _is_basic(params["spec"]),
                          "fast": _getitem_fast})
 
 

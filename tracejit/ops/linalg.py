@@ -19,6 +19,8 @@ from .shape import reshape, unsqueeze
 from ..autograd.node import column_major, shape_only
 from . import autocast as _autocast
 from .. import bf16 as _bf16
+from .. import dtypes as _dt
+from . import bf16_eager as _bf16_eager
 
 __all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
 
@@ -343,6 +345,10 @@ def linear(x, weight, bias=None):
         raise DTypeError(f"linear: input is {x.dtype.name} but weight is {weight.dtype.name}; they must "
                          f"share one dtype (convert the input, e.g. input.to({weight.dtype.name}), or "
                          f"the layer, e.g. .to({x.dtype.name}))")
+    if x.dtype is _BF16:
+        wide = _bf16_eager.widened(x, weight, bias)
+        if wide is not None:    # (computed in float32, rounded once)
+            return bind(_CAST, linear(*wide), dtype=_BF16)
     if (weight.ndim == 2 and x.ndim >= 2 and not _eager._tracers_active
             and isinstance(x, Tensor) and isinstance(weight, Tensor)):   # (not sparse)
         # one record, ``x @ weight.T`` with the weight as it is: no transposed view and no
@@ -354,3 +360,7 @@ def linear(x, weight, bias=None):
     if bias is not None:
         out = out + bias
     return out
+
+
+_BF16 = _dt.bfloat16
+from .elementwise_logic import CAST as _CAST  # noqa: E402

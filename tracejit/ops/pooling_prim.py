@@ -189,7 +189,7 @@ def _max_pool_indices_rule(x, kernel, stride, padding, dilation):
 
 
 MAX_POOL2D = defprim("max_pool2d", _max_pool_impl, _pool_rule("max_pool2d"), _max_pool_vjp,
-                     kind="other", save=lambda rq: (0,), save_out=True,
+                     kind="other", save=lambda rq: (0,), save_out=True, extra={"selects": True},
                      grad_name="MaxPool2DWithIndicesBackward0")
 MAX_POOL2D_BACKWARD = defprim("max_pool2d_backward", _max_pool_backward_impl,
                               _max_pool_backward_rule, _max_pool_backward_vjp, kind="other",

@@ -26,7 +26,10 @@ from eager autograd, so it computes nothing for an input without one (``x - y`` 
 only x requiring grad: no ``neg(g)``, as PyTorch's SubBackward0 checks
 should_compute_output); its default must be all True (traced backward graphs drop unused
 gradients themselves). ``extra["view"]`` marks ops whose output aliases input 0 (``extra["view_if"](params)``
-for ops that are views only sometimes, like basic vs advanced indexing).
+for ops that are views only sometimes, like basic vs advanced indexing). ``extra["selects"]``
+marks ops each of whose floating results is one of their floating operands or parameters
+(relu, max, where, gathers), so a bf16-exact operand gives a bf16-exact result (True, or a
+function of the params).
 
 `bind` (ops/eager.py) runs a primitive: under an active tracer it records an equation,
 otherwise it runs ``prim.run`` (the implementations a backend registered for the
