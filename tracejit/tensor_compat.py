@@ -192,8 +192,7 @@ class CompatMethods:
     def unfold(self, dimension: int, size: int, step: int):
         """Every window of `size` elements `step` apart along `dimension`, as a new last dim
         (a view: writes go to `self`, as in PyTorch)."""
-        from .ops.rearrange import unfold_windows
-        return unfold_windows(self, dimension, size, step)
+        return _ops.rearrange.unfold_windows(self, dimension, size, step)
 
     def byte(self, memory_format=None):
         return self.to(_dt.uint8)
