@@ -84,13 +84,7 @@ def differs(snap, v) -> Optional[str]:
         items = snap[2]
         if type(v) is not dict or len(v) != len(items):
             return f"keys changed (now {_len(v)})"
-        for k, s in items:
-            if k not in v:
-                return f"key {k!r} removed"
-            d = differs(s, v[k])
-            if d is not None:
-                return f"[{k!r}]: {d}"
-        return None
+        return _items_differ(items, v, "[{!r}]")
     if kind == "f":
         _, _, t, plain, n = snap
         if type(v) is not t or len(v) != n or not plain <= v:
@@ -102,12 +96,17 @@ def differs(snap, v) -> Optional[str]:
     d_ = vars(v)
     if len(d_) != len(items):
         return "attributes added or removed"
+    return _items_differ(items, d_, ".{}")
+
+
+def _items_differ(items: list, now: dict, key: str) -> Optional[str]:
+    """Where the entries of `now` first differ from the snapshots in `items` (None: nowhere)."""
     for k, s in items:
-        if k not in d_:
-            return f".{k} removed"
-        d = differs(s, d_[k])
+        if k not in now:
+            return f"{key.format(k)} removed"
+        d = differs(s, now[k])
         if d is not None:
-            return f".{k}: {d}"
+            return f"{key.format(k)}: {d}"
     return None
 
 

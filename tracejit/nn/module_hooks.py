@@ -69,12 +69,7 @@ class _Inputs(Function):
         return (None,) + ctx.call.run_full_hooks(grads)
 
 
-class _Outputs(Function):
-    @staticmethod
-    def forward(ctx, call, *ts):
-        ctx.call = call
-        return ts
-
+class _Outputs(_Inputs):   # (the same identity forward)
     @staticmethod
     def backward(ctx, *grads):
         call = ctx.call
