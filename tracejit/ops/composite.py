@@ -515,9 +515,9 @@ def _bce_vjp(g, out, x, t):
 def _bce_scalar(e, x, t):
     zero, one, floor = e.const(0), e.const(1), e.const(-100.0)
 
-    def clamped_log(p):   # (the log of a safe value: no log(0) in the kernel)
-        lg = e.call("log", f"({p} if {p} > {zero} else {one})")
-        return f"({lg} if ({p} > {zero} and {lg} > {floor}) else {floor})"
+    def clamped_log(p):   # (no log(0) in the kernel; a NaN, from p < 0, stays NaN as numpy's)
+        lg = e.call("log", f"({p} if {p} != {zero} else {one})")
+        return f"({floor} if {p} == {zero} else ({lg} if ({lg} > {floor} or {lg} != {lg}) else {floor}))"
     return f"(-({t} * {clamped_log(x)} + ({one} - {t}) * {clamped_log(f'({one} - {x})')}))"
 
 
