@@ -17,7 +17,7 @@ from ..tensor import Tensor
 from . import constraints
 from .distribution import Distribution, broadcast_all, register_kl
 from .exp_family import ExponentialFamily
-from .more import Beta, MultivariateNormal
+from .more import Beta, MultivariateNormal, scale_tril_of
 
 __all__ = ["LowRankMultivariateNormal", "Wishart", "LKJCholesky"]
 
@@ -216,7 +216,6 @@ class Wishart(ExponentialFamily):
                 "df": constraints.greater_than(self.event_shape[-1] - 1)}
 
     def __init__(self, df, covariance_matrix=None, precision_matrix=None, scale_tril=None, validate_args=None):
-        from ..ops.linalg_dense import cholesky, inv
         given = [m for m in (covariance_matrix, precision_matrix, scale_tril) if m is not None]
         if len(given) != 1:
             raise ValueError("Wishart: exactly one of covariance_matrix or precision_matrix or scale_tril may "
@@ -241,12 +240,7 @@ class Wishart(ExponentialFamily):
             warnings.warn("Low df values detected. Singular samples are highly likely to occur for "
                           "ndim - 1 < df < ndim.", stacklevel=2)
         super().__init__(batch, (p, p), validate_args=validate_args)
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = cholesky(inv(precision_matrix))
+        self._unbroadcasted_scale_tril = scale_tril_of(scale_tril, covariance_matrix, precision_matrix)
 
     def __getattr__(self, name):
         lo = self.__dict__.get("_unbroadcasted_scale_tril")

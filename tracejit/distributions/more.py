@@ -317,6 +317,16 @@ class Binomial(Distribution):
         return log_comb + k * _ops.log(pc) + (n - k) * _ops.log1p(-pc)
 
 
+def scale_tril_of(scale_tril, covariance_matrix, precision_matrix):
+    """The lower Cholesky factor of whichever of the three a distribution was given."""
+    from ..ops.linalg_dense import cholesky, inv
+    if scale_tril is not None:
+        return scale_tril
+    if covariance_matrix is not None:
+        return cholesky(covariance_matrix)
+    return cholesky(inv(precision_matrix))
+
+
 class MultivariateNormal(Distribution):
     arg_constraints = {"loc": constraints.real_vector}
     support = constraints.real_vector
@@ -328,13 +338,7 @@ class MultivariateNormal(Distribution):
         if len(given) != 1:
             raise ValueError("MultivariateNormal: exactly one of covariance_matrix, precision_matrix "
                              "or scale_tril may be specified.")
-        from ..ops.linalg_dense import cholesky, inv
-        if scale_tril is not None:
-            self._unbroadcasted_scale_tril = scale_tril
-        elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = cholesky(covariance_matrix)
-        else:
-            self._unbroadcasted_scale_tril = cholesky(inv(precision_matrix))
+        self._unbroadcasted_scale_tril = scale_tril_of(scale_tril, covariance_matrix, precision_matrix)
         self.loc = loc
         d = loc.shape[-1]
         batch = tuple(np.broadcast_shapes(tuple(loc.shape[:-1]), tuple(self._unbroadcasted_scale_tril.shape[:-2])))

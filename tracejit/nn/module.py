@@ -365,18 +365,18 @@ class Module(BackwardHooks):
         return mod
 
     def get_parameter(self, target: str) -> Parameter:
-        mod_path, _, name = target.rpartition(".")
-        mod = self.get_submodule(mod_path)
-        if name not in mod._parameters:
-            raise AttributeError(f"{type(mod).__name__} has no parameter {name!r}")
-        return mod._parameters[name]
+        return self._get_registered(target, "_parameters", "parameter")
 
     def get_buffer(self, target: str) -> Tensor:
+        return self._get_registered(target, "_buffers", "buffer")
+
+    def _get_registered(self, target: str, table: str, kind: str):
         mod_path, _, name = target.rpartition(".")
         mod = self.get_submodule(mod_path)
-        if name not in mod._buffers:
-            raise AttributeError(f"{type(mod).__name__} has no buffer {name!r}")
-        return mod._buffers[name]
+        found = getattr(mod, table)
+        if name not in found:
+            raise AttributeError(f"{type(mod).__name__} has no {kind} {name!r}")
+        return found[name]
 
     # ---- modes and bulk changes ---------------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":

@@ -60,12 +60,7 @@ class BasePruningMethod(ABC):
         pruning of the same tensor; returns the method (or container) now hooked."""
         method = _composite_method(cls, module, name, *args, **kwargs)
         orig = getattr(module, name)
-        if importance_scores is not None:
-            if importance_scores.shape != orig.shape:
-                raise AssertionError(f"importance_scores should have the same shape as parameter {name} "
-                                     f"of {module}, got {importance_scores.shape} vs {orig.shape}")
-        else:
-            importance_scores = orig
+        importance_scores = _scores(importance_scores, orig, f"parameter {name} of {module}")
         if not isinstance(method, PruningContainer):
             module.register_parameter(name + "_orig", orig)
             del module._parameters[name]
@@ -88,12 +83,7 @@ class BasePruningMethod(ABC):
     def prune(self, t: Tensor, default_mask: Tensor | None = None,
               importance_scores: Tensor | None = None) -> Tensor:
         """`t` with this method's mask applied (no module involved)."""
-        if importance_scores is not None:
-            if importance_scores.shape != t.shape:
-                raise AssertionError(f"importance_scores should have the same shape as tensor t, got "
-                                     f"{importance_scores.shape} vs {t.shape}")
-        else:
-            importance_scores = t
+        importance_scores = _scores(importance_scores, t, "tensor t")
         default_mask = default_mask if default_mask is not None else ops.ones_like(t)
         return t * self.compute_mask(importance_scores, default_mask=default_mask)
 
@@ -443,3 +433,13 @@ def _compute_norm(t: Tensor, n, dim: int) -> Tensor:
     dims = list(range(t.dim()))
     del dims[dim]
     return ops.norm(t, p=n, dim=dims)
+
+
+def _scores(importance_scores, t: Tensor, what: str) -> Tensor:
+    """`importance_scores`, checked to have `t`'s shape (PyTorch's AssertionError), or `t`."""
+    if importance_scores is None:
+        return t
+    if importance_scores.shape != t.shape:
+        raise AssertionError(f"importance_scores should have the same shape as {what}, got "
+                             f"{importance_scores.shape} vs {t.shape}")
+    return importance_scores
