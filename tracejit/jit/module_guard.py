@@ -24,18 +24,17 @@ from typing import Any, Optional
 from ..nn import module as _module
 from ..ops import registry as _reg
 from ..tensor import Tensor
-from .value_snapshot import BUDGET, differs, unchanged, watcher, worth_watching
+from .value_snapshot import BUDGET, SCALARS, differs, unchanged, watcher, worth_watching
 
 __all__ = ["ModuleStateGuard", "recording", "with_module_arguments"]
 
-_SCALARS = (bool, int, float, str, type(None))
 
 
 def _plain(v) -> bool:
     """A value a capture may have turned into a constant: compared by value."""
-    if isinstance(v, _SCALARS):
+    if isinstance(v, SCALARS):
         return True
-    return isinstance(v, tuple) and len(v) <= 16 and all(isinstance(x, _SCALARS) for x in v)
+    return isinstance(v, tuple) and len(v) <= 16 and all(isinstance(x, SCALARS) for x in v)
 
 
 def _same(a, b) -> bool:

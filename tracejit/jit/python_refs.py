@@ -16,12 +16,11 @@ import contextlib
 import types
 from typing import Callable, Optional
 
-from .value_snapshot import BUDGET, differs, snapshot, unchanged, watcher
+from .value_snapshot import BUDGET, differs, from_library, snapshot, unchanged, watcher
 
 __all__ = ["python_refs_guard", "forward_refs_guard"]
 
 _MISSING = object()
-_LIBRARIES = ("tracejit", "numpy", "numba", "builtins", "math", "functools", "typing", "collections")
 
 
 class _Read(set):
@@ -111,7 +110,7 @@ def _codes(code):
 
 
 def _user_function(v) -> bool:
-    return isinstance(v, types.FunctionType) and not (v.__module__ or "").startswith(_LIBRARIES)
+    return isinstance(v, types.FunctionType) and not from_library(v.__module__)
 
 
 def _collect(fn, refs: list, seen: set, depth: int) -> bool:

@@ -13,10 +13,13 @@ from __future__ import annotations
 import types
 from typing import Any, Optional
 
-__all__ = ["snapshot", "differs", "worth_watching", "watcher", "unchanged", "BUDGET"]
+__all__ = ["snapshot", "differs", "worth_watching", "watcher", "unchanged", "BUDGET", "SCALARS", "from_library"]
 
 BUDGET = 64
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+SCALARS = (bool, int, float, complex, str, bytes, type(None))
+# Modules whose objects and functions are not the user's: compared by identity, not walked.
+LIBRARIES = ("tracejit", "numpy", "numba", "builtins", "math", "functools", "typing", "collections",
+             "threading", "logging", "_io", "io")
 _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.ModuleType,
            type, types.CodeType, types.GeneratorType)
 
@@ -28,8 +31,12 @@ def _plain_object(v) -> bool:
     from ..tensor import Tensor
     if isinstance(v, (Module, Tensor, _OPAQUE)) or not hasattr(v, "__dict__"):
         return False
-    mod = type(v).__module__ or ""
-    return not mod.startswith(("tracejit", "numpy", "numba", "threading", "logging", "_io", "io"))
+    return not from_library(type(v).__module__)
+
+
+def from_library(module: Optional[str]) -> bool:
+    """Whether a module name (a class's or function's ``__module__``) is one of `LIBRARIES`."""
+    return (module or "").split(".", 1)[0] in LIBRARIES
 
 
 def worth_watching(v) -> bool:
@@ -43,7 +50,7 @@ def snapshot(v, budget: Optional[list] = None):
     if budget is None:
         budget = [BUDGET]
     budget[0] -= 1
-    if isinstance(v, _SCALARS):
+    if isinstance(v, SCALARS):
         return ("s", type(v), v)
     t = type(v)
     if budget[0] <= 0 or (t in (list, tuple, dict, set, frozenset) and len(v) > budget[0]):
@@ -53,7 +60,7 @@ def snapshot(v, budget: Optional[list] = None):
     if t is dict:
         return ("d", v, [(k, snapshot(x, budget)) for k, x in v.items()])
     if t in (set, frozenset):
-        return ("f", v, t, frozenset(x for x in v if isinstance(x, _SCALARS)), len(v))
+        return ("f", v, t, frozenset(x for x in v if isinstance(x, SCALARS)), len(v))
     if _plain_object(v):
         return ("o", v, t, [(k, snapshot(x, budget)) for k, x in vars(v).items()])
     return ("i", v)
@@ -125,7 +132,7 @@ def _scalar_copy(v, t, depth: int = 4):
         out = []
         for x in items:
             tx = type(x)
-            if tx in _SCALARS:
+            if tx in SCALARS:
                 out.append(x)
             elif depth and tx in (list, tuple, dict):
                 c = _scalar_copy(x, tx, depth - 1)
@@ -137,7 +144,7 @@ def _scalar_copy(v, t, depth: int = 4):
         return dict(zip(v.keys(), out)) if t is dict else t(out)
     if _plain_object(v):
         d = vars(v)
-        return dict(d) if all(type(x) in _SCALARS for x in d.values()) else None
+        return dict(d) if all(type(x) in SCALARS for x in d.values()) else None
     return None
 
 
