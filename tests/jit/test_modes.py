@@ -329,3 +329,18 @@ def test_explain_shows_guards_and_ir():
 def test_explain_requires_a_compiled_function():
     with pytest.raises(TypeError, match="explain expects"):
         tj.explain(lambda_free_square, tj.ones(1))
+
+
+def test_explain_says_why_a_call_ran_eagerly():
+    def branchy(x):
+        if x.sum() > 0:
+            return x * 2
+        return x
+
+    f = tj.compile(branchy)
+    with pytest.warns(RuntimeWarning):
+        text = tj.explain(f, tj.ones(3))["status"]
+    assert "ran eagerly" in text and "bool(tensor)" in text and "fullgraph=True" in text
+    with tj.eager():
+        g = tj.compile(lambda x: x + 1)
+        assert "eager mode is on" in tj.explain(g, tj.ones(3))["status"]

@@ -94,6 +94,7 @@ class Capture:
                        f"eagerly for new input signatures. Last reasons: "
                        f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
                        f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
+                self._stats["fallback_reason"] = msg
                 # One warning, attributed to the user's calling line (not to this file);
                 # the recompiles topic logs it too when enabled.
                 warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
@@ -129,6 +130,7 @@ class Capture:
         self._stats["capture_failures"] = self._stats.get("capture_failures", 0) + 1
         msg = (f"tracejit.compile: {self.__name__} cannot be captured as one graph, so it runs "
                f"eagerly from now on: {exc} (pass fullgraph=True to raise this instead)")
+        self._stats["fallback_reason"] = msg
         warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
         config.topic("recompiles").info(msg)
 

@@ -1,6 +1,7 @@
 """``tracejit.explain``: what a compiled function does for given inputs, as readable text."""
 from __future__ import annotations
 
+from . import config
 from .function import compiled_function_of
 
 __all__ = ["explain", "Explanation"]
@@ -40,7 +41,10 @@ def explain(fn, *args, **kwargs) -> Explanation:
     reasons = stats["recompile_reasons"]
     entry = fn.entry_for(*args, **kwargs)
     if entry is None:
-        return Explanation([("status", "the call ran eagerly (no compiled entry): " + "; ".join(reasons[-3:]))])
+        why = stats.get("fallback_reason") or "; ".join(reasons[-3:]) or (
+            "eager mode is on (tracejit.eager() or eager=True)" if fn._eager or config.is_eager()
+            else "no entry serves these arguments")
+        return Explanation([("status", "the call ran eagerly (no compiled entry): " + why)])
     secs = [("status", f"{fn.__name__}: {'captured now' if stats['compiles'] > before else 'cache hit'}; "
                        f"{stats['entries']} entries, {stats['compiles']} compiles, {stats['hits']} hits")]
     guard_lines = [d.text() for d in entry.descs] + [d.text() for d in entry.const_descs]
