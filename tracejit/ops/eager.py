@@ -309,11 +309,15 @@ def run_into(prim: Primitive, dst, args) -> bool:
     if (plan is None or plan.default is not _dt._default_float or plan.out_dtype is not dst.dtype
             or plan.out_shape != dst._data.shape):
         return False
+    out = dst._data
+    if not out.flags.c_contiguous:
+        # numpy 2.4's SIMD np.negative writes wrong values through an output strided by 4
+        # float32 (8 float64) elements; the out-of-place path computes into fresh memory.
+        return False
     x = a._data
     c0 = plan.casts[0]
     if c0 is not None:
         x = x.astype(c0)
-    out = dst._data
     # (the ufunc called with its operands spelled out: `u(*arrays, out=out)` costs a
     # tuple and its unpacking, ~0.2 µs of an optimizer's ~1 µs update of a small tensor)
     if n == 2:
