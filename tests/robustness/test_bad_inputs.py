@@ -256,24 +256,15 @@ def row_repeated_reduction_dim(m):
         X(2, 3).sum((0, -2))
 
 
-def row_inplace_on_view_inside_compiled(m):
-    def bump_row(a):
-        a[0].add_(1.0)
+def row_inplace_on_expanded_view_inside_compiled(m):
+    def bump_rows(a):
+        a[:1].expand(2, 3).add_(1.0)
         return a * 2.0
     a = X(2, 3)
     before = a.numpy().copy()
-    with pytest.raises(TraceError, match="in-place modification of a view"):
-        tj.trace(bump_row)(a)
+    with pytest.raises(TraceError, match="cannot reach the tensor it views"):
+        tj.trace(bump_rows)(a)
     np.testing.assert_array_equal(a.numpy(), before)
-
-
-def row_view_used_after_base_modified_inside_compiled(m):
-    def stale(a):
-        b = a.t()
-        a.mul_(2.0)
-        return b + 1.0
-    with pytest.raises(TraceError, match="modified in place"):
-        tj.trace(stale)(X(2, 3))
 
 
 # ---- layers and functionals: refused by name, alike on every path

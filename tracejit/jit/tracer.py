@@ -29,6 +29,7 @@ from ..ops.registry import Aval, Primitive
 from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
 from .side_effects import EffectLog
+from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr, symbols_in
 from ..ops.shape import TO_DEVICE
@@ -273,8 +274,8 @@ class TraceContext:
 
     def atom(self, a, prim_name: str = "op"):
         if isinstance(a, Tracer):
-            if a._view_src is not None and a._view_src[0]._var is not a._view_src[1]:
-                _stale_view(a, prim_name)
+            if a._view_src is not None:
+                _views.refresh(self, a)
             if a._trace is self:
                 return a._var
             return self._capture(a)
@@ -373,12 +374,10 @@ class TraceContext:
         if self._no_grad_region() and out_aval.dtype.is_floating_point and prim is not DETACH:
             var = self._emit(DETACH, [var], {}, out_aval)[0]
         t = _make_tracer(var, self)
-        src = args[0] if args else None
-        if isinstance(src, Tracer) and (prim.is_view or (prim.view_if is not None and prim.view_if(params))):
-            # Eagerly this shares memory with `src`: remember which value of its base it saw,
-            # so an in-place write through either side is an error instead of lost.
-            base = src if src._view_src is None else src._view_src[0]
-            t._view_src = (base, base._var)
+        if args and (prim.is_view or (prim.view_if is not None and prim.view_if(params))):
+            # Eagerly this shares memory with its operand: remember the base and the view
+            # ops, so an in-place write through the view reaches the base (view_writes).
+            t._view_src = _views.view_source(self, prim, args, params)
         return t
 
     def _no_grad_region(self) -> bool:
@@ -441,14 +440,6 @@ class TraceContext:
                 else "a tensor from outside this branch or loop body"
             raise TraceError(f"{what}: in-place modification of {name} is not supported inside a "
                              f"compiled function; compute a new tensor instead (x = x + 1)")
-        if target._view_src is not None:
-            loc = user_location(3)
-            where = f" at {loc[0]}:{loc[1]}" if loc else ""
-            raise TraceError(
-                f"{what}{where}: in-place modification of a view (x[0], x.t(), x.view(...), "
-                f"x.reshape(...)) inside a compiled function is not supported: the write would not "
-                f"reach the tensor it views. Write through the base instead (x = x.index_put(...), "
-                f"x[idx] = value outside, or tracejit.where(...)), or compute a new tensor.")
         res = self.atom(result)
         if res.aval.dtype is not target.dtype:
             if target.dtype.category < res.aval.dtype.category:
@@ -459,6 +450,15 @@ class TraceContext:
         if tuple(res.aval.shape) != tuple(target.shape):
             raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
                                f"in-place tensor of shape {tuple(target.shape)}")
+        if target._view_src is not None and not _views.write_through(self, target, res, what):
+            loc = user_location(3)
+            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            raise TraceError(
+                f"{what}{where}: this in-place write through a view cannot reach the tensor it "
+                f"views inside a compiled function (a view of a dynamic-size tensor, an expanded "
+                f"view, or a view taken outside this branch or loop body). Write through the base "
+                f"instead (x[idx] = value, x = x.index_put(...), tracejit.where(...)), or compute "
+                f"a new tensor.")
         target._var = res
         return target
 

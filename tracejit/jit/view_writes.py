@@ -1,0 +1,126 @@
+"""In-place writes through views inside a captured function.
+
+Eagerly a view (``x[0]``, ``x.t()``, ``buf[1:]``) shares memory with its base, so
+``x[0].mul_(2)`` changes ``x``. A trace has no memory: each view remembers its base and
+the chain of view ops that made it from the base, and a write through the view becomes an
+out-of-place scatter of the new values into the base at the positions the view covers.
+The positions come from running the same view ops eagerly on ``arange(base.numel())``:
+one definition of every view op, and any chain of them works. A view whose base changed
+since it was taken is re-derived from the base when it is next read, as eagerly it would
+show the new values.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..tensor import Tensor
+
+__all__ = ["view_source", "write_through", "refresh"]
+
+
+def view_source(trace, prim, args, params):
+    """`_view_src` for the result of view op `prim` on `args`: (base, the base's value
+    now, the chain of (prim, other args, params) from the base), or None. The chain is
+    None when it cannot be replayed (a tensor operand besides the viewed one, or a
+    captured tensor viewed inside a branch or loop body); a write then raises."""
+    from .tracer import Tracer
+    src = args[0]
+    if not isinstance(src, Tensor) or any(isinstance(a, Tensor) for a in args[1:]):
+        chain_step = None
+    else:
+        chain_step = ((prim, tuple(args[1:]), dict(params)),)
+    if isinstance(src, Tracer) and src._view_src is not None:
+        base, _, chain = src._view_src
+        chain = None if chain is None or chain_step is None else chain + chain_step
+    elif isinstance(src, Tracer):
+        base, chain = src, chain_step
+    elif isinstance(src, Tensor):
+        base, chain = src, (chain_step if trace.parent is None else None)
+    else:
+        return None
+    return base, value_of(trace, base), chain
+
+
+def value_of(trace, base):
+    """The IR value `base` holds now (a tracer's var, or a captured tensor's latest write)."""
+    from .tracer import Tracer
+    if isinstance(base, Tracer):
+        return base._var
+    root = trace._root()
+    written = root.buffer_writes.get(id(base))
+    return written[1] if written is not None else root.consts.get(id(base))
+
+
+def _positions(base, chain) -> np.ndarray:
+    """Flat positions in `base` of the elements the view `chain` selects, by running the
+    chain eagerly on ``arange(numel).reshape(base.shape)``; None if the shape is symbolic
+    or the view repeats an element (an expanded view: the write would be ambiguous)."""
+    from ..ops import eager as _eager
+    shape = tuple(base.shape)
+    if not all(isinstance(s, int) for s in shape):
+        return None
+    v = Tensor(np.arange(math.prod(shape), dtype=np.int64).reshape(shape), dtype=_dt.int64)
+    saved = _eager.trace_state.tracer
+    _eager.trace_state.tracer = None
+    try:
+        for prim, rest, params in chain:
+            v = _eager.bind(prim, v, *rest, **params)
+    finally:
+        _eager.trace_state.tracer = saved
+    pos = np.array(v._data, dtype=np.int64).reshape(-1)
+    if np.unique(pos).size != pos.size:
+        return None
+    return pos
+
+
+def write_through(trace, target, res, what: str) -> bool:
+    """Write `res` (an IR value, target's shape and dtype) through the view `target` into
+    its base; False when that is not possible (the caller raises)."""
+    from .tracer import Tracer, _make_tracer
+    base, seen, chain = target._view_src
+    if chain is None:
+        return False
+    if isinstance(base, Tracer) and (base._trace is not trace or base._view_src is not None):
+        return False
+    if not isinstance(base, Tracer) and trace.parent is not None:
+        return False
+    pos = _positions(base, chain)
+    if pos is None:
+        return False
+    refresh(trace, target)
+    new_vals = _make_tracer(res, trace).reshape(-1)
+    if new_vals.dtype is not base.dtype:
+        new_vals = new_vals.to(base.dtype)
+    n = math.prod(base.shape)
+    if pos.size == n and np.array_equal(pos, np.arange(n)):
+        flat = new_vals                      # a reshape of the whole base
+    elif pos.size == n:                      # a permutation of it (x.t(), x.permute(...))
+        flat = new_vals.index_select(0, Tensor(np.argsort(pos), dtype=_dt.int64))
+    else:
+        flat = base.reshape(-1).index_put((Tensor(pos, dtype=_dt.int64),), new_vals)
+    trace.assign(base, flat.reshape(tuple(base.shape)), what)
+    target._var = res
+    target._view_src = (base, value_of(trace, base), chain)
+    return True
+
+
+def refresh(trace, view) -> None:
+    """Re-derive a view whose base changed since it was taken by replaying its view ops
+    on the base's value now; raises the stale-view error when it cannot be replayed."""
+    from .tracer import _stale_view
+    base, seen, chain = view._view_src
+    now = value_of(trace, base)
+    if now is seen:
+        return
+    if chain is None:
+        _stale_view(view, "op")
+    from ..ops import eager as _eager
+    v = base
+    view._view_src = None
+    for prim, rest, params in chain:
+        v = _eager.bind(prim, v, *rest, **params)
+    view._var = v._var
+    view._view_src = (base, value_of(trace, base), chain)
