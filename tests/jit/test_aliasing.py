@@ -350,3 +350,28 @@ def test_inplace_update_of_input_with_a_value_that_requires_grad(compiler):
         np.testing.assert_allclose(a.detach().numpy(), np.ones((2, 3)))
         np.testing.assert_allclose(b.grad.numpy(), expect[0])
         np.testing.assert_allclose(w.grad.numpy(), expect[1])
+
+
+def test_write_through_view_keeps_batch_dim_dynamic():
+    """Writes through views of a tensor whose batch size changes from call to call compile
+    once more for the dynamic dim, not once per size."""
+    def fn(x, w):
+        h = x * w
+        h[:, 0].mul_(3.0)
+        h.t()[1:].add_(w[1:].unsqueeze(1))
+        return (h * h).sum()
+
+    f = tj.compile(fn)
+    w0 = np.array([0.5, -1.0, 2.0, 1.5])
+    for b in (2, 3, 4, 5, 6):
+        x0 = np.random.default_rng(b).standard_normal((b, 4))
+        got, want = [], []
+        for run, out in ((f, got), (fn, want)):
+            w = tj.tensor(w0, requires_grad=True)
+            loss = run(tj.tensor(x0), w)
+            loss.backward()
+            out += [float(loss), w.grad.numpy()]
+        assert got[0] == pytest.approx(want[0], rel=1e-12)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    st = f.cache_stats()
+    assert st["compiles"] <= 2 and st["eager_fallbacks"] == 0 and st["dynamic_dims"]

@@ -16,6 +16,9 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from ..ops import eager as _eager
+from ..ops.creation import arange as _arange
+from ..ops.shape import EXPAND as _EXPAND
 from ..tensor import Tensor
 
 __all__ = ["view_source", "write_through", "refresh"]
@@ -55,25 +58,27 @@ def value_of(trace, base):
 
 
 def _positions(base, chain) -> np.ndarray:
-    """Flat positions in `base` of the elements the view `chain` selects, by running the
-    chain eagerly on ``arange(numel).reshape(base.shape)``; None if the shape is symbolic
-    or the view repeats an element (an expanded view: the write would be ambiguous)."""
-    from ..ops import eager as _eager
-    shape = tuple(base.shape)
-    if not all(isinstance(s, int) for s in shape):
-        return None
-    v = Tensor(np.arange(math.prod(shape), dtype=np.int64).reshape(shape), dtype=_dt.int64)
+    """Flat positions in `base` (of static shape) of the elements the view `chain`
+    selects, by running the chain eagerly on ``arange(numel).reshape(base.shape)``; None
+    if the view repeats an element (the write would be ambiguous)."""
+    v = Tensor(np.arange(math.prod(base.shape), dtype=np.int64).reshape(tuple(base.shape)),
+               dtype=_dt.int64)
     saved = _eager.trace_state.tracer
     _eager.trace_state.tracer = None
     try:
-        for prim, rest, params in chain:
-            v = _eager.bind(prim, v, *rest, **params)
+        v = _replay(v, chain)
     finally:
         _eager.trace_state.tracer = saved
     pos = np.array(v._data, dtype=np.int64).reshape(-1)
     if np.unique(pos).size != pos.size:
         return None
     return pos
+
+
+def _replay(v, chain):
+    for prim, rest, params in chain:
+        v = _eager.bind(prim, v, *rest, **params)
+    return v
 
 
 def write_through(trace, target, res, what: str) -> bool:
@@ -87,15 +92,23 @@ def write_through(trace, target, res, what: str) -> bool:
         return False
     if not isinstance(base, Tracer) and trace.parent is not None:
         return False
-    pos = _positions(base, chain)
-    if pos is None:
-        return False
+    if all(isinstance(d, int) for d in base.shape):
+        pos = _positions(base, chain)
+        if pos is None:
+            return False
+    elif any(prim is _EXPAND for prim, _, _ in chain):
+        return False   # (eagerly an expanded view is read-only memory)
+    else:
+        pos = None     # dynamic sizes: the positions are computed in the graph
     refresh(trace, target)
     new_vals = _make_tracer(res, trace).reshape(-1)
     if new_vals.dtype is not base.dtype:
         new_vals = new_vals.to(base.dtype)
     n = math.prod(base.shape)
-    if pos.size == n and np.array_equal(pos, np.arange(n)):
+    if pos is None:
+        idx = _replay(_arange(n, dtype=_dt.int64).reshape(tuple(base.shape)), chain).reshape(-1)
+        flat = base.reshape(-1).index_put((idx,), new_vals)
+    elif pos.size == n and np.array_equal(pos, np.arange(n)):
         flat = new_vals                      # a reshape of the whole base
     elif pos.size == n:                      # a permutation of it (x.t(), x.permute(...))
         flat = new_vals.index_select(0, Tensor(np.argsort(pos), dtype=_dt.int64))
@@ -117,10 +130,7 @@ def refresh(trace, view) -> None:
         return
     if chain is None:
         _stale_view(view, "op")
-    from ..ops import eager as _eager
-    v = base
     view._view_src = None
-    for prim, rest, params in chain:
-        v = _eager.bind(prim, v, *rest, **params)
+    v = _replay(base, chain)
     view._var = v._var
     view._view_src = (base, value_of(trace, base), chain)
