@@ -166,3 +166,15 @@ def test_inplace_unary_through_strided_column(dtype, width):
         want = x0.copy()
         want[:, 0] = ref(want[:, 0])
         np.testing.assert_array_equal(t.numpy(), want.astype(t.numpy().dtype))
+
+
+@pytest.mark.parametrize("src_shape", [(3,), (1,)])
+def test_copy_from_a_leaf_that_requires_grad_carries_its_gradient(src_shape):
+    """``x.copy_(y)`` makes x part of y's graph (PyTorch's CopyBackwards), also when y is
+    a leaf of x's own shape and dtype."""
+    x = tj.zeros(3)
+    y = tj.ones(*src_shape, requires_grad=True)
+    x.copy_(y)
+    assert x.requires_grad and x.grad_fn is not None
+    (x * tj.tensor([1.0, 2.0, 3.0])).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [1.0, 2.0, 3.0] if src_shape == (3,) else [6.0])

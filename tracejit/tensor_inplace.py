@@ -177,6 +177,8 @@ class InPlaceMethods:
         if src.device != self.device:
             src = src.to(self.device)
         new = _ops.expand(_ops.cast(src, self.dtype), self.shape)
+        if new is src and src._requires_grad and _grad_state.enabled:
+            new = _ops.clone(src)   # (a node of its own: self's gradient flows to src)
         return self._assign(self._overwrite(new), "copy_")
 
     def _overwrite(self, new: "Tensor") -> "Tensor":
