@@ -185,7 +185,9 @@ class InPlaceMethods:
         """`new` as the in-place result replacing all of self: when self is part of a graph,
         route it through where() so self's old value gets a zero gradient (rather than
         keeping self's old grad_fn)."""
-        if self.grad_fn is not None and self._requires_grad:
+        # (a tracer's graph is known only to the trace: routing it the same way keeps a
+        # compiled output requiring grad exactly where the eager one does)
+        if (self.grad_fn is not None and self._requires_grad) or getattr(self, "_trace", None) is not None:
             from .autograd.grad_mode import is_grad_enabled
             if is_grad_enabled():
                 everywhere = _ops.full(self.shape, True, dtype=_dt.bool_, device=self.device)

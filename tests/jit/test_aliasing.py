@@ -375,3 +375,21 @@ def test_write_through_view_keeps_batch_dim_dynamic():
         np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
     st = f.cache_stats()
     assert st["compiles"] <= 2 and st["eager_fallbacks"] == 0 and st["dynamic_dims"]
+
+
+def test_overwritten_value_keeps_requires_grad_as_eagerly(compiler):
+    """``a.zero_()`` / ``x.fill_(v)`` on a value that requires grad: the result still
+    requires grad (with zero gradients), compiled as eagerly."""
+    def fn(x, y):
+        a = y.var(-1, keepdim=True) * 1.0
+        a.zero_()
+        x.sub_(y)
+        x.fill_(2.0)
+        return a + x.sum()
+
+    for run in (fn, tj.trace(fn, compiler=compiler)):
+        y = tj.ones(3, 4, requires_grad=True)
+        out = run(tj.zeros(3, 4), y)
+        assert out.requires_grad
+        out.sum().backward()
+        np.testing.assert_array_equal(y.grad.numpy(), np.zeros((3, 4)))
