@@ -22,6 +22,10 @@ class Parameter(Tensor):
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}; "
                             f"wrap data with tracejit.tensor(...) first")
+        if data._data is None:   # a traced value: it has no memory to own
+            from ..errors import TraceError
+            raise TraceError("Parameter: a module (or parameter) is being created inside a compiled "
+                             "function; create it once outside and call it inside")
         if data.grad_fn is not None:
             # Like PyTorch: a parameter is a leaf, so detach a computed tensor's value.
             data = data.detach()
