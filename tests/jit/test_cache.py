@@ -250,16 +250,16 @@ def test_reshape_with_minus_one_keeps_the_batch_dim_dynamic():
 def test_recompile_limit_falls_back_to_eager_with_one_warning():
     calls = []
 
-    def f(x, n):
-        calls.append(n)
-        return x * n
+    def f(x, n):   # (a string argument is specialized by value, whatever it holds)
+        calls.append(int(n))
+        return x * int(n)
 
     cf = compiled(f, recompile_limit=3)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         for n in range(8):
-            assert cf(tj.ones(2), n).tolist() == [float(n)] * 2
-        assert cf(tj.ones(2), 1).tolist() == [1.0, 1.0]  # an existing entry is still used
+            assert cf(tj.ones(2), str(n)).tolist() == [float(n)] * 2
+        assert cf(tj.ones(2), "1").tolist() == [1.0, 1.0]  # an existing entry is still used
     msgs = [x for x in w if issubclass(x.category, RuntimeWarning)]
     assert len(msgs) == 1
     assert "recompile limit (3)" in str(msgs[0].message) and "input 'n': value guard failed" in str(msgs[0].message)

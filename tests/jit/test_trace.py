@@ -99,6 +99,8 @@ def test_function_without_a_name_can_be_traced():
 
 # --------------------------------------------------------------------------- specialization
 def test_python_scalars_are_specialized_and_guarded():
+    """Strings, bools and ints are specialized; an int seen with a second value becomes a
+    runtime input (torch.compile's automatic dynamic), so later values reuse its entry."""
     def f(x, n, mode):
         return x * n if mode == "mul" else x + n
 
@@ -108,15 +110,33 @@ def test_python_scalars_are_specialized_and_guarded():
     assert "mul %x 2.0" in cf.entries[0].graph.text(False)  # baked in as a constant
     assert cf(x, 2, "mul").tolist() == [2.0, 2.0]
     assert cf(x, 3, "mul").tolist() == [3.0, 3.0]
+    assert "%n: i64[]" in cf.entries[1].graph.text(False)    # now an input of the graph
+    assert cf(x, 7, "mul").tolist() == [7.0, 7.0]            # (a hit)
     assert cf(x, 3, "add").tolist() == [4.0, 4.0]
     assert cf(x, 3.0, "add").tolist() == [4.0, 4.0]  # float 3.0 is not int 3: its own entry
     assert cf(x, True, "add").tolist() == [2.0, 2.0]
+    assert tj.trace(f, compiler="interpret")(tj.ones(2, dtype=tj.int32), 5, "mul").dtype is tj.int32
     st = cf.cache_stats()
-    assert (st["compiles"], st["hits"]) == (5, 1)
+    assert (st["compiles"], st["hits"]) == (5, 2)
     r = st["recompile_reasons"]
     assert r[0] == "input 'n': value guard failed: 2 -> 3"
     assert r[1] == "input 'mode': value guard failed: 'mul' -> 'add'"
-    assert r[2] == "input 'n': type guard failed: int 3 -> float (a runtime input)"
+    assert r[2] == "input 'n': type guard failed: int -> float"
+
+
+def test_int_argument_made_dynamic_stays_exact_and_weak():
+    """A runtime int keeps Python-int semantics: exact beyond float32's 2**24, weakly typed
+    (an int32 tensor stays int32), and code needing its value (a view's shape) specializes
+    it again."""
+    f = tj.compile(lambda x, n: x + n)
+    xi = tj.ones(3, dtype=tj.int32)
+    for n in (1, 2, 2 ** 30 + 1):
+        out = f(xi, n)
+        assert out.dtype is tj.int32 and out.tolist() == [n + 1] * 3
+    g = tj.compile(lambda x, n: x.view(n, -1).sum(0))
+    for n in (1, 2, 3, 6, 2):
+        assert g(tj.arange(6.0), n).tolist() == tj.arange(6.0).view(n, -1).sum(0).tolist()
+    assert g.cache_stats()["eager_fallbacks"] == 0
 
 
 def test_float_arguments_are_runtime_inputs():

@@ -49,7 +49,7 @@ class Capture:
                                      f"compiled function; nested compilation is not supported")
                 shape = tuple(x._data.shape)
                 descs.append(LeafDesc("tensor", name, x.dtype, x.device, x.requires_grad, shape))
-            elif _runtime_scalar(x, self._mode):
+            elif _runtime_scalar(x, self._mode) or (type(x) is int and name in self._dynamic_ints):
                 descs.append(LeafDesc("scalar", name, value=type(x)))
             elif isinstance(x, (bool, int, float, str, type(None), bytes)) or _dt_like(x):
                 descs.append(LeafDesc("const", name, value=x))
@@ -109,6 +109,14 @@ class Capture:
         except BaseException as exc:
             # Nothing is kept from a capture that failed.
             self._dynamic, self._static, self._force_dynamic = saved
+            ints = {d.name for d in descs if d.kind == "scalar" and d.name in self._dynamic_ints}
+            if ints and isinstance(exc, Exception):
+                # The code needs those ints as Python ints (a shape, a dim): specialize them
+                # for good, as before they changed, and capture again.
+                self._dynamic_ints -= ints
+                self._static_ints |= ints
+                self._stats["misses"] -= 1
+                return self._capture_for(args, leaves, spec, gm)
             if isinstance(exc, TraceError) and not self._fullgraph:
                 self._break_to_eager(exc)
                 return None, None
@@ -169,8 +177,13 @@ class Capture:
             if len(old) != len(descs):
                 continue
             diffs = []
+            ints = []
             ok = True
-            for o, n in zip(old, descs):
+            for k, (o, n) in enumerate(zip(old, descs)):
+                if (o.kind == n.kind == "const" and type(o.value) is int and type(n.value) is int
+                        and o.value != n.value and n.name not in self._static_ints):
+                    ints.append(k)   # (torch.compile's automatic dynamic for ints)
+                    continue
                 if o.kind != n.kind or (o.kind == "tensor" and (o.dtype is not n.dtype or o.device != n.device
                                                                 or len(o.shape) != len(n.shape)
                                                                 or o.requires_grad != n.requires_grad)):
@@ -184,9 +197,18 @@ class Capture:
                         if (isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1)
                                 and (n.name, j) not in self._static):
                             diffs.append((n.name, j))
+            if ok and ints:
+                # An int argument that changes (a step count, a length used in arithmetic)
+                # becomes a runtime input: code that needs its value still gets it, guarded.
+                for k in ints:
+                    self._dynamic_ints.add(descs[k].name)
+                    descs[k] = LeafDesc("scalar", descs[k].name, value=int)
+                config.topic("recompiles").info("%s: making ints runtime inputs: %s", self.__name__,
+                                                [descs[k].name for k in ints])
             if ok and diffs:
                 self._dynamic.update(diffs)
                 config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, diffs)
+            if ok and (ints or diffs):
                 return
 
     def _symbolic_descs(self, descs, allow_symbols: bool = True):

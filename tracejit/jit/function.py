@@ -100,6 +100,8 @@ class CompiledFunction(Capture):
         self._flat_entries: list = []  # entries captured from flat arguments (the hot path)
         self._dynamic: set = set()     # (leaf name, dim) made symbolic
         self._static: set = set()      # (leaf name, dim) the code needed the value of: never symbolic
+        self._dynamic_ints: set = set()  # int argument leaves seen with two values: runtime inputs
+        self._static_ints: set = set()   # ints whose capture as runtime inputs failed: specialized
         self._lock = threading.RLock()
         self._fell_back = False
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
