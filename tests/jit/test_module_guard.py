@@ -128,3 +128,23 @@ def test_a_module_passed_as_an_argument_is_guarded_like_a_compiled_module():
     m.eval()
     assert float(f(m, x)) == float(m(x).sum())
     assert any("temp" in r for r in f.cache_stats()["recompile_reasons"])
+
+
+@pytest.mark.parametrize("kind", ["forward", "forward_pre"])
+def test_hook_registered_after_compiling_runs_in_the_compiled_module(kind):
+    """A forward (pre-)hook registered on a submodule after the first compiled call runs on
+    later calls, and removing it brings back the first capture."""
+    tj.manual_seed(0)
+    m = tj.nn.Sequential(tj.nn.Linear(3, 3), tj.nn.ReLU())
+    cm = tj.compile(m)
+    x = tj.randn(4, 3)
+    np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    if kind == "forward":
+        h = m[0].register_forward_hook(lambda mod, args, out: out * 0.0 + 1.0)
+    else:
+        h = m[0].register_forward_pre_hook(lambda mod, args: (args[0] * 0.0,))
+    np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    assert "hooks changed" in cm.cache_stats()["recompile_reasons"][-1]
+    h.remove()
+    np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    assert cm.cache_stats()["compiles"] == 2

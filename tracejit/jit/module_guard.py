@@ -94,6 +94,15 @@ def _attrs(m, read: Optional[set]) -> dict:
     return {k: d[k] for k in keys if _plain(d[k])}
 
 
+_HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+
+
+def _hooks(m) -> tuple:
+    """The ids of `m`'s registered hooks, by kind: a capture ran the ones there were."""
+    d = vars(m)
+    return tuple(tuple(d.get(k) or ()) for k in _HOOK_TABLES)
+
+
 def _deep_attrs(mods: list, names: list, read: Optional[set]) -> list:
     """(name, module, attribute, snapshot) of the containers and plain objects the capture
     read from module attributes: their contents can change without a setattr, so they are
@@ -138,6 +147,7 @@ class _StateCheck:
         self.names = [n or type(root).__name__ for n, _ in named]
         self.mods = [m for _, m in named]
         self.attrs = [_attrs(m, read) for m in self.mods]
+        self.hooks = [_hooks(m) for m in self.mods]
         self.deep = _deep_attrs(self.mods, self.names, read)
         # where each captured tensor lives in the tree: (module, kind, name), or None
         where: dict = {}
@@ -191,7 +201,11 @@ class _StateCheck:
             changed = sorted((was ^ now) or {n or type(self.root).__name__ for (n, m), old in
                                              zip(named, self.mods) if m is not old})
             return [f"submodules changed: {', '.join(changed) or 'their order'}"]
-        for n, m, attrs in zip(self.names, self.mods, self.attrs):
+        for n, m, attrs, hooks in zip(self.names, self.mods, self.attrs, self.hooks):
+            if _hooks(m) != hooks:
+                out.append(f"module {n!r}: its hooks changed (one was registered or removed)")
+                if stop_at_first:
+                    return out
             d = vars(m)
             for k in attrs:
                 if k not in d or not _same(attrs[k], d[k]):

@@ -40,9 +40,11 @@ class RemovableHandle:
         self._hooks = hooks
         self.id = RemovableHandle._next_id
         RemovableHandle._next_id += 1
+        state_epoch[0] += 1   # (a compiled module looks at its hooks again)
 
     def remove(self) -> None:
         self._hooks.pop(self.id, None)
+        state_epoch[0] += 1
 
     def __enter__(self):
         return self
