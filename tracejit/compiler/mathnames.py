@@ -54,6 +54,7 @@ MATH: dict = {
     "pow": MathFn(2, "mathlib", "libdevice", "np.power"),
     "sqrt": MathFn(1, "math.sqrt", "libdevice", "np.sqrt"),
     "floor": MathFn(1, "np.floor", "libdevice", "np.floor", integer_identity=True),
+    "fmod": MathFn(2, "np.fmod", "libdevice", "np.fmod"),   # (exact, unlike a - trunc(a/b)*b)
 }
 
 

@@ -18,7 +18,8 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor
 from .eager import bind
-from .elementwise import (_binary, _deprecated_form, _ew_rule, _op1, _op2, _ufunc1, _ufunc2, _unary, abs as _abs,
+from .elementwise import (_binary, _deprecated_form, _ew_rule, _int_divisor_checked, _op1, _op2, _ufunc1, _ufunc2,
+                          _unary, abs as _abs,
                           cast, cos, erf, exp, log, log1p, maximum, minimum, neg, sign, sin, sqrt, where)
 from .registry import defprim
 
@@ -209,12 +210,24 @@ def reciprocal(input):
     return 1.0 / input
 
 
-def fmod(input, other):
-    """Remainder with the sign of the dividend (C's fmod)."""
-    if input.dtype.is_integer and (not hasattr(other, "dtype") or other.dtype.is_integer):
-        q = (input / other)
-        return input - cast(trunc(q), input.dtype) * other
-    return input - trunc(input / other) * other
+def _fmod_scalar(e, a, b):
+    if e.dtype.startswith("float"):
+        return e.call("fmod", a, b)
+    # C's truncated remainder from Python's floored one: r takes b's sign; move it to a's
+    r = f"({a} % {b})"
+    return f"({r} - ({b} if ({r} != {e.const(0)} and (({r} < {e.const(0)}) != ({a} < {e.const(0)}))) " \
+           f"else {e.const(0)}))"
+
+
+def _fmod_vjp(g, out, a, b):
+    return (g, neg(g) * trunc(a / b) if a is not None and b is not None else None)
+
+
+# Remainder with the sign of the dividend (C's fmod): np.fmod is exact, where
+# a - trunc(a / b) * b loses the low bits of a large quotient in float32.
+FMOD = _binary("fmod", _int_divisor_checked(np.fmod), _fmod_vjp, _fmod_scalar,
+               save=lambda rq: (0, 1) if rq[1] else ())
+fmod = _op2(FMOD)
 
 
 def hypot(input, other):

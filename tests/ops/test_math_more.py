@@ -1,0 +1,43 @@
+"""ops/math_more.py records whose composites lost precision or dtype: fmod."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fmod_is_exact_for_large_quotients(dtype):
+    """np.fmod's exact remainder, eager and compiled (a - trunc(a / b) * b was off by up to
+    |b| in float32 once the quotient passed 2**24)."""
+    r = np.random.default_rng(0)
+    a = (r.standard_normal(2000) * 10.0 ** r.uniform(0, 8, 2000)).astype(dtype)
+    b = (r.standard_normal(2000) * 10.0 ** r.uniform(-2, 2, 2000)).astype(dtype)
+    want = np.fmod(a, b)
+    np.testing.assert_array_equal(tj.fmod(tj.tensor(a), tj.tensor(b)).numpy(), want)
+    got = tj.compile(lambda x, y: tj.fmod(x, y) * 1.0)(tj.tensor(a), tj.tensor(b))
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("da,db", [(np.uint8, np.int16), (np.int32, np.int8), (np.int64, np.int64)])
+def test_fmod_of_integers_takes_the_dividends_sign_in_the_promoted_type(da, db):
+    a = np.array([5, 3, 7, 0, 9, 4], da)
+    if np.issubdtype(da, np.signedinteger):
+        a = a * np.array([1, -1, 1, -1, -1, 1]).astype(da)
+    b = np.array([3, -2, -3, 4, 5, -4], db)
+    want = np.fmod(a.astype(np.promote_types(da, db)), b)
+    for run in (tj.fmod, tj.compile(lambda x, y: tj.fmod(x, y) + 0)):
+        out = run(tj.tensor(a), tj.tensor(b))
+        assert out.dtype.name == want.dtype.name
+        np.testing.assert_array_equal(out.numpy(), want)
+    with pytest.raises(ZeroDivisionError):
+        tj.fmod(tj.tensor(a), 0)
+
+
+def test_fmod_gradients():
+    """d/da = 1, d/db = -trunc(a / b), as PyTorch."""
+    for run in (tj.fmod, tj.compile(lambda x, y: tj.fmod(x, y))):
+        a = tj.tensor([5.5, -3.2, 7.0], requires_grad=True)
+        b = tj.tensor([2.0, 1.5, -2.5], requires_grad=True)
+        run(a, b).sum().backward()
+        np.testing.assert_array_equal(a.grad.numpy(), [1.0, 1.0, 1.0])
+        np.testing.assert_array_equal(b.grad.numpy(), [-2.0, 2.0, 2.0])
