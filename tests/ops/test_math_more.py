@@ -41,3 +41,24 @@ def test_fmod_gradients():
         run(a, b).sum().backward()
         np.testing.assert_array_equal(a.grad.numpy(), [1.0, 1.0, 1.0])
         np.testing.assert_array_equal(b.grad.numpy(), [-2.0, 2.0, 2.0])
+
+
+@pytest.mark.parametrize("name", ["copysign", "xlogy"])
+@pytest.mark.parametrize("da,db,want", [(np.int64, np.float64, "float64"), (np.int64, np.float16, "float16"),
+                                        (np.float16, np.int64, "float16"), (np.int32, np.int64, "float32")])
+def test_float_valued_binaries_compute_in_the_promoted_type(name, da, db, want):
+    """copysign/xlogy of mixed operands give PyTorch's dtype (the promoted type, made
+    floating point), not the default dtype: an int64 and a float64 give float64."""
+    a = np.array([3, 2, 1]).astype(da)
+    b = np.array([-1.5, 2.0, 4.0]).astype(db)
+    out = getattr(tj, name)(tj.tensor(a), tj.tensor(b))
+    assert out.dtype.name == want
+    ref = (np.copysign(a.astype(np.float64), b.astype(np.float64)) if name == "copysign"
+           else a.astype(np.float64) * np.log(np.abs(b.astype(np.float64))) * np.where(b > 0, 1, np.nan))
+    np.testing.assert_allclose(out.numpy().astype(np.float64), ref, rtol=2e-3 if want == "float16" else 1e-6)
+
+
+def test_bool_sign_and_square_follow_pytorch():
+    t = tj.tensor([True, False])
+    assert tj.sign(t).dtype is tj.bool and tj.sign(t).tolist() == [True, False]
+    assert tj.square(t).dtype is tj.int64 and tj.square(t).tolist() == [1, 0]

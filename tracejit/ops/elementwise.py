@@ -316,8 +316,15 @@ def _op2(prim):
     return op
 
 
-neg, abs, exp, expm1, log, log1p, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, erf, sign, floor = map(
-    _op1, (NEG, ABS, EXP, EXPM1, LOG, LOG1P, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, RELU, ERF, SIGN, FLOOR))
+neg, abs, exp, expm1, log, log1p, sqrt, rsqrt, sin, cos, tanh, sigmoid, relu, erf, floor = map(
+    _op1, (NEG, ABS, EXP, EXPM1, LOG, LOG1P, SQRT, RSQRT, SIN, COS, TANH, SIGMOID, RELU, ERF, FLOOR))
+
+
+def sign(input):
+    """-1, 0 or 1 by the sign of each element; a bool is its own sign (as in PyTorch)."""
+    if input.dtype is _dt.bool_:
+        return input.clone()
+    return bind(SIGN, input)
 mul, floor_divide, remainder, maximum, minimum = map(_op2, (MUL, FLOOR_DIVIDE, REMAINDER, MAXIMUM, MINIMUM))
 
 
@@ -401,6 +408,8 @@ def relu_backward(g, y):
 
 
 def square(a):
+    if a.dtype is _dt.bool_:   # (PyTorch squares a bool as an int64)
+        a = cast(a, _dt.int64)
     return mul(a, a)
 
 

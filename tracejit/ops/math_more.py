@@ -18,7 +18,8 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor
 from .eager import bind
-from .elementwise import (_binary, _deprecated_form, _ew_rule, _int_divisor_checked, _op1, _op2, _ufunc1, _ufunc2,
+from .elementwise import (_binary, _deprecated_form, _ew_rule, _int_divisor_checked, _int_result, _op1, _op2,
+                          _ufunc1, _ufunc2,
                           _unary, abs as _abs,
                           cast, cos, erf, exp, log, log1p, maximum, minimum, neg, sign, sin, sqrt, where)
 from .registry import defprim
@@ -266,11 +267,22 @@ def logit(input, eps=None):
     return log(x / (1 - x))
 
 
+def _float_result(input, other):
+    """The promoted dtype of two operands (tensors or numbers), made floating point (the
+    default dtype for integers), as PyTorch's float-valued binary functions compute in."""
+    rt = _int_result(input, other)
+    return rt if rt.is_floating_point else _dt.get_default_dtype()
+
+
 def xlogy(input, other):
     """x * log(y), 0 where x == 0 (also when y is 0)."""
+    rt = _float_result(input, other)
     if not hasattr(input, "dtype"):
         from .creation import full_like
-        input = full_like(other, input)
+        input = full_like(other, input, dtype=rt)
+    input = cast(input, rt) if input.dtype is not rt else input
+    if hasattr(other, "dtype") and other.dtype is not rt:
+        other = cast(other, rt)
     safe = where(input == 0, 1.0, other)
     return where(input == 0, 0.0, input * log(safe))
 
@@ -301,8 +313,9 @@ def logaddexp2(input, other):
 
 def copysign(input, other):
     """|input| with the sign of `other` (a tensor or a number); integers become floats."""
-    if not input.dtype.is_floating_point:
-        input = cast(input, _dt.get_default_dtype())
+    rt = _float_result(input, other)
+    if input.dtype is not rt:
+        input = cast(input, rt)
     mag = _abs(input)
     if not hasattr(other, "dtype"):
         return neg(mag) if math.copysign(1.0, other) < 0 else mag
