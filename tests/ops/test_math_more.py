@@ -62,3 +62,15 @@ def test_bool_sign_and_square_follow_pytorch():
     t = tj.tensor([True, False])
     assert tj.sign(t).dtype is tj.bool and tj.sign(t).tolist() == [True, False]
     assert tj.square(t).dtype is tj.int64 and tj.square(t).tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("da,db", [(np.int64, np.int64), (np.int8, np.int32), (np.bool_, np.int64)])
+def test_integer_pow_with_negative_exponents_truncates_as_pytorch(da, db):
+    """1 / a**-b truncated: 0, but 1 for a == 1 and +-1 for a == -1, eager and compiled."""
+    a = np.array([2, 1, -1, -1, 3, 0, 5, 4]).astype(da)
+    b = np.array([-1, -3, -3, -2, 2, 3, 0, 1]).astype(db)
+    big = np.power(a.astype(np.int64), np.maximum(b, 0))
+    want = np.where(b >= 0, big, np.where(a.astype(np.int64) == 1, 1,
+                                          np.where(a.astype(np.int64) == -1, np.where(b % 2 == 0, 1, -1), 0)))
+    for run in (tj.pow, tj.compile(lambda x, y: tj.pow(x, y) + 0)):
+        np.testing.assert_array_equal(run(tj.tensor(a), tj.tensor(b)).numpy(), want)

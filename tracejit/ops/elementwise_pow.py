@@ -33,7 +33,20 @@ def _pow_scalar(e, a, b):
 def _pow_impl(xp, a, b):
     if getattr(b, "ndim", 0) == 0 and getattr(a, "dtype", None) is not None and a.dtype.kind == "f":
         return _pow_by_number(a, b, xp)
+    if getattr(b, "ndim", 0) and b.dtype.kind in "iu" and getattr(a, "dtype", np.dtype("f")).kind in "iub" \
+            and (b < 0).any():
+        return _int_pow_negative(xp, a, b)
     return xp.power(a, b)
+
+
+def _int_pow_negative(xp, a, b):
+    """Integers to integer exponents some of which are negative: 1 / a**-b truncated, as
+    PyTorch (and the kernels' integer pow) compute it: 0, but 1 for a == 1 and +-1 for
+    a == -1 (numpy refuses negative integer exponents)."""
+    r = xp.power(a, xp.maximum(b, 0))
+    neg = b < 0
+    one = xp.where(xp.equal(a, -1), xp.where(b % 2 == 0, 1, -1), xp.where(xp.equal(a, 1), 1, 0))
+    return xp.where(neg, one.astype(r.dtype), r)
 
 
 def _pow_by_number(a, b, xp=np):
