@@ -87,3 +87,31 @@ def test_worker_records_the_tiers_its_compiled_modules_ended_on(tmp_path, system
     assert run.returncode == 0, run.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["system"] == system and res["tiers"] == tiers and res["step_s"] > 0
+
+
+_SETTLE = """
+import json, pathlib, sys
+import numpy as np
+from bench.programs import worker
+torch, hook, settle, counters = worker._framework("tracejit_compiled")
+from tracejit.compiler.cpu.gemm import choice
+choice.store_path = lambda: pathlib.Path(sys.argv[1])   # (a store of its own: nothing measured)
+a, b = np.ones((64, 256), np.float32), np.ones((256, 512), np.float32)
+key = choice.key_for(a, b, 1)
+choice.forget()
+first = choice.choose(key)      # not measured yet: BLAS, and the key waits
+pending = key in choice._pending
+settle()
+print(json.dumps([first, pending, key in choice._pending, key in choice._choices]))
+"""
+
+
+def test_worker_settle_measures_the_gemm_choices_before_the_timing(tmp_path):
+    # A choice left pending is measured by a background thread inside the timed steps (on
+    # the core a second BLAS thread wants), so the worker's settle measures it first.
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRACEJIT_COMPILE="sync",
+               TRACEJIT_GEMM_CHOICE="1")
+    run = subprocess.run([sys.executable, "-c", _SETTLE, str(tmp_path / "choices.json")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == ["blas", True, False, True]
