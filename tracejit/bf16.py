@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["STORAGE", "to_bfloat16", "to_float32", "round_values", "ml_bfloat16", "is_storage", "cast",
+__all__ = ["STORAGE", "to_bfloat16", "to_float32", "round_values", "add_into", "ml_bfloat16", "is_storage", "cast",
            "matmul_words"]
 
 STORAGE = np.dtype(np.uint16)
@@ -45,6 +45,12 @@ def round_values(f: np.ndarray) -> np.ndarray:
 
 
 FASTER: list = [None]    # a one-pass `round_values`, registered by a backend
+
+
+def add_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst += src`` for bf16 words (in-place gradient accumulation): the float32 sum of
+    the values rounded once, never an integer sum of the words."""
+    dst[...] = to_bfloat16(to_float32(dst) + to_float32(src))
 
 
 def is_storage(a) -> bool:

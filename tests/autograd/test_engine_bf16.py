@@ -71,3 +71,19 @@ def test_cnn_gradients_track_torch_autocast():
     for gt, gj in zip(*out):
         # bf16 roundings in different summation orders: within a few bf16 steps of the scale
         np.testing.assert_allclose(gj, gt, rtol=0.05, atol=0.02 * np.abs(gt).max())
+
+
+@pytest.mark.parametrize("n", [3, 5000])
+def test_bf16_gradients_accumulate_as_values_not_words(n):
+    """Two gradients of one bf16 tensor (the engine's buffer) and a second backward into a
+    bf16 leaf's .grad add as values: 1.5 + 1.5 is 3, not the words' integer sum (inf)."""
+    c = tj.tensor(np.arange(n) % 2 == 0)
+    i = tj.tensor(np.arange(n) + 5)
+    a = tj.tensor(np.full(n, 1.5, np.float32), dtype=tj.bfloat16).requires_grad_()
+    (tj.where(c, i, a) * a).float().sum().backward()
+    def r(v):
+        return bf16.round_values(np.asarray(v, np.float32))
+    want = r(np.where(c.numpy(), r(np.arange(n) + 5), 3.0))   # (257 is 256 in bf16)
+    np.testing.assert_array_equal(a.grad.float().numpy(), want)
+    (a * 2).float().sum().backward()
+    np.testing.assert_array_equal(a.grad.float().numpy(), r(want + 2))
