@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["STORAGE", "to_bfloat16", "to_float32", "ml_bfloat16", "is_storage", "cast", "matmul_words"]
+__all__ = ["STORAGE", "to_bfloat16", "to_float32", "round_values", "add_into", "ml_bfloat16", "is_storage", "cast",
+           "matmul_words"]
 
 STORAGE = np.dtype(np.uint16)
 
@@ -32,6 +33,24 @@ def to_float32(bits) -> np.ndarray:
     """uint16 bf16 words -> float32 (exact)."""
     b = np.asarray(bits, dtype=np.uint16)
     return (b.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def round_values(f: np.ndarray) -> np.ndarray:
+    """float32 -> float32 holding each value rounded to bf16, ``to_float32(to_bfloat16(f))``:
+    a value rounded to bf16 only to be widened again (the autograd engine's gradients
+    between two ops computed in float32) in one pass where a backend registered one
+    (`FASTER`: the CPU's kernel, compiler/cpu/gemm/bf16.py)."""
+    fast = FASTER[0]
+    return to_float32(to_bfloat16(f)) if fast is None else fast(f)
+
+
+FASTER: list = [None]    # a one-pass `round_values`, registered by a backend
+
+
+def add_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst += src`` for bf16 words (in-place gradient accumulation): the float32 sum of
+    the values rounded once, never an integer sum of the words."""
+    dst[...] = to_bfloat16(to_float32(dst) + to_float32(src))
 
 
 def is_storage(a) -> bool:

@@ -175,3 +175,30 @@ def test_a_selection_of_integers_is_rounded(bf16_gemm_way):
     got, want = interpret(g, [c, n, a])[0], f(c, n, a)
     np.testing.assert_array_equal(want.float().numpy(), [-256.0, -0.0, 1024.0])
     np.testing.assert_array_equal(got._data, want._data)
+
+
+@pytest.mark.parametrize("n", [3, 5000])
+def test_where_of_integers_and_bf16_compiles_like_eager(n, bf16_gemm_way):
+    """where(bool, int64, bf16) in a compiled kernel: the integers round to bf16 as eager's
+    (257 -> 256), forward and gradient, in either operand order."""
+    r = np.random.default_rng(5)
+    c = tj.tensor(r.random(n) > 0.5)
+    i = tj.tensor(r.integers(-2000, 2000, n))
+    i._data[:3] = [257, 3, -1025]
+
+    def f(c, i, a):
+        return tj.where(c, i, a) * a + tj.where(c, a.exp(), i)
+    outs = []
+    for fn in (f, tj.compile(f)):
+        a = tj.tensor(r.standard_normal(n).astype(np.float32), dtype=tj.bfloat16) if not outs else a0
+        a = a.detach().requires_grad_()
+        a0 = a.detach()
+        y = fn(c, i, a)
+        y.float().sum().backward()
+        outs.append((y.detach(), a.grad))
+    (ye, ge), (yc, gc) = outs
+    assert ye.dtype is yc.dtype is tj.bfloat16 and gc.dtype is tj.bfloat16
+    np.testing.assert_array_equal(yc._data, ye._data)
+    np.testing.assert_array_equal(gc._data, ge._data)
+    np.testing.assert_array_equal(tj.where(c, i, a0)[:3].float().numpy()[c.numpy()[:3]],
+                                  np.array([256.0, 3.0, -1024.0])[c.numpy()[:3]])

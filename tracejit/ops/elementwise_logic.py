@@ -92,9 +92,19 @@ def _select_or_zero(c, a, b):
     return np.multiply(x.view(ity), keep).view(x.dtype)
 
 
+def _where_scalar(e, c, a, b):
+    """The selection in the output's floating dtype: an integer operand converted (a
+    conditional of an int64 and a float32 is numba's float64, which the bf16 rounding
+    of a widened graph does not take)."""
+    if e.dtype in ("float32", "float64"):
+        dt = _dt.as_dtype(e.dtype)
+        a, b = e.cast(a, dt), e.cast(b, dt)
+    return f"({a} if {c} else {b})"
+
+
 WHERE = defprim("where", _where_impl, _where_rule,
                 lambda g, out, c, a, b: (None, where(c, g, 0.0), where(c, 0.0, g)),
-                kind="elementwise", scalar=lambda e, c, a, b: f"({a} if {c} else {b})",
+                kind="elementwise", scalar=_where_scalar,
                 save=lambda rq: (0,), nondiff=(0,),
                 extra={"compute_dtype": "out", "selects": True})  # kernels compute in the output's dtype (c is bool)
 

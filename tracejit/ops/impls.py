@@ -35,6 +35,7 @@ import threading
 from typing import Callable, NamedTuple, Optional
 
 import numpy as np
+from .. import bf16 as _bf16
 
 __all__ = ["Implementation", "register", "implementations", "registered", "specialized",
            "elementwise", "install_elementwise", "PLATFORMS", "serving_tier0", "outside", "standin",
@@ -123,7 +124,10 @@ class ElementwiseKernels:
         return True
 
     def add_into(self, prim, dst, src) -> None:
-        np.add(dst, src, out=dst)
+        if dst.dtype == _bf16.STORAGE:
+            _bf16.add_into(dst, src)
+        else:
+            np.add(dst, src, out=dst)
 
     def copy_of(self, prim, src):
         return None

@@ -44,3 +44,16 @@ def test_eager_cast_round_trip_values():
     t = tj.from_numpy(x).to(tj.bfloat16)
     back = t.float()._data
     np.testing.assert_array_equal(back.view(np.uint32), to_float32(to_bfloat16(x)).view(np.uint32))
+
+
+def test_rounding_in_float32_is_the_widened_rounding_bit_for_bit():
+    from tracejit import bf16
+    from tracejit.compiler.cpu.gemm.bf16 import round_values
+    assert bf16.FASTER[0] is round_values     # (registered by the CPU backend)
+    for n in (10, 5000, 100_003):
+        x = _values(n)
+        want = to_float32(to_bfloat16(x)).view(np.uint32)
+        for got in (round_values(x), bf16.round_values(x), round_values(x[::2].copy())):
+            assert got.dtype == np.float32
+        np.testing.assert_array_equal(round_values(x).view(np.uint32), want)
+        np.testing.assert_array_equal(bf16.round_values(x.reshape(1, -1)).view(np.uint32), want.reshape(1, -1))

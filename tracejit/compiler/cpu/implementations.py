@@ -16,6 +16,7 @@ numba (the kernel modules hold their sources as text).
 """
 from __future__ import annotations
 
+from ... import bf16 as _bf16
 from ...ops import impls
 from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ...ops.batchnorm_prim import BATCH_NORM_FORWARD, BN_BACKWARD
@@ -88,3 +89,4 @@ TABLE = (
 for _prim, _fn, _checker, _call in TABLE:
     impls.register(_prim, _fn, checker=_checker, specialize=_call, platform="cpu")
 impls.install_elementwise(vectorized)
+_bf16.FASTER[0] = bf16_gemm.round_values

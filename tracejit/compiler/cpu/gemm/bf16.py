@@ -32,7 +32,7 @@ from .... import envflags
 from ....bf16 import STORAGE, to_bfloat16, to_float32
 
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units",
-           "mkl_runs_units", "mkl_gemm"]
+           "mkl_runs_units", "mkl_gemm", "round_values"]
 
 CHOICES = ("mkl", "words", "float32")
 _lock = threading.Lock()
@@ -202,11 +202,24 @@ def widen_words(w: np.ndarray) -> np.ndarray:
     return out
 
 
+def round_values(f: np.ndarray) -> np.ndarray:
+    """float32 -> float32 holding each value rounded to bf16: ``widen(round(f))`` in one
+    pass (tracejit/bf16.py's `round_values`; numpy's two forms before the kernel loads)."""
+    kernel = _kernels()
+    if kernel is None or f.size < 4096:
+        return to_float32(to_bfloat16(f))
+    f = np.ascontiguousarray(f)
+    out = np.empty(f.shape, np.float32)
+    kernel[2](f.reshape(-1), out.reshape(-1))
+    return out
+
+
 _kernel: list = [None]
 
 
 def _kernels():
-    """(rounding, widening) numba kernels of whole arrays, or None where numba fails."""
+    """(rounding, widening, rounding in float32) numba kernels of whole arrays, or None
+    where numba fails."""
     k = _kernel[0]
     if k is None:
         try:
@@ -222,7 +235,12 @@ def _kernels():
             def widening(w, out):
                 for i in numba.prange(w.size):
                     out[i] = bf16_to_f32(w[i])
-            k = (rounding, widening)
+
+            @numba.njit(parallel=True, cache=True, nogil=True)
+            def through(f, out):
+                for i in numba.prange(f.size):
+                    out[i] = bf16_to_f32(f32_to_bf16(f[i]))
+            k = (rounding, widening, through)
         except Exception:   # (numba unusable here: numpy's conversions are the same bits)
             k = False
         _kernel[0] = k

@@ -49,6 +49,7 @@ import time
 import numpy as np
 
 from ..runtime import coreshare, sharepool
+from .... import bf16 as _bf16
 from ....threads import PARALLEL_MIN, usable_cpus
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 from . import loader
@@ -271,7 +272,10 @@ def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
             and src.dtype == dt and src.flags.c_contiguous and loader.enabled() and not _one_core_free()
             and run(prim, (dst, src), {}, dt, dt, dst.shape, out=dst) is not None):
         return
-    np.add(dst, src, out=dst)
+    if dt == _bf16.STORAGE:
+        _bf16.add_into(dst, src)    # (words are no integers to add)
+    else:
+        np.add(dst, src, out=dst)
 
 
 def copy_of(prim, src: np.ndarray):
