@@ -134,20 +134,22 @@ class ModuleStateGuard:
 
     def snapshot(self, consts: Optional[list] = None, writes=(), read: Optional[set] = None):
         consts = consts if consts is not None else []
-        check = _StateCheck(self.module, consts, writes, read)
+        # (the compiled module's own hooks run eagerly around its compiled forward)
+        check = _StateCheck(self.module, consts, writes, read, root_hooks=False)
         if self.refs is None:
             return check
         return _AllChecks([check, self.refs.snapshot(consts, writes, read)])
 
 
 class _StateCheck:
-    def __init__(self, root, consts: list, writes, read: Optional[set]):
+    def __init__(self, root, consts: list, writes, read: Optional[set], root_hooks: bool = True):
         named = list(root.named_modules())
         self.root = root
         self.names = [n or type(root).__name__ for n, _ in named]
         self.mods = [m for _, m in named]
         self.attrs = [_attrs(m, read) for m in self.mods]
-        self.hooks = [_hooks(m) for m in self.mods]
+        self.root_hooks = root_hooks   # False: the root's hooks are not part of the capture
+        self.hooks = [_hooks(m) if k or root_hooks else () for k, m in enumerate(self.mods)]
         self.deep = _deep_attrs(self.mods, self.names, read)
         # where each captured tensor lives in the tree: (module, kind, name), or None
         where: dict = {}
@@ -201,8 +203,8 @@ class _StateCheck:
             changed = sorted((was ^ now) or {n or type(self.root).__name__ for (n, m), old in
                                              zip(named, self.mods) if m is not old})
             return [f"submodules changed: {', '.join(changed) or 'their order'}"]
-        for n, m, attrs, hooks in zip(self.names, self.mods, self.attrs, self.hooks):
-            if _hooks(m) != hooks:
+        for k, (n, m, attrs, hooks) in enumerate(zip(self.names, self.mods, self.attrs, self.hooks)):
+            if (k or self.root_hooks) and _hooks(m) != hooks:
                 out.append(f"module {n!r}: its hooks changed (one was registered or removed)")
                 if stop_at_first:
                     return out
