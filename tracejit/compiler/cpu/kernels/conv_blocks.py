@@ -1,0 +1,145 @@
+"""The CPU implementations of ops/conv_gemm.py's primitives, by blocks of images.
+
+Whole-batch im2col wrote every image's columns to memory before one GEMM read them back:
+ResNet's first stage, 19 MB of columns times a 16-row weight, ran memory-bound (17
+GFLOP/s on one core, against 45 for one image's columns in L2). Here a block of images
+(columns of at most `_BLOCK` elements) is made by the im2col kernel and used by the GEMM
+while it is in the core's cache, blocks shared over the cores (runtime/sharepool.py `split`,
+BLAS on one thread per share):
+
+- forward: W (O, K) times the block's columns, straight into the NCHW result (one image a
+  block) or through a small buffer copied into it;
+- weight gradient: the block's columns times its output gradient rows transposed, summed
+  per thread, the threads' sums added at the end;
+- input gradient: W^T times the block's output gradient rows, folded (col2im) into the
+  block's images.
+
+None (the numpy form runs) while the im2col/col2im kernel is not loaded.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ....ops.conv import conv_out_size
+from ....threads import blas_threads_set
+from ..runtime import sharepool as _sharepool
+from .conv_kernels import col2im_kernel, im2col_kernel
+
+__all__ = ["forward", "wgrad", "xgrad"]
+
+# Column elements of a block at most (512 KB of float32: half a core's L2 here, the
+# weight and the block's output beside them).
+_BLOCK = 1 << 17
+
+
+def _out_hw(h, w, kernel, stride, padding, dilation) -> tuple:
+    return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
+            conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
+
+
+def _blocks(fn, n: int, per_image: int, work: int) -> None:
+    """``fn(s, e, nb)`` over image blocks [s, e) of at most nb images (columns of
+    `per_image` elements each), the blocks split over the cores, BLAS on one thread."""
+    nb = max(1, min(n, _BLOCK // max(per_image, 1)))
+    count = -(-n // nb)
+
+    def blocks(b0: int, b1: int) -> None:
+        for b in range(b0, b1):
+            fn(b * nb, min(n, (b + 1) * nb), nb)
+
+    def part(b0: int, b1: int) -> None:
+        if b0 == 0 and b1 == count:     # all on the caller's thread: BLAS's one thread too
+            with blas_threads_set(1):
+                blocks(b0, b1)
+        else:                           # a share (split sets BLAS to one thread)
+            blocks(b0, b1)
+    _sharepool.split(part, count, work)
+
+
+def _rows(g, s: int, e: int, buf):
+    """Images s..e-1 of g (N, O, L...) as the GEMM's (O, (e-s)*L) rows: a view for one
+    image, else copied into `buf`."""
+    if e - s == 1:
+        return g[s].reshape(g.shape[1], -1)
+    o, m = g.shape[1], (e - s) * int(np.prod(g.shape[2:]))
+    rows = buf[:o * m].reshape(o, m)
+    rows.reshape(o, e - s, -1)[...] = g[s:e].reshape(e - s, o, -1).transpose(1, 0, 2)
+    return rows
+
+
+def forward(x, w, kernel, stride, padding, dilation):
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    oh, ow = _out_hw(h, wd, kernel, stride, padding, dilation)
+    fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
+    if fn is None:
+        return None
+    xc, w2 = np.ascontiguousarray(x), np.ascontiguousarray(w.reshape(o, -1))
+    k, l, (kh, kw) = w2.shape[1], oh * ow, kernel
+    out = np.empty((n, o, oh, ow), x.dtype)
+
+    def block(s: int, e: int, nb: int) -> None:
+        m = (e - s) * l
+        cols = np.empty((k, m), x.dtype)
+        fn(xc[s:e], cols, oh, ow, 0.0, 0, c, kh, kw)
+        if e - s == 1:
+            np.matmul(w2, cols, out=out[s].reshape(o, l))
+            return
+        res = np.matmul(w2, cols)
+        out[s:e].reshape(e - s, o, l).transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
+    _blocks(block, n, k * l, o * k * l * n)
+    return out
+
+
+def wgrad(g, x, kernel, stride, padding, dilation):
+    n, c, h, wd = x.shape
+    o, (oh, ow) = g.shape[1], g.shape[2:]
+    fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
+    if fn is None:
+        return None
+    xc, gc = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    kh, kw = kernel
+    k, l = c * kh * kw, oh * ow
+    sums: dict = {}     # thread -> its blocks' sum, (K, O)
+
+    def block(s: int, e: int, nb: int) -> None:
+        m = (e - s) * l
+        cols = np.empty((k, m), x.dtype)
+        fn(xc[s:e], cols, oh, ow, 0.0, 0, c, kh, kw)
+        # (cols g^T)^T: BLAS's M the K column rows, not the O output channels (ResNet's
+        # first stage: 16)
+        part = np.matmul(cols, _rows(gc, s, e, np.empty(o * m, g.dtype)).T)
+        acc = sums.setdefault(threading.get_ident(), part)
+        if acc is not part:
+            acc += part
+    _blocks(block, n, k * l, o * k * l * n)
+    parts = list(sums.values())
+    dw = parts[0]
+    for part in parts[1:]:
+        dw += part
+    return np.ascontiguousarray(dw.T).reshape(o, c, kh, kw)
+
+
+def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
+    n, o, oh, ow = g.shape
+    c = w.shape[1]
+    h, wd = input_hw
+    fn, rows = col2im_kernel(g.dtype.name, kernel, stride, padding, dilation, ow)
+    if fn is None:
+        return None
+    gc, wt = np.ascontiguousarray(g), w.reshape(o, -1).T
+    kh, kw = kernel
+    k, l = wt.shape[0], oh * ow
+    dx = (np.empty if rows else np.zeros)((n, c, h, wd), g.dtype)
+
+    def block(s: int, e: int, nb: int) -> None:
+        m = (e - s) * l
+        cols = np.matmul(wt, _rows(gc, s, e, np.empty(o * m, g.dtype)))
+        if rows:
+            fn(cols, dx[s:e], oh, ow, 0, c, kh, kw)
+        else:
+            fn(cols, dx[s:e], oh, ow, 0, c)
+    _blocks(block, n, k * l, o * k * l * n)
+    return dx
