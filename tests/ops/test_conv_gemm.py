@@ -64,11 +64,17 @@ def test_conv2d_and_gradients_match_torch(case, dtype, compiled):
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol * 10)
 
 
+def _channel_major(a):
+    """`a` (N, C, ...) in (C, N, ...) memory, as BatchNorm's eager results come."""
+    return np.ascontiguousarray(a.swapaxes(0, 1)).swapaxes(0, 1)
+
+
+@pytest.mark.parametrize("channel_major", [False, True])
 @pytest.mark.parametrize("block", [1 << 17, 1])   # several images a block; one
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("geo", [((3, 3), (1, 1), (1, 1), (1, 1)), ((2, 3), (2, 1), (0, 1), (2, 1)),
                                  ((1, 1), (1, 1), (0, 0), (1, 1))])
-def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block):
+def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block, channel_major):
     monkeypatch.setattr(B, "_BLOCK", block)
     k, s, p, d = geo
     rng = np.random.default_rng(7)
@@ -77,6 +83,9 @@ def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block):
     params = dict(kernel=k, stride=s, padding=p, dilation=d)
     y, yr = B.forward(x, w, **params), G._fwd_impl(np, x, w, **params)
     g = rng.standard_normal(y.shape).astype(dtype)
+    if channel_major:
+        x, g = _channel_major(x), _channel_major(g)
+        y = B.forward(x, w, **params)
     dw, dwr = B.wgrad(g, x, **params), G._wgrad_impl(np, g, x, **params)
     dx, dxr = B.xgrad(g, w, (9, 11), **params), G._xgrad_impl(np, g, w, (9, 11), **params)
     tol = 1e-5 if dtype == np.float32 else 1e-12

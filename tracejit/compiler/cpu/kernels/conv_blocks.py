@@ -14,6 +14,7 @@ BLAS on one thread per share):
 - input gradient: W^T times the block's output gradient rows, folded (col2im) into the
   block's images.
 
+A 1x1 kernel with stride 1 and no padding takes the images' own (C, H*W) rows for columns.
 None (the numpy form runs) while the im2col/col2im kernel is not loaded.
 """
 from __future__ import annotations
@@ -59,31 +60,51 @@ def _blocks(fn, n: int, per_image: int, work: int) -> None:
 
 
 def _rows(g, s: int, e: int, buf):
-    """Images s..e-1 of g (N, O, L...) as the GEMM's (O, (e-s)*L) rows: a view for one
-    image, else copied into `buf`."""
-    if e - s == 1:
-        return g[s].reshape(g.shape[1], -1)
-    o, m = g.shape[1], (e - s) * int(np.prod(g.shape[2:]))
+    """Images s..e-1 of g (N, O, OH, OW) as the GEMM's (O, (e-s)*OH*OW) rows: a view where
+    g is channel-major ((O, N, ...) memory, BatchNorm's input gradient) or the block is one
+    C-contiguous image, else copied into `buf` (in cache: a block, not the batch)."""
+    o, m = g.shape[1], (e - s) * g.shape[2] * g.shape[3]
+    gt = g.transpose(1, 0, 2, 3)
+    if gt.flags.c_contiguous:
+        return gt[:, s:e].reshape(o, m)
+    if e - s == 1 and g[s].flags.c_contiguous:
+        return g[s].reshape(o, m)
     rows = buf[:o * m].reshape(o, m)
     rows.reshape(o, e - s, -1)[...] = g[s:e].reshape(e - s, o, -1).transpose(1, 0, 2)
     return rows
+
+
+def _image(x, s: int, e: int):
+    """Images s..e-1 of x C-contiguous (a view of a C-contiguous x; a block's copy of a
+    channel-major one, in cache, instead of the whole batch's)."""
+    return np.ascontiguousarray(x[s:e])
+
+
+def _pointwise(kernel, stride, padding) -> bool:
+    """A 1x1 kernel, stride 1, no padding: an image's columns are its own (C, H*W) rows."""
+    return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
 
 
 def forward(x, w, kernel, stride, padding, dilation):
     n, c, h, wd = x.shape
     o = w.shape[0]
     oh, ow = _out_hw(h, wd, kernel, stride, padding, dilation)
+    w2 = np.ascontiguousarray(w.reshape(o, -1))
+    k, l, (kh, kw) = w2.shape[1], oh * ow, kernel
+    out = np.empty((n, o, oh, ow), x.dtype)
+    if _pointwise(kernel, stride, padding):
+        outr = out.reshape(n, o, l)
+        _blocks(lambda s, e, nb: np.matmul(w2, x[s:e].reshape(e - s, c, l), out=outr[s:e]), n, k * l,
+                o * k * l * n)
+        return out
     fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
         return None
-    xc, w2 = np.ascontiguousarray(x), np.ascontiguousarray(w.reshape(o, -1))
-    k, l, (kh, kw) = w2.shape[1], oh * ow, kernel
-    out = np.empty((n, o, oh, ow), x.dtype)
 
     def block(s: int, e: int, nb: int) -> None:
         m = (e - s) * l
         cols = np.empty((k, m), x.dtype)
-        fn(xc[s:e], cols, oh, ow, 0.0, 0, c, kh, kw)
+        fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
         if e - s == 1:
             np.matmul(w2, cols, out=out[s].reshape(o, l))
             return
@@ -97,20 +118,24 @@ def wgrad(g, x, kernel, stride, padding, dilation):
     n, c, h, wd = x.shape
     o, (oh, ow) = g.shape[1], g.shape[2:]
     fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
-    if fn is None:
+    if fn is None and not _pointwise(kernel, stride, padding):
         return None
-    xc, gc = np.ascontiguousarray(x), np.ascontiguousarray(g)
     kh, kw = kernel
     k, l = c * kh * kw, oh * ow
     sums: dict = {}     # thread -> its blocks' sum, (K, O)
+    pointwise = _pointwise(kernel, stride, padding)
 
     def block(s: int, e: int, nb: int) -> None:
-        m = (e - s) * l
-        cols = np.empty((k, m), x.dtype)
-        fn(xc[s:e], cols, oh, ow, 0.0, 0, c, kh, kw)
-        # (cols g^T)^T: BLAS's M the K column rows, not the O output channels (ResNet's
-        # first stage: 16)
-        part = np.matmul(cols, _rows(gc, s, e, np.empty(o * m, g.dtype)).T)
+        if pointwise:    # the images' own rows: sum of x[i] g[i]^T
+            part = np.matmul(x[s:e].reshape(e - s, c, l), g[s:e].reshape(e - s, o, l).transpose(0, 2, 1))
+            part = part.sum(0) if e - s > 1 else part[0]
+        else:
+            m = (e - s) * l
+            cols = np.empty((k, m), x.dtype)
+            fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
+            # (cols g^T)^T: BLAS's M the K column rows, not the O output channels
+            # (ResNet's first stage: 16)
+            part = np.matmul(cols, _rows(g, s, e, np.empty(o * m, g.dtype)).T)
         acc = sums.setdefault(threading.get_ident(), part)
         if acc is not part:
             acc += part
@@ -126,17 +151,23 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
     n, o, oh, ow = g.shape
     c = w.shape[1]
     h, wd = input_hw
+    wt = w.reshape(o, -1).T
+    kh, kw = kernel
+    k, l = wt.shape[0], oh * ow
+    if _pointwise(kernel, stride, padding):
+        dx = np.empty((n, c, h, wd), g.dtype)
+        dxr = dx.reshape(n, c, l)
+        _blocks(lambda s, e, nb: np.matmul(wt, g[s:e].reshape(e - s, o, l), out=dxr[s:e]), n, k * l,
+                o * k * l * n)
+        return dx
     fn, rows = col2im_kernel(g.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
         return None
-    gc, wt = np.ascontiguousarray(g), w.reshape(o, -1).T
-    kh, kw = kernel
-    k, l = wt.shape[0], oh * ow
     dx = (np.empty if rows else np.zeros)((n, c, h, wd), g.dtype)
 
     def block(s: int, e: int, nb: int) -> None:
         m = (e - s) * l
-        cols = np.matmul(wt, _rows(gc, s, e, np.empty(o * m, g.dtype)))
+        cols = np.matmul(wt, _rows(g, s, e, np.empty(o * m, g.dtype)))
         if rows:
             fn(cols, dx[s:e], oh, ow, 0, c, kh, kw)
         else:
