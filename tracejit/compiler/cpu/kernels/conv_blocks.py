@@ -7,8 +7,8 @@ GFLOP/s on one core, against 45 for one image's columns in L2). Here a block of 
 while it is in the core's cache, blocks shared over the cores (runtime/sharepool.py `split`,
 BLAS on one thread per share):
 
-- forward: W (O, K) times the block's columns, straight into the NCHW result (one image a
-  block) or through a small buffer copied into it;
+- forward: W (O, K) times each image's columns, straight into the NCHW result, or (short
+  images) times the block's, the result copied into place;
 - weight gradient: the block's columns times its output gradient rows transposed, summed
   per thread, the threads' sums added at the end;
 - input gradient: W^T times the block's output gradient rows, folded (col2im) into the
@@ -33,6 +33,13 @@ __all__ = ["forward", "wgrad", "xgrad"]
 # Column elements of a block at most (512 KB of float32: half a core's L2 here, the
 # weight and the block's output beside them).
 _BLOCK = 1 << 17
+
+
+# Output positions per image from which the forward multiplies each image of a block on
+# its own, into its NCHW rows (a GEMM of L columns still runs near BLAS's speed), rather
+# than the block at once and a copy of the result into place (LeNet's first conv: K = 9,
+# the copy a pass as long as the GEMM's own writes).
+_IMAGE_GEMM_MIN = 64
 
 
 def _out_hw(h, w, kernel, stride, padding, dilation) -> tuple:
@@ -105,8 +112,9 @@ def forward(x, w, kernel, stride, padding, dilation):
         m = (e - s) * l
         cols = np.empty((k, m), x.dtype)
         fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
-        if e - s == 1:
-            np.matmul(w2, cols, out=out[s].reshape(o, l))
+        if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows
+            for j in range(e - s):
+                np.matmul(w2, cols[:, j * l:(j + 1) * l], out=out[s + j].reshape(o, l))
             return
         res = np.matmul(w2, cols)
         out[s:e].reshape(e - s, o, l).transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
