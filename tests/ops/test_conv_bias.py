@@ -39,3 +39,23 @@ def test_mixed_dtype_bias_promotes():
     w = tj.tensor(np.ones((1, 1, 2, 2), np.float32))
     out = F.conv2d(x, w, tj.tensor(np.array([0.5])))   # float64 bias: not the weight's dtype
     np.testing.assert_allclose(out.numpy(), np.full((1, 1, 2, 2), 4.5))
+
+
+@pytest.mark.parametrize("frozen", ["w", "b", "x"])
+def test_gradients_with_one_operand_frozen_match_torch(frozen):
+    """The bias's gradient with the weight's (one record) or alone (a frozen weight)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    arrays = dict(x=rng.standard_normal((3, 2, 7, 6)), w=rng.standard_normal((4, 2, 3, 3)),
+                  b=rng.standard_normal(4))
+    g0 = rng.standard_normal((3, 4, 4, 2))
+
+    def grads(mod):
+        t = {k: mod.tensor(a, requires_grad=k[0] != frozen[0]) for k, a in arrays.items()}
+        out = mod.nn.functional.conv2d(t["x"], t["w"], t["b"], stride=(2, 2), padding=(1, 0))
+        (out * mod.tensor(g0)).sum().backward()
+        return [out.detach().numpy()] + [t[k].grad.numpy() for k in "xwb" if k != frozen[0]]
+    got, ref = grads(tj), grads(torch)
+    assert len(got) == len(ref) == 3
+    for a, r in zip(got, ref):
+        np.testing.assert_allclose(a, r, rtol=1e-12, atol=1e-12)

@@ -20,6 +20,7 @@ CASES = [
     (3, 4, 11, 10, 5, (1, 1), (1, 1), (0, 0), (1, 1), 1, True),
     (3, 6, 9, 7, 4, (3, 3), (2, 2), (2, 1), (1, 1), 2, True),
     (4, 8, 5, 13, 8, (5, 3), (1, 3), (2, 0), (1, 1), 1, False),
+    (1, 2, 6, 5, 3, (4, 4), (2, 2), (1, 1), (1, 1), 1, True),
 ]
 
 
@@ -80,16 +81,21 @@ def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block, channel
     rng = np.random.default_rng(7)
     x = rng.standard_normal((5, 6, 9, 11)).astype(dtype)
     w = rng.standard_normal((7, 6) + k).astype(dtype)
+    b = rng.standard_normal(7).astype(dtype)
     params = dict(kernel=k, stride=s, padding=p, dilation=d)
     y, yr = B.forward(x, w, **params), G._fwd_impl(np, x, w, **params)
+    yb, ybr = B.forward(x, w, b, **params), G._fwd_impl(np, x, w, b, **params)
     g = rng.standard_normal(y.shape).astype(dtype)
     if channel_major:
         x, g = _channel_major(x), _channel_major(g)
         y = B.forward(x, w, **params)
     dw, dwr = B.wgrad(g, x, **params), G._wgrad_impl(np, g, x, **params)
+    rec, recr = B.wgrad(g, x, bias=True, **params), G._wgrad_impl(np, g, x, bias=True, **params)
+    np.testing.assert_allclose(recr[-7:], g.sum((0, 2, 3)), rtol=1e-5)   # the bias's gradient last
     dx, dxr = B.xgrad(g, w, (9, 11), **params), G._xgrad_impl(np, g, w, (9, 11), **params)
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    for a, r in ((y, yr), (dw, dwr), (dx, dxr)):
+    np.testing.assert_allclose(ybr - yr, np.broadcast_to(b.reshape(1, 7, 1, 1), yr.shape), rtol=tol, atol=tol)
+    for a, r in ((y, yr), (yb, ybr), (dw, dwr), (rec, recr), (dx, dxr)):
         assert a.shape == r.shape and a.dtype == dtype and a.flags.c_contiguous
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
 

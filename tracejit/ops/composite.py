@@ -243,9 +243,11 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
     if groups == 1:
         # one primitive (ops/conv_gemm.py): a backend runs it by blocks of images whose
-        # columns stay in cache, the result NCHW with no transposing copy
-        out = conv2d_gemm(x, weight, stride, padding, dilation)
-        if bias is not None:
+        # columns stay in cache, the result NCHW with no transposing copy, the bias added
+        # in cache and its gradient summed with the weight's
+        fold = bias is not None and bias.dtype == weight.dtype == x.dtype
+        out = conv2d_gemm(x, weight, bias if fold else None, stride, padding, dilation)
+        if bias is not None and not fold:
             out = out + reshape(bias, (1, o, 1, 1))
         return _conv_result(out)
     cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]

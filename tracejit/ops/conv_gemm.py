@@ -4,8 +4,12 @@ conv_blocks.py): columns of a few images made and used while they are in a core'
 never the whole batch's (ResNet's first stage: 19 MB of columns, a GEMM of 16 rows that ran
 memory-bound at 17 GFLOP/s).
 
-- ``conv2d_gemm(x, w)``: (N, C, H, W) by (O, C, kh, kw) -> (N, O, OH, OW), C-contiguous;
-- ``conv2d_wgrad(g, x)``: the weight's gradient, g (N, O, OH, OW) times x's columns;
+- ``conv2d_gemm(x, w[, b])``: (N, C, H, W) by (O, C, kh, kw) -> (N, O, OH, OW), C-contiguous,
+  plus the bias b (O,) while the block's output is in cache (a separate add before a
+  BatchNorm kept the BatchNorm's channel group from reading the convolution's result);
+- ``conv2d_wgrad(g, x)``: the weight's gradient, g (N, O, OH, OW) times x's columns; with
+  ``bias=True`` a flat record, the weight's gradient then the bias's (g summed over N, OH,
+  OW while the block's rows are in cache);
 - ``conv2d_xgrad(g, w)``: the input's gradient, W^T g folded (col2im) into (N, C, H, W):
   also conv_transpose2d's forward.
 
@@ -20,6 +24,7 @@ from ..errors import ShapeError
 from .conv import _fold_impl, _unfold_impl, conv_out_size
 from .eager import bind
 from .registry import Aval, defprim
+from .shape import narrow, reshape
 
 __all__ = ["conv2d_gemm", "conv2d_wgrad", "conv2d_xgrad"]
 
@@ -46,47 +51,77 @@ def _gemm_rows(g):
 
 
 # ---------------------------------------------------------------- forward
-def _fwd_rule(x: Aval, w: Aval, kernel, stride, padding, dilation):
+def _fwd_rule(x: Aval, w: Aval, *b: Aval, kernel, stride, padding, dilation):
     if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1] or tuple(w.shape[2:]) != tuple(kernel):
         raise ShapeError(f"conv2d_gemm: input {tuple(x.shape)} and weight {tuple(w.shape)} do not "
                          f"fit kernel {tuple(kernel)}")
+    if b and tuple(b[0].shape) != (w.shape[0],):
+        raise ShapeError(f"conv2d_gemm: bias of shape {tuple(b[0].shape)} should be ({w.shape[0]},)")
     _check("conv2d_gemm", None, x.shape, w.shape[0], kernel, stride, padding, dilation)
     return Aval((x.shape[0], w.shape[0]) + _out_hw(x.shape[2], x.shape[3], kernel, stride, padding,
                                                     dilation), x.dtype, x.device)
 
 
-def _fwd_impl(xp, x, w, kernel, stride, padding, dilation):
+def _fwd_impl(xp, x, w, *b, kernel, stride, padding, dilation):
     n, o = x.shape[0], w.shape[0]
     oh, ow = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
     cols = _unfold_impl(xp, x, kernel, stride, padding, dilation, 0.0, "gemm")
-    out = xp.matmul(w.reshape(o, -1), cols).reshape(o, n, oh, ow)
-    return xp.ascontiguousarray(out.transpose(1, 0, 2, 3))
+    out = xp.matmul(w.reshape(o, -1), cols)
+    if b:
+        out += b[0].reshape(o, 1)
+    return xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
 
 
-def _fwd_vjp(g, out, x, w, kernel, stride, padding, dilation, needs=(True, True)):
+def _split_wgrad(rec, o: int, shape):
+    """conv2d_wgrad(bias=True)'s record -> (the weight's gradient, the bias's)."""
+    k = rec.shape[0] - o
+    return reshape(narrow(rec, 0, 0, k), shape), narrow(rec, 0, k, o)
+
+
+def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, needs=None):
+    needs = needs or (True,) * (2 + len(b))
     geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
     gx = bind(CONV2D_XGRAD, g, w, input_hw=tuple(x.shape[2:]), **geo) if needs[0] else None
-    gw = bind(CONV2D_WGRAD, g, x, **geo) if needs[1] else None
-    return gx, gw
+    bias = bool(b) and needs[2]
+    gw = gb = None
+    if needs[1]:
+        gw = bind(CONV2D_WGRAD, g, x, bias=bias, **geo)
+        if bias:
+            gw, gb = _split_wgrad(gw, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel))
+    elif bias:
+        from .reductions import sum as _sum
+        gb = _sum(g, (0, 2, 3))
+    return (gx, gw, gb) if b else (gx, gw)
 
 
 # ---------------------------------------------------------------- weight gradient
-def _wgrad_rule(g: Aval, x: Aval, kernel, stride, padding, dilation):
+def _wgrad_rule(g: Aval, x: Aval, kernel, stride, padding, dilation, bias=False):
     if g.ndim != 4 or x.ndim != 4:
         raise ShapeError(f"conv2d_wgrad: expected 4-D gradient and input, got {tuple(g.shape)} and "
                          f"{tuple(x.shape)}")
     _check("conv2d_wgrad", g, x.shape, g.shape[1], kernel, stride, padding, dilation)
-    return Aval((g.shape[1], x.shape[1]) + tuple(kernel), x.dtype, x.device)
+    shape = (g.shape[1], x.shape[1]) + tuple(kernel)
+    if bias:
+        return Aval((g.shape[1] * (x.shape[1] * kernel[0] * kernel[1] + 1),), x.dtype, x.device)
+    return Aval(shape, x.dtype, x.device)
 
 
-def _wgrad_impl(xp, g, x, kernel, stride, padding, dilation):
+def _wgrad_impl(xp, g, x, kernel, stride, padding, dilation, bias=False):
     cols = _unfold_impl(xp, x, kernel, stride, padding, dilation, 0.0, "gemm")
-    return xp.matmul(_gemm_rows(g), cols.T).reshape((g.shape[1], x.shape[1]) + tuple(kernel))
+    rows = _gemm_rows(g)
+    dw = xp.matmul(rows, cols.T)
+    if bias:
+        return xp.concatenate([dw.reshape(-1), rows.sum(1)])
+    return dw.reshape((g.shape[1], x.shape[1]) + tuple(kernel))
 
 
-def _wgrad_vjp(u, out, g, x, kernel, stride, padding, dilation, needs=(True, True)):
+def _wgrad_vjp(u, out, g, x, kernel, stride, padding, dilation, bias=False, needs=(True, True)):
     geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-    gg = bind(CONV2D_GEMM, x, u, **geo) if needs[0] else None
+    ub = ()
+    if bias:
+        u, ub = _split_wgrad(u, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel))
+        ub = (ub,)
+    gg = bind(CONV2D_GEMM, x, u, *ub, **geo) if needs[0] else None
     gx = bind(CONV2D_XGRAD, g, u, input_hw=tuple(x.shape[2:]), **geo) if needs[1] else None
     return gg, gx
 
@@ -139,16 +174,20 @@ def _geometry(stride, padding, dilation) -> dict:
     return dict(stride=pair(stride), padding=pair(padding), dilation=pair(dilation))
 
 
-def conv2d_gemm(x, w, stride=1, padding=0, dilation=1):
-    """The convolution of x (N, C, H, W) with w (O, C, kh, kw), no groups, no bias."""
-    return bind(CONV2D_GEMM, x, w, kernel=tuple(int(k) for k in w.shape[2:]),
+def conv2d_gemm(x, w, bias=None, stride=1, padding=0, dilation=1):
+    """The convolution of x (N, C, H, W) with w (O, C, kh, kw), no groups, plus the bias
+    (O,) if given (of x's dtype)."""
+    b = () if bias is None else (bias,)
+    return bind(CONV2D_GEMM, x, w, *b, kernel=tuple(int(k) for k in w.shape[2:]),
                 **_geometry(stride, padding, dilation))
 
 
-def conv2d_wgrad(g, x, kernel, stride=1, padding=0, dilation=1):
-    """The gradient of `conv2d_gemm`'s weight (O, C, kh, kw) for output gradient g."""
-    return bind(CONV2D_WGRAD, g, x, kernel=tuple(int(k) for k in kernel),
-                **_geometry(stride, padding, dilation))
+def conv2d_wgrad(g, x, kernel, stride=1, padding=0, dilation=1, bias: bool = False):
+    """The gradient of `conv2d_gemm`'s weight (O, C, kh, kw) for output gradient g; with
+    `bias`, (that, the bias's gradient (O,))."""
+    rec = bind(CONV2D_WGRAD, g, x, kernel=tuple(int(k) for k in kernel), bias=bool(bias),
+               **_geometry(stride, padding, dilation))
+    return _split_wgrad(rec, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel)) if bias else rec
 
 
 def conv2d_xgrad(g, w, input_hw, stride=1, padding=0, dilation=1):

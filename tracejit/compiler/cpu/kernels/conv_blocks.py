@@ -92,17 +92,21 @@ def _pointwise(kernel, stride, padding) -> bool:
     return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
 
 
-def forward(x, w, kernel, stride, padding, dilation):
+def forward(x, w, *b, kernel, stride, padding, dilation):
     n, c, h, wd = x.shape
     o = w.shape[0]
     oh, ow = _out_hw(h, wd, kernel, stride, padding, dilation)
     w2 = np.ascontiguousarray(w.reshape(o, -1))
     k, l, (kh, kw) = w2.shape[1], oh * ow, kernel
+    bias = b[0].reshape(o, 1) if b else None
     out = np.empty((n, o, oh, ow), x.dtype)
+    outr = out.reshape(n, o, l)
     if _pointwise(kernel, stride, padding):
-        outr = out.reshape(n, o, l)
-        _blocks(lambda s, e, nb: np.matmul(w2, x[s:e].reshape(e - s, c, l), out=outr[s:e]), n, k * l,
-                o * k * l * n)
+        def block(s: int, e: int, nb: int) -> None:
+            np.matmul(w2, x[s:e].reshape(e - s, c, l), out=outr[s:e])
+            if bias is not None:
+                outr[s:e] += bias
+        _blocks(block, n, k * l, o * k * l * n)
         return out
     fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
@@ -114,45 +118,60 @@ def forward(x, w, kernel, stride, padding, dilation):
         fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
         if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows
             for j in range(e - s):
-                np.matmul(w2, cols[:, j * l:(j + 1) * l], out=out[s + j].reshape(o, l))
-            return
-        res = np.matmul(w2, cols)
-        out[s:e].reshape(e - s, o, l).transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
+                np.matmul(w2, cols[:, j * l:(j + 1) * l], out=outr[s + j])
+        else:
+            res = np.matmul(w2, cols)
+            outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
+        if bias is not None:        # the block's output still in cache
+            outr[s:e] += bias
     _blocks(block, n, k * l, o * k * l * n)
     return out
 
 
-def wgrad(g, x, kernel, stride, padding, dilation):
+def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
     n, c, h, wd = x.shape
     o, (oh, ow) = g.shape[1], g.shape[2:]
-    fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
-    if fn is None and not _pointwise(kernel, stride, padding):
+    pointwise = _pointwise(kernel, stride, padding)
+    fn = None if pointwise else im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
+    if fn is None and not pointwise:
         return None
     kh, kw = kernel
     k, l = c * kh * kw, oh * ow
-    sums: dict = {}     # thread -> its blocks' sum, (K, O)
-    pointwise = _pointwise(kernel, stride, padding)
+    sums: dict = {}     # thread -> its blocks' sums: (K, O) and, with `bias`, (O,)
 
     def block(s: int, e: int, nb: int) -> None:
         if pointwise:    # the images' own rows: sum of x[i] g[i]^T
-            part = np.matmul(x[s:e].reshape(e - s, c, l), g[s:e].reshape(e - s, o, l).transpose(0, 2, 1))
+            gi = g[s:e].reshape(e - s, o, l)
+            part = np.matmul(x[s:e].reshape(e - s, c, l), gi.transpose(0, 2, 1))
             part = part.sum(0) if e - s > 1 else part[0]
+            db = gi.sum((0, 2)) if bias else None
         else:
             m = (e - s) * l
             cols = np.empty((k, m), x.dtype)
             fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
+            rows = _rows(g, s, e, np.empty(o * m, g.dtype))
             # (cols g^T)^T: BLAS's M the K column rows, not the O output channels
             # (ResNet's first stage: 16)
-            part = np.matmul(cols, _rows(g, s, e, np.empty(o * m, g.dtype)).T)
-        acc = sums.setdefault(threading.get_ident(), part)
-        if acc is not part:
-            acc += part
+            part = np.matmul(cols, rows.T)
+            db = rows.sum(1) if bias else None
+        acc = sums.setdefault(threading.get_ident(), [part, db])
+        if acc[0] is not part:
+            acc[0] += part
+            if bias:
+                acc[1] += db
     _blocks(block, n, k * l, o * k * l * n)
     parts = list(sums.values())
-    dw = parts[0]
-    for part in parts[1:]:
+    dw, db = parts[0]
+    for part, pb in parts[1:]:
         dw += part
-    return np.ascontiguousarray(dw.T).reshape(o, c, kh, kw)
+        if bias:
+            db += pb
+    if not bias:
+        return np.ascontiguousarray(dw.T).reshape(o, c, kh, kw)
+    rec = np.empty(o * k + o, dw.dtype)
+    rec[:o * k].reshape(o, k)[...] = dw.T
+    rec[o * k:] = db
+    return rec
 
 
 def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
