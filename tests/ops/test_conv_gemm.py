@@ -71,12 +71,12 @@ def _channel_major(a):
 
 
 @pytest.mark.parametrize("channel_major", [False, True])
-@pytest.mark.parametrize("block", [1 << 17, 1])   # several images a block; one
+@pytest.mark.parametrize("block", [1 << 19, 1])   # several images a block; one
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("geo", [((3, 3), (1, 1), (1, 1), (1, 1)), ((2, 3), (2, 1), (0, 1), (2, 1)),
                                  ((1, 1), (1, 1), (0, 0), (1, 1))])
 def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block, channel_major):
-    monkeypatch.setattr(B, "_BLOCK", block)
+    monkeypatch.setattr(B, "_BLOCK_BYTES", block)
     k, s, p, d = geo
     rng = np.random.default_rng(7)
     x = rng.standard_normal((5, 6, 9, 11)).astype(dtype)
@@ -142,3 +142,19 @@ def test_shape_errors_name_the_operands():
         G.conv2d_gemm(x, tj.tensor(np.zeros((2, 4, 3, 3), np.float32)))
     with pytest.raises(tj.errors.ShapeError, match="conv2d_wgrad"):
         G.conv2d_wgrad(tj.tensor(np.zeros((1, 2, 3, 3), np.float32)), x, (3, 3))
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 4])
+def test_blocks_fit_the_cache_and_give_each_core_one(monkeypatch, cpus):
+    """A block's columns stay within `_BLOCK_BYTES`; a batch whose columns all fit is still
+    cut into a block per core (one block ran its GEMM on one core)."""
+    monkeypatch.setattr(B._coreshare.core_share, "cpus", cpus)
+    monkeypatch.setattr(B._sharepool, "split", lambda fn, n, work: fn(0, n))
+    for n, per_image in ((7, 1000), (7, B._BLOCK_BYTES // 3), (1, 1000), (5, 10 * B._BLOCK_BYTES)):
+        got = []
+        B._blocks(lambda s, e, nb: got.append((s, e)), n, per_image, 1)
+        assert [s for s, _ in got] == sorted(s for s, _ in got) and got[0][0] == 0 and got[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(got, got[1:]))
+        size = max(e - s for s, e in got)
+        assert size * per_image <= B._BLOCK_BYTES or size == 1
+        assert len(got) >= min(n, cpus)

@@ -3,7 +3,7 @@
 Whole-batch im2col wrote every image's columns to memory before one GEMM read them back:
 ResNet's first stage, 19 MB of columns times a 16-row weight, ran memory-bound (17
 GFLOP/s on one core, against 45 for one image's columns in L2). Here a block of images
-(columns of at most `_BLOCK` elements) is made by the im2col kernel and used by the GEMM
+(columns of at most `_BLOCK_BYTES`) is made by the im2col kernel and used by the GEMM
 while it is in the core's cache, blocks shared over the cores (runtime/sharepool.py `split`,
 BLAS on one thread per share):
 
@@ -25,14 +25,14 @@ import numpy as np
 
 from ....ops.conv import conv_out_size
 from ....threads import blas_threads_set
-from ..runtime import sharepool as _sharepool
+from ..runtime import coreshare as _coreshare, sharepool as _sharepool
 from .conv_kernels import col2im_kernel, im2col_kernel
 
 __all__ = ["forward", "wgrad", "xgrad"]
 
-# Column elements of a block at most (512 KB of float32: half a core's L2 here, the
-# weight and the block's output beside them).
-_BLOCK = 1 << 17
+# Bytes of a block's columns at most: half a core's L2 here (1 MB), the weight and the
+# block's output beside them.
+_BLOCK_BYTES = 1 << 19
 
 
 # Output positions per image from which the forward multiplies each image of a block on
@@ -49,8 +49,10 @@ def _out_hw(h, w, kernel, stride, padding, dilation) -> tuple:
 
 def _blocks(fn, n: int, per_image: int, work: int) -> None:
     """``fn(s, e, nb)`` over image blocks [s, e) of at most nb images (columns of
-    `per_image` elements each), the blocks split over the cores, BLAS on one thread."""
-    nb = max(1, min(n, _BLOCK // max(per_image, 1)))
+    `per_image` bytes each, a block's at most `_BLOCK_BYTES`, and a block per core at
+    least: one block of the whole batch ran its GEMM on one core), the blocks split over
+    the cores, BLAS on one thread; one block alone (batch 1) keeps BLAS's threads."""
+    nb = max(1, min(n, _BLOCK_BYTES // max(per_image, 1), -(-n // _coreshare.core_share.cpus)))
     count = -(-n // nb)
 
     def blocks(b0: int, b1: int) -> None:
@@ -58,10 +60,10 @@ def _blocks(fn, n: int, per_image: int, work: int) -> None:
             fn(b * nb, min(n, (b + 1) * nb), nb)
 
     def part(b0: int, b1: int) -> None:
-        if b0 == 0 and b1 == count:     # all on the caller's thread: BLAS's one thread too
+        if b0 == 0 and b1 == count > 1:     # all on the caller's thread: BLAS's one thread too
             with blas_threads_set(1):
                 blocks(b0, b1)
-        else:                           # a share (split sets BLAS to one thread)
+        else:                               # a share (split sets BLAS to one thread), or one block
             blocks(b0, b1)
     _sharepool.split(part, count, work)
 
@@ -106,7 +108,7 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
             np.matmul(w2, x[s:e].reshape(e - s, c, l), out=outr[s:e])
             if bias is not None:
                 outr[s:e] += bias
-        _blocks(block, n, k * l, o * k * l * n)
+        _blocks(block, n, k * l * x.itemsize, o * k * l * n)
         return out
     fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
@@ -124,7 +126,7 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
             outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
         if bias is not None:        # the block's output still in cache
             outr[s:e] += bias
-    _blocks(block, n, k * l, o * k * l * n)
+    _blocks(block, n, k * l * x.itemsize, o * k * l * n)
     return out
 
 
@@ -159,7 +161,7 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
             acc[0] += part
             if bias:
                 acc[1] += db
-    _blocks(block, n, k * l, o * k * l * n)
+    _blocks(block, n, k * l * x.itemsize, o * k * l * n)
     parts = list(sums.values())
     dw, db = parts[0]
     for part, pb in parts[1:]:
@@ -184,8 +186,8 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
     if _pointwise(kernel, stride, padding):
         dx = np.empty((n, c, h, wd), g.dtype)
         dxr = dx.reshape(n, c, l)
-        _blocks(lambda s, e, nb: np.matmul(wt, g[s:e].reshape(e - s, o, l), out=dxr[s:e]), n, k * l,
-                o * k * l * n)
+        _blocks(lambda s, e, nb: np.matmul(wt, g[s:e].reshape(e - s, o, l), out=dxr[s:e]), n,
+                k * l * g.itemsize, o * k * l * n)
         return dx
     fn, rows = col2im_kernel(g.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
@@ -199,5 +201,5 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
             fn(cols, dx[s:e], oh, ow, 0, c, kh, kw)
         else:
             fn(cols, dx[s:e], oh, ow, 0, c)
-    _blocks(block, n, k * l, o * k * l * n)
+    _blocks(block, n, k * l * g.itemsize, o * k * l * n)
     return dx
