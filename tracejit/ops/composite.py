@@ -6,6 +6,7 @@ import numpy as np
 from ..errors import DTypeError, ShapeError, user_stacklevel
 from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
+from .conv_gemm import conv2d_gemm
 from .creation import arange
 from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, logical_and, logical_or,
                           maximum, minimum, ne, neg, sigmoid, where)
@@ -25,7 +26,6 @@ from .random import rand_like
 from .eager import bind, trace_state
 from .reductions import all as _all, amax, logsumexp, mean, sum
 from .shape import contiguous, permute, reshape, squeeze, unsqueeze
-from .shape import concat as _concat
 from . import autocast as _autocast
 from . import bf16_eager as _bf16_eager
 from .. import dtypes as _dt
@@ -242,20 +242,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
     if groups == 1:
-        # im2col straight into the GEMM's layout [C*kh*kw, N*L] (ops/conv.py): no
-        # transposing copy of the columns forward, nor of their gradient backward.
-        w2 = reshape(weight, (o, cg * kh * kw))
-        if bias is not None and bias.dtype == weight.dtype == x.dtype:
-            # the bias as the weight's last column against a row of ones (ops/conv.py
-            # "gemm_bias"): the GEMM adds it, the weight gradient's GEMM sums its gradient
-            cols = unfold(x, (kh, kw), stride, padding, dilation, layout="gemm_bias")
-            out = matmul(_concat([w2, reshape(bias, (o, 1))], 1), cols)
-            return _conv_result(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))
-        cols = unfold(x, (kh, kw), stride, padding, dilation, layout="gemm")
-        out = matmul(w2, cols)      # [O, N*L]
-        if bias is not None:   # added in the GEMM's layout: contiguous rows, not a strided view
-            out = out + reshape(bias, (o, 1))
-        return _conv_result(permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3)))
+        # one primitive (ops/conv_gemm.py): a backend runs it by blocks of images whose
+        # columns stay in cache, the result NCHW with no transposing copy, the bias added
+        # in cache and its gradient summed with the weight's
+        fold = bias is not None and bias.dtype == weight.dtype == x.dtype
+        out = conv2d_gemm(x, weight, bias if fold else None, stride, padding, dilation)
+        if bias is not None and not fold:
+            out = out + reshape(bias, (1, o, 1, 1))
+        return _conv_result(out)
     cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
     # Groups: one GEMM per group over all images: [O/G, Cg*kh*kw] @ [Cg*kh*kw, N*L]. A weight
     # broadcast against [N, ., L] instead makes numpy run N small matmuls outside BLAS

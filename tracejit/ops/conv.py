@@ -7,13 +7,8 @@ Two column layouts: ``"batch"`` (N, C*kh*kw, L), PyTorch's ``F.unfold``, and ``"
 (C*kh*kw, N*L), the right operand of the convolution's one GEMM over all images. conv2d
 uses "gemm": in "batch" layout the columns were copied once to build and once more
 (transposed, 8.9 MB for LeNet's second conv) for the GEMM, and the backward made the
-same transposing copy of the GEMM's column gradient before col2im.
-
-``"gemm_bias"`` is "gemm" with one more row, of ones, last: a convolution with a bias
-appends the bias to the weight as its last column, so the GEMM adds it (no pass over the
-output to add it) and the weight-gradient GEMM gives its gradient (the ones row's
-products: no reduction over the output gradient). Its VJP folds the column gradient's
-"gemm" rows (a contiguous view) and drops the ones row's.
+same transposing copy of the GEMM's column gradient before col2im. (conv2d itself is
+ops/conv_gemm.py's primitives, whose numpy forms use these "gemm" forms.)
 """
 from __future__ import annotations
 
@@ -39,9 +34,8 @@ def _unfold_rule(x, kernel, stride, padding, dilation, pad_value, layout="batch"
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"unfold: kernel {kernel} with padding {padding} and dilation {dilation} is "
                          f"larger than the input of spatial size ({h}, {w})")
-    if layout in ("gemm", "gemm_bias"):
-        return Aval((c * kernel[0] * kernel[1] + (layout == "gemm_bias"), n * oh * ow), x.dtype,
-                    x.device)
+    if layout == "gemm":
+        return Aval((c * kernel[0] * kernel[1], n * oh * ow), x.dtype, x.device)
     return Aval((n, c * kernel[0] * kernel[1], oh * ow), x.dtype, x.device)
 
 
@@ -59,7 +53,6 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="ba
     oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
-    ones = layout == "gemm_bias"
     if ph or pw:
         xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
         xpad[:, :, ph:ph + h, pw:pw + w] = x
@@ -69,16 +62,14 @@ def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="ba
     # 2.3x faster than kh*kw strided slice copies (rows of ow elements) for a 3x3 conv
     # over (64, 32, 13, 13). The view is only read, and never escapes.
     sn, sc, sh, sw = xpad.strides
-    if layout in ("gemm", "gemm_bias"):
+    if layout == "gemm":
         rows = c * kh * kw
-        cols = xp.empty((rows + ones, n * oh * ow), dtype=x.dtype)
+        cols = xp.empty((rows, n * oh * ow), dtype=x.dtype)
         if not (xp is np and _unfold_by_row_pitch(xpad, cols, kernel, stride, dilation, oh, ow)):
             windows = xp.lib.stride_tricks.as_strided(
                 xpad, (c, kh, kw, n, oh, ow),
                 (sc, sh * dilation[0], sw * dilation[1], sn, sh * stride[0], sw * stride[1]))
-            cols[:rows].reshape(c, kh, kw, n, oh, ow)[...] = windows
-        if ones:
-            cols[rows] = 1
+            cols.reshape(c, kh, kw, n, oh, ow)[...] = windows
         return cols
     windows = xp.lib.stride_tricks.as_strided(
         xpad, (n, c, kh, kw, oh, ow),
@@ -258,10 +249,6 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
 
 
 def _unfold_vjp(g, out, x, kernel, stride, padding, dilation, pad_value, layout="batch"):
-    if layout == "gemm_bias":   # the ones row's gradient is dropped
-        from .shape import narrow
-        g = narrow(g, 0, 0, g.shape[0] - 1)
-        layout = "gemm"
     return (fold(g, tuple(x.shape[2:]), kernel, stride, padding, dilation, layout),)
 
 
@@ -281,9 +268,8 @@ _LAYOUTS = ("batch", "gemm")
 
 
 def unfold(x, kernel_size, stride=1, padding=0, dilation=1, pad_value=0.0, layout: str = "batch"):
-    """im2col: (N, C*kh*kw, L) columns, or (C*kh*kw, N*L) with ``layout="gemm"``, or those
-    and a last row of ones with ``layout="gemm_bias"``."""
-    if layout not in _LAYOUTS + ("gemm_bias",):
+    """im2col: (N, C*kh*kw, L) columns, or (C*kh*kw, N*L) with ``layout="gemm"``."""
+    if layout not in _LAYOUTS:
         raise ValueError(f"unfold: layout must be one of {_LAYOUTS}, got {layout!r}")
     params = dict(kernel=_pair(kernel_size), stride=_pair(stride), padding=_pair(padding),
                   dilation=_pair(dilation), pad_value=float(pad_value))

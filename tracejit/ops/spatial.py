@@ -23,6 +23,7 @@ from .. import dtypes as _dt
 from ..errors import ShapeError, user_stacklevel
 from .composite import check_conv_args, conv2d, max_pool2d, same_padding
 from .conv import _pair, fold, unfold
+from .conv_gemm import conv2d_xgrad
 from .creation import tensor
 from .elementwise import cast
 from .indexing import getitem
@@ -110,6 +111,10 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     # batch, [O/G*kh*kw, C/G] @ [C/G, N*H*W] per group, then col2im. A weight broadcast
     # against [N, G, C/G, H*W] instead ran N thin products (H*W columns each), and its
     # gradient N more summed afterwards (DCGAN's 512->256 layer, batch 64: 6 GFLOP/s).
+    if groups == 1 and op[0] < s[0] and op[1] < s[1]:
+        # the input gradient of conv2d with this weight (ops/conv_gemm.py), run by blocks
+        out = conv2d_xgrad(x, weight, (oh, ow), s, p, d)
+        return out if bias is None else out + reshape(bias, (1, o, 1, 1))
     xc = permute(x, (1, 0, 2, 3))
     if groups == 1:   # 2-D operands: numpy's stacked matmul leaves BLAS for a transposed one
         cols = matmul(transpose(reshape(weight, (c, o * kh * kw)), 0, 1), reshape(xc, (c, n * h * w)))

@@ -21,6 +21,7 @@ from ...ops import impls
 from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ...ops.batchnorm_prim import BATCH_NORM_FORWARD, BN_BACKWARD
 from ...ops.conv import FOLD, UNFOLD
+from ...ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD
 from ...ops.elementwise_logic import CAST
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
 from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
@@ -34,7 +35,8 @@ from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
-from .kernels import (attention_kernels as attention, channel_forms, conv_kernels as conv, index_kernels as index,
+from .kernels import (attention_kernels as attention, channel_forms, conv_blocks, conv_kernels as conv,
+                      index_kernels as index,
                       recurrent_layers as recurrent, row_forms,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
@@ -72,6 +74,10 @@ TABLE = (
     (AVG_POOL2D_BACKWARD, windows.avg_pool2d_backward, floats(1), None),
     (UNFOLD, conv.unfold, conv.gemm_layout, None),
     (FOLD, conv.fold, conv.gemm_fold, None),
+    # convolutions by blocks of images whose columns stay in cache
+    (CONV2D_GEMM, conv_blocks.forward, floats(2), None),
+    (CONV2D_WGRAD, conv_blocks.wgrad, floats(2), None),
+    (CONV2D_XGRAD, conv_blocks.xgrad, floats(2), None),
     # BatchNorm's one-pass records: their channel forms' kernels (a compiled step's channel group)
     (BN_BACKWARD, channel_forms.backward, floats(2), None),
     (BATCH_NORM_FORWARD, channel_forms.forward, floats(1), None),

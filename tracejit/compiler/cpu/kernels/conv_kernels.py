@@ -207,28 +207,41 @@ _TABLE_MAX_OW = 8
 _COLUMN_WORK = 8
 
 
-def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow, ones=False):
-    """unfold in "gemm" layout (with `ones`: "gemm_bias") by a numba kernel, or None (numpy
-    does it). The kernel writes the "gemm" rows; the ones row is one fill."""
-    if not takes(xp, x):
-        return None
-    dt = x.dtype.name
+def im2col_kernel(dt: str, kernel, stride, padding, dilation, ow: int):
+    """The loaded im2col kernel for this geometry, dtype and output row length, or None:
+    ``fn(x, cols, oh, ow, pad_value, c0, c1, kh, kw)``, x a C-contiguous (N, C, H, W)."""
     table = ow < _TABLE_MAX_OW
     key = ("im2col_table" if table else "im2col", dt) + tuple(kernel) + tuple(stride) + tuple(padding) \
         + tuple(dilation)
     source = _im2col_table_source if table else _im2col_source
-    fn = native_kernel(key, lambda: source(dt, kernel, stride, padding, dilation), steady=True).get()
+    return native_kernel(key, lambda: source(dt, kernel, stride, padding, dilation), steady=True).get()
+
+
+def col2im_kernel(dt: str, kernel, stride, padding, dilation, ow: int):
+    """(the loaded col2im kernel or None, whether it is the rows form): the rows form
+    ``fn(cols, img, oh, ow, c0, c1, kh, kw)`` zeroes the image's planes itself, the
+    unrolled ``fn(cols, img, oh, ow, c0, c1)`` adds into a zeroed image."""
+    rows = ow >= _ROWS_MIN or kernel[0] * kernel[1] > _MAX_UNROLL
+    key = ("col2im_rows" if rows else "col2im", dt) + tuple(kernel) + tuple(stride) + tuple(padding) \
+        + tuple(dilation)
+    source = _col2im_rows_source if rows else _col2im_source
+    return native_kernel(key, lambda: source(dt, kernel, stride, padding, dilation), steady=True).get(), rows
+
+
+def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow):
+    """unfold in "gemm" layout by a numba kernel, or None (numpy does it)."""
+    if not takes(xp, x):
+        return None
+    fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
         return None
     n, c = x.shape[:2]
     rows = c * kernel[0] * kernel[1]
-    cols = np.empty((rows + ones, n * oh * ow), dtype=x.dtype)
+    cols = np.empty((rows, n * oh * ow), dtype=x.dtype)
     xc = np.ascontiguousarray(x)
     kh, kw = kernel
     _sharepool.split(lambda c0, c1: fn(xc, cols, oh, ow, float(pad_value), c0, c1, kh, kw), c,
                      _COLUMN_WORK * cols.size)
-    if ones:
-        cols[rows] = 1
     return cols
 
 
@@ -239,12 +252,7 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
     h, w = output_size
     oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    rows = ow >= _ROWS_MIN or kernel[0] * kernel[1] > _MAX_UNROLL
-    dt = cols.dtype.name
-    key = ("col2im_rows" if rows else "col2im", dt) + tuple(kernel) + tuple(stride) + tuple(padding) \
-        + tuple(dilation)
-    source = _col2im_rows_source if rows else _col2im_source
-    fn = native_kernel(key, lambda: source(dt, kernel, stride, padding, dilation), steady=True).get()
+    fn, rows = col2im_kernel(cols.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
         return None
     cc = np.ascontiguousarray(cols)
@@ -259,7 +267,7 @@ def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilatio
 
 
 def gemm_layout(x, kernel, stride, padding, dilation, pad_value, layout="batch") -> bool:
-    """unfold's checker: the loop writes the "gemm" (and "gemm_bias") layouts."""
+    """unfold's checker: the loop writes the "gemm" layout."""
     return layout != "batch"
 
 
@@ -267,8 +275,7 @@ def unfold(x, kernel, stride, padding, dilation, pad_value, layout="batch"):
     h, w = x.shape[2:]
     oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    return _im2col_native(np, x, kernel, stride, padding, dilation, pad_value, oh, ow,
-                          layout == "gemm_bias")
+    return _im2col_native(np, x, kernel, stride, padding, dilation, pad_value, oh, ow)
 
 
 def gemm_fold(cols, output_size, kernel, stride, padding, dilation, layout="batch") -> bool:

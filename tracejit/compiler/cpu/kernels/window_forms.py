@@ -12,8 +12,8 @@ Loaded with loader.py's policy (compiled in the background workers; the numpy fo
 until the kernel is loaded). A kernel is made per primitive, dtype, geometry and variant:
 the parallel one (chunk kernels whose shares of whole (n, c) planes run on the runtime's
 threads) from `PARALLEL_MIN` input elements; the sizes are the kernel's arguments.
-Operands are passed C-contiguous; a channel-major operand (an eager convolution's or
-BatchNorm's output: (C, N, ...) memory) is passed as its C-contiguous (C, N, ...) view,
+Operands are passed C-contiguous; a channel-major operand (BatchNorm's input gradient:
+(C, N, ...) memory) is passed as its C-contiguous (C, N, ...) view,
 the kernels being symmetric in the first two dims, and the result keeps that order.
 """
 from __future__ import annotations

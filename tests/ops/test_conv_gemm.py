@@ -1,0 +1,186 @@
+"""conv2d as ops/conv_gemm.py's three primitives and their blocked CPU implementations
+(compiler/cpu/kernels/conv_blocks.py): values and both gradients against PyTorch with the
+same weights (eager and compiled), the blocked forms against the numpy forms, blocks of
+several images and of one, and the VJPs of the gradient primitives (double backward).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+import tracejit.nn.functional as F
+from tracejit.compiler.cpu.kernels import conv_blocks as B
+from tracejit.ops import conv_gemm as G
+
+# (N, C, H, W, O, kernel, stride, padding, dilation, groups, bias)
+CASES = [
+    (2, 3, 7, 9, 4, (3, 2), (2, 1), (1, 0), (1, 2), 1, True),
+    (1, 5, 8, 8, 6, (3, 3), (1, 1), (1, 1), (1, 1), 1, False),
+    (3, 4, 11, 10, 5, (1, 1), (1, 1), (0, 0), (1, 1), 1, True),
+    (3, 6, 9, 7, 4, (3, 3), (2, 2), (2, 1), (1, 1), 2, True),
+    (4, 8, 5, 13, 8, (5, 3), (1, 3), (2, 0), (1, 1), 1, False),
+    (1, 2, 6, 5, 3, (4, 4), (2, 2), (1, 1), (1, 1), 1, True),
+]
+
+
+def _torch_conv(torch, x, w, b, stride, padding, dilation, groups, u):
+    tx = torch.tensor(x, requires_grad=True)
+    tw = torch.tensor(w, requires_grad=True)
+    tb = None if b is None else torch.tensor(b, requires_grad=True)
+    y = torch.nn.functional.conv2d(tx, tw, tb, stride, padding, dilation, groups)
+    y.backward(torch.tensor(u))
+    return [y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()] + ([] if b is None else [tb.grad.numpy()])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES)
+def test_conv2d_and_gradients_match_torch(case, dtype, compiled):
+    torch = pytest.importorskip("torch")
+    n, c, h, w, o, k, s, p, d, groups, bias = case
+    rng = np.random.default_rng(hash(case) % 1000)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((o, c // groups) + k).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype) if bias else None
+    shape = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt), None, s, p, d, groups).shape
+    u = rng.standard_normal(tuple(shape)).astype(dtype)
+    ref = _torch_conv(torch, x, wt, b, s, p, d, groups, u)
+
+    def loss(xx, ww, bb):
+        return (F.conv2d(xx, ww, bb, s, p, d, groups) * tj.tensor(u)).sum()
+    jx, jw = tj.tensor(x, requires_grad=True), tj.tensor(wt, requires_grad=True)
+    jb = None if b is None else tj.tensor(b, requires_grad=True)
+    f = tj.script(loss) if compiled else loss
+    for _ in range(2 if compiled else 1):
+        for t in (jx, jw, jb):
+            if t is not None:
+                t.grad = None
+        f(jx, jw, jb).backward()
+    y = F.conv2d(jx, jw, jb, s, p, d, groups).detach().numpy()
+    got = [y, jx.grad.numpy(), jw.grad.numpy()] + ([] if b is None else [jb.grad.numpy()])
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    for a, r in zip(got, ref):
+        assert a.shape == r.shape and a.dtype == dtype
+        np.testing.assert_allclose(a, r, rtol=tol, atol=tol * 10)
+
+
+def _channel_major(a):
+    """`a` (N, C, ...) in (C, N, ...) memory, as BatchNorm's eager results come."""
+    return np.ascontiguousarray(a.swapaxes(0, 1)).swapaxes(0, 1)
+
+
+@pytest.mark.parametrize("channel_major", [False, True])
+@pytest.mark.parametrize("block", [1 << 19, 1])   # several images a block; one
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", [((3, 3), (1, 1), (1, 1), (1, 1)), ((2, 3), (2, 1), (0, 1), (2, 1)),
+                                 ((1, 1), (1, 1), (0, 0), (1, 1))])
+def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block, channel_major):
+    monkeypatch.setattr(B, "_BLOCK_BYTES", block)
+    k, s, p, d = geo
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((5, 6, 9, 11)).astype(dtype)
+    w = rng.standard_normal((7, 6) + k).astype(dtype)
+    b = rng.standard_normal(7).astype(dtype)
+    params = dict(kernel=k, stride=s, padding=p, dilation=d)
+    y, yr = B.forward(x, w, **params), G._fwd_impl(np, x, w, **params)
+    yb, ybr = B.forward(x, w, b, **params), G._fwd_impl(np, x, w, b, **params)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    if channel_major:
+        x, g = _channel_major(x), _channel_major(g)
+        y = B.forward(x, w, **params)
+    dw, dwr = B.wgrad(g, x, **params), G._wgrad_impl(np, g, x, **params)
+    rec, recr = B.wgrad(g, x, bias=True, **params), G._wgrad_impl(np, g, x, bias=True, **params)
+    np.testing.assert_allclose(recr[-7:], g.sum((0, 2, 3)), rtol=1e-5)   # the bias's gradient last
+    dx, dxr = B.xgrad(g, w, (9, 11), **params), G._xgrad_impl(np, g, w, (9, 11), **params)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(ybr - yr, np.broadcast_to(b.reshape(1, 7, 1, 1), yr.shape), rtol=tol, atol=tol)
+    for a, r in ((y, yr), (yb, ybr), (dw, dwr), (rec, recr), (dx, dxr)):
+        assert a.shape == r.shape and a.dtype == dtype and a.flags.c_contiguous
+        np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
+
+
+def test_conv2d_and_conv_transpose2d_are_the_blocked_primitives():
+    from tracejit.ops import impls
+    for prim, fn in ((G.CONV2D_GEMM, B.forward), (G.CONV2D_WGRAD, B.wgrad), (G.CONV2D_XGRAD, B.xgrad)):
+        assert fn in [i.fn for i in impls.implementations(prim)]
+    conv = tj.nn.Conv2d(3, 4, 3, padding=1)
+    up = tj.nn.ConvTranspose2d(4, 2, 4, stride=2, padding=1)
+    f = tj.script(lambda x: up(conv(x)).sum())
+    f(tj.tensor(np.ones((2, 3, 6, 6), np.float32))).backward()
+    names = [e.prim.name for e in f.entries[0].opt_graph.eqns]
+    assert "conv2d_gemm" in names and "conv2d_xgrad" in names and "unfold" not in names, names
+
+
+def test_gradient_primitives_have_gradients():
+    """conv2d_wgrad and conv2d_xgrad differentiate (double backward) as finite differences do."""
+    rng = np.random.default_rng(11)
+    x0 = rng.standard_normal((2, 3, 6, 5))
+    w0 = rng.standard_normal((4, 3, 3, 2))
+    g0 = rng.standard_normal((2, 4, 3, 4))
+    geo = dict(stride=(2, 1), padding=(1, 0), dilation=(1, 1))
+
+    def f(x, w, g):
+        dw = G.conv2d_wgrad(g, x, (3, 2), **geo)
+        dx = G.conv2d_xgrad(g, w, (6, 5), **geo)
+        return (dw * dw).sum() + (dx * dx).sum()
+    args = [tj.tensor(a, requires_grad=True) for a in (x0, w0, g0)]
+    f(*args).backward()
+    eps = 1e-6
+    for i, a0 in enumerate((x0, w0, g0)):
+        idx = tuple(rng.integers(0, s) for s in a0.shape)
+        up, dn = [a.copy() for a in (x0, w0, g0)], [a.copy() for a in (x0, w0, g0)]
+        up[i][idx] += eps
+        dn[i][idx] -= eps
+        num = (f(*map(tj.tensor, up)).item() - f(*map(tj.tensor, dn)).item()) / (2 * eps)
+        assert abs(args[i].grad.numpy()[idx] - num) < 1e-5 * max(1.0, abs(num))
+
+
+def test_shape_errors_name_the_operands():
+    x = tj.tensor(np.zeros((1, 3, 4, 4), np.float32))
+    with pytest.raises(tj.errors.ShapeError, match="conv2d_gemm"):
+        G.conv2d_gemm(x, tj.tensor(np.zeros((2, 4, 3, 3), np.float32)))
+    with pytest.raises(tj.errors.ShapeError, match="conv2d_wgrad"):
+        G.conv2d_wgrad(tj.tensor(np.zeros((1, 2, 3, 3), np.float32)), x, (3, 3))
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 4])
+def test_blocks_fit_the_cache_and_give_each_core_one(monkeypatch, cpus):
+    """A block's columns stay within `_BLOCK_BYTES`; a batch whose columns all fit is still
+    cut into a block per core (one block ran its GEMM on one core)."""
+    monkeypatch.setattr(B._coreshare.core_share, "cpus", cpus)
+    monkeypatch.setattr(B._sharepool, "split", lambda fn, n, work: fn(0, n))
+    for n, per_image in ((7, 1000), (7, B._BLOCK_BYTES // 3), (1, 1000), (5, 10 * B._BLOCK_BYTES)):
+        got = []
+        B._blocks(lambda s, e, nb: got.append((s, e)), n, per_image, 1)
+        assert [s for s, _ in got] == sorted(s for s, _ in got) and got[0][0] == 0 and got[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(got, got[1:]))
+        size = max(e - s for s, e in got)
+        assert size * per_image <= B._BLOCK_BYTES or size == 1
+        assert len(got) >= min(n, cpus)
+
+
+@pytest.mark.parametrize("cfg", [0, 7])     # a tiled configuration; a dot one
+def test_blocks_run_the_chosen_template_configuration(monkeypatch, cfg):
+    """Where the GEMM choice gives a one-thread product to the template, the blocks' GEMMs
+    run it (forward into the NCHW rows, transposed operands too) to the numpy forms' values."""
+    pytest.importorskip("numba")
+    from tracejit.compiler.cpu.gemm import template
+    config = template.CONFIGS[cfg]
+    assert template.kernel_for("float64", config).load_now()
+    keys, runs = [], []
+    real_run = template.run
+    monkeypatch.setattr(B._choice, "choose", lambda key: keys.append(key) or config)
+    monkeypatch.setattr(B._template, "run", lambda *a, **k: runs.append(1) or real_run(*a, **k))
+    monkeypatch.setattr(B, "TEMPLATE_MIN_MNK", 1)
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((4, 3, 9, 10)), rng.standard_normal((5, 3, 3, 3))
+    params = dict(kernel=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
+    y = B.forward(x, w, **params)
+    g = rng.standard_normal(y.shape)
+    got = (y, B.wgrad(g, x, **params), B.xgrad(g, w, (9, 10), **params))
+    ref = (G._fwd_impl(np, x, w, **params), G._wgrad_impl(np, g, x, **params),
+           G._xgrad_impl(np, g, w, (9, 10), **params))
+    assert keys and all(k.threads == 1 for k in keys) and len(runs) == len(keys)
+    for a, r in zip(got, ref):
+        np.testing.assert_allclose(a, r, rtol=1e-10, atol=1e-10)

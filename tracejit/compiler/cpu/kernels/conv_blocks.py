@@ -1,0 +1,223 @@
+"""The CPU implementations of ops/conv_gemm.py's primitives, by blocks of images.
+
+Whole-batch im2col wrote every image's columns to memory before one GEMM read them back:
+ResNet's first stage, 19 MB of columns times a 16-row weight, ran memory-bound (17
+GFLOP/s on one core, against 45 for one image's columns in L2). Here a block of images
+(columns of at most `_BLOCK_BYTES`) is made by the im2col kernel and used by the GEMM
+while it is in the core's cache, blocks shared over the cores (runtime/sharepool.py `split`,
+BLAS on one thread per share):
+
+- forward: W (O, K) times each image's columns, straight into the NCHW result, or (short
+  images) times the block's, the result copied into place;
+- weight gradient: the block's columns times its output gradient rows transposed, summed
+  per thread, the threads' sums added at the end;
+- input gradient: W^T times the block's output gradient rows, folded (col2im) into the
+  block's images.
+
+A 1x1 kernel with stride 1 and no padding takes the images' own (C, H*W) rows for columns.
+None (the numpy form runs) while the im2col/col2im kernel is not loaded.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ....ops.conv import conv_out_size
+from ....threads import blas_threads_set
+from ..gemm import choice as _choice, template as _template
+from ..gemm.products import TEMPLATE_MIN_MNK
+from ..runtime import coreshare as _coreshare, sharepool as _sharepool
+from .conv_kernels import col2im_kernel, im2col_kernel
+
+__all__ = ["forward", "wgrad", "xgrad"]
+
+# Bytes of a block's columns at most: half a core's L2 here (1 MB), the weight and the
+# block's output beside them.
+_BLOCK_BYTES = 1 << 19
+
+
+# Output positions per image from which the forward multiplies each image of a block on
+# its own, into its NCHW rows (a GEMM of L columns still runs near BLAS's speed), rather
+# than the block at once and a copy of the result into place (LeNet's first conv: K = 9,
+# the copy a pass as long as the GEMM's own writes).
+_IMAGE_GEMM_MIN = 64
+
+
+def _out_hw(h, w, kernel, stride, padding, dilation) -> tuple:
+    return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
+            conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
+
+
+def _blocks(fn, n: int, per_image: int, work: int) -> None:
+    """``fn(s, e, nb)`` over image blocks [s, e) of at most nb images (columns of
+    `per_image` bytes each, a block's at most `_BLOCK_BYTES`, and a block per core at
+    least: one block of the whole batch ran its GEMM on one core), the blocks split over
+    the cores, BLAS on one thread; one block alone (batch 1) keeps BLAS's threads."""
+    nb = max(1, min(n, _BLOCK_BYTES // max(per_image, 1), -(-n // _coreshare.core_share.cpus)))
+    count = -(-n // nb)
+
+    def blocks(b0: int, b1: int) -> None:
+        for b in range(b0, b1):
+            fn(b * nb, min(n, (b + 1) * nb), nb)
+
+    def part(b0: int, b1: int) -> None:
+        if b0 == 0 and b1 == count > 1:     # all on the caller's thread: BLAS's one thread too
+            with blas_threads_set(1):
+                blocks(b0, b1)
+        else:                               # a share (split sets BLAS to one thread), or one block
+            blocks(b0, b1)
+    _sharepool.split(part, count, work)
+
+
+def _gemm(a, b, out=None):
+    """``a @ b`` (2-D, one dtype) on this thread, as the GEMM choice measured for a
+    one-thread product of its key (compiler/cpu/gemm/choice.py): the template's
+    configuration where it won (thin products: ResNet's 16-channel layers) and is loaded,
+    else BLAS (on the one thread the block runs it)."""
+    if a.shape[0] * a.shape[1] * b.shape[1] >= TEMPLATE_MIN_MNK:
+        c = _choice.choose(_choice.key_for(a, b, 1))
+        if c is not _choice.BLAS:
+            fn = _template.kernel_for(a.dtype.name, c).get()
+            if fn is not None:
+                got = _template.run(fn, c, a, b, threads=1, out=out)
+                if got is not None:
+                    return got
+    return np.matmul(a, b, out=out)
+
+
+def _rows(g, s: int, e: int, buf):
+    """Images s..e-1 of g (N, O, OH, OW) as the GEMM's (O, (e-s)*OH*OW) rows: a view where
+    g is channel-major ((O, N, ...) memory, BatchNorm's input gradient) or the block is one
+    C-contiguous image, else copied into `buf` (in cache: a block, not the batch)."""
+    o, m = g.shape[1], (e - s) * g.shape[2] * g.shape[3]
+    gt = g.transpose(1, 0, 2, 3)
+    if gt.flags.c_contiguous:
+        return gt[:, s:e].reshape(o, m)
+    if e - s == 1 and g[s].flags.c_contiguous:
+        return g[s].reshape(o, m)
+    rows = buf[:o * m].reshape(o, m)
+    rows.reshape(o, e - s, -1)[...] = g[s:e].reshape(e - s, o, -1).transpose(1, 0, 2)
+    return rows
+
+
+def _image(x, s: int, e: int):
+    """Images s..e-1 of x C-contiguous (a view of a C-contiguous x; a block's copy of a
+    channel-major one, in cache, instead of the whole batch's)."""
+    return np.ascontiguousarray(x[s:e])
+
+
+def _pointwise(kernel, stride, padding) -> bool:
+    """A 1x1 kernel, stride 1, no padding: an image's columns are its own (C, H*W) rows."""
+    return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
+
+
+def forward(x, w, *b, kernel, stride, padding, dilation):
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    oh, ow = _out_hw(h, wd, kernel, stride, padding, dilation)
+    w2 = np.ascontiguousarray(w.reshape(o, -1))
+    k, l, (kh, kw) = w2.shape[1], oh * ow, kernel
+    bias = b[0].reshape(o, 1) if b else None
+    out = np.empty((n, o, oh, ow), x.dtype)
+    outr = out.reshape(n, o, l)
+    if _pointwise(kernel, stride, padding):
+        def block(s: int, e: int, nb: int) -> None:
+            np.matmul(w2, x[s:e].reshape(e - s, c, l), out=outr[s:e])
+            if bias is not None:
+                outr[s:e] += bias
+        _blocks(block, n, k * l * x.itemsize, o * k * l * n)
+        return out
+    fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
+    if fn is None:
+        return None
+
+    def block(s: int, e: int, nb: int) -> None:
+        m = (e - s) * l
+        cols = np.empty((k, m), x.dtype)
+        fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
+        if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows
+            for j in range(e - s):
+                _gemm(w2, cols[:, j * l:(j + 1) * l], outr[s + j])
+        else:
+            res = _gemm(w2, cols)
+            outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
+        if bias is not None:        # the block's output still in cache
+            outr[s:e] += bias
+    _blocks(block, n, k * l * x.itemsize, o * k * l * n)
+    return out
+
+
+def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
+    n, c, h, wd = x.shape
+    o, (oh, ow) = g.shape[1], g.shape[2:]
+    pointwise = _pointwise(kernel, stride, padding)
+    fn = None if pointwise else im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
+    if fn is None and not pointwise:
+        return None
+    kh, kw = kernel
+    k, l = c * kh * kw, oh * ow
+    sums: dict = {}     # thread -> its blocks' sums: (K, O) and, with `bias`, (O,)
+
+    def block(s: int, e: int, nb: int) -> None:
+        if pointwise:    # the images' own rows: sum of x[i] g[i]^T
+            gi = g[s:e].reshape(e - s, o, l)
+            part = np.matmul(x[s:e].reshape(e - s, c, l), gi.transpose(0, 2, 1))
+            part = part.sum(0) if e - s > 1 else part[0]
+            db = gi.sum((0, 2)) if bias else None
+        else:
+            m = (e - s) * l
+            cols = np.empty((k, m), x.dtype)
+            fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
+            rows = _rows(g, s, e, np.empty(o * m, g.dtype))
+            # (cols g^T)^T: BLAS's M the K column rows, not the O output channels
+            # (ResNet's first stage: 16)
+            part = _gemm(cols, rows.T)
+            db = rows.sum(1) if bias else None
+        acc = sums.setdefault(threading.get_ident(), [part, db])
+        if acc[0] is not part:
+            acc[0] += part
+            if bias:
+                acc[1] += db
+    _blocks(block, n, k * l * x.itemsize, o * k * l * n)
+    parts = list(sums.values())
+    dw, db = parts[0]
+    for part, pb in parts[1:]:
+        dw += part
+        if bias:
+            db += pb
+    if not bias:
+        return np.ascontiguousarray(dw.T).reshape(o, c, kh, kw)
+    rec = np.empty(o * k + o, dw.dtype)
+    rec[:o * k].reshape(o, k)[...] = dw.T
+    rec[o * k:] = db
+    return rec
+
+
+def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
+    n, o, oh, ow = g.shape
+    c = w.shape[1]
+    h, wd = input_hw
+    wt = w.reshape(o, -1).T
+    kh, kw = kernel
+    k, l = wt.shape[0], oh * ow
+    if _pointwise(kernel, stride, padding):
+        dx = np.empty((n, c, h, wd), g.dtype)
+        dxr = dx.reshape(n, c, l)
+        _blocks(lambda s, e, nb: np.matmul(wt, g[s:e].reshape(e - s, o, l), out=dxr[s:e]), n,
+                k * l * g.itemsize, o * k * l * n)
+        return dx
+    fn, rows = col2im_kernel(g.dtype.name, kernel, stride, padding, dilation, ow)
+    if fn is None:
+        return None
+    dx = (np.empty if rows else np.zeros)((n, c, h, wd), g.dtype)
+
+    def block(s: int, e: int, nb: int) -> None:
+        m = (e - s) * l
+        cols = _gemm(wt, _rows(g, s, e, np.empty(o * m, g.dtype)))
+        if rows:
+            fn(cols, dx[s:e], oh, ow, 0, c, kh, kw)
+        else:
+            fn(cols, dx[s:e], oh, ow, 0, c)
+    _blocks(block, n, k * l * g.itemsize, o * k * l * n)
+    return dx

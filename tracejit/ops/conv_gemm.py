@@ -1,0 +1,197 @@
+"""A convolution without groups and its two gradients as three primitives, each the
+others' VJP, so a backend can run each by blocks of images (compiler/cpu/kernels/
+conv_blocks.py): columns of a few images made and used while they are in a core's cache,
+never the whole batch's (ResNet's first stage: 19 MB of columns, a GEMM of 16 rows that ran
+memory-bound at 17 GFLOP/s).
+
+- ``conv2d_gemm(x, w[, b])``: (N, C, H, W) by (O, C, kh, kw) -> (N, O, OH, OW), C-contiguous,
+  plus the bias b (O,) while the block's output is in cache (a separate add before a
+  BatchNorm kept the BatchNorm's channel group from reading the convolution's result);
+- ``conv2d_wgrad(g, x)``: the weight's gradient, g (N, O, OH, OW) times x's columns; with
+  ``bias=True`` a flat record, the weight's gradient then the bias's (g summed over N, OH,
+  OW while the block's rows are in cache);
+- ``conv2d_xgrad(g, w)``: the input's gradient, W^T g folded (col2im) into (N, C, H, W):
+  also conv_transpose2d's forward.
+
+Their numpy forms are the whole-batch im2col, one GEMM and col2im (ops/conv.py), the
+reference the blocked implementations match. Bilinear: the VJP of each is the other two.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from .conv import _fold_impl, _unfold_impl, conv_out_size
+from .eager import bind
+from .registry import Aval, defprim
+from .shape import narrow, reshape
+
+__all__ = ["conv2d_gemm", "conv2d_wgrad", "conv2d_xgrad"]
+
+
+def _out_hw(h: int, w: int, kernel, stride, padding, dilation) -> tuple:
+    return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
+            conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
+
+
+def _check(op: str, g, x_shape, o: int, kernel, stride, padding, dilation) -> None:
+    oh, ow = _out_hw(x_shape[2], x_shape[3], kernel, stride, padding, dilation)
+    if oh <= 0 or ow <= 0:
+        raise ShapeError(f"{op}: kernel {tuple(kernel)} with padding {tuple(padding)} and dilation "
+                         f"{tuple(dilation)} is larger than the input of spatial size {tuple(x_shape[2:])}")
+    if g is not None and tuple(g.shape) != (x_shape[0], o, oh, ow):
+        raise ShapeError(f"{op}: gradient of shape {tuple(g.shape)} should be "
+                         f"{(x_shape[0], o, oh, ow)} for an input of shape {tuple(x_shape)}")
+
+
+def _gemm_rows(g):
+    """(N, O, OH, OW) -> (O, N*OH*OW), the GEMM's layout."""
+    n, o = g.shape[:2]
+    return g.transpose(1, 0, 2, 3).reshape(o, -1)
+
+
+# ---------------------------------------------------------------- forward
+def _fwd_rule(x: Aval, w: Aval, *b: Aval, kernel, stride, padding, dilation):
+    if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1] or tuple(w.shape[2:]) != tuple(kernel):
+        raise ShapeError(f"conv2d_gemm: input {tuple(x.shape)} and weight {tuple(w.shape)} do not "
+                         f"fit kernel {tuple(kernel)}")
+    if b and tuple(b[0].shape) != (w.shape[0],):
+        raise ShapeError(f"conv2d_gemm: bias of shape {tuple(b[0].shape)} should be ({w.shape[0]},)")
+    _check("conv2d_gemm", None, x.shape, w.shape[0], kernel, stride, padding, dilation)
+    return Aval((x.shape[0], w.shape[0]) + _out_hw(x.shape[2], x.shape[3], kernel, stride, padding,
+                                                    dilation), x.dtype, x.device)
+
+
+def _fwd_impl(xp, x, w, *b, kernel, stride, padding, dilation):
+    n, o = x.shape[0], w.shape[0]
+    oh, ow = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
+    cols = _unfold_impl(xp, x, kernel, stride, padding, dilation, 0.0, "gemm")
+    out = xp.matmul(w.reshape(o, -1), cols)
+    if b:
+        out += b[0].reshape(o, 1)
+    return xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
+
+
+def _split_wgrad(rec, o: int, shape):
+    """conv2d_wgrad(bias=True)'s record -> (the weight's gradient, the bias's)."""
+    k = rec.shape[0] - o
+    return reshape(narrow(rec, 0, 0, k), shape), narrow(rec, 0, k, o)
+
+
+def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, needs=None):
+    needs = needs or (True,) * (2 + len(b))
+    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    gx = bind(CONV2D_XGRAD, g, w, input_hw=tuple(x.shape[2:]), **geo) if needs[0] else None
+    bias = bool(b) and needs[2]
+    gw = gb = None
+    if needs[1]:
+        gw = bind(CONV2D_WGRAD, g, x, bias=bias, **geo)
+        if bias:
+            gw, gb = _split_wgrad(gw, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel))
+    elif bias:
+        from .reductions import sum as _sum
+        gb = _sum(g, (0, 2, 3))
+    return (gx, gw, gb) if b else (gx, gw)
+
+
+# ---------------------------------------------------------------- weight gradient
+def _wgrad_rule(g: Aval, x: Aval, kernel, stride, padding, dilation, bias=False):
+    if g.ndim != 4 or x.ndim != 4:
+        raise ShapeError(f"conv2d_wgrad: expected 4-D gradient and input, got {tuple(g.shape)} and "
+                         f"{tuple(x.shape)}")
+    _check("conv2d_wgrad", g, x.shape, g.shape[1], kernel, stride, padding, dilation)
+    shape = (g.shape[1], x.shape[1]) + tuple(kernel)
+    if bias:
+        return Aval((g.shape[1] * (x.shape[1] * kernel[0] * kernel[1] + 1),), x.dtype, x.device)
+    return Aval(shape, x.dtype, x.device)
+
+
+def _wgrad_impl(xp, g, x, kernel, stride, padding, dilation, bias=False):
+    cols = _unfold_impl(xp, x, kernel, stride, padding, dilation, 0.0, "gemm")
+    rows = _gemm_rows(g)
+    dw = xp.matmul(rows, cols.T)
+    if bias:
+        return xp.concatenate([dw.reshape(-1), rows.sum(1)])
+    return dw.reshape((g.shape[1], x.shape[1]) + tuple(kernel))
+
+
+def _wgrad_vjp(u, out, g, x, kernel, stride, padding, dilation, bias=False, needs=(True, True)):
+    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    ub = ()
+    if bias:
+        u, ub = _split_wgrad(u, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel))
+        ub = (ub,)
+    gg = bind(CONV2D_GEMM, x, u, *ub, **geo) if needs[0] else None
+    gx = bind(CONV2D_XGRAD, g, u, input_hw=tuple(x.shape[2:]), **geo) if needs[1] else None
+    return gg, gx
+
+
+# ---------------------------------------------------------------- input gradient
+def _xgrad_rule(g: Aval, w: Aval, input_hw, kernel, stride, padding, dilation):
+    if g.ndim != 4 or w.ndim != 4 or g.shape[1] != w.shape[0]:
+        raise ShapeError(f"conv2d_xgrad: gradient {tuple(g.shape)} does not fit weight {tuple(w.shape)}")
+    shape = (g.shape[0], w.shape[1]) + tuple(input_hw)
+    _check("conv2d_xgrad", g, shape, w.shape[0], kernel, stride, padding, dilation)
+    return Aval(shape, g.dtype, g.device)
+
+
+def _xgrad_impl(xp, g, w, input_hw, kernel, stride, padding, dilation):
+    cols = xp.matmul(w.reshape(w.shape[0], -1).T, _gemm_rows(g))
+    return xp.ascontiguousarray(_fold_impl(xp, cols, tuple(input_hw), kernel, stride, padding, dilation,
+                                           "gemm"))
+
+
+def _xgrad_vjp(u, out, g, w, input_hw, kernel, stride, padding, dilation, needs=(True, True)):
+    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    gg = bind(CONV2D_GEMM, u, w, **geo) if needs[0] else None
+    gw = bind(CONV2D_WGRAD, g, u, **geo) if needs[1] else None
+    return gg, gw
+
+
+def _saves(rq):
+    """The operands a VJP reads: each input's gradient needs the other operand's values."""
+    return tuple(i for i, other in ((1, 0), (0, 1)) if rq[other])
+
+
+def _meta(pos: int):
+    """An image operand (position 0 of conv2d_gemm, 1 of conv2d_wgrad) whose shape alone
+    a gradient reads (input_hw) where its values are not saved."""
+    return lambda flags: (pos,) if flags[pos] and not flags[1 - pos] else ()
+
+
+_EXTRA = {"needs": True}
+CONV2D_GEMM = defprim("conv2d_gemm", _fwd_impl, _fwd_rule, _fwd_vjp, kind="other", save=_saves,
+                      grad_name="ConvolutionBackward0", extra=dict(_EXTRA, meta=_meta(0)))
+CONV2D_WGRAD = defprim("conv2d_wgrad", _wgrad_impl, _wgrad_rule, _wgrad_vjp, kind="other", save=_saves,
+                       extra=dict(_EXTRA, meta=_meta(1)))
+CONV2D_XGRAD = defprim("conv2d_xgrad", _xgrad_impl, _xgrad_rule, _xgrad_vjp, kind="other", save=_saves,
+                       extra=dict(_EXTRA))
+
+
+def _geometry(stride, padding, dilation) -> dict:
+    def pair(v):
+        return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(e) for e in v)
+    return dict(stride=pair(stride), padding=pair(padding), dilation=pair(dilation))
+
+
+def conv2d_gemm(x, w, bias=None, stride=1, padding=0, dilation=1):
+    """The convolution of x (N, C, H, W) with w (O, C, kh, kw), no groups, plus the bias
+    (O,) if given (of x's dtype)."""
+    b = () if bias is None else (bias,)
+    return bind(CONV2D_GEMM, x, w, *b, kernel=tuple(int(k) for k in w.shape[2:]),
+                **_geometry(stride, padding, dilation))
+
+
+def conv2d_wgrad(g, x, kernel, stride=1, padding=0, dilation=1, bias: bool = False):
+    """The gradient of `conv2d_gemm`'s weight (O, C, kh, kw) for output gradient g; with
+    `bias`, (that, the bias's gradient (O,))."""
+    rec = bind(CONV2D_WGRAD, g, x, kernel=tuple(int(k) for k in kernel), bias=bool(bias),
+               **_geometry(stride, padding, dilation))
+    return _split_wgrad(rec, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel)) if bias else rec
+
+
+def conv2d_xgrad(g, w, input_hw, stride=1, padding=0, dilation=1):
+    """The gradient of `conv2d_gemm`'s input (N, C, *input_hw) for output gradient g; with
+    g an input and w (C_in, C_out, kh, kw), conv_transpose2d's result."""
+    return bind(CONV2D_XGRAD, g, w, input_hw=tuple(int(s) for s in input_hw),
+                kernel=tuple(int(k) for k in w.shape[2:]), **_geometry(stride, padding, dilation))
