@@ -1,11 +1,13 @@
-"""Dropout layers beyond Dropout and Dropout2d: Dropout1d and Dropout3d (whole channels),
-AlphaDropout and FeatureAlphaDropout (for SELU networks)."""
+"""Dropout layers: Dropout (elements), Dropout1d, Dropout2d and Dropout3d (whole channels),
+AlphaDropout and FeatureAlphaDropout (for SELU networks); one base, each forward one op."""
 from __future__ import annotations
 
 from ..ops import activation_more as _A
+from ..ops.composite import dropout
+from ..ops.spatial import dropout2d
 from .module import Module
 
-__all__ = ["Dropout1d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
+__all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
 
 class _DropoutNd(Module):
@@ -15,15 +17,26 @@ class _DropoutNd(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, got {p}")
+            raise ValueError(f"{type(self).__name__}: dropout probability has to be between 0 and 1, "
+                             f"but got {p}")
         self.p, self.inplace = p, inplace
 
     def forward(self, input):
         return type(self)._fn(input, self.p, self.training, self.inplace)
 
 
+class Dropout(_DropoutNd):
+    """Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p))."""
+    _fn = staticmethod(dropout)
+
+
 class Dropout1d(_DropoutNd):
     _fn = staticmethod(_A.dropout1d)
+
+
+class Dropout2d(_DropoutNd):
+    """Zeroes whole channels with probability p in training mode (scaling the rest)."""
+    _fn = staticmethod(dropout2d)
 
 
 class Dropout3d(_DropoutNd):

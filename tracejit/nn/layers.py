@@ -1,4 +1,5 @@
-"""Layers: Linear, Conv2d, Embedding, LayerNorm, Dropout, pooling, activations, Flatten, Identity.
+"""Layers: Linear, Conv2d, Embedding, LayerNorm, activations, Flatten, Identity (Dropout is in
+dropout.py, the pooling layers in pooling_nd.py).
 
 Each ``forward`` is one call into ``nn.functional`` (the ops), so a layer adds only
 its parameters, their PyTorch default initialisation and a readable repr.
@@ -15,9 +16,8 @@ from . import init
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["Identity", "Linear", "Conv2d", "Embedding", "LayerNorm", "Dropout", "MaxPool2d",
-           "AvgPool2d", "Flatten", "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "Softplus",
-           "Softmax", "LogSoftmax"]
+__all__ = ["Identity", "Linear", "Conv2d", "Embedding", "LayerNorm", "Flatten", "ReLU", "GELU", "Tanh",
+           "Sigmoid", "SiLU", "LeakyReLU", "Softplus", "Softmax", "LogSoftmax"]
 
 
 def _positive_int(name: str, layer: str, v, allow_zero: bool = False) -> int:
@@ -273,55 +273,6 @@ class LayerNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
-
-
-class Dropout(Module):
-    """Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p))."""
-    _repr_fields = ("p", "inplace")
-
-    def __init__(self, p: float = 0.5, inplace: bool = False):
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p = p
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.dropout(input, self.p, self.training)
-
-
-class MaxPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
-                 ceil_mode: bool = False):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
-        self.return_indices, self.ceil_mode = return_indices, ceil_mode
-
-    def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode, self.return_indices)
-
-    def extra_repr(self) -> str:
-        stride = self.kernel_size if self.stride is None else self.stride
-        return (f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
-class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True, divisor_override=None):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
-        self.divisor_override = divisor_override
-
-    def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
-
-    def extra_repr(self) -> str:
-        stride = self.kernel_size if self.stride is None else self.stride
-        return f"kernel_size={self.kernel_size}, stride={stride}, padding={self.padding}"
 
 
 class Flatten(Module):

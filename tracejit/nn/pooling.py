@@ -1,15 +1,15 @@
-"""Spatial layers: adaptive pooling, resizing (Upsample) and channel dropout (Dropout2d).
+"""Spatial layers: 2-D adaptive pooling and resizing (Upsample).
 
-MaxPool2d and AvgPool2d live in layers.py; the ops behind all of them are in
+The other pooling layers live in pooling_nd.py; the ops behind these are in
 ``tracejit/ops/spatial.py``.
 """
 from __future__ import annotations
 
-from ..ops.spatial import adaptive_avg_pool2d, adaptive_max_pool2d, dropout2d, interpolate
+from ..ops.spatial import adaptive_avg_pool2d, adaptive_max_pool2d, interpolate
 from .module import Module
 from .pooling_nd import _AdaptiveAvg, _AdaptiveMax
 
-__all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample", "Dropout2d"]
+__all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample"]
 
 
 class AdaptiveAvgPool2d(_AdaptiveAvg):
@@ -38,17 +38,3 @@ class Upsample(Module):
     def extra_repr(self) -> str:
         s = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
         return s + f", mode={self.mode!r}"
-
-
-class Dropout2d(Module):
-    """Zeroes whole channels with probability p in training mode (scaling the rest)."""
-    _repr_fields = ("p", "inplace")
-
-    def __init__(self, p: float = 0.5, inplace: bool = False):
-        super().__init__()
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-        self.p, self.inplace = p, inplace
-
-    def forward(self, input):
-        return dropout2d(input, self.p, self.training, self.inplace)

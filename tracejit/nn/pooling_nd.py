@@ -1,14 +1,15 @@
-"""Pooling layers in one and three dimensions, L^p pooling and max unpooling (the 2-D max
-and average pools are in layers.py, the 2-D adaptive ones in pooling.py). Each forward is
-one call into tracejit/ops/pooling_nd.py."""
+"""Max and average pooling layers in one to three dimensions, L^p pooling and max unpooling
+(the 2-D adaptive ones are in pooling.py): one base per kind, each forward one call into
+tracejit/ops/pooling_nd.py (the 2-D max and average pools: ops/composite.py's fast path)."""
 from __future__ import annotations
 
 from ..ops import pooling_nd as _P
+from ..ops.composite import avg_pool2d, max_pool2d
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool3d", "AvgPool1d", "AvgPool3d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d",
-           "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
+           "AdaptiveAvgPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool3d", "LPPool1d",
+           "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
 
 
 class _MaxPoolNd(Module):
@@ -35,27 +36,17 @@ class MaxPool1d(_MaxPoolNd):
     _fn = staticmethod(_P.max_pool1d)
 
 
+class MaxPool2d(_MaxPoolNd):
+    _fn = staticmethod(max_pool2d)
+
+
 class MaxPool3d(_MaxPoolNd):
     _fn = staticmethod(_P.max_pool3d)
 
 
-class AvgPool1d(Module):
+class _AvgPoolNd(Module):
     _repr_fields = ("kernel_size", "stride", "padding")
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-                 count_include_pad: bool = True):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
-
-    def forward(self, input):
-        return _P.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                             self.count_include_pad)
-
-
-class AvgPool3d(Module):
-    _repr_fields = ("kernel_size", "stride", "padding")
+    _fn = None
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override=None):
@@ -66,8 +57,20 @@ class AvgPool3d(Module):
         self.divisor_override = divisor_override
 
     def forward(self, input):
-        return _P.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                             self.count_include_pad, self.divisor_override)
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                              self.count_include_pad, self.divisor_override)
+
+
+class AvgPool1d(_AvgPoolNd):
+    _fn = staticmethod(_P.avg_pool1d)
+
+
+class AvgPool2d(_AvgPoolNd):
+    _fn = staticmethod(avg_pool2d)
+
+
+class AvgPool3d(_AvgPoolNd):
+    _fn = staticmethod(_P.avg_pool3d)
 
 
 class _AdaptiveAvg(Module):

@@ -20,7 +20,8 @@ from ..ops.shape import reshape, transpose
 from ..ops.tensorfns import triu
 from . import init
 from .containers import ModuleList
-from .layers import Dropout, LayerNorm, Linear, _factory, _positive_int
+from .dropout import Dropout
+from .layers import LayerNorm, Linear, _factory, _positive_int
 from .module import Module
 from .parameter import Parameter
 

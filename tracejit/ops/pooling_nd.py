@@ -191,9 +191,9 @@ def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, 
 
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True):
-    return _avg_pool(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None,
-                     "avg_pool1d")
+               count_include_pad: bool = True, divisor_override=None):
+    return _avg_pool(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, "avg_pool1d")
 
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
