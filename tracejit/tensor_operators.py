@@ -30,52 +30,19 @@ def _both_bool(self, o) -> bool:
 
 
 class OperatorMethods:
-    """Holder of the operator methods (copied onto Tensor below; never instantiated)."""
-
-    def __add__(self, o):
-        return _ops.add(self, o)
-
-    def __radd__(self, o):
-        return _bind(_elementwise.ADD, o, self)  # = _ops.add(o, self) (see _OPERATOR_PRIMS)
-
-    def __sub__(self, o):
-        return _ops.sub(self, o)
-
-    def __rsub__(self, o):
-        return _bind(_elementwise.SUB, o, self)  # = _ops.sub(o, self) (see _OPERATOR_PRIMS)
-
-    def __mul__(self, o):
-        return _ops.mul(self, o)
-
-    def __rmul__(self, o):
-        return _bind(_elementwise.MUL, o, self)  # = _ops.mul(o, self) (see _OPERATOR_PRIMS)
-
-    def __truediv__(self, o):
-        return _ops.div(self, o)
-
-    def __rtruediv__(self, o):
-        return _bind(_elementwise.DIV, o, self)  # = _ops.div(o, self) (see _OPERATOR_PRIMS)
-
-    def __floordiv__(self, o):
-        return _ops.floor_divide(self, o)
+    """Holder of the operator methods (copied onto Tensor below; never instantiated). The
+    binary operators that are one op call (``+ - * / // % ** @ < <= > >=``) and the reflected
+    ``+ - * /`` are made from the op tables further down (`_with_ndarray_operand`,
+    `_reflected`), not written here."""
 
     def __rfloordiv__(self, o):
         return _ops.floor_divide(o, self)
 
-    def __mod__(self, o):
-        return _ops.remainder(self, o)
-
     def __rmod__(self, o):
         return _ops.remainder(o, self)
 
-    def __pow__(self, o):
-        return _ops.pow(self, o)
-
     def __rpow__(self, o):
         return _ops.pow(o, self)
-
-    def __matmul__(self, o):
-        return _ops.matmul(self, o)
 
     def __rmatmul__(self, o):
         return _ops.matmul(o, self)
@@ -137,18 +104,6 @@ class OperatorMethods:
         if o is None or not isinstance(o, _OPERAND_TYPES):
             return NotImplemented
         return _ops.ne(self, o)
-
-    def __lt__(self, o):
-        return _ops.lt(self, o)
-
-    def __le__(self, o):
-        return _ops.le(self, o)
-
-    def __gt__(self, o):
-        return _ops.gt(self, o)
-
-    def __ge__(self, o):
-        return _ops.ge(self, o)
 
     def __getitem__(self, index):
         return _ops.getitem(self, index)
@@ -311,5 +266,4 @@ def _reflected(name, prim):
 
 
 for _n, _p in (("__radd__", "ADD"), ("__rsub__", "SUB"), ("__rmul__", "MUL"), ("__rtruediv__", "DIV")):
-    if getattr(_elementwise, _p).binary is not None:
-        setattr(Tensor, _n, _reflected(_n, getattr(_elementwise, _p)))
+    setattr(Tensor, _n, _reflected(_n, getattr(_elementwise, _p)))
