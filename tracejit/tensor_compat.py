@@ -13,8 +13,10 @@ import numpy as np
 from . import dtypes as _dt
 from . import ops as _ops
 from .tensor import Tensor, _install_methods
+from .tensor_operators import _forward
 
-# Methods that forward unchanged to the op of the same name in tracejit.ops.
+# Methods that forward unchanged to the op of the same name in tracejit.ops
+# (tensor_operators.py `_forward`, as the core set's).
 _FORWARDED = """
 roll rot90 unflatten tile repeat_interleave diag diagonal diag_embed trace kron tensor_split hsplit
 vsplit dsplit fliplr flipud swapdims moveaxis addmm addmv addbmm baddbmm addr inner cross scatter
@@ -49,23 +51,6 @@ not_equal logical_and logical_or logical_not clip arccosh arcsinh arctan2 arctan
 scatter_add scatter_reduce igamma igammac index_reduce bitwise_left_shift bitwise_right_shift
 pow clamp relu masked_fill
 """.split()
-
-
-def _forward(name):
-    def method(self, *args, **kwargs):
-        return getattr(_ops, name)(self, *args, **kwargs)
-    method.__name__ = name
-    method.__qualname__ = f"Tensor.{name}"
-    return method
-
-
-def _forward_top(name):
-    def method(self, *args, **kwargs):
-        import tracejit
-        return getattr(tracejit, name)(self, *args, **kwargs)
-    method.__name__ = name
-    method.__qualname__ = f"Tensor.{name}"
-    return method
 
 
 def _inplace(name):
@@ -303,7 +288,7 @@ for _n in _FORWARDED:
         setattr(Tensor, _n, _forward(_n))
 for _n in _FORWARDED_TOP:
     if not hasattr(Tensor, _n):
-        setattr(Tensor, _n, _forward_top(_n))
+        setattr(Tensor, _n, _forward(_n, top=True))
 for _n in _INPLACE:
     if not hasattr(Tensor, _n + "_") and hasattr(_ops, _n):
         setattr(Tensor, _n + "_", _inplace(_n))

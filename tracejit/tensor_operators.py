@@ -163,7 +163,9 @@ tril triu sort argsort topk multinomial cumprod
 """.split()
 
 
-def _forward(name):
+def _forward(name, top: bool = False):
+    """Tensor's method `name`: the op of that name in tracejit.ops (``top``: in the
+    tracejit namespace, its legacy spellings), the tensor its first argument."""
     fwd = None
 
     def method(self, *args, **kwargs):
@@ -173,7 +175,9 @@ def _forward(name):
         # here too, for code that took the method before its first call.)
         nonlocal fwd
         if fwd is None:
-            fwd = _forwarder(getattr(_ops, name), name)
+            if top:
+                import tracejit
+            fwd = _forwarder(getattr(tracejit if top else _ops, name), name)
             setattr(Tensor, name, fwd)
         return fwd(self, *args, **kwargs)
     method.__name__ = name
