@@ -188,7 +188,7 @@ class _LSTMCellStep(Function):
             return _graph_grads(_lstm_step_ops, (x, h, c, w_ih, w_hh, b_ih, b_hh), (dh, dc))
         if dh is None and dc is None:
             return (None,) * 7
-        from ..ops.lstm_prim import LSTM_LAYER_BACKWARD, _matmul, _parts
+        from ..ops.lstm_prim import LSTM_LAYER_BACKWARD, _matmul, backward_parts
         N, H = h.shape[0], w_hh.shape[1]
         dt = ctx.Z.dtype
         zero = None
@@ -198,7 +198,7 @@ class _LSTMCellStep(Function):
         res = LSTM_LAYER_BACKWARD.run(np, d_y, zero if dh is None else dh._data.T,
                                       zero if dc is None else dc._data.T, x._data[None], w_ih._data,
                                       w_hh._data, ctx.b, h._data.T, c._data.T, ctx.Z, reverse=False)
-        off = _parts(H, N)
+        off = backward_parts(4, H, N, 2)
         G = res[off[4]:].reshape(N, 4 * H)
         need = ctx.needs_input_grad
         wrap = lambda a: Tensor._wrap(a, x.dtype, x.device)  # noqa: E731
@@ -241,13 +241,13 @@ class _GRUCellStep(Function):
                 gru_step(F.linear(x, w_ih, b_ih), h, w_hh, b_hh),), (x, h, w_ih, w_hh, b_ih, b_hh), (dh,))
         if dh is None:
             return (None,) * 6
-        from ..ops.gru_prim import GRU_LAYER_BACKWARD, _parts
-        from ..ops.lstm_prim import _matmul
+        from ..ops.gru_prim import GRU_LAYER_BACKWARD
+        from ..ops.lstm_prim import _matmul, backward_parts
         gi, b, Z = ctx.arrays
         N, H = h.shape[0], w_hh.shape[1]
         res = GRU_LAYER_BACKWARD.run(np, np.zeros((1, H, N), dtype=Z.dtype), dh._data.T, gi[None],
                                      w_hh._data, b, h._data.T, Z, reverse=False)
-        off = _parts(H, N)
+        off = backward_parts(3, H, N)
         G = res[off[3]:].reshape(N, 3 * H)
         need = ctx.needs_input_grad
         wrap = lambda a: Tensor._wrap(a, x.dtype, x.device)  # noqa: E731

@@ -21,8 +21,8 @@ from __future__ import annotations
 from ..errors import ShapeError
 from .elementwise import sigmoid_form
 # the LSTM layer's helpers
-from .lstm_prim import (_order, backward_steps, check_batch_sizes, check_float_operands, forward_steps,
-                        hidden_weight_grad, packed_params, zero_inactive)
+from .lstm_prim import (_order, backward_parts, backward_steps, check_batch_sizes, check_float_operands,
+                        forward_steps, hidden_weight_grad, packed_params, unpack_parts, zero_inactive)
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -74,18 +74,13 @@ def _gru_layer_rule(gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, batch_s
 GRU_LAYER = defprim("gru_layer", _gru_layer_impl, _gru_layer_rule, None, kind="other")
 
 
-# The backward's flat result, fixed-size parts first (see ops/lstm_prim.py):
+# The backward's flat result: ops/lstm_prim.py `backward_parts` of 3 gates,
 # d w (3H*H) | d b (3H) | d h0 (H*N) | d gi (L*N*3H).
-def _parts(H: int, N: int) -> tuple:
-    a = 3 * H * H
-    return 0, a, a + 3 * H, a + 3 * H + H * N
-
-
 def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False, batch_sizes=None):
     """d_y (L, H, N) is the cotangent of every step's h, d_hn added at the last step."""
     L, five, N = Z.shape
     H = five // 5
-    off = _parts(H, N)
+    off = backward_parts(3, H, N)
     res = xp.empty(off[3] + 3 * H * L * N, dtype=Z.dtype)
     G = res[off[3]:].reshape(L, N, 3 * H)         # d gi, in the projection's layout
     M = xp.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
@@ -144,7 +139,7 @@ def _gru_layer_backward_rule(d_y: Aval, d_hn: Aval, gi: Aval, w: Aval, b: Aval, 
         raise ShapeError(f"gru_layer_backward: gradients {d_y.shape}, {d_hn.shape} do not fit the "
                          f"layer's (L, H, N) = {(L, H, N)}")
     check_batch_sizes("gru_layer_backward", batch_sizes, L, N)
-    return Aval((_parts(H, N)[3] + 3 * H * L * N,), Z.dtype, Z.device)
+    return Aval((backward_parts(3, H, N)[3] + 3 * H * L * N,), Z.dtype, Z.device)
 
 
 def _gru_layer_backward_vjp(u, out, d_y, d_hn, gi, w, b, h0, Z, reverse=False, batch_sizes=None):
@@ -204,7 +199,4 @@ def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse: bool = False, batch_
 
 def unpack_backward(res, L, N: int, H: int) -> tuple:
     """(d gi (L, N, 3H), d w (3H, H), d b (3H,), d h0 (H, N)) from `gru_layer_backward`'s result."""
-    from .shape import reshape
-    off = _parts(H, N)
-    return (reshape(res[off[3]:], (L, N, 3 * H)), reshape(res[off[0]:off[1]], (3 * H, H)),
-            res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)))
+    return unpack_parts(res, L, N, H, 3)

@@ -238,16 +238,24 @@ def _lstm_layer_rule(x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, re
 LSTM_LAYER = defprim("lstm_layer", _lstm_layer_impl, _lstm_layer_rule, None, kind="other")
 
 
-# The backward's result is one flat array with its fixed-size parts first, so that only
-# the last part has a size that depends on the sequence length (a symbolic dim when
-# compiled): d w (4H*H) | d b (4H) | d h0 (H*N) | d c0 (H*N) | d gi (L*N*4H).
-def _parts(H: int, N: int) -> tuple:
-    """Offsets of d w, d b, d h0, d c0 and d gi in the backward's flat result."""
-    a = 4 * H * H
-    b = a + 4 * H
-    c = b + H * N
-    d = c + H * N
-    return 0, a, b, c, d
+# A recurrent layer's backward (LSTM, GRU, RNN) returns one flat array with its fixed-size
+# parts first, so that only the last part has a size that depends on the sequence length
+# (a symbolic dim when compiled): d w (G*H*H) | d b (G*H) | d h0 (H*N) [| d c0 (H*N)] |
+# d gi (L*N*G*H), G the gates (4, 3, 1) and c0 the LSTM's alone.
+def backward_parts(gates: int, H: int, N: int, states: int = 1) -> tuple:
+    """Offsets of d w, d b, each state's gradient and d gi in the backward's flat result."""
+    off = [0, gates * H * H, gates * H * H + gates * H]
+    for _ in range(states):
+        off.append(off[-1] + H * N)
+    return tuple(off)
+
+
+def unpack_parts(res, L, N: int, H: int, gates: int, states: int = 1) -> tuple:
+    """(d gi (L, N, G*H), d w (G*H, H), d b (G*H,), d h0 (H, N)[, d c0]) from the flat result."""
+    from .shape import reshape
+    off = backward_parts(gates, H, N, states)
+    return ((reshape(res[off[-1]:], (L, N, gates * H)), reshape(res[off[0]:off[1]], (gates * H, H)),
+             res[off[1]:off[2]]) + tuple(reshape(res[off[k]:off[k + 1]], (H, N)) for k in range(2, 2 + states)))
 
 
 def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False,
@@ -258,7 +266,7 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
     input projection x W_ih^T (whose own gradients `lstm_layer_states`' VJP forms)."""
     L, six, N = Z.shape
     H = six // 6
-    off = _parts(H, N)
+    off = backward_parts(4, H, N, 2)
     res = xp.empty(off[4] + 4 * H * L * N, dtype=Z.dtype)
     G = res[off[4]:].reshape(L, N, 4 * H)
     order = list(_order(L, reverse))
@@ -335,15 +343,7 @@ def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, x: Aval, wx: Av
         raise ShapeError(f"lstm_layer_backward: gradients {d_y.shape}, {d_hn.shape}, {d_cn.shape} do "
                          f"not fit the layer's (L, H, N) = {(L, H, N)}")
     check_batch_sizes("lstm_layer_backward", batch_sizes, L, N)
-    return Aval((_parts(H, N)[4] + 4 * H * L * N,), Z.dtype, Z.device)
-
-
-def _unpack(res, L, N: int, H: int) -> tuple:
-    """(d gi, d w, d b, d h0, d c0) from `lstm_layer_backward`'s flat result."""
-    from .shape import reshape
-    off = _parts(H, N)
-    return (reshape(res[off[4]:], (L, N, 4 * H)), reshape(res[off[0]:off[1]], (4 * H, H)),
-            res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)), reshape(res[off[3]:off[4]], (H, N)))
+    return Aval((backward_parts(4, H, N, 2)[4] + 4 * H * L * N,), Z.dtype, Z.device)
 
 
 # ``lstm_layer_states(Z, x, wx, w, b, h0, c0)``: the h and c rows of Z, (L, 2H, N), as the
@@ -373,7 +373,7 @@ def _states_vjp(g, out, Z, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None)
     H, N = h0.shape
     z = zeros((H, N), dtype=Z.dtype, device=Z.device)
     res = lstm_layer_backward(g, z, z, x, wx, w, b, h0, c0, Z, reverse, batch_sizes)
-    d_gi, d_w, d_b, d_h0, d_c0 = _unpack(res, x.shape[0], N, H)
+    d_gi, d_w, d_b, d_h0, d_c0 = unpack_backward(res, x.shape[0], N, H)
     return (None,) + input_projection_grads(d_gi, x, wx) + (d_w, d_b, d_h0, d_c0)
 
 
@@ -438,4 +438,4 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse: bool =
 
 def unpack_backward(res, L, N: int, H: int) -> tuple:
     """(d gi (L, N, 4H), d w, d b, d h0, d c0) from `lstm_layer_backward`'s result."""
-    return _unpack(res, L, N, H)
+    return unpack_parts(res, L, N, H, 4, 2)

@@ -19,8 +19,9 @@ b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .lstm_prim import (_order, backward_steps, check_batch_sizes, check_float_operands,  # the LSTM's helpers
-                        forward_steps, hidden_weight_grad, packed_params, zero_inactive)
+from .lstm_prim import (_order, backward_parts, backward_steps, check_batch_sizes,  # the LSTM's helpers
+                        check_float_operands, forward_steps, hidden_weight_grad, packed_params, unpack_parts,
+                        zero_inactive)
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -77,22 +78,14 @@ RNN_LAYER = defprim("rnn_layer", _rnn_layer_impl, _rnn_layer_rule, _rnn_layer_vj
                     save=lambda rq: (0, 1, 2, 3), save_out=True)
 
 
-# The backward's result is one flat array, fixed-size parts first (only the last depends
-# on the sequence length, which may be a symbolic dim when compiled):
+# The backward's flat result: ops/lstm_prim.py `backward_parts` of 1 gate,
 # d w (H*H) | d b (H) | d h0 (H*N) | d gi (L*N*H).
-def _parts(H: int, N: int) -> tuple:
-    a = H * H
-    b = a + H
-    c = b + H * N
-    return 0, a, b, c
-
-
 def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh",
                              batch_sizes=None):
     """d_y (L, H, N): the cotangent of every step's h (the last step's h_n included).
     gi and b are operands for this op's VJP (second derivatives) only."""
     L, H, N = hs.shape
-    off = _parts(H, N)
+    off = backward_parts(1, H, N)
     res = xp.empty(off[3] + H * L * N, dtype=hs.dtype)
     G = res[off[3]:].reshape(L, N, H)
     order = list(_order(L, reverse))
@@ -121,7 +114,7 @@ def _rnn_layer_backward_rule(d_y: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, hs
     if d_y.shape != (L, H, N) or hs.shape != (L, H, N):
         raise ShapeError(f"rnn_layer_backward: gradient {d_y.shape} and states {hs.shape} do not fit the "
                          f"layer's (L, H, N) = {(L, H, N)}")
-    return Aval((_parts(H, N)[3] + H * L * N,), hs.dtype, hs.device)
+    return Aval((backward_parts(1, H, N)[3] + H * L * N,), hs.dtype, hs.device)
 
 
 def _rnn_layer_backward_vjp(u, out, d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh",
@@ -153,7 +146,4 @@ def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse: bool = False, nonlinearit
 
 def unpack_backward(res, L, N: int, H: int) -> tuple:
     """(d gi (L, N, H), d w (H, H), d b (H,), d h0 (H, N)) from `rnn_layer_backward`'s result."""
-    from .shape import reshape
-    off = _parts(H, N)
-    return (reshape(res[off[3]:], (L, N, H)), reshape(res[off[0]:off[1]], (H, H)),
-            res[off[1]:off[2]], reshape(res[off[2]:off[3]], (H, N)))
+    return unpack_parts(res, L, N, H, 1)

@@ -13,10 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ....memory import line_empty
-from ....ops.gru_prim import _finish as _gru_finish, _parts as _gru_parts
-from ....ops.lstm_prim import _finish, _order, _parts
-from ....ops.lstm_prim import hidden_weight_grad
-from ....ops.rnn_prim import _parts as _rnn_parts
+from ....ops.gru_prim import _finish as _gru_finish
+from ....ops.lstm_prim import _finish, _order, backward_parts, hidden_weight_grad
 from .... import threads as _threads
 from ..gemm.template_panels import panel_rows, panel_size
 from ..runtime import coreshare
@@ -152,7 +150,7 @@ def _rows_view(d_y) -> bool:
 def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     L, six, N = Z.shape
     H = six // 6
-    off = _parts(H, N)
+    off = backward_parts(4, H, N, 2)
     name = _name(Z.dtype)
     layer = _kernels.backward_layer(name)
     if layer is None:
@@ -213,7 +211,7 @@ def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     layer = _kernels.gru_backward_layer(name)
     if layer is None:
         return None
-    off = _gru_parts(H, N)
+    off = backward_parts(3, H, N)
     res = np.empty(off[3] + 3 * H * L * N, dtype=Z.dtype)
     G = res[off[3]:].reshape(L, N, 3 * H)         # d gi, in the projection's layout
     M = np.empty((L, N, 3 * H), dtype=Z.dtype)     # d (W h + b) per step
@@ -247,7 +245,7 @@ def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"
     layer = _rnn_kernels.backward_layer(name)
     if layer is None:
         return None
-    off = _rnn_parts(H, N)
+    off = backward_parts(1, H, N)
     res = np.empty(off[3] + H * L * N, dtype=hs.dtype)
     G = res[off[3]:].reshape(L, N, H)
     order = list(_order(L, reverse))
