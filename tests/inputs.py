@@ -107,6 +107,21 @@ def packed_hold(m, new, prev, batch_sizes, t):
     return m.cat([new[:, :n], prev[:, n:]], 1)
 
 
+def first_max_grad(g, x, kernel, stride, padding, dilation) -> np.ndarray:
+    """The max-pool gradient found again from x, re-reading it: g added at each window's
+    first maximum (tracejit/ops/pooling_prim.py's rule, `_first_hits`, which its
+    ``return_indices`` uses): the reference the record's scatter is held against."""
+    from tracejit.ops.pooling_prim import _first_hits, _max_pool_impl, _views
+    n, c, h, w = x.shape
+    ph, pw = padding
+    out = _max_pool_impl(np, x, kernel, stride, padding, dilation)
+    gx = np.zeros((n, c, h + 2 * ph, w + 2 * pw), g.dtype)
+    views = list(_views(gx, kernel, stride, dilation, out.shape[2], out.shape[3]))
+    for o, hit in _first_hits(np, x, out, kernel, stride, padding, dilation):
+        views[o] += g * hit    # overlapping windows accumulate, in window order
+    return gx[:, :, ph:ph + h, pw:pw + w]
+
+
 def pool_input(kind: str, dtype, shape=(3, 4, 9, 11), seed=7) -> np.ndarray:
     """An NCHW array for pooling tests: standard normal ("normal"), many equal maxima
     ("ties"), NaNs in a few windows ("nan"), rows of -inf ("-inf"), or channel-major memory

@@ -3,7 +3,7 @@ window's first-maximum offset, the backward scatters g there without reading the
 
 Checked: the record's kernels equal their numpy forms (values, offsets, gradients; ties,
 NaN, -inf, padding, dilation, channel-major eager activations); the scatter from the
-record equals the old ``max_pool2d_backward`` (which re-reads the input) bit for bit;
+record equals the gradient found again from the input (inputs.py `first_max_grad`) bit for bit;
 ties and gradients against PyTorch, second derivatives included; eager vs compiled; the
 compiled backward keeps the record, not the pooled input; the shape rules' errors.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from inputs import pool_input
+from inputs import first_max_grad, pool_input
 
 import tracejit as tj
 import tracejit.nn.functional as F
@@ -36,31 +36,29 @@ def _numpy_forms(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("geo", GEOMETRIES)
 @pytest.mark.parametrize("kind", ["normal", "ties", "nan", "-inf", "channel-major"])
-def test_record_and_scatter_equal_numpy_forms_and_the_old_backward(monkeypatch, dtype, geo, kind):
+def test_record_and_scatter_equal_numpy_forms_and_the_reread_gradient(monkeypatch, dtype, geo, kind):
     pytest.importorskip("numba")
     x = pool_input(kind, dtype)
     rec = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
     out_old = P.MAX_POOL2D.run(np, x, *geo)
     g = np.random.default_rng(3).standard_normal(out_old.shape).astype(dtype)
     gx = O.MAX_POOL2D_SCATTER.run(np, g, rec, x.shape, *geo)
-    gx_old = P.MAX_POOL2D_BACKWARD.run(np, g, x, out_old, *geo)
+    gx_old = first_max_grad(g, x, *geo)
     with monkeypatch.context() as m:
         _numpy_forms(m)
         rec_np = O.MAX_POOL2D_WITH_OFFSETS.run(np, x, *geo)
         gx_np = O.MAX_POOL2D_SCATTER.run(np, g, rec_np, x.shape, *geo)
-        gx_old_np = P.MAX_POOL2D_BACKWARD.run(np, g, x, out_old, *geo)
     assert rec.shape == (2,) + out_old.shape and rec.dtype == dtype
     np.testing.assert_array_equal(rec, rec_np)             # values and offsets (NaN == NaN)
     np.testing.assert_array_equal(rec[0], out_old)
     np.testing.assert_array_equal(O._values_impl(np, rec, x, *geo), out_old)
-    # the scatter from the record is the old backward's result, bit for bit
-    np.testing.assert_array_equal(gx, gx_old)
+    # the scatter from the record is the gradient found again from x: the numpy form bit for
+    # bit; the kernel too where windows tile (overlapping ones it adds in another order)
+    np.testing.assert_array_equal(gx_np, gx_old)
     if tiles(geo[0], geo[1], geo[3]):
-        np.testing.assert_array_equal(gx_np, gx_old_np)
-        np.testing.assert_array_equal(gx_np, gx)
-    else:   # overlapping windows add in another order in the numpy form: equal up to rounding
-        np.testing.assert_array_equal(gx_np, gx_old_np)
-        np.testing.assert_allclose(gx_np, gx, rtol=1e-6 if dtype == np.float32 else 1e-14)
+        np.testing.assert_array_equal(gx, gx_old)
+    else:
+        np.testing.assert_allclose(gx, gx_old, rtol=1e-6 if dtype == np.float32 else 1e-14)
     assert gx.dtype == dtype and gx.shape == x.shape
     if kind == "channel-major":   # eager activations keep their order (the ReLU after reads both)
         assert WF.channel_major(rec[0]) and WF.channel_major(gx)
@@ -167,7 +165,7 @@ def test_numpy_scatter_gives_negative_zero_as_positive_zero_and_float16(monkeypa
     g[..., ::2] = -0.0
     gx = O.MAX_POOL2D_SCATTER.run(np, g, rec, x.shape, *geo)
     assert not np.signbit(gx[gx == 0]).any()
-    np.testing.assert_array_equal(gx, P.MAX_POOL2D_BACKWARD.run(np, g, x, rec[0], *geo))
+    np.testing.assert_array_equal(gx, first_max_grad(g, x, *geo))
     rec16 = O.MAX_POOL2D_WITH_OFFSETS.run(np, x.astype(np.float16), *geo)
     np.testing.assert_array_equal(rec16, rec.astype(np.float16))
     gx16 = O.MAX_POOL2D_SCATTER.run(np, g.astype(np.float16), rec16, x.shape, *geo)
@@ -178,16 +176,16 @@ def test_numpy_scatter_gives_negative_zero_as_positive_zero_and_float16(monkeypa
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("geo", GEOMETRIES)
 def test_kernels_give_negative_zero_as_positive_zero(dtype, geo):
-    """The numba scatter and backward (tiled windows write g's bits instead of adding to
-    zeros) give a -0.0 gradient as +0.0 too, as PyTorch and the numpy forms do."""
+    """The numba scatter (tiled windows write g's bits instead of adding to zeros) gives a
+    -0.0 gradient as +0.0 too, as PyTorch and the numpy forms do."""
     x = pool_input("ties", dtype)
     kw = dict(zip(("kernel", "stride", "padding", "dilation"), geo))
     rec = WF.forward_offsets(x, **kw)
     g = np.random.default_rng(5).standard_normal(rec.shape[1:]).astype(dtype)
     g[..., ::2] = -0.0
-    for gx in (WF.scatter(g, rec, x.shape, **kw), WF.max_pool2d_backward(g, x, rec[0], **kw)):
-        assert gx is not None
-        assert (gx == 0).any() and not np.signbit(gx[gx == 0]).any()
+    gx = WF.scatter(g, rec, x.shape, **kw)
+    assert gx is not None
+    assert (gx == 0).any() and not np.signbit(gx[gx == 0]).any()
 
 
 _HWS = [(8, 10), (9, 11), (9, 10), (8, 11)]   # tiles; a row/column over
@@ -302,7 +300,7 @@ def test_values_view_the_record_and_an_inplace_relu_after_pooling_keeps_the_grad
     want_loss = float((np.maximum(pooled, 0).astype(np.float64) ** 2).sum())
     assert abs(float(loss.item()) - want_loss) < 1e-3 * max(1.0, want_loss)
     g_pooled = 2 * np.maximum(pooled, 0)
-    want = P.MAX_POOL2D_BACKWARD.run(np, g_pooled.astype(np.float32), x, pooled, *geo)
+    want = first_max_grad(g_pooled.astype(np.float32), x, *geo)
     assert np.abs(want).max() > 0.1
     for t in xs:
         np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-5, atol=1e-5)

@@ -326,7 +326,10 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     # step; the gradient goes to the first maximum.
     if _pool_offsets.applies(x, k):   # floating: the forward records offsets for the backward
         out = _pool_offsets.max_pool2d(x, k, s, p, d)
-    else:
+    elif x.dtype.is_floating_point:   # float16 windows past its exact offsets: pooled in
+        # float32, whose record holds them (the casts are exact both ways)
+        out = cast(_pool_offsets.max_pool2d(cast(x, _dt.float32), k, s, p, d), x.dtype)
+    else:                             # integers: no gradient
         out = _pool_prim.max_pool2d(x, k, s, p, d)
     if return_indices:
         return out, _pool_prim.max_pool2d_indices(x, k, s, p, d)

@@ -7,8 +7,8 @@ differentiable result read from it):
 - ``max_pool2d_with_offsets(x)`` -> R, (2, N, C, OH, OW) of x's dtype: R[0] the maxima,
   R[1] each window's offset of its first maximum (row-major within the window, ``i*kw + j``;
   a NaN window: its first NaN), stored as values of x's dtype (exact: the composite takes
-  this path only for windows of at most 2048 positions, float16's exact integers). One pass
-  over x. Not differentiable (no VJP): the result below carries the derivative.
+  this path only for windows whose offsets that dtype holds, `applies`). One pass over x.
+  Not differentiable (no VJP): the result below carries the derivative.
 - ``max_pool2d_values(R, x)`` -> R[0], a view of the record's head (a copy cost LeNet's
   first pool 0.5 ms and ~300 fresh pages in a cold first step, 0.1 ms later). It is not
   marked a view (batch_norm_values' rule, ops/batchnorm_prim.py): nothing reads R[0] after
@@ -23,19 +23,20 @@ differentiable result read from it):
 - ``max_pool2d_take(a, R)`` -> a at each window's recorded position (a padding position
   gives 0, the adjoint of scatter's dropping it). Linear in a; its VJP is the scatter.
 
-Why (models7's profile of the compiled LeNet step): the old backward
-(``max_pool2d_backward(g, x, out)``) re-read the 5.5 MB input to find each window's first
-maximum again, ~25 cycles a window in scalar compare-and-select code, 5.6-6.4 ms of a step.
+Why (the compiled LeNet step): a backward that re-reads the 5.5 MB input to find each
+window's first maximum again took ~25 cycles a window in scalar compare-and-select code,
+5.6-6.4 ms of a step.
 The scatter reads g and the offsets only, and for side-by-side windows stores each position's
 value as ``bits(g) & -(offset == k)`` (integer views of g and gx): no data-dependent select
 for LLVM to turn into a mispredicted branch (the CPU's registered loops do the same).
 
-The rules are the old primitive's, so results are bitwise the same: the gradient goes to
-the first maximum in row-major window order (PyTorch's CPU kernel: ``val > max`` keeps the
-first of equal maxima); a NaN window's output is NaN and its gradient goes to its first NaN
+The rules are those of pooling_prim.py's ``return_indices``: the gradient goes to the first
+maximum in row-major window order (PyTorch's CPU kernel: ``val > max`` keeps the first of
+equal maxima); a NaN window's output is NaN and its gradient goes to its first NaN
 (PyTorch's: the last); a window whose real entries are all -inf and that starts in the
 padding records a padding position, whose gradient is dropped (PyTorch: the first real one).
-ops/pooling_prim.py's ``max_pool2d`` / ``max_pool2d_backward`` remain for the other dtypes.
+ops/pooling_prim.py's ``max_pool2d`` remains for the integer dtypes; its gradient (for direct
+calls on floating inputs) is this scatter from a record of x.
 """
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ __all__ = ["max_pool2d_with_offsets", "max_pool2d_values", "max_pool2d_scatter",
            "MAX_OFFSETS"]
 
 MAX_OFFSETS = 2048   # window positions whose offsets every float dtype holds exactly (float16)
+_EXACT = {"float32": 1 << 24, "float64": 1 << 53}   # ... and those float32 and float64 hold
 
 
 def _record_rule(x, kernel, stride, padding, dilation):
@@ -390,4 +392,4 @@ def max_pool2d(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
 
 def applies(x, kernel) -> bool:
     """Does max_pool2d of `x` go through the record (a floating dtype, offsets exact)?"""
-    return x.dtype.is_floating_point and kernel[0] * kernel[1] <= MAX_OFFSETS
+    return x.dtype.is_floating_point and kernel[0] * kernel[1] <= _EXACT.get(x.dtype.name, MAX_OFFSETS)

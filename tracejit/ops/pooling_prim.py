@@ -10,8 +10,10 @@ backward adds the output gradient into the same views of the input gradient (ove
 windows accumulate). The Python loop runs over window offsets only, never over elements.
 
 Max-pooling's gradient goes to the *first* maximum of each window in row-major window
-order, as PyTorch's (the composite split it evenly between ties): the backward marks, per
-offset, the outputs equal to the view and not yet taken by an earlier offset.
+order, as PyTorch's (the composite split it evenly between ties): it is the scatter from
+the record of each window's first-maximum offset (ops/pool_offsets.py), which floating
+inputs take; `max_pool2d` here serves the integer dtypes, and ``return_indices`` marks,
+per offset, the outputs equal to the view and not yet taken by an earlier offset.
 Known edge: a window whose real entries are all -inf and that starts in the padding keeps
 its gradient on the padding (dropped) where PyTorch gives it to the first real entry.
 
@@ -24,11 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from .conv import _tiles, _windows, conv_out_size
+from .conv import _windows, conv_out_size
 from .registry import Aval, defprim
 from .eager import bind
 
-__all__ = ["max_pool2d", "max_pool2d_backward", "max_pool2d_indices", "avg_pool2d",
+__all__ = ["max_pool2d", "max_pool2d_indices", "avg_pool2d",
            "avg_pool2d_backward"]
 
 
@@ -123,49 +125,16 @@ def _max_pool_impl(xp, x, kernel, stride, padding, dilation):
 
 
 def _max_pool_vjp(g, out, x, kernel, stride, padding, dilation):
-    return (max_pool2d_backward(g, x, out, kernel, stride, padding, dilation),)
-
-
-def _max_pool_backward_rule(g, x, out, kernel, stride, padding, dilation):
-    expect = _pool_rule("max_pool2d_backward")(x, kernel, stride, padding, dilation)
-    if tuple(g.shape) != expect.shape or tuple(out.shape) != expect.shape:
-        raise ShapeError(f"max_pool2d_backward: gradient shape {tuple(g.shape)} and output "
-                         f"shape {tuple(out.shape)} must be the pooled output shape "
-                         f"{expect.shape}")
-    return Aval(x.shape, g.dtype, g.device)
-
-
-def _max_pool_backward_impl(xp, g, x, out, kernel, stride, padding, dilation):
-    n, c, h, w = x.shape
-    ph, pw = padding
-    oh, ow = out.shape[2], out.shape[3]
-    if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0):
-        # Windows side by side (the usual 2x2/2): every input element is in at most one
-        # window, so each offset writes its share once: no accumulation, and zeros only
-        # for the rows/columns past the last window.
-        gx = xp.empty((n, c, h, w), dtype=g.dtype)
-        gx[:, :, oh * kernel[0]:, :] = 0
-        gx[:, :, :, ow * kernel[1]:] = 0
-        views = list(_views(gx, kernel, stride, dilation, oh, ow))
-        for o, hit in _first_hits(xp, x, out, kernel, stride, padding, dilation):
-            xp.multiply(g, hit, out=views[o])
-        return gx
-    gx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=g.dtype)
-    views = list(_views(gx, kernel, stride, dilation, oh, ow))
-    for o, hit in _first_hits(xp, x, out, kernel, stride, padding, dilation):
-        views[o] += g * hit  # overlapping windows accumulate
-    return gx[:, :, ph:ph + h, pw:pw + w] if (ph or pw) else gx
-
-
-def _max_pool_backward_vjp(gg, gx, g, x, out, kernel, stride, padding, dilation):
-    # Linear in g: its adjoint picks gg at each window's argmax. (Zero w.r.t. x: nondiff.)
-    from .indexing import gather
-    from .shape import reshape
-    n, c, h, w = x.shape
-    idx = max_pool2d_indices(x, kernel, stride, padding, dilation)
-    oh, ow = idx.shape[2], idx.shape[3]
-    picked = gather(reshape(gg, (n, c, h * w)), 2, reshape(idx, (n, c, oh * ow)))
-    return (reshape(picked, (n, c, oh, ow)), None, None)
+    # The gradient of the record path (ops/pool_offsets.py): g scattered at each window's
+    # first maximum, recorded from x again, for the floating inputs whose window offsets
+    # x's dtype holds (the composite takes the record itself for those, and pools other
+    # floating inputs in float32: ops/composite.py `max_pool2d`)
+    from . import pool_offsets as O
+    if not O.applies(x, kernel):
+        raise NotImplementedError(f"max_pool2d: no gradient for {x.dtype.name} windows of "
+                                  f"{kernel[0] * kernel[1]} positions; use F.max_pool2d")
+    rec = O.max_pool2d_with_offsets(x, kernel, stride, padding, dilation)
+    return (O.max_pool2d_scatter(g, rec, tuple(x.shape), kernel, stride, padding, dilation),)
 
 
 def _max_pool_indices_impl(xp, x, kernel, stride, padding, dilation):
@@ -189,12 +158,8 @@ def _max_pool_indices_rule(x, kernel, stride, padding, dilation):
 
 
 MAX_POOL2D = defprim("max_pool2d", _max_pool_impl, _pool_rule("max_pool2d"), _max_pool_vjp,
-                     kind="other", save=lambda rq: (0,), save_out=True, extra={"selects": True},
+                     kind="other", save=lambda rq: (0,), extra={"selects": True},
                      grad_name="MaxPool2DWithIndicesBackward0")
-MAX_POOL2D_BACKWARD = defprim("max_pool2d_backward", _max_pool_backward_impl,
-                              _max_pool_backward_rule, _max_pool_backward_vjp, kind="other",
-                              save=lambda rq: (1, 2), nondiff=(1, 2),
-                              grad_name="MaxPool2DWithIndicesBackwardBackward0")
 MAX_POOL2D_INDICES = defprim("max_pool2d_indices", _max_pool_indices_impl,
                              _max_pool_indices_rule, None, kind="other")
 
@@ -256,13 +221,6 @@ AVG_POOL2D_BACKWARD = defprim("avg_pool2d_backward", _avg_pool_backward_impl,
 def max_pool2d(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
     """Max over each (dilated) window of a 4-D input; params are (h, w) int pairs."""
     return bind(MAX_POOL2D, x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-
-
-def max_pool2d_backward(g, x, out, kernel, stride, padding=(0, 0), dilation=(1, 1)):
-    """The input gradient of `max_pool2d` (`out` is its output on `x`): `g` added at each
-    window's first maximum."""
-    return bind(MAX_POOL2D_BACKWARD, g, x, out, kernel=kernel, stride=stride, padding=padding,
-                dilation=dilation)
 
 
 def max_pool2d_indices(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):

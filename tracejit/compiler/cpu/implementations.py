@@ -30,7 +30,7 @@ from ...ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
 from ...ops.linalg import MATMUL, MATMUL_NT, MATMUL_TN
 from ...ops.lstm_prim import LSTM_LAYER, LSTM_LAYER_BACKWARD
 from ...ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
-from ...ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D, MAX_POOL2D_BACKWARD
+from ...ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from . import bf16_casts
@@ -67,7 +67,6 @@ TABLE = (
     (ATTENTION_BACKWARD, attention.backward, None, None),
     # windows (rendered as a compiled program's windows group) and columns
     (MAX_POOL2D, windows.max_pool2d, floats(1), None),
-    (MAX_POOL2D_BACKWARD, windows.max_pool2d_backward, floats(2), None),
     (MAX_POOL2D_WITH_OFFSETS, windows.forward_offsets, floats(1), None),
     (MAX_POOL2D_SCATTER, windows.scatter, floats(2), None),
     (AVG_POOL2D, windows.avg_pool2d, floats(1), None),

@@ -17,7 +17,6 @@ pytest.importorskip("numba")
 
 from tracejit.ops import pooling_prim as P  # noqa: E402
 from tracejit.compiler.cpu.kernels import window_forms as WF  # noqa: E402
-from tracejit.compiler.windows import tiles  # noqa: E402
 
 GEOMETRIES = [((2, 2), (2, 2), (0, 0), (1, 1)),    # tiles (LeNet)
               ((3, 3), (2, 2), (1, 1), (1, 1)),    # overlap + padding
@@ -44,14 +43,7 @@ def test_max_kernels_equal_numpy_forms(monkeypatch, dtype, geo, data):
     fwd = lambda: P.MAX_POOL2D.run(np, x, *geo)  # noqa: E731
     out, out_np = _both(monkeypatch, fwd)
     np.testing.assert_array_equal(out, out_np)
-    g = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
-    bwd = lambda: P.MAX_POOL2D_BACKWARD.run(np, g, x, out_np, *geo)  # noqa: E731
-    gx, gx_np = _both(monkeypatch, bwd)
-    if tiles(geo[0], geo[1], geo[3]):
-        np.testing.assert_array_equal(gx, gx_np)
-    else:  # overlapping windows add in another order: equal up to rounding
-        np.testing.assert_allclose(gx, gx_np, rtol=1e-6 if dtype == np.float32 else 1e-14)
-    assert gx.dtype == dtype and gx.shape == x.shape
+    assert out.dtype == dtype
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -75,7 +67,6 @@ def test_kernels_ran():
     geo = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1))
     out = WF.max_pool2d(x, **geo)
     assert out is not None and out.shape == (1, 1, 2, 2)
-    assert WF.max_pool2d_backward(out, x, out, **geo) is not None
     assert WF.avg_pool2d(x, **geo) is not None
     assert WF.avg_pool2d_backward(out, x.shape, **geo) is not None
 

@@ -5,8 +5,7 @@ the average's spread) traced alone is a windows group with no other work
 (compiler/windows.py): it is scheduled, lowered (compiler/loopnest.py) and rendered by the
 CPU backend (compiler/codegen_cpu_windows.py) as a compiled program's windows group is, so
 an eager call and a compiled plan run one lowering, with the numpy forms' results bit for
-bit (ops/pooling_prim.py, ops/pool_offsets.py). ``max_pool2d_backward`` (the gradient of a
-plain ``max_pool2d``, found again from x) is the record's kernel, then its scatter's.
+bit (ops/pooling_prim.py, ops/pool_offsets.py).
 
 Loaded with loader.py's policy (compiled in the background workers; the numpy form runs
 until the kernel is loaded). A kernel is made per primitive, dtype, geometry and variant:
@@ -24,7 +23,7 @@ from ....ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 from ....ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from .loader import kernel as _kernel
 
-__all__ = ["max_pool2d", "max_pool2d_backward", "forward_offsets", "scatter", "avg_pool2d",
+__all__ = ["max_pool2d", "forward_offsets", "scatter", "avg_pool2d",
            "avg_pool2d_backward", "channel_major", "PARALLEL_MIN"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -177,12 +176,3 @@ def avg_pool2d_backward(g, input_shape, kernel, stride, padding, dilation):
     gx = np.empty(shape, g.dtype)
     fn(gk, gx, *shape)
     return gx.swapaxes(0, 1) if swap else gx
-
-
-def max_pool2d_backward(g, x, out, kernel, stride, padding, dilation):
-    """The gradient of a plain max_pool2d: the record of x's first maxima (the same rule),
-    then its scatter; None (numpy runs) unless both kernels are loaded."""
-    rec = forward_offsets(x, kernel, stride, padding, dilation)
-    if rec is None:
-        return None
-    return scatter(g, rec, tuple(x.shape), kernel, stride, padding, dilation)
