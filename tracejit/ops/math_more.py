@@ -21,7 +21,7 @@ from .eager import bind
 from .elementwise import (_binary, _deprecated_form, _ew_rule, _int_divisor_checked, _int_result, _op1, _op2,
                           _ufunc1, _ufunc2,
                           _unary, abs as _abs,
-                          cast, cos, erf, exp, log, log1p, maximum, minimum, neg, sign, sin, sqrt, where)
+                          cast, cos, erf, exp, log, log1p, maximum, minimum, neg, sin, sqrt, where)
 from .registry import defprim
 
 __all__ = ["asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
@@ -29,7 +29,7 @@ __all__ = ["asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "arcsin",
            "sinh", "cosh", "tan", "log2", "log10", "exp2", "reciprocal", "fmod", "hypot", "lerp",
            "addcmul", "addcdiv", "logit", "xlogy", "sinc", "erfc", "erfinv", "lgamma", "digamma",
            "rad2deg", "deg2rad", "logaddexp", "logaddexp2", "copysign", "heaviside", "float_power",
-           "clamp_min", "clamp_max", "positive", "absolute", "sgn", "signbit", "bitwise_and",
+           "clamp_min", "clamp_max", "positive", "absolute", "signbit", "bitwise_and",
            "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
            "logical_xor", "isposinf", "isneginf", "isreal"]
 
@@ -346,10 +346,6 @@ def positive(input):
 
 def absolute(input):
     return _abs(input)
-
-
-def sgn(input):
-    return sign(input)
 
 
 SIGNBIT = defprim("signbit", lambda xp, a: xp.signbit(a), _ew_rule("signbit", out_bool=True), None,
