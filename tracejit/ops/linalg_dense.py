@@ -16,6 +16,7 @@ from collections import namedtuple
 import numpy as np
 
 from ..errors import ShapeError
+from .linalg import _mT
 from .registry import Aval, bind, defprim
 
 __all__ = ["inv", "det", "slogdet", "solve", "cholesky", "eigh", "qr", "svd", "pinv", "INV", "DET"]
@@ -34,11 +35,6 @@ def _square(op):
             raise TypeError(f"{op}: expected a floating point input, got {a.dtype.name}")
         return Aval(a.shape, a.dtype, a.device)
     return rule
-
-
-def _mT(x):
-    from .shape import transpose
-    return transpose(x, -1, -2)
 
 
 def _no_grad(op):

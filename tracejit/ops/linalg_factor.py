@@ -20,14 +20,10 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import ShapeError
+from .linalg import _mT
 from .registry import Aval, bind, defprim
 
 __all__ = ["lu_factor_parts", "matrix_exp", "eig_parts", "solve_triangular", "perm_matrix", "pivots_to_perm", "eye_of"]
-
-
-def _mT(x):
-    from .shape import transpose
-    return transpose(x, -1, -2)
 
 
 def eye_of(shape, dtype, device):
