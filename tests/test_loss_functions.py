@@ -35,3 +35,25 @@ def test_ctc_loss_is_per_sample_by_default_and_bad_reductions_are_refused():
     with pytest.raises(ValueError, match="reduction must be 0"):
         tj.kl_div(tj.tensor(X), tj.tensor(Y), 3)
     assert tuple(tj.nn.functional.kl_div(tj.tensor(X), tj.tensor(Y), reduction="sum").shape) == ()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_at_the_ends_with_zero_and_unit_weights(reduction):
+    # x at 0 and 1 against both targets: PyTorch clamps the log at -100 and the gradient's
+    # denominator at 1e-12, so a zero weight gives 0 there, never NaN
+    x = np.array([0.0, 1.0, 0.0, 1.0, 0.5, 1e-30], np.float32)
+    y = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 1.0], np.float32)
+    for w in (np.zeros(6, np.float32), np.array([1, 2, 0, 1, 3, 1], np.float32)):
+        outs = []
+        for lib, fn in ((torch, None), (tj, None), (tj, tj.compile)):
+            xs = lib.tensor(x, requires_grad=True)
+
+            def loss(a, b, c, lib=lib):
+                return lib.nn.functional.binary_cross_entropy(a, b, weight=c, reduction=reduction)
+            out = (fn(loss) if fn else loss)(xs, lib.tensor(y), lib.tensor(w))
+            out.sum().backward()
+            outs.append((out.detach().numpy(), xs.grad.numpy()))
+        for value, grad in outs[1:]:
+            assert np.isfinite(value).all() and np.isfinite(grad).all()
+            np.testing.assert_allclose(value, outs[0][0], rtol=1e-6)
+            np.testing.assert_allclose(grad, outs[0][1], rtol=1e-6)

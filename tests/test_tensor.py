@@ -245,6 +245,8 @@ def test_dlpack_round_trip_with_numpy():
     (lambda: tj.tensor(3.0), "tensor(3.)"),
     (lambda: tj.tensor([1, 2]), "tensor([1, 2])"),
     (lambda: tj.tensor([True, False]), "tensor([ True, False])"),
+    (lambda: tj.tensor([True, True]), "tensor([True, True])"),
+    (lambda: tj.tensor([[True], [True]]), "tensor([[True],\n        [True]])"),
     (lambda: tj.tensor([1.0, 2.0], dtype=tj.float64), "tensor([1., 2.], dtype=tracejit.float64)"),
     (lambda: tj.tensor([1, 2], dtype=tj.int32), "tensor([1, 2], dtype=tracejit.int32)"),
     (lambda: tj.tensor([1.0, 2.0], requires_grad=True), "tensor([1., 2.], requires_grad=True)"),

@@ -322,6 +322,9 @@ def load(f, map_location=None, *, weights_only: bool = True):
         fh.seek(pos)
         if _pkl.is_pickled(head):   # a pickled object (a whole module): see the docstring
             return _pkl.loads(fh.read(size), weights_only=bool(weights_only), map_location=map_location)
+        if head[:4] == b"PK\x03\x04":   # torch.save's zip archive (serialization_torch.py)
+            from .serialization_torch import load_torch_zip
+            return load_torch_zip(fh.read(size), map_location, where)
         return _load(_Stream(fh, where), size, map_location, where)
     finally:
         if opened:

@@ -454,8 +454,10 @@ class Tensor:
             body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
                                    formatter={"complexfloat": _complex_format(a)})
         else:
+            # (numpy pads True to False's width even where no False is shown; PyTorch does not)
             body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
-                                   precision=4, suppress_small=False, floatmode=_float_mode(a))
+                                   precision=4, suppress_small=False, floatmode=_float_mode(a),
+                                   formatter={"bool": str} if a.dtype == bool and a.all() else None)
         if self.device is not CPU:
             extras.append(f"device='{self.device}'")
         default = _dt.get_default_dtype()

@@ -167,3 +167,18 @@ def test_batchnorm_compiled_updates_running_stats(capture):
     for n, buf in eager.named_buffers():
         np.testing.assert_allclose(dict(comp_mod.named_buffers())[n].numpy(), buf.numpy(), rtol=1e-5,
                                    err_msg=n)
+
+
+@pytest.mark.parametrize("name, args, shape", [("BatchNorm2d", (4,), (3, 4, 5, 5)), ("BatchNorm1d", (4,), (6, 4)),
+                                                ("InstanceNorm2d", (4,), (3, 4, 5, 5)),
+                                                ("GroupNorm", (2, 4), (3, 4, 5)), ("LayerNorm", ([5],), (3, 4, 5))])
+def test_bias_false_as_pytorch(name, args, shape):
+    kw = dict(bias=False, affine=True) if "Instance" in name else dict(bias=False)
+    t = getattr(torch.nn, name)(*args, **kw).double()
+    m = getattr(nn, name)(*args, **kw).double()
+    with torch.no_grad():
+        t.weight.uniform_(0.5, 2.0)
+    assert m.bias is None and sorted(m.state_dict()) == sorted(t.state_dict())
+    assert repr(m) == repr(t)
+    _copy(m, t)
+    _run_steps(m, t, shape)

@@ -13,6 +13,7 @@ RNG = np.random.default_rng(3)
 X1 = RNG.standard_normal((2, 3, 7))
 X2 = RNG.standard_normal((2, 3, 6, 9))
 X3 = RNG.standard_normal((1, 2, 4, 5, 3))
+XA = RNG.standard_normal((2, 2, 17, 23))
 
 
 def _check(kw, x):
@@ -47,6 +48,17 @@ def test_volumes(kw):
     _check(kw, X3)
 
 
+_AA_SIZES = [dict(size=(5, 7)), dict(scale_factor=0.3), dict(size=(9, 40)), dict(size=(1, 1)),
+             dict(scale_factor=(0.37, 2.5)), dict(scale_factor=0.3, recompute_scale_factor=True)]
+
+
+@pytest.mark.parametrize("kw", [dict(kw, mode=mode) for mode in ("bilinear", "bicubic", "lanczos")
+                                for kw in _AA_SIZES]
+                         + [dict(size=(4, 6), mode=m, align_corners=True) for m in ("bilinear", "bicubic")])
+def test_antialias_matches_pytorch(kw):
+    _check(dict(kw, antialias=True), XA)
+
+
 @pytest.mark.parametrize("kw", [dict(size=3, mode="area"), dict(size=12, mode="area")])
 def test_area_on_sequences(kw):
     _check(kw, X1)
@@ -64,7 +76,9 @@ def test_modes_name_their_rank_and_unknown_modes_are_refused():
         F.interpolate(tj.tensor(X2), scale_factor=2, mode="trilinear")
     with pytest.raises(ValueError, match="'bicubic' expects a 4-D input"):
         F.interpolate(tj.tensor(X1), scale_factor=2, mode="bicubic")
-    with pytest.raises(NotImplementedError, match="'lanczos' is not supported"):
+    with pytest.raises(ValueError, match="lanczos mode requires antialias=True"):
         F.interpolate(tj.tensor(X2), scale_factor=2, mode="lanczos")
+    with pytest.raises(ValueError, match="anti-alias is restricted"):
+        F.interpolate(tj.tensor(X3), scale_factor=2, mode="trilinear", antialias=True)
     with pytest.raises(ValueError, match="align_corners only applies"):
         F.interpolate(tj.tensor(X2), scale_factor=2, mode="area", align_corners=True)

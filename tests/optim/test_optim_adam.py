@@ -143,6 +143,7 @@ def test_load_state_dict_rejects_wrong_state_shape():
     ("Adam", dict(lr=0.01, betas=(0.5, 0.9), weight_decay=0.1, amsgrad=True)),
     ("AdamW", dict(lr=0.01, maximize=True)),
     ("AdamW", dict(lr=0.01, weight_decay=0.5, amsgrad=True)),
+    ("Adam", dict(lr=0.01, weight_decay=0.5, decoupled_weight_decay=True)),
 ])
 def test_matches_pytorch(name, kw, dtype):
     torch = pytest.importorskip("torch")
@@ -158,6 +159,8 @@ def test_matches_pytorch(name, kw, dtype):
         topt.step()
     tol = 1e-6 if dtype == "float32" else 1e-13
     np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=tol, atol=tol)
+    key = "decoupled_weight_decay"
+    assert opt.param_groups[0].get(key) == topt.param_groups[0].get(key)
 
 
 # --------------------------------------------------------------------------- fused kernel
@@ -178,6 +181,7 @@ def _run_steps(cls, kw, fused, p0, grads):
     (optim.Adam, dict(lr=0.01, amsgrad=True, maximize=True)),
     (optim.AdamW, dict(lr=0.01)),
     (optim.AdamW, dict(lr=0.02, weight_decay=0.3, amsgrad=True)),
+    (optim.Adam, dict(lr=0.02, weight_decay=0.3, decoupled_weight_decay=True)),
 ])
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # the array path's inf - inf
 def test_fused_step_is_bitwise_the_array_path(cls, kw, n, dtype):

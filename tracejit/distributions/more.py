@@ -286,6 +286,7 @@ class Geometric(Distribution):
 
 class Binomial(Distribution):
     arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval}
+    has_enumerate_support = True
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
         _one_given(probs, logits, "Binomial")
@@ -315,6 +316,17 @@ class Binomial(Distribution):
         pc = p.clamp(eps, 1 - eps)
         log_comb = _ops.lgamma(n + 1) - _ops.lgamma(k + 1) - _ops.lgamma(n - k + 1)
         return log_comb + k * _ops.log(pc) + (n - k) * _ops.log1p(-pc)
+
+    def enumerate_support(self, expand: bool = True):
+        n = int(self.total_count.max())
+        if not bool((self.total_count == n).all()):
+            raise NotImplementedError("Inhomogeneous total count not supported by `enumerate_support`.")
+        values = _ops.arange(1 + n, dtype=self.probs.dtype).reshape((-1,) + (1,) * len(self.batch_shape))
+        return values.expand((1 + n,) + tuple(self.batch_shape)) if expand else values
+
+    def entropy(self):
+        log_prob = self.log_prob(self.enumerate_support(False))   # (the support's counts, all n)
+        return -(_ops.exp(log_prob) * log_prob).sum(0)
 
 
 def scale_tril_of(scale_tril, covariance_matrix, precision_matrix):

@@ -117,12 +117,11 @@ def _delegate(name: str):
 
 
 # Every public nn.Module method runs on the wrapped module (its class's override, if any).
-for _name, _value in list(vars(Module).items()):
-    if (callable(_value) and not _name.startswith("_") and _name not in vars(CompiledModule)
-            and _name != "forward"):
+for _name in {n for c in Module.__mro__[:-1] for n, v in vars(c).items() if callable(v)}:
+    if not _name.startswith("_") and _name not in vars(CompiledModule) and _name != "forward":
         setattr(CompiledModule, _name, _delegate(_name))
 CompiledModule._get_name = _delegate("_get_name")
-del _name, _value
+del _name
 
 
 def compiled_forward(module: Module, mode: str, kw: dict) -> CompiledFunction:

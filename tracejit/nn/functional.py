@@ -101,9 +101,11 @@ from ..ops.losses_more import __all__ as _loss_more  # noqa: E402
 from ..ops.normalization_more import local_response_norm, normalize, rms_norm  # noqa: E402,F401
 from ..ops.pooling_nd import *  # noqa: E402,F401,F403
 from ..ops.pooling_nd import __all__ as _pool_nd  # noqa: E402
+from ..ops.pool_fractional import *  # noqa: E402,F401,F403
+from ..ops.pool_fractional import __all__ as _pool_frac  # noqa: E402
 from ..ops.products import bilinear, pdist  # noqa: E402,F401
 from ..ops.rearrange import channel_shuffle, native_channel_shuffle, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
-__all__ += (_act_more + _loss_more + _pool_nd
+__all__ += (_act_more + _loss_more + _pool_nd + _pool_frac
             + ["conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose3d", "embedding_bag",
                "local_response_norm", "normalize", "rms_norm", "bilinear", "pdist", "channel_shuffle",
                "native_channel_shuffle", "pixel_shuffle", "pixel_unshuffle", "upsample",

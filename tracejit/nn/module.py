@@ -8,7 +8,7 @@ optimizers hold parameters by identity.
 """
 from __future__ import annotations
 
-from collections import OrderedDict, namedtuple
+from collections import OrderedDict
 from typing import Callable, Iterator
 
 from .. import dtypes as _dt
@@ -18,18 +18,10 @@ from ..formats import check_memory_format
 from ..ops.eager import trace_state as _trace_state
 from ..tensor import Tensor
 from .module_hooks import BackwardHooks, hook_inputs, hook_outputs
+from .module_state import StateDict
 from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]
-
-class _IncompatibleKeys(namedtuple("_IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    def __repr__(self) -> str:
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
-
 
 class RemovableHandle:
     """Returned by hook registration; ``remove()`` unregisters the hook."""
@@ -111,7 +103,7 @@ class _NoEffects:
 _NO_EFFECTS = _NoEffects()
 
 
-class Module(BackwardHooks):
+class Module(BackwardHooks, StateDict):
     """Base class for all neural network modules; subclass it and define ``forward``."""
 
     training: bool
@@ -366,6 +358,22 @@ class Module(BackwardHooks):
             mod = sub
         return mod
 
+    def set_submodule(self, target: str, module: "Module", strict: bool = False) -> None:
+        """Put `module` at the dotted path `target`, replacing the submodule there; with
+        ``strict=True`` there must be one to replace."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module).__name__}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if hasattr(parent, name):
+            if not isinstance(getattr(parent, name), Module):
+                raise AttributeError(f"`{name}` is not an nn.Module")
+        elif strict:
+            raise AttributeError(f"{parent._get_name()} has no attribute `{name}`")
+        setattr(parent, name, module)
+
     def get_parameter(self, target: str) -> Parameter:
         return self._get_registered(target, "_parameters", "parameter")
 
@@ -407,9 +415,9 @@ class Module(BackwardHooks):
         fn(self)
         return self
 
-    def _apply(self, fn: Callable[[Tensor], Tensor]) -> "Module":
+    def _apply(self, fn: Callable[[Tensor], Tensor], recurse: bool = True) -> "Module":
         """Apply `fn` to every parameter (in place: same Parameter objects), grad and buffer."""
-        for m in self.modules():
+        for m in (self.modules() if recurse else (self,)):
             for p in m._parameters.values():
                 if p is None:
                     continue
@@ -444,6 +452,12 @@ class Module(BackwardHooks):
             return t.to(**kw) if kw else t
         return self._apply(convert)
 
+    def to_empty(self, *, device, recurse: bool = True) -> "Module":
+        """Parameters and buffers (of submodules too, unless ``recurse=False``) replaced by
+        uninitialized tensors of the same shapes and dtypes on `device`."""
+        from ..ops import empty_like
+        return self._apply(lambda t: empty_like(t, device=device), recurse)
+
     def cpu(self) -> "Module":
         return self.to("cpu")
 
@@ -477,77 +491,6 @@ class Module(BackwardHooks):
         h = RemovableHandle(self._forward_pre_hooks)
         self._forward_pre_hooks[h.id] = hook
         return h
-
-    # ---- state dict -------------------------------------------------------------------------------
-    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
-        """Parameters and persistent buffers by dotted name; tensors share memory with the module."""
-        if destination is None:
-            destination = OrderedDict()
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
-        for name, m in self._modules.items():
-            if m is not None:
-                m.state_dict(destination, prefix + name + ".", keep_vars)
-        return destination
-
-    def _state_targets(self) -> "OrderedDict[str, tuple[Module, str, Tensor]]":
-        out = OrderedDict()
-        for mprefix, m in self.named_modules(remove_duplicate=False):
-            pre = mprefix + "." if mprefix else ""
-            for name, p in m._parameters.items():
-                if p is not None:
-                    out[pre + name] = (m, name, p)
-            for name, b in m._buffers.items():
-                if b is not None and name not in m._non_persistent_buffers_set:
-                    out[pre + name] = (m, name, b)
-        return out
-
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
-        """Copy tensors from `state_dict` into this module's parameters and buffers.
-
-        Everything is checked before anything is copied, so a failing call leaves the
-        module unchanged. Returns ``(missing_keys, unexpected_keys)``.
-        """
-        if not hasattr(state_dict, "keys") or not hasattr(state_dict, "__getitem__"):
-            raise TypeError(f"expected state_dict to be dict-like, got {type(state_dict).__name__}")
-        targets = self._state_targets()
-        missing = [k for k in targets if k not in state_dict]
-        unexpected = [k for k in state_dict.keys() if k not in targets]
-        errors = []
-        for key, (_, _, dst) in targets.items():
-            if key not in state_dict:
-                continue
-            src = state_dict[key]
-            if not isinstance(src, Tensor):
-                errors.append(f'While copying the parameter named "{key}", expected a Tensor in the '
-                              f"state_dict, got {type(src).__name__}.")
-            elif tuple(src.shape) != tuple(dst.shape):
-                errors.append(f"size mismatch for {key}: copying a param with shape {tuple(src.shape)} "
-                              f"from checkpoint, the shape in current model is {tuple(dst.shape)}.")
-        if strict:
-            if unexpected:
-                errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ". ")
-            if missing:
-                errors.insert(0, "Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ". ")
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
-        with no_grad():
-            for key, (mod, name, dst) in targets.items():
-                if key not in state_dict:
-                    continue
-                src = state_dict[key]
-                if assign:
-                    if isinstance(dst, Parameter):
-                        dst.data = src.to(dst.device)
-                    else:
-                        mod._buffers[name] = src
-                else:
-                    dst.copy_(src)
-        return _IncompatibleKeys(missing, unexpected)
 
     # ---- printing ----------------------------------------------------------------------------------
     # attributes `extra_repr` shows as name=value: layers whose repr is only their options

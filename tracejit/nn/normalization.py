@@ -19,13 +19,21 @@ from .parameter import Parameter
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d"]
 
 
+def _reset_affine(m) -> None:
+    if m.affine:
+        init.ones_(m.weight)
+        if m.bias is not None:
+            init.zeros_(m.bias)
+
+
 class _NormBase(Module):
     """Holds weight/bias (affine) and running statistics (track_running_stats)."""
 
     _ranks: tuple = ()
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = True, track_running_stats: bool = True, device=None, dtype=None):
+                 affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
+                 bias: bool = True):
         super().__init__()
         name = type(self).__name__
         _positive_int("num_features", name, num_features)
@@ -36,7 +44,7 @@ class _NormBase(Module):
         kw = _factory(device, dtype)
         if affine:
             self.weight = Parameter(_ops.empty(num_features, **kw))
-            self.bias = Parameter(_ops.empty(num_features, **kw))
+            self.bias = Parameter(_ops.empty(num_features, **kw)) if bias else None
         else:
             self.weight = None
             self.bias = None
@@ -60,9 +68,7 @@ class _NormBase(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input(self, input) -> None:
         name = type(self).__name__
@@ -91,7 +97,7 @@ class _NormBase(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):
@@ -124,8 +130,9 @@ class BatchNorm2d(_BatchNorm):
 
 class _InstanceNorm(_NormBase):
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
-                 affine: bool = False, track_running_stats: bool = False, device=None, dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 affine: bool = False, track_running_stats: bool = False, device=None, dtype=None, *,
+                 bias: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def _unbatched_ok(self) -> bool:
         return True
@@ -172,7 +179,7 @@ class GroupNorm(Module):
     """Normalizes each of ``num_groups`` groups of channels per sample; per-channel affine."""
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
-                 device=None, dtype=None):
+                 device=None, dtype=None, *, bias: bool = True):
         super().__init__()
         _positive_int("num_groups", "GroupNorm", num_groups)
         _positive_int("num_channels", "GroupNorm", num_channels)
@@ -183,15 +190,13 @@ class GroupNorm(Module):
         kw = _factory(device, dtype)
         if affine:
             self.weight = Parameter(_ops.ones(num_channels, **kw))
-            self.bias = Parameter(_ops.zeros(num_channels, **kw))
+            self.bias = Parameter(_ops.zeros(num_channels, **kw)) if bias else None
         else:
             self.weight = None
             self.bias = None
 
     def reset_parameters(self) -> None:
-        if self.affine:
-            init.ones_(self.weight)
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         if input.ndim < 2 or input.shape[1] != self.num_channels:
@@ -200,4 +205,5 @@ class GroupNorm(Module):
         return group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")

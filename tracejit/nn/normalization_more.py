@@ -35,8 +35,8 @@ class SyncBatchNorm(_BatchNorm):
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, process_group=None,
-                 device=None, dtype=None):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+                 device=None, dtype=None, *, bias: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
         self.process_group = process_group
 
     def forward(self, input):

@@ -1,15 +1,18 @@
-"""Max and average pooling layers in one to three dimensions, L^p pooling and max unpooling
-(the 2-D adaptive ones are in pooling.py): one base per kind, each forward one call into
-tracejit/ops/pooling_nd.py (the 2-D max and average pools: ops/composite.py's fast path)."""
+"""Max and average pooling layers in one to three dimensions, L^p pooling, max unpooling and
+fractional max pooling (the 2-D adaptive ones are in pooling.py): one base per kind, each
+forward one call into tracejit/ops/pooling_nd.py or pool_fractional.py (the 2-D max and
+average pools: ops/composite.py's fast path)."""
 from __future__ import annotations
 
+from ..ops import pool_fractional as _F
 from ..ops import pooling_nd as _P
 from ..ops.composite import avg_pool2d, max_pool2d
 from .module import Module
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
            "AdaptiveAvgPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool3d", "LPPool1d",
-           "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d"]
+           "LPPool2d", "LPPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "FractionalMaxPool2d",
+           "FractionalMaxPool3d"]
 
 
 class _MaxPoolNd(Module):
@@ -164,3 +167,35 @@ class MaxUnpool2d(_MaxUnpool):
 
 class MaxUnpool3d(_MaxUnpool):
     _fn = staticmethod(_P.max_unpool3d)
+
+
+class _FractionalMaxPool(Module):
+    _fn, _n = None, 0
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
+                 _random_samples=None):
+        super().__init__()
+        n, name = self._n, type(self).__name__
+        self.kernel_size = _F._tuple(kernel_size, n, "kernel_size", name)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = None if output_size is None else _F._tuple(output_size, n, "output_size", name)
+        self.output_ratio = None if output_ratio is None else _F._tuple(output_ratio, n, "output_ratio", name)
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return type(self)._fn(input, self.kernel_size, self.output_size, self.output_ratio,
+                              self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPool):
+    _fn, _n = staticmethod(_F.fractional_max_pool2d), 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPool):
+    _fn, _n = staticmethod(_F.fractional_max_pool3d), 3

@@ -92,8 +92,8 @@ def log_softmax(x, dim: int = -1, dtype=None):
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if tuple(x.shape[x.ndim - len(ns):]) != ns:
-        raise ShapeError(f"layer_norm: normalized_shape {ns} does not match the last dims of input "
+    if not ns or tuple(x.shape[x.ndim - len(ns):]) != ns:   # (() would normalize each element alone)
+        raise ShapeError(f"layer_norm: normalized_shape {ns} is empty or does not match the last dims of input "
                          f"shape {tuple(x.shape)}")
     if x.dtype.is_floating_point:   # mixed float dtypes compute in the widest, as they promote
         dt = x.dtype

@@ -20,7 +20,7 @@ from .eager import bind, trace_state
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",
-           "scalar_tensor"]
+           "empty_strided", "scalar_tensor"]
 
 
 def _infer_dtype(data, arr) -> "_dt.DType":
@@ -210,6 +210,12 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False):
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False):
+    """An uninitialized tensor of `size`; tensors here are row-major, so `stride` is accepted
+    and not kept (``stride()`` reports the row-major one)."""
+    return empty(tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def _like(a, dtype, device):
     return dict(dtype=dtype or a.dtype, device=device or a.device)
 
@@ -245,8 +251,11 @@ def _arange_len(start, end, step):
 
 
 def _arange_impl(xp, start, end, step, dtype, device):
-    if dtype is _dt.bfloat16:
-        return _bf16.to_bfloat16(xp.arange(start, end, step, dtype=np.float32))
+    if dtype in (_dt.float32, _dt.float16, _dt.bfloat16):
+        # PyTorch computes start + i * step in double and rounds once to the dtype (numpy
+        # would step in the dtype: arange(0, 1, 0.3)[3] one float32 ulp off)
+        out = xp.arange(start, end, step, dtype=np.float64)
+        return _bf16.to_bfloat16(out) if dtype is _dt.bfloat16 else out.astype(dtype.np)
     return xp.arange(start, end, step, dtype=dtype.np)
 
 
@@ -258,12 +267,19 @@ ARANGE = defprim("arange", _arange_impl,
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False):
     if end is None:
         start, end = 0, start
-    if step == 0:
-        raise ValueError("arange: step must be nonzero")
     if dtype is None:
         dtype = _dt.int64 if all(isinstance(v, (int, np.integer)) or hasattr(v, "terms")
                                  for v in (start, end, step)) else _dt.get_default_dtype()
     dtype = _dt.as_dtype(dtype)
+    if dtype.is_integer and not any(hasattr(v, "terms") for v in (start, end, step)):
+        # PyTorch truncates an integer arange's start and step (int64: the end too) to
+        # integers; the narrower types count ceil((end - start) / step) from the given values
+        n = None if dtype is _dt.int64 or step == 0 else max(0, math.ceil((end - start) / step))
+        start, end, step = int(start), int(end), int(step)
+        if n is not None:
+            end = start + n * step
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
     if hasattr(end, "terms") and not (start == 0 and step == 1):
         end = int(end)
     t = _bind_creation(ARANGE, start=start, end=end, step=step, dtype=dtype, device=as_device(device))

@@ -60,7 +60,10 @@ def _pow_by_number(a, b, xp=np):
         out = a * a if n > 1 else a.copy()
         for _ in range(n - 2):
             out *= a
-        return out if v > 0 else xp.true_divide(a.dtype.type(1), out, out=out)
+        if v > 0:
+            return out
+        # (of a 0-d array, a * a is a numpy scalar, which can't take the result in place)
+        return xp.true_divide(a.dtype.type(1), out, out=out if isinstance(out, xp.ndarray) else None)
     if v == 0.5:
         return xp.sqrt(a)
     return xp.power(a, b)

@@ -1,4 +1,4 @@
-"""``F.interpolate``: nearest, nearest-exact, (bi/tri)linear, bicubic and area resizing
+"""``F.interpolate``: nearest, nearest-exact, (bi/tri)linear, bicubic, lanczos and area resizing
 of (N, C, L), (N, C, H, W) and (N, C, D, H, W) inputs.
 
 Every mode but nearest is separable: each spatial axis is multiplied by a small constant
@@ -6,7 +6,10 @@ Every mode but nearest is separable: each spatial axis is multiplied by a small 
 transposed matmuls. The matrices follow PyTorch's index arithmetic: the source
 coordinate of an output index, clamping at the borders, and for bicubic the cubic
 convolution with A = -0.75 over four taps whose indices are clamped to the input.
-Nearest modes are gathers with constant index vectors.
+Nearest modes are gathers with constant index vectors. With ``antialias=True`` the
+bilinear and bicubic matrices are PyTorch's (and PIL's) filters: when downsampling, the
+triangle or cubic (A = -0.5) kernel is stretched by the scale, so each output averages
+every input it covers; the taps inside the input are weighted and normalized to sum 1.
 """
 from __future__ import annotations
 
@@ -22,7 +25,8 @@ from .shape import transpose
 
 __all__ = ["interpolate"]
 
-_SEPARABLE = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+_SEPARABLE = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3, "lanczos": 2}
+_HALF_WIDTH = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}   # antialias filters at scale 1
 _MODES = ("nearest", "nearest-exact", "area") + tuple(_SEPARABLE)
 
 
@@ -67,6 +71,36 @@ def _cubic_matrix(insize: int, outsize: int, align_corners: bool, scale: float) 
     return m
 
 
+def _antialias_matrix(insize: int, outsize: int, align_corners: bool, scale: float,
+                      mode: str) -> np.ndarray:
+    if align_corners:
+        scale = (insize - 1) / (outsize - 1) if outsize > 1 else 0.0
+    half = _HALF_WIDTH[mode]
+    support = half * scale if scale >= 1.0 else half
+    invscale = 1.0 / scale if scale >= 1.0 else 1.0
+    center = scale * (np.arange(outsize) + 0.5)
+    lo = np.maximum((center - support + 0.5).astype(np.int64), 0)   # (C's truncation)
+    width = np.minimum((center + support + 0.5).astype(np.int64), insize) - lo
+    width = np.clip(width, 0, int(math.ceil(support)) * 2 + 1)
+    j = np.arange(width.max(initial=0))
+    x = np.abs((lo[:, None] + j - center[:, None] + 0.5) * invscale)
+    if mode == "lanczos":   # Lanczos-3: sinc(x) sinc(x / 3)
+        w = np.where(x < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+    elif mode == "bicubic":
+        a = -0.5
+        w = np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
+                     np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
+    else:
+        w = np.maximum(1.0 - x, 0.0)
+    w = np.where(j < width[:, None], w, 0.0)
+    total = w.sum(1, keepdims=True)
+    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
+    m = np.zeros((outsize, insize))
+    cols = np.minimum(lo[:, None] + j, insize - 1)
+    np.add.at(m, (np.repeat(np.arange(outsize), len(j)), cols.reshape(-1)), w.reshape(-1))
+    return m
+
+
 def _area_matrix(insize: int, outsize: int) -> np.ndarray:
     m = np.zeros((outsize, insize))
     for o in range(outsize):
@@ -100,7 +134,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
                 recompute_scale_factor=None, antialias: bool = False):
     """Resize the spatial dims of a 3-D, 4-D or 5-D (N, C, ...) input, as PyTorch's
     ``F.interpolate``: modes nearest, nearest-exact, linear (3-D), bilinear and bicubic
-    (4-D), trilinear (5-D) and area (any)."""
+    (4-D, with or without antialias), lanczos (4-D, antialias), trilinear (5-D) and area."""
     nsp = input.ndim - 2
     if nsp not in (1, 2, 3):
         raise ShapeError(f"interpolate: expected a 3-D, 4-D or 5-D input, got shape {tuple(input.shape)}")
@@ -112,8 +146,11 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     if mode not in _SEPARABLE and align_corners is not None:
         raise ValueError("interpolate: align_corners only applies to the linear, bilinear, bicubic "
                          "and trilinear modes")
-    if antialias:
-        raise NotImplementedError("interpolate: antialias is not supported")
+    if antialias and (mode not in _HALF_WIDTH or nsp != 2):
+        raise ValueError("interpolate: anti-alias is restricted to the bilinear, bicubic and lanczos "
+                         "modes and a 4-D input")
+    if mode == "lanczos" and (align_corners or not antialias):
+        raise ValueError("interpolate: lanczos mode requires antialias=True and align_corners=False")
     insz, outsz, sf = _output_size(input, size, scale_factor, nsp)
     if sf is None or recompute_scale_factor:
         scales = [i / o for i, o in zip(insz, outsz)]
@@ -128,7 +165,9 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
             idx = tensor(np.minimum(src.astype(np.int64), i - 1), device=input.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
             continue
-        if mode == "area":
+        if antialias:
+            m = _antialias_matrix(i, o, bool(align_corners), sc, mode)
+        elif mode == "area":
             m = _area_matrix(i, o)
         elif mode == "bicubic":
             m = _cubic_matrix(i, o, bool(align_corners), sc)

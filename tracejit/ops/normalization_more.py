@@ -16,8 +16,8 @@ __all__ = ["rms_norm", "local_response_norm", "normalize"]
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape` dims, times weight."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if tuple(input.shape[input.ndim - len(shape):]) != shape:
-        raise ShapeError(f"rms_norm: normalized_shape {shape} does not match the trailing dims of "
+    if not shape or tuple(input.shape[input.ndim - len(shape):]) != shape:
+        raise ShapeError(f"rms_norm: normalized_shape {shape} is empty or does not match the trailing dims of "
                          f"input {tuple(input.shape)}")
     if eps is None:
         import numpy as np

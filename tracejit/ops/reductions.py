@@ -178,7 +178,8 @@ ARGMIN = defprim("argmin", lambda xp, a, dim, keepdim: _arg_impl(xp.argmin)(xp, 
 
 
 def _dims(a, dim, op):
-    if dim is None:  # every dim (a loss's .sum()/.mean()): nothing to check
+    # dim=() or [] reduces every dim, as PyTorch's reductions do (all and any: none)
+    if dim is None or (isinstance(dim, (tuple, list)) and not dim and op not in ("all", "any")):
         n = a.ndim
         dims = _ALL_DIMS.get(n)
         if dims is None:

@@ -3,7 +3,7 @@
 Per parameter with gradient g at step t (``lerp`` and the operation order are
 PyTorch's, so float32 results agree with it to rounding):
 
-    g = g + weight_decay * p            (Adam)   |   p = p * (1 - lr * weight_decay)   (AdamW)
+    g = g + weight_decay * p  (Adam)  |  p = p * (1 - lr * weight_decay)  (AdamW, decoupled_weight_decay)
     m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g * g
     v_hat = max(v_hat, v) if amsgrad else v
     p = p - lr / (1 - beta1^t) * m / (sqrt(v_hat) / sqrt(1 - beta2^t) + eps)
@@ -40,15 +40,15 @@ _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class Adam(Optimizer):
-    _decoupled = False
-
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
-                 differentiable: bool = False, fused: bool | None = None):
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize, fused=fused,
-                                      **self._impl_options(foreach, capturable, differentiable)))
+                                      **self._impl_options(foreach, capturable, differentiable),
+                                      decoupled_weight_decay=decoupled_weight_decay))
         self._kept: dict = {}    # id(group) -> _Kept: its last fused launch (`_kept_step`)
 
     def __getstate__(self) -> dict:
@@ -103,7 +103,7 @@ class Adam(Optimizer):
     def _hyper(self, group: dict, step_size: float, bc2_sqrt: float) -> dict:
         """The fused kernels' keyword arguments for `group` at this step."""
         beta1, beta2 = group["betas"]
-        return dict(maximize=group["maximize"], weight_decay=group["weight_decay"], decoupled=self._decoupled,
+        return dict(maximize=group["maximize"], weight_decay=group["weight_decay"], decoupled=group["decoupled_weight_decay"],
                     lr=group["lr"], w=1 - beta1, beta2=beta2, bc2_sqrt=bc2_sqrt, eps=group["eps"],
                     step_size=step_size)
 
@@ -191,12 +191,12 @@ class Adam(Optimizer):
         one shape, dtype and C order go block by block (`_apply_blocks`), same values."""
         if _blockable(p._data, grad, m, v, vmax) and _plain(step_size, bias_correction2_sqrt, group):
             _apply_blocks(p._data, grad, m, v, vmax, step_size, bias_correction2_sqrt, group,
-                          self._decoupled)
+                          group["decoupled_weight_decay"])
             return
         eps = group["eps"]
         beta1, beta2 = group["betas"]
         xp = p._xp()
-        grad = _direction(grad, p, group, self._decoupled)
+        grad = _direction(grad, p, group, group["decoupled_weight_decay"])
         _lerp_(m, grad, 1 - beta1)
         v *= beta2
         v += (1 - beta2) * grad * grad
@@ -266,14 +266,13 @@ def _fits(first, *arrays) -> bool:
 class AdamW(Adam):
     """Adam with decoupled weight decay (default 0.01): p *= 1 - lr * weight_decay before the step."""
 
-    _decoupled = True
-
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
                  differentiable: bool = False, fused: bool | None = None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
-                         capturable=capturable, differentiable=differentiable, fused=fused)
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
 
 
 def _lerp_(a, b, w: float) -> None:

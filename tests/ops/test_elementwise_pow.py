@@ -1,0 +1,25 @@
+"""pow by a small integer exponent (multiplications, then a reciprocal for a negative one)
+on every rank, 0-d included: values and gradients against numpy."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("exponent", [-4, -3, -2, -2.0, -1, 2, 3])
+@pytest.mark.parametrize("shape", [(), (1,), (2, 3)])
+def test_integer_exponents_on_any_rank(shape, exponent, dtype):
+    a = np.full(shape, 1.5, dtype) + np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    x = tj.tensor(a, requires_grad=True)
+    y = x ** exponent
+    y.sum().backward()
+    assert y.dtype == x.dtype and tuple(y.shape) == shape
+    np.testing.assert_allclose(y.detach().numpy(), a.astype(np.float64) ** exponent, rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), exponent * a.astype(np.float64) ** (exponent - 1), rtol=1e-6)
+    np.testing.assert_allclose(tj.compile(lambda t: t ** exponent)(tj.tensor(a)).numpy(), y.detach().numpy(),
+                               rtol=1e-6)
+
+
+def test_a_distributions_variance_of_a_python_number():
+    assert float(tj.distributions.Exponential(2.0).variance) == 0.25

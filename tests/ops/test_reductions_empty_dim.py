@@ -1,0 +1,52 @@
+"""dim=() and dim=[] as PyTorch 2.13 reads them: every dim for the reductions (sum, mean,
+amax, var, norm, ...), none for all and any; values and gradients, eager and compiled."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch", reason="compares with PyTorch")
+X = np.arange(6.0).reshape(2, 3) - 2.5
+CALLS = {
+    "sum": lambda m, a, d, k: a.sum(d, keepdim=k), "mean": lambda m, a, d, k: m.mean(a, d, keepdim=k),
+    "nansum": lambda m, a, d, k: m.nansum(a, d, keepdim=k),
+    "nanmean": lambda m, a, d, k: m.nanmean(a, d, keepdim=k),
+    "amax": lambda m, a, d, k: m.amax(a, d, keepdim=k), "amin": lambda m, a, d, k: a.amin(d, keepdim=k),
+    "var": lambda m, a, d, k: m.var(a, d, keepdim=k), "std": lambda m, a, d, k: a.std(d, keepdim=k),
+    "var_mean": lambda m, a, d, k: m.var_mean(a, d, keepdim=k)[0],
+    "norm": lambda m, a, d, k: a.norm(dim=d, keepdim=k),
+    "vector_norm": lambda m, a, d, k: m.linalg.vector_norm(a, 1, dim=d, keepdim=k),
+    "logsumexp": lambda m, a, d, k: m.logsumexp(a, d, keepdim=True),
+    "count_nonzero": lambda m, a, d, k: m.count_nonzero(a, dim=d),
+    "normalize": lambda m, a, d, k: m.nn.functional.normalize(a, dim=d),
+    "any": lambda m, a, d, k: (a > 0).any(d, keepdim=k), "all": lambda m, a, d, k: m.all(a > 0, d, keepdim=k),
+}
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [(), []], ids=["tuple", "list"])
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_empty_dim_reduces_as_pytorch(name, dim, keepdim):
+    ref = CALLS[name](torch, torch.tensor(X), dim, keepdim)
+    out = CALLS[name](tj, tj.tensor(X), dim, keepdim)
+    assert tuple(out.shape) == tuple(ref.shape)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "std", "logsumexp"])
+def test_gradients_and_compiled_calls_agree(name):
+    # (PyTorch's std backward reads dim=() as no dim, giving inf: the reference names both)
+    xt, xj = torch.tensor(X, requires_grad=True), tj.tensor(X, requires_grad=True)
+    CALLS[name](torch, xt, (0, 1), False).sum().backward()
+    CALLS[name](tj, xj, (), False).sum().backward()
+    np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+    compiled = tj.compile(lambda a: CALLS[name](tj, a, [], True))
+    np.testing.assert_allclose(compiled(tj.tensor(X)).numpy(), CALLS[name](torch, torch.tensor(X), [], True).numpy(),
+                               rtol=1e-12)
+
+
+def test_an_empty_normalized_shape_is_refused():
+    x = tj.ones(2, 3)
+    for fn in (tj.nn.functional.layer_norm, tj.nn.functional.rms_norm):
+        with pytest.raises(ValueError, match=r"normalized_shape \(\) is empty"):
+            fn(x, ())
