@@ -158,29 +158,3 @@ def test_blocks_fit_the_cache_and_give_each_core_one(monkeypatch, cpus):
         size = max(e - s for s, e in got)
         assert size * per_image <= B._BLOCK_BYTES or size == 1
         assert len(got) >= min(n, cpus)
-
-
-@pytest.mark.parametrize("cfg", [0, 7])     # a tiled configuration; a dot one
-def test_blocks_run_the_chosen_template_configuration(monkeypatch, cfg):
-    """Where the GEMM choice gives a one-thread product to the template, the blocks' GEMMs
-    run it (forward into the NCHW rows, transposed operands too) to the numpy forms' values."""
-    pytest.importorskip("numba")
-    from tracejit.compiler.cpu.gemm import template
-    config = template.CONFIGS[cfg]
-    assert template.kernel_for("float64", config).load_now()
-    keys, runs = [], []
-    real_run = template.run
-    monkeypatch.setattr(B._choice, "choose", lambda key: keys.append(key) or config)
-    monkeypatch.setattr(B._template, "run", lambda *a, **k: runs.append(1) or real_run(*a, **k))
-    monkeypatch.setattr(B, "TEMPLATE_MIN_MNK", 1)
-    rng = np.random.default_rng(9)
-    x, w = rng.standard_normal((4, 3, 9, 10)), rng.standard_normal((5, 3, 3, 3))
-    params = dict(kernel=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
-    y = B.forward(x, w, **params)
-    g = rng.standard_normal(y.shape)
-    got = (y, B.wgrad(g, x, **params), B.xgrad(g, w, (9, 10), **params))
-    ref = (G._fwd_impl(np, x, w, **params), G._wgrad_impl(np, g, x, **params),
-           G._xgrad_impl(np, g, w, (9, 10), **params))
-    assert keys and all(k.threads == 1 for k in keys) and len(runs) == len(keys)
-    for a, r in zip(got, ref):
-        np.testing.assert_allclose(a, r, rtol=1e-10, atol=1e-10)

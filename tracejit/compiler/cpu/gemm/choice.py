@@ -316,19 +316,10 @@ def _race(fns: dict) -> dict:
 
 
 def _runner(fn, cfg, a, b, threads):
-    # (on the policy's threads at each call, as a call site's launch runs it: products.py;
-    # a one-thread key's on one)
-    if threads == 1:
-        return lambda: template.run(fn, cfg, a, b, threads=1)
+    # (on the policy's threads at each call, as a call site's launch runs it: products.py)
     from ..runtime import coreshare
     adapt = coreshare.adapt
     return lambda: template.run(fn, cfg, a, b, threads=adapt() or threads)
-
-
-def _one_thread(f, a, b):
-    from ....threads import blas_threads_set
-    with blas_threads_set(1):
-        return f(a, b)
 
 
 def measure(key: Key, configs=None):
@@ -337,10 +328,8 @@ def measure(key: Key, configs=None):
     (`_confirm`), in this process and, where every configuration was loaded, in the store;
     returns it."""
     a, b = _operands(key)
-    # (the BLAS side as products run it: numpy's matmul on the policy's threads, or on one
-    # for a one-thread key: a share's product, as convolution blocks run theirs)
-    fns = {BLAS: (lambda: _one_thread(np.matmul, a, b)) if key.threads == 1 else
-           (lambda: blas_gemm.matmul(a, b, blas_only=True))}
+    # (the BLAS side as products run it: numpy's matmul on the policy's threads)
+    fns = {BLAS: lambda: blas_gemm.matmul(a, b, blas_only=True)}
     cfgs = {}
     complete = True
     want = a @ b

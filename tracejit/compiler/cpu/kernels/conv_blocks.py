@@ -25,8 +25,6 @@ import numpy as np
 
 from ....ops.conv import conv_out_size
 from ....threads import blas_threads_set
-from ..gemm import choice as _choice, template as _template
-from ..gemm.products import TEMPLATE_MIN_MNK
 from ..runtime import coreshare as _coreshare, sharepool as _sharepool
 from .conv_kernels import col2im_kernel, im2col_kernel
 
@@ -68,22 +66,6 @@ def _blocks(fn, n: int, per_image: int, work: int) -> None:
         else:                               # a share (split sets BLAS to one thread), or one block
             blocks(b0, b1)
     _sharepool.split(part, count, work)
-
-
-def _gemm(a, b, out=None):
-    """``a @ b`` (2-D, one dtype) on this thread, as the GEMM choice measured for a
-    one-thread product of its key (compiler/cpu/gemm/choice.py): the template's
-    configuration where it won (thin products: ResNet's 16-channel layers) and is loaded,
-    else BLAS (on the one thread the block runs it)."""
-    if a.shape[0] * a.shape[1] * b.shape[1] >= TEMPLATE_MIN_MNK:
-        c = _choice.choose(_choice.key_for(a, b, 1))
-        if c is not _choice.BLAS:
-            fn = _template.kernel_for(a.dtype.name, c).get()
-            if fn is not None:
-                got = _template.run(fn, c, a, b, threads=1, out=out)
-                if got is not None:
-                    return got
-    return np.matmul(a, b, out=out)
 
 
 def _rows(g, s: int, e: int, buf):
@@ -138,9 +120,9 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
         fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
         if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows
             for j in range(e - s):
-                _gemm(w2, cols[:, j * l:(j + 1) * l], outr[s + j])
+                np.matmul(w2, cols[:, j * l:(j + 1) * l], out=outr[s + j])
         else:
-            res = _gemm(w2, cols)
+            res = np.matmul(w2, cols)
             outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
         if bias is not None:        # the block's output still in cache
             outr[s:e] += bias
@@ -172,7 +154,7 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
             rows = _rows(g, s, e, np.empty(o * m, g.dtype))
             # (cols g^T)^T: BLAS's M the K column rows, not the O output channels
             # (ResNet's first stage: 16)
-            part = _gemm(cols, rows.T)
+            part = np.matmul(cols, rows.T)
             db = rows.sum(1) if bias else None
         acc = sums.setdefault(threading.get_ident(), [part, db])
         if acc[0] is not part:
@@ -214,7 +196,7 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
 
     def block(s: int, e: int, nb: int) -> None:
         m = (e - s) * l
-        cols = _gemm(wt, _rows(g, s, e, np.empty(o * m, g.dtype)))
+        cols = np.matmul(wt, _rows(g, s, e, np.empty(o * m, g.dtype)))
         if rows:
             fn(cols, dx[s:e], oh, ow, 0, c, kh, kw)
         else:
