@@ -60,7 +60,9 @@ def test_steps_carry_the_compute_dtype_and_typed_constants():
     assert where.prim.name == "where" and where.dtype == F32 and where.args[2] == Const(2, F32)
     assert nest.outputs[0].value == "v1"
     lines, _ = render_steps(nest, codegen_cpu.CpuEmitter)
-    assert lines[1].startswith("v1 = (x0 if v0 else np.float32(2.0))  # where")
+    # (both branches converted to the compute dtype: numba's conditional of an integer and
+    # a float32 would be a float64)
+    assert lines[1].startswith("v1 = (np.float32(x0) if v0 else np.float32(np.float32(2.0)))  # where")
 
 
 def test_expand_is_a_broadcast_read_by_its_record():
