@@ -62,7 +62,7 @@ def test_steps_carry_the_compute_dtype_and_typed_constants():
     lines, _ = render_steps(nest, codegen_cpu.CpuEmitter)
     # (both branches converted to the compute dtype: numba's conditional of an integer and
     # a float32 would be a float64)
-    assert lines[1].startswith("v1 = (np.float32(x0) if v0 else np.float32(np.float32(2.0)))  # where")
+    assert lines[1].startswith("v1 = (np.float32(x0) if v0 else np.float32(2.0))  # where")
 
 
 def test_expand_is_a_broadcast_read_by_its_record():

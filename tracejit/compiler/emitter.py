@@ -89,7 +89,10 @@ class Emitter:
             return self._bf16_cast(x, name)
         if name == "bool":
             return f"({x} != 0)"
-        return f"{self._type(name)}({x})"
+        tn = self._type(name)
+        if x in self.literals and x.startswith(f"{tn}("):
+            return x   # (a constant typed already: `const` made it)
+        return f"{tn}({x})"
 
     def _bf16_cast(self, x: str, name: str) -> str:
         """A cast from or to bf16 words: loads widen to float32, stores round to nearest
