@@ -26,11 +26,11 @@ class _DropoutNd(Module):
 
 
 
-Dropout = layer_class("Dropout", _DropoutNd, dropout, __doc__="Zeroes elements with probability p in training mode "
-                      "(scaling the rest by 1/(1-p)).")
+Dropout = layer_class("Dropout", _DropoutNd, dropout,
+                      __doc__="Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p)).")
 Dropout1d = layer_class("Dropout1d", _DropoutNd, _A.dropout1d)
-Dropout2d = layer_class("Dropout2d", _DropoutNd, dropout2d, __doc__="Zeroes whole channels with probability p in "
-                        "training mode (scaling the rest).")
+Dropout2d = layer_class("Dropout2d", _DropoutNd, dropout2d,
+                        __doc__="Zeroes whole channels with probability p in training mode (scaling the rest).")
 Dropout3d = layer_class("Dropout3d", _DropoutNd, _A.dropout3d)
 AlphaDropout = layer_class("AlphaDropout", _DropoutNd, _A.alpha_dropout)
 FeatureAlphaDropout = layer_class("FeatureAlphaDropout", _DropoutNd, _A.feature_alpha_dropout)
