@@ -274,9 +274,9 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_m
     if step is lstm_step:
         return _lstm_layer(x, state, weights, reverse, batch_major, batch_sizes)
     if step is gru_step:
-        return _gru_layer(x, state, weights, reverse, batch_major, batch_sizes)
-    return _rnn_layer(x, state, weights, reverse, batch_major, "tanh" if step is rnn_tanh_step else "relu",
-                      batch_sizes)
+        return _state_layer(gru_layer_fm, x, state, weights, reverse, batch_major, batch_sizes)
+    nonlinearity = "tanh" if step is rnn_tanh_step else "relu"
+    return _state_layer(rnn_layer_fm, x, state, weights, reverse, batch_major, batch_sizes, nonlinearity)
 
 
 def _one_step(step, x, state: tuple, weights: tuple):
@@ -315,31 +315,18 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
 
-def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False, batch_sizes=None):
-    """`_run_direction` of a GRU, eager or captured: the whole time loop as one op forward
-    and one backward (ops/gru_layer.py), feature-major as `_lstm_layer`; the input
-    projection with b_ih is one GEMM over the L*N rows."""
+def _state_layer(layer_fm, x, state: tuple, weights: tuple, reverse: bool, batch_major: bool,
+                 batch_sizes=None, *options):
+    """`_run_direction` of a GRU or an Elman RNN (`layer_fm`: ops/gru_layer.py's or
+    ops/rnn_layer.py's), eager or captured: the whole time loop as one op forward and one
+    backward, feature-major as `_lstm_layer`; the input projection with b_ih is one GEMM
+    over the L*N rows."""
     w_ih, w_hh, b_ih, b_hh = weights
     L, N, h_in = x.shape
-    three = w_ih.shape[0]
-    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, three))
-    out, h = gru_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, batch_sizes)
-    out = _time_major_rows(out, batch_major)
-    return out, (_ops.transpose(h, 0, 1),)
-
-
-def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool, nonlinearity: str,
-               batch_sizes=None):
-    """`_run_direction` of an Elman RNN, eager or captured: the whole time loop as one op
-    forward and one backward (ops/rnn_layer.py), feature-major as `_lstm_layer`; the input
-    projection with b_ih is one GEMM over the L*N rows."""
-    w_ih, w_hh, b_ih, b_hh = weights
-    L, N, h_in = x.shape
-    H = w_ih.shape[0]
-    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, H))
-    out, h = rnn_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, nonlinearity, batch_sizes)
-    out = _time_major_rows(out, batch_major)
-    return out, (_ops.transpose(h, 0, 1),)
+    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, w_ih.shape[0]))
+    out, h = layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, *options,
+                      batch_sizes=batch_sizes)
+    return _time_major_rows(out, batch_major), (_ops.transpose(h, 0, 1),)
 
 
 def _lstm_proj_layer(x, state: tuple, weights: tuple, w_hr, reverse: bool, batch_sizes=None):
