@@ -137,10 +137,9 @@ SWITCHES: dict = {s.name: s for s in (
            "fault into compile workers", "tracejit/compiler/compile_worker.py"),
 )}
 
-# Switches are read on every call of a compiled function (TRACEJIT_DISABLE, TRACEJIT_CHECK).
-# ``os.environ.get`` of an unset name costs ~2.5 us (the Mapping method raises and catches
-# KeyError inside); the dict behind CPython's ``os.environ`` answers in ~0.07 us. It is the
-# same mapping ``os.environ[...] = ...`` writes to, so reading it sees every change.
+# Switches are read on every call of a compiled function: ``os.environ.get`` of an unset
+# name costs ~2.5 us, the dict behind CPython's ``os.environ`` ~0.07 us, and it is the same
+# mapping ``os.environ[...] = ...`` writes to.
 _DATA = getattr(os.environ, "_data", None)
 _ENCODE = getattr(os.environ, "encodekey", None)
 _DECODE = getattr(os.environ, "decodevalue", None)

@@ -1,18 +1,14 @@
 """Allocator tuning: freed array memory is kept for reuse instead of handed back to the OS.
 
-Why: glibc serves each allocation above ``M_MMAP_THRESHOLD`` (128 KiB at start; it only
-adapts after such a block is freed, and not reliably for numpy's allocation pattern)
-with fresh ``mmap`` pages, so every new array of a few hundred KiB costs one page fault
-per 4 KiB, the kernel zeroing each page. Training steps allocate such arrays all the time
-(activations, gradients, optimizer temporaries). Measured on the two-layer step
-(64x1000 @ 1000x100 ..., SGD): 1.16 ms and 267 page faults per step untuned, 0.52 ms and
-none with the thresholds below; the GELU loss over 4M floats showed the same.
+Why: glibc serves each allocation above ``M_MMAP_THRESHOLD`` (128 KiB at start) with fresh
+``mmap`` pages, so every new array of a few hundred KiB costs a page fault per 4 KiB, and
+training steps allocate such arrays all the time (the two-layer step: 1.16 ms untuned,
+0.52 ms with the thresholds below).
 
-What: ``mallopt(M_MMAP_THRESHOLD, 32 MiB)`` (blocks up to 32 MiB come from the heap and
-are reused) and ``mallopt(M_TRIM_THRESHOLD, 256 MiB)`` (up to 256 MiB of free memory at
-the top of the heap is kept rather than returned). This is process-wide, glibc only, and
-done once at ``import tracejit``; ``TRACEJIT_MALLOC_TUNING=0`` turns it off (the memory
-a process keeps is then returned to the OS sooner, at the cost above).
+What: ``mallopt(M_MMAP_THRESHOLD, 32 MiB)`` and ``mallopt(M_TRIM_THRESHOLD, 256 MiB)``, so
+blocks up to 32 MiB come from the heap and are reused and free memory at the top of the
+heap is kept. Process-wide, glibc only, done once at ``import tracejit``;
+``TRACEJIT_MALLOC_TUNING=0`` turns it off.
 """
 from __future__ import annotations
 
@@ -62,13 +58,11 @@ def allocator_tuned() -> bool:
 # ---------------------------------------------------------------------------------------
 # Large kernel outputs: on a cache line, at a page offset away from the kernel's operands
 #
-# numpy places a large array 16 bytes past a 16-byte boundary of glibc's heap, and arrays
-# allocated one after another sit at nearly the same offset within a 4 KiB page. In a
-# fused kernel streaming such arrays, vector accesses split across two lines, and a load
-# whose address matches a pending store's in its low 12 bits waits for it ("4K
-# aliasing"). Aligned and 1-3 KiB away from the inputs, the GELU loss kernel's outputs
-# (4M float32, 2 threads) took it from 2.15-2.29 ms to 1.91-1.95. Only large buffers are
-# placed (ALIGN_MIN): with operands in L2/L3 placing gains nothing.
+# numpy places a large array 16 bytes past a 16-byte boundary, and arrays allocated one
+# after another sit at nearly the same page offset: in a fused kernel streaming them,
+# vector accesses split across lines and loads wait on stores with matching low 12 bits
+# ("4K aliasing"). Aligned and 1-3 KiB apart, the GELU loss kernel ran 2.2 -> 1.9 ms. Only
+# large buffers are placed (ALIGN_MIN).
 ALIGN_MIN = 8 << 20       # bytes: buffers from this size on are placed
 PAGE = 4096
 LINE = 64
@@ -108,12 +102,10 @@ def _placed_start(raw, dtype, ref, slot: int, slots: int):
     return start
 
 
-# The arrays `OutputSlot`s keep between calls, id -> bytes: the slot's reference to such
-# an array is not one that shares its memory (the slot hands it out again only once
-# nothing else holds it), so the checks that let autograd take or add into a gradient's
-# memory (`kept_refs`) do not count it. At most KEEP_MAX bytes are kept in all (beyond
-# it a slot allocates per call, as before): what glibc keeps of freed heap memory anyway
-# (`TRIM_THRESHOLD`), not more.
+# The arrays `OutputSlot`s keep between calls, id -> bytes: the slot's reference does not
+# count as sharing memory (it hands the array out again only once nothing else holds it),
+# so `kept_refs` leaves it out. At most KEEP_MAX bytes in all: what glibc keeps of freed
+# heap memory anyway.
 _KEPT: dict = {}
 _KEPT_BASE: dict = {}      # id of a kept array's byte buffer -> id of the kept array
 _kept_bytes = [0]
@@ -129,18 +121,12 @@ def kept_refs(arr) -> int:
 class OutputSlot:
     """One large output of one kernel call in a compiled plan: `placed_empty`, except that
     the array of the slot's previous call is handed out again once nothing else holds it
-    or its memory (the caller dropped the output, or set the ``.grad`` that took it to
-    None), instead of a new one from the allocator.
+    or its memory, instead of a new one from the allocator.
 
-    Why: right after a kernel has streamed tens of MiB through the caches, the Python
-    around it runs cold, and a new 16 MiB placed buffer (malloc's bins, numpy's
-    ``.ctypes``, the view) cost 30-40 us there, against ~6 us for checking the kept
-    array's reference counts (GELU over 4M float32).
-    Whether it is free is read from those counts: a tensor or any other holder of the
-    array holds it, every view of it holds its byte buffer, and so does a local in a
-    thread that has just read it (two threads at once: neither reuses). The slot keeps up
-    to one array (of its last call) alive between calls; all slots together at most
-    `KEEP_MAX` bytes."""
+    Why: right after a kernel has streamed tens of MiB, the Python around it runs cold,
+    and a new placed buffer cost 30-40 us there against ~6 us for checking the kept
+    array's reference counts. The slot keeps up to one array alive between calls; all
+    slots together at most `KEEP_MAX` bytes."""
 
     __slots__ = ("slot", "slots", "out", "key", "shape", "dtype", "ref_id")
 
@@ -199,12 +185,9 @@ class OutputSlot:
 
 def free_kept(arr) -> bool:
     """Whether `arr` is an `OutputSlot`'s kept array, writeable, that nothing holds but the
-    slot and the caller's one reference, nor any other view of its memory: then it is as
-    much the caller's own as `sole_padded_view` and the flags would find (a kept array is
-    a placed one: C-contiguous over a byte buffer of its own), in one dict look-up and two
-    reference counts. Why: autograd asks this of each gradient a compiled training step
-    returns, right after the kernel swept the caches, where the general checks' first
-    evaluation cost 12-18 us (GELU step over 4M float32)."""
+    slot and the caller's one reference, nor any other view of its memory: then it is the
+    caller's own, found in one dict look-up and two reference counts (the general checks
+    cost 12-18 us on cold caches, where autograd asks this of each returned gradient)."""
     # (4: the slot, the caller's reference, this argument and getrefcount's; the buffer's
     # 2: arr.base and getrefcount's)
     return (id(arr) in _KEPT and _refcount(arr) <= 4 and _refcount(arr.base) <= 2
@@ -213,10 +196,8 @@ def free_kept(arr) -> bool:
 
 def line_empty(shape: tuple, dtype) -> np.ndarray:
     """An uninitialized C-contiguous array like ``numpy.empty(shape, dtype)`` that starts on
-    a 64-byte line at any size (a view of a byte buffer one line larger that only it holds:
-    `sole_padded_view` recognizes it too). For arrays two threads write in neighbouring
-    blocks: numpy's large arrays start 16 bytes past a line, so the blocks' edge lines pass
-    back and forth between the cores at every write."""
+    a 64-byte line at any size (`sole_padded_view` recognizes it too), for arrays two
+    threads write in neighbouring blocks, so no edge line passes between the cores."""
     dtype = np.dtype(dtype)
     nbytes = dtype.itemsize
     for d in shape:

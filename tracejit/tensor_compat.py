@@ -82,16 +82,8 @@ class CompatMethods:
         """``x.flip(0, 1)`` or ``x.flip((0, 1))``: the method takes the dims either way."""
         return _ops.flip(self, dims[0] if len(dims) == 1 else dims)
 
-    is_xpu = property(lambda self: False)
-    is_mps = property(lambda self: False)
-    is_ipu = property(lambda self: False)
-    is_hpu = property(lambda self: False)
-    is_mtia = property(lambda self: False)
-    is_maia = property(lambda self: False)
-    is_vulkan = property(lambda self: False)
-    is_mkldnn = property(lambda self: False)
-    is_nested = property(lambda self: False)
-    is_sparse_csr = property(lambda self: False)
+    is_xpu = is_mps = is_ipu = is_hpu = is_mtia = is_maia = is_vulkan = is_mkldnn = is_nested = \
+        is_sparse_csr = property(lambda self: False)
     is_cpu = property(lambda self: self.device.type == "cpu")
     layout = property(lambda self: _strided())
 

@@ -1,29 +1,20 @@
 """Worker-thread waiting policy: numba's OpenMP workers stop spinning soon after a kernel.
 
-Why: numba's usual threading layer is OpenMP (GNU libgomp). After a parallel kernel its
-worker threads busy-wait for the next one, by default for 300,000 spin iterations (a
-millisecond or more). numpy's BLAS (OpenBLAS) keeps worker threads of its own. A training
-step alternates between the two, and on a machine with few cores each library's spinning
-workers take the cores the other one needs (the MLP benchmark's compiled step on 2 cores:
-61-85 ms with libgomp's default, 40 ms with ``GOMP_SPINCOUNT=1000``).
+Why: after a parallel kernel, libgomp's workers busy-wait for the next one (a millisecond
+or more by default), and numpy's OpenBLAS keeps spinning workers of its own; a training
+step alternates between the two, so on few cores each library's spinning takes the cores
+the other needs (the MLP compiled step on 2 cores: 61-85 ms, 40 ms with
+``GOMP_SPINCOUNT=1000``).
 
-What: ``import tracejit`` sets ``GOMP_SPINCOUNT=1000`` in the environment unless
-``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` is already set (yours wins). libgomp reads it once,
-when it is loaded (numba loads it at the first parallel kernel), so the setting does
-nothing if the libgomp numba uses is already in the process (a library imported before
-tracejit may have loaded it; a wheel's own renamed copy, scikit-learn's for one, is another
-library and does not count): `omp_spin_tuned` says whether it was made in time, and a
-one-line RuntimeWarning says so once when it was not (import order matters; the warning
-names the way out). OpenMP libraries loaded later in the same process see the same
-setting. ``TRACEJIT_THREAD_TUNING=0`` turns it off.
+What: ``import tracejit`` sets ``GOMP_SPINCOUNT=1000`` unless ``GOMP_SPINCOUNT`` or
+``OMP_WAIT_POLICY`` is already set (yours wins). libgomp reads it once, when loaded, so it
+does nothing if numba's libgomp is already in the process: `omp_spin_tuned` says whether
+it was made in time, and a one-line RuntimeWarning says so once when it was not.
 
-OpenBLAS's workers spin the same way after each multi-threaded product (about 0.1 s by
-default), on the core our own parallel work between products wants. So numpy's OpenBLAS is
-handed tracejit's worker pool (compiler/cpu/runtime/workpool.py) for its multi-threaded
-calls, through its public ``openblas_set_threads_callback_function`` (`blas_on_pool`, at the
-first product tracejit makes): one set of threads runs every parallel piece, BLAS's jobs and
-our kernels' shares alike, and OpenBLAS's own workers stay asleep. OpenBLAS splits a call
-exactly as before, so results are the same bits. The same switch turns it off.
+numpy's OpenBLAS is handed tracejit's worker pool for its multi-threaded calls through its
+public ``openblas_set_threads_callback_function`` (`blas_on_pool`): one set of threads runs
+BLAS's jobs and our kernels' shares alike. OpenBLAS splits a call exactly as before, so
+results are the same bits. ``TRACEJIT_THREAD_TUNING=0`` turns both off.
 """
 from __future__ import annotations
 
@@ -53,10 +44,9 @@ SPINCOUNT = "1000"
 
 def _libgomp_loaded() -> str:
     """The path of a libgomp already in this process that numba's OpenMP layer would use
-    (its ``omppool`` asks for ``libgomp.so.1``, which the loader finds among the loaded
-    libraries by that name), or "". A wheel's own renamed copy (scikit-learn's and torch's
-    ``libgomp-<hash>.so.1``) is another library: numba loads the system's after us, and it
-    reads our setting. Nothing where numba is told to use another threading layer."""
+    (``libgomp.so.1`` among the loaded libraries), or "". A wheel's renamed copy
+    (``libgomp-<hash>.so.1``) is another library and does not count. Nothing where numba is
+    told to use another threading layer."""
     if os.environ.get("NUMBA_THREADING_LAYER", "").lower() in ("tbb", "workqueue"):
         return ""
     try:
@@ -225,10 +215,8 @@ def blas_threads() -> int | None:
 
 # Held while BLAS's count must not change: every change made here takes it, and a launch
 # that runs BLAS products on the worker pool's threads with the count at one holds it
-# throughout (compiler/cpu/runtime/sharepool.py `split`). The count is process-wide: a
-# product in a share that read a count of two from another thread's change (the GEMM
-# choice's background timing, the policy's `adapt` on another thread) would run its jobs on
-# threads made for it (the pool is held by the launch) and take the share's core twice.
+# throughout. The count is process-wide: a share that read another thread's count of two
+# would run its jobs on extra threads and take its core twice.
 blas_count_lock = threading.Lock()
 
 
@@ -270,13 +258,8 @@ def _blas_getset():
 class blas_threads_set:
     """``with blas_threads_set(n):`` numpy's BLAS on `n` threads inside the block and on its
     count before after it (nothing changes where no known BLAS is loaded or the count
-    already is `n`).
-
-    A class, not a generator context manager: compiled plans enter it around every product
-    split (compiler/cpu/runtime/sharepool.py), where contextlib's frames and the lookups
-    behind `blas_threads` and `set_blas_threads` run on caches a GEMM has just swept (a
-    launch after a large product spent 45 us before it and 26 after it, SCHED_FIFO, in-step
-    medians; ~12 us warm)."""
+    already is `n`). A class, not a generator context manager: compiled plans enter it
+    around every product split, on cold caches, where contextlib's frames cost tens of us."""
 
     __slots__ = ("n", "before")
 
@@ -354,10 +337,9 @@ def get_num_threads() -> int:
 
 
 def _numba_loaded() -> bool:
-    """Whether numba is imported and its import is over. While another thread imports it
-    (the kernel loaders' timer, compiler/cpu/kernels/loader.py), ``import numba`` here
-    would wait for the whole import: a cold character-MLP step (0.29 ms warm) took 197 ms
-    in a row kernel's size test. Until then the count is BLAS's, as before the import."""
+    """Whether numba is imported and its import is over: while another thread imports it,
+    ``import numba`` here would wait for the whole import (~0.2 s). Until then the count
+    is BLAS's."""
     mod = sys.modules.get("numba")
     return mod is not None and not getattr(getattr(mod, "__spec__", None), "_initializing", False)
 

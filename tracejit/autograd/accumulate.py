@@ -28,13 +28,10 @@ def _exclusive(g) -> bool:
     """True when `g` (a gradient arriving at a leaf) is referenced only by the engine.
 
     Expected references to the tensor: the engine's buffer list, `apply`'s local, this
-    function's parameter and getrefcount's argument (the engine drops its other locals
-    before each apply). To the array: the tensor, the local `arr` and getrefcount's
-    argument. The array must own its memory (or be a reshape of a whole buffer nobody
-    else holds; never a broadcast view, whose stride is 0), be writable and
-    C-contiguous. Then no user tensor, saved value or other gradient shares the memory
-    and `.grad` can take it without a copy, as PyTorch's AccumulateGrad steals a
-    gradient whose use count allows it.
+    function's parameter and getrefcount's argument; to the array: the tensor, the local
+    `arr` and getrefcount's argument. The array must own its memory (or be a reshape of a
+    whole buffer nobody else holds), be writable and C-contiguous. Then `.grad` can take it
+    without a copy, as PyTorch's AccumulateGrad steals a gradient whose use count allows it.
     """
     arr = g._data
     if sys.getrefcount(g) > 4 or (sys.getrefcount(arr) > 3
@@ -50,11 +47,9 @@ def _exclusive(g) -> bool:
         # (a large compiled-kernel output is a view of a buffer one page larger that only
         # it holds: memory.placed_empty)
         return True
-    # A view of a whole buffer held by nothing else (a reduction's result reshaped, as
-    # ``bias.grad``; a product transposed back, a transposed weight's gradient): the
-    # view's .base, `base` and getrefcount's argument are its three references, plus the
-    # tensor the view was made from when `g` keeps it as its `_base` (and nothing else
-    # keeps that tensor), and the view covers it all in the same order.
+    # A view of a whole buffer held by nothing else (a reduction's result reshaped; a
+    # product transposed back): the view's .base, `base` and getrefcount's argument are its
+    # three references, plus the tensor it was made from when `g` keeps it as `_base`.
     refs = 3
     owner = g._base
     if owner is not None:

@@ -47,14 +47,10 @@ def _all_none(grads) -> bool:
 
 
 def _owned_by_engine(old, g) -> bool:
-    """Whether the gradient `old` waiting in an engine buffer can take `g` in place.
-
-    It can when the engine holds the only reference to it and to its array (expected:
-    the buffer slot, the caller's local, this parameter and getrefcount's argument; the
-    tensor's slot and getrefcount's argument for the array), the array owns its memory,
-    and `g` has its shape and dtype. A VJP that hands one tensor to two inputs (add's
-    ``(g, g)``), a retained or hooked gradient, or a view of saved data all fail this.
-    PyTorch's engine accumulates in place under the same condition (InputBuffer).
+    """Whether the gradient `old` waiting in an engine buffer can take `g` in place: the
+    engine holds the only reference to it and to its array (the buffer slot, the caller's
+    local, this parameter and getrefcount's argument), the array owns its memory, and `g`
+    has its shape and dtype. PyTorch's engine accumulates in place under the same condition.
     """
     a = old._data
     return (type(a) is np.ndarray and (a.base is None or sole_padded_view(a)) and a.flags.writeable
@@ -76,9 +72,8 @@ def _fit(g, meta):
 
 def _widens_back(node, targets) -> bool:
     """Whether `node` is a float32 -> bf16 cast whose gradient only widens back: a float32
-    gradient rounded to bf16 for it (its output's dtype) is then handed to it as float32
-    holding the bf16 values, one pass instead of a rounding and a widening (between two
-    eager bf16 ops computed in float32: LeNet's autocast backward, 12M values a step)."""
+    gradient rounded to bf16 is then handed to it as float32 holding the bf16 values, one
+    pass instead of a rounding and a widening."""
     if not isinstance(node, PrimNode) or node.prim is not _CAST or node._hooks is not None:
         return False
     m = node._meta
@@ -153,9 +148,7 @@ def _leaves_only(node) -> bool:
 
 def _backward_to_leaves(node, nr: int, g, retain_graph: bool, create_graph: bool) -> None:
     """`run_backward`'s loop for a root that `_leaves_only` accepts: the node, then each
-    leaf in the order the loop would run them (its ready stack: the last edge first).
-    Called right after a large compiled kernel, the loop's walk and dictionaries ran on
-    cold caches: ~15 us of a 4M-float GELU step's backward."""
+    leaf in the order the loop would run them, without the loop's walk and dictionaries."""
     grads = [None] * node.num_outputs
     grads[nr] = g
     g = None

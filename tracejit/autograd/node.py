@@ -127,16 +127,11 @@ class _Handle:
 class PrimNode(Node):
     """grad_fn of a primitive op: applies the primitive's VJP to the saved inputs.
 
-    Made only by `_attach` below (one per recorded op), which sets Node's fields and:
-    ``prim``, ``params``; ``saved``: per operand, what its VJP gets for it: the input
-    Tensor whose values it reads, a SavedMeta (shape and dtype only), the Python scalar
-    operand itself, or None (nothing kept); ``versions``: per operand, a kept tensor's
-    version at save time (None elsewhere); ``out``: the output's snapshot, or None.
-    ``next_functions`` has one edge per operand, (None, 0) for those without gradient.
-
-    Tuples aligned with the operands, as the compiled path's node keeps them
-    (compiler/executor.py): a recorded op makes two small tuples, not a dict, a tuple per
-    kept input and a dict of scalars (fewer objects to make and free per op).
+    Made only by `_attach` (one per recorded op), which sets ``prim``, ``params``;
+    ``saved``: per operand, what its VJP gets for it (the input Tensor, a SavedMeta, the
+    Python scalar operand, or None); ``versions``: per operand, a kept tensor's version at
+    save time; ``out``: the output's snapshot, or None. Tuples aligned with the operands,
+    as the compiled path's node keeps them: fewer objects per op than dicts.
     """
 
     __slots__ = ("prim", "params", "saved", "versions", "out")
@@ -215,16 +210,10 @@ def _unpack_output(node, s, create_graph):
 
 
 class Tier0PrimNode(PrimNode):
-    """A PrimNode recorded inside a tier-0 forward (compiler/tiers.Tier0, which runs a
-    compiled function's first calls on the ops' eager implementations): its backward serves
-    tier 0 too, and runs inside ``impls.serving_tier0`` as the forward did, so the
-    eager and hand-written kernels it asks for queue behind the ones the compiled step and
-    the eager code around it ask for (compiler/cpu/kernels/vectorized.py, compiler/cpu/kernels/loader.py: rank LATER, held
-    once their op stops asking). The compiled step's backward is the plan's own kernels:
-    the MLP step's tier-0 backward asked for LayerNorm's backward kernel and GELU's eager
-    backward kernel and pair (~0.75 s of one worker's CPU), which came before the
-    cross-entropy and skinny-GEMM kernels the compiled step waits for. The same fields and
-    gradients as a PrimNode's; only the kernels' queue rank differs."""
+    """A PrimNode recorded inside a tier-0 forward (compiler/tiers.Tier0): its backward
+    runs inside ``impls.serving_tier0`` as the forward did, so the eager kernels it asks for
+    queue behind those the compiled step waits for. The same fields and gradients as a
+    PrimNode's; only the kernels' queue rank differs."""
 
     __slots__ = ()
 
@@ -270,10 +259,8 @@ class AccumulateGrad(Node):
                     t.grad = new   # (a leaf changed since it was recorded: the setter's error)
                 new = None
             elif old is not None and not create_graph and not old._requires_grad:
-                # The common step when .grad is kept: add into .grad's own memory (no
-                # detached copy of `g` made first; the engine checked shape and dtype
-                # already), large float gradients through add's eager kernel, as the
-                # engine's own buffers.
+                # The common step when .grad is kept: add into .grad's own memory (the
+                # engine checked shape and dtype already)
                 _ew.add_into(_ADD, old._data, g._data)
                 old._vbox[0] += 1
             else:
@@ -331,12 +318,8 @@ _KEEP, _META = 1, 2   # what a node keeps of an operand: its values, its shape a
 
 def _records(prim, needs: tuple):
     """(per operand: `_KEEP`, `_META` or 0, whether to keep the output) for one
-    requires_grad pattern.
-
-    They are functions of the flags alone (the record's ``save``, ``extra["meta"]`` and
-    ``save_out``), so each primitive keeps them per pattern instead of calling the rules
-    per op.
-    """
+    requires_grad pattern: functions of the flags alone, so each primitive keeps them per
+    pattern instead of calling the rules per op."""
     recs = prim.records
     rec = recs.get(needs)
     if rec is None:

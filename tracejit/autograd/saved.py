@@ -66,13 +66,9 @@ class SavedMeta:
     """What a VJP needs of an input whose values it never reads: shape, dtype, device.
 
     Unpacks to a tensor of the right shape backed by one broadcast zero, so no data is
-    kept alive and later in-place changes of the input do not trip the version check
-    (as in PyTorch, where e.g. SumBackward stores only the input's sizes).
-
-    The shape and dtype are the node's ``_meta`` entry for that input, which every
-    PrimNode keeps anyway (the engine sums broadcast gradients with it); so a SavedMeta
-    holds only the device and the layout, and one object per (device, layout) serves
-    every node (`saved_meta`): recording a shape-only input makes no object.
+    kept alive and later in-place changes of the input do not trip the version check (as
+    PyTorch's SumBackward stores only sizes). The shape and dtype are the node's ``_meta``
+    entry, so one object per (device, layout) serves every node (`saved_meta`).
     """
 
     __slots__ = ("device", "column_major")
@@ -87,10 +83,9 @@ class SavedMeta:
     def unpack(self, node, index: int, create_graph: bool):
         shape, dtype = node._meta[index]
         if self.device is CPU:
-            # np.broadcast_to's Python-level checks cost more than the rest of a small
-            # backward node; an ndarray over one zero with all strides 0 is the same view.
-            # Read-only (as the buffer it views is), so one per (shape, dtype) serves every
-            # node: a lookup instead of ~0.6 µs of building it.
+            # np.broadcast_to's Python-level checks cost more than a small backward node;
+            # a read-only ndarray over one zero with all strides 0 is the same view, one
+            # per (shape, dtype)
             npd = dtype.np
             key = (shape, npd)
             zeros = _STAND_INS.get(key)
@@ -138,11 +133,9 @@ _STAND_INS: dict = {}  # (shape, numpy dtype) -> the read-only stride-0 view ove
 def shape_only(t) -> bool:
     """Whether `t` is a SavedMeta stand-in (shape and dtype right, values not kept).
 
-    A VJP gets one for an input listed in ``extra["meta"]``; it must not compute another
-    input's gradient from it: that input needs none (else this one's values would have
-    been saved), so the product would be thrown away (matmul's input gradient when only
-    the weight needs one). Recognized by the shared zero the stand-ins are views of, which
-    no user tensor can be backed by."""
+    A VJP must not compute another input's gradient from one: that input needs none (else
+    this one's values would have been saved). Recognized by the shared zero the stand-ins
+    are views of, which no user tensor can be backed by."""
     data = t._data
     base = getattr(data, "base", None)
     if base is None:
@@ -159,11 +152,9 @@ def _is_column_major(data) -> bool:
 
 
 def column_major(t, stand_in: bool | None = None) -> bool:
-    """Whether `t` (an input handed to a VJP: saved or a `SavedMeta` stand-in) is a 2-D
-    array in column-major order, e.g. ``weight.T``. matmul's VJP then computes the
-    gradient for it as ``(g.T @ a).T``, which is ``weight``'s gradient in row-major order:
-    the leaf takes it without a copy (a (1024, 1024) copy per Linear layer otherwise).
-    `stand_in`: ``shape_only(t)``, when the caller has it already."""
+    """Whether `t` (an input handed to a VJP) is a 2-D array in column-major order, e.g.
+    ``weight.T``: matmul's VJP then computes its gradient as ``(g.T @ a).T``, row-major for
+    the leaf, so no copy is made. `stand_in`: ``shape_only(t)``, when the caller has it."""
     if shape_only(t) if stand_in is None else stand_in:
         return getattr(t, "_column_major", False)
     return _is_column_major(t._data)

@@ -1,30 +1,18 @@
 """In-place writes into a view of a tensor that is part of an autograd graph.
 
-PyTorch lets ``y = conv(x)[...]`` style views (and the reshape a bias-free conv2d
-returns) be modified in place — ``nn.ReLU(inplace=True)`` after ``Conv2d(bias=False)``
-is the everyday case. It does so with ``CopySlices``: the base's history is rewritten
-as "old base with the view's region replaced by the new values", and the view's
-history becomes "that region of the new base". The region is described by the view's
-geometry (sizes, strides, storage offset) relative to the base.
-
-We do the same with existing primitives, eagerly: the view's geometry gives the
-flat positions of its elements inside the (contiguous) base, so
+PyTorch lets views be modified in place (``nn.ReLU(inplace=True)`` after
+``Conv2d(bias=False)`` is the everyday case) with ``CopySlices``: the base's history
+becomes "old base with the view's region replaced", and the view's "that region of the new
+base". We do the same with existing primitives, eagerly, from the view's flat positions
+inside the (contiguous) base:
 
     new_base = index_put(base.reshape(-1), positions, result.reshape(-1))
     view     = new_base.reshape(-1)[positions].reshape(view.shape)
 
-Both steps have VJPs already (index_put sends the gradient of the replaced region to
-`result` and zero to the old base there; the gather routes the view's gradient back),
-so the gradients equal PyTorch's.
-
-Other views of the same base made before an in-place write (through a view or through
-the base itself) would still carry the history of the old values. PyTorch regenerates
-a view's grad_fn when the base has changed; we do the same, lazily, when such a view
-next enters the graph (`refresh_stale_view`, called for view inputs by
-``make_prim_node`` and for backward roots): a view is fresh when its chain of view
-nodes ends at the base's current grad_fn, or when it is the view a rebase produced
-for that grad_fn. Checking starts with the first in-place write under autograd, so
-programs that never write in place pay nothing.
+Both steps have VJPs already, so the gradients equal PyTorch's. Other views of the same
+base made before the write still carry the old history; as PyTorch, we regenerate a view's
+grad_fn lazily when it next enters the graph (`refresh_stale_view`). Checking starts with
+the first in-place write under autograd, so programs that never write in place pay nothing.
 """
 from __future__ import annotations
 
@@ -99,15 +87,10 @@ def _is_fresh(view, base) -> bool:
     """Whether `view`'s history derives from `base`'s current one.
 
     The walk goes back from the view's grad_fn through view primitives (their first edge)
-    and through nodes that are not primitives (a `Function`'s node, a compiled call's
-    node: every edge), which make views too -- `unbind_steps`' slices of attention's
-    q/k/v, a compiled program returning a view of its input. It stops at any other
-    primitive. Reaching base's current grad_fn proves freshness: an in-place write gives
-    the base a new node, made after the view, which the view's history cannot reach. A
-    walk that stopped at the first non-view node called every `Function`-made view stale
-    once any in-place write had happened in the process, and re-gathered it from its
-    base at each use (a pytest run after one setitem test turned tier 0's one-node q/k/v
-    cut back into reshape/getitem/reshape chains)."""
+    and through nodes that are not primitives (a `Function`'s node, a compiled call's:
+    every edge), which make views too. It stops at any other primitive. Reaching base's
+    current grad_fn proves freshness: an in-place write gives the base a new node, made
+    after the view, which the view's history cannot reach."""
     node = view.grad_fn
     target = base.grad_fn
     if target is None or node is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ops import empty
 from ..ops.spatial import conv1d, conv_transpose2d
 from .layers import _ConvNd, _factory, _tuple, check_conv_channels, conv_repr, conv_reset
-from .module import Module
+from .module import Module, layer_class
 from .parameter import Parameter
 
 __all__ = ["Conv1d", "ConvTranspose2d"]
@@ -79,7 +79,6 @@ class _ConvTransposeNd(Module):
         return conv_repr(self)
 
 
-class ConvTranspose2d(_ConvTransposeNd):
-    """Transposed 2-D convolution: weight (C_in, C_out/groups, kh, kw), as in PyTorch."""
-    _n = 2
-    _op = staticmethod(conv_transpose2d)
+ConvTranspose2d = layer_class("ConvTranspose2d", _ConvTransposeNd, _n=2, _op=staticmethod(conv_transpose2d),
+                              __doc__="Transposed 2-D convolution: weight (C_in, C_out/groups, kh, kw), as in "
+                                      "PyTorch.")

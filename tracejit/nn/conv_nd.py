@@ -9,7 +9,7 @@ from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
 from . import functional as F
 from .conv import _ConvTransposeNd
 from .layers import _ConvNd, conv_repr
-from .module import Module
+from .module import Module, layer_class
 
 __all__ = ["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "Fold", "Unfold"]
 
@@ -28,16 +28,10 @@ class Conv3d(_ConvNd):
             f"stride={self.stride}, padding={self.padding!r}")
 
 
-class ConvTranspose1d(_ConvTransposeNd):
-    """Transposed 1-D convolution: weight (C_in, C_out/groups, k)."""
-    _n = 1
-    _op = staticmethod(conv_transpose1d)
-
-
-class ConvTranspose3d(_ConvTransposeNd):
-    """Transposed 3-D convolution: weight (C_in, C_out/groups, kd, kh, kw)."""
-    _n = 3
-    _op = staticmethod(conv_transpose3d)
+ConvTranspose1d = layer_class("ConvTranspose1d", _ConvTransposeNd, _n=1, _op=staticmethod(conv_transpose1d),
+                              __doc__="Transposed 1-D convolution: weight (C_in, C_out/groups, k).")
+ConvTranspose3d = layer_class("ConvTranspose3d", _ConvTransposeNd, _n=3, _op=staticmethod(conv_transpose3d),
+                              __doc__="Transposed 3-D convolution: weight (C_in, C_out/groups, kd, kh, kw).")
 
 
 class Unfold(Module):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..ops import activation_more as _A
 from ..ops.composite import dropout
 from ..ops.spatial import dropout2d
-from .module import Module
+from .module import Module, layer_class
 
 __all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
 
@@ -25,27 +25,12 @@ class _DropoutNd(Module):
         return type(self)._fn(input, self.p, self.training, self.inplace)
 
 
-class Dropout(_DropoutNd):
-    """Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p))."""
-    _fn = staticmethod(dropout)
 
-
-class Dropout1d(_DropoutNd):
-    _fn = staticmethod(_A.dropout1d)
-
-
-class Dropout2d(_DropoutNd):
-    """Zeroes whole channels with probability p in training mode (scaling the rest)."""
-    _fn = staticmethod(dropout2d)
-
-
-class Dropout3d(_DropoutNd):
-    _fn = staticmethod(_A.dropout3d)
-
-
-class AlphaDropout(_DropoutNd):
-    _fn = staticmethod(_A.alpha_dropout)
-
-
-class FeatureAlphaDropout(_DropoutNd):
-    _fn = staticmethod(_A.feature_alpha_dropout)
+Dropout = layer_class("Dropout", _DropoutNd, dropout,
+                      __doc__="Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p)).")
+Dropout1d = layer_class("Dropout1d", _DropoutNd, _A.dropout1d)
+Dropout2d = layer_class("Dropout2d", _DropoutNd, dropout2d,
+                        __doc__="Zeroes whole channels with probability p in training mode (scaling the rest).")
+Dropout3d = layer_class("Dropout3d", _DropoutNd, _A.dropout3d)
+AlphaDropout = layer_class("AlphaDropout", _DropoutNd, _A.alpha_dropout)
+FeatureAlphaDropout = layer_class("FeatureAlphaDropout", _DropoutNd, _A.feature_alpha_dropout)

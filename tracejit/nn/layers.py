@@ -13,7 +13,7 @@ from ..ops import empty, flatten
 from ..ops.activation_more import implicit_softmax_dim
 from . import functional as F
 from . import init
-from .module import Module
+from .module import Module, layer_class
 from .parameter import Parameter
 
 __all__ = ["Identity", "Linear", "Conv2d", "Embedding", "LayerNorm", "Flatten", "ReLU", "GELU", "Tanh",
@@ -371,9 +371,5 @@ class _SoftmaxLike(Module):
         return fn(input, dim)
 
 
-class Softmax(_SoftmaxLike):
-    _fn = staticmethod(F.softmax)
-
-
-class LogSoftmax(_SoftmaxLike):
-    _fn = staticmethod(F.log_softmax)
+Softmax = layer_class("Softmax", _SoftmaxLike, F.softmax)
+LogSoftmax = layer_class("LogSoftmax", _SoftmaxLike, F.log_softmax)

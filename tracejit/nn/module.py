@@ -8,6 +8,7 @@ optimizers hold parameters by identity.
 """
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from typing import Callable, Iterator
 
@@ -516,6 +517,15 @@ class Module(BackwardHooks, StateDict):
             else:
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
+
+
+def layer_class(name: str, base: type, fn: Callable | None = None, **fields) -> type:
+    """The layer class `name` of the calling module: `base` with class `fields`, and with `fn`
+    as the op its forward calls (``_fn``), for layers that differ only in those."""
+    if fn is not None:
+        fields["_fn"] = staticmethod(fn)
+    module = sys._getframe(1).f_globals["__name__"]
+    return type(name, (base,), {"__module__": module, "__qualname__": name, **fields})
 
 
 def _zero_grad(p: Tensor, set_to_none: bool) -> None:

@@ -13,7 +13,7 @@ from ..errors import ShapeError, user_stacklevel
 from ..ops.normalization import batch_norm, check_dtypes, group_norm, instance_norm
 from . import init
 from .layers import _factory, _positive_int
-from .module import Module
+from .module import Module, layer_class
 from .parameter import Parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d"]
@@ -118,14 +118,10 @@ class _BatchNorm(_NormBase):
                           self.weight, self.bias, use_batch, factor, self.eps)
 
 
-class BatchNorm1d(_BatchNorm):
-    """Batch normalization of (N, C) or (N, C, L) input."""
-    _ranks = (2, 3)
-
-
-class BatchNorm2d(_BatchNorm):
-    """Batch normalization of (N, C, H, W) input."""
-    _ranks = (4,)
+BatchNorm1d = layer_class("BatchNorm1d", _BatchNorm, _ranks=(2, 3),
+                          __doc__="Batch normalization of (N, C) or (N, C, L) input.")
+BatchNorm2d = layer_class("BatchNorm2d", _BatchNorm, _ranks=(4,),
+                          __doc__="Batch normalization of (N, C, H, W) input.")
 
 
 class _InstanceNorm(_NormBase):
@@ -165,14 +161,11 @@ class _InstanceNorm(_NormBase):
                              use_input_stats, factor, self.eps)
 
 
-class InstanceNorm1d(_InstanceNorm):
-    """Instance normalization of (N, C, L) or unbatched (C, L) input."""
-    _ranks = (2, 3)
-
-
-class InstanceNorm2d(_InstanceNorm):
-    """Instance normalization of (N, C, H, W) or unbatched (C, H, W) input."""
-    _ranks = (3, 4)
+InstanceNorm1d = layer_class("InstanceNorm1d", _InstanceNorm, _ranks=(2, 3),
+                             __doc__="Instance normalization of (N, C, L) or unbatched (C, L) input.")
+InstanceNorm2d = layer_class("InstanceNorm2d", _InstanceNorm, _ranks=(3, 4),
+                             __doc__="Instance normalization of (N, C, H, W) or unbatched (C, H, W) "
+                                     "input.")
 
 
 class GroupNorm(Module):

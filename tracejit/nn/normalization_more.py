@@ -11,7 +11,7 @@ from .. import ops as _ops
 from ..ops.normalization_more import local_response_norm, rms_norm
 from . import init
 from .layers import _factory
-from .module import Module
+from .module import Module, layer_class
 from .normalization import _BatchNorm, _InstanceNorm
 from .parameter import Parameter
 
@@ -19,14 +19,11 @@ __all__ = ["BatchNorm3d", "InstanceNorm3d", "SyncBatchNorm", "RMSNorm", "LocalRe
            "CrossMapLRN2d"]
 
 
-class BatchNorm3d(_BatchNorm):
-    """Batch normalization of (N, C, D, H, W) input."""
-    _ranks = (5,)
-
-
-class InstanceNorm3d(_InstanceNorm):
-    """Instance normalization of (N, C, D, H, W) or unbatched (C, D, H, W) input."""
-    _ranks = (4, 5)
+BatchNorm3d = layer_class("BatchNorm3d", _BatchNorm, _ranks=(5,),
+                          __doc__="Batch normalization of (N, C, D, H, W) input.")
+InstanceNorm3d = layer_class("InstanceNorm3d", _InstanceNorm, _ranks=(4, 5),
+                             __doc__="Instance normalization of (N, C, D, H, W) or unbatched (C, D, H, W) "
+                                     "input.")
 
 
 class SyncBatchNorm(_BatchNorm):

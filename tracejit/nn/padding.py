@@ -4,7 +4,7 @@ every side by it; a tuple lists (left, right[, top, bottom[, front, back]]))."""
 from __future__ import annotations
 
 from ..ops.spatial import pad
-from .module import Module
+from .module import Module, layer_class
 
 __all__ = [f"{kind}Pad{n}d" for kind in ("Constant", "Zero", "Reflection", "Replication", "Circular")
            for n in (1, 2, 3)]
@@ -46,11 +46,8 @@ def _make(kind: str, mode: str, n: int):
     else:
         def __init__(self, padding):
             _PadNd.__init__(self, padding)
-    cls = type(f"{kind}Pad{n}d", (_PadNd,), {"_n": n, "_mode": mode, "__init__": __init__,
-                                             "__module__": __name__,
-                                             "__doc__": f"{mode.capitalize()} padding of the last {n} "
-                                                        f"dim(s)."})
-    return cls
+    return layer_class(f"{kind}Pad{n}d", _PadNd, _n=n, _mode=mode, __init__=__init__,
+                       __doc__=f"{mode.capitalize()} padding of the last {n} dim(s).")
 
 
 for _kind, _mode in (("Constant", "constant"), ("Zero", "constant"), ("Reflection", "reflect"),

@@ -6,20 +6,17 @@ The other pooling layers live in pooling_nd.py; the ops behind these are in
 from __future__ import annotations
 
 from ..ops.spatial import adaptive_avg_pool2d, adaptive_max_pool2d, interpolate
-from .module import Module
+from .module import Module, layer_class
 from .pooling_nd import _AdaptiveAvg, _AdaptiveMax
 
 __all__ = ["AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Upsample"]
 
 
-class AdaptiveAvgPool2d(_AdaptiveAvg):
-    """Average over PyTorch's adaptive bins to a fixed (H, W) (None keeps that dim)."""
-    _fn = staticmethod(adaptive_avg_pool2d)
-
-
-class AdaptiveMaxPool2d(_AdaptiveMax):
-    """Max over PyTorch's adaptive bins to a fixed (H, W)."""
-    _fn = staticmethod(adaptive_max_pool2d)
+AdaptiveAvgPool2d = layer_class("AdaptiveAvgPool2d", _AdaptiveAvg, adaptive_avg_pool2d,
+                                __doc__="Average over PyTorch's adaptive bins to a fixed (H, W) (None keeps "
+                                        "that dim).")
+AdaptiveMaxPool2d = layer_class("AdaptiveMaxPool2d", _AdaptiveMax, adaptive_max_pool2d,
+                                __doc__="Max over PyTorch's adaptive bins to a fixed (H, W).")
 
 
 class Upsample(Module):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..ops import pool_fractional as _F
 from ..ops import pooling_nd as _P
 from ..ops.composite import avg_pool2d, max_pool2d
-from .module import Module
+from .module import Module, layer_class
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
            "AdaptiveAvgPool1d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool3d", "LPPool1d",
@@ -35,18 +35,6 @@ class _MaxPoolNd(Module):
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
-class MaxPool1d(_MaxPoolNd):
-    _fn = staticmethod(_P.max_pool1d)
-
-
-class MaxPool2d(_MaxPoolNd):
-    _fn = staticmethod(max_pool2d)
-
-
-class MaxPool3d(_MaxPoolNd):
-    _fn = staticmethod(_P.max_pool3d)
-
-
 class _AvgPoolNd(Module):
     _repr_fields = ("kernel_size", "stride", "padding")
     _fn = None
@@ -64,18 +52,6 @@ class _AvgPoolNd(Module):
                               self.count_include_pad, self.divisor_override)
 
 
-class AvgPool1d(_AvgPoolNd):
-    _fn = staticmethod(_P.avg_pool1d)
-
-
-class AvgPool2d(_AvgPoolNd):
-    _fn = staticmethod(avg_pool2d)
-
-
-class AvgPool3d(_AvgPoolNd):
-    _fn = staticmethod(_P.avg_pool3d)
-
-
 class _AdaptiveAvg(Module):
     _repr_fields = ("output_size",)
     _fn = None
@@ -88,14 +64,6 @@ class _AdaptiveAvg(Module):
         return type(self)._fn(input, self.output_size)
 
 
-class AdaptiveAvgPool1d(_AdaptiveAvg):
-    _fn = staticmethod(_P.adaptive_avg_pool1d)
-
-
-class AdaptiveAvgPool3d(_AdaptiveAvg):
-    _fn = staticmethod(_P.adaptive_avg_pool3d)
-
-
 class _AdaptiveMax(Module):
     _repr_fields = ("output_size",)
     _fn = None
@@ -106,14 +74,6 @@ class _AdaptiveMax(Module):
 
     def forward(self, input):
         return type(self)._fn(input, self.output_size, self.return_indices)
-
-
-class AdaptiveMaxPool1d(_AdaptiveMax):
-    _fn = staticmethod(_P.adaptive_max_pool1d)
-
-
-class AdaptiveMaxPool3d(_AdaptiveMax):
-    _fn = staticmethod(_P.adaptive_max_pool3d)
 
 
 class _LPPool(Module):
@@ -131,18 +91,6 @@ class _LPPool(Module):
                 f"ceil_mode={self.ceil_mode}")
 
 
-class LPPool1d(_LPPool):
-    _fn = staticmethod(_P.lp_pool1d)
-
-
-class LPPool2d(_LPPool):
-    _fn = staticmethod(_P.lp_pool2d)
-
-
-class LPPool3d(_LPPool):
-    _fn = staticmethod(_P.lp_pool3d)
-
-
 class _MaxUnpool(Module):
     _repr_fields = ("kernel_size", "stride", "padding")
     _fn = None
@@ -155,18 +103,6 @@ class _MaxUnpool(Module):
 
     def forward(self, input, indices, output_size=None):
         return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
-
-
-class MaxUnpool1d(_MaxUnpool):
-    _fn = staticmethod(_P.max_unpool1d)
-
-
-class MaxUnpool2d(_MaxUnpool):
-    _fn = staticmethod(_P.max_unpool2d)
-
-
-class MaxUnpool3d(_MaxUnpool):
-    _fn = staticmethod(_P.max_unpool3d)
 
 
 class _FractionalMaxPool(Module):
@@ -193,9 +129,23 @@ class _FractionalMaxPool(Module):
                               self.return_indices, _random_samples=self._random_samples)
 
 
-class FractionalMaxPool2d(_FractionalMaxPool):
-    _fn, _n = staticmethod(_F.fractional_max_pool2d), 2
-
-
-class FractionalMaxPool3d(_FractionalMaxPool):
-    _fn, _n = staticmethod(_F.fractional_max_pool3d), 3
+MaxPool1d = layer_class("MaxPool1d", _MaxPoolNd, _P.max_pool1d)
+MaxPool2d = layer_class("MaxPool2d", _MaxPoolNd, max_pool2d)
+MaxPool3d = layer_class("MaxPool3d", _MaxPoolNd, _P.max_pool3d)
+AvgPool1d = layer_class("AvgPool1d", _AvgPoolNd, _P.avg_pool1d)
+AvgPool2d = layer_class("AvgPool2d", _AvgPoolNd, avg_pool2d)
+AvgPool3d = layer_class("AvgPool3d", _AvgPoolNd, _P.avg_pool3d)
+AdaptiveAvgPool1d = layer_class("AdaptiveAvgPool1d", _AdaptiveAvg, _P.adaptive_avg_pool1d)
+AdaptiveAvgPool3d = layer_class("AdaptiveAvgPool3d", _AdaptiveAvg, _P.adaptive_avg_pool3d)
+AdaptiveMaxPool1d = layer_class("AdaptiveMaxPool1d", _AdaptiveMax, _P.adaptive_max_pool1d)
+AdaptiveMaxPool3d = layer_class("AdaptiveMaxPool3d", _AdaptiveMax, _P.adaptive_max_pool3d)
+LPPool1d = layer_class("LPPool1d", _LPPool, _P.lp_pool1d)
+LPPool2d = layer_class("LPPool2d", _LPPool, _P.lp_pool2d)
+LPPool3d = layer_class("LPPool3d", _LPPool, _P.lp_pool3d)
+MaxUnpool1d = layer_class("MaxUnpool1d", _MaxUnpool, _P.max_unpool1d)
+MaxUnpool2d = layer_class("MaxUnpool2d", _MaxUnpool, _P.max_unpool2d)
+MaxUnpool3d = layer_class("MaxUnpool3d", _MaxUnpool, _P.max_unpool3d)
+FractionalMaxPool2d = layer_class("FractionalMaxPool2d", _FractionalMaxPool, _F.fractional_max_pool2d,
+                                  _n=2)
+FractionalMaxPool3d = layer_class("FractionalMaxPool3d", _FractionalMaxPool, _F.fractional_max_pool3d,
+                                  _n=3)

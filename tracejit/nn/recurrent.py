@@ -69,11 +69,8 @@ def gru_step(gi, h, w_hh, b_hh):
 
 def _packed_proj(x, h, w_ih, w_hh, b_ih, b_hh):
     """``x @ W_ih.T + b_ih + h @ W_hh.T + b_hh`` of one cell step as one product,
-    ``[x | h] @ [W_ih | W_hh].T + (b_ih + b_hh)``: one GEMM forward and two backward for
-    the step where the two projections take two and four (the weights' concatenation is
-    the same node at every step of a captured loop: CSE keeps one, and its gradient is
-    split once), and no separate sum of the two. The LSTMCell sine-wave program (two cells,
-    100 steps, batch 97) runs 899 products a training step instead of 1398."""
+    ``[x | h] @ [W_ih | W_hh].T + (b_ih + b_hh)``: one GEMM forward and two backward where
+    the two projections take two and four (a captured loop's CSE keeps one concatenation)."""
     b = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
     return F.linear(_ops.cat([x, h], 1), _ops.cat([w_ih, w_hh], 1), b)
 
@@ -264,16 +261,11 @@ class RNNBase(Module):
 def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False,
                    batch_sizes=None):
     """Run one layer in one direction over time-major x (L, N, H_in) -> (out (L, N, H), state).
-    ``batch_major``: the caller will transpose out to (N, L, H); the layers then make that
-    their memory order (the transposed view is then contiguous).
-
-    Every layer kind runs its time loops inside one op each way, eager and captured
-    (`_lstm_layer`, `_gru_layer`, `_rnn_layer`: ops/lstm_layer.py, gru_layer.py,
-    rnn_layer.py); the step functions above are the cells' math. A packed batch
-    (`batch_sizes`) runs the same one op per layer and direction, its steps updating only
-    the sequences that have them. A one-step sequence of an LSTM or GRU runs eagerly as the
-    cells' one node (`lstm_cell_step`, `gru_cell_step`: the same primitives), without the
-    layer's shape ops around it (a decoder feeding one token a call: ~15 ops a step)."""
+    ``batch_major``: the caller will transpose out to (N, L, H), so the layers make that
+    their memory order. Every layer kind runs its time loops inside one op each way; a
+    packed batch (`batch_sizes`) too, its steps updating only the sequences that have them.
+    A one-step LSTM or GRU sequence runs eagerly as the cells' one node, without the
+    layer's shape ops around it."""
     if (batch_sizes is None and _reg.trace_state.tracer is None and x.shape[0] == 1
             and step in (lstm_step, gru_step)):
         out = _one_step(step, x, state, weights)
@@ -282,9 +274,9 @@ def _run_direction(step, x, state: tuple, weights: tuple, reverse: bool, batch_m
     if step is lstm_step:
         return _lstm_layer(x, state, weights, reverse, batch_major, batch_sizes)
     if step is gru_step:
-        return _gru_layer(x, state, weights, reverse, batch_major, batch_sizes)
-    return _rnn_layer(x, state, weights, reverse, batch_major, "tanh" if step is rnn_tanh_step else "relu",
-                      batch_sizes)
+        return _state_layer(gru_layer_fm, x, state, weights, reverse, batch_major, batch_sizes)
+    nonlinearity = "tanh" if step is rnn_tanh_step else "relu"
+    return _state_layer(rnn_layer_fm, x, state, weights, reverse, batch_major, batch_sizes, nonlinearity)
 
 
 def _one_step(step, x, state: tuple, weights: tuple):
@@ -301,11 +293,9 @@ def _one_step(step, x, state: tuple, weights: tuple):
 
 def _time_major_rows(out, batch_major: bool):
     """A layer's feature-major output (L, H, N) as (L, N, H) rows of H: contiguous, or for a
-    batch_first output a (L, N, H) view of a contiguous (N, L, H). The next layer's or the
-    model's GEMMs read it as rows of H (a strided view made each of them gather it: ~2-4 ms
-    per read, forward and again for the weight's gradient). The (N, L, H) order is made in
-    two copies, (L, N, H) first: one copy straight from (L, H, N) reads each step's 32 KB
-    block once per batch row, 2 MB per row (LM step: 3.3 ms, against 1.0 + 0.3 ms)."""
+    batch_first output a (L, N, H) view of a contiguous (N, L, H), since the next GEMMs read
+    rows of H. The (N, L, H) order is made in two copies, (L, N, H) first, which reads each
+    step's block once (3.3 ms against 1.3 for the LM step)."""
     out = _ops.contiguous(_ops.permute(out, (0, 2, 1)))
     if batch_major:
         out = _ops.transpose(_ops.contiguous(_ops.transpose(out, 0, 1)), 0, 1)
@@ -314,14 +304,9 @@ def _time_major_rows(out, batch_major: bool):
 
 def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False, batch_sizes=None):
     """`_run_direction` of an LSTM, eager or captured: the whole time loop as one op
-    forward and one backward (ops/lstm_layer.py), feature-major: the gate blocks are
-    contiguous row blocks of ``W_hh @ h^T`` (4H, N), and that is the faster GEMM
-    orientation for small batches (batch 32, hidden 256, one thread: ``W @ h^T`` 0.20 ms
-    against 0.29 ms for ``h @ W^T``).
-    The input projection ``x_t W_ih^T`` is part of each step's product inside the loop
-    (one packed GEMM on [W_ih | W_hh]: the loop's split carries it, where one OpenBLAS
-    GEMM over the sequence before the loop scaled worse on two threads); the biases are
-    added at each step."""
+    forward and one backward (ops/lstm_layer.py), feature-major (contiguous gate blocks and
+    the faster GEMM orientation for small batches); the input projection is part of each
+    step's packed product inside the loop, the biases added at each step."""
     w_ih, w_hh, b_ih, b_hh = weights
     bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
     h0, c0 = (_ops.transpose(s, 0, 1) for s in state)
@@ -330,31 +315,18 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
 
-def _gru_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool = False, batch_sizes=None):
-    """`_run_direction` of a GRU, eager or captured: the whole time loop as one op forward
-    and one backward (ops/gru_layer.py), feature-major as `_lstm_layer`; the input
-    projection with b_ih is one GEMM over the L*N rows."""
+def _state_layer(layer_fm, x, state: tuple, weights: tuple, reverse: bool, batch_major: bool,
+                 batch_sizes=None, *options):
+    """`_run_direction` of a GRU or an Elman RNN (`layer_fm`: ops/gru_layer.py's or
+    ops/rnn_layer.py's), eager or captured: the whole time loop as one op forward and one
+    backward, feature-major as `_lstm_layer`; the input projection with b_ih is one GEMM
+    over the L*N rows."""
     w_ih, w_hh, b_ih, b_hh = weights
     L, N, h_in = x.shape
-    three = w_ih.shape[0]
-    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, three))
-    out, h = gru_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, batch_sizes)
-    out = _time_major_rows(out, batch_major)
-    return out, (_ops.transpose(h, 0, 1),)
-
-
-def _rnn_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: bool, nonlinearity: str,
-               batch_sizes=None):
-    """`_run_direction` of an Elman RNN, eager or captured: the whole time loop as one op
-    forward and one backward (ops/rnn_layer.py), feature-major as `_lstm_layer`; the input
-    projection with b_ih is one GEMM over the L*N rows."""
-    w_ih, w_hh, b_ih, b_hh = weights
-    L, N, h_in = x.shape
-    H = w_ih.shape[0]
-    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, H))
-    out, h = rnn_layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, nonlinearity, batch_sizes)
-    out = _time_major_rows(out, batch_major)
-    return out, (_ops.transpose(h, 0, 1),)
+    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, w_ih.shape[0]))
+    out, h = layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, *options,
+                      batch_sizes=batch_sizes)
+    return _time_major_rows(out, batch_major), (_ops.transpose(h, 0, 1),)
 
 
 def _lstm_proj_layer(x, state: tuple, weights: tuple, w_hr, reverse: bool, batch_sizes=None):

@@ -1,24 +1,13 @@
 """Eager recurrent cells: a step's gate blocks as one autograd node (`chunk_gates`), and
 an LSTM cell's gate math as one (`lstm_cell_gates`).
 
-An LSTM or GRU cell splits its gate pre-activations into equal blocks; `ops.chunk` makes
-one ``getitem`` per block, whose backward writes a full-size zero tensor with one slice
-filled, then the engine sums them. `chunk_gates` is one node whose backward is one
-``cat`` (captured graphs get the same from jit/slice_grads.py). The layers (RNN, LSTM,
-GRU) run their whole time loops as one op each way (ops/rnn_layer.py, lstm_layer.py,
-gru_layer.py), hidden-weight gradient included.
-
-An LSTMCell stepped by a Python loop has no layer op: its gate math (three sigmoids, two
-tanh, the cell update: ~10 ops forward, ~20 backward, each with dispatch and a graph
-node) is `lstm_cell_gates`, one node computed on the arrays, as PyTorch's eager cell is
-one fused kernel. Its backward is written on the arrays too, except under
-``create_graph``, where it differentiates the same math written with tracejit ops.
-
+`ops.chunk` makes one ``getitem`` per gate block, each backward a full-size zero tensor
+with one slice filled; `chunk_gates` is one node whose backward is one ``cat``. An LSTMCell
+stepped by a Python loop runs its gate math (~10 ops forward, ~20 backward) as
+`lstm_cell_gates`, one node computed on the arrays, as PyTorch's eager cell is one fused
+kernel; under ``create_graph`` its backward differentiates the same math in tracejit ops.
 An eager LSTMCell or GRUCell step on the CPU is `lstm_cell_step` / `gru_cell_step`: the
-layer's two primitives (ops/lstm_prim.py, gru_prim.py; their loop kernels: the gate math
-and product the layers run) on a one-step sequence, called on the arrays inside one
-autograd node, so a step records one node instead of the layer op's ~15 shape ops, bias
-sum and output slices around it (GRUCell: ~10 elementwise ops and two products).
+layer's two primitives on a one-step sequence inside one autograd node.
 """
 from __future__ import annotations
 

@@ -225,10 +225,8 @@ class TransformerDecoderLayer(Module):
 
 def _ff_residual(x, ff, norm, norm_first: bool):
     """``x + ff(norm(x))`` (norm_first) or ``norm(x + ff(x))``, for a 3-D x on its
-    (tokens, features) rows: the feed-forward block's last bias add and the residual add
-    then have one shape, so a compiled layer makes them one pass (on the (N, L, E) view
-    they were two kernels: the reshape between them splits the fused group). Same values:
-    LayerNorm normalizes each token's features either way."""
+    (tokens, features) rows, so a compiled layer fuses the last bias add and the residual
+    add into one pass. Same values."""
     def step(t):
         return t + ff(norm(t)) if norm_first else norm(t + ff(t))
     return _per_token(step, x)

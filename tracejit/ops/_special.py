@@ -1,10 +1,8 @@
 """Special functions numpy lacks, for the eager path.
 
-erf: float32 (and float16) arrays use the same approximation the compiled kernels
-use (coefficients in `_erf_coeffs`, 2.5 ulp at most), evaluated with numpy's vectorized
-arithmetic in float32: a Python call per element was 100x slower (half of a GPT
-model's eager step went to the exact GELU). float64 keeps Python's correctly rounded
-``math.erf`` per element, exact, as a float64 reference should be.
+erf: float32 (and float16) arrays use the compiled kernels' approximation (`_erf_coeffs`,
+2.5 ulp at most) with numpy's vectorized arithmetic, 100x faster than a Python call per
+element; float64 keeps Python's correctly rounded ``math.erf`` per element.
 """
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
 """Attention as composites: ``scaled_dot_product_attention`` and the multi-head
 attention forward that ``nn.MultiheadAttention`` calls.
 
-Both are batched matmuls (one GEMM per batch and head, all heads in one call) around a
-softmax whose scale and additive mask are part of the softmax op itself
-(ops/softmax_prim.py: one row kernel forward, one backward, eager and compiled), and
-gradients are the primitives'.
-Masks follow PyTorch: a bool mask marks with True what may be attended to in
-``scaled_dot_product_attention`` but what must *not* be attended to in
-``multi_head_attention_forward`` (attn_mask and key_padding_mask); a float mask is
-added to the scores in both.
+Both are batched matmuls around a softmax whose scale and additive mask are part of the
+softmax op itself (ops/softmax_prim.py). Masks follow PyTorch: a bool mask marks with True
+what may be attended to in ``scaled_dot_product_attention`` but what must *not* be in
+``multi_head_attention_forward``; a float mask is added to the scores in both.
 """
 from __future__ import annotations
 
@@ -160,11 +156,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
 
 
 def _proj(x, w, b):
-    """``linear`` of a 3-D x as one 2-D GEMM over all tokens. numpy runs a 3-D product as
-    one GEMM per leading index: for a (L, N, E) view of batch-first data (N, L, E) that is
-    L GEMMs of N rows with strided rows (measured, TransformerEncoderLayer d_model 256,
-    batch 16, seq 128: 7.8 ms against 3.5 ms for the same product on the batch-first
-    layout, one thread)."""
+    """``linear`` of a 3-D x as one 2-D GEMM over all tokens: numpy runs a 3-D product as
+    one GEMM per leading index, with strided rows for a (L, N, E) view of batch-first data
+    (7.8 ms against 3.5 ms for an encoder layer's projection)."""
     if x.ndim != 3:
         return linear(x, w, b)
     a, c, e = x.shape
@@ -175,23 +169,18 @@ def _proj(x, w, b):
 
 
 def _packed_self_projection(x, w, b, num_heads: int, seq: int) -> tuple:
-    """(packed (T*N, 3E) projection, (q, k, v)) of self-attention, each [N, H, T, hd], from ONE GEMM of the tokens with the
-    packed (3E, E) in_proj_weight: three (T*N, E) @ (E, E) products run at ~60% of the
-    speed of one (T*N, E) @ (E, 3E) (TransformerEncoderLayer d_model 256, batch 16, seq
-    128, one thread, forward and both gradients: 36 -> 28 ms). The three heads-layout views
-    are cut by one node eagerly (`unbind_steps`: backward one stack, not three full-size
-    zero-filled index_adds) and by int selects when traced (their gradients become one
-    concat, jit/slice_grads.py)."""
+    """(packed (T*N, 3E) projection, (q, k, v)) of self-attention, each [N, H, T, hd], from
+    one GEMM of the tokens with the packed (3E, E) in_proj_weight: three separate products
+    run at ~60% of its speed. The three head views are cut by one node eagerly
+    (`unbind_steps`: backward one stack) and by int selects when traced."""
     from .step_slices import unbind_steps
     a, c, e = x.shape
     hd = e // num_heads
     packed = linear(reshape(x, (a * c, e)), w, b)
     qkv = reshape(packed, (a, c, 3, num_heads, hd))
     # seq-first [T, N, 3, H, hd] or batch-first [N, T, 3, H, hd], cut along its axis 2 and
-    # each part permuted to [N, H, T, hd]: the gradients are stacked (concatenated when
-    # traced) straight into the (tokens, 3E) layout of the projection's weight GEMM, where
-    # cutting a [3, N, H, T, hd] permutation stacked them in that order and the reshape
-    # copied them a second time (eager packed gradient: stack 1.6 ms + a ~3 ms copy)
+    # each part permuted to [N, H, T, hd]: the gradients are stacked straight into the
+    # (tokens, 3E) layout of the projection's weight GEMM, with no second copy
     heads = (0, 2, 1, 3) if seq else (1, 2, 0, 3)
     return packed, tuple(permute(p, heads) for p in unbind_steps(qkv, 2))
 

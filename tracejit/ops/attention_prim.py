@@ -1,37 +1,23 @@
 """Self-attention's context ``W @ V`` on the packed q/k/v projection, as a primitive whose
 backward writes the q, k and v gradients straight into the packed layout; and its weights
-``W = softmax(q k^T * scale + mask)`` as one primitive (`attention_weights`). Their numpy
-forms here are whole-batch array operations; the CPU backend registers forms that work one
-batch element at a time while its scores are in cache, split over the cores, each part one
-nogil numba call where it can be (compiler/cpu/kernels/attention_kernels.py), and a compiled
-plan runs weights and context as one step (compiler/attnpair.py).
+``W = softmax(q k^T * scale + mask)`` as one primitive (`attention_weights`). The CPU
+backend registers per-batch-element forms (compiler/cpu/kernels/attention_kernels.py).
 
-Why: multi-head self-attention projects the tokens with ONE GEMM into a packed
-(tokens, 3E) array ``qkv`` and cuts q, k, v out of it as strided head views. As
-composites, the three gradients come from three matmul VJPs and are then concatenated
-(compiled; stacked eagerly) into the packed (tokens, 3E) gradient the projection's weight
-GEMM reads: a full extra pass (the concat took ~3 ms of the Transformer encoder step,
-batch 16, seq 128, d_model 256, 4 heads, one thread). numpy's ``matmul`` takes a strided
-``out=``: with one node making all three gradients, each GEMM writes its slice of the
-packed buffer directly (measured alone: 12.6 -> 10.9 ms for the three GEMMs + concat).
-The forward likewise writes ``W @ V`` through a permuted view of a (tokens, E) buffer,
-so the output projection reads it without the head-merging copy.
+Why: multi-head attention projects tokens with one GEMM into a packed (tokens, 3E) ``qkv``
+and cuts q, k, v out as strided head views. As composites, the three gradients are then
+concatenated into the packed gradient: a full extra pass (~3 ms of the Transformer encoder
+step). With one node making all three, each GEMM writes its slice of the packed buffer.
 
-The contract (why this is a primitive with a precondition, not a plain composite):
-``attention_context(qkv, w)`` is ``w @ v`` for ``w = softmax(q k^T * scale + mask)``
-computed from the SAME ``qkv`` by the caller (ops/attention.py), with a mask that needs
-no gradient. Its VJP returns the whole gradient of ``qkv`` — through ``v`` and, through
-``w``, through ``q`` and ``k`` (`attention_backward`) — and none for ``w``: the weights'
-own graph (scores matmul, softmax) then receives nothing from this use and stays idle.
-Other uses of ``w`` (returned attention weights) still send their gradients through that
-graph, so every first and higher derivative is the composite's. For second derivatives
-`attention_backward` has its own VJP (written with tracejit ops below) whose ``w``
-gradient does flow back through the weights' graph: that is what makes ``w``'s
-dependence on ``q`` and ``k`` count there.
+The contract: ``attention_context(qkv, w)`` is ``w @ v`` for ``w`` computed from the same
+``qkv`` by the caller (ops/attention.py), with a mask needing no gradient. Its VJP returns
+the whole gradient of ``qkv`` (through ``v`` and, through ``w``, ``q`` and ``k``) and none
+for ``w``, so the weights' own graph stays idle; other uses of ``w`` still send gradients
+through it. For second derivatives `attention_backward` has its own VJP whose ``w``
+gradient flows back through the weights' graph.
 
-Layouts: ``qkv`` is (a * c, 3E) for tokens laid out (a, c) — batch-first (N, T) or
-sequence-first (T, N) (``seq_first``) — each token's row [q | k | v], each part
-[head, head_dim]. ``w`` is (N, H, T, T). The context is (a, c, E).
+Layouts: ``qkv`` is (a * c, 3E) for tokens laid out (a, c) (batch-first, or sequence-first
+with ``seq_first``), each row [q | k | v] of [head, head_dim]; ``w`` is (N, H, T, T); the
+context is (a, c, E).
 """
 from __future__ import annotations
 
@@ -236,11 +222,9 @@ ATTENTION_BACKWARD = defprim("attention_backward", _backward_impl, _backward_rul
 
 
 def attention_weights(qkv, mask=None, *, tokens: tuple, heads: int, seq_first: bool, scale: float):
-    """``softmax(q k^T * scale + mask)`` (N, H, T, T) of packed ``qkv`` (a*c, 3E): the scores
-    and their softmax per batch slice in one pass over the cores (the slice's scores are
-    normalized while they are in cache, instead of a product over all slices and then a
-    softmax pass over 4 MB of scores). ``mask``: None, or an additive float mask of qkv's
-    dtype broadcasting to the weights that needs no gradient."""
+    """``softmax(q k^T * scale + mask)`` (N, H, T, T) of packed ``qkv`` (a*c, 3E), per batch
+    slice so the scores are normalized while in cache. ``mask``: None, or an additive float
+    mask of qkv's dtype that needs no gradient."""
     kw = dict(tokens=tuple(as_dim(t) for t in tokens), heads=int(heads), seq_first=bool(seq_first),
               scale=float(scale))
     return bind(ATTENTION_WEIGHTS, qkv, **kw) if mask is None else bind(ATTENTION_WEIGHTS, qkv, mask, **kw)

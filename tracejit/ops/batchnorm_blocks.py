@@ -17,13 +17,9 @@ def _backward_blocks(g, x, stats, weight, eps, out) -> bool:
     (`_channel_blocks`, `_NP_BLOCK_BACKWARD`), into the record `out`; False (the
     whole-array form runs) for any other x, or a channel-major g whose channel runs are not
     contiguous. The same operations in the same dtypes as `_reduce_impl` then
-    `_input_impl`, per channel: the sums of g and of (x - mean) * g on rows in x's order
-    (`_row_sums`, `_row_dots`), and each element's subtract, multiply, add. A g in the
-    other layout (pooling's C-contiguous gradient against the conv's channel-major
-    activation, LeNet's) is copied into x's order a block at a time, into the block's output
-    rows (which its products then overwrite), not whole into a fresh x-sized array; the
-    block's passes stay in cache (LeNet's BatchNorm
-    backward: 3.5-3.6 -> 2.0-2.2 ms, second 1.4-1.5 -> 0.9-1.0)."""
+    `_input_impl`. A g in the other layout is copied into x's order a block at a time,
+    into the block's output rows, so the block's passes stay in cache (LeNet's BatchNorm
+    backward: 3.5 -> 2.1 ms)."""
     xr = _channel_rows(x)
     if xr is None or not x.size or tuple(g.shape) != tuple(x.shape):
         return False
@@ -84,14 +80,9 @@ def _channel_rows(x):
 def _forward_blocks(x, weight, bias, eps, rec) -> bool:
     """batch_norm_forward's numpy form for a channel-major x, block by block of channels
     (`_channel_blocks`); False (the whole-array form runs) for any other x. The same
-    operations in the same dtypes as that form (`_stats_impl`, `_train_impl`): each
-    channel's sums are the same row sums (`_row_sums`, `_row_dots`), and each element the
-    same subtract, multiply, add. The affine runs on the block's rows in x's order into a
-    scratch block, then one copy puts them in the C-contiguous output: the whole-array
-    form's multiply from channel-major x into C-contiguous memory ran an inner loop per
-    (N, C) plane row (LeNet's first activation: 0.9 ms against 0.4 in one order), and its
-    passes went out of cache between them (LeNet's first BatchNorm: 2.5-2.8 -> 1.9-2.1 ms,
-    second 1.0-1.1 -> 0.6-0.7)."""
+    operations in the same dtypes as `_stats_impl`, `_train_impl`. The affine runs on the
+    block's rows in x's order into a scratch block, then one copy puts them in the
+    C-contiguous output, so passes stay in cache (LeNet's first BatchNorm: 2.6 -> 2.0 ms)."""
     rows = _channel_rows(x)
     if rows is None or not x.size:
         return False

@@ -1,50 +1,24 @@
 """Training-mode batch norm as primitives: statistics, normalization, and its gradient.
 
-Why primitives (batch_norm was a composite of mean, sub, mul, rsqrt, add): in eager mode
-each composite op is a pass over the activation, so a training-mode BatchNorm2d made 6
-passes forward and about 12 backward (LeNet's first one, (64, 32, 26, 26) float32: ~25 ms
-of a ~100 ms step, where PyTorch's two kernels take ~9 ms). Here:
+Primitives rather than a composite of mean, sub, mul, rsqrt, add because each eager
+composite op is a pass over the activation (a BatchNorm2d made 6 passes forward and about
+12 backward); here it is one fused pass forward and one backward:
 
-- ``batch_norm_stats(x)`` -> (2, C): per-channel mean and biased variance, one pass
-  (sums of ``x - shift``, shift = the channel's first element, so the variance does not
-  cancel; float64 across blocks); no gradient (its users below carry the full derivative);
-- ``batch_norm_train(x, stats, weight, bias, eps)``: ``(x - mean) * rstd * weight + bias``,
-  one pass. Its VJP is the derivative of the whole normalization *including the batch
-  statistics' dependence on x* (stats is a non-differentiable input computed from x: the
-  only caller, ops/normalization.py, passes ``batch_norm_stats(x)``);
-- the VJP: ``batch_norm_backward_reduce(g, x, stats)`` -> (2, C) = (sum g, sum g*xhat),
-  one pass, and ``batch_norm_backward_input(g, x, stats, weight, red, eps)``: the input
-  gradient ``w*rstd*(g - sum g/n - xhat*sum(g*xhat)/n)``, one pass. Two passes backward,
-  as PyTorch's native_batch_norm_backward.
-
-What batch_norm (ops/normalization.py) runs: two fused passes, one forward and one
-backward, each doing per channel what two of the primitives above do, while the channel's
-run of x (and g) is still in cache (the passes are memory bound: LeNet's first activation
-is 5.5 MB, one channel of it 173 KB):
-
-- ``batch_norm_forward(x, weight, bias)`` -> (output, stats): a record primitive
-  (``batch_norm_forward``: output then statistics in one flat array, no gradient) and
-  ``batch_norm_values(rec, x, stats, weight, bias)``, the record's head in x's shape with
-  batch_norm_train's VJP;
+- ``batch_norm_forward(x, weight, bias)`` -> (output, stats): a record primitive (output
+  then (2, C) mean and biased variance, no gradient) and ``batch_norm_values``, the record's
+  head in x's shape with batch_norm_train's VJP;
 - that VJP is ``batch_norm_backward(g, x, stats, weight)`` -> flat record: the input
-  gradient (channel-major), then (sum g, sum g*xhat) per channel; the gradients are views
-  of it. Its numpy form and its VJP are those of backward_reduce + backward_input.
+  gradient (channel-major), then (sum g, sum g*xhat) per channel, taken out as views.
 
-Higher derivatives: the two backward primitives have VJPs of their own, written with
-differentiable ops that recompute the statistics from x (`_moments`), so they carry the
-statistics' dependence on x that the non-differentiable `stats` operand does not; every
-order of derivative is right, eagerly (``create_graph=True``) and through a compiled
-module's eager backward (compiler/executor.py interprets the traced backward then).
+``batch_norm_stats``, ``batch_norm_train`` and ``batch_norm_backward_reduce``/``_input``
+are the same computations as separate passes (the records' numpy forms are built from
+them). The VJP of batch_norm_train includes the statistics' dependence on x. The backward
+primitives' own VJPs recompute the statistics with differentiable ops (`_moments`), so every
+order of derivative is right.
 
-The two records' CPU kernels are their *channel forms* (`forward_form`, `backward_form`:
-per-channel sums and elementwise ops) rendered as one channel group by the compiler's one
-lowering (compiler/cpu/kernels/channel_forms.py), as a compiled step's BatchNorm is
-(jit/batchnorm_split.py); they take x in either memory order (eager activations are often
-channel-major, the conv GEMM's order). The numpy forms here (other array modules, other
-dtypes, kernels not loaded yet) compute the same formulas. Output memory
-order is chosen for the next op: the normalized output is C-contiguous (the ReLU after it
-runs on its flat path), the input gradient channel-major (the rows of the convolution
-backward's GEMM, so no transposing copy there).
+The records' CPU kernels are their channel forms (`forward_form`, `backward_form`) rendered
+by the compiler's one lowering (compiler/cpu/kernels/channel_forms.py); the numpy forms here
+compute the same formulas for other array modules and dtypes.
 """
 from __future__ import annotations
 
@@ -62,17 +36,13 @@ def _ncl_shape(x):
     return x.shape[0], x.shape[1], (x.size // (x.shape[0] * x.shape[1]))
 
 
-
-
 def _count(shape) -> int:
     return numel(shape) // shape[1]
 
 
 def _channel_sums(xp, a3):
-    """(C,): the sums of an (N, C, L) array over N and L, in its memory's order: one
-    contiguous (C, N*L) row per channel when it is channel-major (the conv GEMM's output;
-    `_row_sums`), else L then N. The numpy forms' reductions: ``a.sum((0, 2, 3))`` walked a
-    4-D iterator (LeNet's first activation: 3-6 ms against ~1 ms)."""
+    """(C,): the sums of an (N, C, L) array over N and L, in its memory's order (one row
+    per channel when channel-major), since ``a.sum((0, 2, 3))`` walks a slow 4-D iterator."""
     if xp is np and a3.strides[1] > a3.strides[0]:
         return _row_sums(a3.transpose(1, 0, 2).reshape(a3.shape[1], -1))
     acc = np.float32 if a3.dtype == np.float16 else None   # as numpy's mean of float16
@@ -89,15 +59,10 @@ def _channel_dots(xp, a3, b3):
     return _channel_sums(xp, xp.multiply(a3, b3, out=a3))
 
 
-# The numpy forms' per-channel sums, over contiguous rows (a channel's N*L elements). float32
-# and float64 by einsum: its loop over a contiguous run is ~3x np.sum's pairwise one (a block
-# of LeNet's first activation, 3 x 43,264 float32: 0.010 against 0.031 ms) and its two-operand
-# form sums products without writing them (0.024 against 0.067 for multiply, then sum). It
-# accumulates in the data's dtype, by SIMD lanes; single-threaded (so the bits do not depend
-# on a thread count, as BLAS dot products' would). float16 by np.sum in float32 (numpy's mean).
-# Each row's bits are the same whatever the number of rows, from two up: a lone row longer
-# than numpy's buffer (8,192 elements) is summed buffer by buffer, so the blocked forms never
-# give einsum a single row (`_channel_blocks`).
+# Per-channel sums over contiguous rows by einsum for float32/float64: ~3x faster than
+# np.sum's pairwise loop, sums products without writing them, and is single-threaded (bits
+# independent of thread count). A lone row is summed buffer by buffer, so the blocked forms
+# never give einsum a single row (`_channel_blocks`).
 _EINSUM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -245,9 +210,7 @@ def _reduce_impl(xp, g, x, stats, eps, scratch=None, g_like_x=None):
 
 def _g_like_x(xp, g, x):
     """A copy of g in x's memory order when the two differ (numpy, more than 2 dims), else
-    None: the backward numpy forms' elementwise ops and sums then run on one layout (mixed
-    ones walked one array across its planes: 0.9-1.0 ms an op on (64, 32, 26, 26) float32,
-    against 0.4 for the copy and 0.2-0.4 for the same ops in one order)."""
+    None: ops on mixed layouts cost more than the copy (0.9 ms an op against 0.4)."""
     if xp is np and x.ndim > 2 and _channel_major(x) != _channel_major(g):
         gk = np.empty_like(x)
         np.copyto(gk, g)
@@ -349,14 +312,9 @@ BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rul
 
 # ---------------------------------------------------------------- the backward as one pass
 # batch_norm_backward(g, x, stats, weight) -> flat record (C*N*L + 2*C,): the input gradient
-# channel-major ((C, N, L) memory: the rows the convolution backward's GEMM reads, each
-# starting where a contiguous (C, N*L) array's would: a record of (C, N*L + 2) rows, each
-# with its two sums, made those rows misaligned and the GEMMs ~0.1-0.4 ms slower), then
-# (2, C) = (sum g, sum g*xhat) (the bias and weight gradients). The IR's primitives have
-# one output, so the three results share one array and are taken out as views
-# (`_backward_parts`); nothing writes into a gradient in place, and the parts do not overlap.
-# Same values as batch_norm_backward_reduce followed by batch_norm_backward_input (its numpy
-# form is those two), one read of g and x.
+# channel-major (the rows the convolution backward's GEMM reads, kept aligned), then
+# (sum g, sum g*xhat). Primitives have one output, so the results share one array and are
+# taken out as non-overlapping views (`_backward_parts`).
 def _backward_rule(g, x, stats, weight, eps):
     if tuple(g.shape) != tuple(x.shape):
         raise ValueError(f"batch_norm_backward: gradient {tuple(g.shape)} and input "
@@ -414,14 +372,10 @@ BN_BACKWARD = defprim("batch_norm_backward", _backward_impl, _backward_rule, _ba
 
 
 # ---------------------------------------------------------------- the forward as one pass
-# batch_norm_forward(x, weight, bias) -> flat record (N*C*L + 2*C,): the normalized output
-# (C-contiguous, x's shape), then the (2, C) statistics; no gradient (like batch_norm_stats).
-# batch_norm_values(rec, x, stats, weight, bias) is the differentiable output: the record's
-# head seen in x's shape (no copy: 1 ms for LeNet's first activation), with
-# batch_norm_train's VJP (rec is an operand for the graph only; x, stats and weight are
-# what the gradient reads). The output is not marked a view of the record: nothing reads the
-# record's head but it, the statistics (its tail) do not overlap it, and an in-place op on
-# the output (ReLU(inplace=True)) then bumps no saved tensor's version.
+# batch_norm_forward(x, weight, bias) -> flat record (N*C*L + 2*C,): the normalized output,
+# then the (2, C) statistics; no gradient. batch_norm_values is the differentiable output:
+# the record's head in x's shape (no copy), with batch_norm_train's VJP. It is not marked a
+# view of the record, so an in-place op on it (ReLU(inplace=True)) bumps no saved version.
 def _forward_rule(x, weight, bias, eps):
     if x.ndim < 2:
         raise ValueError(f"batch_norm_forward: expected an input of at least 2 dims, got "
@@ -445,12 +399,8 @@ def _forward_impl(xp, x, weight, bias, eps):
     return rec
 
 
-# Elements of x per block of `_forward_blocks` (whole channels, at least two:
-# `_channel_blocks`): a block and its scratch stay in a core's L2 cache (2 MB or more on the
-# machines measured) between the block's passes. `_backward_blocks` passes over twice the
-# arrays (x, g, its copy in x's order, the output rows): half the elements (LeNet's first
-# BatchNorm backward, 2 channels a block instead of 3: 2.49 -> 2.31 ms, inputs from memory
-# 3.14 -> 2.94).
+# Elements of x per block of the blocked numpy forms: a block and its scratch stay in a
+# core's L2 cache between passes; the backward touches twice the arrays, so half as many.
 _NP_BLOCK = 1 << 17
 _NP_BLOCK_BACKWARD = 1 << 16
 
@@ -486,12 +436,9 @@ BATCH_NORM_VALUES = defprim("batch_norm_values", _values_impl, _values_rule, _va
 
 
 # ---------------------------------------------------------------- the channel forms
-# The records' kernels and a compiled step's BatchNorm (jit/batchnorm_split.py) are these
-# functions over (N, C, H, W) operands, written as per-channel sums (keepdim, over every dim
-# but 1) and elementwise ops: one channel group (compiler/fusion.py,
-# compiler/cpu/kernels/channel_forms.py). Per-channel operands and results are (1, C, 1, 1);
-# `inv` is 1 / (N*H*W): a constant in a compiled step, an operand of the eager kernels (one
-# kernel for every size, the same value).
+# The records' kernels and a compiled step's BatchNorm are these functions over (N, C, H, W)
+# operands: per-channel sums and elementwise ops, one channel group. Per-channel values are
+# (1, C, 1, 1); `inv` is 1 / (N*H*W), an operand of the eager kernels so one serves all sizes.
 def forward_form(x, weight, bias, inv, eps: float):
     """(y, mean, biased variance) of training-mode BatchNorm: the mean, then the variance
     as the mean of (x - mean)**2 (a second pass over the channel: no cancellation), then

@@ -94,9 +94,7 @@ def widened(*operands):
     """The float32 forms of a product's bf16 operands (linear, conv2d: input, weight, bias
     or None) where this process computes bf16 products in float32, else None. The op then
     runs in float32 and its caller rounds the result once, as PyTorch's bf16 linear and
-    convolutions do (bias included); the parts one by one would round the product, then the
-    bias sum, and widen and round im2col's columns in between (LeNet's second convolution:
-    four passes over 2.2M values, forward and backward)."""
+    convolutions do (bias included)."""
     if not all(t is None or (isinstance(t, Tensor) and t.dtype is _BF16) for t in operands):
         return None
     if _bf16_impl(REGISTRY["matmul"]):   # (by name: linalg imports this module)

@@ -1,14 +1,8 @@
 """im2col (``unfold``) and col2im (``fold``) primitives, each the other's VJP.
 
-Convolution is a composite over these plus matmul, so it gets gradients and tracing for
-free and the heavy lifting goes to BLAS.
-
 Two column layouts: ``"batch"`` (N, C*kh*kw, L), PyTorch's ``F.unfold``, and ``"gemm"``
-(C*kh*kw, N*L), the right operand of the convolution's one GEMM over all images. conv2d
-uses "gemm": in "batch" layout the columns were copied once to build and once more
-(transposed, 8.9 MB for LeNet's second conv) for the GEMM, and the backward made the
-same transposing copy of the GEMM's column gradient before col2im. (conv2d itself is
-ops/conv_gemm.py's primitives, whose numpy forms use these "gemm" forms.)
+(C*kh*kw, N*L), the right operand of a convolution's one GEMM over all images, which saves
+the transposing copies the "batch" layout needs (ops/conv_gemm.py uses it).
 """
 from __future__ import annotations
 
@@ -85,18 +79,13 @@ _UNFOLD_BLOCK = 1 << 17
 
 
 def _unfold_by_row_pitch(xpad, cols, kernel, stride, dilation, oh, ow) -> bool:
-    """unfold's "gemm" columns by numpy with long copies, for a stride of 1 down the rows
-    and windows narrower than the rows; False (the one strided copy runs) otherwise. The
-    one copy's innermost run is a window row, OW elements (conv2 of LeNet: 202K copies of
-    11 floats, ~0.9 ms of loop overhead). Here, per column offset j, the input's rows are
-    first cut to the OW columns that offset reads (kw copies of each H-row of the plane:
-    runs of OW too, but kw*N*C*H of them, not C*kh*kw*N*OH), into a scratch whose rows are
-    OW long: then a window's OH rows are consecutive there, and each (channel, offset,
-    image) column run is one contiguous copy of OH*OW elements. By blocks of channels;
-    the scratch is the last channel's column rows (written last, by the one strided
-    copy), so a cold first call faults in no pages the columns do not need anyway (a
-    scratch of its own cost more than the copies saved). Plain copies: the same values,
-    bit for bit (LeNet's conv2 unfold 1.00 -> 0.80 ms warm)."""
+    """unfold's "gemm" columns by long numpy copies, for a stride of 1 down the rows and
+    windows narrower than the rows; False (the one strided copy runs) otherwise. Per column
+    offset j the input's rows are first cut to the OW columns that offset reads, into a
+    scratch of OW-long rows; then each (channel, offset, image) column run is one contiguous
+    copy of OH*OW elements rather than OH copies of OW. By blocks of channels; the scratch
+    is the last channel's column rows, so a cold call faults in no extra pages. Same values
+    bit for bit (LeNet's conv2 unfold 1.00 -> 0.80 ms)."""
     n, c, h, w = xpad.shape
     kh, kw = kernel
     if stride[0] != 1 or ow >= w or c < 2 or not cols.size:
@@ -133,26 +122,18 @@ _FOLD_BLOCK = 1 << 17
 def _fold_by_row_pitch(cols, img, kernel, oh, ow) -> bool:
     """fold's "gemm" columns into `img`, the padded image as a C-contiguous (C, N, Hp, Wp)
     array, for a stride and dilation of 1, by numpy with long runs; False (the per-offset
-    adds run) for windows wider than the output rows or columns not C-contiguous. The
-    per-offset adds' innermost run is a window row, OW elements (LeNet's conv2 input
-    gradient: 9 adds of 64*32*11 rows of 11, ~2.4 ms of loop overhead warm). Here the two
-    offsets are summed apart, each where its runs are long:
+    adds run) for windows wider than the output or non-C-contiguous columns. The per-offset
+    adds run OW elements at a time; here the two offsets are summed apart, each where its
+    runs are long:
 
-    - rows first, in a scratch U[ch, j, image] of Hp rows of OW (the columns' own row
-      pitch): the window rows i of one (ch, j, image) are its OH*OW column run, added
-      whole at row i (kh adds of N*C*kw runs of OH*OW elements);
-    - then the column offsets j over the flat (image, row, OW) run of each channel: the
-      image column x = ox + j sums U[ch, j] at flat index q - j, so for the columns every
-      offset reaches (kw-1 <= x < OW) it is kw-1 adds of whole flat runs, in place in
-      U[ch, 0] (the other positions, where q - j crosses a row's start, are not read);
-      the 2*(kw-1) edge columns, which fewer offsets reach, are strided adds of their own,
-      first (they read U[ch, 0] before it is overwritten);
-    - the middle columns go into img with one copy (runs of OW-kw+1).
+    - rows first, in a scratch U[ch, j, image] of Hp rows of OW: kh adds of whole OH*OW
+      column runs;
+    - then the column offsets j over each channel's flat run, in place in U[ch, 0] (the
+      2*(kw-1) edge columns, which fewer offsets reach, by strided adds first);
+    - the middle columns go into img with one copy.
 
-    By blocks of channels (`_FOLD_BLOCK`) through one scratch. The terms are the same, the
-    order of the adds is not (offset i then j, against the per-offset form's (i, j) row
-    order, which the col2im kernel does not follow either): equal within float32 rounding.
-    Each sum starts from +0.0, as a sum into zeros does (-0.0 terms give +0.0)."""
+    By blocks of channels (`_FOLD_BLOCK`). The order of the adds differs from the
+    per-offset form's: equal within float32 rounding. Sums start from +0.0."""
     kh, kw = kernel
     c, n, hp, wp = img.shape
     if ow < kw or not cols.size or not cols.flags.c_contiguous:
@@ -220,10 +201,8 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
     ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
     kh, kw = kernel
     if layout == "gemm":
-        # Into a channel-major image ((C, N, H, W) memory, the order the column rows come
-        # in): for a stride of 1 by `_fold_by_row_pitch`, else by adds of (C, kh, kw, N, OH,
-        # OW) read as (N, C, kh, kw, OH, OW), one per offset. (The CPU backend registers one
-        # loop writing a C-contiguous image: compiler/cpu/kernels/conv_kernels.py.)
+        # Into a channel-major image (the order the column rows come in): for a stride of
+        # 1 by `_fold_by_row_pitch`, else by one add per offset.
         if xp is np and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1):
             img = np.empty((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
             if _fold_by_row_pitch(cols, img, kernel, oh, ow):

@@ -1,20 +1,17 @@
 """A convolution without groups and its two gradients as three primitives, each the
 others' VJP, so a backend can run each by blocks of images (compiler/cpu/kernels/
-conv_blocks.py): columns of a few images made and used while they are in a core's cache,
-never the whole batch's (ResNet's first stage: 19 MB of columns, a GEMM of 16 rows that ran
-memory-bound at 17 GFLOP/s).
+conv_blocks.py): columns of a few images made and used while in cache, never the whole
+batch's.
 
 - ``conv2d_gemm(x, w[, b])``: (N, C, H, W) by (O, C, kh, kw) -> (N, O, OH, OW), C-contiguous,
-  plus the bias b (O,) while the block's output is in cache (a separate add before a
-  BatchNorm kept the BatchNorm's channel group from reading the convolution's result);
-- ``conv2d_wgrad(g, x)``: the weight's gradient, g (N, O, OH, OW) times x's columns; with
-  ``bias=True`` a flat record, the weight's gradient then the bias's (g summed over N, OH,
-  OW while the block's rows are in cache);
-- ``conv2d_xgrad(g, w)``: the input's gradient, W^T g folded (col2im) into (N, C, H, W):
-  also conv_transpose2d's forward.
+  plus the bias b (O,) while the block's output is in cache;
+- ``conv2d_wgrad(g, x)``: the weight's gradient; with ``bias=True`` a flat record, the
+  weight's gradient then the bias's;
+- ``conv2d_xgrad(g, w)``: the input's gradient, W^T g folded (col2im): also
+  conv_transpose2d's forward.
 
 Their numpy forms are the whole-batch im2col, one GEMM and col2im (ops/conv.py), the
-reference the blocked implementations match. Bilinear: the VJP of each is the other two.
+reference the blocked implementations match.
 """
 from __future__ import annotations
 

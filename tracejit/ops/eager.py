@@ -34,10 +34,9 @@ class _TraceState(threading.local):
 
 trace_state = _TraceState()
 
-# How many tracers are active, in all threads together (`tracer_entered` / `tracer_exited`,
-# called by jit/tracer.py's TraceContext): while none is, `bind` skips the thread-local
-# lookup of `trace_state.tracer` (a threading.local attribute costs ~0.1 µs, a module
-# global ~0.02). Nonzero only means "look": the thread-local stays the truth.
+# How many tracers are active in all threads: while none is, `bind` skips the thread-local
+# lookup of `trace_state.tracer` (~0.1 µs against ~0.02 for a module global). Nonzero only
+# means "look": the thread-local stays the truth.
 _tracers_active = 0
 _tracers_lock = threading.Lock()
 
@@ -56,14 +55,11 @@ _wrap = Tensor._wrap
 
 
 # ---------------------------------------------------------------- eager dispatch
-# Every eager op comes through `_eager`, so its cost is the per-op overhead users see.
-# The rule and the promotion it implies depend only on the operands' (shape, dtype) /
-# scalar types, the params and the default float dtype, so `_eager` keeps, per primitive,
-# a *plan* for each signature it has met: the output dtype and shape the record's rule
-# gave, and the dtype each operand is cast to. A call whose signature has a plan skips
-# the Aval objects, promotion and rule entirely; a new signature takes the general path
-# once (which raises the record's user-facing errors; failures are never cached). So the
-# fast path is derived from the op record, not written per op.
+# Every eager op comes through `_eager`, so its cost is the per-op overhead users see. The
+# rule and promotion depend only on the operands' (shape, dtype) / scalar types, the params
+# and the default float dtype, so `_eager` keeps per primitive a *plan* for each signature:
+# output dtype and shape, and each operand's cast. A new signature takes the general path
+# once (which raises the record's errors; failures are never cached).
 
 _NO_PARAMS: dict = {}  # the params of a call without any (shared: nothing writes it)
 _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
@@ -84,11 +80,9 @@ class _Plan:
         self.big = big              # run through the backend's elementwise kernels (impls.elementwise)?
         self.meta = meta            # per operand (shape, dtype) or None: autograd's node._meta
         self.fn = fn                # the impl's numpy call on the cast arrays, or None
-        # `fn` once a call through this plan has shown it is all the call needs: no operand
-        # cast, no kernel (not `big`), and its result already an array of `out_np` (so no
-        # np.asarray). Set by that call (`_lean`), never guessed: a 0-d result (a numpy
-        # scalar from a ufunc) or another dtype leaves it None. The plan's other fields are
-        # then not read at all: the small ops of an eager step read one field, not six.
+        # `fn` once a call through this plan has shown it is all the call needs (no cast,
+        # no kernel, result already an array of `out_np`); set by that call (`_lean`),
+        # never guessed. The other fields are then not read at all.
         self.lean = None
         # does the result alias operand 0 (`_share_memory`)? ``prim.is_view``, or its
         # ``view_if(params)``, which the params in the plan's key fix
@@ -109,10 +103,9 @@ def bind(prim: Primitive, *args, **params):
         plans = prim.plans
         if plans is None or not isinstance(a, Tensor) or a.device is not CPU:
             return _eager(prim, args, params)
-        # One CPU tensor operand, with or without params (unary ops, the shape ops and
-        # reductions every backward calls: sum's expand, matmul's permutes): the plan keyed
-        # by (shape, dtype, params), the params' check inline, here in `bind` (one Python
-        # call less per op). A -0.0 param takes the general path: as a key it equals 0.
+        # One CPU tensor operand, with or without params: the plan keyed by (shape, dtype,
+        # params), checked inline here (one Python call less per op). A -0.0 param takes
+        # the general path: as a key it equals 0.
         x = a._data
         if params:
             for v in params.values():
@@ -171,10 +164,9 @@ def bind(prim: Primitive, *args, **params):
 
 
 def _lean(plan: _Plan, fn, out) -> None:
-    """Make `fn` the plan's whole call (`_Plan.lean`) when its result `out` (of a call
-    with no cast and no kernel) needed nothing more: an array of the plan's dtype. The
-    result's type and dtype depend on the signature alone (the operands' shapes and
-    dtypes, a scalar's type, the params: the plan's key), not on the values."""
+    """Make `fn` the plan's whole call (`_Plan.lean`) when its result `out` (of a call with
+    no cast and no kernel) is already an array of the plan's dtype; that depends on the
+    signature alone, not on the values."""
     if type(out) is np.ndarray and out.dtype is plan.out_np:
         plan.lean = fn
 
@@ -183,15 +175,11 @@ _new_tensor = object.__new__
 
 
 def _make_binary(prim: Primitive, miss=None):
-    """The plan fast path (see above) of `prim` for two operands: nearly every binary
-    call (the backward's ``clamp_backward(g, a, min=0)`` and ``pow_backward`` have params).
-    A closure over the record's plans, so a call reads them as a cell variable; `bind`
-    calls it, and the Tensor operators (``a * b``) are such closures themselves
-    (tensor_operators.py), one Python call and no argument tuple and dict less per
-    operator. Anything unusual (another device, a new signature, a changed default dtype,
-    a param that is not a plain constant) goes to ``miss(a, b, key, params)`` (the general
-    path when None; an operator passes its own, which first takes a numpy array operand
-    as a tensor)."""
+    """The plan fast path of `prim` for two operands. A closure over the record's plans;
+    the Tensor operators (``a * b``) are such closures themselves (tensor_operators.py),
+    one Python call less per operator. Anything unusual (another device, a new signature,
+    a changed default dtype, a non-constant param) goes to ``miss(a, b, key, params)``
+    (the general path when None)."""
     plans = prim.plans
     if miss is None:
         def miss(a, b, key, params):
@@ -274,18 +262,11 @@ def _make_binary(prim: Primitive, miss=None):
 
 def run_into(prim: Primitive, dst, args) -> bool:
     """``dst = prim(*args)`` computed straight into the CPU tensor `dst`'s memory, as
-    PyTorch's in-place (``out=``) kernels do, for an in-place method whose result needs no
-    autograd node (`dst -= lr * g` under no_grad): no result array, no copy back. The
-    caller (tensor_inplace.py) has checked that nothing records or traces and that `dst` is
-    writable; True when done. False, having changed nothing, when the op's impl is not a
-    ufunc, an operand is not a CPU tensor or number, the signature has no plan yet (its
-    first call takes the out-of-place path, which makes one) or the plan's result dtype or
-    shape is not `dst`'s (that path then casts or raises as it always did).
-
-    Values are those of the out-of-place op: the same plan (casts, compute dtype) and the
-    same ufunc or, for large operands, the same kernel (`vectorized.run` with ``out=``,
-    only when no operand overlaps `dst` other than `dst` itself; numpy's ufuncs handle
-    any overlap)."""
+    PyTorch's ``out=`` kernels do, for an in-place method that needs no autograd node
+    (`dst -= lr * g` under no_grad). True when done; False, having changed nothing, when
+    the impl is not a ufunc, an operand is not a CPU tensor or number, the signature has
+    no plan yet, or the plan's result dtype or shape is not `dst`'s. Values are those of
+    the out-of-place op (same plan, same ufunc or kernel)."""
     u = prim.ufunc
     if u is None:
         return False
@@ -393,9 +374,8 @@ def _plain_tuple(t) -> bool:
 
 def _param_key(params):
     """The params as part of a plan key, or None when some value is not a plain constant
-    or a tuple of those, one level deep (a plan key must neither keep arrays alive nor
-    compare tensors with ``==``). A -0.0 is not a plain constant here: it equals 0 and
-    0.0 as a key, and a plan's `extra["fast"]` call may depend on the sign (clamp's bound)."""
+    or a tuple of those (a key must neither keep arrays alive nor compare tensors). A -0.0
+    is not plain: it equals 0 as a key, and a plan's fast call may depend on the sign."""
     for v in params.values():
         t = type(v)
         if t is tuple:
@@ -542,12 +522,9 @@ def _xp(dev):
     return array_module(dev)
 
 
-# The import cycle tensor -> ops -> autograd -> tensor is closed by tail imports, one idiom
-# for the whole package: `tracejit.tensor` (always imported first, by tracejit/__init__)
-# defines Tensor and then imports `tracejit.ops` at its tail; every module of ops/ and
-# autograd/ imports Tensor at its top. This module imports autograd at its tail, after
-# every name the ops modules take from it is defined, because autograd's engine imports
-# ops (sum_to) in turn. The names below are read only when an op runs.
+# The import cycle tensor -> ops -> autograd -> tensor is closed by tail imports: autograd
+# is imported here after every name the ops modules take from this module is defined,
+# because autograd's engine imports ops in turn.
 from ..autograd.grad_mode import OFF as _GRAD_OFF, _state as _grad_state  # noqa: E402
 from ..autograd.node import make_prim_node, record_binary, record_unary  # noqa: E402
 from . import bf16_eager as _bf16  # noqa: E402

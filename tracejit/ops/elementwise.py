@@ -186,9 +186,7 @@ def _tanh_backward_vjp(gg, out, g, y):
 
 
 # tanh's input gradient g * (1 - y*y) from its output y, as PyTorch's tanh_backward: one
-# op, so a large eager backward is one kernel pass (three numpy passes as a composite)
-# and a compiled one fuses it as before. The numpy impl is the composite's evaluation
-# order, so results are bitwise those of the three ops it replaces.
+# op, so a large eager backward is one kernel pass; bitwise the three-op composite.
 def _tanh_backward_impl(xp, g, y):
     t = y * y
     if isinstance(t, xp.ndarray) and t.ndim:
@@ -209,12 +207,10 @@ def errstate(xp):
 
 
 def sigmoid_form(xp, a, out=None):
-    """sigmoid's numpy form, the one every numpy path that needs a sigmoid runs (the
-    recurrent layers' records with ``out=`` their gate block, in place): 1 / (1 + exp(-a)).
-    Within 2.3e-7 relative of torch's float32 sigmoid over the normal range; results below
-    the smallest normal (a < -87 in float32) come out 0. Four vectorized passes: 6x faster
-    than exp(-|a|) with a select per sign (0.03 against 0.18 ms for 32K floats). Compiled
-    kernels run the scalar rule's form (compiler/mathlib.py ``sigmoid``)."""
+    """sigmoid's numpy form, the one every numpy path runs (the recurrent layers' records
+    in place, with ``out=``): 1 / (1 + exp(-a)), within 2.3e-7 relative of torch's float32
+    sigmoid; results below the smallest normal come out 0. 6x faster than exp(-|a|) with a
+    select per sign."""
     with errstate(xp):
         if out is None:
             return (1 / (1 + xp.exp(-a))).astype(a.dtype, copy=False)
@@ -268,9 +264,8 @@ def _relu_backward_vjp(gg, out, g, y):
 
 
 # ReLU's input gradient `g where y > 0 else 0` from its output y, as PyTorch's
-# threshold_backward: one op, so a large eager backward is one kernel pass (the
-# composite was a comparison pass and a select pass); a compiled one fuses it as before.
-# The numpy impl is where's own select: bitwise the composite's result.
+# threshold_backward: one op, so a large eager backward is one kernel pass; bitwise the
+# composite's result.
 RELU_BACKWARD = _binary("relu_backward", _relu_backward_impl, _relu_backward_vjp,
                         lambda e, g, y: f"({g} if {y} > {e.const(0)} else {e.const(0)})")
 RELU = _unary("relu", lambda xp, a: xp.where(a > 0, a, xp.zeros((), a.dtype)) if a.dtype.kind != "f" else xp.maximum(a, a.dtype.type(0)),

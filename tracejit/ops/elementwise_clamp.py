@@ -82,12 +82,9 @@ def _nonzero_finite(bound) -> bool:
 
 
 def _clamp_between(dtype, lo, hi):
-    """The plan's call for finite nonzero bounds on a float array (a probability clamped
-    into [eps, 1 - eps]): numpy's maximum then minimum in place, one pass each and no
-    masks, where the impl makes a comparison and a select per bound. The same values:
-    the bounds cast to the array's dtype as the impl casts them, nan kept (both
-    propagate it), the max bound winning where min > max (applied last), and an
-    element equal to a bound is that bound (only a zero's sign could tell them apart)."""
+    """The plan's call for finite nonzero bounds on a float array: numpy's maximum then
+    minimum in place, one pass each and no masks. The same values as the impl: bounds cast
+    as it casts them, nan kept, the max bound winning where min > max."""
     lo = None if lo is None else dtype.type(lo)
     hi = None if hi is None else dtype.type(hi)
     maximum, minimum = np.maximum, np.minimum
@@ -107,10 +104,8 @@ CLAMP = defprim("clamp", _clamp_impl, _ew_rule("clamp"), _clamp_vjp, kind="eleme
 
 
 # clamp's input gradient ``where(min <= a <= max, g, 0)`` as one op, as PyTorch's
-# clamp_backward: a comparison (two and a logical_and for two bounds) and a select were
-# two to four ops; now one bind, one kernel pass when large. The numpy impl is the
-# composite's own evaluation (the comparisons with the bound cast as bind casts a scalar
-# operand, then where's select), so results are bitwise the same.
+# clamp_backward: one bind and one kernel pass when large, where the composite was two to
+# four ops; its numpy impl is the composite's own evaluation, so results are bitwise equal.
 def _clamp_backward_impl(xp, g, a, min=None, max=None):
     mask = None
     if min is not None:

@@ -85,11 +85,9 @@ POW = _binary("pow", _pow_impl, _pow_vjp, _pow_scalar, save_out=lambda rq: rq[1]
 
 
 # pow's input gradient for a constant exponent b, ``(g * b) * a ** (b - 1)``, as one op
-# (PyTorch's pow_backward is the same formula in three kernels): a large eager backward
-# makes one kernel pass where the composite made three (``x ** 3`` in the GELU chain); a
-# compiled backward fuses either. The numpy impl keeps the composite's evaluation order
-# and casts (the exponent is cast to the compute dtype, as a Python scalar operand is), so
-# results are bitwise the composite's.
+# (PyTorch's pow_backward is the same formula): a large eager backward makes one kernel
+# pass where the composite made three. The numpy impl keeps the composite's evaluation
+# order and casts, so results are bitwise the composite's.
 def _pow_backward_impl(xp, g, a, exponent):
     t = g * g.dtype.type(exponent)
     # a ** 1 is a itself (pow's impl would copy it: b = 2, the square's gradient)

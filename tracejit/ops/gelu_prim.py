@@ -1,18 +1,14 @@
 """GELU as one elementwise primitive, and its derivative as another.
 
-Why a primitive (the rest of the activations are composites): written as a composite,
-tanh-GELU is nine elementwise ops forward and about eighteen backward, so eager mode makes
-some 27 passes over the activation where PyTorch makes two (its ``gelu`` and
-``gelu_backward`` kernels). In an eager MLP step (256x1024 activations, two GELU layers)
-that was the largest block of elementwise time. As one record with a scalar rule, a large
-eager call is one kernel pass (compiler/cpu/kernels/vectorized.py) forward and one backward, and the
-compiler fuses it like any elementwise op.
+Why a primitive: as a composite, tanh-GELU is nine elementwise ops forward and about
+eighteen backward, where PyTorch makes two passes. As one record with a scalar rule, a
+large eager call is one kernel pass each way, and the compiler fuses it like any
+elementwise op.
 
-The forward's scalar rule and numpy implementation evaluate the composite's formula in the
-same order and dtype, ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x*x*x)))`` or
-``0.5 * x * (1 + erf(x / sqrt(2)))``, so results are those of the composite (up to the
-tanh/erf implementation, as before). ``gelu_backward(g, x)`` is ``g * gelu'(x)``; its own
-VJP (second derivatives) is written with tracejit ops, so higher-order gradients work.
+The forward evaluates the composite's formula in the same order and dtype,
+``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x*x*x)))`` or
+``0.5 * x * (1 + erf(x / sqrt(2)))``. ``gelu_backward(g, x)`` is ``g * gelu'(x)``; its own
+VJP is written with tracejit ops, so higher-order gradients work.
 """
 from __future__ import annotations
 

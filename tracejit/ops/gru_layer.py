@@ -1,13 +1,9 @@
 """One GRU layer (one direction) over a whole sequence: one op forward, one backward.
 
-As `tracejit.ops.lstm_layer` for the LSTM: the time loops are the ``gru_layer`` and
-``gru_layer_backward`` primitives (ops/gru_prim.py). Eagerly `_GRULayer`, an autograd
-Function, runs the pair, instead of a graph node or three per step with the per-step
-slicing, stacking and accumulation around them; captured, the layer is ``gru_layer`` and
-``gru_layer_states`` (differentiated by its record: ``gru_layer_backward``), so compiled
-graphs run the same loops. Second derivatives: ``gru_layer_backward``'s VJP
-(`backward_vjp`) recomputes the layer with the one definition of the cell math
-(`gru_cell`, tracejit ops, which nn.GRUCell's `gru_step` runs on batch-major blocks) and lets autograd differentiate it twice.
+As `tracejit.ops.lstm_layer`: the time loops are the ``gru_layer`` and
+``gru_layer_backward`` primitives (ops/gru_prim.py), run eagerly by `_GRULayer` (an
+autograd Function); captured, the layer is ``gru_layer`` and ``gru_layer_states``. Second
+derivatives recompute the layer with `gru_cell` (tracejit ops) and differentiate it twice.
 
 Layout (see ops/gru_prim.py): gi (L, N, 3H) with b_ih added; w_hh (3H, H); b_hh (3H,);
 feature-major h0 (H, N); outputs: h of every step (L, H, N) and h_n (H, N).

@@ -1,20 +1,13 @@
 """An eager GRU layer's time loops as two primitives: ``gru_layer`` and ``gru_layer_backward``.
 
-Why: as for the LSTM (ops/lstm_prim.py), a GRU run step by step records graph nodes per
-time step and layer, and the per-step slicing, stacking and accumulation cost more than
-the gate math. Here each time loop runs inside one op (one GEMM plus a dozen numpy passes
-per step; the whole loop one numba kernel when loaded, GEMMs included: compiler/cpu/kernels/lstm_kernels.py).
-`tracejit.ops.gru_layer` makes the pair differentiable for eager use (an
-autograd Function); captured, a layer is ``gru_layer`` plus ``gru_layer_states`` (its h
-rows, differentiable: VJP ``gru_layer_backward``), so compiled graphs run the same loops.
-``gru_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
-ops and differentiates it with autograd.
+Why: as for the LSTM (ops/lstm_prim.py), per-step graph nodes, slicing and accumulation
+cost more than the gate math; here each time loop runs inside one op. Captured, a layer is
+``gru_layer`` plus ``gru_layer_states`` (VJP ``gru_layer_backward``), whose own VJP
+recomputes the layer with tracejit ops.
 
-Layouts, feature-major as the LSTM layer's and for the same reasons (contiguous gate row
-blocks, the faster GEMM orientation for small batches): gi (L, N, 3H), the input
-projection with b_ih (gate order r, z, n as PyTorch's); w (3H, H) = W_hh; b (3H,) = b_hh;
-h0 (H, N). The forward's result Z is (L, 5H, N): per step h_t, r, z, n and
-``W_hn h_{t-1} + b_hn`` (the backward reads these instead of recomputing the GEMM).
+Layouts, feature-major as the LSTM layer's: gi (L, N, 3H), the input projection with b_ih
+(gate order r, z, n as PyTorch's); w (3H, H) = W_hh; b (3H,) = b_hh; h0 (H, N). The
+forward's result Z is (L, 5H, N): per step h_t, r, z, n and ``W_hn h_{t-1} + b_hn``.
 """
 from __future__ import annotations
 

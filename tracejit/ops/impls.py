@@ -1,33 +1,18 @@
 """The implementation table: what a backend registers to run a primitive besides its
 numpy form.
 
-A primitive's record (ops/*) is its one definition: the numpy form ``impl(xp, *arrays,
-**params)`` (generic over the array module), the shape rule, the VJP and, for an
-elementwise op, the scalar expression. A backend adds speed without touching it: for a
-primitive and a platform it registers an ordered list of (checker, implementation), as
-JAX registers a lowering per primitive and platform and thunder an executor with a
-checker per op. ``checker(*arrays, **params) -> bool`` says whether the implementation
-takes a call (dtypes, layouts, sizes); ``implementation(*arrays, **params)`` returns the
-primitive's result, or None to decline a call it accepted (its kernel is still loading),
-and the next entry runs. Nothing accepts: the numpy form runs. Every implementation
-computes the numpy form's values (tests/ops/test_impls.py holds each against it over the
-op database).
+A primitive's record (ops/*) is its one definition. A backend adds speed without touching
+it: per primitive and platform it registers an ordered list of (checker, implementation),
+as JAX registers a lowering per primitive and platform. ``checker(*arrays, **params) ->
+bool`` says whether the implementation takes a call; ``implementation(*arrays, **params)``
+returns the result, or None to decline (its kernel is still loading), and the next entry
+runs; nothing accepts: the numpy form runs. Every implementation computes the numpy form's
+values (tests/ops/test_impls.py). An implementation may also pick, for one signature fixed
+ahead of the calls, which call to make (``specialize(shapes, dtype, params)``).
 
-Eager `bind` and the compiled plan run a primitive the same way: through ``prim.run``,
-which `register` builds from this table (the numpy form itself while nothing is
-registered: no cost). An implementation may also say, for one signature fixed ahead of
-the calls (an eager plan of ops/eager.py), which call to make (``specialize(shapes,
-dtype, params) -> fn(*arrays) | None``): matmul's GEMM route by shape.
-
-Elementwise primitives share one implementation, the kernels a backend makes from their
-scalar rules for large eager calls: `elementwise`, a slot `install_elementwise` fills.
-
-Where a call is asked from (`serving_tier0`, `standin`) ranks the kernels it asks a
-backend to load: a compiled function's tier 0 and a fused kernel's stand-in serve only
-until their own kernels are in.
-
-Imports nothing of tracejit: backends (compiler/cpu/implementations.py) fill it from
-above, and ops/ reads it.
+Elementwise primitives share one implementation (`elementwise`, filled by
+`install_elementwise`). `serving_tier0` and `standin` rank the kernels a call asks a
+backend to load. Imports nothing of tracejit: backends fill it from above.
 """
 from __future__ import annotations
 
@@ -183,13 +168,10 @@ class serving_tier0:
 
 def outside() -> bool:
     """Whether the calling thread is outside every tier-0 forward (`serving_tier0`) and every
-    stand-in for a fused kernel still on its way (`standing_in`, compiler/cpu/kernels/loader.py). An
-    elementwise op that asks for its kernel outside one runs in eager code; one that asks
-    only inside serves tier 0, whose plan fuses every elementwise op into kernels of its own
-    (MLP step, empty cache, one worker: eager GELU's kernel and its pair, ~0.4 s of the
-    worker's CPU, came before the cross-entropy kernels the compiled step waits for). Not
-    for the hand-written kernels (compiler/cpu/kernels/loader.py): a plan calls some of them as the eager op
-    does (the MLP's skinny GEMM)."""
+    stand-in for a fused kernel still on its way (`standing_in`): an elementwise kernel
+    asked for only inside those serves tier 0, whose plan fuses it into kernels of its own,
+    so it should not queue ahead of the kernels the compiled step waits for. Not for the
+    hand-written kernels, which a plan may call as the eager op does."""
     return not (getattr(_tier0, "depth", 0) or getattr(_tier0, "standin", 0))
 
 
@@ -199,11 +181,9 @@ def standing_in() -> bool:
 
 
 class standin:
-    """``with impls.standin():`` around the composition a fused hand-written kernel
-    stands for, run while that kernel is still compiling (a fused kernel's registered implementation): the kernels it
-    asks for serve only until the fused one is in, so they ask as tier 0 does (`outside`
-    is False) and a layer's kernel asked for nowhere else queues behind the ones the
-    compiled step keeps asking for (compiler/cpu/kernels/loader.py `NativeKernel._rank`)."""
+    """``with impls.standin():`` around the composition a fused hand-written kernel stands
+    for while that kernel is still compiling: the kernels it asks for queue as tier 0's do
+    (`outside` is False), behind those the compiled step keeps asking for."""
 
     def __enter__(self):
         _tier0.standin = getattr(_tier0, "standin", 0) + 1

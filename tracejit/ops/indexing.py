@@ -229,9 +229,8 @@ _ALL = ("s", None, None, None)
 
 def _take_axis(spec):
     """The axis of the one index tensor of a spec whose other items are whole slices
-    (``x[idx]``, ``x[:, idx]``, index_select's, an embedding's), else None. numpy's
-    ``take`` along that axis gives fancy indexing's result 3-5x faster (13264 rows of 16
-    floats: 29 us against 139)."""
+    (``x[idx]``, ``x[:, idx]``), else None: numpy's ``take`` along it is 3-5x faster than
+    fancy indexing."""
     axis = None
     for d, x in enumerate(spec):
         if x[0] == "t":
@@ -261,10 +260,9 @@ def _taker(axis: int):
 
 
 def _getitem_fast(shapes, dtype, params):
-    """The plan's numpy call (registry ``extra["fast"]``) for basic indexing: the numpy key
-    made once per signature and applied by a C callable (``itemgetter``), not `_locate`'s
-    rebuild of it per call (a chunk of gates, a time step ``x[:, t]``: ~1.5 µs of ~5).
-    A trailing Ellipsis keeps an all-integer index a 0-d view, not a numpy scalar."""
+    """The plan's numpy call for basic indexing: the numpy key made once per signature and
+    applied by ``itemgetter``, not rebuilt per call. A trailing Ellipsis keeps an
+    all-integer index a 0-d view, not a numpy scalar."""
     spec = params["spec"]
     if len(shapes) == 2:
         axis = _take_axis(spec)
@@ -348,14 +346,11 @@ def added_rows(view, key, v):
 
 def _add_rows(view, key, v) -> bool:
     """``view[key] += v`` with repeated rows accumulating, for one integer index array on
-    the first dim (an embedding's backward), in rounds: round k adds every row's k-th
-    update (in order of appearance) with one fancy-indexed add, whose rows are distinct.
-    Each row gets exactly np.add.at's additions in np.add.at's order (bitwise its result),
-    but with one numpy call per round instead of np.add.at's slow per-row loop: 2048 rows
-    of 256 into 64 rows, 15 ms -> ~1 ms (np.add.at was 7-11 ms of the eager LSTM step).
-    (np.add.reduceat would be one call, but it sums pairwise: not np.add.at's rounding.)
+    the first dim (an embedding's backward), in rounds: round k adds every row's k-th update
+    with one fancy-indexed add of distinct rows. Bitwise np.add.at's result with one numpy
+    call per round instead of its slow per-row loop (15 ms -> ~1 ms for 2048 rows into 64).
     False (nothing done) for any other index, or when one row repeats so often that the
-    rounds would cost more than np.add.at. (Distinct positions: ops/distinct_add.py.)"""
+    rounds would cost more."""
     flat = added_rows(view, key, v)
     if flat is None:
         return False
@@ -410,12 +405,10 @@ def getitem(a, index):
     return bind(GETITEM, a, *tensors, spec=spec)
 
 
-# The spec of an index of plain ints, slices of ints, None and Ellipsis (``x[i]``,
-# ``x[:, t]``, ``x[None, ..., 0]``) depends only on it and the rank: kept per (rank,
-# index), as `bind` keeps its plans, since `_normalize`'s loop cost more than the op
-# (x[1]: 2.5 µs of 5.9). A slice (unhashable before Python 3.12) is keyed by its bounds,
-# each an int or None (a float or Sym bound takes `_normalize`, which raises or keeps
-# it symbolic). Tensors take `_normalize`; so does any call that raises, never kept.
+# The spec of an index of plain ints, slices of ints, None and Ellipsis depends only on it
+# and the rank: kept per (rank, index), since `_normalize`'s loop cost more than the op
+# (x[1]: 2.5 µs of 5.9). A slice is keyed by its int-or-None bounds; anything else, or a
+# call that raises, takes `_normalize` and is never kept.
 _SPECS: dict = {}
 _MAX_SPECS = 4096
 _WHOLE = ()   # the value kept for an index that selects everything (x[...], x[()])
@@ -494,11 +487,9 @@ def _in_range_impl(xp, index, *, size, op):
     return index.view()
 
 
-# The index itself, once every entry is in [0, size): the range check of the ops whose
-# indices PyTorch does not wrap (embedding, index_select, one_hot, nll_loss). A primitive,
-# so the check runs on every path: the interpreter and the compiled plan run it as eager
-# does, where a check of the data in Python is skipped under capture, and numpy's indexing
-# would read row -1 as the last.
+# The index itself, once every entry is in [0, size): the range check of ops whose indices
+# PyTorch does not wrap (embedding, index_select, one_hot, nll_loss). A primitive so the
+# check runs on every path, captured included (numpy would read row -1 as the last).
 IN_RANGE = defprim("in_range", _in_range_impl, _in_range_rule, lambda g, out, index, **kw: (None,),
                    kind="index", nondiff=(0,), extra={"view": True})
 

@@ -1,21 +1,14 @@
 """LayerNorm as a primitive, and its backward as another: the one definition of the op,
 eager and captured.
 
-Why: as a composite (``mean``, ``x - mu``, ``mean(d * d)``, ``rsqrt``, ``* rstd``, ``* w``,
-``+ b``) LayerNorm is seven eager op calls forward and through their VJPs about fifteen
-full-size passes backward; in the Transformer encoder step (16x128 tokens, d_model 256, two
-LayerNorms) forward+backward took 9.7 ms per LayerNorm against PyTorch's 3.2 (one thread),
-and captured, the compiler made five fused groups forward and six backward of it. Here the
-forward is one op and the backward one op computing the gradients of x, weight and bias
-together; as the registry's primitives have one output, it returns them stacked as one
-``(M + 2, K)`` array (rows: dx, then dweight, dbias), which the VJP cuts apart. Their numpy
-forms are a few passes; the CPU backend's kernels are rendered from their rows forms
-(compiler/cpu/kernels/row_forms.py: each row read into cache once per pass, the backward's
-weight and bias gradients summed over the rows in the same kernel). Traced programs record the same two primitives, so
-eager and compiled share one definition.
+Why: as a composite LayerNorm is seven eager op calls forward and about fifteen full-size
+passes backward (3x PyTorch's time in the Transformer encoder step). Here the forward is
+one op and the backward one op computing the gradients of x, weight and bias together,
+stacked as one ``(M + 2, K)`` array (rows: dx, then dweight, dbias) that the VJP cuts
+apart. The CPU kernels are rendered from their rows forms
+(compiler/cpu/kernels/row_forms.py).
 
-``layer_norm_backward`` has a VJP of its own (second derivatives, eagerly under
-``create_graph=True`` and in compiled graphs), written with differentiable ops that
+``layer_norm_backward`` has a VJP of its own, written with differentiable ops that
 recompute the row statistics from x, so every higher order is exact too.
 """
 from __future__ import annotations
@@ -142,11 +135,8 @@ def _layer_norm_backward_vjp(v, out, g, x, *w, n, eps, has_w):
 
 
 def _layer_norm_backward_rows(g, x, *w, n, eps, has_w):
-    """The backward's rows form over (M, K) rows, optionally 1 / K as a last (1,) operand
-    (as the forward's): (dx, dweight, dbias), the last two sums over the rows kept as
-    (1, K). One rows group of three passes: the mean and the gradient's sum, the variance and
-    the sum of the gradient times x - mean, then dx with the weight and bias gradients folded
-    beside it (compiler/codegen_cpu_rows.py)."""
+    """The backward's rows form over (M, K) rows, optionally 1 / K as a last (1,) operand:
+    (dx, dweight, dbias), the last two summed over the rows, kept as (1, K)."""
     w = list(w)
     inv_k = w.pop() if len(w) > int(has_w) else 1.0 / x.shape[-1]
     lead = tuple(range(x.ndim - 1))
@@ -181,11 +171,8 @@ def _layer_norm_vjp(g, out, x, *wb, n, eps, affine):
 
 
 def _layer_norm_rows(x, *wb, n, eps, affine):
-    # the numpy form's steps over the last dim (weight and bias broadcast along it), then
-    # optionally 1 / K as a (1,) operand: the CPU kernel rendered from this form over the
-    # (M, K) view serves every row length with it (compiler/cpu/kernels/row_forms.py);
-    # compiled plans inline it without (compiler/rowinline.py), 1 / K a literal of the
-    # traced row length, the same value
+    # the numpy form's steps over the last dim, then optionally 1 / K as a (1,) operand so
+    # one CPU kernel serves every row length; compiled plans inline 1 / K as a literal
     wb = list(wb)
     inv_k = wb.pop() if len(wb) > sum(affine) else 1.0 / x.shape[-1]
     d = x - _sum(x, -1, keepdim=True) * inv_k

@@ -1,16 +1,13 @@
 """LeakyReLU as one elementwise primitive, and its derivative as another.
 
-Why a primitive: as the composite ``where(x > 0, x, x * slope)`` an eager LeakyReLU is
-three passes forward (a comparison, a product, numpy's per-element branching select) and
-about five backward, where PyTorch makes one each way. In a DCGAN's discriminator (four
-LeakyReLU(0.2) layers) the selects were ~10% of the eager step. As one record with a
-scalar rule a large eager call is one kernel pass (compiler/cpu/kernels/vectorized.py),
-and the compiler fuses it like any elementwise op.
+Why a primitive: the composite ``where(x > 0, x, x * slope)`` is three passes forward and
+about five backward, where PyTorch makes one each way. As one record with a scalar rule a
+large eager call is one kernel pass, and the compiler fuses it like any elementwise op.
 
 The gradient is computed from the output, as PyTorch's in-place LeakyReLU does: for a
 slope >= 0, ``out > 0`` exactly where ``x > 0``, so ``nn.LeakyReLU(inplace=True)`` may
-overwrite its input. (A negative slope keeps the composite.) The numpy forms are the
-composite's, so results are bitwise the same.
+overwrite its input (a negative slope keeps the composite). Results are bitwise the
+composite's.
 """
 from __future__ import annotations
 

@@ -57,11 +57,9 @@ def _matmul_impl(xp, a, b):
 
 def matmul_rows(mm, a, b):
     """``a @ b`` for an N-d `a` and a 2-D `b` as one GEMM over a's flattened leading dims
-    (``mm``: the 2-D product to call), shaped back. numpy's stacked matmul runs a small
-    GEMM per leading index (3.6x slower for a (128, 16, 256) activation times a 256x256
-    weight). The eager impl and compiled plans (compiler/plan.py) both call this. A
-    non-contiguous `a` is copied once by the reshape (numpy's stacked loop would have
-    copied or run its non-BLAS loop per slice)."""
+    (``mm``: the 2-D product to call), shaped back: numpy's stacked matmul runs a small GEMM
+    per leading index (3.6x slower for a (128, 16, 256) activation). The eager impl and
+    compiled plans both call this."""
     lead = a.shape[:-1]
     m = 1
     for d in lead:
@@ -99,16 +97,10 @@ def _matmul_vjp(g, out, a, b):
 
 
 def _long_inner(g, b) -> bool:
-    """Whether ``g @ b.T`` (g (m, k), b (n, k), both 2-D) is a product over a long inner
-    dimension with more rows of b than of g: a convolution's weight gradient, the output
-    gradient (C_out, N*L) times the columns (C_in*kh*kw [+1], N*L) transposed. OpenBLAS
-    runs such an NT product faster with the longer of m, n as its M, i.e. as
-    ``(b @ g.T).T``: one thread, LeNet's second conv (m 64, n 289, k 7744) 2.48 -> 2.06 ms,
-    (32, 289, 7744) 1.77 -> 1.22, (64, 577, 7744) 4.71 -> 3.90, (10, 289, 7744) 1.36 ->
-    0.89; the other way round it loses, (64, 32, 7744) 0.34 -> 0.41 and LeNet's first conv
-    (32, 10, 43264) 0.75 -> 0.81, so it stays for those. Only for k at least 4n (a weight
-    gradient's shape, not a layer's forward or input gradient, whose forms are
-    measured elsewhere)."""
+    """Whether ``g @ b.T`` (g (m, k), b (n, k)) is a product over a long inner dimension
+    (k >= 4n) with more rows of b than of g, as a convolution's weight gradient: OpenBLAS
+    runs such an NT product faster as ``(b @ g.T).T`` (LeNet's second conv 2.48 -> 2.06 ms);
+    the other way round it loses."""
     if g.ndim != 2 or b.ndim != 2:
         return False
     return nt_rows_first(g.shape[0], b.shape[0], b.shape[1])
@@ -142,14 +134,9 @@ _mm = MATMUL.binary
 
 # ---------------------------------------------------------------- transposed operands
 # Products with an operand transposed: matmul's gradients ``g @ b.T`` and ``a.T @ g``.
-# Bound as PERMUTE then MATMUL, each transpose cost a view op of its own (~190 Python
-# opcodes: bind's param check, a Tensor, the shared version counter), three per
-# two-layer training step, only to hand a strided view to the next product. These two
-# records take the operand as it is and give BLAS the same transposed view (so values
-# are bitwise those of the permute + matmul pair). Traced code keeps that pair (see
-# `_mm_nt`): the compiler's passes know its form (jit/passes.py `_transposed_matmul`,
-# jit/scan_ad.py, compiler/gemm_steps.py); a traced call of these records themselves
-# runs their impl as any non-fused primitive does.
+# Bound as PERMUTE then MATMUL, each transpose cost a view op of its own. These records
+# give BLAS the same transposed view (bitwise the permute + matmul pair's values). Traced
+# code keeps that pair (see `_mm_nt`), the form the compiler's passes know.
 
 def _swap(x):
     """`x` (an array) with its last two axes swapped: a view."""
@@ -182,10 +169,8 @@ def _tn_rule(a, b):
 
 
 def _nt_vjp(g, out, a, b):
-    # out = a @ b.T: ga = g @ b, gb = (a.T @ g).T = g.T @ a; an N-d a with a 2-D b (a
-    # linear layer's input): gb as one product over a's flattened leading dims, as
-    # `_matmul_vjp` takes it, not a stacked product summed to b's shape afterwards (b's
-    # rank from its shape-only stand-in when only b needs a gradient)
+    # out = a @ b.T: ga = g @ b, gb = g.T @ a; an N-d a with a 2-D b: gb as one product
+    # over a's flattened leading dims, as `_matmul_vjp` takes it
     stand_in = b is not None and shape_only(b)
     if a is None:
         gb = None
@@ -283,11 +268,9 @@ def _check_inner(op, a, b):
 
 
 def _checked(op, check):
-    """MATMUL's two-operand fast path (registry `_make_binary`) for `op`, whose own shape
-    and dtype checks (`check`, with `op`'s error texts) run only for an operand signature
-    without a dispatch plan. A plan exists only for (shapes, dtypes) that MATMUL's rule
-    accepted, which is all `check` verifies past the rank test the caller makes: the
-    check's ~1 µs (four Size objects) is not paid on every product."""
+    """MATMUL's two-operand fast path for `op`; its shape and dtype checks (`check`) run
+    only for a signature without a dispatch plan, since a plan exists only for signatures
+    MATMUL's rule accepted (saves ~1 µs a product)."""
     def miss(a, b, key, params):
         check(op, a, b)
         return bind(MATMUL, a, b)

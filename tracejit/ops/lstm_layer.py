@@ -1,16 +1,10 @@
 """One LSTM layer (one direction) over a whole sequence: one op forward, one backward
-(why primitives, and how eager, captured and second-derivative calls run them: the
-docstring of ops/lstm_prim.py).
+(why: the docstring of ops/lstm_prim.py).
 
-Eagerly, `_LSTMLayer` (an autograd Function) runs ``lstm_layer`` and gives the backward
-the cotangents of the outputs it returns (each step's h, the final h and c), so no
-cotangent of the whole (L, 6H, N) result is ever assembled. `backward_vjp` recomputes the
-layer with the one definition of the cell math below (`lstm_cell`, tracejit ops) for
-higher derivatives.
-
-Layout: x (L, N, I), w_ih (4H, I), w_hh (4H, H) (the input projection x W_ih^T runs
-inside the forward loop's per-step product); feature-major states h0 and c0 (H, N);
-outputs: h of every step (L, H, N), h_n and c_n (H, N).
+Eagerly, `_LSTMLayer` (an autograd Function) runs ``lstm_layer`` and gives the backward the
+cotangents of the outputs it returns, so no cotangent of the whole (L, 6H, N) result is
+assembled. `backward_vjp` recomputes the layer with `lstm_cell` for higher derivatives.
+Layout: x (L, N, I), w_ih (4H, I), w_hh (4H, H); states h0, c0 (H, N).
 """
 from __future__ import annotations
 
@@ -26,11 +20,9 @@ __all__ = ["lstm_layer_fm", "lstm_cell", "lstm_cell_fm", "backward_vjp"]
 
 
 def lstm_cell(i, f, g, o, c) -> tuple:
-    """The LSTM cell's math, written once for every tensor form (this layer's recompute
-    for second derivatives, nn.LSTMCell): the gates' pre-activations i, f, g,
-    o (PyTorch's order) and the cell state c, blocks of one shape in any layout -> (h, c).
-    The layer's numpy form (ops/lstm_prim.py) and its loop kernel are held against each
-    other by tests/ops/test_impls.py."""
+    """The LSTM cell's math, written once for every tensor form (the recompute for second
+    derivatives, nn.LSTMCell): gate pre-activations i, f, g, o (PyTorch's order) and the
+    cell state c, blocks of one shape in any layout -> (h, c)."""
     c = _ops.sigmoid(f) * c + _ops.sigmoid(i) * _ops.tanh(g)
     h = _ops.sigmoid(o) * _ops.tanh(c)
     return h, c
@@ -79,11 +71,9 @@ def _outputs(Z, H: int, reverse: bool) -> tuple:
     return Z[:, :H], Z[last, :H], Z[last, H:2 * H]
 
 
-# Whether the layer makes a strided x (layer 1 of a batch_first LSTM: the time-major view
-# of (N, L, I)) contiguous rows itself, before the op (`_as_rows`): the op's kernel reads x
-# contiguous, and the backward's d W_ih = G^T X (`input_projection_grads`) reads it as
-# (L*N, I) rows, so a strided x was copied twice (once in the op, again in the backward);
-# made rows here, both read the one copy the op records save.
+# Whether the layer makes a strided x (the time-major view of a batch_first input) into
+# contiguous rows before the op: the op's kernel and the backward's d W_ih both read rows,
+# so the copy is made once here rather than twice.
 _input_rows = envflags.flag("TRACEJIT_LSTM_INPUT_ROWS")   # (the switch: tests, A/B measurements)
 def _as_rows(x):
     """x (L, N, I) as C-contiguous rows: a copy where x is strided, else x itself (a
@@ -94,22 +84,17 @@ def _as_rows(x):
 
 
 def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None, batch_sizes=None) -> tuple:
-    """One LSTM layer and direction: x (L, N, I) the input sequence, wx its weights W_ih
-    (4H, I) (the projection x W_ih^T runs inside the loop), w the hidden weights (4H, H),
-    h0 and c0 (H, N), bias (4H,) or None (the sum of both biases, added at each step).
-    `batch_sizes`: a packed batch's per-step sequence counts, its columns sorted longest
-    first (ops/lstm_prim.py `check_batch_sizes`): the finished sequences' states are held,
-    so h_n and c_n are each sequence's at its own last step.
+    """One LSTM layer and direction: x (L, N, I), wx = W_ih (4H, I), w = W_hh (4H, H), h0 and
+    c0 (H, N), bias (4H,) or None (both biases summed). `batch_sizes`: a packed batch's
+    per-step sequence counts (longest first); finished sequences' states are held.
     Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
     if _input_rows():
         x = _as_rows(x)
     if trace_state.tracer is not None:
-        # captured: the primitives are the equations (differentiated by their records),
-        # so compiled graphs run the same loops as eager and keep a symbolic length
-        # symbolic. h_n and c_n are cut from the h and c blocks, so the gradient of
-        # the (L, 2H, N) states is one concat of two blocks (jit/slice_grads.py).
+        # captured: the primitives are the equations, so compiled graphs run the same
+        # loops as eager and a symbolic length stays symbolic
         H = w.shape[1]
         Z = lstm_layer(x, wx, w, bias, h0, c0, reverse, batch_sizes)
         hc = lstm_layer_states(Z, x, wx, w, bias, h0, c0, reverse, batch_sizes)
@@ -137,10 +122,9 @@ def held(new, prev, batch_sizes, t: int):
 
 
 def recompute_steps(cell, gi, w, b, h0, reverse: bool, batch_sizes=None, c0=None) -> list:
-    """A recurrent layer's forward with tracejit ops (recorded), for its second derivatives
-    (LSTM, GRU, RNN), as the numpy forms' loop (ops/lstm_prim.py `forward_steps`): per step
-    ``cell(g, m, h, c)`` -> (h, c) with g = gi[t]^T the input projection and m = W h + b,
-    the held columns of a packed layer kept (`held`). -> every step's (h, c), in time order."""
+    """A recurrent layer's forward with tracejit ops (recorded), for second derivatives: per
+    step ``cell(g, m, h, c)`` -> (h, c), a packed layer's held columns kept. -> every
+    step's (h, c), in time order."""
     L = gi.shape[0]
     steps = [None] * L
     h, c = h0, c0
@@ -155,10 +139,9 @@ def recompute_steps(cell, gi, w, b, h0, reverse: bool, batch_sizes=None, c0=None
 
 def twice_differentiated(outs: list, cts: list, ins: list, us, targets: list) -> tuple:
     """The VJP of a layer's backward from its recomputed forward: the first derivatives of
-    `outs` (cotangents `cts`) in `ins`, recorded, then their VJP with `us` (one per input)
-    in `targets`. The engine hands a VJP detached inputs when the graph is not being
-    recorded, so requires_grad does not say which are wanted: every target's gradient is
-    returned (the engine drops the rest)."""
+    `outs` (cotangents `cts`) in `ins`, recorded, then their VJP with `us` in `targets`.
+    Every target's gradient is returned (the engine hands detached inputs, so requires_grad
+    does not say which are wanted; it drops the rest)."""
     from ..autograd import grad
     first = grad(outs, ins, cts, create_graph=True, allow_unused=True)
     pairs = [(f, v) for f, v in zip(first, us) if f is not None]
@@ -174,12 +157,10 @@ def _requiring(t):
 
 
 def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_sizes=None) -> tuple:
-    """VJP of ``lstm_layer_backward`` (second derivatives of the layer), eagerly: its result
-    is J^T d (J the layer's Jacobian in (gi, w, b, h0, c0), gi = x W_ih^T the input
-    projection, d the output cotangents), so its VJP with u is (J u for d, and the
-    derivative of <J^T d, u> for the inputs). Both come from autograd run twice over the
-    recomputed forward (`recompute_steps`, from gi recomputed from x and W_ih), recorded, so every
-    higher order is exact too. -> gradients of (d_y, d_hn, d_cn, x, wx, w, b, h0, c0)."""
+    """VJP of ``lstm_layer_backward`` (second derivatives): its result is J^T d, so its VJP
+    with u is J u for d and the derivative of <J^T d, u> for the inputs, both from autograd
+    over the recomputed forward (`recompute_steps`), recorded, so higher orders are exact.
+    -> gradients of (d_y, d_hn, d_cn, x, wx, w, b, h0, c0)."""
     from ..autograd import enable_grad
     if trace_state.tracer is not None:
         raise CompileError("second derivatives of an LSTM layer inside a compiled function are not "

@@ -1,22 +1,15 @@
 """An LSTM layer's time loops as primitives: ``lstm_layer``, ``lstm_layer_states``,
 ``lstm_layer_backward``.
 
-Why primitives: run step by step, an eager LSTM records a graph node or three per time
-step and layer, and its gate math is ~13 elementwise op calls forward and ~25 backward per
-step, each with dispatch and graph bookkeeping: for the 2-layer, 64-step LM step more time
-than the gate math itself. Here each time loop runs inside one op (per step one GEMM and
-the gate math: one numba kernel call when loaded, compiler/cpu/kernels/lstm_kernels.py;
-else in-place numpy passes), as PyTorch's CPU LSTM is one oneDNN layer call each way.
+Why primitives: step by step, an eager LSTM pays dispatch and graph bookkeeping for ~13
+elementwise ops forward and ~25 backward per step, more than the gate math itself. Here
+each time loop runs inside one op (per step one GEMM and the gate math), as PyTorch's CPU
+LSTM is one oneDNN layer call each way.
 
 Eagerly, `tracejit.ops.lstm_layer` runs ``lstm_layer`` / ``lstm_layer_backward`` as an
-autograd Function, which hands the backward the cotangents of each step's h and the final
-h and c. Captured, a layer is ``lstm_layer`` plus ``lstm_layer_states`` (its h and c
-rows, the differentiable result, whose VJP is ``lstm_layer_backward``), so compiled
-graphs run the same loops as eager (the sequence length may be a symbolic dim).
-``lstm_layer_backward``'s own VJP (second derivatives) recomputes the layer with tracejit
-ops and lets autograd differentiate it (`tracejit.ops.lstm_layer.backward_vjp`): the
-cell's derivative is written by hand once, here, for speed; its higher derivatives come
-from the one op definition of the cell.
+autograd Function. Captured, a layer is ``lstm_layer`` plus ``lstm_layer_states`` (its h
+and c rows, whose VJP is ``lstm_layer_backward``), so compiled graphs run the same loops.
+Second derivatives recompute the layer with tracejit ops and let autograd differentiate it.
 """
 from __future__ import annotations
 
@@ -28,19 +21,12 @@ from .eager import bind
 __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_backward", "input_projection_grads"]
 
 
-# Layouts: x (L, N, I), the layer's input as rows (time-major); wx = W_ih (4H, I); w (4H, H);
-# b (4H,), the sum of both biases (added per step); h0, c0 (H, N). The input projection
-# x_t W_ih^T is part of each step's product in the whole-loop kernel (one packed GEMM on
-# [W_ih | W], compiler/cpu/kernels/lstm_kernels.py: it splits with the loop); the other forms compute it as
-# one GEMM first, gi (L, N, 4H), and add each step's block transposed. The forward's
-# result Z is (L, 6H, N): per step h_t (rows 0:H), c_t (H:2H) and the activated gates i, f,
-# g, o (2H:6H), which the backward reads instead of recomputing the step's GEMM.
-#
-# Feature-major states because OpenBLAS runs the small per-step products faster that way
-# round (``W @ h`` 0.20 ms against 0.29 ms for ``h^T @ W^T``, batch 32, hidden 256), and
-# every gate is then a contiguous row block. The backward writes its gate gradients
-# transposed, so they form the (L*N, 4H) gradient of the projection that its two GEMMs
-# (d x, d W_ih: `input_projection_grads`) take as it is.
+# Layouts: x (L, N, I) time-major; wx = W_ih (4H, I); w (4H, H); b (4H,), both biases
+# summed; h0, c0 (H, N). The forward's result Z is (L, 6H, N): per step h_t (rows 0:H),
+# c_t (H:2H) and the activated gates i, f, g, o (2H:6H), which the backward reads instead
+# of recomputing the step's GEMM. States are feature-major because OpenBLAS runs the small
+# per-step products faster that way (``W @ h`` 0.20 ms against 0.29 ms for ``h^T @ W^T``),
+# and every gate is then a contiguous row block.
 
 def _matmul(xp, a, b):
     """A per-step product as matmul runs (its `dispatch`: a backend's GEMM where one is
@@ -99,12 +85,9 @@ def check_batch_sizes(op: str, batch_sizes, L, N) -> None:
 
 
 def forward_steps(xp, step, gi, w, b, h0, out, reverse: bool, batch_sizes, c0=None):
-    """The numpy forms' forward time loop, one for the LSTM, GRU and RNN layers: per step
-    the one product m = W h_prev, then ``step(xp, g, m, b, h, c, o)`` with g = gi[t]^T the
-    step's input projection (feature-major), b the bias column and o = out[t] the step's
-    block of the result, which it fills, returning the new h (and c for an LSTM, else
-    None) as views of o. A packed layer's held columns keep their state (`hold_inactive`).
-    -> out"""
+    """The numpy forms' forward time loop (LSTM, GRU, RNN): per step m = W h_prev, then
+    ``step(xp, g, m, b, h, c, o)`` fills o = out[t] and returns the new h (and c, else
+    None) as views of o. A packed layer's held columns keep their state. -> out"""
     bcol = b.reshape(b.shape[0], 1)
     h, c = h0, c0
     with errstate(xp):
@@ -118,12 +101,9 @@ def forward_steps(xp, step, gi, w, b, h0, out, reverse: bool, batch_sizes, c0=No
 
 
 def backward_steps(xp, step_back, d_y, d_hn, w, order, batch_sizes, d_cn=None) -> tuple:
-    """The numpy forms' backward time loop (LSTM, GRU, RNN), from the last step to the
-    first: the carried dh (and dc) plus the step's output cotangent d_y[t] (of h; or of h
-    and c) go through ``step_back(xp, t, k, dh, dc)`` (k the step's place in `order`), which
-    writes the step's gate gradients and returns (dm, direct, dc_prev): the previous step's
-    dh = W^T dm + direct (None: nothing direct). A packed layer's held columns pass their
-    cotangents on (`pass_inactive`). -> (d h0, d c0)"""
+    """The numpy forms' backward time loop (LSTM, GRU, RNN), last step first:
+    ``step_back(xp, t, k, dh, dc)`` writes the step's gate gradients and returns
+    (dm, direct, dc_prev), the previous dh being W^T dm + direct. -> (d h0, d c0)"""
     H = d_hn.shape[0]
     wt = xp.ascontiguousarray(w.T)
     dh, dc = d_hn, d_cn
@@ -298,12 +278,8 @@ def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False, dw_done=False)
 
 
 def hidden_weight_grad(xp, G2, Z, h0, order):
-    """d W = sum_t dg_t @ h_{t-1}^T for a recurrent layer (LSTM, GRU, RNN): G2 (L*N, G*H) every
-    step's gate gradient as rows, Z (L, kH, N) the forward's result with each step's h in
-    its first H rows, h0 (H, N); `order` the steps in time order. One GEMM over all steps,
-    (G*H, L*N) @ (L*N, H), both operands transposed views: G2's rows, and the h_{t-1}
-    gathered as (H, L, N) (one copy of (H, N) blocks, rows of N values: 0.58 against
-    0.94 ms for transposing each into an (L, N, H) buffer, LSTM LM layer)."""
+    """d W = sum_t dg_t @ h_{t-1}^T for a recurrent layer as one GEMM over all steps:
+    G2 (L*N, G*H) the gate gradients as rows, Z (L, kH, N) the forward's result, h0 (H, N)."""
     L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
     if L == 0:
         return xp.zeros((G2.shape[1], H), dtype=Z.dtype)
@@ -313,11 +289,8 @@ def hidden_weight_grad(xp, G2, Z, h0, order):
 
 
 def hprev_steps(xp, Z, h0, t0: int, t1: int, reverse: bool):
-    """The h_prev(t) of steps t0 <= t < t1 gathered as (H, t1 - t0, N) (one copy of (H, N)
-    blocks, rows of N values): Z (L, kH, N) with each step's h in its first H rows, h0 (H, N);
-    h_prev(t) is h_{t-1} (h0 at t = 0), or h_{t+1} (h0 at t = L - 1) for a reverse layer.
-    The one gather of the hidden weight's gradient, whole (`hidden_weight_grad`) or by
-    blocks of steps (the CPU's d W alongside the loop)."""
+    """The h_prev(t) of steps t0 <= t < t1 gathered as (H, t1 - t0, N) from Z (each step's
+    h in its first H rows) and h0; h_{t+1} for a reverse layer."""
     L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
     hb = xp.empty((H, t1 - t0, N), dtype=Z.dtype)
     if not reverse:
@@ -347,14 +320,9 @@ def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, x: Aval, wx: Av
 
 
 # ``lstm_layer_states(Z, x, wx, w, b, h0, c0)``: the h and c rows of Z, (L, 2H, N), as the
-# differentiable result of the layer (Z itself has no VJP: it is a non-differentiable
-# operand here, as batch_norm_stats' result is to batch_norm_train). Its VJP is
-# ``lstm_layer_backward`` with respect to the layer's inputs, given alongside Z. So a
-# captured layer's graph differentiates a (L, 2H, N) value: the cotangent assembled for
-# it is a third of Z's size, and holds no gate rows the backward would have to read.
-#
-# The result is a view of Z's first 2H rows per step (no 4 MB copy per layer in the LM
-# step), so the op is marked a view of its operand 0.
+# layer's differentiable result (Z is a non-differentiable operand, as batch_norm_stats' is
+# to batch_norm_train); its VJP is ``lstm_layer_backward``. The result is a view of Z's
+# first 2H rows per step (no copy), so the op is marked a view of its operand 0.
 def _states_impl(xp, Z, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
     return Z[:, :2 * (Z.shape[1] // 6)]
 
@@ -413,11 +381,9 @@ def packed_params(reverse: bool, batch_sizes=None) -> dict:
 
 
 def lstm_layer(x, wx, w, b, h0, c0, reverse: bool = False, batch_sizes=None):
-    """The forward time loop of one LSTM layer (see above), its input projection x W_ih^T
-    (x (L, N, I), wx = W_ih (4H, I)) included: -> Z (L, 6H, N), not differentiable by
-    itself (`lstm_layer_states` is); `tracejit.ops.lstm_layer.lstm_layer_fm` is the layer
-    users reach. `batch_sizes`: a packed layer's per-step sequence counts
-    (`check_batch_sizes`)."""
+    """The forward time loop of one LSTM layer, input projection included: -> Z (L, 6H, N),
+    not differentiable itself (`lstm_layer_states` is). `batch_sizes`: a packed layer's
+    per-step sequence counts."""
     return bind(LSTM_LAYER, x, wx, w, b, h0, c0, **packed_params(reverse, batch_sizes))
 
 

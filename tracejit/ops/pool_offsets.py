@@ -1,42 +1,24 @@
 """Max-pooling that records each window's argmax: the backward scatters, never reads the input.
 
-``F.max_pool2d`` on floating inputs is two primitives (the pattern of ops/lstm_prim.py's
-``lstm_layer`` + ``lstm_layer_states``: one op computes a record, a second is the
-differentiable result read from it):
+``F.max_pool2d`` on floating inputs is two primitives (a record, then the differentiable
+result read from it, as ops/lstm_prim.py does):
 
 - ``max_pool2d_with_offsets(x)`` -> R, (2, N, C, OH, OW) of x's dtype: R[0] the maxima,
-  R[1] each window's offset of its first maximum (row-major within the window, ``i*kw + j``;
-  a NaN window: its first NaN), stored as values of x's dtype (exact: the composite takes
-  this path only for windows whose offsets that dtype holds, `applies`). One pass over x.
-  Not differentiable (no VJP): the result below carries the derivative.
-- ``max_pool2d_values(R, x)`` -> R[0], a view of the record's head (a copy cost LeNet's
-  first pool 0.5 ms and ~300 fresh pages in a cold first step, 0.1 ms later). It is not
-  marked a view (batch_norm_values' rule, ops/batchnorm_prim.py): nothing reads R[0] after
-  this (the scatter and take read R[1]), so an in-place op on the pooled output (ReLU)
-  bumps no saved tensor's version; compiled plans reuse or donate an array only when
-  nothing else holds it, and a view holds its base. Its VJP is
-  ``max_pool2d_scatter(g, R)``; x is an operand for its shape and its place in the graph
-  only, its values are never read (so a compiled step does not keep the pooled activation
-  for the backward, only R).
+  R[1] each window's offset of its first maximum (``i*kw + j``; a NaN window: its first
+  NaN). One pass over x, no VJP.
+- ``max_pool2d_values(R, x)`` -> R[0], a view of the record's head, not marked a view so an
+  in-place op on it bumps no saved version. Its VJP is ``max_pool2d_scatter``; x's values
+  are never read, so a compiled step keeps only R for the backward.
 - ``max_pool2d_scatter(g, R, input_shape)`` -> gx: g at each window's recorded position
-  (overlapping windows add), zero elsewhere. Linear in g; its VJP is ``max_pool2d_take``.
-- ``max_pool2d_take(a, R)`` -> a at each window's recorded position (a padding position
-  gives 0, the adjoint of scatter's dropping it). Linear in a; its VJP is the scatter.
+  (overlapping windows add), zero elsewhere; its VJP is ``max_pool2d_take``, and back.
 
-Why (the compiled LeNet step): a backward that re-reads the 5.5 MB input to find each
-window's first maximum again took ~25 cycles a window in scalar compare-and-select code,
-5.6-6.4 ms of a step.
-The scatter reads g and the offsets only, and for side-by-side windows stores each position's
-value as ``bits(g) & -(offset == k)`` (integer views of g and gx): no data-dependent select
-for LLVM to turn into a mispredicted branch (the CPU's registered loops do the same).
+Why: a backward that re-reads the input to find each window's maximum again took ~25
+cycles a window in scalar compare-and-select code. The scatter stores
+``bits(g) & -(offset == k)`` through integer views: no data-dependent branch.
 
-The rules are those of pooling_prim.py's ``return_indices``: the gradient goes to the first
-maximum in row-major window order (PyTorch's CPU kernel: ``val > max`` keeps the first of
-equal maxima); a NaN window's output is NaN and its gradient goes to its first NaN
-(PyTorch's: the last); a window whose real entries are all -inf and that starts in the
-padding records a padding position, whose gradient is dropped (PyTorch: the first real one).
-ops/pooling_prim.py's ``max_pool2d`` remains for the integer dtypes; its gradient (for direct
-calls on floating inputs) is this scatter from a record of x.
+The gradient goes to the first maximum in row-major window order (PyTorch's CPU kernel
+keeps the first of equal maxima); a NaN window's to its first NaN (PyTorch: the last).
+ops/pooling_prim.py's ``max_pool2d`` remains for the integer dtypes.
 """
 from __future__ import annotations
 
@@ -85,35 +67,22 @@ def _halves(kernel, stride, padding, dilation) -> bool:
             and tuple(dilation) == (1, 1))
 
 
-# Input elements per block of `_record_2x2`: its temporaries (~2x the block in bytes) are
-# reused from block to block, so a cold process's first call faults in few fresh pages
-# for them (whole-array temporaries of LeNet's first pool: ~1,900 more page faults than
-# the general form, whose first call they made 2.3 ms slower). 1 << 16 rather than 1 << 18:
-# the same steady time (LeNet's first pool: record 1.69-1.75 ms, scatter 1.63-1.68, both
-# sizes), ~250 fewer fresh pages in a cold first call (record 3.5-3.6 ms against 3.8-4.1).
+# Input elements per block of `_record_2x2`: its temporaries are reused from block to
+# block, so a cold first call faults in few fresh pages (1 << 18 had the same steady time).
 _BLOCK_2X2 = 1 << 16
 
 
 def _record_2x2(x, rec) -> bool:
-    """The record of 2x2 windows that tile a C-contiguous x (LeNet's first pool), or its
-    first 2*OH rows and 2*OW columns when an odd H or W leaves one over (floor mode: LeNet's
-    second pool, 11x11), in single 1-D numpy loops; False (the general form runs) for any
-    other x or a NaN window. The general form's per-offset views are (N, C, OH, OW) views
-    whose rows lie apart, so each of its ~12 passes ran an inner loop per OW-element row
-    (LeNet's first pool: 26K loops of 13 a pass, 2.4-2.6 ms). Here x is a flat row-major
-    array: its even and odd elements are each row's left and right columns, so T =
-    max(left, right) is every row's pair maxima (rows of OW), and max(T[:-OW], T[OW:]) every
-    two consecutive rows' (the even rows' are the windows'; the odd rows' are computed and
-    dropped: cheaper than strided loops). Block by block of whole planes (`_BLOCK_2X2`); a
-    block of a cropped x is first copied into a tiled scratch (one loop per 2*OW-long row:
-    LeNet's second pool 0.85 -> 0.75 ms warm, against the general form).
+    """The record of 2x2 windows that tile a C-contiguous x (or its first 2*OH rows and
+    2*OW columns in floor mode), by flat 1-D numpy loops; False (the general form runs) for
+    any other x or a NaN window. The general form's strided views ran an inner loop per
+    row. Here even and odd elements are each row's left and right columns: T = max(left,
+    right) gives every row's pair maxima, and max(T[:-OW], T[OW:]) the windows' (odd rows
+    computed and dropped). Block by block of whole planes (`_BLOCK_2X2`).
 
-    The offset is the first maximum in row-major window order: with a, b the top row, c,
-    d the bottom, T = max(a, b), B = max(c, d), m = max(T, B): a when T == m and a == T
-    (a >= b: one strided compare, 0.4 ms against 0.6 for a == T); b when T == m otherwise;
-    else c when c == B (c >= d); else d. (A NaN window wants its first NaN, which these
-    comparisons do not find: the general form runs. A NaN in a row or column left over is
-    in no window.)"""
+    The offset is the first maximum in row-major order: with a, b the top row, c, d the
+    bottom, T = max(a, b), B = max(c, d), m = max(T, B): a when T == m and a >= b; b when
+    T == m otherwise; else c when c >= d; else d."""
     n, c, h, w = x.shape
     oh, ow = rec.shape[3], rec.shape[4]
     th, tw = 2 * oh, 2 * ow                           # the tiled rows and columns
@@ -166,10 +135,8 @@ def _record_2x2(x, rec) -> bool:
 
 def _first_offsets(xp, views, out, off):
     """off = the window offset of each output's first maximum (a NaN window: its first NaN),
-    branch-free from the last offset back: ``r = miss_o * (1 + r)``, r = 0 at the last, so r
-    at offset 0 counts the misses before the first hit. A compare, an add and a multiply per
-    offset on the output's size (the boolean-mask stores ``off[hit] = o`` this replaces cost
-    ~1 ms each on LeNet's first pool)."""
+    branch-free from the last offset back: ``r = miss_o * (1 + r)`` counts the misses
+    before the first hit (boolean-mask stores cost ~1 ms each)."""
     nan = xp.isnan(out)
     if not bool(nan.any()):
         nan = None
@@ -222,11 +189,9 @@ def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
     gx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=g.dtype)
     if (xp is np and tuple(dilation) == (1, 1) and stride[0] >= kernel[0]
             and stride[1] >= kernel[1]):
-        # Windows apart (pooling's usual stride = kernel): each position is in one window
-        # at most, so a store, not a read-add-write of gx: ``bits(g + 0) & -(off == o)``
-        # through integer views (np.where with a scalar 0 cost 1 ms an offset on LeNet's
-        # first pool, this ~0.3 ms). g + 0 is what the add to gx's zeros gave (-0.0 -> 0.0):
-        # the same bits.
+        # Windows apart: each position is in one window at most, so a store, not a
+        # read-add-write: ``bits(g + 0) & -(off == o)`` through integer views (3x faster
+        # than np.where). g + 0 maps -0.0 to 0.0 as the add to zeros did.
         ints = np.dtype(f"i{g.dtype.itemsize}")
         gbits = (g + 0).view(ints)
         gx_bits = gx.view(ints)
@@ -242,27 +207,15 @@ def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
 
 def _scatter_2x2(g, rec, input_shape):
     """max_pool2d_scatter of 2x2 windows that tile the input (or its first 2*OH rows and
-    2*OW columns: floor mode's odd H or W, LeNet's second pool), float32/float16, a
-    C-contiguous record; else None (the general form runs). The general form's four
-    stores went to (N, C, OH, OW) views whose rows lie apart (an inner loop per
-    OW-element row: LeNet's first pool, 2.5 ms). Here each window's row of two positions
-    is one integer of twice g's width (little-endian: the left position is the low half),
-    so a window row is one element of a (N*C*OH, 2, OW) array of such pairs: g's bits
-    (zero-extended) shifted left by offset * width go to the top row's pair (offsets 0, 1;
-    2 and 3 shift them out), shifted by (offset - 2) * width, wrapping round, to the
-    bottom row's: two shifts written straight into the OW-long window rows (of a cropped
-    input: into scratch, then stores of 2*OW-long rows of g's width, the row and column
-    left over zeroed). (The masks of equal offsets the shifts replace took 10 numpy
-    passes where these take 5: LeNet's first pool scatter 1.2 -> 0.93 ms warm.) Block by
-    block (`_BLOCK_2X2`) through reused scratch. Same bits as
-    the general form: ``g + 0`` (-0.0 -> 0.0, what its add to zeros gave), zero where not
-    recorded.
+    2*OW columns), float32/float16, a C-contiguous record; else None (the general form
+    runs). Each window row of two positions is one integer of twice g's width, so g's bits
+    shifted left by offset * width land in the top row's pair (offsets 0, 1) and, shifted
+    by (offset - 2) * width, in the bottom row's: 5 numpy passes where masks took 10. Block
+    by block through reused scratch; same bits as the general form (``g + 0``, zeros).
 
-    g in C order, or with contiguous (OH, OW) planes in another order: a convolution's
-    input gradient is channel-major (LeNet's first pool gets fold's (C, N) planes, which
-    took the general form, 2.7-4.1 ms against 1.8-2.1 warm); then blocks of whole images,
-    each copied into C order by the `g + 0` the block makes anyway (one numpy loop per
-    plane). (The strides only choose the form: the add copies any layout right.)"""
+    g in C order, or with contiguous (OH, OW) planes in another order (a convolution's
+    channel-major input gradient): then blocks of whole images, copied into C order by the
+    `g + 0` the block makes anyway."""
     n, c, h, w = input_shape
     oh, ow = g.shape[2], g.shape[3]
     th, tw = 2 * oh, 2 * ow                           # the tiled rows and columns
@@ -298,12 +251,10 @@ def _scatter_2x2(g, rec, input_shape):
         else:
             np.add(g[lo // img:hi // img], 0, out=t.reshape(-1, c, oh, ow))
         v[...] = t.view(half)                        # zero-extended
-        # The pair's shift, offset * g's width: 0 or one position (offsets 0, 1: the top
-        # row), two or three (2, 3: no bits in the top row; numpy's shift by the pair's
-        # width or more gives 0). The bottom row's is that less two positions, wrapping
-        # round for offsets 0, 1 (again the width or more). The float offset times the
-        # width is exact; it goes through uint8 (float -> uint64 has no SIMD conversion
-        # before AVX-512, uint8 -> uint64 has).
+        # The pair's shift: offset * g's width (offsets 2, 3 shift out of the top row:
+        # numpy gives 0 for a shift by the width or more); the bottom row's is two
+        # positions less, wrapping round. Through uint8, which has a SIMD conversion to
+        # uint64 before AVX-512 (float has not).
         np.multiply(o, 8 * g.dtype.itemsize, out=t)
         s[...] = t.astype(np.uint8)
         if crop:

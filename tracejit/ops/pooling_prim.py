@@ -1,25 +1,18 @@
 """Max and average pooling as primitives over the kh*kw window offsets.
 
-Why primitives (pooling used to be ``unfold`` + ``amax``/``mean``, backward through the
-reduction's VJP and ``fold``): the composite copies every window into a (N, C, kh*kw, L)
-column array, reduces it, and its backward builds another column array and folds it back;
-in a LeNet-style CNN step that was most of the pooling time. Here each window offset
-(i, j) is a strided view of the (padded) input, ``x[:, :, i*dh :: sh, j*dw :: sw]`` of the
-output's shape, so the forward is kh*kw vectorized passes over output-sized views and the
-backward adds the output gradient into the same views of the input gradient (overlapping
-windows accumulate). The Python loop runs over window offsets only, never over elements.
+Why primitives: the ``unfold`` + reduce composite copied every window into a column array
+and folded another back in its backward. Here each window offset (i, j) is a strided view
+of the (padded) input of the output's shape, so the forward is kh*kw vectorized passes
+and the backward adds the output gradient into the same views (overlapping windows add).
 
-Max-pooling's gradient goes to the *first* maximum of each window in row-major window
-order, as PyTorch's (the composite split it evenly between ties): it is the scatter from
-the record of each window's first-maximum offset (ops/pool_offsets.py), which floating
-inputs take; `max_pool2d` here serves the integer dtypes, and ``return_indices`` marks,
-per offset, the outputs equal to the view and not yet taken by an earlier offset.
-Known edge: a window whose real entries are all -inf and that starts in the padding keeps
-its gradient on the padding (dropped) where PyTorch gives it to the first real entry.
+Max-pooling's gradient goes to the *first* maximum of each window in row-major order, as
+PyTorch's: floating inputs take the record of first-maximum offsets (ops/pool_offsets.py);
+`max_pool2d` here serves the integer dtypes and ``return_indices``. Known edge: a window
+whose real entries are all -inf and that starts in the padding keeps its gradient on the
+padding (dropped) where PyTorch gives it to the first real entry.
 
-The numpy passes below are the numpy form; the CPU backend registers one loop over the
-windows for float32/float64 (ops/impls.py; compiler/cpu/kernels/window_forms.py, rendered as
-a compiled windows group, same rules).
+The CPU backend registers one loop over the windows for float32/float64
+(compiler/cpu/kernels/window_forms.py, same rules).
 """
 from __future__ import annotations
 
@@ -79,13 +72,9 @@ def _views(a, kernel, stride, dilation, oh, ow):
 
 def _first_hits(xp, x, out, kernel, stride, padding, dilation):
     """Per window offset o, ``(o, hit)``: hit marks the outputs whose first maximum (in
-    row-major window order) sits at offset o.
-
-    Branch-free on purpose: a masked running argmax (``copyto(..., where=)``/``where``)
-    costs ~2 ms per offset on (64, 32, 13, 13) float32 against ~0.4 ms for an ``==`` or a
-    boolean op, so the hits are ``(view == out) & ~taken``, written ``eq > taken``.
-    A NaN window (out is NaN) gives its gradient to the first NaN (PyTorch's kernel: the
-    last); the NaN pass runs only when the output holds one."""
+    row-major window order) sits at offset o. Branch-free, as ``(view == out) & ~taken``
+    written ``eq > taken`` (a masked running argmax cost 5x more per offset). A NaN window
+    gives its gradient to the first NaN (PyTorch: the last)."""
     n, c, h, w = x.shape
     oh, ow = out.shape[2], out.shape[3]
     xpad = _padded(xp, x, padding, _fill_low(x.dtype))

@@ -128,32 +128,32 @@ def _float(dtype):
     return d
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
+def _floating_draw(prim, name: str, size, generator, dtype, device, requires_grad: bool,
+                   part_scale: float):
+    """`rand`/`randn`: floating draws of `prim`; a complex dtype's parts drawn as its real
+    dtype's and scaled by `part_scale`."""
     if generator is not None:
-        with drawing_from(generator, "rand"):
-            return rand(*size, dtype=dtype, device=device, requires_grad=requires_grad)
-    if dtype is not None and _dt.as_dtype(dtype).is_complex:   # both parts uniform on [0, 1)
+        with drawing_from(generator, name):
+            return _floating_draw(prim, name, size, None, dtype, device, requires_grad, part_scale)
+    if dtype is not None and _dt.as_dtype(dtype).is_complex:
         from .complex_ops import view_as_complex
-        parts = rand(*(_size(size) + (2,)), dtype=_dt.as_dtype(dtype).to_real(), device=device)
-        return view_as_complex(parts).requires_grad_(requires_grad)
-    t = _bind_creation(UNIFORM, shape=_size(size), dtype=_float(dtype), device=as_device(device))
+        parts = _floating_draw(prim, name, _size(size) + (2,), None, _dt.as_dtype(dtype).to_real(), device,
+                               False, part_scale)
+        return view_as_complex(parts if part_scale == 1.0 else parts * part_scale).requires_grad_(requires_grad)
+    t = _bind_creation(prim, shape=_size(size), dtype=_float(dtype), device=as_device(device))
     if requires_grad:
         t.requires_grad = True
     return t
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
+    # a complex dtype: both parts uniform on [0, 1)
+    return _floating_draw(UNIFORM, "rand", size, generator, dtype, device, requires_grad, 1.0)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
-    if generator is not None:
-        with drawing_from(generator, "randn"):
-            return randn(*size, dtype=dtype, device=device, requires_grad=requires_grad)
-    if dtype is not None and _dt.as_dtype(dtype).is_complex:   # parts drawn with variance 1/2 each
-        from .complex_ops import view_as_complex
-        parts = randn(*(_size(size) + (2,)), dtype=_dt.as_dtype(dtype).to_real(), device=device)
-        return view_as_complex(parts * 0.5 ** 0.5).requires_grad_(requires_grad)
-    t = _bind_creation(NORMAL, shape=_size(size), dtype=_float(dtype), device=as_device(device))
-    if requires_grad:
-        t.requires_grad = True
-    return t
+    # a complex dtype: parts drawn with variance 1/2 each
+    return _floating_draw(NORMAL, "randn", size, generator, dtype, device, requires_grad, 0.5 ** 0.5)
 
 
 def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None):

@@ -54,11 +54,9 @@ def _keep(g, a_shape, dims, keepdim):
 
 def _sum_vjp(g, out, a, dims, keepdim):
     if g.ndim == 0:
-        # A full reduction's 0-d cotangent broadcasts to any shape as it is: one expand (a
-        # stride-0 view; in a compiled kernel a 0-d operand) instead of a reshape to
-        # (1, ..., 1) first. Bound directly: a's shape is a valid target by construction
-        # (expand()'s argument checks cost as much as the op).
-        # (a tensor's own numpy shape is a plain tuple of ints already: no Size made)
+        # A full reduction's 0-d cotangent broadcasts to any shape as it is: one expand,
+        # bound directly (a's shape is a valid target by construction, and expand()'s
+        # argument checks cost as much as the op)
         shape = a._data.shape if type(a) is Tensor else tuple(a.shape)
         return (bind(EXPAND, g, shape=shape) if shape else g,)
     return (expand(_keep(g, a.shape, dims, keepdim), a.shape),)

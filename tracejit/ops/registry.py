@@ -1,47 +1,26 @@
-"""The primitive registry and `bind`, the one door every op goes through.
-
-A `Primitive` is the single definition of an op:
+"""The primitive registry: `Primitive`, the single definition of an op.
 
 - ``impl(xp, *arrays, **params)``: the eager implementation, generic over the array
   module ``xp`` (numpy or cupy);
-- ``rule(*avals, **params) -> Aval``: shape/dtype rule; it also validates and raises
-  the user-facing errors (it runs in eager mode too, so errors are the same in every
-  mode);
-- ``vjp(g, out, *inputs, **params) -> tuple``: the vector-Jacobian product written
-  with tracejit ops, so the same rule gives eager backward, a traceable backward graph
-  and higher-order gradients. Gradients whose shape differs from their input (from
-  broadcasting) are summed back centrally by the autograd engine, not in each rule;
-- ``scalar(e, *names, **params) -> str``: for elementwise ops, the scalar expression
-  the fused-kernel generators emit, written against an emitter ``e`` that types
-  constants and maps math functions to the backend's vectorizable versions.
+- ``rule(*avals, **params) -> Aval``: shape/dtype rule; it also raises the user-facing
+  errors (it runs eagerly too, so errors are the same in every mode);
+- ``vjp(g, out, *inputs, **params) -> tuple``: the vector-Jacobian product written with
+  tracejit ops, so one rule gives eager backward, traced backward and higher orders.
+  Broadcast gradients are summed back centrally by the autograd engine;
+- ``scalar(e, *names, **params) -> str``: for elementwise ops, the scalar expression the
+  fused-kernel generators emit.
 
-Eager autograd keeps for each node only what the VJP reads: ``save(requires_grad
-flags) -> input positions`` whose values it needs, ``save_out`` for the output (a bool,
-or a function of the flags), and ``extra["meta"]`` (positions, or a function of the
-flags) for inputs whose shape,
-dtype and device (not values) it needs (a stand-in of zeros: ``autograd.node.shape_only``
-tells it apart, so a VJP never multiplies by it); every other input reaches the VJP as None.
-``extra["needs"]`` marks a VJP that takes ``needs=`` (per input: does it get a gradient?)
-from eager autograd, so it computes nothing for an input without one (``x - y`` with
-only x requiring grad: no ``neg(g)``, as PyTorch's SubBackward0 checks
-should_compute_output); its default must be all True (traced backward graphs drop unused
-gradients themselves). ``extra["view"]`` marks ops whose output aliases input 0 (``extra["view_if"](params)``
-for ops that are views only sometimes, like basic vs advanced indexing). ``extra["selects"]``
-marks ops each of whose floating results is one of their floating operands or parameters
-(relu, max, where, gathers), so a bf16-exact operand gives a bf16-exact result (True, or a
-function of the params).
+Eager autograd keeps only what the VJP reads: ``save(requires_grad flags) -> input
+positions``, ``save_out``, and ``extra["meta"]`` for inputs whose shape, dtype and device
+only are needed (a zeros stand-in, ``autograd.node.shape_only``); other inputs reach the
+VJP as None. ``extra["needs"]`` marks a VJP taking ``needs=`` (per input: does it get a
+gradient?), default all True. ``extra["view"]`` / ``extra["view_if"](params)`` mark ops
+whose output aliases input 0. ``extra["selects"]`` marks ops whose floating results are
+among their operands (relu, max, where), so bf16-exact in gives bf16-exact out.
 
-`bind` (ops/eager.py) runs a primitive: under an active tracer it records an equation,
-otherwise it runs ``prim.run`` (the implementations a backend registered for the
-primitive in ops/impls.py, then ``impl``) and, if gradients are needed, attaches an
-autograd node.
-
-How to add an op: docs/dev/add-an-op.md (one record, one op-database record); how to
-add a backend implementation of a primitive: docs/dev/add-a-backend-implementation.md.
-
-Imports: the cycle tensor -> ops -> autograd -> tensor is closed with one idiom, tail
-imports (see the end of this module and of tracejit/tensor.py): Tensor is defined before
-anything imports it, and every other name crosses the cycle at the top of a module.
+How to add an op: docs/dev/add-an-op.md; a backend implementation:
+docs/dev/add-a-backend-implementation.md. The import cycle tensor -> ops -> autograd ->
+tensor is closed with tail imports (see the end of this module and of tracejit/tensor.py).
 """
 from __future__ import annotations
 
@@ -155,12 +134,9 @@ class Primitive:
         # attribute values into a dict, and every read of prim.<field> on the eager path
         # gets slower, ~0.2 us an op)
         if name in ("impl", "ufunc", "run") and getattr(self, "_impl0", None) is not None:
-            # A replaced impl (tests count an op's calls so) is what runs from now on, the
-            # table's implementations included: its own ufunc mark, no `fast` call (that
-            # describes the record's impl) and none of the plans made before, which hold
-            # the old impl's numpy call. The record's impl back: the table again. A
-            # replaced `run` (tests count an op's calls so, kernels included) likewise
-            # makes no plan take a call of its own.
+            # A replaced impl (tests count an op's calls so) runs from now on, the table's
+            # implementations included, and none of the plans made before (they hold the
+            # old impl's call). A replaced `run` likewise makes no plan take a call of its own.
             if name == "impl":
                 original = value is self._impl0
                 object.__setattr__(self, "ufunc", getattr(value, "ufunc", None)

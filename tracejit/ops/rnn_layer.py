@@ -1,12 +1,10 @@
 """One Elman RNN layer (tanh or relu, one direction) over a whole sequence: one op forward,
 one backward.
 
-As `tracejit.ops.lstm_layer` and `tracejit.ops.gru_layer`: the time loops are the
-``rnn_layer`` and ``rnn_layer_backward`` primitives (ops/rnn_prim.py). The layer's result
-is its states, so ``rnn_layer`` is differentiable as it is, eagerly and captured alike
-(no autograd Function or states op is needed). Second derivatives: ``rnn_layer_backward``'s
-VJP (`backward_vjp`) recomputes the layer with the one definition of the cell math
-(`rnn_cell`, tracejit ops, which nn.RNNCell runs on batch-major blocks) and lets autograd differentiate it twice.
+As `tracejit.ops.lstm_layer`: the time loops are the ``rnn_layer`` and
+``rnn_layer_backward`` primitives (ops/rnn_prim.py). The layer's result is its states, so
+``rnn_layer`` is differentiable as it is. Second derivatives recompute the layer with
+`rnn_cell` (tracejit ops) and differentiate it twice.
 
 Layout (see ops/rnn_prim.py): gi (L, N, H) with b_ih added; w_hh (H, H); b_hh (H,);
 feature-major h0 (H, N); outputs: h of every step (L, H, N) and h_n (H, N).

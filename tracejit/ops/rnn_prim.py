@@ -1,17 +1,10 @@
 """An Elman RNN layer's time loops (tanh or relu) as primitives: ``rnn_layer``,
 ``rnn_layer_backward``.
 
-As ops/lstm_prim.py and ops/gru_prim.py for the LSTM and GRU: run step by step, an RNN
-layer records a graph node or two per step (eagerly a scan over the cell, with a deferred
-weight gradient; compiled a loop equation and its VJP), where each step is one small GEMM
-and one elementwise pass. Here each time loop is one op (per step the GEMM ``W h`` and
-one pass: the whole loop one numba kernel when loaded, GEMMs included, compiler/cpu/kernels/rnn_kernels.py;
-else two or three in-place numpy passes), eager and compiled alike. Unlike the LSTM's and
-GRU's, the layer's result is its states themselves (every step's h, nothing else to keep
-for the backward), so ``rnn_layer`` is differentiable as it is: its VJP is
-``rnn_layer_backward``, which reads the saved output. ``rnn_layer_backward``'s own VJP
-(second derivatives) recomputes the layer with tracejit ops and lets autograd
-differentiate it (`tracejit.ops.rnn_layer.backward_vjp`).
+As ops/lstm_prim.py for the LSTM: each time loop is one op (per step the GEMM ``W h`` and
+one pass), eager and compiled alike. The layer's result is its states themselves, so
+``rnn_layer`` is differentiable as it is: its VJP is ``rnn_layer_backward``, whose own VJP
+recomputes the layer with tracejit ops.
 
 Layouts as the LSTM's: gi (L, N, H) the input projection (with b_ih); w (H, H) = W_hh;
 b (H,) = b_hh; feature-major h0 (H, N); the result every step's h (L, H, N).

@@ -169,10 +169,8 @@ def _concat_vjp(g, out, *inputs, dim):
 
 def _concat_impl(xp, *arrs, dim):
     # numpy lays its result out in the inputs' stride order: strided inputs (permuted
-    # views: attention's q/k/v gradients, jit/passes.py `_permuted_concat`) would give a
-    # non-contiguous result that the next reshape copies a second time. Written C-contiguous
-    # instead at the same cost (the packed q/k/v gradient: 2.4 ms with the reshape, 4.7-6.9
-    # as numpy's order plus the copy).
+    # views) would give a non-contiguous result that the next reshape copies again; written
+    # C-contiguous instead at the same cost.
     if xp is np and not all(a.flags.c_contiguous for a in arrs):
         shape = list(arrs[0].shape)
         shape[dim] = sum(a.shape[dim] for a in arrs)
@@ -235,13 +233,11 @@ def _shape_args(shape):
     return tuple(shape)
 
 
-# The user-level shape functions (reshape, permute, transpose, expand) normalize their
-# arguments (-1 resolved, negative dims wrapped, checks with their error texts) into the
-# primitive's params: several µs of Python per call, more than the op (x.permute(1, 0)
-# 8.6 µs against bind's 1.7). The params depend only on the input's shape and the
-# arguments, so `_normalized` keeps them per (function, shape, arguments) for numpy
-# tensors, as `bind` keeps its plans per signature. A call that raises is never kept, and
-# arguments that are not plain ints take the function itself (a tensor's value may change).
+# The user-level shape functions normalize their arguments into the primitive's params:
+# several µs of Python, more than the op (x.permute(1, 0) 8.6 µs against bind's 1.7). The
+# params depend only on the input's shape and the arguments, so `_normalized` keeps them
+# per (function, shape, arguments) for numpy tensors. A call that raises is never kept;
+# arguments that are not plain ints take the function itself.
 _NORMALIZED: dict = {}
 _MAX_NORMALIZED = 4096
 _IDENTITY = "identity"   # the value kept for a call that returns its input unchanged

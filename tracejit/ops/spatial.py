@@ -108,9 +108,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
         raise ShapeError(f"conv_transpose2d: output size ({oh}, {ow}) is not positive")
     cg = c // groups
     # The columns in conv2d's GEMM layout [O*kh*kw, N*H*W]: one product over the whole
-    # batch, [O/G*kh*kw, C/G] @ [C/G, N*H*W] per group, then col2im. A weight broadcast
-    # against [N, G, C/G, H*W] instead ran N thin products (H*W columns each), and its
-    # gradient N more summed afterwards (DCGAN's 512->256 layer, batch 64: 6 GFLOP/s).
+    # batch per group, then col2im (a weight broadcast against [N, ...] ran N thin products)
     if groups == 1 and op[0] < s[0] and op[1] < s[1]:
         # the input gradient of conv2d with this weight (ops/conv_gemm.py), run by blocks
         out = conv2d_xgrad(x, weight, (oh, ow), s, p, d)

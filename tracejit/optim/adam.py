@@ -10,13 +10,10 @@ PyTorch's, so float32 results agree with it to rounding):
 
 ``fused`` (PyTorch's argument): the update of a group's CPU float parameters can run as
 one numba kernel, one pass over every p, g, m and v instead of eleven array operations
-per parameter (`fused.py`); its results are bitwise those of the array path. ``None``
-(default): fused when the parameters eligible (C-contiguous numpy arrays of one dtype
-and step count) hold at least ``FUSED_MIN`` elements together, once numba is loaded in the
-process (something was compiled: a script that stays eager never pays numba's start-up,
-about 0.4 s) and unless compilation is off (``TRACEJIT_DISABLE=1``, ``tracejit.eager()``).
-``True``: fused for every parameter (CPU parameters only, checked at construction).
-``False``: never.
+per parameter (`fused.py`), bitwise the array path's results. ``None`` (default): fused
+when the eligible parameters hold at least ``FUSED_MIN`` elements together, once numba is
+loaded in the process (an eager script never pays numba's start-up) and unless
+compilation is off. ``True``: fused for every parameter (CPU only). ``False``: never.
 """
 from __future__ import annotations
 
@@ -72,9 +69,7 @@ class Adam(Optimizer):
     def _prepare(self, p, state: dict, group: dict, corrections: dict | None = None) -> tuple:
         """Start parameter `p`'s step: create its state on the first one, count the step,
         bump the moments' versions; returns (m, v, vmax or None, step_size, bc2_sqrt).
-        `corrections`: step -> (step_size, bc2_sqrt) already computed for this group's step
-        (a group's parameters are nearly always at one step: two powers and a root each
-        are computed once, not per parameter)."""
+        `corrections`: step -> (step_size, bc2_sqrt) already computed for this group."""
         if not state:
             xp = p._xp()
             state["step"] = 0
@@ -149,13 +144,10 @@ class Adam(Optimizer):
 
     def _kept_step(self, todo: list, group: dict) -> bool:
         """`group`'s step as its last one ran, when that was one fused launch of every
-        parameter in `todo` and nothing it relied on changed since (the same parameters
-        holding the same arrays, the same state tensors at the same step count, gradients
-        the kernel takes, fusing still on): the launch runs again with the new gradients,
-        without `_prepare`'s and `adam_update_many`'s per-parameter Python (opt.step() outside
-        the kernel, the MLP benchmark's 10 parameters: 47-48 -> 19-21 us; ~7 us of it are these
-        checks, state dicts' entries read with get: a cleared one steps aside too).
-        False, changing nothing, otherwise: the general path runs (and keeps a new launch)."""
+        parameter in `todo` and nothing it relied on changed since (same parameters and
+        arrays, same state tensors and step count, fusing still on): the launch runs again
+        with the new gradients, without the per-parameter Python (47 -> 20 us for 10
+        parameters). False, changing nothing, otherwise: the general path runs."""
         kept = self._kept.get(id(group))
         if kept is None or kept.group is not group or len(todo) != len(kept.params):
             return False
@@ -283,13 +275,9 @@ def _lerp_(a, b, w: float) -> None:
         a[...] = b - (b - a) * (1 - w)
 
 
-# The array path over numpy arrays goes `_BLOCK` elements at a time through three scratch
-# rows (the third holds a negated or decayed gradient): each block's eleven operations run
-# while its p, g, m, v stay in the core's cache, and no full-size temporary is allocated
-# (and page-faulted in: a cold process's first step). The MLP step's update (1.9M float32
-# parameters, the array path while the fused kernel compiles in a worker: compiler/tiers.py)
-# took 13.7-14.9 ms as whole arrays in a cold first step, 8.8 by blocks (and ~2,000
-# fewer page faults).
+# The array path goes `_BLOCK` elements at a time through three scratch rows: each
+# block's eleven operations run while its p, g, m, v stay in cache, and no full-size
+# temporary is allocated and page-faulted in (a cold first step: 14 -> 9 ms).
 _BLOCK = 1 << 14
 
 

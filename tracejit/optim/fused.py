@@ -1,19 +1,15 @@
 """Adam/AdamW's and SGD's update of all parameters in one pass over memory: numba kernels.
 
-The array-at-a-time update (`adam.Adam._apply`) is eleven numpy passes, most allocating a
-temporary; here one launch per group ("multi-tensor", as PyTorch's fused Adam) reads p, g,
-m, v and writes p, m, v once. Parameters arrive as tuples of 1-D views split by a table of
-chunks (tensor, start, stop) of at most CHUNK elements, claimed from a counter
-(compiler/cpu/runtime/voidptr.py `claim`) by two shares that `sharepool.run_shares` runs, one on the
-worker pool's thread, which the backward's last GEMM ran on and left polling. The update is bound by one core's
-memory rate (the MLP benchmark's 1.9M parameters: 52 MB a step), so the second core is
-the lever. SGD (`sgd_update_many`) is the same launch over p, g and the momentum buffers,
-on one thread below `SGD_PARALLEL_MIN` elements.
+The array-at-a-time update is eleven numpy passes, most allocating a temporary; here one
+launch per group ("multi-tensor", as PyTorch's fused Adam) reads p, g, m, v and writes p,
+m, v once. Parameters are split into chunks of at most CHUNK elements, claimed from a
+counter by shares that `sharepool.run_shares` runs: the update is memory bound, so a
+second core is the lever. SGD (`sgd_update_many`) is the same launch over p, g and the
+momentum buffers.
 
-Same results: `_adam_element` performs the numpy path's operations in the same order and
-dtype (hyperparameters converted first); numba contracts no multiply-add without fastmath,
-so the update is bitwise the numpy one (the tests check it). The kernels are source text
-loaded through `compiler.diskcache` like generated ones.
+`_adam_element` performs the numpy path's operations in the same order and dtype, and
+numba contracts no multiply-add without fastmath, so the update is bitwise the numpy one.
+The kernels are source text loaded through `compiler.diskcache` like generated ones.
 """
 from __future__ import annotations
 
@@ -192,14 +188,12 @@ _chunk_tables: dict = {}
 
 
 def _kernel(dtype: np.dtype, parallel: bool, count: int, wait: bool = True, kind: str = "adam"):
-    """The `kind` ("adam" or "sgd") kernel for `count` tensors of `dtype` (float32 or float64), compiled or loaded
-    on first use, as a launcher (`_Launch`): ``parallel`` runs its shares on as many cores
-    as other processes leave (with two, share 1 on the worker pool's thread), else one share.
-    One module per dtype and count (a model's parameter count is fixed: one kernel per
-    model and dtype), serial code either way: numba compiles a ``prange`` variant in ~2.8x the CPU
-    time of the serial one, and the shares gain what a parfor would. Each chunk
-    is updated by the one share that claims it, the same way whoever that is: the same
-    results on any number of threads.
+    """The `kind` ("adam" or "sgd") kernel for `count` tensors of `dtype` (float32 or
+    float64), compiled or loaded on first use, as a launcher (`_Launch`): ``parallel`` runs
+    its shares on as many cores as other processes leave, else one share. One module per
+    dtype and count, serial code (numba's ``prange`` variant compiles in ~2.8x the time and
+    the shares gain what a parfor would). Each chunk is updated by whichever share claims
+    it, the same way: the same results on any number of threads.
     ``wait=False`` (background compile mode): None while a compile worker builds it."""
     module = _modules.get((kind, dtype, count))
     if module is None:
@@ -289,11 +283,9 @@ def _address(a: np.ndarray) -> int:
 
 def address_table(ps, gs, ms, vs, vmaxs) -> np.ndarray:
     """The fused Adam kernel's first argument: a row per tensor of the addresses of its p,
-    g, m, v and vmax (1-D C-contiguous arrays of one dtype, which the caller keeps alive
-    for the launch; vmax p's without amsgrad: never read then) and its size. Why addresses,
-    not tuples of arrays: the kernel's CPython wrapper unboxed 50 arrays in five tuples for
-    10 tensors, 3,000 instructions of machine code (0.23-0.28 s of its 0.70 s compile);
-    one table is three arrays' unboxing."""
+    g, m, v and vmax (1-D C-contiguous arrays of one dtype, kept alive by the caller; vmax
+    is p's without amsgrad, never read) and its size. Addresses, because unboxing tuples of
+    arrays made the kernel's CPython wrapper a third of its compile time."""
     table = np.empty((len(ps), 6), np.int64)
     for col, arrays in enumerate((ps, gs, ms, vs, vmaxs)):
         table[:, col] = [_address(a) for a in arrays]
@@ -317,10 +309,9 @@ def _flat_gradients(gs, dtype: np.dtype, sizes: tuple) -> list:
 
 class Prepared:
     """One group's launch without its gradients: the flat views of p, m, v (and vmax), the
-    chunk table and the kernel, which stay the same from one step to the next while the
-    arrays do (`adam.Adam` keeps one per group: a step then flattens only the gradients;
-    the MLP benchmark's opt.step() spent ~18 us of its ~48 us of Python on rebuilding
-    these). `kernel` is None while the kernel compiles in the background (``wait=False``)."""
+    chunk table and the kernel, which stay the same from step to step while the arrays do,
+    so a step flattens only the gradients. `kernel` is None while the kernel compiles in
+    the background (``wait=False``)."""
 
     __slots__ = ("arrays", "kernel", "dtype", "amsgrad", "table", "sizes")
 
@@ -346,9 +337,7 @@ class Prepared:
 
 
 # SGD's update moves 12 bytes per float32 element and computes next to nothing: below this
-# many elements one thread does it faster than a two-share launch (the Transformer
-# benchmark's 0.79M parameters: serial 0.23-0.25 ms, two shares no faster quiet and up to
-# 3x slower under load).
+# many elements one thread is faster than a two-share launch.
 SGD_PARALLEL_MIN = 1 << 22
 
 

@@ -2,13 +2,9 @@
 
 ``fused`` (PyTorch's argument, as for Adam): a group's CPU float parameters update in one
 numba kernel launch (`fused.sgd_update_many`), one pass over every p, g (and momentum
-buffer), in shares over the cores, instead of two array operations per parameter, each a
-full pass, one allocating ``lr * g``; its results are bitwise those of the array path.
-In the Transformer encoder benchmark step (0.79M float32 parameters in 12 tensors) the
-array path took 0.70-0.73 ms against PyTorch's 0.48-0.50 (two threads). ``None``
-(default): fused when the eligible parameters (C-contiguous numpy arrays of one dtype)
-hold at least ``adam.FUSED_MIN`` elements together, once numba is loaded and compilation
-is on (Adam's rule, one definition); ``True``: always (CPU only); ``False``: never.
+buffer), bitwise the array path's results. ``None`` (default): fused under Adam's rule
+(``adam.FUSED_MIN`` elements, numba loaded, compilation on); ``True``: always (CPU only);
+``False``: never.
 """
 from __future__ import annotations
 
