@@ -97,5 +97,8 @@ def view_array(storage: np.ndarray, offset: int, shape, strides) -> np.ndarray:
         raise ValueError(f"view of shape {list(shape)} at offset {offset} reaches past its storage "
                          f"of {storage.shape[0]} elements")
     size = storage.dtype.itemsize
-    return np.lib.stride_tricks.as_strided(storage[offset:] if 0 not in shape else storage[:0], shape,
-                                           tuple(s * size for s in strides), writeable=True)
+    if 0 in shape:
+        offset, strides = 0, (0,) * len(shape)
+    # (an ndarray over `storage`: its .base is the storage, so views find their common root)
+    return np.ndarray(shape, storage.dtype, buffer=storage, offset=offset * size,
+                      strides=tuple(s * size for s in strides))
