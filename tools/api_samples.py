@@ -307,12 +307,34 @@ def _namespace(lib, ns):
     return importlib.import_module(ns.replace("torch", "tracejit", 1))
 
 
+_WARMED: list = []
+
+
+def _warm_up(torch, tj) -> None:
+    """Run once, untimed, what the first optimizer step and distribution sample import
+    (PyTorch's optimizers load torch._dynamo and sympy): a time limit that interrupts
+    an import half way leaves the module broken for every later sample."""
+    if _WARMED:
+        return
+    _WARMED.append(True)
+    for lib in (torch, tj):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = lib.ones(2, requires_grad=True)
+            opt = lib.optim.SGD([p], lr=0.1)
+            p.sum().backward()
+            opt.step()
+            lib.optim.lr_scheduler.StepLR(opt, 1).step()
+            lib.distributions.Normal(lib.zeros(2), lib.ones(2)).sample()
+
+
 def probe(ns: str, name: str, torch_obj, kind: str) -> str:
     import inspect
 
     import torch
 
     import tracejit as tj
+    _warm_up(torch, tj)
     if _UNSAFE.match(name) or kind in ("module", "dtype", "constant"):
         if kind == "dtype":
             return "matches"

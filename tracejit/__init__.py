@@ -96,8 +96,9 @@ from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import accelerator, backends, onnx  # noqa: E402,F401
 from . import amp, cpu, distributions, fft, linalg, multiprocessing, special  # noqa: E402,F401
-from .defaults import (Generator, are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
-                       get_float32_matmul_precision, initial_seed, is_anomaly_enabled, is_warn_always_enabled,
+from .generator import Generator, default_generator  # noqa: E402,F401
+from .defaults import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
+                       get_float32_matmul_precision, is_anomaly_enabled, is_warn_always_enabled,
                        set_anomaly_enabled, set_default_device, set_float32_matmul_precision, set_flush_denormal,
                        set_printoptions, set_warn_always, use_deterministic_algorithms)
 from .tensor_compat import top_level_inplace as _top_level_inplace  # noqa: E402

@@ -10,7 +10,7 @@ from .device import as_device
 
 __all__ = ["set_default_device", "get_default_device", "set_printoptions",
            "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
-           "are_deterministic_algorithms_enabled", "Generator", "initial_seed", "set_flush_denormal",
+           "are_deterministic_algorithms_enabled", "set_flush_denormal",
            "set_warn_always", "is_warn_always_enabled", "is_anomaly_enabled", "set_anomaly_enabled"]
 
 _DEVICE = [None]
@@ -63,12 +63,6 @@ def are_deterministic_algorithms_enabled() -> bool:
     return _DETERMINISTIC[0]
 
 
-def initial_seed() -> int:
-    """The seed the global generator was last seeded with (``manual_seed``)."""
-    from .ops.random import _cuda_seed
-    return _cuda_seed[0]
-
-
 def set_flush_denormal(mode: bool) -> bool:
     """PyTorch's switch for flushing denormal floats to zero; numpy's arithmetic keeps
     denormals, so this reports False (not supported), as PyTorch does on such CPUs."""
@@ -91,37 +85,3 @@ def is_anomaly_enabled() -> bool:
 def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
     from .autograd.checks import set_detect_anomaly
     set_detect_anomaly(enabled, check_nan)
-
-
-class Generator:
-    """A random number generator object (``torch.Generator``): its own seed and state, for
-    code that passes ``generator=`` around. tracejit's ops draw from the global generator
-    (``tracejit.manual_seed``); ``manual_seed`` here also seeds that one, so runs seeded
-    through a Generator are reproducible."""
-
-    def __init__(self, device="cpu"):
-        self.device = as_device(device)
-        self._seed = 67280421310721
-        self._rng = np.random.default_rng(self._seed)
-
-    def manual_seed(self, seed: int) -> "Generator":
-        from .ops.random import manual_seed
-        self._seed = int(seed)
-        self._rng = np.random.default_rng(self._seed)
-        manual_seed(self._seed)
-        return self
-
-    def seed(self) -> int:
-        s = int(np.random.SeedSequence().entropy % (2 ** 63))
-        self.manual_seed(s)
-        return s
-
-    def initial_seed(self) -> int:
-        return self._seed
-
-    def get_state(self):
-        return self._rng.bit_generator.state
-
-    def set_state(self, state) -> "Generator":
-        self._rng.bit_generator.state = state
-        return self

@@ -14,7 +14,8 @@ Layout (all integers little-endian)::
 A node is a JSON scalar (None, bool, int, float, str) or a tagged object:
 ``{"tensor": i}`` (or ``"ndarray"``), ``{"list": [...]}``, ``{"tuple": [...]}``,
 ``{"dict": [[key, value], ...]}`` (``"odict"`` for OrderedDict; keys are nodes, so
-int keys survive), ``{"dtype": name}``, ``{"device": str}``. A tensor record gives
+int keys survive), ``{"dtype": name}``, ``{"device": str}``, and (version 2) ``{"view":
+[...]}`` for tensors sharing memory (serialization_views.py). A tensor record gives
 dtype, shape, offset and nbytes into the data section, and flags (requires_grad,
 parameter). Loading parses JSON and copies bytes into arrays of whitelisted dtypes;
 nothing is imported or called by name, unlike pickle. A short, damaged or foreign
@@ -44,7 +45,7 @@ __all__ = ["save", "load", "FORMAT_VERSION", "add_safe_globals", "safe_globals",
            "clear_safe_globals"]
 
 MAGIC = b"TRACEJIT"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: view records (serialization_views.py); files without them are written as 1
 _PREAMBLE = struct.Struct("<8sIQQ")
 _DIGEST = 32
 _ALIGN = 64
@@ -54,7 +55,9 @@ _MAX_DIMS = 64  # numpy's limit
 
 # ---------------------------------------------------------------- writing
 class _Writer:
-    def __init__(self):
+    def __init__(self, groups=None):
+        self.groups = groups            # StorageGroups: tensors saved as views of one storage
+        self.views: dict[int, int] = {}   # id(tensor) -> its view number
         self.records: list[dict] = []
         self.arrays: list[np.ndarray] = []
         self.memo: dict[int, int] = {}  # id(tensor) -> record index: shared tensors are stored once
@@ -93,6 +96,13 @@ class _Writer:
             extra = {"requires_grad": bool(obj.requires_grad), "device": str(obj.device)}
             if isinstance(obj, Parameter):
                 extra["parameter"] = True
+            place = self.groups.member.get(id(obj)) if self.groups is not None else None
+            if place is not None:
+                storage, offset, strides = place
+                i = self.add_array(storage, storage, {"device": "cpu"}, obj.dtype)
+                k = self.views.setdefault(id(obj), len(self.views))   # the same tensor loads as one
+                return {"view": [i, offset, list(obj.shape), list(strides), extra["requires_grad"],
+                                 "parameter" in extra, k]}
             return {"tensor": self.add_array(obj, obj.detach()._host(), extra, obj.dtype)}
         if isinstance(obj, np.ndarray):
             if obj.dtype == object:
@@ -130,13 +140,14 @@ def _round_up(n: int, k: int) -> int:
 
 
 def _encode(obj) -> bytearray:
-    w = _Writer()
+    from .serialization_views import StorageGroups
+    w = _Writer(StorageGroups(obj))
     root = w.node(obj, "obj")
     header = json.dumps({"root": root, "tensors": w.records}, separators=(",", ":"),
                         allow_nan=True).encode("utf-8")
     start = _round_up(_PREAMBLE.size + len(header), _ALIGN)
     buf = bytearray(start + w.offset)
-    _PREAMBLE.pack_into(buf, 0, MAGIC, FORMAT_VERSION, len(header), w.offset)
+    _PREAMBLE.pack_into(buf, 0, MAGIC, FORMAT_VERSION if w.views else 1, len(header), w.offset)
     buf[_PREAMBLE.size:_PREAMBLE.size + len(header)] = header
     for rec, arr in zip(w.records, w.arrays):
         o = start + rec["offset"]
@@ -433,6 +444,12 @@ class _Reader:
             tag, v = n
             if tag in ("tensor", "ndarray"):
                 return self.tensor(v, tag == "ndarray")
+            if tag == "view" and isinstance(v, list) and len(v) == 7:
+                if not isinstance(v[6], (int, str)) or isinstance(v[6], bool):
+                    raise self.fail("malformed view number")
+                if ("view", v[6]) not in self.cache:
+                    self.cache[("view", v[6])] = self.view(*v[:6])
+                return self.cache[("view", v[6])]
             if tag == "list" and isinstance(v, list):
                 return [self.node(x, depth + 1) for x in v]
             if tag == "tuple" and isinstance(v, list):
@@ -494,6 +511,25 @@ class _Reader:
                     out.requires_grad = True
         self.cache[key] = out
         return out
+
+    def view(self, i, offset, shape, strides, requires_grad, parameter):
+        """A tensor over storage record `i`'s array (serialization_views.py)."""
+        from .serialization_views import view_array
+        storage = self.tensor(i, False)
+        if (storage.dim() != 1 or not all(isinstance(v, int) and not isinstance(v, bool)
+                                          for v in [offset, *shape, *strides])):
+            raise self.fail(f"malformed view of tensor {i}")
+        try:
+            arr = view_array(storage._data, offset, shape, strides)
+        except ValueError as e:
+            raise self.fail(f"view of tensor {i}: {e}") from None
+        t = Tensor._wrap(arr, storage.dtype, storage.device)
+        if parameter:
+            from .nn.parameter import Parameter
+            return Parameter(t, requires_grad=bool(requires_grad))
+        if requires_grad and t.dtype.differentiable:
+            t.requires_grad = True
+        return t
 
     def array_layout(self, rec, i) -> tuple:
         """(dtype, shape, element count, start in the file, nbytes, requires_grad, parameter,

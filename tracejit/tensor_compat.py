@@ -100,6 +100,11 @@ class CompatMethods:
         from .autograd.views import _address
         return (_address(self._data) - _address(base._data)) // self.dtype.itemsize
 
+    def untyped_storage(self):
+        """The memory behind this tensor (`tracejit.storage.UntypedStorage`)."""
+        from .storage import UntypedStorage
+        return UntypedStorage(self)
+
     def ndimension(self) -> int:
         return self.ndim
 

@@ -88,3 +88,18 @@ def test_pure_forwards_and_tracejits_own_hooks_stay_compiled():
     c(tj.ones(4, 3))
     assert not msgs and c.cache_stats()["eager_fallbacks"] == 0
     np.testing.assert_allclose(c(tj.ones(4, 3)).detach().numpy(), m(tj.ones(4, 3)).detach().numpy(), rtol=1e-6)
+
+
+def test_print_of_a_tensor_prints_its_values_on_every_call(capsys):
+    def f(x):
+        y = x * 2
+        print(y)
+        print(f"sum={y.sum():.1f}")
+        return y + 1
+    cf = tj.compile(f)
+    outs = [_quiet(cf, tj.full((2,), float(k)))[0].tolist() for k in (1, 2)]
+    assert outs == [[3.0, 3.0], [5.0, 5.0]]
+    assert capsys.readouterr().out.split("\n")[:4] == ["tensor([2., 2.])", "sum=4.0", "tensor([4., 4.])",
+                                                       "sum=8.0"]
+    with pytest.raises(TraceError, match="printing a tensor"):
+        tj.compile(f, fullgraph=True)(tj.ones(2))

@@ -75,3 +75,14 @@ def test_init_reproducible_and_errors():
         init.trunc_normal_(tj.empty(3), a=1.0, b=-1.0)
     with pytest.raises(ValueError, match="too little"):
         init.trunc_normal_(tj.empty(3), a=50.0, b=60.0)
+
+
+@pytest.mark.parametrize("name", ["uniform_", "normal_", "xavier_uniform_", "xavier_normal_",
+                                  "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"])
+def test_init_draws_from_the_generator_given(name):
+    fill = getattr(tj.nn.init, name)
+    first = fill(tj.empty(4, 3), generator=tj.Generator().manual_seed(3)).tolist()
+    tj.manual_seed(0)
+    tj.rand(5)                                   # the global stream moves; the generator's does not
+    assert fill(tj.empty(4, 3), generator=tj.Generator().manual_seed(3)).tolist() == first
+    assert fill(tj.empty(4, 3)).tolist() != first

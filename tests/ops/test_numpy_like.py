@@ -205,8 +205,34 @@ def test_bitwise_operators_refuse_floats_and_as_strided_checks_its_reach():
         ~tj.ones(2)
     with pytest.raises(TypeError, match="bitwise_and"):
         tj.ones(2) & tj.ones(2)
-    with pytest.raises(RuntimeError, match="reach element 12 of an input with 12"):
+    with pytest.raises(RuntimeError, match="reach storage element 12, outside the input's 12"):
         tj.as_strided(tj.ones(3, 4), (2, 2), (6, 6))
     g = _a(tj).clone().requires_grad_()
     tj.as_strided(g, (2, 3), (1, 1)).sum().backward()          # overlapping windows add up
     assert g.grad.reshape(-1).tolist()[:5] == [1.0, 2.0, 2.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("write", [
+    lambda x: x.as_strided((2, 2), (1, 2)).add_(10),
+    lambda x: x.as_strided((3,), (2,), 1).mul_(-1),
+    lambda x: x[1:].as_strided((2,), (2,)).fill_(0),          # offsets from the view's own
+    lambda x: x[2:].as_strided((2,), (1,), 3).fill_(7)])      # storage offset counts the base's
+def test_as_strided_is_a_view_writes_reach_the_input_as_in_pytorch(write):
+    torch = pytest.importorskip("torch")
+    got, want = tj.arange(6.0), torch.arange(6.0)
+    write(got)
+    write(want)
+    assert got.tolist() == want.tolist()
+
+
+def test_as_strided_in_place_on_a_graph_value_differentiates_as_pytorch():
+    torch = pytest.importorskip("torch")
+    grads = []
+    for m in (tj, torch):
+        x = m.arange(6.0, requires_grad=True)
+        y = x * 2
+        v = y.as_strided((2, 2), (1, 2), 1)
+        v.mul_(3)
+        (y.sum() + v.sum()).backward()
+        grads.append(x.grad.tolist())
+    assert grads[0] == grads[1] == [2.0, 12.0, 12.0, 12.0, 12.0, 2.0]

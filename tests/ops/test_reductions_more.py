@@ -37,3 +37,22 @@ def test_bad_arguments_name_the_culprit():
         tj.searchsorted(tj.tensor(SEQ), tj.tensor(2.0), right=True, side="left")
     with pytest.raises(ShapeError, match="sorter"):
         tj.searchsorted(tj.tensor(SEQ), tj.tensor(2.0), sorter=tj.tensor([0, 1]))
+
+
+def test_cummax_and_cummin_of_a_0d_tensor_give_it_at_index_0():
+    for fn in (tj.cummax, tj.cummin):
+        for dim in (0, -1):
+            values, indices = fn(tj.tensor(3.5), dim)
+            assert values.shape == () and values.item() == 3.5 and indices.item() == 0
+    with pytest.raises(IndexError, match="dim 1"):
+        tj.cummax(tj.tensor(3.0), 1)
+
+
+def test_any_and_all_of_uint8_give_uint8_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for m in (tj, torch):
+        a = m.tensor([[0, 3], [1, 2]], dtype=m.uint8)
+        outs = [a.any(), a.all(), m.any(a, 1), m.all(a, dim=0, keepdim=True), m.tensor([], dtype=m.uint8).all()]
+        assert [o.dtype for o in outs] == [m.uint8] * 5
+        assert [o.tolist() for o in outs] == [1, 0, [1, 1], [[0, 1]], 1]
+    assert tj.tensor([0, 2]).any().dtype == tj.bool

@@ -36,3 +36,30 @@ def _lrs(lib, make):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_learning_rates_match_torch(name):
     assert _lrs(tj, CASES[name]) == _lrs(torch, CASES[name])
+
+
+@pytest.mark.parametrize("name", ["SequentialLR", "ChainedScheduler"])
+def test_a_combinators_checkpoint_resumes_and_loads_with_weights_only(name):
+    import io
+
+    def run(lib, steps, state=None):
+        p = lib.zeros(2, requires_grad=True)
+        opt = lib.optim.SGD([p], lr=0.1)
+        sched = CASES[name](lib, opt)
+        if state is not None:
+            opt.load_state_dict(state["opt"])
+            sched.load_state_dict(state["sched"])
+        for _ in range(steps):
+            opt.step()
+            sched.step()
+        return opt, sched
+
+    opt, sched = run(tj, 5)
+    sd = sched.state_dict()
+    assert [type(s) for s in sd["_schedulers"]] == [dict, dict]    # PyTorch's layout
+    assert sorted(sd) == sorted(run(torch, 5)[1].state_dict())
+    buf = io.BytesIO()
+    tj.save({"opt": opt.state_dict(), "sched": sd}, buf)
+    buf.seek(0)
+    resumed, _ = run(tj, 4, tj.load(buf))                           # weights_only=True
+    assert resumed.param_groups[0]["lr"] == pytest.approx(run(torch, 9)[0].param_groups[0]["lr"], rel=1e-12)

@@ -76,7 +76,7 @@ class VonMises(Distribution):
         x = np.zeros(shape)
         done = np.zeros(shape, bool)
         while not done.all():
-            u1, u2, u3 = _random.default_generator().random((3,) + shape)
+            u1, u2, u3 = _random.global_rng().random((3,) + shape)
             z = np.cos(math.pi * u1)
             f = (1 + r * z) / (r + z)
             c = kappa * (r - f)

@@ -37,7 +37,7 @@ def _clamp_unit(x):
 
 def _draw(fn, shape, like):
     """Draws from tracejit's generator (numpy's `Generator.<fn>`), as a tensor like `like`."""
-    arr = np.asarray(fn(_random.default_generator(), tuple(shape)), dtype=like.dtype.np)
+    arr = np.asarray(fn(_random.global_rng(), tuple(shape)), dtype=like.dtype.np)
     return _ops.tensor(arr, device=like.device)
 
 

@@ -145,8 +145,13 @@ class Tracer(Tensor):
     def __repr__(self) -> str:
         return f"Tracer({self._var.aval})"
 
+    # print(x) and f"{x}" show values, which a capture does not have: as a graph break in
+    # torch.compile, the function runs eagerly (each call prints), or raises if fullgraph
+    def __str__(self) -> str:
+        return str(self._concrete("printing a tensor (print, str or an f-string)"))
+
     def __format__(self, spec):
-        return repr(self)
+        return format(self._concrete("printing a tensor (print, str or an f-string)"), spec)
 
 
 def _make_tracer(var: Var, trace: "TraceContext", requires_grad: bool = False) -> Tracer:

@@ -61,16 +61,16 @@ def _fan(tensor: Tensor, mode: str, fn: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
-def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     _check(tensor, "uniform_")
     with no_grad():
-        return tensor.uniform_(a, b)
+        return tensor.uniform_(a, b, generator=generator)
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator=None) -> Tensor:
     _check(tensor, "normal_")
     with no_grad():
-        return tensor.normal_(mean, std)
+        return tensor.normal_(mean, std, generator=generator)
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
@@ -96,19 +96,19 @@ def eye_(tensor: Tensor) -> Tensor:
         return tensor.copy_(eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype))
 
 
-def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_uniform_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     _check(tensor, "xavier_uniform_")
     fan_in, fan_out = _fans(tensor, "xavier_uniform_")
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     a = math.sqrt(3.0) * std
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 
-def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     _check(tensor, "xavier_normal_")
     fan_in, fan_out = _fans(tensor, "xavier_normal_")
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
 
 
 def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str, name: str):
@@ -120,22 +120,22 @@ def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str, name: s
 
 
 def kaiming_uniform_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
-                     nonlinearity: str = "leaky_relu") -> Tensor:
+                     nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
     std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_uniform_")
     if std is None:
         return tensor
     bound = math.sqrt(3.0) * std
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor: Tensor, a: float = 0, mode: str = "fan_in",
-                    nonlinearity: str = "leaky_relu") -> Tensor:
+                    nonlinearity: str = "leaky_relu", generator=None) -> Tensor:
     std = _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_")
-    return tensor if std is None else normal_(tensor, 0.0, std)
+    return tensor if std is None else normal_(tensor, 0.0, std, generator)
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
-                  b: float = 2.0) -> Tensor:
+                  b: float = 2.0, generator=None) -> Tensor:
     """Normal(mean, std) restricted to [a, b], by redrawing the samples that fall outside."""
     _check(tensor, "trunc_normal_")
     if not a < b:
@@ -147,9 +147,9 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     if mass < 1e-4:
         raise ValueError(f"nn.init.trunc_normal_: [a, b] = [{a}, {b}] holds too little of "
                          f"Normal({mean}, {std}) to sample from")
-    from ..ops.random import randn
+    from ..ops.random import drawing_from, randn
     import numpy as np
-    with no_grad():
+    with no_grad(), drawing_from(generator, "trunc_normal_"):
         n = tensor.numel()
         vals = np.empty(n, dtype=np.float64)
         filled = 0

@@ -19,7 +19,7 @@ from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, lt, maxi
 from .indexing import index_put
 from .linalg import matmul
 from .reductions import norm as _norm, sum as _sum
-from .registry import bind, refuse_tracing
+from .registry import Aval, bind, defprim, refuse_tracing
 from .rearrange import movedim
 from .shape import cat, expand, reshape
 
@@ -280,26 +280,62 @@ def get_device(input) -> int:
 
 
 
+def _strided_impl(xp, a, size, stride, offset):
+    flat = a.reshape(-1)     # a view of a contiguous input
+    return xp.lib.stride_tricks.as_strided(flat[offset:], size, tuple(st * a.itemsize for st in stride))
+
+
+def _strided_rule(a, size, stride, offset):
+    return Aval(tuple(size), a.dtype, a.device)
+
+
+def _flat_positions(size, stride, offset, device):
+    """The input element each output element reads, from creation ops (a captured backward
+    may not hold a concrete index tensor)."""
+    idx = None
+    for axis, (n, st) in enumerate(zip(size, stride)):
+        step = reshape(arange(n, device=device) * st, (n,) + (1,) * (len(size) - axis - 1))
+        idx = step if idx is None else idx + step
+    return (idx if idx is not None else arange(1, device=device) * 0) + offset
+
+
+def _strided_vjp(g, out, a, size, stride, offset):
+    """Each output element's gradient added at the element it reads (overlaps add)."""
+    from .indexing_more import index_add
+    from .creation import zeros
+    idx = reshape(_flat_positions(size, stride, offset, g.device), (-1,))
+    flat = index_add(zeros((a.numel(),), dtype=g.dtype, device=g.device), 0, idx, reshape(g, (-1,)))
+    return (reshape(flat, tuple(a.shape)),)
+
+
+# (a strided view of its operand: writes through it write into the input, as PyTorch's)
+AS_STRIDED = defprim("as_strided", _strided_impl, _strided_rule, _strided_vjp, kind="other",
+                     save=lambda rq: (), extra={"view": True, "meta": (0,)}, grad_name="AsStridedBackward0")
+
+
 def as_strided(input, size, stride, storage_offset=None):
-    """The elements of `input` at ``storage_offset + sum(i_k * stride_k)``, laid out as
-    `size` (a gather, so it differentiates; overlapping windows add their gradients).
-    Offsets and strides count elements of the input itself, which must be contiguous
-    (PyTorch counts in the storage behind it: the same for a contiguous tensor)."""
+    """A view of `input`'s elements at ``storage_offset + sum(i_k * stride_k)``, laid out as
+    `size`; writes through it reach `input`, and overlapping elements add their gradients.
+    The input must be contiguous, so its storage is its own elements from
+    ``input.storage_offset()`` on, as PyTorch counts them."""
     size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
     if len(size) != len(stride):
         raise RuntimeError(f"as_strided: size {size} and stride {stride} should have the same length")
+    if any(n < 0 for n in size) or any(st < 0 for st in stride):
+        raise RuntimeError(f"as_strided: negative size or stride ({size}, {stride})")
     if not input.is_contiguous():
         raise NotImplementedError("as_strided: the input is not contiguous; call .contiguous() first "
                                   "(strides here count elements of the input itself)")
-    flat = np.full((), int(storage_offset or 0), dtype=np.int64)
-    for axis, (n, st) in enumerate(zip(size, stride)):
-        flat = flat[..., None] + np.arange(n, dtype=np.int64) * st
+    own = input.storage_offset() if isinstance(input.storage_offset(), int) else 0
+    offset = (own if storage_offset is None else int(storage_offset)) - own
     numel = input.numel()
-    if flat.size and (flat.min() < 0 or flat.max() >= numel):
-        raise RuntimeError(f"as_strided: size {size}, stride {stride} and offset {storage_offset or 0} "
-                           f"reach element {int(flat.max())} of an input with {numel} elements")
-    from .indexing import getitem
-    return getitem(reshape(input, (-1,)), tensor(flat, device=input.device))
+    last = offset + sum((n - 1) * st for n, st in zip(size, stride))
+    if 0 not in size and (offset < 0 or last >= numel):
+        raise RuntimeError(f"as_strided: size {size}, stride {stride} and offset "
+                           f"{storage_offset if storage_offset is not None else own} reach storage "
+                           f"element {(offset if offset < 0 else last) + own}, outside the input's "
+                           f"{numel} elements from {own}")
+    return bind(AS_STRIDED, input, size=size, stride=stride, offset=offset if 0 not in size else 0)
 
 
 def view_dtype(input, dtype):

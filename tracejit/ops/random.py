@@ -18,24 +18,26 @@ from .creation import _bind_creation, _size
 from .registry import Aval, defprim
 
 __all__ = ["manual_seed", "seed", "drawing_from", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
-           "bernoulli", "get_rng_state", "set_rng_state", "default_generator"]
+           "bernoulli", "get_rng_state", "set_rng_state", "global_rng", "initial_seed"]
 
 _gen = np.random.default_rng(0)
 _cuda_seed = [0]
 
 
-def manual_seed(seed: int):
-    """Seed every generator (CPU, and CUDA through cupy when it is in use)."""
+def manual_seed(seed):
+    """Seed every generator (CPU, and CUDA through cupy when it is in use); returns the
+    default generator, as PyTorch does. Seeds are PyTorch's: ints in [-2**63, 2**64),
+    negatives taken modulo 2**64."""
     global _gen
-    if not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
-    _gen = np.random.default_rng(int(seed))
-    _cuda_seed[0] = int(seed)
+    from ..generator import default_generator, seed_value
+    s = seed_value(seed)
+    _gen = np.random.default_rng(s)
+    _cuda_seed[0] = s
     import sys
     _device = sys.modules["tracejit.device"]  # the module (tracejit.device is also the class)
     if _device._cupy is not None:
-        _device._cupy.random.seed(int(seed))
-    return _gen
+        _device._cupy.random.seed(s % 2 ** 32)
+    return default_generator
 
 
 def seed() -> int:
@@ -44,8 +46,22 @@ def seed() -> int:
     return s
 
 
-def default_generator():
+def global_rng() -> np.random.Generator:
+    """The numpy stream the random ops draw from now (the global one, or `drawing_from`'s)."""
     return _gen
+
+
+def initial_seed() -> int:
+    """The seed the global generator was last seeded with (``manual_seed``)."""
+    return _cuda_seed[0]
+
+
+def __getattr__(name: str):
+    # ``torch.random.default_generator``; generator.py imports this module
+    if name == "default_generator":
+        from ..generator import default_generator
+        return default_generator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @contextlib.contextmanager
@@ -53,7 +69,8 @@ def drawing_from(generator, op: str):
     """Within: the random primitives draw from `generator`'s stream (None: the global
     generator). `op` names the caller in errors."""
     global _gen
-    if generator is None:
+    from ..generator import default_generator
+    if generator is None or generator is default_generator:
         yield
         return
     rng = getattr(generator, "_rng", None)
@@ -73,7 +90,9 @@ def drawing_from(generator, op: str):
 
 
 def get_rng_state():
-    return _gen.bit_generator.state
+    """The global generator's state as a uint8 tensor (``set_rng_state`` takes it back)."""
+    from ..generator import pack_state
+    return pack_state(_gen)
 
 
 @contextlib.contextmanager
@@ -94,7 +113,8 @@ def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng", _dev
 
 
 def set_rng_state(state) -> None:
-    _gen.bit_generator.state = state
+    from ..generator import unpack_state
+    _gen.bit_generator.state = unpack_state(state)
 
 
 def _draw(xp, kind, shape, dtype, low=0, high=1):

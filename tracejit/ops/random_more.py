@@ -55,8 +55,8 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
 def _counts(draw, op, generator):
     refuse_tracing(op, "its inputs")
     with drawing_from(generator, op):
-        from .random import default_generator
-        return draw(default_generator())
+        from .random import global_rng
+        return draw(global_rng())
 
 
 def poisson(input, generator=None):

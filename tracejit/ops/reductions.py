@@ -312,20 +312,22 @@ def logsumexp(a, dim=None, keepdim: bool = False):
 
 
 def all(a, dim=None, keepdim: bool = False):
+    """Whether every element is nonzero: bool, or uint8 for a uint8 input (PyTorch's rule)."""
     b = cast(a, _dt.bool_)
     dims = _dims(b, dim, "all")
     if _nonempty(b, dims):   # one reduction (a distribution's argument check runs three a call)
-        return bind(AMIN, b, dims=dims, keepdim=keepdim)
-    # an empty (or symbolic) extent: counting, so an empty reduction gives True, as in PyTorch
-    return eq(sum_(logical_not(b), dims, keepdim), 0)
+        out = bind(AMIN, b, dims=dims, keepdim=keepdim)
+    else:   # an empty (or symbolic) extent: counting, so an empty reduction gives True, as in PyTorch
+        out = eq(sum_(logical_not(b), dims, keepdim), 0)
+    return cast(out, _dt.uint8) if a.dtype is _dt.uint8 else out
 
 
 def any(a, dim=None, keepdim: bool = False):
+    """Whether some element is nonzero: bool, or uint8 for a uint8 input (PyTorch's rule)."""
     b = cast(a, _dt.bool_)
     dims = _dims(b, dim, "any")
-    if _nonempty(b, dims):
-        return bind(AMAX, b, dims=dims, keepdim=keepdim)
-    return gt(sum_(b, dims, keepdim), 0)
+    out = bind(AMAX, b, dims=dims, keepdim=keepdim) if _nonempty(b, dims) else gt(sum_(b, dims, keepdim), 0)
+    return cast(out, _dt.uint8) if a.dtype is _dt.uint8 else out
 
 
 def _nonempty(a, dims) -> bool:

@@ -214,6 +214,9 @@ def _cum_extreme(input, dim, better, name):
     """Running max/min along dim with the index of its last occurrence (as PyTorch)."""
     refuse_tracing(name, "its input")
     d = normalize_dim(dim, input.ndim, name)
+    if input.ndim == 0:   # the element itself, at index 0
+        got = _cum_extreme(reshape(input, (1,)), 0, better, name)
+        return _ValuesIndices(reshape(got[0], ()), reshape(got[1], ()))
     a = np.moveaxis(input.numpy(), d, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
     best = a[..., :1].copy()

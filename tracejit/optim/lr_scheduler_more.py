@@ -189,7 +189,24 @@ class CyclicLR(LRScheduler):
         return lrs
 
 
-class SequentialLR(LRScheduler):
+class _Combinator(LRScheduler):
+    """A scheduler over `_schedulers`: its state_dict holds theirs as state dicts (PyTorch's
+    layout), so a checkpoint of it is plain data ``torch.load``'s weights_only accepts."""
+
+    def state_dict(self) -> dict:
+        out = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        out["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return out
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state_dict = dict(state_dict)
+        inner = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for s, sd in zip(self._schedulers, inner):
+            s.load_state_dict(sd)
+
+
+class SequentialLR(_Combinator):
     """Run `schedulers` one after another, switching at `milestones`."""
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch: int = -1):
@@ -220,7 +237,7 @@ class SequentialLR(LRScheduler):
         self._last_lr = s.get_last_lr()
 
 
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_Combinator):
     """Step every scheduler in `schedulers` at each step."""
 
     def __init__(self, schedulers, optimizer=None):

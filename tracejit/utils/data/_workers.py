@@ -334,5 +334,5 @@ class WorkerPool:
 def base_seed() -> int:
     """A seed derived from (not drawn from) tracejit's global generator state."""
     from ...ops.random import get_rng_state
-    digest = hashlib.sha256(repr(get_rng_state()).encode()).digest()
+    digest = hashlib.sha256(get_rng_state().numpy().tobytes()).digest()
     return int.from_bytes(digest[:7], "little")
