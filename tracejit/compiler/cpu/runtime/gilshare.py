@@ -1,19 +1,12 @@
 """A shorter GIL switch interval while a background thread of ours runs Python.
 
-Why: a warm process's background work (planning, numba's import, kernel loads: 0.3-0.7 s
-of Python in one thread for the Transformer step) shares the GIL with the user's training
-steps. The caller gives the GIL up at every numpy or BLAS call that releases it, and on
-its return it waits for the background thread to hand the GIL back, which CPython asks
-for only after the switch interval (5 ms by default): a step making hundreds of such
-calls waits up to the interval each time. Measured on the Transformer step of a warm
-process (2 shared cores, load 7-8; the main thread's time neither running nor waiting for
-a core, /proc/<tid>/schedstat, steps 2-10 summed): 603-706 ms with 5 ms, 464-469 ms with
-0.5 ms.
+Why: a warm process's background work (planning, kernel loads) shares the GIL with the
+user's steps, and after each numpy call that releases the GIL the step waits up to the
+switch interval (5 ms) to get it back (Transformer step under load: 603-706 ms of waiting
+at 5 ms, 464-469 at 0.5 ms).
 
-`shorter_switches()` sets the interval to `SWITCH_S` for as long as one such block runs
-(nested and concurrent blocks count), and puts the previous value back after the last
-one unless someone else changed it meanwhile; an interval already at or below `SWITCH_S`
-is left alone. It only changes anything while two threads want the GIL.
+`shorter_switches()` sets the interval to `SWITCH_S` while any such block runs and puts
+the previous value back after the last one, unless someone else changed it meanwhile.
 """
 from __future__ import annotations
 
