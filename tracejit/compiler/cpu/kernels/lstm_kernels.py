@@ -1,38 +1,20 @@
-"""The LSTM and GRU layers' time loops as numba kernels (compiler/cpu/kernels/loader.py): the whole loop
-each way (while a loop's kernel is not loaded, the layer primitive's numpy form runs).
+"""The LSTM and GRU layers' time loops as numba kernels (loader.py): the whole loop each
+way (while a loop's kernel is not loaded, the layer primitive's numpy form runs).
 
-In numpy, one step of ops/lstm_prim.py's forward is ~12 passes over (H, N) blocks (three
-sigmoids of four passes each, two tanh, the cell update) and one of its backward ~25
-(ops/gru_prim.py's: ~12 and ~15): for the LSTM LM workload (batch 32, hidden 256, 64 steps,
-float32, one thread) ~18 ms of a layer's 38 ms forward and ~18 of its 52 ms backward, the
-rest being the GEMMs. A step's gate math here is a few passes over blocks that stay in
-cache, with tanh from compiler/mathlib.py (pure arithmetic), so the loops vectorize
-(forward 73 us against 116-130 us of numpy per LSTM step, backward 22-25 us against
-~150 us).
+In numpy a step's gate math is ~12 passes over (H, N) blocks forward and ~25 backward;
+here it is a few passes over blocks that stay in cache, with mathlib's tanh, so the loops
+vectorize (forward 73 us against 116-130 us of numpy per LSTM step). The kernels also run
+each step's GEMM on weights packed once per call (template_panels.py), so a layer is one
+call each way.
 
-The whole-loop kernels (``forward_layer`` ...) also run each step's GEMM, on the weights
-packed once per call (compiler/cpu/gemm/template_panels.py: the GEMM template's register tile, 100 us
-against OpenBLAS's 153 us for the LSTM LM's 1024x256 @ 256x32 on one thread), so a
-layer is one call each way: no Python, numpy call setup or BLAS packing per step.
+What the loops share (the packed product, the packs, the register transposes, the split
+loops' meeting) is compiled once per process in modules of their own and called by
+address: an inlined helper is typed, lowered and optimised again at every call site. The
+LSTM's loops can run split over two threads by hidden units (loop_split.py).
 
-What the loops share is compiled once per process in modules of their own and called by
-address, not inlined in each loop (an inlined helper is re-run through numba's untyped
-pipeline, typed, lowered and optimised at every call site): the packed product, the packs
-(the GEMM template's panel module) and the register transposes (register_transpose.py) and, for the LSTM's split
-loops, the meeting's `next_half` and `wait_turn` (`meeting_module_source`). LSTM LM worker
-jobs: backward loop 3.0 -> 1.4 s of compile CPU, forward 2.35 -> 2.1 s with the shared
-modules.
-
-The LSTM's whole-loop kernels can run split over two threads by hidden units
-(compiler/cpu/kernels/loop_split.py: one call per thread, a meeting per step, a late partner's half of a step
-done by the other thread); with one thread they run
-the whole range, as before.
-
-Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
-typed read-only where they are read, so the loops run over plain rows. The transposed
-read of each step's input (forward) and the transposed write of its gradient (backward)
-are register transposes of their own (a strided access inside the vectorized loops would
-make them gathers).
+Operands are C-contiguous (H, N) / (G*H, N) blocks, typed read-only where read; each
+step's transposed input read and gradient write are register transposes (a strided access
+would make the vector loops gathers).
 """
 from __future__ import annotations
 
@@ -45,14 +27,10 @@ from .loader import kernel as _kernel
 
 __all__ = ["forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer", "readonly"]
 
-# `part(a, start, stop)`: a[start:stop] of a 1-D C-contiguous array as a plain view, for the
-# step math's many views of Z's and the gradients' blocks. Why not the slice: numba lowers each
-# slice with its normalisation (negative and out-of-range bounds, the step) and the
-# reference counting of a view, ~25 ms of compile CPU apiece (the LSTM backward's step math:
-# 16 slices, 0.38 s of its module's 2.2 s); here a pointer, a length and a stride. The
-# callers' bounds are in range by construction (the loops' units and blocks); the view has
-# no owner of its own (no meminfo: no reference counting), which is safe for a view that
-# lives only inside the kernel call whose argument owns the memory.
+# `part(a, start, stop)`: a[start:stop] of a 1-D C-contiguous array as a plain view. numba
+# lowers each slice with its bounds normalisation and reference counting, ~25 ms of compile
+# CPU apiece; the callers' bounds are in range by construction, and the view, with no
+# owner, lives only inside the kernel call whose argument owns the memory.
 _PART = '''
 from numba import types as _vt
 from numba.extending import intrinsic as _vintrinsic
@@ -81,10 +59,8 @@ def part(typingctx, a, start, stop):
 '''
 
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
-# give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
-# slower than these passes over blocks that stay in cache).
-# sigmoid and tanh: the scalar forms of the sigmoid and tanh records (compiler/mathlib.py),
-# as every generated kernel runs them
+# give up and the loop stays scalar (~10x slower). sigmoid and tanh: the scalar forms of
+# mathlib's records, as every generated kernel runs them.
 _SIGMOID_HEAD = '''
 import numpy as np
 from numba import njit
@@ -128,18 +104,11 @@ def gate_math_units(b, m, cp, zf, u0, u1):
 """
 
 # The whole forward time loop, the input projection included: per step one GEMM
-# m = [W_ih | W_hh] [x_t^T ; h_prev] on both weights packed once as one (4H, I+H) matrix
-# (compiler/cpu/gemm/template_panels.py) and the gate math, so the loop over time is one call and the
-# projection runs in the loop's product (whose split scales with the loop's threads)
-# instead of one OpenBLAS GEMM before it. LSTM LM layer, one thread: 15.5 ms against 16.9
-# for the GEMM (7.7) + the loop with the transposed gi add (9.2).
-# Split over nth threads (compiler/cpu/kernels/loop_split.py), thread q does the rows of its hidden units
-# u0..u1-1 in each gate block (their GEMM rows, the gate math) and the threads meet after
-# each step: the next step's GEMM reads all of h. The product is two parts on the same
-# packed panels: W_ih x_t^T (x_t read transposed in register blocks into the thread's
-# scratch) needs nothing of the partner's, so a half computes it for the next step after
-# its mark, off the meeting's critical path; after the meeting W h_prev is added (h_prev
-# read in place from Z: no copy).
+# m = [W_ih | W_hh] [x_t^T ; h_prev] on both weights packed once as one (4H, I+H) matrix,
+# and the gate math (LSTM LM layer: 15.5 ms against 16.9 with a separate projection).
+# Split over nth threads, thread q does its hidden units' rows of each gate block and the
+# threads meet after each step; W_ih x_t^T needs nothing of the partner's, so a half
+# computes it for the next step after its mark, off the meeting's critical path.
 _FORWARD_LAYER = _FORWARD_GATES + """
 # {product}
 # {meeting}
@@ -272,9 +241,8 @@ def _source(template: str, dtype: str) -> str:
                           + ("" if "\ndef kernel(" in template_in else _KERNEL_PASS))
 
 
-# The whole-loop modules' `kernel`, as ops/lstm_prim.py and ops/gru_prim.py call it
-# (``kernel(*args)``): the module's `loop` with the address of `panel_product`, which it calls
-# there (the product's tiles compiled in their own function, not inlined in each loop's).
+# The whole-loop modules' `kernel`, as ops/lstm_prim.py and ops/gru_prim.py call it: the
+# module's `loop` with the address of `panel_product`.
 _KERNEL_BY_ADDRESS = """
 _FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t),
                  native_address(panel_transpose){more}, native_address(row_product)], np.int64)
@@ -289,19 +257,13 @@ def kernel(*args):
 
 _MEETING_FNS = ", native_address(meet_next_half), native_address(meet_wait_turn)"
 
-# A thread's meeting state as a split LSTM loop starts, made by the module's Python `kernel`:
-# loop_split's `THREAD_START` and a slot for `next_half`'s answer. thread_state() in the loop
-# made numba compile np.zeros (its np.empty, allocation and zero fill): ~0.08 s of each loop
-# job's CPU.
+# A thread's meeting state as a split loop starts, made in Python: thread_state() in the
+# loop made numba compile np.zeros (~0.08 s of each job).
 MEET_STATE = _THREAD_START + (0,)
 
-# The meeting of a split loop's two threads (compiler/cpu/kernels/loop_split.py): `next_half` (claims, the
-# spin-wait, a late partner's half taken) and `wait_turn`, compiled once per process in a
-# module of their own and called by address by the LSTM's two loops, as the product is:
-# inlined, the meeting took ~0.3 s of the forward loop's compile and ~0.7 s of the backward's
-# (three waits and the claim). `next_half`'s answer comes back in `out` (a call by address
-# returns nothing). No CPython wrappers: only called by address. no_rewrites: as the loops'
-# (-0.02 s of the module's compile, the same machine code).
+# The meeting of a split loop's two threads (loop_split.py): `next_half` and `wait_turn`,
+# compiled once per process and called by address (inlined, ~0.7 s of the backward loop's
+# compile). `next_half`'s answer comes back in `out`.
 _MEETING_MODULE = """# tracejit's meeting of a split recurrent loop, called by address (tracejit/compiler/cpu/kernels/lstm_kernels.py)
 import numpy as np
 from numba import njit
@@ -333,12 +295,9 @@ def meeting_module():
 
 
 def meeting_import() -> str:
-    """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the meeting
-    module's source is written into the loop's (so the loop's disk cache key covers it) and
-    loaded from there, not imported from this module, whose import closure (compiler/cpu/kernels/loader.py,
-    ...: 185 modules against template_panels' dozen) would enter the loop's key (compiler/
-    importclosure.py): every change anywhere would invalidate the loops, and hashing the
-    closure took ~0.05 s of each loop's job."""
+    """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the
+    meeting module's source is written into the loop's, so the loop's disk cache key covers
+    it without this module's whole import closure."""
     return (f"from tracejit.compiler.diskcache import load_module as _load_module\n"
             f"_meeting = _load_module({meeting_module_source()!r}, name_hint='lstm_meeting')\n"
             f"meet_next_half, meet_wait_turn = _meeting.meet_next_half, _meeting.meet_wait_turn\n")
