@@ -38,10 +38,8 @@ def gru_gates(gi, b, m, hp, z):
         zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
 """
 
-# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, compiler/cpu/gemm/template_panels.py; the
-# product by the shared `panel_product`, called by address as there).
-# (no_rewrites, as the LSTM loops': numba's IR rewrite passes find nothing to do in either GRU
-# loop: ~0.015 s of each loop's compile, the same instructions)
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, the product by the
+# shared `panel_product` by address; no_rewrites as the LSTM loops').
 _GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + """
 # {product}
 
@@ -101,8 +99,7 @@ def gru_step_back(zf, hp, dhf, y, g_, m_, d):
 """
 
 # The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
-# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1; W^T
-# packed once, compiler/cpu/gemm/template_panels.py; the product by the shared `panel_product`, called by address).
+# dm, and dh = W^T dm + dh z (beta 1, W^T packed once).
 _GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + """
 # {product}
 

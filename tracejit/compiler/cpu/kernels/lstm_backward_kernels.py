@@ -47,27 +47,15 @@ def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
         dc[k] = d * f
 """
 
-# The whole backward time loop: per step `step_back_part`, the bias gradient's share (the
-# rows of dg^T, while in cache: no pass over the (L*N, 4H) gradient afterwards) and
-# the GEMM dh = W^T dg (W^T packed once, compiler/cpu/gemm/template_panels.py), so the loop over time is one
-# call. Split over nth threads as the forward: thread q does its hidden units' gate
-# gradients (their rows of each block of dg, their columns of G and db), the threads meet,
-# then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
-# step's gate gradients go to the other buffer while the partner may still read this one).
-# A half is marked done once its gate gradients are written (what the partner's product
-# waits for); its rows of G and db and, with `with_dw`, of dW += dg h_prev^T
-# (ops/lstm_prim.py `WEIGHT_GRAD_IN_LOOP`) come after the mark, off the meeting's critical
-# path: the partner's product need not wait for them (LSTM LM layer, split, SCHED_FIFO:
-# 9.9 against 10.5 ms with them before the mark; one thread, which meets nobody, marks its
-# step after them as before). That work runs in step order per half (`wait_turn`: a half
-# taken over from a late partner waits for the partner's previous step of it), and a
-# step's gate gradients wait for step r - 2's of the half to be read before they reuse its
-# buffer. The weight gradient splits with the loop, a late partner's share taken over with
-# the rest of its half, instead of a GEMM on BLAS's threads after the loop; each tile sums
-# the same terms whoever does the half: the bits of one thread.
-# With `rows` the output cotangent comes as rows (L, N, H) (ops/lstm_prim.py `D_Y_AS_ROWS`:
-# the layout it usually has in memory) and each half transposes its units of the step's
-# block in register blocks, instead of the op copying it to (L, H, N) element by element.
+# The whole backward time loop: per step `step_back_part`, the bias gradient's share (while
+# in cache) and dh = W^T dg (W^T packed once), so the loop over time is one call. Split
+# over nth threads as the forward: thread q does its units' gate gradients, the threads
+# meet, then it does its rows of dh, which read all of dg (double-buffered). A half is
+# marked done once its gate gradients are written; its rows of G, db and (`with_dw`)
+# dW += dg h_prev^T come after the mark, off the critical path, in step order per half
+# (`wait_turn`). Each tile sums the same terms whoever does the half: one thread's bits.
+# With `rows` the output cotangent comes as (L, N, H) rows and each half transposes its
+# units of the step's block in registers.
 _BACKWARD_LAYER = _BACKWARD_STEP + """
 # {product}
 # {meeting}

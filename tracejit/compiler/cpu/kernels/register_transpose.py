@@ -1,14 +1,11 @@
 """Register-block transposes that compiled loops call by address: dst (+)= src^T.
 
-What: ``panel_transpose(src, i0, i1, j0, j1, dst, add)`` writes (or adds) dst[j, i] = src[i, j]
-for a rectangle of src (R, C) into dst (C, R), both C-contiguous, in blocks of V x V (the
-vector width) transposed in registers by log2(V) rounds of two-vector shuffles, the edges
-element by element. The recurrent loops (compiler/cpu/kernels/lstm_kernels.py) lay out a
-step's operands with it (x_t^T as a product's right operand, a gradient block as rows);
-a strided access inside their vectorized loops would make them gathers. Compiled once per
-process in a module of its own (`transpose_module`) and called through its address
-(compiler/cpu/runtime/voidptr.py `call_at`): inlined at the loops' five call sites, each
-copy cost 0.3-0.4 s of its loop's compile.
+``panel_transpose(src, i0, i1, j0, j1, dst, add)`` writes (or adds) dst[j, i] = src[i, j]
+for a rectangle of src (R, C) into dst (C, R), in V x V blocks transposed in registers by
+two-vector shuffles, the edges element by element. The recurrent loops lay out a step's
+operands with it (a strided access would make their vector loops gathers). Compiled once
+per process and called by address: inlined at the loops' five call sites, each copy cost
+0.3-0.4 s of compile.
 """
 from __future__ import annotations
 
