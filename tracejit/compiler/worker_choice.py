@@ -42,16 +42,12 @@ class JobChoice:
 
     def _take_runnable(self) -> Optional[tuple]:
         """The first queued item (by rank, then sequence) whose job need not wait (`_waits`),
-        taken out of the queue; None when every queued job must wait (a held one would
-        only be swapped for another). Not the queue's head alone: a held job put back goes
-        behind the jobs of its rank queued by then, and a job queued after it, at that rank,
-        waited behind it: a job asked at every step (a GEMM configuration's module, rank
-        LATER) would otherwise wait behind held jobs for as long as the step runs."""
+        taken out of the queue; None when every queued job must wait. Not the head alone:
+        a job asked at every step would otherwise wait behind held jobs for good."""
         with self.jobs.mutex:
             q = self.jobs.queue
-            # (sequence numbers are unique: jobs never compared. A stop is left for a
-            # dispatcher waiting on the queue: the pool is closed by then, which the caller
-            # sees at its next look, and finishes the job it holds)
+            # (sequence numbers are unique: jobs never compared; a stop is left for a
+            # dispatcher waiting on the queue)
             for item in sorted(q):
                 if item[2] is not None and self._waits(item) is None:
                     q.remove(item)
@@ -60,14 +56,10 @@ class JobChoice:
         return None
 
     def _when_idle(self, item: tuple) -> tuple:
-        """`item`, once its job may run: at once unless it must wait (`_waits`); a held one
-        (`Job.hold`) when a core is free over `HOLD_IDLE_WINDOWS` windows
-        (`_CPUReading.free`), a LATER one no one holds once the queue settled
-        (`LATER_SETTLE_S`), either while a caller waits (`waiting`). A queued job that need
-        not wait (queued meanwhile, or behind held ones: `_take_runnable`) is taken instead
-        (the waiting one goes back at its rank, behind the jobs of that rank queued by then:
-        at its old place among them, a held job ahead of one that may run would come
-        straight back, and the two would be swapped without end)."""
+        """`item`, once its job may run: at once unless it must wait; a held one when a core
+        is free over `HOLD_IDLE_WINDOWS` windows, a LATER one once the queue settled, either
+        while a caller waits. A queued job that need not wait is taken instead (the waiting
+        one goes back behind its rank's jobs, so two never swap without end)."""
         job = self._waits(item)
         since, why = time.monotonic(), "a caller waits"
         reading, idle = None, 0
@@ -108,8 +100,7 @@ class JobChoice:
 
     def _best_when_ready(self, i: int, item: tuple) -> tuple:
         """Hold a taken job until worker `i` has started up (1-2 s), then take the best one
-        queued by then: the jobs submitted meanwhile go by rank (a background compile's plan
-        kernels before fused Adam's, submitted a moment earlier)."""
+        queued by then."""
         if item[2] is None or self.closed:
             return item
         try:
@@ -123,14 +114,9 @@ class JobChoice:
         return self.jobs.get()
 
     def _asked_lately(self, item: tuple) -> tuple:
-        """`item`, or when it is an op's kernel (a job with `Job.asked`) whose op has not
-        asked for it within `ASKED_WITHIN_S`, the next queued job, that one back in the
-        queue with rank LATER and held (once: it is then taken in its turn like any LATER
-        job, once a core is idle or its op asks again). A LATER one too: a kernel only
-        tier-0 forwards asked for (compiler/cpu/kernels/loader.py, compiler/cpu/kernels/vectorized.py) whose op stopped asking
-        when the entry switched, which would otherwise compile beside the training step
-        that never asks for it (MLP step: LayerNorm's kernels and eager GELU's, ~0.75 s of
-        worker CPU after the step's own kernels were in)."""
+        """`item`, or when it is an op's kernel whose op has not asked for it within
+        `ASKED_WITHIN_S`, the next queued job, that one going back once at rank LATER, held
+        (a tier-0 kernel the compiled step never asks for would compile beside the step)."""
         while item[2] is not None and item[0] in (_w.STEADY, _w.EAGER, _w.LATER) and item[2].asked is not None:
             job = item[2]
             last, gap = job.asked()
@@ -144,9 +130,8 @@ class JobChoice:
         return item
 
     def _unblocked(self, item: tuple) -> tuple:
-        """`item`, or when its job must wait for another one (`Job.after`) still compiling
-        in another worker, the next queued job that need not (the waiting ones go back to
-        the queue); with none queued, waits for the first one's prerequisite."""
+        """`item`, or when its job waits for another (`Job.after`) still compiling, the next
+        queued job that need not; with none queued, waits for the prerequisite."""
         held = []
         while item[2] is not None and item[2].blocked():
             held.append(item)
@@ -165,10 +150,9 @@ class JobChoice:
         return w is not None and w.proc.poll() is None
 
     def _wait_spare(self, i: int) -> Optional[tuple]:
-        """For slot `i`, whose worker is not running: wait until the program leaves a core
-        idle (`spare_core`) and jobs wait (then take the next one) or `prestart` asked for
-        workers (then start ours ahead and return None); the running workers take the jobs
-        meanwhile. A stop at once when the pool closes."""
+        """For slot `i`, whose worker is not running: wait until a core is idle and jobs wait
+        (then take the next one) or `prestart` asked (then start ahead and return None). A
+        stop at once when the pool closes."""
         while True:
             if self.closed:
                 return (-1, 0, None)
@@ -179,9 +163,8 @@ class JobChoice:
                     except queue.Empty:
                         continue
                 with self._lock:
-                    # `release_idle` may have come while spare_core() measured (a plan that
-                    # found every kernel on disk): nothing to start ahead for any more, and
-                    # a worker started now would outlive it, idle.
+                    # `release_idle` may have come meanwhile: a worker started now would
+                    # outlive it, idle
                     if not self.ahead:
                         continue
                     self.ahead = False
