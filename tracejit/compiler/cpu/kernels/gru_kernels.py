@@ -59,11 +59,9 @@ def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
     for k in range(L):
         t = L - 1 - k if reverse else k
         p = t + 1 if reverse else t - 1
-        # h_prev chosen first: one call site of the step (inlined twice, h0 apart, it took
-        # 0.4-0.5 s more of the kernel's compile)
+        # h_prev chosen first: one call site of the step; m = W h_prev by `panel_product`
+        # at its address fns[0]
         hp = h0 if k == 0 else Z[p, :hh]
-        # m = W h_prev by `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]: the
-        # product's tiles compiled once in their own module, not inlined here
         call_at(fns[0], panel_product, (wp, 0, (three + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
         gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
 """
@@ -74,9 +72,8 @@ from numba import njit
 
 @njit(inline='always')
 def gru_step_back(zf, hp, dhf, y, g_, m_, d):
-    # one GRU backward step on flat blocks: the pre-activation gradients g_ (3H, N) (= the
-    # input projection's), m_ (3H, N) (= that of W h + b) and d = dh z (the direct part of
-    # dh_prev), from Z's step block zf, the previous h, the carried dh and the step's y
+    # one GRU backward step on flat blocks: g_ (3H, N), m_ (3H, N) and d = dh z (the direct
+    # part of dh_prev), from Z's step block zf, the previous h, the carried dh and y
     s = hp.size
     one = np.{t}(1)
     for k in range(s):
@@ -125,8 +122,7 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
         p = t + 1 if reverse else t - 1
         hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
         gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
-        # dg into G and dm into M, transposed, by `panel_transpose` (compiler/cpu/kernels/register_transpose.py) at its
-        # address fns[3]: one call site (an inlined copy of the register transposes costs compile time)
+        # dg into G and dm into M, transposed, by `panel_transpose` at fns[3]
         for which in range(2):
             call_at(fns[3], panel_transpose, (dg if which == 0 else dm, 0, three, 0, n, G[t] if which == 0 else M[t], False))
         # d = W^T dm + d by `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]

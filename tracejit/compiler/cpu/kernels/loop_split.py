@@ -73,8 +73,7 @@ def _bptr(context, builder, ty, arr, idx, ity):
 
 @_bintrinsic
 def _atomic_add(typingctx, arr, idx, val):
-    # arr[idx] += val, atomically and sequentially consistent (a full fence: this thread's
-    # earlier stores are visible to whoever sees the new count)
+    # arr[idx] += val, atomically and sequentially consistent (a full fence)
     sig = _bt.void(arr, idx, val)
 
     def codegen(context, builder, sig, args):
@@ -87,8 +86,7 @@ def _atomic_add(typingctx, arr, idx, val):
 
 @_bintrinsic
 def _atomic_load(typingctx, arr, idx):
-    # arr[idx], an acquire load: never hoisted out of a waiting loop, and the other
-    # thread's stores before its atomic add are visible after it
+    # arr[idx], an acquire load: never hoisted out of a waiting loop
     sig = _bt.int64(arr, idx)
 
     def codegen(context, builder, sig, args):
@@ -127,8 +125,7 @@ def _sched_yield(typingctx):
 
 @_bintrinsic
 def _cas(typingctx, arr, idx, expected, new):
-    # arr[idx] = new if arr[idx] == expected (atomically, sequentially consistent): whether it
-    # did; of two threads asking for one value, exactly one gets True
+    # arr[idx] = new if arr[idx] == expected, atomically: of two threads, exactly one wins
     sig = _bt.boolean(arr, idx, expected, new)
 
     def codegen(context, builder, sig, args):
@@ -179,16 +176,11 @@ def _step_end(st):
 
 @_bnjit(inline='always')
 def next_half(sync, k, q, nth, st):
-    # The half of step k (k = 0, 1, ...) this thread (q) does next, or -1 once every half of
-    # step k is done; st: this thread's `thread_state`. A half is done by the one thread
-    # that claims it (sync[_BCLAIM + 8 h] holds the first step whose half h is unclaimed).
-    # First this thread claims its own half. Then it waits for the step; if the partner has
-    # not claimed its half _BLATE_NS after this thread began to wait (its thread is
-    # descheduled: another process took its core), this thread claims and does that half
-    # too, and does so without waiting while the partner stays absent (it missed the last
-    # step), so a late partner costs one wait, not one per step. A partner that comes back
-    # finds its claims gone up to the current step and joins there. Results do not depend
-    # on who does a half: each half's rows are computed the same way on either thread.
+    # The half of step k this thread (q) does next, or -1 once every half of step k is done;
+    # st: this thread's `thread_state`. A half is done by the thread that claims it. This
+    # thread claims its own half, then waits for the step; a partner that has not claimed its
+    # half _BLATE_NS into the wait loses it, and its later halves too until it claims again
+    # (the module docstring). Results do not depend on who does a half.
     first = st[2] != 0
     st[2] = 0
     if nth == 1:
@@ -222,8 +214,7 @@ def next_half(sync, k, q, nth, st):
                 _sched_yield()
                 spins = 0
     if q == 0:
-        # the launcher's longest wait (a partner descheduled inside its half: the runner
-        # then stops splitting for a while, sharepool.Partner.waited)
+        # the launcher's longest wait (sharepool.Partner.waited)
         waited = _now_ns() - start
         if waited > sync[_BWAITED]:
             sync[_BWAITED] = waited
@@ -232,17 +223,14 @@ def next_half(sync, k, q, nth, st):
 
 @_bnjit(inline='always')
 def half_done(sync, nth):
-    # this thread's half of the current step is written (the partner may read it now); one
-    # thread alone counts its steps the same way (compiler/cpu/kernels/rnn_weight_grad.py reads the count)
+    # this thread's half of the current step is written; one thread alone counts the same
     _atomic_add(sync, 0, 1)
 
 
 @_bnjit(inline='always')
 def wait_turn(sync, h, k):
-    # A half's work after `half_done` (accumulations nobody waits for at the meeting) runs
-    # in step order: before step k's, wait until step k - 1's of half h is done (by whoever
-    # did that half: the partner may have taken this half of step k while this thread was
-    # still at step k - 1's); then `turn_done`. One thread never waits here.
+    # A half's work after `half_done` runs in step order: before step k's, wait until step
+    # k - 1's of half h is done, whoever did it; then `turn_done`. One thread never waits.
     spins = 0
     while _atomic_load(sync, _BTURN + 8 * h) < k:
         if _atomic_load(sync, _BABORT) != 0:
@@ -262,8 +250,7 @@ def turn_done(sync, h):
 
 @_bnjit(inline='always')
 def split_units(hh, q, nth):
-    # thread q's hidden units (u0, u1) of hh: whole quanta of SPLIT_Q (vector blocks and
-    # GEMM panels), the last thread taking the rest
+    # thread q's hidden units (u0, u1) of hh in whole quanta, the last thread taking the rest
     if nth == 1:
         return 0, hh
     part = hh // nth // SPLIT_Q * SPLIT_Q

@@ -72,12 +72,10 @@ _FORWARD_GATES = _SIGMOID_HEAD + _PART + """
 
 @njit(inline='always')
 def gate_math_units(b, m, cp, zf, u0, u1):
-    # one forward step's gate math for hidden units u0..u1-1 (their rows of each gate block:
-    # one thread's share of a split loop; all of them on one thread): m (4H, N) the gates'
-    # pre-activation [W_ih | W] [x_t^T ; h_prev] without b; zf the flat step block (6H, N)
-    # (h, c, i, f, g, o); cp the flat previous c. The loops run over views from index 0: an
-    # index from a range with an unknown start may be negative to numba (wraparound selects
-    # in the loop), which made the forward kernel 40% slower.
+    # one forward step's gate math for hidden units u0..u1-1 (one thread's share): m (4H, N)
+    # the pre-activation without b; zf the flat step block (6H, N) (h, c, i, f, g, o); cp the
+    # flat previous c. Loops over views from index 0: numba's wraparound selects on a range
+    # of unknown start made the kernel 40% slower.
     four, n = m.shape
     s = cp.size
     hh = four // 4
@@ -116,20 +114,17 @@ _FORWARD_LAYER = _FORWARD_GATES + """
 
 @njit(inline='always')
 def gemm_units(fns, wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
-    # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
-    # SPLIT_Q), or all 4H rows as one range (nth == 1: any H), of m (+)= [W_ih | W]'s
-    # columns k0..k1-1 (of kd, packed) @ bk (their rows of [x_t^T ; h_prev]), by
-    # `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]; one call site for the
-    # input and the hidden part
+    # this thread's rows of each gate block (nth > 1), or all 4H rows (nth == 1), of
+    # m (+)= [W_ih | W]'s packed columns k0..k1-1 @ bk, by `panel_product` at fns[0]; one
+    # call site for the input and the hidden part
     for blk in range(4 if nth > 1 else 1):
         r0 = blk * hh + u0
         r1 = blk * hh + u1 if nth > 1 else 4 * hh
         call_at(fns[0], panel_product, (wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, k0, k1, bk, m, beta))
 
 
-# (no_rewrites: numba's IR rewrite passes, for array expressions and constant folding, find
-# nothing to do in the loops but scan them: ~0.06 s of each loop's compile; the machine
-# code is the same, bar a register choice in the backward's prologue and three unused globals)
+# (no_rewrites: numba's IR rewrite passes find nothing to do in the loops: ~0.06 s of each
+# loop's compile, the same machine code)
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
       "{t}[:, ::1], {t}[::1], boolean, int64, int64, int64[::1], int64[::1], {t}[:, ::1], {t}[:, ::1], "
       "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
@@ -146,11 +141,8 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     Zf = Z.reshape(L, 6 * s)
     mg = m[:four]
     # h0 and c0 where a step block of Z holds h_prev and c_prev, so that the step below has
-    # one call site: inlined twice (a first step apart, on h0's read-only type), the
-    # step's two GEMM paths doubled the kernel's LLVM compile (3.5 -> 9.1 s CPU)
-    # (Zi: an element loop, not `Zi[0, :s] = h0.reshape(-1)`: an array-to-array slice assignment
-    # makes numba compile its "cannot assign slice of shape ..." message, 1.75 s of the
-    # kernel's 4.75 s CPU compile, once per process; as a loop 2.7-2.8 s)
+    # one call site (inlined twice, the kernel's LLVM compile went 3.5 -> 9.1 s); Zi by an
+    # element loop, as a slice assignment compiles numba's error message (1.75 s)
     h0f = h0.reshape(-1)
     c0f = c0.reshape(-1)
     for e in range(s):
@@ -159,12 +151,9 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     # xt: this thread's x_t^T; mv: its meeting state and `next_half`'s answer (by address)
     st = part(mv, 0, 3)
     hv = part(mv, 3, 4)
-    # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows (h_prev: after the
-    # previous unit of both halves) and its gate math, the mark, then (r < L) step r's
-    # m = W_ih x_r^T for its rows, which needs nothing of the partner's: off the meeting's
-    # critical path. r = 0 packs its panels first. A half's input part is done by whoever
-    # did the half of the unit before, in step order (`wait_turn`: a half taken over from a
-    # late partner waits for the partner's input part). One thread does the same parts.
+    # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows and its gate math,
+    # the mark, then (r < L) step r's m = W_ih x_r^T, off the meeting's critical path; r = 0
+    # packs its panels first. Input parts run in step order (`wait_turn`).
     for r in range(L + 1):
         k = r - 1                                      # the step of the gate math
         t = L - 1 - k if reverse else k
@@ -174,15 +163,13 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
         else:
             src, p = Zf, t + 1 if reverse else t - 1   # h_prev: Z[p]'s first rows
         while True:
-            # `next_half` (compiler/cpu/kernels/loop_split.py) at its address fns[4]: its spin-wait, claims and
-            # clock inlined cost ~0.3 s of each loop's compile (`meeting_module`)
+            # `next_half` at its address fns[4] (inlined: ~0.3 s of each loop's compile)
             call_at(fns[4], meet_next_half, (sync, r, q, nth, st, hv))
             half = hv[0]
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
-            # phase 0: step k's hidden part and gate math, then the mark; phase 1: step r's
-            # input part (one GEMM call site for both: compile time)
+            # phase 0: step k's hidden part, gate math and mark; phase 1: step r's input part
             for phase in range(2):
                 if phase == 0 and r == 0:
                     for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
@@ -212,9 +199,8 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
 
 
 def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
-    # the loop's scratch (Zi, x_t^T, the meeting state) made here, one set per thread's call:
-    # np.empty in the loop made a compile worker compile numba's np.empty for each of its
-    # argument types, and np.zeros for the meeting's thread_state() (~0.15 s of the job's CPU)
+    # the loop's scratch made here, one set per thread's call: np.empty/np.zeros in the loop
+    # made the worker compile them (~0.15 s)
     n = m.shape[1]
     loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, _FNS,
          np.empty((1, 6 * w.shape[1] * n), Z.dtype), np.empty((x.shape[2], n), Z.dtype),

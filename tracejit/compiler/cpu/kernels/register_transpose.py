@@ -24,8 +24,7 @@ PV = {V}
 
 @_pintrinsic
 def _tr_block(typingctx, src, soff, lds, dst, doff, ldd, add):
-    # a PV x PV block in registers: dst row i (+)= src column i, by log2(PV) rounds of
-    # two-vector shuffles (row i and i + s trade their odd s-blocks)
+    # a PV x PV block in registers: dst row i (+)= src column i, by log2(PV) shuffle rounds
     sig = _pt.void(src, soff, lds, dst, doff, ldd, add)
 
     def codegen(context, builder, sig, args):
@@ -87,10 +86,8 @@ def transpose_part(src, i0, i1, j0, j1, dst, add):
             dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
 
 
-# `transpose_part`, called by address by the LSTM's and the GRU's loops as the product is:
-# inlined at the loops' five call sites (three in the LSTM's backward), each copy's untyped
-# inlining, typing and LLVM work cost 0.3-0.4 s of the loop's compile (the LSTM backward's
-# module: 3.4 -> 2.2 s CPU without its three). Once here, for every loop of the process.
+# `transpose_part`, called by address by the recurrent loops: inlined at their five call
+# sites, each copy cost 0.3-0.4 s of compile.
 @njit("void(Array({t}, 2, 'C', readonly=True), int64, int64, int64, int64, {t}[:, ::1], boolean)",
       cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True, no_cpython_wrapper=True)
 def panel_transpose(src, i0, i1, j0, j1, dst, add):
