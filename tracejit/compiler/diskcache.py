@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cacheload, cacheroot, forkguard, importclosure, llvmopts, numbaflags
-from .cpu.runtime import gilshare
+from .cpu.runtime import coreshare
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached", "on_disk"]
@@ -105,11 +105,11 @@ def load_module(source: str, *, name_hint: str = "kernel",
 
 
 def _switches():
-    """Shorter GIL switches (gilshare.py) while a thread other than the main one loads: its
+    """Shorter GIL switches (coreshare.py) while a thread other than the main one loads: its
     0.3-1 s of Python would make each of the user's numpy calls wait up to 5 ms for the GIL."""
     if threading.current_thread() is threading.main_thread():
         return contextlib.nullcontext()
-    return gilshare.shorter_switches()
+    return coreshare.shorter_switches()
 
 
 def entry_path(source: str, llvm_options: tuple[str, ...] = ()) -> Path | None:

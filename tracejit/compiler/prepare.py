@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from .. import envflags
 from . import cacheroot
-from .cpu.runtime import gilshare
+from .cpu.runtime import coreshare
 
 __all__ = ["MODES", "compile_mode", "graph_on_cpu", "background_possible", "prepare_variant", "module_job", "module_when_ready"]
 
@@ -67,7 +67,7 @@ def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None,
                     job._finish(False, wjob.error)
                     return
                 compiled = 1
-            with gilshare.shorter_switches():
+            with coreshare.shorter_switches():
                 load()
         except Exception as exc:
             job._finish(False, f"{type(exc).__name__}: {exc}")

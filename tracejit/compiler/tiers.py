@@ -23,7 +23,7 @@ from typing import Any, Optional
 from ..jit.backend import Executor
 from ..jit.function import compiled_function_of
 from . import tierhints
-from .cpu.runtime import gilshare
+from .cpu.runtime import coreshare
 from .tier0 import Tier0
 # diskcache and workers are imported where used: their imports (15-30 ms) belong to the
 # background thread, not the first call.
@@ -222,7 +222,7 @@ class TieredExecutor(BackgroundWork, Executor):
         Under the entry's lock."""
         t0 = time.perf_counter()
         try:
-            with gilshare.shorter_switches():
+            with coreshare.shorter_switches():
                 for kern, layouts, parallel in self._serial_variants:
                     kern.get(layouts, parallel)
         except Exception:
@@ -304,7 +304,7 @@ class TieredExecutor(BackgroundWork, Executor):
             self._go.wait(left)
         # (shorter GIL switches: the graph's key and the workers' start are Python beside
         # the user's second step, which waits for the first up to 0.1 s)
-        with gilshare.shorter_switches():
+        with coreshare.shorter_switches():
             try:
                 self._warm = tierhints.on_disk(self._graph_key())
             except Exception:  # a hint is only advice

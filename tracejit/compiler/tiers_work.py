@@ -8,7 +8,7 @@ import threading
 import time
 
 from . import forkguard, tierhints
-from .cpu.runtime import gilshare
+from .cpu.runtime import coreshare
 
 __all__ = ["BackgroundWork", "PARFOR_COST", "stage1_pays"]
 
@@ -48,17 +48,17 @@ class BackgroundWork:
         self._wait_for_go()
         try:
             if not self._planned:
-                # (shorter GIL switches while this thread runs Python: gilshare.py)
-                with _planning, gilshare.shorter_switches():
+                # (shorter GIL switches while this thread runs Python: coreshare.py)
+                with _planning, coreshare.shorter_switches():
                     c0 = time.thread_time()
                     self._plan()
                     self._plan_cpu_s = time.thread_time() - c0
             if not self._failure and not self.jobs:
-                with gilshare.shorter_switches():
+                with coreshare.shorter_switches():
                     self._submit()
             # numba's import (0.2-0.5 s), once the workers have their jobs; under
             # _planning so os.fork never copies a half-done import.
-            with _planning, gilshare.shorter_switches():
+            with _planning, coreshare.shorter_switches():
                 self._import_numba()
             if not self._failure:
                 self._wait_jobs()
@@ -296,7 +296,7 @@ class BackgroundWork:
                 # the main process; the switch then waits only for the last job).
                 try:
                     t0, c0 = time.perf_counter(), time.thread_time()
-                    with gilshare.shorter_switches():
+                    with coreshare.shorter_switches():
                         kern.get(lay, par)
                     self._load_s += time.perf_counter() - t0
                     self._load_cpu_s += time.thread_time() - c0
@@ -325,7 +325,7 @@ class BackgroundWork:
     def _load(self) -> None:
         t0, c0 = time.perf_counter(), time.thread_time()
         try:
-            with gilshare.shorter_switches():
+            with coreshare.shorter_switches():
                 for kern, layouts, parallel in self.variants:
                     kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
         except Exception as exc:

@@ -15,7 +15,8 @@ idle while one of its compile workers compiles something it waits for.
 
 ``TRACEJIT_ADAPTIVE_THREADS=0`` turns `adapt` off; Linux only. `guard_parallel` also
 serialises parallel launches under numba's ``workqueue`` layer, which aborts the process
-on concurrent launches.
+on concurrent launches. `shorter_switches` shortens the GIL switch interval while a
+background thread of ours runs Python beside the user's steps.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ from ....threads import usable_cpus
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding",
            "one_thread_always", "one_thread_now", "set_to_one", "blas_count_one", "blas_count_back",
            "gemm_threads", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
-           "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK", "guard_parallel", "workqueue_active"]
+           "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK", "guard_parallel", "workqueue_active",
+           "SWITCH_S", "shorter_switches"]
 
 INTERVAL = 0.25         # seconds between two readings of /proc/stat
 # The first count after the import-time reading may come this soon: a first step that
@@ -433,3 +435,55 @@ def guard_parallel(fn: Callable) -> Callable:
             return fn(*args)
     serialized.unguarded = fn
     return serialized
+
+
+# ---------------------------------------------------------------- GIL switches
+# A warm process's background work (planning, kernel loads) shares the GIL with the user's
+# steps, and after each numpy call that releases it a step waits up to the switch interval
+# (5 ms) to get it back (Transformer step under load: 603-706 ms of waiting, 464-469 at
+# 0.5 ms). The previous interval comes back after the last block, unless someone else
+# changed it meanwhile.
+SWITCH_S = 0.0005
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved: Optional[float] = None   # the interval to put back, None when we did not change it
+
+
+@contextlib.contextmanager
+def shorter_switches() -> Iterator[None]:
+    """Within the block, the GIL switch interval is at most `SWITCH_S`."""
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        if _switch_users == 0:
+            current = sys.getswitchinterval()
+            _switch_saved = current if current > SWITCH_S else None
+            if _switch_saved is not None:
+                sys.setswitchinterval(SWITCH_S)
+        _switch_users += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            if _switch_users > 0:   # (0: a block entered before a fork, ending in the child)
+                _switch_users -= 1
+                if _switch_users == 0:
+                    _restore_switches()
+
+
+def _restore_switches() -> None:
+    global _switch_saved
+    if _switch_saved is not None and abs(sys.getswitchinterval() - SWITCH_S) < 1e-9:
+        sys.setswitchinterval(_switch_saved)   # (a value someone else set meanwhile stays)
+    _switch_saved = None
+
+
+def _switches_after_fork() -> None:
+    # The blocks running in the parent's other threads do not exist here: none runs.
+    global _switch_users, _switch_lock
+    _switch_lock = threading.Lock()
+    _switch_users = 0
+    _restore_switches()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_switches_after_fork)
