@@ -2,15 +2,112 @@
 `JobChoice` is a part): held jobs wait for an idle core or a waiter, LATER jobs for a
 settled queue, an op's kernel that its op stopped asking for goes back once, a job whose
 prerequisite still compiles waits for it, and a second worker starts only on a spare core.
-The thresholds and readings are workers.py's (tests set them there)."""
+The thresholds are workers.py's (tests set them there). Also the `Job` itself and the
+program's CPU reading the choice is made from (`_CPUReading`)."""
 from __future__ import annotations
 
 import heapq
+import os
 import queue
+import threading
 import time
 from typing import Optional
 
-__all__ = ["JobChoice"]
+from ..threads import usable_cpus
+
+__all__ = ["JobChoice", "Job"]
+
+
+class Job:
+    """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
+
+    __slots__ = ("id", "source", "name_hint", "llvm_options", "event", "ok", "error", "seconds",
+                 "compiled", "pid", "after", "asked", "hold")
+
+    def __init__(self, jid: int, source: str, name_hint: str, llvm_options: tuple,
+                 after: "Optional[Job]" = None, asked=None):
+        self.id = jid
+        self.source = source
+        self.name_hint = name_hint
+        self.llvm_options = tuple(llvm_options)
+        self.event = threading.Event()
+        self.ok = False
+        self.error = ""
+        self.seconds = 0.0
+        self.compiled = 0
+        self.pid = os.getpid()
+        # a job whose module loads this one's (a row kernel's pair, cshares.py): a worker
+        # takes it once this one is done, else it would compile that module again
+        self.after = after
+        # an eager op's kernel: ``asked()`` is (the time.monotonic() of the op's latest call
+        # that found it not loaded or None, the longest time between two such calls); see
+        # `CompilePool._asked_lately`
+        self.asked = asked
+        # a job no one waits for (`CompilePool._when_idle`): ``hold()`` is True while it
+        # should wait for a core the program leaves idle; None once it may run
+        self.hold = None
+
+    def done(self) -> bool:
+        return self.event.is_set()
+
+    def lost(self) -> bool:
+        """Submitted by the process we were forked from: it will never finish here."""
+        return self.pid != os.getpid() and not self.event.is_set()
+
+    def blocked(self) -> bool:
+        """Whether its prerequisite (`after`) is still compiling here."""
+        return self.after is not None and not self.after.done() and not self.after.lost()
+
+    def _finish(self, ok: bool, error: str = "", seconds: float = 0.0, compiled: int = 0) -> None:
+        self.ok, self.error, self.seconds, self.compiled = ok, error, seconds, compiled
+        self.event.set()
+
+
+_PROGRAM_THREADS = ("tracejit-partner",)
+
+
+def _thread_clocks() -> dict:
+    """CPU seconds so far of tracejit's own background threads (planning, loads, compile
+    dispatch: the threads named ``tracejit-...`` but the partner, compiler/cpu/runtime/sharepool.py,
+    which runs the program's work)."""
+    out = {}
+    for t in threading.enumerate():
+        if t.name.startswith("tracejit-") and t.name not in _PROGRAM_THREADS and t.ident:
+            try:
+                out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            except (AttributeError, OSError, TypeError, ValueError):
+                continue
+    return out
+
+
+class _CPUReading:
+    """The program's CPU time since the reading began: the process's less tracejit's own
+    background threads' (planning, loads, compile dispatch); the program's threads and
+    BLAS's count. `cores()`: how many cores it kept busy on average since; `others()`: how
+    many other processes did (our compile workers included; coreshare's reading)."""
+
+    def __init__(self):
+        from .cpu.runtime.coreshare import _busy_seconds, _own_seconds
+        self.t, self.p, self.c = time.monotonic(), time.process_time(), _thread_clocks()
+        self.busy, self.own = _busy_seconds(), _own_seconds()
+
+    def cores(self) -> float:
+        t, p, c = time.monotonic(), time.process_time(), _thread_clocks()
+        ours = sum(c[k] - self.c[k] for k in self.c.keys() & c.keys())
+        return max(0.0, (p - self.p) - ours) / max(t - self.t, 1e-3)
+
+    def others(self) -> float:
+        from .cpu.runtime.coreshare import _busy_seconds, _own_seconds
+        busy = _busy_seconds()
+        if busy is None or self.busy is None:
+            return 0.0     # (no /proc: the program's own reading decides)
+        dt = max(time.monotonic() - self.t, 1e-3)
+        return max(0.0, (busy - self.busy) - (_own_seconds() - self.own)) / dt
+
+    def free(self) -> float:
+        """Cores neither the program nor another process used since the reading began."""
+        others = self.others()
+        return min(usable_cpus(), (os.cpu_count() or 1) - others) - self.cores()
 
 
 class JobChoice:

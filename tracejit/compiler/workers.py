@@ -28,12 +28,10 @@ from typing import Optional
 
 from .. import envflags
 from ..threads import usable_cpus
-from .cpu_reading import _CPUReading
 from .ranks import EAGER, FIRST, LATER, STEADY  # noqa: F401  (queue ranks, lowest first)
 # (the pool's job choice and worker processes: modules of their own, which read this one's
 # thresholds and counters as `workers.X` when they run)
-from .worker_choice import JobChoice
-from .worker_job import Job
+from .worker_choice import Job, JobChoice, _CPUReading
 from .worker_process import _Worker
 
 __all__ = ["Job", "submit", "promote", "demote", "prestart", "release_idle", "shutdown", "pool_size",
