@@ -36,7 +36,6 @@ def kernel_options(stores: int, parallel: bool, form: str = "", arrays: int = 0)
     return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + WIDE_VECTORS + checks
 
 
-# LLVM vectorizes a loop over arrays that may overlap only behind runtime checks, one per
 # LLVM vectorizes a loop over possibly overlapping arrays only behind runtime checks and
 # gives up past 128 of them (numba's arrays carry no noalias): an LSTM backward group with
 # 217 checks took 297 us scalar against 81 us.
