@@ -5,7 +5,8 @@ started those compiles over, so short runs never got a warm cache.
 
 How: at a normal exit (``atexit``, Ctrl-C included) the pool hands its work over
 (`hand_off`): every unfinished job, with the markers to create once its kernels are on disk
-(`when_cached`), goes to ``<finish dir>/<worker pid>.json`` and the worker's stdin closes.
+(`when_cached`), goes to ``<finish dir>/<worker pid>.json`` (the worker learns the dir from
+``TRACEJIT_COMPILE_FINISH_DIR``) and its stdin closes.
 The worker finishes its current job, then the file's jobs, creates the markers, deletes
 the file and exits. It runs in a session of its own, writes only the cache, and SIGALRM
 ends it at the cap (``TRACEJIT_COMPILE_FINISH`` seconds, default `DEFAULT_CAP_S`; 0 kills
