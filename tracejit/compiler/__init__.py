@@ -24,8 +24,7 @@ def compile_graph(graph, grad_mode: bool = True, name: str = "graph"):
 
 def wait(fn=None, timeout=None) -> bool:
     """Block until pending background compiles (of `fn`, or all) finish and their entries
-    run compiled kernels; False if `timeout` seconds passed first, or an entry (of `fn`, or
-    of any function alive) stays on tier 0 after a failure, now or earlier (compiler/tiers.py)."""
+    run compiled kernels; False on `timeout`, or when an entry stays on tier 0 after a failure."""
     from .tiers import wait as _wait
     return _wait(fn, timeout)
 

@@ -1,23 +1,13 @@
 """Self-attention's weights and context as one plan step: ``attention_weights`` and the
 ``attention_context`` that reads its weights run as one pass over the batch.
 
-Why: the two primitives (ops/attention_prim.py) are each a launch over the cores, and the
-context's ``w @ v`` then reads back from memory the 4 MB of weights the first one wrote
-(the Transformer encoder benchmark's 16x4x128x128 float32). In one pass each batch
-element's ``w @ v`` runs while its 256 KB of weights are in cache, in the same share of
-the same launch. Measured (2 threads forced, right after a 2-thread GEMM, alternating,
-load ~2): 2.49-2.67 -> 2.35-2.49 ms min for the pair.
-
-The primitives stay two (each has its own VJP and eager path; `attention_context`'s
-contract names the weights as an input); the pass only runs them together where a plan
-computes both from one ``qkv``: `weights_and_context` returns exactly the two results
-(the same per-element products and softmax rows). Like gemm_steps.py's passes, it rewrites
-the plan's items after fusion.
-
-The backward's packed gradient and its sum over rows (the packed projection's bias gradient)
-are one step too (`AttentionBackwardSum`): the part kernel sums each batch element's rows
-right after writing them, while they are in cache, where the column sum (a GEMV with ones,
-gemm_steps.py) read the 6 MB gradient back (the Transformer step, one thread: ~0.4 ms).
+Why: as two launches the context's ``w @ v`` reads back the 4 MB of weights the first
+wrote; in one pass each batch element's ``w @ v`` runs while its weights are in cache
+(2.49-2.67 -> 2.35-2.49 ms min). The primitives stay two (own VJPs and eager paths); the
+pass only runs them together where a plan computes both from one ``qkv``, with exactly the
+same results. The backward's packed gradient and its sum over rows are one step too
+(`AttentionBackwardSum`), the rows summed while in cache. Like gemm_steps.py's, it
+rewrites the plan's items after fusion.
 """
 from __future__ import annotations
 
@@ -32,9 +22,8 @@ from .. import envflags
 
 __all__ = ["AttentionPair", "AttentionBackwardSum", "pair_attention"]
 
-# A plan pattern (compiler/plan_patterns.py): TRACEJIT_ATTENTION_PAIR=0 calls the two
-# primitives one after the other; TRACEJIT_ATTENTION_BACKWARD_SUMS=0 leaves the backward's
-# bias gradient its own column sum step (A/B measurements, tests).
+# TRACEJIT_ATTENTION_PAIR=0 calls the two primitives apart; TRACEJIT_ATTENTION_BACKWARD_SUMS=0
+# leaves the backward's bias gradient its own column sum (plan_patterns.py).
 
 
 class _TwoEqnStep:
@@ -123,10 +112,9 @@ def _pair_backward_sums(items: list) -> list:
 
 
 def pair_attention(items: list, graph) -> list:
-    """`items` with each `attention_weights` step whose weights an `attention_context` step
-    of the same ``qkv`` and parameters reads replaced by an `AttentionPair` (at the weights'
-    place; the context step is dropped), and each `attention_backward` step whose output a
-    column sum reads by an `AttentionBackwardSum` (TRACEJIT_ATTENTION_BACKWARD_SUMS)."""
+    """`items` with each `attention_weights` step whose weights a matching `attention_context`
+    step reads replaced by an `AttentionPair` (the context step dropped), and each
+    `attention_backward` whose output a column sum reads by an `AttentionBackwardSum`."""
     if envflags.enabled("TRACEJIT_ATTENTION_BACKWARD_SUMS"):
         items = _pair_backward_sums(items)
     weights = {it.out: it for it in items if isinstance(it, Eqn) and it.prim is ATTENTION_WEIGHTS

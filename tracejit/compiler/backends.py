@@ -1,22 +1,15 @@
 """Backends: what a plan needs from a device, as one object per device type.
 
-A plan (plan.py) and the executor (executor.py) never ask which device they run on;
-they ask their `Backend`: its array module (numpy, cupy), how a step's result is
-normalized, how a fused group's `loopnest.LoopNest` is rendered to source, and how that
-source is compiled, loaded and called. The loop nest itself is backend-neutral
-(loopnest.py); a backend answers one question of it, whether it folds reductions in
-long sequential runs (`Backend.sequential_sums`, see `loopnest.accumulation`).
+A plan and the executor never ask which device they run on; they ask their `Backend`: its
+array module, how a step's result is normalized, how a group's `loopnest.LoopNest` is
+rendered, compiled, loaded and called, and whether it folds reductions in long sequential
+runs (`Backend.sequential_sums`).
 
-To add a backend (one place: a renderer and a `Backend`): a renderer of `LoopNest`
-(like codegen_cpu.py / codegen_cuda.py, whose spec has ``source`` and
-``llvm_options``) that writes the steps with `emitter.render_steps` and an
-`emitter.Emitter` subclass spelling types, special floats and math functions (a
-column of `mathnames.MATH` says how the backend provides each math function); a
-`Backend` subclass below that loads what it renders into a callable taking the nest's
-calling convention (`LoopNest.arguments`); and an entry in `BACKENDS` keyed by the
-device type (``Device.type``) whose values it runs on. Ops need nothing per backend:
-their ``scalar`` rules are written against the emitter (how to add an op:
-ops/registry.py).
+To add a backend: a renderer of `LoopNest` (like codegen_cpu.py / codegen_cuda.py) that
+writes steps with `emitter.render_steps` and an `emitter.Emitter` subclass (and a column of
+`mathnames.MATH`); a `Backend` subclass that loads what it renders into a callable taking
+`LoopNest.arguments`; and an entry in `BACKENDS` keyed by ``Device.type``. Ops need nothing
+per backend: their ``scalar`` rules are written against the emitter.
 """
 from __future__ import annotations
 
@@ -76,9 +69,8 @@ class Backend:
         return self.array_module().matmul
 
     def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
-        """The function a plan calls for one product whose operands' shapes and dtype the
-        plan fixes (`matmul` by default). ``install(fn)``, where given, puts another
-        function in the plan's place for that product (a choice decided later)."""
+        """The function a plan calls for one product of fixed shapes and dtype; ``install(fn)``
+        puts another in the plan's place later (a choice decided later)."""
         return self.matmul()
 
     def __repr__(self) -> str:
@@ -100,13 +92,9 @@ def _fix_cupy(v, dt):
 
 
 def _entry_point(kernel):
-    """The compiled function behind a one-signature numba CPU dispatcher.
-
-    Calling it skips the dispatcher's per-call type resolution (~0.2 us of a 16-element
-    call). Safe here because the plan only calls it with arrays of the declared dtypes
-    and ranks (guards and ``_fix`` ensure those) after checking the contiguity the
-    signature declares.
-    """
+    """The compiled function behind a one-signature numba CPU dispatcher: it skips the
+    per-call type resolution (~0.2 us). Safe as the plan only calls it with the declared
+    dtypes and ranks, after checking the declared contiguity."""
     overloads = getattr(kernel, "overloads", None)
     if overloads is None or len(overloads) != 1 or getattr(kernel, "_can_compile", False):
         return kernel
@@ -130,15 +118,13 @@ class CpuBackend(Backend):
         from .codegen_cpu import render
         if parallel:
             from . import codegen_chunks
-            # TRACEJIT_PARALLEL=chunks: no parfor pass; a flat kernel, a nested map or a
-            # column sum where its two shares can run GIL-free on the worker pool
-            # (codegen_chunks.paired)
+            # TRACEJIT_PARALLEL=chunks: no parfor pass; else chunk kernels where the shares
+            # can run GIL-free on the worker pool (codegen_chunks.paired)
             chunks = codegen_chunks.enabled()
             if chunks or codegen_chunks.paired(nest):
                 spec = codegen_chunks.render(nest)
-                # (a nested form whose arguments have no table form, a strided operand: its
-                # shares would run through sharepool.run_shares, a Python launch; parfor then)
-                # (a windows nest's shares: whole planes, long enough for a Python launch)
+                # (parfor for a nested form without a table form; a windows nest's whole
+                # planes are long enough for a Python launch)
                 if spec is not None and (chunks or nest.flat or spec.pair or nest.window is not None):
                     return spec
         return render(nest, parallel)
@@ -173,12 +159,9 @@ class CpuBackend(Backend):
 
     def _pair(self, spec, label: str) -> tuple:
         """(the pair's cshares.Pending or None, the source to load) for a flat chunk kernel
-        with a GIL-free pair (codegen_chunks.ChunkSpec.pair), as for a row kernel's: in
-        background mode a module of its own that the workers build after the kernel's; in
-        sync mode one module with the kernel (one compile) -- unless the kernel alone is on
-        disk already (a worker built it: an eager op's kernel, an entry compiled in the
-        background), which must load without a compile here; its pair then only where the
-        workers put the pair's module on disk too."""
+        with a GIL-free pair: in background mode a module of its own built after the
+        kernel's; in sync mode one module with the kernel, unless the kernel alone is on
+        disk already (it must load without a compile; its pair only where that is too)."""
         from . import diskcache
         from .cpu.runtime import cshares
         from .prepare import compile_mode
@@ -200,9 +183,8 @@ class CpuBackend(Backend):
         return matmul
 
     def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
-        # a 2-D product of static shapes: numpy's matmul itself for a tiny one (BLAS keeps
-        # it on one thread), else the BLAS side of the GEMM choice, which `install` replaces
-        # by the template's launch where a measurement says so
+        # a 2-D product of static shapes: numpy's matmul for a tiny one, else the GEMM
+        # choice's BLAS side, which `install` may replace by the template's launch
         if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
                 and all(type(d) is int for d in (*a_shape, *b_shape))):
             from .cpu.gemm import blas_gemm, products

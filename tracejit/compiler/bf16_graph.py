@@ -1,12 +1,9 @@
 """bf16 in a compiled graph: each operation on bf16 values widened to float32 around it.
 
-The same rule as eager bf16 (ops/bf16_eager.py), as a rewrite of the graph a plan
-compiles: an equation that computes on bf16 operands gets ``cast -> float32`` on each of
-them and a ``cast -> bf16`` on its result, so it computes in float32 and rounds once.
-Data movement (views, shape ops), the casts themselves and products with a registered
-bf16 implementation (compiler/cpu/gemm/bf16.py) keep the words. Fusion then merges the
-casts into the kernels around them: a kernel loads bf16 words, computes in float32 and
-stores bf16 words (compiler/bf16math.py), one lowering and no second path.
+The rule of eager bf16 (ops/bf16_eager.py) as a graph rewrite: an equation computing on
+bf16 operands gets ``cast -> float32`` on each and ``cast -> bf16`` on its result. Data
+movement, the casts and products with a bf16 implementation keep the words; fusion then
+merges the casts into the kernels around them (bf16math.py): one lowering, no second path.
 """
 from __future__ import annotations
 
@@ -45,17 +42,11 @@ def _touches(e: Eqn) -> bool:
 
 
 def widen(graph: Graph, wide: dict | None = None) -> Graph:
-    """`graph` with every computing equation on bf16 values run in float32 (see the top).
-
-    A bf16 operand reached through views (a weight's transpose) is widened before the
-    views, which are then taken of the float32 value: the widening fuses into the kernel
-    that made the words (a transposed widening ran as a strided kernel of its own, 0.8 ms
-    for a 1024x1024 weight). Each bf16 value is widened once, and what no equation
-    reads any more is dropped. A result that only selects among bf16 values (relu, max
-    pooling, im2col: `_selects`) is bf16 already, so its rounding is no pass of its own:
-    what reads it in float32 reads the unrounded value (LeNet's im2col columns, 2.2M
-    values, were rounded and widened again before their product). `wide`, when given,
-    receives each widened bf16 Var's float32 Var."""
+    """`graph` with every computing equation on bf16 values run in float32. A bf16 operand
+    reached through views is widened before them, so the widening fuses into the kernel
+    that made the words; each value is widened once. A result that only selects among bf16
+    values (relu, max pooling, im2col: `_selects`) is bf16 already, so it is read
+    unrounded. `wide`, when given, receives each widened Var's float32 Var."""
     eqns: list = []
     producer: dict = {}
     wide = {} if wide is None else wide       # bf16 Var -> its float32 Var
@@ -147,12 +138,9 @@ def _is_bf16_value(v) -> bool:
 
 
 def save_wide(fwd: Graph, bwd: Graph, n_in: int, n_out: int, n_saved: int) -> tuple:
-    """A training pair (autodiff.split's forward and backward) widened, where a saved bf16
-    value is handed to the backward in its float32 form when the forward widens it for a
-    product anyway and the backward only widens it again: the product's operand is in
-    memory already, and the backward's widening was a pass of its own before its products
-    (MLP step, 784->1024->1024: five such passes, one over a transposed 1024x1024 weight
-    copied first). The values are the same: widening a bf16 value is exact."""
+    """A training pair widened, where a saved bf16 value that the forward widens for a
+    product anyway goes to the backward in its float32 form (the backward's widening was a
+    pass of its own). Same values: widening bf16 is exact."""
     wide: dict = {}
     fwd, bwd = widen(fwd, wide), widen(bwd)
     reads = _readers(fwd)

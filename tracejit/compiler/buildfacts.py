@@ -1,11 +1,7 @@
 """What besides a kernel's source changes the machine code numba produces: the tracejit,
-numba, llvmlite and Python versions and the CPU (name, features, triple), the same inputs
-as numba's own cache key (``codegen.magic_tuple``). Part of every disk-cache key
-(diskcache.py) and of every entry's manifest.
-
-Read without importing numba when it is not loaded yet: importing it costs 0.5-1 s, and a
-warm-disk first call in background mode (and the eager kernels' disk check) must not wait
-for it.
+numba, llvmlite and Python versions and the CPU, as numba's own ``codegen.magic_tuple``.
+Part of every disk-cache key and manifest. Read without importing numba when it is not
+loaded yet (0.5-1 s that a warm first call must not wait for).
 """
 from __future__ import annotations
 
@@ -23,11 +19,8 @@ __all__ = ["versions", "numba_facts"]
 
 @functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
-    """Everything besides the source that changes what numba produces.
-
-    Computed without importing numba when it is not loaded yet (importing it costs
-    0.5-1 s; a warm-disk first call in background mode, and the eager kernels' disk check,
-    must not wait for it): the same values, read where numba reads them."""
+    """Everything besides the source that changes what numba produces, read where numba
+    reads it (without importing numba)."""
     import llvmlite
     import llvmlite.binding as ll
 
@@ -52,12 +45,9 @@ _NUMBA_VERSION_RE = re.compile(r'"version":\s*"([^"]+)"')
 
 
 def numba_facts() -> tuple[str, Any, Any]:
-    """(numba.__version__, numba.config.CPU_NAME, numba.config.CPU_FEATURES).
-
-    Without numba loaded: the version from numba/_version.py (what ``numba.__version__``
-    returns) and the CPU settings from the environment as numba.config reads them. A
-    ``.numba_config.yaml`` in the working directory (numba reads settings from it too), or
-    anything unexpected, falls back to importing numba."""
+    """(numba.__version__, numba.config.CPU_NAME, numba.config.CPU_FEATURES); without numba
+    loaded, from numba/_version.py and the environment. A ``.numba_config.yaml`` in the
+    working directory, or anything unexpected, falls back to importing numba."""
     if "numba" not in sys.modules and not os.path.exists(".numba_config.yaml"):
         try:
             spec = importlib.util.find_spec("numba")

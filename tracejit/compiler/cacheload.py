@@ -1,27 +1,14 @@
 """Load numba's cached kernels without first loading numba's whole compiler.
 
-Why: numba's ``Cache.load_overload`` calls ``target_context.refresh()`` before it reads
-an entry. A refresh imports and installs every lowering and typing registry numba has
-(cpython builtins, numpy arrays, linalg, random, typed containers, jitclass, ...; and
-``numba.np.linalg`` imports scipy when it is installed). Measured in a clean venv
-(numpy, numba, llvmlite only) that is 0.17 s of the 0.38 s first call of the two-layer
-training step in a process whose kernels are all on disk; with scipy installed it
-is 0.14-0.2 s more.
+Why: numba's ``Cache.load_overload`` calls ``target_context.refresh()``, which imports and
+installs every lowering and typing registry (scipy too, when installed): 0.17 s of a warm
+process's 0.38 s first call. Loading machine code needs only the CPU context, the NRT
+symbols (``rtsys.initialize``) and the entry's ``reload_init`` hooks.
 
-Loading machine code needs none of those registries. It needs the CPU context itself
-(its codegen and C math symbols are made when the context is created), numba's
-runtime (NRT) symbols, which ``rtsys.initialize`` installs (numba does that in the
-refresh, so we do it here), and the entry's own ``reload_init`` hooks (the parallel
-backend's thread pool), which numba runs while rebuilding the entry.
-
-Why skipping is safe: every numba path that compiles refreshes on its own
-(``CompilerBase.__init__`` refreshes both contexts; ``BaseContext.get_function``
-refreshes on a miss), so the refresh is deferred to the first compile in the process,
-which would have paid it anyway; it is not lost. The replacement only leaves the
-refresh out and is installed only inside `deferred_refresh`, under numba's global
-compiler lock (which ``Dispatcher.compile``, the caller of ``load_overload``, takes
-too), so user numba code never sees it. If numba's ``Cache`` lacks the methods we
-call (a future numba), nothing is replaced and loads refresh as before.
+Safe: every numba path that compiles refreshes on its own, so the refresh is deferred to
+the first compile, not lost. The replacement is installed only inside `deferred_refresh`,
+under numba's compiler lock, so user code never sees it; if numba's ``Cache`` lacks the
+methods we call, nothing is replaced.
 """
 from __future__ import annotations
 

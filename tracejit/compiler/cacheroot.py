@@ -1,14 +1,7 @@
-"""Where the disk cache lives and whether it can be used, with `os` alone.
-
-Why a module of its own: a compiled function's first call in background mode (tiers.py)
-needs to know whether there is a usable disk cache (kernels travel through it), and
-diskcache.py's imports (pathlib, the version and import-closure helpers: 15-30 ms in a
-fresh process) are not worth paying in that call -- the background thread imports them
-after the user's first step. diskcache.cache_dir() is this function's result as a Path.
-
-Environment (read at every call): ``TRACEJIT_CACHE=0`` turns the disk cache off;
-``TRACEJIT_CACHE_DIR`` sets its root; otherwise ``$XDG_CACHE_HOME/tracejit`` (an
-absolute XDG_CACHE_HOME only, as the XDG spec asks) or ``~/.cache/tracejit``.
+"""Where the disk cache lives and whether it can be used, with `os` alone: a first call in
+background mode must know whether there is a usable cache without paying diskcache.py's
+imports (15-30 ms). ``TRACEJIT_CACHE=0`` turns the cache off, ``TRACEJIT_CACHE_DIR`` sets
+its root, else ``$XDG_CACHE_HOME/tracejit`` (absolute only) or ``~/.cache/tracejit``.
 """
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
 """Managing the disk kernel cache: what it holds, clearing it, pruning it to a size cap.
 
-``python -m tracejit cache info|clear|prune`` calls these. Entries (see diskcache.py) are
-directories ``<root>/kernels/<key[:2]>/<key>``; each load touches its directory's mtime, so
-mtime orders entries by last use. ``prune`` removes entries built by other versions of
-tracejit/numba/llvmlite/python/CPU (they can never be loaded again) and then the least
-recently used ones until the cache fits ``max_mb``. With ``TRACEJIT_CACHE_MAX_MB`` set, a
-process that writes entries prunes to it after a write (at most once a minute).
-
-Removal goes through diskcache's ``_discard`` (rename, then delete), so a reader never sees
-half of an entry; a process that already loaded a kernel keeps it (the machine code is in
-memory).
+``python -m tracejit cache info|clear|prune`` calls these. Each load touches its entry's
+mtime, so mtime orders entries by last use. ``prune`` removes entries of other versions
+(never loadable) and then the least recently used until the cache fits ``max_mb``; with
+``TRACEJIT_CACHE_MAX_MB`` set, a writing process prunes after a write (at most once a
+minute). Removal renames then deletes, so a reader never sees half an entry.
 """
 from __future__ import annotations
 

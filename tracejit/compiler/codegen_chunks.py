@@ -1,28 +1,18 @@
 """Parallel CPU kernels without numba's parfor pass: one serial ``nogil`` kernel per group
-that runs a share of the chunks, launched on a few threads (compiler/cpu/runtime/cshares.py `ChunkKernel`).
+that runs a share of the chunks, launched on a few threads (cshares.py `ChunkKernel`).
 
-Why: a ``parallel=True`` kernel costs numba 3-10x its serial twin to compile (the parfor
-pass, gufunc outlining, the threading layer's scheduling code): the MLP step's 16
-parallel variants were 25.6 of its 27.9 s in numba. The generated loops already split
-their work into independent chunks (``for c in prange(nchunk)`` over explicit chunk
-bounds, or a ``prange`` over rows, or column blocks: codegen_cpu.py). Here that one
-``prange`` loop becomes ``range`` over the share of chunk ``chunk_t`` of ``chunk_nt``,
-the kernel is compiled serial with ``nogil=True``, and the launcher runs the shares on
-its threads at once (each share releases the GIL while it runs).
+Why: a ``parallel=True`` kernel costs numba 3-10x its serial twin to compile (the MLP
+step's parallel variants: 25.6 of its 27.9 s in numba). The generated loops already split
+their work into independent chunks, so that one ``prange`` becomes ``range`` over share
+``chunk_t`` of ``chunk_nt``, the kernel compiles serial with ``nogil=True``, and the
+launcher runs the shares at once.
 
-``TRACEJIT_PARALLEL=chunks`` turns it on; ``parfor`` keeps numba's parallel
-kernels; ``auto`` (the default) keeps them but for flat kernels where `flat_pairs` holds:
-those are chunk kernels whose two shares run without Python on the worker pool's thread
-(`ChunkSpec.pair`, compiler/cpu/runtime/cshares.py), which is awake when numba's OpenMP worker sleeps.
-The rendering is the CPU backend's parallel variant (codegen_cpu.render),
-rewritten in four places: the decorator (``parallel=False, nogil=True`` and the extra
-arguments in the signature), the ``prange`` line, and for reductions folded from
-per-chunk results (full reductions, and sums over every dim but the last) the
-``partial`` array (passed in by the launcher, one for all shares) and the fold of the
-partials (run once, by the ``chunk_fold`` call after every share is done). Chunk bounds
-do not depend on the thread count, so the result does not either. A loop shape this
-rewriting does not know (``deep``: see `FORMS`) keeps its parfor kernel, as does
-anything whose source does not have the expected shape.
+``TRACEJIT_PARALLEL=chunks`` turns it on, ``parfor`` keeps numba's kernels, ``auto`` (the
+default) uses chunk kernels where `flat_pairs` holds. The parallel variant's source is
+rewritten in four places: the decorator and signature, the ``prange`` line, and for folded
+reductions the ``partial`` array (one for all shares) and the fold (one ``chunk_fold``
+call after every share). Chunk bounds do not depend on the thread count, so neither does
+the result. Unknown loop shapes (``deep``) keep their parfor kernel.
 """
 from __future__ import annotations
 
@@ -40,15 +30,11 @@ __all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS",
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
          "strided_full", "blocked_map", "windows", "row_passes")
-# Partial results per chunk, then a fold: flat full reductions (at most PARTIALS chunks),
-# column sums (row chunks x columns: codegen_cpu.column_partial_len of the last size) and
-# full reductions of nested operands (one per index of the first dim).
+# Partial results per chunk, then a fold: flat full reductions, column sums and full
+# reductions of nested operands.
 _FOLDED = ("flat_reduce", "flat_blocked_sum", "column_blocks", "strided_full")
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
-# Loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`): the flat ones,
-# the nested map (an elementwise chain with a broadcast operand, such as bias + ReLU over a
-# GEMM's output), the column sums (ReLU's gradient with the bias gradient) and the rows of a
-# rows group (a bias add, LayerNorm and GELU after a GEMM): `paired`.
+# Loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`): `paired`.
 PAIRED = ("map", "blocked_map", "flat_reduce", "flat_blocked_sum", "nested_map", "column_blocks",
           "windows", "row_passes")
 
@@ -80,19 +66,12 @@ _flat_machine = None
 
 
 def flat_pairs() -> bool:
-    """Whether a parallel flat kernel (`PAIRED` shapes) renders as a chunk kernel with its
-    GIL-free pair (`ChunkSpec.pair`) rather than a parfor kernel: this process may use two
-    CPUs or more, tracejit's worker pool has a second thread (sharepool.PoolPair) and BLAS's
-    thread count allows two (its count as started, not as the load policy set it now:
-    the choice must not change the source). A launch runs as many shares as the cores other
-    processes leave (cshares.ChunkKernel: the worker pool's threads); the GIL-free pair only
-    where that count is two. (Measured on two CPUs only.)
-
-    Why: numba's OpenMP worker sleeps between kernels (threads.SPINCOUNT: it spins ~10-15 us),
-    and a call's Python (20 us for the GELU forward, 50-100 us for a training step) is longer,
-    so each launch waited 20-60 us for it to wake (GELU fwd 1.07x, fwd+bwd 1.10x
-    the bandwidth bound, the kernels alone ~1.0x). The worker pool's thread polls a while after
-    each job (workpool.SPIN, YIELDS) and takes a C share in a few us."""
+    """Whether a parallel flat kernel renders as a chunk kernel with its GIL-free pair
+    rather than a parfor kernel: this process may use two CPUs or more, the worker pool has
+    a second thread, and BLAS's starting count allows two (not the policy's count now: the
+    choice must not change the source). Why: numba's OpenMP worker sleeps between kernels,
+    and each launch waited 20-60 us for it to wake; the pool's thread polls after each job
+    and takes a C share in a few us."""
     global _flat_machine
     if not _flat_pairs() or envflags.value("TRACEJIT_PARALLEL").lower() == "parfor":
         return False
@@ -110,16 +89,10 @@ def flat_pairs() -> bool:
 
 
 def paired(nest) -> bool:
-    """Whether `nest`'s parallel variant renders as a paired chunk kernel rather than a parfor
-    kernel where `flat_pairs` holds: a flat nest, a nested map (no reduction, a rank the
-    nested loops render) or a sum over every dim but the last ("column_blocks").
-
-    Why those two nested forms: they are the Transformer step's elementwise work over its
-    feed-forward GEMMs' outputs, bias + ReLU forward (2048 x 1024, written over the GEMM's
-    output: plan.py `_donor`) and ReLU's gradient with the bias gradient backward, and were
-    its only parfor kernels. Launched right after a GEMM, numba's OpenMP worker has gone to
-    sleep (threads.SPINCOUNT) and must be woken; the worker pool's thread, still polling after
-    the GEMM (which ran on it), takes a C share at once (cshares.py)."""
+    """Whether `nest`'s parallel variant renders as a paired chunk kernel where `flat_pairs`
+    holds: a flat nest, a nested map or a column sum ("column_blocks"): the elementwise work
+    over GEMM outputs (bias + ReLU, its gradient with the bias gradient), launched right
+    after a GEMM, when the pool's thread is still polling and numba's worker sleeps."""
     if nest.flat:
         return flat_pairs()
     from .codegen_cpu import loop_form
@@ -132,9 +105,8 @@ _CHUNK_BACKEND = None
 
 
 def chunk_backend():
-    """A CPU backend (backends.CpuBackend) that renders every parallel variant as a chunk
-    kernel where the loop shape allows, whatever ``TRACEJIT_PARALLEL`` says: the backend
-    of a background compile's chunk stage (compiler/tiers.py)."""
+    """A CPU backend that renders every parallel variant as a chunk kernel where the loop
+    shape allows, whatever ``TRACEJIT_PARALLEL`` says: a background compile's chunk stage."""
     global _CHUNK_BACKEND
     if _CHUNK_BACKEND is None:
         from .backends import CpuBackend
@@ -157,14 +129,11 @@ class ChunkSpec(KernelSpec):
     def __init__(self, source, nest, form, llvm_options, partial_dtype, pair: str = ""):
         super().__init__(source, nest, True, form, llvm_options)
         self.partial_dtype = partial_dtype   # numpy dtype name, or None (no fold)
-        # A flat kernel's GIL-free two-share launch (compiler/cpu/runtime/cshares.py: ``pack`` and
-        # ``share_entry`` over this kernel, ``chunk_fold`` 0), or "" (other loop shapes, or an
-        # argument type without a table form). A module of its own in background mode, the
-        # kernel's module in sync mode (backends.CpuBackend.load), as a row kernel's pair.
+        # A flat kernel's GIL-free two-share launch (cshares.py), or "" (other shapes, or
+        # an argument type without a table form)
         self.pair = pair
-        # How the launcher sizes ``partial`` (cshares.ChunkKernel): ("fixed", n),
-        # ("columns", -1): codegen_cpu.column_partial_len of the last argument (the column
-        # count), or ("arg", k): the value of argument k (the first reduced dim's size).
+        # How the launcher sizes ``partial``: ("fixed", n), ("columns", -1) (from the column
+        # count, the last argument) or ("arg", k) (argument k's value)
         if form == "column_blocks":
             self.partial_size = ("columns", -1)
         elif form == "strided_full":
@@ -212,9 +181,8 @@ def render(nest) -> Optional[ChunkSpec]:
     hi = f"min((chunk_t + 1) * {count} // chunk_nt, {count})"
     loop = [f"{ind}for {var} in range({lo}, {hi}):"]
     if spec.form == "map":
-        # A flat map indexes with the loop variable: unsigned, so numba adds no
-        # negative-index wraparound (with it LLVM vectorized this loop with gathers and
-        # scatters; codegen_cpu's flat reductions do the same).
+        # Unsigned loop index: numba's negative-index wraparound made LLVM vectorize with
+        # gathers and scatters
         loop = [f"{ind}for chunk_i in range({lo}, {hi}):", f"{ind}    {var} = np.uintp(chunk_i)"]
     out = lines[:loops[0]] + loop + lines[loops[0] + 1:]
     if folded:

@@ -1,36 +1,24 @@
 """The numba CPU renderer: source of one fused group's kernel from its `loopnest.LoopNest`.
 
-The source depends on the group's structure, dtypes, rank, broadcast pattern and
-the layout of each operand, never on sizes: sizes arrive as arguments, so a new
-batch size reuses the compiled kernel. Every kernel has a parallel variant (``prange``
-loops, chunked reductions) and a serial twin for small sizes, where waking the thread
-pool costs more than the work; both are rendered from the same nest (`render`'s
-``parallel``). Loop shapes:
+The source depends on the group's structure, dtypes, rank, broadcast pattern and operand
+layouts, never on sizes (sizes are arguments, so a new batch size reuses the kernel).
+Every kernel has a parallel variant (``prange``, chunked reductions) and a serial twin for
+small sizes, both rendered from the same nest. Loop shapes:
 
-- *flat* (`LoopNest.flat`): one ``prange`` over the flat index; this is the fast,
-  vectorized case. Flat kernels take 1-D views and the element count ``n`` instead of
-  the dims (the calling convention of loopnest.py), whatever the rank: a ``reshape``
-  inside the kernel is compiled from numba's ``numba.np.arrayobj``, and a process
-  loading such a kernel from the disk cache must import that module (and its imports)
-  to rebuild the kernel's environment: 26-30 ms of a warm first call here. The parallel
-  flat map is rendered in blocks ("blocked_map") whose outputs a call touching more
-  bytes than the last-level cache sends to memory with streaming stores (`stream_min`,
-  ntstores.py);
-- *nested*: anything else (broadcast or strided operands, partial reductions): a loop
-  nest over the iteration dims, kept dims outside (the first one a ``prange``),
-  reduced dims inside, each operand read with explicit N-d indexing (index 0 on its
-  broadcast dims; numba applies the array's own strides). A reduction over every dim
-  but the last gets column blocks (`_leading_reduction`). Past ``MAX_NESTED_RANK``
-  dims the nest becomes one flat loop over the kept dims (and one over the reduced
-  dims) that recovers each index by division (`_decomposed_loops`).
+- *flat*: one ``prange`` over the flat index, the vectorized case. Flat kernels take 1-D
+  views and ``n`` whatever the rank (a ``reshape`` inside would make a cache-loading
+  process import numba's arrayobj: 26-30 ms of a warm first call). The parallel map runs
+  in blocks ("blocked_map") that stream large outputs past the cache (ntstores.py);
+- *nested*: anything else: a loop nest over the iteration dims, kept dims outside (the
+  first a ``prange``), reduced dims inside, explicit N-d indexing. A reduction over every
+  dim but the last gets column blocks; past ``MAX_NESTED_RANK`` dims the nest becomes flat
+  loops that recover each index by division.
 
-Reductions accumulate as `loopnest.accumulation` says (float64 for float32 sums), and
-use ``fastmath={'reassoc'}`` so LLVM may vectorize the reduction. The group's elementwise
-work is then a separate ``element`` helper compiled without fastmath and inlined by
-LLVM (``alwaysinline``) with its own flags: 'reassoc' on it would let LLVM rewrite
-``x - 0.5*x`` as ``0.5*x`` and lose the nan of ``-inf - -inf``. Transcendentals come from
-`mathlib` (per `mathnames.MATH`), constants are typed in the operation's dtype (no
-silent float64 promotion).
+Reductions accumulate as `loopnest.accumulation` says and use ``fastmath={'reassoc'}`` to
+vectorize; the elementwise work then sits in an ``element`` helper compiled without
+fastmath and inlined by LLVM, since 'reassoc' would rewrite ``x - 0.5*x`` as ``0.5*x`` and
+lose the nan of ``-inf - -inf``. Transcendentals come from `mathlib`; constants are typed
+in the operation's dtype.
 """
 from __future__ import annotations
 
@@ -57,24 +45,20 @@ PARTIAL_CAP = 1 << 20
 # The comment line before the fold of a chunked reduction's partial results: where a
 # chunk kernel (codegen_chunks.py) puts that fold under ``if chunk_fold:``.
 FOLD_MARK = "# fold the chunks' partial results"
-# How far ahead of its loads a flat blocked sum (the GELU loss kernel's form) asks for its
-# input lines (prefetch_llvm.py, measured there): one 4 KiB page, so each input stream's
-# next page is on its way before the hardware prefetcher, which stops at page ends, would
-# start on it. Only that form: it is the one measured (two threads, arrays in the
-# last-level cache: 1.92 / 2.01 -> 1.85 / 1.89 ms min / median for the GELU loss).
+# How far ahead of its loads a flat blocked sum asks for its input lines (prefetch_llvm.py):
+# one 4 KiB page, so each stream's next page is on its way before the hardware prefetcher,
+# which stops at page ends, would start on it (GELU loss: 2.01 -> 1.89 ms median).
 PREFETCH_AHEAD_BYTES = 4096
-# ... and only in calls touching at least this many bytes (inputs and outputs): below,
-# the arrays sit in the cores' L2 caches (2 MiB each here), where the prefetches are only
-# extra instructions (operands in L1: 0.516 -> 0.552 ns per element on one core).
+# ... only in calls touching at least this many bytes: below, the arrays sit in L2 and the
+# prefetches are only extra instructions.
 PREFETCH_MIN_BYTES = 16 << 20
 # The import a kernel that prefetches adds (prefetch_llvm imports numba: named, not imported).
 PREFETCH_IMPORT = "from tracejit.compiler.prefetch_llvm import prefetch_line"
 
 
 def column_partial_len(columns: int) -> int:
-    """Elements a column reduction's ``partial`` needs at most for `columns` columns (its
-    row chunks times the columns; `_leading_reduction`): what a chunk kernel's launcher
-    allocates without knowing the row count."""
+    """Elements a column reduction's ``partial`` needs at most for `columns` columns: what a
+    chunk kernel's launcher allocates without knowing the row count."""
     return min(ROW_CHUNKS * columns, max(PARTIAL_CAP, columns))
 
 
@@ -153,18 +137,9 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
 
 def stream_min(nest: LoopNest, parallel: bool):
     """The element count from which `nest`'s kernel sends its outputs to memory with
-    streaming stores (ntstores.py: when the bytes it touches reach the last-level cache),
-    or None where its source has no streaming path: serial twins (small sizes), nested
-    loops, reductions, or ``TRACEJIT_STREAM_STORES=0``.
-
-    Reductions keep ordinary stores: the GELU loss kernel (three gradient outputs and a
-    float32 blocked sum) streaming its outputs through 1024-element buffers took 9.9-12.5
-    ms against 9.7-10.1 ms with ordinary stores (4M float32, one thread, min of 48 calls
-    alternating in one process, load 2.3-3.0): no gain to pay for a second loop form. On
-    two threads it lost too (Xeon VM with a 260 MiB L3: 4M float32, outputs
-    placed as the plan's slots, streaming per 256-element sum block, the same LLVM options,
-    alternating in one process, CPU/wall 1.7-2.0): 2.05-2.14 / 2.14-2.18 ms min / median
-    against 1.73-1.81 / 1.83-1.90 with ordinary stores, with the same bits."""
+    streaming stores (ntstores.py), or None where its source has no streaming path: serial
+    twins, nested loops, reductions (streaming lost there on one and two threads), or
+    ``TRACEJIT_STREAM_STORES=0``."""
     if not parallel or not nest.flat or not nest.outputs or nest.reduction is not None:
         return None
     per_element = sum(np.dtype(storage(op.dtype)).itemsize for op in nest.operands if op.layout == "flat")
@@ -212,9 +187,8 @@ def channels(nest: LoopNest) -> bool:
 
 
 def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
-    """The numba source of `nest`: the parallel variant, or (``parallel=False``) the
-    serial twin used for small sizes, where starting the thread pool costs far more
-    than the work."""
+    """The numba source of `nest`: the parallel variant, or (``parallel=False``) the serial
+    twin for small sizes."""
     if nest.window is not None or channels(nest):
         from .codegen_cpu_windows import render_windows
         return render_windows(nest, parallel)
@@ -229,13 +203,9 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     imports = set().union(*(em.imports for em in emitters))
     helper: list = []
     if red is not None and parallel:
-        # The reduction kernel needs fastmath 'reassoc' to vectorize its accumulation, but
-        # on the elementwise work that flag lets LLVM rewrite e.g. x - 0.5*x as 0.5*x,
-        # turning -inf - -inf = nan into -inf. So that work lives in a helper compiled
-        # without fastmath and inlined by LLVM with its own instruction flags. (The serial
-        # twin, for small sizes, skips both: one function compiles in half the time.)
-        # The helper has no CPython wrapper: only the kernel calls it (the wrapper was
-        # lowered, optimised and emitted in every job for nothing).
+        # The elementwise work lives in a helper without fastmath, inlined by LLVM, so that
+        # 'reassoc' on the reduction cannot turn -inf - -inf = nan into -inf (the serial
+        # twin skips both: half the compile). No CPython wrapper: only the kernel calls it.
         ret = list(dict.fromkeys([o.value for o in nest.outputs] + [red.value]))
         ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
         args_src = ", ".join(op.name for op in nest.operands)
@@ -318,10 +288,9 @@ def prefetches(nest: LoopNest, form: str) -> bool:
 
 
 def _prefetch_ahead(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
-    """Lines asking for each flat input's lines PREFETCH_AHEAD_BYTES past the block
-    [lo, hi) about to be read (one prefetch per 64-byte line, clipped at the array's end:
-    a hint, so the values and their bits do not change), in calls that touch at least
-    PREFETCH_MIN_BYTES."""
+    """Lines asking for each flat input's lines PREFETCH_AHEAD_BYTES past the block [lo, hi)
+    about to be read, one per 64-byte line, clipped at the array's end, in calls touching
+    at least PREFETCH_MIN_BYTES."""
     by_size: dict = {}     # one loop for the inputs of each element size
     for op in nest.operands:
         if op.layout == "flat":
@@ -338,11 +307,10 @@ def _prefetch_ahead(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
 
 
 def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list:
-    """Loops of a flat nest. With `stream` (an element count, `stream_min`), the outputs
-    of a call of at least that size are computed block by block into small buffers
-    (``buf<m>``) that `ntstores_llvm.stream_block` sends to memory with streaming stores;
-    smaller calls run the same loop writing the outputs directly (``t<m>`` is either, and
-    ``w`` the index into it): one loop body, so one compile of the element work."""
+    """Loops of a flat nest. With `stream` (an element count, `stream_min`), calls of at
+    least that size compute the outputs block by block into small buffers streamed to
+    memory; smaller calls run the same loop writing the outputs directly (``t<m>`` is
+    either): one loop body, so one compile of the element work."""
     red = nest.reduction
 
     def elem(ind, i, w=None):
@@ -357,13 +325,10 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
         return [f"{IND}for i in {loop}(n):"] + elem(IND * 2, "i")
     B = ntstores.BLOCK
     if form == "blocked_map":
-        # At most 64 chunks of whole blocks of B elements (equal contiguous shares per
-        # thread, as the flat map's prange). Streaming, each chunk computes a block into
-        # ``buf<m>`` (a buffer on the thread's stack: ntstores_llvm.stack_buffer) and
-        # streams it; otherwise it runs its whole range in one loop writing the output
-        # (per-block work and a heap buffer per chunk cost 3-5% at 256K elements).
-        # Unsigned indices, as in the blocked sum below: numba's negative-index wraparound
-        # otherwise.
+        # At most 64 chunks of whole blocks (equal contiguous shares per thread). Streaming,
+        # each chunk computes a block into a stack buffer and streams it; else it runs its
+        # range in one loop (per-block work cost 3-5% at 256K elements). Unsigned indices:
+        # numba's negative-index wraparound otherwise.
         body = [f"{IND}stream = n >= {stream}  # streaming stores from this size on (ntstores.py)",
                 f"{IND}nblk = (n + {B - 1}) // {B}",
                 f"{IND}nchunk = min(64, nblk)"]
@@ -386,19 +351,14 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
         return body + [f"{IND * 2}if stream:", f"{IND * 3}stream_fence()"]
     init, acc_np = _init(red), _np_type(red.acc_dtype)
     if form == "flat_serial_reduce":
-        # The serial twin (small sizes) keeps one accumulator: no partials array to
-        # allocate, and it compiles in half the time of the chunked form (0.21 s against
-        # 0.45 s: it is most of a cold first call of a small loss).
+        # The serial twin keeps one accumulator: no partials, half the compile time.
         return ([f"{IND}acc = {init}", f"{IND}for i in range(n):"] + elem(IND * 2, "i")
                 + [f"{IND * 2}{_combine(red, 'acc', red.value)}",
                    f"{IND}red[0] = {_cast_back('acc', red.out_dtype)}"])
     if form == "flat_blocked_sum":
-        # Sum float32 in blocks of SUM_BLOCK in float32 (the vector lanes of the inner
-        # loop), then the blocks in float64: converting every element to float64 halves
-        # the vector width and made the GELU loss 2.5x slower than its map kernel. The
-        # error stays below numpy's pairwise float32 sum. (Block indices, not range(lo,
-        # hi, step): a stepped range kept LLVM from vectorizing the inner loop, 2.5x
-        # slower again.)
+        # Sum float32 in float32 blocks of SUM_BLOCK, then the blocks in float64: widening
+        # every element halves the vector width (2.5x slower); the error stays below numpy's
+        # pairwise float32 sum. Block indices, as a stepped range kept LLVM from vectorizing.
         B = SUM_BLOCK
         body = [f"{IND}nb = (n + {B - 1}) // {B}",
                 f"{IND}nchunk = min(64, max(1, nb // 16))",
@@ -412,10 +372,8 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
         if prefetches(nest, form):
             body += _prefetch_ahead(nest, IND * 3, "bs", "be")
         body += [f"{IND * 3}for i in range(bs, be):",
-                # Unsigned index: numba wraps a signed index that may be negative
-                # (a[i + len] if i < 0); LLVM cannot prove bs >= 0, and on AVX-512 it
-                # then vectorized this loop with gathers and scatters, 3x slower (the
-                # GELU loss kernel at 2.8x the bandwidth bound; 0.9x with this).
+                # Unsigned index: with a possibly negative signed one LLVM vectorized this
+                # loop with gathers and scatters on AVX-512, 3x slower
                 f"{IND * 4}u = np.uintp(i)"]
         body += elem(IND * 4, "u")
         body += [f"{IND * 4}bacc += {red.value}",
@@ -438,18 +396,11 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
 
 def _in_place(nest: LoopNest, form: str, inner: list):
     """(condition, loop body) of a nested map's rows when its output is the array of input
-    `nest.in_place` (compiler/plan.py `_donor` writes the output there when that input dies
-    at the kernel and nothing else holds it), or None (no such input, other forms, several
-    outputs, rank 1). Only kernels with a donor get the second loop: it costs numba 40-90 ms
-    more per variant to compile.
-
-    Why: with the output over an input, LLVM's runtime check that the two do not overlap
-    fails and the row loop runs its scalar version: a chunk kernel's bias + ReLU over the
-    Transformer's 2048 x 1024 feed-forward activation took 0.72 ms in place against 0.58
-    with an output of its own (one share, warm caches), and 1.07 ms in the step where the
-    parfor kernel before it took under 0.64. Reading that input through the output array
-    instead (the same memory) makes the load and the store one address, which LLVM
-    vectorizes with no check. The same values, so the same bits."""
+    `nest.in_place` (plan.py `_donor`), or None (no such input, other forms, several
+    outputs, rank 1). Only kernels with a donor get the second loop (40-90 ms more compile).
+    With the output over an input, LLVM's runtime overlap check fails and the row loop runs
+    scalar (bias + ReLU in place 0.72 ms against 0.58); reading that input through the
+    output array makes load and store one address, which vectorizes. Same bits."""
     pair = _donor_pair(nest) if form == "nested_map" else None
     if pair is None:
         return None
@@ -463,9 +414,8 @@ def _in_place(nest: LoopNest, form: str, inner: list):
 
 def _donor_pair(nest: LoopNest):
     """(the output, the donor operand, the run-time test that the output is the donor's
-    array) where the kernel's one output may be written over input `nest.in_place` (a flat
-    operand of the output's full index and dtype, rank 2 or more), else None: the rule
-    `_in_place` and `_column_in_place` share."""
+    array) where the kernel's one output may be written over input `nest.in_place`, else
+    None."""
     k = getattr(nest, "in_place", None)
     if k is None or len(nest.outputs) != 1 or nest.rank < 2:
         return None

@@ -1,24 +1,18 @@
 """The numba CPU renderer of a channel nest: a rows nest whose rows are the channels of an
-(N, C, H, W) iteration space (its sums fold every dim but 1: fusion._row_reduction),
-optionally closed by a window fold (loopnest.Window: a pooling forward).
+(N, C, H, W) iteration space, optionally closed by a window fold (a pooling forward).
 
-BatchNorm written as primitives (per-channel sums of x, then of (x - mean)**2, the
-normalize ``x * a + d`` and a ReLU) is such a nest; with the max pooling after it the
-window fold is its last pass, so per channel::
+BatchNorm written as primitives (per-channel sums, the normalize, a ReLU) is such a nest,
+and with a max pooling after it the window fold is its last pass::
 
-    for each channel c:                 # prange: the channels over the runtime's threads
-        pass 0..: fold the channel's sums over (n, h, w), rows of W in float32 blocks
-        per-channel steps (mean, rsqrt(var + eps), the coefficients); per-channel outputs
-        last: for each (n, c) plane: the window fold with the per-element steps as its
-            prologue (codegen_cpu_windows.window_body), writing the pooled record only;
+    for each channel c:                 # prange
+        passes: fold the channel's sums over (n, h, w)
+        per-channel steps and outputs
+        last: per (n, c) plane the window fold with the per-element steps as prologue,
             or, without a window, the per-element outputs
 
-The channel's run of the input (LeNet's first: 64 x 26 x 26 float32, 173 KB) stays in
-cache from one pass to the next, so memory sees one read of it and the pooled writes:
-the normalized value is never written. The passes are rowpasses.schedule's, as for
-rows over the last dim. As codegen_cpu_rows' kernels, the kernel compiles with
-``fastmath={'reassoc', 'contract'}`` (the folds vectorize) and the elementwise work
-runs in inlined helpers compiled without it (inf and nan exact).
+The channel's run of the input stays in cache between passes, so memory sees one read and
+the pooled writes. Compiled with ``fastmath={'reassoc', 'contract'}`` with the
+elementwise work in inlined helpers without it, as codegen_cpu_rows'.
 """
 from __future__ import annotations
 

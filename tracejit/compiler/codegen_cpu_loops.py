@@ -12,28 +12,17 @@ __all__: list = []   # (codegen_cpu's helpers)
 
 
 def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
-    """Loops for a reduction over every dim but the last (a bias gradient: the sum over
-    the batch of a (batch, features) value).
-
-    Kept-outer loops read each column with the row stride, one cache line per element,
-    and do not vectorize. Instead the rows are split into a few chunks (by the first dim)
-    and the columns into blocks of 4096; each (row chunk, column block) task sweeps its
-    rows, reading each operand as a 1-D slice of the row (or one value, where the
-    operand broadcasts along the last dim), and accumulates into its own row of
-    ``partial``; the chunks' rows are folded at the end. Indexing slices from 0 lets LLVM
-    vectorize the inner loop (offset indices into whole arrays, ``acc[lo + j]``, kept it
-    scalar: numba's negative-index wraparound). Whole rows rather than 256-column blocks
-    of every row: long contiguous runs for the prefetcher (a (256, 1024) sum of products
-    took 95 us instead of 127 us on one thread). The chunk count depends on sizes only,
-    never on the thread count, so results do not either."""
+    """Loops for a reduction over every dim but the last (a bias gradient). Kept-outer loops
+    read columns with the row stride and do not vectorize; instead the rows are split into a
+    few chunks and the columns into blocks of 4096, each task sweeping its rows as 1-D
+    slices from 0 (vectorizable) into its own row of ``partial``, folded at the end. The
+    chunk count depends on sizes only, never on threads, so results do not either."""
     red = nest.reduction
     last = nest.rank - 1
     rows = list(range(last))
     init, acc_np = _init(red), _np_type(red.acc_dtype)
     # The partial sums are one flat array (row chunk rc's columns at rc * d_last), each
-    # task setting its own slice first: a chunk kernel (codegen_chunks.py) gets that
-    # array from its launcher, sized by `column_partial_len`, runs its share of the tasks,
-    # and folds once after every share.
+    # task setting its own slice first; a chunk kernel gets it from its launcher.
     body = [f"{IND}nblk = (d{last} + {COLUMN_BLOCK - 1}) // {COLUMN_BLOCK}",
             f"{IND}nrc = max(1, min({ROW_CHUNKS}, d0, {PARTIAL_CAP} // max(d{last}, 1)))",
             f"{IND}partial = np.empty(nrc * d{last}, {acc_np})",
@@ -86,10 +75,8 @@ def _column_rows(nest: LoopNest, red, comp: list, per_row: list, per_elem: list,
     last = nest.rank - 1
     rows = list(range(last))
     acc_np = _np_type(red.acc_dtype)
-    # float32 sums over one row dim: SUM_BLOCK rows summed in float32 (the vector lanes),
-    # each block then added in float64, as the flat blocked sum does. Widening every
-    # element to float64 made LLVM's cost model leave the loop scalar: the LayerNorm+GELU
-    # backward (4 outputs and the bias sum) took 940 us instead of 757 us on one thread.
+    # float32 sums over one row dim: SUM_BLOCK rows in float32, each block added in float64;
+    # widening every element left the loop scalar (940 us against 757).
     blocked = red.block_dtype is not None and len(rows) == 1
     body = []
     if blocked:
@@ -121,13 +108,10 @@ def _column_rows(nest: LoopNest, red, comp: list, per_row: list, per_elem: list,
 
 
 def _column_in_place(nest: LoopNest):
-    """(condition, the donor's row-slice line, its element line) where the column sum's one
-    output may be the array of input `nest.in_place` (compiler/plan.py `_donor`), else None.
-    The rows then read that input through the output's own row slice ``o0``: one slice for
-    the load and the store, which LLVM vectorizes with no overlap check. Two slices of the
-    same array (``r0 = out0[i0, lo:hi]`` beside ``o0``) leave the loop scalar: ReLU's
-    gradient with the bias gradient over 2048 x 1024 float32 took 2.46 ms that way, 0.89
-    through ``o0`` and 2.07 into a buffer of its own (one thread; the values the same)."""
+    """(condition, the donor's row-slice line, its element line) where the column sum's
+    output may be the array of input `nest.in_place` (plan.py `_donor`), else None. The rows
+    then read that input through the output's own slice ``o0``, one slice for load and
+    store, which vectorizes (two slices of one array stay scalar: 2.46 ms against 0.89)."""
     pair = _donor_pair(nest)
     if pair is None:
         return None
@@ -138,10 +122,8 @@ def _column_in_place(nest: LoopNest):
 
 
 def _decompose(flat: str, dims: list, ind: str) -> list:
-    """Statements turning the flat index `flat` over `dims` (C order) into i<d> variables.
-
-    Every quotient gets its own name: numba's parfor pass refuses a reassigned variable
-    that aliases the ``prange`` index."""
+    """Statements turning the flat index `flat` over `dims` (C order) into i<d> variables,
+    each quotient named apart (numba's parfor pass refuses a reassigned prange alias)."""
     out = []
     if not dims:
         return out
@@ -164,14 +146,10 @@ def _row_loops(flat: str, dims: list, ind: str) -> list:
 
 
 def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
-    """The nested form for ranks too deep to nest: one flat loop over the kept dims (and one
-    over the reduced dims), each index recovered by division. Python refuses more than 20
-    nested blocks, and numpy allows 64 dims.
-
-    The last dim of each flat loop stays a loop of its own, innermost: the divisions run
-    once per row, and LLVM's vectorizer sees a plain loop. With the divisions inside the
-    innermost loop it vectorized them lane by lane: a rank-14 backward map took 130-165 s
-    to compile (9 s with the row loop) and ran a division chain per element."""
+    """The nested form for ranks too deep to nest (Python allows 20 nested blocks, numpy 64
+    dims): one flat loop over the kept dims (and one over the reduced), each index recovered
+    by division, the last dim a loop of its own so the divisions run once per row (inside,
+    a rank-14 map took 130-165 s to compile)."""
     red = nest.reduction
     if red is None:
         dims = list(range(nest.rank))

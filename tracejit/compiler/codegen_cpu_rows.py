@@ -1,25 +1,17 @@
 """The numba CPU renderer of a rows nest (loopnest.py, rowpasses.py): one loop over the
-rows (``prange`` in the parallel variant: each row on one thread, the threads the
-runtime gives numba), and inside it the nest's passes over the row.
+rows (``prange`` in the parallel variant), and inside it the nest's passes over the row.
 
-The leading dims are walked as one flat row index, split into the per-dim indices once
-per row (not per element), so a (batch, heads, T, T) attention score tensor spreads
-over every thread whatever its batch size. Operands are read with N-d indexing, the
-last index innermost, contiguous where the layout says so: the passes' inner loops
-vectorize. A nest with sums over its rows (`LoopNest.cols`) walks the rows in blocks of
-`COL_ROWS` instead (``prange`` over the blocks), each block folding them into a partial
-row of its own in the last pass; the partial rows are added in block order at the end,
-so both variants give the same bits. (A ``partial`` array made in the kernel: the chunk
-rewriting, codegen_chunks.py, leaves such a kernel its parfor form.)
+The leading dims are one flat row index, split per row, so attention scores spread over
+every thread whatever the batch. Operands are read with N-d indexing, last index
+innermost, so the inner loops vectorize. A nest with column sums (`LoopNest.cols`) walks
+the rows in blocks of `COL_ROWS`, each folding into a partial row added in block order at
+the end, so both variants give the same bits.
 
-As in codegen_cpu's parallel kernels, both variants compile with ``fastmath={'reassoc',
-'contract'}`` (so the folds vectorize) and put the elementwise work in helpers compiled
-without it and inlined by LLVM, which keep inf and nan exact (a softmax of an all
-``-inf`` row gives nan, as numpy and PyTorch do). The serial twin differs only in its
-``range`` over the rows (and LLVM's own vector choices: `llvmopts.kernel_options`, which
-can move a result by an ulp); `runs_parallel` picks one by the call's work. Why not a
-plain serial function, as codegen_cpu's: its folds stay scalar, and short rows are
-where the serial twin runs (cross-entropy over 256x10 logits: 11.6 -> 7.6 us a call).
+Both variants compile with ``fastmath={'reassoc', 'contract'}`` so the folds vectorize,
+with the elementwise work in helpers compiled without it and inlined by LLVM, keeping inf
+and nan exact. The serial twin differs only in its ``range`` over the rows (a plain serial
+function's folds stay scalar: cross-entropy over 256x10, 11.6 -> 7.6 us a call);
+`runs_parallel` picks one by the call's work.
 """
 from __future__ import annotations
 
@@ -33,13 +25,9 @@ __all__ = ["render_rows", "inline_block", "row_index", "runs_parallel", "paralle
 
 IND = "    "
 
-# The work (elements x passes over them) that waking numba's worker threads costs, in
-# serial row-kernel time (~0.25 ns an element and pass). A caller that does Python work
-# between calls (an eager program: 5-50 us) finds the workers asleep, and the parallel
-# variant pays their wake-up before sharing the rows: on 2 threads, softmax over 256x64
-# float32 (3 passes) 17-19 us a call against 14 serial, over 512x512 175-178 against
-# 198-204. Parallel pays once the share of the serial time the other threads take off
-# exceeds that.
+# The work (elements x passes) that waking numba's worker threads costs, in serial
+# row-kernel time: a caller doing Python work between calls finds them asleep (softmax over
+# 256x64 on 2 threads: 17-19 us against 14 serial).
 WAKE_WORK = 1 << 18
 
 # Rows per partial row of a rows nest's sums over its rows (`LoopNest.cols`): float32 sums
@@ -49,8 +37,7 @@ COL_ROWS = 64
 
 def parallel_work_min(threads: int) -> int:
     """The work from which a rows kernel runs its parallel variant on `threads` threads:
-    WAKE_WORK over the fraction of the serial time the others take, (T - 1) / T; never
-    on one thread."""
+    WAKE_WORK over (T - 1) / T; never on one thread."""
     if threads <= 1:
         return 1 << 62
     return WAKE_WORK * threads // (threads - 1)
@@ -88,16 +75,10 @@ def row_index(last: int, ind: str) -> list:
 
 
 def split_nan(red) -> bool:
-    """Whether float max/min fold on integer keys (`_KEYS`).
-
-    Why: the fold that lets nan win (``r if (r > acc or r != r) else acc``, emitter.fold)
-    is no min/max reduction LLVM knows, and a float select is one only under no-nans
-    function attributes numba does not set, so the row loop stays scalar. A float's bits
-    ``b`` as ``b ^ ((b >> 31) & 0x7fffffff)`` (64-bit: 63 and 0x7fff...) order as the
-    floats do (-0 just below +0), and integer max and min folds vectorize; a nan has a
-    key above +inf's or below -inf's, so the row's largest and smallest keys say
-    whether one was there (numpy's result: nan). softmax over 64x128x128 float32, one
-    thread: the max pass 0.62 -> 0.2 ms."""
+    """Whether float max/min fold on integer keys (`_KEYS`): the nan-winning float fold is
+    no reduction LLVM vectorizes, but a float's bits ``b ^ ((b >> 31) & 0x7fffffff)`` order
+    as the floats do and fold as integers, and a nan's key lies beyond the infinities' so
+    the extreme keys tell whether one was there (softmax max pass: 0.62 -> 0.2 ms)."""
     return red.combine in ("max", "min") and red.acc_dtype.startswith("float")
 
 
@@ -156,9 +137,8 @@ def render_rows(nest: LoopNest, parallel: bool):
     I2, I3 = IND * 2, IND * 3
     col_outs = [o for o in nest.outputs if o.col]
     if nest.cols:
-        # sums over the rows: each block of COL_ROWS rows folds into its own partial row
-        # (blocks, not threads: the result does not depend on the variant or thread count),
-        # the blocks added in order at the end, in the accumulation dtype
+        # column sums: each block of COL_ROWS rows folds into its own partial row, the
+        # blocks added in order at the end (independent of variant and thread count)
         pdt = _np_type(nest.cols[0].block_dtype or nest.cols[0].acc_dtype)
         body += [f"{IND}nblk = (nrows + {COL_ROWS - 1}) // {COL_ROWS}",
                  f"{IND}partial = np.empty(({len(nest.cols)}, nblk, d{last}), {pdt})",
@@ -248,10 +228,9 @@ def render_rows(nest: LoopNest, parallel: bool):
 
 
 def inline_block(steps, want, ind: str, src_of: dict, helpers: list, imports: set) -> list:
-    """Lines computing `steps` (those of `want` they define, the last step's when none)
-    through a call of a helper compiled without fastmath and inlined by LLVM; the helper's
-    source joins `helpers`. Rows and channel kernels keep their elementwise work out of
-    the reductions' fastmath this way."""
+    """Lines computing `steps` (those of `want` they define, else the last step's) through
+    a call of a helper compiled without fastmath and inlined by LLVM; its source joins
+    `helpers`."""
     if not steps:
         return []
     defined = {st.name for st in steps}

@@ -1,52 +1,27 @@
 """The numba CUDA renderer: source of one fused group's kernel from its `loopnest.LoopNest`.
 
-The twin of `codegen_cpu`, from the same description: the same per-element
-expressions (each primitive's ``scalar`` rule, written here through a `CudaEmitter`),
-the same operand index expressions and the same calling convention, so a plan calls a
-CUDA kernel exactly as it calls a CPU one (loopnest.py)::
+The twin of `codegen_cpu` from the same description: the same per-element expressions
+(each primitive's ``scalar`` rule through a `CudaEmitter`), index expressions and calling
+convention, so a plan calls a CUDA kernel as it calls a CPU one::
 
     kernel(*inputs, *per_element_outputs, [reduction_output], *sizes)
 
-sizes being ``n`` for a flat nest (the caller passes 1-D views), the iteration dims
-otherwise. `cuda_launch.load` compiles a rendered spec and returns a `CudaKernel` that
-takes exactly those arguments. Sources depend on structure, dtypes, rank, broadcast
-pattern and operand layouts, never on sizes.
+Loop shapes: *flat*, a grid-stride loop over the flat index; *nd*, the same loop over
+``d0 * d1 * ...`` with the multi-index recovered by divmod and N-d reads of broadcast or
+strided operands.
 
-Loop shapes
-    *flat*: every operand has the iteration shape and is C-contiguous (or is a single
-    value): a grid-stride loop over the flat index ``for i in range(cuda.grid(1), n,
-    cuda.gridsize(1))``. *nd*: some operand is broadcast or strided: the same loop over
-    ``n = d0 * d1 * ...``, plus the multi-index of ``i`` (divmod by the dims), and those
-    operands are read with N-d indexing, 0 on their broadcast dims (numba applies the
-    array's own strides), the index expressions of the nest.
+Reductions: *full*, each thread folds its grid-stride share, each block folds through
+shared memory, and a one-block ``<name>_finish`` kernel folds the partials: no atomics, so
+results are deterministic and max/min keep numpy's nan semantics (``cuda.atomic.max``
+ignores a nan). float32 sums stay float32 (`loopnest.accumulation`). *Partial*: one thread
+per output element loops over the reduced dims.
 
-Reductions
-    *Full* (over every dim): each thread folds its grid-stride share into a register,
-    each block folds its threads through shared memory (a tree), and block b writes
-    ``partial[b]``; a second one-block kernel (``<name>_finish``) folds the partials
-    into the result. Two launches, no atomics: the result is deterministic for a
-    given size, and max/min keep numpy's nan semantics (a nan anywhere gives nan, the
-    same select as the CPU backend, ``r if (r > acc or r != r) else acc``), which
-    ``cuda.atomic.max`` would not (it ignores a nan operand). The accumulator dtype is
-    `loopnest.accumulation`'s for a tree of short runs: float32 sums stay float32 (see
-    there why), integer and bool sums go to int64, as numpy does. *Partial* (some dims
-    kept): one thread per output element loops over the reduced dims. Simple and
-    correct; coalesced when the reduced dims are the leading ones, strided when they
-    are the last ones (a row softmax would prefer a block per row: a later optimization).
-
-Math
-    float32 stays float32: constants are typed (``float32(0.044715)``), and each math
-    function is spelled as `mathnames.MATH` says: numba's ``math`` function, which on
-    the device is a libdevice call picked by the argument type (``__nv_tanhf`` for
-    float32), or a formula of those (the numerically stable sigmoid and softplus).
-    Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) kernels run as Python,
-    where ``math.exp`` raises on overflow and ``math.log`` on 0; the generated module
-    binds numpy's ufuncs there instead (same special values), so the simulator tests
-    check inf/nan propagation too.
-
-Under the simulator modules are exec'd in memory; on a GPU, `load` hands the source,
-tagged with the compute capability, to `diskcache.load_module` (``cuda.jit(...,
-cache=CACHE)``). How to check on a GPU, or without one: docs/guide/cuda.md.
+Math: constants are typed, and functions are spelled as `mathnames.MATH` says (libdevice
+by argument type). Under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the module
+binds numpy's ufuncs instead of ``math`` (which raises on overflow), so the simulator
+tests check inf/nan propagation too, and modules are exec'd in memory; on a GPU `load`
+hands the source, tagged with the compute capability, to `diskcache.load_module`. See
+docs/guide/cuda.md.
 """
 from __future__ import annotations
 
@@ -95,15 +70,10 @@ class CudaEmitter(Emitter):
 
 class CudaKernelSpec:
     """A rendered CUDA kernel: its source, its nest, and what `CudaKernel` needs to launch it.
-
-    ``mode`` is "flat", "nd" (also a windows nest: codegen_cuda_windows.py), "partial" (a
-    partial reduction), "rows" (a rows nest: codegen_cuda_rows.py) or "channels" (a block
-    per channel: codegen_cuda_channels.py); ``reduction`` is None,
-    "full" or "partial"; ``flatten[j]`` says whether array argument j is passed as a 1-D
-    view and ``contiguous[j]`` whether its declared type is C-contiguous (numba does not
-    check arguments against an explicit signature on launch, so `CudaKernel` does);
-    ``signatures`` maps each kernel name in the source to its numba signature.
-    """
+    ``mode`` is "flat", "nd", "partial", "rows" or "channels"; ``reduction`` None, "full" or
+    "partial"; ``flatten[j]``: array argument j passed as a 1-D view; ``contiguous[j]``: its
+    declared type is C-contiguous (numba does not check arguments against an explicit
+    signature, so `CudaKernel` does); ``signatures``: kernel name -> numba signature."""
 
     def __init__(self, source: str, nest: LoopNest, mode: str, *, flatten, contiguous, block, signatures):
         red = nest.reduction
@@ -324,11 +294,8 @@ def _c_contiguous(a) -> bool:
 
 
 def run_group(group: Group, env: dict, xp=np, stream=None, block: int = BLOCK) -> None:
-    """Run `group` on the arrays in `env` (Var -> array) and store its outputs there.
-
-    The reference for how a plan calls a kernel (static shapes only): layouts, output
-    allocation, the calling convention, reshapes after the call.
-    """
+    """Run `group` on the arrays in `env` (Var -> array) and store its outputs there: the
+    reference for how a plan calls a kernel (static shapes only)."""
     shape = tuple(int(d) for d in group.shape)
     rank = len(shape)
     arrays = [env[v] for v in group.inputs]
@@ -379,12 +346,8 @@ _DECORATOR = re.compile(r"^@cuda\.jit\(.*\)$", re.MULTILINE)
 
 
 def compile_ptx(spec: CudaKernelSpec, cc: tuple = (8, 0)) -> dict:
-    """PTX of each kernel in `spec` for compute capability `cc`: name -> text.
-
-    Needs NVVM (a CUDA toolkit), not a GPU; not available under the simulator. Used to
-    check what the device compiler makes of a generated source (no float64 in float32
-    kernels, the libdevice calls chosen) on machines without a GPU.
-    """
+    """PTX of each kernel in `spec` for compute capability `cc`: name -> text. Needs NVVM,
+    not a GPU (not under the simulator): checks what the device compiler makes of a source."""
     if simulator_enabled():
         raise RuntimeError("compile_ptx needs numba's real CUDA target, not the simulator")
     from numba import cuda

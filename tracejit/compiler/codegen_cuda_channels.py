@@ -1,21 +1,10 @@
 """The numba CUDA renderer of a channel nest (codegen_cpu_channels.py's nest): a block per channel.
 
-A channel nest is a rows nest whose rows are the channels of an (N, C, H, W) iteration
-space (its sums fold every dim but 1: BatchNorm's statistics, or its backward's sums),
-optionally closed by a window fold (a pooling forward). Each block walks channels
-``blockIdx.x, blockIdx.x + gridDim.x, ...``; in each of the nest's passes (rowpasses.py,
-as on the CPU) its threads split the channel's N*H*W elements (thread t takes flat
-positions t, t + BLOCK, ...: adjacent threads on adjacent elements of a W row, so loads
-coalesce), fold their shares in registers, then the block's through shared memory (the
-tree of codegen_cuda_rows.py: deterministic). Every thread then reads the channel's sums;
-per-channel steps run in every thread and thread 0 writes the per-channel outputs. The
-last pass writes the per-element outputs ((C, N, H, W) memory for a channel-major one,
-loopnest.Output.cm) or, with a window, walks the channel's pooled outputs, each thread
-running the window body both backends share (codegen_cpu_windows.window_body).
-
-Accumulators follow `loopnest.accumulation` for a tree of short runs. The calling
-convention is the nest's (inputs, outputs, then d0..d3); the launcher (cuda_launch,
-mode "channels") gives one block per channel, up to a cap.
+Each block strides over channels; in each pass (rowpasses.py) its threads split the
+channel's N*H*W elements (coalesced), fold in registers and then through shared memory as
+codegen_cuda_rows.py does. Thread 0 writes per-channel outputs; the last pass writes the
+per-element outputs or, with a window, walks the pooled outputs with the shared window
+body. Launched one block per channel up to a cap (cuda_launch, mode "channels").
 """
 from __future__ import annotations
 

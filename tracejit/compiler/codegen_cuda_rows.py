@@ -1,18 +1,10 @@
 """The numba CUDA renderer of a rows nest (loopnest.py, rowpasses.py): a block per row.
 
-Each block walks rows ``blockIdx.x, blockIdx.x + gridDim.x, ...``; in each of the nest's
-passes its threads split the row (thread t takes elements t, t + BLOCK, ...: adjacent
-threads read adjacent elements, so loads coalesce), fold their shares in registers,
-then fold the block's through shared memory (a tree, as codegen_cuda's full
-reductions: deterministic, and max/min keep numpy's nan). Every thread then reads the
-row's result and goes on to the next pass; per-row steps run in every thread (a few
-scalar operations), and thread 0 writes the per-row outputs.
-
-Accumulators follow `loopnest.accumulation` for a tree of short runs: float32 stays
-float32. The calling convention is the nest's (inputs, outputs, then the dims); the
-launcher (cuda_launch.CudaKernel, mode "rows") gives one block per row, up to a cap.
-Sums over the rows (`LoopNest.cols`) are not rendered here: fusion.py folds them into
-rows groups of CPU values only, so on CUDA they stay reductions of their own.
+Each block strides over rows; in each pass its threads split the row (coalesced), fold in
+registers, then through shared memory (deterministic; max/min keep numpy's nan). Every
+thread reads the row's result for the next pass; thread 0 writes per-row outputs. float32
+accumulates in float32 (`loopnest.accumulation`). Column sums (`LoopNest.cols`) are not
+rendered: fusion keeps them for CPU values only.
 """
 from __future__ import annotations
 
@@ -98,9 +90,8 @@ def render_rows(nest: LoopNest, block: int):
 
 
 def kernel_head(nest: LoopNest, out_rank=None) -> tuple:
-    """What the rows and channel renderers start from: each step's rendered line by name,
-    the numba types and math functions those lines use, and the kernel's signature
-    (outputs of rank `out_rank`, else each of its own rank)."""
+    """What the rows and channel renderers start from: each step's rendered line, the types
+    and math functions they use, and the kernel's signature (outputs of rank `out_rank`)."""
     from .codegen_cuda import CudaEmitter
     from .emitter import arr_type
     lines, emitters = render_steps(nest, CudaEmitter)

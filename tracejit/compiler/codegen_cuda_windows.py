@@ -1,13 +1,9 @@
 """The numba CUDA renderer of a windows nest (loopnest.Window): a thread per output or input element.
 
-A grid-stride loop over the fold's outputs (a pooling forward: N*C*OH*OW) or the
-gather's input elements (a backward: N*C*H*W), adjacent threads on adjacent elements of
-the last dim (coalesced loads and stores); each runs the loop body the CPU renderer
-runs (codegen_cpu_windows.window_body: the window loops, the steps fused in front or
-behind, the same first-maximum, NaN and order-of-addition rules). No shared memory: a
-window is a few positions, folded in registers. The calling convention is the nest's
-(inputs, outputs, then d0..d3: the input's sizes); the launcher (cuda_launch.CudaKernel,
-mode "nd") gives enough blocks for the N*C*H*W elements, which covers both loops.
+A grid-stride loop over the fold's outputs or the gather's input elements (coalesced),
+each running the CPU renderer's loop body (codegen_cpu_windows.window_body: the same
+first-maximum, NaN and order-of-addition rules), folded in registers. Launched in mode
+"nd" with enough blocks for the N*C*H*W elements.
 """
 from __future__ import annotations
 

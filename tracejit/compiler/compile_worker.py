@@ -1,23 +1,15 @@
 """A compile worker process: ``python -m tracejit.compiler.compile_worker``.
 
-The parent (`workers.CompilePool`) writes one JSON job per line on our stdin, a kernel
-module's source with its name hint and LLVM options; we compile it through the disk cache
-(`diskcache.load_module`, which writes a verified entry) and answer one JSON line on stdout:
-``{"id", "ok", "seconds", "compiled"}`` or ``{"id", "ok": false, "error"}`` (and one
-``{"ready": true}`` line first, once our start-up is done: numba's import, a warm-up
-compile). The parent then loads the entry from disk (a few ms) instead of compiling (0.1-2
-s, under numba's global lock, which would stall its own threads).
+The parent (`workers.CompilePool`) writes one JSON job per line on our stdin (a module's
+source, name hint and LLVM options); we compile it through the disk cache and answer one
+JSON line: ``{"id", "ok", "seconds", "compiled"}`` or ``{"id", "ok": false, "error"}``,
+after a first ``{"ready": true}`` once start-up is done. The parent then loads the entry
+from disk instead of compiling under numba's global lock.
 
-We never outlive the parent, but for a capped hand-over: stdin closing (the parent exited,
-even by SIGKILL) ends the loop, and a watchdog thread exits when we are re-parented (the
-parent died while we were compiling), unless the parent left us its unfinished jobs at a
-normal exit (finish.py): then we compile them into the cache and exit, at the latest at
-its cap. SIGINT is ignored: Ctrl-C in a terminal reaches the whole process group, and
-the parent decides when we stop (it kills us at exit).
-
-``TRACEJIT_COMPILE_WORKER_FAULT`` (tests only) injects faults: ``crash`` exits on the first
-job, ``hang`` sleeps forever, ``error`` answers with an error, ``corrupt`` damages the entry
-it wrote (the parent's manifest check must catch it).
+We never outlive the parent except for a capped hand-over (finish.py): stdin closing ends
+the loop, and a watchdog exits when we are re-parented. SIGINT is ignored (the parent
+decides when we stop). ``TRACEJIT_COMPILE_WORKER_FAULT`` (tests only) injects ``crash``,
+``hang``, ``error`` or ``corrupt``.
 """
 from __future__ import annotations
 
@@ -55,11 +47,8 @@ def _corrupt_entry(source: str, llvm_options: tuple) -> None:
 
 
 def _warm_up() -> None:
-    """Pay numba's one-off costs before the first job: its import and the set-up of its CPU
-    target and typing tables, which the first compile of a process builds (measured: a
-    first tiny kernel 1.9 s, the next one 0.19 s, under load). A pool started ahead
-    (`workers.prestart`) does this while the parent is still planning; otherwise it is
-    time the first job would have taken anyway."""
+    """Pay numba's one-off costs (import, target and typing tables) before the first job: a
+    first tiny kernel took 1.9 s, the next 0.19 s."""
     try:
         import numba
         import numpy as np
@@ -72,19 +61,15 @@ def _warm_up() -> None:
         pass
 
 
-# The cyclic garbage collector's thresholds while we compile (gen0, gen1, gen2): numba's
-# compile of one kernel allocates millions of objects, so at Python's default (700, 10, 10)
-# the collector ran hundreds of times a kernel and rescanned numba's long-lived state (a
-# cold Transformer step's 20 jobs: 0.90 s of collection, 0.24 s with these). Off
-# altogether it kept ~5 MB of cyclic garbage per job. Only in workers: the same thresholds
-# in the program itself left its steady step slower.
+# The garbage collector's thresholds while we compile: numba allocates millions of objects
+# per kernel, and at Python's defaults the collector rescanned its state hundreds of times
+# (a Transformer step's 20 jobs: 0.90 s of collection, 0.24 s with these).
 GC_THRESHOLDS = (100_000, 20, 10)
 
 
 def _tune_gc() -> None:
-    """Freeze the objects numba's import and the warm-up left (never scanned again: they
-    live as long as we do) and collect less often (`GC_THRESHOLDS`). No collection first:
-    it took 0.04 s for ~2,000 dead objects."""
+    """Freeze the objects numba's import and warm-up left and collect less often
+    (`GC_THRESHOLDS`)."""
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
 

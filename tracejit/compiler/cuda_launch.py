@@ -1,13 +1,9 @@
 """Loading and launching the CUDA backend's kernels (numba CUDA): what codegen_cuda renders.
 
-`load` compiles a rendered `codegen_cuda.CudaKernelSpec` once per source per process
-(on a GPU through the disk cache, under the simulator in memory) and returns a
-`CudaKernel`, which takes exactly the arguments of the nest's calling convention
-(loopnest.py): input arrays, per-element outputs, the reduction's output, the sizes. It
-views the "flat" operands as 1-D (no copy), checks the contiguity the signature
-declares (numba does not check arguments against an explicit signature on launch),
-picks the grid, and launches on cupy's current stream (``numba.cuda.external_stream``).
-A full reduction is two launches: per-block partials, then one block folds them.
+`load` compiles a rendered spec once per source per process and returns a `CudaKernel`,
+which takes the nest's calling convention, views "flat" operands as 1-D, checks the
+declared contiguity (numba does not on launch), picks the grid and launches on cupy's
+current stream. A full reduction is two launches: per-block partials, then one fold.
 """
 from __future__ import annotations
 
@@ -128,10 +124,8 @@ def _contiguous(shape, strides, itemsize) -> bool:
 
 
 def _kernel_array(a, flat: bool, contiguous: bool | None = None):
-    """`a` as a kernel argument: device arrays (cupy, anything with the CUDA array
-    interface) become numba device views without a host sync (we launch on the stream
-    that produced them); `flat` arguments are viewed as 1-D. Both flat and `contiguous`
-    arguments must be in C order (the kernel's signature says so)."""
+    """`a` as a kernel argument: device arrays become numba device views without a host
+    sync; `flat` arguments are viewed as 1-D. Flat and `contiguous` ones must be C order."""
     contiguous = flat if contiguous is None else contiguous or flat
     cai = getattr(a, "__cuda_array_interface__", None)
     if cai is None:  # host arrays: the simulator (on a GPU numba would copy them)
@@ -152,12 +146,8 @@ def _kernel_array(a, flat: bool, contiguous: bool | None = None):
 
 
 def launch(kernel, n_elements: int, *args, block: int = BLOCK, stream=None) -> None:
-    """Launch a numba CUDA kernel written as a grid-stride loop over `n_elements`.
-
-    Picks the grid (enough blocks to cover `n_elements`, at most a few waves of the
-    GPU), converts device arrays without a host sync, and launches on `stream` (None:
-    cupy's current stream). Nothing is launched for 0 elements.
-    """
+    """Launch a numba CUDA kernel written as a grid-stride loop over `n_elements`: a grid of
+    a few waves at most, on `stream` (None: cupy's current one); nothing for 0 elements."""
     if n_elements <= 0:
         return
     args = [_kernel_array(a, False) if hasattr(a, "shape") else a for a in args]
@@ -199,8 +189,7 @@ class CudaKernel:
             self.finish[1, block, s](kargs[-1], _kernel_array(red, True), grid)
             return
         if spec.mode in ("rows", "channels"):
-            # a block per row (codegen_cuda_rows.py) or channel (codegen_cuda_channels.py),
-            # each block striding over those past the cap; one of no elements still writes
+            # a block per row or channel, striding past the cap; an empty one still writes
             # its reductions' initial values
             rows = dims[1] if spec.mode == "channels" else math.prod(dims[:-1])
             if rows:

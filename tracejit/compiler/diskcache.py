@@ -2,13 +2,9 @@
 (design: docs/design/disk-cache-trust.md; user guide: docs/guide/caching.md).
 
 ``load_module`` turns a generated source into a module, compiled at most once per process
-and, with the disk cache on, at most once per machine.
-
-Contract with the code generator: kernels are decorated ``@njit("<signature>", ...,
-cache=CACHE)``; the loader sets the global ``CACHE`` before running the module (True when
-it runs from a file in the disk cache, False from memory: numba refuses ``cache=True``
-without a file). ``load_module`` is put there too, so a module built on another generated
-one loads it by its source (compiler/cpu/runtime/cshares.py).
+and, with the disk cache on, at most once per machine. Kernels are decorated
+``@njit("<signature>", ..., cache=CACHE)``; the loader sets ``CACHE`` (True from a file in
+the disk cache, False from memory) and ``load_module`` in the module's globals.
 
 Layout (``cache_dir()``, mode 0o700)::
 
@@ -18,18 +14,13 @@ Layout (``cache_dir()``, mode 0o700)::
                                   /manifest.json       sha256 of every file above
 
 ``key`` hashes the source, the tracejit/numba/llvmlite/python versions, the CPU and the
-source of every tracejit module the kernel imports, transitively (importclosure.py).
-numba itself reads the cache files (our locator keeps them next to ``kernel.py`` even when
-NUMBA_CACHE_DIR is set); since they are pickles, the entry's files, hashes and versions
-are checked against ``manifest.json`` first, and a mismatch removes and rebuilds it (one
-warning). An entry is built in ``<key>.tmp-<pid>-<random>`` (manifest written last) and
-renamed into place, so readers see a whole entry or none; leftovers older than
-``_STALE_TEMP_S`` are swept once per process.
+source of every tracejit module the kernel imports (importclosure.py). Since numba's files
+are pickles, they are checked against ``manifest.json`` first; a mismatch removes and
+rebuilds the entry (one warning). Entries are built in a temp directory and renamed into
+place, so readers see a whole entry or none.
 
-Faults never stop a load: each logs a warning on the ``tracejit`` logger and bumps a
-counter in ``stats()``. ``TRACEJIT_CACHE=0`` turns the disk cache off;
-``TRACEJIT_CACHE_DIR`` sets its root (default ``$XDG_CACHE_HOME/tracejit`` or
-``~/.cache/tracejit``).
+Faults never stop a load: each logs a warning and bumps a counter in ``stats()``.
+``TRACEJIT_CACHE=0`` turns the disk cache off; ``TRACEJIT_CACHE_DIR`` sets its root.
 """
 from __future__ import annotations
 
@@ -53,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cacheload, cacheroot, forkguard, importclosure, llvmopts, numbaflags
-from .cpu.runtime import gilshare
+from .cpu.runtime import coreshare
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
 __all__ = ["load_module", "cache_dir", "clear_memory_cache", "stats", "entry_path", "is_cached", "on_disk"]
@@ -67,8 +58,7 @@ _MANIFEST_FORMAT = 1
 _STALE_TEMP_S = 15 * 60  # no kernel compiles for this long; older temp dirs are dead
 _PACKAGE = "tracejit_kernels"  # parent of the generated modules in sys.modules
 
-# One lock for everything: numba serialises compilation behind its own global
-# lock anyway, and holding ours across a build means concurrent callers with
+# One lock for everything: numba serialises compilation anyway, and concurrent callers with
 # the same source wait and then find the module in _memory.
 _lock = threading.RLock()
 _memory: dict[tuple[str, tuple[str, ...]], types.ModuleType] = {}  # (source, llvm options) -> module
@@ -90,13 +80,9 @@ _reset_stats()
 
 def load_module(source: str, *, name_hint: str = "kernel",
                 llvm_options: tuple[str, ...] = ()) -> types.ModuleType:
-    """Return the module built from `source`, compiled by numba; reuses an in-process
-    cache (same source -> same module object, no recompilation) and a persistent disk cache.
-    `llvm_options` hold while numba compiles it (`llvmopts.applied`) and are part of the key.
-
-    Errors raised while running the source (numba typing errors, ...) propagate
-    unchanged and leave nothing cached.
-    """
+    """Return the module built from `source`, compiled by numba, through the in-process and
+    disk caches. `llvm_options` hold while numba compiles it and are part of the key. Errors
+    raised while running the source propagate unchanged and leave nothing cached."""
     with _lock:
         module = _memory.get((source, llvm_options))
         if module is not None:
@@ -119,15 +105,11 @@ def load_module(source: str, *, name_hint: str = "kernel",
 
 
 def _switches():
-    """Shorter GIL switches (gilshare.py) while a thread other than the main one loads:
-    the eager kernels' loader threads (compiler/cpu/kernels/loader.py, compiler/cpu/kernels/vectorized.py) import numba and
-    load entries there, 0.3-1 s of Python beside the user's steps, whose every numpy or
-    BLAS call then waits up to the 5 ms default interval to get the GIL back. (The main
-    thread loading -- sync mode -- has no one to share with; the tier loader already
-    holds a shorter interval, and nested blocks count.)"""
+    """Shorter GIL switches (coreshare.py) while a thread other than the main one loads: its
+    0.3-1 s of Python would make each of the user's numpy calls wait up to 5 ms for the GIL."""
     if threading.current_thread() is threading.main_thread():
         return contextlib.nullcontext()
-    return gilshare.shorter_switches()
+    return coreshare.shorter_switches()
 
 
 def entry_path(source: str, llvm_options: tuple[str, ...] = ()) -> Path | None:
@@ -156,14 +138,10 @@ def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
 
 
 def import_numba(runtime: bool = False) -> None:
-    """Import numba under the loads' lock: two threads importing it at once (a background
-    compile's or the import timer's and a module loader's) can end in Python's
-    import-deadlock error ("partially initialized module 'numba.core.dispatcher'"), which
-    failed a warm entry's loads and left its compiled step on tier 0. Every first import
-    of numba in a thread other than the loads' own must come through here. `runtime`: also
-    set up numba's runtime, which the first module loaded would compile with LLVM. In a
-    thread other than the main one, with shorter GIL switches (`_switches`): the import is
-    0.2-0.5 s of Python beside the user's steps."""
+    """Import numba under the loads' lock: two threads importing it at once can end in
+    Python's import-deadlock error. Every first import of numba outside the loads must come
+    through here. `runtime`: also set up numba's runtime, which the first module loaded
+    would compile. Off the main thread, with shorter GIL switches (`_switches`)."""
     with _lock, _switches():
         import numba  # noqa: F401
         if runtime:
@@ -502,16 +480,10 @@ def _sweep_stale_temps(kernels: Path) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _register_locator() -> bool:
-    """Put our locator first in numba's list for function caches.
-
-    numba picks the first locator that accepts a function.  Without ours,
-    NUMBA_CACHE_DIR would send our cache files to a directory named after the
-    temp dir's absolute path (so never found after the rename, and outside the
-    manifest), and an unwritable entry would fall back to numba's user-wide
-    cache.  Ours accepts only files inside our entries and never creates
-    parent directories (numba's would re-create a vanished cache root with
-    default permissions).
-    """
+    """Put our locator first in numba's list for function caches: without it
+    NUMBA_CACHE_DIR would send our cache files outside the entries and their manifest, and
+    an unwritable entry would fall back to numba's user-wide cache. Ours accepts only files
+    inside our entries and never creates parent directories."""
     try:
         from numba.core.caching import CompileResultCacheImpl, InTreeCacheLocator
     except ImportError as exc:  # numba moved its internals: run without the disk cache
@@ -539,8 +511,6 @@ def _register_locator() -> bool:
 
 
 # ----------------------------------------------------------------------------- fork safety
-# Loads also run in background threads (compiler/tiers.py): a fork in the middle of one
-# would leave `_lock` (and numba's compiler lock, only taken under it) held by a thread the
-# child does not have. The fork waits for the load to finish instead (rank 1: a planning
-# thread, rank 0, may load under its lock; a load never plans).
+# A fork in the middle of a background load would leave `_lock` held by a thread the child
+# lacks, so a fork waits for the load (rank 1: a planning thread may load under its lock).
 forkguard.hold(_lock, rank=1)

@@ -128,11 +128,9 @@ class Emitter:
 
 
 def render_steps(nest: LoopNest, emitter_cls) -> tuple:
-    """(lines ``v<j> = <expr>  # <op> (<file>:<line>)``, emitters used) for `nest`'s steps.
-
-    Each step's expression is its primitive's own ``scalar`` rule, written with an
-    `emitter_cls` for the step's compute dtype; the emitters are returned so a backend can
-    collect what they used (imports, math functions, type names)."""
+    """(lines ``v<j> = <expr>  # <op> (<file>:<line>)``, emitters used) for `nest`'s steps,
+    each through its primitive's ``scalar`` rule with an `emitter_cls` of its compute
+    dtype; the emitters tell a backend the imports and names they used."""
     lines, emitters = [], []
     for st in nest.steps:
         em = emitter_cls(st.dtype)

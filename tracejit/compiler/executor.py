@@ -82,12 +82,9 @@ class CompiledProgram(Executor):
         return self._infer
 
     def train_plans(self, diff_idx: tuple):
-        """(forward plan, backward plan, n_saved) for these differentiable inputs.
-
-        For a loss (one active output, 0-d) the forward plan computes the gradients for
-        a unit cotangent along with the loss and "saves" them; the backward plan is then
-        None and `run_backward` only scales them by the cotangent it gets.
-        """
+        """(forward plan, backward plan, n_saved) for these differentiable inputs. For a loss
+        (one 0-d output) the forward also computes the gradients for a unit cotangent; the
+        backward plan is then None and `run_backward` only scales them."""
         t = self._train.get(diff_idx)
         if t is None:
             active = [i in diff_idx for i in range(len(self.graph.inputs))]
@@ -132,11 +129,8 @@ class CompiledProgram(Executor):
         return [fwd] if bwd is None else [fwd, bwd]
 
     def _loss_output(self, diff_idx: tuple):
-        """The output whose gradients the forward computes (see `train_plans`), or None.
-
-        Only a lone active 0-d output (a loss, whose backward every training step runs)
-        qualifies; ``TRACEJIT_LOSS_GRADS=0`` turns this off.
-        """
+        """The output whose gradients the forward computes: a lone active 0-d output, or None
+        (also with ``TRACEJIT_LOSS_GRADS=0``)."""
         if is_off("TRACEJIT_LOSS_GRADS"):
             return None
         g = self.graph
@@ -163,12 +157,8 @@ class CompiledProgram(Executor):
 
     def reached(self, taken: list, grads=None) -> set:
         """Graph inputs that the outputs given a gradient depend on, given the branch each
-        cond took. Inputs returned as-is are the caller's own tensors: nothing flows through
-        this node for them.
-
-        The answer depends only on the branches taken and on which outputs got a gradient,
-        so it is kept per such pattern: every backward of a training step asks the same
-        question (a walk over the graph's equations: ~17 us for a two-layer step's graph)."""
+        cond took (inputs returned as-is are the caller's own tensors). Kept per such pattern:
+        every backward of a training step asks the same question."""
         # (a loss's one gradient without a generator: each new frame costs microseconds
         # on the caches a large kernel has just swept)
         key = (tuple(taken), None if grads is None else (grads[0] is None,) if len(grads) == 1
@@ -202,16 +192,10 @@ class CompiledProgram(Executor):
         return {i for i, v in enumerate(g.inputs) if v in live}
 
     def taker(self, diff_idx: tuple):
-        """``take(node, t) -> bool``: `CompiledNode.unit_backward` for this program's nodes
-        with differentiable inputs `diff_idx`, generated and unrolled for them (the leaves,
-        the versions to check, the gradients' dtypes and devices, and which gradients the
-        loss reaches: constant without a cond). Why: it runs right after the loss kernel
-        swept the caches, where each frame and loop of a general version cost 0.5-4 us
-        (`_check_versions`, `reached`, the per-leaf loop, three wraps: GELU step over 4M
-        float32). Its attribute ``take.shells()`` makes the
-        gradients' tensors, arrays to come: the generated training call makes them before
-        its kernels, on warm caches (`CompiledNode.shells`), and `take` fills them (a node
-        without makes them there)."""
+        """``take(node, t) -> bool``: `CompiledNode.unit_backward` generated and unrolled for
+        differentiable inputs `diff_idx`: it runs right after the loss kernel swept the
+        caches, where each frame of a general version cost 0.5-4 us. ``take.shells()`` makes
+        the gradients' tensors before the kernels run, on warm caches."""
         take = self._takers.get(diff_idx)
         if take is None:
             take = self._takers[diff_idx] = self._generated_take(diff_idx)
@@ -275,10 +259,8 @@ class CompiledProgram(Executor):
             a, l, x = f"s{k}", f"l{k}", "x"
             lines += [
                 f"{ind}{x} = {l}.variable()",
-                # Nobody else holds the array or its memory (this local and getrefcount's
-                # argument; an OutputSlot's reference is no sharer; not an input's array, nor
-                # another gradient's): .grad takes it, as AccumulateGrad takes a gradient
-                # only the engine holds (node._exclusive)
+                # Nobody else holds the array: .grad takes it, as AccumulateGrad takes a
+                # gradient only the engine holds
                 f"{ind}if ({x} is not None and {x}._grad is None and {l}._post_acc_hooks is None",
                 f"{ind}        and {x}.dtype is D{k} and {x}.device is V{k}",
                 f"{ind}        and type({a}) is ND and {a}.shape == {x}._data.shape",
@@ -403,9 +385,8 @@ class CompiledProgram(Executor):
             if fast is not None:
                 return fast
         out = []
-        # The plan may return one buffer for several gradients (``(a + b).sum()`` gives a
-        # and b the same one), or an input's own array: such a buffer is neither scaled
-        # in place (it would be scaled once per input) nor handed over.
+        # The plan may return one buffer for several gradients, or an input's own array:
+        # such a buffer is neither scaled in place nor handed over.
         roots = [id(_root_array(a)) for a in saved]
         shared = {r for r in roots if roots.count(r) > 1}
         shared.update(id(_root_array(x._data)) for x in inputs if isinstance(x, Tensor))
@@ -424,10 +405,9 @@ class CompiledProgram(Executor):
         return out
 
     def _hand_over(self, diff_idx, saved, inputs):
-        """`_scale_loss_grads` for a unit cotangent and a last backward, when every saved
-        gradient owns its memory and none is an input's array (the usual training step):
-        each is handed over as it is. None when some buffer needs the general walk. (The
-        walk's lists and sets cost ~6 us a call, a tenth of a small step's backward.)"""
+        """`_scale_loss_grads` for a unit cotangent and a last backward when every saved
+        gradient owns its memory (the usual step): each is handed over as it is. None when
+        some buffer needs the general walk (~6 us)."""
         seen = set()
         for a in saved:
             # (a large kernel output is a view of a padded buffer only it holds:
@@ -478,8 +458,7 @@ class CompiledProgram(Executor):
 
     def fast_training(self, diff_idx: tuple):
         """``[train]`` (backend.Executor's contract): at its first call ``train`` becomes
-        the `_generated_train` function (a loss call on swept caches: 41-43 -> 29 us for the
-        GELU chain over 4M float32)."""
+        the `_generated_train` function (41-43 -> 29 us a loss call on swept caches)."""
         if not diff_idx or self._scalar_inputs or not self._simple_out or len(self.graph.outputs) != 1:
             return None
         if self._diff_cached is not None and self._diff_cached != diff_idx:
@@ -497,10 +476,8 @@ class CompiledProgram(Executor):
 
     def _generated_train(self, diff_idx: tuple):
         """A generated ``train(L)``: `__call__` with gradients for `diff_idx`, unrolled for
-        this program (its input count, outputs, saved values and conds), for an entry whose
-        leaves are the graph's inputs (tensors) and whose one output is a new tensor. Its
-        node and outputs are built as `__call__` builds them. Why: after a large kernel
-        every frame and lookup runs on swept caches."""
+        this program, for an entry whose leaves are its tensor inputs and whose one output
+        is a new tensor."""
         g = self.graph
         n_out = len(g.outputs)
         fwd, bwd, n_saved = self.train_plans(diff_idx)
@@ -513,10 +490,8 @@ class CompiledProgram(Executor):
         (d, dev), = self._out_types
         if d is None or dev is None:     # (the tensor is made before its array: both known)
             return None
-        # The node and the output tensor are built before the kernels run, where the guard's
-        # reads of the same tensors and the interpreter's own paths are still in the caches;
-        # after them only what needs their results (the same values: the plan touches
-        # neither the inputs' versions nor their graph)
+        # The node and output tensor are built before the kernels run, while the guard's
+        # reads are still in cache
         lines = ["def train(L):",
                  f"    {', '.join(xs)}, = L",
                  f"    node = NODE(PROG, [{', '.join(xs)}], None, DIFF, AVALS, ({', '.join(edges)},), "

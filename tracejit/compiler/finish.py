@@ -1,23 +1,16 @@
 """Kernels still compiling when the program exits: finished into the disk cache, within a cap.
 
-Why: a short run (a script, a test, an epoch that ends before its kernels are in) used to
-kill its compile workers at exit, and the next process started those compiles over; runs
-shorter than the compile never got a warm cache.
+Why: a run shorter than its compiles used to kill its workers at exit, and the next process
+started those compiles over, so short runs never got a warm cache.
 
-How: at a normal exit (``atexit``, Ctrl-C included) the pool hands its work over instead
-of killing it (`hand_off`): every job queued or in flight is written, with the markers to
-create once their kernels are on disk (`when_cached`: tiers.py's "every kernel of this
-graph is on disk" record, which makes the next process load them at once), to a file
-named after a worker, ``<finish dir>/<worker pid>.json`` (the worker is told the dir at
-its start, in ``TRACEJIT_COMPILE_FINISH_DIR``); the worker's stdin is closed.
-The worker compiles its current job to the end, then (`run` in the worker, on its
-stdin's end) the file's jobs, creates the markers, deletes the file and exits. It works
-in a session of its own (Ctrl-C in the terminal or its closing does not stop it halfway),
-writes nothing anywhere but the cache, and SIGALRM ends it at the cap whatever it is
-doing (a half-written cache entry is caught by the manifest check of the next load):
-``TRACEJIT_COMPILE_FINISH`` seconds after the exit, default `DEFAULT_CAP_S`; 0 kills the
-workers at exit as before. A program killed by a signal (SIGKILL, SIGTERM) hands nothing
-over: its workers exit as they always did, and the next process compiles what is missing.
+How: at a normal exit (``atexit``, Ctrl-C included) the pool hands its work over
+(`hand_off`): every unfinished job, with the markers to create once its kernels are on disk
+(`when_cached`), goes to ``<finish dir>/<worker pid>.json`` (the worker learns the dir from
+``TRACEJIT_COMPILE_FINISH_DIR``) and its stdin closes.
+The worker finishes its current job, then the file's jobs, creates the markers, deletes
+the file and exits. It runs in a session of its own, writes only the cache, and SIGALRM
+ends it at the cap (``TRACEJIT_COMPILE_FINISH`` seconds, default `DEFAULT_CAP_S`; 0 kills
+the workers at exit). A program killed by a signal hands nothing over.
 """
 from __future__ import annotations
 
@@ -59,8 +52,7 @@ def finish_file(directory: str, pid: int) -> str:
 
 def when_cached(marker: str, modules: list) -> int:
     """Create the empty file `marker` once every (source, llvm_options) of `modules` is in
-    the disk cache, should the program exit before (a finishing worker does it then);
-    a token for `forget`, which the caller calls once it has done it itself."""
+    the disk cache, also after exit; a token for `forget`, once the caller did it itself."""
     token = next(_tokens)
     with _marks_lock:
         _marks[token] = (marker, [[src, list(opts)] for src, opts in modules])
@@ -78,10 +70,9 @@ def _job_dict(job, root: Optional[str]) -> dict:
 
 
 def hand_off(pool) -> list:
-    """At exit: give every job of `pool` (a workers.CompilePool) not yet done to its
-    workers, to be finished after we are gone (see the module docstring). Returns the
-    workers' Popen objects (they must outlive our exit: no kill, no wait); [] when there
-    is nothing to finish, no cap, or no disk cache (then the caller kills the workers)."""
+    """At exit: give every job of `pool` not yet done to its workers, to finish after we
+    are gone. Returns the workers' Popen objects (no kill, no wait); [] when there is
+    nothing to finish, no cap, or no disk cache (then the caller kills the workers)."""
     from . import cacheroot
     cap, root = cap_s(), cacheroot.root()
     if cap <= 0 or root is None:
@@ -148,8 +139,7 @@ _started = threading.Event()
 
 def start_finishing(path: str) -> bool:
     """In a worker whose parent handed work over (`path` exists): leave the parent's
-    session and arm the cap. Safe to call from the watchdog thread and the main thread
-    (once); False when there is no hand-over (the worker exits as before)."""
+    session and arm the cap, once; False when there is no hand-over."""
     if _started.is_set():
         return True
     try:
@@ -172,9 +162,8 @@ def start_finishing(path: str) -> bool:
 
 
 def run(path: str) -> None:
-    """In the worker, its stdin at end: compile the handed-over jobs into the cache,
-    create the markers whose modules are all there, delete the file. Errors are
-    swallowed: nobody is left to tell (the next process compiles what is missing)."""
+    """In the worker, its stdin at end: compile the handed-over jobs, create the markers
+    whose modules are all there, delete the file. Errors are swallowed: nobody is left."""
     if not start_finishing(path):
         return
     from . import diskcache

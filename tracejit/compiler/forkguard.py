@@ -1,22 +1,12 @@
 """What ``os.fork`` waits for, so that a forked child never inherits work half done by a
-thread it does not have: the locks handed to `hold` (tiers' planning lock, the disk
-cache's load lock) and every module import in progress in another thread.
+thread it does not have: the locks handed to `hold` and every module import in progress in
+another thread (in the child such a module stays "being imported" for good).
 
-Why imports: a forked child has only the forking thread, and a module that another thread
-was importing at the fork stays "being imported" for good there, its import lock owned by
-a thread that no longer exists: the child's first import of it waits forever.
-
-Why one hook, registered once and early (by the package's import, before any background
-thread exists), that reads its list of locks at each fork: os.fork calls the before-hooks
-registered when the fork began, but the after-hooks registered by its end, so hooks
-registered by a thread during a fork release locks they never acquired.
-
-Why it also holds CPython's import lock (`_imp.acquire_lock`, which importlib takes to hand
-out a module's lock) from its last look at the imports to the fork: otherwise a thread
-inside importlib's own code at that look can take its module's lock while os.fork waits,
-and be inside the import at the fork. Holding it, no thread starts an import, and the
-look and the fork see the same state: CPython's fork keeps the import lock held by the
-forking thread in the child, and the after-hooks release it.
+One hook, registered early (before any background thread), reads its list of locks at each
+fork: os.fork takes the before-hooks registered when it began but the after-hooks
+registered by its end. It also holds CPython's import lock from its last look at the
+imports to the fork, so no thread starts an import in between; the child's after-hooks
+release it.
 """
 from __future__ import annotations
 
@@ -27,10 +17,8 @@ import time
 
 __all__ = ["hold"]
 
-# How long a fork waits for other threads' imports before it goes on regardless (an import
-# waiting for a lock the forking thread holds, or a module whose body never returns, would
-# hold it for good): numba's import takes 0.3-0.5 s on a quiet machine, a few s on a busy one
-# (and the planning thread imports it under `_planning`, which the fork waits for anyway).
+# How long a fork waits for other threads' imports before going on regardless (an import
+# waiting for a lock the forking thread holds would hold it for good).
 IMPORT_WAIT_S = 10.0
 # Rounds of (imports done, locks taken): an import that began while we waited for a lock
 # may need that lock; we let go and wait for it.
@@ -42,9 +30,8 @@ _imp_held = False    # and CPython's import lock
 
 
 def hold(lock, rank: int) -> None:
-    """Have every ``os.fork`` wait for `lock` (acquire it) and release it after, in parent
-    and child alike. `rank` orders the locks (outer ones lowest: a thread holding lock A
-    that may wait for lock B needs rank(A) < rank(B))."""
+    """Have every ``os.fork`` wait for `lock` and release it after, in parent and child.
+    `rank` orders the locks: outer ones lowest."""
     _locks.append((rank, len(_locks), lock))
 
 

@@ -1,22 +1,15 @@
 """Fusion: partition a graph's equations into kernels.
 
-A *group* is a maximal set of elementwise equations over one iteration shape (their
-output shape; smaller operands are broadcast), optionally closed by one reduction
-(sum/amax/amin/prod) that consumes it as its epilogue, so ``(y_pred - y).pow(2).sum()``
-is a single pass over memory. A *rows group* holds reductions over the last dim that
-keep it (``keepdim``: a value per row) and elementwise work that reads them: per-row
-work (``log(s)``, ``rsqrt(var + eps)``) and per-element work over the same rows, so a
-softmax, a LayerNorm or a cross-entropy written as primitives is one kernel that walks
-each row a few times while it is in cache (loopnest.py lowers its passes). Everything else (matmul, reshapes, indexing, control
-flow) is a *step* of its own that runs through its primitive's array implementation.
-A second pass merges an elementwise group (one without a reduction) into a group closed
-by a reduction when it shares data with it and does not need the reduction's result: a
-loss and its gradient then run as one pass over memory.
+A *group* is a maximal set of elementwise equations over one iteration shape, optionally
+closed by one reduction as its epilogue, so ``(y_pred - y).pow(2).sum()`` is one pass over
+memory. A *rows group* holds keepdim reductions over the last dim and the elementwise work
+that reads them, so a softmax, LayerNorm or cross-entropy is one kernel walking each row a
+few times while in cache. Everything else is a *step* run through its primitive's array
+implementation. A second pass merges an elementwise group into a reduction group it shares
+data with when it does not need the reduction's result (a loss and its gradient: one pass).
 
-Groups are grown greedily in program order. Adding an equation to a group (or merging
-two groups) is refused when it would create a cycle: when some operand reaches the
-group through an equation outside it. Values computed in a group are written to
-memory only when something outside the group (or the graph's result) reads them.
+Groups grow greedily in program order; an addition or merge that would create a cycle is
+refused. Values computed in a group are written to memory only when read outside it.
 """
 from __future__ import annotations
 
@@ -78,10 +71,9 @@ def _channel_dims(rank: int) -> tuple:
 
 
 def _row_reduction(e: Eqn) -> bool:
-    """A reduction a rows group takes, of a float array, kept (keepdim): sum/amax/amin over
-    the last dim only (a value per row), or a sum over every dim but dim 1 of a value of
-    rank 4 (a value per channel: BatchNorm's statistics; its nest is rendered
-    channel-outermost: codegen_cpu_channels.py, codegen_cuda_channels.py)."""
+    """A reduction a rows group takes, of a float array, kept: sum/amax/amin over the last
+    dim only, or a sum over every dim but dim 1 of a rank-4 value (per channel: BatchNorm's
+    statistics)."""
     if e.prim not in (_red.SUM, _red.AMAX, _red.AMIN) or not isinstance(e.inputs[0], Var):
         return False
     src = e.inputs[0].aval
@@ -97,9 +89,8 @@ def _row_reduction(e: Eqn) -> bool:
 
 def _column_sum(e: Eqn) -> bool:
     """A sum a rows group may fold beside its rows: of a float CPU array of rank 2 or more,
-    kept, over every dim but the last (a value per column: LayerNorm's weight and bias
-    gradients). Its per-row-block partial sums are folded in the kernel (codegen_cpu_rows.py);
-    CUDA renders no such nest, so there it stays a reduction of its own."""
+    kept, over every dim but the last (LayerNorm's weight and bias gradients); CUDA renders
+    no such nest."""
     if e.prim is not _red.SUM or not isinstance(e.inputs[0], Var):
         return False
     src = e.inputs[0].aval
@@ -126,9 +117,8 @@ def _elementwise_ok(e: Eqn) -> bool:
     if e.prim.kind != "elementwise" or e.prim.scalar is None or len(e.outs) != 1:
         return False
     if e.prim in (FLOOR_DIVIDE, REMAINDER) and not e.out.aval.dtype.is_floating_point:
-        # Integer // and % by zero raise ZeroDivisionError (as in Python and PyTorch); a
-        # numba kernel would give numpy's silent 0, so they run as steps through the op's
-        # own (checked) implementation. Rare in models; floats still fuse.
+        # Integer // and % by zero raise ZeroDivisionError; a numba kernel would give numpy's
+        # silent 0, so they run as checked steps
         return False
     if e.out.aval.dtype.name not in _KERNEL_DTYPES or e.out.aval.device.type != "cpu" and False:
         return False
@@ -137,14 +127,11 @@ def _elementwise_ok(e: Eqn) -> bool:
 
 def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None = None) -> list:
     """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order.
-
-    `windows` says which poolings become windows groups (windows.py: "auto", "all", "none";
-    None: as ``TRACEJIT_WINDOWS`` says)."""
+    `windows`: which poolings become windows groups ("auto", "all", "none"; None: as
+    ``TRACEJIT_WINDOWS`` says)."""
     items = _partition(graph, fuse_reductions, frozenset())
-    # A rows group pays where a row is walked more than once: two reductions, or one of a
-    # value the group computes. One reduction of a value from outside (``x.sum(1,
-    # keepdim=True)`` added to other work) runs as a step, as before rows groups, so the
-    # work after it stays a group that can take a full reduction as its epilogue.
+    # A rows group pays where a row is walked more than once; one reduction of an outside
+    # value runs as a step, so the work after it can take a full reduction as epilogue.
     lone = frozenset(id(g.rows[0]) for g in items
                      if isinstance(g, Group) and len(g.rows) == 1
                      and not any(g.rows[0].inputs[0] is e.out for e in g.eqns))
@@ -176,27 +163,18 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
         g = group_of.get(a)
         return find(g) if g is not None else None
 
-    # The other direction of the same edges, for `depends_on`'s forward walk: per value the
-    # groups and steps that read it (a group as it was when it read: `find` gives its
-    # group now), and per group the values it computes.
+    # The other direction of the same edges, for `depends_on`'s forward walk: per value its
+    # readers, per group the values it computes.
     readers: dict = {}         # Var -> [Group or Eqn]
     made: dict = {}            # gid -> Vars the group computes (grows with it)
     top: dict = {}             # gid -> the latest made of the groups merged into it
 
     def depends_on(values, targets: set) -> bool:
         """Does any of `values` need (transitively) a group in `targets` to have run?
-
-        Dependencies are taken at the level of groups: a group runs as one kernel, so a
-        value it computes depends on everything *any* of its members reads. (Per-value
-        dependencies are not enough: group A may read group B through one member while
-        B reads A's epilogue through another, a cycle no single value shows.)
-
-        Two walks take turns, a node each: back from `values` through what they read, and
-        forward from `targets` through what reads them; the first to end answers. Either
-        alone is quadratic over a graph: a new value's ancestors reach back to the graph's
-        start, an early group's readers forward to its end (an unrolled recurrent step's
-        partition: 14 s of its 17 walking back alone).
-        """
+        Dependencies are taken per group (a group runs as one kernel; per-value ones miss
+        cycles through two members). Two walks take turns, back from `values` and forward
+        from `targets`, and the first to end answers: either alone is quadratic (an unrolled
+        recurrent step: 14 s of 17 walking back)."""
         want = {a for a in values if isinstance(a, Var)}
         if not want:
             return False
@@ -360,10 +338,8 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
             step(e)
 
     # Second pass: elementwise groups join a reduction group of the same shape they share
-    # data with, unless they read its result. Only groups without a reduction move, so
-    # no epilogue is ever lost to this; the same cycle test as above keeps it acyclic.
-    # A group of per-row values that a rows group reads (a backward's ``rsqrt(var + eps)``
-    # of a saved statistic) joins it as its per-row work.
+    # data with, unless they read its result (no epilogue is lost; the same cycle test
+    # applies). Per-row values a rows group reads join it as its per-row work.
     live = list({find(it).gid: find(it) for it in order if isinstance(it, Group)}.values())
     for gm in [g for g in live if g.reduction is None and not g.rows]:
         mine = set(ext_in[gm.gid])
@@ -411,9 +387,8 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
 
 
 def _plain(g: Group):
-    """`g`, or what it is without rows: a group whose one row reduction nothing in it reads
-    is a group with that reduction as its epilogue, and such a reduction alone (of a value
-    computed elsewhere) is a step."""
+    """`g`, or what it is without rows: one row reduction nothing in it reads is the
+    group's epilogue, and such a reduction alone is a step."""
     if len(g.rows) != 1 or g.cols:
         return g
     red = g.rows[0]

@@ -31,8 +31,7 @@ _MOVEMENT_KINDS = ("shape", "index", "other")
 
 def _possible_views(graph: Graph) -> dict:
     """{output position: graph input position} for outputs reached from an input through
-    movement ops only (reshape, permute, slicing, ...): the plan may return them as views
-    of the caller's array."""
+    movement ops only: the plan may return them as views of the caller's array."""
     src = {v: i for i, v in enumerate(graph.inputs)}
     for e in graph.eqns:
         if e.prim.kind in _MOVEMENT_KINDS and e.inputs and e.inputs[0] in src and len(e.outs) == 1:
@@ -45,14 +44,10 @@ def _possible_views(graph: Graph) -> dict:
 
 
 def _gradients_apart(graph: Graph, n_out: int) -> Graph:
-    """`graph`, a loss plan's graph (its first `n_out` outputs the function's, then the
-    gradients it saves), with a copy in place of each gradient that is one of the outputs,
-    or views the same value as one (`_view_roots`): the plan would return one array as
-    both, and the backward scales a saved gradient in place for a cotangent other than 1
-    or hands it to the caller (`_scale_loss_grads`, `_hand_over`), which would change the
-    output the caller holds. (``exp`` of a 0-d input: once the unit cotangent is folded
-    away, its gradient is the output itself, and ``y.backward(c)`` left ``y`` at ``c * y``.)
-    """
+    """`graph`, a loss plan's graph (the function's `n_out` outputs, then the gradients it
+    saves), with a copy in place of each gradient that is, or views, one of the outputs:
+    the backward scales or hands over saved gradients in place, which would change the
+    output the caller holds."""
     root = _view_roots(graph)
     outs = {root.get(v, v) for v in graph.outputs[:n_out] if isinstance(v, Var)}
     eqns, results = list(graph.eqns), list(graph.outputs)
@@ -68,11 +63,9 @@ def _gradients_apart(graph: Graph, n_out: int) -> Graph:
 
 
 def _view_roots(graph: Graph) -> dict:
-    """{var: the var it views, through ops marked as views only} (reshape, permute, expand,
-    basic slicing, an LSTM layer's states: the plan may return such a value as a view of the
-    other's array). Narrower than `_possible_views`' movement kinds, which also take in
-    layer ops such as softmax or layer_norm: here a false match would make an in-place write
-    to an output raise at backward() where eager allows it (`_outputs_saved`)."""
+    """{var: the var it views, through ops marked as views only}. Narrower than
+    `_possible_views`: a false match would make an in-place write to an output raise at
+    backward() where eager allows it."""
     root: dict = {}
     for e in graph.eqns:
         p = e.prim
@@ -83,11 +76,8 @@ def _view_roots(graph: Graph) -> dict:
 
 
 def _outputs_saved(fwd: Graph, n_out: int, n_saved: int) -> tuple:
-    """Positions of the outputs of a training forward `fwd` (its first `n_out` outputs, then
-    `n_saved` saved values) whose memory a saved value shares (the same value, or views of
-    one: `_view_roots`): the backward reads them, so an in-place write to one after the call
-    must raise, as eager's saved-tensor check does (softmax's output: ``y.mul_(2)`` then
-    ``backward()`` differentiated with the doubled y)."""
+    """Positions of a training forward's outputs whose memory a saved value shares: an
+    in-place write to one after the call must raise, as eager's saved-tensor check does."""
     root = _view_roots(fwd)
     saved = {root.get(v, v) for v in fwd.outputs[n_out:n_out + n_saved] if isinstance(v, Var)}
     return tuple(k for k, v in enumerate(fwd.outputs[:n_out])
@@ -111,9 +101,7 @@ def _concrete_shape(a, inputs, graph):
     from ..shapes import Sym
     shape = a.aval.shape
     if not any(isinstance(d, Sym) for d in shape):
-        # (a static shape: binding the graph's symbols walks every input's shape, and a
-        # backward asks this for each output without a gradient: ResNet's 60 BatchNorm
-        # statistics, 7 ms a step)
+        # (a static shape: binding the symbols walks every input's shape, 7 ms a ResNet step)
         return tuple(shape)
     syms = bind_symbols(graph, inputs)
     return tuple(d.evaluate(syms) if isinstance(d, Sym) else d for d in shape)

@@ -1,20 +1,11 @@
 """Split elementwise groups that read and write too many arrays into several kernels.
 
-Fusion grows a group greedily over every elementwise equation of one shape that does not
-make a cycle. Where a backward recomputes a recurrent forward (a cell's gates over every
-time step, all of one shape and joined by the cell state), that is hundreds of equations
-reading and writing hundreds of arrays in one loop. Such a loop is slow twice over: the
-loop vectorizer gives up on it (every store needs a runtime overlap check against every
-other operand, far beyond what LLVM accepts), and each iteration touches one cache line
-of each of hundreds of streams, more than the prefetchers follow. Two LSTMCells stepped
-over 100 steps gave one backward group of ~800 equations and ~800 operands; cut into parts
-of at most `MAX_OPERANDS` operands (which write and re-read the values one part hands to
-the next), the program's compiled step went from 154 to 123 ms.
-
-The cut keeps program order (the group's equations are sorted so already): each part is
-a run of consecutive equations, so a part reads only values of earlier parts or of the
-group's own inputs, and the parts stand in the group's place in the schedule in order.
-Only plain elementwise groups are cut (no rows, no reduction epilogue).
+Where a backward recomputes a recurrent forward, greedy fusion makes one group of hundreds
+of equations and operands: LLVM's vectorizer gives up on its overlap checks and the
+prefetchers cannot follow its streams. Cut into parts of at most `MAX_OPERANDS` operands,
+two LSTMCells over 100 steps went from 154 to 123 ms a step. Each part is a run of
+consecutive equations, so parts read only earlier parts or the group's inputs and stand in
+the group's place in order. Only plain elementwise groups are cut.
 """
 from __future__ import annotations
 
@@ -29,9 +20,8 @@ MAX_OPERANDS = 24
 
 
 def split_wide_groups(items: list, graph: Graph, max_operands: int | None = None) -> list:
-    """`items` (fusion.partition's) with each plain group of more than `max_operands`
-    (default `MAX_OPERANDS`) operands replaced by consecutive parts of at most that many
-    (a single equation that alone has more stays a part of its own)."""
+    """`items` with each plain group of more than `max_operands` operands replaced by
+    consecutive parts of at most that many (one equation with more stays a part alone)."""
     if max_operands is None:
         max_operands = MAX_OPERANDS
     wide = [it for it in items if isinstance(it, Group) and not it.rows and it.reduction is None

@@ -1,21 +1,11 @@
 """The tracejit modules a generated kernel's code depends on, and their hashes (for diskcache's key).
 
-numba bakes every function a kernel calls into the kernel's cached machine code, and
-its own cache checks only the kernel's source file. So the disk cache's key must change
-when any tracejit module whose code can end up in the kernel changes: not only the
-modules the kernel's source imports (``from tracejit.compiler.mathlib import tanh_f32``)
-but every tracejit module those import, transitively (mathlib re-exports functions
-defined in math_tanh_erf.py, which calls math_exp_log.py's cores and reads coefficients
-from ops/_erf_coeffs.py). `hashes` gives the sha256 of each module of that closure.
-
-Imports are read from each module's source text, never by importing it (a key is
-computed before a kernel is loaded, e.g. to ask whether the disk has it, and importing
-mathlib costs numba's import): ``import tracejit.x``, ``from tracejit.x import a``,
-and relative ``from .x import a`` / ``from . import a``, at any indentation (a
-conservative reading: an import inside a function counts too). ``from P import a``
-where P is a package follows P's submodule ``a`` when there is one, and P's
-``__init__.py`` only when some imported name is not a submodule (so ``from . import
-mathbits`` does not pull in the whole ``tracejit.compiler`` package).
+numba bakes every function a kernel calls into its cached machine code and checks only the
+kernel's source file, so the key must change when any tracejit module whose code can end
+up in the kernel changes: the modules its source imports and theirs, transitively
+(`hashes`). Imports are read from source text, never by importing (that would import
+numba), at any indentation; ``from P import a`` follows P's submodule ``a`` when there is
+one, and P's ``__init__.py`` only for names that are not submodules.
 """
 from __future__ import annotations
 

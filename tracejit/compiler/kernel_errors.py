@@ -1,10 +1,6 @@
-"""Naming the fused group behind an exception raised inside a compiled kernel.
-
-Each plan registers, for its generated pseudo-file, which fused group every line of its
-source runs. When a kernel raises (numba turns e.g. a negative ``np.empty`` size into a
-``ValueError``), `kernel_error` walks the traceback to the innermost plan frame and builds a
-`KernelError` naming that group, its ops and the user's source lines. Imports nothing
-heavy: the capture path (no numba yet) uses it.
+"""Naming the fused group behind an exception raised inside a compiled kernel: each plan
+registers which group every line of its source runs, and `kernel_error` walks the
+traceback to the innermost plan frame. Imports nothing heavy (the capture path uses it).
 """
 from __future__ import annotations
 
@@ -65,8 +61,7 @@ def kernel_error(exc: BaseException) -> KernelError | None:
 
 def raise_kernel_error(exc: BaseException) -> None:
     """Raise `kernel_error(exc)` from `exc` when there is one; otherwise return, and the
-    caller re-raises `exc` itself (``except Exception as exc: raise_kernel_error(exc);
-    raise``)."""
+    caller re-raises `exc` itself."""
     err = kernel_error(exc)
     if err is not None:
         raise err from exc

@@ -1,19 +1,14 @@
 """LLVM options that hold only while tracejit's own CPU kernels compile.
 
-Why: a fused elementwise kernel such as the GELU chain is one long dependency chain per
-element, and LLVM's vectorizer gives such a loop one vector per iteration, too few for
-the out-of-order core to hide the latency. Interleaving four vectors gives it four
-independent chains (the 4M float32 GELU kernel on two threads: 2.12 -> 1.48 ms), and
-reductions get four partial accumulators. Four copies of a body that keeps many values
-live spill registers, so the count follows what a kernel stores per element
-(`kernel_options`), a proxy for its live values.
+Why: a fused elementwise kernel is one long dependency chain per element, and LLVM gives
+such a loop one vector per iteration, too few to hide the latency; interleaving four gives
+four independent chains (GELU on two threads: 2.12 -> 1.48 ms). The count follows what a
+kernel stores per element (`kernel_options`), a proxy for its live values.
 
-How: numba has no per-function switch for this and never attaches loop metadata we
-could set, so the option is LLVM's process-wide ``-force-vector-interleave``. It is set
-only inside `applied`, which holds numba's global compiler lock (no other function can
-compile meanwhile) and restores LLVM's default before releasing it: user code numba
-compiles is never affected. The options are part of the disk cache key, since they
-change the code.
+How: numba has no per-function switch, so this is LLVM's process-wide
+``-force-vector-interleave``, set only inside `applied`, which holds numba's compiler lock
+and restores the default before releasing it: user code is never affected. The options
+are part of the disk cache key.
 """
 from __future__ import annotations
 
@@ -29,16 +24,10 @@ MANY_STORES = 4
 
 
 def kernel_options(stores: int, parallel: bool, form: str = "", arrays: int = 0) -> tuple[str, ...]:
-    """LLVM options for a CPU kernel that stores `stores` values per element (outputs,
-    plus one for a reduction's accumulator), rendered in loop shape `form`
-    (`codegen_cpu.loop_form`), over `arrays` array operands in all (inputs and outputs;
-    0: unknown). A kernel whose loop needs more runtime alias checks than LLVM's vectorizer
-    allows by default gets `MANY_CHECKS` (serial twins too), see `_alias_checks`.
-
-    Serial twins (small sizes, see plan.PARALLEL_MIN) keep LLVM's own choice: their loops
-    are short, and a bigger body adds compile time where a first call matters most.
-    Column reductions and flat full reductions take 4 whatever they store (`_FOUR_ALWAYS`).
-    """
+    """LLVM options for a CPU kernel that stores `stores` values per element, rendered in
+    loop shape `form`, over `arrays` array operands (0: unknown). A loop needing more
+    runtime alias checks than LLVM allows gets `MANY_CHECKS`. Serial twins keep LLVM's own
+    interleave (compile time matters most there); `_FOUR_ALWAYS` shapes take 4."""
     checks = MANY_CHECKS if _alias_checks(stores, arrays) > _DEFAULT_CHECKS else ()
     if not parallel:
         return checks
@@ -47,11 +36,9 @@ def kernel_options(stores: int, parallel: bool, form: str = "", arrays: int = 0)
     return (f"-force-vector-interleave={4 if stores < MANY_STORES else 2}",) + WIDE_VECTORS + checks
 
 
-# LLVM vectorizes a loop over arrays that may overlap only behind runtime checks, one per
-# pair of arrays at least one of which it writes, and gives up past
-# ``-vectorize-memory-check-threshold`` (128) of them: numba's arrays carry no noalias, so
-# a fused group with many outputs ran scalar (an LSTM backward group, 217 checks: 297 us
-# against 81 us with the checks allowed).
+# LLVM vectorizes a loop over possibly overlapping arrays only behind runtime checks and
+# gives up past 128 of them (numba's arrays carry no noalias): an LSTM backward group with
+# 217 checks took 297 us scalar against 81 us.
 _DEFAULT_CHECKS = 128
 MANY_CHECKS = ("-vectorize-memory-check-threshold=1024",)
 
@@ -65,19 +52,14 @@ def _alias_checks(stores: int, arrays: int) -> int:
     return stores * (stores - 1) // 2 + stores * (arrays - stores)
 
 
-# Vector width for parallel kernels: LLVM's tuning for Intel AVX-512 cores prefers 256-bit
-# vectors; this function attribute lets the vectorizer use 512-bit ones (nothing changes on
-# AVX2). On two threads the GELU kernels are compute-bound, and 512-bit vectors do the
-# arithmetic in fewer instructions (4M float32 forward: 1.37 -> 1.18 ms). It pays only on
-# 64-byte-aligned arrays (a 512-bit access of a misaligned one splits across two lines):
-# large kernel outputs are placed on lines (memory.placed_empty).
+# Vector width for parallel kernels: LLVM's tuning for AVX-512 cores prefers 256-bit
+# vectors; this lets it use 512-bit ones (GELU forward: 1.37 -> 1.18 ms). It pays only on
+# 64-byte-aligned arrays, so large outputs are placed on lines (memory.placed_empty).
 WIDE_VECTORS = ("prefer-vector-width=512",)
 
 
-# Loop shapes that take 4 whatever they store. Column reductions: their sums live in
-# memory (a partial-sum row), not in registers. Flat full reductions (the GELU loss: three
-# gradients and the loss sum in one pass): with contiguous accesses 4 is faster than 2 on
-# AVX-512 and AVX2 code alike (AVX-512, one thread: 1.80 against 2.30 ns per element).
+# Loop shapes that take 4 whatever they store: column reductions keep their sums in memory,
+# and flat full reductions ran faster at 4 on AVX-512 and AVX2 alike.
 _FOUR_ALWAYS = ("column_blocks", "flat_blocked_sum", "flat_reduce")
 
 # LLVM's own value for each option we set: restored after our compile.
@@ -87,11 +69,8 @@ _DEFAULTS = {"-force-vector-interleave": "0", "-vectorize-memory-check-threshold
 # `applied` sets on the kernel's own functions, and only those (`_OURS`).
 _ATTRIBUTES = ("prefer-vector-width",)
 
-# Names of the functions a kernel compile defines that are the kernel's own: its module's
-# (generated modules live under diskcache's "tracejit_kernels" package) and the parfor
-# bodies numba outlines from its prange loops (named "<dynamic>.__numba_parfor_gufunc_...").
-# numba's own helpers compiled for the first time inside the block (an ``ol_min`` impl, NRT)
-# are linked into user code later: they keep their attributes untouched.
+# Names of the functions a kernel compile defines that are the kernel's own (its module's
+# and the parfor bodies numba outlines); numba's own helpers keep their attributes.
 _OURS = ("tracejit_kernels", "__numba_parfor_gufunc_")
 
 
@@ -129,14 +108,9 @@ def applied(options: tuple[str, ...]) -> Iterator[None]:
 @contextlib.contextmanager
 def _function_attributes(attrs: tuple[tuple[str, ...], ...]) -> Iterator[None]:
     """Give the functions of tracejit's kernels compiled inside the block the string
-    attributes `attrs` ((name, value) pairs), before LLVM optimizes them.
-
-    How: numba has no hook between lowering a function and optimizing it, so
-    ``CPUCodeLibrary.add_ir_module`` (where a lowered module enters LLVM) is wrapped for
-    the block's duration; the caller holds numba's compiler lock, so only our compiles
-    pass through it. llvmlite.ir models only LLVM's enum attributes: `_Attributes` adds
-    the string ones to what a function's prototype prints (`_attributes_class`).
-    """
+    attributes `attrs` before LLVM optimizes them, by wrapping
+    ``CPUCodeLibrary.add_ir_module`` for the block (numba has no hook there; the caller
+    holds numba's compiler lock). `_Attributes` adds the string attributes llvmlite lacks."""
     if not attrs:
         yield
         return

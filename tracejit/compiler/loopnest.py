@@ -3,43 +3,24 @@
 A fused group (`fusion.Group`) is lowered once, here, into a `LoopNest`: everything a
 backend needs to write the kernel, decided in one place:
 
-- the *iteration space*: the group's shape (only its rank reaches a kernel: sizes are
-  arguments, never constants), and whether it is walked ``flat`` (one index over every
-  element: every operand has the iteration shape in C order, or is a single value);
-- the *operands*: for each input its layout (`LAYOUTS`) and its index expression, the
-  iteration dim each of its dims follows (None where it is broadcast: read at index 0);
-- the *scalar expression DAG*: one `Step` per equation, ``v<j> = prim(args)``, with the
-  dtype it computes in and its constants already typed (`Const`); a backend renders a
-  step by calling the primitive's own ``scalar`` rule with its emitter, so an op's
-  scalar lowering lives in its record (ops/*.py), never in a backend;
-- the *outputs* written per element, and the *reduction epilogue*: how values combine,
-  over which dims, its accumulation type (`accumulation`: the one rule), its initial
-  value;
-- for a rows group (fusion.py), its reductions over the last dim (`LoopNest.rows`), each
-  a value ``r<k>`` per row that later steps read; rowpasses.py orders the nest into
-  passes over each row, the same for every backend; its sums over the rows
-  (`LoopNest.cols`: a value per column, folded into per-row-block partial rows that the
-  kernel adds up at its end), each read by an output ``c<k>`` only;
-- for a windows group (windows.py), its window read (`LoopNest.window`): a pooling
-  forward folds a value of the input's shape over each window (the steps, computed per
-  window position, are what fused in front of it), a pooling backward gathers, for each
-  input position, the output-shaped gradient of the windows that hold it (the steps
-  then run per input element, behind it); codegen_cpu_windows.py writes both forms;
-- the *calling convention* (`LoopNest.arguments`): inputs in ``group.inputs`` order,
-  then the per-element outputs, the reduction's output, then the sizes: the element
-  count ``n`` for a flat nest (the caller passes 1-D views of its flat operands),
-  ``d0..d<rank-1>`` otherwise. Both backends take exactly these, so a plan calls any
-  kernel the same way.
+- the *iteration space*: the group's rank (sizes are arguments) and whether it is walked
+  ``flat`` (every operand of the iteration shape in C order, or a single value);
+- the *operands*: each input's layout (`LAYOUTS`) and the iteration dim each of its dims
+  follows (None where broadcast);
+- the *scalar expression DAG*: one `Step` per equation with its compute dtype and typed
+  constants; a backend renders a step through the primitive's own ``scalar`` rule, so an
+  op's scalar lowering lives in its record, never in a backend;
+- the *outputs* and the *reduction epilogue* (combine, dims, `accumulation`, initial value);
+- a rows group's per-row reductions (`LoopNest.rows`, ordered into passes by rowpasses.py)
+  and per-column sums (`LoopNest.cols`); a windows group's window read (`LoopNest.window`:
+  a pooling forward's fold or backward's gather, codegen_cpu_windows.py);
+- the *calling convention* (`LoopNest.arguments`): inputs, per-element outputs, the
+  reduction's output, then the sizes (``n`` for a flat nest, ``d0..`` otherwise), the
+  same for every backend.
 
-`lower_op` describes one elementwise op alone (a group of one equation) the same way:
-the eager path's kernels for large elementwise math (compiler/cpu/kernels/vectorized.py) are rendered
-from it by the same renderer as the compiled kernels.
-
-Adding a backend means writing a renderer of this description (see codegen_cpu.py and
-codegen_cuda.py) and a `backends.Backend` that allocates, loads and launches; nothing
-here changes. Adding an elementwise op means giving its record a ``scalar`` rule (and
-``extra["compute_dtype"] = "out"`` if it computes in its output's dtype, like where);
-nothing here or in a backend changes.
+`lower_op` describes one elementwise op alone the same way, for the eager kernels. A new
+backend is a renderer of this description and a `backends.Backend`; a new elementwise op is
+a ``scalar`` rule in its record. Nothing here changes for either.
 """
 from __future__ import annotations
 
@@ -53,12 +34,10 @@ from ..ops.registry import Aval
 __all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "Window", "LoopNest", "lower",
            "lower_op", "accumulation", "operand_layouts", "SUM_BLOCK"]
 
-#: Operand layouts: "flat" (the iteration shape, C-contiguous: read with the flat
-#: index), "scalar" (one element: read once, before the loops), "ndc" (broadcast or of
-#: another shape, known C-contiguous: indexed per dim, typed contiguous so the inner loop
-#: vectorizes), "nd" (the same, any strides) and "cm" (of the iteration shape (N, C, H, W),
-#: passed as its C-contiguous (C, N, H, W) view: a convolution's output read by a windows
-#: or channel group, plan.py `_channel_major`).
+#: Operand layouts: "flat" (the iteration shape, C-contiguous), "scalar" (one element, read
+#: before the loops), "ndc" (indexed per dim, known C-contiguous so the inner loop
+#: vectorizes), "nd" (any strides) and "cm" ((N, C, H, W) passed as its C-contiguous
+#: (C, N, H, W) view, plan.py `_channel_major`).
 LAYOUTS = ("flat", "scalar", "ndc", "nd", "cm")
 
 # Elements summed in float32 before each float64 accumulation (see `Reduction.block_dtype`).
@@ -181,13 +160,10 @@ class Reduction:
 @dataclass(frozen=True)
 class Window:
     """A window read over the (N, C, H, W) iteration space (windows.py names the kinds).
-
-    Forward kinds ("max_record", "max", "avg") fold `value` (a step or operand name,
-    computed at each window position of an output) into output 0, of the pooled shape
-    ((2,) + it for "max_record": the maxima, then each window's offset of its first
-    maximum); gather kinds ("scatter", "avg_backward") define ``w`` per input element from
-    the gradient operand `grad` (and the record operand `record`) of the windows holding
-    it, which the steps then read."""
+    Forward kinds ("max_record", "max", "avg") fold `value` at each window position into
+    output 0 (for "max_record" also each window's first-maximum offset); gather kinds
+    ("scatter", "avg_backward") define ``w`` per input element from the gradient `grad`
+    (and `record`) of the windows holding it."""
     kind: str
     kernel: tuple
     stride: tuple
@@ -268,19 +244,10 @@ class LoopNest:
 
 def accumulation(combine: str, dtype: str, sequential: bool) -> str:
     """The accumulator dtype of a reduction producing `dtype`: the one rule for every backend.
-
-    - integer and bool sums and products accumulate in int64 (numpy's rule; the result
-      is cast back to the output dtype);
-    - float32 sums and products accumulate in float64 where the backend folds long
-      *sequential* runs (the CPU backend: a chunk is n/64 elements, and a float32
-      running sum over millions of elements drifts by ~n*eps; numpy's pairwise sum does
-      not). Where the fold is a tree over short runs (the CUDA backend: a grid-stride
-      share of a few dozen elements per thread, then a pairwise fold through shared
-      memory) float32 keeps numpy's error bound, and float64 arithmetic runs at 1/32 to
-      1/64 of the float32 rate on most GPUs, which would make a bandwidth-bound kernel
-      compute-bound: float32 stays float32 there;
-    - max and min keep the output dtype (they are exact).
-    """
+    Integer and bool sums and products accumulate in int64 (numpy's rule); float32 sums and
+    products in float64 where the backend folds long *sequential* runs (CPU: a running sum
+    over millions drifts by ~n*eps), else float32 (CUDA folds trees of short runs, and
+    float64 would make a bandwidth-bound kernel compute-bound); max and min keep the dtype."""
     if combine in ("add", "mul") and dtype in ("int32", "int64", "bool", "int8", "uint8"):
         return "int64"
     if combine in ("add", "mul") and dtype in ("float32", "float64") and sequential:
@@ -290,11 +257,8 @@ def accumulation(combine: str, dtype: str, sequential: bool) -> str:
 
 def operand_layouts(group, contiguous=None) -> tuple:
     """The layout of each of `group`'s inputs (see `LAYOUTS`), from shapes alone.
-
-    `contiguous[k]` (when given) says whether input k's array is C-contiguous; without
-    it, operands that need contiguity are assumed contiguous (the plan checks before the
-    call and takes the "nd" variant for those that are not).
-    """
+    `contiguous[k]` says whether input k is C-contiguous; without it contiguity is assumed
+    (the plan checks before the call and takes the "nd" variant otherwise)."""
     shape = tuple(group.shape)
     rank = len(shape)
     out = []
@@ -330,9 +294,8 @@ def _compute_dtype(e) -> str:
 
 
 def _index(v, shape, channels: bool = False) -> tuple:
-    """Per dim of `v`, the iteration dim it follows, or None (broadcast: read at 0). A
-    size-1 dim follows a size-1 iteration dim, except in a channel nest (`channels`): there
-    a (1, C, 1, 1) operand is per channel whatever the batch size, N = 1 included."""
+    """Per dim of `v`, the iteration dim it follows, or None (broadcast: read at 0); in a
+    channel nest a (1, C, 1, 1) operand is per channel even for N = 1."""
     rank = len(shape)
     r = len(v.aval.shape)
     if r > rank:   # a window's record ((2,) + the pooled shape): read by the window only
@@ -348,11 +311,8 @@ def _index(v, shape, channels: bool = False) -> tuple:
 
 
 def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool = True) -> LoopNest:
-    """The `LoopNest` of `group` with input layouts `layouts` (see `operand_layouts`).
-
-    `sequential_sums` is the backend's answer to `accumulation`'s question: does it fold
-    long sequential runs (CPU) or trees of short ones (CUDA)?
-    """
+    """The `LoopNest` of `group` with input layouts `layouts`. `sequential_sums`: whether
+    the backend folds long sequential runs (CPU) or trees of short ones (CUDA)."""
     shape = tuple(group.shape)
     rank = len(shape)
     red = group.reduction
@@ -381,11 +341,8 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         args = tuple(Const(a.value, dt if typed else a.aval.dtype.name) if isinstance(a, Literal)
                      else names[a] for a in e.inputs)
         names[e.out] = f"v{j}"
-        # The comment names the op only, not the user's line: a kernel's source is its
-        # disk-cache key and a compile job's identity, so two groups of one structure at
-        # different lines (an MLP's two LayerNorms: their row kernels differed in one
-        # comment) compile once, and editing the user's file above a model recompiles
-        # nothing. Errors and `explain` name the lines from the group (kernel_errors.py).
+        # The comment names the op only, not the user's line: the source is the disk-cache
+        # key, so groups of one structure at different lines compile once.
         steps.append(Step(f"v{j}", e.prim, args, tuple(e.params.items()), dt, e.prim.name,
                           e.out.aval.dtype.name))
     window = None
@@ -448,15 +405,10 @@ def _reduction(red, names: dict, rank: int, sequential_sums: bool) -> Reduction:
 
 def lower_op(prim, operands, params: dict, dtype: str, out_dtype: str,
              name: str = "kernel") -> LoopNest:
-    """The flat `LoopNest` of elementwise primitive `prim` applied on its own: the group of
-    one equation ``out = prim[params](operands)``, lowered by `lower`.
-
-    Each entry of `operands` is "array" (an array of the output's shape and dtype
-    `dtype`: layout "flat"), "scalar" (one value of `dtype`, passed as a 1-element array:
-    layout "scalar") or a number (a constant typed in `dtype` and written into the
-    kernel, as a traced Python scalar is). The output has dtype `out_dtype`. The size is
-    an argument (``n``), so one nest serves every size.
-    """
+    """The flat `LoopNest` of elementwise primitive `prim` applied on its own. Each operand
+    is "array" (of the output's shape and `dtype`), "scalar" (a 1-element array) or a number
+    (a constant written into the kernel); the output has dtype `out_dtype`, the size ``n``
+    is an argument."""
     from .. import dtypes
     from ..jit.ir import Eqn, Var
     from ..shapes import Sym
@@ -480,9 +432,8 @@ def lower_op(prim, operands, params: dict, dtype: str, out_dtype: str,
 
 
 def broadcast_index(vshape: tuple, shape: tuple) -> str:
-    """The subscript that takes a broadcast value (shape `vshape`, computed at every index
-    of its group's `shape`, as an elementwise group computes a per-row statistic it also
-    outputs) back to its own shape: index 0 of the leading dims it lacks, 0:1 where it is 1."""
+    """The subscript that takes a broadcast value (shape `vshape`, computed at every index of
+    `shape`) back to its own shape: 0 for missing leading dims, 0:1 where it is 1."""
     lead = len(shape) - len(vshape)
     parts = ["0"] * lead + ["0:1" if d == 1 and shape[lead + i] != 1 else ":" for i, d in enumerate(vshape)]
     return ", ".join(parts) + ("," if len(parts) == 1 else "")

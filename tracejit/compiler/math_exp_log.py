@@ -16,13 +16,9 @@ math_tanh_erf.py too. Accuracy is in mathlib's table. Algorithms:
 * log1p: u = 1+x plus the exact rounding error c of that sum (Fast2Sum);
   log1p(x) = k*ln2 + log1p(f + c*2**-k).
 
-The cores (`_exp_core_*`, `_expm1_core_*`, `_log_tail_*`, `_expm1_neg_f64`) are numba-IR
-inlined (``inline="always"``) into the functions here and in math_tanh_erf.py, all compiled
-with the same `_JIT` options, so the flags on their instructions are unchanged: a core
-compiled as a function of its own cost a compile worker ~25 ms of CPU per kernel module
-that first reached it (the LSTM LM's cross-entropy kernel compiled exp_f32, _exp_core_f32,
-log_f32 and _log_tail_f32: 0.42 -> 0.36 s), and LLVM inlined it anyway. The kernels' machine
-code is the same instructions (their asm differs by an unused global).
+The cores (`_exp_core_*`, `_expm1_core_*`, `_log_tail_*`, `_expm1_neg_f64`) are inlined in
+numba IR (``inline="always"``) with the same `_JIT` options: compiled apart, a core cost a
+worker ~25 ms per kernel module that reached it, and LLVM inlined it anyway.
 """
 from __future__ import annotations
 
@@ -96,9 +92,7 @@ _M64 = (0.16666666666666677, 0.04166666666666671, 0.008333333333320387,
     0.18183569740149744, 0.1531390324036643, 0.14797507755000044)
 
 
-# ==========================================================================
-# float32
-# ==========================================================================
+# ---------------------------------------------------------------- float32
 
 @njit(inline="always", **_JIT)
 def _exp_core_f32(x):
@@ -194,9 +188,7 @@ def log1p_f32(x):
     return x if x == _ZERO32 else res
 
 
-# ==========================================================================
-# float64
-# ==========================================================================
+# ---------------------------------------------------------------- float64
 
 @njit(inline="always", **_JIT)
 def _exp_core_f64(x):

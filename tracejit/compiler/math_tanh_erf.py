@@ -6,18 +6,11 @@ Algorithms:
 
 * tanh (float32): x*P(x^2)/Q(x^2), degrees 5 and 3 in x^2, x clamped to
   +-9.0109138 (the smallest float32 whose tanh rounds to 1), P(0) = Q(0) = 1
-  so tanh(x) = x exactly for tiny x, and the value at the clamp is exactly 1
-  in float32.  The fit (a minimax in float32 ulps, Loeb's iteration over
-  linear programs: ``tools/fit_tanh_f32.py``, which also runs the exhaustive
-  check) is good to 1.9 ulp; rounding in the float32 evaluation of P and Q,
-  whose values reach ~20 and ~150 while the result sits just below 1, brings
-  the total to 7.0 ulp (relative error < 4.2e-7), and could lift the result
-  an ulp above 1 for x in (7.9, 9.01): a final clamp keeps |tanh| <= 1.
-  Evaluated on |x| (both clamps one-sided) with x's sign restored at the end:
-  the same bits as on x, in fewer instructions.  We
-  accept the error for speed: this is the function in every GELU and tanh
-  layer, and the expm1-based version (2.5 ulp) left the 4M-element GELU
-  kernel compute-bound at 1.45x this one's time.
+  so tanh(x) = x exactly for tiny x. The fit (``tools/fit_tanh_f32.py``, a
+  minimax in float32 ulps, which also runs the exhaustive check) is good to
+  1.9 ulp, 7.0 ulp in all with the float32 evaluation's rounding; a final
+  clamp keeps |tanh| <= 1. We accept the error for speed: the expm1-based
+  version (2.5 ulp) left the GELU kernel compute-bound at 1.45x the time.
 * tanh (float64): t = expm1(-2|x|) (|x| clamped to 20), tanh = -t/(t+2)
   with the sign of x; no cancellation anywhere and tanh(x)=x for tiny x.
 * sigmoid: e = exp(-|x|), (1 or e)/(1+e), so both tails are accurate
@@ -57,23 +50,13 @@ _TANH_SAT32 = F(9.010913848876953)   # the smallest float32 whose tanh rounds to
 _SIGN_BIT32 = np.int32(-2147483648)   # 0x80000000
 
 
-# ==========================================================================
-# float32
-# ==========================================================================
+# ---------------------------------------------------------------- float32
 
 @njit(**_JIT)
 def tanh_f32(x):
-    # A rational function of x^2 (as Eigen and XLA do) rather than one built on
-    # expm1: no range reduction or bit manipulation, a third less arithmetic, so a
-    # GELU kernel is memory-bound on two cores instead of compute-bound.
-    #
-    # Evaluated on |x| and given x's sign at the end, so each clamp is one-sided: one
-    # vminps each, where two-sided clamps of x and of the result compiled to compare +
-    # max + blend apiece (LLVM folds a clamp's two selects so that neither is a plain
-    # min/max; in AVX2 code the blend is vblendvps, several uops). Same bits for every
-    # input: round-to-nearest is symmetric, so a*P/Q on |x| is the old x*P/Q up to sign
-    # (test_mathlib checks it against the two-sided form over a dense sweep). GELU
-    # fwd+bwd arithmetic, AVX2 code, one core in L1: 0.77 -> 0.66 ns per element.
+    # A rational function of x^2 (as Eigen and XLA do): no range reduction, a third less
+    # arithmetic. Evaluated on |x| with x's sign restored at the end, so each clamp is one
+    # vminps (same bits: rounding is symmetric).
     _always_inline()
     a = abs(x)
     a = _TANH_SAT32 if a > _TANH_SAT32 else a          # nan falls through
@@ -84,9 +67,7 @@ def tanh_f32(x):
     # rounding in P and Q can put r a couple of ulps above 1 for |x| in (7.9, SAT);
     # tanh <= 1 is kept exactly (nan falls through)
     r = _ONE32 if r > _ONE32 else r
-    # x's sign onto r, whose sign bit is clear (a >= 0, P, Q > 0; a nan from abs is
-    # positive too): one xor, where copysign also clears r's bit (AVX2: and, andn, or;
-    # AVX-512 makes both one vpternlogd). -0.0 stays -0.0, nan keeps x's sign.
+    # x's sign onto r, whose sign bit is clear: one xor (-0.0 stays -0.0)
     return _i2f(_f2i(r) ^ (_f2i(x) & _SIGN_BIT32))
 
 
@@ -127,9 +108,7 @@ def erf_f32(x):
     return math.copysign(r, x)
 
 
-# ==========================================================================
-# float64
-# ==========================================================================
+# ---------------------------------------------------------------- float64
 
 @njit(**_JIT)
 def tanh_f64(x):

@@ -1,12 +1,7 @@
-"""Building blocks of the kernel math functions (compiler/mathlib.py and its parts).
-
-The numba options every math function is compiled with (`_JIT`), the LLVM intrinsics
-they are written with (bit casts between a float and its integer bit pattern, which
-vectorize to nothing; C ``pow`` without numba's checks; `_always_inline`, which every
-function calls first so LLVM inlines it into the kernel's loop with its own flags), and
-the constants several of them share. Nothing here is called by generated kernels
-except `_always_inline` (re-exported by mathlib: the CPU renderer's ``element`` helper
-calls it).
+"""Building blocks of the kernel math functions (mathlib.py and its parts): the numba
+options they compile with (`_JIT`), the LLVM intrinsics they use (free bit casts, C ``pow``
+without numba's checks, `_always_inline`) and shared constants. Generated kernels call
+only `_always_inline` (through mathlib).
 """
 from __future__ import annotations
 
@@ -15,11 +10,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-# --------------------------------------------------------------------------
-# Compilation options shared by every function of this module.  Every function
-# also calls ``_always_inline()`` so that LLVM inlines it into the caller's
-# loop after linking, with these flags kept on its instructions (numba-IR
-# ``inline='always'`` would re-lower it with the *caller's* flags instead).
+# Every function also calls ``_always_inline()`` so that LLVM inlines it into the caller's
+# loop with these flags kept (numba-IR inlining would re-lower it with the caller's).
 _JIT = dict(cache=False, nogil=True, error_model="numpy", fastmath={"contract"})
 
 F = np.float32
@@ -96,21 +88,16 @@ def _libm_pow_f64(typingctx, x, y):
 
 @intrinsic
 def _always_inline(typingctx):
-    """Mark the numba function that calls this as LLVM ``alwaysinline``.
-
-    Called first in every function here: the bigger ones (sin/cos, softplus,
-    pow) exceed LLVM's inlining threshold, and a call left in the caller's loop
-    blocks its vectorization.  Unlike numba-IR ``inline='always'`` this keeps
-    the function's own fastmath/error_model flags."""
+    """Mark the numba function that calls this as LLVM ``alwaysinline``: the bigger ones
+    exceed LLVM's threshold, and a call left in a loop blocks its vectorization."""
     def codegen(context, builder, sig, args):
         builder.function.attributes.add("alwaysinline")
         return context.get_dummy_value()
     return types.none(), codegen
 
 
-# --------------------------------------------------------------------------
-# Constants shared by several modules.  float32 ones are np.float32 globals:
-# numba freezes them as float32 constants, so no float64 promotion can sneak in.
+# Constants shared by several modules; float32 ones are np.float32 globals, which numba
+# freezes as float32 constants.
 
 _INF32 = F(np.inf)
 _NAN32 = F(np.nan)

@@ -1,14 +1,10 @@
 """Vectorizable scalar math functions for generated numba kernels (design:
 docs/design/vectorized-math.md, with the measured accuracy).
 
-A generated kernel does ``from tracejit.compiler.mathlib import tanh_f32`` (the name is
-``function_name(op, dtype)``) and calls it
-on a scalar of exactly that dtype (cast first: most ``*_f32`` refuse float64 at typing
-time). ``pow_*`` takes ``(x, y)``, the others one argument; integer powers with constant
-exponents should still be emitted as multiplications. The functions carry LLVM
-``alwaysinline`` and are inlined with their own flags; the calling kernel should use
-``error_model='numpy'`` (the 'python' model's division checks block vectorization) and no
-``nnan``/``ninf`` fastmath flags if inf/nan are to survive its own arithmetic.
+A kernel imports ``function_name(op, dtype)`` (``tanh_f32``) and calls it on a scalar of
+exactly that dtype; ``pow_*`` takes ``(x, y)``. The functions are inlined with their own
+flags; the caller should use ``error_model='numpy'`` and no ``nnan``/``ninf`` fastmath if
+inf/nan are to survive its own arithmetic.
 """
 from __future__ import annotations
 

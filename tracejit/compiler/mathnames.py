@@ -1,27 +1,12 @@
 """The one list of math functions a kernel may call, and how each backend provides them.
 
-A primitive's scalar rule asks its emitter for a math function by name
-(``e.call("tanh", a)``); `MATH` says, for every name, how each backend spells it:
-
-- the CPU backend calls `mathlib`'s vectorizable ``<name>_f32``/``<name>_f64`` (numba
-  without SVML calls scalar libm for ``math.tanh``, which blocks vectorization), or a
-  numba builtin that LLVM lowers to an intrinsic (``math.sqrt``, ``np.floor``);
-- the CUDA backend calls numba's ``math`` function, which on the device is a libdevice
-  call picked by the argument type (``__nv_tanhf``), and under numba's CUDA simulator
-  numpy's ufunc (same special values, no Python exceptions); or, where libdevice has no
-  such function, the function's `formula` written with other entries of this table.
-
-`FORMULAS` holds those formulas (the numerically stable sigmoid and softplus: ``exp``
-only ever sees a non-positive argument, so nothing overflows). `mathlib`'s own
-``sigmoid_f32``/``sigmoid_f64`` compute the same formula; the eager implementation
-(ops/elementwise.py) too.
-
-This module imports nothing heavy: generating a kernel's source (in a background
-compile, before any worker finished) must not pay numba's import, which importing
-`mathlib` does.
-
-To add a math function: a row in `MATH`; for the CPU backend its ``*_f32``/``*_f64``
-in `mathlib` (or a builtin spelling), for CUDA a libdevice name or a formula.
+A scalar rule asks its emitter for a function by name (``e.call("tanh", a)``); `MATH`
+says how each backend spells it: the CPU backend calls `mathlib`'s vectorizable
+``<name>_f32``/``<name>_f64`` or a builtin LLVM lowers to an intrinsic; CUDA calls numba's
+``math`` function (libdevice by type; numpy's ufunc under the simulator) or, where
+libdevice has none, a formula from `FORMULAS` (the stable sigmoid and softplus, as mathlib
+and eager compute them). Imports nothing heavy: rendering must not import numba. To add a
+function: a row in `MATH`, mathlib's ``*_f32``/``*_f64``, and a CUDA name or formula.
 """
 from __future__ import annotations
 

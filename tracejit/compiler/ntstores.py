@@ -16,9 +16,8 @@ from .. import envflags
 __all__ = ["LINE", "BLOCK", "DEFAULT_LLC", "llc_bytes", "enabled", "stream_min", "IMPORT"]
 
 LINE = 64                 # bytes per cache line: the unit of a streaming store
-# Elements per output block computed into the L1 buffer before it is streamed. 1024
-# float32 = 64 lines: the two partial lines at the edges of a block whose output does not
-# start on a line boundary are 3% of its lines (256 was slower, 4096 no faster).
+# Elements per output block computed into the L1 buffer before it is streamed: 1024 float32
+# is 64 lines, so a misaligned block's two partial lines are 3% (256 was slower).
 BLOCK = 1024
 DEFAULT_LLC = 32 << 20    # when sysfs does not say
 # What a streaming kernel's source imports (the intrinsics: ntstores_llvm.py, which

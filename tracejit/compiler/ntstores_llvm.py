@@ -18,10 +18,9 @@ _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
 
 @intrinsic(prefer_literal=True)
 def stack_buffer(typingctx, like, count):
-    """A 1-D array of `count` (a literal) elements of `like`'s dtype in the calling
-    function's stack frame (allocated once, in its entry block; 64-byte aligned): the L1
-    block buffer of a streaming kernel. Not ``np.empty``: a kernel that allocates makes a
-    process loading it from the disk cache import numba's array module (26-30 ms)."""
+    """A 1-D array of `count` (a literal) elements of `like`'s dtype in the caller's stack
+    frame, 64-byte aligned: a streaming kernel's L1 buffer (``np.empty`` would make a
+    cache-loading process import numba's array module: 26-30 ms)."""
     if not (isinstance(like, types.Array) and isinstance(count, types.IntegerLiteral)):
         return None
     aryty = types.Array(like.dtype, 1, "C")
@@ -64,11 +63,9 @@ def stream_fence(typingctx):
 
 @intrinsic
 def stream_block(typingctx, dst, lo, buf, m):
-    """``dst[lo:lo + m] = buf[:m]``: the elements before ``dst``'s first 64-byte boundary
-    in the range and after its last whole line with ordinary stores, the lines between
-    with non-temporal 64-byte vector stores. ``dst`` and ``buf`` are C-contiguous 1-D
-    arrays of one dtype. Written as LLVM IR, not as a numba function: compiling a numba
-    function for it added about a second to the first compile of every streaming kernel."""
+    """``dst[lo:lo + m] = buf[:m]``: ordinary stores before the first and after the last
+    whole 64-byte line, non-temporal vector stores between; one dtype, C-contiguous. LLVM
+    IR, not a numba function, which added a second to every streaming kernel's compile."""
     if not (isinstance(dst, types.Array) and isinstance(buf, types.Array) and dst.dtype == buf.dtype
             and isinstance(lo, types.Integer) and isinstance(m, types.Integer)):
         return None

@@ -1,14 +1,10 @@
 """The plan: a generated straight-line Python function that runs a compiled graph.
 
-It binds symbolic dims from the input shapes, allocates each kernel's outputs, calls
-the fused kernels and the non-fused primitives (matmul goes to BLAS through the array
-module) in order, and drops each buffer after its last use. The source is registered
-with linecache, so tracebacks and ``explain`` show it. Keeping the per-call path to one
-generated function keeps the overhead of a cache hit to a few microseconds.
-
-A plan is device-agnostic: each fused group is lowered once per operand layouts into a
-`loopnest.LoopNest`, whose calling convention the plan follows, and the plan's
-`backends.Backend` supplies the array module, renders the nest and loads the kernel.
+It binds symbolic dims from the input shapes, allocates each kernel's outputs, calls the
+fused kernels and the other primitives in order, and drops each buffer after its last use;
+one generated function keeps a cache hit's overhead to a few microseconds. The source is
+registered with linecache for tracebacks and ``explain``. A plan is device-agnostic: its
+`backends.Backend` supplies the array module, renders each group's nest and loads it.
 """
 from __future__ import annotations
 
@@ -52,9 +48,8 @@ __all__ = ["Plan"]
 log = logging.getLogger("tracejit.kernels")
 
 _ids = itertools.count()
-# Plans built inside `serial_kernels()` (in that thread) call serial kernels only: the
-# first stage of a background compile (compiler/tiers.py), which runs compiled while the
-# slow parallel variants (3-10x a serial one in numba) are still compiling.
+# Plans built inside `serial_kernels()` (in that thread) call serial kernels only: a
+# background compile's first stage, while the slow parallel variants compile.
 _serial_only = ThreadFlag()
 
 
@@ -96,10 +91,8 @@ def _dtype_const(dtype, consts: dict) -> str:
 # that group (`Plan._donor`); tests and A/B runs turn it off.
 _donate = envflags.flag("TRACEJIT_DONATE")   # (the switch: tests, A/B measurements)
 def _donated(a, callers: int = 0):
-    """`a` itself when nothing but the plan's local holds it (3 references: that local, this
-    argument, getrefcount's; `callers`: frames between the plan and here, a test's wrapper),
-    else None: a view of it (its .base), a tensor, an output slot or a saved value would add
-    one."""
+    """`a` itself when nothing but the plan's local holds it (3 references; `callers`:
+    frames between the plan and here), else None."""
     if (type(a) is np.ndarray and a.flags.owndata and a.flags.writeable and a.flags.c_contiguous
             and sys.getrefcount(a) <= 3 + callers):
         return a
@@ -107,11 +100,9 @@ def _donated(a, callers: int = 0):
 
 
 def _copy_pays(kern, layouts: tuple) -> bool:
-    """Whether strided operands of `kern` (its contiguous variant's `layouts`) are better
-    copied to C order than read in place by the "nd" variant: when the kernel calls a
-    vectorizable math function (mathlib's ``tanh_f64``...), which general strides keep LLVM
-    from vectorizing (an LSTM cell's gates: half the time with copies). Without math calls
-    the copies cost more than they save."""
+    """Whether strided operands of `kern` are better copied to C order than read by the "nd"
+    variant: when the kernel calls a vectorizable math function, which general strides keep
+    from vectorizing (an LSTM cell's gates: half the time with copies)."""
     if kern.backend.name != "cpu":
         return False
     from .codegen_cpu import CpuEmitter
@@ -119,9 +110,7 @@ def _copy_pays(kern, layouts: tuple) -> bool:
     return any(em.imports for em in render_steps(kern.nest(layouts), CpuEmitter)[1])
 
 
-# The names a plan's source calls a single product by: ``MATMUL`` (the backend's matmul) or
-# ``MATMUL_<n>`` (one product's own callable, `Backend.matmul_for`); bench/breakdown.py,
-# model_breakdown.py and step_gemms.py time the calls of every name it matches.
+# The names a plan's source calls a single product by (bench's breakdowns time them).
 PRODUCT_NAME = re.compile(r"MATMUL(_\d+)?$")
 
 
@@ -130,10 +119,8 @@ FULL_TEMPLATE_MAX = 256
 
 
 def _full_template(e):
-    """The value of a CPU plan's `full` equation with a static shape of at most
-    FULL_TEMPLATE_MAX elements, made by the op's impl as the plan's call would make it
-    (then `_fix_numpy`), or None (a symbolic shape, a larger array: zeros come from calloc,
-    a big fill is a pass either way)."""
+    """The value of a CPU plan's static `full` of at most FULL_TEMPLATE_MAX elements, made
+    as the plan's call would make it, or None."""
     shape = e.out.aval.shape
     if (contains_sym(shape) or any(contains_sym(v) for v in e.params.values())
             or math.prod(shape) > FULL_TEMPLATE_MAX):
@@ -249,9 +236,8 @@ class Plan:
         consts[kname] = kern
         lines = []
         shape, rank = grp.shape, len(grp.shape)
-        # Layouts as the shapes say, contiguity assumed where the plan cannot tell (values
-        # from kernels are C-contiguous by construction, the others are checked before the
-        # call below); an operand the plan makes strided itself is "nd" (`_strided`).
+        # Layouts as the shapes say, contiguity assumed where the plan cannot tell (the
+        # others are checked before the call); an operand the plan makes strided is "nd".
         ins = [operand_var(grp, v) for v in grp.inputs]   # (a slice read in place: its array)
         layouts = operand_layouts(grp, [not self._strided(v) for v in ins])
         chan = self.backend.name == "cpu" and rank == 4 and (grp.window is not None or channel_rows(grp))
@@ -280,10 +266,8 @@ class Plan:
                 oshape = (oshape[1], oshape[0]) + oshape[2:]
             if self.backend.name == "cpu" and (static_size is None
                                                or static_size * v.aval.dtype.np.itemsize >= ALIGN_MIN):
-                # a large output: on a cache line, apart from the first operand modulo a
-                # page (memory.placed_empty; a size known only at run time decides there),
-                # in the buffer of this output's previous call when nothing holds it now
-                # (memory.OutputSlot)
+                # a large output: cache-line aligned, apart from the first operand modulo a
+                # page, in its previous call's buffer when nothing holds it (memory.OutputSlot)
                 slot = f"OUT{k}_{m}"
                 consts[slot] = OutputSlot(m, len(mats))
                 alloc = f"{nm(v)} = {slot}.take({_shape_code(oshape)}, {dt}, {ref})"
@@ -331,12 +315,8 @@ class Plan:
             flat = [view(a) if lay == "flat" else a for a, lay in zip(call_args, layouts)]
             flat += [view(a) for a in call_args[n_in:n_in + n_out]] + call_args[n_in + n_out:]
             fast_args = ", ".join(flat + [size])
-        # Each variant compiles on the first call that uses it: compiling the serial twin
-        # of a large group as well doubled cold compile time (each variant is a separate
-        # numba compile of 0.1-2 s), and so did compiling the contiguous variant of a group
-        # whose inputs arrive strided. A static size needs one twin; with symbolic sizes a
-        # new batch size on the same side of PARALLEL_MIN compiles nothing. (A plan runs as
-        # soon as it is built, so numba's errors still surface in the capturing call.)
+        # Each variant compiles on the first call that uses it (compiling every twin
+        # doubled cold compile time); numba's errors still surface in the capturing call.
         twins = []
         if (static_size is None or big or not self.backend.serial_twin) and not serial_only:
             twins.append((f"{kname}p", True))
@@ -353,14 +333,12 @@ class Plan:
         not_internal = list(dict.fromkeys(v for v in check_contig if not self._from_kernel(v)))
         if not_internal:
             cond = " and ".join(f"{nm(v)}.flags.c_contiguous" for v in not_internal)
-            # Only the operands that really are strided (a transposed input, a broadcast
-            # view) take explicit index arithmetic; the others stay flat.
-            # (a channel or windows group's (C, N, H, W)-ordered operand: "cm", windows.strided_layout)
+            # Only the operands really strided take index arithmetic ("cm": a channel or
+            # windows group's (C, N, H, W)-ordered operand)
             lay_of = "_sl({a}, {lay!r})" if chan else "({lay!r} if {a}.flags.c_contiguous else 'nd')"
             slow = ", ".join(lay_of.format(a=nm(v), lay=lay) if v in not_internal else repr(lay)
                              for v, lay in zip(ins, layouts))
-            # Until that variant is loaded (a background entry prepares it off the
-            # caller's thread: `_Kernel.ready`), the contiguous one runs on copies of the
+            # Until that variant is loaded, the contiguous one runs on copies of the
             # strided operands (~1 ms for 2M floats, against 0.3-0.9 s of numba).
             copies = {nm(v): f"{nm(v)}_cc" for v in not_internal}
             fast_copy = [re.sub(r"\b(" + "|".join(map(re.escape, copies)) + r")\b",
@@ -370,9 +348,7 @@ class Plan:
             strided = [f"_kv = {kname}.ready(({slow},), {size} >= {pname})",
                        "if _kv is not None:", f"    _kv({args})", "else:"]
             strided += ["    " + x for x in copied]
-            # Strided operands of a kernel with math calls (column slices of a product:
-            # an LSTM cell's gates) always take copies and the contiguous variant, never
-            # the "nd" one (`_copy_pays`).
+            # Strided operands of a kernel with math calls always take copies (`_copy_pays`).
             if _copy_pays(kern, static):
                 strided = copied
             lines.append(f"    if {cond}:")
@@ -388,18 +364,11 @@ class Plan:
 
     def _donor(self, grp: Group, kern, layouts: tuple, mats: list, donors):
         """The input whose array an elementwise map may write its one output into: of the
-        output's shape and dtype, read at the output's own index ("flat" layout), and dying at
-        this group (`donors`: not used later, not a plan input or output); None otherwise.
-
-        Why: the output then goes into cache lines the kernel has just read, where a buffer of
-        its own (an output slot, last written a step ago) is first fetched from memory: the
-        Transformer step's (add, relu) over the 2048 x 1024 FFN activation, one thread, CPU
-        time, 1.12-1.21 -> 0.51-0.53 ms (the GEMM output it reads dies there). Only the nested
-        map form and the column sum (ReLU's gradient with the bias gradient): their loops read
-        the donor through the output's own rows (codegen_cpu `_in_place`, `_column_in_place`)
-        and keep their vector code, where LLVM's runtime overlap check sends other forms to
-        their scalar loops. The column sum over the FFN's 2048 x 1024 gradient, one thread:
-        2.07 -> 0.89 ms (its output no longer a third 8 MB array)."""
+        output's shape and dtype, read at the output's own index, and dying at this group
+        (`donors`); None otherwise. The output then goes into cache lines just read rather
+        than a buffer fetched from memory (FFN add+relu: 1.12 -> 0.52 ms). Only the nested
+        map and column sum forms, whose loops read the donor through the output's rows
+        and stay vectorized."""
         if not _donate() or self.backend.name != "cpu" or len(mats) != 1:
             return None
         out = mats[0]
@@ -422,10 +391,8 @@ class Plan:
         return self._producers.get(v)
 
     def _ordered(self, v, depth: int = 0) -> bool:
-        """Whether `v`'s array surely has strides that shrink from its first dim to its last
-        (C order, holes allowed): a fresh array (a kernel's, an op's, a product's), or a
-        slice or reshape of one. Not a plan input (the caller's array may be anything) nor
-        a permuted view."""
+        """Whether `v`'s array surely has strides shrinking from first dim to last: a fresh
+        array or a slice or reshape of one, not a plan input nor a permuted view."""
         if v in self.graph.inputs or depth > 8:
             return False
         e = self._producer(v)
@@ -438,15 +405,10 @@ class Plan:
         return True
 
     def _strided(self, v) -> bool:
-        """Whether operand `v` surely arrives strided: a permuted view (``.transpose``)
-        that swaps two dims of size > 1 of an array in C order (`_ordered`). Such an
-        operand takes the "nd" variant from the start, the one the call would ask for:
-        planned as the first call's, it compiles with the others (a background compile
-        prepares it ahead) instead of being asked for at run time while the contiguous
-        variant, compiled for nothing, runs on a copy meanwhile. The LSTM layers' outputs
-        are such views (nn/recurrent.py `_time_major_rows`: the (L, H, N) states as
-        (L, N, H) rows). A wrong guess would cost speed, never a value: the "nd" variant
-        takes any strides."""
+        """Whether operand `v` surely arrives strided: a permuted view swapping two dims of
+        size > 1 of an array in C order (the LSTM layers' outputs). Such an operand takes the
+        "nd" variant from the start, so it compiles with the others; a wrong guess costs
+        speed, never a value."""
         e = self._producer(v)
         if e is None or e.prim is not PERMUTE or not isinstance(e.inputs[0], Var):
             return False
@@ -490,10 +452,8 @@ class Plan:
         if p is FULL and self.backend.name == "cpu":
             made = _full_template(e)
             if made is not None:
-                # a small constant (the loss's seed gradient, ones of shape ()): made once
-                # here exactly as the call below would make it, copied per call (a fresh array,
-                # as before: nothing may write into the template). np.full's Python and the
-                # impl's checks were 2-3 us of the two-layer step's ~130 us call.
+                # a small constant (the loss's seed gradient): made once here as the call
+                # would make it, copied per call (2-3 us of the two-layer step's ~130 us)
                 tname = f"FULL{len(consts)}"
                 consts[tname] = made
                 return [f"    {outs[0]} = {tname}.copy()"]

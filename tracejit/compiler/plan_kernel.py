@@ -58,10 +58,8 @@ class _Kernel:
         self._specs: dict = {}
         # the input whose array a call may pass as the output too (`Plan._donor`)
         self.in_place: Optional[int] = None
-        # Set by a background compile (compiler/tiers.py) for the kernels it planned, to
-        # a callable it calls once such a variant is loaded (it records it for the next
-        # process): a variant no plan listed (a strided input's) is then prepared off the
-        # caller's thread (`ready`), never compiled in a call.
+        # Set by a background compile to a callable it calls once a variant is loaded: a
+        # variant no plan listed is then prepared off the caller's thread (`ready`).
         self.defer = None
         self._jobs: dict = {}
 
@@ -83,9 +81,8 @@ class _Kernel:
         self._specs.clear()
 
     def spec(self, layouts: tuple, parallel: bool):
-        """The rendered source of a variant (memoized; rendering raises the user-facing
-        errors the lowering finds, such as an integer to a negative power, before
-        anything compiles)."""
+        """The rendered source of a variant (memoized; rendering raises the lowering's
+        user-facing errors before anything compiles)."""
         key = (layouts, self.backend.variant(parallel))
         spec = self._specs.get(key)
         if spec is None:
@@ -108,10 +105,9 @@ class _Kernel:
         return fn
 
     def ready(self, layouts: tuple, parallel: bool = False):
-        """The variant for `layouts` when it is loaded. Otherwise: for a kernel of a
-        background-compiled entry (`defer`), None while a thread has it loaded from disk or
-        compiled by a worker first (the caller runs a loaded variant on contiguous copies
-        meanwhile: the same values); else (sync mode) `get`: it compiles here."""
+        """The variant for `layouts` when it is loaded. Otherwise, for a background entry's
+        kernel (`defer`), None while a thread loads or a worker compiles it (the caller runs
+        a loaded variant on contiguous copies); else (sync mode) `get` compiles it here."""
         fn = self._ready(layouts, parallel)
         if fn is None or "cm" not in layouts:
             return fn

@@ -1,13 +1,7 @@
 """The plan stage's patterns (jit/patterns.py), in the order they run: each rewrites a plan's
-items (fusion groups and equations) into steps that only some backends' kernels run, so
-each is guarded by the capability a backend declares (`backends.Backend.capabilities`),
-and each has its switch in tracejit/envflags.py.
-
-- ``gemm_epilogue``: a product and the bias / residual / ReLU group after it become one
-  step whose epilogue the GEMM template or BLAS applies, a bias gradient's column sum a
-  GEMV (gemm_steps.py);
-- ``attention_pair``: self-attention's weights and context in one pass, its backward with
-  the projection's bias gradient (attnpair.py).
+items into steps only some backends run, guarded by `backends.Backend.capabilities`, with a
+switch in tracejit/envflags.py: ``gemm_epilogue`` (gemm_steps.py) and ``attention_pair``
+(attnpair.py).
 """
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Background preparation of kernel modules: a job done once a module is loaded in this
-process, its source rendered and compiled by a compile worker (compiler/workers.py) where
-the disk cache lacks it, then loaded by a thread of its own, so no caller waits for numba.
-Used from above: a plan's kernel variants no plan listed (`prepare_variant`), the GIL-free
-share modules (cpu/runtime/cshares.py), fused Adam's module (`module_when_ready`); and
-`compile_mode`, the mode a function compiles in (its ``compile=`` option, else
-$TRACEJIT_COMPILE), and whether a graph or program can compile in workers at all
-(`graph_on_cpu`, `background_possible`).
+"""Background preparation of kernel modules: a job done once a module is loaded here, its
+source compiled by a worker where the disk cache lacks it and loaded by a thread of its
+own, so no caller waits for numba. Also `compile_mode` (a function's ``compile=`` option,
+else $TRACEJIT_COMPILE) and whether a graph can compile in workers at all.
 """
 from __future__ import annotations
 
@@ -17,7 +13,7 @@ from typing import Any, Optional
 
 from .. import envflags
 from . import cacheroot
-from .cpu.runtime import gilshare
+from .cpu.runtime import coreshare
 
 __all__ = ["MODES", "compile_mode", "graph_on_cpu", "background_possible", "prepare_variant", "module_job", "module_when_ready"]
 
@@ -52,10 +48,8 @@ _module_warned: set = set()
 
 def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None,
              after=None) -> "workers.Job":
-    """A job done once a kernel module is loaded in this process: a thread gets its
-    (source, llvm_options) from `source_of`, checks the disk, has a worker compile it if
-    it is not there, then calls `load` (numba's import and the load are not a caller's
-    wait)."""
+    """A job done once a kernel module is loaded: a thread gets its (source, llvm_options)
+    from `source_of`, has a worker compile it if not on disk, then calls `load`."""
     from . import diskcache, workers
     job = workers.Job(0, "", name_hint, ())
 
@@ -73,7 +67,7 @@ def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None,
                     job._finish(False, wjob.error)
                     return
                 compiled = 1
-            with gilshare.shorter_switches():
+            with coreshare.shorter_switches():
                 load()
         except Exception as exc:
             job._finish(False, f"{type(exc).__name__}: {exc}")
@@ -87,10 +81,8 @@ def _prepare(name_hint: str, source_of, load, rank: Optional[int] = None,
 
 def _prepare_module(source: str, name_hint: str, llvm_options: tuple, rank: Optional[int],
                     after) -> "workers.Job":
-    # Rank EAGER by default: the module's array path runs meanwhile (fused Adam's numpy
-    # update), so a background compile's plan kernels, whose switch ends tier 0, go first.
-    # MLP step, one worker while training: Adam's job came 0.05 s before the row kernels and
-    # held the entry's switch back by its whole compile (~1 s of CPU).
+    # Rank EAGER by default: the module's array path runs meanwhile, so a background
+    # compile's plan kernels, whose switch ends tier 0, go first.
     from . import diskcache, workers
     return _prepare(name_hint, lambda: (source, llvm_options), lambda: diskcache.load_module(
         source, name_hint=name_hint, llvm_options=llvm_options),
@@ -98,16 +90,10 @@ def _prepare_module(source: str, name_hint: str, llvm_options: tuple, rank: Opti
 
 
 def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
-    """For `plan._Kernel.ready`: a job done once `kern`'s variant for `layouts` is loaded
-    (rendered, compiled by a worker when not on disk, and loaded by a thread). Rank STEADY,
-    not FIRST: no call waits for it (the caller runs a loaded variant on contiguous copies
-    meanwhile, the same values), and the compiled step runs it at every call, as it does the
-    layers' own kernels queued before it. At FIRST it went ahead of the LSTM LM's whole-loop
-    kernels queued a moment earlier, a copy saved against a numpy loop: LM.forward's nd
-    parallel variant (0.41-0.50 s of one worker) ran before both loops (7 of 15 cold
-    background runs) or between them (8), and the loops were in after 4.25-4.4 s of the
-    worker's compiles, against 3.8-3.9 s at STEADY (load 1.5-2.1; every kernel in: the
-    same, one worker compiling the same jobs)."""
+    """For `plan._Kernel.ready`: a job done once `kern`'s variant for `layouts` is loaded.
+    Rank STEADY, not FIRST: no call waits for it (a loaded variant runs on copies
+    meanwhile), and at FIRST it went ahead of the layers' own kernels (LSTM LM: loops in
+    after 4.25-4.4 s of worker compiles against 3.8-3.9 s)."""
     def source_of():
         spec = kern.spec(layouts, parallel)
         return spec.source, spec.llvm_options
@@ -122,10 +108,8 @@ def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
 
 def module_job(source: str, name_hint: str, llvm_options: tuple = (), rank: Optional[int] = None,
                after=None) -> "Optional[workers.Job]":
-    """`module_when_ready`'s background job for a module, started at the first ask: done
-    once the module is loaded in this process (compiled by a worker first where the disk
-    lacks it). None where nothing runs in the background: sync mode, no disk cache, or
-    the module already loaded (`module_when_ready` loads it on the spot then)."""
+    """`module_when_ready`'s background job for a module, started at the first ask; None
+    where nothing runs in the background (sync mode, no disk cache, already loaded)."""
     from . import diskcache, workers
     if compile_mode(None) != "background" or diskcache.in_memory(source, llvm_options) \
             or diskcache.cache_dir() is None:
@@ -140,11 +124,9 @@ def module_job(source: str, name_hint: str, llvm_options: tuple = (), rank: Opti
 
 def module_when_ready(source: str, name_hint: str, llvm_options: tuple = (),
                       rank: Optional[int] = None, after=None):
-    """For hand-written kernel modules that have an array fallback (fused Adam): the module
-    if it is loaded, else None while a background thread loads it from disk or has a worker
-    compile it first (sync mode, or no disk cache: compile it now). A failed compile gives
-    None for good, with one warning. `rank` and `after` place the worker's job
-    (workers.submit; rank EAGER by default)."""
+    """For hand-written kernel modules with an array fallback (fused Adam): the module if
+    loaded, else None while a thread loads or a worker compiles it (sync mode or no disk
+    cache: compile now). A failed compile gives None for good, with one warning."""
     from . import diskcache
     job = module_job(source, name_hint, llvm_options, rank, after)
     if job is None:

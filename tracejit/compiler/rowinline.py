@@ -1,18 +1,11 @@
 """Compiled plans schedule a primitive that has a rows form as that form.
 
-softmax, its backward and LayerNorm are primitives (an eager call is one op, its numpy
-form a few passes in place), and their records give their *rows form*
-(``extra["rows_form"]``: the same function written with keepdim reductions over the last
-dim and elementwise ops) with ``extra["rows_inline"]``, the test of an equation's operand
-avals and params that says the form applies (softmax: over the last dim; LayerNorm: over
-the last dim only, so a bias add or residual before it and a GELU after it join its rows
-group). Before a plan is partitioned, each
-such equation is replaced by its form's equations, traced over the equation's operand
-avals, so the scheduler (fusion.py) makes it a rows group with the elementwise work
-around it: ``softmax(q @ k.T * c + mask)``'s scale and mask are computed per row in the
-softmax's kernel, and a backward's incoming gradient in its backward's. The eager
-primitive's CPU kernel is rendered from the same form (cpu/kernels/row_forms.py), so
-eager and compiled run one lowering, on every backend that renders rows groups.
+softmax, its backward and LayerNorm are primitives whose records give a *rows form*
+(``extra["rows_form"]``, keepdim reductions over the last dim and elementwise ops) and a
+test for when it applies (``extra["rows_inline"]``). Before partitioning, each such
+equation is replaced by its form's equations, so fusion makes one rows group with the work
+around it (the scale and mask of ``softmax(q @ k.T * c + mask)``). The eager kernel is
+rendered from the same form (cpu/kernels/row_forms.py): one lowering.
 """
 from __future__ import annotations
 
@@ -22,9 +15,8 @@ __all__ = ["expand_rows_forms", "inlined"]
 
 
 def expand_rows_forms(graph: Graph) -> Graph:
-    """`graph` with each equation whose primitive's rows form applies replaced by the
-    form's equations (the last one writing the equation's own output); `graph` itself
-    when none applies."""
+    """`graph` with each equation whose rows form applies replaced by the form's equations;
+    `graph` itself when none applies."""
     if not any(e.prim.extra.get("rows_inline") is not None for e in graph.eqns):
         return graph
     eqns: list = []

@@ -1,33 +1,21 @@
 """The passes of a rows nest over one row: what each backend's renderer walks.
 
-A rows nest (`loopnest.LoopNest.rows`) computes, per row (every index but the last),
-reductions over the last dim and elementwise work that reads them; a channel nest the
-same per channel (index 1), its reductions over every other dim. Its values are of
-two kinds: *per element* (they depend on a folded index: an operand that varies along
-it, or a step reading one) and *per row* (everything else: a reduction's result
-``r<k>``, a step of per-row values such as ``log(s)`` or ``rsqrt(var + eps)``, an
-operand broadcast along the last dim).
+A rows nest computes, per row, reductions over the last dim and elementwise work that
+reads them (a channel nest the same per channel). Its values are *per element* (depending
+on the folded index) or *per row* (a reduction's result ``r<k>``, steps of per-row values,
+operands broadcast along the last dim).
 
-The reductions go into passes by dependence: a reduction that reads no other is in
-pass 0, one that reads a pass-p result in pass p + 1 (softmax: the max, then the sum
-of ``exp(x - max)``; LayerNorm's backward: both of its sums in one pass). Each pass
-loops over the row once and recomputes the per-element steps its reductions need
-(while the row is in cache, that is cheaper than a buffer per row); the per-row steps
-a pass reads run just before it. A last pass writes the per-element outputs; the
-per-row outputs are written once per row, after the reductions. The sums over the
-rows (`LoopNest.cols`, a value per column) fold in the last pass, beside its writes.
+Reductions go into passes by dependence: one reading no other is in pass 0, one reading a
+pass-p result in pass p + 1 (softmax: the max, then the sum of ``exp(x - max)``). Each pass
+loops over the row once and recomputes the per-element steps it needs (cheaper than a
+buffer while the row is in cache); per-row steps run just before the pass that reads them.
+A last pass writes the per-element outputs and folds the column sums (`LoopNest.cols`).
+A fold-pass value computed by a math function that the last pass needs again (softmax's
+``exp(x - max)``) is stored into an output as computed (`RowPass.stash`) and read back
+(`RowPass.restore`): a store and a load cost less than a second ``exp``.
 
-One value is kept instead of recomputed where that pays: the per-element value of a
-fold pass that the last pass needs again and that a math function computes (softmax's
-``exp(x - max)``) is stored into a per-element output of its dtype as the fold pass
-computes it (`RowPass.stash`), and the last pass reads it back from there
-(`RowPass.restore`), as a hand-written softmax does: the row is in cache, and a store
-and a load cost less than a second ``exp``. Each element is stored and read back by the
-same thread in both backends.
-
-`schedule` returns that order; the CPU renderer runs rows in parallel, each on one
-thread (codegen_cpu_rows.py), the CUDA renderer gives each row a block whose threads
-share the loops and fold through shared memory (codegen_cuda_rows.py).
+`schedule` returns that order; codegen_cpu_rows.py runs each row on one thread,
+codegen_cuda_rows.py gives each row a block.
 """
 from __future__ import annotations
 
@@ -170,9 +158,8 @@ def schedule(nest: LoopNest, stash: bool = True) -> RowSchedule:
 
 def _kept(nest: LoopNest, passes: list, closure, needed: set, elem_out: tuple):
     """(fold pass index, Output, step name) of the value the last pass should read back
-    instead of recomputing (module docstring), or None: the fold-pass value among
-    `needed` whose computation calls a math function, the most steps first, with an
-    output of its dtype to hold it."""
+    instead of recomputing, or None: a needed fold-pass value that calls a math function,
+    the most steps first, with an output of its dtype to hold it."""
     by_name = {st.name: st for st in nest.steps}
     best = None
     for p, rp in enumerate(passes):

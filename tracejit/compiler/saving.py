@@ -1,26 +1,12 @@
 """What a compiled forward saves for its backward: elementwise values it writes anyway.
 
-Autodiff (jit/autodiff.py `split`) recomputes cheap elementwise intermediates in the
-backward instead of saving them, because the backward's fused kernels usually recompute
-them for free from values they read anyway. That is a loss when the forward writes the
-value to memory regardless: an activation read by the next layer's matmul (the MLP's
-``gelu(layer_norm(...))``, a ReLU before a Linear). The backward then recomputed it in a
-pass of its own (read the LayerNorm output, write the activation again) only to feed the
-weight gradient's GEMM, where saving it costs nothing but keeping the array alive until
-the backward (as PyTorch's autograd does). Here such values are saved.
-
-"Written anyway" is judged from the forward graph: a value read by an equation that runs
-as a plan step (a matmul, a reshape, any non-fused primitive) must be in memory. Readers
-that fuse do not count: elementwise ops, expand, the reductions fusion closes groups with,
-and a primitive that plans schedule as its rows form (compiler/rowinline.py: softmax,
-LayerNorm over the last dim).
-
-``TRACEJIT_SAVE_WRITTEN=0`` restores plain recomputation.
-
-A static slice of a value the forward saves anyway (an LSTM cell's gates, column slices of
-its product) is not saved itself: the backward takes the slice again, which its kernels
-then read in place (compiler/slice_reads.py), where a saved slice arrives as a strided
-input of the backward that its kernels copy first.
+Autodiff recomputes cheap elementwise intermediates in the backward instead of saving them.
+That is a loss when the forward writes the value regardless (an activation read by the
+next matmul): the backward recomputed it in a pass of its own only to feed the weight
+gradient's GEMM. Here such values are saved, as PyTorch does. "Written anyway": read by an
+equation that runs as a plan step (fused readers do not count). ``TRACEJIT_SAVE_WRITTEN=0``
+restores plain recomputation. A static slice of a value saved anyway is not saved itself:
+the backward slices again and reads it in place (slice_reads.py).
 """
 from __future__ import annotations
 

@@ -1,18 +1,11 @@
 """Slice reads: a kernel reads a static slice of an array in place, at an offset.
 
-A group that reads ``y = x[:, 51:102]`` (a column slice: an LSTM cell's gate of the
-product that computes all four, one head of a projection) would otherwise get the view
-``y``, whose rows are strided. A strided operand either takes the "nd" variant, whose
-general strides keep LLVM from vectorizing, or a copy to C order before the call (plan.py).
-Here the group reads ``x`` itself instead, C-contiguous as it was made, at
-``x[i0 + 0, i1 + 51]``: the inner loop stays unit-stride and nothing is copied, and where
-nothing else reads the view its ``getitem`` step is dropped from the plan.
-
-`fold_slice_reads` decides it once per plan: for each elementwise map (no rows, window or
-reduction: those loop forms index their operands themselves), each input made by a ``getitem`` of
-unit-step slices with static bounds whose result has the group's iteration shape is
-recorded in ``Group.reads`` as (the sliced array, the offset of each dim). The lowering
-(loopnest.py) gives that operand the offsets; every renderer adds them to its index.
+A group reading ``y = x[:, 51:102]`` (an LSTM cell's gate, a projection's head) would get
+strided rows, and so either the unvectorized "nd" variant or a copy. Here it reads ``x``
+itself at ``x[i0 + 0, i1 + 51]``: unit stride, no copy, and the ``getitem`` step goes where
+nothing else reads the view. `fold_slice_reads` records, per elementwise map, each input
+made by a static unit-step slice of the group's shape in ``Group.reads`` (array, offsets);
+the lowering gives the operand the offsets and every renderer adds them.
 """
 from __future__ import annotations
 

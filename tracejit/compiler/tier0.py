@@ -17,16 +17,11 @@ __all__ = ["Tier0"]
 
 
 class Tier0(Interpreted):
-    """The IR interpreter, run as the eager code it stands for would run:
-
-    - each value goes after its last use: holding every intermediate until the graph
-      ended made the Transformer step's tier-0 call fault in ~3,000 more fresh pages
-      (12 MB) than the eager forward, and kept that memory from the next call;
-    - a value cut into all its slices along one axis by int selects (attention's packed
-      q, k, v: ``getitem`` x3 in the graph) is cut by one `unbind_steps` node, as eager
-      attention does: its backward is one ``stack``, where three getitem nodes made three
-      full-size zero tensors and ``index_add``s (9-12 ms of the Transformer's tier-0 step
-      against eager's 3 ms). Same values either way."""
+    """The IR interpreter, run as the eager code it stands for would run: each value goes
+    after its last use (holding them faulted in 12 MB more per Transformer call), and a
+    value cut into all its slices by int selects is cut by one `unbind_steps` node, as
+    eager attention does (its backward one ``stack``, not three zero tensors). Same values
+    either way."""
 
     def __init__(self, graph):
         super().__init__(graph)

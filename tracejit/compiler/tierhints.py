@@ -1,35 +1,17 @@
 """What a previous process learned about a graph's tiers: its tier-0 call's cost and the
 cost of loading its kernels from a warm disk (compiler/tiers.py decides with it).
 
-Background mode runs a first call on tier 0 (an eager call) and loads the kernels in a
-thread: right when an eager call is cheap, wrong when it is not (an LSTM whose eager step
-costs 20 s loads its kernels in 2-3 s). Which one holds is only known after a run, so a
-run records both figures, keyed by the captured graph's text, in
-``<cache root>/hints/<key>.json``; the next process's first call loads the kernels at
-once when its tier-0 call took longer than the loads (at least `NUMBA_IMPORT_CPU_S` for
-numba's import). Both are CPU seconds of the thread that did the work
-(``time.thread_time``), not wall time: on a busy machine a call's wall time is mostly
-waiting for a core, and one busy run's wall hint would make every later process load its
-kernels in the first call.
+Running a first call on tier 0 is right when an eager call is cheap, wrong when it is not
+(an LSTM whose eager step costs 20 s loads its kernels in 2-3 s). So a run records both
+figures, in CPU seconds of the working thread (wall time follows the machine's load), in
+``<cache root>/hints/<key>.json``, and the next first call loads at once when its tier-0
+call took longer. A marker (``hints/load-first``) says some graph ever preferred loading,
+so a first call hashes its graph (1-5 ms) only then (`any_prefers_loading`).
 
-Such a hint is rare (the benchmark steps all prefer tier 0), and finding a graph's one
-costs its key (the graph's text, hashed: 1-5 ms of the first call): a marker file
-(``hints/load-first``, empty) says that some graph's hint has ever preferred loading, and
-a first call looks for its own hint only then (`any_prefers_loading`).
-
-A second, smaller record says that a graph's kernels have all been on disk once
-(``<key>.ondisk``, empty): a background compile whose graph has none starts its compile
-workers at once, before planning (they take 1-3 s to start), and one whose graph has it
-does not start them for nothing in a warm process.
-
-A third records the kernel variants a run needed that no plan lists (``<key>.variants``,
-JSON: a strided operand's ``nd`` variant, which a background entry prepares off the
-caller's thread when a call first meets it): the next process's background compile plans
-them with the others, so they are loaded (or compiled) before its switch, not after it.
-
-A hint is only advice: JSON (never pickle) in the private cache root, read defensively;
-a missing kernel still goes the tier-0 way, and every kernel is loaded through the disk
-cache's manifest check.
+``<key>.ondisk`` says a graph's kernels have all been on disk once (a graph without it
+starts its compile workers before planning); ``<key>.variants`` lists kernel variants a
+run needed that no plan lists, which the next background compile plans with the others.
+A hint is only advice: JSON in the private cache root, read defensively.
 """
 from __future__ import annotations
 
@@ -46,11 +28,8 @@ __all__ = ["key", "read", "write", "prefer_loading", "any_prefers_loading", "mar
 
 _DIR = "hints"
 LOAD_MARK = "load-first"   # in <root>/hints: some graph's hint prefers loading
-# numba's import in CPU seconds (0.17-0.18 s measured here, .pyc files written): a first
-# call that loads its kernels at once pays it; the hint's load figure counts at least this
-# much for it, since a background thread often finds numba imported by another thread (an
-# eager kernel's loader) and its loads alone then read 65 ms for the Transformer step,
-# whose tier-0 call (0.30 s CPU on a busy machine) then looked the slower.
+# numba's import in CPU seconds: the hint's load figure counts at least this much, since a
+# background thread often finds numba imported already and its loads alone read too low.
 NUMBA_IMPORT_CPU_S = 0.15
 # How much more a tier-0 call must cost than the loads for a first call to load at once.
 LOAD_MARGIN = 2.0
@@ -93,13 +72,9 @@ def read(k: str) -> Optional[dict]:
 
 
 def write(k: str, tier0_s: float, load_s: float) -> None:
-    """Record the figures for key `k` (atomically; errors are ignored: it is a hint).
-
-    Each figure keeps the least of this run's and the recorded one: a run on a busy
-    machine (or one whose tier-0 call paid a one-off cost) must not flip the next
-    process's choice. The MLP step's hint once read tier 0 0.77 s against loads 0.83 s
-    (a first call that imported numba for an eager kernel), and the next processes
-    loaded all 29 kernels in their first call: 0.7-1.1 s instead of ~0.15 s on tier 0."""
+    """Record the figures for key `k` (atomically; errors are ignored: it is a hint). Each
+    keeps the least of this run's and the recorded one, so a busy run or a one-off cost
+    does not flip the next process's choice."""
     path = _path(k)
     if path is None:
         return
@@ -121,20 +96,14 @@ def write(k: str, tier0_s: float, load_s: float) -> None:
 
 def prefer_loading(hint: Optional[dict]) -> bool:
     """Whether a first call should load the kernels at once rather than run tier 0."""
-    # CPU seconds both (write): the waits for the GIL and the cores that inflated a load
-    # measured in wall time beside the tier-0 calls are not in them. The first call loads
-    # only when its tier-0 call costs `LOAD_MARGIN` times the loads: a process that loads
-    # at once makes no tier-0 call, so its hint is never measured again, and a close call
-    # (the Transformer step at load 3-4: tier 0 0.291 s, loads 0.287 s; tier 0 is 0.11 s
-    # on a quiet machine) must stay on tier 0. The cases the hint is for differ by far
-    # more (an LSTM whose eager step took 20 s against 2-3 s of loads).
+    # The first call loads only when tier 0 costs `LOAD_MARGIN` times the loads: a process
+    # that loads at once never measures tier 0 again, so a close call must stay on tier 0.
     return hint is not None and hint["tier0_s"] > LOAD_MARGIN * hint["load_s"]
 
 
 def any_prefers_loading() -> bool:
-    """Whether any graph's hint has preferred loading in this cache (the marker exists):
-    one stat, so that a first call computes its graph's key only when a hint could say
-    "load"; False with the cache off."""
+    """Whether any graph's hint has preferred loading in this cache (one stat); False with
+    the cache off."""
     root = cacheroot.root()
     return root is not None and os.path.exists(os.path.join(root, _DIR, LOAD_MARK))
 

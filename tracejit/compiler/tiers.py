@@ -2,18 +2,13 @@
 (design: docs/design/tiers.md; user guide: docs/guide/tiered-compilation.md).
 
 A cache miss's entry gets a `TieredExecutor`. Tier 0 (`Tier0`) is the IR interpreter over
-the ops' eager implementations, so its results equal eager. A background thread (from
-the second call, or once the first step has ended) plans the program, submits missing
-kernels to the compile workers (workers.py) and loads them; the next call after all are
-in swaps the entry's executor under the function's lock, and each call runs on one tier.
-Where parfor kernels are needed, a chunk-kernel (or serial) program is compiled first and
-the parfor program is an upgrade, kept only when a timed trial (`TRIAL_CALLS`,
-`TRIAL_MARGIN`) shows it faster. A strided operand's ``nd`` variant is compiled in the
-background (`prepare_variant`) while the call runs on a contiguous copy. A failed job
-leaves the entry on tier 0 with one warning (``wait`` returns False for it).
-
-``TRACEJIT_COMPILE=background|sync`` picks the default mode; background needs the disk
-cache and a CPU graph, else the entry compiles in sync mode.
+the ops' eager implementations, so its results equal eager. A background thread (from the
+second call, or once the first step has ended) plans the program, submits missing kernels
+to the compile workers and loads them; the next call after all are in swaps the executor
+under the function's lock. Where parfor kernels are needed, a chunk-kernel (or serial)
+program comes first and the parfor program is an upgrade kept only when a timed trial
+shows it faster. A failed job leaves the entry on tier 0 with one warning.
+``TRACEJIT_COMPILE=background|sync`` picks the default mode.
 """
 from __future__ import annotations
 
@@ -28,30 +23,26 @@ from typing import Any, Optional
 from ..jit.backend import Executor
 from ..jit.function import compiled_function_of
 from . import tierhints
-from .cpu.runtime import gilshare
+from .cpu.runtime import coreshare
 from .tier0 import Tier0
-# diskcache and workers are imported where used: a first call (tier 0) needs neither,
-# and their imports (pathlib, subprocess, the cache key's helpers: 15-30 ms in a fresh
-# process) belong to the background thread, after the user's first step.
+# diskcache and workers are imported where used: their imports (15-30 ms) belong to the
+# background thread, not the first call.
 
 __all__ = ["TieredExecutor", "Tier0", "wait"]
 
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 
 # The background work starts at the second call, or `_GO_AFTER_S` after the first call
-# began, or -- when that is later -- `_GO_AFTER_TIER0` times its tier-0 run's length after
-# that run ended: about when the user's first step ends (the backward and the optimizer
-# update follow the forward; a backward costs about twice the forward).
+# began, or, when later, `_GO_AFTER_TIER0` times its tier-0 run after it ended: about when
+# the user's first step (forward, backward, update) ends.
 _GO_AFTER_S = 1.0
 _GO_AFTER_TIER0 = 2.0
 # After a chunk stage: calls of each program timed before keeping one, and how much faster
 # (fraction of the chunk program's best call) the parfor program must be to be kept.
 TRIAL_CALLS = 3
 TRIAL_MARGIN = 0.05
-# A warm entry (a previous run put every kernel of its graph on disk: tierhints.on_disk)
-# runs compiled from its second call: that call waits for the loads (the plans, numba's
-# import, the loads: 0.2-0.5 s for the digits MLP step), at most this long (then calls
-# run tier 0 until they are in).
+# A warm entry (every kernel on disk from a previous run: tierhints.on_disk) runs compiled
+# from its second call, which waits for the loads at most this long.
 WARM_WAIT_S = 3.0
 # explain waits this long for the background thread's plans (the groups it shows).
 EXPLAIN_WAIT_S = 60.0
@@ -66,9 +57,8 @@ class TieredExecutor(BackgroundWork, Executor):
 
     def __init__(self, graph, program, grad_mode: bool, lock, owner, name: str, make_program=None):
         self.tier0 = Tier0(graph)
-        # The CompiledProgram, or None until `program` is first read: `make_program` builds
-        # it (importing the code generator and planning cost ~0.1-0.2 s, which the
-        # background thread pays rather than the first call).
+        # The CompiledProgram, or None until `program` is first read: planning costs
+        # ~0.1-0.2 s, which the background thread pays rather than the first call.
         self._program = program
         self._make_program = make_program
         self._program_lock = threading.Lock()
@@ -88,10 +78,9 @@ class TieredExecutor(BackgroundWork, Executor):
         self._ready = threading.Event()         # ... and loaded, or the entry failed
         self._work_pid = os.getpid()
         self._failure = ""          # why the background work failed (the switch reports it)
-        # Stage 1: a second program over the same graph, compiled first, whose plans call
-        # chunk kernels (`_stage_kind` "chunks") or serial kernels only ("serial"); the
-        # entry runs it until the parfor variants of the full program are in. None when
-        # no parfor variant must compile. (The names say "serial" for either kind.)
+        # Stage 1: a program over the same graph whose plans call chunk or serial kernels
+        # only (`_stage_kind`), run until the full program's parfor variants are in; None
+        # when no parfor variant must compile.
         self._serial_program = None
         self._stage_kind = "serial"
         self._trial = ([], [])     # call times in the trial: (full program, chunk program)
@@ -101,11 +90,8 @@ class TieredExecutor(BackgroundWork, Executor):
         self._stage1 = True  # False for fn.compile: the caller waits for the full program anyway
         self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time
         self._load_s = 0.0         # (wall: logs, bench_tiers)
-        # The same as CPU time of the thread each ran on, recorded for the next process
-        # (tierhints.py): a wall figure counts the waits for a core and for the GIL, which
-        # follow the machine's load, not the work (a Transformer step's tier-0 call read
-        # 1.14 s at load 5 where its thread ran 0.46 s, and the hint then made the next
-        # processes load every kernel in their first call).
+        # The same as CPU time of the thread each ran on, for the next process (tierhints):
+        # wall time counts the waits for a core and the GIL, which follow the load.
         self._tier0_cpu_s = None
         self._load_cpu_s = 0.0
         self._numba_cpu_s = 0.0    # numba's import, when this thread made it
@@ -113,16 +99,13 @@ class TieredExecutor(BackgroundWork, Executor):
         self._hint_key = None
         self._prestarted = False    # the workers were started ahead (no on-disk record)
         self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
-        # Set at the second call (or by wait/compile): until then, or for at most
-        # `_GO_AFTER_S`, the background thread waits, so it does not take the GIL (and a core)
-        # from the first call and the rest of the user's first step (its backward, the
-        # optimizer) that it is meant to spare.
+        # Set at the second call (or by wait/compile): until then, for at most
+        # `_GO_AFTER_S`, the background thread waits so as not to slow the first step.
         self._go = threading.Event()
         self._go_at: Optional[float] = None  # time.monotonic() when the thread may start anyway
         self._warm_since: Optional[float] = None   # time.monotonic() a call began to wait
-        # The graph's kernels were all on disk in an earlier run (`_wait_for_go`): the thread
-        # loads them at once and calls wait for it (`WARM_WAIT_S`); cleared when the plan
-        # finds one missing, the work fails or the wait ran out.
+        # The graph's kernels were all on disk in an earlier run: calls wait for the loads
+        # (`WARM_WAIT_S`); cleared when one is missing, the work fails or the wait ran out.
         self._warm = False
         self._warm_known = threading.Event()    # `_warm` has been decided
         self._mark = None   # finish.when_cached's token: the on-disk record, should we exit first
@@ -147,10 +130,8 @@ class TieredExecutor(BackgroundWork, Executor):
         self.entry = entry
 
     def kernel_counts(self) -> Optional[tuple]:
-        """(in, all): the kernel modules this entry needs that are in the disk cache
-        (found there or compiled by a worker), and all it needs, each counted once (the
-        chunk stage's and the full program's); None while it plans (how many is not known
-        yet). A pending entry's `pending_kernels` is the difference."""
+        """(in, all): the kernel modules this entry needs that are in the disk cache, and
+        all it needs, each counted once; None while it plans."""
         if self.state == "new" or (self.state == "pending" and not self._submit_done.is_set()):
             return None
         if not self.jobs:   # (loaded in the first call: `_load_at_once`)
@@ -237,12 +218,11 @@ class TieredExecutor(BackgroundWork, Executor):
 
     def _load_stage_at_once(self) -> bool:
         """`_load_at_once` for a graph whose stage-1 kernels are on disk and whose parfor
-        upgrade is not (a previous run trained without a pause: workers.HOLD_POLL_S held
-        it): load the stage's kernels now and run them, the background thread submits the
-        upgrade. Under the entry's lock."""
+        upgrade is not: load the stage now; the background thread submits the upgrade.
+        Under the entry's lock."""
         t0 = time.perf_counter()
         try:
-            with gilshare.shorter_switches():
+            with coreshare.shorter_switches():
                 for kern, layouts, parallel in self._serial_variants:
                     kern.get(layouts, parallel)
         except Exception:
@@ -259,9 +239,8 @@ class TieredExecutor(BackgroundWork, Executor):
         return True
 
     def _await_warm(self) -> None:
-        """In a call of a warm entry (`_warm`): wait until its kernels are loaded (or its
-        stage-1 kernels, whose parfor upgrade is held), at most `WARM_WAIT_S` in all; past
-        that, calls run tier 0 until the loads are in."""
+        """In a call of a warm entry: wait until its kernels (or stage-1 kernels) are loaded,
+        at most `WARM_WAIT_S` in all; past that, calls run tier 0 until they are in."""
         t0 = time.monotonic()
         if self._warm_since is None:
             self._warm_since = t0
@@ -280,10 +259,9 @@ class TieredExecutor(BackgroundWork, Executor):
 
     # ---- background compile -----------------------------------------------------------
     def start(self, ins) -> None:
-        """Hand everything but tier 0 to a background thread: plan for `ins` (autodiff,
-        fusion, source generation), find the variants not on disk and submit them to the
-        workers, wait for them, and load them (numba's import and the loads happen there,
-        not in a call); the entry switches at the first call after that."""
+        """Hand everything but tier 0 to a background thread: plan for `ins`, submit the
+        variants not on disk to the workers, wait for them and load them; the entry switches
+        at the first call after that."""
         with self._lock:
             if self.state != "new":
                 return
@@ -312,14 +290,9 @@ class TieredExecutor(BackgroundWork, Executor):
         return False
 
     def _wait_for_go(self) -> None:
-        """Until the second call (or wait/compile), or about the end of the user's first
-        step (`_GO_AFTER_S`, `_GO_AFTER_TIER0`), so that a long first step (an LSTM's, or
-        any step on a busy machine) is not shared with the planning; never while the first
-        call itself runs. Then decide whether the graph is warm (`_warm`: every kernel was
-        on disk in an earlier run; its key costs 1-5 ms), which the second call waits for:
-        a warm graph's second call waits for its loads. (Loading from the end of the first
-        call on made a warm first step 1.5-2.5x longer: the loads' Python shared the GIL
-        with the step's backward and update.)"""
+        """Wait until the second call (or wait/compile) or about the end of the user's first
+        step, never during the first call, so the planning does not share the step's GIL.
+        Then decide whether the graph is warm (`_warm`), which the second call waits for."""
         while not self._go.is_set():
             at = self._go_at
             if at is None:           # the first call is still on tier 0 (or was never made)
@@ -331,7 +304,7 @@ class TieredExecutor(BackgroundWork, Executor):
             self._go.wait(left)
         # (shorter GIL switches: the graph's key and the workers' start are Python beside
         # the user's second step, which waits for the first up to 0.1 s)
-        with gilshare.shorter_switches():
+        with coreshare.shorter_switches():
             try:
                 self._warm = tierhints.on_disk(self._graph_key())
             except Exception:  # a hint is only advice
@@ -376,9 +349,8 @@ class TieredExecutor(BackgroundWork, Executor):
         return self._finish_switch()
 
     def _trial_call(self, ins):
-        """A call in the trial: runs the program with fewer timed calls so far; once each
-        has `TRIAL_CALLS`, keeps the parfor program if it is measurably faster, else the
-        chunk program."""
+        """A call in the trial: runs the program with fewer timed calls; once each has
+        `TRIAL_CALLS`, keeps the parfor program if measurably faster, else the chunk one."""
         with self._lock:
             if self.state != "trial":
                 prog = None
@@ -406,11 +378,8 @@ class TieredExecutor(BackgroundWork, Executor):
 
     def _finish_switch(self):
         if self._tier0_cpu_s is not None and self._hint_key:
-            # For the next process (tierhints.py), in CPU seconds of the threads that did
-            # the work. A cold run's loads are each a job's load: the same work as a warm
-            # process's.
-            # The load figure is what a first call that loads at once does: plan, import
-            # numba, load.
+            # For the next process (tierhints.py), in CPU seconds; the load figure is what a
+            # first call that loads at once does: plan, import numba, load.
             tierhints.write(self._hint_key, self._tier0_cpu_s, self._plan_cpu_s + self._load_cpu_s
                             + max(self._numba_cpu_s, tierhints.NUMBA_IMPORT_CPU_S))
         self.state = "compiled"
@@ -501,9 +470,8 @@ class TieredExecutor(BackgroundWork, Executor):
         return f"tier 0 (the IR interpreter); {tally}, loading them"
 
     def explain_sections(self):
-        """The program's sections, once the background thread has planned (waits for it,
-        at most `EXPLAIN_WAIT_S`): the fusion groups of the call it compiles for, training
-        or inference."""
+        """The program's sections once the background thread has planned (waits at most
+        `EXPLAIN_WAIT_S`)."""
         if self.state == "pending" and not self._submit_done.is_set():
             self._go.set()
             self._submit_done.wait(EXPLAIN_WAIT_S)
@@ -530,10 +498,8 @@ def forget_failures(fn) -> None:
 
 def wait(fn: Any = None, timeout: Optional[float] = None) -> bool:
     """Block until the pending background compiles (of `fn`, or of every function) finish,
-    and switch their entries to compiled kernels. False if `timeout` seconds passed first,
-    or if an entry of `fn` (without `fn`: of any function still alive, or one waited for)
-    stays on tier 0 for good: a kernel failed to compile or load, now or before, which one
-    RuntimeWarning said when it failed."""
+    and switch their entries to compiled kernels. False if `timeout` passed first, or an
+    entry stays on tier 0 for good (a kernel failed; a RuntimeWarning said which)."""
     target = _resolve(fn) if fn is not None else None
     deadline = None if timeout is None else time.monotonic() + timeout
     with _pending_lock:

@@ -1,7 +1,6 @@
-"""A tiered entry's background work (tiers.py `TieredExecutor`, of which `BackgroundWork` is a
-part): plan the compiled program in a thread, submit its missing kernels to the compile
-workers (a serial or chunk stage 1 first where that pays), wait for them and load them.
-tiers.py's module docstring tells the whole story."""
+"""A tiered entry's background work (part of tiers.py's `TieredExecutor`): plan the
+compiled program in a thread, submit its missing kernels to the compile workers (a serial
+or chunk stage 1 first where that pays), wait for them and load them."""
 from __future__ import annotations
 
 import logging
@@ -9,16 +8,14 @@ import threading
 import time
 
 from . import forkguard, tierhints
-from .cpu.runtime import gilshare
+from .cpu.runtime import coreshare
 
 __all__ = ["BackgroundWork", "PARFOR_COST", "stage1_pays"]
 
 log = logging.getLogger("tracejit.compile")
 
-# Held while a background thread plans (autodiff, fusion, code generation: imports and
-# locks of their own): `os.fork` waits for it, so a child never inherits a lock or a
-# module import held by a thread it does not have (its own thread plans again). Rank 0:
-# the outermost lock a fork takes (a planning thread may load kernels, under diskcache's).
+# Held while a background thread plans: `os.fork` waits for it, so a child never inherits
+# a lock or import held by a thread it lacks. Rank 0: the outermost lock a fork takes.
 _planning = threading.RLock()
 forkguard.hold(_planning, rank=0)
 
@@ -38,11 +35,8 @@ def stage1_pays(full_missing: list, stage_missing: list) -> bool:
 
 
 def _parfor(kern, parallel: bool, spec) -> bool:
-    """Whether a kernel variant is a parfor one (`PARFOR_COST`, what stage 1 is for): a
-    parallel variant on a backend with serial twins, not a chunk kernel (a rows kernel's
-    share form among them: serial code, as cheap to compile as its twin). MLP step, empty
-    cache: a stage 1 for its four row kernels compiled each twice (serial, then share form),
-    stage 1 after 3.5 s and the share forms after 5.9 s."""
+    """Whether a kernel variant is a parfor one (what stage 1 is for): a parallel variant
+    on a backend with serial twins, not a chunk kernel (serial code, cheap to compile)."""
     return parallel and kern.backend.serial_twin and spec.parfor
 
 
@@ -54,19 +48,17 @@ class BackgroundWork:
         self._wait_for_go()
         try:
             if not self._planned:
-                # (shorter GIL switches while this thread runs Python: gilshare.py)
-                with _planning, gilshare.shorter_switches():
+                # (shorter GIL switches while this thread runs Python: coreshare.py)
+                with _planning, coreshare.shorter_switches():
                     c0 = time.thread_time()
                     self._plan()
                     self._plan_cpu_s = time.thread_time() - c0
             if not self._failure and not self.jobs:
-                with gilshare.shorter_switches():
+                with coreshare.shorter_switches():
                     self._submit()
-            # numba's import (0.2-0.5 s), which only the loads need, once the workers have
-            # their jobs: a cold digits MLP step's kernels were in 0.3-0.5 s later when it
-            # came before the planning. Under _planning: os.fork waits for that lock, so a
-            # child never inherits a half-done import.
-            with _planning, gilshare.shorter_switches():
+            # numba's import (0.2-0.5 s), once the workers have their jobs; under
+            # _planning so os.fork never copies a half-done import.
+            with _planning, coreshare.shorter_switches():
                 self._import_numba()
             if not self._failure:
                 self._wait_jobs()
@@ -100,9 +92,8 @@ class BackgroundWork:
             on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
                      len(variants), time.perf_counter() - t0, on_disk.count(False))
-            # Stage 1 only when a parfor variant must compile (a warm disk has them all:
-            # its serial-only twins would be compiled for nothing; a chunk kernel,
-            # codegen_chunks.py, compiles about as fast as its serial twin).
+            # Stage 1 only when a parfor variant must compile (a chunk kernel compiles
+            # about as fast as its serial twin).
             if self._stage1 and any(_parfor(kern, par, spec) and not ok
                                     for (kern, _, par), spec, ok in zip(variants, self._specs, on_disk)):
                 t1 = time.perf_counter()
@@ -138,10 +129,8 @@ class BackgroundWork:
         self._ins = None
 
     def _upgrade_only(self, variants: list, on_disk: list) -> bool:
-        """Whether all this graph has to compile is a parfor upgrade after a chunk stage
-        that is on disk: the upgrade is held until the program leaves a core idle
-        (workers.HOLD_POLL_S), so no worker need start now (a process whose previous run
-        trained without a pause, and so never compiled it, would start one for nothing)."""
+        """Whether all this graph has to compile is a parfor upgrade after a chunk stage on
+        disk: the upgrade is held until a core is idle, so no worker need start now."""
         return self._stage_kind == "chunks" and all(
             ok or _parfor(kern, par, sp)
             for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk)) \
@@ -154,18 +143,14 @@ class BackgroundWork:
             diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._serial_specs)
 
     def _plan_stage1(self, ins) -> None:
-        """Stage 1: the program with chunk kernels where every parallel variant has one
-        (they compile about as fast as serial kernels and run in parallel), else the
-        program with serial kernels only."""
+        """Stage 1: the program with chunk kernels where every parallel variant has one,
+        else with serial kernels only."""
         from . import codegen_chunks
         from .plan import serial_kernels
         if self.program.backend.name == "cpu":
             program, variants, specs = self._stage_program(ins, codegen_chunks.forced())
-            # A rows kernel's share form (a paired chunk kernel) is no parfor kernel
-            # (`_parfor`): the chunk stage runs it as the full program does, the same
-            # source, so it compiles once. The serial stage compiled each twice, serial
-            # first (a cold Transformer step: four row kernels, ~2-4.5 s of one worker's
-            # CPU before its finals).
+            # A rows kernel's share form is no parfor kernel: the chunk stage runs the same
+            # source as the full program, so it compiles once.
             if all(spec.chunked or not _parfor(kern, par, spec)
                    for (kern, _, par), spec in zip(variants, specs) if par):
                 # A variant a later call of this program renders (another size class)
@@ -190,9 +175,8 @@ class BackgroundWork:
         return stage, variants, specs
 
     def _variants_of(self, plans: list) -> list:
-        """[(kernel, layouts, parallel)]: the variants the first call of `plans` uses, and
-        those a previous run of this graph needed later (tierhints.variants: a strided
-        operand's), each once. Marks the kernels `defer` (plan._Kernel.ready)."""
+        """[(kernel, layouts, parallel)]: the variants the first call of `plans` uses and
+        those a previous run needed later (tierhints.variants), each once."""
         variants, seen, kernels = [], set(), {}
         recorded = tierhints.variants(self._graph_key())
         self._recorded = set()    # the variants taken from `recorded` (`_specs_of`)
@@ -219,12 +203,9 @@ class BackgroundWork:
         return variants
 
     def _specs_of(self, variants: list) -> tuple:
-        """(variants, their kernel specs), less the recorded variants (`_variants_of`)
-        whose kernel cannot render them. A record is advice keyed by the graph's text: a
-        tracejit whose fusion made other groups of the same graph (another checkout on
-        the same disk cache) leaves layouts that do not fit the kernel of that label now.
-        Taken, one such record failed the whole background compile and left the entry on
-        tier 0 for good; skipped, the kernel still compiles for the layouts its plans use."""
+        """(variants, their kernel specs), less recorded variants whose kernel cannot render
+        them (a record keyed by the graph's text may come from another tracejit version);
+        taken, such a record failed the whole background compile."""
         kept, specs = [], []
         for kern, layouts, parallel in variants:
             try:
@@ -252,12 +233,8 @@ class BackgroundWork:
         from . import diskcache, workers
         jobs, pairs = [], []
         try:
-            # Longest first (parallel variants cost numba 3-10x a serial one, and more
-            # operands more): with 2 workers the last job to finish is then a short one,
-            # which is what the switch waits for (longest-processing-time-first scheduling).
-            # The serial stage's variants come first (the entry runs compiled once they
-            # are in); the full program's serial variants have the same sources (the pool
-            # shares their jobs).
+            # Longest first (longest-processing-time-first scheduling: the last job to
+            # finish is a short one); the serial stage's variants come first.
             todo = sorted(zip(self._serial_variants, self._serial_specs), key=lambda t: -len(t[1].source))
             order = sorted(range(len(self.variants)), key=lambda k: (
                 not self.variants[k][2], -len(self._specs[k].source)))
@@ -268,11 +245,8 @@ class BackgroundWork:
                     job._finish(True)  # nothing to compile: loaded below
                 elif self._stage_kind == "chunks" and self._serial_program is not None \
                         and _parfor(kern, parallel, spec):
-                    # After a chunk stage the parfor kernels are an upgrade: other
-                    # functions' and the optimizer's kernels go to the workers first, and
-                    # it waits for a core the program leaves idle (workers.HOLD_POLL_S:
-                    # while the step trains on both cores a compile costs it, and the
-                    # trial mostly keeps the chunk kernels it runs) or for a caller's wait.
+                    # After a chunk stage the parfor kernels are an upgrade: other jobs go
+                    # first, and it waits for an idle core or a caller's wait.
                     job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True,
                                          until_idle=True)
                 else:
@@ -322,7 +296,7 @@ class BackgroundWork:
                 # the main process; the switch then waits only for the last job).
                 try:
                     t0, c0 = time.perf_counter(), time.thread_time()
-                    with gilshare.shorter_switches():
+                    with coreshare.shorter_switches():
                         kern.get(lay, par)
                     self._load_s += time.perf_counter() - t0
                     self._load_cpu_s += time.thread_time() - c0
@@ -351,7 +325,7 @@ class BackgroundWork:
     def _load(self) -> None:
         t0, c0 = time.perf_counter(), time.thread_time()
         try:
-            with gilshare.shorter_switches():
+            with coreshare.shorter_switches():
                 for kern, layouts, parallel in self.variants:
                     kern.get(layouts, parallel)  # from the disk cache (verified by its manifest)
         except Exception as exc:

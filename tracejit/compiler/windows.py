@@ -1,25 +1,16 @@
 """Windows groups: pooling as a window read in the schedule, fused with its elementwise neighbours.
 
-A pooling forward (max with its record of offsets, max, average) reads each output's
-window of an (N, C, H, W) value; when that value is computed by an elementwise group
-(BatchNorm's ``x * a + b`` with a ReLU, a bias add) and nothing else reads it, the
-pooling joins the group as its *window*: the kernel walks the outputs and computes the
-group's work at each window position, so the (N, C, H, W) value is never written
-(loopnest.Window, codegen_cpu_windows.py). A pooling backward (the max record's scatter,
-the average's spread) is a *gather* per input element: the gradient of each window that
-holds the element; elementwise work of the input's shape that reads it (a BatchNorm or
-ReLU backward) joins behind it, so the scattered gradient is not written either.
+A pooling forward reads each output's window of an (N, C, H, W) value; when an elementwise
+group computes that value and nothing else reads it, the pooling joins the group as its
+*window* and the kernel computes the group's work at each window position, so the value
+is never written (loopnest.Window). A pooling backward is a *gather* per input element,
+and elementwise work of the input's shape that reads it joins behind it.
 
-`attach_windows` runs on `fusion.partition`'s items. ``windows="auto"`` (the compiled
-path's default; ``TRACEJIT_WINDOWS`` sets it for A/B measurements) makes a windows group
-of every forward and average backward, and of a max's scatter where its windows tile the
-input (`tiles`: walked per window, 0.46 ms against the registered kernel's 0.68 over
-(64, 32, 26, 26) float32); another scatter keeps its step. ``"all"`` makes one for every
-floating rank-4 pooling; ``"none"`` none.
-
-A reader of the pooled value that reads only its shape (``max_pool2d_values``: its
-operand 1, ``extra["shape_only"]``) is given another value of that shape from the group
-instead, so it does not force the value to be written.
+`attach_windows` runs on `fusion.partition`'s items. ``windows="auto"`` (the default;
+``TRACEJIT_WINDOWS`` sets it) makes a windows group of every forward and average backward,
+and of a max's scatter where its windows tile the input (`tiles`: 0.46 ms against the
+registered kernel's 0.68); ``"all"`` of every floating rank-4 pooling; ``"none"`` none. A
+reader that reads only the pooled value's shape gets another value of that shape.
 """
 from __future__ import annotations
 
@@ -60,9 +51,8 @@ def window_kind(e) -> str | None:
 
 
 def tiles(kernel, stride, dilation) -> bool:
-    """Whether windows of this geometry tile the input (stride = kernel, no dilation): each
-    input position lies in one window at most, and a gather can walk the windows
-    (codegen_cpu_windows.py) instead of searching each position's."""
+    """Whether windows of this geometry tile the input (stride = kernel, no dilation), so a
+    gather can walk the windows instead of searching each position's."""
     return tuple(stride) == tuple(kernel) and tuple(dilation) == (1, 1)
 
 
@@ -77,11 +67,9 @@ def channel_rows(g) -> bool:
 
 
 def channel_layouts(grp, layouts: tuple, producer, ordered) -> tuple:
-    """`layouts` of CPU group `grp`'s operands with "cm" (passed as the (C, N, H, W) view,
-    `channel_view`) for each "nd" one of a windows or channel group that is a permuted view
-    of (C, N, H, W) memory (`producer(v)`: its equation) whose source is in C order
-    (`ordered`): a convolution's output, which the "nd" variant would read with loads LLVM
-    cannot vectorize."""
+    """`layouts` of CPU group `grp`'s operands with "cm" for each "nd" one of a windows or
+    channel group that is a permuted view of C-ordered (C, N, H, W) memory (a convolution's
+    output), which the "nd" variant would read with loads LLVM cannot vectorize."""
     from ..ops.shape import PERMUTE
     if len(grp.shape) != 4 or not (grp.window is not None or channel_rows(grp)):
         return layouts
@@ -101,10 +89,9 @@ def channel_view(a):
 
 
 def strided_layout(a, lay: str) -> str:
-    """The layout a windows or channel group's kernel variant takes operand `a` (of the
-    iteration shape) in at run time, its contiguous variant's being `lay`: `lay` where `a`
-    is C-contiguous, "cm" where its (C, N, H, W) view is (a convolution's output saved for
-    the backward: plan_kernel passes that view), else "nd"."""
+    """The layout a windows or channel group's kernel takes operand `a` in at run time (its
+    contiguous variant's being `lay`): `lay` if C-contiguous, "cm" where its (C, N, H, W)
+    view is, else "nd"."""
     if a.flags.c_contiguous:
         return lay
     return "cm" if a.ndim == 4 and a.swapaxes(0, 1).flags.c_contiguous else "nd"
@@ -192,11 +179,9 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
 
 
 def channel_major_outputs(items: list, graph) -> list:
-    """`items` with each channel group's (N, C, H, W) outputs that only (1, 0, 2, 3)
-    permutes read marked ``cm_outputs``: the kernel writes them into (C, N, H, W) memory
-    (loopnest.Output.cm), so the permute, and the reshape to a convolution backward's
-    (C, N*H*W) rows after it, are views, not a transposing copy (BatchNorm's input
-    gradient, jit/batchnorm_split.py)."""
+    """`items` with each channel group's outputs that only (1, 0, 2, 3) permutes read marked
+    ``cm_outputs``: written channel-major, the permute and the reshape to a convolution
+    backward's rows after it are views, not a transposing copy."""
     from ..ops.shape import PERMUTE
     from .fusion import Group
     results = {a for a in graph.outputs if isinstance(a, Var)}

@@ -2,15 +2,112 @@
 `JobChoice` is a part): held jobs wait for an idle core or a waiter, LATER jobs for a
 settled queue, an op's kernel that its op stopped asking for goes back once, a job whose
 prerequisite still compiles waits for it, and a second worker starts only on a spare core.
-The thresholds and readings are workers.py's (tests set them there)."""
+The thresholds are workers.py's (tests set them there). Also the `Job` itself and the
+program's CPU reading the choice is made from (`_CPUReading`)."""
 from __future__ import annotations
 
 import heapq
+import os
 import queue
+import threading
 import time
 from typing import Optional
 
-__all__ = ["JobChoice"]
+from ..threads import usable_cpus
+
+__all__ = ["JobChoice", "Job"]
+
+
+class Job:
+    """One kernel module to compile; `event` is set when it is done (`ok` says how)."""
+
+    __slots__ = ("id", "source", "name_hint", "llvm_options", "event", "ok", "error", "seconds",
+                 "compiled", "pid", "after", "asked", "hold")
+
+    def __init__(self, jid: int, source: str, name_hint: str, llvm_options: tuple,
+                 after: "Optional[Job]" = None, asked=None):
+        self.id = jid
+        self.source = source
+        self.name_hint = name_hint
+        self.llvm_options = tuple(llvm_options)
+        self.event = threading.Event()
+        self.ok = False
+        self.error = ""
+        self.seconds = 0.0
+        self.compiled = 0
+        self.pid = os.getpid()
+        # a job whose module loads this one's (a row kernel's pair, cshares.py): a worker
+        # takes it once this one is done, else it would compile that module again
+        self.after = after
+        # an eager op's kernel: ``asked()`` is (the time.monotonic() of the op's latest call
+        # that found it not loaded or None, the longest time between two such calls); see
+        # `CompilePool._asked_lately`
+        self.asked = asked
+        # a job no one waits for (`CompilePool._when_idle`): ``hold()`` is True while it
+        # should wait for a core the program leaves idle; None once it may run
+        self.hold = None
+
+    def done(self) -> bool:
+        return self.event.is_set()
+
+    def lost(self) -> bool:
+        """Submitted by the process we were forked from: it will never finish here."""
+        return self.pid != os.getpid() and not self.event.is_set()
+
+    def blocked(self) -> bool:
+        """Whether its prerequisite (`after`) is still compiling here."""
+        return self.after is not None and not self.after.done() and not self.after.lost()
+
+    def _finish(self, ok: bool, error: str = "", seconds: float = 0.0, compiled: int = 0) -> None:
+        self.ok, self.error, self.seconds, self.compiled = ok, error, seconds, compiled
+        self.event.set()
+
+
+_PROGRAM_THREADS = ("tracejit-partner",)
+
+
+def _thread_clocks() -> dict:
+    """CPU seconds so far of tracejit's own background threads (planning, loads, compile
+    dispatch: the threads named ``tracejit-...`` but the partner, compiler/cpu/runtime/sharepool.py,
+    which runs the program's work)."""
+    out = {}
+    for t in threading.enumerate():
+        if t.name.startswith("tracejit-") and t.name not in _PROGRAM_THREADS and t.ident:
+            try:
+                out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+            except (AttributeError, OSError, TypeError, ValueError):
+                continue
+    return out
+
+
+class _CPUReading:
+    """The program's CPU time since the reading began: the process's less tracejit's own
+    background threads' (planning, loads, compile dispatch); the program's threads and
+    BLAS's count. `cores()`: how many cores it kept busy on average since; `others()`: how
+    many other processes did (our compile workers included; coreshare's reading)."""
+
+    def __init__(self):
+        from .cpu.runtime.coreshare import _busy_seconds, _own_seconds
+        self.t, self.p, self.c = time.monotonic(), time.process_time(), _thread_clocks()
+        self.busy, self.own = _busy_seconds(), _own_seconds()
+
+    def cores(self) -> float:
+        t, p, c = time.monotonic(), time.process_time(), _thread_clocks()
+        ours = sum(c[k] - self.c[k] for k in self.c.keys() & c.keys())
+        return max(0.0, (p - self.p) - ours) / max(t - self.t, 1e-3)
+
+    def others(self) -> float:
+        from .cpu.runtime.coreshare import _busy_seconds, _own_seconds
+        busy = _busy_seconds()
+        if busy is None or self.busy is None:
+            return 0.0     # (no /proc: the program's own reading decides)
+        dt = max(time.monotonic() - self.t, 1e-3)
+        return max(0.0, (busy - self.busy) - (_own_seconds() - self.own)) / dt
+
+    def free(self) -> float:
+        """Cores neither the program nor another process used since the reading began."""
+        others = self.others()
+        return min(usable_cpus(), (os.cpu_count() or 1) - others) - self.cores()
 
 
 class JobChoice:
@@ -42,16 +139,12 @@ class JobChoice:
 
     def _take_runnable(self) -> Optional[tuple]:
         """The first queued item (by rank, then sequence) whose job need not wait (`_waits`),
-        taken out of the queue; None when every queued job must wait (a held one would
-        only be swapped for another). Not the queue's head alone: a held job put back goes
-        behind the jobs of its rank queued by then, and a job queued after it, at that rank,
-        waited behind it: a job asked at every step (a GEMM configuration's module, rank
-        LATER) would otherwise wait behind held jobs for as long as the step runs."""
+        taken out of the queue; None when every queued job must wait. Not the head alone:
+        a job asked at every step would otherwise wait behind held jobs for good."""
         with self.jobs.mutex:
             q = self.jobs.queue
-            # (sequence numbers are unique: jobs never compared. A stop is left for a
-            # dispatcher waiting on the queue: the pool is closed by then, which the caller
-            # sees at its next look, and finishes the job it holds)
+            # (sequence numbers are unique: jobs never compared; a stop is left for a
+            # dispatcher waiting on the queue)
             for item in sorted(q):
                 if item[2] is not None and self._waits(item) is None:
                     q.remove(item)
@@ -60,14 +153,10 @@ class JobChoice:
         return None
 
     def _when_idle(self, item: tuple) -> tuple:
-        """`item`, once its job may run: at once unless it must wait (`_waits`); a held one
-        (`Job.hold`) when a core is free over `HOLD_IDLE_WINDOWS` windows
-        (`_CPUReading.free`), a LATER one no one holds once the queue settled
-        (`LATER_SETTLE_S`), either while a caller waits (`waiting`). A queued job that need
-        not wait (queued meanwhile, or behind held ones: `_take_runnable`) is taken instead
-        (the waiting one goes back at its rank, behind the jobs of that rank queued by then:
-        at its old place among them, a held job ahead of one that may run would come
-        straight back, and the two would be swapped without end)."""
+        """`item`, once its job may run: at once unless it must wait; a held one when a core
+        is free over `HOLD_IDLE_WINDOWS` windows, a LATER one once the queue settled, either
+        while a caller waits. A queued job that need not wait is taken instead (the waiting
+        one goes back behind its rank's jobs, so two never swap without end)."""
         job = self._waits(item)
         since, why = time.monotonic(), "a caller waits"
         reading, idle = None, 0
@@ -108,8 +197,7 @@ class JobChoice:
 
     def _best_when_ready(self, i: int, item: tuple) -> tuple:
         """Hold a taken job until worker `i` has started up (1-2 s), then take the best one
-        queued by then: the jobs submitted meanwhile go by rank (a background compile's plan
-        kernels before fused Adam's, submitted a moment earlier)."""
+        queued by then."""
         if item[2] is None or self.closed:
             return item
         try:
@@ -123,14 +211,9 @@ class JobChoice:
         return self.jobs.get()
 
     def _asked_lately(self, item: tuple) -> tuple:
-        """`item`, or when it is an op's kernel (a job with `Job.asked`) whose op has not
-        asked for it within `ASKED_WITHIN_S`, the next queued job, that one back in the
-        queue with rank LATER and held (once: it is then taken in its turn like any LATER
-        job, once a core is idle or its op asks again). A LATER one too: a kernel only
-        tier-0 forwards asked for (compiler/cpu/kernels/loader.py, compiler/cpu/kernels/vectorized.py) whose op stopped asking
-        when the entry switched, which would otherwise compile beside the training step
-        that never asks for it (MLP step: LayerNorm's kernels and eager GELU's, ~0.75 s of
-        worker CPU after the step's own kernels were in)."""
+        """`item`, or when it is an op's kernel whose op has not asked for it within
+        `ASKED_WITHIN_S`, the next queued job, that one going back once at rank LATER, held
+        (a tier-0 kernel the compiled step never asks for would compile beside the step)."""
         while item[2] is not None and item[0] in (_w.STEADY, _w.EAGER, _w.LATER) and item[2].asked is not None:
             job = item[2]
             last, gap = job.asked()
@@ -144,9 +227,8 @@ class JobChoice:
         return item
 
     def _unblocked(self, item: tuple) -> tuple:
-        """`item`, or when its job must wait for another one (`Job.after`) still compiling
-        in another worker, the next queued job that need not (the waiting ones go back to
-        the queue); with none queued, waits for the first one's prerequisite."""
+        """`item`, or when its job waits for another (`Job.after`) still compiling, the next
+        queued job that need not; with none queued, waits for the prerequisite."""
         held = []
         while item[2] is not None and item[2].blocked():
             held.append(item)
@@ -165,10 +247,9 @@ class JobChoice:
         return w is not None and w.proc.poll() is None
 
     def _wait_spare(self, i: int) -> Optional[tuple]:
-        """For slot `i`, whose worker is not running: wait until the program leaves a core
-        idle (`spare_core`) and jobs wait (then take the next one) or `prestart` asked for
-        workers (then start ours ahead and return None); the running workers take the jobs
-        meanwhile. A stop at once when the pool closes."""
+        """For slot `i`, whose worker is not running: wait until a core is idle and jobs wait
+        (then take the next one) or `prestart` asked (then start ahead and return None). A
+        stop at once when the pool closes."""
         while True:
             if self.closed:
                 return (-1, 0, None)
@@ -179,9 +260,8 @@ class JobChoice:
                     except queue.Empty:
                         continue
                 with self._lock:
-                    # `release_idle` may have come while spare_core() measured (a plan that
-                    # found every kernel on disk): nothing to start ahead for any more, and
-                    # a worker started now would outlive it, idle.
+                    # `release_idle` may have come meanwhile: a worker started now would
+                    # outlive it, idle
                     if not self.ahead:
                         continue
                     self.ahead = False

@@ -1,30 +1,18 @@
 """Compile workers: separate processes that compile kernel modules into the disk cache.
 
 Why processes: numba compiles under one global lock per process, and a compiling thread
-left the main thread ~68% of its speed (DESIGN.md). A worker compiles into the shared disk
-cache; the parent then loads the verified entry in a few ms.
+left the main thread ~68% of its speed. A worker compiles into the shared disk cache and
+the parent loads the verified entry in a few ms. ``subprocess`` running `compile_worker`,
+not ``multiprocessing``: spawn re-imports the user's ``__main__`` and fork copies numba's
+thread pools mid-state; a fresh interpreter speaks JSON lines over pipes.
 
-Why ``subprocess`` running `compile_worker`, not ``multiprocessing``: spawn and forkserver
-re-import the user's ``__main__`` in the child (a script without a ``__main__`` guard would
-start training again in the worker), and plain fork would copy numba's OpenMP/TBB thread
-pools mid-state. A fresh interpreter shares nothing with us but the cache directory, and
-speaks JSON lines over pipes.
-
-The pool is started lazily: by the first job, or ahead of it by `prestart` (a background
-compile that is about to plan kernels probably missing from the disk; `release_idle` stops
-such workers again when none was missing). It holds ``min(cores, 2)`` workers
-(``TRACEJIT_COMPILE_WORKERS`` overrides), of which only the first starts at once: another
-starts when this program leaves a core idle (`spare_core`). A worker takes its first job
-once its start-up is done, the best one queued by then (by rank). The pool restarts a
-worker that crashed or hung (a job that takes longer than ``TRACEJIT_COMPILE_TIMEOUT``
-seconds, default 300, kills its worker and fails), and kills its workers at exit. A job
-no one waits for (a parfor upgrade after a chunk stage, an eager kernel its op stopped asking
-for) is held until the program leaves a core idle or a caller waits (`HOLD_POLL_S`); a job
-queued last (rank LATER) starts once the queue has settled (`LATER_SETTLE_S`). While a
-worker starts up or compiles a job the program waits for, `compiling()` says so, and the
-thread policy leaves the worker the program's second thread's core (coreshare.ceding). After
-``os.fork`` the child gets a pool of its own (the parent's workers and threads are not the
-child's); jobs the parent had in flight are resubmitted by their owners (see `Job.lost`).
+The pool starts lazily (or ahead via `prestart`) with ``min(cores, 2)`` workers
+(``TRACEJIT_COMPILE_WORKERS``), only the first at once, another when the program leaves a
+core idle (`spare_core`). Workers take the best queued job by rank; a crashed or hung
+worker (``TRACEJIT_COMPILE_TIMEOUT``, default 300 s) is restarted and its job fails. A job
+no one waits for is held until a core is idle or a caller waits; a LATER job starts once
+the queue has settled. `compiling()` lets the thread policy cede a core to the workers.
+After ``os.fork`` the child gets a pool of its own and owners resubmit lost jobs.
 """
 from __future__ import annotations
 
@@ -40,12 +28,10 @@ from typing import Optional
 
 from .. import envflags
 from ..threads import usable_cpus
-from .cpu_reading import _CPUReading
 from .ranks import EAGER, FIRST, LATER, STEADY  # noqa: F401  (queue ranks, lowest first)
 # (the pool's job choice and worker processes: modules of their own, which read this one's
 # thresholds and counters as `workers.X` when they run)
-from .worker_choice import JobChoice
-from .worker_job import Job
+from .worker_choice import Job, JobChoice, _CPUReading
 from .worker_process import _Worker
 
 __all__ = ["Job", "submit", "promote", "demote", "prestart", "release_idle", "shutdown", "pool_size",
@@ -54,14 +40,10 @@ __all__ = ["Job", "submit", "promote", "demote", "prestart", "release_idle", "sh
 _DEFAULT_TIMEOUT_S = 300.0
 log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 
-# A worker beyond the first starts only while the program leaves a core idle: over
-# `SPARE_WINDOW_S` seconds its CPU time (BLAS's threads included, tracejit's own background
-# threads not) plus a core per live worker came to at least `SPARE_IDLE_CORES` less than the
-# CPUs we may use; ahead of the jobs when `prestart` asked for the workers, else when jobs
-# wait. Why: with training on, a 2-core machine leaves the compile one core, where two
-# workers each pay their start-up and compile the same numba helpers (an MLP step's cold
-# compile: 5.3-5.8 s of worker CPU with two, 3.6-3.8 s with one). Other processes are not
-# counted: at equal priority they share the cores with one worker as with two.
+# A worker beyond the first starts only while the program leaves a core idle over
+# `SPARE_WINDOW_S` (its CPU time plus a core per live worker at least `SPARE_IDLE_CORES`
+# below our CPUs): with training on, two workers each pay their start-up and compile the
+# same helpers (MLP cold compile: 5.3-5.8 s of worker CPU with two, 3.6-3.8 with one).
 SPARE_WINDOW_S = 0.25
 SPARE_IDLE_CORES = 0.75
 
@@ -81,10 +63,9 @@ def pool_size() -> int:
 
 
 def spare_core(window: float = SPARE_WINDOW_S) -> bool:
-    """Whether the program leaves a core idle: over the next `window` seconds (this sleeps
-    that long) the process's CPU time less tracejit's own background threads' (the
-    program's threads and BLAS's count), plus a core per live worker, against the CPUs we
-    may use."""
+    """Whether the program leaves a core idle over the next `window` seconds (this sleeps):
+    its CPU time less our background threads', plus a core per live worker, against our
+    CPUs."""
     reading = _CPUReading()
     time.sleep(window)
     return usable_cpus() - reading.cores() - len(worker_pids()) >= SPARE_IDLE_CORES
@@ -96,9 +77,7 @@ _waiters = 0
 _waiters_lock = threading.Lock()
 
 
-# Workers of this process starting up plus jobs the program waits for that they compile now
-# (`compiling`): the thread policy leaves them its second thread's core meanwhile
-# (coreshare.ceding).
+# Workers starting up plus waited-for jobs compiling now (`compiling`, coreshare.ceding).
 _in_flight = 0
 _in_flight_lock = threading.Lock()
 
@@ -146,36 +125,23 @@ def _timeout() -> float:
 
 
 
-# A STEADY or EAGER job whose op has not asked for its kernel for this long, and for twice
-# the longest time it ever took between two asks, goes back to the queue once, rank LATER,
-# when a worker takes it (`CompilePool._asked_lately`): an op of tier 0 that the compiled
-# step does not run stops asking once the entry switches. It still compiles (a guard
-# failure can bring tier 0 back), after the kernels the step does ask for.
+# A STEADY or EAGER job whose op has not asked for its kernel for this long (and twice its
+# longest gap) goes back to the queue once at rank LATER: a tier-0 op the compiled step
+# does not run stops asking. It still compiles, after the kernels the step asks for.
 ASKED_WITHIN_S = 2.0
 
-# A held job (`Job.hold`: a background compile's parfor upgrade after a chunk stage, an
-# eager kernel its op stopped asking for) is taken only when a core is free: neither the
-# program nor another process used it (`_CPUReading.free`, coreshare's reading of
-# /proc/stat; the workers compiling now count as others), or while a caller waits
-# (`waiting`): on a 2-core machine a compile costs a step that trains on both cores (cold
-# Transformer: 88 ms with the worker compiling the upgrade, 48 ms once it was idle). The
-# program's CPU alone does not tell: the thread policy gives it one thread under other
-# processes' load. The chunk program runs meanwhile, so a process that trains without a
-# pause loses nothing; one that pauses compiles the upgrade then and runs the trial at its
-# next calls. A held job's dispatcher looks at the queue every `HOLD_POLL_S` seconds.
+# A held job (`Job.hold`) is taken only when a core is free (neither the program nor
+# another process used it) or a caller waits: on 2 cores a compile costs a step that trains
+# on both (Transformer: 88 ms against 48). Its dispatcher looks every `HOLD_POLL_S`.
 HOLD_POLL_S = 0.05
-# The program's CPU is read from `HOLD_SETTLE_S` after the hold began, and must leave a core
-# idle over `HOLD_IDLE_WINDOWS` windows of `SPARE_WINDOW_S` in a row: while a worker compiles,
-# the thread policy (compiler/cpu/runtime/coreshare.py) gives the program one thread less,
-# and gives it back only after its own window once the worker is idle.
+# The program's CPU is read from `HOLD_SETTLE_S` after the hold began and must leave a core
+# idle over `HOLD_IDLE_WINDOWS` windows in a row (the thread policy gives a thread back
+# only a window after the worker is idle).
 HOLD_SETTLE_S = 0.5
 HOLD_IDLE_WINDOWS = 2
-# A LATER job no one holds (a GEMM template configuration's module, asked by the
-# compiled step; a kernel only tier 0 asked for, still asked) starts only once no job of an earlier
-# rank was submitted, moved up or finished for `LATER_SETTLE_S` (`CompilePool._unsettled`;
-# a caller waiting starts it at once): a kernel just loaded makes the step ask for the next
-# one at its next calls, and a LATER job taken at once would hold that one back by its
-# whole compile (jobs do not yield: a worker compiles one module at a time to its end).
+# A LATER job no one holds starts only once no earlier-rank job was submitted, moved or
+# finished for `LATER_SETTLE_S` (or a caller waits): a kernel just loaded makes the step ask
+# for the next, which a LATER job taken at once would hold back by its whole compile.
 LATER_SETTLE_S = 0.5
 
 
@@ -237,15 +203,13 @@ class CompilePool(JobChoice):
         return job
 
     def promote(self, job: Job, rank: int) -> bool:
-        """Move `job`, while it is queued at a rank after `rank`, up to `rank` (its place
-        among the jobs of that rank by its sequence number, as if submitted there). False
-        when it is not in the queue at such a rank (taken, done, or queued better)."""
+        """Move `job`, queued at a rank after `rank`, up to `rank` (placed by its sequence
+        number). False when it is not queued at such a rank."""
         return self._requeue(job, rank, True)
 
     def demote(self, job: Job, rank: int) -> bool:
-        """Move `job`, while it is queued at a rank before `rank`, down to `rank`, behind the
-        jobs queued there by now (a new sequence number). False when it is not in the queue
-        at such a rank (taken, done, or queued there or later already)."""
+        """Move `job`, queued at a rank before `rank`, down to `rank` behind the jobs there.
+        False when it is not queued at such a rank."""
         return self._requeue(job, rank, False)
 
     def _requeue(self, job: Job, rank: int, up: bool) -> bool:
@@ -286,9 +250,8 @@ class CompilePool(JobChoice):
                 job._finish(False, f"{type(exc).__name__}: {exc}")
 
     def worker(self, i: int, use: bool = True) -> "_Worker":
-        """Worker `i`, started if it is not running (under the lock: `prestart` and a
-        dispatcher may ask at once, and only one process may be started for a slot).
-        `use`: the caller gives it a job (`release_idle` then leaves it alone)."""
+        """Worker `i`, started if not running (under the lock: one process per slot). `use`:
+        the caller gives it a job (`release_idle` then leaves it alone)."""
         with self._lock:
             w = self.workers[i]
             if w is None or w.proc.poll() is not None:
@@ -311,10 +274,8 @@ class CompilePool(JobChoice):
             w.kill()
 
     def _run(self, i: int, job: Job, rank: int = FIRST) -> None:
-        # A job the program waits for (rank before LATER: a switch, an op's kernel) counts as
-        # `compiling`; a LATER one (a parfor upgrade, a kernel only tier 0 asked for, one held
-        # until a core was idle) does not: no call waits for it, so the program keeps its
-        # second thread.
+        # A job the program waits for (rank before LATER) counts as `compiling`; a LATER one
+        # does not, so the program keeps its second thread.
         waited = rank < LATER
         _busy(1, waited)
         try:
@@ -448,22 +409,16 @@ def _get_pool() -> CompilePool:
 def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = False,
            rank: int | None = None, after: Optional[Job] = None, asked=None,
            until_idle: bool = False) -> Job:
-    """Queue `source` for a worker; returns its `Job` (shared with earlier identical ones).
-    A `later` job (rank `LATER`) waits until no other job is queued and none of an earlier
-    rank was submitted or finished for `LATER_SETTLE_S` (an upgrade nobody waits for);
-    `rank` places it explicitly (`FIRST`, `STEADY`, `EAGER`, `LATER`). A job `after`
-    another (its module loads that one's) is taken once that one is done. `asked` (an eager
-    op's kernel): a callable giving when the op last asked for it and the longest time
-    between two of its asks (`ASKED_WITHIN_S`). An `until_idle` job (rank LATER, a parfor
-    upgrade no call waits for) is held until the program leaves a core idle or a caller
-    waits (`HOLD_POLL_S`, `waiting`)."""
+    """Queue `source` for a worker; returns its `Job` (shared with identical ones). `later`
+    (rank LATER) waits until the queue has settled; `rank` places it explicitly; `after`:
+    taken once that job is done; `asked`: gives when the op last asked and its longest gap
+    (`ASKED_WITHIN_S`); `until_idle`: held until a core is idle or a caller waits."""
     return _get_pool().submit(source, name_hint, llvm_options, later, rank, after, asked, until_idle)
 
 
 def promote(job: Job, rank: int) -> bool:
-    """Move a queued `job` up to `rank` (`FIRST`, `STEADY`, `EAGER`) when it waits at a later
-    one: a kernel queued LATER because only tier-0 forwards asked for it that eager code or a
-    compiled step now asks for (compiler/cpu/kernels/loader.py). False when nothing moved."""
+    """Move a queued `job` up to `rank` when it waits at a later one (a tier-0 kernel that
+    eager code or a compiled step now asks for). False when nothing moved."""
     p = _pool
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():
         return False
@@ -471,10 +426,8 @@ def promote(job: Job, rank: int) -> bool:
 
 
 def demote(job: Job, rank: int) -> bool:
-    """Move a queued `job` down to `rank` (`LATER`) when it waits at an earlier one: a layer's
-    kernel asked for only by tier 0 and by the stand-in of a fused kernel still compiling
-    (compiler/cpu/kernels/loader.py `standing_in`), which the compiled step stops asking for once that one
-    is in. False when nothing moved."""
+    """Move a queued `job` down to `rank` (`LATER`) when it waits at an earlier one (a
+    kernel only tier 0 and stand-ins ask for). False when nothing moved."""
     p = _pool
     if p is None or p.pid != os.getpid() or job.pid != os.getpid():
         return False
@@ -482,10 +435,8 @@ def demote(job: Job, rank: int) -> bool:
 
 
 def prestart() -> None:
-    """Start the first worker now, before any job: it pays its start-up (Python, tracejit,
-    numba's import and first compile: 1-3 s, most of a first job's time) while the caller
-    goes on (a background compile plans its remaining kernels meanwhile). The others start
-    as soon as the program leaves a core idle (`spare_core`). A no-op when they run."""
+    """Start the first worker now, before any job: it pays its 1-3 s start-up while the
+    caller goes on. The others start when a core is idle. A no-op when they run."""
     pool = _get_pool()
     pool.ahead = len(pool.workers) > 1
     try:
@@ -502,16 +453,13 @@ def release_idle() -> None:
 
 
 def compiling() -> int:
-    """How many workers of this process are starting up or compiling a job the program waits
-    for (rank before LATER) now; 0 when none (a plain read: the thread policy asks it before
-    each large product, coreshare.ceding)."""
+    """How many workers are starting up or compiling a job the program waits for (a plain
+    read for coreshare.ceding)."""
     return _in_flight
 
 
 def running() -> int:
-    """How many workers of this process are starting up or compiling any job now (LATER
-    ones too); 0 when none (a plain read: the thread policy asks it at each reading that
-    gives the program fewer threads than its CPUs, coreshare.CoreShare)."""
+    """How many workers are starting up or compiling any job (a plain read)."""
     return _in_flight + _later
 
 

@@ -1,11 +1,9 @@
 """The cast primitive between float32 and bf16 words: one parallel pass, not numpy's six.
 
-Under autocast every product's operands and results cross between float32 and bf16, so
-an eager step casts each activation and weight a few times (LeNet's step: 44 casts of up
-to 1.4M elements). numpy's form of the rounding (tracejit/bf16.py: add, shift, mask,
-NaN test, select) made them 30 ms of a 65 ms step; the numba kernels of
-gemm/bf16.py (the same bits, vectorized over the free cores) are one read and one write.
-Registered for the CPU by compiler/cpu/implementations.py; other casts run the numpy form.
+Under autocast every product's operands cross between float32 and bf16, and numpy's
+rounding (add, shift, mask, NaN test, select) made the casts 30 ms of LeNet's 65 ms step;
+gemm/bf16.py's kernels give the same bits in one read and one write. Other casts run the
+numpy form.
 """
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
 """The CPU backend's implementation table: every hand-written kernel, behind one door.
 
-Each row registers, for a primitive, an implementation with its checker
-(ops/impls.py): eager `bind` and compiled plans run the primitive through it (``prim.run``),
-the first implementation whose checker accepts the call and which returns a result, else
-the primitive's numpy form. An implementation returns None while its kernel is not loaded
-(kernels/loader.py builds it in the compile workers and loads it in the background), so
-the numpy form runs meanwhile. tests/ops/test_impls.py holds every row against the
-primitive's numpy form over the op database's samples.
-
-Large eager elementwise calls of every primitive with a scalar rule run on kernels made
-from that rule by the compiler's one lowering (kernels/vectorized.py): one row for them all.
-
-Imported at ``import tracejit`` (tracejit/__init__.py), after ops/: importing it loads no
-numba (the kernel modules hold their sources as text).
+Each row registers an implementation and its checker (ops/impls.py) for a primitive;
+eager and compiled calls run the first whose checker accepts and which returns a result,
+else the numpy form. An implementation returns None while its kernel is not loaded.
+Large eager elementwise calls of every primitive with a scalar rule share one row
+(kernels/vectorized.py). Importing it loads no numba.
 """
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 
 import numba
 import pytest
@@ -385,3 +386,57 @@ def test_tier0_steps_while_a_thread_imports_the_workers_module(tmp_path):
                          env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "steps during background imports" in out.stdout
+
+
+# ---------------------------------------------------------------- GIL switches
+@pytest.fixture
+def interval():
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.005)
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_nested_and_concurrent_blocks_restore_the_interval_after_the_last(interval):
+    with coreshare.shorter_switches():
+        assert sys.getswitchinterval() == pytest.approx(coreshare.SWITCH_S)
+        inside, go, done = threading.Event(), threading.Event(), threading.Event()
+
+        def other():
+            with coreshare.shorter_switches():
+                inside.set()
+                go.wait(10)
+            done.set()
+        t = threading.Thread(target=other)
+        t.start()
+        assert inside.wait(10)
+        with coreshare.shorter_switches():
+            pass
+        assert sys.getswitchinterval() == pytest.approx(coreshare.SWITCH_S)
+    # The other thread's block still runs: the interval stays short until it ends.
+    assert sys.getswitchinterval() == pytest.approx(coreshare.SWITCH_S)
+    go.set()
+    assert done.wait(10)
+    t.join()
+    assert sys.getswitchinterval() == pytest.approx(0.005)
+
+
+def test_a_value_set_meanwhile_or_already_short_is_left_alone(interval):
+    with coreshare.shorter_switches():
+        sys.setswitchinterval(0.002)       # the user's own choice, made inside the block
+    assert sys.getswitchinterval() == pytest.approx(0.002)
+    sys.setswitchinterval(0.0001)          # already shorter than ours: untouched
+    with coreshare.shorter_switches():
+        assert sys.getswitchinterval() == pytest.approx(0.0001)
+    assert sys.getswitchinterval() == pytest.approx(0.0001)
+
+
+def test_a_forked_child_forgets_the_parents_blocks(interval):
+    with coreshare.shorter_switches():
+        coreshare._switches_after_fork()    # what os.fork's child hook runs
+        assert sys.getswitchinterval() == pytest.approx(0.005)
+        assert coreshare._switch_users == 0
+    assert coreshare._switch_users == 0            # a block from before the fork ends: no underflow
+    with coreshare.shorter_switches():      # and later blocks work as before
+        assert sys.getswitchinterval() == pytest.approx(coreshare.SWITCH_S)
+    assert sys.getswitchinterval() == pytest.approx(0.005)

@@ -1,21 +1,12 @@
 """The bf16 GEMM: ``C = A @ B`` of bf16 words, float32 accumulation, bf16 result.
 
-One function, `matmul`, takes the uint16 words of both operands (any strides, batch
-dims broadcast) and returns the product's words rounded to nearest even once, from the
-float32 accumulator. Two ways to compute it, chosen once per process (`choice`):
-
-- ``"mkl"``: MKL's ``cblas_gemm_bf16bf16f32`` through ctypes, where an Intel CPU has
-  bf16 units (AMX or AVX512-BF16) and the optional ``mkl`` package is installed: 600-790
-  GFLOP/s on a 2-core AMX machine, 3.7-4.7x numpy's sgemm;
-- ``"words"``: where the CPU has bf16 units but MKL does not run them (MKL's bf16 kernels
-  are Intel's: on an AMD CPU with AVX512-BF16 its bf16 GEMM ran at half numpy's sgemm),
-  the products still take the words as the mkl way does, and widen them for numpy's sgemm;
-- ``"float32"``: widen both operands, numpy's sgemm, round: the path of a CPU without
-  bf16 units (never a scalar loop).
-
-Both give the float32 product of the bf16 values rounded once; they differ only in the
-order of the float32 additions. ``TRACEJIT_BF16_GEMM=mkl|words|float32`` or `force` fixes the
-choice (tests run both); the GEMM chooser can register `matmul` as a configuration.
+`matmul` takes the uint16 words of both operands (any strides, batch dims broadcast) and
+returns the product's words rounded to nearest even once. Ways, chosen once per process
+(`choice`): ``"mkl"``, MKL's ``cblas_gemm_bf16bf16f32`` where an Intel CPU has bf16 units
+and ``mkl`` is installed (3.7-4.7x numpy's sgemm); ``"words"``, bf16 units MKL does not run
+(AMD), the words widened for numpy's sgemm; ``"float32"``, no bf16 units: widen, sgemm,
+round. They differ only in the order of the float32 additions.
+``TRACEJIT_BF16_GEMM=mkl|words|float32`` or `force` fixes the choice.
 """
 from __future__ import annotations
 
@@ -41,9 +32,8 @@ _mkl: list = [None]       # [ctypes function | False] once looked for
 
 
 def has_bf16_units() -> bool:
-    """Whether this process may use bf16 matrix units: the CPU's flags (AMX-BF16 or
-    AVX512-BF16), unless numba was told to target a CPU without them (``NUMBA_CPU_FEATURES``,
-    as bench --isa avx2 sets) or MKL was limited below AVX-512."""
+    """Whether this process may use bf16 matrix units: the CPU's flags, unless numba targets
+    a CPU without them (``NUMBA_CPU_FEATURES``) or MKL was limited below AVX-512."""
     feats = os.environ.get("NUMBA_CPU_FEATURES", "")
     if feats and "+avx512bf16" not in feats and "+amx-bf16" not in feats:
         return False
@@ -66,9 +56,8 @@ def _cpuinfo(field: str) -> str:
 
 
 def mkl_runs_units() -> bool:
-    """Whether MKL's bf16 GEMM runs on this CPU's bf16 units: an Intel CPU that has them.
-    Elsewhere MKL takes a generic path (2-core AMD EPYC with AVX512-BF16: 55-140 GFLOP/s
-    against numpy's sgemm at 180-200), so the float32 way is the faster one."""
+    """Whether MKL's bf16 GEMM runs on this CPU's bf16 units (Intel only: on AMD it took a
+    generic path slower than numpy's sgemm)."""
     return has_bf16_units() and _cpuinfo("vendor_id") == "GenuineIntel"
 
 
@@ -86,9 +75,8 @@ def mkl_gemm():
             except (OSError, AttributeError):
                 continue
             if not os.environ.get("MKL_THREADING_LAYER"):
-                # GNU OpenMP: the runtime numba's kernels run on, so MKL's threads and the
-                # kernels' take turns; Intel's runtime spins 200 ms after each GEMM on the
-                # cores the next kernel needs (MLP step 21 ms against 18 with GNU's).
+                # GNU OpenMP, numba's runtime: Intel's spins 200 ms after each GEMM on the
+                # cores the next kernel needs
                 lib.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
                 lib.MKL_Set_Threading_Layer(3)   # MKL_THREADING_GNU
             fn.restype = None
@@ -267,12 +255,9 @@ def matmul_tn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def on_words() -> bool:
-    """Whether bf16 products run here on the words (the mkl and words ways): a graph
-    keeps bf16 activations and weights, half the bytes. The float32 way is not one of
-    them: there a product of bf16 values is widened in the graph like any op
-    (compiler/bf16_graph.py), so the widening and rounding fuse into the kernels around
-    it and the float32 GEMM runs on its own (MLP step under --isa avx2: the standalone
-    widening and rounding passes were 5 ms of a 24 ms step)."""
+    """Whether bf16 products run on the words (mkl and words ways), so a graph keeps bf16
+    activations. Under the float32 way a bf16 product is widened in the graph like any op,
+    so the widening and rounding fuse into the kernels around it."""
     return choice() != "float32"
 
 

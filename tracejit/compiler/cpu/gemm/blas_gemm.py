@@ -1,20 +1,12 @@
 """The BLAS side of every CPU matrix product: numpy's matmul on the thread policy's count,
 and numpy's own BLAS GEMM (``cblas_sgemm`` / ``cblas_dgemm``) by address.
 
-`matmul` is the call the GEMM choice (compiler/cpu/gemm/choice.py) measures the template
-against and runs wherever BLAS wins or is not measured yet: numpy's matmul on the BLAS
-threads the load policy gives now (compiler/cpu/runtime/coreshare.py; one thread for a
-product too small for a second to pay), and a batch of small products split by its batch
-over the share pool's threads, each share on one BLAS thread (`_batched`).
-
-`gemm_address`: compiled plans run ``x @ w + b`` as one GEMM with beta=1 on an output
-filled with the bias (compiler/cpu/gemm/epilogue.py), which numpy's matmul cannot express;
-the same library numpy uses is called (through ctypes), so thread settings (tracejit.threads,
-coreshare) and results are numpy's. The library is the one numpy loaded: the OpenBLAS numpy
-wheels ship (``scipy_cblas_sgemm64_``), a system OpenBLAS, or MKL. `GEMM_SOURCE` is the
-numba text a kernel module includes to call it: attention's backward (ops/attention_prim.py)
-runs a whole part of its batch as one nogil call, so two threads do not wait for each
-other's GIL between the products.
+`matmul` is what the GEMM choice measures the template against and runs wherever BLAS
+wins: numpy's matmul on the BLAS threads the load policy gives now, a batch of small
+products split by its batch over the share pool (`_batched`). `gemm_address` gives the
+GEMM of the library numpy loaded (OpenBLAS or MKL), for ``x @ w + b`` as one GEMM with
+beta=1 and for kernels that call it without the GIL (`GEMM_SOURCE`); thread settings and
+results are numpy's.
 """
 from __future__ import annotations
 
@@ -31,12 +23,9 @@ BATCH_SPLIT_MAX_MNK = 1 << 22
 
 
 def matmul(a: np.ndarray, b: np.ndarray, blas_only: bool = False) -> np.ndarray:
-    """``numpy.matmul(a, b)`` on the BLAS threads `coreshare.adapt` gives now (a GEMM waits
-    for a thread stuck behind another process like a kernel does). ``blas_only``: adapt
-    BLAS's count only (`adapt_blas`; eager matmul must not start numba's threads). A product
-    below `coreshare.TINY_GEMM_MNK` skips the adaptation: BLAS keeps it on one thread
-    whatever the count (the sampling cost 0.85 us a product on top of np.matmul's 0.9 for
-    4x4)."""
+    """``numpy.matmul(a, b)`` on the BLAS threads `coreshare.adapt` gives now. ``blas_only``:
+    adapt BLAS's count only (eager matmul must not start numba's threads). A product below
+    `coreshare.TINY_GEMM_MNK` skips the adaptation: BLAS keeps it on one thread anyway."""
     if a.ndim >= 2 and b.ndim >= 2:
         m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
         mnk = m * k * n
@@ -68,11 +57,8 @@ def _splits(a, b, mnk: int) -> bool:
 
 
 def _batched(a, b):
-    """``a @ b`` for a batch of products each too small for BLAS's threads to pay (numpy
-    makes one BLAS call per product, and two BLAS threads meet at every call: attention's
-    16 x 4 products of 128x64 @ 64x128 ran no faster on two threads than on one): the batch
-    split over the pool's threads by its first axis, each part on one BLAS thread
-    (compiler/cpu/runtime/sharepool.py `split`)."""
+    """``a @ b`` for a batch of products each too small for BLAS's threads to pay: split
+    over the pool's threads by its first axis, each part on one BLAS thread."""
     from ..runtime import sharepool
     out = np.empty(a.shape[:-1] + (b.shape[-1],), a.dtype)
 
@@ -83,9 +69,8 @@ def _batched(a, b):
 
 
 def gemm_thread_count(m: int, k: int, n: int) -> int | None:
-    """The BLAS threads `matmul` gives an (m, k) @ (k, n) product at this moment (as set by
-    the last `adapt`): what a profiler records beside the product's time
-    (bench/breakdown.py). None where no known BLAS is loaded."""
+    """The BLAS threads `matmul` gives an (m, k) @ (k, n) product now (for profiles); None
+    where no known BLAS is loaded."""
     if coreshare.one_thread_now(m, k, n):
         return 1
     from ....threads import blas_threads
@@ -135,10 +120,8 @@ def _lookup(dtype: str):
 
 
 # ``gemm(fn, trans_a, m, n, k, a, lda, b, ldb, c, ldc, beta)``: C = op(A) B + beta C, row-major,
-# on the arrays' data pointers (the caller passes arrays that start where the matrices start:
-# slices, not offsets), ``fn`` the address from `gemm_address` passed to the kernel as an
-# integer (so the compiled code holds no address and stays valid in the disk cache across
-# processes). Integers are cast to the library's width; format with t (dtype) and bits.
+# on the arrays' data pointers; ``fn`` the address from `gemm_address` passed as an integer
+# (so the compiled code stays valid in the disk cache across processes).
 GEMM_SOURCE = '''
 from numba import types as _nbt
 from numba.extending import intrinsic as _intrinsic

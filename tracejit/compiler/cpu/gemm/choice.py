@@ -1,28 +1,20 @@
 """The measured choice between the GEMM template's configurations and the BLAS call.
 
-Per product key (m, n, k, dtype, layout of the operands, batched or not, threads) the
-chooser times numpy's BLAS product (OpenBLAS, or MKL where numpy links it) and each
-configuration of compiler/cpu/gemm/template.py on operands of that shape, once, in turns
-over several rounds (`_race`), and keeps the fastest, a configuration only where it takes
-under `MARGIN` of BLAS's time. Until a key is measured, the fixed default is the BLAS call: it is always
-there, needs no compile, and is within a small factor of the best on every shape; the
-template only runs where a measurement showed it faster (on this machine: few-row and
-thin-depth products, where BLAS's packing of both operands costs more than the product).
+Per product key (m, n, k, dtype, layouts, batched, threads) the chooser times numpy's BLAS
+product and each template configuration on operands of that shape, in turns over several
+rounds (`_race`), and keeps the fastest, a configuration only under `MARGIN` of BLAS's
+time. Until a key is measured it runs BLAS: always there, no compile, within a small factor
+of the best everywhere.
 
-When the measurement runs: in a background thread once the configurations' kernels are
-loaded (compiled by the compile workers) and a core is spare, so the caller keeps running
-BLAS meanwhile; in sync mode (``TRACEJIT_COMPILE=sync``: tests, benchmarks) only when
-`settle` is called (the bench's set-up), never inside a product's call. A call site (a
-compiled plan's product, an eager plan's signature) binds its key once (`bind`) and is
-given the chosen callable again when the measurement lands.
-``TRACEJIT_GEMM_CHOICE=0`` keeps every product on BLAS.
+The measurement runs in a background thread once the configurations' kernels are loaded
+and a core is spare; in sync mode only at `settle`, never inside a product's call. A call
+site binds its key once (`bind`) and is given the chosen callable again when the
+measurement lands. ``TRACEJIT_GEMM_CHOICE=0`` keeps every product on BLAS.
 
-Where it is kept: a JSON file in the disk cache's root (compiler/diskcache.py
-`cache_dir`), named by a stamp over the versions the kernel cache keys on (tracejit, numba,
-llvmlite, python, the CPU), the template's source, numpy's BLAS and the measurement's
-rules, and holding a sha256 of
-its own content. A file of another stamp is never read (a new template, BLAS or CPU
-measures again); one whose hash does not match is ignored and written anew.
+The choices are kept in a JSON file in the disk cache's root, named by a stamp over the
+versions the kernel cache keys on, the template's source, numpy's BLAS and the rules, and
+holding a sha256 of its content; another stamp's file is never read, a corrupt one is
+rewritten.
 """
 from __future__ import annotations
 
@@ -179,8 +171,7 @@ def _sync_mode() -> bool:
 
 def choose(key: Key):
     """BLAS or the template configuration to run products of `key` with: the measured
-    choice, else BLAS (and the key waits for its measurement: in the background, or in
-    sync mode for `settle`). The switch off: BLAS, whatever this process measured before."""
+    choice, else BLAS (the key then waits for its measurement); BLAS when switched off."""
     if not enabled():
         return BLAS
     got = _choices.get(key)
@@ -201,11 +192,10 @@ def choose(key: Key):
 
 
 def bind(key: Key, install):
-    """``install(choice)`` for a call site's products of `key` (a compiled plan's product,
-    an eager plan's signature: products.py), now with `choose`'s answer and again once a
-    measurement decides the key; returns what the first call returned. The site then calls
-    what it installed with no lookup at all (a dict lookup per product cost the two-layer
-    step 5-7%)."""
+    """``install(choice)`` for a call site's products of `key`, now with `choose`'s answer
+    and again once a measurement decides the key; returns what the first call returned.
+    The site then calls what it installed with no lookup (a dict lookup per product cost
+    the two-layer step 5-7%)."""
     c = choose(key)
     with _lock:
         # (under the lock: a measurement that lands meanwhile installs after this one)
@@ -217,17 +207,15 @@ def bind(key: Key, install):
 
 
 def load_kernels(dtype: str = "float32") -> bool:
-    """Load (compiling into the disk cache where it does not hold them yet) every
-    configuration's kernel for `dtype`: a benchmark's set-up, since sync mode
-    (``TRACEJIT_COMPILE=sync``) only loads kernels from disk and never compiles one in a
-    call. True when all loaded."""
+    """Load (compiling where the disk cache lacks it) every configuration's kernel for
+    `dtype`: a benchmark's set-up, as sync mode never compiles in a call. True when all
+    loaded."""
     return all([template.kernel_for(dtype, c).load_now() for c in template.CONFIGS])
 
 
 def settle() -> int:
-    """Measure now, in the calling thread, every key still waiting for its measurement
-    (loading or compiling the configurations' kernels first): a benchmark's set-up, which
-    must time the steady state and not the measurement beside it. Returns the keys measured."""
+    """Measure now, in the calling thread, every key still waiting for its measurement: a
+    benchmark's set-up. Returns the keys measured."""
     with _lock:
         keys = list(_pending)
     for key in keys:
@@ -281,25 +269,18 @@ def _time(fn, budget: float = 0.005) -> float:
 
 
 # Rounds of `_race`, and the share of BLAS's time a configuration must come under to be
-# chosen. Every candidate is timed once per round, in turn, and keeps its best round: a
-# burst of other work on the machine slows one round of every candidate, not all rounds of
-# one (timed one candidate after the other, a loaded minute made BLAS's 16x2048x28 read 4
-# ms against 0.05 and kept the template for it). The margin keeps BLAS, the default that
-# needs nothing loaded, where the template wins by less than the step's own cache and
-# thread effects on a product. Both sides run as products run them, on the threads the
-# load policy gives at each call (compiler/cpu/runtime/coreshare.py), so load on the
-# machine slows both alike and the best rounds decide; a configuration that wins the race
-# must win again timed in pairs with BLAS (`_confirm`).
+# chosen. Every candidate is timed once per round, in turn, and keeps its best round, so a
+# burst of other work slows one round of every candidate, not all rounds of one. The
+# margin keeps BLAS where the template wins by less than a step's own cache effects; a
+# race winner must win again timed in pairs with BLAS (`_confirm`).
 ROUNDS = 7
 MARGIN = 0.9
 RULES = "interleaved rounds, best of each; both sides on the policy's threads per call; paired confirmation"
 
 
 def _confirm(blas, fn) -> bool:
-    """Whether `fn` stays under `MARGIN` of `blas`'s time timed in pairs, one right after
-    the other (the median of `ROUNDS` ratios): a burst of other work that favoured it in
-    one round of the race does not decide, and neither do warm caches alone (a 64x1600x10
-    product the race gave the template by 12% ran no faster than BLAS in a CNN's step)."""
+    """Whether `fn` stays under `MARGIN` of `blas`'s time timed in pairs (the median of
+    `ROUNDS` ratios), so neither a burst of other work nor warm caches alone decide."""
     ratios = sorted(_time(fn, 0.002) / _time(blas, 0.002) for _ in range(ROUNDS))
     return ratios[len(ratios) // 2] < MARGIN
 
@@ -323,10 +304,9 @@ def _runner(fn, cfg, a, b, threads):
 
 
 def measure(key: Key, configs=None):
-    """Time BLAS and every loaded configuration on `key`'s shape (`_race`) and keep the
-    fastest, a configuration only under `MARGIN` of BLAS's time and confirmed in pairs
-    (`_confirm`), in this process and, where every configuration was loaded, in the store;
-    returns it."""
+    """Time BLAS and every loaded configuration on `key`'s shape and keep the fastest (a
+    configuration only under `MARGIN` and confirmed in pairs), in this process and, where
+    every configuration was loaded, in the store; returns it."""
     a, b = _operands(key)
     # (the BLAS side as products run it: numpy's matmul on the policy's threads)
     fns = {BLAS: lambda: blas_gemm.matmul(a, b, blas_only=True)}
@@ -341,9 +321,8 @@ def measure(key: Key, configs=None):
         got = template.run(fn, cfg, a, b, threads=key.threads)
         if got is None or not np.allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max()))):
             continue
-        # (each configuration on the key's threads and, where those are several, as one share
-        # on the calling thread: waking a second thread costs a small product more than it
-        # saves, and how much depends on the machine's load, so it is measured too)
+        # (each configuration on the key's threads and also as one share here: whether
+        # waking a second thread pays depends on the load, so it is measured too)
         for c in (cfg, cfg._replace(serial=True)) if key.threads > 1 else (cfg,):
             fns[c.name] = _runner(fn, c, a, b, key.threads)
             cfgs[c.name] = c

@@ -2,25 +2,13 @@
 plans' GEMM steps (compiler/gemm_steps.py).
 
 ``template_site``: a plan's product with an epilogue runs on the GEMM template where the
-measured choice for its key is a configuration (template.py applies ``act(acc + bias +
-residual)`` as it stores each tile), else on the BLAS side the plan emits after it.
+measured choice is a configuration, else on the BLAS side the plan emits after it.
+``matmul_bias``: C filled with the bias, then BLAS with beta=1, which costs no more than
+the product alone (as PyTorch's ``addmm``). ``column_sum``: a sum over the leading dims as
+``ones @ g`` (BLAS's GEMV: 0.36-0.42 ms against numpy's 0.62-0.73, and it rounds less).
 
-``matmul_bias``: OpenBLAS's GEMM with beta=0 clears C before it accumulates; with beta=1
-it accumulates onto what C holds, so filling C with the bias and calling it with beta=1
-costs no more than the product alone (PyTorch's ``addmm`` does the same). Where BLAS runs
-on two threads or more, a large fill is itself a BLAS call (`_fill`): the k=1 product
-``ones(m, 1) @ b`` with beta=0, which BLAS's threads write in the parts of the output their
-shares of the GEMM right after read (the Transformer step's q/k/v projection: the fill of
-its 6 MB output cost 0.51-0.59 ms a step on one thread).
-
-``column_sum``: a sum over the leading dims of a C-contiguous float array as ``ones @ g``
-(BLAS's GEMV): 0.36-0.42 ms for the (2048, 768) float32 packed q/k/v gradient, against
-0.62-0.73 for numpy's ``add.reduce`` over axis 0, and it rounds less (blocked float32
-accumulation instead of one running sum per column).
-
-Values: the bias is added inside BLAS's accumulation instead of after it, so the result
-can differ from the unfused form by rounding, and a -0.0 bias element filled by the k=1
-product reads +0.0 (0 + -0.0).
+The bias added inside BLAS's accumulation may differ from the unfused form by rounding,
+and a -0.0 bias element filled by the k=1 product reads +0.0.
 """
 from __future__ import annotations
 
@@ -38,18 +26,11 @@ from ....threads import blas_threads
 __all__ = ["matmul_bias", "column_sum", "template_site", "may_use_template", "FILL_MIN"]
 
 _DTYPES = ("float32", "float64")
-# The same as numpy dtypes, for the run-time calls: ``dtype.name`` is Python code in numpy
-# (numpy/_core/_dtype.py), and right after a large GEMM or kernel has swept the caches it
-# took 22-26 us of the MLP step's logits product, against ~3.5 us warm; a dtype compares
-# and hashes in C.
+# The same as numpy dtypes: ``dtype.name`` is Python code in numpy, 22-26 us right after a
+# cache-sweeping GEMM.
 _NP_DTYPES = frozenset(np.dtype(t) for t in _DTYPES)
-# Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`): 1 MB of
-# float32 (OpenBLAS runs products below 256K multiply-adds on one thread itself). The
-# Transformer step's q/k/v projection (2048 x 768), 2 threads forced, SCHED_FIFO, one process
-# alternating, matmul_bias min/median ms: fill on one thread
-# 2.95/3.55, 3.28/3.68; numpy's fill in row halves on a pair (sharepool.run_shares) 2.78/3.39,
-# 2.82/3.47; the k=1 GEMM 3.00/3.39 in the same runs, and against the pair 2.69/3.23 vs
-# 2.81/3.33, 2.53/3.16 vs 2.59/3.25. The LSTM head's 2048 x 64 stays on numpy's fill.
+# Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`), each
+# thread writing the part its share of the following GEMM reads.
 FILL_MIN = 1 << 18
 
 
@@ -79,9 +60,8 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
 
 def matmul_bias(xp, x, w, b):
-    """``x @ w + b`` (x: (..., k), w: (k, n), b: n values in any shape (1, ..., n)): the
-    output filled with b, then one GEMM with beta=1; the product and an add where numpy's
-    BLAS cannot be called so. (The plan asks the GEMM choice first: `template_site`.)"""
+    """``x @ w + b`` (b: n values in any shape (1, ..., n)): the output filled with b, then
+    one GEMM with beta=1; the product and an add where numpy's BLAS cannot be called so."""
     n = w.shape[1]
     k = x.shape[-1]
     fn = _cblas(x.dtype) if xp is np and x.dtype == w.dtype == b.dtype else None
@@ -122,12 +102,9 @@ def _ones_for(m: int, dtype):
 
 
 def _fill(fn, out, row, m: int, n: int) -> None:
-    """The (m, n) C-contiguous `out` set to `row` in every row: from `FILL_MIN` elements,
-    where BLAS runs on two threads or more, as the k=1 product ``ones(m, 1) @ row`` with
-    beta=0 by `fn` (cblas_?gemm: 1.0 * row + nothing, exactly the bias), on BLAS's threads,
-    each writing the part of the output its share of the GEMM that follows reads; by
-    numpy's assignment on this thread otherwise (the k=1 product on one thread clears the
-    output first: two passes)."""
+    """The (m, n) C-contiguous `out` set to `row` in every row: from `FILL_MIN` elements on
+    two or more BLAS threads as the k=1 product ``ones(m, 1) @ row`` (exactly the bias),
+    each thread writing what its share of the next GEMM reads; else numpy's assignment."""
     if m * n < FILL_MIN or (blas_threads() or 1) < 2:
         out[...] = row
         return
@@ -165,11 +142,9 @@ def _blas_side(x, w, bias, residual):
 
 
 def template_site(act, install):
-    """The first call of a plan's product with an epilogue ``act(x @ w + bias +
-    residual)``: binds the site to its key (choice.bind, from this call's operands) and
-    installs the template's launch with the epilogue, or `_blas_side` (None: the plan runs
-    the product on BLAS and the epilogue after it); a later measurement of the key installs
-    again. Operands the template does not take install `_blas_side` for good."""
+    """The first call of a plan's product with an epilogue: binds the site to its key and
+    installs the template's launch, or `_blas_side` (None: BLAS then the epilogue); a later
+    measurement installs again. Operands the template does not take keep `_blas_side`."""
     def first(x, w, bias, residual):
         a = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
         if not products._eligible(a, w):

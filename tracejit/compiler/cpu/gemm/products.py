@@ -1,9 +1,7 @@
 """The CPU backend's implementations of the matrix products (ops/linalg.py's MATMUL,
-MATMUL_NT, MATMUL_TN): each product runs as the measured choice for its key
-(compiler/cpu/gemm/choice.py) makes it, on the GEMM template (template.py) or on numpy's
-BLAS with the thread policy's count (blas_gemm.matmul); `product` takes an epilogue
-(bias, residual, ReLU) too, which the template applies as it stores and BLAS's side after.
-For an eager plan's signature the call is chosen once (`matmul_call`)."""
+MATMUL_NT, MATMUL_TN): each runs as the measured choice for its key makes it, on the GEMM
+template or on numpy's BLAS; `product` takes an epilogue (bias, residual, ReLU) too. For
+an eager plan's signature the call is chosen once (`matmul_call`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,19 +13,16 @@ from . import blas_gemm, choice, template
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "product", "template_product",
            "plan_matmul", "TEMPLATE_MIN_MNK"]
 
-# Products below this many multiply-adds always run on BLAS (no choice is asked for): the
-# template's launch (a numba call and its threads' wake-up, 8-35 us) costs more than such a
-# product takes (a 64x64x64 float32 product: 9 us on one BLAS thread).
+# Products below this many multiply-adds always run on BLAS: the template's launch (8-35 us)
+# costs more than such a product takes.
 TEMPLATE_MIN_MNK = coreshare.TINY_GEMM_MNK
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def product(a, b, bias=None, residual=None, act=None):
-    """``act(a @ b + bias + residual)`` for a (..., m, k) and b (k, n) or (..., k, n) of the
-    same batch: `matmul` where there is no epilogue; else the template's configuration
-    where the choice for its key is one and its kernel is loaded (the epilogue applied as
-    it stores), BLAS and the epilogue after it otherwise. An N-d `a` times a 2-D `b` is one
-    product over a's flattened leading dims (ops/linalg.py `matmul_rows`)."""
+    """``act(a @ b + bias + residual)`` for a (..., m, k) and b (k, n) or (..., k, n): the
+    template's configuration where the choice for its key is one and its kernel is loaded,
+    else BLAS and the epilogue after it. An N-d `a` times a 2-D `b` is one product."""
     if bias is None and residual is None and act is None:
         return matmul(a, b)
     if a.ndim > 2 and b.ndim == 2:
@@ -48,9 +43,8 @@ def product(a, b, bias=None, residual=None, act=None):
 
 
 def template_product(a, b, bias=None, residual=None, act=None):
-    """``act(a @ b + bias + residual)`` on the template's configuration where the choice
-    for the product's key is one and its kernel is loaded (the epilogue applied as it
-    stores), else None (the caller runs BLAS)."""
+    """``act(a @ b + bias + residual)`` on the template's chosen configuration, else None
+    (the caller runs BLAS)."""
     if _eligible(a, b):
         c = choice.choose(choice.key_for(a, b, coreshare.core_share.cpus))
         if c is not choice.BLAS:
@@ -62,9 +56,8 @@ def template_product(a, b, bias=None, residual=None, act=None):
 
 
 def blas_matmul(a, b):
-    # on the BLAS threads the machine can give now, as compiled plans call it. With
-    # another process on one of 2 cores, a 2-thread GEMM waits for the thread stuck behind
-    # it: the eager LSTM LM step took 5-14 s on 2 BLAS threads against 1.3 s on one.
+    # on the BLAS threads the machine gives now: a 2-thread GEMM waits for a thread stuck
+    # behind another process (eager LSTM LM step: 5-14 s against 1.3 s)
     return blas_gemm.matmul(a, b, True)   # (blas_only)
 
 
@@ -96,11 +89,9 @@ def _launcher(cfg, dtype: str, fallback):
 
 
 def _site(routed, install):
-    """The first call of a call site whose products the choice decides: it binds the site
-    to its key (chosen from the operands of that call: their layout too) and installs the
-    call for it, `routed` (the BLAS side) or the template's launch; a later measurement of
-    the key installs again (choice.bind). Operands the template does not take install
-    `routed` for good."""
+    """The first call of a call site the choice decides: binds the site to its key (from
+    this call's operands) and installs `routed` (BLAS) or the template's launch, again on a
+    later measurement. Operands the template does not take keep `routed`."""
     def first(a, b):
         if not _eligible(a, b):
             install(routed)
@@ -115,9 +106,8 @@ def _site(routed, install):
     return first
 
 
-# Calls of the implementation (`matmul`), by the operands' shapes, strides and dtypes: a
-# one-element list holding the call the site installed. Bounded: a program of changing
-# shapes starts over past `_CALLS_MAX` of them.
+# Calls of the implementation by the operands' shapes, strides and dtypes: a one-element
+# list holding the call the site installed; bounded by `_CALLS_MAX`.
 _calls: dict = {}
 _CALLS_MAX = 4096
 
@@ -148,9 +138,8 @@ def _rows(a, b):
 
 
 def plan_matmul(routed):
-    """The callable a compiled plan's 2-D product of static shapes starts with (`_site`):
-    ``install(f)`` puts `f` in the plan's namespace under the product's name, so the plan
-    calls the chosen callable itself (backends' `matmul_for`)."""
+    """The callable a compiled plan's 2-D product of static shapes starts with: ``install``
+    puts the chosen callable in the plan's namespace."""
     def make(install):
         return _site(routed, install)
     return make
@@ -186,11 +175,8 @@ def _cell_call(routed, swap: int):
 
 
 def matmul_call(shapes, dtype, params):
-    """An eager plan's call for one signature (ops/impls.py `specialize`): a product below
-    `TEMPLATE_MIN_MNK` is numpy's matmul itself (BLAS keeps it on one thread; the small
-    products of an eager step skip two Python frames), a larger one the choice's call site
-    (`_cell_call`); batches of N-d by 2-D run the implementation (one GEMM over the
-    flattened leading dims)."""
+    """An eager plan's call for one signature: below `TEMPLATE_MIN_MNK` numpy's matmul
+    itself, larger ones the choice's call site; N-d by 2-D batches run the implementation."""
     sa, sb = shapes
     if len(sa) > 2 and len(sb) == 2:
         return None

@@ -1,30 +1,18 @@
 """The CPU backend's one GEMM template: C = epilogue(A @ B) as numba source, per configuration.
 
-What: a configuration (`Config`) fixes a register tile of ``mr`` rows by ``nr`` columns,
-summed over K in registers; whether each share first packs its column panel of B (``nr``
-columns, K rows) into a contiguous buffer (``pack``: any layout of B, a transposed weight
-too; else B's rows must be contiguous and are read in place); and a K split (``ksplit``
-parts of the depth summed into scratch and added in order afterwards: more parts of work
-for few-row, deep products). A dot configuration (``dot``) sums each output element as a dot
-product along K instead, vectors of consecutive K summed across their lanes at the end:
-for few columns of a transposed B (a classifier head's ``x @ w.T``), where it reads A's and
-B's rows in place (other layouts are first copied so). Operands are batched (leading dims) and strided (transposed
-views run without a copy); float32 and float64. The epilogue, applied as each tile is
-stored: ``act(acc + bias[j] + residual[i, j])``, with ``act`` none or ReLU (a Linear's bias
-and the activation after it, a residual add), so no second pass reads C.
+A configuration (`Config`) fixes a register tile of ``mr`` rows by ``nr`` columns summed
+over K in registers; whether each share packs its column panel of B first (``pack``: any
+layout of B; else B's rows are read in place); a K split (``ksplit`` parts summed in order
+afterwards); or dot-product tiles along K (``dot``: few columns of a transposed B, a
+classifier head's ``x @ w.T``). Operands are batched and strided, float32 or float64. The
+epilogue ``act(acc + bias[j] + residual[i, j])`` is applied as each tile is stored, so no
+second pass reads C.
 
-Threads: the output is cut into ``shares`` parts by rows of tiles (or by columns where the
-product has more column panels than row tiles), each a `prange` iteration of the kernel,
-which runs without the GIL on numba's threads (their count: the cores the process may
-use, as compiler/cpu/runtime/coreshare.py's policy sets it). Each output element is summed
-in the same order whatever the share count, so 1, 2 or 4 threads give the same bits; the
-K split (a configuration's, not a thread count's) changes the order. One share runs the
-module's serial twin of the kernel (no parallel region: waking a second thread costs a
-small product more than it saves), as does a ``serial`` configuration on any threads.
-
-The source of a configuration is compiled once into the disk cache (compiler/diskcache.py)
-and loaded through kernels/loader.py like every hand-written kernel; `run` is the launch.
-Which configuration (or the BLAS call) runs a product is compiler/cpu/gemm/choice.py's
+Threads: the output is cut into ``shares`` by rows of tiles (or columns), each a `prange`
+iteration; each element is summed in the same order whatever the share count, so thread
+counts give the same bits (the K split changes the order). One share, or a ``serial``
+configuration, runs the serial twin. Sources compile once into the disk cache and load
+through kernels/loader.py; which configuration (or BLAS) runs a product is choice.py's
 measured decision.
 """
 from __future__ import annotations
@@ -44,9 +32,7 @@ ACTIVATIONS = {None: 0, "relu": 1}
 
 class Config(NamedTuple):
     """One configuration of the template: tile rows, tile vectors of columns (dot tiles:
-    columns), whether each share packs its column panel of B first, K parts, whether the
-    tiles are dot products along K (``dot``), whether it runs as one share on the calling
-    thread whatever the threads (``serial``: no parallel region to wake)."""
+    columns), packing, K parts, dot tiles, and one share on the calling thread (``serial``)."""
     mr: int
     nv: int
     pack: bool = False
@@ -70,13 +56,10 @@ class Config(NamedTuple):
         return self.nv if self.dot else self.nv * vector_width(dtype)
 
 
-# The configurations the chooser measures (the same for float32 and float64; a vector is
-# 16 / 8 lanes at AVX-512, 8 / 4 at AVX2). 8 x 3 vectors (24 accumulators, 3 of B and a
-# broadcast) fill AVX-512's 32 registers; 6 x 4 and 4 x 2 trade rows for columns; 8 x 1 serves
-# narrow outputs; the packed ones read a transposed or strided B from a contiguous panel; the
-# K split gives few rows of a deep product more parts. The dot tiles serve few columns of a
-# transposed B (a classifier head's ``x @ w.T``: a vector tile would fill a few lanes of its
-# vectors there): 4 x 4 and 4 x 5 dot products (16 / 20 accumulators, 8 / 9 loads).
+# The configurations the chooser measures: 8 x 3 vectors fill AVX-512's 32 registers; 6 x 4
+# and 4 x 2 trade rows for columns; 8 x 1 serves narrow outputs; packed ones read a strided
+# B from a contiguous panel; the K split gives few deep rows more parts; the dot tiles serve
+# few columns of a transposed B.
 CONFIGS = (Config(8, 3), Config(6, 4), Config(4, 2), Config(8, 1), Config(8, 3, True), Config(4, 2, True),
            Config(8, 3, False, 2), Config(4, 4, dot=True), Config(4, 5, dot=True))
 
@@ -92,9 +75,8 @@ def vector_width(dtype: str) -> int:
 # its test); None: the host's
 _WIDE = None
 
-# The answer of `_ask_avx512`, once per process: llvmlite's host-feature query builds LLVM's
-# whole feature map each time (0.2-0.5 ms a call), and the layer ops ask for the panels'
-# shape (template_panels.panel_rows, panel_size) in every call.
+# The answer of `_ask_avx512`, once per process: llvmlite's query costs 0.2-0.5 ms a call,
+# and the layer ops ask for the panels' shape in every call.
 _AVX512: list = []
 
 
@@ -119,9 +101,8 @@ def _ask_avx512() -> bool:
 
 
 def _rests(v: int, dot: bool = False) -> tuple:
-    """Tile definitions and calls for the columns past the whole panels: one vector at a
-    time, then narrower powers of two down to one column (dot tiles: half a tile's columns,
-    then narrower powers of two)."""
+    """Tile definitions and calls for the columns past the whole panels: one vector, then
+    narrower powers of two (dot tiles: half a tile's columns, then narrower)."""
     defs, calls = [], []
     widths = []
     w = v
@@ -143,9 +124,8 @@ def _rests(v: int, dot: bool = False) -> tuple:
 
 
 def source(dtype: str, cfg: Config) -> str:
-    """The numba module of one configuration's tile (`Config.compiled`: whatever its
-    ``pack``, ``ksplit``, ``serial``): ``kernel`` (see its comment) and its GIL-free
-    two-share launch (compiler/cpu/runtime/cshares.py)."""
+    """The numba module of one configuration's tile: ``kernel`` and its GIL-free two-share
+    launch (cshares.py)."""
     from ..runtime import cshares
     cfg = cfg.compiled
     v = vector_width(dtype)
@@ -208,9 +188,8 @@ _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 
 
 class _Launch:
-    """A configuration's compiled entries: ``one`` (`kernel`'s compiled code: a share, or
-    all of them on the calling thread), ``pair`` (two shares at once, the second on the
-    worker pool's thread, none of them holding the GIL: cshares.CShares, or None where
+    """A configuration's compiled entries: ``one`` (a share, or all on the calling thread)
+    and ``pair`` (two shares at once on the worker pool, none holding the GIL; None where
     there is no pool of two)."""
 
     __slots__ = ("one", "pair")
@@ -228,13 +207,10 @@ _launches: dict = {}   # a configuration's kernel -> its _Launch
 
 def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=None, act=None,
         threads: int = 1, out=None) -> np.ndarray | None:
-    """``act(a @ b + bias + residual)`` by the compiled configuration `fn` (`kernel_for`'s
-    ``get()``): a (..., m, k), b (..., k, n) or (k, n), same float dtype, batch dims equal or
-    b's absent. None where the operands' layout does not fit (the caller runs BLAS).
-
-    Two shares run as a pair on the worker pool (the second share on its worker, which
-    after a product polls on the other core: a thread of numba's would be given half of
-    it), more through sharepool.run_shares (each share a call of the kernel), one on this thread."""
+    """``act(a @ b + bias + residual)`` by the compiled configuration `fn`: a (..., m, k),
+    b (..., k, n) or (k, n), same float dtype, batch dims equal or b's absent. None where
+    the layout does not fit (the caller runs BLAS). Two shares run as a pair on the worker
+    pool, more through sharepool.run_shares, one on this thread."""
     dt = a.dtype
     batch = a.shape[:-2]
     m, k = a.shape[-2], a.shape[-1]

@@ -1,35 +1,21 @@
 """The GEMM template's packed-operand option, with entry points that compiled loops call by address.
 
-What: the template's register tiles (compiler/cpu/gemm/template_text.py `_make_tile`, with its
-``keep`` argument: c (+)= the sums where a run-time beta says) rendered into one module per
-dtype whose functions have fixed signatures, for numba code that runs a product at every
-step of its own loop without returning to Python (the recurrent layers' time loops,
-compiler/cpu/kernels/lstm_kernels.py): they call them through their addresses
-(compiler/cpu/runtime/voidptr.py `call_at`), so the tiles are compiled once per process,
-in this module, not inlined into every loop kernel.
+The template's register tiles rendered into one module per dtype with fixed signatures,
+for numba loops that run a product at every step (the recurrent layers): they call them
+through their addresses (voidptr `call_at`), so the tiles compile once per process.
 
-- ``panel_pack(w, wp, p0, p1, k0, kd)`` / ``panel_pack_t``: the packed-operand option. A
-  left operand used at every step (a layer's weights) is packed once per call into panels
-  of MR rows, k-major (panel p holds rows p*MR .. p*MR+MR-1, each k's MR values adjacent;
-  rows past m zero), from w (m, k) or from w^T read along its rows, as columns k0.. of a
-  packed matrix kd wide (the panels of [W_ih | W_hh] from both, no concatenated copy).
+- ``panel_pack(w, wp, p0, p1, k0, kd)`` / ``panel_pack_t``: pack a left operand used at
+  every step (a layer's weights) once per call into k-major panels of MR rows (rows past m
+  zero), from w or w^T, as columns k0.. of a packed matrix kd wide.
 - ``panel_product(wp, p0, p1, kd, k0, k1, b, c, beta)``: c's rows p0*MR .. p1*MR-1 (+)=
-  the packed operand's columns k0..k1-1 @ b (their rows): b's rows read in place, nothing
-  packed per step. c has room for the padding rows (`panel_rows`).
-- ``row_product(a, i0, i1, b, c, beta)``: c[i0:i1] (+)= a[i0:i1] @ b, a row-major read in
-  place (a weight gradient's dg @ h^T step by step).
+  the packed columns k0..k1-1 @ b, b's rows read in place.
+- ``row_product(a, i0, i1, b, c, beta)``: c[i0:i1] (+)= a[i0:i1] @ b, a read in place.
 
-One driver (`_rows`) runs all three products: column panels of NV vectors outermost (b's
-panel stays in cache across the row tiles), then one-vector and narrower power-of-two
-column rests, whole tiles of MR rows, then single rows. The configuration is fixed per
-instruction set (`panel_config`): the state block a step multiplies has the batch's few
-columns (32 for the LSTM LM), so two vectors of columns; MR rows as many as the register
-file holds beside them (8 with AVX-512's 32 registers, 4 with AVX2's 16). LSTM LM step,
-1024x256 @ 256x32 float32 on one thread: ~100 us against OpenBLAS's ~150 (which packs
-both operands at every call).
-
-Results differ from BLAS's in the last bits (another summation order), as BLAS's own do
-between thread counts; the same sums whatever rows a caller's thread takes.
+One driver (`_rows`) runs all three: column panels outermost, then narrower column rests,
+whole MR-row tiles, then single rows. The configuration is fixed per instruction set
+(`panel_config`: two vectors of columns, MR = 8 with AVX-512, 4 with AVX2): the LSTM LM's
+1024x256 @ 256x32 takes ~100 us against OpenBLAS's ~150. Results differ from BLAS's in
+the last bits, the same whatever rows a caller's thread takes.
 """
 from __future__ import annotations
 
@@ -52,10 +38,8 @@ def vector_width(dtype: str) -> int:
     return (64 if _has_avx512() else 32) // (4 if dtype == "float32" else 8)
 
 
-# Bytes of B below which `_rows` runs a row tile across all column panels first: an L1 data
-# cache (32-48 KB). The LSTM LM's in-loop weight gradient (dg 1024x32 @ h^T 32x256 float32, 32
-# KB of B, a step of the compiled step's backward) re-read its 128 KB of dg from L2 once per
-# column panel in panel order.
+# Bytes of B below which `_rows` runs a row tile across all column panels first (an L1
+# data cache): else the in-loop weight gradient re-read its dg from L2 once per panel.
 ROWS_FIRST_BYTES = 32 * 1024
 
 # the driver of the products: `_rows` on the keep tiles of the configuration
@@ -192,11 +176,9 @@ def source_digest(source: str) -> str:
 
 
 def load_by_digest(source: str, digest: str, name_hint: str, what: str):
-    """The loaded module of `source` (compiled into the disk cache on its first use in the
-    process), for a kernel module that calls its functions by address; `digest` is that of the
-    source the importer was made with (`source_digest`): one made against another source
-    (another tile, another version) must not load, since it would call the functions at their
-    addresses with that one's arguments. `what` names the shared module in the error."""
+    """The loaded module of `source`, for a kernel module that calls its functions by
+    address; `digest` is that of the source the importer was made with (`source_digest`):
+    one made against another source must not load. `what` names it in the error."""
     from ... import diskcache
     if source_digest(source) != digest:
         raise RuntimeError(f"{what} changed (digest {source_digest(source)}, the importer's {digest})")
@@ -211,10 +193,9 @@ def panel_module(dtype: str, digest: str):
 
 
 def panel_import(dtype: str) -> str:
-    """Source lines that give a kernel module `panel_product`, `row_product`, `panel_pack`,
-    `panel_pack_t` (from `panel_module`), `call_at`, `native_address` and ``PMR`` (the panels'
-    rows); the panels' digest is in them, so a changed template changes the kernel's source
-    (and disk cache key) too."""
+    """Source lines that give a kernel module the panel functions, `call_at`,
+    `native_address` and ``PMR``; the panels' digest is in them, so a changed template
+    changes the kernel's disk cache key too."""
     return (f"\nfrom tracejit.compiler.cpu.runtime.voidptr import call_at, native_address\n"
             f"from tracejit.compiler.cpu.gemm.template_panels import panel_module as _panel_module\n"
             f"_panels = _panel_module({dtype!r}, {source_digest(panel_source(dtype))!r})\n"

@@ -1,15 +1,11 @@
 """Self-attention's weights, context and backward one batch element at a time: the CPU
-backend's implementations of ops/attention_prim.py's primitives (the records, rules, VJPs
-and whole-batch numpy forms live there), and the fused steps compiled plans pair them into
-(`weights_and_context`, `backward_and_column_sum`: compiler/attnpair.py).
+backend's implementations of ops/attention_prim.py's primitives, and the fused steps
+compiled plans pair them into (compiler/attnpair.py).
 
 Each batch element's scores go into a buffer that stays in cache and are normalized from
-there into W, one pass over the cores instead of a product pass and a softmax pass over 4 MB
-of scores; the context ``W @ V`` of an element is taken while its weights are in cache. Each
-head's products run in OpenBLAS's small-matrix form (two row blocks, contiguous right
-operands: `_SMALL_GEMM`), and a part of the batch split over the cores is one nogil numba
-call where it can be (`_FORWARD_PART`, `_BACKWARD_PART`: a Python-driven part made the
-other core's part wait for the GIL).
+there, and its context ``W @ V`` is taken while its weights are in cache. A part of the
+batch split over the cores is one nogil numba call where it can be (a Python-driven part
+made the other core's part wait for the GIL).
 """
 from __future__ import annotations
 
@@ -27,15 +23,9 @@ from .loader import kernel as _kernel, takes as _takes
 __all__ = ["weights", "context", "backward", "weights_and_context", "backward_and_column_sum"]
 
 
-# OpenBLAS's small-matrix kernels (its Skylake-X builds: no packing of the operands) take a
-# product only up to 100^3 multiply-adds; one head's 128x128x64 product (T = 128, head_dim 64)
-# is just over it and ran in the packed path at 100-115 GFLOP/s on one thread, where its two
-# 64-row halves with the right operand contiguous ran at 130-140 (a right operand strided
-# through the packed qkv rows, 3 KB apart, ran at 80-90 in the small path: cache-set
-# conflicts). Measured for the Transformer step's 16x4 heads, one thread, min / median ms:
-# the context 1.38 / 1.51 -> 1.11 / 1.20 (with the copies of v), the forward pair 4.07 / 4.19
-# -> 3.79 / 3.95, the backward 6.09 / 6.40 -> 5.34 / 5.68 (OpenBLAS 0.3.31, Sapphire Rapids).
-# The halves gave the same bits as the whole products there.
+# OpenBLAS's small-matrix kernels take a product only up to 100^3 multiply-adds; one head's
+# 128x128x64 product is just over it, and its two 64-row halves with a contiguous right
+# operand ran faster than the packed whole (the backward 6.09 -> 5.34 ms, same bits).
 _SMALL_GEMM = 100 ** 3
 
 
@@ -48,8 +38,7 @@ def _block_rows(t: int, n: int, k: int) -> int:
 
 def _row_blocks(x, r: int):
     """(..., T, c) array as a (..., T // r, r, c) view: splitting one axis is a view for any
-    strides (numpy's reshape copies only to merge axes), and 0.2 us where as_strided takes 3.6
-    (six calls per batch element: 0.35 ms a step)."""
+    strides, and 0.2 us where as_strided takes 3.6."""
     return x.reshape(x.shape[:-2] + (x.shape[-2] // r, r, x.shape[-1]))
 
 
@@ -65,11 +54,9 @@ def _head_products(a, b, out, r: int, buf) -> None:
 
 
 def _head_products_t(a, b, out, r: int, buf, tr) -> None:
-    """``out[...] = a @ b^T`` for batch elements' heads (the scores q k^T, the backward's g
-    v^T), ``b`` (E, H, n, k): in ``r``-row blocks with ``b^T`` written into ``buf`` (E, H, 1,
-    k, n) by the transposing kernel ``tr`` (`_transpose_kernel`), else (no kernel, or r = T)
-    one product per head with ``b`` transposed in BLAS (its small-matrix path has no fast
-    form for that: 64-row blocks of a @ b^T ran at ~75 GFLOP/s, the packed path at ~100)."""
+    """``out[...] = a @ b^T`` for batch elements' heads, ``b`` (E, H, n, k): in ``r``-row
+    blocks with ``b^T`` written into ``buf`` by the kernel ``tr``, else one product per
+    head with ``b`` transposed in BLAS (slower in its small-matrix path)."""
     if tr is None or r == a.shape[-2]:
         np.matmul(a, np.swapaxes(b, -1, -2), out=out)
         return
@@ -78,9 +65,7 @@ def _head_products_t(a, b, out, r: int, buf, tr) -> None:
 
 
 # out[e, h, 0] = x[e, h]^T for (E, H, T, d) head stacks of any strides, 16 rows of x at a
-# time (each row of out written a cache line at a time): a (4, 128, 64) head stack of qkv in
-# 11 us, where numpy's transposing copy took 47 (blocks of 8 rows 12, 4 rows 13.5, a plain
-# row-by-row loop 20, 16x16 tiles through a buffer 23)
+# time (each row of out written a cache line at a time): 11 us where numpy took 47
 _TRANSPOSE = """
 import numpy as np
 from numba import njit
@@ -107,9 +92,7 @@ def _transpose_kernel(xp, x):
 
 
 # Batch elements a part runs per numpy call: each call holds the GIL for its Python side,
-# and with both cores running parts a thread waits for the other's (one element per call:
-# a part of 8 elements ran 17-20% slower beside another part than beside a GIL-free GEMM,
-# 3%); two elements' scores or weight gradients (512 KB float32) still stay in cache
+# and two elements' scores (512 KB float32) still stay in cache
 _CHUNK = 2
 
 
@@ -117,14 +100,10 @@ def _chunk(lo: int, hi: int) -> int:
     return max(1, min(_CHUNK, hi - lo))
 
 
-# attention_backward's part [lo, hi) as one nogil call: per batch element and head the same
-# products as `_head_products` / `_head_products_t` (r-row blocks; g, k, q copied and v
-# transposed into buffers, through numpy's cblas_?gemm by address: compiler/cpu/gemm/blas_gemm.py) and
-# softmax's backward rows (`ROWS`: its rows form's kernel), so the same bits. Why: driven from Python, a
-# thread holds the GIL between the products and the other thread's part waits for it (a
-# part ran 17-20% slower beside another part than alone); as one call, two threads' parts
-# do not meet: backward at two threads after a GEMM 3.01-3.12 / 3.41-3.46 -> 2.73-2.80 /
-# 2.90-2.96 ms min / median, one thread unchanged (5.26 vs 5.14 min).
+# attention_backward's part [lo, hi) as one nogil call: the same products as
+# `_head_products` / `_head_products_t` (through numpy's cblas_?gemm by address) and
+# softmax's backward rows, so the same bits. Driven from Python, the threads' parts waited
+# for each other's GIL (two-thread backward 3.01 -> 2.73 ms min).
 _BACKWARD_PART = """
 import numpy as np
 from numba import njit
@@ -180,10 +159,7 @@ TRANSPOSED(vt, vv)
 """
 
 
-# `weights_and_context`'s part [lo, hi) without a mask as one nogil call, for the same reason:
-# per batch element and head the scores in r-row blocks on k^T (transposed as `_TRANSPOSE`
-# does), the softmax rows (`ROWS`: its rows form's kernel) into w, and w v in r-row blocks on a
-# copy of v.
+# `weights_and_context`'s part [lo, hi) without a mask as one nogil call, for the same reason.
 _FORWARD_PART = """
 import numpy as np
 from numba import njit
@@ -227,22 +203,11 @@ _TRANSPOSED = """            for r0 in range(0, tb, 16):
                     DST[j, a] = SRC[i, h, a, j]"""
 
 
-# Batch element i's rows of the head views named (parts of the packed qkv, and the backward's
-# gradient), read one element per cache line in address order (token by token, each token's
-# heads in turn) before its heads' products: the products and copies then find them in cache.
-# Why: a head's rows are 256 B runs 3 KB apart in qkv, which the hardware prefetchers do not
-# follow; read in address order they stream. Inside the Transformer step the part kernels'
-# operands come from memory (the backward's 7.2 ms there against 4.4 ms with warm caches).
-# Measured (one thread, 16x4 heads of 128x64 float32, the caches swept by a 64 MB write before
-# each call, alternating in one process, load 2.8-3.9, min / median ms): the backward
-# 5.68-5.95 / 5.83-6.12 -> 5.07-5.37 / 5.40-5.54 (warm: 4.13-4.26 / 4.20-4.27 against
-# 4.14-4.28 / 4.24-4.27); the forward pair 3.45-3.64 / 3.66-3.90 -> 3.32-3.45 / 3.52-3.73.
-# Pulling the backward's weights and outputs as well gained nothing more, nor did prefetching
-# element i + 1's rows (llvm.prefetch) while element i's heads ran. In the step
-# (bench.model_breakdown, one thread, two runs each, load 2.8-3.6) attention_backward
-# 6.73-6.94 -> 6.18-6.41 ms. The sum of what is read goes into a scratch buffer's first
-# element, which the next product overwrites (beta 0), so the reads are not dropped; results
-# are the same bits.
+# Batch element i's rows of the head views named, read one element per cache line in
+# address order before its heads' products, which then find them in cache: a head's rows
+# are 256 B runs 3 KB apart, which the hardware prefetchers do not follow (backward with
+# swept caches 5.68 -> 5.07 ms min). The sum read goes into a scratch buffer's first
+# element, which the next product overwrites, so the reads are not dropped.
 def _pulled_in(template: str) -> str:
     """`template` with each ``PULL(sink, a, b, ...)`` line replaced by the loop reading batch
     element i's rows of head views a, b, ... one element per cache line (the comment above),
@@ -277,20 +242,11 @@ def _transposed_in(template: str, *pairs) -> str:
 
 
 def _gemm_kernel(name: str, template: str, rows: tuple, xp, *arrays):
-    """(a part kernel of this module made from `template` with the GEMM intrinsic and, for
-    ``ROWS``, the kernel of softmax's or its backward's rows form (`rows`: primitive, operand
-    count, params, the name the template calls: row_forms.kernel_source), its GEMM address);
-    (None, address) while it is being compiled or loaded in the background
-    (`NativeKernel.coming`); or None: other array modules or dtypes, no BLAS GEMM found, the
-    kernel failed or is off.
-
-    Why (None, address): the callers then run numpy's form and ask for none of the kernels
-    of their fallback form (softmax's row kernels, the transposing copy). Asked for, those
-    were compiled ahead of the part kernels (asked for at the same step, queued in the order
-    asked) only to go idle once the part kernels were in: 0.5 s of the compile worker's CPU
-    in the Transformer step's 8 s before it ran on compiled kernels. They are asked for
-    where the part kernel is not coming (failed, or sync mode, where `get` loads it in the
-    call)."""
+    """(a part kernel made from `template` with the GEMM intrinsic and, for ``ROWS``, the
+    rows-form kernel `rows` names, its GEMM address); (None, address) while it is compiled
+    or loaded in the background; or None (other array modules or dtypes, no BLAS GEMM, the
+    kernel failed or is off). On (None, address) the callers run numpy's form and ask for
+    none of their fallback's kernels, which would take a compile worker only to go idle."""
     if not _takes(xp, *arrays):
         return None
     dtype = arrays[0].dtype.name
@@ -322,8 +278,7 @@ def _forward_part_kernel(xp, qkv, scale=1.0):
 
 def _backward_part_kernel(xp, w, gh, qkv, scale=1.0):
     """(attention_backward's part kernel, GEMM address) for arrays like these, or None
-    (other array modules or dtypes, weights not C-contiguous, no BLAS GEMM found, failed;
-    `_gemm_kernel`: the kernel None while it is on its way)."""
+    (as `_gemm_kernel`; weights not C-contiguous)."""
     if not w.flags.c_contiguous:
         return None
     rows = (SOFTMAX_BACKWARD, 2, {"dim": 1, "scale": float(scale)}, "softmax_backward_rows")
@@ -345,8 +300,7 @@ def softmax_kernel(xp, x, *mask):
 
 def softmax_backward_kernel(xp, g, y):
     """softmax backward's rows-form kernel for arrays like `g` and `y`, as ``fn(g, y, scale,
-    out) -> bool`` (as `softmax_kernel`), `out` not overlapping `g` (written over `g` the
-    loops take their scalar versions, LLVM's runtime check finding the overlap), or None."""
+    out) -> bool`` (as `softmax_kernel`), `out` not overlapping `g`, or None."""
     if not _takes(xp, g, y):
         return None
 
@@ -357,10 +311,9 @@ def softmax_backward_kernel(xp, g, y):
 
 
 def _split_batch(xp, part, n: int, work: int) -> None:
-    """``part(lo, hi)`` over the batch ``[0, n)``: for numpy arrays split over the cores the
-    machine gives (runtime/sharepool.py: each share runs its heads' products on one BLAS
-    thread; the (batch, head) products are too small for BLAS's own threads to pay), else
-    at once. The parts write disjoint slices of the outputs."""
+    """``part(lo, hi)`` over the batch ``[0, n)``: numpy arrays split over the free cores
+    (sharepool.split: each share's products on one BLAS thread), else at once. The parts
+    write disjoint slices of the outputs."""
     if xp is np:
         _sharepool.split(part, n, work)
     else:
@@ -372,9 +325,8 @@ def weights(qkv, *mask, tokens, heads, seq_first, scale):
 
 
 def weights_and_context(xp, qkv, *mask, tokens, heads, seq_first, scale):
-    """``(w, attention_context(qkv, w))`` for ``w = attention_weights(qkv, *mask)``, in one
-    pass over the batch: each element's ``w @ v`` is taken while its weights are in cache,
-    in the same launch (compiler/attnpair.py: a compiled plan calls this for the pair)."""
+    """``(w, attention_context(qkv, w))`` for ``w = attention_weights(qkv, *mask)`` in one
+    pass over the batch, each ``w @ v`` taken while its weights are in cache."""
     return _attend(xp, qkv, mask, tokens, heads, seq_first, scale, True)
 
 
@@ -406,9 +358,8 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
         r = _block_rows(t, hd, t)
 
     def part(lo, hi):
-        # `_CHUNK` batch elements at a time: their scores into a buffer that stays in cache,
-        # then their softmax into w (not in place: the row kernel's loops would take their
-        # scalar versions, LLVM's runtime overlap check failing: 4x slower), then w @ v
+        # `_CHUNK` batch elements at a time: scores into a cached buffer, their softmax into
+        # w (not in place: overlap makes the row loops scalar), then w @ v
         if whole is not None:
             bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, t), (hd, t), (t, hd))]
             return whole[0](whole[1], q, k, v, scale, w, oh if context else w, context, rs,
@@ -471,15 +422,10 @@ def backward(g, qkv, w, *, tokens, heads, seq_first, scale):
 
 def backward_and_column_sum(xp, g, qkv, w, *, shape: tuple, tokens, heads, seq_first, scale):
     """``(attention_backward(g, qkv, w), its sum over rows)`` in one pass, the sum (the packed
-    projection's bias gradient) in `shape`: each head's q, k and v gradient rows are summed
-    in the part kernel right after its products wrote them, while they are in cache (float32
-    over the batch element's rows, then float64 over the elements in order: the same bits for
-    any thread count), instead of a pass reading the 6 MB gradient back (compiler/attnpair.py
-    pairs the two steps in compiled plans). Measured (one thread, 16x4 heads of 128x64
-    float32, 64 MB touched before each call, alternating in one process, load 2.4, min /
-    median ms over the backward alone): the column sum as its own GEMV +0.28 / +0.36, summed
-    per batch element after its heads +0.24-0.35 / +0.27 (its rows no longer all in cache),
-    per head after its products +0.15 / +0.24."""
+    projection's bias gradient) in `shape`: each head's gradient rows are summed right after
+    its products wrote them, while in cache (float32 per element, then float64 over the
+    elements in order: the same bits for any thread count), instead of a pass reading the
+    gradient back (+0.15 ms over the backward alone, against +0.28 as its own GEMV)."""
     out, colp = _backward(xp, g, qkv, w, True, tokens, heads, seq_first, scale)
     if colp is None:       # no part kernel: the sum as its own pass
         return out, xp.sum(out, axis=0).reshape(shape)
@@ -509,9 +455,8 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
     colp = np.empty((n, 3 * e) if colsum else (1, 1), dtype=qkv.dtype) if xp is np else None
 
     def part(lo, hi):
-        # `_CHUNK` batch elements at a time: their four products and softmax's gradient, with
-        # their (T, T) weight gradients in two buffers that stay in cache (one thread: 6.4-7.0
-        # -> 6.0-6.3 ms for the 16x4x128x128 weights, against new buffers per slice)
+        # `_CHUNK` batch elements at a time, their (T, T) weight gradients in two buffers
+        # that stay in cache
         if whole is not None:
             bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
             return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs,

@@ -1,21 +1,15 @@
 """The CPU kernels of BatchNorm's one-pass records, rendered by the channel-group renderer.
 
-``batch_norm_forward`` and ``batch_norm_backward`` (ops/batchnorm_prim.py) give their
-*channel forms* (`forward_form`, `backward_form`: per-channel sums over every dim but 1,
+``batch_norm_forward`` / ``batch_norm_backward`` give *channel forms* (per-channel sums,
 then elementwise work reading them): traced over (N, C, H, W) operands they are one channel
-group (compiler/fusion.py), lowered (compiler/loopnest.py) and rendered by the CPU backend
-(compiler/codegen_cpu_channels.py) as a compiled training step's BatchNorm is
-(jit/batchnorm_split.py), so an eager call and a compiled plan run one lowering. Per
-channel the kernel folds the sums, then writes the channel's outputs while its run of the
-input is still in cache; the channels run on the runtime's threads.
+group, lowered and rendered by the CPU backend as a compiled step's BatchNorm is, so eager
+and compiled run one lowering. Per channel the kernel folds the sums, then writes the
+outputs while the input's run is still in cache.
 
-The record is the kernel's outputs: the forward's normalized value (C-contiguous: the
-ReLU after it runs on its flat path), then the mean and variance; the backward's input
-gradient channel-major ((C, N, ...) memory: the rows of the convolution backward's GEMM),
-then (sum g, sum g*xhat). An operand of x's shape goes in as its (C, N, H, W) view where it
-is channel-major (layout "cm": an eager convolution's output), C-contiguous otherwise (a
-copy where it is neither); other ranks as (N, C, L, 1). Loaded with loader.py's policy
-(compiled in the background workers; the numpy form runs until the kernel is loaded).
+Outputs: forward's normalized value (C-contiguous), mean and variance; backward's input
+gradient channel-major (the convolution backward's GEMM rows), then (sum g, sum g*xhat).
+An operand of x's shape goes in as its (C, N, H, W) view where channel-major, else
+C-contiguous; other ranks as (N, C, L, 1). Loaded with loader.py's policy.
 """
 from __future__ import annotations
 
@@ -120,8 +114,8 @@ def _channel(a, c: int, dt):
 
 
 # ---------------------------------------------------------------- the primitives' implementations
-# (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
-# record out, or None while the kernel is not loaded and the numpy form runs)
+# (registered by implementations.py: arrays and params in, the record out, or None while
+# the kernel is not loaded and the numpy form runs)
 def forward(x, weight, bias, eps):
     """batch_norm_forward's record: the normalized x (C-contiguous), then mean and variance."""
     c, size = x.shape[1], x.size

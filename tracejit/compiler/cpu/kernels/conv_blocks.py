@@ -1,21 +1,12 @@
 """The CPU implementations of ops/conv_gemm.py's primitives, by blocks of images.
 
-Whole-batch im2col wrote every image's columns to memory before one GEMM read them back:
-ResNet's first stage, 19 MB of columns times a 16-row weight, ran memory-bound (17
-GFLOP/s on one core, against 45 for one image's columns in L2). Here a block of images
-(columns of at most `_BLOCK_BYTES`) is made by the im2col kernel and used by the GEMM
-while it is in the core's cache, blocks shared over the cores (runtime/sharepool.py `split`,
-BLAS on one thread per share):
-
-- forward: W (O, K) times each image's columns, straight into the NCHW result, or (short
-  images) times the block's, the result copied into place;
-- weight gradient: the block's columns times its output gradient rows transposed, summed
-  per thread, the threads' sums added at the end;
-- input gradient: W^T times the block's output gradient rows, folded (col2im) into the
-  block's images.
-
-A 1x1 kernel with stride 1 and no padding takes the images' own (C, H*W) rows for columns.
-None (the numpy form runs) while the im2col/col2im kernel is not loaded.
+Whole-batch im2col wrote every image's columns to memory before one GEMM read them back
+(17 GFLOP/s on one core, against 45 for columns in L2). Here a block of images is made by
+the im2col kernel and used by the GEMM while in cache, blocks shared over the cores:
+forward W @ columns into the NCHW result, weight gradient columns @ gradient rows^T summed
+per thread, input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride
+1 and no padding takes the images' own rows for columns. None (the numpy form runs) while
+the im2col/col2im kernel is not loaded.
 """
 from __future__ import annotations
 
@@ -35,10 +26,8 @@ __all__ = ["forward", "wgrad", "xgrad"]
 _BLOCK_BYTES = 1 << 19
 
 
-# Output positions per image from which the forward multiplies each image of a block on
-# its own, into its NCHW rows (a GEMM of L columns still runs near BLAS's speed), rather
-# than the block at once and a copy of the result into place (LeNet's first conv: K = 9,
-# the copy a pass as long as the GEMM's own writes).
+# Output positions per image from which the forward multiplies each image on its own into
+# its NCHW rows, rather than the block at once and a copy of the result into place.
 _IMAGE_GEMM_MIN = 64
 
 
@@ -48,10 +37,9 @@ def _out_hw(h, w, kernel, stride, padding, dilation) -> tuple:
 
 
 def _blocks(fn, n: int, per_image: int, work: int) -> None:
-    """``fn(s, e, nb)`` over image blocks [s, e) of at most nb images (columns of
-    `per_image` bytes each, a block's at most `_BLOCK_BYTES`, and a block per core at
-    least: one block of the whole batch ran its GEMM on one core), the blocks split over
-    the cores, BLAS on one thread; one block alone (batch 1) keeps BLAS's threads."""
+    """``fn(s, e, nb)`` over image blocks [s, e) of at most nb images (a block's columns at
+    most `_BLOCK_BYTES`, at least a block per core), split over the cores with BLAS on one
+    thread; one block alone keeps BLAS's threads."""
     nb = max(1, min(n, _BLOCK_BYTES // max(per_image, 1), -(-n // _coreshare.core_share.cpus)))
     count = -(-n // nb)
 

@@ -1,10 +1,9 @@
 """im2col and col2im as numba loops: the CPU backend's implementations of the unfold and
 fold primitives in "gemm" layout (ops/conv.py holds the records and their numpy forms).
 
-Why: numpy's forms copy strided views whose innermost run is a window row (LeNet's second
-conv: 11 elements), ~4 GB/s; these loops write each column row once, in order. One source
-per geometry and dtype, never per size; a call is split by input channel over the cores
-the machine gives (runtime/sharepool.py: the kernels are nogil).
+Why: numpy's forms copy strided views whose innermost run is a window row (~4 GB/s);
+these loops write each column row once, in order. One source per geometry and dtype,
+never per size; a call is split by input channel over the free cores.
 """
 from __future__ import annotations
 
@@ -18,14 +17,9 @@ __all__ = ["unfold", "fold", "gemm_layout", "gemm_fold"]
 
 
 def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
-    """col2im from (C*kh*kw, N*OH*OW) rows into a zeroed C-contiguous (N, C, H, W) image,
-    the window offsets unrolled (numpy's 9 strided adds of 11-element rows for LeNet's second
-    conv took 5.1 ms, a loop over the offsets with the geometry as arguments as long; this
-    1.4 ms). The image is C-contiguous because what follows a convolution's input gradient
-    is elementwise (ReLU's gradient, max-pooling's): a channel-major one sent compiled ReLU
-    gradients down their strided path and was copied by the pooling kernel. Each plane is
-    still written whole before the next (channel by channel, image by image). One source per
-    geometry and dtype, never per size."""
+    """col2im from (C*kh*kw, N*OH*OW) rows into a zeroed C-contiguous (N, C, H, W) image, the
+    window offsets unrolled (LeNet's second conv: 1.4 ms against numpy's 5.1). C-contiguous
+    because what follows an input gradient is elementwise and takes the flat path."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     lines = ["from numba import njit", "", "",
              f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
@@ -53,14 +47,10 @@ _MAX_UNROLL = 64   # window positions up to which col2im gets an unrolled kernel
 
 
 def _col2im_rows_source(dtype, kernel, stride, padding, dilation) -> str:
-    """col2im as `_col2im_source` does it, for images whose output rows are long
-    (`_ROWS_MIN`): plane by plane (image, channel), the plane zeroed and kept in L1 while
-    the kh*kw column rows add into it, each window row one loop over the output columns
-    whose input column is inside the image (the span computed once per window offset),
-    with no test per element and indices that are visibly non-negative (numba's
-    negative-index wrap folds away), so the adds vectorize: ResNet's 3x3 input gradient
-    over (32, 16, 32, 32), 2.1 ms -> 1.0 ms on one thread. The kernel's extent is passed
-    (kh, kw), not unrolled. One source per geometry and dtype, never per size."""
+    """col2im for images with long output rows (`_ROWS_MIN`): plane by plane, the plane
+    kept in L1 while the kh*kw column rows add into it, each window row one loop over the
+    in-image span with visibly non-negative indices, so the adds vectorize (ResNet's 3x3
+    input gradient: 2.1 -> 1.0 ms)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     lines = ["import numpy as np",
              "from numba import njit", "", "",
@@ -100,9 +90,8 @@ def _col2im_rows_source(dtype, kernel, stride, padding, dilation) -> str:
     return "\n".join(lines) + "\n"
 
 
-# Output rows at least this long take the rows form of col2im (its vector loop pays for
-# its set-up per window row: 1.6-2.1x faster at 16 and 32 columns, 0.6-0.8x at 4 and 8,
-# where the unrolled form, each output pixel's window adds in a row, is faster).
+# Output rows at least this long take the rows form of col2im (1.6-2.1x faster at 16 and
+# 32 columns, slower at 4 and 8).
 _ROWS_MIN = 16
 
 
@@ -119,14 +108,9 @@ def _im2col_head(dtype) -> list:
 
 def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
     """im2col into (C*kh*kw, N*OH*OW) rows from a C-contiguous (N, C, H, W) image, one
-    output row after the other (each written once, in order; the image's channel plane it
-    reads stays in cache for the kh*kw rows that use it). numpy's one copy of a 6-D
-    strided view, whose innermost run is OW elements (11 for LeNet's second conv), wrote
-    its 8.9 MB of columns at ~4 GB/s. One source per geometry and dtype. The window's
-    offsets are loops over the kernel's extent passed as arguments (kh, kw: the geometry's,
-    written into the row index still): with constant trip counts LLVM unrolled them, nine
-    copies of the copy loop for a 3 x 3 kernel, and the module compiled in 0.33 s of CPU
-    instead of 0.16 s, for no speed (the copy loop is the work; same times either way)."""
+    output row after the other, each written once in order. The window's extent is passed
+    as arguments: with constant trip counts LLVM unrolled the copy loop nine times and the
+    module compiled twice as long, for no speed."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     pad = bool(ph or pw)
     lines = _im2col_head(dtype) + [
@@ -157,13 +141,10 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
 
 
 def _im2col_table_source(dtype, kernel, stride, padding, dilation) -> str:
-    """im2col as `_im2col_source` writes it, for images whose output rows are short
-    (`_TABLE_MAX_OW`): there the copy loop ran a few elements per window row, and the
-    loop overhead per row was the work (ResNet's last stage, 4 x 4 outputs: 0.53 ms for
-    2.4 MB of columns, against 0.72 ms for 19 MB at 32 x 32). Here each window offset's
-    source positions in the flattened plane (-1: padding) are tabulated once per call, and
-    each (channel, offset, image) column run is one loop over all OH*OW outputs reading
-    the plane through the table (0.18 ms there). One source per geometry and dtype."""
+    """im2col for images with short output rows (`_TABLE_MAX_OW`), where the loop overhead
+    per row was the work: each window offset's source positions (-1: padding) are tabulated
+    once per call, and each column run is one loop over all outputs through the table
+    (ResNet's last stage: 0.53 -> 0.18 ms)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     lines = _im2col_head(dtype) + [
              f'    """im2col by table {kernel} {stride} {padding} {dilation}, channels c0..c1-1 '
@@ -199,11 +180,8 @@ def _im2col_table_source(dtype, kernel, stride, padding, dilation) -> str:
 _TABLE_MAX_OW = 8
 
 
-# im2col and col2im do a range of input channels (a channel's rows and image planes are its
-# own), so a call is shared over the cores the machine gives (runtime/sharepool.py; the
-# kernels are nogil). A column element costs about what this many multiply-adds of a BLAS
-# product do (sharepool.split's unit): LeNet's second conv, 2.2M column elements (~1 ms
-# each way on one thread), splits; its first (one input channel) cannot.
+# A call is shared over the free cores by input channel; a column element costs about this
+# many multiply-adds of a BLAS product (sharepool.split's unit).
 _COLUMN_WORK = 8
 
 

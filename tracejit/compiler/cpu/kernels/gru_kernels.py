@@ -38,10 +38,8 @@ def gru_gates(gi, b, m, hp, z):
         zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
 """
 
-# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, compiler/cpu/gemm/template_panels.py; the
-# product by the shared `panel_product`, called by address as there).
-# (no_rewrites, as the LSTM loops': numba's IR rewrite passes find nothing to do in either GRU
-# loop: ~0.015 s of each loop's compile, the same instructions)
+# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, the product by the
+# shared `panel_product` by address; no_rewrites as the LSTM loops').
 _GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + """
 # {product}
 
@@ -61,11 +59,9 @@ def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
     for k in range(L):
         t = L - 1 - k if reverse else k
         p = t + 1 if reverse else t - 1
-        # h_prev chosen first: one call site of the step (inlined twice, h0 apart, it took
-        # 0.4-0.5 s more of the kernel's compile)
+        # h_prev chosen first: one call site of the step; m = W h_prev by `panel_product`
+        # at its address fns[0]
         hp = h0 if k == 0 else Z[p, :hh]
-        # m = W h_prev by `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]: the
-        # product's tiles compiled once in their own module, not inlined here
         call_at(fns[0], panel_product, (wp, 0, (three + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
         gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
 """
@@ -76,9 +72,8 @@ from numba import njit
 
 @njit(inline='always')
 def gru_step_back(zf, hp, dhf, y, g_, m_, d):
-    # one GRU backward step on flat blocks: the pre-activation gradients g_ (3H, N) (= the
-    # input projection's), m_ (3H, N) (= that of W h + b) and d = dh z (the direct part of
-    # dh_prev), from Z's step block zf, the previous h, the carried dh and the step's y
+    # one GRU backward step on flat blocks: g_ (3H, N), m_ (3H, N) and d = dh z (the direct
+    # part of dh_prev), from Z's step block zf, the previous h, the carried dh and y
     s = hp.size
     one = np.{t}(1)
     for k in range(s):
@@ -101,8 +96,7 @@ def gru_step_back(zf, hp, dhf, y, g_, m_, d):
 """
 
 # The GRU's whole backward loop: per step `gru_step_back`, the transposed writes of dg and
-# dm into G and M (L, N, 3H), and dh = W^T dm + dh z (the GEMM adds onto dh z: beta 1; W^T
-# packed once, compiler/cpu/gemm/template_panels.py; the product by the shared `panel_product`, called by address).
+# dm, and dh = W^T dm + dh z (beta 1, W^T packed once).
 _GRU_BACKWARD_LAYER = _GRU_BACKWARD_STEP + """
 # {product}
 
@@ -128,8 +122,7 @@ def loop(Z, d_y, h0, w, dhs, dg, dm, G, M, wp, reverse, fns):
         p = t + 1 if reverse else t - 1
         hp = h0.reshape(-1) if k == 0 else Zf[p, :s]   # one call site of the step (see the forward)
         gru_step_back(Zf[t], hp, dh_in.reshape(-1), y, dg.reshape(-1), dm.reshape(-1), d.reshape(-1))
-        # dg into G and dm into M, transposed, by `panel_transpose` (compiler/cpu/kernels/register_transpose.py) at its
-        # address fns[3]: one call site (an inlined copy of the register transposes costs compile time)
+        # dg into G and dm into M, transposed, by `panel_transpose` at fns[3]
         for which in range(2):
             call_at(fns[3], panel_transpose, (dg if which == 0 else dm, 0, three, 0, n, G[t] if which == 0 else M[t], False))
         # d = W^T dm + d by `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]

@@ -1,11 +1,8 @@
-"""An embedding's backward (``index_add`` of rows with repeats) as one numba loop (compiler/cpu/kernels/loader.py).
+"""An embedding's backward (``index_add`` of rows with repeats) as one numba loop (loader.py).
 
-ops/indexing.py's numpy form adds the updates in rounds of distinct rows (one fancy-indexed
-add per round, bitwise np.add.at's result): for the LSTM LM (2048 tokens of 256 into 64
-rows, so ~32 rounds, each a gather, an add and a scatter) that is ~1.8-2 ms a step, eager
-and compiled alike. Here the updates are added one after another in their order of
-appearance, as np.add.at does (so the result is bitwise the same), each row of E values as
-one vectorized loop: one pass over the updates.
+ops/indexing.py's numpy form adds the updates in rounds of distinct rows (~1.8-2 ms a step
+for the LSTM LM). Here the updates are added one after another in order of appearance, as
+np.add.at does (so the result is bitwise the same), each row one vectorized loop.
 """
 from __future__ import annotations
 
@@ -36,12 +33,9 @@ def kernel(out, rows, v):
 '''
 
 
-# The same loop where v's rows are contiguous (its last stride one element), whatever its
-# other strides: v as the flat span of memory it lies in and the element strides of its
-# first two axes, so each row is a contiguous slice and its add vectorizes. With v typed
-# 'A' the inner loop's stride is unknown to LLVM and it stays scalar: the LSTM LM's
-# input-projection gradient summed into the embedding's rows before the product (2048 rows
-# of 1024, a transposed view; jit/scatter_products.py) took 1.04 ms.
+# The same loop where v's rows are contiguous whatever its other strides: v as the flat
+# span it lies in and the element strides of its first two axes, so each row's add
+# vectorizes (typed 'A', the inner stride is unknown to LLVM and the loop stays scalar).
 _ADD_ROWS_FLAT = '''
 from numba import njit
 
@@ -63,12 +57,9 @@ def kernel(out, rows, flat, s0, s1):
 
 
 def add_rows(dtype: str):
-    """The loaded row-add kernel for `dtype` (float32/float64), or None (run numpy). While it
-    is not loaded, the flat-span loop (`_flat_rows`) is asked for with it: `run_add_rows`
-    asks for that one only once this one is loaded, a step later, when an idle worker may
-    have taken a long last-rank job (the GEMM halves' module, 3-5 s) that it then waited
-    behind (the LSTM LM's embedding backward: every kernel in after 16.5 s instead of ~7,
-    in 2 of 24 cold background runs)."""
+    """The loaded row-add kernel for `dtype` (float32/float64), or None (run numpy). The
+    flat-span loop (`_flat_rows`) is asked for with it, not a step later, when an idle
+    worker may have taken a long last-rank job it would then wait behind."""
     if dtype not in ("float32", "float64"):
         return None
     fn = _kernel(("index", "add_rows", dtype), lambda: _ADD_ROWS.replace("{t}", dtype)).get()

@@ -2,46 +2,23 @@
 lets either thread do the other's share when it is late (`meeting_source`), and the runner
 that calls a loop kernel on two threads at once (`run`).
 
-Why: the whole-loop kernels (compiler/cpu/kernels/lstm_kernels.py) run every step's small GEMM and gate
-math on one thread; for the LSTM LM (batch 32, hidden 256, 2 layers, 64 steps) the loops
-were ~48 ms of an 85 ms two-thread training step, while PyTorch's oneDNN loops use both
-cores. A step's work splits by hidden units: thread q owns units u0..u1 (their rows of the
-four gate blocks of W, their gate math, their rows of dh), and the threads meet once per
-step, where the next step's GEMM reads the whole state the other thread wrote. One
-parallel launch per step (numba's prange) cost more than the split saved;
-here the kernel is called once per layer on each thread and the threads meet at a
-spinning wait on a shared counter (a few hundred ns when both run).
+Why: the whole-loop kernels run every step on one thread (~48 ms of the LSTM LM's 85 ms
+step), where PyTorch uses both cores. A step splits by hidden units, thread q owning units
+u0..u1, and the threads meet once per step at a spinning wait on a shared counter (a
+parallel launch per step cost more than the split saved). The second share runs on
+`sharepool.Partner`, which the caller does not wait for once its own share returned.
 
-Who runs the second share: tracejit's partner thread (`sharepool.Partner`), which the caller
-does not wait for once its own share has returned (every half is done then, whoever did it):
-a partner other processes kept off its core for the whole call costs one `LATE_NS` wait, not
-the time slice a synchronous launch's partner took to be scheduled once more and exit. The partner moves off the caller's CPU when the
-scheduler woke it there (it would only run when the caller stops).
+A spinning wait is only good while both threads have a core, so each step's work is two
+halves a thread claims (compare-and-swap) before doing them; a thread that finished its
+half and waited `LATE_NS` for a partner that has not claimed its own takes that half too,
+and the following ones until the partner claims again. A late partner thus costs one
+`LATE_NS` wait per call, not a time slice per step. Both threads compute a half the same
+way, so the results are one thread's bits whatever the timing.
 
-A spinning wait is only good while both threads have a core: a thread whose partner
-waits behind another process would spin for a scheduler time slice at every step (the
-a plain barrier does: the LSTM LM step took 100-110 ms instead of 62-68 when another
-process took a core now and then). So each step's work is two halves that a thread claims
-(an atomic compare-and-swap) before doing them: each thread claims its own half, and a
-thread that has finished its half and waited `LATE_NS` for a partner that has not even
-claimed its half takes that half too, and then takes the partner's halves without waiting
-until the partner claims one itself again (it comes back: its claims of the steps done
-meanwhile fail, and it joins at the current step). A late partner thus costs one wait of
-`LATE_NS` per layer call, not one time slice per step; the only stall left is a partner
-descheduled in the middle of a half it claimed. Who does a half does not change its
-result: the two threads compute a half's rows the same way, so the results are the bits
-of one thread whatever the timing. So the split is used wherever BLAS may use two threads
-(`threads`: BLAS's ceiling, not the count the load policy gives products now; 1 when the
-user set BLAS to one thread): how late the partner is decides how much it does.
-
-`meeting_source()` (numba source a kernel module includes): ``next_half(sync, k, q, nth,
-st)`` gives the half of step k thread q does next (-1: the step is done; ``st`` from
-``thread_state()``, once per call),
-``half_done(sync, nth)`` marks a half written (`next_half` documents the protocol;
-``wait_turn(sync, h, k)`` / ``turn_done(sync, h)`` order a half's work done after marking it,
-step by step, whichever thread does it; a
-nonzero ``sync[ABORT]`` ends every wait: the runner sets it when the other thread's call
-failed, so no thread spins forever); ``split_units(hh, q, nth)`` is half q's units.
+`meeting_source()` gives ``next_half(sync, k, q, nth, st)`` (the half of step k thread q
+does next; -1: done), ``half_done``, ``wait_turn`` / ``turn_done`` (a half's work after
+its mark, in step order) and ``split_units(hh, q, nth)``; a nonzero ``sync[ABORT]`` ends
+every wait, so no thread spins forever after the other failed.
 """
 from __future__ import annotations
 
@@ -61,13 +38,10 @@ TAKEN = 32         # sync[TAKEN]: halves a thread did for its late partner (a co
 WAITED = 40        # sync[WAITED]: thread 0's longest wait in ns for a step its partner was still at
 TURN = 48          # sync[TURN + 8 h]: steps whose work after the meeting (`turn_done`) half h has done
 # A waiting thread takes its partner's half when the partner has not begun it this long
-# after the wait began. A partner that runs begins its half within microseconds of the
-# step's start; one whose core another process took is gone for a time slice (ms). A
-# step's half is ~70 us in the LSTM LM; a half taken needlessly costs about that once.
+# after the wait began (a running partner begins within microseconds; a half is ~70 us).
 LATE_NS = 50_000
-# Hidden units per thread come in multiples of this: whole register-transpose blocks (16
-# float32 values with AVX-512) and GEMM panels (8 rows at most), so each thread's share of
-# a gate block starts on a block and a panel.
+# Hidden units per thread come in multiples of this: whole register-transpose blocks and
+# GEMM panels.
 QUANTUM = 16
 
 _SPINS = 2000      # pause instructions (~30-100 ns each) before each sched_yield while the
@@ -99,8 +73,7 @@ def _bptr(context, builder, ty, arr, idx, ity):
 
 @_bintrinsic
 def _atomic_add(typingctx, arr, idx, val):
-    # arr[idx] += val, atomically and sequentially consistent (a full fence: this thread's
-    # earlier stores are visible to whoever sees the new count)
+    # arr[idx] += val, atomically and sequentially consistent (a full fence)
     sig = _bt.void(arr, idx, val)
 
     def codegen(context, builder, sig, args):
@@ -113,8 +86,7 @@ def _atomic_add(typingctx, arr, idx, val):
 
 @_bintrinsic
 def _atomic_load(typingctx, arr, idx):
-    # arr[idx], an acquire load: never hoisted out of a waiting loop, and the other
-    # thread's stores before its atomic add are visible after it
+    # arr[idx], an acquire load: never hoisted out of a waiting loop
     sig = _bt.int64(arr, idx)
 
     def codegen(context, builder, sig, args):
@@ -153,8 +125,7 @@ def _sched_yield(typingctx):
 
 @_bintrinsic
 def _cas(typingctx, arr, idx, expected, new):
-    # arr[idx] = new if arr[idx] == expected (atomically, sequentially consistent): whether it
-    # did; of two threads asking for one value, exactly one gets True
+    # arr[idx] = new if arr[idx] == expected, atomically: of two threads, exactly one wins
     sig = _bt.boolean(arr, idx, expected, new)
 
     def codegen(context, builder, sig, args):
@@ -205,16 +176,11 @@ def _step_end(st):
 
 @_bnjit(inline='always')
 def next_half(sync, k, q, nth, st):
-    # The half of step k (k = 0, 1, ...) this thread (q) does next, or -1 once every half of
-    # step k is done; st: this thread's `thread_state`. A half is done by the one thread
-    # that claims it (sync[_BCLAIM + 8 h] holds the first step whose half h is unclaimed).
-    # First this thread claims its own half. Then it waits for the step; if the partner has
-    # not claimed its half _BLATE_NS after this thread began to wait (its thread is
-    # descheduled: another process took its core), this thread claims and does that half
-    # too, and does so without waiting while the partner stays absent (it missed the last
-    # step), so a late partner costs one wait, not one per step. A partner that comes back
-    # finds its claims gone up to the current step and joins there. Results do not depend
-    # on who does a half: each half's rows are computed the same way on either thread.
+    # The half of step k this thread (q) does next, or -1 once every half of step k is done;
+    # st: this thread's `thread_state`. A half is done by the thread that claims it. This
+    # thread claims its own half, then waits for the step; a partner that has not claimed its
+    # half _BLATE_NS into the wait loses it, and its later halves too until it claims again
+    # (the module docstring). Results do not depend on who does a half.
     first = st[2] != 0
     st[2] = 0
     if nth == 1:
@@ -248,8 +214,7 @@ def next_half(sync, k, q, nth, st):
                 _sched_yield()
                 spins = 0
     if q == 0:
-        # the launcher's longest wait (a partner descheduled inside its half: the runner
-        # then stops splitting for a while, sharepool.Partner.waited)
+        # the launcher's longest wait (sharepool.Partner.waited)
         waited = _now_ns() - start
         if waited > sync[_BWAITED]:
             sync[_BWAITED] = waited
@@ -258,17 +223,14 @@ def next_half(sync, k, q, nth, st):
 
 @_bnjit(inline='always')
 def half_done(sync, nth):
-    # this thread's half of the current step is written (the partner may read it now); one
-    # thread alone counts its steps the same way (compiler/cpu/kernels/rnn_weight_grad.py reads the count)
+    # this thread's half of the current step is written; one thread alone counts the same
     _atomic_add(sync, 0, 1)
 
 
 @_bnjit(inline='always')
 def wait_turn(sync, h, k):
-    # A half's work after `half_done` (accumulations nobody waits for at the meeting) runs
-    # in step order: before step k's, wait until step k - 1's of half h is done (by whoever
-    # did that half: the partner may have taken this half of step k while this thread was
-    # still at step k - 1's); then `turn_done`. One thread never waits here.
+    # A half's work after `half_done` runs in step order: before step k's, wait until step
+    # k - 1's of half h is done, whoever did it; then `turn_done`. One thread never waits.
     spins = 0
     while _atomic_load(sync, _BTURN + 8 * h) < k:
         if _atomic_load(sync, _BABORT) != 0:
@@ -288,8 +250,7 @@ def turn_done(sync, h):
 
 @_bnjit(inline='always')
 def split_units(hh, q, nth):
-    # thread q's hidden units (u0, u1) of hh: whole quanta of SPLIT_Q (vector blocks and
-    # GEMM panels), the last thread taking the rest
+    # thread q's hidden units (u0, u1) of hh in whole quanta, the last thread taking the rest
     if nth == 1:
         return 0, hh
     part = hh // nth // SPLIT_Q * SPLIT_Q
@@ -298,9 +259,8 @@ def split_units(hh, q, nth):
 
 
 def meeting_source() -> str:
-    """The meeting's numba source for this CPU (``next_half``, ``half_done``, ``split_units``;
-    the pause hint and the clock id are part of the kernel source, so the disk cache keys on
-    them)."""
+    """The meeting's numba source for this CPU (the pause hint and clock id are in the
+    source, so the disk cache keys on them)."""
     import time
     return (_MEETING.replace("{abort}", str(ABORT)).replace("{spins}", str(_SPINS))
             .replace("{claim}", str(CLAIM)).replace("{taken}", str(TAKEN)).replace("{late}", str(LATE_NS))
@@ -318,18 +278,10 @@ def new_sync() -> np.ndarray:
 
 def threads(hidden: int, quantum: int = QUANTUM) -> int:
     """Threads a layer loop of `hidden` units may split over: 2 where BLAS may use two
-    threads (tracejit.compiler.cpu.runtime.coreshare's ceiling: the count BLAS started with or the user set, not
-    the count the load policy gives products now: a partner kept off its core by other
-    processes costs one `LATE_NS` wait, its halves taken) and each thread gets at least
-    `quantum` units (whole vector blocks and GEMM panels), else 1.
-
-    Measured (LSTM LM compiled step, one process alternating, default policy, load 2.9-3.3
-    from a test run at nice 5, near-quiet trick): split here 96.6 ms median against 107.3
-    with the former rule (split only when the policy gave BLAS two threads) and 103.0
-    unsplit.
-    While the partner is benched after stalls (`sharepool.Partner.punctual`) the policy's
-    count decides, as before. While a compile worker of ours compiles a kernel the program
-    waits for (`coreshare.ceding`), 1: the partner's core is the worker's then."""
+    threads (its ceiling, not the load policy's count now: a late partner costs one
+    `LATE_NS` wait) and each thread gets at least `quantum` units, else 1 (LSTM LM step:
+    96.6 ms against 103.0 unsplit). The policy's count decides while the partner is benched
+    (`sharepool.Partner.punctual`), and 1 while we cede a core to a compile worker."""
     if hidden < 2 * quantum or hidden % quantum:
         return 1
     from ..runtime import coreshare
@@ -358,14 +310,10 @@ counts = {"split": 0, "taken": 0}
 
 
 def run(kernel, args: tuple, nth: int) -> None:
-    """``kernel(*args, q, nth, sync)`` for q = 0 .. nth-1 at once (nth 1 or 2): q = 0 on
-    this thread, q = 1 on tracejit's partner thread (`sharepool.Partner`). Runs
-    ``kernel(*args, 0, 1, sync)`` alone when nth is 1 or another launch holds the pool.
-
-    Once this thread's share returns, every half is done (each step ends only when both
-    halves are written, whoever did them) unless a share failed (sync[ABORT]): the partner
-    is then not waited for. If it has not begun, it never runs; if it has, it finds the
-    remaining claims taken and touches no array (its job keeps them alive until it returns)."""
+    """``kernel(*args, q, nth, sync)`` for q = 0 .. nth-1 at once (nth 1 or 2): q = 0 here,
+    q = 1 on the partner thread; ``kernel(*args, 0, 1, sync)`` alone when nth is 1 or
+    another launch holds the pool. Once this share returns every half is done, unless a
+    share failed (sync[ABORT]), so the partner is not waited for."""
     sync = new_sync()
     if nth < 2 or not sharepool.try_launch():
         kernel(*args, 0, 1, sync)

@@ -16,11 +16,9 @@ from tracejit.compiler.mathlib import tanh_{s} as tanh
 
 @njit(inline='always')
 def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
-    # one backward step on flat (H, N) blocks, for the flat block positions k0..k1-1 (hidden
-    # units k0/N..k1/N-1: one thread's share of a split loop), on views from index 0 (see
-    # `gate_math_units`): from Z's step block zf (h, c, i, f, g, o), c_prev, the carried dh,
-    # dc and the step's output cotangent y (of h; with `full`, of h and c), the gates'
-    # pre-activation gradient dg (4H, N) and the next dc
+    # one backward step on flat (H, N) blocks, positions k0..k1-1 (one thread's units), on
+    # views from index 0: from Z's step block zf, c_prev, the carried dh, dc and the output
+    # cotangent y (with `full`, of h and c), the pre-activation gradient dg and the next dc
     s = cp.size
     one = np.{t}(1)
     g_ = dg.reshape(-1)
@@ -47,27 +45,15 @@ def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
         dc[k] = d * f
 """
 
-# The whole backward time loop: per step `step_back_part`, the bias gradient's share (the
-# rows of dg^T, while in cache: no pass over the (L*N, 4H) gradient afterwards) and
-# the GEMM dh = W^T dg (W^T packed once, compiler/cpu/gemm/template_panels.py), so the loop over time is one
-# call. Split over nth threads as the forward: thread q does its hidden units' gate
-# gradients (their rows of each block of dg, their columns of G and db), the threads meet,
-# then it does its rows of dh = W^T dg, which read all of dg (double-buffered: the next
-# step's gate gradients go to the other buffer while the partner may still read this one).
-# A half is marked done once its gate gradients are written (what the partner's product
-# waits for); its rows of G and db and, with `with_dw`, of dW += dg h_prev^T
-# (ops/lstm_prim.py `WEIGHT_GRAD_IN_LOOP`) come after the mark, off the meeting's critical
-# path: the partner's product need not wait for them (LSTM LM layer, split, SCHED_FIFO:
-# 9.9 against 10.5 ms with them before the mark; one thread, which meets nobody, marks its
-# step after them as before). That work runs in step order per half (`wait_turn`: a half
-# taken over from a late partner waits for the partner's previous step of it), and a
-# step's gate gradients wait for step r - 2's of the half to be read before they reuse its
-# buffer. The weight gradient splits with the loop, a late partner's share taken over with
-# the rest of its half, instead of a GEMM on BLAS's threads after the loop; each tile sums
-# the same terms whoever does the half: the bits of one thread.
-# With `rows` the output cotangent comes as rows (L, N, H) (ops/lstm_prim.py `D_Y_AS_ROWS`:
-# the layout it usually has in memory) and each half transposes its units of the step's
-# block in register blocks, instead of the op copying it to (L, H, N) element by element.
+# The whole backward time loop: per step `step_back_part`, the bias gradient's share (while
+# in cache) and dh = W^T dg (W^T packed once), so the loop over time is one call. Split
+# over nth threads as the forward: thread q does its units' gate gradients, the threads
+# meet, then it does its rows of dh, which read all of dg (double-buffered). A half is
+# marked done once its gate gradients are written; its rows of G, db and (`with_dw`)
+# dW += dg h_prev^T come after the mark, off the critical path, in step order per half
+# (`wait_turn`). Each tile sums the same terms whoever does the half: one thread's bits.
+# With `rows` the output cotangent comes as (L, N, H) rows and each half transposes its
+# units of the step's block in registers.
 _BACKWARD_LAYER = _BACKWARD_STEP + """
 # {product}
 # {meeting}
@@ -95,26 +81,22 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     full = hy != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
-    # ht: this thread's h_prev^T (with_dw); yt: this thread's units of the step's output cotangent, (H, N) blocks: with `rows` d_y's
-    # step block (N, Hy) read transposed (in register blocks), else its rows copied (one
-    # array type for the step's code either way)
+    # ht: this thread's h_prev^T (with_dw); yt: its units of the step's output cotangent
+    # (with `rows` read transposed from d_y's step block, else its rows copied)
     y = yt.reshape(-1)
     st = part(mv, 0, 3)                                # the thread's meeting state
     hv = part(mv, 3, 4)                                # `next_half`'s answer (by address)
-    # unit r of a half: the GEMM dh = W^T dg of step r - 1 for its rows of dh (reads all
-    # of dg: after the previous unit of both halves), then step r's gate gradients for its
-    # units, the mark, then its rows of G, db (and dW); r = 0 packs its panels of W^T
-    # first, r = L only multiplies
+    # unit r of a half: dh = W^T dg of step r - 1 for its rows (after both halves' previous
+    # unit), then step r's gate gradients, the mark, then its rows of G, db (and dW); r = 0
+    # packs its panels of W^T first, r = L only multiplies
     for r in range(L + 1):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
         p = 0 if k <= 0 else (t + 1 if reverse else t - 1)
-        # double-buffered dg: the partner may still read step r - 1's while this thread
-        # writes step r's
+        # double-buffered dg: the partner may still read step r - 1's
         dg = dgs[r % 2] if nth > 1 else dgs[0]
         while True:
-            # `next_half` and `wait_turn` (compiler/cpu/kernels/loop_split.py) at their addresses fns[4], fns[5]
-            # (`meeting_module`: inlined, the meeting was ~0.7 s of this loop's compile)
+            # `next_half` and `wait_turn` at their addresses fns[4], fns[5]
             call_at(fns[4], meet_next_half, (sync, r, q, nth, st, hv))
             half = hv[0]
             if half < 0:
@@ -133,19 +115,16 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
                 for piece in range(2 if full else 1):   # h's cotangent, then c's
                     if rows:
-                        # (`panel_transpose`, compiler/cpu/kernels/register_transpose.py, at its address fns[3]: each
-                        # of the loop's three transposes inlined cost ~0.4 s of its compile)
+                        # (`panel_transpose` at its address fns[3])
                         call_at(fns[3], panel_transpose, (d_y[t], 0, n, piece * hh + u0, piece * hh + u1, yt, False))
                     else:
                         yf = d_y[t].reshape(-1)
                         for e in range((piece * hh + u0) * n, (piece * hh + u1) * n):
                             y[e] = yf[e]
                 if r >= 2:
-                    # the half's rows of dg's buffer are read after the mark of step r - 2
-                    # (G, db, dW), maybe by a late partner still
+                    # dg's buffer rows are read after step r - 2's mark, maybe by a late partner
                     call_at(fns[5], meet_wait_turn, (sync, half, r - 1))
-                # c_prev chosen first, so that the step below has one call site: inlined twice
-                # (c0 apart), the step's loops took 0.7 s more of the kernel's 4.7 s CPU compile
+                # c_prev chosen first: one call site of the step (inlined twice: +0.7 s compile)
                 cpv = c0.reshape(-1) if k == 0 else part(Zf[p], s, 2 * s)
                 step_back_part(Zf[t], cpv, dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
             if nth > 1:
@@ -153,8 +132,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
             if r < L:
                 call_at(fns[5], meet_wait_turn, (sync, half, r))   # db, dW: in step order (a late partner's half)
                 gt = G[t]
-                # the half's rows of each block (all 4H rows as one range when nth == 1):
-                # one code path, as in the forward
+                # the half's rows of each block (all 4H rows when nth == 1): one code path
                 for blk in range(4 if nth > 1 else 1):
                     r0 = blk * hh + u0
                     r1 = blk * hh + u1 if nth > 1 else four
@@ -165,10 +143,8 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                         for j in range(r1 - r0):
                             dbv[j] += row[j]
                 if with_dw:
-                    # the half's rows of dW += dg's rows (4H, N) @ h_prev^T (N, H): dg read in place
-                    # while in cache, h_prev transposed once per half (32 KB for the LM); no gather
-                    # and no GEMM after the loop; the first step written overwrites. Each tile
-                    # sums its N terms the same way whoever does the half: the bits of one thread.
+                    # the half's rows of dW += dg (4H, N) @ h_prev^T (N, H), dg read in place
+                    # while in cache; each tile sums its N terms alike on either thread
                     call_at(fns[3], panel_transpose, (h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False))
                     for blk in range(4 if nth > 1 else 1):
                         r0 = blk * hh + u0
@@ -178,17 +154,14 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                 turn_done(sync, half)
             if nth == 1:
                 # one thread counts the step after G's rows: weight_grad_alongside reads them
-                # as the count says (compiler/cpu/kernels/rnn_weight_grad.py)
                 half_done(sync, nth)
-    # the caller's share returns when the loop is done (loop_split.run): the partner's
-    # work after its last marks included
+    # the caller's share returns when the loop is done, the partner's work included
     for h in range(nth):
         call_at(fns[5], meet_wait_turn, (sync, h, L))
 
 
 def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync):
-    # the loop's scratch (h_prev^T, the step's output cotangent, the meeting state) made
-    # here, one set per thread's call (why: the forward's `kernel`)
+    # the loop's scratch made here, one set per thread's call (as the forward's `kernel`)
     n = dgs.shape[2]
     loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, _FNS,
          np.empty((n, w.shape[1]), Z.dtype), np.empty((d_y.shape[2] if rows else d_y.shape[1], n), Z.dtype),

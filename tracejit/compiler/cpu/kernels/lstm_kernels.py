@@ -1,38 +1,20 @@
-"""The LSTM and GRU layers' time loops as numba kernels (compiler/cpu/kernels/loader.py): the whole loop
-each way (while a loop's kernel is not loaded, the layer primitive's numpy form runs).
+"""The LSTM and GRU layers' time loops as numba kernels (loader.py): the whole loop each
+way (while a loop's kernel is not loaded, the layer primitive's numpy form runs).
 
-In numpy, one step of ops/lstm_prim.py's forward is ~12 passes over (H, N) blocks (three
-sigmoids of four passes each, two tanh, the cell update) and one of its backward ~25
-(ops/gru_prim.py's: ~12 and ~15): for the LSTM LM workload (batch 32, hidden 256, 64 steps,
-float32, one thread) ~18 ms of a layer's 38 ms forward and ~18 of its 52 ms backward, the
-rest being the GEMMs. A step's gate math here is a few passes over blocks that stay in
-cache, with tanh from compiler/mathlib.py (pure arithmetic), so the loops vectorize
-(forward 73 us against 116-130 us of numpy per LSTM step, backward 22-25 us against
-~150 us).
+In numpy a step's gate math is ~12 passes over (H, N) blocks forward and ~25 backward;
+here it is a few passes over blocks that stay in cache, with mathlib's tanh, so the loops
+vectorize (forward 73 us against 116-130 us of numpy per LSTM step). The kernels also run
+each step's GEMM on weights packed once per call (template_panels.py), so a layer is one
+call each way.
 
-The whole-loop kernels (``forward_layer`` ...) also run each step's GEMM, on the weights
-packed once per call (compiler/cpu/gemm/template_panels.py: the GEMM template's register tile, 100 us
-against OpenBLAS's 153 us for the LSTM LM's 1024x256 @ 256x32 on one thread), so a
-layer is one call each way: no Python, numpy call setup or BLAS packing per step.
+What the loops share (the packed product, the packs, the register transposes, the split
+loops' meeting) is compiled once per process in modules of their own and called by
+address: an inlined helper is typed, lowered and optimised again at every call site. The
+LSTM's loops can run split over two threads by hidden units (loop_split.py).
 
-What the loops share is compiled once per process in modules of their own and called by
-address, not inlined in each loop (an inlined helper is re-run through numba's untyped
-pipeline, typed, lowered and optimised at every call site): the packed product, the packs
-(the GEMM template's panel module) and the register transposes (register_transpose.py) and, for the LSTM's split
-loops, the meeting's `next_half` and `wait_turn` (`meeting_module_source`). LSTM LM worker
-jobs: backward loop 3.0 -> 1.4 s of compile CPU, forward 2.35 -> 2.1 s with the shared
-modules.
-
-The LSTM's whole-loop kernels can run split over two threads by hidden units
-(compiler/cpu/kernels/loop_split.py: one call per thread, a meeting per step, a late partner's half of a step
-done by the other thread); with one thread they run
-the whole range, as before.
-
-Operands are C-contiguous (H, N) / (G*H, N) blocks (the caller makes them so),
-typed read-only where they are read, so the loops run over plain rows. The transposed
-read of each step's input (forward) and the transposed write of its gradient (backward)
-are register transposes of their own (a strided access inside the vectorized loops would
-make them gathers).
+Operands are C-contiguous (H, N) / (G*H, N) blocks, typed read-only where read; each
+step's transposed input read and gradient write are register transposes (a strided access
+would make the vector loops gathers).
 """
 from __future__ import annotations
 
@@ -45,14 +27,10 @@ from .loader import kernel as _kernel
 
 __all__ = ["forward_layer", "backward_layer", "gru_forward_layer", "gru_backward_layer", "readonly"]
 
-# `part(a, start, stop)`: a[start:stop] of a 1-D C-contiguous array as a plain view, for the
-# step math's many views of Z's and the gradients' blocks. Why not the slice: numba lowers each
-# slice with its normalisation (negative and out-of-range bounds, the step) and the
-# reference counting of a view, ~25 ms of compile CPU apiece (the LSTM backward's step math:
-# 16 slices, 0.38 s of its module's 2.2 s); here a pointer, a length and a stride. The
-# callers' bounds are in range by construction (the loops' units and blocks); the view has
-# no owner of its own (no meminfo: no reference counting), which is safe for a view that
-# lives only inside the kernel call whose argument owns the memory.
+# `part(a, start, stop)`: a[start:stop] of a 1-D C-contiguous array as a plain view. numba
+# lowers each slice with its bounds normalisation and reference counting, ~25 ms of compile
+# CPU apiece; the callers' bounds are in range by construction, and the view, with no
+# owner, lives only inside the kernel call whose argument owns the memory.
 _PART = '''
 from numba import types as _vt
 from numba.extending import intrinsic as _vintrinsic
@@ -81,10 +59,8 @@ def part(typingctx, a, start, stop):
 '''
 
 # Each loop below writes one array and reads few: with more, LLVM's runtime alias checks
-# give up and the loop stays scalar (one loop doing all of a step's gate math ran ~10x
-# slower than these passes over blocks that stay in cache).
-# sigmoid and tanh: the scalar forms of the sigmoid and tanh records (compiler/mathlib.py),
-# as every generated kernel runs them
+# give up and the loop stays scalar (~10x slower). sigmoid and tanh: the scalar forms of
+# mathlib's records, as every generated kernel runs them.
 _SIGMOID_HEAD = '''
 import numpy as np
 from numba import njit
@@ -96,12 +72,10 @@ _FORWARD_GATES = _SIGMOID_HEAD + _PART + """
 
 @njit(inline='always')
 def gate_math_units(b, m, cp, zf, u0, u1):
-    # one forward step's gate math for hidden units u0..u1-1 (their rows of each gate block:
-    # one thread's share of a split loop; all of them on one thread): m (4H, N) the gates'
-    # pre-activation [W_ih | W] [x_t^T ; h_prev] without b; zf the flat step block (6H, N)
-    # (h, c, i, f, g, o); cp the flat previous c. The loops run over views from index 0: an
-    # index from a range with an unknown start may be negative to numba (wraparound selects
-    # in the loop), which made the forward kernel 40% slower.
+    # one forward step's gate math for hidden units u0..u1-1 (one thread's share): m (4H, N)
+    # the pre-activation without b; zf the flat step block (6H, N) (h, c, i, f, g, o); cp the
+    # flat previous c. Loops over views from index 0: numba's wraparound selects on a range
+    # of unknown start made the kernel 40% slower.
     four, n = m.shape
     s = cp.size
     hh = four // 4
@@ -128,18 +102,11 @@ def gate_math_units(b, m, cp, zf, u0, u1):
 """
 
 # The whole forward time loop, the input projection included: per step one GEMM
-# m = [W_ih | W_hh] [x_t^T ; h_prev] on both weights packed once as one (4H, I+H) matrix
-# (compiler/cpu/gemm/template_panels.py) and the gate math, so the loop over time is one call and the
-# projection runs in the loop's product (whose split scales with the loop's threads)
-# instead of one OpenBLAS GEMM before it. LSTM LM layer, one thread: 15.5 ms against 16.9
-# for the GEMM (7.7) + the loop with the transposed gi add (9.2).
-# Split over nth threads (compiler/cpu/kernels/loop_split.py), thread q does the rows of its hidden units
-# u0..u1-1 in each gate block (their GEMM rows, the gate math) and the threads meet after
-# each step: the next step's GEMM reads all of h. The product is two parts on the same
-# packed panels: W_ih x_t^T (x_t read transposed in register blocks into the thread's
-# scratch) needs nothing of the partner's, so a half computes it for the next step after
-# its mark, off the meeting's critical path; after the meeting W h_prev is added (h_prev
-# read in place from Z: no copy).
+# m = [W_ih | W_hh] [x_t^T ; h_prev] on both weights packed once as one (4H, I+H) matrix,
+# and the gate math (LSTM LM layer: 15.5 ms against 16.9 with a separate projection).
+# Split over nth threads, thread q does its hidden units' rows of each gate block and the
+# threads meet after each step; W_ih x_t^T needs nothing of the partner's, so a half
+# computes it for the next step after its mark, off the meeting's critical path.
 _FORWARD_LAYER = _FORWARD_GATES + """
 # {product}
 # {meeting}
@@ -147,20 +114,17 @@ _FORWARD_LAYER = _FORWARD_GATES + """
 
 @njit(inline='always')
 def gemm_units(fns, wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
-    # this thread's rows of each gate block (nth > 1: whole panels, H a multiple of
-    # SPLIT_Q), or all 4H rows as one range (nth == 1: any H), of m (+)= [W_ih | W]'s
-    # columns k0..k1-1 (of kd, packed) @ bk (their rows of [x_t^T ; h_prev]), by
-    # `panel_product` (compiler/cpu/gemm/template_panels.py) at its address fns[0]; one call site for the
-    # input and the hidden part
+    # this thread's rows of each gate block (nth > 1), or all 4H rows (nth == 1), of
+    # m (+)= [W_ih | W]'s packed columns k0..k1-1 @ bk, by `panel_product` at fns[0]; one
+    # call site for the input and the hidden part
     for blk in range(4 if nth > 1 else 1):
         r0 = blk * hh + u0
         r1 = blk * hh + u1 if nth > 1 else 4 * hh
         call_at(fns[0], panel_product, (wp, r0 // PMR, (r1 + PMR - 1) // PMR, kd, k0, k1, bk, m, beta))
 
 
-# (no_rewrites: numba's IR rewrite passes, for array expressions and constant folding, find
-# nothing to do in the loops but scan them: ~0.06 s of each loop's compile; the machine
-# code is the same, bar a register choice in the backward's prologue and three unused globals)
+# (no_rewrites: numba's IR rewrite passes find nothing to do in the loops: ~0.06 s of each
+# loop's compile, the same machine code)
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", " + RO2 + ", {t}[:, :, ::1], "
       "{t}[:, ::1], {t}[::1], boolean, int64, int64, int64[::1], int64[::1], {t}[:, ::1], {t}[:, ::1], "
       "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
@@ -177,11 +141,8 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     Zf = Z.reshape(L, 6 * s)
     mg = m[:four]
     # h0 and c0 where a step block of Z holds h_prev and c_prev, so that the step below has
-    # one call site: inlined twice (a first step apart, on h0's read-only type), the
-    # step's two GEMM paths doubled the kernel's LLVM compile (3.5 -> 9.1 s CPU)
-    # (Zi: an element loop, not `Zi[0, :s] = h0.reshape(-1)`: an array-to-array slice assignment
-    # makes numba compile its "cannot assign slice of shape ..." message, 1.75 s of the
-    # kernel's 4.75 s CPU compile, once per process; as a loop 2.7-2.8 s)
+    # one call site (inlined twice, the kernel's LLVM compile went 3.5 -> 9.1 s); Zi by an
+    # element loop, as a slice assignment compiles numba's error message (1.75 s)
     h0f = h0.reshape(-1)
     c0f = c0.reshape(-1)
     for e in range(s):
@@ -190,12 +151,9 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     # xt: this thread's x_t^T; mv: its meeting state and `next_half`'s answer (by address)
     st = part(mv, 0, 3)
     hv = part(mv, 3, 4)
-    # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows (h_prev: after the
-    # previous unit of both halves) and its gate math, the mark, then (r < L) step r's
-    # m = W_ih x_r^T for its rows, which needs nothing of the partner's: off the meeting's
-    # critical path. r = 0 packs its panels first. A half's input part is done by whoever
-    # did the half of the unit before, in step order (`wait_turn`: a half taken over from a
-    # late partner waits for the partner's input part). One thread does the same parts.
+    # unit r of a half: (r > 0) step r - 1's m += W h_prev for its rows and its gate math,
+    # the mark, then (r < L) step r's m = W_ih x_r^T, off the meeting's critical path; r = 0
+    # packs its panels first. Input parts run in step order (`wait_turn`).
     for r in range(L + 1):
         k = r - 1                                      # the step of the gate math
         t = L - 1 - k if reverse else k
@@ -205,15 +163,13 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
         else:
             src, p = Zf, t + 1 if reverse else t - 1   # h_prev: Z[p]'s first rows
         while True:
-            # `next_half` (compiler/cpu/kernels/loop_split.py) at its address fns[4]: its spin-wait, claims and
-            # clock inlined cost ~0.3 s of each loop's compile (`meeting_module`)
+            # `next_half` at its address fns[4] (inlined: ~0.3 s of each loop's compile)
             call_at(fns[4], meet_next_half, (sync, r, q, nth, st, hv))
             half = hv[0]
             if half < 0:
                 break
             u0, u1 = split_units(hh, half, nth)
-            # phase 0: step k's hidden part and gate math, then the mark; phase 1: step r's
-            # input part (one GEMM call site for both: compile time)
+            # phase 0: step k's hidden part, gate math and mark; phase 1: step r's input part
             for phase in range(2):
                 if phase == 0 and r == 0:
                     for blk in range(4 if nth > 1 else 1):     # the half's panels (all: nth == 1)
@@ -243,9 +199,8 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
 
 
 def kernel(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync):
-    # the loop's scratch (Zi, x_t^T, the meeting state) made here, one set per thread's call:
-    # np.empty in the loop made a compile worker compile numba's np.empty for each of its
-    # argument types, and np.zeros for the meeting's thread_state() (~0.15 s of the job's CPU)
+    # the loop's scratch made here, one set per thread's call: np.empty/np.zeros in the loop
+    # made the worker compile them (~0.15 s)
     n = m.shape[1]
     loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, _FNS,
          np.empty((1, 6 * w.shape[1] * n), Z.dtype), np.empty((x.shape[2], n), Z.dtype),
@@ -272,9 +227,8 @@ def _source(template: str, dtype: str) -> str:
                           + ("" if "\ndef kernel(" in template_in else _KERNEL_PASS))
 
 
-# The whole-loop modules' `kernel`, as ops/lstm_prim.py and ops/gru_prim.py call it
-# (``kernel(*args)``): the module's `loop` with the address of `panel_product`, which it calls
-# there (the product's tiles compiled in their own function, not inlined in each loop's).
+# The whole-loop modules' `kernel`, as ops/lstm_prim.py and ops/gru_prim.py call it: the
+# module's `loop` with the address of `panel_product`.
 _KERNEL_BY_ADDRESS = """
 _FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t),
                  native_address(panel_transpose){more}, native_address(row_product)], np.int64)
@@ -289,19 +243,13 @@ def kernel(*args):
 
 _MEETING_FNS = ", native_address(meet_next_half), native_address(meet_wait_turn)"
 
-# A thread's meeting state as a split LSTM loop starts, made by the module's Python `kernel`:
-# loop_split's `THREAD_START` and a slot for `next_half`'s answer. thread_state() in the loop
-# made numba compile np.zeros (its np.empty, allocation and zero fill): ~0.08 s of each loop
-# job's CPU.
+# A thread's meeting state as a split loop starts, made in Python: thread_state() in the
+# loop made numba compile np.zeros (~0.08 s of each job).
 MEET_STATE = _THREAD_START + (0,)
 
-# The meeting of a split loop's two threads (compiler/cpu/kernels/loop_split.py): `next_half` (claims, the
-# spin-wait, a late partner's half taken) and `wait_turn`, compiled once per process in a
-# module of their own and called by address by the LSTM's two loops, as the product is:
-# inlined, the meeting took ~0.3 s of the forward loop's compile and ~0.7 s of the backward's
-# (three waits and the claim). `next_half`'s answer comes back in `out` (a call by address
-# returns nothing). No CPython wrappers: only called by address. no_rewrites: as the loops'
-# (-0.02 s of the module's compile, the same machine code).
+# The meeting of a split loop's two threads (loop_split.py): `next_half` and `wait_turn`,
+# compiled once per process and called by address (inlined, ~0.7 s of the backward loop's
+# compile). `next_half`'s answer comes back in `out`.
 _MEETING_MODULE = """# tracejit's meeting of a split recurrent loop, called by address (tracejit/compiler/cpu/kernels/lstm_kernels.py)
 import numpy as np
 from numba import njit
@@ -333,12 +281,9 @@ def meeting_module():
 
 
 def meeting_import() -> str:
-    """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the meeting
-    module's source is written into the loop's (so the loop's disk cache key covers it) and
-    loaded from there, not imported from this module, whose import closure (compiler/cpu/kernels/loader.py,
-    ...: 185 modules against template_panels' dozen) would enter the loop's key (compiler/
-    importclosure.py): every change anywhere would invalidate the loops, and hashing the
-    closure took ~0.05 s of each loop's job."""
+    """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the
+    meeting module's source is written into the loop's, so the loop's disk cache key covers
+    it without this module's whole import closure."""
     return (f"from tracejit.compiler.diskcache import load_module as _load_module\n"
             f"_meeting = _load_module({meeting_module_source()!r}, name_hint='lstm_meeting')\n"
             f"meet_next_half, meet_wait_turn = _meeting.meet_next_half, _meeting.meet_wait_turn\n")

@@ -1,12 +1,9 @@
 """The recurrent layers' time loops as numba kernels: the CPU backend's implementations of
-ops/lstm_prim.py's, gru_prim.py's and rnn_prim.py's layer primitives (their records, rules,
-VJPs and per-step numpy forms live there).
+ops/lstm_prim.py's, gru_prim.py's and rnn_prim.py's layer primitives.
 
-Each forward and backward is the whole time loop in one kernel call where it is loaded,
-its per-step products on the weights packed once (gemm/template_panels.py) and the gate math
-included (kernels/lstm_kernels.py, kernels/rnn_kernels.py); the LSTM's loops split by
-hidden units over the threads the process may use (kernels/loop_split.py). While the whole
-loop's kernel is not loaded, the numpy form runs.
+Each forward and backward is the whole time loop in one kernel call where it is loaded
+(lstm_kernels.py, rnn_kernels.py); the LSTM's loops split by hidden units over two threads
+(loop_split.py). While the kernel is not loaded, the numpy form runs.
 """
 from __future__ import annotations
 
@@ -29,9 +26,8 @@ __all__ = ["lstm_layer", "lstm_layer_backward", "gru_layer", "gru_layer_backward
            "rnn_layer_backward", "LSTM_CHECK", "LSTM_BACKWARD_CHECK", "GRU_CHECK",
            "GRU_BACKWARD_CHECK", "RNN_CHECK", "RNN_BACKWARD_CHECK"]
 
-# The checkers (ops/impls.py): the operands the kernels take, numpy float32/float64 arrays
-# of one dtype. A packed layer (``batch_sizes``: per-step sequence counts) runs the numpy
-# form, whose steps hold the finished sequences' states; the kernels have no such mode.
+# The checkers: the kernels take numpy float arrays of one dtype. A packed layer
+# (``batch_sizes``) runs the numpy form, whose steps hold the finished sequences' states.
 def _unpacked(check):
     def checker(*arrays, batch_sizes=None, **params) -> bool:
         return batch_sizes is None and check(*arrays, **params)
@@ -92,35 +88,21 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
 
 
 # Where the whole-loop backward computes d W alongside its loop on one thread
-# (`weight_grad_alongside`) instead of after the loop split over two threads: "policy" where
-# two threads may run but the load policy gives BLAS one now (others' processes use a core;
-# also while the partner is benched: this mode never waits for it), True always, False
-# never. LSTM LM compiled step, one process alternating, the policy held at one thread:
-# 76.0 against 78.8 ms (quiet, SCHED_FIFO; faster in every round); default policy, nice -20,
-# load 2.4-2.7: 80.7 against 84.2. With two threads given (TRACEJIT_ADAPTIVE_THREADS=0,
-# quiet) the split loop is faster: 66.2 against 68.4 ms always alongside. Since d W runs
-# inside the split loop (`_weight_grad_in_loop()`), "policy" keeps the split while the partner
-# is punctual and d W can be in the loop (`_alongside`).
+# (`weight_grad_alongside`) instead of inside the split loop: "policy" where two threads may
+# run but the load policy gives BLAS one now (LSTM LM step: 80.7 against 84.2 ms), True
+# always, False never.
 OVERLAP_WEIGHT_GRAD = "policy"
 
 # Where d W is not computed alongside: inside the whole-loop backward (each step's
-# dW += dg h_prev^T on the GEMM template's register tile (`row_product`), dg's rows read in place while in cache,
-# split with the loop's halves: a late partner's share is taken over like the rest of its
-# half) rather than one GEMM after the loop on BLAS's threads (the h_prev gather plus
-# 1024x2048 @ 2048x256 for the LSTM LM, whose second BLAS thread a busy machine often
-# delays: 4.9 ms min but 10 ms median at load 4). Needs H a multiple of 16 (whole tiles).
-# LSTM LM layer backward op, split: 10.5 / 10.9 ms min / median against 11.7 / 17.0 (load 7);
-# one thread 18.2 against 17.8-18.3. Compiled step, two threads forced, SCHED_FIFO, one
-# process alternating: 62.6 against 64.2 ms median (PyTorch eager 54.0). The backward
-# kernel's compile: ~0.8 s more CPU (5.4-5.9 against 4.6-4.8 s).
+# dW += dg h_prev^T on the template's register tile while dg is in cache, split with the
+# loop's halves) rather than one GEMM after the loop, whose second BLAS thread a busy
+# machine often delays (LSTM LM layer backward, split: 10.9 against 17.0 ms median).
+# Needs H a multiple of 16 (whole tiles).
 _weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
 def _alongside(nth: int, in_loop: bool = False) -> bool:
-    # (after loop_split.threads, which has had the load policy set BLAS's count; nth is 1
-    # there also while the partner is benched for stalls in split loops: the partner never
-    # stalls this mode, so the ceiling decides). `in_loop`: the split loop could compute d W
-    # itself (_weight_grad_in_loop(), whole tiles); with a punctual partner (nth 2) that beats
-    # the alongside mode under the policy's one thread too: LSTM LM step, policy held at one
-    # thread, SCHED_FIFO, one process alternating: 68.9 against 72.8 ms median (load 5-6)
+    # (after loop_split.threads, which has had the policy set BLAS's count). `in_loop`: the
+    # split loop could compute d W itself; with a punctual partner (nth 2) that beats the
+    # alongside mode under the policy's one thread too
     if not OVERLAP_WEIGHT_GRAD:
         return False
     if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
@@ -132,12 +114,9 @@ def _alongside(nth: int, in_loop: bool = False) -> bool:
     return nth >= 2
 
 
-# Whether the whole-loop backward reads a cotangent d_y that is a permuted view of rows,
-# (L, N, H) in memory with unit stride along H, as those rows (`_rows_view`; the kernel
-# transposes each step's block for the step's gate math) rather than copying d_y to a
-# C-contiguous (L, H, N) first. A layer's cotangent usually arrives so: the gradient of
-# `nn/recurrent._time_major_rows`' copy is the next layer's d x (L, N, I) or the head's
-# input gradient, permuted back (a 2 MB strided copy per layer in the LSTM LM step).
+# Whether the whole-loop backward reads a cotangent that is a permuted view of (L, N, H)
+# rows as those rows (`_rows_view`, transposed per step in the kernel) rather than copying
+# it to (L, H, N) first: a layer's cotangent usually arrives so.
 _cotangent_rows = envflags.flag("TRACEJIT_LSTM_COTANGENT_ROWS")   # (the switch: tests, A/B measurements)
 def _rows_view(d_y) -> bool:
     """d_y (L, Hy, N) is not C-contiguous but its rows (L, N, Hy) are read along Hy with unit

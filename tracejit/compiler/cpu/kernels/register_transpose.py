@@ -1,14 +1,11 @@
 """Register-block transposes that compiled loops call by address: dst (+)= src^T.
 
-What: ``panel_transpose(src, i0, i1, j0, j1, dst, add)`` writes (or adds) dst[j, i] = src[i, j]
-for a rectangle of src (R, C) into dst (C, R), both C-contiguous, in blocks of V x V (the
-vector width) transposed in registers by log2(V) rounds of two-vector shuffles, the edges
-element by element. The recurrent loops (compiler/cpu/kernels/lstm_kernels.py) lay out a
-step's operands with it (x_t^T as a product's right operand, a gradient block as rows);
-a strided access inside their vectorized loops would make them gathers. Compiled once per
-process in a module of its own (`transpose_module`) and called through its address
-(compiler/cpu/runtime/voidptr.py `call_at`): inlined at the loops' five call sites, each
-copy cost 0.3-0.4 s of its loop's compile.
+``panel_transpose(src, i0, i1, j0, j1, dst, add)`` writes (or adds) dst[j, i] = src[i, j]
+for a rectangle of src (R, C) into dst (C, R), in V x V blocks transposed in registers by
+two-vector shuffles, the edges element by element. The recurrent loops lay out a step's
+operands with it (a strided access would make their vector loops gathers). Compiled once
+per process and called by address: inlined at the loops' five call sites, each copy cost
+0.3-0.4 s of compile.
 """
 from __future__ import annotations
 
@@ -27,8 +24,7 @@ PV = {V}
 
 @_pintrinsic
 def _tr_block(typingctx, src, soff, lds, dst, doff, ldd, add):
-    # a PV x PV block in registers: dst row i (+)= src column i, by log2(PV) rounds of
-    # two-vector shuffles (row i and i + s trade their odd s-blocks)
+    # a PV x PV block in registers: dst row i (+)= src column i, by log2(PV) shuffle rounds
     sig = _pt.void(src, soff, lds, dst, doff, ldd, add)
 
     def codegen(context, builder, sig, args):
@@ -90,10 +86,8 @@ def transpose_part(src, i0, i1, j0, j1, dst, add):
             dst[j, i] = dst[j, i] + src[i, j] if add else src[i, j]
 
 
-# `transpose_part`, called by address by the LSTM's and the GRU's loops as the product is:
-# inlined at the loops' five call sites (three in the LSTM's backward), each copy's untyped
-# inlining, typing and LLVM work cost 0.3-0.4 s of the loop's compile (the LSTM backward's
-# module: 3.4 -> 2.2 s CPU without its three). Once here, for every loop of the process.
+# `transpose_part`, called by address by the recurrent loops: inlined at their five call
+# sites, each copy cost 0.3-0.4 s of compile.
 @njit("void(Array({t}, 2, 'C', readonly=True), int64, int64, int64, int64, {t}[:, ::1], boolean)",
       cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True, no_cpython_wrapper=True)
 def panel_transpose(src, i0, i1, j0, j1, dst, add):

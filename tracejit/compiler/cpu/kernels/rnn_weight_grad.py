@@ -1,24 +1,12 @@
 """A recurrent layer's hidden weight gradient dW = sum_t dg_t h_{t-1}^T in blocks of steps,
-computed by sharepool's partner thread while the backward loop (one thread) produces the dg_t.
+computed by sharepool's partner thread while the backward loop (one thread) produces dg_t.
 
-Why: the LSTM's whole backward loop (compiler/cpu/kernels/lstm_kernels.py) split over two threads meets once
-per step and adds dW step by step itself (lstm_prim's `WEIGHT_GRAD_IN_LOOP`); where the load
-policy gives BLAS one thread it runs on one thread instead, and dW (1024x2048 @ 2048x256 for
-the LSTM LM: ~8 ms on one thread) would be that thread's too. The product does not depend on
-the loop after a step's dg is written,
-so here the loop runs whole on this thread and the partner multiplies each block of steps
-as soon as the loop has written it; the launcher takes the blocks left when its loop ends
-(all of them when the partner never got a core) and computes a block the partner began
-but has not finished once more instead of waiting for it, so the partner never stalls the
-launcher. Used where the policy gives one thread (ops/lstm_prim.py `OVERLAP_WEIGHT_GRAD`),
-also while the partner is benched for stalls in the split loops: the LSTM LM step 0.94-0.95x
-the split one's; with two threads given the split loop stays (it is faster there).
-
-Blocks are runs of the loop's units (unit r writes the gate gradient of the r-th step from
-the end), smaller towards the end (`CUTS`), so what is left when the loop ends is short.
-Each block's product goes to its own buffer and the blocks are added up in one fixed order
-(as each is done, `weight_grad_alongside`): the bits do not depend on who did a block, or
-whether the partner ran.
+Why: where the load policy gives one thread, the split loop (which adds dW itself) does
+not run, and dW would be the loop thread's too (~8 ms for the LSTM LM). Here the partner
+multiplies each block of steps as soon as the loop wrote it; the launcher takes the blocks
+left when its loop ends and recomputes one the partner has not finished rather than wait.
+Blocks are smaller towards the end (`CUTS`) and added in one fixed order, so the bits do
+not depend on who did a block.
 """
 from __future__ import annotations
 
@@ -35,9 +23,8 @@ from ....threads import blas_threads_set
 
 __all__ = ["blocks", "block_product", "hprev_steps", "weight_grad_alongside", "CUTS"]
 
-# Block ends as fractions of the loop's units (L = 64: blocks of 24, 16, 12, 8 and 4 steps):
-# the partner keeps up with the loop (a block's product takes ~0.7 of the loop's time for
-# its steps, LSTM LM), and the last block, ready only when the loop ends, is 1/16 of the product.
+# Block ends as fractions of the loop's units: the partner keeps up with the loop, and the
+# last block, ready only when the loop ends, is 1/16 of the product.
 CUTS = (0.375, 0.625, 0.8125, 0.9375, 1.0)
 
 # How long a part waits between looks at the loop's progress: a step of the LSTM LM's loop
@@ -73,12 +60,10 @@ def block_product(G2, Z, h0, t0: int, t1: int, reverse: bool, out) -> None:
 
 
 def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on: bool) -> None:
-    """``loop()`` (a backward loop kernel on one thread that adds 1 to ``sync[0]`` after each
-    unit) on this thread, and out (G*H, H) = dW from its G2 in `blocks`: on the partner while
-    the loop runs (`partner_on`), the blocks it has not taken here after the loop. A block the
-    partner began but has not finished when the loop and the blocks left are done is computed
-    here once more (the same bits) instead of waited for: a partner descheduled inside a block
-    costs that block's work, never a stall."""
+    """``loop()`` (a backward loop kernel that adds 1 to ``sync[0]`` after each unit) on this
+    thread, and out (G*H, H) = dW from its G2 in blocks: on the partner while the loop runs
+    (`partner_on`), the blocks left here after it. A block the partner has not finished is
+    computed here once more (same bits): a descheduled partner never stalls the launcher."""
     L = Z.shape[0]
     if L == 0:
         loop()
@@ -88,9 +73,8 @@ def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on:
     nb = len(blks)
     parts = np.empty((nb,) + out.shape, dtype=out.dtype)
     failed = []
-    # blocks are added into out in their order as soon as each is done and all before it
-    # are (by whichever thread ends one), so little is left to add when the loop ends and
-    # the sum's order, so its bits, is always the same; a block done twice counts once
+    # blocks are added into out in their order as soon as each and all before it are done,
+    # so the sum's order (its bits) is fixed; a block done twice counts once
     fold = threading.Lock()
     done = [None] * nb
     folded = [0]
@@ -147,9 +131,8 @@ def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on:
                     compute(p, np.empty(out.shape, dtype=out.dtype))
     finally:
         sharepool.end_launch()
-    # every block is done now, but the thread that finished the last one may still be adding
-    # blocks into out (np.add lets go of the GIL): its folding runs under `fold`, so taking
-    # the lock waits for it to end before out is handed back
+    # the thread that finished the last block may still be adding into out without the
+    # GIL: taking `fold` waits for it
     with fold:
         complete = folded[0] == nb
     assert complete

@@ -1,22 +1,12 @@
 """The CPU kernels of primitives that have a rows form, rendered by the rows-group renderer.
 
-Some row ops stay primitives (an eager softmax is one call and a few numpy passes in
-place, where its composite is five ops forward and about ten passes backward), but
-their kernel is no hand-written loop: the primitive's record gives its *rows form*
-(``prim.extra["rows_form"]``, the same function written with keepdim reductions over the
-last dim and elementwise ops), which is traced, scheduled as one rows group
-(compiler/fusion.py), lowered (compiler/loopnest.py) and rendered by the CPU backend
-(compiler/codegen_cpu_rows.py): a compiled program's rows group and the primitive's
-kernel are one lowering. Loaded with loader.py's policy (compiled in the background
-workers; the primitive's numpy form runs until the kernel is loaded, sync mode loads
-or compiles it in the call).
-
-A kernel is made per primitive, dtype, params, variant (``prange`` over the rows
-where the call's work says so, codegen_cpu_rows.runs_parallel; else serial) and the pattern of
-size-1 dims of the operands (what broadcasts); the sizes are the kernel's arguments.
-Operands are passed C-contiguous (a copy where they are not). A form may give several
-results (LayerNorm's backward: dx, then the weight and bias gradients as sums over the
-rows); the caller may pass the arrays they go into (views of the primitive's one result).
+Some row ops stay primitives (an eager softmax is a few numpy passes in place, its
+composite five ops), but their kernel is no hand-written loop: the record's *rows form*
+(``prim.extra["rows_form"]``) is traced, scheduled as one rows group, lowered and rendered
+by the CPU backend, so a compiled rows group and the primitive's kernel are one lowering.
+Loaded with loader.py's policy. A kernel is made per primitive, dtype, params, variant and
+pattern of size-1 dims; sizes are arguments, operands C-contiguous. A form may give several
+results, which the caller may direct into arrays of its own.
 """
 from __future__ import annotations
 
@@ -78,9 +68,8 @@ def run(prim, arrays, params, out=None):
 
 
 _calls: dict = {}   # (prim, params, shapes, dtypes) -> (kernel, operand order, outputs)
-# The same key -> its kernel's `_plan` while the kernel is not loaded (compiling in the
-# workers): a call meanwhile asks the kernel and runs the numpy form, without planning
-# again (the size test schedules the rows nest: ~0.5 ms a call for LayerNorm's backward).
+# The same key -> its kernel's `_plan` while the kernel is not loaded: a call meanwhile runs
+# the numpy form without planning again (~0.5 ms a call for LayerNorm's backward).
 _waiting: dict = {}
 
 
@@ -179,8 +168,8 @@ def _lower(prim, shapes, params, name: str = "kernel"):
 
 
 # ---------------------------------------------------------------- the primitives' implementations
-# (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
-# result out, or None while the kernel is not loaded and the numpy form runs)
+# (registered by implementations.py: arrays and params in, the result out, or None while
+# the kernel is not loaded and the numpy form runs)
 def softmax(x, *mask, dim, scale=1.0):
     return run(SOFTMAX, (x,) + mask, {"dim": dim, "scale": scale})
 
@@ -204,9 +193,8 @@ def layer_norm_backward(g, x, *w, n, eps, has_w):
 
 
 def layer_norm(x, *wb, n, eps, affine):
-    # over the (M, K) view of the normalized rows: weight and bias as (1, K) rows, 1 / K
-    # (an operand: one kernel for every row length; compiled plans inline the form with
-    # 1 / K a literal, the same value, so eager and compiled give the same bits)
+    # over the (M, K) view of the rows; 1 / K an operand (compiled plans inline the same
+    # value as a literal: the same bits)
     k = row_size(x, n)
     if x.ndim == 0 or k == 0 or x.dtype not in _DTYPES:
         return None

@@ -1,44 +1,23 @@
 """Large eager elementwise ops through numba kernels made from the op's own record.
 
-numpy runs each elementwise op on one core, and its transcendental loops are as fast as
-the installed numpy's (float32 ``erf`` has no numpy loop at all: ops/_special.py builds
-it from ~30 array passes). PyTorch eager runs them multi-threaded and vectorized. So an
-eager elementwise op over many elements (``MIN_ELEMENTS``) runs a numba kernel made
-from the primitive's ``scalar`` rule by the compiler's one lowering: the op is described
-as a fused group of one equation (`compiler.loopnest.lower_op`) and rendered by the CPU
-backend (compiler/codegen_cpu.py), exactly as a compiled group is, with the same
-vectorizable math (compiler/mathlib.py). There is no second kernel generator here.
+numpy runs each elementwise op on one core (float32 ``erf`` as ~30 array passes); PyTorch
+runs them threaded and vectorized. So an eager elementwise op over ``MIN_ELEMENTS`` or more
+runs a kernel made from the primitive's ``scalar`` rule by the compiler's one lowering: the
+op as a fused group of one equation (`loopnest.lower_op`) rendered by the CPU backend,
+exactly as a compiled group. There is no second kernel generator here. The parallel
+variant runs through `coreshare.guard_parallel`; smaller sizes run the serial twin.
 
-Threads follow the compiled kernels' policy: at ``threads.PARALLEL_MIN`` elements and
-more (every size that gets here at the default ``MIN_ELEMENTS``) the parallel variant
-(``prange``) runs, loaded by the CPU backend (`backends.CpuBackend.load`), which wraps it
-in `coreshare.guard_parallel`: its thread count follows the cores other processes leave
-free (tracejit/compiler/cpu/runtime/coreshare.py), and numba's workers stop spinning soon after it
-(threads.py's ``GOMP_SPINCOUNT``). Smaller sizes (a rule calling erf, or a lowered
-``MIN_ELEMENTS``) run the serial twin.
+The first call must not pay a compile or numba's import: a kernel is used only once it is
+*loaded*, in background mode by a thread of its own (`_Preparation`) that loads it from
+disk or has the compile workers build it; calls use numpy until then. ``TRACEJIT_CACHE=0``
+keeps eager on numpy, ``TRACEJIT_COMPILE=sync`` loads a kernel on disk in the call and
+compiles nothing, ``TRACEJIT_EAGER_KERNELS=0`` turns the kernels off.
 
-The first call must not pay a compile (0.2-1 s per kernel, seconds under load), nor
-numba's import (0.5-1.7 s) and a load: a kernel is used only once it is *loaded*, in
-background mode (the default) in a thread of its own (`_Preparation`): it renders the
-kernel and loads it when its disk-cache entry exists, else has the compile workers
-(compiler/workers.py: separate processes, holding neither our GIL nor numba's lock) build
-it first. Calls use numpy until then. The thread starts at the op's first call a second
-or more after its first: numba's import holds the GIL, and in the user's first step it
-would slow every op. The eager dispatcher decides per signature plan (ops/registry.py), so
-ops that do not come here pay nothing. With ``TRACEJIT_CACHE=0`` eager stays on numpy;
-with ``TRACEJIT_COMPILE=sync`` (the test suite) a kernel on disk loads in the call and
-nothing is compiled; ``TRACEJIT_EAGER_KERNELS=0`` turns the kernels off.
-
-Which ops run here, by what the scalar rule computes (`_gains_on_one_core`, answered without
-importing the compiler: a plan for ``a * b`` must not import it): an op that calls a math
-function or selects from ``MIN_ELEMENTS`` (one calling erf, which numpy makes of ~30
-passes, from the first element); arithmetic and comparisons (one numpy loop at memory
-speed) from ``ARITH_MIN_ELEMENTS``, where splitting the loop over the free cores pays for
-the launch (see `eligible`), and from ``PAIR_ARITH_MIN_ELEMENTS`` where the kernel's two
-shares launch without Python (`cshares.ChunkKernel.pair_call`); below that, to numpy's
-loop. Arithmetic results are bitwise
-numpy's (IEEE operations, no fastmath); math functions can differ in the last bits
-(mathlib's float32 functions are within a few ulps of the correctly rounded result).
+Which ops run here (`_gains_on_one_core`, answered without importing the compiler): math
+functions and selects from ``MIN_ELEMENTS``; arithmetic and comparisons, at memory speed
+in numpy already, from ``ARITH_MIN_ELEMENTS`` (or ``PAIR_ARITH_MIN_ELEMENTS`` through a
+GIL-free pair). Arithmetic results are bitwise numpy's; math functions may differ in the
+last bits.
 """
 from __future__ import annotations
 
@@ -58,18 +37,13 @@ __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "PAIR_ARITH_MIN_ELEMENTS", "add
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
-# Arithmetic (no math function in the scalar rule) gains only from the second core: numpy's
-# loop is already at one core's memory speed, and a 2-thread launch waits for the second
-# thread to wake. `x * 1.001` float32 on 2 shared cores: 1M even, 4M 2.7-3.3 vs 4.2 ms.
+# Arithmetic gains only from the second core (numpy's loop is at one core's memory speed):
+# `x * 1.001` float32 over 4M, 2.7-3.3 vs 4.2 ms.
 ARITH_MIN_ELEMENTS = 1 << 20
-# Arithmetic from here where a parallel flat kernel has a GIL-free pair (codegen_chunks.
-# flat_pairs: its two shares on this thread and the pool's worker, a few us a launch), right
-# after a two-thread job (sharepool.warm). Why: after a product both cores hold its
-# operands' lines, and an update of a weight one core alone writes pays for every line the
-# other core read (the two-layer step's ``w1 -= t``, 100K float32: 65-75 us against 9 us
-# when no other core read w1); two shares halve it, and ``lr * g`` reads each half of the
-# gradient where its product wrote it. Elsewhere (a chain of 256K-element ops on a worker
-# gone to sleep) the pair lost to numpy's loop (1.15x).
+# Arithmetic from here where a parallel flat kernel has a GIL-free pair, right after a
+# two-thread job (sharepool.warm): both cores then hold the product's lines, and an update
+# one core alone writes pays for every line the other read (``w1 -= t``, 100K float32:
+# 65-75 us against 9); elsewhere the pair lost to numpy's loop.
 PAIR_ARITH_MIN_ELEMENTS = 1 << 16
 # Math functions numpy has no ufunc for (float32 erf: ~30 passes, ops/_special.py): a rule
 # calling one runs as a kernel from the first element (exact GELU, 512 float32: 29 -> 3.7 us).
@@ -99,9 +73,8 @@ class _Entry:
 
 def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -> bool:
     """Whether a plan (one signature of `prim`, with its params) may run through a kernel:
-    an elementwise op with a scalar rule, computing in float32/float64, over at least
-    MIN_ELEMENTS, whose array operands all have the output's shape (no broadcasting: a flat
-    loop)."""
+    an elementwise float op with a scalar rule over at least MIN_ELEMENTS, its array
+    operands all of the output's shape."""
     if prim.scalar is None or prim.kind != "elementwise" or not prim.promote:
         return False
     if compute_dtype.name not in ("float32", "float64") or out_dtype.name not in _OUT_DTYPES:
@@ -130,9 +103,8 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
 
 _ARITH: set = set()   # the arithmetic primitives some plan sent here
 def declines(prim, out_shape) -> bool:
-    """Whether `run` would give None now without looking at the operands: no arithmetic
-    below `_arith_min` runs here, nor below ARITH_MIN_ELEMENTS outside `sharepool.warm`.
-    Lets registry.run_into skip its overlap check (1-2 us)."""
+    """Whether `run` would give None now without looking at the operands (lets
+    registry.run_into skip its overlap check)."""
     if prim not in _ARITH:
         return False
     n = math.prod(out_shape)
@@ -141,8 +113,7 @@ def declines(prim, out_shape) -> bool:
 
 def _arith_min(n: int) -> int:
     """The elements from which arithmetic of `n` elements runs here: ARITH_MIN_ELEMENTS, or
-    PAIR_ARITH_MIN_ELEMENTS where parallel flat kernels have GIL-free pairs (asked only
-    from that size: a plan for a small ``a * b`` imports no compiler)."""
+    PAIR_ARITH_MIN_ELEMENTS where parallel flat kernels have GIL-free pairs."""
     global _flat_pairs
     if n < PAIR_ARITH_MIN_ELEMENTS or n >= ARITH_MIN_ELEMENTS:
         return ARITH_MIN_ELEMENTS
@@ -185,18 +156,9 @@ class _Probe:
 
 
 def _gains_on_one_core(prim, n: int, dtype: str, params=None) -> bool:
-    """Whether the op's scalar rule calls a math function (exp, tanh, erf, sqrt, ...) or
-    selects (a conditional expression: ReLU's gradient, clamp, where).
-
-    Those run as kernels from MIN_ELEMENTS: a transcendental (numpy's float32 erf: 380 ms
-    over 4M elements, sigmoid 130 ms) gains 10-35x even on one core, and numpy has no
-    one-pass select (a comparison pass, then a select pass: ReLU's gradient over 64K
-    float32 24 us against the kernel's 15 us on one core). Arithmetic and comparisons are
-    one numpy loop already at one core's memory speed: they run here only from
-    ARITH_MIN_ELEMENTS, for the second core. (Before the thread count followed the free
-    cores, tracejit/compiler/cpu/runtime/coreshare.py, a 2-thread kernel for them lost to
-    numpy whenever other work held a core: 7.4 vs 3.6 ms over 4M.)
-    """
+    """Whether the op's scalar rule calls a math function or selects (a conditional
+    expression): those gain 10-35x even on one core (numpy's float32 erf over 4M: 380 ms),
+    where arithmetic runs at memory speed in numpy already."""
     return _rule_facts(prim, n, dtype, params)[0]
 
 
@@ -222,14 +184,13 @@ def _rule_facts(prim, n: int, dtype: str, params=None) -> tuple:
 
 
 def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
-    """The op's result from its kernel, or None (not loadable yet, or arithmetic while
-    only one core is free: the caller uses numpy). ``out``: a C-contiguous array of the
-    output's shape and dtype to write into (it may be one of the inputs: every element
-    is read before it is written, at the same index)."""
+    """The op's result from its kernel, or None (not loaded yet, or arithmetic while one
+    core is free: the caller uses numpy). ``out``: a C-contiguous array of the output's
+    shape and dtype to write into (it may be an input: each element is read before it is
+    written, at the same index)."""
     n = math.prod(out_shape)
     # below ARITH_MIN_ELEMENTS arithmetic runs only as the kernel's GIL-free pair, right
-    # after a two-thread job (`sharepool.warm`): another launch, or a sleeping worker,
-    # costs more than half of the loop here
+    # after a two-thread job: another launch costs more than half the loop
     pair_only = n < ARITH_MIN_ELEMENTS and prim in _ARITH
     if pair_only and (not sharepool.warm() or n < _arith_min(n)):
         return None
@@ -263,10 +224,8 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
 
 
 def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
-    """``dst += src`` for in-place gradient accumulation (the backward engine's buffers, a
-    leaf's ``.grad``): through `prim`'s (add's) kernel where a large eager add would run
-    one, else numpy's loop. Both arrays have one shape (the callers check); a
-    non-contiguous or differently typed pair takes numpy's loop."""
+    """``dst += src`` for in-place gradient accumulation, through add's kernel where a large
+    eager add would run one, else numpy's loop (one shape; other layouts take numpy)."""
     dt = dst.dtype
     if (dst.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
             and src.dtype == dt and src.flags.c_contiguous and loader.enabled() and not _one_core_free()
@@ -279,12 +238,9 @@ def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
 
 
 def copy_of(prim, src: np.ndarray):
-    """A C-contiguous copy of `src` through `prim`'s (copy's) kernel where a large eager
-    add would run one (2 threads over the free cores), else None (the caller copies with
-    numpy, on one core). For the backward's copies of gradients a leaf cannot take as
-    they are (AccumulateGrad: add's VJP hands one tensor to both its inputs, so z's
-    gradient in ``x * y + z`` is a 16 MB copy per step of the GELU chain over 4M floats).
-    A copy is bitwise whatever copies it."""
+    """A C-contiguous copy of `src` through copy's kernel where a large eager add would run
+    one, else None (the caller copies with numpy): for the backward's copies of gradients a
+    leaf cannot take as they are. A copy is bitwise whatever copies it."""
     dt = src.dtype
     if (src.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
             and src.flags.c_contiguous and loader.enabled() and not _one_core_free()):
@@ -299,12 +255,9 @@ def _one_core_free() -> bool:
 
 
 def _prepare(prim, arrays, params, compute_np, out_np):
-    """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand
-    (other than one value broadcast to the output).
-
-    Layout per operand: "a" (an array: a flat view is passed), "s" (a scalar: passed as a
-    1-element array, the nest's "scalar" layout) or "c<value>" (a small integer constant,
-    written into the kernel: ``x ** 3`` becomes ``x * x * x``, as in a compiled kernel)."""
+    """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand.
+    Layout per operand: "a" (an array, passed flat), "s" (a scalar, a 1-element array) or
+    "c<value>" (a small integer constant written into the kernel: ``x ** 3`` as ``x*x*x``)."""
     args = []
     layout = []
     for a in arrays:
@@ -332,13 +285,9 @@ def _prepare(prim, arrays, params, compute_np, out_np):
 
 
 def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
-    """The kernel when it is loaded; else None (the caller uses numpy this time).
-
-    Background mode (the default): nothing happens on the caller's thread but
-    bookkeeping. A `_Preparation` thread renders the kernel, checks the disk, loads it
-    (numba's import, 0.5-1.7 s, and the load happen there) or has a worker compile it
-    first; calls use numpy until it is loaded. Sync mode: a kernel on disk is loaded on
-    the spot, nothing is compiled."""
+    """The kernel when it is loaded; else None (the caller uses numpy this time). Background
+    mode: a `_Preparation` thread renders, loads or has a worker compile it; sync mode: a
+    kernel on disk is loaded on the spot, nothing is compiled."""
     with _lock:
         entry = _entries.get(key)
         if entry is None:
@@ -373,17 +322,14 @@ def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
         return None  # sync mode wants no background compiles: only what is on disk is used
 
 
-# Sync mode looks for a kernel that is not on disk again only after this long: the look
-# (the source's hash and a file check) cost ~350 us, on every call of the op (float64 sin
-# over 100K elements: 2.07 ms a call against numpy's 1.72 ms). Another process may put
-# it there meanwhile, so the disk is asked again now and then.
+# Sync mode looks for a kernel not on disk again only after this long: the look costs
+# ~350 us a call, and another process may put it there meanwhile.
 _RECHECK_S = 1.0
 
 
 class _Preparation:
-    """Makes one entry's kernel ready in a thread of its own: render, disk check, then
-    a load, or a worker's compile and then a load. Sets the entry's ``fn`` (or
-    ``failed``); ``done()`` after that."""
+    """Makes one entry's kernel ready in a thread of its own (render, disk check, load or a
+    worker's compile); sets the entry's ``fn`` or ``failed``, then ``done()``."""
 
     __slots__ = ("entry", "args", "event", "pid", "first", "last", "gap", "started", "outside")
 
@@ -445,16 +391,10 @@ class _Preparation:
 
 
 def _pair_ready(fn, rank=None) -> None:
-    """Wait until a loaded chunk kernel's GIL-free pair (compiler/cpu/runtime/cshares.py: its two shares
-    on this thread and the pool's worker) is ready too, compiled by a worker where the disk
-    lacks it. The kernel is in use meanwhile (its shares through sharepool.run_shares); the
-    preparation counts as done, for `settle`, only after this. Why here: a `Pending` pair
-    is otherwise asked for at the kernel's first two-share call, and its compile then ran
-    beside the calls that followed. In `python -m bench`'s eager runs, right after
-    `settle`: the worker's core was gone while the calls split their work over two
-    (coreshare samples every 0.25 s, a timed run of 15 samples lasts 50-400 ms), or the
-    policy read the worker as another process and gave one thread. `rank`: the pair's job's
-    (its kernel's: LATER for a kernel only tier-0 forwards asked for)."""
+    """Wait until a loaded chunk kernel's GIL-free pair is ready too, compiled by a worker
+    where the disk lacks it; the preparation counts as done for `settle` only after this.
+    Asked for at the first two-share call instead, its compile ran beside the calls it
+    should speed up. `rank`: the pair's job's."""
     pending = getattr(fn, "pending", None)
     prepare = getattr(pending, "prepare", None)
     job = prepare(rank) if prepare is not None else None
@@ -475,9 +415,7 @@ def _give_up(entry, counted: bool = True) -> None:
 
 
 def _load(entry, prim):
-    """Load the entry's kernel through the CPU backend (which wraps a parallel one in
-    `coreshare.guard_parallel`, as it does for compiled plans, and starts numba's
-    threads: `coreshare.threading_layer`)."""
+    """Load the entry's kernel through the CPU backend (which guards a parallel one)."""
     from ... import backends
     spec = entry.spec
     try:
@@ -490,10 +428,9 @@ def _load(entry, prim):
 
 
 def _render(prim, layout, params, compute_np, out_np, parallel):
-    """The kernel of `prim` over operands laid out as `layout` (see `_prepare`): the op
-    lowered as a group of one equation (`loopnest.lower_op`) and rendered by the CPU
-    backend, exactly as a compiled group's kernel. None when the op's scalar rule cannot
-    be rendered (counted as ``unsupported``)."""
+    """The kernel of `prim` over operands laid out as `layout`: the op lowered as a group of
+    one equation and rendered by the CPU backend. None when the scalar rule cannot be
+    rendered (counted as ``unsupported``)."""
     try:
         from ... import backends, loopnest
     except ImportError:
@@ -511,12 +448,9 @@ def _render(prim, layout, params, compute_np, out_np, parallel):
 
 
 def settle(timeout: float = 300.0) -> bool:
-    """Wait until every eager kernel compile submitted so far has finished, so that the
-    next call of each op loads its kernel, and each loaded chunk kernel's GIL-free pair
-    with it (`_pair_ready`): nothing of theirs compiles after it returns, and the thread
-    policy's count no longer counts their compiles (`_reread_thread_count`). For
-    measurements of steady-state eager speed (bench/impls/tracejit_impl.py) and tests; a
-    user's program never needs it. True when nothing is pending any more, False at the
+    """Wait until every eager kernel compile submitted so far has finished, their GIL-free
+    pairs included, and the thread policy no longer counts them. For measurements of
+    steady-state eager speed and tests. True when nothing is pending, False at the
     timeout."""
     from ... import workers
     with workers.waiting():   # a held job (workers.HOLD_POLL_S) is what we wait for now
@@ -545,16 +479,9 @@ def _settle(timeout: float) -> bool:
 
 
 def pending(since: float | None = None) -> list:
-    """The eager kernels (this module's and compiler/cpu/kernels/loader.py's hand-written ones) an op has
-    asked for that are neither loaded nor failed: their labels. With `since` (a
-    time.monotonic() reading), only those an op asked for at or after it: a program's
-    step asks again for the kernels it calls, and a kernel asked for in tier 0 by an op the
-    compiled step no longer runs (or by a path the load turned off: two halves of a
-    product) is not what that step waits for (its loader starts only at the op's next call
-    a second or more after its first, so a kernel asked for once is not compiled). Starts
-    nothing, unlike `settle`: bench_tiers steps a program until this is empty, so the
-    kernels arrive as they would for a user (a compile finished in a worker loads at the
-    op's next call)."""
+    """The labels of eager kernels (this module's and loader.py's) an op has asked for that
+    are neither loaded nor failed; with `since` (monotonic), only those asked for at or
+    after it. Starts nothing, unlike `settle`."""
     out = [_pending_label(e.job)
            for e in list(_entries.values())
            if e.job is not None and e.fn is None and not e.failed and not e.job.lost()

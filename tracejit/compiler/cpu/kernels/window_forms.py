@@ -1,19 +1,11 @@
 """The CPU kernels of the pooling primitives, rendered by the windows-group renderer.
 
-A pooling primitive (max with its record of offsets, max, average, the record's scatter,
-the average's spread) traced alone is a windows group with no other work
-(compiler/windows.py): it is scheduled, lowered (compiler/loopnest.py) and rendered by the
-CPU backend (compiler/codegen_cpu_windows.py) as a compiled program's windows group is, so
-an eager call and a compiled plan run one lowering, with the numpy forms' results bit for
-bit (ops/pooling_prim.py, ops/pool_offsets.py).
-
-Loaded with loader.py's policy (compiled in the background workers; the numpy form runs
-until the kernel is loaded). A kernel is made per primitive, dtype, geometry and variant:
-the parallel one (chunk kernels whose shares of whole (n, c) planes run on the runtime's
-threads) from `PARALLEL_MIN` input elements; the sizes are the kernel's arguments.
-Operands are passed C-contiguous; a channel-major operand (BatchNorm's input gradient:
-(C, N, ...) memory) is passed as its C-contiguous (C, N, ...) view,
-the kernels being symmetric in the first two dims, and the result keeps that order.
+A pooling primitive traced alone is a windows group with no other work (windows.py): it is
+scheduled, lowered and rendered by the CPU backend as a compiled program's windows group
+is, so eager and compiled run one lowering, with the numpy forms' results bit for bit.
+Loaded with loader.py's policy; one kernel per primitive, dtype, geometry and variant
+(parallel from `PARALLEL_MIN` input elements). A channel-major operand is passed as its
+C-contiguous (C, N, ...) view (the kernels are symmetric in the first two dims).
 """
 from __future__ import annotations
 
@@ -123,8 +115,8 @@ def _fold(prim, x, params, record: bool):
 
 
 # ---------------------------------------------------------------- the primitives' implementations
-# (registered by compiler/cpu/implementations.py: the primitive's arrays and params in, its
-# result out, or None while the kernel is not loaded and the numpy form runs)
+# (registered by implementations.py: arrays and params in, the result out, or None while
+# the kernel is not loaded and the numpy form runs)
 def _params(kernel, stride, padding, dilation) -> dict:
     return {"kernel": tuple(kernel), "stride": tuple(stride), "padding": tuple(padding),
             "dilation": tuple(dilation)}

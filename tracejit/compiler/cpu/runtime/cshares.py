@@ -1,52 +1,23 @@
 """GIL-free launch of a share-form kernel's two shares on tracejit's worker pool.
 
-Why: sharepool's pair launch (`sharepool.run_shares`) hands the worker pool (workpool.py)
-a ctypes *Python* callback: each share takes the GIL to unbox the kernel's arguments, and
-every GIL handoff between the two threads is a futex wake-up of the other vCPU. On the
-2-core VM this cost 42-87 us per launch of a do-nothing kernel (median 60-120 us right
-after a GEMM; a C share's round trip on a polling worker is 1.3-2.8 us),
-so a LayerNorm + GELU forward row kernel of ~220 us (MLP step, 256 x 1024) ran no faster
-in two shares (193-236 us) than serially (209-234); with the shares below: 116-144 us.
+Why: sharepool's pair launch hands the pool a ctypes *Python* callback, and every GIL
+handoff between the threads is a futex wake-up: 42-87 us per launch of a do-nothing
+kernel, so a ~220 us row kernel ran no faster in two shares than serially.
 
-How: the kernel's module also defines (`source`; the module imports numba, this one does not:
-code generation runs without it):
+How: the kernel's module also defines (`source`; code generation runs without numba):
+``pack(itab, ftab, <the kernel's arguments but share, shares>)``, a numba function that
+writes each array's address and shape and each scalar into int/float tables; and
+``share_entry(rec)``, a ``cfunc`` that rebuilds the arrays from the tables and calls
+``kernel(..., q, 2)`` through its compiled address (``voidptr.call_at``): no Python object
+on either thread. In background mode they are a module of their own (`module_source`),
+built after the kernel's; calling through the address keeps numba from linking and
+optimising the kernel again into it.
 
-- ``pack(itab, ftab, <the kernel's arguments but share, shares>)``: a numba function
-  (GIL held: one unboxing, on the launching thread) writing each array's address and shape
-  (``voidptr.put_array``), and each integer, into the int64 table `itab`, each float into
-  the float64 table `ftab`;
-- ``share_entry(rec)``: a numba ``cfunc`` taking the address of a record (q, itab, ftab),
-  rebuilding the arrays from the tables (``voidptr.table_array``) and calling ``kernel(..., q, 2)``
-  through the address of its compiled code (``voidptr.call_at``; `CShares` puts it in the
-  int table): no Python object, no GIL, on either thread.
-
-In sync mode both are in the kernel's module (one compile). In background mode they are
-a module of their own (`module_source`), built by the compile workers after the kernel's so
-that no switch waits for them: that module loads the kernel's module (from the disk cache,
-where the kernel's job put it) and its ``share_entry`` calls that compiled kernel (MLP step,
-worker CPU: forward kernel+pair 1.50 s against 0.55 s for the pair alone, backward 2.33
-against 0.76). Through its address, not as numba calls a dispatcher: numba links the
-callee's whole library into the caller's, and LLVM optimises and emits the kernel again
-(Transformer's three pairs compiled as one worker does, after their kernels: 1.74-1.80 s
-linked, 1.11 s through the address).
-
-`CShares` launches them: pack, then the pool's ``run(2, share_entry, records, 24)`` runs
-record q on the caller (q = 0) and the pool's worker (q = 1), exactly as `run_shares` does with
-its Python callback. Arrays are C-contiguous (the kernels' signatures say so) and stay
-alive in the caller's frame for the whole launch. A cfunc cannot raise: the kernels these
-serve raise nothing (error_model numpy, no bounds checks; an allocation failure inside a
-share would end the process, as it would in any nogil numba kernel run by a C thread).
-
-`ChunkKernel` launches chunk kernels (codegen_chunks.py): a serial ``nogil`` numba function
-that runs share ``t`` of ``nt`` of its chunks. It picks the share count (the cores other
-processes leave us: compiler/cpu/runtime/coreshare.py), hands shares 1.. to the worker
-pool (`sharepool.run_shares`; or, for a flat kernel of two shares, its GIL-free pair: `CShares`), runs share 0
-itself, waits, and for a full reduction makes the one fold call (the partial results are
-an array it allocates per launch, so a reduction's shares all write into one and the fold
-sees every share's chunks; a GIL-free pair's last share makes that call itself). Each
-share launched through sharepool unboxes its arguments under the GIL (a few us) and
-releases it for the loop. One launch at a time: a second Python thread launching meanwhile
-runs its kernel on one thread instead of waiting.
+`CShares` launches them: pack, then the pool's ``run(2, share_entry, records, 24)``. A
+cfunc cannot raise: the kernels these serve raise nothing. `ChunkKernel` launches chunk
+kernels (codegen_chunks.py): it picks the share count from the free cores, runs shares
+1.. on the pool (or the GIL-free pair) and share 0 itself, and makes a full reduction's
+one fold call.
 """
 from __future__ import annotations
 
@@ -88,15 +59,11 @@ def _kind(t: str) -> tuple:
 def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -> str:
     """``pack`` and ``share_entry`` (module docstring) for a kernel ``kernel(<names>, share,
     shares, <tail>)`` whose arguments before (share, shares) have the numba types `arg_types`;
-    `tail`: constants the entry passes after them (a flat chunk kernel's ``chunk_fold`` = 0:
-    codegen_chunks.py).
+    `tail`: constants the entry passes after them.
 
-    `fold`: the kernel is a folded reduction whose last argument is ``chunk_fold``: the
-    share that ends last (a counter in the int table that `pack` zeroes, `voidptr.arrive`)
-    also makes the fold call ``kernel(<names>, 2, 2, 1)``, so the launch returns with the
-    result folded (`CShares.folds`) and the caller makes no fold call of its own. Why:
-    that call came right after the kernel had swept the caches, a numba dispatcher call
-    unboxing a dozen arguments there: 15-18 us (GELU loss over 4M float32)."""
+    `fold`: the kernel is a folded reduction whose last argument is ``chunk_fold``; the share
+    that ends last (`voidptr.arrive`) also makes the fold call, so the caller makes none
+    (a dispatcher call right after a cache sweep cost 15-18 us)."""
     if fold and (not tail or tail[-1] != 0):
         raise ValueError("cshares: a folding pair's kernel takes chunk_fold = 0 last")
     kinds = [_kind(t) for t in arg_types]
@@ -143,10 +110,8 @@ def source(arg_types: list, names: list, tail: tuple = (), fold: bool = False) -
 
 def module_source(kernel_source: str, pair: str, llvm_options: tuple) -> str:
     """The pair's own module (background mode): `pair` (`source`) over the kernel of
-    `kernel_source`'s module, loaded as the plan loads it (`llvm_options`) through the
-    ``load_module`` that diskcache puts in every generated module. The kernel's source is
-    part of this one's, so its disk entry's key follows the kernel's. No kernel label in it:
-    two plan kernels of one source (the MLP's r0 and r1) share one pair module, one job."""
+    `kernel_source`'s module, loaded as the plan loads it (`llvm_options`). No kernel label
+    in it, so plan kernels of one source share one pair module."""
     return ("# generated by tracejit: the GIL-free pair of the row kernel below (compiler/cpu/runtime/cshares.py)\n"
             "import numpy as np\nfrom numba import njit\n"
             f"KERNEL_SOURCE = {kernel_source!r}\n"
@@ -155,10 +120,8 @@ def module_source(kernel_source: str, pair: str, llvm_options: tuple) -> str:
 
 
 class CShares:
-    """The two-share launch of one kernel module's ``share_entry`` (module docstring), or
-    None from `make` where it cannot run (no worker pool of two, the module lacks it).
-    The caller holds the launch (`sharepool.try_launch`), so one launch at a time uses the
-    tables."""
+    """The two-share launch of one kernel module's ``share_entry``, or None from `make`
+    where it cannot run. The caller holds the launch (`sharepool.try_launch`)."""
 
     __slots__ = ("pack", "entry", "itab", "ftab", "recs", "gp", "address", "keep", "folds")
 
@@ -181,9 +144,8 @@ class CShares:
 
     @classmethod
     def make(cls, g: dict, fast_entry):
-        """For `g`, the globals of a loaded module holding ``pack`` and ``share_entry`` (the
-        kernel's own, or the pair's module), with ``fast_entry(dispatcher)`` the backend's
-        cheapest callable of a dispatcher."""
+        """For `g`, a loaded module's globals holding ``pack`` and ``share_entry``, with
+        ``fast_entry(dispatcher)`` the backend's cheapest callable of a dispatcher."""
         if "share_entry" not in g or "pack" not in g or "KERNEL_AT" not in g:
             return None
         gp = sharepool.pool_pair.find()
@@ -204,19 +166,14 @@ class CShares:
 
 
 class Pending:
-    """A share-form kernel's pair module (`module_source`), compiled apart from the kernel:
-    `pack` and the cfunc cost numba 0.5-0.8 s per module, which the plan should not wait
-    for. ``poll()`` gives
-    (the `CShares` or None, this object while it may still come or None): in background
-    mode the compile workers build it (prepare.module_when_ready) and calls run through
-    sharepool's launch meanwhile; in sync mode it is compiled at the first poll."""
+    """A share-form kernel's pair module (`module_source`), compiled apart from the kernel
+    so that the plan does not wait 0.5-0.8 s for it. ``poll()`` gives (the `CShares` or
+    None, this object while it may still come or None); calls run through sharepool's
+    launch meanwhile."""
 
     __slots__ = ("source", "hint", "llvm_options", "fast_entry", "next_poll", "last", "__weakref__")
 
-    # seconds between two looks at the compile (a failed compile stays None for good, so it
-    # must not be asked for at every call; a look is two dict lookups and two environment
-    # reads, the source's hash cached by its str): at 0.25 s the pairs of a cold MLP came
-    # in 0.26 s after their module was loaded
+    # seconds between two looks at the compile (a failed compile stays None for good)
     POLL_S = 0.05
     SUFFIX = "_pair"    # of the kernel's name hint
 
@@ -249,12 +206,8 @@ class Pending:
 
     def prepare(self, rank=None):
         """Start making the pair's module ready now rather than at the first two-share
-        call: the background job to wait on (`prepare.module_job`; `rank` places a new one, as
-        workers.submit's), or None where there is none (sync mode, or loaded already). An
-        eager op's kernel asks this when it loads
-        (compiler/cpu/kernels/vectorized.py): asked at the first two-share call, the pair's compile (0.5-0.8 s
-        in a worker) ran during the calls that followed, and the worker took one of the two
-        cores those calls were splitting their work over."""
+        call (where its compile took a core from the calls it should speed up): the
+        background job to wait on, or None (sync mode, or loaded already)."""
         from ...prepare import module_job
         return module_job(self.source, self.hint, self.llvm_options, rank)
 
@@ -263,20 +216,15 @@ _polled = weakref.WeakSet()   # every `Pending` (for `pending`)
 
 
 def pending(since: float) -> list:
-    """The pair modules (their name hints) a launch has asked for at or after `since` (a
-    time.monotonic() reading) that are not loaded yet: a step that launches a row kernel
-    runs it in two shares through sharepool's slower launch until its pair is in
-    (bench_tiers waits for these with the eager kernels, kernels/vectorized.pending)."""
+    """The pair modules (name hints) a launch asked for at or after `since` (monotonic)
+    that are not loaded yet."""
     return sorted(p.hint for p in list(_polled) if p.last is not None and p.last >= since)
 
 
 def ahead(kernel_source: str, pair: str, hint: str, llvm_options: tuple, kernel_job) -> None:
-    """A background compile's submission: queue the pair module that `Pending` will ask for
-    (same source and name hint: one job) right after the plan's kernels, taken by a worker
-    once `kernel_job` (the kernel's compile, whose module it loads) is done. Rank FIRST, so
-    before the jobs asked for later (the eager ops' and native kernels, which serve tier 0):
-    MLP step, empty cache, training on: at the first two-share call the pairs were compiled
-    last, ~9-11 s after the first call; queued with rank EAGER, at 7.7-7.9 s."""
+    """A background compile's submission: queue the pair module `Pending` will ask for
+    (same source and hint: one job) at rank FIRST, right after the plan's kernels, taken
+    once `kernel_job` is done."""
     from ...prepare import compile_mode, module_when_ready
     from ...ranks import FIRST
     if compile_mode(None) != "background":   # (the pair is in the kernel's module)
@@ -314,9 +262,8 @@ class ChunkKernel:
             "bool" if partial_dtype == "bool" else partial_dtype)
         self.serial = serial            # the serial-variant call: always one share
         self.partial_size = partial_size  # codegen_chunks.ChunkSpec.partial_size
-        # A flat kernel's GIL-free pair (compiler/cpu/runtime/cshares.py: its two shares on this thread and
-        # the pool's worker, no Python on either): cshares.CShares once loaded; `pending` its
-        # cshares.Pending / Ready until then (None: sharepool.run_shares runs the shares)
+        # The GIL-free pair: cshares.CShares once loaded; `pending` until then (None:
+        # sharepool.run_shares runs the shares)
         self.pair = None
         self.pending = pair
 
@@ -345,14 +292,9 @@ class ChunkKernel:
             self.entry(*args, nt, nt, 1)   # no chunks of its own: the fold only
 
     def pair_call(self, *args) -> bool:
-        """The call as the GIL-free pair's two shares (this thread and the pool's worker),
-        whatever share count the free cores would give `__call__`; False, having run
-        nothing, where the pair cannot run now (not loaded yet, one core free, another
-        thread's launch holding the pool, a folded reduction).
-
-        For work that only this launch pays for (a few us on a worker awake after a
-        product): `__call__` without the pair runs each share through a Python callback
-        (sharepool.run_shares), tens of us."""
+        """The call as the GIL-free pair's two shares, whatever share count `__call__` would
+        use; False, having run nothing, where the pair cannot run now. For work only a
+        cheap launch pays for: `__call__` without the pair costs tens of us."""
         if self.serial or self.partial_dtype is not None or pool_threads() < 2:
             return False
         if not sharepool.try_launch():

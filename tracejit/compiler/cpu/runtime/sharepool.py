@@ -1,24 +1,14 @@
-"""Shares of one piece of work run at once on tracejit's worker pool (workpool.py): compiled
-chunk kernels (compiler/cpu/runtime/cshares.py `ChunkKernel`) and batched BLAS work split by
-its batch (`split`). Share 0 runs on the calling thread, share q on the pool's worker q - 1
-(`PoolPair`); shares release the GIL for their loops (nogil numba kernels, numpy's BLAS
-calls), so they run at once. Where there is no pool of two threads the shares run one after
-the other on the calling thread.
+"""Shares of one piece of work run at once on tracejit's worker pool (workpool.py).
 
-One launch at a time: a second Python thread launching meanwhile runs its work on one
-thread instead of waiting.
+Share 0 runs on the calling thread, share q on the pool's worker q - 1 (`PoolPair`); the
+shares release the GIL for their loops. Without a pool of two threads they run one after
+the other here. One launch at a time: a second thread launching meanwhile runs its work on
+one thread instead of waiting.
 
-`split(fn, n)` is for work made of many small independent BLAS products, such as
-attention's per-(batch, head) products (16 x 4 products of 128 x 128 x 64 in the
-Transformer encoder step): each is one BLAS call too small for BLAS's own threads to pay
-(both threads meet at every call), so on two threads they ran no faster than on one.
-Split by batch instead, each share runs its products on one BLAS thread, one after the
-other, with no meeting between them. The second share runs on the worker pool's thread
-(`PoolPair`: that thread is awake on the second core right after a product, which OpenBLAS
-ran on it).
-
-`Partner` is one more thread, for launches whose shares claim their work (the recurrent
-loops, compiler/cpu/kernels/loop_split.py): its launcher does not wait for it once the work is done.
+`split(fn, n)` is for many small independent BLAS products (attention's per-head products):
+each is too small for BLAS's own threads to pay, so each share runs its part on one BLAS
+thread. `Partner` is one more thread, for launches whose shares claim their work (the
+recurrent loops): its launcher does not wait for it once the work is done.
 """
 from __future__ import annotations
 
@@ -38,9 +28,8 @@ __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "launch", "
            "PoolPair", "pool_pair", "Partner", "partner",
            "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
-# Multiply-adds below which `split` runs its work on the calling thread alone: handing a
-# share to a pool thread and waiting for it costs tens of microseconds, a 128x128x64
-# product about 30 (one thread).
+# Multiply-adds below which `split` runs on the calling thread alone: a handoff to a pool
+# thread costs tens of microseconds, a 128x128x64 product about 30.
 SPLIT_MIN_WORK = 1 << 22
 
 
@@ -49,12 +38,10 @@ end_launch: Callable[[], None]
 
 
 def _new_launch_lock() -> None:
-    """The one-launch-at-a-time lock, and `try_launch` / `end_launch` as its own methods.
-
-    ``try_launch()`` takes the pool for one launch, False when another thread holds it (run
-    on one thread then, do not wait); ``end_launch()`` gives it back. Bound C methods, not
-    Python functions around them: `end_launch` runs right after a kernel that swept the
-    caches, where a Python frame cost ~2 us (GELU loss step over 4M float32)."""
+    """The one-launch-at-a-time lock; ``try_launch()`` takes it (False when another thread
+    holds it: run on one thread then) and ``end_launch()`` gives it back. Bound C methods,
+    not Python wrappers: `end_launch` runs right after cache-sweeping kernels, where a
+    Python frame cost ~2 us."""
     global _launch, try_launch, end_launch
     _launch = threading.Lock()
     try_launch = functools.partial(_launch.acquire, False)
@@ -82,12 +69,9 @@ def pool_threads() -> int:
 
 def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
     """fn(*args, t, nt, *tail) for t in 0..nt-1, share 0 on this thread and the others on the
-    worker pool's (`PoolPair`), or one after the other here where there is no pool of two
-    threads. The caller holds the launch (`try_launch`); an exception in any share is raised
-    here, after all ended. Users: `split`, `launch` (fused Adam, LayerNorm's backward rows:
-    their second share, right after the backward's last product, ran as late as the first
-    share's whole run on a thread woken through a lock), chunk kernels and the GEMM template.
-    The recurrent loops use `Partner` instead (not waited for)."""
+    worker pool (`PoolPair`), or one after the other here without a pool of two threads.
+    The caller holds the launch (`try_launch`); an exception in any share is raised here,
+    after all ended."""
     pool_run = pool_pair.find()
     if pool_run is not None:
         pool_pair.run(pool_run, fn, args, nt, tail)
@@ -97,16 +81,13 @@ def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
 
 
 class PoolPair:
-    """tracejit's worker pool (workpool.py) as a launch's shares: ``run(nt, entry, records,
-    stride)``, the calling thread doing the first share, the pool's workers the others,
-    none holding the GIL between them.
+    """tracejit's worker pool as a launch's shares: ``run(nt, entry, records, stride)``, the
+    calling thread doing the first share, the pool's workers the others.
 
-    Why that pool: numpy's OpenBLAS runs its multi-threaded products on it too
-    (threads.blas_on_pool), and its worker polls a while after each job, so the work right
-    after a product finds it awake on the second core with the product's operands in that
-    core's cache: attention's split parts right after a 2-thread product (2 threads forced,
-    medians of 125 calls, load 7): backward 4.32 -> 3.90 ms, context 1.28 -> 1.12, scores
-    1.02 -> 0.94, softmax 0.94 -> 0.87 against a thread of ours woken through a lock."""
+    Why that pool: OpenBLAS runs its threaded products on it too, and its worker polls a
+    while after each job, so the work right after a product finds it awake with the
+    operands in its cache (attention backward 4.32 -> 3.90 ms against a thread woken
+    through a lock)."""
 
     def __init__(self):
         self.fn = None        # the pool's `run`, or None: no pool of two threads here
@@ -118,10 +99,8 @@ class PoolPair:
 
     def find(self):
         """The pool's ``run`` where it has two threads or more, else None. Looked up once,
-        under a lock: `found` is set only after the lookup. Set before it, a second thread
-        asking meanwhile got None: the eager ops' kernel preparations render in threads of
-        their own, and the first ones, racing, read the machine as having no pair
-        (codegen_chunks.flat_pairs) and rendered kernels the next process compiled again."""
+        under a lock, `found` set only after: threads racing the lookup read the machine as
+        having no pair and rendered kernels for it."""
         if not self.found:
             with self._finding:
                 if not self.found:
@@ -164,11 +143,9 @@ class PoolPair:
 
 pool_pair = PoolPair()
 
-# How long after a two-thread job (a pair launch, a product on BLAS's threads) the pool's
-# worker is taken as still polling, with that job's operands in both cores' caches (it
-# polls longer: workpool.SPIN, YIELDS); woken from sleep, a 100K-element pair cost
-# more than numpy's loop. Work that only a cheap launch pays for runs split within it
-# (compiler/cpu/kernels/vectorized.py's mid-size arithmetic).
+# How long after a two-thread job the pool's worker is taken as still polling, with the
+# job's operands in both caches; woken from sleep, a 100K-element pair cost more than
+# numpy's loop.
 WARM_S = 2.5e-4
 _warm_until = 0.0
 
@@ -186,45 +163,26 @@ def warm() -> bool:
 
 class Partner:
     """A thread of ours that runs the second share of a launch whose two shares *claim* their
-    work (compiler/cpu/kernels/loop_split.py's split loops: a share does a half only after claiming it, and
-    takes its partner's halves when the partner is late), without the launcher waiting for a
-    partner that never began.
+    work (loop_split.py's split loops), without the launcher waiting for a partner that
+    never began.
 
-    Why: `run_shares` returns only once the
-    second share has returned. On a shared machine the thread that runs it may get no core
-    for a whole call; the launcher then does all the work itself (the claims), and still
-    waited a scheduler time slice (~4-15 ms) for that thread to be scheduled once, find
-    every half claimed and exit: the LSTM LM step's four loop calls stalled that way under
-    load, so the loops split only when the thread policy saw no load. Here the
-    launcher `post`s the share, runs its own, and `finish` drops a job the partner has not
-    begun: it will never run (its references are dropped at once). A partner that began
-    late only finds every half claimed and touches none of the launch's arrays (the share
-    must not before a claim: loop_split's rule); it keeps the job's references until it
-    returns, so the memory it may still read stays alive.
+    Why: `run_shares` returns only once the second share has returned; on a shared machine
+    its thread may get no core for a whole call, and the launcher, having done all the work
+    through the claims, still waited a time slice for it. Here `finish` drops a job the
+    partner has not begun; a partner that began late only finds every half claimed (a
+    share touches no array before a claim) and keeps the job's references until it returns.
 
-    One job at a time runs; a job posted while the partner is still in an earlier one waits
-    in the queue (its launcher does the work meanwhile). The thread blocks on the queue
-    between jobs (no spinning); a forked child starts a new one when first needed.
-
-    Where the scheduler wakes the partner on its launcher's CPU (it does when the other
-    cores run other processes: every job of the LSTM LM step, load ~3), the partner would
-    run only when the launcher stops, so it moves itself off that CPU first (`_move_off`:
-    its affinity narrowed and at once restored, which migrates it): there its halves
-    compete with the other processes, not with its own launcher (halves taken over per
-    step: ~255 of 258 -> 24-95)."""
+    One job runs at a time; the thread blocks on its queue between jobs, and a forked child
+    starts a new one when first needed. A partner woken on its launcher's CPU moves itself
+    off it first (`_move_off`), so its halves compete with other processes, not with its
+    launcher."""
 
     POSTED, RUNNING, CANCELLED, DONE = range(4)
-    # A launcher waits for work the partner had begun (claims cannot help there) well under
-    # a millisecond while the partner is at work (LSTM LM step, load 4.6: 10-480 us); when
-    # the partner was descheduled inside it, a time slice (2-9 ms) or, behind processes of
-    # higher priority, seconds (LSTM LM steps of 2-8 s seen at load 6-7 with a 100%-duty
-    # competitor). Waits over STALL_S are stalls; their time, less STALL_SHARE of the wall
-    # time since (a leaky bucket), beyond STALL_BUDGET_S benches the partner: its users
-    # follow the load policy meanwhile (`punctual`). So a stall of a time slice now and then
-    # (the split saves ~25 ms a step) keeps the partner, a long one or stalls most steps do
-    # not (steps with ~30 ms of stalls took 150-168 ms against ~105 unsplit). The bench lasts
-    # BENCH_S, doubled for each one since the partner last went STRIKES_RESET_S without
-    # (up to BENCH_MAX_S): a machine that keeps stalling it keeps it benched.
+    # A launcher waits for work the partner had begun; when the partner was descheduled
+    # inside it that is a time slice or, behind higher-priority processes, seconds. Waits
+    # over STALL_S are stalls; their time, less STALL_SHARE of the wall time since (a leaky
+    # bucket), beyond STALL_BUDGET_S benches the partner for BENCH_S, doubled per repeat up
+    # to BENCH_MAX_S: its users follow the load policy meanwhile (`punctual`).
     STALL_S = 1e-3
     STALL_SHARE = 0.1
     STALL_BUDGET_S = 0.05
@@ -289,9 +247,8 @@ class Partner:
                 fn(*args)
             except BaseException as exc:       # raised by `finish` when its launcher waits
                 job[3] = exc
-            # Drop the job's arguments before the next: a thread that kept them would hold the
-            # launch's arrays alive (memory) and add a reference the autograd engine reads
-            # when it decides whether a gradient buffer is exclusive (autograd/node.py).
+            # Drop the job's arguments before the next: kept, they would hold the launch's
+            # arrays alive and add a reference autograd reads to decide buffer exclusivity.
             del fn, args
             with mutex:
                 job[0] = self.DONE
@@ -300,9 +257,8 @@ class Partner:
             del job
 
     def finish(self, job: list, wait: bool) -> Optional[BaseException]:
-        """After the launcher's own share: a job the partner has not begun is dropped (it
-        will not run); one it runs is waited for when `wait` (the launcher's share failed,
-        or the partner's did: the work may be unfinished) and not otherwise. Returns the
+        """After the launcher's own share: drop a job the partner has not begun; wait for one
+        it runs only when `wait` (a share failed: the work may be unfinished). Returns the
         partner's error when it ended before or was waited for, else None."""
         with self._mutex:
             state = job[0]
@@ -347,10 +303,9 @@ def _move_off(cpu: int) -> None:
 
 
 def launch(fn: Callable, args: tuple, nt: int) -> int:
-    """fn(*args, t, nt) for t in 0..nt-1 at once (`run_shares`); ``fn(*args, 0, 1)`` on this thread alone when `nt` is 1 or another
-    launch holds the pool. Returns the share count it ran. For nogil kernels that call no
-    BLAS and whose shares take their work from a shared counter (compiler/cpu/runtime/voidptr.py `claim`), so a
-    share that ran alone does all."""
+    """fn(*args, t, nt) for t in 0..nt-1 at once (`run_shares`), or ``fn(*args, 0, 1)`` here
+    when `nt` is 1 or another launch holds the pool; returns the share count run. For nogil
+    kernels whose shares take work from a shared counter (voidptr `claim`)."""
     if nt < 2 or not try_launch():
         fn(*args, 0, 1)
         return 1
@@ -361,10 +316,8 @@ def launch(fn: Callable, args: tuple, nt: int) -> int:
     return nt
 
 
-# Parts per share `split` cuts its range into. Shares take parts in turn, so a share whose
-# thread starts late (its core was busy: on a shared machine a woken thread can wait
-# milliseconds for it) takes fewer, and the caller's own share does the rest instead of
-# waiting; a part costs a few microseconds of Python.
+# Parts per share `split` cuts its range into: shares take parts in turn, so a share whose
+# thread starts late takes fewer and the caller does the rest instead of waiting.
 PARTS_PER_SHARE = 4
 
 
@@ -377,13 +330,11 @@ def _take_parts(fn: Callable, n: int, parts: int, next_part: Callable, t: int, n
 
 
 def split(fn: Callable[[int, int], None], n: int, work: int) -> None:
-    """``fn(lo, hi)`` over ``[0, n)``: in contiguous parts taken in turn by shares on the
-    pool (`run_shares`), one per core the machine
-    gives now (`pool_threads`, never more than BLAS's own ceiling, so a process kept on one BLAS thread stays on one) with BLAS on one thread
-    meanwhile; or as ``fn(0, n)`` on this thread when one core is given, ``work``
-    (multiply-adds) is below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn``
-    must release the GIL for its work (numpy's BLAS calls, nogil kernels) and its parts
-    must be independent."""
+    """``fn(lo, hi)`` over ``[0, n)`` in contiguous parts taken in turn by shares on the pool,
+    one per core the machine gives now (never above BLAS's ceiling), BLAS on one thread
+    meanwhile; or ``fn(0, n)`` here when one core is given, ``work`` (multiply-adds) is
+    below `SPLIT_MIN_WORK`, or another launch holds the pool. ``fn`` must release the GIL
+    and its parts must be independent."""
     nt = min(n, pool_threads()) if n > 1 and work >= SPLIT_MIN_WORK else 1
     if nt > 1:
         nt = min(nt, coreshare.blas_ceiling() or 1)

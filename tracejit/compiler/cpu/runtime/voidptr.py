@@ -1,24 +1,14 @@
 """Intrinsics for code that C threads run holding no Python object: ``carray_at`` (the
-C-contiguous array at an address, a ``void*`` or an int64) and ``call_at`` (a compiled
-dispatcher called through its address), for the GIL-free share entries of generated kernels
-(compiler/cpu/runtime/cshares.py) and the loops that call the GEMM template's panels
-(compiler/cpu/gemm/template_panels.py); ``put_array`` / ``table_array`` (an array's address
-and shape into an int64 table, and the array back from it: the share entries' tables);
-``claim`` / ``arrive`` (atomic counters shares take work from, or count themselves out
-with). A module of its own: it imports numba, which code generation must not need.
+C-contiguous array at an address), ``call_at`` (a compiled dispatcher called through its
+address), ``put_array`` / ``table_array`` (an array through an int64 table), and ``claim``
+/ ``arrive`` (atomic counters). A module of its own: it imports numba, which code
+generation must not need.
 
-Shares that take chunks of work from a shared counter instead of a fixed stripe:
-`claim(counter)` is an atomic fetch-and-add on ``counter[0]`` (an int64 array the launch
-allocates, zeroed): each call returns the next unclaimed chunk index, so every chunk goes to
-exactly one share. A share that starts late (its thread waits for a core: another process,
-or a thread of numba's beside the pool's polling worker) then takes fewer chunks and the others
-take more, where a fixed stripe (share t of n: chunks t, t + n, ...) made the launch wait
-for the late share's whole stripe. Results do not change with it wherever each chunk's work
-is the same whoever runs it (elementwise updates such as fused Adam's). Monotonic ordering
-is enough for a counter whose only job is to hand out indices; the launch's own join orders
-the chunks' data. `arrive(counter)` is the same add with acquire-release ordering, for
-shares that count themselves out: the share that sees the others' count has also seen
-their writes (a folded reduction's last share folds the partials: cshares.py)."""
+`claim(counter)` is a monotonic fetch-and-add on ``counter[0]``: each call returns the next
+unclaimed chunk, so a share that starts late takes fewer chunks instead of the launch
+waiting for its fixed stripe. `arrive(counter)` is the same add with acquire-release
+ordering, so the share that sees the others' count has seen their writes (a folded
+reduction's last share folds the partials)."""
 from __future__ import annotations
 
 from llvmlite import ir
@@ -30,13 +20,9 @@ __all__ = ["carray_at", "call_at", "native_address", "put_array", "table_array",
 
 @intrinsic
 def carray_at(typingctx, addr, shape, dtype):
-    """``carray(addr as a void*, shape, dtype)`` built in place: the C-contiguous array of
-    `shape` at `addr` (an int64 address or a ``void*``), by numba's own lowering of
-    ``carray``. Why not ``carray``: it is an overload whose implementation numba compiles
-    as a function of its own per dtype and rank (typing, lowering, LLVM, machine code), then
-    links and optimises again inside the caller; a pair module's share entry compiled five
-    (Transformer pairs, worker CPU: 0.92-0.95 -> 0.76-0.78 s, 0.79-0.86 -> 0.67-0.69,
-    0.68-0.70 -> 0.54-0.64)."""
+    """``carray(addr, shape, dtype)`` built in place by numba's own lowering: ``carray``
+    itself is an overload compiled as a function of its own per dtype and rank and linked
+    again into the caller (a pair module's entry compiled 0.92 -> 0.76 s)."""
     from numba.core.typing import signature
     from numba.np.arrayobj import np_cfarray, ty_parse_shape
     if not isinstance(dtype, types.DTypeSpec) or not (isinstance(addr, types.Integer)
@@ -57,10 +43,9 @@ def carray_at(typingctx, addr, shape, dtype):
 
 @intrinsic
 def call_at(typingctx, addr, fn, args):
-    """``fn(*args)`` through the address `addr` (int64) of `fn`'s compiled code (`native_address`):
-    `fn` a dispatcher compiled for one signature, `args` a tuple cast to it. Numba's own call
-    of a dispatcher links its whole library into the caller's, which LLVM then optimises and
-    emits again (a pair's share entry: 0.13-0.36 s of a kernel compiled twice)."""
+    """``fn(*args)`` through the address `addr` of `fn`'s compiled code (`native_address`):
+    numba's own dispatcher call links fn's whole library into the caller and compiles it
+    again."""
     from numba.core.typing import signature
     if not isinstance(fn, types.Dispatcher) or not isinstance(addr, types.Integer):
         return None
@@ -89,11 +74,8 @@ def native_address(dispatcher) -> int:
     return cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name)
 
 
-# Why the two below: a share entry's tables (compiler/cpu/runtime/cshares.py) written and read a slot at
-# a time (``itab[k] = x.ctypes.data``, ``itab[k + 1] = x.shape[0]``, ...;
-# ``carray_at(it[k], (it[k + 1], ...), dtype)``) cost numba's lowering ~3 ms a slot (each
-# setitem or getitem builds the table's array structure again): the Transformer step's five
-# pair modules compiled in 1.07-1.13 s of a worker's CPU, 0.81-0.84 s with these.
+# Why the two below: tables read and written a slot at a time cost numba's lowering ~3 ms
+# a slot (each access rebuilds the array structure).
 @intrinsic(prefer_literal=True)
 def put_array(typingctx, tab, i, arr):
     """``tab[i] = arr``'s address, ``tab[i + 1 + d] = arr.shape[d]`` for each dimension d:
@@ -119,9 +101,8 @@ def put_array(typingctx, tab, i, arr):
 
 @intrinsic(prefer_literal=True)
 def table_array(typingctx, tab, i, ndim, dtype):
-    """The C-contiguous array of `dtype` and `ndim` (a constant) dimensions whose address is
-    ``tab[i]`` and shape ``tab[i + 1 : i + 1 + ndim]`` (as `put_array` wrote them): one
-    intrinsic for `carray_at` over the table's slots."""
+    """The C-contiguous array of `dtype` and `ndim` dimensions at ``tab[i]`` with shape
+    ``tab[i + 1 : i + 1 + ndim]``, as `put_array` wrote them."""
     from numba.core.typing import signature
     from numba.np.arrayobj import np_cfarray
     if not (isinstance(tab, types.Array) and tab.dtype == types.int64 and tab.layout == "C"

@@ -1,30 +1,19 @@
 """tracejit's own persistent worker threads, launched without the GIL through one C-ABI door.
 
-What: `run(n, entry, args, stride)` (a C function; `WorkPool.run_address` is its address)
-calls the ``void(void*)`` function `entry` on ``args + q * stride`` for q in 0..n-1: share 0
-on the calling thread, share q >= 1 always on worker q - 1 (the same rows stay in the same
-core's cache from one launch to the next), shares beyond the workers on the caller after
-share 0. It returns once every share ended. The signature is the one of the launch the
-kernels' GIL-free share entries already use (compiler/cpu/runtime/cshares.py), so a launch
-is one native call from compiled code or from ctypes, holding no Python object.
+What: `run(n, entry, args, stride)` (a C function; `WorkPool.run_address`) calls the
+``void(void*)`` `entry` on ``args + q * stride`` for q in 0..n-1: share 0 on the caller,
+share q >= 1 always on worker q - 1 (rows stay in one core's cache), extra shares on the
+caller. It returns once every share ended; one native call from compiled code or ctypes.
 
-How: the pool is a few lines of LLVM IR compiled with llvmlite at first use (no numba, a
-few ms). Each worker is a pthread with a 64-byte slot of its own: a 32-bit generation word,
-the generation it last finished, a sleeping flag, a stop flag, and the (entry, argument)
-pair. A launch writes the pair, bumps the generation (sequentially consistent) and wakes
-the worker with a futex only if it had gone to sleep. A worker polls its generation for
-`spin` rounds after each share (a launch that comes within that time costs no system
-call), then sleeps on the futex; the caller polls the done words, yielding the CPU after
-`spin` rounds. One launch at a time: a launch that finds the pool busy (another thread's
-launch) runs all its shares on its own thread.
+How: a few lines of LLVM IR compiled with llvmlite at first use. Each worker has a 64-byte
+slot (generation, last finished, sleeping, stop, entry and argument); a launch bumps the
+generation and wakes the worker with a futex only if it sleeps; workers poll `spin` rounds
+before sleeping. A launch that finds the pool busy runs all its shares itself. OpenBLAS
+runs its threaded jobs here too (threads.py `blas_on_pool`), so no second pool polls.
 
-OpenBLAS runs the jobs of its multi-threaded calls here too (``blas_jobs``, its threads
-callback: tracejit/threads.py `blas_on_pool`), so one set of threads runs every parallel
-piece and no second pool's threads poll on the cores this one's need.
-
-Size: the CPUs this process may run on (``os.sched_getaffinity``) less the caller, or
-``TRACEJIT_POOL_THREADS`` (threads in all, the caller included). Workers stop at exit; a
-forked child starts threads of its own on the same code and slots (threads do not survive\nfork), so launch addresses taken before the fork stay valid.
+Size: the CPUs this process may use less the caller, or ``TRACEJIT_POOL_THREADS``. A
+forked child starts threads of its own on the same code and slots, so launch addresses
+stay valid.
 """
 from __future__ import annotations
 
@@ -46,10 +35,9 @@ _GEN, _DONE, _SLEEP, _STOP, _FN, _ARG = 0, 4, 8, 12, 16, 24
 _FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}   # SYS_futex
 _WAIT, _WAKE = 128, 129          # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
 
-# Pure polling rounds after a share (a few us: back-to-back launches), then polls with a
-# yield between them for about as long as a training step's launches are apart (~1 us each
-# here: ~16 ms): a futex wake-up per launch made the mlp2 eager step 1.37x slower, and a
-# worker that polls without yielding takes half a core from numba's threads beside it.
+# Pure polling rounds after a share, then polls with a yield between them for about as long
+# as a step's launches are apart: a futex wake-up per launch made the mlp2 eager step 1.37x
+# slower, and polling without yields takes half a core from numba's threads.
 SPIN = 1 << 12
 YIELDS = 1 << 14
 ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
