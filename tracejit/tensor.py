@@ -324,7 +324,8 @@ class Tensor:
 
     def item(self):
         if self.numel() != 1:
-            raise ValueError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
+            from .errors import ShapeError   # (RuntimeError as PyTorch's item, ValueError as its float)
+            raise ShapeError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
         return self._values().reshape(()).item()
 
     def tolist(self):
