@@ -88,3 +88,22 @@ def test_pure_forwards_and_tracejits_own_hooks_stay_compiled():
     c(tj.ones(4, 3))
     assert not msgs and c.cache_stats()["eager_fallbacks"] == 0
     np.testing.assert_allclose(c(tj.ones(4, 3)).detach().numpy(), m(tj.ones(4, 3)).detach().numpy(), rtol=1e-6)
+
+
+def test_a_print_runs_at_capture_and_says_compiled_calls_skip_it(capsys):
+    def f(x):
+        print("x is", tuple(x.shape))
+        return x * 2.0
+    for mk in (tj.compile, tj.trace, tj.script):
+        g = mk(f)
+        with pytest.warns(UserWarning, match=r"f: print\(\) at .*test_side_effects.py:\d+ ran once, while the "
+                                             r"function was captured; compiled calls do not run it") as seen:
+            out = g(tj.ones(3))
+        assert [w.filename for w in seen if "print()" in str(w.message)] == [__file__]   # the user's call
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            np.testing.assert_array_equal(g(tj.ones(3)).numpy(), out.numpy())   # a hit: no print, no warning
+        assert capsys.readouterr().out == "x is (3,)\n"
+        assert g.cache_stats()["eager_fallbacks"] == 0
+    import builtins
+    assert type(builtins.print).__name__ == "builtin_function_or_method"   # put back after the captures

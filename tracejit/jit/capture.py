@@ -30,6 +30,7 @@ from .ir import Graph, verify
 from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
+from .side_effects import printing_noted
 from .script import NoSource, convert
 from .tracer import TraceContext, Tracer
 
@@ -285,16 +286,22 @@ class Capture:
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn)
             try:
-                if self._bound_self is not None:
-                    out = fn(self._bound_self, *targs, **tkwargs)
-                else:
-                    out = fn(*targs, **tkwargs)
+                with printing_noted():
+                    if self._bound_self is not None:
+                        out = fn(self._bound_self, *targs, **tkwargs)
+                    else:
+                        out = fn(*targs, **tkwargs)
             except RecursionError as exc:
                 ctx.restore_attributes()
                 raise _recursion_error(self._mode, exc) from None
             except BaseException:
                 ctx.restore_attributes()   # a failed capture leaves no tracer in a module
                 raise
+            if ctx.effects.prints:
+                warnings.warn(f"{self.__name__}: print() at {', '.join(ctx.effects.prints)} ran once, while "
+                              f"the function was captured; compiled calls do not run it (print outside "
+                              f"the compiled function, or run this part under tracejit.eager())",
+                              UserWarning, stacklevel=user_stacklevel())
             effects = ctx.effects.found()
             if effects:
                 ctx.restore_attributes()

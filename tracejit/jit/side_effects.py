@@ -13,12 +13,19 @@ attributes are graph outputs written back per call, see tracer.py), lists, dicts
 sets read from module attributes or named by the function's globals and closure, and
 forward hooks that return nothing (they run for their effect; a hook that returns a new
 output is part of the graph). Hooks tracejit installs itself are marked ``_traceable``.
+
+``print()`` changes no state the program reads, so it does not refuse the capture: it
+runs once, while capturing, and `printing_noted` notes where, for one warning that
+compiled calls will not print.
 """
 from __future__ import annotations
 
+import builtins
+import contextlib
+import threading
 from typing import Any, Callable
 
-__all__ = ["EffectLog"]
+__all__ = ["EffectLog", "printing_noted"]
 
 _CONTAINERS = (list, dict, set)
 _MISSING = object()
@@ -32,6 +39,7 @@ class EffectLog:
         self.notes: list = []                 # descriptions, in order seen
         self._writes: dict = {}               # (id(obj), name) -> (obj, name, value before)
         self._watched: dict = {}              # id(container) -> (label, container, copy)
+        self.prints: list = []                # "file:line" of each print() the capture ran
 
     # ---- noting ------------------------------------------------------------------
     def attribute_write(self, obj: Any, name: str) -> None:
@@ -94,3 +102,38 @@ def _changed(now, before) -> bool:
     if isinstance(now, dict):
         return any(k not in before or now[k] is not before[k] for k in now)
     return now != before
+
+
+_print_lock = threading.Lock()
+_print_users = [0]            # captures running now (all threads): `builtins.print` is ours while > 0
+_builtin_print = builtins.print
+
+
+def _noting_print(*args, **kwargs):
+    from ..errors import user_location
+    from ..ops.eager import trace_state
+    ctx = trace_state.tracer
+    if ctx is not None:   # (this thread is capturing; other threads print as usual)
+        root = ctx._root()
+        loc = user_location()
+        where = f"{loc[0]}:{loc[1]}" if loc else "?"
+        if where not in root.effects.prints:
+            root.effects.prints.append(where)
+    return _builtin_print(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def printing_noted():
+    """Within: ``print()`` calls made by a capture on this thread are noted in its root
+    context's ``effects.prints`` (they still print)."""
+    with _print_lock:
+        _print_users[0] += 1
+        if _print_users[0] == 1 and builtins.print is _builtin_print:
+            builtins.print = _noting_print
+    try:
+        yield
+    finally:
+        with _print_lock:
+            _print_users[0] -= 1
+            if _print_users[0] == 0 and builtins.print is _noting_print:
+                builtins.print = _builtin_print
