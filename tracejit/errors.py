@@ -110,6 +110,37 @@ def not_a_tensor(op: str, value, exc: BaseException) -> "TypeError | None":
     return err
 
 
+def note_module_path(module, exc: BaseException) -> None:
+    """Called by each module an exception passes through, innermost first: keeps one note
+    on `exc` naming the submodule it came from by its path from the outermost module so
+    far (``raised in submodule enc.fc2 (Linear) of Net``), shown under the message in
+    the traceback. Only error paths pay for it."""
+    try:
+        chain = exc.__dict__.setdefault("_tracejit_modules", [])
+    except AttributeError:   # (an exception type without a __dict__)
+        return
+    if chain and chain[-1] is module:
+        return
+    chain.append(module)
+    if len(chain) < 2:
+        return
+    names = []
+    for child, parent in zip(chain, chain[1:]):
+        name = next((n for n, m in getattr(parent, "_modules", {}).items() if m is child), None)
+        if name is None:   # (called, not registered: a module kept in a plain list or passed in)
+            name = f"<{type(child).__name__}>"
+        names.append(name)
+    note = (f"raised in submodule {'.'.join(reversed(names))} ({type(chain[0]).__name__}) of "
+            f"{type(chain[-1]).__name__}")
+    notes = exc.__dict__.setdefault("__notes__", [])
+    old = exc.__dict__.get("_tracejit_note")
+    if old is not None and old in notes:
+        notes[notes.index(old)] = note
+    else:
+        notes.append(note)
+    exc._tracejit_note = note
+
+
 def user_frame(skip: int = 1):
     """The innermost stack frame outside the tracejit package: "the user's line"."""
     f = sys._getframe(skip)

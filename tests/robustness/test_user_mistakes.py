@@ -129,3 +129,40 @@ def test_error_types_are_pytorchs(case):
     with pytest.raises(ours, match=message) as info:
         call()
     assert isinstance(info.value, torch_type)
+
+
+class _Block(tj.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = tj.nn.Linear(8, 16)
+        self.fc2 = tj.nn.Linear(8, 4)   # (a mistake: fc1 gives 16 features)
+
+    def forward(self, x):
+        return self.fc2(tj.relu(self.fc1(x)))
+
+
+class _Net(tj.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = tj.nn.Sequential(tj.nn.Linear(8, 8), _Block())
+
+    def forward(self, x):
+        return self.enc(x)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_layer_error_names_the_submodule_path(compiled):
+    net = _Net()
+    run = tj.compile(net) if compiled else net
+    for _ in range(2):   # (the same note on a second failing call)
+        with pytest.raises(ShapeError, match=r"linear: input of shape \(2, 16\) does not match weight of shape "
+                                             r"\(4, 8\)") as info:
+            run(X(2, 8))
+        assert info.value.__notes__ == ["raised in submodule enc.1.fc2 (Linear) of _Net"]
+    seq = tj.compile(tj.nn.Sequential(tj.nn.Linear(3, 4), tj.nn.ReLU(), tj.nn.Linear(5, 1)))
+    with pytest.raises(ShapeError) as info:
+        seq(X(2, 3))
+    assert info.value.__notes__ == ["raised in submodule 2 (Linear) of Sequential"]
+    with pytest.raises(ShapeError) as info:   # one module: the message names the op already
+        tj.nn.Linear(3, 2)(X(2, 4))
+    assert not getattr(info.value, "__notes__", None)

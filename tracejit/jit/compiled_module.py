@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from ..errors import not_a_tensor
+from ..errors import not_a_tensor, note_module_path
 from ..nn.module import Module
 from .function import CompiledFunction
 from .module_guard import ModuleStateGuard
@@ -46,6 +46,7 @@ class CompiledModule(Module):
                 err = not_a_tensor(type(orig).__name__, args[0], exc)
                 if err is not None:
                     raise err from None
+            note_module_path(orig, exc)
             raise
 
     # the wrapped module's backward hook tables, as for the forward hooks above
