@@ -302,6 +302,11 @@ class Capture:
                               f"the function was captured; compiled calls do not run it (print outside "
                               f"the compiled function, or run this part under tracejit.eager())",
                               UserWarning, stacklevel=user_stacklevel())
+            if ctx.effects.values and not ctx.effects.active:
+                warnings.warn(f"{self.__name__}: {', '.join(ctx.effects.values)} ran once, while the "
+                              f"function was captured; compiled calls reuse the values returned then (pass "
+                              f"them in as arguments, or use tracejit's random ops)",
+                              UserWarning, stacklevel=user_stacklevel())
             effects = ctx.effects.found()
             if effects:
                 ctx.restore_attributes()
