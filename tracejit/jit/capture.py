@@ -31,6 +31,7 @@ from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
 from .side_effects import printing_noted
+from .value_snapshot import with_tensor_reads
 from .script import NoSource, convert
 from .tracer import TraceContext, Tracer
 
@@ -398,6 +399,7 @@ class Capture:
         if modules:
             from .module_guard import with_module_arguments
             extra = with_module_arguments(extra, modules, consts, ctx.state_writes, read)
+        extra = with_tensor_reads(extra, ctx.value_reads)
         decisions = list(ctx.decisions)
         autocast = _autocast.current()
         guard, src = build_guard(sdescs, const_descs, gm, extra,
