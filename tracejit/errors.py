@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "GraphFreedError",
+__all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "IndexRangeError",
+           "ValueRangeError", "GraphFreedError",
            "InplaceModifiedError", "TraceError", "ScriptError", "CompileError", "CheckMismatchError",
            "SerializationError", "user_frame"]
 
@@ -27,6 +28,16 @@ class DeviceMismatchError(TracejitError):
 
 class DTypeError(TracejitError, TypeError):
     """An operand has a dtype the op cannot take."""
+
+
+class IndexRangeError(TracejitError, IndexError):
+    """An index tensor holds an entry outside the dim it indexes (PyTorch raises an
+    IndexError for some ops and a RuntimeError for others, such as gather: this is both)."""
+
+
+class ValueRangeError(TracejitError, ValueError):
+    """A tensor holds values outside what the op accepts (binary_cross_entropy's
+    probabilities outside [0, 1]); a RuntimeError in PyTorch, a ValueError in numpy."""
 
 
 class GraphFreedError(TracejitError):
@@ -78,6 +89,56 @@ class LinAlgError(TracejitError):
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _OURS = (_PKG_DIR, "<tracejit")   # our files, and the code we generate
+
+
+def not_a_tensor(op: str, value, exc: BaseException) -> "TypeError | None":
+    """The TypeError for an op or built-in layer whose input `value` is not a tensor (a
+    numpy array, a nested list of numbers), or None when it is one (or a list of them). It
+    replaces the error `exc` the op met further in (``'list' object has no attribute
+    'ndim'``, a dtype message that names float32 twice), so it is built only after one;
+    None also when `exc` is such a TypeError already (the innermost op's names it best)."""
+    if getattr(exc, "not_a_tensor", False):
+        return None
+    if type(value).__module__ == "numpy" and hasattr(value, "shape"):
+        hint = "tracejit.from_numpy(a) shares its memory, tracejit.tensor(a) copies it"
+    elif isinstance(value, (list, tuple)) and value and not any(hasattr(x, "_data") for x in value):
+        hint = "tracejit.tensor(...) makes one from nested lists of numbers"
+    else:
+        return None
+    err = TypeError(f"{op}: expected the input to be a Tensor, got {type(value).__name__}; {hint}")
+    err.not_a_tensor = True
+    return err
+
+
+def note_module_path(module, exc: BaseException) -> None:
+    """Called by each module an exception passes through, innermost first: keeps one note
+    on `exc` naming the submodule it came from by its path from the outermost module so
+    far (``raised in submodule enc.fc2 (Linear) of Net``), shown under the message in
+    the traceback. Only error paths pay for it."""
+    try:
+        chain = exc.__dict__.setdefault("_tracejit_modules", [])
+    except AttributeError:   # (an exception type without a __dict__)
+        return
+    if chain and chain[-1] is module:
+        return
+    chain.append(module)
+    if len(chain) < 2:
+        return
+    names = []
+    for child, parent in zip(chain, chain[1:]):
+        name = next((n for n, m in getattr(parent, "_modules", {}).items() if m is child), None)
+        if name is None:   # (called, not registered: a module kept in a plain list or passed in)
+            name = f"<{type(child).__name__}>"
+        names.append(name)
+    note = (f"raised in submodule {'.'.join(reversed(names))} ({type(chain[0]).__name__}) of "
+            f"{type(chain[-1]).__name__}")
+    notes = exc.__dict__.setdefault("__notes__", [])
+    old = exc.__dict__.get("_tracejit_note")
+    if old is not None and old in notes:
+        notes[notes.index(old)] = note
+    else:
+        notes.append(note)
+    exc._tracejit_note = note
 
 
 def user_frame(skip: int = 1):

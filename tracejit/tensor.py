@@ -324,8 +324,14 @@ class Tensor:
 
     def item(self):
         if self.numel() != 1:
-            raise ValueError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
-        return self._values().reshape(()).item()
+            from .errors import ShapeError   # (RuntimeError as PyTorch's item, ValueError as its float)
+            raise ShapeError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
+        value = self._values().reshape(()).item()
+        if _eager._tracers_active and _eager.trace_state.tracer is not None:
+            # a capture is reading this (concrete) tensor's value into its graph: it must be
+            # guarded (jit/value_snapshot.py `TensorValueReads`)
+            _eager.trace_state.tracer.note_value_read(self, value)
+        return value
 
     def tolist(self):
         return self._values().tolist()
@@ -535,6 +541,7 @@ def _install_methods(holder: type) -> None:
 # ops/registry.py): ops and autograd import Tensor, defined above, at their tops; the
 # method groups need both, and install their methods on Tensor when imported.
 from . import ops as _ops  # noqa: E402
+from .ops import eager as _eager  # noqa: E402
 from . import tensor_inplace, tensor_operators  # noqa: E402,F401
 from . import tensor_compat  # noqa: E402,F401
 from .autograd import backward as _backward  # noqa: E402  (loaded by ops by now)

@@ -103,3 +103,49 @@ def test_print_of_a_tensor_prints_its_values_on_every_call(capsys):
                                                        "sum=8.0"]
     with pytest.raises(TraceError, match="printing a tensor"):
         tj.compile(f, fullgraph=True)(tj.ones(2))
+
+
+def test_a_print_runs_at_capture_and_says_compiled_calls_skip_it(capsys):
+    def f(x):
+        print("x is", tuple(x.shape))
+        return x * 2.0
+    for mk in (tj.compile, tj.trace, tj.script):
+        g = mk(f)
+        with pytest.warns(UserWarning, match=r"f: print\(\) at .*test_side_effects.py:\d+ ran once, while the "
+                                             r"function was captured; compiled calls do not run it") as seen:
+            out = g(tj.ones(3))
+        assert [w.filename for w in seen if "print()" in str(w.message)] == [__file__]   # the user's call
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            np.testing.assert_array_equal(g(tj.ones(3)).numpy(), out.numpy())   # a hit: no print, no warning
+        assert capsys.readouterr().out == "x is (3,)\n"
+        assert g.cache_stats()["eager_fallbacks"] == 0
+    import builtins
+    assert type(builtins.print).__name__ == "builtin_function_or_method"   # put back after the captures
+
+
+def test_python_random_and_clock_values_are_not_baked_in_silently():
+    import random
+    import time
+
+    def jitter(x):
+        return x * random.uniform(0.5, 1.5) + float(np.random.rand()) + (time.time() - time.time())
+    c = tj.compile(jitter)   # runs eagerly: a fresh value on every call, as eagerly
+    with pytest.warns(RuntimeWarning, match=r"runs eagerly from now on: .*it calls random.uniform\(\) at "
+                                            r".*test_side_effects.py:\d+, whose result a graph would keep; "
+                                            r"it calls numpy.random.rand\(\)"):
+        a = c(tj.ones(3))
+    b = c(tj.ones(3))
+    assert not np.allclose(a.numpy(), b.numpy())
+    assert c.cache_stats()["eager_fallbacks"] == 1
+    t = tj.trace(jitter)     # torch.jit.trace's meaning: the value is kept, and said so
+    with pytest.warns(UserWarning, match=r"jitter: random.uniform\(\) at .*, numpy.random.rand\(\) at .*, "
+                                         r"time.time\(\) at .* ran once, while the function was captured; "
+                                         r"compiled calls reuse the values returned then"):
+        a = t(tj.ones(3))
+    np.testing.assert_array_equal(t(tj.ones(3)).numpy(), a.numpy())
+    assert random.uniform.__self__ is random._inst and not hasattr(np.random.rand, "_tracejit_wrapper")
+    with warnings.catch_warnings():   # tracejit's own random ops are graph ops: no warning
+        warnings.simplefilter("error")
+        d = tj.compile(lambda x: tj.nn.functional.dropout(x, 0.5) + tj.randn(3))
+        assert not np.allclose(d(tj.ones(100, 3)).numpy(), d(tj.ones(100, 3)).numpy())

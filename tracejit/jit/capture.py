@@ -30,6 +30,8 @@ from .ir import Graph, verify
 from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
+from .side_effects import printing_noted
+from .value_snapshot import with_tensor_reads
 from .script import NoSource, convert
 from .tracer import TraceContext, Tracer
 
@@ -285,16 +287,27 @@ class Capture:
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn)
             try:
-                if self._bound_self is not None:
-                    out = fn(self._bound_self, *targs, **tkwargs)
-                else:
-                    out = fn(*targs, **tkwargs)
+                with printing_noted():
+                    if self._bound_self is not None:
+                        out = fn(self._bound_self, *targs, **tkwargs)
+                    else:
+                        out = fn(*targs, **tkwargs)
             except RecursionError as exc:
                 ctx.restore_attributes()
                 raise _recursion_error(self._mode, exc) from None
             except BaseException:
                 ctx.restore_attributes()   # a failed capture leaves no tracer in a module
                 raise
+            if ctx.effects.prints:
+                warnings.warn(f"{self.__name__}: print() at {', '.join(ctx.effects.prints)} ran once, while "
+                              f"the function was captured; compiled calls do not run it (print outside "
+                              f"the compiled function, or run this part under tracejit.eager())",
+                              UserWarning, stacklevel=user_stacklevel())
+            if ctx.effects.values and not ctx.effects.active:
+                warnings.warn(f"{self.__name__}: {', '.join(ctx.effects.values)} ran once, while the "
+                              f"function was captured; compiled calls reuse the values returned then (pass "
+                              f"them in as arguments, or use tracejit's random ops)",
+                              UserWarning, stacklevel=user_stacklevel())
             effects = ctx.effects.found()
             if effects:
                 ctx.restore_attributes()
@@ -386,6 +399,7 @@ class Capture:
         if modules:
             from .module_guard import with_module_arguments
             extra = with_module_arguments(extra, modules, consts, ctx.state_writes, read)
+        extra = with_tensor_reads(extra, ctx.value_reads)
         decisions = list(ctx.decisions)
         autocast = _autocast.current()
         guard, src = build_guard(sdescs, const_descs, gm, extra,

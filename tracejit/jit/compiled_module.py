@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 
+from ..errors import not_a_tensor, note_module_path
 from ..nn.module import Module
 from .function import CompiledFunction
 from .module_guard import ModuleStateGuard
@@ -37,7 +38,16 @@ class CompiledModule(Module):
     def __call__(self, *args, **kwargs):
         if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks:
             return Module.__call__(self, *args, **kwargs)   # the hooks, eagerly, around the forward
-        return self.forward(*args, **kwargs)
+        try:
+            return self.forward(*args, **kwargs)
+        except Exception as exc:
+            orig = self._orig_mod
+            if args and type(orig).__module__.startswith("tracejit."):   # a built-in layer
+                err = not_a_tensor(type(orig).__name__, args[0], exc)
+                if err is not None:
+                    raise err from None
+            note_module_path(orig, exc)
+            raise
 
     # the wrapped module's backward hook tables, as for the forward hooks above
     _backward_hooks = property(lambda self: self._orig_mod._backward_hooks)

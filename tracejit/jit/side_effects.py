@@ -13,12 +13,21 @@ attributes are graph outputs written back per call, see tracer.py), lists, dicts
 sets read from module attributes or named by the function's globals and closure, and
 forward hooks that return nothing (they run for their effect; a hook that returns a new
 output is part of the graph). Hooks tracejit installs itself are marked ``_traceable``.
+
+``print()`` changes no state the program reads, so it does not refuse the capture: it
+runs once, while capturing, and `printing_noted` notes where, for one warning that
+compiled calls will not print. A call of Python's or numpy's random or clock functions
+(``random.random()``, ``np.random.rand()``, ``time.time()``) gives a number the graph
+would keep: a capture that refuses effects refuses it too, and ``trace``/``script`` warn.
 """
 from __future__ import annotations
 
+import contextlib
+import sys
+import threading
 from typing import Any, Callable
 
-__all__ = ["EffectLog"]
+__all__ = ["EffectLog", "printing_noted"]
 
 _CONTAINERS = (list, dict, set)
 _MISSING = object()
@@ -32,6 +41,8 @@ class EffectLog:
         self.notes: list = []                 # descriptions, in order seen
         self._writes: dict = {}               # (id(obj), name) -> (obj, name, value before)
         self._watched: dict = {}              # id(container) -> (label, container, copy)
+        self.prints: list = []                # "file:line" of each print() the capture ran
+        self.values: list = []                # "random.random() at file:line": values a graph keeps
 
     # ---- noting ------------------------------------------------------------------
     def attribute_write(self, obj: Any, name: str) -> None:
@@ -70,7 +81,8 @@ class EffectLog:
         """Every effect of the capture so far (the containers changed included)."""
         changed = [f"it changes the {type(v).__name__} {label}" for label, v, before in self._watched.values()
                    if _changed(v, before)]
-        return self.notes + changed
+        values = [f"it calls {v}, whose result a graph would keep" for v in self.values] if self.active else []
+        return self.notes + changed + values
 
     def restore(self) -> None:
         """Put back what the capture changed (attributes, then container contents)."""
@@ -94,3 +106,68 @@ def _changed(now, before) -> bool:
     if isinstance(now, dict):
         return any(k not in before or now[k] is not before[k] for k in now)
     return now != before
+
+
+# Calls a capture runs once whose effect or value compiled calls would not repeat:
+# ``print`` ("print": it printed once) and the Python and numpy random and clock functions
+# ("value": the graph keeps the number it returned). Wrapped in their modules only while
+# some capture runs; a call bound before (``from random import random``) is not seen.
+_WATCHED = [("builtins", ("print",), "print"),
+            ("random", ("random", "uniform", "randint", "randrange", "choice", "choices", "gauss",
+                        "normalvariate", "shuffle", "sample", "betavariate", "expovariate",
+                        "triangular", "getrandbits"), "value"),
+            ("time", ("time", "time_ns", "perf_counter", "monotonic"), "value"),
+            ("numpy.random", ("rand", "randn", "random", "randint", "uniform", "normal", "choice",
+                              "permutation", "shuffle", "random_sample", "binomial", "poisson"), "value")]
+_lock = threading.Lock()
+_users = [0]              # captures running now (all threads): the wrappers are in place while > 0
+_originals: list = []     # (module, name, original, wrapper) while in place
+
+
+def _noting(label: str, kind: str, fn: Callable) -> Callable:
+    def call(*args, **kwargs):
+        from ..errors import _OURS
+        from ..ops.eager import trace_state
+        ctx = trace_state.tracer
+        caller = sys._getframe(1)
+        # (this thread is capturing, and the call is the user's code, not tracejit's own)
+        if ctx is not None and not caller.f_code.co_filename.startswith(_OURS):
+            root = ctx._root()
+            where = f"{caller.f_code.co_filename}:{caller.f_lineno}"
+            seen = root.effects.prints if kind == "print" else root.effects.values
+            note = where if kind == "print" else f"{label}() at {where}"
+            if note not in seen:
+                seen.append(note)
+        return fn(*args, **kwargs)
+    call._tracejit_wrapper = True
+    return call
+
+
+@contextlib.contextmanager
+def printing_noted():
+    """Within: the `_WATCHED` calls a capture on this thread makes are noted in its root
+    context's ``effects`` (``prints``, ``values``); they still run."""
+    import importlib
+    with _lock:
+        _users[0] += 1
+        if _users[0] == 1:
+            for modname, names, kind in _WATCHED:
+                mod = sys.modules.get(modname) or importlib.import_module(modname)
+                for name in names:
+                    fn = getattr(mod, name, None)
+                    if fn is None or getattr(fn, "_tracejit_wrapper", False):
+                        continue
+                    label = f"{modname}.{name}" if modname != "builtins" else name
+                    wrapper = _noting(label, kind, fn)
+                    setattr(mod, name, wrapper)
+                    _originals.append((mod, name, fn, wrapper))
+    try:
+        yield
+    finally:
+        with _lock:
+            _users[0] -= 1
+            if _users[0] == 0:
+                for mod, name, fn, wrapper in _originals:
+                    if getattr(mod, name, None) is wrapper:
+                        setattr(mod, name, fn)
+                _originals.clear()

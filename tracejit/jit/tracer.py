@@ -188,6 +188,7 @@ class TraceContext:
         self.buffer_writes: dict = {}   # id(tensor) -> [tensor, Var of its new value]
         self.attr_writes: dict = {}     # (id(obj), name) -> [obj, name, value before capture]
         self.effects = EffectLog()      # Python state the code changes (side_effects.py)
+        self.value_reads: list = []     # (concrete tensor, value, "file:line") read by Python (root)
         self.const_names: Optional[dict] = None  # id(tensor) -> name (a module's parameter names)
         self.capture_grad = True  # the grad mode the graph will run under (root context)
         # Source location given to the equations recorded while set (the backward pass
@@ -520,6 +521,14 @@ class TraceContext:
             out_atoms.append(self.atom(now))
         self.attr_writes.clear()
         return writes
+
+    def note_value_read(self, t, value) -> None:
+        """A concrete tensor's value became a Python number during the capture: guarded."""
+        from ..errors import user_location
+        root = self._root()
+        if not any(r[0] is t for r in root.value_reads):
+            loc = user_location()
+            root.value_reads.append((t, value, f"{loc[0]}:{loc[1]}" if loc else "?"))
 
     def restore_attributes(self) -> None:
         """After a failed capture: put back what the trace set."""

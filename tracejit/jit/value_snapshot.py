@@ -179,3 +179,42 @@ def unchanged(w: tuple, v) -> bool:
         if type(v) is snap[2] and vars(v) == a:
             return True
     return differs(snap, v) is None
+
+class TensorValueReads:
+    """The values of concrete tensors (a global, a buffer) that Python read during a capture
+    (``scale.item()``, ``float(self.t)``, ``if flag:``) and the graph keeps as constants:
+    a call after one of them changed in place (``scale.fill_(3.0)``) must capture again,
+    as eagerly it would read the new value. Each is one-element and read again per call."""
+
+    def __init__(self, reads: list):
+        self.reads = reads      # [(tensor, value read, "file:line")]
+
+    def _now(self, t):
+        return t._values().reshape(()).item()
+
+    def __call__(self) -> bool:
+        from .scalars import same_number
+        for t, v, _ in self.reads:
+            now = self._now(t)
+            if now is not v and not same_number(now, v):
+                return False
+        return True
+
+    def text(self) -> str:
+        return "; ".join(f"the tensor read at {w} holds {v!r}" for _, v, w in self.reads)
+
+    def describe(self) -> list:
+        from .scalars import same_number
+        return [f"the value of the tensor read as a Python number at {w} changed: {v!r} -> {self._now(t)!r}"
+                for t, v, w in self.reads if not same_number(self._now(t), v)]
+
+
+def with_tensor_reads(check, reads: list):
+    """`check` (an entry's extra guard, or None), also checking `reads` (`TensorValueReads`)."""
+    if not reads:
+        return check
+    mine = TensorValueReads(reads)
+    if check is None:
+        return mine
+    from .module_guard import _AllChecks
+    return _AllChecks([check, mine])

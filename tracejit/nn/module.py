@@ -15,6 +15,7 @@ from typing import Callable, Iterator
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..device import as_device
+from ..errors import not_a_tensor, note_module_path
 from ..formats import check_memory_format
 from ..ops.eager import trace_state as _trace_state
 from ..tensor import Tensor
@@ -136,7 +137,15 @@ class Module(BackwardHooks, StateDict):
         call = None
         if self._backward_hooks or self._backward_pre_hooks:
             call, args = hook_inputs(self, args)
-        out = self.forward(*args, **kwargs)
+        try:
+            out = self.forward(*args, **kwargs)
+        except Exception as exc:
+            if args and type(self).__module__.startswith("tracejit."):   # a built-in layer
+                err = not_a_tensor(type(self).__name__, args[0], exc)
+                if err is not None:
+                    raise err from None
+            note_module_path(self, exc)
+            raise
         if self._forward_hooks:
             for hook in list(self._forward_hooks.values()):
                 if _trace_state.tracer is not None:

@@ -25,6 +25,7 @@ import functools
 import threading
 
 from .. import dtypes as _dt
+from ..errors import not_a_tensor
 
 __all__ = ["STATE", "ENTERED", "current", "lower", "fp32", "promote", "POLICIES", "set_state"]
 
@@ -72,7 +73,13 @@ def _policy(kind: str, retype):
         @functools.wraps(fn)
         def wrapped(*args, **kwargs):
             if not ENTERED[0]:
-                return fn(*args, **kwargs)
+                try:
+                    return fn(*args, **kwargs)
+                except Exception as exc:
+                    err = not_a_tensor(fn.__name__, args[0], exc) if args else None
+                    if err is not None:
+                        raise err from None
+                    raise
             dt = STATE.dtype
             if dt is None:
                 return fn(*args, **kwargs)

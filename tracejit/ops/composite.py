@@ -21,6 +21,7 @@ from . import layer_norm_prim as _ln_prim
 from . import cross_entropy_prim as _ce_prim
 from . import one_hot_prim as _one_hot_prim
 from .indexing import gather, getitem, in_range
+from .value_checks_prim import in_unit_interval
 from .linalg import matmul
 from .random import rand_like
 from .eager import bind, trace_state
@@ -124,7 +125,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     if max_norm is not None or scale_grad_by_freq:
         return _embedding_options(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
     if not input.dtype.is_integer:
-        raise TypeError(f"embedding: indices must be an integer tensor, got {input.dtype.name}")
+        raise DTypeError(f"embedding: indices must be an integer tensor, got {input.dtype.name}")
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {tuple(weight.shape)}")
     input = in_range(input, weight.shape[0], "embedding")
@@ -157,19 +158,9 @@ def _embedding_options(input, weight, padding_idx, max_norm, norm_type, scale_gr
     return out
 
 
-def _check_unit_interval(op, t, name):
-    """Eagerly (data is known) reject values outside [0, 1], as PyTorch does."""
-    if trace_state.tracer is not None or t.numel() == 0:
-        return
-    lo, hi = float(t._data.min()), float(t._data.max())
-    if not (0.0 <= lo and hi <= 1.0):  # also catches nan
-        raise ValueError(f"{op}: all elements of {name} should be between 0 and 1, got values in "
-                         f"[{lo}, {hi}]")
-
-
 def one_hot(tensor, num_classes: int = -1):
     if not tensor.dtype.is_integer:
-        raise TypeError(f"one_hot: expected an integer tensor, got {tensor.dtype.name}")
+        raise DTypeError(f"one_hot: expected an integer tensor, got {tensor.dtype.name}")
     if num_classes < 0:
         num_classes = int(amax(tensor).item()) + 1 if tensor.numel() else 0
     return bind(_one_hot_prim.ONE_HOT, tensor, num_classes=int(num_classes))
@@ -445,7 +436,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
     if target.dtype.is_floating_point:  # class probabilities
         if tuple(input.shape) != tuple(target.shape) and target.ndim == input.ndim - 1:
             # Shaped like class indices: the dtype, not the shape, is what is wrong.
-            raise TypeError(f"cross_entropy: target of shape {tuple(target.shape)} holds class indices "
+            raise DTypeError(f"cross_entropy: target of shape {tuple(target.shape)} holds class indices "
                             f"but has dtype {target.dtype.name}; class-index targets must be an integer "
                             f"tensor (int64, as PyTorch expects, or int32), e.g. target.long(). "
                             f"Floating targets are class probabilities of the input's shape "
@@ -521,8 +512,8 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
     if not target.dtype.is_floating_point:
         raise TypeError(f"binary_cross_entropy: target must be a floating point tensor of probabilities "
                         f"like the input ({input.dtype.name}), got {target.dtype.name}; use target.float()")
-    _check_unit_interval("binary_cross_entropy", input, "input")
-    _check_unit_interval("binary_cross_entropy", target, "target")
+    input = in_unit_interval(input, "binary_cross_entropy", "input")
+    target = in_unit_interval(target, "binary_cross_entropy", "target")
     loss = bind(BCE_TERMS, input, target)
     if weight is not None:
         loss = loss * weight

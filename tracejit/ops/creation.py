@@ -14,6 +14,7 @@ import numpy as np
 from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
+from ..errors import ShapeError
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_state
@@ -155,7 +156,7 @@ def _size(size):
             raise TypeError(f"size must be a sequence of ints, got {d!r}")
         if isinstance(d, numbers.Integral):
             if d < 0:
-                raise ValueError(f"negative dimension {d} in size {tuple(size)}")
+                raise ShapeError(f"negative dimension {d} in size {tuple(size)}")
             d = int(d)
         out.append(d)
     return tuple(out)

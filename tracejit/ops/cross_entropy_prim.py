@@ -47,7 +47,8 @@ def check_range(t: np.ndarray, valid: np.ndarray, c: int) -> None:
     if bad.any():
         v = t[bad]
         lo = int(v.min())
-        raise IndexError(f"nll_loss: index {lo if lo < 0 else int(v.max())} is out of range for size {c}")
+        from ..errors import IndexRangeError
+        raise IndexRangeError(f"nll_loss: index {lo if lo < 0 else int(v.max())} is out of range for size {c}")
 
 
 def _rows(x: np.ndarray, t: np.ndarray, ignore_index: int):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, IndexRangeError, ShapeError
 from ..shapes import normalize_dim
 from . import creation
 from .registry import Aval, defprim
@@ -16,7 +16,7 @@ def _gather_rule(a, index, dim):
         raise ShapeError(f"gather: index rank {index.ndim} must equal input rank {a.ndim} "
                          f"(input {a.shape}, index {index.shape})")
     if not index.dtype.is_integer:
-        raise IndexError(f"gather: index must be an integer tensor, got {index.dtype.name}")
+        raise IndexRangeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
     return Aval(index.shape, a.dtype, a.device)
 
 
@@ -24,7 +24,7 @@ def _gather_impl(xp, a, index, dim):
     n = a.shape[dim]
     if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
         bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
-        raise IndexError(f"gather: index {bad} is out of range for dim {dim} of size {n}")
+        raise IndexRangeError(f"gather: index {bad} is out of range for dim {dim} of size {n}")
     if xp is np:
         rows = _row_index(index, dim, a.shape)
         if rows is not None:   # the index repeats one vector across the other dims
@@ -89,7 +89,7 @@ def _scatter_add_rule(a, index, src, dim):
     if not (index.shape == src.shape):
         raise ShapeError(f"scatter_add: index shape {index.shape} must equal src shape {src.shape}")
     if not index.dtype.is_integer:
-        raise IndexError(f"scatter_add: index must be an integer tensor, got {index.dtype.name}")
+        raise IndexRangeError(f"scatter_add: index must be an integer tensor, got {index.dtype.name}")
     if src.dtype is not a.dtype:
         raise DTypeError(f"scatter_add: src dtype {src.dtype.name} must match self dtype {a.dtype.name}")
     if index.ndim != a.ndim:
@@ -102,7 +102,7 @@ def _scatter_add_impl(xp, a, index, src, dim):
     n = a.shape[dim]
     if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
         bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
-        raise IndexError(f"scatter_add: index {bad} is out of range for dim {dim} of size {n}")
+        raise IndexRangeError(f"scatter_add: index {bad} is out of range for dim {dim} of size {n}")
     out = a.copy()
     if xp is np and index.size and _fits(index, dim, a.shape):
         # np.add.at over one flat array is numpy's fast form (10x the n-d one for 100k

@@ -13,7 +13,7 @@ from operator import itemgetter
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError, TraceError
+from ..errors import IndexRangeError, ShapeError, TraceError
 from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
@@ -483,7 +483,7 @@ def _in_range_impl(xp, index, *, size, op):
     if index.size:
         lo, hi = int(index.min()), int(index.max())
         if lo < 0 or hi >= size:
-            raise IndexError(f"{op}: index {lo if lo < 0 else hi} is out of range for size {size}")
+            raise IndexRangeError(f"{op}: index {lo if lo < 0 else hi} is out of range for size {size}")
     return index.view()
 
 

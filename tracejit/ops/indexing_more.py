@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import IndexRangeError, ShapeError
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
@@ -149,7 +149,7 @@ def _scatter_extreme_rule(a, index, src, *, dim, reduce, include_self):
     if tuple(index.shape) != tuple(src.shape):
         raise ShapeError(f"scatter_reduce: index shape {index.shape} must equal src shape {src.shape}")
     if not index.dtype.is_integer:
-        raise IndexError(f"scatter_reduce: index must be an integer tensor, got {index.dtype.name}")
+        raise IndexRangeError(f"scatter_reduce: index must be an integer tensor, got {index.dtype.name}")
     if index.ndim != a.ndim:
         raise ShapeError(f"scatter_reduce: index rank {index.ndim} must equal self rank {a.ndim}")
     if any(n > a.shape[d] for d, n in enumerate(index.shape) if d != dim):
@@ -164,7 +164,7 @@ def _scatter_extreme_impl(xp, a, index, src, *, dim, reduce, include_self):
     n = a.shape[dim]
     if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
         bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
-        raise IndexError(f"scatter_reduce: index {bad} is out of range for dim {dim} of size {n}")
+        raise IndexRangeError(f"scatter_reduce: index {bad} is out of range for dim {dim} of size {n}")
     out = xp.array(a, copy=True, order="C")
     if not index.size:
         return out

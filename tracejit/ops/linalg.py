@@ -294,6 +294,8 @@ def mm(a, b):
         return _sparse_mm(a, b)
     if a.ndim != 2 or b.ndim != 2:
         raise ShapeError(f"mm: expected 2-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if _eager.trace_state.tracer is not None:   # (a capture records MATMUL past the plans' checks)
+        _check_inner("mm", a, b)
     return _MM(a, b)
 
 
@@ -301,6 +303,8 @@ def mm(a, b):
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise ShapeError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if _eager.trace_state.tracer is not None:   # (a capture records MATMUL past the plans' checks)
+        _check_batch("bmm", a, b)
     return _BMM(a, b)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
+from ..errors import DTypeError
 from .indexing import _in_range_impl
 from .registry import Aval, defprim
 
@@ -16,7 +17,7 @@ __all__ = ["ONE_HOT"]
 
 def _one_hot_rule(index, *, num_classes):
     if not index.dtype.is_integer:
-        raise TypeError(f"one_hot: expected an integer tensor, got {index.dtype.name}")
+        raise DTypeError(f"one_hot: expected an integer tensor, got {index.dtype.name}")
     return Aval(tuple(index.shape) + (num_classes,), _dt.int64, index.device)
 
 

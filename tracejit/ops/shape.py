@@ -312,7 +312,11 @@ def reshape_as(a, other):
 
 
 def _permute_params(a, dims):
-    dims = tuple(normalize_dim(d, a.ndim, "permute") for d in _shape_args(dims))
+    dims = tuple(_shape_args(dims))
+    if len(dims) != a.ndim:
+        raise ShapeError(f"permute: the order {dims} names {len(dims)} dims, but the tensor of shape "
+                         f"{tuple(a.shape)} has {a.ndim}")
+    dims = tuple(normalize_dim(d, a.ndim, "permute") for d in dims)
     return _IDENTITY if dims == tuple(range(a.ndim)) else dims
 
 

@@ -1,0 +1,61 @@
+"""A concrete tensor's value read as a Python number during a capture (``scale.item()``,
+``float(self.t)``, ``if self.flag:``) is guarded: changed in place later, the next call
+captures again with the new value, as eager code would read it, and says why."""
+import numpy as np
+
+import tracejit as tj
+
+SCALE = tj.tensor(2.0)
+
+
+def _scaled(x):
+    return x * SCALE.item()
+
+
+class _Buffers(tj.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("t", tj.tensor(1.0))
+        self.register_buffer("on", tj.tensor(True))
+
+    def forward(self, x):
+        return x / float(self.t) if self.on else x - 1.0
+
+
+def test_a_global_tensor_read_as_a_number_is_not_stale():
+    f = tj.compile(_scaled)
+    np.testing.assert_array_equal(f(tj.ones(2)).numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(f(tj.ones(2)).numpy(), [2.0, 2.0])
+    assert f.cache_stats()["compiles"] == 1   # unchanged: a hit
+    try:
+        SCALE.fill_(3.0)
+        np.testing.assert_array_equal(f(tj.ones(2)).numpy(), [3.0, 3.0])   # was 2.0: stale
+        st = f.cache_stats()
+        assert st["compiles"] == 2
+        assert st["recompile_reasons"] == [
+            f"the value of the tensor read as a Python number at {__file__}:12 changed: 2.0 -> 3.0"]
+    finally:
+        SCALE.fill_(2.0)
+
+
+def test_a_buffer_read_as_a_number_or_a_truth_value_is_not_stale():
+    m = _Buffers()
+    c = tj.compile(m)
+    x = tj.ones(2)
+    np.testing.assert_array_equal(c(x).numpy(), [1.0, 1.0])
+    with tj.no_grad():
+        m.t.fill_(4.0)
+    np.testing.assert_array_equal(c(x).numpy(), m(x).numpy())
+    np.testing.assert_array_equal(c(x).numpy(), [0.25, 0.25])
+    with tj.no_grad():
+        m.on.fill_(False)
+    np.testing.assert_array_equal(c(x).numpy(), [0.0, 0.0])
+    assert "changed: True -> False" in c.cache_stats()["recompile_reasons"][-1]
+    assert c.cache_stats()["compiles"] == 3
+
+
+def test_a_constant_made_inside_the_function_captures_once():
+    g = tj.compile(lambda x: x * tj.tensor(3.0).item())
+    for _ in range(3):
+        np.testing.assert_array_equal(g(tj.ones(2)).numpy(), [3.0, 3.0])
+    assert g.cache_stats()["compiles"] == 1
