@@ -311,6 +311,7 @@ class Capture:
                 else:
                     if type(o).__name__ == "Unbound":   # returned, but bound on one path only
                         raise o.error(" and returned from the function")
+                    _specialize_sizes(o)   # a returned size is the call's, not the capture's
                     out_leaves.append(("static", o))
             mutations = []
             for i, v0 in orig_vars:
@@ -412,6 +413,17 @@ class Capture:
         return executor_for(self._compiler, graph, grad_mode=gm, name=self.__name__,
                             compile_mode=self._compile_mode, lock=self._lock, owner=self,
                             check=check)
+
+
+def _specialize_sizes(value) -> None:
+    """Make the symbolic dims in a returned Python value (``x.shape``, ``x.size(0)``)
+    concrete: the capture then runs again with those dims static, so each size gets its
+    own entry instead of replaying the first call's."""
+    if isinstance(value, Sym):
+        int(value)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _specialize_sizes(v)
 
 
 def _verifier(graph: Graph, opt: Graph):
