@@ -389,9 +389,10 @@ class Capture:
             extra = with_module_arguments(extra, modules, consts, ctx.state_writes, read)
         decisions = list(ctx.decisions)
         autocast = _autocast.current()
+        default_dtype = _dt.get_default_dtype()
         guard, src = build_guard(sdescs, const_descs, gm, extra,
                                  decisions=make_check(decisions) if decisions else None,
-                                 compiled=False, autocast=autocast)   # (compiled at its first call: Entry)
+                                 compiled=False, autocast=autocast, default_dtype=default_dtype)   # (compiled at its first call: Entry)
         if decisions:
             names = [d.name for d in sdescs]
             src += "".join(f"# and {d.text(names)}\n" for d in decisions)
@@ -400,7 +401,7 @@ class Capture:
         executor = self._make_executor(opt, gm, _verifier(graph, opt))
         entry = Entry(sdescs, consts, const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes,
-                      autocast=autocast)
+                      autocast=autocast, default_dtype=default_dtype)
         executor.attach(entry)  # a background compile replaces the entry's executor later
         return entry
 
