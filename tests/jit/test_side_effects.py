@@ -88,3 +88,39 @@ def test_pure_forwards_and_tracejits_own_hooks_stay_compiled():
     c(tj.ones(4, 3))
     assert not msgs and c.cache_stats()["eager_fallbacks"] == 0
     np.testing.assert_allclose(c(tj.ones(4, 3)).detach().numpy(), m(tj.ones(4, 3)).detach().numpy(), rtol=1e-6)
+
+
+P = nn.Parameter(tj.ones(2))
+
+
+def _reseed(x):
+    tj.manual_seed(0)
+    return x + tj.rand(2)
+
+
+def _set_grad(x):
+    P.grad = x * 2
+    return x
+
+
+def _set_data(x):
+    P.data = x * 2
+    return x
+
+
+@pytest.mark.parametrize("fn, state", [(_reseed, None), (_set_grad, lambda: P.grad),
+                                       (_set_data, lambda: P.data)])
+def test_direct_writes_to_outside_state_happen_on_every_call(fn, state):
+    # Reseeding, .grad and .data change state that no graph output carries: the function
+    # runs eagerly, so a second call repeats them instead of replaying without them.
+    cf = tj.compile(fn)
+    with pytest.warns(RuntimeWarning, match="outside the graph"):
+        cf(tj.zeros(2))
+    for k in (1.0, 3.0):
+        got = cf(tj.full((2,), k))
+        got = got if state is None else state()
+        want = fn(tj.full((2,), k))
+        want = want if state is None else state()
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    with pytest.raises(TraceError, match="outside the graph"):
+        tj.compile(fn, fullgraph=True)(tj.zeros(2))

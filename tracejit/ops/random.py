@@ -15,6 +15,7 @@ from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import as_device
 from .creation import _bind_creation, _size
+from .eager import refuse_effect
 from .registry import Aval, defprim
 
 __all__ = ["manual_seed", "seed", "drawing_from", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
@@ -29,6 +30,7 @@ def manual_seed(seed: int):
     global _gen
     if not isinstance(seed, (int, np.integer)):
         raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
+    refuse_effect("manual_seed reseeds the generators")
     _gen = np.random.default_rng(int(seed))
     _cuda_seed[0] = int(seed)
     import sys
@@ -94,6 +96,7 @@ def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng", _dev
 
 
 def set_rng_state(state) -> None:
+    refuse_effect("set_rng_state sets the generator's state")
     _gen.bit_generator.state = state
 
 
