@@ -88,6 +88,8 @@ class Tensor:
                     f"assigned grad has {value.dtype.name}{list(value.shape)} on {value.device}, but the "
                     f"tensor is {self.dtype.name}{list(self.shape)} on {self.device}: a gradient must "
                     f"match its tensor's shape, dtype and device")
+        if self._data is not None:   # (a tensor from outside a function being captured)
+            _refuse_effect("setting .grad changes a gradient")
         self._grad = value
 
     @property
@@ -288,6 +290,7 @@ class Tensor:
 
     @data.setter
     def data(self, value: "Tensor") -> None:
+        _refuse_effect("setting .data replaces a tensor's memory")
         self._data = value._data
         self.dtype = value.dtype
         self.device = value.device
@@ -542,6 +545,7 @@ def _install_methods(holder: type) -> None:
 # method groups need both, and install their methods on Tensor when imported.
 from . import ops as _ops  # noqa: E402
 from .ops import eager as _eager  # noqa: E402
+from .ops.eager import refuse_effect as _refuse_effect  # noqa: E402
 from . import tensor_inplace, tensor_operators  # noqa: E402,F401
 from . import tensor_compat  # noqa: E402,F401
 from .autograd import backward as _backward  # noqa: E402  (loaded by ops by now)

@@ -149,3 +149,39 @@ def test_python_random_and_clock_values_are_not_baked_in_silently():
         warnings.simplefilter("error")
         d = tj.compile(lambda x: tj.nn.functional.dropout(x, 0.5) + tj.randn(3))
         assert not np.allclose(d(tj.ones(100, 3)).numpy(), d(tj.ones(100, 3)).numpy())
+
+
+P = nn.Parameter(tj.ones(2))
+
+
+def _reseed(x):
+    tj.manual_seed(0)
+    return x + tj.rand(2)
+
+
+def _set_grad(x):
+    P.grad = x * 2
+    return x
+
+
+def _set_data(x):
+    P.data = x * 2
+    return x
+
+
+@pytest.mark.parametrize("fn, state", [(_reseed, None), (_set_grad, lambda: P.grad),
+                                       (_set_data, lambda: P.data)])
+def test_direct_writes_to_outside_state_happen_on_every_call(fn, state):
+    # Reseeding, .grad and .data change state that no graph output carries: the function
+    # runs eagerly, so a second call repeats them instead of replaying without them.
+    cf = tj.compile(fn)
+    with pytest.warns(RuntimeWarning, match="outside the graph"):
+        cf(tj.zeros(2))
+    for k in (1.0, 3.0):
+        got = cf(tj.full((2,), k))
+        got = got if state is None else state()
+        want = fn(tj.full((2,), k))
+        want = want if state is None else state()
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    with pytest.raises(TraceError, match="outside the graph"):
+        tj.compile(fn, fullgraph=True)(tj.zeros(2))

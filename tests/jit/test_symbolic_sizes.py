@@ -87,3 +87,10 @@ def test_a_symbolic_capture_that_fails_is_not_tried_again():
     # the second call tries symbolic once and captures static; later calls never try again
     assert seen == ["int", "Sym", "int", "int", "int"]
     assert cf.cache_stats()["dynamic_dims"] == []
+
+
+def test_a_returned_size_is_the_calls_not_the_first_captures():
+    cf = tj.trace(lambda x: (x.sum(), x.shape, x.size(0)), compiler="interpret")
+    for b in (2, 3, 4, 5):
+        _, shape, n = cf(tj.ones(b, 3))
+        assert tuple(shape) == (b, 3) and n == b and type(n) is int

@@ -494,3 +494,19 @@ def test_dict_keys_of_equal_value_but_other_type_are_other_entries():
     assert cf({1.0: x}).dtype == tj.float32
     assert cf({True: x}).dtype == tj.int64
     assert cf.cache_stats()["compiles"] == 3
+
+
+def test_a_changed_default_dtype_is_no_stale_capture():
+    def f(x):
+        return x.sum() + tj.zeros(3).sum() + tj.tensor(1.5)
+
+    cf = tj.trace(f, compiler="interpret")
+    x = tj.ones(2)
+    try:
+        for dt in (tj.float32, tj.float64, tj.float32):
+            tj.set_default_dtype(dt)
+            got, want = cf(x), f(x)
+            assert got.dtype is want.dtype and got.item() == want.item() == 3.5
+    finally:
+        tj.set_default_dtype(tj.float32)
+    assert cf.cache_stats()["entries"] == 2

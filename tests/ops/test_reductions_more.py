@@ -56,3 +56,36 @@ def test_any_and_all_of_uint8_give_uint8_as_pytorch():
         assert [o.dtype for o in outs] == [m.uint8] * 5
         assert [o.tolist() for o in outs] == [1, 0, [1, 1], [[0, 1]], 1]
     assert tj.tensor([0, 2]).any().dtype == tj.bool
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin", "mode"])
+def test_value_index_scans_take_inputs_that_require_grad(op):
+    a = np.array([[1.0, 2.0, 3.0], [2.0, 2.0, 1.0]])
+    x, xt = tj.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    got, ref = getattr(tj, op)(x, 1), getattr(torch, op)(xt, 1)
+    np.testing.assert_array_equal(got.values.detach().numpy(), ref.values.detach().numpy())
+    np.testing.assert_array_equal(got.indices.numpy(), ref.indices.numpy())
+    w = np.arange(got.values.numel(), dtype=np.float64).reshape(tuple(got.values.shape))
+    (got.values * tj.tensor(w)).sum().backward()
+    (ref.values * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.kthvalue(x, 1, -1), lambda m, x: m.nanmedian(x, -1, keepdim=True),
+    lambda m, x: m.median(x, 0), lambda m, x: m.cummax(x, 0), lambda m, x: m.cummin(x, -1),
+    lambda m, x: m.mode(x, 0)])
+def test_value_index_ops_on_a_0d_tensor(call):
+    got, ref = call(tj, tj.tensor(2.5)), call(torch, torch.tensor(2.5))
+    assert tuple(got.values.shape) == tuple(ref.values.shape) == ()
+    assert got.values.item() == ref.values.item() and got.indices.item() == ref.indices.item()
+
+
+@pytest.mark.parametrize("op", ["var_mean", "std_mean"])
+def test_moments_keep_all_dims_for_dim_none(op):
+    a = np.arange(6.0).reshape(2, 3)
+    got = getattr(tj, op)(tj.tensor(a), keepdim=True)
+    ref = getattr(torch, op)(torch.tensor(a), keepdim=True)
+    for g, r in zip(got, ref):
+        assert tuple(g.shape) == tuple(r.shape) == (1, 1)
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-12)

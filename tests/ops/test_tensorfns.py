@@ -159,3 +159,11 @@ def test_topk_with_nan_empty_and_whole_dim():
     want = _stable_order(np.nan_to_num(big, nan=np.inf), 1, True)[:, :3]   # NaN as the largest
     np.testing.assert_array_equal(i, want)
     assert i[2, 0] == 4000
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int16", "bool"])
+def test_cumprod_of_a_0d_integer_tensor_is_int64(dtype):
+    torch = pytest.importorskip("torch")
+    got = tj.cumprod(tj.tensor(3, dtype=getattr(tj, dtype)), 0)
+    ref = torch.cumprod(torch.tensor(3, dtype=getattr(torch, dtype)), 0)
+    assert got.dtype is tj.int64 and ref.dtype is torch.int64 and got.item() == ref.item()

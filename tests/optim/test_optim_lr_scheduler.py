@@ -63,3 +63,36 @@ def test_scheduler_state_dict():
     s2 = lr_scheduler.StepLR(opt2, step_size=2, gamma=0.5)
     s2.load_state_dict(sd)
     assert s2.last_epoch == 3
+
+
+def _lr_trace(lib, make, scenario):
+    p = lib.nn.Parameter(lib.zeros(2))
+    opt = lib.optim.SGD([p], lr=0.1)
+    sched = make(lib, opt)
+    if scenario == "chained":
+        sched = lib.optim.lr_scheduler.ChainedScheduler([sched, lib.optim.lr_scheduler.ExponentialLR(opt, 0.8)])
+    lrs = []
+    for epoch in range(12):
+        opt.step()
+        sched.step()
+        if scenario == "set by hand" and epoch == 5:
+            opt.param_groups[0]["lr"] *= 0.5
+        if scenario == "reloaded" and epoch == 5:
+            state, sched_state = opt.state_dict(), sched.state_dict()
+            opt = lib.optim.SGD([p], lr=0.1)
+            opt.load_state_dict(state)
+            sched = make(lib, opt)
+            sched.load_state_dict(sched_state)
+        lrs.append(opt.param_groups[0]["lr"])
+    return lrs
+
+
+@pytest.mark.parametrize("scenario", ["chained", "set by hand", "reloaded"])
+@pytest.mark.parametrize("make", [
+    lambda m, o: m.optim.lr_scheduler.MultiStepLR(o, milestones=[2, 4, 4], gamma=0.5),
+    lambda m, o: m.optim.lr_scheduler.CosineAnnealingLR(o, T_max=5, eta_min=0.001)],
+    ids=["MultiStepLR", "CosineAnnealingLR"])
+def test_schedules_scale_the_current_lr_as_pytorch(make, scenario):
+    torch = pytest.importorskip("torch")
+    got, ref = _lr_trace(tj, make, scenario), _lr_trace(torch, make, scenario)
+    assert got == pytest.approx(ref, rel=1e-12)

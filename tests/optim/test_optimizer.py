@@ -33,3 +33,42 @@ def test_foreach_gives_the_same_steps_as_pytorch():
             opt.step()
         out.append(p.detach().numpy())
     np.testing.assert_allclose(out[0], out[1], rtol=1e-12)
+
+
+def _steps(compiled: bool, body) -> list:
+    p = tj.nn.Parameter(tj.tensor([1.0, 2.0]))
+    opt = tj.optim.SGD([p], lr=0.1, momentum=0.9)
+    fn = tj.compile(lambda: body(p, opt)) if compiled else (lambda: body(p, opt))
+    seen = []
+    for _ in range(4):
+        (p * p).sum().backward()
+        fn()
+        seen.append((p.detach().numpy().tolist(), None if p.grad is None else p.grad.numpy().tolist()))
+    return seen
+
+
+def _step(p, opt):
+    opt.step()
+
+
+def _zero(p, opt):
+    opt.step()
+    opt.zero_grad()
+
+
+def _zero_in_place(p, opt):
+    opt.zero_grad(set_to_none=False)
+
+
+def _clip(p, opt):
+    tj.nn.utils.clip_grad_value_([p], 0.5)
+    opt.step()
+
+
+@pytest.mark.parametrize("body", [_step, _zero, _zero_in_place, _clip])
+def test_a_compiled_step_or_zero_grad_acts_on_every_call(body):
+    # They change parameters, state and gradients outside the graph: a replay of the
+    # capture would skip them, so the compiled function runs them eagerly.
+    with pytest.warns(RuntimeWarning, match="outside the graph"):
+        got = _steps(True, body)
+    assert got == _steps(False, body)

@@ -324,6 +324,7 @@ class Capture:
                 else:
                     if type(o).__name__ == "Unbound":   # returned, but bound on one path only
                         raise o.error(" and returned from the function")
+                    _specialize_sizes(o)   # a returned size is the call's, not the capture's
                     out_leaves.append(("static", o))
             mutations = []
             for i, v0 in orig_vars:
@@ -402,9 +403,10 @@ class Capture:
         extra = with_tensor_reads(extra, ctx.value_reads)
         decisions = list(ctx.decisions)
         autocast = _autocast.current()
+        default_dtype = _dt.get_default_dtype()
         guard, src = build_guard(sdescs, const_descs, gm, extra,
                                  decisions=make_check(decisions) if decisions else None,
-                                 compiled=False, autocast=autocast)   # (compiled at its first call: Entry)
+                                 compiled=False, autocast=autocast, default_dtype=default_dtype)   # (compiled at its first call: Entry)
         if decisions:
             names = [d.name for d in sdescs]
             src += "".join(f"# and {d.text(names)}\n" for d in decisions)
@@ -413,7 +415,7 @@ class Capture:
         executor = self._make_executor(opt, gm, _verifier(graph, opt))
         entry = Entry(sdescs, consts, const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes,
-                      autocast=autocast)
+                      autocast=autocast, default_dtype=default_dtype)
         executor.attach(entry)  # a background compile replaces the entry's executor later
         return entry
 
@@ -426,6 +428,17 @@ class Capture:
         return executor_for(self._compiler, graph, grad_mode=gm, name=self.__name__,
                             compile_mode=self._compile_mode, lock=self._lock, owner=self,
                             check=check)
+
+
+def _specialize_sizes(value) -> None:
+    """Make the symbolic dims in a returned Python value (``x.shape``, ``x.size(0)``)
+    concrete: the capture then runs again with those dims static, so each size gets its
+    own entry instead of replaying the first call's."""
+    if isinstance(value, Sym):
+        int(value)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _specialize_sizes(v)
 
 
 def _verifier(graph: Graph, opt: Graph):

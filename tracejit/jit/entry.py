@@ -28,9 +28,10 @@ class Entry:
 
     def __init__(self, descs, const_tensors, const_descs, grad_mode, graph, opt_graph, out_spec,
                  out_leaves, mutations, guard, guard_src, executor, extra=None, decisions=(),
-                 state_writes=(), autocast=None):
+                 state_writes=(), autocast=None, default_dtype=None):
         self.extra = extra
         self.autocast = autocast   # the autocast dtype of the capture (None: off), guarded
+        self.default_dtype = default_dtype   # get_default_dtype() at capture, guarded
         # module state the function updates: ("buffer", tensor, k) copies graph output k into
         # the tensor's memory; ("attr", obj, name, k) sets the attribute to output k
         self.state_writes = list(state_writes)
@@ -104,7 +105,8 @@ class Entry:
             names["ALIASED"] = self.aliased
             body = ["    if ALIASED(L):", "        return NO"] + body
         hit, _ = build_guard(self.descs, self.const_descs, self.grad_mode, self.extra, on_pass=(body, names),
-                             decisions=self._decided, autocast=self.autocast)
+                             decisions=self._decided, autocast=self.autocast,
+                             default_dtype=self.default_dtype)
         return hit
 
     def _first_guard(self, L, C, gm):

@@ -50,7 +50,7 @@ MISS = object()  # what a hit function returns when its guard fails
 
 
 def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_pass=None,
-                decisions=None, compiled: bool = True, autocast=None):
+                decisions=None, compiled: bool = True, autocast=None, default_dtype=None):
     """Return (guard(leaves, consts, grad_mode) -> bool, source).
 
     ``compiled=False``: the guard as a `PendingGuard`, its source compiled at its first
@@ -58,7 +58,9 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
 
     ``autocast`` is the autocast dtype the capture ran under (None: off): a call under
     another state misses, so entering autocast captures again and leaving it hits the
-    float32 entry (one list read while no autocast context is active).
+    float32 entry (one list read while no autocast context is active). ``default_dtype``
+    is `get_default_dtype()` at capture (None: not checked): what ``tj.zeros(3)`` and
+    Python floats became there.
 
     ``decisions`` is a ``check(leaves) -> bool`` for the Python decisions capture took on
     runtime scalar arguments (see `scalars`), run after the leaves' own checks.
@@ -70,9 +72,10 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
     in one generated function keep a cache hit to one Python call.
     """
     # Every failed check does ``return NO``: False for a guard, MISS for a hit function.
+    from .. import dtypes as _dt
     from ..ops import autocast as _ac
     g: dict = {"EXTRA": extra, "DECIDED": decisions, "NO": False if on_pass is None else MISS,
-               "ACN": _ac.ENTERED, "ACS": _ac.STATE, "ACK": autocast}
+               "ACN": _ac.ENTERED, "ACS": _ac.STATE, "ACK": autocast, "DT": _dt, "KDF": default_dtype}
     if on_pass is not None:
         g.update(on_pass[1])
     head = "def hit(L, gm):" if on_pass is not None else "def guard(L, C, gm):"
@@ -80,8 +83,10 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
              f"    if gm is not {grad_mode!r}:",
              "        return NO",
              "    if (ACS.dtype if ACN[0] else None) is not ACK:",
-             "        return NO",
-             "    try:"]
+             "        return NO"]
+    if default_dtype is not None:
+        lines += ["    if DT._default_float is not KDF:", "        return NO"]
+    lines += ["    try:"]
     seen: set = set()
 
     def tensor_checks(expr, i, d, tag):

@@ -5,7 +5,7 @@ import operator
 from collections import OrderedDict
 from typing import Iterable, Iterator
 
-from .module import Module
+from .module import Module, state_epoch
 from .parameter import Parameter
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList"]
@@ -20,7 +20,9 @@ def _index(idx, n: int, what: str) -> int:
 
 def _renumber(container: Module, items: list) -> None:
     """Register `items` under the keys "0".."n-1", in order (PyTorch's numbering after a
-    deletion or insertion)."""
+    deletion or insertion). Moves the module state epoch, as a setattr does, so compiled
+    modules look at their tree again."""
+    state_epoch[0] += 1
     container._modules.clear()
     for i, m in enumerate(items):
         container._modules[str(i)] = m
@@ -150,6 +152,7 @@ class _DictContainer(Module):
         return self._d()[key]
 
     def __delitem__(self, key: str) -> None:
+        state_epoch[0] += 1   # (a compiled module's guard looks at the tree again)
         del self._d()[key]
 
     def __len__(self) -> int:
@@ -171,9 +174,11 @@ class _DictContainer(Module):
         return self._d().values()
 
     def pop(self, key: str):
+        state_epoch[0] += 1
         return self._d().pop(key)
 
     def clear(self) -> None:
+        state_epoch[0] += 1
         self._d().clear()
 
     def update(self, items) -> None:

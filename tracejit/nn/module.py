@@ -17,7 +17,7 @@ from ..autograd.grad_mode import no_grad
 from ..device import as_device
 from ..errors import not_a_tensor, note_module_path
 from ..formats import check_memory_format
-from ..ops.eager import trace_state as _trace_state
+from ..ops.eager import refuse_effect, trace_state as _trace_state
 from ..tensor import Tensor
 from .module_hooks import BackwardHooks, hook_inputs, hook_outputs
 from .module_state import StateDict
@@ -543,6 +543,7 @@ def _zero_grad(p: Tensor, set_to_none: bool) -> None:
     if set_to_none:
         p.grad = None
         return
+    refuse_effect("zero_grad(set_to_none=False) zeroes gradients in place")
     g = p.grad
     if g.grad_fn is not None:
         g.detach_()

@@ -531,6 +531,18 @@ from . import bf16_eager as _bf16  # noqa: E402
 from . import complex_ops as _cx  # noqa: E402
 
 
+def refuse_effect(what: str, owner=None) -> None:
+    """Raise TraceError under a tracer: `what` (a method of `owner`'s class, if given)
+    changes concrete state (a parameter's array, a gradient) directly, which a replay of
+    the captured graph would not repeat."""
+    if trace_state.tracer is not None:
+        from ..errors import TraceError
+        if owner is not None:
+            what = f"{type(owner).__name__}.{what}"
+        raise TraceError(f"{what} outside the graph, so it cannot be traced (a compiled call would "
+                         f"skip it); call it outside the compiled function or use tracejit.eager")
+
+
 def refuse_tracing(op: str, reads: str) -> None:
     """Raise TraceError under a tracer: `op` reads `reads` as values (index arrays, lengths)
     to build constants, which a captured graph would freeze at the traced call's values."""

@@ -15,6 +15,7 @@ from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import as_device
 from .creation import _bind_creation, _size
+from .eager import refuse_effect
 from .registry import Aval, defprim
 
 __all__ = ["manual_seed", "seed", "drawing_from", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
@@ -31,6 +32,7 @@ def manual_seed(seed):
     global _gen
     from ..generator import default_generator, seed_value
     s = seed_value(seed)
+    refuse_effect("manual_seed reseeds the generators")
     _gen = np.random.default_rng(s)
     _cuda_seed[0] = s
     import sys
@@ -114,6 +116,7 @@ def fork_rng(devices=None, enabled: bool = True, _caller: str = "fork_rng", _dev
 
 def set_rng_state(state) -> None:
     from ..generator import unpack_state
+    refuse_effect("set_rng_state sets the generator's state")
     _gen.bit_generator.state = unpack_state(state)
 
 

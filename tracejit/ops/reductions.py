@@ -4,6 +4,7 @@ from __future__ import annotations
 import builtins
 import functools
 import math
+from collections import namedtuple
 
 import numpy as np
 
@@ -242,7 +243,10 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     dims = _dims(a, dim, "var")
     n = _count(a, dims)
     d = a - sum_(a, dims, True) / n   # the mean, over dims var normalized already
-    return sum_(d * d, dims, keepdim) / (n - correction)
+    divisor = n - correction
+    if isinstance(n, int) or correction > 1:   # (a symbolic n is at least 2)
+        divisor = builtins.max(divisor, 0)   # PyTorch's max(0, N - correction)
+    return sum_(d * d, dims, keepdim) / divisor
 
 
 def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
@@ -258,16 +262,11 @@ def amin(a, dim=None, keepdim: bool = False):
     return bind(AMIN, a, dims=_dims(a, dim, "amin"), keepdim=keepdim)
 
 
-class ValuesIndices(tuple):
-    """(values, indices), like torch.return_types.max / sort / topk."""
+class ValuesIndices(namedtuple("ValuesIndices", ["values", "indices"])):
+    """(values, indices), like torch.return_types.max / sort / topk; a namedtuple, so a
+    compiled function returns it rebuilt around its results."""
 
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
+    __slots__ = ()
 
 
 def max(a, dim=None, keepdim: bool = False):
@@ -275,7 +274,7 @@ def max(a, dim=None, keepdim: bool = False):
         return maximum(a, dim)
     if dim is None:
         return amax(a)
-    return ValuesIndices((amax(a, dim, keepdim), argmax(a, dim, keepdim)))
+    return ValuesIndices(amax(a, dim, keepdim), argmax(a, dim, keepdim))
 
 
 def min(a, dim=None, keepdim: bool = False):
@@ -283,16 +282,20 @@ def min(a, dim=None, keepdim: bool = False):
         return minimum(a, dim)
     if dim is None:
         return amin(a)
-    return ValuesIndices((amin(a, dim, keepdim), argmin(a, dim, keepdim)))
+    return ValuesIndices(amin(a, dim, keepdim), argmin(a, dim, keepdim))
 
 
 def argmax(a, dim=None, keepdim: bool = False):
     d = None if dim is None else normalize_dim(dim, a.ndim, "argmax")
+    if a.ndim == 0:   # (a 0-d result with or without keepdim, as PyTorch's)
+        d = None
     return bind(ARGMAX, a, dim=d, keepdim=keepdim)
 
 
 def argmin(a, dim=None, keepdim: bool = False):
     d = None if dim is None else normalize_dim(dim, a.ndim, "argmin")
+    if a.ndim == 0:   # (a 0-d result with or without keepdim, as PyTorch's)
+        d = None
     return bind(ARGMIN, a, dim=d, keepdim=keepdim)
 
 

@@ -36,8 +36,11 @@ _MinMax = namedtuple("aminmax", ["min", "max"])
 
 def _pick(input, dim, k, keepdim):
     """The k-th smallest along dim (0-based), with its index (PyTorch's median/kthvalue)."""
+    if input.ndim == 0:
+        normalize_dim(dim, 0, "kthvalue")
+        return _ValuesIndices(input.clone(), tensor(0, device=input.device))
     vals, idx = sort(input, dim)
-    d = normalize_dim(dim, input.ndim, "kthvalue") if input.ndim else 0
+    d = normalize_dim(dim, input.ndim, "kthvalue")
     v = narrow(vals, d, k, 1)
     i = narrow(idx, d, k, 1)
     if not keepdim:
@@ -50,7 +53,7 @@ def median(input, dim=None, keepdim: bool = False):
     if dim is None:
         flat = reshape(input, (-1,))
         return _pick(flat, 0, (flat.shape[0] - 1) // 2, False).values
-    n = input.shape[normalize_dim(dim, input.ndim, "median")]
+    n = input.shape[normalize_dim(dim, input.ndim, "median")] if input.ndim else 1
     return _pick(input, dim, (n - 1) // 2, keepdim)
 
 
@@ -61,6 +64,8 @@ def nanmedian(input, dim=None, keepdim: bool = False):
         k = int((~isnan(flat)).sum())
         return _pick(flat, 0, max((k - 1) // 2, 0), False).values
     d = normalize_dim(dim, input.ndim, "nanmedian")
+    if input.ndim == 0:
+        return _ValuesIndices(input.clone(), tensor(0, device=input.device))
     vals, idx = sort(input, d)
     count = _sum(cast(~isnan(input), _dt.int64), d, keepdim=True)
     pos = where(count > 0, (count - 1) // 2, 0)
@@ -71,7 +76,7 @@ def nanmedian(input, dim=None, keepdim: bool = False):
 
 
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
-    n = input.shape[normalize_dim(dim, input.ndim, "kthvalue")]
+    n = input.shape[normalize_dim(dim, input.ndim, "kthvalue")] if input.ndim else 1
     if not 1 <= k <= n:
         raise IndexError(f"kthvalue: k ({k}) must be in [1, {n}]")
     return _pick(input, dim, k - 1, keepdim)
@@ -82,7 +87,7 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     last occurrence, as PyTorch returns them."""
     refuse_tracing("mode", "its input")
     d = normalize_dim(dim, input.ndim, "mode") if input.ndim else 0
-    v = np.moveaxis(input.numpy(), d, -1) if input.ndim else input.numpy().reshape(1)
+    v = np.moveaxis(input.detach().numpy(), d, -1) if input.ndim else input.detach().numpy().reshape(1)
     rows = v.reshape(-1, v.shape[-1]) if v.shape[-1] else v.reshape(0, 0)
     picks = np.zeros(rows.shape[0], np.int64)
     for r, row in enumerate(rows):
@@ -192,7 +197,7 @@ def var_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=N
     if unbiased is not None:
         correction = 1 if unbiased else 0
     v = var(input, dim, correction=correction, keepdim=keepdim)
-    m = mean(input, dim, keepdim=keepdim) if dim is not None else mean(input)
+    m = mean(input, dim, keepdim=keepdim)
     return v, m
 
 
@@ -200,7 +205,7 @@ def std_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=N
     if unbiased is not None:
         correction = 1 if unbiased else 0
     s = std(input, dim, correction=correction, keepdim=keepdim)
-    m = mean(input, dim, keepdim=keepdim) if dim is not None else mean(input)
+    m = mean(input, dim, keepdim=keepdim)
     return s, m
 
 
@@ -214,10 +219,9 @@ def _cum_extreme(input, dim, better, name):
     """Running max/min along dim with the index of its last occurrence (as PyTorch)."""
     refuse_tracing(name, "its input")
     d = normalize_dim(dim, input.ndim, name)
-    if input.ndim == 0:   # the element itself, at index 0
-        got = _cum_extreme(reshape(input, (1,)), 0, better, name)
-        return _ValuesIndices(reshape(got[0], ()), reshape(got[1], ()))
-    a = np.moveaxis(input.numpy(), d, -1)
+    if input.ndim == 0:
+        return _ValuesIndices(input.clone(), tensor(0, device=input.device))
+    a = np.moveaxis(input.detach().numpy(), d, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
     best = a[..., :1].copy()
     best_i = np.zeros(a.shape[:-1] + (1,), dtype=np.int64)

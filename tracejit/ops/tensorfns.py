@@ -112,10 +112,10 @@ def argsort(a, dim: int = -1, descending: bool = False, stable: bool = False):
 def sort(a, dim: int = -1, descending: bool = False, stable: bool = False):
     """(values, indices) of `a` sorted along `dim`; gradients flow to the values."""
     if a.ndim == 0:
-        return ValuesIndices((a, argsort(a)))
+        return ValuesIndices(a, argsort(a))
     d = normalize_dim(dim, a.ndim, "sort")
     idx = argsort(a, d, descending)
-    return ValuesIndices((gather(a, d, idx), idx))
+    return ValuesIndices(gather(a, d, idx), idx)
 
 
 def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
@@ -125,9 +125,9 @@ def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     if not 0 <= int(k) <= n:
         raise ShapeError(f"topk: k ({k}) is out of range for dim {dim} of size {n}")
     if a.ndim == 0:
-        return ValuesIndices((a, argsort(a)))
+        return ValuesIndices(a, argsort(a))
     idx = bind(ARGSORT, a, dim=d, descending=bool(largest), stable=True, k=int(k))
-    return ValuesIndices((gather(a, d, idx), idx))
+    return ValuesIndices(gather(a, d, idx), idx)
 
 
 # ---------------------------------------------------------------- multinomial
@@ -223,5 +223,5 @@ def cumprod(a, dim: int, *, dtype=None):
         a = cast(a, dtype)
     if a.ndim == 0:
         from .shape import clone
-        return clone(a)
+        return clone(a) if a.dtype.differentiable else clone(a).to(_dt.int64)
     return bind(CUMPROD, a, dim=normalize_dim(dim, a.ndim, "cumprod"))

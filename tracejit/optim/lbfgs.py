@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..autograd.grad_mode import enable_grad
+from ..ops.eager import refuse_effect
 from .optimizer import Optimizer, _check_number
 
 __all__ = ["LBFGS"]
@@ -163,6 +164,7 @@ class LBFGS(Optimizer):
             p._vbox[0] += 1
 
     def step(self, closure: Callable | None = None):
+        refuse_effect("LBFGS.step updates the parameters and its state")
         if closure is None:
             raise RuntimeError("LBFGS.step requires a closure that reevaluates the model and returns the loss")
         group = self.param_groups[0]

@@ -29,7 +29,9 @@ class LRScheduler:
                                    f"resuming an optimizer (last_epoch={last_epoch})")
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._is_initial = True   # (the constructor's step keeps the groups' lrs, as PyTorch's)
         self.step()
+        self._is_initial = False
 
     def get_lr(self) -> list[float]:
         raise NotImplementedError
@@ -89,10 +91,14 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
+        # Scales the current lrs, as PyTorch's chainable form: a chained schedule, a
+        # reloaded state or a hand-set lr carries on from the lr it finds.
+        k = self.milestones.count(self.last_epoch)
+        return [g["lr"] * self.gamma ** k if k else g["lr"] for g in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
         k = bisect_right(self.milestones, self.last_epoch)
         return [base * self.gamma ** k for base in self.base_lrs]
-
-    _get_closed_form_lr = get_lr
 
 
 class ExponentialLR(LRScheduler):
@@ -155,10 +161,19 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
+        # PyTorch's recursive (chainable) form: each step rescales the current lr.
+        groups, e, t, lo = self.optimizer.param_groups, self.last_epoch, self.T_max, self.eta_min
+        if self._is_initial:
+            return [g["lr"] for g in groups]
+        if (e - 1 - t) % (2 * t) == 0:
+            return [g["lr"] + (base - lo) * (1 - math.cos(math.pi / t)) / 2
+                    for base, g in zip(self.base_lrs, groups)]
+        ratio = (1 + math.cos(math.pi * e / t)) / (1 + math.cos(math.pi * (e - 1) / t))
+        return [ratio * (g["lr"] - lo) + lo for g in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
         c = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * c for base in self.base_lrs]
-
-    _get_closed_form_lr = get_lr
 
 
 _LRScheduler = LRScheduler   # PyTorch's older name, kept there as an alias

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad
+from ..ops.eager import refuse_effect
 from ..tensor import Tensor
 
 __all__ = ["Optimizer"]
@@ -139,6 +140,7 @@ class Optimizer:
 
     def step(self, closure: Callable[[], Any] | None = None):
         """One update of every parameter that has a gradient; returns closure's loss if given."""
+        refuse_effect("step updates the parameters and its state", self)
         loss = None
         if closure is not None:
             with enable_grad():

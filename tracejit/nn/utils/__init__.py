@@ -7,6 +7,7 @@ import math
 from typing import Iterable
 
 from ...autograd.grad_mode import no_grad
+from ...ops.eager import refuse_effect
 from ...tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
@@ -51,6 +52,7 @@ def clip_grad_value_(parameters: Iterable[Tensor] | Tensor, clip_value: float,
 
     ``foreach`` (PyTorch's multi-tensor switch) is accepted and ignored, as in clip_grad_norm_."""
     clip_value = float(clip_value)
+    refuse_effect("clip_grad_value_ clips the gradients in place")
     for g in _grads(parameters):
         xp = g._xp()
         xp.clip(g._data, -clip_value, clip_value, out=g._data)
@@ -99,6 +101,7 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
 
 def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None) -> None:
     """Scale the gradients by max_norm / (total_norm + 1e-6) where that is below 1."""
+    refuse_effect("clip_grads_with_norm_ scales the gradients in place")
     coef = min(float(max_norm) / (float(total_norm) + 1e-6), 1.0)
     if coef < 1.0:
         for g in _grads(parameters):

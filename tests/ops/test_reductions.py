@@ -1,0 +1,42 @@
+"""Reductions of tracejit/ops/reductions.py against PyTorch where edge cases meet:
+(values, indices) results from compiled functions, 0-d inputs with a dim, and var's
+divisor when the correction exceeds the count."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch", reason="compares with PyTorch")
+
+
+@pytest.mark.parametrize("op", ["max", "min", "sort", "topk"])
+def test_compiled_values_indices_hold_tensors(op):
+    call = {"max": lambda m, x: m.max(x, -1), "min": lambda m, x: m.min(x, 0),
+            "sort": lambda m, x: m.sort(x, 1), "topk": lambda m, x: m.topk(x, 2)}[op]
+    a = np.array([[1.0, 3.0, 2.0], [4.0, 0.0, 5.0]])
+    cf = tj.compile(lambda x: call(tj, x))
+    ref = call(torch, torch.tensor(a))
+    for _ in range(2):
+        got = cf(tj.tensor(a))
+        assert isinstance(got.values, tj.Tensor) and isinstance(got.indices, tj.Tensor)
+        np.testing.assert_array_equal(got.values.numpy(), ref.values.numpy())
+        np.testing.assert_array_equal(got.indices.numpy(), ref.indices.numpy())
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_reduction_of_a_0d_tensor_with_keepdim_is_0d(op):
+    for dim in (0, -1, None):
+        got = getattr(tj, op)(tj.tensor(3.0), dim, keepdim=True)
+        ref = getattr(torch, op)(torch.tensor(3.0), dim, keepdim=True)
+        assert tuple(got.shape) == tuple(ref.shape) == ()
+    assert tuple(tj.max(tj.tensor(3.0), 0, keepdim=True).indices.shape) == ()
+
+
+@pytest.mark.parametrize("n, correction", [(0, 1), (2, 3), (1, 2), (3, 4)])
+def test_var_divides_by_at_least_zero(n, correction):
+    a = np.arange(n, dtype=np.float64) * 1.5
+    got = tj.var(tj.tensor(a), correction=correction)
+    ref = torch.var(torch.tensor(a), correction=correction)
+    np.testing.assert_array_equal(got.numpy(), ref.numpy())   # nan or +inf, not -0 or -inf
+    got = tj.std(tj.tensor(a), correction=correction)
+    np.testing.assert_array_equal(got.numpy(), torch.std(torch.tensor(a), correction=correction).numpy())
