@@ -59,7 +59,7 @@ def _call_out(fn, name, args, kwargs, out):
     if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
         if not isinstance(out, (tuple, list)) or len(out) != len(result):
             raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors")
-        return type(result)(_write(o, r, name) for o, r in zip(out, result))
+        return type(result)(*(_write(o, r, name) for o, r in zip(out, result)))
     return _write(out, result, name)
 
 

@@ -8,6 +8,7 @@ input itself (a view), and its gradient passes through unchanged.
 """
 from __future__ import annotations
 
+from .. import bf16 as _bf16
 from ..errors import ValueRangeError
 from .registry import Aval, defprim
 
@@ -20,7 +21,8 @@ def _same_rule(x, *, op, name):
 
 def _unit_impl(xp, x, *, op, name):
     if x.size:
-        lo, hi = float(x.min()), float(x.max())
+        vals = _bf16.to_float32(x) if _bf16.is_storage(x) else x   # bf16 words: their values
+        lo, hi = float(vals.min()), float(vals.max())
         if not (0.0 <= lo and hi <= 1.0):   # (a nan fails both tests)
             raise ValueRangeError(f"{op}: all elements of {name} should be between 0 and 1, got values in "
                                   f"[{lo}, {hi}]")
