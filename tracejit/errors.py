@@ -110,6 +110,17 @@ def not_a_tensor(op: str, value, exc: BaseException) -> "TypeError | None":
     return err
 
 
+def explain_module_error(module, args: tuple, exc: BaseException) -> None:
+    """A module call that raised `exc`: raises the not-a-tensor TypeError in its place
+    when a built-in layer's first input is no tensor, else notes the module's path on
+    `exc` for the caller to re-raise."""
+    if args and type(module).__module__.startswith("tracejit."):   # a built-in layer
+        err = not_a_tensor(type(module).__name__, args[0], exc)
+        if err is not None:
+            raise err from None
+    note_module_path(module, exc)
+
+
 def note_module_path(module, exc: BaseException) -> None:
     """Called by each module an exception passes through, innermost first: keeps one note
     on `exc` naming the submodule it came from by its path from the outermost module so

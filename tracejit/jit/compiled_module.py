@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 
-from ..errors import not_a_tensor, note_module_path
+from ..errors import explain_module_error
 from ..nn.module import Module
 from .function import CompiledFunction
 from .module_guard import ModuleStateGuard
@@ -41,12 +41,7 @@ class CompiledModule(Module):
         try:
             return self.forward(*args, **kwargs)
         except Exception as exc:
-            orig = self._orig_mod
-            if args and type(orig).__module__.startswith("tracejit."):   # a built-in layer
-                err = not_a_tensor(type(orig).__name__, args[0], exc)
-                if err is not None:
-                    raise err from None
-            note_module_path(orig, exc)
+            explain_module_error(self._orig_mod, args, exc)
             raise
 
     # the wrapped module's backward hook tables, as for the forward hooks above

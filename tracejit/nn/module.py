@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..device import as_device
-from ..errors import not_a_tensor, note_module_path
+from ..errors import explain_module_error
 from ..formats import check_memory_format
 from ..ops.eager import refuse_effect, trace_state as _trace_state
 from ..tensor import Tensor
@@ -140,11 +140,7 @@ class Module(BackwardHooks, StateDict):
         try:
             out = self.forward(*args, **kwargs)
         except Exception as exc:
-            if args and type(self).__module__.startswith("tracejit."):   # a built-in layer
-                err = not_a_tensor(type(self).__name__, args[0], exc)
-                if err is not None:
-                    raise err from None
-            note_module_path(self, exc)
+            explain_module_error(self, args, exc)
             raise
         if self._forward_hooks:
             for hook in list(self._forward_hooks.values()):
