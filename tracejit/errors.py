@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "IndexRangeError",
+__all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "UnsupportedDTypeError", "IndexRangeError",
            "ValueRangeError", "GraphFreedError",
            "InplaceModifiedError", "TraceError", "ScriptError", "CompileError", "CheckMismatchError",
            "SerializationError", "user_frame"]
@@ -28,6 +28,20 @@ class DeviceMismatchError(TracejitError):
 
 class DTypeError(TracejitError, TypeError):
     """An operand has a dtype the op cannot take."""
+
+
+class UnsupportedDTypeError(DTypeError, NotImplementedError):
+    """The op has no implementation for an operand's dtype (integer logits to
+    cross_entropy): a NotImplementedError in PyTorch ("... not implemented for 'Long'")."""
+
+
+def expect_floating(op: str, name: str, t) -> None:
+    """Raise UnsupportedDTypeError naming argument `name` of `op` unless tensor `t` is
+    floating point (or complex): the float-only ops would otherwise compute on integers."""
+    dt = t.dtype
+    if not (dt.is_floating_point or dt.is_complex):
+        raise UnsupportedDTypeError(f"{op}: expected {name} to be a floating point tensor, got "
+                                    f"{dt.name}; cast it with {name}.float()")
 
 
 class IndexRangeError(TracejitError, IndexError):

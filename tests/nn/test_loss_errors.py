@@ -70,3 +70,43 @@ def test_binary_cross_entropy_gradient_at_saturated_inputs_is_pytorchs():
     c = tj.tensor(x, requires_grad=True)
     tj.compile(lambda p: tj.nn.functional.binary_cross_entropy(p, tj.tensor(t)))(c).backward()
     np.testing.assert_allclose(c.grad.numpy(), b.grad.numpy(), rtol=1e-5)
+
+
+LOSSES_OF_INTEGERS = {
+    "cross_entropy": lambda F, x, t, y: F.cross_entropy(x, t),
+    "cross_entropy_none": lambda F, x, t, y: F.cross_entropy(x, t, reduction="none"),
+    "nll_loss": lambda F, x, t, y: F.nll_loss(x, t),
+    "log_softmax": lambda F, x, t, y: F.log_softmax(x, 1),
+    "softmax": lambda F, x, t, y: F.softmax(x, 1),
+    "mse_loss_none": lambda F, x, t, y: F.mse_loss(x, y, reduction="none"),
+    "smooth_l1_loss": lambda F, x, t, y: F.smooth_l1_loss(x, y),
+    "huber_loss": lambda F, x, t, y: F.huber_loss(x, y),
+    "kl_div": lambda F, x, t, y: F.kl_div(x, y, reduction="sum"),
+    "bce_with_logits": lambda F, x, t, y: F.binary_cross_entropy_with_logits(x, y),
+    "soft_margin_loss": lambda F, x, t, y: F.soft_margin_loss(x, y),
+    "multilabel_soft_margin_loss": lambda F, x, t, y: F.multilabel_soft_margin_loss(x, y),
+    "multi_margin_loss": lambda F, x, t, y: F.multi_margin_loss(x, t),
+    "multilabel_margin_loss": lambda F, x, t, y: F.multilabel_margin_loss(x, y),
+    "gaussian_nll_loss": lambda F, x, t, y: F.gaussian_nll_loss(x, y, y),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES_OF_INTEGERS))
+@pytest.mark.parametrize("compiled", [False, True])
+def test_float_only_losses_refuse_integer_input_like_pytorch(name, compiled):
+    torch = pytest.importorskip("torch")
+    call = LOSSES_OF_INTEGERS[name]
+    tx = torch.ones(2, 3, dtype=torch.int64)
+    with pytest.raises(RuntimeError) as want:
+        call(torch.nn.functional, tx, torch.tensor([0, 1]), tx)
+    fn = lambda x, t, y: call(F, x, t, y)   # noqa: E731
+    x = tj.ones(2, 3, dtype=tj.int64)
+    with pytest.raises(RuntimeError, match="input|int64") as got:
+        (tj.compile(fn) if compiled else fn)(x, tj.tensor([0, 1]), x)
+    # the same kind as PyTorch's (its NotImplementedError "... not implemented for 'Long'")
+    assert isinstance(got.value, type(want.value)), (got.value, want.value)
+
+
+def test_integer_logits_with_a_float_dtype_are_fine():
+    x = tj.tensor([[1, 2, 3]])
+    assert abs(F.log_softmax(x, 1, dtype=tj.float32).exp().sum().item() - 1.0) < 1e-6

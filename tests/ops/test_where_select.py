@@ -61,3 +61,24 @@ def test_clamp_at_zero_bits_equal_numpy_where(dtype, bounds):
     assert got.dtype == want.dtype
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
     assert tj.tensor(np.array(-0.0, dtype)).clamp(min=0).numpy().tobytes() == np.array(-0.0, dtype).tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_where_refuses_non_bool_condition_like_pytorch(dtype):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="condition"):
+        torch.where(torch.ones(3, dtype=getattr(torch, dtype)), torch.ones(3), torch.zeros(3))
+    cond = tj.ones(3, dtype=getattr(tj, dtype))
+    with pytest.raises(tj.errors.DTypeError, match=f"condition to be a bool tensor.*{dtype}"):
+        tj.where(cond, tj.ones(3), tj.zeros(3))
+    with pytest.raises(tj.errors.DTypeError, match="condition"):
+        tj.compile(lambda c, x: tj.where(c, x, 0.0))(cond, tj.ones(3))
+    with pytest.raises(RuntimeError, match="condition"):
+        tj.ones(3).where(cond, 0.0)
+
+
+def test_where_takes_a_uint8_condition_with_a_warning():
+    cond = tj.tensor([1, 0, 2], dtype=tj.uint8)
+    with pytest.warns(UserWarning, match="uint8 condition"):
+        out = tj.where(cond, tj.ones(3), tj.zeros(3))
+    assert out.tolist() == [1.0, 0.0, 1.0]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, user_stacklevel
+from ..errors import DTypeError, ShapeError, expect_floating, user_stacklevel
 from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .conv_gemm import conv2d_gemm
@@ -88,6 +88,7 @@ def log_softmax(x, dim: int = -1, dtype=None):
     dim = normalize_dim(dim, x.ndim, "log_softmax")
     if dtype is not None:
         x = cast(x, dtype)
+    expect_floating("log_softmax", "input", x)
     return x - logsumexp(x, dim, keepdim=True)
 
 
@@ -369,6 +370,7 @@ def _warn_broadcast(op, input, target):
 @_autocast.fp32
 def mse_loss(input, target, reduction: str = "mean"):
     _warn_broadcast("mse_loss", input, target)
+    expect_floating("mse_loss", "input", input)
     d = input - target
     if d.dtype.is_complex:
         raise DTypeError("mse_loss: complex tensors are not supported (PyTorch's is not either); "
@@ -390,6 +392,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     if input.ndim < 1 or target.ndim != input.ndim - 1:
         raise ShapeError(f"nll_loss: expected input (N, C, ...) and target (N, ...), got "
                          f"{tuple(input.shape)} and {tuple(target.shape)}")
+    expect_floating("nll_loss", "input", input)
     if not target.dtype.is_integer:
         raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
     _check_class_weight("nll_loss", weight, input.shape[1])
@@ -425,6 +428,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
                   label_smoothing: float = 0.0):
     if not 0.0 <= label_smoothing <= 1.0:   # (also refuses nan)
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    expect_floating("cross_entropy", "input", input)
     if input.ndim >= 1:
         _check_class_weight("cross_entropy", weight, input.shape[1 if input.ndim > 1 else 0])
     if _ce_prim.applies(input, target, weight, label_smoothing):
@@ -524,6 +528,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
                                      pos_weight=None):
     _check_same("binary_cross_entropy_with_logits", input, target)
+    expect_floating("binary_cross_entropy_with_logits", "input", input)
     # -[pw*t*log(s) + (1-t)*log(1-s)] with s = sigmoid(x) and log(1-s) = log(s) - x is
     # (1-t)*x - (1 + (pw-1)*t) * logsigmoid(x): overflow-free, and its gradient is right at 0.
     if pos_weight is None:

@@ -448,10 +448,16 @@ def where(cond, a=None, b=None):
         from .indexing import nonzero
         return nonzero(cond, as_tuple=True)
     if not (hasattr(cond, "dtype") and cond.dtype is _dt.bool_):
-        if hasattr(cond, "dtype"):
-            cond = cast(cond, _dt.bool_)
-        else:
+        if not hasattr(cond, "dtype"):
             raise TypeError(f"where: condition must be a bool tensor, got {type(cond).__name__}")
+        if cond.dtype is not _dt.uint8:   # PyTorch refuses any other dtype; uint8 is deprecated
+            raise DTypeError(f"where: expected condition to be a bool tensor, but got a tensor "
+                             f"with dtype {cond.dtype.name}")
+        import warnings
+        from ..errors import user_stacklevel
+        warnings.warn("where received a uint8 condition tensor; use a bool condition instead",
+                      UserWarning, stacklevel=user_stacklevel())
+        cond = cast(cond, _dt.bool_)
     return bind(WHERE, cond, a, b)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..errors import ShapeError, user_stacklevel
+from ..errors import DTypeError, ShapeError, expect_floating, user_stacklevel
 from .composite import _check_same, _reduce, _warn_broadcast
 from .elementwise import abs, clamp, eq, exp, log, maximum, minimum, ne, relu, sqrt, where
 from .reductions import sum
@@ -22,6 +22,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
                    beta: float = 1.0):
     """0.5 * d^2 / beta where |d| < beta, |d| - 0.5 * beta elsewhere (plain L1 when beta == 0)."""
     _warn_broadcast("smooth_l1_loss", input, target)
+    expect_floating("smooth_l1_loss", "input", input)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     d = abs(input - target)
@@ -34,6 +35,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
     """0.5 * d^2 where |d| < delta, delta * (|d| - 0.5 * delta) elsewhere."""
     _warn_broadcast("huber_loss", input, target)
+    expect_floating("huber_loss", "input", input)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
     d = abs(input - target)
@@ -49,6 +51,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     correct KL divergence); 'mean' averages over every element, as PyTorch does.
     """
     _check_same("kl_div", input, target)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):   # (a RuntimeError there)
+        raise DTypeError(f"kl_div: expected input to be a floating point tensor of log-probabilities, "
+                         f"got {input.dtype.name}")
     if log_target:
         loss = exp(target) * (target - input)
     else:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ShapeError, expect_floating
 from ..tensor import Tensor
 from .composite import _reduce, logsigmoid
 from .creation import full, tensor, zeros
@@ -31,6 +31,7 @@ __all__ = ["gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multila
 def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
                       reduction: str = "mean"):
     """0.5 * (log(max(var, eps)) + (input - target)^2 / max(var, eps)) (+ 0.5 log(2 pi))."""
+    expect_floating("gaussian_nll_loss", "input", input)
     if isinstance(var, (int, float)):
         var = input * 0 + var
     if tuple(var.shape) != tuple(input.shape):
@@ -69,11 +70,13 @@ def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, 
 @_autocast.fp32
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """log(1 + exp(-y x)) per element."""
+    expect_floating("soft_margin_loss", "input", input)
     return _reduce(-logsigmoid(target * input), reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction: str = "mean"):
+    expect_floating("multilabel_soft_margin_loss", "input", input)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
         loss = loss * weight
@@ -85,6 +88,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """sum over target classes j (the labels before the first -1) and non-target classes i of
     max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
+    expect_floating("multilabel_margin_loss", "input", input)
     refuse_tracing("multilabel_margin_loss", "its target labels")
     unbatched = input.ndim == 1
     x = unsqueeze(input, 0) if unbatched else input
@@ -116,6 +120,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
 def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
                       reduce=None, reduction: str = "mean"):
     """sum over i != y of max(0, margin - x[y] + x[i])^p (times weight[y]), over the classes."""
+    expect_floating("multi_margin_loss", "input", input)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p}")
     unbatched = input.ndim == 1

@@ -11,7 +11,7 @@ kernel. ``softmax_backward``'s own VJP is written with tracejit ops.
 """
 from __future__ import annotations
 
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, UnsupportedDTypeError
 from .registry import Aval, defprim
 from .eager import bind
 from .elementwise import exp as _exp
@@ -41,7 +41,7 @@ def softmax_passes(xp, x, m, dim: int, scale: float):
 
 def _rule(x: Aval, *mask, dim, scale=1.0):
     if not x.dtype.is_floating_point:
-        raise DTypeError(f"softmax: expected a floating point tensor, got {x.dtype.name}")
+        raise UnsupportedDTypeError(f"softmax: expected a floating point tensor, got {x.dtype.name}")
     if mask:
         m = mask[0]
         if m.dtype is not x.dtype:
