@@ -58,3 +58,22 @@ def test_bad_sections_raise():
         x.split([5, -1], 0)
     with pytest.raises(ValueError, match="positive"):
         x.split(0, 0)
+
+
+BAD_COUNTS = [("chunk", (0,)), ("chunk", (-1,)), ("chunk", (2.0,)), ("split", (0,)), ("split", (-1,)),
+              ("tensor_split", (0,)), ("tensor_split", (-1,))]
+
+
+@pytest.mark.parametrize("method,args", BAD_COUNTS)
+def test_bad_piece_counts_raise_pytorchs_exception_type(method, args):
+    with pytest.raises((RuntimeError, TypeError)) as want:
+        getattr(torch.ones(4), method)(*args)
+    with pytest.raises((RuntimeError, TypeError)) as got:
+        getattr(tj.ones(4), method)(*args)
+    assert isinstance(got.value, type(want.value)), (got.value, want.value)
+
+
+def test_empty_dims_split_by_zero_and_chunk_like_pytorch():
+    assert [tuple(p.shape) for p in tj.empty(0).split(0)] == [(0,)]
+    assert [tuple(p.shape) for p in tj.empty(0).chunk(3)] == [(0,)] * 3
+    assert [tuple(p.shape) for p in tj.empty(0, 2).tensor_split(2)] == [(0, 2)] * 2

@@ -396,6 +396,8 @@ def tensor_split(input, indices_or_sections, dim: int = 0):
     n = input.shape[d]
     if isinstance(indices_or_sections, int):
         k = indices_or_sections
+        if k <= 0:
+            raise ShapeError(f"tensor_split: the number of sections must be positive, got {k}")
         sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
         bounds = np.concatenate([[0], np.cumsum(sizes)])
     else:

@@ -507,8 +507,9 @@ def split(a, split_size_or_sections, dim: int = 0):
     n = a.shape[d]
     if isinstance(split_size_or_sections, int):
         s = split_size_or_sections
-        if s <= 0:
-            raise ValueError(f"split: split_size must be positive, got {s}")
+        if s < 0 or (s == 0 and n != 0):
+            raise ShapeError(f"split: split_size must be positive (0 only for an empty dim), got {s}")
+        s = s or 1
         sizes = [s] * (int(n) // s) + ([int(n) % s] if int(n) % s else [])
         if not sizes:
             sizes = [0]  # splitting an empty dim gives one empty piece
@@ -529,8 +530,10 @@ def split(a, split_size_or_sections, dim: int = 0):
 
 
 def chunk(a, chunks: int, dim: int = 0):
-    if not isinstance(chunks, int) or chunks <= 0:
-        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    if not isinstance(chunks, int):
+        raise TypeError(f"chunk: chunks must be an int, got {type(chunks).__name__}")
+    if chunks <= 0:   # (a RuntimeError in PyTorch; ShapeError is also the ValueError it was)
+        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
     d = normalize_dim(dim, a.ndim, "chunk")
     n = int(a.shape[d])
     if n == 0:
