@@ -165,7 +165,33 @@ def _out_pair(output_size, h, w, op):
     return oh, ow
 
 
+def global_mean_other_rank(x, n: int, output_size):
+    """PyTorch's adaptive_avg_pool{n}d of an output of all ones is the mean over the last `n`
+    dims, taken before its rank and size checks: an input of a rank other than n+1 or n+2,
+    or with an empty dim, gives that mean with such an output (nan where empty). None
+    otherwise; then an empty non-batch dim is refused, as there."""
+    if x.ndim in (n + 1, n + 2) and all(d != 0 for d in x.shape[x.ndim - n:]):
+        return None
+    if isinstance(output_size, int):
+        sizes = (output_size,) * n
+    else:
+        sizes = tuple(output_size)
+        if len(sizes) != n or x.ndim <= n:
+            return None   # (the rank check below names the problem)
+        sizes = tuple(x.shape[x.ndim - n + i] if s is None else s for i, s in enumerate(sizes))
+    if x.ndim < n or any(s != 1 for s in sizes):
+        if x.ndim in (n + 1, n + 2) and not all(d != 0 for d in x.shape[-(n + 1) if x.ndim == n + 2 else 0:]):
+            raise ShapeError(f"adaptive_avg_pool{n}d: expected input to have non-zero size for non-batch "
+                             f"dims, got shape {tuple(x.shape)}")
+        return None
+    from .reductions import mean
+    return mean(x, tuple(range(-n, 0)), keepdim=True)
+
+
 def adaptive_avg_pool2d(x, output_size):
+    out = global_mean_other_rank(x, 2, output_size)
+    if out is not None:
+        return out
     x4, unbatched = _spatial_4d(x, "adaptive_avg_pool2d")
     h, w = x4.shape[2], x4.shape[3]
     oh, ow = _out_pair(output_size, h, w, "adaptive_avg_pool2d")
