@@ -103,6 +103,9 @@ class Tensor:
         if not value and self.grad_fn is not None:
             raise RuntimeError("you can only change requires_grad of leaf tensors; "
                                "use .detach() to get a tensor that does not require grad")
+        if self._data is None and bool(value) != self._requires_grad:   # (a tracer)
+            from .jit.side_effects import refuse_traced_grad_change
+            refuse_traced_grad_change(self)
         self._requires_grad = bool(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":

@@ -185,3 +185,32 @@ def test_direct_writes_to_outside_state_happen_on_every_call(fn, state):
         np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
     with pytest.raises(TraceError, match="outside the graph"):
         tj.compile(fn, fullgraph=True)(tj.zeros(2))
+
+
+def test_requires_grad_on_an_argument_takes_effect_on_every_call():
+    torch = pytest.importorskip("torch")
+
+    def f(lib, a):
+        a.requires_grad_()
+        return a * 2
+
+    fn = tj.compile(lambda a: f(tj, a))
+    for _ in range(3):
+        want_in = torch.ones(3)
+        want = f(torch, want_in)
+        x = tj.ones(3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # the graph-break warning
+            y = fn(x)
+        assert x.requires_grad == want_in.requires_grad is True
+        assert y.requires_grad == want.requires_grad is True
+        y.sum().backward()
+        assert x.grad.tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(TraceError, match="requires_grad_"):
+        tj.compile(lambda a: f(tj, a), fullgraph=True)(tj.ones(3))
+
+
+def test_requires_grad_unchanged_on_an_argument_stays_in_the_graph():
+    x = tj.ones(3, requires_grad=True)
+    y = tj.compile(lambda a: a.requires_grad_() * 2, fullgraph=True)(x)   # no change: fine
+    assert y.requires_grad

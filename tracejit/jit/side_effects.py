@@ -171,3 +171,15 @@ def printing_noted():
                     if getattr(mod, name, None) is wrapper:
                         setattr(mod, name, fn)
                 _originals.clear()
+
+
+def refuse_traced_grad_change(t: Any) -> None:
+    """Called by Tensor's ``requires_grad`` setter for a tracer whose flag would change: on
+    an argument of the function being captured it changes the caller's tensor, which a
+    replay of the graph would not repeat, so the capture is refused (a graph break: the
+    function runs eagerly)."""
+    trace = getattr(t, "_trace", None)
+    if trace is not None and trace.parent is None and any(v is t._var for v in trace.inputs):
+        from ..errors import TraceError
+        raise TraceError("requires_grad_() on an argument of a compiled function changes the "
+                         "caller's tensor, which a compiled call would not; set it before the call")
