@@ -423,3 +423,25 @@ def test_is_contiguous_in_a_memory_format_reads_the_strides():
     assert not tj.zeros(2, 3, 4).is_contiguous(memory_format=tj.channels_last)
     assert tj.zeros(2, 3, 4, 5, 6).permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3).is_contiguous(
         memory_format=tj.channels_last_3d)
+
+
+def test_reading_grad_of_a_non_leaf_warns_like_pytorch():
+    import warnings
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        a = lib.ones(3, requires_grad=True)
+        b = a * 2
+        b.sum().backward()
+        with pytest.warns(UserWarning, match="not a leaf Tensor"):
+            assert b.grad is None
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert a.grad is not None           # a leaf: no warning
+            c = a * 3
+            c.retain_grad()
+            c.sum().backward()
+            assert c.grad.tolist() == [1.0, 1.0, 1.0]   # retained: no warning
+            assert lib.ones(2).grad is None      # no grad at all: no warning
+            d = a * 4
+            lib.autograd.backward([d.sum()], inputs=[d])   # .grad filled by backward(inputs=)
+            assert d.grad.tolist() == [1.0, 1.0, 1.0]

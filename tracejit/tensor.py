@@ -73,7 +73,10 @@ class Tensor:
     # ---- autograd state --------------------------------------------------------
     @property
     def grad(self) -> "Tensor | None":
-        return self._grad
+        g = self._grad
+        if g is None and self.grad_fn is not None and not self.retains_grad:
+            _warn_non_leaf_grad()
+        return g
 
     @grad.setter
     def grad(self, value: "Tensor | None") -> None:
@@ -486,6 +489,15 @@ class Tensor:
         if spec and self.numel() == 1:
             return format(self.item(), spec)
         return repr(self)
+
+
+def _warn_non_leaf_grad() -> None:
+    import warnings
+    from .errors import user_stacklevel
+    warnings.warn("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its "
+                  ".grad attribute won't be populated during autograd.backward(). If you indeed want "
+                  "the gradient for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor.",
+                  UserWarning, stacklevel=user_stacklevel())
 
 
 def _same_shape(a: Tensor, b: Tensor) -> bool:

@@ -22,7 +22,8 @@ def test_y_equals_x_plus_w_times_w_plus_1():
     assert x.is_leaf and w.is_leaf
     assert not a.is_leaf and not b.is_leaf and not y.is_leaf
     assert a.grad.item() == 2.0  # retained: dy/da = b
-    assert b.grad is None  # not retained: non-leaf grads are not kept
+    with pytest.warns(UserWarning, match="not a leaf Tensor"):   # as PyTorch warns
+        assert b.grad is None  # not retained: non-leaf grads are not kept
     assert a.retains_grad and not b.retains_grad
     assert y.grad_fn.name() == "MulBackward0"
     assert a.grad_fn.name() == "AddBackward0"

@@ -111,13 +111,13 @@ def _backward_into(tensors, grad_tensors, retain_graph, create_graph, inputs) ->
     for t, g in zip(inputs, got):   # (as AccumulateGrad: in place unless create_graph)
         if g is None:
             continue
-        if t.grad is None:
+        if t._grad is None:   # (_grad: an input may be a non-leaf, whose .grad read warns)
             t.grad = g.clone() if create_graph else g.detach().clone()
         elif create_graph:
-            t.grad = t.grad + g
+            t.grad = t._grad + g
         else:
             with no_grad():
-                t.grad.add_(g)
+                t._grad.add_(g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None,
