@@ -14,6 +14,7 @@ from . import dtypes as _dt
 from . import ops as _ops
 from .tensor import Tensor, _install_methods
 from .tensor_operators import _forward
+from .ops.eager import eager_layout as _eager_layout
 
 # Methods that forward unchanged to the op of the same name in tracejit.ops
 # (tensor_operators.py `_forward`, as the core set's).
@@ -89,8 +90,10 @@ class CompatMethods:
 
     def stride(self, dim=None):
         """Strides in elements, as PyTorch counts them."""
-        item = self.dtype.itemsize
-        st = tuple(int(s) // item for s in self._data.strides)
+        item, data = self.dtype.itemsize, _eager_layout(self)   # (a tracer's: as it would be eagerly)
+        if data is None:
+            raise TypeError("stride() of a tensor of symbolic size inside a compiled function")
+        st = tuple(int(s) // item for s in data.strides)
         return st if dim is None else st[dim]
 
     def storage_offset(self) -> int:

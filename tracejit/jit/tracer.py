@@ -111,8 +111,9 @@ class Tracer(Tensor):
     def _host(self):
         self._concrete("reading tensor data")
 
-    def is_contiguous(self) -> bool:
-        return True
+    def is_contiguous(self, memory_format=None) -> bool:
+        arr = _views.eager_layout(self)   # (as eagerly: False for a transposed view)
+        return True if arr is None else Tensor.is_contiguous(Tensor._wrap(arr, self.dtype), memory_format)
 
     # Tensor's versions of these build a new Tensor around `_data`, which a tracer lacks.
     def detach(self) -> "Tracer":

@@ -21,7 +21,7 @@ from ..ops.creation import arange as _arange
 from ..ops.shape import EXPAND as _EXPAND
 from ..tensor import Tensor
 
-__all__ = ["view_source", "write_through", "refresh"]
+__all__ = ["view_source", "write_through", "refresh", "eager_layout"]
 
 
 def view_source(trace, prim, args, params):
@@ -79,6 +79,32 @@ def _replay(v, chain):
     for prim, rest, params in chain:
         v = _eager.bind(prim, v, *rest, **params)
     return v
+
+
+def eager_layout(t):
+    """A numpy array of tracer `t`'s shape with the strides `t` would have eagerly (its
+    items never read: `view`, `is_contiguous` and `stride` ask it), or None
+    when a size is symbolic. A view's comes from replaying its view ops on its base: a
+    captured tensor's own memory, or untouched row-major memory for a value of the graph."""
+    from .tracer import Tracer
+    src = getattr(t, "_view_src", None)
+    base, chain = (t, ()) if src is None or src[2] is None else (src[0], src[2])
+    if not all(isinstance(d, int) for d in base.shape):
+        return None
+    if isinstance(base, Tracer) or not isinstance(base._data, np.ndarray):
+        arr = np.empty(tuple(base.shape), base.dtype.np)   # (allocated, not touched: no pages used)
+    else:
+        arr = base._data
+    if not chain:
+        return arr
+    saved = _eager.trace_state.tracer
+    _eager.trace_state.tracer = None
+    try:
+        return _replay(Tensor._wrap(arr, base.dtype), chain)._data
+    except Exception:   # (a chain numpy cannot replay on these items: no answer)
+        return None
+    finally:
+        _eager.trace_state.tracer = saved
 
 
 def write_through(trace, target, res, what: str) -> bool:

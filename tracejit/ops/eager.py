@@ -522,6 +522,15 @@ def _xp(dev):
     return array_module(dev)
 
 
+def eager_layout(t):
+    """`t`'s array, or for a tracer one with the strides it would have eagerly
+    (jit/view_writes.py), for the ops that ask for strides (`view`, `stride`)."""
+    if t._data is not None:
+        return t._data
+    from ..jit.view_writes import eager_layout as traced
+    return traced(t)
+
+
 # The import cycle tensor -> ops -> autograd -> tensor is closed by tail imports: autograd
 # is imported here after every name the ops modules take from this module is defined,
 # because autograd's engine imports ops in turn.

@@ -12,7 +12,7 @@ from ..errors import ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from ..size import Size
 from .registry import Aval, defprim
-from .eager import bind
+from .eager import bind, eager_layout
 from . import autocast as _autocast
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
@@ -290,7 +290,7 @@ def view(a, *shape):
     new = _normalized(_reshape_params, a, shape)   # (reshape's own normalization, kept)
     if new is _IDENTITY:
         return a
-    data = a._data
+    data = a._data if a._data is not None else eager_layout(a)   # (a tracer: its eager strides)
     # (a C-contiguous array takes any shape of its size as a view: only others are tried)
     if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
         try:
@@ -506,10 +506,9 @@ def split(a, split_size_or_sections, dim: int = 0):
     d = normalize_dim(dim, a.ndim, "split")
     n = a.shape[d]
     if isinstance(split_size_or_sections, int):
-        s = split_size_or_sections
-        if s < 0 or (s == 0 and n != 0):
-            raise ShapeError(f"split: split_size must be positive (0 only for an empty dim), got {s}")
-        s = s or 1
+        s = split_size_or_sections or (0 if n != 0 else 1)   # (0 splits an empty dim only)
+        if s <= 0:
+            raise ShapeError(f"split: split_size must be positive, got {split_size_or_sections}")
         sizes = [s] * (int(n) // s) + ([int(n) % s] if int(n) % s else [])
         if not sizes:
             sizes = [0]  # splitting an empty dim gives one empty piece
@@ -530,10 +529,8 @@ def split(a, split_size_or_sections, dim: int = 0):
 
 
 def chunk(a, chunks: int, dim: int = 0):
-    if not isinstance(chunks, int):
-        raise TypeError(f"chunk: chunks must be an int, got {type(chunks).__name__}")
-    if chunks <= 0:   # (a RuntimeError in PyTorch; ShapeError is also the ValueError it was)
-        raise ShapeError(f"chunk: chunks must be positive, got {chunks}")
+    if not isinstance(chunks, int) or chunks <= 0:   # (ShapeError: PyTorch's RuntimeError)
+        raise (ShapeError if isinstance(chunks, int) else TypeError)(f"chunk: chunks must be a positive int, got {chunks!r}")
     d = normalize_dim(dim, a.ndim, "chunk")
     n = int(a.shape[d])
     if n == 0:

@@ -1,0 +1,48 @@
+"""The eager layout of a view inside a compiled function (jit/view_writes.py
+`eager_layout`): `view`, `stride()` and `is_contiguous()` answer as they do eagerly and in
+PyTorch, so a compiled `view` of a transposed tensor raises instead of returning a result."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+CHAINS = {
+    "t_view_flat": lambda a: a.t().view(6),
+    "t_view_same": lambda a: a.t().view(3, 2),
+    "t_unsqueeze_view": lambda a: a.t().unsqueeze(0).view(1, 3, 2),
+    "t_contiguous_view": lambda a: a.t().contiguous().view(6),
+    "slice_view": lambda a: a[:, 1:].view(4),
+    "slice_rows_view": lambda a: a[1:].view(3),
+    "expand_view": lambda a: a[:1].expand(4, 3).view(12),
+    "permute_view_merge": lambda a: a.reshape(2, 3, 1).permute(2, 0, 1).view(6),
+    "narrow_view": lambda a: a.narrow(1, 0, 2).view(2, 2),
+    "select_view": lambda a: a.select(1, 1).view(2, 1),
+    "diagonal_view": lambda a: a.diagonal().view(2),
+    "unfold_view": lambda a: a.reshape(6).unfold(0, 2, 2).view(6),
+    "strides": lambda a: (a.t().stride(), a[:, 1:].stride(), a.t().is_contiguous(), a.is_contiguous()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_compiled_view_and_strides_match_eager_and_pytorch(name):
+    fn = CHAINS[name]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    results = []
+    for call in (lambda: fn(torch.tensor(x)), lambda: fn(tj.tensor(x)), lambda: tj.compile(fn)(tj.tensor(x))):
+        try:
+            out = call()
+            results.append(("ok", out if isinstance(out, tuple) else out.numpy().tolist()))
+        except RuntimeError as e:
+            results.append(("raises", "view" if "view" in str(e) else str(e)))
+    assert results[1] == results[0], results
+    assert results[2] == results[0], results
+
+
+def test_stride_of_a_captured_non_contiguous_tensor():
+    w = tj.ones(3, 4).t()   # a closure whose own memory is transposed
+    out = tj.compile(lambda a: (a + w[0:2].view(-1)[:1], w.stride()))
+    with pytest.raises(RuntimeError, match="view"):
+        out(tj.ones(1))
+    assert tj.compile(lambda a: (a * 1, w.stride(), w.is_contiguous()))(tj.ones(1))[1:] == ((1, 4), False)
