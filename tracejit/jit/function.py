@@ -25,7 +25,6 @@ import weakref
 from typing import Any, Callable, Optional
 
 from ..autograd import grad_mode as _gm
-from ..errors import CompileError
 from ..ops import registry as _reg
 from . import config
 from .backend import raise_kernel_error
@@ -285,9 +284,10 @@ class CompiledFunction(Capture):
             self._drop(entry, saved)
             self._make_static(entry, exc)
             return self._miss(args, leaves, spec, gm)
-        except CompileError:
-            # Kernels compile on the first call that uses them: an entry whose first
-            # run could not compile one is dropped like a failed capture.
+        except BaseException:
+            # An entry whose first run failed (a kernel that could not compile, a value
+            # the run refused) is dropped like a failed capture: the next call captures
+            # again and meets the same error, and the counters show no entry.
             self._drop(entry, saved)
             raise
 
