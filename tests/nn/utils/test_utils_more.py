@@ -58,3 +58,33 @@ def test_total_norm_and_clipping_with_it():
     np.testing.assert_allclose(float(total), np.sqrt(17 * 4), rtol=1e-6)
     tj.nn.utils.clip_grads_with_norm_(ps, 1.0, total)
     np.testing.assert_allclose(float(tj.nn.utils.get_total_norm([p.grad for p in ps])), 1.0, rtol=1e-5)
+
+
+def _clip_pair(lib, g1, g2, fn):
+    ps = [lib.nn.Parameter(lib.ones(3)), lib.nn.Parameter(lib.ones(2))]
+    ps[0].grad, ps[1].grad = lib.tensor(g1), lib.tensor(g2)
+    fn(lib, ps)
+    return [p.grad.numpy() for p in ps]
+
+
+@pytest.mark.parametrize("total", [5.0, 0.5, float("nan"), float("inf")])
+@pytest.mark.parametrize("grads", [([3.0, 4.0, 0.0], [0.0, 0.0]), ([float("nan"), 1.0, 1.0], [1.0, 1.0])])
+def test_clipping_with_nan_and_inf_norms_matches_pytorch(grads, total):
+    torch = pytest.importorskip("torch")
+    with_norm = lambda lib, ps: lib.nn.utils.clip_grads_with_norm_(ps, 1.0, lib.tensor(total))   # noqa: E731
+    by_norm = lambda lib, ps: lib.nn.utils.clip_grad_norm_(ps, 1.0)   # noqa: E731
+    for fn in (with_norm, by_norm):
+        for a, b in zip(_clip_pair(tj, *grads, fn), _clip_pair(torch, *grads, fn)):
+            np.testing.assert_allclose(a, b, rtol=1e-6)   # (nan where PyTorch has nan)
+
+
+@pytest.mark.parametrize("total", ["12", "1", "float"])
+def test_clip_grads_with_norm_wants_a_0d_total_norm_like_pytorch(total):
+    torch = pytest.importorskip("torch")
+    make = {"12": lambda lib: lib.arange(12.0), "1": lambda lib: lib.tensor([2.0]), "float": lambda lib: 2.0}[total]
+    fn = lambda lib, ps: lib.nn.utils.clip_grads_with_norm_(ps, 1.0, make(lib))   # noqa: E731
+    with pytest.raises((RuntimeError, TypeError)) as want:
+        _clip_pair(torch, [1.0, 1.0, 1.0], [1.0, 1.0], fn)
+    with pytest.raises((RuntimeError, TypeError), match="total_norm") as got:
+        _clip_pair(tj, [1.0, 1.0, 1.0], [1.0, 1.0], fn)
+    assert isinstance(got.value, type(want.value))

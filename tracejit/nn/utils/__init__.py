@@ -7,6 +7,7 @@ import math
 from typing import Iterable
 
 from ...autograd.grad_mode import no_grad
+from ...errors import ShapeError
 from ...ops.eager import refuse_effect
 from ...tensor import Tensor
 
@@ -38,8 +39,8 @@ def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm
         if error_if_nonfinite and not math.isfinite(t):
             raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients "
                                f"is non-finite ({t}), so it cannot be clipped")
-        coef = min(float(max_norm) / (t + 1e-6), 1.0)
-        if coef < 1.0:
+        coef = float(max_norm) / (t + 1e-6)
+        if not coef >= 1.0:   # (a nan norm makes the gradients nan, as PyTorch's clamp does)
             for g in grads:
                 g._data *= g._data.dtype.type(coef)
                 g._vbox[0] += 1
@@ -102,8 +103,12 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
 def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None) -> None:
     """Scale the gradients by max_norm / (total_norm + 1e-6) where that is below 1."""
     refuse_effect("clip_grads_with_norm_ scales the gradients in place")
-    coef = min(float(max_norm) / (float(total_norm) + 1e-6), 1.0)
-    if coef < 1.0:
+    if not isinstance(total_norm, Tensor) or total_norm.ndim != 0:   # (as PyTorch refuses)
+        raise (ShapeError if isinstance(total_norm, Tensor) else TypeError)(
+            f"clip_grads_with_norm_: total_norm must be a 0-d tensor (get_total_norm's result), got "
+            f"{tuple(total_norm.shape) if isinstance(total_norm, Tensor) else type(total_norm).__name__}")
+    coef = float(max_norm) / (float(total_norm) + 1e-6)
+    if not coef >= 1.0:   # (a nan norm makes the gradients nan, as PyTorch's clamp does)
         for g in _grads(parameters):
             g._data *= g._data.dtype.type(coef)
             g._vbox[0] += 1
