@@ -74,13 +74,17 @@ def binomial(count, prob, generator=None):
     """Successes out of `count` trials with probability `prob`, elementwise (broadcast)."""
     if not isinstance(count, Tensor) or not isinstance(prob, Tensor):
         raise TypeError("binomial: count and prob must be tensors")
-    p = prob.detach().numpy()
-    n = count.detach().numpy()
-    if ((p < 0) | (p > 1)).any():
-        raise ValueError("binomial: prob must be in [0, 1]")
-    if (n < 0).any() or (n != np.floor(n)).any():
-        raise ValueError("binomial: count must hold non-negative integers")
-    drawn = _counts(lambda g: g.binomial(n.astype(np.int64), p), "binomial", generator)
+    if not count.dtype.is_floating_point:
+        raise ValueError(f"binomial: count must be a floating point tensor, got {count.dtype.name}")
+    n, p = np.broadcast_arrays(count.detach().numpy(), prob.detach().numpy())
+    if np.isnan(n).any() or np.isnan(p).any():
+        raise ValueError("binomial: count and prob must not be nan")
+    # As PyTorch's sampler: whole trials of a fractional count (its floor), none for a
+    # count or prob <= 0, and the count itself for a prob >= 1.
+    inner = (n > 0) & (p > 0) & (p < 1)
+    trials = np.where(inner, np.floor(n), 0).astype(np.int64)
+    drawn = _counts(lambda g: g.binomial(trials, np.where(inner, p, 0.5)), "binomial", generator)
+    drawn = np.where(inner, drawn, np.where((n > 0) & (p >= 1), n, 0))
     dt = _dt.promote_types(count.dtype, prob.dtype)
     return tensor(np.asarray(drawn, dt.np), device=count.device)
 
