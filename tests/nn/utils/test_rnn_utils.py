@@ -162,3 +162,27 @@ def test_layer_primitive_checks_batch_sizes():
         gru_layer(gi, w, b, h0, batch_sizes=(2, 1, 2))
     with pytest.raises(ShapeError, match="gru_layer: batch_sizes"):
         gru_layer(gi, w, b, h0, batch_sizes=(2, 1))
+
+
+def test_compiled_packing_matches_pytorch_with_list_and_tensor_lengths():
+    import warnings
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((4, 3, 2)).astype(np.float32)
+
+    def f(lib, xx, ll):
+        rnn = lib.nn.utils.rnn
+        out, lens = rnn.pad_packed_sequence(rnn.pack_padded_sequence(xx, ll, enforce_sorted=False))
+        return out * 2, lens
+
+    by_list = tj.compile(lambda xx, ll: f(tj, xx, ll), fullgraph=True)   # captured, a graph per list
+    by_tensor = tj.compile(lambda xx, ll: f(tj, xx, ll))                 # runs eagerly, one warning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for lens in ([4, 2, 3], [3, 1, 2], [4, 2, 3]):
+            want = f(torch, torch.tensor(x), lens)
+            for got in (by_list(tj.tensor(x), lens), by_tensor(tj.tensor(x), tj.tensor(lens))):
+                np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+                assert got[1].tolist() == want[1].tolist()
+    msgs = [str(w.message) for w in caught]
+    assert len(msgs) == 1 and "lengths tensor" in msgs[0], msgs
+    assert by_list.cache_stats()["compiles"] == 2

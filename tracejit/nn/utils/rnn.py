@@ -70,6 +70,11 @@ def _lengths_list(lengths) -> np.ndarray:
     if isinstance(lengths, Tensor):
         if lengths.ndim != 1:
             raise ValueError(f"pack_padded_sequence: lengths must be 1-D, got shape {tuple(lengths.shape)}")
+        if lengths._data is None:   # (a tracer: a graph break, named here rather than as .numpy())
+            from ...errors import TraceError
+            raise TraceError("pack_padded_sequence: the values of a lengths tensor set the packed "
+                             "shapes, which a graph cannot follow; pass the lengths as a list of ints "
+                             "(lengths.tolist() outside) for a graph per list")
         return lengths.numpy().astype(np.int64)
     return np.asarray(list(lengths), dtype=np.int64)
 
