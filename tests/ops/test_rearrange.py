@@ -1,0 +1,40 @@
+"""diagonal (ops/rearrange.py) is a view of a contiguous input for any pair of dims:
+writes into it reach the input, as in PyTorch, eagerly and compiled."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+CASES = [((2, 2), (0, 1, 0)), ((2, 2, 3), (0, 0, 1)), ((2, 3, 4), (1, 2, 0)), ((3, 4), (-1, 1, 0)),
+         ((2, 3, 4), (0, -1, 0)), ((3, 4), (1, 0, 1))]
+
+
+@pytest.mark.parametrize("shape,args", CASES)
+def test_writes_through_a_diagonal_reach_the_input(shape, args):
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+
+    def f(x):
+        d = x.diagonal(*args)
+        d.mul_(-1)
+        return d * 2
+
+    want_x = torch.tensor(a)
+    want = f(want_x)
+    for fn in (f, tj.compile(f)):
+        x = tj.tensor(a)
+        got = fn(x)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_array_equal(x.numpy(), want_x.numpy())
+
+
+@pytest.mark.parametrize("shape,args", CASES)
+def test_diagonal_gradient_matches_pytorch(shape, args):
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    t, j = torch.tensor(a, requires_grad=True), tj.tensor(a, requires_grad=True)
+    td = t.diagonal(*args)
+    w = np.arange(td.numel(), dtype=np.float32).reshape(tuple(td.shape))
+    (td * torch.tensor(w)).sum().backward()
+    (j.diagonal(*args) * tj.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(j.grad.numpy(), t.grad.numpy())
