@@ -85,3 +85,16 @@ def test_clamp_and_its_gradient_match_torch():
     (yr * torch.tensor(w)).sum().backward()
     np.testing.assert_array_equal(yt.detach().numpy(), yr.detach().numpy())
     np.testing.assert_array_equal(xt.grad.numpy(), xr.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype,lo,hi", [("bool", None, -1000), ("bool", -5, 5), ("bool", 2, 3.5), ("bool", 0.5, None),
+                                         ("int8", None, 50), ("int8", -3, 2.5), ("uint8", 1, None)])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_clamp_of_integer_and_bool_tensors_promotes_like_pytorch(dtype, lo, hi, compiled):
+    torch = pytest.importorskip("torch")
+    vals = [True, False, True] if dtype == "bool" else [100, 0, 7]
+    want = torch.clamp(torch.tensor(vals, dtype=getattr(torch, dtype)), lo, hi)
+    fn = lambda x: tj.clamp(x, lo, hi)   # noqa: E731
+    got = (tj.compile(fn) if compiled else fn)(tj.tensor(vals, dtype=getattr(tj, dtype if dtype != "bool" else "bool_")))
+    assert got.dtype.name == str(want.dtype).split(".")[-1].replace("bool", "bool")
+    assert got.tolist() == want.tolist()

@@ -426,8 +426,10 @@ def _int_result(a, b):
 def clamp(a, min=None, max=None):
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    if not a.dtype.is_floating_point and any(isinstance(v, float) for v in (min, max)):
-        a = cast(a, _dt.get_default_dtype())  # int tensor, float bound: result is float
+    if not a.dtype.is_floating_point:   # (an int tensor and a float bound give a float, a
+        for v in (min, max):             # bool tensor and an int bound int64: as they promote)
+            if type(v) in (int, float) and _int_result(a, v) is not a.dtype:
+                a = cast(a, _int_result(a, v))
     if ((type(min) not in _PLAIN_BOUNDS or type(max) not in _PLAIN_BOUNDS)  # (hasattr on a
             and (hasattr(min, "_data") or hasattr(max, "_data"))):         # number: ~0.3 us)
         out = a
