@@ -74,3 +74,19 @@ def test_integer_pow_with_negative_exponents_truncates_as_pytorch(da, db):
                                           np.where(a.astype(np.int64) == -1, np.where(b % 2 == 0, 1, -1), 0)))
     for run in (tj.pow, tj.compile(lambda x, y: tj.pow(x, y) + 0)):
         np.testing.assert_array_equal(run(tj.tensor(a), tj.tensor(b)).numpy(), want)
+
+
+@pytest.mark.parametrize("a_dt,b_dt", [("int8", "float64"), ("float32", "int16"), ("int32", "float32")])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_hypot_of_integer_and_float_operands_squares_in_float(a_dt, b_dt, compiled):
+    torch = pytest.importorskip("torch")
+    a, b = [100, -128, 3], [-2.0, 7.0, 4.0]
+    want = torch.hypot(torch.tensor(a, dtype=getattr(torch, a_dt)), torch.tensor(b).to(getattr(torch, b_dt)))
+    fn = tj.compile(tj.hypot) if compiled else tj.hypot
+    got = fn(tj.tensor(a, dtype=getattr(tj, a_dt)), tj.tensor(b).to(getattr(tj, b_dt)))
+    assert got.dtype.name == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    with pytest.raises(NotImplementedError):
+        torch.hypot(torch.tensor([1]), torch.tensor([2]))
+    with pytest.raises(NotImplementedError, match="hypot"):
+        tj.hypot(tj.tensor([1]), tj.tensor([2]))

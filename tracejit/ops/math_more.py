@@ -232,6 +232,11 @@ fmod = _op2(FMOD)
 
 
 def hypot(input, other):
+    dt = _int_result(input, other)   # (squared in an integer operand's dtype, they overflow)
+    if not dt.is_floating_point:
+        from ..errors import UnsupportedDTypeError
+        raise UnsupportedDTypeError(f"hypot: expected a floating point operand, got {dt.name} ones")
+    input, other = (cast(t, dt) if isinstance(t, Tensor) else t for t in (input, other))
     return sqrt(input * input + other * other)
 
 
