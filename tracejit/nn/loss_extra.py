@@ -4,6 +4,7 @@ CosineSimilarity, PairwiseDistance. Thin holders of the options of the functiona
 from __future__ import annotations
 
 from .. import ops as _ops
+from ..ops.losses import legacy_reduction
 from .loss import _Loss
 from .module import Module
 
@@ -13,7 +14,7 @@ __all__ = ["SmoothL1Loss", "HuberLoss", "KLDivLoss", "MarginRankingLoss", "Tripl
 
 class SmoothL1Loss(_Loss):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
-        super().__init__(reduction)
+        super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.beta = beta
 
     def forward(self, input, target):
@@ -32,6 +33,7 @@ class HuberLoss(_Loss):
 class KLDivLoss(Module):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
         super().__init__()
+        reduction = legacy_reduction(size_average, reduce, reduction)
         if reduction not in ("mean", "sum", "none", "batchmean"):
             raise ValueError(f"KLDivLoss: reduction must be one of ('mean', 'sum', 'none', 'batchmean'), "
                              f"got {reduction!r}")
@@ -43,7 +45,7 @@ class KLDivLoss(Module):
 
 class MarginRankingLoss(_Loss):
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(reduction)
+        super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
     def forward(self, input1, input2, target):
@@ -53,7 +55,7 @@ class MarginRankingLoss(_Loss):
 class TripletMarginLoss(_Loss):
     def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False,
                  size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(reduction)
+        super().__init__(legacy_reduction(size_average, reduce, reduction))
         if margin <= 0:
             raise ValueError(f"TripletMarginLoss: margin must be greater than 0, got {margin}")
         self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
@@ -65,7 +67,7 @@ class TripletMarginLoss(_Loss):
 
 class HingeEmbeddingLoss(_Loss):
     def __init__(self, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(reduction)
+        super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
     def forward(self, input, target):
@@ -74,7 +76,7 @@ class HingeEmbeddingLoss(_Loss):
 
 class CosineEmbeddingLoss(_Loss):
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(reduction)
+        super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
     def forward(self, input1, input2, target):

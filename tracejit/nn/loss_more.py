@@ -5,6 +5,7 @@ options and calls the functional loss (tracejit/ops/losses_more.py)."""
 from __future__ import annotations
 
 from ..ops import losses_more as _L
+from ..ops.losses import legacy_reduction
 from .loss import NLLLoss, _Loss, _WeightedLoss
 
 __all__ = ["GaussianNLLLoss", "PoissonNLLLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
@@ -24,7 +25,7 @@ class GaussianNLLLoss(_Loss):
 class PoissonNLLLoss(_Loss):
     def __init__(self, log_input: bool = True, full: bool = False, size_average=None, eps: float = 1e-8,
                  reduce=None, reduction: str = "mean"):
-        super().__init__(reduction)
+        super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.log_input, self.full, self.eps = log_input, full, eps
 
     def forward(self, log_input, target):
@@ -50,7 +51,7 @@ class MultiLabelMarginLoss(_Loss):
 class MultiMarginLoss(_WeightedLoss):
     def __init__(self, p: int = 1, margin: float = 1.0, weight=None, size_average=None, reduce=None,
                  reduction: str = "mean"):
-        super().__init__(weight, reduction)
+        super().__init__(weight, legacy_reduction(size_average, reduce, reduction))
         if p not in (1, 2):
             raise ValueError(f"MultiMarginLoss: only p == 1 and p == 2 are supported, got {p}")
         self.p, self.margin = p, margin

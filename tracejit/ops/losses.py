@@ -17,10 +17,24 @@ __all__ = ["smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "pairw
            "margin_ranking_loss", "triplet_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss"]
 
 
+def legacy_reduction(size_average, reduce, reduction: str) -> str:
+    """The reduction PyTorch's deprecated ``size_average``/``reduce`` pair asks for, when either
+    is given (with PyTorch's warning); else `reduction`."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    out = ("mean" if size_average else "sum") if reduce else "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use reduction='{out}' instead.",
+                  UserWarning, stacklevel=user_stacklevel())
+    return out
+
+
 @_autocast.fp32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
                    beta: float = 1.0):
     """0.5 * d^2 / beta where |d| < beta, |d| - 0.5 * beta elsewhere (plain L1 when beta == 0)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _warn_broadcast("smooth_l1_loss", input, target)
     expect_floating("smooth_l1_loss", "input", input)
     if beta < 0:
@@ -50,6 +64,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     ``reduction='batchmean'`` divides the sum by the batch size (the mathematically
     correct KL divergence); 'mean' averages over every element, as PyTorch does.
     """
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_same("kl_div", input, target)
     if not (input.dtype.is_floating_point or input.dtype.is_complex):   # (a RuntimeError there)
         raise DTypeError(f"kl_div: expected input to be a floating point tensor of log-probabilities, "
@@ -101,6 +116,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
 def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
                         reduction: str = "mean"):
     """max(0, -target * (input1 - input2) + margin)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if not (tuple(input1.shape) == tuple(input2.shape) == tuple(target.shape)):
         raise ShapeError(f"margin_ranking_loss: input1 {tuple(input1.shape)}, input2 "
                          f"{tuple(input2.shape)} and target {tuple(target.shape)} must have the same shape")
@@ -111,6 +127,7 @@ def margin_ranking_loss(input1, input2, target, margin: float = 0.0, size_averag
 def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6,
                         swap: bool = False, size_average=None, reduce=None, reduction: str = "mean"):
     """max(d(a, p) - d(a, n) + margin, 0) with the pairwise p-norm distance."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if not (anchor.ndim == positive.ndim == negative.ndim) or anchor.ndim not in (1, 2):
         raise ShapeError(f"triplet_margin_loss: anchor {tuple(anchor.shape)}, positive "
                          f"{tuple(positive.shape)} and negative {tuple(negative.shape)} must all be "
@@ -126,6 +143,7 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
 def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None,
                          reduction: str = "mean"):
     """x where target == 1, max(0, margin - x) where target == -1."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     margin_part = where(ne(target, 1), clamp(margin - input, 0.0), 0.0)
     self_part = where(ne(target, -1), input, 0.0)
     return _reduce(margin_part + self_part, reduction)
@@ -135,6 +153,7 @@ def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, 
 def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_average=None, reduce=None,
                           reduction: str = "mean"):
     """1 - cos(x1, x2) where target == 1, max(0, cos(x1, x2) - margin) where target == -1."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if input1.ndim not in (1, 2) or tuple(input1.shape) != tuple(input2.shape):
         raise ShapeError(f"cosine_embedding_loss: input1 {tuple(input1.shape)} and input2 "
                          f"{tuple(input2.shape)} must be equal-shaped 1-D or 2-D tensors")

@@ -18,7 +18,7 @@ from .composite import _reduce, logsigmoid
 from .creation import full, tensor, zeros
 from .elementwise import cast, clamp, exp, log, relu, where
 from .indexing import gather
-from .losses import pairwise_distance
+from .losses import legacy_reduction, pairwise_distance
 from .reductions import logsumexp, mean, sum as _sum
 from .shape import cat, stack, unsqueeze
 from .registry import refuse_tracing
@@ -56,6 +56,7 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
 @_autocast.fp32
 def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, size_average=None,
                      eps: float = 1e-8, reduce=None, reduction: str = "mean"):
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if log_input:
         loss = exp(input) - target * input
     else:
@@ -70,12 +71,14 @@ def poisson_nll_loss(input, target, log_input: bool = True, full: bool = False, 
 @_autocast.fp32
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """log(1 + exp(-y x)) per element."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     expect_floating("soft_margin_loss", "input", input)
     return _reduce(-logsigmoid(target * input), reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
                                 reduction: str = "mean"):
+    reduction = legacy_reduction(size_average, reduce, reduction)
     expect_floating("multilabel_soft_margin_loss", "input", input)
     loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
     if weight is not None:
@@ -88,6 +91,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """sum over target classes j (the labels before the first -1) and non-target classes i of
     max(0, 1 - (x[j] - x[i])), divided by the number of classes."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     expect_floating("multilabel_margin_loss", "input", input)
     refuse_tracing("multilabel_margin_loss", "its target labels")
     unbatched = input.ndim == 1
@@ -120,6 +124,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
 def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None, size_average=None,
                       reduce=None, reduction: str = "mean"):
     """sum over i != y of max(0, margin - x[y] + x[i])^p (times weight[y]), over the classes."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     expect_floating("multi_margin_loss", "input", input)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: only p == 1 and p == 2 are supported, got {p}")

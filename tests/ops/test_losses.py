@@ -1,0 +1,50 @@
+"""The deprecated ``size_average``/``reduce`` arguments of the losses that take them
+(ops/losses.py `legacy_reduction`): the reduction they ask for, with PyTorch's warning,
+as functions and as layers (they were accepted and ignored)."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+A = np.random.default_rng(0).uniform(0.1, 0.9, (3, 4)).astype(np.float32)
+B = np.random.default_rng(1).uniform(0.1, 0.9, (3, 4)).astype(np.float32)
+SIGN = np.where(np.random.default_rng(2).random((3, 4)) > 0.5, 1.0, -1.0).astype(np.float32)
+LOSSES = {
+    "smooth_l1_loss": lambda F, m: F.smooth_l1_loss(m(A), m(B), **KW),
+    "kl_div": lambda F, m: F.kl_div(m(A), m(B), **KW),
+    "margin_ranking_loss": lambda F, m: F.margin_ranking_loss(m(A), m(B), m(SIGN), **KW),
+    "hinge_embedding_loss": lambda F, m: F.hinge_embedding_loss(m(A), m(SIGN), **KW),
+    "soft_margin_loss": lambda F, m: F.soft_margin_loss(m(A), m(SIGN), **KW),
+    "multilabel_soft_margin_loss": lambda F, m: F.multilabel_soft_margin_loss(m(A), m(B), **KW),
+    "poisson_nll_loss": lambda F, m: F.poisson_nll_loss(m(A), m(B), **KW),
+    "triplet_margin_loss": lambda F, m: F.triplet_margin_loss(m(A), m(B), m(B[::-1].copy()), **KW),
+}
+KW: dict = {}
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+@pytest.mark.parametrize("kw", [{"size_average": False}, {"reduce": False}, {"size_average": True, "reduce": True},
+                                {"size_average": False, "reduction": "none"}])
+def test_size_average_and_reduce_choose_the_reduction_like_pytorch(name, kw):
+    KW.clear()
+    KW.update(kw)
+    with pytest.warns(UserWarning, match="size_average and reduce"):
+        want = LOSSES[name](torch.nn.functional, torch.tensor).numpy()
+    with pytest.warns(UserWarning, match="size_average and reduce"):
+        got = LOSSES[name](tj.nn.functional, tj.tensor).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("layer", ["SmoothL1Loss", "MarginRankingLoss", "HingeEmbeddingLoss", "KLDivLoss",
+                                   "PoissonNLLLoss", "MultiMarginLoss"])
+def test_loss_layers_take_size_average_and_reduce(layer):
+    with pytest.warns(UserWarning):
+        t = getattr(torch.nn, layer)(size_average=False)
+    with pytest.warns(UserWarning):
+        j = getattr(tj.nn, layer)(size_average=False)
+    assert j.reduction == t.reduction == "sum"
+    with pytest.warns(UserWarning):
+        assert getattr(tj.nn, layer)(reduce=False).reduction == "none"
