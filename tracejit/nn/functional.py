@@ -59,6 +59,10 @@ def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """PyTorch's argument order for ``tracejit.ops.unfold`` (im2col); a 3-D input (C, H, W)
     is one unbatched image, as in PyTorch."""
+    for what, v, least in (("kernel_size", kernel_size, 1), ("dilation", dilation, 1), ("padding", padding, 0),
+                           ("stride", stride, 1)):
+        if min((v, v) if isinstance(v, int) else tuple(v)) < least:
+            raise ValueError(f"unfold: {what} must be {'positive' if least else 'non-negative'}, got {v}")
     if input.ndim == 3:
         return _ops.unfold(input.unsqueeze(0), kernel_size, stride, padding, dilation).squeeze(0)
     return _ops.unfold(input, kernel_size, stride, padding, dilation)
