@@ -10,7 +10,7 @@ from tracejit import ops
 @pytest.mark.parametrize("name", ["gelu", "layer_norm", "dropout", "embedding",
                                   "one_hot", "conv2d", "max_pool2d", "avg_pool2d", "linear", "mse_loss",
                                   "l1_loss", "cross_entropy", "nll_loss", "binary_cross_entropy",
-                                  "binary_cross_entropy_with_logits", "sigmoid", "tanh", "silu",
+                                  "binary_cross_entropy_with_logits", "sigmoid", "tanh",
                                   "softplus", "logsigmoid"])
 def test_functional_is_the_op(name):
     assert getattr(F, name) is getattr(ops, name)
@@ -23,6 +23,10 @@ def test_relu_and_leaky_relu_inplace():
     y = tj.tensor([-1.0, 2.0])
     assert F.leaky_relu(y, 0.5).tolist() == [-0.5, 2.0]
     assert F.leaky_relu(y, 0.5, inplace=True) is y and y.tolist() == [-0.5, 2.0]
+    z = tj.tensor([-1.0, 2.0])
+    want = (z * z.sigmoid()).tolist()
+    assert F.silu(z).tolist() == want and z.tolist() == [-1.0, 2.0]
+    assert F.silu(z, inplace=True) is z and z.tolist() == want   # (PyTorch's inplace= too)
 
 
 def test_dropout_training_flag():

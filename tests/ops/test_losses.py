@@ -48,3 +48,10 @@ def test_loss_layers_take_size_average_and_reduce(layer):
     assert j.reduction == t.reduction == "sum"
     with pytest.warns(UserWarning):
         assert getattr(tj.nn, layer)(reduce=False).reduction == "none"
+
+
+def test_triplet_margin_loss_wants_a_positive_margin():
+    with pytest.raises(ValueError, match="margin"):
+        torch.nn.functional.triplet_margin_loss(torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 3), margin=-1.0)
+    with pytest.raises(ValueError, match="margin must be greater than 0"):
+        tj.nn.functional.triplet_margin_loss(tj.ones(2, 3), tj.ones(2, 3), tj.ones(2, 3), margin=-1.0)

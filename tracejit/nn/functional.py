@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                    conv2d, cross_entropy, dropout, embedding, gelu, l1_loss, layer_norm, linear,
-                   logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, silu, softplus, tanh)
+                   logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, softplus, tanh)
 from ..ops.activation_more import implicit_softmax_dim
 from ..errors import ShapeError
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
@@ -49,6 +49,11 @@ def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
 
 def relu(input, inplace: bool = False):
     return input.relu_() if inplace else _ops.relu(input)
+
+
+def silu(input, inplace: bool = False):
+    out = _ops.silu(input)
+    return input.copy_(out) if inplace else out
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):

@@ -128,6 +128,8 @@ def triplet_margin_loss(anchor, positive, negative, margin: float = 1.0, p: floa
                         swap: bool = False, size_average=None, reduce=None, reduction: str = "mean"):
     """max(d(a, p) - d(a, n) + margin, 0) with the pairwise p-norm distance."""
     reduction = legacy_reduction(size_average, reduce, reduction)
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_loss: margin must be greater than 0, got {margin}")
     if not (anchor.ndim == positive.ndim == negative.ndim) or anchor.ndim not in (1, 2):
         raise ShapeError(f"triplet_margin_loss: anchor {tuple(anchor.shape)}, positive "
                          f"{tuple(positive.shape)} and negative {tuple(negative.shape)} must all be "
