@@ -55,3 +55,17 @@ def test_triplet_margin_loss_wants_a_positive_margin():
         torch.nn.functional.triplet_margin_loss(torch.ones(2, 3), torch.ones(2, 3), torch.ones(2, 3), margin=-1.0)
     with pytest.raises(ValueError, match="margin must be greater than 0"):
         tj.nn.functional.triplet_margin_loss(tj.ones(2, 3), tj.ones(2, 3), tj.ones(2, 3), margin=-1.0)
+
+
+def test_triplet_margin_with_distance_loss_wants_a_positive_margin():
+    with pytest.raises(ValueError, match="margin must be greater than 0"):
+        tj.nn.functional.triplet_margin_with_distance_loss(tj.ones(2, 3), tj.ones(2, 3), tj.ones(2, 3), margin=0.0)
+
+
+def test_cross_entropy_with_probabilities_refuses_an_ignore_index():
+    x, p = np.zeros((2, 3), np.float32), np.full((2, 3), 1 / 3, np.float32)
+    with pytest.raises(RuntimeError, match="ignore_index"):
+        torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(p), ignore_index=1)
+    with pytest.raises(RuntimeError, match="ignore_index"):
+        tj.nn.functional.cross_entropy(tj.tensor(x), tj.tensor(p), ignore_index=1)
+    assert abs(tj.nn.functional.cross_entropy(tj.tensor(x), tj.tensor(p)).item() - np.log(3)) < 1e-6

@@ -438,6 +438,9 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
     c = input.shape[cdim]
     logp = log_softmax(input, cdim)
     if target.dtype.is_floating_point:  # class probabilities
+        if ignore_index != -100:   # (no class index to ignore: PyTorch refuses it too)
+            raise DTypeError(f"cross_entropy: ignore_index={ignore_index} is not supported for a "
+                             f"floating point target of class probabilities")
         if tuple(input.shape) != tuple(target.shape) and target.ndim == input.ndim - 1:
             # Shaped like class indices: the dtype, not the shape, is what is wrong.
             raise DTypeError(f"cross_entropy: target of shape {tuple(target.shape)} holds class indices "

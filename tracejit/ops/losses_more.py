@@ -147,6 +147,8 @@ def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=Non
 
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
                                       margin: float = 1.0, swap: bool = False, reduction: str = "mean"):
+    if margin <= 0:
+        raise ValueError(f"triplet_margin_with_distance_loss: margin must be greater than 0, got {margin}")
     dist = distance_function if distance_function is not None else pairwise_distance
     dp, dn = dist(anchor, positive), dist(anchor, negative)
     if swap:
