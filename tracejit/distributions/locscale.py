@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import ops as _ops
 from . import constraints
-from .distribution import Distribution, LocScale, broadcast_all, register_kl
+from .distribution import Distribution, LocScale, register_kl
 from .normal_uniform import Normal
 
 __all__ = ["Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal"]
@@ -22,7 +22,7 @@ class Laplace(LocScale):
     variance = property(lambda self: 2 * self.scale ** 2)
 
     def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape) * 2 - 1
+        u = self._uniform(sample_shape, self.loc) * 2 - 1
         eps = float(np.finfo(self.loc.dtype.np).eps)
         u = u.clamp(-1 + eps, 1)
         return self.loc - self.scale * _ops.sign(u) * _ops.log1p(-u.abs())
@@ -48,7 +48,7 @@ class Cauchy(LocScale):
     variance = property(lambda self: self.loc * 0 + float("inf"))
 
     def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape)
+        u = self._uniform(sample_shape, self.loc)
         return self.loc + self.scale * _ops.tan(math.pi * (u - 0.5))
 
     def log_prob(self, value):
@@ -71,7 +71,7 @@ class Gumbel(LocScale):
     variance = property(lambda self: (math.pi ** 2 / 6) * self.scale ** 2)
 
     def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape)
+        u = self._uniform(sample_shape, self.loc)
         eps = float(np.finfo(self.loc.dtype.np).tiny)
         return self.loc - self.scale * _ops.log(-_ops.log(u.clamp(eps, 1 - 1e-7)))
 
@@ -96,8 +96,7 @@ class HalfNormal(Distribution):
     has_rsample = True
 
     def __init__(self, scale, validate_args=None):
-        (self.scale,) = broadcast_all(scale)
-        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+        self._broadcast(validate_args, scale=scale)
 
     mean = property(lambda self: self.scale * math.sqrt(2 / math.pi))
     mode = property(lambda self: self.scale * 0)

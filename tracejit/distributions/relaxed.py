@@ -10,7 +10,7 @@ import numpy as np
 from .. import ops as _ops
 from ..tensor import Tensor
 from . import constraints
-from .discrete import Categorical, OneHotCategorical, _clamp_probs, _one_given, _probs_to_logits
+from .discrete import Categorical, OneHotCategorical, _clamp_probs, _probs_or_logits, _probs_to_logits
 from .distribution import Distribution, broadcast_all
 from .locscale import Cauchy
 from .more import Gamma, _draw
@@ -33,15 +33,12 @@ class LogitRelaxedBernoulli(Distribution):
     has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        _one_given(probs, logits, type(self).__name__)
+        _probs_or_logits(self, type(self).__name__, probs, logits, validate_args)
         if probs is not None:
-            (self.probs,) = broadcast_all(probs)
             self.logits = _probs_to_logits(self.probs, binary=True)
         else:
-            (self.logits,) = broadcast_all(logits)
             self.probs = _ops.sigmoid(self.logits)
         self.temperature = _temperature(temperature, self.logits)
-        super().__init__(tuple(self.logits.shape), validate_args=validate_args)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -138,9 +135,8 @@ class StudentT(Distribution):
     has_rsample = True
 
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
-        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        self._broadcast(validate_args, df=df, loc=loc, scale=scale)
         self._chi2 = Chi2(self.df, validate_args=False)
-        super().__init__(tuple(self.df.shape), validate_args=validate_args)
 
     @property
     def mean(self):
@@ -182,9 +178,8 @@ class HalfCauchy(Distribution):
     has_rsample = True
 
     def __init__(self, scale, validate_args=None):
-        (self.scale,) = broadcast_all(scale)
+        self._broadcast(validate_args, scale=scale)
         self._base = Cauchy(0.0 * self.scale, self.scale, validate_args=False)
-        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
 
     mean = property(lambda self: _ops.full_like(self.scale, float("inf")))
     mode = property(lambda self: _ops.zeros_like(self.scale))
