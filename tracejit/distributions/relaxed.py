@@ -1,6 +1,6 @@
 """More of PyTorch's distributions, on the ones in this package: the relaxed (Gumbel-softmax)
 Bernoulli and one-hot categorical, the straight-through one-hot categorical, Student's t,
-chi-squared, half-Cauchy and the multinomial, with PyTorch's formulas."""
+chi-squared and the multinomial, with PyTorch's formulas."""
 from __future__ import annotations
 
 import math
@@ -12,13 +12,12 @@ from ..tensor import Tensor
 from . import constraints
 from .discrete import Categorical, OneHotCategorical, _clamp_probs, _probs_or_logits, _probs_to_logits
 from .distribution import Distribution, broadcast_all
-from .locscale import Cauchy
 from .more import Gamma, _draw
 from .transformed import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
 
 __all__ = ["RelaxedBernoulli", "RelaxedOneHotCategorical", "OneHotCategoricalStraightThrough",
-           "StudentT", "Chi2", "HalfCauchy", "Multinomial", "LogitRelaxedBernoulli",
+           "StudentT", "Chi2", "Multinomial", "LogitRelaxedBernoulli",
            "ExpRelaxedCategorical"]
 
 
@@ -170,37 +169,6 @@ class StudentT(Distribution):
         lbeta = _ops.lgamma(0.5 * df) + math.lgamma(0.5) - _ops.lgamma(0.5 * (df + 1))
         return (_ops.log(self.scale) + 0.5 * (df + 1) * (_ops.digamma(0.5 * (df + 1)) - _ops.digamma(0.5 * df))
                 + 0.5 * _ops.log(df) + lbeta)
-
-
-class HalfCauchy(Distribution):
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        self._broadcast(validate_args, scale=scale)
-        self._base = Cauchy(0.0 * self.scale, self.scale, validate_args=False)
-
-    mean = property(lambda self: _ops.full_like(self.scale, float("inf")))
-    mode = property(lambda self: _ops.zeros_like(self.scale))
-    variance = property(lambda self: _ops.full_like(self.scale, float("inf")))
-
-    def rsample(self, sample_shape=()):
-        return self._base.rsample(sample_shape).abs()
-
-    def log_prob(self, value):
-        self._validate_sample(value)
-        lp = self._base.log_prob(value) + math.log(2)
-        return _ops.where(value >= 0, lp, _ops.full_like(lp, -float("inf")))
-
-    def cdf(self, value):
-        return 2 * self._base.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self._base.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self._base.entropy() - math.log(2)
 
 
 class Multinomial(Distribution):
