@@ -31,6 +31,22 @@ def _factory(device, dtype) -> dict:
     return {"device": device, "dtype": _dt.as_dtype(dtype) if dtype is not None else None}
 
 
+def _affine(m: Module, shape: tuple, affine: bool, bias: bool, device, dtype) -> None:
+    """A normalization's weight and (with `bias`) bias of `shape`, or None when not
+    `affine`; their values are `_reset_affine`'s."""
+    kw = _factory(device, dtype)
+    m.weight = Parameter(empty(*shape, **kw)) if affine else None
+    m.bias = Parameter(empty(*shape, **kw)) if affine and bias else None
+
+
+def _reset_affine(m: Module) -> None:
+    """A normalization's weight ones and bias zeros (those it has)."""
+    if m.weight is not None:
+        init.ones_(m.weight)
+    if getattr(m, "bias", None) is not None:
+        init.zeros_(m.bias)
+
+
 class Identity(Module):
     """Returns its input; accepts and ignores any constructor arguments."""
 
@@ -253,20 +269,10 @@ class LayerNorm(Module):
         self.normalized_shape = shape
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        kw = _factory(device, dtype)
-        if elementwise_affine:
-            self.weight = Parameter(empty(*shape, **kw))
-            self.bias = Parameter(empty(*shape, **kw)) if bias else None
-        else:
-            self.weight = None
-            self.bias = None
+        _affine(self, shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+    reset_parameters = _reset_affine
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
