@@ -14,12 +14,12 @@ path where they apply; these cover the other ranks and options.
 """
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
 
 from .. import dtypes as _dt
+from ..exactcall import specialize
 from ..errors import ShapeError
 from .creation import tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
@@ -49,20 +49,8 @@ def _ntuple(v, n: int, what: str, op: str) -> tuple:
 
 
 def _ranked(impl, n: int, name: str, **fixed):
-    """The public function `name`: `impl` at rank `n` (and `fixed` keywords), its errors
-    naming `name`; its signature is impl's without the keyword-only n, op and `fixed`."""
-    def fn(*args, **kwargs):
-        try:
-            return impl(*args, **kwargs, n=n, op=name, **fixed)
-        except TypeError as e:   # a wrong call: name the public function, not impl
-            if not str(e).startswith(impl.__name__ + "()"):
-                raise
-            raise TypeError(name + str(e)[len(impl.__name__):]) from None
-    params = inspect.signature(impl).parameters.values()
-    fn.__signature__ = inspect.Signature([p for p in params if p.kind is not p.KEYWORD_ONLY])
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = __name__
-    return fn
+    """`impl` at rank `n` as the public function `name` (its errors naming `name`)."""
+    return specialize(impl, name, n=n, op=name, **fixed)
 
 
 def _batched(x, n: int, op: str):
