@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 
-__all__ = ["forwarder"]
+__all__ = ["forwarder", "specialize"]
 
 
 def forwarder(fn, out=None):
@@ -71,3 +71,24 @@ def forwarder(fn, out=None):
     src = f"def {name}({', '.join(params)}):\n{body}"
     exec(compile(src, f"<tracejit forwarder {name}>", "exec"), ns)
     return ns[name]
+
+
+def specialize(impl, name: str, /, **fixed):
+    """The public function `name`: `impl` called with the keyword-only arguments `fixed`
+    (a rank, an op name), with impl's signature less its keyword-only parameters and docs;
+    a wrong call's TypeError names `name`, not impl. One impl serves a family so (max_pool1d
+    to 3d, fft to fftn)."""
+    prefix = impl.__name__ + "()"
+
+    def fn(*args, **kwargs):
+        try:
+            return impl(*args, **kwargs, **fixed)
+        except TypeError as e:
+            if not str(e).startswith(prefix):
+                raise
+            raise TypeError(name + str(e)[len(impl.__name__):]) from None
+    params = inspect.signature(impl).parameters.values()
+    fn.__signature__ = inspect.Signature([p for p in params if p.kind is not p.KEYWORD_ONLY])
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__, fn.__doc__ = impl.__module__, impl.__doc__
+    return fn

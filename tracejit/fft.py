@@ -11,11 +11,13 @@ that ``n``/``s`` asked for.
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
 import numpy as np
 
 from . import dtypes as _dt
+from .exactcall import specialize
 from .errors import DTypeError
 from .ops.creation import tensor, zeros
 from .ops.rearrange import roll
@@ -181,7 +183,7 @@ def _as_real(x: Tensor, name: str) -> Tensor:
                                                              else _dt.get_default_dtype())
 
 
-def _c2c(x, s, dim, norm, inverse, name, default_all):
+def _c2c(x, s, dim, norm, name, default_all, inverse=False):
     s, dims = _plan(x, s, dim, name, default_all)
     return bind(FFT_C2C, _as_complex(x), s=s, dims=dims, norm=_norm(norm, name), inverse=inverse)
 
@@ -203,56 +205,29 @@ def _c2r(x, s, dim, norm, name, default_all):
     return bind(FFT_C2R, x, s=s, dims=dims, norm=_norm(norm, name))
 
 
-def _one(n):
-    return None if n is None else (n,)
+# The public transforms' three signatures (one dim, two, any); `run` is the transform.
+def _one_dim(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None, *,
+             run, name) -> Tensor:
+    return run(input, None if n is None else (n,), dim, norm, name, 1)
 
 
-def fft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
-    return _c2c(input, _one(n), dim, norm, False, "fft", 1)
+def _two_dims(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None, *,
+              run, name) -> Tensor:
+    return run(input, s, dim, norm, name, 2)
 
 
-def ifft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
-    return _c2c(input, _one(n), dim, norm, True, "ifft", 1)
+def _n_dims(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None, *,
+            run, name) -> Tensor:
+    return run(input, s, dim, norm, name, 0)
 
 
-def rfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
-    return _r2c(input, _one(n), dim, norm, "rfft", 1)
-
-
-def irfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
-    return _c2r(input, _one(n), dim, norm, "irfft", 1)
-
-
-def fft2(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None) -> Tensor:
-    return _c2c(input, s, dim, norm, False, "fft2", 2)
-
-
-def ifft2(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None) -> Tensor:
-    return _c2c(input, s, dim, norm, True, "ifft2", 2)
-
-
-def rfft2(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None) -> Tensor:
-    return _r2c(input, s, dim, norm, "rfft2", 2)
-
-
-def irfft2(input: Tensor, s: Optional[Sequence[int]] = None, dim=(-2, -1), norm: Optional[str] = None) -> Tensor:
-    return _c2r(input, s, dim, norm, "irfft2", 2)
-
-
-def fftn(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None) -> Tensor:
-    return _c2c(input, s, dim, norm, False, "fftn", 0)
-
-
-def ifftn(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None) -> Tensor:
-    return _c2c(input, s, dim, norm, True, "ifftn", 0)
-
-
-def rfftn(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None) -> Tensor:
-    return _r2c(input, s, dim, norm, "rfftn", 0)
-
-
-def irfftn(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Optional[str] = None) -> Tensor:
-    return _c2r(input, s, dim, norm, "irfftn", 0)
+_RUNS = (_c2c, functools.partial(_c2c, inverse=True), _r2c, _c2r)
+fft, ifft, rfft, irfft = (specialize(_one_dim, n, run=r, name=n)
+                          for n, r in zip(("fft", "ifft", "rfft", "irfft"), _RUNS))
+fft2, ifft2, rfft2, irfft2 = (specialize(_two_dims, n, run=r, name=n)
+                              for n, r in zip(("fft2", "ifft2", "rfft2", "irfft2"), _RUNS))
+fftn, ifftn, rfftn, irfftn = (specialize(_n_dims, n, run=r, name=n)
+                              for n, r in zip(("fftn", "ifftn", "rfftn", "irfftn"), _RUNS))
 
 
 def hfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:

@@ -24,6 +24,16 @@ __all__ = ["Tensor"]
 _new_object = object.__new__
 
 
+def _cast_method(name: str, dtype: "_dt.DType"):
+    """``x.float()`` and its kind: this tensor in `dtype` (itself when already of it)."""
+    def method(self, memory_format=None) -> "Tensor":
+        if memory_format is not None:
+            check_memory_format(memory_format, name)
+        return _ops.cast(self, dtype)
+    method.__name__, method.__qualname__ = name, f"Tensor.{name}"
+    return method
+
+
 class Tensor:
     # Every op result sets the slots below (so `_wrap` is the cost of each op's Tensor);
     # fields most tensors never set are class-level defaults, stored in the instance
@@ -261,12 +271,6 @@ class Tensor:
     def sgn(self) -> "Tensor":
         return _ops.sgn(self)
 
-    def cfloat(self) -> "Tensor":
-        return self.to(_dt.complex64)
-
-    def cdouble(self) -> "Tensor":
-        return self.to(_dt.complex128)
-
     def contiguous(self, memory_format=None) -> "Tensor":
         """Row-major memory (every memory_format is accepted; see tracejit/formats.py)."""
         check_memory_format(memory_format, "contiguous")
@@ -421,26 +425,11 @@ class Tensor:
         return self.to(dev)
 
     # (cast itself, not to(): to()'s argument parsing cost more than a small cast)
-    def float(self) -> "Tensor":
-        return _ops.cast(self, _dt.float32)
-
-    def double(self) -> "Tensor":
-        return _ops.cast(self, _dt.float64)
-
-    def half(self) -> "Tensor":
-        return _ops.cast(self, _dt.float16)
-
-    def bfloat16(self) -> "Tensor":
-        return self.to(_dt.bfloat16)
-
-    def int(self) -> "Tensor":
-        return self.to(_dt.int32)
-
-    def long(self) -> "Tensor":
-        return self.to(_dt.int64)
-
-    def bool(self) -> "Tensor":
-        return self.to(_dt.bool_)
+    float, double, half, bfloat16, cfloat, cdouble, int, long, short, char, byte, bool = (
+        _cast_method(n, getattr(_dt, d)) for n, d in (
+            ("float", "float32"), ("double", "float64"), ("half", "float16"), ("bfloat16", "bfloat16"),
+            ("cfloat", "complex64"), ("cdouble", "complex128"), ("int", "int32"), ("long", "int64"),
+            ("short", "int16"), ("char", "int8"), ("byte", "uint8"), ("bool", "bool_")))
 
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)

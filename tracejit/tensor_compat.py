@@ -179,15 +179,6 @@ class CompatMethods:
         (a view: writes go to `self`, as in PyTorch)."""
         return _ops.rearrange.unfold_windows(self, dimension, size, step)
 
-    def byte(self, memory_format=None):
-        return self.to(_dt.uint8)
-
-    def char(self, memory_format=None):
-        return self.to(_dt.int8)
-
-    def short(self, memory_format=None):
-        return self.to(_dt.int16)
-
     itemsize = property(lambda self: self.dtype.itemsize)
     nbytes = property(lambda self: self.numel() * self.dtype.itemsize)
 

@@ -12,12 +12,12 @@ from . import discrete, exp_family, locscale, more, normal_uniform, transformed,
 from .distribution import Distribution, kl_divergence, register_kl
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, PowerTransform,
                          SigmoidTransform, StickBreakingTransform, TanhTransform, Transform)
-from .relaxed import (Chi2, HalfCauchy, Multinomial, OneHotCategoricalStraightThrough,
+from .relaxed import (Chi2, Multinomial, OneHotCategoricalStraightThrough,
                       RelaxedBernoulli, RelaxedOneHotCategorical, StudentT)
 
 __all__ = ["Distribution", "kl_divergence", "register_kl", "constraints", "transforms", "Transform",
            "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
-           "PowerTransform", "StickBreakingTransform", "Chi2", "HalfCauchy", "Multinomial",
+           "PowerTransform", "StickBreakingTransform", "Chi2", "Multinomial",
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT"]
 # every public name of these modules (their __all__) is tracejit.distributions'
 for _m in (discrete, exp_family, locscale, more, normal_uniform, transformed, heavy_tailed, bounded, matrix):

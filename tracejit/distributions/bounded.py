@@ -12,7 +12,7 @@ import numpy as np
 from .. import ops as _ops
 from . import constraints
 from .discrete import _clamp_probs, _derived, _one_given
-from .distribution import Distribution, broadcast_all, register_kl
+from .distribution import Distribution, broadcast_all, inf_like as _inf_like, register_kl
 from .exp_family import ExponentialFamily
 from .heavy_tailed import Pareto
 from .locscale import Gumbel, Laplace
@@ -56,8 +56,7 @@ class VonMises(Distribution):
     support = constraints.real
 
     def __init__(self, loc, concentration, validate_args=None):
-        self.loc, self.concentration = broadcast_all(loc, concentration)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+        self._broadcast(validate_args, loc=loc, concentration=concentration)
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -164,8 +163,7 @@ class ContinuousBernoulli(ExponentialFamily):
         return _ops.where(self._outside_unstable_region(), v, taylor)
 
     def rsample(self, sample_shape=()):
-        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.probs.dtype)
-        return self.icdf(u)
+        return self.icdf(self._uniform(sample_shape, self.probs))
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -209,8 +207,7 @@ class GeneralizedPareto(Distribution):
     has_rsample = True
 
     def __init__(self, loc, scale, concentration, validate_args=None):
-        self.loc, self.scale, self.concentration = broadcast_all(loc, scale, concentration)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+        self._broadcast(validate_args, loc=loc, scale=scale, concentration=concentration)
 
     def _safe_concentration(self):
         c = self.concentration
@@ -218,8 +215,7 @@ class GeneralizedPareto(Distribution):
         return eq_zero, _ops.where(eq_zero, _ops.ones_like(c), c)
 
     def rsample(self, sample_shape=()):
-        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
-        return self.icdf(u)
+        return self.icdf(self._uniform(sample_shape, self.loc))
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -275,10 +271,6 @@ class GeneralizedPareto(Distribution):
 
 
 # ---------------------------------------------------------------- KL pairs
-def _inf_like(t):
-    return _ops.full_like(t.detach(), float("inf"))
-
-
 def _cb_cross(p, q):
     """-E_p[log q] minus the entropy of p, for q continuous Bernoulli and p on [0, 1]."""
     return -p.entropy() - p.mean * q.logits - _ops.log1p(-q.probs) - q._cont_bern_log_norm()

@@ -24,6 +24,15 @@ def _one_given(probs, logits, name):
         raise ValueError(f"{name}: either `probs` or `logits` must be specified, but not both.")
 
 
+def _probs_or_logits(d, name: str, probs, logits, validate_args, **others) -> None:
+    """`d`'s parameter: whichever of `probs` and `logits` is given (exactly one must be),
+    broadcast with `others` and kept as ``d._param`` too; the batch shape theirs."""
+    _one_given(probs, logits, name)
+    given = "probs" if probs is not None else "logits"
+    d._broadcast(validate_args, **others, **{given: probs if probs is not None else logits})
+    d._param = d.__dict__[given]
+
+
 def _clamp_probs(p):
     eps = float(np.finfo(p.dtype.np).eps)
     return p.clamp(eps, 1 - eps)
@@ -159,14 +168,7 @@ class Bernoulli(ExponentialFamily):
     _mean_carrier_measure = 0
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        _one_given(probs, logits, "Bernoulli")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-            self._param = self.probs
-        else:
-            (self.logits,) = broadcast_all(logits)
-            self._param = self.logits
-        super().__init__(tuple(self._param.shape), validate_args=validate_args)
+        _probs_or_logits(self, "Bernoulli", probs, logits, validate_args)
 
     def __getattr__(self, name):
         return _derived(self, name, True)

@@ -52,6 +52,18 @@ class Distribution:
     def set_default_validate_args(value: bool) -> None:
         _VALIDATE[0] = bool(value)
 
+    def _broadcast(self, validate_args, **params) -> None:
+        """Set `params` as attributes, broadcast together (`broadcast_all`); the batch
+        shape is theirs, the event shape ()."""
+        values = broadcast_all(*params.values())
+        self.__dict__.update(zip(params, values))
+        Distribution.__init__(self, tuple(values[0].shape), validate_args=validate_args)
+
+    def _uniform(self, sample_shape, like: Tensor) -> Tensor:
+        """Uniform [0, 1) draws of the sample's shape, in `like`'s dtype."""
+        from ..ops import rand
+        return rand(*self._extended_shape(sample_shape), dtype=like.dtype)
+
     @property
     def batch_shape(self):
         return self._batch_shape
@@ -182,10 +194,10 @@ class LocScale(Distribution):
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        super().__init__(tuple(self.loc.shape), validate_args=validate_args)
+        self._broadcast(validate_args, loc=loc, scale=scale)
 
-    def _uniform(self, sample_shape) -> Tensor:
-        """Uniform [0, 1) draws of the sample's shape, in the parameters' dtype."""
-        from ..ops import rand
-        return rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype)
+
+def inf_like(t: Tensor) -> Tensor:
+    """+inf of `t`'s shape and dtype, outside the graph (an infinite KL divergence)."""
+    from ..ops import full_like
+    return full_like(t.detach(), float("inf"))

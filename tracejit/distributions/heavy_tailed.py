@@ -14,8 +14,8 @@ import numpy as np
 
 from .. import ops as _ops
 from . import constraints
-from .discrete import _one_given
-from .distribution import Distribution, broadcast_all, register_kl
+from .discrete import _probs_or_logits
+from .distribution import Distribution, inf_like as _inf_like, register_kl
 from .locscale import _EULER
 from .more import Exponential, Gamma, _draw
 from .normal_uniform import Normal, Uniform
@@ -23,14 +23,9 @@ from .normal_uniform import Normal, Uniform
 __all__ = ["Weibull", "Pareto", "Kumaraswamy", "InverseGamma", "FisherSnedecor", "NegativeBinomial"]
 
 
-def _inf_like(t):
-    return t.detach() * 0 + float("inf")
-
-
 def _unit_exponential(d, sample_shape, like):
     """Exponential(1) draws of the sample's shape, in `like`'s dtype."""
-    u = _ops.rand(*d._extended_shape(sample_shape), dtype=like.dtype)
-    return -_ops.log1p(-u)
+    return -_ops.log1p(-d._uniform(sample_shape, like))
 
 
 class Weibull(Distribution):
@@ -39,8 +34,7 @@ class Weibull(Distribution):
     has_rsample = True
 
     def __init__(self, scale, concentration, validate_args=None):
-        self.scale, self.concentration = broadcast_all(scale, concentration)
-        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+        self._broadcast(validate_args, scale=scale, concentration=concentration)
 
     @property
     def mean(self):
@@ -81,8 +75,7 @@ class Pareto(Distribution):
     has_rsample = True
 
     def __init__(self, scale, alpha, validate_args=None):
-        self.scale, self.alpha = broadcast_all(scale, alpha)
-        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+        self._broadcast(validate_args, scale=scale, alpha=alpha)
 
     @property
     def support(self):
@@ -123,8 +116,7 @@ class Kumaraswamy(Distribution):
     has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
-        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
-        super().__init__(tuple(self.concentration1.shape), validate_args=validate_args)
+        self._broadcast(validate_args, concentration1=concentration1, concentration0=concentration0)
 
     def _moment(self, n: int):
         a, b = self.concentration1, self.concentration0
@@ -135,8 +127,7 @@ class Kumaraswamy(Distribution):
     variance = property(lambda self: self._moment(2) - self._moment(1) ** 2)
 
     def rsample(self, sample_shape=()):
-        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.concentration1.dtype)
-        return self.icdf(u)
+        return self.icdf(self._uniform(sample_shape, self.concentration1))
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -161,8 +152,7 @@ class InverseGamma(Distribution):
     has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
-        self.concentration, self.rate = broadcast_all(concentration, rate)
-        super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+        self._broadcast(validate_args, concentration=concentration, rate=rate)
 
     @property
     def mean(self):
@@ -198,8 +188,7 @@ class FisherSnedecor(Distribution):
     has_rsample = True
 
     def __init__(self, df1, df2, validate_args=None):
-        self.df1, self.df2 = broadcast_all(df1, df2)
-        super().__init__(tuple(self.df1.shape), validate_args=validate_args)
+        self._broadcast(validate_args, df1=df1, df2=df2)
 
     @property
     def mean(self):
@@ -238,16 +227,11 @@ class NegativeBinomial(Distribution):
     support = constraints.nonnegative_integer
 
     def __init__(self, total_count, probs=None, logits=None, validate_args=None):
-        _one_given(probs, logits, "NegativeBinomial")
+        _probs_or_logits(self, "NegativeBinomial", probs, logits, validate_args, total_count=total_count)
         if probs is not None:
-            self.total_count, self.probs = broadcast_all(total_count, probs)
             self.logits = _ops.log(self.probs) - _ops.log1p(-self.probs)
-            self.__dict__["_given"] = "probs"
         else:
-            self.total_count, self.logits = broadcast_all(total_count, logits)
             self.probs = _ops.sigmoid(self.logits)
-            self.__dict__["_given"] = "logits"
-        super().__init__(tuple(self.total_count.shape), validate_args=validate_args)
 
     mean = property(lambda self: self.total_count * _ops.exp(self.logits))
 

@@ -1,5 +1,5 @@
 """The location-scale families beside Normal, with PyTorch's parameterizations and
-formulas (reparameterized): Laplace, Cauchy, Gumbel, HalfNormal, LogNormal."""
+formulas (reparameterized): Laplace, Cauchy, Gumbel, HalfNormal, HalfCauchy, LogNormal."""
 from __future__ import annotations
 
 import math
@@ -8,10 +8,10 @@ import numpy as np
 
 from .. import ops as _ops
 from . import constraints
-from .distribution import Distribution, LocScale, broadcast_all, register_kl
+from .distribution import Distribution, LocScale, register_kl
 from .normal_uniform import Normal
 
-__all__ = ["Laplace", "Cauchy", "Gumbel", "HalfNormal", "LogNormal"]
+__all__ = ["Laplace", "Cauchy", "Gumbel", "HalfNormal", "HalfCauchy", "LogNormal"]
 
 _EULER = 0.5772156649015329
 
@@ -22,7 +22,7 @@ class Laplace(LocScale):
     variance = property(lambda self: 2 * self.scale ** 2)
 
     def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape) * 2 - 1
+        u = self._uniform(sample_shape, self.loc) * 2 - 1
         eps = float(np.finfo(self.loc.dtype.np).eps)
         u = u.clamp(-1 + eps, 1)
         return self.loc - self.scale * _ops.sign(u) * _ops.log1p(-u.abs())
@@ -48,7 +48,7 @@ class Cauchy(LocScale):
     variance = property(lambda self: self.loc * 0 + float("inf"))
 
     def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape)
+        u = self._uniform(sample_shape, self.loc)
         return self.loc + self.scale * _ops.tan(math.pi * (u - 0.5))
 
     def log_prob(self, value):
@@ -71,7 +71,7 @@ class Gumbel(LocScale):
     variance = property(lambda self: (math.pi ** 2 / 6) * self.scale ** 2)
 
     def rsample(self, sample_shape=()):
-        u = self._uniform(sample_shape)
+        u = self._uniform(sample_shape, self.loc)
         eps = float(np.finfo(self.loc.dtype.np).tiny)
         return self.loc - self.scale * _ops.log(-_ops.log(u.clamp(eps, 1 - 1e-7)))
 
@@ -90,38 +90,51 @@ class Gumbel(LocScale):
         return _ops.log(self.scale) + (1 + _EULER)
 
 
-class HalfNormal(Distribution):
+class _Half(Distribution):
+    """|X| of X from the zero-location `_family` of scale `scale` (PyTorch's, as a
+    transformed distribution)."""
     arg_constraints = {"scale": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
+    _family: type
 
     def __init__(self, scale, validate_args=None):
-        (self.scale,) = broadcast_all(scale)
-        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
+        self._broadcast(validate_args, scale=scale)
+        self._base = self._family(0.0 * self.scale, self.scale, validate_args=False)
 
+    def rsample(self, sample_shape=()):
+        return self._base.rsample(sample_shape).abs()
+
+    def log_prob(self, value):
+        self._validate_sample(value)
+        lp = self._base.log_prob(value) + math.log(2)
+        return _ops.where(value >= 0, lp, _ops.full_like(lp, -float("inf")))
+
+    def cdf(self, value):
+        return 2 * self._base.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self._base.icdf((prob + 1) / 2)
+
+
+class HalfNormal(_Half):
+    _family = Normal
     mean = property(lambda self: self.scale * math.sqrt(2 / math.pi))
     mode = property(lambda self: self.scale * 0)
     variance = property(lambda self: self.scale ** 2 * (1 - 2 / math.pi))
 
-    def rsample(self, sample_shape=()):
-        eps = _ops.randn(*self._extended_shape(sample_shape), dtype=self.scale.dtype)
-        return (eps * self.scale).abs()
-
-    def log_prob(self, value):
-        self._validate_sample(value)
-        return self._normal().log_prob(value) + math.log(2)
-
-    def _normal(self):
-        return Normal(0.0 * self.scale, self.scale, validate_args=False)
-
-    def cdf(self, value):   # (PyTorch's: |X| of a Normal)
-        return 2 * self._normal().cdf(value) - 1
-
-    def icdf(self, prob):
-        return self._normal().icdf((prob + 1) / 2)
-
     def entropy(self):
         return 0.5 * math.log(math.pi / 2) + _ops.log(self.scale) + 0.5
+
+
+class HalfCauchy(_Half):
+    _family = Cauchy
+    mean = property(lambda self: _ops.full_like(self.scale, float("inf")))
+    mode = property(lambda self: _ops.zeros_like(self.scale))
+    variance = property(lambda self: _ops.full_like(self.scale, float("inf")))
+
+    def entropy(self):
+        return self._base.entropy() - math.log(2)
 
 
 class LogNormal(LocScale):

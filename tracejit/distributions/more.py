@@ -48,8 +48,7 @@ class Exponential(ExponentialFamily):
     _mean_carrier_measure = 0
 
     def __init__(self, rate, validate_args=None):
-        (self.rate,) = broadcast_all(rate)
-        super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+        self._broadcast(validate_args, rate=rate)
 
     _natural_params = property(lambda self: (-self.rate,))
 
@@ -61,8 +60,7 @@ class Exponential(ExponentialFamily):
     variance = property(lambda self: self.rate ** -2)
 
     def rsample(self, sample_shape=()):
-        u = _ops.rand(*self._extended_shape(sample_shape), dtype=self.rate.dtype)
-        return -_ops.log1p(-u) / self.rate
+        return -_ops.log1p(-self._uniform(sample_shape, self.rate)) / self.rate
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -85,8 +83,7 @@ class Gamma(ExponentialFamily):
     _mean_carrier_measure = 0
 
     def __init__(self, concentration, rate, validate_args=None):
-        self.concentration, self.rate = broadcast_all(concentration, rate)
-        super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+        self._broadcast(validate_args, concentration=concentration, rate=rate)
 
     mean = property(lambda self: self.concentration / self.rate)
     mode = property(lambda self: ((self.concentration - 1) / self.rate).clamp(min=0))
@@ -126,8 +123,7 @@ class Beta(ExponentialFamily):
     has_rsample = True
 
     def __init__(self, concentration1, concentration0, validate_args=None):
-        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
-        super().__init__(tuple(self.concentration1.shape), validate_args=validate_args)
+        self._broadcast(validate_args, concentration1=concentration1, concentration0=concentration0)
 
     @property
     def mean(self):
@@ -230,8 +226,7 @@ class Poisson(ExponentialFamily):
     support = constraints.nonnegative_integer
 
     def __init__(self, rate, validate_args=None):
-        (self.rate,) = broadcast_all(rate)
-        super().__init__(tuple(self.rate.shape), validate_args=validate_args)
+        self._broadcast(validate_args, rate=rate)
 
     mean = property(lambda self: self.rate)
     mode = property(lambda self: self.rate.floor())
@@ -259,8 +254,7 @@ class Geometric(Distribution):
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         _one_given(probs, logits, "Geometric")
-        (self.probs,) = broadcast_all(probs if probs is not None else _ops.sigmoid(logits))
-        super().__init__(tuple(self.probs.shape), validate_args=validate_args)
+        self._broadcast(validate_args, probs=probs if probs is not None else _ops.sigmoid(logits))
 
     mean = property(lambda self: 1.0 / self.probs - 1.0)
     mode = property(lambda self: self.probs * 0)
@@ -290,10 +284,9 @@ class Binomial(Distribution):
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
         _one_given(probs, logits, "Binomial")
-        self.total_count, self.probs = broadcast_all(total_count, probs if probs is not None
-                                                     else _ops.sigmoid(logits))
+        self._broadcast(validate_args, total_count=total_count,
+                        probs=probs if probs is not None else _ops.sigmoid(logits))
         self.total_count = self.total_count.to(self.probs.dtype)
-        super().__init__(tuple(self.probs.shape), validate_args=validate_args)
 
     @property
     def support(self):

@@ -7,7 +7,7 @@ import math
 from .. import ops as _ops
 from ..tensor import Tensor
 from . import constraints
-from .distribution import Distribution, LocScale, broadcast_all, register_kl
+from .distribution import Distribution, LocScale, register_kl
 from .exp_family import ExponentialFamily
 
 __all__ = ["Normal", "Uniform"]
@@ -65,8 +65,7 @@ class Uniform(Distribution):
     has_rsample = True
 
     def __init__(self, low, high, validate_args=None):
-        self.low, self.high = broadcast_all(low, high)
-        super().__init__(tuple(self.low.shape), validate_args=validate_args)
+        self._broadcast(validate_args, low=low, high=high)
         if self._validate_args and not bool((self.low < self.high).all()):
             raise ValueError(f"Uniform: expected low < high, got low={self.low} and high={self.high}")
 

@@ -1,6 +1,6 @@
 """More of PyTorch's distributions, on the ones in this package: the relaxed (Gumbel-softmax)
 Bernoulli and one-hot categorical, the straight-through one-hot categorical, Student's t,
-chi-squared, half-Cauchy and the multinomial, with PyTorch's formulas."""
+chi-squared and the multinomial, with PyTorch's formulas."""
 from __future__ import annotations
 
 import math
@@ -10,15 +10,14 @@ import numpy as np
 from .. import ops as _ops
 from ..tensor import Tensor
 from . import constraints
-from .discrete import Categorical, OneHotCategorical, _clamp_probs, _one_given, _probs_to_logits
+from .discrete import Categorical, OneHotCategorical, _clamp_probs, _probs_or_logits, _probs_to_logits
 from .distribution import Distribution, broadcast_all
-from .locscale import Cauchy
 from .more import Gamma, _draw
 from .transformed import TransformedDistribution
 from .transforms import ExpTransform, SigmoidTransform
 
 __all__ = ["RelaxedBernoulli", "RelaxedOneHotCategorical", "OneHotCategoricalStraightThrough",
-           "StudentT", "Chi2", "HalfCauchy", "Multinomial", "LogitRelaxedBernoulli",
+           "StudentT", "Chi2", "Multinomial", "LogitRelaxedBernoulli",
            "ExpRelaxedCategorical"]
 
 
@@ -33,15 +32,12 @@ class LogitRelaxedBernoulli(Distribution):
     has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        _one_given(probs, logits, type(self).__name__)
+        _probs_or_logits(self, type(self).__name__, probs, logits, validate_args)
         if probs is not None:
-            (self.probs,) = broadcast_all(probs)
             self.logits = _probs_to_logits(self.probs, binary=True)
         else:
-            (self.logits,) = broadcast_all(logits)
             self.probs = _ops.sigmoid(self.logits)
         self.temperature = _temperature(temperature, self.logits)
-        super().__init__(tuple(self.logits.shape), validate_args=validate_args)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -138,9 +134,8 @@ class StudentT(Distribution):
     has_rsample = True
 
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
-        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
+        self._broadcast(validate_args, df=df, loc=loc, scale=scale)
         self._chi2 = Chi2(self.df, validate_args=False)
-        super().__init__(tuple(self.df.shape), validate_args=validate_args)
 
     @property
     def mean(self):
@@ -174,38 +169,6 @@ class StudentT(Distribution):
         lbeta = _ops.lgamma(0.5 * df) + math.lgamma(0.5) - _ops.lgamma(0.5 * (df + 1))
         return (_ops.log(self.scale) + 0.5 * (df + 1) * (_ops.digamma(0.5 * (df + 1)) - _ops.digamma(0.5 * df))
                 + 0.5 * _ops.log(df) + lbeta)
-
-
-class HalfCauchy(Distribution):
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        (self.scale,) = broadcast_all(scale)
-        self._base = Cauchy(0.0 * self.scale, self.scale, validate_args=False)
-        super().__init__(tuple(self.scale.shape), validate_args=validate_args)
-
-    mean = property(lambda self: _ops.full_like(self.scale, float("inf")))
-    mode = property(lambda self: _ops.zeros_like(self.scale))
-    variance = property(lambda self: _ops.full_like(self.scale, float("inf")))
-
-    def rsample(self, sample_shape=()):
-        return self._base.rsample(sample_shape).abs()
-
-    def log_prob(self, value):
-        self._validate_sample(value)
-        lp = self._base.log_prob(value) + math.log(2)
-        return _ops.where(value >= 0, lp, _ops.full_like(lp, -float("inf")))
-
-    def cdf(self, value):
-        return 2 * self._base.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self._base.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self._base.entropy() - math.log(2)
 
 
 class Multinomial(Distribution):

@@ -42,20 +42,19 @@ class Transform:
         return _Inverse(self)
 
     def __call__(self, x):
-        if self._cache_size and self._cached is not None and self._cached[0] is x:
-            return self._cached[1]
-        y = self._call(x)
-        if self._cache_size:
-            self._cached = (x, y)
-        return y
+        return self._cached_map(x, 0, self._call)
 
     def _inv_call(self, y):
-        if self._cache_size and self._cached is not None and self._cached[1] is y:
-            return self._cached[0]
-        x = self._inverse(y)
+        return self._cached_map(y, 1, self._inverse)
+
+    def _cached_map(self, v, side: int, fn):
+        """fn(v), or the cached pair's other side when `v` is its `side` (0: x, 1: y)."""
+        if self._cache_size and self._cached is not None and self._cached[side] is v:
+            return self._cached[1 - side]
+        out = fn(v)
         if self._cache_size:
-            self._cached = (x, y)
-        return x
+            self._cached = (v, out) if side == 0 else (out, v)
+        return out
 
     def _call(self, x):
         raise NotImplementedError(f"{type(self).__name__} does not define its forward map")

@@ -5,23 +5,16 @@ from __future__ import annotations
 
 from .. import ops as _ops
 from . import init
-from .layers import _factory, _positive_int
-from .module import Module
+from .layers import _factory, _Inplace, _positive_int
+from .module import Module, layer_class
 from .parameter import Parameter
 
 __all__ = ["ELU", "SELU", "CELU", "Mish", "Hardtanh", "ReLU6", "Hardsigmoid", "Hardswish", "PReLU"]
 
 
-class _Inplace(Module):
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-        self.inplace = inplace
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
-
-
 class ELU(_Inplace):
+    _repr_fields = ("alpha",)
+
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__(inplace)
         self.alpha = alpha
@@ -29,37 +22,27 @@ class ELU(_Inplace):
     def forward(self, input):
         return _ops.elu(input, self.alpha, self.inplace)
 
-    def extra_repr(self) -> str:
-        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
-
 
 class CELU(ELU):
     def forward(self, input):
         return _ops.celu(input, self.alpha, self.inplace)
 
 
-class SELU(_Inplace):
-    def forward(self, input):
-        return _ops.selu(input, self.inplace)
+SELU = layer_class("SELU", _Inplace, _ops.selu)
+Mish = layer_class("Mish", _Inplace, _ops.mish)
 
 
-class Mish(_Inplace):
-    def forward(self, input):
-        return _ops.mish(input, self.inplace)
+class Hardtanh(_Inplace):
+    _repr_fields = ("min_val", "max_val")
 
-
-class Hardtanh(Module):
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-        super().__init__()
         if min_val > max_val:
             raise ValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
-        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+        super().__init__(inplace)
+        self.min_val, self.max_val = min_val, max_val
 
     def forward(self, input):
         return _ops.hardtanh(input, self.min_val, self.max_val, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"min_val={self.min_val}, max_val={self.max_val}" + (", inplace=True" if self.inplace else "")
 
 
 class ReLU6(Hardtanh):
@@ -67,14 +50,8 @@ class ReLU6(Hardtanh):
         super().__init__(0.0, 6.0, inplace)
 
 
-class Hardsigmoid(_Inplace):
-    def forward(self, input):
-        return _ops.hardsigmoid(input, self.inplace)
-
-
-class Hardswish(_Inplace):
-    def forward(self, input):
-        return _ops.hardswish(input, self.inplace)
+Hardsigmoid = layer_class("Hardsigmoid", _Inplace, _ops.hardsigmoid)
+Hardswish = layer_class("Hardswish", _Inplace, _ops.hardswish)
 
 
 class PReLU(Module):

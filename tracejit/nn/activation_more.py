@@ -5,7 +5,8 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..ops import activation_more as _A
 from ..ops.composite import logsigmoid, softmax
-from .module import Module
+from .layers import _Inplace, _Unary
+from .module import Module, layer_class
 
 __all__ = ["GLU", "Hardshrink", "Softshrink", "Tanhshrink", "Softsign", "Threshold", "LogSigmoid",
            "Softmin", "Softmax2d", "RReLU"]
@@ -39,31 +40,20 @@ class Softshrink(Hardshrink):
         return _A.softshrink(input, self.lambd)
 
 
-class Tanhshrink(Module):
-    def forward(self, input):
-        return _A.tanhshrink(input)
+Tanhshrink = layer_class("Tanhshrink", _Unary, _A.tanhshrink)
+Softsign = layer_class("Softsign", _Unary, _A.softsign)
+LogSigmoid = layer_class("LogSigmoid", _Unary, logsigmoid)
 
 
-class Softsign(Module):
-    def forward(self, input):
-        return _A.softsign(input)
+class Threshold(_Inplace):
+    _repr_fields = ("threshold", "value")
 
-
-class LogSigmoid(Module):
-    def forward(self, input):
-        return logsigmoid(input)
-
-
-class Threshold(Module):
     def __init__(self, threshold: float, value: float, inplace: bool = False):
-        super().__init__()
-        self.threshold, self.value, self.inplace = threshold, value, inplace
+        super().__init__(inplace)
+        self.threshold, self.value = threshold, value
 
     def forward(self, input):
         return _A.threshold(input, self.threshold, self.value, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"threshold={self.threshold}, value={self.value}" + (", inplace=True" if self.inplace else "")
 
 
 class Softmin(Module):
@@ -86,13 +76,12 @@ class Softmax2d(Module):
         return softmax(input, -3)
 
 
-class RReLU(Module):
+class RReLU(_Inplace):
+    _repr_fields = ("lower", "upper")
+
     def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
-        super().__init__()
-        self.lower, self.upper, self.inplace = lower, upper, inplace
+        super().__init__(inplace)
+        self.lower, self.upper = lower, upper
 
     def forward(self, input):
         return _A.rrelu(input, self.lower, self.upper, self.training, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from ..ops import activation_more as _A
 from ..ops.composite import dropout
-from ..ops.spatial import dropout2d
 from .module import Module, layer_class
 
 __all__ = ["Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout"]
@@ -29,7 +28,7 @@ class _DropoutNd(Module):
 Dropout = layer_class("Dropout", _DropoutNd, dropout,
                       __doc__="Zeroes elements with probability p in training mode (scaling the rest by 1/(1-p)).")
 Dropout1d = layer_class("Dropout1d", _DropoutNd, _A.dropout1d)
-Dropout2d = layer_class("Dropout2d", _DropoutNd, dropout2d,
+Dropout2d = layer_class("Dropout2d", _DropoutNd, _A.dropout2d,
                         __doc__="Zeroes whole channels with probability p in training mode (scaling the rest).")
 Dropout3d = layer_class("Dropout3d", _DropoutNd, _A.dropout3d)
 AlphaDropout = layer_class("AlphaDropout", _DropoutNd, _A.alpha_dropout)

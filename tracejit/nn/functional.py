@@ -14,7 +14,7 @@ from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_l
 from ..ops.activation_more import implicit_softmax_dim
 from ..errors import ShapeError
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
-                           conv_transpose2d, dropout2d, interpolate, pad)
+                           conv_transpose2d, interpolate, pad)
 from ..ops.attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
 from ..ops.sampling import affine_grid, grid_sample  # noqa: F401
 

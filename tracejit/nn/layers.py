@@ -31,6 +31,22 @@ def _factory(device, dtype) -> dict:
     return {"device": device, "dtype": _dt.as_dtype(dtype) if dtype is not None else None}
 
 
+def _affine(m: Module, shape: tuple, affine: bool, bias: bool, device, dtype) -> None:
+    """A normalization's weight and (with `bias`) bias of `shape`, or None when not
+    `affine`; their values are `_reset_affine`'s."""
+    kw = _factory(device, dtype)
+    m.weight = Parameter(empty(*shape, **kw)) if affine else None
+    m.bias = Parameter(empty(*shape, **kw)) if affine and bias else None
+
+
+def _reset_affine(m: Module) -> None:
+    """A normalization's weight ones and bias zeros (those it has)."""
+    if m.weight is not None:
+        init.ones_(m.weight)
+    if getattr(m, "bias", None) is not None:
+        init.zeros_(m.bias)
+
+
 class Identity(Module):
     """Returns its input; accepts and ignores any constructor arguments."""
 
@@ -253,20 +269,10 @@ class LayerNorm(Module):
         self.normalized_shape = shape
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        kw = _factory(device, dtype)
-        if elementwise_affine:
-            self.weight = Parameter(empty(*shape, **kw))
-            self.bias = Parameter(empty(*shape, **kw)) if bias else None
-        else:
-            self.weight = None
-            self.bias = None
+        _affine(self, shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+    reset_parameters = _reset_affine
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -288,16 +294,31 @@ class Flatten(Module):
 
 
 # ---------------------------------------------------------------- activations
-class ReLU(Module):
+class _Unary(Module):
+    """An activation without options: its op (``_fn``) of the input."""
+    _fn = None
+
+    def forward(self, input):
+        return type(self)._fn(input)
+
+
+class _Inplace(Module):
+    """An activation with PyTorch's ``inplace`` flag, shown after `_repr_fields` when set;
+    forward is ``_fn(input, inplace)`` unless a subclass passes more options."""
+    _fn = None
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
 
     def forward(self, input):
-        return F.relu(input, self.inplace)
+        return type(self)._fn(input, self.inplace)
 
     def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
+        return ", ".join(filter(None, (super().extra_repr(), "inplace=True" if self.inplace else "")))
+
+
+ReLU = layer_class("ReLU", _Inplace, F.relu)
 
 
 class GELU(Module):
@@ -314,36 +335,25 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class Tanh(Module):
-    def forward(self, input):
-        return F.tanh(input)
+Tanh = layer_class("Tanh", _Unary, F.tanh)
+Sigmoid = layer_class("Sigmoid", _Unary, F.sigmoid)
 
 
-class Sigmoid(Module):
-    def forward(self, input):
-        return F.sigmoid(input)
-
-
-class SiLU(Module):
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-        self.inplace = inplace
-
+class SiLU(_Inplace):
     def forward(self, input):
         out = F.silu(input)
         return input.copy_(out) if self.inplace else out
 
 
-class LeakyReLU(Module):
+class LeakyReLU(_Inplace):
+    _repr_fields = ("negative_slope",)
+
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
-        super().__init__()
-        self.negative_slope, self.inplace = negative_slope, inplace
+        super().__init__(inplace)
+        self.negative_slope = negative_slope
 
     def forward(self, input):
         return F.leaky_relu(input, self.negative_slope, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class Softplus(Module):

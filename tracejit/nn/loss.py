@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import functional as F
-from .module import Module
+from .module import Module, layer_class
 
 __all__ = ["MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
 
@@ -10,11 +10,18 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 class _Loss(Module):
+    """A loss with PyTorch's ``reduction``; forward is ``_fn(input, target, reduction=...)``
+    unless a subclass passes more options."""
+    _fn = None
+
     def __init__(self, reduction: str = "mean"):
         super().__init__()
         if reduction not in _REDUCTIONS:
             raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
         self.reduction = reduction
+
+    def forward(self, input, target):
+        return type(self)._fn(input, target, reduction=self.reduction)
 
 
 class _WeightedLoss(_Loss):
@@ -22,15 +29,12 @@ class _WeightedLoss(_Loss):
         super().__init__(reduction)
         self.register_buffer("weight", weight)
 
-
-class MSELoss(_Loss):
     def forward(self, input, target):
-        return F.mse_loss(input, target, reduction=self.reduction)
+        return type(self)._fn(input, target, weight=self.weight, reduction=self.reduction)
 
 
-class L1Loss(_Loss):
-    def forward(self, input, target):
-        return F.l1_loss(input, target, reduction=self.reduction)
+MSELoss = layer_class("MSELoss", _Loss, F.mse_loss)
+L1Loss = layer_class("L1Loss", _Loss, F.l1_loss)
 
 
 class CrossEntropyLoss(_WeightedLoss):
@@ -57,9 +61,7 @@ class NLLLoss(_WeightedLoss):
                           reduction=self.reduction)
 
 
-class BCELoss(_WeightedLoss):
-    def forward(self, input, target):
-        return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
+BCELoss = layer_class("BCELoss", _WeightedLoss, F.binary_cross_entropy)
 
 
 class BCEWithLogitsLoss(_WeightedLoss):

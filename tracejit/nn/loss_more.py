@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..ops import losses_more as _L
 from ..ops.losses import legacy_reduction
 from .loss import NLLLoss, _Loss, _WeightedLoss
+from .module import layer_class
 
 __all__ = ["GaussianNLLLoss", "PoissonNLLLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
            "MultiLabelMarginLoss", "MultiMarginLoss", "TripletMarginWithDistanceLoss", "CTCLoss",
@@ -33,19 +34,9 @@ class PoissonNLLLoss(_Loss):
                                    eps=self.eps, reduction=self.reduction)
 
 
-class SoftMarginLoss(_Loss):
-    def forward(self, input, target):
-        return _L.soft_margin_loss(input, target, reduction=self.reduction)
-
-
-class MultiLabelSoftMarginLoss(_WeightedLoss):
-    def forward(self, input, target):
-        return _L.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)
-
-
-class MultiLabelMarginLoss(_Loss):
-    def forward(self, input, target):
-        return _L.multilabel_margin_loss(input, target, reduction=self.reduction)
+SoftMarginLoss = layer_class("SoftMarginLoss", _Loss, _L.soft_margin_loss)
+MultiLabelSoftMarginLoss = layer_class("MultiLabelSoftMarginLoss", _WeightedLoss, _L.multilabel_soft_margin_loss)
+MultiLabelMarginLoss = layer_class("MultiLabelMarginLoss", _Loss, _L.multilabel_margin_loss)
 
 
 class MultiMarginLoss(_WeightedLoss):

@@ -180,20 +180,20 @@ class Module(BackwardHooks, StateDict):
             raise AttributeError(f"cannot assign {what} before Module.__init__() call "
                                  f"(call super().__init__() first in {type(self).__name__}.__init__)")
 
-    @staticmethod
-    def _check_name(name, kind: str, existing) -> None:
+    def _check_name(self, name, kind: str, existing: dict) -> None:
+        """A KeyError or TypeError unless `name` may name a new `kind` (or one in `existing`)."""
         if not isinstance(name, str):
             raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
         if "." in name:
             raise KeyError(f'{kind} name can\'t contain ".", got {name!r}')
         if name == "":
             raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in existing:
+            raise KeyError(f"attribute {name!r} already exists")
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         self._check_init("parameters")
         self._check_name(name, "parameter", self._parameters)
-        if hasattr(self, name) and name not in self._parameters:
-            raise KeyError(f"attribute {name!r} already exists")
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter {name!r} "
                             f"(nn.Parameter or None required)")
@@ -205,8 +205,6 @@ class Module(BackwardHooks, StateDict):
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         self._check_init("buffers")
         self._check_name(name, "buffer", self._buffers)
-        if hasattr(self, name) and name not in self._buffers:
-            raise KeyError(f"attribute {name!r} already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer {name!r} "
                             f"(Tensor or None required)")
@@ -222,8 +220,6 @@ class Module(BackwardHooks, StateDict):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_init("child modules")
         self._check_name(name, "module", self._modules)
-        if hasattr(self, name) and name not in self._modules:
-            raise KeyError(f"attribute {name!r} already exists")
         self._modules[name] = module
         state_epoch[0] += 1
 

@@ -11,19 +11,10 @@ from .. import ops as _ops
 from ..autograd.grad_mode import no_grad
 from ..errors import ShapeError, user_stacklevel
 from ..ops.normalization import batch_norm, check_dtypes, group_norm, instance_norm
-from . import init
-from .layers import _factory, _positive_int
+from .layers import _affine, _factory, _positive_int, _reset_affine
 from .module import Module, layer_class
-from .parameter import Parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d"]
-
-
-def _reset_affine(m) -> None:
-    if m.affine:
-        init.ones_(m.weight)
-        if m.bias is not None:
-            init.zeros_(m.bias)
 
 
 class _NormBase(Module):
@@ -42,12 +33,7 @@ class _NormBase(Module):
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         kw = _factory(device, dtype)
-        if affine:
-            self.weight = Parameter(_ops.empty(num_features, **kw))
-            self.bias = Parameter(_ops.empty(num_features, **kw)) if bias else None
-        else:
-            self.weight = None
-            self.bias = None
+        _affine(self, (num_features,), affine, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", _ops.zeros(num_features, **kw))
             self.register_buffer("running_var", _ops.ones(num_features, **kw))
@@ -180,16 +166,10 @@ class GroupNorm(Module):
             raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
                              f"({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
-        kw = _factory(device, dtype)
-        if affine:
-            self.weight = Parameter(_ops.ones(num_channels, **kw))
-            self.bias = Parameter(_ops.zeros(num_channels, **kw)) if bias else None
-        else:
-            self.weight = None
-            self.bias = None
+        _affine(self, (num_channels,), affine, bias, device, dtype)
+        self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        _reset_affine(self)
+    reset_parameters = _reset_affine
 
     def forward(self, input):
         if input.ndim < 2 or input.shape[1] != self.num_channels:

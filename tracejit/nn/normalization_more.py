@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from .. import ops as _ops
 from ..ops.normalization_more import local_response_norm, rms_norm
-from . import init
-from .layers import _factory
+from .layers import _factory, _reset_affine
 from .module import Module, layer_class
 from .normalization import _BatchNorm, _InstanceNorm
 from .parameter import Parameter
@@ -70,9 +69,7 @@ class RMSNorm(Module):
             self.weight = None
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        if self.weight is not None:
-            init.ones_(self.weight)
+    reset_parameters = _reset_affine
 
     def forward(self, input):
         return rms_norm(input, self.normalized_shape, self.weight, self.eps)

@@ -17,15 +17,14 @@ from .shape import *  # noqa: F401,F403
 from .shape import broadcast_to  # noqa: F401
 from .tensorfns import *  # noqa: F401,F403
 from .einsum import einsum  # noqa: F401
-from .spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d, conv_transpose2d,  # noqa: F401
-                      dropout2d)
+from .spatial import adaptive_avg_pool2d, adaptive_max_pool2d, conv1d, conv_transpose2d  # noqa: F401
 from .attention import scaled_dot_product_attention  # noqa: F401
 from .sampling import affine_grid, grid_sample  # noqa: F401
 from .conv_nd import conv3d, conv_tbc, conv_transpose1d, conv_transpose3d  # noqa: F401
 from .pooling_nd import adaptive_avg_pool1d, avg_pool1d, max_pool1d, max_pool1d_with_indices, max_pool3d  # noqa: F401
 # torch.adaptive_max_pool1d gives the indices too (F's takes return_indices)
 from .pooling_nd import adaptive_max_pool1d_with_indices as adaptive_max_pool1d  # noqa: F401
-from .activation_more import (alpha_dropout, celu_, feature_alpha_dropout, hardshrink, relu_, rrelu,  # noqa: F401
+from .activation_more import (alpha_dropout, celu_, dropout2d, feature_alpha_dropout, hardshrink, relu_, rrelu,  # noqa: F401
                               rrelu_, selu_, threshold, threshold_)
 from .losses_more import ctc_loss, poisson_nll_loss  # noqa: F401
 from .normalization_more import rms_norm  # noqa: F401

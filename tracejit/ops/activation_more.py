@@ -19,7 +19,7 @@ from .shape import squeeze, unsqueeze
 
 __all__ = ["glu", "hardshrink", "softshrink", "tanhshrink", "softsign", "threshold", "threshold_",
            "softmin", "rrelu", "rrelu_", "gumbel_softmax", "relu_", "elu_", "celu_", "selu_",
-           "hardtanh_", "leaky_relu_", "dropout1d", "dropout3d", "alpha_dropout",
+           "hardtanh_", "leaky_relu_", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
            "feature_alpha_dropout"]
 
 
@@ -151,7 +151,7 @@ def _channel_dropout(input, p, training, inplace, spatial: int, op: str):
     if p == 1.0:
         out = input * 0.0
     else:
-        shape = tuple(input.shape[:-spatial]) + (1,) * spatial
+        shape = tuple(input.shape[:input.ndim - spatial]) + (1,) * spatial
         keep = cast(rand(*shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
         out = input * keep * (1.0 / (1.0 - p))
     return input.copy_(out) if inplace else out
@@ -160,6 +160,29 @@ def _channel_dropout(input, p, training, inplace, spatial: int, op: str):
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero whole channels of (N, C, L) (or (C, L)) with probability p; scale the rest."""
     return _channel_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, H, W) with probability p; scale the rest.
+
+    As in PyTorch, every input is read as (N, C, *): a 3-D input is (N, C, L) (channel-wise
+    1-D dropout, with PyTorch's warning), not one unbatched image; other ranks warn too."""
+    _check_p("dropout2d", p)
+    if input.ndim < 2:
+        raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
+    if input.ndim != 4:
+        import warnings
+        if input.ndim != 3:
+            warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated "
+                          f"and will result in an error in a future release. To retain the behavior and "
+                          f"silence this warning, please use dropout instead.", UserWarning,
+                          stacklevel=user_stacklevel())
+        else:
+            warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+                          "dropout behavior is desired - input is interpreted as shape (N, C, L), where C "
+                          "is the channel dim. To maintain the 1D channel-wise dropout behavior, please "
+                          "call dropout1d instead.", UserWarning, stacklevel=user_stacklevel())
+    return _channel_dropout(input, p, training, inplace, input.ndim - 2, "dropout2d")
 
 
 def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):

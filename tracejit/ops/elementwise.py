@@ -381,25 +381,14 @@ def pow(a, b):
     return POW.binary(a, b)
 
 
-def sigmoid_backward(g, y):
-    """``g * y * (1 - y)``: the gradient of sigmoid at the input whose sigmoid is `y`."""
-    return SIGMOID_BACKWARD.binary(g, y)
-
-
 def pow_backward(g, a, exponent: float):
     """``(g * exponent) * a ** (exponent - 1)``: the gradient of ``a ** exponent`` (a
     constant exponent) for the cotangent `g`. `g` and `a` share one floating dtype."""
     return POW_BACKWARD.binary(g, a, {"exponent": exponent})  # (= bind(...), a call less)
 
 
-def tanh_backward(g, y):
-    """``g * (1 - y * y)``: the gradient of tanh at the input whose tanh is `y`."""
-    return TANH_BACKWARD.binary(g, y)
-
-
-def relu_backward(g, y):
-    """ReLU's input gradient from its output `y` (PyTorch's ``threshold_backward(g, y, 0)``)."""
-    return RELU_BACKWARD.binary(g, y)
+# (g, y) -> the input gradient of sigmoid, tanh or relu from the cotangent g and the output y
+sigmoid_backward, tanh_backward, relu_backward = map(_op2, (SIGMOID_BACKWARD, TANH_BACKWARD, RELU_BACKWARD))
 
 
 def square(a):

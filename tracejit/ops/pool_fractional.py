@@ -18,6 +18,7 @@ from ..errors import ShapeError
 from .creation import arange
 from .elementwise import cast, where
 from .indexing import gather
+from .pooling_nd import _ranked
 from .random import rand
 from .reductions import argmax
 from .shape import reshape, squeeze, unsqueeze
@@ -49,8 +50,12 @@ def _starts(u, size: int, k: int, out: int, dtype):
     return where(i == out - 1, size - k, s)
 
 
-def _fractional(x, n: int, kernel_size, output_size, output_ratio, return_indices, samples):
-    op = f"fractional_max_pool{n}d"
+def _fractional(input, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
+                _random_samples=None, *, n, op, with_indices=False):
+    """Fractional max pooling over (N, C, *spatial) or unbatched (C, *spatial) input, n
+    spatial dims; `_random_samples` (N, C, n) in [0, 1) fixes the windows (drawn with
+    ``rand`` when not given)."""
+    x, samples, return_indices = input, _random_samples, return_indices or with_indices
     if x.ndim not in (n + 1, n + 2):
         raise ShapeError(f"{op}: expected a {n + 1}-D or {n + 2}-D input, got shape {tuple(x.shape)}")
     unbatched = x.ndim == n + 1
@@ -98,24 +103,7 @@ def _fractional(x, n: int, kernel_size, output_size, output_ratio, return_indice
     return (out, idx) if return_indices else out
 
 
-def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None,
-                          return_indices: bool = False, _random_samples=None):
-    """Fractional max pooling over (N, C, H, W) or (C, H, W); `_random_samples` (N, C, 2) in
-    [0, 1) fixes the windows (drawn with ``rand`` when not given)."""
-    return _fractional(input, 2, kernel_size, output_size, output_ratio, return_indices, _random_samples)
-
-
-def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None,
-                          return_indices: bool = False, _random_samples=None):
-    """Fractional max pooling over (N, C, T, H, W) or (C, T, H, W); `_random_samples` (N, C, 3)."""
-    return _fractional(input, 3, kernel_size, output_size, output_ratio, return_indices, _random_samples)
-
-
-def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
-                                       return_indices: bool = True, _random_samples=None):
-    return _fractional(input, 2, kernel_size, output_size, output_ratio, return_indices, _random_samples)
-
-
-def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
-                                       return_indices: bool = True, _random_samples=None):
-    return _fractional(input, 3, kernel_size, output_size, output_ratio, return_indices, _random_samples)
+fractional_max_pool2d, fractional_max_pool3d = (_ranked(_fractional, n, f"fractional_max_pool{n}d")
+                                                for n in (2, 3))
+fractional_max_pool2d_with_indices, fractional_max_pool3d_with_indices = (
+    _ranked(_fractional, n, f"fractional_max_pool{n}d_with_indices", with_indices=True) for n in (2, 3))

@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from ..exactcall import specialize
 from ..errors import ShapeError
 from .creation import tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
@@ -45,6 +46,11 @@ def _ntuple(v, n: int, what: str, op: str) -> tuple:
     if len(t) != n:
         raise ValueError(f"{op}: {what} must be an int or a {n}-tuple, got {v!r}")
     return t
+
+
+def _ranked(impl, n: int, name: str, **fixed):
+    """`impl` at rank `n` as the public function `name` (its errors naming `name`)."""
+    return specialize(impl, name, n=n, op=name, **fixed)
 
 
 def _batched(x, n: int, op: str):
@@ -126,8 +132,10 @@ def _max_windows(x, flat, valid, outs, with_indices):
     return reshape(out, shape), reshape(idx, shape)
 
 
-def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices, op):
-    x, unbatched = _batched(x, n, op)
+def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+              return_indices: bool = False, *, n, op, with_indices=False):
+    return_indices = return_indices or with_indices
+    x, unbatched = _batched(input, n, op)
     k = _ntuple(kernel_size, n, "kernel_size", op)
     s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
         else _ntuple(stride, n, "stride", op)
@@ -139,36 +147,14 @@ def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_in
     return res
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
-    return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
-                     "max_pool1d")
+max_pool1d, max_pool3d = _ranked(_max_pool, 1, "max_pool1d"), _ranked(_max_pool, 3, "max_pool3d")
+max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (
+    _ranked(_max_pool, n, f"max_pool{n}d_with_indices", with_indices=True) for n in (1, 2, 3))
 
 
-def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
-               return_indices: bool = False):
-    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
-                     "max_pool3d")
-
-
-def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
-                            ceil_mode: bool = False, return_indices: bool = True):
-    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
-
-
-def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
-                            ceil_mode: bool = False, return_indices: bool = True):
-    return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, True,
-                     "max_pool2d_with_indices")
-
-
-def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
-                            ceil_mode: bool = False, return_indices: bool = True):
-    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
-
-
-def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, op):
-    x, unbatched = _batched(x, n, op)
+def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
+              count_include_pad: bool = True, divisor_override=None, *, n, op):
+    x, unbatched = _batched(input, n, op)
     k = _ntuple(kernel_size, n, "kernel_size", op)
     s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
         else _ntuple(stride, n, "stride", op)
@@ -193,16 +179,7 @@ def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad, 
     return squeeze(out, 0) if unbatched else out
 
 
-def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override=None):
-    return _avg_pool(input, 1, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override, "avg_pool1d")
-
-
-def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
-               count_include_pad: bool = True, divisor_override=None):
-    return _avg_pool(input, 3, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override, "avg_pool3d")
+avg_pool1d, avg_pool3d = _ranked(_avg_pool, 1, "avg_pool1d"), _ranked(_avg_pool, 3, "avg_pool3d")
 
 
 # ---------------------------------------------------------------- adaptive
@@ -221,8 +198,13 @@ def _out_sizes(output_size, spatial, op):
     return tuple(spatial[a] if sizes[a] is None else int(sizes[a]) for a in range(n))
 
 
-def _adaptive_avg(x, n, output_size, op):
-    x, unbatched = _batched(x, n, op)
+def _adaptive_avg(input, output_size, *, n, op):
+    if n == 3:   # (PyTorch's 1-D pool checks the rank first; its 2-D one is ops/spatial.py's)
+        from .spatial import global_mean_other_rank
+        out = global_mean_other_rank(input, 3, output_size)
+        if out is not None:
+            return out
+    x, unbatched = _batched(input, n, op)
     spatial = tuple(x.shape[2:])
     outs = _out_sizes(output_size, spatial, op)
     out = x
@@ -237,8 +219,9 @@ def _adaptive_avg(x, n, output_size, op):
     return squeeze(out, 0) if unbatched else out
 
 
-def _adaptive_max(x, n, output_size, return_indices, op):
-    x, unbatched = _batched(x, n, op)
+def _adaptive_max(input, output_size, return_indices: bool = False, *, n, op, with_indices=False):
+    x, unbatched = _batched(input, n, op)
+    return_indices = return_indices or with_indices
     spatial = tuple(x.shape[2:])
     outs = _out_sizes(output_size, spatial, op)
     per = []
@@ -254,59 +237,25 @@ def _adaptive_max(x, n, output_size, return_indices, op):
     return res
 
 
-def adaptive_avg_pool1d(input, output_size):
-    return _adaptive_avg(input, 1, output_size, "adaptive_avg_pool1d")
-
-
-def adaptive_avg_pool3d(input, output_size):
-    from .spatial import global_mean_other_rank
-    out = global_mean_other_rank(input, 3, output_size)
-    if out is not None:
-        return out
-    return _adaptive_avg(input, 3, output_size, "adaptive_avg_pool3d")
-
-
-def adaptive_max_pool1d(input, output_size, return_indices: bool = False):
-    return _adaptive_max(input, 1, output_size, return_indices, "adaptive_max_pool1d")
-
-
-def adaptive_max_pool3d(input, output_size, return_indices: bool = False):
-    return _adaptive_max(input, 3, output_size, return_indices, "adaptive_max_pool3d")
-
-
-def adaptive_max_pool1d_with_indices(input, output_size, return_indices: bool = True):
-    return _adaptive_max(input, 1, output_size, True, "adaptive_max_pool1d_with_indices")
-
-
-def adaptive_max_pool2d_with_indices(input, output_size, return_indices: bool = True):
-    return _adaptive_max(input, 2, output_size, True, "adaptive_max_pool2d_with_indices")
-
-
-def adaptive_max_pool3d_with_indices(input, output_size, return_indices: bool = True):
-    return _adaptive_max(input, 3, output_size, True, "adaptive_max_pool3d_with_indices")
+adaptive_avg_pool1d, adaptive_avg_pool3d = (_ranked(_adaptive_avg, n, f"adaptive_avg_pool{n}d") for n in (1, 3))
+adaptive_max_pool1d, adaptive_max_pool3d = (_ranked(_adaptive_max, n, f"adaptive_max_pool{n}d") for n in (1, 3))
+adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices = (
+    _ranked(_adaptive_max, n, f"adaptive_max_pool{n}d_with_indices", with_indices=True) for n in (1, 2, 3))
 
 
 # ---------------------------------------------------------------- L^p pooling
-def _lp_pool(x, n, norm_type, kernel_size, stride, ceil_mode, op):
+def _lp_pool(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False, *, n, op):
     k = _ntuple(kernel_size, n, "kernel_size", op)
-    pooled = _avg_pool(x ** norm_type, n, k, stride, 0, ceil_mode, True, None, op)
+    pooled = _avg_pool(input ** norm_type, k, stride, 0, ceil_mode, True, None, n=n, op=op)
     return (sign(pooled) * relu(_abs(pooled)) * float(math.prod(k))) ** (1.0 / norm_type)
 
 
-def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False):
-    return _lp_pool(input, 1, norm_type, kernel_size, stride, ceil_mode, "lp_pool1d")
-
-
-def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False):
-    return _lp_pool(input, 2, norm_type, kernel_size, stride, ceil_mode, "lp_pool2d")
-
-
-def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False):
-    return _lp_pool(input, 3, norm_type, kernel_size, stride, ceil_mode, "lp_pool3d")
+lp_pool1d, lp_pool2d, lp_pool3d = (_ranked(_lp_pool, n, f"lp_pool{n}d") for n in (1, 2, 3))
 
 
 # ---------------------------------------------------------------- unpooling
-def _max_unpool(x, indices, n, kernel_size, stride, padding, output_size, op):
+def _max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size=None, *, n, op):
+    x = input
     if tuple(indices.shape) != tuple(x.shape):
         raise ShapeError(f"{op}: indices of shape {tuple(indices.shape)} should match the input "
                          f"{tuple(x.shape)}")
@@ -335,13 +284,4 @@ def _max_unpool(x, indices, n, kernel_size, stride, padding, output_size, op):
     return squeeze(out, 0) if unbatched else out
 
 
-def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
-    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size, "max_unpool1d")
-
-
-def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
-    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size, "max_unpool2d")
-
-
-def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
-    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size, "max_unpool3d")
+max_unpool1d, max_unpool2d, max_unpool3d = (_ranked(_max_unpool, n, f"max_unpool{n}d") for n in (1, 2, 3))

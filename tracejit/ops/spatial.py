@@ -1,6 +1,5 @@
 """Spatial composites beyond conv2d: conv1d, conv_transpose2d, adaptive pooling,
-interpolation, padding modes, average pooling with ceil_mode / count_include_pad, and
-channel dropout (dropout2d).
+interpolation, padding modes, average pooling with ceil_mode / count_include_pad.
 
 Everything here is written with primitives that already have VJPs:
 
@@ -20,7 +19,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError, user_stacklevel
+from ..errors import ShapeError
 from .composite import check_conv_args, conv2d, max_pool2d, same_padding
 from .conv import _pair, fold, unfold
 from .conv_gemm import conv2d_xgrad
@@ -29,14 +28,13 @@ from .elementwise import cast
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
 from .linalg import matmul
-from .random import rand
 from .reductions import amax, argmax
 from .reductions import sum as _sum
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 from . import autocast as _autocast
 
 __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
-           "interpolate", "pad", "dropout2d", "avg_pool2d_ext", "max_pool2d_ext"]
+           "interpolate", "pad", "avg_pool2d_ext", "max_pool2d_ext"]
 
 
 # ---------------------------------------------------------------- convolution
@@ -384,37 +382,4 @@ def pad(input, pad, mode: str = "constant", value=None):
             idx = tensor(_pad_index(size, before, after, mode), device=out.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
     return out
-
-
-# ---------------------------------------------------------------- dropout2d
-def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    """Zero whole channels of (N, C, H, W) with probability p; scale the rest.
-
-    As in PyTorch, every input is read as (N, C, *): a 3-D input is (N, C, L) (channel-wise
-    1-D dropout, with PyTorch's warning), not one unbatched image; other ranks warn too."""
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout2d: probability has to be between 0 and 1, got {p}")
-    if input.ndim < 2:
-        raise ShapeError(f"dropout2d: expected a 3-D or 4-D input, got shape {tuple(input.shape)}")
-    if input.ndim != 4:
-        import warnings
-        if input.ndim != 3:
-            warnings.warn(f"dropout2d: Received a {input.ndim}-D input to dropout2d, which is deprecated "
-                          f"and will result in an error in a future release. To retain the behavior and "
-                          f"silence this warning, please use dropout instead.", UserWarning,
-                          stacklevel=user_stacklevel())
-        else:
-            warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
-                          "dropout behavior is desired - input is interpreted as shape (N, C, L), where C "
-                          "is the channel dim. To maintain the 1D channel-wise dropout behavior, please "
-                          "call dropout1d instead.", UserWarning, stacklevel=user_stacklevel())
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        out = input * 0.0
-    else:
-        mask_shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
-        keep = cast(rand(*mask_shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
-        out = input * keep * (1.0 / (1.0 - p))
-    return input.copy_(out) if inplace else out
 

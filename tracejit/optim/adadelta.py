@@ -10,12 +10,14 @@ Per parameter with gradient g:
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
+from .optimizer import Optimizer, _bump, _check_number, _count_step, _direction
 
 __all__ = ["Adadelta"]
 
 
 class Adadelta(Optimizer):
+    _numbers = ("learning rate lr", "epsilon eps", "weight_decay")
+
     def __init__(self, params, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
                  weight_decay: float = 0.0, *, maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
                  differentiable: bool = False):
@@ -23,19 +25,13 @@ class Adadelta(Optimizer):
                                       maximize=maximize, **self._impl_options(foreach, capturable, differentiable)))
 
     def _validate(self, group: dict) -> None:
-        _check_number("Adadelta", "learning rate lr", group["lr"])
+        super()._validate(group)
         _check_number("Adadelta", "rho value", group["rho"], 0.0, 1.0)
-        _check_number("Adadelta", "epsilon eps", group["eps"])
-        _check_number("Adadelta", "weight_decay", group["weight_decay"])
 
     def _update(self, p, grad, state, group) -> None:
         rho, eps = group["rho"], group["eps"]
         xp = p._xp()
-        if not state:
-            state["step"] = 0
-            state["square_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
-            state["acc_delta"] = _new_state_tensor(p, xp.zeros_like(p._data))
-        state["step"] += 1
+        _count_step(state, p, "square_avg", "acc_delta")
         grad = _direction(grad, p, group)
         v, u = state["square_avg"]._data, state["acc_delta"]._data
         v *= rho
@@ -43,6 +39,5 @@ class Adadelta(Optimizer):
         delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * grad
         u *= rho
         u += (1 - rho) * (delta * delta)
-        state["square_avg"]._vbox[0] += 1
-        state["acc_delta"]._vbox[0] += 1
+        _bump(state["square_avg"], state["acc_delta"])
         p._data -= group["lr"] * delta

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..device import CPU
 from ..threads import PARALLEL_MIN
-from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
+from .optimizer import Optimizer, _check_betas, _direction, _zeros
 
 __all__ = ["Adam", "AdamW", "FUSED_MIN"]
 
@@ -37,6 +37,8 @@ _FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 class Adam(Optimizer):
+    _numbers = ("learning rate lr", "epsilon eps", "weight_decay")
+
     def __init__(self, params, lr: float = 1e-3, betas: tuple = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, capturable: bool = False,
@@ -55,15 +57,8 @@ class Adam(Optimizer):
 
     def _validate(self, group: dict) -> None:
         name = type(self).__name__
-        _check_number(name, "learning rate lr", group["lr"])
-        _check_number(name, "epsilon eps", group["eps"])
-        _check_number(name, "weight_decay", group["weight_decay"])
-        betas = group["betas"]
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
-        group["betas"] = tuple(betas)
-        _check_number(name, "beta parameter at index 0", betas[0], 0.0, 1.0, high_open=True)
-        _check_number(name, "beta parameter at index 1", betas[1], 0.0, 1.0, high_open=True)
+        super()._validate(group)
+        _check_betas(name, group)
         _check_fused(name, group)
 
     def _prepare(self, p, state: dict, group: dict, corrections: dict | None = None) -> tuple:
@@ -71,13 +66,11 @@ class Adam(Optimizer):
         bump the moments' versions; returns (m, v, vmax or None, step_size, bc2_sqrt).
         `corrections`: step -> (step_size, bc2_sqrt) already computed for this group."""
         if not state:
-            xp = p._xp()
             state["step"] = 0
-            state["exp_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
-            state["exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
+            state["exp_avg"], state["exp_avg_sq"] = _zeros(p), _zeros(p)
         amsgrad = group["amsgrad"]
         if amsgrad and state.get("max_exp_avg_sq") is None:  # also: switched on after some steps
-            state["max_exp_avg_sq"] = _new_state_tensor(p, p._xp().zeros_like(p._data))
+            state["max_exp_avg_sq"] = _zeros(p)
         step = state["step"] = state["step"] + 1
         got = corrections.get(step) if corrections is not None else None
         if got is None:

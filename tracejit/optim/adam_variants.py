@@ -4,21 +4,12 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _direction, _new_state_tensor
+from .optimizer import Optimizer, _bump, _count_step, _direction, _new_state_tensor, _zeros
 
 __all__ = ["Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]
 
 
-def _zeros(p, xp):
-    return _new_state_tensor(p, xp.zeros_like(p._data))
-
-
-def _bump(*ts):
-    for t in ts:
-        t._vbox[0] += 1
-
-
-def _adam_moments(p, grad, state: dict, group: dict, xp, **first):
+def _adam_moments(p, grad, state: dict, group: dict, **first):
     """The first steps NAdam and RAdam share with Adam: state, step count, maximize,
     coupled or decoupled weight decay, and the two moment updates; `first` holds further state
     entries to create on the first step (in PyTorch's key order). Returns (grad, m, v)."""
@@ -26,7 +17,7 @@ def _adam_moments(p, grad, state: dict, group: dict, xp, **first):
     if not state:
         state["step"] = 0
         state.update(first)
-        state["exp_avg"], state["exp_avg_sq"] = _zeros(p, xp), _zeros(p, xp)
+        state["exp_avg"], state["exp_avg_sq"] = _zeros(p), _zeros(p)
     state["step"] += 1
     grad = _direction(grad, p, group, group["decoupled_weight_decay"])
     m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
@@ -50,10 +41,7 @@ class Adamax(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
         b1, b2 = group["betas"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"], state["exp_inf"] = _zeros(p, xp), _zeros(p, xp)
-        state["step"] += 1
+        _count_step(state, p, "exp_avg", "exp_inf")
         grad = _direction(grad, p, group)
         m, u = state["exp_avg"]._data, state["exp_inf"]._data
         m += (1 - b1) * (grad - m)
@@ -79,7 +67,7 @@ class NAdam(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
         b1, b2 = group["betas"]
-        grad, m, v = _adam_moments(p, grad, state, group, xp, mu_product=1.0)
+        grad, m, v = _adam_moments(p, grad, state, group, mu_product=1.0)
         t = state["step"]
         mu = b1 * (1.0 - 0.5 * 0.96 ** (t * group["momentum_decay"]))
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * group["momentum_decay"]))
@@ -105,7 +93,7 @@ class RAdam(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
         b1, b2 = group["betas"]
-        _, m, v = _adam_moments(p, grad, state, group, xp)
+        _, m, v = _adam_moments(p, grad, state, group)
         t = state["step"]
         bias1 = 1 - b1 ** t
         bias2 = 1 - b2 ** t
@@ -138,7 +126,7 @@ class ASGD(Optimizer):
             state["step"] = 0
             # PyTorch keeps eta and mu as float32 scalars, whatever the parameter's dtype
             state["eta"], state["mu"] = float(xp.float32(group["lr"])), 1.0
-            state["ax"] = _zeros(p, xp)
+            state["ax"] = _zeros(p)
         state["step"] += 1
         t = state["step"]
         grad = _direction(grad, p, group)
@@ -170,7 +158,7 @@ class Rprop(Optimizer):
         lo, hi = group["step_sizes"]
         if not state:
             state["step"] = 0
-            state["prev"] = _zeros(p, xp)
+            state["prev"] = _zeros(p)
             state["step_size"] = _new_state_tensor(p, xp.full_like(p._data, group["lr"]))
         state["step"] += 1
         if group["maximize"]:

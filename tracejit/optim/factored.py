@@ -19,14 +19,9 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _check_number, _new_state_tensor
+from .optimizer import Optimizer, _bump, _check_betas, _check_number, _count_step, _new_state_tensor, _zeros
 
 __all__ = ["Adafactor", "Muon", "SparseAdam"]
-
-
-def _bump(*ts):
-    for t in ts:
-        t._vbox[0] += 1
 
 
 def _check_bool(opt: str, name: str, value) -> None:
@@ -168,7 +163,7 @@ class Muon(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
         if "momentum_buffer" not in state:
-            state["momentum_buffer"] = _new_state_tensor(p, xp.zeros_like(p._data))
+            state["momentum_buffer"] = _zeros(p)
         mu = group["momentum"]
         buf = state["momentum_buffer"]._data
         buf += (1 - mu) * (grad - buf)
@@ -198,20 +193,12 @@ class SparseAdam(Optimizer):
         _check_number("SparseAdam", "epsilon eps", group["eps"])
         if group["eps"] == 0:
             raise ValueError("SparseAdam: invalid epsilon eps: 0 (must be > 0)")
-        betas = group["betas"]
-        if len(betas) != 2:
-            raise ValueError(f"SparseAdam: betas must be a pair, got {betas!r}")
-        for i, b in enumerate(betas):
-            _check_number("SparseAdam", f"beta parameter at index {i}", b, high=1.0, high_open=True)
+        _check_betas("SparseAdam", group)
         _check_bool("SparseAdam", "maximize", group["maximize"])
 
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
-            state["exp_avg_sq"] = _new_state_tensor(p, xp.zeros_like(p._data))
-        state["step"] += 1
+        _count_step(state, p, "exp_avg", "exp_avg_sq")
         if group["maximize"]:
             grad = -grad
         flat = grad.reshape(grad.shape[0], -1) if grad.ndim else grad.reshape(1, 1)

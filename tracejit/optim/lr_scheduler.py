@@ -12,6 +12,16 @@ from .optimizer import Optimizer
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "CosineAnnealingLR"]
 
 
+def _per_group(who: str, name: str, value, optimizer: Optimizer) -> list:
+    """`value` for each param group: a list or tuple of one per group, or one for all."""
+    n = len(optimizer.param_groups)
+    if not isinstance(value, (list, tuple)):
+        return [value] * n
+    if len(value) != n:
+        raise ValueError(f"{who}: expected {n} values for {name}, got {len(value)}")
+    return list(value)
+
+
 class LRScheduler:
     """Base class: sets each group's ``lr`` from ``get_lr()`` on every ``step()``."""
 
@@ -137,11 +147,7 @@ class LambdaLR(LRScheduler):
     """lr = initial_lr * lr_lambda(epoch); one function, or one per param group."""
 
     def __init__(self, optimizer: Optimizer, lr_lambda: Callable | list, last_epoch: int = -1):
-        n = len(optimizer.param_groups)
-        fns = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
-        if len(fns) != n:
-            raise ValueError(f"LambdaLR: expected {n} lr_lambdas, got {len(fns)}")
-        self.lr_lambdas = fns
+        self.lr_lambdas = _per_group("LambdaLR", "lr_lambda", lr_lambda, optimizer)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
@@ -218,7 +224,7 @@ class OneCycleLR(LRScheduler):
             self._phases = [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
                             (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
         groups = optimizer.param_groups
-        max_lrs = self._per_group("max_lr", max_lr, len(groups))
+        max_lrs = _per_group("OneCycleLR", "max_lr", max_lr, optimizer)
         if last_epoch == -1:
             for g, m in zip(groups, max_lrs):
                 g["initial_lr"] = m / div_factor
@@ -229,21 +235,13 @@ class OneCycleLR(LRScheduler):
                 raise ValueError("OneCycleLR: optimizer must support momentum or betas with "
                                  "cycle_momentum enabled")
             self._use_beta1 = "betas" in optimizer.defaults
-            bases = self._per_group("base_momentum", base_momentum, len(groups))
-            maxes = self._per_group("max_momentum", max_momentum, len(groups))
+            bases = _per_group("OneCycleLR", "base_momentum", base_momentum, optimizer)
+            maxes = _per_group("OneCycleLR", "max_momentum", max_momentum, optimizer)
             if last_epoch == -1:
                 for g, lo, hi in zip(groups, bases, maxes):
                     self._set_momentum(g, hi)
                     g["max_momentum"], g["base_momentum"] = hi, lo
         super().__init__(optimizer, last_epoch)
-
-    @staticmethod
-    def _per_group(name: str, value, n: int) -> list:
-        if isinstance(value, (list, tuple)):
-            if len(value) != n:
-                raise ValueError(f"OneCycleLR: expected {n} values for {name}, got {len(value)}")
-            return list(value)
-        return [value] * n
 
     def _set_momentum(self, group: dict, m: float) -> None:
         if self._use_beta1:
@@ -296,13 +294,7 @@ class ReduceLROnPlateau:
         if threshold_mode not in ("rel", "abs"):
             raise ValueError(f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown; use 'rel' "
                              f"or 'abs'")
-        n = len(optimizer.param_groups)
-        if isinstance(min_lr, (list, tuple)):
-            if len(min_lr) != n:
-                raise ValueError(f"ReduceLROnPlateau: expected {n} min_lrs, got {len(min_lr)}")
-            self.min_lrs = list(min_lr)
-        else:
-            self.min_lrs = [min_lr] * n
+        self.min_lrs = _per_group("ReduceLROnPlateau", "min_lr", min_lr, optimizer)
         self.optimizer = optimizer
         self.mode, self.factor, self.patience = mode, factor, patience
         self.threshold, self.threshold_mode = threshold, threshold_mode

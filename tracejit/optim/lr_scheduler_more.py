@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 
-from .lr_scheduler import LRScheduler, _lambdas_state, _load_lambdas_state
+from .lr_scheduler import LRScheduler, _lambdas_state, _load_lambdas_state, _per_group
 
 __all__ = ["LinearLR", "ConstantLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
            "CyclicLR", "SequentialLR", "ChainedScheduler"]
@@ -64,8 +64,7 @@ class MultiplicativeLR(LRScheduler):
     """Multiply the lr by lr_lambda(epoch) at every step after the first."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
-        n = len(optimizer.param_groups)
-        self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        self.lr_lambdas = _per_group("MultiplicativeLR", "lr_lambda", lr_lambda, optimizer)
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
@@ -138,12 +137,11 @@ class CyclicLR(LRScheduler):
     def __init__(self, optimizer, base_lr, max_lr, step_size_up: int = 2000, step_size_down=None,
                  mode: str = "triangular", gamma: float = 1.0, scale_fn=None, scale_mode: str = "cycle",
                  cycle_momentum: bool = True, base_momentum=0.8, max_momentum=0.9, last_epoch: int = -1):
-        n = len(optimizer.param_groups)
-        base = list(base_lr) if isinstance(base_lr, (list, tuple)) else [base_lr] * n
+        base = _per_group("CyclicLR", "base_lr", base_lr, optimizer)
         if last_epoch == -1:
             for lr, g in zip(base, optimizer.param_groups):
                 g["lr"] = lr
-        self.max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        self.max_lrs = _per_group("CyclicLR", "max_lr", max_lr, optimizer)
         up = float(step_size_up)
         down = float(step_size_down) if step_size_down is not None else up
         self.total_size, self.step_ratio = up + down, up / (up + down)
@@ -162,8 +160,8 @@ class CyclicLR(LRScheduler):
             if key == "momentum" and "momentum" not in optimizer.defaults:
                 raise ValueError("CyclicLR: optimizer must support momentum or beta1 with cycle_momentum")
             self._mom_key = key
-            self.base_momentums = list(base_momentum) if isinstance(base_momentum, (list, tuple)) else [base_momentum] * n
-            self.max_momentums = list(max_momentum) if isinstance(max_momentum, (list, tuple)) else [max_momentum] * n
+            self.base_momentums = _per_group("CyclicLR", "base_momentum", base_momentum, optimizer)
+            self.max_momentums = _per_group("CyclicLR", "max_momentum", max_momentum, optimizer)
             if last_epoch == -1:
                 for m, g in zip(self.max_momentums, optimizer.param_groups):
                     self._set_mom(g, m)

@@ -34,6 +34,16 @@ def _check_number(opt: str, name: str, value, low: float | None = 0.0, high: flo
         raise ValueError(f"{opt}: invalid {name}: {value} (must be {'<' if high_open else '<='} {high})")
 
 
+def _check_betas(opt: str, group: dict) -> None:
+    """A group's ``betas``: a pair of numbers in [0, 1), kept as a tuple."""
+    betas = group["betas"]
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"{opt}: betas must be a pair (beta1, beta2), got {betas!r}")
+    group["betas"] = tuple(betas)
+    for i, b in enumerate(betas):
+        _check_number(opt, f"beta parameter at index {i}", b, 0.0, 1.0, high_open=True)
+
+
 class Optimizer:
     """Base class: holds ``param_groups`` (list of dicts) and ``state`` (param -> dict)."""
 
@@ -122,14 +132,15 @@ class Optimizer:
         self.param_groups.append(self._check_group(param_group, set()))
 
     # the hyperparameters that must be numbers >= 0, as errors name them (the group's key
-    # is the last word: "learning rate lr")
+    # is the last word: "learning rate lr"), or (label, low, high) for other bounds
     _numbers: tuple = ()
 
     def _validate(self, group: dict) -> None:
         """Raise ValueError/TypeError naming a bad hyperparameter of `group` (`_numbers`
         here; subclasses check the rest)."""
-        for label in self._numbers:
-            _check_number(type(self).__name__, label, group[label.split()[-1]])
+        for entry in self._numbers:
+            label, *bounds = (entry,) if isinstance(entry, str) else entry
+            _check_number(type(self).__name__, label, group[label.split()[-1]], *bounds)
 
     # ---- stepping -------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -255,6 +266,28 @@ class Optimizer:
 
 def _new_state_tensor(p: Tensor, arr) -> Tensor:
     return Tensor._wrap(arr, p.dtype, p.device)
+
+
+def _zeros(p: Tensor) -> Tensor:
+    """A state tensor of zeros of `p`'s shape, dtype and device."""
+    return _new_state_tensor(p, p._xp().zeros_like(p._data))
+
+
+def _bump(*ts: Tensor) -> None:
+    """Count an in-place write into each of `ts` (autograd's version counters)."""
+    for t in ts:
+        t._vbox[0] += 1
+
+
+def _count_step(state: dict, p: Tensor, *names: str) -> int:
+    """Count a step of `p`: on the first one its state gets ``step`` and a zeros tensor
+    per name (in PyTorch's key order). Returns the step number."""
+    if not state:
+        state["step"] = 0
+        for name in names:
+            state[name] = _zeros(p)
+    state["step"] += 1
+    return state["step"]
 
 
 def _direction(grad, p: Tensor, group: dict, decoupled: bool = False):

@@ -9,7 +9,7 @@ Per parameter with gradient g (PyTorch's operation order, so results agree to ro
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _direction, _new_state_tensor
+from .optimizer import Optimizer, _bump, _count_step, _direction, _zeros
 
 __all__ = ["RMSprop"]
 
@@ -29,23 +29,20 @@ class RMSprop(Optimizer):
         lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
         momentum = group["momentum"]
         xp = p._xp()
-        if not state:
-            state["step"] = 0
-            state["square_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
+        _count_step(state, p, "square_avg")
         if momentum > 0 and "momentum_buffer" not in state:
-            state["momentum_buffer"] = _new_state_tensor(p, xp.zeros_like(p._data))
+            state["momentum_buffer"] = _zeros(p)
         if group["centered"] and "grad_avg" not in state:
-            state["grad_avg"] = _new_state_tensor(p, xp.zeros_like(p._data))
-        state["step"] += 1
+            state["grad_avg"] = _zeros(p)
         grad = _direction(grad, p, group)
         v = state["square_avg"]._data
         v *= alpha
         v += (1 - alpha) * (grad * grad)
-        state["square_avg"]._vbox[0] += 1
+        _bump(state["square_avg"])
         if group["centered"]:
             m = state["grad_avg"]._data
             m += (1 - alpha) * (grad - m)          # lerp(m, g, 1 - alpha)
-            state["grad_avg"]._vbox[0] += 1
+            _bump(state["grad_avg"])
             avg = xp.sqrt(v - m * m)
         else:
             avg = xp.sqrt(v)
@@ -54,7 +51,7 @@ class RMSprop(Optimizer):
             b = state["momentum_buffer"]._data
             b *= momentum
             b += grad / avg
-            state["momentum_buffer"]._vbox[0] += 1
+            _bump(state["momentum_buffer"])
             p._data -= lr * b
         else:
             p._data -= lr * (grad / avg)

@@ -9,7 +9,7 @@ buffer), bitwise the array path's results. ``None`` (default): fused under Adam'
 from __future__ import annotations
 
 from .adam import FUSED_MIN, _check_fused, _fits, _fused_default
-from .optimizer import Optimizer, _check_number, _direction, _new_state_tensor
+from .optimizer import Optimizer, _direction, _new_state_tensor
 
 __all__ = ["SGD"]
 
@@ -21,6 +21,8 @@ class SGD(Optimizer):
     g = g + momentum * b (nesterov) or b;  p = p - lr * g.
     """
 
+    _numbers = ("learning rate lr", "momentum", ("dampening", None), "weight_decay")
+
     def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False, *, maximize: bool = False,
                  foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None):
@@ -29,10 +31,7 @@ class SGD(Optimizer):
                                       fused=fused, **self._impl_options(foreach, False, differentiable)))
 
     def _validate(self, group: dict) -> None:
-        _check_number("SGD", "learning rate lr", group["lr"])
-        _check_number("SGD", "momentum", group["momentum"])
-        _check_number("SGD", "dampening", group["dampening"], low=None)
-        _check_number("SGD", "weight_decay", group["weight_decay"])
+        super()._validate(group)
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum > 0 and zero dampening")
         _check_fused("SGD", group)

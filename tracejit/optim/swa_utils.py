@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..autograd.grad_mode import no_grad
 from ..nn.module import Module
-from .lr_scheduler import LRScheduler
+from .lr_scheduler import LRScheduler, _per_group
 
 __all__ = ["AveragedModel", "SWALR", "update_bn", "get_ema_multi_avg_fn", "get_swa_multi_avg_fn",
            "get_ema_avg_fn", "get_swa_avg_fn"]
@@ -125,10 +125,7 @@ class SWALR(LRScheduler):
 
     def __init__(self, optimizer, swa_lr, anneal_epochs: int = 10, anneal_strategy: str = "cos",
                  last_epoch: int = -1) -> None:
-        lrs = list(swa_lr) if isinstance(swa_lr, (list, tuple)) else [swa_lr] * len(optimizer.param_groups)
-        if len(lrs) != len(optimizer.param_groups):
-            raise ValueError(f"SWALR: swa_lr has {len(lrs)} values for {len(optimizer.param_groups)} "
-                             f"param groups")
+        lrs = _per_group("SWALR", "swa_lr", swa_lr, optimizer)
         if anneal_strategy not in ("cos", "linear"):
             raise ValueError(f"SWALR: anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
         if isinstance(anneal_epochs, bool) or not isinstance(anneal_epochs, int) or anneal_epochs < 0:
