@@ -185,3 +185,15 @@ def test_blas_jobs_give_the_same_bits_on_pools_of_1_2_and_4_threads():
         assert (int(n), inner) == (threads, "True")
         outs.add(digest)
     assert len(outs) == 1
+
+
+
+def test_the_code_the_workers_run_is_never_disposed():
+    # Disposing the engine ran its finalizer during interpreter shutdown, which imports:
+    # "Exception ignored" at exit, and a hang for good when a daemon thread held an import
+    # lock then. The pool detaches it: nothing frees the code while the process lives.
+    p = workpool.pool()
+    assert p._engine.closed
+    x = np.linspace(0.0, 1.0, 1000)
+    out, _ = _launch(p, 2, x)      # (launches still run on it)
+    assert out.sum() == pytest.approx(float(x @ x))

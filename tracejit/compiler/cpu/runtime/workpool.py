@@ -388,13 +388,19 @@ class WorkPool:
         tm = llvm.Target.from_default_triple().create_target_machine(opt=2)
         self._engine = llvm.create_mcjit_compiler(mod, tm)
         self._engine.finalize_object()
+        self._nslots = ctypes.c_int32.from_address(self._engine.get_global_value_address("nslots"))
+        self._busy = ctypes.c_int32.from_address(self._engine.get_global_value_address("busy"))
         ctypes.c_void_p.from_address(self._engine.get_global_value_address("slots")).value = base
-        ctypes.c_int32.from_address(self._engine.get_global_value_address("nslots")).value = self.workers
+        self._nslots.value = self.workers
         self.base = base
         self.run_address = self._engine.get_function_address("run")
         self.run = _RUN(self.run_address)
         self.blas_jobs_address = self._engine.get_function_address("blas_jobs")
         worker = self._engine.get_function_address("worker")
+        # The workers run this code until the process ends: the engine is never disposed
+        # (at interpreter teardown its finalizer would free the code under them, and it
+        # imports, which blocks for good when a daemon thread died holding an import lock).
+        self._engine.detach()
         create = libc.pthread_create
         create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         self._join = libc.pthread_join
@@ -414,14 +420,14 @@ class WorkPool:
                 self.close()
                 raise OSError(ctypes.get_errno(), "workpool: pthread_create failed")
             self._ids.append(tid.value)
-        ctypes.c_int32.from_address(self._engine.get_global_value_address("nslots")).value = len(self._ids)
+        self._nslots.value = len(self._ids)
 
     def restart_in_child(self) -> None:
         """After fork: the parent's threads are gone from this process; start ours on the
         same code (addresses handed out before the fork stay valid) and slots."""
         self.pid = os.getpid()
         self._ids = []
-        ctypes.c_int32.from_address(self._engine.get_global_value_address("busy")).value = 0
+        self._busy.value = 0
         self._start()
 
     def close(self) -> None:
@@ -438,7 +444,7 @@ class WorkPool:
                          ctypes.c_long(_WAKE), ctypes.c_long(1))
             self._join(tid, None)
         self._ids = []
-        ctypes.c_int32.from_address(self._engine.get_global_value_address("nslots")).value = 0
+        self._nslots.value = 0
 
 
 _lock = threading.Lock()
