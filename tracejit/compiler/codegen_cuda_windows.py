@@ -8,8 +8,7 @@ first-maximum, NaN and order-of-addition rules), folded in registers. Launched i
 from __future__ import annotations
 
 from .codegen_cpu_windows import pooled_sizes, window_body
-from .codegen_cuda_rows import kernel_spec
-from .emitter import render_steps
+from .codegen_cuda_rows import kernel_head, kernel_spec
 from .loopnest import LoopNest
 
 __all__ = ["render_windows"]
@@ -19,17 +18,11 @@ IND = "    "
 
 def render_windows(nest: LoopNest, block: int):
     from .codegen_cuda import CudaEmitter
-    from .emitter import arr_type
 
     w = nest.window
-    lines, emitters = render_steps(nest, CudaEmitter)
-    used_types = set().union(*(em.types for em in emitters))
-    functions = set().union(*(em.functions for em in emitters))
+    src_of, used_types, functions, sig = kernel_head(nest)
+    lines = [src_of[st.name] for st in nest.steps]
     em = CudaEmitter(w.dtype)
-    sig_args = [arr_type(op.dtype, nest.arg_rank(op.k), op.layout != "nd") for op in nest.operands]
-    sig_args += [arr_type(o.dtype, len(o.var.aval.shape), True) for o in nest.outputs]
-    sig_args += ["int64"] * len(nest.sizes)
-    sig = f"void({', '.join(sig_args)})"
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
     body += pooled_sizes(nest, IND)
     inner, outer = ("i3", "i2") if w.gather else ("ox", "oy")

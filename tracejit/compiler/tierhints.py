@@ -46,13 +46,19 @@ def key(graph, grad_mode: bool) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _path(k: str) -> Optional[str]:
-    root = cacheroot.root()
-    return None if root is None else os.path.join(root, _DIR, f"{k}.json")
+def _path(k: Optional[str], ext: str = ".json") -> Optional[str]:
+    """The file of graph `k` with this extension, or None (the cache off, or no key)."""
+    root = cacheroot.root() if k else None
+    return None if root is None else os.path.join(root, _DIR, f"{k}{ext}")
 
 
-def _mkdir(path: str) -> None:
+def _write(path: str, data) -> None:
+    """`data` as JSON into `path`, atomically (raises OSError)."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(data))
+    os.replace(tmp, path)
 
 
 def read(k: str) -> Optional[dict]:
@@ -82,11 +88,7 @@ def write(k: str, tier0_s: float, load_s: float) -> None:
     if old is not None:
         tier0_s, load_s = min(tier0_s, old["tier0_s"]), min(load_s, old["load_s"])
     try:
-        _mkdir(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps({"tier0_s": tier0_s, "load_s": load_s}))
-        os.replace(tmp, path)
+        _write(path, {"tier0_s": tier0_s, "load_s": load_s})
         if prefer_loading({"tier0_s": tier0_s, "load_s": load_s}):
             with open(os.path.join(os.path.dirname(path), LOAD_MARK), "a"):
                 pass
@@ -110,12 +112,12 @@ def any_prefers_loading() -> bool:
 
 def mark_on_disk(k: Optional[str]) -> None:
     """Record that every kernel of the graph with key `k` is on disk (errors are ignored)."""
-    path = _path(k) if k else None
+    path = _path(k, ".ondisk")
     if path is None:
         return
     try:
-        _mkdir(path)
-        with open(_ondisk(path), "a"):
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "a"):
             pass
     except OSError:
         pass
@@ -124,30 +126,20 @@ def mark_on_disk(k: Optional[str]) -> None:
 def on_disk_marker(k: Optional[str]) -> Optional[str]:
     """The file `mark_on_disk` creates for graph `k` (for a worker that finishes the graph's
     kernels after the program's exit, compiler/finish.py); None with the cache off."""
-    path = _path(k) if k else None
-    return None if path is None else _ondisk(path)
+    return _path(k, ".ondisk")
 
 
 def on_disk(k: Optional[str]) -> bool:
     """Whether a previous run found or put every kernel of graph `k` on disk (the cache may
     have been pruned since: this is advice, the disk check decides)."""
-    path = _path(k) if k else None
-    return path is not None and os.path.exists(_ondisk(path))
-
-
-def _ondisk(json_path: str) -> str:
-    return json_path[:-len(".json")] + ".ondisk"
-
-
-def _variants_path(k: Optional[str]) -> Optional[str]:
-    path = _path(k) if k else None
-    return None if path is None else path[:-len(".json")] + ".variants"
+    path = _path(k, ".ondisk")
+    return path is not None and os.path.exists(path)
 
 
 def variants(k: Optional[str]) -> list:
     """The variants recorded for graph `k` by `add_variant`: [(kernel label, layouts,
     parallel)]; [] when none or unreadable."""
-    path = _variants_path(k)
+    path = _path(k, ".variants")
     if path is None:
         return []
     try:
@@ -161,18 +153,12 @@ def variants(k: Optional[str]) -> list:
 def add_variant(k: Optional[str], label: str, layouts: tuple, parallel: bool) -> None:
     """Record that a run of graph `k` needed kernel `label`'s variant for `layouts`
     (atomically; errors are ignored)."""
-    path = _variants_path(k)
-    if path is None:
-        return
+    path = _path(k, ".variants")
     have = variants(k)
     item = (label, tuple(layouts), bool(parallel))
-    if item in have:
+    if path is None or item in have:
         return
     try:
-        _mkdir(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps([list(v[:1]) + [list(v[1]), v[2]] for v in have + [item]]))
-        os.replace(tmp, path)
+        _write(path, [list(v[:1]) + [list(v[1]), v[2]] for v in have + [item]])
     except OSError:
         pass

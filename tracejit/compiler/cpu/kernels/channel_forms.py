@@ -16,12 +16,11 @@ from __future__ import annotations
 import numpy as np
 
 from ....ops.batchnorm_prim import backward_form, forward_form
-from .loader import kernel as _kernel
+from .loader import lowered, one_group, rendered
 
 __all__ = ["forward", "backward"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_UNSUPPORTED = object()
 _forms: dict = {}    # (form, dtype, layouts, size-1 pattern, eps) -> (positions, outputs, nest, parallel min)
 _calls: dict = {}    # the same plus the variant -> the loaded kernel's entry
 
@@ -31,16 +30,10 @@ def _lower(form, shapes, layouts, cm: int, eps: float):
     the full-shape operands in `layouts` ("flat" or "cm"), output `cm` written
     channel-major (-1: none): (graph input positions, graph output positions, nest).
     Raises where the form is not one channel group."""
-    from .... import dtypes
-    from ....jit.tracer import trace_graph
-    from ....ops.registry import Aval
-    from ... import fusion, loopnest
-    ctx, outs = trace_graph(lambda *xs: form(*xs, eps=eps), [Aval(s, getattr(dtypes, dt)) for s, dt in shapes])
-    graph = ctx.graph([o._var for o in outs])
-    items = fusion.partition(graph)
-    if len(items) != 1 or not isinstance(items[0], fusion.Group) or not items[0].rows:
+    from ... import loopnest
+    graph, group = one_group(lambda *xs: form(*xs, eps=eps), shapes, form.__name__)
+    if not group.rows:
         raise ValueError(f"{form.__name__} is not one channel group")
-    group = items[0]
     if set(group.outputs) != set(graph.outputs):
         raise ValueError(f"{form.__name__}'s channel group writes other values than its results")
     group.cm_outputs = frozenset([graph.outputs[cm]] if cm >= 0 else [])
@@ -86,25 +79,19 @@ def _run(form, name: str, full: tuple, chan: tuple, outs: list, cm: int, eps: fl
     arrays = [a for a, _ in ops] + list(chan) + [inv]
     layouts = tuple(lay for _, lay in ops) + ("ndc",) * len(chan) + ("scalar",)
     key = (name, dt.name, layouts, tuple(d == 1 for d in shape), float(eps))
-    got = _forms.get(key)
+    shapes = lambda: ([(shape, dt.name)] * len(full) + [((1, shape[1], 1, 1), dt.name)] * len(chan)  # noqa: E731
+                      + [((1,), dt.name)])
+    got = lowered(_forms, key, lambda: _lower(form, shapes(), layouts, cm, eps))
     if got is None:
-        shapes = [(shape, dt.name)] * len(full) + [((1, shape[1], 1, 1), dt.name)] * len(chan) + [((1,), dt.name)]
-        try:
-            got = _forms[key] = _lower(form, shapes, layouts, cm, eps)
-        except Exception:
-            got = _forms[key] = _UNSUPPORTED
-    if got is _UNSUPPORTED:
         return False
     positions, outputs, nest, pmin = got
     parallel = x.size >= pmin
     fn = _calls.get(key + (parallel,))
     if fn is None:
-        from ... import backends
-        fn = _kernel(("channels",) + key + (parallel,),
-                     lambda: backends.get("cpu").render(nest, parallel), steady=True).get()
+        fn = rendered(("channels",) + key + (parallel,), nest, parallel, steady=True)
         if fn is None:
             return False
-        fn = _calls[key + (parallel,)] = fn if parallel else backends.get("cpu").fast_entry(fn)
+        _calls[key + (parallel,)] = fn
     fn(*[arrays[p] for p in positions], *[outs[k] for k in outputs], *shape)
     return True
 

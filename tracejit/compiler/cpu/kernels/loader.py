@@ -22,8 +22,8 @@ from .... import envflags
 from ....ops.impls import outside, standin
 from ..runtime import coreshare
 
-__all__ = ["NativeKernel", "kernel", "takes", "floats", "standing_in", "enabled", "go_now", "note_ask", "settle"]
-
+__all__ = ["NativeKernel", "kernel", "takes", "floats", "standing_in", "enabled", "go_now", "note_ask", "settle",
+           "lowered", "one_group", "rendered"]
 
 
 # ---------------------------------------------------------------- the loading policy
@@ -347,6 +347,50 @@ def kernel(key: tuple, make_source, sync_compiles: bool = True, steady: bool = F
                 k = _kernels[key] = NativeKernel(make_source, "native_" + "_".join(map(str, key)),
                                                       sync_compiles, steady, later)
     return k
+
+
+# ---------------------------------------------------------------- kernels rendered from a form
+# (row_forms, channel_forms, window_forms: a primitive's form traced as one fused group and
+# rendered by the CPU backend, as a compiled program's group is)
+_UNSUPPORTED = object()
+
+
+def lowered(cache: dict, key, lower):
+    """``lower()`` cached under `key` in `cache`, or None where it raised (remembered: the
+    form is no group the renderers take, and the op's numpy form runs)."""
+    got = cache.get(key)
+    if got is None:
+        try:
+            got = cache[key] = lower()
+        except Exception:
+            got = cache[key] = _UNSUPPORTED
+    return None if got is _UNSUPPORTED else got
+
+
+def one_group(fn, shapes, what: str, **partition):
+    """(graph, group): `fn` traced over operands of these (shape, dtype name), partitioned
+    with fusion.partition's options `partition`. Raises a ValueError naming `what` unless
+    the graph is one fused group."""
+    from .... import dtypes
+    from ....jit.tracer import trace_graph
+    from ....ops.registry import Aval
+    from ... import fusion
+    ctx, out = trace_graph(fn, [Aval(s, getattr(dtypes, dt)) for s, dt in shapes])
+    graph = ctx.graph([o._var for o in (out if isinstance(out, (tuple, list)) else (out,))])
+    items = fusion.partition(graph, **partition)
+    if len(items) != 1 or not isinstance(items[0], fusion.Group):
+        raise ValueError(f"{what} is not one fused group")
+    return graph, items[0]
+
+
+def rendered(key: tuple, nest, parallel: bool, steady: bool = False):
+    """The loaded kernel of `nest` rendered by the CPU backend (a serial variant's cheapest
+    entry), or None while it is not loaded."""
+    from ... import backends
+    fn = kernel(key, lambda: backends.get("cpu").render(nest, parallel), steady=steady).get()
+    if fn is None or parallel:
+        return fn
+    return backends.get("cpu").fast_entry(fn)
 
 
 _standins = threading.local()   # .stack: the fused kernels whose stand-ins this thread runs

@@ -18,15 +18,14 @@ from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, c
                                         reduce_losses)
 from ....ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD, row_size
 from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
-from .loader import kernel as _kernel
+from .loader import kernel as _kernel, lowered, one_group
 
 __all__ = ["run", "kernel_source", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
            "cross_entropy",
            "cross_entropy_backward"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_UNSUPPORTED = object()
-_forms: dict = {}    # kernel key (no variant) -> (graph input positions, nest), or _UNSUPPORTED
+_forms: dict = {}    # kernel key (no variant) -> (graph input positions, nest), or unsupported
 
 
 def _key(prim, arrays, params, parallel):
@@ -108,7 +107,7 @@ def _plan(prim, arrays, params):
         if type(a) is not np.ndarray or (a.dtype != dt and a.dtype.kind == "f"):
             return None
     shapes = [(a.shape, a.dtype.name) for a in arrays]
-    form = _form(_key(prim, arrays, params, None), prim, shapes, params)
+    form = lowered(_forms, _key(prim, arrays, params, None), lambda: _lower(prim, shapes, params))
     if form is None:
         return None
     positions, nest = form
@@ -117,19 +116,6 @@ def _plan(prim, arrays, params):
     parallel = runs_parallel(nest, x.size)
     key = _key(prim, arrays, params, parallel)
     return _kernel(key, lambda: backends.get("cpu").render(nest, parallel)), parallel, positions, nest
-
-
-def _form(key, prim, shapes, params):
-    """(graph input positions, nest) of `prim`'s rows form over these operands, or None
-    where the form is not one rows group over the first operand's shape (the caller's
-    numpy form runs)."""
-    form = _forms.get(key)
-    if form is None:
-        try:
-            form = _forms[key] = _lower(prim, shapes, params)
-        except Exception:
-            form = _forms[key] = _UNSUPPORTED
-    return None if form is _UNSUPPORTED else form
 
 
 def kernel_source(prim, operands: int, dtype: str, params: dict, name: str) -> str:
@@ -145,22 +131,15 @@ def kernel_source(prim, operands: int, dtype: str, params: dict, name: str) -> s
 def _lower(prim, shapes, params, name: str = "kernel"):
     """`prim`'s rows form traced, scheduled and lowered: (graph input positions, nest).
     Raises where the form is not one rows group over the first operand's shape."""
-    from .... import dtypes
-    from ....jit.tracer import trace_graph
-    from ....ops.registry import Aval
-    from ... import fusion, loopnest
+    from ... import loopnest
     from ....autograd.grad_mode import enable_grad
-    avals = [Aval(s, getattr(dtypes, dt)) for s, dt in shapes]
     form = prim.extra["rows_form"]
     # (with gradients on: under no_grad, as in a backward pass, the tracer records a detach
     # of every value, and a detached sum over the rows would be a group of its own)
     with enable_grad():
-        ctx, out = trace_graph(lambda *xs: form(*xs, **params), avals)
-    graph = ctx.graph([o._var for o in out] if isinstance(out, tuple) else [out._var])
-    items = fusion.partition(graph)
-    if len(items) != 1 or not isinstance(items[0], fusion.Group) or not items[0].rows:
+        graph, group = one_group(lambda *xs: form(*xs, **params), shapes, f"{prim.name}'s rows form")
+    if not group.rows:
         raise ValueError(f"{prim.name}'s rows form is not one rows group")
-    group = items[0]
     if tuple(group.shape) != tuple(shapes[0][0]) or list(group.outputs) != list(graph.outputs):
         raise ValueError(f"{prim.name}'s rows form writes other values than its result")
     positions = [list(graph.inputs).index(v) for v in group.inputs]

@@ -13,14 +13,13 @@ import numpy as np
 
 from ....ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 from ....ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
-from .loader import kernel as _kernel
+from .loader import lowered, one_group, rendered
 
 __all__ = ["max_pool2d", "forward_offsets", "scatter", "avg_pool2d",
            "avg_pool2d_backward", "channel_major", "PARALLEL_MIN"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-_UNSUPPORTED = object()
-_forms: dict = {}    # (prim, dtype, geometry, size-1 pattern) -> nest, or _UNSUPPORTED
+_forms: dict = {}    # (prim, dtype, geometry, size-1 pattern) -> nest, or unsupported
 _calls: dict = {}    # the same plus the variant -> the loaded kernel
 # Input elements from which the parallel variant runs: its shares cost a launch on the
 # runtime's threads (a few us), a plane of LeNet's first pool (26x26) about 1 us serially.
@@ -39,18 +38,11 @@ def _geometry(params) -> tuple:
 def _lower(prim, shapes, params):
     """`prim` over operands of these (shape, dtype) traced alone, scheduled and lowered:
     the windows nest. Raises where that is no one windows group."""
-    from .... import dtypes
-    from ....jit.tracer import trace_graph
     from ....ops.eager import bind
-    from ....ops.registry import Aval
-    from ... import fusion, loopnest
-    avals = [Aval(s, getattr(dtypes, dt)) for s, dt in shapes]
-    ctx, out = trace_graph(lambda *xs: bind(prim, *xs, **params), avals)
-    graph = ctx.graph([out._var])
-    items = fusion.partition(graph, windows="all")
-    if len(items) != 1 or not isinstance(items[0], fusion.Group) or items[0].window is None:
+    from ... import loopnest
+    graph, group = one_group(lambda *xs: bind(prim, *xs, **params), shapes, prim.name, windows="all")
+    if group.window is None:
         raise ValueError(f"{prim.name} is not one windows group")
-    group = items[0]
     if list(group.inputs) != list(graph.inputs)[:len(group.inputs)]:
         raise ValueError(f"{prim.name}'s windows group reads its operands out of order")
     return loopnest.lower(group, loopnest.operand_layouts(group))
@@ -73,22 +65,10 @@ def _fn(prim, arrays, params, shape: tuple):
     fn = _calls.get(key + (parallel,))
     if fn is not None:
         return fn
-    nest = _forms.get(key)
-    if nest is None:
-        try:
-            nest = _forms[key] = _lower(prim, [(a.shape, dt.name) for a in arrays], params)
-        except Exception:
-            nest = _forms[key] = _UNSUPPORTED
-    if nest is _UNSUPPORTED:
-        return None
-    from ... import backends
-    fn = _kernel(("windows",) + key + (parallel,),
-                 lambda: backends.get("cpu").render(nest, parallel), steady=True).get()
-    if fn is None:
-        return None
-    if not parallel:
-        fn = backends.get("cpu").fast_entry(fn)
-    _calls[key + (parallel,)] = fn
+    nest = lowered(_forms, key, lambda: _lower(prim, [(a.shape, dt.name) for a in arrays], params))
+    fn = None if nest is None else rendered(("windows",) + key + (parallel,), nest, parallel, steady=True)
+    if fn is not None:
+        _calls[key + (parallel,)] = fn
     return fn
 
 
