@@ -1,0 +1,65 @@
+"""The blocked convolution kernels (compiler/cpu/kernels/conv_blocks.py) against PyTorch
+over odd geometries: strides that do and do not divide the window, dilation, padding up to
+and past the window's reach, 1x1 windows with a stride (output phases no window offset
+reaches), a batch of one, a gradient in channel-major memory, and blocks of one image."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tracejit.compiler.cpu.kernels import conv_blocks as B
+
+# (N, C, H, W, O, kernel, stride, padding, dilation)
+GEOMETRIES = [
+    (2, 3, 9, 8, 4, (3, 3), (1, 1), (1, 1), (1, 1)),
+    (3, 4, 10, 10, 5, (4, 4), (2, 2), (1, 1), (1, 1)),
+    (1, 2, 11, 10, 3, (3, 2), (3, 2), (2, 0), (2, 3)),
+    (2, 5, 7, 9, 3, (1, 1), (2, 2), (0, 0), (1, 1)),
+    (1, 2, 5, 6, 2, (3, 3), (2, 3), (0, 2), (1, 1)),
+    (2, 3, 6, 7, 4, (2, 3), (1, 1), (3, 4), (1, 2)),
+    (1, 6, 4, 4, 7, (4, 4), (1, 1), (0, 0), (1, 1)),
+    (2, 2, 13, 5, 3, (5, 1), (3, 1), (2, 0), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("channel_major", [False, True])
+@pytest.mark.parametrize("block", [1 << 19, 1])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+def test_input_gradient_matches_torch(monkeypatch, geo, block, channel_major):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(B, "_BLOCK_BYTES", block)
+    n, c, h, w, o, k, s, p, d = geo
+    rng = np.random.default_rng(sum(geo[:5]))
+    wt = rng.standard_normal((o, c) + k)
+    oh, ow = (B._out_hw(h, w, k, s, p, d))
+    g = rng.standard_normal((n, o, oh, ow))
+    ref = torch.nn.grad.conv2d_input((n, c, h, w), torch.tensor(wt), torch.tensor(g), s, p, d).numpy()
+    if channel_major:
+        g = np.ascontiguousarray(g.swapaxes(0, 1)).swapaxes(0, 1)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        dx = B.xgrad(g.astype(dtype), wt.astype(dtype), (h, w), k, s, p, d)
+        assert dx.shape == ref.shape and dx.dtype == dtype and dx.flags.c_contiguous
+        np.testing.assert_allclose(dx, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("block", [1 << 19, 1])
+@pytest.mark.parametrize("geo", GEOMETRIES)
+def test_forward_and_weight_gradient_match_torch(monkeypatch, geo, block):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(B, "_BLOCK_BYTES", block)
+    n, c, h, w, o, k, s, p, d = geo
+    rng = np.random.default_rng(sum(geo[:5]) + 1)
+    x, wt, b = rng.standard_normal((n, c, h, w)), rng.standard_normal((o, c) + k), rng.standard_normal(o)
+    y = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt), torch.tensor(b), s, p, d).numpy()
+    g = rng.standard_normal(y.shape)
+    dw = torch.nn.grad.conv2d_weight(torch.tensor(x), wt.shape, torch.tensor(g), s, p, d).numpy()
+    geom = dict(kernel=k, stride=s, padding=p, dilation=d)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-4)):
+        xd, gd = x.astype(dtype), g.astype(dtype)
+        got = B.forward(xd, wt.astype(dtype), b.astype(dtype), **geom)
+        assert got.dtype == dtype and got.flags.c_contiguous
+        np.testing.assert_allclose(got, y, rtol=tol, atol=tol)
+        np.testing.assert_allclose(B.wgrad(gd, xd, **geom), dw, rtol=tol, atol=tol)
+        rec = B.wgrad(gd, xd, bias=True, **geom)
+        np.testing.assert_allclose(rec[:-o].reshape(dw.shape), dw, rtol=tol, atol=tol)
+        np.testing.assert_allclose(rec[-o:], g.sum((0, 2, 3)), rtol=tol, atol=tol)
