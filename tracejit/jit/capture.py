@@ -31,6 +31,7 @@ from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
 from .side_effects import printing_noted
+from .size_args import SizeArgs
 from .value_snapshot import with_tensor_reads
 from .script import NoSource, convert
 from .tracer import TraceContext, Tracer
@@ -283,6 +284,7 @@ class Capture:
                     tracers.append(t)
                 else:
                     tracers.append(x)
+            ctx.sizes = _size_args(sdescs, self._dynamic_ints - self._fixed_size_ints)
             targs, tkwargs = self._unbind(unflatten(spec, tracers))
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn)
@@ -378,6 +380,7 @@ class Capture:
             if ctx.specialized:
                 # User code needed concrete sizes: keep those dims static from now on and
                 # capture again.
+                self._fixed_size_ints |= ctx.sizes.leaf_names(ctx.specialized, sdescs)
                 spec_dims = {(d.name, j) for d in sdescs if d.kind == "tensor"
                              for j, s in enumerate(d.shape) if isinstance(s, str) and s in ctx.specialized}
                 self._static.update(spec_dims)
@@ -439,6 +442,18 @@ def _specialize_sizes(value) -> None:
     elif isinstance(value, (tuple, list)):
         for v in value:
             _specialize_sizes(v)
+
+
+def _size_args(sdescs, ints: set) -> SizeArgs:
+    """What a capture may make symbolic sizes: the int arguments in `ints` (by leaf name),
+    and where each dim symbol of `sdescs` is read from."""
+    dims: dict = {}
+    for i, d in enumerate(sdescs):
+        if d.kind == "tensor":
+            for j, s in enumerate(d.shape):
+                if isinstance(s, str):
+                    dims.setdefault(s, ("dim", i, j))
+    return SizeArgs({i for i, d in enumerate(sdescs) if d.kind == "scalar" and d.name in ints}, dims)
 
 
 def _verifier(graph: Graph, opt: Graph):

@@ -92,6 +92,10 @@ def evaluate(expr: tuple, leaves) -> Any:
         return expr[1]
     if tag == "sym":   # a symbolic size: its value in the call being captured
         return int(expr[1])
+    if tag == "nonneg":   # a fact a shape rule assumed about symbolic sizes (size_args.py)
+        env = {s: (leaves[src[1]] if src[0] == "int" else leaves[src[1]].shape[src[2]])
+               for s, src in expr[2]}
+        return expr[1].evaluate(env) >= 0
     _, prim, params, args = expr
     vals = [evaluate(a, leaves) for a in args]
     params = dict(params)
@@ -169,6 +173,16 @@ def render(expr: tuple, names: list) -> str:
         return names[expr[1]] if expr[1] < len(names) else f"arg{expr[1]}"
     if tag in ("lit", "sym"):
         return repr(expr[1])
+    if tag == "nonneg":
+        named = {s: (names[src[1]] if src[0] == "int" and src[1] < len(names) else
+                     f"{names[src[1]]}.shape[{src[2]}]" if src[1] < len(names) else s)
+                 for s, src in expr[2]}
+        terms = dict(expr[1].terms)
+        c = terms.pop((), 0)
+        if len(terms) == 1 and list(terms.values())[0] in (1, -1):   # n >= 2, n <= 20
+            (mono, k), = terms.items()
+            return f"{'*'.join(named.get(s, s) for s in mono)} {'>=' if k == 1 else '<='} {-c * k}"
+        return f"{expr[1].to_python(named)[1:-1]} >= 0"
     _, prim, params, args = expr
     parts = []
     for a in args:  # parenthesize operator sub-expressions: (a + b) * c
