@@ -90,3 +90,21 @@ def test_code_needing_the_value_keeps_it_specialized():
     x = tj.randn(10)
     _sweep(cf, x, [2, 3, 5, 6], lambda a, n: a[:n] * 2 if n > 4 else a[:n])
     assert cf.cache_stats()["compiles"] <= 4
+
+
+def test_bounds_computed_from_the_argument(compiler):
+    x = tj.randn(30, 2)
+
+    def f(x, n):
+        return x[:n + 1].sum(0) - x[2 * n - 1:].sum(0)
+
+    cf = tj.trace(f, compiler=compiler)
+    _sweep(cf, x, range(2, 12), lambda a, n: a[:n + 1].sum(0) - a[2 * n - 1:].sum(0))
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_a_created_tensor_of_the_argument_size():
+    x = tj.randn(5)
+    cf = tj.compile(lambda x, n: tj.ones(n, 2) * x.sum())
+    _sweep(cf, x, range(1, 9), lambda a, n: np.ones((n, 2), np.float32) * a.sum())
+    assert cf.cache_stats()["compiles"] == 2   # n=1, then one symbolic entry for n >= 2

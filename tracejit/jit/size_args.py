@@ -101,17 +101,43 @@ def known_facts(graph) -> Optional[Known]:
 
 
 def size_of(t) -> object:
-    """A traced int used as a size or slice bound: the int argument's `Sym` where it is
-    one that may be symbolic, else its value (specialized and guarded, as ``int(t)``)."""
+    """A traced int used as a size or slice bound: a `Sym` where it is computed from int
+    arguments that may be symbolic by ``+``, ``-`` and ``*`` (``n``, ``n + 1``, ``2 * n``),
+    else its value (specialized and guarded, as ``int(t)``)."""
     ctx = t._trace
     sizes = getattr(ctx, "sizes", None)
-    if sizes is not None and ctx.parent is None and t._var.aval.weak:
-        k = ctx.scalar_leaves.get(t._var)
-        if k is not None:
-            sym = sizes.symbol(ctx, k, t._var)
-            if sym is not None:
-                return sym
+    if sizes is not None and sizes.ints and ctx.parent is None and t._var.aval.weak \
+            and t._var.aval.dtype.is_integer:
+        from .scalars import scalar_expr
+        expr = scalar_expr(ctx, t._var)
+        sym = _polynomial(ctx, sizes, expr) if expr is not None else None
+        if isinstance(sym, Sym):
+            return sym
     return t.__index__()
+
+
+_ARITH = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+
+
+def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
+    """`expr` (scalars.py) as a Sym or int over the int symbols, or None."""
+    tag = expr[0]
+    if tag == "in":
+        var = next((v for v, k in ctx.scalar_leaves.items() if k == expr[1]), None)
+        return sizes.symbol(ctx, expr[1], var) if var is not None else None
+    if tag == "lit":
+        return expr[1] if type(expr[1]) is int else None
+    if tag == "op":
+        prim, args = expr[1], expr[3]
+        if prim.name == "neg" and len(args) == 1:
+            a = _polynomial(ctx, sizes, args[0])
+            return None if a is None else -a
+        fn = _ARITH.get(prim.name)
+        if fn is not None and len(args) == 2:
+            a, b = (_polynomial(ctx, sizes, x) for x in args)
+            if a is not None and b is not None:
+                return fn(a, b)
+    return None
 
 
 def assume_nonnegative(v: Sym, what: str) -> bool:
