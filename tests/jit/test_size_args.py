@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytest
 import tracejit as tj
 
 
@@ -108,3 +109,12 @@ def test_a_created_tensor_of_the_argument_size():
     cf = tj.compile(lambda x, n: tj.ones(n, 2) * x.sum())
     _sweep(cf, x, range(1, 9), lambda a, n: np.ones((n, 2), np.float32) * a.sum())
     assert cf.cache_stats()["compiles"] == 2   # n=1, then one symbolic entry for n >= 2
+
+
+def test_narrow_by_an_int_argument(compiler):
+    x = tj.randn(16, 3)
+    cf = tj.trace(lambda x, n: x.narrow(0, 1, n).sum(0), compiler=compiler)
+    _sweep(cf, x, range(1, 11), lambda a, n: a[1:1 + n].sum(0))
+    assert cf.cache_stats()["compiles"] == 2
+    with pytest.raises(IndexError, match="exceeds"):   # past the dim: as eagerly
+        cf(x, 16)
