@@ -118,3 +118,17 @@ def test_narrow_by_an_int_argument(compiler):
     assert cf.cache_stats()["compiles"] == 2
     with pytest.raises(IndexError, match="exceeds"):   # past the dim: as eagerly
         cf(x, 16)
+
+
+def test_script_int_argument_slice_becomes_symbolic_after_it_changes():
+    def f(x, n: int):
+        return x[:n].sum(0)
+
+    cf = tj.script(f, compiler="interpret")
+    x = tj.randn(20, 2)
+    _sweep(cf, x, range(1, 11), lambda a, n: a[:n].sum(0))
+    st = cf.cache_stats()
+    assert st["compiles"] == 2
+    (reason,) = st["recompile_reasons"]
+    assert reason.startswith("using a number argument as an index, size or range bound at test_size_args.py:")
+    assert reason.endswith(" specialized n to 1, now 2")

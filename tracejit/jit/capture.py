@@ -106,6 +106,7 @@ class Capture:
         saved = (set(self._dynamic), set(self._static), self._force_dynamic)
         if self._entries:
             self._mark_dynamic(descs)
+            self._ints_that_changed(descs, leaves)
         try:
             with _objects_aged():
                 entry = self._capture(leaves, spec, descs, gm)
@@ -213,6 +214,18 @@ class Capture:
                 config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, diffs)
             if ok and (ints or diffs):
                 return
+
+    def _ints_that_changed(self, descs, leaves) -> None:
+        """Int runtime inputs (``@script``'s) that an entry specialized to a value it no longer
+        has: as an int argument that changes under ``trace``, they may be sizes from now on."""
+        if not self._dynamic_ok:
+            return
+        for e in self._entries:
+            for d in e.decisions:
+                k = d.expr[1] if d.kind == "value" and d.expr[0] == "in" else None
+                if (k is not None and k < len(descs) and descs[k].kind == "scalar"
+                        and type(leaves[k]) is int and leaves[k] != d.expected):
+                    self._dynamic_ints.add(descs[k].name)
 
     def _symbolic_descs(self, descs, allow_symbols: bool = True):
         """Replace dynamic dims by symbols; equal sizes share a symbol (checked by the guard)."""

@@ -102,7 +102,8 @@ class Tracer(Tensor):
 
     def __index__(self):
         import operator
-        return operator.index(self._concrete("using a tensor as an index or range bound"))
+        return operator.index(self._concrete("using a number argument as an index, size or range bound"
+                                             if self._var.aval.weak else "using a tensor as an index or range bound"))
 
     def __array__(self, dtype=None, copy=None):
         import numpy as np
