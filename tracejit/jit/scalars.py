@@ -42,6 +42,8 @@ class Decision:
 
     def text(self, names: list) -> str:
         shown = render(self.expr, names)
+        if self.expr[0] == "nonneg":   # a symbolic size's range (size_args.py)
+            return f"{shown}  [{self.what} at {self.where}: a symbolic size's range]"
         if self.kind == "bool":
             return f"({shown}) is {self.expected}  [Python branch at {self.where}]"
         return f"{shown} == {self.expected!r}  [{self.what} at {self.where}: specialized]"
@@ -153,7 +155,10 @@ def describe_decisions(decisions: list, leaves, names: list) -> list:
         except Exception as e:  # noqa: BLE001 - a reason, not an error
             out.append(f"{render(d.expr, names)} could not be evaluated ({type(e).__name__})")
             continue
-        if d.kind == "bool" and bool(v) is not d.expected:
+        if d.expr[0] == "nonneg" and not v:
+            out.append(f"{d.what} at {d.where} took a symbolic size for {render(d.expr, names)}, "
+                       f"which no longer holds")
+        elif d.kind == "bool" and bool(v) is not d.expected:
             out.append(f"the Python branch at {d.where} on ({render(d.expr, names)}) was {d.expected} "
                        f"at capture, now {bool(v)}")
         elif d.kind == "value" and not same_number(v, d.expected):
