@@ -133,3 +133,11 @@ def test_script_int_argument_slice_becomes_symbolic_after_it_changes():
     (reason,) = st["recompile_reasons"]
     assert reason.startswith("using a number argument as an index, size or range bound at test_size_args.py:")
     assert reason.endswith(" specialized n to 1, now 2")
+
+
+def test_dynamic_false_keeps_each_value_specialized():
+    cf = tj.trace(lambda x, n: x[:n].sum(0), compiler="interpret", dynamic=False)
+    x = tj.randn(8, 2)
+    _sweep(cf, x, [2, 3, 4], lambda a, n: a[:n].sum(0))
+    assert cf.cache_stats()["compiles"] == 3
+    assert all("i0" not in str(e.opt_graph) for e in cf.entries)
