@@ -184,6 +184,9 @@ class Plan:
         # Bind each symbol from the first input dim that carries it.
         bound = set()
         for v, a in zip(g.inputs, args):
+            if v.size is not None and v.size not in bound:   # an int argument used as a size
+                bound.add(v.size)
+                lines.append(f"    {v.size} = int({a})")
             for j, d in enumerate(v.aval.shape):
                 if isinstance(d, Sym) and len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:
                     s = d.terms[0][0][0]

@@ -26,6 +26,7 @@ from .control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from .ir import Eqn, Graph, Literal, Var
 from .scatter_products import backward_rewrites
 from .slice_grads import SliceGrads
+from .size_args import known_facts
 from .tracer import DETACH, SymbolicSizeError, TraceContext, _make_tracer
 
 __all__ = ["joint", "split", "active_vars", "loss_joint"]
@@ -56,6 +57,8 @@ def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
         return a.value if isinstance(a, Literal) else tracer(a)
 
     ct = dict(cotangents)  # Var -> Tracer
+    if ctx.sizes is None:   # the facts about int sizes the capture guarded hold here too
+        ctx.sizes = known_facts(graph)
     # Blocks cut from one value (chunk, split, unbind) get one concat as their gradient,
     # assembled when the value's own equation is reached (slice_grads.py).
     blocks = SliceGrads()

@@ -31,6 +31,7 @@ from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
 from .side_effects import printing_noted
+from .size_args import SizeArgs
 from .value_snapshot import with_tensor_reads
 from .script import NoSource, convert
 from .tracer import TraceContext, Tracer
@@ -105,6 +106,7 @@ class Capture:
         saved = (set(self._dynamic), set(self._static), self._force_dynamic)
         if self._entries:
             self._mark_dynamic(descs)
+            self._ints_that_changed(descs, leaves)
         try:
             with _objects_aged():
                 entry = self._capture(leaves, spec, descs, gm)
@@ -213,6 +215,18 @@ class Capture:
             if ok and (ints or diffs):
                 return
 
+    def _ints_that_changed(self, descs, leaves) -> None:
+        """Int runtime inputs (``@script``'s) that an entry specialized to a value it no longer
+        has: as an int argument that changes under ``trace``, they may be sizes from now on."""
+        if not self._dynamic_ok:
+            return
+        for e in self._entries:
+            for d in e.decisions:
+                k = d.expr[1] if d.kind == "value" and d.expr[0] == "in" else None
+                if (k is not None and k < len(descs) and descs[k].kind == "scalar"
+                        and type(leaves[k]) is int and leaves[k] != d.expected):
+                    self._dynamic_ints.add(descs[k].name)
+
     def _symbolic_descs(self, descs, allow_symbols: bool = True):
         """Replace dynamic dims by symbols; equal sizes share a symbol (checked by the guard)."""
         by_size: dict = {}
@@ -283,6 +297,7 @@ class Capture:
                     tracers.append(t)
                 else:
                     tracers.append(x)
+            ctx.sizes = _size_args(sdescs, self._dynamic_ints - self._fixed_size_ints)
             targs, tkwargs = self._unbind(unflatten(spec, tracers))
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn)
@@ -378,6 +393,7 @@ class Capture:
             if ctx.specialized:
                 # User code needed concrete sizes: keep those dims static from now on and
                 # capture again.
+                self._fixed_size_ints |= ctx.sizes.leaf_names(ctx.specialized, sdescs)
                 spec_dims = {(d.name, j) for d in sdescs if d.kind == "tensor"
                              for j, s in enumerate(d.shape) if isinstance(s, str) and s in ctx.specialized}
                 self._static.update(spec_dims)
@@ -439,6 +455,18 @@ def _specialize_sizes(value) -> None:
     elif isinstance(value, (tuple, list)):
         for v in value:
             _specialize_sizes(v)
+
+
+def _size_args(sdescs, ints: set) -> SizeArgs:
+    """What a capture may make symbolic sizes: the int arguments in `ints` (by leaf name),
+    and where each dim symbol of `sdescs` is read from."""
+    dims: dict = {}
+    for i, d in enumerate(sdescs):
+        if d.kind == "tensor":
+            for j, s in enumerate(d.shape):
+                if isinstance(s, str):
+                    dims.setdefault(s, ("dim", i, j))
+    return SizeArgs({i for i, d in enumerate(sdescs) if d.kind == "scalar" and d.name in ints}, dims)
 
 
 def _verifier(graph: Graph, opt: Graph):

@@ -101,6 +101,7 @@ class CompiledFunction(Capture):
         self._static: set = set()      # (leaf name, dim) the code needed the value of: never symbolic
         self._dynamic_ints: set = set()  # int argument leaves seen with two values: runtime inputs
         self._static_ints: set = set()   # ints whose capture as runtime inputs failed: specialized
+        self._fixed_size_ints: set = set()  # int arguments code needed the value of: never sizes
         self._lock = threading.RLock()
         self._fell_back = False
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
@@ -304,9 +305,11 @@ class CompiledFunction(Capture):
     def _make_static(self, entry: Entry, exc: "SymbolicSizeError") -> None:
         dims = {(d.name, j) for d in entry.descs if d.kind == "tensor"
                 for j, s in enumerate(d.shape) if isinstance(s, str) and s in exc.symbols}
+        ints = {d.name for d in entry.descs if d.kind == "scalar" and d.name in self._dynamic_ints}
         with self._lock:
             self._static.update(dims)
             self._dynamic -= dims
+            self._fixed_size_ints |= ints   # (were they sizes, their values are needed)
         config.topic("recompiles").info("%s: %s; capturing dims %s static", self.__name__, exc,
                                         sorted(dims))
 

@@ -28,6 +28,8 @@ _PY_SCALARS = (bool, int, float)
 def bind_symbols(graph: Graph, args) -> dict:
     env: dict = {}
     for v, a in zip(graph.inputs, args):
+        if v.size is not None:   # an int argument used as a size
+            env[v.size] = int(a)
         for d, actual in zip(v.aval.shape, getattr(a, "shape", ())):
             if isinstance(d, Sym) and len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:
                 env[d.terms[0][0][0]] = int(actual)

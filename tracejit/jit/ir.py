@@ -27,11 +27,12 @@ __all__ = ["Var", "Literal", "Eqn", "Graph", "Atom", "verify", "VerifyError", "f
 class Var:
     """An SSA value. Identity is the object; ``name`` is assigned when printing."""
 
-    __slots__ = ("aval", "hint")
+    __slots__ = ("aval", "hint", "size")
 
     def __init__(self, aval: Aval, hint: str = ""):
         self.aval = aval
         self.hint = hint  # the user's argument name, for readable graph inputs
+        self.size = None  # an int input's symbol name where it is a symbolic size (size_args.py)
 
     def __repr__(self) -> str:
         return f"Var({self.aval})"
@@ -80,6 +81,8 @@ class Graph:
     def symbols(self) -> list:
         out = []
         for v in self.inputs:
+            if v.size is not None and v.size not in out:
+                out.append(v.size)
             for d in v.aval.shape:
                 if isinstance(d, Sym):
                     for s in sorted(d.free_symbols):

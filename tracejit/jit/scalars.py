@@ -42,6 +42,8 @@ class Decision:
 
     def text(self, names: list) -> str:
         shown = render(self.expr, names)
+        if self.expr[0] == "nonneg":   # a symbolic size's range (size_args.py)
+            return f"{shown}  [{self.what} at {self.where}: a symbolic size's range]"
         if self.kind == "bool":
             return f"({shown}) is {self.expected}  [Python branch at {self.where}]"
         return f"{shown} == {self.expected!r}  [{self.what} at {self.where}: specialized]"
@@ -92,6 +94,10 @@ def evaluate(expr: tuple, leaves) -> Any:
         return expr[1]
     if tag == "sym":   # a symbolic size: its value in the call being captured
         return int(expr[1])
+    if tag == "nonneg":   # a fact a shape rule assumed about symbolic sizes (size_args.py)
+        env = {s: (leaves[src[1]] if src[0] == "int" else leaves[src[1]].shape[src[2]])
+               for s, src in expr[2]}
+        return expr[1].evaluate(env) >= 0
     _, prim, params, args = expr
     vals = [evaluate(a, leaves) for a in args]
     params = dict(params)
@@ -149,7 +155,10 @@ def describe_decisions(decisions: list, leaves, names: list) -> list:
         except Exception as e:  # noqa: BLE001 - a reason, not an error
             out.append(f"{render(d.expr, names)} could not be evaluated ({type(e).__name__})")
             continue
-        if d.kind == "bool" and bool(v) is not d.expected:
+        if d.expr[0] == "nonneg" and not v:
+            out.append(f"{d.what} at {d.where} took a symbolic size for {render(d.expr, names)}, "
+                       f"which no longer holds")
+        elif d.kind == "bool" and bool(v) is not d.expected:
             out.append(f"the Python branch at {d.where} on ({render(d.expr, names)}) was {d.expected} "
                        f"at capture, now {bool(v)}")
         elif d.kind == "value" and not same_number(v, d.expected):
@@ -169,6 +178,16 @@ def render(expr: tuple, names: list) -> str:
         return names[expr[1]] if expr[1] < len(names) else f"arg{expr[1]}"
     if tag in ("lit", "sym"):
         return repr(expr[1])
+    if tag == "nonneg":
+        named = {s: (names[src[1]] if src[0] == "int" and src[1] < len(names) else
+                     f"{names[src[1]]}.shape[{src[2]}]" if src[1] < len(names) else s)
+                 for s, src in expr[2]}
+        terms = dict(expr[1].terms)
+        c = terms.pop((), 0)
+        if len(terms) == 1 and list(terms.values())[0] in (1, -1):   # n >= 2, n <= 20
+            (mono, k), = terms.items()
+            return f"{'*'.join(named.get(s, s) for s in mono)} {'>=' if k == 1 else '<='} {-c * k}"
+        return f"{expr[1].to_python(named)[1:-1]} >= 0"
     _, prim, params, args = expr
     parts = []
     for a in args:  # parenthesize operator sub-expressions: (a + b) * c

@@ -102,7 +102,8 @@ class Tracer(Tensor):
 
     def __index__(self):
         import operator
-        return operator.index(self._concrete("using a tensor as an index or range bound"))
+        return operator.index(self._concrete("using a number argument as an index, size or range bound"
+                                             if self._var.aval.weak else "using a tensor as an index or range bound"))
 
     def __array__(self, dtype=None, copy=None):
         import numpy as np
@@ -182,6 +183,7 @@ class TraceContext:
         self.scalar_leaves: dict = {}
         self.leaves: Optional[list] = None
         self.decisions: list = []
+        self.sizes = None   # the int arguments that may become symbolic sizes (size_args.py)
         # State the function writes (root context): in-place updates of captured tensors
         # (a module's buffers: BatchNorm's running stats) and tensor attributes set on a
         # module (``self.mask = ...``). They become graph outputs written back after each

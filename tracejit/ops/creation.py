@@ -152,6 +152,9 @@ def _size(size):
         if type(d) is int and d >= 0:  # the common case, without the ABC checks below
             out.append(d)
             continue
+        if getattr(d, "_trace", None) is not None:   # a traced int argument: maybe a Sym
+            from ..jit.size_args import size_of
+            d = size_of(d)
         if isinstance(d, bool) or not isinstance(d, (numbers.Integral,)) and not hasattr(d, "terms"):
             raise TypeError(f"size must be a sequence of ints, got {d!r}")
         if isinstance(d, numbers.Integral):

@@ -62,7 +62,7 @@ def _normalize(a, index):
         elif isinstance(it, slice):
             if any(isinstance(v, Tensor) for v in (it.start, it.stop, it.step)):
                 # x[i:i + 16] with i a one-element integer tensor, as PyTorch takes it
-                it = slice(*(v.__index__() if isinstance(v, Tensor) else v
+                it = slice(*(_bound(v) if isinstance(v, Tensor) else v
                              for v in (it.start, it.stop, it.step)))
             for v in (it.start, it.stop, it.step):
                 if v is not None and not isinstance(v, (int, Sym, np.integer)):
@@ -145,10 +145,22 @@ def _slice_len(d, start, stop, step):
     return len(range(*slice(start, stop, step).indices(d)))
 
 
+def _bound(t: Tensor):
+    """A one-element int tensor as a slice bound: its value; a traced int argument: a
+    symbolic size where it may be one (jit/size_args.py)."""
+    if getattr(t, "_trace", None) is not None:
+        from ..jit.size_args import size_of
+        return size_of(t)
+    return t.__index__()
+
+
 def _never_negative(v) -> bool:
     if isinstance(v, Sym):
         low = v.lower_bound()
-        return low is not None and low >= 0
+        if low is not None and low >= 0:
+            return True
+        from ..jit.size_args import assume_nonnegative   # guarded where a capture can
+        return assume_nonnegative(v, "a slice bound")
     return v >= 0
 
 

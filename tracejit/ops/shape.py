@@ -489,17 +489,27 @@ def _getitem_prim():
 def narrow(a, dim: int, start: int, length: int):
     d = normalize_dim(dim, a.ndim, "narrow")
     n = a.shape[d]
+    if getattr(length, "_trace", None) is not None:   # a traced int argument: maybe a Sym
+        from ..jit.size_args import size_of
+        length = size_of(length)
     if isinstance(start, int) and isinstance(n, int):
         if not -n <= start <= n:
             raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
         if start < 0:
             start += n  # a negative start counts from the end, as in PyTorch
-        if length < 0 or start + length > n:
+        if isinstance(length, Sym) and _assumed(n - start - length):
+            pass   # start + length <= n, guarded for every call the capture serves
+        elif length < 0 or start + length > n:
             raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dim {dim} of size {n}")
     # the spec getitem would make of the slices, made here: normalizing them cost more
     # than the view (a chunk of LSTM gates: 38 us a piece, 20 of them in getitem's checks)
     spec = _WHOLE_DIM * d + (("s", start, start + length, None),)
     return bind(_GETITEM or _getitem_prim(), a, spec=spec)
+
+
+def _assumed(v) -> bool:
+    from ..jit.size_args import assume_nonnegative
+    return isinstance(v, Sym) and assume_nonnegative(v, "narrow")
 
 
 def split(a, split_size_or_sections, dim: int = 0):

@@ -1,0 +1,143 @@
+"""Int arguments used as slice bounds: symbolic sizes once they change, guarded on the
+range the capture's shape reasoning assumed (jit/size_args.py)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import tracejit as tj
+
+
+def _sweep(cf, x, values, ref):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # no recompile-limit fallback
+        for n in values:
+            np.testing.assert_allclose(np.asarray(cf(x, n).numpy()), ref(x.numpy(), n), rtol=1e-5,
+                                       atol=1e-6, err_msg=f"n={n}")
+
+
+def test_a_slice_bound_argument_becomes_a_symbolic_size(compiler):
+    x = tj.randn(20, 3)
+    cf = tj.trace(lambda x, n: x[:n].sum(0), compiler=compiler)
+    _sweep(cf, x, range(1, 11), lambda a, n: a[:n].sum(0))
+    st = cf.cache_stats()
+    assert st["compiles"] == 2 and st["eager_fallbacks"] == 0
+    assert "i0" in str(cf.entries[1].opt_graph)
+
+
+def test_tj_compile_slice_storm_captures_twice():
+    x = tj.randn(30)
+    f = tj.compile(lambda x, n: x[:n].sum())
+    _sweep(f, x, range(1, 11), lambda a, n: a[:n].sum())
+    assert f.cache_stats()["compiles"] == 2
+
+
+def test_a_bound_past_the_dim_misses_the_symbolic_entry_and_stays_right():
+    x = tj.randn(6, 2)
+    cf = tj.trace(lambda x, n: x[:n] * 2.0, compiler="interpret")
+    values = [2, 3, 4, 9, 12, 5, 6, 1, 0]
+    _sweep(cf, x, values, lambda a, n: a[:n] * 2.0)
+    st = cf.cache_stats()
+    # 2 (const), 3.. symbolic (guarded 2 <= n <= 6); 9 past the dim: the code needed the
+    # value, so n is specialized from then on (9 and 12 one entry each); 5, 6 hit the
+    # symbolic entry; 1 and 0 each get one
+    assert st["compiles"] == 6, st["recompile_reasons"]
+    assert any(r.endswith("took a symbolic size for n <= 6, which no longer holds")
+               for r in st["recompile_reasons"])
+
+
+def test_start_bounds_and_values_of_n_in_arithmetic(compiler):
+    x = tj.randn(12, 4)
+
+    def f(x, n):
+        return x[n:].sum(0) * n + x[:n].mean(0)
+
+    cf = tj.trace(f, compiler=compiler)
+    _sweep(cf, x, [3, 4, 5, 7, 10], lambda a, n: a[n:].sum(0) * n + a[:n].mean(0))
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_gradient_through_a_symbolic_slice(compiler):
+    w = tj.randn(10, 3, requires_grad=True)
+    cf = tj.trace(lambda w, n: (w[:n] ** 2).sum(), compiler=compiler)
+    for n in (3, 4, 7):
+        w.grad = None
+        cf(w, n).backward()
+        expect = np.zeros((10, 3), np.float32)
+        expect[:n] = 2 * w.detach().numpy()[:n]
+        np.testing.assert_allclose(w.grad.numpy(), expect, rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_with_a_dynamic_batch_dim_too():
+    cf = tj.trace(lambda x, n: x[:n].sum(1), compiler="interpret")
+    rng = np.random.default_rng(0)
+    for b, n in [(8, 2), (9, 3), (10, 4), (12, 5), (7, 6), (11, 9)]:
+        a = rng.standard_normal((b, 3)).astype(np.float32)
+        np.testing.assert_allclose(cf(tj.tensor(a), n).numpy(), a[:n].sum(1), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] <= 3
+    # n past the batch (11 rows, n=12): the guard n <= batch fails, and Python's slice
+    # clamps as eagerly
+    a = rng.standard_normal((11, 3)).astype(np.float32)
+    np.testing.assert_allclose(cf(tj.tensor(a), 12).numpy(), a[:12].sum(1), rtol=1e-6)
+
+
+def test_code_needing_the_value_keeps_it_specialized():
+    def f(x, n):
+        y = x[:n]
+        return y * 2 if n > 4 else y     # a Python branch on n itself
+
+    cf = tj.trace(f, compiler="interpret")
+    x = tj.randn(10)
+    _sweep(cf, x, [2, 3, 5, 6], lambda a, n: a[:n] * 2 if n > 4 else a[:n])
+    assert cf.cache_stats()["compiles"] <= 4
+
+
+def test_bounds_computed_from_the_argument(compiler):
+    x = tj.randn(30, 2)
+
+    def f(x, n):
+        return x[:n + 1].sum(0) - x[2 * n - 1:].sum(0)
+
+    cf = tj.trace(f, compiler=compiler)
+    _sweep(cf, x, range(2, 12), lambda a, n: a[:n + 1].sum(0) - a[2 * n - 1:].sum(0))
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_a_created_tensor_of_the_argument_size():
+    x = tj.randn(5)
+    cf = tj.compile(lambda x, n: tj.ones(n, 2) * x.sum())
+    _sweep(cf, x, range(1, 9), lambda a, n: np.ones((n, 2), np.float32) * a.sum())
+    assert cf.cache_stats()["compiles"] == 2   # n=1, then one symbolic entry for n >= 2
+
+
+def test_narrow_by_an_int_argument(compiler):
+    x = tj.randn(16, 3)
+    cf = tj.trace(lambda x, n: x.narrow(0, 1, n).sum(0), compiler=compiler)
+    _sweep(cf, x, range(1, 11), lambda a, n: a[1:1 + n].sum(0))
+    assert cf.cache_stats()["compiles"] == 2
+    with pytest.raises(IndexError, match="exceeds"):   # past the dim: as eagerly
+        cf(x, 16)
+
+
+def test_script_int_argument_slice_becomes_symbolic_after_it_changes():
+    def f(x, n: int):
+        return x[:n].sum(0)
+
+    cf = tj.script(f, compiler="interpret")
+    x = tj.randn(20, 2)
+    _sweep(cf, x, range(1, 11), lambda a, n: a[:n].sum(0))
+    st = cf.cache_stats()
+    assert st["compiles"] == 2
+    (reason,) = st["recompile_reasons"]
+    assert reason.startswith("using a number argument as an index, size or range bound at test_size_args.py:")
+    assert reason.endswith(" specialized n to 1, now 2")
+
+
+def test_dynamic_false_keeps_each_value_specialized():
+    cf = tj.trace(lambda x, n: x[:n].sum(0), compiler="interpret", dynamic=False)
+    x = tj.randn(8, 2)
+    _sweep(cf, x, [2, 3, 4], lambda a, n: a[:n].sum(0))
+    assert cf.cache_stats()["compiles"] == 3
+    assert all("i0" not in str(e.opt_graph) for e in cf.entries)

@@ -1,0 +1,152 @@
+"""Int arguments used as sizes: symbolic, like the dims that keep changing.
+
+An ``int`` argument that came with a second value is a runtime input of the graph
+(``_mark_dynamic`` in capture.py). Python code that reads it as a number specializes it,
+guarded on the value: ``x[:n]`` would capture once per ``n``. As a slice bound it becomes
+a symbolic size instead (``i0``, torch.compile's SymInt), bound from the argument on each
+call, so one entry serves every ``n`` for which the capture's reasoning holds. That
+reasoning is guarded: the symbol stands for values >= 2 (as a symbolic dim does, sizes 0
+and 1 keep their own entries), and each fact a shape rule assumed about it
+(``20 - i0 >= 0``: the slice stays inside a dim of 20) is checked on every call.
+
+`SizeArgs` is that state for one capture (the root `TraceContext`'s ``sizes``); the
+guard's side is a decision with the ``("nonneg", expr, sources)`` expression (scalars.py).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..shapes import Sym
+
+__all__ = ["SizeArgs", "size_of", "assume_nonnegative", "known_facts"]
+
+
+class SizeArgs:
+    """The int arguments one capture may make symbolic, and the symbols it made."""
+
+    def __init__(self, ints: set, dims: dict):
+        self.ints = ints          # leaf indices of the int arguments that may become sizes
+        self.sources = dict(dims)  # symbol name -> ("dim", leaf, j) | ("int", leaf)
+        self.syms: dict = {}      # leaf index -> its Sym
+        self.names: dict = {}     # symbol name -> leaf index (the int symbols)
+        self.facts: set = set()   # the terms of each Sym guarded >= 0
+
+    def symbol(self, ctx, k: int, var) -> Optional[Sym]:
+        """The Sym for int leaf `k` (graph input `var`), made and guarded >= 2 at first use;
+        None where its value in this call is below 2 (0 and 1 stay specialized)."""
+        sym = self.syms.get(k)
+        if sym is not None:
+            return sym
+        value = ctx.leaves[k]
+        if k not in self.ints or type(value) is not int or value < 2:
+            return None
+        name = f"i{len(self.names)}"
+        sym = Sym.symbol(name, value)
+        self.syms[k], self.names[name] = sym, k
+        self.sources[name] = ("int", k)
+        var.size = SizeName(name)  # the executors bind the symbol from this input
+        var.size.facts = self.facts
+        self._guard(ctx, sym - 2, "an int argument used as a size")
+        return sym
+
+    def leaf_names(self, symbols: set, descs: list) -> set:
+        """The names of the int arguments among `symbols` (code needed their values)."""
+        return {descs[self.names[s]].name for s in symbols if s in self.names}
+
+    def assume(self, ctx, v: Sym, what: str) -> bool:
+        """Take ``v >= 0`` as a fact where it holds in this call and every symbol in it comes
+        from an argument, guarded on every later call; False when it cannot be assumed."""
+        if not self.names or not v.free_symbols & set(self.names) or v.hint < 0:
+            return False
+        if not all(s in self.sources for s in v.free_symbols):
+            return False
+        self._guard(ctx, v, what)
+        return True
+
+    def _guard(self, ctx, v: Sym, what: str) -> None:
+        from ..errors import user_location
+        from .scalars import Decision
+        import os
+        srcs = tuple(sorted((s, self.sources[s]) for s in v.free_symbols))
+        loc = user_location()
+        where = f"{os.path.basename(loc[0])}:{loc[1]}" if loc else "?"
+        d = Decision(("nonneg", v, srcs), "bool", True, where, what)
+        self.facts.add(v.terms)
+        if not any(o.expr == d.expr for o in ctx.decisions):
+            ctx.decisions.append(d)
+
+
+class SizeName(str):
+    """The name of an int input's symbol (``Var.size``), with the facts its capture guarded:
+    the gradient, built from the graph later, may assume them again (`Known`)."""
+    facts: set = frozenset()
+
+
+class Known:
+    """A backward pass's view of `SizeArgs`: the facts the forward capture guarded."""
+
+    def __init__(self, facts: set):
+        self.facts = facts
+
+    def assume(self, ctx, v: Sym, what: str) -> bool:
+        return v.terms in self.facts
+
+
+def known_facts(graph) -> Optional[Known]:
+    """The facts guarded about the int symbols of `graph`'s inputs, or None."""
+    facts: set = set()
+    for v in graph.inputs:
+        facts |= getattr(v.size, "facts", frozenset())
+    return Known(facts) if facts else None
+
+
+def size_of(t) -> object:
+    """A traced int used as a size or slice bound: a `Sym` where it is computed from int
+    arguments that may be symbolic by ``+``, ``-`` and ``*`` (``n``, ``n + 1``, ``2 * n``),
+    else its value (specialized and guarded, as ``int(t)``)."""
+    ctx = t._trace
+    sizes = getattr(ctx, "sizes", None)
+    if sizes is not None and sizes.ints and ctx.parent is None and t._var.aval.weak \
+            and t._var.aval.dtype.is_integer:
+        from .scalars import scalar_expr
+        expr = scalar_expr(ctx, t._var)
+        sym = _polynomial(ctx, sizes, expr) if expr is not None else None
+        if isinstance(sym, Sym):
+            return sym
+    return t.__index__()
+
+
+_ARITH = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+
+
+def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
+    """`expr` (scalars.py) as a Sym or int over the int symbols, or None."""
+    tag = expr[0]
+    if tag == "in":
+        var = next((v for v, k in ctx.scalar_leaves.items() if k == expr[1]), None)
+        return sizes.symbol(ctx, expr[1], var) if var is not None else None
+    if tag == "lit":
+        return expr[1] if type(expr[1]) is int else None
+    if tag == "op":
+        prim, args = expr[1], expr[3]
+        if prim.name == "neg" and len(args) == 1:
+            a = _polynomial(ctx, sizes, args[0])
+            return None if a is None else -a
+        fn = _ARITH.get(prim.name)
+        if fn is not None and len(args) == 2:
+            a, b = (_polynomial(ctx, sizes, x) for x in args)
+            if a is not None and b is not None:
+                return fn(a, b)
+    return None
+
+
+def assume_nonnegative(v: Sym, what: str) -> bool:
+    """``v >= 0`` for every call this capture serves: True where the capturing context
+    could guard it (`SizeArgs.assume`)."""
+    from ..ops.eager import trace_state
+    ctx = trace_state.tracer
+    if ctx is None:
+        return False
+    root = ctx._root()
+    sizes = getattr(root, "sizes", None)
+    return sizes is not None and sizes.assume(root, v, what)
