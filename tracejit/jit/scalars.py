@@ -92,6 +92,8 @@ def evaluate(expr: tuple, leaves) -> Any:
         return expr[1]
     if tag == "sym":   # a symbolic size: its value in the call being captured
         return int(expr[1])
+    if tag == "layout":   # a tensor argument's memory layout (view_writes.eager_layout)
+        return layout(leaves[expr[1]]._data)
     _, prim, params, args = expr
     vals = [evaluate(a, leaves) for a in args]
     params = dict(params)
@@ -102,6 +104,11 @@ def evaluate(expr: tuple, leaves) -> Any:
     with np.errstate(all="ignore"):
         out = prim.impl(np, *[np.asarray(v) for v in vals], **params)
     return np.asarray(out).item()
+
+
+def layout(a) -> object:
+    """"C" for a C-contiguous array (whatever its sizes), else its strides in bytes."""
+    return "C" if a.flags.c_contiguous else tuple(a.strides)
 
 
 def symbols_in(expr: tuple) -> list:
@@ -169,6 +176,8 @@ def render(expr: tuple, names: list) -> str:
         return names[expr[1]] if expr[1] < len(names) else f"arg{expr[1]}"
     if tag in ("lit", "sym"):
         return repr(expr[1])
+    if tag == "layout":
+        return f"the layout of {names[expr[1]] if expr[1] < len(names) else f'arg{expr[1]}'}"
     _, prim, params, args = expr
     parts = []
     for a in args:  # parenthesize operator sub-expressions: (a + b) * c
