@@ -178,3 +178,48 @@ def test_copy_from_a_leaf_that_requires_grad_carries_its_gradient(src_shape):
     assert x.requires_grad and x.grad_fn is not None
     (x * tj.tensor([1.0, 2.0, 3.0])).sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), [1.0, 2.0, 3.0] if src_shape == (3,) else [6.0])
+
+
+
+OPS = [lambda w: w.add_(1), lambda w: w.mul_(2), lambda w: w.neg_(), lambda w: w.clamp_(0, 1),
+       lambda w: w.copy_(w * 0 + 1)]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_in_place_ops_on_an_expanded_tensor_raise_as_in_pytorch(op):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="single memory location"):
+        op(torch.zeros(3, 1).expand(3, 4))
+    x = tj.zeros(3, 1)
+    with pytest.raises(RuntimeError, match="read-only"):
+        op(x.expand(3, 4))
+    with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match="read-only"):
+        tj.compile(lambda a: op(a.expand(3, 4)))(x)
+    np.testing.assert_array_equal(x.numpy(), np.zeros((3, 1), np.float32))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("grad", [False, True])
+def test_in_place_ops_on_overlapping_windows_raise(op, grad):
+    """Overlapping unfold windows share elements as an expanded tensor does: the result would
+    depend on the order the elements are stored in (PyTorch's does), so it is refused alike,
+    on the in-place (`_into`) path too, changing nothing."""
+    x = tj.zeros(4, 6)
+    with tj.set_grad_enabled(grad), pytest.raises(RuntimeError, match="single memory location"):
+        op(x.unfold(1, 3, 1))
+    np.testing.assert_array_equal(x.numpy(), np.zeros((4, 6), np.float32))
+    with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match="single memory location"):
+        tj.compile(lambda a: op(a.unfold(1, 4, 2)))(x)
+
+
+def test_in_place_writes_into_disjoint_strided_views_match_pytorch():
+    torch = pytest.importorskip("torch")
+    got = []
+    for m in (tj, torch):
+        x = m.arange(24.).reshape(4, 6)
+        x.unfold(1, 3, 1)[:, :, 0].add_(1)         # (one element of each window: disjoint)
+        x.unfold(1, 2, 2).mul_(3)                  # (windows that do not overlap)
+        x.t()[::2].sub_(m.arange(4.))
+        x[1:].unfold(0, 2, 1).fill_(0.5)            # (overlapping, but one value: allowed)
+        got.append(x.numpy())
+    np.testing.assert_array_equal(got[0], got[1])

@@ -118,7 +118,7 @@ class Tensor:
                                "use .detach() to get a tensor that does not require grad")
         if self._data is None and bool(value) != self._requires_grad:   # (a tracer)
             from .jit.side_effects import refuse_traced_grad_change
-            refuse_traced_grad_change(self)
+            refuse_traced_grad_change(self, bool(value))
         self._requires_grad = bool(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":

@@ -22,6 +22,25 @@ from .ops import elementwise as _EW
 from .ops.eager import run_into as _run_into, trace_state as _trace_state
 
 
+def _self_overlapping(a) -> bool:
+    """Whether two elements of array `a` share memory (overlapping ``unfold`` windows, an
+    ``as_strided`` view): an in-place result written there would depend on the order the
+    elements are stored in, so it is refused, as PyTorch refuses expanded targets."""
+    fl = a.flags
+    if fl.c_contiguous or fl.f_contiguous or a.size < 2:
+        return False
+    dims = sorted((abs(st), n) for st, n in zip(a.strides, a.shape) if n > 1)
+    reach = 0
+    for st, n in dims:
+        if st <= reach:   # (may overlap: count the offsets, an unusual layout's cost only)
+            offs = np.zeros(1, dtype=np.int64)
+            for st2, n2 in dims:
+                offs = (offs[:, None] + np.arange(n2, dtype=np.int64) * st2).ravel()
+            return np.unique(offs).size < offs.size
+        reach += (n - 1) * st
+    return False
+
+
 class InPlaceMethods:
     """Holder of the in-place methods (copied onto Tensor below; never instantiated)."""
 
@@ -62,6 +81,10 @@ class InPlaceMethods:
         if flags is not None and not getattr(flags, "writeable", True):
             raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. the result of "
                                f"expand() or of a read-only numpy array); clone() it first")
+        if what != "fill_" and isinstance(self._data, np.ndarray) and _self_overlapping(self._data):
+            raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to "
+                               f"tensor refers to a single memory location (e.g. overlapping unfold() "
+                               f"windows); clone() it first")
         node = result.grad_fn
         if type(node) is PrimNode or type(node) is Tier0PrimNode:  # (a compiled call's node
             # keeps its inputs itself)
@@ -106,7 +129,10 @@ class InPlaceMethods:
                     or (base is not None and base._requires_grad)):
                 return False
         data = self._data
-        if type(data) is not np.ndarray or not data.flags.writeable:
+        if type(data) is not np.ndarray:
+            return False
+        fl = data.flags
+        if not fl.writeable or not (fl.c_contiguous or fl.f_contiguous) and _self_overlapping(data):
             return False
         if not _run_into(prim, self, (self,) if other is None else (self, other)):
             return False

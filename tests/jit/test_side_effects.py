@@ -214,3 +214,26 @@ def test_requires_grad_unchanged_on_an_argument_stays_in_the_graph():
     x = tj.ones(3, requires_grad=True)
     y = tj.compile(lambda a: a.requires_grad_() * 2, fullgraph=True)(x)   # no change: fine
     assert y.requires_grad
+
+
+@pytest.mark.parametrize("make", [lambda lib: lib.ones(3).requires_grad_(),
+                                  lambda lib: lib.ones(3, requires_grad=True)])
+def test_a_tensor_made_to_require_grad_inside_gets_its_graph(make):
+    torch = pytest.importorskip("torch")
+
+    def f(lib, a):
+        w = make(lib)
+        return (w * a).sum(), w
+
+    want, want_w = f(torch, torch.arange(3.))
+    want.backward()
+    fn = tj.compile(lambda a: f(tj, a))
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # the graph-break warning
+            got, w = fn(tj.arange(3.))
+        assert got.requires_grad == w.requires_grad == want.requires_grad is True
+        got.backward()
+        assert w.grad.tolist() == want_w.grad.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(TraceError, match="made inside a compiled function"):
+        tj.compile(lambda a: f(tj, a), fullgraph=True)(tj.ones(3))

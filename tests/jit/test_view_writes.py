@@ -46,3 +46,30 @@ def test_stride_of_a_captured_non_contiguous_tensor():
     with pytest.raises(RuntimeError, match="view"):
         out(tj.ones(1))
     assert tj.compile(lambda a: (a * 1, w.stride(), w.is_contiguous()))(tj.ones(1))[1:] == ((1, 4), False)
+
+
+def test_view_of_a_non_contiguous_argument_raises_and_the_layout_is_guarded():
+    """An argument's layout is its own: a transposed one cannot be viewed flat (as eagerly
+    and in PyTorch), and a call with the other layout captures again rather than reuse."""
+    def f(a):
+        return a.view(6) * 2, a.is_contiguous(), a.stride()
+
+    fn = tj.compile(f)
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for _ in range(2):
+        for make in (lambda m: m.tensor(a).t(), lambda m: m.tensor(a.T.copy())):
+            want_err = got_err = None
+            try:
+                want = f(make(torch))
+            except RuntimeError as e:
+                want_err = e
+            try:
+                got = fn(make(tj))
+            except RuntimeError as e:
+                got_err = e
+            assert (want_err is None) == (got_err is None)
+            if want_err is None:
+                np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+                assert got[1:] == (want[1], tuple(want[2]))
+            else:
+                assert "view" in str(got_err)

@@ -1,4 +1,4 @@
-"""diagonal (ops/rearrange.py) is a view of a contiguous input for any pair of dims:
+"""diagonal (ops/rearrange.py) is a view of any input (contiguous or not) for any pair of dims:
 writes into it reach the input, as in PyTorch, eagerly and compiled."""
 import numpy as np
 import pytest
@@ -37,4 +37,29 @@ def test_diagonal_gradient_matches_pytorch(shape, args):
     w = np.arange(td.numel(), dtype=np.float32).reshape(tuple(td.shape))
     (td * torch.tensor(w)).sum().backward()
     (j.diagonal(*args) * tj.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(j.grad.numpy(), t.grad.numpy())
+
+
+STRIDED = [(lambda m: m.select(1, 3), (0, 0, 1)), (lambda m: m.select(1, 3), (1, 1, 0)),
+           (lambda m: m.transpose(0, 2), (-1, 2, 1)), (lambda m: m[::2, 1:], (1, -1, 0))]
+
+
+@pytest.mark.parametrize("pick,args", STRIDED)
+def test_writes_through_a_diagonal_of_a_strided_input_reach_it(pick, args):
+    a = np.arange(64, dtype=np.float32).reshape(4, 4, 4)
+
+    def f(x):
+        d = pick(x).diagonal(*args)
+        d.mul_(-1)
+        return d * 2
+
+    want_x = torch.tensor(a)
+    want = f(want_x)
+    for fn in (f, tj.compile(f)):
+        x = tj.tensor(a)
+        np.testing.assert_array_equal(fn(x).numpy(), want.numpy())
+        np.testing.assert_array_equal(x.numpy(), want_x.numpy())
+    t, j = torch.tensor(a, requires_grad=True), tj.tensor(a, requires_grad=True)
+    (pick(t).diagonal(*args) * 3).sum().backward()
+    (pick(j).diagonal(*args) * 3).sum().backward()
     np.testing.assert_array_equal(j.grad.numpy(), t.grad.numpy())

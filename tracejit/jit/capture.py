@@ -272,6 +272,7 @@ class Capture:
         if const_names is not None:
             ctx.const_names = const_names
         syms = {}
+        ctx.tensor_leaves = {}
         with ctx, _gm.set_grad_enabled(gm):
             tracers = []
             orig_vars = []
@@ -289,6 +290,7 @@ class Capture:
                     t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
                                       requires_grad=d.requires_grad)
                     orig_vars.append((len(tracers), t._var))
+                    ctx.tensor_leaves[t._var] = len(tracers)   # (its layout: view_writes.py)
                     tracers.append(t)
                 elif d.kind == "scalar":
                     dt = _dt.scalar_dtype(x)

@@ -98,6 +98,8 @@ def evaluate(expr: tuple, leaves) -> Any:
         env = {s: (leaves[src[1]] if src[0] == "int" else leaves[src[1]].shape[src[2]])
                for s, src in expr[2]}
         return expr[1].evaluate(env) >= 0
+    if tag == "layout":   # a tensor argument's memory layout (view_writes.eager_layout)
+        return layout(leaves[expr[1]]._data)
     _, prim, params, args = expr
     vals = [evaluate(a, leaves) for a in args]
     params = dict(params)
@@ -108,6 +110,11 @@ def evaluate(expr: tuple, leaves) -> Any:
     with np.errstate(all="ignore"):
         out = prim.impl(np, *[np.asarray(v) for v in vals], **params)
     return np.asarray(out).item()
+
+
+def layout(a) -> object:
+    """"C" for a C-contiguous array (whatever its sizes), else its strides in bytes."""
+    return "C" if a.flags.c_contiguous else tuple(a.strides)
 
 
 def symbols_in(expr: tuple) -> list:
@@ -188,6 +195,8 @@ def render(expr: tuple, names: list) -> str:
             (mono, k), = terms.items()
             return f"{'*'.join(named.get(s, s) for s in mono)} {'>=' if k == 1 else '<='} {-c * k}"
         return f"{expr[1].to_python(named)[1:-1]} >= 0"
+    if tag == "layout":
+        return f"the layout of {names[expr[1]] if expr[1] < len(names) else f'arg{expr[1]}'}"
     _, prim, params, args = expr
     parts = []
     for a in args:  # parenthesize operator sub-expressions: (a + b) * c

@@ -178,13 +178,21 @@ def printing_noted():
                 _originals.clear()
 
 
-def refuse_traced_grad_change(t: Any) -> None:
-    """Called by Tensor's ``requires_grad`` setter for a tracer whose flag would change: on
-    an argument of the function being captured it changes the caller's tensor, which a
-    replay of the graph would not repeat, so the capture is refused (a graph break: the
-    function runs eagerly)."""
+def refuse_traced_grad_change(t: Any, value: bool) -> None:
+    """Called by Tensor's ``requires_grad`` setter for a tracer whose flag would change to
+    `value`, which refuses the capture (a graph break: the function runs eagerly). On an
+    argument of the function being captured it changes the caller's tensor, which a replay
+    of the graph would not repeat; on a tensor made inside the function it starts an
+    autograd graph there, which a compiled graph does not record (its outputs would carry
+    no gradient)."""
     trace = getattr(t, "_trace", None)
-    if trace is not None and trace.parent is None and any(v is t._var for v in trace.inputs):
-        from ..errors import TraceError
+    if trace is None:
+        return
+    from ..errors import TraceError
+    if trace.parent is None and any(v is t._var for v in trace.inputs):
         raise TraceError("requires_grad_() on an argument of a compiled function changes the "
                          "caller's tensor, which a compiled call would not; set it before the call")
+    if value:
+        raise TraceError("requires_grad on a tensor made inside a compiled function starts a "
+                         "gradient graph the compiled graph does not record; pass the tensor in "
+                         "as an argument that requires grad")

@@ -85,16 +85,17 @@ def eager_layout(t):
     """A numpy array of tracer `t`'s shape with the strides `t` would have eagerly (its
     items never read: `view`, `is_contiguous` and `stride` ask it), or None
     when a size is symbolic. A view's comes from replaying its view ops on its base: a
-    captured tensor's own memory, or untouched row-major memory for a value of the graph."""
+    captured tensor's or an argument's own memory, or untouched row-major memory for a
+    value of the graph."""
     from .tracer import Tracer
     src = getattr(t, "_view_src", None)
     base, chain = (t, ()) if src is None or src[2] is None else (src[0], src[2])
     if not all(isinstance(d, int) for d in base.shape):
         return None
-    if isinstance(base, Tracer) or not isinstance(base._data, np.ndarray):
-        arr = np.empty(tuple(base.shape), base.dtype.np)   # (allocated, not touched: no pages used)
-    else:
-        arr = base._data
+    arr = _argument_layout(base) if isinstance(base, Tracer) else None
+    if arr is None:
+        arr = (base._data if not isinstance(base, Tracer) and isinstance(base._data, np.ndarray)
+               else np.empty(tuple(base.shape), base.dtype.np))   # (allocated, not touched)
     if not chain:
         return arr
     saved = _eager.trace_state.tracer
@@ -105,6 +106,22 @@ def eager_layout(t):
         return None
     finally:
         _eager.trace_state.tracer = saved
+
+
+def _argument_layout(t):
+    """The array of the call being captured that tracer `t` stands for, when `t` is a tensor
+    argument of the function, with its layout made a guard of the capture (a call whose
+    argument is laid out otherwise captures again); None for other tracers."""
+    root = t._trace._root()
+    k = getattr(root, "tensor_leaves", {}).get(t._var) if t._trace is root else None
+    if k is None or root.leaves is None or not isinstance(root.leaves[k]._data, np.ndarray):
+        return None
+    from .scalars import Decision, layout
+    data = root.leaves[k]._data
+    d = Decision(("layout", k), "value", layout(data), "?", "the argument's layout")
+    if not any(o.expr == d.expr for o in root.decisions):
+        root.decisions.append(d)
+    return data
 
 
 def write_through(trace, target, res, what: str) -> bool:

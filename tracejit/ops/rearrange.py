@@ -188,10 +188,33 @@ def unfold_windows(input, dimension: int, size: int, step: int):
     return bind(UNFOLD_WINDOWS, input, dim=d, size=int(size), step=int(step))
 
 
+def _diag_impl(xp, a, offset: int, d1: int, d2: int, n: int):
+    rest = [k for k in range(a.ndim) if k not in (d1, d2)]
+    corner = [slice(None)] * a.ndim
+    corner[d1], corner[d2] = slice(max(0, -offset), None), slice(max(0, offset), None)
+    b = a[tuple(corner)]
+    return xp.lib.stride_tricks.as_strided(b, tuple(a.shape[k] for k in rest) + (n,),
+                                           tuple(b.strides[k] for k in rest) + (b.strides[d1] + b.strides[d2],))
+
+
+def _diag_rule(a, offset: int, d1: int, d2: int, n: int):
+    return Aval(tuple(s for k, s in enumerate(a.shape) if k not in (d1, d2)) + (n,), a.dtype, a.device)
+
+
+def _diag_vjp(g, out, a, offset: int, d1: int, d2: int, n: int):
+    from .numpy_like import diagonal_scatter
+    return (diagonal_scatter(zeros(tuple(a.shape), dtype=g.dtype, device=g.device), g, offset, d1, d2),)
+
+
+# (a strided view over the input's own strides, whatever its layout: writes reach the input)
+DIAGONAL = defprim("diagonal", _diag_impl, _diag_rule, _diag_vjp, kind="other",
+                   save=lambda rq: (), extra={"view": True, "meta": (0,)}, grad_name="DiagonalBackward0")
+
+
 def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
-    """The `offset` diagonal of the (dim1, dim2) planes, as the last dim. A strided slice
-    of the planes flattened, so on a contiguous input it is a view: writing into it
-    (``x.diagonal().fill_(0)``) writes into `input`, as in PyTorch."""
+    """The `offset` diagonal of the (dim1, dim2) planes, as the last dim; a view whatever
+    `input`'s strides: writing into it (``x.diagonal().fill_(0)``) writes into `input`, as
+    in PyTorch."""
     d1, d2 = normalize_dim(dim1, input.ndim, "diagonal"), normalize_dim(dim2, input.ndim, "diagonal")
     if d1 == d2:
         raise ValueError(f"diagonal: dim1 and dim2 cannot be the same dim, got {dim1} and {dim2}")
@@ -210,6 +233,9 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
         start = offset * st[d2] if offset >= 0 else -offset * st[d1]
         return as_strided(input, tuple(x.shape[:-2]) + (n,), tuple(st[k] for k in rest) + (st[d1] + st[d2],),
                           input.storage_offset() + start if isinstance(input.storage_offset(), int) else None)
+    if not input.is_contiguous():
+        # (the planes are not one flat run: a reshape would copy and writes would be lost)
+        return bind(DIAGONAL, input, offset=int(offset), d1=d1, d2=d2, n=int(n))
     start = offset if offset >= 0 else -offset * c
     flat = reshape(x, tuple(x.shape[:-2]) + (r * c,))
     return getitem(flat, (Ellipsis, slice(start, start + (n - 1) * (c + 1) + 1, c + 1)))
