@@ -117,8 +117,8 @@ class Tensor:
             raise RuntimeError("you can only change requires_grad of leaf tensors; "
                                "use .detach() to get a tensor that does not require grad")
         if self._data is None and bool(value) != self._requires_grad:   # (a tracer)
-            from .jit.side_effects import refuse_traced_grad_change
-            refuse_traced_grad_change(self, bool(value))
+            from .ops.eager import trace_hooks
+            trace_hooks.refuse_grad_change(self, bool(value))
         self._requires_grad = bool(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":

@@ -27,6 +27,8 @@ import sys
 import threading
 from typing import Any, Callable
 
+from ..ops import eager as _eager
+
 __all__ = ["EffectLog", "printing_noted"]
 
 _CONTAINERS = (list, dict, set)
@@ -196,3 +198,6 @@ def refuse_traced_grad_change(t: Any, value: bool) -> None:
         raise TraceError("requires_grad on a tensor made inside a compiled function starts a "
                          "gradient graph the compiled graph does not record; pass the tensor in "
                          "as an argument that requires grad")
+
+
+_eager.trace_hooks.refuse_grad_change = staticmethod(refuse_traced_grad_change)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..ops.eager import trace_hooks
+from ..ops.elementwise import ADD, MUL, NEG, SUB
 from ..shapes import Sym
 
 __all__ = ["SizeArgs", "size_of", "assume_nonnegative", "known_facts"]
@@ -116,7 +118,7 @@ def size_of(t) -> object:
     return t.__index__()
 
 
-_ARITH = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b}
+_ARITH = {ADD: lambda a, b: a + b, SUB: lambda a, b: a - b, MUL: lambda a, b: a * b}
 
 
 def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
@@ -129,10 +131,10 @@ def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
         return expr[1] if type(expr[1]) is int else None
     if tag == "op":
         prim, args = expr[1], expr[3]
-        if prim.name == "neg" and len(args) == 1:
+        if prim is NEG and len(args) == 1:
             a = _polynomial(ctx, sizes, args[0])
             return None if a is None else -a
-        fn = _ARITH.get(prim.name)
+        fn = _ARITH.get(prim)
         if fn is not None and len(args) == 2:
             a, b = (_polynomial(ctx, sizes, x) for x in args)
             if a is not None and b is not None:
@@ -150,3 +152,7 @@ def assume_nonnegative(v: Sym, what: str) -> bool:
     root = ctx._root()
     sizes = getattr(root, "sizes", None)
     return sizes is not None and sizes.assume(root, v, what)
+
+
+trace_hooks.size_of = staticmethod(size_of)
+trace_hooks.assume_nonnegative = staticmethod(assume_nonnegative)

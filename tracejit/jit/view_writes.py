@@ -177,3 +177,6 @@ def refresh(trace, view) -> None:
     v = _replay(base, chain)
     view._var = v._var
     view._view_src = (base, value_of(trace, base), chain)
+
+
+_eager.trace_hooks.eager_layout = staticmethod(eager_layout)

@@ -17,7 +17,7 @@ from ..device import CPU, array_module, as_device
 from ..errors import ShapeError
 from ..tensor import Tensor
 from .registry import Aval, defprim
-from .eager import bind, trace_state
+from .eager import bind, trace_hooks, trace_state
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",
@@ -153,8 +153,7 @@ def _size(size):
             out.append(d)
             continue
         if getattr(d, "_trace", None) is not None:   # a traced int argument: maybe a Sym
-            from ..jit.size_args import size_of
-            d = size_of(d)
+            d = trace_hooks.size_of(d)
         if isinstance(d, bool) or not isinstance(d, (numbers.Integral,)) and not hasattr(d, "terms"):
             raise TypeError(f"size must be a sequence of ints, got {d!r}")
         if isinstance(d, numbers.Integral):

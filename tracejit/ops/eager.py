@@ -24,7 +24,7 @@ from .impls import elementwise as _ew, specialized as _specialized
 from .registry import Aval, Primitive
 from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, prepare, scalar_as, scalar_aval
 
-__all__ = ["bind", "run_into", "trace_state", "tracer_entered", "tracer_exited", "scalar_aval",
+__all__ = ["bind", "run_into", "trace_state", "trace_hooks", "tracer_entered", "tracer_exited", "scalar_aval",
            "compute_dtype", "prepare"]
 
 class _TraceState(threading.local):
@@ -33,6 +33,15 @@ class _TraceState(threading.local):
 
 
 trace_state = _TraceState()
+
+
+class trace_hooks:
+    """What capture (jit/) lends the ops that meet traced values, set when jit loads: ops
+    never import jit, and a tracer exists only once it has loaded."""
+    size_of = staticmethod(lambda t: t.__index__())      # jit/size_args.py: a Sym or an int
+    assume_nonnegative = staticmethod(lambda v, what: False)
+    eager_layout = None                                    # jit/view_writes.py
+    refuse_grad_change = staticmethod(lambda t, value: None)   # jit/side_effects.py
 
 # How many tracers are active in all threads: while none is, `bind` skips the thread-local
 # lookup of `trace_state.tracer` (~0.1 µs against ~0.02 for a module global). Nonzero only
@@ -525,10 +534,7 @@ def _xp(dev):
 def eager_layout(t):
     """`t`'s array, or for a tracer one with the strides it would have eagerly
     (jit/view_writes.py), for the ops that ask for strides (`view`, `stride`)."""
-    if t._data is not None:
-        return t._data
-    from ..jit.view_writes import eager_layout as traced
-    return traced(t)
+    return t._data if t._data is not None else trace_hooks.eager_layout(t)
 
 
 # The import cycle tensor -> ops -> autograd -> tensor is closed by tail imports: autograd

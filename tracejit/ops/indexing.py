@@ -20,7 +20,7 @@ from . import creation
 from .elementwise import cast, where
 from .distinct_add import add_distinct
 from .registry import Aval, defprim
-from .eager import bind, trace_state
+from .eager import bind, trace_hooks, trace_state
 from .shape import stack
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 
@@ -148,10 +148,7 @@ def _slice_len(d, start, stop, step):
 def _bound(t: Tensor):
     """A one-element int tensor as a slice bound: its value; a traced int argument: a
     symbolic size where it may be one (jit/size_args.py)."""
-    if getattr(t, "_trace", None) is not None:
-        from ..jit.size_args import size_of
-        return size_of(t)
-    return t.__index__()
+    return trace_hooks.size_of(t) if getattr(t, "_trace", None) is not None else t.__index__()
 
 
 def _never_negative(v) -> bool:
@@ -159,8 +156,7 @@ def _never_negative(v) -> bool:
         low = v.lower_bound()
         if low is not None and low >= 0:
             return True
-        from ..jit.size_args import assume_nonnegative   # guarded where a capture can
-        return assume_nonnegative(v, "a slice bound")
+        return trace_hooks.assume_nonnegative(v, "a slice bound")   # guarded where a capture can
     return v >= 0
 
 

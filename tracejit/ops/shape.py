@@ -1,8 +1,7 @@
 """Shape primitives (reshape, permute, expand, concat, stack, flip, copy, to_device) and composites.
 
-Views (reshape of contiguous data, permute, expand) share memory and the version
-counter with their input, as in PyTorch.
-"""
+Views (reshape of contiguous data, permute, expand) share memory and version counter with
+their input, as in PyTorch."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +11,7 @@ from ..errors import ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from ..size import Size
 from .registry import Aval, defprim
-from .eager import bind, eager_layout
+from .eager import bind, eager_layout, trace_hooks
 from . import autocast as _autocast
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
@@ -290,7 +289,7 @@ def view(a, *shape):
     new = _normalized(_reshape_params, a, shape)   # (reshape's own normalization, kept)
     if new is _IDENTITY:
         return a
-    data = a._data if a._data is not None else eager_layout(a)   # (a tracer: its eager strides)
+    data = eager_layout(a)   # (a tracer: the strides it would have eagerly)
     # (a C-contiguous array takes any shape of its size as a view: only others are tried)
     if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
         try:
@@ -490,26 +489,20 @@ def narrow(a, dim: int, start: int, length: int):
     d = normalize_dim(dim, a.ndim, "narrow")
     n = a.shape[d]
     if getattr(length, "_trace", None) is not None:   # a traced int argument: maybe a Sym
-        from ..jit.size_args import size_of
-        length = size_of(length)
+        length = trace_hooks.size_of(length)
     if isinstance(start, int) and isinstance(n, int):
         if not -n <= start <= n:
             raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
         if start < 0:
             start += n  # a negative start counts from the end, as in PyTorch
-        if isinstance(length, Sym) and _assumed(n - start - length):
-            pass   # start + length <= n, guarded for every call the capture serves
-        elif length < 0 or start + length > n:
+        rest = n - start - length   # (a symbolic length: rest >= 0 guarded for every call served)
+        if not (isinstance(length, Sym) and trace_hooks.assume_nonnegative(rest, "narrow")) \
+                and (length < 0 or rest < 0):
             raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dim {dim} of size {n}")
     # the spec getitem would make of the slices, made here: normalizing them cost more
     # than the view (a chunk of LSTM gates: 38 us a piece, 20 of them in getitem's checks)
     spec = _WHOLE_DIM * d + (("s", start, start + length, None),)
     return bind(_GETITEM or _getitem_prim(), a, spec=spec)
-
-
-def _assumed(v) -> bool:
-    from ..jit.size_args import assume_nonnegative
-    return isinstance(v, Sym) and assume_nonnegative(v, "narrow")
 
 
 def split(a, split_size_or_sections, dim: int = 0):
@@ -604,6 +597,4 @@ def sum_to(g, shape):
 
 
 def to_device(a, device):
-    if a.device == device:
-        return a
-    return bind(TO_DEVICE, a, device=device)
+    return a if a.device == device else bind(TO_DEVICE, a, device=device)
