@@ -223,3 +223,22 @@ def test_in_place_writes_into_disjoint_strided_views_match_pytorch():
         x[1:].unfold(0, 2, 1).fill_(0.5)            # (overlapping, but one value: allowed)
         got.append(x.numpy())
     np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_setitem_into_overlapping_windows_writes_the_indexed_view_as_pytorch():
+    """``w[0] = 5`` on overlapping windows writes window 0's elements only (a view without
+    overlap), where copying the whole updated tensor back wrote each shared element once."""
+    torch = pytest.importorskip("torch")
+    got = []
+    for m in (tj, torch):
+        b = m.zeros(8)
+        w = b.unfold(0, 3, 1)
+        w[0] = 5
+        w[2, 1:] = m.tensor([7., 8.])
+        w[-1, ::2] = -1
+        got.append(b.numpy().copy())
+    np.testing.assert_array_equal(got[0], got[1])
+    b = tj.zeros(6)
+    with pytest.raises(RuntimeError, match="selects a copy"):
+        b.unfold(0, 3, 1)[[0, 2]] = 1              # (an advanced index selects a copy)
+    np.testing.assert_array_equal(b.numpy(), np.zeros(6, np.float32))

@@ -236,6 +236,17 @@ class InPlaceMethods:
     __itruediv__ = div_
 
     def __setitem__(self, index, value):
+        data = self._data
+        if type(data) is np.ndarray and not (data.flags.c_contiguous or data.flags.f_contiguous) \
+                and _self_overlapping(data):
+            # overlapping windows: write only the indexed elements (a view), as PyTorch does
+            region = self[index]
+            if not isinstance(region._data, np.ndarray) or not np.may_share_memory(region._data, data):
+                raise RuntimeError("__setitem__: unsupported operation: more than one element of the "
+                                   "written-to tensor refers to a single memory location and the index "
+                                   "selects a copy, not a view; clone() the tensor first")
+            region.copy_(value)
+            return
         self._assign(_ops.index_put(self, index, value), "__setitem__")
 
 
