@@ -58,7 +58,8 @@ _SUBMIT_AND_EXIT = """
     marker = str(diskcache.cache_dir() / "marker")
     finish.when_cached(marker, [(src, ())])
     for _ in range(600):   # until the worker runs (it starts up, then takes the job)
-        if workers.worker_pids():
+        if workers.worker_pids() and not ({on_worker} and not any(
+                j is job for j in workers._pool.current)):   # (and has it, where asked)
             break
         time.sleep(0.05)
     time.sleep({linger})
@@ -67,8 +68,8 @@ _SUBMIT_AND_EXIT = """
 """
 
 
-def _program(c: float, linger: float) -> str:
-    return _SUBMIT_AND_EXIT.format(src=_KERNEL.format(c=c), linger=linger)
+def _program(c: float, linger: float, on_worker: bool = False) -> str:
+    return _SUBMIT_AND_EXIT.format(src=_KERNEL.format(c=c), linger=linger, on_worker=on_worker)
 
 
 def _wait_gone(pids, within: float) -> list:
@@ -101,7 +102,9 @@ def test_no_finishing_worker_outlives_the_cap(tmp_path):
     cache = tmp_path / "kernels"
     # One worker: a second one starts only when the program leaves a core idle, and it
     # would finish the hung job itself, so the outcome would follow the machine's load.
-    out = _python(_program(4.125, 0.5), cache, TRACEJIT_COMPILE_WORKERS="1",
+    # The job must be on the hung worker at exit: one still queued is handed to the worker's
+    # finishing run, which compiles it (the fault hangs jobs taken from the pipe only).
+    out = _python(_program(4.125, 0.5, on_worker=True), cache, TRACEJIT_COMPILE_WORKERS="1",
                   TRACEJIT_COMPILE_WORKER_FAULT="hang", TRACEJIT_COMPILE_FINISH="10")
     assert out["pids"] and not out["done"]
     # A worker left nothing exits within its watchdog's 0.5 s poll; this one finishes (it
