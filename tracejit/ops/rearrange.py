@@ -225,15 +225,7 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     n = max(0, min(r, c - offset) if offset >= 0 else min(r + offset, c))
     if n == 0:
         return zeros(tuple(x.shape[:-2]) + (0,), dtype=input.dtype, device=input.device)
-    if x is not input and input.is_contiguous() and all(isinstance(d, int) for d in input.shape):
-        # (the planes of a permuted input are not one flat run: the reshape below would
-        # copy, and writes into the diagonal would be lost) its own strides, as a view
-        from .numpy_like import as_strided
-        st = [int(np.prod(input.shape[k + 1:])) for k in range(input.ndim)]
-        start = offset * st[d2] if offset >= 0 else -offset * st[d1]
-        return as_strided(input, tuple(x.shape[:-2]) + (n,), tuple(st[k] for k in rest) + (st[d1] + st[d2],),
-                          input.storage_offset() + start if isinstance(input.storage_offset(), int) else None)
-    if not input.is_contiguous():
+    if (x is not input or not input.is_contiguous()) and isinstance(n, int):
         # (the planes are not one flat run: a reshape would copy and writes would be lost)
         return bind(DIAGONAL, input, offset=int(offset), d1=d1, d2=d2, n=int(n))
     start = offset if offset >= 0 else -offset * c
