@@ -49,6 +49,17 @@ class Decision:
         return f"{shown} == {self.expected!r}  [{self.what} at {self.where}: specialized]"
 
 
+def note(decisions: list, expr: tuple, kind: str, expected, what: str, same_kind: bool = True) -> None:
+    """Append the decision `expr` to a capture's `decisions`, at the user's line, unless one
+    with the same expression (and kind, where asked) is there already."""
+    import os
+    from ..errors import user_location
+    loc = user_location(2)
+    d = Decision(expr, kind, expected, f"{os.path.basename(loc[0])}:{loc[1]}" if loc else "?", what)
+    if not any(o.expr == d.expr and (o.kind == d.kind or not same_kind) for o in decisions):
+        decisions.append(d)
+
+
 def _full():
     from ..ops.creation import FULL   # (ops imports this module's users: read when first needed)
     return FULL

@@ -66,16 +66,10 @@ class SizeArgs:
         return True
 
     def _guard(self, ctx, v: Sym, what: str) -> None:
-        from ..errors import user_location
-        from .scalars import Decision
-        import os
+        from .scalars import note
         srcs = tuple(sorted((s, self.sources[s]) for s in v.free_symbols))
-        loc = user_location()
-        where = f"{os.path.basename(loc[0])}:{loc[1]}" if loc else "?"
-        d = Decision(("nonneg", v, srcs), "bool", True, where, what)
         self.facts.add(v.terms)
-        if not any(o.expr == d.expr for o in ctx.decisions):
-            ctx.decisions.append(d)
+        note(ctx.decisions, ("nonneg", v, srcs), "bool", True, what, same_kind=False)
 
 
 class SizeName(str):

@@ -17,7 +17,6 @@ recorded as a guarded decision (see `scalars`).
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
@@ -31,7 +30,7 @@ from ..tensor import Tensor
 from .side_effects import EffectLog
 from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
-from .scalars import NOT_KNOWN, Decision, evaluate, scalar_expr, symbols_in
+from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
 from ..ops.shape import TO_DEVICE
 from ..ops.complex_ops import involves as _complex_involved
 
@@ -254,11 +253,7 @@ class TraceContext:
             return NOT_KNOWN
         value = evaluate(expr, root.leaves)
         expected = bool(value) if kind == "bool" else value
-        loc = user_location(4)
-        where = f"{os.path.basename(loc[0])}:{loc[1]}" if loc else "?"
-        d = Decision(expr, kind, expected, where, what.split(" (")[0])
-        if not any(o.expr == d.expr and o.kind == d.kind for o in root.decisions):
-            root.decisions.append(d)
+        note(root.decisions, expr, kind, expected, what.split(" (")[0])
         return expected
 
     def _concrete_params(self, prim: Primitive, params: dict) -> dict:

@@ -116,11 +116,9 @@ def _argument_layout(t):
     k = getattr(root, "tensor_leaves", {}).get(t._var) if t._trace is root else None
     if k is None or root.leaves is None or not isinstance(root.leaves[k]._data, np.ndarray):
         return None
-    from .scalars import Decision, layout
+    from .scalars import layout, note
     data = root.leaves[k]._data
-    d = Decision(("layout", k), "value", layout(data), "?", "the argument's layout")
-    if not any(o.expr == d.expr for o in root.decisions):
-        root.decisions.append(d)
+    note(root.decisions, ("layout", k), "value", layout(data), "the argument's layout", same_kind=False)
     return data
 
 
