@@ -81,7 +81,8 @@ class InPlaceMethods:
         if flags is not None and not getattr(flags, "writeable", True):
             raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. the result of "
                                f"expand() or of a read-only numpy array); clone() it first")
-        if what != "fill_" and isinstance(self._data, np.ndarray) and _self_overlapping(self._data):
+        if flags is not None and not (flags.c_contiguous or flags.f_contiguous) and what != "fill_" \
+                and isinstance(self._data, np.ndarray) and _self_overlapping(self._data):   # (one value: any order)
             raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to "
                                f"tensor refers to a single memory location (e.g. overlapping unfold() "
                                f"windows); clone() it first")
