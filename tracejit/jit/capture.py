@@ -30,6 +30,7 @@ from .ir import Graph, verify
 from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
+from .lifted import changed_floats, lifting, refs_of
 from .side_effects import printing_noted
 from .size_args import SizeArgs
 from .value_snapshot import with_tensor_reads
@@ -107,6 +108,9 @@ class Capture:
         if self._entries:
             self._mark_dynamic(descs)
             self._ints_that_changed(descs, leaves)
+            if self._dynamic_ok:   # floats read from Python state that changed: runtime inputs
+                for e in self._entries:
+                    self._lifted_floats |= changed_floats(e.extra) - self._static_floats
         try:
             with _objects_aged():
                 entry = self._capture(leaves, spec, descs, gm)
@@ -114,11 +118,14 @@ class Capture:
             # Nothing is kept from a capture that failed.
             self._dynamic, self._static, self._force_dynamic = saved
             ints = {d.name for d in descs if d.kind == "scalar" and d.name in self._dynamic_ints}
-            if ints and isinstance(exc, Exception):
-                # The code needs those ints as Python ints (a shape, a dim): specialize them
-                # for good, as before they changed, and capture again.
+            floats = self._lifted_floats - self._static_floats
+            if (ints or floats) and isinstance(exc, Exception):
+                # The code needs those ints as Python ints (a shape, a dim), or the floats as
+                # Python floats: specialize them for good, as before they changed, and
+                # capture again.
                 self._dynamic_ints -= ints
                 self._static_ints |= ints
+                self._static_floats |= floats
                 self._stats["misses"] -= 1
                 return self._capture_for(args, leaves, spec, gm)
             if isinstance(exc, TraceError) and not self._fullgraph:
@@ -304,7 +311,8 @@ class Capture:
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn)
             try:
-                with printing_noted():
+                with printing_noted(), lifting(ctx, self._lifted_floats - self._static_floats,
+                                              refs_of(self._extra_guard)):
                     if self._bound_self is not None:
                         out = fn(self._bound_self, *targs, **tkwargs)
                     else:
@@ -411,13 +419,14 @@ class Capture:
         opt = optimize(graph)
         const_descs = _const_descs(ctx.const_tensors, self._const_names())
         consts = list(ctx.const_tensors)
+        lifted = frozenset(x.key for x in ctx.lifted.values())   # (guarded as floats only)
         extra = self._extra_guard
         if extra is not None and hasattr(extra, "snapshot"):
             # the state this capture saw, checked on every call
-            extra = extra.snapshot(consts, ctx.state_writes, read)
+            extra = extra.snapshot(consts, ctx.state_writes, read, lifted)
         if modules:
             from .module_guard import with_module_arguments
-            extra = with_module_arguments(extra, modules, consts, ctx.state_writes, read)
+            extra = with_module_arguments(extra, modules, consts, ctx.state_writes, read, lifted)
         extra = with_tensor_reads(extra, ctx.value_reads)
         decisions = list(ctx.decisions)
         autocast = _autocast.current()
@@ -433,7 +442,7 @@ class Capture:
         executor = self._make_executor(opt, gm, _verifier(graph, opt))
         entry = Entry(sdescs, consts, const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes,
-                      autocast=autocast, default_dtype=default_dtype)
+                      autocast=autocast, default_dtype=default_dtype, lifted=list(ctx.lifted.values()))
         executor.attach(entry)  # a background compile replaces the entry's executor later
         return entry
 

@@ -113,7 +113,7 @@ def _where(e) -> str:
 
 
 def _inputs(entry, leaves):
-    ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
+    ins = entry.graph_inputs(leaves)
     return [x.detach() if isinstance(x, Tensor) else x for x in ins]
 
 
@@ -161,7 +161,7 @@ def _diagnose(fn, entry, leaves, got, bad) -> str:
     except Exception as ex:  # the function can't even be captured now
         return (f"check mode: outputs {bad} of compiled {fn.__name__} differ from eager execution, "
                 f"and capturing it again fails ({type(ex).__name__}: {ex})")
-    new_ins = [leaves[i] for i in entry.input_leaf_idx] + list(new_consts)
+    new_ins = entry.graph_inputs(leaves, new_consts)
     new_vals, _ = _record_all(new, [x.detach() if isinstance(x, Tensor) else x for x in new_ins])
     new_lines = eqn_lines(new)
     for i, e in enumerate(graph.eqns):

@@ -28,7 +28,7 @@ class Entry:
 
     def __init__(self, descs, const_tensors, const_descs, grad_mode, graph, opt_graph, out_spec,
                  out_leaves, mutations, guard, guard_src, executor, extra=None, decisions=(),
-                 state_writes=(), autocast=None, default_dtype=None):
+                 state_writes=(), autocast=None, default_dtype=None, lifted=()):
         self.extra = extra
         self.autocast = autocast   # the autocast dtype of the capture (None: off), guarded
         self.default_dtype = default_dtype   # get_default_dtype() at capture, guarded
@@ -63,9 +63,13 @@ class Entry:
         self.origin = executor
         self.hits = 0
         self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
+        # floats read from Python state as runtime inputs (lifted.py): graph inputs after
+        # the arguments', read at each call
+        self.lifted = list(lifted)
         self._single = (out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
                         and not self.state_writes)
-        self._direct = (not const_tensors and self.input_leaf_idx == list(range(len(descs))))
+        self._direct = (not const_tensors and not self.lifted
+                        and self.input_leaf_idx == list(range(len(descs))))
         # An entry that writes to an input was captured for distinct buffers: a call whose
         # tensors share memory (``g(x, x)``, overlapping slices) must not run it.
         self.no_alias = bool(mutations)
@@ -86,7 +90,7 @@ class Entry:
         infer = not self.grad_mode or not any(d.requires_grad and d.dtype.is_floating_point
                                               for d in tensors)
         body = ["    E.hits += 1", "    return RUN(L)"]
-        fast = self.executor.fast_inference() if infer and self._single else None
+        fast = self.executor.fast_inference() if infer and self._single and not self.lifted else None
         train = None
         if not infer and self._single and self._direct:
             diff_idx = tuple(i for i, d in enumerate(self.descs)
@@ -138,13 +142,19 @@ class Entry:
         arrays += [t._data for t in self.const_tensors]
         return _any_overlap(arrays)
 
+    def graph_inputs(self, leaves, consts=None) -> list:
+        """The graph's inputs for a call with these argument leaves (`consts`: the captured
+        tensors, the entry's by default)."""
+        ins = [leaves[i] for i in self.input_leaf_idx]
+        ins += [x.value() for x in self.lifted]
+        ins += self.const_tensors if consts is None else consts
+        return ins
+
     def run(self, leaves):
         if self._direct:
             ins = leaves  # every leaf is a graph input, in order, and nothing was lifted
         else:
-            ins = [leaves[i] for i in self.input_leaf_idx]
-            if self.const_tensors:
-                ins.extend(self.const_tensors)
+            ins = self.graph_inputs(leaves)
         if self._single:  # one tensor out, nothing written back
             return self.executor(ins)[0]
         outs = self.executor(ins)

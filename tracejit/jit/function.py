@@ -102,6 +102,8 @@ class CompiledFunction(Capture):
         self._dynamic_ints: set = set()  # int argument leaves seen with two values: runtime inputs
         self._static_ints: set = set()   # ints whose capture as runtime inputs failed: specialized
         self._fixed_size_ints: set = set()  # int arguments code needed the value of: never sizes
+        self._lifted_floats: set = set()  # floats read from Python state seen changing (lifted.py)
+        self._static_floats: set = set()  # those whose capture as runtime inputs failed
         self._lock = threading.RLock()
         self._fell_back = False
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
@@ -346,7 +348,7 @@ class CompiledFunction(Capture):
             entry, saved, leaves = self._example_entry(args, kwargs)
             if entry is None:  # past the recompile limit: such calls run eagerly
                 return
-            ins = [leaves[i] for i in entry.input_leaf_idx] + list(entry.const_tensors)
+            ins = entry.graph_inputs(leaves)
             try:
                 entry.executor.precompile(ins, entry.grad_mode)
                 return

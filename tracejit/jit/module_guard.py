@@ -24,6 +24,7 @@ from typing import Any, Optional
 from ..nn import module as _module
 from ..ops import registry as _reg
 from ..tensor import Tensor
+from .lifted import lifted_attribute
 from .value_snapshot import BUDGET, SCALARS, differs, unchanged, watcher, worth_watching
 
 __all__ = ["ModuleStateGuard", "recording", "with_module_arguments"]
@@ -56,6 +57,8 @@ def _noting_getattribute(self, name: str):
     if found is not None:
         if _plain(value):
             found.add((id(self), name))
+            if type(value) is float:   # (one that keeps changing: a runtime input, lifted.py)
+                value = lifted_attribute(self, name, value)
         elif name[:2] != "__" and worth_watching(value):
             found.add((id(self), name))
             if type(value) in (list, dict, set) and _reg.trace_state.tracer is not None:
@@ -132,18 +135,23 @@ class ModuleStateGuard:
     def recording(self, modules: bool = True):
         return recording() if self.refs is None else self.refs.recording(modules=True)
 
-    def snapshot(self, consts: Optional[list] = None, writes=(), read: Optional[set] = None):
+    def snapshot(self, consts: Optional[list] = None, writes=(), read: Optional[set] = None,
+                 lifted: frozenset = frozenset()):
+        """The check of a capture; `lifted`: the keys of the floats it read as runtime
+        inputs (lifted.py), checked to be floats only."""
         consts = consts if consts is not None else []
         # (the compiled module's own hooks run eagerly around its compiled forward)
-        check = _StateCheck(self.module, consts, writes, read, root_hooks=False)
+        check = _StateCheck(self.module, consts, writes, read, root_hooks=False, lifted=lifted)
         if self.refs is None:
             return check
-        return _AllChecks([check, self.refs.snapshot(consts, writes, read)])
+        return _AllChecks([check, self.refs.snapshot(consts, writes, read, lifted)])
 
 
 class _StateCheck:
-    def __init__(self, root, consts: list, writes, read: Optional[set], root_hooks: bool = True):
+    def __init__(self, root, consts: list, writes, read: Optional[set], root_hooks: bool = True,
+                 lifted: frozenset = frozenset()):
         named = list(root.named_modules())
+        self.lifted = lifted
         self.root = root
         self.names = [n or type(root).__name__ for n, _ in named]
         self.mods = [m for _, m in named]
@@ -210,6 +218,13 @@ class _StateCheck:
                     return out
             d = vars(m)
             for k in attrs:
+                if ("attr", id(m), k) in self.lifted:   # a runtime input: any float
+                    if type(d.get(k)) is not float:
+                        out.append(f"module {n!r}: attribute {k!r} (any float, a runtime input) is "
+                                   f"now {d.get(k, '<unset>')!r}")
+                        if stop_at_first:
+                            return out
+                    continue
                 if k not in d or not _same(attrs[k], d[k]):
                     now = {k: d[k]} if k in d else {}
                     what = ("training guard failed" if k == "training" else f"attribute {k!r} changed")
@@ -223,10 +238,22 @@ class _StateCheck:
                 out.append(f"module {n!r}: attribute {k!r} changed: {d}")
         return out
 
+    def changed_floats(self) -> set:
+        """The keys (lifted.py) of the float attributes read at capture that hold another
+        float now."""
+        out = set()
+        for m, attrs in zip(self.mods, self.attrs):
+            d = vars(m)
+            for k, v in attrs.items():
+                if type(v) is float and type(d.get(k)) is float and not _same(v, d[k]):
+                    out.add(("attr", id(m), k))
+        return out
+
     def text(self) -> str:
         flags = ", ".join(f"{n}={a.get('training')}" for n, a in zip(self.names, self.attrs))
-        read = sorted(f"{n}.{k}" if n != self.names[0] else k for n, a in zip(self.names, self.attrs)
-                      for k in a if k != "training")
+        read = sorted((f"{n}.{k}" if n != self.names[0] else k)
+                      + (" (any float)" if ("attr", id(m), k) in self.lifted else "")
+                      for n, m, a in zip(self.names, self.mods, self.attrs) for k in a if k != "training")
         return (f"training flags: {flags}; attributes read: {', '.join(read) or 'none'}; the "
                 f"submodules and their tensors as captured (looked at again after a module changes)")
 
@@ -260,12 +287,13 @@ class _AllChecks:
         return out
 
 
-def with_module_arguments(check, modules: list, consts: list, writes, read: Optional[set]):
+def with_module_arguments(check, modules: list, consts: list, writes, read: Optional[set],
+                          lifted: frozenset = frozenset()):
     """`check` (or None) extended with the state check of each module passed as an
     argument, which a capture also reads through: a parameter or buffer rebound by name
     (``m.w = nn.Parameter(...)``) is put in the entry's place, another change captures again."""
     checks = [] if check is None else [check]
-    checks += [_StateCheck(m, consts, writes, read) for m in modules]
+    checks += [_StateCheck(m, consts, writes, read, lifted=lifted) for m in modules]
     if not checks:
         return None
     return checks[0] if len(checks) == 1 else _AllChecks(checks)

@@ -16,7 +16,8 @@ import contextlib
 import types
 from typing import Callable, Optional
 
-from .value_snapshot import BUDGET, differs, from_library, snapshot, unchanged, watcher
+from .lifted import ref_key
+from .value_snapshot import BUDGET, differs, from_library, snapshot, type_watcher, unchanged, watcher
 
 __all__ = ["python_refs_guard", "forward_refs_guard"]
 
@@ -49,8 +50,10 @@ class _RefsGuard:
             yield read
             read |= found
 
-    def snapshot(self, consts=None, writes=(), read=None) -> "_RefsCheck":
-        return _RefsCheck(self.refs, consts if consts is not None else [], writes, read)
+    def snapshot(self, consts=None, writes=(), read=None, lifted=frozenset()) -> "_RefsCheck":
+        """The check of a capture; `lifted`: the keys of the floats it read as runtime
+        inputs (lifted.py), checked to be floats only."""
+        return _RefsCheck(self.refs, consts if consts is not None else [], writes, read, lifted)
 
 
 def _now(gl, key):
@@ -63,7 +66,7 @@ def _now(gl, key):
 
 
 class _RefsCheck:
-    def __init__(self, refs: list, consts: list, writes, read):
+    def __init__(self, refs: list, consts: list, writes, read, lifted=frozenset()):
         from ..nn.module import Module
         from .module_guard import _StateCheck
         budget = [BUDGET]
@@ -74,9 +77,11 @@ class _RefsCheck:
             v = _now(gl, key)
             changed = was is not None and differs(was, v) is not None
             # (a value the capture itself changed is a log: the same object is enough)
-            self.items.append((gl, key, (0, v, ("i", v)) if changed else watcher(v, budget), label))
+            w = ((0, v, ("i", v)) if changed else type_watcher(float) if ref_key(gl, key) in lifted
+                 and type(v) is float else watcher(v, budget))
+            self.items.append((gl, key, w, label))
             if isinstance(v, Module):
-                self.modules.append((label, _StateCheck(v, consts, writes, read)))
+                self.modules.append((label, _StateCheck(v, consts, writes, read, lifted=lifted)))
 
     def __call__(self) -> bool:
         for gl, key, w, _ in self.items:
@@ -86,6 +91,18 @@ class _RefsCheck:
             if not check():
                 return False
         return True
+
+    def changed_floats(self) -> set:
+        """The keys (lifted.py) of the float references that hold another float now, and
+        those of the float attributes of the modules they name."""
+        out = set()
+        for gl, key, w, _ in self.items:
+            v = _now(gl, key)
+            if w[0] == 1 and type(w[1]) is float and type(v) is float and not unchanged(w, v):
+                out.add(ref_key(gl, key))
+        for _, check in self.modules:
+            out |= check.changed_floats()
+        return out
 
     def text(self) -> str:
         return "Python values read: " + ", ".join(label for *_, label in self.items)

@@ -75,6 +75,8 @@ def scalar_expr(ctx, atom) -> Optional[tuple]:
     root = ctx._root()
     if ctx is root and atom in root.scalar_leaves:
         return ("in", root.scalar_leaves[atom])
+    if ctx is root and atom in root.lifted:   # a float read from Python state (lifted.py)
+        return ("ext", root.lifted[atom])
     if not atom.aval.weak or atom.aval.shape != ():
         return None
     for eqn in reversed(ctx.eqns):
@@ -103,6 +105,8 @@ def evaluate(expr: tuple, leaves) -> Any:
         return leaves[expr[1]]
     if tag == "lit":
         return expr[1]
+    if tag == "ext":   # a float read from Python state: its value now
+        return expr[1].value()
     if tag == "sym":   # a symbolic size: its value in the call being captured
         return int(expr[1])
     if tag == "nonneg":   # a fact a shape rule assumed about symbolic sizes (size_args.py)
@@ -196,6 +200,8 @@ def render(expr: tuple, names: list) -> str:
         return names[expr[1]] if expr[1] < len(names) else f"arg{expr[1]}"
     if tag in ("lit", "sym"):
         return repr(expr[1])
+    if tag == "ext":
+        return expr[1].label
     if tag == "nonneg":
         named = {s: (names[src[1]] if src[0] == "int" and src[1] < len(names) else
                      f"{names[src[1]]}.shape[{src[2]}]" if src[1] < len(names) else s)

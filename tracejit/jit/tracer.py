@@ -182,6 +182,7 @@ class TraceContext:
         self.scalar_leaves: dict = {}
         self.leaves: Optional[list] = None
         self.decisions: list = []
+        self.lifted: dict = {}   # graph input Var -> `Lifted`: a float read from Python state
         self.sizes = None   # the int arguments that may become symbolic sizes (size_args.py)
         # State the function writes (root context): in-place updates of captured tensors
         # (a module's buffers: BatchNorm's running stats) and tensor attributes set on a

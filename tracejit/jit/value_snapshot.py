@@ -13,7 +13,7 @@ from __future__ import annotations
 import types
 from typing import Any, Optional
 
-__all__ = ["snapshot", "differs", "worth_watching", "watcher", "unchanged", "BUDGET", "SCALARS", "from_library"]
+__all__ = ["snapshot", "differs", "worth_watching", "watcher", "type_watcher", "unchanged", "BUDGET", "SCALARS", "from_library"]
 
 BUDGET = 64
 SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -69,6 +69,8 @@ def snapshot(v, budget: Optional[list] = None):
 def differs(snap, v) -> Optional[str]:
     """None when `v` holds what `snap` copied, else where it first differs."""
     kind = snap[0]
+    if kind == "t":   # any value of one type (`type_watcher`)
+        return None if type(v) is snap[1] else f"any {snap[1].__name__} -> {v!r}"
     if kind == "s":
         _, t, old = snap
         if type(v) is not t:
@@ -165,11 +167,18 @@ def watcher(v, budget: Optional[list] = None) -> tuple:
     return (4, None, snap)
 
 
+def type_watcher(t: type) -> tuple:
+    """A watcher that takes any value of type `t` as unchanged (a runtime input: lifted.py)."""
+    return (5, t, ("t", t))
+
+
 def unchanged(w: tuple, v) -> bool:
     """Whether `v` holds what `watcher` saw (the common cases without a walk)."""
     kind, a, snap = w
     if kind == 0:
         return v is a
+    if kind == 5:
+        return type(v) is a
     if kind == 1:
         return type(v) is snap[1] and (v == a or (v != v and a != a))
     if kind == 2:

@@ -1,0 +1,147 @@
+"""Floats read from Python state that keep changing: runtime inputs of the graph.
+
+A capture turns the Python numbers a function reads from module attributes
+(``x * self.temperature``), globals and closure variables into constants, and its guard
+compares them by value (module_guard.py, python_refs.py). A float that changes on every
+call (a temperature schedule, an annealed coefficient) would then capture once per value.
+So, as a float argument already is, such a float becomes a runtime input once a call
+found it changed: the next capture reads it through a scalar input of the graph, its
+guard checks only that it is still a float, and each call passes its current value
+(`Lifted.value`). Python code that needs the number itself (``if self.t > 1``,
+``math.exp(self.t)``) still gets it, guarded like a float argument's (scalars.py).
+
+Keys name where a float lives: ``("attr", id(module), name)``, ``("global", id(globals),
+name)``, ``("cell", id(cell))``. `lifting` is the capture's side: within it, the trace reads
+the floats of its keys as inputs; the module attribute hook (module_guard.py) calls
+`lifted_attribute`, globals and closure cells are swapped for the inputs while the
+function runs and put back after.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Optional
+
+from .. import dtypes as _dt
+from ..ops.registry import Aval
+
+__all__ = ["Lifted", "lifting", "lifted_attribute", "ref_key", "refs_of", "changed_floats"]
+
+_tls = threading.local()   # .state: the `_State` of the capture running in this thread
+
+
+class Lifted:
+    """One float a capture reads as a runtime input: where it lives and how to read it."""
+
+    __slots__ = ("key", "label", "_obj", "_name")
+
+    def __init__(self, key: tuple, label: str, obj: Any, name: Optional[str]):
+        self.key, self.label, self._obj, self._name = key, label, obj, name
+
+    def value(self) -> Any:
+        """Its value now (what a call passes to the graph)."""
+        kind = self.key[0]
+        if kind == "attr":
+            return vars(self._obj).get(self._name)
+        if kind == "global":
+            return self._obj.get(self._name)
+        return self._obj.cell_contents
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+def ref_key(gl, key) -> tuple:
+    """The key of a global (`gl` its module's dict) or of a closure cell (`gl` None)."""
+    return ("global", id(gl), key) if gl is not None else ("cell", id(key))
+
+
+class _State:
+    def __init__(self, ctx, keys: set):
+        self.ctx, self.keys = ctx, keys
+        self.made: dict = {}   # key -> tracer
+
+    def input(self, key: tuple, label: str, obj, name):
+        t = self.made.get(key)
+        if t is None:
+            ctx = self.ctx
+            t = ctx.new_input(Aval((), _dt.float64, weak=True), "".join(
+                c if c.isalnum() else "_" for c in label.split(" ")[-1]).strip("_"))
+            ctx.lifted[t._var] = Lifted(key, label, obj, name)
+            self.made[key] = t
+        return t
+
+
+@contextlib.contextmanager
+def lifting(ctx, keys: set, refs: list = ()):
+    """Within: the trace `ctx` (a root context) reads the floats named by `keys` as runtime
+    inputs. `refs` are the function's global and closure references (python_refs.py:
+    (label, globals dict or None, name or cell)); those among `keys` holding a float are
+    swapped for their inputs until the end, then put back."""
+    if not keys:
+        yield
+        return
+    state = _State(ctx, keys)
+    before = getattr(_tls, "state", None)
+    _tls.state = state
+    swapped = []
+    try:
+        for label, gl, key in refs:
+            k = ref_key(gl, key)
+            if k not in keys:
+                continue
+            if gl is not None:
+                v = gl.get(key)
+                if type(v) is float:
+                    t = state.input(k, label, gl, key)
+                    gl[key] = t
+                    swapped.append((gl, key, v, t))
+            else:
+                try:
+                    v = key.cell_contents
+                except ValueError:   # an empty cell
+                    continue
+                if type(v) is float:
+                    t = state.input(k, label, key, None)
+                    key.cell_contents = t
+                    swapped.append((None, key, v, t))
+        yield
+    finally:
+        for gl, key, v, t in swapped:
+            if gl is not None:
+                if gl.get(key) is t:
+                    gl[key] = v
+            elif key.cell_contents is t:
+                key.cell_contents = v
+        _tls.state = before
+
+
+def lifted_attribute(module, name: str, value):
+    """`value` read as ``module.name`` in a capture: its runtime input where that float is
+    one of the capture's keys, else `value`."""
+    state = getattr(_tls, "state", None)
+    if state is None:
+        return value
+    key = ("attr", id(module), name)
+    if key not in state.keys:
+        return value
+    return state.input(key, f"{type(module).__name__}.{name}", module, name)
+
+
+def changed_floats(check) -> set:
+    """The keys of the floats a call found changed in an entry's extra guard (`check`:
+    a module state check, a references check, or several)."""
+    if check is None:
+        return set()
+    inner = getattr(check, "checks", None)
+    if inner is not None:
+        return set().union(*(changed_floats(c) for c in inner))
+    fn = getattr(check, "changed_floats", None)
+    return fn() if fn is not None else set()
+
+
+def refs_of(guard) -> list:
+    """The global and closure references a compiled function's extra guard watches
+    (python_refs.py; a compiled module's: its forwards')."""
+    refs = getattr(guard, "refs", None)
+    return refs if isinstance(refs, list) else getattr(refs, "refs", None) or []
