@@ -73,3 +73,27 @@ def test_view_of_a_non_contiguous_argument_raises_and_the_layout_is_guarded():
                 assert got[1:] == (want[1], tuple(want[2]))
             else:
                 assert "view" in str(got_err)
+
+
+def test_layout_of_an_argument_with_dynamic_sizes_is_guarded():
+    """Once its dims are symbolic an argument's layout is still its own: a transposed one
+    cannot be viewed flat, whatever the sizes, and row-major ones keep one capture."""
+    def f(a):
+        return a.view(-1) * 2
+
+    fn = tj.compile(f, backend="interpret")
+    for rows in (3, 4, 5, 6):   # dims become dynamic at the second call
+        for transposed in (False, True, False):
+            a = np.arange(rows * 7, dtype=np.float32).reshape(rows, 7)
+            src = a.T.copy() if transposed else a
+            ours, theirs = tj.tensor(src), torch.tensor(src)
+            if transposed:
+                ours, theirs = ours.t(), theirs.t()
+            try:
+                want = f(theirs)
+            except RuntimeError:
+                with pytest.raises(RuntimeError, match="view"):
+                    fn(ours)
+                continue
+            np.testing.assert_array_equal(fn(ours).numpy(), want.numpy())
+    assert fn.cache_stats()["dynamic_dims"] == [("a", 0)]

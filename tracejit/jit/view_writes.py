@@ -91,7 +91,14 @@ def eager_layout(t):
     src = getattr(t, "_view_src", None)
     base, chain = (t, ()) if src is None or src[2] is None else (src[0], src[2])
     if not all(isinstance(d, int) for d in base.shape):
-        return None
+        arr = _argument_layout(base) if isinstance(base, Tracer) else None
+        if arr is not None and not arr.flags.c_contiguous:
+            # Its strides follow its sizes: the capture runs again with this argument's
+            # sizes static, and its layout then answers (and is guarded) exactly.
+            for d in base.shape:
+                if not isinstance(d, int):
+                    d._specialized()
+        return None   # (a row-major argument: guarded to stay one, whatever its sizes)
     arr = _argument_layout(base) if isinstance(base, Tracer) else None
     if arr is None:
         arr = (base._data if not isinstance(base, Tracer) and isinstance(base._data, np.ndarray)
