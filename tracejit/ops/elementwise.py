@@ -362,6 +362,9 @@ def div(a, b, *, rounding_mode=None):
         # Integers stay exact: floor division, plus one where it rounded a negative
         # inexact quotient down.
         q = floor_divide(a, b)
+        # PyTorch divides in the result dtype, a Python int wrapped into it first (-3 is
+        # 253 in uint8): the signs that decide the rounding are the wrapped values'.
+        a, b = (_in_dtype(x, q.dtype) for x in (a, b))
         inexact_negative = logical_and(ne(remainder(a, b), 0), ne(lt(a, 0), lt(b, 0)))
         return where(inexact_negative, add(q, 1), q)
     if rounding_mode is not None:
@@ -395,6 +398,15 @@ def square(a):
     if a.dtype is _dt.bool_:   # (PyTorch squares a bool as an int64)
         a = cast(a, _dt.int64)
     return mul(a, a)
+
+
+def _in_dtype(x, dtype):
+    """Integer operand `x` (a Python int or a tensor) as `dtype` holds it, wrapping."""
+    if type(x) is int:
+        return int(np.array(x).astype(dtype.np))
+    if isinstance(x, Tensor) and x.dtype is not dtype:
+        return cast(x, dtype)
+    return x
 
 
 def _is_float(a, b) -> bool:
