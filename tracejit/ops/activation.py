@@ -11,6 +11,7 @@ from .composite import softplus
 from .elementwise import clamp, expm1, minimum, tanh, where
 from .shape import reshape
 from . import autocast as _autocast
+from .dtype_checks import takes
 
 __all__ = ["elu", "selu", "celu", "mish", "hardtanh", "relu6", "hardsigmoid", "hardswish", "prelu"]
 
@@ -28,16 +29,19 @@ def _neg_expm1(x, alpha: float, scale: float = 1.0):
     return alpha * expm1(minimum(x, 0.0) * scale)
 
 
+@takes("input")
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
     return _out(input, where(input > 0, input, _neg_expm1(input, alpha)), inplace)
 
 
+@takes("input")
 def selu(input, inplace: bool = False):
     """scale * elu(x, alpha) with the self-normalizing constants."""
     return _out(input, _SELU_SCALE * where(input > 0, input, _neg_expm1(input, _SELU_ALPHA)), inplace)
 
 
+@takes("input")
 def celu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
     if alpha == 0:
@@ -45,6 +49,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
     return _out(input, where(input > 0, input, _neg_expm1(input, alpha, 1.0 / alpha)), inplace)
 
 
+@takes("input")
 def mish(input, inplace: bool = False):
     """x * tanh(softplus(x))."""
     return _out(input, input * tanh(softplus(input)), inplace)
@@ -61,16 +66,19 @@ def relu6(input, inplace: bool = False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+@takes("input")
 def hardsigmoid(input, inplace: bool = False):
     """clamp(x / 6 + 1/2, 0, 1)."""
     return _out(input, clamp(input * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
 
 
+@takes("input")
 def hardswish(input, inplace: bool = False):
     """x * hardsigmoid(x)."""
     return _out(input, input * clamp(input * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
 
 
+@takes("input")
 @_autocast.lower
 def prelu(input, weight):
     """x for x > 0, weight * x otherwise; weight has 1 or C (= input.shape[1]) entries."""

@@ -16,6 +16,7 @@ from .composite import leaky_relu, softmax
 from .elementwise import abs as _abs, cast, log, tanh, where
 from .random import rand, rand_like
 from .shape import squeeze, unsqueeze
+from .dtype_checks import takes
 
 __all__ = ["glu", "hardshrink", "softshrink", "tanhshrink", "softsign", "threshold", "threshold_",
            "softmin", "rrelu", "rrelu_", "gumbel_softmax", "relu_", "elu_", "celu_", "selu_",
@@ -23,6 +24,7 @@ __all__ = ["glu", "hardshrink", "softshrink", "tanhshrink", "softsign", "thresho
            "feature_alpha_dropout"]
 
 
+@takes("input")
 def glu(input, dim: int = -1):
     """First half of `input` along `dim` times the sigmoid of the second half."""
     n = input.shape[dim]
@@ -32,10 +34,12 @@ def glu(input, dim: int = -1):
     return a * b.sigmoid()
 
 
+@takes("input")
 def hardshrink(input, lambd: float = 0.5):
     return where(_abs(input) > lambd, input, 0.0)
 
 
+@takes("input")
 def softshrink(input, lambd: float = 0.5):
     if lambd < 0:
         raise ValueError(f"softshrink: lambda must be non-negative, got {lambd}")
@@ -81,6 +85,7 @@ def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
     return softmax(x, dim)
 
 
+@takes("input")
 def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False,
           inplace: bool = False):
     """Leaky ReLU with a slope drawn from U(lower, upper) per element when training, their

@@ -30,16 +30,19 @@ from .shape import contiguous, permute, reshape, squeeze, unsqueeze
 from . import autocast as _autocast
 from . import bf16_eager as _bf16_eager
 from .. import dtypes as _dt
+from .dtype_checks import takes
 
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
            "binary_cross_entropy", "binary_cross_entropy_with_logits", "silu", "softplus",
            "leaky_relu", "logsigmoid", "isclose", "allclose"]
 
+@takes("x:input")
 def silu(x):
     return x * sigmoid(x)
 
 
+@takes("x:input")
 def softplus(x, beta: float = 1.0, threshold: float = 20.0):
     # log(1 + e^z) = max(z, 0) + log1p(e^-|z|) never overflows. maximum (whose gradient
     # splits ties) rather than relu keeps the derivative right at z == 0: the kinks of
@@ -49,12 +52,14 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0):
     return where(bx > threshold, x, sp)
 
 
+@takes("x:input")
 def leaky_relu(x, negative_slope: float = 0.01):
     if isinstance(negative_slope, (int, float)) and negative_slope >= 0 and not isinstance(x, (int, float)):
         return _leaky_relu_prim(x, negative_slope)   # one pass each way (leaky_relu_prim.py)
     return where(x > 0, x, x * negative_slope)
 
 
+@takes("x:input")
 def logsigmoid(x):
     # log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|): stable, and exact in gradient at 0.
     return minimum(x, 0.0) - log1p(exp(neg(abs(x))))

@@ -17,6 +17,7 @@ import math
 from .elementwise import _erf_impl, _ew_rule, exp, tanh
 from .registry import defprim
 from .eager import bind
+from .dtype_checks import takes
 
 __all__ = ["gelu", "gelu_backward", "APPROXIMATE"]
 
@@ -101,6 +102,7 @@ def _check(approximate):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
+@takes("x:input")
 def gelu(x, approximate: str = "none"):
     """GELU of `x`; ``approximate="tanh"`` is the tanh approximation (PyTorch's)."""
     _check(approximate)

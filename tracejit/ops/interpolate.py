@@ -17,11 +17,13 @@ import math
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..errors import ShapeError
 from .creation import tensor
 from .indexing import getitem
 from .linalg import matmul
 from .shape import transpose
+from .dtype_checks import takes
 
 __all__ = ["interpolate"]
 
@@ -130,6 +132,7 @@ def _output_size(input, size, scale_factor, nsp: int):
     return insz, outsz, sf
 
 
+@takes("input", also=(_dt.uint8,))
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False):
     """Resize the spatial dims of a 3-D, 4-D or 5-D (N, C, ...) input, as PyTorch's

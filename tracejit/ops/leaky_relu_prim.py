@@ -17,6 +17,7 @@ from .elementwise import _ew_rule
 from .elementwise_logic import _INT_OF_WIDTH
 from .eager import bind
 from .registry import defprim
+from .dtype_checks import takes
 
 __all__ = ["leaky_relu", "leaky_relu_backward"]
 
@@ -77,6 +78,7 @@ LEAKY_RELU_BACKWARD = defprim("leaky_relu_backward", _leaky_relu_backward_impl,
                               save=lambda rq: (1,), grad_name="LeakyReluBackwardBackward0")
 
 
+@takes("x:input")
 def leaky_relu(x, negative_slope: float = 0.01):
     """``x`` where positive, else ``negative_slope * x``; `negative_slope` >= 0."""
     return bind(LEAKY_RELU, x, negative_slope=float(negative_slope))

@@ -23,6 +23,7 @@ from .elementwise import (_binary, _deprecated_form, _ew_rule, _int_divisor_chec
                           _unary, abs as _abs,
                           cast, cos, erf, exp, log, log1p, maximum, minimum, neg, sin, sqrt, where)
 from .registry import defprim
+from .dtype_checks import takes
 
 __all__ = ["asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
            "arctan2", "arcsinh", "arccosh", "arctanh", "ceil", "trunc", "fix", "round", "frac",
@@ -95,6 +96,7 @@ def round(input, *, decimals: int = 0):  # noqa: A001  (PyTorch's name)
     return bind(ROUND, input * scale) / scale
 
 
+@takes("input")
 def frac(input):
     return input - trunc(input)
 
@@ -240,6 +242,7 @@ def hypot(input, other):
     return sqrt(input * input + other * other)
 
 
+@takes("input", "end")
 def lerp(input, end, weight):
     return input + weight * (end - input)
 

@@ -14,6 +14,7 @@ from .linalg import matmul
 from .reductions import amax, sum as _sum
 from .shape import reshape, stack, transpose, unsqueeze
 from . import autocast as _autocast
+from .dtype_checks import takes
 
 __all__ = ["bilinear", "addmm", "addmv", "addbmm", "baddbmm", "addr", "inner", "cross",
            "cdist", "pdist", "chain_matmul"]
@@ -100,6 +101,7 @@ def _pnorm(diff, p, dim):
     return _sum(_abs(diff) ** p, dim) ** (1.0 / p)
 
 
+@takes("x1", "x2")
 @_autocast.fp32
 def cdist(x1, x2, p: float = 2.0, compute_mode=None):
     """Pairwise p-norm distances between the rows of x1 (.., P, M) and x2 (.., R, M)."""
@@ -116,6 +118,7 @@ def cdist(x1, x2, p: float = 2.0, compute_mode=None):
     return _pnorm(diff, p, -1)
 
 
+@takes("input")
 def pdist(input, p: float = 2.0):
     """Distances between every pair of rows i < j of a 2-D input, as a vector."""
     if input.ndim != 2:

@@ -19,6 +19,7 @@ from .registry import Aval, defprim
 from .eager import bind, trace_state
 from .shape import EXPAND, clone, expand, flip, reshape
 from . import autocast as _autocast
+from .dtype_checks import takes
 
 __all__ = ["sum", "mean", "var", "std", "amax", "amin", "max", "min", "argmax", "argmin",
            "logsumexp", "prod", "all", "any", "norm", "cumsum"]
@@ -344,6 +345,7 @@ def _nonempty(a, dims) -> bool:
     return True
 
 
+@takes("a:input")
 def norm(a, p=2, dim=None, keepdim: bool = False):
     """Vector p-norms over `dim` (all elements when None): torch.norm, linalg.vector_norm and
     F.normalize share this one definition."""

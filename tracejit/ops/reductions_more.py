@@ -24,6 +24,7 @@ from .reductions import amax, amin, cumsum, mean, std, sum as _sum, var
 from .shape import cat, narrow, reshape
 from .tensorfns import sort
 from .registry import refuse_tracing
+from .dtype_checks import takes
 
 __all__ = ["median", "nanmedian", "kthvalue", "quantile", "nanquantile", "nanmean", "nansum",
            "var_mean", "std_mean", "aminmax", "cummax", "cummin", "logcumsumexp", "count_nonzero",
@@ -105,6 +106,7 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     return _ValuesIndices(vals, idx)
 
 
+@takes("input")
 def renorm(input, p, dim: int, maxnorm):
     """Each slice along dim whose p-norm exceeds maxnorm scaled down to norm maxnorm."""
     if input.ndim < 2:
@@ -116,10 +118,12 @@ def renorm(input, p, dim: int, maxnorm):
     return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
 
 
+@takes("input")
 def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=False)
 
 
+@takes("input")
 def nanquantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=True)
 
@@ -177,6 +181,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     return stack(outs, 0)
 
 
+@takes("input")
 def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
         input = cast(input, dtype)
@@ -242,6 +247,7 @@ def cummin(input, dim: int):
     return _cum_extreme(input, dim, np.less, "cummin")
 
 
+@takes("input")
 def logcumsumexp(input, dim: int):
     d = normalize_dim(dim, input.ndim, "logcumsumexp")
     m = amax(input, d, keepdim=True).detach()
@@ -296,6 +302,7 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
     return cumsum(avg, d)
 
 
+@takes("input", "other")
 def dist(input, other, p: float = 2):
     diff_ = (input - other).abs()
     if p == float("inf"):
@@ -369,6 +376,7 @@ def bincount(input, weights=None, minlength: int = 0):
     return tensor(out.astype(w.dtype if w.dtype.kind == "f" else np.float64), device=input.device)
 
 
+@takes("input")
 def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
     refuse_tracing("histc", "its input")
     a = input.numpy().reshape(-1)

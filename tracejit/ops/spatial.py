@@ -32,6 +32,7 @@ from .reductions import amax, argmax
 from .reductions import sum as _sum
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 from . import autocast as _autocast
+from .dtype_checks import takes
 
 __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
            "interpolate", "pad", "avg_pool2d_ext", "max_pool2d_ext"]
@@ -186,6 +187,7 @@ def global_mean_other_rank(x, n: int, output_size):
     return mean(x, tuple(range(-n, 0)), keepdim=True)
 
 
+@takes("x:input")
 def adaptive_avg_pool2d(x, output_size):
     out = global_mean_other_rank(x, 2, output_size)
     if out is not None:
@@ -213,6 +215,7 @@ def _bin_index(size: int, out: int, device):
     return tensor(idx.reshape(-1), device=device), kmax
 
 
+@takes("x:input")
 def adaptive_max_pool2d(x, output_size, return_indices: bool = False):
     """Max over PyTorch's adaptive bins; with `return_indices` also each bin's first maximum
     (row-major) as a flat index into the input's H*W, as PyTorch gives it."""
