@@ -8,6 +8,7 @@ missing GPU or missing cupy gives one clear error instead of an import traceback
 from __future__ import annotations
 
 import numpy as np
+from .errors import ArgumentError
 
 __all__ = ["device", "as_device", "array_module", "CPU", "CudaUnavailableError"]
 
@@ -28,7 +29,7 @@ class device:
             raise TypeError(f"device: expected a string like 'cpu' or 'cuda:0', got {spec!r}")
         kind, _, idx = spec.partition(":")
         if kind not in ("cpu", "cuda"):
-            raise ValueError(f"unknown device type {kind!r} in {spec!r} (expected 'cpu' or 'cuda')")
+            raise ArgumentError(f"unknown device type {kind!r} in {spec!r} (expected 'cpu' or 'cuda')")
         if idx:
             if not idx.isdigit():
                 raise ValueError(f"bad device index in {spec!r}")

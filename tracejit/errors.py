@@ -9,7 +9,7 @@ import os
 import sys
 
 __all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "UnsupportedDTypeError", "IndexRangeError",
-           "ValueRangeError", "GraphFreedError",
+           "ArgumentError", "ValueRangeError", "GraphFreedError",
            "InplaceModifiedError", "TraceError", "ScriptError", "CompileError", "CheckMismatchError",
            "SerializationError", "user_frame"]
 
@@ -47,6 +47,11 @@ def expect_floating(op: str, name: str, t) -> None:
 class IndexRangeError(TracejitError, IndexError):
     """An index tensor holds an entry outside the dim it indexes (PyTorch raises an
     IndexError for some ops and a RuntimeError for others, such as gather: this is both)."""
+
+
+class ArgumentError(TracejitError, ValueError):
+    """An argument's value is outside what the op accepts (a zero stride, a negative
+    standard deviation): a RuntimeError in PyTorch, a ValueError by Python's convention."""
 
 
 class ValueRangeError(TracejitError, ValueError):

@@ -12,7 +12,7 @@ from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_l
                    conv2d, cross_entropy, dropout, embedding, gelu, l1_loss, layer_norm, linear,
                    logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, softplus, tanh)
 from ..ops.activation_more import implicit_softmax_dim
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
                            conv_transpose2d, interpolate, pad)
 from ..ops.attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
@@ -67,7 +67,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     for what, v, least in (("kernel_size", kernel_size, 1), ("dilation", dilation, 1), ("padding", padding, 0),
                            ("stride", stride, 1)):
         if min((v, v) if isinstance(v, int) else tuple(v)) < least:
-            raise ValueError(f"unfold: {what} must be {'positive' if least else 'non-negative'}, got {v}")
+            raise ArgumentError(f"unfold: {what} must be {'positive' if least else 'non-negative'}, got {v}")
     if input.ndim == 3:
         return _ops.unfold(input.unsqueeze(0), kernel_size, stride, padding, dilation).squeeze(0)
     return _ops.unfold(input, kernel_size, stride, padding, dilation)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ShapeError, user_stacklevel
+from ..errors import ArgumentError, ShapeError, user_stacklevel
 from .activation import celu, elu, hardtanh, selu
 from .composite import leaky_relu, softmax
 from .elementwise import abs as _abs, cast, log, tanh, where
@@ -42,7 +42,7 @@ def hardshrink(input, lambd: float = 0.5):
 @takes("input")
 def softshrink(input, lambd: float = 0.5):
     if lambd < 0:
-        raise ValueError(f"softshrink: lambda must be non-negative, got {lambd}")
+        raise ArgumentError(f"softshrink: lambda must be non-negative, got {lambd}")
     return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError, expect_floating, user_stacklevel
+from ..errors import ArgumentError, DTypeError, ShapeError, expect_floating, user_stacklevel
 from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .conv_gemm import conv2d_gemm
@@ -191,7 +191,7 @@ def check_conv_args(op: str, x, weight, bias, stride, padding, dilation, groups:
         vs = (v,) if isinstance(v, int) else tuple(v)
         if any(int(e) < least for e in vs):
             what = "positive" if least else "non-negative"
-            raise ValueError(f"{op}: {name} must be {what}, got {v!r}")
+            raise ArgumentError(f"{op}: {name} must be {what}, got {v!r}")
 
 
 def same_padding(x, kernel: tuple, dilation: tuple):
@@ -292,7 +292,7 @@ def check_pool_args(op: str, kernel_size, stride, padding, dilation=1) -> None:
         if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
             continue                                   # stride None or []: the kernel size
         if min(_pair(v)) < least:
-            raise ValueError(f"{op}: {name} must be {'positive' if least else 'non-negative'}, got {v!r}")
+            raise ArgumentError(f"{op}: {name} must be {'positive' if least else 'non-negative'}, got {v!r}")
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

@@ -14,7 +14,7 @@ import numpy as np
 from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
@@ -282,7 +282,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
         if n is not None:
             end = start + n * step
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise ArgumentError("arange: step must be nonzero")
     if hasattr(end, "terms") and not (start == 0 and step == 1):
         end = int(end)
     t = _bind_creation(ARANGE, start=start, end=end, step=step, dtype=dtype, device=as_device(device))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from .creation import arange
 from .indexing import getitem
 from .linalg import matmul
@@ -73,7 +73,7 @@ def _parse(equation: str, operands):
         known = {c for ls in labels for c in ls}
         for c in out:
             if c not in known:
-                raise ValueError(f"einsum: output label {c!r} does not appear in any operand")
+                raise ArgumentError(f"einsum: output label {c!r} does not appear in any operand")
     else:
         counts = {}
         for ls in labels:

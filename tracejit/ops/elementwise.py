@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DTypeError
+from ..errors import ArgumentError, DTypeError
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from .registry import Aval, defprim
@@ -426,7 +426,7 @@ def _int_result(a, b):
 
 def clamp(a, min=None, max=None):
     if min is None and max is None:
-        raise ValueError("clamp: at least one of min and max must be given")
+        raise ArgumentError("clamp: at least one of min and max must be given")
     if not a.dtype.is_floating_point:   # (an int tensor and a float bound give a float, a
         for v in (min, max):             # bool tensor and an int bound int64: as they promote)
             if type(v) in (int, float) and _int_result(a, v) is not a.dtype:

@@ -18,6 +18,7 @@ from .elementwise import _erf_impl, _ew_rule, exp, tanh
 from .registry import defprim
 from .eager import bind
 from .dtype_checks import takes
+from ..errors import ArgumentError
 
 __all__ = ["gelu", "gelu_backward", "APPROXIMATE"]
 
@@ -99,7 +100,7 @@ GELU_BACKWARD = defprim("gelu_backward", _gelu_backward_impl, _ew_rule("gelu_bac
 
 def _check(approximate):
     if approximate not in APPROXIMATE:
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 @takes("x:input")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import IndexRangeError, ShapeError
+from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
@@ -295,7 +295,7 @@ def masked_scatter(input, mask, source):
     refuse_tracing("masked_scatter", "its mask")
     k = int(m.sum())
     if source.numel() < k:
-        raise ValueError(f"masked_scatter: source has {source.numel()} elements, the mask selects {k}")
+        raise ArgumentError(f"masked_scatter: source has {source.numel()} elements, the mask selects {k}")
     vals = getitem(reshape(source, (-1,)), slice(0, k))
     return index_put(expand(input, shape) * 1, m, vals)
 

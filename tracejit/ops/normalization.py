@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from . import batchnorm_prim as _bn
 from .elementwise import rsqrt
 from .indexing import getitem
@@ -124,7 +124,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
                          f"{tuple(input.shape)}")
     n, c = input.shape[0], input.shape[1]
     if num_groups <= 0 or c % num_groups:
-        raise ValueError(f"group_norm: the number of channels ({c}) of input shape {tuple(input.shape)} "
+        raise ArgumentError(f"group_norm: the number of channels ({c}) of input shape {tuple(input.shape)} "
                          f"must be divisible by num_groups ({num_groups})")
     _check_channels("group_norm", weight, "weight", c)
     _check_channels("group_norm", bias, "bias", c)

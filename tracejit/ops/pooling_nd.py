@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..exactcall import specialize
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from .creation import tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
 from .indexing import gather, getitem
@@ -65,10 +65,10 @@ def _batched(x, n: int, op: str):
 def _axis_windows(size, k, s, p, d, ceil_mode, op):
     for what, v, least in (("kernel_size", k, 1), ("stride", s, 1), ("dilation", d, 1), ("padding", p, 0)):
         if v < least:   # (a window of them would read garbage positions, or divide by 0)
-            raise ValueError(f"{op}: {what} must be {'positive' if least else 'non-negative'}, got {v}")
+            raise ArgumentError(f"{op}: {what} must be {'positive' if least else 'non-negative'}, got {v}")
     keff = d * (k - 1) + 1
     if p > k // 2:
-        raise ValueError(f"{op}: padding {p} should be at most half of kernel size {k}")
+        raise ArgumentError(f"{op}: padding {p} should be at most half of kernel size {k}")
     if ceil_mode:
         out = -(-(size + 2 * p - keff) // s) + 1
         if (out - 1) * s >= size + p:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from .conv import _windows, conv_out_size
 from .registry import Aval, defprim
 from .eager import bind
@@ -38,7 +38,7 @@ def _pool_rule(name):
         if x.ndim != 4:
             raise ShapeError(f"{name}: expected a 4-D input (N, C, H, W), got shape {x.shape}")
         if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
-            raise ValueError(f"{name}: padding {padding} should be at most half of kernel size "
+            raise ArgumentError(f"{name}: padding {padding} should be at most half of kernel size "
                              f"{kernel}")
         n, c, h, w = x.shape
         oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)

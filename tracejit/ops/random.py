@@ -17,6 +17,7 @@ from ..device import as_device
 from .creation import _bind_creation, _size
 from .eager import refuse_effect
 from .registry import Aval, defprim
+from ..errors import ArgumentError
 
 __all__ = ["manual_seed", "seed", "drawing_from", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
            "bernoulli", "get_rng_state", "set_rng_state", "global_rng", "initial_seed"]
@@ -186,7 +187,7 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None)
     if high is None:
         low, high = 0, low
     if high <= low:
-        raise ValueError(f"randint: high ({high}) must be greater than low ({low})")
+        raise ArgumentError(f"randint: high ({high}) must be greater than low ({low})")
     if generator is not None:
         with drawing_from(generator, "randint"):
             return randint(low, high, size, dtype=dtype, device=device)

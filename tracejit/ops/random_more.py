@@ -18,6 +18,7 @@ from ..tensor import Tensor
 from .creation import _size, tensor
 from .random import drawing_from, randint, randn
 from .registry import refuse_tracing
+from ..errors import ArgumentError
 
 __all__ = ["normal", "poisson", "binomial", "randint_like"]
 
@@ -36,7 +37,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         if size is None:
             raise TypeError("normal: with a number mean and std, give size (e.g. normal(0.0, 1.0, (3,)))")
         if std < 0:
-            raise ValueError(f"normal: std must be >= 0, got {std}")
+            raise ArgumentError(f"normal: std must be >= 0, got {std}")
         t = randn(*_size((size,) if isinstance(size, int) else tuple(size)), dtype=dtype, device=device)
         out_ = t * std + mean if (std != 1.0 or mean != 0.0) else t
         return out_.requires_grad_(requires_grad) if requires_grad else out_

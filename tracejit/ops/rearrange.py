@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, tensor, zeros
@@ -94,7 +94,7 @@ def roll(input, shifts, dims=None):
 def rot90(input, k: int = 1, dims=(0, 1)):
     d0, d1 = (normalize_dim(d, input.ndim, "rot90") for d in dims)
     if d0 == d1:
-        raise ValueError("rot90: the two dims must differ")
+        raise ArgumentError("rot90: the two dims must differ")
     k %= 4
     if k == 1:
         return transpose(flip(input, (d1,)), d0, d1)
@@ -137,7 +137,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     if reps.size == 1:
         reps = np.full(n, int(reps[0]))
     if reps.size != n:
-        raise ValueError(f"repeat_interleave: repeats has {reps.size} entries for a dim of size {n}")
+        raise ArgumentError(f"repeat_interleave: repeats has {reps.size} entries for a dim of size {n}")
     idx = tensor(np.repeat(np.arange(n), reps), device=input.device)
     return getitem(input, (slice(None),) * d + (idx,))
 
@@ -181,7 +181,7 @@ def unfold_windows(input, dimension: int, size: int, step: int):
         if isinstance(v, bool) or not isinstance(v, int):
             raise TypeError(f"unfold: {name} must be an int, got {v!r}")
     if step <= 0 or size < 0:
-        raise ValueError(f"unfold: step must be positive and size non-negative, got size={size}, step={step}")
+        raise ArgumentError(f"unfold: step must be positive and size non-negative, got size={size}, step={step}")
     if size > input.shape[d]:
         raise ShapeError(f"unfold: maximum size for tensor at dimension {d} is {input.shape[d]} but "
                          f"size is {size}")
@@ -217,7 +217,7 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     in PyTorch."""
     d1, d2 = normalize_dim(dim1, input.ndim, "diagonal"), normalize_dim(dim2, input.ndim, "diagonal")
     if d1 == d2:
-        raise ValueError(f"diagonal: dim1 and dim2 cannot be the same dim, got {dim1} and {dim2}")
+        raise ArgumentError(f"diagonal: dim1 and dim2 cannot be the same dim, got {dim1} and {dim2}")
     rest = [d for d in range(input.ndim) if d not in (d1, d2)]
     order = tuple(rest) + (d1, d2)
     x = input if order == tuple(range(input.ndim)) else permute(input, order)

@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DTypeError
+from ..errors import ArgumentError, DTypeError
 from ..shapes import normalize_dims, normalize_dim
 from .creation import full
 from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_not, maximum, ne,
@@ -350,7 +350,7 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
     """Vector p-norms over `dim` (all elements when None): torch.norm, linalg.vector_norm and
     F.normalize share this one definition."""
     if isinstance(p, str) and p != "fro":
-        raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
+        raise ArgumentError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
     if a.dtype.is_complex:   # (the norm of the moduli)
         a = _abs(a)
     if p == 2 or p == "fro":

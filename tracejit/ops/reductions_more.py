@@ -13,7 +13,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import tensor
@@ -79,7 +79,7 @@ def nanmedian(input, dim=None, keepdim: bool = False):
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
     n = input.shape[normalize_dim(dim, input.ndim, "kthvalue")] if input.ndim else 1
     if not 1 <= k <= n:
-        raise IndexError(f"kthvalue: k ({k}) must be in [1, {n}]")
+        raise IndexRangeError(f"kthvalue: k ({k}) must be in [1, {n}]")
     return _pick(input, dim, k - 1, keepdim)
 
 
@@ -135,7 +135,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     scalar_q = not isinstance(q, Tensor) and np.ndim(q) == 0
     qs = np.atleast_1d(q.numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64))
     if ((qs < 0) | (qs > 1)).any():
-        raise ValueError("quantile: q must be in the range [0, 1]")
+        raise ArgumentError("quantile: q must be in the range [0, 1]")
     x = reshape(input, (-1,)) if dim is None else input
     d = 0 if dim is None else normalize_dim(dim, input.ndim, "quantile")
     vals, _ = sort(x, d)
@@ -368,7 +368,7 @@ def bincount(input, weights=None, minlength: int = 0):
         raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
     a = input.numpy()
     if a.size and a.min() < 0:
-        raise ValueError("bincount: input must contain non-negative integers")
+        raise ArgumentError("bincount: input must contain non-negative integers")
     if weights is None:
         return tensor(np.bincount(a, minlength=minlength).astype(np.int64), device=input.device)
     w = weights.numpy()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import IndexRangeError, ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from ..size import Size
 from .registry import Aval, defprim
@@ -498,7 +498,7 @@ def narrow(a, dim: int, start: int, length: int):
         rest = n - start - length   # (a symbolic length: rest >= 0 guarded for every call served)
         if not (isinstance(length, Sym) and trace_hooks.assume_nonnegative(rest, "narrow")) \
                 and (length < 0 or rest < 0):
-            raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dim {dim} of size {n}")
+            raise IndexRangeError(f"narrow: start ({start}) + length ({length}) exceeds dim {dim} of size {n}")
     # the spec getitem would make of the slices, made here: normalizing them cost more
     # than the view (a chunk of LSTM gates: 38 us a piece, 20 of them in getitem's checks)
     spec = _WHOLE_DIM * d + (("s", start, start + length, None),)

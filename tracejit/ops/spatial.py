@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from .composite import check_conv_args, conv2d, max_pool2d, same_padding
 from .conv import _pair, fold, unfold
 from .conv_gemm import conv2d_xgrad
@@ -160,7 +160,7 @@ def _out_pair(output_size, h, w, op):
     oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     oh, ow = (h if oh is None else int(oh)), (w if ow is None else int(ow))
     if oh < 0 or ow < 0:
-        raise ValueError(f"{op}: output_size must be non-negative, got {output_size!r}")
+        raise ArgumentError(f"{op}: output_size must be non-negative, got {output_size!r}")
     return oh, ow
 
 
@@ -345,7 +345,7 @@ def pad(input, pad, mode: str = "constant", value=None):
     modes constant (negative values crop), reflect, replicate, circular."""
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"pad: padding length must be even and at most 2 * input.ndim "
+        raise ArgumentError(f"pad: padding length must be even and at most 2 * input.ndim "
                          f"({2 * input.ndim}), got {len(pad)}")
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"pad: mode {mode!r} is not supported (constant, reflect, "

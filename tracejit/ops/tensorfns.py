@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..shapes import normalize_dim
 from .creation import arange
 from .elementwise import where
@@ -141,7 +141,7 @@ def _multinomial_impl(xp, p, num_samples, replacement):
     if bool((total <= 0).any()):
         raise ValueError("multinomial: every row of probabilities must have a positive sum")
     if not replacement and num_samples > int((probs > 0).sum(axis=1).min()):
-        raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement "
+        raise ArgumentError(f"multinomial: cannot draw {num_samples} samples without replacement "
                          f"from a row with fewer non-zero probabilities")
     draw = R._gen if xp is np else xp.random
     if replacement:
