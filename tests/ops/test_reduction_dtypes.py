@@ -18,8 +18,13 @@ def test_reductions_take_pytorchs_dtype_keyword(name):
         assert got.dtype == tj.float64
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
     ints = np.array([[1, 2], [3, 4]])
-    if name in ("mean", "nanmean"):   # an integer tensor averages once given a float dtype
+    if name == "mean":   # an integer tensor averages once given a float dtype
         assert getattr(tj.tensor(ints), name)(dtype=tj.float32).item() == 2.5
+    elif name == "nanmean":   # PyTorch's refuses an integer tensor, dtype= or not
+        with pytest.raises(RuntimeError):
+            torch.tensor(ints).nanmean(dtype=torch.float32)
+        with pytest.raises(RuntimeError, match="nanmean: expected input .* got int64"):
+            tj.tensor(ints).nanmean(dtype=tj.float32)
     else:
         assert getattr(tj.tensor(ints), name)(*((0,) if name.startswith("cum") else ()),
                                               dtype=tj.float32).dtype == tj.float32

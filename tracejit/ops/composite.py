@@ -327,6 +327,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     return out
 
 
+@takes("x:input", also=(_dt.int64,))
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     check_pool_args("avg_pool2d", kernel_size, stride, padding)

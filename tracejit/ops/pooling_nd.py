@@ -28,6 +28,7 @@ from .indexing_more import scatter
 from .linalg import matmul
 from .reductions import amax, argmax, sum as _sum
 from .shape import expand, reshape, squeeze, transpose, unsqueeze
+from .dtype_checks import takes
 
 __all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "max_pool1d_with_indices",
            "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_avg_pool1d",
@@ -179,7 +180,9 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
     return squeeze(out, 0) if unbatched else out
 
 
-avg_pool1d, avg_pool3d = _ranked(_avg_pool, 1, "avg_pool1d"), _ranked(_avg_pool, 3, "avg_pool3d")
+# (PyTorch's avg_pool kernels take int64 too, not the narrower ints)
+avg_pool1d, avg_pool3d = (takes("input", also=(_dt.int64,), op=f"avg_pool{n}d")(
+    _ranked(_avg_pool, n, f"avg_pool{n}d")) for n in (1, 3))
 
 
 # ---------------------------------------------------------------- adaptive
@@ -237,8 +240,10 @@ def _adaptive_max(input, output_size, return_indices: bool = False, *, n, op, wi
     return res
 
 
-adaptive_avg_pool1d, adaptive_avg_pool3d = (_ranked(_adaptive_avg, n, f"adaptive_avg_pool{n}d") for n in (1, 3))
-adaptive_max_pool1d, adaptive_max_pool3d = (_ranked(_adaptive_max, n, f"adaptive_max_pool{n}d") for n in (1, 3))
+adaptive_avg_pool1d, adaptive_avg_pool3d = (takes("input", op=f"adaptive_avg_pool{n}d")(
+    _ranked(_adaptive_avg, n, f"adaptive_avg_pool{n}d")) for n in (1, 3))
+adaptive_max_pool1d, adaptive_max_pool3d = (takes("input", op=f"adaptive_max_pool{n}d")(
+    _ranked(_adaptive_max, n, f"adaptive_max_pool{n}d")) for n in (1, 3))
 adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices = (
     _ranked(_adaptive_max, n, f"adaptive_max_pool{n}d_with_indices", with_indices=True) for n in (1, 2, 3))
 
