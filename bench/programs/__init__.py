@@ -25,6 +25,11 @@ PROGRAMS = {
     "superres": "sub-pixel super-resolution CNN with PixelShuffle(3), batch 8",
     "vae": "MLP VAE, 784-400-20, BCE + KL, batch 128",
     "policy": "REINFORCE on a cart-pole: 50 one-state policy calls and Categorical per step",
+    "gpt": "nanoGPT, 4 layers, width 128, context 64: scaled_dot_product_attention, AdamW",
+    "vit": "ViT on 32x32, patch 4: nn.TransformerEncoder of 4 pre-norm layers, AdamW",
+    "unet": "U-Net, widths 8-128, 64x64: ConvTranspose2d, pad and cat skips, Dice loss",
+    "textcls": "EmbeddingBag text classifier: DataLoader collate per step, SGD, clip_grad_norm_",
+    "moe": "Mixtral-style top-2 mixture of 8 experts: topk, where, index_add_ routing",
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

@@ -28,3 +28,10 @@ def test_an_integer_step_that_truncates_to_zero_is_refused():
 def test_empty_strided_has_the_size_and_dtype():
     t = tj.empty_strided((2, 3), (1, 2), dtype=tj.float64)
     assert tuple(t.shape) == (2, 3) and t.dtype == tj.float64 and t.stride() == (3, 1)
+
+
+def test_tensor_of_lists_takes_the_values_of_tensors_at_any_depth():
+    assert tj.tensor([1, 2, 3]).tolist() == [1, 2, 3]
+    assert tj.tensor([[1, tj.tensor(2)], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+    assert tj.tensor(([1.5], (tj.tensor(2.5),))).tolist() == [[1.5], [2.5]]
+    assert tj.tensor([True, False]).dtype == tj.bool and tj.tensor([1, 2.5]).dtype == tj.float32

@@ -56,7 +56,7 @@ def _to_array(data, dtype, dev, copy=True):
         arr = data._host() if dev is CPU else data._data
         dt = _dt.as_dtype(dtype) if dtype is not None else data.dtype
     else:
-        if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+        if isinstance(data, (list, tuple)) and _holds_tensor(data):
             data = _untensor(data)
         if hasattr(data, "__cuda_array_interface__") or type(data).__module__.startswith("cupy"):
             arr = data
@@ -98,6 +98,17 @@ def _check_fits(arr, dt) -> None:
         bad = lo if lo < info.min else hi
         raise OverflowError(f"tensor: value {bad} cannot be converted to {dt.name} without overflow "
                             f"(range [{info.min}, {info.max}])")
+
+
+_NUMBERS = frozenset((int, float, bool, complex))
+
+
+def _holds_tensor(x) -> bool:
+    """Whether nested lists `x` hold a Tensor. A list of plain numbers is told by its set of
+    types (a pass in C: a text's 35 token ids took 0.1 ms walked element by element)."""
+    if _NUMBERS.issuperset(map(type, x)):
+        return False
+    return any(isinstance(i, Tensor) or (isinstance(i, (list, tuple)) and _holds_tensor(i)) for i in x)
 
 
 def _flat(x):

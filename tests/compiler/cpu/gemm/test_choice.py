@@ -174,6 +174,35 @@ def test_a_call_site_binds_once_and_takes_the_measured_choice(store, monkeypatch
     assert len(again) == 1 and again[0] is not routed and ran == [cfg, cfg]
 
 
+def test_background_mode_measures_a_key_when_its_site_calls_again(store, monkeypatch):
+    """Shapes that follow the data (a mixture of experts' token counts per expert) come
+    once each: in background mode a key's first call runs BLAS and queues nothing, the
+    site's next call queues its measurement, and one thread measures every queued key."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "background")
+    started = []
+    monkeypatch.setattr(choice, "_background", lambda: started.append(1))
+
+    def routed(a, b):
+        return a @ b
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal((1000, 100)).astype(np.float32)
+    sites = []
+    for m in (64, 65):
+        installed = []
+        first = products.plan_matmul(routed)(installed.append)
+        a = rng.standard_normal((m, 1000)).astype(np.float32)
+        key = choice.key_for(a, b, products.coreshare.core_share.cpus)
+        np.testing.assert_allclose(first(a, b), a @ b, rtol=1e-5)
+        assert installed[0] is routed and len(installed) == 2     # BLAS, then a re-bind
+        assert key not in choice._pending and not choice._queue
+        sites.append((installed, a, key))
+    for installed, a, key in sites:
+        np.testing.assert_allclose(installed[-1](a, b), a @ b, rtol=1e-5)
+        assert installed[-1] is routed and key in choice._pending
+        np.testing.assert_allclose(installed[-1](a, b), a @ b, rtol=1e-5)   # queued once
+    assert list(choice._queue) == [sites[0][2], sites[1][2]] and started == [1]
+
+
 def test_a_margin_keeps_blas_for_a_near_tie(store, monkeypatch):
     cfg = template.CONFIGS[0]
     monkeypatch.setattr(choice, "_time", lambda fn, budget=0.005: 0.95 if _is(fn, cfg) else 1.0)

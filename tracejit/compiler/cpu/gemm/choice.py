@@ -6,8 +6,11 @@ rounds (`_race`), and keeps the fastest, a configuration only under `MARGIN` of 
 time. Until a key is measured it runs BLAS: always there, no compile, within a small factor
 of the best everywhere.
 
-The measurement runs in a background thread once the configurations' kernels are loaded
-and a core is spare; in sync mode only at `settle`, never inside a product's call. A call
+The measurements run in one background thread, a key at a time, once the configurations'
+kernels are loaded and a core is spare; in sync mode only at `settle`, never inside a
+product's call. In background mode a key is measured when it comes again: its first call
+runs BLAS, its site's next call asks for the measurement, so shapes that follow the data
+(a mixture of experts' token counts per expert) do not queue one measurement each. A call
 site binds its key once (`bind`) and is given the chosen callable again when the
 measurement lands. ``TRACEJIT_GEMM_CHOICE=0`` keeps every product on BLAS.
 
@@ -24,6 +27,7 @@ import os
 import tempfile
 import threading
 import time
+from collections import deque
 from typing import NamedTuple
 
 import numpy as np
@@ -63,6 +67,10 @@ _loaded = False
 _lock = threading.Lock()
 _pending: set = set()      # keys a background measurement is due for
 _watchers: dict = {}       # pending Key -> [install(choice)] of the call sites bound to it
+_seen: set = set()         # keys called once, not measured yet (background mode)
+_SEEN_MAX = 4096
+_queue: deque = deque()    # pending keys the background thread has still to measure
+_worker: list = []         # the background thread while it runs
 
 
 def enabled() -> bool:
@@ -162,6 +170,9 @@ def forget() -> None:
         _choices.clear()
         _pending.clear()
         _watchers.clear()
+        _seen.clear()
+        _queue.clear()
+        _worker.clear()
         _loaded = False
 
 
@@ -184,10 +195,21 @@ def choose(key: Key):
             return got
         if key in _pending:
             return BLAS
+        if _sync_mode():
+            _pending.add(key)
+            return BLAS     # (measured by `settle`: a sync-mode call never times anything)
+        if key not in _seen:
+            # (a first call: measured if the key comes again, `bind`)
+            if len(_seen) >= _SEEN_MAX:
+                _seen.clear()
+            _seen.add(key)
+            return BLAS
+        _seen.discard(key)
         _pending.add(key)
-    if _sync_mode():
-        return BLAS     # (measured by `settle`: a sync-mode call never times anything)
-    threading.Thread(target=_background, args=(key,), daemon=True, name="tracejit-gemm-choice").start()
+        _queue.append(key)
+        if not _worker:
+            _worker.append(threading.Thread(target=_background, daemon=True, name="tracejit-gemm-choice"))
+            _worker[0].start()
     return BLAS
 
 
@@ -203,6 +225,15 @@ def bind(key: Key, install):
             c = _choices.get(key, c)
         if key in _pending:
             _watchers.setdefault(key, []).append(install)
+        if key in _seen and key not in _choices:
+            # the key's first call: BLAS now, and the site's next call binds again (the
+            # key's second sighting: `choose` queues its measurement)
+            blas = install(BLAS)
+
+            def again(*args):
+                return bind(key, install)(*args)
+            install(again)
+            return blas
         return install(c)
 
 
@@ -224,22 +255,34 @@ def settle() -> int:
     return len(keys)
 
 
-def _background(key: Key) -> None:
-    try:
-        from ...workers import spare_core
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and key in _pending:
-            kernels = [template.kernel_for(key.dtype, c) for c in template.CONFIGS]
-            if all(k.fn is not None or k.failed for k in kernels):
-                if spare_core():
-                    measure(key)
-                    return
-            else:
-                for k in kernels:
-                    k.get()
-            time.sleep(1.0)
-    except Exception:   # a measurement never breaks the program: BLAS stays
-        return
+def _background() -> None:
+    """The background thread: measures the queued keys in turn (a key still waiting after
+    10 minutes, or whose measurement fails, stays on BLAS), then ends."""
+    while True:
+        with _lock:
+            if not _queue:
+                _worker.clear()
+                return
+            key = _queue.popleft()
+        try:
+            _measure_when_spare(key)
+        except Exception:   # a measurement never breaks the program: BLAS stays
+            pass
+
+
+def _measure_when_spare(key: Key) -> None:
+    from ...workers import spare_core
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and key in _pending:
+        kernels = [template.kernel_for(key.dtype, c) for c in template.CONFIGS]
+        if all(k.fn is not None or k.failed for k in kernels):
+            if spare_core():
+                measure(key)
+                return
+        else:
+            for k in kernels:
+                k.get()
+        time.sleep(1.0)
 
 
 def _operands(key: Key):

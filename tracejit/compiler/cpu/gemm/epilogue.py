@@ -159,7 +159,7 @@ def template_site(act, install):
         key = choice.key_for(a, w, coreshare.core_share.cpus)
 
         def put(c):
-            f = _blas_side if c is choice.BLAS else _launch(c, key.dtype, act)
+            f = _blas_side if c is choice.BLAS else c if callable(c) else _launch(c, key.dtype, act)
             install(f)
             return f
         return choice.bind(key, put)(x, w, bias, residual)

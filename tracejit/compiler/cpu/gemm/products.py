@@ -99,7 +99,7 @@ def _site(routed, install):
         key = choice.key_for(a, b, coreshare.core_share.cpus)
 
         def put(c):
-            f = routed if c is choice.BLAS else _launcher(c, key.dtype, routed)
+            f = routed if c is choice.BLAS else c if callable(c) else _launcher(c, key.dtype, routed)
             install(f)
             return f
         return choice.bind(key, put)(a, b)
