@@ -103,13 +103,37 @@ def partner():
         pytest.skip("no worker pool of two threads here")
 
 
+def _session_tmp(tmp_path_factory):
+    """The session's temporary directory, one for all of its xdist workers (each worker's
+    basetemp is a `popen-gwN` folder of it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="module")
 def kernels_in_session_tmp(tmp_path_factory):
     """Compiled kernels of a module's tests in one disk cache under the session's temporary
-    directory (not the user's cache); a module asks for it with
+    directory (not the user's cache), empty when the session starts: for modules whose
+    tests need kernels new to the disk cache. A module asks for it with
     ``pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")``."""
     from tracejit.testing import kernel_cache_at
-    with kernel_cache_at(tmp_path_factory.getbasetemp() / "tracejit-kernels"):
+    with kernel_cache_at(_session_tmp(tmp_path_factory) / "tracejit-kernels"):
+        yield
+
+
+@pytest.fixture(scope="module")
+def kernels_in_test_cache(tmp_path_factory):
+    """Compiled kernels of a module's tests in a disk cache kept between runs: `tests/` under
+    the cache root (TRACEJIT_CACHE_DIR's or the user's), apart from the user's own kernels.
+    For modules that compare values only: a kernel compiled once serves every later run
+    until its source or tracejit's changes (the cache key holds both); with the disk cache
+    off or unusable, the session's temporary one. A module asks for it with
+    ``pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")``."""
+    from tracejit.compiler import cacheroot
+    from tracejit.testing import kernel_cache_at
+    root = cacheroot.root()   # made first, private: the cache's own checks of it hold
+    path = os.path.join(root, "tests") if root else _session_tmp(tmp_path_factory) / "tracejit-kernels"
+    with kernel_cache_at(path):
         yield
 
 

@@ -15,7 +15,7 @@ from tracejit.compiler.cpu.kernels import attention_kernels as AK
 from tracejit.ops import attention_prim as AP
 from inputs import training_variant
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 E, H, N, T = 16, 4, 3, 6
 
 

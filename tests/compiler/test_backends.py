@@ -9,7 +9,7 @@ from tracejit.compiler import backends
 from tracejit.compiler.plan import Plan
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 def _graph(fn, *args):

@@ -14,7 +14,7 @@ import tracejit as tj
 from tracejit.testing import assert_compiled_matches
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 def _specs(cf) -> list:

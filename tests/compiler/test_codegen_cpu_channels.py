@@ -13,7 +13,7 @@ import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 TOL = {np.float32: dict(rtol=2e-5, atol=2e-5), np.float64: dict(rtol=1e-11, atol=1e-12)}
 # (kernel, stride, padding, ceil_mode)

@@ -22,7 +22,7 @@ from tracejit.testing import assert_compiled_matches, assert_same
 from inputs import T, gelu
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 CHECKED = [op for op in OPS if op.traceable and not op.random]

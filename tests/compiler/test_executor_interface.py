@@ -11,7 +11,7 @@ from tracejit.compiler.tiers import TieredExecutor
 from tracejit.jit import backend
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 def _graph(f, *args):

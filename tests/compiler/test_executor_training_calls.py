@@ -13,7 +13,7 @@ from tracejit.compiler.executor import CompiledNode, CompiledProgram
 from tracejit.errors import InplaceModifiedError
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 @pytest.fixture

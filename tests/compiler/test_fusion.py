@@ -21,7 +21,7 @@ from tracejit.testing import assert_compiled_matches, assert_valid_partition, ke
 from inputs import T, gelu
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 

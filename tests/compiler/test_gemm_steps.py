@@ -24,7 +24,7 @@ from tracejit.testing import assert_compiled_matches
 from inputs import T, training_variant
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 def _steps(cf):

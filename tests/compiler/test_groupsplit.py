@@ -15,7 +15,7 @@ from tracejit.compiler.fusion import Group, partition
 from tracejit.testing import assert_compiled_matches, assert_valid_partition
 from inputs import T, gelu
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 def _plans(cf):

@@ -12,7 +12,7 @@ from tracejit.compiler import plan as plan_mod
 from inputs import T
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp", "fixed_thread_counts")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache", "fixed_thread_counts")
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 import tracejit as tj
 from tracejit.compiler import plan as plan_mod
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 def _source(cf) -> str:

@@ -10,7 +10,7 @@ import tracejit as tj
 from tracejit.compiler.plan import Plan
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 X = np.random.default_rng(0).standard_normal((6, 40, 24)).astype(np.float32)
 

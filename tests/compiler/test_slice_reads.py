@@ -12,7 +12,7 @@ from tracejit.compiler.loopnest import Operand
 from tracejit.compiler.plan import Plan
 from tracejit.ops.indexing import GETITEM
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 R = np.random.default_rng(0)
 X = R.standard_normal((7, 12)).astype(np.float64)

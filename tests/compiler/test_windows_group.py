@@ -17,7 +17,7 @@ from tracejit.testing import assert_compiled_matches, assert_valid_partition
 
 from tests.cuda.kernel_cases import graph_of
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 # (kernel, stride, padding): side by side, overlapping with padding, stride 1, rectangular,
 # apart with padding, side by side with padding

@@ -18,7 +18,7 @@ from tracejit.testing import Mismatch, assert_compiled_matches, assert_same
 from inputs import T
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 

@@ -19,7 +19,7 @@ from inputs import activation, training_variant
 pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 def _net(T, dtype, pool=(2, 2, 0, False), state=None):

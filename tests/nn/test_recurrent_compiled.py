@@ -13,7 +13,7 @@ from tracejit.jit.autodiff import split
 torch = pytest.importorskip("torch")
 
 
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 
 def _loss(lib, m, x):

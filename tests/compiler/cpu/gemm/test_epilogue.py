@@ -14,7 +14,7 @@ from tracejit.compiler import diskcache
 from tracejit.compiler.cpu.gemm import choice, epilogue, template
 
 pytest.importorskip("numba", reason="the template is numba code")
-pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
+pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")
 
 _mods: dict = {}
 

@@ -7,6 +7,7 @@ address as the recurrent loops call them; a module of another digest refused by 
 import numpy as np
 import pytest
 
+from tracejit.compiler import diskcache
 from tracejit.compiler.cpu.gemm import template_panels as tp
 from tracejit.compiler.cpu.kernels import register_transpose as rt
 
@@ -199,14 +200,14 @@ def test_rows_first_and_panel_order_sum_the_same(dtype):
     src = tp.panel_source(dtype)
     bound = f"ROWS_FIRST = {tp.ROWS_FIRST_BYTES // np.dtype(dtype).itemsize}\n"
     assert bound in src
-    ns: dict = {"CACHE": False}
-    exec(compile(src.replace(bound, "ROWS_FIRST = 0\n"), "<panel order>", "exec"), ns)
+    # through the disk cache like the template's own module: compiled once per source
+    panel_order = diskcache.load_module(src.replace(bound, "ROWS_FIRST = 0\n"), name_hint="panel_order")
     r = np.random.default_rng(2)
     for m, k, n in ((37, 32, 61), (64, 16, 256)):
         assert k * n * np.dtype(dtype).itemsize <= tp.ROWS_FIRST_BYTES
         a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
         rows_first, panels = np.full((m, n), 1.5, dtype), np.full((m, n), 1.5, dtype)
         _panels(dtype).row_product(a, 0, m, b, rows_first, True)
-        ns["row_product"](a, 0, m, b, panels, True)
+        panel_order.row_product(a, 0, m, b, panels, True)
         np.testing.assert_array_equal(rows_first.view(np.uint8), panels.view(np.uint8))
         np.testing.assert_allclose(rows_first, a.astype(np.float64) @ b + 1.5, **_tol(dtype, k))
