@@ -254,6 +254,9 @@ _PRODUCTS = {   # name: (operand shapes, fn(F, *operands))
     "mm": (((33, 70), (70, 20)), lambda m, a, b: m.mm(a, b)),
     "bmm": (((2, 33, 70), (2, 70, 20)), lambda m, a, b: m.bmm(a, b)),
     "conv2d": (((2, 3, 9, 9), (4, 3, 3, 3), (4,)), lambda m, x, w, b: m.nn.functional.conv2d(x, w, b)),
+    "scaled_dot_product_attention": (((2, 3, 17, 8), (2, 3, 11, 8), (2, 3, 11, 8), (17, 11)),
+                                     lambda m, q, k, v, mask: m.nn.functional.scaled_dot_product_attention(
+                                         q, k, v, attn_mask=mask)),
 }
 
 
@@ -261,7 +264,7 @@ _PRODUCTS = {   # name: (operand shapes, fn(F, *operands))
 def test_float32_way_rounds_float32_operands_in_one_pass(name, float32_way, monkeypatch):
     """Without bf16 units a product's float32 operands are rounded to bf16 values in one
     pass (round_bf16), not cast to words and widened: the result and every gradient are
-    the bits of the bf16 operands' product (float32 compute, rounded once)."""
+    the bits of the op on the bf16 operands' values in float32, rounded once."""
     from tracejit.ops import bf16_eager
     shapes, fn = _PRODUCTS[name]
     r = np.random.default_rng(5)
@@ -273,8 +276,8 @@ def test_float32_way_rounds_float32_operands_in_one_pass(name, float32_way, monk
         if ac:
             with tj.autocast("cpu"):
                 out = fn(tj, *ops)
-        else:
-            out = fn(tj, *[o.bfloat16() for o in ops])     # the bf16 operands' product
+        else:     # the float32 op on the bf16 operands' values, rounded once
+            out = fn(tj, *[o.bfloat16().float() for o in ops]).bfloat16()
         assert out.dtype is tj.bfloat16
         if c is None:
             c = tj.tensor(r.standard_normal(out.shape).astype(np.float32))

@@ -6,11 +6,11 @@ and the functions ops call inside each other all cast at the same door:
 
 - ``lower`` (products and convolutions): floating tensor operands are cast to the
   autocast dtype (bf16) and the op runs there, accumulating in float32;
-  ``lower_widened`` marks those whose bf16 result is their float32 result on bf16
-  operands rounded once (linear, matmul, mm, bmm, conv2d): where bf16 products compute
-  in float32 (no bf16 units), a float32 operand is rounded to bf16 values in one pass
+  ``lower_widened`` marks those that compute in float32 on the bf16 operands' values
+  where bf16 products do (no bf16 units), rounding once (linear, matmul, mm, bmm,
+  conv2d, attention): a float32 operand is rounded to bf16 values in one pass
   (``round_bf16``) rather than cast to words and widened again, the op runs in float32
-  and its result is cast to bf16 once; the same values;
+  and its result is cast to bf16 once;
 - ``fp32`` (losses, ``prod``, ``cdist``, solvers): floating operands of a lower
   precision are cast to float32;
 - ``promote`` (``cat``, ``stack``): operands are cast to their widest floating dtype.
