@@ -238,3 +238,113 @@ def test_products_with_bias_round_once_like_torch(op, compiled):
         tw = f(torch, *(torch.from_numpy(a) for a in (x, w, b)))
         diff = np.abs(_words(got).astype(np.int64) - _words(tw))
         assert diff.max() <= 1 and (diff == 0).mean() > 0.99
+
+
+@pytest.fixture
+def float32_way():
+    from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
+    prev = bf16_gemm.force("float32")
+    yield
+    bf16_gemm.force(prev)
+
+
+_PRODUCTS = {   # name: (operand shapes, fn(F, *operands))
+    "linear": (((33, 70), (20, 70), (20,)), lambda m, x, w, b: m.nn.functional.linear(x, w, b)),
+    "matmul": (((3, 33, 70), (70, 20)), lambda m, a, b: m.matmul(a, b)),
+    "mm": (((33, 70), (70, 20)), lambda m, a, b: m.mm(a, b)),
+    "bmm": (((2, 33, 70), (2, 70, 20)), lambda m, a, b: m.bmm(a, b)),
+    "conv2d": (((2, 3, 9, 9), (4, 3, 3, 3), (4,)), lambda m, x, w, b: m.nn.functional.conv2d(x, w, b)),
+    "scaled_dot_product_attention": (((2, 3, 17, 8), (2, 3, 11, 8), (2, 3, 11, 8), (17, 11)),
+                                     lambda m, q, k, v, mask: m.nn.functional.scaled_dot_product_attention(
+                                         q, k, v, attn_mask=mask)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PRODUCTS))
+def test_float32_way_rounds_float32_operands_in_one_pass(name, float32_way, monkeypatch):
+    """Without bf16 units a product's float32 operands are rounded to bf16 values in one
+    pass (round_bf16), not cast to words and widened: the result and every gradient are
+    the bits of the op on the bf16 operands' values in float32, rounded once."""
+    from tracejit.ops import bf16_eager
+    shapes, fn = _PRODUCTS[name]
+    r = np.random.default_rng(5)
+    vals = [r.standard_normal(s).astype(np.float32) for s in shapes]
+    c = None
+    grads = []
+    for ac in (True, False):
+        ops = [tj.tensor(v, requires_grad=True) for v in vals]
+        if ac:
+            with tj.autocast("cpu"):
+                out = fn(tj, *ops)
+        else:     # the float32 op on the bf16 operands' values, rounded once
+            out = fn(tj, *[o.bfloat16().float() for o in ops]).bfloat16()
+        assert out.dtype is tj.bfloat16
+        if c is None:
+            c = tj.tensor(r.standard_normal(out.shape).astype(np.float32))
+            got = out
+        (out.float() * c).sum().backward()
+        grads.append([o.grad.numpy() for o in ops])
+    np.testing.assert_array_equal(_words(got), _words(out))
+    for ga, gb in zip(*grads):
+        np.testing.assert_array_equal(ga, gb)
+    calls, real = [], bf16_eager.round_bf16
+    monkeypatch.setattr(bf16_eager, "round_bf16", lambda t: calls.append(t) or real(t))
+    with tj.autocast("cpu"):
+        fn(tj, *[tj.tensor(v) for v in vals])
+    assert len(calls) == len(vals)
+
+
+def _counting_casts(monkeypatch):
+    """The casts autocast makes, counted: round_bf16 (float32 way) and cast (others)."""
+    from tracejit.ops import bf16_eager
+    calls = []
+    real_round, real_cast = bf16_eager.round_bf16, policy._CAST_OP
+    monkeypatch.setattr(bf16_eager, "round_bf16", lambda t: calls.append(t) or real_round(t))
+    monkeypatch.setattr(policy, "_CAST_OP", lambda t, d: calls.append(t) or real_cast(t, d))
+    return calls
+
+
+def test_a_weight_is_cast_once_per_context_until_it_changes(bf16_gemm_way, monkeypatch):
+    """As PyTorch's autocast cache: a float32 leaf that requires grad is cast once while
+    the outermost context is open, again after an in-place change, and the cache is
+    dropped on exit; cache_enabled=False contexts cast it at each use."""
+    calls = _counting_casts(monkeypatch)
+    lin = tj.nn.Linear(16, 16)
+    x = tj.tensor(np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32))
+
+    def weight_casts():
+        return sum(1 for t in calls if t is lin.weight or t is lin.bias)
+    with tj.autocast("cpu"):
+        y = lin(lin(x))
+        assert weight_casts() == 2        # the weight and the bias once, not twice
+        with tj.autocast("cpu"):          # (a nested context keeps the outer one's casts)
+            lin(x)
+        assert weight_casts() == 2 and any(t is x for t in calls[-3:])   # (x is cast each time)
+        with tj.no_grad():
+            lin.weight.mul_(0.5)
+        again = lin(x)
+        assert weight_casts() == 3        # the changed weight
+    assert policy.STATE.casts is None
+    ref = tj.nn.functional.linear(x.bfloat16(), lin.weight.bfloat16(), lin.bias.bfloat16())
+    np.testing.assert_array_equal(_words(again), _words(ref))
+    y.float().sum().backward()
+    assert lin.weight.grad is not None and lin.weight.grad.dtype is tj.float32
+    del calls[:]
+    with tj.autocast("cpu", cache_enabled=False):
+        lin(lin(x))
+    assert weight_casts() == 4
+
+
+def test_cached_casts_keep_grad_mode_and_survive_a_backward(float32_way):
+    """A cast made under no_grad is not handed to a product that needs gradients, and a
+    backward inside the context (micro-batches) leaves the next forward a fresh cast."""
+    lin = tj.nn.Linear(8, 8)
+    x = tj.tensor(np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32))
+    with tj.autocast("cpu"):
+        with tj.no_grad():
+            lin(x)
+        lin(x).float().sum().backward()
+        first = lin.weight.grad.numpy().copy()
+        lin(x).float().sum().backward()
+    np.testing.assert_array_equal(lin.weight.grad.numpy(), 2 * first)
+    assert np.abs(first).sum() > 0

@@ -123,3 +123,45 @@ def test_the_primitive_check_reaches_the_core_primitives():
             values = [bf16.to_float32(bf16.to_bfloat16(a)) if a.dtype.kind == "f" else a for a in s.inputs]
             reached.update(e.prim.name for e, _ in _equations(s, values))
     assert {"add", "matmul", "softmax", "sum", "exp", "layer_norm", "relu"} <= reached
+
+
+@pytest.mark.parametrize("n", [7, 5000])   # (numpy's form below the kernel's size, the kernel's above)
+def test_round_bf16_is_the_two_casts_in_one(n):
+    """round_bf16 holds the values ``x.bfloat16().float()`` holds: ties to even, NaN,
+    infinities, overflow to infinity, subnormals and signed zeros included."""
+    from tracejit.ops.bf16_eager import round_bf16
+    special = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), np.nan, -np.inf, np.inf, 3.4e38, -0.0,
+                        1e-40, 2 ** -133], np.float32)
+    r = np.random.default_rng(n).standard_normal(n).astype(np.float32) * 100
+    x = np.concatenate([special, r])
+    got = round_bf16(tj.tensor(x)).numpy()
+    want = tj.tensor(x).bfloat16().float().numpy()
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert got[0] == 1.0 and got[1] == 1 + 2 ** -6 and got[6] == np.inf   # (ties to even; overflow)
+    with pytest.raises(tj.errors.DTypeError, match="round_bf16.*float64"):
+        round_bf16(tj.tensor([1.0], dtype=tj.float64))
+
+
+def test_round_bf16_gradient_is_rounded_as_the_two_casts_round_it():
+    from tracejit.ops.bf16_eager import round_bf16
+    r = np.random.default_rng(1)
+    x = tj.tensor(r.standard_normal(300).astype(np.float32), requires_grad=True)
+    c = r.standard_normal(300).astype(np.float32)
+    x2 = tj.tensor(x.detach().numpy(), requires_grad=True)
+    (round_bf16(x) * tj.tensor(c)).sum().backward()
+    (x2.bfloat16().float() * tj.tensor(c)).sum().backward()
+    assert x.grad.dtype is tj.float32
+    np.testing.assert_array_equal(x.grad.numpy(), x2.grad.numpy())
+    assert not np.array_equal(x.grad.numpy(), c)      # (the gradient was rounded)
+
+
+def test_round_bf16_fuses_into_a_compiled_kernel():
+    from tracejit.ops.bf16_eager import round_bf16
+    x = tj.tensor(np.random.default_rng(2).standard_normal((64, 70)).astype(np.float32))
+    f = tj.compile(lambda x: round_bf16(x * 3.0) + 1.0)
+    f(x)
+    tj.compiler.wait()
+    got = f(x)
+    np.testing.assert_array_equal(got.numpy(), (x * 3.0).bfloat16().float().numpy() + 1.0)
+    groups = [ln for ln in str(f.explain(x)).splitlines() if ln.startswith("group ")]
+    assert len(groups) == 1 and "mul, round_bf16, add" in groups[0]   # (no pass of its own)

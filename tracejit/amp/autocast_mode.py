@@ -62,16 +62,17 @@ class autocast:  # noqa: N801  (PyTorch's name)
                           f"{', '.join(_CPU_DTYPES)}). Disabling autocast.", UserWarning, stacklevel=user_stacklevel())
             self._enabled = False
         self.fast_dtype = fast
+        self._cache = True if cache_enabled is None else bool(cache_enabled)
         self._prev = []
 
     def __enter__(self):
-        self._prev.append(_state.set_state(self.fast_dtype if self._enabled else None))
+        self._prev.append(_state.enter(self.fast_dtype if self._enabled else None, self._cache))
         with _LOCK:
             _state.ENTERED[0] += 1
         return self
 
     def __exit__(self, *exc) -> bool:
-        _state.set_state(self._prev.pop())
+        _state.leave(self._prev.pop())
         with _LOCK:
             _state.ENTERED[0] -= 1
         return False

@@ -37,7 +37,7 @@ def _additive(mask, dtype, *, true_means_masked: bool):
     return cast(mask, dtype)
 
 
-@_autocast.lower
+@_autocast.lower_widened
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: float = 0.0,
                                  is_causal: bool = False, scale=None, enable_gqa: bool = False):
     """softmax(Q K^T * scale + mask) V over the last two dims (any leading batch dims)."""

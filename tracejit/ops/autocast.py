@@ -6,6 +6,11 @@ and the functions ops call inside each other all cast at the same door:
 
 - ``lower`` (products and convolutions): floating tensor operands are cast to the
   autocast dtype (bf16) and the op runs there, accumulating in float32;
+  ``lower_widened`` marks those that compute in float32 on the bf16 operands' values
+  where bf16 products do (no bf16 units), rounding once (linear, matmul, mm, bmm,
+  conv2d, attention): a float32 operand is rounded to bf16 values in one pass
+  (``round_bf16``) rather than cast to words and widened again, the op runs in float32
+  and its result is cast to bf16 once;
 - ``fp32`` (losses, ``prod``, ``cdist``, solvers): floating operands of a lower
   precision are cast to float32;
 - ``promote`` (``cat``, ``stack``): operands are cast to their widest floating dtype.
@@ -16,7 +21,12 @@ ops/bf16_eager.py). The op itself runs with autocast suspended, so what it calls
 not cast a second time. The lists are tested against torch.autocast (tests/amp/).
 
 The state is per thread (``STATE.dtype``: None when off); `ENTERED` counts the active
-contexts of all threads, so an op outside any autocast pays one list read. Compiled
+contexts of all threads, so an op outside any autocast pays one list read. As PyTorch's,
+the casts of float32 leaf tensors that require gradients (the weights) are cached while
+the outermost context of the thread is open (``cache_enabled``): a weight used twice in a
+step is cast once, recast when it changes (its data or version counter), and the cache
+is dropped on exit. A cast made with grad mode off is kept apart from one made with it on,
+and one a backward has run through is made again. Compiled
 functions keep the state they were captured under in their guard (jit/guards.py).
 """
 from __future__ import annotations
@@ -27,11 +37,15 @@ import threading
 from .. import dtypes as _dt
 from ..errors import not_a_tensor
 
-__all__ = ["STATE", "ENTERED", "current", "lower", "fp32", "promote", "POLICIES", "set_state"]
+__all__ = ["STATE", "ENTERED", "current", "lower", "lower_widened", "fp32", "promote", "POLICIES",
+           "set_state", "enter", "leave"]
 
 
 class _State(threading.local):
-    dtype = None   # the autocast dtype while enabled, else None
+    dtype = None       # the autocast dtype while enabled, else None
+    depth = 0          # this thread's open contexts
+    cache_on = True    # the innermost context's cache_enabled
+    casts = None       # the weights' casts: (id, target, grad mode) -> (tensor, data, version, cast)
 
 
 STATE = _State()
@@ -51,6 +65,45 @@ def set_state(dtype) -> object:
     return prev
 
 
+def enter(dtype, cache_enabled: bool = True) -> tuple:
+    """Open a context on this thread (`tracejit.amp.autocast`); returns what `leave` restores."""
+    st = STATE
+    prev = (st.dtype, st.cache_on)
+    st.dtype, st.cache_on = dtype, bool(cache_enabled)
+    st.depth += 1
+    return prev
+
+
+def leave(prev: tuple) -> None:
+    """Close the context `enter` opened; the outermost one drops the cached casts."""
+    st = STATE
+    st.dtype, st.cache_on = prev
+    st.depth -= 1
+    if st.depth <= 0:
+        st.depth, st.casts = 0, None
+
+
+def _cached(to, target):
+    """`to` with the weights' casts kept (see the top): only float32 leaves that require
+    gradients and own their memory, never while a function is captured."""
+    def cast(t):
+        if (t.dtype is not _dt.float32 or not t._requires_grad or t.grad_fn is not None or t._base is not None
+                or t._data is None or _eager._tracers_active or not STATE.cache_on):
+            return to(t)
+        casts = STATE.casts
+        if casts is None:
+            casts = STATE.casts = {}
+        key = (id(t), target, _grad_mode.is_grad_enabled())
+        hit = casts.get(key)
+        if (hit is not None and hit[0] is t and hit[1] is t._data and hit[2] == t._vbox[0]
+                and (hit[3].grad_fn is None or not hit[3].grad_fn._freed)):   # (a backward ran through it)
+            return hit[3]
+        out = to(t)
+        casts[key] = (t, t._data, t._vbox[0], out)
+        return out
+    return cast
+
+
 def _is_float_tensor(a) -> bool:
     return isinstance(a, _Tensor) and a.dtype.is_floating_point
 
@@ -66,7 +119,7 @@ def _cast_args(args, kwargs, to):
     return [one(a) for a in args], {k: one(v) for k, v in kwargs.items()}
 
 
-def _policy(kind: str, retype):
+def _policy(kind: str, retype, widens: bool = False):
     def decorate(fn):
         POLICIES[fn.__name__] = kind
 
@@ -83,8 +136,10 @@ def _policy(kind: str, retype):
             dt = STATE.dtype
             if dt is None:
                 return fn(*args, **kwargs)
+            if widens and dt is _dt.bfloat16 and _widens(args, kwargs):
+                return _in_float32(fn, dt, args, kwargs)
             to = retype(dt, args, kwargs)
-            args, kwargs = _cast_args(args, kwargs, to)
+            args, kwargs = _cast_args(args, kwargs, _cached(to, dt) if kind == "lower" else to)
             STATE.dtype = None      # the op's insides are not cast again
             try:
                 return fn(*args, **kwargs)
@@ -112,7 +167,36 @@ def _to_widest(dt, args, kwargs):
     return lambda t: t if widest is None or t.dtype is widest else _cast(t, widest)
 
 
+def _widens(args, kwargs) -> bool:
+    """Whether a ``lower_widened`` call runs in float32: bf16 products compute in float32
+    here and its floating operands are float32 or bf16 (a float64 one stays as ``lower``
+    leaves it, and the op then runs as it would)."""
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, (list, tuple)) or getattr(a, "is_sparse", False):
+            return False
+        if _is_float_tensor(a) and a.dtype is not _dt.float32 and a.dtype is not _dt.bfloat16:
+            return False
+    return _bf16_eager.widens_products()
+
+
+def _in_float32(fn, dt, args, kwargs):
+    """`fn` on its operands' bf16 values in float32 (float32 ones rounded, bf16 ones
+    widened), its floating result cast to bf16 once."""
+    args, kwargs = _cast_args(args, kwargs, _cached(_to_rounded, "rounded"))
+    STATE.dtype = None
+    try:
+        out = fn(*args, **kwargs)
+    finally:
+        STATE.dtype = dt
+    return _cast(out, dt) if _is_float_tensor(out) else out
+
+
+def _to_rounded(t):
+    return _bf16_eager.round_bf16(t) if t.dtype is _dt.float32 else _cast(t, _dt.float32)
+
+
 lower = _policy("lower", _to_lower)
+lower_widened = _policy("lower", _to_lower, widens=True)
 fp32 = _policy("fp32", _to_fp32)
 promote = _policy("promote", _to_widest)
 
@@ -123,3 +207,6 @@ def _cast(t, dt):
 
 from ..tensor import Tensor as _Tensor  # noqa: E402
 from .elementwise import cast as _CAST_OP  # noqa: E402
+from . import bf16_eager as _bf16_eager  # noqa: E402
+from . import eager as _eager  # noqa: E402
+from ..autograd import grad_mode as _grad_mode  # noqa: E402

@@ -13,15 +13,26 @@ parameter (bf16 signatures get no plan, so all of them come by). Three ways, one
 
 The result dtype is the record's rule under PyTorch's promotion (dtypes.promote_types):
 bf16 with bf16, an integer or a Python number stays bf16, bf16 with float32 is float32.
+
+`ROUND` (``round_bf16``) is ``cast(cast(x, bf16), float32)`` as one primitive: a float32
+operand rounded to bf16 values without the words in between, for the products that
+compute in float32 where the CPU has no bf16 units (`widens_products`; autocast's
+``lower_widened`` policy, ops/autocast.py). Its gradient is the gradient rounded the same
+way, as the two casts' would be.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from .. import bf16 as _bf16
 from .. import dtypes as _dt
+from ..errors import DTypeError
 from ..tensor import Tensor
-from .registry import REGISTRY, Aval, Primitive
+from .registry import REGISTRY, Aval, Primitive, defprim
 from .promotion import compute_dtype, scalar_aval
 
-__all__ = ["involves", "run", "on_words", "native", "words_prim", "widened"]
+__all__ = ["involves", "run", "on_words", "native", "words_prim", "widened", "widens_products", "ROUND",
+           "round_bf16"]
 
 _BF16 = _dt.bfloat16
 
@@ -90,6 +101,12 @@ def words_prim(prim: Primitive, in_avals, params, out_avals) -> bool:
             and _bf16_impl(prim))
 
 
+def widens_products() -> bool:
+    """Whether this process computes bf16 products in float32 (no backend runs them on the
+    words: compiler/cpu/gemm/bf16.py's float32 way, or no backend registered)."""
+    return not _bf16_impl(REGISTRY["matmul"])   # (by name: linalg imports this module)
+
+
 def widened(*operands):
     """The float32 forms of a product's bf16 operands (linear, conv2d: input, weight, bias
     or None) where this process computes bf16 products in float32, else None. The op then
@@ -97,7 +114,7 @@ def widened(*operands):
     convolutions do (bias included)."""
     if not all(t is None or (isinstance(t, Tensor) and t.dtype is _BF16) for t in operands):
         return None
-    if _bf16_impl(REGISTRY["matmul"]):   # (by name: linalg imports this module)
+    if not widens_products():
         return None     # (the products run on the words: compiler/cpu/gemm/bf16.py)
     from .eager import bind
     return tuple(None if t is None else bind(_CAST, t, dtype=_dt.float32) for t in operands)
@@ -125,6 +142,34 @@ def run(prim: Primitive, args, params):
     if isinstance(out, Tensor) and out.dtype is not want and want is _BF16:
         out = bind(_CAST, out, dtype=_BF16)
     return out
+
+
+def _round_rule(a):
+    if a.dtype is not _dt.float32:
+        raise DTypeError(f"round_bf16: expected a float32 tensor, got {a.dtype.name}")
+    return Aval(a.shape, a.dtype, a.device)
+
+
+def _round_impl(xp, a):
+    if xp is not np:
+        raise NotImplementedError("round_bf16: bfloat16 rounding runs on the CPU")
+    return _bf16.round_values(a)
+
+
+def _round_scalar(e, a):
+    e.imports.update(("f32_to_bf16", "bf16_to_f32"))
+    return f"bf16_to_f32(f32_to_bf16({a}))"
+
+
+ROUND = defprim("round_bf16", _round_impl, _round_rule, lambda g, out, a: (round_bf16(g),),
+                kind="elementwise", scalar=_round_scalar, save=lambda rq: ())
+
+
+def round_bf16(x: Tensor) -> Tensor:
+    """float32 `x` with each value rounded to the nearest bf16 (ties to even), still
+    float32: the values ``x.bfloat16().float()`` holds, in one pass."""
+    from .eager import bind
+    return bind(ROUND, x)
 
 
 from .elementwise_logic import CAST as _CAST  # noqa: E402

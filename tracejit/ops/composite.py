@@ -211,7 +211,7 @@ def same_padding(x, kernel: tuple, dilation: tuple):
     return x, left
 
 
-@_autocast.lower
+@_autocast.lower_widened
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     if x.ndim == 3 and weight.ndim == 4:  # unbatched (C, H, W) input, as PyTorch allows
         return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)

@@ -232,7 +232,7 @@ def _mm_tn(a, b):
     return _tn(a, b)
 
 
-@_autocast.lower
+@_autocast.lower_widened
 def matmul(a, b):
     if getattr(a, "is_sparse", False) or getattr(b, "is_sparse", False):
         from ..sparse import mm as _sparse_mm
@@ -287,7 +287,7 @@ _MM = _checked("mm", _check_inner)
 _BMM = _checked("bmm", _check_batch)
 
 
-@_autocast.lower
+@_autocast.lower_widened
 def mm(a, b):
     if getattr(a, "is_sparse", False) or getattr(b, "is_sparse", False):   # tracejit/sparse.py
         from ..sparse import mm as _sparse_mm
@@ -299,7 +299,7 @@ def mm(a, b):
     return _MM(a, b)
 
 
-@_autocast.lower
+@_autocast.lower_widened
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise ShapeError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -322,7 +322,7 @@ def outer(a, b):
     return unsqueeze(a, 1) * unsqueeze(b, 0)
 
 
-@_autocast.lower
+@_autocast.lower_widened
 def linear(x, weight, bias=None):
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch."""
     if x.ndim == 0 or weight.ndim not in (1, 2) or not (x.shape[-1] == weight.shape[-1]):
