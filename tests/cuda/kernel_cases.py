@@ -84,7 +84,10 @@ SPECIAL_CASES = {
 INT_OPS = ("add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu", "sign", "floor",
            "eq", "ne", "lt", "le", "gt", "ge")
 
-ELEMENTWISE = sorted(n for n, p in registry.REGISTRY.items() if p.kind == "elementwise" and p.scalar is not None)
+ELEMENTWISE = sorted(n for n, p in registry.REGISTRY.items() if p.kind == "elementwise" and p.scalar is not None
+                     and "cuda" in p.extra.get("devices", ("cuda",)))
+# Primitives declared for other devices only: the CUDA renderer refuses them by name.
+CPU_ONLY = sorted(n for n, p in registry.REGISTRY.items() if "cuda" not in p.extra.get("devices", ("cuda",)))
 
 
 def cases(name):

@@ -17,7 +17,7 @@ import pytest
 from tracejit.compiler import codegen_cuda
 from tracejit.compiler.fusion import Group, partition
 
-from kernel_cases import ELEMENTWISE, cases, graph_of
+from kernel_cases import CPU_ONLY, ELEMENTWISE, cases, graph_of
 
 
 def _nvvm_available() -> bool:
@@ -79,6 +79,20 @@ def test_every_elementwise_primitive_compiles_for_the_device(name):
                 assert ".entry" in text
                 if not uses_f64 and name not in _LIBDEVICE_F64:
                     assert not _F64.search(text), f"float64 arithmetic in {kname}:\n{spec.source}"
+
+
+def test_a_cpu_only_primitive_is_refused_by_name():
+    import tracejit as tj
+    from tracejit.ops.bf16_eager import round_bf16
+    assert "round_bf16" in CPU_ONLY and "round_bf16" not in ELEMENTWISE
+    x = np.linspace(-2, 2, 12, dtype=np.float32)
+    g = graph_of(lambda a: round_bf16(a * 3.0) + 1.0, [x])
+    groups = [item for item in partition(g) if isinstance(item, Group)]
+    assert groups
+    with pytest.raises(NotImplementedError, match="round_bf16 runs on cpu only"):
+        for item in groups:
+            codegen_cuda.generate(item, _layouts(item, [x]))
+    assert tj.is_tensor(round_bf16(tj.tensor(x)))
 
 
 def gelu(x, y, z):

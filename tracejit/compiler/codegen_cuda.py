@@ -277,6 +277,11 @@ def _math_prelude(fs: list) -> list:
 
 def generate(group: Group, layouts: tuple, name: str = "kernel", block: int = BLOCK) -> CudaKernelSpec:
     """`render` of `group`'s nest for input layouts `layouts` (see `loopnest.LAYOUTS`)."""
+    for eq in group.members:
+        devices = eq.prim.extra.get("devices")
+        if devices is not None and "cuda" not in devices:
+            raise NotImplementedError(f"{eq.prim.name} runs on {', '.join(devices)} only: "
+                                      "the CUDA backend cannot render it")
     return render(lower(group, layouts, name, sequential_sums=False), block)
 
 
