@@ -35,11 +35,12 @@ class UnsupportedDTypeError(DTypeError, NotImplementedError):
     cross_entropy): a NotImplementedError in PyTorch ("... not implemented for 'Long'")."""
 
 
-def expect_floating(op: str, name: str, t) -> None:
+def expect_floating(op: str, name: str, t, also: frozenset = frozenset()) -> None:
     """Raise UnsupportedDTypeError naming argument `name` of `op` unless tensor `t` is
-    floating point (or complex): the float-only ops would otherwise compute on integers."""
-    dt = t.dtype
-    if not (dt.is_floating_point or dt.is_complex):
+    floating point, complex or of a dtype in `also`: the float-only ops would otherwise
+    compute on integers. Anything without a dtype passes (a Python number)."""
+    dt = getattr(t, "dtype", None)
+    if dt is not None and not (dt.is_floating_point or dt.is_complex or dt in also):
         raise UnsupportedDTypeError(f"{op}: expected {name} to be a floating point tensor, got "
                                     f"{dt.name}; cast it with {name}.float()")
 

@@ -4,9 +4,9 @@ Many ops compute fine on integers here (numpy promotes them), where PyTorch refu
 (``F.gelu`` of an int64 tensor: "not implemented for 'Long'"); a program that runs here
 would then fail there. `takes` declares, at an op's definition, which of its tensor
 arguments must be floating point (or complex) and which other dtypes PyTorch also accepts
-for it; one check raises `UnsupportedDTypeError` (a RuntimeError and a NotImplementedError,
-as PyTorch's are one or the other), naming the op, the argument and its dtype, before
-anything is computed. Traced arguments carry their dtype, so eager and compiled calls
+for it; one check (`errors.expect_floating`) raises `UnsupportedDTypeError` (a
+RuntimeError and a NotImplementedError, as PyTorch's are one or the other), naming the op,
+the argument and its dtype, before anything is computed. Traced arguments carry their dtype, so eager and compiled calls
 raise alike.
 """
 from __future__ import annotations
@@ -15,19 +15,9 @@ import functools
 import inspect
 from typing import Callable
 
-from ..errors import UnsupportedDTypeError
+from ..errors import expect_floating
 
-__all__ = ["takes", "check_floating"]
-
-
-def check_floating(op: str, name: str, t, also: frozenset = frozenset()) -> None:
-    """Raise unless tensor `t` is floating point, complex, or of a dtype in `also`."""
-    dt = getattr(t, "dtype", None)
-    if dt is None or dt.is_floating_point or dt.is_complex or dt in also:
-        return
-    raise UnsupportedDTypeError(f"{op}: expected {name} to be a floating point tensor, got "
-                                f"{dt.name} (PyTorch has no {dt.name} kernel for it); cast it "
-                                f"with {name}.float()")
+__all__ = ["takes"]
 
 
 def takes(*names: str, also: tuple = (), op: str = "") -> Callable:
@@ -44,25 +34,10 @@ def takes(*names: str, also: tuple = (), op: str = "") -> Callable:
         where = tuple((params.index(p), shown) for p, shown in pairs)
         label = op or fn.__name__
 
-        if len(where) == 1 and where[0][0] == 0:   # (the common case: one call less)
-            first, shown = params[0], where[0][1]
-
-            @functools.wraps(fn)
-            def checked_first(*args, **kwargs):
-                dt = getattr(args[0] if args else kwargs.get(first), "dtype", None)
-                if dt is not None and not (dt.is_floating_point or dt.is_complex) and dt not in extra:
-                    check_floating(label, shown, args[0] if args else kwargs.get(first), extra)
-                return fn(*args, **kwargs)
-            return checked_first
-
         @functools.wraps(fn)
         def checked(*args, **kwargs):
             for i, n in where:
-                t = args[i] if i < len(args) else kwargs.get(params[i])
-                dt = getattr(t, "dtype", None)
-                if dt is not None and not (dt.is_floating_point or dt.is_complex) and dt not in extra:
-                    check_floating(label, n, t, extra)
+                expect_floating(label, n, args[i] if i < len(args) else kwargs.get(params[i]), extra)
             return fn(*args, **kwargs)
         return checked
     return deco
-
