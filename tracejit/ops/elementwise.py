@@ -19,6 +19,7 @@ from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind
+from .promotion import scalar_as
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin",
@@ -403,7 +404,7 @@ def square(a):
 def _in_dtype(x, dtype):
     """Integer operand `x` (a Python int or a tensor) as `dtype` holds it, wrapping."""
     if type(x) is int:
-        return int(np.array(x).astype(dtype.np))
+        return int(scalar_as(x, dtype.np))
     if isinstance(x, Tensor) and x.dtype is not dtype:
         return cast(x, dtype)
     return x
