@@ -150,6 +150,7 @@ class Config:
     # loss check's warmup + steps steps run first, as part of it (impls/base._train_steps).
     train_warmup_s: float = 0.6
     models: tuple = ("cnn", "lstm", "transformer", "dcgan")   # bench/impls/models.py's names
+    paired_rounds: int = 11          # GELU against the copy timed beside it (machine.paired)
     overhead_repeat: int = 15        # samples, each a loop sized to take >= sample_s
     sample_s: float = 0.02
     compile_batch: int = 256
@@ -163,7 +164,7 @@ class Config:
 
 FULL = Config(quick=False)
 QUICK = Config(quick=True, gelu_n=1024 * 1024, repeat=5, warmup=1, mlp2_steps=60, mlp2_warmup=5,
-               mlp_steps=4, mlp_warmup=1, models_steps=1, models_warmup=1, models=("cnn",),
+               mlp_steps=4, mlp_warmup=1, models_steps=1, models_warmup=1, models=("cnn",), paired_rounds=3,
                train_warmup_s=0.02,
                overhead_repeat=5, sample_s=0.005,
                dynamic_max_batch=8, child_timeout_s=120.0)

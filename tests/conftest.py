@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The suite's workers and the Python processes its tests start import tracejit (70k lines)
+# and the test modules many times over: with bytecode caches off (PYTHONDONTWRITEBYTECODE)
+# each import compiles them again, about 1 s of CPU a process. The suite writes its own.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # Tests that assert compiled kernels need them at the first call: the suite compiles in sync
 # mode; tests of background compilation (tests/compiler/test_tiers.py) ask for it explicitly.
 os.environ["TRACEJIT_COMPILE"] = "sync"
@@ -30,6 +36,20 @@ def pytest_xdist_auto_num_workers(config):
     except AttributeError:
         cpus = os.cpu_count() or 1
     return max(1, min(cpus, 4))
+
+
+def _module(item) -> str:
+    return item.nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Modules marked ``long`` (a few tests of tens of seconds each) first, then the others by
+    number of tests, largest first: xdist hands whole modules out in this order
+    (``--dist loadfile --no-loadscope-reorder``), so the long ones start at once instead of
+    running alone at the end while the other workers wait."""
+    count = Counter(map(_module, items))
+    long = {_module(it) for it in items if it.get_closest_marker("long")}
+    items.sort(key=lambda it: (_module(it) not in long, -count[_module(it)]))   # stable
 
 
 @pytest.fixture(autouse=True)

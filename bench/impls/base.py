@@ -106,8 +106,8 @@ class Runner:
         # The same calls again, each right after a copy of the bound's yardstick: the ratio
         # per pair, next to the plain figures above (which the report divides by the copy
         # rate measured before the systems ran)
-        paired = {"fwd": self._paired(lambda: self.sync(fwd(x, y, z)), b["fwd"]),
-                  "fwdbwd": self._paired(step, b["fwdbwd"])}
+        paired = {"fwd": self._paired(lambda: self.sync(fwd(x, y, z)), b["fwd"], cfg.paired_rounds),
+                  "fwdbwd": self._paired(step, b["fwdbwd"], cfg.paired_rounds)}
         return {"n": cfg.gelu_n, "fwd_ms": t_fwd.value(cfg.stat) * 1e3,
                 "fwdbwd_ms": t_bwd.value(cfg.stat) * 1e3,
                 "fwd_bytes": b["fwd"], "fwdbwd_bytes": b["fwdbwd"],
@@ -118,11 +118,11 @@ class Runner:
                 **self.thread_policy()}
 
     @staticmethod
-    def _paired(call, nbytes: int) -> dict:
+    def _paired(call, nbytes: int, rounds: int) -> dict:
         """`machine.paired` of ``call``; its error instead where the copy cannot run here."""
         from .. import machine
         try:
-            return machine.paired(call, nbytes)
+            return machine.paired(call, nbytes, rounds)
         except Exception as exc:  # the yardstick must not fail the workload
             return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -197,14 +197,15 @@ class Runner:
         raise Skip("no CPU autocast (bfloat16 mixed precision) in this system")
 
     def run_amp(self, cfg: W.Config) -> dict:
-        """The MLP, CNN and Transformer steps in float32 and under bf16 autocast, in this one
-        process, each pair one after the other (the speed-up is read off the same minutes)."""
+        """The MLP step and the CNN and Transformer steps (those of the config's models) in
+        float32 and under bf16 autocast, in this one process, each pair one after the other
+        (the speed-up is read off the same minutes)."""
         self.check_available("amp")
         ac = self.autocast()
         if cfg.quick and self.compiled:
             raise Skip("quick run: compiled autocast steps are left to the full run")
         out, check = {}, {}
-        for name in ("mlp", "cnn", "transformer"):
+        for name in ("mlp",) + tuple(m for m in ("cnn", "transformer") if m in cfg.models):
             if name == "mlp":
                 make = lambda a: self.mlp_step(W.mlp_data(), autocast=a)   # noqa: E731
                 steps, warmup = cfg.mlp_steps, cfg.mlp_warmup

@@ -48,8 +48,13 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=3.0, help="seconds of timed steps per process")
     ap.add_argument("--warmup-s", type=float, default=1.0)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per process")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="threads every system may use (torch.set_num_threads in each process); "
+                         "0: each system's own default. Every run records what it used")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
+    if args.threads < 0:
+        ap.error(f"--threads must be 0 (each system's default) or more, got {args.threads}")
     programs = _names(args.only, PROGRAMS, "program")
     systems = _names(args.systems, SYSTEMS, "system")
     env = child_env({"TRACEJIT_COMPILE": os.environ.get("TRACEJIT_COMPILE", "background")})
@@ -59,7 +64,7 @@ def main(argv=None) -> int:
         for rnd in range(args.rounds):
             for system in (systems if rnd % 2 == 0 else systems[::-1]):
                 wargs = [system, prog, "--steps", str(args.steps), "--budget-s", str(args.budget_s),
-                         "--warmup-s", str(args.warmup_s)]
+                         "--warmup-s", str(args.warmup_s), "--threads", str(args.threads)]
                 res, error, tail = _run(wargs, env=env, timeout_s=args.timeout, echo=False,
                                         module="bench.programs.worker")
                 if error is not None or res is None:
@@ -69,12 +74,14 @@ def main(argv=None) -> int:
                     # (an entry left on tier 0 ran the IR interpreter: not a compiled figure)
                     stuck = ", an entry stayed on tier 0" if "tier0" in res.get("tiers", ()) else ""
                     _log(f"  [{prog:<9} {system:<17}] {res['step_s'] * 1e3:9.2f} ms/step "
-                         f"(first step {res['first_step_s']:.2f} s, loss {res['first_loss']:.6g}{stuck})")
+                         f"(first step {res['first_step_s']:.2f} s, loss {res['first_loss']:.6g}, "
+                         f"{res.get('threads', '?')} threads{stuck})")
                 runs[prog][system].append(res)
     summary = report.summarize(runs)
     data = {"meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"),
                      "command": "python -m bench.programs " + " ".join(sys.argv[1:] if argv is None else argv),
                      "rounds": args.rounds, "programs": programs, "systems": systems,
+                     "threads": args.threads or "each system's default",
                      "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
                      "duration_s": round(time.time() - started, 1)},
             "summary": summary, "runs": runs}

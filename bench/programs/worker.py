@@ -69,11 +69,14 @@ def _tiers() -> list:
 
 
 def run(system: str, program: str, *, steps: int, warmup: int, warmup_s: float,
-        budget_s: float) -> dict:
+        budget_s: float, threads: int = 0) -> dict:
+    """``threads``: the system's thread count (``set_num_threads``), 0 for its default."""
     from ..harness import Watch, step_times
     t0 = time.perf_counter()
     torch, hook, settle, counters = _framework(system)
     import_s = time.perf_counter() - t0
+    if threads:
+        torch.set_num_threads(threads)
     module = importlib.import_module(f"{__package__}.{program}")
     prog = module.Program(hook)
     t0 = time.perf_counter()
@@ -89,7 +92,8 @@ def run(system: str, program: str, *, steps: int, warmup: int, warmup_s: float,
     return {"system": system, "program": program, "import_s": import_s,
             "first_loss": first, "second_loss": second, "first_step_s": first_s,
             "step_s": t.median_s, "min_s": t.min_s, "steps": n, "warmup_steps": t.warmup,
-            "during": t.during, "final_loss": prog.step(), "tiers": _tiers()}
+            "during": t.during, "final_loss": prog.step(), "tiers": _tiers(),
+            "threads": torch.get_num_threads()}
 
 
 def main(argv=None) -> int:
@@ -100,10 +104,11 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--warmup-s", type=float, default=1.0)
     ap.add_argument("--budget-s", type=float, default=3.0, help="seconds of timed steps at most")
+    ap.add_argument("--threads", type=int, default=0, help="set_num_threads; 0: the default")
     ap.add_argument("--result", required=True)
     args = ap.parse_args(argv)
     res = run(args.system, args.program, steps=args.steps, warmup=args.warmup,
-              warmup_s=args.warmup_s, budget_s=args.budget_s)
+              warmup_s=args.warmup_s, budget_s=args.budget_s, threads=args.threads)
     Path(args.result).write_text(json.dumps(res, indent=1, default=float))
     return 0
 

@@ -15,6 +15,8 @@ import pytest
 from bench import __main__ as bench_main
 from bench import report, systems, workloads
 
+pytestmark = pytest.mark.long   # tests/conftest.py: started first
+
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench" / "results"
 

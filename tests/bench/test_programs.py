@@ -75,18 +75,28 @@ def test_python_m_bench_hands_programs_to_their_runner(capsys):
         bench_main.main(["programs", "--systems", "torch_eager,jax_jit"])
 
 
-@pytest.mark.parametrize("system,tiers", [("tracejit_compiled", ["compiled"]), ("tracejit_eager", [])])
-def test_worker_records_the_tiers_its_compiled_modules_ended_on(tmp_path, system, tiers):
+@pytest.mark.parametrize("system,tiers,threads", [("tracejit_compiled", ["compiled"], 1),
+                                                  ("tracejit_eager", [], 0)])
+def test_worker_records_the_tiers_its_compiled_modules_ended_on(tmp_path, system, tiers, threads):
     # A compiled figure is one of compiled kernels: the result says so ("tier0" would mark
-    # an entry left on the IR interpreter); an eager run compiles nothing.
+    # an entry left on the IR interpreter); an eager run compiles nothing. Each run records
+    # the thread count it ran on: the one asked for, or the system's default.
     out = tmp_path / "r.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRACEJIT_COMPILE="sync")
     run = subprocess.run([sys.executable, "-m", "bench.programs.worker", system, "charmlp", "--steps", "5",
-                          "--warmup", "1", "--warmup-s", "0", "--budget-s", "0.05", "--result", str(out)],
+                          "--warmup", "1", "--warmup-s", "0", "--budget-s", "0.05", "--threads", str(threads),
+                          "--result", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     res = json.loads(out.read_text())
     assert res["system"] == system and res["tiers"] == tiers and res["step_s"] > 0
+    assert res["threads"] == threads if threads else res["threads"] >= 1
+
+
+def test_programs_refuse_a_negative_thread_count():
+    from bench.programs import __main__ as programs_main
+    with pytest.raises(SystemExit):
+        programs_main.main(["--threads", "-1", "--only", "charmlp"])
 
 
 _SETTLE = """

@@ -17,6 +17,8 @@ import textwrap
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.long   # tests/conftest.py: started first
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TIMEOUT_S = 600  # generous: a sync fill compiles a few kernels on a shared machine
 

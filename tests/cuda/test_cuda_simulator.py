@@ -12,6 +12,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.long   # tests/conftest.py: started first
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 

@@ -14,6 +14,8 @@ import pytest
 from bench.gpu_check import report
 from bench.gpu_check.opdb_cuda import DRY_RUN_OPS, compare
 
+pytestmark = pytest.mark.long   # tests/conftest.py: started first
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "gpu_check.sh"
 STEPS = ["install", "versions", "gpu_tests", "gelu", "launch", "train_mlp", "train_cnn",
