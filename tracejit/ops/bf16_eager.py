@@ -176,10 +176,11 @@ def _one_pass(prim: Primitive, args, params) -> Tensor:
     if _ew.eligible(prim, [x.shape if isinstance(x, np.ndarray) else None for x in arrays], _F32, _BF16, shape,
                     params):
         out = _ew.run(prim, arrays, params, _F32_NP, _bf16.STORAGE, shape)
-    if out is None:
-        wide = [Tensor._wrap(_bf16.to_float32(x), _F32, CPU) if isinstance(x, np.ndarray) else x for x in arrays]
+    if out is None:    # (the casts' own forms: the backend's one-pass kernels where loaded)
+        wide = [Tensor._wrap(_CAST.run(np, x, dtype=_F32), _F32, CPU) if isinstance(x, np.ndarray) else x
+                for x in arrays]
         with _grad_mode.no_grad():
-            out = _bf16.to_bfloat16(_eager(prim, wide, params)._data)
+            out = _CAST.run(np, _eager(prim, wide, params)._data, dtype=_BF16)
     result = Tensor._wrap(out, _BF16, CPU)
     if prim.vjp is not None and _grad_mode.is_grad_enabled():
         for a in args:
