@@ -337,7 +337,8 @@ def test_a_weight_is_cast_once_per_context_until_it_changes(bf16_gemm_way, monke
 
 def test_cached_casts_keep_grad_mode_and_survive_a_backward(float32_way):
     """A cast made under no_grad is not handed to a product that needs gradients, and a
-    backward inside the context (micro-batches) leaves the next forward a fresh cast."""
+    backward inside the context (micro-batches) leaves the next forward a cast it can
+    backward through again."""
     lin = tj.nn.Linear(8, 8)
     x = tj.tensor(np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32))
     with tj.autocast("cpu"):

@@ -219,3 +219,93 @@ def test_inplace_on_expanded_tensor_is_refused():
 def test_numpy_on_tensor_requiring_grad():
     with pytest.raises(RuntimeError, match="detach"):
         tj.ones(2, requires_grad=True).numpy()
+
+
+_SECOND_BACKWARD = {
+    "add": lambda m, x, y: x + y,
+    "add_number": lambda m, x, y: x + 2,
+    "sub_number": lambda m, x, y: 2 - x,
+    "neg": lambda m, x, y: -x,
+    "mul": lambda m, x, y: x * y,
+    "pow_number": lambda m, x, y: x ** 2,
+    "exp": lambda m, x, y: x.exp(),
+    "relu": lambda m, x, y: x.relu(),
+    "mean": lambda m, x, y: x.mean(),
+    "views": lambda m, x, y: x.reshape(2, 3).t().reshape(6) - y[1:].expand(2, 5).reshape(10)[:6],
+    "cat": lambda m, x, y: m.cat([x, y]),
+    "clone_double": lambda m, x, y: x.clone().double(),
+    "sum_dim": lambda m, x, y: x.reshape(2, 3).sum(1),
+    "chain": lambda m, x, y: (x + 1) * y,
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SECOND_BACKWARD))
+def test_second_backward_raises_only_where_pytorch_freed_a_saved_tensor(case):
+    """A second backward without retain_graph fails only through a node that kept values
+    (PyTorch's rule); one through nodes that kept shapes alone accumulates again."""
+    torch = pytest.importorskip("torch")
+    f = _SECOND_BACKWARD[case]
+    vals = np.linspace(-1.0, 2.0, 6, dtype=np.float32)
+    results = []
+    for m in (torch, tj):
+        x = m.tensor(vals, requires_grad=True)
+        y = m.tensor(vals[::-1].copy(), requires_grad=True)
+        out = f(m, x, y).sum()
+        out.backward()
+        try:
+            out.backward()
+            results.append((x.grad.detach().numpy().copy(), y.grad if y.grad is None else y.grad.numpy().copy()))
+        except RuntimeError as exc:
+            assert m is torch or isinstance(exc, GraphFreedError)
+            results.append("freed")
+    if results[0] == "freed" or results[1] == "freed":
+        assert results[0] == results[1]
+    else:
+        for a, b in zip(results[0], results[1]):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+def _custom(m, save, read):
+    class Twice(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            if save:
+                ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            if read:
+                ctx.saved_tensors
+            return g * 2
+    return Twice
+
+
+@pytest.mark.parametrize("save,read", [(False, False), (True, False), (True, True)])
+def test_second_backward_through_custom_function_as_pytorch(save, read):
+    torch = pytest.importorskip("torch")
+    outcomes = []
+    for m in (torch, tj):
+        x = m.ones(3, requires_grad=True)
+        out = _custom(m, save, read).apply(x).sum()
+        out.backward()
+        try:
+            out.backward()
+            outcomes.append(x.grad.detach().numpy().tolist())
+        except RuntimeError as exc:
+            assert m is torch or isinstance(exc, GraphFreedError)
+            outcomes.append("freed")
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0] == ("freed" if read else [4.0, 4.0, 4.0])
+
+
+def test_second_backward_through_a_number_product_runs_again():
+    """``x * 2`` keeps the number, not a tensor (PyTorch wraps it as one and refuses the
+    second backward; mean's division by the count keeps one too, and PyTorch allows that)."""
+    x = tj.ones(3, requires_grad=True)
+    out = (x * 2).sum()
+    out.backward()
+    out.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0, 4.0])

@@ -165,3 +165,29 @@ def test_round_bf16_fuses_into_a_compiled_kernel():
     np.testing.assert_array_equal(got.numpy(), (x * 3.0).bfloat16().float().numpy() + 1.0)
     groups = [ln for ln in str(f.explain(x)).splitlines() if ln.startswith("group ")]
     assert len(groups) == 1 and "mul, round_bf16, add" in groups[0]   # (no pass of its own)
+
+
+def test_an_elementwise_op_on_bf16_is_one_node_with_the_compiled_gradients():
+    """One autograd node per elementwise primitive on bf16 (no widening and rounding casts
+    around it), its gradient computed on bf16 values as the compiled graph computes it."""
+    def f(x, w):
+        h = x.bfloat16() * w.bfloat16()
+        h = tj.nn.functional.gelu(h) + h.tanh() * 0.5
+        return (h.sigmoid() - h.exp() / 3).float().sum()
+
+    r = np.random.default_rng(3)
+    xv, wv = (r.standard_normal(4100).astype(np.float32) for _ in range(2))
+    b = tj.tensor(xv).bfloat16().requires_grad_()
+    y = (b.relu() * 2.0).sigmoid()
+    assert y.dtype is tj.bfloat16 and y.grad_fn.name() == "SigmoidBackward0"
+    mul = y.grad_fn.next_functions[0][0]
+    assert mul.name() == "MulBackward0" and mul.next_functions[0][0].name() == "ReluBackward0"
+    grads = []
+    for fn in (f, tj.compile(f)):
+        x, w = tj.tensor(xv, requires_grad=True), tj.tensor(wv, requires_grad=True)
+        out = fn(x, w)
+        out.backward()
+        grads.append((out.item(), x.grad.numpy(), w.grad.numpy()))
+    assert grads[0][0] == grads[1][0]
+    np.testing.assert_array_equal(grads[0][1], grads[1][1])
+    np.testing.assert_array_equal(grads[0][2], grads[1][2])

@@ -63,7 +63,6 @@ class FunctionNode(Node):
 
     def apply(self, grads, create_graph, retain_graph):
         from .. import ops
-        self._check_not_freed()
         self._create_graph = create_graph
         if self.ctx.materialize_grads:
             grads = [g if g is not None else ops.zeros(s, dtype=d, device=dev)
@@ -75,7 +74,9 @@ class FunctionNode(Node):
         if len(res) < n:
             raise RuntimeError(f"{self.fn_cls.__name__}.backward returned {len(res)} gradients "
                                f"but forward took {n} inputs")
-        if not retain_graph:
+        if not retain_graph and self.ctx._saved:
+            # (as PyTorch: a backward that reads no saved tensor may run again; one that
+            # does finds them freed, `saved_tensors`)
             self._freed = True
             self.ctx._saved = ()
         return list(res[:n])

@@ -406,28 +406,39 @@ def _reduction(red, names: dict, rank: int, sequential_sums: bool) -> Reduction:
 def lower_op(prim, operands, params: dict, dtype: str, out_dtype: str,
              name: str = "kernel") -> LoopNest:
     """The flat `LoopNest` of elementwise primitive `prim` applied on its own. Each operand
-    is "array" (of the output's shape and `dtype`), "scalar" (a 1-element array) or a number
-    (a constant written into the kernel); the output has dtype `out_dtype`, the size ``n``
-    is an argument."""
+    is "array" (of the output's shape and `dtype`), "words" (bf16 words of that shape,
+    widened to `dtype` on load), "scalar" (a 1-element array) or a number (a constant
+    written into the kernel); the output has dtype `out_dtype` (bf16: the result computed
+    in `dtype` and rounded on store), the size ``n`` is an argument."""
     from .. import dtypes
     from ..jit.ir import Eqn, Var
+    from ..ops.elementwise_logic import CAST
     from ..shapes import Sym
     from .fusion import Group
 
     dt = dtypes.as_dtype(dtype)
     shape = (Sym.symbol("n", 0),)
-    inputs, atoms, layouts = [], [], []
+    inputs, atoms, layouts, eqns = [], [], [], []
     for kind in operands:
-        if kind in ("array", "scalar"):
-            v = Var(Aval(shape if kind == "array" else (), dt))
+        if kind in ("array", "scalar", "words"):
+            v = Var(Aval(shape if kind != "scalar" else (), dtypes.bfloat16 if kind == "words" else dt))
             inputs.append(v)
+            layouts.append("scalar" if kind == "scalar" else "flat")
+            if kind == "words":
+                w = Var(Aval(shape, dt))
+                eqns.append(Eqn(CAST, (v,), (w,), {"dtype": dt}))
+                v = w
             atoms.append(v)
-            layouts.append("flat" if kind == "array" else "scalar")
         else:
             atoms.append(Literal(kind, Aval((), dt, weak=True)))
-    out = Var(Aval(shape, dtypes.as_dtype(out_dtype)))
-    eqn = Eqn(prim, tuple(atoms), (out,), dict(params))
-    group = Group(0, shape, [eqn], None, inputs, [out])
+    odt = dtypes.as_dtype(out_dtype)
+    out = Var(Aval(shape, dt if odt is dtypes.bfloat16 else odt))
+    eqns.append(Eqn(prim, tuple(atoms), (out,), dict(params)))
+    if odt is dtypes.bfloat16:
+        res = Var(Aval(shape, odt))
+        eqns.append(Eqn(CAST, (out,), (res,), {"dtype": odt}))
+        out = res
+    group = Group(0, shape, eqns, None, inputs, [out])
     return lower(group, tuple(layouts), name, sequential_sums=True)
 
 

@@ -7,9 +7,16 @@ parameter (bf16 signatures get no plan, so all of them come by). Three ways, one
   uint16 words themselves: nothing to round;
 - a primitive with a registered implementation that accepts the bf16 words (the GEMM:
   compiler/cpu/gemm/bf16.py) runs on them, as it would in a compiled kernel;
+- an elementwise primitive with a scalar rule on bf16 tensors (and numbers) giving bf16
+  runs in one pass where the backend has its kernel (`_one_pass`: widened on load,
+  computed in float32, rounded on store), else as the float32 op on the widened arrays
+  rounded once; its autograd node is the primitive's own on the bf16 operands, so the
+  gradient runs the same way, as the compiled graph's (compiler/bf16_graph.py) does;
 - everything else runs as ``cast(f32) -> op -> cast(bf16)`` through `bind`, so autograd
-  and tracing see three ordinary equations, and the result equals the float32 op's
-  result rounded to nearest even (PyTorch's CPU kernels compute bf16 so too).
+  and tracing see three ordinary equations.
+
+Either way the result equals the float32 op's result rounded to nearest even (PyTorch's
+CPU kernels compute bf16 so too).
 
 The result dtype is the record's rule under PyTorch's promotion (dtypes.promote_types):
 bf16 with bf16, an integer or a Python number stays bf16, bf16 with float32 is float32.
@@ -135,6 +142,9 @@ def run(prim: Primitive, args, params):
     """``prim(*args, **params)`` computed in float32 and rounded to bf16 (see the top)."""
     from .eager import bind
     want = out_dtype(prim, args, params)
+    if want is _BF16 and prim.kind == "elementwise" and prim.scalar is not None and prim.promote \
+            and _words_and_numbers(args, params):
+        return _one_pass(prim, args, params)
     f32 = _dt.float32
     wide = [bind(_CAST, a, dtype=f32) if isinstance(a, Tensor) and a.dtype is _BF16 else a for a in args]
     p = {k: (f32 if v is _BF16 else v) for k, v in params.items()}
@@ -142,6 +152,43 @@ def run(prim: Primitive, args, params):
     if isinstance(out, Tensor) and out.dtype is not want and want is _BF16:
         out = bind(_CAST, out, dtype=_BF16)
     return out
+
+
+def _words_and_numbers(args, params) -> bool:
+    """Whether the operands are CPU bf16 tensors and Python numbers, the params no dtype."""
+    for a in args:
+        if isinstance(a, Tensor):
+            if a.dtype is not _BF16 or a.device is not CPU:
+                return False
+        elif type(a) not in (int, float, bool):
+            return False
+    return not any(v is _BF16 for v in params.values())
+
+
+def _one_pass(prim: Primitive, args, params) -> Tensor:
+    """An elementwise `prim` on bf16 words (see the top): the backend's kernel where it
+    takes the call, else the float32 plan on the widened arrays, rounded; one node."""
+    from .eager import _eager
+    from .impls import elementwise as _ew
+    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    shape = np.broadcast_shapes(*[x.shape for x in arrays if isinstance(x, np.ndarray)])
+    out = None
+    if _ew.eligible(prim, [x.shape if isinstance(x, np.ndarray) else None for x in arrays], _F32, _BF16, shape,
+                    params):
+        out = _ew.run(prim, arrays, params, _F32_NP, _bf16.STORAGE, shape)
+    if out is None:    # (the casts' own forms: the backend's one-pass kernels where loaded)
+        wide = [Tensor._wrap(_CAST.run(np, x, dtype=_F32), _F32, CPU) if isinstance(x, np.ndarray) else x
+                for x in arrays]
+        with _grad_mode.no_grad():
+            out = _CAST.run(np, _eager(prim, wide, params)._data, dtype=_BF16)
+    result = Tensor._wrap(out, _BF16, CPU)
+    if prim.vjp is not None and _grad_mode.is_grad_enabled():
+        for a in args:
+            if isinstance(a, Tensor) and a._requires_grad:
+                from ..autograd.node import make_prim_node
+                make_prim_node(prim, args, params, result)
+                break
+    return result
 
 
 def _round_rule(a):
@@ -174,3 +221,8 @@ def round_bf16(x: Tensor) -> Tensor:
 
 
 from .elementwise_logic import CAST as _CAST  # noqa: E402
+from ..autograd import grad_mode as _grad_mode  # noqa: E402
+from ..device import CPU  # noqa: E402
+
+_F32 = _dt.float32
+_F32_NP = np.dtype(np.float32)

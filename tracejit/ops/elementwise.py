@@ -116,7 +116,7 @@ MUL = _binary("mul", _ufunc2("multiply"),
 DIV = _binary("div", _ufunc2("true_divide"),
               lambda g, out, a, b, needs=(True, True): (g / b if needs[0] else None,
                                                         neg(g) * out / b if needs[1] else None),
-              lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=True, int_to_float=True,
+              lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=lambda rq: rq[1], int_to_float=True,
               extra={"needs": True})
 
 

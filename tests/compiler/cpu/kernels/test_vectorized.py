@@ -690,3 +690,38 @@ def test_an_erf_rule_runs_a_kernel_below_min_elements(kernels):
     gelu = REGISTRY["gelu"]
     assert V.eligible(gelu, [(8, 16)], tj.float32, tj.float32, (8, 16), {"approximate": "none"})
     assert not V.eligible(gelu, [(8, 16)], tj.float32, tj.float32, (8, 16), {"approximate": "tanh"})
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("relu", lambda a, b: tj.relu(a)),
+    ("gelu_erf", lambda a, b: tj.nn.functional.gelu(a)),
+    ("exp", lambda a, b: tj.exp(a)),
+    ("add", lambda a, b: a + b),
+    ("mul_number", lambda a, b: a * 1.7),
+])
+def test_an_op_on_bf16_words_is_one_kernel_of_the_float32_values_rounded(kernels, name, fn):
+    """bf16 operands: one kernel widens on load and rounds on store, bitwise the float32
+    op's result (its kernel's, where a float32 op runs one) rounded to nearest even."""
+    from tracejit import bf16
+    a = tj.tensor(_x(seed=3)).bfloat16()
+    b = tj.tensor(_x(seed=4)).bfloat16()
+    af, bf = a.float(), b.float()
+    want = fn(af, bf)
+    if V.eligible(REGISTRY[name.split("_")[0]] if name != "gelu_erf" else REGISTRY["gelu"],
+                  [af.shape], tj.float32, tj.float32, af.shape):
+        want = _wait_and_run(lambda: fn(af, bf))    # (the float32 kernel's last bits)
+    got = _wait_and_run(lambda: fn(a, b))
+    assert got.dtype is tj.bfloat16
+    np.testing.assert_array_equal(got._data, bf16.to_bfloat16(want.numpy()))
+    assert V.stats()["unsupported"] == 0
+
+
+def test_bf16_words_below_their_size_stay_on_numpy(kernels):
+    a = tj.tensor(_x(seed=5)[: min(V.MIN_ELEMENTS, V.WORDS_MIN_ELEMENTS) - 1]).bfloat16()
+    before = V.stats()
+    for _ in range(3):
+        got = a * 3.0
+    V.settle(timeout=60.0)
+    assert (a * 3.0).tolist() == got.tolist() and V.stats() == before
+    b = tj.tensor(_x(seed=5)[: V.WORDS_MIN_ELEMENTS]).bfloat16()
+    _wait_and_run(lambda: b * 3.0)     # (the size from which they do not)

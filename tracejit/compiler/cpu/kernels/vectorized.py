@@ -18,6 +18,11 @@ functions and selects from ``MIN_ELEMENTS``; arithmetic and comparisons, at memo
 in numpy already, from ``ARITH_MIN_ELEMENTS`` (or ``PAIR_ARITH_MIN_ELEMENTS`` through a
 GIL-free pair). Arithmetic results are bitwise numpy's; math functions may differ in the
 last bits.
+
+An op on bf16 words (ops/bf16_eager.py) runs as one kernel that widens its operands on
+load, computes in float32 and rounds on store: the float32 op's values rounded once, in
+one pass where numpy takes three. Arithmetic and selects (bitwise numpy's) run so from
+``WORDS_MIN_ELEMENTS``, math functions from the sizes a float32 op runs here.
 """
 from __future__ import annotations
 
@@ -33,7 +38,8 @@ from ....threads import PARALLEL_MIN, usable_cpus
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
 from . import loader
 
-__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "PAIR_ARITH_MIN_ELEMENTS", "add_into", "copy_of", "eligible", "run", "settle", "stats"]
+__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "PAIR_ARITH_MIN_ELEMENTS", "WORDS_MIN_ELEMENTS", "add_into",
+           "copy_of", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
@@ -48,9 +54,12 @@ PAIR_ARITH_MIN_ELEMENTS = 1 << 16
 # Math functions numpy has no ufunc for (float32 erf: ~30 passes, ops/_special.py): a rule
 # calling one runs as a kernel from the first element (exact GELU, 512 float32: 29 -> 3.7 us).
 _MANY_PASS_FUNCTIONS = frozenset(("erf",))
+# bf16 words from here: numpy's widen, op and rounding are three passes and the rounding
+# alone ~8 numpy calls (bf16.to_bfloat16)
+WORDS_MIN_ELEMENTS = 1 << 12
 
 # Output dtypes an eligible op may have (a filter: the renderer spells every type itself).
-_OUT_DTYPES = ("float32", "float64", "bool")
+_OUT_DTYPES = ("float32", "float64", "bool", "bfloat16")
 _FLOAT_NAMES = ("float32", "float64")
 _SMALL_INT_POWERS = frozenset(float(v) for v in range(-4, 5))
 
@@ -74,7 +83,8 @@ class _Entry:
 def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -> bool:
     """Whether a plan (one signature of `prim`, with its params) may run through a kernel:
     an elementwise float op with a scalar rule over at least MIN_ELEMENTS, its array
-    operands all of the output's shape."""
+    operands all of the output's shape. A bf16 `out_dtype`: an op on bf16 words (see the
+    top), its tensor operands all bf16."""
     if prim.scalar is None or prim.kind != "elementwise" or not prim.promote:
         return False
     if compute_dtype.name not in ("float32", "float64") or out_dtype.name not in _OUT_DTYPES:
@@ -84,14 +94,16 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
         if not isinstance(d, int):
             return False
         n *= d
+    words = out_dtype.name == "bfloat16"
     if n < MIN_ELEMENTS and not _rule_facts(prim, len(operands), compute_dtype.name, params)[1]:
-        return False
+        if not words or n < WORDS_MIN_ELEMENTS or _gains_on_one_core(prim, len(operands), compute_dtype.name, params):
+            return False
     for shape in operands:  # a shape per tensor operand, None for a Python scalar
         if shape is not None and shape != () and tuple(shape) != tuple(out_shape):
             return False
     if not loader.enabled():
         return False
-    if _gains_on_one_core(prim, len(operands), compute_dtype.name, params):
+    if words or _gains_on_one_core(prim, len(operands), compute_dtype.name, params):
         return True
     # Arithmetic: only the split over cores gains (see ARITH_MIN_ELEMENTS; `run` also
     # leaves it to numpy while other processes hold all but one core).
@@ -189,9 +201,10 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     shape and dtype to write into (it may be an input: each element is read before it is
     written, at the same index)."""
     n = math.prod(out_shape)
+    words = out_np == _bf16.STORAGE   # (numpy's three passes: the kernel always gains)
     # below ARITH_MIN_ELEMENTS arithmetic runs only as the kernel's GIL-free pair, right
     # after a two-thread job: another launch costs more than half the loop
-    pair_only = n < ARITH_MIN_ELEMENTS and prim in _ARITH
+    pair_only = n < ARITH_MIN_ELEMENTS and prim in _ARITH and not words
     if pair_only and (not sharepool.warm() or n < _arith_min(n)):
         return None
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
@@ -206,7 +219,7 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
         fn = _obtain(key, prim, layout, params, compute_np, out_np, parallel)
         if fn is None:
             return None
-    if prim in _ARITH and _one_core_free():
+    if prim in _ARITH and not words and _one_core_free():
         # numpy's loop on this core is as fast, without the launch (the kernel is kept, or
         # its compile started above, for when the cores are free again)
         return None
@@ -256,17 +269,19 @@ def _one_core_free() -> bool:
 
 def _prepare(prim, arrays, params, compute_np, out_np):
     """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand.
-    Layout per operand: "a" (an array, passed flat), "s" (a scalar, a 1-element array) or
-    "c<value>" (a small integer constant written into the kernel: ``x ** 3`` as ``x*x*x``)."""
+    Layout per operand: "a" (an array, passed flat), "w" (bf16 words, passed flat), "s" (a
+    scalar, a 1-element array) or "c<value>" (a small integer constant written into the
+    kernel: ``x ** 3`` as ``x*x*x``)."""
     args = []
     layout = []
     for a in arrays:
         if isinstance(a, np.ndarray) and a.ndim:
+            words = a.dtype == _bf16.STORAGE
             if a.flags.c_contiguous:
                 args.append(a.reshape(-1))
-                layout.append("a")
+                layout.append("w" if words else "a")
                 continue
-            if any(a.strides) or not a.size:
+            if any(a.strides) or not a.size or words:
                 return None
             # One value broadcast to the output (every stride 0: a sum's gradient
             # expanded): the operand is that value, a scalar to the kernel.
@@ -427,6 +442,9 @@ def _load(entry, prim):
     return fn
 
 
+_OPERAND_KINDS = {"a": "array", "w": "words", "s": "scalar"}
+
+
 def _render(prim, layout, params, compute_np, out_np, parallel):
     """The kernel of `prim` over operands laid out as `layout`: the op lowered as a group of
     one equation and rendered by the CPU backend. None when the scalar rule cannot be
@@ -436,11 +454,10 @@ def _render(prim, layout, params, compute_np, out_np, parallel):
     except ImportError:
         _stats["unsupported"] += 1
         return None
-    operands = ["array" if lay == "a" else "scalar" if lay == "s" else float(lay[1:])
-                for lay in layout]
+    operands = [_OPERAND_KINDS[lay] if lay in _OPERAND_KINDS else float(lay[1:]) for lay in layout]
     try:
-        nest = loopnest.lower_op(prim, operands, params, np.dtype(compute_np).name,
-                                 np.dtype(out_np).name)
+        out_name = "bfloat16" if out_np == _bf16.STORAGE else np.dtype(out_np).name   # (its words)
+        nest = loopnest.lower_op(prim, operands, params, np.dtype(compute_np).name, out_name)
         return backends.get("cpu").render(nest, parallel)
     except (NotImplementedError, KeyError, ValueError, TypeError):
         _stats["unsupported"] += 1
