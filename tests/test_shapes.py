@@ -53,3 +53,31 @@ def test_as_dim_keeps_symbols_and_makes_ints():
     s0 = Sym.symbol("s0", 5)
     assert shapes.as_dim(s0) is s0
     assert shapes.as_dim(True) == 1 and type(shapes.as_dim(3.0)) is int
+
+
+def test_a_derived_symbol_evaluates_prints_and_pickles_as_its_division():
+    import pickle
+    i0 = Sym.symbol("i0", 6)
+    q0 = Sym.symbol(shapes.Derived("q0", 144, i0), 24)
+    dim = 3 * q0 + i0
+    assert dim.evaluate({"i0": 8}) == 3 * 18 + 8
+    assert eval(dim.to_python(), {"i0": 9}) == 3 * 16 + 9
+    assert dim.free_symbols == {"i0"}   # bound from i0 alone
+    back = pickle.loads(pickle.dumps(dim))
+    assert back == dim and back.evaluate({"i0": 12}) == 48
+
+
+def test_a_derived_symbol_times_its_divisor_equals_the_dividend_once_guarded(asked):
+    guarded = []
+    prev = shapes.facts_hooks.assume
+    shapes.facts_hooks.assume = lambda v, what: guarded.append(v) or True
+    try:
+        i0 = Sym.symbol("i0", 6)
+        d = shapes.Derived("q0", 144, i0)
+        q0 = Sym.symbol(d, 24)
+        assert (i0 * q0 == 144) is True and d.exact
+        assert guarded == [i0 * q0 - 144]   # i0 * (144 // i0) >= 144: exact division
+        assert (i0 * q0 * 2 == 288) is True and len(guarded) == 1   # taken once
+        assert asked == []
+    finally:
+        shapes.facts_hooks.assume = prev

@@ -45,6 +45,15 @@ def expect_floating(op: str, name: str, t, also: frozenset = frozenset()) -> Non
                                     f"{dt.name}; cast it with {name}.float()")
 
 
+def expect_not_bool(op: str, name: str, t) -> None:
+    """Raise UnsupportedDTypeError naming argument `name` of `op` where tensor `t` is bool:
+    ops PyTorch computes on numbers of every dtype but bool (relu, floor, abs, hardtanh)."""
+    dt = getattr(t, "dtype", None)
+    if dt is not None and dt.is_bool:
+        raise UnsupportedDTypeError(f"{op}: {name} of dtype bool is not supported; cast it with "
+                                    f"{name}.int() or {name}.float()")
+
+
 class IndexRangeError(TracejitError, IndexError):
     """An index tensor holds an entry outside the dim it indexes (PyTorch raises an
     IndexError for some ops and a RuntimeError for others, such as gather: this is both)."""

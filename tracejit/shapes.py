@@ -6,6 +6,11 @@ Shape rules are written with ordinary arithmetic and work for both. Symbols stan
 for sizes >= 2 (sizes 0 and 1 stay static, as their broadcasting meaning differs),
 so ``sym == 1`` is statically False. Anything that needs a symbol's concrete value
 (``int(dim)``, ``range(dim)``) asks the active tracer to specialize it.
+
+A floor division that is not exact as polynomials (``144 // i0``, ``-1`` inferred from a
+symbolic size) is a *derived* symbol (`Derived`), computed from the others wherever a
+dim is evaluated, where the capture can guard it (jit/size_args.py). A shape rule's
+``i0 * q0 == 144`` holds when the division is exact, which the capture then guards.
 """
 from __future__ import annotations
 
@@ -33,6 +38,59 @@ def set_specialize_hook(fn: Optional[Callable]) -> Optional[Callable]:
     return prev
 
 
+class _Facts:
+    """Set by jit/size_args.py: what a capture can make of a division, and guard."""
+    # `Derived` for ``num // den`` (guarded >= 2), or None where none can be made
+    derive: Callable = staticmethod(lambda num, den: None)
+    # ``v >= 0`` taken as a fact for every call served (guarded), or False
+    assume: Callable = staticmethod(lambda v, what: False)
+
+
+facts_hooks = _Facts()
+
+
+class Derived(str):
+    """A symbol's name that stands for ``num // den``: ``den`` is positive (a positive int
+    or a one-term Sym with a positive coefficient) and ``exact`` once the capture guarded
+    ``den * self == num``."""
+
+    def __new__(cls, name: str, num, den):
+        self = super().__new__(cls, name)
+        self.num, self.den, self.exact = num, den, False
+        return self
+
+    def __reduce__(self):
+        return _derived, (str(self), self.num, self.den, self.exact)
+
+    def value(self, env: dict) -> int:
+        v = env[self] = _value(self.num, env) // _value(self.den, env)
+        return v
+
+    def code(self, names: dict) -> str:
+        return f"({_code(self.num, names)} // {_code(self.den, names)})"
+
+
+def _derived(name, num, den, exact):
+    d = Derived(name, num, den)
+    d.exact = exact
+    return d
+
+
+def _value(v, env: dict) -> int:
+    return v.evaluate(env) if isinstance(v, Sym) else v
+
+
+def _code(v, names: dict) -> str:
+    return v.to_python(names) if isinstance(v, Sym) else str(v)
+
+
+def symbol_text(s: str, names: dict) -> str:
+    """Python source for the symbol `s`: its name in `names`, or its definition."""
+    if s in names:
+        return names[s]
+    return s.code(names) if isinstance(s, Derived) else s
+
+
 def set_number_hook(fn: Optional[Callable]) -> Optional[Callable]:
     """Install this thread's hook turning a Sym into a traced number (what ``n / (n - 1)``
     on symbolic sizes computes); returns the one it replaces."""
@@ -55,7 +113,17 @@ class Sym:
 
     @property
     def free_symbols(self) -> set:
-        return {s for mono, _ in self.terms for s in mono}
+        """The symbols bound from the inputs that this dim is computed from."""
+        out: set = set()
+        for mono, _ in self.terms:
+            for s in mono:
+                if isinstance(s, Derived):
+                    for part in (s.num, s.den):
+                        if isinstance(part, Sym):
+                            out |= part.free_symbols
+                else:
+                    out.add(s)
+        return out
 
     # -- arithmetic ---------------------------------------------------------
     @staticmethod
@@ -107,13 +175,21 @@ class Sym:
     __rmul__ = __mul__
 
     def __floordiv__(self, o):
+        if not isinstance(o, (int, Sym)):
+            return self._specialized() // o
         q = _exact_div(self, o)
         if q is None:
-            return self._specialized() // hint(o)
+            q = facts_hooks.derive(self, o)
+        if q is None:
+            return self._specialized() // _value_of(o)
         return q
 
     def __rfloordiv__(self, o):
+        if not isinstance(o, int):
+            return o // self._specialized()
         q = _exact_div(o, self)
+        if q is None:
+            q = facts_hooks.derive(o, self)
         if q is None:
             return int(o) // self._specialized()
         return q
@@ -121,7 +197,7 @@ class Sym:
     def __mod__(self, o):
         if _exact_div(self, o) is not None:
             return 0
-        return self._specialized() % hint(o)
+        return self._specialized() % _value_of(o)
 
     # True division gives a fraction, not a size: while tracing it is a traced number
     # computed from the input shapes on each call (BatchNorm's ``n / (n - 1)``); elsewhere
@@ -155,14 +231,14 @@ class Sym:
     # -- comparisons ----------------------------------------------------------
     def __eq__(self, o):
         if isinstance(o, Sym):
-            return self.terms == o.terms
+            return self.terms == o.terms or _equal_if_exact(self, o)
         if isinstance(o, int):
             if o <= 1:
                 return False  # symbols stand for sizes >= 2 (and no size is negative: `d != -1`)
             low = self.lower_bound()
             if low is not None and o < low:
                 return False  # ``5 * s0 == 5`` for no size: no need to ask for s0's value
-            return self._specialized() == o
+            return _equal_if_exact(self, o) or self._specialized() == o
         return NotImplemented
 
     def __ne__(self, o):
@@ -227,7 +303,7 @@ class Sym:
         names = names or {}
         parts = []
         for mono, c in self.terms:
-            factors = [names.get(s, s) for s in mono]
+            factors = [symbol_text(s, names) for s in mono]
             if c != 1 or not factors:
                 factors.insert(0, str(c))
             parts.append("*".join(factors))
@@ -238,9 +314,69 @@ class Sym:
         for mono, c in self.terms:
             v = c
             for s in mono:
-                v *= env[s]
+                x = env.get(s)
+                v *= s.value(env) if x is None else x   # (None: a derived symbol)
             total += v
         return total
+
+
+def _value_of(d) -> int:
+    """`d`'s concrete value, specialized where it is symbolic."""
+    return d._specialized() if isinstance(d, Sym) else int(d)
+
+
+def _equal_if_exact(a: Sym, b) -> bool:
+    """``a == b`` where it holds once the derived symbols in it divide exactly (``i0 * q0
+    == 144`` for ``q0 = 144 // i0``): True with that exactness guarded, else False."""
+    diff = a - b
+    used: list = []
+    if not isinstance(diff, Sym) or not any(isinstance(s, Derived) for mono, _ in diff.terms
+                                             for s in mono):
+        return False
+    diff = _substitute_exact(diff, used)
+    if diff != 0 or isinstance(diff, Sym):
+        return False
+    for q in used:
+        if q.exact:
+            continue
+        if hint(q.num) % hint(q.den) or not facts_hooks.assume(
+                q.den * Sym.symbol(q, hint(q.num) // hint(q.den)) - q.num,
+                "a size that divides exactly"):
+            return False
+    for q in used:
+        q.exact = True
+    return True
+
+
+def _substitute_exact(v: Sym, used: list):
+    """`v` with each ``den * q`` (q a derived symbol ``num // den``) replaced by ``num``;
+    the symbols replaced are appended to `used`."""
+    for _ in range(8):   # (a num may hold derived symbols in turn)
+        out = 0
+        changed = False
+        for mono, c in v.terms:
+            term = None
+            for q in mono:
+                if not isinstance(q, Derived):
+                    continue
+                dmono, dc = ((), q.den) if isinstance(q.den, int) else q.den.terms[0]
+                rest = list(mono)
+                rest.remove(q)
+                if c % dc or not _take(rest, dmono):
+                    continue
+                term = (c // dc) * q.num * Sym._make({tuple(rest): 1}, 0)
+                if q not in used:
+                    used.append(q)
+                break
+            if term is None:
+                term = Sym._make({mono: c}, 0)
+            else:
+                changed = True
+            out = out + term
+        v = out
+        if not changed or not isinstance(v, Sym):
+            break
+    return v
 
 
 def _exact_div(a, b):
@@ -269,6 +405,16 @@ def _exact_div(a, b):
             return None
         out[tuple(rest)] = c // bc
     return Sym._make(out, a.hint // b.hint)
+
+
+def _take(rest: list, symbols: tuple) -> bool:
+    """Remove `symbols` (with repeats) from `rest`; False, leaving it partly done, where
+    one is missing."""
+    for s in symbols:
+        if s not in rest:
+            return False
+        rest.remove(s)
+    return True
 
 
 Dim = Union[int, Sym]

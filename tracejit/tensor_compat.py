@@ -15,6 +15,7 @@ from . import ops as _ops
 from .tensor import Tensor, _install_methods
 from .tensor_operators import _forward
 from .ops.eager import eager_layout as _eager_layout
+from .ops.donation import donating as _donating
 
 # Methods that forward unchanged to the op of the same name in tracejit.ops
 # (tensor_operators.py `_forward`, as the core set's).
@@ -53,8 +54,20 @@ scatter_add scatter_reduce igamma igammac index_reduce bitwise_left_shift bitwis
 pow clamp relu masked_fill
 """.split()
 
+# ... of which these ops' results are their first operand updated (ops/donation.py)
+_DONATES = frozenset(("index_add",))
+
 
 def _inplace(name):
+    if name in _DONATES:
+        def method(self, *args, **kwargs):
+            fn = getattr(_ops, name)
+            if self._donatable(name + "_", args, kwargs):   # the op writes self's memory itself
+                return self._assign(_donating(self._data, fn, self, *args, **kwargs), name + "_")
+            return self._assign(fn(self, *args, **kwargs), name + "_")
+        method.__name__ = name + "_"
+        return method
+
     def method(self, *args, **kwargs):
         return self._assign(getattr(_ops, name)(self, *args, **kwargs), name + "_")
     method.__name__ = name + "_"

@@ -97,7 +97,8 @@ class InPlaceMethods:
         if result.dtype is not self.dtype and _dt.bfloat16 in (result.dtype, self.dtype):
             from .bf16 import cast
             src = cast(xp, src, self.dtype)   # (bf16 words convert, never reinterpret)
-        xp.copyto(self._data, src, casting="unsafe")
+        if src is not self._data:   # (else the op wrote self's memory: `_donatable`)
+            xp.copyto(self._data, src, casting="unsafe")
         self._vbox[0] += 1
         if result.grad_fn is not None:
             from .autograd.views import ACTIVE
@@ -110,6 +111,22 @@ class InPlaceMethods:
             self.grad_fn = result.grad_fn
             self._output_nr = result._output_nr
         return self
+
+    def _donatable(self, what: str, args, kwargs) -> bool:
+        """Whether an op whose result is self updated (ops/donation.py) may write self's
+        memory itself: `_assign` would store the result there, raising for none of its
+        reasons (a leaf that requires grad raises here, before anything is written), and
+        no tensor operand shares self's memory (it would be read while written)."""
+        self._check_inplace(what)
+        data = self._data
+        if (_trace_state.tracer is not None or self._base is not None or type(data) is not np.ndarray
+                or not data.flags.writeable or not data.flags.c_contiguous):
+            return False
+        for x in (*args, *kwargs.values()):
+            if isinstance(x, Tensor) and (type(x._data) is not np.ndarray
+                                          or np.may_share_memory(x._data, data)):
+                return False
+        return True
 
     def _xp(self):
         from .device import array_module

@@ -141,3 +141,64 @@ def test_dynamic_false_keeps_each_value_specialized():
     _sweep(cf, x, [2, 3, 4], lambda a, n: a[:n].sum(0))
     assert cf.cache_stats()["compiles"] == 3
     assert all("i0" not in str(e.opt_graph) for e in cf.entries)
+
+
+_DIVISORS = [2, 3, 4, 6, 8, 9, 12, 16, 18, 24, 36, 48]
+
+
+def _compare_with_torch(fn, values, x):
+    torch = pytest.importorskip("torch")
+    cf = tj.compile(fn)
+    xt = torch.from_numpy(x.numpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # no recompile-limit fallback
+        for a in values:
+            np.testing.assert_allclose(cf(x, a).numpy(), fn(xt, a).numpy(), rtol=1e-5, atol=1e-6,
+                                       err_msg=f"a={a}")
+    return cf
+
+
+def test_view_with_minus_one_by_an_int_argument_captures_twice():
+    x = tj.randn(144)
+    cf = _compare_with_torch(lambda x, a: x.view(a, -1).sum(1), _DIVISORS, x)
+    # torch.compile: 2 (the first value, then one entry for every a)
+    assert cf.cache_stats()["compiles"] == 2
+    assert "q0" in str(cf.entries[1].opt_graph)
+
+
+def test_view_by_a_floor_division_of_the_argument_captures_twice():
+    x = tj.randn(144)
+    cf = _compare_with_torch(lambda x, a: x.view(a, 144 // a).sum(1) * (144 // a), _DIVISORS, x)
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_gradient_through_a_view_of_inferred_size(compiler):
+    w = tj.randn(72, requires_grad=True)
+    cf = tj.trace(lambda w, a: (w.view(a, -1) ** 2).sum(1).max(), compiler=compiler)
+    for a in (2, 3, 4, 6):
+        w.grad = None
+        cf(w, a).backward()
+        rows = w.detach().numpy().reshape(a, -1)
+        expect = np.zeros_like(rows)
+        k = (rows ** 2).sum(1).argmax()
+        expect[k] = 2 * rows[k]
+        np.testing.assert_allclose(w.grad.numpy(), expect.reshape(-1), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_a_size_that_does_not_divide_raises_as_eagerly():
+    torch = pytest.importorskip("torch")
+    x = tj.randn(144)
+    f = lambda x, a: x.view(a, -1).sum(1)   # noqa: E731
+    cf = tj.compile(f)
+    cf(x, 2), cf(x, 3)   # the second: the symbolic entry, guarded exact
+    # a quotient below 2 (a=144: 1 column) misses the symbolic entry and stays right
+    np.testing.assert_allclose(cf(x, 144).numpy(), x.numpy().reshape(144, 1).sum(1), rtol=1e-6)
+    assert any("144 // (a)) >= 2" in r for r in cf.cache_stats()["recompile_reasons"])
+    with pytest.raises(tj.errors.ShapeError) as eager:
+        f(x, 5)
+    with pytest.raises(tj.errors.ShapeError) as compiled:
+        cf(x, 5)
+    assert str(compiled.value) == str(eager.value)
+    with pytest.raises(RuntimeError, match="invalid for input of size 144"):
+        f(torch.zeros(144), 5)

@@ -35,3 +35,26 @@ def test_tensor_of_lists_takes_the_values_of_tensors_at_any_depth():
     assert tj.tensor([[1, tj.tensor(2)], [3, 4]]).tolist() == [[1, 2], [3, 4]]
     assert tj.tensor(([1.5], (tj.tensor(2.5),))).tolist() == [[1.5], [2.5]]
     assert tj.tensor([True, False]).dtype == tj.bool and tj.tensor([1, 2.5]).dtype == tj.float32
+
+
+_INCONSISTENT = "upper bound and lower bound inconsistent with step sign"
+_STEPS = "number of steps must be non-negative"
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda m: m.arange(5, 0, 1), _INCONSISTENT), (lambda m: m.arange(0, 5, -1), _INCONSISTENT),
+    (lambda m: m.arange(-1), _INCONSISTENT), (lambda m: m.arange(5.0, 0.0, 1), _INCONSISTENT),
+    (lambda m: m.arange(5, 0, 1, dtype=m.int32), _INCONSISTENT),
+    (lambda m: m.linspace(0, 1, -1), _STEPS), (lambda m: m.logspace(0, 1, -1), _STEPS),
+    (lambda m: m.eye(-1), "n must be greater or equal to 0, got -1"),
+    (lambda m: m.eye(2, -1), "m must be greater or equal to 0, got -1")])
+def test_negative_counts_and_inconsistent_bounds_raise_as_in_pytorch(call, words):
+    with pytest.raises(RuntimeError, match=words):
+        call(torch)
+    with pytest.raises(RuntimeError, match=words):
+        call(tj)
+
+
+def test_empty_results_pytorch_allows_stay_empty():
+    for call in (lambda m: m.arange(5, 5, 1), lambda m: m.linspace(0, 1, 0), lambda m: m.eye(3, 0)):
+        assert tuple(call(tj).shape) == tuple(call(torch).shape)

@@ -52,8 +52,25 @@ OPS = {   # name: fn(module, functional, x) with x of 6 elements
     "vector_norm": lambda m, f, x: m.linalg.vector_norm(x),
     "normalize": lambda m, f, x: f.normalize(x, dim=0),
     "renorm": lambda m, f, x: m.renorm(x.reshape(2, 3), 2, 0, 1.0),
+    # integers too, bool refused (a primitive's rule, or `takes(..., ints=True)`)
+    "relu": lambda m, f, x: f.relu(x),
+    "hardtanh": lambda m, f, x: f.hardtanh(x, 0.0, 3.0),
+    "relu6": lambda m, f, x: f.relu6(x),
+    "floor": lambda m, f, x: m.floor(x),
+    "ceil": lambda m, f, x: m.ceil(x),
+    "round": lambda m, f, x: m.round(x),
+    "trunc": lambda m, f, x: m.trunc(x),
+    "neg": lambda m, f, x: m.neg(x),
+    "abs": lambda m, f, x: m.abs(x),
+    "positive": lambda m, f, x: m.positive(x),
+    # max_pool1d has float kernels only; with indices (max_pool2d's) and max_pool2d take ints
+    "max_pool1d": lambda m, f, x: f.max_pool1d(x.reshape(1, 2, 3), 2),
+    "max_pool1d_with_indices": lambda m, f, x: f.max_pool1d(x.reshape(1, 2, 3), 2, return_indices=True),
+    "max_pool2d": lambda m, f, x: f.max_pool2d(x.reshape(1, 1, 2, 3), 2),
+    "max_pool3d": lambda m, f, x: f.max_pool3d(x.reshape(1, 1, 1, 2, 3), 1),
 }
-NAMED = {"interpolate_bilinear": "interpolate", "normalize": "norm", "vector_norm": "norm"}
+NAMED = {"interpolate_bilinear": "interpolate", "normalize": "norm", "vector_norm": "norm",
+         "relu6": "hardtanh", "max_pool1d_with_indices": "max_pool1d"}
 DTYPES = ["int64", "int32", "uint8", "bool"]
 
 
@@ -94,3 +111,21 @@ def test_floats_still_compute_and_a_dtype_argument_does_not_lift_the_check():
     u8 = np.arange(6, dtype=np.uint8).reshape(1, 1, 2, 3)   # PyTorch has a uint8 nearest kernel
     np.testing.assert_array_equal(F.interpolate(tj.tensor(u8), scale_factor=2).numpy(),
                                   TF.interpolate(torch.tensor(u8), scale_factor=2).numpy())
+
+
+def test_hardtanh_and_relu6_keep_an_integer_dtype_as_pytorch():
+    data = [-3, 0, 1, 5, 9]
+    for dt in ("int64", "int32", "uint8"):
+        a = np.array(data).astype(dt)   # (uint8: -3 wraps to 253)
+        for call in (lambda m, f, x: f.relu6(x), lambda m, f, x: f.hardtanh(x, 0.5, 4.7)):
+            want = call(torch, TF, torch.tensor(a))
+            got = call(tj, F, tj.tensor(a))
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+            assert got.tolist() == want.tolist()
+    want = TF.hardtanh(torch.tensor(data), -2.5, 4.7)   # bounds truncated toward zero
+    assert F.hardtanh(tj.tensor(data), -2.5, 4.7).tolist() == want.tolist()
+    u8 = np.array(data).astype(np.uint8)
+    with pytest.raises(RuntimeError, match="unsigned type with negative limits"):
+        TF.hardtanh(torch.tensor(u8))
+    with pytest.raises(RuntimeError, match="unsigned type with negative limits"):
+        F.hardtanh(tj.tensor(u8))

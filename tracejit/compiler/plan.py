@@ -39,6 +39,7 @@ from ..ops.creation import FULL
 from ..dtypes import bfloat16 as _BF16
 from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
+from ..ops.donation import donating
 from ..ops.linalg import MATMUL
 from ..ops.shape import PERMUTE, RESHAPE
 from .. import envflags
@@ -217,7 +218,9 @@ class Plan:
             elif isinstance(it, (ColumnSum, AttentionPair, AttentionBackwardSum)):
                 lines += it.emit(nm, consts)
             else:
-                lines += self._emit_eqn(it, atom, nm, consts)
+                dies = [x for x in it.inputs[:1] if isinstance(x, Var) and last.get(x) == idx
+                        and x not in outs and x not in input_set]
+                lines += self._emit_eqn(it, atom, nm, consts, dies)
             dead = [x for x in ends.get(idx, ()) if x not in outs and x not in input_set]
             if dead:
                 lines.append("    del " + ", ".join(nm(x) for x in dead))
@@ -424,7 +427,7 @@ class Plan:
             self._kernel_values = {x for it in self.items if isinstance(it, Group) for x in it.defined}
         return v in self._kernel_values
 
-    def _emit_eqn(self, e, atom, nm, consts):
+    def _emit_eqn(self, e, atom, nm, consts, dies=()):
         p = e.prim
         ins = [atom(a) for a in e.inputs]
         outs = [nm(o) for o in e.outs]
@@ -465,7 +468,13 @@ class Plan:
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())
         dt = f"D_{e.out.aval.dtype.name}"
         consts[dt] = e.out.aval.dtype.np
-        call = f"{iname}(xp{', ' if ins else ''}{', '.join(ins)}{', ' if kw else ''}{kw})"
+        args = f"xp{', ' if ins else ''}{', '.join(ins)}{', ' if kw else ''}{kw}"
+        call = f"{iname}({args})"
+        if p.extra.get("donates") and dies and self.backend.name == "cpu":
+            # the first operand dies here: its array, where nothing else holds it, takes
+            # the result (ops/donation.py) instead of a copy of it
+            consts["_donated"], consts["DONATING"] = _donated, donating
+            call = f"DONATING(_donated({ins[0]}), {iname}, {args})"
         return [f"    {outs[0]} = _fix({call}, {dt})"]
 
     def _emit_control(self, e, ins, outs, consts):

@@ -195,6 +195,7 @@ _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "true_divide": "/", 
 
 
 def render(expr: tuple, names: list) -> str:
+    from ..shapes import symbol_text
     tag = expr[0]
     if tag == "in":
         return names[expr[1]] if expr[1] < len(names) else f"arg{expr[1]}"
@@ -210,7 +211,7 @@ def render(expr: tuple, names: list) -> str:
         c = terms.pop((), 0)
         if len(terms) == 1 and list(terms.values())[0] in (1, -1):   # n >= 2, n <= 20
             (mono, k), = terms.items()
-            return f"{'*'.join(named.get(s, s) for s in mono)} {'>=' if k == 1 else '<='} {-c * k}"
+            return f"{'*'.join(symbol_text(s, named) for s in mono)} {'>=' if k == 1 else '<='} {-c * k}"
         return f"{expr[1].to_python(named)[1:-1]} >= 0"
     if tag == "layout":
         return f"the layout of {names[expr[1]] if expr[1] < len(names) else f'arg{expr[1]}'}"

@@ -8,6 +8,10 @@ call, so one entry serves every ``n`` for which the capture's reasoning holds. T
 reasoning is guarded: the symbol stands for values >= 2 (as a symbolic dim does, sizes 0
 and 1 keep their own entries), and each fact a shape rule assumed about it
 (``20 - i0 >= 0``: the slice stays inside a dim of 20) is checked on every call.
+A floor division of such sizes (``144 // n``, ``x.view(n, -1)``) is a derived symbol
+(``q0``, shapes.Derived) computed from them on each call, guarded >= 2, and where a rule
+needs it exact (``n * q0 == 144``), guarded exact: a call with another ``n`` misses the
+entry and meets the error eager code raises.
 
 `SizeArgs` is that state for one capture (the root `TraceContext`'s ``sizes``); the
 guard's side is a decision with the ``("nonneg", expr, sources)`` expression (scalars.py).
@@ -17,8 +21,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ops.eager import trace_hooks
-from ..ops.elementwise import ADD, MUL, NEG, SUB
-from ..shapes import Sym
+from ..ops.elementwise import ADD, FLOOR_DIVIDE, MUL, NEG, SUB
+from ..shapes import Derived, Sym, facts_hooks, hint
 
 __all__ = ["SizeArgs", "size_of", "assume_nonnegative", "known_facts"]
 
@@ -32,6 +36,7 @@ class SizeArgs:
         self.syms: dict = {}      # leaf index -> its Sym
         self.names: dict = {}     # symbol name -> leaf index (the int symbols)
         self.facts: set = set()   # the terms of each Sym guarded >= 0
+        self.derived: dict = {}   # (num, den) -> the Sym of their floor division
 
     def symbol(self, ctx, k: int, var) -> Optional[Sym]:
         """The Sym for int leaf `k` (graph input `var`), made and guarded >= 2 at first use;
@@ -64,6 +69,27 @@ class SizeArgs:
             return False
         self._guard(ctx, v, what)
         return True
+
+    def derive(self, ctx, num, den) -> Optional[Sym]:
+        """``num // den`` as a derived symbol, guarded >= 2 on every call; None where `den`
+        may not be positive or the quotient is below 2 in this call."""
+        key = (getattr(num, "terms", num), getattr(den, "terms", den))
+        q = self.derived.get(key)
+        if q is not None:
+            return q
+        if isinstance(den, Sym):
+            if len(den.terms) != 1 or den.terms[0][1] <= 0:
+                return None
+        elif den <= 0:
+            return None
+        value = hint(num) // hint(den)
+        if value < 2:
+            return None
+        q = Sym.symbol(Derived(f"q{len(self.derived)}", num, den), value)
+        if not self.assume(ctx, q - 2, "a size computed by //"):
+            return None
+        self.derived[key] = q
+        return q
 
     def _guard(self, ctx, v: Sym, what: str) -> None:
         from .scalars import note
@@ -98,7 +124,7 @@ def known_facts(graph) -> Optional[Known]:
 
 def size_of(t) -> object:
     """A traced int used as a size or slice bound: a `Sym` where it is computed from int
-    arguments that may be symbolic by ``+``, ``-`` and ``*`` (``n``, ``n + 1``, ``2 * n``),
+    arguments that may be symbolic by ``+``, ``-``, ``*`` and ``//`` (``n``, ``2 * n``, ``144 // n``),
     else its value (specialized and guarded, as ``int(t)``)."""
     ctx = t._trace
     sizes = getattr(ctx, "sizes", None)
@@ -112,7 +138,8 @@ def size_of(t) -> object:
     return t.__index__()
 
 
-_ARITH = {ADD: lambda a, b: a + b, SUB: lambda a, b: a - b, MUL: lambda a, b: a * b}
+_ARITH = {ADD: lambda a, b: a + b, SUB: lambda a, b: a - b, MUL: lambda a, b: a * b,
+          FLOOR_DIVIDE: lambda a, b: None if isinstance(b, int) and b == 0 else a // b}
 
 
 def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
@@ -148,5 +175,18 @@ def assume_nonnegative(v: Sym, what: str) -> bool:
     return sizes is not None and sizes.assume(root, v, what)
 
 
+def derive(num, den) -> Optional[Sym]:
+    """``num // den`` as a symbol where the capturing context can make one (`SizeArgs.derive`)."""
+    from ..ops.eager import trace_state
+    ctx = trace_state.tracer
+    if ctx is None:
+        return None
+    root = ctx._root()
+    sizes = getattr(root, "sizes", None)
+    return sizes.derive(root, num, den) if isinstance(sizes, SizeArgs) else None
+
+
 trace_hooks.size_of = staticmethod(size_of)
+facts_hooks.derive = staticmethod(derive)
+facts_hooks.assume = staticmethod(assume_nonnegative)
 trace_hooks.assume_nonnegative = staticmethod(assume_nonnegative)

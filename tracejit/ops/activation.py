@@ -6,7 +6,8 @@ PyTorch's signatures; ``inplace=True`` writes the result into the input with
 """
 from __future__ import annotations
 
-from ..errors import ShapeError
+from .. import dtypes as _dt
+from ..errors import ArgumentError, ShapeError
 from .composite import softplus
 from .elementwise import clamp, expm1, minimum, tanh, where
 from .shape import reshape
@@ -55,10 +56,17 @@ def mish(input, inplace: bool = False):
     return _out(input, input * tanh(softplus(input)), inplace)
 
 
+@takes("input", ints=True)
 def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
-    """x clamped to [min_val, max_val]."""
+    """x clamped to [min_val, max_val]; an integer tensor in its own dtype, the bounds
+    truncated toward zero (PyTorch's integer kernel)."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    if input.dtype.is_integer:
+        if input.dtype is _dt.uint8 and min(min_val, max_val) < 0:
+            raise ArgumentError(f"hardtanh: cannot do hardtanh on an unsigned type with negative "
+                                f"limits (min_val {min_val}, max_val {max_val})")
+        min_val, max_val = int(min_val), int(max_val)
     return _out(input, clamp(input, min_val, max_val), inplace)
 
 

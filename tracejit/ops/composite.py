@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ArgumentError, DTypeError, ShapeError, expect_floating, user_stacklevel
+from ..errors import (ArgumentError, DTypeError, ShapeError, expect_floating, expect_not_bool,
+                      user_stacklevel)
 from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .conv_gemm import conv2d_gemm
@@ -298,6 +299,7 @@ def check_pool_args(op: str, kernel_size, stride, padding, dilation=1) -> None:
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     check_pool_args("max_pool2d", kernel_size, stride, padding, dilation)
+    expect_not_bool("max_pool2d", "input", x)   # (PyTorch's max_pool2d has no bool kernel)
     if ceil_mode:
         from .spatial import max_pool2d_ext
         return max_pool2d_ext(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices)

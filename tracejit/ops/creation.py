@@ -285,6 +285,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
         dtype = _dt.int64 if all(isinstance(v, (int, np.integer)) or hasattr(v, "terms")
                                  for v in (start, end, step)) else _dt.get_default_dtype()
     dtype = _dt.as_dtype(dtype)
+    if not any(hasattr(v, "terms") for v in (start, end, step)) and (end - start) * step < 0:
+        raise ArgumentError(f"arange: upper bound and lower bound inconsistent with step sign "
+                            f"(start {start}, end {end}, step {step})")
     if dtype.is_integer and not any(hasattr(v, "terms") for v in (start, end, step)):
         # PyTorch truncates an integer arange's start and step (int64: the end too) to
         # integers; the narrower types count ceil((end - start) / step) from the given values
@@ -302,12 +305,26 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     return t
 
 
+def count_arg(op: str, v, rule: str) -> int:
+    """A count argument (steps, rows) as an int: a negative one raises PyTorch's error
+    (`rule`: its words, ``"n must be greater or equal to 0"``)."""
+    v = int(v)
+    if v < 0:
+        raise ArgumentError(f"{op}: {rule}, got {v}")
+    return v
+
+
+_STEPS = "number of steps must be non-negative"   # (linspace's and logspace's words)
+
+
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False):
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
-    return tensor(np.linspace(start, end, int(steps)), dtype=dt, device=device, requires_grad=requires_grad)
+    return tensor(np.linspace(start, end, count_arg("linspace", steps, _STEPS)), dtype=dt,
+                  device=device, requires_grad=requires_grad)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False):
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
-    return tensor(np.eye(int(n), None if m is None else int(m)), dtype=dt, device=device,
-                  requires_grad=requires_grad)
+    n = count_arg("eye", n, "n must be greater or equal to 0")
+    m = None if m is None else count_arg("eye", m, "m must be greater or equal to 0")
+    return tensor(np.eye(n, m), dtype=dt, device=device, requires_grad=requires_grad)

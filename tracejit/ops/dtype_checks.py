@@ -15,17 +15,19 @@ import functools
 import inspect
 from typing import Callable
 
-from ..errors import expect_floating
+from ..errors import expect_floating, expect_not_bool
 
 __all__ = ["takes"]
 
 
-def takes(*names: str, also: tuple = (), op: str = "") -> Callable:
+def takes(*names: str, also: tuple = (), op: str = "", ints: bool = False) -> Callable:
     """Decorator: the arguments `names` of the op must be floating point, or of a dtype in
-    `also` (``_dt.uint8``: PyTorch's nearest interpolation has a uint8 kernel). A name
+    `also` (``_dt.uint8``: PyTorch's nearest interpolation has a uint8 kernel); with `ints`,
+    of any dtype but bool (hardtanh: "Bool inputs not supported"). A name
     ``"x:input"`` is parameter ``x``, called ``input`` in messages (PyTorch's name). A
     ``dtype=`` argument does not lift it (PyTorch's nanmean and norm refuse an integer input
-    with ``dtype=torch.float32`` too)."""
+    with ``dtype=torch.float32`` too). Primitives refuse bool in their rule instead
+    (elementwise ``_unary(..., no_bool=True)``): no wrapper on their calls."""
     extra = frozenset(also)
 
     def deco(fn: Callable) -> Callable:
@@ -39,7 +41,11 @@ def takes(*names: str, also: tuple = (), op: str = "") -> Callable:
             for i, n in where:
                 t = args[i] if i < len(args) else kwargs.get(params[i])
                 dt = getattr(t, "dtype", None)   # (tested here: a call only to raise)
-                if dt is not None and not (dt.is_floating_point or dt.is_complex) and dt not in extra:
+                if dt is None or dt.is_floating_point or dt.is_complex or dt in extra:
+                    continue
+                if ints:
+                    expect_not_bool(label, n, t)
+                else:
                     expect_floating(label, n, t, extra)
             return fn(*args, **kwargs)
         return checked

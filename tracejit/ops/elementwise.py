@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ArgumentError, DTypeError
+from ..errors import ArgumentError, DTypeError, expect_not_bool
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from .registry import Aval, defprim
@@ -44,13 +44,15 @@ def _ew_shape(name, avals):
     return shape
 
 
-def _ew_rule(name, out_bool=False, float_only=False):
+def _ew_rule(name, out_bool=False, float_only=False, no_bool=False):
     def rule(*avals, **params):
         shape = _ew_shape(name, avals) if len(avals) > 1 else avals[0].shape
         first = avals[0]
         dt = first.dtype
         if float_only and not dt.is_floating_point:
             raise DTypeError(f"{name}: expected a floating-point tensor, got {dt.name}")
+        if no_bool and dt.is_bool:   # (PyTorch has no bool kernel for it)
+            expect_not_bool(name, "input", first)
         dev = first.device
         if first.weak:
             for a in avals:
@@ -61,8 +63,9 @@ def _ew_rule(name, out_bool=False, float_only=False):
     return rule
 
 
-def _unary(name, impl, vjp=None, scalar=None, *, save_out=False, save_in=True, int_to_float=True, **kw):
-    return defprim(name, impl, _ew_rule(name), vjp, kind="elementwise", scalar=scalar, promote=True,
+def _unary(name, impl, vjp=None, scalar=None, *, save_out=False, save_in=True, int_to_float=True,
+           no_bool=False, **kw):
+    return defprim(name, impl, _ew_rule(name, no_bool=no_bool), vjp, kind="elementwise", scalar=scalar, promote=True,
                    int_to_float=int_to_float, save_out=save_out,
                    save=(lambda rq: (0,)) if save_in else (lambda rq: ()), **kw)
 
@@ -160,9 +163,10 @@ MINIMUM = _binary(
 
 # ---------------------------------------------------------------- unary math
 NEG = _unary("neg", _ufunc1("negative"), lambda g, out, a: (neg(g),),
-             lambda e, a: f"(-{a})", save_in=False, int_to_float=False, extra={"selects": True})
+             lambda e, a: f"(-{a})", save_in=False, int_to_float=False, no_bool=True,
+             extra={"selects": True})
 ABS = _unary("abs", _ufunc1("absolute"), lambda g, out, a: (g * sign(a),),
-             lambda e, a: f"abs({a})", int_to_float=False, extra={"selects": True})
+             lambda e, a: f"abs({a})", int_to_float=False, no_bool=True, extra={"selects": True})
 EXP = _unary("exp", _ufunc1("exp"), lambda g, out, a: (g * out,),
              lambda e, a: e.call("exp", a), save_out=True, save_in=False)
 EXPM1 = _unary("expm1", _ufunc1("expm1"), lambda g, out, a: (g * (out + 1.0),),
@@ -272,7 +276,7 @@ RELU_BACKWARD = _binary("relu_backward", _relu_backward_impl, _relu_backward_vjp
 RELU = _unary("relu", lambda xp, a: xp.where(a > 0, a, xp.zeros((), a.dtype)) if a.dtype.kind != "f" else xp.maximum(a, a.dtype.type(0)),
               lambda g, out, a: (relu_backward(g, out),),
               lambda e, a: f"({e.const(0)} if {a} <= {e.const(0)} else {a})",
-              save_out=True, save_in=False, int_to_float=False, extra={"selects": True})
+              save_out=True, save_in=False, int_to_float=False, no_bool=True, extra={"selects": True})
 
 
 def _erf_impl(xp, a):
@@ -289,7 +293,7 @@ SIGN = _unary("sign", _ufunc1("sign"), None,
               lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {a}))",
               int_to_float=False)
 FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (g * 0.0,),
-               lambda e, a: e.call("floor", a), int_to_float=False, save_in=False)
+               lambda e, a: e.call("floor", a), int_to_float=False, save_in=False, no_bool=True)
 
 
 

@@ -64,10 +64,12 @@ def _zero_grad(g, out, a):
 
 
 CEIL = _unary("ceil", _ufunc1("ceil"), _zero_grad,
-              lambda e, a: f"(-{e.call('floor', f'(-{a})')})", int_to_float=False, save_in=False)
+              lambda e, a: f"(-{e.call('floor', f'(-{a})')})", int_to_float=False, save_in=False,
+              no_bool=True)
 TRUNC = _unary("trunc", _ufunc1("trunc"), _zero_grad,
                lambda e, a: f"({e.call('floor', a)} if {a} >= {e.const(0)} else "
-                            f"(-{e.call('floor', f'(-{a})')}))", int_to_float=False, save_in=False)
+                            f"(-{e.call('floor', f'(-{a})')}))", int_to_float=False, save_in=False,
+               no_bool=True)
 
 
 def _round_scalar(e, a):
@@ -81,7 +83,7 @@ def _round_scalar(e, a):
 
 
 ROUND = _unary("round", lambda xp, a: xp.round(a), _zero_grad, _round_scalar, int_to_float=False,
-               save_in=False)
+               save_in=False, no_bool=True)
 
 
 ceil, trunc = _op1(CEIL), _op1(TRUNC)
@@ -348,6 +350,7 @@ def clamp_max(input, max):  # noqa: A002
     return minimum(input, max) if hasattr(max, "dtype") else input.clamp(max=max)
 
 
+@takes("input", ints=True)
 def positive(input):
     return input
 

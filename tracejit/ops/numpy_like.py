@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..shapes import broadcast_shapes as _broadcast_shapes, normalize_dim
 from ..size import Size
 from ..tensor import Tensor
-from .creation import arange, tensor
+from .creation import _STEPS, arange, count_arg, tensor
 from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, lt, maximum, minimum, ne, sqrt, where
 from .indexing import index_put
 from .linalg import matmul
@@ -191,7 +191,8 @@ def ravel(input):
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None,
              requires_grad: bool = False):
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
-    vals = np.power(float(base), np.linspace(float(start), float(end), int(steps)))
+    steps = count_arg("logspace", steps, _STEPS)
+    vals = np.power(float(base), np.linspace(float(start), float(end), steps))
     return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
 
 

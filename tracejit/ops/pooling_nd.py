@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..exactcall import specialize
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, ShapeError, expect_floating, expect_not_bool
 from .creation import tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
 from .indexing import gather, getitem
@@ -136,6 +136,11 @@ def _max_windows(x, flat, valid, outs, with_indices):
 def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
               return_indices: bool = False, *, n, op, with_indices=False):
     return_indices = return_indices or with_indices
+    if n == 1 and not return_indices:
+        # PyTorch's max_pool1d has floating point kernels only (with indices it runs
+        # max_pool2d's, which take integers too); no max pool has a bool one
+        expect_floating(op, "input", input)
+    expect_not_bool(op, "input", input)
     x, unbatched = _batched(input, n, op)
     k = _ntuple(kernel_size, n, "kernel_size", op)
     s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \

@@ -25,7 +25,8 @@ def _reshape_rule(a, shape):
 
 
 def _resolve_shape(a_shape, shape, op="reshape"):
-    shape = list(shape)
+    # (a traced int argument: a Sym where it may be one, as ``-1`` may then be)
+    shape = [trace_hooks.size_of(d) if getattr(d, "_trace", None) is not None else d for d in shape]
     total = numel(a_shape)
     if shape.count(-1) > 1:
         raise ShapeError(f"{op}: only one dimension can be -1, got {tuple(shape)}")
@@ -272,7 +273,8 @@ def _plain_ints(args) -> bool:
 
 def _reshape_params(a, shape):
     shape = _resolve_shape(a.shape, _shape_args(shape))
-    return _IDENTITY if shape == tuple(a.shape) else shape
+    # (lengths first: a tuple compares items before lengths, and ``i0 == 144`` would fix i0)
+    return _IDENTITY if len(shape) == len(a.shape) and shape == tuple(a.shape) else shape
 
 
 def reshape(a, *shape):
@@ -378,7 +380,8 @@ def _expand_params(a, shape):
         if isinstance(shape[lead + i], int) and shape[lead + i] == -1:
             shape[lead + i] = a.shape[i]
     shape = tuple(shape)
-    return _IDENTITY if shape == tuple(a.shape) else shape
+    # (lengths first: a tuple compares items before lengths, and ``i0 == 144`` would fix i0)
+    return _IDENTITY if len(shape) == len(a.shape) and shape == tuple(a.shape) else shape
 
 
 broadcast_to = expand
@@ -391,7 +394,8 @@ def expand_as(a, other):
 def _squeeze_params(a, dims):
     dims = {normalize_dim(d, a.ndim, "squeeze") for d in dims}
     shape = tuple(d for i, d in enumerate(a.shape) if not (i in dims and isinstance(d, int) and d == 1))
-    return _IDENTITY if shape == tuple(a.shape) else shape
+    # (lengths first: a tuple compares items before lengths, and ``i0 == 144`` would fix i0)
+    return _IDENTITY if len(shape) == len(a.shape) and shape == tuple(a.shape) else shape
 
 
 def squeeze(a, dim=None):

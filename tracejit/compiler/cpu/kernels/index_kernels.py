@@ -119,13 +119,14 @@ def index_add(a, v, *idx, spec):
     by one integer index array on the first dim of a float array (an embedding's backward):
     one loop over the updates in order, np.add.at's additions in np.add.at's order; None
     (the numpy form runs) for any other index or while the kernel is not loaded."""
+    from ....ops.donation import target
     from ....ops.indexing import _is_basic, _locate, added_rows
     if _is_basic(spec) or not _takes(np, a, v) or a.size == 0:
         return None
     add = add_rows(a.dtype.name)
     if add is None:
         return None
-    out = a.copy()
+    out = target(a)   # (`a` itself where donated; declining below leaves it unwritten)
     view, key = _locate(out, spec, idx)
     if not view.flags.c_contiguous:
         return None
