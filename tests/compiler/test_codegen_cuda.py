@@ -17,7 +17,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.compiler import codegen_cuda
-from tracejit.compiler.loopnest import operand_layouts
+from tracejit.compiler.loopnest import lower, operand_layouts
 from inputs import fused_groups, gelu
 
 
@@ -181,3 +181,22 @@ def test_sigmoid_is_the_numerically_stable_formula():
     em = codegen_cuda.CudaEmitter("float32")         # no libdevice softplus: the formula too
     assert em.call("softplus", "x") == "((x if x > float32(0.0) else float32(0.0)) + log1p(exp(-abs(x))))"
     assert em.functions == {"exp", "log1p"}
+
+
+@pytest.mark.parametrize("fn, aval, helper", [
+    (lambda x: (x * 2.0).to(tj.bfloat16), ((8,), F32), "f32_to_bf16"),          # a store to bf16
+    (lambda x: x.float() * 2.0, ((8,), "bfloat16"), "bf16_to_f32"),            # a load from bf16
+    (lambda x: tj.softmax(x.float(), -1), ((4, 8), "bfloat16"), "bf16_to_f32"),  # a rows kernel
+])
+def test_a_group_needing_cpu_only_helpers_is_refused_by_name(fn, aval, helper):
+    # bf16 words go through the CPU's LLVM intrinsics: a CUDA module would call them undefined
+    (grp,) = fused_groups(fn, aval)
+    with pytest.raises(NotImplementedError, match=f"cast needs the CPU-only helpers {helper}: the CUDA"):
+        codegen_cuda.generate(grp, operand_layouts(grp))
+
+
+def test_round_bf16_is_refused_by_name():
+    from tracejit.ops.bf16_eager import round_bf16
+    (grp,) = fused_groups(lambda x: round_bf16(x * 3.0) + 1.0, ((12,), F32))
+    with pytest.raises(NotImplementedError, match="round_bf16 needs the CPU-only helpers bf16_to_f32, f32_to_bf16"):
+        codegen_cuda.render(lower(grp, operand_layouts(grp), "kernel", sequential_sums=False))

@@ -84,10 +84,26 @@ SPECIAL_CASES = {
 INT_OPS = ("add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu", "sign", "floor",
            "eq", "ne", "lt", "le", "gt", "ge")
 
-ELEMENTWISE = sorted(n for n, p in registry.REGISTRY.items() if p.kind == "elementwise" and p.scalar is not None
-                     and "cuda" in p.extra.get("devices", ("cuda",)))
-# Primitives declared for other devices only: the CUDA renderer refuses them by name.
-CPU_ONLY = sorted(n for n, p in registry.REGISTRY.items() if "cuda" not in p.extra.get("devices", ("cuda",)))
+
+def _cpu_helpers(prim) -> set:
+    """The CPU-only helpers `prim`'s scalar rule asks a float32 CUDA emitter for."""
+    from tracejit.compiler.codegen_cuda import CudaEmitter
+    for arity in (1, 2, 3):
+        em = CudaEmitter("float32")
+        try:
+            prim.scalar(em, *"abc"[:arity])
+        except TypeError:   # another arity, or parameters it needs
+            continue
+        except Exception:  # noqa: BLE001 - refused for float32: not a helper question
+            return set()
+        return em.imports
+    return set()
+
+
+_SCALAR = {n: p for n, p in registry.REGISTRY.items() if p.kind == "elementwise" and p.scalar is not None}
+# Primitives whose rules need CPU-only helpers: the CUDA renderer refuses them by name.
+CPU_ONLY = sorted(n for n, p in _SCALAR.items() if _cpu_helpers(p))
+ELEMENTWISE = sorted(set(_SCALAR) - set(CPU_ONLY))
 
 
 def cases(name):

@@ -36,8 +36,8 @@ from .fusion import Group
 from .loopnest import LoopNest, lower, operand_layouts
 from .mathnames import FORMULAS, MATH
 
-__all__ = ["CudaEmitter", "CudaKernelSpec", "CudaKernel", "render", "generate", "load", "launch",
-           "layouts_of", "run_group", "run_graph", "compile_ptx", "BLOCK", "simulator_enabled"]
+__all__ = ["CudaEmitter", "cuda_steps", "CudaKernelSpec", "CudaKernel", "render", "generate", "load",
+           "launch", "layouts_of", "run_group", "run_graph", "compile_ptx", "BLOCK", "simulator_enabled"]
 
 IND = "    "
 
@@ -66,6 +66,18 @@ class CudaEmitter(Emitter):
             return FORMULAS[fn](self, *args)
         self.functions.add(fn)
         return f"{fn}({', '.join(args)})"
+
+
+def cuda_steps(nest: LoopNest) -> tuple:
+    """`render_steps` of `nest` through `CudaEmitter`s, refusing, by name, a primitive whose
+    rule asks for CPU-only helpers (``emitter.imports``: bf16 words are the CPU's LLVM
+    intrinsics), which a CUDA module would otherwise call undefined."""
+    lines, emitters = render_steps(nest, CudaEmitter)
+    for st, em in zip(nest.steps, emitters):
+        if em.imports:
+            raise NotImplementedError(f"{st.prim.name} needs the CPU-only helpers "
+                                      f"{', '.join(sorted(em.imports))}: the CUDA backend cannot render it")
+    return lines, emitters
 
 
 class CudaKernelSpec:
@@ -152,7 +164,7 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
         return render_rows(nest, block)
     rank, name, red = nest.rank, nest.name, nest.reduction
     mode = "partial" if red is not None and not red.full else "flat" if nest.flat else "nd"
-    comp, emitters = render_steps(nest, CudaEmitter)
+    comp, emitters = cuda_steps(nest)
     used_types = set().union(*(em.types for em in emitters))
     functions = set().union(*(em.functions for em in emitters))
 
@@ -277,11 +289,6 @@ def _math_prelude(fs: list) -> list:
 
 def generate(group: Group, layouts: tuple, name: str = "kernel", block: int = BLOCK) -> CudaKernelSpec:
     """`render` of `group`'s nest for input layouts `layouts` (see `loopnest.LAYOUTS`)."""
-    for eq in group.members:
-        devices = eq.prim.extra.get("devices")
-        if devices is not None and "cuda" not in devices:
-            raise NotImplementedError(f"{eq.prim.name} runs on {', '.join(devices)} only: "
-                                      "the CUDA backend cannot render it")
     return render(lower(group, layouts, name, sequential_sums=False), block)
 
 

@@ -8,7 +8,7 @@ rendered: fusion keeps them for CPU values only.
 """
 from __future__ import annotations
 
-from .emitter import NUMBA_TYPE, fold, render_steps
+from .emitter import NUMBA_TYPE, fold
 from .loopnest import LoopNest
 from .codegen_cpu_rows import row_index as _row_index
 from .rowpasses import schedule
@@ -92,9 +92,9 @@ def render_rows(nest: LoopNest, block: int):
 def kernel_head(nest: LoopNest, out_rank=None) -> tuple:
     """What the rows and channel renderers start from: each step's rendered line, the types
     and math functions they use, and the kernel's signature (outputs of rank `out_rank`)."""
-    from .codegen_cuda import CudaEmitter
+    from .codegen_cuda import cuda_steps
     from .emitter import arr_type
-    lines, emitters = render_steps(nest, CudaEmitter)
+    lines, emitters = cuda_steps(nest)
     src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
     used_types = set().union(*(em.types for em in emitters))
     functions = set().union(*(em.functions for em in emitters))

@@ -209,8 +209,7 @@ def _round_scalar(e, a):
 
 
 ROUND = defprim("round_bf16", _round_impl, _round_rule, lambda g, out, a: (round_bf16(g),),
-                kind="elementwise", scalar=_round_scalar, save=lambda rq: (),
-                extra={"devices": ("cpu",)})   # (bf16 words: the CPU's LLVM intrinsics)
+                kind="elementwise", scalar=_round_scalar, save=lambda rq: ())
 
 
 def round_bf16(x: Tensor) -> Tensor:

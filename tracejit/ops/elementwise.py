@@ -503,6 +503,5 @@ from .elementwise_logic import (CAST, EQ, GE, GT, ISNAN, LE, LOGICAL_AND, LOGICA
                                LT, NE, WHERE, _cmp, _select_or_zero)
 eq, ne, lt, le, gt, ge, logical_and, logical_or = map(_op2, (EQ, NE, LT, LE, GT, GE, LOGICAL_AND, LOGICAL_OR))
 isnan, logical_not = map(_op1, (ISNAN, LOGICAL_NOT))
-greater, greater_equal, less, less_equal, equal_elementwise, not_equal = gt, ge, lt, le, eq, ne
 from .elementwise_clamp import CLAMP, _clamp_impl, clamp_backward  # noqa: E402
 from .elementwise_pow import POW, POW_BACKWARD  # noqa: E402

@@ -24,12 +24,8 @@ tensor is closed with tail imports (see the end of this module and of tracejit/t
 """
 from __future__ import annotations
 
-import threading
-from math import copysign as _copysign
 from dataclasses import dataclass, field
 from typing import Callable, Optional
-
-import numpy as np
 
 from .. import dtypes as _dt
 from ..device import CPU

@@ -111,7 +111,6 @@ class DistributedDataParallel(Module, Joinable):
         self.rank = g.rank
         self._generation = g.generation
         self._steps = 0            # synchronized forwards so far (step numbers in errors)
-        self._join_src = 0         # the rank whose buffers every forward starts from
         self._join_count = None    # Work counting the ranks still training (join mode)
         self._divide_by_initial_world_size = True
         self.broadcast_buffers = broadcast_buffers
@@ -260,7 +259,6 @@ class DistributedDataParallel(Module, Joinable):
             return self.rank, sync
         v = np.array([self.rank if active else -1, 1 if sync else 0], np.int64)
         self._chan.allreduce(v, self._MPI.MAX, f"the join check at step {self._steps}")
-        self._join_src = int(v[0])
         return int(v[0]), bool(v[1])
 
     def _shadow_reduction(self) -> None:
