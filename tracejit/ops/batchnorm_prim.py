@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..machine import L2_BYTES
 from ..shapes import numel
 from .registry import Aval, defprim
 from .eager import bind
@@ -400,9 +401,10 @@ def _forward_impl(xp, x, weight, bias, eps):
 
 
 # Elements of x per block of the blocked numpy forms: a block and its scratch stay in a
-# core's L2 cache between passes; the backward touches twice the arrays, so half as many.
-_NP_BLOCK = 1 << 17
-_NP_BLOCK_BACKWARD = 1 << 16
+# core's L2 cache between passes (a float32 block the L2's size, 512 KB here); the
+# backward touches twice the arrays, so half as many.
+_NP_BLOCK = max(1 << 12, L2_BYTES // 4)
+_NP_BLOCK_BACKWARD = _NP_BLOCK // 2
 
 
 def _scratch_like(xp, x, buf):

@@ -63,16 +63,3 @@ def test_forward_and_weight_gradient_match_torch(monkeypatch, geo, block):
         rec = B.wgrad(gd, xd, bias=True, **geom)
         np.testing.assert_allclose(rec[:-o].reshape(dw.shape), dw, rtol=tol, atol=tol)
         np.testing.assert_allclose(rec[-o:], g.sum((0, 2, 3)), rtol=tol, atol=tol)
-
-
-def test_l2_size_read_from_the_cache_directory(tmp_path):
-    for name, level, kind, size in (("index0", 1, "Data", "48K"), ("index1", 1, "Instruction", "32K"),
-                                    ("index2", 2, "Unified", "2048K"), ("index3", 3, "Unified", "32M")):
-        d = tmp_path / name
-        d.mkdir()
-        for field, value in (("level", level), ("type", kind), ("size", size)):
-            (d / field).write_text(f"{value}\n")
-    assert B.l2_bytes(str(tmp_path)) == 2 << 20
-    (tmp_path / "index2" / "size").write_text("oops\n")
-    assert B.l2_bytes(str(tmp_path), default=12345) == 12345
-    assert B.l2_bytes(str(tmp_path / "missing"), default=777) == 777

@@ -10,11 +10,11 @@ the im2col/col2im kernel is not loaded.
 """
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
 
+from ....machine import L2_BYTES
 from ....ops.conv import conv_out_size
 from ....threads import blas_threads_set
 from ..runtime import coreshare as _coreshare, sharepool as _sharepool
@@ -22,32 +22,9 @@ from .conv_kernels import col2im_kernel, im2col_kernel
 
 __all__ = ["forward", "wgrad", "xgrad"]
 
-def l2_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache", default: int = 1 << 19) -> int:
-    """A core's L2 cache in bytes as Linux's sysfs gives it under `root` (the level-2 data
-    or unified cache of CPU 0), else `default`."""
-    try:
-        for entry in sorted(os.listdir(root)):
-            d = os.path.join(root, entry)
-            with open(os.path.join(d, "level")) as f:
-                level = f.read().strip()
-            with open(os.path.join(d, "type")) as f:
-                kind = f.read().strip()
-            if level != "2" or kind not in ("Data", "Unified"):
-                continue
-            with open(os.path.join(d, "size")) as f:
-                size = f.read().strip().upper()
-            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
-            got = int(size.rstrip("KMG")) * scale
-            if got > 0:
-                return got
-    except (OSError, ValueError):
-        pass
-    return default
-
-
 # Bytes of a block's columns at most: a core's L2 (512 KB here), so the GEMM reads them
 # from it while the weight and the block's output stream past.
-_BLOCK_BYTES = l2_bytes()
+_BLOCK_BYTES = L2_BYTES
 
 
 # Output positions per image from which the forward multiplies each image on its own into
