@@ -1,5 +1,5 @@
 """The user-level shape functions keep their normalized params per (input shape,
-arguments) (ops/shape.py `_normalized`): a kept entry must give the same result as the
+arguments) (ops/shape_params.py `normalized`): a kept entry must give the same result as the
 first call and never let through an argument the function itself rejects."""
 import numpy as np
 import pytest

@@ -9,10 +9,10 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import IndexRangeError, ShapeError
 from ..shapes import Sym, normalize_dim, numel
-from ..size import Size
 from .registry import Aval, defprim
 from .eager import bind, eager_layout, trace_hooks
 from . import autocast as _autocast
+from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
@@ -227,54 +227,9 @@ TO_DEVICE = defprim("to_device", _to_device_impl,
 
 
 # ---------------------------------------------------------------- public functions
-def _shape_args(shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
-
-
-# The user-level shape functions normalize their arguments into the primitive's params:
-# several µs of Python, more than the op (x.permute(1, 0) 8.6 µs against bind's 1.7). The
-# params depend only on the input's shape and the arguments, so `_normalized` keeps them
-# per (function, shape, arguments) for numpy tensors. A call that raises is never kept;
-# arguments that are not plain ints take the function itself.
-_NORMALIZED: dict = {}
-_MAX_NORMALIZED = 4096
-_IDENTITY = "identity"   # the value kept for a call that returns its input unchanged
-
-
-def _normalized(fn, a, args):
-    """``fn(a, args)``: the params of `a`'s op for `args` (or `_IDENTITY`), kept per
-    (fn, a's shape, args) where `a` is a numpy tensor and `args` plain ints."""
-    data = a._data
-    # (checked before the lookup: 2.0 or a numpy int is equal to, and hashes as, the int
-    # whose params are kept, but must get the function's own check and error)
-    if type(data) is not np.ndarray or not _plain_ints(args):
-        return fn(a, args)   # (a tracer: symbolic shapes; another device's array)
-    key = (fn, data.shape, args)
-    v = _NORMALIZED.get(key)
-    if v is None:
-        v = fn(a, args)
-        if len(_NORMALIZED) < _MAX_NORMALIZED:
-            _NORMALIZED[key] = v
-    return v
-
-
-def _plain_ints(args) -> bool:
-    for e in args:
-        t = type(e)
-        if t is tuple or t is Size:
-            if not _plain_ints(e):
-                return False
-        elif t is not int:
-            return False
-    return True
-
-
 def _reshape_params(a, shape):
     shape = _resolve_shape(a.shape, _shape_args(shape))
-    # (lengths first: a tuple compares items before lengths, and ``i0 == 144`` would fix i0)
-    return _IDENTITY if len(shape) == len(a.shape) and shape == tuple(a.shape) else shape
+    return _IDENTITY if unchanged(shape, a.shape) else shape
 
 
 def reshape(a, *shape):
@@ -380,8 +335,7 @@ def _expand_params(a, shape):
         if isinstance(shape[lead + i], int) and shape[lead + i] == -1:
             shape[lead + i] = a.shape[i]
     shape = tuple(shape)
-    # (lengths first: a tuple compares items before lengths, and ``i0 == 144`` would fix i0)
-    return _IDENTITY if len(shape) == len(a.shape) and shape == tuple(a.shape) else shape
+    return _IDENTITY if unchanged(shape, a.shape) else shape
 
 
 broadcast_to = expand
@@ -394,8 +348,7 @@ def expand_as(a, other):
 def _squeeze_params(a, dims):
     dims = {normalize_dim(d, a.ndim, "squeeze") for d in dims}
     shape = tuple(d for i, d in enumerate(a.shape) if not (i in dims and isinstance(d, int) and d == 1))
-    # (lengths first: a tuple compares items before lengths, and ``i0 == 144`` would fix i0)
-    return _IDENTITY if len(shape) == len(a.shape) and shape == tuple(a.shape) else shape
+    return _IDENTITY if unchanged(shape, a.shape) else shape
 
 
 def squeeze(a, dim=None):
