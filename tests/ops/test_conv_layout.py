@@ -325,12 +325,18 @@ def test_col2im_rows_form_split_over_channels_gives_the_same_bits(geo):
         lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=1)
 
 
-# (kernel, stride, padding, dilation, (h, w)): output rows shorter than _TABLE_MAX_OW
+# (kernel, stride, padding, dilation, (h, w)): output rows shorter than _TABLE_MAX_OW, or
+# up to _TABLE_MAX_OW_STRIDED long with a column stride (8 to 16 columns: the last five)
 TABLE_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (4, 4)),
                     ((3, 3), (2, 2), (1, 1), (1, 1), (8, 7)),
                     ((1, 1), (2, 2), (0, 0), (1, 1), (7, 9)),
                     ((3, 2), (1, 2), (2, 1), (2, 1), (5, 6)),
-                    ((5, 5), (1, 1), (2, 2), (1, 1), (3, 5))]
+                    ((5, 5), (1, 1), (2, 2), (1, 1), (3, 5)),
+                    ((3, 3), (2, 2), (1, 1), (1, 1), (16, 17)),
+                    ((4, 4), (2, 2), (1, 1), (1, 1), (16, 16)),
+                    ((4, 4), (2, 2), (1, 1), (1, 1), (9, 32)),
+                    ((2, 3), (1, 3), (3, 4), (1, 2), (6, 20)),
+                    ((1, 1), (1, 2), (0, 0), (1, 1), (4, 19))]
 
 
 def _native_im2col_equals_numpy(dtype, geo, seed):
@@ -357,7 +363,7 @@ def _native_im2col_equals_numpy(dtype, geo, seed):
 def test_im2col_table_form_copies_the_numpy_forms_bits(dtype, geo):
     # The table form reads each output through a tabulated source position (-1: padding,
     # the pad value): plain copies, so the same bits as numpy's strided copy, NaN included.
-    assert _native_im2col_equals_numpy(dtype, geo, seed=4) < K._TABLE_MAX_OW
+    assert K.table_form(geo[1], _native_im2col_equals_numpy(dtype, geo, seed=4))
 
 
 def test_im2col_table_form_split_over_channels_gives_the_same_bits():
@@ -394,15 +400,16 @@ def test_conv2d_on_short_rows_matches_torch(dtype, cfg):
         np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=tol, atol=tol)
 
 
-# (kernel, stride, padding, dilation, (h, w)): output rows at least _TABLE_MAX_OW long, so
-# the rows form of im2col; padding past the window's reach (window columns that read no
-# input column), dilation and strides that leave the last columns unread.
+# (kernel, stride, padding, dilation, (h, w)): output rows at least _TABLE_MAX_OW long
+# (longer than _TABLE_MAX_OW_STRIDED with a column stride), so the rows form of im2col;
+# padding past the window's reach (window columns that read no input column), dilation and
+# strides that leave the last columns unread.
 IM2COL_ROWS_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (9, 11)),
-                             ((3, 3), (2, 2), (1, 1), (1, 1), (16, 17)),
-                             ((4, 4), (2, 2), (1, 1), (1, 1), (16, 16)),
-                             ((2, 3), (1, 3), (3, 4), (1, 2), (6, 20)),
+                             ((3, 3), (2, 2), (1, 1), (1, 1), (16, 40)),
+                             ((4, 4), (2, 2), (1, 1), (1, 1), (16, 37)),
+                             ((2, 3), (1, 3), (3, 4), (1, 2), (6, 56)),
                              ((5, 5), (1, 1), (2, 2), (1, 1), (3, 9)),
-                             ((1, 1), (1, 2), (0, 0), (1, 1), (4, 19)),
+                             ((1, 1), (1, 2), (0, 0), (1, 1), (4, 39)),
                              # unit strides, output rows as long as the input's: one run per
                              # image, dilated, and padded past the window's reach
                              ((3, 3), (1, 1), (2, 2), (2, 2), (10, 12)),
@@ -416,4 +423,4 @@ def test_im2col_rows_form_copies_the_numpy_forms_bits(dtype, geo):
     # The rows form copies each window row, the pad value where the window reads outside
     # the image: plain copies, so the same bits as numpy's strided copy, NaN and -0.0
     # included.
-    assert _native_im2col_equals_numpy(dtype, geo, seed=7) >= K._TABLE_MAX_OW
+    assert not K.table_form(geo[1], _native_im2col_equals_numpy(dtype, geo, seed=7))

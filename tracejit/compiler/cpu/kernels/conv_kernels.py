@@ -176,10 +176,10 @@ def _im2col_source(dtype, kernel, stride, padding, dilation) -> str:
 
 
 def _im2col_table_source(dtype, kernel, stride, padding, dilation) -> str:
-    """im2col for images with short output rows (`_TABLE_MAX_OW`), where the loop overhead
-    per row was the work: each window offset's source positions (-1: padding) are tabulated
-    once per call, and each column run is one loop over all outputs through the table
-    (ResNet's last stage: 0.53 -> 0.18 ms)."""
+    """im2col for images with short output rows (`_TABLE_MAX_OW`, `_TABLE_MAX_OW_STRIDED`),
+    where the loop overhead per row was the work: each window offset's source positions
+    (-1: padding) are tabulated once per call, and each column run is one loop over all
+    outputs through the table (ResNet's last stage: 0.53 -> 0.18 ms)."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
     lines = _im2col_head(dtype) + [
              f'    """im2col by table {kernel} {stride} {padding} {dilation}, channels c0..c1-1 '
@@ -211,8 +211,12 @@ def _im2col_table_source(dtype, kernel, stride, padding, dilation) -> str:
 
 
 # Output rows shorter than this take the table form of im2col (measured on ResNet's 3 x 3
-# convolutions over batch 32: 3.0x faster at 4 columns, 1.1x at 8, 0.7x at 16).
+# convolutions over batch 32: 3.0x faster at 4 columns, 1.1x at 8, 0.7x at 16) ...
 _TABLE_MAX_OW = 8
+# ... and rows up to this long with a column stride, where the runs form's copy is a
+# strided gather of a few elements per row (3 x 3 and 4 x 4 windows at stride 2: 1.8-2.2x
+# faster at 8 and 12 columns, 1.1-2x at 16, even at 24, 0.8x at 32).
+_TABLE_MAX_OW_STRIDED = 16
 
 
 # A call is shared over the free cores by input channel; a column element costs about this
@@ -220,10 +224,15 @@ _TABLE_MAX_OW = 8
 _COLUMN_WORK = 8
 
 
+def table_form(stride, ow: int) -> bool:
+    """Whether im2col takes the table form for output rows `ow` long at `stride`."""
+    return ow < _TABLE_MAX_OW or (stride[1] > 1 and ow <= _TABLE_MAX_OW_STRIDED)
+
+
 def im2col_kernel(dt: str, kernel, stride, padding, dilation, ow: int):
     """The loaded im2col kernel for this geometry, dtype and output row length, or None:
     ``fn(x, cols, oh, ow, pad_value, c0, c1, kh, kw)``, x a C-contiguous (N, C, H, W)."""
-    table = ow < _TABLE_MAX_OW
+    table = table_form(stride, ow)
     key = ("im2col_table" if table else "im2col", dt) + tuple(kernel) + tuple(stride) + tuple(padding) \
         + tuple(dilation)
     source = _im2col_table_source if table else _im2col_source
