@@ -54,12 +54,16 @@ scatter_add scatter_reduce igamma igammac index_reduce bitwise_left_shift bitwis
 pow clamp relu masked_fill
 """.split()
 
-# ... of which these ops' results are their first operand updated (ops/donation.py)
-_DONATES = frozenset(("index_add",))
+def _donates(name: str) -> bool:
+    """Whether op `name`'s result is its first operand updated: its primitive takes a
+    donated target (``extra["donates"]``, ops/donation.py)."""
+    from .ops.registry import REGISTRY
+    prim = REGISTRY.get(name)
+    return prim is not None and bool(prim.extra.get("donates"))
 
 
 def _inplace(name):
-    if name in _DONATES:
+    if _donates(name):
         def method(self, *args, **kwargs):
             fn = getattr(_ops, name)
             if self._donatable(name + "_", args, kwargs):   # the op writes self's memory itself
