@@ -95,8 +95,9 @@ def test_worker_records_the_tiers_its_compiled_modules_ended_on(tmp_path, system
 
 def test_programs_refuse_a_negative_thread_count():
     from bench.programs import __main__ as programs_main
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as exc:   # argparse's usage error, before any run
         programs_main.main(["--threads", "-1", "--only", "charmlp"])
+    assert exc.value.code == 2
 
 
 _SETTLE = """
