@@ -123,7 +123,7 @@ def _np_scatter_extreme(x, index, src, dim, reduce, include_self):
 _SIDX = np.array([[0, 2, 1, 0], [1, 0, 2, 2], [2, 2, 0, 1], [1, 1, 1, 0], [0, 2, 0, 1]])
 for _red in ("amax", "amin"):
     register(f"scatter_reduce_{_red}",
-             lambda m, x, s, red=_red, inc=True: m.scatter_reduce(x, 0, m.tensor(_SIDX), s, red, include_self=inc),
+             lambda m, x, s, red=_red, inc=True: m.scatter_reduce(x, 0, m.tensor(_SIDX, device=x.device), s, red, include_self=inc),
              lambda x, s, red=_red, inc=True: _np_scatter_extreme(x, _SIDX, s, 0, red, inc),
              lambda d, r: [_s(distinct(r, (3, 4), d), distinct(r, (5, 4), d)),
                            _s(distinct(r, (3, 4), d), distinct(r, (5, 4), d), inc=False)], dtypes=FLOATS)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -230,7 +231,7 @@ def _summarize(rec: Record, out_dir: Path, shards: int, names: list, passes: int
         rec.figure(path, c)
     failed_ops = sorted({f["op"] for f in failures})
     rec.detail("failed_ops", failed_ops)
-    rec.detail("failures", failures[:MAX_FAILURES])
+    rec.detail("failures", _distinct_first(failures)[:MAX_FAILURES])
     rec.detail("ops_not_reached", [n for n in names if n not in covered])
     if killed or any(rc not in (0, None) for rc in rcs):
         rec.detail("shard_exit_codes", rcs)
@@ -255,3 +256,16 @@ def _summarize(rec: Record, out_dir: Path, shards: int, names: list, passes: int
         rec.finish("failed", "no sample was checked")
     else:
         rec.finish("passed", coverage)
+
+
+def _distinct_first(failures: list) -> list:
+    """The failures with one of each distinct (path, error) first, so that a capped list
+    shows every kind of failure rather than the many samples of one."""
+    def kind(f):
+        return f["path"], re.sub(r"\d+", "N", f["error"].split(" failed: ")[-1])[:120]
+    seen, first, rest = set(), [], []
+    for f in failures:
+        k = kind(f)
+        (rest if k in seen else first).append(f)
+        seen.add(k)
+    return first + rest

@@ -40,7 +40,8 @@ def _exclusive(g) -> bool:
         # when there is a fourth reference: a call less for the usual fresh gradient)
         return False
     flags = arr.flags
-    if not (flags.writeable and flags.c_contiguous):
+    # (a device array's flags have no `writeable`: its memory always is)
+    if not (getattr(flags, "writeable", True) and flags.c_contiguous):
         return False
     base = arr.base
     if base is None or sole_padded_view(arr, extra_refs=1):   # (+1: `base` here)

@@ -362,6 +362,8 @@ def compile_ptx(spec: CudaKernelSpec, cc: tuple = (8, 0)) -> dict:
     not a GPU (not under the simulator): checks what the device compiler makes of a source."""
     if simulator_enabled():
         raise RuntimeError("compile_ptx needs numba's real CUDA target, not the simulator")
+    from .cuda_launch import numpy_compat
+    numpy_compat()
     from numba import cuda
     namespace = {"CACHE": False, "__name__": "tracejit_cuda_ptx"}
     exec(compile(_DECORATOR.sub("", spec.source), "<tracejit cuda ptx>", "exec"), namespace)

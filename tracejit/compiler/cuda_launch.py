@@ -15,7 +15,7 @@ import types
 
 import numpy as np
 
-__all__ = ["simulator_enabled", "load", "launch", "CudaKernel", "BLOCK"]
+__all__ = ["simulator_enabled", "numpy_compat", "load", "launch", "CudaKernel", "BLOCK"]
 
 BLOCK = 256  # threads per block; reductions fold one block through shared memory of this size
 ROW_BLOCKS = 65535  # most blocks of a rows kernel (a block per row; past it, blocks stride)
@@ -25,6 +25,14 @@ def simulator_enabled() -> bool:
     """True when numba's CUDA target is the simulator (``NUMBA_ENABLE_CUDASIM=1`` at import)."""
     from numba.core import config
     return bool(config.ENABLE_CUDASIM)
+
+
+def numpy_compat() -> None:
+    """Give numpy the names numba-cuda's target registers overloads for and NumPy 2.5
+    removed (numba-cuda 0.30 imports `np.row_stack`, now `np.vstack`): without them the
+    first kernel compile fails inside numba-cuda on an AttributeError."""
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
 
 
 # ----------------------------------------------------------------------------- loading
@@ -53,6 +61,7 @@ def _exec_in_memory(source: str, hint: str) -> types.ModuleType:
 
 
 def _load_module(source: str, hint: str = "cuda_kernel") -> types.ModuleType:
+    numpy_compat()
     if simulator_enabled():
         return _exec_in_memory(source, hint)
     from numba import cuda

@@ -66,10 +66,11 @@ def _rows(x: np.ndarray, t: np.ndarray, ignore_index: int):
 def reduce_losses(loss, total, count, reduction, dtype):
     if reduction == "none":
         return loss
+    # (methods, not np.asarray: `total` may be a device array's 0-d sum)
     if reduction == "sum":
-        return np.asarray(total, dtype=dtype)
+        return total.astype(dtype)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.asarray(np.float64(total) / count, dtype=dtype)   # 0 counted: nan, as PyTorch
+        return (total / count).astype(dtype)   # 0 counted: nan, as PyTorch
 
 
 def _ce_impl(xp, x, t, *, ignore_index=-100, reduction="mean"):

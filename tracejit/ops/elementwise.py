@@ -129,7 +129,8 @@ DIV = _binary("div", _ufunc2("true_divide"),
 def _int_divisor_checked(fn):
     """Integer // and % by zero raise (as in Python and PyTorch) instead of numpy's silent 0."""
     def impl(xp, a, b):
-        if _int_kind(a) and _int_kind(b) and not xp.all(b):
+        # (b.all(): a Python or numpy scalar divisor is no device array for xp.all)
+        if _int_kind(a) and _int_kind(b) and not (b.all() if hasattr(b, "all") else b):
             raise ZeroDivisionError(f"{fn.__name__}: integer division by zero")
         return fn(a, b) if xp is np else getattr(xp, fn.__name__)(a, b)
     return impl

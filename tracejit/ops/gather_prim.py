@@ -109,7 +109,10 @@ def _scatter_add_impl(xp, a, index, src, dim):
         # elements); both add in the index's C order, so the result is the same bitwise
         np.add.at(out.reshape(-1), _flat_positions(index, dim, a.shape).reshape(-1), src.reshape(-1))
         return out
-    grids = list(xp.indices(index.shape, sparse=True))
+    # (open grids built by hand: cupy's indices has no `sparse`)
+    nd = index.ndim
+    grids = [xp.arange(k).reshape((1,) * d + (k,) + (1,) * (nd - d - 1))
+             for d, k in enumerate(index.shape)]
     grids[dim] = index
     if xp is np:
         np.add.at(out, tuple(grids), src)

@@ -104,7 +104,7 @@ def _perm_rule(piv, m, dtype):
 
 PIVOTS_TO_PERM = defprim("lu_pivots_to_perm",
                          lambda xp, piv, m, dtype: perm_matrix(np.asarray(piv).astype(np.int64), m, dtype.np),
-                         _perm_rule, None, kind="other", save=lambda rq: ())
+                         _perm_rule, None, kind="other", save=lambda rq: (), host=True)
 
 
 def pivots_to_perm(pivots, m: int, dtype):
@@ -127,7 +127,7 @@ def _lu_vjp(g, out, a, part):
 
 
 LU_FACTOR = defprim("linalg_lu_factor", _lu_impl, _lu_rule, _lu_vjp, kind="other",
-                    save=lambda rq: (0,), save_out=True)
+                    save=lambda rq: (0,), save_out=True, host=True)
 
 
 def lu_factor_parts(A):
@@ -195,7 +195,7 @@ def _expm_vjp(g, out, a):
 
 
 MATRIX_EXP = defprim("linalg_matrix_exp", lambda xp, a: _expm_np(a).astype(np.asarray(a).dtype),
-                     _expm_rule, _expm_vjp, kind="other", save=lambda rq: (0,))
+                     _expm_rule, _expm_vjp, kind="other", save=lambda rq: (0,), host=True)
 
 
 def matrix_exp(A):
@@ -241,14 +241,15 @@ def _eig_grad_rule(a, g, part):
 
 EIG_GRAD = defprim("linalg_eig_backward",
                    lambda xp, a, g, part: _eig_grad_np(a, g, part).astype(np.asarray(a).dtype),
-                   _eig_grad_rule, None, kind="complex", save=lambda rq: ())
+                   _eig_grad_rule, None, kind="complex", save=lambda rq: (), host=True)
 
 
 def _eig_vjp(g, out, a, part):
     return (bind(EIG_GRAD, a, g, part=part),)
 
 
-EIG = defprim("linalg_eig", _eig_impl, _eig_rule, _eig_vjp, kind="complex", save=lambda rq: (0,))
+EIG = defprim("linalg_eig", _eig_impl, _eig_rule, _eig_vjp, kind="complex", save=lambda rq: (0,),
+              host=True)
 
 
 def eig_parts(A, values_only: bool = False):

@@ -125,7 +125,8 @@ def _ldl_vjp(g, out, a, part):
                               "detach() A, or differentiate a solve with A instead")
 
 
-LDL_FACTOR = defprim("linalg_ldl_factor", _ldl_impl, _ldl_rule, _ldl_vjp, kind="other", save=lambda rq: ())
+LDL_FACTOR = defprim("linalg_ldl_factor", _ldl_impl, _ldl_rule, _ldl_vjp, kind="other", save=lambda rq: (),
+                     host=True)
 
 
 def ldl_factor_parts(A):

@@ -146,8 +146,8 @@ def _digamma_vjp(g, out, a):
     return (g * polygamma(1, a),)
 
 
-DIGAMMA = _unary("digamma", _digamma_impl, _digamma_vjp)
-LGAMMA = _unary("lgamma", _lgamma_impl, lambda g, out, a: (g * digamma(a),))
+DIGAMMA = _unary("digamma", _digamma_impl, _digamma_vjp, host=True)
+LGAMMA = _unary("lgamma", _lgamma_impl, lambda g, out, a: (g * digamma(a),), host=True)
 
 
 def _erfinv_impl(xp, a):
@@ -178,7 +178,7 @@ def _erfinv_impl(xp, a):
 
 ERFINV = _unary("erfinv", _erfinv_impl,
                 lambda g, out, a: (g * (math.sqrt(math.pi) / 2) * exp(out * out),), save_out=True,
-                save_in=False)
+                save_in=False, host=True)
 lgamma, digamma, erfinv = map(_op1, (LGAMMA, DIGAMMA, ERFINV))
 
 

@@ -164,12 +164,30 @@ _TORCH_GRAD_NAMES = {
 }
 
 
-def defprim(name: str, impl, rule, vjp=None, **kw) -> Primitive:
+def defprim(name: str, impl, rule, vjp=None, *, host: bool = False, **kw) -> Primitive:
+    """Define and register a primitive. `host=True` marks an impl that computes with numpy
+    alone (special functions, small factorisations): device arrays go to the host and the
+    result comes back (`extra["host"]`)."""
     if name in REGISTRY:
         raise ValueError(f"primitive {name!r} defined twice")
+    if host:
+        impl = _on_host(impl)
+        kw["extra"] = {**kw.get("extra", {}), "host": True}
     p = Primitive(name, impl, rule, vjp, **kw)
     REGISTRY[name] = p
     return p
+
+
+def _on_host(impl):
+    def run(xp, *args, **params):
+        if xp.__name__ == "numpy":
+            return impl(xp, *args, **params)
+        import numpy as np
+        host = [xp.asnumpy(a) if isinstance(a, xp.ndarray) else a for a in args]
+        out = impl(np, *host, **params)
+        return xp.asarray(out)
+    run.__name__ = run.__qualname__ = getattr(impl, "__name__", "impl")
+    return run
 
 
 # The eager dispatcher (bind, its plans, run_into) lives in ops/eager.py; its names are read

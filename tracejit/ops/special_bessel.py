@@ -166,7 +166,7 @@ def _impl(fn):
 
 
 def _define(name, fn):
-    prim = _unary(name, _impl(fn), None, save_in=False)
+    prim = _unary(name, _impl(fn), None, save_in=False, host=True)
 
     def f(input, *, out=None):
         r = bind(prim, input)

@@ -81,9 +81,9 @@ def _no_grad_first(name, vjp):
     return first
 
 
-ZETA = _binary("zeta", _zeta_impl, _zeta_vjp, int_to_float=True, save=lambda rq: (0, 1))
+ZETA = _binary("zeta", _zeta_impl, _zeta_vjp, int_to_float=True, save=lambda rq: (0, 1), host=True)
 ZETA_GRAD_S = _binary("zeta_grad_s", _zeta_impl, _no_grad_first("special.zeta", _zeta_vjp),
-                      int_to_float=True, save=lambda rq: (0, 1))
+                      int_to_float=True, save=lambda rq: (0, 1), host=True)
 
 
 def _needs_grad(t) -> bool:
@@ -158,12 +158,14 @@ def _igamma_vjp(sign):
     return vjp
 
 
-IGAMMA = _binary("igamma", _igamma_impl(False), _igamma_vjp(1.0), int_to_float=True, save=lambda rq: (0, 1))
-IGAMMAC = _binary("igammac", _igamma_impl(True), _igamma_vjp(-1.0), int_to_float=True, save=lambda rq: (0, 1))
+IGAMMA = _binary("igamma", _igamma_impl(False), _igamma_vjp(1.0), int_to_float=True, save=lambda rq: (0, 1),
+                 host=True)
+IGAMMAC = _binary("igammac", _igamma_impl(True), _igamma_vjp(-1.0), int_to_float=True, save=lambda rq: (0, 1),
+                  host=True)
 IGAMMA_GRAD_A = _binary("igamma_grad_a", _igamma_impl(False), _no_grad_first("igamma", None), int_to_float=True,
-                        save=lambda rq: ())
+                        save=lambda rq: (), host=True)
 IGAMMAC_GRAD_A = _binary("igammac_grad_a", _igamma_impl(True), _no_grad_first("igammac", None), int_to_float=True,
-                         save=lambda rq: ())
+                         save=lambda rq: (), host=True)
 
 
 def igamma(input, other):
@@ -184,7 +186,7 @@ def _polygamma_impl(xp, a, n):
 
 
 POLYGAMMA = _unary("polygamma", _polygamma_impl,
-                   lambda g, out, a, n: (g * bind(POLYGAMMA, a, n=n + 1),))
+                   lambda g, out, a, n: (g * bind(POLYGAMMA, a, n=n + 1),), host=True)
 
 
 def polygamma(n: int, input):
@@ -261,10 +263,10 @@ def _i1e_vjp(g, out, a):
     return (g * where(a == 0, 0.5, bind(I0E, a) - out * (sign(a) + 1 / safe)),)
 
 
-I0 = _unary("i0", _bessel_impl(0, False), _i0_vjp)
-I1 = _unary("i1", _bessel_impl(1, False), _i1_vjp, save_out=True)
-I0E = _unary("i0e", _bessel_impl(0, True), _i0e_vjp, save_out=True)
-I1E = _unary("i1e", _bessel_impl(1, True), _i1e_vjp, save_out=True)
+I0 = _unary("i0", _bessel_impl(0, False), _i0_vjp, host=True)
+I1 = _unary("i1", _bessel_impl(1, False), _i1_vjp, save_out=True, host=True)
+I0E = _unary("i0e", _bessel_impl(0, True), _i0e_vjp, save_out=True, host=True)
+I1E = _unary("i1e", _bessel_impl(1, True), _i1e_vjp, save_out=True, host=True)
 
 
 # i0: the modified Bessel function of the first kind, order 0; i0e: exp(-|x|) i0(x), finite

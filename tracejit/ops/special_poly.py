@@ -90,7 +90,8 @@ def _impl(kind: str, shifted: bool):
 
 
 def _define(name: str, kind: str, shifted: bool = False):
-    prim = _binary(name, _impl(kind, shifted), None, int_to_float=True, save=lambda rq: ())
+    prim = _binary(name, _impl(kind, shifted), None, int_to_float=True, save=lambda rq: (),
+                   host=True)
 
     def fn(input, n, *, out=None):
         from ..tensor import Tensor
