@@ -231,6 +231,7 @@ def _np_bag(w, mode):
 
 for _mode in ("sum", "mean", "max"):
     register(f"embedding_bag.{_mode}",
-             (lambda md: lambda m, w: NF(m).embedding_bag(m.tensor(_BAG_IDX), w, m.tensor(_BAG_OFFS), mode=md))(_mode),
+             (lambda md: lambda m, w: NF(m).embedding_bag(m.tensor(_BAG_IDX, device=w.device), w,
+                                                                 m.tensor(_BAG_OFFS, device=w.device), mode=md))(_mode),
              (lambda md: lambda w: _np_bag(w, md))(_mode),
              lambda d, r: [_s(distinct(r, (10, 3), d))])

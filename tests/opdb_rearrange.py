@@ -101,10 +101,10 @@ def _np_scatter(x, index, src, dim):
     return out
 
 
-register("scatter", lambda m, x, s: m.scatter(x, 1, m.tensor(_IDX[:, :3] % 3), s),
+register("scatter", lambda m, x, s: m.scatter(x, 1, m.tensor(_IDX[:, :3] % 3, device=x.device), s),
          lambda x, s: _np_scatter(x, _IDX[:, :3] % 3, s, 1),
          lambda d, r: [_s(arr(r, (2, 4), d), arr(r, (2, 3), d))], dtypes=FLOATS)
-register("index_add", lambda m, x, s: m.index_add(x, 0, m.tensor([2, 0, 2]), s, alpha=0.5),
+register("index_add", lambda m, x, s: m.index_add(x, 0, m.tensor([2, 0, 2], device=x.device), s, alpha=0.5),
          lambda x, s: (lambda o: (np.add.at(o, [2, 0, 2], 0.5 * s), o)[1])(x.copy()),
          lambda d, r: [_s(arr(r, (3, 4), d), arr(r, (3, 4), d))])
 
@@ -127,13 +127,13 @@ for _red in ("amax", "amin"):
              lambda x, s, red=_red, inc=True: _np_scatter_extreme(x, _SIDX, s, 0, red, inc),
              lambda d, r: [_s(distinct(r, (3, 4), d), distinct(r, (5, 4), d)),
                            _s(distinct(r, (3, 4), d), distinct(r, (5, 4), d), inc=False)], dtypes=FLOATS)
-register("index_copy", lambda m, x, s: m.index_copy(x, 1, m.tensor([3, 0]), s),
+register("index_copy", lambda m, x, s: m.index_copy(x, 1, m.tensor([3, 0], device=x.device), s),
          lambda x, s: (lambda o: (o.__setitem__((slice(None), [3, 0]), s), o)[1])(x.copy()),
          lambda d, r: [_s(arr(r, (3, 4), d), arr(r, (3, 2), d))])
-register("index_fill", lambda m, x: m.index_fill(x, 1, m.tensor([1, 3]), -1.5),
+register("index_fill", lambda m, x: m.index_fill(x, 1, m.tensor([1, 3], device=x.device), -1.5),
          lambda x: (lambda o: (o.__setitem__((slice(None), [1, 3]), -1.5), o)[1])(x.copy()),
          lambda d, r: [_s(arr(r, (3, 4), d))])
-register("take", lambda m, x: m.take(x, m.tensor([[0, 5], [11, 3]])), lambda x: np.take(x, [[0, 5], [11, 3]]),
+register("take", lambda m, x: m.take(x, m.tensor([[0, 5], [11, 3]], device=x.device)), lambda x: np.take(x, [[0, 5], [11, 3]]),
          lambda d, r: [_s(arr(r, (3, 4), d))], dtypes=NUMERIC)
 register("select", lambda m, x, **kw: m.select(x, **kw), lambda x, dim, index: np.take(x, index, dim),
          lambda d, r: [_s(arr(r, (3, 4), d), dim=1, index=-1)], dtypes=NUMERIC)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from .errors import ArgumentError
 
-__all__ = ["device", "as_device", "array_module", "CPU", "CudaUnavailableError"]
+__all__ = ["device", "as_device", "array_module", "module_of", "CPU", "CudaUnavailableError"]
 
 
 class CudaUnavailableError(RuntimeError):
@@ -128,6 +128,11 @@ def array_module(dev: device):
         raise CudaUnavailableError(
             f"device {dev} was requested but only {_gpu_count} GPU(s) are present") from None
     return cp
+
+
+def module_of(a):
+    """The array module holding array `a`: numpy, or cupy for a device array."""
+    return np if isinstance(a, np.ndarray) else array_module(device_of_array(a))
 
 
 def device_of_array(a) -> device:

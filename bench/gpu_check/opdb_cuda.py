@@ -4,7 +4,9 @@ On a GPU every sample of every op runs three ways: tracejit eager on the CPU (th
 reference), tracejit eager on CUDA tensors (cupy), and ``tracejit.trace`` on CUDA
 tensors (the fused groups compiled with numba-cuda). Outputs must agree in number,
 shape, dtype and value (float32 within ``max(op tolerance, 1e-4)`` relative, float64
-within 1e-7; integers and bools exactly; a random op's shapes and dtypes only).
+within 1e-7; integers and bools exactly; a random op's shapes and dtypes only). A
+documented refusal (NotImplementedError: bfloat16 tensors live on the CPU) is counted as
+``refused``, with its message, apart from the failures.
 
 Under the simulator (a dry run) cupy is absent, so the eager and traced CUDA paths are
 skipped; instead each sample's traced graph runs through `codegen_cuda.run_graph` on
@@ -130,13 +132,19 @@ def check_sample(op, dtype, s) -> dict:
     try:
         res["eager"] = compare(_outs(s.fn(*ts)), expect, op, dtype) or "passed"
     except Exception as e:  # noqa: BLE001
-        res["eager"] = _first_line(e)
+        res["eager"] = _outcome(e)
     if op.traceable and not op.random:
         try:
             res["compiled"] = compare(_outs(tj.trace(s.fn)(*ts)), expect, op, dtype) or "passed"
         except Exception as e:  # noqa: BLE001
-            res["compiled"] = _first_line(e)
+            res["compiled"] = _outcome(e)
     return res
+
+
+def _outcome(e: Exception) -> str:
+    """A documented refusal on CUDA (NotImplementedError: bfloat16 lives on the CPU) is
+    counted apart from failures, with its message; anything else fails."""
+    return ("refused: " if isinstance(e, NotImplementedError) else "") + _first_line(e)
 
 
 def _work_items(ops: list, passes: int):
@@ -213,13 +221,16 @@ def _summarize(rec: Record, out_dir: Path, shards: int, names: list, passes: int
         results += state["results"]
         stopped = stopped or state.get("stopped_by_deadline", False) or not state.get("finished")
     counts: dict = {}
-    failures = []
+    failures, refused = [], set()
     for r in results:
         for path, outcome in r["paths"].items():
             key = (outcome if outcome in ("passed", "no_group", "simulator_unsupported")
-                   else "raised" if path == "cpu" else "failed")
+                   else "raised" if path == "cpu" else "refused" if outcome.startswith("refused: ")
+                   else "failed")
             counts.setdefault(path, {}).setdefault(key, 0)
             counts[path][key] += 1
+            if key == "refused":
+                refused.add((r["op"], path, outcome[len("refused: "):]))
             if key == "failed":
                 failures.append({"op": r["op"], "dtype": r["dtype"], "path": path,
                                  "sample": r["sample"], "error": outcome})
@@ -232,6 +243,7 @@ def _summarize(rec: Record, out_dir: Path, shards: int, names: list, passes: int
     failed_ops = sorted({f["op"] for f in failures})
     rec.detail("failed_ops", failed_ops)
     rec.detail("failures", _distinct_first(failures)[:MAX_FAILURES])
+    rec.detail("refused", [{"op": o, "path": p, "error": m} for o, p, m in sorted(refused)])
     rec.detail("ops_not_reached", [n for n in names if n not in covered])
     if killed or any(rc not in (0, None) for rc in rcs):
         rec.detail("shard_exit_codes", rcs)

@@ -173,6 +173,14 @@ class CudaKernel:
         self.finish = getattr(module, spec.finish_name) if spec.finish_name else None
         self.n_arrays = len(spec.flatten)
         self.n_sizes = len(spec.nest.sizes)
+        # on a GPU, launched past numba's dispatcher (cuda_direct); None: the dispatcher
+        self.direct = self.direct_finish = None
+        if not simulator_enabled() and _DIRECT[0]:
+            from .cuda_direct import direct
+            self.direct = direct(self.fn)
+            self.direct_finish = direct(self.finish) if self.finish is not None else None
+            if self.direct is None or (self.finish is not None and self.direct_finish is None):
+                self.direct = self.direct_finish = None
 
     def __call__(self, *args, stream=None) -> None:
         spec = self.spec
@@ -186,25 +194,54 @@ class CudaKernel:
         if work == 0 and spec.reduction != "full" and spec.mode not in ("rows", "channels"):
             return  # nothing to compute (a full reduction of nothing still writes its init)
         s = _resolve_stream(stream)
-        kargs = [_kernel_array(a, f, c) for a, f, c in zip(arrays, spec.flatten, spec.contiguous)]
+        direct = self.direct is not None and all(
+            hasattr(a, "__cuda_array_interface__") for a in arrays)
+        arg = _direct_arg if direct else _kernel_array
+        kargs = [arg(a, f, c) for a, f, c in zip(arrays, spec.flatten, spec.contiguous)]
         if spec.reduction == "full":
             # Per-block partials, then one block folds them: deterministic, nan-correct.
             grid = _grid(n, block)
             red = arrays[-1]
             xp = _array_module_of(red)
             partial = xp.empty(grid, dtype=np.dtype(spec.acc_dtype))
-            kargs[-1] = _kernel_array(partial, True)
-            self.fn[grid, block, s](*kargs, *dims)
-            self.finish[1, block, s](kargs[-1], _kernel_array(red, True), grid)
+            kargs[-1] = arg(partial, True)
+            self._go(direct, grid, block, s, *kargs, *dims)
+            self._go(direct, 1, block, s, kargs[-1], arg(red, True), grid, finish=True)
             return
         if spec.mode in ("rows", "channels"):
             # a block per row or channel, striding past the cap; an empty one still writes
             # its reductions' initial values
             rows = dims[1] if spec.mode == "channels" else math.prod(dims[:-1])
             if rows:
-                self.fn[min(rows, ROW_BLOCKS), block, s](*kargs, *dims)
+                self._go(direct, min(rows, ROW_BLOCKS), block, s, *kargs, *dims)
             return
-        self.fn[_grid(work, block), block, s](*kargs, *dims)
+        self._go(direct, _grid(work, block), block, s, *kargs, *dims)
+
+    def _go(self, direct: bool, grid: int, block: int, stream, *args, finish: bool = False) -> None:
+        if direct:
+            (self.direct_finish if finish else self.direct)(grid, block, stream, *args)
+        else:
+            (self.finish if finish else self.fn)[grid, block, stream](*args)
+
+
+# whether kernels launch past numba's dispatcher (tests turn it off to compare the two)
+_DIRECT = [True]
+
+
+def _direct_arg(a, flat: bool, contiguous: bool | None = None):
+    """`a` as a direct launch's argument (cuda_direct): checked as `_kernel_array` checks."""
+    from .cuda_direct import FlatView
+    if (flat or contiguous) and not _c_contiguous(a):
+        raise ValueError(f"kernel argument of shape {tuple(a.shape)} must be C-contiguous")
+    return FlatView(a) if flat else a
+
+
+def _c_contiguous(a) -> bool:
+    flags = getattr(a, "flags", None)
+    if flags is not None:
+        return bool(flags.c_contiguous)
+    cai = a.__cuda_array_interface__
+    return _contiguous(tuple(cai["shape"]), cai.get("strides"), np.dtype(cai["typestr"]).itemsize)
 
 
 def _array_module_of(a):

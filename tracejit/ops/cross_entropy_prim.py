@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..device import CPU
+from ..device import CPU, module_of
 from ..errors import DTypeError, ShapeError
 from .registry import Aval, defprim
 from .eager import bind
@@ -77,7 +77,7 @@ def _ce_impl(xp, x, t, *, ignore_index=-100, reduction="mean"):
     t = t.astype(np.int64, copy=False)
     z, s, _, valid, safe = _rows(x, t, ignore_index)
     n = x.shape[0]
-    loss = -(z[np.arange(n), safe] - np.log(s[:, 0]))   # -logp at the target
+    loss = -(z[module_of(x).arange(n), safe] - np.log(s[:, 0]))   # -logp at the target
     if not valid.all():
         loss[~valid] = 0.0
     return reduce_losses(loss, loss.sum(dtype=np.float64), np.count_nonzero(valid), reduction, x.dtype)
@@ -124,10 +124,10 @@ def _ce_backward_impl(xp, g, x, t, *, ignore_index=-100, reduction="mean"):
     dt = x.dtype.type
     r = g.astype(x.dtype).reshape(-1, 1) * valid[:, None]    # g: 0-d, or one per row
     if reduction == "mean":   # no counted row: a zero gradient (of a nan loss), as PyTorch
-        r = r / dt(max(np.count_nonzero(valid), 1))
+        r = r / dt(max(int(valid.sum()), 1))
     e /= s                                       # softmax
     e *= r
-    e[np.arange(x.shape[0]), safe] -= r[:, 0]    # - onehot * r
+    e[module_of(x).arange(x.shape[0]), safe] -= r[:, 0]    # - onehot * r
     return e
 
 

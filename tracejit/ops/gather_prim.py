@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..device import module_of
 from ..errors import DTypeError, IndexRangeError, ShapeError
 from ..shapes import normalize_dim
 from . import creation
@@ -69,11 +70,12 @@ def _flat_positions(index, dim: int, shape: tuple):
         strides[d] = acc
         acc *= int(shape[d])
     pos = index.astype(np.int64) * strides[dim]
+    arange = module_of(index).arange
     for d, n in enumerate(index.shape):
         if d != dim and n > 1:
             view = [1] * index.ndim
             view[d] = n
-            pos = pos + (np.arange(n, dtype=np.int64) * strides[d]).reshape(view)
+            pos = pos + (arange(n, dtype=np.int64) * strides[d]).reshape(view)
     return pos
 
 

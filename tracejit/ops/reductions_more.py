@@ -88,7 +88,8 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     last occurrence, as PyTorch returns them."""
     refuse_tracing("mode", "its input")
     d = normalize_dim(dim, input.ndim, "mode") if input.ndim else 0
-    v = np.moveaxis(input.detach().numpy(), d, -1) if input.ndim else input.detach().numpy().reshape(1)
+    host = input.detach().cpu().numpy()
+    v = np.moveaxis(host, d, -1) if input.ndim else host.reshape(1)
     rows = v.reshape(-1, v.shape[-1]) if v.shape[-1] else v.reshape(0, 0)
     picks = np.zeros(rows.shape[0], np.int64)
     for r, row in enumerate(rows):
