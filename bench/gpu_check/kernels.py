@@ -20,7 +20,8 @@ through `codegen_cuda.run_graph`; values are checked, no bandwidth is judged.
 out) on 1024 elements, in microseconds per launch, the median of 25 rounds of 200
 launches; beside it numba's own dispatch of the same kernel with the arguments already
 converted, a ``tracejit.trace`` call on CUDA tensors, and one cupy kernel (``add``) for
-scale. Target: <= 10 µs per tracejit launch.
+scale, and each part of the direct launch on its own (``part_*_us``). Target: <= 10 µs
+per tracejit launch.
 """
 from __future__ import annotations
 
@@ -216,6 +217,33 @@ def _trace_call(arrays):
     return lambda: f(*ts)
 
 
+def _launch_parts(kernel, arrays, n: int, timed) -> None:
+    """Time each part of a direct launch (tracejit.compiler.cuda_direct) on its own: the
+    stream lookup, the argument checks, the packing, the compiled kernel's lookup and
+    cuda.core's launch (with numba's stream, and with a cuda.core stream made once)."""
+    from tracejit.compiler import cuda_launch as cl
+    d = kernel.direct
+    if d is None:
+        return
+    spec = kernel.spec
+
+    def checked():
+        return [cl._direct_arg(a, f, c) for a, f, c in zip(arrays, spec.flatten, spec.contiguous)]
+    args = checked() + [n]
+    stream = cl._resolve_stream(None)
+    params = d.pack(*args)
+    cfg = d.config(cl._grid(n, spec.block), spec.block)
+    fn = d.library.get_cufunc().kernel
+    timed("part_stream_us", lambda: cl._resolve_stream(None))
+    timed("part_checks_us", checked)
+    timed("part_pack_us", lambda: d.pack(*args))
+    timed("part_cufunc_us", lambda: d.library.get_cufunc().kernel)
+    timed("part_core_launch_us", lambda: d._launch(stream, cfg, fn, *params))
+    from cuda.core import Stream
+    native = Stream.from_handle(int(stream.handle) if stream.handle else 0)
+    timed("part_core_launch_native_stream_us", lambda: d._launch(native, cfg, fn, *params))
+
+
 def launch(rec: Record) -> None:
     sim = simulated()
     why = None if sim else gpu_reason()
@@ -257,6 +285,11 @@ def launch(rec: Record) -> None:
                 timed(key, fn)
         except Exception as e:  # noqa: BLE001
             rec.detail(key, f"{type(e).__name__}: {e}")
+    if not sim:
+        try:   # where the launch's microseconds go: figures for scale, never a failure
+            _launch_parts(kernel, (x, y, z, out), n, timed)
+        except Exception as e:  # noqa: BLE001
+            rec.detail("launch_parts", f"{type(e).__name__}: {e}")
     if ok:
         rec.finish("passed", "simulator: the timing loop ran, no launch cost judged" if sim else None)
     else:

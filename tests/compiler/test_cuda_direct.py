@@ -102,3 +102,38 @@ def test_a_numba_cuda_without_the_compiled_library_leaves_the_dispatcher(core):
 def test_without_cuda_core_the_dispatcher_launches(monkeypatch):
     monkeypatch.setitem(sys.modules, "cuda.core", None)
     assert cuda_direct.direct(_dispatcher([_ScalarType("int64")])) is None
+
+
+class _Dispatcher:
+    """numba's ``kernel[grid, block, stream](*args)``, recording each launch."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, config):
+        return lambda *args: self.launches.append((config, args))
+
+
+def test_a_refused_direct_launch_falls_back_to_the_dispatcher(monkeypatch):
+    from tracejit.compiler import cuda_launch
+
+    class _Refusing:
+        def __call__(self, *args):
+            raise TypeError("foreign stream objects are not accepted")
+
+    monkeypatch.setattr(cuda_launch, "_DIRECT", [True])
+    monkeypatch.setattr(cuda_launch, "_kernel_array", lambda a, flat, contiguous=None: a)
+    monkeypatch.setattr(cuda_launch, "_max_blocks", lambda: 64)
+    spec = types.SimpleNamespace(flatten=[True, True], contiguous=[True, True], block=128,
+                                 reduction=None, mode="flat", kept=(0,),
+                                 nest=types.SimpleNamespace(sizes=["n"]))
+    k = cuda_launch.CudaKernel.__new__(cuda_launch.CudaKernel)
+    k.spec, k.fn, k.finish, k.n_arrays, k.n_sizes = spec, _Dispatcher(), None, 2, 1
+    k.direct, k.direct_finish = _Refusing(), None
+    a, b = _DeviceArray((1000,), np.float32, 64), _DeviceArray((1000,), np.float32, 128)
+    a.__cuda_array_interface__ = b.__cuda_array_interface__ = {}
+    stream = types.SimpleNamespace(handle=7)
+    with pytest.warns(RuntimeWarning, match="numba's dispatcher from now on"):
+        k(a, b, 1000, stream=stream)
+    assert k.fn.launches == [((8, 128, stream), (a, b, 1000))]
+    assert k.direct is None and cuda_launch._DIRECT == [False]

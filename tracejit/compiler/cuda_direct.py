@@ -34,6 +34,11 @@ class DirectKernel:
         self._configs: dict = {}
 
     def __call__(self, grid: int, block: int, stream, *args) -> None:
+        self._launch(stream, self.config(grid, block), self.library.get_cufunc().kernel,
+                     *self.pack(*args))
+
+    def pack(self, *args) -> list:
+        """The kernel's parameters for `args`, as numba-cuda's launch packs them."""
         params = []
         add = params.append
         for kind, a in zip(self.kinds, args):
@@ -50,11 +55,15 @@ class DirectKernel:
                 params.extend(strides)
             else:
                 add(kind(a))
+        return params
+
+    def config(self, grid: int, block: int):
+        """cuda.core's launch configuration for a 1-D grid, made once per (grid, block)."""
         cfg = self._configs.get((grid, block))
         if cfg is None:
             cfg = self._configs[grid, block] = self._config(grid=(grid, 1, 1), block=(block, 1, 1),
                                                             shmem_size=0)
-        self._launch(stream, cfg, self.library.get_cufunc().kernel, *params)
+        return cfg
 
 
 class FlatView:

@@ -189,13 +189,25 @@ class CudaKernel:
                             f"({', '.join(spec.nest.sizes)}), got {len(args)} arguments")
         arrays, dims = args[:self.n_arrays], [int(d) for d in args[self.n_arrays:]]
         n = math.prod(dims)
-        block = spec.block
         work = math.prod(dims[d] for d in spec.kept) if spec.reduction == "partial" else n
         if work == 0 and spec.reduction != "full" and spec.mode not in ("rows", "channels"):
             return  # nothing to compute (a full reduction of nothing still writes its init)
         s = _resolve_stream(stream)
         direct = self.direct is not None and all(
             hasattr(a, "__cuda_array_interface__") for a in arrays)
+        if direct:
+            try:
+                return self._launch(True, arrays, dims, n, work, s)
+            except TypeError as e:
+                # cuda.core refused what the direct launch hands it (another version's
+                # rules): the dispatcher launches this kernel from now on, and again now
+                # (a launch is idempotent: its outputs are written whole)
+                _refused(self, e)
+        self._launch(False, arrays, dims, n, work, s)
+
+    def _launch(self, direct: bool, arrays, dims: list, n: int, work: int, s) -> None:
+        spec = self.spec
+        block = spec.block
         arg = _direct_arg if direct else _kernel_array
         kargs = [arg(a, f, c) for a, f, c in zip(arrays, spec.flatten, spec.contiguous)]
         if spec.reduction == "full":
@@ -224,8 +236,17 @@ class CudaKernel:
             (self.finish if finish else self.fn)[grid, block, stream](*args)
 
 
-# whether kernels launch past numba's dispatcher (tests turn it off to compare the two)
+# whether kernels launch past numba's dispatcher (off once cuda.core refuses a launch)
 _DIRECT = [True]
+
+
+def _refused(kernel: CudaKernel, e: TypeError) -> None:
+    import warnings
+    if _DIRECT[0]:
+        warnings.warn(f"tracejit: CUDA kernels launch through numba's dispatcher from now on "
+                      f"(cuda.core refused a direct launch: {e})", RuntimeWarning, stacklevel=3)
+    _DIRECT[0] = False
+    kernel.direct = kernel.direct_finish = None
 
 
 def _direct_arg(a, flat: bool, contiguous: bool | None = None):
