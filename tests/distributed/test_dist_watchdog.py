@@ -1,6 +1,7 @@
 """No collective waits forever: ranks that run different collectives, leave early or get
 stuck end the job within seconds, and every rank says which rank did what (the
 scenarios live in workers/uneven_worker.py)."""
+import re
 import time
 
 import pytest
@@ -61,7 +62,10 @@ def test_departure_during_an_object_collective(mpirun):
 def test_stuck_rank_times_out_with_the_group_timeout(mpirun):
     out, elapsed = run(mpirun, "timeout")
     assert "rank 1: stuck in step 2" in out
-    assert "DistTimeoutError: rank 0 waited 2.0 s in all-reduce of bucket 0 at step 2" in out, out
+    # (the wait is reported as measured: at least the 2 s limit, more on a loaded machine)
+    waited = re.search(r"DistTimeoutError: rank 0 waited (\d+\.\d) s in all-reduce of bucket 0 "
+                       r"at step 2, past the group's timeout of 2 s", out)
+    assert waited is not None and float(waited.group(1)) >= 2.0, out
     assert "rank 1 has not reported waiting" in out, out
     assert elapsed < 30
 
