@@ -269,7 +269,11 @@ class CompatMethods:
         return _ops.index_put(self, tuple(indices), values, accumulate)
 
     def index_put_(self, indices, values, accumulate: bool = False):
-        return self._assign(_ops.index_put(self, tuple(indices), values, accumulate), "index_put_")
+        indices = tuple(indices)
+        if self._donatable("index_put_", (values, *indices), {}):   # (as ``x[i] = v``)
+            return self._assign(_donating(self._data, _ops.index_put, self, indices, values, accumulate),
+                                "index_put_")
+        return self._assign(_ops.index_put(self, indices, values, accumulate), "index_put_")
 
     def mvlgamma(self, p: int):
         return _ops.mvlgamma(self, p)

@@ -16,6 +16,7 @@ from .device import CPU
 from .errors import DTypeError, ShapeError
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
+from .ops.donation import donating as _donating
 from .autograd.node import PrimNode, Tier0PrimNode
 from .autograd.grad_mode import _state as _grad_state
 from .ops import elementwise as _EW
@@ -264,6 +265,11 @@ class InPlaceMethods:
                                    "written-to tensor refers to a single memory location and the index "
                                    "selects a copy, not a view; clone() the tensor first")
             region.copy_(value)
+            return
+        if self._donatable("__setitem__", (value, *(index if type(index) is tuple else (index,))), {}):
+            # index_put writes self's memory itself (ops/donation.py): one pass over it, not a
+            # copy of self written and then copied back
+            self._assign(_donating(data, _ops.index_put, self, index, value), "__setitem__")
             return
         self._assign(_ops.index_put(self, index, value), "__setitem__")
 

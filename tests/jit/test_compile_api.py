@@ -198,6 +198,8 @@ def test_a_module_that_falls_back_keeps_its_state_as_eager():
     a(x)
     for _ in range(2):
         ya, yb = a(x), cb(x)
-    np.testing.assert_array_equal(ya.detach().numpy(), yb.detach().numpy())
-    np.testing.assert_array_equal(a.bn.running_mean.numpy(), b.bn.running_mean.numpy())
+    # (its submodules run compiled: fused kernels, equal to eager's up to rounding)
+    np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(a.bn.running_mean.numpy(), b.bn.running_mean.numpy(), rtol=1e-6, atol=1e-7)
     assert int(b.bn.num_batches_tracked) == 3
+    assert sorted(cb.cache_stats()["submodules"]) == ["bn", "lin"]

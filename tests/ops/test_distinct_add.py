@@ -8,7 +8,8 @@ import pytest
 from tracejit.ops.distinct_add import add_distinct, distinct
 
 
-@pytest.mark.parametrize("case", ["rows", "dim 1", "two arrays", "negative"])
+@pytest.mark.parametrize("case", ["rows", "dim 1", "two arrays", "negative", "None first",
+                                  "None last"])
 def test_distinct_positions_add_as_np_add_at(case):
     # a gather's backward (packed sequences, a batch permutation): one fancy add
     rng = np.random.default_rng(5)
@@ -16,7 +17,11 @@ def test_distinct_positions_add_as_np_add_at(case):
     key = {"rows": (rng.permutation(7)[:5],),
            "dim 1": (slice(None), rng.permutation(6)),
            "two arrays": (np.array([0, 0, 3, 6]), np.array([1, 2, 2, 5])),
-           "negative": (np.array([-1, 2, 0]),)}[case]
+           "negative": (np.array([-1, 2, 0]),),
+           # x[None, rows] and w[rows, cols, None] (a router's weights per expert): a None
+           # indexes no dim of the target
+           "None first": (None, rng.permutation(7)[:4]),
+           "None last": (np.array([0, 4, 4]), np.array([1, 1, 3]), None)}[case]
     v = rng.standard_normal(a[key].shape).astype(np.float32)
     want = a.copy()
     np.add.at(want, key, v)
@@ -39,3 +44,18 @@ def test_distinct_positions_found_at_every_size():
         assert distinct(flat)
         flat[-1] = flat[0]
         assert not distinct(flat)
+
+
+def test_a_gather_with_none_backpropagates_as_torch():
+    torch = pytest.importorskip("torch")
+    import tracejit as tj
+    rng = np.random.default_rng(7)
+    xv = rng.standard_normal((9, 4)).astype(np.float32)
+    rows, cols = np.array([5, 0, 8, 2]), np.array([1, 3, 0, 1])
+    for lib in (tj, torch):
+        x = lib.tensor(xv, requires_grad=True)
+        y = x[None, lib.tensor(rows)] * 2.0 + x[lib.tensor(rows), lib.tensor(cols), None]
+        y.sum().backward()
+        if lib is tj:
+            got = x.grad.numpy()
+    np.testing.assert_array_equal(got, x.grad.numpy())

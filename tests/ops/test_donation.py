@@ -1,6 +1,6 @@
-"""Donated operands (ops/donation.py): ``x.index_add_`` and a gather's gradient write
-their target's memory instead of a copy of it, with PyTorch's values, versions and
-gradients."""
+"""Donated operands (ops/donation.py): ``x.index_add_``, ``x[i] = v`` and a gather's
+gradient write their target's memory instead of a copy of it, with PyTorch's values,
+versions and gradients."""
 from __future__ import annotations
 
 import tracemalloc
@@ -107,3 +107,49 @@ def test_a_compiled_index_add_writes_the_zeros_it_made():
     np.add.at(expect, rows.numpy(), src.numpy())
     np.testing.assert_array_equal(cf(rows, src).numpy(), expect)
     assert peak < 6 * _MB   # one 4 MB result, not a second for the copy
+
+
+def test_setitem_writes_the_target_once_and_matches_torch():
+    rng = np.random.default_rng(2)
+    base = rng.standard_normal((1024, 512)).astype(np.float32)   # 2 MB
+    rows = rng.permutation(1024)[:64]
+    src = rng.standard_normal((64, 512)).astype(np.float32)
+    x, xt = tj.tensor(base), torch.tensor(base)
+    data, version = x._data, x._version
+    x[tj.tensor(rows)] = tj.tensor(src)                         # (first call: plans made)
+    xt[torch.tensor(rows)] = torch.tensor(src)
+    peak = _peak(lambda: x.index_put_((tj.tensor(rows[:8]),), tj.tensor(src[:8]) * 2, accumulate=True))
+    xt.index_put_((torch.tensor(rows[:8]),), torch.tensor(src[:8]) * 2, accumulate=True)
+    assert peak < _MB   # (a copy of the target: 2 MB)
+    peak = _peak(lambda: x.__setitem__((slice(3, 9), 0), 7.0))
+    xt[3:9, 0] = 7.0
+    assert peak < _MB
+    assert x._data is data and x._version == version + 3
+    np.testing.assert_array_equal(x.numpy(), xt.numpy())
+
+
+def test_setitem_reading_its_target_or_refused_is_as_in_torch():
+    y, yt = tj.arange(6.0), torch.arange(6.0)
+    y[tj.tensor([1, 2])] = y[tj.tensor([3, 4])]
+    yt[torch.tensor([1, 2])] = yt[torch.tensor([3, 4])]
+    y[1:4] = y[2:5]   # the value is a view of the target: read before it is written
+    yt[1:4] = yt[2:5].clone()
+    np.testing.assert_array_equal(y.numpy(), yt.numpy())
+    w = tj.zeros(4)
+    with pytest.raises(IndexError):
+        w[tj.tensor([1, 9])] = 1.0
+    with pytest.raises(tj.errors.ShapeError, match="index_put"):
+        w[tj.tensor([1, 2])] = tj.ones(3)
+    assert not w.numpy().any()   # unchanged
+    a = tj.ones(4, requires_grad=True)
+    h = a.exp()                   # saves its output
+    h[1] = 0.0
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        h.sum().backward()
+    v, vt = tj.ones(2, requires_grad=True), torch.ones(2, requires_grad=True)
+    q, qt = tj.zeros(4), torch.zeros(4)
+    q[tj.tensor([0, 3])] = v * 5
+    qt[torch.tensor([0, 3])] = vt * 5
+    (q * tj.arange(4.0)).sum().backward()
+    (qt * torch.arange(4.0)).sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy(), vt.grad.numpy())

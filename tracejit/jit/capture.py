@@ -147,10 +147,18 @@ class Capture:
         self._fell_back = True
         self._stats["eager_fallbacks"] += 1
         self._stats["capture_failures"] = self._stats.get("capture_failures", 0) + 1
+        subs = ""
+        from ..nn.module import Module
+        if isinstance(self._bound_self, Module) and self._bound_self._modules:
+            # as torch.compile compiles around a break: the submodules it calls, each alone
+            from .submodules import SubmoduleForwards
+            self._split = SubmoduleForwards(self._bound_self, self._mode, self._options)
+            subs = " (the submodules it calls run compiled, each on its own)"
         msg = (f"tracejit.compile: {self.__name__} cannot be captured as one graph, so it runs "
-               f"eagerly from now on: {exc} (pass fullgraph=True to raise this instead)")
+               f"eagerly from now on{subs}: {exc} (pass fullgraph=True to raise this instead)")
         self._stats["fallback_reason"] = msg
-        warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
+        if not self._quiet_break:
+            warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
         config.topic("recompiles").info(msg)
 
     def _note_reasons(self, reasons):

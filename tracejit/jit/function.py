@@ -106,6 +106,8 @@ class CompiledFunction(Capture):
         self._static_floats: set = set()  # those whose capture as runtime inputs failed
         self._lock = threading.RLock()
         self._fell_back = False
+        self._split = None         # a module forward that broke: its submodules' (submodules.py)
+        self._quiet_break = False  # a submodule's forward: its break logged, not warned
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
                        "eager_fallbacks": 0}
         # functools.partial and other callables have no __name__: messages still need one.
@@ -132,6 +134,8 @@ class CompiledFunction(Capture):
 
     def _call_eager(self, args, kwargs):
         if self._bound_self is not None:
+            if self._split is not None:   # broke the graph: its submodules run compiled
+                return self._split.call(self._fn, self._bound_self, *args, **kwargs)
             return self._fn(self._bound_self, *args, **kwargs)
         return self._fn(*args, **kwargs)
 
@@ -335,6 +339,8 @@ class CompiledFunction(Capture):
         s["pending_kernels"] = sum(e.origin.pending_kernels() for e in self._entries)
         s["planning"] = sum(1 for c in counts if c is None)
         s["dynamic_dims"] = sorted(self._dynamic)
+        if self._split is not None:
+            s["submodules"] = self._split.stats()
         return s
 
     def compile(self, *args, **kwargs) -> None:
@@ -390,6 +396,7 @@ class CompiledFunction(Capture):
             self._dynamic.clear()
             self._static.clear()
             self._fell_back = False
+            self._split = None
             self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
                            "eager_fallbacks": 0}
 

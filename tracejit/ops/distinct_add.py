@@ -8,12 +8,17 @@ __all__ = ["add_distinct", "distinct"]
 
 
 def add_distinct(view, key, v) -> bool:
-    """``view[key] += v`` as one fancy add when `key` (slices and integer arrays, each on
-    its own dim) reaches every element at most once, as a gather's backward does (packed
-    sequences, a permutation): the add is then exact. False (nothing done) for another key
+    """``view[key] += v`` as one fancy add when `key` (slices, None and integer arrays, each
+    array on its own dim, as in the backward of ``x[None, rows]`` or ``w[rows, cols, None]``)
+    reaches every element at most once, as a gather's backward does (packed sequences, a
+    permutation): the add is then exact. False (nothing done) for another key
     or a repeated or out-of-range position (np.add.at's cases)."""
     flat = None
-    for d, k in enumerate(key):
+    d = -1   # the dim of `view` that `k` indexes (a None inserts one: it indexes none)
+    for k in key:
+        if k is None:
+            continue
+        d += 1
         if type(k) is np.ndarray and k.dtype.kind in "iu" and d < view.ndim:
             n, a = view.shape[d], k.reshape(-1)
             if a.size and a.dtype.kind == "i" and a.min() < 0:

@@ -5,8 +5,8 @@ rows added) computes out of place: it copies the target, then writes the copy. W
 caller knows the target's array is its own to overwrite, it donates it for one call
 (`donating`), and the primitive takes `target(a)`: `a` itself, else a copy. The callers:
 
-- ``x.index_add_(...)`` eagerly, whose result goes into ``x``'s memory anyway (the copy
-  in the op and the copy back made two passes over ``x``);
+- ``x.index_add_(...)``, ``x[i] = v`` and ``x.index_put_(...)`` eagerly, whose result goes
+  into ``x``'s memory anyway (the copy in the op and the copy back made two passes over ``x``);
 - a gather's gradient, adding rows into zeros it has just made (an embedding's table);
 - a compiled plan, for a value that dies at the op and that nothing else holds
   (compiler/plan.py ``_donated``).

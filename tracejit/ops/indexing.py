@@ -305,11 +305,11 @@ def _index_put_rule(a, v, *idx, spec):
 
 
 def _index_put_impl(xp, a, v, *idx, spec):
-    out = a.copy()
+    out = target(a)   # (`a` itself where donated: ``x[i] = v`` writes x's memory once)
     view, key = _locate(out, spec, idx)
-    target = view[key].shape if getattr(v, "ndim", 0) else None
-    if target is not None and v.ndim > len(target):
-        v = v.reshape(v.shape[v.ndim - len(target):])  # drop leading 1s
+    region = view[key].shape if getattr(v, "ndim", 0) else None
+    if region is not None and v.ndim > len(region):
+        v = v.reshape(v.shape[v.ndim - len(region):])  # drop leading 1s
     view[key] = v
     return out
 
@@ -321,7 +321,8 @@ def _index_put_vjp(g, out, a, v, *idx, spec):
 
 
 INDEX_PUT = defprim("index_put", _index_put_impl, _index_put_rule, _index_put_vjp, kind="index",
-                    save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)))
+                    save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)),
+                    extra={"donates": True})
 
 
 def _index_add_impl(xp, a, v, *idx, spec):

@@ -1,0 +1,76 @@
+"""A compiled module forward that breaks the graph: its submodules compiled on their own.
+
+torch.compile, at a graph break (``torch.nonzero``, a boolean mask's index), runs that
+part in Python and still compiles the code around it, the submodules the forward calls
+included. tracejit captures whole functions, so a module's forward that cannot be one
+graph runs eagerly (jit/capture.py ``_break_to_eager``); `SubmoduleForwards` then gives
+each submodule it calls a compiled forward of its own for the duration of the call, each
+captured, guarded, made dynamic on a changing dim and broken further down the same way. A
+Mixtral-style layer whose routing finds each expert's tokens by ``torch.where`` keeps
+its experts' SwiGLU MLPs (forward and backward) compiled.
+
+The compiled forwards are installed as the submodules' ``forward`` instance attributes
+only while the broken forward runs, and never over one the user set (``Module.compile``);
+containers without a forward of their own (``ModuleList``, ``ModuleDict``) are looked
+through.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+__all__ = ["SubmoduleForwards"]
+
+
+class SubmoduleForwards:
+    """Compiled forwards for the submodules of `module`, made on first use with
+    `options` (``CompiledFunction``'s keyword arguments, as the broken forward's)."""
+
+    def __init__(self, module, mode: str, options: dict):
+        self._module = module
+        self._mode = mode
+        self._options = options
+        self._forwards: list | None = None   # [(submodule's __dict__, CompiledFunction, name)]
+
+    def _make(self) -> list:
+        from ..nn.module import Module
+        from .compiled_module import CompiledModule, compiled_forward
+        out, seen = [], {id(self._module)}
+
+        def visit(m, prefix: str) -> None:
+            for key, child in m._modules.items():
+                if child is None or id(child) in seen:
+                    continue
+                seen.add(id(child))
+                if isinstance(child, CompiledModule) or "forward" in child.__dict__:
+                    continue   # compiled already, or a forward the user set: left as it is
+                if type(child).forward is Module.forward:   # a container: its members
+                    visit(child, prefix + key + ".")
+                    continue
+                cf = compiled_forward(child, self._mode, self._options)
+                cf._quiet_break = True   # (the enclosing forward's warning says why)
+                out.append((child.__dict__, cf, prefix + key))
+        visit(self._module, "")
+        return out
+
+    def call(self, fn: Callable, *args, **kwargs):
+        """``fn(*args, **kwargs)`` (the module's forward, eagerly) with every submodule call
+        it makes running that submodule's compiled forward."""
+        forwards = self._forwards
+        if forwards is None:
+            forwards = self._forwards = self._make()
+        installed = []
+        try:
+            for d, cf, _ in forwards:
+                if "forward" not in d:   # (a call nested in another: installed already)
+                    d["forward"] = cf
+                    installed.append(d)
+            return fn(*args, **kwargs)
+        finally:
+            for d in installed:
+                d.pop("forward", None)
+
+    def stats(self) -> dict:
+        """{submodule's name (as named_modules gives it): its forward's cache_stats()}, for
+        those called so far."""
+        return {name: cf.cache_stats() for _, cf, name in self._forwards or ()
+                if cf._stats["misses"] or cf._stats["hits"] or cf._entries}
