@@ -1,7 +1,8 @@
 """The blocked convolution kernels (compiler/cpu/kernels/conv_blocks.py) against PyTorch
 over odd geometries: strides that do and do not divide the window, dilation, padding up to
 and past the window's reach, 1x1 windows with a stride (output phases no window offset
-reaches), a batch of one, a gradient in channel-major memory, and blocks of one image."""
+reaches), a batch of one, a gradient in channel-major memory, and blocks of one image; the input gradient in both its forms (a forward convolution of the
+gradient, col2im of W^T g)."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,6 +24,13 @@ GEOMETRIES = [
     (2, 3, 12, 33, 4, (4, 4), (2, 2), (1, 1), (1, 1)),
     (1, 2, 14, 40, 3, (3, 3), (1, 3), (2, 1), (1, 2)),
     (2, 2, 7, 36, 3, (3, 3), (2, 2), (1, 1), (1, 1)),
+    # unit stride, no more output than input channels: the input gradient as a forward
+    # convolution of the gradient (padding within the window's reach), and past the reach
+    (2, 5, 9, 8, 3, (3, 3), (1, 1), (1, 1), (1, 1)),
+    (1, 4, 10, 9, 2, (3, 2), (1, 1), (2, 1), (2, 3)),
+    (2, 4, 6, 7, 4, (2, 3), (1, 1), (1, 0), (1, 1)),
+    (3, 3, 12, 20, 3, (3, 3), (1, 1), (0, 2), (1, 1)),
+    (1, 4, 7, 7, 4, (3, 3), (1, 1), (3, 3), (1, 1)),
 ]
 
 

@@ -107,9 +107,9 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
         m = (e - s) * l
         cols = np.empty((k, m), x.dtype)
         fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
-        if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows
-            for j in range(e - s):
-                np.matmul(w2, cols[:, j * l:(j + 1) * l], out=outr[s + j])
+        if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows (one
+            # call: numpy loops over the images in C)
+            np.matmul(w2, cols.reshape(k, e - s, l).transpose(1, 0, 2), out=outr[s:e])
         else:
             res = np.matmul(w2, cols)
             outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
@@ -165,10 +165,25 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
     return rec
 
 
+def _as_forward(o: int, c: int, kernel, stride, padding, dilation) -> bool:
+    """Whether the input gradient runs as a forward convolution of the gradient: at unit
+    stride, with padding within the window's reach, and no more output than input channels.
+    Its columns are O*kh*kw rows instead of the C*kh*kw that W^T g makes for col2im, and its
+    GEMM sums over O*kh*kw, not over O alone (U-Net's 16->8 layer at 64x64: 2.2 -> 1.2 ms)."""
+    return (tuple(stride) == (1, 1) and o <= c
+            and all(p <= d * (k - 1) for k, p, d in zip(kernel, padding, dilation)))
+
+
 def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
     n, o, oh, ow = g.shape
     c = w.shape[1]
     h, wd = input_hw
+    if not _pointwise(kernel, stride, padding) and _as_forward(o, c, kernel, stride, padding, dilation):
+        # dx = g convolved with the flipped, transposed weight over the window's reach less
+        # the padding: each input pixel's sum over the outputs its windows touched
+        wf = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+        pad = tuple(d * (k - 1) - p for k, p, d in zip(kernel, padding, dilation))
+        return forward(g, wf, kernel=kernel, stride=stride, padding=pad, dilation=dilation)
     wt = w.reshape(o, -1).T
     kh, kw = kernel
     k, l = wt.shape[0], oh * ow
