@@ -424,3 +424,28 @@ def test_im2col_rows_form_copies_the_numpy_forms_bits(dtype, geo):
     # the image: plain copies, so the same bits as numpy's strided copy, NaN and -0.0
     # included.
     assert not K.table_form(geo[1], _native_im2col_equals_numpy(dtype, geo, seed=7))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("cfg", [dict(stride=1, padding=1), dict(stride=1, padding=2, dilation=2),
+                                 dict(stride=1, padding=0), dict(stride=1, padding=(1, 0))])
+@pytest.mark.parametrize("batch", [1, 3])
+def test_conv2d_input_gradient_as_forward_form_matches_torch(dtype, cfg, batch):
+    # fewer output than input channels at unit stride on rows of 10: the input gradient runs
+    # as a forward convolution of the gradient (conv_blocks._as_forward); eager and compiled
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((batch, 6, 9, 10)).astype(dtype)
+    w = rng.standard_normal((4, 6, 3, 3)).astype(dtype)
+    px, pw = (torch.tensor(v, requires_grad=True) for v in (x, w))
+    want = torch.nn.functional.conv2d(px, pw, None, **cfg)
+    g = rng.standard_normal(tuple(want.shape)).astype(dtype)
+    want.backward(torch.tensor(g))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for fn in (tj.nn.functional.conv2d, tj.compile(lambda a, b: tj.nn.functional.conv2d(a, b, None, **cfg))):
+        tx, tw = (tj.tensor(v, requires_grad=True) for v in (x, w))
+        out = fn(tx, tw, None, **cfg) if fn is tj.nn.functional.conv2d else fn(tx, tw)
+        out.backward(tj.tensor(g))
+        np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=tol, atol=tol)

@@ -1,7 +1,8 @@
 """The blocked convolution kernels (compiler/cpu/kernels/conv_blocks.py) against PyTorch
 over odd geometries: strides that do and do not divide the window, dilation, padding up to
 and past the window's reach, 1x1 windows with a stride (output phases no window offset
-reaches), a batch of one, a gradient in channel-major memory, and blocks of one image."""
+reaches), a batch of one, a gradient in channel-major memory, and blocks of one image; the input gradient in both its forms (a forward convolution of the
+gradient, col2im of W^T g)."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,6 +24,13 @@ GEOMETRIES = [
     (2, 3, 12, 33, 4, (4, 4), (2, 2), (1, 1), (1, 1)),
     (1, 2, 14, 40, 3, (3, 3), (1, 3), (2, 1), (1, 2)),
     (2, 2, 7, 36, 3, (3, 3), (2, 2), (1, 1), (1, 1)),
+    # unit stride, no more output than input channels: the input gradient as a forward
+    # convolution of the gradient (padding within the window's reach), and past the reach
+    (2, 5, 9, 8, 3, (3, 3), (1, 1), (1, 1), (1, 1)),
+    (1, 4, 10, 9, 2, (3, 2), (1, 1), (2, 1), (2, 3)),
+    (2, 4, 6, 9, 4, (2, 3), (1, 1), (1, 0), (1, 1)),
+    (3, 3, 12, 20, 3, (3, 3), (1, 1), (0, 2), (1, 1)),
+    (1, 4, 7, 7, 4, (3, 3), (1, 1), (3, 3), (1, 1)),
 ]
 
 
@@ -67,3 +75,23 @@ def test_forward_and_weight_gradient_match_torch(monkeypatch, geo, block):
         rec = B.wgrad(gd, xd, bias=True, **geom)
         np.testing.assert_allclose(rec[:-o].reshape(dw.shape), dw, rtol=tol, atol=tol)
         np.testing.assert_allclose(rec[-o:], g.sum((0, 2, 3)), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("geo, forward_form", [
+    ((2, 5, 9, 8, 3, (3, 3), (1, 1), (1, 1), (1, 1)), True),
+    ((1, 4, 10, 9, 2, (3, 2), (1, 1), (2, 1), (2, 3)), True),
+    ((1, 4, 7, 7, 4, (3, 3), (1, 1), (3, 3), (1, 1)), False),    # padding past the window's reach
+    ((2, 3, 9, 8, 4, (3, 3), (1, 1), (1, 1), (1, 1)), False),    # more output than input channels
+    ((1, 6, 4, 4, 5, (3, 3), (1, 1), (1, 1), (1, 1)), False),    # rows of im2col's table form
+    ((1, 5, 9, 9, 3, (3, 3), (2, 2), (1, 1), (1, 1)), False),    # a stride
+])
+def test_input_gradient_forms_agree(monkeypatch, geo, forward_form):
+    """The input gradient as a forward convolution of the gradient equals the col2im form's."""
+    n, c, h, w, o, k, s, p, d = geo
+    oh, ow = B._out_hw(h, w, k, s, p, d)
+    assert B._as_forward(o, c, w, k, s, p, d) is forward_form
+    rng = np.random.default_rng(7)
+    g, wt = rng.standard_normal((n, o, oh, ow)), rng.standard_normal((o, c) + k)
+    got = B.xgrad(g, wt, (h, w), k, s, p, d)
+    monkeypatch.setattr(B, "_as_forward", lambda *a: False)
+    np.testing.assert_allclose(got, B.xgrad(g, wt, (h, w), k, s, p, d), rtol=1e-12, atol=1e-12)
