@@ -301,7 +301,7 @@ MAX_POOL2D_WITH_OFFSETS = defprim("max_pool2d_with_offsets", _record_impl, _reco
                                   extra={"selects": lambda p: p["kernel"][0] * p["kernel"][1] <= 256})
 MAX_POOL2D_VALUES = defprim("max_pool2d_values", _values_impl, _values_rule, _values_vjp,
                             kind="other", save=lambda rq: (0,), nondiff=(0,),
-                            extra={"meta": (1,), "shape_only": (1,), "selects": True},
+                            extra={"meta": (1,), "shape_only": (1,), "selects": True, "moves": (0,)},
                             grad_name="MaxPool2DWithIndicesBackward0")
 MAX_POOL2D_SCATTER = defprim("max_pool2d_scatter", _scatter_impl, _scatter_rule, _scatter_vjp,
                              kind="other", save=lambda rq: (1,), nondiff=(1,),
