@@ -35,7 +35,8 @@ __all__ = ["max_pool2d_with_offsets", "max_pool2d_values", "max_pool2d_scatter",
            "MAX_OFFSETS"]
 
 MAX_OFFSETS = 2048   # window positions whose offsets every float dtype holds exactly (float16)
-_EXACT = {"float32": 1 << 24, "float64": 1 << 53}   # ... and those float32 and float64 hold
+_EXACT = {"float32": 1 << 24, "float64": 1 << 53,   # ... and those float32 and float64 hold
+          "bfloat16": 1 << 8}                   # (bf16: offsets to 256, its exact integers)
 
 
 def _record_rule(x, kernel, stride, padding, dilation):
