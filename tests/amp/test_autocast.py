@@ -392,3 +392,28 @@ def test_a_weight_used_twice_sums_its_gradients_in_bf16_like_torch(compiled):
         tw, tb = grads(torch, lambda f: f)
         np.testing.assert_array_equal(gw, tw)
         np.testing.assert_array_equal(gb, tb)
+
+
+def test_batchnorm_under_autocast_gives_float32_gradients_eager_and_compiled_alike():
+    """Conv, BatchNorm, ReLU, max-pool, Linear under autocast: the BatchNorm runs on the
+    bf16 activation, its weight's and bias's gradients are float32 sums (not rounded to
+    bf16), and the compiled step's gradients are the eager step's bit for bit."""
+    r = np.random.default_rng(8)
+    x = tj.tensor(r.standard_normal((8, 2, 10, 10)).astype(np.float32))
+    y = tj.tensor(r.integers(0, 5, 8))
+    grads = []
+    for compile_fn in (lambda f: f, tj.compile):
+        tj.manual_seed(0)
+        net = tj.nn.Sequential(tj.nn.Conv2d(2, 6, 3), tj.nn.BatchNorm2d(6), tj.nn.ReLU(), tj.nn.MaxPool2d(2),
+                               tj.nn.Flatten(), tj.nn.Linear(96, 5))
+        f = compile_fn(net)
+        for _ in range(2):
+            net.zero_grad()
+            with tj.autocast("cpu", dtype=tj.bfloat16):
+                loss = F.cross_entropy(f(x), y)
+            loss.backward()
+        grads.append({k: p.grad.numpy().copy() for k, p in net.named_parameters()})
+    for k in grads[0]:
+        np.testing.assert_array_equal(grads[0][k], grads[1][k], err_msg=k)
+    gw = grads[0]["1.weight"]
+    assert not np.array_equal(gw, _r(gw))    # (float32 sums, not bf16 values)
