@@ -191,3 +191,70 @@ def test_an_elementwise_op_on_bf16_is_one_node_with_the_compiled_gradients():
     assert grads[0][0] == grads[1][0]
     np.testing.assert_array_equal(grads[0][1], grads[1][1])
     np.testing.assert_array_equal(grads[0][2], grads[1][2])
+
+
+
+@pytest.mark.parametrize("channel_major", [False, True])
+def test_batchnorm_on_bf16_is_one_pass_of_the_float32_op_rounded(monkeypatch, channel_major):
+    """BatchNorm on a bf16 input (float32 weight, autocast's case) runs its records' kernels
+    on the words, no widened copy, with the bits of the float32 records on the widened
+    operands rounded once (bf16_eager's cast, op, cast); the weight's and bias's
+    gradients stay float32."""
+    from tracejit.compiler.cpu.kernels import channel_forms
+    from tracejit.ops import bf16_eager, impls
+    ran = []
+
+    def spying(fn, name):
+        def spy(*a, **k):
+            out = fn(*a, **k)
+            ran.append((name, a[0].dtype.name, None if out is None else out.dtype.name))
+            return out
+        spy.bf16_widens = True
+        return spy
+    for fn, name in ((channel_forms.forward, "forward"), (channel_forms.backward, "backward")):
+        for key, entries in list(impls._TABLE.items()):
+            if any(e.fn is fn for e in entries):
+                monkeypatch.setitem(impls._TABLE, key,
+                                    tuple(e._replace(fn=spying(fn, name)) if e.fn is fn else e for e in entries))
+    r = np.random.default_rng(5)
+    xv = (r.standard_normal((6, 4, 7, 5)) * 3 + 1).astype(np.float32)
+    gv = r.standard_normal(xv.shape).astype(np.float32)
+    wv, bv = r.standard_normal(4).astype(np.float32), r.standard_normal(4).astype(np.float32)
+    results = []
+    for one_pass in (True, False):
+        if not one_pass:
+            monkeypatch.setattr(bf16_eager, "_widening", lambda *a: None)
+        x = tj.tensor(xv)
+        if channel_major:
+            x = x.transpose(0, 1).contiguous().transpose(0, 1)
+        x = x.bfloat16().requires_grad_()
+        bn = tj.nn.BatchNorm2d(4)
+        with tj.no_grad():
+            bn.weight.copy_(tj.tensor(wv))
+            bn.bias.copy_(tj.tensor(bv))
+        y = bn(x)
+        y.backward(tj.tensor(gv).bfloat16())
+        assert y.dtype is tj.bfloat16 and x.grad.dtype is tj.bfloat16 and bn.weight.grad.dtype is tj.float32
+        results.append([t.detach().float().numpy() for t in (y, x.grad, bn.weight.grad, bn.bias.grad,
+                                                              bn.running_mean, bn.running_var)])
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+    assert ("forward", "uint16", "uint16") in ran and ("backward", "uint16", "float32") in ran
+    # the one pass is the float32 BatchNorm's within bf16's rounding
+    ref = tj.nn.functional.batch_norm(tj.tensor(bf16.to_float32(bf16.to_bfloat16(xv))), None, None,
+                                      tj.tensor(wv), tj.tensor(bv), training=True)
+    np.testing.assert_allclose(results[0][0], ref.numpy(), rtol=2 ** -7, atol=2 ** -7)
+
+
+def test_max_pool_values_on_bf16_keep_the_words_and_the_pool_node():
+    """Reading a bf16 max-pool's values out of its record moves the words (no widening
+    and rounding casts around it: the node is the pool's own)."""
+    r = np.random.default_rng(6)
+    xv = bf16.to_float32(bf16.to_bfloat16(r.standard_normal((2, 3, 6, 6)).astype(np.float32)))
+    x = tj.tensor(xv).bfloat16().requires_grad_()
+    y = tj.nn.functional.max_pool2d(x, 2)
+    assert y.dtype is tj.bfloat16 and y.grad_fn.name() == "MaxPool2DWithIndicesBackward0"
+    want = tj.nn.functional.max_pool2d(tj.tensor(xv), 2)
+    np.testing.assert_array_equal(y.detach().float().numpy(), want.numpy())
+    y.float().sum().backward()
+    assert x.grad.dtype is tj.bfloat16 and float(x.grad.float().sum()) == y.numel()

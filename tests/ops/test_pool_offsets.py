@@ -304,3 +304,19 @@ def test_values_view_the_record_and_an_inplace_relu_after_pooling_keeps_the_grad
     assert np.abs(want).max() > 0.1
     for t in xs:
         np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("k", [16, 17])
+def test_bf16_windows_past_its_exact_offsets_send_the_gradient_to_the_maximum(k):
+    """bf16 holds integers exactly to 256 only: a window of more positions must not keep
+    its offsets in a bf16 record (offset 287 would read as 288)."""
+    x = np.zeros((1, 2, k, k), np.float32)
+    x[0, 0, k - 1, k - 2] = 5.0
+    x[0, 1, k - 2, k - 1] = -0.5
+    x[0, 1, :k - 2] = -1.0
+    t = tj.tensor(x).bfloat16().requires_grad_()
+    y = tj.nn.functional.max_pool2d(t, k)
+    y.float().sum().backward()
+    g = t.grad.float().numpy()
+    assert np.argwhere(g[0, 0]).tolist() == [[k - 1, k - 2]] and g[0, 0, k - 1, k - 2] == 1.0
+    assert float(y.detach().float().numpy()[0, 0, 0, 0]) == 5.0 and g[0, 1].sum() == 1.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..ops.creation import FULL
 from ..ops.elementwise import ADD, CAST, DIV, MUL, NEG, POW, RELU, SUB
 from ..ops.lstm_prim import LSTM_LAYER_BACKWARD
@@ -126,13 +127,15 @@ def _hashable(v):
 
 
 def cse(g: Graph) -> Graph:
-    """Merge equations computing the same primitive on the same operands."""
+    """Merge equations computing the same primitive on the same operands; a bf16 value's
+    widenings to float32 stay apart (`_widens_bf16`)."""
     env: dict = {}
     seen: dict = {}
     eqns = []
     for e in g.eqns:
         e = _eqn(e, _substs(e.inputs, env), _map_graphs(e.params, cse))
-        if e.prim.kind not in _EFFECTFUL_KINDS and e.prim.kind != "control" and len(e.outs) == 1:
+        if (e.prim.kind not in _EFFECTFUL_KINDS and e.prim.kind != "control" and len(e.outs) == 1
+                and not _widens_bf16(e)):
             k = _key(e, env)
             if k is not None:
                 prev = seen.get(k)
@@ -142,6 +145,16 @@ def cse(g: Graph) -> Graph:
                 seen[k] = e.out
         eqns.append(e)
     return _rebuild(g, eqns, env)
+
+
+def _widens_bf16(e) -> bool:
+    """Whether `e` widens a bf16 Var to float32. Each widening is a use of the bf16 value
+    (autocast widens a weight's cached words once per product, as PyTorch's products
+    each read the bf16 weight): the gradients of the uses are then rounded to bf16 and
+    summed in bf16 at the value, as PyTorch sums them, where one shared widening would
+    sum them in float32 and round once."""
+    return (e.prim is CAST and isinstance(e.inputs[0], Var) and e.inputs[0].aval.dtype is _dt.bfloat16
+            and e.out.aval.dtype is _dt.float32)
 
 
 def fold_constants(g: Graph) -> Graph:

@@ -83,23 +83,35 @@ def leave(prev: tuple) -> None:
         st.depth, st.casts = 0, None
 
 
+def _cacheable(t) -> bool:
+    """Whether `t`'s casts are kept (see the top): a float32 leaf that requires gradients
+    and owns its memory, while the innermost context caches."""
+    return (t.dtype is _dt.float32 and t._requires_grad and t.grad_fn is None and t._base is None
+            and t._data is not None and STATE.cache_on)
+
+
 def _cached(to, target):
-    """`to` with the weights' casts kept (see the top): only float32 leaves that require
-    gradients and own their memory, never while a function is captured."""
+    """`to` with the weights' casts kept (`_cacheable`). While a function is captured, a
+    cast is kept for that capture alone (the tracer is part of the key and kept with the
+    cast), so its graph, like PyTorch's, casts a weight used twice once."""
     def cast(t):
-        if (t.dtype is not _dt.float32 or not t._requires_grad or t.grad_fn is not None or t._base is not None
-                or t._data is None or _eager._tracers_active or not STATE.cache_on):
+        if not _cacheable(t):
             return to(t)
+        tracer = None
+        if _eager._tracers_active:
+            tracer = _eager.trace_state.tracer
+            if tracer is None:
+                return to(t)
         casts = STATE.casts
         if casts is None:
             casts = STATE.casts = {}
-        key = (id(t), target, _grad_mode.is_grad_enabled())
+        key = (id(t), target, _grad_mode.is_grad_enabled(), id(tracer))
         hit = casts.get(key)
-        if (hit is not None and hit[0] is t and hit[1] is t._data and hit[2] == t._vbox[0]
+        if (hit is not None and hit[0] is t and hit[1] is t._data and hit[2] == t._vbox[0] and hit[4] is tracer
                 and (hit[3].grad_fn is None or not hit[3].grad_fn._freed)):   # (a backward ran through it)
             return hit[3]
         out = to(t)
-        casts[key] = (t, t._data, t._vbox[0], out)
+        casts[key] = (t, t._data, t._vbox[0], out, tracer)
         return out
     return cast
 
@@ -181,18 +193,25 @@ def _widens(args, kwargs) -> bool:
 
 def _in_float32(fn, dt, args, kwargs):
     """`fn` on its operands' bf16 values in float32 (float32 ones rounded, bf16 ones
-    widened), its floating result cast to bf16 once."""
-    args, kwargs = _cast_args(args, kwargs, _cached(_to_rounded, "rounded"))
+    widened), its floating result cast to bf16 once. A weight's bf16 words are cached as
+    the ``lower`` policy's are and widened for each use: each use's gradient is rounded to
+    bf16 and the uses' gradients are summed in bf16 (the autograd engine's, or the
+    compiled backward's, bf16 add), as under PyTorch, whose products give bf16 gradients."""
+    words = _cached(lambda t: _cast(t, dt), dt)
+
+    def to(t):
+        if t.dtype is not _dt.float32:
+            return _cast(t, _dt.float32)
+        if _cacheable(t):
+            return _cast(words(t), _dt.float32)
+        return _bf16_eager.round_bf16(t)
+    args, kwargs = _cast_args(args, kwargs, to)
     STATE.dtype = None
     try:
         out = fn(*args, **kwargs)
     finally:
         STATE.dtype = dt
     return _cast(out, dt) if _is_float_tensor(out) else out
-
-
-def _to_rounded(t):
-    return _bf16_eager.round_bf16(t) if t.dtype is _dt.float32 else _cast(t, _dt.float32)
 
 
 lower = _policy("lower", _to_lower)

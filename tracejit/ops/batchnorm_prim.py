@@ -321,13 +321,20 @@ def _backward_rule(g, x, stats, weight, eps):
         raise ValueError(f"batch_norm_backward: gradient {tuple(g.shape)} and input "
                          f"{tuple(x.shape)} differ")
     c = x.shape[1]
-    return Aval((c * _count(tuple(x.shape)) + 2 * c,), x.dtype, x.device)
+    return Aval((c * _count(tuple(x.shape)) + 2 * c,), _grad_dtype(x.dtype, weight.dtype), x.device)
+
+
+def _grad_dtype(x, weight):
+    """The backward record's dtype: float32 for a bf16 x with a float32 weight (autocast's
+    BatchNorm: the weight's and bias's gradients stay float32, as PyTorch's are), else x's."""
+    from .. import dtypes
+    return dtypes.float32 if x is dtypes.bfloat16 and weight is dtypes.float32 else x
 
 
 def _backward_impl(xp, g, x, stats, weight, eps):
     c = x.shape[1]
     count = _count(x.shape)
-    out = xp.empty(c * count + 2 * c, x.dtype)
+    out = xp.empty(c * count + 2 * c, x.dtype)   # (bf16 operands come here widened)
     if xp is np and _backward_blocks(g, x, stats, weight, eps, out):
         return out
     gx = xp.swapaxes(out[:c * count].reshape((c, x.shape[0]) + tuple(x.shape[2:])), 0, 1)
@@ -434,6 +441,7 @@ def _values_vjp(g, out, rec, x, stats, weight, bias, eps):
 BATCH_NORM_FORWARD = defprim("batch_norm_forward", _forward_impl, _forward_rule, None, kind="other")
 BATCH_NORM_VALUES = defprim("batch_norm_values", _values_impl, _values_rule, _values_vjp,
                             kind="other", save=lambda rq: (1, 2, 3), nondiff=(0, 2),
+                            extra={"moves": (0,)},   # (the record's head: bf16 words as they are)
                             grad_name="NativeBatchNormBackward0")
 
 

@@ -12,6 +12,10 @@ parameter (bf16 signatures get no plan, so all of them come by). Three ways, one
   computed in float32, rounded on store), else as the float32 op on the widened arrays
   rounded once; its autograd node is the primitive's own on the bf16 operands, so the
   gradient runs the same way, as the compiled graph's (compiler/bf16_graph.py) does;
+- a primitive with a registered implementation marked ``bf16_widens`` (BatchNorm's
+  records: compiler/cpu/kernels/channel_forms.py) runs it on the words and the other
+  operands as they are: one pass, widened on load and rounded on store, where it takes
+  the call (`_widening`);
 - everything else runs as ``cast(f32) -> op -> cast(bf16)`` through `bind`, so autograd
   and tracing see three ordinary equations.
 
@@ -58,6 +62,9 @@ def involves(args, params) -> bool:
 
 def on_words(prim: Primitive, args, params) -> bool:
     """Whether `prim` may run on the uint16 words as they are (no arithmetic on them)."""
+    moved = prim.extra.get("moves")
+    if moved is not None:   # (a record's head taken out: registry.py's ``moves``)
+        return all(i < len(args) and isinstance(args[i], Tensor) and args[i].dtype is _BF16 for i in moved)
     return _moves_words(prim, [a.dtype for a in args if isinstance(a, Tensor)], params)
 
 
@@ -145,6 +152,10 @@ def run(prim: Primitive, args, params):
     if want is _BF16 and prim.kind == "elementwise" and prim.scalar is not None and prim.promote \
             and _words_and_numbers(args, params):
         return _one_pass(prim, args, params)
+    if prim.has_impls and prim.kind != "elementwise":
+        out = _widening(prim, args, params, want)
+        if out is not None:
+            return out
     f32 = _dt.float32
     wide = [bind(_CAST, a, dtype=f32) if isinstance(a, Tensor) and a.dtype is _BF16 else a for a in args]
     p = {k: (f32 if v is _BF16 else v) for k, v in params.items()}
@@ -181,7 +192,33 @@ def _one_pass(prim: Primitive, args, params) -> Tensor:
                 for x in arrays]
         with _grad_mode.no_grad():
             out = _CAST.run(np, _eager(prim, wide, params)._data, dtype=_BF16)
-    result = Tensor._wrap(out, _BF16, CPU)
+    return _with_node(prim, args, params, Tensor._wrap(out, _BF16, CPU))
+
+
+def _widening(prim: Primitive, args, params, want) -> Tensor | None:
+    """`prim`'s result (of dtype `want`) from an implementation marked ``bf16_widens`` (it
+    computes in float32 on bf16 words, rounding a bf16 result on store), with the
+    primitive's own autograd node; None where none takes the call (other dtypes, its
+    kernel still loading)."""
+    from .impls import implementations
+    impls = [impl.fn for impl in implementations(prim) if getattr(impl.fn, "bf16_widens", False)]
+    if not impls:
+        return None
+    for a in args:
+        if isinstance(a, Tensor) and (a.device is not CPU or type(a._data) is not np.ndarray):
+            return None
+    arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+    for fn in impls:
+        out = fn(*arrays, **params)
+        if out is not None:
+            if out.dtype != (_bf16.STORAGE if want is _BF16 else want.np):
+                raise TypeError(f"{prim.name}: a bf16 implementation gave {out.dtype}, not {want.name}")
+            return _with_node(prim, args, params, Tensor._wrap(out, want, CPU))
+    return None
+
+
+def _with_node(prim: Primitive, args, params, result: Tensor) -> Tensor:
+    """`result` with `prim`'s autograd node where an operand requires a gradient."""
     if prim.vjp is not None and _grad_mode.is_grad_enabled():
         for a in args:
             if isinstance(a, Tensor) and a._requires_grad:

@@ -35,7 +35,8 @@ __all__ = ["max_pool2d_with_offsets", "max_pool2d_values", "max_pool2d_scatter",
            "MAX_OFFSETS"]
 
 MAX_OFFSETS = 2048   # window positions whose offsets every float dtype holds exactly (float16)
-_EXACT = {"float32": 1 << 24, "float64": 1 << 53}   # ... and those float32 and float64 hold
+_EXACT = {"float32": 1 << 24, "float64": 1 << 53,   # ... and those float32 and float64 hold
+          "bfloat16": 1 << 8}                   # (bf16: offsets to 256, its exact integers)
 
 
 def _record_rule(x, kernel, stride, padding, dilation):
@@ -301,7 +302,7 @@ MAX_POOL2D_WITH_OFFSETS = defprim("max_pool2d_with_offsets", _record_impl, _reco
                                   extra={"selects": lambda p: p["kernel"][0] * p["kernel"][1] <= 256})
 MAX_POOL2D_VALUES = defprim("max_pool2d_values", _values_impl, _values_rule, _values_vjp,
                             kind="other", save=lambda rq: (0,), nondiff=(0,),
-                            extra={"meta": (1,), "shape_only": (1,), "selects": True},
+                            extra={"meta": (1,), "shape_only": (1,), "selects": True, "moves": (0,)},
                             grad_name="MaxPool2DWithIndicesBackward0")
 MAX_POOL2D_SCATTER = defprim("max_pool2d_scatter", _scatter_impl, _scatter_rule, _scatter_vjp,
                              kind="other", save=lambda rq: (1,), nondiff=(1,),

@@ -16,7 +16,9 @@ only are needed (a zeros stand-in, ``autograd.node.shape_only``); other inputs r
 VJP as None. ``extra["needs"]`` marks a VJP taking ``needs=`` (per input: does it get a
 gradient?), default all True. ``extra["view"]`` / ``extra["view_if"](params)`` mark ops
 whose output aliases input 0. ``extra["selects"]`` marks ops whose floating results are
-among their operands (relu, max, where), so bf16-exact in gives bf16-exact out.
+among their operands (relu, max, where), so bf16-exact in gives bf16-exact out. ``extra["moves"]``
+(operand positions) marks ops that only move those operands' elements, reading the
+others for their shapes or the VJP: on bf16 words they run as they are.
 
 How to add an op: docs/dev/add-an-op.md; a backend implementation:
 docs/dev/add-a-backend-implementation.md. The import cycle tensor -> ops -> autograd ->

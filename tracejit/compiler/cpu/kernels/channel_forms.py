@@ -10,17 +10,24 @@ Outputs: forward's normalized value (C-contiguous), mean and variance; backward'
 gradient channel-major (the convolution backward's GEMM rows), then (sum g, sum g*xhat).
 An operand of x's shape goes in as its (C, N, H, W) view where channel-major, else
 C-contiguous; other ranks as (N, C, L, 1). Loaded with loader.py's policy.
+
+On bf16 words (x, g: uint16 storage; per-channel operands float32 or bf16) the form runs
+with its full-size operands widened on load and its results rounded on store
+(`_on_words`), in float32 between: a bf16 call's one pass, the values of the float32 op
+rounded once (ops/bf16_eager.py runs these as ``bf16_widens`` implementations).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .... import bf16 as _bf16
 from ....ops.batchnorm_prim import backward_form, forward_form
 from .loader import lowered, one_group, rendered
 
 __all__ = ["forward", "backward"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+_F32 = np.dtype(np.float32)
 _forms: dict = {}    # (form, dtype, layouts, size-1 pattern, eps) -> (positions, outputs, nest, parallel min)
 _calls: dict = {}    # the same plus the variant -> the loaded kernel's entry
 
@@ -71,17 +78,22 @@ def _run(form, name: str, full: tuple, chan: tuple, outs: list, cm: int, eps: fl
     buffer); False (nothing written) where no kernel is loaded."""
     x = full[0]
     dt = x.dtype
-    if dt not in _DTYPES or not x.size:
+    words = dt == _bf16.STORAGE
+    if (dt not in _DTYPES and not words) or not x.size or any(a.dtype != dt for a in full):
         return False
+    cdt = _F32 if words else dt      # (the computing dtype)
     ops = [_operand(a) for a in full]
     shape = tuple(x.shape)
-    inv = np.full(1, 1.0 / (shape[0] * shape[2] * shape[3]), dt)
+    inv = np.full(1, 1.0 / (shape[0] * shape[2] * shape[3]), cdt)
     arrays = [a for a, _ in ops] + list(chan) + [inv]
     layouts = tuple(lay for _, lay in ops) + ("ndc",) * len(chan) + ("scalar",)
     key = (name, dt.name, layouts, tuple(d == 1 for d in shape), float(eps))
-    shapes = lambda: ([(shape, dt.name)] * len(full) + [((1, shape[1], 1, 1), dt.name)] * len(chan)  # noqa: E731
-                      + [((1,), dt.name)])
-    got = lowered(_forms, key, lambda: _lower(form, shapes(), layouts, cm, eps))
+    shapes = lambda: ([(shape, "bfloat16" if words else dt.name)] * len(full)  # noqa: E731
+                      + [((1, shape[1], 1, 1), cdt.name)] * len(chan) + [((1,), cdt.name)])
+    rounds = words and outs[0].dtype == _bf16.STORAGE
+    key += (rounds,)
+    traced = _on_words(form, len(full), rounds) if words else form
+    got = lowered(_forms, key, lambda: _lower(traced, shapes(), layouts, cm, eps))
     if got is None:
         return False
     positions, outputs, nest, pmin = got
@@ -96,8 +108,30 @@ def _run(form, name: str, full: tuple, chan: tuple, outs: list, cm: int, eps: fl
     return True
 
 
+def _on_words(form, n: int, rounds: bool):
+    """`form` over bf16 full-size operands (its first `n`): each widened to float32, each
+    result rounded to bf16 where `rounds` (the kernel loads the words and stores them)."""
+    from .... import dtypes
+
+    def widened(*xs, eps: float):
+        outs = form(*[x.float() for x in xs[:n]], *xs[n:], eps=eps)
+        return tuple(o.to(dtypes.bfloat16) for o in outs) if rounds else outs
+    widened.__name__ = form.__name__
+    return widened
+
+
 def _channel(a, c: int, dt):
+    if a.dtype == _bf16.STORAGE:
+        a = _bf16.to_float32(a)
     return np.ascontiguousarray(a, dt).reshape(1, c, 1, 1)
+
+
+def _computing(x, *chan):
+    """The dtype x's kernel computes in: float32 for bf16 words whose per-channel operands
+    are float32 or bf16, else x's own; None where no kernel takes the call."""
+    if x.dtype != _bf16.STORAGE:
+        return x.dtype
+    return _F32 if all(a.dtype == _F32 or a.dtype == _bf16.STORAGE for a in chan) else None
 
 
 # ---------------------------------------------------------------- the primitives' implementations
@@ -106,11 +140,14 @@ def _channel(a, c: int, dt):
 def forward(x, weight, bias, eps):
     """batch_norm_forward's record: the normalized x (C-contiguous), then mean and variance."""
     c, size = x.shape[1], x.size
+    cdt = _computing(x, weight, bias)
+    if cdt is None:
+        return None
     x4 = _as4(x)
     rec = np.empty(size + 2 * c, x.dtype)
     outs = [rec[:size].reshape(x4.shape), rec[size:size + c].reshape(1, c, 1, 1),
             rec[size + c:].reshape(1, c, 1, 1)]
-    chan = (_channel(weight, c, x.dtype), _channel(bias, c, x.dtype))
+    chan = (_channel(weight, c, cdt), _channel(bias, c, cdt))
     return rec if _run(forward_form, "forward", (x4,), chan, outs, -1, eps) else None
 
 
@@ -118,12 +155,17 @@ def backward(g, x, stats, weight, eps):
     """batch_norm_backward's record: the input gradient channel-major, then (sum g,
     sum g*xhat)."""
     c, size = x.shape[1], x.size
-    if tuple(g.shape) != tuple(x.shape):
+    cdt = _computing(x, stats, weight)
+    if tuple(g.shape) != tuple(x.shape) or cdt is None:
         return None
     x4 = _as4(x)
     n, _, h, w = x4.shape
-    out = np.empty(size + 2 * c, x.dtype)
+    # (batchnorm_prim._grad_dtype: float32 gradients for a float32 weight)
+    out = np.empty(size + 2 * c, cdt if weight.dtype == _F32 else x.dtype)
     outs = [out[:size].reshape(c, n, h, w), out[size:size + c].reshape(1, c, 1, 1),
             out[size + c:].reshape(1, c, 1, 1)]
-    chan = (_channel(stats[0], c, x.dtype), _channel(stats[1], c, x.dtype), _channel(weight, c, x.dtype))
+    chan = (_channel(stats[0], c, cdt), _channel(stats[1], c, cdt), _channel(weight, c, cdt))
     return out if _run(backward_form, "backward", (_as4(g), x4), chan, outs, 0, eps) else None
+
+
+forward.bf16_widens = backward.bf16_widens = True   # (ops/bf16_eager.py: they take bf16 words)
