@@ -15,6 +15,8 @@ import types
 
 import numpy as np
 
+from ..device import module_of
+
 __all__ = ["simulator_enabled", "numpy_compat", "load", "launch", "CudaKernel", "BLOCK"]
 
 BLOCK = 256  # threads per block; reductions fold one block through shared memory of this size
@@ -214,7 +216,7 @@ class CudaKernel:
             # Per-block partials, then one block folds them: deterministic, nan-correct.
             grid = _grid(n, block)
             red = arrays[-1]
-            xp = _array_module_of(red)
+            xp = module_of(red)
             partial = xp.empty(grid, dtype=np.dtype(spec.acc_dtype))
             kargs[-1] = arg(partial, True)
             self._go(direct, grid, block, s, *kargs, *dims)
@@ -264,9 +266,3 @@ def _c_contiguous(a) -> bool:
     cai = a.__cuda_array_interface__
     return _contiguous(tuple(cai["shape"]), cai.get("strides"), np.dtype(cai["typestr"]).itemsize)
 
-
-def _array_module_of(a):
-    if hasattr(a, "__cuda_array_interface__"):
-        from ..device import cupy_module
-        return cupy_module()
-    return np

@@ -109,7 +109,7 @@ def _lgamma_impl(xp, a):
     pole = (v <= 0) & (v == np.floor(v))     # 0, -1, -2, ...: +inf, where math.lgamma raises
     out = np.asarray(np.frompyfunc(math.lgamma, 1, 1)(np.where(pole, 1.0, v)), np.float64)
     out = np.where(pole, np.inf, out).astype(a.dtype)
-    return out if xp is np else xp.asarray(out)
+    return out
 
 
 def _digamma_np(x: np.ndarray) -> np.ndarray:
@@ -138,7 +138,7 @@ def _digamma_np(x: np.ndarray) -> np.ndarray:
 
 def _digamma_impl(xp, a):
     out = np.asarray(_digamma_np(np.asarray(a))).astype(a.dtype)
-    return out if xp is np else xp.asarray(out)
+    return out
 
 
 def _digamma_vjp(g, out, a):
@@ -173,7 +173,7 @@ def _erfinv_impl(xp, a):
     x = np.where(y == 1, np.inf, np.where(y == -1, -np.inf, x))
     x = np.where(np.abs(y) > 1, np.nan, x)
     out = np.asarray(x).astype(a.dtype)
-    return out if xp is np else xp.asarray(out)
+    return out
 
 
 ERFINV = _unary("erfinv", _erfinv_impl,

@@ -161,7 +161,7 @@ def _impl(fn):
         with np.errstate(all="ignore"):
             out = fn(np.asarray(v, np.float64))
         out = np.asarray(out).astype(v.dtype if v.dtype.kind == "f" else np.float32)
-        return out if xp is np else xp.asarray(out)
+        return out
     return impl
 
 

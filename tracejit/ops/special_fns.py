@@ -63,7 +63,7 @@ def _hurwitz_zeta(s, x: np.ndarray) -> np.ndarray:
 def _float_out(xp, out, *like):
     dt = np.result_type(*[np.asarray(a).dtype for a in like])
     out = np.asarray(out).astype(dt if dt.kind == "f" else np.float32)
-    return out if xp is np else xp.asarray(out)
+    return out
 
 
 def _zeta_impl(xp, s, q):
@@ -182,7 +182,7 @@ def _polygamma_impl(xp, a, n):
     v = np.asarray(a)
     out = (-1) ** (n + 1) * math.factorial(n) * _hurwitz_zeta(n + 1, v)
     out = np.asarray(out).astype(v.dtype)
-    return out if xp is np else xp.asarray(out)
+    return out
 
 
 POLYGAMMA = _unary("polygamma", _polygamma_impl,
@@ -240,7 +240,7 @@ def _bessel_impl(order: int, scaled: bool):
             with np.errstate(over="ignore", invalid="ignore"):
                 out = out * np.exp(np.abs(np.asarray(v, np.float64)))
         out = np.asarray(out).astype(v.dtype)
-        return out if xp is np else xp.asarray(out)
+        return out
     return impl
 
 

@@ -85,7 +85,7 @@ def _impl(kind: str, shifted: bool):
                 out = _chebyshev_trig(kind, x64, ni.astype(np.float64), out)
         out = np.where(ni < 0, 0.0, out)
         res = np.asarray(out).astype(dt if xa.dtype.kind == "f" else np.asarray(out).dtype)
-        return res if xp is np else xp.asarray(res)
+        return res
     return impl
 
 
