@@ -18,8 +18,9 @@ from .loader import kernel as native_kernel
 
 __all__ = ["direct_fits", "direct_forward"]
 
-# Output channels summed together per pass over an input channel's rows at most:
-# accumulators in registers across the vectorized column loop (16 vector registers on AVX2).
+# Output channels summed together per pass over an input channel's rows at most: the loop
+# body holds the window's kh*kw values and one channel's sum at a time; a tile of 16 made
+# it too big to vectorize (4-6x slower).
 _TILE = 8
 
 
@@ -77,14 +78,15 @@ DIRECT_MAX_O = 8
 DIRECT_MIN_OW = 64
 
 
-def direct_fits(o: int, stride, ow: int) -> bool:
+def direct_fits(o: int, stride: tuple, ow: int) -> bool:
     """Whether a convolution with `o` output channels, `stride` and output rows `ow` long
     takes the direct form: few output channels, unit column stride, rows long enough to
     fill the vector loop."""
     return o <= DIRECT_MAX_O and stride[1] == 1 and ow >= DIRECT_MIN_OW
 
 
-def direct_forward(x, w, bias, kernel, stride, padding, dilation, oh: int, ow: int, blocks):
+def direct_forward(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, kernel: tuple, stride: tuple,
+                   padding: tuple, dilation: tuple, oh: int, ow: int, blocks) -> np.ndarray | None:
     """(N, O, oh, ow) convolution of x (N, C, H, W) by w (O, C, kh, kw) by the direct
     kernel, or None while it is not loaded. ``blocks(fn, n, per_image, work)`` runs
     ``fn(s, e, nb)`` over image blocks (conv_blocks' splitter)."""
