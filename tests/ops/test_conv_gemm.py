@@ -1,7 +1,8 @@
 """conv2d as ops/conv_gemm.py's three primitives and their blocked CPU implementations
-(compiler/cpu/kernels/conv_blocks.py): values and both gradients against PyTorch with the
-same weights (eager and compiled), the blocked forms against the numpy forms, blocks of
-several images and of one, and the VJPs of the gradient primitives (double backward).
+(compiler/cpu/kernels/conv_blocks.py, conv_direct.py): values and both gradients against
+PyTorch with the same weights (eager and compiled), the blocked forms against the numpy
+forms, blocks of several images and of one, and the VJPs of the gradient primitives
+(double backward).
 """
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ CASES = [
     (3, 6, 9, 7, 4, (3, 3), (2, 2), (2, 1), (1, 1), 2, True),
     (4, 8, 5, 13, 8, (5, 3), (1, 3), (2, 0), (1, 1), 1, False),
     (1, 2, 6, 5, 3, (4, 4), (2, 2), (1, 1), (1, 1), 1, True),
+    # few output channels over long rows: the direct kernel (conv_direct.py), for the
+    # forward and, with no more output than input channels, the input gradient too
+    (2, 3, 4, 66, 5, (3, 3), (1, 1), (1, 1), (1, 1), 1, True),
+    (1, 8, 6, 64, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, False),
+    (2, 4, 7, 68, 2, (3, 2), (2, 1), (2, 1), (2, 2), 1, True),
 ]
 
 

@@ -5,8 +5,9 @@ Whole-batch im2col wrote every image's columns to memory before one GEMM read th
 the im2col kernel and used by the GEMM while in cache, blocks shared over the cores:
 forward W @ columns into the NCHW result, weight gradient columns @ gradient rows^T summed
 per thread, input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride
-1 and no padding takes the images' own rows for columns. None (the numpy form runs) while
-the im2col/col2im kernel is not loaded.
+1 and no padding takes the images' own rows for columns; few output channels over long
+rows take the direct kernel of conv_direct.py (no columns). None (the numpy form runs)
+while the im2col/col2im kernel is not loaded.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ....machine import L2_BYTES
 from ....ops.conv import conv_out_size
 from ....threads import blas_threads_set
 from ..runtime import coreshare as _coreshare, sharepool as _sharepool
+from .conv_direct import direct_fits, direct_forward
 from .conv_kernels import col2im_kernel, im2col_kernel, table_form
 
 __all__ = ["forward", "wgrad", "xgrad"]
@@ -83,6 +85,10 @@ def _pointwise(kernel, stride, padding) -> bool:
     return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
 
 
+# Whether few output channels take conv_direct.py's kernel (its rule: `direct_fits`).
+_DIRECT = True
+
+
 def forward(x, w, *b, kernel, stride, padding, dilation):
     n, c, h, wd = x.shape
     o = w.shape[0]
@@ -99,6 +105,10 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
                 outr[s:e] += bias
         _blocks(block, n, k * l * x.itemsize, o * k * l * n)
         return out
+    if _DIRECT and direct_fits(o, stride, ow):
+        res = direct_forward(x, w, bias, kernel, stride, padding, dilation, oh, ow, _blocks)
+        if res is not None:
+            return res
     fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
         return None
