@@ -141,11 +141,16 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
         prod = next((it for it in items if isinstance(it, Group) and x in it.defined), None)
         fused = False
         if (prod is not None and _host(prod) and tuple(prod.shape) == tuple(x.aval.shape)
-                and _element_outputs(prod) == [x] and x not in results):
+                and x in prod.outputs and x not in results):
             others = [r for r in readers(x) if r is not e]
-            sub = next((v for v in prod.inputs if tuple(v.aval.shape) == tuple(x.aval.shape)
-                        and v.aval.dtype == x.aval.dtype), None)
-            if sub is not None and all(_shape_only(r, x) for r in others):
+            shape_only = all(_shape_only(r, x) for r in others)
+            if shape_only and _element_outputs(prod) != [x]:
+                part = _peel(prod, x, next_gid[0])
+                if part is not None:
+                    items.insert(items.index(prod), part)
+                    next_gid[0] += 1
+            sub = next((v for v in prod.inputs if tuple(v.aval.shape) == tuple(x.aval.shape)), None)
+            if sub is not None and shape_only and _element_outputs(prod) == [x]:
                 for r in others:
                     items[items.index(r)] = Eqn(r.prim, tuple(sub if a is x else a for a in r.inputs),
                                                 r.outs, r.params, r.loc)
@@ -197,6 +202,53 @@ def channel_major_outputs(items: list, graph) -> list:
             and v in readers and all(isinstance(r, Eqn) and r.prim is PERMUTE
                                      and tuple(r.params["dims"]) == (1, 0, 2, 3) for r in readers[v]))
     return items
+
+
+def _peel(g, x, gid: int):
+    """A group computing `g`'s other outputs of its shape than `x` (a bf16 activation the
+    backward keeps, rounded from the float32 one `g` reads), taken out of `g`, which then
+    reads them: `g` writes `x` alone, so a pooling of `x` can join it as its window and `x`
+    is never written. None (`g` unchanged) where an output needs `g`'s sums or values
+    that `g` still needs besides it."""
+    from .fusion import Group
+    others = [v for v in _element_outputs(g) if v is not x]
+    by_out = {e.out: e for e in g.eqns}
+    taken: list = []
+    for o in others:
+        stack, part = [o], []
+        while stack:
+            v = stack.pop()
+            e = by_out.get(v)
+            if e is None:
+                if v in g.defined:
+                    return None             # (a sum's: the rows pass)
+                continue
+            if e not in part and e not in taken:
+                part.append(e)
+                stack.extend(a for a in e.inputs if isinstance(a, Var))
+        taken += part
+    inside = {e.out for e in taken}
+    rest = [e for e in g.eqns if e not in taken]
+    for e in rest + g.rows + g.cols + ([g.reduction] if g.reduction is not None else []):
+        if any(isinstance(a, Var) and a in inside and a not in others for a in e.inputs):
+            return None
+    taken.sort(key=g.eqns.index)
+    ins = _first_reads(taken, inside)
+    part = Group(gid, g.shape, taken, None, ins, list(others))
+    g.eqns = rest
+    g.outputs = [v for v in g.outputs if v not in others]
+    g.inputs = _first_reads(g.members, g.defined)
+    return part
+
+
+def _first_reads(eqns, defined) -> list:
+    """The values `eqns` read and do not define, in first-use order."""
+    seen: dict = {}
+    for e in eqns:
+        for a in e.inputs:
+            if isinstance(a, Var) and a not in defined:
+                seen.setdefault(a, None)
+    return list(seen)
 
 
 def _shape_only(reader, v) -> bool:
