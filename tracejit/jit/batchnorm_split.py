@@ -164,9 +164,14 @@ def _backward_form(g, x, stats, weight, eps: float):
     view = (1, c, 1, 1)
     inv = 1.0 / (x.shape[0] * x.shape[2] * x.shape[3])
     dt = _grad_dtype(x.dtype, weight.dtype)     # (the record's: float32 under autocast)
+    xdt = x.dtype
     g, x, stats, weight = _wide(g, x, stats, weight)
     gx, s0, s1 = backward_form(g, x, reshape(stats[0], view), reshape(stats[1], view), reshape(weight, view),
                                inv, eps)
+    if xdt is not x.dtype and dt is x.dtype:
+        # A bf16 x's gradient is bf16: rounded here, in the group, its float32 values are
+        # what the convolution backward reads (bf16_graph.py drops the second rounding).
+        gx = gx.to(xdt).to(dt)
     return (reshape(permute(gx, (1, 0, 2, 3)), (-1,)).to(dt),
             cat([reshape(s0, (c,)), reshape(s1, (c,))]).to(dt))
 
