@@ -80,10 +80,11 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str, loads=None) -> l
         add(f"{I2}e = {w.value} if iny & (xx >= 0) & (xx < d3) else {fill}")
     else:
         add(f"{I2}e = {w.value}")
+    store = _store(nest, em)
     if w.kind == "avg":
         add(f"{I2}acc = acc + e")
         add(f"{ind}w = acc * {c(1.0 / count)}")
-        add(f"{ind}{nest.outputs[0].array}[i0, i1, oy, ox] = w")
+        add(f"{ind}{nest.outputs[0].array}[i0, i1, oy, ox] = {store('w')}")
         return out
     k = f"{em._type(dt)}(ky * {kw} + kx)"
     add(f"{I2}hit = e > m")
@@ -93,12 +94,22 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str, loads=None) -> l
     add(f"{I2}q = {k} if (e != e) & (q == {c(count)}) else q")   # the first NaN's offset
     add(f"{ind}nan = q < {c(count)}")
     o = nest.outputs[0].array
+    value = store(f"{c(float('nan'))} if nan else m")
     if w.kind == "max_record":
-        add(f"{ind}{o}[0, i0, i1, oy, ox] = {c(float('nan'))} if nan else m")
-        add(f"{ind}{o}[1, i0, i1, oy, ox] = q if nan else a")
+        add(f"{ind}{o}[0, i0, i1, oy, ox] = {value}")
+        add(f"{ind}{o}[1, i0, i1, oy, ox] = {store('q if nan else a')}")
     else:
-        add(f"{ind}{o}[i0, i1, oy, ox] = {c(float('nan'))} if nan else m")
+        add(f"{ind}{o}[i0, i1, oy, ox] = {value}")
     return out
+
+
+def _store(nest: LoopNest, em):
+    """How a fold's value is stored: rounded to nearest even where its output holds bf16
+    words (windows._round_on_store), else as it is."""
+    if nest.outputs[0].dtype != "bfloat16":
+        return lambda v: v
+    em.imports.add("f32_to_bf16")
+    return lambda v: f"f32_to_bf16({v})"
 
 
 def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str) -> list:
@@ -212,6 +223,7 @@ def render_windows(nest: LoopNest, parallel: bool):
         size = ("d2", "d3") if w.gather else ("oh", "ow")
         body += [f"{IND * 2}for {outer} in range({size[0]}):", f"{IND * 3}for {inner} in range({size[1]}):"]
         body += window_body(nest, lines, em, IND * 4)
+    imports |= em.imports
     sig = signature(nest, None)
     header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy')",
               f"def {nest.name}({', '.join(nest.arguments())}):",

@@ -10,7 +10,8 @@ and elementwise work of the input's shape that reads it joins behind it.
 ``TRACEJIT_WINDOWS`` sets it) makes a windows group of every forward and average backward,
 and of a max's scatter where its windows tile the input (`tiles`: 0.46 ms against the
 registered kernel's 0.68); ``"all"`` of every floating rank-4 pooling; ``"none"`` none. A
-reader that reads only the pooled value's shape gets another value of that shape.
+reader that reads only the pooled value's shape gets another value of that shape. A fold
+whose result is only rounded to bf16 stores it rounded (`_round_on_store`).
 """
 from __future__ import annotations
 
@@ -161,6 +162,7 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
         if not fused:
             items[items.index(e)] = new_group(x.aval.shape, e, [x], [e.out])
 
+    _round_on_store(items, results, readers)
     for e in list(items):
         kind = window_kind(e)
         if kind is None or not KINDS[e.prim][1] or (kind == "scatter" and windows != "all"
@@ -202,6 +204,28 @@ def channel_major_outputs(items: list, graph) -> list:
             and v in readers and all(isinstance(r, Eqn) and r.prim is PERMUTE
                                      and tuple(r.params["dims"]) == (1, 0, 2, 3) for r in readers[v]))
     return items
+
+
+def _round_on_store(items: list, results: set, readers) -> None:
+    """Each forward window whose result only a rounding to bf16 reads (a group of that one
+    cast, on the CPU) stores it rounded (its group's ``stores``: loopnest.lower): a bf16
+    pooling is one pass, widened on load, folded in float32, rounded on store."""
+    from .. import dtypes
+    from ..ops.elementwise_logic import CAST
+    from .fusion import Group
+    for g in [it for it in items if isinstance(it, Group) and it.window is not None]:
+        v = g.window.out
+        if KINDS[g.window.prim][1] or v in results or v not in g.outputs or v.aval.device.type != "cpu":
+            continue
+        rs = readers(v)
+        r = rs[0] if len(rs) == 1 else None
+        if not (isinstance(r, Group) and _plain(r) and len(r.eqns) == 1 and r.eqns[0].prim is CAST
+                and r.eqns[0].params.get("dtype") is dtypes.bfloat16 and r.inputs == [v]):
+            continue
+        o = r.eqns[0].out
+        g.outputs = [o if u is v else u for u in g.outputs]
+        g.stores = {**getattr(g, "stores", {}), o: v}
+        items.remove(r)
 
 
 def _peel(g, x, gid: int):

@@ -122,3 +122,27 @@ def test_tiles_scatter_writes_every_position():
     assert not np.isnan(gx).any()
     assert not gx[:, :, 8, :].any() and not gx[:, :, :, 10].any()
     assert gx.sum() == g.size          # one 1 per window
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES)
+@pytest.mark.parametrize("data", ["normal", "ties", "nan", "channel-major"])
+def test_bf16_words_fold_in_one_pass_like_float32_rounded(geo, data):
+    """The forwards take bf16 words: one kernel that widens on load, folds in float32 and
+    rounds on store (its window group's store, windows._round_on_store), giving the float32
+    forms' results rounded once: the maxima and offsets exactly, the averages rounded."""
+    from tracejit import bf16
+    from tracejit.ops.pool_offsets import MAX_POOL2D_WITH_OFFSETS
+    x32 = pool_input(data, np.float32)
+    words = bf16.to_bfloat16(x32)
+    if data == "channel-major":
+        words = np.ascontiguousarray(words.swapaxes(0, 1)).swapaxes(0, 1)
+    wide = bf16.to_float32(words)
+    kw = dict(zip(("kernel", "stride", "padding", "dilation"), geo))
+    for fn, prim in ((WF.max_pool2d, P.MAX_POOL2D), (WF.forward_offsets, MAX_POOL2D_WITH_OFFSETS),
+                     (WF.avg_pool2d, P.AVG_POOL2D)):
+        got = fn(words, **kw)
+        assert got is not None and got.dtype == bf16.STORAGE, prim.name
+        want = bf16.to_bfloat16(prim.run(np, wide, *geo))
+        np.testing.assert_array_equal(got, want, err_msg=prim.name)
+    fold = WF._forms[next(k for k in WF._forms if k[:2] == ("max_pool2d_with_offsets", "uint16"))]
+    assert [o.dtype for o in fold.outputs] == ["bfloat16"] and [s.note for s in fold.steps] == ["cast"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .... import bf16 as _bf16
 from ....ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 from ....ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from .loader import lowered, one_group, rendered
@@ -37,10 +38,17 @@ def _geometry(params) -> tuple:
 
 def _lower(prim, shapes, params):
     """`prim` over operands of these (shape, dtype) traced alone, scheduled and lowered:
-    the windows nest. Raises where that is no one windows group."""
+    the windows nest. Raises where that is no one windows group. A forward on bf16 words
+    folds their float32 values and stores its result rounded (windows._round_on_store)."""
     from ....ops.eager import bind
+    from .... import dtypes
     from ... import loopnest
-    graph, group = one_group(lambda *xs: bind(prim, *xs, **params), shapes, prim.name, windows="all")
+
+    def traced(*xs):
+        if xs[0].dtype is not dtypes.bfloat16:
+            return bind(prim, *xs, **params)
+        return bind(prim, *[x.float() for x in xs], **params).to(dtypes.bfloat16)
+    graph, group = one_group(traced, shapes, prim.name, windows="all")
     if group.window is None:
         raise ValueError(f"{prim.name} is not one windows group")
     if list(group.inputs) != list(graph.inputs)[:len(group.inputs)]:
@@ -54,7 +62,8 @@ def _fn(prim, arrays, params, shape: tuple):
     geometry no windows group takes, or not loaded yet)."""
     dt = arrays[0].dtype
     size = int(np.prod(shape))
-    if dt not in _DTYPES or any(a.dtype != dt for a in arrays) or not size:
+    if (dt not in _DTYPES and not (dt == _bf16.STORAGE and prim in _FOLDS)) or any(a.dtype != dt for a in arrays) \
+            or not size:
         return None
     geo = _geometry(params)
     # (a gather's input_shape is its iteration shape: the sizes' arguments, not the source)
@@ -65,7 +74,8 @@ def _fn(prim, arrays, params, shape: tuple):
     fn = _calls.get(key + (parallel,))
     if fn is not None:
         return fn
-    nest = lowered(_forms, key, lambda: _lower(prim, [(a.shape, dt.name) for a in arrays], params))
+    name = "bfloat16" if dt == _bf16.STORAGE else dt.name
+    nest = lowered(_forms, key, lambda: _lower(prim, [(a.shape, name) for a in arrays], params))
     fn = None if nest is None else rendered(("windows",) + key + (parallel,), nest, parallel, steady=True)
     if fn is not None:
         _calls[key + (parallel,)] = fn
@@ -112,6 +122,12 @@ def forward_offsets(x, kernel, stride, padding, dilation):
 
 def avg_pool2d(x, kernel, stride, padding, dilation):
     return _fold(AVG_POOL2D, x, _params(kernel, stride, padding, dilation), False)
+
+
+# The forwards take bf16 words (ops/bf16_eager.py): one pass, the float32 op's result rounded
+# once (a maximum and its offset are bf16 values already; an average is rounded).
+_FOLDS = (MAX_POOL2D, MAX_POOL2D_WITH_OFFSETS, AVG_POOL2D)
+max_pool2d.bf16_widens = forward_offsets.bf16_widens = avg_pool2d.bf16_widens = True
 
 
 def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
