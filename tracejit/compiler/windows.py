@@ -146,10 +146,7 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
             others = [r for r in readers(x) if r is not e]
             shape_only = all(_shape_only(r, x) for r in others)
             if shape_only and _element_outputs(prod) != [x]:
-                part = _peel(prod, x, next_gid[0])
-                if part is not None:
-                    items.insert(items.index(prod), part)
-                    next_gid[0] += 1
+                _peel(items, prod, x, next_gid)
             sub = next((v for v in prod.inputs if tuple(v.aval.shape) == tuple(x.aval.shape)), None)
             if sub is not None and shape_only and _element_outputs(prod) == [x]:
                 for r in others:
@@ -228,12 +225,13 @@ def _round_on_store(items: list, results: set, readers) -> None:
         items.remove(r)
 
 
-def _peel(g, x, gid: int):
-    """A group computing `g`'s other outputs of its shape than `x` (a bf16 activation the
-    backward keeps, rounded from the float32 one `g` reads), taken out of `g`, which then
-    reads them: `g` writes `x` alone, so a pooling of `x` can join it as its window and `x`
-    is never written. None (`g` unchanged) where an output needs `g`'s sums or values
-    that `g` still needs besides it."""
+def _peel(items: list, g, x, next_gid: list) -> None:
+    """`g`'s other outputs of its shape than `x` (a bf16 activation the backward keeps,
+    rounded from the float32 one `g` reads) computed by a group of their own put before
+    `g`, which then reads them: `g` writes `x` alone, so a pooling of `x` can join it as its
+    window and `x` is never written. Nothing changes where an output needs `g`'s sums or
+    values `g` still needs besides it, or `g` would read no value of its shape (the
+    pooling's shape-only readers take one)."""
     from .fusion import Group
     others = [v for v in _element_outputs(g) if v is not x]
     by_out = {e.out: e for e in g.eqns}
@@ -245,7 +243,7 @@ def _peel(g, x, gid: int):
             e = by_out.get(v)
             if e is None:
                 if v in g.defined:
-                    return None             # (a sum's: the rows pass)
+                    return                  # (a sum's: the rows pass)
                 continue
             if e not in part and e not in taken:
                 part.append(e)
@@ -255,14 +253,17 @@ def _peel(g, x, gid: int):
     rest = [e for e in g.eqns if e not in taken]
     for e in rest + g.rows + g.cols + ([g.reduction] if g.reduction is not None else []):
         if any(isinstance(a, Var) and a in inside and a not in others for a in e.inputs):
-            return None
+            return
     taken.sort(key=g.eqns.index)
-    ins = _first_reads(taken, inside)
-    part = Group(gid, g.shape, taken, None, ins, list(others))
-    g.eqns = rest
+    members = [m for m in g.members if m not in taken]
+    reads = _first_reads(members, {m.out for m in members})
+    if not any(tuple(v.aval.shape) == tuple(x.aval.shape) for v in reads):
+        return
+    items.insert(items.index(g), Group(next_gid[0], g.shape, taken, None, _first_reads(taken, inside),
+                                       list(others)))
+    next_gid[0] += 1
+    g.eqns, g.inputs = rest, reads
     g.outputs = [v for v in g.outputs if v not in others]
-    g.inputs = _first_reads(g.members, g.defined)
-    return part
 
 
 def _first_reads(eqns, defined) -> list:
