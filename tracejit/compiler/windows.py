@@ -166,6 +166,7 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
                                                      and not tiles(e.params["kernel"], e.params["stride"],
                                                                    e.params["dilation"])):
             continue
+        e = _gather_words(items, e, readers)
         gx = e.out
         shape = tuple(gx.aval.shape)
         reads = readers(gx)
@@ -223,6 +224,31 @@ def _round_on_store(items: list, results: set, readers) -> None:
         g.outputs = [o if u is v else u for u in g.outputs]
         g.stores = {**getattr(g, "stores", {}), o: v}
         items.remove(r)
+
+
+def _gather_words(items: list, e, readers):
+    """Gather `e` reading the bf16 words of each operand that a group of one widening cast
+    alone makes for it, widened on load (the cast's group dropped): a bf16 pooling backward
+    is one pass. `e` itself where there is none (CPU only)."""
+    from .. import dtypes
+    from ..ops.elementwise_logic import CAST
+    from .fusion import Group
+    if e.out.aval.device.type != "cpu":
+        return e
+    ins = list(e.inputs)
+    for k, v in enumerate(ins):
+        rs = readers(v)
+        made = [it for it in items if isinstance(it, Group) and v in it.outputs]
+        g = made[0] if len(made) == 1 else None
+        if (rs == [e] and isinstance(g, Group) and _plain(g) and len(g.eqns) == 1 and g.eqns[0].prim is CAST
+                and g.outputs == [v] and g.inputs[0].aval.dtype is dtypes.bfloat16):
+            ins[k] = g.inputs[0]
+            items.remove(g)
+    if ins == list(e.inputs):
+        return e
+    new = Eqn(e.prim, tuple(ins), e.outs, e.params, e.loc)
+    items[items.index(e)] = new
+    return new
 
 
 def _peel(items: list, g, x, next_gid: list) -> None:

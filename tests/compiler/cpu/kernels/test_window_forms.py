@@ -126,12 +126,13 @@ def test_tiles_scatter_writes_every_position():
 
 @pytest.mark.parametrize("geo", GEOMETRIES)
 @pytest.mark.parametrize("data", ["normal", "ties", "nan", "channel-major"])
-def test_bf16_words_fold_in_one_pass_like_float32_rounded(geo, data):
-    """The forwards take bf16 words: one kernel that widens on load, folds in float32 and
-    rounds on store (its window group's store, windows._round_on_store), giving the float32
-    forms' results rounded once: the maxima and offsets exactly, the averages rounded."""
+def test_bf16_words_pool_in_one_pass_like_float32_rounded(geo, data):
+    """The poolings take bf16 words: one kernel that widens on load, computes in float32
+    and rounds on store (a fold's store: windows._round_on_store; a gather's loads:
+    windows._gather_words), giving the float32 forms' results rounded once: the maxima and
+    offsets exactly, the averages and the gradients rounded."""
     from tracejit import bf16
-    from tracejit.ops.pool_offsets import MAX_POOL2D_WITH_OFFSETS
+    from tracejit.ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
     x32 = pool_input(data, np.float32)
     words = bf16.to_bfloat16(x32)
     if data == "channel-major":
@@ -144,5 +145,15 @@ def test_bf16_words_fold_in_one_pass_like_float32_rounded(geo, data):
         assert got is not None and got.dtype == bf16.STORAGE, prim.name
         want = bf16.to_bfloat16(prim.run(np, wide, *geo))
         np.testing.assert_array_equal(got, want, err_msg=prim.name)
-    fold = WF._forms[next(k for k in WF._forms if k[:2] == ("max_pool2d_with_offsets", "uint16"))]
+    rec = WF.forward_offsets(words, **kw)
+    g = bf16.to_bfloat16(np.random.default_rng(4).standard_normal(rec.shape[1:]).astype(np.float32))
+    for fn, prim, args in ((WF.scatter, MAX_POOL2D_SCATTER, (g, rec)), (WF.avg_pool2d_backward,
+                                                                     P.AVG_POOL2D_BACKWARD, (g,))):
+        got = fn(*args, x32.shape, **kw)
+        assert got is not None and got.dtype == bf16.STORAGE, prim.name
+        want = bf16.to_bfloat16(prim.run(np, *[bf16.to_float32(a) for a in args], x32.shape, *geo))
+        np.testing.assert_array_equal(got, want, err_msg=prim.name)
+    nests = {k[0]: n for k, n in WF._forms.items() if k[1] == "uint16" and k[2] == tuple(map(tuple, geo))}
+    fold, gather = nests["max_pool2d_with_offsets"], nests["max_pool2d_scatter"]
     assert [o.dtype for o in fold.outputs] == ["bfloat16"] and [s.note for s in fold.steps] == ["cast"]
+    assert [o.dtype for o in gather.operands] == ["bfloat16"] * 2 and [s.note for s in gather.steps] == ["cast"]

@@ -38,8 +38,8 @@ def _geometry(params) -> tuple:
 
 def _lower(prim, shapes, params):
     """`prim` over operands of these (shape, dtype) traced alone, scheduled and lowered:
-    the windows nest. Raises where that is no one windows group. A forward on bf16 words
-    folds their float32 values and stores its result rounded (windows._round_on_store)."""
+    the windows nest. Raises where that is no one windows group. On bf16 words the
+    primitive computes on their float32 values and its result is rounded once."""
     from ....ops.eager import bind
     from .... import dtypes
     from ... import loopnest
@@ -48,6 +48,8 @@ def _lower(prim, shapes, params):
         if xs[0].dtype is not dtypes.bfloat16:
             return bind(prim, *xs, **params)
         return bind(prim, *[x.float() for x in xs], **params).to(dtypes.bfloat16)
+    # (a gather reads bf16 words widened on load, and its result joins the rounding after
+    # it: windows._gather_words; a fold stores rounded: windows._round_on_store)
     graph, group = one_group(traced, shapes, prim.name, windows="all")
     if group.window is None:
         raise ValueError(f"{prim.name} is not one windows group")
@@ -124,10 +126,6 @@ def avg_pool2d(x, kernel, stride, padding, dilation):
     return _fold(AVG_POOL2D, x, _params(kernel, stride, padding, dilation), False)
 
 
-# The forwards take bf16 words (ops/bf16_eager.py): one pass, the float32 op's result rounded
-# once (a maximum and its offset are bf16 values already; an average is rounded).
-_FOLDS = (MAX_POOL2D, MAX_POOL2D_WITH_OFFSETS, AVG_POOL2D)
-max_pool2d.bf16_widens = forward_offsets.bf16_widens = avg_pool2d.bf16_widens = True
 
 
 def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
@@ -164,3 +162,10 @@ def avg_pool2d_backward(g, input_shape, kernel, stride, padding, dilation):
     gx = np.empty(shape, g.dtype)
     fn(gk, gx, *shape)
     return gx.swapaxes(0, 1) if swap else gx
+
+
+# All take bf16 words (ops/bf16_eager.py): one pass, the float32 op's result rounded once
+# (a maximum and its offset are bf16 values already; averages and added gradients are rounded).
+_FOLDS = (MAX_POOL2D, MAX_POOL2D_WITH_OFFSETS, AVG_POOL2D, MAX_POOL2D_SCATTER, AVG_POOL2D_BACKWARD)
+for _f in (max_pool2d, forward_offsets, avg_pool2d, scatter, avg_pool2d_backward):
+    _f.bf16_widens = True
