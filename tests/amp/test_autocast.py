@@ -417,3 +417,41 @@ def test_batchnorm_under_autocast_gives_float32_gradients_eager_and_compiled_ali
         np.testing.assert_array_equal(grads[0][k], grads[1][k], err_msg=k)
     gw = grads[0]["1.weight"]
     assert not np.array_equal(gw, _r(gw))    # (float32 sums, not bf16 values)
+
+
+@needs_torch
+@pytest.mark.parametrize("compiled", [False, True])
+def test_batchnorm_statistics_stay_float32_like_torch(compiled):
+    """A BatchNorm on a bf16 activation keeps its statistics float32, as PyTorch saves its
+    mean and invstd: the running statistics (updated from the float32 ones, not a bf16
+    rounding of them) and the gradients are torch.autocast's to float32 rounding (sums in
+    another order), where bf16 statistics were off by bf16's precision (about 4e-3
+    relative)."""
+    r = np.random.default_rng(5)
+    x = r.standard_normal((4, 3, 9, 9)).astype(np.float32)
+    params = {"0.weight": r.standard_normal((5, 3, 3, 3)).astype(np.float32) * 0.3,
+              "0.bias": r.standard_normal(5).astype(np.float32),
+              "1.weight": r.standard_normal(5).astype(np.float32) + 1,
+              "1.bias": r.standard_normal(5).astype(np.float32)}
+    res = {}
+    for m in (torch, tj):
+        net = m.nn.Sequential(m.nn.Conv2d(3, 5, 3), m.nn.BatchNorm2d(5))
+        net.load_state_dict({**net.state_dict(), **{k: m.tensor(v) for k, v in params.items()}})
+        f = tj.compile(net) if compiled and m is tj else net
+        for _ in range(2):
+            net.zero_grad()
+            with m.autocast("cpu", dtype=m.bfloat16):
+                y = f(m.tensor(x))
+            (y.float() ** 2).sum().backward()
+        res[m] = [y.float().detach().numpy(), net[1].running_mean.numpy().copy(),
+                  net[1].running_var.numpy().copy(), net[1].weight.grad.numpy(), net[1].bias.grad.numpy(),
+                  net[0].weight.grad.numpy()]
+    (ty, tm, tv, tgw, tgb, tgc), (y, mean, var, gw, gb, gc) = res[torch], res[tj]
+    assert y.dtype == np.float32 and mean.dtype == np.float32
+    np.testing.assert_allclose(mean, tm, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(var, tv, rtol=1e-5)
+    np.testing.assert_allclose(y, ty, rtol=1e-2, atol=1e-2)   # (bf16 values; a few may round apart)
+    for a, b in ((gw, tgw), (gb, tgb)):
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3 * np.abs(b).max())
+    # (the convolution's weight gradient is a sum of bf16 values that may round apart)
+    np.testing.assert_allclose(gc, tgc, atol=3e-2 * np.abs(tgc).max())

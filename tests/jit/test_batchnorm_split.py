@@ -225,3 +225,35 @@ def test_backward_is_a_channel_group_writing_the_gradient_channel_major(monkeypa
         np.testing.assert_allclose(a, b, **TOL[dtype])
     monkeypatch.setenv("TRACEJIT_BN_SPLIT", "0")     # the records kept: the step's own kernels
     assert "batch_norm_backward" in [e.prim.name for e in _compiled(monkeypatch, False, dtype, x, y, pool)[1].graph.eqns]
+
+
+def test_autocast_step_is_channel_groups_and_matches_eager(monkeypatch):
+    """Under bf16 autocast the BatchNorms are channel groups too, each computing in float32
+    on its bf16 input and closed by the pooling; the backward's BatchNorm gradient is
+    rounded to bf16 in its group and read by the convolution backward with no other pass,
+    and the poolings' records go over in the float32 form the forward wrote. Outputs,
+    gradients and running statistics are eager autocast's bit for bit."""
+    monkeypatch.delenv("TRACEJIT_BN_SPLIT", raising=False)
+    from tracejit.ops.elementwise_logic import CAST
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 1, 14, 14)).astype(np.float32)
+    y = rng.standard_normal((4, 8 * 2 * 2)).astype(np.float32)
+    state = _state(np.float32)
+    res = []
+    for compiled in (False, True):
+        net = _net(tj, np.float32, state=state)
+        net.train()
+        cf = tj.script(net) if compiled else net
+        with tj.autocast("cpu", dtype=tj.bfloat16):
+            res.append(_step(tj, net, x, y, cf))
+    fwd, bwd = training_variant(cf.forward)[:2]
+    assert not {"batch_norm_forward", "batch_norm_backward"} & {e.prim.name for p in (fwd, bwd)
+                                                                for e in p.graph.eqns}
+    assert len(_channel_windows(fwd)) == 2, fwd.describe()
+    # no kernel of the backward only widens a saved activation or record, or rounds the
+    # BatchNorm gradient (batch dim 4; the weights' gradients are rounded on their own)
+    lone_casts = [g for g in bwd.items if isinstance(g, Group) and all(e.prim is CAST for e in g.members)
+                  and len(g.shape) >= 4 and 4 in g.shape[:2]]
+    assert not lone_casts, bwd.describe()
+    for a, b in zip(*res):
+        np.testing.assert_array_equal(a, b)

@@ -198,8 +198,8 @@ def test_an_elementwise_op_on_bf16_is_one_node_with_the_compiled_gradients():
 def test_batchnorm_on_bf16_is_one_pass_of_the_float32_op_rounded(monkeypatch, channel_major):
     """BatchNorm on a bf16 input (float32 weight, autocast's case) runs its records' kernels
     on the words, no widened copy, with the bits of the float32 records on the widened
-    operands rounded once (bf16_eager's cast, op, cast); the weight's and bias's
-    gradients stay float32."""
+    operands rounded once (bf16_eager's cast, op, cast); the records, the statistics
+    and the weight's and bias's gradients stay float32."""
     from tracejit.compiler.cpu.kernels import channel_forms
     from tracejit.ops import bf16_eager, impls
     ran = []
@@ -239,7 +239,8 @@ def test_batchnorm_on_bf16_is_one_pass_of_the_float32_op_rounded(monkeypatch, ch
                                                               bn.running_mean, bn.running_var)])
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
-    assert ("forward", "uint16", "uint16") in ran and ("backward", "uint16", "float32") in ran
+    assert ("forward", "uint16", "float32") in ran and ("backward", "uint16", "float32") in ran
+    assert bn.running_mean.dtype is tj.float32
     # the one pass is the float32 BatchNorm's within bf16's rounding
     ref = tj.nn.functional.batch_norm(tj.tensor(bf16.to_float32(bf16.to_bfloat16(xv))), None, None,
                                       tj.tensor(wv), tj.tensor(bv), training=True)

@@ -70,7 +70,10 @@ def widen(graph: Graph, wide: dict | None = None) -> Graph:
         exact.add(w)
         return w
 
+    same: dict = {}       # Var -> the Var of the same values it reads as (`_track_exact`)
     for e in graph.eqns:
+        if same:
+            e = _sub(e, same)
         if e.prim.kind == "control":
             params = {k: (widen(v) if isinstance(v, Graph) else v) for k, v in e.params.items()}
             eqns.append(Eqn(e.prim, e.inputs, e.outs, params, e.loc))
@@ -80,6 +83,7 @@ def widen(graph: Graph, wide: dict | None = None) -> Graph:
             eqns.append(e)
             for o in e.outs:
                 producer[o] = e
+            _track_exact(e, wide, exact, same)
             continue
         ins = []
         for a in e.inputs:
@@ -105,7 +109,30 @@ def widen(graph: Graph, wide: dict | None = None) -> Graph:
             if keeps:
                 exact.add(b.inputs[0])
                 wide[b.out] = b.inputs[0]
-    return Graph(graph.inputs, tuple(_live(eqns, graph.outputs)), graph.outputs, graph.name)
+    outs = tuple(same.get(a, a) if isinstance(a, Var) else a for a in graph.outputs)
+    return Graph(graph.inputs, tuple(_live(eqns, outs)), outs, graph.name)
+
+
+def _track_exact(e: Eqn, wide: dict, exact: set, same: dict) -> None:
+    """Note what an equation kept as it is says of bf16 values: a widening cast's result is
+    exact, so is a selection or view of exact float32 values, and a rounding of an exact
+    value is read back as that value (a gradient rounded where it was computed, then
+    rounded again to a bf16 operand's dtype: one rounding, no pass; `same` maps the
+    widening of such a rounding to the value itself)."""
+    if e.prim is CAST and len(e.outs) == 1 and isinstance(e.inputs[0], Var):
+        a, o = e.inputs[0], e.out
+        if a.aval.dtype is _BF16 and o.aval.dtype is _F32:
+            w = wide.get(a)
+            if w is not None and w in exact:
+                same[o] = w
+            else:
+                exact.add(o)
+                wide.setdefault(a, o)
+        elif a.aval.dtype is _F32 and o.aval.dtype is _BF16 and a in exact:
+            wide[o] = a
+    elif (len(e.outs) == 1 and e.out.aval.dtype is _F32 and any(isinstance(a, Var) for a in e.inputs)
+          and _selects(e.prim, e.inputs, e.params, exact)):
+        exact.add(e.out)
 
 
 def _selects(prim, ins, params, exact: set) -> bool:
@@ -138,19 +165,21 @@ def _is_bf16_value(v) -> bool:
 
 
 def save_wide(fwd: Graph, bwd: Graph, n_in: int, n_out: int, n_saved: int) -> tuple:
-    """A training pair widened, where a saved bf16 value that the forward widens for a
-    product anyway goes to the backward in its float32 form (the backward's widening was a
-    pass of its own). Same values: widening bf16 is exact."""
+    """A training pair widened, where a saved bf16 value whose float32 form the forward
+    has in memory anyway (widened for a product, or a pooling's result) goes to the
+    backward in that form (the backward's widening was a pass of its own). Same values:
+    widening bf16 is exact."""
     wide: dict = {}
     fwd, bwd = widen(fwd, wide), widen(bwd)
     reads = _readers(fwd)
+    made = {o: e for e in fwd.eqns for o in e.outs}
     outs, ins = list(fwd.outputs), list(bwd.inputs)
     subst: dict = {}
     swapped = False
     for i in range(n_saved):
         s, b = outs[n_out + i], ins[n_in + i]
         w = wide.get(s)
-        if w is None or not _feeds_product(w, reads):
+        if w is None or not (_feeds_product(w, reads) or _written(w, made)):
             continue
         uses = _readers(bwd).get(b, [])
         if b in bwd.outputs or any(e.prim is not CAST or e.params.get("dtype") is not _F32
@@ -176,6 +205,15 @@ def _readers(g: Graph) -> dict:
             if isinstance(a, Var):
                 r.setdefault(a, []).append(e)
     return r
+
+
+def _written(w: Var, made: dict) -> bool:
+    """Whether float32 `w` is the result of an equation no elementwise kernel computes (a
+    pooling's record, a selection from it), so it is in memory: saved in its float32 form,
+    the backward reads it with no widening pass and the forward writes no bf16 copy."""
+    e = made.get(w)
+    return (e is not None and e.prim.kind not in ("elementwise", "shape") and not e.prim.is_view
+            and not (e.prim.view_if is not None and e.prim.view_if(e.params)))
 
 
 def _feeds_product(w: Var, reads: dict) -> bool:

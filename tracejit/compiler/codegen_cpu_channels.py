@@ -77,6 +77,7 @@ def render_channels(nest: LoopNest, parallel: bool):
             step_lines = [ln.strip() for ln in block(p.steps, [w.value], "")]
             body += [f"{I2}for i0 in range(d0):", f"{I3}for oy in range(oh):", f"{I4}for ox in range(ow):"]
             body += window_body(nest, step_lines, em, I5, loads=p.loads)
+            imports |= em.imports
         else:
             body += [f"{I2}for i0 in range(d0):", f"{I3}for i2 in range(d2):", f"{I4}for i3 in range(d3):"]
             body += [f"{I5}{op.load}" for op in p.loads]

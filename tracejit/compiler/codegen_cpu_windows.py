@@ -49,7 +49,7 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str, loads=None) -> l
     out, I1, I2 = [], ind + IND, ind + IND * 2
     add = out.append
     if w.gather:
-        return _gather(nest, step_lines, c, em._type(dt), ind)
+        return _gather(nest, step_lines, c, em._type(dt), ind, _wide(nest, em))
     pad = bool(ph or pw)
     count = kh * kw
     if w.kind == "avg":
@@ -80,10 +80,11 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str, loads=None) -> l
         add(f"{I2}e = {w.value} if iny & (xx >= 0) & (xx < d3) else {fill}")
     else:
         add(f"{I2}e = {w.value}")
+    store = _store(nest, em)
     if w.kind == "avg":
         add(f"{I2}acc = acc + e")
         add(f"{ind}w = acc * {c(1.0 / count)}")
-        add(f"{ind}{nest.outputs[0].array}[i0, i1, oy, ox] = w")
+        add(f"{ind}{nest.outputs[0].array}[i0, i1, oy, ox] = {store('w')}")
         return out
     k = f"{em._type(dt)}(ky * {kw} + kx)"
     add(f"{I2}hit = e > m")
@@ -93,18 +94,39 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str, loads=None) -> l
     add(f"{I2}q = {k} if (e != e) & (q == {c(count)}) else q")   # the first NaN's offset
     add(f"{ind}nan = q < {c(count)}")
     o = nest.outputs[0].array
+    value = store(f"{c(float('nan'))} if nan else m")
     if w.kind == "max_record":
-        add(f"{ind}{o}[0, i0, i1, oy, ox] = {c(float('nan'))} if nan else m")
-        add(f"{ind}{o}[1, i0, i1, oy, ox] = q if nan else a")
+        add(f"{ind}{o}[0, i0, i1, oy, ox] = {value}")
+        add(f"{ind}{o}[1, i0, i1, oy, ox] = {store('q if nan else a')}")
     else:
-        add(f"{ind}{o}[i0, i1, oy, ox] = {c(float('nan'))} if nan else m")
+        add(f"{ind}{o}[i0, i1, oy, ox] = {value}")
     return out
 
 
-def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str) -> list:
+def _store(nest: LoopNest, em):
+    """How a fold's value is stored: rounded to nearest even where its output holds bf16
+    words (windows._round_on_store), else as it is."""
+    if nest.outputs[0].dtype != "bfloat16":
+        return lambda v: v
+    em.imports.add("f32_to_bf16")
+    return lambda v: f"f32_to_bf16({v})"
+
+
+def _wide(nest: LoopNest, em):
+    """``load(k, subscript)``: a gather's read of its operand k, widened where it holds
+    bf16 words (windows._gather_words)."""
+    def load(k: int, at: str) -> str:
+        op = nest.operands[k]
+        if op.dtype != "bfloat16":
+            return f"{op.array}[{at}]"
+        em.imports.add("bf16_to_f32")
+        return f"bf16_to_f32({op.array}[{at}])"
+    return load
+
+
+def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str, load) -> list:
     w = nest.window
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = w.kernel, w.stride, w.padding, w.dilation
-    g = nest.operands[w.grad].array
     out = [f"{ind}acc = {c(0)}"]          # +0.0: a -0.0 gradient lands as +0.0, as numpy's
     inner = ind
     for j, (i, o, p, d, s, k) in enumerate((("i2", "oy", ph, dh, sh, "ky"), ("i3", "ox", pw, dw, sw, "kx"))):
@@ -129,12 +151,12 @@ def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str) -> list:
         inner += IND
     I2 = inner
     at = "i0, i1, oyc, oxc"
+    g = load(w.grad, at)
     if w.kind == "scatter":
-        rec = nest.operands[w.record].array
-        out.append(f"{I2}hit = ok0 & ok1 & ({rec}[1, {at}] == {tname}(ky * {kw} + kx))")
-        out.append(f"{I2}acc = acc + ({g}[{at}] if hit else {c(0)})")
+        out.append(f"{I2}hit = ok0 & ok1 & ({load(w.record, '1, ' + at)} == {tname}(ky * {kw} + kx))")
+        out.append(f"{I2}acc = acc + ({g} if hit else {c(0)})")
     else:
-        out.append(f"{I2}acc = acc + ({g}[{at}] * {c(1.0 / (kh * kw))} if ok0 & ok1 else {c(0)})")
+        out.append(f"{I2}acc = acc + ({g} * {c(1.0 / (kh * kw))} if ok0 & ok1 else {c(0)})")
     out.append(f"{ind}w = acc")
     skip = {w.grad, w.record}
     out += [f"{ind}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands
@@ -153,7 +175,7 @@ def _gather_tiles(nest: LoopNest, step_lines: list, em, ind: str) -> list:
     c = lambda v: em.const(v, dt)          # noqa: E731
     tname = em._type(dt)
     (kh, kw), (ph, pw) = w.kernel, w.padding
-    g = nest.operands[w.grad].array
+    load = _wide(nest, em)
     I1, I2, I3, I4 = (ind + IND * k for k in range(1, 5))
     skip = {w.grad, w.record}
 
@@ -166,12 +188,11 @@ def _gather_tiles(nest: LoopNest, step_lines: list, em, ind: str) -> list:
         return lines
 
     if w.kind == "scatter":
-        rec = nest.operands[w.record].array
         hit = f"gv if r == {tname}(ky * {kw} + kx) else {c(0)}"
-        loads = [f"{I3}r = {rec}[1, i0, i1, oy, ox]", f"{I3}gv = {g}[i0, i1, oy, ox]"]
+        loads = [f"{I3}r = {load(w.record, '1, i0, i1, oy, ox')}", f"{I3}gv = {load(w.grad, 'i0, i1, oy, ox')}"]
     else:
         hit = "gv"
-        loads = [f"{I3}gv = {g}[i0, i1, oy, ox] * {c(1.0 / (kh * kw))}"]
+        loads = [f"{I3}gv = {load(w.grad, 'i0, i1, oy, ox')} * {c(1.0 / (kh * kw))}"]
     out = [f"{ind}for i2 in range(d2):",
            f"{I1}oy = (i2 + {ph}) // {kh}",
            f"{I1}ky = i2 + {ph} - oy * {kh}",
@@ -212,6 +233,7 @@ def render_windows(nest: LoopNest, parallel: bool):
         size = ("d2", "d3") if w.gather else ("oh", "ow")
         body += [f"{IND * 2}for {outer} in range({size[0]}):", f"{IND * 3}for {inner} in range({size[1]}):"]
         body += window_body(nest, lines, em, IND * 4)
+    imports |= em.imports
     sig = signature(nest, None)
     header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy')",
               f"def {nest.name}({', '.join(nest.arguments())}):",

@@ -350,12 +350,16 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         window = _window(win, names, operands)
         # (a fold's output stores its window value: a rows nest's last pass computes that)
         names.setdefault(win.out, "w" if window.gather else window.value)
+    stores = getattr(group, "stores", {})   # (a value stored rounded: windows._round_on_store)
+    for v, src in stores.items():
+        names[v] = names[src]
     mats = [v for v in group.outputs if red is None or v is not red.out]
     # a rows nest's per-row (per-channel) values: not of the iteration shape, nor the window's
     col_vars = {e.out for e in cols_in}
     cm = getattr(group, "cm_outputs", ())
     outputs = tuple(Output(m, v, v.aval.dtype.name, names[v], bool(rows_in) and tuple(v.aval.shape) != shape
-                           and (win is None or v is not win.out) and v not in col_vars, v in col_vars, v in cm)
+                           and (win is None or (v is not win.out and v not in stores)) and v not in col_vars,
+                           v in col_vars, v in cm)
                     for m, v in enumerate(mats))
     rows = tuple(_reduction(e, names, rank, sequential_sums) for e in rows_in)
     cols = tuple(_reduction(e, names, rank, sequential_sums) for e in cols_in)

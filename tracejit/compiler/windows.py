@@ -10,7 +10,8 @@ and elementwise work of the input's shape that reads it joins behind it.
 ``TRACEJIT_WINDOWS`` sets it) makes a windows group of every forward and average backward,
 and of a max's scatter where its windows tile the input (`tiles`: 0.46 ms against the
 registered kernel's 0.68); ``"all"`` of every floating rank-4 pooling; ``"none"`` none. A
-reader that reads only the pooled value's shape gets another value of that shape.
+reader that reads only the pooled value's shape gets another value of that shape. A fold
+whose result is only rounded to bf16 stores it rounded (`_round_on_store`).
 """
 from __future__ import annotations
 
@@ -141,11 +142,13 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
         prod = next((it for it in items if isinstance(it, Group) and x in it.defined), None)
         fused = False
         if (prod is not None and _host(prod) and tuple(prod.shape) == tuple(x.aval.shape)
-                and _element_outputs(prod) == [x] and x not in results):
+                and x in prod.outputs and x not in results):
             others = [r for r in readers(x) if r is not e]
-            sub = next((v for v in prod.inputs if tuple(v.aval.shape) == tuple(x.aval.shape)
-                        and v.aval.dtype == x.aval.dtype), None)
-            if sub is not None and all(_shape_only(r, x) for r in others):
+            shape_only = all(_shape_only(r, x) for r in others)
+            if shape_only and _element_outputs(prod) != [x]:
+                _peel(items, prod, x, next_gid)
+            sub = next((v for v in prod.inputs if tuple(v.aval.shape) == tuple(x.aval.shape)), None)
+            if sub is not None and shape_only and _element_outputs(prod) == [x]:
                 for r in others:
                     items[items.index(r)] = Eqn(r.prim, tuple(sub if a is x else a for a in r.inputs),
                                                 r.outs, r.params, r.loc)
@@ -156,12 +159,14 @@ def attach_windows(items: list, graph, windows: str | None = None) -> list:
         if not fused:
             items[items.index(e)] = new_group(x.aval.shape, e, [x], [e.out])
 
+    _round_on_store(items, results, readers)
     for e in list(items):
         kind = window_kind(e)
         if kind is None or not KINDS[e.prim][1] or (kind == "scatter" and windows != "all"
                                                      and not tiles(e.params["kernel"], e.params["stride"],
                                                                    e.params["dilation"])):
             continue
+        e = _gather_words(items, e, readers)
         gx = e.out
         shape = tuple(gx.aval.shape)
         reads = readers(gx)
@@ -197,6 +202,104 @@ def channel_major_outputs(items: list, graph) -> list:
             and v in readers and all(isinstance(r, Eqn) and r.prim is PERMUTE
                                      and tuple(r.params["dims"]) == (1, 0, 2, 3) for r in readers[v]))
     return items
+
+
+def _round_on_store(items: list, results: set, readers) -> None:
+    """Each forward window whose result only a rounding to bf16 reads (a group of that one
+    cast, on the CPU) stores it rounded (its group's ``stores``: loopnest.lower): a bf16
+    pooling is one pass, widened on load, folded in float32, rounded on store."""
+    from .. import dtypes
+    from ..ops.elementwise_logic import CAST
+    from .fusion import Group
+    for g in [it for it in items if isinstance(it, Group) and it.window is not None]:
+        v = g.window.out
+        if KINDS[g.window.prim][1] or v in results or v not in g.outputs or v.aval.device.type != "cpu":
+            continue
+        rs = readers(v)
+        r = rs[0] if len(rs) == 1 else None
+        if not (isinstance(r, Group) and _plain(r) and len(r.eqns) == 1 and r.eqns[0].prim is CAST
+                and r.eqns[0].params.get("dtype") is dtypes.bfloat16 and r.inputs == [v]):
+            continue
+        o = r.eqns[0].out
+        g.outputs = [o if u is v else u for u in g.outputs]
+        g.stores = {**getattr(g, "stores", {}), o: v}
+        items.remove(r)
+
+
+def _gather_words(items: list, e, readers):
+    """Gather `e` reading the bf16 words of each operand that a group of one widening cast
+    alone makes for it, widened on load (the cast's group dropped): a bf16 pooling backward
+    is one pass. `e` itself where there is none (CPU only)."""
+    from .. import dtypes
+    from ..ops.elementwise_logic import CAST
+    from .fusion import Group
+    if e.out.aval.device.type != "cpu":
+        return e
+    ins = list(e.inputs)
+    for k, v in enumerate(ins):
+        rs = readers(v)
+        made = [it for it in items if isinstance(it, Group) and v in it.outputs]
+        g = made[0] if len(made) == 1 else None
+        if (rs == [e] and isinstance(g, Group) and _plain(g) and len(g.eqns) == 1 and g.eqns[0].prim is CAST
+                and g.outputs == [v] and g.inputs[0].aval.dtype is dtypes.bfloat16):
+            ins[k] = g.inputs[0]
+            items.remove(g)
+    if ins == list(e.inputs):
+        return e
+    new = Eqn(e.prim, tuple(ins), e.outs, e.params, e.loc)
+    items[items.index(e)] = new
+    return new
+
+
+def _peel(items: list, g, x, next_gid: list) -> None:
+    """`g`'s other outputs of its shape than `x` (a bf16 activation the backward keeps,
+    rounded from the float32 one `g` reads) computed by a group of their own put before
+    `g`, which then reads them: `g` writes `x` alone, so a pooling of `x` can join it as its
+    window and `x` is never written. Nothing changes where an output needs `g`'s sums or
+    values `g` still needs besides it, or `g` would read no value of its shape (the
+    pooling's shape-only readers take one)."""
+    from .fusion import Group
+    others = [v for v in _element_outputs(g) if v is not x]
+    by_out = {e.out: e for e in g.eqns}
+    taken: list = []
+    for o in others:
+        stack, part = [o], []
+        while stack:
+            v = stack.pop()
+            e = by_out.get(v)
+            if e is None:
+                if v in g.defined:
+                    return                  # (a sum's: the rows pass)
+                continue
+            if e not in part and e not in taken:
+                part.append(e)
+                stack.extend(a for a in e.inputs if isinstance(a, Var))
+        taken += part
+    inside = {e.out for e in taken}
+    rest = [e for e in g.eqns if e not in taken]
+    for e in rest + g.rows + g.cols + ([g.reduction] if g.reduction is not None else []):
+        if any(isinstance(a, Var) and a in inside and a not in others for a in e.inputs):
+            return
+    taken.sort(key=g.eqns.index)
+    members = [m for m in g.members if m not in taken]
+    reads = _first_reads(members, {m.out for m in members})
+    if not any(tuple(v.aval.shape) == tuple(x.aval.shape) for v in reads):
+        return
+    items.insert(items.index(g), Group(next_gid[0], g.shape, taken, None, _first_reads(taken, inside),
+                                       list(others)))
+    next_gid[0] += 1
+    g.eqns, g.inputs = rest, reads
+    g.outputs = [v for v in g.outputs if v not in others]
+
+
+def _first_reads(eqns, defined) -> list:
+    """The values `eqns` read and do not define, in first-use order."""
+    seen: dict = {}
+    for e in eqns:
+        for a in e.inputs:
+            if isinstance(a, Var) and a not in defined:
+                seen.setdefault(a, None)
+    return list(seen)
 
 
 def _shape_only(reader, v) -> bool:

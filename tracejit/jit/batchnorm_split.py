@@ -75,15 +75,26 @@ def _normalize(x, stats, weight, bias, eps: float):
     return x * reshape(cast(a, x.dtype), view) + reshape(cast(d, x.dtype), view)
 
 
-def _channel_form(x, weight, bias, eps: float):
+def _wide(*ts):
+    """`ts` with bf16 ones widened to float32: a bf16 BatchNorm computes in float32, as its
+    record's kernel does (compiler/cpu/kernels/channel_forms.py), the casts fusing into the
+    channel group as loads and stores."""
+    from .. import dtypes
+    return tuple(t.float() if t.dtype is dtypes.bfloat16 else t for t in ts)
+
+
+def _channel_form(x, weight, bias, eps: float, stats_dtype=None):
     """(y, the (2*C,) statistics) of training-mode BatchNorm over an (N, C, H, W) x by its
     channel form (ops/batchnorm_prim.py `forward_form`): one channel group, with a
-    pooling after it as the group's last pass (compiler/windows.py)."""
+    pooling after it as the group's last pass (compiler/windows.py). A bf16 x computes in
+    float32, y rounded to bf16 once, the statistics given in `stats_dtype` (the record's)."""
     from ..ops.shape import cat, reshape
     c = x.shape[1]
     inv = 1.0 / (x.shape[0] * x.shape[2] * x.shape[3])
-    y, mean, var = forward_form(x, reshape(weight, (1, c, 1, 1)), reshape(bias, (1, c, 1, 1)), inv, eps)
-    return y, cat([reshape(mean, (c,)), reshape(var, (c,))])
+    xw, weight, bias = _wide(x, weight, bias)
+    y, mean, var = forward_form(xw, reshape(weight, (1, c, 1, 1)), reshape(bias, (1, c, 1, 1)), inv, eps)
+    stats = cat([reshape(mean, (c,)), reshape(var, (c,))])
+    return y.to(x.dtype), stats.to(stats_dtype or x.dtype)
 
 
 def _traced(fn, ins: tuple, outs: tuple, loc) -> list:
@@ -111,9 +122,11 @@ def split(g: Graph) -> Graph:
         e1 = producer.get(rec)
         if (e1 is None or e1.prim is not BATCH_NORM_FORWARD or rec in outputs or id(e1) in replace
                 or e1.inputs[0] is not x or not all(isinstance(v, Var) for v in (x, stats, w, b))
-                or x.aval.dtype.name not in _FLOATS):
+                or x.aval.dtype.name not in _FLOATS + ("bfloat16",)):
             continue
         shape = x.aval.shape
+        if x.aval.dtype.name == "bfloat16" and len(shape) != 4:
+            continue                      # (the record's kernel computes it in float32)
         if not all(isinstance(d, int) for d in shape):
             continue                      # symbolic sizes: left alone
         size = rec.aval.shape[0] - 2 * shape[1]
@@ -123,12 +136,13 @@ def split(g: Graph) -> Graph:
             continue
         c = shape[1]
         eps = e5.params["eps"]
-        flat = Var(Aval((2 * c,), x.aval.dtype, x.aval.device))
+        flat = Var(Aval((2 * c,), rec.aval.dtype, rec.aval.device))
         for u, spec in zip(tails, specs):
             replace[id(u)] = [Eqn(u.prim, (flat,), u.outs, dict(u.params, spec=spec), u.loc)]
         if len(shape) == 4:
             # all at the record's place (y's readers come after it), y's own equation dropped
-            replace[id(e1)] = _traced(lambda *ts: _channel_form(*ts, eps), (x, w, b), (e5.out, flat), e1.loc)
+            replace[id(e1)] = _traced(lambda *ts: _channel_form(*ts, eps, flat.aval.dtype), (x, w, b),
+                                      (e5.out, flat), e1.loc)
             replace[id(e5)] = []
             continue
         st = Var(Aval((2, c), x.aval.dtype, x.aval.device))
@@ -145,12 +159,29 @@ def _backward_form(g, x, stats, weight, eps: float):
     (windows.channel_major_outputs) so the convolution backward's GEMM reads its rows with
     no copy."""
     from ..ops.shape import cat, permute, reshape
+    from ..ops.batchnorm_prim import _grad_dtype
     c = x.shape[1]
     view = (1, c, 1, 1)
     inv = 1.0 / (x.shape[0] * x.shape[2] * x.shape[3])
+    dt = _grad_dtype(x.dtype, weight.dtype)     # (the record's: float32 under autocast)
+    xdt = x.dtype
+    g, x, stats, weight = _wide(g, x, stats, weight)
     gx, s0, s1 = backward_form(g, x, reshape(stats[0], view), reshape(stats[1], view), reshape(weight, view),
                                inv, eps)
-    return reshape(permute(gx, (1, 0, 2, 3)), (-1,)), cat([reshape(s0, (c,)), reshape(s1, (c,))])
+    if xdt is not x.dtype and dt is x.dtype:
+        # A bf16 x's gradient is bf16: rounded here, in the group, its float32 values are
+        # what the convolution backward reads (bf16_graph.py drops the second rounding).
+        gx = gx.to(xdt).to(dt)
+    return (reshape(permute(gx, (1, 0, 2, 3)), (-1,)).to(dt),
+            cat([reshape(s0, (c,)), reshape(s1, (c,))]).to(dt))
+
+
+def _same_dtypes(ins) -> bool:
+    """Whether a batch_norm_backward's operands share a float dtype, or are bf16 ones (a
+    float32 weight or statistics beside them: autocast's), computed in float32."""
+    names = {v.aval.dtype.name for v in ins}
+    return (len(names) == 1 and names <= set(_FLOATS)) or (
+        ins[1].aval.dtype.name == "bfloat16" and names <= {"bfloat16", "float32"})
 
 
 def split_backward(g: Graph) -> Graph:
@@ -165,7 +196,7 @@ def split_backward(g: Graph) -> Graph:
         shape = x.aval.shape
         if (not all(isinstance(v, Var) for v in e.inputs) or len(shape) != 4
                 or not all(isinstance(d, int) for d in shape)
-                or len({v.aval.dtype for v in e.inputs}) != 1 or x.aval.dtype.name not in _FLOATS):
+                or not _same_dtypes(e.inputs)):
             continue
         size = e.out.aval.shape[0] - 2 * shape[1]
         parts = {}
@@ -176,7 +207,7 @@ def split_backward(g: Graph) -> Graph:
                 break
             parts[part] = u
         else:
-            dt, dev = x.aval.dtype, x.aval.device
+            dt, dev = e.out.aval.dtype, x.aval.device
             outs = tuple(parts[k].out if k in parts else Var(Aval((n,), dt, dev))
                          for k, n in ((0, size), (1, 2 * shape[1])))
             eps = e.params["eps"]

@@ -325,8 +325,9 @@ def _backward_rule(g, x, stats, weight, eps):
 
 
 def _grad_dtype(x, weight):
-    """The backward record's dtype: float32 for a bf16 x with a float32 weight (autocast's
-    BatchNorm: the weight's and bias's gradients stay float32, as PyTorch's are), else x's."""
+    """The records' dtype: float32 for a bf16 x with a float32 weight (autocast's BatchNorm:
+    the statistics and the weight's and bias's gradients stay float32, as PyTorch's are),
+    else x's."""
     from .. import dtypes
     return dtypes.float32 if x is dtypes.bfloat16 and weight is dtypes.float32 else x
 
@@ -384,6 +385,8 @@ BN_BACKWARD = defprim("batch_norm_backward", _backward_impl, _backward_rule, _ba
 # then the (2, C) statistics; no gradient. batch_norm_values is the differentiable output:
 # the record's head in x's shape (no copy), with batch_norm_train's VJP. It is not marked a
 # view of the record, so an in-place op on it (ReLU(inplace=True)) bumps no saved version.
+# A bf16 x with a float32 weight (autocast's) has a float32 record, as PyTorch keeps its
+# statistics: the output is its head rounded to bf16 once (ops/bf16_eager.py).
 def _forward_rule(x, weight, bias, eps):
     if x.ndim < 2:
         raise ValueError(f"batch_norm_forward: expected an input of at least 2 dims, got "
@@ -392,7 +395,7 @@ def _forward_rule(x, weight, bias, eps):
     for t, name in ((weight, "weight"), (bias, "bias")):
         if tuple(t.shape) != (c,):
             raise ValueError(f"batch_norm_forward: {name} of shape {tuple(t.shape)} should be ({c},)")
-    return Aval((numel(x.shape) + 2 * c,), x.dtype, x.device)
+    return Aval((numel(x.shape) + 2 * c,), _grad_dtype(x.dtype, weight.dtype), x.device)
 
 
 def _forward_impl(xp, x, weight, bias, eps):

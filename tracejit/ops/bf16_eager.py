@@ -15,7 +15,8 @@ parameter (bf16 signatures get no plan, so all of them come by). Three ways, one
 - a primitive with a registered implementation marked ``bf16_widens`` (BatchNorm's
   records: compiler/cpu/kernels/channel_forms.py) runs it on the words and the other
   operands as they are: one pass, widened on load and rounded on store, where it takes
-  the call (`_widening`);
+  the call (`_widening`); a bf16 result taken out of a float32 record (``moves``) is
+  rounded in one pass (`_rounded_head`);
 - everything else runs as ``cast(f32) -> op -> cast(bf16)`` through `bind`, so autograd
   and tracing see three ordinary equations.
 
@@ -156,6 +157,10 @@ def run(prim: Primitive, args, params):
         out = _widening(prim, args, params, want)
         if out is not None:
             return out
+    if want is _BF16 and prim.extra.get("moves") is not None:
+        out = _rounded_head(prim, args, params)
+        if out is not None:
+            return out
     f32 = _dt.float32
     wide = [bind(_CAST, a, dtype=f32) if isinstance(a, Tensor) and a.dtype is _BF16 else a for a in args]
     p = {k: (f32 if v is _BF16 else v) for k, v in params.items()}
@@ -192,6 +197,20 @@ def _one_pass(prim: Primitive, args, params) -> Tensor:
                 for x in arrays]
         with _grad_mode.no_grad():
             out = _CAST.run(np, _eager(prim, wide, params)._data, dtype=_BF16)
+    return _with_node(prim, args, params, Tensor._wrap(out, _BF16, CPU))
+
+
+def _rounded_head(prim: Primitive, args, params) -> Tensor | None:
+    """A bf16 result taken out of a float32 record (``moves``: BatchNorm's output from its
+    float32 record under autocast) rounded in one pass, the other operands' words not
+    widened; with the primitive's own node. None where an operand is not a CPU array."""
+    for a in args:
+        if isinstance(a, Tensor) and (a.device is not CPU or type(a._data) is not np.ndarray):
+            return None
+    head = prim.run(np, *[a._data if isinstance(a, Tensor) else a for a in args], **params)
+    if head.dtype != _F32_NP:
+        return None
+    out = _CAST.run(np, head, dtype=_BF16)
     return _with_node(prim, args, params, Tensor._wrap(out, _BF16, CPU))
 
 

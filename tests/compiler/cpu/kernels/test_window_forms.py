@@ -122,3 +122,38 @@ def test_tiles_scatter_writes_every_position():
     assert not np.isnan(gx).any()
     assert not gx[:, :, 8, :].any() and not gx[:, :, :, 10].any()
     assert gx.sum() == g.size          # one 1 per window
+
+
+@pytest.mark.parametrize("geo", GEOMETRIES)
+@pytest.mark.parametrize("data", ["normal", "ties", "nan", "channel-major"])
+def test_bf16_words_pool_in_one_pass_like_float32_rounded(geo, data):
+    """The poolings take bf16 words: one kernel that widens on load, computes in float32
+    and rounds on store (a fold's store: windows._round_on_store; a gather's loads:
+    windows._gather_words), giving the float32 forms' results rounded once: the maxima and
+    offsets exactly, the averages and the gradients rounded."""
+    from tracejit import bf16
+    from tracejit.ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
+    x32 = pool_input(data, np.float32)
+    words = bf16.to_bfloat16(x32)
+    if data == "channel-major":
+        words = np.ascontiguousarray(words.swapaxes(0, 1)).swapaxes(0, 1)
+    wide = bf16.to_float32(words)
+    kw = dict(zip(("kernel", "stride", "padding", "dilation"), geo))
+    for fn, prim in ((WF.max_pool2d, P.MAX_POOL2D), (WF.forward_offsets, MAX_POOL2D_WITH_OFFSETS),
+                     (WF.avg_pool2d, P.AVG_POOL2D)):
+        got = fn(words, **kw)
+        assert got is not None and got.dtype == bf16.STORAGE, prim.name
+        want = bf16.to_bfloat16(prim.run(np, wide, *geo))
+        np.testing.assert_array_equal(got, want, err_msg=prim.name)
+    rec = WF.forward_offsets(words, **kw)
+    g = bf16.to_bfloat16(np.random.default_rng(4).standard_normal(rec.shape[1:]).astype(np.float32))
+    for fn, prim, args in ((WF.scatter, MAX_POOL2D_SCATTER, (g, rec)), (WF.avg_pool2d_backward,
+                                                                     P.AVG_POOL2D_BACKWARD, (g,))):
+        got = fn(*args, x32.shape, **kw)
+        assert got is not None and got.dtype == bf16.STORAGE, prim.name
+        want = bf16.to_bfloat16(prim.run(np, *[bf16.to_float32(a) for a in args], x32.shape, *geo))
+        np.testing.assert_array_equal(got, want, err_msg=prim.name)
+    nests = {k[0]: n for k, n in WF._forms.items() if k[1] == "uint16" and k[2] == tuple(map(tuple, geo))}
+    fold, gather = nests["max_pool2d_with_offsets"], nests["max_pool2d_scatter"]
+    assert [o.dtype for o in fold.outputs] == ["bfloat16"] and [s.note for s in fold.steps] == ["cast"]
+    assert [o.dtype for o in gather.operands] == ["bfloat16"] * 2 and [s.note for s in gather.steps] == ["cast"]

@@ -144,7 +144,8 @@ def forward(x, weight, bias, eps):
     if cdt is None:
         return None
     x4 = _as4(x)
-    rec = np.empty(size + 2 * c, x.dtype)
+    # (batchnorm_prim._grad_dtype: a float32 record, statistics included, for a float32 weight)
+    rec = np.empty(size + 2 * c, cdt if weight.dtype == _F32 else x.dtype)
     outs = [rec[:size].reshape(x4.shape), rec[size:size + c].reshape(1, c, 1, 1),
             rec[size + c:].reshape(1, c, 1, 1)]
     chan = (_channel(weight, c, cdt), _channel(bias, c, cdt))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .... import bf16 as _bf16
 from ....ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 from ....ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from .loader import lowered, one_group, rendered
@@ -37,10 +38,19 @@ def _geometry(params) -> tuple:
 
 def _lower(prim, shapes, params):
     """`prim` over operands of these (shape, dtype) traced alone, scheduled and lowered:
-    the windows nest. Raises where that is no one windows group."""
+    the windows nest. Raises where that is no one windows group. On bf16 words the
+    primitive computes on their float32 values and its result is rounded once."""
     from ....ops.eager import bind
+    from .... import dtypes
     from ... import loopnest
-    graph, group = one_group(lambda *xs: bind(prim, *xs, **params), shapes, prim.name, windows="all")
+
+    def traced(*xs):
+        if xs[0].dtype is not dtypes.bfloat16:
+            return bind(prim, *xs, **params)
+        return bind(prim, *[x.float() for x in xs], **params).to(dtypes.bfloat16)
+    # (a gather reads bf16 words widened on load, and its result joins the rounding after
+    # it: windows._gather_words; a fold stores rounded: windows._round_on_store)
+    graph, group = one_group(traced, shapes, prim.name, windows="all")
     if group.window is None:
         raise ValueError(f"{prim.name} is not one windows group")
     if list(group.inputs) != list(graph.inputs)[:len(group.inputs)]:
@@ -54,7 +64,8 @@ def _fn(prim, arrays, params, shape: tuple):
     geometry no windows group takes, or not loaded yet)."""
     dt = arrays[0].dtype
     size = int(np.prod(shape))
-    if dt not in _DTYPES or any(a.dtype != dt for a in arrays) or not size:
+    if (dt not in _DTYPES and not (dt == _bf16.STORAGE and prim in _FOLDS)) or any(a.dtype != dt for a in arrays) \
+            or not size:
         return None
     geo = _geometry(params)
     # (a gather's input_shape is its iteration shape: the sizes' arguments, not the source)
@@ -65,7 +76,8 @@ def _fn(prim, arrays, params, shape: tuple):
     fn = _calls.get(key + (parallel,))
     if fn is not None:
         return fn
-    nest = lowered(_forms, key, lambda: _lower(prim, [(a.shape, dt.name) for a in arrays], params))
+    name = "bfloat16" if dt == _bf16.STORAGE else dt.name
+    nest = lowered(_forms, key, lambda: _lower(prim, [(a.shape, name) for a in arrays], params))
     fn = None if nest is None else rendered(("windows",) + key + (parallel,), nest, parallel, steady=True)
     if fn is not None:
         _calls[key + (parallel,)] = fn
@@ -114,6 +126,8 @@ def avg_pool2d(x, kernel, stride, padding, dilation):
     return _fold(AVG_POOL2D, x, _params(kernel, stride, padding, dilation), False)
 
 
+
+
 def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
     """max_pool2d_scatter; the input gradient is channel-major when the record is."""
     if type(g) is not np.ndarray or type(rec) is not np.ndarray or g.ndim != 4:
@@ -148,3 +162,10 @@ def avg_pool2d_backward(g, input_shape, kernel, stride, padding, dilation):
     gx = np.empty(shape, g.dtype)
     fn(gk, gx, *shape)
     return gx.swapaxes(0, 1) if swap else gx
+
+
+# All take bf16 words (ops/bf16_eager.py): one pass, the float32 op's result rounded once
+# (a maximum and its offset are bf16 values already; averages and added gradients are rounded).
+_FOLDS = (MAX_POOL2D, MAX_POOL2D_WITH_OFFSETS, AVG_POOL2D, MAX_POOL2D_SCATTER, AVG_POOL2D_BACKWARD)
+for _f in (max_pool2d, forward_offsets, avg_pool2d, scatter, avg_pool2d_backward):
+    _f.bf16_widens = True
