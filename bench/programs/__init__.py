@@ -30,6 +30,10 @@ PROGRAMS = {
     "unet": "U-Net, widths 8-128, 64x64: ConvTranspose2d, pad and cat skips, Dice loss",
     "textcls": "EmbeddingBag text classifier: DataLoader collate per step, SGD, clip_grad_norm_",
     "moe": "Mixtral-style top-2 mixture of 8 experts: topk, where, index_add_ routing",
+    "wordlm": "word LM: 2-layer nn.LSTM, tied decoder, bptt 35, detach, clip_grad_norm_, SGD by hand",
+    "mobilenet": "MobileNetV2 at width 0.5 with SE: depthwise convs, ReLU6/Hardswish in place",
+    "ctc": "DeepSpeech2-style: Conv2d/Conv1d front end, 3 bidirectional GRUs, CTCLoss",
+    "crf": "BiLSTM-CRF tagger: forward algorithm by logsumexp in a loop over 30 positions",
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

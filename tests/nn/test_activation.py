@@ -56,3 +56,54 @@ def test_prelu(num, shape):
 def test_prelu_channel_mismatch_names_shapes():
     with pytest.raises(tj.errors.ShapeError, match=r"weight has 3 parameters but input of shape \(2, 4\)"):
         nn.PReLU(3)(tj.randn(2, 4))
+
+
+@pytest.mark.parametrize("name,kw", CASES, ids=[f"{n}{i}" for i, (n, _) in enumerate(CASES)])
+def test_inplace_inside_a_graph_matches_torch_gradient(name, kw):
+    # the input is an intermediate result (a layer's output, as after a BatchNorm): its
+    # memory is overwritten while the activation's gradient still needs the old values
+    if name == "Softplus":
+        pytest.skip("Softplus has no inplace option")
+    x = np.random.default_rng(1).uniform(-8, 8, (4, 5))
+    grads = []
+    for lib, mod in ((torch, torch.nn), (tj, nn)):
+        leaf = lib.tensor(x, requires_grad=True)
+        h = leaf * 1.5
+        y = getattr(mod, name)(**kw, inplace=True)(h)
+        assert y is h
+        (y ** 2).sum().backward()
+        grads.append(leaf.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn,args", [("threshold", (0.5, -1.0)), ("leaky_relu", (0.1,)), ("silu", ()),
+                                     ("rrelu", (0.1, 0.3, False)), ("hardtanh", (-2.0, 3.0)),
+                                     ("relu6", ()), ("elu", (0.7,)), ("hardswish", ()),
+                                     ("hardsigmoid", ()), ("mish", ()), ("celu", (2.0,)), ("selu", ())])
+def test_functional_inplace_inside_a_graph_matches_torch(fn, args):
+    x = np.random.default_rng(2).uniform(-6, 6, (3, 4))
+    grads = []
+    for lib in (torch, tj):
+        leaf = lib.tensor(x, requires_grad=True)
+        h = leaf * 1.5
+        y = getattr(lib.nn.functional, fn)(h, *args, inplace=True)
+        (y * lib.tensor(x)).sum().backward()
+        grads.append((y.detach().numpy(), leaf.grad.numpy()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-7, atol=1e-12)
+
+
+@pytest.mark.parametrize("fn", ["dropout", "dropout1d", "alpha_dropout"])
+def test_inplace_dropout_inside_a_graph_keeps_the_gradient(fn):
+    x = np.random.default_rng(3).uniform(-2, 2, (4, 6, 5))
+    leaf = tj.tensor(x, requires_grad=True)
+    h = leaf * 2.0
+    y = getattr(tj.nn.functional, fn)(h, 0.5, True, inplace=True)
+    assert y is h
+    y.sum().backward()
+    # the gradient is 2 * the scale where a unit was kept and 0 where it was dropped
+    g = leaf.grad.numpy()
+    values = np.unique(g)
+    assert len(values) == 2 and values[0] == 0 and values[1] > 0
+    if fn != "alpha_dropout":
+        np.testing.assert_array_equal(y.detach().numpy() == 0, g == 0)

@@ -167,3 +167,15 @@ def test_cumprod_of_a_0d_integer_tensor_is_int64(dtype):
     got = tj.cumprod(tj.tensor(3, dtype=getattr(tj, dtype)), 0)
     ref = torch.cumprod(torch.tensor(3, dtype=getattr(torch, dtype)), 0)
     assert got.dtype is tj.int64 and ref.dtype is torch.int64 and got.item() == ref.item()
+
+
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int32", "int64", "float16", "float32"])
+@pytest.mark.parametrize("fn,diagonal", [("triu", 1), ("tril", 0), ("triu", -1), ("tril", -2)])
+def test_tri_keeps_the_dtype(dtype, fn, diagonal):
+    # PyTorch's triu/tril keep the input's dtype: a boolean causal mask stays boolean
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).integers(0, 2, (2, 4, 5)).astype(dtype)
+    want = getattr(torch, fn)(torch.from_numpy(x), diagonal)
+    got = getattr(tj, fn)(tj.tensor(x), diagonal)
+    assert got.dtype.name == str(want.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -1,8 +1,11 @@
 """Public-style PyTorch training programs (GPT, ViT, U-Net, WGAN-GP, DDPM, DQN, PPO,
 RealNVP with a mixture density head, TCN with weight norm, mixture of experts, style
 transfer with LBFGS, bidirectional packed LSTM, knowledge distillation with a contrastive
-term, text classification with EmbeddingBag, a tabular loader, a Siamese network, and a
-module mix with spectral norm and checkpointing) run unchanged with tracejit in place of
+term, text classification with EmbeddingBag, a tabular loader, a Siamese network, a
+module mix with spectral norm and checkpointing, a word-level LSTM language model with
+tied weights, a MobileNetV2/EfficientNet-style CNN with squeeze-and-excitation, a Conv1d +
+bidirectional GRU speech model under CTC loss, nn.Transformer translation with greedy
+decoding, a BiLSTM-CRF tagger and SimCLR's InfoNCE) run unchanged with tracejit in place of
 torch and give PyTorch's losses from the same weights, eager and compiled.
 
 Each framework runs in its own process (``_runner.py``); the PyTorch run saves the
@@ -20,8 +23,8 @@ pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.endswith(".py"))
 # the compiled run (a cold kernel cache compiles every group: ~15 s a program on 2 cores):
-# a Transformer and a weight-normed Conv1d network
-COMPILED = ["prog_gpt.py", "prog_tcn.py"]
+# a Transformer, a weight-normed Conv1d network and a CNN of in-place activations
+COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py"]
 
 
 def _run(framework, mode, weights, programs):

@@ -11,6 +11,7 @@ from .. import ops as _ops
 from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_logits,  # noqa: F401
                    conv2d, cross_entropy, dropout, embedding, gelu, l1_loss, layer_norm, linear,
                    logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, softplus, tanh)
+from ..ops.activation import apply_inplace
 from ..ops.activation_more import implicit_softmax_dim
 from ..errors import ArgumentError, ShapeError
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
@@ -52,13 +53,11 @@ def relu(input, inplace: bool = False):
 
 
 def silu(input, inplace: bool = False):
-    out = _ops.silu(input)
-    return input.copy_(out) if inplace else out
+    return apply_inplace(input, _ops.silu, inplace)
 
 
 def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
-    out = _ops.leaky_relu(input, negative_slope)
-    return input.copy_(out) if inplace else out
+    return apply_inplace(input, lambda x: _ops.leaky_relu(x, negative_slope), inplace)
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):

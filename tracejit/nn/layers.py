@@ -341,8 +341,7 @@ Sigmoid = layer_class("Sigmoid", _Unary, F.sigmoid)
 
 class SiLU(_Inplace):
     def forward(self, input):
-        out = F.silu(input)
-        return input.copy_(out) if self.inplace else out
+        return F.silu(input, self.inplace)
 
 
 class LeakyReLU(_Inplace):

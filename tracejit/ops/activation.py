@@ -2,7 +2,7 @@
 
 Written with primitives only (gradients, tracing and fusion come for free) and with
 PyTorch's signatures; ``inplace=True`` writes the result into the input with
-``copy_``, as PyTorch's in-place variants do.
+``copy_``, as PyTorch's in-place variants do (`apply_inplace`).
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
 from .composite import softplus
 from .elementwise import clamp, expm1, minimum, tanh, where
-from .shape import reshape
+from .shape import clone, reshape
+from ..autograd.grad_mode import is_grad_enabled
 from . import autocast as _autocast
 from .dtype_checks import takes
 
@@ -20,8 +21,14 @@ _SELU_ALPHA = 1.6732632423543772
 _SELU_SCALE = 1.0507009873554805
 
 
-def _out(input, out, inplace: bool):
-    return input.copy_(out) if inplace else out
+def apply_inplace(input, fn, inplace: bool = True):
+    """``fn(input)``, written into `input` when `inplace`. While autograd records, `fn`
+    reads a copy: the gradient of `fn` saves what it read, and `input`'s memory is
+    overwritten next (PyTorch's in-place kernels save their result instead)."""
+    if not inplace:
+        return fn(input)
+    src = clone(input) if input.requires_grad and is_grad_enabled() else input
+    return input.copy_(fn(src))
 
 
 def _neg_expm1(x, alpha: float, scale: float = 1.0):
@@ -33,13 +40,13 @@ def _neg_expm1(x, alpha: float, scale: float = 1.0):
 @takes("input")
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
-    return _out(input, where(input > 0, input, _neg_expm1(input, alpha)), inplace)
+    return apply_inplace(input, lambda x: where(x > 0, x, _neg_expm1(x, alpha)), inplace)
 
 
 @takes("input")
 def selu(input, inplace: bool = False):
     """scale * elu(x, alpha) with the self-normalizing constants."""
-    return _out(input, _SELU_SCALE * where(input > 0, input, _neg_expm1(input, _SELU_ALPHA)), inplace)
+    return apply_inplace(input, lambda x: _SELU_SCALE * where(x > 0, x, _neg_expm1(x, _SELU_ALPHA)), inplace)
 
 
 @takes("input")
@@ -47,13 +54,13 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
-    return _out(input, where(input > 0, input, _neg_expm1(input, alpha, 1.0 / alpha)), inplace)
+    return apply_inplace(input, lambda x: where(x > 0, x, _neg_expm1(x, alpha, 1.0 / alpha)), inplace)
 
 
 @takes("input")
 def mish(input, inplace: bool = False):
     """x * tanh(softplus(x))."""
-    return _out(input, input * tanh(softplus(input)), inplace)
+    return apply_inplace(input, lambda x: x * tanh(softplus(x)), inplace)
 
 
 @takes("input", ints=True)
@@ -67,7 +74,7 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
             raise ArgumentError(f"hardtanh: cannot do hardtanh on an unsigned type with negative "
                                 f"limits (min_val {min_val}, max_val {max_val})")
         min_val, max_val = int(min_val), int(max_val)
-    return _out(input, clamp(input, min_val, max_val), inplace)
+    return apply_inplace(input, lambda x: clamp(x, min_val, max_val), inplace)
 
 
 def relu6(input, inplace: bool = False):
@@ -77,13 +84,13 @@ def relu6(input, inplace: bool = False):
 @takes("input")
 def hardsigmoid(input, inplace: bool = False):
     """clamp(x / 6 + 1/2, 0, 1)."""
-    return _out(input, clamp(input * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
+    return apply_inplace(input, lambda x: clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
 
 
 @takes("input")
 def hardswish(input, inplace: bool = False):
     """x * hardsigmoid(x)."""
-    return _out(input, input * clamp(input * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
+    return apply_inplace(input, lambda x: x * clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
 
 
 @takes("input")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ArgumentError, ShapeError, user_stacklevel
-from .activation import celu, elu, hardtanh, selu
+from .activation import apply_inplace, celu, elu, hardtanh, selu
 from .composite import leaky_relu, softmax
 from .elementwise import abs as _abs, cast, log, tanh, where
 from .random import rand, rand_like
@@ -56,10 +56,10 @@ def softsign(input):
 
 def threshold(input, threshold: float, value: float, inplace: bool = False):
     """`input` where it is above `threshold`, else `value`."""
-    out = where(input > threshold, input, value)
-    if out.dtype is not input.dtype:
-        out = cast(out, input.dtype)
-    return input.copy_(out) if inplace else out
+    def fn(x):
+        out = where(x > threshold, x, value)
+        return cast(out, x.dtype) if out.dtype is not x.dtype else out
+    return apply_inplace(input, fn, inplace)
 
 
 _threshold = threshold
@@ -92,10 +92,8 @@ def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool 
     mean otherwise."""
     if training:
         slope = rand_like(input) * (upper - lower) + lower
-        out = where(input >= 0, input, input * slope)
-    else:
-        out = leaky_relu(input, (lower + upper) / 2)
-    return input.copy_(out) if inplace else out
+        return apply_inplace(input, lambda x: where(x >= 0, x, x * slope), inplace)
+    return apply_inplace(input, lambda x: leaky_relu(x, (lower + upper) / 2), inplace)
 
 
 def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False):
@@ -138,7 +136,7 @@ def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
 
 
 def leaky_relu_(input, negative_slope: float = 0.01):
-    return input.copy_(leaky_relu(input, negative_slope))
+    return apply_inplace(input, lambda x: leaky_relu(x, negative_slope))
 
 
 def _check_p(op, p):
@@ -154,12 +152,10 @@ def _channel_dropout(input, p, training, inplace, spatial: int, op: str):
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        out = input * 0.0
-    else:
-        shape = tuple(input.shape[:input.ndim - spatial]) + (1,) * spatial
-        keep = cast(rand(*shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
-        out = input * keep * (1.0 / (1.0 - p))
-    return input.copy_(out) if inplace else out
+        return apply_inplace(input, lambda x: x * 0.0, inplace)
+    shape = tuple(input.shape[:input.ndim - spatial]) + (1,) * spatial
+    keep = cast(rand(*shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
+    return apply_inplace(input, lambda x: x * keep * (1.0 / (1.0 - p)), inplace)
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
@@ -214,13 +210,11 @@ def _alpha(input, p, training, inplace, mask_shape, op):
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        out = input * 0.0
-    else:
-        keep = cast(rand(*mask_shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
-        a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1) * (1 - p))
-        b = -a * _ALPHA_PRIME * p
-        out = (input * keep + _ALPHA_PRIME * (1 - keep)) * a + b
-    return input.copy_(out) if inplace else out
+        return apply_inplace(input, lambda x: x * 0.0, inplace)
+    keep = cast(rand(*mask_shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
+    a = 1.0 / math.sqrt((_ALPHA_PRIME ** 2 * p + 1) * (1 - p))
+    b = -a * _ALPHA_PRIME * p
+    return apply_inplace(input, lambda x: (x * keep + _ALPHA_PRIME * (1 - keep)) * a + b, inplace)
 
 
 def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):

@@ -117,10 +117,11 @@ def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
         raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return x
+    from .activation import apply_inplace   # (activation.py imports this module)
     if p == 1.0:
-        return x * 0.0
+        return apply_inplace(x, lambda v: v * 0.0, inplace)
     keep = cast(rand_like(x) >= p, x.dtype)
-    return x * keep * (1.0 / (1.0 - p))
+    return apply_inplace(x, lambda v: v * keep * (1.0 / (1.0 - p)), inplace)
 
 
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float = 2.0,

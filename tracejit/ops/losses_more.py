@@ -2,9 +2,8 @@
 gaussian_nll_loss, poisson_nll_loss, soft_margin_loss, multilabel_soft_margin_loss,
 multilabel_margin_loss, multi_margin_loss, triplet_margin_with_distance_loss, ctc_loss.
 
-``ctc_loss`` runs the forward (alpha) recursion of connectionist temporal classification
-in log space, one logsumexp step per time step over the extended label sequence (blanks
-between and around the labels); its gradient is autograd's through those steps.
+``ctc_loss`` lays out the extended label sequences (blanks between and around the
+labels) and reduces the per-sequence losses of ops/ctc_prim.py's primitive.
 """
 from __future__ import annotations
 
@@ -15,14 +14,15 @@ import numpy as np
 from ..errors import ShapeError, expect_floating
 from ..tensor import Tensor
 from .composite import _reduce, logsigmoid
-from .creation import full, tensor, zeros
+from .creation import tensor, zeros
 from .elementwise import cast, clamp, exp, log, relu, where
 from .indexing import gather
 from .losses import legacy_reduction, pairwise_distance
-from .reductions import logsumexp, mean, sum as _sum
-from .shape import cat, stack, unsqueeze
+from .reductions import mean, sum as _sum
+from .shape import unsqueeze
 from .registry import refuse_tracing
 from . import autocast as _autocast
+from .ctc_prim import ctc_nll
 
 __all__ = ["gaussian_nll_loss", "poisson_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
            "multilabel_margin_loss", "multi_margin_loss", "triplet_margin_with_distance_loss", "ctc_loss"]
@@ -157,9 +157,6 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     return _reduce(relu(dp - dn + margin), reduction)
 
 
-_UNREACHABLE = -1e30
-
-
 def _lengths(v, n: int, what: str) -> list:
     if isinstance(v, Tensor):
         v = v.tolist()
@@ -189,53 +186,22 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
         labels = [tg[offsets[b]:offsets[b + 1]] for b in range(n)]
     else:
         labels = [tg[b, :tg_len[b]] for b in range(n)]
+    if max(in_len + [0]) > t_max:
+        raise ShapeError(f"ctc_loss: input_lengths must be at most the {t_max} time steps of "
+                         f"log_probs, got {max(in_len)}")
     s_max = 2 * max([len(lab) for lab in labels] + [0]) + 1
     ext = np.full((n, s_max), blank, dtype=np.int64)
     allow_skip = np.zeros((n, s_max), dtype=bool)
     for b, lab in enumerate(labels):
         ext[b, 1:2 * len(lab):2] = lab
-        for s in range(3, 2 * len(lab), 2):
-            allow_skip[b, s] = lab[(s - 1) // 2] != lab[(s - 3) // 2]
-    # a large finite stand-in for log(0): exp of it is exactly 0 next to any reachable
-    # path, and a logsumexp over only unreachable states keeps a finite value (with -inf,
-    # its gradient would be nan)
-    neg_inf = _UNREACHABLE
-    ext_t = tensor(ext, device=lp.device)
-    skip_t = tensor(allow_skip, device=lp.device)
-    # emissions per time step at the extended labels: (T, N, S)
-    emit = gather(lp, 2, ext_t.unsqueeze(0).expand(t_max, n, s_max))
-    first = np.full((n, s_max), False)
-    first[:, 0] = True
-    first[:, 1] = np.array([len(lab) > 0 for lab in labels])
-    alpha = where(tensor(first, device=lp.device), emit[0], neg_inf)
-    pad = full((n, 1), neg_inf, dtype=lp.dtype, device=lp.device)
-    finals = [None] * n
-    ends = {}
-    for b in range(n):
-        ends.setdefault(in_len[b] - 1, []).append(b)
-    for t in range(t_max):
-        if t > 0:
-            prev1 = cat([pad, alpha[:, :-1]], 1)
-            prev2 = where(skip_t, cat([pad, pad, alpha[:, :-2]], 1), neg_inf)
-            alpha = logsumexp(stack([alpha, prev1, prev2], 0), 0) + emit[t]
-        for b in ends.get(t, ()):
-            last = 2 * len(labels[b])
-            picks = [alpha[b, last]] + ([alpha[b, last - 1]] if last > 0 else [])
-            finals[b] = -logsumexp(stack(picks, 0), 0)
-    loss = stack(finals, 0)
-    # PyTorch's gradient with respect to log_probs carries exp(log_probs) on top of the
-    # negated posterior (it is the gradient for logits behind a log_softmax, which cancels
-    # that term): added here with value 0, exp(lp) - exp(lp).detach(), over each sequence's
-    # own time steps
-    steps = tensor((np.arange(t_max)[:, None] < np.array(in_len)[None, :]).astype(lp.dtype.np),
-                   device=lp.device)
-    e = exp(lp)
-    loss = loss + _sum((e - e.detach()) * unsqueeze(steps, 2), (0, 2))
-    impossible = loss > -_UNREACHABLE / 2
+        allow_skip[b, 3:2 * len(lab):2] = lab[1:] != lab[:-1]
+    if ext.size and (ext.min() < 0 or ext.max() >= c):
+        raise ShapeError(f"ctc_loss: target labels must be in [0, {c}), got {int(ext.min())}..{int(ext.max())}")
+    counts = np.array([len(lab) for lab in labels], np.int64)
+    loss = ctc_nll(lp, *(tensor(a, device=lp.device) for a in (ext, allow_skip, counts, np.array(in_len, np.int64))),
+                   zero_infinity=zero_infinity)
     if zero_infinity:
-        loss = where(impossible, zeros((), dtype=loss.dtype, device=loss.device), loss)
-    else:
-        loss = where(impossible, float("inf"), loss)
+        loss = where(loss == float("inf"), zeros((), dtype=loss.dtype, device=loss.device), loss)
     if reduction == "mean":
         div = tensor(np.maximum(np.array(tg_len, dtype=np.float64), 1).astype(lp.dtype.np), device=lp.device)
         return mean(loss / div)

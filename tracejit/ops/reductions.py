@@ -306,6 +306,10 @@ def logsumexp(a, dim=None, keepdim: bool = False):
         # log of an empty sum
         dt = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
         return full(_reduced_shape(a.shape, dims, keepdim), -math.inf, dtype=dt, device=a.device)
+    if len(dims) == 1 and a.dtype in (_dt.float32, _dt.float64) and a.device.type == "cpu":
+        from .logsumexp_prim import logsumexp_dim   # (that module imports this one)
+        out = logsumexp_dim(a, dims[0])
+        return out if keepdim else reshape(out, _reduced_shape(a.shape, dims, False))
     m = amax(a, dims, keepdim=True).detach()
     # A row that is all -inf has max -inf; shift by 0 there to avoid inf - inf.
     m = where(isinf(m), 0.0, m)

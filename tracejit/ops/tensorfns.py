@@ -35,12 +35,17 @@ def _tri_mask(a, diagonal: int, lower: bool):
 
 def tril(a, diagonal: int = 0):
     """Lower triangle of the last two dims (elements with col - row <= diagonal)."""
-    return where(_tri_mask(a, int(diagonal), True), a, 0)
+    return where(_tri_mask(a, int(diagonal), True), a, _zero(a))
 
 
 def triu(a, diagonal: int = 0):
     """Upper triangle of the last two dims (elements with col - row >= diagonal)."""
-    return where(_tri_mask(a, int(diagonal), False), a, 0)
+    return where(_tri_mask(a, int(diagonal), False), a, _zero(a))
+
+
+def _zero(a):
+    """The zero of `a`'s dtype as a scalar that keeps it (a boolean mask stays boolean)."""
+    return False if a.dtype is _dt.bool_ else 0
 
 
 # ---------------------------------------------------------------- sorting
