@@ -8,6 +8,7 @@ from ..errors import (ArgumentError, DTypeError, ShapeError, expect_floating, ex
 from ..shapes import broadcast_shapes, normalize_dim
 from .conv import _pair, conv_out_size, unfold
 from .conv_gemm import conv2d_gemm
+from .depthwise import depthwise_conv2d
 from .creation import arange
 from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, logical_and, logical_or,
                           maximum, minimum, ne, neg, sigmoid, where)
@@ -246,6 +247,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         # in cache and its gradient summed with the weight's
         fold = bias is not None and bias.dtype == weight.dtype == x.dtype
         out = conv2d_gemm(x, weight, bias if fold else None, stride, padding, dilation)
+        if bias is not None and not fold:
+            out = out + reshape(bias, (1, o, 1, 1))
+        return _conv_result(out)
+    if cg == 1 and groups == c:
+        # depthwise (ops/depthwise.py): a direct loop over the (image, channel) planes; as
+        # columns each output's kh*kw products cost a column copy and a tiny GEMM
+        fold = bias is not None and bias.dtype == weight.dtype == x.dtype
+        out = depthwise_conv2d(x, weight, bias if fold else None, stride, padding, dilation)
         if bias is not None and not fold:
             out = out + reshape(bias, (1, o, 1, 1))
         return _conv_result(out)

@@ -14,6 +14,7 @@ from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTI
 from ...ops.batchnorm_prim import BATCH_NORM_FORWARD, BN_BACKWARD
 from ...ops.conv import FOLD, UNFOLD
 from ...ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD
+from ...ops.depthwise import DEPTHWISE_CONV2D, DEPTHWISE_WGRAD, DEPTHWISE_XGRAD
 from ...ops.elementwise_logic import CAST
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
 from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
@@ -28,6 +29,7 @@ from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_forms, conv_blocks, conv_kernels as conv,
+                      depthwise_kernels as depthwise,
                       index_kernels as index,
                       recurrent_layers as recurrent, row_forms,
                       vectorized, window_forms as windows)
@@ -69,6 +71,10 @@ TABLE = (
     (CONV2D_GEMM, conv_blocks.forward, floats(2), None),
     (CONV2D_WGRAD, conv_blocks.wgrad, floats(2), None),
     (CONV2D_XGRAD, conv_blocks.xgrad, floats(2), None),
+    # depthwise convolutions: a loop over the (image, channel) planes, the input read in place
+    (DEPTHWISE_CONV2D, depthwise.forward, depthwise.operands, None),
+    (DEPTHWISE_WGRAD, depthwise.wgrad, depthwise.operands, None),
+    (DEPTHWISE_XGRAD, depthwise.xgrad, depthwise.operands, None),
     # BatchNorm's one-pass records: their channel forms' kernels (a compiled step's channel group)
     (BN_BACKWARD, channel_forms.backward, floats(2), None),
     (BATCH_NORM_FORWARD, channel_forms.forward, floats(1), None),
