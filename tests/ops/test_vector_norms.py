@@ -104,7 +104,7 @@ def test_compiled_std_of_a_constant_has_zero_gradient():
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_big_arrays_2_norm_streams_it_and_matches_torch(dtype):
-    # 2**20 elements and more: chunk by chunk, no full-size square (reductions._norm2_streamed)
+    # chunk by chunk, no full-size square (the norm2 primitive)
     import tracemalloc
     rng = np.random.default_rng(3)
     g = (rng.standard_normal((4099, 257)) * 1e-3).astype(dtype)
@@ -127,8 +127,37 @@ def test_a_big_arrays_2_norm_streams_it_and_matches_torch(dtype):
     np.testing.assert_allclose(kept.numpy(), [[want]], rtol=1e-6)
     strided = np.sqrt(np.sum(g[:, ::2].astype(np.float64) ** 2))
     np.testing.assert_allclose(tj.norm(tj.tensor(g)[:, ::2]).item(), strided, rtol=1e-6)
-    # with a gradient to record, the differentiable form runs
     x, xt = tj.tensor(g, requires_grad=True), torch.tensor(g, requires_grad=True)
     tj.norm(x).backward()
     torch.linalg.vector_norm(xt).backward()
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_whole_2_norm_is_one_primitive_eager_and_compiled_agree(dtype, keepdim):
+    # eager, traced and compiled run the same norm2 primitive: same values, same gradients,
+    # and a zero array's gradient is 0 (not NaN), as PyTorch's
+    rng = np.random.default_rng(5)
+    g = rng.standard_normal((70000, 3)).astype(dtype)   # (more than one 65536-element chunk)
+
+    def f(t):
+        return tj.norm(t, keepdim=keepdim) * 3
+
+    from tracejit.jit.tracer import trace_graph
+    from tracejit.ops.registry import Aval
+    ctx, _ = trace_graph(f, [Aval(g.shape, getattr(tj, dtype))])
+    assert {e.prim.name for e in ctx.eqns} == {"norm2", "mul"}
+    for data in (g, np.zeros((5, 2), dtype)):
+        a, b = tj.tensor(data, requires_grad=True), tj.tensor(data, requires_grad=True)
+        t = torch.tensor(data, requires_grad=True)
+        ea, cb = f(a), tj.compile(f)(b)
+        (torch.linalg.vector_norm(t, keepdim=keepdim) * 3).backward()
+        assert ea.shape == cb.shape == ((1, 1) if keepdim else ())
+        np.testing.assert_array_equal(cb.detach().numpy(), ea.detach().numpy())
+        np.testing.assert_allclose(ea.detach().numpy(), np.sqrt(np.sum(data.astype(np.float64) ** 2)) * 3
+                                   * np.ones(ea.shape), rtol=1e-6)
+        ea.sum().backward()
+        cb.sum().backward()
+        np.testing.assert_array_equal(b.grad.numpy(), a.grad.numpy())
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-7)

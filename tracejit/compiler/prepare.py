@@ -38,7 +38,7 @@ def compile_mode(option: Optional[str]) -> str:
     """The mode for a function: its ``compile=`` option, else $TRACEJIT_COMPILE, else background."""
     if option is not None:
         return option
-    env = envflags.value("TRACEJIT_COMPILE").lower()
+    env = envflags.value("TRACEJIT_COMPILE").strip().lower()
     return env if env in MODES else "background"
 
 

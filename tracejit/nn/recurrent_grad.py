@@ -1,13 +1,13 @@
-"""Eager recurrent cells: a step's gate blocks as one autograd node (`chunk_gates`), and
+"""Eager recurrent cells: a step's gate blocks as one autograd node (`chunk_pieces`), and
 an LSTM cell's gate math as one (`lstm_cell_gates`).
 
 `ops.chunk` makes one ``getitem`` per gate block, each backward a full-size zero tensor
-with one slice filled; `chunk_gates` is one node whose backward is one ``cat``. An LSTMCell
-stepped by a Python loop runs its gate math (~10 ops forward, ~20 backward) as
-`lstm_cell_gates`, one node computed on the arrays, as PyTorch's eager cell is one fused
-kernel; under ``create_graph`` its backward differentiates the same math in tracejit ops.
-An eager LSTMCell or GRUCell step on the CPU is `lstm_cell_step` / `gru_cell_step`: the
-layer's two primitives on a one-step sequence inside one autograd node.
+with one slice filled; `chunk_pieces` (ops/step_slices.py) is one node whose backward
+is one ``cat``. An LSTMCell stepped by a Python loop runs its gate math (~10 ops forward,
+~20 backward) as `lstm_cell_gates`, one node computed on the arrays, as PyTorch's eager
+cell is one fused kernel; under ``create_graph`` its backward differentiates the same
+math in tracejit ops. An eager LSTMCell or GRUCell step on the CPU is `lstm_cell_step` /
+`gru_cell_step`: the layer's two primitives on a one-step sequence inside one autograd node.
 """
 from __future__ import annotations
 
@@ -17,36 +17,10 @@ from .. import ops as _ops
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..ops import registry as _reg
+from ..ops.step_slices import chunk_pieces
 from ..tensor import Tensor
 
-__all__ = ["chunk_gates", "lstm_cell_gates", "lstm_cell_step", "gru_cell_step"]
-
-
-class _ChunkGates(Function):
-    """``chunk(gates, n, -1)`` as one node whose backward is one ``cat`` of the pieces'
-    gradients. `ops.chunk` makes n `getitem`s, each of whose backward writes a full-size
-    zero tensor with one slice filled, then summed: per step, n index_adds and n-1 adds."""
-
-    @staticmethod
-    def forward(ctx, gates, n):
-        ctx.set_materialize_grads(False)
-        ctx.meta = (tuple(gates.shape), gates.dtype, gates.device, n)
-        return _ops.chunk(gates, n, -1)
-
-    @staticmethod
-    def backward(ctx, *grads):
-        shape, dtype, device, n = ctx.meta
-        piece = shape[:-1] + (shape[-1] // n,)
-        parts = [g if g is not None else _ops.zeros(piece, dtype=dtype, device=device) for g in grads]
-        return _ops.cat(parts, -1), None
-
-
-def chunk_gates(gates, n: int) -> tuple:
-    """The n equal gate blocks of `gates` along the last dim (eager: one autograd node)."""
-    if (_reg.trace_state.tracer is None and gates.requires_grad and is_grad_enabled()
-            and gates.shape[-1] % n == 0):
-        return _ChunkGates.apply(gates, n)
-    return _ops.chunk(gates, n, -1)
+__all__ = ["lstm_cell_gates", "lstm_cell_step", "gru_cell_step"]
 
 
 def _cell_math(gates, c):
@@ -54,7 +28,7 @@ def _cell_math(gates, c):
     the cell's one definition (ops/lstm_layer.py `lstm_cell`), which `_LSTMCellGates`
     computes on arrays."""
     from ..ops.lstm_layer import lstm_cell
-    return lstm_cell(*chunk_gates(gates, 4), c)
+    return lstm_cell(*chunk_pieces(gates, 4, -1), c)
 
 
 class _LSTMCellGates(Function):

@@ -192,6 +192,7 @@ avg_pool1d, avg_pool3d = (takes("input", also=(_dt.int64,), op=f"avg_pool{n}d")(
 
 # ---------------------------------------------------------------- adaptive
 def _bins(size: int, out: int):
+    """PyTorch's adaptive bins: [floor(i*size/out), ceil((i+1)*size/out))."""
     i = np.arange(out)
     return (i * size) // out, -((-(i + 1) * size) // out)
 

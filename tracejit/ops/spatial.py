@@ -28,6 +28,7 @@ from .elementwise import cast
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
 from .linalg import matmul
+from .pooling_nd import _bins
 from .reductions import amax, argmax
 from .reductions import sum as _sum
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
@@ -135,12 +136,6 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
 
 
 # ---------------------------------------------------------------- pooling
-def _bins(size: int, out: int):
-    """PyTorch's adaptive bins: [floor(i*size/out), ceil((i+1)*size/out))."""
-    i = np.arange(out)
-    return (i * size) // out, -((-(i + 1) * size) // out)
-
-
 def _avg_matrix(size: int, out: int, dtype, device):
     start, end = _bins(size, out)
     cols = np.arange(size)

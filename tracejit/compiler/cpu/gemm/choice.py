@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .... import envflags
+from ...prepare import compile_mode
 from . import blas_gemm, template
 
 __all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "load_kernels", "store_path", "forget"]
@@ -176,10 +177,6 @@ def forget() -> None:
         _loaded = False
 
 
-def _sync_mode() -> bool:
-    return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
-
-
 def choose(key: Key):
     """BLAS or the template configuration to run products of `key` with: the measured
     choice, else BLAS (the key then waits for its measurement); BLAS when switched off."""
@@ -195,7 +192,7 @@ def choose(key: Key):
             return got
         if key in _pending:
             return BLAS
-        if _sync_mode():
+        if compile_mode(None) == "sync":
             _pending.add(key)
             return BLAS     # (measured by `settle`: a sync-mode call never times anything)
         if key not in _seen:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ops.linalg import matmul_rows
+from ....ops.linalg import _swap, matmul_rows
 from ..runtime import coreshare
 from . import blas_gemm, choice, template
 
@@ -143,10 +143,6 @@ def plan_matmul(routed):
     def make(install):
         return _site(routed, install)
     return make
-
-
-def _swap(x):
-    return x.T if x.ndim == 2 else x.swapaxes(-1, -2)
 
 
 def matmul_nt(a, b):

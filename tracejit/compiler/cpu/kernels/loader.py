@@ -21,6 +21,7 @@ import numpy as np
 from .... import envflags
 from ....ops.impls import outside, standin
 from ..runtime import coreshare
+from ...prepare import compile_mode
 
 __all__ = ["NativeKernel", "kernel", "takes", "floats", "standing_in", "enabled", "go_now", "note_ask", "settle",
            "lowered", "one_group", "rendered"]
@@ -34,7 +35,7 @@ def enabled() -> bool:
 def _sync_mode() -> bool:
     """TRACEJIT_COMPILE=sync asks for no background compiles (compiler/tiers.py); eager
     never compiles on the caller's time, so then it only loads kernels already on disk."""
-    return envflags.value("TRACEJIT_COMPILE").strip().lower() == "sync"
+    return compile_mode(None) == "sync"
 
 
 # The preparation thread starts at the op's first call this long after its first: earlier,
