@@ -55,8 +55,9 @@ def _step(T, net, x, y, call=None, calls=2):
     for _ in range(calls):
         out = (call or net)(T.tensor(x))
         ((out - T.tensor(y)) ** 2).mean().backward()
-    return [out.detach().numpy()] + [p.grad.numpy() for p in net.parameters()] + \
-           [b.numpy() for b in net.buffers()]
+    def arr(t):   # (bf16 widens to float32 exactly: no ml_dtypes needed)
+        return (t.float() if t.dtype == T.bfloat16 else t).numpy()
+    return [arr(out.detach())] + [arr(p.grad) for p in net.parameters()] + [arr(b) for b in net.buffers()]
 
 
 def _state(dtype):
