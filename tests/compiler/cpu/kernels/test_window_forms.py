@@ -157,3 +157,15 @@ def test_bf16_words_pool_in_one_pass_like_float32_rounded(geo, data):
     fold, gather = nests["max_pool2d_with_offsets"], nests["max_pool2d_scatter"]
     assert [o.dtype for o in fold.outputs] == ["bfloat16"] and [s.note for s in fold.steps] == ["cast"]
     assert [o.dtype for o in gather.operands] == ["bfloat16"] * 2 and [s.note for s in gather.steps] == ["cast"]
+
+
+def test_a_form_lowers_alike_under_no_grad():
+    """A backward asks for its kernels under no_grad, and the form it lowers is cached
+    for every later call: the bf16 scatter must be one windows group there too."""
+    import tracejit as tj
+    from tracejit.ops.pool_offsets import MAX_POOL2D_SCATTER
+    params = dict(kernel=(2, 2), stride=(2, 2), padding=(0, 0), dilation=(1, 1), input_shape=(2, 3, 6, 6))
+    shapes = [((2, 3, 3, 3), "bfloat16"), ((2, 2, 3, 3, 3), "bfloat16")]
+    with tj.no_grad():
+        nest = WF._lower(MAX_POOL2D_SCATTER, shapes, params)
+    assert [o.dtype for o in nest.operands] == ["bfloat16"] * 2

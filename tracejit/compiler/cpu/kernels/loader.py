@@ -376,7 +376,11 @@ def one_group(fn, shapes, what: str, **partition):
     from ....jit.tracer import trace_graph
     from ....ops.registry import Aval
     from ... import fusion
-    ctx, out = trace_graph(fn, [Aval(s, getattr(dtypes, dt)) for s, dt in shapes])
+    from ....autograd.grad_mode import enable_grad
+    # traced in one grad mode whatever the caller's: the form is cached for every later
+    # call, and a backward (no_grad) traces bf16 widenings that do not fuse into one group
+    with enable_grad():
+        ctx, out = trace_graph(fn, [Aval(s, getattr(dtypes, dt)) for s, dt in shapes])
     graph = ctx.graph([o._var for o in (out if isinstance(out, (tuple, list)) else (out,))])
     items = fusion.partition(graph, **partition)
     if len(items) != 1 or not isinstance(items[0], fusion.Group):
