@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .conv import conv_out_size
+from .conv_gemm import _EXTRA, _meta, _saves   # (the same operand rules as conv2d_gemm)
 from .eager import bind
 from .registry import Aval, defprim
 
@@ -160,18 +161,6 @@ def _xgrad_vjp(u, out, g, w, input_hw, channels, kernel, stride, padding, dilati
     return gg, gw
 
 
-def _saves(rq):
-    """The operands a VJP reads: each input's gradient needs the other operand's values."""
-    return tuple(i for i, other in ((1, 0), (0, 1)) if rq[other])
-
-
-def _meta(pos: int):
-    """An image operand whose shape alone a gradient reads (input_hw) where its values are
-    not saved."""
-    return lambda flags: (pos,) if flags[pos] and not flags[1 - pos] else ()
-
-
-_EXTRA = {"needs": True}
 DEPTHWISE_CONV2D = defprim("depthwise_conv2d", _fwd_impl, _fwd_rule, _fwd_vjp, kind="other", save=_saves,
                            grad_name="ConvolutionBackward0", extra=dict(_EXTRA, meta=_meta(0)))
 DEPTHWISE_WGRAD = defprim("depthwise_wgrad", _wgrad_impl, _wgrad_rule, _wgrad_vjp, kind="other",
