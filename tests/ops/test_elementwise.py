@@ -23,3 +23,16 @@ def test_rounding_div_wraps_a_python_int_into_the_dtype_first(mode, dtype, value
     nz = x[x != 0]
     want = torch.div(-3, torch.tensor(nz), rounding_mode=mode)
     assert tj.div(-3, tj.tensor(nz), rounding_mode=mode).tolist() == want.tolist()
+
+
+def test_bool_add_in_a_kernel_is_a_logical_or_for_the_ops_after_it():
+    """True + True is True: a fused kernel's `+` gave the cast or sum after it a 2."""
+    a, b = np.array([True, True, False]), np.array([True, False, False])
+
+    def f(m, x, y):
+        s = x + y
+        return s.double(), s.sum(), x.clone().add_(y).double(), (x + True).double()
+    want = f(torch, torch.tensor(a), torch.tensor(b))
+    got = tj.compile(lambda x, y: f(tj, x, y))(tj.tensor(a), tj.tensor(b))
+    for g, w in zip(got, want):
+        assert g.tolist() == w.tolist()

@@ -107,8 +107,10 @@ def _ufunc2(name):
 
 
 # ---------------------------------------------------------------- arithmetic
+# (bool + bool is numpy's logical or; a kernel's `+` would give the int 2 to the next op)
 ADD = _binary("add", _ufunc2("add"), lambda g, out, a, b: (g, g),
-              lambda e, a, b: f"({a} + {b})", save=_none_rq)
+              lambda e, a, b: f"({a} | {b})" if getattr(e, "dtype", None) == "bool" else f"({a} + {b})",
+              save=_none_rq)
 SUB = _binary("sub", _ufunc2("subtract"),
               lambda g, out, a, b, needs=(True, True): (g, neg(g) if needs[1] else None),
               lambda e, a, b: f"({a} - {b})", save=_none_rq, extra={"needs": True})

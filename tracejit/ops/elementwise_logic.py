@@ -39,9 +39,9 @@ def _bool_rule(name, n):
 LOGICAL_NOT = defprim("logical_not", _ufunc1("logical_not"), _bool_rule("logical_not", 1),
                       kind="elementwise", scalar=lambda e, a: f"(not {a})")
 LOGICAL_AND = defprim("logical_and", _ufunc2("logical_and"), _bool_rule("logical_and", 2),
-                      kind="elementwise", scalar=lambda e, a, b: f"({a} and {b})")
+                      kind="elementwise", scalar=lambda e, a, b: f"(bool({a}) and bool({b}))")
 LOGICAL_OR = defprim("logical_or", _ufunc2("logical_or"), _bool_rule("logical_or", 2),
-                     kind="elementwise", scalar=lambda e, a, b: f"({a} or {b})")
+                     kind="elementwise", scalar=lambda e, a, b: f"(bool({a}) or bool({b}))")
 
 
 def _where_rule(c, a, b):

@@ -1,0 +1,23 @@
+"""Comparison and logic records (ops/elementwise_logic.py) against PyTorch."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("op", ["logical_and", "logical_or"])
+def test_logical_ops_of_numbers_give_booleans_inside_a_kernel(op):
+    """logical_and(int, float) is True or False: a kernel's Python `and` returned the float
+    operand itself to the ops fused after it (copysign's magnitude, a cast)."""
+    i = np.array([-1, -5, 0, 2])
+    x = np.array([-0.25, 1.5, -0.75, 0.0], np.float32)
+
+    def f(m, i, x):
+        r = getattr(m, op)(i, x)
+        return m.copysign(r, x), r.float() * 3, getattr(m, op)(x, i).long()
+    want = f(torch, torch.tensor(i), torch.tensor(x))
+    got = tj.compile(lambda i, x: f(tj, i, x))(tj.tensor(i), tj.tensor(x))
+    for g, w in zip(got, want):
+        assert g.tolist() == w.tolist()
