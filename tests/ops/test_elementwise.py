@@ -36,3 +36,20 @@ def test_bool_add_in_a_kernel_is_a_logical_or_for_the_ops_after_it():
     got = tj.compile(lambda x, y: f(tj, x, y))(tj.tensor(a), tj.tensor(b))
     for g, w in zip(got, want):
         assert g.tolist() == w.tolist()
+
+
+def test_alpha_scales_in_the_result_dtype():
+    """add/sub scale `other` by alpha in the promoted dtype, as PyTorch: float64 + int64 * 0.1
+    is not rounded to float32 on the way, bools stay bools, integers refuse a float alpha."""
+    cases = [lambda m: m.add(m.zeros(2, dtype=m.float64), m.tensor([1, 3]), alpha=0.1),
+             lambda m: m.sub(m.zeros(2, dtype=m.float64), m.tensor([1, 3]), alpha=0.1),
+             lambda m: m.add(m.tensor([True, False]), m.tensor([True, True]), alpha=-1),
+             lambda m: m.tensor([True, False]).add(True, alpha=2),
+             lambda m: m.tensor([1.5]).add_(m.tensor([True]), alpha=-1),
+             lambda m: m.add(m.tensor([1, 2], dtype=m.int32), m.tensor([3, 4], dtype=m.int32), alpha=2)]
+    for case in cases:
+        want, got = case(torch), case(tj)
+        assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+        assert got.tolist() == want.tolist()
+    with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
+        tj.add(tj.tensor([1]), tj.tensor([3]), alpha=0.5)

@@ -331,16 +331,33 @@ def sign(input):
 mul, floor_divide, remainder, maximum, minimum = map(_op2, (MUL, FLOOR_DIVIDE, REMAINDER, MAXIMUM, MINIMUM))
 
 
+def _times_alpha(op: str, a, b, alpha):
+    """``b * alpha`` as PyTorch scales it: in the result dtype of ``a`` and ``b`` (an int64
+    tensor scaled by 0.1 into a float64 sum is not rounded to float32 first), with a bool
+    alpha for bools; a float alpha for integers is refused."""
+    if alpha == 1:
+        return b
+    rt = _int_result(a, b)
+    if isinstance(alpha, float) and not (rt.is_floating_point or rt.is_complex):
+        raise ArgumentError(f"{op}: for integral input tensors, argument alpha must not be a floating "
+                            f"point number, got alpha={alpha}")
+    if rt is _dt.bool_:
+        alpha = bool(alpha)
+    if not isinstance(b, Tensor):
+        return (bool(b) and alpha) if rt is _dt.bool_ else b * alpha
+    return mul(b if b.dtype is rt else cast(b, rt), alpha)
+
+
 def add(a, b, other=None, *, alpha=1):
     if other is not None:
         b, alpha = alpha_first("add", b, other)
-    return ADD.binary(a, b if alpha == 1 else mul(b, alpha))
+    return ADD.binary(a, _times_alpha("add", a, b, alpha))
 
 
 def sub(a, b, other=None, *, alpha=1):
     if other is not None:
         b, alpha = alpha_first("sub", b, other)
-    return SUB.binary(a, b if alpha == 1 else mul(b, alpha))
+    return SUB.binary(a, _times_alpha("sub", a, b, alpha))
 
 
 def _deprecated_form(op: str, old: str, new: str) -> None:
