@@ -67,6 +67,18 @@ def matmul_rows(mm, a, b):
     return mm(a.reshape(m, a.shape[-1]), b).reshape(lead + (b.shape[-1],))
 
 
+def _rows(x):
+    """`x` as one matrix over its flattened leading dims: (-1, k), or the leading dims'
+    product where k is 0 (-1 cannot be inferred then: a layer of no output features)."""
+    k = x.shape[-1]
+    if not (isinstance(k, int) and k == 0):
+        return reshape(x, (-1, k))
+    m = 1
+    for d in x.shape[:-1]:
+        m *= d
+    return reshape(x, (m, 0))
+
+
 def _matmul_vjp(g, out, a, b):
     # b arrives as a shape-only stand-in when only b needs a gradient (its rank decides
     # gb's form below): then a needs none, and g @ b.T would be computed and thrown away.
@@ -85,7 +97,7 @@ def _matmul_vjp(g, out, a, b):
         # (..., k) @ (k, n): the weight's gradient is one GEMM over the flattened leading
         # dims, (k, M) @ (M, n), not a stacked matmul per leading index summed afterwards
         # (a (128, 16, 256) activation: 14 ms of matmuls + 7 ms of sum -> 1 ms).
-        gb = _mm_tn(reshape(a, (-1, a.shape[-1])), reshape(g, (-1, g.shape[-1])))
+        gb = _mm_tn(_rows(a), _rows(g))
     elif a.ndim == 2 and column_major(b, stand_in):
         # b is a transposed weight (``x @ w.T``, linear): (g.T @ a).T is its gradient
         # with w's gradient row-major, so w's leaf takes it without a copy (PyTorch's
@@ -175,7 +187,7 @@ def _nt_vjp(g, out, a, b):
     if a is None:
         gb = None
     elif a.ndim > 2 and b is not None and b.ndim == 2:
-        gb = _mm_tn(reshape(g, (-1, g.shape[-1])), reshape(a, (-1, a.shape[-1])))
+        gb = _mm_tn(_rows(g), _rows(a))
     else:
         gb = _mm_tn(g, a)
     return (_mm(g, b) if b is not None and not stand_in else None, gb)
