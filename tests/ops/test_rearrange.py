@@ -54,3 +54,14 @@ def test_writes_through_a_diagonal_of_a_strided_input_reach_it(pick, args):
     (pick(t).diagonal(*args) * 3).sum().backward()
     (pick(j).diagonal(*args) * 3).sum().backward()
     np.testing.assert_array_equal(j.grad.numpy(), t.grad.numpy())
+
+
+@pytest.mark.parametrize("offset", [0, 1, -1])
+def test_diag_of_a_matrix_is_a_copy(offset):
+    """torch.diag copies (diagonal() is the view): a later write to the matrix stays out."""
+    for m in (torch, tj):
+        x = m.arange(12.0).reshape(3, 4)
+        d = m.diag(x, offset)
+        want = torch.arange(12.0).reshape(3, 4).diag(offset).tolist()
+        x.mul_(2)
+        assert d.tolist() == want, m.__name__

@@ -17,7 +17,7 @@ from .creation import arange, tensor, zeros
 from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
-from .shape import cat, expand, flip, movedim as _movedim1, permute, reshape, stack, transpose, unsqueeze
+from .shape import cat, clone, expand, flip, movedim as _movedim1, permute, reshape, stack, transpose, unsqueeze
 from .registry import Aval, defprim, refuse_tracing
 from .eager import bind
 
@@ -242,7 +242,8 @@ def diag(input, diagonal: int = 0):
         n = input.shape[0] + abs(diagonal)
         return diag_embed(input, diagonal)[..., :n, :n] if n else zeros((0, 0), dtype=input.dtype)
     if input.ndim == 2:
-        return _diagonal(input, diagonal)
+        # a copy, as PyTorch's (`diagonal` is the view): later writes to `input` stay out
+        return clone(_diagonal(input, diagonal))
     raise ShapeError(f"diag: expected a 1-D or 2-D input, got shape {tuple(input.shape)}")
 
 
