@@ -1,7 +1,8 @@
 """Shape functions return new memory where PyTorch's do (flip, repeat) and views where
 PyTorch's do: an in-place op on the result changes the input exactly when it would in
 PyTorch. numpy's flip is a view, and ``y = x.flip(0); y.mul_(2)`` doubled x (a leaf that
-requires grad too); ``x.repeat(1)`` returned x's own memory."""
+requires grad too); ``x.repeat(1)`` returned x's own memory; a reshape that must copy
+was taken for a view of its input, and an in-place op on it indexed the input's memory."""
 import numpy as np
 import pytest
 
@@ -12,6 +13,7 @@ COPIES = {
     "flip_two_dims": lambda x: x.flip((0, 1)),
     "repeat_ones": lambda x: x.repeat(1, 1),
     "repeat": lambda x: x.repeat(2, 1),
+    "reshape_of_transposed": lambda x: x.t().reshape(-1),   # numpy copies inside reshape
 }
 VIEWS = {
     "t": lambda x: x.t(),
@@ -60,3 +62,15 @@ def test_the_same_as_pytorch():
             x = _x()
             fn(x).add_(100.0)
             assert (float(x.numpy()[-1, -1]) != 11.0) == shares, name
+
+
+def test_in_place_on_a_copying_reshape_inside_a_graph_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    grads = []
+    for m in (torch, tj):
+        x = m.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+        y = (x * 1).t().reshape(-1)
+        y.add_(1.0)
+        (y * m.arange(12.0, dtype=m.float64)).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])

@@ -236,7 +236,21 @@ def reshape(a, *shape):
     shape = _normalized(_reshape_params, a, shape)
     if shape is _IDENTITY:
         return a
+    data = a._data
+    if type(data) is np.ndarray and not data.flags.c_contiguous and not _viewable(data, shape):
+        # the copy first, then a view of it: numpy's reshape would copy inside a "view"
+        # op, and an in-place write to the result would be taken for one into `a`
+        a = bind(COPY, a)
     return bind(RESHAPE, a, shape=shape)
+
+
+def _viewable(data: np.ndarray, shape) -> bool:
+    """Whether numpy can reshape `data` to `shape` without copying."""
+    try:
+        np.reshape(data, shape, copy=False)
+    except ValueError:
+        return False
+    return True
 
 
 def view(a, *shape):
