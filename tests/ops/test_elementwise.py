@@ -53,3 +53,21 @@ def test_alpha_scales_in_the_result_dtype():
         assert got.tolist() == want.tolist()
     with pytest.raises(RuntimeError, match="alpha must not be a floating point"):
         tj.add(tj.tensor([1]), tj.tensor([3]), alpha=0.5)
+
+
+def test_div_output_may_be_changed_in_place_before_backward():
+    """PyTorch's DivBackward saves the operands, not the result: ``y = a / b; y.add_(1)``
+    (F.normalize's output edited in place) backpropagates to b; it raised here."""
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.standard_normal((3, 4)), rng.uniform(0.5, 2.0, (3, 1))
+    grads = []
+    for m in (torch, tj):
+        a, b = m.tensor(a0, requires_grad=True), m.tensor(b0, requires_grad=True)
+        y = (a * 1) / (b * 1)
+        y.mul_(3.0)
+        z = m.nn.functional.normalize(a * 1, dim=1)
+        z.add_(1.0)
+        ((y + z) * m.tensor(a0)).sum().backward()
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    for g, w in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(g, w, rtol=1e-12)

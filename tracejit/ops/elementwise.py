@@ -118,10 +118,12 @@ MUL = _binary("mul", _ufunc2("multiply"),
               lambda g, out, a, b: (g * b if b is not None else None, g * a if a is not None else None),
               lambda e, a, b: f"({a} * {b})",
               save=lambda rq: _SAVE_OTHER[rq[0], rq[1]])
+# b's gradient from a, not from the output (PyTorch's -g * (a / b / b)): PyTorch saves no
+# output here, so `y = a / b; y.add_(1)` must leave b's gradient computable.
 DIV = _binary("div", _ufunc2("true_divide"),
               lambda g, out, a, b, needs=(True, True): (g / b if needs[0] else None,
-                                                        neg(g) * out / b if needs[1] else None),
-              lambda e, a, b: f"({a} / {b})", save=lambda rq: (1,), save_out=lambda rq: rq[1], int_to_float=True,
+                                                        neg(g) * (a / b / b) if needs[1] else None),
+              lambda e, a, b: f"({a} / {b})", save=lambda rq: (0, 1) if rq[1] else (1,), int_to_float=True,
               extra={"needs": True})
 
 
