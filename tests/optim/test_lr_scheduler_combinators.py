@@ -16,6 +16,10 @@ CASES = {
     "CyclicLR": lambda L, o: L.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, 3, mode="triangular2"),
     "SequentialLR": lambda L, o: L.optim.lr_scheduler.SequentialLR(
         o, [L.optim.lr_scheduler.LinearLR(o, 0.5, 1.0, 3), L.optim.lr_scheduler.ExponentialLR(o, 0.9)], [3]),
+    # (a cosine schedule first: its constructor's step, redone by SequentialLR, keeps the lr)
+    "SequentialLR_cosine_first": lambda L, o: L.optim.lr_scheduler.SequentialLR(
+        o, [L.optim.lr_scheduler.CosineAnnealingLR(o, 5), L.optim.lr_scheduler.StepLR(o, 2, 0.5),
+            L.optim.lr_scheduler.PolynomialLR(o, 6)], [4, 9]),
     "ChainedScheduler": lambda L, o: L.optim.lr_scheduler.ChainedScheduler(
         [L.optim.lr_scheduler.ConstantLR(o, 0.5, 4), L.optim.lr_scheduler.ExponentialLR(o, 0.9)]),
 }

@@ -258,8 +258,13 @@ def _same_optimizer(what: str, schedulers, optimizer) -> None:
 
 
 def _initial_step(self) -> None:
-    """A scheduler's first step (as made at construction), for the combinators."""
-    LRScheduler.step(self)
+    """A scheduler's first step (as made at construction), for the combinators: in initial
+    mode, as PyTorch's, so a recursive schedule (cosine) keeps the groups' lrs."""
+    self._is_initial = True
+    try:
+        LRScheduler.step(self)
+    finally:
+        self._is_initial = False
 
 
 LRScheduler._initial_step = _initial_step
