@@ -20,6 +20,10 @@ CASES = {
     "SequentialLR_cosine_first": lambda L, o: L.optim.lr_scheduler.SequentialLR(
         o, [L.optim.lr_scheduler.CosineAnnealingLR(o, 5), L.optim.lr_scheduler.StepLR(o, 2, 0.5),
             L.optim.lr_scheduler.PolynomialLR(o, 6)], [4, 9]),
+    # (a milestone restarts MultiplicativeLR at epoch 0 from the current lr, scaled)
+    "SequentialLR_multiplicative_second": lambda L, o: L.optim.lr_scheduler.SequentialLR(
+        o, [L.optim.lr_scheduler.ExponentialLR(o, 0.7), L.optim.lr_scheduler.MultiplicativeLR(o, lambda e: 0.9)],
+        [4]),
     "ChainedScheduler": lambda L, o: L.optim.lr_scheduler.ChainedScheduler(
         [L.optim.lr_scheduler.ConstantLR(o, 0.5, 4), L.optim.lr_scheduler.ExponentialLR(o, 0.9)]),
 }

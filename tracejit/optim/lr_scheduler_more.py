@@ -69,7 +69,7 @@ class MultiplicativeLR(LRScheduler):
 
     def get_lr(self):
         lrs = [g["lr"] for g in self.optimizer.param_groups]
-        if self.last_epoch > 0:
+        if not self._is_initial:   # (PyTorch's test: a restart at epoch 0 scales too)
             return [lr * f(self.last_epoch) for lr, f in zip(lrs, self.lr_lambdas)]
         return lrs
 
@@ -225,11 +225,15 @@ class SequentialLR(_Combinator):
         idx = bisect_right(self._milestones, self.last_epoch)
         s = self._schedulers[idx]
         if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
-            # restart it from epoch 0 at the base lrs (PyTorch's step(0), closed form)
-            for g, base in zip(self.optimizer.param_groups, s.base_lrs):
-                g["lr"] = base
-            s.last_epoch = -1
-            s._initial_step()
+            # restart it at epoch 0 as PyTorch's _update_lr(0) does: its closed form where it
+            # has one, else its rule applied to the current lrs (MultiplicativeLR scales the
+            # previous scheduler's last lr)
+            s.last_epoch = 0
+            closed = getattr(s, "_get_closed_form_lr", None)
+            lrs = closed() if closed is not None else s.get_lr()
+            for g, lr in zip(self.optimizer.param_groups, lrs):
+                g["lr"] = lr
+            s._last_lr = [g["lr"] for g in self.optimizer.param_groups]
         else:
             s.step()
         self._last_lr = s.get_last_lr()
