@@ -35,6 +35,7 @@ PROGRAMS = {
     "ctc": "DeepSpeech2-style: Conv2d/Conv1d front end, 3 bidirectional GRUs, CTCLoss",
     "crf": "BiLSTM-CRF tagger: forward algorithm by logsumexp in a loop over 30 positions",
     "pinn": "Burgers' PINN: u_t, u_x, u_xx by autograd.grad(create_graph=True), double backward",
+    "maml": "second-order MAML, 25 sinusoid tasks: functional_call, autograd.grad(create_graph)",
     "nerf": "NeRF, 256 rays: positional encoding, cumprod transmittance, searchsorted resampling",
 }
 
@@ -42,6 +43,8 @@ PROGRAMS = {
 UNSUPPORTED = {
     "pinn": {"torch_compile": "torch.compile has no double backward (the loss differentiates "
                               "autograd.grad's create_graph results)"},
+    "maml": {"torch_compile": "torch.compile has no double backward (the meta-gradient "
+                              "differentiates the inner step's gradients)"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")
