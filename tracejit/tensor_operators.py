@@ -123,10 +123,12 @@ class OperatorMethods:
     def mT(self) -> "Tensor":
         return _ops.transpose(self, -2, -1)
 
-    def view(self, *shape):
+    def view(self, *shape, size=None, dtype=None):
+        if dtype is not None and not shape and size is None:
+            return _ops.view_dtype(self, dtype)
         if len(shape) == 1 and isinstance(shape[0], (_dt.DType, type)):
             return _ops.view_dtype(self, shape[0])
-        return _ops.view(self, *shape)
+        return _ops.view(self, *shape, size=size)
 
     def new_tensor(self, data, dtype=None):
         return _ops.tensor(data, dtype=dtype or self.dtype, device=self.device)

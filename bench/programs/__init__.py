@@ -34,6 +34,17 @@ PROGRAMS = {
     "mobilenet": "MobileNetV2 at width 0.5 with SE: depthwise convs, ReLU6/Hardswish in place",
     "ctc": "DeepSpeech2-style: Conv2d/Conv1d front end, 3 bidirectional GRUs, CTCLoss",
     "crf": "BiLSTM-CRF tagger: forward algorithm by logsumexp in a loop over 30 positions",
+    "pinn": "Burgers' PINN: u_t, u_x, u_xx by autograd.grad(create_graph=True), double backward",
+    "maml": "second-order MAML, 25 sinusoid tasks: functional_call, autograd.grad(create_graph)",
+    "nerf": "NeRF, 256 rays: positional encoding, cumprod transmittance, searchsorted resampling",
+}
+
+# program -> {system: why it cannot run the program}: not run, shown as "unsupported"
+UNSUPPORTED = {
+    "pinn": {"torch_compile": "torch.compile has no double backward (the loss differentiates "
+                              "autograd.grad's create_graph results)"},
+    "maml": {"torch_compile": "torch.compile has no double backward (the meta-gradient "
+                              "differentiates the inner step's gradients)"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import PROGRAMS, SYSTEMS, report
+from . import PROGRAMS, SYSTEMS, UNSUPPORTED, report
 from ..harness import REPO, _run, child_env
 
 OUT = REPO / "bench" / "results" / "programs-latest.json"
@@ -63,6 +63,8 @@ def main(argv=None) -> int:
     for prog in programs:
         for rnd in range(args.rounds):
             for system in (systems if rnd % 2 == 0 else systems[::-1]):
+                if system in UNSUPPORTED.get(prog, {}):
+                    continue
                 wargs = [system, prog, "--steps", str(args.steps), "--budget-s", str(args.budget_s),
                          "--warmup-s", str(args.warmup_s), "--threads", str(args.threads)]
                 res, error, tail = _run(wargs, env=env, timeout_s=args.timeout, echo=False,

@@ -10,7 +10,7 @@ import math
 import statistics
 from pathlib import Path
 
-from . import PROGRAMS, SYSTEMS
+from . import PROGRAMS, SYSTEMS, UNSUPPORTED
 
 # first losses agree when within this relative distance of PyTorch eager's (float32
 # sums over a batch in another order)
@@ -30,6 +30,9 @@ def summarize(runs: dict) -> dict:
         row: dict = {"ms": {}, "first_loss": {}, "first_step_s": {}, "errors": {}}
         for system, results in per.items():
             good = [r for r in results if "error" not in r]
+            if not good and system in UNSUPPORTED.get(prog, {}):
+                row.setdefault("unsupported", {})[system] = UNSUPPORTED[prog][system]
+                continue
             if not good:
                 row["errors"][system] = results[-1].get("error", "not run") if results else "not run"
                 continue
@@ -67,7 +70,8 @@ def table(summary: dict) -> str:
                 flag = "" if r["loss_ok"].get(s, True) else " (loss differs)"
                 cells.append(f"{r['ms'][s]:.2f}{flag}")
             else:
-                cells.append("failed" if s in r["errors"] else "-")
+                cells.append("failed" if s in r["errors"] else
+                             "unsupported" if s in r.get("unsupported", {}) else "-")
         ratios = [f"{r['ratios'][n]:.2f}x" if n in r["ratios"] else "-" for n, _, _ in RATIOS]
         rows.append(f"| {prog} | " + " | ".join(cells + ratios) + " |")
     g = summary["geomean"]

@@ -126,3 +126,15 @@ def test_worker_settle_measures_the_gemm_choices_before_the_timing(tmp_path):
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout.strip().splitlines()[-1]) == ["blas", True, False, True]
+
+
+def test_a_system_that_cannot_run_a_program_is_unsupported_not_failed():
+    def res(ms):
+        return {"step_s": ms / 1e3, "first_loss": 1.0, "first_step_s": 0.1}
+    runs = {"pinn": {"torch_eager": [res(10)], "tracejit_eager": [res(5)], "torch_compile": [],
+                     "tracejit_compiled": [res(4)]}}
+    s = report.summarize(runs)
+    row = s["programs"]["pinn"]
+    assert row["errors"] == {} and "torch_compile" in row["unsupported"]
+    assert "compiled" not in row["ratios"] and s["geomean"]["eager"]["value"] == pytest.approx(0.5)
+    assert "| pinn | 10.00 | 5.00 | unsupported | 4.00 | 0.50x | - |" in report.table(s)

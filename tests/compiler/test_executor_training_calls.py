@@ -351,3 +351,25 @@ def test_an_input_read_only_through_a_comparison_gets_no_gradient_as_in_eager():
         tj.compile(f, fullgraph=True)(c, d).sum().backward()
     assert a.grad is None and c.grad is None
     np.testing.assert_array_equal(d.grad.numpy(), b.grad.numpy())
+
+
+def test_create_graph_backward_differentiates_the_graph_once(monkeypatch):
+    # a PINN or MAML step differentiates a compiled call's gradient again on every step:
+    # the joint graph it interprets is built at the first and kept
+    from tracejit.compiler import executor
+    built = []
+    real = executor.joint
+    monkeypatch.setattr(executor, "joint", lambda *a, **k: built.append(1) or real(*a, **k))
+    cf = tj.compile(lambda x, w: tj.tanh(x * w).sum())
+    want, got = [], []
+    for k in range(3):
+        for fn, out in ((cf, got), (lambda x, w: tj.tanh(x * w).sum(), want)):
+            x = tj.tensor(np.linspace(-1, 1, 8, dtype=np.float32) + k, requires_grad=True)
+            w = tj.tensor(np.float32(0.5 + k), requires_grad=True)
+            (gx,) = tj.autograd.grad(fn(x, w), [x], create_graph=True)
+            (gw,) = tj.autograd.grad((gx ** 2).sum(), [w])
+            out.append((gx.detach().numpy(), gw.numpy()))
+    for (a, b), (c, d) in zip(got, want):
+        np.testing.assert_allclose(a, c, rtol=1e-5)
+        np.testing.assert_allclose(b, d, rtol=1e-5)
+    assert len(built) == 1

@@ -148,3 +148,31 @@ def test_hook_registered_after_compiling_runs_in_the_compiled_module(kind):
     h.remove()
     np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
     assert cm.cache_stats()["compiles"] == 2
+
+
+def test_tensors_rebound_without_setattr_are_followed():
+    # functional_call, load_state_dict(assign=True) and Module._apply put tensors in a
+    # module's tables directly; the compiled forward must read the tensors there now,
+    # as PyTorch's functional_call and assign documentation say the module then uses
+    from tracejit.func import functional_call
+
+    class Shifted(Scaled):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("shift", tj.ones(2))
+
+        def forward(self, x):
+            return super().forward(x) + self.shift
+    _, _, x = _pair()
+    m = Shifted()
+    cm = tj.compile(m)
+    _same(cm, m, x)
+    for k in (2.0, 3.0):   # the adapted weights of a meta-learning inner step
+        params = {n: p * k for n, p in m.named_parameters()}
+        np.testing.assert_allclose(functional_call(cm, params, (x,)).detach().numpy(),
+                                   functional_call(m, params, (x,)).detach().numpy(), rtol=1e-6)
+    _same(cm, m, x)   # the module's own tensors are back in place
+    state = dict(m.state_dict(), shift=tj.full((2,), 5.0))
+    m.load_state_dict(state, assign=True)
+    np.testing.assert_allclose(cm(x).detach().numpy(), (Scaled.forward(m, x) + 5.0).detach().numpy())
+    assert cm.cache_stats()["compiles"] == 1   # followed, not captured again

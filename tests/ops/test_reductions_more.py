@@ -89,3 +89,19 @@ def test_moments_keep_all_dims_for_dim_none(op):
     for g, r in zip(got, ref):
         assert tuple(g.shape) == tuple(r.shape) == (1, 1)
         np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-12)
+
+
+def test_value_ops_take_tensors_that_require_grad():
+    # (PyTorch documents these as index/count results: no gradient, any input accepted)
+    cdf = [[0.0, 0.3, 1.0], [0.0, 0.6, 1.0]]
+    for m in (tj, torch):
+        seq = m.tensor(cdf, requires_grad=True) * 1.0
+        u = m.tensor([[0.5, 0.2], [0.7, 0.6]], requires_grad=True)
+        x = m.tensor([3.0, 1.0, 2.0, 1.0], requires_grad=True)
+        got = [m.searchsorted(seq, u, right=True).tolist(), m.bucketize(x, m.tensor([1.5, 2.5])).tolist(),
+               m.unique(x).tolist(), m.isin(x, m.tensor([1.0])).tolist(), m.histc(x, bins=3).tolist(),
+               m.bincount(m.tensor([0, 1, 1]), weights=x[:3]).tolist()]
+        if m is tj:
+            mine = got
+    assert mine == got == [[[2, 1], [2, 2]], [2, 0, 1, 0], [1.0, 2.0, 3.0], [False, True, False, True],
+                           [2.0, 1.0, 1.0], [3.0, 3.0]]

@@ -64,3 +64,19 @@ def test_view_keeps_reshapes_params_and_still_refuses_to_copy():
         with pytest.raises(ShapeError, match="view: shape \\(16,\\) is not compatible"):
             x.t().view(16)          # same shape, kept params: the stride check still runs
         assert x.view(16).tolist() == list(range(16))
+
+
+def test_shape_arguments_by_keyword_as_pytorch_names_them():
+    torch = pytest.importorskip("torch")
+    for m in (tj, torch):
+        x = m.arange(6.0).view(2, 3)
+        got = [x.reshape(shape=(3, 2)).tolist(), m.reshape(x, shape=(-1,)).tolist(),
+               x.view(size=(3, 2)).tolist(), x.expand(size=(2, 2, 3)).shape, x.permute(dims=(1, 0)).tolist(),
+               m.permute(x, dims=(1, 0)).tolist(), x.repeat(repeats=(1, 2)).tolist(),
+               x.view(dtype=m.int32).dtype == m.int32]
+        if m is tj:
+            mine = got
+    assert [tuple(v) if i == 3 else v for i, v in enumerate(mine)] == \
+        [tuple(v) if i == 3 else v for i, v in enumerate(got)]
+    with pytest.raises(TypeError, match="multiple values for argument 'shape'"):
+        _x().reshape((2, 8), shape=(8, 2))

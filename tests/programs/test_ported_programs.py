@@ -5,7 +5,11 @@ term, text classification with EmbeddingBag, a tabular loader, a Siamese network
 module mix with spectral norm and checkpointing, a word-level LSTM language model with
 tied weights, a MobileNetV2/EfficientNet-style CNN with squeeze-and-excitation, a Conv1d +
 bidirectional GRU speech model under CTC loss, nn.Transformer translation with greedy
-decoding, a BiLSTM-CRF tagger and SimCLR's InfoNCE) run unchanged with tracejit in place of
+decoding, a BiLSTM-CRF tagger, SimCLR's InfoNCE, a physics-informed network (second
+derivatives by create_graph), second-order MAML by functional_call, a masked autoencoder,
+NeRF volume rendering with hierarchical sampling, BPR/NCF recommenders with sparse
+embeddings and EmbeddingBag, and a packed GRU classifier under OneCycleLR and
+ReduceLROnPlateau) run unchanged with tracejit in place of
 torch and give PyTorch's losses from the same weights, eager and compiled.
 
 Each framework runs in its own process (``_runner.py``); the PyTorch run saves the
@@ -23,8 +27,9 @@ pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.endswith(".py"))
 # the compiled run (a cold kernel cache compiles every group: ~15 s a program on 2 cores):
-# a Transformer, a weight-normed Conv1d network and a CNN of in-place activations
-COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py"]
+# a Transformer, a weight-normed Conv1d network, a CNN of in-place activations and a
+# network differentiated twice through its compiled forward
+COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py"]
 
 
 def _run(framework, mode, weights, programs):

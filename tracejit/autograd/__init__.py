@@ -10,10 +10,11 @@ from ..ops.creation import as_tensor, ones_like
 from ..tensor import Tensor
 from .engine import run_backward
 from .function import Function, FunctionCtx
-from .grad_mode import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .grad_mode import (enable_grad, enforce_grad_layout_policy, inference_mode, is_grad_enabled, no_grad,
+                        set_grad_enabled)
 
 __all__ = ["grad", "backward", "Function", "FunctionCtx", "no_grad", "enable_grad",
-           "set_grad_enabled", "is_grad_enabled", "inference_mode"]
+           "set_grad_enabled", "is_grad_enabled", "inference_mode", "enforce_grad_layout_policy"]
 
 
 def _as_list(x):
@@ -180,16 +181,19 @@ def _batched_grad(outputs: list, inputs: list, grad_outputs, retain_graph: bool,
                  for i in range(len(inputs)))
 
 
-from .checks import (Variable, detect_anomaly, gradcheck, gradgradcheck, is_anomaly_enabled,  # noqa: E402,F401
+from .checks import (Variable, detect_anomaly, is_anomaly_enabled,  # noqa: E402,F401
                      set_detect_anomaly, set_multithreading_enabled)
+# (the module at PyTorch's path first, then its functions over the submodule's name, as
+# PyTorch's package does: ``autograd.gradcheck`` is the function)
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402,F401
 __all__ += ["gradcheck", "gradgradcheck", "Variable", "detect_anomaly", "set_detect_anomaly",
             "set_multithreading_enabled", "is_anomaly_enabled"]
 
 
 def __getattr__(name: str):
-    """``tracejit.autograd.profiler`` (it imports the dispatch it hooks) and ``.functional``
-    on first use."""
-    if name in ("profiler", "functional"):
+    """``tracejit.autograd.profiler`` (it imports the dispatch it hooks), ``.functional`` and
+    the submodules at PyTorch's paths (``.graph``, ``.variable``...) on first use."""
+    if name in ("profiler", "functional", "graph", "variable", "anomaly_mode"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,10 +12,14 @@ import numpy as np
 
 from ..tensor import Tensor
 
-__all__ = ["gradcheck", "gradgradcheck", "Variable", "detect_anomaly", "set_detect_anomaly",
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "Variable", "detect_anomaly", "set_detect_anomaly",
            "set_multithreading_enabled", "is_anomaly_enabled"]
 
 _ANOMALY = [False]
+
+
+class GradcheckError(RuntimeError):
+    """``gradcheck``'s mismatch (a RuntimeError, as PyTorch's)."""
 
 
 def _flat_inputs(inputs):
@@ -72,7 +76,7 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
         if num.shape != ana.shape or not np.allclose(ana, num, rtol=rtol, atol=atol):
             if raise_exception:
                 err = np.abs(ana - num).max() if num.shape == ana.shape else float("nan")
-                raise RuntimeError(f"Jacobian mismatch for output 0 with respect to input {i}: largest "
+                raise GradcheckError(f"Jacobian mismatch for output 0 with respect to input {i}: largest "
                                    f"difference {err:.3g}\nnumerical:{num}\nanalytical:{ana}")
             return False
     return True

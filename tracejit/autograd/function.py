@@ -7,7 +7,7 @@ from ..ops import registry as _reg
 from .grad_mode import is_grad_enabled, no_grad
 from .node import Node, SavedTensor, edge
 
-__all__ = ["Function", "FunctionCtx"]
+__all__ = ["Function", "FunctionCtx", "InplaceFunction", "once_differentiable"]
 
 
 class FunctionCtx:
@@ -137,3 +137,24 @@ class Function:
             ctx._saved = tuple(saved)
             ctx._raw = ()
         return tuple(wrapped) if isinstance(out, tuple) else wrapped[0]
+
+
+class InplaceFunction(Function):
+    """A `Function` told whether it may work in place (``inplace``), as PyTorch's."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+
+def once_differentiable(fn):
+    """Decorate a `Function`'s ``backward`` that is not itself differentiable: it runs with
+    grad mode off, so its results carry no graph and a double backward through it raises
+    instead of silently giving a wrong second derivative."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with no_grad():
+            return fn(ctx, *args)
+    return wrapper

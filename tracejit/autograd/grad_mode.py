@@ -5,12 +5,13 @@ import functools
 import threading
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
-           "is_inference_mode_enabled"]
+           "is_inference_mode_enabled", "enforce_grad_layout_policy"]
 
 
 class _State(threading.local):
     enabled = True
     inference = False
+    layout_policy = True
 
 
 _state = _State()
@@ -162,4 +163,24 @@ class set_grad_enabled(_GradModeContext):
 
     def __exit__(self, *exc):
         set_mode(self._prev)
+        return False
+
+
+class enforce_grad_layout_policy:  # noqa: N801  (PyTorch's name)
+    """Whether accumulated gradients must take their parameter's strides (thread-local;
+    ``enable=False`` lets the engine keep an incoming gradient's own layout). Switches
+    when made; as a context it restores the previous setting on exit. Here gradients are
+    always made in their parameter's layout, which both settings allow."""
+
+    def __init__(self, enable: bool = True):
+        if not isinstance(enable, bool):
+            raise TypeError(f"enforce_grad_layout_policy expects a bool, got {type(enable).__name__}")
+        self._prev = _state.layout_policy
+        _state.layout_policy = enable
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _state.layout_policy = self._prev
         return False

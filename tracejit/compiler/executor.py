@@ -68,6 +68,7 @@ class CompiledProgram(Executor):
         self._active_outs: dict = {}
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
+        self._eager_joints: dict = {}  # active-input flags -> the joint graph eager_backward runs
         # Outputs that may be views of an input (a chain of movement ops): a view must share
         # its input's version counter, or an in-place write through it goes unseen.
         self._view_outs = _possible_views(graph)
@@ -432,8 +433,10 @@ class CompiledProgram(Executor):
         """create_graph=True: interpret the joint graph with autograd recording."""
         if diff_idx is None:
             diff_idx = self._diff_of(inputs)
-        active = [i in diff_idx for i in range(len(self.graph.inputs))]
-        j = joint(self.graph, active)
+        active = tuple(i in diff_idx for i in range(len(self.graph.inputs)))
+        j = self._eager_joints.get(active)
+        if j is None:   # (differentiating the graph costs more than interpreting the result)
+            j = self._eager_joints[active] = joint(self.graph, list(active))
         from .. import ops
         gs = []
         for g, a in zip(grads, self.graph.outputs):

@@ -49,13 +49,16 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
             if chosen:
                 for n in names:
                     given.setdefault(n, chosen[0])
+    from ..nn.module import state_epoch
     saved = []
     try:
         for full, value in given.items():
             m, kind, name, old = slots[full]
             saved.append((m, kind, name, old))
             m.__dict__[kind][name] = value
+        state_epoch[0] += 1   # (a compiled module's guard looks at its tensors again)
         return module(*(args if isinstance(args, tuple) else (args,)), **(kwargs or {}))
     finally:
         for m, kind, name, old in reversed(saved):
             m.__dict__[kind][name] = old
+        state_epoch[0] += 1

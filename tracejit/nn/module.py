@@ -436,6 +436,7 @@ class Module(BackwardHooks, StateDict):
                 if b is not None:
                     with no_grad():
                         m._buffers[k] = fn(b)
+        state_epoch[0] += 1   # (buffers rebound: a compiled module's guard looks again)
         return self
 
     def to(self, *args, **kwargs) -> "Module":

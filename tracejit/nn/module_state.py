@@ -19,6 +19,12 @@ from ..tensor import Tensor
 from .module_hooks import EMPTY_HOOKS
 from .parameter import Parameter
 
+
+def _moved() -> None:
+    """A buffer rebound in place of a setattr: a compiled module's guard looks again."""
+    from .module import state_epoch
+    state_epoch[0] += 1
+
 __all__ = ["StateDict"]
 
 _EXTRA_STATE = "_extra_state"
@@ -182,6 +188,7 @@ class StateDict:
                 dst.data = src.to(dst.device)
             else:
                 self._buffers[name] = src
+                _moved()
 
     def load_state_dict(self, state_dict: Mapping, strict: bool = True, assign: bool = False):
         """Copy tensors from `state_dict` into this module's parameters and buffers (with
@@ -243,3 +250,4 @@ def _put_back(undo: list) -> None:
                 dst.data = old
             else:
                 module._buffers[name] = dst
+                _moved()

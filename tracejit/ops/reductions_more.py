@@ -319,15 +319,15 @@ def equal(input, other) -> bool:
 
 def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
     refuse_tracing("isin", "its inputs")
-    te = test_elements.numpy() if isinstance(test_elements, Tensor) else np.asarray(test_elements)
-    el = elements.numpy() if isinstance(elements, Tensor) else np.asarray(elements)
+    te = test_elements.detach().numpy() if isinstance(test_elements, Tensor) else np.asarray(test_elements)
+    el = elements.detach().numpy() if isinstance(elements, Tensor) else np.asarray(elements)
     return tensor(np.isin(el, te, invert=invert), device=getattr(elements, "device", None))
 
 
 def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
            dim=None):
     refuse_tracing("unique", "its input")
-    a = input.numpy()
+    a = input.detach().numpy()
     if dim is None:
         vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
         inv = inv.reshape(a.shape)
@@ -345,7 +345,7 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
 
 def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
     refuse_tracing("unique_consecutive", "its input")
-    a = input.numpy()
+    a = input.detach().numpy()
     # with `dim`: runs of equal slices along it (the inverse indexes those slices)
     d = None if dim is None else normalize_dim(dim, a.ndim, "unique_consecutive")
     moved = a.reshape(-1) if d is None else np.moveaxis(a, d, 0)
@@ -367,12 +367,12 @@ def bincount(input, weights=None, minlength: int = 0):
     refuse_tracing("bincount", "its input")
     if input.ndim != 1 or not input.dtype.is_integer:
         raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
-    a = input.numpy()
+    a = input.detach().numpy()
     if a.size and a.min() < 0:
         raise ArgumentError("bincount: input must contain non-negative integers")
     if weights is None:
         return tensor(np.bincount(a, minlength=minlength).astype(np.int64), device=input.device)
-    w = weights.numpy()
+    w = weights.detach().numpy()
     out = np.bincount(a, weights=w, minlength=minlength)
     return tensor(out.astype(w.dtype if w.dtype.kind == "f" else np.float64), device=input.device)
 
@@ -380,7 +380,7 @@ def bincount(input, weights=None, minlength: int = 0):
 @takes("input")
 def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
     refuse_tracing("histc", "its input")
-    a = input.numpy().reshape(-1)
+    a = input.detach().numpy().reshape(-1)
     lo, hi = float(min), float(max)
     if lo == hi:
         lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
@@ -401,14 +401,14 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
         if right and side == "left":
             raise ValueError("searchsorted: side='left' and right=True contradict each other")
         right = side == "right"
-    seq = sorted_sequence.numpy()
+    seq = sorted_sequence.detach().numpy()   # (indices: no gradient flows to either input)
     if sorter is not None:
         order = sorter.numpy() if isinstance(sorter, Tensor) else np.asarray(sorter)
         if order.shape != seq.shape:
             raise ShapeError(f"searchsorted: sorter of shape {order.shape} should have the sorted "
                              f"sequence's shape {seq.shape}")
         seq = np.take_along_axis(seq, order.astype(np.int64), -1)
-    vals = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
+    vals = input.detach().numpy() if isinstance(input, Tensor) else np.asarray(input)
     s = "right" if right else "left"
     if seq.ndim == 1:
         res = np.searchsorted(seq, vals, side=s)

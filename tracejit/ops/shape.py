@@ -13,6 +13,7 @@ from .registry import Aval, defprim
 from .eager import bind, eager_layout, trace_hooks
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
+from .shape_params import keyword_shape as _keyword_shape
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
@@ -232,8 +233,10 @@ def _reshape_params(a, shape):
     return _IDENTITY if unchanged(shape, a.shape) else shape
 
 
-def reshape(a, *shape):
-    shape = _normalized(_reshape_params, a, shape)
+def reshape(a, *shape_, shape=None):
+    if shape is not None:
+        shape_ = _keyword_shape("reshape", "shape", shape_, shape)
+    shape = _normalized(_reshape_params, a, shape_)
     if shape is _IDENTITY:
         return a
     data = a._data
@@ -253,10 +256,12 @@ def _viewable(data: np.ndarray, shape) -> bool:
     return True
 
 
-def view(a, *shape):
+def view(a, *shape, size=None):
     """``reshape`` that must not copy: a view whose strides cannot express the new shape
     (a transposed or sliced tensor) raises, as in PyTorch, instead of copying silently
     (writes through the copy would be lost)."""
+    if size is not None:
+        shape = _keyword_shape("view", "size", shape, size)
     new = _normalized(_reshape_params, a, shape)   # (reshape's own normalization, kept)
     if new is _IDENTITY:
         return a
@@ -290,8 +295,10 @@ def _permute_params(a, dims):
     return _IDENTITY if dims == tuple(range(a.ndim)) else dims
 
 
-def permute(a, *dims):
-    dims = _normalized(_permute_params, a, dims)
+def permute(a, *dims_, dims=None):
+    if dims is not None:
+        dims_ = _keyword_shape("permute", "dims", dims_, dims)
+    dims = _normalized(_permute_params, a, dims_)
     if dims is _IDENTITY:
         return a
     return bind(PERMUTE, a, dims=dims)
@@ -329,7 +336,9 @@ def t(a):
     return a if a.ndim < 2 else transpose(a, 0, 1)
 
 
-def expand(a, *shape):
+def expand(a, *shape, size=None):
+    if size is not None:
+        shape = _keyword_shape("expand", "size", shape, size)
     shape = _normalized(_expand_params, a, shape)
     if shape is _IDENTITY:
         return a
@@ -523,7 +532,9 @@ def flip(a, dims):
     return bind(FLIP, a, dims=tuple(normalize_dim(d, a.ndim, "flip") for d in dims))
 
 
-def repeat(a, *sizes):
+def repeat(a, *sizes, repeats=None):
+    if repeats is not None:
+        sizes = _keyword_shape("repeat", "repeats", sizes, repeats)
     sizes = _shape_args(sizes)
     if len(sizes) < a.ndim:
         raise ShapeError(f"repeat: number of repeat dims {len(sizes)} is less than the tensor rank {a.ndim}")

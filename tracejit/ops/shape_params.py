@@ -7,6 +7,14 @@ import numpy as np
 from ..size import Size
 
 
+def keyword_shape(op: str, name: str, args: tuple, value) -> tuple:
+    """`args` with PyTorch's keyword spelling (``x.reshape(shape=(2, 3))``,
+    ``x.permute(dims=...)``) folded in: `value` given as well as positional `args` is an error."""
+    if args:
+        raise TypeError(f"{op}() got multiple values for argument '{name}'")
+    return (value,)
+
+
 def shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         return tuple(shape[0])

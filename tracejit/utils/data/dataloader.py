@@ -276,3 +276,44 @@ def _gather_rows(dataset, indices) -> list:
 def _index_tensor(indices: list, device) -> Tensor:
     from ...ops import tensor
     return tensor(indices, dtype=_dt.int64, device=device)
+
+
+class _DatasetKind:
+    """PyTorch's private dataset kinds and their fetchers (a batch of indices -> a batch),
+    for programs and libraries that build their own loading loop on them."""
+    Map = 0
+    Iterable = 1
+
+    @staticmethod
+    def create_fetcher(kind: int, dataset, auto_collation: bool, collate_fn: Callable, drop_last: bool):
+        if kind == _DatasetKind.Map:
+            return _KindMapFetcher(dataset, auto_collation, collate_fn)
+        return _KindIterableFetcher(dataset, auto_collation, collate_fn, drop_last)
+
+
+class _KindMapFetcher:
+    def __init__(self, dataset, auto_collation: bool, collate_fn: Callable):
+        self.dataset, self.auto_collation, self.collate_fn = dataset, auto_collation, collate_fn
+
+    def fetch(self, possibly_batched_index):
+        if self.auto_collation:
+            return self.collate_fn([self.dataset[i] for i in possibly_batched_index])
+        return self.collate_fn(self.dataset[possibly_batched_index])
+
+
+class _KindIterableFetcher:
+    def __init__(self, dataset, auto_collation: bool, collate_fn: Callable, drop_last: bool):
+        self.it, self.auto_collation, self.collate_fn, self.drop_last = iter(dataset), auto_collation, collate_fn, drop_last
+
+    def fetch(self, possibly_batched_index):
+        if not self.auto_collation:
+            return self.collate_fn(next(self.it))
+        data = []
+        for _ in possibly_batched_index:
+            try:
+                data.append(next(self.it))
+            except StopIteration:
+                break
+        if not data or (self.drop_last and len(data) < len(possibly_batched_index)):
+            raise StopIteration
+        return self.collate_fn(data)
