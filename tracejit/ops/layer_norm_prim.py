@@ -19,6 +19,7 @@ from .reductions import mean, sum as _sum, sum_
 from .registry import Aval, defprim
 from .eager import bind
 from .shape import reshape
+from .normalization import as_input, check_dtypes, in_opmath
 
 __all__ = ["layer_norm"]
 
@@ -200,7 +201,6 @@ def layer_norm(x, n: int, weight=None, bias=None, eps: float = 1e-5):
 
     As PyTorch's: weight and bias share x's dtype, or are float32 for a float16 or bfloat16
     x, which is then normalized in float32 and the result rounded to its dtype once."""
-    from .normalization import as_input, check_dtypes, in_opmath
     if x.dtype.is_floating_point:
         check_dtypes("layer_norm", x, weight=weight, bias=bias)
     wb = tuple(t for t in (weight, bias) if t is not None)
