@@ -110,7 +110,8 @@ from .linalg import (cholesky_inverse, cholesky_solve, frobenius_norm, household
                      triangular_solve)
 from .signal import (bartlett_window, blackman_window, hamming_window, hann_window, istft,  # noqa: E402,F401
                      kaiser_window, stft)
-from .amp import autocast  # noqa: E402,F401
+from .amp import (autocast, clear_autocast_cache, is_autocast_cache_enabled,  # noqa: E402,F401
+                  set_autocast_cache_enabled)
 from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
                            HalfTensor, IntTensor, LongTensor, ShortTensor)
 from math import e, inf, nan, pi  # noqa: E402,F401  (torch.pi and friends are Python floats)

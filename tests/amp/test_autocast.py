@@ -455,3 +455,53 @@ def test_batchnorm_statistics_stay_float32_like_torch(compiled):
         np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3 * np.abs(b).max())
     # (the convolution's weight gradient is a sum of bf16 values that may round apart)
     np.testing.assert_allclose(gc, tgc, atol=3e-2 * np.abs(tgc).max())
+
+
+def _cache_states(m):
+    """is_autocast_cache_enabled() along nested contexts, and after each exits."""
+    seen = [m.is_autocast_cache_enabled()]
+    with m.autocast("cpu", cache_enabled=False):
+        seen.append(m.is_autocast_cache_enabled())
+        with m.autocast("cpu"):                       # (None: the state in force)
+            seen.append(m.is_autocast_cache_enabled())
+            with m.autocast("cpu", cache_enabled=True, enabled=False):
+                seen.append(m.is_autocast_cache_enabled())
+            seen.append(m.is_autocast_cache_enabled())
+        seen.append(m.is_autocast_cache_enabled())
+    seen.append(m.is_autocast_cache_enabled())
+    m.set_autocast_cache_enabled(False)
+    with m.autocast("cpu"):
+        seen.append(m.is_autocast_cache_enabled())
+    m.set_autocast_cache_enabled(True)
+    return seen
+
+
+def test_nested_contexts_take_and_restore_the_cache_state_like_torch(float32_way, monkeypatch):
+    """cache_enabled=None takes the state in force, an inner context's setting lasts
+    until it exits, and a disabled or uncached inner context neither fills nor drops the
+    outer one's casts: they go when the outermost context exits."""
+    want = [True, False, False, True, False, False, True, False]
+    assert _cache_states(tj) == want
+    if torch is not None:
+        assert _cache_states(torch) == want
+    calls = _counting_casts(monkeypatch)
+    lin = tj.nn.Linear(8, 8)
+    x = tj.tensor(np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32))
+
+    def weight_casts():
+        return sum(1 for t in calls if t is lin.weight)
+    with tj.autocast("cpu"):
+        lin(x)
+        with tj.autocast("cpu", cache_enabled=False):
+            lin(x)
+            lin(x)
+            assert weight_casts() == 3        # (uncached: one cast per use)
+            with tj.autocast("cpu", enabled=False):
+                assert lin(x).dtype is tj.float32
+        lin(x)
+        assert weight_casts() == 3            # (the outer cast, kept through the inner ones)
+        assert policy.STATE.casts
+        tj.clear_autocast_cache()
+        lin(x)
+        assert weight_casts() == 4
+    assert policy.STATE.casts is None

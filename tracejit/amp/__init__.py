@@ -6,8 +6,9 @@ float32 (losses) with float32 master weights (docs/guide/mixed-precision.md).
 are not finite, as PyTorch's does; with float32 gradients it changes no result, and
 ``enabled=False`` makes every call a pass-through.
 """
-from .autocast_mode import (autocast, custom_bwd, custom_fwd, get_autocast_dtype,  # noqa: F401
-                            is_autocast_available, is_autocast_enabled)
+from .autocast_mode import (autocast, clear_autocast_cache, custom_bwd, custom_fwd,  # noqa: F401
+                            get_autocast_dtype, is_autocast_available, is_autocast_cache_enabled,
+                            is_autocast_enabled, set_autocast_cache_enabled)
 from .grad_scaler import GradScaler  # noqa: F401
 
 __all__ = ["autocast", "GradScaler", "custom_fwd", "custom_bwd", "is_autocast_available",

@@ -16,7 +16,7 @@ from .. import dtypes as _dt
 from ..ops import autocast as _state
 
 __all__ = ["autocast", "custom_fwd", "custom_bwd", "is_autocast_available", "is_autocast_enabled",
-           "get_autocast_dtype"]
+           "get_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled", "clear_autocast_cache"]
 
 _CPU_DTYPES = ("bfloat16", "float16")
 
@@ -34,11 +34,29 @@ def get_autocast_dtype(device_type: str = "cpu"):
     return _state.current() or _dt.bfloat16
 
 
+def is_autocast_cache_enabled() -> bool:
+    """Whether this thread's autocast keeps the weights' casts (ops/autocast.py); a context
+    opened with ``cache_enabled=None`` takes this value, as PyTorch's does."""
+    return _state.STATE.cache_on
+
+
+def set_autocast_cache_enabled(enabled: bool) -> None:
+    """Turn this thread's autocast weight cache on or off (the innermost context restores
+    the previous value on exit)."""
+    _state.STATE.cache_on = bool(enabled)
+
+
+def clear_autocast_cache() -> None:
+    """Drop this thread's cached weight casts (leaving the outermost context does it)."""
+    _state.STATE.casts = None
+
+
 class autocast:  # noqa: N801  (PyTorch's name)
     """``with autocast("cpu", dtype=tracejit.bfloat16, enabled=True):``, or ``@autocast(...)``.
 
     Disabled (``enabled=False``, or CUDA asked for where no GPU is, which PyTorch disables
-    with a warning) it does nothing. Nested contexts restore the outer state on exit."""
+    with a warning) it does nothing. Nested contexts restore the outer state on exit;
+    ``cache_enabled=None`` takes the state in force when the context is made."""
 
     def __init__(self, device_type: str = "cuda", dtype=None, enabled: bool = True, cache_enabled=None):
         if not isinstance(device_type, str):
@@ -62,7 +80,7 @@ class autocast:  # noqa: N801  (PyTorch's name)
                           f"{', '.join(_CPU_DTYPES)}). Disabling autocast.", UserWarning, stacklevel=user_stacklevel())
             self._enabled = False
         self.fast_dtype = fast
-        self._cache = True if cache_enabled is None else bool(cache_enabled)
+        self._cache = _state.STATE.cache_on if cache_enabled is None else bool(cache_enabled)
         self._prev = []
 
     def __enter__(self):

@@ -104,12 +104,6 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     if not ns or tuple(x.shape[x.ndim - len(ns):]) != ns:   # (() would normalize each element alone)
         raise ShapeError(f"layer_norm: normalized_shape {ns} is empty or does not match the last dims of input "
                          f"shape {tuple(x.shape)}")
-    if x.dtype.is_floating_point:   # mixed float dtypes compute in the widest, as they promote
-        dt = x.dtype
-        for t in (weight, bias):
-            if t is not None and t.dtype.is_floating_point and t.dtype.itemsize > dt.itemsize:
-                dt = t.dtype
-        x, weight, bias = (t if t is None or t.dtype is dt else cast(t, dt) for t in (x, weight, bias))
     return _ln_prim.layer_norm(x, len(ns), weight, bias, eps)   # one op each way, eager and traced
 
 

@@ -19,6 +19,7 @@ from .reductions import mean, sum as _sum, sum_
 from .registry import Aval, defprim
 from .eager import bind
 from .shape import reshape
+from .normalization import as_input, check_dtypes, in_opmath
 
 __all__ = ["layer_norm"]
 
@@ -196,6 +197,16 @@ LAYER_NORM = defprim("layer_norm", _layer_norm_impl, _layer_norm_rule, _layer_no
 
 
 def layer_norm(x, n: int, weight=None, bias=None, eps: float = 1e-5):
-    """LayerNorm of `x` over its last `n` dims (weight and bias: that shape, or None)."""
+    """LayerNorm of `x` over its last `n` dims (weight and bias: that shape, or None).
+
+    As PyTorch's: weight and bias share x's dtype, or are float32 for a float16 or bfloat16
+    x, which is then normalized in float32 and the result rounded to its dtype once."""
+    if x.dtype.is_floating_point:
+        check_dtypes("layer_norm", x, weight=weight, bias=bias)
     wb = tuple(t for t in (weight, bias) if t is not None)
+    if any(t.dtype is not x.dtype for t in wb):
+        wide = in_opmath(x)
+        wb = tuple(in_opmath(t) for t in wb)
+        return as_input(bind(LAYER_NORM, wide, *wb, n=n, eps=float(eps),
+                             affine=(weight is not None, bias is not None)), x)
     return bind(LAYER_NORM, x, *wb, n=n, eps=float(eps), affine=(weight is not None, bias is not None))

@@ -4,19 +4,28 @@ All three normalize with the biased variance; batch_norm and instance_norm updat
 running statistics in place (mean, and the *unbiased* variance, as PyTorch does)
 through ``copy_`` under ``no_grad``, which the tracer turns into a write-back of the
 buffer, so the updates also happen inside a compiled module.
+
+Dtypes as PyTorch's CPU kernels: the parameters share the input's dtype, or are float32
+for a float16 or bfloat16 input (`check_dtypes`); the result has the input's dtype, and a
+half-precision input is normalized in float32 and rounded once (`in_opmath`).
 """
 from __future__ import annotations
+
+import numpy as _np
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import batchnorm_prim as _bn
-from .elementwise import rsqrt
+from .elementwise import cast, rsqrt
 from .indexing import getitem
 from .reductions import mean
 from .shape import reshape
 
-__all__ = ["batch_norm", "group_norm", "instance_norm", "check_dtypes"]
+__all__ = ["batch_norm", "group_norm", "instance_norm", "check_dtypes", "in_opmath", "as_input"]
+
+_HALF = (_dt.float16, _dt.bfloat16)
+_ROUNDED = (_dt.float32, _dt.float64)    # running statistics updated as PyTorch rounds them
 
 
 def _channel_view(t, ndim: int):
@@ -39,18 +48,37 @@ def _check_channels(op: str, t, name: str, c: int) -> None:
 
 
 def check_dtypes(op: str, input, **tensors) -> None:
-    """PyTorch's dtype rule for batch normalization: a floating input, and weight, bias and
-    running statistics of the input's dtype (float32 ones may serve a float16 or bfloat16
-    input, as under autocast)."""
+    """PyTorch's dtype rule for batch, layer, group and instance normalization: a floating
+    input, and weight, bias and running statistics all of the input's dtype, or all
+    float32 for a float16 or bfloat16 input (as under autocast)."""
     if not input.dtype.is_floating_point:
         raise DTypeError(f"{op}: expected a floating point input, got {input.dtype.name}")
+    first = None
     for name, t in tensors.items():
-        if t is None or t.dtype is input.dtype or (input.dtype in (_dt.float16, _dt.bfloat16)
-                                                   and t.dtype is _dt.float32):
+        if t is None:
             continue
-        raise DTypeError(f"{op}: input is {input.dtype.name} but {name} is {t.dtype.name}; they must "
-                         f"share one dtype (convert the input, e.g. input.to({t.dtype.name}), or the "
-                         f"module, e.g. .to({input.dtype.name}))")
+        if first is None:
+            first = (name, t.dtype)
+            if t.dtype is input.dtype or (input.dtype in _HALF and t.dtype is _dt.float32):
+                continue
+            raise DTypeError(f"{op}: input is {input.dtype.name} but {name} is {t.dtype.name}; they must "
+                             f"share one dtype (convert the input, e.g. input.to({t.dtype.name}), or the "
+                             f"module, e.g. .to({input.dtype.name}))")
+        if t.dtype is not first[1]:
+            raise DTypeError(f"{op}: {first[0]} is {first[1].name} but {name} is {t.dtype.name}; the "
+                             f"parameters and running statistics must share one dtype")
+
+
+def in_opmath(input):
+    """`input` in the dtype its normalization computes in: float32 for a float16 or
+    bfloat16 input (PyTorch's kernels compute there and round the result once), else
+    itself."""
+    return cast(input, _dt.float32) if input.dtype in _HALF else input
+
+
+def as_input(y, input):
+    """Result `y` in `input`'s dtype (rounded once where it was computed wider)."""
+    return y if y.dtype is input.dtype else cast(y, input.dtype)
 
 
 def _stats(x, dims):
@@ -59,10 +87,34 @@ def _stats(x, dims):
     return mu, d, mean(d * d, dims, keepdim=True)
 
 
-def _update_running(running, new, momentum) -> None:
-    """running = (1 - momentum) * running + momentum * new, in place and outside autograd."""
+def _update_running(running, new, momentum, wide: bool = False) -> None:
+    """running = momentum * new + (1 - momentum) * running, in place and outside autograd,
+    rounded as PyTorch's CPU kernel: momentum and 1 - momentum in the statistics' dtype,
+    each product rounded there, the sum too; `wide` (float32 variance of a float32 input,
+    which PyTorch adds in double) keeps the momentum product exact and rounds the sum once."""
     with no_grad():
-        running.copy_(running * (1.0 - momentum) + new.detach() * momentum)
+        new = new.detach()
+        if not isinstance(momentum, (int, float)):
+            running.copy_(running * (1.0 - momentum) + new * momentum)
+            return
+        if new.dtype is not running.dtype:
+            new = cast(new, running.dtype)
+        m = float(momentum)
+        if running.dtype is not _dt.float64:
+            m = float(_np.float32(m))
+        kept = running * float(_np.asarray(1.0 - m, running.dtype.np)) if running.dtype in _ROUNDED else None
+        if kept is None:
+            running.copy_(running * (1.0 - m) + new * m)
+        elif wide:
+            running.copy_(cast(new, _dt.float64) * m + cast(kept, _dt.float64))
+        else:
+            running.copy_(new * m + kept)
+
+
+def _unbiased(var, n: int):
+    """The unbiased variance from the biased one of `n` values, as PyTorch's kernel forms
+    it: the sum of squares (``var * n``, exact where `var` is) divided by n - 1."""
+    return var * float(n) / float(n - 1)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
@@ -78,6 +130,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     check_dtypes("batch_norm", input, weight=weight, bias=bias, running_mean=running_mean,
                  running_var=running_var)
     dims = (0,) + tuple(range(2, input.ndim))
+    wide = input.dtype is _dt.float32    # (PyTorch sums float32's running variance in double)
     if training or running_mean is None:
         n = input.numel() // c
         if training and n <= 1:
@@ -90,13 +143,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             if training and running_mean is not None:
                 _update_running(running_mean, getitem(stats, 0), momentum)
             if training and running_var is not None:
-                _update_running(running_var, getitem(stats, 1) * (n / (n - 1)), momentum)
+                _update_running(running_var, _unbiased(getitem(stats, 1), n), momentum, wide)
             return y
-        mu, d, var = _stats(input, dims)
+        x = in_opmath(input)
+        mu, d, var = _stats(x, dims)
         if training and running_mean is not None:
             _update_running(running_mean, reshape(mu, (c,)), momentum)
         if training and running_var is not None:
-            _update_running(running_var, reshape(var, (c,)) * (n / (n - 1)), momentum)
+            _update_running(running_var, _unbiased(reshape(var, (c,)), n), momentum, wide)
         # The weight joins the per-channel factor before touching the big tensor: one
         # full-size product forward and two fewer backward than (d * rstd) * weight.
         scale = rsqrt(var + eps)
@@ -105,7 +159,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         y = d * scale
         if bias is not None:
             y = y + _channel_view(bias, input.ndim)
-        return y
+        return as_input(y, input)
     # Inference, as PyTorch computes it: y = x * alpha + beta with per-channel
     # alpha = weight / sqrt(running_var + eps) and beta = bias - running_mean * alpha.
     alpha = rsqrt(running_var + eps)
@@ -114,7 +168,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     beta = -running_mean * alpha
     if bias is not None:
         beta = beta + bias
-    return input * _channel_view(alpha, input.ndim) + _channel_view(beta, input.ndim)
+    x = in_opmath(input)
+    return as_input(x * _channel_view(alpha, input.ndim) + _channel_view(beta, input.ndim), input)
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
@@ -128,10 +183,11 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
                          f"must be divisible by num_groups ({num_groups})")
     _check_channels("group_norm", weight, "weight", c)
     _check_channels("group_norm", bias, "bias", c)
-    g = reshape(input, (n, num_groups, -1))
+    check_dtypes("group_norm", input, weight=weight, bias=bias)
+    g = reshape(in_opmath(input), (n, num_groups, -1))
     _, d, var = _stats(g, (2,))
     y = reshape(d * rsqrt(var + eps), tuple(input.shape))
-    return _affine(y, weight, bias)
+    return as_input(_affine(y, weight, bias), input)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
@@ -148,20 +204,22 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     for t, name in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
                     (bias, "bias")):
         _check_channels("instance_norm", t, name, c)
+    check_dtypes("instance_norm", input, weight=weight, bias=bias, running_mean=running_mean,
+                 running_var=running_var)
+    x = in_opmath(input)
     dims = tuple(range(2, input.ndim))
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
-        y = (input - _channel_view(running_mean, input.ndim)) * \
-            _channel_view(rsqrt(running_var + eps), input.ndim)
-        return _affine(y, weight, bias)
+        y = (x - _channel_view(running_mean, input.ndim)) * _channel_view(rsqrt(running_var + eps), input.ndim)
+        return as_input(_affine(y, weight, bias), input)
     n = input.numel() // (input.shape[0] * c)
     if n <= 1:
         raise ValueError(f"instance_norm: expected more than 1 spatial element when training, got "
                          f"input of shape {tuple(input.shape)}")
-    mu, d, var = _stats(input, dims)
+    mu, d, var = _stats(x, dims)
     if running_mean is not None:
         _update_running(running_mean, mean(reshape(mu, (-1, c)), 0), momentum)
     if running_var is not None:
         _update_running(running_var, mean(reshape(var, (-1, c)), 0) * (n / (n - 1)), momentum)
-    return _affine(d * rsqrt(var + eps), weight, bias)
+    return as_input(_affine(d * rsqrt(var + eps), weight, bias), input)

@@ -2,31 +2,39 @@
 rms_norm, local_response_norm, normalize (L^p normalization along a dim)."""
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from .elementwise import abs as _abs, rsqrt
 from .reductions import mean, sum as _sum
 from .shape import reshape, unsqueeze
 from .spatial import pad
 from .pooling_nd import avg_pool3d
 from .composite import avg_pool2d
+from .normalization import as_input, in_opmath
 
 __all__ = ["rms_norm", "local_response_norm", "normalize"]
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
-    """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape` dims, times weight."""
+    """x / sqrt(mean(x^2) + eps) over the trailing `normalized_shape` dims, times weight.
+
+    As PyTorch's: normalized in float32 for a float16 or bfloat16 input (else in its
+    dtype), then multiplied by a weight of any floating dtype as they promote, the result
+    in the input's dtype; eps defaults to the machine epsilon of the computing dtype."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     if not shape or tuple(input.shape[input.ndim - len(shape):]) != shape:
         raise ShapeError(f"rms_norm: normalized_shape {shape} is empty or does not match the trailing dims of "
                          f"input {tuple(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise DTypeError(f"rms_norm: expected a floating point input, got {input.dtype.name}")
+    x = in_opmath(input)
     if eps is None:
         import numpy as np
-        eps = float(np.finfo(input.dtype.np).eps)
+        eps = float(np.finfo(x.dtype.np).eps)
     dims = tuple(range(input.ndim - len(shape), input.ndim))
-    out = input * rsqrt(mean(input * input, dims, keepdim=True) + eps)
+    out = x * rsqrt(mean(x * x, dims, keepdim=True) + eps)
     if weight is not None:
         out = out * weight
-    return out
+    return as_input(out, input)
 
 
 def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
