@@ -217,3 +217,15 @@ def test_index_select_empty_and_out_of_range():
         tj.tensor(x)[:, tj.tensor([0, -5])]
     with pytest.raises(IndexError, match="getitem"):
         tj.zeros(0, 4)[tj.tensor([0])]
+
+
+@pytest.mark.parametrize("call", [lambda m, x, i: x.index_select(0, i), lambda m, x, i: x.index_add(0, i, m.ones(2, 3)),
+                                  lambda m, x, i: x.index_copy(0, i, m.ones(2, 3))])
+def test_a_float_index_raises_pytorchs_runtime_error(call):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):
+        call(torch, torch.zeros(3, 3), torch.tensor([0.0, 1.0]))
+    x = tj.zeros(3, 3)
+    with pytest.raises(RuntimeError, match="integer tensor, got float32"):
+        call(tj, x, tj.tensor([0.0, 1.0]))
+    assert x.tolist() == [[0.0] * 3] * 3

@@ -353,13 +353,13 @@ def _times_alpha(op: str, a, b, alpha):
 def add(a, b, other=None, *, alpha=1):
     if other is not None:
         b, alpha = alpha_first("add", b, other)
-    return ADD.binary(a, _times_alpha("add", a, b, alpha))
+    return ADD.binary(a, b if alpha == 1 else _times_alpha("add", a, b, alpha))
 
 
 def sub(a, b, other=None, *, alpha=1):
     if other is not None:
         b, alpha = alpha_first("sub", b, other)
-    return SUB.binary(a, _times_alpha("sub", a, b, alpha))
+    return SUB.binary(a, b if alpha == 1 else _times_alpha("sub", a, b, alpha))
 
 
 def _deprecated_form(op: str, old: str, new: str) -> None:

@@ -13,7 +13,7 @@ from operator import itemgetter
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import IndexRangeError, ShapeError, TraceError
+from ..errors import DTypeError, IndexRangeError, ShapeError, TraceError
 from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
@@ -490,7 +490,8 @@ def index_put(a, index, value, accumulate: bool = False):
 
 def _in_range_rule(index, *, size, op):
     if not index.dtype.is_integer:
-        raise IndexError(f"{op}: indices must be an integer tensor, got {index.dtype.name}")
+        # (a RuntimeError, as PyTorch's "Expected dtype int32 or int64 for index")
+        raise DTypeError(f"{op}: indices must be an integer tensor, got {index.dtype.name}")
     return Aval(index.shape, index.dtype, index.device)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ArgumentError, IndexRangeError, ShapeError
+from ..errors import ArgumentError, DTypeError, IndexRangeError, ShapeError
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
@@ -51,7 +51,8 @@ def _src_like(src, index, a):
 
 def _check_index(op, a, index, dim):
     if not isinstance(index, Tensor) or not index.dtype.is_integer:
-        raise TypeError(f"{op}: index must be an integer tensor")
+        raise DTypeError(f"{op}: index must be an integer tensor, got "
+                         f"{index.dtype.name if isinstance(index, Tensor) else type(index).__name__}")
     if index.ndim != a.ndim and not (index.ndim == 0 and a.ndim == 0):
         raise ShapeError(f"{op}: index rank {index.ndim} must equal self rank {a.ndim}")
 
@@ -226,7 +227,10 @@ def _along(a, dim, index):
 
 def _vector_index(op, index):
     if not isinstance(index, Tensor) or not index.dtype.is_integer or index.ndim > 1:
-        raise TypeError(f"{op}: index must be a 0-D or 1-D integer tensor")
+        # (DTypeError: a TypeError, and a RuntimeError as PyTorch raises)
+        raise DTypeError(f"{op}: index must be a 0-D or 1-D integer tensor, got "
+                         f"{index.dtype.name if isinstance(index, Tensor) else type(index).__name__} of shape "
+                         f"{tuple(getattr(index, 'shape', ()))}")
     return reshape(index, (-1,))
 
 
