@@ -242,3 +242,59 @@ def test_setitem_into_overlapping_windows_writes_the_indexed_view_as_pytorch():
     with pytest.raises(RuntimeError, match="selects a copy"):
         b.unfold(0, 3, 1)[[0, 2]] = 1              # (an advanced index selects a copy)
     np.testing.assert_array_equal(b.numpy(), np.zeros(6, np.float32))
+
+
+def _torch_hardswish_grads(x_np):
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor(x_np, requires_grad=True)
+    ty = tx * 2.0
+    torch.nn.functional.hardswish(ty, inplace=True)
+    (ty * ty).sum().backward()
+    return ty.detach().numpy(), tx.grad.numpy()
+
+
+def test_inplace_activation_takes_the_result_when_nothing_else_sees_the_memory():
+    x_np = np.linspace(-5, 5, 24, dtype=np.float32).reshape(4, 6)
+    want_y, want_g = _torch_hardswish_grads(x_np)
+    x = tj.tensor(x_np, requires_grad=True)
+    y = x * 2.0
+    before = y._data.__array_interface__["data"][0]
+    assert tj.nn.functional.hardswish(y, inplace=True) is y
+    # (no copy: y now holds the result's memory, and the gradient still read the old value)
+    assert y._data.__array_interface__["data"][0] != before
+    (y * y).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), want_y, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), want_g, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("holder", ["tensor_view", "numpy_view", "numpy_alias"])
+def test_inplace_activation_writes_the_memory_others_see(holder):
+    x_np = np.linspace(-5, 5, 24, dtype=np.float32).reshape(4, 6)
+    want_y, want_g = _torch_hardswish_grads(x_np)
+    x = tj.tensor(x_np, requires_grad=True)
+    y = x * 2.0
+    seen = {"tensor_view": lambda: y[1:], "numpy_view": lambda: y._data[1:],
+            "numpy_alias": lambda: y._data}[holder]()
+    tj.nn.functional.hardswish(y, inplace=True)
+    got = seen.detach().numpy() if holder == "tensor_view" else seen
+    np.testing.assert_allclose(got, want_y[1:] if holder != "numpy_alias" else want_y, rtol=1e-6, atol=1e-6)
+    if holder != "tensor_view":     # (a view of a graph tensor: its history is rebased)
+        (y * y).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), want_g, rtol=1e-5, atol=1e-6)
+
+
+def test_inplace_activation_of_a_saved_tensor_still_trips_the_version_check():
+    x = tj.tensor(np.linspace(-5, 5, 8, dtype=np.float32), requires_grad=True)
+    y = x * 2.0
+    z = y * y      # (saves y)
+    tj.nn.functional.relu6(y, inplace=True)
+    with pytest.raises(RuntimeError, match="modified by an in-place operation"):
+        z.sum().backward()
+
+
+def test_inplace_activation_without_grad_matches():
+    x_np = np.linspace(-5, 5, 24, dtype=np.float32)
+    y = tj.tensor(x_np)
+    out = tj.nn.functional.relu6(y, inplace=True)
+    assert out is y
+    np.testing.assert_array_equal(y.numpy(), np.clip(x_np, 0, 6))

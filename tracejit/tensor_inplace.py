@@ -9,6 +9,8 @@ are installed on :class:`tracejit.tensor.Tensor` by that module's tail import.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import dtypes as _dt
@@ -272,6 +274,66 @@ class InPlaceMethods:
             self._assign(_donating(data, _ops.index_put, self, index, value), "__setitem__")
             return
         self._assign(_ops.index_put(self, index, value), "__setitem__")
+
+
+def take_value(self: Tensor, result: Tensor, aliases: int = 0) -> bool:
+    """``self.copy_(result)`` without the copy, for an in-place op computed out of place
+    (``relu6(x, inplace=True)``): self takes over `result`'s array, version bump and
+    ``grad_fn``, when nothing else can see either memory: self is no view, and no other
+    array, tensor or saved value refers to self's array (or its owner) or to result's
+    (counted by reference, CPython's count) but `aliases` tensors the caller made of it.
+    False, having changed nothing, otherwise; the caller then copies. Not while tracing,
+    and only on the CPU."""
+    if (_trace_state.tracer is not None or self.device is not CPU or result.device is not CPU
+            or result.dtype is not self.dtype or self._base is not None):
+        return False
+    old, new = self._data, result._data
+    if (type(old) is not np.ndarray or type(new) is not np.ndarray or old.shape != new.shape
+            or not (_sole(old, aliases) and _sole(new)) or _getrefcount(result) > _RESULT_REFS):
+        return False
+    if result.grad_fn is None and (self._requires_grad or self.grad_fn is not None):
+        return False    # (self's old history must get a zero gradient: copy_'s `_overwrite`)
+    self._check_inplace("copy_")
+    self._data = new
+    self._vbox[0] += 1
+    if result.grad_fn is not None:
+        self._requires_grad = True
+        self.grad_fn = result.grad_fn
+        self._output_nr = result._output_nr
+    return True
+
+
+_getrefcount = sys.getrefcount
+
+
+def can_take(self: Tensor) -> bool:
+    """Whether `take_value` can take a result for self as far as self decides (nothing
+    else sees its memory), so a caller can choose before computing the result."""
+    old = self._data
+    return (_trace_state.tracer is None and self.device is CPU and self._base is None
+            and type(old) is np.ndarray and _sole(old))
+
+
+def _sole(a, aliases: int = 0) -> bool:
+    """Whether array `a`'s memory is referred to by its one holder (and `aliases` more)
+    alone: `a` itself by those (and this call's), and its owner, if `a` views one, by `a`."""
+    if _getrefcount(a) > _ARRAY_REFS + aliases:
+        return False
+    base = a.base
+    if base is None:
+        return True
+    # (a view's base is the array owning the memory, numpy's rule; any other view of
+    # it refers to it too)
+    return type(base) is np.ndarray and base.base is None and _getrefcount(base) <= _BASE_REFS
+
+
+# References to an array that only its tensor holds, seen in `_sole`: the tensor's slot,
+# `take_value`'s local, `_sole`'s argument and getrefcount's; to its owner: the view's
+# base, `_sole`'s local and getrefcount's; to the result tensor: the caller's local,
+# `take_value`'s argument and getrefcount's.
+_ARRAY_REFS = 4
+_BASE_REFS = 3
+_RESULT_REFS = 3
 
 
 def _no_grad():

@@ -1,6 +1,8 @@
-"""logsumexp over one dim as a primitive (ops/logsumexp_prim.py): values and gradients
-against PyTorch's for every dim, infinite rows as PyTorch treats them, one autograd node,
-and the compiled form (the rows form over the last dim, the numpy form elsewhere)."""
+"""logsumexp as a primitive (ops/logsumexp_prim.py): values and gradients against
+PyTorch's over any dims with and without keepdim in every float dtype, infinite and nan
+rows as PyTorch treats them, one autograd node each way (its backward a primitive too,
+with a second derivative), and the compiled form (the rows form over the last dim, the
+numpy form elsewhere)."""
 import numpy as np
 import pytest
 
@@ -59,6 +61,79 @@ def test_compiled_matches_eager(dim):
     for fn in (f, tj.compile(f)):
         xs = tj.tensor(x, requires_grad=True)
         loss = fn(xs, tj.tensor(t))
+        loss.backward()
+        outs.append((loss.item(), xs.grad.numpy()))
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5)
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dim,keepdim", [((1, 2), True), ((0, 2), False), (None, False), ((-1, 0), True)])
+def test_dims_tuples_match_torch(dtype, dim, keepdim):
+    x = np.random.default_rng(3).uniform(-8, 8, (3, 4, 5)).astype(np.float32)
+    res = []
+    for lib in (torch, tj):
+        xs = lib.tensor(x, dtype=getattr(lib, dtype), requires_grad=True)
+        y = (lib.logsumexp(xs, dim, keepdim=keepdim) if dim is not None
+             else lib.logsumexp(xs, (0, 1, 2)) if lib is torch else lib.logsumexp(xs))
+        w = lib.tensor(np.linspace(-1, 2, y.numel(), dtype=np.float32).reshape(tuple(y.shape)),
+                       dtype=getattr(lib, dtype))
+        (y * w).sum().backward()
+        res.append((y.detach().double().numpy(), xs.grad.double().numpy(), y.dtype))
+    assert str(res[1][2]).split(".")[-1] == str(res[0][2]).split(".")[-1]
+    tol = {"float16": 2e-3, "float32": 1e-6, "float64": 1e-13}[dtype]
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=tol)
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=tol * 10, atol=tol)
+
+
+@pytest.mark.parametrize("dims", [(1,), (0, 1)])
+def test_infinite_and_nan_rows_over_dims_as_torch(dims):
+    inf, nan = float("inf"), float("nan")
+    x = np.array([[[-inf, -inf], [-inf, -inf]], [[1.0, inf], [0.0, 2.0]], [[nan, 0.0], [1.0, 2.0]]], np.float64)
+    res = []
+    for lib in (torch, tj):
+        xs = lib.tensor(x, requires_grad=True)
+        y = lib.logsumexp(xs, dims)
+        y.sum().backward()
+        res.append((y.detach().numpy(), xs.grad.numpy()))
+    np.testing.assert_array_equal(res[1][0], res[0][0])
+    np.testing.assert_array_equal(res[1][1], res[0][1])
+
+
+def test_integers_give_the_default_float():
+    for lib in (torch, tj):
+        y = lib.logsumexp(lib.tensor([[1, 2, 3], [0, 0, 5]]), 1)
+        assert str(y.dtype).endswith("float32")
+    np.testing.assert_allclose(tj.logsumexp(tj.tensor([[1, 2, 3], [0, 0, 5]]), 1).numpy(),
+                               torch.logsumexp(torch.tensor([[1, 2, 3], [0, 0, 5]]), 1).numpy(), rtol=1e-6)
+
+
+def test_reduced_dims_keep_one_node_and_a_second_derivative():
+    x = np.random.default_rng(4).standard_normal((3, 4, 2))
+    res = []
+    for lib in (torch, tj):
+        xs = lib.tensor(x, requires_grad=True)
+        y = lib.logsumexp(xs, (0, 2))
+        assert y.grad_fn.name() == "LogsumexpBackward0"
+        w = lib.tensor([1.0, -2.0, 0.5, 3.0], dtype=lib.float64)
+        g, = lib.autograd.grad((y * w).sum(), xs, create_graph=True)
+        gg, = lib.autograd.grad((g * g * lib.tensor(x)).sum(), xs)
+        res.append((g.detach().numpy(), gg.numpy()))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-12)
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dim,keepdim", [(-1, False), ((0, 2), False), (1, True)])
+def test_compiled_matches_eager_over_dims(dim, keepdim):
+    r = np.random.default_rng(5)
+    x = r.standard_normal((4, 3, 6)).astype(np.float32)
+
+    def f(a):
+        return (tj.logsumexp(a * 1.5, dim, keepdim=keepdim) ** 2).sum()
+    outs = []
+    for fn in (f, tj.compile(f)):
+        xs = tj.tensor(x, requires_grad=True)
+        loss = fn(xs)
         loss.backward()
         outs.append((loss.item(), xs.grad.numpy()))
     np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5)

@@ -12,6 +12,8 @@ from .composite import softplus
 from .elementwise import clamp, expm1, minimum, tanh, where
 from .shape import clone, reshape
 from ..autograd.grad_mode import is_grad_enabled
+from ..tensor import Tensor
+from ..tensor_inplace import can_take, take_value
 from . import autocast as _autocast
 from .dtype_checks import takes
 
@@ -22,13 +24,42 @@ _SELU_SCALE = 1.0507009873554805
 
 
 def apply_inplace(input, fn, inplace: bool = True):
-    """``fn(input)``, written into `input` when `inplace`. While autograd records, `fn`
-    reads a copy: the gradient of `fn` saves what it read, and `input`'s memory is
-    overwritten next (PyTorch's in-place kernels save their result instead)."""
+    """``fn(input)``, written into `input` when `inplace`. When nothing else sees
+    `input`'s memory, `input` takes over the result's (`take_value`: no copy, and what
+    `fn`'s gradient saved stays as it read it); else, while autograd records, `fn` reads a
+    copy (its gradient saves what it read, and `input`'s memory is overwritten next) and
+    the result is copied in."""
     if not inplace:
         return fn(input)
-    src = clone(input) if input.requires_grad and is_grad_enabled() else input
+    grad = input.requires_grad and is_grad_enabled()
+    if grad and input.grad_fn is not None and can_take(input):
+        # `fn` reads an alias of input's array (a new tensor of the same history), so its
+        # nodes keep the old value while input takes the new one
+        src = _alias(input)
+        out = fn(src)
+        if take_value(input, out, aliases=1):
+            return input
+        del out     # (its nodes read src, whose memory the copy below would overwrite)
+        src = clone(input)
+    elif grad:
+        src = clone(input)
+    else:
+        src = input
+        out = fn(src)
+        if take_value(input, out):
+            return input
+        return input.copy_(out)
     return input.copy_(fn(src))
+
+
+def _alias(t):
+    """A tensor of `t`'s array, history and version, not tied to `t`'s later versions."""
+    a = Tensor._wrap(t._data, t.dtype, t.device)
+    a._requires_grad = t._requires_grad
+    a.grad_fn = t.grad_fn
+    a._output_nr = t._output_nr
+    a._vbox = [t._vbox[0]]
+    return a
 
 
 def _neg_expm1(x, alpha: float, scale: float = 1.0):

@@ -301,22 +301,16 @@ def argmin(a, dim=None, keepdim: bool = False):
 
 
 def logsumexp(a, dim=None, keepdim: bool = False):
+    """log(sum(exp(a))) over `dim` (ops/logsumexp_prim.py); an integer or bool tensor in
+    the default float dtype, as PyTorch's."""
     dims = _dims(a, dim, "logsumexp")
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        a = cast(a, _dt.get_default_dtype())
     if builtins.any(isinstance(a.shape[d], int) and a.shape[d] == 0 for d in dims):
         # log of an empty sum
-        dt = a.dtype if a.dtype.is_floating_point else _dt.get_default_dtype()
-        return full(_reduced_shape(a.shape, dims, keepdim), -math.inf, dtype=dt, device=a.device)
-    if len(dims) == 1 and a.dtype in (_dt.float32, _dt.float64) and a.device.type == "cpu":
-        from .logsumexp_prim import logsumexp_dim   # (that module imports this one)
-        out = logsumexp_dim(a, dims[0])
-        return out if keepdim else reshape(out, _reduced_shape(a.shape, dims, False))
-    m = amax(a, dims, keepdim=True).detach()
-    # A row that is all -inf has max -inf; shift by 0 there to avoid inf - inf.
-    m = where(isinf(m), 0.0, m)
-    out = log(sum_(exp(a - m), dims, True)) + m
-    if not keepdim:
-            out = reshape(out, _reduced_shape(a.shape, dims, False))
-    return out
+        return full(_reduced_shape(a.shape, dims, keepdim), -math.inf, dtype=a.dtype, device=a.device)
+    from .logsumexp_prim import logsumexp_dims   # (that module imports this one)
+    return logsumexp_dims(a, dims, keepdim)
 
 
 def all(a, dim=None, keepdim: bool = False):

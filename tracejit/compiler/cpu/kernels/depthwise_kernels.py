@@ -3,9 +3,10 @@
 A depthwise convolution does kh*kw multiply-adds per output; as columns and a GEMM per
 channel (the grouped composite) each of them cost a copy into the columns and a tiny
 product. Here one numba loop nest runs each (image, channel) plane, no columns made: per
-kernel tap one run over the whole plane's outputs (at unit column stride a vector loop)
-from a zero-padded copy of the plane made while it is in cache (`_PLANES`). The planes are independent,
-so they are shared over the process's threads (runtime/sharepool.py):
+kernel tap one contiguous (vector) run over the whole plane's outputs, at any stride, from
+a zero-padded copy of the plane split into its stride phases, made while it is in cache
+(`_PLANES`). The planes are independent, so they are shared over the process's threads
+(runtime/sharepool.py):
 
 - forward: an input plane into its m output channels' planes;
 - input gradient: a plane of input channel ``c``, summed from its m output channels' planes
@@ -34,34 +35,121 @@ _SIGNATURES = {
 # (m, kh, kw, sh, sw, ph, pw, dh, dw, lo, hi, hasb) and the dtype's zero
 _GEOMETRY = ", int64" * 12 + ", {t}"
 
-# Shared by the three kernels as text. A plane is read through a zero-padded copy `pad`, flat,
-# whose rows are `wp` long (the padded width rounded up to a multiple of the column
-# stride), and its outputs are made in `wide`, rows `wr` = sh * wp / sw long: output (r, v)
-# of a tap (a, e) is pad[a*dh*wp + e*dw + sw*(r*wr + v)], so a tap is one run over the
-# whole plane (entries v >= OW of a wide row are spare, computed and discarded: at stride 2,
-# three of four) rather than a short run per row, which cost as much in loop set-up as in
-# multiply-adds (a 28-wide plane: 18 against 3.7 ms).
+# Shared by the three kernels as text. A plane is read through a zero-padded copy `pad`
+# split into its sh*sw phases (phase (p, q): the padded plane's rows p, p + sh, ... and
+# columns q, q + sw, ...), each flat with rows `wq` long, `ps` entries apart, and its
+# outputs are made in `wide`, rows `wq` long too: output (r, v) of a tap (a, e) is entry
+# r*wq + v of the tap's phase from (a*dh // sh, e*dw // sw) on, so a tap is one contiguous
+# run over the whole plane's outputs at any stride (entries v >= OW of a wide row are
+# spare, computed and discarded: (kw-1)*dw // sw of them) rather than a short run per row,
+# which cost as much in loop set-up as in multiply-adds (a 28-wide plane: 18 against
+# 3.7 ms), or a run reading every sw-th entry, which does not vectorize (stride 2 cost
+# twice stride 1's time per output).
 _PLANES = '''
 @njit(inline='always')
-def _layout(h, wd, sh, sw, ph, pw, kw, dw):
-    wq = (wd + 2 * pw + sw - 1) // sw
-    wp = wq * sw
-    return wp, sh * wq, (h + 2 * ph + sh) * wp + (kw - 1) * dw + 1
+def _layout(h, wd, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw):
+    hq = max((h + 2 * ph + sh - 1) // sh, (kh - 1) * dh // sh + oh)
+    wq = max((wd + 2 * pw + sw - 1) // sw, (kw - 1) * dw // sw + ow)
+    return wq, hq * wq + (kw - 1) * dw // sw
 
 
 @njit(inline='always')
-def _fill(pad, plane, wp, ph, pw):
+def _taps(kh, kw, wq, ps, sh, sw, dh, dw):
+    """Where each tap (a, e)'s run starts in the phases (made once a call: a division
+    costs as much as some ten multiply-adds, and a small plane has few of those)."""
+    offs = np.empty(kh * kw, np.int64)
+    for a in range(kh):
+        for e in range(kw):
+            ra, ce = a * dh, e * dw
+            offs[a * kw + e] = ((ra % sh) * sw + ce % sw) * ps + (ra // sh) * wq + ce // sw
+    return offs
+
+
+@njit(inline='always')
+def _cols(wd, sw, pw):
+    """Per column phase q: the plane's first column in it, where that column lands in a
+    phase row, and how many columns the phase holds."""
+    v0s = np.empty(sw, np.int64)
+    c0s = np.empty(sw, np.int64)
+    cnts = np.empty(sw, np.int64)
+    for q in range(sw):
+        v0 = (q - pw) % sw
+        v0s[q] = v0
+        c0s[q] = (v0 + pw) // sw
+        cnts[q] = max(0, (wd - v0 + sw - 1) // sw)
+    return v0s, c0s, cnts
+
+
+@njit(inline='always')
+def _fill1(pad, plane, wq, ph, pw):
+    """A plane into one phase (unit strides): its rows copied in place."""
     for r in range(plane.shape[0]):
-        prow = pad[(r + ph) * wp + pw:(r + ph) * wp + pw + plane.shape[1]]
+        prow = pad[(r + ph) * wq + pw:(r + ph) * wq + pw + plane.shape[1]]
         srow = plane[r]
         for v in range(plane.shape[1]):
             prow[v] = srow[v]
 
 
 @njit(inline='always')
-def _to_wide(wide, plane, wr):
+def _fill(pad, plane, wq, ps, sh, sw, ph, v0s, c0s, cnts):
+    """A plane into its phases."""
+    p = ph % sh
+    rq = ph // sh
     for r in range(plane.shape[0]):
-        wrow = wide[r * wr:r * wr + plane.shape[1]]
+        srow = plane[r]
+        rowbase = p * sw * ps + rq * wq
+        for q in range(sw):
+            base = rowbase + q * ps + c0s[q]
+            dq = pad[base:base + cnts[q]]
+            sq = srow[v0s[q]:]
+            if sw == 2:     # (a constant stride: the reads vectorize, as a deinterleave)
+                for k in range(cnts[q]):
+                    dq[k] = sq[2 * k]
+            else:
+                for k in range(cnts[q]):
+                    dq[k] = sq[k * sw]
+        p += 1
+        if p == sh:
+            p = 0
+            rq += 1
+
+
+@njit(inline='always')
+def _unfill1(plane, pad, wq, ph, pw):
+    for r in range(plane.shape[0]):
+        prow = pad[(r + ph) * wq + pw:(r + ph) * wq + pw + plane.shape[1]]
+        drow = plane[r]
+        for v in range(plane.shape[1]):
+            drow[v] = prow[v]
+
+
+@njit(inline='always')
+def _unfill(plane, pad, wq, ps, sh, sw, ph, v0s, c0s, cnts):
+    p = ph % sh
+    rq = ph // sh
+    for r in range(plane.shape[0]):
+        drow = plane[r]
+        rowbase = p * sw * ps + rq * wq
+        for q in range(sw):
+            base = rowbase + q * ps + c0s[q]
+            sq = pad[base:base + cnts[q]]
+            dq = drow[v0s[q]:]
+            if sw == 2:
+                for k in range(cnts[q]):
+                    dq[2 * k] = sq[k]
+            else:
+                for k in range(cnts[q]):
+                    dq[k * sw] = sq[k]
+        p += 1
+        if p == sh:
+            p = 0
+            rq += 1
+
+
+@njit(inline='always')
+def _to_wide(wide, plane, wq):
+    for r in range(plane.shape[0]):
+        wrow = wide[r * wq:r * wq + plane.shape[1]]
         srow = plane[r]
         for v in range(plane.shape[1]):
             wrow[v] = srow[v]
@@ -73,14 +161,20 @@ def kernel(x, w, b, out, m, kh, kw, sh, sw, ph, pw, dh, dw, lo, hi, hasb, zero):
     channels' planes of out (N, C*m, OH, OW).\"\"\"
     n, c, h, wd = x.shape
     oh, ow = out.shape[2], out.shape[3]
-    wp, wr, size = _layout(h, wd, sh, sw, ph, pw, kw, dw)
-    pad = np.zeros(size, x.dtype)
-    wide = np.empty(oh * wr, x.dtype)
-    cnt = oh * wr
+    wq, ps = _layout(h, wd, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)
+    offs = _taps(kh, kw, wq, ps, sh, sw, dh, dw)
+    v0s, c0s, cnts = _cols(wd, sw, pw)
+    unit = sh == 1 and sw == 1
+    pad = np.zeros(sh * sw * ps, x.dtype)
+    cnt = oh * wq
+    wide = np.empty(cnt, x.dtype)
     for q in range(lo, hi):
         i = q // c
         ch = q % c
-        _fill(pad, x[i, ch], wp, ph, pw)
+        if unit:     # (a branch here, not in the inlined copy: its loops ran 10-30% slower)
+            _fill1(pad, x[i, ch], wq, ph, pw)
+        else:
+            _fill(pad, x[i, ch], wq, ps, sh, sw, ph, v0s, c0s, cnts)
         for j in range(m):
             oc = ch * m + j
             init = b[oc] if hasb else zero
@@ -89,18 +183,13 @@ def kernel(x, w, b, out, m, kh, kw, sh, sw, ph, pw, dh, dw, lo, hi, hasb, zero):
             for a in range(kh):
                 for e in range(kw):
                     wv = w[oc, a * kw + e]
-                    base = a * dh * wp + e * dw
-                    if sw == 1:     # (a contiguous slice: a vector loop)
-                        src_c = pad[base:base + cnt]
-                        for t in range(cnt):
-                            wide[t] += wv * src_c[t]
-                    else:
-                        src_s = pad[base:base + sw * cnt:sw]
-                        for t in range(cnt):
-                            wide[t] += wv * src_s[t]
+                    off = a * dh * wq + e * dw if unit else offs[a * kw + e]
+                    src = pad[off:off + cnt]
+                    for t in range(cnt):
+                        wide[t] += wv * src[t]
             plane = out[i, oc]
             for r in range(oh):
-                wrow = wide[r * wr:r * wr + ow]
+                wrow = wide[r * wq:r * wq + ow]
                 orow = plane[r]
                 for v in range(ow):
                     orow[v] = wrow[v]
@@ -111,11 +200,15 @@ def kernel(g, w, b, dx, m, kh, kw, sh, sw, ph, pw, dh, dw, lo, hi, hasb, zero):
     \"\"\"Planes [lo, hi) of dx (N, C, H, W), plane q = image q // C, channel q % C: its m
     output channels' gradients through their filters, summed (b unused).\"\"\"
     n, c, h, wd = dx.shape
-    oh = g.shape[2]
-    wp, wr, size = _layout(h, wd, sh, sw, ph, pw, kw, dw)
+    oh, ow = g.shape[2], g.shape[3]
+    wq, ps = _layout(h, wd, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)
+    offs = _taps(kh, kw, wq, ps, sh, sw, dh, dw)
+    v0s, c0s, cnts = _cols(wd, sw, pw)
+    unit = sh == 1 and sw == 1
+    size = sh * sw * ps
     gpad = np.empty(size, g.dtype)
-    wide = np.zeros(oh * wr, g.dtype)     # (its spare columns stay zero: they add nothing)
-    cnt = oh * wr
+    cnt = oh * wq
+    wide = np.zeros(cnt, g.dtype)     # (its spare columns stay zero: they add nothing)
     for q in range(lo, hi):
         i = q // c
         ch = q % c
@@ -123,25 +216,18 @@ def kernel(g, w, b, dx, m, kh, kw, sh, sw, ph, pw, dh, dw, lo, hi, hasb, zero):
             gpad[t] = zero
         for j in range(m):
             oc = ch * m + j
-            _to_wide(wide, g[i, oc], wr)
+            _to_wide(wide, g[i, oc], wq)
             for a in range(kh):
                 for e in range(kw):
                     wv = w[oc, a * kw + e]
-                    base = a * dh * wp + e * dw
-                    if sw == 1:
-                        dst_c = gpad[base:base + cnt]
-                        for t in range(cnt):
-                            dst_c[t] += wv * wide[t]
-                    else:
-                        dst_s = gpad[base:base + sw * cnt:sw]
-                        for t in range(cnt):
-                            dst_s[t] += wv * wide[t]
-        plane = dx[i, ch]
-        for r in range(h):
-            prow = gpad[(r + ph) * wp + pw:(r + ph) * wp + pw + wd]
-            drow = plane[r]
-            for v in range(wd):
-                drow[v] = prow[v]
+                    off = a * dh * wq + e * dw if unit else offs[a * kw + e]
+                    dst = gpad[off:off + cnt]
+                    for t in range(cnt):
+                        dst[t] += wv * wide[t]
+        if unit:
+            _unfill1(dx[i, ch], gpad, wq, ph, pw)
+        else:
+            _unfill(dx[i, ch], gpad, wq, ps, sh, sw, ph, v0s, c0s, cnts)
 '''
 
 _WGRAD = '''
@@ -149,32 +235,33 @@ def kernel(g, x, b, dwt, m, kh, kw, sh, sw, ph, pw, dh, dw, lo, hi, hasb, zero):
     \"\"\"The m filters of input channels [lo, hi) in dwt (C*m, kh*kw): each tap's products
     of the output gradient's plane and the input's, summed over the images (b unused).\"\"\"
     n, c, h, wd = x.shape
-    oh = g.shape[2]
-    wp, wr, size = _layout(h, wd, sh, sw, ph, pw, kw, dw)
-    pad = np.zeros(size, x.dtype)
-    wide = np.zeros(oh * wr, x.dtype)     # (spare columns zero: they add nothing)
-    cnt = oh * wr
+    oh, ow = g.shape[2], g.shape[3]
+    wq, ps = _layout(h, wd, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw)
+    offs = _taps(kh, kw, wq, ps, sh, sw, dh, dw)
+    v0s, c0s, cnts = _cols(wd, sw, pw)
+    unit = sh == 1 and sw == 1
+    pad = np.zeros(sh * sw * ps, x.dtype)
+    cnt = oh * wq
+    wide = np.zeros(cnt, x.dtype)     # (spare columns zero: they add nothing)
     for ch in range(lo, hi):
         for j in range(m):
             for t in range(kh * kw):
                 dwt[ch * m + j, t] = zero
         for i in range(n):
-            _fill(pad, x[i, ch], wp, ph, pw)
+            if unit:
+                _fill1(pad, x[i, ch], wq, ph, pw)
+            else:
+                _fill(pad, x[i, ch], wq, ps, sh, sw, ph, v0s, c0s, cnts)
             for j in range(m):
                 oc = ch * m + j
-                _to_wide(wide, g[i, oc], wr)
+                _to_wide(wide, g[i, oc], wq)
                 for a in range(kh):
                     for e in range(kw):
-                        base = a * dh * wp + e * dw
+                        off = a * dh * wq + e * dw if unit else offs[a * kw + e]
+                        src = pad[off:off + cnt]
                         acc = zero
-                        if sw == 1:
-                            src_c = pad[base:base + cnt]
-                            for t in range(cnt):
-                                acc += wide[t] * src_c[t]
-                        else:
-                            src_s = pad[base:base + sw * cnt:sw]
-                            for t in range(cnt):
-                                acc += wide[t] * src_s[t]
+                        for t in range(cnt):
+                            acc += wide[t] * src[t]
                         dwt[oc, a * kw + e] += acc
 '''
 
