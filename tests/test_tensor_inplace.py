@@ -298,3 +298,17 @@ def test_inplace_activation_without_grad_matches():
     out = tj.nn.functional.relu6(y, inplace=True)
     assert out is y
     np.testing.assert_array_equal(y.numpy(), np.clip(x_np, 0, 6))
+
+
+def test_in_place_activation_copies_where_reference_counts_are_not_trusted(monkeypatch):
+    from tracejit import tensor_inplace as ti
+    assert ti._counts_hold() in (True, False)   # (probed once per interpreter)
+    monkeypatch.setattr(ti, "_COUNTS_HOLD", [False])
+    x = tj.tensor([-2.0, 0.5, 7.0], requires_grad=True)
+    y = x * 1.0
+    data = y._data
+    out = tj.nn.functional.relu6(y, inplace=True)
+    assert out is y and y._data is data            # written into the same memory
+    np.testing.assert_array_equal(y.detach().numpy(), [0.0, 0.5, 6.0])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0, 0.0])

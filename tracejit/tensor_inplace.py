@@ -285,7 +285,7 @@ def take_value(self: Tensor, result: Tensor, aliases: int = 0) -> bool:
     False, having changed nothing, otherwise; the caller then copies. Not while tracing,
     and only on the CPU."""
     if (_trace_state.tracer is not None or self.device is not CPU or result.device is not CPU
-            or result.dtype is not self.dtype or self._base is not None):
+            or result.dtype is not self.dtype or self._base is not None or _counts_hold() is False):
         return False
     old, new = self._data, result._data
     if (type(old) is not np.ndarray or type(new) is not np.ndarray or old.shape != new.shape
@@ -311,7 +311,30 @@ def can_take(self: Tensor) -> bool:
     else sees its memory), so a caller can choose before computing the result."""
     old = self._data
     return (_trace_state.tracer is None and self.device is CPU and self._base is None
-            and type(old) is np.ndarray and _sole(old))
+            and type(old) is np.ndarray and _counts_hold() is True and _sole(old))
+
+
+_COUNTS_HOLD: list = []
+
+
+def _counts_hold():
+    """Whether this interpreter's reference counts are the ones `_sole` expects, probed
+    once: another interpreter (a later CPython, a free-threaded build) may count stack
+    references differently, and a miscount would let a tensor leave a view of its memory
+    behind, so there `take_value` never takes."""
+    if not _COUNTS_HOLD:
+        _COUNTS_HOLD.append(None)      # (while probing: take_value's own checks decide)
+        ok = getattr(sys, "_is_gil_enabled", lambda: True)()
+        if ok:
+            def probe(keep):
+                x = Tensor._wrap(np.zeros(4, np.float32), _dt.float32, CPU)
+                r = Tensor._wrap(np.ones(4, np.float32), _dt.float32, CPU)
+                held = keep(x._data)
+                return take_value(x, r), held
+            ok = (probe(lambda a: None)[0] and not probe(lambda a: a)[0]
+                  and not probe(lambda a: a[1:])[0] and not probe(lambda a: [a])[0])
+        _COUNTS_HOLD[0] = ok
+    return _COUNTS_HOLD[0]
 
 
 def _sole(a, aliases: int = 0) -> bool:
