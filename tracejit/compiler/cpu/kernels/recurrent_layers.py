@@ -2,8 +2,8 @@
 ops/lstm_prim.py's, gru_prim.py's and rnn_prim.py's layer primitives.
 
 Each forward and backward is the whole time loop in one kernel call where it is loaded
-(lstm_kernels.py, rnn_kernels.py); the LSTM's loops split by hidden units over two threads
-(loop_split.py). While the kernel is not loaded, the numpy form runs.
+(lstm_kernels.py, rnn_kernels.py); the LSTM's loops split by hidden units over the threads
+the machine gives (loop_split.py). While the kernel is not loaded, the numpy form runs.
 """
 from __future__ import annotations
 
@@ -88,8 +88,8 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
 
 
 # Where the whole-loop backward computes d W alongside its loop on one thread
-# (`weight_grad_alongside`) instead of inside the split loop: "policy" where two threads may
-# run but the load policy gives BLAS one now (LSTM LM step: 80.7 against 84.2 ms), True
+# (`weight_grad_alongside`) instead of inside the split loop: "policy" where several threads
+# may run but the load policy gives BLAS one now (LSTM LM step: 80.7 against 84.2 ms), True
 # always, False never.
 OVERLAP_WEIGHT_GRAD = "policy"
 
@@ -101,12 +101,12 @@ OVERLAP_WEIGHT_GRAD = "policy"
 _weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
 def _alongside(nth: int, in_loop: bool = False) -> bool:
     # (after loop_split.threads, which has had the policy set BLAS's count). `in_loop`: the
-    # split loop could compute d W itself; with a punctual partner (nth 2) that beats the
-    # alongside mode under the policy's one thread too
+    # split loop could compute d W itself; split (nth >= 2, its threads punctual) that beats
+    # the alongside mode under the policy's one thread too
     if not OVERLAP_WEIGHT_GRAD:
         return False
     if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
-        return False   # (ceding: a compile worker of ours has the partner's core)
+        return False   # (ceding: a compile worker of ours has the other core)
     if OVERLAP_WEIGHT_GRAD == "policy":
         if in_loop and nth >= 2:
             return False
@@ -148,7 +148,7 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     dw = res[off[0]:off[1]].reshape(4 * H, H)
     nth = _split.threads(H)
     # d W inside the loop (each step's outer product while its gate gradient is in cache:
-    # no GEMM after the loop), unless the partner computes it alongside the loop
+    # no GEMM after the loop), unless the pool's threads compute it alongside the loop
     in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
     alongside = _alongside(nth, in_loop)
     in_loop = in_loop and not alongside
@@ -159,11 +159,11 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     if not alongside:
         _split.run(layer, args, nth)
         return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
-    # the loop on this thread, d W block by block on the partner meanwhile
+    # the loop on this thread, d W block by block on the pool's threads meanwhile
     # (kernels/rnn_weight_grad.py), instead of splitting the loop
     sync = _split.new_sync()
     weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
-                          ro(h0), bool(reverse), dw, True)
+                          ro(h0), bool(reverse), dw, max(2, nth))
     return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
 
 
