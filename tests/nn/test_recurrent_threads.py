@@ -55,7 +55,7 @@ def test_every_thread_count_gives_the_same_bits_and_torchs_values(counts, kind):
     torch.manual_seed(0)
     t = KINDS[kind][1](8, H, num_layers=2, bidirectional=True).double()
     rng = np.random.default_rng(2)
-    L, N = 7, 5
+    L, N = 16, 16       # (work enough for the split: loop_split.MIN_WORK)
     x = rng.standard_normal((L, N, 8))
     h0 = [rng.standard_normal((4, N, H)) for _ in range(2 if kind == "lstm" else 1)]
     w = rng.standard_normal((L, N, 2 * H))

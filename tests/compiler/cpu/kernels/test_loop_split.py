@@ -202,6 +202,7 @@ def test_threads_follows_blas_ceiling_and_the_layer_size(monkeypatch):
     assert loop_split.threads(32) == 2
     assert loop_split.threads(16) == 1                 # one quantum: nothing to split
     assert loop_split.threads(40) == 1                 # gate blocks off the panels' and blocks' grid
+    assert loop_split.threads(256, work=loop_split.MIN_WORK - 1) == 1   # a call too small to launch
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 6)
     assert loop_split.threads(256) == 6
     assert loop_split.threads(48) == 3                 # one share per quantum at most

@@ -109,7 +109,7 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
     seen = []
 
     def run(count):
-        def threads(hidden, quantum=loop_split.QUANTUM):
+        def threads(hidden, quantum=loop_split.QUANTUM, work=0):
             seen.append(count)
             return count
         with monkeypatch.context() as m:
@@ -149,7 +149,7 @@ def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H
     (L, H, N) first): the same bits as its C-contiguous copy, on one thread and split."""
     from tracejit.compiler.cpu.kernels import loop_split
     monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
-    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
+    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: nth)
     _loaded(dtype)
     r = np.random.default_rng(12)
     L, N = 5, 19                    # N: the register transposes' blocks and a rest
@@ -188,7 +188,7 @@ def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L,
     rest of the result the same bits."""
     from tracejit.compiler.cpu.kernels import loop_split
     monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
-    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
+    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: nth)
     _loaded(dtype)
     r = np.random.default_rng(11)
     N = 5
@@ -255,7 +255,7 @@ def test_late_threads_shares_are_taken_over_with_the_same_bits(monkeypatch, late
 
     def run(count, slow):
         with monkeypatch.context() as m:
-            m.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: count)
+            m.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: count)
             if slow:
                 m.setattr(lstm_kernels, "forward_layer", delayed(lstm_kernels.forward_layer))
                 m.setattr(lstm_kernels, "backward_layer", delayed(lstm_kernels.backward_layer))

@@ -11,6 +11,7 @@ import pytest
 from tracejit.compiler.cpu.runtime import sharepool
 from tracejit.ops import lstm_prim
 from tracejit.compiler.cpu.kernels import recurrent_layers
+from tracejit.compiler.cpu.kernels import loop_split
 from tracejit.compiler.cpu.kernels import rnn_weight_grad as R
 
 
@@ -149,6 +150,8 @@ def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, 
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: ceiling)
     monkeypatch.setattr(threads, "blas_threads", lambda: policy)
     assert recurrent_layers._alongside(nth, in_loop) is want
+    if setting == "policy":            # a d W too small to launch: never alongside
+        assert recurrent_layers._alongside(nth, in_loop, work=loop_split.MIN_WORK - 1) is False
 
 
 def test_no_second_thread_while_a_compile_worker_of_ours_compiles(monkeypatch):

@@ -30,7 +30,7 @@ import numpy as np
 from ..runtime import sharepool
 
 __all__ = ["meeting_source", "THREAD_START", "ABORT", "CLAIM", "TAKEN", "WAITED", "TURN", "STRIDE", "LATE_NS",
-           "QUANTUM", "new_sync", "threads", "run", "counts", "Stalls", "stalls"]
+           "QUANTUM", "MIN_WORK", "new_sync", "threads", "run", "counts", "Stalls", "stalls"]
 
 # A thread's meeting state as a call starts, [absent, took, first]: `thread_state()` in the
 # numba source, or an array made from it by a kernel's caller (compiler/cpu/kernels/lstm_kernels.py)
@@ -48,6 +48,10 @@ LATE_NS = 50_000
 # Hidden units per share come in multiples of this: whole register-transpose blocks and
 # GEMM panels.
 QUANTUM = 16
+# Multiply-adds of a call below which its loop runs on one thread: a launch on the pool
+# costs tens of microseconds and a GIL handoff per share (an LSTMCell's one-step layer
+# calls went 1.7 -> 4.3 ms a call with their weight gradient on the pool).
+MIN_WORK = 1 << 22
 
 _SPINS = 2000      # pause instructions (~30-100 ns each) before each sched_yield while
                    # other threads work on shares they claimed (one may share this core)
@@ -354,14 +358,15 @@ class Stalls:
 stalls = Stalls()
 
 
-def threads(hidden: int, quantum: int = QUANTUM) -> int:
+def threads(hidden: int, quantum: int = QUANTUM, work: int = MIN_WORK) -> int:
     """Shares a layer loop of `hidden` units splits into: the threads BLAS may use (its
     ceiling: the CPUs this process may use, or the user's `set_num_threads`; not the load
     policy's count now, as a late thread costs one `LATE_NS` wait), at most one per
-    `quantum` units; 1 where `hidden` is not whole quanta (LSTM LM step on two cores: 96.6
-    ms against 103.0 unsplit). The policy's count decides while the extra threads are
-    benched (`Stalls`), and 1 while we cede a core to a compile worker."""
-    if hidden < 2 * quantum or hidden % quantum:
+    `quantum` units; 1 where `hidden` is not whole quanta or the call's `work`
+    (multiply-adds) is below `MIN_WORK` (LSTM LM step on two cores: 96.6 ms against 103.0
+    unsplit). The policy's count decides while the extra threads are benched (`Stalls`),
+    and 1 while we cede a core to a compile worker."""
+    if hidden < 2 * quantum or hidden % quantum or work < MIN_WORK:
         return 1
     from ..runtime import coreshare
     from ....threads import blas_threads

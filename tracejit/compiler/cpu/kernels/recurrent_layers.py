@@ -83,7 +83,7 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
     m = np.empty((panel_rows(4 * H, name), N), dtype=dt)
     _split.run(layer, (ro(np.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
                        np.empty(panel_size(4 * H, I + H, name), dtype=dt), bool(reverse)),
-               _split.threads(H))
+               _split.threads(H, work=L * N * 4 * H * (I + H)))
     return Z
 
 
@@ -99,11 +99,12 @@ OVERLAP_WEIGHT_GRAD = "policy"
 # machine often delays (LSTM LM layer backward, split: 10.9 against 17.0 ms median).
 # Needs H a multiple of 16 (whole tiles).
 _weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
-def _alongside(nth: int, in_loop: bool = False) -> bool:
+def _alongside(nth: int, in_loop: bool = False, work: int = _split.MIN_WORK) -> bool:
     # (after loop_split.threads, which has had the policy set BLAS's count). `in_loop`: the
     # split loop could compute d W itself; split (nth >= 2, its threads punctual) that beats
-    # the alongside mode under the policy's one thread too
-    if not OVERLAP_WEIGHT_GRAD:
+    # the alongside mode under the policy's one thread too. `work`: d W's multiply-adds
+    # (below MIN_WORK the launch costs more than it saves)
+    if not OVERLAP_WEIGHT_GRAD or (OVERLAP_WEIGHT_GRAD == "policy" and work < _split.MIN_WORK):
         return False
     if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
         return False   # (ceding: a compile worker of ours has the other core)
@@ -146,11 +147,11 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     dcs[0] = d_cn
     db = res[off[1]:off[2]]
     dw = res[off[0]:off[1]].reshape(4 * H, H)
-    nth = _split.threads(H)
+    nth = _split.threads(H, work=L * N * 4 * H * (x.shape[2] + H))
     # d W inside the loop (each step's outer product while its gate gradient is in cache:
     # no GEMM after the loop), unless the pool's threads compute it alongside the loop
     in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
-    alongside = _alongside(nth, in_loop)
+    alongside = _alongside(nth, in_loop, L * N * 4 * H * H)
     in_loop = in_loop and not alongside
     rows = _cotangent_rows() and _rows_view(d_y)
     args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
