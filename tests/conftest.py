@@ -119,7 +119,7 @@ def partner():
     """The partner of a two-share launch (sharepool's `run_shares`): the worker pool's thread
     (workpool.py); skips where there is no pool of two threads."""
     from tracejit.compiler.cpu.runtime import sharepool
-    if sharepool.pool_pair.find() is None:
+    if sharepool.pool_shares.find() is None:
         pytest.skip("no worker pool of two threads here")
 
 

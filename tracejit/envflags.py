@@ -114,7 +114,7 @@ SWITCHES: dict = {s.name: s for s in (
            "tracejit/compiler/codegen_chunks.py"),
     Switch("TRACEJIT_POOL_THREADS", "", "N: tracejit's worker pool launches on N threads, the caller included "
            "(default: the CPUs this process may run on)", "tracejit/compiler/cpu/runtime/workpool.py"),
-    Switch("TRACEJIT_CEDE", "1", "0: the partner thread keeps working while our compile workers compile",
+    Switch("TRACEJIT_CEDE", "1", "0: the split loops' extra threads keep working while our compile workers compile",
            "tracejit/compiler/cpu/runtime/coreshare.py"),
     Switch("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "1", "0: the LSTM backward's hidden weight gradient is "
            "one GEMM after its loop", "tracejit/compiler/cpu/kernels/recurrent_layers.py"),

@@ -321,6 +321,9 @@ def set_num_threads(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
     set_blas_threads(n)
+    share = sys.modules.get("tracejit.compiler.cpu.runtime.coreshare")
+    if share is not None:
+        share.user_set()      # (the load policy takes the counts as its ceilings)
     if "numba" in sys.modules:
         import numba    # waits while another thread is still importing it
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))

@@ -211,7 +211,7 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
     spec = codegen_chunks.render(_nest("map"))
     assert spec.form == "map" and "def share_entry(rec):" in spec.pair
     assert "def pack(itab, ftab, in0, out0, n):" in spec.pair
-    assert "kernel, (in0, out0, n, r[0], 2,))" in spec.pair
+    assert "kernel, (in0, out0, n, r[0], r[3],))" in spec.pair
     x = tj.tensor(_x((128, 256)))
     b = tj.tensor(_x((256,), seed=1))
     specs = {}
@@ -222,21 +222,21 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
         specs.update({s.form: s for e in f.entries for p in _plans(e.executor) for k in p.kernels
                       for s in k._specs.values() if s.parallel})
     total = specs["flat_blocked_sum"]
-    assert total.chunked and "partial, r[0], 2, 0,))" in total.pair and "float64[::1])" in total.pair
+    assert total.chunked and "partial, r[0], r[3], 0,))" in total.pair and "float64[::1])" in total.pair
     # ... and the share that ends last folds (no fold call from Python after the launch)
-    assert "FOLDS = True" in total.pair and "partial, 2, 2, 1,))" in total.pair
+    assert "FOLDS = True" in total.pair and "partial, r[3], r[3], 1,))" in total.pair
     assert "FOLDS = False" in spec.pair
     nested = specs["nested_map"]
     assert nested.chunked and "def pack(itab, ftab, in0, in1, out0, d0, d1):" in nested.pair
     assert "in0 = table_array(it, 0, 2, np.float32)" in nested.pair   # (slots 0-2: address, shape)
-    assert "kernel, (in0, in1, out0, d0, d1, r[0], 2,))" in nested.pair
+    assert "kernel, (in0, in1, out0, d0, d1, r[0], r[3],))" in nested.pair
 
 
 @pytest.fixture
 def paired(monkeypatch, tmp_path):
     """Flat kernels as paired chunk kernels run in two shares (whatever this machine's
     cores), sync compiles; the pair launches counted (each share's q with it)."""
-    if sharepool.pool_pair.find() is None:
+    if sharepool.pool_shares.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     from tracejit.compiler.cpu.runtime import cshares
     monkeypatch.delenv("TRACEJIT_PARALLEL", raising=False)
@@ -247,9 +247,9 @@ def paired(monkeypatch, tmp_path):
     launches = []
     call = cshares.CShares.__call__
 
-    def counted(self, args):
+    def counted(self, args, nt=2):
         launches.append(len(args))
-        return call(self, args)
+        return call(self, args, nt)
     monkeypatch.setattr(cshares.CShares, "__call__", counted)
     return launches, count_launches(monkeypatch, cshares, "_run_shares")
 
@@ -294,9 +294,9 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
     np.testing.assert_allclose(got, want, **_SUMS.get(name, dict(rtol=2e-6, atol=2e-6)))
 
 
-def test_paired_kernel_runs_n_shares_on_sharepool_where_more_cores_are_free(paired, monkeypatch):
-    """On more than two free cores a paired flat kernel launches one share per core on
-    sharepool's threads (the GIL-free pair is for two shares): the same bits as one share."""
+def test_paired_kernel_runs_n_shares_without_the_gil_where_more_cores_are_free(paired, monkeypatch):
+    """On more than two free cores a paired flat kernel launches one share per core through
+    its GIL-free entry (more shares than the pool's threads too): the same bits as one share."""
     pairs, pooled = paired
     fn, shapes = CASES["flat_blocked_sum"]
     args = [tj.tensor(_x(s, seed=k)) for k, s in enumerate(shapes)]
@@ -306,7 +306,7 @@ def test_paired_kernel_runs_n_shares_on_sharepool_where_more_cores_are_free(pair
         monkeypatch.setattr(cshares, "pool_threads", lambda nt=nt: nt)
         del pairs[:], pooled[:]
         results.append(f(*args).numpy())
-        assert not pairs and pooled == ([] if nt == 1 else [nt])
+        assert not pooled and len(pairs) == (0 if nt == 1 else 1)
     assert ("flat_blocked_sum", True) in _forms(f)
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[0], results[2])
@@ -319,7 +319,7 @@ def test_paired_kernel_declines_to_sharepool_without_the_blas_worker(paired, mon
     x = tj.tensor(_x((128, 256)))
     f = tj.trace(lambda x: (x * 2.0).sum())
     first = float(f(x).numpy())
-    monkeypatch.setattr(sharepool.pool_pair, "find", lambda: None)
+    monkeypatch.setattr(sharepool.pool_shares, "find", lambda: None)
     assert float(f(x).numpy()) == first
     assert len(pairs) == 1 and pooled == [2]
 
@@ -341,7 +341,7 @@ def test_flat_pairs_decline_without_a_pool_of_two(monkeypatch):
 
     def machine(cpus, pthreads):
         monkeypatch.setattr(codegen_chunks, "_flat_machine", None)
-        monkeypatch.setattr(sharepool, "pool_pair", sharepool.PoolPair())
+        monkeypatch.setattr(sharepool, "pool_shares", sharepool.PoolShares())
         monkeypatch.setattr(workpool, "pool", real_pool if pthreads else _no_pool)
         monkeypatch.setattr(threads, "usable_cpus", lambda: cpus)
         return codegen_chunks.flat_pairs()

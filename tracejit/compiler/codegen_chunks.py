@@ -80,8 +80,8 @@ def flat_pairs() -> bool:
         from .cpu.runtime import sharepool
         from ..threads import usable_cpus
         try:
-            sharepool.pool_pair.find()
-            _flat_machine = (usable_cpus() >= 2 and sharepool.pool_pair.fn is not None
+            sharepool.pool_shares.find()
+            _flat_machine = (usable_cpus() >= 2 and sharepool.pool_shares.fn is not None
                              and (coreshare.blas_ceiling() or 1) >= 2)
         except Exception:     # any doubt: parfor kernels
             _flat_machine = False

@@ -63,16 +63,12 @@ class Job:
         self.event.set()
 
 
-_PROGRAM_THREADS = ("tracejit-partner",)
-
-
 def _thread_clocks() -> dict:
     """CPU seconds so far of tracejit's own background threads (planning, loads, compile
-    dispatch: the threads named ``tracejit-...`` but the partner, compiler/cpu/runtime/sharepool.py,
-    which runs the program's work)."""
+    dispatch: the threads named ``tracejit-...``)."""
     out = {}
     for t in threading.enumerate():
-        if t.name.startswith("tracejit-") and t.name not in _PROGRAM_THREADS and t.ident:
+        if t.name.startswith("tracejit-") and t.ident:
             try:
                 out[t.ident] = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
             except (AttributeError, OSError, TypeError, ValueError):

@@ -15,7 +15,8 @@ from ..errors import ShapeError
 from .elementwise import sigmoid_form
 # the LSTM layer's helpers
 from .lstm_prim import (_order, backward_parts, backward_steps, check_batch_sizes, check_float_operands,
-                        forward_steps, hidden_weight_grad, packed_params, unpack_parts, zero_inactive)
+                        finish_backward, forward_steps, packed_params, states_prim, unpack_parts,
+                        zero_inactive)
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -110,18 +111,7 @@ def _gru_layer_backward_impl(xp, d_y, d_hn, gi, w, b, h0, Z, reverse=False, batc
         return dm, dh * z, None
 
     dh, _ = backward_steps(xp, step_back, d_y, d_hn, w, order, batch_sizes)
-    return _finish(xp, res, off, M, Z, h0, dh, order)
-
-
-def _finish(xp, res, off, M, Z, h0, dh, order):
-    """Fill in d w, d b and d h0 once every step's d (W h + b) is in M."""
-    L, five, N = Z.shape
-    H = five // 5
-    M2 = M.reshape(L * N, 3 * H)
-    res[off[0]:off[1]].reshape(3 * H, H)[...] = hidden_weight_grad(xp, M2, Z, h0, order)
-    res[off[1]:off[2]] = M2.sum(axis=0)
-    res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
-    return res
+    return finish_backward(xp, res, off, M, Z, h0, (dh,), order)
 
 
 def _gru_layer_backward_rule(d_y: Aval, d_hn: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, Z: Aval,
@@ -145,31 +135,14 @@ GRU_LAYER_BACKWARD = defprim("gru_layer_backward", _gru_layer_backward_impl, _gr
                              nondiff=(6,))
 
 
-# ``gru_layer_states(Z, gi, w, b, h0)``: every step's h (L, H, N), the h rows of Z, as the
-# differentiable result of a captured layer (Z a non-differentiable operand, as in
-# ops/lstm_prim.py); its VJP is ``gru_layer_backward`` with respect to the layer's inputs.
-def _states_impl(xp, Z, gi, w, b, h0, reverse=False, batch_sizes=None):
-    return xp.ascontiguousarray(Z[:, :Z.shape[1] // 5])
+def layer_grads(res, ins) -> tuple:
+    """The gradients of the GRU layer's inputs (gi, W, b, h0) from `gru_layer_backward`'s result."""
+    return unpack_backward(res, ins[0].shape[0], ins[0].shape[1], ins[1].shape[1])
 
 
-def _states_rule(Z: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, reverse=False, batch_sizes=None):
-    L, five, N = Z.shape
-    if gi.shape[0] != L or w.shape[0] * 5 != five * 3 or h0.shape != (five // 5, N):
-        raise ShapeError(f"gru_layer_states: Z {Z.shape} is not the result of gru_layer on gi {gi.shape}, "
-                         f"w {w.shape}, h0 {h0.shape}")
-    return Aval((L, five // 5, N), Z.dtype, Z.device)
-
-
-def _states_vjp(g, out, Z, gi, w, b, h0, reverse=False, batch_sizes=None):
-    from .creation import zeros
-    H, N = h0.shape
-    res = gru_layer_backward(g, zeros((H, N), dtype=Z.dtype, device=Z.device), gi, w, b, h0, Z, reverse,
-                             batch_sizes)
-    return (None,) + unpack_backward(res, gi.shape[0], N, H)
-
-
-GRU_LAYER_STATES = defprim("gru_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
-                           save=lambda rq: (0, 1, 2, 3, 4), nondiff=(0,))
+# ``gru_layer_states(Z, gi, w, b, h0)``: every step's h (L, H, N), a copy of Z's h rows
+GRU_LAYER_STATES = states_prim("gru_layer", 5, 3, 5, 1, lambda *a: gru_layer_backward(*a), layer_grads,
+                               view=False)
 
 
 def gru_layer_states(Z, gi, w, b, h0, reverse: bool = False, batch_sizes=None):

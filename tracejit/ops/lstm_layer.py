@@ -1,18 +1,21 @@
 """One LSTM layer (one direction) over a whole sequence: one op forward, one backward
-(why: the docstring of ops/lstm_prim.py).
+(why: the docstring of ops/lstm_prim.py), and what the three recurrent families share.
 
-Eagerly, `_LSTMLayer` (an autograd Function) runs ``lstm_layer`` and gives the backward the
-cotangents of the outputs it returns, so no cotangent of the whole (L, 6H, N) result is
-assembled. `backward_vjp` recomputes the layer with `lstm_cell` for higher derivatives.
+Eagerly, `_Layer` (an autograd Function, the LSTM's and the GRU's) runs a layer primitive
+and gives its backward primitive the cotangents of the outputs it returns, so no cotangent
+of the whole (L, 6H, N) result is assembled. `backward_vjp` recomputes the layer with
+`lstm_cell` for higher derivatives (`recomputed_vjp`, the GRU's and the RNN's too).
 Layout: x (L, N, I), w_ih (4H, I), w_hh (4H, H); states h0, c0 (H, N).
 """
 from __future__ import annotations
 
+import functools
+from typing import Callable, NamedTuple
+
 from .. import ops as _ops
 from ..autograd.function import Function
 from ..errors import CompileError
-from .lstm_prim import (input_projection_grads, lstm_layer, lstm_layer_backward, lstm_layer_states,
-                             unpack_backward)
+from .lstm_prim import layer_grads, lstm_layer, lstm_layer_backward, lstm_layer_states, unpack_backward
 from .eager import trace_state
 from .. import envflags
 
@@ -38,37 +41,44 @@ def _last(reverse: bool, L):
     return 0 if reverse else L - 1
 
 
-class _LSTMLayer(Function):
+class Family(NamedTuple):
+    """A recurrent family's eager layer (`_Layer`): ``layer(*ins, reverse, batch_sizes)``
+    -> Z; ``backward(*cotangents, *ins, Z, reverse, batch_sizes)`` -> the flat result,
+    ``grads(res, ins)`` its inputs' gradients; ``states`` the layer's states besides h
+    (the LSTM's c). The inputs end with w (G*H, H), b and the initial states, the first
+    is (L, N, .)."""
+    layer: Callable
+    backward: Callable
+    grads: Callable
+    states: int
+
+
+class _Layer(Function):
+    """One eager layer of a `Family`: (h of every step (L, H, N), h_n[, c_n]) from Z's first
+    rows, as views."""
 
     @staticmethod
-    def forward(ctx, x, wx, w, b, h0, c0, reverse, batch_sizes=None):
+    def forward(ctx, family, reverse, batch_sizes, *ins):
         ctx.set_materialize_grads(False)
-        Z = lstm_layer(x, wx, w, b, h0, c0, reverse, batch_sizes)
-        ctx.reverse, ctx.batch_sizes = reverse, batch_sizes
-        ctx.save_for_backward(x, wx, w, b, h0, c0, Z)
-        return _outputs(Z, w.shape[1], reverse)
+        Z = family.layer(*ins, reverse, batch_sizes)
+        ctx.family, ctx.reverse, ctx.batch_sizes = family, reverse, batch_sizes
+        ctx.save_for_backward(*ins, Z)
+        H, last = ins[-3 - family.states].shape[1], 0 if reverse else -1
+        return (Z[:, :H],) + tuple(Z[last, k * H:(k + 1) * H] for k in range(1 + family.states))
 
     @staticmethod
-    def backward(ctx, d_out, d_hn, d_cn):
-        x, wx, w, b, h0, c0, Z = ctx.saved_tensors
-        L, N = x.shape[0], x.shape[1]
-        H = w.shape[1]
-        zeros = lambda *s: _ops.zeros(s, dtype=x.dtype, device=x.device)  # noqa: E731
-        d_out = zeros(L, H, N) if d_out is None else d_out
-        d_hn = zeros(H, N) if d_hn is None else d_hn
-        d_cn = zeros(H, N) if d_cn is None else d_cn
-        # Under create_graph this op is recorded too; its VJP is `backward_vjp`.
-        res = lstm_layer_backward(d_out, d_hn, d_cn, x, wx, w, b, h0, c0, Z, ctx.reverse,
-                                  ctx.batch_sizes)
-        d_gi, d_w, d_b, d_h0, d_c0 = unpack_backward(res, L, N, H)
-        d_x, d_wx = input_projection_grads(d_gi, x, wx)
-        return d_x, d_wx, d_w, d_b, d_h0, d_c0, None, None
+    def backward(ctx, *cts):
+        *ins, Z = ctx.saved_tensors
+        L, N = ins[0].shape[0], ins[0].shape[1]
+        H = ins[-3 - ctx.family.states].shape[1]
+        zeros = lambda *s: _ops.zeros(s, dtype=Z.dtype, device=Z.device)  # noqa: E731
+        cts = [(zeros(L, H, N) if k == 0 else zeros(H, N)) if c is None else c for k, c in enumerate(cts)]
+        # Under create_graph this op is recorded too; its VJP is the family's `backward_vjp`.
+        res = ctx.family.backward(*cts, *ins, Z, ctx.reverse, ctx.batch_sizes)
+        return (None, None, None) + ctx.family.grads(res, ins)
 
 
-def _outputs(Z, H: int, reverse: bool) -> tuple:
-    """(h of every step (L, H, N), h_n, c_n) from the layer's result Z (L, 6H, N)."""
-    last = 0 if reverse else -1
-    return Z[:, :H], Z[last, :H], Z[last, H:2 * H]
+LSTM = Family(lstm_layer, lstm_layer_backward, layer_grads, 1)
 
 
 # Whether the layer makes a strided x (the time-major view of a batch_first input) into
@@ -101,8 +111,8 @@ def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None, batch_size
         hs, cs = hc[:, :H], hc[:, H:]
         last = 0 if reverse else -1
         return hs, hs[last], cs[last]
-    return _LSTMLayer.apply(x, wx, w, bias, h0, c0, bool(reverse),
-                            None if batch_sizes is None else tuple(batch_sizes))
+    return _Layer.apply(LSTM, bool(reverse), None if batch_sizes is None else tuple(batch_sizes),
+                        x, wx, w, bias, h0, c0)
 
 
 # ---------------------------------------------------------------- higher derivatives
@@ -156,21 +166,31 @@ def _requiring(t):
     return t * 1.0 if t.requires_grad else t.detach().requires_grad_(True)
 
 
+def recomputed_vjp(layer: str) -> Callable:
+    """A recurrent `layer`'s backward primitive's VJP (second derivatives), from a function
+    that recomputes the forward with tracejit ops (`recompute_steps`) and differentiates it
+    twice (`twice_differentiated`): eager only, with grad mode on (also when this backward
+    itself runs without create_graph)."""
+    def wrap(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def vjp(*args, **kwargs) -> tuple:
+            from ..autograd import enable_grad
+            if trace_state.tracer is not None:
+                raise CompileError(f"second derivatives of {layer} layer inside a compiled function are not "
+                                   f"supported; take them eagerly (tracejit.eager()) or with create_graph=True "
+                                   f"on the compiled function's output")
+            with enable_grad():
+                return fn(*args, **kwargs)
+        return vjp
+    return wrap
+
+
+@recomputed_vjp("an LSTM")
 def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_sizes=None) -> tuple:
     """VJP of ``lstm_layer_backward`` (second derivatives): its result is J^T d, so its VJP
     with u is J u for d and the derivative of <J^T d, u> for the inputs, both from autograd
     over the recomputed forward (`recompute_steps`), recorded, so higher orders are exact.
     -> gradients of (d_y, d_hn, d_cn, x, wx, w, b, h0, c0)."""
-    from ..autograd import enable_grad
-    if trace_state.tracer is not None:
-        raise CompileError("second derivatives of an LSTM layer inside a compiled function are not "
-                           "supported; take them eagerly (tracejit.eager()) or with create_graph=True "
-                           "on the compiled function's output")
-    with enable_grad():    # also when this backward itself runs without create_graph
-        return _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse, batch_sizes)
-
-
-def _backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_sizes=None) -> tuple:
     L, N = x.shape[0], x.shape[1]
     H = w.shape[1]
     xs = [_requiring(t) for t in (x, wx)]

@@ -259,21 +259,23 @@ def _lstm_layer_backward_impl(xp, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, rever
         return dg, None, dc_prev
 
     dh, dc = backward_steps(xp, step_back, d_y, d_hn, w, order, batch_sizes, d_cn)
-    return _finish(xp, res, off, G, Z, h0, dh, dc, order)
+    return finish_backward(xp, res, off, G, Z, h0, (dh, dc), order)
 
 
-def _finish(xp, res, off, G, Z, h0, dh, dc, order, db_done=False, dw_done=False):
-    """Fill in d w (unless `dw_done`), d b (unless `db_done`), d h0 and d c0 once every
-    step's gate gradient is in G."""
-    L, six, N = Z.shape
-    H = six // 6
-    G2 = G.reshape(L * N, 4 * H)
+def finish_backward(xp, res, off, G, Z, h0, states: tuple, order, db_done=False, dw_done=False):
+    """A recurrent layer's backward (LSTM, GRU, RNN) once every step's gate gradient is in G
+    (L, N, G*H), d (W h + b) per step: fill in the flat result's d w (unless `dw_done`),
+    d b (unless `db_done`) and each state's gradient (`states`: d h0[, d c0]). Z is the
+    forward's result (each step's h in its first H rows)."""
+    L, N, GH = G.shape
+    H = h0.shape[0]
+    G2 = G.reshape(L * N, GH)
     if not dw_done:
-        res[off[0]:off[1]].reshape(4 * H, H)[...] = hidden_weight_grad(xp, G2, Z, h0, order)
+        res[off[0]:off[1]].reshape(GH, H)[...] = hidden_weight_grad(xp, G2, Z, h0, order)
     if not db_done:
         res[off[1]:off[2]] = G2.sum(axis=0)
-    res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
-    res[off[3]:off[4]] = xp.asarray(dc).reshape(-1)
+    for k, d in enumerate(states):
+        res[off[2 + k]:off[3 + k]] = xp.asarray(d).reshape(-1)
     return res
 
 
@@ -319,30 +321,37 @@ def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, x: Aval, wx: Av
     return Aval((backward_parts(4, H, N, 2)[4] + 4 * H * L * N,), Z.dtype, Z.device)
 
 
-# ``lstm_layer_states(Z, x, wx, w, b, h0, c0)``: the h and c rows of Z, (L, 2H, N), as the
-# layer's differentiable result (Z is a non-differentiable operand, as batch_norm_stats' is
-# to batch_norm_train); its VJP is ``lstm_layer_backward``. The result is a view of Z's
-# first 2H rows per step (no copy), so the op is marked a view of its operand 0.
-def _states_impl(xp, Z, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
-    return Z[:, :2 * (Z.shape[1] // 6)]
+def states_prim(layer: str, operands: int, gates: int, zrows: int, states: int, backward, grads,
+                view: bool):
+    """``<layer>_states(Z, *ins)``: a captured recurrent layer's differentiable result, the
+    first `states` * H rows of each step of the layer primitive's result Z (L, zrows*H, N)
+    (every step's h, and the LSTM's c), Z a non-differentiable operand (as batch_norm_stats'
+    is to batch_norm_train). Its VJP is the layer's `backward` primitive on the cotangent
+    and zeros for the final states, ``grads(res, ins)`` the inputs' gradients. The
+    `operands` (Z and the ins) end with w (gates*H, H), b and the `states` initial states.
+    `view`: the result is a view of Z (the op is marked a view of its operand 0), else a
+    copy."""
+    name = f"{layer}_states"
 
+    def impl(xp, Z, *ins, reverse=False, batch_sizes=None):
+        rows = Z[:, :states * (Z.shape[1] // zrows)]
+        return rows if view else xp.ascontiguousarray(rows)
 
-def _states_rule(Z: Aval, x: Aval, wx: Aval, w: Aval, b: Aval, h0: Aval, c0: Aval, reverse=False,
-                 batch_sizes=None):
-    L, six, N = Z.shape
-    if x.shape[0] != L or w.shape[0] * 6 != six * 4 or h0.shape != (six // 6, N):
-        raise ShapeError(f"lstm_layer_states: Z {Z.shape} is not the result of lstm_layer on x {x.shape}, "
-                         f"w {w.shape}, h0 {h0.shape}")
-    return Aval((L, 2 * (six // 6), N), Z.dtype, Z.device)
+    def rule(Z: Aval, *ins: Aval, reverse=False, batch_sizes=None):
+        L, zr, N = Z.shape
+        w, h0 = ins[-2 - states], ins[-states]
+        if ins[0].shape[0] != L or w.shape[0] * zrows != zr * gates or h0.shape != (zr // zrows, N):
+            raise ShapeError(f"{name}: Z {Z.shape} is not the result of {layer} on {ins[0].shape}, "
+                             f"w {w.shape}, h0 {h0.shape}")
+        return Aval((L, states * (zr // zrows), N), Z.dtype, Z.device)
 
+    def vjp(g, out, Z, *ins, reverse=False, batch_sizes=None):
+        from .creation import zeros
+        z = zeros(ins[-1].shape, dtype=Z.dtype, device=Z.device)
+        return (None,) + grads(backward(g, *(z,) * states, *ins, Z, reverse, batch_sizes), ins)
 
-def _states_vjp(g, out, Z, x, wx, w, b, h0, c0, reverse=False, batch_sizes=None):
-    from .creation import zeros
-    H, N = h0.shape
-    z = zeros((H, N), dtype=Z.dtype, device=Z.device)
-    res = lstm_layer_backward(g, z, z, x, wx, w, b, h0, c0, Z, reverse, batch_sizes)
-    d_gi, d_w, d_b, d_h0, d_c0 = unpack_backward(res, x.shape[0], N, H)
-    return (None,) + input_projection_grads(d_gi, x, wx) + (d_w, d_b, d_h0, d_c0)
+    return defprim(name, impl, rule, vjp, kind="other", save=lambda rq: tuple(range(operands)), nondiff=(0,),
+                   extra={"view": True} if view else {})
 
 
 def input_projection_grads(d_gi, x, wx) -> tuple:
@@ -356,8 +365,17 @@ def input_projection_grads(d_gi, x, wx) -> tuple:
     return reshape(_mm(G2, wx), (L, N, I)), _mm_tn(G2, reshape(x, (L * N, I)))
 
 
-LSTM_LAYER_STATES = defprim("lstm_layer_states", _states_impl, _states_rule, _states_vjp, kind="other",
-                            save=lambda rq: (0, 1, 2, 3, 4, 5, 6), nondiff=(0,), extra={"view": True})
+def layer_grads(res, ins) -> tuple:
+    """The gradients of the LSTM layer's inputs (x, W_ih, W, b, h0, c0) from the flat result
+    of `lstm_layer_backward`: d x and d W_ih from the input projection's gradient."""
+    x, wx, w = ins[:3]
+    d_gi, d_w, d_b, d_h0, d_c0 = unpack_backward(res, x.shape[0], x.shape[1], w.shape[1])
+    return input_projection_grads(d_gi, x, wx) + (d_w, d_b, d_h0, d_c0)
+
+
+# ``lstm_layer_states(Z, x, wx, w, b, h0, c0)``: every step's h and c (L, 2H, N), a view
+LSTM_LAYER_STATES = states_prim("lstm_layer", 7, 4, 6, 2, lambda *a: lstm_layer_backward(*a), layer_grads,
+                                view=True)
 
 
 def _lstm_layer_backward_vjp(u, out, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False,

@@ -12,10 +12,8 @@ feature-major h0 (H, N); outputs: h of every step (L, H, N) and h_n (H, N).
 from __future__ import annotations
 
 from .. import ops as _ops
-from ..errors import CompileError
-from .eager import trace_state
 from .rnn_prim import rnn_layer, unpack_backward
-from .lstm_layer import _requiring, recompute_steps, twice_differentiated
+from .lstm_layer import _requiring, recompute_steps, recomputed_vjp, twice_differentiated
 
 __all__ = ["rnn_layer_fm", "rnn_cell", "backward_vjp"]
 
@@ -38,18 +36,14 @@ def rnn_layer_fm(gi, w, h0, reverse: bool = False, bias=None, nonlinearity: str 
     return hs, hs[0 if reverse else -1]
 
 
+@recomputed_vjp("an RNN")
 def backward_vjp(u, d_y, gi, w, b, h0, reverse: bool, nonlinearity: str, batch_sizes=None) -> tuple:
     """VJP of ``rnn_layer_backward`` (second derivatives), eagerly, as
     `tracejit.ops.lstm_layer.backward_vjp`: autograd twice over the recomputed forward.
     -> gradients of (d_y, gi, w, b, h0)."""
-    from ..autograd import enable_grad
-    if trace_state.tracer is not None:
-        raise CompileError("second derivatives of an RNN layer inside a compiled function are not "
-                           "supported; take them eagerly (tracejit.eager())")
-    with enable_grad():
-        L, N, H = gi.shape
-        ins = [_requiring(t) for t in (gi, w, b, h0)]
-        ds = [_requiring(d_y)]
-        hs = [h for h, _ in recompute_steps(lambda g, m, h, c: (rnn_cell(g + m, nonlinearity), None), *ins,
-                                            reverse, batch_sizes)]
-        return twice_differentiated(hs, [ds[0][t] for t in range(L)], ins, unpack_backward(u, L, N, H), ds + ins)
+    L, N, H = gi.shape
+    ins = [_requiring(t) for t in (gi, w, b, h0)]
+    ds = [_requiring(d_y)]
+    hs = [h for h, _ in recompute_steps(lambda g, m, h, c: (rnn_cell(g + m, nonlinearity), None), *ins,
+                                        reverse, batch_sizes)]
+    return twice_differentiated(hs, [ds[0][t] for t in range(L)], ins, unpack_backward(u, L, N, H), ds + ins)

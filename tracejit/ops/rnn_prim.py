@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .lstm_prim import (_order, backward_parts, backward_steps, check_batch_sizes,  # the LSTM's helpers
-                        check_float_operands, forward_steps, hidden_weight_grad, packed_params, unpack_parts,
+                        check_float_operands, finish_backward, forward_steps, packed_params, unpack_parts,
                         zero_inactive)
 from .registry import Aval, defprim
 from .eager import bind
@@ -83,7 +83,6 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
     G = res[off[3]:].reshape(L, N, H)
     order = list(_order(L, reverse))
     dp = xp.empty((H, N), dtype=hs.dtype)
-    G2 = G.reshape(L * N, H)
 
     def step_back(xp, t, k, dh, dc):
         # through the nonlinearity, from its output: tanh' = 1 - h^2; relu' = (h > 0)
@@ -94,10 +93,7 @@ def _rnn_layer_backward_impl(xp, d_y, gi, w, b, h0, hs, reverse=False, nonlinear
         return dp, None, None
 
     dh, _ = backward_steps(xp, step_back, d_y, xp.zeros((H, N), dtype=hs.dtype), w, order, batch_sizes)
-    res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(xp, G2, hs, h0, order)
-    res[off[1]:off[2]] = G2.sum(axis=0)
-    res[off[2]:off[3]] = xp.asarray(dh).reshape(-1)
-    return res
+    return finish_backward(xp, res, off, G, hs, h0, (dh,), order)
 
 
 def _rnn_layer_backward_rule(d_y: Aval, gi: Aval, w: Aval, b: Aval, h0: Aval, hs: Aval, reverse=False,

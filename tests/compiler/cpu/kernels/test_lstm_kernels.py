@@ -87,13 +87,15 @@ def test_strided_operands_are_taken(monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
-@pytest.mark.parametrize("H", [32, 48], ids=["16+16 units", "16+32 units"])
+@pytest.mark.parametrize("H,count", [(32, 2), (48, 2), (48, 3), (64, 4)],
+                         ids=["16+16 units", "16+32 units", "3x16 units", "4x16 units"])
 @pytest.mark.parametrize("N", [3, 61])
 @pytest.mark.parametrize("overlap", [True, False], ids=["dW alongside", "backward split"])
-def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, N, overlap):
-    """The whole-loop kernels split over two threads by hidden units (compiler/cpu/kernels/loop_split.py), the
-    backward either split too or on one thread with d W on the partner meanwhile
-    (compiler/cpu/kernels/rnn_weight_grad.py): the same bits as on one thread (each thread sums its rows in
+def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, count, N, overlap):
+    """The whole-loop kernels split into `count` shares by hidden units
+    (compiler/cpu/kernels/loop_split.py; more shares than this machine's cores run too), the
+    backward either split too or on one thread with d W on the pool's threads meanwhile
+    (compiler/cpu/kernels/rnn_weight_grad.py): the same bits as on one thread (each share sums its rows in
     the same order; d W, summed in blocks of steps alongside, to rounding), and the numpy
     forms' values."""
     from tracejit.compiler.cpu.kernels import loop_split
@@ -107,7 +109,7 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
     seen = []
 
     def run(count):
-        def threads(hidden, quantum=loop_split.QUANTUM):
+        def threads(hidden, quantum=loop_split.QUANTUM, work=0):
             seen.append(count)
             return count
         with monkeypatch.context() as m:
@@ -117,8 +119,8 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
             return z, _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
 
     z1, r1 = run(1)
-    z2, r2 = run(2)
-    assert seen == [1, 1, 2, 2]
+    z2, r2 = run(count)
+    assert seen == [1, 1, count, count]
     np.testing.assert_array_equal(z2, z1)
     tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
     if overlap:
@@ -147,7 +149,7 @@ def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H
     (L, H, N) first): the same bits as its C-contiguous copy, on one thread and split."""
     from tracejit.compiler.cpu.kernels import loop_split
     monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
-    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
+    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: nth)
     _loaded(dtype)
     r = np.random.default_rng(12)
     L, N = 5, 19                    # N: the register transposes' blocks and a rest
@@ -186,7 +188,7 @@ def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L,
     rest of the result the same bits."""
     from tracejit.compiler.cpu.kernels import loop_split
     monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
-    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: nth)
+    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: nth)
     _loaded(dtype)
     r = np.random.default_rng(11)
     N = 5
@@ -211,15 +213,16 @@ def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L,
     assert np.abs(inside[:k]).max() > 0
 
 
+@pytest.mark.parametrize("count", [2, 4])
 @pytest.mark.parametrize("late", ["never", "half way"])
-def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, late):
-    """A partner that does not begin its half of a step (its thread descheduled) has that
-    half done by the other thread (compiler/cpu/kernels/loop_split.py `next_half`), from then on without
-    waiting; one that comes back joins at the current step. The results are the same bits
-    as on one thread either way. "never": the partner starts after the other thread has
-    finished the whole call, so every one of its halves is taken (L + 1 units each way: the
-    forward's first lays out step 0's input part, the backward's last multiplies); "half
-    way": it starts once the other thread has claimed step L // 2."""
+def test_late_threads_shares_are_taken_over_with_the_same_bits(monkeypatch, late, count):
+    """Shares whose threads do not begin a step (descheduled) are done by share 0's thread
+    (compiler/cpu/kernels/loop_split.py `next_half`), from then on without waiting; a thread
+    that comes back joins at the current step. The results are the same bits as on one
+    thread either way. "never": shares 1.. start after share 0 has finished the whole call,
+    so every one of their shares is taken (L + 1 units each way: the forward's first lays
+    out step 0's input part, the backward's last multiplies); "half way": they start once
+    share 0 has claimed step L // 2."""
     import threading
     import time
 
@@ -239,9 +242,9 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
 
             def kernel(*args):
                 q, sync = args[-3], args[-1]
-                if q == 1 and late == "never":
+                if q >= 1 and late == "never":
                     assert finished.wait(60)
-                elif q == 1:
+                elif q >= 1:
                     while sync[loop_split.CLAIM] < L // 2 and not finished.is_set():
                         time.sleep(1e-4)
                 real(*args)
@@ -252,7 +255,7 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
 
     def run(count, slow):
         with monkeypatch.context() as m:
-            m.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM: count)
+            m.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: count)
             if slow:
                 m.setattr(lstm_kernels, "forward_layer", delayed(lstm_kernels.forward_layer))
                 m.setattr(lstm_kernels, "backward_layer", delayed(lstm_kernels.backward_layer))
@@ -263,15 +266,16 @@ def test_a_late_partners_halves_are_taken_over_with_the_same_bits(monkeypatch, l
     _loaded(dtype)
     z1, r1 = run(1, False)
     before = dict(loop_split.counts)
-    z2, r2 = run(2, True)
+    z2, r2 = run(count, True)
     np.testing.assert_array_equal(z2, z1)
     np.testing.assert_array_equal(r2, r1)
     assert loop_split.counts["split"] == before["split"] + 2
     taken = loop_split.counts["taken"] - before["taken"]
     if late == "never":
-        assert taken == (L + 1) + (L + 1)
-    else:                     # steps 0 .. L // 2 - 2 of each loop ended before the partner began
-        assert taken >= 2 * (L // 2 - 1)
+        assert taken == (count - 1) * ((L + 1) + (L + 1))
+    else:                     # steps 0 .. L // 2 - 2 of each loop ended before the others began
+        assert taken >= (count - 1) * 2 * (L // 2 - 1)
+
 
 def _recording(real, name, calls):
     def get(dtype):

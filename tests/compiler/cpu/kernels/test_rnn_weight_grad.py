@@ -1,8 +1,8 @@
 """A recurrent layer's hidden weight gradient in blocks of steps alongside its backward loop
 (tracejit/compiler/cpu/kernels/rnn_weight_grad.py): the blocks cover the loop once, their sum is the one-GEMM
-gradient, and the result has the same bits whoever computed which block (the partner on
-time, held in an earlier job, stuck inside a block, or not used); a failing loop raises
-without hanging."""
+gradient, and the result has the same bits whoever computed which block (any number of
+shares, more than the pool's threads, a busy pool, none); a failing loop raises without
+hanging."""
 import threading
 
 import numpy as np
@@ -11,6 +11,7 @@ import pytest
 from tracejit.compiler.cpu.runtime import sharepool
 from tracejit.ops import lstm_prim
 from tracejit.compiler.cpu.kernels import recurrent_layers
+from tracejit.compiler.cpu.kernels import loop_split
 from tracejit.compiler.cpu.kernels import rnn_weight_grad as R
 
 
@@ -67,34 +68,58 @@ def _fake_loop(G2, sync, L, N, reverse, hold=None):
 
 
 @pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("partner", ["on time", "late", "off"])
-def test_the_same_bits_whoever_does_the_blocks(reverse, partner):
+@pytest.mark.parametrize("shares", [2, 3, 6, "busy pool"])
+def test_the_same_bits_whoever_does_the_blocks(reverse, shares):
     L, N, H = 64, 4, 8
     G2, Z, h0 = _operands(L, N, H, reverse, seed=1)
     want = np.empty((4 * H, H))
     sync = np.zeros(48, np.int64)
-    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, reverse), sync, G2, Z, h0, reverse, want, False)
+    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, reverse), sync, G2, Z, h0, reverse, want, 1)
     got = np.empty((4 * H, H))
     sync = np.zeros(48, np.int64)
     g = G2.copy()
-    release = threading.Event()
-    job = None
-    if partner == "late":
-        # the partner is busy in an earlier job for the whole loop: this thread does every block
-        job = sharepool.partner.post(release.wait, ())
+    busy = shares == "busy pool"
+    if busy:
+        assert sharepool.try_launch()      # another launch holds the pool: every block here
     try:
         R.weight_grad_alongside(_fake_loop(g, sync, L, N, reverse), sync, g, Z, h0, reverse, got,
-                                partner != "off")
+                                2 if busy else shares)
     finally:
-        release.set()
-        if job is not None:
-            sharepool.partner.finish(job, wait=True)
+        if busy:
+            sharepool.end_launch()
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got, lstm_prim.hidden_weight_grad(np, G2, Z, h0, list(lstm_prim._order(L, reverse))),
                                rtol=1e-12, atol=1e-12)
 
 
-def test_a_failing_loop_raises_and_stops_the_partner():
+def test_blocks_go_to_the_pools_threads_while_the_loop_runs(partner):
+    """With two shares the pool's worker multiplies blocks while the loop still runs."""
+    L, N, H = 64, 4, 8
+    G2, Z, h0 = _operands(L, N, H, False, seed=4)
+    sync = np.zeros(48, np.int64)
+    where = []
+    real = R.block_product
+
+    def noted(G2_, Z_, h0_, t0, t1, reverse, out):
+        where.append((threading.current_thread() is threading.main_thread(), int(sync[0])))
+        real(G2_, Z_, h0_, t0, t1, reverse, out)
+    loop = _fake_loop(G2, sync, L, N, False, hold=lambda: _until(lambda: any(not m for m, _ in where)))
+    try:
+        R.block_product = noted
+        R.weight_grad_alongside(loop, sync, G2, Z, h0, False, np.empty((4 * H, H)), 2)
+    finally:
+        R.block_product = real
+    assert any(not main and done < L for main, done in where)   # a worker's block before the loop ended
+
+
+def _until(cond, timeout=30.0):
+    import time
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(1e-4)
+
+
+def test_a_failing_loop_raises_and_frees_the_pool():
     L, N, H = 16, 2, 4
     G2, Z, h0 = _operands(L, N, H, False)
     sync = np.zeros(48, np.int64)
@@ -103,19 +128,16 @@ def test_a_failing_loop_raises_and_stops_the_partner():
         sync[0] += 1
         raise ValueError("boom")
     with pytest.raises(ValueError, match="boom"):
-        R.weight_grad_alongside(loop, sync, G2, Z, h0, False, np.empty((4 * H, H)), True)
-    # the partner is free again: a later job runs
-    done = threading.Event()
-    job = sharepool.partner.post(done.set, ())
-    assert done.wait(30)
-    sharepool.partner.finish(job, wait=True)
+        R.weight_grad_alongside(loop, sync, G2, Z, h0, False, np.empty((4 * H, H)), 3)
+    assert sharepool.try_launch()          # the pool is free again
+    sharepool.end_launch()
 
 
 @pytest.mark.parametrize("setting,ceiling,policy,nth,in_loop,want", [
     ("policy", 2, 1, 2, False, True),   # two threads may run, the load policy gives BLAS one now
-    ("policy", 2, 1, 1, False, True),   # ... and the partner is benched (the split loops stalled)
+    ("policy", 2, 1, 1, False, True),   # ... and the extra threads are benched (the split loops stalled)
     ("policy", 2, 1, 2, True, False),   # ... but the split loop computes d W itself: split
-    ("policy", 2, 1, 1, True, True),    # ... unless the partner is benched
+    ("policy", 2, 1, 1, True, True),    # ... unless the extra threads are benched
     ("policy", 2, 2, 2, False, False),  # quiet: the split loop
     ("policy", 1, 1, 1, False, False),  # one thread only: the loop alone, d W after it
     ("policy", 1, 1, 1, True, False),   # ... or in it
@@ -128,12 +150,14 @@ def test_when_the_weight_gradient_runs_alongside(monkeypatch, setting, ceiling, 
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: ceiling)
     monkeypatch.setattr(threads, "blas_threads", lambda: policy)
     assert recurrent_layers._alongside(nth, in_loop) is want
+    if setting == "policy":            # a d W too small to launch: never alongside
+        assert recurrent_layers._alongside(nth, in_loop, work=loop_split.MIN_WORK - 1) is False
 
 
-def test_no_partner_while_a_compile_worker_of_ours_compiles(monkeypatch):
+def test_no_second_thread_while_a_compile_worker_of_ours_compiles(monkeypatch):
     """While a worker of this process compiles a kernel the program waits for
-    (coreshare.ceding), the recurrent loops leave the partner's core to it: the split loop
-    runs on one thread and d W goes in the loop (not alongside on the partner), as where
+    (coreshare.ceding), the recurrent loops leave the other core to it: the split loop
+    runs on one thread and d W goes in the loop (not alongside on the pool), as where
     BLAS may use one thread only; the same choices as before once the worker is done."""
     from tracejit import threads
     from tracejit.compiler.cpu.runtime import coreshare
@@ -142,7 +166,7 @@ def test_no_partner_while_a_compile_worker_of_ours_compiles(monkeypatch):
     monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
     monkeypatch.setattr(coreshare, "adapt_blas", lambda: 1)
     monkeypatch.setattr(threads, "blas_threads", lambda: 1)     # the policy gives one now
-    monkeypatch.setattr(sharepool.partner, "punctual", lambda: True)
+    monkeypatch.setattr(loop_split.stalls, "punctual", lambda: True)
     ceding = [False]
     monkeypatch.setattr(coreshare, "ceding", lambda: ceding[0])
     assert loop_split.threads(64) == 2
@@ -155,50 +179,21 @@ def test_no_partner_while_a_compile_worker_of_ours_compiles(monkeypatch):
 
 
 def _reference_and_a_fresh_loop(seed, L=64, N=4, H=8):
-    """dW of a forward layer's operands computed without the partner (the reference), and a
+    """dW of a forward layer's operands computed on one thread (the reference), and a
     fresh loop (with its own sync and G2) to run the same gradient again."""
     G2, Z, h0 = _operands(L, N, H, False, seed=seed)
     want = np.empty((4 * H, H))
     sync = np.zeros(48, np.int64)
-    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, False), sync, G2, Z, h0, False, want, False)
+    R.weight_grad_alongside(_fake_loop(G2.copy(), sync, L, N, False), sync, G2, Z, h0, False, want, 1)
     sync = np.zeros(48, np.int64)
     g = G2.copy()
     return Z, h0, want, sync, g, _fake_loop(g, sync, L, N, False)
 
 
-def test_a_partner_stuck_inside_a_block_is_not_waited_for():
-    """The partner begins a block and stays in it (descheduled): the caller computes that
-    block itself and returns with the same bits, while the partner is still inside."""
-    Z, h0, want, sync, g, loop = _reference_and_a_fresh_loop(seed=2)
-    entered, release = threading.Event(), threading.Event()
-    real = R.block_product
-    partner_thread = []
-
-    def stuck(*a):
-        if threading.current_thread() is not threading.main_thread() and not partner_thread:
-            partner_thread.append(1)
-            entered.set()
-            assert release.wait(60)        # held inside its first block until the caller returned
-        return real(*a)
-    got = np.empty_like(want)
-
-    def loop_after_partner_began():
-        loop()
-        entered.wait(30)                   # (the partner has begun block 0 by now)
-    try:
-        R.block_product = stuck
-        R.weight_grad_alongside(loop_after_partner_began, sync, g, Z, h0, False, got, True)
-        assert entered.is_set() and not release.is_set()
-    finally:
-        release.set()
-        R.block_product = real
-    np.testing.assert_array_equal(got, want)
-
-
-def test_the_caller_waits_for_the_partners_last_fold():
-    """The partner finishes the last block and is still adding blocks into out (np.add lets
+def test_the_caller_waits_for_a_workers_last_fold(partner):
+    """A worker finishes the last block and is still adding blocks into out (np.add lets
     go of the GIL) when the caller's loop ends: the caller waits for that fold before it
-    hands out back (it returned with out half-summed, or failed its check, before)."""
+    hands out back."""
     Z, h0, want, sync, g, loop = _reference_and_a_fresh_loop(seed=3)
     nb = len(R.blocks(Z.shape[0]))
     in_last_add = threading.Event()
@@ -218,14 +213,14 @@ def test_the_caller_waits_for_the_partners_last_fold():
             return np.add(*a, **kw)
     got = np.empty_like(want)
 
-    def loop_until_the_partner_folds_the_last_block():
+    def loop_until_a_worker_folds_the_last_block():
         loop()
         assert in_last_add.wait(30)
     real = R.np
     try:
         R.np = SlowAdd()
-        R.weight_grad_alongside(loop_until_the_partner_folds_the_last_block, sync, g, Z, h0, False,
-                                got, True)
+        R.weight_grad_alongside(loop_until_a_worker_folds_the_last_block, sync, g, Z, h0, False,
+                                got, 2)
     finally:
         R.np = real
     np.testing.assert_array_equal(got, want)

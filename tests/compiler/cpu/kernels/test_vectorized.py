@@ -231,7 +231,7 @@ def test_large_op_kernel_is_the_paired_chunk_kernel_where_flat_pairs_hold(kernel
     from tracejit.compiler import codegen_chunks, loopnest
     from tracejit.compiler.cpu.runtime import cshares
     from tracejit.threads import PARALLEL_MIN
-    if sharepool.pool_pair.find() is None:
+    if sharepool.pool_shares.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
     monkeypatch.setattr(cshares, "pool_threads", lambda: 2)
@@ -262,7 +262,7 @@ def test_settle_waits_for_the_pair_of_a_loaded_chunk_kernel(kernels, monkeypatch
     from tracejit.compiler import codegen_chunks, diskcache, tiers
     from tracejit.compiler.cpu.runtime import cshares
     from tracejit.threads import PARALLEL_MIN
-    if sharepool.pool_pair.find() is None:
+    if sharepool.pool_shares.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
     monkeypatch.setattr(cshares, "pool_threads", lambda: 1)   # no call polls the pair
@@ -336,7 +336,7 @@ def test_mid_size_arithmetic_runs_only_as_the_gil_free_pair(kernels, monkeypatch
     from tracejit.compiler import codegen_chunks
     from tracejit.compiler.cpu.runtime import cshares, sharepool
     from tracejit.threads import PARALLEL_MIN
-    if sharepool.pool_pair.find() is None:
+    if sharepool.pool_shares.find() is None:
         pytest.skip("numpy's BLAS is not a pthreads OpenBLAS with a pool of two")
     monkeypatch.setattr(V, "_flat_pairs", lambda: True)
     monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)
@@ -348,7 +348,7 @@ def test_mid_size_arithmetic_runs_only_as_the_gil_free_pair(kernels, monkeypatch
     monkeypatch.setattr(sharepool, "warm", lambda: True)
     pairs = []
     call = cshares.CShares.__call__
-    monkeypatch.setattr(cshares.CShares, "__call__", lambda self, args: (pairs.append(1), call(self, args))[1])
+    monkeypatch.setattr(cshares.CShares, "__call__", lambda self, args, nt=2: (pairs.append(1), call(self, args, nt))[1])
     a, b = tj.tensor(_special(PARALLEL_MIN, 20)), tj.tensor(_special(PARALLEL_MIN, 21)[::-1].copy())
     with np.errstate(all="ignore"):
         want = a.numpy() * b.numpy()
@@ -356,14 +356,14 @@ def test_mid_size_arithmetic_runs_only_as_the_gil_free_pair(kernels, monkeypatch
         assert pairs
         np.testing.assert_array_equal(got.numpy(), want)
         assert np.signbit(got.numpy()).tolist() == np.signbit(want).tolist()
-        real_find = sharepool.pool_pair.find
-        monkeypatch.setattr(sharepool.pool_pair, "find", lambda: None)
+        real_find = sharepool.pool_shares.find
+        monkeypatch.setattr(sharepool.pool_shares, "find", lambda: None)
         before, n = V.stats()["launches"], len(pairs)
         np.testing.assert_array_equal((a * b).numpy(), want)
         assert V.stats()["launches"] == before and len(pairs) == n
         assert not V.declines(REGISTRY["mul"], (PARALLEL_MIN,))
         assert V.declines(REGISTRY["mul"], (PARALLEL_MIN - 1,))
-        monkeypatch.setattr(sharepool.pool_pair, "find", real_find)
+        monkeypatch.setattr(sharepool.pool_shares, "find", real_find)
         monkeypatch.setattr(sharepool, "warm", lambda: False)    # the worker gone to sleep
         assert V.declines(REGISTRY["mul"], (PARALLEL_MIN,))
         np.testing.assert_array_equal((a * b).numpy(), want)

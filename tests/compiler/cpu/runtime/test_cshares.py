@@ -1,6 +1,7 @@
-"""compiler/cpu/runtime/cshares.py: a share-form kernel's two shares launched without the GIL (a numba
-cfunc per module, run by tracejit's worker pool), the tables its ``pack`` writes, and
-the disk cache keeping the cfunc's code with the kernel's."""
+"""compiler/cpu/runtime/cshares.py: a share-form kernel's shares (two or more, more than the
+pool's threads too) launched without the GIL (a numba cfunc per module, run by tracejit's
+worker pool), the tables its ``pack`` writes, and the disk cache keeping the cfunc's code
+with the kernel's."""
 from __future__ import annotations
 
 import numpy as np
@@ -45,7 +46,7 @@ def test_tables_hold_addresses_shapes_and_scalars():
     assert "put_array(itab, 0, a)" in text and "itab[6] = m" in text and "ftab[0] = scale" in text
     assert "a = table_array(it, 0, 2, np.float64)" in text and "keep = table_array(it, 9, 1, np.bool_)" in text
     assert "itab[11]" not in text
-    assert "call_at(it[11], kernel, (a, o, m, scale, seen, keep, r[0], 2,))" in text
+    assert "call_at(it[11], kernel, (a, o, m, scale, seen, keep, r[0], r[3],))" in text
     with pytest.raises(ValueError, match="complex128"):
         cshares.source(["complex128"], ["z"])
 
@@ -54,29 +55,30 @@ def _module(tag):
     return diskcache.load_module(f"# {tag}\n" + KERNEL + cshares.source(SIG, NAMES), name_hint="cshares_test")
 
 
-def _run_pair(pair):
-    """Both shares of the test kernel through `pair`: the output and what each share saw."""
+def _run_pair(pair, nt=2):
+    """The `nt` shares of the test kernel through `pair`: the output and what each share saw."""
     a = np.arange(12.0).reshape(6, 2)
     o = np.zeros_like(a)
-    seen = np.zeros(2, np.int64)
+    seen = np.zeros(nt, np.int64)
     assert sharepool.try_launch()
     try:
-        pair((a, o, 6, 0.5, seen, np.arange(6) != 4))
+        pair((a, o, 6, 0.5, seen, np.arange(6) != 4), nt)
     finally:
         sharepool.end_launch()
-    want = a * 0.5 + (np.arange(6) % 2)[:, None]
+    want = a * 0.5 + (np.arange(6) % nt)[:, None]
     want[4] = -1.0
     np.testing.assert_array_equal(o, want)
-    assert seen.tolist() == [2, 2]                     # both shares ran, each told of two
+    assert seen.tolist() == [nt] * nt                  # every share ran, each told of nt
 
 
 def test_pair_runs_both_shares_and_the_cfunc_is_cached(own_cache):
     mod = _module(own_cache)
     pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
-    if sharepool.pool_pair.find() is None:   # numpy's BLAS without a pool of two
+    if sharepool.pool_shares.find() is None:   # numpy's BLAS without a pool of two
         assert pair is None
         pytest.skip("no OpenBLAS thread pool of two here")
-    _run_pair(pair)
+    for nt in (2, 3, 4, 2):
+        _run_pair(pair, nt)
     # in a new load the cfunc comes from the entry too (no compile, no uncacheable entry)
     diskcache.clear_memory_cache()
     before = diskcache.stats()
@@ -106,7 +108,7 @@ def test_pair_module_calls_the_kernels_compiled_dispatcher(own_cache):
     name = kmod.kernel.overloads[sig].fndesc.llvm_func_name
     assert name in kmod.kernel.inspect_llvm(sig) and name not in mod.share_entry.inspect_llvm()
     pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
-    if sharepool.pool_pair.find() is None:
+    if sharepool.pool_shares.find() is None:
         assert pair is None
         pytest.skip("no OpenBLAS thread pool of two here")
     assert pair.itab[mod.KERNEL_AT] == kmod.kernel.overloads[sig].library.get_pointer_to_function(name)
@@ -131,7 +133,10 @@ from numba import njit
 @njit("void(" + ", ".join(SIGS) + ", int64, int64, int64)", nogil=True, cache=CACHE, error_model="numpy")
 def kernel(a, out, folded, partial, share, shares, chunk_fold):
     if chunk_fold:                 # the fold: every share's partial, once
-        out[0] = partial[0] + partial[1]
+        s = 0.0
+        for q in range(shares):
+            s += partial[q]
+        out[0] = s
         folded[0] += 1
         return
     s = 0.0
@@ -141,19 +146,20 @@ def kernel(a, out, folded, partial, share, shares, chunk_fold):
 '''.replace("SIGS", repr(FOLD_SIG))
 
 
-def test_folding_pair_folds_once_per_launch_after_both_shares(own_cache):
-    """A folded reduction's pair (``fold``): the share that ends last makes the fold call,
-    so each launch returns with the sum of both shares' partials, folded exactly once
+@pytest.mark.parametrize("nt", [2, 3, 4])
+def test_folding_pair_folds_once_per_launch_after_every_share(own_cache, nt):
+    """A folded reduction's shares (``fold``): the share that ends last makes the fold call,
+    so each launch returns with the sum of every share's partial, folded exactly once
     (the counter `pack` zeroes at every launch); `CShares.folds` tells the caller."""
     text = cshares.source(FOLD_SIG, FOLD_NAMES, tail=(0,), fold=True)
-    assert "FOLDS = True" in text and "call_at(it[9], kernel, (a, out, folded, partial, 2, 2, 1,))" in text
+    assert "FOLDS = True" in text and "call_at(it[9], kernel, (a, out, folded, partial, r[3], r[3], 1,))" in text
     assert "itab[8] = 0" in text and "ITAB, FTAB = 10, 1" in text and "r[1] + 64" in text   # the counter (9: the kernel)
     assert "FOLDS = False" in cshares.source(FOLD_SIG, FOLD_NAMES, tail=(0,))
     with pytest.raises(ValueError, match="chunk_fold"):
         cshares.source(FOLD_SIG, FOLD_NAMES, fold=True)
     mod = diskcache.load_module(f"# {own_cache}\n" + FOLD_KERNEL + text, name_hint="cshares_fold")
     pair = cshares.CShares.make(vars(mod), backends.get("cpu").fast_entry)
-    if sharepool.pool_pair.find() is None:
+    if sharepool.pool_shares.find() is None:
         assert pair is None
         pytest.skip("no OpenBLAS thread pool of two here")
     assert pair.folds
@@ -161,15 +167,15 @@ def test_folding_pair_folds_once_per_launch_after_both_shares(own_cache):
     out, folded = np.zeros(1), np.zeros(1, np.int64)
     for k in range(200):
         a = rng.standard_normal(1001)
-        partial = np.full(2, np.nan)
+        partial = np.full(nt, np.nan)
         assert sharepool.try_launch()
         try:
-            pair((a, out, folded, partial))
+            pair((a, out, folded, partial), nt)
         finally:
             sharepool.end_launch()
         assert folded[0] == k + 1                   # once per launch, never twice or never
-        assert out[0] == a[0::2].sum() + a[1::2].sum() or \
-            np.isclose(out[0], a.sum(), rtol=1e-12)
+        assert not np.isnan(partial).any()
+        np.testing.assert_allclose(out[0], a.sum(), rtol=1e-12)
 
 
 def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
@@ -194,7 +200,7 @@ def test_pending_pair_polls_its_compile_until_loaded(own_cache, monkeypatch):
     assert pending.poll() == (None, pending)
     pair, still = pending.poll()
     assert len(asked) == 3 and still is None
-    assert (pair is None) == (sharepool.pool_pair.find() is None)
+    assert (pair is None) == (sharepool.pool_shares.find() is None)
     if pair is not None:
         _run_pair(pair)
 
@@ -243,10 +249,10 @@ def test_pair_runs_alike_on_a_pool_of_two(own_cache, monkeypatch):
     # the worker pool (workpool.py, here two threads whatever the machine) runs the second
     # share: same tables, same values
     from tracejit.compiler.cpu.runtime import workpool
-    monkeypatch.setattr(sharepool, "pool_pair", sharepool.PoolPair())
+    monkeypatch.setattr(sharepool, "pool_shares", sharepool.PoolShares())
     two = workpool.WorkPool(2)
     monkeypatch.setattr(workpool, "_pool", two)
-    assert sharepool.pool_pair.find() is two.run
+    assert sharepool.pool_shares.find() is two.run
     pair = cshares.CShares.make(vars(_module(own_cache)), backends.get("cpu").fast_entry)
     _run_pair(pair)
     two.close()

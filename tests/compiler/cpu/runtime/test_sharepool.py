@@ -234,91 +234,6 @@ def test_launch_runs_every_share_once_or_one_alone_when_the_pool_is_taken(nt):
     assert seen == [("y", 0, 1)]
 
 
-def test_the_partner_runs_a_job_on_its_thread_and_finish_waits_only_when_asked():
-    p = sharepool.Partner()
-    where, gate = [], threading.Event()
-
-    def job(x):
-        where.append((x, threading.get_ident()))
-        assert gate.wait(60)
-        return x
-    j = p.post(job, (7,))
-    while not where:                                   # (until it has begun)
-        gate.wait(1e-3)
-    assert p.finish(j, wait=False) is None             # running: not waited for
-    gate.set()
-    assert p.finish(j, wait=True) is None              # waited for: it ended without error
-    assert where == [(7, p.thread.ident)] and p.thread.ident != threading.get_ident()
-
-
-def test_a_job_the_partner_has_not_begun_is_dropped_and_never_runs():
-    p = sharepool.Partner()
-    gate, ran = threading.Lock(), []
-    gate.acquire()
-    p.post(gate.acquire, ())                           # the partner is busy with an earlier job
-    big = np.zeros(10)
-    j = p.post(ran.append, (big,))
-    assert p.finish(j, wait=False) is None
-    assert j[1] is None and j[2] is None               # its references are dropped at once
-    gate.release()
-    after = threading.Event()
-    p.post(after.set, ())
-    assert after.wait(60)
-    assert ran == []
-
-
-def _until_ended(p, job):
-    import time
-    deadline = time.monotonic() + 60
-    while job[0] != p.DONE and time.monotonic() < deadline:
-        time.sleep(1e-3)
-    return job
-
-
-def test_a_partner_error_is_returned_when_waited_for():
-    p = sharepool.Partner()
-
-    def fail():
-        raise ValueError("partner job failed")
-    err = p.finish(_until_ended(p, p.post(fail, ())), wait=True)
-    assert isinstance(err, ValueError) and "partner job failed" in str(err)
-    ok = threading.Event()                             # the thread still works
-    p.post(ok.set, ())
-    assert ok.wait(60)
-
-
-def test_moving_off_a_cpu_keeps_the_threads_cpu_set():
-    import os
-    if not hasattr(os, "sched_getaffinity"):
-        pytest.skip("no CPU affinity on this platform")
-    before = os.sched_getaffinity(0)
-    sharepool._move_off(sharepool._cpu())
-    assert os.sched_getaffinity(0) == before
-    if len(before) > 1:
-        assert sharepool._cpu() in before
-
-
-def test_a_forked_child_starts_a_partner_of_its_own():
-    import os
-    if not hasattr(os, "fork"):
-        pytest.skip("no fork on this platform")
-    ok = threading.Event()
-    sharepool.partner.finish(sharepool.partner.post(ok.set, ()), wait=True)   # the parent's thread
-    assert sharepool.partner.thread is not None
-    pid = os.fork()
-    if pid == 0:                                       # child: a new thread runs its jobs
-        code = 1
-        try:
-            fresh = sharepool.partner.thread is None
-            done = threading.Event()
-            sharepool.partner.post(done.set, ())
-            code = 0 if fresh and done.wait(30) else 1
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(status) == 0
-
-
 def test_a_child_forked_during_a_launch_can_launch():
     import os
     if not hasattr(os, "fork"):
@@ -342,32 +257,7 @@ def test_a_child_forked_during_a_launch_can_launch():
     sharepool.end_launch()
 
 
-def test_the_partner_is_benched_by_its_stall_time_and_longer_each_time(monkeypatch):
-    import time
-    p = sharepool.Partner()
-    now = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: now[0])
-    assert p.punctual()
-    p.waited(p.STALL_S / 10)                           # a wait of a partner at work
-    assert p.punctual() and p.stalls == 0
-    for _ in range(20):                                # a time-slice stall every 0.1 s:
-        p.waited(5e-3)                                 # 5% of the time, under STALL_SHARE
-        now[0] += 0.1
-        assert p.punctual()
-    benches = []
-    for _ in range(3):
-        p.waited(p.STALL_BUDGET_S * 1.5)               # one long stall
-        benches.append(p.benched_until - now[0])
-        assert not p.punctual()
-        now[0] = p.benched_until                       # the bench over
-        assert p.punctual()
-    assert benches == [p.BENCH_S, 2 * p.BENCH_S, 4 * p.BENCH_S] and p.stalls == 23
-    now[0] += p.STRIKES_RESET_S + 1                    # a long quiet spell: a fresh start
-    p.waited(p.STALL_BUDGET_S * 1.5)
-    assert p.benched_until - now[0] == p.BENCH_S
-
-
-def test_pool_pair_find_answers_a_second_thread_only_after_the_lookup(monkeypatch):
+def test_pool_shares_find_answers_a_second_thread_only_after_the_lookup(monkeypatch):
     """Two threads asking at once: the second waits for the first's lookup and gets its
     answer. `found` was set before the lookup, so a second asker got None meanwhile, and
     eager kernels rendered then were OpenMP kernels rather than chunk kernels with a pair
@@ -382,7 +272,7 @@ def test_pool_pair_find_answers_a_second_thread_only_after_the_lookup(monkeypatc
         release.wait(30)
         raise OSError("no pool here")      # (fn stays None)
     monkeypatch.setattr(workpool, "pool", slow_pool)
-    w = sharepool.PoolPair()
+    w = sharepool.PoolShares()
     got = {}
     first = threading.Thread(target=lambda: got.setdefault("first", w.find()))
     first.start()

@@ -129,13 +129,13 @@ def test_pairs_run_on_the_pool():
     code = """
 import numpy as np
 from tracejit.compiler.cpu.runtime import sharepool, workpool
-fn = sharepool.pool_pair.find()
+fn = sharepool.pool_shares.find()
 assert fn is workpool.pool().run, fn
 seen = []
 def share(a, q, n):
     a[q] = q + 10 * n
 a = np.zeros(2)
-sharepool.pool_pair.run(fn, share, (a,))
+sharepool.pool_shares.run(fn, share, (a,))
 print(a.tolist())
 """
     env = dict(os.environ, TRACEJIT_POOL_THREADS="2")
@@ -160,9 +160,9 @@ inner = []
 def share(q, n):      # a threaded product inside a launch that holds the pool
     if q == 1:
         inner.append(a @ b)
-fn = sharepool.pool_pair.find()
+fn = sharepool.pool_shares.find()
 if fn is not None:
-    sharepool.pool_pair.run(fn, share, ())
+    sharepool.pool_shares.run(fn, share, ())
 else:
     inner.append(a @ b)
 print(workpool.pool().threads, hashlib.sha1(c.tobytes()).hexdigest(), np.array_equal(inner[0], c))

@@ -71,7 +71,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
     dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
     and wp (panel_size(H, 4H)) scratch;
-    thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the meeting's state);
+    share q of nth (nth > 1: H a multiple of SPLIT_Q; sync the meeting's state);
     ht (N, H), yt (Hy, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = Z.shape[0]
     four, hh = w.shape
@@ -86,14 +86,14 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     y = yt.reshape(-1)
     st = part(mv, 0, 3)                                # the thread's meeting state
     hv = part(mv, 3, 4)                                # `next_half`'s answer (by address)
-    # unit r of a half: dh = W^T dg of step r - 1 for its rows (after both halves' previous
+    # unit r of a half: dh = W^T dg of step r - 1 for its rows (after every share's previous
     # unit), then step r's gate gradients, the mark, then its rows of G, db (and dW); r = 0
     # packs its panels of W^T first, r = L only multiplies
     for r in range(L + 1):
         k = L - 1 - r                                  # the step's place in time order
         t = L - 1 - k if reverse else k
         p = 0 if k <= 0 else (t + 1 if reverse else t - 1)
-        # double-buffered dg: the partner may still read step r - 1's
+        # double-buffered dg: another share may still read step r - 1's
         dg = dgs[r % 2] if nth > 1 else dgs[0]
         while True:
             # `next_half` and `wait_turn` at their addresses fns[4], fns[5]
@@ -122,15 +122,15 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                         for e in range((piece * hh + u0) * n, (piece * hh + u1) * n):
                             y[e] = yf[e]
                 if r >= 2:
-                    # dg's buffer rows are read after step r - 2's mark, maybe by a late partner
+                    # dg's buffer rows are read after step r - 2's mark, maybe by a late thread
                     call_at(fns[5], meet_wait_turn, (sync, half, r - 1))
                 # c_prev chosen first: one call site of the step (inlined twice: +0.7 s compile)
                 cpv = c0.reshape(-1) if k == 0 else part(Zf[p], s, 2 * s)
                 step_back_part(Zf[t], cpv, dhf, dc_in, y, full, dg, dc_out, u0 * n, u1 * n)
             if nth > 1:
-                half_done(sync, nth)                   # the partner may multiply this half's dg now
+                half_done(sync, nth)                   # the other shares may multiply this one's dg now
             if r < L:
-                call_at(fns[5], meet_wait_turn, (sync, half, r))   # db, dW: in step order (a late partner's half)
+                call_at(fns[5], meet_wait_turn, (sync, half, r))   # db, dW: in step order (a late thread's share)
                 gt = G[t]
                 # the half's rows of each block (all 4H rows when nth == 1): one code path
                 for blk in range(4 if nth > 1 else 1):
@@ -155,7 +155,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
             if nth == 1:
                 # one thread counts the step after G's rows: weight_grad_alongside reads them
                 half_done(sync, nth)
-    # the caller's share returns when the loop is done, the partner's work included
+    # the caller's share returns when the loop is done, every share's work included
     for h in range(nth):
         call_at(fns[5], meet_wait_turn, (sync, h, L))
 

@@ -10,7 +10,7 @@ call each way.
 What the loops share (the packed product, the packs, the register transposes, the split
 loops' meeting) is compiled once per process in modules of their own and called by
 address: an inlined helper is typed, lowered and optimised again at every call site. The
-LSTM's loops can run split over two threads by hidden units (loop_split.py).
+LSTM's loops can run split over several threads by hidden units (loop_split.py).
 
 Operands are C-contiguous (H, N) / (G*H, N) blocks, typed read-only where read; each
 step's transposed input read and gradient write are register transposes (a strided access
@@ -105,7 +105,7 @@ def gate_math_units(b, m, cp, zf, u0, u1):
 # m = [W_ih | W_hh] [x_t^T ; h_prev] on both weights packed once as one (4H, I+H) matrix,
 # and the gate math (LSTM LM layer: 15.5 ms against 16.9 with a separate projection).
 # Split over nth threads, thread q does its hidden units' rows of each gate block and the
-# threads meet after each step; W_ih x_t^T needs nothing of the partner's, so a half
+# threads meet after each step; W_ih x_t^T needs nothing of the other shares', so a share
 # computes it for the next step after its mark, off the meeting's critical path.
 _FORWARD_LAYER = _FORWARD_GATES + """
 # {product}
@@ -131,8 +131,8 @@ def gemm_units(fns, wp, kd, k0, k1, bk, m, hh, u0, u1, nth, beta):
 def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     \"\"\"the layer's forward (ops/lstm_prim.py): Z (L, 6H, N) from x (L, N, I), wx (4H, I),
     w (4H, H), b (4H,), h0 and c0 (H, N); m (panel_rows(4H), N) and wp (panel_size(4H,
-    I + H)) scratch; thread q of nth (nth <= 2; nth 2: H a multiple of SPLIT_Q, sync the
-    meeting's state); Zi (1, 6HN), xt (I, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
+    I + H)) scratch; share q of nth (nth > 1: H a multiple of SPLIT_Q; sync the meeting's
+    state); Zi (1, 6HN), xt (I, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = x.shape[0]
     ki = x.shape[2]
     four, hh = w.shape
@@ -247,7 +247,7 @@ _MEETING_FNS = ", native_address(meet_next_half), native_address(meet_wait_turn)
 # loop made numba compile np.zeros (~0.08 s of each job).
 MEET_STATE = _THREAD_START + (0,)
 
-# The meeting of a split loop's two threads (loop_split.py): `next_half` and `wait_turn`,
+# The meeting of a split loop's threads (loop_split.py): `next_half` and `wait_turn`,
 # compiled once per process and called by address (inlined, ~0.7 s of the backward loop's
 # compile). `next_half`'s answer comes back in `out`.
 _MEETING_MODULE = """# tracejit's meeting of a split recurrent loop, called by address (tracejit/compiler/cpu/kernels/lstm_kernels.py)

@@ -2,16 +2,15 @@
 ops/lstm_prim.py's, gru_prim.py's and rnn_prim.py's layer primitives.
 
 Each forward and backward is the whole time loop in one kernel call where it is loaded
-(lstm_kernels.py, rnn_kernels.py); the LSTM's loops split by hidden units over two threads
-(loop_split.py). While the kernel is not loaded, the numpy form runs.
+(lstm_kernels.py, rnn_kernels.py); the LSTM's loops split by hidden units over the threads
+the machine gives (loop_split.py). While the kernel is not loaded, the numpy form runs.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ....memory import line_empty
-from ....ops.gru_prim import _finish as _gru_finish
-from ....ops.lstm_prim import _finish, _order, backward_parts, hidden_weight_grad
+from ....ops.lstm_prim import _order, backward_parts, finish_backward
 from .... import threads as _threads
 from ..gemm.template_panels import panel_rows, panel_size
 from ..runtime import coreshare
@@ -83,13 +82,13 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
     m = np.empty((panel_rows(4 * H, name), N), dtype=dt)
     _split.run(layer, (ro(np.ascontiguousarray(x)), ro(wx), ro(w), ro(b), ro(h0), ro(c0), Z, m,
                        np.empty(panel_size(4 * H, I + H, name), dtype=dt), bool(reverse)),
-               _split.threads(H))
+               _split.threads(H, work=L * N * 4 * H * (I + H)))
     return Z
 
 
 # Where the whole-loop backward computes d W alongside its loop on one thread
-# (`weight_grad_alongside`) instead of inside the split loop: "policy" where two threads may
-# run but the load policy gives BLAS one now (LSTM LM step: 80.7 against 84.2 ms), True
+# (`weight_grad_alongside`) instead of inside the split loop: "policy" where several threads
+# may run but the load policy gives BLAS one now (LSTM LM step: 80.7 against 84.2 ms), True
 # always, False never.
 OVERLAP_WEIGHT_GRAD = "policy"
 
@@ -99,14 +98,15 @@ OVERLAP_WEIGHT_GRAD = "policy"
 # machine often delays (LSTM LM layer backward, split: 10.9 against 17.0 ms median).
 # Needs H a multiple of 16 (whole tiles).
 _weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
-def _alongside(nth: int, in_loop: bool = False) -> bool:
+def _alongside(nth: int, in_loop: bool = False, work: int = _split.MIN_WORK) -> bool:
     # (after loop_split.threads, which has had the policy set BLAS's count). `in_loop`: the
-    # split loop could compute d W itself; with a punctual partner (nth 2) that beats the
-    # alongside mode under the policy's one thread too
-    if not OVERLAP_WEIGHT_GRAD:
+    # split loop could compute d W itself; split (nth >= 2, its threads punctual) that beats
+    # the alongside mode under the policy's one thread too. `work`: d W's multiply-adds
+    # (below MIN_WORK the launch costs more than it saves)
+    if not OVERLAP_WEIGHT_GRAD or (OVERLAP_WEIGHT_GRAD == "policy" and work < _split.MIN_WORK):
         return False
     if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
-        return False   # (ceding: a compile worker of ours has the partner's core)
+        return False   # (ceding: a compile worker of ours has the other core)
     if OVERLAP_WEIGHT_GRAD == "policy":
         if in_loop and nth >= 2:
             return False
@@ -146,11 +146,11 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     dcs[0] = d_cn
     db = res[off[1]:off[2]]
     dw = res[off[0]:off[1]].reshape(4 * H, H)
-    nth = _split.threads(H)
+    nth = _split.threads(H, work=L * N * 4 * H * (x.shape[2] + H))
     # d W inside the loop (each step's outer product while its gate gradient is in cache:
-    # no GEMM after the loop), unless the partner computes it alongside the loop
+    # no GEMM after the loop), unless the pool's threads compute it alongside the loop
     in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
-    alongside = _alongside(nth, in_loop)
+    alongside = _alongside(nth, in_loop, L * N * 4 * H * H)
     in_loop = in_loop and not alongside
     rows = _cotangent_rows() and _rows_view(d_y)
     args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
@@ -158,29 +158,34 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
             np.empty(panel_size(H, 4 * H, name), dtype=dt), bool(reverse), in_loop, rows)
     if not alongside:
         _split.run(layer, args, nth)
-        return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=in_loop)
-    # the loop on this thread, d W block by block on the partner meanwhile
+        return finish_backward(np, res, off, G, Z, h0, (dh[:H], dcs[L % 2]), order, db_done=True, dw_done=in_loop)
+    # the loop on this thread, d W block by block on the pool's threads meanwhile
     # (kernels/rnn_weight_grad.py), instead of splitting the loop
     sync = _split.new_sync()
     weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
-                          ro(h0), bool(reverse), dw, True)
-    return _finish(np, res, off, G, Z, h0, dh[:H], dcs[L % 2], order, db_done=True, dw_done=True)
+                          ro(h0), bool(reverse), dw, max(2, nth))
+    return finish_backward(np, res, off, G, Z, h0, (dh[:H], dcs[L % 2]), order, db_done=True, dw_done=True)
 
 
-# ---------------------------------------------------------------- GRU
-def gru_layer(gi, w, b, h0, reverse=False):
-    L, N, three = gi.shape
-    H = three // 3
+# ---------------------------------------------------------------- GRU, RNN
+def _state_forward(get, gi, w, b, h0, rows: int, reverse, *options):
+    """A GRU's or RNN's forward: the whole loop in `get`'s kernel for gi's dtype, GEMMs (on
+    W (G*H, H) packed once) included -> its result (L, rows * H, N), or None (no kernel)."""
+    L, N, _ = gi.shape
+    G, H = w.shape
     name = _name(gi.dtype)
-    layer = _kernels.gru_forward_layer(name)
+    layer = get(name)
     if layer is None:
         return None
-    # the whole loop in one kernel, GEMMs (on W packed once) included
-    Z = np.empty((L, 5 * H, N), dtype=gi.dtype)
+    out = np.empty((L, rows * H, N), dtype=gi.dtype)
     ro, dt = _kernels.readonly, gi.dtype
-    layer(ro(gi), ro(w), ro(b), ro(h0), Z, np.empty((panel_rows(3 * H, name), N), dtype=dt),
-          np.empty(panel_size(3 * H, H, name), dtype=dt), bool(reverse))
-    return Z
+    layer(ro(gi), ro(w), ro(b), ro(h0), out, np.empty((panel_rows(G, name), N), dtype=dt),
+          np.empty(panel_size(G, H, name), dtype=dt), bool(reverse), *options)
+    return out
+
+
+def gru_layer(gi, w, b, h0, reverse=False):
+    return _state_forward(_kernels.gru_forward_layer, gi, w, b, h0, 5, reverse)
 
 
 def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse=False):
@@ -200,22 +205,11 @@ def gru_layer_backward(d_y, d_hn, gi, w, b, h0, Z, reverse=False):
     dhs[0, :H] = d_hn
     layer(ro(Z), ro(d_y), ro(h0), ro(w), dhs, np.empty((3 * H, N), dtype=dt), np.empty((3 * H, N), dtype=dt),
           G, M, np.empty(panel_size(H, 3 * H, name), dtype=dt), bool(reverse))
-    return _gru_finish(np, res, off, M, Z, h0, dhs[L % 2, :H], list(_order(L, reverse)))
+    return finish_backward(np, res, off, M, Z, h0, (dhs[L % 2, :H],), list(_order(L, reverse)))
 
 
-# ---------------------------------------------------------------- RNN (tanh, relu)
 def rnn_layer(gi, w, b, h0, reverse=False, nonlinearity="tanh"):
-    L, N, H = gi.shape
-    name = _name(gi.dtype)
-    layer = _rnn_kernels.forward_layer(name)
-    if layer is None:
-        return None
-    # the whole loop in one kernel, GEMMs (on W packed once) included
-    hs = np.empty((L, H, N), dtype=gi.dtype)
-    ro, dt = _kernels.readonly, gi.dtype
-    layer(ro(gi), ro(w), ro(b), ro(h0), hs, np.empty((panel_rows(H, name), N), dtype=dt),
-          np.empty(panel_size(H, H, name), dtype=dt), bool(reverse), nonlinearity == "relu")
-    return hs
+    return _state_forward(_rnn_kernels.forward_layer, gi, w, b, h0, 1, reverse, nonlinearity == "relu")
 
 
 def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"):
@@ -234,6 +228,4 @@ def rnn_layer_backward(d_y, gi, w, b, h0, hs, reverse=False, nonlinearity="tanh"
     dh = np.zeros((panel_rows(H, name), N), dtype=dt)
     layer(ro(hs), ro(d_y), ro(w), dh, dp, G, res[off[1]:off[2]], np.empty(panel_size(H, H, name), dtype=dt),
           bool(reverse), nonlinearity == "relu")
-    res[off[0]:off[1]].reshape(H, H)[...] = hidden_weight_grad(np, G.reshape(L * N, H), hs, h0, order)
-    res[off[2]:off[3]] = dh[:H].reshape(-1)
-    return res
+    return finish_backward(np, res, off, G, hs, h0, (dh[:H],), order, db_done=True)

@@ -1,12 +1,11 @@
 """A recurrent layer's hidden weight gradient dW = sum_t dg_t h_{t-1}^T in blocks of steps,
-computed by sharepool's partner thread while the backward loop (one thread) produces dg_t.
+computed by the worker pool's threads while the backward loop (one thread) produces dg_t.
 
 Why: where the load policy gives one thread, the split loop (which adds dW itself) does
-not run, and dW would be the loop thread's too (~8 ms for the LSTM LM). Here the partner
-multiplies each block of steps as soon as the loop wrote it; the launcher takes the blocks
-left when its loop ends and recomputes one the partner has not finished rather than wait.
-Blocks are smaller towards the end (`CUTS`) and added in one fixed order, so the bits do
-not depend on who did a block.
+not run, and dW would be the loop thread's too (~8 ms for the LSTM LM). Here the pool's
+threads multiply each block of steps as soon as the loop wrote it; the launcher takes the
+blocks left when its loop ends. Blocks are smaller towards the end (`CUTS`) and added in
+one fixed order, so the bits do not depend on who did a block or how many threads ran.
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from ....threads import blas_threads_set
 
 __all__ = ["blocks", "block_product", "hprev_steps", "weight_grad_alongside", "CUTS"]
 
-# Block ends as fractions of the loop's units: the partner keeps up with the loop, and the
+# Block ends as fractions of the loop's units: the pool's threads keep up with the loop, and the
 # last block, ready only when the loop ends, is 1/16 of the product.
 CUTS = (0.375, 0.625, 0.8125, 0.9375, 1.0)
 
@@ -59,11 +58,11 @@ def block_product(G2, Z, h0, t0: int, t1: int, reverse: bool, out) -> None:
     np.matmul(G2[t0 * N:t1 * N].T, hb.reshape(H, (t1 - t0) * N).T, out=out)
 
 
-def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on: bool) -> None:
+def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, shares: int) -> None:
     """``loop()`` (a backward loop kernel that adds 1 to ``sync[0]`` after each unit) on this
-    thread, and out (G*H, H) = dW from its G2 in blocks: on the partner while the loop runs
-    (`partner_on`), the blocks left here after it. A block the partner has not finished is
-    computed here once more (same bits): a descheduled partner never stalls the launcher."""
+    thread, and out (G*H, H) = dW from its G2 in blocks: `shares` - 1 threads of the worker
+    pool take each block as soon as the loop wrote it, this thread the blocks left after the
+    loop; everything here when `shares` is 1 or another launch holds the pool."""
     L = Z.shape[0]
     if L == 0:
         loop()
@@ -74,27 +73,31 @@ def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on:
     parts = np.empty((nb,) + out.shape, dtype=out.dtype)
     failed = []
     # blocks are added into out in their order as soon as each and all before it are done,
-    # so the sum's order (its bits) is fixed; a block done twice counts once
+    # so the sum's order (its bits) is fixed whoever did a block
     fold = threading.Lock()
-    done = [None] * nb
+    done = [False] * nb
     folded = [0]
 
-    def compute(p, buf):
+    def compute(p):
         t0, t1 = _times(L, blks[p][0], blks[p][1], reverse)
-        block_product(G2, Z, h0, t0, t1, reverse, buf)
+        block_product(G2, Z, h0, t0, t1, reverse, parts[p])
         with fold:
-            if done[p] is not None:
-                return
-            done[p] = buf
-            while folded[0] < nb and done[folded[0]] is not None:
+            done[p] = True
+            while folded[0] < nb and done[folded[0]]:
                 k = folded[0]
                 if k == 0:
-                    out[...] = done[0]
+                    out[...] = parts[0]
                 else:
-                    np.add(out, done[k], out=out)
+                    np.add(out, parts[k], out=out)
                 folded[0] = k + 1
 
-    def partner_share(next_part):
+    def share(next_part, t, nt):
+        if t == 0:
+            try:
+                loop()
+            except BaseException:
+                failed.append(True)
+                raise
         while True:
             p = next_part()              # itertools.count's __next__: atomic under the GIL
             if p >= nb:
@@ -103,36 +106,18 @@ def weight_grad_alongside(loop, sync, G2, Z, h0, reverse: bool, out, partner_on:
                 if failed:
                     return
                 time.sleep(POLL_S)
-            compute(p, parts[p])
+            compute(p)
 
-    if not partner_on or not sharepool.try_launch():
+    nt = min(shares, nb + 1)
+    if nt < 2 or not sharepool.try_launch():
         loop()
         coreshare.adapt_blas()
         for p in range(nb):
-            compute(p, parts[p])
+            compute(p)
         return
     try:
-        next_part = itertools.count().__next__
         with blas_threads_set(1):
-            job = sharepool.partner.post(partner_share, (next_part,))
-            try:
-                loop()
-            except BaseException:
-                failed.append(True)
-                sharepool.partner.finish(job, wait=True)
-                raise
-            p = next_part()
-            while p < nb:
-                compute(p, parts[p])
-                p = next_part()
-            sharepool.partner.finish(job, wait=False)
-            for p in range(nb):
-                if done[p] is None:      # the partner's, not finished yet: here too
-                    compute(p, np.empty(out.shape, dtype=out.dtype))
+            sharepool.run_shares(share, (itertools.count().__next__,), (), nt)
     finally:
         sharepool.end_launch()
-    # the thread that finished the last block may still be adding into out without the
-    # GIL: taking `fold` waits for it
-    with fold:
-        complete = folded[0] == nb
-    assert complete
+    assert folded[0] == nb

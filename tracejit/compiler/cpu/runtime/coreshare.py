@@ -34,7 +34,7 @@ from ....envflags import is_off
 from .... import threads as _threads
 from ....threads import usable_cpus
 
-__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "ceding",
+__all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "user_set", "ceding",
            "one_thread_always", "one_thread_now", "set_to_one", "blas_count_one", "blas_count_back",
            "gemm_threads", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
            "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK", "guard_parallel", "workqueue_active",
@@ -313,6 +313,17 @@ def adapt_blas() -> int:
     return n
 
 
+def user_set() -> None:
+    """The user set the thread counts (`tracejit.set_num_threads`): the next `adapt` and
+    `adapt_blas` apply the policy again, which takes the new counts as ceilings (`_Setting`;
+    they skip the libraries while the policy's count stays the same)."""
+    global _local, _blas_n
+    _local = threading.local()
+    _blas_n = None
+    if _blas is not None:
+        _blas.ours = None     # (a count equal to the one we set last is the user's too)
+
+
 def _give_up(exc: Exception) -> None:
     global ENABLED
     ENABLED = False
@@ -350,8 +361,8 @@ def blas_count_back() -> None:
 
 
 # While a compile worker starts or compiles a job the program waits for, the program's
-# second thread (sharepool's partner) stays idle: it took the worker's core in turns and
-# each compile took longer.
+# extra threads (a split recurrent loop's shares) stay idle: they took the worker's core
+# in turns and each compile took longer.
 _cede = envflags.flag("TRACEJIT_CEDE")   # (the switch: tests, A/B measurements)
 def ceding() -> bool:
     """Whether the program leaves its second thread's core to its busy compile workers

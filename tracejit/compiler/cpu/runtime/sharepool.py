@@ -1,14 +1,15 @@
 """Shares of one piece of work run at once on tracejit's worker pool (workpool.py).
 
-Share 0 runs on the calling thread, share q on the pool's worker q - 1 (`PoolPair`); the
-shares release the GIL for their loops. Without a pool of two threads they run one after
-the other here. One launch at a time: a second thread launching meanwhile runs its work on
-one thread instead of waiting.
+Share 0 runs on the calling thread, share q on the pool's worker q - 1 (`PoolShares`),
+shares beyond the pool's threads on the calling thread after share 0; the shares release
+the GIL for their loops. Without a pool of two threads they run one after the other here.
+One launch at a time: a second thread launching meanwhile runs its work on one thread
+instead of waiting.
 
 `split(fn, n)` is for many small independent BLAS products (attention's per-head products):
 each is too small for BLAS's own threads to pay, so each share runs its part on one BLAS
-thread. `Partner` is one more thread, for launches whose shares claim their work (the
-recurrent loops): its launcher does not wait for it once the work is done.
+thread. Launches whose shares claim their work (the recurrent loops, loop_split.py) run
+through `run_shares` too: a share that begins late finds its work taken.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import ctypes
 import functools
 import itertools
 import os
-import queue
 import threading
 import time
 from typing import Callable, Optional
@@ -25,7 +25,7 @@ from . import coreshare
 from ....threads import blas_threads_set
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "launch", "worked", "warm",
-           "PoolPair", "pool_pair", "Partner", "partner",
+           "PoolShares", "pool_shares",
            "split", "SPLIT_MIN_WORK", "PARTS_PER_SHARE"]
 
 # Multiply-adds below which `split` runs on the calling thread alone: a handoff to a pool
@@ -51,13 +51,8 @@ def _new_launch_lock() -> None:
 _new_launch_lock()
 
 
-def _reset_after_fork() -> None:
-    _new_launch_lock()
-    partner.__init__()          # the parent's partner thread does not exist here
-
-
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
+    os.register_at_fork(after_in_child=_new_launch_lock)
 
 
 def pool_threads() -> int:
@@ -69,18 +64,18 @@ def pool_threads() -> int:
 
 def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
     """fn(*args, t, nt, *tail) for t in 0..nt-1, share 0 on this thread and the others on the
-    worker pool (`PoolPair`), or one after the other here without a pool of two threads.
+    worker pool (`PoolShares`), or one after the other here without a pool of two threads.
     The caller holds the launch (`try_launch`); an exception in any share is raised here,
     after all ended."""
-    pool_run = pool_pair.find()
+    pool_run = pool_shares.find()
     if pool_run is not None:
-        pool_pair.run(pool_run, fn, args, nt, tail)
+        pool_shares.run(pool_run, fn, args, nt, tail)
         return
     for t in range(nt):
         fn(*args, t, nt, *tail)
 
 
-class PoolPair:
+class PoolShares:
     """tracejit's worker pool as a launch's shares: ``run(nt, entry, records, stride)``, the
     calling thread doing the first share, the pool's workers the others.
 
@@ -100,7 +95,7 @@ class PoolPair:
     def find(self):
         """The pool's ``run`` where it has two threads or more, else None. Looked up once,
         under a lock, `found` set only after: threads racing the lookup read the machine as
-        having no pair and rendered kernels for it."""
+        having one thread and rendered kernels for it."""
         if not self.found:
             with self._finding:
                 if not self.found:
@@ -141,9 +136,9 @@ class PoolPair:
             raise errors[0]
 
 
-pool_pair = PoolPair()
+pool_shares = PoolShares()
 
-# How long after a two-thread job the pool's worker is taken as still polling, with the
+# How long after a job of several shares the pool's workers are taken as still polling, with the
 # job's operands in both caches; woken from sleep, a 100K-element pair cost more than
 # numpy's loop.
 WARM_S = 2.5e-4
@@ -151,155 +146,14 @@ _warm_until = 0.0
 
 
 def worked() -> None:
-    """Note that a two-thread job just ended (`warm` holds for WARM_S)."""
+    """Note that a job of several shares just ended (`warm` holds for WARM_S)."""
     global _warm_until
     _warm_until = time.perf_counter() + WARM_S
 
 
 def warm() -> bool:
-    """Whether a two-thread job ended within WARM_S (`worked`)."""
+    """Whether a job of several shares ended within WARM_S (`worked`)."""
     return time.perf_counter() <= _warm_until
-
-
-class Partner:
-    """A thread of ours that runs the second share of a launch whose two shares *claim* their
-    work (loop_split.py's split loops), without the launcher waiting for a partner that
-    never began.
-
-    Why: `run_shares` returns only once the second share has returned; on a shared machine
-    its thread may get no core for a whole call, and the launcher, having done all the work
-    through the claims, still waited a time slice for it. Here `finish` drops a job the
-    partner has not begun; a partner that began late only finds every half claimed (a
-    share touches no array before a claim) and keeps the job's references until it returns.
-
-    One job runs at a time; the thread blocks on its queue between jobs, and a forked child
-    starts a new one when first needed. A partner woken on its launcher's CPU moves itself
-    off it first (`_move_off`), so its halves compete with other processes, not with its
-    launcher."""
-
-    POSTED, RUNNING, CANCELLED, DONE = range(4)
-    # A launcher waits for work the partner had begun; when the partner was descheduled
-    # inside it that is a time slice or, behind higher-priority processes, seconds. Waits
-    # over STALL_S are stalls; their time, less STALL_SHARE of the wall time since (a leaky
-    # bucket), beyond STALL_BUDGET_S benches the partner for BENCH_S, doubled per repeat up
-    # to BENCH_MAX_S: its users follow the load policy meanwhile (`punctual`).
-    STALL_S = 1e-3
-    STALL_SHARE = 0.1
-    STALL_BUDGET_S = 0.05
-    BENCH_S = 2.0
-    BENCH_MAX_S = 120.0
-    STRIKES_RESET_S = 60.0
-
-    def __init__(self):
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._mutex = threading.Lock()
-        self.thread: Optional[threading.Thread] = None
-        self.benched_until = 0.0
-        self.stalls = 0
-        self._debt = 0.0
-        self._debt_at = 0.0
-        self._strikes = 0
-        self._last_bench = -1e9
-
-    def waited(self, seconds: float) -> None:
-        """A launcher's longest wait for work the partner had begun, after its launch."""
-        if seconds <= self.STALL_S:
-            return
-        now = time.monotonic()
-        self.stalls += 1
-        self._debt = max(0.0, self._debt - (now - self._debt_at) * self.STALL_SHARE) + seconds
-        self._debt_at = now
-        if self._debt > self.STALL_BUDGET_S:
-            self._debt = 0.0
-            self._strikes = 1 if now - self._last_bench > self.STRIKES_RESET_S else self._strikes + 1
-            self._last_bench = now
-            self.benched_until = now + min(self.BENCH_MAX_S, self.BENCH_S * 2.0 ** (self._strikes - 1))
-
-    def punctual(self) -> bool:
-        """Whether no launch has waited long for the partner lately (`waited`)."""
-        return time.monotonic() >= self.benched_until
-
-    def post(self, fn: Callable, args: tuple) -> list:
-        """Queue ``fn(*args)`` for the partner thread; the job to hand to `finish`."""
-        done = threading.Lock()
-        done.acquire()
-        job = [self.POSTED, fn, args, None, done, _cpu()]      # state, fn, args, error, done, CPU
-        if self.thread is None:
-            with self._mutex:                  # (one thread, whoever posts first)
-                if self.thread is None:
-                    thread = threading.Thread(target=self._loop, args=(self._jobs, self._mutex), daemon=True,
-                                              name="tracejit-partner")
-                    thread.start()
-                    self.thread = thread
-        self._jobs.put(job)
-        return job
-
-    def _loop(self, jobs: queue.SimpleQueue, mutex) -> None:
-        while True:
-            job = jobs.get()
-            with mutex:
-                if job[0] != self.POSTED:      # cancelled: its launcher did the work
-                    continue
-                job[0] = self.RUNNING
-                fn, args = job[1], job[2]
-            _move_off(job[5])
-            try:
-                fn(*args)
-            except BaseException as exc:       # raised by `finish` when its launcher waits
-                job[3] = exc
-            # Drop the job's arguments before the next: kept, they would hold the launch's
-            # arrays alive and add a reference autograd reads to decide buffer exclusivity.
-            del fn, args
-            with mutex:
-                job[0] = self.DONE
-                job[1] = job[2] = None
-            job[4].release()
-            del job
-
-    def finish(self, job: list, wait: bool) -> Optional[BaseException]:
-        """After the launcher's own share: drop a job the partner has not begun; wait for one
-        it runs only when `wait` (a share failed: the work may be unfinished). Returns the
-        partner's error when it ended before or was waited for, else None."""
-        with self._mutex:
-            state = job[0]
-            if state == self.POSTED:
-                job[0] = self.CANCELLED
-                job[1] = job[2] = None
-                return None
-        if state == self.RUNNING and not wait:
-            return None
-        job[4].acquire()                       # (DONE: released already)
-        return job[3]
-
-
-partner = Partner()
-
-_getcpu = None
-
-
-def _cpu() -> int:
-    """The CPU this thread runs on now (-1: unknown)."""
-    global _getcpu
-    if _getcpu is None:
-        try:
-            import ctypes
-            _getcpu = ctypes.CDLL(None).sched_getcpu
-        except (OSError, AttributeError):
-            _getcpu = lambda: -1  # noqa: E731
-    return _getcpu()
-
-
-def _move_off(cpu: int) -> None:
-    """Move this thread off `cpu` (the launcher's) where it was woken there."""
-    if cpu < 0 or _cpu() != cpu:
-        return
-    try:
-        full = os.sched_getaffinity(0)
-        if len(full) > 1:
-            os.sched_setaffinity(0, full - {cpu})
-            os.sched_setaffinity(0, full)
-    except (AttributeError, OSError):
-        pass
 
 
 def launch(fn: Callable, args: tuple, nt: int) -> int:
