@@ -121,6 +121,15 @@ class OperatorMethods:
 
     @property
     def mT(self) -> "Tensor":
+        if self.ndim < 2:
+            if self.ndim == 1:
+                from .errors import ShapeError
+                raise ShapeError("tensor.mT is only supported on matrices or batches of matrices. "
+                                 "Got 1-D tensor.")
+            import warnings
+            warnings.warn("Tensor.mT is deprecated on 0-D tensors. This function is the identity "
+                          "in these cases.", UserWarning, stacklevel=2)
+            return self
         return _ops.transpose(self, -2, -1)
 
     def view(self, *shape, size=None, dtype=None):

@@ -163,3 +163,12 @@ def test_linear_weight_gradient_of_an_input_without_one_is_one_2d_product(monkey
     assert shapes == [((6, 5), (6, 4))]
     y = x_np @ w_np.T
     np.testing.assert_allclose(w.grad.numpy(), 2 * y.reshape(6, 5).T @ x_np.reshape(6, 4), rtol=1e-12)
+
+
+def test_mT_of_a_scalar_is_itself_with_pytorch_warning_and_refuses_a_vector():
+    s = tj.tensor(3.0)
+    with pytest.warns(UserWarning, match="deprecated on 0-D"):
+        assert s.mT is s
+    with pytest.raises(RuntimeError, match="only supported on matrices"):
+        tj.tensor([1.0, 2.0]).mT
+    assert tuple(tj.ones(4, 2, 3).mT.shape) == (4, 3, 2)

@@ -50,3 +50,18 @@ def test_an_empty_normalized_shape_is_refused():
     for fn in (tj.nn.functional.layer_norm, tj.nn.functional.rms_norm):
         with pytest.raises(ValueError, match=r"normalized_shape \(\) is empty"):
             fn(x, ())
+
+
+@pytest.mark.parametrize("shape, normalized", [((2, 0), (0,)), ((0, 3), (3,)), ((2, 0, 3), (0, 3))])
+def test_layer_norm_over_empty_rows_matches_pytorch(shape, normalized):
+    x = tj.ones(*shape, requires_grad=True)
+    ln = tj.nn.LayerNorm(normalized)
+    y = ln(x)
+    (y * 2).sum().backward()
+    xt = torch.ones(*shape, requires_grad=True)
+    lt = torch.nn.LayerNorm(normalized)
+    yt = lt(xt)
+    (yt * 2).sum().backward()
+    assert tuple(y.shape) == tuple(yt.shape) and tuple(x.grad.shape) == tuple(xt.grad.shape)
+    np.testing.assert_array_equal(ln.weight.grad.numpy(), lt.weight.grad.numpy())
+    np.testing.assert_array_equal(ln.bias.grad.numpy(), lt.bias.grad.numpy())

@@ -105,3 +105,14 @@ def test_value_ops_take_tensors_that_require_grad():
             mine = got
     assert mine == got == [[[2, 1], [2, 2]], [2, 0, 1, 0], [1.0, 2.0, 3.0], [False, True, False, True],
                            [2.0, 1.0, 1.0], [3.0, 3.0]]
+
+
+def test_dist_promotes_one_integer_operand_and_refuses_two_as_pytorch():
+    a, b = [1, 2, 4], [1.5, 2.0, 1.0]
+    for p in (0, 1, 2, float("inf")):
+        want = torch.dist(torch.tensor(a), torch.tensor(b), p=p)
+        got = tj.dist(tj.tensor(a), tj.tensor(b), p=p)
+        assert got.dtype is tj.float32
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="dist"):
+        tj.dist(tj.tensor(a), tj.tensor(a))

@@ -26,6 +26,8 @@ __all__ = ["layer_norm"]
 
 def _stats(xp, x2, eps):
     """(x - mean, 1 / sqrt(var + eps)) per row of the (M, K) view."""
+    if x2.shape[1] == 0:    # (empty rows: nothing to normalize; mean and var taken as 0)
+        return x2.copy(), xp.full((x2.shape[0], 1), 1.0 / (eps ** 0.5), dtype=x2.dtype)
     d = x2 - x2.mean(axis=1, keepdims=True)
     var = xp.einsum("ij,ij->i", d, d) / x2.shape[1]
     rstd = 1.0 / xp.sqrt(var + eps)
@@ -40,9 +42,18 @@ def row_size(x, n: int) -> int:
     return K
 
 
+def _rows(x, n: int) -> int:
+    """The number of normalized rows: the product of `x`'s leading dims (explicit, since
+    -1 cannot be inferred when a row is empty)."""
+    R = 1
+    for s in x.shape[:x.ndim - n]:
+        R *= s
+    return R
+
+
 def _layer_norm_impl(xp, x, *wb, n, eps, affine):
     K = row_size(x, n)
-    d, rstd = _stats(xp, x.reshape(-1, K), eps)
+    d, rstd = _stats(xp, x.reshape(_rows(x, n), K), eps)
     d *= rstd
     wb = list(wb)
     if affine[0]:
@@ -67,8 +78,8 @@ def _layer_norm_rule(x: Aval, *wb, n, eps, affine):
 
 def _layer_norm_backward_impl(xp, g, x, *w, n, eps, has_w):
     K = row_size(x, n)
-    g2 = g.reshape(-1, K)
-    xhat, rstd = _stats(xp, x.reshape(-1, K), eps)
+    g2 = g.reshape(_rows(x, n), K)
+    xhat, rstd = _stats(xp, x.reshape(_rows(x, n), K), eps)
     xhat *= rstd
     M = g2.shape[0]
     out = xp.empty((M + 2, K), dtype=x.dtype)
@@ -79,6 +90,8 @@ def _layer_norm_backward_impl(xp, g, x, *w, n, eps, has_w):
         xp.multiply(g2, w[0].reshape(-1), out=gw)
     else:
         gw[...] = g2
+    if K == 0:
+        return out
     # dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), per row
     m2 = (xp.einsum("ij,ij->i", gw, xhat) / K).astype(x.dtype, copy=False)[:, None]
     gw -= gw.mean(axis=1, keepdims=True)

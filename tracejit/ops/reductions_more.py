@@ -13,7 +13,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ArgumentError, IndexRangeError, ShapeError
+from ..errors import ArgumentError, IndexRangeError, ShapeError, expect_floating
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import tensor
@@ -303,13 +303,16 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
     return cumsum(avg, d)
 
 
-@takes("input", "other")
 def dist(input, other, p: float = 2):
-    diff_ = (input - other).abs()
+    diff_ = input - other
+    if not (diff_.dtype.is_floating_point or diff_.dtype.is_complex):
+        # (PyTorch's norm of the difference refuses it; one float operand promotes)
+        expect_floating("dist", "input", input)
+    diff_ = diff_.abs()
     if p == float("inf"):
         return amax(diff_)
     if p == 0:
-        return _sum(cast(diff_ != 0, input.dtype))
+        return _sum(cast(diff_ != 0, diff_.dtype))
     return _sum(diff_ ** p) ** (1.0 / p)
 
 
