@@ -166,13 +166,15 @@ def test_layer_norm_values_and_gradients(path):
     np.testing.assert_allclose(b.grad.numpy(), g.sum(0), rtol=1e-10, atol=1e-12)
 
 
-def test_layer_norm_mixed_float_dtypes_compute_in_the_widest():
+def test_layer_norm_mixed_float_dtypes_are_refused_as_pytorch():
+    from tracejit.errors import DTypeError
     x = tj.randn(4, 5)
     w = tj.randn(5, dtype=tj.float64)
-    y = tj.nn.functional.layer_norm(x, (5,), w, None)
-    assert y.dtype is tj.float64
-    ref = tj.nn.functional.layer_norm(x.to(tj.float64), (5,), w, None)
-    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-12)
+    with pytest.raises(DTypeError, match="weight is float64"):
+        tj.nn.functional.layer_norm(x, (5,), w, None)
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match="mixed dtype"):
+        torch.nn.functional.layer_norm(torch.randn(4, 5), (5,), torch.randn(5, dtype=torch.float64))
 
 
 def test_traced_programs_record_the_primitives():

@@ -114,7 +114,9 @@ def _update_running(running, new, momentum, wide: bool = False) -> None:
 def _unbiased(var, n: int):
     """The unbiased variance from the biased one of `n` values, as PyTorch's kernel forms
     it: the sum of squares (``var * n``, exact where `var` is) divided by n - 1."""
-    return var * float(n) / float(n - 1)
+    if isinstance(n, int):
+        return var * float(n) / float(n - 1)
+    return var * n / (n - 1)    # (a symbolic count stays symbolic: no guard on the batch size)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,

@@ -304,11 +304,11 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
 
 
 def dist(input, other, p: float = 2):
-    diff_ = input - other
-    if not (diff_.dtype.is_floating_point or diff_.dtype.is_complex):
-        # (PyTorch's norm of the difference refuses it; one float operand promotes)
+    fl = [t for t in (input, other) if isinstance(t, Tensor)
+          and (t.dtype.is_floating_point or t.dtype.is_complex)]
+    if not fl:   # (PyTorch's norm of the difference refuses it; one float operand promotes)
         expect_floating("dist", "input", input)
-    diff_ = diff_.abs()
+    diff_ = (input - other).abs()
     if p == float("inf"):
         return amax(diff_)
     if p == 0:
