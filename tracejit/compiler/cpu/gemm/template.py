@@ -124,8 +124,8 @@ def _rests(v: int, dot: bool = False) -> tuple:
 
 
 def source(dtype: str, cfg: Config) -> str:
-    """The numba module of one configuration's tile: ``kernel`` and its GIL-free two-share
-    launch (cshares.py)."""
+    """The numba module of one configuration's tile: ``kernel`` and its GIL-free launch in
+    any number of shares (cshares.py)."""
     from ..runtime import cshares
     cfg = cfg.compiled
     v = vector_width(dtype)
@@ -189,8 +189,8 @@ _NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float64): "float64"}
 
 class _Launch:
     """A configuration's compiled entries: ``one`` (a share, or all on the calling thread)
-    and ``pair`` (two shares at once on the worker pool, none holding the GIL; None where
-    there is no pool of two)."""
+    and ``pair`` (all shares at once on the worker pool, none holding the GIL; None where
+    there is no worker pool)."""
 
     __slots__ = ("one", "pair")
 
@@ -209,8 +209,8 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
         threads: int = 1, out=None) -> np.ndarray | None:
     """``act(a @ b + bias + residual)`` by the compiled configuration `fn`: a (..., m, k),
     b (..., k, n) or (k, n), same float dtype, batch dims equal or b's absent. None where
-    the layout does not fit (the caller runs BLAS). Two shares run as a pair on the worker
-    pool, more through sharepool.run_shares, one on this thread."""
+    the layout does not fit (the caller runs BLAS). Several shares run GIL-free on the worker
+    pool (sharepool.launch where that launch is not built), one on this thread."""
     dt = a.dtype
     batch = a.shape[:-2]
     m, k = a.shape[-2], a.shape[-1]
@@ -258,20 +258,20 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
         launch.one(*args, 0, 1)
     # (sharepool.launch runs every share on this thread where another launch holds the
     # threads: one call then, the K parts' sums included)
-    elif (shares == 2 and launch.pair is not None and _pair_launch(launch.pair, args)) \
+    elif (launch.pair is not None and _pair_launch(launch.pair, args, shares)) \
             or sharepool.launch(launch.one, args, shares) > 1:
         if ks > 1:
             launch.one(*args, 0, 0)    # (the K parts' sums, once every share ended)
     return out
 
 
-def _pair_launch(pair, args) -> bool:
-    """`pair` run on `args` where the share pool is free (one launch at a time uses its
-    tables); False where another launch holds it."""
+def _pair_launch(pair, args, shares: int) -> bool:
+    """`pair` run on `args` in `shares` shares where the share pool is free (one launch at
+    a time uses its tables); False where another launch holds it."""
     if not sharepool.try_launch():
         return False
     try:
-        pair(args)
+        pair(args, shares)
     finally:
         sharepool.end_launch()
     return True
