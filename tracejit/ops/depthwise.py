@@ -17,8 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from .conv import conv_out_size
-from .conv_gemm import _EXTRA, _meta, _saves   # (the same operand rules as conv2d_gemm)
+from .conv_gemm import _EXTRA, _check as _check_geometry, _meta, _out_hw, _saves   # (conv2d_gemm's rules)
 from .eager import bind
 from .registry import Aval, defprim
 
@@ -26,21 +25,10 @@ __all__ = ["depthwise_conv2d", "depthwise_wgrad", "depthwise_xgrad", "DEPTHWISE_
            "DEPTHWISE_WGRAD", "DEPTHWISE_XGRAD"]
 
 
-def _out_hw(h: int, w: int, kernel, stride, padding, dilation) -> tuple:
-    return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
-            conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
-
-
 def _check(op: str, g, x_shape, o: int, kernel, stride, padding, dilation) -> None:
     if o % x_shape[1]:
         raise ShapeError(f"{op}: {o} output channels are no multiple of the input's {x_shape[1]}")
-    oh, ow = _out_hw(x_shape[2], x_shape[3], kernel, stride, padding, dilation)
-    if oh <= 0 or ow <= 0:
-        raise ShapeError(f"{op}: kernel {tuple(kernel)} with padding {tuple(padding)} and dilation "
-                         f"{tuple(dilation)} is larger than the input of spatial size {tuple(x_shape[2:])}")
-    if g is not None and tuple(g.shape) != (x_shape[0], o, oh, ow):
-        raise ShapeError(f"{op}: gradient of shape {tuple(g.shape)} should be "
-                         f"{(x_shape[0], o, oh, ow)} for an input of shape {tuple(x_shape)}")
+    _check_geometry(op, g, x_shape, o, kernel, stride, padding, dilation)
 
 
 def _taps(kernel, stride, dilation, oh: int, ow: int):
