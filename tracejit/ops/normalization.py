@@ -41,10 +41,20 @@ def _affine(y, weight, bias):
     return y
 
 
-def _check_channels(op: str, t, name: str, c: int) -> None:
-    if t is not None and tuple(t.shape) != (c,):
-        raise ShapeError(f"{op}: {name} of shape {tuple(t.shape)} should be ({c},) for an input with "
-                         f"{c} channels")
+def _check_args(op: str, input, least: int, **tensors) -> int:
+    """The input's channel count, once it has at least `least` dims (N, C, ...) and each of
+    `tensors` (weight, bias, running statistics) is None or one value a channel, of the
+    dtypes `check_dtypes` allows."""
+    if input.ndim < least:
+        raise ShapeError(f"{op}: expected an input of at least {least} dims (N, C, ...), got shape "
+                         f"{tuple(input.shape)}")
+    c = input.shape[1]
+    for name, t in tensors.items():
+        if t is not None and tuple(t.shape) != (c,):
+            raise ShapeError(f"{op}: {name} of shape {tuple(t.shape)} should be ({c},) for an input with "
+                             f"{c} channels")
+    check_dtypes(op, input, **tensors)
+    return c
 
 
 def check_dtypes(op: str, input, **tensors) -> None:
@@ -122,15 +132,8 @@ def _unbiased(var, n: int):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training: bool = False,
                momentum=0.1, eps: float = 1e-5):
     """Normalize over every dim but dim 1 (channels). ``momentum`` may be a float or a 0-d tensor."""
-    if input.ndim < 2:
-        raise ShapeError(f"batch_norm: expected an input of at least 2 dims (N, C, ...), got shape "
-                         f"{tuple(input.shape)}")
-    c = input.shape[1]
-    for t, name in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
-                    (bias, "bias")):
-        _check_channels("batch_norm", t, name, c)
-    check_dtypes("batch_norm", input, weight=weight, bias=bias, running_mean=running_mean,
-                 running_var=running_var)
+    c = _check_args("batch_norm", input, 2, weight=weight, bias=bias, running_mean=running_mean,
+                    running_var=running_var)
     dims = (0,) + tuple(range(2, input.ndim))
     wide = input.dtype is _dt.float32    # (PyTorch sums float32's running variance in double)
     if training or running_mean is None:
@@ -176,16 +179,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
     """Normalize each of ``num_groups`` channel groups of each sample."""
-    if input.ndim < 2:
-        raise ShapeError(f"group_norm: expected an input of at least 2 dims (N, C, ...), got shape "
-                         f"{tuple(input.shape)}")
-    n, c = input.shape[0], input.shape[1]
+    c = _check_args("group_norm", input, 2, weight=weight, bias=bias)
     if num_groups <= 0 or c % num_groups:
         raise ArgumentError(f"group_norm: the number of channels ({c}) of input shape {tuple(input.shape)} "
-                         f"must be divisible by num_groups ({num_groups})")
-    _check_channels("group_norm", weight, "weight", c)
-    _check_channels("group_norm", bias, "bias", c)
-    check_dtypes("group_norm", input, weight=weight, bias=bias)
+                            f"must be divisible by num_groups ({num_groups})")
+    n = input.shape[0]
     g = reshape(in_opmath(input), (n, num_groups, -1))
     _, d, var = _stats(g, (2,))
     y = reshape(d * rsqrt(var + eps), tuple(input.shape))
@@ -199,15 +197,8 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     With running statistics and ``use_input_stats``, they are updated with the batch
     average of the per-instance mean and unbiased variance (as PyTorch does).
     """
-    if input.ndim < 3:
-        raise ShapeError(f"instance_norm: expected an input of at least 3 dims (N, C, ...), got shape "
-                         f"{tuple(input.shape)}")
-    c = input.shape[1]
-    for t, name in ((running_mean, "running_mean"), (running_var, "running_var"), (weight, "weight"),
-                    (bias, "bias")):
-        _check_channels("instance_norm", t, name, c)
-    check_dtypes("instance_norm", input, weight=weight, bias=bias, running_mean=running_mean,
-                 running_var=running_var)
+    c = _check_args("instance_norm", input, 3, weight=weight, bias=bias, running_mean=running_mean,
+                    running_var=running_var)
     x = in_opmath(input)
     dims = tuple(range(2, input.ndim))
     if not use_input_stats:
