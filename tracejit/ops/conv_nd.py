@@ -12,7 +12,7 @@ of the 2-D ops (composite.py's conv2d, spatial.py's conv_transpose2d):
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .composite import conv2d
+from .composite import conv2d, same_padding
 from .shape import cat, permute, reshape, squeeze, unsqueeze
 from .spatial import conv1d, conv_transpose2d, pad
 from . import autocast as _autocast
@@ -48,12 +48,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
         elif padding == "same":
             if s != (1, 1, 1):
                 raise ValueError("conv3d: padding='same' is not supported for strided convolutions")
-            totals = [d[i] * (k - 1) for i, k in enumerate((kd, kh, kw))]
-            widths = []
-            for t in reversed(totals):
-                widths += [t // 2, t - t // 2]
-            input = pad(input, tuple(widths))
-            padding = 0
+            input, padding = same_padding(input, (kd, kh, kw), d)
         else:
             raise ValueError(f"conv3d: padding must be an int, a triple, 'valid' or 'same', got {padding!r}")
     p = _triple(padding, "padding", "conv3d")
