@@ -235,20 +235,15 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     stride, padding = _pair(stride), _pair(padding)
     oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
     ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
-    if groups == 1:
-        # one primitive (ops/conv_gemm.py): a backend runs it by blocks of images whose
-        # columns stay in cache, the result NCHW with no transposing copy, the bias added
-        # in cache and its gradient summed with the weight's
+    if groups == 1 or (cg == 1 and groups == c):
+        # one primitive. groups == 1 (ops/conv_gemm.py): a backend runs it by blocks of
+        # images whose columns stay in cache, the result NCHW with no transposing copy, the
+        # bias added in cache and its gradient summed with the weight's. Depthwise
+        # (ops/depthwise.py): a direct loop over the (image, channel) planes; as columns each
+        # output's kh*kw products cost a column copy and a tiny GEMM
+        prim = conv2d_gemm if groups == 1 else depthwise_conv2d
         fold = bias is not None and bias.dtype == weight.dtype == x.dtype
-        out = conv2d_gemm(x, weight, bias if fold else None, stride, padding, dilation)
-        if bias is not None and not fold:
-            out = out + reshape(bias, (1, o, 1, 1))
-        return _conv_result(out)
-    if cg == 1 and groups == c:
-        # depthwise (ops/depthwise.py): a direct loop over the (image, channel) planes; as
-        # columns each output's kh*kw products cost a column copy and a tiny GEMM
-        fold = bias is not None and bias.dtype == weight.dtype == x.dtype
-        out = depthwise_conv2d(x, weight, bias if fold else None, stride, padding, dilation)
+        out = prim(x, weight, bias if fold else None, stride, padding, dilation)
         if bias is not None and not fold:
             out = out + reshape(bias, (1, o, 1, 1))
         return _conv_result(out)
