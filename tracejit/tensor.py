@@ -237,12 +237,6 @@ class Tensor:
     def imag(self) -> "Tensor":
         return _ops.imag(self)
 
-    def conj(self) -> "Tensor":
-        return _ops.conj(self)
-
-    def conj_physical(self) -> "Tensor":
-        return _ops.conj(self)
-
     def resolve_conj(self) -> "Tensor":
         return self
 
@@ -264,12 +258,6 @@ class Tensor:
         if self.ndim > 2:
             raise RuntimeError("tensor.H is only supported on matrices (2-D tensors); use .mH")
         return _ops.conj(self.t())
-
-    def angle(self) -> "Tensor":
-        return _ops.angle(self)
-
-    def sgn(self) -> "Tensor":
-        return _ops.sgn(self)
 
     def contiguous(self, memory_format=None) -> "Tensor":
         """Row-major memory (every memory_format is accepted; see tracejit/formats.py)."""
