@@ -12,6 +12,13 @@ from .registry import Aval, defprim
 from .eager import bind
 from .shape import reshape
 
+def check_index_range(op: str, index, dim: int, n: int) -> None:
+    """Raise naming the first of `index`'s values outside [0, n) (dim `dim` of `op`'s input)."""
+    if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
+        bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
+        raise IndexRangeError(f"{op}: index {bad} is out of range for dim {dim} of size {n}")
+
+
 def _gather_rule(a, index, dim):
     if index.ndim != a.ndim:
         raise ShapeError(f"gather: index rank {index.ndim} must equal input rank {a.ndim} "
@@ -22,10 +29,7 @@ def _gather_rule(a, index, dim):
 
 
 def _gather_impl(xp, a, index, dim):
-    n = a.shape[dim]
-    if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
-        bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
-        raise IndexRangeError(f"gather: index {bad} is out of range for dim {dim} of size {n}")
+    check_index_range("gather", index, dim, a.shape[dim])
     if xp is np:
         rows = _row_index(index, dim, a.shape)
         if rows is not None:   # the index repeats one vector across the other dims
@@ -101,10 +105,7 @@ def _scatter_add_rule(a, index, src, dim):
 
 
 def _scatter_add_impl(xp, a, index, src, dim):
-    n = a.shape[dim]
-    if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
-        bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
-        raise IndexRangeError(f"scatter_add: index {bad} is out of range for dim {dim} of size {n}")
+    check_index_range("scatter_add", index, dim, a.shape[dim])
     out = a.copy()
     if xp is np and index.size and _fits(index, dim, a.shape):
         # np.add.at over one flat array is numpy's fast form (10x the n-d one for 100k
