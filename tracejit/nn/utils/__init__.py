@@ -23,27 +23,18 @@ def _grads(parameters) -> list[Tensor]:
 def clip_grad_norm_(parameters: Iterable[Tensor] | Tensor, max_norm: float, norm_type: float = 2.0,
                     error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
     """Scale all gradients together so their joint norm is at most `max_norm`; returns the norm before."""
-    from ... import ops
     grads = _grads(parameters)
     norm_type = float(norm_type)
-    if not grads:
-        return ops.tensor(0.0)
-    with no_grad():
-        if norm_type == math.inf:
-            per = [ops.amax(ops.abs(g.detach())) for g in grads]
-            total = ops.amax(ops.stack(per)) if len(per) > 1 else per[0]
-        else:
-            per = [ops.norm(g.detach(), norm_type) for g in grads]
-            total = ops.norm(ops.stack(per), norm_type) if len(per) > 1 else per[0]
-        t = total.item()
-        if error_if_nonfinite and not math.isfinite(t):
-            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients "
-                               f"is non-finite ({t}), so it cannot be clipped")
-        coef = float(max_norm) / (t + 1e-6)
-        if not coef >= 1.0:   # (a nan norm makes the gradients nan, as PyTorch's clamp does)
-            for g in grads:
-                g._data *= g._data.dtype.type(coef)
-                g._vbox[0] += 1
+    total = get_total_norm(grads, norm_type)
+    t = total.item()
+    if error_if_nonfinite and not math.isfinite(t):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients "
+                           f"is non-finite ({t}), so it cannot be clipped")
+    coef = float(max_norm) / (t + 1e-6)
+    if not coef >= 1.0:   # (a nan norm makes the gradients nan, as PyTorch's clamp does)
+        for g in grads:
+            g._data *= g._data.dtype.type(coef)
+            g._vbox[0] += 1
     return total
 
 
@@ -91,10 +82,10 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     with no_grad():
         if norm_type == math.inf:
             per = [ops.amax(ops.abs(t.detach())) for t in ts]
-            total = ops.amax(ops.stack(per))
+            total = ops.amax(ops.stack(per)) if len(per) > 1 else per[0]
         else:
             per = [ops.norm(t.detach(), norm_type) for t in ts]
-            total = ops.norm(ops.stack(per), norm_type)
+            total = ops.norm(ops.stack(per), norm_type) if len(per) > 1 else per[0]
     if error_if_nonfinite and not math.isfinite(total.item()):
         raise RuntimeError(f"get_total_norm: the total norm of order {norm_type} is non-finite")
     return total
