@@ -29,6 +29,8 @@ _UNSAFE = re.compile(r"^(set_|use_|enable_|disable_|_|seed|manual_seed|initial_s
                      r"share_memory|pin_memory|record_stream|storage|untyped_storage|data_ptr|"
                      r"backward|register_hook|retain_grad|resize|map_|apply_|module_load|__)")
 _RNG = np.random.default_rng(0)
+# results of uninitialized memory: compared by shape and dtype only, like random draws
+_UNINITIALIZED = re.compile(r"^(new_)?empty(_like|_strided)?$")
 
 
 def _arrays():
@@ -171,7 +173,7 @@ def _paired(torch, tj, call, loose=False) -> str:
     return "matches" if why is None else f"differs: {why}"
 
 
-def _first_accepted(torch, tj, candidates, build):
+def _first_accepted(torch, tj, candidates, build, loose=False):
     """The outcome for the first candidate PyTorch accepts, or "no sample"."""
     for args in candidates:
         call = build(args)
@@ -183,7 +185,7 @@ def _first_accepted(torch, tj, candidates, build):
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _paired(torch, tj, call)
+            return _paired(torch, tj, call, loose=loose)
     return "no sample"
 
 
@@ -340,8 +342,9 @@ def probe(ns: str, name: str, torch_obj, kind: str) -> str:
             return "matches"
         return "no sample"
     try:
+        loose = bool(_UNINITIALIZED.match(name))
         if ns == "torch.Tensor":
-            return _first_accepted(torch, tj, METHOD_ARGS, _method(name))
+            return _first_accepted(torch, tj, METHOD_ARGS, _method(name), loose)
         if ns == "torch.nn" and kind == "layer":
             return _first_accepted(torch, tj, [(c, i) for c in LAYER_CTOR for i in LAYER_INPUTS], _layer(name))
         if ns == "torch.optim" and inspect.isclass(torch_obj):
@@ -354,6 +357,6 @@ def probe(ns: str, name: str, torch_obj, kind: str) -> str:
             return _first_accepted(torch, tj, DIST_ARGS, _distribution(name))
         if inspect.isclass(torch_obj):
             return "no sample"
-        return _first_accepted(torch, tj, FUNCTION_ARGS, _function(ns, name))
+        return _first_accepted(torch, tj, FUNCTION_ARGS, _function(ns, name), loose)
     except _Timeout:
         return "no sample"
