@@ -27,8 +27,8 @@ the outermost context of the thread is open (``cache_enabled``): a weight used t
 step is cast once, recast when it changes (its data or version counter), and the cache
 is dropped on exit. A cast made with grad mode off is kept apart from one made with it on,
 and one a backward has run through is made again. Beyond PyTorch's, the cast's values
-(the bf16 words, and under ``lower_widened`` their float32 widening) outlive the context
-(`_Kept`): the next step's context takes them with a new autograd node as long as the
+(the bf16 words: half the weight's memory) outlive the context (`_Kept`): the next
+step's context takes them with a new autograd node as long as the
 weight is the same tensor with the same memory and version counter; an optimizer's
 in-place update bumps the version, so a kept cast is never stale, and an entry dies with
 its weight (a weak reference). Compiled functions keep the state they were captured under
@@ -136,25 +136,23 @@ class _Kept:
                 and self.given[0] == self.given_version)
 
 
-def _kept_cast(t, target, to, src=None):
-    """``to(src)``, weight `t`'s cast to `target` (`src`: the tensor cast, `t` itself or its
-    cast to bf16), from the values a previous context kept where they are fresh (`_Kept`):
-    a new tensor over them with the cast's own autograd node, as ``to`` would give; else
-    cast now and keep the values."""
-    src = t if src is None else src
+def _kept_cast(t, target, to):
+    """``to(t)``, weight `t`'s cast to `target`, from the values a previous context kept
+    where they are fresh (`_Kept`): a new tensor over them with the cast's own autograd
+    node, as ``to`` would give; else cast now and keep the values."""
     kept = STATE.kept
     if kept is None:
         kept = STATE.kept = {}
-    key = (id(t), target, src is t)
+    key = (id(t), target)
     entry = kept.get(key)
     if entry is not None and entry.fresh(t):
-        out = _Tensor._wrap(entry.values, target, src.device)
-        if src._requires_grad and _grad_mode.is_grad_enabled():
+        out = _Tensor._wrap(entry.values, target, t.device)
+        if t._requires_grad and _grad_mode.is_grad_enabled():
             from ..autograd.node import make_prim_node   # (autograd imports this module)
-            make_prim_node(_CAST_PRIM, (src,), {"dtype": target}, out)
+            make_prim_node(_CAST_PRIM, (t,), {"dtype": target}, out)
     else:
-        out = to(src)
-        if out.dtype is not target or out._data is src._data or type(out._data) is not type(src._data):
+        out = to(t)
+        if out.dtype is not target or out._data is t._data or type(out._data) is not type(t._data):
             return out
         if entry is None:
             entry = _Kept()
@@ -252,10 +250,7 @@ def _in_float32(fn, dt, args, kwargs):
         if t.dtype is not _dt.float32:
             return _cast(t, _dt.float32)
         if _cacheable(t):
-            w = words(t)
-            if _eager._tracers_active:
-                return _cast(w, _dt.float32)
-            return _kept_cast(t, _dt.float32, lambda w: _cast(w, _dt.float32), w)
+            return _cast(words(t), _dt.float32)
         return _bf16_eager.round_bf16(t)
     args, kwargs = _cast_args(args, kwargs, to)
     STATE.dtype = None
