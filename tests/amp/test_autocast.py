@@ -153,6 +153,7 @@ def test_training_keeps_float32_weights_and_tracks_float32_training(bf16_gemm_wa
     assert all(p.dtype is tj.float32 and p.grad.dtype is tj.float32 for p in m16.parameters())
     assert l16[-1] < 0.5 * l16[0]
     assert abs(l16[-1] - l32[-1]) <= 0.01 * l32[0]     # within 1% of the starting loss
+    assert abs(l16[-1] / l32[-1] - 1) <= 0.01          # and of float32 training's final loss
     # the state_dict round trip: float32 master weights, the same outputs after loading
     buf = io.BytesIO()
     tj.save(m16.state_dict(), buf)

@@ -47,8 +47,10 @@ def set_autocast_cache_enabled(enabled: bool) -> None:
 
 
 def clear_autocast_cache() -> None:
-    """Drop this thread's cached weight casts (leaving the outermost context does it)."""
+    """Drop this thread's cached weight casts, those kept across contexts included
+    (leaving the outermost context drops the context's own)."""
     _state.STATE.casts = None
+    _state.STATE.kept = None
 
 
 class autocast:  # noqa: N801  (PyTorch's name)

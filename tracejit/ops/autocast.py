@@ -26,13 +26,19 @@ the casts of float32 leaf tensors that require gradients (the weights) are cache
 the outermost context of the thread is open (``cache_enabled``): a weight used twice in a
 step is cast once, recast when it changes (its data or version counter), and the cache
 is dropped on exit. A cast made with grad mode off is kept apart from one made with it on,
-and one a backward has run through is made again. Compiled
-functions keep the state they were captured under in their guard (jit/guards.py).
+and one a backward has run through is made again. Beyond PyTorch's, the cast's values
+(the bf16 words: half the weight's memory) outlive the context (`_Kept`): the next
+step's context takes them with a new autograd node as long as the
+weight is the same tensor with the same memory and version counter; an optimizer's
+in-place update bumps the version, so a kept cast is never stale, and an entry dies with
+its weight (a weak reference). Compiled functions keep the state they were captured under
+in their guard (jit/guards.py).
 """
 from __future__ import annotations
 
 import functools
 import threading
+import weakref
 
 from .. import dtypes as _dt
 from ..errors import not_a_tensor
@@ -46,6 +52,7 @@ class _State(threading.local):
     depth = 0          # this thread's open contexts
     cache_on = True    # the innermost context's cache_enabled
     casts = None       # the weights' casts: (id, target, grad mode) -> (tensor, data, version, cast)
+    kept = None        # the casts' values across contexts: (id, target) -> _Kept
 
 
 STATE = _State()
@@ -93,7 +100,8 @@ def _cacheable(t) -> bool:
 def _cached(to, target):
     """`to` with the weights' casts kept (`_cacheable`). While a function is captured, a
     cast is kept for that capture alone (the tracer is part of the key and kept with the
-    cast), so its graph, like PyTorch's, casts a weight used twice once."""
+    cast), so its graph, like PyTorch's, casts a weight used twice once; eager casts also
+    keep their values for later contexts (`_Kept`)."""
     def cast(t):
         if not _cacheable(t):
             return to(t)
@@ -110,10 +118,49 @@ def _cached(to, target):
         if (hit is not None and hit[0] is t and hit[1] is t._data and hit[2] == t._vbox[0] and hit[4] is tracer
                 and (hit[3].grad_fn is None or not hit[3].grad_fn._freed)):   # (a backward ran through it)
             return hit[3]
-        out = to(t)
+        out = to(t) if tracer is not None else _kept_cast(t, target, to)
         casts[key] = (t, t._data, t._vbox[0], out, tracer)
         return out
     return cast
+
+
+class _Kept:
+    """One weight's cast to one dtype, kept across contexts: the weight (weakly), its
+    memory and version when cast, the values, and the version counter of the tensor last
+    handed out over them with its count then (an in-place change to that tensor makes the
+    values stale too). Nothing here holds the weight: a cast's autograd node would."""
+    __slots__ = ("ref", "data", "version", "values", "given", "given_version")
+
+    def fresh(self, t) -> bool:
+        return (self.ref() is t and self.data is t._data and self.version == t._vbox[0]
+                and self.given[0] == self.given_version)
+
+
+def _kept_cast(t, target, to):
+    """``to(t)``, weight `t`'s cast to `target`, from the values a previous context kept
+    where they are fresh (`_Kept`): a new tensor over them with the cast's own autograd
+    node, as ``to`` would give; else cast now and keep the values."""
+    kept = STATE.kept
+    if kept is None:
+        kept = STATE.kept = {}
+    key = (id(t), target)
+    entry = kept.get(key)
+    if entry is not None and entry.fresh(t):
+        out = _Tensor._wrap(entry.values, target, t.device)
+        if t._requires_grad and _grad_mode.is_grad_enabled():
+            from ..autograd.node import make_prim_node   # (autograd imports this module)
+            make_prim_node(_CAST_PRIM, (t,), {"dtype": target}, out)
+    else:
+        out = to(t)
+        if out.dtype is not target or out._data is t._data or type(out._data) is not type(t._data):
+            return out
+        if entry is None:
+            entry = _Kept()
+            entry.ref = weakref.ref(t, lambda _, kept=kept, key=key: kept.pop(key, None))
+            kept[key] = entry
+        entry.data, entry.version, entry.values = t._data, t._vbox[0], out._data
+    entry.given, entry.given_version = out._vbox, out._vbox[0]
+    return out
 
 
 def _is_float_tensor(a) -> bool:
@@ -229,3 +276,4 @@ from .elementwise import cast as _CAST_OP  # noqa: E402
 from . import bf16_eager as _bf16_eager  # noqa: E402
 from . import eager as _eager  # noqa: E402
 from ..autograd import grad_mode as _grad_mode  # noqa: E402
+from .elementwise_logic import CAST as _CAST_PRIM  # noqa: E402

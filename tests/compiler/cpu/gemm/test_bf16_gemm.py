@@ -99,3 +99,19 @@ def test_the_checker_takes_bf16_words_only():
     w = _words((2, 2), 7)
     assert g.takes(w, w)
     assert not g.takes(w.view(np.float16), w) and not g.takes(np.ones((2, 2), np.float32), w)
+
+
+def test_the_cast_kernels_take_the_thread_count_coreshare_gives(monkeypatch):
+    """The rounding, widening and rounding-in-float32 kernels set the threads the machine
+    gives before each call, as every parallel kernel does, and keep numpy's bits."""
+    from tracejit.compiler.cpu.runtime import coreshare
+    if g._kernels() is None or not (coreshare.ENABLED or coreshare.workqueue_active()):
+        pytest.skip("numba unusable here, or thread adaptation turned off")
+    calls = []
+    monkeypatch.setattr(coreshare, "adapt", lambda: calls.append(1) or 0)
+    f = np.random.default_rng(0).standard_normal(3 * 4096).astype(np.float32)
+    words = g.round_words(f)
+    np.testing.assert_array_equal(words, bf16.to_bfloat16(f))
+    np.testing.assert_array_equal(g.widen_words(words), bf16.to_float32(words))
+    np.testing.assert_array_equal(g.round_values(f), bf16.to_float32(words))
+    assert len(calls) == 3

@@ -228,7 +228,10 @@ def _kernels():
             def through(f, out):
                 for i in numba.prange(f.size):
                     out[i] = bf16_to_f32(f32_to_bf16(f[i]))
-            k = (rounding, widening, through)
+            # (on the threads the machine gives now, as every parallel kernel: two threads
+            # where another process held a core stalled each call at numba's barrier)
+            from ..runtime.coreshare import guard_parallel
+            k = tuple(guard_parallel(f) for f in (rounding, widening, through))
         except Exception:   # (numba unusable here: numpy's conversions are the same bits)
             k = False
         _kernel[0] = k
