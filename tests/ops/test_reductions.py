@@ -40,3 +40,20 @@ def test_var_divides_by_at_least_zero(n, correction):
     np.testing.assert_array_equal(got.numpy(), ref.numpy())   # nan or +inf, not -0 or -inf
     got = tj.std(tj.tensor(a), correction=correction)
     np.testing.assert_array_equal(got.numpy(), torch.std(torch.tensor(a), correction=correction).numpy())
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_min_along_a_dim_give_the_gradient_to_the_index_taken(op, keepdim):
+    # ties included (PyTorch's value_selecting_reduction_backward); the values may be
+    # written in place before backward, as the gradient reads only the indices
+    a = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 0.0, 2.0], [5.0, 5.0, 5.0, 5.0]])
+    res = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        v, i = getattr(m, op)(x * 1.0, 1, keepdim=keepdim)
+        v.mul_(2.0)
+        (v * m.tensor([[1.0], [2.0], [3.0]] if keepdim else [1.0, 2.0, 3.0], dtype=m.float64)).sum().backward()
+        res.append((v.detach().numpy(), i.numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_array_equal(got, want)

@@ -275,7 +275,7 @@ def max(a, dim=None, keepdim: bool = False):
         return maximum(a, dim)
     if dim is None:
         return amax(a)
-    return ValuesIndices(amax(a, dim, keepdim), argmax(a, dim, keepdim))
+    return _selected(a, argmax(a, dim, True), dim, keepdim)
 
 
 def min(a, dim=None, keepdim: bool = False):
@@ -283,7 +283,20 @@ def min(a, dim=None, keepdim: bool = False):
         return minimum(a, dim)
     if dim is None:
         return amin(a)
-    return ValuesIndices(amin(a, dim, keepdim), argmin(a, dim, keepdim))
+    return _selected(a, argmin(a, dim, True), dim, keepdim)
+
+
+def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
+    """max/min along `dim` as the values at the indices taken (kept dim): the gradient goes
+    to that one index, ties included, and reads no values, as PyTorch's
+    (value_selecting_reduction_backward)."""
+    from .gather_prim import gather
+    from .shape import squeeze
+    if a.ndim == 0:
+        return ValuesIndices(a * 1, idx)
+    d = normalize_dim(dim, a.ndim, "max")
+    vals = gather(a, d, idx)
+    return ValuesIndices(vals, idx) if keepdim else ValuesIndices(squeeze(vals, d), squeeze(idx, d))
 
 
 def argmax(a, dim=None, keepdim: bool = False):
