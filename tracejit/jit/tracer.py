@@ -117,8 +117,13 @@ class Tracer(Tensor):
 
     # Tensor's versions of these build a new Tensor around `_data`, which a tracer lacks.
     def detach(self) -> "Tracer":
-        # Recorded as an equation: the IR must keep the point where gradients stop.
-        return _reg.bind(DETACH, self)
+        # Recorded as an equation: the IR must keep the point where gradients stop. Eagerly
+        # the result shares memory with self: in-place writes through it reach self
+        # (view_writes.write_through), without a gradient.
+        t = _reg.bind(DETACH, self)
+        if isinstance(t, Tracer):
+            t._view_src = _views.view_source(t._trace, DETACH, (self,), {})
+        return t
 
     @property
     def data(self) -> "Tracer":
