@@ -140,3 +140,21 @@ def test_writes_through_detach_reach_the_tensor_without_a_gradient(k):
     t = torch.tensor(a)
     _detached_writes(torch)[k](t)
     np.testing.assert_allclose(x.numpy(), t.numpy(), rtol=1e-6)
+
+
+def test_a_compiled_write_through_detach_reaches_a_leaf_that_requires_grad():
+    # (in-place ops on such a leaf are refused; through detach() or .data they are data writes)
+    a = np.random.default_rng(5).uniform(1, 2, (2, 3)).astype(np.float32)
+
+    def f(x):
+        x.detach().sqrt_()
+        x.data.mul_(2.0)
+        return x * 3.0
+    res = []
+    for m, fn in ((torch, f), (tj, tj.compile(f))):
+        x = m.tensor(a, requires_grad=True)
+        y = fn(x)
+        y.sum().backward()
+        res.append((y.detach().numpy(), x.detach().numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
