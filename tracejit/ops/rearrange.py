@@ -88,7 +88,9 @@ def roll(input, shifts, dims=None):
             lo = getitem(out, (slice(None),) * d + (slice(n - s, n),))
             hi = getitem(out, (slice(None),) * d + (slice(0, n - s),))
             out = cat([lo, hi], d)
-    return out
+    # (new memory even when every shift is a whole turn, as PyTorch's: writes into the
+    # input later must not show in the result)
+    return clone(input) if out is input else out
 
 
 def rot90(input, k: int = 1, dims=(0, 1)):
@@ -102,7 +104,7 @@ def rot90(input, k: int = 1, dims=(0, 1)):
         return flip(input, (d0, d1))
     if k == 3:
         return flip(transpose(input, d0, d1), (d1,))
-    return input
+    return clone(input)   # (new memory for a whole turn too, as PyTorch's)
 
 
 def unflatten(input, dim: int, sizes):

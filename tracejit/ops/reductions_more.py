@@ -272,7 +272,7 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
             x = narrow(x, d, 1, m - 1) != narrow(x, d, 0, m - 1)
         else:
             x = narrow(x, d, 1, m - 1) - narrow(x, d, 0, m - 1)
-    return x
+    return input.clone() if x is input else x   # (n=0: new memory, as PyTorch's)
 
 
 def trapezoid(y, x=None, *, dx=None, dim: int = -1):

@@ -381,5 +381,5 @@ def pad(input, pad, mode: str = "constant", value=None):
         if before or after:
             idx = tensor(_pad_index(size, before, after, mode), device=out.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
-    return out
+    return input.clone() if out is input else out   # (no padding: new memory, as PyTorch's)
 
