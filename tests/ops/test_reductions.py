@@ -57,3 +57,12 @@ def test_max_min_along_a_dim_give_the_gradient_to_the_index_taken(op, keepdim):
         res.append((v.detach().numpy(), i.numpy(), x.grad.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_along_the_dim_of_a_0d_tensor_keep_its_dtype(op):
+    for a in (True, 2.5, 3):
+        v, i = getattr(tj, op)(tj.tensor(a), 0, keepdim=True)
+        tv, ti = getattr(torch, op)(torch.tensor(a), 0, keepdim=True)
+        assert str(v.dtype).split(".")[-1] == str(tv.dtype).split(".")[-1]
+        assert v.item() == tv.item() and i.item() == ti.item()

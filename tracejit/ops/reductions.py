@@ -275,6 +275,8 @@ def max(a, dim=None, keepdim: bool = False):
         return maximum(a, dim)
     if dim is None:
         return amax(a)
+    if a.ndim == 0:
+        return ValuesIndices(amax(a, dim, keepdim), argmax(a, dim, keepdim))
     return _selected(a, argmax(a, dim, True), dim, keepdim)
 
 
@@ -283,6 +285,8 @@ def min(a, dim=None, keepdim: bool = False):
         return minimum(a, dim)
     if dim is None:
         return amin(a)
+    if a.ndim == 0:
+        return ValuesIndices(amin(a, dim, keepdim), argmin(a, dim, keepdim))
     return _selected(a, argmin(a, dim, True), dim, keepdim)
 
 
@@ -292,8 +296,6 @@ def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
     (value_selecting_reduction_backward)."""
     from .gather_prim import gather
     from .shape import squeeze
-    if a.ndim == 0:
-        return ValuesIndices(a * 1, idx)
     d = normalize_dim(dim, a.ndim, "max")
     vals = gather(a, d, idx)
     return ValuesIndices(vals, idx) if keepdim else ValuesIndices(squeeze(vals, d), squeeze(idx, d))
