@@ -406,7 +406,12 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
         return amin(_abs(a), dim, keepdim)
     if p == 0:   # (the count of nonzeros, in the input's dtype)
         return sum(cast(ne(a, 0), a.dtype), dim, keepdim)
-    return _root(sum(_pow(_abs(a), p), dim, keepdim), p)
+    powered = _pow(_abs(a), p)
+    if 0 < p < 1 and (a.requires_grad or trace_state.tracer is not None):
+        # |x|^p's slope is infinite at 0 (times sign(0) = 0: NaN); PyTorch's gradient is 0
+        zero = eq(a, 0)
+        powered = where(zero, 0.0, _pow(where(zero, 1.0, _abs(a)), p))
+    return _root(sum(powered, dim, keepdim), p)
 
 
 def _root(s, p):

@@ -313,7 +313,10 @@ def dist(input, other, p: float = 2):
         return amax(diff_)
     if p == 0:
         return _sum(cast(diff_ != 0, diff_.dtype))
-    return _sum(diff_ ** p) ** (1.0 / p)
+    # (vector_norm's gradient is 0 where the operands are equal, as PyTorch's; the root of
+    # the composite's sum gave 0 * inf = nan there)
+    from ..linalg import vector_norm
+    return vector_norm(diff_, p)
 
 
 def equal(input, other) -> bool:
