@@ -117,9 +117,8 @@ class Tracer(Tensor):
 
     # Tensor's versions of these build a new Tensor around `_data`, which a tracer lacks.
     def detach(self) -> "Tracer":
-        # Recorded as an equation: the IR must keep the point where gradients stop. Eagerly
-        # the result shares memory with self: in-place writes through it reach self
-        # (view_writes.write_through), without a gradient.
+        # An equation (the IR keeps where gradients stop) that views self, as eagerly:
+        # in-place writes through it reach self, without a gradient (view_writes.py).
         t = _reg.bind(DETACH, self)
         if isinstance(t, Tracer):
             t._view_src = _views.view_source(t._trace, DETACH, (self,), {})
