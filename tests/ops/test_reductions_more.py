@@ -129,3 +129,10 @@ def test_dist_of_equal_operands_has_a_zero_gradient(p):
         res.append((x.grad.numpy(), y.grad.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, dim", [((0,), 0), ((2, 0), 1), ((0, 3), 0)])
+def test_logcumsumexp_over_an_empty_dim_is_empty(shape, dim):
+    got = tj.logcumsumexp(tj.zeros(shape), dim)
+    want = torch.logcumsumexp(torch.zeros(shape), dim)
+    assert tuple(got.shape) == tuple(want.shape) and got.dtype is tj.float32

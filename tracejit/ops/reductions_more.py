@@ -251,6 +251,8 @@ def cummin(input, dim: int):
 @takes("input")
 def logcumsumexp(input, dim: int):
     d = normalize_dim(dim, input.ndim, "logcumsumexp")
+    if input.ndim and input.shape[d] == 0:
+        return input.clone()   # (nothing to accumulate; amax would refuse the empty dim)
     m = amax(input, d, keepdim=True).detach()
     m = where(m == float("-inf"), 0.0, m)
     return log(cumsum(exp(input - m), d)) + m
