@@ -445,3 +445,26 @@ def test_reading_grad_of_a_non_leaf_warns_like_pytorch():
             d = a * 4
             lib.autograd.backward([d.sum()], inputs=[d])   # .grad filled by backward(inputs=)
             assert d.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_writes_through_data_are_not_seen_by_autograd_as_in_pytorch():
+    # .data has a version counter of its own (detach() shares it): the backward reads the
+    # new values instead of raising, as PyTorch's does
+    torch = pytest.importorskip("torch")
+    a = np.array([0.5, 1.0, 2.0])
+    res = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        h = x * 1.0
+        y = m.atan2(h, h + 1.0)
+        h.data.mul_(3.0)
+        y.sum().backward()
+        res.append((x.grad.numpy(), h.detach().numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    x = tj.tensor(a, requires_grad=True)
+    h = x * 1.0
+    y = tj.atan2(h, h + 1.0)
+    h.detach().mul_(3.0)   # shares the counter: refused, as in PyTorch
+    with pytest.raises(tj.errors.InplaceModifiedError):
+        y.sum().backward()

@@ -43,7 +43,7 @@ class _Facts:
     # `Derived` for ``num // den`` (guarded >= 2), or None where none can be made
     derive: Callable = staticmethod(lambda num, den: None)
     # ``v >= 0`` taken as a fact for every call served (guarded), or False
-    assume: Callable = staticmethod(lambda v, what: False)
+    assume: Callable = staticmethod(lambda v, what, dims=False: False)
 
 
 facts_hooks = _Facts()
@@ -101,7 +101,8 @@ def set_number_hook(fn: Optional[Callable]) -> Optional[Callable]:
 class Sym:
     """A symbolic dimension: sum of coeff * product(symbols)."""
 
-    __slots__ = ("terms", "hint")
+    # facts: on an input's dim symbol, the facts a capture guarded about dims (size_args.py)
+    __slots__ = ("terms", "hint", "facts")
 
     def __init__(self, terms: tuple, hint: int):
         self.terms = terms  # tuple of (monomial: tuple[str,...], coeff: int), sorted, no zeros
@@ -248,25 +249,33 @@ class Sym:
     def __hash__(self):
         return hash(self.terms)
 
-    def _cmp(self, o, op):
+    def _cmp(self, o, op, less: bool, strict: bool):
         if isinstance(o, int):
             low = self.lower_bound()
             if low is not None and op(low, o) == op(max(low, o + 1), o):
                 # the same answer for every value this dim can take (all >= low)
                 return op(low, o)
+        if isinstance(o, (int, Sym)):
+            # The answer in this call, guarded as a fact on the sizes (``8 - s0 >= 0``) where
+            # the capture can: one entry serves every size on that side.
+            result = op(self.hint, hint(o))
+            lo, hi = (self, o) if less == result else (o, self)
+            v = hi - lo - (1 if strict == result else 0)
+            if not isinstance(v, Sym) or facts_hooks.assume(v, "a comparison of sizes", dims=True):
+                return result
         return op(self._specialized(), hint(o) if isinstance(o, Sym) else o)
 
     def __lt__(self, o):
-        return self._cmp(o, lambda a, b: a < b)
+        return self._cmp(o, lambda a, b: a < b, True, True)
 
     def __le__(self, o):
-        return self._cmp(o, lambda a, b: a <= b)
+        return self._cmp(o, lambda a, b: a <= b, True, False)
 
     def __gt__(self, o):
-        return self._cmp(o, lambda a, b: a > b)
+        return self._cmp(o, lambda a, b: a > b, False, True)
 
     def __ge__(self, o):
-        return self._cmp(o, lambda a, b: a >= b)
+        return self._cmp(o, lambda a, b: a >= b, False, False)
 
     def __bool__(self):
         return True

@@ -284,7 +284,9 @@ class Tensor:
 
     @property
     def data(self) -> "Tensor":
-        return self.detach()
+        # self's memory with a version counter of its own, as PyTorch's: writes through it
+        # are not seen by autograd (detach() shares the counter; they are)
+        return Tensor._wrap(self._data, self.dtype, self.device)
 
     @data.setter
     def data(self, value: "Tensor") -> None:

@@ -202,14 +202,25 @@ def test_equal_sizes_share_a_symbol_and_the_guard_checks_it():
         cf(tj.ones(5), tj.ones(6))  # not the same size: not the symbolic entry; the usual error
 
 
-def test_dims_used_as_python_values_stay_static():
+def test_a_comparison_of_a_dim_is_guarded_on_its_answer():
     def f(x):
-        if x.shape[0] > 4:  # needs the concrete size
+        if x.shape[0] > 4:  # one entry for each answer, the dim symbolic in both
             return x * 2
         return x
 
     cf = compiled(f)
-    assert [cf(tj.ones(n))[0].item() for n in (2, 3, 5, 6)] == [1.0, 1.0, 2.0, 2.0]
+    assert [cf(tj.ones(n))[0].item() for n in (2, 3, 5, 6, 4, 9)] == [1.0, 1.0, 2.0, 2.0, 1.0, 2.0]
+    st = cf.cache_stats()
+    assert st["compiles"] == 3 and st["dynamic_dims"] == [("x", 0)]
+    assert any("took a symbolic size for" in r for r in st["recompile_reasons"])
+
+
+def test_dims_used_as_python_values_stay_static():
+    def f(x):
+        return x * len(range(x.shape[0]))   # needs the concrete size
+
+    cf = compiled(f)
+    assert [cf(tj.ones(n))[0].item() for n in (2, 3, 5, 6)] == [2.0, 3.0, 5.0, 6.0]
     st = cf.cache_stats()
     assert st["compiles"] == 4 and st["dynamic_dims"] == []
     assert all(isinstance(d, int) for e in cf.entries for d in e.descs[0].shape)

@@ -33,18 +33,51 @@ def test_tj_compile_slice_storm_captures_twice():
     assert f.cache_stats()["compiles"] == 2
 
 
-def test_a_bound_past_the_dim_misses_the_symbolic_entry_and_stays_right():
+def test_bounds_past_the_dim_share_one_entry():
     x = tj.randn(6, 2)
     cf = tj.trace(lambda x, n: x[:n] * 2.0, compiler="interpret")
     values = [2, 3, 4, 9, 12, 5, 6, 1, 0]
     _sweep(cf, x, values, lambda a, n: a[:n] * 2.0)
     st = cf.cache_stats()
-    # 2 (const), 3.. symbolic (guarded 2 <= n <= 6); 9 past the dim: the code needed the
-    # value, so n is specialized from then on (9 and 12 one entry each); 5, 6 hit the
-    # symbolic entry; 1 and 0 each get one
-    assert st["compiles"] == 6, st["recompile_reasons"]
+    # 2 (const), 3.. symbolic (guarded 2 <= n <= 6); 9 past the dim: clamped, guarded
+    # n >= 6, so 12 hits it; 5, 6 hit the first symbolic entry; 1 and 0 each get one
+    assert st["compiles"] == 5, st["recompile_reasons"]
     assert any(r.endswith("took a symbolic size for n <= 6, which no longer holds")
                for r in st["recompile_reasons"])
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_slices_and_pads_clamped_by_a_size_do_not_recompile_per_value(grad):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+
+    def run(fn, tfn, arrays, *extra):
+        cf = tj.compile(fn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)   # no recompile-limit fallback
+            for a, e in zip(arrays, extra or [()] * len(arrays)):
+                x, t = tj.tensor(a, requires_grad=grad), torch.tensor(a, requires_grad=grad)
+                y, ty = cf(x, *e), tfn(t, *e)
+                np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-6)
+                if grad:
+                    (y * y).sum().backward()
+                    (ty * ty).sum().backward()
+                    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+        return cf.cache_stats()["compiles"]
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    ns = [(n,) for n in [5, 6, 9, 15, 2, 4, 3]]
+    # a Python int stop or start past the end: one entry for all n >= 5 (plus n == 5 first
+    # as a constant and one symbolic entry below the size)
+    assert run(lambda x, n: x[:, :n] * 2, lambda x, n: x[:, :n] * 2, [a] * len(ns), *ns) == 3
+    assert run(lambda x, n: x[:, n:] * 2, lambda x, n: x[:, n:] * 2, [a] * len(ns), *ns) == 3
+    # an int bound past a changing dim: the dim stays symbolic on both sides of the bound
+    rows = [rng.standard_normal((2, k)).astype(np.float32) for k in range(2, 14)]
+    assert run(lambda h: h[:, :8] * 2, lambda h: h[:, :8] * 2, rows) == 3
+    # a pad amount computed from a changing dim: its sign is guarded, not its value
+    assert run(lambda h: tj.nn.functional.pad(h, (0, 8 - h.shape[1])) * 2,
+               lambda h: F.pad(h, (0, 8 - h.shape[1])) * 2, rows) == 4
 
 
 def test_start_bounds_and_values_of_n_in_arithmetic(compiler):

@@ -97,3 +97,64 @@ def test_layout_of_an_argument_with_dynamic_sizes_is_guarded():
                 continue
             np.testing.assert_array_equal(fn(ours).numpy(), want.numpy())
     assert fn.cache_stats()["dynamic_dims"] == [("a", 0)]
+
+
+def _detached_writes(m):
+    def sqrt_detached(x):
+        x.detach().sqrt_()
+        return x * 2
+
+    def through_a_view(x):
+        x.view(-1).detach().mul_(3.0)
+        return x + 1
+
+    def part_and_data(x):
+        d = x.detach()
+        d[0].add_(10.0)
+        d.data.add_(1.0)
+        return x.sum()
+
+    def data_then_column(x):
+        x.data.mul_(2.0)
+        x.detach()[:, 0].zero_()
+        return x * 1
+    return [sqrt_detached, through_a_view, part_and_data, data_then_column]
+
+
+@pytest.mark.parametrize("k", range(4))
+def test_writes_through_detach_reach_the_tensor_without_a_gradient(k):
+    # as eagerly: x takes the new values, its gradient is the one it had (the identity)
+    a = np.random.default_rng(k).uniform(1, 2, (3, 4)).astype(np.float32)
+    res = []
+    for m, compiled in ((torch, False), (tj, True)):
+        x = m.tensor(a, requires_grad=True)
+        h = x * 1.0
+        f = _detached_writes(m)[k]
+        y = (tj.compile(f) if compiled else f)(h)
+        (y * y).sum().backward()
+        res.append((y.detach().numpy(), h.detach().numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    x = tj.tensor(a)   # an argument of the compiled function is written too
+    tj.compile(_detached_writes(tj)[k])(x)
+    t = torch.tensor(a)
+    _detached_writes(torch)[k](t)
+    np.testing.assert_allclose(x.numpy(), t.numpy(), rtol=1e-6)
+
+
+def test_a_compiled_write_through_detach_reaches_a_leaf_that_requires_grad():
+    # (in-place ops on such a leaf are refused; through detach() or .data they are data writes)
+    a = np.random.default_rng(5).uniform(1, 2, (2, 3)).astype(np.float32)
+
+    def f(x):
+        x.detach().sqrt_()
+        x.data.mul_(2.0)
+        return x * 3.0
+    res = []
+    for m, fn in ((torch, f), (tj, tj.compile(f))):
+        x = m.tensor(a, requires_grad=True)
+        y = fn(x)
+        y.sum().backward()
+        res.append((y.detach().numpy(), x.detach().numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

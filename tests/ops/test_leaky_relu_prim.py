@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.errors import InplaceModifiedError
 from tracejit.ops import leaky_relu_prim
 
 torch = pytest.importorskip("torch")
@@ -96,3 +97,23 @@ def test_compiled_matches_eager():
     got.backward()
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
     np.testing.assert_allclose(ja.grad.numpy(), want_grad, rtol=1e-6, atol=1e-7)
+
+
+def test_the_gradient_reads_the_input_as_pytorchs():
+    # out-of-place leaky_relu saves its input: the output may be written in place before
+    # backward, the input may not (both as PyTorch)
+    a = np.random.default_rng(1).standard_normal((4, 5))
+    grads = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        y = m.nn.functional.leaky_relu(x * 1.0, 0.1)
+        y.mul_(2.0)
+        (y * 1.5).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])
+    x = tj.tensor(a, requires_grad=True)
+    h = x * 1.0
+    y = tj.nn.functional.leaky_relu(h, 0.1)
+    h.mul_(2.0)
+    with pytest.raises(InplaceModifiedError):
+        y.sum().backward()

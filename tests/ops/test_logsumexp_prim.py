@@ -138,3 +138,15 @@ def test_compiled_matches_eager_over_dims(dim, keepdim):
         outs.append((loss.item(), xs.grad.numpy()))
     np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5)
     np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-5, atol=1e-7)
+
+
+def test_a_0d_tensor_as_pytorch():
+    # (numpy reduced it to a scalar, which the numpy form then wrote into: a TypeError)
+    res = []
+    for m in (torch, tj):
+        x = m.tensor(0.5, dtype=m.float64, requires_grad=True)
+        y = m.nn.functional.log_softmax(x * 1.0, 0) + m.logsumexp(x * 2.0, 0, keepdim=True)
+        y.backward()
+        res.append((y.detach().numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -90,3 +90,20 @@ def test_hypot_of_integer_and_float_operands_squares_in_float(a_dt, b_dt, compil
         torch.hypot(torch.tensor([1]), torch.tensor([2]))
     with pytest.raises(NotImplementedError, match="hypot"):
         tj.hypot(tj.tensor([1]), tj.tensor([2]))
+
+
+@pytest.mark.parametrize("name, where", [("tan", "in"), ("reciprocal", "in"), ("erfinv", "out")])
+def test_gradients_read_what_pytorch_saves(name, where):
+    # tan and reciprocal's gradients read the output, erfinv's the input, as PyTorch's: the
+    # other one may be written in place before backward
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(0).uniform(0.1, 0.9, (3, 4))
+    grads = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        h = x * 1.0
+        y = getattr(m, name)(h)
+        (h if where == "in" else y).mul_(2.0)
+        (y * 1.5).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10)

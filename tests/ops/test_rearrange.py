@@ -65,3 +65,10 @@ def test_diag_of_a_matrix_is_a_copy(offset):
         want = torch.arange(12.0).reshape(3, 4).diag(offset).tolist()
         x.mul_(2)
         assert d.tolist() == want, m.__name__
+
+
+@pytest.mark.parametrize("shape, dim, sizes", [((0, 2), -1, (-1, 1)), ((0, 0, 2, 1), 0, (1, -1)),
+                                               ((1, 0, 7, 0), 0, (1, -1)), ((0, 6), 1, (-1, 3))])
+def test_unflatten_infers_minus_one_within_the_dim_beside_empty_dims(shape, dim, sizes):
+    # (a reshape of the whole shape cannot infer -1 where another dim is 0)
+    assert tuple(tj.zeros(shape).unflatten(dim, sizes).shape) == tuple(torch.zeros(shape).unflatten(dim, sizes).shape)

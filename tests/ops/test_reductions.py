@@ -40,3 +40,29 @@ def test_var_divides_by_at_least_zero(n, correction):
     np.testing.assert_array_equal(got.numpy(), ref.numpy())   # nan or +inf, not -0 or -inf
     got = tj.std(tj.tensor(a), correction=correction)
     np.testing.assert_array_equal(got.numpy(), torch.std(torch.tensor(a), correction=correction).numpy())
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_max_min_along_a_dim_give_the_gradient_to_the_index_taken(op, keepdim):
+    # ties included (PyTorch's value_selecting_reduction_backward); the values may be
+    # written in place before backward, as the gradient reads only the indices
+    a = np.array([[1.0, 3.0, 3.0, 0.0], [2.0, 2.0, 0.0, 2.0], [5.0, 5.0, 5.0, 5.0]])
+    res = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        v, i = getattr(m, op)(x * 1.0, 1, keepdim=keepdim)
+        v.mul_(2.0)
+        (v * m.tensor([[1.0], [2.0], [3.0]] if keepdim else [1.0, 2.0, 3.0], dtype=m.float64)).sum().backward()
+        res.append((v.detach().numpy(), i.numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_along_the_dim_of_a_0d_tensor_keep_its_dtype(op):
+    for a in (True, 2.5, 3):
+        v, i = getattr(tj, op)(tj.tensor(a), 0, keepdim=True)
+        tv, ti = getattr(torch, op)(torch.tensor(a), 0, keepdim=True)
+        assert str(v.dtype).split(".")[-1] == str(tv.dtype).split(".")[-1]
+        assert v.item() == tv.item() and i.item() == ti.item()

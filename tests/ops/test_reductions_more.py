@@ -116,3 +116,23 @@ def test_dist_promotes_one_integer_operand_and_refuses_two_as_pytorch():
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
     with pytest.raises(RuntimeError, match="dist"):
         tj.dist(tj.tensor(a), tj.tensor(a))
+
+
+@pytest.mark.parametrize("p", [2, 3, 0.5, 1, float("inf")])
+def test_dist_of_equal_operands_has_a_zero_gradient(p):
+    # (as PyTorch's; the composite's root gave 0 * inf = nan)
+    a = np.array([[1.0, 2.0], [0.0, 3.0]])
+    res = []
+    for m in (torch, tj):
+        x, y = m.tensor(a, requires_grad=True), m.tensor(a, requires_grad=True)
+        m.dist(x * 1.0, y * 1.0, p).backward()
+        res.append((x.grad.numpy(), y.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape, dim", [((0,), 0), ((2, 0), 1), ((0, 3), 0)])
+def test_logcumsumexp_over_an_empty_dim_is_empty(shape, dim):
+    got = tj.logcumsumexp(tj.zeros(shape), dim)
+    want = torch.logcumsumexp(torch.zeros(shape), dim)
+    assert tuple(got.shape) == tuple(want.shape) and got.dtype is tj.float32

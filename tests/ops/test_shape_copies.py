@@ -2,7 +2,8 @@
 PyTorch's do: an in-place op on the result changes the input exactly when it would in
 PyTorch. numpy's flip is a view, and ``y = x.flip(0); y.mul_(2)`` doubled x (a leaf that
 requires grad too); ``x.repeat(1)`` returned x's own memory; a reshape that must copy
-was taken for a view of its input, and an in-place op on it indexed the input's memory."""
+was taken for a view of its input, and an in-place op on it indexed the input's memory.
+Inside a compiled function too (``contiguous()`` of a contiguous tensor is the tensor)."""
 import numpy as np
 import pytest
 
@@ -14,12 +15,26 @@ COPIES = {
     "repeat_ones": lambda x: x.repeat(1, 1),
     "repeat": lambda x: x.repeat(2, 1),
     "reshape_of_transposed": lambda x: x.t().reshape(-1),   # numpy copies inside reshape
+    # whole turns and no-ops copy too (they returned the input)
+    "roll_whole_turn": lambda x: x.roll(4, 1),
+    "roll_flat_whole_turn": lambda x: x.roll(12),
+    "rot90_whole_turn": lambda x: x.rot90(4, (0, 1)),
+    "diff_n0": lambda x: x.diff(n=0),
+    "pad_nothing": lambda x: _functional(x).pad(x, (0, 0)),
 }
 VIEWS = {
     "t": lambda x: x.t(),
+    "contiguous": lambda x: x.contiguous(),
     "reshape": lambda x: x.reshape(-1),
     "getitem": lambda x: x[1:],
 }
+
+
+def _functional(x):
+    if isinstance(x, tj.Tensor):
+        return tj.nn.functional
+    import torch
+    return torch.nn.functional
 
 
 def _x(requires_grad=False):
@@ -44,11 +59,14 @@ def test_copying_shape_functions_leave_their_input_alone(name, compiled):
     np.testing.assert_array_equal(x.grad.numpy(), np.full((3, 4), want, np.float32))
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("name", list(VIEWS))
-def test_view_functions_share_their_inputs_memory(name):
+def test_view_functions_share_their_inputs_memory(name, compiled):
+    fn = VIEWS[name]
+    # (compiled: the write happens inside, where the view must carry it to the input)
+    f = tj.compile(lambda x: fn(x).add_(100.0)) if compiled else lambda x: fn(x).add_(100.0)
     x = _x()
-    y = VIEWS[name](x)
-    y.add_(100.0)
+    f(x)
     assert float(x.numpy()[-1, -1]) == 111.0
 
 

@@ -161,3 +161,16 @@ def test_whole_2_norm_is_one_primitive_eager_and_compiled_agree(dtype, keepdim):
         cb.sum().backward()
         np.testing.assert_array_equal(b.grad.numpy(), a.grad.numpy())
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("p", [0.5, 0.25])
+def test_a_norm_below_1_has_a_zero_gradient_at_zero_elements(p):
+    a = np.array([0.0, 2.0, -3.0])
+    res = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        y = m.linalg.vector_norm(x * 1.0, p)
+        y.backward()
+        res.append((y.detach().numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -122,8 +122,14 @@ class Emitter:
                 return f"({prod})" if v > 0 else f"({self.const(1)} / ({prod}))"
             if v == 0.5 and self.dtype.startswith("float"):
                 return self.call("sqrt", a)
-        if not self.dtype.startswith("float"):
+        if self.dtype == "bool":
             return f"({a} ** {b})"
+        if not self.dtype.startswith("float"):
+            # a negative exponent as eager (ops/elementwise_pow.py) and PyTorch: 1 // a**-b
+            # truncated, so 0 but +-1 for a == +-1 (the kernel's own power divided by 0 at a == 0)
+            one, zero = self.const(1), self.const(0)
+            return (f"({a} ** {b} if {b} >= {zero} else ({one} if {a} == {one} else "
+                    f"(({one} if {b} % 2 == {zero} else -{one}) if {a} == -{one} else {zero})))")
         return self.call("pow", a, b)
 
 

@@ -163,7 +163,15 @@ class Entry:
             for leaf_i, k in self.mutations:
                 if node is not None:  # its backward reads the value before the write below
                     node.keep_input(leaves[leaf_i])
-                leaves[leaf_i]._assign(outs[k], "in-place update of an input")
+                leaf = leaves[leaf_i]
+                if leaf._requires_grad and leaf.grad_fn is None:
+                    # a write through its detach() or .data (the capture refuses any other
+                    # on a leaf that requires grad): its data only, as eagerly
+                    from ..autograd.grad_mode import no_grad
+                    with no_grad():
+                        leaf._assign(outs[k], "in-place update of an input")
+                else:
+                    leaf._assign(outs[k], "in-place update of an input")
         if self.state_writes:
             _write_state(self.state_writes, outs)
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]

@@ -60,14 +60,19 @@ class SizeArgs:
         """The names of the int arguments among `symbols` (code needed their values)."""
         return {descs[self.names[s]].name for s in symbols if s in self.names}
 
-    def assume(self, ctx, v: Sym, what: str) -> bool:
+    def assume(self, ctx, v: Sym, what: str, dims: bool = False) -> bool:
         """Take ``v >= 0`` as a fact where it holds in this call and every symbol in it comes
-        from an argument, guarded on every later call; False when it cannot be assumed."""
-        if not self.names or not v.free_symbols & set(self.names) or v.hint < 0:
+        from an argument, guarded on every later call; False when it cannot be assumed.
+        Facts about dim symbols alone are taken only where `dims` asks (a slice bound past
+        a dim's end, a comparison of sizes): elsewhere those dims stay specialized."""
+        free = v.free_symbols
+        if not (free & set(self.names) or dims and free) or v.hint < 0:
             return False
-        if not all(s in self.sources for s in v.free_symbols):
+        if not all(s in self.sources for s in free):
             return False
         self._guard(ctx, v, what)
+        if not free & set(self.names):
+            _tag_dims(ctx, self.facts)
         return True
 
     def derive(self, ctx, num, den) -> Optional[Sym]:
@@ -98,6 +103,15 @@ class SizeArgs:
         note(ctx.decisions, ("nonneg", v, srcs), "bool", True, what, same_kind=False)
 
 
+def _tag_dims(ctx, facts: set) -> None:
+    """Lend `facts` to the dim symbols of the capture's inputs: the gradient, built from the
+    graph later, finds them there (`known_facts`) where no int argument carries them."""
+    for var in ctx.inputs:
+        for d in var.aval.shape:
+            if isinstance(d, Sym):
+                d.facts = facts
+
+
 class SizeName(str):
     """The name of an int input's symbol (``Var.size``), with the facts its capture guarded:
     the gradient, built from the graph later, may assume them again (`Known`)."""
@@ -110,7 +124,7 @@ class Known:
     def __init__(self, facts: set):
         self.facts = facts
 
-    def assume(self, ctx, v: Sym, what: str) -> bool:
+    def assume(self, ctx, v: Sym, what: str, dims: bool = False) -> bool:
         return v.terms in self.facts
 
 
@@ -119,6 +133,8 @@ def known_facts(graph) -> Optional[Known]:
     facts: set = set()
     for v in graph.inputs:
         facts |= getattr(v.size, "facts", frozenset())
+        for d in v.aval.shape:
+            facts |= getattr(d, "facts", None) or frozenset()
     return Known(facts) if facts else None
 
 
@@ -163,7 +179,7 @@ def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
     return None
 
 
-def assume_nonnegative(v: Sym, what: str) -> bool:
+def assume_nonnegative(v: Sym, what: str, dims: bool = False) -> bool:
     """``v >= 0`` for every call this capture serves: True where the capturing context
     could guard it (`SizeArgs.assume`)."""
     from ..ops.eager import trace_state
@@ -172,7 +188,7 @@ def assume_nonnegative(v: Sym, what: str) -> bool:
         return False
     root = ctx._root()
     sizes = getattr(root, "sizes", None)
-    return sizes is not None and sizes.assume(root, v, what)
+    return sizes is not None and sizes.assume(root, v, what, dims)
 
 
 def derive(num, den) -> Optional[Sym]:

@@ -117,8 +117,12 @@ class Tracer(Tensor):
 
     # Tensor's versions of these build a new Tensor around `_data`, which a tracer lacks.
     def detach(self) -> "Tracer":
-        # Recorded as an equation: the IR must keep the point where gradients stop.
-        return _reg.bind(DETACH, self)
+        # An equation (the IR keeps where gradients stop) that views self, as eagerly:
+        # in-place writes through it reach self, without a gradient (view_writes.py).
+        t = _reg.bind(DETACH, self)
+        if isinstance(t, Tracer):
+            t._view_src = _views.view_source(t._trace, DETACH, (self,), {})
+        return t
 
     @property
     def data(self) -> "Tracer":

@@ -7,7 +7,9 @@ out-of-place scatter of the new values into the base at the positions the view c
 The positions come from running the same view ops eagerly on ``arange(base.numel())``:
 one definition of every view op, and any chain of them works. A view whose base changed
 since it was taken is re-derived from the base when it is next read, as eagerly it would
-show the new values.
+show the new values. A write through ``x.detach()`` (or ``x.data``) changes ``x``'s values
+but not its gradient, as eagerly: ``x`` takes the new values with the identity as their
+gradient (`DETACHED_WRITE`).
 """
 from __future__ import annotations
 
@@ -18,10 +20,19 @@ import numpy as np
 from .. import dtypes as _dt
 from ..ops import eager as _eager
 from ..ops.creation import arange as _arange
+from ..ops.registry import Aval, defprim
 from ..ops.shape import EXPAND as _EXPAND
 from ..tensor import Tensor
 
 __all__ = ["view_source", "write_through", "refresh", "eager_layout"]
+
+
+# ``detached_write(base, new)``: the values of `new`, the gradient of `base` (a write
+# through a detached view changes the data, not the autograd history, as eagerly)
+DETACHED_WRITE = defprim("detached_write", lambda xp, base, new: new,
+                         lambda base, new: Aval(base.shape, base.dtype, base.device),
+                         lambda g, out, base, new: (g, None), kind="elementwise",
+                         scalar=lambda e, base, new: new, save=lambda rq: (), nondiff=(1,))
 
 
 def view_source(trace, prim, args, params):
@@ -162,7 +173,10 @@ def write_through(trace, target, res, what: str) -> bool:
         flat = new_vals.index_select(0, Tensor(np.argsort(pos), dtype=_dt.int64))
     else:
         flat = base.reshape(-1).index_put((Tensor(pos, dtype=_dt.int64),), new_vals)
-    trace.assign(base, flat.reshape(tuple(base.shape)), what)
+    flat = flat.reshape(tuple(base.shape))
+    if any(prim.name == "detach" for prim, _, _ in chain):
+        flat = _eager.bind(DETACHED_WRITE, base, flat)
+    trace.assign(base, flat, what)
     target._var = res
     target._view_src = (base, value_of(trace, base), chain)
     return True

@@ -39,7 +39,7 @@ class trace_hooks:
     """What capture (jit/) lends the ops that meet traced values, set when jit loads: ops
     never import jit, and a tracer exists only once it has loaded."""
     size_of = staticmethod(lambda t: t.__index__())      # jit/size_args.py: a Sym or an int
-    assume_nonnegative = staticmethod(lambda v, what: False)
+    assume_nonnegative = staticmethod(lambda v, what, dims=False: False)
     eager_layout = None                                    # jit/view_writes.py
     refuse_grad_change = staticmethod(lambda t, value: None)   # jit/side_effects.py
 

@@ -5,16 +5,15 @@ batch (in both, still needed), contracted (in both, not needed later), left-only
 right-only, lays the operands out as ``[batch, left, contracted]`` and
 ``[batch, contracted, right]``, and does one batched matmul, so the work goes to BLAS
 and the gradient is matmul's. Labels that only one operand has and nothing later needs
-are summed out first; a repeated label within one operand takes the diagonal; a size-1
-dimension broadcasts (that operand simply does not depend on the label).
+are summed out first; a repeated label within one operand takes the diagonal (a view,
+as PyTorch's); a size-1 dimension broadcasts (that operand simply does not depend on
+the label).
 """
 from __future__ import annotations
 
 import math
 
 from ..errors import ArgumentError, ShapeError
-from .creation import arange
-from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import permute, reshape, squeeze
@@ -84,7 +83,9 @@ def _parse(equation: str, operands):
 
 
 def _diagonal(x, labels):
-    """Take diagonals for labels repeated within one operand."""
+    """Take diagonals for labels repeated within one operand: views, as PyTorch's (writes
+    into ``einsum('ii->i', m)`` reach ``m``)."""
+    from .rearrange import diagonal
     while True:
         dup = next((c for c in labels if labels.count(c) > 1), None)
         if dup is None:
@@ -95,9 +96,7 @@ def _diagonal(x, labels):
             raise ShapeError(f"einsum: label {dup!r} has sizes {x.shape[i]} and {x.shape[j]} in "
                              f"one operand")
         rest = [k for k in range(x.ndim) if k not in (i, j)]
-        x = permute(x, rest + [i, j])
-        ar = arange(x.shape[-1], device=x.device)
-        x = getitem(x, (Ellipsis, ar, ar))      # the diagonal becomes the last dim
+        x = diagonal(x, 0, i, j)      # the diagonal becomes the last dim
         labels = [labels[k] for k in rest] + [dup]
 
 

@@ -139,6 +139,9 @@ def _slice_len(d, start, stop, step):
         # 0 <= start <= stop <= d holds for every size the symbols can take.
         lo = 0 if start is None else d + start if isinstance(start, int) and start < 0 else start
         hi = d if stop is None else d + stop if isinstance(stop, int) and stop < 0 else stop
+        # A bound past the end is clamped to it, as Python slices are: one guard (n >= d)
+        # serves every such n instead of one capture per value.
+        lo, hi = _clamped(lo, d), _clamped(hi, d)
         if all(_never_negative(v) for v in (lo, hi - lo, d - hi)):
             return hi - lo
     if isinstance(d, Sym):
@@ -152,12 +155,23 @@ def _bound(t: Tensor):
     return trace_hooks.size_of(t) if getattr(t, "_trace", None) is not None else t.__index__()
 
 
+def _clamped(b, d):
+    """`d` where the slice bound `b` lies past the end of a dim of size `d` in this call and
+    that can be guarded for every call the capture serves, else `b`."""
+    if not isinstance(b, Sym) and not isinstance(d, Sym):
+        return b
+    past = b - d
+    if (past.hint if isinstance(past, Sym) else past) <= 0:
+        return b
+    return d if _never_negative(past) else b
+
+
 def _never_negative(v) -> bool:
     if isinstance(v, Sym):
         low = v.lower_bound()
         if low is not None and low >= 0:
             return True
-        return trace_hooks.assume_nonnegative(v, "a slice bound")   # guarded where a capture can
+        return trace_hooks.assume_nonnegative(v, "a slice bound", dims=True)   # guarded where it can
     return v >= 0
 
 

@@ -4,10 +4,10 @@ Why a primitive: the composite ``where(x > 0, x, x * slope)`` is three passes fo
 about five backward, where PyTorch makes one each way. As one record with a scalar rule a
 large eager call is one kernel pass, and the compiler fuses it like any elementwise op.
 
-The gradient is computed from the output, as PyTorch's in-place LeakyReLU does: for a
-slope >= 0, ``out > 0`` exactly where ``x > 0``, so ``nn.LeakyReLU(inplace=True)`` may
-overwrite its input (a negative slope keeps the composite). Results are bitwise the
-composite's.
+The gradient reads the input, as PyTorch's out-of-place LeakyReLU does, so the output may
+be written in place after the op (for a slope >= 0, ``out > 0`` exactly where ``x > 0``:
+the same mask; a negative slope keeps the composite; ``inplace=True`` goes through
+`apply_inplace`, whose node reads the input's old value). Results are bitwise the composite's.
 """
 from __future__ import annotations
 
@@ -38,12 +38,12 @@ def _leaky_relu_scalar(e, x, negative_slope=0.01):
 
 
 def _leaky_relu_vjp(g, out, x, negative_slope=0.01):
-    return (leaky_relu_backward(g, out, negative_slope),)
+    return (leaky_relu_backward(g, x, negative_slope),)
 
 
 LEAKY_RELU = defprim("leaky_relu", _leaky_relu_impl, _ew_rule("leaky_relu"), _leaky_relu_vjp,
                      kind="elementwise", scalar=_leaky_relu_scalar, promote=True, int_to_float=True,
-                     save=lambda rq: (), save_out=True, grad_name="LeakyReluBackward0")
+                     save=lambda rq: (0,), grad_name="LeakyReluBackward0")
 
 
 def _leaky_relu_backward_impl(xp, g, y, negative_slope=0.01):
@@ -85,5 +85,6 @@ def leaky_relu(x, negative_slope: float = 0.01):
 
 
 def leaky_relu_backward(g, y, negative_slope: float = 0.01):
-    """LeakyReLU's input gradient for the output gradient `g`, from its output `y`."""
+    """LeakyReLU's input gradient for the output gradient `g`, from its input or output `y`
+    (positive at the same places for a slope >= 0)."""
     return bind(LEAKY_RELU_BACKWARD, g, y, negative_slope=float(negative_slope))

@@ -32,6 +32,8 @@ def _kept(shape, dims) -> tuple:
 
 
 def _impl(xp, x, *, dims, keepdim):
+    if x.ndim == 0:   # (numpy reduces a 0-d array to a scalar, which the steps write into)
+        return _impl(xp, x.reshape(1), dims=(0,), keepdim=True).reshape(())
     xw = x.astype(xp.float32) if x.dtype == xp.float16 else x
     m = xw.max(axis=dims, keepdims=True)
     m[xp.isinf(m)] = 0    # (a row of -inf, or holding +inf: shifted by 0, never inf - inf)
@@ -82,6 +84,9 @@ LOGSUMEXP = defprim("logsumexp", _impl, _rule, _vjp, kind="other", save=lambda r
 
 # ---------------------------------------------------------------- the gradient
 def _bwd_impl(xp, g, x, out, *, dims, keepdim):
+    if x.ndim == 0:
+        return _bwd_impl(xp, g.reshape(1), x.reshape(1), out.reshape(1), dims=(0,),
+                         keepdim=True).reshape(())
     kept = _kept(x.shape, dims)
     xw = x.astype(xp.float32) if x.dtype == xp.float16 else x
     with xp.errstate(invalid="ignore"):     # (nan where x and out are both infinite: -inf

@@ -5,7 +5,8 @@ what every backend has: arithmetic and floor) for what no composite of existing 
 gives: asin, acos, atan, atan2, asinh, acosh, atanh, ceil, trunc, round, lgamma,
 digamma, erfinv, bitwise and/or/xor/not. Without a scalar rule an op runs through its
 numpy form in compiled code too (a step, not fused), which these rarer functions can
-afford. Composites for the rest: sinh, cosh, tan, log2, log10, exp2, frac, reciprocal,
+afford. tan and reciprocal are primitives too (their gradients read the output, as PyTorch's).
+Composites for the rest: sinh, cosh, log2, log10, exp2, frac,
 fmod, hypot, lerp, addcmul, addcdiv, logit, xlogy, sinc, erfc, rad2deg, deg2rad,
 logaddexp, copysign, heaviside, float_power, clamp_min/max, and the aliases.
 """
@@ -176,9 +177,14 @@ def _erfinv_impl(xp, a):
     return out
 
 
-ERFINV = _unary("erfinv", _erfinv_impl,
-                lambda g, out, a: (g * (math.sqrt(math.pi) / 2) * exp(out * out),), save_out=True,
-                save_in=False, host=True)
+def _erfinv_vjp(g, out, a):
+    # from the input, erfinv computed again, as PyTorch's: the output may be written in
+    # place after the op
+    y = erfinv(a)
+    return (g * (math.sqrt(math.pi) / 2) * exp(y * y),)
+
+
+ERFINV = _unary("erfinv", _erfinv_impl, _erfinv_vjp, host=True)
 lgamma, digamma, erfinv = map(_op1, (LGAMMA, DIGAMMA, ERFINV))
 
 
@@ -195,8 +201,13 @@ def cosh(input):
     return (exp(input) + exp(neg(input))) * 0.5
 
 
-def tan(input):
-    return sin(input) / cos(input)
+# tan and reciprocal are primitives whose gradient reads the output, as PyTorch's does
+# (derivatives.yaml saves `result`): the input may be written in place after the op.
+TAN = _unary("tan", lambda xp, a: xp.sin(a) / xp.cos(a), lambda g, out, a: (g * (out * out + 1.0),),
+             lambda e, a: f"({e.call('sin', a)} / {e.call('cos', a)})", save_out=True, save_in=False)
+RECIPROCAL = _unary("reciprocal", lambda xp, a: 1.0 / a, lambda g, out, a: (neg(g) * (out * out),),
+                    lambda e, a: f"({e.const(1.0)} / {a})", save_out=True, save_in=False)
+tan, reciprocal = map(_op1, (TAN, RECIPROCAL))
 
 
 def log2(input):
@@ -209,10 +220,6 @@ def log10(input):
 
 def exp2(input):
     return exp(input * math.log(2))
-
-
-def reciprocal(input):
-    return 1.0 / input
 
 
 def _fmod_scalar(e, a, b):

@@ -26,7 +26,7 @@ from .elementwise import abs as _abs, cast, relu, sign, where
 from .indexing import gather, getitem
 from .indexing_more import scatter
 from .linalg import matmul
-from .reductions import amax, argmax, sum as _sum
+from .reductions import argmax, sum as _sum
 from .shape import expand, reshape, squeeze, transpose, unsqueeze
 from .dtype_checks import takes
 
@@ -123,13 +123,15 @@ def _max_windows(x, flat, valid, outs, with_indices):
     g = _gathered(x, flat)
     if not valid.all():
         g = where(tensor(valid, device=x.device), g, float("-inf"))
-    out = amax(g, -1)
+    # the value at the index taken: the gradient goes to that one element of a window, ties
+    # included, and reads no values (the output may be written in place), as PyTorch's
+    pick = argmax(g, -1, keepdim=True)                                # (N, C, O, 1)
+    out = squeeze(gather(g, -1, pick), -1)
     shape = tuple(x.shape[:2]) + outs
     if not with_indices:
         return reshape(out, shape)
-    pick = argmax(g, -1)                                              # (N, C, O)
     table = expand(tensor(flat, device=x.device), tuple(g.shape))
-    idx = squeeze(gather(table, -1, unsqueeze(pick, -1)), -1)
+    idx = squeeze(gather(table, -1, pick), -1)
     return reshape(out, shape), reshape(idx, shape)
 
 

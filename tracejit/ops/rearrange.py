@@ -7,6 +7,8 @@ tensor_split, fliplr / flipud, swapdims, triu_indices / tril_indices.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -88,7 +90,9 @@ def roll(input, shifts, dims=None):
             lo = getitem(out, (slice(None),) * d + (slice(n - s, n),))
             hi = getitem(out, (slice(None),) * d + (slice(0, n - s),))
             out = cat([lo, hi], d)
-    return out
+    # (new memory even when every shift is a whole turn, as PyTorch's: writes into the
+    # input later must not show in the result)
+    return clone(input) if out is input else out
 
 
 def rot90(input, k: int = 1, dims=(0, 1)):
@@ -102,12 +106,16 @@ def rot90(input, k: int = 1, dims=(0, 1)):
         return flip(input, (d0, d1))
     if k == 3:
         return flip(transpose(input, d0, d1), (d1,))
-    return input
+    return clone(input)   # (new memory for a whole turn too, as PyTorch's)
 
 
 def unflatten(input, dim: int, sizes):
     d = normalize_dim(dim, input.ndim, "unflatten")
     sizes = tuple(int(s) for s in sizes)
+    n, rest = input.shape[d], math.prod(s for s in sizes if s != -1)
+    if sizes.count(-1) == 1 and isinstance(n, int) and rest and n % rest == 0:
+        # -1 is inferred within the dim (its size known where another dim is 0, as PyTorch's)
+        sizes = tuple(n // rest if s == -1 else s for s in sizes)
     return reshape(input, tuple(input.shape[:d]) + sizes + tuple(input.shape[d + 1:]))
 
 

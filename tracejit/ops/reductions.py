@@ -275,7 +275,9 @@ def max(a, dim=None, keepdim: bool = False):
         return maximum(a, dim)
     if dim is None:
         return amax(a)
-    return ValuesIndices(amax(a, dim, keepdim), argmax(a, dim, keepdim))
+    if a.ndim == 0:
+        return ValuesIndices(amax(a, dim, keepdim), argmax(a, dim, keepdim))
+    return _selected(a, argmax(a, dim, True), dim, keepdim)
 
 
 def min(a, dim=None, keepdim: bool = False):
@@ -283,7 +285,20 @@ def min(a, dim=None, keepdim: bool = False):
         return minimum(a, dim)
     if dim is None:
         return amin(a)
-    return ValuesIndices(amin(a, dim, keepdim), argmin(a, dim, keepdim))
+    if a.ndim == 0:
+        return ValuesIndices(amin(a, dim, keepdim), argmin(a, dim, keepdim))
+    return _selected(a, argmin(a, dim, True), dim, keepdim)
+
+
+def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
+    """max/min along `dim` as the values at the indices taken (kept dim): the gradient goes
+    to that one index, ties included, and reads no values, as PyTorch's
+    (value_selecting_reduction_backward)."""
+    from .gather_prim import gather
+    from .shape import squeeze
+    d = normalize_dim(dim, a.ndim, "max")
+    vals = gather(a, d, idx)
+    return ValuesIndices(vals, idx) if keepdim else ValuesIndices(squeeze(vals, d), squeeze(idx, d))
 
 
 def argmax(a, dim=None, keepdim: bool = False):
@@ -391,7 +406,12 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
         return amin(_abs(a), dim, keepdim)
     if p == 0:   # (the count of nonzeros, in the input's dtype)
         return sum(cast(ne(a, 0), a.dtype), dim, keepdim)
-    return _root(sum(_pow(_abs(a), p), dim, keepdim), p)
+    powered = _pow(_abs(a), p)
+    if 0 < p < 1 and (a.requires_grad or trace_state.tracer is not None):
+        # |x|^p's slope is infinite at 0 (times sign(0) = 0: NaN); PyTorch's gradient is 0
+        zero = eq(a, 0)
+        powered = where(zero, 0.0, _pow(where(zero, 1.0, _abs(a)), p))
+    return _root(sum(powered, dim, keepdim), p)
 
 
 def _root(s, p):

@@ -251,6 +251,8 @@ def cummin(input, dim: int):
 @takes("input")
 def logcumsumexp(input, dim: int):
     d = normalize_dim(dim, input.ndim, "logcumsumexp")
+    if input.ndim and input.shape[d] == 0:
+        return input.clone()   # (nothing to accumulate; amax would refuse the empty dim)
     m = amax(input, d, keepdim=True).detach()
     m = where(m == float("-inf"), 0.0, m)
     return log(cumsum(exp(input - m), d)) + m
@@ -272,7 +274,7 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
             x = narrow(x, d, 1, m - 1) != narrow(x, d, 0, m - 1)
         else:
             x = narrow(x, d, 1, m - 1) - narrow(x, d, 0, m - 1)
-    return x
+    return input.clone() if x is input else x   # (n=0: new memory, as PyTorch's)
 
 
 def trapezoid(y, x=None, *, dx=None, dim: int = -1):
@@ -313,7 +315,10 @@ def dist(input, other, p: float = 2):
         return amax(diff_)
     if p == 0:
         return _sum(cast(diff_ != 0, diff_.dtype))
-    return _sum(diff_ ** p) ** (1.0 / p)
+    # (vector_norm's gradient is 0 where the operands are equal, as PyTorch's; the root of
+    # the composite's sum gave 0 * inf = nan there)
+    from ..linalg import vector_norm
+    return vector_norm(diff_, p)
 
 
 def equal(input, other) -> bool:

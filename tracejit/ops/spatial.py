@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
+from ..shapes import Sym
 from .composite import check_conv_args, conv2d, max_pool2d, same_padding
 from .conv import _pair, fold, unfold
 from .conv_gemm import conv2d_xgrad
@@ -338,7 +339,8 @@ def _pad_index(size: int, before: int, after: int, mode: str):
 def pad(input, pad, mode: str = "constant", value=None):
     """PyTorch's F.pad: ``pad`` lists (before, after) pairs starting from the last dim;
     modes constant (negative values crop), reflect, replicate, circular."""
-    pad = tuple(int(p) for p in pad)
+    # (a symbolic amount, ``8 - x.shape[1]``, stays one: its sign is guarded, not its value)
+    pad = tuple(p if isinstance(p, Sym) else int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ArgumentError(f"pad: padding length must be even and at most 2 * input.ndim "
                          f"({2 * input.ndim}), got {len(pad)}")
@@ -379,5 +381,5 @@ def pad(input, pad, mode: str = "constant", value=None):
         if before or after:
             idx = tensor(_pad_index(size, before, after, mode), device=out.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
-    return out
+    return input.clone() if out is input else out   # (no padding: new memory, as PyTorch's)
 
