@@ -8,8 +8,10 @@ bidirectional GRU speech model under CTC loss, nn.Transformer translation with g
 decoding, a BiLSTM-CRF tagger, SimCLR's InfoNCE, a physics-informed network (second
 derivatives by create_graph), second-order MAML by functional_call, a masked autoencoder,
 NeRF volume rendering with hierarchical sampling, BPR/NCF recommenders with sparse
-embeddings and EmbeddingBag, and a packed GRU classifier under OneCycleLR and
-ReduceLROnPlateau) run unchanged with tracejit in place of
+embeddings and EmbeddingBag, a packed GRU classifier under OneCycleLR and
+ReduceLROnPlateau, BERT fine-tuning with checkpointed layers and gradient accumulation, a
+neural ODE by RK4, a one-stage detector's focal loss on boolean-masked anchors, DGCNN on
+point clouds, Swin's shifted-window attention and a mixture density network) run unchanged with tracejit in place of
 torch and give PyTorch's losses from the same weights, eager and compiled.
 
 Each framework runs in its own process (``_runner.py``); the PyTorch run saves the
