@@ -17,7 +17,7 @@ from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_no
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_state
-from .shape import EXPAND, clone, expand, flip, reshape
+from .shape import EXPAND, clone, expand, flip, reshape, squeeze
 from . import autocast as _autocast
 from .dtype_checks import takes
 
@@ -275,7 +275,7 @@ def max(a, dim=None, keepdim: bool = False):
         return maximum(a, dim)
     if dim is None:
         return amax(a)
-    return ValuesIndices(amax(a, dim, keepdim), argmax(a, dim, keepdim))
+    return _at_index(a, dim, keepdim, argmax(a, dim, True))
 
 
 def min(a, dim=None, keepdim: bool = False):
@@ -283,7 +283,20 @@ def min(a, dim=None, keepdim: bool = False):
         return minimum(a, dim)
     if dim is None:
         return amin(a)
-    return ValuesIndices(amin(a, dim, keepdim), argmin(a, dim, keepdim))
+    return _at_index(a, dim, keepdim, argmin(a, dim, True))
+
+
+def _at_index(a, dim, keepdim, idx):
+    """max/min over `dim`: the values at the extremum's index `idx` (kept dim), so the
+    gradient reaches that one element, as PyTorch's does; amax's splits it among ties."""
+    from .gather_prim import gather
+    if a.ndim == 0:
+        return ValuesIndices(a, idx)
+    d = normalize_dim(dim, a.ndim, "max")
+    values = gather(a, d, idx)
+    if keepdim:
+        return ValuesIndices(values, idx)
+    return ValuesIndices(squeeze(values, d), squeeze(idx, d))
 
 
 def argmax(a, dim=None, keepdim: bool = False):
