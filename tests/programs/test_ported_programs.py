@@ -29,9 +29,10 @@ pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.endswith(".py"))
 # the compiled run (a cold kernel cache compiles every group: ~15 s a program on 2 cores):
-# a Transformer, a weight-normed Conv1d network, a CNN of in-place activations and a
-# network differentiated twice through its compiled forward
-COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py"]
+# a Transformer, a weight-normed Conv1d network, a CNN of in-place activations, a
+# network differentiated twice through its compiled forward and a point-cloud network
+# (topk neighbours, a flat-index gather, max over neighbours)
+COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py"]
 
 
 def _run(framework, mode, weights, programs):
