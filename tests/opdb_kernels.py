@@ -2,7 +2,8 @@
 other records do not: BatchNorm's pass primitives and the fused BatchNorm + max-pooling
 records (which compiled plans bind), the window-offset pooling primitive on floats, and
 sizes the kernels take (a ReLU over 64K elements: its backward's select; an embedding
-gradient of many rows: index_add's row loop). tests/ops/test_impls.py holds every
+gradient of many rows: index_add's row loop; topk's and argmax's selection loops).
+tests/ops/test_impls.py holds every
 implementation against its primitive's numpy form over these samples too."""
 from __future__ import annotations
 
@@ -113,3 +114,19 @@ register("relu.large", lambda m, x: F(m).relu(x), lambda x: np.maximum(x, 0),
 register("embedding.rows", lambda m, i, w: F(m).embedding(i, w), lambda i, w: w[i],
          lambda d, r: [Sample((idx(r, (8, 12), 10), arr(r, (10, 6), d)), grad=(1,),
                               desc="96 row updates: the backward's row loop")])
+register("topk.rows", lambda m, x, **kw: tuple(m.topk(x, **kw)),
+         lambda x, k, dim=-1, largest=True: _np_topk(x, k, dim, largest),
+         lambda d, r: [Sample((distinct(r, (32, 128), d),), {"k": 8, "largest": False},
+                              desc="4096 elements: the insertion loop"),
+                       Sample((distinct(r, (64, 4, 16), d),), {"k": 3, "dim": 0})])
+register("argmax.rows", lambda m, x, **kw: m.argmax(x, **kw), lambda x, dim: np.argmax(x, axis=dim),
+         lambda d, r: [Sample((distinct(r, (256, 16), d),), {"dim": -1}, desc="a row scan"),
+                       Sample((distinct(r, (16, 8, 32), d),), {"dim": 1})], grad=False)
+register("argmin.rows", lambda m, x, **kw: m.argmin(x, **kw), lambda x, dim: np.argmin(x, axis=dim),
+         lambda d, r: [Sample((distinct(r, (256, 16), d),), {"dim": 1})], grad=False)
+
+
+def _np_topk(x, k, dim, largest):
+    order = np.argsort(-x if largest else x, axis=dim, kind="stable")
+    i = np.take(order, np.arange(k), axis=dim)
+    return np.take_along_axis(x, i, dim), i

@@ -37,6 +37,9 @@ PROGRAMS = {
     "pinn": "Burgers' PINN: u_t, u_x, u_xx by autograd.grad(create_graph=True), double backward",
     "maml": "second-order MAML, 25 sinusoid tasks: functional_call, autograd.grad(create_graph)",
     "nerf": "NeRF, 256 rays: positional encoding, cumprod transmittance, searchsorted resampling",
+    "node": "neural ODE: RK4 by a Python loop, 40 calls of an MLP vector field a step, RMSprop",
+    "detect": "one-stage detector: anchors, box IoU, focal + smooth L1 loss on boolean-masked anchors",
+    "dgcnn": "DGCNN point cloud: knn by cdist + topk, neighbour gather by flat index, 1x1 convs, max",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

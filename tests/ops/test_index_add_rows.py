@@ -79,3 +79,38 @@ def test_embedding_gradient_equals_a_one_hot_product():
     onehot = np.eye(50, dtype=np.float64)[ids.reshape(-1)]
     np.testing.assert_allclose(emb.weight.grad.numpy(), onehot.T @ g.reshape(-1, 8).astype(np.float64),
                                rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernels", [False, True], ids=["rounds", "kernel"])
+def test_trailing_whole_slices_add_the_same_rows(monkeypatch, kernels):
+    """``x[idx, :]`` (a point cloud's neighbour gather) adds whole rows as ``x[idx]`` does:
+    its backward takes the row adds too, not np.add.at's per-element loop."""
+    _kernels(monkeypatch, kernels)
+    rng = np.random.default_rng(5)
+    idx = rng.integers(0, 48, (64, 4))
+    v = rng.standard_normal((64, 4, 6)).astype(np.float32)
+    a = rng.standard_normal((48, 6)).astype(np.float32)
+    want = a.copy()
+    np.add.at(want, (idx, slice(None)), v)
+    if kernels:
+        from tracejit.compiler.cpu.kernels import index_kernels
+        got = index_kernels.index_add(a, v, idx, spec=(("t", 0), ("s", None, None, None)))
+        assert got is not None     # the loop ran
+    else:
+        got = a
+        assert _add_rows(a, (idx, slice(None)), v)
+    assert np.array_equal(got, want)
+
+
+def test_row_gather_with_a_trailing_slice_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((30, 5)).astype(np.float32)
+    idx = rng.integers(0, 30, 200)
+    g = rng.standard_normal((200, 5)).astype(np.float32)
+    grads = []
+    for lib in (torch, tj):
+        t = lib.tensor(x, requires_grad=True)
+        t[lib.tensor(idx), :].backward(lib.tensor(g))
+        grads.append(t.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-5)

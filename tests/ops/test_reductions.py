@@ -66,3 +66,26 @@ def test_max_min_along_the_dim_of_a_0d_tensor_keep_its_dtype(op):
         tv, ti = getattr(torch, op)(torch.tensor(a), 0, keepdim=True)
         assert str(v.dtype).split(".")[-1] == str(tv.dtype).split(".")[-1]
         assert v.item() == tv.item() and i.item() == ti.item()
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_max_min_over_a_dim_send_the_gradient_to_the_returned_index(op, keepdim, compiled):
+    """PyTorch documents max(dim)'s index as the first extremum's, and its gradient flows to
+    that element alone (amax splits it among ties): ReLU zeros pooled by a max tie often."""
+    a = np.array([[1.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 0.0], [2.0, 3.0, 3.0, -1.0]], np.float32)
+    w = np.array([1.0, 2.0, 3.0], np.float32)
+    grads = {}
+    for lib in (torch, tj):
+        x = lib.tensor(a, requires_grad=True)
+
+        def f(x, lib=lib):
+            v, i = getattr(lib, op)(x, 1, keepdim=keepdim)
+            return (v.reshape(-1) * lib.tensor(w)).sum(), i
+        fn = tj.compile(f) if compiled and lib is tj else f
+        loss, idx = fn(x)
+        loss.backward()
+        grads[lib] = (x.grad.numpy(), idx.numpy(), loss.item())
+    for got, want in zip(grads[tj], grads[torch]):
+        np.testing.assert_array_equal(got, want)

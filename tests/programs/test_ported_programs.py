@@ -8,8 +8,10 @@ bidirectional GRU speech model under CTC loss, nn.Transformer translation with g
 decoding, a BiLSTM-CRF tagger, SimCLR's InfoNCE, a physics-informed network (second
 derivatives by create_graph), second-order MAML by functional_call, a masked autoencoder,
 NeRF volume rendering with hierarchical sampling, BPR/NCF recommenders with sparse
-embeddings and EmbeddingBag, and a packed GRU classifier under OneCycleLR and
-ReduceLROnPlateau) run unchanged with tracejit in place of
+embeddings and EmbeddingBag, a packed GRU classifier under OneCycleLR and
+ReduceLROnPlateau, BERT fine-tuning with checkpointed layers and gradient accumulation, a
+neural ODE by RK4, a one-stage detector's focal loss on boolean-masked anchors, DGCNN on
+point clouds, Swin's shifted-window attention and a mixture density network) run unchanged with tracejit in place of
 torch and give PyTorch's losses from the same weights, eager and compiled.
 
 Each framework runs in its own process (``_runner.py``); the PyTorch run saves the
@@ -27,9 +29,10 @@ pytest.importorskip("torch")
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.endswith(".py"))
 # the compiled run (a cold kernel cache compiles every group: ~15 s a program on 2 cores):
-# a Transformer, a weight-normed Conv1d network, a CNN of in-place activations and a
-# network differentiated twice through its compiled forward
-COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py"]
+# a Transformer, a weight-normed Conv1d network, a CNN of in-place activations, a
+# network differentiated twice through its compiled forward and a point-cloud network
+# (topk neighbours, a flat-index gather, max over neighbours)
+COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py"]
 
 
 def _run(framework, mode, weights, programs):

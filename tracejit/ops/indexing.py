@@ -252,6 +252,7 @@ def _is_basic(spec):
 
 
 _ALL = ("s", None, None, None)
+_FULL_SLICE = slice(None)
 
 
 def _take_axis(spec):
@@ -356,7 +357,10 @@ def _index_add_impl(xp, a, v, *idx, spec):
 def added_rows(view, key, v):
     """The row of `view` each update adds to (flat, negative indices wrapped) when
     ``view[key] += v`` adds whole rows by one integer index array on the first dim, all in
-    range; else None. (The CPU backend's row-update loop takes such adds too.)"""
+    range; else None. (The CPU backend's row-update loop takes such adds too.) Trailing
+    whole slices add nothing: ``x[idx, :]`` adds the rows ``x[idx]`` does."""
+    while len(key) > 1 and type(key[-1]) is slice and key[-1] == _FULL_SLICE:
+        key = key[:-1]
     if len(key) != 1:
         return None
     idx = key[0]

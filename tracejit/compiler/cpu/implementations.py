@@ -16,6 +16,8 @@ from ...ops.conv import FOLD, UNFOLD
 from ...ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD
 from ...ops.depthwise import DEPTHWISE_CONV2D, DEPTHWISE_WGRAD, DEPTHWISE_XGRAD
 from ...ops.elementwise_logic import CAST
+from ...ops.reductions import ARGMAX, ARGMIN
+from ...ops.tensorfns import ARGSORT
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
 from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
 from ...ops.indexing import INDEX_ADD
@@ -31,7 +33,7 @@ from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_forms, conv_blocks, conv_kernels as conv,
                       depthwise_kernels as depthwise,
                       index_kernels as index,
-                      recurrent_layers as recurrent, row_forms,
+                      recurrent_layers as recurrent, row_forms, select_kernels as select,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
 
@@ -80,6 +82,10 @@ TABLE = (
     (BATCH_NORM_FORWARD, channel_forms.forward, floats(1), None),
     # row updates
     (INDEX_ADD, index.index_add, None, None),
+    # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
+    (ARGSORT, select.topk_indices, None, None),
+    (ARGMAX, select.argmax, None, None),
+    (ARGMIN, select.argmin, None, None),
     # recurrent layers: the whole time loop in one kernel call
     (LSTM_LAYER, recurrent.lstm_layer, recurrent.LSTM_CHECK, None),
     (LSTM_LAYER_BACKWARD, recurrent.lstm_layer_backward, recurrent.LSTM_BACKWARD_CHECK, None),
