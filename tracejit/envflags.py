@@ -77,8 +77,6 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_EAGER_KERNELS", "1", "0: large eager elementwise math runs on numpy instead of "
            "numba kernels made from the op's scalar rule (tracejit/compiler/cpu/kernels/vectorized.py)",
            _GUIDE + "eager-and-autograd.md"),
-    Switch("TRACEJIT_STREAM_STORES", "1", "0: fused CPU kernels never use streaming (non-temporal) "
-           "stores for large outputs (tracejit/compiler/ntstores.py)", _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_WINDOWS", "auto", "which poolings compiled plans take as windows groups: auto "
            "(those measured at least as fast as their registered kernels), all, or none "
            "(tracejit/compiler/windows.py)",
