@@ -21,10 +21,8 @@ in the operation's dtype.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from . import llvmopts
-from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps, storage
+from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps
 from .loopnest import SUM_BLOCK, LoopNest, lower
 
 __all__ = ["CpuEmitter", "Emitter", "render", "generate", "KernelSpec", "NUMBA_TYPE", "MAX_NESTED_RANK"]
@@ -44,16 +42,6 @@ PARTIAL_CAP = 1 << 20
 # The comment line before the fold of a chunked reduction's partial results: where a
 # chunk kernel (codegen_chunks.py) puts that fold under ``if chunk_fold:``.
 FOLD_MARK = "# fold the chunks' partial results"
-# How far ahead of its loads a flat blocked sum asks for its input lines (prefetch_llvm.py):
-# one 4 KiB page, so each stream's next page is on its way before the hardware prefetcher,
-# which stops at page ends, would start on it (GELU loss: 2.01 -> 1.89 ms median).
-PREFETCH_AHEAD_BYTES = 4096
-# ... only in calls touching at least this many bytes: below, the arrays sit in L2 and the
-# prefetches are only extra instructions.
-PREFETCH_MIN_BYTES = 16 << 20
-# The import a kernel that prefetches adds (prefetch_llvm imports numba: named, not imported).
-PREFETCH_IMPORT = "from tracejit.compiler.prefetch_llvm import prefetch_line"
-CACHE_LINE = 64   # bytes
 
 
 def column_partial_len(columns: int) -> int:
@@ -228,8 +216,6 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     llvm_options = llvmopts.kernel_options(len(nest.outputs) + (red is not None), parallel, form,
                                            arrays=arrays)
     src_lines = module_head(parallel, imports, llvm_options)
-    if nest.flat and prefetches(nest, form):
-        src_lines.append(PREFETCH_IMPORT)
     src_lines += ["", ""] + helper + header + doc + body
     return KernelSpec("\n".join(src_lines) + "\n", nest, parallel, form, llvm_options)
 
@@ -258,30 +244,6 @@ def module_head(parallel: bool, imports, llvm_options=()) -> list:
 def generate(group, layouts: tuple, name: str = "kernel", parallel: bool = True) -> KernelSpec:
     """`render` of `group`'s nest for input layouts `layouts` (see `loopnest.LAYOUTS`)."""
     return render(lower(group, layouts, name, sequential_sums=True), parallel)
-
-
-def prefetches(nest: LoopNest, form: str) -> bool:
-    """Whether `nest`'s kernel in loop shape `form` prefetches its inputs (`_prefetch_ahead`)."""
-    return form == "flat_blocked_sum" and any(op.layout == "flat" for op in nest.operands)
-
-
-def _prefetch_ahead(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
-    """Lines asking for each flat input's lines PREFETCH_AHEAD_BYTES past the block [lo, hi)
-    about to be read, one per 64-byte line, clipped at the array's end, in calls touching
-    at least PREFETCH_MIN_BYTES."""
-    by_size: dict = {}     # one loop for the inputs of each element size
-    for op in nest.operands:
-        if op.layout == "flat":
-            by_size.setdefault(np.dtype(storage(op.dtype)).itemsize, []).append(op.array)
-    touched = sum(np.dtype(storage(op.dtype)).itemsize for op in nest.operands if op.layout == "flat")
-    touched += sum(np.dtype(storage(o.dtype)).itemsize for o in nest.outputs)
-    out = [f"{ind}if n >= {-(-PREFETCH_MIN_BYTES // touched)}:  # PREFETCH_MIN_BYTES touched"]
-    for size, arrays in by_size.items():
-        ahead, line = PREFETCH_AHEAD_BYTES // size, max(1, CACHE_LINE // size)
-        out += [f"{ind}{IND}for j in range({lo} + {ahead}, min({hi} + {ahead}, n), {line}):",
-                f"{ind}{IND * 2}uj = np.uintp(j)"]
-        out += [f"{ind}{IND * 2}prefetch_line({a}, uj)" for a in arrays]
-    return out
 
 
 def _flat(nest: LoopNest, form: str, comp: list, loop: str) -> list:
@@ -314,8 +276,6 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str) -> list:
                 f"{IND * 3}bs = b * {B}",
                 f"{IND * 3}be = min(bs + {B}, n)",
                 f"{IND * 3}bacc = {_np_type(red.block_dtype)}(0.0)"]
-        if prefetches(nest, form):
-            body += _prefetch_ahead(nest, IND * 3, "bs", "be")
         body += [f"{IND * 3}for i in range(bs, be):",
                 # Unsigned index: with a possibly negative signed one LLVM vectorized this
                 # loop with gathers and scatters on AVX-512, 3x slower
