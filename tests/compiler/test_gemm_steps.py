@@ -16,7 +16,6 @@ import pytest
 import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.cpu.gemm import epilogue
-from tracejit.compiler.attnpair import AttentionBackwardSum
 from tracejit.compiler.cpu.gemm.epilogue import column_sum, matmul_bias
 from tracejit.compiler.gemm_steps import ColumnSum, GemmStep
 from tracejit.compiler.fusion import Group
@@ -211,8 +210,8 @@ def test_column_sum_runtime_matches_numpy(dtype):
 
 def test_self_attention_projection_and_its_bias_gradient():
     # the packed q/k/v projection's bias add has nothing to fuse with (the heads are cut out
-    # of it by views): one GEMM step; its bias gradient, summed over the packed gradient
-    # attention_backward writes, is summed in attention_backward's pass (compiler/attnpair.py)
+    # of it by views): one GEMM step; its bias gradient, the sum over the rows of the packed
+    # gradient attention_backward writes, is a column sum step
     tj.manual_seed(0)
     mha = tj.nn.MultiheadAttention(16, 2, batch_first=True)
 
@@ -222,8 +221,8 @@ def test_self_attention_projection_and_its_bias_gradient():
     fwd, bwd = training_variant(cf)[:2]
     steps = [it.products[0] for it in fwd.items if isinstance(it, GemmStep)]
     assert [tuple(s.bias.aval.shape) for s in steps] == [(48,)], fwd.describe()
-    sums = [it for it in bwd.items if isinstance(it, AttentionBackwardSum)]
-    assert [s.total.inputs[0].aval.shape for s in sums] == [(15, 48)], bwd.describe()
+    sums = [it for it in bwd.items if isinstance(it, ColumnSum)]
+    assert [s.eqn.inputs[0].aval.shape for s in sums] == [(15, 48)], bwd.describe()
     # the parameters' gradients (captured, not leaves of the helper) against eager's
     x = T(3, 5, 16, seed=2)
     grads = []

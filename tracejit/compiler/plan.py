@@ -29,7 +29,6 @@ from .groupsplit import split_wide_groups
 from .slice_reads import fold_slice_reads, operand_var
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
-from .attnpair import AttentionBackwardSum, AttentionPair
 from .gemm_steps import ColumnSum, GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import broadcast_index, operand_layouts
@@ -215,7 +214,7 @@ class Plan:
                 group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
             elif isinstance(it, GemmStep):
                 lines += it.emit(self, nm, atom, consts, input_set)
-            elif isinstance(it, (ColumnSum, AttentionPair, AttentionBackwardSum)):
+            elif isinstance(it, ColumnSum):
                 lines += it.emit(nm, consts)
             else:
                 dies = [x for x in it.inputs[:1] if isinstance(x, Var) and last.get(x) == idx
@@ -543,7 +542,7 @@ class Plan:
                 ops, locs = group_parts(it)
                 out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
-            elif isinstance(it, (GemmStep, ColumnSum, AttentionPair, AttentionBackwardSum)):
+            elif isinstance(it, (GemmStep, ColumnSum)):
                 out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")
