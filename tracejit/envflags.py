@@ -100,8 +100,6 @@ SWITCHES: dict = {s.name: s for s in (
            "step of its own in CPU plans", "tracejit/compiler/gemm_steps.py"),
     Switch("TRACEJIT_BIAS_COLUMN_SUMS", "1", "0: a bias gradient's column sum stays a reduction in CPU "
            "plans", "tracejit/compiler/gemm_steps.py"),
-    Switch("TRACEJIT_DONATE", "1", "0: a CPU plan's elementwise map never writes into an input that "
-           "dies at it", "tracejit/compiler/plan.py"),
     Switch("TRACEJIT_CHUNK_FLAT_PAIRS", "1", "0: flat chunk kernels never run as GIL-free shares",
            "tracejit/compiler/codegen_chunks.py"),
     Switch("TRACEJIT_CHUNK_NESTED_PAIRS", "1", "0: nested chunk kernels never run as GIL-free shares",

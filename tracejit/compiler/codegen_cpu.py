@@ -209,7 +209,7 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
         elif form == "column_blocks":
             body += _leading_reduction(nest, comp, loop)
         else:
-            body += _nested(nest, form, inner, loop, _in_place(nest, form, inner))
+            body += _nested(nest, form, inner, loop)
     # (no group id: the source is the kernel's identity; see loopnest.lower)
     doc = [f'    """fused group: {nest.ops} ({nest.mode})"""']
     arrays = len(nest.outputs) + sum(op.layout != "scalar" for op in nest.operands)
@@ -299,55 +299,12 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str) -> list:
     return body + _fold_partials("nchunk", red)
 
 
-def _in_place(nest: LoopNest, form: str, inner: list):
-    """(condition, loop body) of a nested map's rows when its output is the array of input
-    `nest.in_place` (plan.py `_donor`), or None (no such input, other forms, several
-    outputs, rank 1). Only kernels with a donor get the second loop (40-90 ms more compile).
-    With the output over an input, LLVM's runtime overlap check fails and the row loop runs
-    scalar (bias + ReLU in place 0.72 ms against 0.58); reading that input through the
-    output array makes load and store one address, which vectorizes. Same bits."""
-    pair = _donor_pair(nest) if form == "nested_map" else None
-    if pair is None:
-        return None
-    out, donor, cond = pair
-    read = donor.load
-    if read not in inner:
-        return None
-    body = [f"{donor.name} = {out.array}[{donor.subscript()}]" if s == read else s for s in inner]
-    return cond, body
-
-
-def _donor_pair(nest: LoopNest):
-    """(the output, the donor operand, the run-time test that the output is the donor's
-    array) where the kernel's one output may be written over input `nest.in_place`, else
-    None."""
-    k = getattr(nest, "in_place", None)
-    if k is None or len(nest.outputs) != 1 or nest.rank < 2:
-        return None
-    out, donor = nest.outputs[0], nest.operands[k]
-    if not (donor.layout == "flat" and tuple(donor.index) == tuple(range(nest.rank))
-            and donor.dtype == out.dtype):
-        return None
-    return out, donor, f"{out.array}.ctypes.data == {donor.array}.ctypes.data"
-
-
-def _nested(nest: LoopNest, form: str, inner: list, loop: str, in_place=None) -> list:
+def _nested(nest: LoopNest, form: str, inner: list, loop: str) -> list:
     red = nest.reduction
     body = []
     if form == "nested_map":
         depth = 1
         for lvl, d in enumerate(range(nest.rank)):
-            if lvl == 1 and in_place is not None:
-                # one test per outer index: the rows in place, or the general rows
-                cond, own = in_place
-                rows = [f"{IND * depth}for i{d} in range(d{d}):"]
-                for d2 in range(d + 1, nest.rank):
-                    rows.append(f"{IND * (depth + d2 - d)}for i{d2} in range(d{d2}):")
-                inner_ind = IND * (depth + 1 + nest.rank - 1 - d)
-                return (body + [f"{IND * depth}if {cond}:"]
-                        + [IND + r for r in rows] + [IND + inner_ind + s for s in own]
-                        + [f"{IND * depth}else:"]
-                        + [IND + r for r in rows] + [IND + inner_ind + s for s in inner])
             body.append(f"{IND * depth}for i{d} in {loop if lvl == 0 else 'range'}(d{d}):")
             depth += 1
         return body + [IND * depth + s for s in inner]

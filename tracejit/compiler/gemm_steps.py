@@ -90,7 +90,7 @@ def _emit_epilogue(p: Product, plan, nm, atom, consts: dict, input_set) -> list:
     else:
         m = p.matmul.out
         blas = plan._emit_eqn(p.matmul, atom, nm, consts)
-        blas += plan._emit_group(p.epilogue, nm, consts, input_set, donors=[m])
+        blas += plan._emit_group(p.epilogue, nm, consts, input_set)
         blas.append(f"    del {nm(m)}")
     if not epilogue.may_use_template(p.matmul.inputs[0].aval.shape, p.matmul.inputs[1].aval.shape):
         return blas
