@@ -29,7 +29,7 @@ from .groupsplit import split_wide_groups
 from .slice_reads import fold_slice_reads, operand_var
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
-from .gemm_steps import ColumnSum, GemmStep
+from .gemm_steps import GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import broadcast_index, operand_layouts
 from .windows import channel_layouts, channel_rows, channel_view, strided_layout
@@ -207,8 +207,6 @@ class Plan:
                 group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
             elif isinstance(it, GemmStep):
                 lines += it.emit(self, nm, atom, consts, input_set)
-            elif isinstance(it, ColumnSum):
-                lines += it.emit(nm, consts)
             else:
                 dies = [x for x in it.inputs[:1] if isinstance(x, Var) and last.get(x) == idx
                         and x not in outs and x not in input_set]
@@ -507,7 +505,7 @@ class Plan:
                 ops, locs = group_parts(it)
                 out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
-            elif isinstance(it, (GemmStep, ColumnSum)):
+            elif isinstance(it, GemmStep):
                 out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")
