@@ -77,8 +77,6 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_EAGER_KERNELS", "1", "0: large eager elementwise math runs on numpy instead of "
            "numba kernels made from the op's scalar rule (tracejit/compiler/cpu/kernels/vectorized.py)",
            _GUIDE + "eager-and-autograd.md"),
-    Switch("TRACEJIT_STREAM_STORES", "1", "0: fused CPU kernels never use streaming (non-temporal) "
-           "stores for large outputs (tracejit/compiler/ntstores.py)", _GUIDE + "compiling-models.md"),
     Switch("TRACEJIT_WINDOWS", "auto", "which poolings compiled plans take as windows groups: auto "
            "(those measured at least as fast as their registered kernels), all, or none "
            "(tracejit/compiler/windows.py)",
@@ -100,14 +98,6 @@ SWITCHES: dict = {s.name: s for s in (
            "rows, not the table's", "tracejit/jit/scatter_products.py"),
     Switch("TRACEJIT_BIAS_GEMM", "1", "0: a bias add, residual add or ReLU after its matmul stays a "
            "step of its own in CPU plans", "tracejit/compiler/gemm_steps.py"),
-    Switch("TRACEJIT_BIAS_COLUMN_SUMS", "1", "0: a bias gradient's column sum stays a reduction in CPU "
-           "plans", "tracejit/compiler/gemm_steps.py"),
-    Switch("TRACEJIT_ATTENTION_PAIR", "1", "0: attention's weights and context stay two steps in CPU "
-           "plans", "tracejit/compiler/attnpair.py"),
-    Switch("TRACEJIT_ATTENTION_BACKWARD_SUMS", "1", "0: attention's backward and the projection's "
-           "bias gradient stay two steps in CPU plans", "tracejit/compiler/attnpair.py"),
-    Switch("TRACEJIT_DONATE", "1", "0: a CPU plan's elementwise map never writes into an input that "
-           "dies at it", "tracejit/compiler/plan.py"),
     Switch("TRACEJIT_CHUNK_FLAT_PAIRS", "1", "0: flat chunk kernels never run as GIL-free shares",
            "tracejit/compiler/codegen_chunks.py"),
     Switch("TRACEJIT_CHUNK_NESTED_PAIRS", "1", "0: nested chunk kernels never run as GIL-free shares",

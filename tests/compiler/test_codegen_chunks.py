@@ -37,7 +37,6 @@ def _x(shape, seed=0):
 CASES = {
     # name: (function, input shapes); every output has at least PARALLEL_MIN elements
     "map": (lambda x: tj.tanh(x * 0.5) + x, [(128, 256)]),
-    "blocked_map": (lambda x: tj.tanh(x * 0.5) + x, [(128, 256)]),
     "nested_map": (lambda x, b: tj.tanh(x + b), [(128, 256), (256,)]),
     "rows": (lambda x: (x * x).sum(1), [(128, 256)]),
     "flat_blocked_sum": (lambda x: (x * 2.0).sum(), [(128, 256)]),
@@ -52,11 +51,6 @@ _SUMS = {"flat_blocked_sum": dict(rtol=1e-5), "column_blocks": dict(rtol=2e-5, a
 @pytest.mark.parametrize("name", list(CASES))
 def test_chunk_kernel_matches_eager(chunks, monkeypatch, name):
     fn, shapes = CASES[name]
-    if name == "map":   # the plain flat map: parallel kernels without streaming stores
-        monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")
-    elif name == "blocked_map":   # streaming from the smallest size (compiler/ntstores.py)
-        from tracejit.compiler import ntstores
-        monkeypatch.setattr(ntstores, "_LLC", 1)
     args = [tj.tensor(_x(s, seed=k)) for k, s in enumerate(shapes)]
     want = fn(*args).numpy()
     f = tj.trace(fn)
@@ -118,7 +112,6 @@ def _nest(form):
 
 
 def test_rewritten_source_has_no_prange_and_takes_the_share(monkeypatch):
-    monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")   # the plain flat map
     spec = codegen_chunks.render(_nest("map"))
     assert spec.chunked and spec.partial_dtype is None
     assert "prange" not in spec.source and "parallel=False, nogil=True" in spec.source
@@ -207,7 +200,6 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
     """A flat kernel's chunk form comes with cshares' ``pack`` and ``share_entry`` over its
     arguments (a folded reduction's ``partial`` among them, ``chunk_fold`` 0 in the call);
     so does a nested map's (its arrays with their 2-D shapes, the dims after them)."""
-    monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")
     spec = codegen_chunks.render(_nest("map"))
     assert spec.form == "map" and "def share_entry(rec):" in spec.pair
     assert "def pack(itab, ftab, in0, out0, n):" in spec.pair
@@ -254,7 +246,7 @@ def paired(monkeypatch, tmp_path):
     return launches, count_launches(monkeypatch, cshares, "_run_shares")
 
 
-@pytest.mark.parametrize("name", ["map", "blocked_map", "flat_blocked_sum", "flat_reduce", "nested_map",
+@pytest.mark.parametrize("name", ["map", "flat_blocked_sum", "flat_reduce", "nested_map",
                                   "column_blocks"])
 def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatch, name):
     """Without TRACEJIT_PARALLEL=chunks, a flat kernel, a nested map or a column sum where
@@ -262,11 +254,6 @@ def test_paired_flat_kernels_run_gil_free_and_match_one_share(paired, monkeypatc
     worker, no Python): the same bits as one share, and eager's values."""
     pairs, pooled = paired
     fn, shapes = CASES[name]
-    if name == "map":
-        monkeypatch.setenv("TRACEJIT_STREAM_STORES", "0")
-    elif name == "blocked_map":
-        from tracejit.compiler import ntstores
-        monkeypatch.setattr(ntstores, "_LLC", 1)
     folds = []     # the fold calls a launch of two shares makes from Python (chunk_fold 1)
     init = cshares.ChunkKernel.__init__
 
@@ -357,10 +344,9 @@ def test_flat_pairs_decline_without_a_pool_of_two(monkeypatch):
         assert not codegen_chunks.flat_pairs() and not CpuBackend().render(nest, True).chunked
 
 
-def test_paired_bias_relu_writes_over_the_dying_product(paired, monkeypatch):
-    """The Transformer's feed-forward bias + ReLU: a nested map over a GEMM's output that
-    dies there runs as a paired chunk kernel writing into that output (plan.py `_donor`):
-    eager's values, and the same bits in one share and in two."""
+def test_paired_bias_relu_after_its_product(paired, monkeypatch):
+    """The Transformer's feed-forward bias + ReLU: a nested map over a GEMM's output runs as
+    a paired chunk kernel: eager's values, and the same bits in one share and in two."""
     import tracejit.nn.functional as F
     from tracejit.compiler.cpu.runtime import coreshare
     pairs, pooled = paired
@@ -376,7 +362,6 @@ def test_paired_bias_relu_writes_over_the_dying_product(paired, monkeypatch):
     f = tj.trace(bias_relu)
     got = f(*args).numpy()
     assert ("nested_map", True) in _forms(f)
-    assert "_donated(" in f._entries[-1].executor._infer.source
     assert pairs and not pooled
     monkeypatch = pytest.MonkeyPatch()
     with monkeypatch.context() as m:

@@ -194,28 +194,11 @@ def _loss_and_grads(n):
     return f, loss.detach().numpy(), [t.grad.numpy().copy() for t in ins], ins
 
 
-def test_large_flat_blocked_sums_prefetch_their_inputs_and_keep_their_bits(monkeypatch):
-    from tracejit.compiler import codegen_cpu
-    n = 1 << 20          # 3 inputs + 3 gradients of float32: 24 MiB, past PREFETCH_MIN_BYTES
-    assert 24 * n >= codegen_cpu.PREFETCH_MIN_BYTES
+def test_large_flat_blocked_sums_give_the_loss_and_its_gradients():
+    n = 1 << 20          # 3 inputs + 3 gradients of float32: 24 MiB, past the L2 caches
     f, loss, grads, ins = _loss_and_grads(n)
-    spec = next(s for s in _specs(f) if s.form == "flat_blocked_sum")
-    src = spec.source
-    assert codegen_cpu.PREFETCH_IMPORT in src
-    # every flat input, one page ahead (1024 float32), one prefetch per 64-byte line,
-    # in calls from PREFETCH_MIN_BYTES touched on (24 bytes per element here)
-    assert f"if n >= {-(-codegen_cpu.PREFETCH_MIN_BYTES // 24)}:" in src
-    assert "for j in range(bs + 1024, min(be + 1024, n), 16):" in src
-    assert all(f"prefetch_line(in{k}, uj)" in src for k in range(3))
-    # the same kernel without the prefetches (another source: another compile) gives the
-    # same bits: a prefetch changes no value
-    monkeypatch.setattr(codegen_cpu, "prefetches", lambda nest, form: False)
-    f2, loss2, grads2, _ = _loss_and_grads(n)
-    assert "prefetch_line" not in next(s for s in _specs(f2) if s.form == "flat_blocked_sum").source
-    assert loss2.tobytes() == loss.tobytes()
-    for g, g2 in zip(grads, grads2):
-        assert g.tobytes() == g2.tobytes()
-    # and the values are the loss's and its gradients' (float64 reference)
+    assert any(s.form == "flat_blocked_sum" for s in _specs(f))
+    # the values are the loss's and its gradients' (float64 reference)
     x, y, z = (t.detach().numpy().astype(np.float64) for t in ins)
     a = x * y + z
     u = 0.7978846 * (a + 0.044715 * a ** 3)
@@ -227,11 +210,8 @@ def test_large_flat_blocked_sums_prefetch_their_inputs_and_keep_their_bits(monke
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
 
 
-def test_small_blocked_sums_skip_the_prefetches_at_run_time():
-    # a size whose chunk kernel is parallel but below PREFETCH_MIN_BYTES: the guard is
-    # false, the values are those of eager and the interpreter
+def test_smaller_blocked_sums_match_eager():
+    # a size whose chunk kernel is parallel: the values are those of eager and the interpreter
     x, y, z = (_t(300_000, seed=k, grad=True) for k in range(3))
     cf = assert_compiled_matches(gelu_loss_like, x, y, z)
-    from tracejit.compiler import codegen_cpu
-    assert 24 * 300_000 < codegen_cpu.PREFETCH_MIN_BYTES
-    assert any("prefetch_line" in s.source for s in _specs(cf) if s.form == "flat_blocked_sum")
+    assert any(s.form == "flat_blocked_sum" for s in _specs(cf))

@@ -16,9 +16,8 @@ import pytest
 import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.cpu.gemm import epilogue
-from tracejit.compiler.attnpair import AttentionBackwardSum
-from tracejit.compiler.cpu.gemm.epilogue import column_sum, matmul_bias
-from tracejit.compiler.gemm_steps import ColumnSum, GemmStep
+from tracejit.compiler.cpu.gemm.epilogue import matmul_bias
+from tracejit.compiler.gemm_steps import GemmStep
 from tracejit.compiler.fusion import Group
 from tracejit.testing import assert_compiled_matches
 from inputs import T, training_variant
@@ -161,69 +160,36 @@ def test_bias_fill_is_exactly_the_bias_in_every_row(monkeypatch, threads):
     np.testing.assert_allclose(matmul_bias(np, x, w, row), x @ w + row, rtol=1e-5, atol=1e-4)
 
 
-def test_bias_gradient_sum_is_a_gemv_step():
+def test_bias_gradient_sum_over_rows_matches_eager():
     # the linear's output gradient comes from a GEMM (through the `@ y`), so no kernel reads
-    # it elementwise: the bias gradient, its sum over the (2, 6) rows, is a plan step
+    # it elementwise: the bias gradient is a sum over the (2, 6) rows of its own
     def f(x, w, b, y):
         return F.linear(x, w, b) @ y
-    cf = assert_compiled_matches(f, T(2, 6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3), T(12, 5, seed=4),
-                                 rtol=2e-5, atol=2e-5)
-    bwd = training_variant(cf)[1]
-    (step,) = [it for it in bwd.items if isinstance(it, ColumnSum)]
-    assert step.eqn.inputs[0].aval.shape == (2, 6, 12) and step.eqn.out.aval.shape == (1, 1, 12)
-
-
-def test_switched_off_column_sums_stay_reductions(monkeypatch):
-    monkeypatch.setenv("TRACEJIT_BIAS_COLUMN_SUMS", "0")
-
-    def f(x, w, b, y):
-        return F.linear(x, w, b) @ y
-    cf = assert_compiled_matches(f, T(2, 6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3), T(12, 5, seed=4),
-                                 rtol=2e-5, atol=2e-5)
-    assert not [it for it in training_variant(cf)[1].items if isinstance(it, ColumnSum)]
+    assert_compiled_matches(f, T(2, 6, 8, seed=1), T(12, 8, seed=2), T(12, seed=3), T(12, 5, seed=4),
+                            rtol=2e-5, atol=2e-5)
 
 
 @pytest.mark.parametrize("dims", [(0,), (0, 1)], ids=["2-D rows", "3-D leading dims"])
 @pytest.mark.parametrize("keepdim", [False, True])
-def test_leading_dims_sum_step_matches_eager(dims, keepdim):
+def test_leading_dims_sum_of_a_product_matches_eager(dims, keepdim):
     def f(x, y):
         return (x @ y).sum(dim=dims, keepdim=keepdim)
     shape = (9, 4) if dims == (0,) else (3, 9, 4)
-    cf = assert_compiled_matches(f, T(*shape, seed=1), T(4, 7, seed=2), rtol=2e-5, atol=2e-5)
-    (step,) = [it for it in training_variant(cf)[0].items if isinstance(it, ColumnSum)]
-    assert step.eqn.out.aval.shape == ((1,) * (len(shape) - 1) + (7,) if keepdim else (7,))
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-def test_column_sum_runtime_matches_numpy(dtype):
-    rng = np.random.default_rng(2)
-    g = (rng.standard_normal((5, 33, 9)) * 4).astype(dtype)
-    want = g.sum(axis=(0, 1))
-    exact = g.astype(np.float64).sum(axis=(0, 1))
-    # float32 sums of 165 terms: within a few ulps of the sum of magnitudes
-    atol = (1e-5 if dtype == np.float32 else 1e-12) * np.abs(g).sum(axis=(0, 1)).max()
-    for a in (g, np.asfortranarray(g)):        # C: the GEMV; strided: numpy's sum
-        got = column_sum(np, a, (1, 1, 9))
-        assert got.shape == (1, 1, 9) and got.dtype == want.dtype
-        np.testing.assert_allclose(got.reshape(9), exact, rtol=0, atol=atol)
-    assert column_sum(np, g[:0], (9,)).tolist() == [0] * 9
+    assert_compiled_matches(f, T(*shape, seed=1), T(4, 7, seed=2), rtol=2e-5, atol=2e-5)
 
 
 def test_self_attention_projection_and_its_bias_gradient():
     # the packed q/k/v projection's bias add has nothing to fuse with (the heads are cut out
-    # of it by views): one GEMM step; its bias gradient, summed over the packed gradient
-    # attention_backward writes, is summed in attention_backward's pass (compiler/attnpair.py)
+    # of it by views): one GEMM step
     tj.manual_seed(0)
     mha = tj.nn.MultiheadAttention(16, 2, batch_first=True)
 
     def f(x):
         return mha(x, x, x, need_weights=False)[0] * 1.5
     cf = assert_compiled_matches(f, T(3, 5, 16, seed=1), rtol=2e-5, atol=2e-5)
-    fwd, bwd = training_variant(cf)[:2]
+    fwd = training_variant(cf)[0]
     steps = [it.products[0] for it in fwd.items if isinstance(it, GemmStep)]
     assert [tuple(s.bias.aval.shape) for s in steps] == [(48,)], fwd.describe()
-    sums = [it for it in bwd.items if isinstance(it, AttentionBackwardSum)]
-    assert [s.total.inputs[0].aval.shape for s in sums] == [(15, 48)], bwd.describe()
     # the parameters' gradients (captured, not leaves of the helper) against eager's
     x = T(3, 5, 16, seed=2)
     grads = []

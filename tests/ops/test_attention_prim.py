@@ -138,8 +138,8 @@ def batch_split(request):
 
 
 def _against_definition(n, t, e, h, seq_first):
-    """attention_context, attention_backward and the forward pair (weights_and_context) of a
-    random packed projection against numpy's definition (scale 0.3)."""
+    """attention_context, attention_backward and the weights kernel of a random packed
+    projection against numpy's definition (scale 0.3)."""
     a, c = (t, n) if seq_first else (n, t)
     qkv = R.standard_normal((a * c, 3 * e))
     p5 = qkv.reshape(a, c, 3, h, e // h)
@@ -153,9 +153,7 @@ def _against_definition(n, t, e, h, seq_first):
     inv = (2, 0, 1, 3) if seq_first else (0, 2, 1, 3)
     ctx = (w @ v).transpose(inv).reshape(a, c, e)
     _close(AP.attention_context(tj.tensor(qkv), tj.tensor(w), **kw).numpy(), ctx, rtol=1e-12)
-    pw, pc = AK.weights_and_context(np, qkv, **kw)
-    _close(pw, w, rtol=1e-12)
-    _close(pc, ctx, rtol=1e-12)
+    _close(AK.weights(qkv, **kw), w, rtol=1e-12)
     got = AP.attention_backward(tj.tensor(g), tj.tensor(qkv), tj.tensor(w), **kw).numpy()
     gh = g.reshape(a, c, h, e // h).transpose(perm)
     dw = gh @ v.swapaxes(-1, -2)
@@ -167,7 +165,7 @@ def _against_definition(n, t, e, h, seq_first):
 @pytest.mark.parametrize("kernel", [True, False])
 @pytest.mark.parametrize("seq_first", [False, True])
 def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, monkeypatch):
-    """context, backward and the forward pair against numpy; the backward by batch element
+    """context, backward and the weights against numpy; the backward by batch element
     with the softmax backward row kernel, or (`kernel` False) by slices as array operations."""
     if not kernel:
         monkeypatch.setattr(AK, "softmax_backward_kernel", lambda *arrays: None)
@@ -197,9 +195,9 @@ def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, 
     """The scores, the context and the backward's four products as two row blocks per head with
     the right operand copied or (`kernel`) transposed into a buffer (`_head_products`,
     `_head_products_t`: what T = 128, head_dim 64 takes), forced here by a lower small-matrix
-    bound; with `kernel` the forward pair's and the backward's parts run as one numba call
+    bound; with `kernel` the weights' and the backward's parts run as one numba call
     each (GEMMs by address), without it the parts are driven from Python and q k^T and g v^T
-    stay whole products. Context, backward and the forward pair against numpy, at once and split."""
+    stay whole products. Context, backward and the weights against numpy, at once and split."""
     monkeypatch.setattr(AK, "_SMALL_GEMM", 128)
     if kernel:
         assert AK._backward_part_kernel(np, np.zeros((1, 1, 2, 2)), np.zeros(2), np.zeros(2)) is not None
@@ -215,8 +213,8 @@ def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, 
 
 @pytest.mark.parametrize("seq_first", [False, True])
 def test_part_kernels_on_their_way_run_numpy_and_ask_for_no_fallback(seq_first, monkeypatch):
-    """While a part kernel is compiling (`_gemm_kernel` gives (None, address)), the weights,
-    the forward pair and the backward run numpy's form and ask for none of the fallback
+    """While a part kernel is compiling (`_gemm_kernel` gives (None, address)), the weights
+    and the backward run numpy's form and ask for none of the fallback
     form's kernels (softmax's row kernels, the transposing copy: they would be compiled
     ahead of the part kernels only to go idle); where the part kernel is not coming (None),
     they are asked for. Values against numpy's definition either way."""
@@ -240,55 +238,19 @@ def test_part_kernels_on_their_way_run_numpy_and_ask_for_no_fallback(seq_first, 
     assert {"softmax_kernel", "softmax_backward_kernel"} <= set(asked)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("seq_first", [False, True])
-def test_backward_with_its_column_sum(seq_first, dtype, batch_split, monkeypatch):
-    """`backward_and_column_sum`: the packed gradient is attention_backward's, bit for bit;
-    its sum over rows (summed per batch element in the part kernel, then over the elements
-    in float64) is the gradient's sum to the dtype's rounding and the same bits at once and
-    split over shares; in `shape`. Without the part kernel the sum is a pass of its own."""
-    monkeypatch.setattr(AK, "_SMALL_GEMM", 128)      # the row-block form T = 128 takes
-    n, t, e, h = 3, 8, 8, 2
-    a, c = (t, n) if seq_first else (n, t)
-    kw = dict(tokens=(a, c), heads=h, seq_first=seq_first, scale=0.3)
-    qkv = R.standard_normal((a * c, 3 * e)).astype(dtype)
-    g = R.standard_normal((a, c, e)).astype(dtype)
-    w = AP.ATTENTION_WEIGHTS.run(np, qkv, **kw)
-    assert AK._backward_part_kernel(np, w, g, qkv) is not None
-    want = AP.ATTENTION_BACKWARD.run(np, g, qkv, w, **kw)
-    got, total = AK.backward_and_column_sum(np, g, qkv, w, shape=(1, 3 * e), **kw)
-    np.testing.assert_array_equal(got, want)
-    assert total.shape == (1, 3 * e) and total.dtype == dtype
-    exact = want.astype(np.float64).sum(axis=0, keepdims=True)
-    tol = 1e-6 if dtype == np.float32 else 1e-14
-    np.testing.assert_allclose(total, exact, rtol=tol, atol=tol * np.abs(want).sum(axis=0).max())
-    # per element: element i's rows (batch-first: rows i*T..; sequence-first: every N-th row)
-    per = want.reshape(a, c, 3 * e)
-    per = per if not seq_first else per.transpose(1, 0, 2)
-    folded = per.sum(axis=1, dtype=dtype).astype(np.float64).sum(axis=0)
-    np.testing.assert_allclose(total[0], folded, rtol=tol, atol=tol)
-    mode, launches = batch_split      # the weights, the backward, the backward with its sum
-    assert launches == ([3, 3, 3] if mode == "split" else [])
-    monkeypatch.setattr(AK, "_backward_part_kernel", lambda *arrays: None)
-    got2, total2 = AK.backward_and_column_sum(np, g, qkv, w, shape=(3 * e,), **kw)
-    np.testing.assert_array_equal(got2, want)
-    np.testing.assert_allclose(total2, exact[0], rtol=tol, atol=tol * np.abs(want).sum(axis=0).max())
-
-
-def test_backward_column_sum_same_bits_at_once_and_split(forced_split):
-    """The sum's bits do not depend on how the batch is split over shares."""
+def test_backward_same_bits_at_once_and_split(forced_split):
+    """The packed gradient's bits do not depend on how the batch is split over shares."""
     kw = dict(tokens=(5, 8), heads=2, seq_first=False, scale=0.3)
     qkv = R.standard_normal((40, 24)).astype(np.float32)
     g = R.standard_normal((5, 8, 8)).astype(np.float32)
     w = AP.ATTENTION_WEIGHTS.run(np, qkv, **kw)
-    split = AK.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
+    split = AK.backward(g, qkv, w, **kw)
     assert forced_split == [3, 3]
     from tracejit.compiler.cpu.runtime import sharepool
     sharepool.SPLIT_MIN_WORK = 1 << 62                # (monkeypatched by forced_split: undone after)
-    once = AK.backward_and_column_sum(np, g, qkv, w, shape=(24,), **kw)
+    once = AK.backward(g, qkv, w, **kw)
     assert forced_split == [3, 3]
-    for x, y in zip(split, once):
-        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(split, once)
 
 
 MASKS = {"none": None, "causal": np.triu(np.full((T, T), -np.inf), 1),
@@ -382,7 +344,7 @@ def test_compiled_matches_eager_and_has_no_concat(batch_first):
 
 def test_all_masked_rows_give_nan_as_the_definition():
     """A score row whose mask is all -inf: the rows-form softmax gives nan for it (as numpy's
-    form and PyTorch do), the other rows their softmax; the forward pair and the weights."""
+    form and PyTorch do), the other rows their softmax."""
     n, t, e, h = 2, 6, 8, 2
     qkv = R.standard_normal((n * t, 3 * e)).astype(np.float32)
     m = np.triu(np.full((t, t), -np.inf, np.float32), 1)
@@ -392,7 +354,7 @@ def test_all_masked_rows_give_nan_as_the_definition():
     q, k = (p[:, :, i].transpose(0, 2, 1, 3) for i in range(2))
     s = q @ np.swapaxes(k, -1, -2) * np.float32(0.5) + m
     with np.errstate(invalid="ignore"):
-        w, _ = AK.weights_and_context(np, qkv, m, **kw)
+        w = AK.weights(qkv, m, **kw)
         want = np.exp(s - s.max(-1, keepdims=True))
         want /= want.sum(-1, keepdims=True)
     assert np.isnan(w[:, :, 3]).all() and not np.isnan(np.delete(w, 3, axis=2)).any()

@@ -107,7 +107,7 @@ class CpuBackend(Backend):
     name = "cpu"
     sequential_sums = True
     serial_twin = True
-    capabilities = frozenset(("gemm_epilogue", "attention_pair"))
+    capabilities = frozenset(("gemm_epilogue",))
 
     fix = staticmethod(_fix_numpy)  # a plain function: plans call it per step
 

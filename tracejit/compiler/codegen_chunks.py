@@ -29,13 +29,13 @@ __all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS",
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
 FORMS = ("map", "nested_map", "rows", "flat_reduce", "flat_blocked_sum", "column_blocks",
-         "strided_full", "blocked_map", "windows", "row_passes")
+         "strided_full", "windows", "row_passes")
 # Partial results per chunk, then a fold: flat full reductions, column sums and full
 # reductions of nested operands.
 _FOLDED = ("flat_reduce", "flat_blocked_sum", "column_blocks", "strided_full")
 PARTIALS = 64   # codegen_cpu's flat reductions use at most 64 chunks
 # Loop shapes whose chunk kernel also gets a GIL-free pair (`ChunkSpec.pair`): `paired`.
-PAIRED = ("map", "blocked_map", "flat_reduce", "flat_blocked_sum", "nested_map", "column_blocks",
+PAIRED = ("map", "flat_reduce", "flat_blocked_sum", "nested_map", "column_blocks",
           "windows", "row_passes")
 
 _DECO = re.compile(r"""^@njit\((["'])void\((.*)\)\1, parallel=True, (.*)$""")

@@ -7,8 +7,7 @@ small sizes, both rendered from the same nest. Loop shapes:
 
 - *flat*: one ``prange`` over the flat index, the vectorized case. Flat kernels take 1-D
   views and ``n`` whatever the rank (a ``reshape`` inside would make a cache-loading
-  process import numba's arrayobj: 26-30 ms of a warm first call). The parallel map runs
-  in blocks ("blocked_map") that stream large outputs past the cache (ntstores.py);
+  process import numba's arrayobj: 26-30 ms of a warm first call);
 - *nested*: anything else: a loop nest over the iteration dims, kept dims outside (the
   first a ``prange``), reduced dims inside, explicit N-d indexing. A reduction over every
   dim but the last gets column blocks; past ``MAX_NESTED_RANK`` dims the nest becomes flat
@@ -22,10 +21,8 @@ in the operation's dtype.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from . import llvmopts, ntstores
-from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps, storage
+from . import llvmopts
+from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps
 from .loopnest import SUM_BLOCK, LoopNest, lower
 
 __all__ = ["CpuEmitter", "Emitter", "render", "generate", "KernelSpec", "NUMBA_TYPE", "MAX_NESTED_RANK"]
@@ -45,15 +42,6 @@ PARTIAL_CAP = 1 << 20
 # The comment line before the fold of a chunked reduction's partial results: where a
 # chunk kernel (codegen_chunks.py) puts that fold under ``if chunk_fold:``.
 FOLD_MARK = "# fold the chunks' partial results"
-# How far ahead of its loads a flat blocked sum asks for its input lines (prefetch_llvm.py):
-# one 4 KiB page, so each stream's next page is on its way before the hardware prefetcher,
-# which stops at page ends, would start on it (GELU loss: 2.01 -> 1.89 ms median).
-PREFETCH_AHEAD_BYTES = 4096
-# ... only in calls touching at least this many bytes: below, the arrays sit in L2 and the
-# prefetches are only extra instructions.
-PREFETCH_MIN_BYTES = 16 << 20
-# The import a kernel that prefetches adds (prefetch_llvm imports numba: named, not imported).
-PREFETCH_IMPORT = "from tracejit.compiler.prefetch_llvm import prefetch_line"
 
 
 def column_partial_len(columns: int) -> int:
@@ -108,10 +96,8 @@ class KernelSpec:
 
 
 def loop_form(nest: LoopNest, parallel: bool) -> str:
-    """Which loop shape renders `nest`: "map" (flat, no reduction), "blocked_map" (the
-    same in blocks of ntstores.BLOCK, streaming its outputs from a size on: the parallel
-    variant, see `stream_min`), "flat_reduce", "flat_blocked_sum" (float32 sums in
-    float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
+    """Which loop shape renders `nest`: "map" (flat, no reduction), "flat_reduce",
+    "flat_blocked_sum" (float32 sums in float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
     every dim but the last), "rows" (other partial reductions), "strided_full" (a full
     reduction of nested operands), "deep" (rank above MAX_NESTED_RANK), "row_passes"
     (a rows nest: codegen_cpu_rows.py) or "windows" (codegen_cpu_windows.py)."""
@@ -122,7 +108,7 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
         return "row_passes"
     if nest.flat:
         if red is None:
-            return "blocked_map" if stream_min(nest, parallel) is not None else "map"
+            return "map"
         if not parallel:
             return "flat_serial_reduce"
         return "flat_blocked_sum" if red.block_dtype else "flat_reduce"
@@ -133,18 +119,6 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
     if red.leading:
         return "column_blocks"
     return "rows" if red.kept else "strided_full"
-
-
-def stream_min(nest: LoopNest, parallel: bool):
-    """The element count from which `nest`'s kernel sends its outputs to memory with
-    streaming stores (ntstores.py), or None where its source has no streaming path: serial
-    twins, nested loops, reductions (streaming lost there on one and two threads), or
-    ``TRACEJIT_STREAM_STORES=0``."""
-    if not parallel or not nest.flat or not nest.outputs or nest.reduction is not None:
-        return None
-    per_element = sum(np.dtype(storage(op.dtype)).itemsize for op in nest.operands if op.layout == "flat")
-    per_element += sum(np.dtype(storage(o.dtype)).itemsize for o in nest.outputs)
-    return ntstores.stream_min(per_element)
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -223,9 +197,8 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
 
     # Scalars (0-d operands, passed as 1-element arrays) are read once, outside the loops.
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
-    stream = stream_min(nest, parallel) if nest.flat else None
     if nest.flat:
-        body += _flat(nest, form, comp, loop, stream)
+        body += _flat(nest, form, comp, loop)
     else:
         inner = [op.load for op in nest.operands if op.layout != "scalar"]
         inner += comp
@@ -236,17 +209,13 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
         elif form == "column_blocks":
             body += _leading_reduction(nest, comp, loop)
         else:
-            body += _nested(nest, form, inner, loop, _in_place(nest, form, inner))
+            body += _nested(nest, form, inner, loop)
     # (no group id: the source is the kernel's identity; see loopnest.lower)
     doc = [f'    """fused group: {nest.ops} ({nest.mode})"""']
     arrays = len(nest.outputs) + sum(op.layout != "scalar" for op in nest.operands)
     llvm_options = llvmopts.kernel_options(len(nest.outputs) + (red is not None), parallel, form,
                                            arrays=arrays)
     src_lines = module_head(parallel, imports, llvm_options)
-    if stream is not None:
-        src_lines.append(ntstores.IMPORT)
-    if nest.flat and prefetches(nest, form):
-        src_lines.append(PREFETCH_IMPORT)
     src_lines += ["", ""] + helper + header + doc + body
     return KernelSpec("\n".join(src_lines) + "\n", nest, parallel, form, llvm_options)
 
@@ -277,78 +246,16 @@ def generate(group, layouts: tuple, name: str = "kernel", parallel: bool = True)
     return render(lower(group, layouts, name, sequential_sums=True), parallel)
 
 
-def _stream_flush(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
-    return [f"{ind}if stream:"] + [f"{ind}{IND}stream_block({o.array}, {lo}, buf{o.m}, {hi} - {lo})"
-                                   for o in nest.outputs]
-
-
-def prefetches(nest: LoopNest, form: str) -> bool:
-    """Whether `nest`'s kernel in loop shape `form` prefetches its inputs (`_prefetch_ahead`)."""
-    return form == "flat_blocked_sum" and any(op.layout == "flat" for op in nest.operands)
-
-
-def _prefetch_ahead(nest: LoopNest, ind: str, lo: str, hi: str) -> list:
-    """Lines asking for each flat input's lines PREFETCH_AHEAD_BYTES past the block [lo, hi)
-    about to be read, one per 64-byte line, clipped at the array's end, in calls touching
-    at least PREFETCH_MIN_BYTES."""
-    by_size: dict = {}     # one loop for the inputs of each element size
-    for op in nest.operands:
-        if op.layout == "flat":
-            by_size.setdefault(np.dtype(storage(op.dtype)).itemsize, []).append(op.array)
-    touched = sum(np.dtype(storage(op.dtype)).itemsize for op in nest.operands if op.layout == "flat")
-    touched += sum(np.dtype(storage(o.dtype)).itemsize for o in nest.outputs)
-    out = [f"{ind}if n >= {-(-PREFETCH_MIN_BYTES // touched)}:  # PREFETCH_MIN_BYTES touched"]
-    for size, arrays in by_size.items():
-        ahead, line = PREFETCH_AHEAD_BYTES // size, max(1, ntstores.LINE // size)
-        out += [f"{ind}{IND}for j in range({lo} + {ahead}, min({hi} + {ahead}, n), {line}):",
-                f"{ind}{IND * 2}uj = np.uintp(j)"]
-        out += [f"{ind}{IND * 2}prefetch_line({a}, uj)" for a in arrays]
-    return out
-
-
-def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list:
-    """Loops of a flat nest. With `stream` (an element count, `stream_min`), calls of at
-    least that size compute the outputs block by block into small buffers streamed to
-    memory; smaller calls run the same loop writing the outputs directly (``t<m>`` is
-    either): one loop body, so one compile of the element work."""
+def _flat(nest: LoopNest, form: str, comp: list, loop: str) -> list:
+    """Loops of a flat nest."""
     red = nest.reduction
 
-    def elem(ind, i, w=None):
+    def elem(ind, i):
         out = [f"{ind}{op.name} = {op.array}[{i}]" for op in nest.operands if op.layout == "flat"]
         out += [ind + c for c in comp]
-        if w is None:
-            out += [f"{ind}{o.array}[{i}] = {o.value}" for o in nest.outputs]
-        else:
-            out += [f"{ind}t{o.m}[{w}] = {o.value}" for o in nest.outputs]
-        return out
+        return out + [f"{ind}{o.array}[{i}] = {o.value}" for o in nest.outputs]
     if form == "map":
         return [f"{IND}for i in {loop}(n):"] + elem(IND * 2, "i")
-    B = ntstores.BLOCK
-    if form == "blocked_map":
-        # At most 64 chunks of whole blocks (equal contiguous shares per thread). Streaming,
-        # each chunk computes a block into a stack buffer and streams it; else it runs its
-        # range in one loop (per-block work cost 3-5% at 256K elements). Unsigned indices:
-        # numba's negative-index wraparound otherwise.
-        body = [f"{IND}stream = n >= {stream}  # streaming stores from this size on (ntstores.py)",
-                f"{IND}nblk = (n + {B - 1}) // {B}",
-                f"{IND}nchunk = min(64, nblk)"]
-        body.append(f"{IND}for c in {loop}(nchunk):")
-        body += [line for o in nest.outputs for line in (
-            f"{IND * 2}buf{o.m} = stack_buffer({o.array}, {B})",
-            f"{IND * 2}t{o.m} = buf{o.m} if stream else {o.array}")]
-        body += [f"{IND * 2}clo = c * nblk // nchunk * {B}",
-                 f"{IND * 2}chi = min((c + 1) * nblk // nchunk * {B}, n)",
-                 f"{IND * 2}step = {B} if stream else chi - clo",
-                 f"{IND * 2}for b in range((chi - clo + step - 1) // step):",
-                 f"{IND * 3}lo = clo + b * step",
-                 f"{IND * 3}hi = min(lo + step, chi)",
-                 f"{IND * 3}off = lo if stream else 0",
-                 f"{IND * 3}for i in range(lo, hi):",
-                 f"{IND * 4}u = np.uintp(i)",
-                 f"{IND * 4}w = np.uintp(i - off)"]
-        body += elem(IND * 4, "u", "w")
-        body += _stream_flush(nest, IND * 3, "lo", "hi")
-        return body + [f"{IND * 2}if stream:", f"{IND * 3}stream_fence()"]
     init, acc_np = _init(red), _np_type(red.acc_dtype)
     if form == "flat_serial_reduce":
         # The serial twin keeps one accumulator: no partials, half the compile time.
@@ -369,8 +276,6 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
                 f"{IND * 3}bs = b * {B}",
                 f"{IND * 3}be = min(bs + {B}, n)",
                 f"{IND * 3}bacc = {_np_type(red.block_dtype)}(0.0)"]
-        if prefetches(nest, form):
-            body += _prefetch_ahead(nest, IND * 3, "bs", "be")
         body += [f"{IND * 3}for i in range(bs, be):",
                 # Unsigned index: with a possibly negative signed one LLVM vectorized this
                 # loop with gathers and scatters on AVX-512, 3x slower
@@ -394,55 +299,12 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str, stream=None) -> list
     return body + _fold_partials("nchunk", red)
 
 
-def _in_place(nest: LoopNest, form: str, inner: list):
-    """(condition, loop body) of a nested map's rows when its output is the array of input
-    `nest.in_place` (plan.py `_donor`), or None (no such input, other forms, several
-    outputs, rank 1). Only kernels with a donor get the second loop (40-90 ms more compile).
-    With the output over an input, LLVM's runtime overlap check fails and the row loop runs
-    scalar (bias + ReLU in place 0.72 ms against 0.58); reading that input through the
-    output array makes load and store one address, which vectorizes. Same bits."""
-    pair = _donor_pair(nest) if form == "nested_map" else None
-    if pair is None:
-        return None
-    out, donor, cond = pair
-    read = donor.load
-    if read not in inner:
-        return None
-    body = [f"{donor.name} = {out.array}[{donor.subscript()}]" if s == read else s for s in inner]
-    return cond, body
-
-
-def _donor_pair(nest: LoopNest):
-    """(the output, the donor operand, the run-time test that the output is the donor's
-    array) where the kernel's one output may be written over input `nest.in_place`, else
-    None."""
-    k = getattr(nest, "in_place", None)
-    if k is None or len(nest.outputs) != 1 or nest.rank < 2:
-        return None
-    out, donor = nest.outputs[0], nest.operands[k]
-    if not (donor.layout == "flat" and tuple(donor.index) == tuple(range(nest.rank))
-            and donor.dtype == out.dtype):
-        return None
-    return out, donor, f"{out.array}.ctypes.data == {donor.array}.ctypes.data"
-
-
-def _nested(nest: LoopNest, form: str, inner: list, loop: str, in_place=None) -> list:
+def _nested(nest: LoopNest, form: str, inner: list, loop: str) -> list:
     red = nest.reduction
     body = []
     if form == "nested_map":
         depth = 1
         for lvl, d in enumerate(range(nest.rank)):
-            if lvl == 1 and in_place is not None:
-                # one test per outer index: the rows in place, or the general rows
-                cond, own = in_place
-                rows = [f"{IND * depth}for i{d} in range(d{d}):"]
-                for d2 in range(d + 1, nest.rank):
-                    rows.append(f"{IND * (depth + d2 - d)}for i{d2} in range(d{d2}):")
-                inner_ind = IND * (depth + 1 + nest.rank - 1 - d)
-                return (body + [f"{IND * depth}if {cond}:"]
-                        + [IND + r for r in rows] + [IND + inner_ind + s for s in own]
-                        + [f"{IND * depth}else:"]
-                        + [IND + r for r in rows] + [IND + inner_ind + s for s in inner])
             body.append(f"{IND * depth}for i{d} in {loop if lvl == 0 else 'range'}(d{d}):")
             depth += 1
         return body + [IND * depth + s for s in inner]

@@ -5,7 +5,7 @@ module docstring describes the forms."""
 from __future__ import annotations
 
 from .codegen_cpu import (COLUMN_BLOCK, FOLD_MARK, IND, PARTIAL_CAP, ROW_CHUNKS, _cast_back, _combine,
-                          _donor_pair, _fold_partials, _init, _np_type)
+                          _fold_partials, _init, _np_type)
 from .loopnest import SUM_BLOCK, LoopNest
 
 __all__: list = []   # (codegen_cpu's helpers)
@@ -50,16 +50,7 @@ def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
     body += [IND * 2 + line for line in per_block]
     if red.block_dtype is not None and len(rows) == 1:      # `_column_rows`' float32 blocks
         body.append(f"{IND * 2}bacc = np.empty(n, {_np_type(red.block_dtype)})")
-    in_place = _column_in_place(nest)
-    if in_place is None:
-        body += _column_rows(nest, red, comp, per_row, per_elem, 2)
-    else:
-        cond, row_read, elem_read = in_place
-        own_row = [line for line in per_row if line != row_read]
-        own_elem = [f"{elem_read.split(' = ')[0]} = o0[j]" if line == elem_read else line
-                    for line in per_elem]
-        body += ([f"{IND * 2}if {cond}:"] + _column_rows(nest, red, comp, own_row, own_elem, 3)
-                 + [f"{IND * 2}else:"] + _column_rows(nest, red, comp, per_row, per_elem, 3))
+    body += _column_rows(nest, red, comp, per_row, per_elem, 2)
     body += [f"{IND}{FOLD_MARK}",
              f"{IND}for j in range(d{last}):",
              f"{IND * 2}total = {init}",
@@ -105,20 +96,6 @@ def _column_rows(nest: LoopNest, red, comp: list, per_row: list, per_elem: list,
     else:
         body.append(f"{IND * depth}{_combine(red, 'accb[j]', red.value)}")
     return body
-
-
-def _column_in_place(nest: LoopNest):
-    """(condition, the donor's row-slice line, its element line) where the column sum's
-    output may be the array of input `nest.in_place` (plan.py `_donor`), else None. The rows
-    then read that input through the output's own slice ``o0``, one slice for load and
-    store, which vectorizes (two slices of one array stay scalar: 2.46 ms against 0.89)."""
-    pair = _donor_pair(nest)
-    if pair is None:
-        return None
-    _, donor, cond = pair
-    return (cond,
-            f"r{donor.k} = {donor.array}[{', '.join(f'i{d}' for d in range(nest.rank - 1))}, lo:hi]",
-            f"{donor.name} = r{donor.k}[j]")
 
 
 def _decompose(flat: str, dims: list, ind: str) -> list:

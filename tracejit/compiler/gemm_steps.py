@@ -1,15 +1,13 @@
-"""A compiled plan's products as schedule nodes: a product with its epilogue and a bias
-gradient's column sum, rewrites of the plan's items registered in plan_patterns.py (their
-runtime: cpu/gemm/epilogue.py, products.py).
+"""A compiled plan's products as schedule nodes: a product with its epilogue, a rewrite of
+the plan's items registered in plan_patterns.py (its runtime: cpu/gemm/epilogue.py,
+products.py).
 
 Epilogues (`fold_epilogues`, `GemmStep`): a ``matmul`` whose output only an
 ``act(x @ w + bias + residual)`` group reads becomes one step. It runs where the measured
 choice says: on the GEMM template, which applies the epilogue as it stores each tile, or on
 BLAS with the group's kernel after it in place; a bias alone on BLAS is a fill and beta=1
-(epilogue.matmul_bias: ~0.1 ms against ~0.45 for an add).
-
-Column sums (`ColumnSum`): a bias gradient no fused kernel sums is ``ones @ g`` (a GEMV,
-epilogue.column_sum). The backward graph is built before these passes.
+(epilogue.matmul_bias: ~0.1 ms against ~0.45 for an add). The backward graph is built
+before this pass.
 """
 from __future__ import annotations
 
@@ -19,14 +17,11 @@ from typing import Optional
 from ..jit.ir import Eqn, Var
 from ..ops.elementwise import ADD, RELU
 from ..ops.linalg import MATMUL
-from ..ops.reductions import SUM
-from .. import envflags
 from .fusion import Group
 
-__all__ = ["Product", "GemmStep", "ColumnSum", "fold_epilogues"]
+__all__ = ["Product", "GemmStep", "fold_epilogues"]
 
-# TRACEJIT_BIAS_GEMM=0 keeps products and epilogues apart and the column sums numpy's,
-# TRACEJIT_BIAS_COLUMN_SUMS=0 the sums alone (plan_patterns.py).
+# TRACEJIT_BIAS_GEMM=0 keeps products and epilogues apart (plan_patterns.py).
 _DTYPES = ("float32", "float64")
 
 
@@ -90,7 +85,7 @@ def _emit_epilogue(p: Product, plan, nm, atom, consts: dict, input_set) -> list:
     else:
         m = p.matmul.out
         blas = plan._emit_eqn(p.matmul, atom, nm, consts)
-        blas += plan._emit_group(p.epilogue, nm, consts, input_set, donors=[m])
+        blas += plan._emit_group(p.epilogue, nm, consts, input_set)
         blas.append(f"    del {nm(m)}")
     if not epilogue.may_use_template(p.matmul.inputs[0].aval.shape, p.matmul.inputs[1].aval.shape):
         return blas
@@ -137,47 +132,9 @@ def _epilogue_of(grp: Group, m: Var) -> Optional[Product]:
     return None
 
 
-def _column_sum(e) -> bool:
-    """`e` is a plan step summing a float CPU array over all its dims but the last."""
-    if not (isinstance(e, Eqn) and e.prim is SUM and isinstance(e.inputs[0], Var)):
-        return False
-    a = e.inputs[0].aval
-    r = len(a.shape)
-    return (r >= 2 and a.dtype.name in _DTYPES and a.device.type == "cpu"
-            and tuple(sorted(e.params["dims"])) == tuple(range(r - 1))
-            and all(isinstance(d, int) for d in e.out.aval.shape))
-
-
-@dataclass(eq=False)
-class ColumnSum:
-    """A `sum` over every dim but the last (a bias gradient) run as the product ``ones @ g``."""
-    eqn: Eqn
-
-    @property
-    def inputs(self) -> list:
-        return list(self.eqn.inputs)
-
-    @property
-    def outs(self) -> list:
-        return list(self.eqn.outs)
-
-    @property
-    def defined(self) -> set:
-        return set(self.eqn.outs)
-
-    def describe(self) -> str:
-        return "sum over rows (GEMV with ones)"
-
-    def emit(self, nm, consts: dict) -> list:
-        from .cpu.gemm.epilogue import column_sum
-        consts["I_column_sum"] = column_sum
-        shape = tuple(int(d) for d in self.eqn.out.aval.shape)
-        return [f"    {nm(self.eqn.out)} = I_column_sum(xp, {nm(self.eqn.inputs[0])}, {shape!r})"]
-
-
 def fold_epilogues(items: list, graph) -> list:
     """`items` with each product whose output only an epilogue group reads made one
-    `GemmStep` at the group's place, and each column sum a `ColumnSum` step."""
+    `GemmStep` at the group's place."""
     readers: dict = {}
     producer: dict = {}
     for it in items:
@@ -209,10 +166,6 @@ def fold_epilogues(items: list, graph) -> list:
         p.matmul = mm
         drop.add(id(mm))
         replace[id(it)] = GemmStep([p])
-    if envflags.enabled("TRACEJIT_BIAS_COLUMN_SUMS"):
-        for it in items:
-            if _column_sum(it):
-                replace[id(it)] = ColumnSum(it)
     if not replace:
         return items
     return [replace.get(id(it), it) for it in items if id(it) not in drop]

@@ -194,9 +194,6 @@ class LoopNest:
     outputs: tuple     # Output per value written per element
     reduction: Optional[Reduction]
     flat: bool         # one flat index over the iteration space (see the module docstring)
-    # input k whose array a compiled plan may pass as the output too (plan.py `_donor`), or
-    # None: the CPU renderer then reads that input through the output (codegen_cpu._in_place)
-    in_place: Optional[int] = None
     # a rows nest: its reductions over the last dim, value ``r<k>`` per row (rowpasses.py
     # orders them into passes over each row)
     rows: tuple = ()

@@ -29,8 +29,7 @@ from .groupsplit import split_wide_groups
 from .slice_reads import fold_slice_reads, operand_var
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
-from .attnpair import AttentionBackwardSum, AttentionPair
-from .gemm_steps import ColumnSum, GemmStep
+from .gemm_steps import GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import broadcast_index, operand_layouts
 from .windows import channel_layouts, channel_rows, channel_view, strided_layout
@@ -42,7 +41,6 @@ from ..ops.indexing import GETITEM
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
 from ..ops.shape import PERMUTE, RESHAPE
-from .. import envflags
 
 __all__ = ["Plan"]
 
@@ -88,9 +86,6 @@ def _dtype_const(dtype, consts: dict) -> str:
     return name
 
 
-# Whether an elementwise map group writes its output into a full-shape input that dies at
-# that group (`Plan._donor`); tests and A/B runs turn it off.
-_donate = envflags.flag("TRACEJIT_DONATE")   # (the switch: tests, A/B measurements)
 def _donated(a, callers: int = 0):
     """`a` itself when nothing but the plan's local holds it (3 references; `callers`:
     frames between the plan and here), else None."""
@@ -208,15 +203,10 @@ class Plan:
         for idx, it in enumerate(self.items):
             if isinstance(it, Group):
                 first = len(lines) + 1                 # 1-based line numbers of the source
-                # inputs whose last use this is: their arrays may take the group's output
-                donors = [x for x in it.inputs
-                          if last.get(x) == idx and x not in outs and x not in input_set]
-                lines += self._emit_group(it, nm, consts, input_set, donors)
+                lines += self._emit_group(it, nm, consts, input_set)
                 group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
             elif isinstance(it, GemmStep):
                 lines += it.emit(self, nm, atom, consts, input_set)
-            elif isinstance(it, (ColumnSum, AttentionPair, AttentionBackwardSum)):
-                lines += it.emit(nm, consts)
             else:
                 dies = [x for x in it.inputs[:1] if isinstance(x, Var) and last.get(x) == idx
                         and x not in outs and x not in input_set]
@@ -234,7 +224,7 @@ class Plan:
         exec(compile(src, fname, "exec"), consts)
         return consts["plan"]
 
-    def _emit_group(self, grp: Group, nm, consts, input_set, donors=()):
+    def _emit_group(self, grp: Group, nm, consts, input_set):
         k = len(self.kernels)
         kern = _Kernel(grp, f"{self.name}_g{grp.gid}", self.backend)
         self.kernels.append(kern)
@@ -260,7 +250,6 @@ class Plan:
             call_args.append(a)
         static_size = None if any(isinstance(d, Sym) for d in shape) else math.prod(int(d) for d in shape)
         ref = next((a for a, lay in zip(call_args, layouts) if lay != "scalar"), "None")
-        donor = self._donor(grp, kern, layouts, mats, donors)
         cms = getattr(grp, "cm_outputs", ())
         for m, v in enumerate(mats):
             # Rank-0 values live in 1-element buffers inside kernels.
@@ -279,13 +268,7 @@ class Plan:
                 alloc = f"{nm(v)} = {slot}.take({_shape_code(oshape)}, {dt}, {ref})"
             else:
                 alloc = f"{nm(v)} = xp.empty({_shape_code(oshape) if rank else '(1,)'}, {dt})"
-            if donor is not None:
-                # the dying input's own array when nothing else holds it (`_donated`)
-                consts["_donated"] = _donated
-                lines += [f"    {nm(v)} = _donated({nm(donor)})", f"    if {nm(v)} is None:",
-                          f"        {alloc}"]
-            else:
-                lines.append(f"    {alloc}")
+            lines.append(f"    {alloc}")
             call_args.append(nm(v))
         if red is not None:
             dims = red.params["dims"]
@@ -367,27 +350,6 @@ class Plan:
         lines += [f"    {nm(v)} = {nm(v)}[{broadcast_index(tuple(v.aval.shape), shape)}]" for v in mats
                   if rank and tuple(v.aval.shape) != tuple(shape) and not grp.rows and grp.window is None]
         return lines + [f"    {nm(v)} = {nm(v)}.swapaxes(0, 1)" for v in mats if v in cms]
-
-    def _donor(self, grp: Group, kern, layouts: tuple, mats: list, donors):
-        """The input whose array an elementwise map may write its one output into: of the
-        output's shape and dtype, read at the output's own index, and dying at this group
-        (`donors`); None otherwise. The output then goes into cache lines just read rather
-        than a buffer fetched from memory (FFN add+relu: 1.12 -> 0.52 ms). Only the nested
-        map and column sum forms, whose loops read the donor through the output's rows
-        and stay vectorized."""
-        if not _donate() or self.backend.name != "cpu" or len(mats) != 1:
-            return None
-        out = mats[0]
-        for d, lay in zip(grp.inputs, layouts):
-            if (d in donors and lay == "flat" and d.aval.dtype == out.aval.dtype
-                    and tuple(d.aval.shape) == tuple(out.aval.shape)):
-                from .codegen_cpu import loop_form
-                form = loop_form(kern.nest(tuple(layouts)), True)
-                if form != ("nested_map" if grp.reduction is None else "column_blocks"):
-                    return None
-                kern.donate(list(grp.inputs).index(d))
-                return d
-        return None
 
     def _producer(self, v):
         """The equation of this plan that defines `v` (None: an input, or a kernel's or a
@@ -543,7 +505,7 @@ class Plan:
                 ops, locs = group_parts(it)
                 out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
-            elif isinstance(it, (GemmStep, ColumnSum, AttentionPair, AttentionBackwardSum)):
+            elif isinstance(it, GemmStep):
                 out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")

@@ -4,12 +4,10 @@ variants, keyed by (layouts, parallel), compiled or loaded at their first call
 (`_Kernel.ready`: compiler/prepare.py)."""
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import threading
 import warnings
-from typing import Optional
 
 from ..errors import CompileError
 from . import backends
@@ -56,8 +54,6 @@ class _Kernel:
         self.sources: dict = {}
         self._nests: dict = {}
         self._specs: dict = {}
-        # the input whose array a call may pass as the output too (`Plan._donor`)
-        self.in_place: Optional[int] = None
         # Set by a background compile to a callable it calls once a variant is loaded: a
         # variant no plan listed is then prepared off the caller's thread (`ready`).
         self.defer = None
@@ -68,17 +64,9 @@ class _Kernel:
         nest = self._nests.get(layouts)
         if nest is None:
             nest = self.backend.lower(self.group, layouts, "kernel")
-            if self.in_place is not None:
-                nest = dataclasses.replace(nest, in_place=self.in_place)
             self._nests[layouts] = nest
         return nest
 
-    def donate(self, k: int) -> None:
-        """Calls may pass input k's array as the output too (`Plan._donor`): variants are
-        rendered for it from now on (before any is: `Plan._emit_group`)."""
-        self.in_place = k
-        self._nests.clear()
-        self._specs.clear()
 
     def spec(self, layouts: tuple, parallel: bool):
         """The rendered source of a variant (memoized; rendering raises the lowering's

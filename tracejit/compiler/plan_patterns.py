@@ -1,12 +1,10 @@
 """The plan stage's patterns (jit/patterns.py), in the order they run: each rewrites a plan's
 items into steps only some backends run, guarded by `backends.Backend.capabilities`, with a
-switch in tracejit/envflags.py: ``gemm_epilogue`` (gemm_steps.py) and ``attention_pair``
-(attnpair.py).
+switch in tracejit/envflags.py: ``gemm_epilogue`` (gemm_steps.py).
 """
 from __future__ import annotations
 
 from ..jit.patterns import Pattern, register
-from .attnpair import pair_attention
 from .gemm_steps import fold_epilogues
 
 __all__ = ["PLAN_PATTERNS"]
@@ -22,5 +20,4 @@ def _needs(capability: str):
 PLAN_PATTERNS = tuple(register(Pattern(name, rewrite, ("plan",), guard=_needs(capability), switch=switch))
                       for name, rewrite, capability, switch in (
     ("gemm_epilogue", fold_epilogues, "gemm_epilogue", "TRACEJIT_BIAS_GEMM"),
-    ("attention_pair", pair_attention, "attention_pair", "TRACEJIT_ATTENTION_PAIR"),
 ))

@@ -1,11 +1,10 @@
-"""A product's epilogue and a bias gradient's column sum at run time, for the compiled
-plans' GEMM steps (compiler/gemm_steps.py).
+"""A product's epilogue at run time, for the compiled plans' GEMM steps
+(compiler/gemm_steps.py).
 
 ``template_site``: a plan's product with an epilogue runs on the GEMM template where the
 measured choice is a configuration, else on the BLAS side the plan emits after it.
 ``matmul_bias``: C filled with the bias, then BLAS with beta=1, which costs no more than
-the product alone (as PyTorch's ``addmm``). ``column_sum``: a sum over the leading dims as
-``ones @ g`` (BLAS's GEMV: 0.36-0.42 ms against numpy's 0.62-0.73, and it rounds less).
+the product alone (as PyTorch's ``addmm``).
 
 The bias added inside BLAS's accumulation may differ from the unfused form by rounding,
 and a -0.0 bias element filled by the k=1 product reads +0.0.
@@ -23,12 +22,9 @@ from .blas_gemm import gemm_address, matmul
 from ....ops.linalg import matmul_rows
 from ....threads import blas_threads
 
-__all__ = ["matmul_bias", "column_sum", "template_site", "may_use_template", "FILL_MIN"]
+__all__ = ["matmul_bias", "template_site", "may_use_template", "FILL_MIN"]
 
 _DTYPES = ("float32", "float64")
-# The same as numpy dtypes: ``dtype.name`` is Python code in numpy, 22-26 us right after a
-# cache-sweeping GEMM.
-_NP_DTYPES = frozenset(np.dtype(t) for t in _DTYPES)
 # Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`), each
 # thread writing the part its share of the following GEMM reads.
 FILL_MIN = 1 << 18
@@ -97,8 +93,8 @@ _ones: dict = {}   # dtype -> the longest ones vector `_ones_for` has made
 
 
 def _ones_for(m: int, dtype):
-    """m ones of `dtype` (a view of one kept vector: `_fill` and `column_sum` call it every
-    step with the same lengths)."""
+    """m ones of `dtype` (a view of one kept vector: `_fill` calls it every step with the
+    same lengths)."""
     ones = _ones.get(dtype)
     if ones is None or ones.shape[0] < m:
         ones = np.ones(m, dtype)
@@ -117,16 +113,6 @@ def _fill(fn, out, row, m: int, n: int) -> None:
     ones = _ones_for(m, out.dtype)
     fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, 1, 1.0, ones.ctypes.data, 1, row.ctypes.data, n,
        0.0, out.ctypes.data, n)
-
-
-def column_sum(xp, g, shape: tuple):
-    """``g`` summed over every dim but the last, in `shape` (the sum's output shape, with
-    or without kept dims): ``ones @ g`` by BLAS for a C-contiguous numpy float `g`."""
-    n = g.shape[-1]
-    if xp is np and g.flags.c_contiguous and g.dtype in _NP_DTYPES:
-        m = g.size // n if n else 0
-        return matmul(_ones_for(m, g.dtype), g.reshape(m, n)).reshape(shape)
-    return xp.sum(g.reshape(-1, n), axis=0).reshape(shape)
 
 
 # ---- the template's side ------------------------------------------------------------------

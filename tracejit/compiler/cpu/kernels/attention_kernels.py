@@ -1,11 +1,9 @@
 """Self-attention's weights, context and backward one batch element at a time: the CPU
-backend's implementations of ops/attention_prim.py's primitives, and the fused steps
-compiled plans pair them into (compiler/attnpair.py).
+backend's implementations of ops/attention_prim.py's primitives.
 
 Each batch element's scores go into a buffer that stays in cache and are normalized from
-there, and its context ``W @ V`` is taken while its weights are in cache. A part of the
-batch split over the cores is one nogil numba call where it can be (a Python-driven part
-made the other core's part wait for the GIL).
+there. A part of the batch split over the cores is one nogil numba call where it can be (a
+Python-driven part made the other core's part wait for the GIL).
 """
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ from ..runtime import sharepool as _sharepool
 from . import row_forms
 from .loader import kernel as _kernel, takes as _takes
 
-__all__ = ["weights", "context", "backward", "weights_and_context", "backward_and_column_sum"]
+__all__ = ["weights", "context", "backward"]
 
 
 # OpenBLAS's small-matrix kernels take a product only up to 100^3 multiply-adds; one head's
@@ -116,9 +114,9 @@ _W = "Array({t}, 4, 'A')"
 
 @njit("void(int64, Array({t}, 4, 'C', readonly=True), " + _A + ", " + _A + ", " + _A + ", " + _A
       + ", " + _W + ", " + _W + ", " + _W + ", float64, int64, int64, int64, {t}[:, ::1], {t}[:, ::1], "
-      "{t}[:, ::1], {t}[:, ::1], boolean, {t}[:, ::1], {t}[:, ::1], int64, int64)", cache=CACHE,
+      "{t}[:, ::1], {t}[:, ::1])", cache=CACHE,
       error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
-def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt, colsum, o2, colp, si, sa):
+def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt):
     nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
     ldv, ldq, ldk = ov.strides[2] // ov.itemsize, oq.strides[2] // oq.itemsize, ok.strides[2] // ok.itemsize
     ldg = gh.strides[2] // gh.itemsize
@@ -147,19 +145,10 @@ TRANSPOSED(vt, vv)
                     rb[a, j] = q[i, h, a, j]
             for b0 in range(0, t, r):
                 gemm(fn, True, r, hd, t, ds[:, b0:], t, rb, hd, ok[i, h, b0:], ldk, 0.0)
-            if colsum:                              # head h's q, k, v gradient rows, summed
-                for p0 in range(h * hd, 3 * nh * hd, nh * hd):
-                    cp = colp[i, p0:p0 + hd]
-                    for j in range(hd):
-                        cp[j] = 0
-                    for a in range(t):
-                        orow = o2[i * si + a * sa, p0:p0 + hd]
-                        for j in range(hd):
-                            cp[j] += orow[j]
 """
 
 
-# `weights_and_context`'s part [lo, hi) without a mask as one nogil call, for the same reason.
+# `weights`' part [lo, hi) without a mask as one nogil call, for the same reason.
 _FORWARD_PART = """
 import numpy as np
 from numba import njit
@@ -169,26 +158,20 @@ ROWS
 _A = "Array({t}, 4, 'A', readonly=True)"
 
 
-@njit("void(int64, " + _A + ", " + _A + ", " + _A + ", float64, {t}[:, :, :, ::1], Array({t}, 4, 'A'), "
-      "boolean, int64, int64, int64, {t}[:, ::1], {t}[:, ::1], {t}[:, ::1])", cache=CACHE,
+@njit("void(int64, " + _A + ", " + _A + ", float64, {t}[:, :, :, ::1], "
+      "int64, int64, int64, {t}[:, ::1], {t}[:, ::1])", cache=CACHE,
       error_model='numpy', boundscheck=False, fastmath={'reassoc'}, nogil=True)
-def kernel(fn, q, kk, vv, scale, w, oh, context, r, lo, hi, sb, kt, vb):
+def kernel(fn, q, kk, scale, w, r, lo, hi, sb, kt):
     nh, t, hd = q.shape[1], q.shape[2], q.shape[3]
-    ldq, ldo = q.strides[2] // q.itemsize, oh.strides[2] // oh.itemsize
+    ldq = q.strides[2] // q.itemsize
     tb = t - t % 16
     for i in range(lo, hi):
-PULL(sb, q, kk, vv)
+PULL(sb, q, kk)
         for h in range(nh):
 TRANSPOSED(kt, kk)
             for b0 in range(0, t, r):               # scores q k^T
                 gemm(fn, False, r, t, hd, q[i, h, b0:], ldq, kt, t, sb[b0:], t, 0.0)
             softmax_rows(sb, w[i, h], t, t)         # softmax rows into w
-            if context:                             # w v
-                for a in range(t):
-                    for j in range(hd):
-                        vb[a, j] = vv[i, h, a, j]
-                for b0 in range(0, t, r):
-                    gemm(fn, False, r, hd, t, w[i, h, b0:], t, vb, hd, oh[i, h, b0:], ldo, 0.0)
 """
 
 
@@ -270,7 +253,7 @@ def _gemm_kernel(name: str, template: str, rows: tuple, xp, *arrays):
 
 
 def _forward_part_kernel(xp, qkv, scale=1.0):
-    """(weights_and_context's part kernel, GEMM address) for a `qkv` like this one and
+    """(weights' part kernel, GEMM address) for a `qkv` like this one and
     softmax `scale`, or None (`_gemm_kernel`: the kernel None while it is on its way)."""
     rows = (SOFTMAX, 1, {"dim": 1, "scale": float(scale)}, "softmax_rows")
     return _gemm_kernel("forward_part", _FORWARD_PART, rows, xp, qkv)
@@ -321,53 +304,35 @@ def _split_batch(xp, part, n: int, work: int) -> None:
 
 
 def weights(qkv, *mask, tokens, heads, seq_first, scale):
-    return _attend(np, qkv, mask, tokens, heads, seq_first, scale, False)[0]
-
-
-def weights_and_context(xp, qkv, *mask, tokens, heads, seq_first, scale):
-    """``(w, attention_context(qkv, w))`` for ``w = attention_weights(qkv, *mask)`` in one
-    pass over the batch, each ``w @ v`` taken while its weights are in cache."""
-    return _attend(xp, qkv, mask, tokens, heads, seq_first, scale, True)
-
-
-def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
-    """(weights, context or None): `attention_weights`' impl, with `attention_context`'s
-    product per batch element too when `context`."""
+    """`attention_weights`' impl."""
+    xp = np
     a, c, e, hd = _split(qkv.shape, tokens, heads)
-    _, (q, k, v) = _parts(xp, qkv, tokens, heads, seq_first)
+    _, (q, k, _) = _parts(xp, qkv, tokens, heads, seq_first)
     n, t = (c, a) if seq_first else (a, c)
     # the part kernel (no mask) first: while it is on its way numpy's form runs, and the
     # fallback form's kernels are not asked for (`_gemm_kernel`)
     found = None if mask else _forward_part_kernel(xp, qkv, scale)
     whole = found if found is not None and found[0] is not None else None
     fn = softmax_kernel(xp, qkv, *mask) if found is None else None
-    kw = dict(tokens=tokens, heads=heads, seq_first=seq_first, scale=scale)
-    if fn is None and whole is None:   # other array modules and dtypes, or no kernel ready yet
+    if fn is None and whole is None:   # other dtypes, or no kernel ready yet
         s = xp.matmul(q, xp.swapaxes(k, -1, -2))
-        w = softmax_passes(xp, s, mask[0] if mask else None, 3, scale)
-        return w, (_context(xp, qkv, w, **kw) if context else None)
+        return softmax_passes(xp, s, mask[0] if mask else None, 3, scale)
     w = np.empty((n, heads, t, t), dtype=qkv.dtype)
     rows = heads * t                                   # softmax rows per batch element
     w2 = w.reshape(n * rows, t)
     if mask:     # (as 4-d, its batch elements sliced with the scores' where it has them)
         m4 = mask[0].reshape((1,) * (4 - mask[0].ndim) + mask[0].shape)
     rs, tr = _block_rows(t, t, hd), (None if whole is not None else _transpose_kernel(xp, qkv))
-    if context:
-        out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
-        oh = out.transpose(_TO_HEADS[seq_first])
-        r = _block_rows(t, hd, t)
 
     def part(lo, hi):
         # `_CHUNK` batch elements at a time: scores into a cached buffer, their softmax into
-        # w (not in place: overlap makes the row loops scalar), then w @ v
+        # w (not in place: overlap makes the row loops scalar)
         if whole is not None:
-            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, t), (hd, t), (t, hd))]
-            return whole[0](whole[1], q, k, v, scale, w, oh if context else w, context, rs,
-                            lo, hi, *bufs)
+            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, t), (hd, t))]
+            return whole[0](whole[1], q, k, scale, w, rs, lo, hi, *bufs)
         ch = _chunk(lo, hi)
         s = np.empty((ch, heads, t, t), dtype=w.dtype)
         kb = np.empty((ch, heads, 1, hd, t), dtype=w.dtype)
-        vb = np.empty((ch, heads, 1, t, hd), dtype=w.dtype) if context else None
         for i in range(lo, hi, ch):
             j = min(i + ch, hi)
             m = j - i
@@ -378,10 +343,8 @@ def _attend(xp, qkv, mask, tokens, heads, seq_first, scale, context: bool):
                     w[i:j] = softmax_passes(np, s[:m], mi, 3, scale)
             elif not fn(s[:m].reshape(m * rows, t), scale, w2[i * rows:j * rows]):
                 w[i:j] = softmax_passes(np, s[:m], None, 3, scale)
-            if context:
-                _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:m])
-    _split_batch(xp, part, n, n * heads * t * t * (hd * (1 + context) + _SOFTMAX_WORK))
-    return w, (out.reshape(a, c, e) if context else None)
+    _split_batch(xp, part, n, n * heads * t * t * (hd + _SOFTMAX_WORK))
+    return w
 
 
 # multiply-adds a softmax element counts as in `split`'s threshold (one thread: a
@@ -402,7 +365,7 @@ def _context(xp, qkv, w, *, tokens, heads, seq_first, scale):
     def part(lo, hi):
         if xp is not np:
             return _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
-        # as `weights_and_context` takes it (same bits): in small-matrix blocks
+        # in small-matrix blocks
         ch = _chunk(lo, hi)
         vb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
         for i in range(lo, hi, ch):
@@ -417,24 +380,8 @@ def context(qkv, w, *, tokens, heads, seq_first, scale):
 
 
 def backward(g, qkv, w, *, tokens, heads, seq_first, scale):
-    return _backward(np, g, qkv, w, False, tokens, heads, seq_first, scale)[0]
-
-
-def backward_and_column_sum(xp, g, qkv, w, *, shape: tuple, tokens, heads, seq_first, scale):
-    """``(attention_backward(g, qkv, w), its sum over rows)`` in one pass, the sum (the packed
-    projection's bias gradient) in `shape`: each head's gradient rows are summed right after
-    its products wrote them, while in cache (float32 per element, then float64 over the
-    elements in order: the same bits for any thread count), instead of a pass reading the
-    gradient back (+0.15 ms over the backward alone, against +0.28 as its own GEMV)."""
-    out, colp = _backward(xp, g, qkv, w, True, tokens, heads, seq_first, scale)
-    if colp is None:       # no part kernel: the sum as its own pass
-        return out, xp.sum(out, axis=0).reshape(shape)
-    return out, np.add.reduce(colp, axis=0, dtype=np.float64).astype(out.dtype).reshape(shape)
-
-
-def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
-    """(attention_backward's packed gradient, its per-batch-element column sums (N, 3E) where
-    `colsum` and the part kernel ran, else None)."""
+    """`attention_backward`'s impl: the packed gradient."""
+    xp = np
     a, c, e, hd = _split(qkv.shape, tokens, heads)
     q, k, v, gh, out, (oq, ok, ov) = backward_parts(xp, g, qkv, tokens, heads, seq_first)
     n, _, t, s = w.shape
@@ -448,19 +395,13 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
         rows = heads * t                               # softmax rows per batch element
         w2 = w.reshape(n * rows, s)
         tr = _transpose_kernel(xp, qkv)
-    colsum = colsum and whole is not None
-    o2 = out.reshape(a * c, 3 * e)
-    # element i's token rows of o2 are i * si + j * sa, j < T
-    si, sa = (1, c) if seq_first else (c, 1)
-    colp = np.empty((n, 3 * e) if colsum else (1, 1), dtype=qkv.dtype) if xp is np else None
 
     def part(lo, hi):
         # `_CHUNK` batch elements at a time, their (T, T) weight gradients in two buffers
         # that stay in cache
         if whole is not None:
             bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
-            return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs,
-                            colsum, o2, colp, si, sa)
+            return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs)
         if fn is None:
             return backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
         # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
@@ -482,4 +423,4 @@ def _backward(xp, g, qkv, w, colsum: bool, tokens, heads, seq_first, scale):
             _head_products(dsm, k[b], oq[b], r, rb[:m])                          # dq = ds k
             _head_products(np.swapaxes(dsm, -1, -2), q[b], ok[b], r, rb[:m])     # dk = ds^T q
     _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
-    return o2, (colp if colsum else None)
+    return out.reshape(a * c, 3 * e)
