@@ -114,3 +114,20 @@ def test_row_gather_with_a_trailing_slice_matches_pytorch():
         t[lib.tensor(idx), :].backward(lib.tensor(g))
         grads.append(t.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [32, 4096], ids=["few", "many"])
+def test_two_array_index_gradient_accumulates_repeats_as_pytorch(n):
+    # w[rows, cols]'s backward (a CRF's transition scores): a few elements go to np.add.at
+    # directly, many through the distinct-position check first; both sum every repeat
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(n)
+    w0 = rng.standard_normal((9, 9)).astype(np.float32)
+    rows, cols = rng.integers(0, 9, n), rng.integers(-9, 9, n)
+    g = rng.standard_normal(n).astype(np.float32)
+    w = tj.tensor(w0, requires_grad=True)
+    (w[tj.tensor(rows), tj.tensor(cols)] * tj.tensor(g)).sum().backward()
+    tw = torch.tensor(w0, requires_grad=True)
+    (tw[torch.tensor(rows), torch.tensor(cols)] * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+    assert w.grad.numpy()[rows[0], cols[0]] != 0.0

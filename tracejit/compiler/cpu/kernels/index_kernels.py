@@ -119,6 +119,10 @@ def index_add(a, v, *idx, spec):
     by one integer index array on the first dim of a float array (an embedding's backward):
     one loop over the updates in order, np.add.at's additions in np.add.at's order; None
     (the numpy form runs) for any other index or while the kernel is not loaded."""
+    if len(idx) != 1:
+        # (asked first: two index arrays, as in the backward of ``w[rows, cols]``, are never
+        # such an add, and the checks below cost more than np.add.at of a few elements)
+        return None
     from ....ops.donation import target
     from ....ops.indexing import _is_basic, _locate, added_rows
     if _is_basic(spec) or not _takes(np, a, v) or a.size == 0:
