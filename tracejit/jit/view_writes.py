@@ -174,7 +174,8 @@ def write_through(trace, target, res, what: str) -> bool:
     else:
         flat = base.reshape(-1).index_put((Tensor(pos, dtype=_dt.int64),), new_vals)
     flat = flat.reshape(tuple(base.shape))
-    if any(prim.name == "detach" for prim, _, _ in chain):
+    from .tracer import DETACH
+    if any(prim is DETACH for prim, _, _ in chain):
         flat = _eager.bind(DETACHED_WRITE, base, flat)
     trace.assign(base, flat, what)
     target._var = res
