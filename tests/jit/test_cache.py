@@ -277,6 +277,8 @@ def test_recompile_limit_falls_back_to_eager_with_one_warning():
     assert msgs[0].filename == __file__   # the user's calling line, not tracejit's
     st = cf.cache_stats()
     assert st["compiles"] == 3 and st["eager_fallbacks"] == 1 and st["hits"] == 1
+    # 4 captures tried (the 4th met the limit), then 4 calls run eagerly without trying
+    assert st["misses"] == 4 and st["eager_calls"] == 4
     assert calls == [0, 1, 2, 3, 4, 5, 6, 7]  # 3 traces + 5 eager runs; the hit ran no Python
 
 

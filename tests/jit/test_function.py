@@ -24,3 +24,27 @@ def test_a_failed_capture_keeps_nothing_and_raises_again():
             f(tj.ones(2, 3))
         assert f.entries == [] and f.cache_stats()["compiles"] == 0
     assert f(tj.ones(3, 1)).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_calls_after_a_graph_break_count_as_eager_calls_not_misses():
+    class Counted(tj.nn.Module):   # sets an attribute each call: cannot be one graph
+        def __init__(self):
+            super().__init__()
+            self.lin = tj.nn.Linear(3, 2)
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return self.lin(x).tanh()
+
+    m = Counted()
+    c = tj.compile(m)
+    x = tj.ones(4, 3)
+    with pytest.warns(RuntimeWarning, match="cannot be captured as one graph"):
+        c(x)
+    for _ in range(4):
+        c(x)
+    st = c.cache_stats()
+    assert m.calls == 5
+    assert st["misses"] == 1 and st["eager_calls"] == 4 and st["compiles"] == 0
+    assert st["eager_fallbacks"] == 1

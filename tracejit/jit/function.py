@@ -109,7 +109,7 @@ class CompiledFunction(Capture):
         self._split = None         # a module forward that broke: its submodules' (submodules.py)
         self._quiet_break = False  # a submodule's forward: its break logged, not warned
         self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
-                       "eager_fallbacks": 0}
+                       "eager_fallbacks": 0, "eager_calls": 0}
         # functools.partial and other callables have no __name__: messages still need one.
         self.__name__ = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", None) \
             or type(fn).__name__
@@ -208,8 +208,8 @@ class CompiledFunction(Capture):
                     if self._check or config.check_enabled():
                         return self._checked(e, leaves, args)
                     return e.run(leaves)
-        if self._fell_back:  # past the recompile limit: new signatures run eagerly
-            self._stats["misses"] += 1
+        if self._fell_back:  # past the recompile limit or a graph break: eagerly, no capture
+            self._stats["eager_calls"] += 1
             return self._call_eager_bound(args)
         return self._miss(args, leaves, spec, gm)
 
@@ -398,7 +398,7 @@ class CompiledFunction(Capture):
             self._fell_back = False
             self._split = None
             self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
-                           "eager_fallbacks": 0}
+                           "eager_fallbacks": 0, "eager_calls": 0}
 
     def explain(self, *args, **kwargs):
         from .explain import explain
