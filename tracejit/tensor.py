@@ -286,7 +286,9 @@ class Tensor:
     def data(self) -> "Tensor":
         # self's memory with a version counter of its own, as PyTorch's: writes through it
         # are not seen by autograd (detach() shares the counter; they are)
-        return Tensor._wrap(self._data, self.dtype, self.device)
+        t = Tensor._wrap(self._data, self.dtype, self.device)
+        t._vbox = _DataVersion(self._vbox)
+        return t
 
     @data.setter
     def data(self, value: "Tensor") -> None:
@@ -468,6 +470,23 @@ class Tensor:
         if spec and self.numel() == 1:
             return format(self.item(), spec)
         return repr(self)
+
+
+class _DataVersion(list):
+    """A ``.data`` alias's version counter: its own in slot 0 (autograd does not see writes
+    through the alias), and each write also counts in slot 1 of the owner's counter, so a
+    cache of values derived from the memory (autocast's kept weight casts) sees them."""
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: list) -> None:
+        super().__init__((0,))
+        if len(owner) < 2:
+            owner.append(0)
+        self.owner = owner
+
+    def __setitem__(self, i, v) -> None:
+        list.__setitem__(self, i, v)
+        self.owner[1] += 1
 
 
 def _warn_non_leaf_grad() -> None:

@@ -132,7 +132,8 @@ class _Kept:
     __slots__ = ("ref", "data", "version", "values", "given", "given_version")
 
     def fresh(self, t) -> bool:
-        return (self.ref() is t and self.data is t._data and self.version == t._vbox[0]
+        # the whole counter: slot 1, where present, counts writes through ``.data`` aliases
+        return (self.ref() is t and self.data is t._data and self.version == tuple(t._vbox)
                 and self.given[0] == self.given_version)
 
 
@@ -158,7 +159,7 @@ def _kept_cast(t, target, to):
             entry = _Kept()
             entry.ref = weakref.ref(t, lambda _, kept=kept, key=key: kept.pop(key, None))
             kept[key] = entry
-        entry.data, entry.version, entry.values = t._data, t._vbox[0], out._data
+        entry.data, entry.version, entry.values = t._data, tuple(t._vbox), out._data
     entry.given, entry.given_version = out._vbox, out._vbox[0]
     return out
 
