@@ -15,6 +15,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .errors import LinAlgError, ShapeError
+from .typeinfo import finfo
 from .ops.creation import eye, tensor, zeros
 from .ops.elementwise import abs as _abs
 from .ops.linalg import matmul
@@ -133,7 +134,7 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, tol=None):
     if tol is not None:
         atol = tol
     if rtol is None:
-        rtol = 0.0 if atol else max(A.shape[-2:]) * float(np.finfo(A.dtype.np).eps)
+        rtol = 0.0 if atol else max(A.shape[-2:]) * float(finfo(A.dtype).eps)
     thresh = smax * rtol
     if atol:
         thresh = thresh.clamp(min=atol)
@@ -184,7 +185,9 @@ def lstsq(A, B, rcond=None, *, driver=None):
     empty = tensor(np.zeros(0), dtype=A.dtype)
     # PyTorch's default CPU driver (gelsy) gives the rank per matrix, no residuals or
     # singular values
-    rank = np.asarray(np.linalg.matrix_rank(A.detach().numpy(), rcond), dtype=np.int64)
+    a = A.detach()
+    a = a.float() if a.dtype is _dt.bfloat16 else a     # (numpy has no bf16 of its own)
+    rank = np.asarray(np.linalg.matrix_rank(a.numpy(), rcond), dtype=np.int64)
     return _Lstsq(sol, empty, tensor(rank), empty)
 
 

@@ -259,3 +259,50 @@ def test_max_pool_values_on_bf16_keep_the_words_and_the_pool_node():
     np.testing.assert_array_equal(y.detach().float().numpy(), want.numpy())
     y.float().sum().backward()
     assert x.grad.dtype is tj.bfloat16 and float(x.grad.float().sum()) == y.numel()
+
+
+def _f32_rounded(fn, a):
+    """`fn` on the float32 values of `a`, rounded to bf16 once (the bf16 rule)."""
+    return fn(tj.tensor(a).bfloat16().float()).bfloat16().float().numpy()
+
+
+@pytest.mark.parametrize("name, fn", [
+    ("avg_pool1d", lambda x: tj.nn.functional.avg_pool1d(x, 2)),
+    ("linear", lambda x: tj.nn.functional.interpolate(x, scale_factor=2, mode="linear")),
+    ("bilinear", lambda x: tj.nn.functional.interpolate(x.reshape(1, 2, 3, 8), scale_factor=2,
+                                                        mode="bilinear")),
+    ("bicubic", lambda x: tj.nn.functional.interpolate(x.reshape(1, 2, 3, 8), size=(5, 11),
+                                                       mode="bicubic", align_corners=True)),
+])
+def test_ops_building_constant_tables_take_bf16(name, fn):
+    # their weight/divisor tables were made as the storage words' integer type
+    a = np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)
+    got = fn(tj.tensor(a).bfloat16())
+    assert got.dtype is tj.bfloat16
+    np.testing.assert_array_equal(got.float().numpy(), _f32_rounded(fn, a))
+
+
+def test_nan_to_num_on_bf16_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    a = np.array([np.inf, -np.inf, np.nan, 1.5], np.float32)
+    got = tj.nan_to_num(tj.tensor(a).bfloat16()).float().numpy()
+    want = torch.nan_to_num(torch.tensor(a).bfloat16()).float().numpy()
+    np.testing.assert_array_equal(got, want)     # +-3.3895e38: bf16's own largest value
+
+
+def test_bilinear_interpolate_on_bf16_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(1).standard_normal((1, 2, 5, 7)).astype(np.float32)
+    got = tj.nn.functional.interpolate(tj.tensor(a).bfloat16(), size=(9, 4), mode="bilinear")
+    want = torch.nn.functional.interpolate(torch.tensor(a).bfloat16(), size=(9, 4), mode="bilinear")
+    np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+
+
+def test_pinv_and_lstsq_take_bf16():
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], np.float32)
+    b = np.array([[1.0], [2.0], [3.0]], np.float32)
+    sol = tj.linalg.lstsq(tj.tensor(a).bfloat16(), tj.tensor(b).bfloat16())
+    assert sol.solution.dtype is tj.bfloat16 and int(sol.rank) == 2
+    np.testing.assert_allclose(sol.solution.float().numpy(), [[1.0], [2.0]], atol=1e-2)
+    p = tj.linalg.pinv(tj.tensor(a).bfloat16())
+    np.testing.assert_allclose(p.float().numpy(), np.linalg.pinv(a), atol=1e-2)

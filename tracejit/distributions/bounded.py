@@ -85,7 +85,7 @@ class VonMises(Distribution):
             x = np.where(accept, np.sign(u3 - 0.5) * np.arccos(np.clip(f, -1, 1)), x)
             done |= accept
         out = (x + math.pi + loc) % (2 * math.pi) - math.pi
-        return _ops.tensor(out.astype(self.loc.dtype.np), device=self.loc.device)
+        return _ops.tensor(out, dtype=self.loc.dtype, device=self.loc.device)
 
     mean = property(lambda self: self.loc, doc="The circular mean.")
     mode = property(lambda self: self.loc)

@@ -86,7 +86,7 @@ def reparameterized_gamma(alpha: Tensor, draws: Tensor) -> Tensor:
     if not alpha.requires_grad:
         return draws
     grad = standard_gamma_grad(alpha.detach().numpy(), draws.detach().numpy())
-    grad = tensor(grad.astype(alpha.dtype.np), device=alpha.device)
+    grad = tensor(grad, dtype=alpha.dtype, device=alpha.device)
     return draws + (alpha - alpha.detach()) * grad
 
 

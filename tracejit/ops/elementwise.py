@@ -503,10 +503,10 @@ def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
     if not a.dtype.is_floating_point:
         from .shape import clone
         return clone(a)  # integers have no nan/inf
-    info = a.dtype.np
-    import numpy as np
-    big = float(np.finfo(info).max) if posinf is None else posinf
-    small = -float(np.finfo(info).max) if neginf is None else neginf
+    from ..typeinfo import finfo
+    top = float(finfo(a.dtype).max)   # of the dtype itself: bf16 is stored as uint16 words
+    big = top if posinf is None else posinf
+    small = -top if neginf is None else neginf
     out = where(isnan(a), nan, a)
     out = where(eq(out, math.inf), big, out)
     return where(eq(out, -math.inf), small, out)

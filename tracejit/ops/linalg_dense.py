@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import numpy as np
-
 from ..errors import ShapeError
+from ..typeinfo import finfo
 from .linalg import _mT
 from .registry import Aval, bind, defprim
 
@@ -293,5 +292,5 @@ PINV = defprim("linalg_pinv", lambda xp, a, rtol, hermitian: _xp_linalg(xp).pinv
 
 def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
     if rtol is None:
-        rtol = max(A.shape[-2:]) * float(np.finfo(A.dtype.np).eps) if atol is None else 0.0
+        rtol = max(A.shape[-2:]) * float(finfo(A.dtype).eps) if atol is None else 0.0
     return bind(PINV, A, rtol=float(rtol), hermitian=bool(hermitian))

@@ -114,7 +114,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     xj = gather(x, 1, idx)                                         # (N, C): x at target j
     margins = relu(1 - (unsqueeze(xj, 2) - unsqueeze(x, 1)))       # (N, j, i)
     mask = valid[:, :, None] & ~is_target[:, None, :]
-    loss = _sum(margins * tensor(mask.astype(x.dtype.np), device=x.device), (1, 2)) / c
+    loss = _sum(margins * tensor(mask, dtype=x.dtype, device=x.device), (1, 2)) / c
     if unbatched:
         loss = loss[0]
     return _reduce(loss, reduction)
@@ -203,7 +203,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
     if zero_infinity:
         loss = where(loss == float("inf"), zeros((), dtype=loss.dtype, device=loss.device), loss)
     if reduction == "mean":
-        div = tensor(np.maximum(np.array(tg_len, dtype=np.float64), 1).astype(lp.dtype.np), device=lp.device)
+        div = tensor(np.maximum(np.array(tg_len, dtype=np.float64), 1), dtype=lp.dtype, device=lp.device)
         return mean(loss / div)
     if unbatched and reduction == "none":
         return loss[0]

@@ -170,7 +170,7 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
     flat, valid, outs, spans = _window_table(tuple(x.shape[2:]), k, s, p, (1,) * n, ceil_mode, op)
     g = _gathered(x, flat)
     if not valid.all():
-        g = g * tensor(valid.astype(x.dtype.np), device=x.device)
+        g = g * tensor(valid, dtype=x.dtype, device=x.device)
     total = _sum(g, -1)
     if divisor_override:
         div = np.full(total.shape[-1], float(divisor_override))
@@ -183,7 +183,7 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
         div = div.reshape(-1)
     else:
         div = valid.sum(axis=1)
-    out = reshape(total / tensor(div.astype(x.dtype.np), device=x.device), tuple(x.shape[:2]) + outs)
+    out = reshape(total / tensor(div, dtype=x.dtype, device=x.device), tuple(x.shape[:2]) + outs)
     return squeeze(out, 0) if unbatched else out
 
 
@@ -225,7 +225,7 @@ def _adaptive_avg(input, output_size, *, n, op):
         m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
         dim = 2 + a
         moved = transpose(out, dim, -1)
-        moved = matmul(moved, tensor(m.T.astype(x.dtype.np), device=x.device))
+        moved = matmul(moved, tensor(m.T, dtype=x.dtype, device=x.device))
         out = transpose(moved, dim, -1)
     return squeeze(out, 0) if unbatched else out
 

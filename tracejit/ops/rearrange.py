@@ -375,7 +375,7 @@ def vander(x, N=None, increasing: bool = False):
         raise ValueError(f"vander: N must be non-negative, got {N}")
     powers = np.arange(n) if increasing else np.arange(n - 1, -1, -1)
     x2 = x if x.dtype.is_floating_point or x.dtype.is_complex else x.to(_dt.int64)
-    return unsqueeze(x2, 1) ** tensor(powers.astype(x2.dtype.np), device=x.device)
+    return unsqueeze(x2, 1) ** tensor(powers, dtype=x2.dtype, device=x.device)
 
 
 def _atleast(n, tensors):

@@ -395,7 +395,7 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
     if lo == hi:
         lo, hi = lo - 1, hi + 1
     counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=bins, range=(lo, hi))
-    return tensor(counts.astype(input.dtype.np), device=input.device)
+    return tensor(counts, dtype=input.dtype, device=input.device)
 
 
 def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None,

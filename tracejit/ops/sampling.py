@@ -55,7 +55,7 @@ def affine_grid(theta, size, align_corners: bool = False):
     # base[..., :] = (x, y[, z], 1) with x varying fastest, as PyTorch builds it
     mesh = np.meshgrid(*axes[::-1], indexing="ij")[::-1]
     base = np.stack(list(mesh) + [np.ones(shape)], axis=-1).reshape(1, -1, want[1])
-    base_t = tensor(base.astype(theta.dtype.np), device=theta.device)
+    base_t = tensor(base, dtype=theta.dtype, device=theta.device)
     grid = matmul(base_t, transpose(theta, 1, 2))               # (N, H*W, 2)
     return reshape(grid, (n,) + shape + (want[0],))
 

@@ -141,7 +141,7 @@ def _avg_matrix(size: int, out: int, dtype, device):
     start, end = _bins(size, out)
     cols = np.arange(size)
     m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
-    return tensor(m.astype(dtype.np), device=device)
+    return tensor(m, dtype=dtype, device=device)
 
 
 def _spatial_4d(x, name):
@@ -296,7 +296,7 @@ def avg_pool2d_ext(x, kernel_size, stride=None, padding=0, ceil_mode: bool = Fal
     else:
         div = np.outer(_counts(h, k[0], s[0], p[0], oh, count_include_pad),
                        _counts(w, k[1], s[1], p[1], ow, count_include_pad))
-        out = total * tensor((1.0 / div).astype(x4.dtype.np), device=x4.device)
+        out = total * tensor((1.0 / div), dtype=x4.dtype, device=x4.device)
     return squeeze(out, 0) if unbatched else out
 
 
