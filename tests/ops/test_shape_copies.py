@@ -2,8 +2,7 @@
 PyTorch's do: an in-place op on the result changes the input exactly when it would in
 PyTorch. numpy's flip is a view, and ``y = x.flip(0); y.mul_(2)`` doubled x (a leaf that
 requires grad too); ``x.repeat(1)`` returned x's own memory; a reshape that must copy
-was taken for a view of its input, and an in-place op on it indexed the input's memory.
-Inside a compiled function too (``contiguous()`` of a contiguous tensor is the tensor)."""
+was taken for a view of its input, and an in-place op on it indexed the input's memory."""
 import numpy as np
 import pytest
 
@@ -24,7 +23,6 @@ COPIES = {
 }
 VIEWS = {
     "t": lambda x: x.t(),
-    "contiguous": lambda x: x.contiguous(),
     "reshape": lambda x: x.reshape(-1),
     "getitem": lambda x: x[1:],
 }

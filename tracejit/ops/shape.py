@@ -10,7 +10,7 @@ from .. import dtypes as _dt
 from ..errors import IndexRangeError, ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from .registry import Aval, defprim
-from .eager import bind, eager_layout, trace_hooks, trace_state
+from .eager import bind, eager_layout, trace_hooks
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
 from .shape_params import keyword_shape as _keyword_shape
@@ -408,9 +408,7 @@ def flatten(a, start_dim: int = 0, end_dim: int = -1):
 
 
 def contiguous(a):
-    # (a traced tensor answers is_contiguous as eagerly: returned as it is, writes through
-    # the result reach it, as they do eagerly)
-    if (a._data is not None or trace_state.tracer is not None) and a.is_contiguous():
+    if a._data is not None and a.is_contiguous():
         return a
     return bind(COPY, a)
 
