@@ -295,21 +295,11 @@ def test_float32_way_rounds_float32_operands_in_one_pass(name, float32_way, monk
     assert len(calls) == len(vals)
 
 
-def _counting_casts(monkeypatch):
-    """The casts autocast makes, counted: round_bf16 (float32 way) and cast (others)."""
-    from tracejit.ops import bf16_eager
-    calls = []
-    real_round, real_cast = bf16_eager.round_bf16, policy._CAST_OP
-    monkeypatch.setattr(bf16_eager, "round_bf16", lambda t: calls.append(t) or real_round(t))
-    monkeypatch.setattr(policy, "_CAST_OP", lambda t, d: calls.append(t) or real_cast(t, d))
-    return calls
-
-
-def test_a_weight_is_cast_once_per_context_until_it_changes(bf16_gemm_way, monkeypatch):
+def test_a_weight_is_cast_once_per_context_until_it_changes(bf16_gemm_way, monkeypatch, cast_calls):
     """As PyTorch's autocast cache: a float32 leaf that requires grad is cast once while
     the outermost context is open, again after an in-place change, and the cache is
     dropped on exit; cache_enabled=False contexts cast it at each use."""
-    calls = _counting_casts(monkeypatch)
+    calls = cast_calls
     lin = tj.nn.Linear(16, 16)
     x = tj.tensor(np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32))
 
@@ -477,7 +467,7 @@ def _cache_states(m):
     return seen
 
 
-def test_nested_contexts_take_and_restore_the_cache_state_like_torch(float32_way, monkeypatch):
+def test_nested_contexts_take_and_restore_the_cache_state_like_torch(float32_way, monkeypatch, cast_calls):
     """cache_enabled=None takes the state in force, an inner context's setting lasts
     until it exits, and a disabled or uncached inner context neither fills nor drops the
     outer one's casts: they go when the outermost context exits."""
@@ -485,7 +475,7 @@ def test_nested_contexts_take_and_restore_the_cache_state_like_torch(float32_way
     assert _cache_states(tj) == want
     if torch is not None:
         assert _cache_states(torch) == want
-    calls = _counting_casts(monkeypatch)
+    calls = cast_calls
     lin = tj.nn.Linear(8, 8)
     x = tj.tensor(np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32))
 

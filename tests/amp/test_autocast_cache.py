@@ -24,16 +24,6 @@ def float32_way():
     bf16_gemm.force(prev)
 
 
-def _counting_casts(monkeypatch):
-    """The tensors autocast casts: round_bf16 (float32 way) and cast (others)."""
-    from tracejit.ops import bf16_eager
-    calls = []
-    real_round, real_cast = bf16_eager.round_bf16, policy._CAST_OP
-    monkeypatch.setattr(bf16_eager, "round_bf16", lambda t: calls.append(t) or real_round(t))
-    monkeypatch.setattr(policy, "_CAST_OP", lambda t, d: calls.append(t) or real_cast(t, d))
-    return calls
-
-
 def _words(t):
     return np.asarray(t.detach().float().numpy(), np.float32).view(np.uint32) >> 16
 
@@ -52,10 +42,10 @@ def _reference(lin, x):
     return F.linear(x.bfloat16(), lin.weight.detach().bfloat16(), lin.bias.detach().bfloat16())
 
 
-def test_a_weight_cast_serves_later_contexts_until_the_optimizer_changes_it(bf16_gemm_way, monkeypatch):
+def test_a_weight_cast_serves_later_contexts_until_the_optimizer_changes_it(bf16_gemm_way, monkeypatch, cast_calls):
     """Step 2's context casts no weight step 1's cast; an optimizer step bumps the weights'
     versions, so step 3 casts them again and its product is the new weights' rounding."""
-    calls = _counting_casts(monkeypatch)
+    calls = cast_calls
     lin, x = _linear()
     opt = tj.optim.SGD(lin.parameters(), lr=0.5)
 
@@ -124,8 +114,8 @@ def test_gradients_through_a_kept_cast_equal_those_through_a_fresh_one(bf16_gemm
     assert np.abs(grads[0][0]).sum() > 0
 
 
-def test_clearing_and_turning_off_the_cache_stop_the_reuse(float32_way, monkeypatch):
-    calls = _counting_casts(monkeypatch)
+def test_clearing_and_turning_off_the_cache_stop_the_reuse(float32_way, monkeypatch, cast_calls):
+    calls = cast_calls
     lin, x = _linear(4)
 
     def weight_casts():
