@@ -26,6 +26,32 @@ def test_tensor_infers_dtypes_like_pytorch():
         tj.tensor(["a"])
 
 
+def test_the_tensor_class_takes_sizes_as_pytorchs_legacy_constructor():
+    torch = pytest.importorskip("torch")
+    for args in [(3, 2), (5,), (torch.Size([2, 3]),), (0,)]:
+        targs = tuple(tj.Size(a) if isinstance(a, torch.Size) else a for a in args)
+        got, want = tj.Tensor(*targs), torch.Tensor(*args)
+        assert got.shape == tuple(want.shape) and got.dtype is tj.float32
+    np.testing.assert_array_equal(tj.Tensor([1, 2]).numpy(), torch.Tensor([1, 2]).numpy())
+    assert tj.Tensor().shape == (0,)
+    p = tj.nn.Parameter(tj.Tensor(4, 3).normal_())   # a layer's parameter, made as old code does
+    assert p.shape == (4, 3) and p.requires_grad
+    with pytest.raises(TypeError, match=r"Tensor\(\): expected sizes .*\(2, 'a'\)"):
+        tj.Tensor(2, "a")
+
+
+def test_split_takes_its_keywords_as_pytorch_spells_them():
+    torch = pytest.importorskip("torch")
+    a = np.arange(12, dtype=np.float32).reshape(2, 6)
+    x, t = tj.tensor(a), torch.tensor(a)
+    for got, want in [(x.split(split_size=[2, 4], dim=-1), t.split(split_size=[2, 4], dim=-1)),
+                      (x.split(4, 1), t.split(4, 1)),
+                      (tj.split(x, split_size_or_sections=3, dim=1), torch.split(t, split_size_or_sections=3, dim=1))]:
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
 def test_tensor_copies_but_as_tensor_and_from_numpy_share():
     a = np.zeros(3, dtype=np.float32)
     t = tj.tensor(a)

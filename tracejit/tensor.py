@@ -49,10 +49,20 @@ class Tensor:
 
     __array_priority__ = 1000  # make numpy defer to our reflected operators
 
-    def __init__(self, data=None, *, dtype=None, device=None, requires_grad: bool = False):
-        from .ops.creation import _to_array
+    def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False):
+        """``Tensor(data)``, or PyTorch's legacy ``Tensor(2, 3)`` / ``Tensor(torch.Size)``:
+        an uninitialized tensor of that size (``Tensor(5)`` has 5 elements, not the value 5)."""
+        from .ops.creation import _to_array, empty
+        from .size import Size
         d = as_device(device)
-        arr, dt = _to_array(data if data is not None else [], dtype if dtype is not None else _dt.get_default_dtype(), d)
+        dt = dtype if dtype is not None else _dt.get_default_dtype()
+        data = args[0] if len(args) == 1 else []
+        if len(args) > 1 or isinstance(data, (int, Size)) and not isinstance(data, bool):
+            sizes = tuple(data) if isinstance(data, Size) else args
+            if not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
+                raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got {args!r}")
+            data = empty(*sizes, dtype=dt, device=d)
+        arr, dt = _to_array(data, dt, d)
         self._init(arr, dt, d)
         if requires_grad:
             self.requires_grad = True

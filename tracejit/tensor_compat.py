@@ -255,6 +255,11 @@ class CompatMethods:
         dims = tuple(i for i, t in enumerate(target) if t == 1 and out.shape[i] != 1)
         return _ops.sum(out, dims, keepdim=True) if dims else out
 
+    def split(self, split_size, dim: int = 0):
+        """``torch.split`` of this tensor; the method's keyword is ``split_size``, as in PyTorch
+        (``x.split(split_size=[d, d], dim=-1)``), the function's ``split_size_or_sections``."""
+        return _ops.split(self, split_size, dim)
+
     def split_with_sizes(self, split_sizes, dim: int = 0):
         return _ops.split(self, list(split_sizes), dim)
 

@@ -166,7 +166,7 @@ _FORWARDED = """
 add sub mul div pow neg abs exp log log1p sqrt rsqrt sin cos tanh sigmoid relu gelu erf sign floor
 square clamp clip maximum minimum sum mean var std max min amax amin argmax argmin logsumexp prod
 all any mm matmul bmm reshape transpose permute t squeeze unsqueeze expand expand_as flatten
-contiguous split chunk gather scatter_add masked_fill softmax log_softmax eq ne lt le gt ge
+contiguous chunk gather scatter_add masked_fill softmax log_softmax eq ne lt le gt ge
 clone view_as reshape_as unbind repeat cumsum norm index_select logical_not
 floor_divide remainder narrow isnan isinf isfinite nan_to_num dropout expm1 logical_and logical_or
 movedim swapaxes outer dot mv take_along_dim isclose allclose
