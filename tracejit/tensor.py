@@ -46,6 +46,7 @@ class Tensor:
     _leaf_edge = None   # (its accumulator, 0): autograd/node.py `leaf_node`
     _name = None
     _output_nr = 0
+    _data_of = None   # a `.data` alias made during a capture: the tensor it is the memory of
 
     __array_priority__ = 1000  # make numpy defer to our reflected operators
 
@@ -298,10 +299,14 @@ class Tensor:
         # are not seen by autograd (detach() shares the counter; they are)
         t = Tensor._wrap(self._data, self.dtype, self.device)
         t._vbox = _DataVersion(self._vbox)
+        if _eager._tracers_active and _eager.trace_state.tracer is not None:
+            t._data_of = self   # (a capture's writes through t are writes to self)
         return t
 
     @data.setter
     def data(self, value: "Tensor") -> None:
+        if value._data is self._data and value.dtype is self.dtype:
+            return   # its own memory (``w.data *= mask`` sets it back): nothing changes
         _refuse_effect("setting .data replaces a tensor's memory")
         self._data = value._data
         self.dtype = value.dtype

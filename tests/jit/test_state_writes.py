@@ -132,3 +132,52 @@ def test_updating_a_parameter_in_place_inside_is_refused_with_advice():
 
     with pytest.raises(tj.errors.TraceError, match="requires grad.*optimizers"):
         tj.trace(Bad())(tj.ones(2))
+
+
+class _MaskedConv(nn.Conv2d):
+    """PixelCNN's masked convolution: the weight masked through .data before each use."""
+
+    def forward(self, x):
+        self.weight.data *= self.mask
+        return super().forward(x)
+
+
+def test_a_parameter_read_after_a_write_through_its_data_gives_eagers_values():
+    # the write would need a gradient for the new values: the forward breaks to eager and
+    # reads the masked weight (the capture read the old one, a silently wrong output)
+    m = _MaskedConv(1, 2, 3, bias=False)
+    m.mask = tj.zeros(2, 1, 3, 3)
+    m.mask[0] = 1.0
+    x = tj.tensor(np.random.default_rng(0).standard_normal((1, 1, 5, 5)).astype(np.float32))
+    with pytest.warns(RuntimeWarning, match="weight is read after a write through its .data"):
+        y = tj.compile(m)(x)
+    assert y[0, 1].abs().sum().item() == 0.0 and y[0, 0].abs().sum().item() > 0
+    assert m.weight[1].abs().sum().item() == 0.0
+    m2 = _MaskedConv(1, 2, 3)
+    m2.mask = m.mask
+    with pytest.raises(tj.errors.TraceError, match="read after a write through its .data"):
+        tj.compile(m2, fullgraph=True)(x)
+
+
+def test_writes_through_data_are_seen_by_later_reads_and_written_back():
+    class Decay(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("r", tj.ones(3))
+            self.w = nn.Parameter(tj.tensor([0.5, -2.0, 3.0]))
+
+        def forward(self, x):
+            self.r.data.mul_(2.0)        # a buffer: read after, through itself and .data
+            y = x * self.r + self.r.data.sum() + x @ self.w
+            self.w.data.clamp_(-1, 1)    # a parameter clipped after its last read
+            return y
+
+    eager, comp = Decay(), Decay()
+    f = tj.compile(comp)
+    for _ in range(3):
+        want, got = eager(tj.ones(3)), f(tj.ones(3))
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(comp.r.numpy(), [8.0, 8.0, 8.0])
+    np.testing.assert_array_equal(comp.w.detach().numpy(), eager.w.detach().numpy())
+    stats = f.cache_stats()
+    assert (stats["compiles"], stats["eager_fallbacks"]) == (1, 0)

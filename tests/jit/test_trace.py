@@ -321,6 +321,37 @@ def test_inplace_on_leaf_requiring_grad_is_the_eager_error():
         tj.trace(f, compiler="interpret")(tj.ones(2, requires_grad=True))
 
 
+@pytest.mark.parametrize("compiler", ["interpret", "numba"])
+def test_inplace_on_an_argument_with_a_history_matches_torch(compiler):
+    # nn.ReLU(inplace=True) compiled on its own (a submodule after a graph break): its
+    # input is an activation, which PyTorch lets it overwrite; the history goes on from it
+    torch = pytest.importorskip("torch")
+    a = np.array([1.0, -2.0, 3.0, -0.5], np.float32)
+
+    def f(m, x):
+        x.relu_()
+        return x * 2
+    res = []
+    for m, wrap in ((torch, lambda g: g), (tj, lambda g: tj.trace(g, compiler=compiler))):
+        w = m.tensor(a, requires_grad=True)
+        h = w * 3
+        g = wrap(lambda x: f(m, x))
+        y = g(h)
+        (y * m.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+        res.append((y.detach().numpy(), h.detach().numpy(), w.grad.numpy()))
+        if m is tj:
+            # a leaf that requires grad, later, is refused as eagerly, and keeps its values
+            leaf = tj.tensor(a, requires_grad=True)
+            with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+                g(leaf)
+            assert leaf.tolist() == a.tolist()
+            with tj.no_grad():
+                g(leaf)
+            assert leaf.tolist() == np.maximum(a, 0).tolist()
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_array_equal(got, want)
+
+
 # --------------------------------------------------------------------------- custom Functions
 class ScaledExp(tj.autograd.Function):
     @staticmethod

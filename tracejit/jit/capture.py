@@ -304,6 +304,9 @@ class Capture:
                             shape.append(s)
                     t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
                                       requires_grad=d.requires_grad)
+                    if d.requires_grad and x.grad_fn is not None:
+                        # in-place ops on it are allowed, as on the argument (True once one ran)
+                        t.__dict__["_nonleaf_input"] = False
                     orig_vars.append((len(tracers), t._var))
                     ctx.tensor_leaves[t._var] = len(tracers)   # (its layout: view_writes.py)
                     tracers.append(t)
@@ -365,6 +368,8 @@ class Capture:
                     mutations.append((i, len(out_atoms)))
                     out_atoms.append(tracers[i]._var)
             ctx.state_writes = ctx.finish_state_writes(out_atoms)
+            ctx.nonleaf_writes = frozenset(i for i, (t, d) in enumerate(zip(tracers, sdescs))
+                                           if d.kind == "tensor" and t.__dict__.get("_nonleaf_input"))
         return ctx, out_atoms, out_leaves, out_spec, mutations
 
     def recapture(self, entry: Entry, leaves: list) -> tuple:
@@ -451,6 +456,7 @@ class Capture:
         entry = Entry(sdescs, consts, const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes,
                       autocast=autocast, default_dtype=default_dtype, lifted=list(ctx.lifted.values()))
+        entry.nonleaf_writes = ctx.nonleaf_writes
         executor.attach(entry)  # a background compile replaces the entry's executor later
         return entry
 

@@ -49,6 +49,9 @@ class Entry:
         # scalar arguments: returned as one, like the Python code does) or ("static", value)
         self.out_leaves = out_leaves
         self.mutations = mutations      # [(leaf index, graph output index)]
+        # the arguments an in-place op wrote directly (not through detach or .data): each had
+        # a history at the capture; a leaf that requires grad there is refused, as eagerly
+        self.nonleaf_writes = frozenset()
         # A guard not compiled yet (capture's: `PendingGuard`) is compiled at its first
         # call, which then puts the function here itself.
         self.guard = self._first_guard if isinstance(guard, PendingGuard) else guard
@@ -159,6 +162,8 @@ class Entry:
             return self.executor(ins)[0]
         outs = self.executor(ins)
         if self.mutations:
+            if self.nonleaf_writes:
+                _refuse_leaf_writes(self.nonleaf_writes, leaves)
             node = next((o.grad_fn for o in outs if isinstance(o.grad_fn, InputKeeper)), None)
             for leaf_i, k in self.mutations:
                 if node is not None:  # its backward reads the value before the write below
@@ -177,6 +182,19 @@ class Entry:
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]
                for x in self.out_leaves]
         return unflatten(self.out_spec, res)
+
+
+def _refuse_leaf_writes(written, leaves) -> None:
+    """Raise eager code's error where a call passes a leaf that requires grad for an
+    argument the function writes in place (nothing is written: the executor's outputs
+    are dropped)."""
+    from ..autograd.grad_mode import is_grad_enabled
+    for i in written:
+        leaf = leaves[i]
+        if leaf._requires_grad and leaf.grad_fn is None and is_grad_enabled():
+            raise RuntimeError("a leaf tensor that requires grad is being used in an in-place operation "
+                               "(an argument the compiled function writes in place); wrap the call in "
+                               "`with tracejit.no_grad():` or pass a tensor that is not a leaf")
 
 
 def _write_state(writes: list, outs: list) -> None:

@@ -193,6 +193,9 @@ class TraceContext:
         # module (``self.mask = ...``). They become graph outputs written back after each
         # call; no tracer is ever left in the module (see `finish_state_writes`).
         self.buffer_writes: dict = {}   # id(tensor) -> [tensor, Var of its new value]
+        # (a write through ``t.data`` is keyed by t's id: later reads of t see it, unless t
+        # requires grad, whose id is then in `grad_data_written`: reading it is refused)
+        self.grad_data_written: set = set()
         self.attr_writes: dict = {}     # (id(obj), name) -> [obj, name, value before capture]
         self.effects = EffectLog()      # Python state the code changes (side_effects.py)
         self.value_reads: list = []     # (concrete tensor, value, "file:line") read by Python (root)
@@ -324,8 +327,15 @@ class TraceContext:
                 self.captured[outer] = v
                 self.captured_outer.append(outer)
             return v
-        written = self.buffer_writes.get(id(t))
+        owner = t._data_of
+        written = self.buffer_writes.get(id(t) if owner is None else id(owner))
         if written is not None:
+            if owner is None and id(t) in self.grad_data_written:
+                raise TraceError(
+                    f"{(self.const_names or {}).get(id(t)) or t._name or 'a captured tensor'} is read after a write through its .data in the same compiled "
+                    f"function: the new values would need a gradient the graph cannot give them; "
+                    f"write .data outside the compiled function (under tracejit.no_grad()), or let "
+                    f"this part run eagerly")
             return written[1]
         v = self.consts.get(id(t))
         if v is None:
@@ -489,7 +499,12 @@ class TraceContext:
             raise TraceError(f"{what}: in-place update of a captured tensor that requires grad (a "
                              f"parameter) inside a compiled function; update parameters outside it, "
                              f"under tracejit.no_grad(), as optimizers do")
-        self.buffer_writes[id(target)] = [target, res]
+        owner = target._data_of   # (a write through ``p.data``: p's reads see it)
+        key = id(target) if owner is None else id(owner)
+        prev = self.buffer_writes.get(key)
+        self.buffer_writes[key] = [target if prev is None else prev[0], res]
+        if owner is not None and owner.requires_grad:
+            self.grad_data_written.add(key)
         return target
 
     def write_attribute(self, obj, name: str, value) -> bool:
