@@ -193,9 +193,10 @@ class TraceContext:
         # module (``self.mask = ...``). They become graph outputs written back after each
         # call; no tracer is ever left in the module (see `finish_state_writes`).
         self.buffer_writes: dict = {}   # id(tensor) -> [tensor, Var of its new value]
-        # (a write through ``t.data`` is keyed by t's id: later reads of t see it, unless t
-        # requires grad, whose id is then in `grad_data_written`: reading it is refused)
+        # (a write through ``t.data`` is keyed by t's id: later reads of t see it; when t
+        # requires grad, its id is in `grad_data_written` too: see `_written_leaf`)
         self.grad_data_written: set = set()
+        self.grad_data_reads: dict = {}   # id(tensor) -> (the written Var, the Var its reads get)
         self.attr_writes: dict = {}     # (id(obj), name) -> [obj, name, value before capture]
         self.effects = EffectLog()      # Python state the code changes (side_effects.py)
         self.value_reads: list = []     # (concrete tensor, value, "file:line") read by Python (root)
@@ -331,18 +332,29 @@ class TraceContext:
         written = self.buffer_writes.get(id(t) if owner is None else id(owner))
         if written is not None:
             if owner is None and id(t) in self.grad_data_written:
-                raise TraceError(
-                    f"{(self.const_names or {}).get(id(t)) or t._name or 'a captured tensor'} is read after a write through its .data in the same compiled "
-                    f"function: the new values would need a gradient the graph cannot give them; "
-                    f"write .data outside the compiled function (under tracejit.no_grad()), or let "
-                    f"this part run eagerly")
+                return self._written_leaf(t, written[1])
             return written[1]
+        return self._const_var(t)
+
+    def _const_var(self, t: Tensor) -> Var:
         v = self.consts.get(id(t))
         if v is None:
             name = (self.const_names or {}).get(id(t)) or t._name or ""
             v = Var(Aval(t._data.shape, t.dtype, t.device), "".join(c if c.isalnum() else "_" for c in name))
             self.consts[id(t)] = v
             self.const_tensors.append(t)
+        return v
+
+    def _written_leaf(self, t: Tensor, new: Var) -> Var:
+        """Tensor `t` (a parameter) read after a write through its ``.data``: the new
+        values, whose gradient goes to `t` as eagerly to the leaf, as ``new + (t -
+        t.detach())`` (exact while `t` holds finite values)."""
+        done = self.grad_data_reads.get(id(t))
+        if done is not None and done[0] is new:
+            return done[1]
+        tw = _make_tracer(self._const_var(t), self)
+        v = self.atom(_make_tracer(new, self) + (tw - tw.detach()))
+        self.grad_data_reads[id(t)] = (new, v)
         return v
 
     # ---- recording ------------------------------------------------------------------
