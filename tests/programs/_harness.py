@@ -1,14 +1,15 @@
 """What a program here gets from the runner (`_runner.py`): ``sync(*modules)`` makes the
 modules' weights the ones PyTorch's run drew (the PyTorch run saves them, the tracejit
 run loads them by state_dict name), and ``comp(model)`` is ``torch.compile`` in the
-compiled run and the model itself otherwise."""
+compiled run and the model itself otherwise (what it made is kept in ``STATE["compiled"]``,
+for the runner to read their compile counts)."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 
-STATE = {"framework": "torch", "compile": False, "store": "", "count": 0}
+STATE = {"framework": "torch", "compile": False, "store": "", "count": 0, "compiled": []}
 
 
 def sync(*modules) -> None:
@@ -29,4 +30,7 @@ def sync(*modules) -> None:
 
 def comp(model):
     import torch
-    return torch.compile(model) if STATE["compile"] else model
+    if not STATE["compile"]:
+        return model
+    STATE["compiled"].append(torch.compile(model))
+    return STATE["compiled"][-1]
