@@ -50,10 +50,7 @@ class InPlaceMethods:
     def _check_inplace(self, what: str) -> None:
         if self._requires_grad and self.grad_fn is None and _grad_state.enabled:
             if "_nonleaf_input" in self.__dict__:
-                # a compiled function's argument that has a history (not a leaf) at the
-                # capture: written as eagerly, and the entry refuses a leaf later
-                self.__dict__["_nonleaf_input"] = True
-                return
+                return   # a compiled function's argument with a history: as eagerly (tracer.py)
             raise RuntimeError(
                 f"{what}: a leaf tensor that requires grad is being used in an in-place operation; "
                 f"wrap the update in `with tracejit.no_grad():` (as optimizers do)")

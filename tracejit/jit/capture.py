@@ -287,7 +287,6 @@ class Capture:
         if const_names is not None:
             ctx.const_names = const_names
         syms = {}
-        ctx.tensor_leaves = {}
         with ctx, _gm.set_grad_enabled(gm):
             tracers = []
             orig_vars = []
@@ -303,10 +302,7 @@ class Capture:
                         else:
                             shape.append(s)
                     t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
-                                      requires_grad=d.requires_grad)
-                    if d.requires_grad and x.grad_fn is not None:
-                        # in-place ops on it are allowed, as on the argument (True once one ran)
-                        t.__dict__["_nonleaf_input"] = False
+                                      requires_grad=d.requires_grad, nonleaf=x.grad_fn is not None)
                     orig_vars.append((len(tracers), t._var))
                     ctx.tensor_leaves[t._var] = len(tracers)   # (its layout: view_writes.py)
                     tracers.append(t)
@@ -368,8 +364,6 @@ class Capture:
                     mutations.append((i, len(out_atoms)))
                     out_atoms.append(tracers[i]._var)
             ctx.state_writes = ctx.finish_state_writes(out_atoms)
-            ctx.nonleaf_writes = frozenset(i for i, (t, d) in enumerate(zip(tracers, sdescs))
-                                           if d.kind == "tensor" and t.__dict__.get("_nonleaf_input"))
         return ctx, out_atoms, out_leaves, out_spec, mutations
 
     def recapture(self, entry: Entry, leaves: list) -> tuple:
@@ -456,7 +450,7 @@ class Capture:
         entry = Entry(sdescs, consts, const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes,
                       autocast=autocast, default_dtype=default_dtype, lifted=list(ctx.lifted.values()))
-        entry.nonleaf_writes = ctx.nonleaf_writes
+        entry.nonleaf_writes = frozenset(ctx.nonleaf_writes)
         executor.attach(entry)  # a background compile replaces the entry's executor later
         return entry
 

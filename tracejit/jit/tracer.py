@@ -28,6 +28,7 @@ from ..ops.registry import Aval, Primitive
 from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
 from .side_effects import EffectLog
+from .state_writes import StateWrites
 from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
@@ -169,7 +170,7 @@ def _make_tracer(var: Var, trace: "TraceContext", requires_grad: bool = False) -
     return t
 
 
-class TraceContext:
+class TraceContext(StateWrites):
     """Records equations; nested contexts trace branch and loop bodies."""
 
     def __init__(self, parent: Optional["TraceContext"] = None):
@@ -193,8 +194,9 @@ class TraceContext:
         # module (``self.mask = ...``). They become graph outputs written back after each
         # call; no tracer is ever left in the module (see `finish_state_writes`).
         self.buffer_writes: dict = {}   # id(tensor) -> [tensor, Var of its new value]
-        # (a write through ``t.data`` is keyed by t's id: later reads of t see it; when t
-        # requires grad, its id is in `grad_data_written` too: see `_written_leaf`)
+        self.tensor_leaves: dict = {}   # argument's input Var -> leaf index (root context)
+        self.nonleaf_writes: set = set()   # leaf indices of arguments with a history written
+        # (a write through ``t.data`` is keyed by t's id; t requiring grad: `_written_leaf`)
         self.grad_data_written: set = set()
         self.grad_data_reads: dict = {}   # id(tensor) -> (the written Var, the Var its reads get)
         self.attr_writes: dict = {}     # (id(obj), name) -> [obj, name, value before capture]
@@ -280,10 +282,16 @@ class TraceContext:
         return params if out is None else out
 
     # ---- values -------------------------------------------------------------------
-    def new_input(self, aval: Aval, hint: str = "", requires_grad: bool = False) -> Tracer:
+    def new_input(self, aval: Aval, hint: str = "", requires_grad: bool = False,
+                  nonleaf: bool = False) -> Tracer:
+        """A graph input; `nonleaf`: an argument with a history, which in-place ops may
+        write when it requires grad, as eagerly (`assign` notes which were)."""
         v = Var(aval, hint)
         self.inputs.append(v)
-        return _make_tracer(v, self, requires_grad)
+        t = _make_tracer(v, self, requires_grad)
+        if nonleaf and requires_grad:
+            t.__dict__["_nonleaf_input"] = True
+        return t
 
     def atom(self, a, prim_name: str = "op"):
         if isinstance(a, Tracer):
@@ -343,18 +351,6 @@ class TraceContext:
             v = Var(Aval(t._data.shape, t.dtype, t.device), "".join(c if c.isalnum() else "_" for c in name))
             self.consts[id(t)] = v
             self.const_tensors.append(t)
-        return v
-
-    def _written_leaf(self, t: Tensor, new: Var) -> Var:
-        """Tensor `t` (a parameter) read after a write through its ``.data``: the new
-        values, whose gradient goes to `t` as eagerly to the leaf, as ``new + (t -
-        t.detach())`` (exact while `t` holds finite values)."""
-        done = self.grad_data_reads.get(id(t))
-        if done is not None and done[0] is new:
-            return done[1]
-        tw = _make_tracer(self._const_var(t), self)
-        v = self.atom(_make_tracer(new, self) + (tw - tw.detach()))
-        self.grad_data_reads[id(t)] = (new, v)
         return v
 
     # ---- recording ------------------------------------------------------------------
@@ -490,67 +486,10 @@ class TraceContext:
                 f"view, or a view taken outside this branch or loop body). Write through the base "
                 f"instead (x[idx] = value, x = x.index_put(...), tracejit.where(...)), or compute "
                 f"a new tensor.")
+        if "_nonleaf_input" in target.__dict__ and target._var in self.tensor_leaves:
+            self.nonleaf_writes.add(self.tensor_leaves[target._var])   # (Entry refuses leaves there)
         target._var = res
         return target
-
-    def _write_buffer(self, target: Tensor, result: Tensor, what: str) -> Tensor:
-        """An in-place update of a captured tensor (``self.running_mean.mul_(0.9)``): later
-        reads in this trace see the new value, and the call writes it back."""
-        old = self._const(target)
-        res = self.atom(result)
-        if res.aval.dtype is not old.aval.dtype:
-            if old.aval.dtype.category < res.aval.dtype.category:
-                from ..errors import DTypeError
-                raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
-                                 f"in-place output type {old.aval.dtype.name}")
-            res = self._emit(_CAST, [res], {"dtype": old.aval.dtype})[0]
-        if tuple(res.aval.shape) != tuple(old.aval.shape):
-            raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
-                               f"in-place tensor of shape {tuple(old.aval.shape)}")
-        if target.requires_grad:
-            raise TraceError(f"{what}: in-place update of a captured tensor that requires grad (a "
-                             f"parameter) inside a compiled function; update parameters outside it, "
-                             f"under tracejit.no_grad(), as optimizers do")
-        owner = target._data_of   # (a write through ``p.data``: p's reads see it)
-        key = id(target) if owner is None else id(owner)
-        prev = self.buffer_writes.get(key)
-        self.buffer_writes[key] = [target if prev is None else prev[0], res]
-        if owner is not None and owner.requires_grad:
-            self.grad_data_written.add(key)
-        return target
-
-    def write_attribute(self, obj, name: str, value) -> bool:
-        """``obj.name = tensor`` inside the function (a module caching a mask): the value is
-        held for the rest of this trace and written back by each call. True when handled."""
-        if not isinstance(value, Tracer):
-            return False
-        if self.parent is not None or value._trace is not self:
-            loc = user_location(3)
-            where = f" at {loc[0]}:{loc[1]}" if loc else ""
-            raise TraceError(f"assigning a traced tensor to `{type(obj).__name__}.{name}`{where} inside a "
-                             f"branch or loop body decided at run time is not supported; assign it after "
-                             f"the if/loop")
-        key = (id(obj), name)
-        if key not in self.attr_writes:
-            self.attr_writes[key] = [obj, name, _read_attr(obj, name)]
-        _set_attr(obj, name, value)
-        return True
-
-    def finish_state_writes(self, out_atoms: list) -> list:
-        """Append the written state to `out_atoms`; restore every attribute the trace set
-        (the module must not keep a tracer); return the write-backs as
-        ("buffer", tensor, output k) and ("attr", obj, name, output k)."""
-        writes = []
-        for t, res in self.buffer_writes.values():
-            writes.append(("buffer", t, len(out_atoms)))
-            out_atoms.append(res)
-        for obj, name, before in self.attr_writes.values():
-            now = _read_attr(obj, name)
-            _set_attr(obj, name, before)
-            writes.append(("attr", obj, name, len(out_atoms)))
-            out_atoms.append(self.atom(now))
-        self.attr_writes.clear()
-        return writes
 
     def note_value_read(self, t, value) -> None:
         """A concrete tensor's value became a Python number during the capture: guarded."""
@@ -560,13 +499,6 @@ class TraceContext:
             loc = user_location()
             root.value_reads.append((t, value, f"{loc[0]}:{loc[1]}" if loc else "?"))
 
-    def restore_attributes(self) -> None:
-        """After a failed capture: put back what the trace set."""
-        for obj, name, before in self.attr_writes.values():
-            _set_attr(obj, name, before)
-        self.attr_writes.clear()
-        self.effects.restore()
-
     def graph(self, outputs, name: str = "graph") -> Graph:
         return Graph(tuple(self.inputs) + tuple(self.captured.values())
                      if self.parent is not None else tuple(self.inputs) + tuple(self._const_vars()),
@@ -574,28 +506,6 @@ class TraceContext:
 
     def _const_vars(self):
         return [self.consts[id(t)] for t in self.const_tensors]
-
-
-_MISSING = object()
-
-
-def _read_attr(obj, name: str):
-    bufs = obj.__dict__.get("_buffers")
-    if bufs is not None and name in bufs:
-        return bufs[name]
-    return obj.__dict__.get(name, _MISSING)
-
-
-def _set_attr(obj, name: str, value) -> None:
-    """Set (or, for _MISSING, remove) an attribute without going through the module's
-    tracing hook; a buffer stays a buffer."""
-    bufs = obj.__dict__.get("_buffers")
-    if bufs is not None and name in bufs:
-        bufs[name] = None if value is _MISSING else value
-    elif value is _MISSING:
-        obj.__dict__.pop(name, None)
-    else:
-        object.__setattr__(obj, name, value)
 
 
 def _stale_view(t: "Tracer", prim_name: str) -> None:

@@ -1,0 +1,124 @@
+"""Module state a captured function writes: in-place updates of captured tensors (a
+module's buffers: BatchNorm's running statistics; writes through a tensor's ``.data``)
+and tensor attributes set on a module (``self.mask = ...``).
+
+They become graph outputs that each call writes back (entry.py), and later reads in the
+same trace see the new values; no tracer is left in a module. A parameter read after a
+write through its ``.data`` (PixelCNN's ``w.data *= mask`` before the conv) gets the new
+values with the gradient going to the parameter, as eagerly to the leaf.
+`StateWrites` is `TraceContext`'s part for these (tracer.py).
+"""
+from __future__ import annotations
+
+from ..errors import TraceError, user_location
+from ..ops import registry as _reg
+from ..tensor import Tensor
+from . import view_writes as _views
+from .ir import Var
+
+__all__ = ["StateWrites"]
+
+
+class StateWrites:
+    """The state-writing methods of `TraceContext` (its ``buffer_writes``,
+    ``attr_writes``, ``grad_data_written`` and ``grad_data_reads`` tables)."""
+
+    def _written_leaf(self, t: Tensor, new: Var) -> Var:
+        """A parameter read after a write through its ``.data``: the new values, with
+        the gradient going to `t`, as eagerly to the leaf (view_writes.py's write)."""
+        from .tracer import _make_tracer
+        done = self.grad_data_reads.get(id(t))
+        if done is None or done[0] is not new:
+            tw = _make_tracer(self._const_var(t), self)
+            done = self.grad_data_reads[id(t)] = (new, self.atom(
+                _reg.bind(_views.DETACHED_WRITE, tw, _make_tracer(new, self))))
+        return done[1]
+
+    def _write_buffer(self, target: Tensor, result: Tensor, what: str) -> Tensor:
+        """An in-place update of a captured tensor (``self.running_mean.mul_(0.9)``): later
+        reads in this trace see the new value, and the call writes it back."""
+        old = self._const(target)
+        res = self.atom(result)
+        if res.aval.dtype is not old.aval.dtype:
+            if old.aval.dtype.category < res.aval.dtype.category:
+                from ..errors import DTypeError
+                raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
+                                 f"in-place output type {old.aval.dtype.name}")
+            res = self._emit(_reg.REGISTRY["cast"], [res], {"dtype": old.aval.dtype})[0]
+        if tuple(res.aval.shape) != tuple(old.aval.shape):
+            raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
+                               f"in-place tensor of shape {tuple(old.aval.shape)}")
+        if target.requires_grad:
+            raise TraceError(f"{what}: in-place update of a captured tensor that requires grad (a "
+                             f"parameter) inside a compiled function; update parameters outside it, "
+                             f"under tracejit.no_grad(), as optimizers do")
+        owner = target._data_of   # (a write through ``p.data``: p's reads see it)
+        key = id(target) if owner is None else id(owner)
+        prev = self.buffer_writes.get(key)
+        self.buffer_writes[key] = [target if prev is None else prev[0], res]
+        if owner is not None and owner.requires_grad:
+            self.grad_data_written.add(key)
+        return target
+
+    def write_attribute(self, obj, name: str, value) -> bool:
+        """``obj.name = tensor`` inside the function (a module caching a mask): the value is
+        held for the rest of this trace and written back by each call. True when handled."""
+        from .tracer import Tracer
+        if not isinstance(value, Tracer):
+            return False
+        if self.parent is not None or value._trace is not self:
+            loc = user_location(3)
+            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            raise TraceError(f"assigning a traced tensor to `{type(obj).__name__}.{name}`{where} inside a "
+                             f"branch or loop body decided at run time is not supported; assign it after "
+                             f"the if/loop")
+        key = (id(obj), name)
+        if key not in self.attr_writes:
+            self.attr_writes[key] = [obj, name, _read_attr(obj, name)]
+        _set_attr(obj, name, value)
+        return True
+
+    def finish_state_writes(self, out_atoms: list) -> list:
+        """Append the written state to `out_atoms`; restore every attribute the trace set
+        (the module must not keep a tracer); return the write-backs as
+        ("buffer", tensor, output k) and ("attr", obj, name, output k)."""
+        writes = []
+        for t, res in self.buffer_writes.values():
+            writes.append(("buffer", t, len(out_atoms)))
+            out_atoms.append(res)
+        for obj, name, before in self.attr_writes.values():
+            now = _read_attr(obj, name)
+            _set_attr(obj, name, before)
+            writes.append(("attr", obj, name, len(out_atoms)))
+            out_atoms.append(self.atom(now))
+        self.attr_writes.clear()
+        return writes
+
+    def restore_attributes(self) -> None:
+        """After a failed capture: put back what the trace set."""
+        for obj, name, before in self.attr_writes.values():
+            _set_attr(obj, name, before)
+        self.attr_writes.clear()
+        self.effects.restore()
+
+
+_MISSING = object()
+
+
+def _read_attr(obj, name: str):
+    bufs = obj.__dict__.get("_buffers")
+    if bufs is not None and name in bufs:
+        return bufs[name]
+    return obj.__dict__.get(name, _MISSING)
+
+
+def _set_attr(obj, name: str, value) -> None:
+    """Set (or, for _MISSING, remove) an attribute without going through the module's
+    tracing hook; a buffer stays a buffer."""
+    bufs = obj.__dict__.get("_buffers")
+    if bufs is not None and name in bufs:
+        bufs[name] = None if value is _MISSING else value
+    elif value is _MISSING:
+        obj.__dict__.pop(name, None)
+    else:
+        object.__setattr__(obj, name, value)
