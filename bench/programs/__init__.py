@@ -40,6 +40,9 @@ PROGRAMS = {
     "node": "neural ODE: RK4 by a Python loop, 40 calls of an MLP vector field a step, RMSprop",
     "detect": "one-stage detector: anchors, box IoU, focal + smooth L1 loss on boolean-masked anchors",
     "dgcnn": "DGCNN point cloud: knn by cdist + topk, neighbour gather by flat index, 1x1 convs, max",
+    "mamba": "mamba-minimal: selective scan as a Python loop of einsums over 32 steps, depthwise Conv1d",
+    "wavenet": "WaveNet: one-hot mu-law input, 12 gated dilated causal Conv1d blocks, 256-way softmax",
+    "vqvae": "VQ-VAE: argmin codes, EMA codebook, straight-through; encoder and decoder compiled",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
