@@ -24,7 +24,7 @@ from ..ops.registry import Aval, defprim
 from ..ops.shape import EXPAND as _EXPAND
 from ..tensor import Tensor
 
-__all__ = ["view_source", "write_through", "refresh", "eager_layout"]
+__all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias"]
 
 
 # ``detached_write(base, new)``: the values of `new`, the gradient of `base` (a write
@@ -199,4 +199,13 @@ def refresh(trace, view) -> None:
     view._view_src = (base, value_of(trace, base), chain)
 
 
+def alias(out, prim, a) -> None:
+    """Make tracer `out` (``prim(a)``, of a's shape and values) a view of `a`: an op that
+    returns its operand itself eagerly but keeps a node in the graph."""
+    from .tracer import Tracer
+    if isinstance(out, Tracer):
+        out._view_src = view_source(out._trace, prim, (a,), {})
+
+
 _eager.trace_hooks.eager_layout = staticmethod(eager_layout)
+_eager.trace_hooks.alias = staticmethod(alias)

@@ -410,7 +410,12 @@ def flatten(a, start_dim: int = 0, end_dim: int = -1):
 def contiguous(a):
     if a._data is not None and a.is_contiguous():
         return a
-    return bind(COPY, a)
+    out = bind(COPY, a)
+    if a._data is None and a.is_contiguous():
+        # A traced tensor that is contiguous eagerly: the copy stays in the graph (the plan
+        # may lay it out strided), but it is `a` as eagerly, so writes through either reach both.
+        trace_hooks.alias(out, COPY, a)
+    return out
 
 
 def clone(a):
