@@ -24,6 +24,7 @@ from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
 from .shape import stack
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
+from . import masked_assign as _masked
 
 __all__ = ["getitem", "index_put", "gather", "scatter_add", "masked_fill",
            "index_select", "nonzero", "take_along_dim", "in_range"]
@@ -49,9 +50,7 @@ def _normalize(a, index):
                 t = creation.as_tensor(arr)
             if t.dtype is _dt.bool_:
                 if trace_state.tracer is not None:
-                    raise TraceError("indexing with a boolean mask gives a shape that depends on the "
-                                     "data, so it cannot be traced; use tracejit.where(mask, x, 0) or "
-                                     "x.masked_fill(~mask, 0) instead")
+                    raise TraceError(_masked.MASK_ERROR)
                 for nz in nonzero(t, as_tuple=True):
                     items.append(("t", len(tensors)))
                     tensors.append(nz)
@@ -437,6 +436,10 @@ def getitem(a, index):
     spec = _plain_spec(a, index)
     if spec is not None:
         return a if spec is _WHOLE else bind(GETITEM, a, spec=spec)
+    if trace_state.tracer is not None:
+        m = _masked.select(a, index)   # (b[mask], kept for ``a[mask] = b[mask]``)
+        if m is not None:
+            return m
     spec, tensors = _normalize(a, index)
     if all(x == ("s", None, None, None) for x in spec) and not tensors:
         return a
@@ -496,6 +499,10 @@ def index_put(a, index, value, accumulate: bool = False):
     """``a`` with ``a[index] = value`` (PyTorch's ``index_put``; `index` a key or a tuple of
     index tensors); with accumulate, values at repeated positions add up (``a[index] += value``
     counting every repeat)."""
+    if trace_state.tracer is not None and not accumulate:
+        out = _masked.assign(a, index, value)   # a[mask] = b[mask] or a number: a where
+        if out is not None:
+            return out
     spec, tensors = _normalize(a, index)
     if isinstance(value, Tensor) and value.dtype is not a.dtype:
         value = cast(value, a.dtype)
