@@ -393,3 +393,28 @@ def test_overwritten_value_keeps_requires_grad_as_eagerly(compiler):
         assert out.requires_grad
         out.sum().backward()
         np.testing.assert_array_equal(y.grad.numpy(), np.zeros((3, 4)))
+
+
+def test_inplace_update_of_a_non_leaf_argument_as_pytorch(compiler):
+    """A non-leaf argument that requires grad takes in-place writes, as eagerly and in
+    PyTorch; a later call with a leaf there raises as eagerly, changing nothing."""
+    torch = pytest.importorskip("torch")
+
+    def f(x):
+        x.mul_(2.0)
+        return x.sin()
+    want_leaf = torch.tensor([1.0, 2.0], requires_grad=True)
+    want_x = want_leaf * 3.0
+    f(want_x).sum().backward()
+    g = tj.trace(f, compiler=compiler)
+    for _ in range(2):
+        leaf = tj.tensor([1.0, 2.0], requires_grad=True)
+        x = leaf * 3.0
+        g(x).sum().backward()
+        np.testing.assert_allclose(x.detach().numpy(), want_x.detach().numpy())
+        np.testing.assert_allclose(leaf.grad.numpy(), want_leaf.grad.numpy(), rtol=1e-6)
+        assert x.grad_fn is not None
+    leaf = tj.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        g(leaf)
+    assert leaf.tolist() == [1.0, 2.0]

@@ -48,7 +48,7 @@ class Entry:
         # per output leaf: ("graph", k), ("number", k) (a Python number computed from runtime
         # scalar arguments: returned as one, like the Python code does) or ("static", value)
         self.out_leaves = out_leaves
-        self.mutations = mutations      # [(leaf index, graph output index)]
+        self.mutations = mutations      # [(leaf index, graph output index, a write with its gradient)]
         # A guard not compiled yet (capture's: `PendingGuard`) is compiled at its first
         # call, which then puts the function here itself.
         self.guard = self._first_guard if isinstance(guard, PendingGuard) else guard
@@ -160,11 +160,13 @@ class Entry:
         outs = self.executor(ins)
         if self.mutations:
             node = next((o.grad_fn for o in outs if isinstance(o.grad_fn, InputKeeper)), None)
-            for leaf_i, k in self.mutations:
+            for leaf_i, k, grad_write in self.mutations:
                 if node is not None:  # its backward reads the value before the write below
                     node.keep_input(leaves[leaf_i])
                 leaf = leaves[leaf_i]
                 if leaf._requires_grad and leaf.grad_fn is None:
+                    if grad_write:   # (captured with a non-leaf there: a leaf raises, as eagerly)
+                        leaf._check_inplace("in-place update of an input")
                     # a write through its detach() or .data (the capture refuses any other
                     # on a leaf that requires grad): its data only, as eagerly
                     from ..autograd.grad_mode import no_grad
