@@ -294,9 +294,10 @@ def _erf_impl(xp, a):
 
 ERF = _unary("erf", _erf_impl, lambda g, out, a: (g * exp(neg(a * a)) * (2.0 / math.sqrt(math.pi)),),
              lambda e, a: e.call("erf", a))
-SIGN = _unary("sign", _ufunc1("sign"), None,
+# (a zero gradient, not none: the result requires grad, as PyTorch's)
+SIGN = _unary("sign", _ufunc1("sign"), lambda g, out, a: (g * 0.0,),
               lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {a}))",
-              int_to_float=False)
+              int_to_float=False, save_in=False)
 FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (g * 0.0,),
                lambda e, a: e.call("floor", a), int_to_float=False, save_in=False, no_bool=True)
 
