@@ -402,6 +402,7 @@ def test_inplace_update_of_a_non_leaf_argument_as_pytorch(compiler):
 
     def f(x):
         x.mul_(2.0)
+        x.add_(1.0)
         return x.sin()
     want_leaf = torch.tensor([1.0, 2.0], requires_grad=True)
     want_x = want_leaf * 3.0
@@ -418,3 +419,25 @@ def test_inplace_update_of_a_non_leaf_argument_as_pytorch(compiler):
     with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
         g(leaf)
     assert leaf.tolist() == [1.0, 2.0]
+
+
+def test_inplace_write_through_a_view_of_a_non_leaf_argument_as_pytorch(compiler):
+    """The call's nodes that read the argument (a view of it) keep the value they read
+    before the call writes the argument back."""
+    torch = pytest.importorskip("torch")
+    data = np.arange(6, dtype=np.float32).reshape(2, 1, 3) - 2.0
+
+    def f(x):
+        v = x[1:]
+        v.clamp_(min=0.0)
+        return v * 2.0, x.sin()
+    grads = []
+    for lib, fn in ((torch, f), (tj, tj.trace(f, compiler=compiler)), (tj, tj.trace(f, compiler=compiler))):
+        leaf = lib.tensor(data, requires_grad=True)
+        x = leaf * 1.0
+        outs = fn(x)
+        sum((o * lib.arange(float(o.numel())).reshape(tuple(o.shape))).sum() for o in outs).backward()
+        grads.append((leaf.grad.numpy(), x.detach().numpy()))
+    for got in grads[1:]:
+        np.testing.assert_allclose(got[0], grads[0][0], rtol=1e-6)
+        np.testing.assert_allclose(got[1], grads[0][1])

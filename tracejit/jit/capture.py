@@ -362,7 +362,7 @@ class Capture:
             mutations = []
             for i, v0 in orig_vars:
                 if tracers[i]._var is not v0:  # an in-place op rebound this input
-                    mutations.append((i, len(out_atoms), i in ctx.__dict__.get("grad_writes", ())))
+                    mutations.append((i, len(out_atoms), i in ctx.__dict__.get("grad_writes", {}).values()))
                     out_atoms.append(tracers[i]._var)
             ctx.state_writes = ctx.finish_state_writes(out_atoms)
         return ctx, out_atoms, out_leaves, out_spec, mutations

@@ -160,6 +160,8 @@ class Entry:
         outs = self.executor(ins)
         if self.mutations:
             node = next((o.grad_fn for o in outs if isinstance(o.grad_fn, InputKeeper)), None)
+            if node is None:   # (an interpreted call: its nodes are eager ones)
+                _keep_inputs(outs, leaves, [leaves[i] for i, _, _ in self.mutations])
             for leaf_i, k, grad_write in self.mutations:
                 if node is not None:  # its backward reads the value before the write below
                     node.keep_input(leaves[leaf_i])
@@ -179,6 +181,25 @@ class Entry:
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]
                for x in self.out_leaves]
         return unflatten(self.out_spec, res)
+
+
+def _keep_inputs(outs: list, leaves: list, written: list) -> None:
+    """Before a call writes into its arguments `written`: each autograd node the call made
+    whose backward reads one of them (a view of it included) keeps a copy of the value it
+    read. The walk stops at the arguments' own nodes."""
+    stop = {id(x.grad_fn) for x in leaves if isinstance(x, Tensor) and x.grad_fn is not None}
+    seen: set = set()
+    todo = [o.grad_fn for o in outs if isinstance(o, Tensor) and o.grad_fn is not None]
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen or id(n) in stop:
+            continue
+        seen.add(id(n))
+        keep = getattr(n, "keep_input", None)
+        if keep is not None:
+            for t in written:
+                keep(t)
+        todo.extend(f for f, _ in getattr(n, "next_functions", ()))
 
 
 def _write_state(writes: list, outs: list) -> None:

@@ -207,10 +207,15 @@ def writes_argument(t: Any) -> bool:
     ``grad_writes``, so a call with a leaf there raises at run time (entry.py)."""
     trace = getattr(t, "_trace", None)
     root = trace._root() if trace is not None else None
-    k = getattr(root, "tensor_leaves", {}).get(t._var) if trace is root else None
+    if trace is not root or root is None:
+        return False
+    allowed = root.__dict__.setdefault("grad_writes", {})   # id(tracer) -> leaf index
+    if id(t) in allowed:   # (written before: its var is no longer the input's)
+        return True
+    k = getattr(root, "tensor_leaves", {}).get(t._var)
     if k is None or root.leaves is None or root.leaves[k].grad_fn is None:
         return False
-    root.__dict__.setdefault("grad_writes", set()).add(k)
+    allowed[id(t)] = k
     return True
 
 
