@@ -54,7 +54,13 @@ def _integers(lib, a, b):
     return a.float() * 1.0
 
 
-CAPTURED = [_same_mask, _rows, _row_value, _number, _zero_dim, _integers]
+def _mask_written_twice(lib, a, b):
+    a = a * 1.0
+    a[b > 0] = b[b > 0]
+    return a
+
+
+CAPTURED = [_same_mask, _rows, _row_value, _number, _zero_dim, _integers, _mask_written_twice]
 
 
 @pytest.mark.parametrize("fn", CAPTURED, ids=lambda f: f.__name__)
@@ -99,6 +105,7 @@ OTHER_USES = {
     "reduced": lambda a, b: a[b > 0].sum(),
     "returned": lambda a, b: a[b > 0],
     "another_mask": lambda a, b: a.clone().__setitem__(b > 0, a[b < 0]),
+    "another_operand": lambda a, b: a.clone().__setitem__(b > 0, b[a > 0]),
     "other_shape": lambda a, b: b[:, :2].clone().__setitem__(b[:, :2] > 0, a[b > 0]),
     "arithmetic": lambda a, b: a[b > 0] * 2.0,
 }

@@ -24,7 +24,7 @@ from ..ops.registry import Aval, defprim
 from ..ops.shape import EXPAND as _EXPAND
 from ..tensor import Tensor
 
-__all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias"]
+__all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value"]
 
 
 # ``detached_write(base, new)``: the values of `new`, the gradient of `base` (a write
@@ -207,5 +207,31 @@ def alias(out, prim, a) -> None:
         out._view_src = view_source(out._trace, prim, (a,), {})
 
 
+def same_value(a, b) -> bool:
+    """Whether tracers `a` and `b` hold the same value: one var, or vars of two equations of
+    one trace with the same primitive, operands and params (``b > 0`` written twice)."""
+    from .ir import Literal
+    from .tracer import Tracer
+    if not (isinstance(a, Tracer) and isinstance(b, Tracer)) or a._trace is not b._trace:
+        return False
+    if a._var is b._var:
+        return True
+    found = {}
+    for e in reversed(a._trace.eqns):
+        for v in (a._var, b._var):
+            if v in e.outs and len(e.outs) == 1:
+                found[v] = e
+        if len(found) == 2:
+            break
+    if len(found) != 2:
+        return False
+    ea, eb = found[a._var], found[b._var]
+    same_in = len(ea.inputs) == len(eb.inputs) and all(
+        x is y or (isinstance(x, Literal) and isinstance(y, Literal) and type(x.value) is type(y.value)
+                   and x.value == y.value) for x, y in zip(ea.inputs, eb.inputs))
+    return ea.prim is eb.prim and same_in and ea.params == eb.params and ea.prim.kind != "random"
+
+
 _eager.trace_hooks.eager_layout = staticmethod(eager_layout)
+_eager.trace_hooks.same_value = staticmethod(same_value)
 _eager.trace_hooks.alias = staticmethod(alias)

@@ -3,7 +3,8 @@
 Indexing with a boolean mask selects as many elements as the mask holds True, so a capture
 cannot give ``b[mask]`` a shape. Written straight back through the same mask into a tensor
 of b's shape, the selection is ``where(mask, b, a)`` in place, and a value of the shape one
-selected element has (a number, a 0-d tensor, a row) is ``where(mask, v, a)``. While
+selected element has (a number, a 0-d tensor, a row) is ``where(mask, v, a)``. The mask
+may be one tensor or the same expression written twice (``a[b > 0] = b[b > 0]``). While
 capturing, ``b[mask]`` is therefore a `MaskedValues`: remembered, not computed. Assigning it
 through the same mask into a tensor of b's shape is the ``where``; any other use raises the
 error boolean-mask indexing always raised there, so the function runs eagerly as before.
@@ -13,6 +14,7 @@ from __future__ import annotations
 from ..errors import TraceError
 from ..tensor import Tensor
 from .. import dtypes as _dt
+from .eager import trace_hooks as _trace_hooks
 
 __all__ = ["MaskedValues", "MASK_ERROR", "select", "assign"]
 
@@ -73,7 +75,7 @@ def assign(a, index, value):
         return None
     if isinstance(value, MaskedValues):
         src, same = value._src, value._mask
-        if same is not mask or tuple(src.shape) != tuple(a.shape):
+        if not (same is mask or _trace_hooks.same_value(same, mask)) or tuple(src.shape) != tuple(a.shape):
             return None
         value = src
     elif isinstance(value, Tensor):
