@@ -147,8 +147,14 @@ def _int_kind(x) -> bool:
     return isinstance(x, (int, np.integer))
 
 
+def _zeros(g):
+    """A zero gradient: zeros, not ``g * 0`` (nan where g is infinite), as PyTorch's."""
+    from .creation import zeros_like   # (creation imports this module)
+    return zeros_like(g)
+
+
 FLOOR_DIVIDE = _binary("floor_divide", _int_divisor_checked(np.floor_divide),
-                       lambda g, out, a, b: (g * 0.0, g * 0.0),
+                       lambda g, out, a, b: (_zeros(g), _zeros(g)),
                        lambda e, a, b: f"({a} // {b})", save=_none_rq)
 REMAINDER = _binary("remainder", _int_divisor_checked(np.remainder),
                     lambda g, out, a, b: (g, neg(g) * floor_divide(a, b) if a is not None and b is not None
@@ -295,10 +301,10 @@ def _erf_impl(xp, a):
 ERF = _unary("erf", _erf_impl, lambda g, out, a: (g * exp(neg(a * a)) * (2.0 / math.sqrt(math.pi)),),
              lambda e, a: e.call("erf", a))
 # (a zero gradient, not none: the result requires grad, as PyTorch's)
-SIGN = _unary("sign", _ufunc1("sign"), lambda g, out, a: (g * 0.0,),
+SIGN = _unary("sign", _ufunc1("sign"), lambda g, out, a: (_zeros(g),),
               lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {a}))",
               int_to_float=False, save_in=False)
-FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (g * 0.0,),
+FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (_zeros(g),),
                lambda e, a: e.call("floor", a), int_to_float=False, save_in=False, no_bool=True)
 
 
