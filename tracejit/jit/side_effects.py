@@ -209,13 +209,11 @@ def writes_argument(t: Any) -> bool:
     root = trace._root() if trace is not None else None
     if trace is not root or root is None:
         return False
-    allowed = root.__dict__.setdefault("grad_writes", {})   # id(tracer) -> leaf index
-    if id(t) in allowed:   # (written before: its var is no longer the input's)
-        return True
-    k = getattr(root, "tensor_leaves", {}).get(t._var)
+    from .view_writes import argument_index
+    k = argument_index(root, t)
     if k is None or root.leaves is None or root.leaves[k].grad_fn is None:
         return False
-    allowed[id(t)] = k
+    root.__dict__.setdefault("grad_writes", set()).add(k)
     return True
 
 

@@ -131,13 +131,21 @@ def _argument_layout(t):
     argument of the function, with its layout made a guard of the capture (a call whose
     argument is laid out otherwise captures again); None for other tracers."""
     root = t._trace._root()
-    k = getattr(root, "tensor_leaves", {}).get(t._var) if t._trace is root else None
+    k = argument_index(root, t) if t._trace is root else None
     if k is None or root.leaves is None or not isinstance(root.leaves[k]._data, np.ndarray):
         return None
     from .scalars import layout, note
     data = root.leaves[k]._data
     note(root.decisions, ("layout", k), "value", layout(data), "the argument's layout", same_kind=False)
     return data
+
+
+def argument_index(root, t):
+    """The leaf index of the call's tensor that tracer `t` stands for (its memory, also
+    after in-place writes rebound its value), or None."""
+    leaves = getattr(root, "tensor_leaves", {})   # (keyed by the input's var and by id(tracer))
+    k = leaves.get(t._var)
+    return leaves.get(id(t)) if k is None else k
 
 
 def write_through(trace, target, res, what: str) -> bool:
@@ -201,10 +209,11 @@ def refresh(trace, view) -> None:
 
 def alias(out, prim, a) -> None:
     """Make tracer `out` (``prim(a)``, of a's shape and values) a view of `a`: an op that
-    returns its operand itself eagerly but keeps a node in the graph."""
+    returns its operand itself eagerly but keeps a node in the graph. With `prim` None,
+    make it no view: a view op that copies eagerly (a reshape numpy cannot view)."""
     from .tracer import Tracer
     if isinstance(out, Tracer):
-        out._view_src = view_source(out._trace, prim, (a,), {})
+        out._view_src = view_source(out._trace, prim, (a,), {}) if prim is not None else None
 
 
 def same_value(a, b) -> bool:
