@@ -161,15 +161,17 @@ REMAINDER = _binary("remainder", _int_divisor_checked(np.remainder),
                                           else None),
                     lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else ())
 
+# PyTorch's gradients: half each at a tie, and where one operand is nan (so is the result)
+# both get all of it
 MAXIMUM = _binary(
     "maximum", _ufunc2("maximum"),
-    lambda g, out, a, b: (where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
-                          where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
+    lambda g, out, a, b: (where(lt(a, b), 0.0, where(eq(a, b), g * 0.5, g)),
+                          where(gt(a, b), 0.0, where(eq(a, b), g * 0.5, g))),
     lambda e, a, b: f"({a} if ({a} > {b} or {a} != {a}) else {b})", extra={"selects": True})
 MINIMUM = _binary(
     "minimum", _ufunc2("minimum"),
-    lambda g, out, a, b: (where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
-                          where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
+    lambda g, out, a, b: (where(gt(a, b), 0.0, where(eq(a, b), g * 0.5, g)),
+                          where(lt(a, b), 0.0, where(eq(a, b), g * 0.5, g))),
     lambda e, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})", extra={"selects": True})
 
 # ---------------------------------------------------------------- unary math
