@@ -856,11 +856,18 @@ register("setitem", _setitem, _setitem_ref, _setitem_samples, dtypes=NUMERIC)
 def _setitem_mask_samples(dtype, rng):
     x = arr(rng, (3, 4), dtype)
     m = rng.random((3, 4)) > 0.5
-    return [Sample((x, m), {"index": "I0", "value": 0}, desc="mask = scalar"),
-            Sample((x, arr(rng, (int(m.sum()),), dtype), m), {"index": "I0"}, desc="mask = values")]
+    return [Sample((x, arr(rng, (int(m.sum()),), dtype), m), {"index": "I0"}, desc="mask = values")]
 
 
+def _setitem_mask_number_samples(dtype, rng):
+    x = arr(rng, (3, 4), dtype)
+    return [Sample((x, rng.random((3, 4)) > 0.5), {"index": "I0", "value": 0}, desc="mask = scalar"),
+            Sample((x, arr(rng, (4,), dtype), rng.random(3) > 0.5), {"index": "I0"}, desc="row mask = row")]
+
+
+# (values of the mask's count: a data-dependent shape; a number or one row: a where)
 register("setitem.mask", _setitem, _setitem_ref, _setitem_mask_samples, dtypes=NUMERIC, traceable=False)
+register("setitem.mask_number", _setitem, _setitem_ref, _setitem_mask_number_samples, dtypes=NUMERIC)
 
 
 def _gather_ref(x, index, dim):

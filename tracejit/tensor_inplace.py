@@ -22,7 +22,7 @@ from .ops.donation import donating as _donating
 from .autograd.node import PrimNode, Tier0PrimNode
 from .autograd.grad_mode import _state as _grad_state
 from .ops import elementwise as _EW
-from .ops.eager import run_into as _run_into, trace_state as _trace_state
+from .ops.eager import run_into as _run_into, trace_hooks as _trace_hooks, trace_state as _trace_state
 
 
 def _self_overlapping(a) -> bool:
@@ -49,8 +49,8 @@ class InPlaceMethods:
 
     def _check_inplace(self, what: str) -> None:
         if self._requires_grad and self.grad_fn is None and _grad_state.enabled:
-            if "_nonleaf_input" in self.__dict__:
-                return   # a compiled function's argument with a history: as eagerly (tracer.py)
+            if _trace_state.tracer is not None and _trace_hooks.writes_argument(self):
+                return   # (a traced argument that is not a leaf in this call)
             raise RuntimeError(
                 f"{what}: a leaf tensor that requires grad is being used in an in-place operation; "
                 f"wrap the update in `with tracejit.no_grad():` (as optimizers do)")

@@ -393,3 +393,51 @@ def test_overwritten_value_keeps_requires_grad_as_eagerly(compiler):
         assert out.requires_grad
         out.sum().backward()
         np.testing.assert_array_equal(y.grad.numpy(), np.zeros((3, 4)))
+
+
+def test_inplace_update_of_a_non_leaf_argument_as_pytorch(compiler):
+    """A non-leaf argument that requires grad takes in-place writes, as eagerly and in
+    PyTorch; a later call with a leaf there raises as eagerly, changing nothing."""
+    torch = pytest.importorskip("torch")
+
+    def f(x):
+        x.mul_(2.0)
+        x.add_(1.0)
+        return x.sin()
+    want_leaf = torch.tensor([1.0, 2.0], requires_grad=True)
+    want_x = want_leaf * 3.0
+    f(want_x).sum().backward()
+    g = tj.trace(f, compiler=compiler)
+    for _ in range(2):
+        leaf = tj.tensor([1.0, 2.0], requires_grad=True)
+        x = leaf * 3.0
+        g(x).sum().backward()
+        np.testing.assert_allclose(x.detach().numpy(), want_x.detach().numpy())
+        np.testing.assert_allclose(leaf.grad.numpy(), want_leaf.grad.numpy(), rtol=1e-6)
+        assert x.grad_fn is not None
+    leaf = tj.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf tensor that requires grad"):
+        g(leaf)
+    assert leaf.tolist() == [1.0, 2.0]
+
+
+def test_inplace_write_through_a_view_of_a_non_leaf_argument_as_pytorch(compiler):
+    """The call's nodes that read the argument (a view of it) keep the value they read
+    before the call writes the argument back."""
+    torch = pytest.importorskip("torch")
+    data = np.arange(6, dtype=np.float32).reshape(2, 1, 3) - 2.0
+
+    def f(x):
+        v = x[1:]
+        v.clamp_(min=0.0)
+        return v * 2.0, x.sin()
+    grads = []
+    for lib, fn in ((torch, f), (tj, tj.trace(f, compiler=compiler)), (tj, tj.trace(f, compiler=compiler))):
+        leaf = lib.tensor(data, requires_grad=True)
+        x = leaf * 1.0
+        outs = fn(x)
+        sum((o * lib.arange(float(o.numel())).reshape(tuple(o.shape))).sum() for o in outs).backward()
+        grads.append((leaf.grad.numpy(), x.detach().numpy()))
+    for got in grads[1:]:
+        np.testing.assert_allclose(got[0], grads[0][0], rtol=1e-6)
+        np.testing.assert_allclose(got[1], grads[0][1])

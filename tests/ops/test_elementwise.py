@@ -71,3 +71,17 @@ def test_div_output_may_be_changed_in_place_before_backward():
         grads.append((a.grad.numpy(), b.grad.numpy()))
     for g, w in zip(grads[1], grads[0]):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_extremum_gradients_at_ties_and_nans_as_torch(name):
+    torch = pytest.importorskip("torch")
+    nan = float("nan")
+    grads = []
+    for lib in (torch, tj):
+        a = lib.tensor([1.0, nan, 2.0, 3.0, nan, -1.0], requires_grad=True)
+        b = lib.tensor([2.0, 1.0, 2.0, nan, nan, -2.0], requires_grad=True)
+        getattr(lib, name)(a, b).sum().backward()
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    np.testing.assert_array_equal(grads[1][0], grads[0][0])
+    np.testing.assert_array_equal(grads[1][1], grads[0][1])

@@ -229,3 +229,19 @@ def test_a_float_index_raises_pytorchs_runtime_error(call):
     with pytest.raises(RuntimeError, match="integer tensor, got float32"):
         call(tj, x, tj.tensor([0.0, 1.0]))
     assert x.tolist() == [[0.0] * 3] * 3
+
+
+def test_zero_dim_masks_as_torch():
+    # a 0-d mask adds a dim of one element or none; nonzero of a 0-d tensor has no columns
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        x = lib.arange(6.0).reshape(2, 3)
+        assert tuple(x[lib.tensor(True)].shape) == (1, 2, 3)
+        assert tuple(x[lib.tensor(False)].shape) == (0, 2, 3)
+        assert tuple(lib.nonzero(lib.tensor(True)).shape) == (1, 0)
+        assert [t.tolist() for t in lib.nonzero(lib.tensor(False), as_tuple=True)] == [[]]
+        s = lib.tensor(2.0)
+        s[s > 1] = 0.0
+        x[lib.tensor(True)] = lib.tensor([1.0, 2.0, 3.0])
+        x[lib.tensor(False)] = 9.0
+        assert s.item() == 0.0 and x.tolist() == [[1.0, 2.0, 3.0]] * 2

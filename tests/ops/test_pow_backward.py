@@ -54,3 +54,16 @@ def test_pow_backward_promotes_and_rejects_integers():
     np.testing.assert_array_equal(got.numpy(), [12.0, 12.0, 12.0])
     with pytest.raises(tj.errors.DTypeError, match="pow_backward"):
         pow_backward(tj.ones(3, dtype=tj.int64), tj.ones(3, dtype=tj.int64), 3)
+
+
+def test_tensor_exponent_gradients_at_zero_as_torch():
+    # d/da a**b is 0 where b == 0 (not 0 * a**-1, nan at a == 0); d/db is 0 at a == 0
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib in (torch, tj):
+        a = lib.tensor([0.0, 2.0, 0.0, 3.0], requires_grad=True)
+        b = lib.tensor([0.0, 0.0, 2.0, 1.5], requires_grad=True)
+        (a ** b).sum().backward()
+        grads.append((a.grad.numpy(), b.grad.numpy()))
+    np.testing.assert_allclose(grads[1][0], grads[0][0], rtol=1e-6)
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-6)

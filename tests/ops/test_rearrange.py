@@ -72,3 +72,14 @@ def test_diag_of_a_matrix_is_a_copy(offset):
 def test_unflatten_infers_minus_one_within_the_dim_beside_empty_dims(shape, dim, sizes):
     # (a reshape of the whole shape cannot infer -1 where another dim is 0)
     assert tuple(tj.zeros(shape).unflatten(dim, sizes).shape) == tuple(torch.zeros(shape).unflatten(dim, sizes).shape)
+
+
+@pytest.mark.parametrize("shape,offset", [((0, 4), 0), ((3, 4), 5), ((2, 0, 3), 0), ((3, 4), -3)])
+def test_empty_diagonal_stays_in_the_graph_as_torch(shape, offset):
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        x = lib.zeros(shape, requires_grad=True)
+        d = x.diagonal(offset)
+        assert d.requires_grad and tuple(d.shape) == tuple(torch.zeros(shape).diagonal(offset).shape)
+        d.sum().backward()
+        assert tuple(x.grad.shape) == shape and float(x.grad.abs().sum()) == 0.0

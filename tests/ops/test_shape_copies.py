@@ -2,7 +2,9 @@
 PyTorch's do: an in-place op on the result changes the input exactly when it would in
 PyTorch. numpy's flip is a view, and ``y = x.flip(0); y.mul_(2)`` doubled x (a leaf that
 requires grad too); ``x.repeat(1)`` returned x's own memory; a reshape that must copy
-was taken for a view of its input, and an in-place op on it indexed the input's memory."""
+was taken for a view of its input, and an in-place op on it indexed the input's memory.
+Inside a compiled function too: ``contiguous()`` of a contiguous tensor is the tensor
+(the copy node stays in the graph, writes through either reach both)."""
 import numpy as np
 import pytest
 
@@ -23,6 +25,7 @@ COPIES = {
 }
 VIEWS = {
     "t": lambda x: x.t(),
+    "contiguous": lambda x: x.contiguous(),
     "reshape": lambda x: x.reshape(-1),
     "getitem": lambda x: x[1:],
 }
@@ -90,3 +93,29 @@ def test_in_place_on_a_copying_reshape_inside_a_graph_matches_pytorch():
         (y * m.arange(12.0, dtype=m.float64)).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_array_equal(grads[1], grads[0])
+
+
+def _through_contiguous(x):
+    y = x * 2.0
+    z = y.contiguous()
+    z[0] = -1.0        # reaches y
+    y[:, 1].add_(10.0)  # seen through z
+    w = y.t().contiguous()   # a copy: its writes stay there
+    w.mul_(100.0)
+    return y + 0.0, z * 1.0, (z * x).sum()
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_writes_through_contiguous_of_a_value_as_pytorch(compiled):
+    torch = pytest.importorskip("torch")
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    t = torch.tensor(data, requires_grad=True)
+    want = _through_contiguous(t)
+    want[2].backward()
+    f = tj.compile(_through_contiguous) if compiled else _through_contiguous
+    x = tj.tensor(data, requires_grad=True)
+    got = f(x)
+    got[2].backward()
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.detach().numpy(), w.detach().numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())

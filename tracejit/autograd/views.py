@@ -4,7 +4,7 @@ PyTorch lets views be modified in place (``nn.ReLU(inplace=True)`` after
 ``Conv2d(bias=False)`` is the everyday case) with ``CopySlices``: the base's history
 becomes "old base with the view's region replaced", and the view's "that region of the new
 base". We do the same with existing primitives, eagerly, from the view's flat positions
-inside the (contiguous) base:
+inside the base (row-major positions, whatever its layout):
 
     new_base = index_put(base.reshape(-1), positions, result.reshape(-1))
     view     = new_base.reshape(-1)[positions].reshape(view.shape)
@@ -35,21 +35,39 @@ def _address(arr) -> int:
 
 
 def view_positions(view, base):
-    """Flat element positions of `view` inside `base` (an int64 array of view's shape),
-    or None when the geometry cannot be expressed that way (non-contiguous base)."""
+    """Flat (row-major) element positions of `view` inside `base` (an int64 array of view's
+    shape), or None when the geometry cannot be expressed that way (a base whose elements
+    overlap or run backwards in memory, an element of the view outside the base)."""
     b, v = base._data, view._data
-    if not b.flags.c_contiguous or b.dtype != v.dtype:
+    if b.dtype != v.dtype:
         return None
     item = b.itemsize
     offset = _address(v) - _address(b)
     if offset % item or any(s % item for s in v.strides):
         return None
     xp = np if isinstance(b, np.ndarray) else view._xp()
-    pos = xp.full(v.shape, offset // item, dtype=np.int64)
-    for axis, (n, stride) in enumerate(zip(v.shape, v.strides)):
-        shape = [1] * v.ndim
-        shape[axis] = n
-        pos = pos + (xp.arange(n, dtype=np.int64) * (stride // item)).reshape(shape)
+    pos = _offsets(xp, v.shape, v.strides, item, offset // item)
+    if b.flags.c_contiguous:
+        return pos
+    # a permuted or strided base: each memory offset's row-major position in it
+    if any(s < 0 for s in b.strides) or any(s % item for s in b.strides) or b.size == 0:
+        return None
+    where = _offsets(xp, b.shape, b.strides, item, 0).reshape(-1)
+    lookup = xp.full(int(where.max()) + 1, -1, dtype=np.int64)
+    lookup[where] = xp.arange(b.size, dtype=np.int64)
+    if int((lookup >= 0).sum()) != b.size or pos.size and (int(pos.min()) < 0 or int(pos.max()) >= lookup.size):
+        return None
+    pos = lookup[pos]
+    return None if pos.size and int(pos.min()) < 0 else pos
+
+
+def _offsets(xp, shape, strides, item: int, start: int):
+    """Memory offsets in items of each element of an array of `shape` and byte `strides`."""
+    pos = xp.full(shape, start, dtype=np.int64)
+    for axis, (n, stride) in enumerate(zip(shape, strides)):
+        dims = [1] * len(shape)
+        dims[axis] = n
+        pos = pos + (xp.arange(n, dtype=np.int64) * (stride // item)).reshape(dims)
     return pos
 
 
@@ -120,7 +138,8 @@ def refresh_stale_view(view) -> None:
     if positions is None:
         raise RuntimeError(
             "a view of a tensor that was modified in place is used after the modification, and "
-            "its history cannot be rebuilt (the base is not contiguous); take the view again "
+            "its history cannot be rebuilt (the base's elements overlap or run backwards in memory); "
+            "take the view again "
             "after the in-place operation")
     from .grad_mode import enable_grad
     from ..tensor import Tensor

@@ -302,9 +302,9 @@ class Capture:
                         else:
                             shape.append(s)
                     t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
-                                      requires_grad=d.requires_grad, nonleaf=x.grad_fn is not None)
+                                      requires_grad=d.requires_grad)
                     orig_vars.append((len(tracers), t._var))
-                    ctx.tensor_leaves[t._var] = len(tracers)   # (its layout: view_writes.py)
+                    ctx.tensor_leaves[t._var] = ctx.tensor_leaves[id(t)] = len(tracers)   # (view_writes.py)
                     tracers.append(t)
                 elif d.kind == "scalar":
                     dt = _dt.scalar_dtype(x)
@@ -361,7 +361,7 @@ class Capture:
             mutations = []
             for i, v0 in orig_vars:
                 if tracers[i]._var is not v0:  # an in-place op rebound this input
-                    mutations.append((i, len(out_atoms)))
+                    mutations.append((i, len(out_atoms), i in ctx.__dict__.get("grad_writes", ())))
                     out_atoms.append(tracers[i]._var)
             ctx.state_writes = ctx.finish_state_writes(out_atoms)
         return ctx, out_atoms, out_leaves, out_spec, mutations
@@ -450,7 +450,6 @@ class Capture:
         entry = Entry(sdescs, consts, const_descs, gm, graph, opt, out_spec,
                       out_leaves, mutations, guard, src, executor, extra, decisions, ctx.state_writes,
                       autocast=autocast, default_dtype=default_dtype, lifted=list(ctx.lifted.values()))
-        entry.nonleaf_writes = frozenset(ctx.nonleaf_writes)
         executor.attach(entry)  # a background compile replaces the entry's executor later
         return entry
 

@@ -48,10 +48,7 @@ class Entry:
         # per output leaf: ("graph", k), ("number", k) (a Python number computed from runtime
         # scalar arguments: returned as one, like the Python code does) or ("static", value)
         self.out_leaves = out_leaves
-        self.mutations = mutations      # [(leaf index, graph output index)]
-        # the arguments an in-place op wrote directly (not through detach or .data): each had
-        # a history at the capture; a leaf that requires grad there is refused, as eagerly
-        self.nonleaf_writes = frozenset()
+        self.mutations = mutations      # [(leaf index, graph output index, a write with its gradient)]
         # A guard not compiled yet (capture's: `PendingGuard`) is compiled at its first
         # call, which then puts the function here itself.
         self.guard = self._first_guard if isinstance(guard, PendingGuard) else guard
@@ -162,14 +159,16 @@ class Entry:
             return self.executor(ins)[0]
         outs = self.executor(ins)
         if self.mutations:
-            if self.nonleaf_writes:
-                _refuse_leaf_writes(self.nonleaf_writes, leaves)
             node = next((o.grad_fn for o in outs if isinstance(o.grad_fn, InputKeeper)), None)
-            for leaf_i, k in self.mutations:
+            if node is None:   # (an interpreted call: its nodes are eager ones)
+                _keep_inputs(outs, leaves, [leaves[i] for i, _, _ in self.mutations])
+            for leaf_i, k, grad_write in self.mutations:
                 if node is not None:  # its backward reads the value before the write below
                     node.keep_input(leaves[leaf_i])
                 leaf = leaves[leaf_i]
                 if leaf._requires_grad and leaf.grad_fn is None:
+                    if grad_write:   # (captured with a non-leaf there: a leaf raises, as eagerly)
+                        leaf._check_inplace("in-place update of an input")
                     # a write through its detach() or .data (the capture refuses any other
                     # on a leaf that requires grad): its data only, as eagerly
                     from ..autograd.grad_mode import no_grad
@@ -184,17 +183,23 @@ class Entry:
         return unflatten(self.out_spec, res)
 
 
-def _refuse_leaf_writes(written, leaves) -> None:
-    """Raise eager code's error where a call passes a leaf that requires grad for an
-    argument the function writes in place (nothing is written: the executor's outputs
-    are dropped)."""
-    from ..autograd.grad_mode import is_grad_enabled
-    for i in written:
-        leaf = leaves[i]
-        if leaf._requires_grad and leaf.grad_fn is None and is_grad_enabled():
-            raise RuntimeError("a leaf tensor that requires grad is being used in an in-place operation "
-                               "(an argument the compiled function writes in place); wrap the call in "
-                               "`with tracejit.no_grad():` or pass a tensor that is not a leaf")
+def _keep_inputs(outs: list, leaves: list, written: list) -> None:
+    """Before a call writes into its arguments `written`: each autograd node the call made
+    whose backward reads one of them (a view of it included) keeps a copy of the value it
+    read. The walk stops at the arguments' own nodes."""
+    stop = {id(x.grad_fn) for x in leaves if isinstance(x, Tensor) and x.grad_fn is not None}
+    seen: set = set()
+    todo = [o.grad_fn for o in outs if isinstance(o, Tensor) and o.grad_fn is not None]
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen or id(n) in stop:
+            continue
+        seen.add(id(n))
+        keep = getattr(n, "keep_input", None)
+        if keep is not None:
+            for t in written:
+                keep(t)
+        todo.extend(f for f, _ in getattr(n, "next_functions", ()))
 
 
 def _write_state(writes: list, outs: list) -> None:

@@ -200,4 +200,22 @@ def refuse_traced_grad_change(t: Any, value: bool) -> None:
                          "as an argument that requires grad")
 
 
+def writes_argument(t: Any) -> bool:
+    """Whether tracer `t`, which requires grad and has no ``grad_fn``, is an argument of the
+    function being captured that is not a leaf in this call (``x = w * 2; f(x)``): an
+    in-place write into it is then allowed, as eagerly. Noted in the capture's
+    ``grad_writes``, so a call with a leaf there raises at run time (entry.py)."""
+    trace = getattr(t, "_trace", None)
+    root = trace._root() if trace is not None else None
+    if trace is not root or root is None:
+        return False
+    from .view_writes import argument_index
+    k = argument_index(root, t)
+    if k is None or root.leaves is None or root.leaves[k].grad_fn is None:
+        return False
+    root.__dict__.setdefault("grad_writes", set()).add(k)
+    return True
+
+
 _eager.trace_hooks.refuse_grad_change = staticmethod(refuse_traced_grad_change)
+_eager.trace_hooks.writes_argument = staticmethod(writes_argument)

@@ -195,7 +195,6 @@ class TraceContext(StateWrites):
         # call; no tracer is ever left in the module (see `finish_state_writes`).
         self.buffer_writes: dict = {}   # id(tensor) -> [tensor, Var of its new value]
         self.tensor_leaves: dict = {}   # argument's input Var -> leaf index (root context)
-        self.nonleaf_writes: set = set()   # leaf indices of arguments with a history written
         # (a write through ``t.data`` is keyed by t's id; t requiring grad: `_written_leaf`)
         self.grad_data_written: set = set()
         self.grad_data_reads: dict = {}   # id(tensor) -> (the written Var, the Var its reads get)
@@ -282,16 +281,10 @@ class TraceContext(StateWrites):
         return params if out is None else out
 
     # ---- values -------------------------------------------------------------------
-    def new_input(self, aval: Aval, hint: str = "", requires_grad: bool = False,
-                  nonleaf: bool = False) -> Tracer:
-        """A graph input; `nonleaf`: an argument with a history, which in-place ops may
-        write when it requires grad, as eagerly (`assign` notes which were)."""
+    def new_input(self, aval: Aval, hint: str = "", requires_grad: bool = False) -> Tracer:
         v = Var(aval, hint)
         self.inputs.append(v)
-        t = _make_tracer(v, self, requires_grad)
-        if nonleaf and requires_grad:
-            t.__dict__["_nonleaf_input"] = True
-        return t
+        return _make_tracer(v, self, requires_grad)
 
     def atom(self, a, prim_name: str = "op"):
         if isinstance(a, Tracer):
@@ -486,8 +479,6 @@ class TraceContext(StateWrites):
                 f"view, or a view taken outside this branch or loop body). Write through the base "
                 f"instead (x[idx] = value, x = x.index_put(...), tracejit.where(...)), or compute "
                 f"a new tensor.")
-        if "_nonleaf_input" in target.__dict__ and target._var in self.tensor_leaves:
-            self.nonleaf_writes.add(self.tensor_leaves[target._var])   # (Entry refuses leaves there)
         target._var = res
         return target
 

@@ -24,7 +24,7 @@ from ..ops.registry import Aval, defprim
 from ..ops.shape import EXPAND as _EXPAND
 from ..tensor import Tensor
 
-__all__ = ["view_source", "write_through", "refresh", "eager_layout"]
+__all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value"]
 
 
 # ``detached_write(base, new)``: the values of `new`, the gradient of `base` (a write
@@ -131,13 +131,21 @@ def _argument_layout(t):
     argument of the function, with its layout made a guard of the capture (a call whose
     argument is laid out otherwise captures again); None for other tracers."""
     root = t._trace._root()
-    k = getattr(root, "tensor_leaves", {}).get(t._var) if t._trace is root else None
+    k = argument_index(root, t) if t._trace is root else None
     if k is None or root.leaves is None or not isinstance(root.leaves[k]._data, np.ndarray):
         return None
     from .scalars import layout, note
     data = root.leaves[k]._data
     note(root.decisions, ("layout", k), "value", layout(data), "the argument's layout", same_kind=False)
     return data
+
+
+def argument_index(root, t):
+    """The leaf index of the call's tensor that tracer `t` stands for (its memory, also
+    after in-place writes rebound its value), or None."""
+    leaves = getattr(root, "tensor_leaves", {})   # (keyed by the input's var and by id(tracer))
+    k = leaves.get(t._var)
+    return leaves.get(id(t)) if k is None else k
 
 
 def write_through(trace, target, res, what: str) -> bool:
@@ -199,4 +207,40 @@ def refresh(trace, view) -> None:
     view._view_src = (base, value_of(trace, base), chain)
 
 
+def alias(out, prim, a) -> None:
+    """Make tracer `out` (``prim(a)``, of a's shape and values) a view of `a`: an op that
+    returns its operand itself eagerly but keeps a node in the graph. With `prim` None,
+    make it no view: a view op that copies eagerly (a reshape numpy cannot view)."""
+    from .tracer import Tracer
+    if isinstance(out, Tracer):
+        out._view_src = view_source(out._trace, prim, (a,), {}) if prim is not None else None
+
+
+def same_value(a, b) -> bool:
+    """Whether tracers `a` and `b` hold the same value: one var, or vars of two equations of
+    one trace with the same primitive, operands and params (``b > 0`` written twice)."""
+    from .ir import Literal
+    from .tracer import Tracer
+    if not (isinstance(a, Tracer) and isinstance(b, Tracer)) or a._trace is not b._trace:
+        return False
+    if a._var is b._var:
+        return True
+    found = {}
+    for e in reversed(a._trace.eqns):
+        for v in (a._var, b._var):
+            if v in e.outs and len(e.outs) == 1:
+                found[v] = e
+        if len(found) == 2:
+            break
+    if len(found) != 2:
+        return False
+    ea, eb = found[a._var], found[b._var]
+    same_in = len(ea.inputs) == len(eb.inputs) and all(
+        x is y or (isinstance(x, Literal) and isinstance(y, Literal) and type(x.value) is type(y.value)
+                   and x.value == y.value) for x, y in zip(ea.inputs, eb.inputs))
+    return ea.prim is eb.prim and same_in and ea.params == eb.params and ea.prim.kind != "random"
+
+
 _eager.trace_hooks.eager_layout = staticmethod(eager_layout)
+_eager.trace_hooks.same_value = staticmethod(same_value)
+_eager.trace_hooks.alias = staticmethod(alias)

@@ -19,6 +19,7 @@ from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
 from . import pooling_prim as _pool_prim
 from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
+from . import log_softmax_prim as _log_softmax_prim
 from . import layer_norm_prim as _ln_prim
 from . import cross_entropy_prim as _ce_prim
 from . import one_hot_prim as _one_hot_prim
@@ -96,7 +97,12 @@ def log_softmax(x, dim: int = -1, dtype=None):
     if dtype is not None:
         x = cast(x, dtype)
     expect_floating("log_softmax", "input", x)
-    return x - logsumexp(x, dim, keepdim=True)
+    if x.ndim and isinstance(x.shape[dim], int) and x.shape[dim] == 0:
+        return x * 1.0  # nothing to normalize
+    if x.ndim == 0:     # one element: a 1-element row
+        return reshape(_log_softmax_prim.log_softmax(reshape(x, (1,)), 0), ())
+    # one op forward, one backward that reads the result (as PyTorch's), eager and traced
+    return _log_softmax_prim.log_softmax(x, dim)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):

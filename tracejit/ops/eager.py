@@ -42,6 +42,9 @@ class trace_hooks:
     assume_nonnegative = staticmethod(lambda v, what, dims=False: False)
     eager_layout = None                                    # jit/view_writes.py
     refuse_grad_change = staticmethod(lambda t, value: None)   # jit/side_effects.py
+    alias = staticmethod(lambda out, prim, a: None)        # jit/view_writes.py
+    writes_argument = staticmethod(lambda t: False)        # jit/side_effects.py
+    same_value = staticmethod(lambda a, b: a is b)         # jit/view_writes.py
 
 # How many tracers are active in all threads: while none is, `bind` skips the thread-local
 # lookup of `trace_state.tracer` (~0.1 µs against ~0.02 for a module global). Nonzero only

@@ -147,23 +147,31 @@ def _int_kind(x) -> bool:
     return isinstance(x, (int, np.integer))
 
 
+def _zeros(g):
+    """A zero gradient: zeros, not ``g * 0`` (nan where g is infinite), as PyTorch's."""
+    from .creation import zeros_like   # (creation imports this module)
+    return zeros_like(g)
+
+
 FLOOR_DIVIDE = _binary("floor_divide", _int_divisor_checked(np.floor_divide),
-                       lambda g, out, a, b: (g * 0.0, g * 0.0),
+                       lambda g, out, a, b: (_zeros(g), _zeros(g)),
                        lambda e, a, b: f"({a} // {b})", save=_none_rq)
 REMAINDER = _binary("remainder", _int_divisor_checked(np.remainder),
                     lambda g, out, a, b: (g, neg(g) * floor_divide(a, b) if a is not None and b is not None
                                           else None),
                     lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else ())
 
+# PyTorch's gradients: half each at a tie, and where one operand is nan (so is the result)
+# both get all of it
 MAXIMUM = _binary(
     "maximum", _ufunc2("maximum"),
-    lambda g, out, a, b: (where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
-                          where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
+    lambda g, out, a, b: (where(lt(a, b), 0.0, where(eq(a, b), g * 0.5, g)),
+                          where(gt(a, b), 0.0, where(eq(a, b), g * 0.5, g))),
     lambda e, a, b: f"({a} if ({a} > {b} or {a} != {a}) else {b})", extra={"selects": True})
 MINIMUM = _binary(
     "minimum", _ufunc2("minimum"),
-    lambda g, out, a, b: (where(lt(a, b), g, where(eq(a, b), g * 0.5, 0.0)),
-                          where(gt(a, b), g, where(eq(a, b), g * 0.5, 0.0))),
+    lambda g, out, a, b: (where(gt(a, b), 0.0, where(eq(a, b), g * 0.5, g)),
+                          where(lt(a, b), 0.0, where(eq(a, b), g * 0.5, g))),
     lambda e, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})", extra={"selects": True})
 
 # ---------------------------------------------------------------- unary math
@@ -294,10 +302,11 @@ def _erf_impl(xp, a):
 
 ERF = _unary("erf", _erf_impl, lambda g, out, a: (g * exp(neg(a * a)) * (2.0 / math.sqrt(math.pi)),),
              lambda e, a: e.call("erf", a))
-SIGN = _unary("sign", _ufunc1("sign"), None,
+# (a zero gradient, not none: the result requires grad, as PyTorch's)
+SIGN = _unary("sign", _ufunc1("sign"), lambda g, out, a: (_zeros(g),),
               lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {a}))",
-              int_to_float=False)
-FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (g * 0.0,),
+              int_to_float=False, save_in=False)
+FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (_zeros(g),),
                lambda e, a: e.call("floor", a), int_to_float=False, save_in=False, no_bool=True)
 
 

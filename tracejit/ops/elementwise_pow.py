@@ -8,17 +8,18 @@ import math
 import numpy as np
 
 from .registry import defprim
-from .elementwise import _binary, _ew_rule, eq, log, mul, pow, pow_backward, where
+from .elementwise import _binary, _ew_rule, _zeros, eq, log, pow, pow_backward, where
 
 
 def _pow_vjp(g, out, a, b):
     if isinstance(b, (int, float)):
         if b == 0:
-            return (mul(g, 0.0), None)
+            return (_zeros(g), None)
         if type(b) in (int, float) and a.dtype.is_floating_point and g.dtype is a.dtype:
             return (pow_backward(g, a, b), None)  # one op (one kernel pass) for the three below
         return (g * b * pow(a, b - 1) if b != 2 else g * 2.0 * a, None)
-    ga = g * b * pow(a, b - 1.0) if not isinstance(a, (int, float)) else None
+    # (0 where the exponent is 0, as PyTorch's: not 0 * a**-1, nan at a == 0)
+    ga = where(eq(b, 0), 0.0, g * b * pow(a, b - 1.0)) if not isinstance(a, (int, float)) else None
     if out is None:  # the exponent needs no gradient: eager autograd kept no output
         return (ga, None)
     # d/db a**b = out * log(a); where a == 0 the limit is 0 (for b > 0), not nan.
@@ -103,7 +104,7 @@ def _pow_backward_vjp(gg, out, g, a, exponent):
     if a is None:
         ga = None
     elif exponent == 1:
-        ga = mul(gg, 0.0)  # a ** 0 is constant (pow's own rule for b == 0)
+        ga = _zeros(gg)  # a ** 0 is constant (pow's own rule for b == 0)
     else:
         ga = pow_backward(gg * g * exponent, a, exponent - 1)
     return (gg_g, ga)

@@ -24,6 +24,7 @@ from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
 from .shape import stack
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
+from . import masked_assign as _masked
 
 __all__ = ["getitem", "index_put", "gather", "scatter_add", "masked_fill",
            "index_select", "nonzero", "take_along_dim", "in_range"]
@@ -49,9 +50,7 @@ def _normalize(a, index):
                 t = creation.as_tensor(arr)
             if t.dtype is _dt.bool_:
                 if trace_state.tracer is not None:
-                    raise TraceError("indexing with a boolean mask gives a shape that depends on the "
-                                     "data, so it cannot be traced; use tracejit.where(mask, x, 0) or "
-                                     "x.masked_fill(~mask, 0) instead")
+                    raise TraceError(_masked.MASK_ERROR)
                 for nz in nonzero(t, as_tuple=True):
                     items.append(("t", len(tensors)))
                     tensors.append(nz)
@@ -437,6 +436,13 @@ def getitem(a, index):
     spec = _plain_spec(a, index)
     if spec is not None:
         return a if spec is _WHOLE else bind(GETITEM, a, spec=spec)
+    if trace_state.tracer is not None:
+        m = _masked.select(a, index)   # (b[mask], kept for ``a[mask] = b[mask]``)
+        if m is not None:
+            return m
+    if isinstance(index, Tensor) and index.ndim == 0 and index.dtype is _dt.bool_:
+        # a 0-d mask adds a dim of 1 or 0 elements, as PyTorch's
+        return getitem(a.unsqueeze(0), index.reshape(1))
     spec, tensors = _normalize(a, index)
     if all(x == ("s", None, None, None) for x in spec) and not tensors:
         return a
@@ -496,6 +502,14 @@ def index_put(a, index, value, accumulate: bool = False):
     """``a`` with ``a[index] = value`` (PyTorch's ``index_put``; `index` a key or a tuple of
     index tensors); with accumulate, values at repeated positions add up (``a[index] += value``
     counting every repeat)."""
+    if trace_state.tracer is not None and not accumulate:
+        out = _masked.assign(a, index, value)   # a[mask] = b[mask] or a number: a where
+        if out is not None:
+            return out
+    if (isinstance(index, Tensor) and index.ndim == 0 and index.dtype is _dt.bool_ and not accumulate
+            and (not isinstance(value, Tensor) or value.ndim <= a.ndim)):
+        # a 0-d mask: all of `a` or nothing (a value of a's shape, or broadcasting to it)
+        return where(index, cast(value, a.dtype) if isinstance(value, Tensor) else value, a)
     spec, tensors = _normalize(a, index)
     if isinstance(value, Tensor) and value.dtype is not a.dtype:
         value = cast(value, a.dtype)
@@ -551,6 +565,11 @@ def nonzero(a, as_tuple: bool = False):
     if trace_state.tracer is not None:
         raise TraceError("nonzero gives a shape that depends on the data, so it cannot be traced")
     xp = np if a.device.type == "cpu" else a._xp()
+    if a.ndim == 0:   # as PyTorch: one element, rows of no coordinates (numpy refuses 0-d)
+        n = int(bool(a._data))
+        if as_tuple:
+            return (Tensor._wrap(xp.zeros(n, np.int64), _dt.int64, a.device),)
+        return Tensor._wrap(xp.zeros((n, 0), np.int64), _dt.int64, a.device)
     idx = xp.nonzero(a._data)
     ts = tuple(Tensor._wrap(i.astype(np.int64), _dt.int64, a.device) for i in idx)
     if as_tuple:

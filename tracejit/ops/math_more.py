@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..tensor import Tensor
 from .eager import bind
-from .elementwise import (_binary, _deprecated_form, _ew_rule, _int_divisor_checked, _int_result, _op1, _op2,
+from .elementwise import (_binary, _zeros, _deprecated_form, _ew_rule, _int_divisor_checked, _int_result, _op1, _op2,
                           _ufunc1, _ufunc2,
                           _unary, abs as _abs,
                           cast, cos, erf, exp, log, log1p, maximum, minimum, neg, sin, sqrt, where)
@@ -61,7 +61,7 @@ arcsinh, arccosh, arctanh = asinh, acosh, atanh
 
 # ---------------------------------------------------------------- rounding
 def _zero_grad(g, out, a):
-    return (g * 0.0,)
+    return (_zeros(g),)
 
 
 CEIL = _unary("ceil", _ufunc1("ceil"), _zero_grad,

@@ -231,8 +231,8 @@ def diagonal(input, offset: int = 0, dim1: int = 0, dim2: int = 1):
     x = input if order == tuple(range(input.ndim)) else permute(input, order)
     r, c = x.shape[-2], x.shape[-1]
     n = max(0, min(r, c - offset) if offset >= 0 else min(r + offset, c))
-    if n == 0:
-        return zeros(tuple(x.shape[:-2]) + (0,), dtype=input.dtype, device=input.device)
+    if n == 0:   # (an empty slice of the input: still in its autograd graph, as PyTorch's)
+        return getitem(reshape(x, tuple(x.shape[:-2]) + (r * c,)), (Ellipsis, slice(0, 0)))
     if (x is not input or not input.is_contiguous()) and isinstance(n, int):
         # (the planes are not one flat run: a reshape would copy and writes would be lost)
         return bind(DIAGONAL, input, offset=int(offset), d1=d1, d2=d2, n=int(n))

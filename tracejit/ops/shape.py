@@ -244,7 +244,12 @@ def reshape(a, *shape_, shape=None):
         # the copy first, then a view of it: numpy's reshape would copy inside a "view"
         # op, and an in-place write to the result would be taken for one into `a`
         a = bind(COPY, a)
-    return bind(RESHAPE, a, shape=shape)
+    out = bind(RESHAPE, a, shape=shape)
+    if data is None and trace_hooks.eager_layout is not None:
+        data = eager_layout(a)   # (a tracer: the strides it would have eagerly)
+        if data is not None and not data.flags.c_contiguous and not _viewable(data, shape):
+            trace_hooks.alias(out, None, a)   # eagerly a copy: no view of `a`
+    return out
 
 
 def _viewable(data: np.ndarray, shape) -> bool:
@@ -410,7 +415,12 @@ def flatten(a, start_dim: int = 0, end_dim: int = -1):
 def contiguous(a):
     if a._data is not None and a.is_contiguous():
         return a
-    return bind(COPY, a)
+    out = bind(COPY, a)
+    if a._data is None and a.is_contiguous():
+        # A traced tensor that is contiguous eagerly: the copy stays in the graph (the plan
+        # may lay it out strided), but it is `a` as eagerly, so writes through either reach both.
+        trace_hooks.alias(out, COPY, a)
+    return out
 
 
 def clone(a):

@@ -1,0 +1,132 @@
+"""``a[mask] = b[mask]`` and ``a[mask] = v`` inside a compiled function
+(ops/masked_assign.py): captured as a ``where`` (one compile, no eager fallback), with
+PyTorch's values and gradients; other uses of ``b[mask]`` still run eagerly, with the
+data-dependent-shape error as the reason."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+A = np.random.default_rng(0).standard_normal((5, 4)).astype(np.float32)
+B = np.random.default_rng(1).standard_normal((5, 4)).astype(np.float32)
+
+
+def _same_mask(lib, a, b):
+    a = a * 1.0
+    m = b < a
+    a[m] = b[m]
+    return a
+
+
+def _rows(lib, a, b):
+    a = a * 1.0
+    m = b[:, 0] > 0
+    a[m] = b[m]
+    return a
+
+
+def _row_value(lib, a, b):
+    a = a * 1.0
+    m = b[:, 0] > 0
+    a[m] = b[0]
+    return a
+
+
+def _number(lib, a, b):
+    a = a * 1.0
+    m = b > 0
+    a[m] = 0.5
+    return a
+
+
+def _zero_dim(lib, a, b):
+    a = a * 1.0
+    a[(b > 0,)] = b.sum()
+    return a
+
+
+def _integers(lib, a, b):
+    a = (a * 10).long()
+    m = b > 0
+    a[m] = (b * 10).long()[m]
+    return a.float() * 1.0
+
+
+def _mask_written_twice(lib, a, b):
+    a = a * 1.0
+    a[b > 0] = b[b > 0]
+    return a
+
+
+CAPTURED = [_same_mask, _rows, _row_value, _number, _zero_dim, _integers, _mask_written_twice]
+
+
+@pytest.mark.parametrize("fn", CAPTURED, ids=lambda f: f.__name__)
+def test_captured_as_a_where_with_torchs_values_and_gradients(fn):
+    at, bt = (torch.tensor(v, requires_grad=True) for v in (A, B))
+    want = fn(torch, at, bt)
+    w = np.arange(want.numel(), dtype=np.float32).reshape(tuple(want.shape))
+    if want.requires_grad:
+        (want * torch.tensor(w)).sum().backward()
+    aj, bj = (tj.tensor(v, requires_grad=True) for v in (A, B))
+    f = tj.compile(lambda a, b: fn(tj, a, b))
+    got = f(aj, bj)
+    if got.requires_grad:
+        (got * tj.tensor(w)).sum().backward()
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    for t, j in ((at, aj), (bt, bj)):
+        assert (t.grad is None) == (j.grad is None)
+        if t.grad is not None:
+            np.testing.assert_allclose(j.grad.numpy(), t.grad.numpy(), rtol=1e-6)
+    stats = f.cache_stats()
+    assert stats["compiles"] == 1 and stats["eager_fallbacks"] == 0
+    f(tj.tensor(B, requires_grad=True), tj.tensor(A, requires_grad=True))   # other values, same graph
+    assert f.cache_stats()["compiles"] == 1
+
+
+def test_in_place_into_an_argument():
+    def fn(a, b):
+        m = b < a
+        a[m] = b[m]
+        return a.sum()
+    at, bt = torch.tensor(A), torch.tensor(B)
+    want = fn(at, bt)
+    aj = tj.tensor(A)
+    f = tj.compile(fn)
+    got = f(aj, tj.tensor(B))
+    np.testing.assert_allclose(aj.numpy(), at.numpy())
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
+    assert f.cache_stats()["compiles"] == 1
+
+
+OTHER_USES = {
+    "reduced": lambda a, b: a[b > 0].sum(),
+    "returned": lambda a, b: a[b > 0],
+    "another_mask": lambda a, b: a.clone().__setitem__(b > 0, a[b < 0]),
+    "another_operand": lambda a, b: a.clone().__setitem__(b > 0, b[a > 0]),
+    "other_shape": lambda a, b: b[:, :2].clone().__setitem__(b[:, :2] > 0, a[b > 0]),
+    "arithmetic": lambda a, b: a[b > 0] * 2.0,
+}
+
+
+@pytest.mark.parametrize("name", list(OTHER_USES))
+def test_other_uses_run_eagerly_with_the_reason(name):
+    fn = OTHER_USES[name]
+    f = tj.compile(fn)
+    try:
+        want = fn(torch.tensor(A), torch.tensor(B))
+    except Exception as e:   # (a mask of another count: PyTorch raises too)
+        with pytest.raises(Exception):
+            f(tj.tensor(A), tj.tensor(B))
+        assert "boolean mask" in f.cache_stats()["fallback_reason"], e
+        return
+    got = f(tj.tensor(A), tj.tensor(B))
+    if want is not None:
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    stats = f.cache_stats()
+    assert stats["compiles"] == 0 and stats["eager_fallbacks"] == 1
+    assert "boolean mask gives a shape that depends on the data" in stats["fallback_reason"]
+    with pytest.raises(tj.errors.TraceError, match="boolean mask"):
+        tj.compile(fn, fullgraph=True)(tj.tensor(A), tj.tensor(B))
