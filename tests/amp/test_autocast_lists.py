@@ -69,6 +69,21 @@ _CALLS = {
     "svd": lambda m, F, t: m.linalg.svd(t)[1],
     "svdvals": lambda m, F, t: m.linalg.svdvals(t),
     "cond": lambda m, F, t: m.linalg.cond(t),
+    "avg_pool3d": lambda m, F, t: F.avg_pool3d(_x5(m, t), 2),
+    "max_pool3d": lambda m, F, t: F.max_pool3d(_x5(m, t), 2),
+    "adaptive_avg_pool3d": lambda m, F, t: F.adaptive_avg_pool3d(_x5(m, t), 2),
+    "adaptive_max_pool3d": lambda m, F, t: F.adaptive_max_pool3d(_x5(m, t), 2),
+    "fractional_max_pool2d": lambda m, F, t: F.fractional_max_pool2d(
+        _x4(m, t), 2, output_size=2, _random_samples=m.full((1, 2, 2), 0.5, dtype=t.dtype)),
+    "fractional_max_pool3d": lambda m, F, t: F.fractional_max_pool3d(
+        _x5(m, t), 1, output_size=2, _random_samples=m.full((1, 2, 3), 0.5, dtype=t.dtype)),
+    "max_unpool2d": lambda m, F, t: F.max_unpool2d(*F.max_pool2d(_x4(m, t), 2, return_indices=True), 2,
+                                                  output_size=(5, 5)),
+    "max_unpool3d": lambda m, F, t: F.max_unpool3d(*F.max_pool3d(_x5(m, t), 2, return_indices=True), 2,
+                                                  output_size=(3, 3, 3)),
+    "grid_sample": lambda m, F, t: F.grid_sample(_x4(m, t), t[None, :3, :2, None].expand(1, 3, 2, 2) * 0.2,
+                                                 align_corners=False),
+    "local_response_norm": lambda m, F, t: F.local_response_norm(_x4(m, t), 2),
     # PyTorch's runs an SVD in float32 and its products in bf16 (a bf16 result), one
     # kernel here: not matched yet
     "pinv": lambda m, F, t: m.linalg.pinv(t),
