@@ -25,6 +25,7 @@ from .ops.linalg_ldl import ldl_factor_parts, ldl_solve as _ldl_solve
 from .ops.products import linalg_cross as cross
 from .ops.rearrange import diagonal as _diagonal
 from .ops.reductions import amax, amin, norm as _norm, sum as _sum
+from .ops import autocast as _autocast
 
 __all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "inv_ex", "solve", "solve_ex",
            "cholesky", "cholesky_ex", "eigh", "eigvalsh", "qr", "svd", "svdvals", "pinv",
@@ -160,6 +161,7 @@ def multi_dot(tensors):
     return out
 
 
+@_autocast.lower
 def vecdot(x, y, *, dim: int = -1):
     return _sum(x * y, dim)
 
@@ -175,6 +177,7 @@ def cond(A, p=None):
     return matrix_norm(A, p) * matrix_norm(inv(A), p)
 
 
+@_autocast.fp32
 def lstsq(A, B, rcond=None, *, driver=None):
     """Least squares through the pseudo-inverse (no gradient, as pinv has none here)."""
     vec = B.ndim == A.ndim - 1
@@ -227,6 +230,7 @@ def logdet(A):
     return logabs + _log(sign)
 
 
+@_autocast.fp32
 def pinverse(A, rcond: float = 1e-15):
     return pinv(A, rtol=rcond)
 

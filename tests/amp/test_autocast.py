@@ -83,7 +83,7 @@ def test_every_policy_function_is_listed_by_torch_the_same_way():
     fp32 = {n for n, k in policy.POLICIES.items() if k == "fp32"}
     assert {"mm", "matmul", "bmm", "linear", "addmm", "baddbmm", "addbmm", "conv1d", "conv2d",
             "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "prelu",
-            "scaled_dot_product_attention"} == lower
+            "scaled_dot_product_attention", "vecdot"} == lower
     assert {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "prod", "cdist"} <= fp32
     assert not (lower & fp32)
 

@@ -13,7 +13,10 @@ and the functions ops call inside each other all cast at the same door:
   and its result is cast to bf16 once;
 - ``fp32`` (losses, ``prod``, ``cdist``, solvers): floating operands of a lower
   precision are cast to float32;
-- ``promote`` (``cat``, ``stack``): operands are cast to their widest floating dtype.
+- ``promote`` (``cat``, ``stack``): operands are cast to their widest floating dtype;
+- ``unlisted`` (``mv``, ``dot``, ``interpolate``): on no list, yet built here on listed
+  products: the operands keep their dtype and the op's insides run with autocast off,
+  as PyTorch's do, so a float32 ``mv`` gives float32.
 
 Every other op runs in its operands' dtype, as PyTorch's CPU autocast does (softmax,
 norms and reductions of a bf16 tensor give bf16; they compute in float32 inside, see
@@ -43,7 +46,7 @@ import weakref
 from .. import dtypes as _dt
 from ..errors import not_a_tensor
 
-__all__ = ["STATE", "ENTERED", "current", "lower", "lower_widened", "fp32", "promote", "POLICIES",
+__all__ = ["STATE", "ENTERED", "current", "lower", "lower_widened", "fp32", "promote", "unlisted", "POLICIES",
            "set_state", "enter", "leave"]
 
 
@@ -57,7 +60,7 @@ class _State(threading.local):
 
 STATE = _State()
 ENTERED = [0]          # active autocast contexts, all threads together
-POLICIES: dict = {}    # function name -> "lower" | "fp32" | "promote" (what tests compare)
+POLICIES: dict = {}    # function name -> "lower" | "fp32" | "promote" | "unlisted" (what tests compare)
 
 
 def current():
@@ -227,6 +230,10 @@ def _to_widest(dt, args, kwargs):
     return lambda t: t if widest is None or t.dtype is widest else _cast(t, widest)
 
 
+def _to_same(dt, args, kwargs):
+    return lambda t: t
+
+
 def _widens(args, kwargs) -> bool:
     """Whether a ``lower_widened`` call runs in float32: bf16 products compute in float32
     here and its floating operands are float32 or bf16 (a float64 one stays as ``lower``
@@ -266,6 +273,7 @@ lower = _policy("lower", _to_lower)
 lower_widened = _policy("lower", _to_lower, widens=True)
 fp32 = _policy("fp32", _to_fp32)
 promote = _policy("promote", _to_widest)
+unlisted = _policy("unlisted", _to_same)
 
 
 def _cast(t, dt):

@@ -24,6 +24,7 @@ from .indexing import getitem
 from .linalg import matmul
 from .shape import transpose
 from .dtype_checks import takes
+from . import autocast as _autocast
 
 __all__ = ["interpolate"]
 
@@ -132,6 +133,7 @@ def _output_size(input, size, scale_factor, nsp: int):
     return insz, outsz, sf
 
 
+@_autocast.unlisted
 @takes("input", also=(_dt.uint8,))
 def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                 recompute_scale_factor=None, antialias: bool = False):

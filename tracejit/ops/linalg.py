@@ -320,10 +320,12 @@ def bmm(a, b):
     return _BMM(a, b)
 
 
+@_autocast.unlisted
 def mv(a, v):
     return matmul(a, v)
 
 
+@_autocast.unlisted
 def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise ShapeError("dot: expected 1-D tensors")

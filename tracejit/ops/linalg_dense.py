@@ -17,6 +17,7 @@ from ..errors import ShapeError
 from ..typeinfo import finfo
 from .linalg import _mT
 from .registry import Aval, bind, defprim
+from . import autocast as _autocast
 
 __all__ = ["inv", "det", "slogdet", "solve", "cholesky", "eigh", "qr", "svd", "pinv", "INV", "DET"]
 
@@ -82,6 +83,7 @@ SIGNDET = defprim("linalg_signdet", lambda xp, a: _xp_linalg(xp).slogdet(a)[0], 
                   kind="other", save=lambda rq: ())
 
 
+@_autocast.fp32
 def inv(A):
     return bind(INV, A)
 
@@ -119,6 +121,7 @@ SOLVE = defprim("linalg_solve", _solve_impl, _solve_rule, _solve_vjp, kind="othe
                 save=lambda rq: (0,), save_out=True)
 
 
+@_autocast.fp32
 def solve(A, B, *, left: bool = True):
     if not left:   # X A = B  <=>  A^T X^T = B^T
         return _mT(solve(_mT(A), _mT(B)))
@@ -145,6 +148,7 @@ CHOLESKY = defprim("linalg_cholesky", lambda xp, a: _xp_linalg(xp).cholesky(a),
                    save=lambda rq: (), save_out=True)
 
 
+@_autocast.fp32
 def cholesky(A, *, upper: bool = False):
     lo = bind(CHOLESKY, A)
     return _mT(lo) if upper else lo
@@ -188,6 +192,7 @@ EIGH = defprim("linalg_eigh", _eigh_impl, _eigh_rule,
                    g, out, a, part, uplo), kind="other", save=lambda rq: (0,), save_out=True)
 
 
+@_autocast.fp32
 def eigh(A, UPLO: str = "L"):
     if UPLO not in ("L", "U"):
         raise ValueError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
@@ -211,6 +216,7 @@ QR = defprim("linalg_qr", lambda xp, a, mode, part: _xp_linalg(xp).qr(a, mode=mo
              _qr_rule, _no_grad("linalg.qr"), kind="other", save=lambda rq: ())
 
 
+@_autocast.fp32
 def qr(A, mode: str = "reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
@@ -274,6 +280,7 @@ def _svd_vjp(g, out, a, full, part):
 SVD = defprim("linalg_svd", _svd_impl, _svd_rule, _svd_vjp, kind="other", save=lambda rq: (0,))
 
 
+@_autocast.fp32
 def svd(A, full_matrices: bool = True):
     return _SVD(bind(SVD, A, full=full_matrices, part="U"), bind(SVD, A, full=full_matrices, part="S"),
                 bind(SVD, A, full=full_matrices, part="Vh"))

@@ -22,6 +22,7 @@ from .pooling_nd import _ranked
 from .random import rand
 from .reductions import argmax
 from .shape import reshape, squeeze, unsqueeze
+from . import autocast as _autocast
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
            "fractional_max_pool3d_with_indices"]
@@ -103,7 +104,7 @@ def _fractional(input, kernel_size, output_size=None, output_ratio=None, return_
     return (out, idx) if return_indices else out
 
 
-fractional_max_pool2d, fractional_max_pool3d = (_ranked(_fractional, n, f"fractional_max_pool{n}d")
+fractional_max_pool2d, fractional_max_pool3d = (_autocast.fp32(_ranked(_fractional, n, f"fractional_max_pool{n}d"))
                                                 for n in (2, 3))
 fractional_max_pool2d_with_indices, fractional_max_pool3d_with_indices = (
     _ranked(_fractional, n, f"fractional_max_pool{n}d_with_indices", with_indices=True) for n in (2, 3))

@@ -29,6 +29,7 @@ from .linalg import matmul
 from .reductions import argmax, sum as _sum
 from .shape import expand, reshape, squeeze, transpose, unsqueeze
 from .dtype_checks import takes
+from . import autocast as _autocast
 
 __all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "max_pool1d_with_indices",
            "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_avg_pool1d",
@@ -155,7 +156,8 @@ def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode:
     return res
 
 
-max_pool1d, max_pool3d = _ranked(_max_pool, 1, "max_pool1d"), _ranked(_max_pool, 3, "max_pool3d")
+# (the 3-D forms are on PyTorch's CPU autocast float32 list, the 1-D ones on no list)
+max_pool1d, max_pool3d = _ranked(_max_pool, 1, "max_pool1d"), _autocast.fp32(_ranked(_max_pool, 3, "max_pool3d"))
 max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (
     _ranked(_max_pool, n, f"max_pool{n}d_with_indices", with_indices=True) for n in (1, 2, 3))
 
@@ -190,6 +192,7 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
 # (PyTorch's avg_pool kernels take int64 too, not the narrower ints)
 avg_pool1d, avg_pool3d = (takes("input", also=(_dt.int64,), op=f"avg_pool{n}d")(
     _ranked(_avg_pool, n, f"avg_pool{n}d")) for n in (1, 3))
+avg_pool3d = _autocast.fp32(avg_pool3d)
 
 
 # ---------------------------------------------------------------- adaptive
@@ -252,6 +255,7 @@ adaptive_avg_pool1d, adaptive_avg_pool3d = (takes("input", op=f"adaptive_avg_poo
     _ranked(_adaptive_avg, n, f"adaptive_avg_pool{n}d")) for n in (1, 3))
 adaptive_max_pool1d, adaptive_max_pool3d = (takes("input", op=f"adaptive_max_pool{n}d")(
     _ranked(_adaptive_max, n, f"adaptive_max_pool{n}d")) for n in (1, 3))
+adaptive_avg_pool3d, adaptive_max_pool3d = _autocast.fp32(adaptive_avg_pool3d), _autocast.fp32(adaptive_max_pool3d)
 adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices = (
     _ranked(_adaptive_max, n, f"adaptive_max_pool{n}d_with_indices", with_indices=True) for n in (1, 2, 3))
 
@@ -298,3 +302,4 @@ def _max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size
 
 
 max_unpool1d, max_unpool2d, max_unpool3d = (_ranked(_max_unpool, n, f"max_unpool{n}d") for n in (1, 2, 3))
+max_unpool2d, max_unpool3d = _autocast.fp32(max_unpool2d), _autocast.fp32(max_unpool3d)

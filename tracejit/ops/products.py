@@ -42,6 +42,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     return (input * beta if beta != 1 else input) + (prod * alpha if alpha != 1 else prod)
 
 
+@_autocast.unlisted
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     return addmm(input, mat, vec, beta=beta, alpha=alpha)
 
@@ -57,6 +58,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return addmm(input, batch1, batch2, beta=beta, alpha=alpha)
 
 
+@_autocast.unlisted
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     return addmm(input, unsqueeze(vec1, 1), unsqueeze(vec2, 0), beta=beta, alpha=alpha)
 

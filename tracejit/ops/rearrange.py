@@ -22,6 +22,7 @@ from .reductions import sum as _sum
 from .shape import cat, clone, expand, flip, movedim as _movedim1, permute, reshape, stack, transpose, unsqueeze
 from .registry import Aval, defprim, refuse_tracing
 from .eager import bind
+from . import autocast as _autocast
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "roll",
            "rot90", "unflatten", "tile", "repeat_interleave", "diag", "diagonal", "diag_embed", "trace",
@@ -272,6 +273,7 @@ def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
     return permute(out, tuple(next(rest) if o is None else o for o in order))
 
 
+@_autocast.fp32
 def trace(input):
     if input.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got shape {tuple(input.shape)}")

@@ -25,6 +25,7 @@ from .shape import cat, narrow, reshape
 from .tensorfns import sort
 from .registry import refuse_tracing
 from .dtype_checks import takes
+from . import autocast as _autocast
 
 __all__ = ["median", "nanmedian", "kthvalue", "quantile", "nanquantile", "nanmean", "nansum",
            "var_mean", "std_mean", "aminmax", "cummax", "cummin", "logcumsumexp", "count_nonzero",
@@ -119,11 +120,13 @@ def renorm(input, p, dim: int, maxnorm):
     return input * where(norms > maxnorm, maxnorm / (norms + 1e-7), 1.0)
 
 
+@_autocast.fp32
 @takes("input")
 def quantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=False)
 
 
+@_autocast.fp32
 @takes("input")
 def nanquantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str = "linear"):
     return _quantile(input, q, dim, keepdim, interpolation, ignore_nan=True)

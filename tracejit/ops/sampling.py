@@ -20,6 +20,7 @@ from .elementwise import abs as _abs, cast, clamp, floor, logical_and, remainder
 from .indexing import gather
 from .linalg import matmul
 from .shape import expand, reshape, transpose
+from . import autocast as _autocast
 
 __all__ = ["affine_grid", "grid_sample"]
 
@@ -116,6 +117,7 @@ def _cubic_weights(t):
     return far(t + 1), near(t), near(1 - t), far(2 - t)
 
 
+@_autocast.fp32
 def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners=None):
     """Sample `input` (N, C, H, W) at `grid` (N, Ho, Wo, 2) (x, y in [-1, 1]) -> (N, C, Ho, Wo)."""
