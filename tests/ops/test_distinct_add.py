@@ -9,7 +9,7 @@ from tracejit.ops.distinct_add import add_distinct, distinct
 
 
 @pytest.mark.parametrize("case", ["rows", "dim 1", "two arrays", "negative", "None first",
-                                  "None last"])
+                                  "None last", "every dim", "every dim, int32", "mask"])
 def test_distinct_positions_add_as_np_add_at(case):
     # a gather's backward (packed sequences, a batch permutation): one fancy add
     rng = np.random.default_rng(5)
@@ -21,7 +21,11 @@ def test_distinct_positions_add_as_np_add_at(case):
            # x[None, rows] and w[rows, cols, None] (a router's weights per expert): a None
            # indexes no dim of the target
            "None first": (None, rng.permutation(7)[:4]),
-           "None last": (np.array([0, 4, 4]), np.array([1, 1, 3]), None)}[case]
+           "None last": (np.array([0, 4, 4]), np.array([1, 1, 3]), None),
+           # an array per dim: one add into the flat view (negative and int32 positions too)
+           "every dim": (np.array([0, -1, 3]), np.array([1, 2, 2]), np.array([4, 0, -5])),
+           "every dim, int32": tuple(k.astype(np.int32) for k in np.nonzero(a > 0.5)),
+           "mask": np.nonzero(a > 0)}[case]
     v = rng.standard_normal(a[key].shape).astype(np.float32)
     want = a.copy()
     np.add.at(want, key, v)
@@ -44,6 +48,10 @@ def test_distinct_positions_found_at_every_size():
         assert distinct(flat)
         flat[-1] = flat[0]
         assert not distinct(flat)
+        run = np.sort(rng.permutation(high)[:n])       # increasing: a mask's positions
+        assert distinct(run)
+        run[n // 2] = run[n // 2 - 1]
+        assert not distinct(run)
 
 
 def test_a_gather_with_none_backpropagates_as_torch():

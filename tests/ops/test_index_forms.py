@@ -101,6 +101,47 @@ def test_gather_and_scatter_add_reject_bad_index():
     assert x.sum().item() == 0.0
 
 
+@pytest.mark.parametrize("shape", [(64, 64), (160, 96), (12, 30, 40), (5000,)])
+def test_boolean_mask_getitem_and_nonzero_match_pytorch(shape):
+    """nonzero over a large n-d mask comes from its flat positions; a mask's backward adds
+    into the flat view. Both must be PyTorch's, the empty mask included."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    for keep in (x > 0.3, np.zeros(shape, bool)):
+        for i, (got, want) in enumerate(zip(tj.nonzero(tj.tensor(keep), as_tuple=True),
+                                            torch.nonzero(torch.tensor(keep), as_tuple=True))):
+            assert got.dtype is tj.int64
+            np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"dim {i}")
+        np.testing.assert_array_equal(tj.nonzero(tj.tensor(keep)).numpy(),
+                                      torch.nonzero(torch.tensor(keep)).numpy())
+        tx, jx = _pair(x)
+        t_out, j_out = tx[torch.tensor(keep)], jx[tj.tensor(keep)]
+        np.testing.assert_array_equal(j_out.detach().numpy(), t_out.detach().numpy())
+        _backward(t_out, j_out, rng)
+        np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8"])
+def test_gather_of_every_index_dtype_matches_pytorch_and_checks_range(dtype):
+    """One unsigned reduction checks both bounds: a negative index of any width is caught,
+    and an index of any integer dtype gathers PyTorch's values."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((32, 9, 5)).astype(np.float32)
+    for dim, ishape in ((1, (32, 1, 5)), (0, (4, 9, 5)), (2, (32, 9, 3))):
+        idx = rng.integers(0, x.shape[dim], ishape).astype(dtype)
+        got = tj.gather(tj.tensor(x), dim, tj.tensor(idx)).numpy()
+        want = torch.gather(torch.tensor(x), dim, torch.tensor(idx.astype(np.int64))).numpy()
+        np.testing.assert_array_equal(got, want)
+        bad = idx.copy()
+        bad.flat[7] = x.shape[dim]
+        with pytest.raises(IndexError, match=f"gather: index {x.shape[dim]} is out of range for dim {dim}"):
+            tj.gather(tj.tensor(x), dim, tj.tensor(bad))
+        if dtype != "uint8":
+            bad.flat[7] = -1
+            with pytest.raises(IndexError, match=f"gather: index -1 is out of range for dim {dim}"):
+                tj.gather(tj.tensor(x), dim, tj.tensor(bad))
+
+
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("dim", [0, 1])

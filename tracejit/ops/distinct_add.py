@@ -6,39 +6,71 @@ import numpy as np
 
 __all__ = ["add_distinct", "distinct"]
 
-
 def add_distinct(view, key, v) -> bool:
     """``view[key] += v`` as one fancy add when `key` (slices, None and integer arrays, each
     array on its own dim, as in the backward of ``x[None, rows]`` or ``w[rows, cols, None]``)
     reaches every element at most once, as a gather's backward does (packed sequences, a
-    permutation): the add is then exact. False (nothing done) for another key
-    or a repeated or out-of-range position (np.add.at's cases)."""
+    permutation, a boolean mask's positions): the add is then exact. False (nothing done)
+    for another key or a repeated or out-of-range position (np.add.at's cases)."""
     flat = None
+    shape = None
+    whole = True   # every item an integer array of one shape: `flat` is the C-order position
     d = -1   # the dim of `view` that `k` indexes (a None inserts one: it indexes none)
     for k in key:
         if k is None:
+            whole = False
             continue
         d += 1
         if type(k) is np.ndarray and k.dtype.kind in "iu" and d < view.ndim:
-            n, a = view.shape[d], k.reshape(-1)
-            if a.size and a.dtype.kind == "i" and a.min() < 0:
-                a = np.where(a < 0, a + n, a)
-            if (a.size and (a.max() >= n or a.min() < 0)) or (flat is not None and a.size != flat.size):
+            n, a = view.shape[d], _wrapped(k.reshape(-1), view.shape[d])
+            if a is None or (flat is not None and a.size != flat.size):
                 return False
+            if shape is None:
+                shape = k.shape
+            elif k.shape != shape:
+                whole = False
             flat = a if flat is None else flat * n + a
         elif type(k) is not slice:
             return False
+        else:
+            whole = False
     if flat is None or not distinct(flat):
         return False
-    view[key] += v
+    if (whole and d == view.ndim - 1 and type(v) is np.ndarray and v.shape == shape
+            and view.flags.c_contiguous):
+        # one index into the flat view, not one per dim (half the add of a mask's backward)
+        view.reshape(-1)[flat] += v.reshape(-1)
+    else:
+        view[key] += v
     return True
 
 
+def _wrapped(a, n: int):
+    """The int64 positions of 1-D `a` along a dim of size `n`, negative ones counted from
+    the end; None where one is out of range."""
+    if not a.size:
+        return a.astype(np.int64, copy=False)
+    if a.dtype.kind == "u":
+        return a.astype(np.int64, copy=False) if int(a.max()) < n else None
+    a = a.astype(np.int64, copy=False)
+    # (one reduction where all lie in [0, n): a negative read as unsigned is past any n)
+    if int(a.view(np.uint64).max()) < n:
+        return a
+    if a.min() < 0:
+        a = np.where(a < 0, a + n, a)
+    if a.max() >= n or a.min() < 0:
+        return None
+    return a
+
+
 def distinct(flat) -> bool:
-    """Whether the integers of 1-D `flat` (>= 0) are all different: a set for a few, a
-    bincount where they are dense, else a sort."""
+    """Whether the integers of 1-D `flat` (>= 0) are all different: a set for a few, an
+    increasing run (a mask's positions are) seen in one pass, a bincount where they are
+    dense, else a sort."""
     if flat.size <= 64:
         return len(set(flat.tolist())) == flat.size
+    if flat[0] < flat[-1] and (flat[1:] > flat[:-1]).all():
+        return True
     if flat.max() <= 8 * flat.size:
         return np.bincount(flat).max() <= 1
     s = np.sort(flat)

@@ -14,9 +14,21 @@ from .shape import reshape
 
 def check_index_range(op: str, index, dim: int, n: int) -> None:
     """Raise naming the first of `index`'s values outside [0, n) (dim `dim` of `op`'s input)."""
-    if index.size and (int(index.min()) < 0 or int(index.max()) >= n):
-        bad = int(index.min()) if int(index.min()) < 0 else int(index.max())
-        raise IndexRangeError(f"{op}: index {bad} is out of range for dim {dim} of size {n}")
+    if not index.size:
+        return
+    # One reduction for both bounds: a negative value read as unsigned is past any n
+    # (min and max cost twice this, most of a small gather).
+    if index.dtype.kind == "i":
+        if int(index.view(_UNSIGNED[index.dtype.itemsize]).max()) < n:
+            return
+    elif int(index.max()) < n:
+        return
+    lo = int(index.min())
+    bad = lo if lo < 0 else int(index.max())
+    raise IndexRangeError(f"{op}: index {bad} is out of range for dim {dim} of size {n}")
+
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _gather_rule(a, index, dim):
@@ -73,13 +85,20 @@ def _flat_positions(index, dim: int, shape: tuple):
     for d in range(len(shape) - 1, -1, -1):
         strides[d] = acc
         acc *= int(shape[d])
-    pos = index.astype(np.int64) * strides[dim]
+    pos = index if index.dtype == np.int64 else index.astype(np.int64)
+    if strides[dim] != 1:
+        pos = pos * strides[dim]
     arange = module_of(index).arange
+    offsets = None
     for d, n in enumerate(index.shape):
         if d != dim and n > 1:
             view = [1] * index.ndim
             view[d] = n
-            pos = pos + (arange(n, dtype=np.int64) * strides[d]).reshape(view)
+            # (each dim's offsets in one arange: a small gather's cost is its calls)
+            step = arange(0, n * strides[d], strides[d], dtype=np.int64).reshape(view)
+            offsets = step if offsets is None else offsets + step
+    if offsets is not None:
+        return pos + offsets
     return pos
 
 

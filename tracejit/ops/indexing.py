@@ -561,10 +561,14 @@ def index_select(a, dim: int, index):
     return bind(GETITEM, a, in_range(index, a.shape[d], "index_select"), spec=(_ALL,) * d + _ONE_TENSOR)
 
 
+_UNRAVEL_SIZE = 8192
+
+
 def nonzero(a, as_tuple: bool = False):
     if trace_state.tracer is not None:
         raise TraceError("nonzero gives a shape that depends on the data, so it cannot be traced")
     xp = np if a.device.type == "cpu" else a._xp()
+<<<<<<< HEAD
     if a.ndim == 0:   # as PyTorch: one element, rows of no coordinates (numpy refuses 0-d)
         n = int(bool(a._data))
         if as_tuple:
@@ -572,6 +576,15 @@ def nonzero(a, as_tuple: bool = False):
         return Tensor._wrap(xp.zeros((n, 0), np.int64), _dt.int64, a.device)
     idx = xp.nonzero(a._data)
     ts = tuple(Tensor._wrap(i.astype(np.int64), _dt.int64, a.device) for i in idx)
+=======
+    if xp is np and a.ndim >= 2 and a._data.size >= _UNRAVEL_SIZE:
+        # numpy's n-d nonzero walks each element's coordinates: the flat positions, then
+        # their coordinates, cost 2-4x less from here (a 256x256 mask: 324 -> 132 us)
+        idx = np.unravel_index(np.flatnonzero(a._data), a._data.shape)
+    else:
+        idx = xp.nonzero(a._data)
+    ts = tuple(Tensor._wrap(i.astype(np.int64, copy=False), _dt.int64, a.device) for i in idx)
+>>>>>>> perf20
     if as_tuple:
         return ts
     return stack(ts, 1) if ts else Tensor._wrap(xp.zeros((0, a.ndim), np.int64), _dt.int64, a.device)

@@ -32,7 +32,7 @@ SHAPES = [((8, 64, 64), 2), ((4, 16, 64, 16), 3), ((4, 16, 64, 16), 1), ((300, 4
 @pytest.mark.parametrize("largest", [True, False])
 def test_topk_gives_the_stable_orders_first_k(dtype, shape, dim, largest):
     a = _with_ties(shape, dtype, len(shape) + dim)
-    k = a.shape[dim] // 5
+    k = min(8, max(2, a.shape[dim] // 10))   # (a k whose insertion pays: `_insertion_pays`)
     got = S.topk_indices(a, dim, largest, True, k)
     assert got is not None           # the loop ran
     want = np.take(_argsort_impl(np, a, dim, largest, True), np.arange(k), axis=dim)
@@ -55,6 +55,9 @@ def test_arg_extremum_is_numpys(dtype, shape, dim, largest):
 def test_declines_what_the_numpy_form_runs():
     a = np.random.default_rng(0).standard_normal((64, 100)).astype(np.float32)
     assert S.topk_indices(a, 1, True, True, 30) is None          # k not a small part of the dim
+    b = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32)
+    assert S.topk_indices(b, 1, True, True, 32) is None          # the partial sort costs less
+    assert S.topk_indices(b, 1, True, True, 16) is not None      # insertion costs less
     assert S.topk_indices(a.astype(np.int64), 1, True, True, 5) is None
     assert S.argmax(a, None, False) is None                      # over the flattened tensor
     assert S.argmax(a[:4, :4], 1, False) is None                 # too small to gain
