@@ -21,7 +21,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.compiler import tiers, workers
-from tracejit.compiler import prepare, tiers_work
+from tracejit.compiler import prepare
 from tracejit.testing import kernel_cache_at
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -307,124 +307,8 @@ def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
     np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())  # bitwise, either path
 
 
-def _staged_parallel_entry(c: float, seed: int):
-    """A background entry whose full plan goes parallel (256 x 128 elements: above
-    PARALLEL_MIN), called once and run until its stage 1 is in: (f, x, w, the eager loss
-    and gradient, [the first call's], its executor)."""
-    def step(x, w):
-        return ((x @ w).tanh() * c + x.sum(1, keepdim=True)).pow(2).mean()
-    rng = np.random.default_rng(seed)
-    x = tj.tensor(rng.standard_normal((256, 128)).astype(np.float32))
-    w = tj.tensor(rng.standard_normal((128, 128)).astype(np.float32) * 0.1, requires_grad=True)
-    eager = _loss_and_grad(step, x, w)
-    f = tj.trace(step, compile="background")
-    seen = [_loss_and_grad(f, x, w)]
-    (ex,) = [e.executor for e in f._entries]
-    assert ex._serial.wait(WAIT_S), ex._failure
-    return f, x, w, eager, seen, ex
-
-
-@pytest.mark.parametrize("kind, keep, c", [("chunks", "parfor", 1.4375), ("chunks", "chunk", 1.5625),
-                                          ("serial", "parfor", 1.6875)])
-def test_stage1_runs_compiled_while_parfor_kernels_compile(monkeypatch, kind, keep, c):
-    # Parfor variants (prange) are held back until `gate` opens: the entry must run the
-    # stage-1 program meanwhile (chunk kernels, or serial kernels only where a loop shape
-    # has no chunk kernel: here FORMS emptied), then switch to the full one; after a
-    # chunk stage the next calls time both programs and keep one (TRIAL_MARGIN forces
-    # which). Results agree with eager on every tier. (Each case has its own constant:
-    # a parfor variant already on disk means no stage 1.)
-    from tracejit.compiler import codegen_chunks
-    if kind == "serial":
-        monkeypatch.setattr(codegen_chunks, "FORMS", ())
-    monkeypatch.setattr(tiers, "TRIAL_MARGIN", -1e9 if keep == "parfor" else 1.0)
-    gate = threading.Event()
-    real_submit = workers.submit
-
-    def submit(source, name_hint, llvm_options=(), later=False, rank=None, until_idle=False):
-        if "prange" not in source:
-            return real_submit(source, name_hint, llvm_options)
-        assert later == (kind == "chunks")   # after a chunk stage parfor jobs queue last
-        assert until_idle == (kind == "chunks")   # ... and wait for an idle core
-        job = workers.Job(-1, source, name_hint, llvm_options)
-
-        def later_run():
-            gate.wait()
-            done = real_submit(source, name_hint, llvm_options)
-            done.event.wait()
-            job._finish(done.ok, done.error, done.seconds, done.compiled)
-        threading.Thread(target=later_run, daemon=True).start()
-        return job
-    monkeypatch.setattr(workers, "submit", submit)
-
-    f, x, w, eager, seen, ex = _staged_parallel_entry(c, 6)
-    assert f.cache_stats()["tiers"] == [kind] and f.cache_stats()["pending_kernels"] >= 1
-    assert f"{kind} kernels" in f.explain(x, w)["tier"]
-    stage = ex._serial_program
-    chunked = [s.chunked for p in _program_plans(stage) for k in p.kernels for s in k._specs.values()]
-    assert any(chunked) == (kind == "chunks")
-    if kind == "chunks":   # a variant a later call renders is a chunk kernel too
-        kernels = [k for p in _program_plans(stage) for k in p.kernels]
-        assert all(k.backend is codegen_chunks.chunk_backend() for k in kernels)
-        spec = kernels[0].backend.render(kernels[0].nest(next(iter(kernels[0]._specs))[0]), True)
-        assert spec.chunked
-    seen.append(_loss_and_grad(f, x, w))   # compiled, stage 1
-    gate.set()
-    assert tj.compiler.wait(f, timeout=WAIT_S)
-    assert f.cache_stats()["tiers"] == ["compiled"]
-    for _ in range(2 * tiers.TRIAL_CALLS + 1):
-        seen.append(_loss_and_grad(f, x, w))   # compiled: the trial, then the program kept
-    assert ex.state == "compiled"
-    assert (ex.program is stage) == (keep == "chunk")
-    assert f._entries[0].executor is ex.program     # the entry runs the program kept
-    for loss, grad in seen:
-        assert loss == pytest.approx(eager[0], rel=1e-5)
-        np.testing.assert_allclose(grad, eager[1], rtol=1e-4, atol=1e-6)
-
-
-def test_the_parfor_upgrade_waits_while_no_core_is_free(monkeypatch):
-    """After a chunk stage the parfor upgrade is held while no core is free
-    (workers.HOLD_POLL_S): the entry goes on running its chunk kernels, which give
-    eager's results; `tj.compiler.wait` releases it, and the entry then switches (trial)."""
-    monkeypatch.setattr(workers._CPUReading, "free", lambda self: 0.0)   # no core free
-    held = []
-    real_submit = workers.submit
-
-    def submit(source, name_hint, llvm_options=(), later=False, rank=None, until_idle=False):
-        job = real_submit(source, name_hint, llvm_options, later, rank, until_idle=until_idle)
-        if until_idle:
-            held.append(job)
-        return job
-    monkeypatch.setattr(workers, "submit", submit)
-
-    f, x, w, eager, seen, ex = _staged_parallel_entry(1.3125, 7)
-    assert held and all(j.hold is not None for j in held)
-    deadline = time.monotonic() + WAIT_S
-    while not ex.upgrade_held() and time.monotonic() < deadline:   # stage 1's jobs finish
-        seen.append(_loss_and_grad(f, x, w))
-    assert ex.upgrade_held() and f.cache_stats()["tiers"] == ["chunks"]
-    for _ in range(3):
-        seen.append(_loss_and_grad(f, x, w))
-    assert not any(j.done() for j in held)   # still held: nothing compiled them
-    assert f.cache_stats()["tiers"] == ["chunks"]
-    assert tj.compiler.wait(f, timeout=WAIT_S)    # the caller waits: released
-    assert all(j.done() and j.ok for j in held)
-    for _ in range(2 * tiers.TRIAL_CALLS + 1):
-        seen.append(_loss_and_grad(f, x, w))
-    assert ex.state == "compiled" and f.cache_stats()["tiers"] == ["compiled"]
-    for loss, grad in seen:
-        assert loss == pytest.approx(eager[0], rel=1e-5)
-        np.testing.assert_allclose(grad, eager[1], rtol=1e-4, atol=1e-6)
-
-
-def _program_plans(program) -> list:
-    plans = [program._infer] if program._infer is not None else []
-    for fwd, bwd, *_ in program._train.values():
-        plans += [p for p in (fwd, bwd) if p is not None]
-    return plans
-
-
 def test_later_jobs_queue_after_the_others():
-    """A parfor upgrade (``later``) queued first still runs after a job submitted later
+    """A LATER job (a kernel only tier 0 asked for) queued first still runs after a job submitted later
     (the optimizer's kernel a caller's array path waits for), and an eager op's kernel
     between the two; shutdown jumps the queue."""
     pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
@@ -440,8 +324,8 @@ def test_a_run_time_variant_queues_behind_the_steady_kernels_asked_before_it(mon
     """A compiled entry's run-time variant (`prepare.prepare_variant`: a strided operand's nd
     layout, run on copies meanwhile) queues at rank STEADY: behind a layer's whole-loop
     kernel queued before it (the compiled step runs both at every call, the loop replacing a
-    numpy loop, the variant only a copy), still ahead of eager kernels and of the parfor
-    upgrade, and behind the plan kernels a switch waits for, even ones submitted after it."""
+    numpy loop, the variant only a copy), still ahead of eager kernels and of LATER jobs,
+    and behind the plan kernels a switch waits for, even ones submitted after it."""
     from tracejit.compiler import diskcache
     pool = workers.CompilePool(0)   # no dispatchers: the queue order is visible
     monkeypatch.setattr(workers, "_pool", pool)
@@ -454,14 +338,14 @@ def test_a_run_time_variant_queues_behind_the_steady_kernels_asked_before_it(mon
             return type("Spec", (), {"source": "# nd parallel variant", "llvm_options": ()})()
         def get(self, layouts, parallel):
             return None
-    upgrade = pool.submit("# parfor upgrade", "up", (), until_idle=True)
+    pool.submit("# tier 0 only", "up", (), later=True)
     eager = pool.submit("# sgd", "eager", (), rank=workers.EAGER)
     loop = pool.submit("# lstm backward loop", "loop", (), rank=workers.STEADY)
     job = prepare.prepare_variant(Kern(), ("nd",), True)
     while pool.jobs.qsize() < 4:   # (its thread submits the worker's job)
         assert not job.done(), job.error
         time.sleep(0.01)
-    plan = pool.submit("# a stage-1 kernel", "plan", ())
+    plan = pool.submit("# a plan kernel", "plan", ())
     taken = [pool.jobs.get()[2] for _ in range(5)]
     assert [j.name_hint for j in taken] == ["plan", "loop", "LM.forward_fwd_g1 nd parallel",
                                             "eager", "up"]
@@ -495,7 +379,7 @@ def test_an_eager_kernel_its_op_stopped_asking_for_goes_after_the_others():
 
 def test_eager_op_kernels_are_submitted_with_the_eager_rank(monkeypatch):
     """compiler/cpu/kernels/vectorized.py submits an eager op's kernel with rank EAGER: a background
-    compile's stage-1 kernels (FIRST) queued after it still go to the workers first."""
+    compile's plan kernels (FIRST) queued after it still go to the workers first."""
     from tracejit.compiler import diskcache
     from tracejit.compiler.cpu.kernels import loader, vectorized
     ranks = []
@@ -677,20 +561,6 @@ def test_on_disk_record_decides_whether_workers_start_ahead(monkeypatch):
     assert calls == [] and g.cache_stats()["tiers"] == ["compiled"]
 
 
-def test_stage1_only_when_it_compiles_less():
-    """A cold disk compiles stage 1 first (chunk kernels cost about a serial kernel, a parfor
-    variant ~2.5x); a nearly warm one (a parfor variant or two missing, as a cache filled by
-    another process's first call leaves) compiles those two rather than every kernel of the
-    stage-1 program (a warm Transformer step: 2 small parfor variants against 28 chunk kernels)."""
-    cold_full = [(3000, False), (4000, True), (5000, True)]
-    cold_stage = [(3000, False), (4200, False), (5300, False)]
-    assert tiers_work.stage1_pays(cold_full, cold_stage)
-    nearly_warm_full = [(507, True)]
-    nearly_warm_stage = [(2500, False)] * 28
-    assert not tiers_work.stage1_pays(nearly_warm_full, nearly_warm_stage)
-    assert not tiers_work.stage1_pays([], [])
-
-
 def test_first_call_skips_the_hint_key_unless_a_hint_prefers_loading(monkeypatch):
     """The hint's key (the graph's text, hashed) costs a first call 1-5 ms: it is computed
     there only when some hint in the cache has preferred loading (tierhints.LOAD_MARK)."""
@@ -863,13 +733,12 @@ def test_a_strided_input_in_a_training_step_gives_eager_values_without_compiling
 
 def test_new_size_classes_of_a_symbolic_entry_never_compile_in_the_call(monkeypatch):
     """After the switch, a symbolic entry's calls with sizes on both sides of PARALLEL_MIN
-    (its plans' serial and parallel twins, chunk kernels here: the trial keeps the chunk
-    program) and the size-1 entry a later call adds compile nothing in this process:
+    (its plans' serial and parallel twins) and the size-1 entry a later call adds compile
+    nothing in this process:
     every variant was planned, compiled by a worker and loaded by the background thread.
     Loss and gradient equal eager's throughout."""
     from tracejit.compiler import diskcache
     from tracejit.threads import PARALLEL_MIN
-    monkeypatch.setattr(tiers, "TRIAL_MARGIN", 1.0)   # the chunk program is kept
 
     def step(x, w):
         h = (x @ w * 1.8125 + 0.5).tanh() * x.sum(1, keepdim=True)
@@ -890,81 +759,15 @@ def test_new_size_classes_of_a_symbolic_entry_never_compile_in_the_call(monkeypa
     check(41)                                          # a second entry, its dim symbolic
     assert f.cache_stats()["dynamic_dims"] and f.cache_stats()["tiers"] == ["compiled", "tier0"]
     assert tj.compiler.wait(f, timeout=WAIT_S)
-    for n in (42, big, 3, big + 5, 7, 2 * big, 9):    # the trial, then the program it kept
+    for n in (42, big, 3, big + 5, 7, 2 * big, 9):
         check(n)
     symbolic = f._entries[1].executor
     assert f.cache_stats()["tiers"] == ["compiled", "compiled"] and getattr(symbolic, "state", "") == ""
-    assert any(s.chunked for p in _program_plans(symbolic) for k in p.kernels for s in k._specs.values())
     check(1)                                           # size 1 stays special: a third entry
     assert tj.compiler.wait(f, timeout=WAIT_S)
     check(1)
     assert f.cache_stats()["tiers"] == ["compiled"] * 3
     assert diskcache.stats()["compiles"] == before
-
-
-def test_only_parfor_variants_call_for_a_stage_1():
-    """A chunk kernel (a rows kernel's share form among them) is serial code (no stage 1 of
-    serial twins for it: the MLP compiled its row kernels twice); a parallel loop-nest kernel
-    is a parfor one, and no variant is on a backend without serial twins."""
-    from types import SimpleNamespace
-    from tracejit.compiler.codegen_chunks import ChunkSpec
-    from tracejit.compiler.codegen_cpu import KernelSpec
-    twin = SimpleNamespace(backend=SimpleNamespace(serial_twin=True))
-    single = SimpleNamespace(backend=SimpleNamespace(serial_twin=False))
-    nest = SimpleNamespace(name="k", mode="flat")
-    parfor = KernelSpec("", nest, True, "map")
-    assert tiers_work._parfor(twin, True, parfor)
-    assert not tiers_work._parfor(single, True, parfor)
-    assert not tiers_work._parfor(twin, False, KernelSpec("", nest, False, "map"))
-    assert not tiers_work._parfor(twin, True, ChunkSpec("", nest, "map", (), None))
-
-
-def test_a_rows_kernels_share_form_leaves_stage_1_a_chunk_stage(monkeypatch):
-    """A graph with a rows kernel in its share form (a paired chunk kernel, not a parfor
-    kernel) and a parfor loop-nest kernel: stage 1 is the chunk program, whose rows kernel is
-    the full program's (one source: one compile), not a serial stage that compiles the rows
-    kernel twice, its serial twin first (a cold Transformer step did so for its row kernels)."""
-    from tracejit.compiler import codegen_chunks
-    monkeypatch.setattr(codegen_chunks, "flat_pairs", lambda: True)   # share forms, any machine
-    lin, ln = tj.nn.Linear(512, 512), tj.nn.LayerNorm(512)
-
-    def f(x, z):   # 1024 x 512 rows: parallel on any thread count from two; z's sum a parfor kernel
-        return (tj.nn.functional.gelu(ln(lin(x))) * 1.8125).tanh().pow(2).mean() + z.tanh().sum(1).pow(2).mean()
-
-    def grads(fn, x, z):
-        for p in (lin.weight, lin.bias, ln.weight, ln.bias):
-            p.grad = None
-        loss = fn(x, z)
-        loss.backward()
-        return float(loss), lin.weight.grad.numpy().copy(), ln.weight.grad.numpy().copy()
-
-    def check(got, want):
-        assert got[0] == pytest.approx(want[0], rel=1e-5)
-        for a, b in zip(got[1:], want[1:]):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-    rng = np.random.default_rng(7)
-    x = tj.tensor(rng.standard_normal((1024, 512)).astype(np.float32))
-    z = tj.tensor(rng.standard_normal((64, 32, 64)).astype(np.float32))
-    eager = grads(f, x, z)
-    g = tj.trace(f, compile="background")
-    check(grads(g, x, z), eager)
-    (ex,) = [e.executor for e in g._entries]
-    assert ex._serial.wait(WAIT_S), ex._failure
-    assert g.cache_stats()["tiers"] == ["chunks"]
-
-    def of_form(variants, specs, form):
-        return [(par, s) for (_, _, par), s in zip(variants, specs) if s.form == form]
-    stage_rows = of_form(ex._serial_variants, ex._serial_specs, "row_passes")
-    full_rows = of_form(ex.variants, ex._specs, "row_passes")
-    assert stage_rows and [s.source for _, s in stage_rows] == [s.source for _, s in full_rows]
-    assert all(par and s.chunked for par, s in stage_rows)   # the share form, not its serial twin
-    assert any(par and s.parfor for par, s in of_form(ex.variants, ex._specs, "rows"))
-    assert all(s.chunked for _, s in of_form(ex._serial_variants, ex._serial_specs, "rows"))
-    check(grads(g, x, z), eager)                      # stage 1
-    assert tj.compiler.wait(g, timeout=WAIT_S)
-    for _ in range(2 * tiers.TRIAL_CALLS + 1):
-        check(grads(g, x, z), eager)                  # the trial, then the program kept
-    assert g.cache_stats()["tiers"] == ["compiled"]
 
 
 def test_explain_and_cache_stats_count_the_kernels_of_every_entry():

@@ -59,11 +59,17 @@ def test_a_module_job_the_pool_never_ran_is_started_again(monkeypatch, tmp_path)
     assert prepare.module_job("src", "m") is again    # a real failure stays failed
 
 
+def _held(pool, source: str, name: str):
+    """A LATER job held (`Job.hold`) until a core is idle or a caller waits."""
+    job = pool.submit(source, name, (), later=True)
+    job.hold = lambda: True
+    return job
+
+
 def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
-    """A parfor upgrade (``until_idle``) is held while no core is free (the program and
-    other processes keep them busy): a job queued meanwhile is taken instead and the
-    upgrade goes back; it runs once a core is free, or at once while a caller waits
-    (`workers.waiting`). An
+    """A held job is not taken while no core is free (the program and other processes
+    keep them busy): a job queued meanwhile is taken instead and the held one goes back;
+    it runs once a core is free, or at once while a caller waits (`workers.waiting`). An
     eager kernel put back because its op stopped asking is held too, until its op asks
     again."""
     monkeypatch.setattr(workers, "SPARE_WINDOW_S", 0.01)
@@ -72,7 +78,7 @@ def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
     free = [0.0]                             # cores neither we nor others used
     monkeypatch.setattr(workers._CPUReading, "free", lambda self: free[0])
     pool = workers.CompilePool(0)    # no dispatcher threads: we play one
-    upgrade = pool.submit("# upgrade", "up", (), until_idle=True)
+    upgrade = _held(pool, "# upgrade", "up")
     assert pool.jobs.queue[0][0] == workers.LATER and upgrade.hold is not None
     got = []
     t = threading.Thread(target=lambda: got.append(pool._when_idle(pool.jobs.get())), daemon=True)
@@ -87,11 +93,11 @@ def test_a_held_job_waits_for_an_idle_core_or_a_waiter(monkeypatch):
     free[0] = 1.0                            # one core idle: it runs
     assert pool._when_idle(item)[2] is upgrade and upgrade.hold is None
     free[0] = 0.0
-    other = pool.submit("# upgrade 2", "up2", (), until_idle=True)
+    other = _held(pool, "# upgrade 2", "up2")
     with workers.waiting():                  # a caller waits for it: not held
         assert pool._when_idle(pool.jobs.get_nowait())[2] is other and other.hold is None
     # a plan that needs a held kernel's module releases it
-    third = pool.submit("# upgrade 3", "up3", (), until_idle=True)
+    third = _held(pool, "# upgrade 3", "up3")
     assert pool.submit("# upgrade 3", "up3", ()) is third and third.hold is None
     # an eager kernel whose op stopped asking: back at rank LATER, held until it asks again
     last = [time.monotonic() - 10 * workers.ASKED_WITHIN_S]
@@ -398,7 +404,7 @@ def test_a_later_job_starts_once_the_queue_settled(monkeypatch):
     item = pool.jobs.get_nowait()
     assert item[2] is halves and pool.jobs.empty()
     # a held job in a dispatcher's hand does not swap for an unsettled LATER one
-    upgrade = pool.submit("# upgrade", "up", (), until_idle=True)
+    upgrade = _held(pool, "# upgrade", "up")
     assert pool._take_runnable() is None and [i[2] for i in sorted(pool.jobs.queue)] == [upgrade]
     pool.jobs.get_nowait()
     with workers.waiting():                                    # a caller waits: at once

@@ -24,7 +24,7 @@ from ..threads import ThreadFlag
 from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
-__all__ = ["enabled", "forced", "chunk_backend", "render", "ChunkSpec", "FORMS", "PAIRED",
+__all__ = ["enabled", "forced", "render", "ChunkSpec", "FORMS", "PAIRED",
            "flat_pairs", "paired"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
@@ -55,7 +55,7 @@ def enabled() -> bool:
 
 def forced():
     """Kernels rendered in this block (by this thread) are chunk kernels where their loop
-    shape allows: the first stage of a background compile (compiler/tiers.py)."""
+    shape allows, whatever ``TRACEJIT_PARALLEL`` says."""
     return _forced.setting()
 
 
@@ -101,22 +101,6 @@ def paired(nest) -> bool:
 
 # False: nested forms keep their parfor kernels where flat ones are paired (A/B measurements)
 _nested_pairs = envflags.flag("TRACEJIT_CHUNK_NESTED_PAIRS")   # (the switch: tests, A/B measurements)
-_CHUNK_BACKEND = None
-
-
-def chunk_backend():
-    """A CPU backend that renders every parallel variant as a chunk kernel where the loop
-    shape allows, whatever ``TRACEJIT_PARALLEL`` says: a background compile's chunk stage."""
-    global _CHUNK_BACKEND
-    if _CHUNK_BACKEND is None:
-        from .backends import CpuBackend
-
-        class ChunkCpuBackend(CpuBackend):
-            def render(self, nest, parallel: bool):
-                with forced():
-                    return super().render(nest, parallel)
-        _CHUNK_BACKEND = ChunkCpuBackend()
-    return _CHUNK_BACKEND
 
 
 class ChunkSpec(KernelSpec):

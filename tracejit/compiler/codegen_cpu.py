@@ -88,12 +88,6 @@ class KernelSpec:
         self.form = form              # the loop shape: see `loop_form`
         self.llvm_options = llvm_options  # set while numba compiles it (llvmopts.applied)
 
-    @property
-    def parfor(self) -> bool:
-        """Whether numba's parfor pass compiles it (2.5x a serial kernel's cost: a tiered
-        compile's stage 1 exists for these, compiler/tiers.py)."""
-        return self.parallel and not self.chunked
-
 
 def loop_form(nest: LoopNest, parallel: bool) -> str:
     """Which loop shape renders `nest`: "map" (flat, no reduction), "flat_reduce",

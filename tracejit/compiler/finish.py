@@ -166,7 +166,7 @@ def run(path: str) -> None:
     whose modules are all there, delete the file. Errors are swallowed: nobody is left."""
     if not start_finishing(path):
         return
-    from . import diskcache
+    from . import diskcache, tierhints
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -181,12 +181,7 @@ def run(path: str) -> None:
                 continue
         for marker, modules in data.get("marks", ()):
             if all(diskcache.on_disk(src, tuple(opts)) for src, opts in modules):
-                try:
-                    os.makedirs(os.path.dirname(marker), mode=0o700, exist_ok=True)
-                    with open(marker, "a"):
-                        pass
-                except OSError:
-                    pass
+                tierhints.touch(marker)
     except Exception:
         pass
     finally:

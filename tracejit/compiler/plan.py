@@ -21,7 +21,7 @@ from ..errors import CompileError
 from ..jit.ir import Eqn, Graph, Literal, Var
 from ..memory import ALIGN_MIN, OutputSlot
 from ..shapes import Sym, contains_sym
-from ..threads import PARALLEL_MIN, ThreadFlag  # PARALLEL_MIN: below it a kernel runs serially
+from ..threads import PARALLEL_MIN  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends
 from .fusion import Group, partition
 from .rowinline import expand_rows_forms
@@ -47,17 +47,6 @@ __all__ = ["Plan"]
 log = logging.getLogger("tracejit.kernels")
 
 _ids = itertools.count()
-# Plans built inside `serial_kernels()` (in that thread) call serial kernels only: a
-# background compile's first stage, while the slow parallel variants compile.
-_serial_only = ThreadFlag()
-
-
-def serial_kernels():
-    """Plans built in this block (by this thread) use the serial variant of every kernel
-    (on backends with serial twins)."""
-    return _serial_only.setting()
-
-
 def _shape_code(shape) -> str:
     parts = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
@@ -284,13 +273,12 @@ class Plan:
         size = " * ".join(dim_args) or "1"
         static = tuple(layouts)
         args = ", ".join(call_args + dim_args)
-        serial_only = self.backend.serial_twin and bool(_serial_only)
         pmin, pname = PARALLEL_MIN, "PARALLEL_MIN"
         if grp.rows and self.backend.name == "cpu":
             # parallel from the group's work, as an eager rows kernel (codegen_cpu_rows)
             from .codegen_cpu_rows import parallel_elements_min
             pmin, pname = parallel_elements_min(kern.nest(static)), f"PMIN{k}"
-        big = static_size is not None and static_size >= pmin and not serial_only
+        big = static_size is not None and static_size >= pmin
         fast_args = args
         # The source is rendered now, so the lowering's own errors surface at capture.
         kern.spec(static, big)
@@ -307,7 +295,7 @@ class Plan:
         # Each variant compiles on the first call that uses it (compiling every twin
         # doubled cold compile time); numba's errors still surface in the capturing call.
         twins = []
-        if (static_size is None or big or not self.backend.serial_twin) and not serial_only:
+        if static_size is None or big or not self.backend.serial_twin:
             twins.append((f"{kname}p", True))
         if not big and self.backend.serial_twin:
             twins.append((f"{kname}s", False))
@@ -318,7 +306,7 @@ class Plan:
         if len(twins) == 2:
             fast = [f"if {size} >= {pname}:", f"    {kname}p({fast_args})",
                     "else:", f"    {kname}s({fast_args})"]
-        consts[pname] = pmin if not serial_only else 1 << 62
+        consts[pname] = pmin
         not_internal = list(dict.fromkeys(v for v in check_contig if not self._from_kernel(v)))
         if not_internal:
             cond = " and ".join(f"{nm(v)}.flags.c_contiguous" for v in not_internal)

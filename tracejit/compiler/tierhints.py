@@ -24,7 +24,7 @@ from typing import Optional
 from . import cacheroot  # (not diskcache: a first call reads a hint; see cacheroot.py)
 
 __all__ = ["key", "read", "write", "prefer_loading", "any_prefers_loading", "mark_on_disk",
-           "on_disk", "on_disk_marker", "LOAD_MARK", "variants", "add_variant"]
+           "on_disk", "on_disk_marker", "touch", "LOAD_MARK", "variants", "add_variant"]
 
 _DIR = "hints"
 LOAD_MARK = "load-first"   # in <root>/hints: some graph's hint prefers loading
@@ -89,11 +89,10 @@ def write(k: str, tier0_s: float, load_s: float) -> None:
         tier0_s, load_s = min(tier0_s, old["tier0_s"]), min(load_s, old["load_s"])
     try:
         _write(path, {"tier0_s": tier0_s, "load_s": load_s})
-        if prefer_loading({"tier0_s": tier0_s, "load_s": load_s}):
-            with open(os.path.join(os.path.dirname(path), LOAD_MARK), "a"):
-                pass
     except OSError:
-        pass
+        return
+    if prefer_loading({"tier0_s": tier0_s, "load_s": load_s}):
+        touch(os.path.join(os.path.dirname(path), LOAD_MARK))
 
 
 def prefer_loading(hint: Optional[dict]) -> bool:
@@ -113,8 +112,13 @@ def any_prefers_loading() -> bool:
 def mark_on_disk(k: Optional[str]) -> None:
     """Record that every kernel of the graph with key `k` is on disk (errors are ignored)."""
     path = _path(k, ".ondisk")
-    if path is None:
-        return
+    if path is not None:
+        touch(path)
+
+
+def touch(path: str) -> None:
+    """Create the marker file `path` and its folder where missing (errors are ignored: a
+    marker is only advice)."""
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         with open(path, "a"):

@@ -5,9 +5,7 @@ A cache miss's entry gets a `TieredExecutor`. Tier 0 (`Tier0`) is the IR interpr
 the ops' eager implementations, so its results equal eager. A background thread (from the
 second call, or once the first step has ended) plans the program, submits missing kernels
 to the compile workers and loads them; the next call after all are in swaps the executor
-under the function's lock. Where parfor kernels are needed, a chunk-kernel (or serial)
-program comes first and the parfor program is an upgrade kept only when a timed trial
-shows it faster. A failed job leaves the entry on tier 0 with one warning.
+under the function's lock. A failed job leaves the entry on tier 0 with one warning.
 ``TRACEJIT_COMPILE=background|sync`` picks the default mode.
 """
 from __future__ import annotations
@@ -37,10 +35,6 @@ log = logging.getLogger("tracejit.compile")  # TRACEJIT_LOG=compile
 # the user's first step (forward, backward, update) ends.
 _GO_AFTER_S = 1.0
 _GO_AFTER_TIER0 = 2.0
-# After a chunk stage: calls of each program timed before keeping one, and how much faster
-# (fraction of the chunk program's best call) the parfor program must be to be kept.
-TRIAL_CALLS = 3
-TRIAL_MARGIN = 0.05
 # A warm entry (every kernel on disk from a previous run: tierhints.on_disk) runs compiled
 # from its second call, which waits for the loads at most this long.
 WARM_WAIT_S = 3.0
@@ -65,7 +59,7 @@ class TieredExecutor(BackgroundWork, Executor):
         self.grad_mode = grad_mode
         self.name = name
         self.entry = None           # the Entry this executor serves (set once it exists)
-        self.state = "new"          # new -> pending [-> trial] -> compiled | failed
+        self.state = "new"          # new -> pending -> compiled | failed
         self.jobs: list = []        # [(workers.Job, kernel, layouts, parallel)]
         self.variants: list = []    # [(kernel, layouts, parallel)] the first call needs
         self.error = ""
@@ -78,16 +72,6 @@ class TieredExecutor(BackgroundWork, Executor):
         self._ready = threading.Event()         # ... and loaded, or the entry failed
         self._work_pid = os.getpid()
         self._failure = ""          # why the background work failed (the switch reports it)
-        # Stage 1: a program over the same graph whose plans call chunk or serial kernels
-        # only (`_stage_kind`), run until the full program's parfor variants are in; None
-        # when no parfor variant must compile.
-        self._serial_program = None
-        self._stage_kind = "serial"
-        self._trial = ([], [])     # call times in the trial: (full program, chunk program)
-        self._serial_variants: list = []
-        self._serial_specs: list = []
-        self._n_serial = 0
-        self._stage1 = True  # False for fn.compile: the caller waits for the full program anyway
         self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time
         self._load_s = 0.0         # (wall: logs, bench_tiers)
         # The same as CPU time of the thread each ran on, for the next process (tierhints):
@@ -98,7 +82,6 @@ class TieredExecutor(BackgroundWork, Executor):
         self._plan_cpu_s = 0.0     # planning (a first call that loads at once plans too)
         self._hint_key = None
         self._prestarted = False    # the workers were started ahead (no on-disk record)
-        self._serial = threading.Event()    # stage 1 loaded: calls run the serial program
         # Set at the second call (or by wait/compile): until then, for at most
         # `_GO_AFTER_S`, the background thread waits so as not to slow the first step.
         self._go = threading.Event()
@@ -122,9 +105,7 @@ class TieredExecutor(BackgroundWork, Executor):
 
     @property
     def tier(self) -> str:
-        if self.state in ("compiled", "trial"):
-            return "compiled"
-        return self._stage_kind if self.state == "pending" and self._serial.is_set() else "tier0"
+        return "compiled" if self.state == "compiled" else "tier0"
 
     def attach(self, entry) -> None:
         self.entry = entry
@@ -135,7 +116,7 @@ class TieredExecutor(BackgroundWork, Executor):
         if self.state == "new" or (self.state == "pending" and not self._submit_done.is_set()):
             return None
         if not self.jobs:   # (loaded in the first call: `_load_at_once`)
-            n = len(self.variants) if self.state in ("compiled", "trial") else 0
+            n = len(self.variants) if self.state == "compiled" else 0
             return n, n
         uniq = list({id(j): j for j, *_ in self.jobs}.values())
         return sum(1 for j in uniq if j.done() and j.ok), len(uniq)
@@ -160,17 +141,11 @@ class TieredExecutor(BackgroundWork, Executor):
             if self._ready_here():
                 self.switch()
                 state = self.state
-            else:
-                serial = self._serial_program
-                if serial is not None and self._serial.is_set() and not self._failure:
-                    return serial(ins)
         if state == "compiled":
             return self.program(ins)
-        if state == "trial":
-            return self._trial_call(ins)
         if state == "new":
             if self._load_at_once(ins):
-                return self(ins)   # compiled, or the chunk stage whose upgrade is held
+                return self(ins)
             self.start(ins)
             t0, began, c0 = time.perf_counter(), time.monotonic(), time.thread_time()
             try:
@@ -203,9 +178,7 @@ class TieredExecutor(BackgroundWork, Executor):
             if self._failure:
                 return False
             if not all(diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._specs):
-                if not self._stage_on_disk():
-                    return False  # tier 0 as usual; the thread reuses the plans
-                return self._load_stage_at_once()
+                return False  # tier 0 as usual; the thread reuses the plans
             self._load()
             if self._failure:
                 return False
@@ -216,36 +189,14 @@ class TieredExecutor(BackgroundWork, Executor):
                  "call was slower)", self.name, len(self.variants), self._load_s)
         return True
 
-    def _load_stage_at_once(self) -> bool:
-        """`_load_at_once` for a graph whose stage-1 kernels are on disk and whose parfor
-        upgrade is not: load the stage now; the background thread submits the upgrade.
-        Under the entry's lock."""
-        t0 = time.perf_counter()
-        try:
-            with coreshare.shorter_switches():
-                for kern, layouts, parallel in self._serial_variants:
-                    kern.get(layouts, parallel)
-        except Exception:
-            return False   # tier 0 as usual
-        self._serial.set()
-        self._submitted_at = time.perf_counter()
-        self.state = "pending"
-        with _pending_lock:
-            _pending.add(self)
-        self._start_work()
-        log.info("%s: loaded its %d %s kernels in the first call (%.3f s; a previous run's "
-                 "tier-0 call was slower); the parfor upgrade waits", self.name,
-                 len(self._serial_variants), self._stage_kind, time.perf_counter() - t0)
-        return True
-
     def _await_warm(self) -> None:
-        """In a call of a warm entry: wait until its kernels (or stage-1 kernels) are loaded,
+        """In a call of a warm entry: wait until its kernels are loaded,
         at most `WARM_WAIT_S` in all; past that, calls run tier 0 until they are in."""
         t0 = time.monotonic()
         if self._warm_since is None:
             self._warm_since = t0
         deadline = self._warm_since + WARM_WAIT_S
-        while self._warm and not (self._ready.is_set() or self._serial.is_set()):
+        while self._warm and not self._ready.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 self._warm = False
@@ -336,45 +287,7 @@ class TieredExecutor(BackgroundWork, Executor):
             if self._failure:  # reported here, in a caller's thread: one warning
                 self._fail(self._failure)
                 return None
-            return self._switch_locked()
-
-    def _switch_locked(self):
-        if self._stage_kind == "chunks" and self._serial_program is not None \
-                and self._serial.is_set():
-            # Both programs are loaded: the next calls time them (`_trial_call`).
-            self.state = "trial"
-            log.info("%s: parfor kernels in after %.2f s; timing them against the chunk "
-                     "kernels", self.name, time.perf_counter() - self._submitted_at)
-            return None
-        return self._finish_switch()
-
-    def _trial_call(self, ins):
-        """A call in the trial: runs the program with fewer timed calls; once each has
-        `TRIAL_CALLS`, keeps the parfor program if measurably faster, else the chunk one."""
-        with self._lock:
-            if self.state != "trial":
-                prog = None
-            else:
-                k = 0 if len(self._trial[0]) <= len(self._trial[1]) else 1
-                prog = self.program if k == 0 else self._serial_program
-        if prog is None:
-            return self(ins)   # decided meanwhile
-        t0 = time.perf_counter()
-        out = prog(ins)
-        dt = time.perf_counter() - t0
-        with self._lock:
-            if self.state == "trial":
-                self._trial[k].append(dt)
-                if min(len(t) for t in self._trial) >= TRIAL_CALLS:
-                    full, chunks = (min(t) for t in self._trial)
-                    keep_full = full < chunks * (1.0 - TRIAL_MARGIN)
-                    log.info("%s: best call %.2f ms with parfor kernels, %.2f ms with chunk "
-                             "kernels: keeping the %s kernels", self.name, full * 1e3,
-                             chunks * 1e3, "parfor" if keep_full else "chunk")
-                    if not keep_full:
-                        self._program = self._serial_program
-                    self._finish_switch()
-        return out
+            return self._finish_switch()
 
     def _finish_switch(self):
         if self._tier0_cpu_s is not None and self._hint_key:
@@ -383,7 +296,6 @@ class TieredExecutor(BackgroundWork, Executor):
             tierhints.write(self._hint_key, self._tier0_cpu_s, self._plan_cpu_s + self._load_cpu_s
                             + max(self._numba_cpu_s, tierhints.NUMBA_IMPORT_CPU_S))
         self.state = "compiled"
-        self._serial_program = None  # its kernels stay loaded (shared sources); its plans go
         entry = self.entry
         if entry is not None:
             entry.set_executor(self.program)  # callers see the old hit function or the new one
@@ -417,7 +329,7 @@ class TieredExecutor(BackgroundWork, Executor):
         timeout."""
         from . import workers
         self._go.set()
-        with workers.waiting():   # a held parfor upgrade is what we wait for: no longer held
+        with workers.waiting():   # held jobs (worker_choice.py) are what we wait for: no longer held
             while self.state == "pending":
                 if not self._ready_here():
                     remaining = None if deadline is None else deadline - time.monotonic()
@@ -428,17 +340,8 @@ class TieredExecutor(BackgroundWork, Executor):
                 self.switch()   # (a failure warns here, once)
         return self.state != "failed"
 
-    def upgrade_held(self) -> bool:
-        """Whether the entry runs its chunk stage and all it still waits for is a parfor
-        upgrade held until the program leaves a core idle (workers.HOLD_POLL_S)."""
-        if self.state != "pending" or not self._serial.is_set():
-            return False
-        left = [j for j, *_ in self.jobs if not j.done()]
-        return bool(left) and all(j.hold is not None for j in left)
-
     # ---- what explain, check mode and fn.compile ask of an executor ---------------------
     def precompile(self, ins, grad_mode: bool) -> None:
-        self._stage1 = False
         self._go.set()
         self.start(ins)
         self.wait(None)
@@ -458,13 +361,6 @@ class TieredExecutor(BackgroundWork, Executor):
         tally = f"{done} of {total} kernels in"
         if self.state == "compiled":
             return f"compiled kernels (switched from tier 0); {tally}"
-        if self.state == "trial":
-            return f"compiled kernels (timing the parfor kernels against the chunk kernels); {tally}"
-        if self.tier != "tier0":
-            how = ("held until the program leaves a core idle (or a wait)" if self.upgrade_held()
-                   else "still compiling in workers")
-            return (f"compiled {self._stage_kind} kernels (stage 1); {tally}, the other {pending} "
-                    f"(parfor) {how}")
         if pending:
             return f"tier 0 (the IR interpreter); {tally}, {pending} still compiling in workers"
         return f"tier 0 (the IR interpreter); {tally}, loading them"

@@ -1,6 +1,6 @@
 """A tiered entry's background work (part of tiers.py's `TieredExecutor`): plan the
-compiled program in a thread, submit its missing kernels to the compile workers (a serial
-or chunk stage 1 first where that pays), wait for them and load them."""
+compiled program in a thread, submit its missing kernels to the compile workers, wait for
+them and load them."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +10,7 @@ import time
 from . import forkguard, tierhints
 from .cpu.runtime import coreshare
 
-__all__ = ["BackgroundWork", "PARFOR_COST", "stage1_pays"]
+__all__ = ["BackgroundWork"]
 
 log = logging.getLogger("tracejit.compile")
 
@@ -18,26 +18,6 @@ log = logging.getLogger("tracejit.compile")
 # a lock or import held by a thread it lacks. Rank 0: the outermost lock a fork takes.
 _planning = threading.RLock()
 forkguard.hold(_planning, rank=0)
-
-
-# numba's cost of a parfor variant against a serial or chunk kernel of the same source
-# size: 2.2-2.6x measured (the MLP backward's largest group: 1.8-2.3 s against 4.71 s).
-PARFOR_COST = 2.5
-
-
-def stage1_pays(full_missing: list, stage_missing: list) -> bool:
-    """Whether compiling stage 1's missing kernels is cheaper than compiling the full
-    program's missing ones: each list holds (source length, is a parfor variant) per
-    kernel to compile; compile cost ~ source length, `PARFOR_COST` times for parfor."""
-    def cost(kernels):
-        return sum(n * (PARFOR_COST if parfor else 1.0) for n, parfor in kernels)
-    return cost(stage_missing) < cost(full_missing)
-
-
-def _parfor(kern, parallel: bool, spec) -> bool:
-    """Whether a kernel variant is a parfor one (what stage 1 is for): a parallel variant
-    on a backend with serial twins, not a chunk kernel (serial code, cheap to compile)."""
-    return parallel and kern.backend.serial_twin and spec.parfor
 
 
 class BackgroundWork:
@@ -92,32 +72,13 @@ class BackgroundWork:
             on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
                      len(variants), time.perf_counter() - t0, on_disk.count(False))
-            # Stage 1 only when a parfor variant must compile (a chunk kernel compiles
-            # about as fast as its serial twin).
-            if self._stage1 and any(_parfor(kern, par, spec) and not ok
-                                    for (kern, _, par), spec, ok in zip(variants, self._specs, on_disk)):
-                t1 = time.perf_counter()
-                self._plan_stage1(ins)
-                log.info("%s: planned stage 1 (%s kernels) in %.2f s", self.name, self._stage_kind,
-                         time.perf_counter() - t1)
-                full = [(len(sp.source), _parfor(kern, par, sp))
-                        for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk) if not ok]
-                stage = [(len(sp.source), False) for sp in {sp.source: sp for sp in self._serial_specs
-                         if not diskcache.is_cached(sp.source, sp.llvm_options)}.values()]
-                if self._serial_program is not None and not stage1_pays(full, stage):
-                    # A nearly warm disk (a parfor variant or two missing): compiling them
-                    # costs less than the whole stage-1 program's kernels.
-                    log.info("%s: no stage 1: %d missing kernels compile faster than its %d",
-                             self.name, len(full), len(stage))
-                    self._set_stage("serial", None, [], [])
-            if all(on_disk) or self._upgrade_only(variants, on_disk):
-                # (a chunk stage on disk whose parfor upgrade is held: workers.HOLD_POLL_S)
+            if all(on_disk):
                 tierhints.mark_on_disk(self._graph_key())
                 if self._prestarted:  # started ahead for nothing: give their CPU back
                     workers.release_idle()
             else:
                 self._warm = False   # (pruned since): calls stop waiting, tier 0 runs
-            if not (all(on_disk) or self._upgrade_only(variants, on_disk)) and prestart:
+            if not all(on_disk) and prestart:
                 # Workers take 1-3 s to start (Python, numba, a first compile): start
                 # them now (if not yet), while the jobs are submitted.
                 workers.prestart()
@@ -127,52 +88,6 @@ class BackgroundWork:
         self.variants = variants
         self._planned = True
         self._ins = None
-
-    def _upgrade_only(self, variants: list, on_disk: list) -> bool:
-        """Whether all this graph has to compile is a parfor upgrade after a chunk stage on
-        disk: the upgrade is held until a core is idle, so no worker need start now."""
-        return self._stage_kind == "chunks" and all(
-            ok or _parfor(kern, par, sp)
-            for (kern, _, par), sp, ok in zip(variants, self._specs, on_disk)) \
-            and self._stage_on_disk()
-
-    def _stage_on_disk(self) -> bool:
-        """Whether this graph has a stage-1 program and the disk holds all its kernels."""
-        from . import diskcache
-        return self._serial_program is not None and all(
-            diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._serial_specs)
-
-    def _plan_stage1(self, ins) -> None:
-        """Stage 1: the program with chunk kernels where every parallel variant has one,
-        else with serial kernels only."""
-        from . import codegen_chunks
-        from .plan import serial_kernels
-        if self.program.backend.name == "cpu":
-            program, variants, specs = self._stage_program(ins, codegen_chunks.forced())
-            # A rows kernel's share form is no parfor kernel: the chunk stage runs the same
-            # source as the full program, so it compiles once.
-            if all(spec.chunked or not _parfor(kern, par, spec)
-                   for (kern, _, par), spec in zip(variants, specs) if par):
-                # A variant a later call of this program renders (another size class)
-                # must be a chunk kernel too, whichever thread renders it.
-                backend = codegen_chunks.chunk_backend()
-                for kern, _, _ in variants:
-                    kern.backend = backend
-                self._set_stage("chunks", program, variants, specs)
-                return
-        program, variants, specs = self._stage_program(ins, serial_kernels())
-        if not any(par for _, _, par in variants):  # else not serial after all: no stage 1
-            self._set_stage("serial", program, variants, specs)
-
-    def _stage_program(self, ins, context):
-        """A program over the same graph planned (and its first call's kernels rendered)
-        inside `context`: (program, variants, specs)."""
-        from .executor import CompiledProgram
-        program = self.program
-        stage = CompiledProgram(program.graph, name=program.name)
-        with context:
-            variants, specs = self._specs_of(self._variants_of(stage.plans_for(ins, self.grad_mode)))
-        return stage, variants, specs
 
     def _variants_of(self, plans: list) -> list:
         """[(kernel, layouts, parallel)]: the variants the first call of `plans` uses and
@@ -223,38 +138,24 @@ class BackgroundWork:
         """A variant no plan listed was needed (and is now loaded): the next process plans it."""
         tierhints.add_variant(self._graph_key(), kern.label, layouts, parallel)
 
-    def _set_stage(self, kind: str, program, variants: list, specs: list) -> None:
-        self._stage_kind = kind
-        self._serial_specs = specs
-        self._serial_variants = variants
-        self._serial_program = program
-
     def _submit(self) -> None:
         from . import diskcache, workers
         jobs, pairs = [], []
         try:
             # Longest first (longest-processing-time-first scheduling: the last job to
-            # finish is a short one); the serial stage's variants come first.
-            todo = sorted(zip(self._serial_variants, self._serial_specs), key=lambda t: -len(t[1].source))
+            # finish is a short one), parallel variants first.
             order = sorted(range(len(self.variants)), key=lambda k: (
                 not self.variants[k][2], -len(self._specs[k].source)))
-            todo += [(self.variants[k], self._specs[k]) for k in order]
+            todo = [(self.variants[k], self._specs[k]) for k in order]
             for (kern, layouts, parallel), spec in todo:
                 if diskcache.is_cached(spec.source, spec.llvm_options):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
                     job._finish(True)  # nothing to compile: loaded below
-                elif self._stage_kind == "chunks" and self._serial_program is not None \
-                        and _parfor(kern, parallel, spec):
-                    # After a chunk stage the parfor kernels are an upgrade: other jobs go
-                    # first, and it waits for an idle core or a caller's wait.
-                    job = workers.submit(spec.source, kern.label, spec.llvm_options, later=True,
-                                         until_idle=True)
                 else:
                     job = workers.submit(spec.source, kern.label, spec.llvm_options)
                 jobs.append((job, kern, layouts, parallel))
                 if getattr(spec, "pair", ""):
                     pairs.append((job, kern, spec))
-            self._n_serial = len(self._serial_variants)
             # A chunk kernel's GIL-free pair (cshares.py): its module loads the kernel's, so
             # it goes after the plan's kernels, each to be taken once its kernel is in.
             from .cpu.runtime import cshares
@@ -271,9 +172,8 @@ class BackgroundWork:
             from . import finish
             self._mark = finish.when_cached(marker, [(j.source, j.llvm_options)
                                                      for j, *_ in jobs if j.source])
-        log.info("%s: %d of %d kernel jobs compiling in workers (%d variants, %d of stage 1); "
-                 "running on tier 0 meanwhile", self.name, missing, len(jobs), len(self.variants),
-                 self._n_serial)
+        log.info("%s: %d of %d kernel jobs compiling in workers (%d variants); running on tier 0 "
+                 "meanwhile", self.name, missing, len(jobs), len(self.variants))
         self._submit_done.set()
 
     def _wait_jobs(self) -> None:
@@ -284,11 +184,6 @@ class BackgroundWork:
             if job.lost():  # we were forked from the process that submitted it
                 self.jobs[k] = (workers.submit(job.source, job.name_hint, job.llvm_options), kern, lay, par)
                 continue
-            if job.hold is not None and self._serial.is_set() \
-                    and all(j.done() or j.hold is not None for j, *_ in self.jobs[k:]):
-                # All left is the held parfor upgrade: the next process need not start a
-                # worker ahead for it (`_upgrade_only`).
-                tierhints.mark_on_disk(self._graph_key())
             job.event.wait()  # a hung worker is killed by its dispatcher's timeout
             k += 1
             if job.ok and kern is not None and not self._failure:
@@ -302,12 +197,6 @@ class BackgroundWork:
                     self._load_cpu_s += time.thread_time() - c0
                 except Exception as exc:
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
-            if k == self._n_serial and k and not self._failure and not self._serial.is_set() \
-                    and all(j.ok for j, *_ in self.jobs[:k]):
-                log.info("%s: %s kernels in after %.2f s; running them while the parfor "
-                         "ones compile", self.name, self._stage_kind,
-                         time.perf_counter() - self._submitted_at)
-                self._serial.set()
         for job, kern, layouts, parallel in self.jobs:
             if job.ok and job.id:
                 log.info("%s: kernel %s %s%s %s in a worker in %.3f s", self.name, kern.label,

@@ -115,10 +115,6 @@ class waiting:
         return False
 
 
-def _always() -> bool:
-    return True
-
-
 def _timeout() -> float:
     t = envflags.number("TRACEJIT_COMPILE_TIMEOUT")
     return _DEFAULT_TIMEOUT_S if t is None else t
@@ -181,22 +177,18 @@ class CompilePool(JobChoice):
                              name=f"tracejit-compile-{i}").start()
 
     def submit(self, source: str, name_hint: str, llvm_options: tuple, later: bool = False,
-               rank: int | None = None, after: Optional[Job] = None, asked=None,
-               until_idle: bool = False) -> Job:
+               rank: int | None = None, after: Optional[Job] = None, asked=None) -> Job:
         with self._lock:
             key = (source, tuple(llvm_options))
             job = self.by_source.get(key)
             if job is not None and not (job.done() and not job.ok):
                 if asked is None:
                     job.asked = None   # someone needs it without an op's asking: never put back
-                if not until_idle:
-                    job.hold = None    # ... nor held
+                job.hold = None        # ... nor held
                 return job
             job = Job(next(self._ids), source, name_hint, llvm_options, after, asked)
-            if until_idle:
-                job.hold = _always
             self.by_source[key] = job
-        rank = LATER if until_idle else rank if rank is not None else LATER if later else FIRST
+        rank = rank if rank is not None else LATER if later else FIRST
         if rank < LATER:
             self.stirred = time.monotonic()
         self.jobs.put((rank, job.id, job))
@@ -407,13 +399,12 @@ def _get_pool() -> CompilePool:
 
 
 def submit(source: str, name_hint: str, llvm_options: tuple = (), later: bool = False,
-           rank: int | None = None, after: Optional[Job] = None, asked=None,
-           until_idle: bool = False) -> Job:
+           rank: int | None = None, after: Optional[Job] = None, asked=None) -> Job:
     """Queue `source` for a worker; returns its `Job` (shared with identical ones). `later`
     (rank LATER) waits until the queue has settled; `rank` places it explicitly; `after`:
     taken once that job is done; `asked`: gives when the op last asked and its longest gap
-    (`ASKED_WITHIN_S`); `until_idle`: held until a core is idle or a caller waits."""
-    return _get_pool().submit(source, name_hint, llvm_options, later, rank, after, asked, until_idle)
+    (`ASKED_WITHIN_S`)."""
+    return _get_pool().submit(source, name_hint, llvm_options, later, rank, after, asked)
 
 
 def promote(job: Job, rank: int) -> bool:
