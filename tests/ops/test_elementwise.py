@@ -85,3 +85,14 @@ def test_extremum_gradients_at_ties_and_nans_as_torch(name):
         grads.append((a.grad.numpy(), b.grad.numpy()))
     np.testing.assert_array_equal(grads[1][0], grads[0][0])
     np.testing.assert_array_equal(grads[1][1], grads[0][1])
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_sign_of_nan_and_negative_zero_as_torch(compiled):
+    torch = pytest.importorskip("torch")
+    data = [float("nan"), -0.0, 0.0, -2.0, float("inf")]
+    want = torch.tensor(data).sign().numpy()
+    f = tj.compile(lambda a: a.sign() * 1.0) if compiled else (lambda a: a.sign())
+    got = f(tj.tensor(data)).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

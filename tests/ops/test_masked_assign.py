@@ -60,7 +60,16 @@ def _mask_written_twice(lib, a, b):
     return a
 
 
-CAPTURED = [_same_mask, _rows, _row_value, _number, _zero_dim, _integers, _mask_written_twice]
+def _updates(lib, a, b):
+    a = a * 1.0
+    m = b > 0
+    a[m] += 1.0
+    a[m] *= 2.0
+    a[b < 0] = -b[b < 0] / 4.0 + 1.0
+    return a
+
+
+CAPTURED = [_same_mask, _rows, _row_value, _number, _zero_dim, _integers, _mask_written_twice, _updates]
 
 
 @pytest.mark.parametrize("fn", CAPTURED, ids=lambda f: f.__name__)
@@ -108,6 +117,7 @@ OTHER_USES = {
     "another_operand": lambda a, b: a.clone().__setitem__(b > 0, b[a > 0]),
     "other_shape": lambda a, b: b[:, :2].clone().__setitem__(b[:, :2] > 0, a[b > 0]),
     "arithmetic": lambda a, b: a[b > 0] * 2.0,
+    "with_a_tensor": lambda a, b: a.clone().__setitem__(b > 0, a[b > 0] * b[b > 0]),
 }
 
 

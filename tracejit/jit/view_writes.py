@@ -212,8 +212,12 @@ def alias(out, prim, a) -> None:
     returns its operand itself eagerly but keeps a node in the graph. With `prim` None,
     make it no view: a view op that copies eagerly (a reshape numpy cannot view)."""
     from .tracer import Tracer
-    if isinstance(out, Tracer):
-        out._view_src = view_source(out._trace, prim, (a,), {}) if prim is not None else None
+    if not isinstance(out, Tracer):
+        return
+    if prim is None:
+        out._view_src = None
+    elif getattr(a, "_trace", None) is out._trace:   # (not a value from outside a branch body)
+        out._view_src = view_source(out._trace, prim, (a,), {})
 
 
 def same_value(a, b) -> bool:

@@ -303,8 +303,16 @@ def _erf_impl(xp, a):
 ERF = _unary("erf", _erf_impl, lambda g, out, a: (g * exp(neg(a * a)) * (2.0 / math.sqrt(math.pi)),),
              lambda e, a: e.call("erf", a))
 # (a zero gradient, not none: the result requires grad, as PyTorch's)
-SIGN = _unary("sign", _ufunc1("sign"), lambda g, out, a: (_zeros(g),),
-              lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {a}))",
+def _sign_impl(xp, a):
+    r = xp.sign(a)
+    if r.dtype.kind != "f":
+        return r
+    zero = r.dtype.type(0)
+    return xp.asarray(xp.where(r != r, zero, r) + zero)   # (nan and -0.0: +0.0, as PyTorch's)
+
+
+SIGN = _unary("sign", _sign_impl, lambda g, out, a: (_zeros(g),),
+              lambda e, a: f"({e.const(1)} if {a} > {e.const(0)} else ({e.const(-1)} if {a} < {e.const(0)} else {e.const(0)}))",
               int_to_float=False, save_in=False)
 FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (_zeros(g),),
                lambda e, a: e.call("floor", a), int_to_float=False, save_in=False, no_bool=True)

@@ -4,7 +4,8 @@ Indexing with a boolean mask selects as many elements as the mask holds True, so
 cannot give ``b[mask]`` a shape. Written straight back through the same mask into a tensor
 of b's shape, the selection is ``where(mask, b, a)`` in place, and a value of the shape one
 selected element has (a number, a 0-d tensor, a row) is ``where(mask, v, a)``. The mask
-may be one tensor or the same expression written twice (``a[b > 0] = b[b > 0]``). While
+may be one tensor or the same expression written twice (``a[b > 0] = b[b > 0]``), and
+the selection may meet numbers on the way (``a[mask] += 1``, ``b[mask] * 2``). While
 capturing, ``b[mask]`` is therefore a `MaskedValues`: remembered, not computed. Assigning it
 through the same mask into a tensor of b's shape is the ``where``; any other use raises the
 error boolean-mask indexing always raised there, so the function runs eagerly as before.
@@ -21,7 +22,7 @@ __all__ = ["MaskedValues", "MASK_ERROR", "select", "assign"]
 MASK_ERROR = ("indexing with a boolean mask gives a shape that depends on the data, so it cannot "
               "be traced; use tracejit.where(mask, x, 0) or x.masked_fill(~mask, 0) instead")
 
-_OWN = frozenset(("_src", "_mask", "__class__", "__repr__", "__str__"))
+_OWN = frozenset(("_src", "_mask", "_apply", "__class__", "__repr__", "__str__"))
 
 
 class MaskedValues(Tensor):
@@ -38,6 +39,39 @@ class MaskedValues(Tensor):
         return "<the elements of a tensor at a boolean mask, while capturing>"
 
     __str__ = __repr__
+
+    def _apply(self, fn, other) -> "MaskedValues":
+        # elementwise with a number commutes with the selection: ``b[mask] * 2`` is
+        # ``(b * 2)[mask]`` (``a[mask] += 1`` reads, adds and writes back so)
+        if not isinstance(other, (bool, int, float)):
+            raise TraceError(MASK_ERROR)
+        return select(fn(self._src, other), self._mask)
+
+    def __add__(self, o):
+        return self._apply(lambda t, v: t + v, o)
+
+    def __radd__(self, o):
+        return self._apply(lambda t, v: v + t, o)
+
+    def __sub__(self, o):
+        return self._apply(lambda t, v: t - v, o)
+
+    def __rsub__(self, o):
+        return self._apply(lambda t, v: v - t, o)
+
+    def __mul__(self, o):
+        return self._apply(lambda t, v: t * v, o)
+
+    def __rmul__(self, o):
+        return self._apply(lambda t, v: v * t, o)
+
+    def __truediv__(self, o):
+        return self._apply(lambda t, v: t / v, o)
+
+    def __neg__(self):
+        return select(-self._src, self._mask)
+
+    __iadd__, __isub__, __imul__, __itruediv__ = __add__, __sub__, __mul__, __truediv__
 
 
 def _mask_of(a, index):

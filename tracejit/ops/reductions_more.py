@@ -256,9 +256,10 @@ def logcumsumexp(input, dim: int):
     d = normalize_dim(dim, input.ndim, "logcumsumexp")
     if input.ndim and input.shape[d] == 0:
         return input.clone()   # (nothing to accumulate; amax would refuse the empty dim)
-    m = amax(input, d, keepdim=True).detach()
-    m = where(m == float("-inf"), 0.0, m)
-    return log(cumsum(exp(input - m), d)) + m
+    if input.ndim == 0:
+        return input * 1.0
+    from .logcumsumexp_prim import logcumsumexp_dim   # (one primitive, eager and traced)
+    return logcumsumexp_dim(input, d)
 
 
 def count_nonzero(input, dim=None):
