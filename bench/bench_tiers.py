@@ -22,18 +22,13 @@ Probes (``--probes``; each a fresh process; "cold" = an empty private kernel cac
   breakdown of where the seconds go (numba's own timers: ``llvm_lock`` is time in LLVM,
   the rest of ``compiler_lock`` is numba's typing and lowering);
 - ``background_cold``: first step in background mode, the steps until the entry runs
-  its stage-1 kernels (chunk kernels, or serial kernels where a loop shape has no chunk
-  kernel), until it runs its final kernels (after the parfor kernels are in and timed
-  against the chunk kernels; training goes on meanwhile), and until every eager and
+  its compiled kernels (training goes on meanwhile), and until every eager and
   hand-written kernel its ops asked for is in (convolution's fold, BatchNorm, pooling, the
   recurrent loops: numpy's forms run them until then), the compiled step; and the first
-  step on compiled kernels (a chunk stage, which the trial mostly keeps, or the final ones)
-  with every kernel it asked for in, row kernels' GIL-free pairs included
-  (``step_kernels_in_s``: the final switch waits for the parfor upgrade, the step does not);
-  the parfor upgrade after a chunk stage is held while the step keeps both cores (compiler/
-  workers.py, `HOLD_POLL_S`): "final kernels" then reads "held" and names when the loop saw
-  it so; and the first step after that with no worker compiling during it (``quiet_s``,
-  "no worker compiling after"): from then on the step runs at its full speed;
+  step on compiled kernels with every kernel it asked for in, row kernels' GIL-free pairs
+  included (``step_kernels_in_s``); and the first step after that with no worker compiling
+  during it (``quiet_s``, "no worker compiling after"): from then on the step runs at its
+  full speed;
 - ``background_wait``: the same, but after the first step the caller waits
   (``tj.compiler.wait()``): the compile's own time with the workers alone on the cores;
 - ``warm_disk``: first step of a fresh process whose cache a cold run filled, in both
@@ -160,43 +155,22 @@ def probe(name: str) -> dict:
     if os.environ.get("BENCH_FIRST_ONLY") and name == "background_cold":
         return out
     if name == "background_wait":  # the same, but the caller waits instead of training on
-        # Until stage 1 runs, or every kernel is in when there is no stage 1 (chunk
-        # kernels, TRACEJIT_PARALLEL=chunks; the switch is at the next call).
-        while not all(s in STAGED for f in fns for s in f.cache_stats()["tiers"]):
-            if not any(f.cache_stats()["pending_kernels"] for f in fns):
-                break
-            time.sleep(0.05)
-            if time.perf_counter() - t > 600:
-                break
-        kinds = [s for f in fns for s in f.cache_stats()["tiers"] if s in ("serial", "chunks")]
-        if kinds:
-            out["stage1_s"] = time.perf_counter() - t  # stage 1: chunk or serial kernels
-            out["stage1"] = kinds[0]
-            if kinds[0] == "chunks":  # the stage's steps (the workers compile meanwhile)
-                out["stage1_step_s"] = _median_step(step)
         tj.compiler.wait()
         step()
         out["all_in_s"] = time.perf_counter() - t
-        for _ in range(8):  # a trial of parfor against chunk kernels takes a few calls
-            step()
         out["full_speed_s"] = out["all_in_s"]
         out["kept"] = _kept(fns)
     if name == "background_cold":
         steps = 1
-        while (any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"])
-               or _in_trial(fns)) and not _upgrade_held(fns):
-            _note_stage1(out, fns, t, steps)
+        while any(s != "compiled" for f in fns for s in f.cache_stats()["tiers"]):
             _timed_ask(step, fns, t, steps, out)
             steps += 1
             if time.perf_counter() - t > 600:
                 break
-        if _upgrade_held(fns):   # (it may end the loop in the step the stage came in)
-            _note_stage1(out, fns, t, steps)
         out["full_speed_s"] = time.perf_counter() - t
         out["steps_to_full_speed"] = steps
-        out.setdefault("tier0_steps", steps)
+        out["tier0_steps"] = steps
         out["kept"] = _kept(fns)
-        out["upgrade_held"] = _upgrade_held(fns)
         # The plans' kernels are in; the hand-written and eager kernels their ops call
         # (convolution's fold, BatchNorm, pooling, the recurrent loops) come on their own
         # time, and until they do those ops run their numpy forms: the step is at full
@@ -308,8 +282,7 @@ STALL_S = 60.0    # no eager kernel arrived for this long: report what is still 
 
 def _timed_ask(step, fns, t: float, steps: int, out: dict) -> None:
     """One step of the way to the final kernels; notes the first step that ran on compiled
-    kernels (a chunk stage, whose kernels the trial mostly keeps, or the final ones; not
-    a serial stage) with no eager or hand-written kernel, nor a row kernel's GIL-free pair
+    kernels with no eager or hand-written kernel, nor a row kernel's GIL-free pair
     (compiler/cpu/runtime/cshares.py), that it asked for still pending."""
     from tracejit.compiler.cpu.runtime import cshares
     from tracejit.compiler.cpu.kernels import vectorized
@@ -350,22 +323,6 @@ def _until_workers_quiet(step, out: dict) -> None:
     since = time.perf_counter()
     while "quiet_s" not in out and time.perf_counter() - since < STALL_S:
         step()
-
-
-def _note_stage1(out: dict, fns, t: float, steps: int) -> None:
-    if "stage1_s" not in out and all(s in STAGED for f in fns for s in f.cache_stats()["tiers"]):
-        out["stage1_s"] = time.perf_counter() - t
-        out["tier0_steps"] = steps
-        out["stage1"] = ",".join(f.cache_stats()["tiers"][0] for f in fns)
-
-
-def _upgrade_held(fns) -> bool:
-    """Whether every entry not yet switched runs its chunk stage and waits only for a parfor
-    upgrade held until the program leaves a core idle (compiler/workers.py, `Job.hold`):
-    training on, it does not come."""
-    waiting = [e.executor for f in fns for e in f.entries
-               if getattr(e.executor, "state", "compiled") != "compiled"]
-    return bool(waiting) and all(getattr(ex, "upgrade_held", lambda: False)() for ex in waiting)
 
 
 def _note_kernels_in(out: dict, t: float, steps: int) -> None:
@@ -435,9 +392,6 @@ def _time_captures() -> list:
     return times
 
 
-STAGED = ("serial", "chunks", "compiled")
-
-
 def _median_step(step, n=5) -> float:
     ts = []
     for _ in range(n):
@@ -445,11 +399,6 @@ def _median_step(step, n=5) -> float:
         step()
         ts.append(time.perf_counter() - t1)
     return sorted(ts)[n // 2]
-
-
-def _in_trial(fns) -> bool:
-    """Whether an entry still times parfor against chunk kernels (compiler/tiers.py)."""
-    return any(getattr(e.executor, "state", "") == "trial" for f in fns for e in f.entries)
 
 
 def _kept(fns) -> list:
@@ -602,13 +551,9 @@ def report(step: str, res: dict) -> None:
         print(f"  cold first step, parts: {_parts(res['background_cold'])}")
     if b:
         ratio = f" ({b['first_s'] / e['step_s']:.1f}x the eager step)" if e else ""
-        stage1 = (f"stage 1 ({b['stage1']}) after {b['stage1_s']:.1f} s" if "stage1_s" in b
-                  else "no stage 1")
-        final = (f"final kernels: the parfor upgrade held (no idle core) after {b['full_speed_s']:.1f} s"
-                 if b.get("upgrade_held") else f"final kernels ({b['kept']}) after {b['full_speed_s']:.1f} s")
         print(f"background cold, training on: first step {b['first_s'] * 1e3:.0f} ms{ratio}; "
-              f"{stage1} ({b['tier0_steps']} tier-0 steps); {final} "
-              f"({b['steps_to_full_speed']} steps, its step "
+              f"compiled kernels ({b['kept']}) after {b['full_speed_s']:.1f} s "
+              f"({b['tier0_steps']} tier-0 steps; its first compiled steps "
               f"{b['final_step_s'] * 1e3:.3g} ms); every eager and hand-written kernel in after "
               f"{b['kernels_in_s']:.1f} s ({b['steps_to_kernels_in']} steps; on compiled kernels with "
               f"every kernel it asks for in after {b.get('step_kernels_in_s', float('nan')):.1f} s)"
@@ -619,9 +564,7 @@ def report(step: str, res: dict) -> None:
               + f"; compiled step {b['steady_step_s'] * 1e3:.3g} ms" + _policy(b))
     if "background_wait" in res:
         w = res["background_wait"]
-        st = f" (its step {w['stage1_step_s'] * 1e3:.0f} ms, workers busy)" if "stage1_step_s" in w else ""
-        print(f"background cold, caller waiting (tj.compiler.wait()): stage 1 ({w.get('stage1', '-')}) "
-              f"after {w.get('stage1_s', float('nan')):.1f} s{st}, every kernel in after "
+        print(f"background cold, caller waiting (tj.compiler.wait()): every kernel in after "
               f"{w['all_in_s']:.1f} s; kept {w['kept']}, compiled step {w['steady_step_s'] * 1e3:.0f} ms")
     if "fill" in res:
         print(f"background mode, empty cache, then tj.compiler.wait() (filling the warm-disk cache): "
