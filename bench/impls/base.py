@@ -248,6 +248,12 @@ class Runner:
         from ..opcost import run  # per-op eager cost (bench/opcost.py)
         return run(self, cfg)
 
+    def _tmpdir(self, kind: str) -> tempfile.TemporaryDirectory:
+        """A cache directory for child processes. Its removal ignores errors: a cold child's
+        background compile workers may still be writing kernels into it."""
+        return tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-{kind}-",
+                                           ignore_cleanup_errors=True)
+
     def run_compile(self, cfg: W.Config) -> dict:
         if not self.compiled:
             raise Skip("eager: nothing to compile")
@@ -256,13 +262,13 @@ class Runner:
                   "features": cfg.features}
         probes = {}
         for what in ("gelu", "step"):  # each in fresh processes: its first call pays startup
-            with tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-cache-") as cache:
+            with self._tmpdir("cache") as cache:
                 env = self.cache_env(cache)  # empty for the first probe, warm for the second
                 p = dict(params, what=what)
                 probes[what] = [run_child(self.system.name, "compile", p, env_extra=env,
                                           timeout_s=cfg.child_timeout_s) for _ in ("cold", "warm")]
         for what in () if cfg.quick else self.compile_probes_extra():
-            with tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-cache-") as cache:
+            with self._tmpdir("cache") as cache:
                 env = {**self.cache_env(cache), **self.probe_env(what)}
                 p = dict(params, what=what)
                 probes[what] = [run_child(self.system.name, "compile", p, env_extra=env,
@@ -318,7 +324,7 @@ class Runner:
         params = {"max_batch": cfg.dynamic_max_batch, "features": cfg.features}
         if not self.compiled:
             return self.probe_dynamic(params)
-        with tempfile.TemporaryDirectory(prefix=f"bench-{self.system.name}-dyn-") as cache:
+        with self._tmpdir("dyn") as cache:
             return run_child(self.system.name, "dynamic", params, env_extra=self.cache_env(cache),
                              timeout_s=cfg.child_timeout_s)
 
