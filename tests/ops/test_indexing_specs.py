@@ -96,3 +96,25 @@ def test_one_element_integer_tensors_bound_slices_as_in_pytorch():
         x[tj.tensor(1.0):4]
     with pytest.raises(ValueError):
         x[tj.tensor([1, 2]):4]
+
+
+@pytest.mark.parametrize("k", range(7))
+def test_slice_gradients_are_pytorchs_to_the_bit_and_differentiable(k):
+    # a basic index's backward writes the gradient into fresh zeros (PyTorch's slice
+    # backward), a tensor index's adds it (repeats accumulate); both to the sign of zero,
+    # and differentiable again
+    torch = pytest.importorskip("torch")
+    f = [lambda x: x[:, :, :-3], lambda x: -x[:, :, -4:], lambda x: x.chunk(2, dim=1)[0],
+         lambda x: x[0, ::2, 1:5], lambda x: x[..., None, 3], lambda x: x[:, [0, 0, 1]],
+         lambda x: x[:, :, 2:] * -0.0][k]   # (its gradient holds -0.0s, which adding to 0 loses)
+    a = np.random.default_rng(k).standard_normal((2, 4, 10)).astype(np.float32)
+    res = []
+    for m in (tj, torch):
+        x = m.tensor(a, requires_grad=True)
+        y = f(x)
+        g, = m.autograd.grad((y * y).sum(), x, create_graph=True)
+        gg, = m.autograd.grad((g * g).sum(), x)
+        res.append((g.detach().numpy(), gg.numpy()))
+    for got, want in zip(*res):
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

@@ -241,8 +241,11 @@ def _getitem_vjp(g, out, a, *idx, spec):
     base = creation.zeros(a.shape, dtype=g.dtype, device=g.device)
     if trace_state.tracer is None and type(base._data) is np.ndarray:
         # the fresh zeros are this call's own: added into, not copied first (an
-        # embedding table's gradient: 24 MB less written per step)
-        return (donating(base._data, index_add_, base, g, idx, spec),) + (None,) * len(idx)
+        # embedding table's gradient: 24 MB less written per step); a slice's, whose
+        # elements are distinct, written (as PyTorch's slice backward): not read first,
+        # 34 -> 13 us for a (4, 64, 511) slice
+        fn = bind_index_put if _is_basic(spec) else index_add_
+        return (donating(base._data, fn, base, g, idx, spec),) + (None,) * len(idx)
     return (index_add_(base, g, idx, spec),) + (None,) * len(idx)
 
 
@@ -423,6 +426,10 @@ def getitem_(a, idx, spec):
 
 def index_add_(base, v, idx, spec):
     return bind(INDEX_ADD, base, v, *idx, spec=spec)
+
+
+def bind_index_put(base, v, idx, spec):
+    return bind(INDEX_PUT, base, v, *idx, spec=spec)
 
 
 _ONE_TENSOR = (("t", 0),)
