@@ -586,7 +586,12 @@ def _lse_samples(dtype, rng):
     big = np.array([[1000.0, 1000.5, -1000.0], [-np.inf, 0.0, 1.0]], dtype.np)
     return [Sample((x,), {"dim": 1}), Sample((x,), {"dim": 0, "keepdim": True}),
             Sample((x,), {"dim": (0, 1)}), Sample((big,), {"dim": 1}, grad=()),
-            Sample((arr(rng, (0, 3), dtype),), {"dim": 0}, desc="empty reduction is -inf", check_fd=False)]
+            Sample((arr(rng, (0, 3), dtype),), {"dim": 0}, desc="empty reduction is -inf", check_fd=False),
+            # rows long enough for the CPU kernel; a short middle dim of many rows, which
+            # the numpy form reduces with that dim copied to the front
+            Sample((arr(rng, (3, 40), dtype, -5, 5),), {"dim": -1}, desc="long rows"),
+            Sample((arr(rng, (20, 5, 4), dtype, -5, 5),), {"dim": 1, "keepdim": True},
+                   desc="short middle dim", check_fd=False)]
 
 
 register("logsumexp", lambda m, x, **kw: m.logsumexp(x, **kw), _np_logsumexp, _lse_samples)

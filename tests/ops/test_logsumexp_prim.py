@@ -150,3 +150,26 @@ def test_a_0d_tensor_as_pytorch():
         res.append((y.detach().numpy(), x.grad.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape,dims,keepdim", [((32, 9, 9), (1,), False), ((32, 9, 9), (2,), True),
+                                                ((40, 4, 3, 5), (1, 3), False), ((6, 70), (0,), True),
+                                                ((300, 40), (1,), False), ((2, 1000), (1,), True)])
+def test_short_dims_copied_front_and_long_rows_match_torch(shape, dims, keepdim):
+    """The numpy form's front layout (a short reduced extent over many rows) and the CPU
+    kernel's long rows give PyTorch's values and gradients, infinite and nan rows included."""
+    from tracejit.ops import logsumexp_prim as L
+    x = np.random.default_rng(len(shape)).uniform(-20, 20, shape).astype(np.float32)
+    x.reshape(-1)[[3, 50, 51, 77]] = [float("inf"), float("-inf"), float("nan"), float("-inf")]
+    x[1] = float("-inf")    # whole rows of -inf over any reduced dims but the first
+    if dims[0] != 0 and np.prod([shape[d] for d in dims]) <= L.FRONT_EXTENT:
+        assert L._front(x, dims) is not None     # the case takes the front layout
+    res = []
+    for lib in (torch, tj):
+        xs = lib.tensor(x, requires_grad=True)
+        y = lib.logsumexp(xs, dims, keepdim=keepdim)
+        w = np.random.default_rng(5).standard_normal(tuple(y.shape)).astype(np.float32)
+        (y * lib.tensor(w)).sum().backward()
+        res.append((y.detach().numpy(), xs.grad.numpy()))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=2e-6, atol=1e-5)
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=2e-5, atol=1e-6)

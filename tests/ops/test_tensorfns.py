@@ -36,6 +36,13 @@ def test_multinomial_is_seeded_and_checks_input():
     assert tj.ones(10).multinomial(5).tolist() == a
     with pytest.raises(ValueError, match="non-negative"):
         tj.multinomial(tj.tensor([1.0, -1.0]), 1)
+    for bad in (float("nan"), float("inf"), -float("inf")):   # (each caught by the fused checks)
+        with pytest.raises(ValueError, match="finite and non-negative"):
+            tj.multinomial(tj.tensor([[1.0, 2.0], [bad, 1.0]]), 1, replacement=True)
+    with pytest.raises(ValueError, match="positive sum"):
+        tj.multinomial(tj.tensor([[1.0, 2.0], [0.0, 0.0]]), 1)
+    s = tj.multinomial(tj.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), 2, replacement=True)
+    assert s.dtype is tj.int64 and s.tolist() == [[1, 1], [0, 0]]
     with pytest.raises(tj.errors.ShapeError, match="1-D or 2-D"):
         tj.multinomial(tj.ones(2, 2, 2), 1)
 

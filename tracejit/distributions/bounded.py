@@ -110,7 +110,7 @@ class ContinuousBernoulli(ExponentialFamily):
         _one_given(probs, logits, "ContinuousBernoulli")
         if probs is not None:
             (p,) = broadcast_all(probs)
-            if validate_args is not False and not bool(constraints.unit_interval.check(p).all()):
+            if validate_args is not False and not constraints.unit_interval.holds(p):
                 raise ValueError(f"Expected parameter probs of ContinuousBernoulli to satisfy the "
                                  f"constraint {constraints.unit_interval!r}, but found invalid values:\n{p}")
             self.probs = _clamp_probs(p)

@@ -1,6 +1,11 @@
 """Constraints on parameters and values (``torch.distributions.constraints``): each has
-``check(value) -> bool tensor``."""
+``check(value) -> bool tensor`` and ``holds(value) -> bool``, whether all of `value`
+satisfies it (argument validation's question)."""
 from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import _BY_NP
 
 __all__ = ["Constraint", "real", "positive", "nonnegative", "unit_interval", "simplex", "boolean",
            "nonnegative_integer", "positive_definite", "real_vector", "interval", "half_open_interval",
@@ -14,13 +19,71 @@ class Constraint:
     def check(self, value):
         raise NotImplementedError
 
+    def holds(self, value) -> bool:
+        """Whether every element of the tensor `value` satisfies the constraint. An eager
+        CPU tensor of a numpy dtype is judged on its array in one fused numpy pass
+        (`_verdict`: no tensor ops, no autograd nodes; a policy step validates its
+        distributions' parameters and samples some 150 times); anything else, or a
+        subclass with a `check` of its own, by ``check(value).all()``."""
+        a = getattr(value, "_data", None)
+        # (not bf16, whose array holds its words: `value.dtype` names the values' type)
+        if type(a) is np.ndarray and a.dtype.kind in "biuf" and value.dtype is _BY_NP.get(a.dtype):
+            verdict = _verdicts.get(type(self))
+            if verdict is None:
+                verdict = _verdicts[type(self)] = _own_verdict(type(self))
+            if verdict is not False:
+                got = verdict(self, a)
+                if got is not None:
+                    return bool(got)
+        return bool(self.check(value).all())
+
+    # (self, array) -> bool: `holds` on a numpy array, or None where it cannot say (bounds
+    # that are tensors: elementwise, broadcast)
+    _verdict = None
+
     def __repr__(self) -> str:
         return type(self).__name__.lstrip("_") + "()"
+
+
+_verdicts: dict = {}   # constraint class -> its `_verdict`, or False (`_own_verdict`)
+
+
+def _own_verdict(cls):
+    """`cls._verdict` when the class that defines it also defines the `check` in force (a
+    subclass that redefines `check` alone is judged by its `check`), else False."""
+    def owner(name):
+        return next((k for k in cls.__mro__ if name in k.__dict__), None)
+    v = cls._verdict
+    return v if v is not None and owner("_verdict") is owner("check") else False
+
+
+def _no_nan(a) -> bool:
+    return a.dtype.kind != "f" or not np.isnan(a).any()
+
+
+_BOUNDS = (int, float, type(None))
+
+
+def _within(a, lo, hi):
+    """lo <= a <= hi everywhere (None: no bound; NaN is outside: min and max carry it), or
+    None for a bound that is not a number."""
+    if type(lo) not in _BOUNDS or type(hi) not in _BOUNDS:
+        return None
+    if not a.size:
+        return True
+    return (lo is None or bool(a.min() >= lo)) and (hi is None or bool(a.max() <= hi))
+
+
+def _whole(a) -> bool:
+    return a.dtype.kind != "f" or not np.mod(a, 1).any()
 
 
 class _Real(Constraint):
     def check(self, value):
         return value == value            # not NaN
+
+    def _verdict(self, a):
+        return _no_nan(a)
 
 
 class _GreaterThan(Constraint):
@@ -30,6 +93,13 @@ class _GreaterThan(Constraint):
     def check(self, value):
         return value > self.lower_bound if self.strict else value >= self.lower_bound
 
+    def _verdict(self, a):
+        if not self.strict:
+            return _within(a, self.lower_bound, None)
+        if type(self.lower_bound) not in _BOUNDS:
+            return None
+        return not a.size or bool(a.min() > self.lower_bound)
+
 
 class _Interval(Constraint):
     def __init__(self, lower_bound, upper_bound, half_open: bool = False):
@@ -38,6 +108,12 @@ class _Interval(Constraint):
     def check(self, value):
         upper = value < self.upper_bound if self.half_open else value <= self.upper_bound
         return (value >= self.lower_bound) & upper
+
+    def _verdict(self, a):
+        w = _within(a, self.lower_bound, self.upper_bound)
+        if not w:
+            return w
+        return not self.half_open or not a.size or bool(a.max() < self.upper_bound)
 
 
 class _IntegerInterval(Constraint):
@@ -49,12 +125,19 @@ class _IntegerInterval(Constraint):
     def check(self, value):
         return (value % 1 == 0) & (value >= self.lower_bound) & (value <= self.upper_bound)
 
+    def _verdict(self, a):
+        w = _within(a, self.lower_bound, self.upper_bound)
+        return w if not w else _whole(a)
+
 
 class _NonnegativeInteger(Constraint):
     is_discrete = True
 
     def check(self, value):
         return (value % 1 == 0) & (value >= 0)
+
+    def _verdict(self, a):
+        return _within(a, 0, None) and _whole(a)
 
 
 class _Boolean(Constraint):
@@ -63,6 +146,9 @@ class _Boolean(Constraint):
     def check(self, value):
         return (value == 0) | (value == 1)
 
+    def _verdict(self, a):
+        return a.dtype.kind == "b" or bool(((a == 0) | (a == 1)).all())
+
 
 class _Simplex(Constraint):
     event_dim = 1
@@ -70,12 +156,20 @@ class _Simplex(Constraint):
     def check(self, value):
         return (value >= 0).all(-1) & ((value.sum(-1) - 1).abs() < 1e-6)
 
+    def _verdict(self, a):
+        if a.ndim == 0 or not a.size:
+            return bool(self.check(_tensor(a)).all())
+        return _within(a, 0, None) and bool((np.abs(a.sum(-1) - 1) < 1e-6).all())
+
 
 class _RealVector(Constraint):
     event_dim = 1
 
     def check(self, value):
         return (value == value).all(-1)
+
+    def _verdict(self, a):
+        return _no_nan(a)
 
 
 class _PositiveDefinite(Constraint):
@@ -122,6 +216,16 @@ class _Independent(Constraint):
         for _ in range(self.reinterpreted_batch_ndims):
             r = r.all(-1)
         return r
+
+    def holds(self, value) -> bool:
+        if type(self).check is _Independent.check:   # (all of the base's verdicts)
+            return self.base.holds(value)
+        return super().holds(value)
+
+
+def _tensor(a):
+    from ..ops.creation import tensor
+    return tensor(a)
 
 
 real = _Real()

@@ -43,7 +43,7 @@ class Distribution:
                 value = self.__dict__.get(name)     # only the parameters given (probs or logits)
                 if not isinstance(value, Tensor):
                     continue
-                if not bool(constraint.check(value).all()):
+                if not constraint.holds(value):
                     raise ValueError(f"Expected parameter {name} ({type(value).__name__} of shape "
                                      f"{tuple(value.shape)}) of distribution {self!r} to satisfy the "
                                      f"constraint {constraint!r}, but found invalid values:\n{value}")
@@ -147,8 +147,7 @@ class Distribution:
             return
         if not isinstance(value, Tensor):
             raise ValueError("The value argument to log_prob must be a Tensor")
-        ok = self.support.check(value)
-        if not bool(ok.all()):
+        if not self.support.holds(value):
             raise ValueError(f"Expected value argument ({type(value).__name__} of shape "
                              f"{tuple(value.shape)}) to be within the support ({self.support!r}) of the "
                              f"distribution {self!r}, but found invalid values:\n{value}")

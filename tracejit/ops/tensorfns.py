@@ -140,10 +140,12 @@ def _multinomial_impl(xp, p, num_samples, replacement):
     from . import random as R  # R._gen is rebound by manual_seed: read it at call time
     probs = p.reshape(-1, p.shape[-1]).astype(np.float64)
     rows, n = probs.shape
-    if probs.size and (not bool(xp.isfinite(probs).all()) or bool((probs < 0).any())):
-        raise ValueError("multinomial: probabilities must be finite and non-negative")
     total = probs.sum(axis=1, keepdims=True)
-    if bool((total <= 0).any()):
+    # (three reductions: the min is NaN where a value is, an infinite value makes its
+    # row's total infinite; the checks were most of a small draw's cost)
+    if probs.size and not (float(probs.min()) >= 0.0 and float(total.max()) < np.inf):
+        raise ValueError("multinomial: probabilities must be finite and non-negative")
+    if total.size and not float(total.min()) > 0.0:
         raise ValueError("multinomial: every row of probabilities must have a positive sum")
     if not replacement and num_samples > int((probs > 0).sum(axis=1).min()):
         raise ArgumentError(f"multinomial: cannot draw {num_samples} samples without replacement "
@@ -163,7 +165,7 @@ def _multinomial_impl(xp, p, num_samples, replacement):
         with np.errstate(divide="ignore"):
             keys = draw.standard_exponential((rows, n)) / probs
         idx = xp.argsort(keys, axis=1, kind="stable")[:, :num_samples]
-    return idx.reshape(p.shape[:-1] + (num_samples,)).astype(np.int64)
+    return xp.ascontiguousarray(idx.reshape(p.shape[:-1] + (num_samples,)), dtype=np.int64)
 
 
 def _multinomial_rule(p, num_samples, replacement):

@@ -22,6 +22,7 @@ from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
 from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
 from ...ops.indexing import INDEX_ADD
 from ...ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD
+from ...ops.logsumexp_prim import LOGSUMEXP
 from ...ops.linalg import MATMUL, MATMUL_NT, MATMUL_TN
 from ...ops.lstm_prim import LSTM_LAYER, LSTM_LAYER_BACKWARD
 from ...ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
@@ -55,6 +56,7 @@ TABLE = (
     (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, None),
     (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, None),
     (LAYER_NORM, row_forms.layer_norm, None, None),
+    (LOGSUMEXP, row_forms.logsumexp, None, row_forms.logsumexp_call),
     (LAYER_NORM_BACKWARD, row_forms.layer_norm_backward, None, None),
     (CROSS_ENTROPY, row_forms.cross_entropy, None, None),
     (CROSS_ENTROPY_BACKWARD, row_forms.cross_entropy_backward, None, None),
