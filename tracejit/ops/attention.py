@@ -16,7 +16,7 @@ from .composite import dropout, softmax
 from .creation import ones, zeros
 from .eager import trace_state
 from .elementwise import cast, isinf, logical_not, where
-from .indexing import masked_fill
+from .indexing_more import masked_fill
 from .linalg import linear, matmul
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 from .attention_prim import attention_context, attention_weights

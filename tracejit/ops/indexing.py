@@ -26,7 +26,7 @@ from .shape import stack
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 from . import masked_assign as _masked
 
-__all__ = ["getitem", "index_put", "gather", "scatter_add", "masked_fill",
+__all__ = ["getitem", "index_put", "gather", "scatter_add",
            "index_select", "nonzero", "take_along_dim", "in_range"]
 
 
@@ -591,19 +591,3 @@ def nonzero(a, as_tuple: bool = False):
         return ts
     return stack(ts, 1) if ts else Tensor._wrap(xp.zeros((0, a.ndim), np.int64), _dt.int64, a.device)
 
-
-def masked_fill(a, mask, value):
-    if not (hasattr(mask, "dtype") and mask.dtype is _dt.bool_):
-        raise TypeError("masked_fill: mask must be a bool tensor")
-    if hasattr(value, "_data"):
-        if value.ndim != 0:
-            raise ValueError("masked_fill: value must be a 0-dim tensor or a number")
-        value = cast(value, a.dtype)
-    return where(mask, value, a) if not isinstance(value, (int, float)) else _masked_fill_scalar(a, mask, value)
-
-
-def _masked_fill_scalar(a, mask, value):
-    out = where(mask, value, a)
-    if out.dtype is not a.dtype:
-        out = cast(out, a.dtype)
-    return out

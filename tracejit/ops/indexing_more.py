@@ -1,6 +1,6 @@
 """Indexing composites with PyTorch's signatures: scatter (with ``reduce``),
-scatter_reduce, index_add / index_copy / index_fill, masked_select / masked_scatter, take,
-put, select, argwhere.
+scatter_reduce, index_add / index_copy / index_fill, masked_fill / masked_select /
+masked_scatter, take, put, select, argwhere.
 
 All of them are written with `index_put`, `getitem`, `gather` and `scatter_add`, so their
 gradients are those ops' VJPs. ``scatter`` and ``index_copy`` write through
@@ -25,7 +25,7 @@ from .shape import expand, reshape
 from .registry import Aval, bind, defprim, refuse_tracing
 
 __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_reduce",
-           "masked_select", "masked_scatter", "take", "put", "select", "argwhere"]
+           "masked_fill", "masked_select", "masked_scatter", "take", "put", "select", "argwhere"]
 
 
 def _grids(shape, dim: int, index, device):
@@ -328,3 +328,19 @@ def select(input, dim: int, index: int):
 def argwhere(input):
     return nonzero(input)
 
+
+def masked_fill(a, mask, value):
+    if not (hasattr(mask, "dtype") and mask.dtype is _dt.bool_):
+        raise TypeError("masked_fill: mask must be a bool tensor")
+    if hasattr(value, "_data"):
+        if value.ndim != 0:
+            raise ValueError("masked_fill: value must be a 0-dim tensor or a number")
+        value = cast(value, a.dtype)
+    return where(mask, value, a) if not isinstance(value, (int, float)) else _masked_fill_scalar(a, mask, value)
+
+
+def _masked_fill_scalar(a, mask, value):
+    out = where(mask, value, a)
+    if out.dtype is not a.dtype:
+        out = cast(out, a.dtype)
+    return out
