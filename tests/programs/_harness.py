@@ -18,6 +18,8 @@ def sync(*modules) -> None:
         STATE["count"] += 1
         key = f"m{STATE['count']}_"
         path = STATE["store"]
+        if not path:   # a program run on its own, outside the runner: nothing to share
+            continue
         if STATE["framework"] == "torch":
             old = dict(np.load(path)) if os.path.exists(path) and STATE["count"] > 1 else {}
             old.update({key + k: v.detach().numpy() for k, v in m.state_dict().items()})
