@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch", reason="compares with PyTorch")
 RNG = np.random.default_rng(5)
 CASES = [(2, (2, 3, 9, 11), 2, (4, 5)), (2, (2, 3, 9, 11), (3, 2), (6, 7)), (2, (3, 10, 10), 3, (5, 4)),
          (2, (1, 2, 7, 7), 2, (6, 6)), (2, (1, 1, 5, 5), 2, (1, 1)),
-         (3, (2, 2, 7, 8, 9), 2, (4, 5, 6)), (3, (2, 6, 7, 9), (2, 3, 2), (3, 4, 5))]
+         (3, (2, 2, 7, 8, 9), 2, (4, 5, 6)), (3, (2, 6, 7, 9), (2, 3, 2), (3, 4, 5)),
+         (3, (2, 3, 5, 6, 7), 2, 1), (3, (3, 4, 5, 4), 2, (1, 2, 1)), (2, (2, 3, 5, 6), 3, (1, 3))]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -31,6 +32,17 @@ def test_values_indices_and_gradients_match_pytorch(n, shape, k, out, dtype):
     ot.backward(torch.tensor(g))
     oj.backward(tj.tensor(g))
     np.testing.assert_array_equal(xj.grad.numpy(), xt.grad.numpy())
+
+
+def test_zero_size_batch_matches_pytorch():
+    for n in (2, 3):
+        name = f"fractional_max_pool{n}d"
+        ot = getattr(torch.nn.functional, name)(torch.zeros((0, 3) + (5,) * n), 2, 2)
+        xj = tj.zeros((0, 3) + (5,) * n, requires_grad=True)
+        oj, ij = getattr(tj.nn.functional, name)(xj, 2, 2, return_indices=True)
+        assert tuple(oj.shape) == tuple(ij.shape) == tuple(ot.shape) == (0, 3) + (2,) * n
+        oj.sum().backward()
+        assert tuple(xj.grad.shape) == (0, 3) + (5,) * n
 
 
 def test_module_with_ratio_and_samples_matches_pytorch_and_compiles():

@@ -21,7 +21,7 @@ from .indexing import gather
 from .pooling_nd import _ranked
 from .random import rand
 from .reductions import argmax
-from .shape import reshape, squeeze, unsqueeze
+from .shape import expand, reshape, squeeze, unsqueeze
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
            "fractional_max_pool3d_with_indices"]
@@ -45,8 +45,8 @@ def _starts(u, size: int, k: int, out: int, dtype):
         alpha = float(np.asarray(size - k, dtype.np) / np.asarray(out - 1, dtype.np))
         u = unsqueeze(u, -1)
         s = cast((i + u) * alpha, _dt.int64) - cast(u * alpha, _dt.int64)
-    else:
-        s = cast(i, _dt.int64)
+    else:  # one window: no samples read, but the starts keep the (N, C, 1) plane shape
+        s = expand(cast(i, _dt.int64), tuple(u.shape) + (1,))
     return where(i == out - 1, size - k, s)
 
 
@@ -93,7 +93,7 @@ def _fractional(input, kernel_size, output_size=None, output_ratio=None, return_
         flat = pos if flat is None else flat + pos
     o, kk = int(np.prod(outs)), int(np.prod(k))
     flat = reshape(flat, (nb, c, o, kk))
-    xf = reshape(x, (nb, c, -1))
+    xf = reshape(x, (nb, c, int(np.prod(spatial))))
     windows = reshape(gather(xf, -1, reshape(flat, (nb, c, o * kk))), (nb, c, o, kk))
     idx = squeeze(gather(flat, -1, unsqueeze(argmax(windows, -1), -1)), -1)
     out = reshape(gather(xf, -1, idx), (nb, c) + outs)
