@@ -44,3 +44,27 @@ def test_max_pools_give_the_gradient_to_the_index_taken(name, args, shape):
         (y * m.arange(y.numel(), dtype=m.float64).reshape(y.shape)).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_array_equal(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("name, kw", [("max_pool1d", dict(kernel_size=2)), ("avg_pool3d", dict(kernel_size=2)),
+                                      ("max_pool3d", dict(kernel_size=2, return_indices=True)),
+                                      ("adaptive_max_pool1d", dict(output_size=2)),
+                                      ("adaptive_max_pool3d", dict(output_size=(0, 1, 2)))])
+def test_empty_batch_and_empty_output_match_pytorch(name, kw):
+    torch = pytest.importorskip("torch")
+    n = int(name[-2])
+    for shape in [(0, 3) + (4,) * n, (2, 3) + (4,) * n]:
+        x = np.random.default_rng(0).standard_normal(shape)
+        ot = getattr(torch.nn.functional, name)(torch.tensor(x), **kw)
+        xj = tj.tensor(x, requires_grad=True)
+        oj = getattr(tj.nn.functional, name)(xj, **kw)
+        ot, oj = (ot[0], oj[0]) if isinstance(ot, tuple) else (ot, oj)
+        np.testing.assert_allclose(oj.detach().numpy(), ot.numpy())
+        oj.sum().backward()
+        assert tuple(xj.grad.shape) == shape
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_adaptive_max_pool_refuses_a_negative_output_size(n):
+    with pytest.raises(ValueError, match=f"adaptive_max_pool{n}d: output_size must be non-negative"):
+        getattr(tj.nn.functional, f"adaptive_max_pool{n}d")(tj.ones((1, 2) + (4,) * n), -1)

@@ -114,7 +114,7 @@ def _window_table(spatial, k, s, p, d, ceil_mode, op):
 def _gathered(x, flat):
     """(N, C, O, K): the input's values at each window's flat positions."""
     n, c = x.shape[0], x.shape[1]
-    xf = reshape(x, (n, c, -1))
+    xf = reshape(x, (n, c, int(np.prod(x.shape[2:]))))   # (no -1: the batch may be empty)
     idx = tensor(flat.reshape(-1), device=x.device)
     return reshape(getitem(xf, (slice(None), slice(None), idx)), (n, c) + flat.shape)
 
@@ -206,7 +206,10 @@ def _out_sizes(output_size, spatial, op):
     sizes = tuple(output_size)
     if len(sizes) != n:
         raise ValueError(f"{op}: output_size must be an int or a {n}-tuple, got {output_size!r}")
-    return tuple(spatial[a] if sizes[a] is None else int(sizes[a]) for a in range(n))
+    sizes = tuple(spatial[a] if sizes[a] is None else int(sizes[a]) for a in range(n))
+    if min(sizes) < 0:
+        raise ArgumentError(f"{op}: output_size must be non-negative, got {output_size!r}")
+    return sizes
 
 
 def _adaptive_avg(input, output_size, *, n, op):
@@ -238,7 +241,7 @@ def _adaptive_max(input, output_size, return_indices: bool = False, *, n, op, wi
     per = []
     for a in range(n):
         start, end = _bins(spatial[a], outs[a])
-        kmax = int((end - start).max())
+        kmax = int((end - start).max(initial=1))   # (no bins when an output size is 0)
         pos = np.minimum(start[:, None] + np.arange(kmax), end[:, None] - 1)
         per.append((pos, np.ones_like(pos, dtype=bool)))
     flat, valid, o = _combine(per, spatial)
