@@ -68,3 +68,20 @@ def test_empty_batch_and_empty_output_match_pytorch(name, kw):
 def test_adaptive_max_pool_refuses_a_negative_output_size(n):
     with pytest.raises(ValueError, match=f"adaptive_max_pool{n}d: output_size must be non-negative"):
         getattr(tj.nn.functional, f"adaptive_max_pool{n}d")(tj.ones((1, 2) + (4,) * n), -1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("p", [float("inf"), -float("inf")])
+def test_lp_pool_with_an_infinite_norm_takes_pytorchs_limit(n, p):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((2, 3) + (5,) * n)
+    xt, xj = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    name = f"lp_pool{n}d"
+    ot = getattr(torch.nn.functional, name)(xt, p, 2, ceil_mode=True)
+    oj = getattr(tj.nn.functional, name)(xj, p, 2, ceil_mode=True)
+    np.testing.assert_allclose(oj.detach().numpy(), ot.detach().numpy())
+    g = rng.standard_normal(tuple(ot.shape))
+    ot.backward(torch.tensor(g))
+    oj.backward(tj.tensor(g))
+    np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy())

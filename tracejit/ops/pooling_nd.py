@@ -262,6 +262,10 @@ adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max
 # ---------------------------------------------------------------- L^p pooling
 def _lp_pool(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False, *, n, op):
     k = _ntuple(kernel_size, n, "kernel_size", op)
+    if isinstance(norm_type, (int, float)) and math.isinf(norm_type):
+        # the limit p -> +-inf, as PyTorch takes it: the largest (smallest) |x| of a window
+        sgn = 1.0 if norm_type > 0 else -1.0
+        return _max_pool(_abs(input) * sgn, k, stride, 0, 1, ceil_mode, n=n, op=op) * sgn
     pooled = _avg_pool(input ** norm_type, k, stride, 0, ceil_mode, True, None, n=n, op=op)
     return (sign(pooled) * relu(_abs(pooled)) * float(math.prod(k))) ** (1.0 / norm_type)
 
