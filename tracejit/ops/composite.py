@@ -291,7 +291,7 @@ def check_pool_args(op: str, kernel_size, stride, padding, dilation=1) -> None:
                            ("padding", padding, 0), ("dilation", dilation, 1)):
         if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
             continue                                   # stride None or []: the kernel size
-        if min(_pair(v)) < least:
+        if min(_pair(v, name, op)) < least:
             raise ArgumentError(f"{op}: {name} must be {'positive' if least else 'non-negative'}, got {v!r}")
 
 

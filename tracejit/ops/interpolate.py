@@ -119,6 +119,9 @@ def _output_size(input, size, scale_factor, nsp: int):
     sf = None
     if size is not None:
         outsz = [int(size)] * nsp if isinstance(size, int) else [int(v) for v in size]
+        if len(outsz) != nsp:
+            raise ValueError(f"interpolate: size {tuple(size)} should have one entry per spatial dim of "
+                             f"input {tuple(input.shape)} ({nsp})")
     else:
         sf = [float(scale_factor)] * nsp if isinstance(scale_factor, (int, float)) else \
             [float(v) for v in scale_factor]

@@ -153,7 +153,11 @@ def _spatial_4d(x, name):
 
 
 def _out_pair(output_size, h, w, op):
-    oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    sizes = (output_size, output_size) if isinstance(output_size, int) or output_size is None \
+        else tuple(output_size)
+    if len(sizes) != 2:
+        raise ValueError(f"{op}: output_size must be an int or a 2-tuple, got {output_size!r}")
+    oh, ow = sizes
     oh, ow = (h if oh is None else int(oh)), (w if ow is None else int(ow))
     if oh < 0 or ow < 0:
         raise ArgumentError(f"{op}: output_size must be non-negative, got {output_size!r}")
