@@ -85,3 +85,19 @@ def test_lp_pool_with_an_infinite_norm_takes_pytorchs_limit(n, p):
     ot.backward(torch.tensor(g))
     oj.backward(tj.tensor(g))
     np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, padding=1, count_include_pad=False),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                dict(kernel_size=2, divisor_override=3)])
+def test_int64_avg_pools_truncate_like_pytorch(n, kw):
+    torch = pytest.importorskip("torch")
+    if n == 1 and "divisor_override" in kw:
+        pytest.skip("avg_pool1d has no divisor_override")
+    x = np.random.default_rng(n).integers(-9, 9, (2, 3) + (5,) * n)
+    name = f"avg_pool{n}d"
+    ot = getattr(torch.nn.functional, name)(torch.tensor(x), **kw)
+    oj = getattr(tj.nn.functional, name)(tj.tensor(x), **kw)
+    assert oj.dtype == tj.int64
+    np.testing.assert_array_equal(oj.numpy(), ot.numpy())

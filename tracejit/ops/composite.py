@@ -332,6 +332,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     check_pool_args("avg_pool2d", kernel_size, stride, padding)
+    if not x.dtype.is_floating_point:   # PyTorch's int64 kernel divides in integers, truncating
+        return cast(avg_pool2d(cast(x, _dt.float64), kernel_size, stride, padding, ceil_mode,
+                               count_include_pad, divisor_override), x.dtype)
     if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
         from .spatial import avg_pool2d_ext
         return avg_pool2d_ext(x, kernel_size, stride, padding, ceil_mode, count_include_pad,

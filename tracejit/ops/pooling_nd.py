@@ -162,6 +162,9 @@ max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (
 
 def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
               count_include_pad: bool = True, divisor_override=None, *, n, op):
+    if not input.dtype.is_floating_point:   # PyTorch's int64 kernels divide in integers, truncating
+        return cast(_avg_pool(cast(input, _dt.float64), kernel_size, stride, padding, ceil_mode,
+                              count_include_pad, divisor_override, n=n, op=op), input.dtype)
     x, unbatched = _batched(input, n, op)
     k = _ntuple(kernel_size, n, "kernel_size", op)
     s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
