@@ -82,3 +82,22 @@ def test_modes_name_their_rank_and_unknown_modes_are_refused():
         F.interpolate(tj.tensor(X3), scale_factor=2, mode="trilinear", antialias=True)
     with pytest.raises(ValueError, match="align_corners only applies"):
         F.interpolate(tj.tensor(X2), scale_factor=2, mode="area", align_corners=True)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("kw", [dict(size=(9, 31)), dict(size=(40, 11), align_corners=True),
+                                dict(scale_factor=(1.7, 0.45))])
+def test_uint8_matches_pytorchs_fixed_point_passes(mode, antialias, kw):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).integers(0, 256, (2, 3, 17, 23)).astype(np.uint8)
+    ot = torch.nn.functional.interpolate(torch.tensor(x), mode=mode, antialias=antialias, **kw)
+    f = lambda t: tj.nn.functional.interpolate(t, mode=mode, antialias=antialias, **kw)  # noqa: E731
+    for oj in (f(tj.tensor(x)), tj.compile(f)(tj.tensor(x))):
+        assert oj.dtype == tj.uint8
+        np.testing.assert_array_equal(oj.numpy(), ot.numpy())
+
+
+def test_uint8_area_is_refused_by_dtype():
+    with pytest.raises(NotImplementedError, match="interpolate: mode 'area' takes a floating point input"):
+        tj.nn.functional.interpolate(tj.zeros((1, 1, 4, 4), dtype=tj.uint8), size=(2, 2), mode="area")

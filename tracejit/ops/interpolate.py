@@ -10,6 +10,8 @@ Nearest modes are gathers with constant index vectors. With ``antialias=True`` t
 bilinear and bicubic matrices are PyTorch's (and PIL's) filters: when downsampling, the
 triangle or cubic (A = -0.5) kernel is stretched by the scale, so each output averages
 every input it covers; the taps inside the input are weighted and normalized to sum 1.
+uint8 bilinear and bicubic are PyTorch's fixed-point passes: the weights rounded to int16
+at the largest precision that fits, the last axis first, each pass rounded and clamped.
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedDTypeError
 from .creation import tensor
+from .elementwise import clamp, floor
 from .indexing import getitem
 from .linalg import matmul
 from .shape import transpose
@@ -157,6 +160,10 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
                          "modes and a 4-D input")
     if mode == "lanczos" and (align_corners or not antialias):
         raise ValueError("interpolate: lanczos mode requires antialias=True and align_corners=False")
+    u8 = input.dtype is _dt.uint8 and not mode.startswith("nearest")
+    if u8 and mode not in ("bilinear", "bicubic"):
+        raise UnsupportedDTypeError(f"interpolate: mode {mode!r} takes a floating point input; uint8 "
+                                    f"only with the nearest, nearest-exact, bilinear and bicubic modes")
     insz, outsz, sf = _output_size(input, size, scale_factor, nsp)
     if sf is None or recompute_scale_factor:
         scales = [i / o for i, o in zip(insz, outsz)]
@@ -165,8 +172,9 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     # bf16/f16 interpolate in float32 and round once, as PyTorch's CPU kernels: rounding
     # between the separable passes (and the weights) was off by an ulp in ~15% of outputs
     low = input.dtype in (_dt.bfloat16, _dt.float16) and not mode.startswith("nearest")
-    out = input.to(_dt.float32) if low else input
-    for axis, (i, o, sc) in enumerate(zip(insz, outsz, scales)):
+    out = input.to(_dt.float32) if low else input.to(_dt.float64) if u8 else input
+    axes = list(enumerate(zip(insz, outsz, scales)))
+    for axis, (i, o, sc) in (axes[::-1] if u8 else axes):
         dim = 2 + axis
         if mode.startswith("nearest"):
             dst = np.arange(o, dtype=np.float64)
@@ -182,6 +190,22 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
             m = _cubic_matrix(i, o, bool(align_corners), sc)
         else:
             m = _linear_matrix(i, o, bool(align_corners), sc)
+        if u8:
+            out = _fixed_point_pass(out, m, dim)
+            continue
         mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device)
         out = transpose(matmul(transpose(out, dim, -1), mt), dim, -1)    # the axis last, times M^T
-    return out.to(input.dtype) if low else out
+    return out.to(input.dtype) if low or u8 else out
+
+
+def _fixed_point_pass(x, m: np.ndarray, dim: int):
+    """One uint8 pass along `dim` of float64 `x` holding integers: PyTorch's int16 weights
+    at precision p, then (sum + 2^(p-1)) >> p clamped to [0, 255] (exact in float64)."""
+    p = 0
+    while p < 22 and int(0.5 + m.max() * (1 << (p + 1))) < (1 << 15):
+        p += 1
+    v = m * (1 << p)
+    q = np.where(v < 0, np.ceil(v - 0.5), np.floor(v + 0.5))   # C's (int16)(v -+ 0.5)
+    y = matmul(transpose(x, dim, -1), tensor(np.ascontiguousarray(q.T), dtype=_dt.float64, device=x.device))
+    y = clamp(floor((y + float(1 << (p - 1))) * (1.0 / (1 << p))), 0.0, 255.0)
+    return transpose(y, dim, -1)
