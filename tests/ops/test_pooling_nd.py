@@ -101,3 +101,20 @@ def test_int64_avg_pools_truncate_like_pytorch(n, kw):
     oj = getattr(tj.nn.functional, name)(tj.tensor(x), **kw)
     assert oj.dtype == tj.int64
     np.testing.assert_array_equal(oj.numpy(), ot.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name, kw", [("avg_pool1d", dict(kernel_size=3)), ("avg_pool2d", dict(kernel_size=3)),
+                                      ("avg_pool2d", dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                                          count_include_pad=False)),
+                                      ("adaptive_avg_pool1d", dict(output_size=4)),
+                                      ("adaptive_avg_pool2d", dict(output_size=(4, 5)))])
+def test_half_avg_pools_round_once_from_float32_like_pytorch(dtype, name, kw):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(2).standard_normal((4, 8, 16, 15)).astype(np.float32)
+    x = np.ascontiguousarray(x[0].swapaxes(1, 2)) if "1d" in name else x   # 1-D: length 16
+    xt = torch.tensor(x).to(getattr(torch, dtype))
+    ot = getattr(torch.nn.functional, name)(xt, **kw)
+    oj = getattr(tj.nn.functional, name)(tj.tensor(xt.float().numpy()).to(getattr(tj, dtype)), **kw)
+    assert oj.dtype == getattr(tj, dtype)
+    np.testing.assert_array_equal(oj.float().numpy(), ot.float().numpy())

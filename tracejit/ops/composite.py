@@ -17,6 +17,7 @@ from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, lo
 from .gelu_prim import gelu
 from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
 from . import pooling_prim as _pool_prim
+from .pooling_nd import accumulating_dtype
 from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
 from . import layer_norm_prim as _ln_prim
@@ -332,8 +333,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     check_pool_args("avg_pool2d", kernel_size, stride, padding)
-    if not x.dtype.is_floating_point:   # PyTorch's int64 kernel divides in integers, truncating
-        return cast(avg_pool2d(cast(x, _dt.float64), kernel_size, stride, padding, ceil_mode,
+    wide = accumulating_dtype(x.dtype)
+    if wide is not None:
+        return cast(avg_pool2d(cast(x, wide), kernel_size, stride, padding, ceil_mode,
                                count_include_pad, divisor_override), x.dtype)
     if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
         from .spatial import avg_pool2d_ext

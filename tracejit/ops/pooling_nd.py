@@ -63,6 +63,15 @@ def _batched(x, n: int, op: str):
     return x, False
 
 
+def accumulating_dtype(dtype):
+    """The dtype an average pool of `dtype` computes in, as PyTorch's CPU kernels (None: its
+    own): float32 for float16/bfloat16, rounded once at the end; float64 for int64, whose
+    exact quotient the cast back truncates, as integer division."""
+    if dtype in (_dt.float16, _dt.bfloat16):
+        return _dt.float32
+    return None if dtype.is_floating_point else _dt.float64
+
+
 def _axis_windows(size, k, s, p, d, ceil_mode, op):
     for what, v, least in (("kernel_size", k, 1), ("stride", s, 1), ("dilation", d, 1), ("padding", p, 0)):
         if v < least:   # (a window of them would read garbage positions, or divide by 0)
@@ -162,8 +171,9 @@ max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (
 
 def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
               count_include_pad: bool = True, divisor_override=None, *, n, op):
-    if not input.dtype.is_floating_point:   # PyTorch's int64 kernels divide in integers, truncating
-        return cast(_avg_pool(cast(input, _dt.float64), kernel_size, stride, padding, ceil_mode,
+    wide = accumulating_dtype(input.dtype)
+    if wide is not None:
+        return cast(_avg_pool(cast(input, wide), kernel_size, stride, padding, ceil_mode,
                               count_include_pad, divisor_override, n=n, op=op), input.dtype)
     x, unbatched = _batched(input, n, op)
     k = _ntuple(kernel_size, n, "kernel_size", op)
@@ -216,6 +226,9 @@ def _out_sizes(output_size, spatial, op):
 
 
 def _adaptive_avg(input, output_size, *, n, op):
+    wide = accumulating_dtype(input.dtype)
+    if wide is not None:
+        return cast(_adaptive_avg(cast(input, wide), output_size, n=n, op=op), input.dtype)
     if n == 3:   # (PyTorch's 1-D pool checks the rank first; its 2-D one is ops/spatial.py's)
         from .spatial import global_mean_other_rank
         out = global_mean_other_rank(input, 3, output_size)
