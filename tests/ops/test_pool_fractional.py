@@ -34,15 +34,17 @@ def test_values_indices_and_gradients_match_pytorch(n, shape, k, out, dtype):
     np.testing.assert_array_equal(xj.grad.numpy(), xt.grad.numpy())
 
 
-def test_zero_size_batch_matches_pytorch():
-    for n in (2, 3):
-        name = f"fractional_max_pool{n}d"
-        ot = getattr(torch.nn.functional, name)(torch.zeros((0, 3) + (5,) * n), 2, 2)
-        xj = tj.zeros((0, 3) + (5,) * n, requires_grad=True)
-        oj, ij = getattr(tj.nn.functional, name)(xj, 2, 2, return_indices=True)
-        assert tuple(oj.shape) == tuple(ij.shape) == tuple(ot.shape) == (0, 3) + (2,) * n
-        oj.sum().backward()
-        assert tuple(xj.grad.shape) == (0, 3) + (5,) * n
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("batch, out", [(0, 2), (2, 0)])
+def test_empty_batch_or_output_matches_pytorch(n, batch, out):
+    name = f"fractional_max_pool{n}d"
+    shape, outs = (batch, 3) + (5,) * n, (out,) + (2,) * (n - 1)
+    ot = getattr(torch.nn.functional, name)(torch.zeros(shape), 2, outs)
+    xj = tj.zeros(shape, requires_grad=True)
+    oj, ij = getattr(tj.nn.functional, name)(xj, 2, outs, return_indices=True)
+    assert tuple(oj.shape) == tuple(ij.shape) == tuple(ot.shape) == (batch, 3) + outs
+    oj.sum().backward()
+    np.testing.assert_array_equal(xj.grad.numpy(), np.zeros(shape))
 
 
 def test_module_with_ratio_and_samples_matches_pytorch_and_compiles():
@@ -63,6 +65,8 @@ def test_bad_arguments_are_named():
     F = tj.nn.functional
     with pytest.raises(RuntimeError, match="pool height 2 too large relative to input height 10"):
         F.fractional_max_pool2d(x, 2, output_size=(10, 4))
+    with pytest.raises(RuntimeError, match="kernel_size must be positive and output_size non-negative"):
+        F.fractional_max_pool2d(x, 2, output_size=(-1, 4))
     with pytest.raises(ValueError, match="either an output_size or an output_ratio"):
         F.fractional_max_pool2d(x, 2)
     with pytest.raises(ValueError, match="_random_samples should have shape"):
