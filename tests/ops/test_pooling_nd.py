@@ -118,3 +118,13 @@ def test_half_avg_pools_round_once_from_float32_like_pytorch(dtype, name, kw):
     oj = getattr(tj.nn.functional, name)(tj.tensor(xt.float().numpy()).to(getattr(tj, dtype)), **kw)
     assert oj.dtype == getattr(tj, dtype)
     np.testing.assert_array_equal(oj.float().numpy(), ot.float().numpy())
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_max_unpool_names_an_index_past_its_output(compiled):
+    x = tj.tensor([[[0.0, 1, 2, 3, 4, 5]]])
+    out, idx = tj.nn.functional.max_pool1d(x, 2, return_indices=True)
+    f = lambda o, i: tj.nn.functional.max_unpool1d(o * 2, i, 2, output_size=(5,))  # noqa: E731
+    with pytest.raises(IndexError, match="max_unpool1d: index 5 is out of range for size 5"):
+        (tj.compile(f) if compiled else f)(out, idx)
+    np.testing.assert_array_equal(tj.nn.functional.max_unpool1d(out, idx, 2).numpy(), [[[0, 1, 0, 3, 0, 5]]])

@@ -23,7 +23,7 @@ from ..exactcall import specialize
 from ..errors import ArgumentError, ShapeError, expect_floating, expect_not_bool
 from .creation import tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
-from .indexing import gather, getitem
+from .indexing import gather, getitem, in_range
 from .indexing_more import scatter
 from .linalg import matmul
 from .reductions import argmax, sum as _sum
@@ -311,11 +311,11 @@ def _max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size
                 raise ValueError(f"{op}: output_size {tuple(output_size)} is not within a stride of "
                                  f"the default {default}")
     nb, c = x.shape[0], x.shape[1]
-    idx = reshape(cast(indices, _dt.int64), (nb, c, -1))
     total = int(np.prod(outs))
+    idx = in_range(reshape(cast(indices, _dt.int64), (nb, c, int(np.prod(spatial)))), total, op)
     # a put, not an add: overlapping windows that chose the same element write it once
     base = zeros((nb, c, total), dtype=x.dtype, device=x.device)
-    out = scatter(base, 2, idx, reshape(x, (nb, c, -1)))
+    out = scatter(base, 2, idx, reshape(x, (nb, c, int(np.prod(spatial)))))
     out = reshape(out, (nb, c) + outs)
     return squeeze(out, 0) if unbatched else out
 
