@@ -101,3 +101,19 @@ def test_uint8_matches_pytorchs_fixed_point_passes(mode, antialias, kw):
 def test_uint8_area_is_refused_by_dtype():
     with pytest.raises(NotImplementedError, match="interpolate: mode 'area' takes a floating point input"):
         tj.nn.functional.interpolate(tj.zeros((1, 1, 4, 4), dtype=tj.uint8), size=(2, 2), mode="area")
+
+
+@pytest.mark.parametrize("shape, kw", [
+    ((1, 2, 7), dict(scale_factor=1.1, mode="linear")),                       # size kept: a copy
+    ((1, 2, 5, 4), dict(scale_factor=(1.01, 1.99), mode="bilinear")),
+    ((1, 2, 5, 6, 7), dict(scale_factor=(1.09, 2.43, 2.78), mode="trilinear")),
+    ((1, 2, 5, 4), dict(scale_factor=(1.01, 1.99), mode="bicubic")),
+    ((1, 2, 7, 2), dict(scale_factor=(0.55, 1.41), mode="nearest")),          # 2-D: copy, halve
+    ((1, 2, 4, 6), dict(scale_factor=(2.01, 1.54), mode="nearest")),
+    ((1, 2, 6), dict(scale_factor=1.12, mode="nearest")),                     # 1-D: no shortcut
+    ((1, 2, 1, 6, 2), dict(scale_factor=(1.15, 2.03, 1.42), mode="nearest")),
+    ((1, 2, 7, 9), dict(scale_factor=(1.3, 0.7), mode="nearest-exact"))])
+def test_scale_factor_values_follow_pytorchs_kernels(shape, kw):
+    x = np.random.default_rng(4).standard_normal(shape)
+    np.testing.assert_allclose(F.interpolate(tj.tensor(x), **kw).numpy(), TF.interpolate(torch.tensor(x), **kw).numpy(),
+                               rtol=1e-12, atol=1e-12)

@@ -177,11 +177,11 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     for axis, (i, o, sc) in (axes[::-1] if u8 else axes):
         dim = 2 + axis
         if mode.startswith("nearest"):
-            dst = np.arange(o, dtype=np.float64)
-            src = np.floor((dst + 0.5) * sc) if mode == "nearest-exact" else np.floor(dst * sc)
-            idx = tensor(np.minimum(src.astype(np.int64), i - 1), device=input.device)
+            idx = tensor(_nearest_source(i, o, sc, mode == "nearest-exact", nsp == 2), device=input.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
             continue
+        if i == o and (antialias or mode != "bicubic"):
+            continue   # PyTorch's linear and antialias kernels copy an axis of unchanged size
         if antialias:
             m = _antialias_matrix(i, o, bool(align_corners), sc, mode)
         elif mode == "area":
@@ -196,6 +196,18 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
         mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device)
         out = transpose(matmul(transpose(out, dim, -1), mt), dim, -1)    # the axis last, times M^T
     return out.to(input.dtype) if low or u8 else out
+
+
+def _nearest_source(i: int, o: int, sc: float, exact: bool, shortcuts: bool) -> np.ndarray:
+    """Source index of each of `o` outputs, PyTorch's: the floor of the float32 product; its
+    plain nearest 2-D kernel copies an unchanged size and halves at twice the size."""
+    dst = np.arange(o, dtype=np.int64)
+    if shortcuts and not exact and o == i:
+        return dst
+    if shortcuts and not exact and o == 2 * i:
+        return dst >> 1
+    f = dst.astype(np.float32) + np.float32(0.5) if exact else dst.astype(np.float32)
+    return np.minimum(np.floor(f * np.float32(sc)).astype(np.int64), i - 1)
 
 
 def _fixed_point_pass(x, m: np.ndarray, dim: int):
