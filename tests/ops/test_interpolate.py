@@ -117,3 +117,16 @@ def test_scale_factor_values_follow_pytorchs_kernels(shape, kw):
     x = np.random.default_rng(4).standard_normal(shape)
     np.testing.assert_allclose(F.interpolate(tj.tensor(x), **kw).numpy(), TF.interpolate(torch.tensor(x), **kw).numpy(),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(size=(0, 2)), dict(scale_factor=(0.1, 1.5))])
+def test_area_to_an_empty_size_is_empty_like_pytorch(kw):
+    x = np.random.default_rng(5).standard_normal((1, 2, 5, 3))
+    ot = TF.interpolate(torch.tensor(x), mode="area", **kw)
+    xj = tj.tensor(x, requires_grad=True)
+    oj = F.interpolate(xj, mode="area", **kw)
+    assert tuple(oj.shape) == tuple(ot.shape) == (1, 2, 0, ot.shape[-1])
+    oj.sum().backward()
+    np.testing.assert_array_equal(xj.grad.numpy(), np.zeros_like(x))
+    with pytest.raises(ValueError, match="output sizes should be greater than 0"):
+        F.interpolate(tj.tensor(x), mode="bilinear", **kw)

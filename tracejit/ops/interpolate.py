@@ -115,7 +115,7 @@ def _area_matrix(insize: int, outsize: int) -> np.ndarray:
     return m
 
 
-def _output_size(input, size, scale_factor, nsp: int):
+def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
     insz = [int(v) for v in input.shape[2:]]
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
@@ -132,7 +132,7 @@ def _output_size(input, size, scale_factor, nsp: int):
             raise ValueError(f"interpolate: scale_factor {scale_factor!r} should give one positive factor "
                              f"per spatial dim of input {tuple(input.shape)}")
         outsz = [int(math.floor(i * f)) for i, f in zip(insz, sf)]
-    if len(outsz) != nsp or min(outsz) <= 0 or min(insz) <= 0:
+    if len(outsz) != nsp or min(outsz) < least or min(insz) <= 0:
         raise ValueError(f"interpolate: input and output sizes should be greater than 0, got input "
                          f"{tuple(input.shape)} and output size {tuple(outsz)}")
     return insz, outsz, sf
@@ -164,9 +164,10 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     if u8 and mode not in ("bilinear", "bicubic"):
         raise UnsupportedDTypeError(f"interpolate: mode {mode!r} takes a floating point input; uint8 "
                                     f"only with the nearest, nearest-exact, bilinear and bicubic modes")
-    insz, outsz, sf = _output_size(input, size, scale_factor, nsp)
+    # (area is PyTorch's adaptive average pool, which gives an empty output for size 0)
+    insz, outsz, sf = _output_size(input, size, scale_factor, nsp, 0 if mode == "area" else 1)
     if sf is None or recompute_scale_factor:
-        scales = [i / o for i, o in zip(insz, outsz)]
+        scales = [i / o if o else 0.0 for i, o in zip(insz, outsz)]   # (o = 0: area, no outputs)
     else:
         scales = [1.0 / f for f in sf]
     # bf16/f16 interpolate in float32 and round once, as PyTorch's CPU kernels: rounding
