@@ -82,3 +82,51 @@ def test_modes_name_their_rank_and_unknown_modes_are_refused():
         F.interpolate(tj.tensor(X3), scale_factor=2, mode="trilinear", antialias=True)
     with pytest.raises(ValueError, match="align_corners only applies"):
         F.interpolate(tj.tensor(X2), scale_factor=2, mode="area", align_corners=True)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("antialias", [False, True])
+@pytest.mark.parametrize("kw", [dict(size=(9, 31)), dict(size=(40, 11), align_corners=True),
+                                dict(scale_factor=(1.7, 0.45))])
+def test_uint8_matches_pytorchs_fixed_point_passes(mode, antialias, kw):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).integers(0, 256, (2, 3, 17, 23)).astype(np.uint8)
+    ot = torch.nn.functional.interpolate(torch.tensor(x), mode=mode, antialias=antialias, **kw)
+    f = lambda t: tj.nn.functional.interpolate(t, mode=mode, antialias=antialias, **kw)  # noqa: E731
+    for oj in (f(tj.tensor(x)), tj.compile(f)(tj.tensor(x))):
+        assert oj.dtype == tj.uint8
+        np.testing.assert_array_equal(oj.numpy(), ot.numpy())
+
+
+def test_uint8_area_is_refused_by_dtype():
+    with pytest.raises(NotImplementedError, match="interpolate: mode 'area' takes a floating point input"):
+        tj.nn.functional.interpolate(tj.zeros((1, 1, 4, 4), dtype=tj.uint8), size=(2, 2), mode="area")
+
+
+@pytest.mark.parametrize("shape, kw", [
+    ((1, 2, 7), dict(scale_factor=1.1, mode="linear")),                       # size kept: a copy
+    ((1, 2, 5, 4), dict(scale_factor=(1.01, 1.99), mode="bilinear")),
+    ((1, 2, 5, 6, 7), dict(scale_factor=(1.09, 2.43, 2.78), mode="trilinear")),
+    ((1, 2, 5, 4), dict(scale_factor=(1.01, 1.99), mode="bicubic")),
+    ((1, 2, 7, 2), dict(scale_factor=(0.55, 1.41), mode="nearest")),          # 2-D: copy, halve
+    ((1, 2, 4, 6), dict(scale_factor=(2.01, 1.54), mode="nearest")),
+    ((1, 2, 6), dict(scale_factor=1.12, mode="nearest")),                     # 1-D: no shortcut
+    ((1, 2, 1, 6, 2), dict(scale_factor=(1.15, 2.03, 1.42), mode="nearest")),
+    ((1, 2, 7, 9), dict(scale_factor=(1.3, 0.7), mode="nearest-exact"))])
+def test_scale_factor_values_follow_pytorchs_kernels(shape, kw):
+    x = np.random.default_rng(4).standard_normal(shape)
+    np.testing.assert_allclose(F.interpolate(tj.tensor(x), **kw).numpy(), TF.interpolate(torch.tensor(x), **kw).numpy(),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [dict(size=(0, 2)), dict(scale_factor=(0.1, 1.5))])
+def test_area_to_an_empty_size_is_empty_like_pytorch(kw):
+    x = np.random.default_rng(5).standard_normal((1, 2, 5, 3))
+    ot = TF.interpolate(torch.tensor(x), mode="area", **kw)
+    xj = tj.tensor(x, requires_grad=True)
+    oj = F.interpolate(xj, mode="area", **kw)
+    assert tuple(oj.shape) == tuple(ot.shape) == (1, 2, 0, ot.shape[-1])
+    oj.sum().backward()
+    np.testing.assert_array_equal(xj.grad.numpy(), np.zeros_like(x))
+    with pytest.raises(ValueError, match="output sizes should be greater than 0"):
+        F.interpolate(tj.tensor(x), mode="bilinear", **kw)

@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch", reason="compares with PyTorch")
 RNG = np.random.default_rng(5)
 CASES = [(2, (2, 3, 9, 11), 2, (4, 5)), (2, (2, 3, 9, 11), (3, 2), (6, 7)), (2, (3, 10, 10), 3, (5, 4)),
          (2, (1, 2, 7, 7), 2, (6, 6)), (2, (1, 1, 5, 5), 2, (1, 1)),
-         (3, (2, 2, 7, 8, 9), 2, (4, 5, 6)), (3, (2, 6, 7, 9), (2, 3, 2), (3, 4, 5))]
+         (3, (2, 2, 7, 8, 9), 2, (4, 5, 6)), (3, (2, 6, 7, 9), (2, 3, 2), (3, 4, 5)),
+         (3, (2, 3, 5, 6, 7), 2, 1), (3, (3, 4, 5, 4), 2, (1, 2, 1)), (2, (2, 3, 5, 6), 3, (1, 3))]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -33,6 +34,19 @@ def test_values_indices_and_gradients_match_pytorch(n, shape, k, out, dtype):
     np.testing.assert_array_equal(xj.grad.numpy(), xt.grad.numpy())
 
 
+@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("batch, out", [(0, 2), (2, 0)])
+def test_empty_batch_or_output_matches_pytorch(n, batch, out):
+    name = f"fractional_max_pool{n}d"
+    shape, outs = (batch, 3) + (5,) * n, (out,) + (2,) * (n - 1)
+    ot = getattr(torch.nn.functional, name)(torch.zeros(shape), 2, outs)
+    xj = tj.zeros(shape, requires_grad=True)
+    oj, ij = getattr(tj.nn.functional, name)(xj, 2, outs, return_indices=True)
+    assert tuple(oj.shape) == tuple(ij.shape) == tuple(ot.shape) == (batch, 3) + outs
+    oj.sum().backward()
+    np.testing.assert_array_equal(xj.grad.numpy(), np.zeros(shape))
+
+
 def test_module_with_ratio_and_samples_matches_pytorch_and_compiles():
     x = RNG.standard_normal((2, 3, 10, 12)).astype(np.float32)
     s = RNG.random((2, 3, 2)).astype(np.float32)
@@ -51,6 +65,8 @@ def test_bad_arguments_are_named():
     F = tj.nn.functional
     with pytest.raises(RuntimeError, match="pool height 2 too large relative to input height 10"):
         F.fractional_max_pool2d(x, 2, output_size=(10, 4))
+    with pytest.raises(RuntimeError, match="kernel_size must be positive and output_size non-negative"):
+        F.fractional_max_pool2d(x, 2, output_size=(-1, 4))
     with pytest.raises(ValueError, match="either an output_size or an output_ratio"):
         F.fractional_max_pool2d(x, 2)
     with pytest.raises(ValueError, match="_random_samples should have shape"):

@@ -44,3 +44,87 @@ def test_max_pools_give_the_gradient_to_the_index_taken(name, args, shape):
         (y * m.arange(y.numel(), dtype=m.float64).reshape(y.shape)).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_array_equal(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("name, kw", [("max_pool1d", dict(kernel_size=2)), ("avg_pool3d", dict(kernel_size=2)),
+                                      ("max_pool3d", dict(kernel_size=2, return_indices=True)),
+                                      ("adaptive_max_pool1d", dict(output_size=2)),
+                                      ("adaptive_max_pool3d", dict(output_size=(0, 1, 2)))])
+def test_empty_batch_and_empty_output_match_pytorch(name, kw):
+    torch = pytest.importorskip("torch")
+    n = int(name[-2])
+    for shape in [(0, 3) + (4,) * n, (2, 3) + (4,) * n]:
+        x = np.random.default_rng(0).standard_normal(shape)
+        ot = getattr(torch.nn.functional, name)(torch.tensor(x), **kw)
+        xj = tj.tensor(x, requires_grad=True)
+        oj = getattr(tj.nn.functional, name)(xj, **kw)
+        ot, oj = (ot[0], oj[0]) if isinstance(ot, tuple) else (ot, oj)
+        np.testing.assert_allclose(oj.detach().numpy(), ot.numpy())
+        oj.sum().backward()
+        assert tuple(xj.grad.shape) == shape
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_adaptive_max_pool_refuses_a_negative_output_size(n):
+    with pytest.raises(ValueError, match=f"adaptive_max_pool{n}d: output_size must be non-negative"):
+        getattr(tj.nn.functional, f"adaptive_max_pool{n}d")(tj.ones((1, 2) + (4,) * n), -1)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("p", [float("inf"), -float("inf")])
+def test_lp_pool_with_an_infinite_norm_takes_pytorchs_limit(n, p):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((2, 3) + (5,) * n)
+    xt, xj = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    name = f"lp_pool{n}d"
+    ot = getattr(torch.nn.functional, name)(xt, p, 2, ceil_mode=True)
+    oj = getattr(tj.nn.functional, name)(xj, p, 2, ceil_mode=True)
+    np.testing.assert_allclose(oj.detach().numpy(), ot.detach().numpy())
+    g = rng.standard_normal(tuple(ot.shape))
+    ot.backward(torch.tensor(g))
+    oj.backward(tj.tensor(g))
+    np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, padding=1, count_include_pad=False),
+                                dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+                                dict(kernel_size=2, divisor_override=3)])
+def test_int64_avg_pools_truncate_like_pytorch(n, kw):
+    torch = pytest.importorskip("torch")
+    if n == 1 and "divisor_override" in kw:
+        pytest.skip("avg_pool1d has no divisor_override")
+    x = np.random.default_rng(n).integers(-9, 9, (2, 3) + (5,) * n)
+    name = f"avg_pool{n}d"
+    ot = getattr(torch.nn.functional, name)(torch.tensor(x), **kw)
+    oj = getattr(tj.nn.functional, name)(tj.tensor(x), **kw)
+    assert oj.dtype == tj.int64
+    np.testing.assert_array_equal(oj.numpy(), ot.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name, kw", [("avg_pool1d", dict(kernel_size=3)), ("avg_pool2d", dict(kernel_size=3)),
+                                      ("avg_pool2d", dict(kernel_size=3, stride=2, padding=1, ceil_mode=True,
+                                                          count_include_pad=False)),
+                                      ("adaptive_avg_pool1d", dict(output_size=4)),
+                                      ("adaptive_avg_pool2d", dict(output_size=(4, 5)))])
+def test_half_avg_pools_round_once_from_float32_like_pytorch(dtype, name, kw):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(2).standard_normal((4, 8, 16, 15)).astype(np.float32)
+    x = np.ascontiguousarray(x[0].swapaxes(1, 2)) if "1d" in name else x   # 1-D: length 16
+    xt = torch.tensor(x).to(getattr(torch, dtype))
+    ot = getattr(torch.nn.functional, name)(xt, **kw)
+    oj = getattr(tj.nn.functional, name)(tj.tensor(xt.float().numpy()).to(getattr(tj, dtype)), **kw)
+    assert oj.dtype == getattr(tj, dtype)
+    np.testing.assert_array_equal(oj.float().numpy(), ot.float().numpy())
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_max_unpool_names_an_index_past_its_output(compiled):
+    x = tj.tensor([[[0.0, 1, 2, 3, 4, 5]]])
+    out, idx = tj.nn.functional.max_pool1d(x, 2, return_indices=True)
+    f = lambda o, i: tj.nn.functional.max_unpool1d(o * 2, i, 2, output_size=(5,))  # noqa: E731
+    with pytest.raises(IndexError, match="max_unpool1d: index 5 is out of range for size 5"):
+        (tj.compile(f) if compiled else f)(out, idx)
+    np.testing.assert_array_equal(tj.nn.functional.max_unpool1d(out, idx, 2).numpy(), [[[0, 1, 0, 3, 0, 5]]])

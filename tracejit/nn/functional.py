@@ -13,6 +13,7 @@ from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_l
                    logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, softplus, tanh)
 from ..ops.activation import apply_inplace
 from ..ops.activation_more import implicit_softmax_dim
+from ..ops.conv import _pair
 from ..errors import ArgumentError, ShapeError
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
                            conv_transpose2d, interpolate, pad)
@@ -83,8 +84,8 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
 
 def _check_fold(input, output_size, kernel_size, dilation, padding, stride):
     """PyTorch's checks of fold's column count and block count, named by argument."""
-    two = [(v, v) if isinstance(v, int) else tuple(v)
-           for v in (output_size, kernel_size, dilation, padding, stride)]
+    two = [_pair(v, what, "fold") for v, what in ((output_size, "output_size"), (kernel_size, "kernel_size"),
+                                                (dilation, "dilation"), (padding, "padding"), (stride, "stride"))]
     (oh, ow), (kh, kw), (dh, dw), (ph, pw), (sh, sw) = two
     blocks = [(size + 2 * p - d * (k - 1) - 1) // s + 1
               for size, k, d, p, s in ((oh, kh, dh, ph, sh), (ow, kw, dw, pw, sw))]

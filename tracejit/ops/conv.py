@@ -239,8 +239,14 @@ FOLD = defprim("fold", _fold_impl, _fold_rule,
                kind="other", save=lambda rq: ())
 
 
-def _pair(v):
-    return (int(v), int(v)) if isinstance(v, int) else tuple(int(x) for x in v)
+def _pair(v, what: str = "argument", op: str = "pair"):
+    """An int or a 1- or 2-sequence as a pair (PyTorch's pools take a 1-tuple too)."""
+    if isinstance(v, (int, np.integer)):
+        return (int(v), int(v))
+    t = tuple(int(x) for x in v)
+    if len(t) not in (1, 2):
+        raise ValueError(f"{op}: {what} must be an int or a pair of ints, got {v!r}")
+    return t * 2 if len(t) == 1 else t
 
 
 _LAYOUTS = ("batch", "gemm")
@@ -250,8 +256,9 @@ def unfold(x, kernel_size, stride=1, padding=0, dilation=1, pad_value=0.0, layou
     """im2col: (N, C*kh*kw, L) columns, or (C*kh*kw, N*L) with ``layout="gemm"``."""
     if layout not in _LAYOUTS:
         raise ValueError(f"unfold: layout must be one of {_LAYOUTS}, got {layout!r}")
-    params = dict(kernel=_pair(kernel_size), stride=_pair(stride), padding=_pair(padding),
-                  dilation=_pair(dilation), pad_value=float(pad_value))
+    params = dict(kernel=_pair(kernel_size, "kernel_size", "unfold"), stride=_pair(stride, "stride", "unfold"),
+                  padding=_pair(padding, "padding", "unfold"), dilation=_pair(dilation, "dilation", "unfold"),
+                  pad_value=float(pad_value))
     if layout != "batch":   # the default stays out of the params (and of existing IR text)
         params["layout"] = layout
     return bind(UNFOLD, x, **params)
@@ -261,8 +268,9 @@ def fold(cols, output_size, kernel_size, stride=1, padding=0, dilation=1, layout
     """col2im, summing overlaps: columns in `unfold`'s `layout` back to (N, C, H, W)."""
     if layout not in _LAYOUTS:
         raise ValueError(f"fold: layout must be one of {_LAYOUTS}, got {layout!r}")
-    params = dict(output_size=_pair(output_size), kernel=_pair(kernel_size), stride=_pair(stride),
-                  padding=_pair(padding), dilation=_pair(dilation))
+    params = dict(output_size=_pair(output_size, "output_size", "fold"),
+                  kernel=_pair(kernel_size, "kernel_size", "fold"), stride=_pair(stride, "stride", "fold"),
+                  padding=_pair(padding, "padding", "fold"), dilation=_pair(dilation, "dilation", "fold"))
     if layout != "batch":
         params["layout"] = layout
     return bind(FOLD, cols, **params)

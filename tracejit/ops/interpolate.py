@@ -10,6 +10,8 @@ Nearest modes are gathers with constant index vectors. With ``antialias=True`` t
 bilinear and bicubic matrices are PyTorch's (and PIL's) filters: when downsampling, the
 triangle or cubic (A = -0.5) kernel is stretched by the scale, so each output averages
 every input it covers; the taps inside the input are weighted and normalized to sum 1.
+uint8 bilinear and bicubic are PyTorch's fixed-point passes: the weights rounded to int16
+at the largest precision that fits, the last axis first, each pass rounded and clamped.
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ShapeError
+from ..errors import ShapeError, UnsupportedDTypeError
 from .creation import tensor
+from .elementwise import clamp, floor
 from .indexing import getitem
 from .linalg import matmul
 from .shape import transpose
@@ -113,13 +116,16 @@ def _area_matrix(insize: int, outsize: int) -> np.ndarray:
     return m
 
 
-def _output_size(input, size, scale_factor, nsp: int):
+def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
     insz = [int(v) for v in input.shape[2:]]
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     sf = None
     if size is not None:
         outsz = [int(size)] * nsp if isinstance(size, int) else [int(v) for v in size]
+        if len(outsz) != nsp:
+            raise ValueError(f"interpolate: size {tuple(size)} should have one entry per spatial dim of "
+                             f"input {tuple(input.shape)} ({nsp})")
     else:
         sf = [float(scale_factor)] * nsp if isinstance(scale_factor, (int, float)) else \
             [float(v) for v in scale_factor]
@@ -127,7 +133,7 @@ def _output_size(input, size, scale_factor, nsp: int):
             raise ValueError(f"interpolate: scale_factor {scale_factor!r} should give one positive factor "
                              f"per spatial dim of input {tuple(input.shape)}")
         outsz = [int(math.floor(i * f)) for i, f in zip(insz, sf)]
-    if len(outsz) != nsp or min(outsz) <= 0 or min(insz) <= 0:
+    if len(outsz) != nsp or min(outsz) < least or min(insz) <= 0:
         raise ValueError(f"interpolate: input and output sizes should be greater than 0, got input "
                          f"{tuple(input.shape)} and output size {tuple(outsz)}")
     return insz, outsz, sf
@@ -156,23 +162,29 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
                          "modes and a 4-D input")
     if mode == "lanczos" and (align_corners or not antialias):
         raise ValueError("interpolate: lanczos mode requires antialias=True and align_corners=False")
-    insz, outsz, sf = _output_size(input, size, scale_factor, nsp)
+    u8 = input.dtype is _dt.uint8 and not mode.startswith("nearest")
+    if u8 and mode not in ("bilinear", "bicubic"):
+        raise UnsupportedDTypeError(f"interpolate: mode {mode!r} takes a floating point input; uint8 "
+                                    f"only with the nearest, nearest-exact, bilinear and bicubic modes")
+    # (area is PyTorch's adaptive average pool, which gives an empty output for size 0)
+    insz, outsz, sf = _output_size(input, size, scale_factor, nsp, 0 if mode == "area" else 1)
     if sf is None or recompute_scale_factor:
-        scales = [i / o for i, o in zip(insz, outsz)]
+        scales = [i / o if o else 0.0 for i, o in zip(insz, outsz)]   # (o = 0: area, no outputs)
     else:
         scales = [1.0 / f for f in sf]
     # bf16/f16 interpolate in float32 and round once, as PyTorch's CPU kernels: rounding
     # between the separable passes (and the weights) was off by an ulp in ~15% of outputs
     low = input.dtype in (_dt.bfloat16, _dt.float16) and not mode.startswith("nearest")
-    out = input.to(_dt.float32) if low else input
-    for axis, (i, o, sc) in enumerate(zip(insz, outsz, scales)):
+    out = input.to(_dt.float32) if low else input.to(_dt.float64) if u8 else input
+    axes = list(enumerate(zip(insz, outsz, scales)))
+    for axis, (i, o, sc) in (axes[::-1] if u8 else axes):
         dim = 2 + axis
         if mode.startswith("nearest"):
-            dst = np.arange(o, dtype=np.float64)
-            src = np.floor((dst + 0.5) * sc) if mode == "nearest-exact" else np.floor(dst * sc)
-            idx = tensor(np.minimum(src.astype(np.int64), i - 1), device=input.device)
+            idx = tensor(_nearest_source(i, o, sc, mode == "nearest-exact", nsp == 2), device=input.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
             continue
+        if i == o and (antialias or mode != "bicubic"):
+            continue   # PyTorch's linear and antialias kernels copy an axis of unchanged size
         if antialias:
             m = _antialias_matrix(i, o, bool(align_corners), sc, mode)
         elif mode == "area":
@@ -181,6 +193,34 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
             m = _cubic_matrix(i, o, bool(align_corners), sc)
         else:
             m = _linear_matrix(i, o, bool(align_corners), sc)
+        if u8:
+            out = _fixed_point_pass(out, m, dim)
+            continue
         mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device)
         out = transpose(matmul(transpose(out, dim, -1), mt), dim, -1)    # the axis last, times M^T
-    return out.to(input.dtype) if low else out
+    return out.to(input.dtype) if low or u8 else out
+
+
+def _nearest_source(i: int, o: int, sc: float, exact: bool, shortcuts: bool) -> np.ndarray:
+    """Source index of each of `o` outputs, PyTorch's: the floor of the float32 product; its
+    plain nearest 2-D kernel copies an unchanged size and halves at twice the size."""
+    dst = np.arange(o, dtype=np.int64)
+    if shortcuts and not exact and o == i:
+        return dst
+    if shortcuts and not exact and o == 2 * i:
+        return dst >> 1
+    f = dst.astype(np.float32) + np.float32(0.5) if exact else dst.astype(np.float32)
+    return np.minimum(np.floor(f * np.float32(sc)).astype(np.int64), i - 1)
+
+
+def _fixed_point_pass(x, m: np.ndarray, dim: int):
+    """One uint8 pass along `dim` of float64 `x` holding integers: PyTorch's int16 weights
+    at precision p, then (sum + 2^(p-1)) >> p clamped to [0, 255] (exact in float64)."""
+    p = 0
+    while p < 22 and int(0.5 + m.max() * (1 << (p + 1))) < (1 << 15):
+        p += 1
+    v = m * (1 << p)
+    q = np.where(v < 0, np.ceil(v - 0.5), np.floor(v + 0.5))   # C's (int16)(v -+ 0.5)
+    y = matmul(transpose(x, dim, -1), tensor(np.ascontiguousarray(q.T), dtype=_dt.float64, device=x.device))
+    y = clamp(floor((y + float(1 << (p - 1))) * (1.0 / (1 << p))), 0.0, 255.0)
+    return transpose(y, dim, -1)

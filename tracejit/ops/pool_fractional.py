@@ -21,7 +21,7 @@ from .indexing import gather
 from .pooling_nd import _ranked
 from .random import rand
 from .reductions import argmax
-from .shape import reshape, squeeze, unsqueeze
+from .shape import expand, reshape, squeeze, unsqueeze
 from . import autocast as _autocast
 
 __all__ = ["fractional_max_pool2d", "fractional_max_pool3d", "fractional_max_pool2d_with_indices",
@@ -46,8 +46,8 @@ def _starts(u, size: int, k: int, out: int, dtype):
         alpha = float(np.asarray(size - k, dtype.np) / np.asarray(out - 1, dtype.np))
         u = unsqueeze(u, -1)
         s = cast((i + u) * alpha, _dt.int64) - cast(u * alpha, _dt.int64)
-    else:
-        s = cast(i, _dt.int64)
+    else:  # one window or none: no samples read, the starts keep the (N, C, out) shape
+        s = expand(cast(i, _dt.int64), tuple(u.shape) + (out,))
     return where(i == out - 1, size - k, s)
 
 
@@ -71,10 +71,10 @@ def _fractional(input, kernel_size, output_size=None, output_ratio=None, return_
         output_size = tuple(int(s * r) for s, r in zip(spatial, ratio))
     outs = tuple(int(v) for v in _tuple(output_size, n, "output_size", op))
     for name, size, kk, o in zip(_AXES[n], spatial, k, outs):
-        if o + kk - 1 > size or o <= 0 or kk <= 0:
+        if o + kk - 1 > size or o < 0 or kk <= 0:   # (an output size of 0 is an empty output)
             raise RuntimeError(f"{op}(): pool {name} {kk} too large relative to input {name} {size}"
-                               if o > 0 and kk > 0 else f"{op}(): output_size and kernel_size "
-                               f"must be positive, got {outs} and {k}")
+                               if o >= 0 and kk > 0 else f"{op}(): kernel_size must be positive and "
+                               f"output_size non-negative, got {k} and {outs}")
     nb, c = int(x.shape[0]), int(x.shape[1])
     if samples is None:
         samples = rand(nb, c, n, dtype=x.dtype, device=x.device)
@@ -94,7 +94,7 @@ def _fractional(input, kernel_size, output_size=None, output_ratio=None, return_
         flat = pos if flat is None else flat + pos
     o, kk = int(np.prod(outs)), int(np.prod(k))
     flat = reshape(flat, (nb, c, o, kk))
-    xf = reshape(x, (nb, c, -1))
+    xf = reshape(x, (nb, c, int(np.prod(spatial))))
     windows = reshape(gather(xf, -1, reshape(flat, (nb, c, o * kk))), (nb, c, o, kk))
     idx = squeeze(gather(flat, -1, unsqueeze(argmax(windows, -1), -1)), -1)
     out = reshape(gather(xf, -1, idx), (nb, c) + outs)

@@ -23,7 +23,7 @@ from ..exactcall import specialize
 from ..errors import ArgumentError, ShapeError, expect_floating, expect_not_bool
 from .creation import tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
-from .indexing import gather, getitem
+from .indexing import gather, getitem, in_range
 from .indexing_more import scatter
 from .linalg import matmul
 from .reductions import argmax, sum as _sum
@@ -62,6 +62,15 @@ def _batched(x, n: int, op: str):
     if x.ndim != n + 2:
         raise ShapeError(f"{op}: expected a {n + 1}-D or {n + 2}-D input, got shape {tuple(x.shape)}")
     return x, False
+
+
+def accumulating_dtype(dtype):
+    """The dtype an average pool of `dtype` computes in, as PyTorch's CPU kernels (None: its
+    own): float32 for float16/bfloat16, rounded once at the end; float64 for int64, whose
+    exact quotient the cast back truncates, as integer division."""
+    if dtype in (_dt.float16, _dt.bfloat16):
+        return _dt.float32
+    return None if dtype.is_floating_point else _dt.float64
 
 
 def _axis_windows(size, k, s, p, d, ceil_mode, op):
@@ -115,7 +124,7 @@ def _window_table(spatial, k, s, p, d, ceil_mode, op):
 def _gathered(x, flat):
     """(N, C, O, K): the input's values at each window's flat positions."""
     n, c = x.shape[0], x.shape[1]
-    xf = reshape(x, (n, c, -1))
+    xf = reshape(x, (n, c, int(np.prod(x.shape[2:]))))   # (no -1: the batch may be empty)
     idx = tensor(flat.reshape(-1), device=x.device)
     return reshape(getitem(xf, (slice(None), slice(None), idx)), (n, c) + flat.shape)
 
@@ -164,6 +173,10 @@ max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (
 
 def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
               count_include_pad: bool = True, divisor_override=None, *, n, op):
+    wide = accumulating_dtype(input.dtype)
+    if wide is not None:
+        return cast(_avg_pool(cast(input, wide), kernel_size, stride, padding, ceil_mode,
+                              count_include_pad, divisor_override, n=n, op=op), input.dtype)
     x, unbatched = _batched(input, n, op)
     k = _ntuple(kernel_size, n, "kernel_size", op)
     s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
@@ -209,10 +222,16 @@ def _out_sizes(output_size, spatial, op):
     sizes = tuple(output_size)
     if len(sizes) != n:
         raise ValueError(f"{op}: output_size must be an int or a {n}-tuple, got {output_size!r}")
-    return tuple(spatial[a] if sizes[a] is None else int(sizes[a]) for a in range(n))
+    sizes = tuple(spatial[a] if sizes[a] is None else int(sizes[a]) for a in range(n))
+    if min(sizes) < 0:
+        raise ArgumentError(f"{op}: output_size must be non-negative, got {output_size!r}")
+    return sizes
 
 
 def _adaptive_avg(input, output_size, *, n, op):
+    wide = accumulating_dtype(input.dtype)
+    if wide is not None:
+        return cast(_adaptive_avg(cast(input, wide), output_size, n=n, op=op), input.dtype)
     if n == 3:   # (PyTorch's 1-D pool checks the rank first; its 2-D one is ops/spatial.py's)
         from .spatial import global_mean_other_rank
         out = global_mean_other_rank(input, 3, output_size)
@@ -241,7 +260,7 @@ def _adaptive_max(input, output_size, return_indices: bool = False, *, n, op, wi
     per = []
     for a in range(n):
         start, end = _bins(spatial[a], outs[a])
-        kmax = int((end - start).max())
+        kmax = int((end - start).max(initial=1))   # (no bins when an output size is 0)
         pos = np.minimum(start[:, None] + np.arange(kmax), end[:, None] - 1)
         per.append((pos, np.ones_like(pos, dtype=bool)))
     flat, valid, o = _combine(per, spatial)
@@ -263,6 +282,10 @@ adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max
 # ---------------------------------------------------------------- L^p pooling
 def _lp_pool(input, norm_type, kernel_size, stride=None, ceil_mode: bool = False, *, n, op):
     k = _ntuple(kernel_size, n, "kernel_size", op)
+    if isinstance(norm_type, (int, float)) and math.isinf(norm_type):
+        # the limit p -> +-inf, as PyTorch takes it: the largest (smallest) |x| of a window
+        sgn = 1.0 if norm_type > 0 else -1.0
+        return _max_pool(_abs(input) * sgn, k, stride, 0, 1, ceil_mode, n=n, op=op) * sgn
     pooled = _avg_pool(input ** norm_type, k, stride, 0, ceil_mode, True, None, n=n, op=op)
     return (sign(pooled) * relu(_abs(pooled)) * float(math.prod(k))) ** (1.0 / norm_type)
 
@@ -292,11 +315,11 @@ def _max_unpool(input, indices, kernel_size, stride=None, padding=0, output_size
                 raise ValueError(f"{op}: output_size {tuple(output_size)} is not within a stride of "
                                  f"the default {default}")
     nb, c = x.shape[0], x.shape[1]
-    idx = reshape(cast(indices, _dt.int64), (nb, c, -1))
     total = int(np.prod(outs))
+    idx = in_range(reshape(cast(indices, _dt.int64), (nb, c, int(np.prod(spatial)))), total, op)
     # a put, not an add: overlapping windows that chose the same element write it once
     base = zeros((nb, c, total), dtype=x.dtype, device=x.device)
-    out = scatter(base, 2, idx, reshape(x, (nb, c, -1)))
+    out = scatter(base, 2, idx, reshape(x, (nb, c, int(np.prod(spatial)))))
     out = reshape(out, (nb, c) + outs)
     return squeeze(out, 0) if unbatched else out
 

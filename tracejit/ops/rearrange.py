@@ -35,6 +35,8 @@ __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channe
 def pixel_shuffle(input, upscale_factor: int):
     """(*, C*r^2, H, W) -> (*, C, H*r, W*r)."""
     r = int(upscale_factor)
+    if r <= 0:
+        raise ArgumentError(f"pixel_shuffle: upscale_factor must be positive, got {upscale_factor!r}")
     if input.ndim < 3 or input.shape[-3] % (r * r):
         raise ShapeError(f"pixel_shuffle: expected (*, C*{r * r}, H, W), got shape {tuple(input.shape)}")
     lead = tuple(input.shape[:-3])
@@ -48,6 +50,8 @@ def pixel_shuffle(input, upscale_factor: int):
 def pixel_unshuffle(input, downscale_factor: int):
     """(*, C, H*r, W*r) -> (*, C*r^2, H, W)."""
     r = int(downscale_factor)
+    if r <= 0:
+        raise ArgumentError(f"pixel_unshuffle: downscale_factor must be positive, got {downscale_factor!r}")
     if input.ndim < 3 or input.shape[-2] % r or input.shape[-1] % r:
         raise ShapeError(f"pixel_unshuffle: height and width of {tuple(input.shape)} must be divisible "
                          f"by {r}")

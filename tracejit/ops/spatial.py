@@ -29,7 +29,7 @@ from .elementwise import cast
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
 from .linalg import matmul
-from .pooling_nd import _bins
+from .pooling_nd import _bins, accumulating_dtype
 from .reductions import amax, argmax
 from .reductions import sum as _sum
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
@@ -153,7 +153,11 @@ def _spatial_4d(x, name):
 
 
 def _out_pair(output_size, h, w, op):
-    oh, ow = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    sizes = (output_size, output_size) if isinstance(output_size, int) or output_size is None \
+        else tuple(output_size)
+    if len(sizes) != 2:
+        raise ValueError(f"{op}: output_size must be an int or a 2-tuple, got {output_size!r}")
+    oh, ow = sizes
     oh, ow = (h if oh is None else int(oh)), (w if ow is None else int(ow))
     if oh < 0 or ow < 0:
         raise ArgumentError(f"{op}: output_size must be non-negative, got {output_size!r}")
@@ -185,6 +189,9 @@ def global_mean_other_rank(x, n: int, output_size):
 
 @takes("x:input")
 def adaptive_avg_pool2d(x, output_size):
+    wide = accumulating_dtype(x.dtype)
+    if wide is not None:
+        return cast(adaptive_avg_pool2d(cast(x, wide), output_size), x.dtype)
     out = global_mean_other_rank(x, 2, output_size)
     if out is not None:
         return out
