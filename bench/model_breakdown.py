@@ -124,6 +124,11 @@ class _Family:
     def get(self, *args, **kwargs):
         return self._timers.wrap(self._label, self._family.get(*args, **kwargs))
 
+    def ready(self, *args, **kwargs):
+        # plans ask `ready` for a strided operand's variant (None: not loaded yet)
+        fn = self._family.ready(*args, **kwargs)
+        return None if fn is None else self._timers.wrap(self._label, fn)
+
     def __getattr__(self, name):
         return getattr(self._family, name)
 
