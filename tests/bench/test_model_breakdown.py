@@ -71,3 +71,34 @@ def test_a_rows_kernel_is_labelled_with_the_work_fused_into_it():
     rows = [k for k in timers.calls if k.startswith("kernel (") and "sum (row)" in k]
     assert len(rows) == 1 and "tanh" in rows[0] and "add" in rows[0], set(timers.calls)
     assert "op layer_norm" not in timers.calls
+
+
+def _strided_f(x, y):
+    # no math call: a kernel with one copies its strided operands instead (plan.py)
+    return (x[:, 1] * y - 1.0) * x[:, 1]
+
+
+def test_a_kernel_run_on_a_strided_operand_is_timed():
+    """A plan fetches the variant for strided operands (a slice along a middle dim) from
+    the family's ``ready``, not ``get``: both instrumenters time it."""
+    rng = np.random.default_rng(2)
+    x = tj.tensor(rng.standard_normal((6, 4, 5), dtype=np.float32))
+    y = tj.tensor(rng.standard_normal((6, 5), dtype=np.float32))
+    f = tj.script(_strided_f)
+    want = f(x, y).numpy()
+    xs = x.numpy()[:, 1]
+    np.testing.assert_allclose(want, (xs * y.numpy() - 1.0) * xs, rtol=1e-6)
+    timers = model_breakdown.OpTimers()
+    saved = model_breakdown._instrument(timers)
+    try:
+        got = f(x, y).numpy()
+    finally:
+        for g, name, value in reversed(saved):
+            g[name] = value
+    np.testing.assert_array_equal(got, want)
+    kern = [k for k in timers.calls if k.startswith("kernel (")]
+    assert len(kern) == 1 and "mul" in kern[0] and timers.calls[kern[0]] == 1, dict(timers.calls)
+    timers = breakdown.Timers()
+    with breakdown.instrumented(timers):
+        np.testing.assert_array_equal(f(x, y).numpy(), want)
+    assert timers.calls["kernels"] == 1, dict(timers.calls)
