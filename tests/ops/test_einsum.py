@@ -60,3 +60,12 @@ def test_values_gradients_and_gemms_match_the_step_kind(monkeypatch, eq, shapes,
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     f = tj.compile(lambda *xs: tj.einsum(eq, *xs))
     np.testing.assert_allclose(f(*[tj.tensor(a) for a in arrays]).numpy(), res[0][0], rtol=1e-10)
+
+
+def test_an_integer_matrix_vector_step_keeps_its_dtype():
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    b = np.arange(8, dtype=np.int32).reshape(2, 4)
+    got = tj.einsum("bij,bj->bi", tj.tensor(a), tj.tensor(b))
+    want = torch.einsum("bij,bj->bi", torch.tensor(a), torch.tensor(b))
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1] == "int32"
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ArgumentError, ShapeError
-from .elementwise import mul
+from .elementwise import cast, mul
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import permute, reshape, squeeze
@@ -138,8 +138,10 @@ def _contract(a, la, b, lb, keep, order):
         b = reshape(permute(b, [lb.index(c) for c in full if c in lb]),
                     tuple(size[c] if c in lb else 1 for c in full))
         out = mul(a, b)
-        if contr:
+        if contr:   # in the product's dtype, as a GEMM's (an integer sum widens to int64)
+            dtype = out.dtype
             out = _sum(out, tuple(range(len(res), len(full))))
+            out = out if out.dtype == dtype else cast(out, dtype)
         return out, res
     a = permute(a, [la.index(c) for c in batch + left + contr])
     b = permute(b, [lb.index(c) for c in batch + contr + right])
