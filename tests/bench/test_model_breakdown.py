@@ -102,3 +102,19 @@ def test_a_kernel_run_on_a_strided_operand_is_timed():
     with breakdown.instrumented(timers):
         np.testing.assert_array_equal(f(x, y).numpy(), want)
     assert timers.calls["kernels"] == 1, dict(timers.calls)
+
+
+def test_a_programs_compiled_step_gets_the_per_call_table():
+    """``--program``: a bench/programs program's compiled step, its GEMMs and kernels timed
+    (in a process of its own: the program runs with tracejit in place of torch)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root, TRACEJIT_COMPILE="sync")
+    out = subprocess.run([sys.executable, "-m", "bench.model_breakdown", "--program", "charmlp",
+                          "--steps", "2"], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=600, check=True).stdout
+    assert out.startswith("## program charmlp (compiled)"), out
+    rows = [line for line in out.splitlines() if line.startswith("| gemm ")]
+    assert rows and all(float(r.split("|")[3]) >= 0 for r in rows), out
