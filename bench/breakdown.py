@@ -268,6 +268,11 @@ class _KernelFamily:
     def get(self, *args, **kwargs):
         return self._timers.kernel(self._family.label, self._family.get(*args, **kwargs))
 
+    def ready(self, *args, **kwargs):
+        # plans ask `ready` for a strided operand's variant (None: not loaded yet)
+        fn = self._family.ready(*args, **kwargs)
+        return None if fn is None else self._timers.kernel(self._family.label, fn)
+
     def __getattr__(self, name):
         return getattr(self._family, name)
 

@@ -2,6 +2,7 @@
 
     python -m bench.model_breakdown [--models cnn,lstm,transformer] [--steps N] [--eager]
                                     [--torch] [--embedding-rewrite off]
+    python -m bench.model_breakdown --program mamba [--steps N]
 
 The steps are ``bench/impls/models.py``'s (the ``models`` workload of ``python -m bench`` and
 ``bench/bench_models.py``), run by phase (forward = the compiled module, loss, backward,
@@ -13,6 +14,10 @@ non-fused primitive by its name. What forward + backward spend outside those cal
 Python (plan lines, guards, autograd, allocation). With ``--torch`` the same step of
 PyTorch eager (one thread) is timed in the same process, alternating with tracejit's, for
 the ratio.
+
+``--program NAME`` does the same for a program of ``bench/programs`` (tracejit in place of
+torch, its compile hook on, as ``python -m bench.programs``' tracejit_compiled): whole
+steps, as a program's step is one function, with the per-call table.
 
 The figures are per step: the minimum over the steps for the step and phase totals, the
 mean for the per-call table and the forward+backward split (a call's minimum over steps would
@@ -123,6 +128,11 @@ class _Family:
 
     def get(self, *args, **kwargs):
         return self._timers.wrap(self._label, self._family.get(*args, **kwargs))
+
+    def ready(self, *args, **kwargs):
+        # plans ask `ready` for a strided operand's variant (None: not loaded yet)
+        fn = self._family.ready(*args, **kwargs)
+        return None if fn is None else self._timers.wrap(self._label, fn)
 
     def __getattr__(self, name):
         return getattr(self._family, name)
@@ -239,6 +249,40 @@ def breakdown(name: str, steps: int = 6, compiled: bool = True, with_torch: bool
     return "\n".join(lines)
 
 
+def program_breakdown(name: str, steps: int = 6) -> str:
+    """The per-call table of `name`'s compiled step (``--program``)."""
+    import importlib
+    from .programs import torchswap
+    torchswap.install()
+    import torch
+    torch.set_num_threads(1)
+    prog = importlib.import_module(f"{__package__}.programs.{name}").Program(torch.compile)
+    for _ in range(3):
+        prog.step()
+
+    def run() -> float:
+        t0 = time.thread_time()
+        prog.step()
+        return time.thread_time() - t0
+    plain = [run() for _ in range(steps)]
+    timers = OpTimers()
+    saved = _instrument(timers)
+    try:
+        inst = [run() for _ in range(steps)]
+    finally:
+        for g, n, v in reversed(saved):
+            g[n] = v
+    per = {k: v / steps * 1e3 for k, v in timers.sec.items()}
+    mean = sum(inst) / steps * 1e3
+    lines = [f"## program {name} (compiled), one thread, CPU time, load {os.getloadavg()[0]:.2f}",
+             f"step min {min(plain) * 1e3:.2f} ms; instrumented mean {mean:.2f} ms: timed calls "
+             f"{sum(per.values()):.2f}, rest (Python/plan/autograd/optimizer) {mean - sum(per.values()):.2f}",
+             "", "| call | per step | ms per step |", "|---|---:|---:|"]
+    for k, v in sorted(per.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {k} | {timers.calls[k] / steps:.0f} | {v:.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.model_breakdown", description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="cnn,lstm,transformer")
@@ -248,8 +292,11 @@ def main(argv=None) -> int:
     ap.add_argument("--embedding-rewrite", choices=("on", "off"), default="on",
                     help="off: compile without the embedding-gradient rewrite (the general LSTM LM step; "
                          "bench/bench_models.py's option)")
+    ap.add_argument("--program", help="a program of bench/programs (mamba, gpt, ...) instead of the models")
     args = ap.parse_args(argv)
-    import os
+    if args.program:
+        print(program_breakdown(args.program, args.steps))
+        return 0
     before = os.environ.get("TRACEJIT_SCATTER_PRODUCTS")
     os.environ["TRACEJIT_SCATTER_PRODUCTS"] = "1" if args.embedding_rewrite == "on" else "0"
     try:

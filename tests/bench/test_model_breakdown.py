@@ -71,3 +71,50 @@ def test_a_rows_kernel_is_labelled_with_the_work_fused_into_it():
     rows = [k for k in timers.calls if k.startswith("kernel (") and "sum (row)" in k]
     assert len(rows) == 1 and "tanh" in rows[0] and "add" in rows[0], set(timers.calls)
     assert "op layer_norm" not in timers.calls
+
+
+def _strided_f(x, y):
+    # no math call: a kernel with one copies its strided operands instead (plan.py)
+    return (x[:, 1] * y - 1.0) * x[:, 1]
+
+
+def test_a_kernel_run_on_a_strided_operand_is_timed():
+    """A plan fetches the variant for strided operands (a slice along a middle dim) from
+    the family's ``ready``, not ``get``: both instrumenters time it."""
+    rng = np.random.default_rng(2)
+    x = tj.tensor(rng.standard_normal((6, 4, 5), dtype=np.float32))
+    y = tj.tensor(rng.standard_normal((6, 5), dtype=np.float32))
+    f = tj.script(_strided_f)
+    want = f(x, y).numpy()
+    xs = x.numpy()[:, 1]
+    np.testing.assert_allclose(want, (xs * y.numpy() - 1.0) * xs, rtol=1e-6)
+    timers = model_breakdown.OpTimers()
+    saved = model_breakdown._instrument(timers)
+    try:
+        got = f(x, y).numpy()
+    finally:
+        for g, name, value in reversed(saved):
+            g[name] = value
+    np.testing.assert_array_equal(got, want)
+    kern = [k for k in timers.calls if k.startswith("kernel (")]
+    assert len(kern) == 1 and "mul" in kern[0] and timers.calls[kern[0]] == 1, dict(timers.calls)
+    timers = breakdown.Timers()
+    with breakdown.instrumented(timers):
+        np.testing.assert_array_equal(f(x, y).numpy(), want)
+    assert timers.calls["kernels"] == 1, dict(timers.calls)
+
+
+def test_a_programs_compiled_step_gets_the_per_call_table():
+    """``--program``: a bench/programs program's compiled step, its GEMMs and kernels timed
+    (in a process of its own: the program runs with tracejit in place of torch)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root, TRACEJIT_COMPILE="sync")
+    out = subprocess.run([sys.executable, "-m", "bench.model_breakdown", "--program", "charmlp",
+                          "--steps", "2"], cwd=root, env=env, capture_output=True, text=True,
+                         timeout=600, check=True).stdout
+    assert out.startswith("## program charmlp (compiled)"), out
+    rows = [line for line in out.splitlines() if line.startswith("| gemm ")]
+    assert rows and all(float(r.split("|")[3]) >= 0 for r in rows), out

@@ -72,3 +72,29 @@ def test_layer_norm_output_read_by_fused_work_is_saved(monkeypatch, flag):
     (rg,) = [it for it in fwd.items if isinstance(it, Group) and it.rows]
     assert len(rg.outputs) == 2 and n_saved >= 1
     assert not any(isinstance(it, Group) and it.rows for it in bwd.items), bwd.describe()
+
+
+def _scan(a, b, c):
+    # a selective scan's state: each step's x is read by that step's reduction and by the
+    # next step, so each step's kernel writes it
+    x = a[:, 0] * 0.0
+    ys = []
+    for i in range(a.shape[1]):
+        x = a[:, i] * x + b[:, i]
+        ys.append((x * c[:, i]).sum(-1))
+    return tj.stack(ys, 1)
+
+
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_a_scan_state_read_by_a_reduction_and_the_next_step_is_saved(monkeypatch, flag):
+    monkeypatch.setenv("TRACEJIT_SAVE_WRITTEN", flag)
+    cf = assert_compiled_matches(_scan, T(3, 6, 4, 5, seed=1), T(3, 6, 4, 5, seed=2),
+                                 T(3, 6, 1, 5, seed=3), rtol=1e-5, atol=1e-5)
+    fwd, bwd, n_saved = _train(cf)
+    # the backward's groups: without the states saved, one recomputes the chain of
+    # multiply-adds from the start (two equations a step)
+    longest = max(len(it.eqns) for it in bwd.items if isinstance(it, Group))
+    if flag == "1":
+        assert longest < 12, bwd.describe()
+    else:
+        assert longest >= 12, bwd.describe()

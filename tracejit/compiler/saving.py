@@ -4,7 +4,10 @@ Autodiff recomputes cheap elementwise intermediates in the backward instead of s
 That is a loss when the forward writes the value regardless (an activation read by the
 next matmul): the backward recomputed it in a pass of its own only to feed the weight
 gradient's GEMM. Here such values are saved, as PyTorch does. "Written anyway": read by an
-equation that runs as a plan step (fused readers do not count). ``TRACEJIT_SAVE_WRITTEN=0``
+equation that runs as a plan step (fused readers do not count), or read on the way to a
+fused reduction and elsewhere too: a kernel ends at its reduction, so the value leaves it
+for its other readers (a scan's state ``x = a * x + b`` read by the step's ``sum(x * c)``
+and by the next step). ``TRACEJIT_SAVE_WRITTEN=0``
 restores plain recomputation. A static slice of a value saved anyway is not saved itself:
 the backward slices again and reads it in place (slice_reads.py).
 """
@@ -35,6 +38,7 @@ def recompute_unless_written(graph: Graph):
             continue
         written.update(a for a in e.inputs if isinstance(a, Var))
 
+    written |= _leaves_a_reduction(graph)
     made = {o: e for e in graph.eqns for o in e.outs}
 
     def cheap(e) -> bool:
@@ -44,3 +48,30 @@ def recompute_unless_written(graph: Graph):
             return src is None or not cheap(src)
         return _cheap(e) and e.out not in written
     return cheap
+
+
+def _leaves_a_reduction(graph: Graph) -> set:
+    """Values read by two or more equations of which some lead to a fused reduction (through
+    elementwise equations each read once) and the rest elsewhere, a different reduction or
+    not: the reduction's kernel computes such a value and writes it for the others."""
+    readers: dict = {}
+    for e in graph.eqns:
+        for a in dict.fromkeys(a for a in e.inputs if isinstance(a, Var)):
+            readers.setdefault(a, []).append(e)
+
+    def target(e, depth: int = 8):
+        # the reduction `e` feeds, else None
+        while depth:
+            if e.prim in FUSIBLE_REDUCTIONS:
+                return e
+            if not _elementwise_ok(e) or len(readers.get(e.out, ())) != 1:
+                return None
+            e, depth = readers[e.out][0], depth - 1
+        return None
+    out = set()
+    for v, rs in readers.items():
+        if len(rs) > 1:
+            ends = {id(target(r)) if target(r) is not None else None for r in rs}
+            if len(ends) > 1 and ends != {None}:
+                out.add(v)
+    return out

@@ -4,7 +4,13 @@ Operands are contracted left to right. Each pairwise step sorts the labels into
 batch (in both, still needed), contracted (in both, not needed later), left-only and
 right-only, lays the operands out as ``[batch, left, contracted]`` and
 ``[batch, contracted, right]``, and does one batched matmul, so the work goes to BLAS
-and the gradient is matmul's. Labels that only one operand has and nothing later needs
+and the gradient is matmul's. A step that contracts nothing (an outer product over the
+batch labels, ``'bld,dn->bldn'``) is a broadcast multiply instead: as a matmul it would be
+one ``(m, 1) @ (1, n)`` product per batch element, thousands of tiny BLAS calls, where a
+multiply is one elementwise kernel that fuses with its neighbours. A batched matrix-vector
+step (batch labels, and one side has no labels of its own: ``'bdn,bn->bd'``) is a broadcast
+multiply summed over the contracted labels, for the same reason: one small GEMV per batch
+element forward, and ``(m, 1) @ (1, k)`` outer products per element in its gradient. Labels that only one operand has and nothing later needs
 are summed out first; a repeated label within one operand takes the diagonal (a view,
 as PyTorch's); a size-1 dimension broadcasts (that operand simply does not depend on
 the label).
@@ -14,6 +20,7 @@ from __future__ import annotations
 import math
 
 from ..errors import ArgumentError, ShapeError
+from .elementwise import cast, mul
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import permute, reshape, squeeze
@@ -111,7 +118,7 @@ def _prod(sizes):
     return math.prod(sizes) if sizes else 1
 
 
-def _contract(a, la, b, lb, keep):
+def _contract(a, la, b, lb, keep, order):
     # Sum what only one side has and nothing later needs.
     a, la = _sum_labels(a, la, {c for c in la if c not in lb and c not in keep})
     b, lb = _sum_labels(b, lb, {c for c in lb if c not in la and c not in keep})
@@ -120,6 +127,22 @@ def _contract(a, la, b, lb, keep):
     left = [c for c in la if c not in lb]
     right = [c for c in lb if c not in la]
     size = {**dict(zip(lb, b.shape)), **dict(zip(la, a.shape))}
+    if not contr or (batch and not (left and right)):
+        # out = a * b broadcast (summed over `contr`), laid out in the order the result
+        # wants (`order`), so the final permute is the identity and what follows reads
+        # it contiguously
+        res = sorted(batch + left + right, key=lambda c: order.index(c) if c in order else len(order))
+        full = res + contr
+        a = reshape(permute(a, [la.index(c) for c in full if c in la]),
+                    tuple(size[c] if c in la else 1 for c in full))
+        b = reshape(permute(b, [lb.index(c) for c in full if c in lb]),
+                    tuple(size[c] if c in lb else 1 for c in full))
+        out = mul(a, b)
+        if contr:   # in the product's dtype, as a GEMM's (an integer sum widens to int64)
+            dtype = out.dtype
+            out = _sum(out, tuple(range(len(res), len(full))))
+            out = out if out.dtype == dtype else cast(out, dtype)
+        return out, res
     a = permute(a, [la.index(c) for c in batch + left + contr])
     b = permute(b, [lb.index(c) for c in batch + contr + right])
     nb, nl, nc, nr = (_prod([size[c] for c in g]) for g in (batch, left, contr, right))
@@ -173,7 +196,7 @@ def einsum(equation: str, *operands):
     x, lx = xs[0]
     for i in range(1, len(xs)):
         later = set(out).union(*(set(l2) for _, l2 in xs[i + 1:]))
-        x, lx = _contract(x, lx, xs[i][0], xs[i][1], later)
+        x, lx = _contract(x, lx, xs[i][0], xs[i][1], later, out)
     x, lx = _sum_labels(x, lx, {c for c in lx if c not in out})
     # labels squeezed away everywhere (size 1) come back as size-1 output dims
     missing = [c for c in out if c not in lx]
