@@ -201,8 +201,7 @@ STACK = defprim("stack", lambda xp, *arrs, dim: xp.stack(arrs, axis=dim), _stack
                 lambda g, out, *inputs, dim: unbind(g, dim), kind="shape", promote=True,
                 save=lambda rq: (), extra={"meta": lambda rq: range(len(rq))})
 
-# A copy, as PyTorch's flip: numpy's flip is a view of a, and an in-place op on the
-# result (``y = x.flip(0); y.add_(1)``) changed x, even a leaf that requires grad.
+# A copy, as PyTorch's flip: numpy's is a view, and ``x.flip(0).add_(1)`` changed x.
 FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims).copy(),
                lambda a, dims: Aval(a.shape, a.dtype, a.device),
                lambda g, out, a, dims: (flip(g, dims),), kind="shape", save=lambda rq: ())
@@ -253,11 +252,9 @@ def reshape(a, *shape_, shape=None):
 
 
 def _whole_view(a):
-    """A new view of all of `a` (memory, version counter and history shared), never `a`
-    itself, as PyTorch's view ops: an in-place metadata op (``unsqueeze_``, ``t_``) or an
-    attribute set on the result must not reach `a`."""
-    data = a._data
-    return bind(RESHAPE, a, shape=data.shape if type(data) is np.ndarray else tuple(a.shape))
+    """A new view of all of `a`, never `a` (as PyTorch's): its ``unsqueeze_`` keeps `a`'s shape."""
+    d = a._data
+    return bind(RESHAPE, a, shape=d.shape if type(d) is np.ndarray else tuple(a.shape))
 
 
 def _viewable(data: np.ndarray, shape) -> bool:
@@ -417,7 +414,7 @@ def flatten(a, start_dim: int = 0, end_dim: int = -1):
     if s > e:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     if s == e:
-        return a    # (PyTorch's flatten returns the input itself here, not a view)
+        return a    # (as PyTorch's flatten: the input itself, not a view)
     mid = numel(a.shape[s:e + 1])
     return reshape(a, tuple(a.shape[:s]) + (mid,) + tuple(a.shape[e + 1:]))
 
