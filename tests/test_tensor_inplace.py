@@ -93,7 +93,7 @@ def test_errors_unchanged():
         with pytest.raises(ShapeError):
             x.add_(tj.ones(2, 3))               # in-place ops cannot broadcast the target
         e = tj.ones(1).expand(4)
-        with pytest.raises(RuntimeError, match="read-only"):
+        with pytest.raises(RuntimeError, match="single memory location"):
             e.mul_(2.0)
         leaf = tj.ones(3, requires_grad=True)
         with pytest.raises(RuntimeError, match="leaf"):
@@ -191,9 +191,9 @@ def test_in_place_ops_on_an_expanded_tensor_raise_as_in_pytorch(op):
     with pytest.raises(RuntimeError, match="single memory location"):
         op(torch.zeros(3, 1).expand(3, 4))
     x = tj.zeros(3, 1)
-    with pytest.raises(RuntimeError, match="read-only"):
+    with pytest.raises(RuntimeError, match="single memory location"):
         op(x.expand(3, 4))
-    with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match="read-only"):
+    with pytest.warns(RuntimeWarning), pytest.raises(RuntimeError, match="single memory location"):
         tj.compile(lambda a: op(a.expand(3, 4)))(x)
     np.testing.assert_array_equal(x.numpy(), np.zeros((3, 1), np.float32))
 
@@ -312,3 +312,43 @@ def test_in_place_activation_copies_where_reference_counts_are_not_trusted(monke
     np.testing.assert_array_equal(y.detach().numpy(), [0.0, 0.5, 6.0])
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [0.0, 1.0, 0.0])
+
+
+_EXPANDED_WRITES = {
+    "item": lambda e: e.__setitem__(0, 5.0),
+    "item_tensor": lambda e: e.__setitem__(0, e.new_tensor(5.0)),
+    "slice_of_one": lambda e: e.__setitem__(slice(0, 1), 5.0),
+    "item_add_": lambda e: e[1].add_(1.0),
+    "fill_": lambda e: e.fill_(5.0),
+    "zero_": lambda e: e.zero_(),
+    "whole_slice": lambda e: e.__setitem__(slice(None), 5.0),
+    "add_": lambda e: e.add_(1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_EXPANDED_WRITES))
+def test_writes_into_an_expanded_tensor_as_pytorch(name):
+    """PyTorch writes an expanded tensor where no element of the written-to tensor is
+    written twice (one element, ``fill_``) and refuses the others."""
+    torch = pytest.importorskip("torch")
+    got = {}
+    for lib in (torch, tj):
+        base = lib.tensor([7.0, 2.0])
+        e = base[:1].expand(3)
+        try:
+            _EXPANDED_WRITES[name](e)
+        except RuntimeError as ex:
+            assert "single memory location" in str(ex)
+            got[lib] = None
+        else:
+            got[lib] = (base.tolist(), e.tolist(), base._version == e._version > 0)
+    assert got[tj] == got[torch]
+
+
+def test_a_read_only_numpy_array_still_refuses_writes():
+    a = np.arange(3, dtype=np.float32)
+    a.flags.writeable = False
+    x = tj.from_numpy(a)
+    with pytest.raises(RuntimeError, match="read-only"):
+        x[0] = 5.0
+    assert a.tolist() == [0.0, 1.0, 2.0]

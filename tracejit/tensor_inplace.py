@@ -44,6 +44,32 @@ def _self_overlapping(a) -> bool:
     return False
 
 
+def _writable_alias(a: np.ndarray):
+    """A writeable array over `a`'s memory when `a` is a read-only view (an ``expand``, or
+    a view of one) of writeable memory, else None. The caller has refused a target whose
+    elements overlap: PyTorch writes ``x.expand(3)[0]`` and ``fill_`` there, and refuses
+    only a write that reaches one memory location twice."""
+    owner = a.base
+    while isinstance(owner, np.ndarray) and not owner.flags.writeable:
+        owner = owner.base
+    if not isinstance(owner, np.ndarray):
+        return None   # (memory nothing may write: a read-only numpy array, a shared constant)
+    interface = dict(a.__array_interface__)
+    interface["data"] = (interface["data"][0], False)
+    out = np.asarray(_Memory(interface, owner))
+    return out if out.dtype == a.dtype else out.view(a.dtype)
+
+
+class _Memory:
+    """An ``__array_interface__`` holder that keeps the memory's owner alive."""
+
+    __slots__ = ("__array_interface__", "owner")
+
+    def __init__(self, interface: dict, owner: np.ndarray):
+        self.__array_interface__ = interface
+        self.owner = owner
+
+
 class InPlaceMethods:
     """Holder of the in-place methods (copied onto Tensor below; never instantiated)."""
 
@@ -82,15 +108,18 @@ class InPlaceMethods:
                     f"that is part of an autograd graph is not supported; write through the base "
                     f"instead (x[idx] = value, or x = x.index_put/where(...)), or do it under "
                     f"tracejit.no_grad()")
-        flags = getattr(self._data, "flags", None)
-        if flags is not None and not getattr(flags, "writeable", True):
-            raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. the result of "
-                               f"expand() or of a read-only numpy array); clone() it first")
+        target = self._data
+        flags = getattr(target, "flags", None)
         if flags is not None and not (flags.c_contiguous or flags.f_contiguous) and what != "fill_" \
-                and isinstance(self._data, np.ndarray) and _self_overlapping(self._data):   # (one value: any order)
+                and isinstance(target, np.ndarray) and _self_overlapping(target):   # (one value: any order)
             raise RuntimeError(f"{what}: unsupported operation: more than one element of the written-to "
-                               f"tensor refers to a single memory location (e.g. overlapping unfold() "
-                               f"windows); clone() it first")
+                               f"tensor refers to a single memory location (e.g. an expand() or "
+                               f"overlapping unfold() windows); clone() it first")
+        if flags is not None and not getattr(flags, "writeable", True):
+            target = _writable_alias(target)
+            if target is None:
+                raise RuntimeError(f"{what}: this tensor's memory is read-only (e.g. a read-only "
+                                   f"numpy array); clone() it first")
         node = result.grad_fn
         if type(node) is PrimNode or type(node) is Tier0PrimNode:  # (a compiled call's node
             # keeps its inputs itself)
@@ -103,7 +132,7 @@ class InPlaceMethods:
             from .bf16 import cast
             src = cast(xp, src, self.dtype)   # (bf16 words convert, never reinterpret)
         if src is not self._data:   # (else the op wrote self's memory: `_donatable`)
-            xp.copyto(self._data, src, casting="unsafe")
+            xp.copyto(target, src, casting="unsafe")
         self._vbox[0] += 1
         if result.grad_fn is not None:
             from .autograd.views import ACTIVE

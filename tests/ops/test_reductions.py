@@ -89,3 +89,30 @@ def test_max_min_over_a_dim_send_the_gradient_to_the_returned_index(op, keepdim,
         grads[lib] = (x.grad.numpy(), idx.numpy(), loss.item())
     for got, want in zip(grads[tj], grads[torch]):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("values", [[1.0, np.nan, 3.0, np.nan], [1.0, 3.0, 3.0, -3.0],
+                                    [np.inf, 2.0, -np.inf, np.inf]], ids=["nans", "ties", "infs"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_whole_max_min_split_the_gradient_as_pytorch(op, values, compiled):
+    """max()/min() over the whole tensor split the gradient evenly among the extrema, the
+    nans when the result is nan (amax's ``x == out`` selects none of them)."""
+    a = np.array(values, np.float32)
+    got = {}
+    for lib in (torch, tj):
+        x = lib.tensor(a, requires_grad=True)
+
+        def f(x, lib=lib):
+            return getattr(lib, op)(x * 2) * 3
+        out = (tj.compile(f) if compiled and lib is tj else f)(x)
+        out.backward()
+        got[lib] = (x.grad.numpy(), out.detach().numpy())
+    for mine, want in zip(got[tj], got[torch]):
+        np.testing.assert_array_equal(mine, want)
+    # amax keeps its own rule: no element equals a nan result
+    x = tj.tensor(a, requires_grad=True)
+    tx = torch.tensor(a, requires_grad=True)
+    getattr(tj, "a" + op)(x).backward()
+    getattr(torch, "a" + op)(tx).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

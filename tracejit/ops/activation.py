@@ -10,6 +10,7 @@ from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
 from .composite import softplus
 from .elementwise import clamp, expm1, minimum, tanh, where
+from .hardswish_prim import hardsigmoid as _hardsigmoid, hardswish as _hardswish
 from .shape import clone, reshape
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
@@ -115,13 +116,13 @@ def relu6(input, inplace: bool = False):
 @takes("input")
 def hardsigmoid(input, inplace: bool = False):
     """clamp(x / 6 + 1/2, 0, 1)."""
-    return apply_inplace(input, lambda x: clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
+    return apply_inplace(input, _hardsigmoid, inplace)
 
 
 @takes("input")
 def hardswish(input, inplace: bool = False):
     """x * hardsigmoid(x)."""
-    return apply_inplace(input, lambda x: x * clamp(x * (1.0 / 6.0) + 0.5, 0.0, 1.0), inplace)
+    return apply_inplace(input, _hardswish, inplace)
 
 
 @takes("input")

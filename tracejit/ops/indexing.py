@@ -22,7 +22,7 @@ from .distinct_add import add_distinct
 from .donation import donating, target
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
-from .shape import stack
+from .shape import _whole_view, stack
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 from . import masked_assign as _masked
 
@@ -442,7 +442,7 @@ def getitem(a, index):
         return bind(GETITEM, a, index, spec=_ONE_TENSOR)
     spec = _plain_spec(a, index)
     if spec is not None:
-        return a if spec is _WHOLE else bind(GETITEM, a, spec=spec)
+        return _whole_view(a) if spec is _WHOLE else bind(GETITEM, a, spec=spec)
     if trace_state.tracer is not None:
         m = _masked.select(a, index)   # (b[mask], kept for ``a[mask] = b[mask]``)
         if m is not None:
@@ -452,7 +452,7 @@ def getitem(a, index):
         return getitem(a.unsqueeze(0), index.reshape(1))
     spec, tensors = _normalize(a, index)
     if all(x == ("s", None, None, None) for x in spec) and not tensors:
-        return a
+        return _whole_view(a)
     return bind(GETITEM, a, *tensors, spec=spec)
 
 

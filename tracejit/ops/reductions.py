@@ -100,7 +100,18 @@ SUM = defprim("sum", _np_sum, _red_rule("sum"), _sum_vjp, kind="reduction",
 
 def _minmax_vjp(g, out, a, dims, keepdim):
     o = expand(_keep(out, a.shape, dims, keepdim), a.shape)
-    mask = cast(eq(a, o), a.dtype)
+    return _evenly(g, eq(a, o), a, dims, keepdim)
+
+
+def _whole_minmax_vjp(g, out, a, dims, keepdim):
+    # max()/min() over the whole tensor (PyTorch's evenly_distribute_backward): a nan
+    # result sends the gradient to the nans, where amax's ``a == out`` would select none
+    o = expand(_keep(out, a.shape, dims, keepdim), a.shape)
+    return _evenly(g, where(ne(o, o), ne(a, a), eq(a, o)), a, dims, keepdim)
+
+
+def _evenly(g, selected, a, dims, keepdim):
+    mask = cast(selected, a.dtype)
     # Ties share the gradient evenly, so the total stays g. The division happens on the
     # reduced shape: one full-size pass (the product with the mask), not two.
     count = sum_(mask, dims, True)
@@ -115,6 +126,13 @@ AMAX = defprim("amax", lambda xp, a, dims, keepdim: a.max(axis=dims, keepdims=ke
 AMIN = defprim("amin", lambda xp, a, dims, keepdim: a.min(axis=dims, keepdims=keepdim),
                _red_rule("amin"), _minmax_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
                extra={"combine": "min", "init": math.inf})
+# max() and min() of the whole tensor: amax's and amin's values, PyTorch's gradient for them
+MAX_ALL = defprim("max_all", lambda xp, a, dims, keepdim: a.max(axis=dims, keepdims=keepdim),
+                  _red_rule("amax"), _whole_minmax_vjp, kind="reduction", save=lambda rq: (0,),
+                  save_out=True)
+MIN_ALL = defprim("min_all", lambda xp, a, dims, keepdim: a.min(axis=dims, keepdims=keepdim),
+                  _red_rule("amin"), _whole_minmax_vjp, kind="reduction", save=lambda rq: (0,),
+                  save_out=True)
 
 
 def _prod_vjp(g, out, a, dims, keepdim):
@@ -274,7 +292,7 @@ def max(a, dim=None, keepdim: bool = False):
     if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
         return maximum(a, dim)
     if dim is None:
-        return amax(a)
+        return bind(MAX_ALL, a, dims=_dims(a, None, "max"), keepdim=False)
     if a.ndim == 0:
         return ValuesIndices(amax(a, dim, keepdim), argmax(a, dim, keepdim))
     return _selected(a, argmax(a, dim, True), dim, keepdim)
@@ -284,7 +302,7 @@ def min(a, dim=None, keepdim: bool = False):
     if hasattr(dim, "_data"):
         return minimum(a, dim)
     if dim is None:
-        return amin(a)
+        return bind(MIN_ALL, a, dims=_dims(a, None, "min"), keepdim=False)
     if a.ndim == 0:
         return ValuesIndices(amin(a, dim, keepdim), argmin(a, dim, keepdim))
     return _selected(a, argmin(a, dim, True), dim, keepdim)

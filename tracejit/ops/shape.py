@@ -201,8 +201,7 @@ STACK = defprim("stack", lambda xp, *arrs, dim: xp.stack(arrs, axis=dim), _stack
                 lambda g, out, *inputs, dim: unbind(g, dim), kind="shape", promote=True,
                 save=lambda rq: (), extra={"meta": lambda rq: range(len(rq))})
 
-# A copy, as PyTorch's flip: numpy's flip is a view of a, and an in-place op on the
-# result (``y = x.flip(0); y.add_(1)``) changed x, even a leaf that requires grad.
+# A copy, as PyTorch's flip: numpy's is a view, and ``x.flip(0).add_(1)`` changed x.
 FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims).copy(),
                lambda a, dims: Aval(a.shape, a.dtype, a.device),
                lambda g, out, a, dims: (flip(g, dims),), kind="shape", save=lambda rq: ())
@@ -238,7 +237,7 @@ def reshape(a, *shape_, shape=None):
         shape_ = _keyword_shape("reshape", "shape", shape_, shape)
     shape = _normalized(_reshape_params, a, shape_)
     if shape is _IDENTITY:
-        return a
+        return _whole_view(a)
     data = a._data
     if type(data) is np.ndarray and not data.flags.c_contiguous and not _viewable(data, shape):
         # the copy first, then a view of it: numpy's reshape would copy inside a "view"
@@ -250,6 +249,12 @@ def reshape(a, *shape_, shape=None):
         if data is not None and not data.flags.c_contiguous and not _viewable(data, shape):
             trace_hooks.alias(out, None, a)   # eagerly a copy: no view of `a`
     return out
+
+
+def _whole_view(a):
+    """A new view of all of `a`, never `a` (as PyTorch's): its ``unsqueeze_`` keeps `a`'s shape."""
+    d = a._data
+    return bind(RESHAPE, a, shape=d.shape if type(d) is np.ndarray else tuple(a.shape))
 
 
 def _viewable(data: np.ndarray, shape) -> bool:
@@ -269,7 +274,7 @@ def view(a, *shape, size=None):
         shape = _keyword_shape("view", "size", shape, size)
     new = _normalized(_reshape_params, a, shape)   # (reshape's own normalization, kept)
     if new is _IDENTITY:
-        return a
+        return _whole_view(a)
     data = eager_layout(a)   # (a tracer: the strides it would have eagerly)
     # (a C-contiguous array takes any shape of its size as a view: only others are tried)
     if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
@@ -305,7 +310,7 @@ def permute(a, *dims_, dims=None):
         dims_ = _keyword_shape("permute", "dims", dims_, dims)
     dims = _normalized(_permute_params, a, dims_)
     if dims is _IDENTITY:
-        return a
+        return _whole_view(a)
     return bind(PERMUTE, a, dims=dims)
 
 
@@ -320,7 +325,7 @@ def _transpose_params(a, pair):
 def transpose(a, dim0: int, dim1: int):
     dims = _normalized(_transpose_params, a, (dim0, dim1))
     if dims is _IDENTITY:
-        return a
+        return _whole_view(a)
     return bind(PERMUTE, a, dims=dims)
 
 
@@ -338,7 +343,7 @@ def movedim(a, source: int, destination: int):
 def t(a):
     if a.ndim > 2:
         raise ShapeError(f"t() expects a tensor with <= 2 dims, got shape {tuple(a.shape)}; use transpose")
-    return a if a.ndim < 2 else transpose(a, 0, 1)
+    return _whole_view(a) if a.ndim < 2 else transpose(a, 0, 1)
 
 
 def expand(a, *shape, size=None):
@@ -346,7 +351,7 @@ def expand(a, *shape, size=None):
         shape = _keyword_shape("expand", "size", shape, size)
     shape = _normalized(_expand_params, a, shape)
     if shape is _IDENTITY:
-        return a
+        return _whole_view(a)
     return bind(EXPAND, a, shape=shape)
 
 
@@ -382,7 +387,7 @@ def _squeeze_params(a, dims):
 def squeeze(a, dim=None):
     dims = tuple(range(a.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
     shape = _normalized(_squeeze_params, a, dims)   # (kept per shape and dims, as unsqueeze's)
-    return a if shape is _IDENTITY else (
+    return _whole_view(a) if shape is _IDENTITY else (
         bind(RESHAPE, a, shape=shape) if type(a._data) is np.ndarray else reshape(a, shape))
 
 
@@ -408,6 +413,8 @@ def flatten(a, start_dim: int = 0, end_dim: int = -1):
     e = normalize_dim(end_dim, a.ndim, "flatten")
     if s > e:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    if s == e:
+        return a    # (as PyTorch's flatten: the input itself, not a view)
     mid = numel(a.shape[s:e + 1])
     return reshape(a, tuple(a.shape[:s]) + (mid,) + tuple(a.shape[e + 1:]))
 

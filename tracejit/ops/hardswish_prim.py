@@ -1,0 +1,75 @@
+"""Hardsigmoid and hardswish as one elementwise primitive each, with PyTorch's gradients.
+
+Why primitives: the composites ``clamp(x / 6 + 1/2, 0, 1)`` (times x) took clamp's
+gradient, which includes its bounds, so x = -3 and x = 3 got 1/6 (hardswish: -1/2 and 3/2)
+where PyTorch's backward uses strict bounds and gives 0 (hardswish: 0 and 1). One forward
+record is also one pass where the composite made three or four, computed as PyTorch's
+kernels compute it (``min(max(x + 3, 0), 6) / 6``: the same rounding). The gradients are
+written with `where` (PyTorch's hardsigmoid_backward and hardswish_backward), so second
+derivatives come for free.
+"""
+from __future__ import annotations
+
+from .elementwise import _ew_rule, where
+from .registry import defprim
+
+__all__ = ["hardsigmoid", "hardswish"]
+
+_SIXTH = 1.0 / 6.0
+
+
+def _relu6_of_shift(xp, x):
+    # min(max(x + 3, 0), 6), as PyTorch's kernels (numpy's maximum and minimum keep a nan)
+    return xp.minimum(xp.maximum(x + 3.0, 0.0), 6.0)
+
+
+def _hardsigmoid_impl(xp, x):
+    return _relu6_of_shift(xp, x) / 6.0
+
+
+def _relu6_of_shift_expr(e, x) -> str:
+    u = f"({x} + {e.const(3.0)})"
+    return f"({e.const(0.0)} if {u} < {e.const(0.0)} else ({e.const(6.0)} if {u} > {e.const(6.0)} else {u}))"
+
+
+def _hardsigmoid_scalar(e, x) -> str:
+    return f"({_relu6_of_shift_expr(e, x)} / {e.const(6.0)})"
+
+
+def _hardsigmoid_vjp(g, out, x):
+    # PyTorch's hardsigmoid_backward: strict bounds, none at a nan
+    return (where((x > -3.0) & (x < 3.0), g * _SIXTH, 0.0),)
+
+
+def _hardswish_impl(xp, x):
+    return x * _relu6_of_shift(xp, x) / 6.0
+
+
+def _hardswish_scalar(e, x) -> str:
+    return f"({x} * {_relu6_of_shift_expr(e, x)} / {e.const(6.0)})"
+
+
+def _hardswish_vjp(g, out, x):
+    # PyTorch's hardswish_backward: 0 up to -3, x / 3 + 1/2 inside, 1 from 3 on (a nan
+    # gets the inside formula's nan, as its vectorized kernel gives)
+    return (where(x <= -3.0, 0.0, where(x >= 3.0, g, g * (x / 3.0 + 0.5))),)
+
+
+HARDSIGMOID = defprim("hardsigmoid", _hardsigmoid_impl, _ew_rule("hardsigmoid", float_only=True),
+                      _hardsigmoid_vjp, kind="elementwise", scalar=_hardsigmoid_scalar,
+                      save=lambda rq: (0,), grad_name="HardsigmoidBackward0")
+HARDSWISH = defprim("hardswish", _hardswish_impl, _ew_rule("hardswish", float_only=True),
+                    _hardswish_vjp, kind="elementwise", scalar=_hardswish_scalar,
+                    save=lambda rq: (0,), grad_name="HardswishBackward0")
+
+
+def hardsigmoid(x):
+    """clamp(x / 6 + 1/2, 0, 1), with PyTorch's gradient."""
+    from .eager import bind
+    return bind(HARDSIGMOID, x)
+
+
+def hardswish(x):
+    """x * hardsigmoid(x), with PyTorch's gradient."""
+    from .eager import bind
+    return bind(HARDSWISH, x)
