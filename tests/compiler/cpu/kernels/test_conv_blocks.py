@@ -98,7 +98,7 @@ def test_input_gradient_forms_agree(monkeypatch, geo, forward_form):
 
 
 @pytest.mark.parametrize("geo", [
-    (3, 6, 1, 70, 5, (1, 2), (1, 1), (0, 4), (1, 4)),    # a dilated causal Conv1d, a GEMM per image
+    (3, 16, 1, 70, 12, (1, 2), (1, 1), (0, 4), (1, 4)),  # a dilated causal Conv1d, a GEMM per image
     (2, 4, 1, 40, 6, (1, 1), (1, 1), (0, 0), (1, 1)),    # 1x1: the images' own rows
     (3, 3, 6, 7, 4, (3, 3), (2, 2), (1, 1), (1, 1)),     # short rows: the block's GEMM copied into place
     (2, 6, 9, 8, 7, (3, 3), (1, 1), (1, 1), (1, 1)),     # the input gradient by col2im
@@ -129,10 +129,14 @@ def test_products_on_the_gemm_template_match_torch(monkeypatch, geo, block):
     tg = torch.tensor(g)
     geom = dict(kernel=k, stride=s, padding=p, dilation=d)
     np.testing.assert_allclose(B.forward(x, wt, b, **geom), y, rtol=1e-4, atol=1e-4)
+    assert runs, "the forward's products did not run on the template"
+    runs.clear()
     rec = B.wgrad(g, x, bias=True, **geom)
     dw = torch.nn.grad.conv2d_weight(tx, wt.shape, tg, s, p, d).numpy()
     np.testing.assert_allclose(rec[:-o].reshape(dw.shape), dw, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(rec[-o:], g.sum((0, 2, 3)), rtol=1e-4, atol=1e-4)
+    assert runs, "the weight gradient's products did not run on the template"
+    runs.clear()
     dx = torch.nn.grad.conv2d_input(x.shape, tw, tg, s, p, d).numpy()
     np.testing.assert_allclose(B.xgrad(g, wt, (h, w), **geom), dx, rtol=1e-4, atol=1e-4)
-    assert runs, "no product ran on the template"
+    assert runs, "the input gradient's products did not run on the template"

@@ -110,9 +110,7 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
     outr = out.reshape(n, o, l)
     if _pointwise(kernel, stride, padding):
         def block(s: int, e: int, nb: int) -> None:
-            t = _threads(n, nb)
-            for i in range(s, e):
-                product_into(w2, x[i].reshape(c, l), outr[i], t)
+            product_into(w2, x[s:e].reshape(e - s, c, l), outr[s:e], _threads(n, nb))
             if bias is not None:
                 outr[s:e] += bias
         _blocks(block, n, k * l * x.itemsize, o * k * l * n)
@@ -130,9 +128,9 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
         cols = np.empty((k, m), x.dtype)
         fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
         t = _threads(n, nb)
-        if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows
-            for i in range(e - s):
-                product_into(w2, cols[:, i * l:(i + 1) * l], outr[s + i], t)
+        if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows (one
+            # call for the block)
+            product_into(w2, cols.reshape(k, e - s, l).transpose(1, 0, 2), outr[s:e], t)
         else:
             res = product_into(w2, cols, None, t)
             outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
@@ -221,10 +219,8 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
     if _pointwise(kernel, stride, padding):
         dx = np.empty((n, c, h, wd), g.dtype)
         dxr = dx.reshape(n, c, l)
-        def image_block(s: int, e: int, nb: int) -> None:
-            for i in range(s, e):
-                product_into(wt, g[i].reshape(o, l), dxr[i], _threads(n, nb))
-        _blocks(image_block, n, k * l * g.itemsize, o * k * l * n)
+        _blocks(lambda s, e, nb: product_into(wt, g[s:e].reshape(e - s, o, l), dxr[s:e], _threads(n, nb)), n,
+                k * l * g.itemsize, o * k * l * n)
         return dx
     fn, rows = col2im_kernel(g.dtype.name, kernel, stride, padding, dilation, ow)
     if fn is None:
