@@ -95,3 +95,48 @@ def test_input_gradient_forms_agree(monkeypatch, geo, forward_form):
     got = B.xgrad(g, wt, (h, w), k, s, p, d)
     monkeypatch.setattr(B, "_as_forward", lambda *a: False)
     np.testing.assert_allclose(got, B.xgrad(g, wt, (h, w), k, s, p, d), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("geo", [
+    (3, 16, 1, 70, 12, (1, 2), (1, 1), (0, 4), (1, 4)),  # a dilated causal Conv1d, a GEMM per image
+    (2, 4, 1, 40, 6, (1, 1), (1, 1), (0, 0), (1, 1)),    # 1x1: the images' own rows
+    (3, 3, 6, 7, 4, (3, 3), (2, 2), (1, 1), (1, 1)),     # short rows: the block's GEMM copied into place
+    (2, 6, 9, 8, 7, (3, 3), (1, 1), (1, 1), (1, 1)),     # the input gradient by col2im
+])
+@pytest.mark.parametrize("block", [1 << 19, 1])
+def test_products_on_the_gemm_template_match_torch(monkeypatch, geo, block):
+    """Where the measured choice makes a block's products the GEMM template's (strided
+    column views, outputs written in place, batched 1x1 weight gradients), the results
+    are PyTorch's."""
+    torch = pytest.importorskip("torch")
+    from tracejit.compiler.cpu.gemm import choice, products, template
+    cfg = template.CONFIGS[0]
+    if not template.kernel_for("float32", cfg).load_now():
+        pytest.skip("the GEMM template's kernel does not compile here")
+    runs = []
+    run = template.run
+    monkeypatch.setattr(template, "run", lambda *a, **kw: runs.append(1) or run(*a, **kw))
+    monkeypatch.setattr(products, "INTO_MIN_MNK", 0)
+    monkeypatch.setattr(products, "_eligible", lambda a, b: a.dtype == b.dtype == np.float32)
+    monkeypatch.setattr(choice, "choose", lambda key: cfg)
+    monkeypatch.setattr(B, "_BLOCK_BYTES", block)
+    n, c, h, w, o, k, s, p, d = geo
+    rng = np.random.default_rng(sum(geo[:5]) + 2)
+    x, wt, b = (rng.standard_normal(sh).astype(np.float32) for sh in ((n, c, h, w), (o, c) + k, (o,)))
+    tx, tw = torch.tensor(x), torch.tensor(wt)
+    y = torch.nn.functional.conv2d(tx, tw, torch.tensor(b), s, p, d).numpy()
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    tg = torch.tensor(g)
+    geom = dict(kernel=k, stride=s, padding=p, dilation=d)
+    np.testing.assert_allclose(B.forward(x, wt, b, **geom), y, rtol=1e-4, atol=1e-4)
+    assert runs, "the forward's products did not run on the template"
+    runs.clear()
+    rec = B.wgrad(g, x, bias=True, **geom)
+    dw = torch.nn.grad.conv2d_weight(tx, wt.shape, tg, s, p, d).numpy()
+    np.testing.assert_allclose(rec[:-o].reshape(dw.shape), dw, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(rec[-o:], g.sum((0, 2, 3)), rtol=1e-4, atol=1e-4)
+    assert runs, "the weight gradient's products did not run on the template"
+    runs.clear()
+    dx = torch.nn.grad.conv2d_input(x.shape, tw, tg, s, p, d).numpy()
+    np.testing.assert_allclose(B.xgrad(g, wt, (h, w), **geom), dx, rtol=1e-4, atol=1e-4)
+    assert runs, "the input gradient's products did not run on the template"

@@ -21,6 +21,7 @@ rewritten.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -33,6 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .... import envflags
+from ....threads import blas_threads_set
 from ...prepare import compile_mode
 from . import blas_gemm, template
 
@@ -315,7 +317,8 @@ def _time(fn, budget: float = 0.005) -> float:
 # race winner must win again timed in pairs with BLAS (`_confirm`).
 ROUNDS = 7
 MARGIN = 0.9
-RULES = "interleaved rounds, best of each; both sides on the policy's threads per call; paired confirmation"
+RULES = ("interleaved rounds, best of each; both sides on the policy's threads per call, a one-thread key's "
+         "on one; paired confirmation")
 
 
 def _confirm(blas, fn) -> bool:
@@ -337,7 +340,10 @@ def _race(fns: dict) -> dict:
 
 
 def _runner(fn, cfg, a, b, threads):
-    # (on the policy's threads at each call, as a call site's launch runs it: products.py)
+    # (on the policy's threads at each call, as a call site's launch runs it: products.py;
+    # a one-thread key on one thread, as a caller's blocks run it: products.product_into)
+    if threads == 1:
+        return lambda: template.run(fn, cfg, a, b, threads=1)
     from ..runtime import coreshare
     adapt = coreshare.adapt
     return lambda: template.run(fn, cfg, a, b, threads=adapt() or threads)
@@ -349,7 +355,8 @@ def measure(key: Key, configs=None):
     every configuration was loaded, in the store; returns it."""
     a, b = _operands(key)
     # (the BLAS side as products run it: numpy's matmul on the policy's threads)
-    fns = {BLAS: lambda: blas_gemm.matmul(a, b, blas_only=True)}
+    # (a one-thread key's: numpy's matmul with BLAS on one thread, below)
+    fns = {BLAS: (lambda: np.matmul(a, b)) if key.threads == 1 else lambda: blas_gemm.matmul(a, b, blas_only=True)}
     cfgs = {}
     complete = True
     want = a @ b
@@ -366,13 +373,14 @@ def measure(key: Key, configs=None):
         for c in (cfg, cfg._replace(serial=True)) if key.threads > 1 else (cfg,):
             fns[c.name] = _runner(fn, c, a, b, key.threads)
             cfgs[c.name] = c
-    times = _race(fns)
-    best, best_t = BLAS, times[BLAS] * MARGIN
-    for name, cfg in cfgs.items():
-        if times[name] < best_t:
-            best, best_t = cfg, times[name]
-    if best is not BLAS and not _confirm(fns[BLAS], fns[best.name]):
-        best = BLAS
+    with blas_threads_set(1) if key.threads == 1 else contextlib.nullcontext():
+        times = _race(fns)
+        best, best_t = BLAS, times[BLAS] * MARGIN
+        for name, cfg in cfgs.items():
+            if times[name] < best_t:
+                best, best_t = cfg, times[name]
+        if best is not BLAS and not _confirm(fns[BLAS], fns[best.name]):
+            best = BLAS
     with _lock:
         _choices[key] = best
         _pending.discard(key)

@@ -11,7 +11,7 @@ from ..runtime import coreshare
 from . import blas_gemm, choice, template
 
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "product", "template_product",
-           "plan_matmul", "TEMPLATE_MIN_MNK"]
+           "plan_matmul", "product_into", "TEMPLATE_MIN_MNK"]
 
 # Products below this many multiply-adds always run on BLAS: the template's launch (8-35 us)
 # costs more than such a product takes.
@@ -53,6 +53,33 @@ def template_product(a, b, bias=None, residual=None, act=None):
                 threads = coreshare.adapt() or coreshare.core_share.cpus
                 return template.run(fn, c, a, b, bias=bias, residual=residual, act=act, threads=threads)
     return None
+
+
+# Multiply-adds from which `product_into` may take the template: its launch costs a caller's
+# one-thread products in a row more than a race of single products shows (64x32x512:
+# chosen, then 23 us against BLAS's 20 in place).
+INTO_MIN_MNK = 8 * TEMPLATE_MIN_MNK
+
+
+def product_into(a, b, out=None, threads: int = 0):
+    """``a @ b`` into `out` (a new array where None) for a caller that runs its own blocks:
+    a (m, k) by b (k, n), a (m, k) by each of b's (nb, k, n), or batches of equal dims; the
+    template's configuration the choice made for the key on `threads` threads (0: those the
+    machine gives now) where it is loaded, else numpy's matmul. Either operand may be a
+    strided view."""
+    if (a.ndim in (2, b.ndim) and b.ndim in (2, 3) and (out is None or out.flags.c_contiguous)
+            and a.shape[-2] * a.shape[-1] * b.shape[-1] >= INTO_MIN_MNK):
+        aa = np.broadcast_to(a, b.shape[:1] + a.shape) if a.ndim < b.ndim else a
+        if _eligible(aa, b):
+            c = choice.choose(choice.key_for(aa, b, threads or coreshare.core_share.cpus))
+            if c is not choice.BLAS:
+                fn = template.kernel_for(a.dtype.name, c).get()
+                if fn is not None:
+                    res = template.run(fn, c, aa, b, out=out,
+                                       threads=threads or coreshare.adapt() or coreshare.core_share.cpus)
+                    if res is not None:
+                        return res
+    return np.matmul(a, b, out=out)
 
 
 def blas_matmul(a, b):
