@@ -318,7 +318,7 @@ def _time(fn, budget: float = 0.005) -> float:
 ROUNDS = 7
 MARGIN = 0.9
 RULES = ("interleaved rounds, best of each; both sides on the policy's threads per call, a one-thread key's "
-         "on one; paired confirmation")
+         "on one; paired confirmation, a disputed race not kept")
 
 
 def _confirm(blas, fn) -> bool:
@@ -379,13 +379,17 @@ def measure(key: Key, configs=None):
         for name, cfg in cfgs.items():
             if times[name] < best_t:
                 best, best_t = cfg, times[name]
-        if best is not BLAS and not _confirm(fns[BLAS], fns[best.name]):
+        disputed = best is not BLAS and not _confirm(fns[BLAS], fns[best.name])
+        if disputed:
             best = BLAS
     with _lock:
         _choices[key] = best
         _pending.discard(key)
         for install in _watchers.pop(key, ()):
             install(best)
-    if complete:   # (a choice among fewer configurations: not kept)
+    # Not kept: a choice among fewer configurations, or one the race and the pairs disagree
+    # on (other work on the cores during one of them): BLAS for this process, and a later
+    # process measures again rather than a passing load deciding for good.
+    if complete and not disputed:
         _save(key, best, times)
     return best
