@@ -413,7 +413,7 @@ def flatten(a, start_dim: int = 0, end_dim: int = -1):
     e = normalize_dim(end_dim, a.ndim, "flatten")
     if s > e:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    if s == e:
+    if s == e and hasattr(a, "_data"):   # (not a tensor: refused by reshape below)
         return a    # (as PyTorch's flatten: the input itself, not a view)
     mid = numel(a.shape[s:e + 1])
     return reshape(a, tuple(a.shape[:s]) + (mid,) + tuple(a.shape[e + 1:]))
