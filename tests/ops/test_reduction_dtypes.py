@@ -28,3 +28,19 @@ def test_reductions_take_pytorchs_dtype_keyword(name):
     else:
         assert getattr(tj.tensor(ints), name)(*((0,) if name.startswith("cum") else ()),
                                               dtype=tj.float32).dtype == tj.float32
+
+
+@pytest.mark.parametrize("name", ["sum", "nansum", "prod", "cumsum", "cumprod"])
+@pytest.mark.parametrize("src, dst", [("int32", "int32"), ("int8", "int16"), ("int64", "int32"),
+                                      ("int32", "int64"), ("bool", "int32")])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_integer_dtype_keyword_is_the_results_dtype(name, src, dst, compiled):
+    """sum/prod of integers are int64 unless ``dtype=`` names another integer type: then
+    that type, wrapping as it does in PyTorch."""
+    x = np.array([[2**31 - 1, 5, 7], [3, -2, 1]] if src != "bool" else [[1, 0, 1], [1, 1, 0]]).astype(src)
+    args = (1,) if name.startswith("cum") else ()
+    want = getattr(torch, name)(torch.tensor(x), *args, dtype=getattr(torch, dst))
+    fn = lambda t: getattr(tj, name)(t, *args, dtype=getattr(tj, dst))   # noqa: E731
+    got = (tj.compile(fn) if compiled else fn)(tj.tensor(x))
+    assert str(got.dtype).split(".")[-1] == dst
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

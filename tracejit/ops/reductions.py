@@ -210,9 +210,15 @@ _ALL_DIMS: dict = {}   # rank -> (0, ..., rank - 1)
 
 
 def sum(a, dim=None, keepdim: bool = False, *, dtype=None):
-    if dtype is not None:
-        a = cast(a, dtype)
-    return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
+    if dtype is None:
+        return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
+    a = cast(a, dtype)
+    return _as(bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim), a.dtype)
+
+
+def _as(out, dtype):
+    # (an integer sum or product is int64 unless `dtype` names another, as PyTorch's)
+    return out if out.dtype is dtype else cast(out, dtype)
 
 
 def sum_(a, dims, keepdim):
@@ -227,9 +233,10 @@ def prod_(a, dims, keepdim):
 
 @_autocast.fp32
 def prod(a, dim=None, keepdim: bool = False, *, dtype=None):
-    if dtype is not None:
-        a = cast(a, dtype)
-    return prod_(a, _dims(a, dim, "prod"), keepdim)
+    if dtype is None:
+        return prod_(a, _dims(a, dim, "prod"), keepdim)
+    a = cast(a, dtype)
+    return _as(prod_(a, _dims(a, dim, "prod"), keepdim), a.dtype)
 
 
 def _count(a, dims):
@@ -460,5 +467,6 @@ def cumsum(a, dim: int, *, dtype=None):
     if dtype is not None:
         a = cast(a, dtype)
     if a.ndim == 0:
-        return clone(a) if a.dtype.differentiable else clone(a).to(_dt.int64)
-    return bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))
+        return clone(a) if a.dtype.differentiable or dtype is not None else clone(a).to(_dt.int64)
+    out = bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))
+    return out if dtype is None else _as(out, a.dtype)

@@ -199,7 +199,8 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
         input = cast(input, dtype)
     x = where(isnan(input), 0.0, input) if input.dtype.is_floating_point else input
-    return _sum(x, dim, keepdim=keepdim) if dim is not None else _sum(x)
+    kw = {} if dtype is None else {"dtype": input.dtype}   # (an integer dtype= kept, as sum's)
+    return _sum(x, dim, keepdim=keepdim, **kw) if dim is not None else _sum(x, **kw)
 
 
 def var_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):

@@ -230,5 +230,9 @@ def cumprod(a, dim: int, *, dtype=None):
         a = cast(a, dtype)
     if a.ndim == 0:
         from .shape import clone
-        return clone(a) if a.dtype.differentiable else clone(a).to(_dt.int64)
-    return bind(CUMPROD, a, dim=normalize_dim(dim, a.ndim, "cumprod"))
+        return clone(a) if a.dtype.differentiable or dtype is not None else clone(a).to(_dt.int64)
+    out = bind(CUMPROD, a, dim=normalize_dim(dim, a.ndim, "cumprod"))
+    if dtype is None or out.dtype is a.dtype:
+        return out
+    from .elementwise import cast
+    return cast(out, a.dtype)   # (int64 unless `dtype` names another integer type, as PyTorch's)
