@@ -15,7 +15,7 @@ from ..shapes import normalize_dim
 from .creation import arange
 from .elementwise import where
 from .indexing import gather
-from .reductions import ValuesIndices, _accumulate
+from .reductions import ValuesIndices, _accumulate, _as
 from .registry import Aval, defprim
 from .eager import bind
 from .shape import unsqueeze
@@ -232,7 +232,4 @@ def cumprod(a, dim: int, *, dtype=None):
         from .shape import clone
         return clone(a) if a.dtype.differentiable or dtype is not None else clone(a).to(_dt.int64)
     out = bind(CUMPROD, a, dim=normalize_dim(dim, a.ndim, "cumprod"))
-    if dtype is None or out.dtype is a.dtype:
-        return out
-    from .elementwise import cast
-    return cast(out, a.dtype)   # (int64 unless `dtype` names another integer type, as PyTorch's)
+    return out if dtype is None else _as(out, a.dtype)
