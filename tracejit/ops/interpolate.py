@@ -173,7 +173,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     else:
         scales = [1.0 / f for f in sf]
     # bf16/f16 interpolate in float32 and round once, as PyTorch's CPU kernels: rounding
-    # between the separable passes (and the weights) was off by an ulp in ~15% of outputs
+    # between the separable passes (and the weights) would put ~15% of outputs an ulp off
     low = input.dtype in (_dt.bfloat16, _dt.float16) and not mode.startswith("nearest")
     out = input.to(_dt.float32) if low else input.to(_dt.float64) if u8 else input
     axes = list(enumerate(zip(insz, outsz, scales)))

@@ -142,7 +142,7 @@ def _multinomial_impl(xp, p, num_samples, replacement):
     rows, n = probs.shape
     total = probs.sum(axis=1, keepdims=True)
     # (three reductions: the min is NaN where a value is, an infinite value makes its
-    # row's total infinite; the checks were most of a small draw's cost)
+    # row's total infinite; more checks would be most of a small draw's cost)
     if probs.size and not (float(probs.min()) >= 0.0 and float(total.max()) < np.inf):
         raise ValueError("multinomial: probabilities must be finite and non-negative")
     if total.size and not float(total.min()) > 0.0:
