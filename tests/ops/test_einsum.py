@@ -69,3 +69,20 @@ def test_an_integer_matrix_vector_step_keeps_its_dtype():
     want = torch.einsum("bij,bj->bi", torch.tensor(a), torch.tensor(b))
     assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1] == "int32"
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("eq, shapes", [("bdn,bn->bd", [(2, 3, 4), (2, 4)]),
+                                        ("bld,dn->bldn", [(2, 3, 4), (4, 5)]),
+                                        ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)])])
+def test_under_autocast_every_step_form_returns_pytorchs_dtype(eq, shapes):
+    """Steps lowered as broadcast multiplies return PyTorch's dtype under bf16 autocast:
+    bf16 where a sum is contracted (PyTorch runs a bmm), float32 for an outer product."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(0)
+    xs = [r.standard_normal(s).astype(np.float32) for s in shapes]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = torch.einsum(eq, *[torch.tensor(x) for x in xs])
+    with tj.autocast("cpu", dtype=tj.bfloat16):
+        got = tj.einsum(eq, *[tj.tensor(x) for x in xs])
+    assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=2e-2, atol=2e-2)

@@ -10,7 +10,8 @@ one ``(m, 1) @ (1, n)`` product per batch element, thousands of tiny BLAS calls,
 multiply is one elementwise kernel that fuses with its neighbours. A batched matrix-vector
 step (batch labels, and one side has no labels of its own: ``'bdn,bn->bd'``) is a broadcast
 multiply summed over the contracted labels, for the same reason: one small GEMV per batch
-element forward, and ``(m, 1) @ (1, k)`` outer products per element in its gradient. Labels that only one operand has and nothing later needs
+element forward, and ``(m, 1) @ (1, k)`` outer products per element in its gradient.
+Labels that only one operand has and nothing later needs
 are summed out first; a repeated label within one operand takes the diagonal (a view,
 as PyTorch's); a size-1 dimension broadcasts (that operand simply does not depend on
 the label).
@@ -20,6 +21,8 @@ from __future__ import annotations
 import math
 
 from ..errors import ArgumentError, ShapeError
+from .. import dtypes as _dt
+from . import autocast as _autocast
 from .elementwise import cast, mul
 from .linalg import matmul
 from .reductions import sum as _sum
@@ -139,9 +142,10 @@ def _contract(a, la, b, lb, keep, order):
                     tuple(size[c] if c in lb else 1 for c in full))
         out = mul(a, b)
         if contr:   # in the product's dtype, as a GEMM's (an integer sum widens to int64)
-            dtype = out.dtype
-            out = _sum(out, tuple(range(len(res), len(full))))
-            out = out if out.dtype == dtype else cast(out, dtype)
+            out = _sum(out, tuple(range(len(res), len(full))), dtype=out.dtype)
+            low = _autocast.STATE.dtype
+            if low is not None and out.dtype is _dt.float32:
+                out = cast(out, low)   # (under autocast: what the matmul it replaces returns)
         return out, res
     a = permute(a, [la.index(c) for c in batch + left + contr])
     b = permute(b, [lb.index(c) for c in batch + contr + right])
