@@ -476,3 +476,14 @@ def test_a_capture_leaves_the_programs_own_freeze_and_a_disabled_collector_alone
         assert seen == [0] and not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_reasons_prefer_an_entry_of_the_same_argument_structure():
+    def f(x, past=None):
+        return x if past is None else x + past[0].sum()
+
+    cf = tj.compile(f)
+    cf(tj.ones(3))
+    cf(tj.ones(3), past=[tj.ones(2)])
+    cf(tj.ones(3), past=[tj.ones(2, 2)])
+    assert cf.cache_stats()["recompile_reasons"][-1] == "input 'past[0]': rank guard failed: 1 -> 2"

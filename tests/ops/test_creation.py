@@ -58,3 +58,21 @@ def test_negative_counts_and_inconsistent_bounds_raise_as_in_pytorch(call, words
 def test_empty_results_pytorch_allows_stay_empty():
     for call in (lambda m: m.arange(5, 5, 1), lambda m: m.linspace(0, 1, 0), lambda m: m.eye(3, 0)):
         assert tuple(call(tj).shape) == tuple(call(torch).shape)
+
+
+def test_arange_from_a_symbolic_offset_serves_every_offset_in_one_capture():
+    # a KV cache's positions: arange(past, past + t) with past a dynamic dim
+    def positions(past, x):
+        n = past.size(0)
+        return (tj.arange(n, n + x.size(0)), tj.arange(n, 2 * n), tj.arange(1, n),
+                tj.arange(n, n + 5, 2, dtype=tj.float32))
+
+    cf = tj.compile(positions, dynamic=True)
+    for n in (4, 5, 9):
+        got = cf(tj.ones(n), tj.ones(3))
+        want = (torch.arange(n, n + 3), torch.arange(n, 2 * n), torch.arange(1, n),
+                torch.arange(n, n + 5, 2, dtype=torch.float32))
+        for g, w in zip(got, want):
+            assert g.dtype == getattr(tj, str(w.dtype).split(".")[1])
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert cf.cache_stats()["compiles"] == 1

@@ -169,7 +169,8 @@ class Capture:
     def _recompile_reasons(self, descs, spec, gm, leaves=None) -> list:
         """Why no entry matched: the differences from the closest entry (fewest reasons)."""
         best = None
-        for e in self._entries:
+        same = [e for e in self._entries if e.arg_spec == spec]   # (closer than any other)
+        for e in same or self._entries:
             if e.arg_spec != spec:
                 reasons = ["the structure of the arguments changed (nesting of tuples/lists/dicts)"]
             else:

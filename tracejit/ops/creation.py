@@ -297,12 +297,40 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
             end = start + n * step
     if step == 0:
         raise ArgumentError("arange: step must be nonzero")
+    if hasattr(start, "terms") or (hasattr(end, "terms") and start != 0):
+        shifted = _shifted_arange(start, end, step, dtype, device)
+        if shifted is not None:
+            if requires_grad:
+                shifted.requires_grad = True
+            return shifted
+        start, end = int(start), int(end)
     if hasattr(end, "terms") and not (start == 0 and step == 1):
         end = int(end)
     t = _bind_creation(ARANGE, start=start, end=end, step=step, dtype=dtype, device=as_device(device))
     if requires_grad:
         t.requires_grad = True
     return t
+
+
+def _shifted_arange(start, end, step, dtype, device):
+    """``arange(start, end)`` with a symbolic bound while tracing (a KV cache's positions,
+    ``arange(past, past + t)``) as ``arange(0, end - start, step) + start``: one capture
+    serves every offset. None where the count is not a size the graph can hold (a symbolic
+    span with a step other than 1, or a non-integer bound): the caller specializes."""
+    if not isinstance(step, (int, np.integer)) or not all(
+            isinstance(v, (int, np.integer)) or hasattr(v, "terms") for v in (start, end)):
+        return None
+    span = end - start
+    if hasattr(span, "terms"):
+        if step != 1:
+            return None
+        base = _bind_creation(ARANGE, start=0, end=span, step=1, dtype=_dt.int64, device=as_device(device))
+    else:
+        n = max(0, -(-span // int(step)))
+        base = _bind_creation(ARANGE, start=0, end=n * int(step), step=int(step), dtype=_dt.int64,
+                              device=as_device(device))
+    out = base + start
+    return out if dtype is _dt.int64 else out.to(dtype)
 
 
 def count_arg(op: str, v, rule: str) -> int:
