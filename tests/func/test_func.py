@@ -1,6 +1,7 @@
 """tracejit.func against torch.func: per-sample gradients (functional_call + vmap + grad,
 as PyTorch's tutorial writes them), jacrev/jacfwd/hessian, vjp, grad_and_value with aux,
-vmap's in_dims/out_dims, torch.cond, and the errors for bad input."""
+vmap's in_dims/out_dims, torch.cond, an ensemble by stack_module_state, and the errors
+for bad input."""
 import numpy as np
 import pytest
 
@@ -104,3 +105,36 @@ def test_stateless_functional_call_is_the_same_function():
     zero = {k: tj.zeros_like(v) for k, v in m.state_dict().items()}
     out = tj.nn.utils.stateless.functional_call(m, zero, (tj.ones(1, 3),))
     np.testing.assert_array_equal(out.detach().numpy(), [[0.0, 0.0]])
+
+
+def test_ensemble_by_stack_module_state_matches_torch():
+    refs = [torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4)) for _ in range(3)]
+    mods = [tj.nn.Sequential(tj.nn.Linear(3, 4), tj.nn.BatchNorm1d(4)) for _ in range(3)]
+    for ref, m in zip(refs, mods):
+        m.load_state_dict({k: tj.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+        ref.eval(); m.eval()
+    x = np.random.default_rng(0).standard_normal((3, 2, 3)).astype(np.float32)
+    outs = []
+    for lib, ms in ((torch, refs), (tj, mods)):
+        params, buffers = lib.func.stack_module_state(ms)
+        assert params["0.weight"].shape == (3, 4, 3) and params["0.weight"].requires_grad
+        assert params["0.weight"].is_leaf and not buffers["1.running_mean"].requires_grad
+        y = lib.func.vmap(lambda p, b, xi: lib.func.functional_call(ms[0], (p, b), (xi,)))(
+            params, buffers, lib.tensor(x))
+        y.pow(2).sum().backward()
+        outs.append((y.detach().numpy(), params["0.weight"].grad.numpy()))
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_stack_module_state_refuses_mixed_models():
+    with pytest.raises(RuntimeError, match="at least one model"):
+        tj.func.stack_module_state([])
+    with pytest.raises(RuntimeError, match="same class"):
+        tj.func.stack_module_state([tj.nn.Linear(2, 2), tj.nn.Conv1d(2, 2, 1)])
+    a, b = tj.nn.Linear(2, 2), tj.nn.Linear(2, 2).eval()
+    with pytest.raises(RuntimeError, match="training/eval mode"):
+        tj.func.stack_module_state([a, b])
+    b.train(); b.bias.requires_grad_(False)
+    with pytest.raises(RuntimeError, match="bias from each model"):
+        tj.func.stack_module_state([a, b])

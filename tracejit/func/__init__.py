@@ -5,13 +5,15 @@ reverse-mode autograd (``jacfwd`` computes the same Jacobian by reverse mode, on
 output element); ``vmap`` maps a function over a batch dim by calling it once per batch
 element and stacking the results, so any function runs under it (per-sample gradients:
 ``vmap(grad(f))``), at the cost of one call per element; ``functional_call`` runs a module
-with parameters and buffers given in a dict. Transforms nest: a gradient keeps its graph
+with parameters and buffers given in a dict (``stack_module_state``: an
+ensemble's stacked ones). Transforms nest: a gradient keeps its graph
 when its inputs carry one, so ``grad(grad(f))`` and ``hessian`` work."""
 from __future__ import annotations
 
 from .transforms import grad, grad_and_value, hessian, jacfwd, jacrev, vjp
 from .vmap import vmap
-from .functional_call import functional_call
+from .functional_call import functional_call, stack_module_state
 from .control import cond
 
-__all__ = ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call", "cond"]
+__all__ = ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian", "vmap", "functional_call",
+           "stack_module_state", "cond"]

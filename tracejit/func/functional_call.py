@@ -1,11 +1,13 @@
-"""``functional_call``: run a module with the parameters and buffers given by name."""
+"""``functional_call``: run a module with the parameters and buffers given by name;
+``stack_module_state``: the stacked weights of same-class modules, for an ensemble run by
+``vmap`` over ``functional_call``."""
 from __future__ import annotations
 
 from typing import Any
 
 from ..tensor import Tensor
 
-__all__ = ["functional_call"]
+__all__ = ["functional_call", "stack_module_state"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
@@ -62,3 +64,31 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
         for m, kind, name, old in reversed(saved):
             m.__dict__[kind][name] = old
         state_epoch[0] += 1
+
+
+def stack_module_state(models) -> tuple:
+    """``(params, buffers)``: dicts from each state name to the models' tensors stacked on a
+    new dim 0. The stacked parameters are new leaves, requiring grad where the models'
+    do (an optimizer trains the ensemble through them); the models are not changed."""
+    from ..ops.shape import stack
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if len({m.training for m in models}) > 1:
+        raise RuntimeError("stack_module_state: Expected all models to have the same training/eval mode.")
+    if len({type(m) for m in models}) > 1:
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+
+    def stacked(named: list) -> dict:
+        out = {}
+        for k in named[0]:
+            ts = [d[k] for d in named]
+            if len({t.requires_grad for t in ts}) > 1:
+                raise RuntimeError(f"Expected {k} from each model to have the same .requires_grad")
+            out[k] = stack([t.detach() for t in ts])
+            if ts[0].requires_grad:
+                out[k].requires_grad_()
+        return out
+
+    return (stacked([dict(m.named_parameters()) for m in models]),
+            stacked([dict(m.named_buffers()) for m in models]))
