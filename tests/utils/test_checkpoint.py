@@ -1,6 +1,7 @@
 """utils.checkpoint against PyTorch: the same losses and gradients with and without
-recomputation (use_reentrant True and False), the random state replayed for dropout, and
-checkpoint_sequential over a Sequential."""
+recomputation (use_reentrant True and False), the random state replayed for dropout,
+checkpoint_sequential over a Sequential, and BatchNorm's running statistics moved by the
+recomputation as PyTorch's."""
 import numpy as np
 import pytest
 
@@ -55,3 +56,38 @@ def test_checkpoint_sequential_and_errors():
         tj.utils.checkpoint.checkpoint(lambda t, s: t * s, x, s=2, use_reentrant=True)
     with pytest.warns(UserWarning, match="use_reentrant"):
         tj.utils.checkpoint.checkpoint(lambda t: t * 2, x)
+
+
+def _bn_block(lib):
+    nn = lib.nn
+    return nn.Sequential(nn.Conv2d(2, 3, 1), nn.BatchNorm2d(3), nn.ReLU(), nn.Conv2d(3, 3, 1),
+                         nn.BatchNorm2d(3))
+
+
+@pytest.mark.parametrize("form", ["module", "closure", "sequential", "no_backward"])
+def test_batchnorm_in_a_checkpoint_updates_as_pytorchs(form):
+    # PyTorch's recomputation in the backward pass runs the BatchNorms again: in a
+    # checkpointed block their running statistics move twice per step
+    torch.manual_seed(0)
+    ref = _bn_block(torch)
+    m = _bn_block(tj)
+    m.load_state_dict({k: tj.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((4, 2, 3, 3)).astype(np.float32)
+    out = {}
+    for lib, model in ((torch, ref), (tj, m)):
+        cp = lib.utils.checkpoint
+        xt = lib.tensor(x, requires_grad=form != "no_backward")
+        for _ in range(2):
+            if form == "module" or form == "no_backward":
+                y = cp.checkpoint(model, xt, use_reentrant=False)
+            elif form == "closure":
+                def closure(t):
+                    return model(t)
+                y = cp.checkpoint(closure, xt, use_reentrant=False)
+            else:
+                y = cp.checkpoint_sequential(model, 2, xt, use_reentrant=False)
+            if form != "no_backward":
+                y.pow(2).sum().backward()
+        out[lib.__name__] = [v.numpy().astype(np.float64) for v in model.state_dict().values()]
+    for a, b in zip(out["tracejit"], out["torch"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)

@@ -8,7 +8,9 @@ As in PyTorch, that form needs an input that requires grad to record anything, a
 accumulates into the parameters it reaches (``backward()``, not ``autograd.grad``).
 ``use_reentrant=False`` (PyTorch's recommendation) runs the function as it is: the same
 numbers and gradients everywhere, ``autograd.grad`` and compiled steps included (a compiled
-step plans its own memory), without freeing the activations in eager mode.
+step plans its own memory), without freeing the activations in eager mode. A function that
+updated its modules' buffers runs once more in the backward pass for those updates, as
+PyTorch's eager recomputation does (a compiled step updates them once, as torch.compile's).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any, Callable
 
 from ..autograd.function import Function
 from ..errors import user_stacklevel
-from ..autograd.grad_mode import enable_grad, is_grad_enabled
+from ..autograd.grad_mode import enable_grad, is_grad_enabled, no_grad
 from ..ops import random as _random
 from ..ops import registry as _reg
 from ..tensor import Tensor
@@ -64,6 +66,64 @@ class _Recompute(Function):
                                     for a in args)
 
 
+class _Replay(Function):
+    """Passes its tensors through; the backward pass runs `fn` again without a graph, for
+    the buffer updates PyTorch's recomputation makes (BatchNorm's running statistics)."""
+
+    @staticmethod
+    def forward(ctx, fn, args, kwargs, rng, *outs):
+        ctx.fn, ctx.args, ctx.kwargs, ctx.rng = fn, args, kwargs, rng
+        return tuple(o.view_as(o) for o in outs) if len(outs) > 1 else outs[0].view_as(outs[0])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        now = _random.get_rng_state()
+        try:
+            if ctx.rng is not None:
+                _random.set_rng_state(ctx.rng)
+            with no_grad():
+                ctx.fn(*ctx.args, **ctx.kwargs)
+        finally:
+            _random.set_rng_state(now)
+        return (None, None, None, None) + grads
+
+
+def _buffers_of(fn) -> list:
+    """The buffers of the modules `fn` is, is bound to, or holds in its closure (alone or
+    in a list: checkpoint_sequential's segments)."""
+    from ..nn.module import Module
+    found = [fn, getattr(fn, "__self__", None)]
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:   # (an empty cell)
+            continue
+        found.extend(v if isinstance(v, (list, tuple)) else (v,))
+    mods = {id(m): m for m in found if isinstance(m, Module)}
+    return list({id(b): b for m in mods.values() for b in m.buffers()}.values())
+
+
+def _run_noting_updates(fn, args, kwargs, preserve_rng_state):
+    """``use_reentrant=False``: `fn` runs as it is. Where it updated its modules' buffers,
+    the backward pass runs it once more, as PyTorch's recomputation does: a BatchNorm in a
+    checkpointed block moves its running statistics twice per step there."""
+    bufs = _buffers_of(fn)
+    if not bufs:
+        return fn(*args, **kwargs)
+    before = [b._version for b in bufs]
+    rng = _random.get_rng_state() if preserve_rng_state else None
+    out = fn(*args, **kwargs)
+    if all(b._version == v for b, v in zip(bufs, before)):
+        return out
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if not all(isinstance(o, Tensor) for o in outs) or not any(o.requires_grad for o in outs):
+        return out   # (no backward reaches it: PyTorch recomputes nothing either)
+    replayed = _Replay.apply(fn, args, kwargs, rng, *outs)
+    if not isinstance(out, (tuple, list)):
+        return replayed
+    return type(out)(replayed) if len(outs) > 1 else type(out)((replayed,))
+
+
 def checkpoint(function: Callable, *args, use_reentrant: bool | None = None,
                preserve_rng_state: bool = True, context_fn: Callable | None = None,
                determinism_check: str = "default", debug: bool = False, **kwargs) -> Any:
@@ -86,8 +146,10 @@ def checkpoint(function: Callable, *args, use_reentrant: bool | None = None,
         with fwd_ctx:
             return function(*args, **kwargs)
     tracing = _reg.trace_state.tracer is not None
-    if not use_reentrant or tracing or not is_grad_enabled():
+    if tracing or not is_grad_enabled():
         return function(*args, **kwargs)
+    if not use_reentrant:
+        return _run_noting_updates(function, args, kwargs, preserve_rng_state)
     if not any(isinstance(a, Tensor) and a.requires_grad for a in args):
         warnings.warn("checkpoint: none of the inputs requires grad; with use_reentrant=True the "
                       "output then carries no gradient", stacklevel=user_stacklevel())
