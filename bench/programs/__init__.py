@@ -43,6 +43,8 @@ PROGRAMS = {
     "mamba": "mamba-minimal: selective scan as a Python loop of einsums over 32 steps, depthwise Conv1d",
     "wavenet": "WaveNet: one-hot mu-law input, 12 gated dilated causal Conv1d blocks, 256-way softmax",
     "vqvae": "VQ-VAE: argmin codes, EMA codebook, straight-through; encoder and decoder compiled",
+    "caption": "image captioner: CNN memory, 3 batch-first pre-norm TransformerDecoder layers, masks",
+    "kvgen": "GPT-2 sampling: 32 tokens one at a time from a growing key/value cache, no_grad",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
