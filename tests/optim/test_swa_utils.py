@@ -17,7 +17,7 @@ def _copy(src, dst):
     dst.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in src.state_dict().items()})
 
 
-@pytest.mark.parametrize("kind", ["swa", "ema_multi", "ema_fn", "swa_buffers"])
+@pytest.mark.parametrize("kind", ["swa", "ema_multi", "ema_fn", "swa_buffers", "ema_multi_buffers"])
 def test_averaged_model_matches_torch(kind):
     torch.manual_seed(0)
     ref = _net(torch)
@@ -30,7 +30,9 @@ def test_averaged_model_matches_torch(kind):
         S = lib.optim.swa_utils
         kw = {"swa": {}, "swa_buffers": {"use_buffers": True},
               "ema_multi": {"multi_avg_fn": S.get_ema_multi_avg_fn(0.9)},
-              "ema_fn": {"avg_fn": S.get_ema_avg_fn(0.8)}}[kind]
+              "ema_fn": {"avg_fn": S.get_ema_avg_fn(0.8)},
+              # (BatchNorm's int64 num_batches_tracked averaged too, truncated)
+              "ema_multi_buffers": {"multi_avg_fn": S.get_ema_multi_avg_fn(0.9), "use_buffers": True}}[kind]
         avg = S.AveragedModel(model, **kw)
         opt = lib.optim.SGD(model.parameters(), lr=0.1)
         for x in xs:
@@ -43,6 +45,19 @@ def test_averaged_model_matches_torch(kind):
     assert list(res[1]) == list(res[0])
     for k in res[0]:
         np.testing.assert_allclose(res[1][k], res[0][k], rtol=1e-5, atol=1e-7, err_msg=k)
+
+
+
+def test_multi_avg_fn_gets_one_dtype_per_call():
+    seen = []
+
+    def record(avg, cur, n):
+        seen.append(sorted({str(t.dtype) for t in avg + cur}))
+
+    avg = tj.optim.swa_utils.AveragedModel(_net(tj), multi_avg_fn=record, use_buffers=True)
+    for _ in range(2):
+        avg.update_parameters(_net(tj))
+    assert sorted(map(tuple, seen)) == [("tracejit.float32",), ("tracejit.int64",)]
 
 
 @pytest.mark.parametrize("strategy,epochs", [("cos", 3), ("linear", 2), ("cos", 0)])

@@ -16,7 +16,8 @@ EMA codebook, WaveNet, CLIP, Mamba's selective scan, PixelCNN, a mixup/cutmix re
 with a custom collate_fn and a weight EMA, GPT-2 sampling from a key/value cache,
 torch.func's per-sample gradients and vmapped ensembles, hooks with checkpointing and a
 bit-identical resume from torch.save, SNGAN with spectral norm, image captioning with a
-batch-first norm-first TransformerDecoder, and a packed LSTM autoencoder) run unchanged
+batch-first norm-first TransformerDecoder, a packed LSTM autoencoder, and EfficientNet's
+MBConv with stochastic depth under SequentialLR with two weight EMAs) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 

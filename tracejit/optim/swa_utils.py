@@ -19,7 +19,10 @@ __all__ = ["AveragedModel", "SWALR", "update_bn", "get_ema_multi_avg_fn", "get_s
 def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable:
     def ema_update(ema_params: list, current_params: list, num_averaged) -> None:
         for e, c in zip(ema_params, current_params):
-            e.lerp_(c, 1 - decay)
+            if e.dtype.is_floating_point or e.dtype.is_complex:
+                e.lerp_(c, 1 - decay)
+            else:   # (an integer buffer, num_batches_tracked: truncated, as PyTorch's)
+                e.copy_(e * decay + c * (1 - decay))
     return ema_update
 
 
@@ -83,8 +86,14 @@ class AveragedModel(Module):
             elif self.avg_fn is not None:
                 for a, c in zip(mine_d, theirs_d):
                     a.copy_(self.avg_fn(a, c, self.n_averaged.to(a.device)))
-            else:
-                (self.multi_avg_fn or get_swa_multi_avg_fn())(mine_d, theirs_d, self.n_averaged)
+            else:   # one call per device and dtype, as PyTorch groups them
+                groups: dict = {}
+                for a, c in zip(mine_d, theirs_d):
+                    mine_g, theirs_g = groups.setdefault((a.device, a.dtype), ([], []))
+                    mine_g.append(a)
+                    theirs_g.append(c)
+                for (dev, _), (mine_g, theirs_g) in groups.items():
+                    (self.multi_avg_fn or get_swa_multi_avg_fn())(mine_g, theirs_g, self.n_averaged.to(dev))
             if not self.use_buffers:   # buffers follow the model's (update_bn recomputes BN's)
                 src = model.module if isinstance(model, AveragedModel) else model
                 for b, c in zip(self.module.buffers(), src.buffers()):
