@@ -1,7 +1,8 @@
 """autograd.grad's keyword arguments as PyTorch documents them: only_inputs (ignored, a
 warning when False), is_grads_batched (a batch of vector-Jacobian products),
 materialize_grads (zeros for unused inputs), and the gradient penalty pattern
-(create_graph through a grad, then backward) compared with PyTorch."""
+(create_graph through a grad, then backward) compared with PyTorch, also inside a
+compiled function (which then runs eagerly, as torch.compile breaks its graph there)."""
 import numpy as np
 import pytest
 
@@ -65,3 +66,24 @@ def test_gradient_penalty_matches_torch():
         grads.append(wt.grad.detach().numpy())
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-7)
+
+
+def test_grad_inside_a_compiled_function_runs_it_eagerly():
+    def f(lib, x):
+        y = (x.sin() * x).sum()
+        g, = lib.autograd.grad(y, x, create_graph=True)
+        return g
+
+    cf = tj.compile(lambda x: f(tj, x))
+    xt = torch.linspace(-1, 1, 5, requires_grad=True)
+    want = f(torch, xt)
+    x = tj.tensor(xt.detach().numpy(), requires_grad=True)
+    with pytest.warns(RuntimeWarning, match="autograd.grad inside a compiled function"):
+        got = cf(x)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+    assert cf.cache_stats()["eager_fallbacks"] == 1
+    with pytest.raises(tj.errors.TraceError, match="autograd.grad"):
+        tj.compile(lambda x: f(tj, x), fullgraph=True)(x)

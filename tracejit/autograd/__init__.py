@@ -139,6 +139,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     allow_unused = bool(materialize_grads or allow_unused)
     outputs = _as_list(outputs)
     inputs_l = _as_list(inputs)
+    if any(isinstance(t, Tensor) and t._data is None for t in outputs + inputs_l):   # (tracers)
+        from ..errors import TraceError   # (torch.compile breaks its graph here too)
+        raise TraceError("autograd.grad inside a compiled function is not supported: the compiled "
+                         "graph is differentiated as a whole; take the gradients outside it")
     for i, t in enumerate(inputs_l):
         if not t.requires_grad:
             raise RuntimeError(f"autograd.grad: input {i} does not require grad")
