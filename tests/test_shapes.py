@@ -81,3 +81,25 @@ def test_a_derived_symbol_times_its_divisor_equals_the_dividend_once_guarded(ask
         assert asked == []
     finally:
         shapes.facts_hooks.assume = prev
+
+
+def test_dims_from_different_arguments_broadcast_when_equal_guarded():
+    # a decoder's mask (length s0) over its cache grown by one (1 + s1): equal in every call,
+    # provable from no argument; one capture serves them all, and a call where they
+    # differ fails as eager code does
+    import numpy as np
+
+    import tracejit as tj
+
+    def step(cache, new, mask):
+        return tj.cat([cache, new], dim=-1) * mask
+
+    cf = tj.compile(step, dynamic=True)
+    for n in (4, 5, 9):
+        cache, new = tj.ones(2, n) * 2, tj.ones(2, 1) * 3
+        mask = tj.arange(n + 1, dtype=tj.float32).expand(2, n + 1)
+        want = np.concatenate([np.full((2, n), 2.0), np.full((2, 1), 3.0)], 1) * np.arange(n + 1)
+        np.testing.assert_array_equal(cf(cache, new, mask).numpy(), want)
+    assert cf.cache_stats()["compiles"] == 1
+    with pytest.raises(Exception, match="broadcast"):
+        cf(tj.ones(2, 4), tj.ones(2, 1), tj.ones(2, 7))

@@ -476,12 +476,27 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                 continue
             if isinstance(d, int) and d == 1:
                 d = e
-            elif not (d is e or d == e):
+            elif not (d is e or d == e or _assume_equal(d, e)):
                 shown = " and ".join(str(tuple(s)) for s in shapes)
                 raise ShapeError(f"{op}: shapes {shown} cannot be broadcast together "
                                  f"(dim {i}: {d} vs {e})")
         out.append(d)
     return tuple(out)
+
+
+def _assume_equal(a, b) -> bool:
+    """Two dims a capture cannot prove equal (``s0`` and ``1 + s1``: a mask and the cache it
+    covers, from different arguments) but equal in this call: taken as equal, guarded both
+    ways on every call, as torch.compile guards a broadcast of its symbolic sizes."""
+    if not (isinstance(a, Sym) or isinstance(b, Sym)) or hint(a) != hint(b):
+        return False
+    ab, ba = a - b, b - a
+    for d in (a, b):   # guarded already: a graph checked again after its capture
+        facts = getattr(d, "facts", None)
+        if facts and ab.terms in facts and ba.terms in facts:
+            return True
+    return facts_hooks.assume(ab, "sizes broadcast together", dims=True) and \
+        facts_hooks.assume(ba, "sizes broadcast together", dims=True)
 
 
 def normalize_dim(dim, ndim: int, op: str = "op") -> int:

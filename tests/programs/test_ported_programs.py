@@ -13,7 +13,8 @@ ReduceLROnPlateau, BERT fine-tuning with checkpointed layers and gradient accumu
 neural ODE by RK4, a one-stage detector's focal loss on boolean-masked anchors, DGCNN on
 point clouds, Swin's shifted-window attention, a mixture density network, a VQ-VAE with an
 EMA codebook, WaveNet, CLIP, Mamba's selective scan, PixelCNN, a mixup/cutmix recipe
-with a custom collate_fn and a weight EMA, GPT-2 sampling from a key/value cache,
+with a custom collate_fn and a weight EMA, GPT-2 sampling from a key/value cache, a
+Llama-style decoder generating from left-padded prompts with a tuple cache,
 torch.func's per-sample gradients and vmapped ensembles, hooks with checkpointing and a
 bit-identical resume from torch.save, SNGAN with spectral norm, image captioning with a
 batch-first norm-first TransformerDecoder, a packed LSTM autoencoder, and EfficientNet's
@@ -44,10 +45,12 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # (a Python loop over time of einsums), PixelCNN's masked convs (weights masked through
 # .data, in-place ReLUs), a mixup/cutmix recipe under OneCycleLR with a weight EMA,
 # GPT-2 generating token by token from a growing key/value cache, SNGAN (spectral norm's
-# power iteration in the graph) and a captioner's TransformerDecoder with masks
+# power iteration in the graph), a captioner's TransformerDecoder with masks and a
+# Llama-style decoder whose attention mask and cache grow together (equal sizes guarded)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
-            "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py"]
+            "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
+            "prog_llamagen.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -55,7 +58,8 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # length goes dynamic at the second; the batch's at the second batch size)
                 "prog_kvcache.py": 6,
                 # G without grad, with grad, in eval; D on data, on G's output, in eval
-                "prog_sngan.py": 6}
+                "prog_sngan.py": 6,
+                "prog_llamagen.py": 4}   # training, prefill, two decode steps (as kvcache's)
 
 
 def _run(framework, mode, weights, programs):
