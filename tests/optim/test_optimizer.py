@@ -1,6 +1,6 @@
 """Optimizer's shared options: PyTorch's implementation choices (foreach, capturable,
 differentiable) are accepted by every optimizer, kept in its groups, checked, and change no
-numbers."""
+numbers; complex parameters step as PyTorch's (real and imaginary parts as two reals)."""
 import numpy as np
 import pytest
 
@@ -72,3 +72,48 @@ def test_a_compiled_step_or_zero_grad_acts_on_every_call(body):
     with pytest.warns(RuntimeWarning, match="outside the graph"):
         got = _steps(True, body)
     assert got == _steps(False, body)
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", {"momentum": 0.9, "weight_decay": 0.01}),
+                                     ("Adam", {}), ("AdamW", {"amsgrad": True}), ("RMSprop", {"momentum": 0.5}),
+                                     ("Adagrad", {}), ("NAdam", {})])
+def test_complex_parameters_step_as_pytorchs(name, kw):
+    # a Fourier layer's complex weights (FNO) trained by any optimizer
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    out = []
+    for lib in (tj, torch):
+        p = lib.nn.Parameter(lib.tensor(w))
+        q = lib.nn.Parameter(lib.ones(4))        # a real one in the same group
+        opt = getattr(lib.optim, name)([p, q], lr=0.05, **kw)
+        for _ in range(3):
+            y = lib.fft.irfft(lib.tensor(x).to(lib.complex64) @ p, n=6) * q.sum()
+            loss = y.pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        st = opt.state_dict()["state"][0]
+        out.append([p.detach().numpy(), q.detach().numpy()]
+                   + [v.numpy() for k, v in sorted(st.items()) if k != "step" and getattr(v, "ndim", 0)])
+    for a, b in zip(*out):
+        assert a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+def test_complex_state_loads_and_keeps_stepping():
+    p = tj.nn.Parameter(tj.tensor([1 + 2j, 3 - 1j]))
+    opt = tj.optim.Adam([p], lr=0.1)
+    p.grad = tj.tensor([1 + 1j, -2j])
+    opt.step()
+    again = tj.optim.Adam([tj.nn.Parameter(p.detach().clone())], lr=0.1)
+    again.load_state_dict(opt.state_dict())
+    q = again.param_groups[0]["params"][0]
+    q.grad = p.grad.clone()
+    opt.step()
+    again.step()
+    np.testing.assert_array_equal(q.detach().numpy(), p.detach().numpy())
+    assert again.state[q]["exp_avg"].dtype == tj.complex64 and again.state[q]["step"] == 2
+    with pytest.raises(TypeError, match="real tensors"):
+        tj.optim.LBFGS([tj.nn.Parameter(tj.tensor([1j]))])

@@ -18,7 +18,8 @@ Llama-style decoder generating from left-padded prompts with a tuple cache,
 torch.func's per-sample gradients and vmapped ensembles, hooks with checkpointing and a
 bit-identical resume from torch.save, SNGAN with spectral norm, image captioning with a
 batch-first norm-first TransformerDecoder, a packed LSTM autoencoder, and EfficientNet's
-MBConv with stochastic depth under SequentialLR with two weight EMAs) run unchanged
+MBConv with stochastic depth under SequentialLR with two weight EMAs, and a Fourier
+neural operator trained by Adam on complex weights) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 

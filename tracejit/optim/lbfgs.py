@@ -113,6 +113,8 @@ def _strong_wolfe(evaluate: Callable, t: float, d, f: float, g, gtd: float, c1: 
 class LBFGS(Optimizer):
     """PyTorch's L-BFGS. Supports one parameter group; ``step`` requires a closure."""
 
+    _steps_complex = False   # (its own step: real parameters only)
+
     def __init__(self, params, lr: float = 1.0, max_iter: int = 20, max_eval: int | None = None,
                  tolerance_grad: float = 1e-7, tolerance_change: float = 1e-9, history_size: int = 100,
                  line_search_fn: str | None = None):

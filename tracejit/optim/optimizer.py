@@ -110,9 +110,9 @@ class Optimizer:
             if not p.is_leaf:
                 raise ValueError(f"{name}: can't optimize a non-leaf Tensor (parameter {i} of a group "
                                  f"has grad_fn={p.grad_fn}); optimize the leaf it was computed from")
-            if not p.dtype.is_floating_point:
+            if not (p.dtype.is_floating_point or p.dtype.is_complex and self._steps_complex):
                 raise TypeError(f"{name}: parameter {i} has dtype {p.dtype.name}; only floating point "
-                                f"tensors can be optimized")
+                                f"{'' if self._steps_complex else 'real '}tensors can be optimized")
             if id(p) in ids:
                 raise ValueError(f"{name}: parameter {i} appears twice in the same parameter group")
             ids.add(id(p))
@@ -149,6 +149,9 @@ class Optimizer:
             for p in g["params"]:
                 _zero_grad(p, set_to_none)
 
+    # complex parameters step as PyTorch's do: on real views (`_as_real`)
+    _steps_complex = True
+
     def step(self, closure: Callable[[], Any] | None = None):
         """One update of every parameter that has a gradient; returns closure's loss if given."""
         refuse_effect("step updates the parameters and its state", self)
@@ -157,7 +160,7 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            todo = []
+            todo, views = [], None
             for p in group["params"]:
                 g = p.grad
                 if g is None:
@@ -166,11 +169,46 @@ class Optimizer:
                 if gd.shape != p._data.shape:    # (the arrays' tuples: Tensor.shape builds a Size)
                     raise RuntimeError(f"{type(self).__name__}: gradient of shape {tuple(g.shape)} does "
                                        f"not match its parameter of shape {tuple(p.shape)}")
+                if p.dtype.is_complex:
+                    cp, (p, gd) = p, self._as_real(p, gd)
+                    views = [(p, cp)] if views is None else views + [(p, cp)]
                 todo.append((p, gd))
             self._update_group(todo, group)
             for p, _ in todo:
                 p._vbox[0] += 1
+            if views is not None:
+                for rp, p in views:
+                    self._back_to_complex(rp, p)
         return loss
+
+    def _as_real(self, p: Tensor, grad) -> tuple:
+        """A complex parameter's step as PyTorch takes it (``view_as_real``): the parameter,
+        its gradient and its state as real views with a trailing dim of 2, so every update
+        rule applies to the real and imaginary parts as to two real numbers. The state
+        stays complex (its state_dict is PyTorch's)."""
+        real = _dt.float32 if p.dtype is _dt.complex64 else _dt.float64
+
+        def view(arr):
+            return arr[..., None].view(real.np)
+
+        rp = Tensor._wrap(view(p._data), real, p.device)
+        rp._vbox = p._vbox
+        self.state[rp] = {k: (Tensor._wrap(view(v._data), real, v.device)
+                              if isinstance(v, Tensor) and v.dtype.is_complex else v)
+                          for k, v in self.state[p].items()}
+        return rp, view(grad)
+
+    def _back_to_complex(self, rp: Tensor, p: Tensor) -> None:
+        """Keep what the step put in real view `rp`'s state under its complex parameter `p`:
+        new tensors (the first step's moments) as complex views, the rest (``step``) as is."""
+        st = self.state[p]
+        for k, v in self.state.pop(rp).items():
+            old = st.get(k)
+            if isinstance(v, Tensor) and tuple(v.shape) == tuple(rp.shape) and v.dtype is rp.dtype:
+                if isinstance(old, Tensor) and old.dtype.is_complex:
+                    continue   # (the view wrote into it)
+                v = Tensor._wrap(v._data.view(p.dtype.np)[..., 0], p.dtype, p.device)
+            st[k] = v
 
     def _update_group(self, todo: list, group: dict) -> None:
         """Update the (parameter, gradient array) pairs of `group` that have gradients: one
