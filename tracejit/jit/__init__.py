@@ -13,13 +13,14 @@ import functools
 from typing import Callable, Optional
 
 from . import config
+from .archive import load, save
 from .compile_api import compile
 from .config import eager
 from .explain import explain
 from .function import CompiledFunction, compiled_function_of
 from .loops import scan
 
-__all__ = ["trace", "script", "compile", "eager", "explain", "CompiledFunction", "scan"]
+__all__ = ["trace", "script", "compile", "eager", "explain", "CompiledFunction", "scan", "save", "load"]
 
 config.configure_logging()
 
