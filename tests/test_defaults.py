@@ -17,6 +17,35 @@ def test_default_device_is_the_cpu():
     assert tj.get_default_device() == tj.device("cpu")
 
 
+def test_a_device_is_a_context_manager_for_the_default():
+    # ``with torch.device("cpu"): model = Net()``: the default inside the block only
+    from tracejit import defaults
+    with tj.device("cpu") as d:
+        assert d == tj.device("cpu") and defaults._DEVICE[0] == tj.device("cpu")
+        assert tj.ones(2).device == tj.device("cpu")
+    assert defaults._DEVICE[0] is None
+    with pytest.raises(NotImplementedError, match="only the CPU"):
+        with tj.device("cuda"):
+            pass
+    assert defaults._DEVICE[0] is None
+
+
+def test_sdpa_kernel_records_the_choice_and_changes_no_result():
+    torch = pytest.importorskip("torch")
+    from tracejit.nn.attention import SDPBackend, sdpa_kernel
+    q = np.random.default_rng(0).standard_normal((1, 2, 3, 4)).astype(np.float32)
+    want = torch.nn.functional.scaled_dot_product_attention(*[torch.tensor(q)] * 3, is_causal=True)
+    with sdpa_kernel([SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION]):
+        assert tj.backends.cuda.math_sdp_enabled() and not tj.backends.cuda.flash_sdp_enabled()
+        got = tj.nn.functional.scaled_dot_product_attention(*[tj.tensor(q)] * 3, is_causal=True)
+    assert tj.backends.cuda.flash_sdp_enabled()
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert int(SDPBackend.FLASH_ATTENTION) == int(torch.nn.attention.SDPBackend.FLASH_ATTENTION)
+    with pytest.raises(TypeError, match="SDPBackend"):
+        with sdpa_kernel(["flash"]):
+            pass
+
+
 def test_printoptions_and_switches():
     try:
         tj.set_printoptions(precision=2)

@@ -71,6 +71,22 @@ class device:
     def __reduce__(self):
         return (device, (str(self),))
 
+    # ``with torch.device("cpu"):``: the default device inside the block, as
+    # set_default_device (which refuses a GPU) sets it
+    def __enter__(self) -> "device":
+        from .defaults import _DEVICE, set_default_device
+        before = _DEVICE[0]
+        set_default_device(self)
+        _ENTERED.append(before)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from .defaults import _DEVICE
+        _DEVICE[0] = _ENTERED.pop()
+
+
+_ENTERED: list = []   # the default devices the open ``with device`` blocks replaced
+
 
 _CACHE: dict = {}
 CPU = device("cpu")

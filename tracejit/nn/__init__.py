@@ -1,7 +1,7 @@
 """``tracejit.nn``: modules, parameters, layers, losses, initialisers (like ``torch.nn``)."""
 from __future__ import annotations
 
-from . import functional, init, utils  # noqa: F401
+from . import attention, functional, init, utils  # noqa: F401
 from . import (containers, layers, loss, module, parameter, activation, loss_extra, normalization,  # noqa: I001
                recurrent, conv, pooling, transformer, activation_more, adaptive, conv_nd, dropout, lazy,
                loss_more, normalization_more, padding, parallel, pooling_nd, reshaping, sparse_bilinear)
