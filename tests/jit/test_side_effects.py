@@ -1,6 +1,7 @@
 """Python side effects inside tracejit.compile: state a forward changes (a counter, a
 list, a hook storing activations) changes on every call, as with torch.compile, because a
-capture that sees one runs the function eagerly instead; trace/script keep
+capture that sees one runs the function eagerly instead (a cache object passed in and
+updated, or one made and returned holding traced tensors, included); trace/script keep
 torch.jit.trace's meaning (the Python code runs once, at capture)."""
 import warnings
 
@@ -237,3 +238,46 @@ def test_a_tensor_made_to_require_grad_inside_gets_its_graph(make):
         assert w.grad.tolist() == want_w.grad.tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(TraceError, match="made inside a compiled function"):
         tj.compile(lambda a: f(tj, a), fullgraph=True)(tj.ones(3))
+
+
+class KVCache:   # as transformers' DynamicCache: lists of tensors grown by update()
+    def __init__(self):
+        self.keys = []
+
+    def update(self, k, i):
+        if len(self.keys) <= i:
+            self.keys.append(k)
+        else:
+            self.keys[i] = tj.cat([self.keys[i], k])
+        return self.keys[i]
+
+
+def _decode(x, cache=None):
+    cache = KVCache() if cache is None else cache
+    return cache.update(x * 2, 0).sum(), cache
+
+
+def test_a_cache_object_made_or_updated_inside_runs_eagerly_and_stays_right():
+    cf = tj.compile(_decode)
+    (s0, cache), msgs = _quiet(cf, tj.ones(2))
+    assert any("returns a KVCache holding tensors the graph computed" in m for m in msgs)
+    s1, cache = cf(tj.ones(3), cache)
+    s2, cache = cf(tj.ones(1), cache)
+    assert [s0.item(), s1.item(), s2.item()] == [4.0, 10.0, 12.0]
+    assert [k.shape[0] for k in cache.keys] == [6] and cache.keys[0].numpy().tolist() == [2.0] * 6
+    assert cf.cache_stats()["eager_fallbacks"] == 1
+
+
+def test_an_argument_object_updated_inside_is_put_back_before_eager_runs():
+    def grow(x, cache):
+        return cache.update(x + 1, 0).sum()
+
+    cache = KVCache()
+    cache.update(tj.zeros(2), 0)
+    cf = tj.compile(grow)
+    out, msgs = _quiet(cf, tj.ones(2), cache)
+    assert any("KVCache" in m for m in msgs)
+    assert out.item() == 4.0 and cache.keys[0].numpy().tolist() == [0, 0, 2, 2]
+    with pytest.raises(TraceError, match="KVCache"):
+        tj.compile(grow, fullgraph=True)(tj.ones(2), cache)
+    assert cache.keys[0].numpy().tolist() == [0, 0, 2, 2]   # (the refused capture changed nothing)

@@ -317,7 +317,7 @@ class Capture:
             ctx.sizes = _size_args(sdescs, self._dynamic_ints - self._fixed_size_ints)
             targs, tkwargs = self._unbind(unflatten(spec, tracers))
             ctx.effects.active = getattr(self, "_side_effects", False)
-            ctx.effects.watch_function(fn)
+            ctx.effects.watch_function(fn, leaves)
             try:
                 with printing_noted(), lifting(ctx, self._lifted_floats - self._static_floats,
                                               refs_of(self._extra_guard)):
@@ -341,7 +341,7 @@ class Capture:
                               f"function was captured; compiled calls reuse the values returned then (pass "
                               f"them in as arguments, or use tracejit's random ops)",
                               UserWarning, stacklevel=user_stacklevel())
-            effects = ctx.effects.found()
+            effects = ctx.effects.found(out)
             if effects:
                 ctx.restore_attributes()
                 raise TraceError(f"{self.__name__} has Python side effects a graph would not repeat on "

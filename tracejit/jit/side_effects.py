@@ -64,11 +64,17 @@ class EffectLog:
         if self.active and type(value) in _CONTAINERS and id(value) not in self._watched:
             self._watched[id(value)] = (label, value, type(value)(value))
 
-    def watch_function(self, fn: Callable) -> None:
-        """The containers `fn`'s own code names in its globals and closure."""
+    def watch_function(self, fn: Callable, arguments: list = ()) -> None:
+        """The containers `fn`'s own code names in its globals and closure, and the state of
+        the plain objects among its `arguments` (a KV cache object the call updates)."""
         code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
         if not self.active or code is None or gl is None:
             return
+        for a in arguments:
+            if _plain_object(a):
+                self.watch(f"attributes of the {type(a).__name__} argument", vars(a))
+                for n, v in vars(a).items():
+                    self.watch(f"`{type(a).__name__}.{n}`", v)
         for n in code.co_names:
             if n in gl:
                 self.watch(f"global {n!r}", gl[n])
@@ -79,12 +85,15 @@ class EffectLog:
                 pass
 
     # ---- ending ------------------------------------------------------------------
-    def found(self) -> list:
-        """Every effect of the capture so far (the containers changed included)."""
+    def found(self, out: Any = None) -> list:
+        """Every effect of the capture so far (the containers changed included), and any
+        object in the result `out` holding traced tensors (they would escape the graph)."""
         changed = [f"it changes the {type(v).__name__} {label}" for label, v, before in self._watched.values()
                    if _changed(v, before)]
         values = [f"it calls {v}, whose result a graph would keep" for v in self.values] if self.active else []
-        return self.notes + changed + values
+        held = [f"it returns a {type(o).__name__} holding tensors the graph computed (return them in "
+                f"tuples, lists or dicts)" for o in _objects(out) if _holds_tracer(o)]
+        return self.notes + changed + values + held
 
     def restore(self) -> None:
         """Put back what the capture changed (attributes, then container contents)."""
@@ -98,6 +107,36 @@ class EffectLog:
                 v.clear()
                 v.update(before) if not isinstance(v, list) else v.extend(before)
         self._writes.clear()
+
+
+def _plain_object(x: Any) -> bool:
+    """A user's object with attributes (not a tensor, module, class or function)."""
+    from ..nn.module import Module
+    from ..tensor import Tensor
+    return (hasattr(x, "__dict__") and not isinstance(x, (Tensor, Module, type)) and not callable(x)
+            and type(x).__module__ not in ("builtins", "types"))
+
+
+def _objects(out: Any):
+    """The plain objects in a function's result (inside tuples, lists and dicts)."""
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            yield from _objects(o)
+    elif isinstance(out, dict):
+        for o in out.values():
+            yield from _objects(o)
+    elif _plain_object(out):
+        yield out
+
+
+def _holds_tracer(obj: Any) -> bool:
+    """Whether `obj`'s attributes (or the lists, tuples and dicts in them) hold a tracer."""
+    from .tracer import Tracer
+    for v in vars(obj).values():
+        items = v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple)) else (v,)
+        if any(isinstance(t, Tracer) for t in items):
+            return True
+    return False
 
 
 def _changed(now, before) -> bool:
