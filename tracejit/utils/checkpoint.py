@@ -129,7 +129,8 @@ def _run_noting_updates(fn, args, kwargs, preserve_rng_state):
     if all(b._version == v for b, v in zip(bufs, before)):
         return out
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    if not all(isinstance(o, Tensor) for o in outs) or not any(o.requires_grad for o in outs):
+    if not all(isinstance(o, Tensor) and o.dtype.is_floating_point for o in outs) \
+            or not any(o.requires_grad for o in outs):
         return out   # (no backward reaches it: PyTorch recomputes nothing either)
     replayed = _Replay.apply(fn, args, kwargs, rng, *outs)
     if not isinstance(out, (tuple, list)):
