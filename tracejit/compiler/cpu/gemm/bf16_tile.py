@@ -7,9 +7,11 @@ instruction. So B is packed as k-pairs (`bf16_pack`: each 32-bit word holds B[2p
 low half and B[2p+1, j] in its high half, an odd k padded with a zero row) and A's pair
 ``(A[i, 2p], A[i, 2p+1])`` is broadcast to every lane.
 
-The kernel ``tile(kc, a, b, c, ldc, load)`` reads ``kc`` pairs of an A panel packed
-``[kc][MR]`` and a B panel packed ``[kc][NV*16]`` (32-bit words), and stores the float32
-tile to ``c`` (row stride ``ldc`` floats), adding to what ``c`` holds when ``load`` is not 0.
+The kernel ``tile(kc, a, b, c, ldc, mode, w, ldw)`` reads ``kc`` pairs of an A panel packed
+``[kc][MR]`` and a B panel packed ``[kc][NV*16]`` (32-bit words) and sums the tile, starting
+from what ``c`` (row stride ``ldc`` floats) holds where ``mode & LOAD``, else from zero. It
+stores the float32 tile to ``c``, or where ``mode & WORDS`` the bf16 words of the sums,
+rounded to nearest even (NaN kept quiet), to ``w`` (row stride ``ldw`` words).
 The instruction treats subnormal bf16 inputs as zero and flushes subnormal results; every
 other value is the float32 sum of the exact bf16 products, in pair order.
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["MR", "NV", "NR", "ir_text", "address", "supported"]
+__all__ = ["MR", "NV", "NR", "LOAD", "WORDS", "ir_text", "address", "supported"]
 
 # 8 rows by 2 vectors: 16 accumulators hide the instruction's latency at two per cycle,
 # leaving registers for the B vectors and the broadcast.
@@ -29,6 +31,8 @@ MR = 8
 NV = 2
 NR = NV * 16
 NAME = "tracejit_bf16_tile"
+LOAD = 1
+WORDS = 2
 
 _lock = threading.Lock()
 _compiled: list = []      # [(engine, address) | None] once tried
@@ -40,9 +44,13 @@ def ir_text(mr: int = MR, nv: int = NV) -> str:
     lines = [
         "declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)",
         "",
-        f"define void @{NAME}(i64 %kc, ptr noalias %a, ptr noalias %b, ptr noalias %c, i64 %ldc, i32 %load) #0 {{",
+        f"define void @{NAME}(i64 %kc, ptr noalias %a, ptr noalias %b, ptr noalias %c, i64 %ldc, i32 %mode, "
+        "ptr noalias %w, i64 %ldw) #0 {",
         "entry:",
-        "  %ld = icmp ne i32 %load, 0",
+        f"  %ldbit = and i32 %mode, {LOAD}",
+        "  %ld = icmp ne i32 %ldbit, 0",
+        f"  %wbit = and i32 %mode, {WORDS}",
+        "  %wd = icmp ne i32 %wbit, 0",
     ]
     # initial accumulators: c's tile or zeros
     for i in range(mr):
@@ -85,10 +93,32 @@ def ir_text(mr: int = MR, nv: int = NV) -> str:
     lines.append("done:")
     for i, v in accs:
         lines.append(f"  %fin{i}_{v} = phi <16 x float> [ %init{i}_{v}, %start ], [ %nx{i}_{v}, %loop ]")
+    lines.append("  br i1 %wd, label %words, label %floats")
+    lines.append("floats:")
     for i, v in accs:
         lines.append(f"  %so{i}_{v} = add i64 %row{i}, {v * 16}")
         lines.append(f"  %sp{i}_{v} = getelementptr inbounds float, ptr %c, i64 %so{i}_{v}")
         lines.append(f"  store <16 x float> %fin{i}_{v}, ptr %sp{i}_{v}, align 4")
+    lines.append("  ret void")
+    lines.append("words:")
+    splat = lambda x: f"<i32 {', i32 '.join([str(x)] * 16)}>"   # noqa: E731
+    for i in range(mr):
+        lines.append(f"  %wr{i} = mul i64 %ldw, {i}")
+    for i, v in accs:
+        s = f"{i}_{v}"
+        lines += [f"  %u{s} = bitcast <16 x float> %fin{s} to <16 x i32>",
+                  f"  %h{s} = lshr <16 x i32> %u{s}, {splat(16)}",
+                  f"  %o{s} = and <16 x i32> %h{s}, {splat(1)}",
+                  f"  %r{s} = add <16 x i32> %u{s}, {splat(0x7FFF)}",
+                  f"  %ro{s} = add <16 x i32> %r{s}, %o{s}",
+                  f"  %rs{s} = lshr <16 x i32> %ro{s}, {splat(16)}",
+                  f"  %q{s} = or <16 x i32> %h{s}, {splat(0x40)}",
+                  f"  %n{s} = fcmp uno <16 x float> %fin{s}, %fin{s}",
+                  f"  %sel{s} = select <16 x i1> %n{s}, <16 x i32> %q{s}, <16 x i32> %rs{s}",
+                  f"  %t{s} = trunc <16 x i32> %sel{s} to <16 x i16>",
+                  f"  %wo{s} = add i64 %wr{i}, {v * 16}",
+                  f"  %wp{s} = getelementptr inbounds i16, ptr %w, i64 %wo{s}",
+                  f"  store <16 x i16> %t{s}, ptr %wp{s}, align 2"]
     lines.append("  ret void")
     lines.append("}")
     lines.append("")
