@@ -100,6 +100,7 @@ def test_mkl_is_chosen_only_on_an_intel_cpu_with_bf16_units(monkeypatch):
         with pytest.raises(RuntimeError, match="avx512_bf16"):
             g.force("dot")
     finally:
+        monkeypatch.undo()     # (this CPU's flags back before the previous way)
         g.force(prev)
 
 

@@ -104,3 +104,50 @@ def test_empty_products_are_zeros():
     assert bf16_pack.product(_words((0, 3), 0), _words((3, 4), 1)).shape == (0, 4)
     got = bf16_pack.product(_words((2, 0), 0), _words((0, 4), 1), words=False)
     np.testing.assert_array_equal(got, np.zeros((2, 4), np.float32))
+
+
+@needs_units
+def test_dot_matmul_takes_batches_broadcasts_and_transposed_operands():
+    from tracejit.compiler.cpu.gemm import bf16 as g
+    a, b = _words((3, 33, 65), 4), _words((65, 17), 5)
+    got = bf16.to_float32(g.dot_matmul(a, b)).astype(np.float64)
+    np.testing.assert_allclose(got, _exact(a, b), rtol=2.0 ** -8, atol=1e-6)
+    b3 = _words((1, 65, 17), 6)
+    np.testing.assert_allclose(bf16.to_float32(g.dot_matmul(a, b3)), _exact(a, b3), rtol=2.0 ** -8, atol=1e-6)
+    at = np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)
+    np.testing.assert_array_equal(g.dot_matmul(at, b3), g.dot_matmul(a, b3))
+
+
+def test_bf16_keys_are_measured_between_words_and_the_kernel(monkeypatch):
+    """A bf16 key's measurement races the words way against the kernel (only the words
+    where the kernel does not run here), and `matmul` follows the choice."""
+    from tracejit.compiler.cpu.gemm import bf16 as g, choice
+    a, b = _words((40, 70), 7), _words((70, 50), 8)
+    key = choice.key_for(a, b, 1)
+    assert key.dtype == "uint16"
+    if bf16_pack.available():
+        fns, cfgs, complete = choice._bf16_ways(a, b)
+        assert set(fns) == {choice.BLAS, choice.DOT} and cfgs == {choice.DOT: choice.DOT} and complete
+        monkeypatch.setattr(choice, "_save", lambda *args: None)
+        assert choice.measure(key) in (choice.BLAS, choice.DOT)
+    calls = []
+    monkeypatch.setattr(g, "dot_matmul", lambda x, y: calls.append("dot") or _reference_words(x, y))
+    monkeypatch.setattr(g, "words_matmul", lambda x, y, way="words": calls.append(way) or _reference_words(x, y))
+    monkeypatch.setattr(g, "dot_runs", lambda: True)
+    prev = g.force("dot")
+    try:
+        for chosen in (choice.DOT, choice.BLAS):
+            monkeypatch.setattr(choice, "choose", lambda k, c=chosen: c)
+            np.testing.assert_array_equal(g.matmul(a, b), _reference_words(a, b))
+    finally:
+        g.force(prev)
+    assert calls == ["dot", "words"]
+
+
+def _reference_words(a, b):
+    return bf16.to_bfloat16(_exact(a, b))
+
+
+def test_a_stored_dot_choice_reads_back_as_the_constant():
+    from tracejit.compiler.cpu.gemm import choice
+    assert choice._decode("dot") is choice.DOT and choice._decode("blas") is choice.BLAS

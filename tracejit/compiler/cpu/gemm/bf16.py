@@ -4,8 +4,9 @@
 returns the product's words rounded to nearest even once. Ways, chosen once per process
 (`choice`): ``"mkl"``, MKL's ``cblas_gemm_bf16bf16f32`` where an Intel CPU has bf16 units
 and ``mkl`` is installed (3.7-4.7x numpy's sgemm); ``"dot"``, avx512_bf16 units MKL does not
-run (AMD): tracejit's own ``vdpbf16ps`` kernel (bf16_pack.py); ``"words"``, the words
-widened for numpy's sgemm; ``"float32"``, no bf16 units: widen, sgemm, round. They differ
+run (AMD): per product key the GEMM choice (choice.py) races tracejit's ``vdpbf16ps`` kernel
+(bf16_pack.py) against the words way and keeps the faster, words until it has measured;
+``"words"``, the words widened for numpy's sgemm; ``"float32"``, no bf16 units: widen, sgemm, round. They differ
 only in the order of the float32 additions (and ``"dot"`` in reading subnormal bf16 inputs
 as zero). ``TRACEJIT_BF16_GEMM=mkl|dot|words|float32`` or `force` fixes the choice.
 """
@@ -63,12 +64,12 @@ def mkl_runs_units() -> bool:
 
 
 def dot_runs() -> bool:
-    """Whether tracejit's ``vdpbf16ps`` kernel runs here: bf16 units (`has_bf16_units`) and
-    the kernel compiled for this CPU (bf16_tile.py)."""
-    if not has_bf16_units():
+    """Whether tracejit's ``vdpbf16ps`` kernel runs here: the CPU's avx512_bf16, numba's
+    target with it (``NUMBA_CPU_FEATURES``) and the kernel compiled (bf16_tile.py)."""
+    if "avx512_bf16" not in _cpuinfo("flags").split():
         return False
-    from . import bf16_pack
-    return bf16_pack.available()
+    from . import bf16_pack, bf16_tile
+    return bf16_tile.supported() and bf16_pack.available()
 
 
 def mkl_gemm():
@@ -150,10 +151,15 @@ def not_words(a, b) -> bool:
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """bf16 words ``a @ b`` (batch dims broadcast as numpy's matmul), bf16 words out."""
     way = choice()
-    if way == "dot":
-        return _dot_matmul(a, b)
+    if way == "dot" and _dot_chosen(a, b):
+        return dot_matmul(a, b)
+    return words_matmul(a, b, "words" if way == "dot" else way)
+
+
+def words_matmul(a: np.ndarray, b: np.ndarray, way: str = "words") -> np.ndarray:
+    """`matmul` on numpy's sgemm (MKL's bf16 GEMM for ``way`` "mkl")."""
     if a.ndim == 2 and b.ndim == 2:
-        return round_words(product_f32(a, b))
+        return round_words(product_f32(a, b, way))
     if way != "mkl":   # (each operand widened once, not once per batch index)
         return round_words(np.matmul(widen_words(a), widen_words(b)))
     if b.ndim == 2:    # (..., m, k) @ (k, n): one product over the flattened rows
@@ -169,14 +175,15 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return round_words(out)
 
 
-def product_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The float32 product of two 2-D bf16 word arrays."""
+def product_f32(a: np.ndarray, b: np.ndarray, way: str = "") -> np.ndarray:
+    """The float32 product of two 2-D bf16 word arrays (the way `choice` gives, or ``way``)."""
     m, k = a.shape
     n = b.shape[1]
-    if choice() == "dot":
+    way = way or choice()
+    if way == "dot" and _dot_chosen(a, b):
         from . import bf16_pack
         return bf16_pack.product(a, b, words=False)
-    if choice() == "mkl" and m and n and k:
+    if way == "mkl" and m and n and k:
         out = np.empty((m, n), np.float32)
         ta, lda, a = _operand(a)
         tb, ldb, b = _operand(b)
@@ -186,7 +193,14 @@ def product_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(widen_words(a), widen_words(b))   # (the numpy form's: bf16.matmul_words)
 
 
-def _dot_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _dot_chosen(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the GEMM choice runs ``a @ b`` on the bf16 units (`dot_matmul`)."""
+    from ..runtime import coreshare
+    from . import choice as gemm_choice
+    return gemm_choice.choose(gemm_choice.key_for(a, b, coreshare.core_share.cpus)) == gemm_choice.DOT
+
+
+def dot_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`matmul` on the bf16 units: one product over N-d a's rows times a 2-D b, else one
     product per batch index (each split over the threads)."""
     from . import bf16_pack
