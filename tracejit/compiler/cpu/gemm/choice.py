@@ -20,7 +20,8 @@ between the words widened for BLAS (`BLAS`) and the bf16 units' kernel (`DOT`).
 The choices are kept in a JSON file in the disk cache's root, named by a stamp over the
 versions the kernel cache keys on, the template's source, numpy's BLAS and the rules, and
 holding a sha256 of its content; another stamp's file is never read, a corrupt one is
-rewritten.
+rewritten. bf16 keys have a file of their own, stamped over the bf16 kernel's sources
+instead of the template's (a change to one does not measure the other's keys again).
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ from ....threads import blas_threads_set
 from ...prepare import compile_mode
 from . import blas_gemm, template
 
-__all__ = ["Key", "BLAS", "DOT", "key_for", "choose", "bind", "measure", "settle", "load_kernels", "store_path", "forget"]
+__all__ = ["Key", "BLAS", "DOT", "key_for", "choose", "bind", "measure", "settle", "load_kernels", "store_path",
+           "bf16_store_path", "forget"]
 
 BLAS = "blas"
 DOT = "dot"          # bf16 words: bf16_pack.py's kernel
@@ -86,6 +88,20 @@ def enabled() -> bool:
 
 
 def _stamp() -> str:
+    return _stamp_over([template.source(d, c) for d in ("float32", "float64") for c in template.CONFIGS[:1]])
+
+
+def _bf16_stamp() -> str:
+    from . import bf16_pack, bf16_tile
+    try:
+        with open(bf16_pack.__file__, "rb") as f:
+            driver = hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        driver = ""
+    return "bf16-" + _stamp_over([bf16_tile.ir_text(), driver])
+
+
+def _stamp_over(sources: list) -> str:
     from ... import buildfacts
     from .... import threads as _threads
     blas = sorted(os.path.basename(p) for p in _threads._mapped_libraries()
@@ -96,10 +112,8 @@ def _stamp() -> str:
             route = hashlib.sha256(f.read()).hexdigest()
     except OSError:
         route = ""
-    from . import bf16_tile
     h = hashlib.sha256(json.dumps([buildfacts.versions(), np.__version__, blas, ROUNDS, MARGIN, RULES, route,
-                                   [template.source(d, c) for d in ("float32", "float64")
-                                    for c in template.CONFIGS[:1]], bf16_tile.ir_text()], sort_keys=True).encode())
+                                   sources], sort_keys=True).encode())
     return h.hexdigest()[:24]
 
 
@@ -110,6 +124,12 @@ def store_path():
     if root is None:
         return None
     return root / "gemm-choices" / f"{_stamp()}.json"
+
+
+def bf16_store_path():
+    """The file bf16 keys' choices are kept in, or None where the disk cache is off."""
+    path = store_path()
+    return None if path is None else path.with_name(f"{_bf16_stamp()}.json")
 
 
 def _decode(value):
@@ -127,7 +147,11 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    path = store_path()
+    _load_file(store_path())
+    _load_file(bf16_store_path())
+
+
+def _load_file(path) -> None:
     if path is None or not path.exists():
         return
     try:
@@ -145,7 +169,7 @@ def _load() -> None:
 
 def _save(key: Key, choice, times: dict) -> None:
     """Add one measured choice to the store (merged with what other processes wrote)."""
-    path = store_path()
+    path = bf16_store_path() if key.dtype == _BF16 else store_path()
     if path is None:
         return
     try:
