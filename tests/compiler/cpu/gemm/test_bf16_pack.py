@@ -151,3 +151,22 @@ def _reference_words(a, b):
 def test_a_stored_dot_choice_reads_back_as_the_constant():
     from tracejit.compiler.cpu.gemm import choice
     assert choice._decode("dot") is choice.DOT and choice._decode("blas") is choice.BLAS
+
+
+@needs_units
+def test_parts_on_two_shares_give_the_same_bits(monkeypatch):
+    """Rows (or columns, for few rows) cut into parts the share pool runs at once: each
+    element summed in the same order, so the same bits as on one thread."""
+    from tracejit.compiler.cpu.runtime import coreshare, sharepool
+    for m, k, n in ((300, 301, 70), (9, 300, 400)):
+        a, b = _words((m, k), 10), _words((k, n), 11)
+        monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
+        one = bf16_pack.product(a, b, words=False)
+        monkeypatch.setattr(sharepool, "pool_threads", lambda: 2)
+        monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
+        monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+        calls = []
+        monkeypatch.setattr(sharepool, "run_shares", lambda fn, args, tail, nt: calls.append(nt) or
+                            [fn(*args, t, nt, *tail) for t in range(nt)])
+        np.testing.assert_array_equal(bf16_pack.product(a, b, words=False), one)
+        assert calls and set(calls) == {2}
