@@ -157,12 +157,19 @@ def kernels_in_test_cache(tmp_path_factory):
         yield
 
 
-@pytest.fixture(params=["mkl", "words", "float32"])
+@pytest.fixture(params=["mkl", "dot", "words", "float32"])
 def bf16_gemm_way(request):
-    """Every way of the bf16 GEMM, whatever this CPU has (MKL's runs without bf16 units too)."""
+    """Every way of the bf16 GEMM this CPU runs (MKL's runs without bf16 units too)."""
     from tracejit.compiler.cpu.gemm import bf16 as bf16_gemm
     if request.param == "mkl" and bf16_gemm.mkl_gemm() is None:
         pytest.skip("MKL (the optional mkl package) is not installed")
+    if request.param == "dot":
+        if not bf16_gemm.dot_runs():
+            pytest.skip("no avx512_bf16 here: the dot way's packing and choice are tested without it")
+        from tracejit.compiler.cpu.gemm import choice
+        choose = choice.choose     # (every bf16 product on the kernel, as if measured faster)
+        request.getfixturevalue("monkeypatch").setattr(
+            choice, "choose", lambda key: choice.DOT if key.dtype == "uint16" else choose(key))
     prev = bf16_gemm.force(request.param)
     yield request.param
     bf16_gemm.force(prev)

@@ -87,10 +87,10 @@ SWITCHES: dict = {s.name: s for s in (
     Switch("TRACEJIT_GEMM_CHOICE", "1", "0: every CPU matrix product runs on BLAS instead of the GEMM "
            "template configuration measured fastest for its shape (tracejit/compiler/cpu/gemm/choice.py)",
            _GUIDE + "compiling-models.md"),
-    Switch("TRACEJIT_BF16_GEMM", "", "how bf16 products run: mkl (MKL's bf16 GEMM), words (bf16 operands "
-           "widened for sgemm inside the product) or float32 (widened in the graph); unset: "
-           "mkl on an Intel CPU with AMX or AVX512-BF16 units and MKL installed, words on another "
-           "CPU with those units and MKL, else float32",
+    Switch("TRACEJIT_BF16_GEMM", "", "how bf16 products run: mkl (MKL's bf16 GEMM), dot (tracejit's "
+           "AVX512-BF16 kernel), words (bf16 operands widened for sgemm inside the product) or float32 "
+           "(widened in the graph); unset: mkl on an Intel CPU with AMX or AVX512-BF16 units and MKL "
+           "installed, dot on another CPU with AVX512-BF16, words on one with AMX and MKL, else float32",
            _GUIDE + "mixed-precision.md"),
     # Internal: one path of the CPU backend against another, for A/B measurements and the
     # tests that hold both to the same values (each documented in the module it switches).

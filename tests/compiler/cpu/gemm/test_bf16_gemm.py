@@ -80,18 +80,27 @@ def test_mkl_is_chosen_only_on_an_intel_cpu_with_bf16_units(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     info = {"flags": "fpu avx512f avx512_bf16", "vendor_id": "AuthenticAMD"}
     monkeypatch.setattr(g, "_cpuinfo", lambda field: info.get(field, ""))
+    from tracejit.compiler.cpu.gemm import bf16_pack
     prev = g.force(None)
     try:
         monkeypatch.setattr(g, "mkl_gemm", lambda: print)   # (MKL as if installed)
+        monkeypatch.setattr(bf16_pack, "available", lambda: False)   # (the kernel as if it failed)
         assert g.has_bf16_units() and not g.mkl_runs_units()   # MKL's generic path: slower
         assert g.choice() == "words" and g.on_words()
+        monkeypatch.setattr(bf16_pack, "available", lambda: True)    # (as if compiled here)
+        g.force(None)
+        assert g.choice() == "dot" and g.on_words()     # AMD's bf16 units: tracejit's kernel
         info["vendor_id"] = "GenuineIntel"
         g.force(None)
         assert g.mkl_runs_units() and g.choice() == "mkl"
         info["flags"] = "fpu avx512f"
         g.force(None)
-        assert not g.mkl_runs_units() and g.choice() == "float32" and not g.on_words()
+        assert not g.dot_runs() and not g.mkl_runs_units()
+        assert g.choice() == "float32" and not g.on_words()
+        with pytest.raises(RuntimeError, match="avx512_bf16"):
+            g.force("dot")
     finally:
+        monkeypatch.undo()     # (this CPU's flags back before the previous way)
         g.force(prev)
 
 

@@ -285,3 +285,21 @@ def test_configurations_run_on_the_policys_threads_at_each_call(store, monkeypat
     assert choice.measure(KEY) == cfg and choice.store_path().exists()
     checks = len(template.CONFIGS)     # (each configuration's values checked on the key's first)
     assert set(seen[:checks]) == {KEY.threads} and set(seen[checks:]) == {1}
+
+
+def test_bf16_keys_race_words_and_the_kernel_and_keep_a_store_of_their_own(store, monkeypatch):
+    """A bf16 key's choice is the words (BLAS) or the kernel (DOT), kept in the bf16 file,
+    read back after a restart; the float store is not touched."""
+    from tracejit.compiler.cpu.gemm import bf16
+    key = choice.Key(40, 50, 70, "uint16", "nn", False, 2)
+    monkeypatch.setattr(bf16, "words_matmul", lambda a, b, way="words": bf16.to_bfloat16(
+        bf16.to_float32(a) @ bf16.to_float32(b)))
+    monkeypatch.setattr(bf16, "dot_matmul", lambda a, b: bf16.to_bfloat16(bf16.to_float32(a) @ bf16.to_float32(b)))
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.02: 0.5 if "dot" in repr(fn.__code__.co_names) else 1.0)
+    assert choice.measure(key) is choice.DOT
+    assert not choice.store_path().exists()
+    data = json.loads(choice.bf16_store_path().read_text())
+    assert data["choices"][key.text()]["choice"] == "dot"
+    choice.forget()                                          # a new process
+    monkeypatch.setattr(choice, "measure", lambda key, configs=None: pytest.fail("measured again"))
+    assert choice.choose(key) is choice.DOT

@@ -3,10 +3,12 @@
 `matmul` takes the uint16 words of both operands (any strides, batch dims broadcast) and
 returns the product's words rounded to nearest even once. Ways, chosen once per process
 (`choice`): ``"mkl"``, MKL's ``cblas_gemm_bf16bf16f32`` where an Intel CPU has bf16 units
-and ``mkl`` is installed (3.7-4.7x numpy's sgemm); ``"words"``, bf16 units MKL does not run
-(AMD), the words widened for numpy's sgemm; ``"float32"``, no bf16 units: widen, sgemm,
-round. They differ only in the order of the float32 additions.
-``TRACEJIT_BF16_GEMM=mkl|words|float32`` or `force` fixes the choice.
+and ``mkl`` is installed (3.7-4.7x numpy's sgemm); ``"dot"``, avx512_bf16 units MKL does not
+run (AMD): per product key the GEMM choice (choice.py) races tracejit's ``vdpbf16ps`` kernel
+(bf16_pack.py) against the words way and keeps the faster, words until it has measured;
+``"words"``, the words widened for numpy's sgemm; ``"float32"``, no bf16 units: widen, sgemm, round. They differ
+only in the order of the float32 additions (and ``"dot"`` in reading subnormal bf16 inputs
+as zero). ``TRACEJIT_BF16_GEMM=mkl|dot|words|float32`` or `force` fixes the choice.
 """
 from __future__ import annotations
 
@@ -23,9 +25,9 @@ from .... import envflags
 from ....bf16 import STORAGE, to_bfloat16, to_float32
 
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units",
-           "mkl_runs_units", "mkl_gemm", "round_values"]
+           "mkl_runs_units", "mkl_gemm", "round_values", "dot_runs"]
 
-CHOICES = ("mkl", "words", "float32")
+CHOICES = ("mkl", "dot", "words", "float32")
 _lock = threading.Lock()
 _chosen: list = [None]
 _mkl: list = [None]       # [ctypes function | False] once looked for
@@ -59,6 +61,15 @@ def mkl_runs_units() -> bool:
     """Whether MKL's bf16 GEMM runs on this CPU's bf16 units (Intel only: on AMD it took a
     generic path slower than numpy's sgemm)."""
     return has_bf16_units() and _cpuinfo("vendor_id") == "GenuineIntel"
+
+
+def dot_runs() -> bool:
+    """Whether tracejit's ``vdpbf16ps`` kernel runs here: the CPU's avx512_bf16, numba's
+    target with it (``NUMBA_CPU_FEATURES``) and the kernel compiled (bf16_tile.py)."""
+    if "avx512_bf16" not in _cpuinfo("flags").split():
+        return False
+    from . import bf16_pack, bf16_tile
+    return bf16_tile.supported() and bf16_pack.available()
 
 
 def mkl_gemm():
@@ -95,13 +106,24 @@ def choice() -> str:
             env = envflags.value("TRACEJIT_BF16_GEMM").lower()
             if env and env not in CHOICES:
                 raise ValueError(f"TRACEJIT_BF16_GEMM={env!r}: expected one of {', '.join(CHOICES)}")
-            c = env or ("float32" if not has_bf16_units() or mkl_gemm() is None
-                        else "mkl" if mkl_runs_units() else "words")
+            c = env or _default()
             if c == "mkl" and mkl_gemm() is None:
                 raise RuntimeError("TRACEJIT_BF16_GEMM=mkl: MKL's cblas_gemm_bf16bf16f32 was not found "
                                    "(pip install mkl, or tracejit[mkl])")
+            if c == "dot" and not dot_runs():
+                raise RuntimeError("TRACEJIT_BF16_GEMM=dot: this CPU (or numba's target) has no avx512_bf16")
             _chosen[0] = c
     return c
+
+
+def _default() -> str:
+    """MKL's GEMM where it runs the units, else tracejit's kernel where it runs, else words
+    where there are units and MKL (as before the kernel), else float32."""
+    if has_bf16_units() and mkl_runs_units() and mkl_gemm() is not None:
+        return "mkl"
+    if dot_runs():
+        return "dot"
+    return "float32" if not has_bf16_units() or mkl_gemm() is None else "words"
 
 
 def force(way: Optional[str]) -> Optional[str]:
@@ -110,6 +132,8 @@ def force(way: Optional[str]) -> Optional[str]:
         raise ValueError(f"bf16 GEMM: unknown way {way!r} (expected one of {', '.join(CHOICES)})")
     if way == "mkl" and mkl_gemm() is None:
         raise RuntimeError("bf16 GEMM: MKL's cblas_gemm_bf16bf16f32 is not available (pip install mkl)")
+    if way == "dot" and not dot_runs():
+        raise RuntimeError("bf16 GEMM: the dot way needs avx512_bf16, which this CPU (or numba's target) lacks")
     prev, _chosen[0] = _chosen[0], way
     return prev
 
@@ -126,9 +150,17 @@ def not_words(a, b) -> bool:
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """bf16 words ``a @ b`` (batch dims broadcast as numpy's matmul), bf16 words out."""
+    way = choice()
+    if way == "dot" and _dot_chosen(a, b):
+        return dot_matmul(a, b)
+    return words_matmul(a, b, "words" if way == "dot" else way)
+
+
+def words_matmul(a: np.ndarray, b: np.ndarray, way: str = "words") -> np.ndarray:
+    """`matmul` on numpy's sgemm (MKL's bf16 GEMM for ``way`` "mkl")."""
     if a.ndim == 2 and b.ndim == 2:
-        return round_words(product_f32(a, b))
-    if choice() != "mkl":   # (each operand widened once, not once per batch index)
+        return round_words(product_f32(a, b, way))
+    if way != "mkl":   # (each operand widened once, not once per batch index)
         return round_words(np.matmul(widen_words(a), widen_words(b)))
     if b.ndim == 2:    # (..., m, k) @ (k, n): one product over the flattened rows
         lead = a.shape[:-1]
@@ -143,11 +175,15 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return round_words(out)
 
 
-def product_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The float32 product of two 2-D bf16 word arrays."""
+def product_f32(a: np.ndarray, b: np.ndarray, way: str = "") -> np.ndarray:
+    """The float32 product of two 2-D bf16 word arrays (the way `choice` gives, or ``way``)."""
     m, k = a.shape
     n = b.shape[1]
-    if choice() == "mkl" and m and n and k:
+    way = way or choice()
+    if way == "dot" and _dot_chosen(a, b):
+        from . import bf16_pack
+        return bf16_pack.product(a, b, words=False)
+    if way == "mkl" and m and n and k:
         out = np.empty((m, n), np.float32)
         ta, lda, a = _operand(a)
         tb, ldb, b = _operand(b)
@@ -155,6 +191,30 @@ def product_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                    out.ctypes.data, n)
         return out
     return np.matmul(widen_words(a), widen_words(b))   # (the numpy form's: bf16.matmul_words)
+
+
+def _dot_chosen(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the GEMM choice runs ``a @ b`` on the bf16 units (`dot_matmul`)."""
+    from ..runtime import coreshare
+    from . import choice as gemm_choice
+    return gemm_choice.choose(gemm_choice.key_for(a, b, coreshare.core_share.cpus)) == gemm_choice.DOT
+
+
+def dot_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`matmul` on the bf16 units: one product over N-d a's rows times a 2-D b, else one
+    product per batch index (each split over the threads)."""
+    from . import bf16_pack
+    if b.ndim == 2:
+        lead = a.shape[:-1]
+        rows = a.reshape(-1, a.shape[-1]) if a.ndim > 2 else a
+        return bf16_pack.product(rows, b).reshape(lead + (b.shape[1],))
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    out = np.empty(batch + (a.shape[-2], b.shape[-1]), STORAGE)
+    for idx in np.ndindex(*batch):
+        out[idx] = bf16_pack.product(a[idx], b[idx])
+    return out
 
 
 def _operand(x: np.ndarray):

@@ -14,10 +14,14 @@ runs BLAS, its site's next call asks for the measurement, so shapes that follow 
 site binds its key once (`bind`) and is given the chosen callable again when the
 measurement lands. ``TRACEJIT_GEMM_CHOICE=0`` keeps every product on BLAS.
 
+Products of bf16 words (dtype uint16, bf16.py's ``"dot"`` way) are chosen the same way
+between the words widened for BLAS (`BLAS`) and the bf16 units' kernel (`DOT`).
+
 The choices are kept in a JSON file in the disk cache's root, named by a stamp over the
 versions the kernel cache keys on, the template's source, numpy's BLAS and the rules, and
 holding a sha256 of its content; another stamp's file is never read, a corrupt one is
-rewritten.
+rewritten. bf16 keys have a file of their own, stamped over the bf16 kernel's sources
+instead of the template's (a change to one does not measure the other's keys again).
 """
 from __future__ import annotations
 
@@ -38,9 +42,12 @@ from ....threads import blas_threads_set
 from ...prepare import compile_mode
 from . import blas_gemm, template
 
-__all__ = ["Key", "BLAS", "key_for", "choose", "bind", "measure", "settle", "load_kernels", "store_path", "forget"]
+__all__ = ["Key", "BLAS", "DOT", "key_for", "choose", "bind", "measure", "settle", "load_kernels", "store_path",
+           "bf16_store_path", "forget"]
 
 BLAS = "blas"
+DOT = "dot"          # bf16 words: bf16_pack.py's kernel
+_BF16 = "uint16"     # the dtype of bf16 words' keys
 
 
 class Key(NamedTuple):
@@ -81,6 +88,20 @@ def enabled() -> bool:
 
 
 def _stamp() -> str:
+    return _stamp_over([template.source(d, c) for d in ("float32", "float64") for c in template.CONFIGS[:1]])
+
+
+def _bf16_stamp() -> str:
+    from . import bf16_pack, bf16_tile
+    try:
+        with open(bf16_pack.__file__, "rb") as f:
+            driver = hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        driver = ""
+    return "bf16-" + _stamp_over([bf16_tile.ir_text(), driver])
+
+
+def _stamp_over(sources: list) -> str:
     from ... import buildfacts
     from .... import threads as _threads
     blas = sorted(os.path.basename(p) for p in _threads._mapped_libraries()
@@ -92,8 +113,7 @@ def _stamp() -> str:
     except OSError:
         route = ""
     h = hashlib.sha256(json.dumps([buildfacts.versions(), np.__version__, blas, ROUNDS, MARGIN, RULES, route,
-                                   [template.source(d, c) for d in ("float32", "float64")
-                                    for c in template.CONFIGS[:1]]], sort_keys=True).encode())
+                                   sources], sort_keys=True).encode())
     return h.hexdigest()[:24]
 
 
@@ -106,9 +126,15 @@ def store_path():
     return root / "gemm-choices" / f"{_stamp()}.json"
 
 
+def bf16_store_path():
+    """The file bf16 keys' choices are kept in, or None where the disk cache is off."""
+    path = store_path()
+    return None if path is None else path.with_name(f"{_bf16_stamp()}.json")
+
+
 def _decode(value):
-    if value == BLAS:
-        return BLAS
+    if value in (BLAS, DOT):
+        return BLAS if value == BLAS else DOT     # (the constants: callers compare by identity)
     if isinstance(value, list) and 4 <= len(value) <= len(template.Config._fields):
         return template.Config(int(value[0]), int(value[1]), bool(value[2]), int(value[3]),
                                *(bool(v) for v in value[4:]))
@@ -121,7 +147,11 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    path = store_path()
+    _load_file(store_path())
+    _load_file(bf16_store_path())
+
+
+def _load_file(path) -> None:
     if path is None or not path.exists():
         return
     try:
@@ -139,7 +169,7 @@ def _load() -> None:
 
 def _save(key: Key, choice, times: dict) -> None:
     """Add one measured choice to the store (merged with what other processes wrote)."""
-    path = store_path()
+    path = bf16_store_path() if key.dtype == _BF16 else store_path()
     if path is None:
         return
     try:
@@ -153,7 +183,7 @@ def _save(key: Key, choice, times: dict) -> None:
                     choices = data["choices"]
             except (ValueError, KeyError, TypeError):
                 choices = {}
-        choices[key.text()] = {"choice": BLAS if choice == BLAS else list(choice),
+        choices[key.text()] = {"choice": choice if isinstance(choice, str) else list(choice),
                                "us": {k: round(v * 1e6, 2) for k, v in times.items()}}
         body = json.dumps(choices, sort_keys=True)
         text = json.dumps({"stamp": path.stem, "choices": choices,
@@ -249,7 +279,8 @@ def settle() -> int:
     with _lock:
         keys = list(_pending)
     for key in keys:
-        load_kernels(key.dtype)
+        if key.dtype != _BF16:
+            load_kernels(key.dtype)
         measure(key)
     return len(keys)
 
@@ -273,7 +304,7 @@ def _measure_when_spare(key: Key) -> None:
     from ...workers import spare_core
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and key in _pending:
-        kernels = [template.kernel_for(key.dtype, c) for c in template.CONFIGS]
+        kernels = [] if key.dtype == _BF16 else [template.kernel_for(key.dtype, c) for c in template.CONFIGS]
         if all(k.fn is not None or k.failed for k in kernels):
             if spare_core():
                 measure(key)
@@ -288,8 +319,13 @@ def _operands(key: Key):
     rng = np.random.default_rng(0)
     dt = np.dtype(key.dtype)
     lead = (2,) if key.batched else ()
-    a = rng.standard_normal(lead + ((key.k, key.m) if key.layout[0] == "t" else (key.m, key.k))).astype(dt)
-    b = rng.standard_normal(lead + ((key.n, key.k) if key.layout[1] == "t" else (key.k, key.n))).astype(dt)
+    if key.dtype == _BF16:
+        from ....bf16 import to_bfloat16 as cast
+    else:
+        def cast(x):
+            return x.astype(dt)
+    a = cast(rng.standard_normal(lead + ((key.k, key.m) if key.layout[0] == "t" else (key.m, key.k))))
+    b = cast(rng.standard_normal(lead + ((key.n, key.k) if key.layout[1] == "t" else (key.k, key.n))))
     if key.layout[0] == "t":
         a = a.swapaxes(-1, -2)
     if key.layout[1] == "t":
@@ -354,6 +390,52 @@ def measure(key: Key, configs=None):
     configuration only under `MARGIN` and confirmed in pairs), in this process and, where
     every configuration was loaded, in the store; returns it."""
     a, b = _operands(key)
+    if key.dtype == _BF16:
+        fns, cfgs, complete = _bf16_ways(a, b)
+    else:
+        fns, cfgs, complete = _configs(key, a, b, configs)
+    with blas_threads_set(1) if key.threads == 1 else contextlib.nullcontext():
+        times = _race(fns)
+        best, best_t = BLAS, times[BLAS] * MARGIN
+        for name, cfg in cfgs.items():
+            if times[name] < best_t:
+                best, best_t = cfg, times[name]
+        disputed = best is not BLAS and not _confirm(fns[BLAS], fns[_name(best)])
+        if disputed:
+            best = BLAS
+    with _lock:
+        _choices[key] = best
+        _pending.discard(key)
+        for install in _watchers.pop(key, ()):
+            install(best)
+    # Not kept: a choice among fewer configurations, or one the race and the pairs disagree
+    # on (other work on the cores during one of them): BLAS for this process, and a later
+    # process measures again rather than a passing load deciding for good.
+    if complete and not disputed:
+        _save(key, best, times)
+    return best
+
+
+def _name(c) -> str:
+    return c if isinstance(c, str) else c.name
+
+
+def _bf16_ways(a, b):
+    """(callables, choices, complete) of a bf16 words key: the words widened for BLAS and
+    the bf16 units' kernel, where it gives the product (within a bf16 unit of the words')."""
+    from . import bf16
+    fns = {BLAS: lambda: bf16.words_matmul(a, b)}
+    want = bf16.to_float32(fns[BLAS]())
+    got = bf16.to_float32(bf16.dot_matmul(a, b))
+    if np.allclose(got, want, rtol=2.0 ** -7, atol=1e-6 * max(1.0, float(np.abs(want).max()))):
+        fns[DOT] = lambda: bf16.dot_matmul(a, b)
+        return fns, {DOT: DOT}, True
+    return fns, {}, False
+
+
+def _configs(key: Key, a, b, configs):
+    """(callables, configurations by name, complete) of a float key: BLAS and every loaded
+    template configuration that gives the product."""
     # (the BLAS side as products run it: numpy's matmul on the policy's threads)
     # (a one-thread key's: numpy's matmul with BLAS on one thread, below)
     fns = {BLAS: (lambda: np.matmul(a, b)) if key.threads == 1 else lambda: blas_gemm.matmul(a, b, blas_only=True)}
@@ -373,23 +455,4 @@ def measure(key: Key, configs=None):
         for c in (cfg, cfg._replace(serial=True)) if key.threads > 1 else (cfg,):
             fns[c.name] = _runner(fn, c, a, b, key.threads)
             cfgs[c.name] = c
-    with blas_threads_set(1) if key.threads == 1 else contextlib.nullcontext():
-        times = _race(fns)
-        best, best_t = BLAS, times[BLAS] * MARGIN
-        for name, cfg in cfgs.items():
-            if times[name] < best_t:
-                best, best_t = cfg, times[name]
-        disputed = best is not BLAS and not _confirm(fns[BLAS], fns[best.name])
-        if disputed:
-            best = BLAS
-    with _lock:
-        _choices[key] = best
-        _pending.discard(key)
-        for install in _watchers.pop(key, ()):
-            install(best)
-    # Not kept: a choice among fewer configurations, or one the race and the pairs disagree
-    # on (other work on the cores during one of them): BLAS for this process, and a later
-    # process measures again rather than a passing load deciding for good.
-    if complete and not disputed:
-        _save(key, best, times)
-    return best
+    return fns, cfgs, complete
