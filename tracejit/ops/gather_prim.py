@@ -103,7 +103,8 @@ def _flat_positions(index, dim: int, shape: tuple):
 
 
 def _gather_vjp(g, out, a, index, dim):
-    return (scatter_add(creation.zeros(a.shape, dtype=g.dtype, device=g.device), dim, index, g), None)
+    # (`dim` is gather's normalized one: scatter_add's own normalization is skipped)
+    return (bind(SCATTER_ADD, creation.zeros(a.shape, dtype=g.dtype, device=g.device), index, g, dim=dim), None)
 
 
 GATHER = defprim("gather", _gather_impl, _gather_rule, _gather_vjp, kind="index",

@@ -17,7 +17,7 @@ from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_no
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_state
-from .shape import EXPAND, clone, expand, flip, reshape
+from .shape import EXPAND, RESHAPE, clone, expand, flip, reshape
 from . import autocast as _autocast
 from .dtype_checks import takes
 
@@ -51,7 +51,11 @@ def _keep(g, a_shape, dims, keepdim):
     """Reshape a reduced gradient so it broadcasts against the input."""
     if keepdim or not dims:
         return g
-    return reshape(g, _reduced_shape(a_shape, dims, True))
+    shape = _reduced_shape(a_shape, dims, True)
+    d = g._data
+    if type(d) is np.ndarray and d.flags.c_contiguous:
+        return bind(RESHAPE, g, shape=shape)   # (a view: only size-1 dims are inserted)
+    return reshape(g, shape)
 
 
 def _sum_vjp(g, out, a, dims, keepdim):
@@ -61,7 +65,13 @@ def _sum_vjp(g, out, a, dims, keepdim):
         # argument checks cost as much as the op)
         shape = a._data.shape if type(a) is Tensor else tuple(a.shape)
         return (bind(EXPAND, g, shape=shape) if shape else g,)
-    return (expand(_keep(g, a.shape, dims, keepdim), a.shape),)
+    g = _keep(g, a.shape, dims, keepdim)
+    if type(g._data) is np.ndarray:
+        shape = a._data.shape
+        if g._data.shape != shape:
+            # bound directly, as above: only reduced dims, of size 1 in g, are expanded
+            return (bind(EXPAND, g, shape=shape),)
+    return (expand(g, a.shape),)
 
 
 def _np_sum(xp, a, dims, keepdim):

@@ -54,8 +54,18 @@ def _resolve_shape(a_shape, shape, op="reshape"):
     return tuple(shape)
 
 
+def _reshape_vjp(g, out, a, shape):
+    d = g._data
+    if type(d) is np.ndarray and d.flags.c_contiguous:
+        # bound directly: the element counts agree by construction and a C-contiguous array
+        # reshapes as a view (reshape()'s normalization costs as much as the op; every
+        # view, squeeze and unsqueeze has this backward)
+        return (bind(RESHAPE, g, shape=a._data.shape),)
+    return (reshape(g, a.shape),)
+
+
 RESHAPE = defprim("reshape", lambda xp, a, shape: a.reshape(shape),
-                  _reshape_rule, lambda g, out, a, shape: (reshape(g, a.shape),), kind="shape",
+                  _reshape_rule, _reshape_vjp, kind="shape",
                   save=lambda rq: (), extra={"view": True, "meta": (0,)})
 
 
