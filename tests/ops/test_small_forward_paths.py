@@ -1,5 +1,5 @@
-"""cast and argmax/argmin along a dim give numpy's values and PyTorch's dtypes and shapes
-on every call (the first makes the eager plan, the next ones run through it)."""
+"""cast, argmax/argmin along a dim and flatten give numpy's values and PyTorch's dtypes
+and shapes on every call (the first makes the eager plan, the next ones run through it)."""
 import numpy as np
 import pytest
 
@@ -47,3 +47,13 @@ def test_float_of_from_numpy_keeps_gradient_flow():
         (y * 2).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 4.0))
     assert x.grad.dtype is tj.float64
+
+
+@pytest.mark.parametrize("start,end", [(0, -1), (1, -1), (1, 2), (0, 0), (-2, -1)])
+def test_flatten_matches_torch(start, end):
+    torch = pytest.importorskip("torch")
+    a = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+    got = tj.tensor(a).flatten(start, end)
+    want = torch.tensor(a).flatten(start, end)
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

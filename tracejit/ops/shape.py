@@ -4,6 +4,8 @@ Views (reshape of contiguous data, permute, expand) share memory and version cou
 their input, as in PyTorch."""
 from __future__ import annotations
 
+from operator import methodcaller as _methodcaller
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -64,9 +66,16 @@ def _reshape_vjp(g, out, a, shape):
     return (reshape(g, a.shape),)
 
 
+def _reshape_fast(shapes, dtype, params):
+    """The plan's numpy call (registry ``extra["fast"]``): the array's reshape to the
+    plan's shape as a C-level callable (no impl frame nor params dict per call: every view,
+    squeeze, unsqueeze and flatten, and their backwards, come here)."""
+    return _methodcaller("reshape", params["shape"])
+
+
 RESHAPE = defprim("reshape", lambda xp, a, shape: a.reshape(shape),
                   _reshape_rule, _reshape_vjp, kind="shape",
-                  save=lambda rq: (), extra={"view": True, "meta": (0,)})
+                  save=lambda rq: (), extra={"view": True, "meta": (0,), "fast": _reshape_fast})
 
 
 def _permute_rule(a, dims):
@@ -425,8 +434,10 @@ def flatten(a, start_dim: int = 0, end_dim: int = -1):
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     if s == e and hasattr(a, "_data"):   # (not a tensor: refused by reshape below)
         return a    # (as PyTorch's flatten: the input itself, not a view)
-    mid = numel(a.shape[s:e + 1])
-    return reshape(a, tuple(a.shape[:s]) + (mid,) + tuple(a.shape[e + 1:]))
+    d = a._data
+    # (the array's shape where there is one: slices of a Size are Sizes, made in Python)
+    shape = d.shape if type(d) is np.ndarray else tuple(a.shape)
+    return reshape(a, shape[:s] + (numel(shape[s:e + 1]),) + shape[e + 1:])
 
 
 def contiguous(a):
