@@ -23,8 +23,9 @@ class Size(tuple):
         return n
 
     def __getitem__(self, i):
-        r = tuple.__getitem__(self, i)
-        return Size(r) if isinstance(i, slice) else r
+        if type(i) is slice:   # (a slice of ints: no conversion, ~1 us less than Size(...))
+            return tuple.__new__(Size, tuple.__getitem__(self, i))
+        return tuple.__getitem__(self, i)
 
     def __add__(self, other):
         return Size(tuple.__add__(self, tuple(other)))

@@ -145,8 +145,10 @@ class PrimNode(Node):
             self._check_not_freed()
         inputs = list(saved)  # (scalar operands and None as they are)
         versions = self.versions
+        kept = False   # (does the node keep an input's values? see the end)
         for i, s in enumerate(saved):
             if isinstance(s, Tensor):
+                kept = True
                 version = versions[i]
                 if s._vbox[0] != version:
                     raise _modified(self, f"input {i}", version, s._vbox[0])
@@ -169,7 +171,12 @@ class PrimNode(Node):
             result = prim.vjp(grads[0], out, *inputs, **params)
         else:
             result = prim.vjp(grads[0], out, *inputs)
-        if not retain_graph and _holds_values(self):
+        # A backward frees what the node keeps of values, a kept input or output (its graph
+        # is then spent). A node that kept only shapes and numbers, as PyTorch's
+        # ``AddBackward0`` or ``MeanBackward0``, may run again without ``retain_graph``.
+        # (PyTorch keeps the 2 of a lone ``x * 2`` as a tensor and refuses; here it is the
+        # number a composite such as ``mean``'s division also keeps, so both run again.)
+        if not retain_graph and (kept or out is not None):
             self.saved = self.out = None
             self._freed = True
         hooks = self._hooks
@@ -195,20 +202,6 @@ class PrimNode(Node):
                     copy._output_nr = old._output_nr
                 saved[i] = copy
         self.saved = tuple(saved)
-
-
-def _holds_values(node) -> bool:
-    """Whether a backward frees something of `node` (its graph is then spent): a kept input
-    or output. A node that kept only shapes and numbers, as PyTorch's ``AddBackward0`` or
-    ``MeanBackward0``, may run again without ``retain_graph``. (PyTorch keeps the 2 of a
-    lone ``x * 2`` as a tensor and refuses; here it is the number a composite such as
-    ``mean``'s division also keeps, so both run again.)"""
-    if node.out is not None:
-        return True
-    for s in node.saved:
-        if isinstance(s, Tensor):
-            return True
-    return False
 
 
 def _unpack_output(node, s, create_graph):

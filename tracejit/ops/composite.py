@@ -82,11 +82,19 @@ def allclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = Fal
     return bool(_all(isclose(a, b, rtol, atol, equal_nan)).item())
 
 
+def _empty_dim(x, dim: int) -> bool:
+    """Whether `x` has dim `dim` (normalized) of size 0 (a concrete 0: a traced size may be
+    symbolic); the array's own shape where there is one, not a Size per test."""
+    d = x._data
+    shape = d.shape if type(d) is np.ndarray else x.shape
+    return len(shape) > 0 and isinstance(shape[dim], int) and shape[dim] == 0
+
+
 def softmax(x, dim: int = -1, dtype=None):
     dim = normalize_dim(dim, x.ndim, "softmax")
     if dtype is not None:
         x = cast(x, dtype)
-    if x.ndim and isinstance(x.shape[dim], int) and x.shape[dim] == 0:
+    if _empty_dim(x, dim):
         return x * 1.0  # nothing to normalize (and no max to subtract)
     if x.ndim == 0:     # one element: softmax over a 1-element row
         return reshape(_softmax_prim.softmax(reshape(x, (1,)), 0), ())
@@ -98,7 +106,7 @@ def log_softmax(x, dim: int = -1, dtype=None):
     if dtype is not None:
         x = cast(x, dtype)
     expect_floating("log_softmax", "input", x)
-    if x.ndim and isinstance(x.shape[dim], int) and x.shape[dim] == 0:
+    if _empty_dim(x, dim):
         return x * 1.0  # nothing to normalize
     if x.ndim == 0:     # one element: a 1-element row
         return reshape(_log_softmax_prim.log_softmax(reshape(x, (1,)), 0), ())

@@ -143,13 +143,22 @@ def _clamp_backward_fast(shapes, dtype, params):
     # the integer type chosen once per signature
     lo, hi = params.get("min"), params.get("max")   # (defaults: the impl's None)
     ity = _INT_OF_WIDTH.get(dtype.itemsize)
-    if (lo is None) == (hi is None) or shapes[0] is None or not shapes[1] or ity is None:
+    if (lo is None and hi is None) or shapes[0] is None or not shapes[1] or ity is None:
         return None
+    multiply = np.multiply
+    if lo is not None and hi is not None:
+        # both bounds (a probability clamped into (eps, 1 - eps)): the impl's two
+        # comparisons and their conjunction, then the same integer product
+        lo, hi = _bound_operand(lo, dtype), _bound_operand(hi, dtype)
+        ge, le, both = np.greater_equal, np.less_equal, np.logical_and
+
+        def clamp_backward_two_bounds(g, a):
+            return multiply(g.view(ity), both(ge(a, lo), le(a, hi))).view(dtype)
+        return clamp_backward_two_bounds
     if lo is not None:
         bound, compare = _bound_operand(lo, dtype), np.greater_equal
     else:
         bound, compare = _bound_operand(hi, dtype), np.less_equal
-    multiply = np.multiply
 
     def clamp_backward_one_bound(g, a):
         return multiply(g.view(ity), compare(a, bound)).view(dtype)

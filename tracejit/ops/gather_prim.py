@@ -45,7 +45,7 @@ def _gather_impl(xp, a, index, dim):
     if xp is np:
         rows = _row_index(index, dim, a.shape)
         if rows is not None:   # the index repeats one vector across the other dims
-            return np.take(a, rows, axis=dim)
+            return a.take(rows, axis=dim)   # (the method: np.take's wrapper costs as much)
         if index.size and _fits(index, dim, a.shape):
             return np.ascontiguousarray(a).reshape(-1)[_flat_positions(index, dim, a.shape)]
     if index.shape != a.shape:
@@ -103,7 +103,8 @@ def _flat_positions(index, dim: int, shape: tuple):
 
 
 def _gather_vjp(g, out, a, index, dim):
-    return (scatter_add(creation.zeros(a.shape, dtype=g.dtype, device=g.device), dim, index, g), None)
+    # (`dim` is gather's normalized one: scatter_add's own normalization is skipped)
+    return (bind(SCATTER_ADD, creation.zeros(a.shape, dtype=g.dtype, device=g.device), index, g, dim=dim), None)
 
 
 GATHER = defprim("gather", _gather_impl, _gather_rule, _gather_vjp, kind="index",

@@ -17,7 +17,7 @@ from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_no
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_state
-from .shape import EXPAND, clone, expand, flip, reshape
+from .shape import EXPAND, RESHAPE, clone, expand, flip, reshape
 from . import autocast as _autocast
 from .dtype_checks import takes
 
@@ -51,7 +51,11 @@ def _keep(g, a_shape, dims, keepdim):
     """Reshape a reduced gradient so it broadcasts against the input."""
     if keepdim or not dims:
         return g
-    return reshape(g, _reduced_shape(a_shape, dims, True))
+    shape = _reduced_shape(a_shape, dims, True)
+    d = g._data
+    if type(d) is np.ndarray and d.flags.c_contiguous:
+        return bind(RESHAPE, g, shape=shape)   # (a view: only size-1 dims are inserted)
+    return reshape(g, shape)
 
 
 def _sum_vjp(g, out, a, dims, keepdim):
@@ -61,7 +65,13 @@ def _sum_vjp(g, out, a, dims, keepdim):
         # argument checks cost as much as the op)
         shape = a._data.shape if type(a) is Tensor else tuple(a.shape)
         return (bind(EXPAND, g, shape=shape) if shape else g,)
-    return (expand(_keep(g, a.shape, dims, keepdim), a.shape),)
+    g = _keep(g, a.shape, dims, keepdim)
+    if type(g._data) is np.ndarray:
+        shape = a._data.shape
+        if g._data.shape != shape:
+            # bound directly, as above: only reduced dims, of size 1 in g, are expanded
+            return (bind(EXPAND, g, shape=shape),)
+    return (expand(g, a.shape),)
 
 
 def _np_sum(xp, a, dims, keepdim):
@@ -183,20 +193,21 @@ def _argrule(name):
     return rule
 
 
-def _arg_impl(fn):
+def _arg_impl(name):
+    # (the array's own method, numpy's or cupy's: numpy's function wrapper and a closure
+    # made per call cost more than a small argmax, ~1 us of its ~3)
     def impl(xp, a, dim, keepdim):
         if dim is None:
-            r = fn(a.reshape(-1))
+            r = getattr(a.reshape(-1), name)()
             return xp.asarray(r).reshape((1,) * a.ndim if keepdim else ())
-        r = fn(a, axis=dim)
+        r = getattr(a, name)(axis=dim)
         return xp.expand_dims(r, dim) if keepdim else r
+    impl.__name__ = impl.__qualname__ = f"_{name}_impl"
     return impl
 
 
-ARGMAX = defprim("argmax", lambda xp, a, dim, keepdim: _arg_impl(xp.argmax)(xp, a, dim, keepdim),
-                 _argrule("argmax"), kind="reduction")
-ARGMIN = defprim("argmin", lambda xp, a, dim, keepdim: _arg_impl(xp.argmin)(xp, a, dim, keepdim),
-                 _argrule("argmin"), kind="reduction")
+ARGMAX = defprim("argmax", _arg_impl("argmax"), _argrule("argmax"), kind="reduction")
+ARGMIN = defprim("argmin", _arg_impl("argmin"), _argrule("argmin"), kind="reduction")
 
 
 def _dims(a, dim, op):

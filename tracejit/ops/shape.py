@@ -4,6 +4,8 @@ Views (reshape of contiguous data, permute, expand) share memory and version cou
 their input, as in PyTorch."""
 from __future__ import annotations
 
+from operator import methodcaller as _methodcaller
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -54,9 +56,26 @@ def _resolve_shape(a_shape, shape, op="reshape"):
     return tuple(shape)
 
 
+def _reshape_vjp(g, out, a, shape):
+    d = g._data
+    if type(d) is np.ndarray and d.flags.c_contiguous:
+        # bound directly: the element counts agree by construction and a C-contiguous array
+        # reshapes as a view (reshape()'s normalization costs as much as the op; every
+        # view, squeeze and unsqueeze has this backward)
+        return (bind(RESHAPE, g, shape=a._data.shape),)
+    return (reshape(g, a.shape),)
+
+
+def _reshape_fast(shapes, dtype, params):
+    """The plan's numpy call (registry ``extra["fast"]``): the array's reshape to the
+    plan's shape as a C-level callable (no impl frame nor params dict per call: every view,
+    squeeze, unsqueeze and flatten, and their backwards, come here)."""
+    return _methodcaller("reshape", params["shape"])
+
+
 RESHAPE = defprim("reshape", lambda xp, a, shape: a.reshape(shape),
-                  _reshape_rule, lambda g, out, a, shape: (reshape(g, a.shape),), kind="shape",
-                  save=lambda rq: (), extra={"view": True, "meta": (0,)})
+                  _reshape_rule, _reshape_vjp, kind="shape",
+                  save=lambda rq: (), extra={"view": True, "meta": (0,), "fast": _reshape_fast})
 
 
 def _permute_rule(a, dims):
@@ -415,8 +434,10 @@ def flatten(a, start_dim: int = 0, end_dim: int = -1):
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     if s == e and hasattr(a, "_data"):   # (not a tensor: refused by reshape below)
         return a    # (as PyTorch's flatten: the input itself, not a view)
-    mid = numel(a.shape[s:e + 1])
-    return reshape(a, tuple(a.shape[:s]) + (mid,) + tuple(a.shape[e + 1:]))
+    d = a._data
+    # (the array's shape where there is one: slices of a Size are Sizes, made in Python)
+    shape = d.shape if type(d) is np.ndarray else tuple(a.shape)
+    return reshape(a, shape[:s] + (numel(shape[s:e + 1]),) + shape[e + 1:])
 
 
 def contiguous(a):
