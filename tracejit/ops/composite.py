@@ -140,8 +140,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {tuple(weight.shape)}")
     input = in_range(input, weight.shape[0], "embedding")
-    if padding_idx is not None and weight.requires_grad:
-        # The padding row is read but never trained: take it from a detached copy.
+    if padding_idx is not None and (weight.requires_grad or trace_state.tracer is not None):
+        # The padding row is read but never trained: take it from a detached copy. (A
+        # capture may differentiate a weight its tracer does not mark as requiring grad.)
         n = weight.shape[0]
         pad = padding_idx + n if padding_idx < 0 else padding_idx
         is_pad = unsqueeze(eq(arange(n, device=weight.device), pad), 1)
