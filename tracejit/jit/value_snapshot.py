@@ -3,8 +3,8 @@
 Tracing runs the function's Python once: a number read from a config object
 (``args.scale``), a list (``K[0]``), a dict (``self.cfg["s"]``) or a tensor held in one
 becomes a constant of the graph. `snapshot` copies what such a value holds now (numbers and
-strings by value, tensors, functions and other objects by identity, containers and plain
-objects' attributes recursively) and `differs` walks the live value against the copy on a
+strings by value, tensors, functions and other objects by identity, containers, plain
+objects' attributes and an optimizer's ``param_groups`` recursively) and `differs` walks the live value against the copy on a
 later call, stopping at the first difference. A value too large to copy (more than
 `BUDGET` leaves in one guard: each call walks the copy) is compared by identity only.
 """
@@ -39,9 +39,16 @@ def from_library(module: Optional[str]) -> bool:
     return (module or "").split(".", 1)[0] in LIBRARIES
 
 
+def _guarded_attrs(v) -> tuple:
+    """The attributes of a library object a capture may read as constants (its class's
+    ``_guarded_attrs``: an optimizer's ``param_groups``, whose learning rate a compiled
+    function may read), walked like a plain object's; () for other objects."""
+    return getattr(type(v), "_guarded_attrs", ())
+
+
 def worth_watching(v) -> bool:
     """Whether `v` can hold values a capture turns into constants (else skip it)."""
-    return type(v) in (list, tuple, dict, set, frozenset) or _plain_object(v)
+    return type(v) in (list, tuple, dict, set, frozenset) or _plain_object(v) or bool(_guarded_attrs(v))
 
 
 def snapshot(v, budget: Optional[list] = None):
@@ -63,6 +70,9 @@ def snapshot(v, budget: Optional[list] = None):
         return ("f", v, t, frozenset(x for x in v if isinstance(x, SCALARS)), len(v))
     if _plain_object(v):
         return ("o", v, t, [(k, snapshot(x, budget)) for k, x in vars(v).items()])
+    names = _guarded_attrs(v)
+    if names:
+        return ("a", v, t, [(k, snapshot(getattr(v, k), budget)) for k in names])
     return ("i", v)
 
 
@@ -99,9 +109,11 @@ def differs(snap, v) -> Optional[str]:
         if type(v) is not t or len(v) != n or not plain <= v:
             return "contents changed"
         return None
-    _, _, t, items = snap   # "o"
+    _, _, t, items = snap   # "o", "a"
     if type(v) is not t:
         return f"type changed to {type(v).__name__}"
+    if kind == "a":
+        return _items_differ(items, {k: getattr(v, k) for k, _ in items if hasattr(v, k)}, ".{}")
     d_ = vars(v)
     if len(d_) != len(items):
         return "attributes added or removed"
