@@ -156,6 +156,18 @@ def test_writing_the_logits_in_place_before_backward_works_like_pytorch(runner, 
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+def test_writing_nll_losss_own_input_before_backward_raises_like_pytorch():
+    """PyTorch's NllLossBackward0 saves its input (the log-probabilities), so writing into
+    them before backward() raises there; the same here, naming the node."""
+    for lib, error in ((torch, RuntimeError), (tj, tj.errors.InplaceModifiedError)):
+        x = lib.tensor(np.zeros((4, 3), np.float32), requires_grad=True)
+        lp = x + 0.0
+        loss = lib.nn.functional.nll_loss(lp, lib.tensor([0, 1, 2, 0]))
+        lp.mul_(2.0)
+        with pytest.raises(error, match="modified by an in-?place operation"):
+            loss.backward()
+
+
 def test_other_forms_keep_the_composite():
     x = tj.randn(4, 3)
     t = tj.tensor([0, 2, 1, 1])

@@ -216,9 +216,10 @@ def _nll_vjp(g, out, lp, t, *, ignore_index=-100, reduction="mean"):
     return nll_indices_backward(g, lp, t, ignore_index, reduction), None
 
 
+# (the input is kept although its gradient reads only its shape: PyTorch's NllLossBackward0
+# saves it, so writing into it before backward() raises there too)
 NLL_INDICES = defprim("nll_indices", _nll_impl, _ce_rule, _nll_vjp, kind="other",
-                      save=lambda rq: (1,), nondiff=(1,), grad_name="NllLossBackward0",
-                      extra={"meta": (0,)})
+                      save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0")
 
 
 def _nll_backward_impl(xp, g, lp, t, *, ignore_index=-100, reduction="mean"):
