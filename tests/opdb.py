@@ -1255,6 +1255,8 @@ def _ce_samples(dtype, rng):
     out.append(Sample((arr(rng, (2, 3, 4), dtype), idx(rng, (2, 4), 3)), {}, desc="(N, C, d)"))
     out.append(Sample((arr(rng, (2, 3, 4), dtype), idx(rng, (2, 4), 3)), {"reduction": "none"}, desc="(N, C, d) none"))
     out.append(Sample((arr(rng, (4,), dtype), idx(rng, (), 4)), {}, desc="unbatched"))
+    out.append(Sample((arr(rng, (6, 5), dtype), idx(rng, (6,), 5)), {}, grad=(),
+                      desc="no graph: the one-pass primitive"))
     out.append(Sample((arr(rng, (4, 3), dtype), idx(rng, (4,), 3)), {"label_smoothing": 0.1}, desc="label smoothing"))
     t = idx(rng, (5,), 4)
     t[2] = -100

@@ -14,7 +14,7 @@ from . import dtypes as _dt
 from . import ops as _ops
 from .tensor import Tensor, _install_methods
 from .tensor_operators import _forward
-from .ops.eager import eager_layout as _eager_layout
+from .ops.eager import eager_layout as _eager_layout, trace_state as _trace_state
 from .ops.donation import donating as _donating
 
 # Methods that forward unchanged to the op of the same name in tracejit.ops
@@ -83,6 +83,10 @@ def _reshaped_inplace(name):
     """In-place shape changes (``x.unsqueeze_(0)``): the tensor takes the result's shape,
     memory and history (the result is a view of the same memory)."""
     def method(self, *args, **kwargs):
+        if _trace_state.tracer is not None:
+            from .jit.view_writes import reshape_in_place
+            return reshape_in_place(_trace_state.tracer, self,
+                                    lambda: getattr(_ops, name)(self, *args, **kwargs), name + "_")
         out = getattr(_ops, name)(self, *args, **kwargs)
         self._data = out._data
         if out.grad_fn is not None:
@@ -230,6 +234,14 @@ class CompatMethods:
         if self.requires_grad:
             raise RuntimeError("resize_: cannot resize a tensor that requires grad; use reshape or "
                                "a new tensor")
+        if _trace_state.tracer is not None and tuple(self.shape) != shape:
+            from .jit.view_writes import reshape_in_place
+            return reshape_in_place(_trace_state.tracer, self, lambda: self._resized(shape), "resize_")
+        self._data = self._resized(shape)._data
+        return self
+
+    def _resized(self, shape: tuple):
+        """resize_'s new value: the first elements kept in order, new ones zero."""
         n = int(np.prod(shape)) if shape else 1
         flat = _ops.reshape(self.detach(), (-1,))
         have = flat.shape[0]
@@ -238,8 +250,7 @@ class CompatMethods:
         else:
             new = _ops.reshape(_ops.cat([flat, _ops.zeros(n - have, dtype=self.dtype, device=self.device)]),
                                shape)
-        self._data = _ops.contiguous(new)._data
-        return self
+        return _ops.contiguous(new)
 
     def resize_as_(self, other, memory_format=None):
         return self.resize_(tuple(other.shape))

@@ -159,3 +159,44 @@ def test_dynamic_false_keeps_floats_specialized():
         m.temp = t
         _eq(cm(x), m.lin(x) * t)
     assert cm.forward.cache_stats()["compiles"] == 3
+
+
+def test_an_optimizers_learning_rate_set_by_a_schedule_captures_twice():
+    """A hand-written compiled update reading ``opt.param_groups[0]["lr"]`` while a schedule
+    changes it every step: the entry becomes a runtime input (not one capture per rate),
+    the optimizer keeps its float, and each step uses the rate it finds."""
+    lin = tj.nn.Linear(2, 2)
+    opt = tj.optim.SGD(lin.parameters(), lr=0.1)
+    sched = tj.optim.lr_scheduler.ExponentialLR(opt, 0.5)
+
+    @tj.compile
+    def update(p, g):
+        return p - opt.param_groups[0]["lr"] * g
+    p, g = tj.ones(2), tj.full((2,), 2.0)
+    for _ in range(6):
+        lr = opt.param_groups[0]["lr"]
+        _eq(update(p, g), p - lr * 2.0)
+        assert type(opt.param_groups[0]["lr"]) is float
+        sched.step()
+    assert update.cache_stats()["compiles"] == 2
+
+
+def test_float_entries_of_a_config_object_and_a_global_dict_capture_twice():
+    class Cfg:
+        pass
+    cfg = Cfg()
+    cfg.scale = 1.0
+    table = {"shift": 0.0}
+
+    @tj.compile
+    def f(x):
+        return x * cfg.scale + table["shift"]
+    x = tj.ones(2)
+    for k in range(6):
+        cfg.scale, table["shift"] = 1.0 + k, 0.5 * k
+        _eq(f(x), x * (1.0 + k) + 0.5 * k)
+    assert f.cache_stats()["compiles"] == 2
+    assert type(cfg.scale) is float and type(table["shift"]) is float
+    cfg.scale = 3     # an int now: captured again, as a constant
+    _eq(f(x), x * 3 + 2.5)
+    assert f.cache_stats()["compiles"] == 3

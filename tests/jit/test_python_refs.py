@@ -139,3 +139,28 @@ def test_unchanged_values_hit_the_cache():
         cf(x)
     st = cf.cache_stats()
     assert st["compiles"] == 1 and st["hits"] == 4
+
+
+def test_an_optimizers_learning_rate_read_inside_is_guarded():
+    """A hand-written update reading ``opt.param_groups[0]["lr"]`` (set by a schedule):
+    the optimizer is a library object, compared by identity, so a new rate replayed the
+    old one; its param_groups are now walked like a config object's attributes."""
+    lin = tj.nn.Linear(2, 2)
+    opt = tj.optim.SGD(lin.parameters(), lr=0.1)
+
+    class Holder(tj.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.opt = opt
+
+        def forward(self, p, g):
+            return p - self.opt.param_groups[0]["lr"] * g
+
+    f = tj.compile(lambda p, g: p - opt.param_groups[0]["lr"] * g)
+    cm = tj.compile(Holder())
+    p, g = tj.ones(2), tj.full((2,), 2.0)
+    for lr in (0.1, 0.5, 0.25):
+        opt.param_groups[0]["lr"] = lr
+        _eq(f(p, g), p - lr * 2.0)
+        _eq(cm(p, g), p - lr * 2.0)
+    assert "['lr']: 0.1 -> 0.5" in " ".join(f.cache_stats()["recompile_reasons"])

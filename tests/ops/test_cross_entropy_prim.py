@@ -1,4 +1,5 @@
-"""cross_entropy over class indices as one primitive each way (ops/cross_entropy_prim.py)
+"""cross_entropy over class indices as one primitive each way (ops/cross_entropy_prim.py;
+log_softmax then nll_loss's primitive while a graph records, as PyTorch)
 with its kernels (rendered from rows forms: compiler/cpu/kernels/row_forms.py): values and gradients against PyTorch with the
 kernels and with the numpy forms, out-of-range targets named in the error either way,
 ignored rows, the forms that keep the composite, and the primitive recorded when traced."""
@@ -127,6 +128,44 @@ def test_an_all_padding_batch_leaves_the_weights_as_pytorch_does(path, runner, k
         np.testing.assert_array_equal(p.grad.numpy(), getattr(tm, name).grad.numpy(), err_msg=name)
     tj.optim.SGD(jm.parameters(), lr=0.1).step()
     assert all(np.isfinite(p.detach().numpy()).all() for p in jm.parameters())
+
+
+@pytest.mark.parametrize("runner", ["eager", "interpret", "compiled"])
+@pytest.mark.parametrize("kw", [{}, {"reduction": "none"}, {"ignore_index": 2, "reduction": "sum"},
+                                {"weight": [1.0, 2.0, 0.5, 1.5, 1.0]}, {"label_smoothing": 0.2}],
+                         ids=["mean", "none", "ignore_index", "weight", "label_smoothing"])
+def test_writing_the_logits_in_place_before_backward_works_like_pytorch(runner, kw):
+    """The gradient reads log_softmax's result, as PyTorch's: the logits may change."""
+    r = np.random.default_rng(3)
+    xv, tv = r.standard_normal((6, 5)).astype(np.float32), np.array([0, 2, 4, 1, 2, 3])
+    got = []
+    for lib in (tj, torch):
+        k = {a: lib.tensor(v) if isinstance(v, list) else v for a, v in kw.items()}
+
+        def loss_fn(x, t):
+            return lib.nn.functional.cross_entropy(x, t, **k)
+        if lib is tj and runner != "eager":
+            loss_fn = tj.trace(loss_fn, **({"compiler": "interpret"} if runner == "interpret" else {}))
+        leaf = lib.tensor(xv, requires_grad=True)
+        x = leaf * 1.0
+        loss = loss_fn(x, lib.tensor(tv))
+        x.mul_(3.0)
+        loss.sum().backward()
+        got.append((loss.detach().numpy(), leaf.grad.numpy(), x.detach().numpy()))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_writing_nll_losss_own_input_before_backward_raises_like_pytorch():
+    """PyTorch's NllLossBackward0 saves its input (the log-probabilities), so writing into
+    them before backward() raises there; the same here, naming the node."""
+    for lib, error in ((torch, RuntimeError), (tj, tj.errors.InplaceModifiedError)):
+        x = lib.tensor(np.zeros((4, 3), np.float32), requires_grad=True)
+        lp = x + 0.0
+        loss = lib.nn.functional.nll_loss(lp, lib.tensor([0, 1, 2, 0]))
+        lp.mul_(2.0)
+        with pytest.raises(error, match="modified by an in-?place operation"):
+            loss.backward()
 
 
 def test_other_forms_keep_the_composite():

@@ -23,3 +23,31 @@ def test_integer_exponents_on_any_rank(shape, exponent, dtype):
 
 def test_a_distributions_variance_of_a_python_number():
     assert float(tj.distributions.Exponential(2.0).variance) == 0.25
+
+
+@pytest.mark.parametrize("base", [-3, -2.5, 0, 0.0, 2])
+def test_exponent_gradient_of_a_number_base_matches_pytorch(base):
+    """d/db base**b = base**b * log(base): nan for a negative base, and for base 0 -inf where
+    b < 0 and 0 where b >= 0 (not 0 everywhere)."""
+    torch = pytest.importorskip("torch")
+    b = np.array([-np.inf, -0.5, 0.4, 2.0, 3.0, 0.0])
+    got = []
+    for lib in (torch, tj):
+        x = lib.tensor(b, requires_grad=True)
+        y = base ** x
+        y.sum().backward()
+        got.append((y.detach().numpy(), x.grad.numpy()))
+    for a, w in zip(got[1], got[0]):
+        np.testing.assert_array_equal(a, w)
+
+
+def test_exponent_gradient_at_a_zero_base_tensor_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    got = []
+    for lib in (torch, tj):
+        a = lib.tensor(np.array([0.0, 0.0, -2.0, 2.0, 0.0]), requires_grad=True)
+        b = lib.tensor(np.array([2.0, -1.0, 0.5, 3.0, 0.0]), requires_grad=True)
+        (a ** b).sum().backward()
+        got.append((a.grad.numpy(), b.grad.numpy()))
+    for a, w in zip(got[1], got[0]):
+        np.testing.assert_array_equal(a, w)

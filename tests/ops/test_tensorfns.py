@@ -186,3 +186,18 @@ def test_tri_keeps_the_dtype(dtype, fn, diagonal):
     got = getattr(tj, fn)(tj.tensor(x), diagonal)
     assert got.dtype.name == str(want.dtype).replace("torch.", "")
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("row", [[-0.0, -0.0, -np.inf, 0.0], [0.0, -1.0, -np.inf], [np.inf, 2.0, 0.0, 5.0],
+                                 [2.0, 0.0, 3.0, 0.0, 4.0], [0.0, 0.0, 0.0], [1.0, 2.0, 3.0]])
+def test_cumprod_gradient_beside_zeros_and_infs_matches_pytorch(row):
+    """Past a row's first zero the gradient is 0 and at it a product of the factors around
+    it: an inf there gives PyTorch's value, not 0 * inf = nan."""
+    torch = pytest.importorskip("torch")
+    g = np.array([-1.0, 0.5, 1.0, -1.0, 2.0][:len(row)])
+    grads = []
+    for lib in (torch, tj):
+        x = lib.tensor(np.array(row), requires_grad=True)
+        (x.cumprod(0) * lib.tensor(g)).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])

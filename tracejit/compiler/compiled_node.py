@@ -49,7 +49,8 @@ class CompiledNode(Node):
         return f"Compiled{self.program.name}Backward"
 
     def _check_versions(self) -> None:
-        for i, (x, v) in enumerate(zip(self.inputs, self.versions)):
+        for i in self.program.watched_inputs(self.diff_idx):
+            x, v = self.inputs[i], self.versions[i]
             if v is not None and x._vbox[0] != v:
                 raise InplaceModifiedError(
                     f"input {i} of compiled {self.program.name} was modified in place after the "

@@ -26,8 +26,8 @@ from ..jit.passes import lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
-from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _nbytes, _outputs_saved,
-                         _possible_views, _root_array, _same_memory)
+from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _inputs_watched, _nbytes,
+                          _outputs_saved, _possible_views, _root_array, _same_memory)
 from .kernel_errors import raise_kernel_error
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
@@ -66,6 +66,7 @@ class CompiledProgram(Executor):
         self._loss_k: dict = {}  # diff_idx -> the loss output whose gradients the forward computes
         self._saved_outs: dict = {}  # diff_idx -> outputs whose memory the backward reads
         self._active_outs: dict = {}
+        self._watched: dict = {}   # diff_idx -> `watched_inputs`
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
         self._eager_joints: dict = {}  # active-input flags -> the joint graph eager_backward runs
@@ -156,6 +157,17 @@ class CompiledProgram(Executor):
                                                  if isinstance(a, Var) and a in av}
         return act
 
+    def watched_inputs(self, diff_idx: tuple) -> tuple:
+        """Inputs whose in-place change after the forward makes backward() refuse
+        (graph_facts.py `_inputs_watched`)."""
+        w = self._watched.get(diff_idx)
+        if w is None:
+            _, bwd, _ = self.train_plans(diff_idx)
+            flags = [i in diff_idx for i in range(len(self.graph.inputs))]
+            w = self._watched[diff_idx] = _inputs_watched(
+                self.graph, active_vars(self.graph, flags), None if bwd is None else bwd.graph)
+        return w
+
     def reached(self, taken: list, grads=None) -> set:
         """Graph inputs that the outputs given a gradient depend on, given the branch each
         cond took (inputs returned as-is are the caller's own tensors). Kept per such pattern:
@@ -228,10 +240,13 @@ class CompiledProgram(Executor):
                  f"    if {hookless}:",
                  "        return False",
                  f"    {', '.join(ins)}, = node.inputs",
-                 f"    {', '.join(vs)}, = node.versions",
-                 "    if " + " or ".join(f"({w} is not None and {i}._vbox[0] != {w})" for i, w in zip(ins, vs)) + ":",
-                 "        node._check_versions()     # (raises)",
-                 "    s = node.saved",
+                 f"    {', '.join(vs)}, = node.versions"]
+        watched = self.watched_inputs(diff_idx)
+        if watched:
+            lines += ["    if " + " or ".join(f"({vs[i]} is not None and {ins[i]}._vbox[0] != {vs[i]})"
+                                           for i in watched) + ":",
+                      "        node._check_versions()     # (raises)"]
+        lines += ["    s = node.saved",
                  "    node.saved = None",
                  "    node._freed = True",
                  f"    {', '.join(f's{k}' for k in range(n))}, = s",

@@ -1,5 +1,5 @@
 """What the compiled program reads off its graphs: the inputs its outputs use, the values that
-may be views of an input, the backward graph's gradients kept apart, where the forward's
+may be views of an input, the inputs a backward reads or eager autograd would save, the backward graph's gradients kept apart, where the forward's
 saved values sit among its outputs, and array identity helpers (executor.py calls them)."""
 from __future__ import annotations
 
@@ -105,3 +105,35 @@ def _concrete_shape(a, inputs, graph):
         return tuple(shape)
     syms = bind_symbols(graph, inputs)
     return tuple(d.evaluate(syms) if isinstance(d, Sym) else d for d in shape)
+
+
+def _inputs_watched(graph: Graph, active: set, bwd: Graph | None) -> tuple:
+    """Positions of `graph`'s inputs that an in-place write after the forward must make
+    ``backward()`` refuse: those the backward plan `bwd` reads, and those eager autograd
+    would save (each primitive's ``save`` for its operands' requires-grad pattern, `active`
+    from `active_vars`), through views too. Writing into another input leaves the
+    gradient as it was, as in eager and PyTorch (a cross-entropy's logits: log_softmax
+    saves its result)."""
+    n = len(graph.inputs)
+    watched = set() if bwd is None else {i for i in _inputs_used(bwd) if i < n}
+    pos = {v: i for i, v in enumerate(graph.inputs)}
+    root = _view_roots(graph)
+    for e in graph.eqns:
+        nondiff = e.prim.nondiff
+        needs = tuple(isinstance(a, Var) and a in active and a.aval.dtype.differentiable
+                      and k not in nondiff for k, a in enumerate(e.inputs))
+        if not any(needs):
+            continue
+        save = e.prim.save
+        keep = range(len(needs)) if save is None or any(isinstance(p, Graph) for p in e.params.values()) \
+            else save(needs)
+        kept = [e.inputs[k] for k in keep]
+        out = e.prim.save_out
+        if out(needs) if callable(out) else out:
+            kept.extend(e.outs)
+        for a in kept:
+            if isinstance(a, Var):
+                i = pos.get(root.get(a, a))
+                if i is not None:
+                    watched.add(i)
+    return tuple(sorted(watched))

@@ -10,8 +10,9 @@ guard checks only that it is still a float, and each call passes its current val
 (`Lifted.value`). Python code that needs the number itself (``if self.t > 1``,
 ``math.exp(self.t)``) still gets it, guarded like a float argument's (scalars.py).
 
-Keys name where a float lives: ``("attr", id(module), name)``, ``("global", id(globals),
-name)``, ``("cell", id(cell))``. `lifting` is the capture's side: within it, the trace reads
+Keys name where a float lives: ``("attr", id(module or plain object), name)``,
+``("global", id(globals), name)``, ``("cell", id(cell))``, ``("item", id(list or dict),
+key)`` (an optimizer's ``param_groups[0]["lr"]`` a compiled update reads). `lifting` is the capture's side: within it, the trace reads
 the floats of its keys as inputs; the module attribute hook (module_guard.py) calls
 `lifted_attribute`, globals and closure cells are swapped for the inputs while the
 function runs and put back after.
@@ -45,6 +46,8 @@ class Lifted:
             return vars(self._obj).get(self._name)
         if kind == "global":
             return self._obj.get(self._name)
+        if kind == "item":
+            return self._obj[self._name]
         return self._obj.cell_contents
 
     def __repr__(self) -> str:
@@ -76,7 +79,8 @@ class _State:
 def lifting(ctx, keys: set, refs: list = ()):
     """Within: the trace `ctx` (a root context) reads the floats named by `keys` as runtime
     inputs. `refs` are the function's global and closure references (python_refs.py:
-    (label, globals dict or None, name or cell)); those among `keys` holding a float are
+    (label, globals dict or None, name or cell)); those among `keys` holding a float, and
+    the float entries among `keys` of the lists, dicts and plain objects they reach, are
     swapped for their inputs until the end, then put back."""
     if not keys:
         yield
@@ -85,6 +89,7 @@ def lifting(ctx, keys: set, refs: list = ()):
     before = getattr(_tls, "state", None)
     _tls.state = state
     swapped = []
+    entries: list = []
     try:
         for label, gl, key in refs:
             k = ref_key(gl, key)
@@ -105,6 +110,7 @@ def lifting(ctx, keys: set, refs: list = ()):
                     t = state.input(k, label, key, None)
                     key.cell_contents = t
                     swapped.append((None, key, v, t))
+        _swap_entries(state, keys, refs, entries)
         yield
     finally:
         for gl, key, v, t in swapped:
@@ -113,7 +119,64 @@ def lifting(ctx, keys: set, refs: list = ()):
                     gl[key] = v
             elif key.cell_contents is t:
                 key.cell_contents = v
+        for owner, name, v, t in reversed(entries):
+            if _get(owner, name) is t:
+                _set(owner, name, v)
         _tls.state = before
+
+
+def _get(owner, name):
+    return owner[name] if type(owner) in (list, dict) else vars(owner).get(name)
+
+
+def _set(owner, name, value) -> None:
+    if type(owner) in (list, dict):
+        owner[name] = value
+    else:
+        vars(owner)[name] = value
+
+
+def _swap_entries(state: "_State", keys: set, refs, swapped: list) -> None:
+    """Swap the float entries of containers and plain objects the references reach
+    (value_snapshot.entry_key: ``opt.param_groups[0]["lr"]``, ``cfg.lr``) that are among
+    `keys` for their inputs, adding (owner, name, float, input) to `swapped` to put back."""
+    from .value_snapshot import _guarded_attrs, _plain_object, entry_key
+    wanted = {k for k in keys if k[0] in ("item", "attr")}
+    if not wanted:
+        return
+    seen: set = set()
+    todo = [(_now_ref(gl, key), label) for label, gl, key in refs]
+    while todo and len(seen) < 4096:
+        v, label = todo.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        t = type(v)
+        if t in (list, dict):
+            items = list(enumerate(v) if t is list else v.items())
+        elif _plain_object(v):
+            items = list(vars(v).items())
+        else:
+            todo.extend((getattr(v, k), f"{label}.{k}") for k in _guarded_attrs(v))
+            continue
+        for name, x in items:
+            k = entry_key(v, name)
+            if type(x) is float and k in wanted:
+                where = f"{label}[{name!r}]" if t in (list, dict) else f"{label}.{name}"
+                inp = state.input(k, where, v, name)
+                _set(v, name, inp)
+                swapped.append((v, name, x, inp))
+            elif type(x) in (list, dict) or _plain_object(x) or _guarded_attrs(x):
+                todo.append((x, f"{label}[{name!r}]" if t in (list, dict) else f"{label}.{name}"))
+
+
+def _now_ref(gl, key):
+    if gl is not None:
+        return gl.get(key)
+    try:
+        return key.cell_contents
+    except ValueError:
+        return None
 
 
 def lifted_attribute(module, name: str, value):

@@ -17,7 +17,8 @@ import types
 from typing import Callable, Optional
 
 from .lifted import ref_key
-from .value_snapshot import BUDGET, differs, from_library, snapshot, type_watcher, unchanged, watcher
+from .value_snapshot import (BUDGET, changed_floats, differs, from_library, snapshot, type_watcher,
+                             unchanged, watcher)
 
 __all__ = ["python_refs_guard", "forward_refs_guard"]
 
@@ -78,7 +79,7 @@ class _RefsCheck:
             changed = was is not None and differs(was, v) is not None
             # (a value the capture itself changed is a log: the same object is enough)
             w = ((0, v, ("i", v)) if changed else type_watcher(float) if ref_key(gl, key) in lifted
-                 and type(v) is float else watcher(v, budget))
+                 and type(v) is float else watcher(v, budget, lifted))
             self.items.append((gl, key, w, label))
             if isinstance(v, Module):
                 self.modules.append((label, _StateCheck(v, consts, writes, read, lifted=lifted)))
@@ -93,13 +94,16 @@ class _RefsCheck:
         return True
 
     def changed_floats(self) -> set:
-        """The keys (lifted.py) of the float references that hold another float now, and
-        those of the float attributes of the modules they name."""
+        """The keys (lifted.py) of the float references that hold another float now, of the
+        float entries of the containers and objects they name, and of the float attributes
+        of the modules they name."""
         out = set()
         for gl, key, w, _ in self.items:
             v = _now(gl, key)
             if w[0] == 1 and type(w[1]) is float and type(v) is float and not unchanged(w, v):
                 out.add(ref_key(gl, key))
+            elif w[0] in (2, 3, 4):   # (floats inside: a config's, an optimizer's rate)
+                out |= changed_floats(w[2], v)
         for _, check in self.modules:
             out |= check.changed_floats()
         return out

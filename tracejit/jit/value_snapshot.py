@@ -3,8 +3,8 @@
 Tracing runs the function's Python once: a number read from a config object
 (``args.scale``), a list (``K[0]``), a dict (``self.cfg["s"]``) or a tensor held in one
 becomes a constant of the graph. `snapshot` copies what such a value holds now (numbers and
-strings by value, tensors, functions and other objects by identity, containers and plain
-objects' attributes recursively) and `differs` walks the live value against the copy on a
+strings by value, tensors, functions and other objects by identity, containers, plain
+objects' attributes and an optimizer's ``param_groups`` recursively) and `differs` walks the live value against the copy on a
 later call, stopping at the first difference. A value too large to copy (more than
 `BUDGET` leaves in one guard: each call walks the copy) is compared by identity only.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 import types
 from typing import Any, Optional
 
-__all__ = ["snapshot", "differs", "worth_watching", "watcher", "type_watcher", "unchanged", "BUDGET", "SCALARS", "from_library"]
+__all__ = ["snapshot", "differs", "worth_watching", "watcher", "type_watcher", "unchanged", "BUDGET", "SCALARS",
+           "from_library", "entry_key", "changed_floats"]
 
 BUDGET = 64
 SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -39,14 +40,22 @@ def from_library(module: Optional[str]) -> bool:
     return (module or "").split(".", 1)[0] in LIBRARIES
 
 
+def _guarded_attrs(v) -> tuple:
+    """The attributes of a library object a capture may read as constants (its class's
+    ``_guarded_attrs``: an optimizer's ``param_groups``, whose learning rate a compiled
+    function may read), walked like a plain object's; () for other objects."""
+    return getattr(type(v), "_guarded_attrs", ())
+
+
 def worth_watching(v) -> bool:
     """Whether `v` can hold values a capture turns into constants (else skip it)."""
-    return type(v) in (list, tuple, dict, set, frozenset) or _plain_object(v)
+    return type(v) in (list, tuple, dict, set, frozenset) or _plain_object(v) or bool(_guarded_attrs(v))
 
 
-def snapshot(v, budget: Optional[list] = None):
+def snapshot(v, budget: Optional[list] = None, lifted=frozenset()):
     """A copy of what `v` holds, to compare with `differs`; `budget` is a one-element list
-    shared by the snapshots of one guard."""
+    shared by the snapshots of one guard. A float entry whose key (`entry_key`) is in
+    `lifted` is a runtime input (lifted.py): any float matches it."""
     if budget is None:
         budget = [BUDGET]
     budget[0] -= 1
@@ -55,15 +64,61 @@ def snapshot(v, budget: Optional[list] = None):
     t = type(v)
     if budget[0] <= 0 or (t in (list, tuple, dict, set, frozenset) and len(v) > budget[0]):
         return ("i", v)   # (too large to compare on every call: by identity)
+
+    def entry(key, x):
+        if lifted and type(x) is float and entry_key(v, key) in lifted:
+            return ("t", float)
+        return snapshot(x, budget, lifted)
     if t in (list, tuple):
-        return ("l", v, t, [snapshot(x, budget) for x in v])
+        return ("l", v, t, [entry(i, x) for i, x in enumerate(v)])
     if t is dict:
-        return ("d", v, [(k, snapshot(x, budget)) for k, x in v.items()])
+        return ("d", v, [(k, entry(k, x)) for k, x in v.items()])
     if t in (set, frozenset):
         return ("f", v, t, frozenset(x for x in v if isinstance(x, SCALARS)), len(v))
     if _plain_object(v):
-        return ("o", v, t, [(k, snapshot(x, budget)) for k, x in vars(v).items()])
+        return ("o", v, t, [(k, entry(k, x)) for k, x in vars(v).items()])
+    names = _guarded_attrs(v)
+    if names:
+        return ("a", v, t, [(k, snapshot(getattr(v, k), budget, lifted)) for k in names])
     return ("i", v)
+
+
+def entry_key(owner, key) -> Optional[tuple]:
+    """The lifted.py key of entry `key` of a list or dict, or of attribute `key` of a plain
+    object: a float there can be swapped for a runtime input (a tuple's cannot: None)."""
+    t = type(owner)
+    if t is list or t is dict:
+        return ("item", id(owner), key)
+    return ("attr", id(owner), key) if _plain_object(owner) else None
+
+
+def changed_floats(snap, v) -> set:
+    """The `entry_key`s of the float entries of `v` that hold another float than `snap`
+    copied (a learning rate a schedule sets): runtime inputs for the next capture."""
+    kind, out = snap[0], set()
+    if kind not in ("l", "d", "o", "a") or (kind != "d" and type(v) is not snap[2]):
+        return out
+    if kind == "l":
+        pairs = zip(range(len(v)), snap[3], v) if len(v) == len(snap[3]) else ()
+    elif kind == "d":
+        if type(v) is not dict:
+            return out
+        pairs = ((k, s, v[k]) for k, s in snap[2] if k in v)
+    elif kind == "o":
+        now = vars(v)
+        pairs = ((k, s, now[k]) for k, s in snap[3] if k in now)
+    else:
+        for k, s in snap[3]:
+            out |= changed_floats(s, getattr(v, k, None))
+        return out
+    for k, s, x in pairs:
+        if s[0] == "s" and s[1] is float and type(x) is float and x != s[2] and s[2] == s[2]:
+            key = entry_key(v, k)
+            if key is not None:
+                out.add(key)
+        else:
+            out |= changed_floats(s, x)
+    return out
 
 
 def differs(snap, v) -> Optional[str]:
@@ -99,9 +154,11 @@ def differs(snap, v) -> Optional[str]:
         if type(v) is not t or len(v) != n or not plain <= v:
             return "contents changed"
         return None
-    _, _, t, items = snap   # "o"
+    _, _, t, items = snap   # "o", "a"
     if type(v) is not t:
         return f"type changed to {type(v).__name__}"
+    if kind == "a":
+        return _items_differ(items, {k: getattr(v, k) for k, _ in items if hasattr(v, k)}, ".{}")
     d_ = vars(v)
     if len(d_) != len(items):
         return "attributes added or removed"
@@ -150,21 +207,34 @@ def _scalar_copy(v, t, depth: int = 4):
     return None
 
 
-def watcher(v, budget: Optional[list] = None) -> tuple:
+def watcher(v, budget: Optional[list] = None, lifted=frozenset()) -> tuple:
     """What `unchanged` compares a later value with: (kind, a, snapshot). Kinds: 0 the same
     object, 1 an equal number or string of the same type, 2 a container or 3 a plain object
-    holding equal numbers and strings, 4 the full walk (`differs`)."""
-    snap = snapshot(v, budget)
+    holding equal numbers and strings, 4 the full walk (`differs`; also where `lifted`
+    names runtime-input floats, which any float matches)."""
+    snap = snapshot(v, budget, lifted)
     kind = snap[0]
     if kind == "i":
         return (0, v, snap)
     if kind == "s":
         return (1, v, snap)
     t = type(v)
-    copy = _scalar_copy(v, t)
+    copy = None if lifted and _holds_input(snap) else _scalar_copy(v, t)
     if copy is not None:
         return (2 if t in (list, tuple, dict) else 3, copy, snap)
     return (4, None, snap)
+
+
+def _holds_input(snap) -> bool:
+    """Whether a snapshot holds a runtime-input float (matched by type, not by value)."""
+    kind = snap[0]
+    if kind == "t":
+        return True
+    if kind == "l":
+        return any(_holds_input(x) for x in snap[3])
+    if kind in ("d", "o", "a"):
+        return any(_holds_input(x) for _, x in snap[-1])
+    return False
 
 
 def type_watcher(t: type) -> tuple:

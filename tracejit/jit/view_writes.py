@@ -9,7 +9,9 @@ one definition of every view op, and any chain of them works. A view whose base 
 since it was taken is re-derived from the base when it is next read, as eagerly it would
 show the new values. A write through ``x.detach()`` (or ``x.data``) changes ``x``'s values
 but not its gradient, as eagerly: ``x`` takes the new values with the identity as their
-gradient (`DETACHED_WRITE`).
+gradient (`DETACHED_WRITE`). A shape change in place (``y.unsqueeze_(0)``, ``y.t_()``)
+rebinds a value of the function's own; an argument's or a viewed value's raises
+(`reshape_in_place`).
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from ..ops.registry import Aval, defprim
 from ..ops.shape import EXPAND as _EXPAND
 from ..tensor import Tensor
 
-__all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value"]
+__all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value",
+           "reshape_in_place"]
 
 
 # ``detached_write(base, new)``: the values of `new`, the gradient of `base` (a write
@@ -55,6 +58,8 @@ def view_source(trace, prim, args, params):
         base, chain = src, (chain_step if trace.parent is None else None)
     else:
         return None
+    if isinstance(base, Tracer):
+        base._trace._root().viewed.add(id(base))
     return base, value_of(trace, base), chain
 
 
@@ -248,3 +253,56 @@ def same_value(a, b) -> bool:
 _eager.trace_hooks.eager_layout = staticmethod(eager_layout)
 _eager.trace_hooks.same_value = staticmethod(same_value)
 _eager.trace_hooks.alias = staticmethod(alias)
+
+
+def reshape_in_place(trace, target, make, what: str):
+    """``target.<op>_()`` for a shape-changing op (unsqueeze_, t_, transpose_, as_strided_,
+    resize_) under tracing, `make()` giving the out-of-place result: `target` takes its
+    shape and value. Eagerly the op changes the tensor object itself, which a capture can
+    do only for a value of the function's own that no other view shares memory with: an
+    argument's or captured tensor's new shape cannot reach the caller, and a view taken
+    earlier would be re-derived in the new layout. Those raise, naming the op."""
+    from .tracer import Tracer
+    root = trace._root()
+    viewed = isinstance(target, Tracer) and id(target) in root.viewed
+    out = make()
+    if not viewed:
+        root.viewed.discard(id(target))   # (`out`, a view of target, takes its place)
+    if _unchanged(target, out):   # (squeeze_ of a tensor with no size-1 dim)
+        return target
+    if not isinstance(target, Tracer) or target._trace is not trace:
+        whose = "a tensor from outside the compiled function (or this branch or loop body)"
+    elif target._trace is root and argument_index(root, target) is not None:
+        whose = "an argument of the compiled function (its new shape cannot reach the caller)"
+    elif viewed:
+        whose = "a tensor another view shares memory with"
+    else:
+        target._var = out._var
+        src = out._view_src
+        # (a value of its own is no view; a view stays one, of the same base, by one more op)
+        target._view_src = None if src is None or src[0] is target else src
+        return target
+    from ..errors import TraceError, user_location
+    loc = user_location(3)
+    where = f" at {loc[0]}:{loc[1]}" if loc else ""
+    raise TraceError(f"{what}{where}: changing the shape of {whose} in place is not supported inside "
+                     f"a compiled function; use the out-of-place op instead (x = x.{what[:-1]}(...))")
+
+
+def _unchanged(target, out) -> bool:
+    """Whether view `out` of `target` shows target's elements in target's shape and order."""
+    if out is target:
+        return True
+    src = out._view_src
+    if src is None or src[2] is None or tuple(out.shape) != tuple(target.shape) \
+            or not all(isinstance(d, int) for d in target.shape):
+        return False
+    own = target._view_src
+    if src[0] is target:
+        steps = src[2]
+    elif own is not None and own[0] is src[0] and own[2] is not None:
+        steps = src[2][len(own[2]):]   # (the steps taken from target)
+    else:
+        return False
+    pos = _positions(target, steps)
+    return pos is not None and np.array_equal(pos, np.arange(pos.size))

@@ -35,6 +35,7 @@ from . import autocast as _autocast
 from . import bf16_eager as _bf16_eager
 from .. import dtypes as _dt
 from .dtype_checks import takes
+from ..autograd.grad_mode import is_grad_enabled
 
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "mse_loss", "l1_loss", "cross_entropy", "nll_loss",
@@ -147,8 +148,9 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     if weight.ndim != 2:
         raise ShapeError(f"embedding: weight must be 2-D (num_embeddings, dim), got {tuple(weight.shape)}")
     input = in_range(input, weight.shape[0], "embedding")
-    if padding_idx is not None and weight.requires_grad:
-        # The padding row is read but never trained: take it from a detached copy.
+    if padding_idx is not None and (weight.requires_grad or trace_state.tracer is not None):
+        # The padding row is read but never trained: take it from a detached copy. (A
+        # capture may differentiate a weight its tracer does not mark as requiring grad.)
         n = weight.shape[0]
         pad = padding_idx + n if padding_idx < 0 else padding_idx
         is_pad = unsqueeze(eq(arange(n, device=weight.device), pad), 1)
@@ -422,6 +424,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     if not target.dtype.is_integer:
         raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
     _check_class_weight("nll_loss", weight, input.shape[1])
+    if _ce_prim.applies(input, target, weight, 0.0):
+        return _ce_prim.nll_indices(input, target, ignore_index, reduction)
     valid = ne(target, ignore_index)
     safe_t = where(valid, target, 0)
     safe_t = in_range(safe_t, input.shape[1], "nll_loss")
@@ -458,7 +462,11 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
     if input.ndim >= 1:
         _check_class_weight("cross_entropy", weight, input.shape[1 if input.ndim > 1 else 0])
     if _ce_prim.applies(input, target, weight, label_smoothing):
-        # (N, C) logits and class indices: one primitive each way (ops/cross_entropy_prim.py)
+        # (N, C) logits and class indices (ops/cross_entropy_prim.py). A graph keeps
+        # log_softmax's result, as PyTorch's, so the logits may be written in place before
+        # backward(); without one, the one-pass primitive.
+        if input.requires_grad and is_grad_enabled():
+            return _ce_prim.nll_indices(log_softmax(input, 1), target, ignore_index, reduction)
         return _ce_prim.cross_entropy_indices(input, target, ignore_index, reduction)
     cdim = 1 if input.ndim > 1 else 0
     c = input.shape[cdim]

@@ -22,7 +22,8 @@ from ..errors import DTypeError, ShapeError
 from .registry import Aval, defprim
 from .eager import bind
 
-__all__ = ["cross_entropy_indices", "cross_entropy_backward", "applies"]
+__all__ = ["cross_entropy_indices", "cross_entropy_backward", "nll_indices", "nll_indices_backward",
+           "applies"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -191,4 +192,70 @@ def cross_entropy_indices(x, target, ignore_index: int = -100, reduction: str = 
 def cross_entropy_backward(g, x, target, ignore_index: int = -100, reduction: str = "mean"):
     """The input gradient of ``cross_entropy_indices(x, target)`` for output gradient `g`."""
     return bind(CROSS_ENTROPY_BACKWARD, g, x, target, ignore_index=int(ignore_index),
+                reduction=reduction)
+
+
+# ------------------------------------------------- nll_loss over log-probabilities
+# What a cross-entropy that records a graph runs after ``log_softmax`` (as PyTorch's,
+# whose backward reads log_softmax's result, not the logits: a later in-place write into
+# the logits leaves the gradient alone); also ``nll_loss`` itself for (N, C) input.
+
+def _nll_impl(xp, lp, t, *, ignore_index=-100, reduction="mean"):
+    t = t.astype(np.int64, copy=False)
+    n, c = lp.shape
+    valid = t != ignore_index
+    check_range(t, valid, c)
+    safe = t if valid.all() else np.where(valid, t, 0)
+    loss = -lp[xp.arange(n), safe]
+    if not valid.all():
+        loss[~valid] = 0.0
+    return reduce_losses(loss, loss.sum(dtype=np.float64), np.count_nonzero(valid), reduction, lp.dtype)
+
+
+def _nll_vjp(g, out, lp, t, *, ignore_index=-100, reduction="mean"):
+    return nll_indices_backward(g, lp, t, ignore_index, reduction), None
+
+
+# (the input is kept although its gradient reads only its shape: PyTorch's NllLossBackward0
+# saves it, so writing into it before backward() raises there too)
+NLL_INDICES = defprim("nll_indices", _nll_impl, _ce_rule, _nll_vjp, kind="other",
+                      save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0")
+
+
+def _nll_backward_impl(xp, g, lp, t, *, ignore_index=-100, reduction="mean"):
+    t = t.astype(np.int64, copy=False)
+    n, c = lp.shape
+    valid = t != ignore_index
+    safe = t if valid.all() else np.where(valid, t, 0)
+    r = g.astype(lp.dtype).reshape(-1) * valid            # g: 0-d, or one per row
+    if reduction == "mean":   # no counted row: a zero gradient (of a nan loss), as PyTorch
+        r = r / lp.dtype.type(max(int(valid.sum()), 1))
+    out = xp.zeros((n, c), lp.dtype)
+    out[xp.arange(n), safe] = -r
+    return out
+
+
+def _nll_backward_vjp(v, out, g, lp, t, *, ignore_index=-100, reduction="mean"):
+    # linear in g, constant in lp's values: d/dg <v, dlp> = <v, dlp(g=1)> per row (none) or in all
+    from .creation import ones_like
+    from .reductions import sum as _sum
+    unit = nll_indices_backward(ones_like(g), lp, t, ignore_index, reduction)
+    return (_sum(v * unit, 1) if reduction == "none" else _sum(v * unit)), None, None
+
+
+NLL_INDICES_BACKWARD = defprim("nll_indices_backward", _nll_backward_impl, _ce_backward_rule,
+                               _nll_backward_vjp, kind="other", save=lambda rq: (2,),
+                               nondiff=(1, 2), grad_name="NllLossBackwardBackward0",
+                               extra={"meta": (1,)})
+
+
+def nll_indices(lp, target, ignore_index: int = -100, reduction: str = "mean"):
+    """The mean / sum / per-row ``-lp[i, target[i]]`` of (N, C) log-probabilities `lp`, rows
+    whose target is `ignore_index` left out."""
+    return bind(NLL_INDICES, lp, target, ignore_index=int(ignore_index), reduction=reduction)
+
+
+def nll_indices_backward(g, lp, target, ignore_index: int = -100, reduction: str = "mean"):
+    """The gradient of ``nll_indices`` with respect to `lp` (whose values it does not read)."""
+    return bind(NLL_INDICES_BACKWARD, g, lp, target, ignore_index=int(ignore_index),
                 reduction=reduction)

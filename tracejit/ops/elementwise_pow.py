@@ -22,9 +22,12 @@ def _pow_vjp(g, out, a, b):
     ga = where(eq(b, 0), 0.0, g * b * pow(a, b - 1.0)) if not isinstance(a, (int, float)) else None
     if out is None:  # the exponent needs no gradient: eager autograd kept no output
         return (ga, None)
-    # d/db a**b = out * log(a); where a == 0 the limit is 0 (for b > 0), not nan.
-    gb = g * where(eq(a, 0), 0.0, out * log(a)) if not isinstance(a, (int, float)) else g * out * math.log(a) if a > 0 else g * 0.0
-    return (ga, gb)
+    # d/db a**b = out * log(a), as PyTorch: 0 where a == 0 and b >= 0 (not 0 * -inf), -inf
+    # where a == 0 and b < 0, nan for a < 0
+    if isinstance(a, (int, float)):
+        log_a = math.log(a) if a > 0 else -math.inf if a == 0 else math.nan
+        return (ga, g * (out * log_a) if a != 0 else g * where(b >= 0, 0.0, out * log_a))
+    return (ga, g * where(eq(a, 0) & (b >= 0), 0.0, out * log(a)))
 
 
 def _pow_scalar(e, a, b):

@@ -205,18 +205,23 @@ def _rev_cumsum(x, dim):
 
 
 def _cumprod_vjp(g, out, a, dim):
-    # d out_j / d a_i = prod_{k<=j, k!=i} a_k (j >= i). Where a_i != 0 that is out_j / a_i,
-    # so grad_i = sum_{j>=i} g_j out_j / a_i. At the first zero z of a row the division
-    # fails; there grad_z = sum_{j>=z} g_j cumprod(a with a_z := 1)_j. Past the first zero
-    # every term has a zero factor, so the gradient is 0 (as PyTorch computes it).
+    # d out_j / d a_i = prod_{k<=j, k!=i} a_k (j >= i). Before a row's first zero z that
+    # is out_j / a_i, and every term j >= z has a zero factor: grad_i = sum_{j<z} g_j out_j
+    # / a_i. At z the division fails; grad_z = prod_{k<z} a_k * sum_{z<=j<z2} g_j
+    # prod_{z<k<=j} a_k, z2 the second zero. Past z every term has a zero factor: 0. The
+    # terms are picked, not multiplied by 0, so an inf beside a zero gives PyTorch's
+    # gradient, not nan.
     from .reductions import cumsum
     from .elementwise import cast
     zero = a == 0
-    first_zero = zero & (cumsum(cast(zero, _dt.int64), dim) == 1)
+    seen = cumsum(cast(zero, _dt.int64), dim)      # zeros up to and including j
+    first_zero = zero & (seen == 1)
+    after = seen >= 1
     safe_a = where(zero, 1.0, a)
-    nonzero_grad = _rev_cumsum(g * out, dim) / safe_a
-    zero_grad = _rev_cumsum(g * cumprod(where(first_zero, 1.0, a), dim), dim)
-    return (where(zero, where(first_zero, zero_grad, 0.0), nonzero_grad),)
+    nonzero_grad = _rev_cumsum(where(after, 0.0, g * out), dim) / safe_a
+    between = cumprod(where((seen == 0) | first_zero, 1.0, a), dim)    # prod_{z<k<=j} a_k
+    zero_grad = cumprod(where(after, 1.0, a), dim) * _rev_cumsum(where(seen <= 1, g * between, 0.0), dim)
+    return (where(first_zero, zero_grad, where(after, 0.0, nonzero_grad)),)
 
 
 CUMPROD = defprim("cumprod", lambda xp, a, dim: _accumulate(xp, np.multiply, "cumprod", a, dim), _cumprod_rule, _cumprod_vjp,

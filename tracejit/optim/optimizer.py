@@ -47,6 +47,10 @@ def _check_betas(opt: str, group: dict) -> None:
 class Optimizer:
     """Base class: holds ``param_groups`` (list of dicts) and ``state`` (param -> dict)."""
 
+    # what a compiled function reading the optimizer (its learning rate) is guarded on
+    # (jit/value_snapshot.py)
+    _guarded_attrs = ("param_groups",)
+
     def __init__(self, params: Iterable, defaults: dict) -> None:
         self.defaults = dict(defaults)
         self.state: defaultdict = defaultdict(dict)
