@@ -113,8 +113,9 @@ def _plain_object(x: Any) -> bool:
     """A user's object with attributes (not a tensor, module, class or function)."""
     from ..nn.module import Module
     from ..tensor import Tensor
-    return (hasattr(x, "__dict__") and not isinstance(x, (Tensor, Module, type)) and not callable(x)
-            and type(x).__module__ not in ("builtins", "types"))
+    t = type(x)   # (asked of the type: some objects raise on any attribute read, control.Unbound)
+    return (getattr(t, "__dictoffset__", 0) != 0 and not isinstance(x, (Tensor, Module, type))
+            and not callable(x) and t.__module__ not in ("builtins", "types"))
 
 
 def _objects(out: Any):
