@@ -483,7 +483,7 @@ def test_reasons_prefer_an_entry_of_the_same_argument_structure():
         return x if past is None else x + past[0].sum()
 
     cf = tj.compile(f)
-    cf(tj.ones(3))
     cf(tj.ones(3), past=[tj.ones(2)])
+    cf(tj.ones(3))   # (the latest entry, but of another structure)
     cf(tj.ones(3), past=[tj.ones(2, 2)])
     assert cf.cache_stats()["recompile_reasons"][-1] == "input 'past[0]': rank guard failed: 1 -> 2"

@@ -346,7 +346,7 @@ class Capture:
                 ctx.restore_attributes()
                 raise TraceError(f"{self.__name__} has Python side effects a graph would not repeat on "
                                  f"each call: {'; '.join(effects)}")
-            out_leaves_raw, out_spec = flatten(out)
+            out_leaves_raw, out_spec = flatten(out, objects=True)
             out_atoms, out_leaves = [], []
             for o in out_leaves_raw:
                 if isinstance(o, Tensor):

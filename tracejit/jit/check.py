@@ -69,8 +69,8 @@ def run_checked(fn, entry, leaves, args):
     diag_leaves = _clone_leaves(leaves)  # untouched copies: in-place updates write back to `leaves`
     result = entry.run(leaves)
     ref = fn.run_eagerly(unflatten(spec, ref_leaves) if spec is not None else ref_leaves)
-    got, gspec = flatten(result)
-    exp, espec = flatten(ref)
+    got, gspec = flatten(result, objects=True)
+    exp, espec = flatten(ref, objects=True)
     if len(got) != len(exp) or gspec != espec:
         raise CheckMismatchError(f"check mode: compiled {fn.__name__} returns a different structure "
                                  f"({len(got)} values) from eager execution ({len(exp)} values)")

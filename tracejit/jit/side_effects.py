@@ -113,20 +113,16 @@ def _plain_object(x: Any) -> bool:
     """A user's object with attributes (not a tensor, module, class or function)."""
     from ..nn.module import Module
     from ..tensor import Tensor
-    return (hasattr(x, "__dict__") and not isinstance(x, (Tensor, Module, type)) and not callable(x)
-            and type(x).__module__ not in ("builtins", "types"))
+    t = type(x)   # (asked of the type: some objects raise on any attribute read, control.Unbound)
+    return (getattr(t, "__dictoffset__", 0) != 0 and not isinstance(x, (Tensor, Module, type))
+            and not callable(x) and t.__module__ not in ("builtins", "types"))
 
 
 def _objects(out: Any):
-    """The plain objects in a function's result (inside tuples, lists and dicts)."""
-    if isinstance(out, (tuple, list)):
-        for o in out:
-            yield from _objects(o)
-    elif isinstance(out, dict):
-        for o in out.values():
-            yield from _objects(o)
-    elif _plain_object(out):
-        yield out
+    """The plain objects among a function's results (what the graph's outputs cannot hold:
+    not in tuples, lists, dicts, dict subclasses or dataclasses, see pytree.py)."""
+    from .pytree import flatten
+    return [o for o in flatten(out, objects=True)[0] if _plain_object(o)]
 
 
 def _holds_tracer(obj: Any) -> bool:
