@@ -170,3 +170,25 @@ def test_parts_on_two_shares_give_the_same_bits(monkeypatch):
                             [fn(*args, t, nt, *tail) for t in range(nt)])
         np.testing.assert_array_equal(bf16_pack.product(a, b, words=False), one)
         assert calls and set(calls) == {2}
+
+
+@pytest.mark.parametrize("view", ["reversed", "broadcast", "offset"])
+def test_packing_reads_reversed_broadcast_and_unaligned_views(view):
+    """Operands as numpy hands them over: negative strides, a broadcast (stride 0), a start
+    off the 4-byte boundary (no 32-bit reading of pairs there)."""
+    k, n = 7, 40
+    base = _words((k + 1, n + 1), 12)
+    b = {"reversed": base[:k, :n][::-1, ::-1], "broadcast": np.broadcast_to(base[:1, :n], (k, n)),
+         "offset": base[1:, 1:][:k, :n]}[view]
+    for operand in (b, b.T):       # as B, and its transpose as A
+        rows = operand is not b
+        nt, kp = -(-n // (MR if rows else NR)), (k + 1) // 2
+        out = np.empty((nt, kp, MR if rows else NR), np.uint32)
+        (bf16_pack.pack_a if rows else bf16_pack.pack_b)(operand, out, 0, nt)
+        lo, hi = _halves(out)
+        kk = np.zeros((2 * kp, n), np.uint16)
+        kk[:k] = b
+        got_lo = lo.transpose(1, 0, 2).reshape(kp, -1)[:, :n]
+        got_hi = hi.transpose(1, 0, 2).reshape(kp, -1)[:, :n]
+        np.testing.assert_array_equal(got_lo, kk[0::2])
+        np.testing.assert_array_equal(got_hi, kk[1::2])
