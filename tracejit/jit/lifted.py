@@ -12,8 +12,8 @@ guard checks only that it is still a float, and each call passes its current val
 
 Keys name where a float lives: ``("attr", id(module or plain object), name)``,
 ``("global", id(globals), name)``, ``("cell", id(cell))``, ``("item", id(list or dict),
-key)`` (an optimizer's ``param_groups[0]["lr"]`` a compiled update reads). `lifting` is the capture's side: within it, the trace reads
-the floats of its keys as inputs; the module attribute hook (module_guard.py) calls
+key)`` (an optimizer's ``param_groups[0]["lr"]`` a compiled update reads). `lifting` is
+the capture's side: within it, the trace reads the floats of its keys as inputs; the module attribute hook (module_guard.py) calls
 `lifted_attribute`, globals and closure cells are swapped for the inputs while the
 function runs and put back after.
 """
@@ -140,12 +140,13 @@ def _swap_entries(state: "_State", keys: set, refs, swapped: list) -> None:
     """Swap the float entries of containers and plain objects the references reach
     (value_snapshot.entry_key: ``opt.param_groups[0]["lr"]``, ``cfg.lr``) that are among
     `keys` for their inputs, adding (owner, name, float, input) to `swapped` to put back."""
-    from .value_snapshot import _guarded_attrs, _plain_object, entry_key
+    from .python_refs import _now
+    from .value_snapshot import entry_key, guarded_attrs, plain_object
     wanted = {k for k in keys if k[0] in ("item", "attr")}
     if not wanted:
         return
     seen: set = set()
-    todo = [(_now_ref(gl, key), label) for label, gl, key in refs]
+    todo = [(_now(gl, key), label) for label, gl, key in refs]
     while todo and len(seen) < 4096:
         v, label = todo.pop()
         if id(v) in seen:
@@ -154,29 +155,20 @@ def _swap_entries(state: "_State", keys: set, refs, swapped: list) -> None:
         t = type(v)
         if t in (list, dict):
             items = list(enumerate(v) if t is list else v.items())
-        elif _plain_object(v):
+        elif plain_object(v):
             items = list(vars(v).items())
         else:
-            todo.extend((getattr(v, k), f"{label}.{k}") for k in _guarded_attrs(v))
+            todo.extend((getattr(v, k), f"{label}.{k}") for k in guarded_attrs(v))
             continue
         for name, x in items:
+            where = f"{label}[{name!r}]" if t in (list, dict) else f"{label}.{name}"
             k = entry_key(v, name)
             if type(x) is float and k in wanted:
-                where = f"{label}[{name!r}]" if t in (list, dict) else f"{label}.{name}"
                 inp = state.input(k, where, v, name)
                 _set(v, name, inp)
                 swapped.append((v, name, x, inp))
-            elif type(x) in (list, dict) or _plain_object(x) or _guarded_attrs(x):
-                todo.append((x, f"{label}[{name!r}]" if t in (list, dict) else f"{label}.{name}"))
-
-
-def _now_ref(gl, key):
-    if gl is not None:
-        return gl.get(key)
-    try:
-        return key.cell_contents
-    except ValueError:
-        return None
+            elif type(x) in (list, dict) or plain_object(x) or guarded_attrs(x):
+                todo.append((x, where))
 
 
 def lifted_attribute(module, name: str, value):

@@ -14,7 +14,7 @@ import types
 from typing import Any, Optional
 
 __all__ = ["snapshot", "differs", "worth_watching", "watcher", "type_watcher", "unchanged", "BUDGET", "SCALARS",
-           "from_library", "entry_key", "changed_floats"]
+           "from_library", "entry_key", "changed_floats", "plain_object", "guarded_attrs"]
 
 BUDGET = 64
 SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -25,7 +25,7 @@ _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type
            type, types.CodeType, types.GeneratorType)
 
 
-def _plain_object(v) -> bool:
+def plain_object(v) -> bool:
     """A user object whose attributes a forward may read as constants (a config, an
     argparse Namespace): not a module, tensor, class, function or library object."""
     from ..nn.module import Module
@@ -40,7 +40,7 @@ def from_library(module: Optional[str]) -> bool:
     return (module or "").split(".", 1)[0] in LIBRARIES
 
 
-def _guarded_attrs(v) -> tuple:
+def guarded_attrs(v) -> tuple:
     """The attributes of a library object a capture may read as constants (its class's
     ``_guarded_attrs``: an optimizer's ``param_groups``, whose learning rate a compiled
     function may read), walked like a plain object's; () for other objects."""
@@ -49,7 +49,7 @@ def _guarded_attrs(v) -> tuple:
 
 def worth_watching(v) -> bool:
     """Whether `v` can hold values a capture turns into constants (else skip it)."""
-    return type(v) in (list, tuple, dict, set, frozenset) or _plain_object(v) or bool(_guarded_attrs(v))
+    return type(v) in (list, tuple, dict, set, frozenset) or plain_object(v) or bool(guarded_attrs(v))
 
 
 def snapshot(v, budget: Optional[list] = None, lifted=frozenset()):
@@ -75,9 +75,9 @@ def snapshot(v, budget: Optional[list] = None, lifted=frozenset()):
         return ("d", v, [(k, entry(k, x)) for k, x in v.items()])
     if t in (set, frozenset):
         return ("f", v, t, frozenset(x for x in v if isinstance(x, SCALARS)), len(v))
-    if _plain_object(v):
+    if plain_object(v):
         return ("o", v, t, [(k, entry(k, x)) for k, x in vars(v).items()])
-    names = _guarded_attrs(v)
+    names = guarded_attrs(v)
     if names:
         return ("a", v, t, [(k, snapshot(getattr(v, k), budget, lifted)) for k in names])
     return ("i", v)
@@ -89,7 +89,7 @@ def entry_key(owner, key) -> Optional[tuple]:
     t = type(owner)
     if t is list or t is dict:
         return ("item", id(owner), key)
-    return ("attr", id(owner), key) if _plain_object(owner) else None
+    return ("attr", id(owner), key) if plain_object(owner) else None
 
 
 def changed_floats(snap, v) -> set:
@@ -201,7 +201,7 @@ def _scalar_copy(v, t, depth: int = 4):
             else:
                 return None
         return dict(zip(v.keys(), out)) if t is dict else t(out)
-    if _plain_object(v):
+    if plain_object(v):
         d = vars(v)
         return dict(d) if all(type(x) in SCALARS for x in d.values()) else None
     return None
