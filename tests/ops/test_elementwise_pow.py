@@ -51,3 +51,17 @@ def test_exponent_gradient_at_a_zero_base_tensor_matches_pytorch():
         got.append((a.grad.numpy(), b.grad.numpy()))
     for a, w in zip(got[1], got[0]):
         np.testing.assert_array_equal(a, w)
+
+
+@pytest.mark.parametrize("base_dtype", ["int8", "int64", "bool"])
+def test_integers_to_a_0d_negative_integer_tensor_match_pytorch(base_dtype):
+    """1 / a**-b truncated (0, 1 for 1, +-1 for -1), as for a tensor of exponents; the
+    0-d exponent tensor raised numpy's 'negative integer powers' error."""
+    torch = pytest.importorskip("torch")
+    a = np.array([2, 1, -1, 0, 3]).astype(base_dtype)
+    for e in (-1, -2, -3):
+        want = torch.tensor(a) ** torch.tensor(e)
+        for f in (lambda x, y: x ** y, tj.trace(lambda x, y: x ** y, compiler="interpret")):
+            got = f(tj.tensor(a), tj.tensor(e))
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+            np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -195,9 +195,10 @@ def test_cumprod_gradient_beside_zeros_and_infs_matches_pytorch(row):
     it: an inf there gives PyTorch's value, not 0 * inf = nan."""
     torch = pytest.importorskip("torch")
     g = np.array([-1.0, 0.5, 1.0, -1.0, 2.0][:len(row)])
-    grads = []
-    for lib in (torch, tj):
-        x = lib.tensor(np.array(row), requires_grad=True)
-        (x.cumprod(0) * lib.tensor(g)).sum().backward()
-        grads.append(x.grad.numpy())
-    np.testing.assert_array_equal(grads[1], grads[0])
+    for dim, shape in ((0, (-1,)), (1, (-1, 1))):     # (along a size-1 dim: the identity)
+        grads = []
+        for lib in (torch, tj):
+            x = lib.tensor(np.array(row).reshape(shape), requires_grad=True)
+            (x.cumprod(dim) * lib.tensor(g.reshape(shape))).sum().backward()
+            grads.append(x.grad.numpy())
+        np.testing.assert_array_equal(grads[1], grads[0])

@@ -37,8 +37,9 @@ def _pow_scalar(e, a, b):
 def _pow_impl(xp, a, b):
     if getattr(b, "ndim", 0) == 0 and getattr(a, "dtype", None) is not None and a.dtype.kind == "f":
         return _pow_by_number(a, b, xp)
-    if getattr(b, "ndim", 0) and b.dtype.kind in "iu" and getattr(a, "dtype", np.dtype("f")).kind in "iub" \
-            and (b < 0).any():
+    # (a tensor exponent, 0-d too; a negative Python int exponent raises, as PyTorch's)
+    if getattr(b, "dtype", None) is not None and not isinstance(b, np.generic) and b.dtype.kind in "iu" \
+            and getattr(a, "dtype", np.dtype("f")).kind in "iub" and (b < 0).any():
         return _int_pow_negative(xp, a, b)
     return xp.power(a, b)
 

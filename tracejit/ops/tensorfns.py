@@ -213,6 +213,8 @@ def _cumprod_vjp(g, out, a, dim):
     # gradient, not nan.
     from .reductions import cumsum
     from .elementwise import cast
+    if isinstance(a.shape[dim], int) and a.shape[dim] == 1:
+        return (g,)     # (each output is its input: no division, so an inf gives no nan)
     zero = a == 0
     seen = cumsum(cast(zero, _dt.int64), dim)      # zeros up to and including j
     first_zero = zero & (seen == 1)
