@@ -2,15 +2,16 @@
 
 Whole-batch im2col wrote every image's columns to memory before one GEMM read them back
 (17 GFLOP/s on one core, against 45 for columns in L2). Here a block of images is made by
-the im2col kernel and used by the GEMM while in cache, blocks shared over the cores:
-forward W @ columns into the NCHW result, weight gradient columns @ gradient rows^T summed
-per thread, input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride
-1 and no padding takes the images' own rows for columns; few output channels over long
-rows take the direct kernel of conv_direct.py (no columns). None (the numpy form runs)
-while the im2col/col2im kernel is not loaded. Each product runs as the measured GEMM choice
-makes it for its shape on the block's threads (gemm/products.py `product_into`): numpy's
-OpenBLAS may run AVX2 code on an AVX-512 machine, where the template's was 1.6x faster on
-a 32x512 by 512x2052 product.
+the im2col kernel and used by the GEMM while in cache (in L3 where an image is too little
+work to pay a block's Python, `block_images`), blocks shared over the cores: forward W @
+columns into the NCHW result, weight gradient columns @ gradient rows^T summed per thread,
+input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride 1 and no
+padding takes the images' own rows for columns; few output channels over long rows take
+the direct kernel of conv_direct.py (no columns). None (the numpy form runs) while the
+im2col/col2im kernel is not loaded. Each product runs as the measured GEMM choice makes it
+for its shape on the block's threads (gemm/products.py `product_into`): numpy's OpenBLAS
+may run AVX2 code on an AVX-512 machine, where the template's was 1.6x faster on a 32x512
+by 512x2052 product.
 """
 from __future__ import annotations
 
