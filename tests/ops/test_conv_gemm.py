@@ -152,15 +152,18 @@ def test_shape_errors_name_the_operands():
 
 @pytest.mark.parametrize("cpus", [1, 2, 4])
 def test_blocks_fit_the_cache_and_give_each_core_one(monkeypatch, cpus):
-    """A block's columns stay within `_BLOCK_BYTES`; a batch whose columns all fit is still
+    """A block's columns stay within `_BLOCK_BYTES` (within `_BLOCK_MAX_BYTES` where it
+    takes more images to do `_BLOCK_MIN_WORK`); a batch whose columns all fit is still
     cut into a block per core (one block ran its GEMM on one core)."""
     monkeypatch.setattr(B._coreshare.core_share, "cpus", cpus)
     monkeypatch.setattr(B._sharepool, "split", lambda fn, n, work: fn(0, n))
-    for n, per_image in ((7, 1000), (7, B._BLOCK_BYTES // 3), (1, 1000), (5, 10 * B._BLOCK_BYTES)):
-        got = []
-        B._blocks(lambda s, e, nb: got.append((s, e)), n, per_image, 1)
-        assert [s for s, _ in got] == sorted(s for s, _ in got) and got[0][0] == 0 and got[-1][1] == n
-        assert all(a[1] == b[0] for a, b in zip(got, got[1:]))
-        size = max(e - s for s, e in got)
-        assert size * per_image <= B._BLOCK_BYTES or size == 1
-        assert len(got) >= min(n, cpus)
+    for min_work, bound in ((0, B._BLOCK_BYTES), (B._BLOCK_MIN_WORK, B._BLOCK_MAX_BYTES)):
+        monkeypatch.setattr(B, "_BLOCK_MIN_WORK", min_work)
+        for n, per_image in ((7, 1000), (7, B._BLOCK_BYTES // 3), (1, 1000), (5, 10 * B._BLOCK_BYTES)):
+            got = []
+            B._blocks(lambda s, e, nb: got.append((s, e)), n, per_image, 1)
+            assert [s for s, _ in got] == sorted(s for s, _ in got) and got[0][0] == 0 and got[-1][1] == n
+            assert all(a[1] == b[0] for a, b in zip(got, got[1:]))
+            size = max(e - s for s, e in got)
+            assert size * per_image <= bound or size == 1
+            assert len(got) >= min(n, cpus)

@@ -40,6 +40,7 @@ GEOMETRIES = [
 def test_input_gradient_matches_torch(monkeypatch, geo, block, channel_major):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(B, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(B, "_BLOCK_MIN_WORK", 0)   # (blocks of `block` bytes alone)
     n, c, h, w, o, k, s, p, d = geo
     rng = np.random.default_rng(sum(geo[:5]))
     wt = rng.standard_normal((o, c) + k)
@@ -59,6 +60,7 @@ def test_input_gradient_matches_torch(monkeypatch, geo, block, channel_major):
 def test_forward_and_weight_gradient_match_torch(monkeypatch, geo, block):
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(B, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(B, "_BLOCK_MIN_WORK", 0)   # (blocks of `block` bytes alone)
     n, c, h, w, o, k, s, p, d = geo
     rng = np.random.default_rng(sum(geo[:5]) + 1)
     x, wt, b = rng.standard_normal((n, c, h, w)), rng.standard_normal((o, c) + k), rng.standard_normal(o)
@@ -120,6 +122,7 @@ def test_products_on_the_gemm_template_match_torch(monkeypatch, geo, block):
     monkeypatch.setattr(products, "_eligible", lambda a, b: a.dtype == b.dtype == np.float32)
     monkeypatch.setattr(choice, "choose", lambda key: cfg)
     monkeypatch.setattr(B, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(B, "_BLOCK_MIN_WORK", 0)   # (blocks of `block` bytes alone)
     n, c, h, w, o, k, s, p, d = geo
     rng = np.random.default_rng(sum(geo[:5]) + 2)
     x, wt, b = (rng.standard_normal(sh).astype(np.float32) for sh in ((n, c, h, w), (o, c) + k, (o,)))
@@ -140,3 +143,43 @@ def test_products_on_the_gemm_template_match_torch(monkeypatch, geo, block):
     dx = torch.nn.grad.conv2d_input(x.shape, tw, tg, s, p, d).numpy()
     np.testing.assert_allclose(B.xgrad(g, wt, (h, w), **geom), dx, rtol=1e-4, atol=1e-4)
     assert runs, "the input gradient's products did not run on the template"
+
+
+def test_block_images_amortise_the_python_of_a_block(monkeypatch):
+    """A block holds the images whose columns fit `_BLOCK_BYTES`, more where those would do
+    fewer than `_BLOCK_MIN_WORK` multiply-adds (up to `_BLOCK_MAX_BYTES` of columns), and
+    never more than an even share of the batch over the CPUs."""
+    monkeypatch.setattr(B, "_BLOCK_BYTES", 1000)
+    monkeypatch.setattr(B, "_BLOCK_MAX_BYTES", 4000)
+    monkeypatch.setattr(B, "_BLOCK_MIN_WORK", 800)
+    assert B.block_images(32, 100, 32 * 1000, cpus=1) == 10     # columns fit: 10 images
+    assert B.block_images(32, 500, 32 * 100, cpus=1) == 8       # 8 images make the work
+    assert B.block_images(32, 1000, 32 * 10, cpus=1) == 4       # capped by the bytes
+    assert B.block_images(32, 500, 32 * 100, cpus=8) == 4       # a block per CPU at least
+    assert B.block_images(3, 5000, 3, cpus=1) == 1              # one image past both limits
+    monkeypatch.setattr(B, "_BLOCK_MIN_WORK", 0)
+    assert B.block_images(32, 500, 32 * 100, cpus=1) == 2
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+def test_results_do_not_depend_on_the_thread_count(monkeypatch, threads):
+    """Split over 1, 2 or 4 threads (the blocks then differ too), the forward and the input
+    gradient are the same bits (each output element summed by one product) and the weight
+    gradient, summed per thread then over the threads, agrees to rounding."""
+    from tracejit.compiler.cpu.runtime import coreshare, sharepool
+    rng = np.random.default_rng(3)
+    n, c, h, o, k = 12, 6, 10, 8, (3, 3)
+    x, wt = rng.standard_normal((n, c, h, h)), rng.standard_normal((o, c) + k)
+    g = rng.standard_normal((n, o, h, h))
+    geom = dict(kernel=k, stride=(1, 1), padding=(1, 1), dilation=(1, 1))
+    monkeypatch.setattr(B, "_BLOCK_MIN_WORK", 1 << 14)
+    monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
+    monkeypatch.setattr(coreshare.core_share, "cpus", 1)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: 1)
+    ref = B.forward(x, wt, **geom), B.xgrad(g, wt, (h, h), **geom), B.wgrad(g, x, **geom)
+    monkeypatch.setattr(coreshare.core_share, "cpus", threads)
+    monkeypatch.setattr(sharepool, "pool_threads", lambda: threads)
+    got = B.forward(x, wt, **geom), B.xgrad(g, wt, (h, h), **geom), B.wgrad(g, x, **geom)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_array_equal(got[1], ref[1])
+    np.testing.assert_allclose(got[2], ref[2], rtol=1e-12, atol=1e-12)

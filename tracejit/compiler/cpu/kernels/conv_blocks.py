@@ -2,15 +2,16 @@
 
 Whole-batch im2col wrote every image's columns to memory before one GEMM read them back
 (17 GFLOP/s on one core, against 45 for columns in L2). Here a block of images is made by
-the im2col kernel and used by the GEMM while in cache, blocks shared over the cores:
-forward W @ columns into the NCHW result, weight gradient columns @ gradient rows^T summed
-per thread, input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride
-1 and no padding takes the images' own rows for columns; few output channels over long
-rows take the direct kernel of conv_direct.py (no columns). None (the numpy form runs)
-while the im2col/col2im kernel is not loaded. Each product runs as the measured GEMM choice
-makes it for its shape on the block's threads (gemm/products.py `product_into`): numpy's
-OpenBLAS may run AVX2 code on an AVX-512 machine, where the template's was 1.6x faster on
-a 32x512 by 512x2052 product.
+the im2col kernel and used by the GEMM while in cache (in L3 where an image is too little
+work to pay a block's Python, `block_images`), blocks shared over the cores: forward W @
+columns into the NCHW result, weight gradient columns @ gradient rows^T summed per thread,
+input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride 1 and no
+padding takes the images' own rows for columns; few output channels over long rows take
+the direct kernel of conv_direct.py (no columns). None (the numpy form runs) while the
+im2col/col2im kernel is not loaded. Each product runs as the measured GEMM choice makes it
+for its shape on the block's threads (gemm/products.py `product_into`): numpy's OpenBLAS
+may run AVX2 code on an AVX-512 machine, where the template's was 1.6x faster on a 32x512
+by 512x2052 product.
 """
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ __all__ = ["forward", "wgrad", "xgrad"]
 # Bytes of a block's columns at most: a core's L2 (512 KB here), so the GEMM reads them
 # from it while the weight and the block's output stream past.
 _BLOCK_BYTES = L2_BYTES
+# Multiply-adds a block does at least, its columns then spilling to L3 (up to
+# `_BLOCK_MAX_BYTES`): each block costs some 15 us of Python (allocation, the product's
+# choice and launch) holding the GIL, and the threads of a split wait for each other's
+# (ResNet's 16-channel 32x32 layer, batch 32, one image a block: forward 1.73 ms on one
+# thread, 1.6-2.3 ms on two, the second thread mostly waiting for the GIL; four images a
+# block: 1.29 and 0.84-1.0 ms).
+_BLOCK_MIN_WORK = 1 << 23
+_BLOCK_MAX_BYTES = 4 * L2_BYTES
 
 
 # Output positions per image from which the forward multiplies each image on its own into
@@ -43,11 +52,19 @@ def _out_hw(h, w, kernel, stride, padding, dilation) -> tuple:
             conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
 
 
+def block_images(n: int, per_image: int, work: int, cpus: int) -> int:
+    """Images per block: as many as `_BLOCK_BYTES` of columns hold, or more where a block
+    would then do fewer than `_BLOCK_MIN_WORK` multiply-adds, at most `_BLOCK_MAX_BYTES`
+    of columns; at most an even share of the batch over `cpus`."""
+    fit = _BLOCK_BYTES // max(per_image, 1)
+    amortise = min(-(-_BLOCK_MIN_WORK * n // max(work, 1)), _BLOCK_MAX_BYTES // max(per_image, 1))
+    return max(1, min(n, max(fit, amortise), -(-n // max(cpus, 1))))
+
+
 def _blocks(fn, n: int, per_image: int, work: int) -> None:
-    """``fn(s, e, nb)`` over image blocks [s, e) of at most nb images (a block's columns at
-    most `_BLOCK_BYTES`, at least a block per core), split over the cores with BLAS on one
-    thread; one block alone keeps BLAS's threads."""
-    nb = max(1, min(n, _BLOCK_BYTES // max(per_image, 1), -(-n // _coreshare.core_share.cpus)))
+    """``fn(s, e, nb)`` over image blocks [s, e) of `block_images` images, split over the
+    cores with BLAS on one thread; one block alone keeps BLAS's threads."""
+    nb = block_images(n, per_image, work, _coreshare.core_share.cpus)
     count = -(-n // nb)
 
     def blocks(b0: int, b1: int) -> None:
