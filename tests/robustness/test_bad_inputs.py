@@ -157,12 +157,12 @@ def row_backward_without_grad(m):
 
 
 def row_modified_saved_tensor(m):
-    x = X(5, 4) * 1.0
-    w = m.w * 1.0             # a non-leaf alias of the parameter, modified in place below
+    x = X(5, 4) * 1.0         # saved for w's gradient (as PyTorch's mm saves it), modified below
+    w = m.w * 1.0             # (w itself is saved by nothing: writing it would be fine)
     out = m.step(x, w, m.b)
     with tj.no_grad():
-        w.mul_(2.0)
-    with pytest.raises(InplaceModifiedError, match=r"input 1 of compiled forward.*version"):
+        x.mul_(2.0)
+    with pytest.raises(InplaceModifiedError, match=r"input 0 of compiled forward.*version"):
         out.sum().backward()
 
 
