@@ -115,3 +115,33 @@ def test_cpu_zeros_arguments():
     assert tj.zeros(2, dtype=tj.bfloat16).dtype is tj.bfloat16
     with tj.no_grad():
         assert tj.zeros(3, dtype=tj.float16).numpy().dtype == np.float16
+
+
+@pytest.mark.parametrize("case", ["many_1d", "dim1", "empty_1d_skipped", "double_backward"])
+def test_cat_and_its_gradient_match_torch(case):
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(1)
+    if case == "many_1d":
+        parts, dim = [r.standard_normal(1 + i % 3).astype(np.float32) for i in range(50)], 0
+    elif case == "dim1":
+        parts, dim = [r.standard_normal((2, k)).astype(np.float32) for k in (3, 1, 4)], -1
+    else:
+        parts, dim = [r.standard_normal((2, 3)).astype(np.float32), np.zeros(0, np.float32),
+                      r.standard_normal((1, 3)).astype(np.float32)], 0
+    got = []
+    for m in (tj, torch):
+        xs = [m.tensor(p, requires_grad=True) for p in parts]
+        y = m.cat(xs, dim)
+        w = m.tensor(np.arange(y.numel(), dtype=np.float32).reshape(tuple(y.shape)))
+        loss = (y * y * w).sum() if case == "double_backward" else (y * w).sum()
+        if case == "double_backward":
+            gs = m.autograd.grad(loss, xs[:1] + xs[2:], create_graph=True)
+            sum(g.sum() for g in gs).backward()
+        else:
+            loss.backward()
+        got.append((y.detach().numpy(), [None if x.grad is None else x.grad.numpy() for x in xs]))
+    np.testing.assert_array_equal(got[0][0], got[1][0])
+    for p, a, b in zip(parts, got[0][1], got[1][1]):
+        if p.size == 0:   # (PyTorch gives the skipped empty tensor an empty gradient; here None)
+            continue
+        np.testing.assert_allclose(a, b, rtol=1e-6)
