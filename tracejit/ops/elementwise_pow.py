@@ -26,8 +26,15 @@ def _pow_vjp(g, out, a, b):
     # where a == 0 and b < 0, nan for a < 0
     if isinstance(a, (int, float)):
         log_a = math.log(a) if a > 0 else -math.inf if a == 0 else math.nan
-        return (ga, g * (out * log_a) if a != 0 else g * where(b >= 0, 0.0, out * log_a))
-    return (ga, g * where(eq(a, 0) & (b >= 0), 0.0, out * log(a)))
+        return (ga, g * (out * log_a) if a != 0 else g * where(_nonnegative(b), 0.0, out * log_a))
+    return (ga, g * where(eq(a, 0) & _nonnegative(b), 0.0, out * log(a)))
+
+
+def _nonnegative(b):
+    """Where the exponent is a real number >= 0 (a complex one: imaginary part 0), as PyTorch's."""
+    if b.dtype.is_complex:
+        return eq(b.imag, 0) & (b.real >= 0)
+    return b >= 0
 
 
 def _pow_scalar(e, a, b):

@@ -92,9 +92,10 @@ def _stamp() -> str:
 
 
 def _bf16_stamp() -> str:
-    from . import bf16_pack, bf16_tile
+    from . import bf16_tile
+    # (the driver's file by path: importing it imports numba, which eager float32 products avoid)
     try:
-        with open(bf16_pack.__file__, "rb") as f:
+        with open(os.path.join(os.path.dirname(__file__), "bf16_pack.py"), "rb") as f:
             driver = hashlib.sha256(f.read()).hexdigest()
     except OSError:
         driver = ""
