@@ -33,11 +33,6 @@ __all__ = ["forward", "wgrad", "xgrad"]
 _BLOCK_BYTES = L2_BYTES
 
 
-# Output positions per image from which the forward multiplies each image on its own into
-# its NCHW rows, rather than the block at once and a copy of the result into place.
-_IMAGE_GEMM_MIN = 64
-
-
 def _out_hw(h, w, kernel, stride, padding, dilation) -> tuple:
     return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
             conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
@@ -128,10 +123,12 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
         cols = np.empty((k, m), x.dtype)
         fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
         t = _threads(n, nb)
-        if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows (one
-            # call for the block)
-            product_into(w2, cols.reshape(k, e - s, l).transpose(1, 0, 2), outr[s:e], t)
+        if e - s == 1:      # straight into the image's (O, L) rows
+            product_into(w2, cols, outr[s], t)
         else:
+            # one GEMM over the block's columns and a copy into place: a GEMM per image of
+            # L columns ran at half the speed where L is short (64x576 by 576x64 per image:
+            # 0.38 ms for 16 images against 0.19 at once, the copy 0.004)
             res = product_into(w2, cols, None, t)
             outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
         if bias is not None:        # the block's output still in cache
