@@ -91,9 +91,11 @@ def _stamp() -> str:
             route = hashlib.sha256(f.read()).hexdigest()
     except OSError:
         route = ""
+    # (the configurations' names too: a choice made without a configuration never tried it)
     h = hashlib.sha256(json.dumps([buildfacts.versions(), np.__version__, blas, ROUNDS, MARGIN, RULES, route,
                                    [template.source(d, c) for d in ("float32", "float64")
-                                    for c in template.CONFIGS[:1]]], sort_keys=True).encode())
+                                    for c in template.CONFIGS[:1]],
+                                   [c.name for c in template.CONFIGS]], sort_keys=True).encode())
     return h.hexdigest()[:24]
 
 
