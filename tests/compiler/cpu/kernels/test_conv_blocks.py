@@ -31,6 +31,11 @@ GEOMETRIES = [
     (2, 4, 6, 9, 4, (2, 3), (1, 1), (1, 0), (1, 1)),
     (3, 3, 12, 20, 3, (3, 3), (1, 1), (0, 2), (1, 1)),
     (1, 4, 7, 7, 4, (3, 3), (1, 1), (3, 3), (1, 1)),
+    # 1x1 over short images: one product over the batch's channel-major rows (a view at
+    # one position, a squeeze-and-excitation layer's), past them a product per image
+    (3, 6, 1, 1, 5, (1, 1), (1, 1), (0, 0), (1, 1)),
+    (4, 5, 2, 3, 7, (1, 1), (1, 1), (0, 0), (1, 1)),
+    (2, 3, 4, 4, 4, (1, 1), (1, 1), (0, 0), (1, 1)),
 ]
 
 
