@@ -52,6 +52,13 @@ def test_every_configuration_equals_numpy_float32(cfg):
     _check_config("float32", cfg, SHAPES)
 
 
+def test_two_vector_tiles_fill_a_32_column_output():
+    """8 x 2 tiles on outputs of two vectors' columns and on edges past and short of them."""
+    cfg = template.Config(8, 2)
+    assert cfg in template.CONFIGS
+    _check_config("float32", cfg, [(576, 448, 32), (37, 65, 32), (9, 17, 33), (13, 5, 31)])
+
+
 @pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(4, 2, True, 2),
                                  template.Config(4, 4, dot=True), template.Config(3, 2, True, 2, True)],
                          ids=lambda c: c.name)

@@ -31,7 +31,26 @@ GEOMETRIES = [
     (2, 4, 6, 9, 4, (2, 3), (1, 1), (1, 0), (1, 1)),
     (3, 3, 12, 20, 3, (3, 3), (1, 1), (0, 2), (1, 1)),
     (1, 4, 7, 7, 4, (3, 3), (1, 1), (3, 3), (1, 1)),
+    # 1x1 over short images: one product over the batch's channel-major rows (a view at
+    # one position, a squeeze-and-excitation layer's), past them a product per image
+    (3, 6, 1, 1, 5, (1, 1), (1, 1), (0, 0), (1, 1)),
+    (4, 5, 2, 3, 7, (1, 1), (1, 1), (0, 0), (1, 1)),
+    (2, 3, 4, 4, 4, (1, 1), (1, 1), (0, 0), (1, 1)),
 ]
+
+
+def test_several_images_a_block_each_land_in_their_rows(monkeypatch):
+    """A block of several images of 64 positions each, multiplied at once and copied into
+    their NCHW rows, and a last block of one image multiplied straight into its rows."""
+    torch = pytest.importorskip("torch")
+    n, c, o = 5, 6, 7
+    geo = dict(kernel=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
+    # two images' columns a block: blocks of 2, 2 and 1 images
+    monkeypatch.setattr(B, "_BLOCK_BYTES", 2 * c * 9 * 64 * 8)
+    rng = np.random.default_rng(3)
+    x, wt, b = rng.standard_normal((n, c, 8, 8)), rng.standard_normal((o, c, 3, 3)), rng.standard_normal(o)
+    want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(wt), torch.tensor(b), 1, 1).numpy()
+    np.testing.assert_allclose(B.forward(x, wt, b, **geo), want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("channel_major", [False, True])
@@ -100,7 +119,7 @@ def test_input_gradient_forms_agree(monkeypatch, geo, forward_form):
 
 
 @pytest.mark.parametrize("geo", [
-    (3, 16, 1, 70, 12, (1, 2), (1, 1), (0, 4), (1, 4)),  # a dilated causal Conv1d, a GEMM per image
+    (3, 16, 1, 70, 12, (1, 2), (1, 1), (0, 4), (1, 4)),  # a dilated causal Conv1d: a block's images in one GEMM
     (2, 4, 1, 40, 6, (1, 1), (1, 1), (0, 0), (1, 1)),    # 1x1: the images' own rows
     (3, 3, 6, 7, 4, (3, 3), (2, 2), (1, 1), (1, 1)),     # short rows: the block's GEMM copied into place
     (2, 6, 9, 8, 7, (3, 3), (1, 1), (1, 1), (1, 1)),     # the input gradient by col2im

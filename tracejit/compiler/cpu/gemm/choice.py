@@ -88,7 +88,9 @@ def enabled() -> bool:
 
 
 def _stamp() -> str:
-    return _stamp_over([template.source(d, c) for d in ("float32", "float64") for c in template.CONFIGS[:1]])
+    # (the configurations' names too: a choice made without a configuration never tried it)
+    return _stamp_over([template.source(d, c) for d in ("float32", "float64") for c in template.CONFIGS[:1]]
+                       + [[c.name for c in template.CONFIGS]])
 
 
 def _bf16_stamp() -> str:

@@ -6,12 +6,13 @@ the im2col kernel and used by the GEMM while in cache (in L3 where an image is t
 work to pay a block's Python, `block_images`), blocks shared over the cores: forward W @
 columns into the NCHW result, weight gradient columns @ gradient rows^T summed per thread,
 input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride 1 and no
-padding takes the images' own rows for columns; few output channels over long rows take
-the direct kernel of conv_direct.py (no columns). None (the numpy form runs) while the
-im2col/col2im kernel is not loaded. Each product runs as the measured GEMM choice makes it
-for its shape on the block's threads (gemm/products.py `product_into`): numpy's OpenBLAS
-may run AVX2 code on an AVX-512 machine, where the template's was 1.6x faster on a 32x512
-by 512x2052 product.
+padding takes the images' own rows for columns (over images of few positions, one product
+over the batch's channel-major rows); few output channels over long rows take the direct
+kernel of conv_direct.py (no columns). None (the numpy form runs) while the im2col/col2im
+kernel is not loaded. Each product runs as the measured GEMM choice makes it for its shape
+on the block's threads (gemm/products.py `product_into`): numpy's OpenBLAS may run AVX2
+code on an AVX-512 machine, where the template's was 1.6x faster on a 32x512 by 512x2052
+product.
 """
 from __future__ import annotations
 
@@ -40,11 +41,6 @@ _BLOCK_BYTES = L2_BYTES
 # block: 1.29 and 0.84-1.0 ms).
 _BLOCK_MIN_WORK = 1 << 23
 _BLOCK_MAX_BYTES = 4 * L2_BYTES
-
-
-# Output positions per image from which the forward multiplies each image on its own into
-# its NCHW rows, rather than the block at once and a copy of the result into place.
-_IMAGE_GEMM_MIN = 64
 
 
 def _out_hw(h, w, kernel, stride, padding, dilation) -> tuple:
@@ -112,6 +108,24 @@ def _pointwise(kernel, stride, padding) -> bool:
     return tuple(kernel) == (1, 1) and tuple(stride) == (1, 1) and tuple(padding) == (0, 0)
 
 
+# Positions per image below which a 1x1 convolution runs as one product over the batch's
+# channel-major rows (a view at one position, else a copy) rather than a product per image:
+# per image its columns are L wide (a squeeze-and-excitation layer's L = 1, a batch of
+# outer products: 0.66 ms for 8 images of 480 x 120 in numpy's batched matmul).
+_SHORT_IMAGE = 16
+
+
+def _channel_rows(a):
+    """(N, C, L) -> (C, N*L): a view where L or N is 1, else a copy."""
+    n, c, l = a.shape
+    return a.transpose(1, 0, 2).reshape(c, n * l)
+
+
+def _to_images(res, outr) -> None:
+    """(C, N*L) rows into the (N, C, L) `outr`."""
+    outr.transpose(1, 0, 2)[...] = res.reshape(outr.shape[1], outr.shape[0], outr.shape[2])
+
+
 # Whether few output channels take conv_direct.py's kernel (its rule: `direct_fits`).
 _DIRECT = True
 
@@ -125,6 +139,11 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
     bias = b[0].reshape(o, 1) if b else None
     out = np.empty((n, o, oh, ow), x.dtype)
     outr = out.reshape(n, o, l)
+    if _pointwise(kernel, stride, padding) and l < _SHORT_IMAGE:
+        _to_images(product_into(w2, _channel_rows(x.reshape(n, c, l))), outr)
+        if bias is not None:
+            outr += bias
+        return out
     if _pointwise(kernel, stride, padding):
         def block(s: int, e: int, nb: int) -> None:
             product_into(w2, x[s:e].reshape(e - s, c, l), outr[s:e], _threads(n, nb))
@@ -145,10 +164,12 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
         cols = np.empty((k, m), x.dtype)
         fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
         t = _threads(n, nb)
-        if l >= _IMAGE_GEMM_MIN:     # a GEMM per image, straight into its (O, L) rows (one
-            # call for the block)
-            product_into(w2, cols.reshape(k, e - s, l).transpose(1, 0, 2), outr[s:e], t)
+        if e - s == 1:      # straight into the image's (O, L) rows
+            product_into(w2, cols, outr[s], t)
         else:
+            # one GEMM over the block's columns and a copy into place: a GEMM per image of
+            # L columns ran at half the speed where L is short (64x576 by 576x64 per image:
+            # 0.38 ms for 16 images against 0.19 at once, the copy 0.004)
             res = product_into(w2, cols, None, t)
             outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
         if bias is not None:        # the block's output still in cache
@@ -167,6 +188,9 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
     kh, kw = kernel
     k, l = c * kh * kw, oh * ow
     sums: dict = {}     # thread -> its blocks' sums: (K, O) and, with `bias`, (O,)
+    if pointwise and l < _SHORT_IMAGE:     # one product over the batch's positions
+        gr = _channel_rows(g.reshape(n, o, l))
+        sums[0] = [product_into(_channel_rows(x.reshape(n, c, l)), gr.T), gr.sum(1) if bias else None]
 
     def block(s: int, e: int, nb: int) -> None:
         if pointwise:    # the images' own rows: sum of x[i] g[i]^T
@@ -188,7 +212,8 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
             acc[0] += part
             if bias:
                 acc[1] += db
-    _blocks(block, n, k * l * x.itemsize, o * k * l * n)
+    if not sums:
+        _blocks(block, n, k * l * x.itemsize, o * k * l * n)
     parts = list(sums.values())
     dw, db = parts[0]
     for part, pb in parts[1:]:
@@ -236,6 +261,9 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
     if _pointwise(kernel, stride, padding):
         dx = np.empty((n, c, h, wd), g.dtype)
         dxr = dx.reshape(n, c, l)
+        if l < _SHORT_IMAGE:
+            _to_images(product_into(wt, _channel_rows(g.reshape(n, o, l))), dxr)
+            return dx
         _blocks(lambda s, e, nb: product_into(wt, g[s:e].reshape(e - s, o, l), dxr[s:e], _threads(n, nb)), n,
                 k * l * g.itemsize, o * k * l * n)
         return dx
