@@ -6,31 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .device import as_device
+from .device import _DEVICE, get_default_device, set_default_device  # noqa: F401 (re-exported)
 
 __all__ = ["set_default_device", "get_default_device", "set_printoptions",
            "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled", "set_flush_denormal",
            "set_warn_always", "is_warn_always_enabled", "is_anomaly_enabled", "set_anomaly_enabled"]
 
-_DEVICE = [None]
 _PRECISION = ["highest"]
 _DETERMINISTIC = [False]
 _WARN_ALWAYS = [False]
-
-
-def set_default_device(device) -> None:
-    """Set the device factory functions use by default. Only the CPU (or None, the same) can
-    be the default here: for a GPU pass ``device=`` to the factory functions."""
-    dev = None if device is None else as_device(device)
-    if dev is not None and dev.type != "cpu":
-        raise NotImplementedError(f"set_default_device({str(device)!r}): only the CPU can be the default "
-                                  f"device; pass device= to factory functions (or .to({str(device)!r}))")
-    _DEVICE[0] = dev
-
-
-def get_default_device():
-    return _DEVICE[0] if _DEVICE[0] is not None else as_device("cpu")
 
 
 def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,

@@ -74,18 +74,31 @@ class device:
     # ``with torch.device("cpu"):``: the default device inside the block, as
     # set_default_device (which refuses a GPU) sets it
     def __enter__(self) -> "device":
-        from .defaults import _DEVICE, set_default_device
         before = _DEVICE[0]
         set_default_device(self)
         _ENTERED.append(before)
         return self
 
     def __exit__(self, *exc) -> None:
-        from .defaults import _DEVICE
         _DEVICE[0] = _ENTERED.pop()
 
 
 _ENTERED: list = []   # the default devices the open ``with device`` blocks replaced
+_DEVICE = [None]      # the default device set_default_device set (None: the CPU)
+
+
+def set_default_device(device) -> None:
+    """Set the device factory functions use by default. Only the CPU (or None, the same) can
+    be the default here: for a GPU pass ``device=`` to the factory functions."""
+    dev = None if device is None else as_device(device)
+    if dev is not None and dev.type != "cpu":
+        raise NotImplementedError(f"set_default_device({str(device)!r}): only the CPU can be the default "
+                                  f"device; pass device= to factory functions (or .to({str(device)!r}))")
+    _DEVICE[0] = dev
+
+
+def get_default_device():
+    return _DEVICE[0] if _DEVICE[0] is not None else as_device("cpu")
 
 
 _CACHE: dict = {}

@@ -84,9 +84,8 @@ def _reshaped_inplace(name):
     memory and history (the result is a view of the same memory)."""
     def method(self, *args, **kwargs):
         if _trace_state.tracer is not None:
-            from .jit.view_writes import reshape_in_place
-            return reshape_in_place(_trace_state.tracer, self,
-                                    lambda: getattr(_ops, name)(self, *args, **kwargs), name + "_")
+            return _trace_state.tracer.reshape_in_place(
+                self, lambda: getattr(_ops, name)(self, *args, **kwargs), name + "_")
         out = getattr(_ops, name)(self, *args, **kwargs)
         self._data = out._data
         if out.grad_fn is not None:
@@ -235,8 +234,7 @@ class CompatMethods:
             raise RuntimeError("resize_: cannot resize a tensor that requires grad; use reshape or "
                                "a new tensor")
         if _trace_state.tracer is not None and tuple(self.shape) != shape:
-            from .jit.view_writes import reshape_in_place
-            return reshape_in_place(_trace_state.tracer, self, lambda: self._resized(shape), "resize_")
+            return _trace_state.tracer.reshape_in_place(self, lambda: self._resized(shape), "resize_")
         self._data = self._resized(shape)._data
         return self
 

@@ -452,6 +452,11 @@ class TraceContext(StateWrites):
                               [a.aval for a in fwd.outputs])
         return tuple(res) if isinstance(out, tuple) else res[0]
 
+    def reshape_in_place(self, target: Tensor, make, what: str) -> Tensor:
+        """Shape-changing in-place ops under tracing (``x.unsqueeze_(0)``): see
+        view_writes.reshape_in_place."""
+        return _views.reshape_in_place(self, target, make, what)
+
     def assign(self, target: Tensor, result: Tensor, what: str) -> Tensor:
         """In-place ops under tracing: rebind the target tracer to the new value."""
         if not isinstance(target, Tracer) and self.parent is None:

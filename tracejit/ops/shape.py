@@ -16,6 +16,9 @@ from .eager import bind, eager_layout, trace_hooks
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
 from .shape_params import keyword_shape as _keyword_shape
+from .shape_params import expand_params as _expand_params, permute_params as _permute_params
+from .shape_params import squeeze_params as _squeeze_params, transpose_params as _transpose_params
+from .shape_params import unsqueeze_params as _unsqueeze_params
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
@@ -320,15 +323,6 @@ def reshape_as(a, other):
     return reshape(a, other.shape)
 
 
-def _permute_params(a, dims):
-    dims = tuple(_shape_args(dims))
-    if len(dims) != a.ndim:
-        raise ShapeError(f"permute: the order {dims} names {len(dims)} dims, but the tensor of shape "
-                         f"{tuple(a.shape)} has {a.ndim}")
-    dims = tuple(normalize_dim(d, a.ndim, "permute") for d in dims)
-    return _IDENTITY if dims == tuple(range(a.ndim)) else dims
-
-
 def permute(a, *dims_, dims=None):
     if dims is not None:
         dims_ = _keyword_shape("permute", "dims", dims_, dims)
@@ -336,14 +330,6 @@ def permute(a, *dims_, dims=None):
     if dims is _IDENTITY:
         return _whole_view(a)
     return bind(PERMUTE, a, dims=dims)
-
-
-def _transpose_params(a, pair):
-    n = a.ndim
-    d0, d1 = normalize_dim(pair[0], n, "transpose"), normalize_dim(pair[1], n, "transpose")
-    dims = list(range(n))
-    dims[d0], dims[d1] = dims[d1], dims[d0]
-    return _permute_params(a, (tuple(dims),))
 
 
 def transpose(a, dim0: int, dim1: int):
@@ -379,22 +365,6 @@ def expand(a, *shape, size=None):
     return bind(EXPAND, a, shape=shape)
 
 
-def _expand_params(a, shape):
-    shape = list(_shape_args(shape))
-    lead = len(shape) - a.ndim
-    if lead < 0:
-        raise ShapeError(f"expand: cannot expand shape {tuple(a.shape)} to {tuple(shape)} (fewer dims)")
-    for d in shape[:lead]:
-        if isinstance(d, int) and d < 0:
-            raise ShapeError(f"expand: the size of a new leading dim must be given (got {d}) when "
-                             f"expanding shape {tuple(a.shape)} to {tuple(shape)}")
-    for i in range(a.ndim):
-        if isinstance(shape[lead + i], int) and shape[lead + i] == -1:
-            shape[lead + i] = a.shape[i]
-    shape = tuple(shape)
-    return _IDENTITY if unchanged(shape, a.shape) else shape
-
-
 broadcast_to = expand
 
 
@@ -402,25 +372,11 @@ def expand_as(a, other):
     return expand(a, other.shape)
 
 
-def _squeeze_params(a, dims):
-    dims = {normalize_dim(d, a.ndim, "squeeze") for d in dims}
-    shape = tuple(d for i, d in enumerate(a.shape) if not (i in dims and isinstance(d, int) and d == 1))
-    return _IDENTITY if unchanged(shape, a.shape) else shape
-
-
 def squeeze(a, dim=None):
     dims = tuple(range(a.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
     shape = _normalized(_squeeze_params, a, dims)   # (kept per shape and dims, as unsqueeze's)
     return _whole_view(a) if shape is _IDENTITY else (
         bind(RESHAPE, a, shape=shape) if type(a._data) is np.ndarray else reshape(a, shape))
-
-
-def _unsqueeze_params(a, dim):
-    (dim,) = dim
-    d = normalize_dim(dim, a.ndim + 1, "unsqueeze")
-    shape = list(a.shape)
-    shape.insert(d, 1)
-    return tuple(shape)
 
 
 def unsqueeze(a, dim: int):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ShapeError
+from ..shapes import normalize_dim
 from ..size import Size
 
 
@@ -63,3 +65,50 @@ def unchanged(shape, old) -> bool:
     """Whether `shape` is `old`'s sizes (lengths first: a tuple compares items before
     lengths, and a symbolic ``i0 == 144`` would fix i0)."""
     return len(shape) == len(old) and shape == tuple(old)
+
+
+def permute_params(a, dims):
+    dims = tuple(shape_args(dims))
+    if len(dims) != a.ndim:
+        raise ShapeError(f"permute: the order {dims} names {len(dims)} dims, but the tensor of shape "
+                         f"{tuple(a.shape)} has {a.ndim}")
+    dims = tuple(normalize_dim(d, a.ndim, "permute") for d in dims)
+    return IDENTITY if dims == tuple(range(a.ndim)) else dims
+
+
+def transpose_params(a, pair):
+    n = a.ndim
+    d0, d1 = normalize_dim(pair[0], n, "transpose"), normalize_dim(pair[1], n, "transpose")
+    dims = list(range(n))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute_params(a, (tuple(dims),))
+
+
+def expand_params(a, shape):
+    shape = list(shape_args(shape))
+    lead = len(shape) - a.ndim
+    if lead < 0:
+        raise ShapeError(f"expand: cannot expand shape {tuple(a.shape)} to {tuple(shape)} (fewer dims)")
+    for d in shape[:lead]:
+        if isinstance(d, int) and d < 0:
+            raise ShapeError(f"expand: the size of a new leading dim must be given (got {d}) when "
+                             f"expanding shape {tuple(a.shape)} to {tuple(shape)}")
+    for i in range(a.ndim):
+        if isinstance(shape[lead + i], int) and shape[lead + i] == -1:
+            shape[lead + i] = a.shape[i]
+    shape = tuple(shape)
+    return IDENTITY if unchanged(shape, a.shape) else shape
+
+
+def squeeze_params(a, dims):
+    dims = {normalize_dim(d, a.ndim, "squeeze") for d in dims}
+    shape = tuple(d for i, d in enumerate(a.shape) if not (i in dims and isinstance(d, int) and d == 1))
+    return IDENTITY if unchanged(shape, a.shape) else shape
+
+
+def unsqueeze_params(a, dim):
+    (dim,) = dim
+    d = normalize_dim(dim, a.ndim + 1, "unsqueeze")
+    shape = list(a.shape)
+    shape.insert(d, 1)
+    return tuple(shape)
