@@ -40,7 +40,7 @@ from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
-from ..ops.shape import PERMUTE, RESHAPE
+from ..ops.shape import CONCAT, PERMUTE, RESHAPE, STACK
 
 __all__ = ["Plan"]
 
@@ -205,8 +205,21 @@ class Plan:
         for x, li in last.items():
             ends.setdefault(li, []).append(x)
         outs, input_set, group_lines = set(a for a in g.outputs if isinstance(a, Var)), set(g.inputs), {}
+        stacked, made = self._stacked_concats(outs), set()
         for idx, it in enumerate(self.items):
-            if isinstance(it, Group):
+            if it in made:
+                pass     # (a stack its concats wrote)
+            elif isinstance(it, Eqn) and it.outs[0] in stacked:
+                st, i = stacked[it.outs[0]]
+                buf = nm(st.out)
+                if st not in made:
+                    made.add(st)
+                    lines.append(f"    {buf} = xp.empty({_shape_code(st.out.aval.shape)}, "
+                                 f"{_dtype_const(st.out.aval.dtype, consts)})")
+                parts = ", ".join(atom(a) for a in it.inputs)
+                lines += [f"    {nm(it.out)} = {buf}[{i}]",
+                          f"    xp.concatenate(({parts},), axis={it.params['dim']}, out={nm(it.out)})"]
+            elif isinstance(it, Group):
                 first = len(lines) + 1                 # 1-based line numbers of the source
                 lines += self._emit_group(it, nm, consts, input_set)
                 group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
@@ -228,6 +241,24 @@ class Plan:
         register_plan_lines(self, fname, group_lines)
         exec(compile(src, fname, "exec"), consts)
         return consts["plan"]
+
+    def _stacked_concats(self, outs) -> dict:
+        """concat output -> (stack, position) for a dim-0 stack whose inputs are all distinct
+        concats of this plan that the plan does not return: each concat writes its slot of
+        the stack's result, which then copies nothing (a key/value cache's cat + stack)."""
+        if self.backend.name != "cpu":
+            return {}
+        cats = {it.out for it in self.items if isinstance(it, Eqn) and it.prim is CONCAT}
+        found: dict = {}
+        for it in self.items:
+            if not (isinstance(it, Eqn) and it.prim is STACK and it.params["dim"] == 0):
+                continue
+            ins = it.inputs
+            if len(set(ins)) == len(ins) and all(
+                    isinstance(x, Var) and x in cats and x not in outs and x not in found
+                    and x.aval.dtype is it.out.aval.dtype for x in ins):
+                found.update((x, (it, i)) for i, x in enumerate(ins))
+        return found
 
     def _emit_group(self, grp: Group, nm, consts, input_set):
         k = len(self.kernels)
