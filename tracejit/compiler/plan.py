@@ -40,7 +40,7 @@ from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
-from ..ops.shape import PERMUTE, RESHAPE
+from ..ops.shape import CONCAT, PERMUTE, RESHAPE, STACK
 
 __all__ = ["Plan"]
 
@@ -65,6 +65,22 @@ def _value_code(v, consts: dict) -> str:
     name = f"P{len(consts)}"
     consts[name] = v
     return name
+
+
+def _basic_key_code(spec, consts: dict) -> str:
+    """Python source for the array index of a getitem spec of ints, slices and None (no
+    index tensors): a plan constant where no bound is symbolic. The trailing Ellipsis keeps
+    an all-integer index a 0-d view, as the primitive's implementation does."""
+    def item(x):
+        if x[0] == "s":
+            return f"slice({', '.join(_value_code(b, consts) for b in x[1:])})"
+        return "None" if x[0] == "n" else _value_code(x[1], consts)
+    if not any(contains_sym(x) for x in spec):
+        name = f"KEY{len(consts)}"
+        consts[name] = tuple(slice(*x[1:]) if x[0] == "s" else None if x[0] == "n" else x[1]
+                             for x in spec) + (Ellipsis,)
+        return name
+    return "(" + ", ".join(item(x) for x in spec) + ", Ellipsis)"
 
 
 def _dtype_const(dtype, consts: dict) -> str:
@@ -189,8 +205,21 @@ class Plan:
         for x, li in last.items():
             ends.setdefault(li, []).append(x)
         outs, input_set, group_lines = set(a for a in g.outputs if isinstance(a, Var)), set(g.inputs), {}
+        stacked, made = self._stacked_concats(outs), set()
         for idx, it in enumerate(self.items):
-            if isinstance(it, Group):
+            if it in made:
+                pass     # (a stack its concats wrote)
+            elif isinstance(it, Eqn) and it.outs[0] in stacked:
+                st, i = stacked[it.outs[0]]
+                buf = nm(st.out)
+                if st not in made:
+                    made.add(st)
+                    lines.append(f"    {buf} = xp.empty({_shape_code(st.out.aval.shape)}, "
+                                 f"{_dtype_const(st.out.aval.dtype, consts)})")
+                parts = ", ".join(atom(a) for a in it.inputs)
+                lines += [f"    {nm(it.out)} = {buf}[{i}]",
+                          f"    xp.concatenate(({parts},), axis={it.params['dim']}, out={nm(it.out)})"]
+            elif isinstance(it, Group):
                 first = len(lines) + 1                 # 1-based line numbers of the source
                 lines += self._emit_group(it, nm, consts, input_set)
                 group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
@@ -212,6 +241,24 @@ class Plan:
         register_plan_lines(self, fname, group_lines)
         exec(compile(src, fname, "exec"), consts)
         return consts["plan"]
+
+    def _stacked_concats(self, outs) -> dict:
+        """concat output -> (stack, position) for a dim-0 stack whose inputs are all distinct
+        concats of this plan that the plan does not return: each concat writes its slot of
+        the stack's result, which then copies nothing (a key/value cache's cat + stack)."""
+        if self.backend.name != "cpu":
+            return {}
+        cats = {it.out for it in self.items if isinstance(it, Eqn) and it.prim is CONCAT}
+        found: dict = {}
+        for it in self.items:
+            if not (isinstance(it, Eqn) and it.prim is STACK and it.params["dim"] == 0):
+                continue
+            ins = it.inputs
+            if len(set(ins)) == len(ins) and all(
+                    isinstance(x, Var) and x in cats and x not in outs and x not in found
+                    and x.aval.dtype is it.out.aval.dtype for x in ins):
+                found.update((x, (it, i)) for i, x in enumerate(ins))
+        return found
 
     def _emit_group(self, grp: Group, nm, consts, input_set):
         k = len(self.kernels)
@@ -405,6 +452,10 @@ class Plan:
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
         if p is PERMUTE:
             return [f"    {outs[0]} = {ins[0]}.transpose({e.params['dims']!r})"]
+        if p is GETITEM and len(ins) == 1 and all(x[0] in "sin" for x in e.params["spec"]):
+            # ints, slices and None only: the array's own view, indexed in the plan's line
+            # (the primitive's call costs ~2 us; a decoding step's cache slices: ~800 a step)
+            return [f"    {outs[0]} = {ins[0]}[{_basic_key_code(e.params['spec'], consts)}]"]
         if p is FULL and self.backend.name == "cpu":
             made = _full_template(e)
             if made is not None:
