@@ -191,9 +191,6 @@ def printing_noted():
     with _lock:
         _users[0] += 1
         if _users[0] == 1:
-            # (numba first: a module first imported while print is wrapped would key its typing
-            # of print by the wrapper, and numba does, so njit code could not print afterwards)
-            importlib.import_module("numba")
             for modname, names, kind in _WATCHED:
                 mod = sys.modules.get(modname) or importlib.import_module(modname)
                 for name in names:

@@ -80,14 +80,15 @@ def test_mkl_is_chosen_only_on_an_intel_cpu_with_bf16_units(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     info = {"flags": "fpu avx512f avx512_bf16", "vendor_id": "AuthenticAMD"}
     monkeypatch.setattr(g, "_cpuinfo", lambda field: info.get(field, ""))
-    from tracejit.compiler.cpu.gemm import bf16_pack
+    from tracejit.compiler.cpu.gemm import bf16_tile
     prev = g.force(None)
     try:
         monkeypatch.setattr(g, "mkl_gemm", lambda: print)   # (MKL as if installed)
-        monkeypatch.setattr(bf16_pack, "available", lambda: False)   # (the kernel as if it failed)
+        monkeypatch.setattr(bf16_tile, "address", lambda: None)      # (the kernel as if it failed)
         assert g.has_bf16_units() and not g.mkl_runs_units()   # MKL's generic path: slower
         assert g.choice() == "words" and g.on_words()
-        monkeypatch.setattr(bf16_pack, "available", lambda: True)    # (as if compiled here)
+        monkeypatch.setattr(bf16_tile, "address", lambda: 1)         # (as if compiled here)
+        monkeypatch.setattr(bf16_tile, "supported", lambda: True)
         g.force(None)
         assert g.choice() == "dot" and g.on_words()     # AMD's bf16 units: tracejit's kernel
         info["vendor_id"] = "GenuineIntel"

@@ -68,8 +68,10 @@ def dot_runs() -> bool:
     target with it (``NUMBA_CPU_FEATURES``) and the kernel compiled (bf16_tile.py)."""
     if "avx512_bf16" not in _cpuinfo("flags").split():
         return False
-    from . import bf16_pack, bf16_tile
-    return bf16_tile.supported() and bf16_pack.available()
+    # (the kernel alone, through llvmlite: the driver imports numba, which a capture deciding
+    # its products' dtype must not import while it wraps print, numba's typing keys print)
+    from . import bf16_tile
+    return bf16_tile.supported() and bf16_tile.address() is not None
 
 
 def mkl_gemm():

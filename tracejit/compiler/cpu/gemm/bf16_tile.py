@@ -154,7 +154,8 @@ def address():
 
 def _compile():
     try:
-        import numba  # noqa: F401  (initialises LLVM's native target as numba does)
+        # (llvmlite alone, not numba: this runs while a capture decides its products' dtype,
+        # and numba first imported then would key its typing of print by the capture's wrapper)
         import llvmlite.binding as ll
         ll.initialize_native_target()
         ll.initialize_native_asmprinter()
