@@ -51,22 +51,40 @@ def run(prim, arrays, params, out=None):
     return None if call is None else _execute(call, arrays, out)
 
 
-def bound(prim, params: dict):
+def bound(prim, params: dict, otherwise=None):
     """``run(prim, arrays, params)`` for the arrays of one signature (the shapes and dtypes
-    of an eager plan's calls): the kernel's call is looked up until it is loaded, then kept,
-    so a call is the kernel's alone (a (1, 2) softmax: run's key cost 2 us of 4)."""
+    of an eager plan's calls), else ``otherwise(*arrays)`` (None: None): the kernel's call
+    is looked up until it is loaded, then kept with its output shapes, so a call is the
+    kernel's alone (a (1, 2) softmax: run's key and layout cost 2 us of 4)."""
     kept = []
 
     def call(*arrays):
         if kept:
-            return _execute(kept[0], arrays, None)
+            return kept[0](*arrays)
         fast = (prim, tuple(params.items()), tuple([a.shape for a in arrays]), tuple([a.dtype for a in arrays]))
         got = _calls.get(fast) or _cached(prim, arrays, params, fast)
         if got is None:
-            return None
-        kept.append(got)
-        return _execute(got, arrays, None)
+            return None if otherwise is None else otherwise(*arrays)
+        kept.append(_fixed(got, arrays))
+        return kept[0](*arrays)
     return call
+
+
+def _fixed(call, arrays):
+    """`_execute` of `call` for arrays of these shapes, the outputs' shapes worked out once."""
+    fn, reads, flat, outs = call
+    x = arrays[0]
+    if flat or len(outs) != 1:
+        return lambda *arrays: _execute(call, arrays, None)
+    (shape, dt), = _out_shapes(x, outs)
+    dims = x.shape
+
+    def run_one(*arrays):
+        args = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in [arrays[k] for k in reads]]
+        y = np.empty(shape, dt)
+        fn(*args, y, *dims)
+        return y
+    return run_one
 
 
 def _cached(prim, arrays, params, fast):
@@ -87,11 +105,16 @@ def _execute(call, arrays, out):
     if flat:   # one-element operands the kernel reads as 1-d (the callers pass most so)
         args = [a.reshape(-1) if k in flat else a for k, a in zip(reads, args)]
     if out is None:
-        lead = (1,) * (x.ndim - 1)
-        out = [np.empty(x.shape if kind == "elem" else x.shape[:-1] + (1,) if kind == "row"
-                        else lead + x.shape[-1:], dt) for kind, dt in outs]
+        out = [np.empty(shape, dt) for shape, dt in _out_shapes(x, outs)]
     fn(*args, *out, *x.shape)
     return out[0] if len(out) == 1 else tuple(out)
+
+
+def _out_shapes(x, outs) -> list:
+    """(shape, dtype) of each output (of the kind `_prepare` says) for the iteration shape of `x`."""
+    lead = (1,) * (x.ndim - 1)
+    return [(x.shape if kind == "elem" else x.shape[:-1] + (1,) if kind == "row" else lead + x.shape[-1:], dt)
+            for kind, dt in outs]
 
 
 _calls: dict = {}   # (prim, params, shapes, dtypes) -> (kernel, operand order, outputs)
@@ -201,12 +224,8 @@ def _rows_call(prim, shapes, dtype, params, arity):
     impl, shape = prim.impl, shapes[0]
     if not (on_last_dim(_Shape(shape), **params) and 0 not in shape and np.dtype(dtype) in _DTYPES):
         return lambda *arrays: impl(np, *arrays, **params)
-    kern = bound(prim, {"dim": params["dim"], "scale": params.get("scale", 1.0)})
-
-    def call(*arrays):
-        y = kern(*arrays)
-        return impl(np, *arrays, **params) if y is None else y
-    return call
+    return bound(prim, {"dim": params["dim"], "scale": params.get("scale", 1.0)},
+                 lambda *arrays: impl(np, *arrays, **params))
 
 
 class _Shape(NamedTuple):
