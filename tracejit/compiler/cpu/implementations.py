@@ -8,7 +8,11 @@ Large eager elementwise calls of every primitive with a scalar rule share one ro
 """
 from __future__ import annotations
 
-from ... import bf16 as _bf16
+import math
+
+import numpy as np
+
+from ... import bf16 as _bf16, dtypes as _dt
 from ...ops import impls
 from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ...ops.batchnorm_prim import BATCH_NORM_FORWARD, BN_BACKWARD
@@ -40,10 +44,34 @@ from .kernels.loader import floats
 
 __all__ = ["TABLE"]
 
+
+def _numpy_form(prim, params: dict):
+    impl = prim.impl
+    return lambda *arrays: impl(np, *arrays, **params)
+
+
+def _numpy_below(prim, size: int):
+    """The plan call of a selection whose kernel takes `size` elements or more: below, the
+    numpy form itself (through the table, a small argmax paid ~1 us of declining)."""
+    def call(shapes, dtype, params):
+        shape = shapes[0]
+        if len(shapes) != 1 or shape is None or math.prod(shape) >= size:
+            return None
+        return _numpy_form(prim, params)
+    return call
+
+
+def _cast_call(shapes, dtype, params):
+    """The plan call of a cast: the numpy form itself unless `bf16_casts.converts` may take it."""
+    if params["dtype"] is _dt.bfloat16 or np.dtype(dtype) == _bf16.STORAGE:
+        return None
+    return _numpy_form(CAST, params)
+
+
 # (primitive, implementation, checker, plan call for a signature): in the order tried
 TABLE = (
     # float32 <-> bf16 words: one vectorized pass over the free cores
-    (CAST, bf16_casts.cast, bf16_casts.converts, None),
+    (CAST, bf16_casts.cast, bf16_casts.converts, _cast_call),
     # bf16 products: MKL's bf16 GEMM where the CPU has bf16 units, else widened sgemm
     (MATMUL, bf16_gemm.matmul, bf16_gemm.takes, None),
     (MATMUL_NT, bf16_gemm.matmul_nt, bf16_gemm.takes, None),
@@ -53,12 +81,12 @@ TABLE = (
     (MATMUL_NT, products.matmul_nt, bf16_gemm.not_words, products.nt_call),
     (MATMUL_TN, products.matmul_tn, bf16_gemm.not_words, products.tn_call),
     # rows: one read and one write of each row
-    (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, None),
-    (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, None),
+    (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, row_forms.softmax_call),
+    (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, row_forms.softmax_backward_call),
     (LAYER_NORM, row_forms.layer_norm, None, None),
     (LOGSUMEXP, row_forms.logsumexp, None, row_forms.logsumexp_call),
     (LAYER_NORM_BACKWARD, row_forms.layer_norm_backward, None, None),
-    (CROSS_ENTROPY, row_forms.cross_entropy, None, None),
+    (CROSS_ENTROPY, row_forms.cross_entropy, None, row_forms.cross_entropy_call),
     (CROSS_ENTROPY_BACKWARD, row_forms.cross_entropy_backward, None, None),
     (ATTENTION_WEIGHTS, attention.weights, None, None),
     (ATTENTION_CONTEXT, attention.context, None, None),
@@ -86,8 +114,8 @@ TABLE = (
     (INDEX_ADD, index.index_add, None, None),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
     (ARGSORT, select.topk_indices, None, None),
-    (ARGMAX, select.argmax, None, None),
-    (ARGMIN, select.argmin, None, None),
+    (ARGMAX, select.argmax, None, _numpy_below(ARGMAX, select.MIN_SIZE)),
+    (ARGMIN, select.argmin, None, _numpy_below(ARGMIN, select.MIN_SIZE)),
     # recurrent layers: the whole time loop in one kernel call
     (LSTM_LAYER, recurrent.lstm_layer, recurrent.LSTM_CHECK, None),
     (LSTM_LAYER_BACKWARD, recurrent.lstm_layer_backward, recurrent.LSTM_BACKWARD_CHECK, None),

@@ -11,6 +11,7 @@ results, which the caller may direct into arrays of its own.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,7 +23,8 @@ from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
 from .loader import kernel as _kernel, lowered, one_group
 
 __all__ = ["run", "kernel_source", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
-           "logsumexp", "logsumexp_call", "cross_entropy",
+           "logsumexp", "logsumexp_call", "cross_entropy", "bound", "softmax_call",
+           "softmax_backward_call", "cross_entropy_call",
            "cross_entropy_backward"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -40,31 +42,79 @@ def run(prim, arrays, params, out=None):
     form, or None (not such arrays, the form is no single rows group, or the kernel is not
     loaded yet: the caller's numpy form runs). `out`: the arrays the kernel writes its
     results into (C-contiguous, of their shapes), instead of new ones."""
-    x = arrays[0]
-    if type(x) is not np.ndarray:
+    if type(arrays[0]) is not np.ndarray:
         return None
     # the loaded kernel's call for exactly these shapes and dtypes (a dict look-up: the
     # cross-entropy of 256x10 logits is ~10 us of work, the general path below ~15 more)
     fast = (prim, tuple(params.items()), tuple([a.shape for a in arrays]), tuple([a.dtype for a in arrays]))
-    call = _calls.get(fast)
-    if call is None:
-        call = _prepare(prim, arrays, params, fast)
-        if call is None:
-            return None
+    call = _calls.get(fast) or _cached(prim, arrays, params, fast)
+    return None if call is None else _execute(call, arrays, out)
+
+
+def bound(prim, params: dict, otherwise=None):
+    """``run(prim, arrays, params)`` for the arrays of one signature (the shapes and dtypes
+    of an eager plan's calls), else ``otherwise(*arrays)`` (None: None): the kernel's call
+    is looked up until it is loaded, then kept with its output shapes, so a call is the
+    kernel's alone (a (1, 2) softmax: run's key and layout cost 2 us of 4)."""
+    kept = []
+
+    def call(*arrays):
+        if kept:
+            return kept[0](*arrays)
+        fast = (prim, tuple(params.items()), tuple([a.shape for a in arrays]), tuple([a.dtype for a in arrays]))
+        got = _calls.get(fast) or _cached(prim, arrays, params, fast)
+        if got is None:
+            return None if otherwise is None else otherwise(*arrays)
+        kept.append(_fixed(got, arrays))
+        return kept[0](*arrays)
+    return call
+
+
+def _fixed(call, arrays):
+    """`_execute` of `call` for arrays of these shapes, the outputs' shapes worked out once."""
+    fn, reads, flat, outs = call
+    x = arrays[0]
+    if flat or len(outs) != 1:
+        return lambda *arrays: _execute(call, arrays, None)
+    (shape, dt), = _out_shapes(x, outs)
+    dims = x.shape
+
+    def run_one(*arrays):
+        args = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in [arrays[k] for k in reads]]
+        y = np.empty(shape, dt)
+        fn(*args, y, *dims)
+        return y
+    return run_one
+
+
+def _cached(prim, arrays, params, fast):
+    """The call `_prepare` makes for `fast`, kept in `_calls`; None while there is none."""
+    call = _prepare(prim, arrays, params, fast)
+    if call is not None:
         if len(_calls) > 4096:   # (shapes that keep changing: a dynamic batch)
             _calls.clear()
         _calls[fast] = call
+    return call
+
+
+def _execute(call, arrays, out):
+    """The kernel of `call` (`_prepare`'s) on `arrays`, into `out` or new arrays."""
     fn, reads, flat, outs = call
+    x = arrays[0]
     args = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in (arrays[k] for k in reads)]
     if flat:   # one-element operands the kernel reads as 1-d (the callers pass most so)
         args = [a.reshape(-1) if k in flat else a for k, a in zip(reads, args)]
     if out is None:
-        lead = (1,) * (x.ndim - 1)
-        out = [np.empty(x.shape if kind == "elem" else x.shape[:-1] + (1,) if kind == "row"
-                        else lead + x.shape[-1:], dt) for kind, dt in outs]
-    made = out
-    fn(*args, *made, *x.shape)
-    return made[0] if len(made) == 1 else tuple(made)
+        out = [np.empty(shape, dt) for shape, dt in _out_shapes(x, outs)]
+    fn(*args, *out, *x.shape)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _out_shapes(x, outs) -> list:
+    """(shape, dtype) of each output (of the kind `_prepare` says) for the iteration shape of `x`."""
+    lead = (1,) * (x.ndim - 1)
+    return [(x.shape if kind == "elem" else x.shape[:-1] + (1,) if kind == "row" else lead + x.shape[-1:], dt)
+            for kind, dt in outs]
 
 
 _calls: dict = {}   # (prim, params, shapes, dtypes) -> (kernel, operand order, outputs)
@@ -156,6 +206,30 @@ def softmax(x, *mask, dim, scale=1.0):
 
 def softmax_backward(g, y, dim, scale=1.0):
     return run(SOFTMAX_BACKWARD, (g, y), {"dim": dim, "scale": scale}) if g.shape == y.shape else None
+
+
+def softmax_call(shapes, dtype, params):
+    """An eager plan's call for one signature of SOFTMAX (no mask) or SOFTMAX_BACKWARD: the
+    kernel bound to it where `run` may take the call, else the numpy form itself."""
+    return _rows_call(SOFTMAX, shapes, dtype, params, 1)
+
+
+def softmax_backward_call(shapes, dtype, params):
+    return _rows_call(SOFTMAX_BACKWARD, shapes, dtype, params, 2)
+
+
+def _rows_call(prim, shapes, dtype, params, arity):
+    if len(shapes) != arity or None in shapes or len(set(shapes)) != 1:
+        return None   # (a mask, a scalar, a broadcast: the table decides per call)
+    impl, shape = prim.impl, shapes[0]
+    if not (on_last_dim(_Shape(shape), **params) and 0 not in shape and np.dtype(dtype) in _DTYPES):
+        return lambda *arrays: impl(np, *arrays, **params)
+    return bound(prim, {"dim": params["dim"], "scale": params.get("scale", 1.0)},
+                 lambda *arrays: impl(np, *arrays, **params))
+
+
+class _Shape(NamedTuple):
+    shape: tuple   # (what on_last_dim reads of an array)
 
 
 def layer_norm_backward(g, x, *w, n, eps, has_w):
@@ -254,12 +328,33 @@ def _ce_shapes(x, t) -> bool:
 
 
 def cross_entropy(x, t, *, ignore_index=-100, reduction="mean"):
+    return _cross_entropy(None, x, t, ignore_index, reduction)
+
+
+def cross_entropy_call(shapes, dtype, params):
+    """An eager plan's call for one signature of CROSS_ENTROPY: the kernel bound to it
+    where the implementation may take the call, else the numpy form itself."""
+    impl = CROSS_ENTROPY.impl
+    if len(shapes) != 2 or None in shapes or len(shapes[0]) != 2 or len(shapes[1]) != 1:
+        return lambda *arrays: impl(np, *arrays, **params)
+    ignore_index, reduction = params.get("ignore_index", -100), params.get("reduction", "mean")
+    kern = bound(CROSS_ENTROPY, {"ignore_index": ignore_index, "reduction": "none"})
+
+    def call(x, t):
+        y = _cross_entropy(kern, x, t, ignore_index, reduction)
+        return impl(np, x, t, **params) if y is None else y
+    return call
+
+
+def _cross_entropy(kern, x, t, ignore_index, reduction):
+    """The mean, sum or rows of the losses, by `kern` (`bound`'s call; None: `run`)."""
     if not _ce_shapes(x, t):
         return None
     n, c = x.shape
     t = t.astype(np.int64, copy=False)
-    loss = run(CROSS_ENTROPY, (x, t.reshape(n, 1), _class_ids(c)),
-               {"ignore_index": ignore_index, "reduction": "none"})
+    ops = (x, t.reshape(n, 1), _class_ids(c))
+    loss = (run(CROSS_ENTROPY, ops, {"ignore_index": ignore_index, "reduction": "none"}) if kern is None
+            else kern(*ops))
     if loss is None:
         return None
     loss = loss.reshape(-1)

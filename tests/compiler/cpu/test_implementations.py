@@ -1,0 +1,128 @@
+"""The plan calls the CPU implementation table gives eager signatures (compiler/cpu/
+implementations.py, row_forms' `*_call`): the same values as the table's runner, bit for
+bit, and PyTorch's, for small and large shapes in float32 and float64."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+torch = pytest.importorskip("torch")
+
+import tracejit as tj  # noqa: E402
+import tracejit.nn.functional as F  # noqa: E402
+from tracejit.ops import impls  # noqa: E402
+from tracejit.ops.cross_entropy_prim import CROSS_ENTROPY  # noqa: E402
+from tracejit.ops.elementwise_logic import CAST  # noqa: E402
+from tracejit.ops.reductions import ARGMAX, ARGMIN  # noqa: E402
+from tracejit.ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD  # noqa: E402
+
+SHAPES = [(1, 2), (3, 5), (64, 300)]
+DTYPES = [np.float32, np.float64]
+
+
+@pytest.fixture(autouse=True)
+def _kernels_now(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+
+
+def _plan_call(prim, arrays, params):
+    call = impls.specialized(prim, tuple(a.shape for a in arrays), arrays[0].dtype, params)
+    assert call is not None
+    return call
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_and_its_backward_match_the_runner_and_torch(shape, dtype):
+    rng = np.random.default_rng(0)
+    x, g = rng.standard_normal(shape).astype(dtype), rng.standard_normal(shape).astype(dtype)
+    fwd = _plan_call(SOFTMAX, [x], {"dim": 1})
+    bwd = _plan_call(SOFTMAX_BACKWARD, [g, x], {"dim": 1})
+    y = SOFTMAX.dispatch(np, x, dim=1)
+    for _ in range(3):   # (the first calls may plan; later ones run the kept kernel)
+        np.testing.assert_array_equal(fwd(x), y)
+        np.testing.assert_array_equal(bwd(g, y), SOFTMAX_BACKWARD.dispatch(np, g, y, dim=1))
+    # a strided operand of the same shape: the same values
+    wide = np.repeat(x, 2, axis=1)[:, ::2]
+    np.testing.assert_array_equal(fwd(wide), y)
+    # the eager op, planned, against PyTorch
+    for _ in range(3):
+        xt = tj.tensor(x, requires_grad=True)
+        out = F.softmax(xt, dim=1)
+        (out * tj.tensor(g)).sum().backward()
+    xr = torch.tensor(x, requires_grad=True)
+    ref = torch.softmax(xr, dim=1)
+    (ref * torch.tensor(g)).sum().backward()
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=10 * tol, atol=10 * tol)
+
+
+def test_softmax_off_the_last_dim_runs_the_numpy_form():
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    call = _plan_call(SOFTMAX, [x], {"dim": 0})
+    np.testing.assert_array_equal(call(x), SOFTMAX.impl(np, x, dim=0))
+    np.testing.assert_allclose(call(x), torch.softmax(torch.tensor(x), dim=0).numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n,c", [(1, 2), (4, 3), (256, 10)])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_matches_the_runner_and_torch(n, c, dtype, reduction):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((n, c)).astype(dtype)
+    t = rng.integers(0, c, n)
+    t[0] = -100   # an ignored row
+    params = {"ignore_index": -100, "reduction": reduction}
+    call = _plan_call(CROSS_ENTROPY, [x, t], params)
+    want = CROSS_ENTROPY.dispatch(np, x, t, **params)
+    for _ in range(3):
+        np.testing.assert_array_equal(call(x, t), want)
+    for _ in range(3):
+        got = F.cross_entropy(tj.tensor(x), tj.tensor(t), reduction=reduction)
+    ref = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t), reduction=reduction)
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=tol, atol=tol)
+
+
+def test_cross_entropy_plan_refuses_a_target_out_of_range():
+    x = np.zeros((3, 4), np.float32)
+    call = _plan_call(CROSS_ENTROPY, [x, np.zeros(3, np.int64)], {"ignore_index": -100, "reduction": "mean"})
+    call(x, np.array([0, 1, 2]))
+    with pytest.raises(IndexError):
+        call(x, np.array([0, 4, 2]))
+
+
+@pytest.mark.parametrize("prim,ref", [(ARGMAX, torch.argmax), (ARGMIN, torch.argmin)])
+@pytest.mark.parametrize("shape", [(1, 2), (5, 7), (64, 300)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_argmax_argmin_match_the_runner_and_torch(prim, ref, shape, dtype):
+    x = np.random.default_rng(3).standard_normal(shape).astype(dtype)
+    for dim in (0, 1):
+        for keepdim in (False, True):
+            params = {"dim": dim, "keepdim": keepdim}
+            got = _plan_call(prim, [x], params)(x) if x.size < 2048 else prim.dispatch(np, x, **params)
+            np.testing.assert_array_equal(got, prim.dispatch(np, x, **params))
+            np.testing.assert_array_equal(got, ref(torch.tensor(x), dim=dim, keepdim=keepdim).numpy())
+    # from the kernel's size the table decides
+    assert (impls.specialized(prim, (shape,), np.dtype(dtype), {"dim": 1, "keepdim": False}) is None) \
+        == (x.size >= 2048)
+
+
+@pytest.mark.parametrize("src,dst", [(np.float32, tj.float64), (np.float64, tj.float32),
+                                     (np.float32, tj.int64)])
+def test_cast_plan_is_the_numpy_form(src, dst):
+    x = (np.random.default_rng(4).standard_normal((3, 5)) * 10).astype(src)
+    call = _plan_call(CAST, [x], {"dtype": dst})
+    np.testing.assert_array_equal(call(x), CAST.dispatch(np, x, dtype=dst))
+    np.testing.assert_array_equal(call(x), torch.tensor(x).to(getattr(torch, str(dst).split(".")[-1])).numpy())
+
+
+def test_bf16_casts_stay_with_the_table():
+    assert impls.specialized(CAST, ((4,),), np.dtype(np.float32), {"dtype": tj.bfloat16}) is None
+    x = np.arange(8, dtype=np.float32)
+    for _ in range(3):
+        y = tj.tensor(x).to(tj.bfloat16).to(tj.float32)
+    np.testing.assert_array_equal(y.numpy(), x)
