@@ -466,7 +466,10 @@ def test_a_capture_leaves_the_programs_own_freeze_and_a_disabled_collector_alone
         frozen = gc.get_freeze_count()
         fn, seen = _capture_seeing_freeze_count()
         fn(tj.ones(3))
-        assert seen == [frozen] and gc.get_freeze_count() == frozen
+        # (never more: a freeze of the capture's own would add the objects made since; a few
+        # less where frozen objects died meanwhile, as a background thread's may)
+        assert len(seen) == 1 and frozen - 64 <= seen[0] <= frozen
+        assert frozen - 64 <= gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
     gc.disable()
