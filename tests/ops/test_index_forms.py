@@ -286,3 +286,13 @@ def test_zero_dim_masks_as_torch():
         x[lib.tensor(True)] = lib.tensor([1.0, 2.0, 3.0])
         x[lib.tensor(False)] = 9.0
         assert s.item() == 0.0 and x.tolist() == [[1.0, 2.0, 3.0]] * 2
+
+
+def test_a_zero_dim_mask_keeps_the_tensors_dtype_as_torch():
+    # a Python float written through a 0-d mask into integers is cast, not promoted
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        a = lib.tensor([1, 2, 3])
+        a[lib.tensor(True)] = 2.5
+        assert str(a.dtype).endswith("int64") and a.tolist() == [2, 2, 2]
+    assert tj.ops.index_put(tj.tensor([1, 2, 3]), tj.tensor(True), 2.5).dtype is tj.int64

@@ -516,7 +516,8 @@ def index_put(a, index, value, accumulate: bool = False):
     if (isinstance(index, Tensor) and index.ndim == 0 and index.dtype is _dt.bool_ and not accumulate
             and (not isinstance(value, Tensor) or value.ndim <= a.ndim)):
         # a 0-d mask: all of `a` or nothing (a value of a's shape, or broadcasting to it)
-        return where(index, cast(value, a.dtype) if isinstance(value, Tensor) else value, a)
+        out = where(index, cast(value, a.dtype) if isinstance(value, Tensor) else value, a)
+        return out if out.dtype is a.dtype else cast(out, a.dtype)   # (a Python float into ints)
     spec, tensors = _normalize(a, index)
     if isinstance(value, Tensor) and value.dtype is not a.dtype:
         value = cast(value, a.dtype)
