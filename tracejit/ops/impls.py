@@ -63,6 +63,13 @@ def registered() -> list:
     return [(p, plat, impl) for (p, plat), impls in _TABLE.items() for impl in impls]
 
 
+def numpy_form(prim, params: dict) -> Callable:
+    """`prim`'s numpy form as a plan call for one signature's `params` (an implementation's
+    `specialize` that declines a signature it never takes)."""
+    impl = prim.impl
+    return lambda *arrays: impl(np, *arrays, **params)
+
+
 def specialized(prim, shapes: tuple, dtype, params: dict):
     """The call an eager plan makes for one CPU signature of `prim` (`Implementation.specialize`
     of its first implementation that has one), or None (the plan runs ``prim.run``)."""

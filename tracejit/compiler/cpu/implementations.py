@@ -45,11 +45,6 @@ from .kernels.loader import floats
 __all__ = ["TABLE"]
 
 
-def _numpy_form(prim, params: dict):
-    impl = prim.impl
-    return lambda *arrays: impl(np, *arrays, **params)
-
-
 def _numpy_below(prim, size: int):
     """The plan call of a selection whose kernel takes `size` elements or more: below, the
     numpy form itself (through the table, a small argmax paid ~1 us of declining)."""
@@ -57,7 +52,7 @@ def _numpy_below(prim, size: int):
         shape = shapes[0]
         if len(shapes) != 1 or shape is None or math.prod(shape) >= size:
             return None
-        return _numpy_form(prim, params)
+        return impls.numpy_form(prim, params)
     return call
 
 
@@ -65,7 +60,7 @@ def _cast_call(shapes, dtype, params):
     """The plan call of a cast: the numpy form itself unless `bf16_casts.converts` may take it."""
     if params["dtype"] is _dt.bfloat16 or np.dtype(dtype) == _bf16.STORAGE:
         return None
-    return _numpy_form(CAST, params)
+    return impls.numpy_form(CAST, params)
 
 
 # (primitive, implementation, checker, plan call for a signature): in the order tried

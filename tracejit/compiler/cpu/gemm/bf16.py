@@ -71,7 +71,7 @@ def dot_runs() -> bool:
     # (the kernel alone, through llvmlite: the driver imports numba, which a capture deciding
     # its products' dtype must not import while it wraps print, numba's typing keys print)
     from . import bf16_tile
-    return bf16_tile.supported() and bf16_tile.address() is not None
+    return bf16_tile.address() is not None
 
 
 def mkl_gemm():
@@ -121,7 +121,7 @@ def choice() -> str:
 def _default() -> str:
     """MKL's GEMM where it runs the units, else tracejit's kernel where it runs, else words
     where there are units and MKL (as before the kernel), else float32."""
-    if has_bf16_units() and mkl_runs_units() and mkl_gemm() is not None:
+    if mkl_runs_units() and mkl_gemm() is not None:
         return "mkl"
     if dot_runs():
         return "dot"

@@ -25,18 +25,13 @@ from ..runtime import sharepool
 from . import bf16_tile
 from .bf16_tile import LOAD, MR, NR, WORDS
 
-__all__ = ["product", "pack_a", "pack_b", "available", "KC"]
+__all__ = ["product", "pack_a", "pack_b", "KC"]
 
 # Pairs of k per block: an A tile (8 KB) and a B tile (32 KB) stay in L1 while a block of
 # row tiles is run against one B tile.
 KC = 256
 # Row tiles per block: their A tiles (256 KB at KC) stay in L2 across the column tiles.
 MC_TILES = 32
-
-
-def available() -> bool:
-    """Whether this process runs products on the bf16 units (`bf16_tile.address`)."""
-    return bf16_tile.address() is not None
 
 
 @intrinsic
@@ -181,7 +176,7 @@ def _tiles(fn, ap, bp, cpad, out, words, i_lo, i_hi, j_lo, j_hi):
 
 def product(a: np.ndarray, b: np.ndarray, words: bool = True) -> np.ndarray:
     """``a @ b`` of 2-D bf16 word arrays on the bf16 units: bf16 words rounded once
-    (``words``) or the float32 sums. Call only where `available`."""
+    (``words``) or the float32 sums. Call only where the kernel runs (`bf16_tile.address`)."""
     m, k = a.shape
     k2, n = b.shape
     if k != k2:

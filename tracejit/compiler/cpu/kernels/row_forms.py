@@ -11,7 +11,6 @@ results, which the caller may direct into arrays of its own.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, c
 from ....ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD, row_size
 from ....ops.logsumexp_prim import LOGSUMEXP
 from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
+from ....ops import impls
 from .loader import kernel as _kernel, lowered, one_group
 
 __all__ = ["run", "kernel_source", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
@@ -221,15 +221,11 @@ def softmax_backward_call(shapes, dtype, params):
 def _rows_call(prim, shapes, dtype, params, arity):
     if len(shapes) != arity or None in shapes or len(set(shapes)) != 1:
         return None   # (a mask, a scalar, a broadcast: the table decides per call)
-    impl, shape = prim.impl, shapes[0]
-    if not (on_last_dim(_Shape(shape), **params) and 0 not in shape and np.dtype(dtype) in _DTYPES):
-        return lambda *arrays: impl(np, *arrays, **params)
+    shape = shapes[0]
+    if not (params["dim"] == len(shape) - 1 and 0 not in shape and np.dtype(dtype) in _DTYPES):
+        return impls.numpy_form(prim, params)
     return bound(prim, {"dim": params["dim"], "scale": params.get("scale", 1.0)},
-                 lambda *arrays: impl(np, *arrays, **params))
-
-
-class _Shape(NamedTuple):
-    shape: tuple   # (what on_last_dim reads of an array)
+                 impls.numpy_form(prim, params))
 
 
 def layer_norm_backward(g, x, *w, n, eps, has_w):
@@ -260,8 +256,7 @@ def layer_norm(x, *wb, n, eps, affine):
 def logsumexp(x, *, dims, keepdim):
     # over the last dim, rows of `LOGSUMEXP_ROWS_FROM` or more: 3x numpy's passes;
     # shorter rows cost less in the numpy form's front layout (logsumexp_prim.FRONT_EXTENT)
-    if (len(dims) != 1 or dims[0] != x.ndim - 1 or x.shape[-1] < LOGSUMEXP_ROWS_FROM
-            or type(x) is not np.ndarray or x.dtype not in _DTYPES or x.size == 0):
+    if type(x) is not np.ndarray or x.size == 0 or not _lse_takes(x.shape, x.dtype, dims):
         return None
     n = x.shape[-1]
     y = run(LOGSUMEXP, (x.reshape(-1, n),), {"dims": (1,), "keepdim": True})
@@ -276,12 +271,15 @@ LOGSUMEXP_ROWS_FROM = 32   # (rows of 16: the front layout measured 1.6x faster)
 def logsumexp_call(shapes, dtype, params):
     """An eager plan's call for one signature: the numpy form itself where `logsumexp`
     never takes the call (a decline through the table cost 10% of a small call)."""
-    shape, dims = shapes[0], params["dims"]
-    if (len(dims) == 1 and len(shape) and dims[0] == len(shape) - 1
-            and shape[-1] >= LOGSUMEXP_ROWS_FROM and np.dtype(dtype) in _DTYPES):
+    if _lse_takes(shapes[0], dtype, params["dims"]):
         return None
-    impl, dims, keepdim = LOGSUMEXP.impl, params["dims"], params["keepdim"]
-    return lambda x: impl(np, x, dims=dims, keepdim=keepdim)
+    return impls.numpy_form(LOGSUMEXP, params)
+
+
+def _lse_takes(shape, dtype, dims) -> bool:
+    """Whether `logsumexp` runs the rows kernel for this signature."""
+    return (len(dims) == 1 and len(shape) > 0 and dims[0] == len(shape) - 1
+            and shape[-1] >= LOGSUMEXP_ROWS_FROM and np.dtype(dtype) in _DTYPES)
 
 
 _reciprocals: dict = {}   # (K, dtype) -> 1 / K as a (1,) array
@@ -336,7 +334,7 @@ def cross_entropy_call(shapes, dtype, params):
     where the implementation may take the call, else the numpy form itself."""
     impl = CROSS_ENTROPY.impl
     if len(shapes) != 2 or None in shapes or len(shapes[0]) != 2 or len(shapes[1]) != 1:
-        return lambda *arrays: impl(np, *arrays, **params)
+        return impls.numpy_form(CROSS_ENTROPY, params)
     ignore_index, reduction = params.get("ignore_index", -100), params.get("reduction", "mean")
     kern = bound(CROSS_ENTROPY, {"ignore_index": ignore_index, "reduction": "none"})
 
