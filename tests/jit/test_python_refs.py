@@ -143,8 +143,8 @@ def test_unchanged_values_hit_the_cache():
 
 def test_an_optimizers_learning_rate_read_inside_is_guarded():
     """A hand-written update reading ``opt.param_groups[0]["lr"]`` (set by a schedule):
-    the optimizer is a library object, compared by identity, so a new rate replayed the
-    old one; its param_groups are now walked like a config object's attributes."""
+    the optimizer is a library object; its param_groups are walked like a config object's
+    attributes, so a new rate captures again."""
     lin = tj.nn.Linear(2, 2)
     opt = tj.optim.SGD(lin.parameters(), lr=0.1)
 

@@ -454,7 +454,7 @@ class Plan:
             return [f"    {outs[0]} = {ins[0]}.transpose({e.params['dims']!r})"]
         if p is GETITEM and len(ins) == 1 and all(x[0] in "sin" for x in e.params["spec"]):
             # ints, slices and None only: the array's own view, indexed in the plan's line
-            # (the primitive's call costs ~2 us; a decoding step's cache slices: ~800 a step)
+            # (the primitive's call costs more than the slice)
             return [f"    {outs[0]} = {ins[0]}[{_basic_key_code(e.params['spec'], consts)}]"]
         if p is FULL and self.backend.name == "cpu":
             made = _full_template(e)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..errors import TraceError, user_location
 from ..ops import registry as _reg
+from ..ops.elementwise_logic import CAST
 from ..tensor import Tensor
 from . import view_writes as _views
 from .ir import Var
@@ -44,7 +45,7 @@ class StateWrites:
                 from ..errors import DTypeError
                 raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
                                  f"in-place output type {old.aval.dtype.name}")
-            res = self._emit(_reg.REGISTRY["cast"], [res], {"dtype": old.aval.dtype})[0]
+            res = self._emit(CAST, [res], {"dtype": old.aval.dtype})[0]
         if tuple(res.aval.shape) != tuple(old.aval.shape):
             raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
                                f"in-place tensor of shape {tuple(old.aval.shape)}")

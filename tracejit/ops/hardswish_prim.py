@@ -10,6 +10,7 @@ derivatives come for free.
 """
 from __future__ import annotations
 
+from .eager import bind
 from .elementwise import _ew_rule, where
 from .registry import defprim
 
@@ -65,11 +66,9 @@ HARDSWISH = defprim("hardswish", _hardswish_impl, _ew_rule("hardswish", float_on
 
 def hardsigmoid(x):
     """clamp(x / 6 + 1/2, 0, 1), with PyTorch's gradient."""
-    from .eager import bind
     return bind(HARDSIGMOID, x)
 
 
 def hardswish(x):
     """x * hardsigmoid(x), with PyTorch's gradient."""
-    from .eager import bind
     return bind(HARDSWISH, x)

@@ -50,6 +50,8 @@ class Optimizer:
     # what a compiled function reading the optimizer (its learning rate) is guarded on
     # (jit/value_snapshot.py)
     _guarded_attrs = ("param_groups",)
+    # complex parameters step as PyTorch's do: on real views (`_as_real`)
+    _steps_complex = True
 
     def __init__(self, params: Iterable, defaults: dict) -> None:
         self.defaults = dict(defaults)
@@ -152,9 +154,6 @@ class Optimizer:
         for g in self.param_groups:
             for p in g["params"]:
                 _zero_grad(p, set_to_none)
-
-    # complex parameters step as PyTorch's do: on real views (`_as_real`)
-    _steps_complex = True
 
     def step(self, closure: Callable[[], Any] | None = None):
         """One update of every parameter that has a gradient; returns closure's loss if given."""

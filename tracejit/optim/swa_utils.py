@@ -92,8 +92,9 @@ class AveragedModel(Module):
                     mine_g, theirs_g = groups.setdefault((a.device, a.dtype), ([], []))
                     mine_g.append(a)
                     theirs_g.append(c)
+                avg = self.multi_avg_fn or get_swa_multi_avg_fn()
                 for (dev, _), (mine_g, theirs_g) in groups.items():
-                    (self.multi_avg_fn or get_swa_multi_avg_fn())(mine_g, theirs_g, self.n_averaged.to(dev))
+                    avg(mine_g, theirs_g, self.n_averaged.to(dev))
             if not self.use_buffers:   # buffers follow the model's (update_bn recomputes BN's)
                 src = model.module if isinstance(model, AveragedModel) else model
                 for b, c in zip(self.module.buffers(), src.buffers()):
