@@ -36,9 +36,7 @@ _BLOCK_BYTES = L2_BYTES
 # Multiply-adds a block does at least, its columns then spilling to L3 (up to
 # `_BLOCK_MAX_BYTES`): each block costs some 15 us of Python (allocation, the product's
 # choice and launch) holding the GIL, and the threads of a split wait for each other's
-# (ResNet's 16-channel 32x32 layer, batch 32, one image a block: forward 1.73 ms on one
-# thread, 1.6-2.3 ms on two, the second thread mostly waiting for the GIL; four images a
-# block: 1.29 and 0.84-1.0 ms).
+# (one image a block of a 16-channel 32x32 layer: two threads were no faster than one).
 _BLOCK_MIN_WORK = 1 << 23
 _BLOCK_MAX_BYTES = 4 * L2_BYTES
 
@@ -168,8 +166,7 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
             product_into(w2, cols, outr[s], t)
         else:
             # one GEMM over the block's columns and a copy into place: a GEMM per image of
-            # L columns ran at half the speed where L is short (64x576 by 576x64 per image:
-            # 0.38 ms for 16 images against 0.19 at once, the copy 0.004)
+            # L columns ran at half the speed where L is short
             res = product_into(w2, cols, None, t)
             outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
         if bias is not None:        # the block's output still in cache
