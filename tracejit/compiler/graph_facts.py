@@ -3,6 +3,7 @@ may be views of an input, the inputs a backward reads or eager autograd would sa
 saved values sit among its outputs, and array identity helpers (executor.py calls them)."""
 from __future__ import annotations
 
+from ..autograd.node import _KEEP as KEEP, _records as saved_records
 from ..jit.ir import Eqn, Graph, Var
 from ..ops.shape import COPY
 
@@ -124,12 +125,13 @@ def _inputs_watched(graph: Graph, active: set, bwd: Graph | None) -> tuple:
                       and k not in nondiff for k, a in enumerate(e.inputs))
         if not any(needs):
             continue
-        save = e.prim.save
-        keep = range(len(needs)) if save is None or any(isinstance(p, Graph) for p in e.params.values()) \
-            else save(needs)
-        kept = [e.inputs[k] for k in keep]
-        out = e.prim.save_out
-        if out(needs) if callable(out) else out:
+        # (what eager autograd keeps for these flags: one rule, kept per pattern by the prim)
+        hows, keep_out = saved_records(e.prim, needs)
+        if any(isinstance(p, Graph) for p in e.params.values()):
+            kept = list(e.inputs)
+        else:
+            kept = [a for a, how in zip(e.inputs, hows) if how == KEEP]
+        if keep_out:
             kept.extend(e.outs)
         for a in kept:
             if isinstance(a, Var):
