@@ -497,9 +497,9 @@ def test_background_work_waits_for_the_first_call_to_end(monkeypatch):
         in_call[0] = True
         return real_start(self, ins)
 
-    def plan(self, prestart=True):
+    def plan(self):
         started.append(in_call[0])
-        return real_plan(self, prestart)
+        return real_plan(self)
 
     def slow_tier0(self, ins):
         try:
@@ -561,35 +561,6 @@ def test_on_disk_record_decides_whether_workers_start_ahead(monkeypatch):
     assert calls == [] and g.cache_stats()["tiers"] == ["compiled"]
 
 
-def test_first_call_skips_the_hint_key_unless_a_hint_prefers_loading(monkeypatch):
-    """The hint's key (the graph's text, hashed) costs a first call 1-5 ms: it is computed
-    there only when some hint in the cache has preferred loading (tierhints.LOAD_MARK)."""
-    from tracejit.compiler import cacheroot, tierhints
-    keys = []
-    real_key = tierhints.key
-    monkeypatch.setattr(tierhints, "key", lambda *a: keys.append(1) or real_key(*a))
-    mark = os.path.join(cacheroot.root(), "hints", tierhints.LOAD_MARK)
-
-    def keys_in_first_call(c):
-        f = tj.trace(_step(c), compile="background")
-        x, w = _args()
-        n = len(keys)
-        _loss_and_grad(f, x, w)
-        got = len(keys) - n
-        assert tj.compiler.wait(f, timeout=WAIT_S)
-        return got
-    try:
-        if os.path.exists(mark):   # an earlier test's graph left a "load" hint: start without
-            os.remove(mark)
-        assert keys_in_first_call(1.0625) == 0
-        tierhints.write("some-other-graph", 20.0, 2.5)   # its hint prefers loading
-        assert os.path.exists(mark)
-        assert keys_in_first_call(1.0625) == 1           # now first calls look theirs up
-    finally:
-        if os.path.exists(mark):
-            os.remove(mark)
-
-
 def test_tier0_runs_as_eager_code_does():
     """Tier 0 lets values go after their last use and cuts a value taken apart by int
     selects with one node (as eager attention's q, k, v): same values and gradients as the
@@ -633,35 +604,6 @@ def test_tier0_runs_as_eager_code_does():
         todo.extend(n for n, *_ in getattr(node, "next_functions", ()))
     assert "_Pieces" in names, names
     assert tj.compiler.wait(f, timeout=WAIT_S)
-
-
-def test_hint_records_cpu_time_not_the_waits(monkeypatch):
-    """The figures a run leaves for the next process (tierhints.py) are CPU seconds of
-    the threads that did the work: a tier-0 call that waited (for a core, the GIL; a
-    sleep here) records what it ran, so a busy machine cannot make the next processes
-    load every kernel in their first call."""
-    import time as _time
-    from tracejit.compiler import tierhints
-    real = tiers.Tier0.__call__
-
-    def waiting(self, ins):
-        _time.sleep(0.6)            # off-CPU, as a call behind other processes waits
-        return real(self, ins)
-    monkeypatch.setattr(tiers.Tier0, "__call__", waiting)
-    step = _step(1.6796875)
-    f = tj.trace(step, compile="background")
-    x, w = _args(6)
-    first = _loss_and_grad(f, x, w)
-    (ex,) = [e.executor for e in f._entries]
-    assert ex._tier0_s >= 0.6                   # the wall time, waits included
-    assert ex._tier0_cpu_s < 0.3 < ex._tier0_s
-    assert tj.compiler.wait(f, timeout=WAIT_S)
-    assert _loss_and_grad(f, x, w)[0] == pytest.approx(first[0], rel=1e-5)
-    hint = tierhints.read(ex._graph_key())
-    assert hint is not None and hint["tier0_s"] == pytest.approx(ex._tier0_cpu_s)
-    # the load figure: planning, numba's import (at least its estimate) and the loads
-    assert hint["load_s"] >= tierhints.NUMBA_IMPORT_CPU_S + ex._load_cpu_s
-    assert not tierhints.prefer_loading(hint)
 
 
 @pytest.mark.parametrize("mode", ["background", "sync"])

@@ -72,14 +72,7 @@ class TieredExecutor(BackgroundWork, Executor):
         self._ready = threading.Event()         # ... and loaded, or the entry failed
         self._work_pid = os.getpid()
         self._failure = ""          # why the background work failed (the switch reports it)
-        self._tier0_s = None       # the first call's tier-0 time, and the kernels' load time
-        self._load_s = 0.0         # (wall: logs, bench_tiers)
-        # The same as CPU time of the thread each ran on, for the next process (tierhints):
-        # wall time counts the waits for a core and the GIL, which follow the load.
-        self._tier0_cpu_s = None
-        self._load_cpu_s = 0.0
-        self._numba_cpu_s = 0.0    # numba's import, when this thread made it
-        self._plan_cpu_s = 0.0     # planning (a first call that loads at once plans too)
+        self._tier0_s = None        # the first call's tier-0 time (bench_tiers)
         self._hint_key = None
         self._prestarted = False    # the workers were started ahead (no on-disk record)
         # Set at the second call (or by wait/compile): until then, for at most
@@ -115,9 +108,6 @@ class TieredExecutor(BackgroundWork, Executor):
         all it needs, each counted once; None while it plans."""
         if self.state == "new" or (self.state == "pending" and not self._submit_done.is_set()):
             return None
-        if not self.jobs:   # (loaded in the first call: `_load_at_once`)
-            n = len(self.variants) if self.state == "compiled" else 0
-            return n, n
         uniq = list({id(j): j for j, *_ in self.jobs}.values())
         return sum(1 for j in uniq if j.done() and j.ok), len(uniq)
 
@@ -144,50 +134,16 @@ class TieredExecutor(BackgroundWork, Executor):
         if state == "compiled":
             return self.program(ins)
         if state == "new":
-            if self._load_at_once(ins):
-                return self(ins)
             self.start(ins)
-            t0, began, c0 = time.perf_counter(), time.monotonic(), time.thread_time()
+            t0, began = time.perf_counter(), time.monotonic()
             try:
                 out = self.tier0(ins)
             finally:
                 self._tier0_s = time.perf_counter() - t0
-                self._tier0_cpu_s = time.thread_time() - c0
                 self._go_at = max(began + _GO_AFTER_S,
                                   time.monotonic() + _GO_AFTER_TIER0 * self._tier0_s)
             return out
         return self.tier0(ins)
-
-    def _load_at_once(self, ins) -> bool:
-        """Load the kernels in this call, when a previous process found its tier-0 call
-        slower than loading them and they are all on disk (tierhints.py); else False."""
-        try:
-            if not tierhints.any_prefers_loading():
-                return False  # (the key, the graph's text hashed, is the thread's to compute)
-            self._hint_key = tierhints.key(self.tier0.graph, self.grad_mode)
-            if not tierhints.prefer_loading(tierhints.read(self._hint_key)):
-                return False
-        except Exception:  # a hint is only advice
-            return False
-        from . import diskcache
-        with self._lock:
-            if self.state != "new":
-                return False
-            self._ins = ins
-            self._plan(prestart=False)  # (in the caller's call: no process start here)
-            if self._failure:
-                return False
-            if not all(diskcache.is_cached(sp.source, sp.llvm_options) for sp in self._specs):
-                return False  # tier 0 as usual; the thread reuses the plans
-            self._load()
-            if self._failure:
-                return False
-            self.state = "compiled"
-            if self.entry is not None:
-                self.entry.set_executor(self.program)
-        log.info("%s: loaded its %d kernels in the first call (%.3f s; a previous run's tier-0 "
-                 "call was slower)", self.name, len(self.variants), self._load_s)
-        return True
 
     def _await_warm(self) -> None:
         """In a call of a warm entry: wait until its kernels are loaded,
@@ -290,11 +246,6 @@ class TieredExecutor(BackgroundWork, Executor):
             return self._finish_switch()
 
     def _finish_switch(self):
-        if self._tier0_cpu_s is not None and self._hint_key:
-            # For the next process (tierhints.py), in CPU seconds; the load figure is what a
-            # first call that loads at once does: plan, import numba, load.
-            tierhints.write(self._hint_key, self._tier0_cpu_s, self._plan_cpu_s + self._load_cpu_s
-                            + max(self._numba_cpu_s, tierhints.NUMBA_IMPORT_CPU_S))
         self.state = "compiled"
         entry = self.entry
         if entry is not None:

@@ -30,16 +30,15 @@ class BackgroundWork:
             if not self._planned:
                 # (shorter GIL switches while this thread runs Python: coreshare.py)
                 with _planning, coreshare.shorter_switches():
-                    c0 = time.thread_time()
                     self._plan()
-                    self._plan_cpu_s = time.thread_time() - c0
             if not self._failure and not self.jobs:
                 with coreshare.shorter_switches():
                     self._submit()
             # numba's import (0.2-0.5 s), once the workers have their jobs; under
             # _planning so os.fork never copies a half-done import.
             with _planning, coreshare.shorter_switches():
-                self._import_numba()
+                from . import diskcache
+                diskcache.import_numba()
             if not self._failure:
                 self._wait_jobs()
             if not self._failure:
@@ -51,18 +50,7 @@ class BackgroundWork:
             self._submit_done.set()
             self._ready.set()
 
-    def _import_numba(self) -> None:
-        """Import numba here, timed apart from the loads: a first call that loads its
-        kernels at once pays the import too, which the hint must count (tierhints.py)."""
-        import sys
-        if "numba" in sys.modules:
-            return   # (another thread did it: the hint counts tierhints' estimate instead)
-        from . import diskcache
-        c0 = time.thread_time()
-        diskcache.import_numba()
-        self._numba_cpu_s = time.thread_time() - c0
-
-    def _plan(self, prestart: bool = True) -> None:
+    def _plan(self) -> None:
         from . import diskcache, workers
         ins = self._ins
         try:
@@ -78,7 +66,7 @@ class BackgroundWork:
                     workers.release_idle()
             else:
                 self._warm = False   # (pruned since): calls stop waiting, tier 0 runs
-            if not all(on_disk) and prestart:
+            if not all(on_disk):
                 # Workers take 1-3 s to start (Python, numba, a first compile): start
                 # them now (if not yet), while the jobs are submitted.
                 workers.prestart()
@@ -190,11 +178,8 @@ class BackgroundWork:
                 # Load it now, while the workers compile the rest (a load is a few ms of
                 # the main process; the switch then waits only for the last job).
                 try:
-                    t0, c0 = time.perf_counter(), time.thread_time()
                     with coreshare.shorter_switches():
                         kern.get(lay, par)
-                    self._load_s += time.perf_counter() - t0
-                    self._load_cpu_s += time.thread_time() - c0
                 except Exception as exc:
                     self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
         for job, kern, layouts, parallel in self.jobs:
@@ -212,7 +197,7 @@ class BackgroundWork:
             finish.forget(self._mark)
 
     def _load(self) -> None:
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0 = time.perf_counter()
         try:
             with coreshare.shorter_switches():
                 for kern, layouts, parallel in self.variants:
@@ -220,7 +205,5 @@ class BackgroundWork:
         except Exception as exc:
             self._bg_fail(f"loading its kernels failed: {type(exc).__name__}: {exc}")
             return
-        self._load_s += time.perf_counter() - t0
-        self._load_cpu_s += time.thread_time() - c0
         log.info("%s: %d kernels loaded in %.3f s (in the background)", self.name,
                  len(self.variants), time.perf_counter() - t0)
