@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..jit.ir import Eqn, Graph, Var
+from ..jit.ir import Eqn, Graph, Var, def_use
 from ..ops import reductions as _red
 from ..ops.elementwise import FLOOR_DIVIDE, REMAINDER
 
@@ -120,9 +120,7 @@ def _elementwise_ok(e: Eqn) -> bool:
         # Integer // and % by zero raise ZeroDivisionError; a numba kernel would give numpy's
         # silent 0, so they run as checked steps
         return False
-    if e.out.aval.dtype.name not in _KERNEL_DTYPES or e.out.aval.device.type != "cpu" and False:
-        return False
-    return all(a.aval.dtype.name in _KERNEL_DTYPES for a in e.inputs)
+    return all(a.aval.dtype.name in _KERNEL_DTYPES for a in (e.out, *e.inputs))
 
 
 def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None = None) -> list:
@@ -341,35 +339,27 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
     # data with, unless they read its result (no epilogue is lost; the same cycle test
     # applies). Per-row values a rows group reads join it as its per-row work.
     live = list({find(it).gid: find(it) for it in order if isinstance(it, Group)}.values())
+
+    def joined(gr: Group, gm: Group) -> bool:
+        """Merge `gm` into `gr` unless that makes a cycle; whether it did."""
+        parts = {gr.gid, gm.gid}
+        if depends_on(outside(parts, [*ext_in[gr.gid], *ext_in[gm.gid]]), parts):
+            return False
+        gr.eqns.extend(gm.eqns)
+        merge(gr, gm)
+        return True
     for gm in [g for g in live if g.reduction is None and not g.rows]:
         mine = set(ext_in[gm.gid])
-        for gr in live:
-            if not gr.rows or gr.row_shape != gm.shape or gm.shape == gr.shape or find(gr) is not gr:
-                continue
-            if not any(owner(a) is gm for a in ext_in[gr.gid]):
-                continue
-            parts = {gr.gid, gm.gid}
-            if depends_on(outside(parts, [*ext_in[gr.gid], *ext_in[gm.gid]]), parts):
-                continue
-            gr.eqns.extend(gm.eqns)
-            merge(gr, gm)
-            break
-        if gm.gid in merged_into:
+        rows = [gr for gr in live if gr.rows and gr.row_shape == gm.shape != gr.shape
+                and find(gr) is gr and any(owner(a) is gm for a in ext_in[gr.gid])]
+        if any(joined(gr, gm) for gr in rows):
             continue
         for gr in live:
-            if gr.reduction is None or gr.shape != gm.shape:
-                continue
-            if gr.reduction.out in mine:
+            if gr.reduction is None or gr.shape != gm.shape or gr.reduction.out in mine:
                 continue
             shares = any(owner(a) is gr for a in mine) or any(a in mine for a in ext_in[gr.gid])
-            if not shares:
-                continue
-            parts = {gr.gid, gm.gid}
-            if depends_on(outside(parts, [*ext_in[gr.gid], *ext_in[gm.gid]]), parts):
-                continue
-            gr.eqns.extend(gm.eqns)
-            merge(gr, gm)
-            break
+            if shares and joined(gr, gm):
+                break
 
     items = []
     seen = set()
@@ -403,12 +393,7 @@ def _plain(g: Group):
 
 def _finish_groups(graph, groups, group_of, find):
     """Compute each group's external inputs and the values it must write out."""
-    results = {a for a in graph.outputs if isinstance(a, Var)}
-    readers: dict = {}   # Var -> ids of the equations that read it
-    for e in graph.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                readers.setdefault(a, []).append(id(e))
+    _, readers, results = def_use(graph)
     pos = {id(e): i for i, e in enumerate(graph.eqns)}
     for g in groups:
         # Keep the group's equations in program order (merges may have interleaved them).
@@ -425,7 +410,7 @@ def _finish_groups(graph, groups, group_of, find):
                     ins.append(a)
         g.inputs = ins
         outs = [e.out for e in g.eqns + g.rows + g.cols
-                if e.out in results or any(r not in members for r in readers.get(e.out, ()))]
+                if e.out in results or any(id(r) not in members for r in readers.get(e.out, ()))]
         if g.reduction is not None:
             outs.append(g.reduction.out)
         g.outputs = outs

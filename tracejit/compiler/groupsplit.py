@@ -9,7 +9,7 @@ the group's place in order. Only plain elementwise groups are cut.
 """
 from __future__ import annotations
 
-from ..jit.ir import Graph, Var
+from ..jit.ir import Graph, Var, def_use
 from .fusion import Group
 
 __all__ = ["MAX_OPERANDS", "split_wide_groups"]
@@ -28,12 +28,7 @@ def split_wide_groups(items: list, graph: Graph, max_operands: int | None = None
             and len(it.inputs) + len(it.outputs) > max_operands and len(it.eqns) > 1]
     if not wide:
         return items
-    readers: dict = {}     # Var -> ids of the equations that read it
-    for e in graph.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                readers.setdefault(a, set()).add(id(e))
-    results = {a for a in graph.outputs if isinstance(a, Var)}
+    _, readers, results = def_use(graph)
     next_gid = 1 + max(it.gid for it in items if isinstance(it, Group))
     replace: dict = {}
     for g in wide:
@@ -59,7 +54,7 @@ def _operands(eqns: list, readers: dict, results: set) -> tuple[list, list]:
             if isinstance(a, Var) and a not in defined and a not in seen:
                 seen.add(a)
                 ins.append(a)
-    outs = [e.out for e in eqns if e.out in results or readers.get(e.out, set()) - members]
+    outs = [e.out for e in eqns if e.out in results or any(id(r) not in members for r in readers.get(e.out, ()))]
     return ins, outs
 
 

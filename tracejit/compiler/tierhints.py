@@ -38,15 +38,6 @@ def _path(k: Optional[str], ext: str) -> Optional[str]:
     return None if root is None else os.path.join(root, _DIR, f"{k}{ext}")
 
 
-def _write(path: str, data) -> None:
-    """`data` as JSON into `path`, atomically (raises OSError)."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data))
-    os.replace(tmp, path)
-
-
 def mark_on_disk(k: Optional[str]) -> None:
     """Record that every kernel of the graph with key `k` is on disk (errors are ignored)."""
     path = _path(k, ".ondisk")
@@ -101,6 +92,10 @@ def add_variant(k: Optional[str], label: str, layouts: tuple, parallel: bool) ->
     if path is None or item in have:
         return
     try:
-        _write(path, [list(v[:1]) + [list(v[1]), v[2]] for v in have + [item]])
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps([[v[0], list(v[1]), v[2]] for v in have + [item]]))
+        os.replace(tmp, path)
     except OSError:
         pass
