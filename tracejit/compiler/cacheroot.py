@@ -12,7 +12,7 @@ from typing import Optional
 
 from .. import envflags
 
-__all__ = ["configured", "root"]
+__all__ = ["configured", "root", "warn_once"]
 
 log = logging.getLogger("tracejit")
 _warned: set = set()   # (kind, root) warned about once per process (diskcache's clear resets it)
@@ -40,20 +40,22 @@ def root() -> Optional[str]:
         os.makedirs(path, mode=0o700, exist_ok=True)
         st = os.stat(path)
     except OSError as exc:
-        _warn_once("unusable", path, "tracejit disk cache disabled: cannot create %s (%s)", path, exc)
+        warn_once("unusable", path, "tracejit disk cache disabled: cannot create %s (%s)", path, exc)
         return None
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        _warn_once("owner", path, "tracejit disk cache disabled: %s is owned by uid %d, not us",
+        warn_once("owner", path, "tracejit disk cache disabled: %s is owned by uid %d, not us",
                    path, st.st_uid)
         return None
     if st.st_mode & 0o077:
-        _warn_once("mode", path, "tracejit disk cache disabled: %s has group/other permissions "
+        warn_once("mode", path, "tracejit disk cache disabled: %s has group/other permissions "
                    "(mode %o); expected 0o700", path, stat.S_IMODE(st.st_mode))
         return None
     return path
 
 
-def _warn_once(kind: str, where: str, msg: str, *args) -> None:
+def warn_once(kind: str, where, msg: str, *args) -> None:
+    """Log warning `msg` once per process for (`kind`, `where`): a cache path's problem."""
+    where = str(where)
     if (kind, where) not in _warned:
         _warned.add((kind, where))
         log.warning(msg, *args)

@@ -63,7 +63,6 @@ _PACKAGE = "tracejit_kernels"  # parent of the generated modules in sys.modules
 _lock = threading.RLock()
 _memory: dict[tuple[str, tuple[str, ...]], types.ModuleType] = {}  # (source, llvm options) -> module
 _stats: dict[str, int] = {}
-_warned: set[tuple[str, str]] = set()
 _swept: set[str] = set()
 
 
@@ -173,7 +172,6 @@ def clear_memory_cache() -> None:
         for module in _memory.values():
             sys.modules.pop(module.__name__, None)
         _memory.clear()
-        _warned.clear()
         cacheroot._warned.clear()
         _swept.clear()
         _reset_stats()
@@ -186,12 +184,6 @@ def stats() -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------- configuration
-
-
-def _warn_once(kind: str, where: Path, msg: str, *args: Any) -> None:
-    if (kind, str(where)) not in _warned:
-        _warned.add((kind, str(where)))
-        log.warning(msg, *args)
 
 
 def _identifier(name: str) -> str:
@@ -282,7 +274,7 @@ def _load_via_disk(root: Path, key: str, source: str, modname: str) -> types.Mod
         return _build_entry(entry, key, source, modname)
     except OSError as exc:
         _stats["write_failures"] += 1
-        _warn_once("write", root, "tracejit disk cache: cannot write to %s (%s); compiling in memory",
+        cacheroot.warn_once("write", root, "tracejit disk cache: cannot write to %s (%s); compiling in memory",
                    root, exc)
         return None
 
@@ -357,7 +349,7 @@ def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.Modu
                     or any(c._cache._cache_path != pycache for c in cfuncs) \
                     or len(index_files) != len(dispatchers) + len(cfuncs):
                 # e.g. no cache=CACHE, a kernel numba cannot cache, NUMBA_CACHE_LOCATOR_CLASSES set
-                _warn_once("uncacheable", entry.parent.parent, "tracejit disk cache: numba did not "
+                cacheroot.warn_once("uncacheable", entry.parent.parent, "tracejit disk cache: numba did not "
                            "cache %s inside the entry; it will be recompiled next time", modname)
                 return module
             _write_manifest(tmp, key, modname)
@@ -376,7 +368,7 @@ def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.Modu
                 linecache.cache[module.__file__] = linecache.cache[str(tmp / _SOURCE_NAME)]
         except OSError as exc:
             _stats["write_failures"] += 1
-            _warn_once("write", entry.parent.parent, "tracejit disk cache: cannot write %s (%s)",
+            cacheroot.warn_once("write", entry.parent.parent, "tracejit disk cache: cannot write %s (%s)",
                        entry, exc)
         return module
     finally:
