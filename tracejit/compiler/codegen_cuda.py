@@ -127,25 +127,22 @@ def _unflatten(flat: str, dims: list, ind: str) -> list:
     return lines
 
 
-def _block_fold(combine: str, acc_dt: str, block: int, ind: str) -> list:
-    """Fold each thread's ``acc`` over the block through shared memory into ``buf[0]``."""
-    lines = [f"{ind}t = cuda.threadIdx.x",
-             f"{ind}buf = cuda.shared.array({block}, {NUMBA_TYPE[acc_dt]})",
-             f"{ind}buf[t] = acc",
-             f"{ind}cuda.syncthreads()",
-             f"{ind}s = {block // 2}",
-             f"{ind}while s > 0:",
+def tree_fold(combine: str, buf: str, block: int, ind: str) -> list:
+    """Fold ``buf[0:block]`` into ``buf[0]`` (a tree through shared memory; threads in step)."""
+    lines = [f"{ind}cuda.syncthreads()", f"{ind}s = {block // 2}", f"{ind}while s > 0:",
              f"{ind}    if t < s:"]
     if combine in ("add", "mul"):
-        lines.append(f"{ind}        buf[t] {'+' if combine == 'add' else '*'}= buf[t + s]")
+        lines.append(f"{ind}        {fold(combine, f'{buf}[t]', f'{buf}[t + s]')}")
     else:
-        lines.append(f"{ind}        a = buf[t]")
-        lines.append(f"{ind}        b = buf[t + s]")
-        lines.append(f"{ind}        {fold(combine, 'a', 'b')}")
-        lines.append(f"{ind}        buf[t] = a")
-    lines += [f"{ind}    cuda.syncthreads()",
-              f"{ind}    s //= 2"]
-    return lines
+        lines += [f"{ind}        a = {buf}[t]", f"{ind}        b = {buf}[t + s]",
+                  f"{ind}        {fold(combine, 'a', 'b')}", f"{ind}        {buf}[t] = a"]
+    return lines + [f"{ind}    cuda.syncthreads()", f"{ind}    s //= 2"]
+
+
+def _block_fold(combine: str, acc_dt: str, block: int, ind: str) -> list:
+    """Fold each thread's ``acc`` over the block through shared memory into ``buf[0]``."""
+    return [f"{ind}t = cuda.threadIdx.x", f"{ind}buf = cuda.shared.array({block}, {NUMBA_TYPE[acc_dt]})",
+            f"{ind}buf[t] = acc"] + tree_fold(combine, "buf", block, ind)
 
 
 def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:

@@ -18,27 +18,15 @@ __all__ = ["render_rows"]
 IND = "    "
 
 
-def _tree(combine: str, buf: str, block: int, ind: str) -> list:
-    """Fold ``buf[0:block]`` into ``buf[0]`` (a tree; threads in step)."""
-    lines = [f"{ind}cuda.syncthreads()", f"{ind}s = {block // 2}", f"{ind}while s > 0:",
-             f"{ind}    if t < s:"]
-    if combine == "add":
-        lines.append(f"{ind}        {buf}[t] += {buf}[t + s]")
-    else:
-        lines += [f"{ind}        a = {buf}[t]", f"{ind}        b = {buf}[t + s]",
-                  f"{ind}        {fold(combine, 'a', 'b')}", f"{ind}        {buf}[t] = a"]
-    return lines + [f"{ind}    cuda.syncthreads()", f"{ind}    s //= 2"]
-
-
 def _block_folds(nest: LoopNest, folds, block: int, em, ind: str) -> list:
     """Fold each thread's ``acc<k>`` of the rows `folds` across the block into ``r<k>``."""
-    from .codegen_cuda import _cast_back
+    from .codegen_cuda import _cast_back, tree_fold
     lines = []
     for k in folds:
         red = nest.rows[k]
         buf = f"buf_{red.acc_dtype}"
         lines.append(f"{ind}{buf}[t] = acc{k}")
-        lines += _tree(red.combine, buf, block, ind)
+        lines += tree_fold(red.combine, buf, block, ind)
         lines += [f"{ind}r{k} = {_cast_back(f'{buf}[0]', red.acc_dtype, red.out_dtype, em)}",
                   f"{ind}cuda.syncthreads()"]   # every thread has read buf[0] before its reuse
     return lines
