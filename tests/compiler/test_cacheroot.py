@@ -45,7 +45,7 @@ def test_tiers_and_hints_do_not_import_the_disk_cache(tmp_path):
     # imports pathlib at start-up)
     code = ("import sys\npre = set(sys.modules)\nimport tracejit\n"
             "from tracejit.compiler import tiers, tierhints\n"
-            "assert tierhints.on_disk('0' * 64) is False and tierhints.variants('0' * 64) == []\n"
+            "assert tierhints.on_disk('0' * 64) is False\n"
             "print([m for m in ('tracejit.compiler.diskcache', 'tracejit.compiler.workers', 'pathlib')"
             " if m in sys.modules and m not in pre])\n")
     env = dict(os.environ, PYTHONPATH=REPO, TRACEJIT_CACHE_DIR=str(tmp_path / "c"))

@@ -54,9 +54,9 @@ class _Kernel:
         self.sources: dict = {}
         self._nests: dict = {}
         self._specs: dict = {}
-        # Set by a background compile to a callable it calls once a variant is loaded: a
-        # variant no plan listed is then prepared off the caller's thread (`ready`).
-        self.defer = None
+        # Set by a background compile: a variant no plan listed is then prepared off the
+        # caller's thread (`ready`).
+        self.defer = False
         self._jobs: dict = {}
 
     def nest(self, layouts: tuple):

@@ -97,13 +97,9 @@ def prepare_variant(kern, layouts: tuple, parallel: bool) -> "workers.Job":
     def source_of():
         spec = kern.spec(layouts, parallel)
         return spec.source, spec.llvm_options
-    def load():
-        kern.get(layouts, parallel)
-        if callable(kern.defer):
-            kern.defer(kern, layouts, parallel)   # recorded for the next process
     from . import workers
     return _prepare(f"{kern.label} {'/'.join(layouts)}{' parallel' if parallel else ''}",
-                    source_of, load, rank=workers.STEADY)
+                    source_of, lambda: kern.get(layouts, parallel), rank=workers.STEADY)
 
 
 def module_job(source: str, name_hint: str, llvm_options: tuple = (), rank: Optional[int] = None,

@@ -56,7 +56,8 @@ class BackgroundWork:
         try:
             t0 = time.perf_counter()
             plans = self.program.plans_for(ins, self.grad_mode)
-            variants, self._specs = self._specs_of(self._variants_of(plans))
+            variants = self._variants_of(plans)
+            self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
             on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
                      len(variants), time.perf_counter() - t0, on_disk.count(False))
@@ -78,53 +79,22 @@ class BackgroundWork:
         self._ins = None
 
     def _variants_of(self, plans: list) -> list:
-        """[(kernel, layouts, parallel)]: the variants the first call of `plans` uses and
-        those a previous run needed later (tierhints.variants), each once."""
-        variants, seen, kernels = [], set(), {}
-        recorded = tierhints.variants(self._graph_key())
-        self._recorded = set()    # the variants taken from `recorded` (`_specs_of`)
+        """[(kernel, layouts, parallel)]: the variants the first call of `plans` uses, each
+        once; their kernels prepare a variant no plan listed in the background (`defer`)."""
+        variants, seen = [], set()
 
         def walk(plan):
             for kern in plan.kernels:
-                kernels.setdefault(kern.label, kern)
-                kern.defer = self._note_variant
+                kern.defer = True
             for sub in plan.subplans:
                 walk(sub)
         for plan in plans:
             walk(plan)
-            wanted = plan.all_first_variants()
-            for kern, layouts, parallel in wanted:
+            for kern, layouts, parallel in plan.all_first_variants():
                 if (id(kern), layouts, parallel) not in seen:
                     seen.add((id(kern), layouts, parallel))
                     variants.append((kern, layouts, parallel))
-        for label, layouts, parallel in recorded:
-            kern = kernels.get(label)
-            if kern is not None and (id(kern), layouts, parallel) not in seen:
-                seen.add((id(kern), layouts, parallel))
-                variants.append((kern, layouts, parallel))
-                self._recorded.add((id(kern), layouts, parallel))
         return variants
-
-    def _specs_of(self, variants: list) -> tuple:
-        """(variants, their kernel specs), less recorded variants whose kernel cannot render
-        them (a record keyed by the graph's text may come from another tracejit version);
-        taken, such a record failed the whole background compile."""
-        kept, specs = [], []
-        for kern, layouts, parallel in variants:
-            try:
-                specs.append(kern.spec(layouts, parallel))
-            except ValueError as exc:
-                if (id(kern), layouts, parallel) not in self._recorded:
-                    raise
-                log.info("%s: recorded variant %s %s skipped: %s", self.name, kern.label,
-                         "/".join(layouts), exc)
-                continue
-            kept.append((kern, layouts, parallel))
-        return kept, specs
-
-    def _note_variant(self, kern, layouts: tuple, parallel: bool) -> None:
-        """A variant no plan listed was needed (and is now loaded): the next process plans it."""
-        tierhints.add_variant(self._graph_key(), kern.label, layouts, parallel)
 
     def _submit(self) -> None:
         from . import diskcache, workers
