@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .codegen_cpu import (COLUMN_BLOCK, FOLD_MARK, IND, PARTIAL_CAP, ROW_CHUNKS, _cast_back, _combine,
                           _fold_partials, _init, _np_type)
+from .emitter import unflatten
 from .loopnest import SUM_BLOCK, LoopNest
 
 __all__: list = []   # (codegen_cpu's helpers)
@@ -98,27 +99,12 @@ def _column_rows(nest: LoopNest, red, comp: list, per_row: list, per_elem: list,
     return body
 
 
-def _decompose(flat: str, dims: list, ind: str) -> list:
-    """Statements turning the flat index `flat` over `dims` (C order) into i<d> variables,
-    each quotient named apart (numba's parfor pass refuses a reassigned prange alias)."""
-    out = []
-    if not dims:
-        return out
-    q = flat
-    for d in reversed(dims[1:]):
-        out.append(f"{ind}i{d} = {q} % d{d}")
-        out.append(f"{ind}{flat}_{d} = {q} // d{d}")
-        q = f"{flat}_{d}"
-    out.append(f"{ind}i{dims[0]} = {q}")
-    return out
-
-
 def _row_loops(flat: str, dims: list, ind: str) -> list:
-    """A flat loop over `dims` but the last (indices by `_decompose`) around a plain loop over
+    """A flat loop over `dims` but the last (indices by `unflatten`) around a plain loop over
     the last: the statements that follow go two levels below `ind`."""
     outer = " * ".join(f"d{d}" for d in dims[:-1]) or "1"
     out = [f"{ind}for {flat} in range({outer}):"]
-    out += _decompose(flat, dims[:-1], ind + IND)
+    out += unflatten(flat, dims[:-1], ind + IND)
     return out + [f"{ind}{IND}for i{dims[-1]} in range(d{dims[-1]}):"]
 
 
@@ -132,7 +118,7 @@ def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
         dims = list(range(nest.rank))
         body = [f"{IND}n = {' * '.join(f'd{d}' for d in dims[:-1])}",
                 f"{IND}for flat in {loop}(n):"]
-        body += _decompose("flat", dims[:-1], IND * 2)
+        body += unflatten("flat", dims[:-1], IND * 2)
         body.append(f"{IND * 2}for i{dims[-1]} in range(d{dims[-1]}):")
         return body + [IND * 3 + s for s in inner]
     init = _init(red)
@@ -141,7 +127,7 @@ def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
     if kept:
         body += [f"{IND}nk = {' * '.join(f'd{d}' for d in kept)}",
                  f"{IND}for fk in {loop}(nk):"]
-        body += _decompose("fk", kept, IND * 2)
+        body += unflatten("fk", kept, IND * 2)
         body.append(f"{IND * 2}acc = {init}")
         body += _row_loops("fr", rd, IND * 2)
         body += [IND * 4 + s for s in inner]
@@ -154,7 +140,7 @@ def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
              f"{IND}for c in {loop}(nchunk):",
              f"{IND * 2}acc = {init}",
              f"{IND * 2}for fr in range(c * nr // nchunk, (c + 1) * nr // nchunk):"]
-    body += _decompose("fr", rd, IND * 3)
+    body += unflatten("fr", rd, IND * 3)
     body += [IND * 3 + s for s in inner]
     body.append(f"{IND * 3}{_combine(red, 'acc', red.value)}")
     body.append(f"{IND * 2}partial[c] = acc")

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..jit.ir import Literal
 from .cuda_launch import BLOCK, CudaKernel, launch, load, simulator_enabled
-from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps
+from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps, unflatten
 from .fusion import Group
 from .loopnest import LoopNest, lower, operand_layouts
 from .mathnames import FORMULAS, MATH
@@ -113,20 +113,6 @@ def _cast_back(x: str, acc_dt: str, dtype: str, em: CudaEmitter) -> str:
     return f"{em._type(dtype)}({x})"
 
 
-def _unflatten(flat: str, dims: list, ind: str) -> list:
-    """Lines computing the C-order multi-index ``i<d>`` of `flat` over `dims`."""
-    if not dims:
-        return []
-    if len(dims) == 1:
-        return [f"{ind}i{dims[0]} = {flat}"]
-    lines = [f"{ind}r = {flat}"]
-    for d in reversed(dims[1:]):
-        lines.append(f"{ind}i{d} = r % d{d}")
-        lines.append(f"{ind}r //= d{d}")
-    lines.append(f"{ind}i{dims[0]} = r")
-    return lines
-
-
 def tree_fold(combine: str, buf: str, block: int, ind: str) -> list:
     """Fold ``buf[0:block]`` into ``buf[0]`` (a tree through shared memory; threads in step)."""
     lines = [f"{ind}cuda.syncthreads()", f"{ind}s = {block // 2}", f"{ind}while s > 0:",
@@ -202,7 +188,7 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
         if red is not None:
             body.append(f"{IND}acc = {init}")
         body.append(f"{IND}for i in range(cuda.grid(1), n, cuda.gridsize(1)):")
-        inner = _unflatten("i", list(range(rank)), "") if mode == "nd" else []
+        inner = unflatten("i", list(range(rank)), "") if mode == "nd" else []
         for op in nest.operands:
             if op.layout == "flat":
                 inner.append(f"{op.name} = {op.array}[i]")
@@ -220,7 +206,7 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
     else:
         body.append(f"{IND}m = {' * '.join(f'd{d}' for d in red.kept)}")
         body.append(f"{IND}for k in range(cuda.grid(1), m, cuda.gridsize(1)):")
-        body += _unflatten("k", list(red.kept), IND * 2)
+        body += unflatten("k", list(red.kept), IND * 2)
         body.append(f"{IND * 2}acc = {init}")
         depth = 2
         for d in red.dims:

@@ -8,9 +8,8 @@ rendered: fusion keeps them for CPU values only.
 """
 from __future__ import annotations
 
-from .emitter import NUMBA_TYPE, fold
+from .emitter import NUMBA_TYPE, fold, unflatten
 from .loopnest import LoopNest
-from .codegen_cpu_rows import row_index as _row_index
 from .rowpasses import schedule
 
 __all__ = ["render_rows"]
@@ -51,7 +50,7 @@ def render_rows(nest: LoopNest, block: int):
     nrows = " * ".join(f"d{d}" for d in range(last)) or "1"
     body += [f"{IND}nrows = {nrows}", f"{IND}for row in range(cuda.blockIdx.x, nrows, cuda.gridDim.x):"]
     I2, I3 = IND * 2, IND * 3
-    body += _row_index(last, I2)
+    body += unflatten("row", list(range(last)), I2)
     body += [f"{I2}{op.load}" for op in sched.row_loads if op.layout != "scalar"]
     full = ", ".join(f"i{d}" for d in range(rank))
     for p in sched.passes:

@@ -13,7 +13,7 @@ import math
 from .loopnest import Const, LoopNest
 from .mathnames import MATH
 
-__all__ = ["Emitter", "render_steps", "fold", "NUMBA_TYPE", "storage", "arr_type"]
+__all__ = ["Emitter", "render_steps", "fold", "unflatten", "NUMBA_TYPE", "storage", "arr_type"]
 
 # numba's name of each kernel dtype (the CUDA backend's scalar types; both backends' array types)
 NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
@@ -157,3 +157,15 @@ def fold(combine: str, acc: str, r: str) -> str:
         return f"{acc} *= {r}"
     op = ">" if combine == "max" else "<"
     return f"{acc} = {r} if ({r} {op} {acc} or {r} != {r}) else {acc}"
+
+
+def unflatten(flat: str, dims: list, ind: str) -> list:
+    """Statements turning the flat index `flat` over `dims` (C order) into ``i<d>`` variables,
+    each quotient named apart (numba's parfor pass refuses a reassigned prange alias)."""
+    if not dims:
+        return []
+    out, q = [], flat
+    for d in reversed(dims[1:]):
+        out += [f"{ind}i{d} = {q} % d{d}", f"{ind}{flat}_{d} = {q} // d{d}"]
+        q = f"{flat}_{d}"
+    return out + [f"{ind}i{dims[0]} = {q}"]
