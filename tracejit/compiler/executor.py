@@ -567,7 +567,6 @@ class CompiledProgram(Executor):
     def debug_values(self, ins) -> dict:
         """Every value the compiled plan computes (for check mode's divergence search)."""
         vals = {}
-        plan = self.infer_plan()
         arrays = self._arrays(ins)
         # Run each fused group's graph prefix: simplest faithful way is a plan per output.
         for e in self.graph.eqns:
@@ -577,7 +576,6 @@ class CompiledProgram(Executor):
                     vals[o] = Plan(sub, "probe").fn(*arrays)[0]
                 except Exception:
                     pass
-        del plan
         return vals
 
 

@@ -1,6 +1,7 @@
 """What the compiled program reads off its graphs: the inputs its outputs use, the values that
-may be views of an input, the inputs a backward reads or eager autograd would save, the backward graph's gradients kept apart, where the forward's
-saved values sit among its outputs, and array identity helpers (executor.py calls them)."""
+may be views of an input, the inputs a backward reads or eager autograd would save, the
+backward graph's gradients kept apart, where the forward's saved values sit among its
+outputs, and array identity helpers (executor.py calls them)."""
 from __future__ import annotations
 
 from ..autograd.node import _KEEP as KEEP, _records as saved_records
@@ -11,12 +12,9 @@ from ..ops.shape import COPY
 def _inputs_used(g: Graph) -> set:
     """Positions of `g`'s inputs that its outputs depend on."""
     live = {a for a in g.outputs if isinstance(a, Var)}
-    for e in reversed(g.eqns):
+    for e in reversed(g.eqns):   # (a sub-graph's captured values are its equation's inputs)
         if any(o in live for o in e.outs):
             live.update(a for a in e.inputs if isinstance(a, Var))
-            for sub in e.params.values():
-                if isinstance(sub, Graph):
-                    pass  # captured values enter sub-graphs through the equation's inputs
     return {i for i, v in enumerate(g.inputs) if v in live}
 
 
