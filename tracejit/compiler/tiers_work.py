@@ -4,6 +4,7 @@ them and load them."""
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 
@@ -36,9 +37,10 @@ class BackgroundWork:
                     self._submit()
             # numba's import (0.2-0.5 s), once the workers have their jobs; under
             # _planning so os.fork never copies a half-done import.
-            with _planning, coreshare.shorter_switches():
-                from . import diskcache
-                diskcache.import_numba()
+            if "numba" not in sys.modules:
+                with _planning, coreshare.shorter_switches():
+                    from . import diskcache
+                    diskcache.import_numba()
             if not self._failure:
                 self._wait_jobs()
             if not self._failure:
