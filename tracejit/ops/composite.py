@@ -17,7 +17,7 @@ from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, lo
 from .gelu_prim import gelu
 from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
 from . import pooling_prim as _pool_prim
-from .pooling_nd import accumulating_dtype
+from .pooling_nd import widened
 from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
 from . import log_softmax_prim as _log_softmax_prim
@@ -349,10 +349,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     check_pool_args("avg_pool2d", kernel_size, stride, padding)
-    wide = accumulating_dtype(x.dtype)
-    if wide is not None:
-        return cast(avg_pool2d(cast(x, wide), kernel_size, stride, padding, ceil_mode,
-                               count_include_pad, divisor_override), x.dtype)
+    if (out := widened(avg_pool2d, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override)) is not None:
+        return out
     if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
         from .spatial import avg_pool2d_ext
         return avg_pool2d_ext(x, kernel_size, stride, padding, ceil_mode, count_include_pad,

@@ -18,7 +18,7 @@ from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
 from .elementwise import cast, where
-from .distinct_add import add_distinct
+from .distinct_add import add_distinct, within
 from .donation import donating, target
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
@@ -541,10 +541,9 @@ def _in_range_rule(index, *, size, op):
 
 
 def _in_range_impl(xp, index, *, size, op):
-    if index.size:
-        lo, hi = int(index.min()), int(index.max())
-        if lo < 0 or hi >= size:
-            raise IndexRangeError(f"{op}: index {lo if lo < 0 else hi} is out of range for size {size}")
+    if index.size and not within(index, size):
+        lo = int(index.min())
+        raise IndexRangeError(f"{op}: index {lo if lo < 0 else int(index.max())} is out of range for size {size}")
     return index.view()
 
 

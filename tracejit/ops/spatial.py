@@ -29,7 +29,7 @@ from .elementwise import cast
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
 from .linalg import matmul
-from .pooling_nd import _bins, accumulating_dtype
+from .pooling_nd import _bins, widened
 from .reductions import amax, argmax
 from .reductions import sum as _sum
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
@@ -189,9 +189,8 @@ def global_mean_other_rank(x, n: int, output_size):
 
 @takes("x:input")
 def adaptive_avg_pool2d(x, output_size):
-    wide = accumulating_dtype(x.dtype)
-    if wide is not None:
-        return cast(adaptive_avg_pool2d(cast(x, wide), output_size), x.dtype)
+    if (out := widened(adaptive_avg_pool2d, x, output_size)) is not None:
+        return out
     out = global_mean_other_rank(x, 2, output_size)
     if out is not None:
         return out
