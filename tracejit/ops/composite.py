@@ -29,7 +29,7 @@ from .value_checks_prim import in_unit_interval
 from .linalg import matmul
 from .random import rand_like
 from .eager import bind, trace_state
-from .reductions import all as _all, amax, logsumexp, mean, sum
+from .reductions import all as _all, amax, mean, sum
 from .shape import contiguous, permute, reshape, squeeze, unsqueeze
 from . import autocast as _autocast
 from . import bf16_eager as _bf16_eager
@@ -91,28 +91,27 @@ def _empty_dim(x, dim: int) -> bool:
     return len(shape) > 0 and isinstance(shape[dim], int) and shape[dim] == 0
 
 
-def softmax(x, dim: int = -1, dtype=None):
-    dim = normalize_dim(dim, x.ndim, "softmax")
+def _along(op: str, prim_fn, x, dim: int, dtype):
+    """``prim_fn(x, dim)``, softmax's or log_softmax's primitive (one op forward, one
+    backward, eager and traced), after PyTorch's `dtype` cast and checks."""
+    dim = normalize_dim(dim, x.ndim, op)
     if dtype is not None:
         x = cast(x, dtype)
+    expect_floating(op, "input", x)
     if _empty_dim(x, dim):
         return x * 1.0  # nothing to normalize (and no max to subtract)
-    if x.ndim == 0:     # one element: softmax over a 1-element row
-        return reshape(_softmax_prim.softmax(reshape(x, (1,)), 0), ())
-    return _softmax_prim.softmax(x, dim)    # one op forward, one backward, eager and traced
+    if x.ndim == 0:     # one element: a 1-element row
+        return reshape(prim_fn(reshape(x, (1,)), 0), ())
+    return prim_fn(x, dim)
+
+
+def softmax(x, dim: int = -1, dtype=None):
+    return _along("softmax", _softmax_prim.softmax, x, dim, dtype)
 
 
 def log_softmax(x, dim: int = -1, dtype=None):
-    dim = normalize_dim(dim, x.ndim, "log_softmax")
-    if dtype is not None:
-        x = cast(x, dtype)
-    expect_floating("log_softmax", "input", x)
-    if _empty_dim(x, dim):
-        return x * 1.0  # nothing to normalize
-    if x.ndim == 0:     # one element: a 1-element row
-        return reshape(_log_softmax_prim.log_softmax(reshape(x, (1,)), 0), ())
-    # one op forward, one backward that reads the result (as PyTorch's), eager and traced
-    return _log_softmax_prim.log_softmax(x, dim)
+    # (log_softmax's backward reads its result, as PyTorch's)
+    return _along("log_softmax", _log_softmax_prim.log_softmax, x, dim, dtype)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
@@ -503,11 +502,8 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
         lw = logp if weight is None else logp * _class_view(weight, logp.ndim)
         smooth = neg(sum(lw, 1)) * valid
         if reduction == "mean":
-            if weight is None:
-                denom = sum(valid)
-            else:
-                denom = sum(getitem(weight, where(ne(target, ignore_index), target, 0)) * valid)
-            smooth = _weighted_mean(sum(smooth), denom)
+            w = valid if weight is None else getitem(weight, where(ne(target, ignore_index), target, 0)) * valid
+            smooth = _weighted_mean(sum(smooth), sum(w))
         else:
             smooth = _reduce(smooth, reduction)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
@@ -572,11 +568,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
     expect_floating("binary_cross_entropy_with_logits", "input", input)
     # -[pw*t*log(s) + (1-t)*log(1-s)] with s = sigmoid(x) and log(1-s) = log(s) - x is
     # (1-t)*x - (1 + (pw-1)*t) * logsigmoid(x): overflow-free, and its gradient is right at 0.
-    if pos_weight is None:
-        loss = (1.0 - target) * input - logsigmoid(input)
-    else:
-        lw = (pos_weight - 1.0) * target + 1.0
-        loss = (1.0 - target) * input - lw * logsigmoid(input)
+    ls = logsigmoid(input)
+    loss = (1.0 - target) * input - (ls if pos_weight is None else ((pos_weight - 1.0) * target + 1.0) * ls)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
