@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["add_distinct", "distinct", "within"]
+__all__ = ["add_distinct", "distinct", "within", "wrapped"]
 
 def add_distinct(view, key, v) -> bool:
     """``view[key] += v`` as one fancy add when `key` (slices, None and integer arrays, each
@@ -22,7 +22,7 @@ def add_distinct(view, key, v) -> bool:
             continue
         d += 1
         if type(k) is np.ndarray and k.dtype.kind in "iu" and d < view.ndim:
-            n, a = view.shape[d], _wrapped(k.reshape(-1), view.shape[d])
+            n, a = view.shape[d], wrapped(k.reshape(-1), view.shape[d])
             if a is None or (flat is not None and a.size != flat.size):
                 return False
             if shape is None:
@@ -45,7 +45,7 @@ def add_distinct(view, key, v) -> bool:
     return True
 
 
-def _wrapped(a, n: int):
+def wrapped(a, n: int):
     """The int64 positions of 1-D `a` along a dim of size `n`, negative ones counted from
     the end; None where one is out of range."""
     if not a.size or within(a, n):
