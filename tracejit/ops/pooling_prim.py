@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from .conv import _windows, conv_out_size
+from .conv import _out_hw, _padded, _windows
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -28,11 +28,6 @@ __all__ = ["max_pool2d", "max_pool2d_indices", "avg_pool2d",
 
 
 # ---------------------------------------------------------------- helpers
-def _out_hw(h, w, kernel, stride, padding, dilation):
-    return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
-            conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
-
-
 def _pool_rule(name):
     def rule(x, kernel, stride, padding, dilation):
         if x.ndim != 4:
@@ -52,16 +47,6 @@ def _pool_rule(name):
 def _fill_low(dtype):
     """The padding value that never wins a max: -inf, or the integer dtype's minimum."""
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
-
-
-def _padded(xp, x, padding, fill):
-    ph, pw = padding
-    if not (ph or pw):
-        return x
-    n, c, h, w = x.shape
-    out = xp.full((n, c, h + 2 * ph, w + 2 * pw), fill, dtype=x.dtype)
-    out[:, :, ph:ph + h, pw:pw + w] = x
-    return out
 
 
 def _views(a, kernel, stride, dilation, oh, ow):
