@@ -340,18 +340,19 @@ def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
     return ValuesIndices(vals, idx) if keepdim else ValuesIndices(squeeze(vals, d), squeeze(idx, d))
 
 
-def argmax(a, dim=None, keepdim: bool = False):
-    d = None if dim is None else normalize_dim(dim, a.ndim, "argmax")
+def _arg(prim, a, dim, keepdim: bool):
+    d = None if dim is None else normalize_dim(dim, a.ndim, prim.name)
     if a.ndim == 0:   # (a 0-d result with or without keepdim, as PyTorch's)
         d = None
-    return bind(ARGMAX, a, dim=d, keepdim=keepdim)
+    return bind(prim, a, dim=d, keepdim=keepdim)
+
+
+def argmax(a, dim=None, keepdim: bool = False):
+    return _arg(ARGMAX, a, dim, keepdim)
 
 
 def argmin(a, dim=None, keepdim: bool = False):
-    d = None if dim is None else normalize_dim(dim, a.ndim, "argmin")
-    if a.ndim == 0:   # (a 0-d result with or without keepdim, as PyTorch's)
-        d = None
-    return bind(ARGMIN, a, dim=d, keepdim=keepdim)
+    return _arg(ARGMIN, a, dim, keepdim)
 
 
 def logsumexp(a, dim=None, keepdim: bool = False):
