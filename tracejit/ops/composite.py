@@ -207,6 +207,18 @@ def check_conv_args(op: str, x, weight, bias, stride, padding, dilation, groups:
             raise ArgumentError(f"{op}: {name} must be {what}, got {v!r}")
 
 
+def string_padding(op: str, x, padding: str, kernel: tuple, strided: bool, dilation: tuple):
+    """(`x`, padding) for a convolution's padding 'valid' (none) or 'same' (`same_padding`;
+    refused with a stride). `kernel`, `dilation`: one entry per spatial dim."""
+    if padding == "valid":
+        return x, 0
+    if padding != "same":
+        raise ValueError(f"{op}: padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
+    if strided:
+        raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+    return same_padding(x, kernel, dilation)
+
+
 def same_padding(x, kernel: tuple, dilation: tuple):
     """(`x` padded, symmetric padding) giving padding='same': each spatial dim gets
     ``dilation * (k - 1)`` in all, half on each side; an odd total puts the extra one on
@@ -239,14 +251,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     o, cg, kh, kw = weight.shape
     dilation = _pair(dilation)
     if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            if _pair(stride) != (1, 1):
-                raise ValueError("conv2d: padding='same' is not supported for strided convolutions")
-            x, padding = same_padding(x, (kh, kw), dilation)
-        else:
-            raise ValueError(f"conv2d: padding must be an int, pair, 'valid' or 'same', got {padding!r}")
+        x, padding = string_padding("conv2d", x, padding, (kh, kw), _pair(stride) != (1, 1), dilation)
     n, c, h, w = x.shape
     stride, padding = _pair(stride), _pair(padding)
     oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])

@@ -21,7 +21,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
 from ..shapes import Sym
-from .composite import check_conv_args, conv2d, max_pool2d, same_padding
+from .composite import check_conv_args, conv2d, max_pool2d, string_padding
 from .conv import _pair, fold, unfold
 from .conv_gemm import conv2d_xgrad
 from .creation import tensor
@@ -61,14 +61,7 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     check_conv_args("conv1d", x, weight, bias, stride, padding, dilation, groups)
     stride, dilation = _single(stride, "stride"), _single(dilation, "dilation")
     if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            if stride != 1:
-                raise ValueError("conv1d: padding='same' is not supported for strided convolutions")
-            x, (padding,) = same_padding(x, (weight.shape[2],), (dilation,))
-        else:
-            raise ValueError(f"conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
+        x, padding = string_padding("conv1d", x, padding, (weight.shape[2],), stride != 1, (dilation,))
     padding = _single(padding, "padding")
     out = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), (0, padding),
                  (1, dilation), groups)
