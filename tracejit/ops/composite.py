@@ -27,7 +27,7 @@ from . import one_hot_prim as _one_hot_prim
 from .indexing import gather, getitem, in_range
 from .value_checks_prim import in_unit_interval
 from .linalg import matmul
-from .random import rand_like
+from .random import rand, rand_like
 from .eager import bind, trace_state
 from .reductions import all as _all, amax, mean, sum
 from .shape import contiguous, permute, reshape, squeeze, unsqueeze
@@ -123,14 +123,21 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
 
 
 def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
+    return masked_dropout("dropout", x, p, training, inplace)
+
+
+def masked_dropout(op: str, x, p: float, training: bool, inplace: bool, shape=None):
+    """Dropout of `x` by a keep mask of `shape` (None: x's; else broadcast along x's size-1
+    dims, whole channels), the kept values scaled by 1 / (1 - p)."""
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return x
     from .activation import apply_inplace   # (activation.py imports this module)
     if p == 1.0:
         return apply_inplace(x, lambda v: v * 0.0, inplace)
-    keep = cast(rand_like(x) >= p, x.dtype)
+    draw = rand_like(x) if shape is None else rand(*shape, dtype=x.dtype, device=x.device)
+    keep = cast(draw >= p, x.dtype)
     return apply_inplace(x, lambda v: v * keep * (1.0 / (1.0 - p)), inplace)
 
 
