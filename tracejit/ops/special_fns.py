@@ -16,6 +16,7 @@ import numpy as np
 from .. import dtypes as _dt
 from .elementwise import _binary, _op1, _unary, cast, sign, where
 from .registry import bind
+from .special_bessel import _series_j
 
 __all__ = ["polygamma", "i0", "frexp", "ldexp", "igamma", "igammac"]
 
@@ -207,13 +208,7 @@ def _bessel_scaled(x: np.ndarray, order: int) -> np.ndarray:
     ax = np.abs(x)
     small = ax <= 30.0
     xs = np.where(small, ax, 0.0)
-    q = xs * xs / 4
-    term = (xs / 2) ** order
-    total = term.copy()
-    for k in range(1, 90):
-        term = term * q / (k * (k + order))
-        total = total + term
-    series = total * np.exp(-xs)
+    series = _series_j(xs, order, 1.0) * np.exp(-xs)
     xl = np.where(small, 30.0, ax)
     mu = 4.0 * order * order
     coef = np.ones_like(xl)
@@ -239,8 +234,7 @@ def _bessel_impl(order: int, scaled: bool):
         if not scaled:
             with np.errstate(over="ignore", invalid="ignore"):
                 out = out * np.exp(np.abs(np.asarray(v, np.float64)))
-        out = np.asarray(out).astype(v.dtype)
-        return out
+        return np.asarray(out).astype(v.dtype)
     return impl
 
 
