@@ -160,8 +160,7 @@ def _impl(fn):
         v = np.asarray(a)
         with np.errstate(all="ignore"):
             out = fn(np.asarray(v, np.float64))
-        out = np.asarray(out).astype(v.dtype if v.dtype.kind == "f" else np.float32)
-        return out
+        return np.asarray(out).astype(v.dtype if v.dtype.kind == "f" else np.float32)
     return impl
 
 
