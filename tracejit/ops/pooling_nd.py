@@ -214,6 +214,13 @@ def _bins(size: int, out: int):
     return (i * size) // out, -((-(i + 1) * size) // out)
 
 
+def _avg_matrix(size: int, out: int) -> np.ndarray:
+    """(out, size): row i averages adaptive bin i (`_bins`)."""
+    start, end = _bins(size, out)
+    cols = np.arange(size)
+    return ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+
+
 def _out_sizes(output_size, spatial, op):
     n = len(spatial)
     if isinstance(output_size, (int, np.integer)) or output_size is None:
@@ -240,12 +247,9 @@ def _adaptive_avg(input, output_size, *, n, op):
     outs = _out_sizes(output_size, spatial, op)
     out = x
     for a in range(n):   # one averaging matrix per axis: separable
-        start, end = _bins(spatial[a], outs[a])
-        cols = np.arange(spatial[a])
-        m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
         dim = 2 + a
         moved = transpose(out, dim, -1)
-        moved = matmul(moved, tensor(m.T, dtype=x.dtype, device=x.device))
+        moved = matmul(moved, tensor(_avg_matrix(spatial[a], outs[a]).T, dtype=x.dtype, device=x.device))
         out = transpose(moved, dim, -1)
     return squeeze(out, 0) if unbatched else out
 

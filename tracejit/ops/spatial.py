@@ -29,7 +29,7 @@ from .elementwise import cast
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
 from .linalg import matmul
-from .pooling_nd import _bins, widened
+from .pooling_nd import _avg_matrix, _batched, _bins, _out_sizes, widened
 from .reductions import amax, argmax
 from .reductions import sum as _sum
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
@@ -130,33 +130,6 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
 
 
 # ---------------------------------------------------------------- pooling
-def _avg_matrix(size: int, out: int, dtype, device):
-    start, end = _bins(size, out)
-    cols = np.arange(size)
-    m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
-    return tensor(m, dtype=dtype, device=device)
-
-
-def _spatial_4d(x, name):
-    if x.ndim == 3:
-        return unsqueeze(x, 0), True
-    if x.ndim != 4:
-        raise ShapeError(f"{name}: expected a 3-D or 4-D input, got shape {tuple(x.shape)}")
-    return x, False
-
-
-def _out_pair(output_size, h, w, op):
-    sizes = (output_size, output_size) if isinstance(output_size, int) or output_size is None \
-        else tuple(output_size)
-    if len(sizes) != 2:
-        raise ValueError(f"{op}: output_size must be an int or a 2-tuple, got {output_size!r}")
-    oh, ow = sizes
-    oh, ow = (h if oh is None else int(oh)), (w if ow is None else int(ow))
-    if oh < 0 or ow < 0:
-        raise ArgumentError(f"{op}: output_size must be non-negative, got {output_size!r}")
-    return oh, ow
-
-
 def global_mean_other_rank(x, n: int, output_size):
     """PyTorch's adaptive_avg_pool{n}d of an output of all ones is the mean over the last `n`
     dims, taken before its rank and size checks: an input of a rank other than n+1 or n+2,
@@ -187,16 +160,15 @@ def adaptive_avg_pool2d(x, output_size):
     out = global_mean_other_rank(x, 2, output_size)
     if out is not None:
         return out
-    x4, unbatched = _spatial_4d(x, "adaptive_avg_pool2d")
+    x4, unbatched = _batched(x, 2, "adaptive_avg_pool2d")
     h, w = x4.shape[2], x4.shape[3]
-    oh, ow = _out_pair(output_size, h, w, "adaptive_avg_pool2d")
+    oh, ow = _out_sizes(output_size, (h, w), "adaptive_avg_pool2d")
     if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
         out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
     elif h % oh == 0 and w % ow == 0:  # equal bins: one unfold + mean, like avg_pool2d
         out = avg_pool2d_ext(x4, (h // oh, w // ow))
     else:
-        ah = _avg_matrix(h, oh, x4.dtype, x4.device)
-        aw = _avg_matrix(w, ow, x4.dtype, x4.device)
+        ah, aw = (tensor(_avg_matrix(i, o), dtype=x4.dtype, device=x4.device) for i, o in ((h, oh), (w, ow)))
         out = matmul(matmul(ah, x4), transpose(aw, 0, 1))
     return squeeze(out, 0) if unbatched else out
 
@@ -214,9 +186,9 @@ def _bin_index(size: int, out: int, device):
 def adaptive_max_pool2d(x, output_size, return_indices: bool = False):
     """Max over PyTorch's adaptive bins; with `return_indices` also each bin's first maximum
     (row-major) as a flat index into the input's H*W, as PyTorch gives it."""
-    x4, unbatched = _spatial_4d(x, "adaptive_max_pool2d")
+    x4, unbatched = _batched(x, 2, "adaptive_max_pool2d")
     n, c, h, w = x4.shape
-    oh, ow = _out_pair(output_size, h, w, "adaptive_max_pool2d")
+    oh, ow = _out_sizes(output_size, (h, w), "adaptive_max_pool2d")
     idx = None
     if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
         out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
@@ -277,7 +249,7 @@ def _counts(size, k, s, p, out, include_pad):
 def avg_pool2d_ext(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                    count_include_pad: bool = True, divisor_override=None):
     """avg_pool2d with PyTorch's ceil_mode, count_include_pad and divisor_override."""
-    x4, unbatched = _spatial_4d(x, "avg_pool2d")
+    x4, unbatched = _batched(x, 2, "avg_pool2d")
     k = _pair(kernel_size)
     s = k if stride is None or stride == [] else _pair(stride)
     p = _pair(padding)
@@ -303,7 +275,7 @@ def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                    return_indices: bool = False):
     """max_pool2d with ceil_mode (the extra windows see -inf past the input); indices count
     in the input's H*W, not the padded one's."""
-    x4, unbatched = _spatial_4d(x, "max_pool2d")
+    x4, unbatched = _batched(x, 2, "max_pool2d")
     k, d = _pair(kernel_size), _pair(dilation)
     s = k if stride is None or stride == [] else _pair(stride)
     p = _pair(padding)
