@@ -55,6 +55,17 @@ def _views(a, kernel, stride, dilation, oh, ow):
         yield a[:, :, rs, cs]
 
 
+def _window_fold(xp, x, kernel, stride, padding, dilation, fill, combine):
+    """Every window of `x` (padded with `fill`) folded offset by offset with the ufunc
+    `combine` (maximum, add), into a copy of the first offset's view."""
+    oh, ow = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
+    views = _views(_padded(xp, x, padding, fill), kernel, stride, dilation, oh, ow)
+    out = next(views).copy()
+    for v in views:
+        combine(out, v, out=out)   # (maximum propagates NaN, as PyTorch's max_pool2d)
+    return out
+
+
 def _first_hits(xp, x, out, kernel, stride, padding, dilation):
     """Per window offset o, ``(o, hit)``: hit marks the outputs whose first maximum (in
     row-major window order) sits at offset o. Branch-free, as ``(view == out) & ~taken``
@@ -86,16 +97,7 @@ def _first_hits(xp, x, out, kernel, stride, padding, dilation):
 
 # ---------------------------------------------------------------- max_pool2d
 def _max_pool_impl(xp, x, kernel, stride, padding, dilation):
-    n, c, h, w = x.shape
-    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
-    xpad = _padded(xp, x, padding, _fill_low(x.dtype))
-    out = None
-    for v in _views(xpad, kernel, stride, dilation, oh, ow):
-        if out is None:
-            out = v.copy()
-        else:
-            xp.maximum(out, v, out=out)  # propagates NaN, as PyTorch's max_pool2d
-    return out
+    return _window_fold(xp, x, kernel, stride, padding, dilation, _fill_low(x.dtype), xp.maximum)
 
 
 def _max_pool_vjp(g, out, x, kernel, stride, padding, dilation):
@@ -142,15 +144,7 @@ MAX_POOL2D_INDICES = defprim("max_pool2d_indices", _max_pool_indices_impl,
 # The simple path only (count_include_pad=True, no divisor_override, floor mode): every
 # window divides by kh*kw, padding counts as zeros.
 def _avg_pool_impl(xp, x, kernel, stride, padding, dilation):
-    n, c, h, w = x.shape
-    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
-    xpad = _padded(xp, x, padding, 0)
-    out = None
-    for v in _views(xpad, kernel, stride, dilation, oh, ow):
-        if out is None:
-            out = v.copy()
-        else:
-            out += v
+    out = _window_fold(xp, x, kernel, stride, padding, dilation, 0, xp.add)
     out *= out.dtype.type(1.0 / (kernel[0] * kernel[1]))
     return out
 
