@@ -174,10 +174,6 @@ def _same_dtype(rule):
     return same
 
 
-def _abs_rule(a):
-    return Aval(a.shape, a.dtype.to_real(), a.device)
-
-
 def _abs_vjp(g, out, a):
     return (g * sgn(a),)
 
@@ -380,7 +376,7 @@ def _build_ways() -> None:
     ways = {p: (REGISTRY[p], None, None) for p in _LINEAR}
     ways.update((p, (_holomorphic(REGISTRY[p]), None, None)) for p in _HOLO)
     ways["cast"] = (REGISTRY["cast"], _cast_impl, None)
-    ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _abs_rule)
+    ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _real_rule)
     for p in ("cumsum", "cumprod"):   # (their rules send non-floating dtypes to int64)
         ways[p] = ways[p][:2] + (_same_dtype(REGISTRY[p].rule),)
     _WAYS.update(ways)
