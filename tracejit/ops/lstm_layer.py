@@ -37,10 +37,6 @@ def lstm_cell_fm(pre, c) -> tuple:
     return lstm_cell(*_ops.chunk(pre, 4, 0), c)
 
 
-def _last(reverse: bool, L):
-    return 0 if reverse else L - 1
-
-
 class Family(NamedTuple):
     """A recurrent family's eager layer (`_Layer`): ``layer(*ins, reverse, batch_sizes)``
     -> Z; ``backward(*cotangents, *ins, Z, reverse, batch_sizes)`` -> the flat result,
@@ -198,7 +194,7 @@ def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_s
     ins = [gi] + [_requiring(t) for t in (w, b, h0, c0)]
     ds = [_requiring(t) for t in (d_y, d_hn, d_cn)]
     steps = recompute_steps(lambda g, m, h, c: lstm_cell_fm(g + m, c), *ins[:4], reverse, batch_sizes, ins[4])
-    last = _last(reverse, L)
+    last = 0 if reverse else L - 1
     full = d_y.shape[1] == 2 * H       # the cotangent of h and c (else of h only)
     outs, cts = [], []
     for t, (h, c) in enumerate(steps):
