@@ -110,8 +110,6 @@ SWITCHES: dict = {s.name: s for s in (
            "one GEMM after its loop", "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
     Switch("TRACEJIT_LSTM_COTANGENT_ROWS", "1", "0: the LSTM backward copies a permuted cotangent first",
            "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
-    Switch("TRACEJIT_LSTM_INPUT_ROWS", "1", "0: an LSTM layer leaves a strided input for its op to copy",
-           "tracejit/ops/lstm_layer.py"),
     Switch("TRACEJIT_RESTART_COUNT", "0", "set by python -m tracejit.distributed.run in every rank: which "
            "attempt this is (0 first, then 1, 2, ... after failures)", _GUIDE + "distributed.md"),
     Switch("TRACEJIT_MAX_RESTARTS", "0", "set by python -m tracejit.distributed.run in every rank: its "

@@ -147,10 +147,9 @@ def test_conv_bn_relu_pool_block_matches_torch(compiled):
 @pytest.mark.parametrize("x_cm,g_cm", [(True, False), (False, True), (True, True), (False, False)])
 def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(monkeypatch, x_cm, g_cm):
     # A conv's channel-major activation against pooling's C-contiguous gradient: the numpy
-    # form copies g into x's order (one layout for its elementwise ops and sums): a block of
-    # channels at a time into its output rows for a channel-major x (`_backward_blocks`), whole
-    # (np.copyto) otherwise; the record must still be bitwise the two-pass form's (whole
-    # arrays; its reduce copies g into x's order too).
+    # form copies g into x's order (np.copyto: one layout for its elementwise ops and sums);
+    # the record must still be bitwise the two-pass form's (its reduce copies g into x's
+    # order too).
     shape = (6, 5, 7, 4)
     x, _, w = _inputs(shape, np.float32, x_cm, seed=3)
     g = activation(np.random.default_rng(4), shape, np.float32, g_cm) - 5
@@ -160,34 +159,9 @@ def test_numpy_form_of_two_memory_orders_gives_the_bits_of_the_two_pass_form(mon
     monkeypatch.setattr(B.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
     rec = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
     monkeypatch.setattr(B.np, "copyto", real_copyto)
-    assert len(copies) == (g_cm and not x_cm)
+    assert len(copies) == (g_cm != x_cm)
     red = B.BN_BACKWARD_REDUCE.run(np, g, x, st, 1e-5)
     gx = B.BN_BACKWARD_INPUT.run(np, g, x, st, w, red, 1e-5)
     np.testing.assert_array_equal(_parts(rec, shape)[1], red)
     np.testing.assert_array_equal(_parts(rec, shape)[0], gx)
     assert np.abs(gx).max() > 0.1
-
-
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-@pytest.mark.parametrize("g_cm", [False, True])
-@pytest.mark.parametrize("channels_per_block", [1, 2, 3])
-@pytest.mark.parametrize("shape", [(6, 5, 7, 4), (2, 5, 75, 75)])
-def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, dtype, g_cm,
-                                                                   channels_per_block, shape):
-    # A channel-major x runs by blocks of channels (`_backward_blocks`; 5 channels: uneven
-    # last blocks); the record is bitwise the whole-array form's, whatever g's order and
-    # the block size (channels of 11,250 elements: no block of one, see the forward's test).
-    x, _, w = _inputs(shape, dtype, True, seed=5)
-    g = activation(np.random.default_rng(6), shape, dtype, g_cm) - 5
-    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy forms
-    st = B.BATCH_NORM_STATS.run(np, x)
-    monkeypatch.setattr(B, "_NP_BLOCK_BACKWARD", channels_per_block * (x.size // shape[1]))
-    blocks = []
-    real = B._backward_blocks
-    monkeypatch.setattr(B, "_backward_blocks", lambda *a: blocks.append(1) or real(*a))
-    rec = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
-    assert blocks and rec.dtype == dtype
-    monkeypatch.setattr(B, "_backward_blocks", lambda *a: False)   # the whole-array form
-    whole = B.BN_BACKWARD.run(np, g, x, st, w, 1e-5)
-    np.testing.assert_array_equal(rec.view(np.uint8), whole.view(np.uint8))
-    assert np.abs(_parts(rec, shape)[0].astype(np.float64)).max() > 0.01

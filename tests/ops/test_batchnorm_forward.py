@@ -106,36 +106,3 @@ def test_inplace_relu_after_batchnorm_matches_torch(compiled):
     tb = dict(tm.named_buffers())
     for name, buf in m.named_buffers():
         np.testing.assert_allclose(buf.numpy(), tb[name].numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
-
-
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-@pytest.mark.parametrize("channels_per_block", [1, 2, 3])
-@pytest.mark.parametrize("shape", [(6, 5, 7, 4), (2, 5, 75, 75)])
-def test_numpy_form_by_channel_blocks_gives_the_whole_arrays_bits(monkeypatch, dtype,
-                                                                   channels_per_block, shape):
-    # A channel-major x (a conv's output) runs by blocks of channels (`_forward_blocks`;
-    # 5 channels: uneven last blocks): bitwise the whole-array form (statistics, then the
-    # affine into the C-contiguous output); a C-contiguous x takes the whole-array form.
-    # Channels of 11,250 elements: longer than numpy's buffer, where einsum sums a lone row
-    # buffer by buffer (other bits than the same row among others): no block has one channel.
-    x, w, b = _inputs(shape, dtype, True, seed=7)
-    count = x.size // shape[1]
-    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy forms
-    monkeypatch.setattr(B, "_NP_BLOCK", channels_per_block * count)
-    rec = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
-    assert B._forward_blocks(x, w, b, 1e-5, np.empty_like(rec))
-    assert not B._forward_blocks(np.ascontiguousarray(x), w, b, 1e-5, np.empty_like(rec))
-    monkeypatch.setattr(B, "_forward_blocks", lambda *a: False)   # the whole-array form
-    whole = B.BATCH_NORM_FORWARD.run(np, x, w, b, 1e-5)
-    np.testing.assert_array_equal(rec.view(np.uint8), whole.view(np.uint8))
-    size = x.size
-    assert rec[:size].reshape(shape).flags.c_contiguous
-    assert np.abs(rec[:size].astype(np.float64)).max() > 0.5
-
-
-@pytest.mark.parametrize("c,per,want", [(5, 1, [(0, 2), (2, 5)]), (5, 2, [(0, 2), (2, 5)]),
-                                        (5, 3, [(0, 3), (3, 5)]), (2, 1, [(0, 2)]),
-                                        (7, 3, [(0, 3), (3, 7)]), (4, 9, [(0, 4)])])
-def test_channel_blocks_have_two_channels_or_more(c, per, want):
-    blocks, most = B._channel_blocks(c, 100, per * 100)
-    assert blocks == want and most == max(c1 - c0 for c0, c1 in want)

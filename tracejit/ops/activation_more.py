@@ -12,7 +12,7 @@ import math
 
 from ..errors import ArgumentError, ShapeError, user_stacklevel
 from .activation import apply_inplace, celu, elu, hardtanh, selu
-from .composite import leaky_relu, softmax
+from .composite import leaky_relu, masked_dropout, softmax
 from .elementwise import abs as _abs, cast, log, tanh, where
 from .random import rand, rand_like
 from .shape import squeeze, unsqueeze
@@ -149,13 +149,8 @@ def _channel_dropout(input, p, training, inplace, spatial: int, op: str):
     if input.ndim not in (spatial + 1, spatial + 2):
         raise ShapeError(f"{op}: expected a {spatial + 1}-D or {spatial + 2}-D input, got shape "
                          f"{tuple(input.shape)}")
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        return apply_inplace(input, lambda x: x * 0.0, inplace)
     shape = tuple(input.shape[:input.ndim - spatial]) + (1,) * spatial
-    keep = cast(rand(*shape, dtype=input.dtype, device=input.device) >= p, input.dtype)
-    return apply_inplace(input, lambda x: x * keep * (1.0 / (1.0 - p)), inplace)
+    return masked_dropout(op, input, p, training, inplace, shape)
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):

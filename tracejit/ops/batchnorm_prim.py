@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..machine import L2_BYTES
 from ..shapes import numel
 from .registry import Aval, defprim
 from .eager import bind
@@ -33,10 +32,6 @@ __all__ = ["batch_norm_stats", "batch_norm_train", "batch_norm_forward", "forwar
 
 
 # ---------------------------------------------------------------- kernels
-def _ncl_shape(x):
-    return x.shape[0], x.shape[1], (x.size // (x.shape[0] * x.shape[1]))
-
-
 def _count(shape) -> int:
     return numel(shape) // shape[1]
 
@@ -62,8 +57,7 @@ def _channel_dots(xp, a3, b3):
 
 # Per-channel sums over contiguous rows by einsum for float32/float64: ~3x faster than
 # np.sum's pairwise loop, sums products without writing them, and is single-threaded (bits
-# independent of thread count). A lone row is summed buffer by buffer, so the blocked forms
-# never give einsum a single row (`_channel_blocks`).
+# independent of thread count).
 _EINSUM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -80,19 +74,6 @@ def _row_dots(a, b):
     if a.dtype in _EINSUM_DTYPES:
         return np.einsum("ij,ij->i", a, b)
     return _row_sums(np.multiply(a, b, out=a))
-
-
-def _channel_blocks(c, count, elements):
-    """(list of (c0, c1), most channels in one): blocks of whole channels of about
-    `elements` elements (`count` a channel) for the blocked numpy forms; every block has
-    two channels or more (c >= 2: `_channel_rows`), a last single channel joining the block
-    before it (see `_row_sums`)."""
-    k = max(2, elements // count)
-    starts = list(range(0, c, k))
-    if len(starts) > 1 and c - starts[-1] < 2:
-        starts.pop()
-    blocks = list(zip(starts, starts[1:] + [c]))
-    return blocks, max(c1 - c0 for c0, c1 in blocks)
 
 
 # ---------------------------------------------------------------- statistics
@@ -140,7 +121,7 @@ def _train_impl(xp, x, stats, weight, bias, eps, out=None):
 
 def _scale_shift(xp, w, b, mean, var, eps):
     """(a, d) of the normalization ``x * a + d`` per channel (float64): a = w * rstd,
-    d = b - mean * a (`_train_impl` and `_forward_blocks`' blocks)."""
+    d = b - mean * a."""
     a = w / xp.sqrt(var + eps)
     return a, b - mean * a
 
@@ -248,23 +229,9 @@ def _input_impl(xp, g, x, stats, weight, red, eps, out=None, spare=None):
 def _input_coefficients(w, rstd, mean, red0, red1, n):
     """(a, b, d) of the input gradient ``g * a + x * b + d`` per channel (float64), from
     red0, red1 = (sum g, sum g*xhat) (`_input_impl`)."""
-    parts = _sum_free_parts(w, rstd)
-    return (parts[0],) + _summed_parts(parts, mean, red0, red1, n)
-
-
-def _sum_free_parts(w, rstd):
-    """(a, -a, -a * rstd): the coefficients' parts that need no sums, for every channel at
-    once (`_backward_blocks` then takes b and d block by block from them)."""
     a = w * rstd
-    return a, -a, -a * rstd
-
-
-def _summed_parts(parts, mean, red0, red1, n):
-    """(b, d) from `_sum_free_parts` and the channels' sums (the same float64 operations in
-    the same order whether for all channels or a block of them: the same bits)."""
-    _, neg_a, neg_a_rstd = parts
-    b = neg_a_rstd * red1 / n
-    return b, neg_a * red0 / n - b * mean
+    b = -a * rstd * red1 / n
+    return a, b, -a * red0 / n - b * mean
 
 
 def _input_np(xp, g, x, a, b, d, out, spare=None):
@@ -336,8 +303,6 @@ def _backward_impl(xp, g, x, stats, weight, eps):
     c = x.shape[1]
     count = _count(x.shape)
     out = xp.empty(c * count + 2 * c, x.dtype)   # (bf16 operands come here widened)
-    if xp is np and _backward_blocks(g, x, stats, weight, eps, out):
-        return out
     gx = xp.swapaxes(out[:c * count].reshape((c, x.shape[0]) + tuple(x.shape[2:])), 0, 1)
     # g in x's memory order when the two differ (`_g_like_x`); the copy is also the buffer
     # x*b goes to, once g*a is out.
@@ -401,20 +366,11 @@ def _forward_rule(x, weight, bias, eps):
 def _forward_impl(xp, x, weight, bias, eps):
     c, size = x.shape[1], x.size
     rec = xp.empty(size + 2 * c, x.dtype)
-    if xp is np and _forward_blocks(x, weight, bias, eps, rec):
-        return rec
     # (the two passes as their records run them: a backend's kernels where registered)
     stats = BATCH_NORM_STATS.dispatch(xp, x, scratch=_scratch_like(xp, x, rec[:size]))
     BATCH_NORM_TRAIN.dispatch(xp, x, stats, weight, bias, eps, out=rec[:size].reshape(x.shape))
     rec[size:] = stats.reshape(-1)
     return rec
-
-
-# Elements of x per block of the blocked numpy forms: a block and its scratch stay in a
-# core's L2 cache between passes (a float32 block the L2's size, 512 KB here); the
-# backward touches twice the arrays, so half as many.
-_NP_BLOCK = max(1 << 12, L2_BYTES // 4)
-_NP_BLOCK_BACKWARD = _NP_BLOCK // 2
 
 
 def _scratch_like(xp, x, buf):
@@ -497,7 +453,3 @@ def batch_norm_forward(x, weight, bias, eps: float):
     # memory) alive while the backward holds them, after the output itself is gone.
     stats = clone(reshape(getitem(rec, slice(rec.shape[0] - 2 * c, None)), (2, c)))
     return bind(BATCH_NORM_VALUES, rec, x, stats, weight, bias, eps=eps), stats
-
-
-# the blocked numpy forms (ops/batchnorm_blocks.py), read by the forms above at call time
-from .batchnorm_blocks import _backward_blocks, _channel_rows, _forward_blocks  # noqa: E402,F401

@@ -174,10 +174,6 @@ def _same_dtype(rule):
     return same
 
 
-def _abs_rule(a):
-    return Aval(a.shape, a.dtype.to_real(), a.device)
-
-
 def _abs_vjp(g, out, a):
     return (g * sgn(a),)
 
@@ -200,7 +196,7 @@ CONJ = defprim("conj", lambda xp, a: xp.conjugate(a), lambda a: Aval(a.shape, a.
 REAL = defprim("real", lambda xp, a: a.real, _real_rule, lambda g, out, a: (cast(g, g.dtype.to_complex()),),
                kind="complex", save=lambda rq: (), extra={"view": True})
 IMAG = defprim("imag", lambda xp, a: a.imag, _real_rule,
-               lambda g, out, a: (complex(_zeros_like(g), g),), kind="complex", save=lambda rq: (),
+               lambda g, out, a: (complex(_zeros(g), g),), kind="complex", save=lambda rq: (),
                extra={"view": True})
 
 
@@ -367,6 +363,7 @@ def sgn(input: Tensor) -> Tensor:
 from ..autograd.grad_mode import _state as _grad_state  # noqa: E402
 from ..autograd.node import _record, shape_only  # noqa: E402
 from ..bf16 import to_float32  # noqa: E402
+from .elementwise import _zeros, cast, lt, sign, where  # noqa: E402
 
 # per primitive name: (the record autograd keeps, impl or None for the record's, rule or
 # None for the record's); built on the first complex call, once every ops module has
@@ -379,32 +376,7 @@ def _build_ways() -> None:
     ways = {p: (REGISTRY[p], None, None) for p in _LINEAR}
     ways.update((p, (_holomorphic(REGISTRY[p]), None, None)) for p in _HOLO)
     ways["cast"] = (REGISTRY["cast"], _cast_impl, None)
-    ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _abs_rule)
+    ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _real_rule)
     for p in ("cumsum", "cumprod"):   # (their rules send non-floating dtypes to int64)
         ways[p] = ways[p][:2] + (_same_dtype(REGISTRY[p].rule),)
     _WAYS.update(ways)
-
-
-def cast(a, dtype):
-    from .elementwise import cast as _cast
-    return _cast(a, dtype)
-
-
-def lt(a, b):
-    from .elementwise import lt as _lt
-    return _lt(a, b)
-
-
-def sign(a):
-    from .elementwise import sign as _sign
-    return _sign(a)
-
-
-def where(c, a, b):
-    from .elementwise import where as _where
-    return _where(c, a, b)
-
-
-def _zeros_like(g):
-    from .creation import zeros
-    return zeros(tuple(g.shape), dtype=g.dtype, device=g.device)

@@ -17,7 +17,7 @@ from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, lo
 from .gelu_prim import gelu
 from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
 from . import pooling_prim as _pool_prim
-from .pooling_nd import accumulating_dtype
+from .pooling_nd import widened
 from . import pool_offsets as _pool_offsets
 from . import softmax_prim as _softmax_prim
 from . import log_softmax_prim as _log_softmax_prim
@@ -27,9 +27,9 @@ from . import one_hot_prim as _one_hot_prim
 from .indexing import gather, getitem, in_range
 from .value_checks_prim import in_unit_interval
 from .linalg import matmul
-from .random import rand_like
+from .random import rand, rand_like
 from .eager import bind, trace_state
-from .reductions import all as _all, amax, logsumexp, mean, sum
+from .reductions import all as _all, amax, mean, sum
 from .shape import contiguous, permute, reshape, squeeze, unsqueeze
 from . import autocast as _autocast
 from . import bf16_eager as _bf16_eager
@@ -91,28 +91,27 @@ def _empty_dim(x, dim: int) -> bool:
     return len(shape) > 0 and isinstance(shape[dim], int) and shape[dim] == 0
 
 
-def softmax(x, dim: int = -1, dtype=None):
-    dim = normalize_dim(dim, x.ndim, "softmax")
+def _along(op: str, prim_fn, x, dim: int, dtype):
+    """``prim_fn(x, dim)``, softmax's or log_softmax's primitive (one op forward, one
+    backward, eager and traced), after PyTorch's `dtype` cast and checks."""
+    dim = normalize_dim(dim, x.ndim, op)
     if dtype is not None:
         x = cast(x, dtype)
+    expect_floating(op, "input", x)
     if _empty_dim(x, dim):
         return x * 1.0  # nothing to normalize (and no max to subtract)
-    if x.ndim == 0:     # one element: softmax over a 1-element row
-        return reshape(_softmax_prim.softmax(reshape(x, (1,)), 0), ())
-    return _softmax_prim.softmax(x, dim)    # one op forward, one backward, eager and traced
+    if x.ndim == 0:     # one element: a 1-element row
+        return reshape(prim_fn(reshape(x, (1,)), 0), ())
+    return prim_fn(x, dim)
+
+
+def softmax(x, dim: int = -1, dtype=None):
+    return _along("softmax", _softmax_prim.softmax, x, dim, dtype)
 
 
 def log_softmax(x, dim: int = -1, dtype=None):
-    dim = normalize_dim(dim, x.ndim, "log_softmax")
-    if dtype is not None:
-        x = cast(x, dtype)
-    expect_floating("log_softmax", "input", x)
-    if _empty_dim(x, dim):
-        return x * 1.0  # nothing to normalize
-    if x.ndim == 0:     # one element: a 1-element row
-        return reshape(_log_softmax_prim.log_softmax(reshape(x, (1,)), 0), ())
-    # one op forward, one backward that reads the result (as PyTorch's), eager and traced
-    return _log_softmax_prim.log_softmax(x, dim)
+    # (log_softmax's backward reads its result, as PyTorch's)
+    return _along("log_softmax", _log_softmax_prim.log_softmax, x, dim, dtype)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
@@ -124,14 +123,21 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
 
 
 def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
+    return masked_dropout("dropout", x, p, training, inplace)
+
+
+def masked_dropout(op: str, x, p: float, training: bool, inplace: bool, shape=None):
+    """Dropout of `x` by a keep mask of `shape` (None: x's; else broadcast along x's size-1
+    dims, whole channels), the kept values scaled by 1 / (1 - p)."""
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, got {p}")
     if not training or p == 0.0:
         return x
     from .activation import apply_inplace   # (activation.py imports this module)
     if p == 1.0:
         return apply_inplace(x, lambda v: v * 0.0, inplace)
-    keep = cast(rand_like(x) >= p, x.dtype)
+    draw = rand_like(x) if shape is None else rand(*shape, dtype=x.dtype, device=x.device)
+    keep = cast(draw >= p, x.dtype)
     return apply_inplace(x, lambda v: v * keep * (1.0 / (1.0 - p)), inplace)
 
 
@@ -208,6 +214,18 @@ def check_conv_args(op: str, x, weight, bias, stride, padding, dilation, groups:
             raise ArgumentError(f"{op}: {name} must be {what}, got {v!r}")
 
 
+def string_padding(op: str, x, padding: str, kernel: tuple, strided: bool, dilation: tuple):
+    """(`x`, padding) for a convolution's padding 'valid' (none) or 'same' (`same_padding`;
+    refused with a stride). `kernel`, `dilation`: one entry per spatial dim."""
+    if padding == "valid":
+        return x, 0
+    if padding != "same":
+        raise ValueError(f"{op}: padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
+    if strided:
+        raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+    return same_padding(x, kernel, dilation)
+
+
 def same_padding(x, kernel: tuple, dilation: tuple):
     """(`x` padded, symmetric padding) giving padding='same': each spatial dim gets
     ``dilation * (k - 1)`` in all, half on each side; an odd total puts the extra one on
@@ -240,14 +258,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     o, cg, kh, kw = weight.shape
     dilation = _pair(dilation)
     if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            if _pair(stride) != (1, 1):
-                raise ValueError("conv2d: padding='same' is not supported for strided convolutions")
-            x, padding = same_padding(x, (kh, kw), dilation)
-        else:
-            raise ValueError(f"conv2d: padding must be an int, pair, 'valid' or 'same', got {padding!r}")
+        x, padding = string_padding("conv2d", x, padding, (kh, kw), _pair(stride) != (1, 1), dilation)
     n, c, h, w = x.shape
     stride, padding = _pair(stride), _pair(padding)
     oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
@@ -349,10 +360,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     check_pool_args("avg_pool2d", kernel_size, stride, padding)
-    wide = accumulating_dtype(x.dtype)
-    if wide is not None:
-        return cast(avg_pool2d(cast(x, wide), kernel_size, stride, padding, ceil_mode,
-                               count_include_pad, divisor_override), x.dtype)
+    if (out := widened(avg_pool2d, x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override)) is not None:
+        return out
     if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
         from .spatial import avg_pool2d_ext
         return avg_pool2d_ext(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -504,11 +514,8 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100, reductio
         lw = logp if weight is None else logp * _class_view(weight, logp.ndim)
         smooth = neg(sum(lw, 1)) * valid
         if reduction == "mean":
-            if weight is None:
-                denom = sum(valid)
-            else:
-                denom = sum(getitem(weight, where(ne(target, ignore_index), target, 0)) * valid)
-            smooth = _weighted_mean(sum(smooth), denom)
+            w = valid if weight is None else getitem(weight, where(ne(target, ignore_index), target, 0)) * valid
+            smooth = _weighted_mean(sum(smooth), sum(w))
         else:
             smooth = _reduce(smooth, reduction)
         loss = loss * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
@@ -573,11 +580,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
     expect_floating("binary_cross_entropy_with_logits", "input", input)
     # -[pw*t*log(s) + (1-t)*log(1-s)] with s = sigmoid(x) and log(1-s) = log(s) - x is
     # (1-t)*x - (1 + (pw-1)*t) * logsigmoid(x): overflow-free, and its gradient is right at 0.
-    if pos_weight is None:
-        loss = (1.0 - target) * input - logsigmoid(input)
-    else:
-        lw = (pos_weight - 1.0) * target + 1.0
-        loss = (1.0 - target) * input - lw * logsigmoid(input)
+    ls = logsigmoid(input)
+    loss = (1.0 - target) * input - (ls if pos_weight is None else ((pos_weight - 1.0) * target + 1.0) * ls)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)

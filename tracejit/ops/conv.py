@@ -19,12 +19,28 @@ def conv_out_size(size, k, s, p, d):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+def _out_hw(h: int, w: int, kernel, stride, padding, dilation) -> tuple:
+    return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
+            conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
+
+
+def _padded(xp, x, padding, fill=0):
+    """(N, C, H, W) `x` with `padding` rows and columns of `fill` on each side (x itself
+    without padding)."""
+    ph, pw = padding
+    if not (ph or pw):
+        return x
+    n, c, h, w = x.shape
+    out = xp.full((n, c, h + 2 * ph, w + 2 * pw), fill, dtype=x.dtype)
+    out[:, :, ph:ph + h, pw:pw + w] = x
+    return out
+
+
 def _unfold_rule(x, kernel, stride, padding, dilation, pad_value, layout="batch"):
     if x.ndim != 4:
         raise ShapeError(f"unfold: expected a 4-D input (N, C, H, W), got shape {x.shape}")
     n, c, h, w = x.shape
-    oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"unfold: kernel {kernel} with padding {padding} and dilation {dilation} is "
                          f"larger than the input of spatial size ({h}, {w})")
@@ -43,15 +59,9 @@ def _windows(kernel, stride, dilation, oh, ow):
 
 def _unfold_impl(xp, x, kernel, stride, padding, dilation, pad_value, layout="batch"):
     n, c, h, w = x.shape
-    ph, pw = padding
-    oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
+    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
     kh, kw = kernel
-    if ph or pw:
-        xpad = xp.full((n, c, h + 2 * ph, w + 2 * pw), pad_value, dtype=x.dtype)
-        xpad[:, :, ph:ph + h, pw:pw + w] = x
-    else:
-        xpad = x
+    xpad = _padded(xp, x, padding, pad_value)
     # Every window at once as a strided view of the (padded) input, copied in one call:
     # 2.3x faster than kh*kw strided slice copies (rows of ow elements) for a 3x3 conv
     # over (64, 32, 13, 13). The view is only read, and never escapes.

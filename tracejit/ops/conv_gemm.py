@@ -18,17 +18,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from .conv import _fold_impl, _unfold_impl, conv_out_size
+from .conv import _fold_impl, _out_hw, _unfold_impl
 from .eager import bind
 from .registry import Aval, defprim
 from .shape import narrow, reshape
 
 __all__ = ["conv2d_gemm", "conv2d_wgrad", "conv2d_xgrad"]
-
-
-def _out_hw(h: int, w: int, kernel, stride, padding, dilation) -> tuple:
-    return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
-            conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
 
 
 def _check(op: str, g, x_shape, o: int, kernel, stride, padding, dilation) -> None:

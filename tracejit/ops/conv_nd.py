@@ -12,7 +12,7 @@ of the 2-D ops (composite.py's conv2d, spatial.py's conv_transpose2d):
 from __future__ import annotations
 
 from ..errors import ShapeError
-from .composite import conv2d, same_padding
+from .composite import conv2d, string_padding
 from .shape import cat, permute, reshape, squeeze, unsqueeze
 from .spatial import conv1d, conv_transpose2d, pad
 from . import autocast as _autocast
@@ -43,14 +43,7 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     s, d = _triple(stride, "stride", "conv3d"), _triple(dilation, "dilation", "conv3d")
     kd, kh, kw = weight.shape[2:]
     if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            if s != (1, 1, 1):
-                raise ValueError("conv3d: padding='same' is not supported for strided convolutions")
-            input, padding = same_padding(input, (kd, kh, kw), d)
-        else:
-            raise ValueError(f"conv3d: padding must be an int, a triple, 'valid' or 'same', got {padding!r}")
+        input, padding = string_padding("conv3d", input, padding, (kd, kh, kw), s != (1, 1, 1), d)
     p = _triple(padding, "padding", "conv3d")
     n, c, depth = input.shape[0], input.shape[1], input.shape[2]
     if c != weight.shape[1] * groups:

@@ -52,16 +52,21 @@ def check_range(t: np.ndarray, valid: np.ndarray, c: int) -> None:
         raise IndexRangeError(f"nll_loss: index {lo if lo < 0 else int(v.max())} is out of range for size {c}")
 
 
+def _targets(t: np.ndarray, c: int, ignore_index: int, check: bool = True):
+    """(the rows counted, targets safe to index with: 0 where a row is ignored)."""
+    t = t.astype(np.int64, copy=False)
+    valid = t != ignore_index
+    if check:
+        check_range(t, valid, c)
+    return valid, (t if valid.all() else np.where(valid, t, 0))
+
+
 def _rows(x: np.ndarray, t: np.ndarray, ignore_index: int):
     """(z = x - rowmax, per-row sum(exp(z)) as (N, 1), e = exp(z), valid, safe targets)."""
-    n, c = x.shape
-    valid = t != ignore_index
-    check_range(t, valid, c)
-    safe = np.where(valid, t, 0) if not valid.all() else t
+    valid, safe = _targets(t, x.shape[1], ignore_index)
     z = x - x.max(axis=1, keepdims=True)
     e = np.exp(z)
-    s = e.sum(axis=1, keepdims=True)
-    return z, s, e, valid, safe
+    return z, e.sum(axis=1, keepdims=True), e, valid, safe
 
 
 def reduce_losses(loss, total, count, reduction, dtype):
@@ -74,14 +79,23 @@ def reduce_losses(loss, total, count, reduction, dtype):
         return (total / count).astype(dtype)   # 0 counted: nan, as PyTorch
 
 
-def _ce_impl(xp, x, t, *, ignore_index=-100, reduction="mean"):
-    t = t.astype(np.int64, copy=False)
-    z, s, _, valid, safe = _rows(x, t, ignore_index)
-    n = x.shape[0]
-    loss = -(z[module_of(x).arange(n), safe] - np.log(s[:, 0]))   # -logp at the target
+def _reduced(loss, valid, reduction: str):
+    """The per-row losses with the ignored rows' set to 0, reduced."""
     if not valid.all():
         loss[~valid] = 0.0
-    return reduce_losses(loss, loss.sum(dtype=np.float64), np.count_nonzero(valid), reduction, x.dtype)
+    return reduce_losses(loss, loss.sum(dtype=np.float64), np.count_nonzero(valid), reduction, loss.dtype)
+
+
+def _row_scale_np(g, dtype, valid, reduction: str):
+    """r = g * valid / count (mean; none counted: 0, as PyTorch) or g * valid, per row."""
+    r = g.astype(dtype).reshape(-1) * valid
+    return r / dtype.type(max(int(valid.sum()), 1)) if reduction == "mean" else r
+
+
+def _ce_impl(xp, x, t, *, ignore_index=-100, reduction="mean"):
+    z, s, _, valid, safe = _rows(x, t, ignore_index)
+    loss = -(z[module_of(x).arange(x.shape[0]), safe] - np.log(s[:, 0]))   # -logp at the target
+    return _reduced(loss, valid, reduction)
 
 
 def _ce_rule(x: Aval, t: Aval, *, ignore_index=-100, reduction="mean"):
@@ -120,15 +134,11 @@ CROSS_ENTROPY = defprim("cross_entropy", _ce_impl, _ce_rule, _ce_vjp, kind="othe
 
 
 def _ce_backward_impl(xp, g, x, t, *, ignore_index=-100, reduction="mean"):
-    t = t.astype(np.int64, copy=False)
     _, s, e, valid, safe = _rows(x, t, ignore_index)
-    dt = x.dtype.type
-    r = g.astype(x.dtype).reshape(-1, 1) * valid[:, None]    # g: 0-d, or one per row
-    if reduction == "mean":   # no counted row: a zero gradient (of a nan loss), as PyTorch
-        r = r / dt(max(int(valid.sum()), 1))
+    r = _row_scale_np(g, x.dtype, valid, reduction)
     e /= s                                       # softmax
-    e *= r
-    e[module_of(x).arange(x.shape[0]), safe] -= r[:, 0]    # - onehot * r
+    e *= r[:, None]
+    e[module_of(x).arange(x.shape[0]), safe] -= r    # - onehot * r
     return e
 
 
@@ -201,15 +211,8 @@ def cross_entropy_backward(g, x, target, ignore_index: int = -100, reduction: st
 # the logits leaves the gradient alone); also ``nll_loss`` itself for (N, C) input.
 
 def _nll_impl(xp, lp, t, *, ignore_index=-100, reduction="mean"):
-    t = t.astype(np.int64, copy=False)
-    n, c = lp.shape
-    valid = t != ignore_index
-    check_range(t, valid, c)
-    safe = t if valid.all() else np.where(valid, t, 0)
-    loss = -lp[xp.arange(n), safe]
-    if not valid.all():
-        loss[~valid] = 0.0
-    return reduce_losses(loss, loss.sum(dtype=np.float64), np.count_nonzero(valid), reduction, lp.dtype)
+    valid, safe = _targets(t, lp.shape[1], ignore_index)
+    return _reduced(-lp[xp.arange(lp.shape[0]), safe], valid, reduction)
 
 
 def _nll_vjp(g, out, lp, t, *, ignore_index=-100, reduction="mean"):
@@ -223,15 +226,10 @@ NLL_INDICES = defprim("nll_indices", _nll_impl, _ce_rule, _nll_vjp, kind="other"
 
 
 def _nll_backward_impl(xp, g, lp, t, *, ignore_index=-100, reduction="mean"):
-    t = t.astype(np.int64, copy=False)
     n, c = lp.shape
-    valid = t != ignore_index
-    safe = t if valid.all() else np.where(valid, t, 0)
-    r = g.astype(lp.dtype).reshape(-1) * valid            # g: 0-d, or one per row
-    if reduction == "mean":   # no counted row: a zero gradient (of a nan loss), as PyTorch
-        r = r / lp.dtype.type(max(int(valid.sum()), 1))
+    valid, safe = _targets(t, c, ignore_index, check=False)
     out = xp.zeros((n, c), lp.dtype)
-    out[xp.arange(n), safe] = -r
+    out[xp.arange(n), safe] = -_row_scale_np(g, lp.dtype, valid, reduction)
     return out
 
 

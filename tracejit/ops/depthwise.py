@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from .conv import _padded, _windows
 from .conv_gemm import _EXTRA, _check as _check_geometry, _meta, _out_hw, _saves   # (conv2d_gemm's rules)
 from .eager import bind
 from .registry import Aval, defprim
@@ -29,25 +30,6 @@ def _check(op: str, g, x_shape, o: int, kernel, stride, padding, dilation) -> No
     if o % x_shape[1]:
         raise ShapeError(f"{op}: {o} output channels are no multiple of the input's {x_shape[1]}")
     _check_geometry(op, g, x_shape, o, kernel, stride, padding, dilation)
-
-
-def _taps(kernel, stride, dilation, oh: int, ow: int):
-    """(tap index, rows, columns) of each kernel tap's window in the padded input."""
-    for i in range(kernel[0]):
-        for j in range(kernel[1]):
-            r0, c0 = i * dilation[0], j * dilation[1]
-            yield (i * kernel[1] + j, slice(r0, r0 + stride[0] * (oh - 1) + 1, stride[0]),
-                   slice(c0, c0 + stride[1] * (ow - 1) + 1, stride[1]))
-
-
-def _padded(xp, x, padding):
-    ph, pw = padding
-    if not (ph or pw):
-        return x
-    n, c, h, w = x.shape
-    xpad = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
-    xpad[:, :, ph:ph + h, pw:pw + w] = x
-    return xpad
 
 
 # ---------------------------------------------------------------- forward
@@ -68,10 +50,10 @@ def _fwd_impl(xp, x, w, *b, kernel, stride, padding, dilation):
     m = o // c
     oh, ow = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
     xpad = _padded(xp, x, padding)
-    wr = w.reshape(c, m, -1)
+    wr = w.reshape((c, m) + tuple(kernel))
     out = xp.zeros((n, c, m, oh, ow), dtype=x.dtype)
-    for t, rows, cols in _taps(kernel, stride, dilation, oh, ow):
-        out += xpad[:, :, None, rows, cols] * wr[None, :, :, t, None, None]
+    for i, j, rows, cols in _windows(kernel, stride, dilation, oh, ow):
+        out += xpad[:, :, None, rows, cols] * wr[None, :, :, i, j, None, None]
     out = out.reshape(n, o, oh, ow)
     if b:
         out += b[0].reshape(1, o, 1, 1)
@@ -105,9 +87,9 @@ def _wgrad_impl(xp, g, x, kernel, stride, padding, dilation):
     m = o // c
     xpad = _padded(xp, x, padding)
     gr = g.reshape(n, c, m, oh, ow)
-    dw = xp.empty((c, m, kernel[0] * kernel[1]), dtype=x.dtype)
-    for t, rows, cols in _taps(kernel, stride, dilation, oh, ow):
-        dw[:, :, t] = xp.einsum("nchw,ncmhw->cm", xpad[:, :, rows, cols], gr)
+    dw = xp.empty((c, m) + tuple(kernel), dtype=x.dtype)
+    for i, j, rows, cols in _windows(kernel, stride, dilation, oh, ow):
+        dw[:, :, i, j] = xp.einsum("nchw,ncmhw->cm", xpad[:, :, rows, cols], gr)
     return dw.reshape((o, 1) + tuple(kernel))
 
 
@@ -135,9 +117,9 @@ def _xgrad_impl(xp, g, w, input_hw, channels, kernel, stride, padding, dilation)
     ph, pw = padding
     dxpad = xp.zeros((n, c, h + 2 * ph, wd + 2 * pw), dtype=g.dtype)
     gr = g.reshape(n, c, m, oh, ow)
-    wr = w.reshape(c, m, -1)
-    for t, rows, cols in _taps(kernel, stride, dilation, oh, ow):
-        part = gr * wr[None, :, :, t, None, None]
+    wr = w.reshape((c, m) + tuple(kernel))
+    for i, j, rows, cols in _windows(kernel, stride, dilation, oh, ow):
+        part = gr * wr[None, :, :, i, j, None, None]
         dxpad[:, :, rows, cols] += part[:, :, 0] if m == 1 else part.sum(2)
     return xp.ascontiguousarray(dxpad[:, :, ph:ph + h, pw:pw + wd])
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["add_distinct", "distinct"]
+__all__ = ["add_distinct", "distinct", "within", "wrapped"]
 
 def add_distinct(view, key, v) -> bool:
     """``view[key] += v`` as one fancy add when `key` (slices, None and integer arrays, each
@@ -22,7 +22,7 @@ def add_distinct(view, key, v) -> bool:
             continue
         d += 1
         if type(k) is np.ndarray and k.dtype.kind in "iu" and d < view.ndim:
-            n, a = view.shape[d], _wrapped(k.reshape(-1), view.shape[d])
+            n, a = view.shape[d], wrapped(k.reshape(-1), view.shape[d])
             if a is None or (flat is not None and a.size != flat.size):
                 return False
             if shape is None:
@@ -45,22 +45,26 @@ def add_distinct(view, key, v) -> bool:
     return True
 
 
-def _wrapped(a, n: int):
+def wrapped(a, n: int):
     """The int64 positions of 1-D `a` along a dim of size `n`, negative ones counted from
     the end; None where one is out of range."""
-    if not a.size:
+    if not a.size or within(a, n):
         return a.astype(np.int64, copy=False)
     if a.dtype.kind == "u":
-        return a.astype(np.int64, copy=False) if int(a.max()) < n else None
-    a = a.astype(np.int64, copy=False)
-    # (one reduction where all lie in [0, n): a negative read as unsigned is past any n)
-    if int(a.view(np.uint64).max()) < n:
-        return a
-    if a.min() < 0:
-        a = np.where(a < 0, a + n, a)
-    if a.max() >= n or a.min() < 0:
         return None
-    return a
+    a = np.where(a < 0, a.astype(np.int64, copy=False) + n, a)
+    return a if within(a, n) else None
+
+
+def within(a, n: int) -> bool:
+    """Whether the integers of non-empty `a` all lie in [0, n), in one reduction: a negative
+    one read as unsigned is past any n (min and max cost twice this, most of a small gather)."""
+    if a.dtype.kind == "i":
+        a = a.view(_UNSIGNED[a.dtype.itemsize])
+    return int(a.max()) < n
+
+
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def distinct(flat) -> bool:

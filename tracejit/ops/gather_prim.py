@@ -8,27 +8,18 @@ from ..device import module_of
 from ..errors import DTypeError, IndexRangeError, ShapeError
 from ..shapes import normalize_dim
 from . import creation
+from .distinct_add import within
 from .registry import Aval, defprim
 from .eager import bind
 from .shape import reshape
 
 def check_index_range(op: str, index, dim: int, n: int) -> None:
     """Raise naming the first of `index`'s values outside [0, n) (dim `dim` of `op`'s input)."""
-    if not index.size:
-        return
-    # One reduction for both bounds: a negative value read as unsigned is past any n
-    # (min and max cost twice this, most of a small gather).
-    if index.dtype.kind == "i":
-        if int(index.view(_UNSIGNED[index.dtype.itemsize]).max()) < n:
-            return
-    elif int(index.max()) < n:
+    if not index.size or within(index, n):
         return
     lo = int(index.min())
     bad = lo if lo < 0 else int(index.max())
     raise IndexRangeError(f"{op}: index {bad} is out of range for dim {dim} of size {n}")
-
-
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def _gather_rule(a, index, dim):

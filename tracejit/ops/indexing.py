@@ -18,7 +18,7 @@ from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
 from .elementwise import cast, where
-from .distinct_add import add_distinct
+from .distinct_add import add_distinct, within, wrapped
 from .donation import donating, target
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
@@ -374,13 +374,8 @@ def added_rows(view, key, v):
     if (type(idx) is not np.ndarray or idx.dtype.kind not in "iu" or idx.size < 32
             or v.shape != idx.shape + view.shape[1:]):
         return None
-    n = view.shape[0]
-    flat = idx.reshape(-1)
-    if flat.dtype.kind == "i" and flat.min() < 0:
-        flat = np.where(flat < 0, flat + n, flat)   # -1 and n-1 are one row
-    if flat.max() >= n or flat.min() < 0:
-        return None   # out of range: np.add.at raises numpy's IndexError
-    return flat
+    # (-1 and n-1 are one row; None out of range: np.add.at raises numpy's IndexError)
+    return wrapped(idx.reshape(-1), view.shape[0])
 
 
 def _add_rows(view, key, v) -> bool:
@@ -541,10 +536,9 @@ def _in_range_rule(index, *, size, op):
 
 
 def _in_range_impl(xp, index, *, size, op):
-    if index.size:
-        lo, hi = int(index.min()), int(index.max())
-        if lo < 0 or hi >= size:
-            raise IndexRangeError(f"{op}: index {lo if lo < 0 else hi} is out of range for size {size}")
+    if index.size and not within(index, size):
+        lo = int(index.min())
+        raise IndexRangeError(f"{op}: index {lo if lo < 0 else int(index.max())} is out of range for size {size}")
     return index.view()
 
 

@@ -20,8 +20,7 @@ from .creation import arange, full, tensor, zeros
 from .elementwise import cast, where
 from .gather_prim import _flat_positions, check_index_range
 from .indexing import gather, getitem, in_range, index_add_, index_put, nonzero, scatter_add
-from .reductions import amax, amin
-from .shape import expand, reshape
+from .shape import expand, movedim, reshape
 from .registry import Aval, bind, defprim, refuse_tracing
 
 __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_reduce",
@@ -100,14 +99,15 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
                     include_self=bool(include_self))
     if reduce == "prod":
         # one slot per (position, contribution): gather-and-reduce over a padded stack
-        return _scatter_by_groups(input, dim, index, s, reduce, include_self)
+        return _scatter_prod(input, dim, index, s, include_self)
     raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
 
 
-def _scatter_by_groups(input, dim, index, s, reduce, include_self):
-    """Reduce contributions per target position: the contributions sorted by target, laid
-    out as (targets, most contributions) with the reduction's identity as padding."""
-    refuse_tracing(f"scatter_reduce({reduce!r})", "its index")
+def _scatter_prod(input, dim, index, s, include_self):
+    """Multiply contributions per target position: the contributions sorted by target, laid
+    out as (targets, most contributions) with 1 as padding."""
+    from .reductions import prod
+    refuse_tracing("scatter_reduce('prod')", "its index")
     idx = np.moveaxis(index.numpy(), dim, -1)
     shape = tuple(input.shape)
     out_moved = np.moveaxis(np.empty(shape, dtype=np.int8), dim, -1).shape
@@ -120,29 +120,13 @@ def _scatter_by_groups(input, dim, index, s, reduce, include_self):
     counts = np.bincount(targets, minlength=int(np.prod(out_moved)))
     width = max(int(counts.max()) if counts.size else 0, 1)
     slot = np.arange(targets.size) - (np.cumsum(counts) - counts)[targets]
-    ident = {"prod": 1.0, "amax": -np.inf, "amin": np.inf}[reduce]
-    if input.dtype.is_integer:
-        info = np.iinfo(input.dtype.np)
-        ident = {"prod": 1, "amax": info.min, "amin": info.max}[reduce]
-    table = full((int(np.prod(out_moved)) * width,), ident, dtype=input.dtype, device=input.device)
-    src_moved = reshape(_moveaxis(s, dim, -1), (-1,))
+    table = full((int(np.prod(out_moved)) * width,), 1, dtype=input.dtype, device=input.device)
+    src_moved = reshape(movedim(s, dim, -1), (-1,))
     picked = getitem(src_moved, tensor(order, device=input.device))
     table = index_put(table, (tensor(targets * width + slot, device=input.device),), picked)
-    table = reshape(table, out_moved + (width,))
-    if reduce == "prod":
-        from .reductions import prod
-        red = prod(table, -1)
-    else:
-        red = (amax if reduce == "amax" else amin)(table, -1)
-    red = _moveaxis(red, -1, dim)
+    red = movedim(prod(reshape(table, out_moved + (width,)), -1), -1, dim)
     hit = tensor(np.moveaxis(counts.reshape(out_moved) > 0, -1, dim), device=input.device)
-    if include_self:
-        if reduce == "prod":
-            red = red * input
-        else:
-            from .elementwise import maximum, minimum
-            red = (maximum if reduce == "amax" else minimum)(red, input)
-    return where(hit, red, input)
+    return where(hit, red * input if include_self else red, input)
 
 
 # ------------------------------------------------------- scatter_reduce amax / amin
@@ -203,11 +187,6 @@ def _scatter_extreme_vjp(g, out, a, index, src, *, dim, reduce, include_self):
 SCATTER_EXTREME = defprim("scatter_extreme", _scatter_extreme_impl, _scatter_extreme_rule,
                           _scatter_extreme_vjp, kind="index", save=lambda rq: (0, 1, 2),
                           save_out=True, nondiff=(1,), grad_name="ScatterReduceBackward0")
-
-
-def _moveaxis(x, src, dst):
-    from .shape import movedim
-    return movedim(x, src, dst)
 
 
 def _along(a, dim, index):

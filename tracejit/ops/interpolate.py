@@ -25,6 +25,7 @@ from .creation import tensor
 from .elementwise import clamp, floor
 from .indexing import getitem
 from .linalg import matmul
+from .sampling import _cubic_weights
 from .shape import transpose
 from .dtype_checks import takes
 from . import autocast as _autocast
@@ -57,21 +58,11 @@ def _linear_matrix(insize: int, outsize: int, align_corners: bool, scale: float)
 
 
 def _cubic_matrix(insize: int, outsize: int, align_corners: bool, scale: float) -> np.ndarray:
-    a = -0.75
     src = _source(outsize, insize, align_corners, scale, clamp=False)
     base = np.floor(src)
-    t = src - base
-
-    def near(x):     # |x| <= 1
-        return ((a + 2) * x - (a + 3)) * x * x + 1
-
-    def far(x):      # 1 < |x| < 2
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-
-    weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
     m = np.zeros((outsize, insize))
     rows = np.arange(outsize)
-    for tap, w in enumerate(weights):
+    for tap, w in enumerate(_cubic_weights(src - base)):
         idx = np.clip(base.astype(np.int64) - 1 + tap, 0, insize - 1)
         np.add.at(m, (rows, idx), w)
     return m

@@ -102,13 +102,7 @@ def _layer_norm_backward_impl(xp, g, x, *w, n, eps, has_w):
 
 
 def _layer_norm_backward_rule(g: Aval, x: Aval, *w, n, eps, has_w):
-    K = 1
-    for s in x.shape[len(x.shape) - n:]:
-        K *= s
-    M = 1
-    for s in x.shape[:len(x.shape) - n]:
-        M *= s
-    return Aval((M + 2, K), x.dtype, x.device)
+    return Aval((_rows(x, n) + 2, row_size(x, n)), x.dtype, x.device)
 
 
 def _layer_norm_backward_vjp(v, out, g, x, *w, n, eps, has_w):

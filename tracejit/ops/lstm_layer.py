@@ -17,7 +17,6 @@ from ..autograd.function import Function
 from ..errors import CompileError
 from .lstm_prim import layer_grads, lstm_layer, lstm_layer_backward, lstm_layer_states, unpack_backward
 from .eager import trace_state
-from .. import envflags
 
 __all__ = ["lstm_layer_fm", "lstm_cell", "lstm_cell_fm", "backward_vjp"]
 
@@ -35,10 +34,6 @@ def lstm_cell_fm(pre, c) -> tuple:
     """One LSTM step, feature-major: `pre` (4H, N) is the gates' pre-activation
     (x W_ih^T + h W_hh^T + biases, transposed), c (H, N) the cell state. -> (h, c)."""
     return lstm_cell(*_ops.chunk(pre, 4, 0), c)
-
-
-def _last(reverse: bool, L):
-    return 0 if reverse else L - 1
 
 
 class Family(NamedTuple):
@@ -81,18 +76,6 @@ class _Layer(Function):
 LSTM = Family(lstm_layer, lstm_layer_backward, layer_grads, 1)
 
 
-# Whether the layer makes a strided x (the time-major view of a batch_first input) into
-# contiguous rows before the op: the op's kernel and the backward's d W_ih both read rows,
-# so the copy is made once here rather than twice.
-_input_rows = envflags.flag("TRACEJIT_LSTM_INPUT_ROWS")   # (the switch: tests, A/B measurements)
-def _as_rows(x):
-    """x (L, N, I) as C-contiguous rows: a copy where x is strided, else x itself (a
-    reshape there and back: the plan's reshape copies only what is not viewable, where
-    `contiguous` would bind a copy of a contiguous value too)."""
-    L, N, I = x.shape
-    return _ops.reshape(_ops.reshape(x, (L * N, I)), (L, N, I))
-
-
 def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None, batch_sizes=None) -> tuple:
     """One LSTM layer and direction: x (L, N, I), wx = W_ih (4H, I), w = W_hh (4H, H), h0 and
     c0 (H, N), bias (4H,) or None (both biases summed). `batch_sizes`: a packed batch's
@@ -100,8 +83,6 @@ def lstm_layer_fm(x, wx, w, h0, c0, reverse: bool = False, bias=None, batch_size
     Returns (h of every step (L, H, N), h_n (H, N), c_n (H, N))."""
     if bias is None:
         bias = _ops.zeros(w.shape[0], dtype=w.dtype, device=w.device)
-    if _input_rows():
-        x = _as_rows(x)
     if trace_state.tracer is not None:
         # captured: the primitives are the equations, so compiled graphs run the same
         # loops as eager and a symbolic length stays symbolic
@@ -198,7 +179,7 @@ def backward_vjp(u, d_y, d_hn, d_cn, x, wx, w, b, h0, c0, reverse: bool, batch_s
     ins = [gi] + [_requiring(t) for t in (w, b, h0, c0)]
     ds = [_requiring(t) for t in (d_y, d_hn, d_cn)]
     steps = recompute_steps(lambda g, m, h, c: lstm_cell_fm(g + m, c), *ins[:4], reverse, batch_sizes, ins[4])
-    last = _last(reverse, L)
+    last = 0 if reverse else L - 1
     full = d_y.shape[1] == 2 * H       # the cotangent of h and c (else of h only)
     outs, cts = [], []
     for t, (h, c) in enumerate(steps):

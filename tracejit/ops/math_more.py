@@ -109,8 +109,7 @@ def _lgamma_impl(xp, a):
     v = np.asarray(a, np.float64)
     pole = (v <= 0) & (v == np.floor(v))     # 0, -1, -2, ...: +inf, where math.lgamma raises
     out = np.asarray(np.frompyfunc(math.lgamma, 1, 1)(np.where(pole, 1.0, v)), np.float64)
-    out = np.where(pole, np.inf, out).astype(a.dtype)
-    return out
+    return np.where(pole, np.inf, out).astype(a.dtype)
 
 
 def _digamma_np(x: np.ndarray) -> np.ndarray:
@@ -138,8 +137,7 @@ def _digamma_np(x: np.ndarray) -> np.ndarray:
 
 
 def _digamma_impl(xp, a):
-    out = np.asarray(_digamma_np(np.asarray(a))).astype(a.dtype)
-    return out
+    return np.asarray(_digamma_np(np.asarray(a))).astype(a.dtype)
 
 
 def _digamma_vjp(g, out, a):
@@ -173,8 +171,7 @@ def _erfinv_impl(xp, a):
             x = x - err / (2 / np.sqrt(np.pi) * np.exp(-x * x))
     x = np.where(y == 1, np.inf, np.where(y == -1, -np.inf, x))
     x = np.where(np.abs(y) > 1, np.nan, x)
-    out = np.asarray(x).astype(a.dtype)
-    return out
+    return np.asarray(x).astype(a.dtype)
 
 
 def _erfinv_vjp(g, out, a):

@@ -22,8 +22,6 @@ ops/pooling_prim.py's ``max_pool2d`` remains for the integer dtypes.
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from ..errors import ShapeError
@@ -51,8 +49,6 @@ def _record_impl(xp, x, kernel, stride, padding, dilation):
     oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
     rec = xp.empty((2, n, c, oh, ow), dtype=x.dtype)
     out, off = rec[0], rec[1]
-    if xp is np and _halves(kernel, stride, padding, dilation) and _record_2x2(x, rec):
-        return rec
     views = list(_views(_padded(xp, x, padding, _fill_low(x.dtype)), kernel, stride, dilation,
                         oh, ow))
     out[...] = views[0]
@@ -60,78 +56,6 @@ def _record_impl(xp, x, kernel, stride, padding, dilation):
         xp.maximum(out, v, out=out)  # propagates NaN, as PyTorch's max_pool2d
     _first_offsets(xp, views, out, off)
     return rec
-
-
-def _halves(kernel, stride, padding, dilation) -> bool:
-    """2x2 windows side by side (LeNet's pooling): `_record_2x2` may apply."""
-    return (tuple(kernel) == (2, 2) and tuple(stride) == (2, 2) and tuple(padding) == (0, 0)
-            and tuple(dilation) == (1, 1))
-
-
-# Input elements per block of `_record_2x2`: its temporaries are reused from block to
-# block, so a cold first call faults in few fresh pages (1 << 18 had the same steady time).
-_BLOCK_2X2 = 1 << 16
-
-
-def _record_2x2(x, rec) -> bool:
-    """The record of 2x2 windows that tile a C-contiguous x (or its first 2*OH rows and
-    2*OW columns in floor mode), by flat 1-D numpy loops; False (the general form runs) for
-    any other x or a NaN window. The general form's strided views ran an inner loop per
-    row. Here even and odd elements are each row's left and right columns: T = max(left,
-    right) gives every row's pair maxima, and max(T[:-OW], T[OW:]) the windows' (odd rows
-    computed and dropped). Block by block of whole planes (`_BLOCK_2X2`).
-
-    The offset is the first maximum in row-major order: with a, b the top row, c, d the
-    bottom, T = max(a, b), B = max(c, d), m = max(T, B): a when T == m and a >= b; b when
-    T == m otherwise; else c when c >= d; else d."""
-    n, c, h, w = x.shape
-    oh, ow = rec.shape[3], rec.shape[4]
-    th, tw = 2 * oh, 2 * ow                           # the tiled rows and columns
-    if h - th not in (0, 1) or w - tw not in (0, 1) or not x.flags.c_contiguous or not rec.size:
-        return False
-    crop = (h, w) != (th, tw)
-    xf = x.reshape(-1)
-    out, off = rec[0].reshape(-1, ow), rec[1].reshape(-1, ow)
-    per = max(1, _BLOCK_2X2 // (th * tw))             # planes per block
-    size = min(n * c, per) * th * ow                  # T's elements in a block
-    t, m = np.empty(size, x.dtype), np.empty(size - ow, x.dtype)
-    first, top = np.empty(size, bool), np.empty(size - ow, bool)
-    ge = np.empty(2 * size, bool) if sys.byteorder == "little" else None
-    if crop:
-        planes = x.reshape(n * c, h, w)
-        tiled = np.empty((min(n * c, per), th, tw), x.dtype)
-    for p0 in range(0, n * c, per):
-        k = min(n * c, p0 + per) - p0
-        if crop:
-            xs = tiled[:k]
-            xs[...] = planes[p0:p0 + k, :th, :tw]
-            xs = xs.reshape(-1)
-        else:
-            xs = xf[p0 * h * w:(p0 + k) * h * w]
-        ts, fs = t[:k * th * ow], first[:k * th * ow]
-        ms, tops = m[:k * th * ow - ow], top[:k * th * ow - ow]
-        np.maximum(xs[0::2], xs[1::2], out=ts)       # every row's pair maxima
-        if ge is None:
-            np.greater_equal(xs[0::2], xs[1::2], out=fs)  # the left one is it (a >= b: a == T)
-        else:
-            # The same, as every element against the next (one contiguous loop, SIMD),
-            # whose even elements are the pairs': the low byte of each little-endian uint16
-            # pair of bools, kept by the narrowing cast (7.8 against 15 us a block).
-            gs = ge[:2 * fs.size]
-            np.greater_equal(xs[:-1], xs[1:], out=gs[:-1])
-            np.copyto(fs.view(np.uint8), gs.view(np.uint16), casting="unsafe")
-        np.maximum(ts[:-ow], ts[ow:], out=ms)        # rows r and r+1; the windows: r even
-        rows = slice(p0 * oh, (p0 + k) * oh)
-        out[rows] = ms.reshape(-1, ow)[0::2]
-        np.equal(ts[:-ow], ms, out=tops)             # T == m
-        sel = np.logical_and(tops, fs[:-ow])         # a
-        lower = np.logical_not(tops, out=tops)
-        sel |= np.logical_and(lower, fs[ow:], out=fs[ow:])   # c (fs is not read again)
-        o8 = lower.view(np.uint8)
-        o8 += o8
-        o8 += np.logical_not(sel, out=sel).view(np.uint8)
-        off[rows] = o8.reshape(-1, ow)[0::2]
-    return not np.isnan(rec[0]).any()
 
 
 def _first_offsets(xp, views, out, off):
@@ -182,10 +106,6 @@ def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
     n, c, h, w = input_shape
     ph, pw = padding
     oh, ow = g.shape[2], g.shape[3]
-    if xp is np and _halves(kernel, stride, padding, dilation):
-        gx = _scatter_2x2(g, rec, tuple(input_shape))
-        if gx is not None:
-            return gx
     off = rec[1]
     gx = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=g.dtype)
     if (xp is np and tuple(dilation) == (1, 1) and stride[0] >= kernel[0]
@@ -204,74 +124,6 @@ def _scatter_impl(xp, g, rec, input_shape, kernel, stride, padding, dilation):
         for o, view in enumerate(_views(gx, kernel, stride, dilation, oh, ow)):
             view += xp.where(off == o, g, 0)   # overlapping windows accumulate
     return gx[:, :, ph:ph + h, pw:pw + w] if (ph or pw) else gx
-
-
-def _scatter_2x2(g, rec, input_shape):
-    """max_pool2d_scatter of 2x2 windows that tile the input (or its first 2*OH rows and
-    2*OW columns), float32/float16, a C-contiguous record; else None (the general form
-    runs). Each window row of two positions is one integer of twice g's width, so g's bits
-    shifted left by offset * width land in the top row's pair (offsets 0, 1) and, shifted
-    by (offset - 2) * width, in the bottom row's: 5 numpy passes where masks took 10. Block
-    by block through reused scratch; same bits as the general form (``g + 0``, zeros).
-
-    g in C order, or with contiguous (OH, OW) planes in another order (a convolution's
-    channel-major input gradient): then blocks of whole images, copied into C order by the
-    `g + 0` the block makes anyway."""
-    n, c, h, w = input_shape
-    oh, ow = g.shape[2], g.shape[3]
-    th, tw = 2 * oh, 2 * ow                           # the tiled rows and columns
-    if (h - th not in (0, 1) or w - tw not in (0, 1) or g.dtype.itemsize > 4 or g.dtype != rec.dtype
-            or not g.size or not rec.flags.c_contiguous or sys.byteorder != "little"):
-        return None
-    flat = g.flags.c_contiguous
-    if not flat and (g.strides[3] != g.itemsize or g.strides[2] != ow * g.itemsize):
-        return None
-    crop = (h, w) != (th, tw)
-    half, pair = np.dtype(f"u{g.dtype.itemsize}"), np.dtype(f"u{2 * g.dtype.itemsize}")
-    gx = np.empty(input_shape, dtype=g.dtype)
-    if crop:   # (plane, window row, top/bottom, 2*OW positions) of the tiled part
-        planes = gx.view(half).reshape(n * c, h, w)
-        planes[:, th:] = 0
-        planes[:, :th, tw:] = 0
-        rows4 = planes[:, :th, :tw].reshape(n * c, oh, 2, tw)
-    else:
-        rows2 = gx.view(pair).reshape(n * c * oh, 2, ow)   # (window row, top/bottom, window)
-    of = rec[1].reshape(-1)
-    total, img = of.size, c * oh * ow
-    size = min(total, max(1, _BLOCK_2X2 // (4 * ow)) * ow)   # whole window rows
-    unit = img if not flat else oh * ow if crop else ow   # whole images; planes; window rows
-    size = min(total, max(1, size // unit) * unit)
-    gf = g.reshape(-1) if flat else None
-    val, shift, tmp = np.empty(size, pair), np.empty(size, pair), np.empty(size, g.dtype)
-    mask = np.empty(size, pair) if crop else None
-    for lo in range(0, total, size):
-        hi = min(total, lo + size)
-        v, s, t, o = val[:hi - lo], shift[:hi - lo], tmp[:hi - lo], of[lo:hi]
-        if flat:
-            np.add(gf[lo:hi], 0, out=t)
-        else:
-            np.add(g[lo // img:hi // img], 0, out=t.reshape(-1, c, oh, ow))
-        v[...] = t.view(half)                        # zero-extended
-        # The pair's shift: offset * g's width (offsets 2, 3 shift out of the top row:
-        # numpy gives 0 for a shift by the width or more); the bottom row's is two
-        # positions less, wrapping round. Through uint8, which has a SIMD conversion to
-        # uint64 before AVX-512 (float has not).
-        np.multiply(o, 8 * g.dtype.itemsize, out=t)
-        s[...] = t.astype(np.uint8)
-        if crop:
-            m = mask[:hi - lo]
-            np.left_shift(v, s, out=m)
-            s -= 16 * g.dtype.itemsize
-            np.left_shift(v, s, out=v)
-            ps = slice(lo // (oh * ow), hi // (oh * ow))
-            rows4[ps, :, 0] = m.view(half).reshape(-1, oh, tw)
-            rows4[ps, :, 1] = v.view(half).reshape(-1, oh, tw)
-        else:   # each shift straight into the window rows
-            rows = slice(lo // ow, hi // ow)
-            np.left_shift(v.reshape(-1, ow), s.reshape(-1, ow), out=rows2[rows, 0])
-            s -= 16 * g.dtype.itemsize
-            np.left_shift(v.reshape(-1, ow), s.reshape(-1, ow), out=rows2[rows, 1])
-    return gx
 
 
 def _scatter_vjp(gg, out, g, rec, input_shape, kernel, stride, padding, dilation):

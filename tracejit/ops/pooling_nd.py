@@ -64,13 +64,13 @@ def _batched(x, n: int, op: str):
     return x, False
 
 
-def accumulating_dtype(dtype):
-    """The dtype an average pool of `dtype` computes in, as PyTorch's CPU kernels (None: its
-    own): float32 for float16/bfloat16, rounded once at the end; float64 for int64, whose
-    exact quotient the cast back truncates, as integer division."""
-    if dtype in (_dt.float16, _dt.bfloat16):
-        return _dt.float32
-    return None if dtype.is_floating_point else _dt.float64
+def widened(pool, x, *args, **kwargs):
+    """``pool(x, ...)`` (an average pool) computed in the dtype PyTorch's CPU kernels take for
+    x's, or None where that is x's own: float32 for float16/bfloat16, rounded once at the
+    end; float64 for int64, whose exact quotient the cast back truncates, as integer division."""
+    d = x.dtype
+    wide = _dt.float32 if d in (_dt.float16, _dt.bfloat16) else None if d.is_floating_point else _dt.float64
+    return None if wide is None else cast(pool(cast(x, wide), *args, **kwargs), d)
 
 
 def _axis_windows(size, k, s, p, d, ceil_mode, op):
@@ -173,10 +173,9 @@ max_pool1d_with_indices, max_pool2d_with_indices, max_pool3d_with_indices = (
 
 def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
               count_include_pad: bool = True, divisor_override=None, *, n, op):
-    wide = accumulating_dtype(input.dtype)
-    if wide is not None:
-        return cast(_avg_pool(cast(input, wide), kernel_size, stride, padding, ceil_mode,
-                              count_include_pad, divisor_override, n=n, op=op), input.dtype)
+    if (out := widened(_avg_pool, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override, n=n, op=op)) is not None:
+        return out
     x, unbatched = _batched(input, n, op)
     k = _ntuple(kernel_size, n, "kernel_size", op)
     s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
@@ -215,6 +214,13 @@ def _bins(size: int, out: int):
     return (i * size) // out, -((-(i + 1) * size) // out)
 
 
+def _avg_matrix(size: int, out: int) -> np.ndarray:
+    """(out, size): row i averages adaptive bin i (`_bins`)."""
+    start, end = _bins(size, out)
+    cols = np.arange(size)
+    return ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+
+
 def _out_sizes(output_size, spatial, op):
     n = len(spatial)
     if isinstance(output_size, (int, np.integer)) or output_size is None:
@@ -229,9 +235,8 @@ def _out_sizes(output_size, spatial, op):
 
 
 def _adaptive_avg(input, output_size, *, n, op):
-    wide = accumulating_dtype(input.dtype)
-    if wide is not None:
-        return cast(_adaptive_avg(cast(input, wide), output_size, n=n, op=op), input.dtype)
+    if (out := widened(_adaptive_avg, input, output_size, n=n, op=op)) is not None:
+        return out
     if n == 3:   # (PyTorch's 1-D pool checks the rank first; its 2-D one is ops/spatial.py's)
         from .spatial import global_mean_other_rank
         out = global_mean_other_rank(input, 3, output_size)
@@ -242,12 +247,9 @@ def _adaptive_avg(input, output_size, *, n, op):
     outs = _out_sizes(output_size, spatial, op)
     out = x
     for a in range(n):   # one averaging matrix per axis: separable
-        start, end = _bins(spatial[a], outs[a])
-        cols = np.arange(spatial[a])
-        m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
         dim = 2 + a
         moved = transpose(out, dim, -1)
-        moved = matmul(moved, tensor(m.T, dtype=x.dtype, device=x.device))
+        moved = matmul(moved, tensor(_avg_matrix(spatial[a], outs[a]).T, dtype=x.dtype, device=x.device))
         out = transpose(moved, dim, -1)
     return squeeze(out, 0) if unbatched else out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ArgumentError, ShapeError
-from .conv import _windows, conv_out_size
+from .conv import _out_hw, _padded, _windows
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -28,11 +28,6 @@ __all__ = ["max_pool2d", "max_pool2d_indices", "avg_pool2d",
 
 
 # ---------------------------------------------------------------- helpers
-def _out_hw(h, w, kernel, stride, padding, dilation):
-    return (conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0]),
-            conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1]))
-
-
 def _pool_rule(name):
     def rule(x, kernel, stride, padding, dilation):
         if x.ndim != 4:
@@ -54,20 +49,21 @@ def _fill_low(dtype):
     return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
 
 
-def _padded(xp, x, padding, fill):
-    ph, pw = padding
-    if not (ph or pw):
-        return x
-    n, c, h, w = x.shape
-    out = xp.full((n, c, h + 2 * ph, w + 2 * pw), fill, dtype=x.dtype)
-    out[:, :, ph:ph + h, pw:pw + w] = x
-    return out
-
-
 def _views(a, kernel, stride, dilation, oh, ow):
     """The strided view of `a` (padded input or its gradient) for each window offset."""
     for _, _, rs, cs in _windows(kernel, stride, dilation, oh, ow):
         yield a[:, :, rs, cs]
+
+
+def _window_fold(xp, x, kernel, stride, padding, dilation, fill, combine):
+    """Every window of `x` (padded with `fill`) folded offset by offset with the ufunc
+    `combine` (maximum, add), into a copy of the first offset's view."""
+    oh, ow = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
+    views = _views(_padded(xp, x, padding, fill), kernel, stride, dilation, oh, ow)
+    out = next(views).copy()
+    for v in views:
+        combine(out, v, out=out)   # (maximum propagates NaN, as PyTorch's max_pool2d)
+    return out
 
 
 def _first_hits(xp, x, out, kernel, stride, padding, dilation):
@@ -101,16 +97,7 @@ def _first_hits(xp, x, out, kernel, stride, padding, dilation):
 
 # ---------------------------------------------------------------- max_pool2d
 def _max_pool_impl(xp, x, kernel, stride, padding, dilation):
-    n, c, h, w = x.shape
-    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
-    xpad = _padded(xp, x, padding, _fill_low(x.dtype))
-    out = None
-    for v in _views(xpad, kernel, stride, dilation, oh, ow):
-        if out is None:
-            out = v.copy()
-        else:
-            xp.maximum(out, v, out=out)  # propagates NaN, as PyTorch's max_pool2d
-    return out
+    return _window_fold(xp, x, kernel, stride, padding, dilation, _fill_low(x.dtype), xp.maximum)
 
 
 def _max_pool_vjp(g, out, x, kernel, stride, padding, dilation):
@@ -157,15 +144,7 @@ MAX_POOL2D_INDICES = defprim("max_pool2d_indices", _max_pool_indices_impl,
 # The simple path only (count_include_pad=True, no divisor_override, floor mode): every
 # window divides by kh*kw, padding counts as zeros.
 def _avg_pool_impl(xp, x, kernel, stride, padding, dilation):
-    n, c, h, w = x.shape
-    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
-    xpad = _padded(xp, x, padding, 0)
-    out = None
-    for v in _views(xpad, kernel, stride, dilation, oh, ow):
-        if out is None:
-            out = v.copy()
-        else:
-            out += v
+    out = _window_fold(xp, x, kernel, stride, padding, dilation, 0, xp.add)
     out *= out.dtype.type(1.0 / (kernel[0] * kernel[1]))
     return out
 

@@ -499,11 +499,9 @@ moveaxis = movedim   # (numpy's name)
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):
-    r, c = np.triu_indices(row, offset, col)
-    return tensor(np.stack([r, c]), dtype=dtype or _dt.int64, device=device)
+    return tensor(np.stack(np.triu_indices(row, offset, col)), dtype=dtype or _dt.int64, device=device)
 
 
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):
-    r, c = np.tril_indices(row, offset, col)
-    return tensor(np.stack([r, c]), dtype=dtype or _dt.int64, device=device)
+    return tensor(np.stack(np.tril_indices(row, offset, col)), dtype=dtype or _dt.int64, device=device)
 

@@ -12,8 +12,7 @@ from .. import dtypes as _dt
 from ..errors import ArgumentError, DTypeError
 from ..shapes import normalize_dims, normalize_dim
 from .creation import full
-from .elementwise import (abs as _abs, cast, eq, exp, gt, isinf, log, logical_not, maximum, ne,
-                          minimum, mul, pow as _pow, sqrt, where)
+from .elementwise import abs as _abs, cast, eq, gt, logical_not, maximum, ne, minimum, mul, pow as _pow, sqrt, where
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_state
@@ -341,18 +340,19 @@ def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
     return ValuesIndices(vals, idx) if keepdim else ValuesIndices(squeeze(vals, d), squeeze(idx, d))
 
 
-def argmax(a, dim=None, keepdim: bool = False):
-    d = None if dim is None else normalize_dim(dim, a.ndim, "argmax")
+def _arg(prim, a, dim, keepdim: bool):
+    d = None if dim is None else normalize_dim(dim, a.ndim, prim.name)
     if a.ndim == 0:   # (a 0-d result with or without keepdim, as PyTorch's)
         d = None
-    return bind(ARGMAX, a, dim=d, keepdim=keepdim)
+    return bind(prim, a, dim=d, keepdim=keepdim)
+
+
+def argmax(a, dim=None, keepdim: bool = False):
+    return _arg(ARGMAX, a, dim, keepdim)
 
 
 def argmin(a, dim=None, keepdim: bool = False):
-    d = None if dim is None else normalize_dim(dim, a.ndim, "argmin")
-    if a.ndim == 0:   # (a 0-d result with or without keepdim, as PyTorch's)
-        d = None
-    return bind(ARGMIN, a, dim=d, keepdim=keepdim)
+    return _arg(ARGMIN, a, dim, keepdim)
 
 
 def logsumexp(a, dim=None, keepdim: bool = False):
@@ -470,18 +470,25 @@ def _cumsum_rule(a, dim):
     return Aval(a.shape, dt, a.device)
 
 
-def _cumsum_vjp(g, out, a, dim):
-    return (flip(cumsum(flip(g, (dim,)), dim), (dim,)),)
+def _rev_cumsum(x, dim: int):
+    """The sums of `x` along `dim` from each position to the end: cumsum's VJP."""
+    return flip(cumsum(flip(x, (dim,)), dim), (dim,))
 
 
-CUMSUM = defprim("cumsum", lambda xp, a, dim: _accumulate(xp, np.add, "cumsum", a, dim), _cumsum_rule, _cumsum_vjp,
-                 kind="other", save=lambda rq: ())
+CUMSUM = defprim("cumsum", lambda xp, a, dim: _accumulate(xp, np.add, "cumsum", a, dim), _cumsum_rule,
+                 lambda g, out, a, dim: (_rev_cumsum(g, dim),), kind="other", save=lambda rq: ())
 
 
-def cumsum(a, dim: int, *, dtype=None):
+def cumulative(prim, a, dim: int, dtype):
+    """cumsum's or cumprod's record `prim` along `dim`, after a cast to `dtype`; integers
+    and bools accumulate in int64."""
     if dtype is not None:
         a = cast(a, dtype)
     if a.ndim == 0:
         return clone(a) if a.dtype.differentiable or dtype is not None else clone(a).to(_dt.int64)
-    out = bind(CUMSUM, a, dim=normalize_dim(dim, a.ndim, "cumsum"))
+    out = bind(prim, a, dim=normalize_dim(dim, a.ndim, prim.name))
     return out if dtype is None else _as(out, a.dtype)
+
+
+def cumsum(a, dim: int, *, dtype=None):
+    return cumulative(CUMSUM, a, dim, dtype)

@@ -17,10 +17,10 @@ from ..errors import ArgumentError, IndexRangeError, ShapeError, expect_floating
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import tensor
-from .elementwise import cast, exp, floor, isnan, log, where
+from .elementwise import cast, floor, isnan, where
 from .math_more import ceil
 from .indexing import gather
-from .reductions import amax, amin, cumsum, mean, std, sum as _sum, var
+from .reductions import ValuesIndices as _ValuesIndices, amax, amin, cumsum, mean, std, sum as _sum, var
 from .shape import cat, narrow, reshape
 from .tensorfns import sort
 from .registry import refuse_tracing
@@ -32,7 +32,6 @@ __all__ = ["median", "nanmedian", "kthvalue", "quantile", "nanquantile", "nanmea
            "diff", "trapezoid", "trapz", "cumulative_trapezoid", "dist", "equal", "isin", "unique",
            "unique_consecutive", "bincount", "histc", "bucketize", "searchsorted", "mode", "renorm"]
 
-_ValuesIndices = namedtuple("_ValuesIndices", ["values", "indices"])
 _MinMax = namedtuple("aminmax", ["min", "max"])
 
 
@@ -206,17 +205,13 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
 def var_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
     if unbiased is not None:
         correction = 1 if unbiased else 0
-    v = var(input, dim, correction=correction, keepdim=keepdim)
-    m = mean(input, dim, keepdim=keepdim)
-    return v, m
+    return var(input, dim, correction=correction, keepdim=keepdim), mean(input, dim, keepdim=keepdim)
 
 
 def std_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
     if unbiased is not None:
         correction = 1 if unbiased else 0
-    s = std(input, dim, correction=correction, keepdim=keepdim)
-    m = mean(input, dim, keepdim=keepdim)
-    return s, m
+    return std(input, dim, correction=correction, keepdim=keepdim), mean(input, dim, keepdim=keepdim)
 
 
 def aminmax(input, *, dim=None, keepdim: bool = False):

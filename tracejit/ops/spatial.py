@@ -21,7 +21,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
 from ..shapes import Sym
-from .composite import check_conv_args, conv2d, max_pool2d, same_padding
+from .composite import check_conv_args, conv2d, max_pool2d, string_padding
 from .conv import _pair, fold, unfold
 from .conv_gemm import conv2d_xgrad
 from .creation import tensor
@@ -29,7 +29,7 @@ from .elementwise import cast
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
 from .linalg import matmul
-from .pooling_nd import _bins, accumulating_dtype
+from .pooling_nd import _avg_matrix, _batched, _bins, _out_sizes, widened
 from .reductions import amax, argmax
 from .reductions import sum as _sum
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
@@ -61,14 +61,7 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     check_conv_args("conv1d", x, weight, bias, stride, padding, dilation, groups)
     stride, dilation = _single(stride, "stride"), _single(dilation, "dilation")
     if isinstance(padding, str):
-        if padding == "valid":
-            padding = 0
-        elif padding == "same":
-            if stride != 1:
-                raise ValueError("conv1d: padding='same' is not supported for strided convolutions")
-            x, (padding,) = same_padding(x, (weight.shape[2],), (dilation,))
-        else:
-            raise ValueError(f"conv1d: padding must be an int, 'valid' or 'same', got {padding!r}")
+        x, padding = string_padding("conv1d", x, padding, (weight.shape[2],), stride != 1, (dilation,))
     padding = _single(padding, "padding")
     out = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), (0, padding),
                  (1, dilation), groups)
@@ -137,33 +130,6 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
 
 
 # ---------------------------------------------------------------- pooling
-def _avg_matrix(size: int, out: int, dtype, device):
-    start, end = _bins(size, out)
-    cols = np.arange(size)
-    m = ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
-    return tensor(m, dtype=dtype, device=device)
-
-
-def _spatial_4d(x, name):
-    if x.ndim == 3:
-        return unsqueeze(x, 0), True
-    if x.ndim != 4:
-        raise ShapeError(f"{name}: expected a 3-D or 4-D input, got shape {tuple(x.shape)}")
-    return x, False
-
-
-def _out_pair(output_size, h, w, op):
-    sizes = (output_size, output_size) if isinstance(output_size, int) or output_size is None \
-        else tuple(output_size)
-    if len(sizes) != 2:
-        raise ValueError(f"{op}: output_size must be an int or a 2-tuple, got {output_size!r}")
-    oh, ow = sizes
-    oh, ow = (h if oh is None else int(oh)), (w if ow is None else int(ow))
-    if oh < 0 or ow < 0:
-        raise ArgumentError(f"{op}: output_size must be non-negative, got {output_size!r}")
-    return oh, ow
-
-
 def global_mean_other_rank(x, n: int, output_size):
     """PyTorch's adaptive_avg_pool{n}d of an output of all ones is the mean over the last `n`
     dims, taken before its rank and size checks: an input of a rank other than n+1 or n+2,
@@ -189,22 +155,20 @@ def global_mean_other_rank(x, n: int, output_size):
 
 @takes("x:input")
 def adaptive_avg_pool2d(x, output_size):
-    wide = accumulating_dtype(x.dtype)
-    if wide is not None:
-        return cast(adaptive_avg_pool2d(cast(x, wide), output_size), x.dtype)
+    if (out := widened(adaptive_avg_pool2d, x, output_size)) is not None:
+        return out
     out = global_mean_other_rank(x, 2, output_size)
     if out is not None:
         return out
-    x4, unbatched = _spatial_4d(x, "adaptive_avg_pool2d")
+    x4, unbatched = _batched(x, 2, "adaptive_avg_pool2d")
     h, w = x4.shape[2], x4.shape[3]
-    oh, ow = _out_pair(output_size, h, w, "adaptive_avg_pool2d")
+    oh, ow = _out_sizes(output_size, (h, w), "adaptive_avg_pool2d")
     if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
         out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
     elif h % oh == 0 and w % ow == 0:  # equal bins: one unfold + mean, like avg_pool2d
         out = avg_pool2d_ext(x4, (h // oh, w // ow))
     else:
-        ah = _avg_matrix(h, oh, x4.dtype, x4.device)
-        aw = _avg_matrix(w, ow, x4.dtype, x4.device)
+        ah, aw = (tensor(_avg_matrix(i, o), dtype=x4.dtype, device=x4.device) for i, o in ((h, oh), (w, ow)))
         out = matmul(matmul(ah, x4), transpose(aw, 0, 1))
     return squeeze(out, 0) if unbatched else out
 
@@ -222,9 +186,9 @@ def _bin_index(size: int, out: int, device):
 def adaptive_max_pool2d(x, output_size, return_indices: bool = False):
     """Max over PyTorch's adaptive bins; with `return_indices` also each bin's first maximum
     (row-major) as a flat index into the input's H*W, as PyTorch gives it."""
-    x4, unbatched = _spatial_4d(x, "adaptive_max_pool2d")
+    x4, unbatched = _batched(x, 2, "adaptive_max_pool2d")
     n, c, h, w = x4.shape
-    oh, ow = _out_pair(output_size, h, w, "adaptive_max_pool2d")
+    oh, ow = _out_sizes(output_size, (h, w), "adaptive_max_pool2d")
     idx = None
     if oh == 0 or ow == 0:           # an empty output, as PyTorch gives
         out = getitem(x4, (slice(None), slice(None), slice(0, oh), slice(0, ow)))
@@ -285,7 +249,7 @@ def _counts(size, k, s, p, out, include_pad):
 def avg_pool2d_ext(x, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                    count_include_pad: bool = True, divisor_override=None):
     """avg_pool2d with PyTorch's ceil_mode, count_include_pad and divisor_override."""
-    x4, unbatched = _spatial_4d(x, "avg_pool2d")
+    x4, unbatched = _batched(x, 2, "avg_pool2d")
     k = _pair(kernel_size)
     s = k if stride is None or stride == [] else _pair(stride)
     p = _pair(padding)
@@ -311,7 +275,7 @@ def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                    return_indices: bool = False):
     """max_pool2d with ceil_mode (the extra windows see -inf past the input); indices count
     in the input's H*W, not the padded one's."""
-    x4, unbatched = _spatial_4d(x, "max_pool2d")
+    x4, unbatched = _batched(x, 2, "max_pool2d")
     k, d = _pair(kernel_size), _pair(dilation)
     s = k if stride is None or stride == [] else _pair(stride)
     p = _pair(padding)

@@ -28,9 +28,9 @@ _EULER = 0.5772156649015329
 _CROSS = 17.0   # series below, asymptotic expansion above
 
 
-def _series_j(x, n):
-    """J_n(x), n in (0, 1), by its power series."""
-    q = -(x * x) / 4
+def _series_j(x, n, sign: float = -1.0):
+    """J_n(x), n in (0, 1), by its power series; with `sign` +1, the modified I_n(x)."""
+    q = sign * (x * x) / 4
     term = np.ones_like(x) if n == 0 else x / 2
     total = term.copy()
     for k in range(1, 80):
@@ -160,8 +160,7 @@ def _impl(fn):
         v = np.asarray(a)
         with np.errstate(all="ignore"):
             out = fn(np.asarray(v, np.float64))
-        out = np.asarray(out).astype(v.dtype if v.dtype.kind == "f" else np.float32)
-        return out
+        return np.asarray(out).astype(v.dtype if v.dtype.kind == "f" else np.float32)
     return impl
 
 

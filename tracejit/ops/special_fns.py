@@ -16,6 +16,8 @@ import numpy as np
 from .. import dtypes as _dt
 from .elementwise import _binary, _op1, _unary, cast, sign, where
 from .registry import bind
+from .math_more import _lgamma_impl
+from .special_bessel import _series_j
 
 __all__ = ["polygamma", "i0", "frexp", "ldexp", "igamma", "igammac"]
 
@@ -62,8 +64,7 @@ def _hurwitz_zeta(s, x: np.ndarray) -> np.ndarray:
 
 def _float_out(xp, out, *like):
     dt = np.result_type(*[np.asarray(a).dtype for a in like])
-    out = np.asarray(out).astype(dt if dt.kind == "f" else np.float32)
-    return out
+    return np.asarray(out).astype(dt if dt.kind == "f" else np.float32)
 
 
 def _zeta_impl(xp, s, q):
@@ -96,10 +97,6 @@ def zeta(input, other):
 
 
 # ---------------------------------------------------------------- incomplete gamma
-def _lgamma(a):
-    return np.vectorize(math.lgamma, otypes=[np.float64])(a)
-
-
 def _igamma_np(a: np.ndarray, x: np.ndarray, upper: bool) -> np.ndarray:
     """The regularized incomplete gamma P(a, x) (Q = 1 - P when upper): its power series
     below x = a + 1, the continued fraction of Q above (float64)."""
@@ -107,7 +104,7 @@ def _igamma_np(a: np.ndarray, x: np.ndarray, upper: bool) -> np.ndarray:
     ok = (a > 0) & (x > 0) & np.isfinite(x) & np.isfinite(a)
     aa, xx = np.where(ok, a, 1.0), np.where(ok, x, 1.0)
     with np.errstate(all="ignore"):
-        front = np.exp(aa * np.log(xx) - xx - _lgamma(aa))
+        front = np.exp(aa * np.log(xx) - xx - _lgamma_impl(np, aa))
         term = 1.0 / aa
         total = term.copy()
         for k in range(1, 2000):   # the ratio x / (a + k) < 1 once k > x - a
@@ -140,8 +137,7 @@ def _igamma_np(a: np.ndarray, x: np.ndarray, upper: bool) -> np.ndarray:
     out = np.where((x == 0) & (a > 0), lo, out)
     out = np.where(np.isposinf(x) & (a > 0), hi, out)
     out = np.where((a == 0) & (x > 0), hi, out)
-    out = np.where((a < 0) | (x < 0) | np.isnan(a) | np.isnan(x) | ((a == 0) & (x == 0)), np.nan, out)
-    return out
+    return np.where((a < 0) | (x < 0) | np.isnan(a) | np.isnan(x) | ((a == 0) & (x == 0)), np.nan, out)
 
 
 def _igamma_impl(upper):
@@ -181,8 +177,7 @@ def igammac(input, other):
 def _polygamma_impl(xp, a, n):
     v = np.asarray(a)
     out = (-1) ** (n + 1) * math.factorial(n) * _hurwitz_zeta(n + 1, v)
-    out = np.asarray(out).astype(v.dtype)
-    return out
+    return np.asarray(out).astype(v.dtype)
 
 
 POLYGAMMA = _unary("polygamma", _polygamma_impl,
@@ -207,13 +202,7 @@ def _bessel_scaled(x: np.ndarray, order: int) -> np.ndarray:
     ax = np.abs(x)
     small = ax <= 30.0
     xs = np.where(small, ax, 0.0)
-    q = xs * xs / 4
-    term = (xs / 2) ** order
-    total = term.copy()
-    for k in range(1, 90):
-        term = term * q / (k * (k + order))
-        total = total + term
-    series = total * np.exp(-xs)
+    series = _series_j(xs, order, 1.0) * np.exp(-xs)
     xl = np.where(small, 30.0, ax)
     mu = 4.0 * order * order
     coef = np.ones_like(xl)
@@ -239,8 +228,7 @@ def _bessel_impl(order: int, scaled: bool):
         if not scaled:
             with np.errstate(over="ignore", invalid="ignore"):
                 out = out * np.exp(np.abs(np.asarray(v, np.float64)))
-        out = np.asarray(out).astype(v.dtype)
-        return out
+        return np.asarray(out).astype(v.dtype)
     return impl
 
 

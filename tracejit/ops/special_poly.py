@@ -84,8 +84,7 @@ def _impl(kind: str, shifted: bool):
             if kind in ("t", "u", "v", "w"):
                 out = _chebyshev_trig(kind, x64, ni.astype(np.float64), out)
         out = np.where(ni < 0, 0.0, out)
-        res = np.asarray(out).astype(dt if xa.dtype.kind == "f" else np.asarray(out).dtype)
-        return res
+        return np.asarray(out).astype(dt if xa.dtype.kind == "f" else np.asarray(out).dtype)
     return impl
 
 

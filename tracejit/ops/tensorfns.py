@@ -15,7 +15,7 @@ from ..shapes import normalize_dim
 from .creation import arange
 from .elementwise import where
 from .indexing import gather
-from .reductions import ValuesIndices, _accumulate, _as
+from .reductions import ValuesIndices, _accumulate, _cumsum_rule, _rev_cumsum, cumulative
 from .registry import Aval, defprim
 from .eager import bind
 from .shape import unsqueeze
@@ -193,17 +193,6 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
 
 
 # ---------------------------------------------------------------- cumprod
-def _cumprod_rule(a, dim):
-    dt = a.dtype if a.dtype.is_floating_point else _dt.int64
-    return Aval(a.shape, dt, a.device)
-
-
-def _rev_cumsum(x, dim):
-    from .reductions import cumsum
-    from .shape import flip
-    return flip(cumsum(flip(x, (dim,)), dim), (dim,))
-
-
 def _cumprod_vjp(g, out, a, dim):
     # d out_j / d a_i = prod_{k<=j, k!=i} a_k (j >= i). Before a row's first zero z that
     # is out_j / a_i, and every term j >= z has a zero factor: grad_i = sum_{j<z} g_j out_j
@@ -226,17 +215,10 @@ def _cumprod_vjp(g, out, a, dim):
     return (where(first_zero, zero_grad, where(after, 0.0, nonzero_grad)),)
 
 
-CUMPROD = defprim("cumprod", lambda xp, a, dim: _accumulate(xp, np.multiply, "cumprod", a, dim), _cumprod_rule, _cumprod_vjp,
+CUMPROD = defprim("cumprod", lambda xp, a, dim: _accumulate(xp, np.multiply, "cumprod", a, dim), _cumsum_rule, _cumprod_vjp,
                   kind="other", save=lambda rq: (0,), save_out=True)
 
 
 def cumprod(a, dim: int, *, dtype=None):
     """Cumulative product along `dim` (gradient exact also where `a` has zeros)."""
-    if dtype is not None:
-        from .elementwise import cast
-        a = cast(a, dtype)
-    if a.ndim == 0:
-        from .shape import clone
-        return clone(a) if a.dtype.differentiable or dtype is not None else clone(a).to(_dt.int64)
-    out = bind(CUMPROD, a, dim=normalize_dim(dim, a.ndim, "cumprod"))
-    return out if dtype is None else _as(out, a.dtype)
+    return cumulative(CUMPROD, a, dim, dtype)
