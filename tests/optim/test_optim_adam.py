@@ -463,11 +463,10 @@ def test_array_path_by_blocks_is_bitwise_the_whole_array_operations(monkeypatch,
     grads = [(rng.standard_normal((n, 1)) * 10.0 ** rng.integers(-2, 2)).astype(dtype) for _ in range(4)]
     grads[1][[0, adam._BLOCK, n - 1], 0] = [np.nan, np.inf, -np.inf]
     grads[3][-5:] = 0.0
-    blocks, real = [], adam._apply_blocks
-    monkeypatch.setattr(adam, "_apply_blocks", lambda *a: blocks.append(1) or real(*a))
+    blocks, real = [], adam._blockable
+    monkeypatch.setattr(adam, "_blockable", lambda *a: blocks.append(1) or real(*a))
     got, st = _run_steps(cls, kw, False, p0, grads)
-    plain = all(type(x) is not np.float64 for x in (kw.get("lr"), *kw.get("betas", ())))
-    assert len(blocks) == (4 if plain else 0)     # numpy float64 scalars: whole arrays
+    assert len(blocks) == 4
     monkeypatch.setattr(adam, "_blockable", lambda *a: False)
     want, st_ref = _run_steps(cls, kw, False, p0, grads)
     assert got.dtype == np.dtype(dtype) and not np.array_equal(got, p0)
@@ -479,14 +478,14 @@ def test_array_path_by_blocks_is_bitwise_the_whole_array_operations(monkeypatch,
 
 def test_array_path_keeps_whole_arrays_for_a_strided_parameter(monkeypatch):
     from tracejit.optim import adam
-    called = []
-    monkeypatch.setattr(adam, "_apply_blocks", lambda *a: called.append(1))
+    blockable, real = [], adam._blockable
+    monkeypatch.setattr(adam, "_blockable", lambda *a: blockable.append(real(*a)) or blockable[-1])
     base = np.arange(12.0).reshape(3, 4)
     p = nn.Parameter(tj.tensor(base.T.copy()))
     p._data = np.asfortranarray(base.T.copy())        # F-ordered data: no flat blocks of it
     p.grad = tj.tensor(np.ones((4, 3)))
     optim.Adam([p], lr=0.5, fused=False).step()
-    assert called == []
+    assert blockable == [False]
     np.testing.assert_allclose(p.detach().numpy(), base.T - 0.5, rtol=1e-6)   # lr * sign(g)
 
 

@@ -192,26 +192,25 @@ class CompiledFunction(Capture):
         # The hot path: flat arguments checked by generated guards.
         for e in self._flat_entries:
             if e.guard(args, e.const_tensors, gm):
-                if e.no_alias and e.aliased(args):
-                    return self._call_aliased(args)
-                e.hits += 1
-                if self._check or config.check_enabled():
-                    return self._checked(e, list(args), args)
-                return e.run(args)
+                return self._run_hit(e, args, args)
         leaves, spec = flatten(list(args))
         if spec != (list, tuple([None] * len(args))):
             for e in self._entries:
                 if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
-                    if e.no_alias and e.aliased(leaves):
-                        return self._call_aliased(args)
-                    e.hits += 1
-                    if self._check or config.check_enabled():
-                        return self._checked(e, leaves, args)
-                    return e.run(leaves)
+                    return self._run_hit(e, leaves, args)
         if self._fell_back:  # past the recompile limit or a graph break: eagerly, no capture
             self._stats["eager_calls"] += 1
             return self._call_eager_bound(args)
         return self._miss(args, leaves, spec, gm)
+
+    def _run_hit(self, e: Entry, leaves, args):
+        """Run entry `e`, whose guard this call passed, on its `leaves`."""
+        if e.no_alias and e.aliased(leaves):
+            return self._call_aliased(args)
+        e.hits += 1
+        if self._check or config.check_enabled():
+            return self._checked(e, list(leaves), args)
+        return e.run(leaves)
 
     def _call_aliased(self, args):
         """A call whose tensors share memory, for an entry that writes to an input: the
@@ -274,12 +273,7 @@ class CompiledFunction(Capture):
                 if entry is None:  # past the recompile limit
                     return self._call_eager_bound(args)
         if waited is not None:
-            if waited.no_alias and waited.aliased(leaves):
-                return self._call_aliased(args)
-            waited.hits += 1
-            if self._check or config.check_enabled():
-                return self._checked(waited, leaves, args)
-            return waited.run(leaves)
+            return self._run_hit(waited, leaves, args)
         if entry.no_alias and entry.aliased(leaves):
             return self._call_aliased(args)
         try:

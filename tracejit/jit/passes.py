@@ -15,7 +15,7 @@ from ..ops.lstm_prim import LSTM_LAYER_BACKWARD
 from ..ops.pool_offsets import MAX_POOL2D_VALUES, MAX_POOL2D_WITH_OFFSETS
 from ..ops.pooling_prim import MAX_POOL2D
 from ..ops.promotion import compute_dtype
-from ..ops.registry import REGISTRY, Aval
+from ..ops.registry import Aval
 from ..ops.shape import CONCAT, EXPAND, PERMUTE, RESHAPE
 from ..shapes import Sym
 from .ir import Eqn, Graph, Literal, Var
@@ -327,35 +327,6 @@ def _nt_rows_first(producer: dict, a: Var, b: Var) -> bool:
     return nt_rows_first(n, rows, k)
 
 
-def _permuted_concat(e: Eqn, producer: dict, uses: dict):
-    """``permute(concat(xs, d))`` (the concat used only here) as ``concat(permute(x) for x
-    in xs)`` along d's new position: the concat writes its C-contiguous result in the
-    permuted order, reading its inputs through strided views (free), so whatever needs the
-    permuted value contiguous (a reshape before a GEMM) does not copy it a second time.
-
-    The gradient of attention's packed q/k/v projection is such a value: the three heads
-    gradients, concatenated along the leading axis of the [3, N, H, T, hd] view
-    (jit/slice_grads.py), permuted back to [N, T, 3, H, hd] and reshaped to (N*T, 3E) for
-    the weight-gradient GEMM: two full copies, now one.
-    """
-    m = producer.get(e.inputs[0])
-    if (m is None or m.prim is not CONCAT or uses.get(m.out, 0) != 1
-            or not all(isinstance(a, Var) and a.aval.dtype == m.out.aval.dtype for a in m.inputs)):
-        return None
-    rank = len(m.out.aval.shape)
-    dims = tuple(k % rank for k in e.params["dims"])
-    d = m.params["dim"] % rank
-    permute = PERMUTE
-    new = []
-    parts = []
-    for a in m.inputs:
-        v = Var(Aval(tuple(a.aval.shape[k] for k in dims), a.aval.dtype, a.aval.device))
-        new.append(Eqn(permute, (a,), (v,), {"dims": dims}, e.loc))
-        parts.append(v)
-    new.append(Eqn(m.prim, tuple(parts), e.outs, dict(m.params, dim=dims.index(d)), m.loc))
-    return new
-
-
 def _pooled_relu(e: Eqn, producer: dict, uses: dict):
     """``max_pool2d(relu(x))`` (the relu used only here) as ``relu(max_pool2d(x))``.
 
@@ -425,7 +396,6 @@ def _lstm_h_cotangent(e: Eqn, producer: dict, uses: dict):
 # The simplify stage's patterns (jit/patterns.py): an equation replaced by a reordered
 # sequence, tried in this order per primitive.
 for _name, _rewrite, _prims in (("transposed_matmul", _transposed_matmul, (PERMUTE,)),
-                                ("permuted_concat", _permuted_concat, (PERMUTE,)),
                                 ("pooled_relu", _pooled_relu, (MAX_POOL2D,)),
                                 ("pooled_relu_record", _pooled_relu_record, (MAX_POOL2D_VALUES,)),
                                 ("lstm_h_cotangent", _lstm_h_cotangent, (LSTM_LAYER_BACKWARD,))):

@@ -26,7 +26,7 @@ import textwrap
 import types
 
 from ..errors import ScriptError
-from . import control, loops, sourcelines
+from . import control, loops
 
 __all__ = ["convert"]
 
@@ -424,12 +424,11 @@ def _function_def(target) -> tuple:
             return _lambda_def(target, filename), filename, True
         # From the code object: inspect would follow a functools.wraps wrapper's
         # __wrapped__ to the inner function, whose source is not this function's.
-        src, first, tree = _code_source(target)
+        src, first = _code_source(target)
     except (OSError, TypeError) as e:
         raise NoSource(f"@script needs the source of {getattr(target, '__name__', target)!r} ({e})") from None
-    if tree is None:
-        tree = ast.parse(textwrap.dedent(src))
-        ast.increment_lineno(tree, first - 1)
+    tree = ast.parse(textwrap.dedent(src))
+    ast.increment_lineno(tree, first - 1)
     fdef = tree.body[0]
     if isinstance(fdef, ast.AsyncFunctionDef):
         raise ScriptError(f"@script cannot convert async def at {filename}:{first}", filename, first)
@@ -441,8 +440,7 @@ def _function_def(target) -> tuple:
 
 
 def _code_source(target) -> tuple:
-    """(source text, first line, its parsed dedented text numbered from that line or None)
-    of `target`'s code object.
+    """(source text, first line) of `target`'s code object.
 
     Read from linecache by the code's own file and first line: `inspect.getsource` first
     finds the function's module, which walks every module in ``sys.modules`` once per new
@@ -452,9 +450,8 @@ def _code_source(target) -> tuple:
     first = code.co_firstlineno
     if not lines or first > len(lines):
         lines, first = inspect.getsourcelines(code)    # inspect's own search and its error
-        return "".join(lines), first, None
-    src, tree = sourcelines.block_tree(code, lines)   # (without the tokenizer: sourcelines.py)
-    return src, first, tree
+        return "".join(lines), first
+    return "".join(inspect.getblock(lines[first - 1:])), first
 
 
 def _lambda_def(target, filename: str) -> ast.FunctionDef:

@@ -28,6 +28,7 @@ import threading
 from typing import Any, Callable
 
 from ..ops import eager as _eager
+from .value_snapshot import plain_object
 
 __all__ = ["EffectLog", "printing_noted"]
 
@@ -71,7 +72,7 @@ class EffectLog:
         if not self.active or code is None or gl is None:
             return
         for a in arguments:
-            if _plain_object(a):
+            if plain_object(a, library=True):
                 self.watch(f"attributes of the {type(a).__name__} argument", vars(a))
                 for n, v in vars(a).items():
                     self.watch(f"`{type(a).__name__}.{n}`", v)
@@ -109,20 +110,11 @@ class EffectLog:
         self._writes.clear()
 
 
-def _plain_object(x: Any) -> bool:
-    """A user's object with attributes (not a tensor, module, class or function)."""
-    from ..nn.module import Module
-    from ..tensor import Tensor
-    t = type(x)   # (asked of the type: some objects raise on any attribute read, control.Unbound)
-    return (getattr(t, "__dictoffset__", 0) != 0 and not isinstance(x, (Tensor, Module, type))
-            and not callable(x) and t.__module__ not in ("builtins", "types"))
-
-
 def _objects(out: Any):
     """The plain objects among a function's results (what the graph's outputs cannot hold:
     not in tuples, lists, dicts, dict subclasses or dataclasses, see pytree.py)."""
     from .pytree import flatten
-    return [o for o in flatten(out, objects=True)[0] if _plain_object(o)]
+    return [o for o in flatten(out, objects=True)[0] if plain_object(o, library=True)]
 
 
 def _holds_tracer(obj: Any) -> bool:

@@ -25,14 +25,16 @@ _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type
            type, types.CodeType, types.GeneratorType)
 
 
-def plain_object(v) -> bool:
+def plain_object(v, library: bool = False) -> bool:
     """A user object whose attributes a forward may read as constants (a config, an
-    argparse Namespace): not a module, tensor, class, function or library object."""
+    argparse Namespace): not a module, tensor, class or function, nor (unless `library`)
+    a library's object."""
     from ..nn.module import Module
     from ..tensor import Tensor
-    if isinstance(v, (Module, Tensor, _OPAQUE)) or not hasattr(v, "__dict__"):
+    t = type(v)   # (asked of the type: some objects raise on any attribute read, control.Unbound)
+    if getattr(t, "__dictoffset__", 0) == 0 or isinstance(v, (Module, Tensor, _OPAQUE)):
         return False
-    return not from_library(type(v).__module__)
+    return library or not from_library(t.__module__)
 
 
 def from_library(module: Optional[str]) -> bool:

@@ -83,13 +83,6 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-def _pair(v, name: str):
-    t = (v, v) if isinstance(v, int) else tuple(v)
-    if len(t) != 2 or not all(isinstance(x, int) for x in t):
-        raise ValueError(f"Conv2d: {name} must be an int or a pair of ints, got {v!r}")
-    return t
-
-
 def _tuple(v, n: int, name: str, layer: str) -> tuple:
     t = (v,) * n if isinstance(v, int) else tuple(v)
     if len(t) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in t):
@@ -199,7 +192,6 @@ _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 class Conv2d(_ConvNd):
     _nd, _layer = 2, "Conv2d"
-    _to_tuple = staticmethod(_pair)
 
     def forward(self, input):
         input, padding = self._padded(input)

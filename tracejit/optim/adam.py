@@ -24,7 +24,7 @@ import numpy as np
 
 from ..device import CPU
 from ..threads import PARALLEL_MIN
-from .optimizer import Optimizer, _check_betas, _direction, _zeros
+from .optimizer import Optimizer, _check_betas, _zeros
 
 __all__ = ["Adam", "AdamW", "FUSED_MIN"]
 
@@ -172,28 +172,9 @@ class Adam(Optimizer):
         self._update_group([(p, grad)], group)
 
     def _apply(self, p, grad, m, v, vmax, step_size: float, bias_correction2_sqrt: float, group: dict) -> None:
-        """The array path: the update as array operations (numpy or cupy); numpy arrays of
-        one shape, dtype and C order go block by block (`_apply_blocks`), same values."""
-        if _blockable(p._data, grad, m, v, vmax) and _plain(step_size, bias_correction2_sqrt, group):
-            _apply_blocks(p._data, grad, m, v, vmax, step_size, bias_correction2_sqrt, group,
-                          group["decoupled_weight_decay"])
-            return
-        eps = group["eps"]
-        beta1, beta2 = group["betas"]
-        xp = p._xp()
-        grad = _direction(grad, p, group, group["decoupled_weight_decay"])
-        _lerp_(m, grad, 1 - beta1)
-        v *= beta2
-        v += (1 - beta2) * grad * grad
-        if vmax is not None:
-            xp.maximum(vmax, v, out=vmax)
-            v = vmax
-        denom = xp.sqrt(v)
-        denom /= bias_correction2_sqrt
-        denom += eps
-        upd = -step_size * m
-        upd /= denom
-        p._data += upd
+        """The array path: the update as array operations (numpy or cupy, `_apply_blocks`)."""
+        _apply_blocks(p._data, grad, m, v, vmax, step_size, bias_correction2_sqrt, group,
+                      group["decoupled_weight_decay"], p._xp())
 
 
 class _Kept:
@@ -260,14 +241,6 @@ class AdamW(Adam):
                          decoupled_weight_decay=True)
 
 
-def _lerp_(a, b, w: float) -> None:
-    """a = a + w * (b - a) in place, with PyTorch's two-sided formula for accuracy near w = 1."""
-    if abs(w) < 0.5:
-        a += w * (b - a)
-    else:
-        a[...] = b - (b - a) * (1 - w)
-
-
 # The array path goes `_BLOCK` elements at a time through three scratch rows: each
 # block's eleven operations run while its p, g, m, v stay in cache, and no full-size
 # temporary is allocated and page-faulted in (a cold first step: 14 -> 9 ms).
@@ -281,54 +254,50 @@ def _blockable(*arrays) -> bool:
                and a.flags.c_contiguous for a in arrays) and first.dtype.kind == "f"
 
 
-def _plain(step_size, bc2_sqrt, group: dict) -> bool:
-    """Whether the step's scalars are Python numbers: numpy takes those at the arrays'
-    dtype, so ``out=`` rows of that dtype round as the whole-array operations do (a numpy
-    float64 scalar would make those compute in float64)."""
-    return all(type(x) in (float, int, bool) for x in (
-        step_size, bc2_sqrt, group["lr"], group["eps"], group["weight_decay"], *group["betas"]))
-
-
 def _apply_blocks(p, grad, m, v, vmax, step_size: float, bc2_sqrt: float, group: dict,
-                  decoupled: bool) -> None:
-    """`Adam._apply`'s operations, in its order and dtypes, on blocks of the flattened numpy
-    arrays (elementwise: the same values as the whole-array operations)."""
+                  decoupled: bool, xp=np) -> None:
+    """Adam's update of p, m, v (and vmax) in place, PyTorch's operations in its order, each
+    in the parameter's dtype: on `_BLOCK`-element blocks of the flattened arrays where they
+    are numpy arrays of one shape, dtype and C order (`_blockable`), else on the whole
+    arrays (elementwise: the same values either way)."""
     lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
     beta1, beta2 = group["betas"]
     w = 1 - beta1
-    flat = [a.reshape(-1) if a is not None else None for a in (p, grad, m, v, vmax)]
-    n = flat[0].size
-    rows = np.empty((3, min(n, _BLOCK)), dtype=p.dtype)
-    for lo in range(0, n, _BLOCK):
-        hi = min(n, lo + _BLOCK)
-        pb, gb, mb, vb, xb = (a[lo:hi] if a is not None else None for a in flat)
-        a, b, c = rows[0, :hi - lo], rows[1, :hi - lo], rows[2, :hi - lo]
+    if _blockable(p, grad, m, v, vmax):
+        flat = [a.reshape(-1) if a is not None else None for a in (p, grad, m, v, vmax)]
+        n = flat[0].size
+        rows = np.empty((3, min(n, _BLOCK)), dtype=p.dtype)
+        blocks = ((tuple(a[lo:lo + _BLOCK] if a is not None else None for a in flat),
+                   rows[:, :min(n - lo, _BLOCK)]) for lo in range(0, n, _BLOCK))
+    else:
+        blocks = [((p, grad, m, v, vmax), xp.empty((3,) + p.shape, dtype=p.dtype))]
+    for (pb, gb, mb, vb, xb), (a, b, c) in blocks:
         if group["maximize"]:
-            gb = np.negative(gb, out=c)
+            gb = xp.negative(gb, out=c)
         if wd != 0:
             if decoupled:
                 pb *= 1 - lr * wd
             else:
-                np.multiply(pb, wd, out=a)
-                gb = np.add(gb, a, out=c)
-        if abs(w) < 0.5:          # _lerp_
-            np.subtract(gb, mb, out=a)
+                xp.multiply(pb, wd, out=a)
+                gb = xp.add(gb, a, out=c)
+        if abs(w) < 0.5:          # m = lerp(m, g, w), PyTorch's two-sided form (accurate near w = 1)
+            xp.subtract(gb, mb, out=a)
             a *= w
             mb += a
         else:
-            np.subtract(gb, mb, out=a)
+            xp.subtract(gb, mb, out=a)
             a *= 1 - w
-            np.subtract(gb, a, out=mb)
+            xp.subtract(gb, a, out=mb)
         vb *= beta2
-        np.multiply(gb, 1 - beta2, out=a)
+        xp.multiply(gb, 1 - beta2, out=a)
         a *= gb
         vb += a
         if xb is not None:
-            np.maximum(xb, vb, out=xb)
+            xp.maximum(xb, vb, out=xb)
             vb = xb
-        np.sqrt(vb, out=a)
+        xp.sqrt(vb, out=a)
         a /= bc2_sqrt
         a += eps
-        np.multiply(mb, -step_size, out=b)
+        xp.multiply(mb, -step_size, out=b)
         b /= a
         pb += b

@@ -1,6 +1,6 @@
-"""``permute(concat(xs))`` as ``concat(permute(x) for x in xs)`` (jit/passes.py
-`_permuted_concat`) and concat's C-contiguous result from strided inputs (ops/shape.py):
-the packed q/k/v gradient of self-attention is written once in the layout its GEMM reads."""
+"""Self-attention's packed q/k/v gradient written once, in the layout its weight GEMM reads
+(ops/attention_prim.py's attention_backward), concat's C-contiguous result from strided
+inputs (ops/shape.py), and `loops.unbind_steps`' stacked gradient."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,34 +8,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.jit import passes
-from tracejit.jit.interpreter import interpret
 from tracejit.testing import assert_compiled_matches
-from inputs import captured_graph, op_names
-
-_graph, _names = captured_graph, op_names
-
-
-def test_permute_of_a_concat_becomes_a_concat_of_permutes():
-    def f(a, b, c):
-        p = tj.cat([a, b], 0)                  # used once, by the permute: rewritten
-        q = tj.cat([a, c], 1)                  # used twice: left alone
-        return p.permute(1, 2, 0), q.permute(2, 0, 1), q * 2.0
-
-    a, b, c = tj.randn(2, 3, 4), tj.randn(5, 3, 4), tj.randn(2, 6, 4)
-    g = _graph(f, a, b, c)
-    opt = passes.dce(passes.simplify(g))
-    names = _names(opt)
-    assert names.count("concat") == 2, opt.text(with_locations=False)
-    # the first concat now takes two permuted operands, along the new position of axis 0
-    cats = [e for e in opt.eqns if e.prim.name == "concat"]
-    first = [e for e in cats if e.params["dim"] == 2]
-    assert len(first) == 1 and all(opt_prod == "permute" for opt_prod in
-                                   (next(q.prim.name for q in opt.eqns if v in q.outs) for v in first[0].inputs))
-    want = [t.numpy() for t in interpret(g, [a, b, c])]
-    got = [t.numpy() for t in interpret(opt, [a, b, c])]
-    for x, y in zip(want, got):
-        np.testing.assert_array_equal(y, x)
-    assert got[0].flags.c_contiguous
 
 
 def test_concat_of_strided_inputs_is_c_contiguous_and_exact():
