@@ -425,7 +425,8 @@ def _eager(prim: Primitive, args, params):
     if plan.big:
         out = _ew.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
     if out is None:
-        out = prim.run(np, *arrays, **params)
+        fn = plan.fn  # the signature's call, as the one- and two-operand paths make
+        out = fn(*arrays) if fn is not None else prim.run(np, *arrays, **params)
     onp = plan.out_np
     if type(out) is not np.ndarray or out.dtype is not onp:
         out = np.asarray(out, dtype=onp)
