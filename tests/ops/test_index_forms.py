@@ -124,14 +124,16 @@ def test_boolean_mask_getitem_and_nonzero_match_pytorch(shape):
 @pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8"])
 def test_gather_of_every_index_dtype_matches_pytorch_and_checks_range(dtype):
     """One unsigned reduction checks both bounds: a negative index of any width is caught,
-    and an index of any integer dtype gathers PyTorch's values."""
+    and an index of any integer dtype gathers PyTorch's values (the first call and the
+    signature's planned ones, a strided input among them)."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((32, 9, 5)).astype(np.float32)
+    strided = tj.tensor(np.ascontiguousarray(x.transpose(2, 1, 0))).permute(2, 1, 0)
     for dim, ishape in ((1, (32, 1, 5)), (0, (4, 9, 5)), (2, (32, 9, 3))):
         idx = rng.integers(0, x.shape[dim], ishape).astype(dtype)
-        got = tj.gather(tj.tensor(x), dim, tj.tensor(idx)).numpy()
         want = torch.gather(torch.tensor(x), dim, torch.tensor(idx.astype(np.int64))).numpy()
-        np.testing.assert_array_equal(got, want)
+        for xj in (tj.tensor(x), tj.tensor(x), strided):
+            np.testing.assert_array_equal(tj.gather(xj, dim, tj.tensor(idx)).numpy(), want)
         bad = idx.copy()
         bad.flat[7] = x.shape[dim]
         with pytest.raises(IndexError, match=f"gather: index {x.shape[dim]} is out of range for dim {dim}"):

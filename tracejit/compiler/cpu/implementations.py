@@ -108,7 +108,7 @@ TABLE = (
     # row updates
     (INDEX_ADD, index.index_add, None, None),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
-    (ARGSORT, select.topk_indices, None, None),
+    (ARGSORT, select.topk_indices, None, _numpy_below(ARGSORT, select.MIN_SIZE)),
     (ARGMAX, select.argmax, None, _numpy_below(ARGMAX, select.MIN_SIZE)),
     (ARGMIN, select.argmin, None, _numpy_below(ARGMIN, select.MIN_SIZE)),
     # recurrent layers: the whole time loop in one kernel call
