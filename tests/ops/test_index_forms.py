@@ -144,6 +144,28 @@ def test_gather_of_every_index_dtype_matches_pytorch_and_checks_range(dtype):
                 tj.gather(tj.tensor(x), dim, tj.tensor(bad))
 
 
+def test_planned_small_scatter_add_and_gather_backward_match_pytorch():
+    """A signature's later calls run its plan (flat positions made once): the same sums in
+    the same order as PyTorch's, and the same range check."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    idx = rng.integers(0, 6, (9, 4))   # (repeats: additions into one place, in order)
+    src = rng.standard_normal((9, 4)).astype(np.float32)
+    want = torch.tensor(x).scatter_add(0, torch.tensor(idx), torch.tensor(src)).numpy()
+    for _ in range(3):
+        np.testing.assert_array_equal(tj.tensor(x).scatter_add(0, tj.tensor(idx), tj.tensor(src)).numpy(), want)
+    bad = idx.copy()
+    bad[2, 1] = 6
+    with pytest.raises(IndexError, match="scatter_add: index 6 is out of range for dim 0"):
+        tj.tensor(x).scatter_add(0, tj.tensor(bad), tj.tensor(src))
+    gidx = rng.integers(0, 5, (6, 2))
+    for _ in range(3):   # gather's backward node: a scatter_add into zeros
+        tx, jx = _pair(x)
+        torch.gather(tx, 1, torch.tensor(gidx)).sum().backward()
+        tj.gather(jx, 1, tj.tensor(gidx)).sum().backward()
+        np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
+
+
 @pytest.mark.parametrize("reduce", ["amax", "amin"])
 @pytest.mark.parametrize("include_self", [True, False])
 @pytest.mark.parametrize("dim", [0, 1])
