@@ -426,15 +426,7 @@ def _eager(prim: Primitive, args, params):
     onp = plan.out_np
     if type(out) is not np.ndarray or out.dtype is not onp:
         out = np.asarray(out, dtype=onp)
-    # (Tensor._wrap(out, plan.out_dtype, CPU) written out, as in `bind`)
-    result = _new_tensor(Tensor)
-    result._data = out
-    result.dtype = plan.out_dtype
-    result.device = CPU
-    result._requires_grad = False
-    result.grad_fn = None
-    result._vbox = [0]
-    result._base = None
+    result = Tensor._wrap(out, plan.out_dtype, CPU)
     if plan.view:
         _share_memory(result, args[0])
     if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):

@@ -260,9 +260,8 @@ def layer_norm_call(shapes, dtype, params):
     k = math.prod(x[len(x) - n:]) if x else 0
     if k == 0 or 0 in x or None in shapes or np.dtype(dtype) not in _DTYPES:
         return impls.numpy_form(LAYER_NORM, params)
-    kern, recip = bound(LAYER_NORM, {"n": 1, "eps": params["eps"], "affine": params["affine"]}), \
-        _reciprocal(k, np.dtype(dtype))
-    impl = LAYER_NORM.impl
+    kern = bound(LAYER_NORM, {"n": 1, "eps": params["eps"], "affine": params["affine"]})
+    recip, impl = _reciprocal(k, np.dtype(dtype)), LAYER_NORM.impl
 
     def call(x, *wb):
         y = kern(x.reshape(-1, k), *[a.reshape(1, k) for a in wb], recip)
@@ -380,10 +379,6 @@ def _cross_entropy(kern, x, t, ignore_index, reduction):
     return reduce_losses(loss, total, counted, reduction, x.dtype)
 
 
-def cross_entropy_backward(g, x, t, *, ignore_index=-100, reduction="mean"):
-    return _ce_backward(None, g, x, t, ignore_index, reduction)
-
-
 def cross_entropy_backward_call(shapes, dtype, params):
     """An eager plan's call for one signature of CROSS_ENTROPY_BACKWARD, as `cross_entropy_call`."""
     impl = CROSS_ENTROPY_BACKWARD.impl
@@ -393,13 +388,13 @@ def cross_entropy_backward_call(shapes, dtype, params):
     kern = bound(CROSS_ENTROPY_BACKWARD, {"ignore_index": ignore_index, "reduction": "none"})
 
     def call(g, x, t):
-        y = _ce_backward(kern, g, x, t, ignore_index, reduction)
+        y = cross_entropy_backward(g, x, t, ignore_index=ignore_index, reduction=reduction, kern=kern)
         return impl(np, g, x, t, **params) if y is None else y
     return call
 
 
-def _ce_backward(kern, g, x, t, ignore_index, reduction):
-    """The logits' gradient by `kern` (`bound`'s call; None: `run`), or None."""
+def cross_entropy_backward(g, x, t, *, ignore_index=-100, reduction="mean", kern=None):
+    """The logits' gradient by `kern` (a plan call's `bound` kernel; None: `run`), or None."""
     got = _ce_operands(x, t, ignore_index)
     if got is None or type(g) is not np.ndarray or g.dtype != x.dtype:
         return None
