@@ -124,14 +124,16 @@ def test_boolean_mask_getitem_and_nonzero_match_pytorch(shape):
 @pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8"])
 def test_gather_of_every_index_dtype_matches_pytorch_and_checks_range(dtype):
     """One unsigned reduction checks both bounds: a negative index of any width is caught,
-    and an index of any integer dtype gathers PyTorch's values."""
+    and an index of any integer dtype gathers PyTorch's values (the first call and the
+    signature's planned ones, a strided input among them)."""
     rng = np.random.default_rng(3)
     x = rng.standard_normal((32, 9, 5)).astype(np.float32)
+    strided = tj.tensor(np.ascontiguousarray(x.transpose(2, 1, 0))).permute(2, 1, 0)
     for dim, ishape in ((1, (32, 1, 5)), (0, (4, 9, 5)), (2, (32, 9, 3))):
         idx = rng.integers(0, x.shape[dim], ishape).astype(dtype)
-        got = tj.gather(tj.tensor(x), dim, tj.tensor(idx)).numpy()
         want = torch.gather(torch.tensor(x), dim, torch.tensor(idx.astype(np.int64))).numpy()
-        np.testing.assert_array_equal(got, want)
+        for xj in (tj.tensor(x), tj.tensor(x), strided):
+            np.testing.assert_array_equal(tj.gather(xj, dim, tj.tensor(idx)).numpy(), want)
         bad = idx.copy()
         bad.flat[7] = x.shape[dim]
         with pytest.raises(IndexError, match=f"gather: index {x.shape[dim]} is out of range for dim {dim}"):
@@ -140,6 +142,28 @@ def test_gather_of_every_index_dtype_matches_pytorch_and_checks_range(dtype):
             bad.flat[7] = -1
             with pytest.raises(IndexError, match=f"gather: index -1 is out of range for dim {dim}"):
                 tj.gather(tj.tensor(x), dim, tj.tensor(bad))
+
+
+def test_planned_small_scatter_add_and_gather_backward_match_pytorch():
+    """A signature's later calls run its plan (flat positions made once): the same sums in
+    the same order as PyTorch's, and the same range check."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    idx = rng.integers(0, 6, (9, 4))   # (repeats: additions into one place, in order)
+    src = rng.standard_normal((9, 4)).astype(np.float32)
+    want = torch.tensor(x).scatter_add(0, torch.tensor(idx), torch.tensor(src)).numpy()
+    for _ in range(3):
+        np.testing.assert_array_equal(tj.tensor(x).scatter_add(0, tj.tensor(idx), tj.tensor(src)).numpy(), want)
+    bad = idx.copy()
+    bad[2, 1] = 6
+    with pytest.raises(IndexError, match="scatter_add: index 6 is out of range for dim 0"):
+        tj.tensor(x).scatter_add(0, tj.tensor(bad), tj.tensor(src))
+    gidx = rng.integers(0, 5, (6, 2))
+    for _ in range(3):   # gather's backward node: a scatter_add into zeros
+        tx, jx = _pair(x)
+        torch.gather(tx, 1, torch.tensor(gidx)).sum().backward()
+        tj.gather(jx, 1, tj.tensor(gidx)).sum().backward()
+        np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
 
 
 @pytest.mark.parametrize("reduce", ["amax", "amin"])

@@ -115,7 +115,13 @@ def test_the_plans_numpy_call_is_matmuls_choice_for_the_product_computed(prim, s
     k = 1 + coreshare.TINY_GEMM_MNK // 4
     deep = ((k, 2), (k, 1)) if swap_a else ((2, k), (1, k))
     assert fast(deep, np.float32, {}) is small
-    assert fast(((2, 3, 4), (4, 5)), np.float32, {}) is None
+    rows = fast(((2, 3, 4), (5, 4)), np.float32, {})
+    if swap_a:
+        assert rows is None   # (batches: the implementation)
+    else:   # an N-d a (a linear layer's input): the 2-D call over its flattened rows
+        a, w = rng.standard_normal((2, 3, 4)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+        np.testing.assert_array_equal(rows(a, w), prim.dispatch(np, a, w))
+        np.testing.assert_allclose(rows(a, w), a @ w.T, rtol=1e-5, atol=1e-5)
 
 
 # (input's shape, out features, input transposed: a non-contiguous input)

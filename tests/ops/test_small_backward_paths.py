@@ -117,6 +117,27 @@ def test_cpu_zeros_arguments():
         assert tj.zeros(3, dtype=tj.float16).numpy().dtype == np.float16
 
 
+@pytest.mark.parametrize("op", ["cat", "stack"])
+def test_planned_cat_and_stack_match_torch(op):
+    """A signature's later calls run its plan call: a key/value cache's operands (a permuted
+    view beside a contiguous tensor), mixed dtypes promoted, the result C-contiguous."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(2)
+    past = r.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    new = r.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    cases = [(past, new.transpose(0, 2, 1, 3), -2 if op == "cat" else 0),
+             (past[:, :, :1], past[:, :, 1:2].astype(np.float64), 1), (past[0, 0], past[0, 1], -1)]
+    for a, b, dim in cases:
+        want = getattr(torch, op)((torch.tensor(a), torch.tensor(b)), dim)
+        for _ in range(3):
+            ja = tj.tensor(np.ascontiguousarray(a))
+            jb = tj.tensor(np.ascontiguousarray(b.transpose(0, 2, 1, 3))).permute(0, 2, 1, 3) if b.ndim == 4 \
+                else tj.tensor(b)
+            got = getattr(tj, op)((ja, jb), dim)
+            assert got.dtype.name == str(want.dtype).split(".")[-1] and got.numpy().flags.c_contiguous
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 @pytest.mark.parametrize("case", ["many_1d", "dim1", "empty_1d_skipped", "double_backward"])
 def test_cat_and_its_gradient_match_torch(case):
     torch = pytest.importorskip("torch")

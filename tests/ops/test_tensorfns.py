@@ -138,6 +138,26 @@ def test_topk_of_a_small_k_is_the_stable_orders_head(dtype, dim, largest):
     np.testing.assert_array_equal(v.numpy(), np.take_along_axis(x, want, dim))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shape,dim", [((4, 65), 1), ((4, 65), 0), ((3, 5, 7), 1), ((6,), 0)])
+def test_top_1_is_the_stable_orders_head(dtype, shape, dim):
+    # ties (the first wins), a -0.0 beside 0.0, NaN as the largest (the first NaN wins)
+    rng = np.random.default_rng(8)
+    x = rng.integers(-2, 3, shape).astype(dtype)
+    if dtype is not np.int64:
+        x.flat[1] = -0.0
+        if dtype is np.float32:
+            x.flat[3] = x.flat[-1] = np.nan
+    for largest in (True, False):
+        for _ in range(2):   # (the first call plans the signature; the second runs the plan)
+            v, i = tj.tensor(x).topk(1, dim=dim, largest=largest)
+        want = np.take(tj.tensor(x).sort(dim, descending=largest).indices.numpy(), [0], axis=dim)
+        np.testing.assert_array_equal(i.numpy(), want)
+        np.testing.assert_array_equal(v.numpy(), np.take_along_axis(x, want, dim))
+        torch = pytest.importorskip("torch")
+        np.testing.assert_array_equal(v.numpy(), torch.tensor(x).topk(1, dim, largest).values.numpy())
+
+
 def test_topk_values_and_gradient_match_pytorch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(8)

@@ -63,7 +63,6 @@ def tracer_exited() -> None:
     global _tracers_active
     with _tracers_lock:
         _tracers_active -= 1
-_wrap = Tensor._wrap
 
 
 # ---------------------------------------------------------------- eager dispatch
@@ -354,20 +353,6 @@ def _apart(arrays, out) -> bool:
     return True
 
 
-def _signature(args):
-    """Hashable key of the operands (None if some operand is not a CPU tensor/number)."""
-    key = []
-    for a in args:
-        if isinstance(a, Tensor):
-            if a.device is not CPU:
-                return None
-            key.append(a._data.shape)
-            key.append(a.dtype)
-        else:
-            key.append(type(a))
-    return tuple(key)
-
-
 # (a set: every use asks whether a value's exact type is one of these; a tuple's `in`
 # compares the types in turn, 80 ns for a DType or None against 25)
 _PARAM_TYPES = frozenset((int, float, bool, str, type(None), _dt.DType))
@@ -400,36 +385,48 @@ def _param_key(params):
 
 
 def _eager(prim: Primitive, args, params):
-    """Eager run of `prim`: through its plan when one fits, else the general path."""
+    """Eager run of `prim`: through its plan when one fits, else the general path. The
+    plan's key: each operand's (shape, dtype), or a number's type, then the params."""
     plans = prim.plans
     if plans is None:
         return _eager_general(prim, args, params, None)
-    key = _signature(args)
-    if key is not None and params:
-        pkey = _param_key(params)
-        key = None if pkey is None else key + pkey
-    plan = plans.get(key) if key is not None else None
-    if plan is None or plan.default is not _dt._default_float:
-        return _eager_general(prim, args, params, key)
-    casts = plan.casts
+    key = []
     arrays = []
     grad = False
-    for a, c in zip(args, casts):
+    for a in args:
         if isinstance(a, Tensor):
+            if a.device is not CPU:
+                return _eager_general(prim, args, params, None)
             d = a._data
-            arrays.append(d if c is None else d.astype(c))
+            key.append(d.shape)
+            key.append(a.dtype)
+            arrays.append(d)
             grad = grad or a._requires_grad
         else:
-            arrays.append(a if c is None else scalar_as(a, c))
+            key.append(type(a))
+            arrays.append(a)
+    key = tuple(key)
+    if params:
+        pkey = _param_key(params)
+        if pkey is None:
+            return _eager_general(prim, args, params, None)
+        key += pkey
+    plan = plans.get(key)
+    if plan is None or plan.default is not _dt._default_float:
+        return _eager_general(prim, args, params, key)
+    for i, c in enumerate(plan.casts):
+        if c is not None:
+            arrays[i] = arrays[i].astype(c) if isinstance(args[i], Tensor) else scalar_as(arrays[i], c)
     out = None
     if plan.big:
         out = _ew.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
     if out is None:
-        out = prim.run(np, *arrays, **params)
+        fn = plan.fn  # the signature's call, as the one- and two-operand paths make
+        out = fn(*arrays) if fn is not None else prim.run(np, *arrays, **params)
     onp = plan.out_np
     if type(out) is not np.ndarray or out.dtype is not onp:
         out = np.asarray(out, dtype=onp)
-    result = _wrap(out, plan.out_dtype, CPU)
+    result = Tensor._wrap(out, plan.out_dtype, CPU)
     if plan.view:
         _share_memory(result, args[0])
     if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):

@@ -2,6 +2,8 @@
 ``scatter_add``): the index form of a row lookup along one dim and its adjoint."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..device import module_of
@@ -93,13 +95,41 @@ def _flat_positions(index, dim: int, shape: tuple):
     return pos
 
 
+def _positions_call(shapes, params, op: str):
+    """The flat positions of a small index that fits the input (`_fits`), for the plan calls
+    of gather and scatter_add: `_flat_positions` with the other dims' offsets made once per
+    signature (a (4, 65) gather by a (4, 1) index: most of its cost was building them),
+    after the range check; None for other signatures."""
+    sa, si = shapes[0], shapes[1]
+    dim = params["dim"]
+    if (sa is None or si is None or len(sa) != len(si) or not si or 0 in si or math.prod(si) > 4096
+            or any(n > sa[d] for d, n in enumerate(si) if d != dim)):
+        return None
+    stride, n = math.prod(sa[dim + 1:]), sa[dim]
+    offsets = _flat_positions(np.zeros(si, np.int64), dim, sa)
+
+    def positions(index):
+        check_index_range(op, index, dim, n)
+        pos = index.astype(np.int64, copy=False)
+        return (pos * stride if stride != 1 else pos) + offsets
+    return positions
+
+
+def _gather_fast(shapes, dtype, params):
+    """The plan's numpy call (registry ``extra["fast"]``): `_gather_impl`'s flat read."""
+    positions = _positions_call(shapes, params, "gather")
+    if positions is None:
+        return None
+    return lambda a, index: np.ascontiguousarray(a).reshape(-1)[positions(index)]
+
+
 def _gather_vjp(g, out, a, index, dim):
     # (`dim` is gather's normalized one: scatter_add's own normalization is skipped)
     return (bind(SCATTER_ADD, creation.zeros(a.shape, dtype=g.dtype, device=g.device), index, g, dim=dim), None)
 
 
 GATHER = defprim("gather", _gather_impl, _gather_rule, _gather_vjp, kind="index",
-                 save=lambda rq: (1,), nondiff=(1,), extra={"meta": (0,)})
+                 save=lambda rq: (1,), nondiff=(1,), extra={"meta": (0,), "fast": _gather_fast})
 
 
 def _scatter_add_rule(a, index, src, dim):
@@ -136,9 +166,23 @@ def _scatter_add_impl(xp, a, index, src, dim):
     return out
 
 
+def _scatter_add_fast(shapes, dtype, params):
+    """The plan's numpy call (registry ``extra["fast"]``): `_scatter_add_impl`'s flat
+    np.add.at (gather's backward)."""
+    positions = _positions_call(shapes, params, "scatter_add")
+    if positions is None:
+        return None
+
+    def scatter_add_small(a, index, src):
+        out = a.copy()
+        np.add.at(out.reshape(-1), positions(index).reshape(-1), src.reshape(-1))
+        return out
+    return scatter_add_small
+
+
 SCATTER_ADD = defprim("scatter_add", _scatter_add_impl, _scatter_add_rule,
                       lambda g, out, a, index, src, dim: (g, None, gather(g, dim, index)),
-                      kind="index", save=lambda rq: (1,), nondiff=(1,))
+                      kind="index", save=lambda rq: (1,), nondiff=(1,), extra={"fast": _scatter_add_fast})
 
 
 def gather(a, dim: int, index):

@@ -207,9 +207,19 @@ def _concat_impl(xp, *arrs, dim):
     return xp.concatenate(arrs, axis=dim)
 
 
+def _concat_fast(shapes, dtype, params):
+    """The plan's numpy call (registry ``extra["fast"]``): `_concat_impl`'s C-contiguous result,
+    its shape worked out once per signature (a key/value cache's cat: 2 us of 5 less)."""
+    if None in shapes:
+        return None
+    dim, dt = params["dim"], np.dtype(dtype)   # (the operands' compute dtype by then)
+    shape = shapes[0][:dim] + (sum(s[dim] for s in shapes),) + shapes[0][dim + 1:]
+    return lambda *arrs: np.concatenate(arrs, axis=dim, out=np.empty(shape, dt))
+
+
 CONCAT = defprim("concat", _concat_impl, _concat_rule,
                  _concat_vjp, kind="shape", promote=True, save=lambda rq: (),
-                 extra={"meta": lambda rq: range(len(rq))})
+                 extra={"meta": lambda rq: range(len(rq)), "fast": _concat_fast})
 
 
 def _stack_rule(*avals, dim):
@@ -224,9 +234,15 @@ def _stack_rule(*avals, dim):
 
 # One primitive rather than an unsqueeze per input and a concat: eager's per-call cost is
 # one dispatch (four small inputs: 28.7 us as the composition).
+def _stack_fast(shapes, dtype, params):
+    """The plan's numpy call: numpy's stack (a concatenate with a new axis) less its checks."""
+    dim, new = params["dim"], (slice(None),) * params["dim"] + (None,)
+    return lambda *arrs: np.concatenate([a[new] for a in arrs], axis=dim)
+
+
 STACK = defprim("stack", lambda xp, *arrs, dim: xp.stack(arrs, axis=dim), _stack_rule,
                 lambda g, out, *inputs, dim: unbind(g, dim), kind="shape", promote=True,
-                save=lambda rq: (), extra={"meta": lambda rq: range(len(rq))})
+                save=lambda rq: (), extra={"meta": lambda rq: range(len(rq)), "fast": _stack_fast})
 
 # A copy, as PyTorch's flip: numpy's is a view, and ``x.flip(0).add_(1)`` changed x.
 FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims).copy(),

@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 import tracejit as tj  # noqa: E402
 import tracejit.nn.functional as F  # noqa: E402
 from tracejit.ops import impls  # noqa: E402
-from tracejit.ops.cross_entropy_prim import CROSS_ENTROPY  # noqa: E402
+from tracejit.ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD  # noqa: E402
+from tracejit.ops.layer_norm_prim import LAYER_NORM  # noqa: E402
 from tracejit.ops.elementwise_logic import CAST  # noqa: E402
 from tracejit.ops.reductions import ARGMAX, ARGMIN  # noqa: E402
 from tracejit.ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD  # noqa: E402
@@ -85,6 +86,48 @@ def test_cross_entropy_matches_the_runner_and_torch(n, c, dtype, reduction):
     ref = torch.nn.functional.cross_entropy(torch.tensor(x), torch.tensor(t), reduction=reduction)
     tol = 1e-6 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("n,c", [(1, 2), (4, 3), (256, 10)])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_backward_matches_the_runner_and_torch(n, c, dtype, reduction):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((n, c)).astype(dtype)
+    t = rng.integers(0, c, n)
+    t[0] = -100
+    g = rng.standard_normal(n if reduction == "none" else ()).astype(dtype)
+    params = {"ignore_index": -100, "reduction": reduction}
+    call = _plan_call(CROSS_ENTROPY_BACKWARD, [g, x, t], params)
+    want = CROSS_ENTROPY_BACKWARD.dispatch(np, g, x, t, **params)
+    for _ in range(3):
+        np.testing.assert_array_equal(call(g, x, t), want)
+    for _ in range(3):   # the eager backward node, planned, against PyTorch
+        xt = tj.tensor(x, requires_grad=True)
+        F.cross_entropy(xt, tj.tensor(t), reduction=reduction).backward(tj.tensor(g))
+    xr = torch.tensor(x, requires_grad=True)
+    torch.nn.functional.cross_entropy(xr, torch.tensor(t), reduction=reduction).backward(torch.tensor(g))
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("shape,n", [((4, 1, 128), 1), ((3, 5), 1), ((2, 3, 4), 2), ((64, 300), 1)])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, False)])
+def test_layer_norm_matches_the_runner_and_torch(shape, n, dtype, affine):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(dtype)
+    wb = [rng.standard_normal(shape[-n:]).astype(dtype) for on in affine if on]
+    params = {"n": n, "eps": 1e-5, "affine": affine}
+    call = _plan_call(LAYER_NORM, [x, *wb], params)
+    want = LAYER_NORM.dispatch(np, x, *wb, **params)
+    for _ in range(3):
+        np.testing.assert_array_equal(call(x, *wb), want)
+    np.testing.assert_array_equal(call(np.repeat(x, 2, axis=-1)[..., ::2], *wb), want)   # strided
+    wb_ref = [torch.tensor(a) for a in wb] + [None] * (2 - len(wb))
+    ref = torch.nn.functional.layer_norm(torch.tensor(x), shape[-n:], *wb_ref)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(want, ref.numpy(), rtol=tol, atol=tol)
 
 
 def test_cross_entropy_plan_refuses_a_target_out_of_range():

@@ -78,11 +78,11 @@ TABLE = (
     # rows: one read and one write of each row
     (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, row_forms.softmax_call),
     (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, row_forms.softmax_backward_call),
-    (LAYER_NORM, row_forms.layer_norm, None, None),
+    (LAYER_NORM, row_forms.layer_norm, None, row_forms.layer_norm_call),
     (LOGSUMEXP, row_forms.logsumexp, None, row_forms.logsumexp_call),
     (LAYER_NORM_BACKWARD, row_forms.layer_norm_backward, None, None),
     (CROSS_ENTROPY, row_forms.cross_entropy, None, row_forms.cross_entropy_call),
-    (CROSS_ENTROPY_BACKWARD, row_forms.cross_entropy_backward, None, None),
+    (CROSS_ENTROPY_BACKWARD, row_forms.cross_entropy_backward, None, row_forms.cross_entropy_backward_call),
     (ATTENTION_WEIGHTS, attention.weights, None, None),
     (ATTENTION_CONTEXT, attention.context, None, None),
     (ATTENTION_BACKWARD, attention.backward, None, None),
@@ -108,7 +108,7 @@ TABLE = (
     # row updates
     (INDEX_ADD, index.index_add, None, None),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
-    (ARGSORT, select.topk_indices, None, None),
+    (ARGSORT, select.topk_indices, None, _numpy_below(ARGSORT, select.MIN_SIZE)),
     (ARGMAX, select.argmax, None, _numpy_below(ARGMAX, select.MIN_SIZE)),
     (ARGMIN, select.argmin, None, _numpy_below(ARGMIN, select.MIN_SIZE)),
     # recurrent layers: the whole time loop in one kernel call

@@ -4,6 +4,8 @@ template or on numpy's BLAS; `product` takes an epilogue (bias, residual, ReLU) 
 an eager plan's signature the call is chosen once (`matmul_call`)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ....ops.linalg import _swap, matmul_rows
@@ -199,13 +201,20 @@ def _cell_call(routed, swap: int):
 
 def matmul_call(shapes, dtype, params):
     """An eager plan's call for one signature: below `TEMPLATE_MIN_MNK` numpy's matmul
-    itself, larger ones the choice's call site; N-d by 2-D batches run the implementation."""
+    itself, larger ones the choice's call site; N-d by 2-D the 2-D call over the rows."""
     sa, sb = shapes
     if len(sa) > 2 and len(sb) == 2:
-        return None
+        rows = (math.prod(sa[:-1]), sa[-1])
+        return _over_rows(matmul_call((rows, sb), dtype, params), rows, sa[:-1] + sb[-1:])
     if sa[-2] * sa[-1] * sb[-1] < TEMPLATE_MIN_MNK:
         return np.matmul
     return _cell_call(blas_matmul, 0)
+
+
+def _over_rows(call, rows, out):
+    """A 2-D product's plan `call` for an N-d first operand as one product over its
+    flattened leading dims (`rows`), shaped back to `out` (ops/linalg.py `matmul_rows`)."""
+    return lambda a, b: call(a.reshape(rows), b).reshape(out)
 
 
 def _nt_small(a, b):
@@ -221,8 +230,11 @@ def _transposed_call(small, swap):
     for the product it computes (m, k, n of a @ b.T or a.T @ b, not of the stored operands)."""
     def call(shapes, dtype, params):
         sa, sb = shapes
-        if len(sa) != 2 or len(sb) != 2:
+        if len(sb) != 2 or len(sa) < 2 or (len(sa) > 2 and swap != 2):
             return None   # batches: the implementation
+        if len(sa) > 2:   # (x @ w.T of a linear layer over N-d x: one product over the rows)
+            rows = (math.prod(sa[:-1]), sa[-1])
+            return _over_rows(call((rows, sb), dtype, params), rows, sa[:-1] + sb[:1])
         product = ((sa[1], sa[0]), sb) if swap == 1 else (sa, (sb[1], sb[0]))
         return small if matmul_call(product, dtype, params) is np.matmul else _cell_call(blas_matmul, swap)
     return call

@@ -25,7 +25,7 @@ from .loader import kernel as _kernel, lowered, one_group
 __all__ = ["run", "kernel_source", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
            "logsumexp", "logsumexp_call", "cross_entropy", "bound", "softmax_call",
            "softmax_backward_call", "cross_entropy_call",
-           "cross_entropy_backward"]
+           "cross_entropy_backward", "cross_entropy_backward_call", "layer_norm_call"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _forms: dict = {}    # kernel key (no variant) -> (graph input positions, nest), or unsupported
@@ -253,6 +253,22 @@ def layer_norm(x, *wb, n, eps, affine):
     return None if y is None else y.reshape(x.shape)
 
 
+def layer_norm_call(shapes, dtype, params):
+    """An eager plan's call for one signature of LAYER_NORM: `layer_norm` with its kernel
+    bound and 1 / K made once, else the numpy form itself."""
+    x, n = shapes[0], params["n"]
+    k = math.prod(x[len(x) - n:]) if x else 0
+    if k == 0 or 0 in x or None in shapes or np.dtype(dtype) not in _DTYPES:
+        return impls.numpy_form(LAYER_NORM, params)
+    kern = bound(LAYER_NORM, {"n": 1, "eps": params["eps"], "affine": params["affine"]})
+    recip, impl = _reciprocal(k, np.dtype(dtype)), LAYER_NORM.impl
+
+    def call(x, *wb):
+        y = kern(x.reshape(-1, k), *[a.reshape(1, k) for a in wb], recip)
+        return impl(np, x, *wb, **params) if y is None else y.reshape(x.shape)
+    return call
+
+
 def logsumexp(x, *, dims, keepdim):
     # over the last dim, rows of `LOGSUMEXP_ROWS_FROM` or more: 3x numpy's passes;
     # shorter rows cost less in the numpy form's front layout (logsumexp_prim.FRONT_EXTENT)
@@ -363,11 +379,27 @@ def _cross_entropy(kern, x, t, ignore_index, reduction):
     return reduce_losses(loss, total, counted, reduction, x.dtype)
 
 
-def cross_entropy_backward(g, x, t, *, ignore_index=-100, reduction="mean"):
+def cross_entropy_backward_call(shapes, dtype, params):
+    """An eager plan's call for one signature of CROSS_ENTROPY_BACKWARD, as `cross_entropy_call`."""
+    impl = CROSS_ENTROPY_BACKWARD.impl
+    if len(shapes) != 3 or None in shapes or len(shapes[1]) != 2 or len(shapes[2]) != 1:
+        return impls.numpy_form(CROSS_ENTROPY_BACKWARD, params)
+    ignore_index, reduction = params.get("ignore_index", -100), params.get("reduction", "mean")
+    kern = bound(CROSS_ENTROPY_BACKWARD, {"ignore_index": ignore_index, "reduction": "none"})
+
+    def call(g, x, t):
+        y = cross_entropy_backward(g, x, t, ignore_index=ignore_index, reduction=reduction, kern=kern)
+        return impl(np, g, x, t, **params) if y is None else y
+    return call
+
+
+def cross_entropy_backward(g, x, t, *, ignore_index=-100, reduction="mean", kern=None):
+    """The logits' gradient by `kern` (a plan call's `bound` kernel; None: `run`), or None."""
     got = _ce_operands(x, t, ignore_index)
     if got is None or type(g) is not np.ndarray or g.dtype != x.dtype:
         return None
     t2, classes, counted = got
     div = np.full(1, max(counted, 1) if reduction == "mean" else 1, x.dtype)
-    return run(CROSS_ENTROPY_BACKWARD, (x, t2, classes, g.reshape(-1, 1) if g.ndim else g.reshape(1), div),
-               {"ignore_index": ignore_index, "reduction": "none"})
+    ops = (x, t2, classes, g.reshape(-1, 1) if g.ndim else g.reshape(1), div)
+    return (run(CROSS_ENTROPY_BACKWARD, ops, {"ignore_index": ignore_index, "reduction": "none"})
+            if kern is None else kern(*ops))
