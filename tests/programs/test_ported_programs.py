@@ -19,7 +19,9 @@ torch.func's per-sample gradients and vmapped ensembles, hooks with checkpointin
 bit-identical resume from torch.save, SNGAN with spectral norm, image captioning with a
 batch-first norm-first TransformerDecoder, a packed LSTM autoencoder, and EfficientNet's
 MBConv with stochastic depth under SequentialLR with two weight EMAs, and a Fourier
-neural operator trained by Adam on complex weights) run unchanged
+neural operator trained by Adam on complex weights, a spatial transformer network
+(affine_grid, grid_sample) compiled with mode="reduce-overhead", and exact Gaussian-process
+regression by Cholesky in float64 compiled with fullgraph=True) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -47,11 +49,12 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # .data, in-place ReLUs), a mixup/cutmix recipe under OneCycleLR with a weight EMA,
 # GPT-2 generating token by token from a growing key/value cache, SNGAN (spectral norm's
 # power iteration in the graph), a captioner's TransformerDecoder with masks and a
-# Llama-style decoder whose attention mask and cache grow together (equal sizes guarded)
+# Llama-style decoder whose attention mask and cache grow together (equal sizes guarded),
+# a spatial transformer's warp and a Gaussian process's Cholesky marginal likelihood
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
-            "prog_llamagen.py"]
+            "prog_llamagen.py", "prog_stn.py", "prog_gp.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
