@@ -296,3 +296,23 @@ def test_a_zero_dim_mask_keeps_the_tensors_dtype_as_torch():
         a[lib.tensor(True)] = 2.5
         assert str(a.dtype).endswith("int64") and a.tolist() == [2, 2, 2]
     assert tj.ops.index_put(tj.tensor([1, 2, 3]), tj.tensor(True), 2.5).dtype is tj.int64
+
+
+def test_index_add_and_index_select_over_a_dynamic_dim_capture_once_and_check_range():
+    """A graph's node count changes every batch: the range check follows it in each call."""
+    def f(m, x, src, dst):
+        agg = m.zeros_like(x).index_add_(0, dst, x.index_select(0, src))
+        return (agg * x).sum(1)
+    fn = tj.compile(lambda x, s, d: f(tj, x, s, d), dynamic=True)
+    rng = np.random.default_rng(0)
+    for n in (5, 9, 7):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        s, d = rng.integers(0, n, 12), rng.integers(0, n, 12)
+        want = f(torch, torch.tensor(x), torch.tensor(s), torch.tensor(d)).numpy()
+        np.testing.assert_allclose(fn(tj.tensor(x), tj.tensor(s), tj.tensor(d)).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert fn.cache_stats()["compiles"] == 1
+    x = tj.tensor(rng.standard_normal((6, 3)).astype(np.float32))
+    with pytest.raises(IndexError, match="index_add"):
+        fn(x, tj.tensor(rng.integers(0, 6, 12)), tj.tensor(np.full(12, 6)))
+    with pytest.raises(IndexError, match="index_select"):
+        fn(x, tj.tensor(np.full(12, 6)), tj.tensor(rng.integers(0, 6, 12)))
