@@ -307,6 +307,12 @@ class Tensor:
     def data(self, value: "Tensor") -> None:
         if value._data is self._data and value.dtype is self.dtype:
             return   # its own memory (``w.data *= mask`` sets it back): nothing changes
+        if (_eager.trace_state.tracer is not None and value.dtype is self.dtype and value.device is self.device
+                and tuple(value.shape) == tuple(self.shape)):
+            # (a momentum encoder's ``p_k.data = p_k.data * m + ...``): captured as a write of
+            # the new values into self's memory, which holds the same values from then on
+            self.data.copy_(value.detach())
+            return
         _refuse_effect("setting .data replaces a tensor's memory")
         self._data = value._data
         self.dtype = value.dtype

@@ -45,6 +45,10 @@ PROGRAMS = {
     "vqvae": "VQ-VAE: argmin codes, EMA codebook, straight-through; encoder and decoder compiled",
     "caption": "image captioner: CNN memory, 3 batch-first pre-norm TransformerDecoder layers, masks",
     "kvgen": "GPT-2 sampling: 32 tokens one at a time from a growing key/value cache, no_grad",
+    "gin": "GIN on batches of 32 graphs of 10-40 nodes: index_add_, scatter_reduce, dynamic sizes",
+    "stn": "spatial transformer tutorial: affine_grid + grid_sample warp before a LeNet, batch 64",
+    "moco": "MoCo v2: momentum key encoder by .data inside the forward, a queue, compiled whole",
+    "sac": "Soft Actor-Critic: tanh-squashed Normal, twin Q, Polyak targets, 5 compiled MLPs",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
@@ -53,6 +57,8 @@ UNSUPPORTED = {
                               "autograd.grad's create_graph results)"},
     "maml": {"torch_compile": "torch.compile has no double backward (the meta-gradient "
                               "differentiates the inner step's gradients)"},
+    "moco": {"torch_compile": "torch.compile's backward fails: the queue, read through "
+                              "clone().detach(), is \"modified by an inplace operation\" (the enqueue)"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

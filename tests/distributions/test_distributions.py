@@ -216,3 +216,39 @@ def test_categorical_log_prob_broadcasts_as_torch(value_shape):
     assert tuple(got.shape) == tuple(want.shape)
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-12)
     np.testing.assert_allclose(lt.grad.numpy(), tt.grad.numpy(), rtol=1e-12)
+
+
+def test_every_torch_submodule_path_gives_the_same_classes():
+    """``from torch.distributions.normal import Normal`` after the import rewrite: each
+    distribution and kl_divergence sits under the submodule path PyTorch's does."""
+    import importlib
+    import pkgutil
+    checked = 0
+    for info in pkgutil.iter_modules(TD.__path__):
+        tm = importlib.import_module(f"torch.distributions.{info.name}")
+        for name, obj in vars(tm).items():
+            if getattr(obj, "__module__", None) == tm.__name__ and hasattr(D, name) and (
+                    isinstance(obj, type) and issubclass(obj, TD.Distribution) or name == "kl_divergence"):
+                mine = importlib.import_module(f"tracejit.distributions.{info.name}")
+                assert getattr(mine, name) is getattr(D, name), (info.name, name)
+                checked += 1
+    assert checked >= 40
+    from tracejit.distributions.normal import Normal
+    assert Normal is D.Normal and D.normal.Normal is D.Normal
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_validation_inside_a_compiled_forward_checks_every_call(fullgraph):
+    """A policy builds Normal(mu, std) and scores an action in its compiled forward: the
+    parameters and the value are checked on every call, without ending the capture."""
+    def f(mu, std, a):
+        return D.Bernoulli(logits=mu).log_prob(a) + D.Normal(mu, std).log_prob(a)
+    cf = tj.compile(f, fullgraph=fullgraph)
+    mu, std, a = tj.tensor(R.standard_normal(4)), tj.tensor(SCALE.clip(max=1.0)), tj.tensor([0.0, 1.0, 1.0, 0.0])
+    for k in (1.0, 0.5):
+        np.testing.assert_allclose(cf(mu * k, std, a).numpy(), f(mu * k, std, a).numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match=r"parameter scale \(Tensor of shape \(4,\)\) .* GreaterThan"):
+        cf(mu, -std, a)
+    with pytest.raises(ValueError, match=r"value argument .* support"):
+        cf(mu, std, a + 0.5)
+    assert cf.cache_stats()["compiles"] == 1 and cf.cache_stats()["eager_fallbacks"] == 0

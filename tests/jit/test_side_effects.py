@@ -165,16 +165,19 @@ def _set_grad(x):
     return x
 
 
+Q = nn.Parameter(tj.ones(2))
+
+
 def _set_data(x):
-    P.data = x * 2
+    Q.data = tj.cat([x, x]) * 2   # (a new shape: Q's memory is replaced)
     return x
 
 
 @pytest.mark.parametrize("fn, state", [(_reseed, None), (_set_grad, lambda: P.grad),
-                                       (_set_data, lambda: P.data)])
+                                       (_set_data, lambda: Q.data)])
 def test_direct_writes_to_outside_state_happen_on_every_call(fn, state):
-    # Reseeding, .grad and .data change state that no graph output carries: the function
-    # runs eagerly, so a second call repeats them instead of replaying without them.
+    # Reseeding, .grad and a resizing .data change state that no graph output carries: the
+    # function runs eagerly, so a second call repeats them instead of replaying without them.
     cf = tj.compile(fn)
     with pytest.warns(RuntimeWarning, match="outside the graph"):
         cf(tj.zeros(2))
@@ -184,8 +187,28 @@ def test_direct_writes_to_outside_state_happen_on_every_call(fn, state):
         want = fn(tj.full((2,), k))
         want = want if state is None else state()
         np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    Q.data = tj.ones(2)
     with pytest.raises(TraceError, match="outside the graph"):
         tj.compile(fn, fullgraph=True)(tj.zeros(2))
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_setting_data_of_the_same_shape_is_a_captured_write(fullgraph):
+    """A momentum encoder's ``p_k.data = p_k.data * m + p_q.data * (1 - m)`` in a compiled
+    forward: the new values are written into p_k's memory on every call, no eager fallback."""
+    def momentum(q, k):
+        for pq, pk in zip(q.parameters(), k.parameters()):
+            pk.data = pk.data * 0.9 + pq.data * 0.1
+        return k(tj.ones(1, 3)).sum()
+    q, k, k2 = (nn.Linear(3, 2) for _ in range(3))
+    k2.load_state_dict(k.state_dict())
+    cf = tj.compile(momentum, fullgraph=fullgraph)
+    w = k.weight
+    for _ in range(3):
+        np.testing.assert_allclose(cf(q, k).item(), momentum(q, k2).item(), rtol=1e-6)
+        np.testing.assert_allclose(k.weight.detach().numpy(), k2.weight.detach().numpy(), rtol=1e-6)
+    assert k.weight is w and k.weight.requires_grad and k.weight.grad_fn is None
+    assert cf.cache_stats()["compiles"] == 1 and cf.cache_stats()["eager_fallbacks"] == 0
 
 
 def test_requires_grad_on_an_argument_takes_effect_on_every_call():

@@ -320,3 +320,45 @@ def test_a_zero_dim_mask_keeps_the_tensors_dtype_as_torch():
         a[lib.tensor(True)] = 2.5
         assert str(a.dtype).endswith("int64") and a.tolist() == [2, 2, 2]
     assert tj.ops.index_put(tj.tensor([1, 2, 3]), tj.tensor(True), 2.5).dtype is tj.int64
+
+
+def test_index_add_and_index_select_over_a_dynamic_dim_capture_once_and_check_range():
+    """A graph's node count changes every batch: the range check follows it in each call."""
+    def f(m, x, src, dst):
+        agg = m.zeros_like(x).index_add_(0, dst, x.index_select(0, src))
+        return (agg * x).sum(1)
+    fn = tj.compile(lambda x, s, d: f(tj, x, s, d), dynamic=True)
+    rng = np.random.default_rng(0)
+    for n in (5, 9, 7):
+        x = rng.standard_normal((n, 3)).astype(np.float32)
+        s, d = rng.integers(0, n, 12), rng.integers(0, n, 12)
+        want = f(torch, torch.tensor(x), torch.tensor(s), torch.tensor(d)).numpy()
+        np.testing.assert_allclose(fn(tj.tensor(x), tj.tensor(s), tj.tensor(d)).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert fn.cache_stats()["compiles"] == 1
+    x = tj.tensor(rng.standard_normal((6, 3)).astype(np.float32))
+    with pytest.raises(IndexError, match="index_add"):
+        fn(x, tj.tensor(rng.integers(0, 6, 12)), tj.tensor(np.full(12, 6)))
+    with pytest.raises(IndexError, match="index_select"):
+        fn(x, tj.tensor(np.full(12, 6)), tj.tensor(rng.integers(0, 6, 12)))
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_sum_and_mean_match_pytorch_values_and_gradients(reduce, include_self):
+    """A graph readout (per-graph mean of node rows by an expanded index), untouched rows kept."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    src = rng.standard_normal((7, 3)).astype(np.float32)
+    idx = np.repeat(rng.integers(0, 4, (7, 1)), 3, 1)   # row 4 (and maybe others) never hit
+    tx, jx = _pair(x)
+    ts, js = _pair(src)
+    t_out = tx.scatter_reduce(0, torch.tensor(idx), ts, reduce, include_self=include_self)
+    j_out = jx.scatter_reduce(0, tj.tensor(idx), js, reduce, include_self=include_self)
+    np.testing.assert_allclose(j_out.detach().numpy(), t_out.detach().numpy(), rtol=1e-6, atol=1e-6)
+    _backward(t_out, j_out, rng)
+    np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(js.grad.numpy(), ts.grad.numpy(), rtol=1e-6, atol=1e-6)
+    ints, isrc = np.arange(15).reshape(5, 3), np.arange(21).reshape(7, 3) % 4
+    want, got = (m.tensor(ints).scatter_reduce(0, m.tensor(idx), m.tensor(isrc), reduce, include_self=include_self)
+                 for m in (torch, tj))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -1,5 +1,5 @@
 """torch.norm, linalg.vector_norm and F.normalize share reductions.norm: every p against
-PyTorch, and a zero vector's gradient is 0 (not NaN), as PyTorch's."""
+PyTorch, and a zero vector's gradient is 0 (not NaN), as PyTorch's; cdist and pdist too."""
 import math
 
 import numpy as np
@@ -82,6 +82,21 @@ def test_compiled_zero_row_gradients_match_torch(form):
     tj.compile(lambda t: (fns[form](tj, t) * 2).sum())(a).backward()
     assert np.isfinite(a.grad.numpy()).all()
     np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_cdist_and_pdist_of_coincident_rows_have_pytorchs_gradient(p, compiled):
+    """A set's distances to itself (a kernel matrix's) are 0 on the diagonal: 0 gradient there."""
+    x = np.array([[0.0, 1.0], [2.0, 3.0], [0.0, 1.0], [-1.0, 2.0]], "float32")
+
+    def f(m, t):
+        return (m.cdist(t, t, p=p).pow(2) * 0.5).sum() + m.nn.functional.pdist(t, p=p).sum()
+    b = torch.tensor(x, requires_grad=True)
+    f(torch, b).backward()
+    a = tj.tensor(x, requires_grad=True)
+    (tj.compile(lambda t: f(tj, t)) if compiled else lambda t: f(tj, t))(a).backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_std_of_a_constant_has_zero_gradient():

@@ -1,8 +1,9 @@
 """What a program here gets from the runner (`_runner.py`): ``sync(*modules)`` makes the
 modules' weights the ones PyTorch's run drew (the PyTorch run saves them, the tracejit
-run loads them by state_dict name), and ``comp(model)`` is ``torch.compile`` in the
-compiled run and the model itself otherwise (what it made is kept in ``STATE["compiled"]``,
-for the runner to read their compile counts)."""
+run loads them by state_dict name), and ``comp(model, **options)`` is ``torch.compile``
+(of a module or a function, with torch.compile's keyword arguments) in the compiled run
+and the model itself otherwise (what it made is kept in ``STATE["compiled"]``, for the
+runner to read their compile counts)."""
 from __future__ import annotations
 
 import os
@@ -30,9 +31,9 @@ def sync(*modules) -> None:
                                if k.startswith(key)})
 
 
-def comp(model):
+def comp(model, **options):
     import torch
     if not STATE["compile"]:
         return model
-    STATE["compiled"].append(torch.compile(model))
+    STATE["compiled"].append(torch.compile(model, **options))
     return STATE["compiled"][-1]

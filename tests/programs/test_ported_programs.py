@@ -19,7 +19,13 @@ torch.func's per-sample gradients and vmapped ensembles, hooks with checkpointin
 bit-identical resume from torch.save, SNGAN with spectral norm, image captioning with a
 batch-first norm-first TransformerDecoder, a packed LSTM autoencoder, and EfficientNet's
 MBConv with stochastic depth under SequentialLR with two weight EMAs, and a Fourier
-neural operator trained by Adam on complex weights) run unchanged
+neural operator trained by Adam on complex weights, a spatial transformer network
+(affine_grid, grid_sample) compiled with mode="reduce-overhead", exact Gaussian-process
+regression by Cholesky in float64 compiled with fullgraph=True, the seq2seq tutorial's GRU
+decoder with Bahdanau attention, and a GIN graph classifier whose batches of graphs
+(index_add_, scatter_add_, scatter_reduce readouts) are compiled with dynamic=True, MoCo's
+momentum encoder and queue compiled whole, and Spinning Up's Soft Actor-Critic with a
+tanh-squashed Normal and Polyak-averaged twin Q targets) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -47,11 +53,16 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # .data, in-place ReLUs), a mixup/cutmix recipe under OneCycleLR with a weight EMA,
 # GPT-2 generating token by token from a growing key/value cache, SNGAN (spectral norm's
 # power iteration in the graph), a captioner's TransformerDecoder with masks and a
-# Llama-style decoder whose attention mask and cache grow together (equal sizes guarded)
+# Llama-style decoder whose attention mask and cache grow together (equal sizes guarded),
+# a spatial transformer's warp, a Gaussian process's Cholesky marginal likelihood, a GRU
+# decoder's Python loop of attention steps, message passing over dynamic node counts,
+# MoCo (`.data =` momentum updates, an enqueue at a pointer read by int()) and SAC
+# (Normal's argument checks in the graph)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
-            "prog_llamagen.py"]
+            "prog_llamagen.py", "prog_stn.py", "prog_gp.py", "prog_attnseq.py", "prog_mpnn.py",
+            "prog_moco.py", "prog_sac.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -60,7 +71,12 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_kvcache.py": 6,
                 # G without grad, with grad, in eval; D on data, on G's output, in eval
                 "prog_sngan.py": 6,
-                "prog_llamagen.py": 4}   # training, prefill, two decode steps (as kvcache's)
+                "prog_llamagen.py": 4,
+                "prog_attnseq.py": 4,   # encoder and decoder, training and greedy decoding
+                "prog_moco.py": 3,      # the queue pointer's three values
+                # the actor with and without grad and deterministic; each Q with grad and with
+                # its weights frozen for the policy loss; the two targets
+                "prog_sac.py": 9}   # training, prefill, two decode steps (as kvcache's)
 
 
 def _run(framework, mode, weights, programs):

@@ -24,3 +24,31 @@ for _m in (discrete, exp_family, locscale, more, normal_uniform, transformed, he
     globals().update((name, getattr(_m, name)) for name in _m.__all__)
     __all__ += _m.__all__
 del _m
+
+
+def _path_modules() -> None:
+    """Make torch.distributions' submodule paths (``from torch.distributions.normal import
+    Normal``): each distribution under its class name in snake case, a few as torch spells them."""
+    import re
+    import sys
+    import types
+    from importlib.machinery import ModuleSpec
+    odd = {"LKJCholesky": "lkj_cholesky", "FisherSnedecor": "fishersnedecor", "StudentT": "studentT",
+           "LowRankMultivariateNormal": "lowrank_multivariate_normal",
+           "RelaxedOneHotCategorical": "relaxed_categorical", "OneHotCategoricalStraightThrough": "one_hot_categorical",
+           "ExponentialFamily": "exp_family"}
+    paths: dict = {"kl": ["kl_divergence", "register_kl"]}
+    for name in __all__:
+        if isinstance(globals()[name], type) and issubclass(globals()[name], Distribution):
+            paths.setdefault(odd.get(name) or re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(), []).append(name)
+    for sub, names in paths.items():
+        full = f"{__name__}.{sub}"
+        if full in sys.modules:   # a module of its own (distribution, exp_family)
+            continue
+        m = sys.modules[full] = globals()[sub] = types.ModuleType(full, f"``torch.distributions.{sub}``'s names")
+        m.__spec__, m.__all__ = ModuleSpec(full, None), names
+        for name in names:
+            setattr(m, name, globals()[name])
+
+
+_path_modules()

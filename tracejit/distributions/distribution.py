@@ -9,6 +9,7 @@ parameters. Random draws come from tracejit's global generator (``tracejit.manua
 from __future__ import annotations
 
 from .. import dtypes as _dt
+from ..ops.eager import bind, trace_state
 from ..tensor import Tensor
 from . import constraints
 
@@ -28,6 +29,20 @@ def broadcast_all(*values):
     return tuple(t if tuple(t.shape) == shape else broadcast_to(t, shape) for t in ts)
 
 
+def _require(constraint, value: Tensor, message) -> None:
+    """ValueError(message(value's type name, its values shown)) unless `constraint` holds
+    for every element of `value`. In a capture, a check the compiled program makes on
+    every call, where a Python ``if`` on the values would end the capture."""
+    if trace_state.tracer is None:
+        if not constraint.holds(value):
+            raise ValueError(message(type(value).__name__, f":\n{value}"))
+        return
+    from ..jit.control import CHECK
+    from ..ops import logical_not
+    bind(CHECK, logical_not(constraint.check(value).all()), exc_type=ValueError, message=message("Tensor", ""),
+         where="")
+
+
 class Distribution:
     has_rsample = False
     has_enumerate_support = False
@@ -43,10 +58,9 @@ class Distribution:
                 value = self.__dict__.get(name)     # only the parameters given (probs or logits)
                 if not isinstance(value, Tensor):
                     continue
-                if not constraint.holds(value):
-                    raise ValueError(f"Expected parameter {name} ({type(value).__name__} of shape "
-                                     f"{tuple(value.shape)}) of distribution {self!r} to satisfy the "
-                                     f"constraint {constraint!r}, but found invalid values:\n{value}")
+                _require(constraint, value, lambda kind, shown: (
+                    f"Expected parameter {name} ({kind} of shape {tuple(value.shape)}) of distribution "
+                    f"{self!r} to satisfy the constraint {constraint!r}, but found invalid values{shown}"))
 
     @staticmethod
     def set_default_validate_args(value: bool) -> None:
@@ -147,10 +161,9 @@ class Distribution:
             return
         if not isinstance(value, Tensor):
             raise ValueError("The value argument to log_prob must be a Tensor")
-        if not self.support.holds(value):
-            raise ValueError(f"Expected value argument ({type(value).__name__} of shape "
-                             f"{tuple(value.shape)}) to be within the support ({self.support!r}) of the "
-                             f"distribution {self!r}, but found invalid values:\n{value}")
+        _require(self.support, value, lambda kind, shown: (
+            f"Expected value argument ({kind} of shape {tuple(value.shape)}) to be within the support "
+            f"({self.support!r}) of the distribution {self!r}, but found invalid values{shown}"))
 
     def __repr__(self) -> str:
         names = [k for k in self.arg_constraints if k in self.__dict__]

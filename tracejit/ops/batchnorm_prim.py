@@ -42,6 +42,8 @@ def _channel_sums(xp, a3):
     if xp is np and a3.strides[1] > a3.strides[0]:
         return _row_sums(a3.transpose(1, 0, 2).reshape(a3.shape[1], -1))
     acc = np.float32 if a3.dtype == np.float16 else None   # as numpy's mean of float16
+    if a3.shape[2] == 1:   # (N, C): a reduce over the length-1 axis steps element by element
+        return a3[:, :, 0].sum(axis=0, dtype=acc)
     return a3.sum(axis=2, dtype=acc).sum(axis=0)
 
 

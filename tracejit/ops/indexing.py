@@ -551,8 +551,9 @@ IN_RANGE = defprim("in_range", _in_range_impl, _in_range_rule, lambda g, out, in
 
 def in_range(index, size: int, op: str):
     """`index` (an integer tensor), checked to lie in [0, size) on every path: an
-    IndexError naming `op` and the offending index otherwise."""
-    return bind(IN_RANGE, index, size=int(size), op=op)
+    IndexError naming `op` and the offending index otherwise. A symbolic `size` (a dynamic
+    dim's) stays symbolic: the check reads its value in each call."""
+    return bind(IN_RANGE, index, size=size if isinstance(size, Sym) else int(size), op=op)
 
 
 def index_select(a, dim: int, index):

@@ -79,15 +79,16 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
     dim = normalize_dim(dim, input.ndim, "scatter_reduce")
     _check_index("scatter_reduce", input, index, dim)
     s = _src_like(src, index, input)
-    if reduce == "sum":
-        base = input if include_self else index_put(input, _grids(tuple(index.shape), dim, index,
-                                                                   input.device), 0.0 * s)
-        return scatter_add(base, dim, index, s)
-    if reduce == "mean":
-        ones = s * 0 + 1
-        hit = scatter_add(zeros(tuple(input.shape), dtype=input.dtype, device=input.device), dim,
-                          index, ones)
-        total = scatter_reduce(input, dim, index, s, "sum", include_self=include_self)
+    if reduce in ("sum", "mean"):
+        zero = zeros(tuple(input.shape), dtype=input.dtype, device=input.device)
+        total = scatter_add(input if include_self else zero, dim, index, s)
+        if reduce == "sum" and include_self:
+            return total
+        # the targets' counts (rather than zeroing the targets by an index_put of every
+        # element's grid position: 3x the time of a scatter_add)
+        hit = scatter_add(zero, dim, index, s * 0 + 1)
+        if reduce == "sum":
+            return where(hit > 0, total, input)
         count = hit + (1 if include_self else 0)
         out = total / where(count > 0, count, 1)
         if input.dtype.is_integer:

@@ -8,10 +8,9 @@ import numpy as np
 from ..errors import ShapeError
 from ..shapes import normalize_dim
 from .creation import tensor
-from .elementwise import abs as _abs, sqrt
 from .indexing import getitem
 from .linalg import matmul
-from .reductions import amax, sum as _sum
+from .reductions import _root, norm, sum as _sum
 from .shape import reshape, stack, transpose, unsqueeze
 from . import autocast as _autocast
 from .dtype_checks import takes
@@ -91,18 +90,6 @@ def linalg_cross(input, other, *, dim: int = -1):
     return cross(input, other, dim)
 
 
-def _pnorm(diff, p, dim):
-    if p == 2:
-        return sqrt(_sum(diff * diff, dim))
-    if p == 1:
-        return _sum(_abs(diff), dim)
-    if p == float("inf"):
-        return amax(_abs(diff), dim)
-    if p == 0:
-        return _sum((diff != 0).to(diff.dtype), dim)
-    return _sum(_abs(diff) ** p, dim) ** (1.0 / p)
-
-
 @takes("x1", "x2")
 @_autocast.fp32
 def cdist(x1, x2, p: float = 2.0, compute_mode=None):
@@ -115,9 +102,9 @@ def cdist(x1, x2, p: float = 2.0, compute_mode=None):
         sq2 = _sum(x2 * x2, -1, keepdim=True)
         d2 = sq1 - 2 * matmul(x1, transpose(x2, -1, -2)) + transpose(sq2, -1, -2)
         from .elementwise import clamp
-        return sqrt(clamp(d2, min=0.0))
+        return _root(clamp(d2, min=0.0), 2)   # (its gradient is 0 at a zero distance)
     diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)
-    return _pnorm(diff, p, -1)
+    return norm(diff, p, -1)
 
 
 @takes("input")
@@ -129,7 +116,7 @@ def pdist(input, p: float = 2.0):
     i, j = np.triu_indices(n, 1)
     a = getitem(input, tensor(i, device=input.device))
     b = getitem(input, tensor(j, device=input.device))
-    return _pnorm(a - b, p, -1)
+    return norm(a - b, p, -1)
 
 
 def chain_matmul(*matrices):

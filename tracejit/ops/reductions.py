@@ -223,7 +223,8 @@ def _dims(a, dim, op):
 _ALL_DIMS: dict = {}   # rank -> (0, ..., rank - 1)
 
 
-def sum(a, dim=None, keepdim: bool = False, *, dtype=None):
+def sum(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None):
+    dim = dim if axis is None else axis   # (numpy's name, which PyTorch takes too)
     if dtype is None:
         return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
     a = cast(a, dtype)
@@ -246,7 +247,8 @@ def prod_(a, dims, keepdim):
 
 
 @_autocast.fp32
-def prod(a, dim=None, keepdim: bool = False, *, dtype=None):
+def prod(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None):
+    dim = dim if axis is None else axis
     if dtype is None:
         return prod_(a, _dims(a, dim, "prod"), keepdim)
     a = cast(a, dtype)
@@ -261,7 +263,8 @@ def _count(a, dims):
     return n
 
 
-def mean(a, dim=None, keepdim: bool = False, *, dtype=None):
+def mean(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None):
+    dim = dim if axis is None else axis
     if dtype is not None:
         a = cast(a, dtype)
     if not a.dtype.differentiable:   # (floating or complex)
@@ -275,7 +278,8 @@ def _not_float(a):
                      f"cast with .float() first")
 
 
-def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None):
+    dim = dim if axis is None else axis
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     if not a.dtype.is_floating_point:
@@ -289,16 +293,19 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     return sum_(d * d, dims, keepdim) / divisor
 
 
-def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None):
+    dim = dim if axis is None else axis
     # (a constant's std has gradient 0, as PyTorch's, not the root's 0 * inf)
     return _root(var(a, dim, unbiased, keepdim, correction=correction), 2)
 
 
-def amax(a, dim=None, keepdim: bool = False):
+def amax(a, dim=None, keepdim: bool = False, *, axis=None):
+    dim = dim if axis is None else axis
     return bind(AMAX, a, dims=_dims(a, dim, "amax"), keepdim=keepdim)
 
 
-def amin(a, dim=None, keepdim: bool = False):
+def amin(a, dim=None, keepdim: bool = False, *, axis=None):
+    dim = dim if axis is None else axis
     return bind(AMIN, a, dims=_dims(a, dim, "amin"), keepdim=keepdim)
 
 
@@ -309,7 +316,8 @@ class ValuesIndices(namedtuple("ValuesIndices", ["values", "indices"])):
     __slots__ = ()
 
 
-def max(a, dim=None, keepdim: bool = False):
+def max(a, dim=None, keepdim: bool = False, *, axis=None):
+    dim = dim if axis is None else axis
     if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
         return maximum(a, dim)
     if dim is None:
@@ -319,7 +327,8 @@ def max(a, dim=None, keepdim: bool = False):
     return _selected(a, argmax(a, dim, True), dim, keepdim)
 
 
-def min(a, dim=None, keepdim: bool = False):
+def min(a, dim=None, keepdim: bool = False, *, axis=None):
+    dim = dim if axis is None else axis
     if hasattr(dim, "_data"):
         return minimum(a, dim)
     if dim is None:
@@ -347,17 +356,18 @@ def _arg(prim, a, dim, keepdim: bool):
     return bind(prim, a, dim=d, keepdim=keepdim)
 
 
-def argmax(a, dim=None, keepdim: bool = False):
-    return _arg(ARGMAX, a, dim, keepdim)
+def argmax(a, dim=None, keepdim: bool = False, *, axis=None):
+    return _arg(ARGMAX, a, dim if axis is None else axis, keepdim)
 
 
-def argmin(a, dim=None, keepdim: bool = False):
-    return _arg(ARGMIN, a, dim, keepdim)
+def argmin(a, dim=None, keepdim: bool = False, *, axis=None):
+    return _arg(ARGMIN, a, dim if axis is None else axis, keepdim)
 
 
-def logsumexp(a, dim=None, keepdim: bool = False):
+def logsumexp(a, dim=None, keepdim: bool = False, *, axis=None):
     """log(sum(exp(a))) over `dim` (ops/logsumexp_prim.py); an integer or bool tensor in
     the default float dtype, as PyTorch's."""
+    dim = dim if axis is None else axis
     dims = _dims(a, dim, "logsumexp")
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
         a = cast(a, _dt.get_default_dtype())
@@ -368,8 +378,9 @@ def logsumexp(a, dim=None, keepdim: bool = False):
     return logsumexp_dims(a, dims, keepdim)
 
 
-def all(a, dim=None, keepdim: bool = False):
+def all(a, dim=None, keepdim: bool = False, *, axis=None):
     """Whether every element is nonzero: bool, or uint8 for a uint8 input (PyTorch's rule)."""
+    dim = dim if axis is None else axis
     b = cast(a, _dt.bool_)
     dims = _dims(b, dim, "all")
     if _nonempty(b, dims):   # one reduction (a distribution's argument check runs three a call)
@@ -379,8 +390,9 @@ def all(a, dim=None, keepdim: bool = False):
     return cast(out, _dt.uint8) if a.dtype is _dt.uint8 else out
 
 
-def any(a, dim=None, keepdim: bool = False):
+def any(a, dim=None, keepdim: bool = False, *, axis=None):
     """Whether some element is nonzero: bool, or uint8 for a uint8 input (PyTorch's rule)."""
+    dim = dim if axis is None else axis
     b = cast(a, _dt.bool_)
     dims = _dims(b, dim, "any")
     out = bind(AMAX, b, dims=dims, keepdim=keepdim) if _nonempty(b, dims) else gt(sum_(b, dims, keepdim), 0)
