@@ -77,6 +77,7 @@ def test_kernel_conversions_are_numpys_bits():
     r = np.random.default_rng(1)
     x = (r.standard_normal(20000) * np.exp(r.uniform(-80, 80, 20000))).astype(np.float32)
     x[:5] = [np.nan, -np.nan, np.inf, -np.inf, 3.3961514e38]   # (the last rounds up to inf)
+    x.view(np.uint32)[5:8] = [0x7F800001, 0xFF80FFFF, 0x7FBF8000]   # NaNs whose payload is low bits
     w = np.empty(x.size, np.uint16)
     down(x, w)
     np.testing.assert_array_equal(w, bf16.to_bfloat16(x))
