@@ -136,7 +136,7 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
 
 
 # ---------------------------------------------------------------- GRU, RNN
-def _state_forward(get, gi, w, b, h0, rows: int, reverse, *options):
+def _state_forward(get, gi, w, b, h0, rows: int, reverse, relu=False):
     """A GRU's or RNN's forward: the whole loop in `get`'s kernel for gi's dtype, GEMMs (on
     W (G*H, H) packed once) included -> its result (L, rows * H, N), or None (no kernel)."""
     L, N, _ = gi.shape
@@ -148,7 +148,7 @@ def _state_forward(get, gi, w, b, h0, rows: int, reverse, *options):
     out = np.empty((L, rows * H, N), dtype=gi.dtype)
     ro, dt = _kernels.readonly, gi.dtype
     layer(ro(gi), ro(w), ro(b), ro(h0), out, np.empty((panel_rows(G, name), N), dtype=dt),
-          np.empty(panel_size(G, H, name), dtype=dt), bool(reverse), *options)
+          np.empty(panel_size(G, H, name), dtype=dt), bool(reverse), relu)
     return out
 
 
