@@ -215,11 +215,9 @@ def _source(template: str, dtype: str) -> str:
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
     source = (template.replace("{t}", dtype).replace("{s}", s)
               .replace("MEET_STATE", repr(MEET_STATE)))
-    # (`panel_product`, compiler/cpu/gemm/template_panels.py: a module of its own, shared by the four loops,
-    # and the layer's `kernel` that passes its address to the module's `loop`)
-    if "# {product}" not in source:
-        return source
-    # (the LSTM's split loops: the meeting's `next_half` and `wait_turn` by address too)
+    # (`panel_product`, compiler/cpu/gemm/template_panels.py: a module of its own, shared by the loops,
+    # and the layer's `kernel` that passes its address to the module's `loop`; the LSTM's split
+    # loops: the meeting's `next_half` and `wait_turn` by address too)
     meets = "# {meeting}" in template_in
     return source.replace("# {product}", panel_import(dtype) + transpose_import(dtype)
                           + (meeting_import() if meets else "")
@@ -289,17 +287,12 @@ def meeting_import() -> str:
             f"meet_next_half, meet_wait_turn = _meeting.meet_next_half, _meeting.meet_wait_turn\n")
 
 
-def _native(template: str, name: str, dtype: str, steady: bool = False):
-    if dtype not in ("float32", "float64"):
-        return None
-    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype), steady=steady)
-
-
 def _get(template: str, name: str, dtype: str, steady: bool = False):
     """The loaded kernel or None; `steady` for the whole-loop kernels, which a compiled
     step runs at every call (queued at rank STEADY, compiler/workers.py)."""
-    k = _native(template, name, dtype, steady)
-    return None if k is None else k.get()
+    if dtype not in ("float32", "float64"):
+        return None
+    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype), steady=steady).get()
 
 
 def forward_layer(dtype: str):
