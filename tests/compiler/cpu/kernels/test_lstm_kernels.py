@@ -369,12 +369,12 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
         # the weights' packs too: the shared module's, by address (not inlined in each loop)
         assert (module["panel_pack"], module["panel_pack_t"]) == packs, name
         # and the register transposes (`panel_transpose`); the LSTM's loops also the split
-        # loop's meeting (`meeting_module`: `next_half`, `wait_turn`), not inlined either
+        # loop's meeting (its module: `next_half`, `wait_turn`), not inlined either
         assert module["panel_transpose"] is transposes.panel_transpose, name
         assert module["row_product"] is shared.row_product, name
         fns = (product,) + packs + (transposes.panel_transpose,)
         if not name.startswith("gru"):
-            meeting = lstm_kernels.meeting_module()
+            meeting = diskcache.load_module(lstm_kernels.meeting_module_source(), name_hint="lstm_meeting")
             assert (module["meet_next_half"], module["meet_wait_turn"]) == (meeting.meet_next_half,
                                                                            meeting.meet_wait_turn), name
             fns += (meeting.meet_next_half, meeting.meet_wait_turn)

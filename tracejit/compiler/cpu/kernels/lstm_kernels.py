@@ -272,12 +272,6 @@ def meeting_module_source() -> str:
     return _MEETING_MODULE.replace("# {meeting}", _meeting_source())
 
 
-def meeting_module():
-    """The loaded meeting module (compiled into the disk cache on its first use in the process)."""
-    from ... import diskcache
-    return diskcache.load_module(meeting_module_source(), name_hint="lstm_meeting")
-
-
 def meeting_import() -> str:
     """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the
     meeting module's source is written into the loop's, so the loop's disk cache key covers
