@@ -320,4 +320,4 @@ def readonly(a: np.ndarray) -> np.ndarray:
 # the backward loops' source (lstm_backward_kernels.py) and the GRU's (gru_kernels.py): their
 # text builds on this module's pieces
 from .lstm_backward_kernels import _BACKWARD_LAYER  # noqa: E402
-from .gru_kernels import STATE_FORWARD, _GRU_BACKWARD_LAYER, _GRU_FORWARD_LAYER  # noqa: E402
+from .gru_kernels import _GRU_BACKWARD_LAYER, _GRU_FORWARD_LAYER  # noqa: E402

@@ -8,7 +8,8 @@ by address (inlined, forward compile 1.2 -> 0.3 s). The forward is the GRU's loo
 """
 from __future__ import annotations
 
-from .lstm_kernels import STATE_FORWARD, _get
+from .lstm_kernels import _get
+from .gru_kernels import STATE_FORWARD   # (after lstm_kernels, whose import loads gru_kernels)
 
 __all__ = ["forward_layer", "backward_layer"]
 
