@@ -18,12 +18,10 @@ H = 64       # four shares of whole 16-unit quanta
 @pytest.fixture
 def counts(monkeypatch):
     """Set the thread count; restores the count found before. The loops' stall bench is
-    fresh (a loaded machine's history does not lower the count), d W is the backward
-    loop's own (not in blocks alongside it, which the load policy may choose: its sum
-    comes in another order) and the split loops' share counts are recorded."""
+    fresh (a loaded machine's history does not lower the count) and the split loops' share
+    counts are recorded."""
     from tracejit import threads
-    from tracejit.compiler.cpu.kernels import lstm_kernels, loop_split, recurrent_layers
-    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
+    from tracejit.compiler.cpu.kernels import lstm_kernels, loop_split
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")          # the kernels load at their first call
     for name in ("forward_layer", "backward_layer"):
         assert getattr(lstm_kernels, name)("float64") is not None

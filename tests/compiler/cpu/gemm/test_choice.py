@@ -133,30 +133,6 @@ def test_switch_off_overrides_a_choice_made_earlier_in_the_process(store, monkey
     assert installed == [choice.BLAS]
 
 
-def test_product_runs_the_chosen_configuration_with_its_epilogue(store, monkeypatch):
-    """products.product: the chosen, loaded configuration; BLAS and the epilogue after it
-    where the choice is BLAS; the same values either way."""
-    from tracejit.compiler import diskcache
-    cfg = template.CONFIGS[0]
-    fn = diskcache.load_module(template.source("float64", cfg), name_hint="test_gemm").kernel
-    rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((70, 300)), rng.standard_normal((300, 90))
-    bias, res = rng.standard_normal(90), rng.standard_normal((70, 90))
-    want = np.maximum(a @ b + bias + res, 0)
-    ran = []
-    monkeypatch.setattr(choice, "choose", lambda key: cfg)
-    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: fn, "fn": staticmethod(fn)})())
-    real = template.run
-    monkeypatch.setattr(template, "run", lambda *a, **k: ran.append(1) or real(*a, **k))
-    np.testing.assert_allclose(products.product(a, b, bias, res, "relu"), want, rtol=1e-12, atol=1e-12)
-    assert ran == [1]
-    np.testing.assert_allclose(products.product(a.reshape(2, 35, 300), b), (a @ b).reshape(2, 35, 90),
-                               rtol=1e-12, atol=1e-12)
-    monkeypatch.setattr(choice, "choose", lambda key: choice.BLAS)
-    np.testing.assert_allclose(products.product(a, b, bias, res, "relu"), want, rtol=1e-12, atol=1e-12)
-    assert ran == [1, 1]
-
-
 def test_a_call_site_binds_once_and_takes_the_measured_choice(store, monkeypatch):
     """A plan's product binds its key at its first call and installs the BLAS side; the
     measurement of that key installs the chosen configuration's launch in its place."""

@@ -81,25 +81,16 @@ def test_contiguous_rows_of_other_layouts_add_as_np_add_at_does(monkeypatch, lay
     np.testing.assert_array_equal(_index_add(monkeypatch, True, a, v, idx), want)
 
 
-def test_flat_loop_asked_for_with_the_row_add(monkeypatch):
-    """While the row-add kernel is not loaded, asking for it asks for the flat-span loop too
-    (`run_add_rows` asks for that one only once the row add is loaded: a step later, behind
-    whatever long job a worker took meanwhile); once loaded, no extra ask."""
-    asked = []
-
-    class Pending:
-        def __init__(self, key, source):
-            self.key = key
-
-        def get(self):
-            asked.append(self.key[1])
-            return loaded.get(self.key[1])
-    loaded = {}
-    monkeypatch.setattr(index_kernels, "_kernel", Pending)
-    assert index_kernels.add_rows("float32") is None
-    assert asked == ["add_rows", "add_rows_flat"]
-    asked.clear()
-    loaded["add_rows"] = object()
-    assert index_kernels.add_rows("float64") is loaded["add_rows"]
-    assert asked == ["add_rows"]
-    assert index_kernels.add_rows("int64") is None and asked == ["add_rows"]
+@pytest.mark.parametrize("layout", ["strided-rows", "reversed-rows"])
+def test_rows_not_contiguous_add_as_np_add_at_does(monkeypatch, layout):
+    # rows without unit stride, or with a negative one: copied, then added as the others
+    r = np.random.default_rng(12)
+    idx = r.integers(0, 9, (8, 5))
+    v = r.standard_normal((8, 5, 66)).astype(np.float32)
+    v = v[..., ::2] if layout == "strided-rows" else v[::-1, :, :33]
+    assert v.shape == (8, 5, 33)
+    a = r.standard_normal((9, 33)).astype(np.float32)
+    want = a.copy()
+    np.add.at(want, idx, v)
+    assert index_kernels.add_rows("float32") is not None
+    np.testing.assert_array_equal(index_kernels.index_add(a, v, idx, spec=(("t", 0),)), want)

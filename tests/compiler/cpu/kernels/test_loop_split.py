@@ -214,6 +214,25 @@ def test_threads_follows_blas_ceiling_and_the_layer_size(monkeypatch):
     assert loop_split.threads(256) == 1
 
 
+def test_one_thread_while_a_compile_worker_of_ours_compiles(monkeypatch):
+    """While a worker of this process compiles a kernel the program waits for
+    (coreshare.ceding), the split loops leave the other core to it; two threads again once
+    the worker is done."""
+    from tracejit import threads
+    from tracejit.compiler.cpu.runtime import coreshare
+    monkeypatch.setattr(coreshare, "blas_ceiling", lambda: 2)
+    monkeypatch.setattr(coreshare, "adapt_blas", lambda: 1)
+    monkeypatch.setattr(threads, "blas_threads", lambda: 1)     # the policy gives one now
+    monkeypatch.setattr(loop_split.stalls, "punctual", lambda: True)
+    ceding = [False]
+    monkeypatch.setattr(coreshare, "ceding", lambda: ceding[0])
+    assert loop_split.threads(64) == 2
+    ceding[0] = True
+    assert loop_split.threads(64) == 1
+    ceding[0] = False
+    assert loop_split.threads(64) == 2
+
+
 def test_a_stalled_call_leaves_the_count_to_the_policy(monkeypatch):
     """A launcher that waited long for a share another thread had begun (that thread
     descheduled inside it) benches the extra threads for a while (Stalls.waited): the

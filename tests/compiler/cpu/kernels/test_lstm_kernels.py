@@ -90,16 +90,12 @@ def test_strided_operands_are_taken(monkeypatch):
 @pytest.mark.parametrize("H,count", [(32, 2), (48, 2), (48, 3), (64, 4)],
                          ids=["16+16 units", "16+32 units", "3x16 units", "4x16 units"])
 @pytest.mark.parametrize("N", [3, 61])
-@pytest.mark.parametrize("overlap", [True, False], ids=["dW alongside", "backward split"])
-def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, count, N, overlap):
+def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, reverse, full, H, count, N):
     """The whole-loop kernels split into `count` shares by hidden units
-    (compiler/cpu/kernels/loop_split.py; more shares than this machine's cores run too), the
-    backward either split too or on one thread with d W on the pool's threads meanwhile
-    (compiler/cpu/kernels/rnn_weight_grad.py): the same bits as on one thread (each share sums its rows in
-    the same order; d W, summed in blocks of steps alongside, to rounding), and the numpy
-    forms' values."""
+    (compiler/cpu/kernels/loop_split.py; more shares than this machine's cores run too), both
+    ways: the same bits as on one thread (each share sums its rows in the same order), and
+    the numpy forms' values."""
     from tracejit.compiler.cpu.kernels import loop_split
-    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", overlap)
     _loaded(dtype)
     r = np.random.default_rng(9)
     L = 6
@@ -123,13 +119,7 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
     assert seen == [1, 1, count, count]
     np.testing.assert_array_equal(z2, z1)
     tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    if overlap:
-        # d W (res[:4H*H]) in blocks of steps, not one GEMM: its values; the rest the bits
-        k = 4 * H * H
-        np.testing.assert_array_equal(r2[k:], r1[k:])
-        np.testing.assert_allclose(r2[:k], r1[:k], rtol=tol["rtol"], atol=tol["atol"] * np.abs(r1[:k]).max())
-    else:
-        np.testing.assert_array_equal(r2, r1)
+    np.testing.assert_array_equal(r2, r1)
     np.testing.assert_allclose(z2, _run(monkeypatch, False, lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0,
                                         reverse=reverse), **tol)
     args = (d_y, np.zeros((H, N), dtype), np.ones((H, N), dtype), x, wx, w, b, h0, c0, z1)
@@ -148,7 +138,6 @@ def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H
     goes to the whole-loop backward as those rows (recurrent_layers.D_Y_AS_ROWS; no copy to
     (L, H, N) first): the same bits as its C-contiguous copy, on one thread and split."""
     from tracejit.compiler.cpu.kernels import loop_split
-    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
     monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: nth)
     _loaded(dtype)
     r = np.random.default_rng(12)
@@ -187,7 +176,6 @@ def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L,
     called): d W as the GEMM after the loop gives it and the numpy forms', to rounding; the
     rest of the result the same bits."""
     from tracejit.compiler.cpu.kernels import loop_split
-    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
     monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: nth)
     _loaded(dtype)
     r = np.random.default_rng(11)
@@ -228,7 +216,6 @@ def test_late_threads_shares_are_taken_over_with_the_same_bits(monkeypatch, late
 
     from tracejit.compiler.cpu.kernels import loop_split
     # the backward split too (its d W after the loop), not d W alongside a one-thread loop
-    monkeypatch.setattr(recurrent_layers, "OVERLAP_WEIGHT_GRAD", False)
     dtype, H, N, L = "float32", 48, 5, 40
     r = np.random.default_rng(3)
     a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
@@ -382,12 +369,12 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
         # the weights' packs too: the shared module's, by address (not inlined in each loop)
         assert (module["panel_pack"], module["panel_pack_t"]) == packs, name
         # and the register transposes (`panel_transpose`); the LSTM's loops also the split
-        # loop's meeting (`meeting_module`: `next_half`, `wait_turn`), not inlined either
+        # loop's meeting (its module: `next_half`, `wait_turn`), not inlined either
         assert module["panel_transpose"] is transposes.panel_transpose, name
         assert module["row_product"] is shared.row_product, name
         fns = (product,) + packs + (transposes.panel_transpose,)
         if not name.startswith("gru"):
-            meeting = lstm_kernels.meeting_module()
+            meeting = diskcache.load_module(lstm_kernels.meeting_module_source(), name_hint="lstm_meeting")
             assert (module["meet_next_half"], module["meet_wait_turn"]) == (meeting.meet_next_half,
                                                                            meeting.meet_wait_turn), name
             fns += (meeting.meet_next_half, meeting.meet_wait_turn)

@@ -1,7 +1,7 @@
 """The CPU backend's implementations of the matrix products (ops/linalg.py's MATMUL,
 MATMUL_NT, MATMUL_TN): each runs as the measured choice for its key makes it, on the GEMM
-template or on numpy's BLAS; `product` takes an epilogue (bias, residual, ReLU) too. For
-an eager plan's signature the call is chosen once (`matmul_call`)."""
+template or on numpy's BLAS. For an eager plan's signature the call is chosen once
+(`matmul_call`)."""
 from __future__ import annotations
 
 import math
@@ -12,49 +12,13 @@ from ....ops.linalg import _swap, matmul_rows
 from ..runtime import coreshare
 from . import blas_gemm, choice, template
 
-__all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "product", "template_product",
-           "plan_matmul", "product_into", "TEMPLATE_MIN_MNK"]
+__all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "plan_matmul", "product_into",
+           "TEMPLATE_MIN_MNK"]
 
 # Products below this many multiply-adds always run on BLAS: the template's launch (8-35 us)
 # costs more than such a product takes.
 TEMPLATE_MIN_MNK = coreshare.TINY_GEMM_MNK
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def product(a, b, bias=None, residual=None, act=None):
-    """``act(a @ b + bias + residual)`` for a (..., m, k) and b (k, n) or (..., k, n): the
-    template's configuration where the choice for its key is one and its kernel is loaded,
-    else BLAS and the epilogue after it. An N-d `a` times a 2-D `b` is one product."""
-    if bias is None and residual is None and act is None:
-        return matmul(a, b)
-    if a.ndim > 2 and b.ndim == 2:
-        lead = a.shape[:-1]
-        r = None if residual is None else np.broadcast_to(residual, lead + (b.shape[-1],)).reshape(-1, b.shape[-1])
-        return product(a.reshape(-1, a.shape[-1]), b, bias, r, act).reshape(lead + (b.shape[-1],))
-    out = template_product(a, b, bias, residual, act)
-    if out is not None:
-        return out
-    out = blas_matmul(a, b)
-    if bias is not None:
-        out += bias
-    if residual is not None:
-        out += residual
-    if act == "relu":
-        np.maximum(out, 0, out=out)
-    return out
-
-
-def template_product(a, b, bias=None, residual=None, act=None):
-    """``act(a @ b + bias + residual)`` on the template's chosen configuration, else None
-    (the caller runs BLAS)."""
-    if _eligible(a, b):
-        c = choice.choose(choice.key_for(a, b, coreshare.core_share.cpus))
-        if c is not choice.BLAS:
-            fn = template.kernel_for(a.dtype.name, c).get()
-            if fn is not None:
-                threads = coreshare.adapt() or coreshare.core_share.cpus
-                return template.run(fn, c, a, b, bias=bias, residual=residual, act=act, threads=threads)
-    return None
 
 
 # Multiply-adds from which `product_into` may take the template: its launch costs a caller's

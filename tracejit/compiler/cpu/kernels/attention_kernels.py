@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ....ops.attention_prim import (_TO_HEADS, _matmul_into, _parts, _split, backward_parts,
-                                    backward_slice)
+from ....ops.attention_prim import _TO_HEADS, _parts, _split, backward_parts, backward_slice
 from ....ops.softmax_prim import (SOFTMAX, SOFTMAX_BACKWARD, softmax_backward_passes,
                                   softmax_passes)
 from ..gemm.blas_gemm import GEMM_SOURCE, gemm_address
@@ -293,16 +292,6 @@ def softmax_backward_kernel(xp, g, y):
     return fn
 
 
-def _split_batch(xp, part, n: int, work: int) -> None:
-    """``part(lo, hi)`` over the batch ``[0, n)``: numpy arrays split over the free cores
-    (sharepool.split: each share's products on one BLAS thread), else at once. The parts
-    write disjoint slices of the outputs."""
-    if xp is np:
-        _sharepool.split(part, n, work)
-    else:
-        part(0, n)
-
-
 def weights(qkv, *mask, tokens, heads, seq_first, scale):
     """`attention_weights`' impl."""
     xp = np
@@ -343,7 +332,7 @@ def weights(qkv, *mask, tokens, heads, seq_first, scale):
                     w[i:j] = softmax_passes(np, s[:m], mi, 3, scale)
             elif not fn(s[:m].reshape(m * rows, t), scale, w2[i * rows:j * rows]):
                 w[i:j] = softmax_passes(np, s[:m], None, 3, scale)
-    _split_batch(xp, part, n, n * heads * t * t * (hd + _SOFTMAX_WORK))
+    _sharepool.split(part, n, n * heads * t * t * (hd + _SOFTMAX_WORK))
     return w
 
 
@@ -352,31 +341,25 @@ def weights(qkv, *mask, tokens, heads, seq_first, scale):
 _SOFTMAX_WORK = 32
 
 
-def _context(xp, qkv, w, *, tokens, heads, seq_first, scale):
+def context(qkv, w, *, tokens, heads, seq_first, scale):
     # (scale: only the VJP reads it)
     a, c, e, hd = _split(qkv.shape, tokens, heads)
-    _, (_, _, v) = _parts(xp, qkv, tokens, heads, seq_first)
-    out = xp.empty((a, c, heads, hd), dtype=qkv.dtype)
+    _, (_, _, v) = _parts(np, qkv, tokens, heads, seq_first)
+    out = np.empty((a, c, heads, hd), dtype=qkv.dtype)
     oh = out.transpose(_TO_HEADS[seq_first])
 
     n, _, t, s = w.shape
     r = _block_rows(t, hd, s)
 
     def part(lo, hi):
-        if xp is not np:
-            return _matmul_into(xp, w[lo:hi], v[lo:hi], oh[lo:hi])
         # in small-matrix blocks
         ch = _chunk(lo, hi)
         vb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
         for i in range(lo, hi, ch):
             j = min(i + ch, hi)
             _head_products(w[i:j], v[i:j], oh[i:j], r, vb[:j - i])
-    _split_batch(xp, part, n, n * heads * t * s * hd)
+    _sharepool.split(part, n, n * heads * t * s * hd)
     return out.reshape(a, c, e)
-
-
-def context(qkv, w, *, tokens, heads, seq_first, scale):
-    return _context(np, qkv, w, tokens=tokens, heads=heads, seq_first=seq_first, scale=scale)
 
 
 def backward(g, qkv, w, *, tokens, heads, seq_first, scale):
@@ -422,5 +405,5 @@ def backward(g, qkv, w, *, tokens, heads, seq_first, scale):
                 dsm[...] = softmax_backward_passes(np, dwm, w[b], 3, scale)
             _head_products(dsm, k[b], oq[b], r, rb[:m])                          # dq = ds k
             _head_products(np.swapaxes(dsm, -1, -2), q[b], ok[b], r, rb[:m])     # dk = ds^T q
-    _split_batch(xp, part, n, 4 * n * heads * t * s * hd)
+    _sharepool.split(part, n, 4 * n * heads * t * s * hd)
     return out.reshape(a * c, 3 * e)

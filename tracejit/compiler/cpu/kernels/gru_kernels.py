@@ -1,21 +1,24 @@
 """The numba source of the GRU layer's loops (lstm_kernels.py loads them: its getters
 `gru_forward_layer`, `gru_backward_layer`): the whole-loop kernels on packed weights, built
-on the LSTM's pieces (the sigmoid, the packed product)."""
+on the LSTM's pieces (the sigmoid, the packed product). The forward loop (`STATE_FORWARD`)
+takes the step's cell as a parameter: the RNN's forward is it with its own (rnn_kernels.py)."""
 from __future__ import annotations
 
 from .lstm_kernels import _SIGMOID_HEAD
 
-__all__: list = []   # (text for lstm_kernels' getters)
+__all__ = ["STATE_FORWARD"]   # (text for lstm_kernels' getters)
 
 _GRU_FORWARD_GATES = _SIGMOID_HEAD + """
 
 
 @njit(inline='always')
-def gru_gates(gi, b, m, hp, z):
-    # one GRU forward step's gate math: m (3H, N) = W h (overwritten); gi (N, 3H) the
-    # step's input projection; z (5H, N) = (h, r, z, n, hn); hp the flat previous h
+def cell(fns, gi, b, m, hp2, z, relu):
+    # one GRU forward step's gate math (`STATE_FORWARD`'s cell): m (3H, N) = W h
+    # (overwritten); gi (N, 3H) the step's input projection; z (5H, N) = (h, r, z, n, hn);
+    # hp2 the previous h
     three, n = m.shape
     hh = three // 3
+    hp = hp2.reshape(-1)
     s = hp.size
     for j in range(2 * hh):        # r, z pre-activations: the transposed read of gi
         bj = b[j]
@@ -38,33 +41,34 @@ def gru_gates(gi, b, m, hp, z):
         zf[k] = zf[3 * s + k] + zf[2 * s + k] * (hp[k] - zf[3 * s + k])
 """
 
-# The GRU's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, the product by the
-# shared `panel_product` by address; no_rewrites as the LSTM loops').
-_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + """
+# A GRU's or RNN's whole forward loop, as `_FORWARD_LAYER`'s (W packed once, the product by
+# the shared `panel_product` by address; no_rewrites as the LSTM loops'): appended to a
+# source that defines the step's `cell`.
+STATE_FORWARD = """
 # {product}
 
 
 @njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], boolean, "
-      "int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
-def loop(gi, w, b, h0, Z, m, wp, reverse, fns):
-    \"\"\"the GRU layer's forward (ops/gru_prim.py): Z (L, 5H, N) from gi (L, N, 3H), w (3H, H),
-    b (3H,), h0 (H, N); m (panel_rows(3H), N) and wp (panel_size(3H, H)) scratch\"\"\"
+      "boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True, no_rewrites=True)
+def loop(gi, w, b, h0, Z, m, wp, reverse, relu, fns):
+    \"\"\"a GRU's or RNN's forward (ops/gru_prim.py, rnn_prim.py): Z (L, R*H, N), each step's R
+    rows of the cell (the GRU's h, r, z, n, hn; the RNN's h), from gi (L, N, G*H), w (G*H, H),
+    b (G*H,), h0 (H, N); m (panel_rows(G*H), N) and wp (panel_size(G*H, H)) scratch; relu: the
+    RNN's nonlinearity\"\"\"
     L = gi.shape[0]
-    three, hh = w.shape
-    n = m.shape[1]
-    s = hh * n
-    Zf = Z.reshape(L, 5 * s)
-    call_at(fns[1], panel_pack, (w, wp, 0, (three + PMR - 1) // PMR, 0, hh))   # (`pack_panels(w, wp, False)`)
-    mg = m[:three]
+    g, hh = w.shape
+    call_at(fns[1], panel_pack, (w, wp, 0, (g + PMR - 1) // PMR, 0, hh))   # (`pack_panels(w, wp, False)`)
+    mg = m[:g]
     for k in range(L):
         t = L - 1 - k if reverse else k
         p = t + 1 if reverse else t - 1
         # h_prev chosen first: one call site of the step; m = W h_prev by `panel_product`
         # at its address fns[0]
         hp = h0 if k == 0 else Z[p, :hh]
-        call_at(fns[0], panel_product, (wp, 0, (three + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
-        gru_gates(gi[t], b, mg, hp.reshape(-1), Z[t])
+        call_at(fns[0], panel_product, (wp, 0, (g + PMR - 1) // PMR, hh, 0, hh, hp, m, False))
+        cell(fns, gi[t], b, mg, hp, Z[t], relu)
 """
+_GRU_FORWARD_LAYER = _GRU_FORWARD_GATES + STATE_FORWARD
 
 _GRU_BACKWARD_STEP = """
 import numpy as np

@@ -152,9 +152,6 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                         # (`row_product`, compiler/cpu/gemm/template_panels.py, at its address fns[6])
                         call_at(fns[6], row_product, (dg, r0, r1, ht, dw, r > 0))
                 turn_done(sync, half)
-            if nth == 1:
-                # one thread counts the step after G's rows: weight_grad_alongside reads them
-                half_done(sync, nth)
     # the caller's share returns when the loop is done, every share's work included
     for h in range(nth):
         call_at(fns[5], meet_wait_turn, (sync, h, L))

@@ -215,11 +215,9 @@ def _source(template: str, dtype: str) -> str:
         template = template.replace(f'" + RO{n} + "', f"Array({{t}}, {n}, 'C', readonly=True)")
     source = (template.replace("{t}", dtype).replace("{s}", s)
               .replace("MEET_STATE", repr(MEET_STATE)))
-    # (`panel_product`, compiler/cpu/gemm/template_panels.py: a module of its own, shared by the four loops,
-    # and the layer's `kernel` that passes its address to the module's `loop`)
-    if "# {product}" not in source:
-        return source
-    # (the LSTM's split loops: the meeting's `next_half` and `wait_turn` by address too)
+    # (`panel_product`, compiler/cpu/gemm/template_panels.py: a module of its own, shared by the loops,
+    # and the layer's `kernel` that passes its address to the module's `loop`; the LSTM's split
+    # loops: the meeting's `next_half` and `wait_turn` by address too)
     meets = "# {meeting}" in template_in
     return source.replace("# {product}", panel_import(dtype) + transpose_import(dtype)
                           + (meeting_import() if meets else "")
@@ -274,12 +272,6 @@ def meeting_module_source() -> str:
     return _MEETING_MODULE.replace("# {meeting}", _meeting_source())
 
 
-def meeting_module():
-    """The loaded meeting module (compiled into the disk cache on its first use in the process)."""
-    from ... import diskcache
-    return diskcache.load_module(meeting_module_source(), name_hint="lstm_meeting")
-
-
 def meeting_import() -> str:
     """Source lines that give a loop module `meet_next_half` and `meet_wait_turn`: the
     meeting module's source is written into the loop's, so the loop's disk cache key covers
@@ -289,17 +281,12 @@ def meeting_import() -> str:
             f"meet_next_half, meet_wait_turn = _meeting.meet_next_half, _meeting.meet_wait_turn\n")
 
 
-def _native(template: str, name: str, dtype: str, steady: bool = False):
-    if dtype not in ("float32", "float64"):
-        return None
-    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype), steady=steady)
-
-
 def _get(template: str, name: str, dtype: str, steady: bool = False):
     """The loaded kernel or None; `steady` for the whole-loop kernels, which a compiled
     step runs at every call (queued at rank STEADY, compiler/workers.py)."""
-    k = _native(template, name, dtype, steady)
-    return None if k is None else k.get()
+    if dtype not in ("float32", "float64"):
+        return None
+    return _kernel(("lstm", name, dtype), lambda: _source(template, dtype), steady=steady).get()
 
 
 def forward_layer(dtype: str):

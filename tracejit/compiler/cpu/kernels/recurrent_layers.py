@@ -11,14 +11,11 @@ import numpy as np
 
 from ....memory import line_empty
 from ....ops.lstm_prim import _order, backward_parts, finish_backward
-from .... import threads as _threads
 from ..gemm.template_panels import panel_rows, panel_size
-from ..runtime import coreshare
 from . import loop_split as _split
 from . import lstm_kernels as _kernels
 from . import rnn_kernels as _rnn_kernels
 from .loader import floats
-from .rnn_weight_grad import weight_grad_alongside
 from .... import envflags
 
 __all__ = ["lstm_layer", "lstm_layer_backward", "gru_layer", "gru_layer_backward", "rnn_layer",
@@ -86,32 +83,12 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
     return Z
 
 
-# Where the whole-loop backward computes d W alongside its loop on one thread
-# (`weight_grad_alongside`) instead of inside the split loop: "policy" where several threads
-# may run but the load policy gives BLAS one now (LSTM LM step: 80.7 against 84.2 ms), True
-# always, False never.
-OVERLAP_WEIGHT_GRAD = "policy"
-
-# Where d W is not computed alongside: inside the whole-loop backward (each step's
+# Whether d W is computed inside the whole-loop backward (each step's
 # dW += dg h_prev^T on the template's register tile while dg is in cache, split with the
 # loop's halves) rather than one GEMM after the loop, whose second BLAS thread a busy
 # machine often delays (LSTM LM layer backward, split: 10.9 against 17.0 ms median).
 # Needs H a multiple of 16 (whole tiles).
 _weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
-def _alongside(nth: int, in_loop: bool = False, work: int = _split.MIN_WORK) -> bool:
-    # (after loop_split.threads, which has had the policy set BLAS's count). `in_loop`: the
-    # split loop could compute d W itself; split (nth >= 2, its threads punctual) that beats
-    # the alongside mode under the policy's one thread too. `work`: d W's multiply-adds
-    # (below MIN_WORK the launch costs more than it saves)
-    if not OVERLAP_WEIGHT_GRAD or (OVERLAP_WEIGHT_GRAD == "policy" and work < _split.MIN_WORK):
-        return False
-    if (coreshare.blas_ceiling() or 1) < 2 or coreshare.ceding():
-        return False   # (ceding: a compile worker of ours has the other core)
-    if OVERLAP_WEIGHT_GRAD == "policy":
-        if in_loop and nth >= 2:
-            return False
-        return (_threads.blas_threads() or 1) < 2
-    return nth >= 2
 
 
 # Whether the whole-loop backward reads a cotangent that is a permuted view of (L, N, H)
@@ -148,27 +125,18 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     dw = res[off[0]:off[1]].reshape(4 * H, H)
     nth = _split.threads(H, work=L * N * 4 * H * (x.shape[2] + H))
     # d W inside the loop (each step's outer product while its gate gradient is in cache:
-    # no GEMM after the loop), unless the pool's threads compute it alongside the loop
+    # no GEMM after the loop)
     in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
-    alongside = _alongside(nth, in_loop, L * N * 4 * H * H)
-    in_loop = in_loop and not alongside
     rows = _cotangent_rows() and _rows_view(d_y)
     args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
             np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
             np.empty(panel_size(H, 4 * H, name), dtype=dt), bool(reverse), in_loop, rows)
-    if not alongside:
-        _split.run(layer, args, nth)
-        return finish_backward(np, res, off, G, Z, h0, (dh[:H], dcs[L % 2]), order, db_done=True, dw_done=in_loop)
-    # the loop on this thread, d W block by block on the pool's threads meanwhile
-    # (kernels/rnn_weight_grad.py), instead of splitting the loop
-    sync = _split.new_sync()
-    weight_grad_alongside(lambda: layer(*args, 0, 1, sync), sync, G.reshape(L * N, 4 * H), ro(Z),
-                          ro(h0), bool(reverse), dw, max(2, nth))
-    return finish_backward(np, res, off, G, Z, h0, (dh[:H], dcs[L % 2]), order, db_done=True, dw_done=True)
+    _split.run(layer, args, nth)
+    return finish_backward(np, res, off, G, Z, h0, (dh[:H], dcs[L % 2]), order, db_done=True, dw_done=in_loop)
 
 
 # ---------------------------------------------------------------- GRU, RNN
-def _state_forward(get, gi, w, b, h0, rows: int, reverse, *options):
+def _state_forward(get, gi, w, b, h0, rows: int, reverse, relu=False):
     """A GRU's or RNN's forward: the whole loop in `get`'s kernel for gi's dtype, GEMMs (on
     W (G*H, H) packed once) included -> its result (L, rows * H, N), or None (no kernel)."""
     L, N, _ = gi.shape
@@ -180,7 +148,7 @@ def _state_forward(get, gi, w, b, h0, rows: int, reverse, *options):
     out = np.empty((L, rows * H, N), dtype=gi.dtype)
     ro, dt = _kernels.readonly, gi.dtype
     layer(ro(gi), ro(w), ro(b), ro(h0), out, np.empty((panel_rows(G, name), N), dtype=dt),
-          np.empty(panel_size(G, H, name), dtype=dt), bool(reverse), *options)
+          np.empty(panel_size(G, H, name), dtype=dt), bool(reverse), relu)
     return out
 
 

@@ -3,11 +3,13 @@
 Per step an RNN layer is one small GEMM and one elementwise pass, so driven from Python
 the call setup is a large share of it. As lstm_kernels.py's, each kernel runs the whole
 loop, its GEMMs on W packed once per call; the product, packing and transposes are called
-by address (inlined, forward compile 1.2 -> 0.3 s). tanh is mathlib's.
+by address (inlined, forward compile 1.2 -> 0.3 s). The forward is the GRU's loop
+(gru_kernels.py `STATE_FORWARD`) with the RNN's cell. tanh is mathlib's.
 """
 from __future__ import annotations
 
 from .lstm_kernels import _get
+from .gru_kernels import STATE_FORWARD   # (after lstm_kernels, whose import loads gru_kernels)
 
 __all__ = ["forward_layer", "backward_layer"]
 
@@ -15,42 +17,31 @@ _HEAD = """
 import numpy as np
 from numba import njit
 from tracejit.compiler.mathlib import tanh_{s} as tanh
-
-# {product}
 """
 
 _FORWARD = _HEAD + """
 
-@njit("void(" + RO3 + ", " + RO2 + ", " + RO1 + ", " + RO2 + ", {t}[:, :, ::1], {t}[:, ::1], {t}[::1], "
-      "boolean, boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True)
-def loop(gi, w, b, h0, hs, m, wp, reverse, relu, fns):
-    \"\"\"the layer's forward (ops/rnn_prim.py): hs (L, H, N), every step's h, from gi (L, N, H),
-    w (H, H), b (H,), h0 (H, N); m (panel_rows(H), N) and wp (panel_size(H, H)) scratch\"\"\"
-    L = gi.shape[0]
-    hh = w.shape[0]
-    n = h0.shape[1]
+@njit(inline='always')
+def cell(fns, gi, b, m, hp, out, relu):
+    # one step after m (H, N) = W h_prev (`STATE_FORWARD`'s cell): + gi (N, H)^T in register
+    # blocks (`panel_transpose` at fns[3]), + b and the nonlinearity, into the step's h `out`
+    hh, n = m.shape
     zero = np.{t}(0)
-    call_at(fns[1], panel_pack, (w, wp, 0, (hh + PMR - 1) // PMR, 0, hh))   # (`pack_panels(w, wp, False)`)
-    mg = m[:hh]
-    for k in range(L):
-        t = L - 1 - k if reverse else k
-        hp = h0 if k == 0 else hs[t + 1 if reverse else t - 1]
-        call_at(fns[0], panel_product, (wp, 0, (hh + PMR - 1) // PMR, hh, 0, hh, hp, m, False))   # m = W h_prev
-        call_at(fns[3], panel_transpose, (gi[t], 0, n, 0, hh, mg, True))   # + gi[t]^T, in register blocks
-        p = hs[t]
-        for j in range(hh):                         # + b and the nonlinearity, into h
-            bj = b[j]
-            row, out = mg[j], p[j]
-            if relu:
-                for q in range(n):
-                    v = row[q] + bj
-                    out[q] = zero if v < zero else v       # NaN stays NaN, as np.maximum
-            else:
-                for q in range(n):
-                    out[q] = tanh(row[q] + bj)
-"""
+    call_at(fns[3], panel_transpose, (gi, 0, n, 0, hh, m, True))
+    for j in range(hh):
+        bj = b[j]
+        row, o = m[j], out[j]
+        if relu:
+            for q in range(n):
+                v = row[q] + bj
+                o[q] = zero if v < zero else v      # NaN stays NaN, as np.maximum
+        else:
+            for q in range(n):
+                o[q] = tanh(row[q] + bj)
+""" + STATE_FORWARD
 
 _BACKWARD = _HEAD + """
+# {product}
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", {t}[:, ::1], {t}[:, ::1], {t}[:, :, ::1], "
       "{t}[::1], {t}[::1], boolean, boolean, int64[::1])", cache=CACHE, error_model='numpy', boundscheck=False,
