@@ -53,6 +53,9 @@ def test_gradients_are_bitwise_those_of_the_permute_and_matmul_pair(case, monkey
     # thread count (other processes' load), so the policy is off
     from tracejit.compiler.cpu.runtime import coreshare
     monkeypatch.setattr(coreshare, "ENABLED", False)
+    # and products run on BLAS: a measured choice stored on this machine may send the two
+    # paths' products (transposed or not) to different kernels
+    monkeypatch.setenv("TRACEJIT_GEMM_CHOICE", "0")
     new = _grads(case)
     # a nonzero count of active tracers (none of them this thread's) sends matmul's VJP
     # down the PERMUTE + MATMUL path while every op still runs eagerly
