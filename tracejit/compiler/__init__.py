@@ -94,8 +94,8 @@ class NumbaCompiler(_backend.Compiler):
         if mode_of(compile_mode) == "background" and graph_on_cpu(graph):
             from .cacheroot import root  # (not diskcache: its imports are the thread's)
             if root() is not None:
-                # The program is built by the background thread (or a first call that
-                # loads at once), from a verified graph: tier 0 runs before `check`.
+                # The program is built by the background thread (or by whatever reads it
+                # first, as `explain` does), from a verified graph: tier 0 runs before `check`.
                 def make_program():
                     check()
                     return compile_graph(graph, grad_mode=grad_mode, name=name)

@@ -19,7 +19,7 @@ from ..jit.ir import Eqn, Graph, Var, def_use
 from ..ops import reductions as _red
 from ..ops.elementwise import FLOOR_DIVIDE, REMAINDER
 
-__all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS"]
+__all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS", "external_inputs"]
 
 FUSIBLE_REDUCTIONS = (_red.SUM, _red.AMAX, _red.AMIN, _red.PROD)
 _KERNEL_DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8",
@@ -401,19 +401,24 @@ def _finish_groups(graph, groups, group_of, find):
         g.rows.sort(key=lambda e: pos[id(e)])
         g.cols.sort(key=lambda e: pos[id(e)])
         members = {id(e) for e in g.members}
-        defined = g.defined
-        ins, seen = [], set()
-        for e in g.members:
-            for a in e.inputs:
-                if isinstance(a, Var) and a not in defined and a not in seen:
-                    seen.add(a)
-                    ins.append(a)
-        g.inputs = ins
+        g.inputs = external_inputs(g.members)
         outs = [e.out for e in g.eqns + g.rows + g.cols
                 if e.out in results or any(id(r) not in members for r in readers.get(e.out, ()))]
         if g.reduction is not None:
             outs.append(g.reduction.out)
         g.outputs = outs
+
+
+def external_inputs(eqns) -> list:
+    """The values `eqns` read and do not compute, in first-use order."""
+    defined = {e.out for e in eqns}
+    ins, seen = [], set()
+    for e in eqns:
+        for a in e.inputs:
+            if isinstance(a, Var) and a not in defined and a not in seen:
+                seen.add(a)
+                ins.append(a)
+    return ins
 
 
 def _schedule(items, graph):

@@ -9,8 +9,8 @@ the group's place in order. Only plain elementwise groups are cut.
 """
 from __future__ import annotations
 
-from ..jit.ir import Graph, Var, def_use
-from .fusion import Group
+from ..jit.ir import Graph, def_use
+from .fusion import Group, external_inputs
 
 __all__ = ["MAX_OPERANDS", "split_wide_groups"]
 
@@ -47,13 +47,7 @@ def _operands(eqns: list, readers: dict, results: set) -> tuple[list, list]:
     """(inputs, outputs) of a kernel computing `eqns`: the values it reads and does not
     compute, in first-use order, and the values it computes that anything else reads."""
     members = {id(e) for e in eqns}
-    defined = {e.out for e in eqns}
-    ins, seen = [], set()
-    for e in eqns:
-        for a in e.inputs:
-            if isinstance(a, Var) and a not in defined and a not in seen:
-                seen.add(a)
-                ins.append(a)
+    ins = external_inputs(eqns)
     outs = [e.out for e in eqns if e.out in results or any(id(r) not in members for r in readers.get(e.out, ()))]
     return ins, outs
 

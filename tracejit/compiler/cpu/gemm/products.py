@@ -168,16 +168,20 @@ def matmul_call(shapes, dtype, params):
     itself, larger ones the choice's call site; N-d by 2-D the 2-D call over the rows."""
     sa, sb = shapes
     if len(sa) > 2 and len(sb) == 2:
-        rows = (math.prod(sa[:-1]), sa[-1])
-        return _over_rows(matmul_call((rows, sb), dtype, params), rows, sa[:-1] + sb[-1:])
+        return _over_rows(matmul_call, shapes, dtype, params, sb[-1])
     if sa[-2] * sa[-1] * sb[-1] < TEMPLATE_MIN_MNK:
         return np.matmul
     return _cell_call(blas_matmul, 0)
 
 
-def _over_rows(call, rows, out):
-    """A 2-D product's plan `call` for an N-d first operand as one product over its
-    flattened leading dims (`rows`), shaped back to `out` (ops/linalg.py `matmul_rows`)."""
+def _over_rows(plan, shapes, dtype, params, n: int):
+    """The call for an N-d first operand by 2-D `b`: `plan`'s call for the one 2-D product
+    over its flattened leading dims, shaped back with `n` columns (ops/linalg.py
+    `matmul_rows`)."""
+    sa, sb = shapes
+    rows = (math.prod(sa[:-1]), sa[-1])
+    call = plan((rows, sb), dtype, params)
+    out = (*sa[:-1], n)
     return lambda a, b: call(a.reshape(rows), b).reshape(out)
 
 
@@ -190,15 +194,15 @@ def _tn_small(a, b):
 
 
 def _transposed_call(small, swap):
-    """The plan call of a transposed-operand record, 2-D operands: `matmul_call`'s choice
-    for the product it computes (m, k, n of a @ b.T or a.T @ b, not of the stored operands)."""
+    """The plan call of a transposed-operand record (2-D `b`; `a` 2-D, or N-d for a @ b.T):
+    `matmul_call`'s choice for the product it computes (m, k, n of a @ b.T or a.T @ b, not
+    of the stored operands)."""
     def call(shapes, dtype, params):
         sa, sb = shapes
         if len(sb) != 2 or len(sa) < 2 or (len(sa) > 2 and swap != 2):
             return None   # batches: the implementation
         if len(sa) > 2:   # (x @ w.T of a linear layer over N-d x: one product over the rows)
-            rows = (math.prod(sa[:-1]), sa[-1])
-            return _over_rows(call((rows, sb), dtype, params), rows, sa[:-1] + sb[:1])
+            return _over_rows(call, shapes, dtype, params, sb[0])
         product = ((sa[1], sa[0]), sb) if swap == 1 else (sa, (sb[1], sb[0]))
         return small if matmul_call(product, dtype, params) is np.matmul else _cell_call(blas_matmul, swap)
     return call

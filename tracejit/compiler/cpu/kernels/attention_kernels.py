@@ -294,24 +294,23 @@ def softmax_backward_kernel(xp, g, y):
 
 def weights(qkv, *mask, tokens, heads, seq_first, scale):
     """`attention_weights`' impl."""
-    xp = np
     a, c, e, hd = _split(qkv.shape, tokens, heads)
-    _, (q, k, _) = _parts(xp, qkv, tokens, heads, seq_first)
+    _, (q, k, _) = _parts(np, qkv, tokens, heads, seq_first)
     n, t = (c, a) if seq_first else (a, c)
     # the part kernel (no mask) first: while it is on its way numpy's form runs, and the
     # fallback form's kernels are not asked for (`_gemm_kernel`)
-    found = None if mask else _forward_part_kernel(xp, qkv, scale)
+    found = None if mask else _forward_part_kernel(np, qkv, scale)
     whole = found if found is not None and found[0] is not None else None
-    fn = softmax_kernel(xp, qkv, *mask) if found is None else None
+    fn = softmax_kernel(np, qkv, *mask) if found is None else None
     if fn is None and whole is None:   # other dtypes, or no kernel ready yet
-        s = xp.matmul(q, xp.swapaxes(k, -1, -2))
-        return softmax_passes(xp, s, mask[0] if mask else None, 3, scale)
+        s = np.matmul(q, np.swapaxes(k, -1, -2))
+        return softmax_passes(np, s, mask[0] if mask else None, 3, scale)
     w = np.empty((n, heads, t, t), dtype=qkv.dtype)
     rows = heads * t                                   # softmax rows per batch element
     w2 = w.reshape(n * rows, t)
     if mask:     # (as 4-d, its batch elements sliced with the scores' where it has them)
         m4 = mask[0].reshape((1,) * (4 - mask[0].ndim) + mask[0].shape)
-    rs, tr = _block_rows(t, t, hd), (None if whole is not None else _transpose_kernel(xp, qkv))
+    rs, tr = _block_rows(t, t, hd), (None if whole is not None else _transpose_kernel(np, qkv))
 
     def part(lo, hi):
         # `_CHUNK` batch elements at a time: scores into a cached buffer, their softmax into
@@ -364,20 +363,19 @@ def context(qkv, w, *, tokens, heads, seq_first, scale):
 
 def backward(g, qkv, w, *, tokens, heads, seq_first, scale):
     """`attention_backward`'s impl: the packed gradient."""
-    xp = np
     a, c, e, hd = _split(qkv.shape, tokens, heads)
-    q, k, v, gh, out, (oq, ok, ov) = backward_parts(xp, g, qkv, tokens, heads, seq_first)
+    q, k, v, gh, out, (oq, ok, ov) = backward_parts(np, g, qkv, tokens, heads, seq_first)
     n, _, t, s = w.shape
     # the part kernel first: while it is on its way numpy's form runs (`backward_slice`),
     # and the fallback form's kernels are not asked for (`_gemm_kernel`)
-    found = _backward_part_kernel(xp, w, g, qkv, scale)
+    found = _backward_part_kernel(np, w, g, qkv, scale)
     whole = found if found is not None and found[0] is not None else None
-    fn = softmax_backward_kernel(xp, w, w) if found is None else None
+    fn = softmax_backward_kernel(np, w, w) if found is None else None
     r = _block_rows(t, hd, s)
     if fn is not None:
         rows = heads * t                               # softmax rows per batch element
         w2 = w.reshape(n * rows, s)
-        tr = _transpose_kernel(xp, qkv)
+        tr = _transpose_kernel(np, qkv)
 
     def part(lo, hi):
         # `_CHUNK` batch elements at a time, their (T, T) weight gradients in two buffers
@@ -386,7 +384,7 @@ def backward(g, qkv, w, *, tokens, heads, seq_first, scale):
             bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
             return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs)
         if fn is None:
-            return backward_slice(xp, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
+            return backward_slice(np, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
         # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
         # their right operands copied (or transposed) in turn into `rb` / `vb`
         ch = _chunk(lo, hi)

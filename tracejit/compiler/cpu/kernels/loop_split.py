@@ -49,8 +49,7 @@ LATE_NS = 50_000
 # GEMM panels.
 QUANTUM = 16
 # Multiply-adds of a call below which its loop runs on one thread: a launch on the pool
-# costs tens of microseconds and a GIL handoff per share (an LSTMCell's one-step layer
-# calls went 1.7 -> 4.3 ms a call with their weight gradient on the pool).
+# costs tens of microseconds and a GIL handoff per share.
 MIN_WORK = 1 << 22
 
 _SPINS = 2000      # pause instructions (~30-100 ns each) before each sched_yield while

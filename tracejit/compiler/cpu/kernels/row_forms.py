@@ -242,30 +242,29 @@ def layer_norm_backward(g, x, *w, n, eps, has_w):
     return None if got is None else res
 
 
-def layer_norm(x, *wb, n, eps, affine):
-    # over the (M, K) view of the rows; 1 / K an operand (compiled plans inline the same
-    # value as a literal: the same bits)
+def layer_norm(x, *wb, n, eps, affine, kern=None):
+    # over the (M, K) view of the rows by `kern` (a plan call's `bound` kernel; None: `run`);
+    # 1 / K an operand (compiled plans inline the same value as a literal: the same bits)
     k = row_size(x, n)
     if x.ndim == 0 or k == 0 or x.dtype not in _DTYPES:
         return None
     ops = (x.reshape(-1, k),) + tuple(a.reshape(1, k) for a in wb) + (_reciprocal(k, x.dtype),)
-    y = run(LAYER_NORM, ops, {"n": 1, "eps": eps, "affine": affine})
+    y = run(LAYER_NORM, ops, {"n": 1, "eps": eps, "affine": affine}) if kern is None else kern(*ops)
     return None if y is None else y.reshape(x.shape)
 
 
 def layer_norm_call(shapes, dtype, params):
     """An eager plan's call for one signature of LAYER_NORM: `layer_norm` with its kernel
-    bound and 1 / K made once, else the numpy form itself."""
-    x, n = shapes[0], params["n"]
-    k = math.prod(x[len(x) - n:]) if x else 0
-    if k == 0 or 0 in x or None in shapes or np.dtype(dtype) not in _DTYPES:
+    bound, else the numpy form itself."""
+    x = shapes[0] if None not in shapes else None
+    if not x or 0 in x or np.dtype(dtype) not in _DTYPES:
         return impls.numpy_form(LAYER_NORM, params)
     kern = bound(LAYER_NORM, {"n": 1, "eps": params["eps"], "affine": params["affine"]})
-    recip, impl = _reciprocal(k, np.dtype(dtype)), LAYER_NORM.impl
+    impl = LAYER_NORM.impl
 
     def call(x, *wb):
-        y = kern(x.reshape(-1, k), *[a.reshape(1, k) for a in wb], recip)
-        return impl(np, x, *wb, **params) if y is None else y.reshape(x.shape)
+        y = layer_norm(x, *wb, **params, kern=kern)
+        return impl(np, x, *wb, **params) if y is None else y
     return call
 
 
@@ -348,15 +347,22 @@ def cross_entropy(x, t, *, ignore_index=-100, reduction="mean"):
 def cross_entropy_call(shapes, dtype, params):
     """An eager plan's call for one signature of CROSS_ENTROPY: the kernel bound to it
     where the implementation may take the call, else the numpy form itself."""
-    impl = CROSS_ENTROPY.impl
-    if len(shapes) != 2 or None in shapes or len(shapes[0]) != 2 or len(shapes[1]) != 1:
-        return impls.numpy_form(CROSS_ENTROPY, params)
-    ignore_index, reduction = params.get("ignore_index", -100), params.get("reduction", "mean")
-    kern = bound(CROSS_ENTROPY, {"ignore_index": ignore_index, "reduction": "none"})
+    return _ce_call(CROSS_ENTROPY, 2, shapes, params, _cross_entropy)
 
-    def call(x, t):
-        y = _cross_entropy(kern, x, t, ignore_index, reduction)
-        return impl(np, x, t, **params) if y is None else y
+
+def _ce_call(prim, arity, shapes, params, compute):
+    """A plan call for `prim` whose last two operands are logits (N, C) and targets (N,):
+    `compute(kern, *operands, ignore_index, reduction)` with the kernel bound, falling back
+    to the numpy form where it declines (None)."""
+    impl = prim.impl
+    if len(shapes) != arity or None in shapes or len(shapes[-2]) != 2 or len(shapes[-1]) != 1:
+        return impls.numpy_form(prim, params)
+    ignore_index, reduction = params.get("ignore_index", -100), params.get("reduction", "mean")
+    kern = bound(prim, {"ignore_index": ignore_index, "reduction": "none"})
+
+    def call(*ops):
+        y = compute(kern, *ops, ignore_index, reduction)
+        return impl(np, *ops, **params) if y is None else y
     return call
 
 
@@ -381,16 +387,9 @@ def _cross_entropy(kern, x, t, ignore_index, reduction):
 
 def cross_entropy_backward_call(shapes, dtype, params):
     """An eager plan's call for one signature of CROSS_ENTROPY_BACKWARD, as `cross_entropy_call`."""
-    impl = CROSS_ENTROPY_BACKWARD.impl
-    if len(shapes) != 3 or None in shapes or len(shapes[1]) != 2 or len(shapes[2]) != 1:
-        return impls.numpy_form(CROSS_ENTROPY_BACKWARD, params)
-    ignore_index, reduction = params.get("ignore_index", -100), params.get("reduction", "mean")
-    kern = bound(CROSS_ENTROPY_BACKWARD, {"ignore_index": ignore_index, "reduction": "none"})
-
-    def call(g, x, t):
-        y = cross_entropy_backward(g, x, t, ignore_index=ignore_index, reduction=reduction, kern=kern)
-        return impl(np, g, x, t, **params) if y is None else y
-    return call
+    return _ce_call(CROSS_ENTROPY_BACKWARD, 3, shapes, params,
+                    lambda kern, g, x, t, ii, red: cross_entropy_backward(
+                        g, x, t, ignore_index=ii, reduction=red, kern=kern))
 
 
 def cross_entropy_backward(g, x, t, *, ignore_index=-100, reduction="mean", kern=None):
