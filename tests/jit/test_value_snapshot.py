@@ -59,3 +59,21 @@ def test_a_constant_made_inside_the_function_captures_once():
     for _ in range(3):
         np.testing.assert_array_equal(g(tj.ones(2)).numpy(), [3.0, 3.0])
     assert g.cache_stats()["compiles"] == 1
+
+
+def test_library_plain_objects_exclude_callables_and_builtin_objects():
+    import functools
+    import types
+
+    from tracejit.jit.value_snapshot import plain_object
+
+    class _Callable:
+        def __call__(self):
+            return 1
+
+    class _Config:
+        pass
+
+    for v in (functools.partial(print, 1), types.SimpleNamespace(a=1), _Callable(), ValueError("x")):
+        assert not plain_object(v, library=True), v
+    assert plain_object(_Config(), library=True)

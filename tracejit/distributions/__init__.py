@@ -31,8 +31,7 @@ def _path_modules() -> None:
     Normal``): each distribution under its class name in snake case, a few as torch spells them."""
     import re
     import sys
-    import types
-    from importlib.machinery import ModuleSpec
+    from .._path_modules import path_module
     odd = {"LKJCholesky": "lkj_cholesky", "FisherSnedecor": "fishersnedecor", "StudentT": "studentT",
            "LowRankMultivariateNormal": "lowrank_multivariate_normal",
            "RelaxedOneHotCategorical": "relaxed_categorical", "OneHotCategoricalStraightThrough": "one_hot_categorical",
@@ -45,10 +44,8 @@ def _path_modules() -> None:
         full = f"{__name__}.{sub}"
         if full in sys.modules:   # a module of its own (distribution, exp_family)
             continue
-        m = sys.modules[full] = globals()[sub] = types.ModuleType(full, f"``torch.distributions.{sub}``'s names")
-        m.__spec__, m.__all__ = ModuleSpec(full, None), names
-        for name in names:
-            setattr(m, name, globals()[name])
+        globals()[sub] = path_module(full, f"``torch.distributions.{sub}``'s names",
+                                     {name: globals()[name] for name in names})
 
 
 _path_modules()

@@ -28,13 +28,16 @@ _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type
 def plain_object(v, library: bool = False) -> bool:
     """A user object whose attributes a forward may read as constants (a config, an
     argparse Namespace): not a module, tensor, class or function, nor (unless `library`)
-    a library's object."""
+    a library's object. With `library`, still neither a callable (a functools.partial) nor
+    an object of a builtins or types class (an exception, a SimpleNamespace)."""
     from ..nn.module import Module
     from ..tensor import Tensor
     t = type(v)   # (asked of the type: some objects raise on any attribute read, control.Unbound)
     if getattr(t, "__dictoffset__", 0) == 0 or isinstance(v, (Module, Tensor, _OPAQUE)):
         return False
-    return library or not from_library(t.__module__)
+    if library:
+        return not callable(v) and t.__module__ not in ("builtins", "types")
+    return not from_library(t.__module__)
 
 
 def from_library(module: Optional[str]) -> bool:

@@ -97,8 +97,9 @@ def _along(op: str, prim_fn, x, dim: int, dtype):
     dim = normalize_dim(dim, x.ndim, op)
     if dtype is not None:
         x = cast(x, dtype)
-    expect_floating(op, "input", x)
     if _empty_dim(x, dim):
+        # (the primitives' rules check the dtype, but an empty dim never reaches them)
+        expect_floating(op, "input", x)
         return x * 1.0  # nothing to normalize (and no max to subtract)
     if x.ndim == 0:     # one element: a 1-element row
         return reshape(prim_fn(reshape(x, (1,)), 0), ())

@@ -77,12 +77,13 @@ _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
 
 class _Plan:
-    __slots__ = ("default", "casts", "out_dtype", "out_np", "out_shape", "diff", "compute_np", "big",
-                 "meta", "fn", "lean", "view")
+    __slots__ = ("default", "casts", "cast_at", "out_dtype", "out_np", "out_shape", "diff", "compute_np",
+                 "big", "meta", "fn", "lean", "view")
 
     def __init__(self, default, casts, out_dtype, out_shape, diff, compute_np, big, meta, fn):
         self.default = default      # the default float dtype the plan was made under
         self.casts = casts          # per operand: numpy dtype to cast it to, or None
+        self.cast_at = tuple(i for i, c in enumerate(casts) if c is not None)  # usually empty
         self.out_dtype = out_dtype
         self.out_np = out_dtype.np
         self.out_shape = out_shape
@@ -414,9 +415,9 @@ def _eager(prim: Primitive, args, params):
     plan = plans.get(key)
     if plan is None or plan.default is not _dt._default_float:
         return _eager_general(prim, args, params, key)
-    for i, c in enumerate(plan.casts):
-        if c is not None:
-            arrays[i] = arrays[i].astype(c) if isinstance(args[i], Tensor) else scalar_as(arrays[i], c)
+    for i in plan.cast_at:
+        c = plan.casts[i]
+        arrays[i] = arrays[i].astype(c) if isinstance(args[i], Tensor) else scalar_as(arrays[i], c)
     out = None
     if plan.big:
         out = _ew.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)

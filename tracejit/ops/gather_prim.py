@@ -39,7 +39,7 @@ def _gather_impl(xp, a, index, dim):
         rows = _row_index(index, dim, a.shape)
         if rows is not None:   # the index repeats one vector across the other dims
             return a.take(rows, axis=dim)   # (the method: np.take's wrapper costs as much)
-        if index.size and _fits(index, dim, a.shape):
+        if index.size and _fits(index.shape, dim, a.shape):
             return np.ascontiguousarray(a).reshape(-1)[_flat_positions(index, dim, a.shape)]
     if index.shape != a.shape:
         # take_along_axis broadcasts; torch.gather reads a prefix of the other dims.
@@ -61,10 +61,11 @@ def _row_index(index, dim: int, shape: tuple):
     return index[tuple(slice(None) if d == dim else 0 for d in range(index.ndim))]
 
 
-def _fits(index, dim: int, shape: tuple) -> bool:
-    """Whether `index` lies within `shape` along every dim but `dim` (PyTorch's rule for
-    gather and scatter_add; numpy's take_along_axis would broadcast instead)."""
-    return index.ndim > 0 and all(n <= shape[d] for d, n in enumerate(index.shape) if d != dim)
+def _fits(index_shape: tuple, dim: int, shape: tuple) -> bool:
+    """Whether an index of `index_shape` lies within `shape` along every dim but `dim`
+    (PyTorch's rule for gather and scatter_add; numpy's take_along_axis would broadcast
+    instead)."""
+    return len(index_shape) > 0 and all(n <= shape[d] for d, n in enumerate(index_shape) if d != dim)
 
 
 def _flat_positions(index, dim: int, shape: tuple):
@@ -102,8 +103,8 @@ def _positions_call(shapes, params, op: str):
     after the range check; None for other signatures."""
     sa, si = shapes[0], shapes[1]
     dim = params["dim"]
-    if (sa is None or si is None or len(sa) != len(si) or not si or 0 in si or math.prod(si) > 4096
-            or any(n > sa[d] for d, n in enumerate(si) if d != dim)):
+    if (sa is None or si is None or len(sa) != len(si) or 0 in si or math.prod(si) > 4096
+            or not _fits(si, dim, sa)):
         return None
     stride, n = math.prod(sa[dim + 1:]), sa[dim]
     offsets = _flat_positions(np.zeros(si, np.int64), dim, sa)
@@ -148,7 +149,7 @@ def _scatter_add_rule(a, index, src, dim):
 def _scatter_add_impl(xp, a, index, src, dim):
     check_index_range("scatter_add", index, dim, a.shape[dim])
     out = a.copy()
-    if xp is np and index.size and _fits(index, dim, a.shape):
+    if xp is np and index.size and _fits(index.shape, dim, a.shape):
         # np.add.at over one flat array is numpy's fast form (10x the n-d one for 100k
         # elements); both add in the index's C order, so the result is the same bitwise
         np.add.at(out.reshape(-1), _flat_positions(index, dim, a.shape).reshape(-1), src.reshape(-1))

@@ -21,6 +21,7 @@ from .elementwise import cast, where
 from .gather_prim import _flat_positions, check_index_range
 from .indexing import gather, getitem, in_range, index_add_, index_put, nonzero, scatter_add
 from .shape import expand, movedim, reshape
+from .reductions import prod
 from .registry import Aval, bind, defprim, refuse_tracing
 
 __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_reduce",
@@ -80,10 +81,10 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
     _check_index("scatter_reduce", input, index, dim)
     s = _src_like(src, index, input)
     if reduce in ("sum", "mean"):
+        if reduce == "sum" and include_self:
+            return scatter_add(input, dim, index, s)
         zero = zeros(tuple(input.shape), dtype=input.dtype, device=input.device)
         total = scatter_add(input if include_self else zero, dim, index, s)
-        if reduce == "sum" and include_self:
-            return total
         # the targets' counts (rather than zeroing the targets by an index_put of every
         # element's grid position: 3x the time of a scatter_add)
         hit = scatter_add(zero, dim, index, s * 0 + 1)
@@ -107,7 +108,6 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
 def _scatter_prod(input, dim, index, s, include_self):
     """Multiply contributions per target position: the contributions sorted by target, laid
     out as (targets, most contributions) with 1 as padding."""
-    from .reductions import prod
     refuse_tracing("scatter_reduce('prod')", "its index")
     idx = np.moveaxis(index.numpy(), dim, -1)
     shape = tuple(input.shape)

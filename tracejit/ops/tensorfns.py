@@ -52,8 +52,8 @@ def _zero(a):
 def _argsort_impl(xp, a, dim, descending, stable, k=None):
     if k is not None:   # the first k of the order (topk)
         if k == 1 and descending and a.dtype.kind in "biuf":
-            # the stable order's first: the first maximum, NaN as the largest (a sampler's
-            # top-1 of a (4, 65) row: 3x less than the sort)
+            # the stable order's first: the first maximum, NaN as the largest (an argmax,
+            # not a sort)
             return xp.argmax(a, axis=dim, keepdims=True)
         lead = _leading(a, dim, descending, k) if xp is np else None
         if lead is not None:

@@ -5,11 +5,10 @@ hold paths, so they are made here from a table rather than kept as files."""
 from __future__ import annotations
 
 import importlib
-import sys
 import types
-from importlib.machinery import ModuleSpec
 
 from ... import nn as _nn
+from ..._path_modules import path_module
 from ...nn import *  # noqa: F401,F403
 from ..module import Module  # noqa: F401
 from . import linear, utils  # noqa: F401
@@ -61,14 +60,11 @@ _PATHS = {
 
 def _path_module(sub: str, names: str) -> types.ModuleType:
     name = f"{__name__}.{sub}"
-    m = types.ModuleType(name, f"``{name}``: where ``torch.nn.modules.{sub}`` keeps these layers.")
-    m.__spec__, m.__all__ = ModuleSpec(name, None), []
+    attrs = {}
     for entry in names.split():
         src, _, attr = entry.rpartition(":")
-        setattr(m, attr, getattr(importlib.import_module(f"{_nn.__name__}.{src}") if src else _nn, attr))
-        m.__all__.append(attr)
-    sys.modules[name] = m
-    return m
+        attrs[attr] = getattr(importlib.import_module(f"{_nn.__name__}.{src}") if src else _nn, attr)
+    return path_module(name, f"``{name}``: where ``torch.nn.modules.{sub}`` keeps these layers.", attrs)
 
 
 for _sub, _names in _PATHS.items():
