@@ -27,7 +27,7 @@ import warnings
 from .envflags import ProcessTuning
 
 __all__ = ["SPINCOUNT", "tune_omp_spin", "omp_spin_tuned", "blas_on_pool", "blas_threads", "set_blas_threads",
-           "blas_threads_set", "blas_count_lock", "PARALLEL_MIN", "usable_cpus", "set_num_threads", "get_num_threads",
+           "blas_threads_set", "blas_count_lock", "PARALLEL_MIN", "usable_cpus", "thread_ceiling", "set_num_threads", "get_num_threads",
            "set_num_interop_threads", "get_num_interop_threads"]
 
 
@@ -312,14 +312,22 @@ class ThreadFlag:
 
 
 _interop = [0]   # 0: not set, the CPU count
+_set = [0]       # the count `set_num_threads` set last; 0: none
+
+
+def thread_ceiling() -> int:
+    """The threads one op may use: the count `set_num_threads` set last, else the CPUs this
+    process may use. tracejit's worker-pool launches never take more (runtime/coreshare.py)."""
+    return _set[0] or usable_cpus()
 
 
 def set_num_threads(n: int) -> None:
-    """``torch.set_num_threads``: the threads one op may use, numpy's BLAS and numba's
-    parallel kernels alike. The adaptive policy (tracejit/compiler/cpu/runtime/coreshare.py) takes a count set
+    """``torch.set_num_threads``: the threads one op may use, numpy's BLAS, numba's parallel
+    kernels and tracejit's worker pool alike. The adaptive policy (tracejit/compiler/cpu/runtime/coreshare.py) takes a count set
     here as its ceiling and only ever lowers it for a busy machine."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
+    _set[0] = n
     set_blas_threads(n)
     share = sys.modules.get("tracejit.compiler.cpu.runtime.coreshare")
     if share is not None:

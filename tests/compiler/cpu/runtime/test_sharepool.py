@@ -187,7 +187,13 @@ def test_two_shares_run_on_two_threads(partner):
     seen = {}
     lock = threading.Lock()
 
+    started = threading.Event()
+
     def share(a, b, t, nt):
+        if t == 1:
+            started.set()
+        else:   # the caller would take share 1 itself if no worker had begun it
+            started.wait(30)
         with lock:
             seen[t] = (a, b, nt, threading.get_ident())
     assert sharepool.try_launch()

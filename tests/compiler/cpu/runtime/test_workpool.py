@@ -1,5 +1,6 @@
-"""tracejit's own worker pool: results independent of the thread count, a stable share ->
-thread mapping, a clean exit, fork safety, and the switch that puts it under the pair launch."""
+"""tracejit's own worker pool: results independent of the thread count, shares a late worker
+has not begun run on the caller, a clean exit, fork safety, and the switch that puts it under
+the pair launch."""
 import ctypes
 import os
 import subprocess
@@ -57,16 +58,42 @@ def test_every_share_runs_once_with_its_own_record():
         assert abs(out.sum() - float(np.sum(x * x))) < 1e-9
 
 
-def test_share_q_stays_on_one_thread_and_share_0_on_the_caller():
+def test_share_0_on_the_caller_and_share_q_on_the_caller_or_worker_q():
     x = np.ones(1000)
     p = workpool.pool()
     n = p.workers + 1
-    _, first = _launch(p, n, x)
-    assert first[0] == _self_id()
-    assert len(set(first.tolist())) == n        # one thread per share
+    me = _self_id()
+    owner = {}
     for _ in range(50):
         _, ids = _launch(p, n, x)
-        assert ids.tolist() == first.tolist()
+        assert ids[0] == me
+        for q in range(1, n):
+            if ids[q] != me:
+                assert owner.setdefault(q, ids[q]) == ids[q]      # one worker per share
+    assert len(set(owner.values())) == len(owner)
+
+
+def test_a_share_no_worker_begins_runs_on_the_caller():
+    # a pool whose worker is gone but whose slot is still handed a share: the caller takes
+    # the share at the join instead of waiting for a thread that never comes
+    code = """
+import sys
+import numpy as np
+sys.path.insert(0, {here!r})
+import test_workpool as t
+from tracejit.compiler.cpu.runtime import workpool
+p = workpool.WorkPool(2)
+p.close()
+p._nslots.value = 1
+x = np.linspace(-1.0, 2.0, 1000)
+out, ids = t._launch(p, 2, x)
+assert set(ids.tolist()) == {{t._self_id()}}, ids
+assert np.allclose(out, [np.sum(x[0::2] ** 2), np.sum(x[1::2] ** 2)]), out
+print("ok")
+""".format(here=os.path.dirname(__file__))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "ok"
 
 
 _CHILD = """
@@ -95,7 +122,7 @@ def test_forced_thread_counts_give_bitwise_equal_results_and_exit_cleanly():
     for threads in (1, 2, 4):
         out, distinct = _run_child(threads).split("\n")[0].rsplit(" ", 1)
         outs[threads] = out
-        assert int(distinct) == threads      # shares beyond the workers run on the caller
+        assert 1 <= int(distinct) <= threads      # shares beyond the workers run on the caller
     assert outs[1] == outs[2] == outs[4]
 
 

@@ -22,13 +22,14 @@ import numpy as np
 
 from .... import bf16 as _bf16
 from ....ops.batchnorm_prim import backward_form, forward_form
+from ....threads import get_num_threads
 from .loader import lowered, one_group, rendered
 
 __all__ = ["forward", "backward"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _F32 = np.dtype(np.float32)
-_forms: dict = {}    # (form, dtype, layouts, size-1 pattern, eps) -> (positions, outputs, nest, parallel min)
+_forms: dict = {}    # (form, dtype, layouts, size-1 pattern, eps) -> (positions, outputs, nest, passes)
 _calls: dict = {}    # the same plus the variant -> the loaded kernel's entry
 
 
@@ -50,8 +51,8 @@ def _lower(form, shapes, layouts, cm: int, eps: float):
                  for p, v, lay in zip(positions, group.inputs, loopnest.operand_layouts(group)))
     outputs = [list(graph.outputs).index(v) for v in group.outputs]
     nest = loopnest.lower(group, lays)
-    from ...codegen_cpu_rows import parallel_elements_min
-    return positions, outputs, nest, parallel_elements_min(nest)
+    from ...rowpasses import schedule
+    return positions, outputs, nest, len(schedule(nest).passes)
 
 
 def _as4(a):
@@ -96,8 +97,9 @@ def _run(form, name: str, full: tuple, chan: tuple, outs: list, cm: int, eps: fl
     got = lowered(_forms, key, lambda: _lower(traced, shapes(), layouts, cm, eps))
     if got is None:
         return False
-    positions, outputs, nest, pmin = got
-    parallel = x.size >= pmin
+    positions, outputs, nest, passes = got
+    from ...codegen_cpu_rows import parallel_work_min
+    parallel = x.size * passes >= parallel_work_min(get_num_threads())   # (the count now)
     fn = _calls.get(key + (parallel,))
     if fn is None:
         fn = rendered(("channels",) + key + (parallel,), nest, parallel, steady=True)

@@ -32,7 +32,6 @@ from typing import Callable, Iterator, Optional
 from .... import envflags
 from ....envflags import is_off
 from .... import threads as _threads
-from ....threads import usable_cpus
 
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "user_set", "ceding",
            "one_thread_always", "one_thread_now", "set_to_one", "blas_count_one", "blas_count_back",
@@ -117,7 +116,7 @@ class CoreShare:
 
     def __init__(self, cpus: int | None = None, interval: float = INTERVAL, slack: float = SLACK,
                  machine: int | None = None, workers=None):
-        self.cpus = cpus or usable_cpus()
+        self.cpus = cpus or _threads.thread_ceiling()   # (set_num_threads lowers or raises it)
         self.machine = machine or os.cpu_count() or self.cpus   # CPUs /proc/stat counts
         self.interval = interval
         self.slack = slack
@@ -181,7 +180,7 @@ class CoreShare:
     def _decide(self, count: int, now: float) -> int:
         """The count to use from a reading whose own count is `count`: the end of a trial,
         the start of one, or `count` itself."""
-        full = self.cpus
+        full = min(self.cpus, self.machine)
         if self._in_trial:           # the reading covers the trial's window alone
             self._in_trial = False
             if count >= full:        # others gave the core back: keep it
@@ -314,10 +313,14 @@ def adapt_blas() -> int:
 
 
 def user_set() -> None:
-    """The user set the thread counts (`tracejit.set_num_threads`): the next `adapt` and
-    `adapt_blas` apply the policy again, which takes the new counts as ceilings (`_Setting`;
-    they skip the libraries while the policy's count stays the same)."""
+    """The user set the thread counts (`tracejit.set_num_threads`): the new count is the
+    pool's ceiling (`CoreShare.cpus`), and the next `adapt` and `adapt_blas` apply the policy
+    again, which takes the new counts as ceilings (`_Setting`; they skip the libraries while
+    the policy's count stays the same)."""
     global _local, _blas_n
+    share = core_share
+    share.cpus = _threads.thread_ceiling()
+    share._count = min(share.cpus, share.machine)
     _local = threading.local()
     _blas_n = None
     if _blas is not None:

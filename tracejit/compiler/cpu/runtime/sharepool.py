@@ -56,8 +56,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def pool_threads() -> int:
-    """Shares a launch may use now: the cores other processes leave this one (at most the
-    CPUs it may use, `CoreShare.cpus`)."""
+    """Shares a launch may use now: the cores other processes leave this one (at most
+    `CoreShare.cpus`: the count `set_num_threads` set, else the CPUs it may use)."""
     share = coreshare.core_share
     return share.threads() if coreshare.ENABLED else share.cpus
 

@@ -2,13 +2,17 @@
 
 What: `run(n, entry, args, stride)` (a C function; `WorkPool.run_address`) calls the
 ``void(void*)`` `entry` on ``args + q * stride`` for q in 0..n-1: share 0 on the caller,
-share q >= 1 always on worker q - 1 (rows stay in one core's cache), extra shares on the
-caller. It returns once every share ended; one native call from compiled code or ctypes.
+share q >= 1 on worker q - 1 (rows stay in one core's cache), extra shares on the caller.
+A share its worker has not begun when the caller's own shares end runs on the caller: a
+worker woken onto a busy core starts a time slice late (~4 ms), so a launch takes at most
+about its serial time. It returns once every share ended; one native call from compiled
+code or ctypes.
 
 How: a few lines of LLVM IR compiled with llvmlite at first use. Each worker has a 64-byte
 slot (generation, last finished, sleeping, stop, entry and argument); a launch bumps the
 generation and wakes the worker with a futex only if it sleeps; workers poll `spin` rounds
-before sleeping. A launch that finds the pool busy runs all its shares itself. OpenBLAS
+before sleeping. A share is run by whichever of its worker and the caller first swaps the
+slot's claim word from 0. A launch that finds the pool busy runs all its shares itself. OpenBLAS
 runs its threaded jobs here too (threads.py `blas_on_pool`), so no second pool polls.
 
 Size: the CPUs this process may use less the caller, or ``TRACEJIT_POOL_THREADS``. A
@@ -30,8 +34,9 @@ from ....threads import usable_cpus
 __all__ = ["WorkPool", "pool", "threads_allowed", "SLOT", "SPIN", "ENTRY"]
 
 SLOT = 64            # bytes of one worker's slot (a cache line: workers share no line)
-# word offsets in a slot: gen, done, sleeping, stop (int32); entry, arg (int64 at 16, 24)
-_GEN, _DONE, _SLEEP, _STOP, _FN, _ARG = 0, 4, 8, 12, 16, 24
+# word offsets in a slot: gen, done, sleeping, stop (int32); entry, arg (int64 at 16, 24);
+# claim (int32: 0 posted, 1 taken by the worker, 2 by the caller)
+_GEN, _DONE, _SLEEP, _STOP, _FN, _ARG, _CLAIM = 0, 4, 8, 12, 16, 24, 32
 _FUTEX = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}   # SYS_futex
 _WAIT, _WAKE = 128, 129          # FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE
 
@@ -79,6 +84,7 @@ entry:
   %done = call i32* @word(i8* %s, i64 {_DONE})
   %sleep = call i32* @word(i8* %s, i64 {_SLEEP})
   %stop = call i32* @word(i8* %s, i64 {_STOP})
+  %claim = call i32* @word(i8* %s, i64 {_CLAIM})
   %fnp8 = getelementptr i8, i8* %s, i64 {_FN}
   %fnp = bitcast i8* %fnp8 to i64*
   %argp8 = getelementptr i8, i8* %s, i64 {_ARG}
@@ -118,7 +124,14 @@ slept:
 work:
   %st = load atomic i32, i32* %stop acquire, align 4
   %halt = icmp ne i32 %st, 0
-  br i1 %halt, label %out, label %call
+  br i1 %halt, label %out, label %take
+take:
+  %cx = cmpxchg i32* %claim, i32 0, i32 1 acq_rel acquire
+  %mine = extractvalue {{ i32, i1 }} %cx, 1
+  br i1 %mine, label %call, label %skip
+skip:
+  store atomic i32 %g, i32* %done release, align 4
+  br label %ran
 call:
   %fn = load i64, i64* %fnp, align 8
   %arg = load i64, i64* %argp, align 8
@@ -168,13 +181,13 @@ alone:
   call void @serial(void (i8*)* %f, i8* %args, i32 0, i32 %n, i32 %stride)
   ret i32 0
 hand:
-  call void @claimed(i32 %n, i32 %nw0, void (i8*)* %f, i8* %args, i32 %stride)
+  call void @claimed(i32 %n, i32 %nw0, void (i8*)* %f, i8* %args, i32 %stride, i1 true)
   ret i32 0
 }}
 
 ; shares 1 .. nw0 on the workers, share 0 and those past nw0 here; the caller holds @busy,
 ; released at the end
-define internal void @claimed(i32 %n, i32 %nw0, void (i8*)* %f, i8* %args, i32 %stride) {{
+define internal void @claimed(i32 %n, i32 %nw0, void (i8*)* %f, i8* %args, i32 %stride, i1 %steal) {{
 entry:
   %entryp = bitcast void (i8*)* %f to i8*
   %base = load i8*, i8** @slots
@@ -199,6 +212,8 @@ handone:
   %ai = ptrtoint i8* %args to i64
   %av = add i64 %ai, %aoff64
   store i64 %av, i64* %argp, align 8
+  %hclaim = call i32* @word(i8* %s, i64 {_CLAIM})
+  store atomic i32 0, i32* %hclaim release, align 4
   %gen = call i32* @word(i8* %s, i64 {_GEN})
   %g = load atomic i32, i32* %gen monotonic, align 4
   %g1 = add i32 %g, 1
@@ -229,10 +244,22 @@ joinone:
   %js = getelementptr i8, i8* %base, i64 %joff
   %jgen = call i32* @word(i8* %js, i64 {_GEN})
   %jdone = call i32* @word(i8* %js, i64 {_DONE})
+  %jclaim = call i32* @word(i8* %js, i64 {_CLAIM})
   %target = load atomic i32, i32* %jgen monotonic, align 4
-  br label %wait
+  br i1 %steal, label %trysteal, label %wait
+trysteal:
+  %jcx = cmpxchg i32* %jclaim, i32 0, i32 2 acq_rel acquire
+  %late = extractvalue {{ i32, i1 }} %jcx, 1
+  br i1 %late, label %takeover, label %wait
+takeover:
+  %jq = add i32 %j, 1
+  %joffa = mul i32 %jq, %stride
+  %joffa64 = sext i32 %joffa to i64
+  %ja = getelementptr i8, i8* %args, i64 %joffa64
+  call void %f(i8* %ja)
+  br label %joined
 wait:
-  %k = phi i32 [0, %joinone], [%k1, %waitmore], [0, %yielded]
+  %k = phi i32 [0, %joinone], [0, %trysteal], [%k1, %waitmore], [0, %yielded]
   %d = load atomic i32, i32* %jdone acquire, align 4
   %ok = icmp eq i32 %d, %target
   br i1 %ok, label %joined, label %notyet
@@ -258,7 +285,7 @@ fin:
 ; OpenBLAS's threads callback (openblas_set_threads_callback_function): job q of `num`
 ; (dojob(q, jobdata + q * elsize, data)) on worker q - 1. The jobs of one product wait for
 ; each other (level-3 drivers hand packed panels between threads), so every job needs a
-; thread of its own at once: where the pool is held (another launch; a share calling a
+; thread of its own at once (the caller never takes a worker's job): where the pool is held (another launch; a share calling a
 ; threaded product) or has too few workers, jobs 1.. run on threads made for this call.
 @bjob = global i8* null
 @bbase = global i8* null
@@ -313,7 +340,7 @@ pool:
   store i64 %elsize, i64* @bsize
   store i32 %data, i32* @bdata
   %st = trunc i64 %elsize to i32
-  call void @claimed(i32 %num, i32 %want, void (i8*)* @blas_share, i8* %jobdata, i32 %st)
+  call void @claimed(i32 %num, i32 %want, void (i8*)* @blas_share, i8* %jobdata, i32 %st, i1 false)
   ret void
 spawn:
   %jobs = alloca %job, i32 %num
