@@ -74,6 +74,7 @@ def hand_off(pool) -> list:
     are gone. Returns the workers' Popen objects (no kill, no wait); [] when there is
     nothing to finish, no cap, or no disk cache (then the caller kills the workers)."""
     from . import cacheroot
+    from .worker_process import _Worker
     cap, root = cap_s(), cacheroot.root()
     if cap <= 0 or root is None:
         return []
@@ -90,7 +91,7 @@ def hand_off(pool) -> list:
         return []
     if not slots:
         try:
-            w = pool.start_finisher()
+            w = _Worker()   # (started at exit only to finish the queued jobs)
         except (OSError, ValueError):
             return []
         slots, pool.workers = [0], [w] + list(pool.workers[1:])
