@@ -121,10 +121,7 @@ class CompiledProgram(Executor):
     def plans_for(self, ins, grad_enabled: bool) -> list:
         """The plans a call with `ins` runs (built, not compiled: their kernels compile on
         first use). What a background compile prepares, and what ``fn.compile`` loads."""
-        diff_idx = ()
-        if grad_enabled:
-            diff_idx = tuple(i for i, x in enumerate(ins)
-                             if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
+        diff_idx = self._diff_of(ins) if grad_enabled else ()
         if not diff_idx:
             return [self.infer_plan()]
         fwd, bwd, _ = self.train_plans(diff_idx)
@@ -317,11 +314,7 @@ class CompiledProgram(Executor):
         # requires_grad, so whether this program runs with gradients is decided once.
         diff_idx = self._diff_cached
         if diff_idx is None:
-            diff_idx = ()
-            if _gm._state.enabled:
-                diff_idx = tuple(i for i, x in enumerate(ins)
-                                 if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
-            self._diff_cached = diff_idx
+            diff_idx = self._diff_cached = self._diff_of(ins) if _gm._state.enabled else ()
         if self._scalar_inputs:
             arrays = self._arrays(ins)
         else:
