@@ -389,10 +389,6 @@ class CompiledProgram(Executor):
         """Gradients for cotangent `g` from the ones the forward computed for 1."""
         c = g._data
         unit = c.item() == 1 if c.ndim == 0 else bool(c == 1)
-        if unit and not retain_graph:
-            fast = self._hand_over(diff_idx, saved, inputs)
-            if fast is not None:
-                return fast
         out = []
         # The plan may return one buffer for several gradients, or an input's own array:
         # such a buffer is neither scaled in place nor handed over.
@@ -412,25 +408,6 @@ class CompiledProgram(Executor):
                 r *= c.astype(a.dtype)
             out.append(Tensor._wrap(r, self.graph.inputs[i].aval.dtype))
         return out
-
-    def _hand_over(self, diff_idx, saved, inputs):
-        """`_scale_loss_grads` for a unit cotangent and a last backward when every saved
-        gradient owns its memory (the usual step): each is handed over as it is. None when
-        some buffer needs the general walk (~6 us)."""
-        seen = set()
-        for a in saved:
-            # (a large kernel output is a view of a padded buffer only it holds:
-            # memory.placed_empty; that buffer is then its memory)
-            root = a if a.base is None else a.base if sole_padded_view(a) else None
-            if root is None or id(root) in seen:
-                return None
-            seen.add(id(root))
-        for x in inputs:
-            if isinstance(x, Tensor) and id(_root_array(x._data)) in seen:
-                return None
-        ins = self.graph.inputs
-        wrap = Tensor._wrap
-        return [wrap(a, ins[i].aval.dtype, ins[i].aval.device) for a, i in zip(saved, diff_idx)]
 
     def _diff_of(self, inputs):
         """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""
