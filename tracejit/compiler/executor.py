@@ -17,7 +17,7 @@ from ..autograd import grad_mode as _gm
 from ..autograd.node import AccumulateGrad, leaf_node
 from ..envflags import is_off
 from ..jit.autodiff import active_vars, joint, loss_joint, split
-from ..jit.backend import Executor, InputKeeper
+from ..jit.backend import Executor, InputKeeper, raise_kernel_error
 from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (its pattern: registered at import)
 from ..jit import patterns as _patterns
 from ..jit.interpreter import interpret
@@ -28,7 +28,6 @@ from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
 from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _inputs_watched, _nbytes,
                           _outputs_saved, _possible_views, _root_array, _same_memory)
-from .kernel_errors import raise_kernel_error
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written

@@ -64,11 +64,6 @@ def forget(token: Optional[int]) -> None:
         _marks.pop(token, None)
 
 
-def _job_dict(job, root: Optional[str]) -> dict:
-    return {"source": job.source, "name_hint": job.name_hint,
-            "llvm_options": list(job.llvm_options), "cache_dir": root}
-
-
 def hand_off(pool) -> list:
     """At exit: give every job of `pool` not yet done to its workers, to finish after we
     are gone. Returns the workers' Popen objects (no kill, no wait); [] when there is
@@ -114,7 +109,9 @@ def hand_off(pool) -> list:
     for i in slots:
         w = pool.workers[i]
         path = finish_file(w.finish_dir, w.proc.pid)
-        data = {"deadline": deadline, "jobs": [_job_dict(j, root) for j in given[i]],
+        data = {"deadline": deadline, "jobs": [{"source": j.source, "name_hint": j.name_hint,
+                                                "llvm_options": list(j.llvm_options), "cache_dir": root}
+                                               for j in given[i]],
                 "marks": marks}
         try:
             os.makedirs(w.finish_dir, mode=0o700, exist_ok=True)

@@ -530,7 +530,7 @@ class Plan:
         return out
 
     def kernel_sources(self) -> list:
-        return [src for k in self.kernels for src in k.sources.values()]
+        return [spec.source for spec in self.kernel_specs()]
 
     def kernel_specs(self) -> list:
         """The rendered spec of every kernel variant compiled so far (``.nest`` is its

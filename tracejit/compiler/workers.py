@@ -220,7 +220,8 @@ class CompilePool(JobChoice):
 
     def _dispatch(self, i: int) -> None:
         while True:
-            if i and not self._running(i):
+            w = self.workers[i]
+            if i and (w is None or w.proc.poll() is not None):   # (no worker running in slot i)
                 item = self._wait_spare(i)
                 if item is None:   # started ahead: take jobs as the others do
                     continue
