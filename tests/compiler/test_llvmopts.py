@@ -277,7 +277,7 @@ def test_loss_kernel_reads_and_writes_consecutive_elements():
     with kernel_cache_at(None):
         cf = assert_compiled_matches(lambda x, y, z: gelu(x, y, z).sum(), *xs)
         fwd, _, _ = cf.entries[0].executor.train_plans((0, 1, 2))
-        found = [(fn, k.sources[key]) for k in fwd.kernels for key, fn in k.variants.items() if key[1]]
+        found = [(fn, k._specs[key].source) for k in fwd.kernels for key, fn in k.variants.items() if key[1]]
     assert found, "no parallel kernel in the loss's forward plan"
     for fn, src in found:
         bad = _gathers_scatters(fn)

@@ -83,24 +83,24 @@ def test_scaled_loss_leaves_inputs_alone(scale):
         np.testing.assert_allclose(w.numpy(), np.full(3, 2.0))
 
 
-def test_hand_over_takes_only_buffers_nobody_else_holds():
-    # The fast path of a unit cotangent's last backward (executor `_hand_over`) hands the
-    # plan's buffers to .grad as they are; an input's array, a view or a buffer returned
-    # twice must go the general way (None), which copies them.
+def test_unit_cotangent_hands_over_only_buffers_nobody_else_holds():
+    # A unit cotangent's last backward (executor `_scale_loss_grads`) hands the plan's
+    # buffers to .grad as they are; an input's array or a buffer returned twice is copied.
     f = tj.trace(lambda a, b: (a * b).sum())
     x = tj.ones(3, requires_grad=True)
     w = tj.full((3,), 2.0)
     loss = f(x, w)
     node = loss.grad_fn
     prog, idx, ins = node.program, node.diff_idx, node.inputs
+    one = tj.tensor(np.float32(1.0))
     own = np.ones(3, np.float32)
-    (g,) = prog._hand_over(idx, [own], ins)
-    assert g.numpy() is own or np.shares_memory(g.numpy(), own)
-    assert prog._hand_over(idx, [w.numpy()], [x, w]) is None        # an input's array
-    big = np.ones(6, np.float32)
-    assert prog._hand_over(idx, [big[:3]], ins) is None             # a view
-    assert prog._hand_over((0, 1), [own, own], ins) is None         # one buffer twice
-    assert prog._hand_over(idx, [big.reshape(2, 3)[0]], [x, tj.tensor(big)]) is None
+    (g,) = prog._scale_loss_grads(idx, [own], one, False, ins)
+    assert np.shares_memory(g.numpy(), own)
+    (g,) = prog._scale_loss_grads(idx, [w.numpy()], one, False, [x, w])      # an input's array
+    assert not np.shares_memory(g.numpy(), w.numpy())
+    np.testing.assert_array_equal(g.numpy(), w.numpy())
+    g1, g2 = prog._scale_loss_grads((0, 1), [own, own], one, False, ins)    # one buffer twice
+    assert not np.shares_memory(g1.numpy(), own) and not np.shares_memory(g2.numpy(), own)
 
 
 def test_unit_cotangent_hands_over_owned_buffers():

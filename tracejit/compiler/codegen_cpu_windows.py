@@ -157,13 +157,16 @@ def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str, load) -> 
         out.append(f"{I2}acc = acc + ({g} if hit else {c(0)})")
     else:
         out.append(f"{I2}acc = acc + ({g} * {c(1.0 / (kh * kw))} if ok0 & ok1 else {c(0)})")
-    out.append(f"{ind}w = acc")
-    skip = {w.grad, w.record}
-    out += [f"{ind}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands
-            if op.layout != "scalar" and op.k not in skip]
-    out += [ind + ln for ln in step_lines]
-    out += [f"{ind}{o.array}[i0, i1, i2, i3] = {o.value}" for o in nest.outputs]
-    return out
+    return out + _gathered(nest, step_lines, ind)
+
+
+def _gathered(nest: LoopNest, step_lines: list, ind: str) -> list:
+    """One input element's end of a gather, its sum in ``acc``: ``w``, the other operands'
+    loads, the group's steps and its stores."""
+    skip = {nest.window.grad, nest.window.record}
+    return ([f"{ind}w = acc"] + [f"{ind}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands
+                                 if op.layout != "scalar" and op.k not in skip]
+            + [ind + ln for ln in step_lines] + [f"{ind}{o.array}[i0, i1, i2, i3] = {o.value}" for o in nest.outputs])
 
 
 def _gather_tiles(nest: LoopNest, step_lines: list, em, ind: str) -> list:
@@ -177,15 +180,9 @@ def _gather_tiles(nest: LoopNest, step_lines: list, em, ind: str) -> list:
     (kh, kw), (ph, pw) = w.kernel, w.padding
     load = _wide(nest, em)
     I1, I2, I3, I4 = (ind + IND * k for k in range(1, 5))
-    skip = {w.grad, w.record}
 
     def element(at_ind, value):
-        lines = [f"{at_ind}acc = {c(0)}", f"{at_ind}acc = acc + ({value})", f"{at_ind}w = acc"]
-        lines += [f"{at_ind}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands
-                  if op.layout != "scalar" and op.k not in skip]
-        lines += [at_ind + ln for ln in step_lines]
-        lines += [f"{at_ind}{o.array}[i0, i1, i2, i3] = {o.value}" for o in nest.outputs]
-        return lines
+        return [f"{at_ind}acc = {c(0)}", f"{at_ind}acc = acc + ({value})"] + _gathered(nest, step_lines, at_ind)
 
     if w.kind == "scatter":
         hit = f"gv if r == {tname}(ky * {kw} + kx) else {c(0)}"

@@ -30,7 +30,7 @@ import re
 import numpy as np
 
 from ..jit.ir import Literal
-from .cuda_launch import BLOCK, CudaKernel, launch, load, simulator_enabled
+from .cuda_launch import BLOCK, CudaKernel, _c_contiguous, launch, load, simulator_enabled
 from .emitter import NUMBA_TYPE, Emitter, arr_type, fold, render_steps, unflatten
 from .fusion import Group
 from .loopnest import LoopNest, lower, operand_layouts
@@ -281,11 +281,6 @@ def generate(group: Group, layouts: tuple, name: str = "kernel", block: int = BL
 def layouts_of(group: Group, arrays: list) -> tuple:
     """The operand layouts for these input arrays (the plan's rule, `loopnest.operand_layouts`)."""
     return operand_layouts(group, [_c_contiguous(a) for a in arrays])
-
-
-def _c_contiguous(a) -> bool:
-    flags = getattr(a, "flags", None)
-    return bool(flags.c_contiguous) if flags is not None else True
 
 
 def run_group(group: Group, env: dict, xp=np, stream=None, block: int = BLOCK) -> None:

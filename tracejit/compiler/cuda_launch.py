@@ -7,7 +7,6 @@ current stream. A full reduction is two launches: per-block partials, then one f
 """
 from __future__ import annotations
 
-import linecache
 import math
 import sys
 import threading
@@ -46,19 +45,13 @@ _counter = [0]
 
 
 def _exec_in_memory(source: str, hint: str) -> types.ModuleType:
+    from .diskcache import _exec_module
     with _lock:
         module = _memory.get(source)
-        if module is not None:
-            return module
-        _counter[0] += 1
-        modname = f"tracejit_cuda_kernels.{hint}_{_counter[0]}"
-        filename = f"<tracejit {modname}>"
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        module = types.ModuleType(modname)
-        module.__file__ = filename
-        module.CACHE = False
-        exec(compile(source, filename, "exec"), module.__dict__)
-        _memory[source] = module
+        if module is None:
+            _counter[0] += 1
+            modname = f"tracejit_cuda_kernels.{hint}_{_counter[0]}"
+            module = _memory[source] = _exec_module(source, modname, f"<tracejit {modname}>", cache=False)
         return module
 
 

@@ -130,10 +130,7 @@ def in_memory(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
 def is_cached(source: str, llvm_options: tuple[str, ...] = ()) -> bool:
     """Whether loading `source` needs no compile: it is in memory, or its disk entry
     exists (a damaged entry is still caught, and rebuilt, by the load's manifest check)."""
-    if (source, llvm_options) in _memory:  # no lock: see in_memory
-        return True
-    entry = entry_path(source, llvm_options)
-    return entry is not None and (entry / _MANIFEST_NAME).exists()
+    return (source, llvm_options) in _memory or on_disk(source, llvm_options)  # no lock: see in_memory
 
 
 def import_numba(runtime: bool = False) -> None:

@@ -13,17 +13,12 @@ import math
 from .loopnest import Const, LoopNest
 from .mathnames import MATH
 
-__all__ = ["Emitter", "render_steps", "fold", "unflatten", "NUMBA_TYPE", "storage", "arr_type"]
+__all__ = ["Emitter", "render_steps", "fold", "unflatten", "NUMBA_TYPE", "arr_type"]
 
 # numba's name of each kernel dtype (the CUDA backend's scalar types; both backends' array types)
 NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int64": "int64",
               "bool": "boolean", "int8": "int8", "uint8": "uint8",
               "bfloat16": "uint16"}   # (bf16's storage: kernels compute it in float32, bf16math.py)
-
-
-def storage(dt: str) -> str:
-    """numpy's name of the array dtype that holds kernel dtype `dt` (bf16: its words)."""
-    return "uint16" if dt == "bfloat16" else dt
 
 
 def arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -> str:

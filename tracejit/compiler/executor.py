@@ -17,7 +17,7 @@ from ..autograd import grad_mode as _gm
 from ..autograd.node import AccumulateGrad, leaf_node
 from ..envflags import is_off
 from ..jit.autodiff import active_vars, joint, loss_joint, split
-from ..jit.backend import Executor, InputKeeper
+from ..jit.backend import Executor, InputKeeper, raise_kernel_error
 from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (its pattern: registered at import)
 from ..jit import patterns as _patterns
 from ..jit.interpreter import interpret
@@ -28,7 +28,6 @@ from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
 from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _inputs_watched, _nbytes,
                           _outputs_saved, _possible_views, _root_array, _same_memory)
-from .kernel_errors import raise_kernel_error
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written
@@ -121,10 +120,7 @@ class CompiledProgram(Executor):
     def plans_for(self, ins, grad_enabled: bool) -> list:
         """The plans a call with `ins` runs (built, not compiled: their kernels compile on
         first use). What a background compile prepares, and what ``fn.compile`` loads."""
-        diff_idx = ()
-        if grad_enabled:
-            diff_idx = tuple(i for i, x in enumerate(ins)
-                             if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
+        diff_idx = self._diff_of(ins) if grad_enabled else ()
         if not diff_idx:
             return [self.infer_plan()]
         fwd, bwd, _ = self.train_plans(diff_idx)
@@ -317,11 +313,7 @@ class CompiledProgram(Executor):
         # requires_grad, so whether this program runs with gradients is decided once.
         diff_idx = self._diff_cached
         if diff_idx is None:
-            diff_idx = ()
-            if _gm._state.enabled:
-                diff_idx = tuple(i for i, x in enumerate(ins)
-                                 if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
-            self._diff_cached = diff_idx
+            diff_idx = self._diff_cached = self._diff_of(ins) if _gm._state.enabled else ()
         if self._scalar_inputs:
             arrays = self._arrays(ins)
         else:
@@ -396,10 +388,6 @@ class CompiledProgram(Executor):
         """Gradients for cotangent `g` from the ones the forward computed for 1."""
         c = g._data
         unit = c.item() == 1 if c.ndim == 0 else bool(c == 1)
-        if unit and not retain_graph:
-            fast = self._hand_over(diff_idx, saved, inputs)
-            if fast is not None:
-                return fast
         out = []
         # The plan may return one buffer for several gradients, or an input's own array:
         # such a buffer is neither scaled in place nor handed over.
@@ -419,25 +407,6 @@ class CompiledProgram(Executor):
                 r *= c.astype(a.dtype)
             out.append(Tensor._wrap(r, self.graph.inputs[i].aval.dtype))
         return out
-
-    def _hand_over(self, diff_idx, saved, inputs):
-        """`_scale_loss_grads` for a unit cotangent and a last backward when every saved
-        gradient owns its memory (the usual step): each is handed over as it is. None when
-        some buffer needs the general walk (~6 us)."""
-        seen = set()
-        for a in saved:
-            # (a large kernel output is a view of a padded buffer only it holds:
-            # memory.placed_empty; that buffer is then its memory)
-            root = a if a.base is None else a.base if sole_padded_view(a) else None
-            if root is None or id(root) in seen:
-                return None
-            seen.add(id(root))
-        for x in inputs:
-            if isinstance(x, Tensor) and id(_root_array(x._data)) in seen:
-                return None
-        ins = self.graph.inputs
-        wrap = Tensor._wrap
-        return [wrap(a, ins[i].aval.dtype, ins[i].aval.device) for a, i in zip(saved, diff_idx)]
 
     def _diff_of(self, inputs):
         """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""

@@ -64,16 +64,12 @@ def forget(token: Optional[int]) -> None:
         _marks.pop(token, None)
 
 
-def _job_dict(job, root: Optional[str]) -> dict:
-    return {"source": job.source, "name_hint": job.name_hint,
-            "llvm_options": list(job.llvm_options), "cache_dir": root}
-
-
 def hand_off(pool) -> list:
     """At exit: give every job of `pool` not yet done to its workers, to finish after we
     are gone. Returns the workers' Popen objects (no kill, no wait); [] when there is
     nothing to finish, no cap, or no disk cache (then the caller kills the workers)."""
     from . import cacheroot
+    from .worker_process import _Worker
     cap, root = cap_s(), cacheroot.root()
     if cap <= 0 or root is None:
         return []
@@ -90,7 +86,7 @@ def hand_off(pool) -> list:
         return []
     if not slots:
         try:
-            w = pool.start_finisher()
+            w = _Worker()   # (started at exit only to finish the queued jobs)
         except (OSError, ValueError):
             return []
         slots, pool.workers = [0], [w] + list(pool.workers[1:])
@@ -113,7 +109,9 @@ def hand_off(pool) -> list:
     for i in slots:
         w = pool.workers[i]
         path = finish_file(w.finish_dir, w.proc.pid)
-        data = {"deadline": deadline, "jobs": [_job_dict(j, root) for j in given[i]],
+        data = {"deadline": deadline, "jobs": [{"source": j.source, "name_hint": j.name_hint,
+                                                "llvm_options": list(j.llvm_options), "cache_dir": root}
+                                               for j in given[i]],
                 "marks": marks}
         try:
             os.makedirs(w.finish_dir, mode=0o700, exist_ok=True)

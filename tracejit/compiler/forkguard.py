@@ -55,11 +55,6 @@ def _importing() -> bool:
     return False
 
 
-def _wait_for_imports(deadline: float) -> None:
-    while _importing() and time.monotonic() < deadline:
-        time.sleep(0.002)
-
-
 def _take_locks() -> None:
     taken = {id(lock) for lock in _held}
     while True:   # (a lock handed to `hold` meanwhile is taken too)
@@ -84,7 +79,8 @@ def _before_fork() -> None:
     global _imp_held
     deadline = time.monotonic() + IMPORT_WAIT_S
     for _ in range(_ROUNDS):
-        _wait_for_imports(deadline)
+        while _importing() and time.monotonic() < deadline:
+            time.sleep(0.002)
         _take_locks()
         _imp.acquire_lock()
         _imp_held = True

@@ -65,11 +65,6 @@ def _row_dims(e: Eqn) -> tuple:
     return tuple(e.params.get("dims", ()))
 
 
-def _channel_dims(rank: int) -> tuple:
-    """The dims a per-channel reduction folds: all but dim 1 of an (N, C, ...) value."""
-    return (0,) + tuple(range(2, rank))
-
-
 def _row_reduction(e: Eqn) -> bool:
     """A reduction a rows group takes, of a float array, kept: sum/amax/amin over the last
     dim only, or a sum over every dim but dim 1 of a rank-4 value (per channel: BatchNorm's
@@ -84,7 +79,7 @@ def _row_reduction(e: Eqn) -> bool:
     dims = _row_dims(e)
     if dims == (rank - 1,):
         return True
-    return e.prim is _red.SUM and rank == 4 and dims == _channel_dims(rank)
+    return e.prim is _red.SUM and rank == 4 and dims == (0, 2, 3)   # (per channel)
 
 
 def _column_sum(e: Eqn) -> bool:

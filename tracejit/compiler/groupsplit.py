@@ -34,7 +34,8 @@ def split_wide_groups(items: list, graph: Graph, max_operands: int | None = None
     for g in wide:
         parts = []
         for eqns in _runs(g.eqns, readers, results, max_operands):
-            parts.append(_part(next_gid, g.shape, eqns, readers, results))
+            ins, outs = _operands(eqns, readers, results)
+            parts.append(Group(next_gid, g.shape, eqns=list(eqns), inputs=ins, outputs=outs))
             next_gid += 1
         replace[id(g)] = parts
     out = []
@@ -65,7 +66,3 @@ def _runs(eqns: list, readers: dict, results: set, max_operands: int):
         yield eqns[start:end]
         start = end
 
-
-def _part(gid: int, shape: tuple, eqns: list, readers: dict, results: set) -> Group:
-    ins, outs = _operands(eqns, readers, results)
-    return Group(gid, shape, eqns=list(eqns), inputs=ins, outputs=outs)

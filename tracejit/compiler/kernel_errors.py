@@ -9,8 +9,7 @@ import weakref
 
 from ..errors import KernelError, TracejitError
 
-__all__ = ["group_parts", "group_label", "register_plan_lines", "kernel_error",
-           "raise_kernel_error"]
+__all__ = ["group_parts", "group_label", "register_plan_lines", "kernel_error"]
 
 _GROUP_LINES: dict = {}   # plan pseudo-file name -> {line number: group label}
 
@@ -58,10 +57,3 @@ def kernel_error(exc: BaseException) -> KernelError | None:
         return None
     return KernelError(f"the kernel of {label} raised {type(exc).__name__}: {exc}")
 
-
-def raise_kernel_error(exc: BaseException) -> None:
-    """Raise `kernel_error(exc)` from `exc` when there is one; otherwise return, and the
-    caller re-raises `exc` itself."""
-    err = kernel_error(exc)
-    if err is not None:
-        raise err from exc

@@ -127,7 +127,6 @@ class Reduction:
     kept: tuple        # the others, in order: the output's dims
     value: str         # the step name reduced
     var: object        # the reduction's output Var
-    in_dtype: str
     out_dtype: str
     acc_dtype: str     # see `accumulation`
     block_dtype: Optional[str]  # float32 sums: run SUM_BLOCK elements in this dtype first
@@ -177,10 +176,6 @@ class Window:
     @property
     def gather(self) -> bool:
         return self.kind in ("scatter", "avg_backward")
-
-    @property
-    def positions(self) -> int:
-        return self.kernel[0] * self.kernel[1]
 
 
 @dataclass(frozen=True)
@@ -401,7 +396,7 @@ def _reduction(red, names: dict, rank: int, sequential_sums: bool) -> Reduction:
     acc = accumulation(combine, out_dt, sequential_sums)
     block = "float32" if combine == "add" and acc == "float64" and in_dt == "float32" else None
     return Reduction(combine, dims, tuple(d for d in range(rank) if d not in dims),
-                     names.get(red.inputs[0]), red.out, in_dt, out_dt, acc, block)
+                     names.get(red.inputs[0]), red.out, out_dt, acc, block)
 
 
 def lower_op(prim, operands, params: dict, dtype: str, out_dtype: str,

@@ -1,7 +1,7 @@
 """exp, expm1, log and log1p for generated kernels, float32 and float64 (see mathlib.py).
 
 Pure arithmetic and bit manipulation (mathbits.py), so a kernel's loop calling them
-vectorizes; the cores (`_exp_core_f32`, `_expm1_neg_f64`, ...) serve the functions of
+vectorizes; the cores (`_exp_core_f32`, `_expm1_core_f64`, ...) serve the functions of
 math_tanh_erf.py too. Accuracy is in mathlib's table. Algorithms:
 
 * exp: x = n*ln2 + r with a Cody-Waite split of ln2 (n from the 1.5*2**23
@@ -16,7 +16,7 @@ math_tanh_erf.py too. Accuracy is in mathlib's table. Algorithms:
 * log1p: u = 1+x plus the exact rounding error c of that sum (Fast2Sum);
   log1p(x) = k*ln2 + log1p(f + c*2**-k).
 
-The cores (`_exp_core_*`, `_expm1_core_*`, `_log_tail_*`, `_expm1_neg_f64`) are inlined in
+The cores (`_exp_core_*`, `_expm1_core_*`, `_log_tail_*`) are inlined in
 numba IR (``inline="always"``) with the same `_JIT` options: compiled apart, a core cost a
 worker ~25 ms per kernel module that reached it, and LLVM inlined it anyway.
 """
@@ -286,16 +286,3 @@ def log1p_f64(x):
     res = res if u > 0.0 else special
     return x if x == 0.0 else res
 
-
-@njit(inline="always", **_JIT)
-def _expm1_neg_f64(y):
-    """expm1(y) for y in [-40, 0] (nan propagates)."""
-    _always_inline()
-    t = y * _LOG2E64 + _SHIFT64
-    n = t - _SHIFT64
-    r = (y - n * _LN2HI64) - n * _LN2LO64
-    q = _M64_0 + r * (_M64_1 + r * (_M64_2 + r * (_M64_3 + r * (_M64_4 + r * (
-        _M64_5 + r * (_M64_6 + r * (_M64_7 + r * (_M64_8 + r * _M64_9))))))))
-    p = r + (r * r) * (0.5 + r * q)
-    s = _i2d((_d2i(t) - _SHIFT64_BITS + 1023) << 52)    # 2**n
-    return s * p + (s - 1.0)

@@ -118,18 +118,25 @@ def _cos_poly(r):
 
 
 @njit(**_JIT)
-def sin_f32(x):
+def _sin_quadrant_f32(ax, shift):
+    """sin(ax + shift*pi/2) of a finite float32 ax >= 0, rounded to float32 (cos: shift 1)."""
     _always_inline()
-    ax = abs(x)
     f, q = _rem_pio2_f32(ax)
     small = ax < _PIO4_32
     r = D(ax) if small else f * _PIO2
-    q = 0 if small else q
+    q = (0 if small else q) + shift
     s = _sin_poly(r)
     c = _cos_poly(r)
     v = c if (q & 1) == 1 else s
     v = -v if (q & 2) == 2 else v
-    res = F(v) * math.copysign(_ONE32, x)
+    return F(v)
+
+
+@njit(**_JIT)
+def sin_f32(x):
+    _always_inline()
+    ax = abs(x)
+    res = _sin_quadrant_f32(ax, 0) * math.copysign(_ONE32, x)
     return res if ax < _INF32 else x - x
 
 
@@ -137,15 +144,7 @@ def sin_f32(x):
 def cos_f32(x):
     _always_inline()
     ax = abs(x)
-    f, q = _rem_pio2_f32(ax)
-    small = ax < _PIO4_32
-    r = D(ax) if small else f * _PIO2
-    q = 1 if small else q + 1
-    s = _sin_poly(r)
-    c = _cos_poly(r)
-    v = c if (q & 1) == 1 else s
-    v = -v if (q & 2) == 2 else v
-    res = F(v)
+    res = _sin_quadrant_f32(ax, 1)
     return res if ax < _INF32 else x - x
 
 

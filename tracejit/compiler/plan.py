@@ -34,7 +34,6 @@ from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import broadcast_index, operand_layouts
 from .windows import channel_layouts, channel_rows, channel_view, strided_layout
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
-from ..ops.creation import FULL
 from ..dtypes import bfloat16 as _BF16
 from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
@@ -113,25 +112,6 @@ def _copy_pays(kern, layouts: tuple) -> bool:
 
 # The names a plan's source calls a single product by (bench's breakdowns time them).
 PRODUCT_NAME = re.compile(r"MATMUL(_\d+)?$")
-
-
-# A `full` of up to this many elements is made once at build time and copied per call.
-FULL_TEMPLATE_MAX = 256
-
-
-def _full_template(e):
-    """The value of a CPU plan's static `full` of at most FULL_TEMPLATE_MAX elements, made
-    as the plan's call would make it, or None."""
-    shape = e.out.aval.shape
-    if (contains_sym(shape) or any(contains_sym(v) for v in e.params.values())
-            or math.prod(shape) > FULL_TEMPLATE_MAX):
-        return None
-    dt = e.out.aval.dtype.np
-    made = e.prim.run(np, **e.params)
-    if type(made) is not np.ndarray or made.dtype != dt:
-        made = np.asarray(made, dtype=dt)
-    made.flags.writeable = False    # (the copies are the plan's values; this never is one)
-    return made
 
 
 class Plan:
@@ -456,14 +436,6 @@ class Plan:
             # ints, slices and None only: the array's own view, indexed in the plan's line
             # (the primitive's call costs more than the slice)
             return [f"    {outs[0]} = {ins[0]}[{_basic_key_code(e.params['spec'], consts)}]"]
-        if p is FULL and self.backend.name == "cpu":
-            made = _full_template(e)
-            if made is not None:
-                # a small constant (the loss's seed gradient): made once here as the call
-                # would make it, copied per call (2-3 us of the two-layer step's ~130 us)
-                tname = f"FULL{len(consts)}"
-                consts[tname] = made
-                return [f"    {outs[0]} = {tname}.copy()"]
         iname = f"I_{p.name}"
         consts[iname] = p.run
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())
@@ -558,7 +530,7 @@ class Plan:
         return out
 
     def kernel_sources(self) -> list:
-        return [src for k in self.kernels for src in k.sources.values()]
+        return [spec.source for spec in self.kernel_specs()]
 
     def kernel_specs(self) -> list:
         """The rendered spec of every kernel variant compiled so far (``.nest`` is its

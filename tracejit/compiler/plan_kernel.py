@@ -51,7 +51,6 @@ class _Kernel:
         self.label = label
         self.backend = backends.get(backend)
         self.variants: dict = {}
-        self.sources: dict = {}
         self._nests: dict = {}
         self._specs: dict = {}
         # Set by a background compile: a variant no plan listed is then prepared off the
@@ -86,9 +85,9 @@ class _Kernel:
                 fn = self.backend.load(spec, self.label, key[1])
             except Exception as e:
                 self._specs.pop(key, None)  # a retry renders the source again
-                raise self._error(e, spec) from e
+                raise CompileError(f"compiling {group_label(self.group)} failed: {type(e).__name__}: "
+                                   f"{e}\ngenerated source:\n{spec.source}") from e
             self.variants[key] = fn
-            self.sources[key] = spec.source
             log.debug("kernel for group %d %s:\n%s", self.group.gid, layouts, spec.source)
         return fn
 
@@ -122,7 +121,3 @@ class _Kernel:
                           RuntimeWarning, stacklevel=3)
             job.error = ""
         return self.variants.get(key)
-
-    def _error(self, e, spec) -> CompileError:
-        return CompileError(f"compiling {group_label(self.group)} failed: {type(e).__name__}: {e}\n"
-                            f"generated source:\n{spec.source}")

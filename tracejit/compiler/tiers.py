@@ -328,14 +328,6 @@ class TieredExecutor(BackgroundWork, Executor):
         return self.program.debug_values(ins)
 
 
-def _resolve(fn):
-    """The CompiledFunction behind `fn` (a compiled module gives its forward's)."""
-    cf = compiled_function_of(fn)
-    if cf is not None:
-        return cf
-    raise TypeError(f"wait expects a function compiled by tracejit.trace/script, got {type(fn).__name__}")
-
-
 def forget_failures(fn) -> None:
     """Drop `fn`'s entries that stayed on tier 0 from what `wait` reports (`fn.reset()`)."""
     with _pending_lock:
@@ -347,7 +339,10 @@ def wait(fn: Any = None, timeout: Optional[float] = None) -> bool:
     """Block until the pending background compiles (of `fn`, or of every function) finish,
     and switch their entries to compiled kernels. False if `timeout` passed first, or an
     entry stays on tier 0 for good (a kernel failed; a RuntimeWarning said which)."""
-    target = _resolve(fn) if fn is not None else None
+    # (a compiled module: its forward's CompiledFunction)
+    target = compiled_function_of(fn) if fn is not None else None
+    if fn is not None and target is None:
+        raise TypeError(f"wait expects a function compiled by tracejit.trace/script, got {type(fn).__name__}")
     deadline = None if timeout is None else time.monotonic() + timeout
     with _pending_lock:
         todo = [ex for ex in _pending if target is None or ex.owned_by(target)]

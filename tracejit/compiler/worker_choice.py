@@ -238,10 +238,6 @@ class JobChoice:
             self.jobs.put(h)
         return item
 
-    def _running(self, i: int) -> bool:
-        w = self.workers[i]
-        return w is not None and w.proc.poll() is None
-
     def _wait_spare(self, i: int) -> Optional[tuple]:
         """For slot `i`, whose worker is not running: wait until a core is idle and jobs wait
         (then take the next one) or `prestart` asked (then start ahead and return None). A

@@ -220,7 +220,8 @@ class CompilePool(JobChoice):
 
     def _dispatch(self, i: int) -> None:
         while True:
-            if i and not self._running(i):
+            w = self.workers[i]
+            if i and (w is None or w.proc.poll() is not None):   # (no worker running in slot i)
                 item = self._wait_spare(i)
                 if item is None:   # started ahead: take jobs as the others do
                     continue
@@ -344,21 +345,12 @@ class CompilePool(JobChoice):
         with self._lock:
             return [j for j in self.by_source.values() if not j.done()]
 
-    def start_finisher(self) -> "_Worker":
-        """A worker started at exit only to finish the queued jobs (finish.hand_off)."""
-        return _Worker()
-
     def shutdown(self) -> None:
         self.closed = True
         # Jobs still queued are never taken now: finish them, or whoever waits on one (a
         # module's preparation thread, prepare._prepare) would wait for good.
-        while True:
-            try:
-                item = self.jobs.get_nowait()
-            except queue.Empty:
-                break
-            if item[2] is not None:
-                item[2]._finish(False, SHUT_DOWN)
+        for job in self.take_queued():
+            job._finish(False, SHUT_DOWN)
         for _ in self.workers:
             self.jobs.put((-1, next(self._ids), None))
         live = [w for w in self.workers if w is not None]
