@@ -24,7 +24,7 @@ import numpy as np
 
 from ..device import CPU
 from ..threads import PARALLEL_MIN
-from .optimizer import Optimizer, _check_betas, _zeros
+from .optimizer import Optimizer, _bump, _check_betas, _count_step, _zeros
 
 __all__ = ["Adam", "AdamW", "FUSED_MIN"]
 
@@ -55,32 +55,23 @@ class Adam(Optimizer):
         _check_betas(name, group)
         _check_fused(name, group)
 
-    def _prepare(self, p, state: dict, group: dict, corrections: dict | None = None) -> tuple:
+    def _prepare(self, p, state: dict, group: dict, corrections: dict) -> tuple:
         """Start parameter `p`'s step: create its state on the first one, count the step,
         bump the moments' versions; returns (m, v, vmax or None, step_size, bc2_sqrt).
         `corrections`: step -> (step_size, bc2_sqrt) already computed for this group."""
-        if not state:
-            state["step"] = 0
-            state["exp_avg"], state["exp_avg_sq"] = _zeros(p), _zeros(p)
-        amsgrad = group["amsgrad"]
-        if amsgrad and state.get("max_exp_avg_sq") is None:  # also: switched on after some steps
-            state["max_exp_avg_sq"] = _zeros(p)
-        step = state["step"] = state["step"] + 1
-        got = corrections.get(step) if corrections is not None else None
+        step = _count_step(state, p, "exp_avg", "exp_avg_sq")
+        got = corrections.get(step)
         if got is None:
             beta1, beta2 = group["betas"]
-            got = (group["lr"] / (1 - beta1 ** step), math.sqrt(1 - beta2 ** step))
-            if corrections is not None:
-                corrections[step] = got
-        ma, va = state["exp_avg"], state["exp_avg_sq"]
-        ma._vbox[0] += 1
-        va._vbox[0] += 1
-        vmax = None
-        if amsgrad:
-            mx = state["max_exp_avg_sq"]
-            mx._vbox[0] += 1
-            vmax = mx._data
-        return ma._data, va._data, vmax, got[0], got[1]
+            got = corrections[step] = (group["lr"] / (1 - beta1 ** step), math.sqrt(1 - beta2 ** step))
+        moments = [state["exp_avg"], state["exp_avg_sq"]]
+        if group["amsgrad"]:
+            if state.get("max_exp_avg_sq") is None:  # also: switched on after some steps
+                state["max_exp_avg_sq"] = _zeros(p)
+            moments.append(state["max_exp_avg_sq"])
+        _bump(*moments)
+        return (moments[0]._data, moments[1]._data, moments[2]._data if len(moments) > 2 else None,
+                got[0], got[1])
 
     def _update_group(self, todo: list, group: dict) -> None:
         """Every parameter of `group` that has a gradient, with one kernel launch per dtype
@@ -120,9 +111,6 @@ class Adam(Optimizer):
             if not ran:
                 for item in batch:
                     self._apply(*item, group)
-
-    def _update(self, p, grad, state, group) -> None:
-        self._update_group([(p, grad)], group)
 
     def _apply(self, p, grad, m, v, vmax, step_size: float, bias_correction2_sqrt: float, group: dict) -> None:
         """The array path: the update as array operations (numpy or cupy, `_apply_blocks`)."""
