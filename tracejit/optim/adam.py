@@ -137,19 +137,9 @@ def _fused_default() -> bool:
 
 
 def _fits(first, *arrays) -> bool:
-    """p, g, m, v (and vmax, or None) as the kernel takes them: numpy arrays of p's float
-    dtype and shape, C-contiguous (a strided view, cupy arrays: the array path, same
-    results)."""
-    if not isinstance(first, np.ndarray):
-        return False
-    dt, shape = first.dtype, first.shape
-    if dt not in _FUSED_DTYPES or not first.flags.c_contiguous:
-        return False
-    for a in arrays:
-        if a is not None and not (isinstance(a, np.ndarray) and a.dtype == dt and a.shape == shape
-                                  and a.flags.c_contiguous):
-            return False
-    return True
+    """p, g, m, v (and vmax, or None) as the kernel takes them: `_blockable` arrays of float32
+    or float64 (a strided view, cupy arrays: the array path, same results)."""
+    return _blockable(first, *arrays) and first.dtype in _FUSED_DTYPES
 
 
 class AdamW(Adam):
@@ -171,6 +161,7 @@ _BLOCK = 1 << 14
 
 
 def _blockable(*arrays) -> bool:
+    """Whether `arrays` (None: absent) are numpy arrays of one floating dtype and shape, in C order."""
     arrays = [a for a in arrays if a is not None]
     first = arrays[0]
     return all(type(a) is np.ndarray and a.dtype == first.dtype and a.shape == first.shape
