@@ -271,9 +271,8 @@ def _shares_case(amsgrad: bool):
         vs = [np.full_like(a, 0.25) for a in p0]
         vm = tuple(np.full_like(a, 0.3) for a in p0) if amsgrad else tuple(ps)
         counter = np.array([counter_start], np.int64)
-        table = fused.address_table(ps, g, ms, vs, vm)
-        args = (table, fused.chunk_table(sizes), counter) + hyper
         launcher = fused._kernel(np.dtype(np.float32), shares is None, len(sizes))
+        args = (fused.address_table(launcher, ps, g, ms, vs, vm), fused.chunk_table(sizes), counter) + hyper
         if shares is None:
             launcher(*args)
         elif alone:    # share 0 of `shares`, its partners never started
@@ -346,65 +345,6 @@ def test_fused_kernel_shares_claim_their_chunks_from_the_counter():
     for c, (t, lo, hi) in enumerate(rows):
         a, b = offsets[t] + lo, offsets[t] + hi
         np.testing.assert_array_equal(part[0][a:b], start[a:b] if c < 2 else want[0][a:b])
-
-
-def test_kept_launch_runs_later_steps_and_steps_aside_for_any_change(monkeypatch):
-    """From the second step a group's fused launch runs again with the new gradients alone
-    (`Adam._kept_step`), giving the general path's bits; a replaced parameter array, a
-    loaded state dict, a cleared state, a parameter without a gradient, a strided gradient
-    or the eager mode send a step down the general path, which keeps a new launch where it
-    fuses."""
-    from tracejit.optim import adam, fused
-    kept, general = [], []
-    real_kept, real_many = adam.Adam._kept_step, fused.adam_update_many
-
-    def kept_step(self, todo, group):
-        ran = real_kept(self, todo, group)
-        kept.append(ran)
-        return ran
-    monkeypatch.setattr(adam.Adam, "_kept_step", kept_step)
-    monkeypatch.setattr(fused, "adam_update_many", lambda *a, **k: general.append(1) or real_many(*a, **k))
-    rng = np.random.default_rng(7)
-    shapes = [(300, 70), (70,), (5, 70)]
-    p0 = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-    grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(9)]
-
-    def run(fused_arg, hook=None):
-        ps = [nn.Parameter(tj.tensor(a.copy())) for a in p0]
-        opt = optim.AdamW(ps, lr=0.01, weight_decay=0.1, fused=fused_arg)
-        for step, gs in enumerate(grads):
-            for k, (p, g) in enumerate(zip(ps, gs)):
-                p.grad = None if (step == 8 and k == 1) else tj.tensor(g)
-            if step == 3:
-                ps[0].grad = tj.tensor(np.asfortranarray(gs[0]))      # strided: general path
-            if hook is not None:
-                hook(step, ps, opt)
-            opt.step()
-        return [p.detach().numpy() for p in ps], opt
-
-    def changes(step, ps, opt):
-        if step == 4:
-            ps[2].data = tj.tensor(ps[2].detach().numpy().copy())    # a new array
-        if step == 5:
-            opt.load_state_dict(opt.state_dict())                    # new state tensors
-            opt.param_groups[0]["lr"] = 0.02                         # read again at every step
-        if step == 7:
-            opt.state[ps[1]].clear()                                 # a fresh start for one
-    got, opt = run(True, changes)
-    kept_steps, general_calls = [k for k, ran in enumerate(kept) if ran], len(general)
-    want, _ = run(False, changes)
-    for a, b in zip(got, want):
-        np.testing.assert_array_equal(a, b)
-    assert [opt.state[p]["step"] for p in opt.param_groups[0]["params"]] == [9, 1, 9]
-    # general: steps 0, 3, 4, 5, 7 (two step counts: two launches) and 8
-    assert kept_steps == [1, 2, 6] and general_calls == 7
-    kept.clear()
-    opt.param_groups[0]["fused"] = None                # the default: the eager mode fuses nothing
-    with tj.eager():
-        general.clear()
-        opt.step()
-        assert not general and kept == [False]
-    assert [opt.state[p]["step"] for p in opt.param_groups[0]["params"]] == [10, 1, 10]
 
 
 def test_fused_takes_the_array_path_for_a_strided_gradient(monkeypatch):

@@ -83,9 +83,7 @@ class Categorical(Distribution):
     def support(self):
         return constraints.integer_interval(0, self._num_events - 1)
 
-    @property
-    def param_shape(self):
-        return self._param.shape
+    param_shape = property(lambda self: self._param.shape)
 
     @property
     def mean(self):
@@ -134,9 +132,10 @@ class Categorical(Distribution):
         return values
 
 
-class OneHotCategorical(Distribution):
+class _OverCategorical(Distribution):
+    """A distribution of vectors over a `Categorical`'s events (one-hot draws, counts,
+    relaxed one-hot draws): its probs and logits, one event dim of its event count."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
-    has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         self._categorical = Categorical(probs, logits, validate_args=False)
@@ -145,6 +144,11 @@ class OneHotCategorical(Distribution):
 
     probs = property(lambda self: self._categorical.probs)
     logits = property(lambda self: self._categorical.logits)
+
+
+class OneHotCategorical(_OverCategorical):
+    has_enumerate_support = True
+
     mean = property(lambda self: self._categorical.probs)
     mode = property(lambda self: _ops.cast(_ops.one_hot(self.probs.argmax(-1), self._categorical._num_events),
                                            self.probs.dtype))
@@ -173,9 +177,7 @@ class Bernoulli(ExponentialFamily):
     def __getattr__(self, name):
         return _derived(self, name, True)
 
-    @property
-    def param_shape(self):
-        return self._param.shape
+    param_shape = property(lambda self: self._param.shape)
 
     @property
     def mean(self):

@@ -10,7 +10,7 @@ import numpy as np
 from .. import ops as _ops
 from ..tensor import Tensor
 from . import constraints
-from .discrete import Categorical, OneHotCategorical, _clamp_probs, _probs_or_logits, _probs_to_logits
+from .discrete import OneHotCategorical, _OverCategorical, _clamp_probs, _probs_or_logits, _probs_to_logits
 from .distribution import Distribution, broadcast_all
 from .more import Gamma, _draw
 from .transformed import TransformedDistribution
@@ -64,20 +64,14 @@ class RelaxedBernoulli(TransformedDistribution):
     logits = property(lambda self: self.base_dist.logits)
 
 
-class ExpRelaxedCategorical(Distribution):
+class ExpRelaxedCategorical(_OverCategorical):
     """The log of a relaxed one-hot categorical sample."""
-    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
     support = constraints.real_vector
     has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        self._categorical = Categorical(probs, logits, validate_args=False)
-        self.temperature = _temperature(temperature, self._categorical.logits)
-        super().__init__(tuple(self._categorical.batch_shape), (self._categorical._num_events,),
-                         validate_args=validate_args)
-
-    probs = property(lambda self: self._categorical.probs)
-    logits = property(lambda self: self._categorical.logits)
+        super().__init__(probs, logits, validate_args)
+        self.temperature = _temperature(temperature, self.logits)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -171,19 +165,12 @@ class StudentT(Distribution):
                 + 0.5 * _ops.log(df) + lbeta)
 
 
-class Multinomial(Distribution):
-    arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
-
+class Multinomial(_OverCategorical):
     def __init__(self, total_count: int = 1, probs=None, logits=None, validate_args=None):
         if not isinstance(total_count, int) or isinstance(total_count, bool) or total_count < 0:
             raise ValueError(f"Multinomial: total_count must be a non-negative int, got {total_count!r}")
         self.total_count = total_count
-        self._categorical = Categorical(probs, logits, validate_args=False)
-        super().__init__(tuple(self._categorical.batch_shape), (self._categorical._num_events,),
-                         validate_args=validate_args)
-
-    probs = property(lambda self: self._categorical.probs)
-    logits = property(lambda self: self._categorical.logits)
+        super().__init__(probs, logits, validate_args)
     mean = property(lambda self: self.probs * self.total_count)
     variance = property(lambda self: self.total_count * self.probs * (1 - self.probs))
     support = property(lambda self: constraints.integer_interval(0, self.total_count))

@@ -41,19 +41,18 @@ class TransformedDistribution(Distribution):
     def support(self):
         return self.transforms[-1].codomain if self.transforms else self.base_dist.support
 
-    def sample(self, sample_shape=()):
-        from ..autograd.grad_mode import no_grad
-        with no_grad():
-            x = self.base_dist.sample(sample_shape)
-            for t in self.transforms:
-                x = t(x)
-            return x
-
-    def rsample(self, sample_shape=()):
-        x = self.base_dist.rsample(sample_shape)
+    def _forward(self, x):
         for t in self.transforms:
             x = t(x)
         return x
+
+    def sample(self, sample_shape=()):
+        from ..autograd.grad_mode import no_grad
+        with no_grad():
+            return self._forward(self.base_dist.sample(sample_shape))
+
+    def rsample(self, sample_shape=()):
+        return self._forward(self.base_dist.rsample(sample_shape))
 
     def log_prob(self, value):
         event_dim = len(self.event_shape)
@@ -71,10 +70,7 @@ class TransformedDistribution(Distribution):
         return self.base_dist.cdf(value)
 
     def icdf(self, value):
-        x = self.base_dist.icdf(value)
-        for t in self.transforms:
-            x = t(x)
-        return x
+        return self._forward(self.base_dist.icdf(value))
 
 
 class MixtureSameFamily(Distribution):

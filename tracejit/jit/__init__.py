@@ -28,18 +28,11 @@ config.configure_logging()
 def _decorate(mode: str, fn, kw):
     if fn is None:
         return functools.partial(_decorate, mode) if not kw else (lambda f: _decorate(mode, f, kw))
-    if _is_module(fn):
+    from ..nn import Module
+    if isinstance(fn, Module):
         from .compiled_module import wrap_module
         return wrap_module(mode, fn, kw)
     return CompiledFunction(fn, mode=mode, **kw)
-
-
-def _is_module(x) -> bool:
-    try:
-        from ..nn import Module
-    except ImportError:
-        return False
-    return isinstance(x, Module)
 
 
 def trace(fn: Optional[Callable] = None, example_inputs=None, *, example_kwarg_inputs: Optional[dict] = None,

@@ -22,10 +22,7 @@ class Explanation:
     def __str__(self) -> str:
         return "\n\n".join(f"== {t} ==\n{b}" for t, b in self.sections)
 
-    __repr__ = __str__
-
-    def _repr_pretty_(self, p, cycle):  # IPython
-        p.text(str(self))
+    __repr__ = __str__   # (IPython and notebooks print the repr)
 
 
 def explain(fn, *args, **kwargs) -> Explanation:

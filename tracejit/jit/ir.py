@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import weakref
 from dataclasses import dataclass, field
-from types import FunctionType as _FunctionType
 from typing import Optional, Union
 
 from ..ops.registry import Aval, Primitive
@@ -260,47 +259,23 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
 
 _impl_params: dict = {}   # impl -> its operand slots after `xp` (None: no signature)
 
-_CO_VARARGS = 0x04
-_CO_VARKEYWORDS = 0x08
-
-
-def _slots_from_code(fn) -> list:
-    """A plain function's parameters as `inspect.signature` lists them, read off its code
-    object (signature() costs ~15-20 us an impl, and a cold capture meets every impl for
-    the first time): (name, kind, has_default), kind 0 positional, 1 ``*args``, 2 other."""
-    co = fn.__code__
-    n = co.co_argcount
-    names = co.co_varnames
-    nd = len(fn.__defaults__ or ())
-    out = [(names[i], 0, i >= n - nd) for i in range(n)]
-    k = co.co_kwonlyargcount
-    if co.co_flags & _CO_VARARGS:
-        out.append((names[n + k], 1, False))
-    out.extend((names[i], 2, False) for i in range(n, n + k))
-    if co.co_flags & _CO_VARKEYWORDS:
-        out.append(("**", 2, False))
-    return out
-
 
 def _params_of(impl):
-    """`impl`'s parameters after `xp` as (name, kind, has_default), once per impl."""
+    """`impl`'s parameters after `xp` as (name, kind, has_default), once per impl: kind 0
+    positional, 1 ``*args``, 2 other."""
     try:
         return _impl_params[impl]
     except (KeyError, TypeError):
         pass
-    if (type(impl) is _FunctionType and not hasattr(impl, "__wrapped__")
-            and not hasattr(impl, "__signature__")):
-        ps = _slots_from_code(impl)[1:]
+    import inspect
+    try:
+        sig = list(inspect.signature(impl).parameters.values())
+    except (TypeError, ValueError):
+        ps = None
     else:
-        import inspect
-        try:
-            sig = list(inspect.signature(impl).parameters.values())
-        except (TypeError, ValueError):
-            ps = None
-        else:
-            pos_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-            ps = [(p.name, 0 if p.kind in pos_kinds else 1 if p.kind == p.VAR_POSITIONAL else 2,
-                   p.default is not p.empty) for p in sig[1:]]
+        pos_kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ps = [(p.name, 0 if p.kind in pos_kinds else 1 if p.kind == p.VAR_POSITIONAL else 2,
+               p.default is not p.empty) for p in sig[1:]]
     try:
         _impl_params[impl] = ps
     except TypeError:  # unhashable: ask again next time

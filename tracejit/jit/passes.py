@@ -228,21 +228,12 @@ def simplify(g: Graph) -> Graph:
         e = _eqn(e, ins, _map_graphs(e.params, simplify))
         p = e.prim
         repl = None
-        swapped = None
-        for pattern in _patterns.equation_rewrites("simplify", p):
-            swapped = pattern.rewrite(e, producer, uses) if pattern.applies() else None
-            if swapped is not None:
-                break
+        swapped = _first_rewrite(e, producer, uses)
         if swapped is not None:
             for q in swapped:
                 # an equation a rewrite wrote may be one another rewrites (a product of
                 # `_transposed_matmul`, one of an embedding's rows: scatter_products.py)
-                again = None
-                if q.prim is not p:
-                    for pattern in _patterns.equation_rewrites("simplify", q.prim):
-                        again = pattern.rewrite(q, producer, uses) if pattern.applies() else None
-                        if again is not None:
-                            break
+                again = _first_rewrite(q, producer, uses) if q.prim is not p else None
                 for r in again or (q,):
                     eqns.append(r)
                     producer[r.out] = r
@@ -278,6 +269,16 @@ def simplify(g: Graph) -> Graph:
         for o in e.outs:
             producer[o] = e
     return _rebuild(g, eqns, env)
+
+
+def _first_rewrite(e: Eqn, producer: dict, uses: dict):
+    """The first simplify-stage pattern's rewrite of `e` (jit/patterns.py), or None."""
+    for pattern in _patterns.equation_rewrites("simplify", e.prim):
+        if pattern.applies():
+            new = pattern.rewrite(e, producer, uses)
+            if new is not None:
+                return new
+    return None
 
 
 def _transposed_matmul(e: Eqn, producer: dict, uses: dict):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..ops.registry import Aval
 from .control import SCAN
-from .ir import Eqn, Graph, Var
+from .ir import Eqn, Graph, Var, def_use
 from .tracer import TraceContext, _make_tracer
 from ..ops.linalg import MATMUL
 from ..ops.shape import PERMUTE, RESHAPE
@@ -246,19 +246,11 @@ def _hoistable(g: Graph, v, variant: set):
     and B flattened over (step, batch): one large GEMM instead of T small ones."""
     if not isinstance(v, Var):
         return None
-    prod = {o: e for e in g.eqns for o in e.outs}
-    uses: dict = {}
-    for e in g.eqns:
-        for a in e.inputs:
-            if isinstance(a, Var):
-                uses[a] = uses.get(a, 0) + 1
-    for a in g.outputs:
-        if isinstance(a, Var):
-            uses[a] = uses.get(a, 0) + 1
+    prod, users, _ = def_use(g)
     post = []
     while True:
         e = prod.get(v)
-        if e is None or uses.get(v, 0) != 1:
+        if e is None or len(users.get(v, ())) + g.outputs.count(v) != 1:
             return None
         if e.prim in (PERMUTE, RESHAPE):
             post.append(e)

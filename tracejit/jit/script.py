@@ -18,7 +18,6 @@ the construct and the line.
 from __future__ import annotations
 
 import ast
-import collections
 import functools
 import inspect
 import linecache
@@ -516,23 +515,5 @@ def _build(target, fdef: ast.FunctionDef, filename: str, super_calls: bool = Tru
     if not cls_cell:
         cells.append(owner)
     new = ns["__tj_factory"](_Helpers, *cells)
-    new.__tracejit_source__ = _Source(fdef)
+    new.__tracejit_source__ = ast.unparse(fdef)   # (what the rewrite made: for reading)
     return new
-
-
-class _Source(collections.UserString):
-    """A converted function's source (``fn.__tracejit_source__``): the rewritten tree's
-    `ast.unparse`, made when first read (a string's methods, ``in``, ``==``, ``str()``).
-    Nothing reads it in a call; unparsing in every conversion cost 0.1-0.3 ms of a
-    script function's first call (LeNet's forward: 0.29 of its 1.4 ms conversion)."""
-
-    def __init__(self, seq):
-        # a tree, or a string (UserString's methods build their results through this)
-        self._tree, self._text = (seq, None) if isinstance(seq, ast.AST) else (None, str(seq))
-
-    @property
-    def data(self) -> str:
-        text = self._text
-        if text is None:   # (the tree is kept: two threads reading at once both unparse it)
-            text = self._text = ast.unparse(self._tree)
-        return text

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..device import CPU
 from ..threads import PARALLEL_MIN
-from .optimizer import Optimizer, _check_betas, _zeros
+from .optimizer import Optimizer, _bump, _check_betas, _count_step, _zeros
 
 __all__ = ["Adam", "AdamW", "FUSED_MIN"]
 
@@ -48,12 +48,6 @@ class Adam(Optimizer):
                                       amsgrad=amsgrad, maximize=maximize, fused=fused,
                                       **self._impl_options(foreach, capturable, differentiable),
                                       decoupled_weight_decay=decoupled_weight_decay))
-        self._kept: dict = {}    # id(group) -> _Kept: its last fused launch (`_kept_step`)
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_kept"] = {}      # (a launch holds kernels and views: a copy starts without)
-        return state
 
     def _validate(self, group: dict) -> None:
         name = type(self).__name__
@@ -61,46 +55,28 @@ class Adam(Optimizer):
         _check_betas(name, group)
         _check_fused(name, group)
 
-    def _prepare(self, p, state: dict, group: dict, corrections: dict | None = None) -> tuple:
+    def _prepare(self, p, state: dict, group: dict, corrections: dict) -> tuple:
         """Start parameter `p`'s step: create its state on the first one, count the step,
         bump the moments' versions; returns (m, v, vmax or None, step_size, bc2_sqrt).
         `corrections`: step -> (step_size, bc2_sqrt) already computed for this group."""
-        if not state:
-            state["step"] = 0
-            state["exp_avg"], state["exp_avg_sq"] = _zeros(p), _zeros(p)
-        amsgrad = group["amsgrad"]
-        if amsgrad and state.get("max_exp_avg_sq") is None:  # also: switched on after some steps
-            state["max_exp_avg_sq"] = _zeros(p)
-        step = state["step"] = state["step"] + 1
-        got = corrections.get(step) if corrections is not None else None
+        step = _count_step(state, p, "exp_avg", "exp_avg_sq")
+        got = corrections.get(step)
         if got is None:
             beta1, beta2 = group["betas"]
-            got = (group["lr"] / (1 - beta1 ** step), math.sqrt(1 - beta2 ** step))
-            if corrections is not None:
-                corrections[step] = got
-        ma, va = state["exp_avg"], state["exp_avg_sq"]
-        ma._vbox[0] += 1
-        va._vbox[0] += 1
-        vmax = None
-        if amsgrad:
-            mx = state["max_exp_avg_sq"]
-            mx._vbox[0] += 1
-            vmax = mx._data
-        return ma._data, va._data, vmax, got[0], got[1]
-
-    def _hyper(self, group: dict, step_size: float, bc2_sqrt: float) -> dict:
-        """The fused kernels' keyword arguments for `group` at this step."""
-        beta1, beta2 = group["betas"]
-        return dict(maximize=group["maximize"], weight_decay=group["weight_decay"], decoupled=group["decoupled_weight_decay"],
-                    lr=group["lr"], w=1 - beta1, beta2=beta2, bc2_sqrt=bc2_sqrt, eps=group["eps"],
-                    step_size=step_size)
+            got = corrections[step] = (group["lr"] / (1 - beta1 ** step), math.sqrt(1 - beta2 ** step))
+        moments = [state["exp_avg"], state["exp_avg_sq"]]
+        if group["amsgrad"]:
+            if state.get("max_exp_avg_sq") is None:  # also: switched on after some steps
+                state["max_exp_avg_sq"] = _zeros(p)
+            moments.append(state["max_exp_avg_sq"])
+        _bump(*moments)
+        return (moments[0]._data, moments[1]._data, moments[2]._data if len(moments) > 2 else None,
+                got[0], got[1])
 
     def _update_group(self, todo: list, group: dict) -> None:
         """Every parameter of `group` that has a gradient, with one kernel launch per dtype
         and step count where the fused kernel applies (`fused.adam_update_many`: small
         parameters join the big ones instead of taking the array path), the others one by one."""
-        if self._kept_step(todo, group):
-            return
         fused = group.get("fused")
         batches: dict = {}     # (dtype, step) -> [(p, grad, m, v, vmax, step_size, bc2_sqrt), ...]
         # whether this group may take the fused kernel at all (numba loaded, compiling on):
@@ -126,73 +102,20 @@ class Adam(Optimizer):
                 params, grads, ms, vs, vmaxs = zip(*(item[:5] for item in batch))
                 # fused=None in background compile mode: the array path runs until a compile
                 # worker has built the kernel (compiler/tiers.py); fused=True waits for it.
+                beta1, beta2 = group["betas"]
                 ran = adam_update_many([p._data for p in params], grads, ms, vs,
                                        vmaxs if group["amsgrad"] else None, wait=fused is True,
-                                       **self._hyper(group, *batch[0][5:]))
-                if ran and len(batch) == len(todo) and not group["amsgrad"]:
-                    self._kept[id(group)] = _Kept(self, group, params, ran)
+                                       maximize=group["maximize"], weight_decay=group["weight_decay"],
+                                       decoupled=group["decoupled_weight_decay"], lr=group["lr"], w=1 - beta1,
+                                       beta2=beta2, bc2_sqrt=batch[0][6], eps=group["eps"], step_size=batch[0][5])
             if not ran:
                 for item in batch:
                     self._apply(*item, group)
-
-    def _kept_step(self, todo: list, group: dict) -> bool:
-        """`group`'s step as its last one ran, when that was one fused launch of every
-        parameter in `todo` and nothing it relied on changed since (same parameters and
-        arrays, same state tensors and step count, fusing still on): the launch runs again
-        with the new gradients, without the per-parameter Python (47 -> 20 us for 10
-        parameters). False, changing nothing, otherwise: the general path runs."""
-        kept = self._kept.get(id(group))
-        if kept is None or kept.group is not group or len(todo) != len(kept.params):
-            return False
-        fused = group.get("fused")
-        if fused is False or group["amsgrad"] or (fused is None and not _fused_default()):
-            return False
-        step, dt, state_of = kept.step, kept.prepared.dtype, self.state
-        grads = []
-        for (p, g), q, d, st, mt, vt, md, vd in zip(todo, kept.params, kept.datas, kept.states,
-                                                    kept.ms, kept.vs, kept.m_datas, kept.v_datas):
-            if (p is not q or p._data is not d or state_of.get(p) is not st or st.get("step") != step
-                    or st.get("exp_avg") is not mt or st.get("exp_avg_sq") is not vt or mt._data is not md
-                    or vt._data is not vd or type(g) is not np.ndarray or g.dtype != dt
-                    or not g.flags.c_contiguous):
-                return False
-            grads.append(g)
-        step += 1
-        for st, mt, vt in zip(kept.states, kept.ms, kept.vs):
-            st["step"] = step
-            mt._vbox[0] += 1
-            vt._vbox[0] += 1
-        kept.step = step
-        beta1, beta2 = group["betas"]
-        kept.prepared.run(grads, **self._hyper(group, group["lr"] / (1 - beta1 ** step),
-                                               math.sqrt(1 - beta2 ** step)))
-        return True
-
-    def _update(self, p, grad, state, group) -> None:
-        self._update_group([(p, grad)], group)
 
     def _apply(self, p, grad, m, v, vmax, step_size: float, bias_correction2_sqrt: float, group: dict) -> None:
         """The array path: the update as array operations (numpy or cupy, `_apply_blocks`)."""
         _apply_blocks(p._data, grad, m, v, vmax, step_size, bias_correction2_sqrt, group,
                       group["decoupled_weight_decay"], p._xp())
-
-
-class _Kept:
-    """A group's last fused launch and what it relied on (`Adam._kept_step` checks each by
-    identity before running it again)."""
-
-    __slots__ = ("group", "params", "datas", "states", "ms", "vs", "m_datas", "v_datas", "step",
-                 "prepared")
-
-    def __init__(self, opt: Adam, group: dict, params: tuple, prepared):
-        self.group, self.params, self.prepared = group, params, prepared
-        self.datas = [p._data for p in params]
-        self.states = [opt.state[p] for p in params]
-        self.ms = [st["exp_avg"] for st in self.states]
-        self.vs = [st["exp_avg_sq"] for st in self.states]
-        self.m_datas = [t._data for t in self.ms]
-        self.v_datas = [t._data for t in self.vs]
-        self.step = self.states[0]["step"]
 
 
 def _check_fused(name: str, group: dict) -> None:
@@ -214,19 +137,9 @@ def _fused_default() -> bool:
 
 
 def _fits(first, *arrays) -> bool:
-    """p, g, m, v (and vmax, or None) as the kernel takes them: numpy arrays of p's float
-    dtype and shape, C-contiguous (a strided view, cupy arrays: the array path, same
-    results)."""
-    if not isinstance(first, np.ndarray):
-        return False
-    dt, shape = first.dtype, first.shape
-    if dt not in _FUSED_DTYPES or not first.flags.c_contiguous:
-        return False
-    for a in arrays:
-        if a is not None and not (isinstance(a, np.ndarray) and a.dtype == dt and a.shape == shape
-                                  and a.flags.c_contiguous):
-            return False
-    return True
+    """p, g, m, v (and vmax, or None) as the kernel takes them: `_blockable` arrays of float32
+    or float64 (a strided view, cupy arrays: the array path, same results)."""
+    return _blockable(first, *arrays) and first.dtype in _FUSED_DTYPES
 
 
 class AdamW(Adam):
@@ -248,6 +161,7 @@ _BLOCK = 1 << 14
 
 
 def _blockable(*arrays) -> bool:
+    """Whether `arrays` (None: absent) are numpy arrays of one floating dtype and shape, in C order."""
     arrays = [a for a in arrays if a is not None]
     first = arrays[0]
     return all(type(a) is np.ndarray and a.dtype == first.dtype and a.shape == first.shape

@@ -19,7 +19,7 @@ from ..compiler.cpu.runtime import sharepool
 from ..compiler import diskcache
 from ..threads import PARALLEL_MIN  # below it the serial kernel runs, as for fused groups
 
-__all__ = ["adam_update_many", "sgd_update_many", "chunk_table", "address_table", "sgd_table", "Prepared"]
+__all__ = ["adam_update_many", "sgd_update_many", "chunk_table", "address_table"]
 
 # The kernels' modules: this header, then one optimizer's update (`_BODIES`)
 _HEADER = '''\
@@ -76,8 +76,8 @@ def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_smal
 
 from tracejit.compiler.cpu.runtime.voidptr import carray_at
 
-# arrays: one row per tensor, the addresses of its flat p, g (read only), m, v and vmax, and
-# its size (`address_table`); chunks: rows of (tensor, start, stop); next_chunk: the
+# arrays: one row per tensor, the addresses of its flat p, g (read only), m, v and vmax
+# (`address_table`); chunks: rows of (tensor, start, stop); next_chunk: the
 # launch's counter (one int64, zeroed): each share claims chunks from it until none is left;
 # then maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w, beta2, one_minus_beta2,
 # amsgrad, bc2_sqrt, eps, neg_step_size; share, shares (the launch convention,
@@ -113,8 +113,7 @@ def kernel(arrays, chunks, next_chunk, maximize, coupled_wd, decay, wd, lerp_sma
         t, lo, hi = chunks[c, 0], chunks[c, 1], chunks[c, 2]
         vlo, vhi = (lo, hi) if amsgrad else (0, 1)
         # the chunk's elements of each array, by address (not a slice of the whole array's
-        # view: numba's slice lowering, five of them, was ~0.03 s of the module's compile;
-        # the table's size column is not read)
+        # view: numba's slice lowering, five of them, was ~0.03 s of the module's compile)
         k = hi - lo
         o = lo * ITEM
         _update_range(carray_at(arrays[t, 0] + o, k, np.{dtype}), carray_at(arrays[t, 1] + o, k, np.{dtype}),
@@ -129,8 +128,8 @@ _SGD = '''
 from tracejit.compiler.cpu.runtime.voidptr import carray_at
 
 # SGD's update, one pass: arrays: one row per tensor, the addresses of its flat p, g (read
-# only) and momentum buffer (p's when momentum is 0: then never read or written), and its
-# size (`sgd_table`); chunks, next_chunk as Adam's; then maximize, wd, momentum,
+# only) and momentum buffer (p's when momentum is 0: then never read or written)
+# (`address_table`); chunks, next_chunk as Adam's; then maximize, wd, momentum,
 # one_minus_dampening, nesterov, first (the buffers are new: they take the gradient), lr;
 # share, shares. Addresses, not tuples of arrays, as Adam's kernel (`address_table`): with
 # three tuples of {count} arrays the kernel's CPython wrapper unboxed them all and each
@@ -258,42 +257,44 @@ def _hyper(dtype: np.dtype, amsgrad: bool, *, maximize: bool, weight_decay: floa
 
 def adam_update_many(ps: list, gs: list, ms: list, vs: list, vmaxs: list | None, *, maximize: bool,
                      weight_decay: float, decoupled: bool, lr: float, w: float, beta2: float, bc2_sqrt: float,
-                     eps: float, step_size: float, wait: bool = True):
+                     eps: float, step_size: float, wait: bool = True) -> bool:
     """One Adam/AdamW step of several parameters in one launch, in place: lists of
     C-contiguous float arrays of one dtype (p, g, m, v and amsgrad's vmax of each parameter
-    of one shape; the parameters of any shapes), all at the same step. Returns the launch
-    as a `Prepared` (true), which later steps of the same arrays may `run` with their
-    gradients alone; False, changing nothing, when ``wait=False`` and the kernel is still
-    compiling in the background (the caller runs the array path: same results).
+    of one shape; the parameters of any shapes), all at the same step. Returns False,
+    changing nothing, when ``wait=False`` and the kernel is still compiling in the
+    background (the caller runs the array path: same results).
 
     `vmaxs` are amsgrad's running maxima (None without amsgrad); `w` is the lerp weight
     ``1 - beta1``; `bc2_sqrt` is ``sqrt(1 - beta2**t)``; `step_size` is ``lr / (1 - beta1**t)``.
     """
-    prepared = Prepared(ps, ms, vs, vmaxs, wait)
-    if prepared.kernel is None:
+    dtype = ps[0].dtype
+    flat_p, flat_m, flat_v = (tuple(a.reshape(-1) for a in arrays) for arrays in (ps, ms, vs))
+    sizes = tuple(a.size for a in flat_p)
+    flat_g = _flat_gradients(gs, dtype, sizes)
+    kernel = _kernel(dtype, sum(sizes) >= PARALLEL_MIN, len(sizes), wait)
+    if kernel is None:
         return False
-    prepared.run(gs, maximize=maximize, weight_decay=weight_decay, decoupled=decoupled, lr=lr, w=w,
-                 beta2=beta2, bc2_sqrt=bc2_sqrt, eps=eps, step_size=step_size)
-    return prepared
+    # without amsgrad only vmax[0] is read (and ignored), never written
+    vm = tuple(a.reshape(-1) for a in vmaxs) if vmaxs is not None else flat_p
+    table = address_table(kernel, flat_p, flat_g, flat_m, flat_v, vm)
+    kernel(table, chunk_table(sizes), np.zeros(1, np.int64),
+           *_hyper(dtype, vmaxs is not None, maximize=maximize, weight_decay=weight_decay, decoupled=decoupled,
+                   lr=lr, w=w, beta2=beta2, bc2_sqrt=bc2_sqrt, eps=eps, step_size=step_size))
+    return True
 
 
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
-
-
-def address_table(ps, gs, ms, vs, vmaxs) -> np.ndarray:
-    """The fused Adam kernel's first argument: a row per tensor of the addresses of its p,
-    g, m, v and vmax (1-D C-contiguous arrays of one dtype, kept alive by the caller; vmax
-    is p's without amsgrad, never read) and its size. Addresses, because unboxing tuples of
-    arrays made the kernel's CPython wrapper a third of its compile time."""
-    table = np.empty((len(ps), 6), np.int64)
-    for col, arrays in enumerate((ps, gs, ms, vs, vmaxs)):
-        table[:, col] = [_address(a) for a in arrays]
-    table[:, 5] = [a.size for a in ps]
+def address_table(kernel: _Launch, *columns) -> np.ndarray:
+    """A fused kernel's first argument: a row per tensor, a column per tuple of `columns`
+    (1-D C-contiguous arrays of the kernel's dtype, kept alive by the caller) holding their
+    addresses. Addresses, because unboxing tuples of arrays made the kernels' CPython
+    wrappers most of their compile time."""
+    table = np.empty((len(columns[0]), len(columns)), np.int64)
+    for col, arrays in enumerate(columns):
+        kernel.addresses(tuple(arrays), table, col)
     return table
 
 
-def _flat_gradients(gs, dtype: np.dtype, sizes: tuple) -> list:
+def _flat_gradients(gs, dtype: np.dtype, sizes: tuple) -> tuple:
     """`gs` as 1-D C-contiguous arrays (views, or copies of non-contiguous ones), checked
     against the parameters' dtype and sizes: the kernel reads them by address."""
     flat = [g.reshape(-1) for g in gs]
@@ -304,36 +305,7 @@ def _flat_gradients(gs, dtype: np.dtype, sizes: tuple) -> list:
             raise ValueError(f"fused Adam: gradient {i} is {g.dtype}[{g.size}], its parameter {dtype}[{n}]")
         if not g.flags.c_contiguous:      # (reshape keeps a strided 1-D view as it is)
             flat[i] = np.ascontiguousarray(g)
-    return flat
-
-
-class Prepared:
-    """One group's launch without its gradients: the flat views of p, m, v (and vmax), the
-    chunk table and the kernel, which stay the same from step to step while the arrays do,
-    so a step flattens only the gradients. `kernel` is None while the kernel compiles in
-    the background (``wait=False``)."""
-
-    __slots__ = ("arrays", "kernel", "dtype", "amsgrad", "table", "sizes")
-
-    def __init__(self, ps: list, ms: list, vs: list, vmaxs: list | None, wait: bool = True):
-        self.dtype = ps[0].dtype
-        flat_p, flat_m, flat_v = (tuple(a.reshape(-1) for a in arrays) for arrays in (ps, ms, vs))
-        sizes = tuple(a.size for a in flat_p)
-        self.amsgrad = vmaxs is not None
-        # without amsgrad only vmax[0] is read (and ignored), never written
-        vm = tuple(a.reshape(-1) for a in vmaxs) if self.amsgrad else flat_p
-        self.arrays = (flat_p, flat_m, flat_v, vm, chunk_table(sizes))   # (kept alive: the table's)
-        self.table = address_table(flat_p, flat_p, flat_m, flat_v, vm)     # (column 1: each run's g)
-        self.sizes = sizes
-        self.kernel = _kernel(self.dtype, sum(sizes) >= PARALLEL_MIN, len(sizes), wait)
-
-    def run(self, gs, **hyper) -> None:
-        """The update with gradients `gs` (C-contiguous arrays of the parameters' shapes and
-        dtype) and `hyper` as `adam_update_many` takes them."""
-        flat = tuple(_flat_gradients(gs, self.dtype, self.sizes))
-        table = self.table.copy()            # (a run's own: another thread may run too)
-        self.kernel.addresses(flat, table, 1)
-        self.kernel(table, self.arrays[4], np.zeros(1, np.int64), *_hyper(self.dtype, self.amsgrad, **hyper))
+    return tuple(flat)
 
 
 # SGD's update moves 12 bytes per float32 element and computes next to nothing: below this
@@ -368,29 +340,9 @@ def sgd_update_many(ps: list, gs: list, bufs: list | None, *, maximize: bool, we
     kernel = _kernel(dtype, sum(sizes) >= SGD_PARALLEL_MIN, len(sizes), wait, kind="sgd")
     if kernel is None:
         return False
-    table = sgd_table(sizes).copy()     # (a launch's own: another thread may run too)
-    kernel.addresses(flat_p, table, 0)
-    kernel.addresses(flat_g, table, 1)
-    if bufs is None:
-        table[:, 2] = table[:, 0]
-    else:
-        kernel.addresses(flat_b, table, 2)
+    table = address_table(kernel, flat_p, flat_g, flat_b)
     # (flat_p, flat_g, flat_b hold the arrays whose addresses the table has until it returns)
     kernel(table, chunk_table(sizes), np.zeros(1, np.int64), bool(maximize),
            t(weight_decay), t(momentum if bufs is not None else 0), t(1 - dampening), bool(nesterov),
            bool(first), t(lr))
     return True
-
-
-_sgd_tables: dict = {}
-
-
-def sgd_table(sizes: tuple) -> np.ndarray:
-    """The fused SGD kernel's address table for tensors of `sizes` elements with the
-    addresses left to fill: a row per tensor of p's, g's and the momentum buffer's address
-    (columns 0-2, `addresses` fills them) and its size (column 3). Memoized: copy it."""
-    table = _sgd_tables.get(sizes)
-    if table is None:
-        table = _sgd_tables[sizes] = np.zeros((len(sizes), 4), np.int64)
-        table[:, 3] = sizes
-    return table

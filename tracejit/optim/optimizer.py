@@ -267,16 +267,12 @@ class Optimizer:
                                  f"parameter group lists")
             p = id_map[key]
             new_state[p] = {k: self._load_value(p, key, k, v) for k, v in st.items()}
-        for saved, cur in zip(saved_groups, self.param_groups):
-            update = {k: v for k, v in saved.items() if k != "params"}
-            update = {k: (tuple(v) if isinstance(self.defaults.get(k), tuple) and isinstance(v, list) else v)
-                      for k, v in update.items()}
-            trial = dict(cur, **update)
-            self._validate(trial)
-        for saved, cur in zip(saved_groups, self.param_groups):
-            for k, v in saved.items():
-                if k != "params":
-                    cur[k] = tuple(v) if isinstance(self.defaults.get(k), tuple) and isinstance(v, list) else v
+        updates = [{k: (tuple(v) if isinstance(self.defaults.get(k), tuple) and isinstance(v, list) else v)
+                    for k, v in saved.items() if k != "params"} for saved in saved_groups]
+        for update, cur in zip(updates, self.param_groups):
+            self._validate(dict(cur, **update))
+        for update, cur in zip(updates, self.param_groups):
+            cur.update(update)
         self.state = new_state
 
     def _load_value(self, p: Tensor, pkey, k: str, v):
