@@ -32,6 +32,36 @@ def test_a_spec_with_a_non_constant_item_takes_the_general_path():
     assert r._base is x and not indexing.GETITEM.plans
 
 
+def test_a_tuple_param_found_plain_once_is_not_checked_again_and_others_still_are():
+    # the same spec tuple twice: remembered by identity, its plan taken; an equal tuple
+    # holding a numpy integer still takes the general path and keeps no plan
+    from tracejit.ops import eager
+    x = tj.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    indexing.GETITEM.plans.clear()
+    spec = (("s", 1, 3, None),)
+    first = tj.ops.eager.bind(indexing.GETITEM, x, spec=spec)
+    assert eager._PLAIN.get(id(spec)) is spec and len(indexing.GETITEM.plans) == 1
+    again = tj.ops.eager.bind(indexing.GETITEM, x, spec=spec)
+    np.testing.assert_array_equal(again.numpy(), first.numpy())
+    indexing.GETITEM.plans.clear()
+    odd = (("s", np.int64(1), 3, None),)
+    r = tj.ops.eager.bind(indexing.GETITEM, x, spec=odd)
+    np.testing.assert_array_equal(r.numpy(), x.numpy()[1:3])
+    assert not indexing.GETITEM.plans and eager._PLAIN.get(id(odd)) is None
+
+
+def test_a_permute_plan_is_lean_and_a_view():
+    from tracejit.ops import shape
+    x = tj.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    shape.PERMUTE.plans.clear()
+    ys = [x.permute(1, 0, 2) for _ in range(2)]
+    (plan,) = shape.PERMUTE.plans.values()
+    assert plan.lean is not None
+    for y in ys:
+        np.testing.assert_array_equal(y.numpy(), x.numpy().transpose(1, 0, 2))
+        assert y._base is x and np.shares_memory(y.numpy(), x.numpy())
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_indexing_through_a_plan_records_its_gradient(grad):
     x = tj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=grad)

@@ -123,9 +123,8 @@ def bind(prim: Primitive, *args, **params):
             for v in params.values():
                 t = type(v)
                 if t is tuple:
-                    for e in v:
-                        if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
-                            return _eager_general(prim, (a,), params, None)
+                    if _PLAIN.get(id(v)) is not v and not _plain_param(v):
+                        return _eager_general(prim, (a,), params, None)
                 elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
                     return _eager_general(prim, (a,), params, None)
             key = (x.shape, a.dtype, tuple(params.items()))
@@ -370,6 +369,24 @@ def _plain_tuple(t) -> bool:
     return True
 
 
+# Tuple params found plain, by identity (each kept alive, so its id stays its own): the
+# shape functions' and indexing's kept params come back as the same tuples each call, and
+# checking an index spec's items cost a third of a view's dispatch.
+_PLAIN: dict = {}
+
+
+def _plain_param(v: tuple) -> bool:
+    """Whether the tuple param `v` holds only plain constants or tuples of those (then
+    remembered in `_PLAIN`)."""
+    for x in v:
+        if type(x) not in _PARAM_TYPES and not _plain_tuple(x):
+            return False
+    if len(_PLAIN) >= _MAX_PLANS * 8:
+        _PLAIN.clear()
+    _PLAIN[id(v)] = v
+    return True
+
+
 def _param_key(params):
     """The params as part of a plan key, or None when some value is not a plain constant
     or a tuple of those (a key must neither keep arrays alive nor compare tensors). A -0.0
@@ -377,9 +394,8 @@ def _param_key(params):
     for v in params.values():
         t = type(v)
         if t is tuple:
-            for x in v:
-                if type(x) not in _PARAM_TYPES and not _plain_tuple(x):
-                    return None
+            if _PLAIN.get(id(v)) is not v and not _plain_param(v):
+                return None
         elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
             return None
     return tuple(params.items())

@@ -98,11 +98,12 @@ def _inverse(dims):
 # (the array's own method, numpy's or cupy's: np.transpose's Python wrapper costs 0.5 µs, the
 # method 0.14; matmul's backward permutes every weight gradient)
 def _permute_fast(shapes, dtype, params):
-    """The plan's numpy call (registry ``extra["fast"]``): for a permutation that reverses
-    the dims (a matrix's transpose: matmul's VJP binds three a two-layer step), numpy's
-    transpose of the array alone (a C method: no Python frame, no params dict per call)."""
+    """The plan's numpy call (registry ``extra["fast"]``): numpy's transpose as a C-level
+    callable (no Python frame, no params dict per call), of the array alone for a
+    permutation that reverses the dims (a matrix's transpose: matmul's VJP binds three a
+    two-layer step)."""
     dims = params["dims"]
-    return np.ndarray.transpose if dims == tuple(range(len(dims) - 1, -1, -1)) else None
+    return np.ndarray.transpose if dims == tuple(range(len(dims) - 1, -1, -1)) else _methodcaller("transpose", dims)
 
 
 PERMUTE = defprim("permute", lambda xp, a, dims: a.transpose(dims), _permute_rule,
@@ -303,7 +304,7 @@ def _whole_view(a):
 def _viewable(data: np.ndarray, shape) -> bool:
     """Whether numpy can reshape `data` to `shape` without copying."""
     try:
-        np.reshape(data, shape, copy=False)
+        data.reshape(shape, copy=False)
     except ValueError:
         return False
     return True
@@ -322,7 +323,7 @@ def view(a, *shape, size=None):
     # (a C-contiguous array takes any shape of its size as a view: only others are tried)
     if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
         try:
-            np.reshape(data, new, copy=False)
+            data.reshape(new, copy=False)
         except ValueError:
             raise ShapeError(f"view: shape {new} is not compatible with the input's size and strides "
                              f"(shape {tuple(a.shape)}, strides {tuple(data.strides)} bytes: a transposed, "
