@@ -503,6 +503,16 @@ def narrow(a, dim: int, start: int, length: int):
 
 
 def split(a, split_size_or_sections, dim: int = 0):
+    getitem = _GETITEM or _getitem_prim()
+    return tuple([bind(getitem, a, spec=spec)
+                  for spec in _normalized(_split_specs, a, (split_size_or_sections, dim))])
+
+
+def _split_specs(a, args):
+    """The pieces' index specs of ``split(a, *args)``, as `narrow` makes one: the sizes add
+    up to the dim, so every piece is in range (narrow's checks per piece cost as much as the
+    view); kept per shape and arguments (`_normalized`), the same tuples each call."""
+    split_size_or_sections, dim = args
     d = normalize_dim(dim, a.ndim, "split")
     n = a.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -518,12 +528,10 @@ def split(a, split_size_or_sections, dim: int = 0):
             raise ShapeError(f"split: sections {sizes} do not add up to size {n} of dim {dim}")
         if any(s < 0 for s in sizes):
             raise ValueError(f"split: sections must be non-negative, got {sizes}")
-    # the pieces' specs made here, as `narrow` makes one: the sizes add up to the dim, so
-    # every piece is in range (narrow's checks per piece cost as much as the view)
-    getitem, lead = _GETITEM or _getitem_prim(), _WHOLE_DIM * d
+    lead = _WHOLE_DIM * d
     out, start = [], 0
     for s in sizes:
-        out.append(bind(getitem, a, spec=lead + (("s", start, start + s, None),)))
+        out.append(lead + (("s", start, start + s, None),))
         start += s
     return tuple(out)
 
