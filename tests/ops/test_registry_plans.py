@@ -32,20 +32,21 @@ def test_a_spec_with_a_non_constant_item_takes_the_general_path():
     assert r._base is x and not indexing.GETITEM.plans
 
 
-def test_a_tuple_param_found_plain_once_is_not_checked_again_and_others_still_are():
-    # the same spec tuple twice: remembered by identity, its plan taken; an equal tuple
-    # holding a numpy integer still takes the general path and keeps no plan
+def test_kept_index_specs_are_taken_by_identity_and_other_tuples_still_checked():
+    # basic indexing keeps its spec per index (remember_plain): bind takes it again without
+    # checking its items; an equal spec holding a numpy integer takes the general path
     from tracejit.ops import eager
     x = tj.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     indexing.GETITEM.plans.clear()
-    spec = (("s", 1, 3, None),)
-    first = tj.ops.eager.bind(indexing.GETITEM, x, spec=spec)
+    indexing._SPECS.clear()
+    first = x[1:3]
+    spec = indexing._SPECS[(2, slice, ((1, 3, None),))]
     assert eager._PLAIN.get(id(spec)) is spec and len(indexing.GETITEM.plans) == 1
-    again = tj.ops.eager.bind(indexing.GETITEM, x, spec=spec)
-    np.testing.assert_array_equal(again.numpy(), first.numpy())
+    np.testing.assert_array_equal(x[1:3].numpy(), first.numpy())
     indexing.GETITEM.plans.clear()
     odd = (("s", np.int64(1), 3, None),)
-    r = tj.ops.eager.bind(indexing.GETITEM, x, spec=odd)
+    eager.remember_plain(odd)   # (not plain: ignored)
+    r = eager.bind(indexing.GETITEM, x, spec=odd)
     np.testing.assert_array_equal(r.numpy(), x.numpy()[1:3])
     assert not indexing.GETITEM.plans and eager._PLAIN.get(id(odd)) is None
 

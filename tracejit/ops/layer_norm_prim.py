@@ -17,7 +17,7 @@ from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
 from .reductions import mean, sum as _sum, sum_
 from .registry import Aval, defprim
-from .eager import bind
+from .eager import bind, remember_plain
 from .shape import reshape
 from .normalization import as_input, check_dtypes, in_opmath
 
@@ -220,6 +220,8 @@ def layer_norm(x, n: int, weight=None, bias=None, eps: float = 1e-5):
     return bind(LAYER_NORM, x, *wb, n=n, eps=float(eps), affine=affine)
 
 
-# the `affine` param by 2 * (has weight) + (has bias): the same tuples each call (eager.py
-# checks a tuple param it has seen before by identity)
+# the `affine` param by 2 * (has weight) + (has bias): the same tuples each call, which
+# bind takes without checking their items (eager.remember_plain)
 _AFFINE = ((False, False), (False, True), (True, False), (True, True))
+for _a in _AFFINE:
+    remember_plain(_a)

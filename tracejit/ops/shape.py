@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from ..errors import IndexRangeError, ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from .registry import Aval, defprim
-from .eager import bind, eager_layout, trace_hooks
+from .eager import bind, eager_layout, remember_plain, trace_hooks
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
 from .shape_params import keyword_shape as _keyword_shape
@@ -506,6 +506,8 @@ def narrow(a, dim: int, start: int, length: int):
 
 def split(a, split_size_or_sections, dim: int = 0):
     getitem = _GETITEM or _getitem_prim()
+    if type(split_size_or_sections) is list:   # (as a tuple: kept like a split size)
+        split_size_or_sections = tuple(split_size_or_sections)
     return tuple([bind(getitem, a, spec=spec)
                   for spec in _normalized(_split_specs, a, (split_size_or_sections, dim))])
 
@@ -534,6 +536,7 @@ def _split_specs(a, args):
     out, start = [], 0
     for s in sizes:
         out.append(lead + (("s", start, start + s, None),))
+        remember_plain(out[-1])
         start += s
     return tuple(out)
 
