@@ -286,7 +286,7 @@ class Tensor:
         """Whether memory is dense in `memory_format`'s order (row-major by default; for
         channels_last, channels innermost, as PyTorch's strides would say)."""
         if memory_format is None or memory_format.name in ("contiguous_format", "preserve_format"):
-            return bool(self._data.flags["C_CONTIGUOUS"])
+            return self._data.flags.c_contiguous
         from .formats import dense_in_order
         return dense_in_order(self, memory_format)
 

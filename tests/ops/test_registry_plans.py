@@ -32,6 +32,37 @@ def test_a_spec_with_a_non_constant_item_takes_the_general_path():
     assert r._base is x and not indexing.GETITEM.plans
 
 
+def test_kept_index_specs_are_taken_by_identity_and_other_tuples_still_checked():
+    # basic indexing keeps its spec per index (remember_plain): bind takes it again without
+    # checking its items; an equal spec holding a numpy integer takes the general path
+    from tracejit.ops import eager
+    x = tj.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    indexing.GETITEM.plans.clear()
+    indexing._SPECS.clear()
+    first = x[1:3]
+    spec = indexing._SPECS[(2, slice, ((1, 3, None),))]
+    assert eager._PLAIN.get(id(spec)) is spec and len(indexing.GETITEM.plans) == 1
+    np.testing.assert_array_equal(x[1:3].numpy(), first.numpy())
+    indexing.GETITEM.plans.clear()
+    odd = (("s", np.int64(1), 3, None),)
+    eager.remember_plain(odd)   # (not plain: ignored)
+    r = eager.bind(indexing.GETITEM, x, spec=odd)
+    np.testing.assert_array_equal(r.numpy(), x.numpy()[1:3])
+    assert not indexing.GETITEM.plans and eager._PLAIN.get(id(odd)) is None
+
+
+def test_a_permute_plan_is_lean_and_a_view():
+    from tracejit.ops import shape
+    x = tj.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    shape.PERMUTE.plans.clear()
+    ys = [x.permute(1, 0, 2) for _ in range(2)]
+    (plan,) = shape.PERMUTE.plans.values()
+    assert plan.lean is not None
+    for y in ys:
+        np.testing.assert_array_equal(y.numpy(), x.numpy().transpose(1, 0, 2))
+        assert y._base is x and np.shares_memory(y.numpy(), x.numpy())
+
+
 @pytest.mark.parametrize("grad", [False, True])
 def test_indexing_through_a_plan_records_its_gradient(grad):
     x = tj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=grad)

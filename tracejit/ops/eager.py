@@ -123,9 +123,10 @@ def bind(prim: Primitive, *args, **params):
             for v in params.values():
                 t = type(v)
                 if t is tuple:
-                    for e in v:
-                        if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
-                            return _eager_general(prim, (a,), params, None)
+                    if _PLAIN.get(id(v)) is not v:
+                        for e in v:
+                            if type(e) not in _PARAM_TYPES and not _plain_tuple(e):
+                                return _eager_general(prim, (a,), params, None)
                 elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
                     return _eager_general(prim, (a,), params, None)
             key = (x.shape, a.dtype, tuple(params.items()))
@@ -370,6 +371,22 @@ def _plain_tuple(t) -> bool:
     return True
 
 
+# Tuple params known plain, by identity (each kept alive, so its id stays its own): the
+# params the shape functions and indexing keep per shape and arguments (`remember_plain`),
+# passed again as the same tuples each call; checking an index spec's items cost a third
+# of a view's dispatch.
+_PLAIN: dict = {}
+
+
+def remember_plain(v) -> None:
+    """Let `bind` take the tuple param `v` without checking its items on each call: for
+    params an op keeps and passes again as the same object. Ignored unless plain."""
+    if type(v) is tuple and all([type(x) in _PARAM_TYPES or _plain_tuple(x) for x in v]):
+        if len(_PLAIN) >= _MAX_PLANS * 32:
+            _PLAIN.clear()
+        _PLAIN[id(v)] = v
+
+
 def _param_key(params):
     """The params as part of a plan key, or None when some value is not a plain constant
     or a tuple of those (a key must neither keep arrays alive nor compare tensors). A -0.0
@@ -377,9 +394,10 @@ def _param_key(params):
     for v in params.values():
         t = type(v)
         if t is tuple:
-            for x in v:
-                if type(x) not in _PARAM_TYPES and not _plain_tuple(x):
-                    return None
+            if _PLAIN.get(id(v)) is not v:
+                for x in v:
+                    if type(x) not in _PARAM_TYPES and not _plain_tuple(x):
+                        return None
         elif t not in _PARAM_TYPES or (t is float and v == 0.0 and _copysign(1.0, v) < 0.0):
             return None
     return tuple(params.items())

@@ -21,7 +21,7 @@ from .elementwise import cast, where
 from .distinct_add import add_distinct, within, wrapped
 from .donation import donating, target
 from .registry import Aval, defprim
-from .eager import bind, trace_hooks, trace_state
+from .eager import bind, remember_plain, trace_hooks, trace_state
 from .shape import _whole_view, stack
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 from . import masked_assign as _masked
@@ -497,6 +497,7 @@ def _plain_spec(a, index):
             spec = _WHOLE
         if len(_SPECS) < _MAX_SPECS:
             _SPECS[key] = spec
+            remember_plain(spec)
     return spec
 
 

@@ -17,7 +17,7 @@ from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
 from .reductions import mean, sum as _sum, sum_
 from .registry import Aval, defprim
-from .eager import bind
+from .eager import bind, remember_plain
 from .shape import reshape
 from .normalization import as_input, check_dtypes, in_opmath
 
@@ -210,10 +210,18 @@ def layer_norm(x, n: int, weight=None, bias=None, eps: float = 1e-5):
     x, which is then normalized in float32 and the result rounded to its dtype once."""
     if x.dtype.is_floating_point:
         check_dtypes("layer_norm", x, weight=weight, bias=bias)
-    wb = tuple(t for t in (weight, bias) if t is not None)
-    if any(t.dtype is not x.dtype for t in wb):
-        wide = in_opmath(x)
-        wb = tuple(in_opmath(t) for t in wb)
-        return as_input(bind(LAYER_NORM, wide, *wb, n=n, eps=float(eps),
-                             affine=(weight is not None, bias is not None)), x)
-    return bind(LAYER_NORM, x, *wb, n=n, eps=float(eps), affine=(weight is not None, bias is not None))
+    wb = [t for t in (weight, bias) if t is not None]
+    affine = _AFFINE[2 * (weight is not None) + (bias is not None)]
+    for t in wb:
+        if t.dtype is not x.dtype:
+            wide = in_opmath(x)
+            wb = [in_opmath(t) for t in wb]
+            return as_input(bind(LAYER_NORM, wide, *wb, n=n, eps=float(eps), affine=affine), x)
+    return bind(LAYER_NORM, x, *wb, n=n, eps=float(eps), affine=affine)
+
+
+# the `affine` param by 2 * (has weight) + (has bias): the same tuples each call, which
+# bind takes without checking their items (eager.remember_plain)
+_AFFINE = ((False, False), (False, True), (True, False), (True, True))
+for _a in _AFFINE:
+    remember_plain(_a)

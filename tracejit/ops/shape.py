@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from ..errors import IndexRangeError, ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from .registry import Aval, defprim
-from .eager import bind, eager_layout, trace_hooks
+from .eager import bind, eager_layout, remember_plain, trace_hooks
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
 from .shape_params import keyword_shape as _keyword_shape
@@ -98,11 +98,12 @@ def _inverse(dims):
 # (the array's own method, numpy's or cupy's: np.transpose's Python wrapper costs 0.5 µs, the
 # method 0.14; matmul's backward permutes every weight gradient)
 def _permute_fast(shapes, dtype, params):
-    """The plan's numpy call (registry ``extra["fast"]``): for a permutation that reverses
-    the dims (a matrix's transpose: matmul's VJP binds three a two-layer step), numpy's
-    transpose of the array alone (a C method: no Python frame, no params dict per call)."""
+    """The plan's numpy call (registry ``extra["fast"]``): numpy's transpose as a C-level
+    callable (no Python frame, no params dict per call), of the array alone for a
+    permutation that reverses the dims (a matrix's transpose: matmul's VJP binds three a
+    two-layer step)."""
     dims = params["dims"]
-    return np.ndarray.transpose if dims == tuple(range(len(dims) - 1, -1, -1)) else None
+    return np.ndarray.transpose if dims == tuple(range(len(dims) - 1, -1, -1)) else _methodcaller("transpose", dims)
 
 
 PERMUTE = defprim("permute", lambda xp, a, dims: a.transpose(dims), _permute_rule,
@@ -249,9 +250,11 @@ FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims).copy(),
                lambda a, dims: Aval(a.shape, a.dtype, a.device),
                lambda g, out, a, dims: (flip(g, dims),), kind="shape", save=lambda rq: ())
 
+# (the plan's call: numpy's C-ordered copy as the array's own method, no impl frame per call)
 COPY = defprim("copy", lambda xp, a: xp.array(a, copy=True, order="C"),
                lambda a: Aval(a.shape, a.dtype, a.device),
-               lambda g, out, a: (g,), kind="elementwise", scalar=lambda e, a: a, save=lambda rq: ())
+               lambda g, out, a: (g,), kind="elementwise", scalar=lambda e, a: a, save=lambda rq: (),
+               extra={"fast": lambda shapes, dtype, params: np.ndarray.copy})
 
 
 def _to_device_impl(xp, a, device):
@@ -303,7 +306,7 @@ def _whole_view(a):
 def _viewable(data: np.ndarray, shape) -> bool:
     """Whether numpy can reshape `data` to `shape` without copying."""
     try:
-        np.reshape(data, shape, copy=False)
+        data.reshape(shape, copy=False)
     except ValueError:
         return False
     return True
@@ -322,7 +325,7 @@ def view(a, *shape, size=None):
     # (a C-contiguous array takes any shape of its size as a view: only others are tried)
     if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
         try:
-            np.reshape(data, new, copy=False)
+            data.reshape(new, copy=False)
         except ValueError:
             raise ShapeError(f"view: shape {new} is not compatible with the input's size and strides "
                              f"(shape {tuple(a.shape)}, strides {tuple(data.strides)} bytes: a transposed, "
@@ -502,6 +505,18 @@ def narrow(a, dim: int, start: int, length: int):
 
 
 def split(a, split_size_or_sections, dim: int = 0):
+    getitem = _GETITEM or _getitem_prim()
+    if type(split_size_or_sections) is list:   # (as a tuple: kept like a split size)
+        split_size_or_sections = tuple(split_size_or_sections)
+    return tuple([bind(getitem, a, spec=spec)
+                  for spec in _normalized(_split_specs, a, (split_size_or_sections, dim))])
+
+
+def _split_specs(a, args):
+    """The pieces' index specs of ``split(a, *args)``, as `narrow` makes one: the sizes add
+    up to the dim, so every piece is in range (narrow's checks per piece cost as much as the
+    view); kept per shape and arguments (`_normalized`), the same tuples each call."""
+    split_size_or_sections, dim = args
     d = normalize_dim(dim, a.ndim, "split")
     n = a.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -517,12 +532,11 @@ def split(a, split_size_or_sections, dim: int = 0):
             raise ShapeError(f"split: sections {sizes} do not add up to size {n} of dim {dim}")
         if any(s < 0 for s in sizes):
             raise ValueError(f"split: sections must be non-negative, got {sizes}")
-    # the pieces' specs made here, as `narrow` makes one: the sizes add up to the dim, so
-    # every piece is in range (narrow's checks per piece cost as much as the view)
-    getitem, lead = _GETITEM or _getitem_prim(), _WHOLE_DIM * d
+    lead = _WHOLE_DIM * d
     out, start = [], 0
     for s in sizes:
-        out.append(bind(getitem, a, spec=lead + (("s", start, start + s, None),)))
+        out.append(lead + (("s", start, start + s, None),))
+        remember_plain(out[-1])
         start += s
     return tuple(out)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from .eager import remember_plain
 from ..shapes import normalize_dim
 from ..size import Size
 
@@ -47,6 +48,7 @@ def normalized(fn, a, args):
         v = fn(a, args)
         if len(NORMALIZED) < MAX_NORMALIZED:
             NORMALIZED[key] = v
+            remember_plain(v)   # (bind then takes it without checking its items)
     return v
 
 
