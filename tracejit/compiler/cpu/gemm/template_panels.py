@@ -127,14 +127,6 @@ def panel_pack_t(w, wp, p0, p1, k0, kd):
 '''
 
 
-def _rest_widths(v: int) -> list:
-    out, w = [], v
-    while w >= 1:
-        out.append(w)
-        w //= 2
-    return out
-
-
 def panel_source(dtype: str) -> str:
     """The panel module's source for `dtype` (this CPU's configuration)."""
     head = f"# tracejit's GEMM template panels for {dtype} (tracejit/compiler/cpu/gemm/template_panels.py)\n"
@@ -144,7 +136,7 @@ def panel_source(dtype: str) -> str:
 def _rows_source(dtype: str, cfg: template.Config) -> str:
     """The tiles of `cfg` and the `_rows` driver on them."""
     v = vector_width(dtype)
-    widths = _rest_widths(v)
+    widths = template.rest_widths(v)
     tiles = "\n".join(f"_pr{w} = _make_tile(MR, ({w},), True)\n_pr{w}1 = _make_tile(1, ({w},), True)"
                       for w in widths)
     loops = []
