@@ -119,7 +119,6 @@ def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt):
     ldg = gh.strides[2] // gh.itemsize
     tb = t - t % 16
     for i in range(lo, hi):
-PULL(dw, q, kk, vv, gh)
         for h in range(nh):
             wi = w[i, h]
             for a in range(t):                      # dv = w^T g
@@ -163,7 +162,6 @@ def kernel(fn, q, kk, scale, w, r, lo, hi, sb, kt):
     ldq = q.strides[2] // q.itemsize
     tb = t - t % 16
     for i in range(lo, hi):
-PULL(sb, q, kk)
         for h in range(nh):
 TRANSPOSED(kt, kk)
             for b0 in range(0, t, r):               # scores q k^T
@@ -181,30 +179,6 @@ _TRANSPOSED = """            for r0 in range(0, tb, 16):
             for a in range(tb, t):
                 for j in range(hd):
                     DST[j, a] = SRC[i, h, a, j]"""
-
-
-# Batch element i's rows of the head views named, read one element per cache line in
-# address order before its heads' products, which then find them in cache: a head's rows
-# are 256 B runs 3 KB apart, which the hardware prefetchers do not follow (backward with
-# swept caches 5.68 -> 5.07 ms min). The sum read goes into a scratch buffer's first
-# element, which the next product overwrites, so the reads are not dropped.
-def _pulled_in(template: str) -> str:
-    """`template` with each ``PULL(sink, a, b, ...)`` line replaced by the loop reading batch
-    element i's rows of head views a, b, ... one element per cache line (the comment above),
-    its sum stored in ``sink[0, 0]``."""
-    out = []
-    for line in template.split("\n"):
-        if not line.startswith("PULL("):
-            out.append(line)
-            continue
-        sink, *views = (v.strip() for v in line[len("PULL("):-1].split(","))
-        out += ["        sink = np.{t}(0.0)", "        for a in range(t):"]
-        for v in views:      # (PULL_STEP: elements per 64-byte line, `_gemm_kernel`)
-            out += ["            for h in range(nh):",
-                    "                for j in range(0, hd, PULL_STEP):",
-                    f"                    sink += {v}[i, h, a, j]"]
-        out.append(f"        {sink}[0, 0] = sink")
-    return "\n".join(out)
 
 
 # where each buffer's element (j, a) is: the standalone kernel writes head (i, h) of its 5-d
@@ -238,10 +212,10 @@ def _gemm_kernel(name: str, template: str, rows: tuple, xp, *arrays):
 
     def source():
         gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
-        body = _pulled_in(_transposed_in(template, ("kt", "kk"), ("vt", "vv")))
+        body = _transposed_in(template, ("kt", "kk"), ("vt", "vv"))
         return (body.replace("GEMM", gemm)
                 .replace("ROWS", row_forms.kernel_source(prim, count, dtype, params, fname))
-                .replace("PULL_STEP", str(64 // np.dtype(dtype).itemsize)).replace("{t}", dtype))
+                .replace("{t}", dtype))
     k = _kernel(("attention", name, dtype, bits, tuple(sorted(params.items()))), source)
     fn = k.get()
     if fn is None:
