@@ -165,10 +165,9 @@ def _against_definition(n, t, e, h, seq_first):
 @pytest.mark.parametrize("kernel", [True, False])
 @pytest.mark.parametrize("seq_first", [False, True])
 def test_primitive_against_its_numpy_definition(seq_first, kernel, batch_split, monkeypatch):
-    """context, backward and the weights against numpy; the backward by batch element
-    with the softmax backward row kernel, or (`kernel` False) by slices as array operations."""
+    """context, backward and the weights against numpy; the backward by its part kernel,
+    or (`kernel` False) by slices as array operations."""
     if not kernel:
-        monkeypatch.setattr(AK, "softmax_backward_kernel", lambda *arrays: None)
         monkeypatch.setattr(AK, "_backward_part_kernel", lambda *arrays: None)
     _against_definition(N, T, E, H, seq_first)
     mode, launches = batch_split
@@ -196,8 +195,9 @@ def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, 
     the right operand copied or (`kernel`) transposed into a buffer (`_head_products`,
     `_head_products_t`: what T = 128, head_dim 64 takes), forced here by a lower small-matrix
     bound; with `kernel` the weights' and the backward's parts run as one numba call
-    each (GEMMs by address), without it the parts are driven from Python and q k^T and g v^T
-    stay whole products. Context, backward and the weights against numpy, at once and split."""
+    each (GEMMs by address), without it the weights' parts are driven from Python (q k^T a
+    whole product) and the backward runs by slices. Context, backward and the weights
+    against numpy, at once and split."""
     monkeypatch.setattr(AK, "_SMALL_GEMM", 128)
     if kernel:
         assert AK._backward_part_kernel(np, np.zeros((1, 1, 2, 2)), np.zeros(2), np.zeros(2)) is not None
@@ -215,9 +215,9 @@ def test_products_in_row_blocks_against_the_numpy_definition(seq_first, kernel, 
 def test_part_kernels_on_their_way_run_numpy_and_ask_for_no_fallback(seq_first, monkeypatch):
     """While a part kernel is compiling (`_gemm_kernel` gives (None, address)), the weights
     and the backward run numpy's form and ask for none of the fallback
-    form's kernels (softmax's row kernels, the transposing copy: they would be compiled
-    ahead of the part kernels only to go idle); where the part kernel is not coming (None),
-    they are asked for. Values against numpy's definition either way."""
+    form's kernels (softmax's row kernel, the transposing copy: they would be compiled
+    ahead of the part kernels only to go idle); where the weights' part kernel is not
+    coming (None), they are asked for. Values against numpy's definition either way."""
     asked = []
 
     def fallback(name):
@@ -225,7 +225,7 @@ def test_part_kernels_on_their_way_run_numpy_and_ask_for_no_fallback(seq_first, 
             asked.append(name)
             return None
         return ask
-    for name in ("softmax_kernel", "softmax_backward_kernel", "_transpose_kernel"):
+    for name in ("softmax_kernel", "_transpose_kernel"):
         monkeypatch.setattr(AK, name, fallback(name))
     monkeypatch.setattr(AK.row_forms, "run", fallback("row_forms.run"))   # (the rows-form kernels)
     monkeypatch.setattr(AK, "_forward_part_kernel", lambda *arrays: (None, 0))
@@ -235,7 +235,7 @@ def test_part_kernels_on_their_way_run_numpy_and_ask_for_no_fallback(seq_first, 
     monkeypatch.setattr(AK, "_forward_part_kernel", lambda *arrays: None)
     monkeypatch.setattr(AK, "_backward_part_kernel", lambda *arrays: None)
     _against_definition(3, 8, 8, 2, seq_first)
-    assert {"softmax_kernel", "softmax_backward_kernel"} <= set(asked)
+    assert "softmax_kernel" in asked
 
 
 def test_backward_same_bits_at_once_and_split(forced_split):

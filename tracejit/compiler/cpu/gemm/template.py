@@ -101,16 +101,16 @@ def _ask_avx512() -> bool:
         return False
 
 
+def rest_widths(v: int) -> list:
+    """The column widths of the tiles past the whole panels: v, then each power of two below."""
+    return [v >> i for i in range(v.bit_length())]
+
+
 def _rests(v: int, dot: bool = False) -> tuple:
     """Tile definitions and calls for the columns past the whole panels: one vector, then
     narrower powers of two (dot tiles: half a tile's columns, then narrower)."""
     defs, calls = [], []
-    widths = []
-    w = v
-    while w >= 1:
-        widths.append(w)
-        w //= 2
-    for w in widths:
+    for w in rest_widths(v):
         if dot:
             defs.append(f"_r{w} = _make_dot(MR, {w})\n_r{w}1 = _make_dot(1, {w})")
             calls.append(f"            elif jt + {w} <= j_hi:\n                w = {w}\n"

@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....ops.attention_prim import _TO_HEADS, _parts, _split, backward_parts, backward_slice
-from ....ops.softmax_prim import (SOFTMAX, SOFTMAX_BACKWARD, softmax_backward_passes,
-                                  softmax_passes)
+from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, softmax_passes
 from ..gemm.blas_gemm import GEMM_SOURCE, gemm_address
 from ..runtime import sharepool as _sharepool
 from . import row_forms
@@ -97,10 +96,9 @@ def _chunk(lo: int, hi: int) -> int:
     return max(1, min(_CHUNK, hi - lo))
 
 
-# attention_backward's part [lo, hi) as one nogil call: the same products as
-# `_head_products` / `_head_products_t` (through numpy's cblas_?gemm by address) and
-# softmax's backward rows, so the same bits. Driven from Python, the threads' parts waited
-# for each other's GIL (two-thread backward 3.01 -> 2.73 ms min).
+# attention_backward's part [lo, hi) as one nogil call: its four products (through numpy's
+# cblas_?gemm by address) and softmax's backward rows. Driven from Python, the threads'
+# parts waited for each other's GIL (two-thread backward 3.01 -> 2.73 ms min).
 _BACKWARD_PART = """
 import numpy as np
 from numba import njit
@@ -121,7 +119,6 @@ def kernel(fn, w, gh, q, kk, vv, ov, oq, ok, scale, r, lo, hi, dw, ds, rb, vt):
     ldg = gh.strides[2] // gh.itemsize
     tb = t - t % 16
     for i in range(lo, hi):
-PULL(dw, q, kk, vv, gh)
         for h in range(nh):
             wi = w[i, h]
             for a in range(t):                      # dv = w^T g
@@ -165,7 +162,6 @@ def kernel(fn, q, kk, scale, w, r, lo, hi, sb, kt):
     ldq = q.strides[2] // q.itemsize
     tb = t - t % 16
     for i in range(lo, hi):
-PULL(sb, q, kk)
         for h in range(nh):
 TRANSPOSED(kt, kk)
             for b0 in range(0, t, r):               # scores q k^T
@@ -183,30 +179,6 @@ _TRANSPOSED = """            for r0 in range(0, tb, 16):
             for a in range(tb, t):
                 for j in range(hd):
                     DST[j, a] = SRC[i, h, a, j]"""
-
-
-# Batch element i's rows of the head views named, read one element per cache line in
-# address order before its heads' products, which then find them in cache: a head's rows
-# are 256 B runs 3 KB apart, which the hardware prefetchers do not follow (backward with
-# swept caches 5.68 -> 5.07 ms min). The sum read goes into a scratch buffer's first
-# element, which the next product overwrites, so the reads are not dropped.
-def _pulled_in(template: str) -> str:
-    """`template` with each ``PULL(sink, a, b, ...)`` line replaced by the loop reading batch
-    element i's rows of head views a, b, ... one element per cache line (the comment above),
-    its sum stored in ``sink[0, 0]``."""
-    out = []
-    for line in template.split("\n"):
-        if not line.startswith("PULL("):
-            out.append(line)
-            continue
-        sink, *views = (v.strip() for v in line[len("PULL("):-1].split(","))
-        out += ["        sink = np.{t}(0.0)", "        for a in range(t):"]
-        for v in views:      # (PULL_STEP: elements per 64-byte line, `_gemm_kernel`)
-            out += ["            for h in range(nh):",
-                    "                for j in range(0, hd, PULL_STEP):",
-                    f"                    sink += {v}[i, h, a, j]"]
-        out.append(f"        {sink}[0, 0] = sink")
-    return "\n".join(out)
 
 
 # where each buffer's element (j, a) is: the standalone kernel writes head (i, h) of its 5-d
@@ -240,10 +212,10 @@ def _gemm_kernel(name: str, template: str, rows: tuple, xp, *arrays):
 
     def source():
         gemm = GEMM_SOURCE.replace("{t}", dtype).replace("{bits}", str(bits))
-        body = _pulled_in(_transposed_in(template, ("kt", "kk"), ("vt", "vv")))
+        body = _transposed_in(template, ("kt", "kk"), ("vt", "vv"))
         return (body.replace("GEMM", gemm)
                 .replace("ROWS", row_forms.kernel_source(prim, count, dtype, params, fname))
-                .replace("PULL_STEP", str(64 // np.dtype(dtype).itemsize)).replace("{t}", dtype))
+                .replace("{t}", dtype))
     k = _kernel(("attention", name, dtype, bits, tuple(sorted(params.items()))), source)
     fn = k.get()
     if fn is None:
@@ -276,18 +248,6 @@ def softmax_kernel(xp, x, *mask):
 
     def fn(s, scale, out, *m):
         got = row_forms.run(SOFTMAX, (s,) + m, {"dim": s.ndim - 1, "scale": float(scale)}, out=[out])
-        return got is not None
-    return fn
-
-
-def softmax_backward_kernel(xp, g, y):
-    """softmax backward's rows-form kernel for arrays like `g` and `y`, as ``fn(g, y, scale,
-    out) -> bool`` (as `softmax_kernel`), `out` not overlapping `g`, or None."""
-    if not _takes(xp, g, y):
-        return None
-
-    def fn(g, y, scale, out):
-        got = row_forms.run(SOFTMAX_BACKWARD, (g, y), {"dim": g.ndim - 1, "scale": float(scale)}, out=[out])
         return got is not None
     return fn
 
@@ -366,42 +326,17 @@ def backward(g, qkv, w, *, tokens, heads, seq_first, scale):
     a, c, e, hd = _split(qkv.shape, tokens, heads)
     q, k, v, gh, out, (oq, ok, ov) = backward_parts(np, g, qkv, tokens, heads, seq_first)
     n, _, t, s = w.shape
-    # the part kernel first: while it is on its way numpy's form runs (`backward_slice`),
-    # and the fallback form's kernels are not asked for (`_gemm_kernel`)
+    # the part kernel; while it is on its way (or where there is none) numpy's form runs
+    # (`backward_slice`)
     found = _backward_part_kernel(np, w, g, qkv, scale)
     whole = found if found is not None and found[0] is not None else None
-    fn = softmax_backward_kernel(np, w, w) if found is None else None
     r = _block_rows(t, hd, s)
-    if fn is not None:
-        rows = heads * t                               # softmax rows per batch element
-        w2 = w.reshape(n * rows, s)
-        tr = _transpose_kernel(np, qkv)
 
     def part(lo, hi):
-        # `_CHUNK` batch elements at a time, their (T, T) weight gradients in two buffers
-        # that stay in cache
-        if whole is not None:
-            bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
-            return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs)
-        if fn is None:
+        if whole is None:
             return backward_slice(np, slice(lo, hi), w, gh, q, k, v, oq, ok, ov, scale)
-        # the four products in small-matrix blocks (`_head_products`, `_head_products_t`),
-        # their right operands copied (or transposed) in turn into `rb` / `vb`
-        ch = _chunk(lo, hi)
-        dw = np.empty((ch, heads, t, s), dtype=w.dtype)
-        ds = np.empty_like(dw)
-        rb = np.empty((ch, heads, 1, s, hd), dtype=w.dtype)
-        vb = np.empty((ch, heads, 1, hd, s), dtype=w.dtype)
-        for i in range(lo, hi, ch):
-            j = min(i + ch, hi)
-            m, b = j - i, slice(i, j)
-            dwm, dsm = dw[:m], ds[:m]
-            _head_products(np.swapaxes(w[b], -1, -2), gh[b], ov[b], r, rb[:m])  # dv = w^T g
-            _head_products_t(gh[b], v[b], dwm, r, vb[:m], tr)                    # dw = g v^T
-            # through softmax (into another buffer: see `softmax_backward_kernel`)
-            if not fn(dwm.reshape(m * rows, s), w2[i * rows:j * rows], scale, dsm.reshape(m * rows, s)):
-                dsm[...] = softmax_backward_passes(np, dwm, w[b], 3, scale)
-            _head_products(dsm, k[b], oq[b], r, rb[:m])                          # dq = ds k
-            _head_products(np.swapaxes(dsm, -1, -2), q[b], ok[b], r, rb[:m])     # dk = ds^T q
+        # its (T, T) weight gradients in two buffers that stay in cache
+        bufs = [np.empty(shape, dtype=w.dtype) for shape in ((t, s), (t, s), (s, hd), (hd, s))]
+        return whole[0](whole[1], w, gh, q, k, v, ov, oq, ok, scale, r, lo, hi, *bufs)
     _sharepool.split(part, n, 4 * n * heads * t * s * hd)
     return out.reshape(a * c, 3 * e)
