@@ -15,6 +15,8 @@ import gc
 import os
 import warnings
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..autograd import grad_mode as _gm
 from ..errors import ScriptError, TraceError, _PKG_DIR, user_stacklevel
@@ -54,7 +56,7 @@ class Capture:
                 shape = tuple(x._data.shape)
                 descs.append(LeafDesc("tensor", name, x.dtype, x.device, x.requires_grad, shape))
             elif _runtime_scalar(x, self._mode) or (type(x) is int and name in self._dynamic_ints):
-                descs.append(LeafDesc("scalar", name, value=type(x)))
+                descs.append(LeafDesc("scalar", name, value=float if type(x) is np.float64 else type(x)))
             elif isinstance(x, (bool, int, float, str, type(None), bytes)) or _dt_like(x):
                 descs.append(LeafDesc("const", name, value=x))
             elif self._mode == "script":
@@ -563,7 +565,8 @@ def _ident(name: str) -> str:
 def _runtime_scalar(x, mode: str) -> bool:
     """Is this argument leaf a runtime input of the graph (rather than specialized)?
 
-    @trace: Python floats (a learning rate, the previous loss) are inputs; ints and bools
+    @trace: Python floats (a learning rate, the previous loss; numpy's float64, a float
+    subclass, as well: ``max(0.5, tau * np.exp(-r))``) are inputs; ints and bools
     usually decide sizes and structure, and stay specialized (guarded by value).
     @script: ints and floats are inputs (its loops and branches on them become graph
     control flow); bools are flags that steer Python structure (``has_mask=True``) and are
@@ -572,8 +575,8 @@ def _runtime_scalar(x, mode: str) -> bool:
     """
     t = type(x)
     if mode == "script":
-        return t is int or t is float
-    return t is float
+        return t is int or t is float or t is np.float64
+    return t is float or t is np.float64
 
 
 def _dt_like(x) -> bool:
