@@ -32,8 +32,11 @@ autoencoder with unit-norm decoder rows, prototypical networks over episodes of 
 ways and shots, DiT's adaLN-Zero blocks sampled by DDIM with classifier-free
 guidance, lottery-ticket pruning by torch.nn.utils.prune with rewinding, Glow (ActNorm's
 data-dependent init, an LU-form invertible 1x1 conv), JEM's SGLD sampling from a replay
-buffer, and a categorical VAE under straight-through Gumbel-softmax with an annealed
-temperature) run unchanged
+buffer, a categorical VAE under straight-through Gumbel-softmax with an annealed
+temperature, Tokens-to-Token ViT (nn.Unfold soft splits, F.fold, SequentialLR), RWKV-4's
+WKV recurrence with a save/load round trip, a Set Transformer over padded masked sets, and
+a Temporal Fusion Transformer (GRNs, variable selection, LSTM encoder-decoder, quantile
+loss)) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -70,14 +73,15 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # top-k SAE (topk/scatter, a buffer counting dead latents), prototypical networks
 # (dynamic=True over episode sizes), DiT (a compiled bound method for guided sampling),
 # pruning (forward pre-hooks that come and go), Glow, JEM (input gradients through the
-# compiled energy) and the Gumbel-softmax VAE (a numpy float64 temperature)
+# compiled energy), the Gumbel-softmax VAE (a numpy float64 temperature), T2T-ViT, RWKV
+# (a loop over time), a Set Transformer (set sizes going dynamic) and a TFT (two LSTMs)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
             "prog_llamagen.py", "prog_stn.py", "prog_gp.py", "prog_attnseq.py", "prog_mpnn.py",
             "prog_moco.py", "prog_sac.py", "prog_capsnet.py", "prog_lora.py", "prog_qat.py", "prog_sae.py",
             "prog_protonet.py", "prog_dit.py", "prog_prune.py", "prog_glow.py", "prog_jem.py",
-            "prog_gumbel.py"]
+            "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -96,7 +100,11 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_glow.py": 3,  # ActNorm's first call, the later ones, no grad
                 "prog_jem.py": 3,   # the energy on SGLD's inputs (eval) and in training; classify
                 # dense, then each pruning round's new hooks, then the hooks removed
-                "prog_prune.py": 4}
+                "prog_prune.py": 4,
+                "prog_settf.py": 3,   # the set size goes dynamic at the second; no grad
+                # training, then each prefix length of the greedy generation: range(T) in the
+                # WKV loop fixes T (as torch.compile does)
+                "prog_rwkv.py": 8}
 
 
 def _run(framework, mode, weights, programs):
