@@ -179,6 +179,8 @@ def test_multivariate_normal_and_independent():
 
 
 KL_PAIRS = [("Normal", (LOC, SCALE), (LOC[::-1].copy(), SCALE[::-1].copy())),
+            ("HalfNormal", (SCALE,), (SCALE[::-1].copy(),)), ("Gumbel", (LOC, SCALE), (LOC * 0.5, SCALE * 2)),
+            ("Cauchy", (LOC, SCALE), (LOC[::-1].copy(), SCALE * 0.5)),
             ("Exponential", (POS,), (POS2,)), ("Laplace", (LOC, SCALE), (LOC * 0.5, SCALE * 2)),
             ("Uniform", (LOC, LOC + SCALE), (LOC - 1, LOC + SCALE + 1))]
 
