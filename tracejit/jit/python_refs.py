@@ -134,7 +134,8 @@ def _codes(code):
 def global_names(code) -> dict:
     """The names `code` loads as globals, in order (``co_names`` also holds attribute names:
     ``self.step`` does not read a global ``step``)."""
-    return dict.fromkeys(i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+    return dict.fromkeys(i.argval for i in dis.get_instructions(code)
+                         if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
 
 
 def _user_function(v) -> bool:
