@@ -63,6 +63,15 @@ def test_sparse_complex_and_memory_formats():
     assert x.to(memory_format=tj.channels_last).tolist() == x.tolist()
     with pytest.raises(TypeError, match="memory_format"):
         x.contiguous(memory_format="C")
+    # the *_like creators take one too (F.gumbel_softmax's source: legacy_contiguous_format)
+    like = [f(x, memory_format=fmt) for f, fmt in ((tj.zeros_like, tj.legacy_contiguous_format),
+                                                   (tj.ones_like, tj.preserve_format),
+                                                   (tj.empty_like, tj.contiguous_format))]
+    assert [t.shape for t in like] == [(3, 2)] * 3 and like[1].tolist() == [[1.0, 1.0]] * 3
+    assert tj.full_like(x, 2.0, memory_format=tj.channels_last).tolist() == [[2.0, 2.0]] * 3
+    assert tj.randn_like(x, memory_format=tj.preserve_format).shape == (3, 2)
+    with pytest.raises(TypeError, match="memory_format"):
+        tj.zeros_like(x, memory_format="C")
 
 
 def test_out_keyword_writes_in_place_and_refuses_autograd():

@@ -52,7 +52,7 @@ cdouble = complex128
 
 from .size import Size  # noqa: E402
 from .formats import (channels_last, channels_last_3d, contiguous_format, layout,  # noqa: E402,F401
-                      memory_format, preserve_format, strided)
+                      legacy_contiguous_format, memory_format, preserve_format, strided)
 
 
 def is_tensor(x) -> "builtins.bool":  # noqa: F821

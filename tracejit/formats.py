@@ -1,14 +1,15 @@
 """Memory formats and layouts PyTorch programs name (``memory_format=``, ``layout=``).
 
 tracejit tensors are dense and strided; ``contiguous()`` always gives row-major
-(C-order) memory. ``contiguous_format`` and ``preserve_format`` are therefore what
-every call gets; ``channels_last`` is accepted as a performance hint and ignored (the
-values are the same, only PyTorch's memory order would differ).
+(C-order) memory. ``contiguous_format``, ``legacy_contiguous_format`` (F.gumbel_softmax's
+source names it) and ``preserve_format`` are therefore what every call gets;
+``channels_last`` is accepted as a performance hint and ignored (the values are the same,
+only PyTorch's memory order would differ).
 """
 from __future__ import annotations
 
-__all__ = ["memory_format", "contiguous_format", "preserve_format", "channels_last",
-           "channels_last_3d", "layout", "strided", "check_memory_format"]
+__all__ = ["memory_format", "contiguous_format", "legacy_contiguous_format", "preserve_format",
+           "channels_last", "channels_last_3d", "layout", "strided", "check_memory_format"]
 
 
 class memory_format:
@@ -33,6 +34,7 @@ class layout:
 
 contiguous_format = memory_format("contiguous_format")
 preserve_format = memory_format("preserve_format")
+legacy_contiguous_format = memory_format("legacy_contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 strided = layout("strided")

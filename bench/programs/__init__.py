@@ -49,6 +49,8 @@ PROGRAMS = {
     "stn": "spatial transformer tutorial: affine_grid + grid_sample warp before a LeNet, batch 64",
     "moco": "MoCo v2: momentum key encoder by .data inside the forward, a queue, compiled whole",
     "sac": "Soft Actor-Critic: tanh-squashed Normal, twin Q, Polyak targets, 5 compiled MLPs",
+    "tft": "Temporal Fusion Transformer: GRNs, variable selection, LSTM encoder-decoder, quantiles",
+    "dit": "DiT: adaLN-Zero blocks (MultiheadAttention, modulated LayerNorm), 256 tokens, width 96",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

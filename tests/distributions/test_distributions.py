@@ -179,6 +179,8 @@ def test_multivariate_normal_and_independent():
 
 
 KL_PAIRS = [("Normal", (LOC, SCALE), (LOC[::-1].copy(), SCALE[::-1].copy())),
+            ("HalfNormal", (SCALE,), (SCALE[::-1].copy(),)), ("Gumbel", (LOC, SCALE), (LOC * 0.5, SCALE * 2)),
+            ("Cauchy", (LOC, SCALE), (LOC[::-1].copy(), SCALE * 0.5)),
             ("Exponential", (POS,), (POS2,)), ("Laplace", (LOC, SCALE), (LOC * 0.5, SCALE * 2)),
             ("Uniform", (LOC, LOC + SCALE), (LOC - 1, LOC + SCALE + 1))]
 
@@ -192,6 +194,10 @@ def test_kl_divergence(name, p, q):
     np.testing.assert_allclose(
         D.kl_divergence(D.Categorical(probs=tj.tensor(c1)), D.Categorical(probs=tj.tensor(c2))).numpy(),
         TD.kl_divergence(TD.Categorical(probs=torch.tensor(c1)), TD.Categorical(probs=torch.tensor(c2))).numpy(),
+        rtol=1e-10)
+    np.testing.assert_allclose(   # (one-hot categoricals: the same divergence)
+        D.kl_divergence(D.OneHotCategorical(logits=tj.tensor(c1)), D.OneHotCategorical(probs=tj.tensor(c2))).numpy(),
+        TD.kl_divergence(TD.OneHotCategorical(logits=torch.tensor(c1)), TD.OneHotCategorical(probs=torch.tensor(c2))).numpy(),
         rtol=1e-10)
     with pytest.raises(NotImplementedError, match="KL"):
         D.kl_divergence(D.Normal(0.0, 1.0), D.Exponential(1.0))

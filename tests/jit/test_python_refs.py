@@ -164,3 +164,27 @@ def test_an_optimizers_learning_rate_read_inside_is_guarded():
         _eq(f(p, g), p - lr * 2.0)
         _eq(cm(p, g), p - lr * 2.0)
     assert "['lr']: 0.1 -> 0.5" in " ".join(f.cache_stats()["recompile_reasons"])
+
+
+step = 0   # a global named like the module attribute below
+
+
+def test_an_attribute_named_like_a_global_is_not_guarded_as_that_global():
+    global step
+
+    class Scaled(tj.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.step = tj.nn.Parameter(tj.full((2,), 3.0))
+
+        def forward(self, x):
+            return x * self.step
+
+    m = tj.compile(Scaled())
+    x = tj.ones(2)
+    try:
+        for step in range(3):
+            _eq(m(x), x * 3)
+    finally:
+        step = 0
+    assert m.cache_stats()["compiles"] == 1, m.cache_stats()["recompile_reasons"]

@@ -151,6 +151,16 @@ def test_float_arguments_are_runtime_inputs():
     assert "%lr: f32[]" in cf.entries[0].graph.text(False)
 
 
+def test_numpy_float64_arguments_are_float_runtime_inputs():
+    cf = tj.trace(lambda x, tau: (x / tau).softmax(-1), compiler="interpret")
+    x = tj.tensor([1.0, 2.0, 4.0])
+    for tau in (1.0, np.float64(0.9), np.float64(0.5), 2.0):   # an annealed temperature
+        out = cf(x, tau)
+        assert out.dtype is tj.float32
+        np.testing.assert_allclose(out.numpy(), (x / float(tau)).softmax(-1).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
 def test_branch_on_a_float_is_guarded_on_its_outcome_not_its_value():
     def f(x, w_small, w_big, prev_loss):
         w = w_small if prev_loss < 5.0 else w_big

@@ -25,7 +25,18 @@ regression by Cholesky in float64 compiled with fullgraph=True, the seq2seq tuto
 decoder with Bahdanau attention, and a GIN graph classifier whose batches of graphs
 (index_add_, scatter_add_, scatter_reduce readouts) are compiled with dynamic=True, MoCo's
 momentum encoder and queue compiled whole, and Spinning Up's Soft Actor-Critic with a
-tanh-squashed Normal and Polyak-averaged twin Q targets) run unchanged
+tanh-squashed Normal and Polyak-averaged twin Q targets, CapsNet's routing by agreement,
+LoRA adapters as parametrizations merged at the end, hand-written quantization-aware
+training (custom autograd.Functions, observer buffers, LSQ step sizes), a top-k sparse
+autoencoder with unit-norm decoder rows, prototypical networks over episodes of varying
+ways and shots, DiT's adaLN-Zero blocks sampled by DDIM with classifier-free
+guidance, lottery-ticket pruning by torch.nn.utils.prune with rewinding, Glow (ActNorm's
+data-dependent init, an LU-form invertible 1x1 conv), JEM's SGLD sampling from a replay
+buffer, a categorical VAE under straight-through Gumbel-softmax with an annealed
+temperature, Tokens-to-Token ViT (nn.Unfold soft splits, F.fold, SequentialLR), RWKV-4's
+WKV recurrence with a save/load round trip, a Set Transformer over padded masked sets, and
+a Temporal Fusion Transformer (GRNs, variable selection, LSTM encoder-decoder, quantile
+loss)) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -57,12 +68,20 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # a spatial transformer's warp, a Gaussian process's Cholesky marginal likelihood, a GRU
 # decoder's Python loop of attention steps, message passing over dynamic node counts,
 # MoCo (`.data =` momentum updates, an enqueue at a pointer read by int()) and SAC
-# (Normal's argument checks in the graph)
+# (Normal's argument checks in the graph), CapsNet (a routing loop), LoRA (parametrized
+# weights), QAT (custom autograd.Functions, an observer's first-call branch on a buffer), a
+# top-k SAE (topk/scatter, a buffer counting dead latents), prototypical networks
+# (dynamic=True over episode sizes), DiT (a compiled bound method for guided sampling),
+# pruning (forward pre-hooks that come and go), Glow, JEM (input gradients through the
+# compiled energy), the Gumbel-softmax VAE (a numpy float64 temperature), T2T-ViT, RWKV
+# (a loop over time), a Set Transformer (set sizes going dynamic) and a TFT (two LSTMs)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
             "prog_llamagen.py", "prog_stn.py", "prog_gp.py", "prog_attnseq.py", "prog_mpnn.py",
-            "prog_moco.py", "prog_sac.py"]
+            "prog_moco.py", "prog_sac.py", "prog_capsnet.py", "prog_lora.py", "prog_qat.py", "prog_sae.py",
+            "prog_protonet.py", "prog_dit.py", "prog_prune.py", "prog_glow.py", "prog_jem.py",
+            "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -76,7 +95,16 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_moco.py": 3,      # the queue pointer's three values
                 # the actor with and without grad and deterministic; each Q with grad and with
                 # its weights frozen for the policy loss; the two targets
-                "prog_sac.py": 9}   # training, prefill, two decode steps (as kvcache's)
+                "prog_sac.py": 9,   # training, prefill, two decode steps (as kvcache's)
+                "prog_qat.py": 3,   # the observers' first call, the later ones, eval
+                "prog_glow.py": 3,  # ActNorm's first call, the later ones, no grad
+                "prog_jem.py": 3,   # the energy on SGLD's inputs (eval) and in training; classify
+                # dense, then each pruning round's new hooks, then the hooks removed
+                "prog_prune.py": 4,
+                "prog_settf.py": 3,   # the set size goes dynamic at the second; no grad
+                # training, then each prefix length of the greedy generation: range(T) in the
+                # WKV loop fixes T (as torch.compile does)
+                "prog_rwkv.py": 8}
 
 
 def _run(framework, mode, weights, programs):

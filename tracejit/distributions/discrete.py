@@ -226,6 +226,11 @@ def _kl_categorical(p, q):
     return t.sum(-1)
 
 
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehot(p, q):
+    return _kl_categorical(p._categorical, q._categorical)
+
+
 @register_kl(Bernoulli, Bernoulli)
 def _kl_bernoulli(p, q):
     sp = _ops.softplus

@@ -9,7 +9,7 @@ import numpy as np
 from .. import ops as _ops
 from . import constraints
 from .distribution import Distribution, LocScale, register_kl
-from .normal_uniform import Normal
+from .normal_uniform import Normal, _kl_normal_normal
 
 __all__ = ["Laplace", "Cauchy", "Gumbel", "HalfNormal", "HalfCauchy", "LogNormal"]
 
@@ -170,3 +170,20 @@ def _kl_laplace(p, q):
     scale_ratio = p.scale / q.scale
     loc_abs_diff = (p.loc - q.loc).abs()
     return -_ops.log(scale_ratio) + loc_abs_diff / q.scale + scale_ratio * _ops.exp(-loc_abs_diff / p.scale) - 1
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal(p, q):
+    return _kl_normal_normal(p._base, q._base)
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel(p, q):
+    ct1, ct2, ct3 = p.scale / q.scale, q.loc / q.scale, p.loc / q.scale
+    t3 = _ops.exp(ct2 + _ops.lgamma(1 + ct1) - ct3)
+    return -_ops.log(ct1) - ct2 + ct3 + ct1 * _EULER + t3 - (1 + _EULER)
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy(p, q):   # (arXiv 1905.10965)
+    return _ops.log((p.scale + q.scale) ** 2 + (p.loc - q.loc) ** 2) - _ops.log(4 * p.scale * q.scale)

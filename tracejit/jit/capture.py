@@ -38,6 +38,7 @@ from .script import NoSource, convert
 from .tracer import TraceContext, Tracer
 
 __all__ = ["Capture"]
+_F64 = _dt.float64.np.type   # numpy's float64 (a float subclass): a float argument too
 
 
 class Capture:
@@ -54,7 +55,7 @@ class Capture:
                 shape = tuple(x._data.shape)
                 descs.append(LeafDesc("tensor", name, x.dtype, x.device, x.requires_grad, shape))
             elif _runtime_scalar(x, self._mode) or (type(x) is int and name in self._dynamic_ints):
-                descs.append(LeafDesc("scalar", name, value=type(x)))
+                descs.append(LeafDesc("scalar", name, value=float if type(x) is _F64 else type(x)))
             elif isinstance(x, (bool, int, float, str, type(None), bytes)) or _dt_like(x):
                 descs.append(LeafDesc("const", name, value=x))
             elif self._mode == "script":
@@ -563,17 +564,15 @@ def _ident(name: str) -> str:
 def _runtime_scalar(x, mode: str) -> bool:
     """Is this argument leaf a runtime input of the graph (rather than specialized)?
 
-    @trace: Python floats (a learning rate, the previous loss) are inputs; ints and bools
-    usually decide sizes and structure, and stay specialized (guarded by value).
+    @trace: floats and numpy float64s (a learning rate, the previous loss) are inputs; ints
+    and bools usually decide sizes and structure, and stay specialized (guarded by value).
     @script: ints and floats are inputs (its loops and branches on them become graph
     control flow); bools are flags that steer Python structure (``has_mask=True``) and are
     specialized. Either way, Python code that needs an input's value (``if lr > 0.1``,
     ``x.view(n, -1)``) gets it, and the entry is guarded on that decision (see scalars.py).
     """
     t = type(x)
-    if mode == "script":
-        return t is int or t is float
-    return t is float
+    return t is float or t is _F64 or (mode == "script" and t is int)
 
 
 def _dt_like(x) -> bool:

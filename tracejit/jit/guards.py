@@ -14,6 +14,8 @@ import linecache
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .scalars import same_number
 
 __all__ = ["LeafDesc", "MISS", "PendingGuard", "build_guard", "describe_difference"]
@@ -116,9 +118,10 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
     for i, d in enumerate(descs):
         if d.kind == "tensor":
             lines += tensor_checks(f"L[{i}]", i, d, "")
-        elif d.kind == "scalar":
-            g[f"T{i}"] = d.value
-            lines += [f"        if L[{i}].__class__ is not T{i}:", "            return NO"]
+        elif d.kind == "scalar":   # (a float input takes numpy's float64 too: capture.py)
+            g[f"T{i}"], g["F64"] = d.value, np.float64
+            alt = f" and L[{i}].__class__ is not F64" if d.value is float else ""
+            lines += [f"        if L[{i}].__class__ is not T{i}{alt}:", "            return NO"]
         else:
             g[f"K{i}"] = d.value
             v = d.value

@@ -13,6 +13,7 @@ watched; a function that refers to nothing else has no guard.
 from __future__ import annotations
 
 import contextlib
+import dis
 import types
 from typing import Callable, Optional
 
@@ -20,7 +21,7 @@ from .lifted import ref_key
 from .value_snapshot import (BUDGET, changed_floats, differs, from_library, snapshot, type_watcher,
                              unchanged, watcher)
 
-__all__ = ["python_refs_guard", "forward_refs_guard"]
+__all__ = ["python_refs_guard", "forward_refs_guard", "global_names"]
 
 _MISSING = object()
 
@@ -130,6 +131,13 @@ def _codes(code):
             yield from _codes(c)
 
 
+def global_names(code) -> dict:
+    """The names `code` loads as globals, in order (``co_names`` also holds attribute names:
+    ``self.step`` does not read a global ``step``)."""
+    return dict.fromkeys(i.argval for i in dis.get_instructions(code)
+                         if i.opname in ("LOAD_GLOBAL", "LOAD_NAME"))
+
+
 def _user_function(v) -> bool:
     return isinstance(v, types.FunctionType) and not from_library(v.__module__)
 
@@ -142,7 +150,7 @@ def _collect(fn, refs: list, seen: set, depth: int) -> bool:
         return False
     found = []
     for c in _codes(code):
-        for n in c.co_names:
+        for n in global_names(c):
             if n in gl and not (n.startswith("__") and n.endswith("__")) and (id(gl), n) not in seen:
                 seen.add((id(gl), n))
                 found.append((f"global {n!r}", gl, n, gl[n]))

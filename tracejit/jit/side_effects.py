@@ -28,6 +28,7 @@ import threading
 from typing import Any, Callable
 
 from ..ops import eager as _eager
+from .python_refs import global_names
 from .value_snapshot import plain_object
 
 __all__ = ["EffectLog", "printing_noted"]
@@ -76,7 +77,7 @@ class EffectLog:
                 self.watch(f"attributes of the {type(a).__name__} argument", vars(a))
                 for n, v in vars(a).items():
                     self.watch(f"`{type(a).__name__}.{n}`", v)
-        for n in code.co_names:
+        for n in global_names(code):
             if n in gl:
                 self.watch(f"global {n!r}", gl[n])
         for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):

@@ -15,6 +15,7 @@ from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
 from ..errors import ArgumentError, ShapeError
+from ..formats import check_memory_format
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
@@ -241,24 +242,25 @@ def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool 
     return empty(tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def _like(a, dtype, device):
+def _like(a, dtype, device, memory_format=None):
+    check_memory_format(memory_format, "*_like")   # (any format: tensors here are row-major)
     return dict(dtype=dtype or a.dtype, device=device or a.device)
 
 
-def zeros_like(a, *, dtype=None, device=None, requires_grad: bool = False):
-    return full(a.shape, 0, **_like(a, dtype, device), requires_grad=requires_grad)
+def zeros_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None):
+    return full(a.shape, 0, **_like(a, dtype, device, memory_format), requires_grad=requires_grad)
 
 
-def ones_like(a, *, dtype=None, device=None, requires_grad: bool = False):
-    return full(a.shape, 1, **_like(a, dtype, device), requires_grad=requires_grad)
+def ones_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None):
+    return full(a.shape, 1, **_like(a, dtype, device, memory_format), requires_grad=requires_grad)
 
 
-def empty_like(a, *, dtype=None, device=None, requires_grad: bool = False):
-    return zeros_like(a, dtype=dtype, device=device, requires_grad=requires_grad)
+def empty_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None):
+    return zeros_like(a, dtype=dtype, device=device, requires_grad=requires_grad, memory_format=memory_format)
 
 
-def full_like(a, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
-    return full(a.shape, fill_value, **_like(a, dtype, device), requires_grad=requires_grad)
+def full_like(a, fill_value, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None):
+    return full(a.shape, fill_value, **_like(a, dtype, device, memory_format), requires_grad=requires_grad)
 
 
 def scalar_tensor(v, *, dtype=None, device=None):

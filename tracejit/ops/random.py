@@ -14,6 +14,7 @@ import numpy as np
 from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import as_device
+from ..formats import check_memory_format
 from .creation import _bind_creation, _size
 from .eager import refuse_effect
 from .registry import Aval, defprim
@@ -196,11 +197,13 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None)
                           device=as_device(device))
 
 
-def rand_like(a, *, dtype=None, device=None):
+def rand_like(a, *, dtype=None, device=None, memory_format=None):
+    check_memory_format(memory_format, "rand_like")
     return rand(a.shape, dtype=dtype or a.dtype, device=device or a.device)
 
 
-def randn_like(a, *, dtype=None, device=None):
+def randn_like(a, *, dtype=None, device=None, memory_format=None):
+    check_memory_format(memory_format, "randn_like")
     return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device)
 
 
