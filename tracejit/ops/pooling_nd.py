@@ -21,6 +21,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..exactcall import specialize
 from ..errors import ArgumentError, ShapeError, expect_floating, expect_not_bool
+from .conv import _ntuple
 from .creation import tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
 from .indexing import gather, getitem, in_range
@@ -37,17 +38,6 @@ __all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "max_pool1d_w
            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
            "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d",
            "max_unpool1d", "max_unpool2d", "max_unpool3d"]
-
-
-def _ntuple(v, n: int, what: str, op: str) -> tuple:
-    if isinstance(v, (int, np.integer)):
-        return (int(v),) * n
-    t = tuple(int(e) for e in v)
-    if len(t) == 1:
-        return t * n
-    if len(t) != n:
-        raise ValueError(f"{op}: {what} must be an int or a {n}-tuple, got {v!r}")
-    return t
 
 
 def _ranked(impl, n: int, name: str, **fixed):

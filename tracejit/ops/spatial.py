@@ -22,7 +22,7 @@ from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
 from ..shapes import Sym
 from .composite import check_conv_args, conv2d, max_pool2d, string_padding
-from .conv import _pair, fold, unfold
+from .conv import _ntuple, _pair, fold, unfold
 from .conv_gemm import conv2d_xgrad
 from .creation import tensor
 from .elementwise import cast
@@ -41,15 +41,6 @@ __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_po
 
 
 # ---------------------------------------------------------------- convolution
-def _single(v, name):
-    if isinstance(v, int):
-        return v
-    t = tuple(v)
-    if len(t) != 1:
-        raise ValueError(f"conv1d: {name} must be an int or a 1-tuple, got {v!r}")
-    return int(t[0])
-
-
 @_autocast.lower
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """1-D convolution of (N, C, L) (or unbatched (C, L)) with weight (O, C/groups, k)."""
@@ -59,10 +50,10 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         raise ShapeError(f"conv1d: expected 3-D input (N, C, L) and weight (O, C/groups, k), got "
                          f"{tuple(x.shape)} and {tuple(weight.shape)}")
     check_conv_args("conv1d", x, weight, bias, stride, padding, dilation, groups)
-    stride, dilation = _single(stride, "stride"), _single(dilation, "dilation")
+    (stride,), (dilation,) = _ntuple(stride, 1, "stride", "conv1d"), _ntuple(dilation, 1, "dilation", "conv1d")
     if isinstance(padding, str):
         x, padding = string_padding("conv1d", x, padding, (weight.shape[2],), stride != 1, (dilation,))
-    padding = _single(padding, "padding")
+    (padding,) = _ntuple(padding, 1, "padding", "conv1d")
     out = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), (0, padding),
                  (1, dilation), groups)
     return squeeze(out, 2)
