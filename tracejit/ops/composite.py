@@ -365,7 +365,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
                        divisor_override)) is not None:
         return out
     if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
-        from .spatial import avg_pool2d_ext
+        from .pooling_nd import avg_pool2d_ext
         return avg_pool2d_ext(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                               divisor_override)
     k = _pair(kernel_size)
