@@ -342,6 +342,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     k = _pair(kernel_size)
     s = k if stride is None else _pair(stride)
     p, d = _pair(padding), _pair(dilation)
+    if return_indices:   # (the values gathered at each window's first maximum, and its index)
+        from .pooling_nd import max_pool2d_with_indices
+        return max_pool2d_with_indices(x, k, s, p, d)
     # One primitive pair over the window offsets (ops/pooling_prim.py, whose shape rule
     # checks padding and size): unfold + amax and its fold backward cost ~10 ms per LeNet
     # step; the gradient goes to the first maximum.
@@ -352,8 +355,6 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
         out = cast(_pool_offsets.max_pool2d(cast(x, _dt.float32), k, s, p, d), x.dtype)
     else:                             # integers: no gradient
         out = _pool_prim.max_pool2d(x, k, s, p, d)
-    if return_indices:
-        return out, _pool_prim.max_pool2d_indices(x, k, s, p, d)
     return out
 
 
