@@ -69,11 +69,9 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if input.ndim != 3 or weight.ndim != 3:
         raise ShapeError(f"conv_transpose1d: expected 3-D input and weight, got {tuple(input.shape)} "
                          f"and {tuple(weight.shape)}")
-
-    def one(v):
-        return int(v if isinstance(v, int) else tuple(v)[0])
-    out = conv_transpose2d(unsqueeze(input, 2), unsqueeze(weight, 2), bias, (1, one(stride)),
-                           (0, one(padding)), (0, one(output_padding)), groups, (1, one(dilation)))
+    (s,), (p,), (op,), (d,) = (_ntuple(v, 1, what, "conv_transpose1d") for v, what in (
+        (stride, "stride"), (padding, "padding"), (output_padding, "output_padding"), (dilation, "dilation")))
+    out = conv_transpose2d(unsqueeze(input, 2), unsqueeze(weight, 2), bias, (1, s), (0, p), (0, op), groups, (1, d))
     return squeeze(out, 2)
 
 
