@@ -109,16 +109,21 @@ def packed_hold(m, new, prev, batch_sizes, t):
 
 def first_max_grad(g, x, kernel, stride, padding, dilation) -> np.ndarray:
     """The max-pool gradient found again from x, re-reading it: g added at each window's
-    first maximum (tracejit/ops/pooling_prim.py's rule, `_first_hits`, which its
-    ``return_indices`` uses): the reference the record's scatter is held against."""
-    from tracejit.ops.pooling_prim import _first_hits, _max_pool_impl, _views
+    first maximum in row-major window order (a NaN window: its first NaN), window offset by
+    window offset: the reference the record's scatter is held against."""
+    from tracejit.ops.pooling_prim import _fill_low, _max_pool_impl, _padded, _views
     n, c, h, w = x.shape
     ph, pw = padding
     out = _max_pool_impl(np, x, kernel, stride, padding, dilation)
+    xpad = _padded(np, x, padding, _fill_low(x.dtype))
     gx = np.zeros((n, c, h + 2 * ph, w + 2 * pw), g.dtype)
-    views = list(_views(gx, kernel, stride, dilation, out.shape[2], out.shape[3]))
-    for o, hit in _first_hits(np, x, out, kernel, stride, padding, dilation):
-        views[o] += g * hit    # overlapping windows accumulate, in window order
+    xs = _views(xpad, kernel, stride, dilation, out.shape[2], out.shape[3])
+    gs = _views(gx, kernel, stride, dilation, out.shape[2], out.shape[3])
+    taken = np.zeros(out.shape, bool)
+    for xv, gv in zip(xs, gs):
+        hit = ((xv == out) | (np.isnan(xv) & np.isnan(out))) & ~taken
+        taken |= hit
+        gv += g * hit    # overlapping windows accumulate, in window order
     return gx[:, :, ph:ph + h, pw:pw + w]
 
 

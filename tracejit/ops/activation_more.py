@@ -109,7 +109,7 @@ def gumbel_softmax(logits, tau: float = 1.0, hard: bool = False, eps: float = 1e
     if not hard:
         return y
     from .composite import one_hot
-    from .shape import movedim
+    from .rearrange import movedim
     index = y.argmax(dim)
     hard_y = movedim(cast(one_hot(index, y.shape[dim]), y.dtype), -1, dim)
     return hard_y - y.detach() + y

@@ -342,6 +342,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     k = _pair(kernel_size)
     s = k if stride is None else _pair(stride)
     p, d = _pair(padding), _pair(dilation)
+    if return_indices:   # (the values gathered at each window's first maximum, and its index)
+        from .pooling_nd import max_pool2d_with_indices
+        return max_pool2d_with_indices(x, k, s, p, d)
     # One primitive pair over the window offsets (ops/pooling_prim.py, whose shape rule
     # checks padding and size): unfold + amax and its fold backward cost ~10 ms per LeNet
     # step; the gradient goes to the first maximum.
@@ -352,8 +355,6 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
         out = cast(_pool_offsets.max_pool2d(cast(x, _dt.float32), k, s, p, d), x.dtype)
     else:                             # integers: no gradient
         out = _pool_prim.max_pool2d(x, k, s, p, d)
-    if return_indices:
-        return out, _pool_prim.max_pool2d_indices(x, k, s, p, d)
     return out
 
 
@@ -365,7 +366,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
                        divisor_override)) is not None:
         return out
     if ceil_mode or not count_include_pad or divisor_override is not None or x.ndim == 3:
-        from .spatial import avg_pool2d_ext
+        from .pooling_nd import avg_pool2d_ext
         return avg_pool2d_ext(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                               divisor_override)
     k = _pair(kernel_size)

@@ -249,14 +249,20 @@ FOLD = defprim("fold", _fold_impl, _fold_rule,
                kind="other", save=lambda rq: ())
 
 
-def _pair(v, what: str = "argument", op: str = "pair"):
-    """An int or a 1- or 2-sequence as a pair (PyTorch's pools take a 1-tuple too)."""
+def _ntuple(v, n: int, what: str, op: str) -> tuple:
+    """An int or a 1- or n-sequence as an n-tuple (PyTorch's pools take a 1-tuple too)."""
     if isinstance(v, (int, np.integer)):
-        return (int(v), int(v))
-    t = tuple(int(x) for x in v)
-    if len(t) not in (1, 2):
-        raise ValueError(f"{op}: {what} must be an int or a pair of ints, got {v!r}")
-    return t * 2 if len(t) == 1 else t
+        return (int(v),) * n
+    t = tuple(int(e) for e in v)
+    if len(t) == 1:
+        return t * n
+    if len(t) != n:
+        raise ValueError(f"{op}: {what} must be an int or a {n}-tuple, got {v!r}")
+    return t
+
+
+def _pair(v, what: str = "argument", op: str = "pair"):
+    return _ntuple(v, 2, what, op)
 
 
 _LAYOUTS = ("batch", "gemm")

@@ -13,22 +13,12 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .composite import conv2d, string_padding
+from .conv import _ntuple
 from .shape import cat, permute, reshape, squeeze, unsqueeze
 from .spatial import conv1d, conv_transpose2d, pad
 from . import autocast as _autocast
 
 __all__ = ["conv3d", "conv_transpose1d", "conv_transpose3d", "conv_tbc"]
-
-
-def _triple(v, what: str, op: str) -> tuple:
-    if isinstance(v, int):
-        return (v,) * 3
-    t = tuple(int(e) for e in v)
-    if len(t) == 1:
-        return t * 3
-    if len(t) != 3:
-        raise ValueError(f"{op}: {what} must be an int or a 3-tuple, got {v!r}")
-    return t
 
 
 @_autocast.lower
@@ -40,11 +30,11 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     if input.ndim != 5 or weight.ndim != 5:
         raise ShapeError(f"conv3d: expected 5-D input (N, C, D, H, W) and weight, got "
                          f"{tuple(input.shape)} and {tuple(weight.shape)}")
-    s, d = _triple(stride, "stride", "conv3d"), _triple(dilation, "dilation", "conv3d")
+    s, d = _ntuple(stride, 3, "stride", "conv3d"), _ntuple(dilation, 3, "dilation", "conv3d")
     kd, kh, kw = weight.shape[2:]
     if isinstance(padding, str):
         input, padding = string_padding("conv3d", input, padding, (kd, kh, kw), s != (1, 1, 1), d)
-    p = _triple(padding, "padding", "conv3d")
+    p = _ntuple(padding, 3, "padding", "conv3d")
     n, c, depth = input.shape[0], input.shape[1], input.shape[2]
     if c != weight.shape[1] * groups:
         raise ShapeError(f"conv3d: input of shape {tuple(input.shape)} has {c} channels but weight "
@@ -79,11 +69,9 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if input.ndim != 3 or weight.ndim != 3:
         raise ShapeError(f"conv_transpose1d: expected 3-D input and weight, got {tuple(input.shape)} "
                          f"and {tuple(weight.shape)}")
-
-    def one(v):
-        return int(v if isinstance(v, int) else tuple(v)[0])
-    out = conv_transpose2d(unsqueeze(input, 2), unsqueeze(weight, 2), bias, (1, one(stride)),
-                           (0, one(padding)), (0, one(output_padding)), groups, (1, one(dilation)))
+    (s,), (p,), (op,), (d,) = (_ntuple(v, 1, what, "conv_transpose1d") for v, what in (
+        (stride, "stride"), (padding, "padding"), (output_padding, "output_padding"), (dilation, "dilation")))
+    out = conv_transpose2d(unsqueeze(input, 2), unsqueeze(weight, 2), bias, (1, s), (0, p), (0, op), groups, (1, d))
     return squeeze(out, 2)
 
 
@@ -97,9 +85,9 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if input.ndim != 5 or weight.ndim != 5:
         raise ShapeError(f"conv_transpose3d: expected 5-D input and weight, got {tuple(input.shape)} "
                          f"and {tuple(weight.shape)}")
-    s, p = _triple(stride, "stride", "conv_transpose3d"), _triple(padding, "padding", "conv_transpose3d")
-    op, d = (_triple(output_padding, "output_padding", "conv_transpose3d"),
-             _triple(dilation, "dilation", "conv_transpose3d"))
+    s, p = _ntuple(stride, 3, "stride", "conv_transpose3d"), _ntuple(padding, 3, "padding", "conv_transpose3d")
+    op, d = (_ntuple(output_padding, 3, "output_padding", "conv_transpose3d"),
+             _ntuple(dilation, 3, "dilation", "conv_transpose3d"))
     n, c, depth, h, w = input.shape
     kd = weight.shape[2]
     full = (depth - 1) * s[0] + d[0] * (kd - 1) + 1 + op[0]     # before cropping the padding

@@ -20,7 +20,8 @@ from .creation import arange, full, tensor, zeros
 from .elementwise import cast, where
 from .gather_prim import _flat_positions, check_index_range
 from .indexing import gather, getitem, in_range, index_add_, index_put, nonzero, scatter_add
-from .shape import expand, movedim, reshape
+from .shape import expand, reshape
+from .rearrange import movedim
 from .reductions import prod
 from .registry import Aval, bind, defprim, refuse_tracing
 

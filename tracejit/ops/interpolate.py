@@ -25,6 +25,7 @@ from .creation import tensor
 from .elementwise import clamp, floor
 from .indexing import getitem
 from .linalg import matmul
+from .pooling_nd import _avg_matrix
 from .sampling import _cubic_weights
 from .shape import transpose
 from .dtype_checks import takes
@@ -95,15 +96,6 @@ def _antialias_matrix(insize: int, outsize: int, align_corners: bool, scale: flo
     m = np.zeros((outsize, insize))
     cols = np.minimum(lo[:, None] + j, insize - 1)
     np.add.at(m, (np.repeat(np.arange(outsize), len(j)), cols.reshape(-1)), w.reshape(-1))
-    return m
-
-
-def _area_matrix(insize: int, outsize: int) -> np.ndarray:
-    m = np.zeros((outsize, insize))
-    for o in range(outsize):
-        start = (o * insize) // outsize
-        end = -((-(o + 1) * insize) // outsize)
-        m[o, start:end] = 1.0 / (end - start)
     return m
 
 
@@ -179,7 +171,7 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
         if antialias:
             m = _antialias_matrix(i, o, bool(align_corners), sc, mode)
         elif mode == "area":
-            m = _area_matrix(i, o)
+            m = _avg_matrix(i, o)   # (adaptive average pooling's)
         elif mode == "bicubic":
             m = _cubic_matrix(i, o, bool(align_corners), sc)
         else:

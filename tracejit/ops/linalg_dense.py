@@ -44,13 +44,9 @@ def _no_grad(op):
     return vjp
 
 
-def _xp_linalg(xp):
-    return xp.linalg
-
-
 # ---------------------------------------------------------------- inverse and determinant
 def _inv_impl(xp, a):
-    return _xp_linalg(xp).inv(a)
+    return xp.linalg.inv(a)
 
 
 INV = defprim("linalg_inv", _inv_impl, _square("linalg.inv"),
@@ -68,7 +64,7 @@ def _det_vjp(g, out, a):
     return (unsqueeze(unsqueeze(g * out, -1), -1) * _mT(inv(a)),)
 
 
-DET = defprim("linalg_det", lambda xp, a: _xp_linalg(xp).det(a), _det_rule, _det_vjp, kind="other",
+DET = defprim("linalg_det", lambda xp, a: xp.linalg.det(a), _det_rule, _det_vjp, kind="other",
               save=lambda rq: (0,), save_out=True)
 
 
@@ -77,9 +73,9 @@ def _logabsdet_vjp(g, out, a):
     return (unsqueeze(unsqueeze(g, -1), -1) * _mT(inv(a)),)
 
 
-LOGABSDET = defprim("linalg_logabsdet", lambda xp, a: _xp_linalg(xp).slogdet(a)[1], _det_rule,
+LOGABSDET = defprim("linalg_logabsdet", lambda xp, a: xp.linalg.slogdet(a)[1], _det_rule,
                     _logabsdet_vjp, kind="other", save=lambda rq: (0,))
-SIGNDET = defprim("linalg_signdet", lambda xp, a: _xp_linalg(xp).slogdet(a)[0], _det_rule, None,
+SIGNDET = defprim("linalg_signdet", lambda xp, a: xp.linalg.slogdet(a)[0], _det_rule, None,
                   kind="other", save=lambda rq: ())
 
 
@@ -109,7 +105,7 @@ def _solve_rule(a, b):
 
 
 def _solve_impl(xp, a, b):
-    return _xp_linalg(xp).solve(a, b)
+    return xp.linalg.solve(a, b)
 
 
 def _solve_vjp(g, out, a, b):
@@ -143,7 +139,7 @@ def _cholesky_vjp(g, out, a):
     return (0.5 * (ga + transpose(ga, -1, -2)),)
 
 
-CHOLESKY = defprim("linalg_cholesky", lambda xp, a: _xp_linalg(xp).cholesky(a),
+CHOLESKY = defprim("linalg_cholesky", lambda xp, a: xp.linalg.cholesky(a),
                    _square("linalg.cholesky"), _cholesky_vjp, kind="other",
                    save=lambda rq: (), save_out=True)
 
@@ -163,7 +159,7 @@ def _eigh_rule(a, part, uplo="L"):
 
 
 def _eigh_impl(xp, a, part, uplo="L"):
-    w, v = _xp_linalg(xp).eigh(a, UPLO=uplo)
+    w, v = xp.linalg.eigh(a, UPLO=uplo)
     return w if part == "values" else v
 
 
@@ -212,7 +208,7 @@ def _qr_rule(a, mode, part):
     return Aval(shape, a.dtype, a.device)
 
 
-QR = defprim("linalg_qr", lambda xp, a, mode, part: _xp_linalg(xp).qr(a, mode=mode)[0 if part == "Q" else 1],
+QR = defprim("linalg_qr", lambda xp, a, mode, part: xp.linalg.qr(a, mode=mode)[0 if part == "Q" else 1],
              _qr_rule, _no_grad("linalg.qr"), kind="other", save=lambda rq: ())
 
 
@@ -242,7 +238,7 @@ def _svd_rule(a, full, part):
 
 
 def _svd_impl(xp, a, full, part):
-    u, s, vh = _xp_linalg(xp).svd(a, full_matrices=full)
+    u, s, vh = xp.linalg.svd(a, full_matrices=full)
     return {"U": u, "S": s, "Vh": vh}[part]
 
 
@@ -292,7 +288,7 @@ def _pinv_rule(a, rtol, hermitian):
     return Aval(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype, a.device)
 
 
-PINV = defprim("linalg_pinv", lambda xp, a, rtol, hermitian: _xp_linalg(xp).pinv(a, rcond=rtol,
+PINV = defprim("linalg_pinv", lambda xp, a, rtol, hermitian: xp.linalg.pinv(a, rcond=rtol,
                                                                                  hermitian=hermitian),
                _pinv_rule, _no_grad("linalg.pinv"), kind="other", save=lambda rq: ())
 

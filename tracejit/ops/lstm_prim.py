@@ -285,29 +285,16 @@ def hidden_weight_grad(xp, G2, Z, h0, order):
     L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
     if L == 0:
         return xp.zeros((G2.shape[1], H), dtype=Z.dtype)
-    # (order[0] != 0: backward in time, a reverse layer)
-    hprev = hprev_steps(xp, Z, h0, 0, L, order[0] != 0)
-    return _matmul(xp, G2.T, hprev.reshape(H, L * N).T)
-
-
-def hprev_steps(xp, Z, h0, t0: int, t1: int, reverse: bool):
-    """The h_prev(t) of steps t0 <= t < t1 gathered as (H, t1 - t0, N) from Z (each step's
-    h in its first H rows) and h0; h_{t+1} for a reverse layer."""
-    L, H, N = Z.shape[0], h0.shape[0], h0.shape[1]
-    hb = xp.empty((H, t1 - t0, N), dtype=Z.dtype)
-    if not reverse:
-        if t0 == 0:
-            hb[:, 0] = h0
-            hb[:, 1:] = Z[0:t1 - 1, :H].transpose(1, 0, 2)
-        else:
-            hb[:] = Z[t0 - 1:t1 - 1, :H].transpose(1, 0, 2)
+    # h_prev of every step as (H, L, N): h_{t-1}, or h_{t+1} for a reverse layer (its
+    # order starts at the last step)
+    hprev = xp.empty((H, L, N), dtype=Z.dtype)
+    if order[0] == 0:
+        hprev[:, 0] = h0
+        hprev[:, 1:] = Z[:L - 1, :H].transpose(1, 0, 2)
     else:
-        if t1 == L:
-            hb[:, -1] = h0
-            hb[:, :-1] = Z[t0 + 1:L, :H].transpose(1, 0, 2)
-        else:
-            hb[:] = Z[t0 + 1:t1 + 1, :H].transpose(1, 0, 2)
-    return hb
+        hprev[:, -1] = h0
+        hprev[:, :-1] = Z[1:, :H].transpose(1, 0, 2)
+    return _matmul(xp, G2.T, hprev.reshape(H, L * N).T)
 
 
 def _lstm_layer_backward_rule(d_y: Aval, d_hn: Aval, d_cn: Aval, x: Aval, wx: Aval, w: Aval, b: Aval,

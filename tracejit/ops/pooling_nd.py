@@ -1,4 +1,5 @@
-"""Pooling in one and three dimensions, with indices, L^p pooling and unpooling.
+"""Pooling in one and three dimensions (and the 2-D forms the primitives do not cover), with
+indices, L^p pooling and unpooling.
 
 Every window reduction here goes through one table (`_window_table`): for each output
 position the flat input positions of its window (K = the product of the kernel sizes)
@@ -8,9 +9,10 @@ scatter-add of the output gradient -- and reduced over K: max (padding reads -in
 index of the first maximum in window order, as PyTorch scans), sum and average (PyTorch's
 divisors: the window clipped to the padded input, or to the input without
 ``count_include_pad``). Adaptive pooling uses the same gather with PyTorch's adaptive bins
-(short bins repeat their last position, harmless for a max) or, for averages, one small
-averaging matrix per axis. The 2-D max and average pools of composite.py stay the fast
-path where they apply; these cover the other ranks and options.
+(short bins repeat their last position, harmless for a max); averages are a mean over
+each block where the bins are equal, else one small averaging matrix per axis. The 2-D
+max and average pools of composite.py stay the fast path where they apply; these cover
+the other ranks and options (avg_pool2d's ceil_mode, count_include_pad, divisor_override).
 """
 from __future__ import annotations
 
@@ -21,12 +23,13 @@ import numpy as np
 from .. import dtypes as _dt
 from ..exactcall import specialize
 from ..errors import ArgumentError, ShapeError, expect_floating, expect_not_bool
+from .conv import _ntuple
 from .creation import tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
 from .indexing import gather, getitem, in_range
 from .indexing_more import scatter
 from .linalg import matmul
-from .reductions import argmax, sum as _sum
+from .reductions import argmax, mean, sum as _sum
 from .shape import expand, reshape, squeeze, transpose, unsqueeze
 from .dtype_checks import takes
 from . import autocast as _autocast
@@ -37,17 +40,6 @@ __all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "max_pool1d_w
            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
            "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d",
            "max_unpool1d", "max_unpool2d", "max_unpool3d"]
-
-
-def _ntuple(v, n: int, what: str, op: str) -> tuple:
-    if isinstance(v, (int, np.integer)):
-        return (int(v),) * n
-    t = tuple(int(e) for e in v)
-    if len(t) == 1:
-        return t * n
-    if len(t) != n:
-        raise ValueError(f"{op}: {what} must be an int or a {n}-tuple, got {v!r}")
-    return t
 
 
 def _ranked(impl, n: int, name: str, **fixed):
@@ -73,6 +65,18 @@ def widened(pool, x, *args, **kwargs):
     return None if wide is None else cast(pool(cast(x, wide), *args, **kwargs), d)
 
 
+def pool_geometry(size, k, s, p, ceil_mode):
+    """Output length of a window of extent k, and the extra right padding ceil_mode needs
+    (PyTorch's rule: the last window must start inside the input or the left padding)."""
+    if ceil_mode:
+        out = -(-(size + 2 * p - k) // s) + 1
+        if (out - 1) * s >= size + p:
+            out -= 1
+    else:
+        out = (size + 2 * p - k) // s + 1
+    return out, max(0, (out - 1) * s + k - (size + 2 * p))
+
+
 def _axis_windows(size, k, s, p, d, ceil_mode, op):
     for what, v, least in (("kernel_size", k, 1), ("stride", s, 1), ("dilation", d, 1), ("padding", p, 0)):
         if v < least:   # (a window of them would read garbage positions, or divide by 0)
@@ -80,12 +84,7 @@ def _axis_windows(size, k, s, p, d, ceil_mode, op):
     keff = d * (k - 1) + 1
     if p > k // 2:
         raise ArgumentError(f"{op}: padding {p} should be at most half of kernel size {k}")
-    if ceil_mode:
-        out = -(-(size + 2 * p - keff) // s) + 1
-        if (out - 1) * s >= size + p:
-            out -= 1
-    else:
-        out = (size + 2 * p - keff) // s + 1
+    out, _ = pool_geometry(size, keff, s, p, ceil_mode)
     if out <= 0:
         raise ShapeError(f"{op}: input of size {size} is too small for kernel {k} (padding {p}, "
                          f"dilation {d})")
@@ -205,6 +204,8 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
 avg_pool1d, avg_pool3d = (takes("input", also=(_dt.int64,), op=f"avg_pool{n}d")(
     _ranked(_avg_pool, n, f"avg_pool{n}d")) for n in (1, 3))
 avg_pool3d = _autocast.fp32(avg_pool3d)
+# (avg_pool2d with the options composite.py's primitive does not take: ceil_mode, ...)
+avg_pool2d_ext = _ranked(_avg_pool, 2, "avg_pool2d")
 
 
 # ---------------------------------------------------------------- adaptive
@@ -234,23 +235,48 @@ def _out_sizes(output_size, spatial, op):
     return sizes
 
 
+def global_mean_other_rank(x, n: int, output_size):
+    """PyTorch's adaptive_avg_pool{n}d of an output of all ones is the mean over the last `n`
+    dims, taken before its rank and size checks: an input of a rank other than n+1 or n+2,
+    or with an empty dim, gives that mean with such an output (nan where empty). None
+    otherwise; then an empty non-batch dim is refused, as there."""
+    if x.ndim in (n + 1, n + 2) and all(d != 0 for d in x.shape[x.ndim - n:]):
+        return None
+    if isinstance(output_size, int):
+        sizes = (output_size,) * n
+    else:
+        sizes = tuple(output_size)
+        if len(sizes) != n or x.ndim <= n:
+            return None   # (the rank check below names the problem)
+        sizes = tuple(x.shape[x.ndim - n + i] if s is None else s for i, s in enumerate(sizes))
+    if x.ndim < n or any(s != 1 for s in sizes):
+        if x.ndim in (n + 1, n + 2) and not all(d != 0 for d in x.shape[-(n + 1) if x.ndim == n + 2 else 0:]):
+            raise ShapeError(f"adaptive_avg_pool{n}d: expected input to have non-zero size for non-batch "
+                             f"dims, got shape {tuple(x.shape)}")
+        return None
+    return mean(x, tuple(range(-n, 0)), keepdim=True)
+
+
 def _adaptive_avg(input, output_size, *, n, op):
     if (out := widened(_adaptive_avg, input, output_size, n=n, op=op)) is not None:
         return out
-    if n == 3:   # (PyTorch's 1-D pool checks the rank first; its 2-D one is ops/spatial.py's)
-        from .spatial import global_mean_other_rank
-        out = global_mean_other_rank(input, 3, output_size)
+    if n > 1:   # (PyTorch's 1-D pool checks the rank first)
+        out = global_mean_other_rank(input, n, output_size)
         if out is not None:
             return out
     x, unbatched = _batched(input, n, op)
     spatial = tuple(x.shape[2:])
     outs = _out_sizes(output_size, spatial, op)
-    out = x
-    for a in range(n):   # one averaging matrix per axis: separable
-        dim = 2 + a
-        moved = transpose(out, dim, -1)
-        moved = matmul(moved, tensor(_avg_matrix(spatial[a], outs[a]).T, dtype=x.dtype, device=x.device))
-        out = transpose(moved, dim, -1)
+    if all(o and s % o == 0 for s, o in zip(spatial, outs)):   # equal bins: a mean over each block
+        blocks = sum(((o, s // o) for s, o in zip(spatial, outs)), ())
+        out = mean(reshape(x, tuple(x.shape[:2]) + blocks), tuple(range(3, 3 + 2 * n, 2)))
+    else:
+        out = x
+        for a in range(n):   # one averaging matrix per axis: separable
+            dim = 2 + a
+            moved = transpose(out, dim, -1)
+            moved = matmul(moved, tensor(_avg_matrix(spatial[a], outs[a]).T, dtype=x.dtype, device=x.device))
+            out = transpose(moved, dim, -1)
     return squeeze(out, 0) if unbatched else out
 
 
@@ -272,11 +298,13 @@ def _adaptive_max(input, output_size, return_indices: bool = False, *, n, op, wi
     return res
 
 
-adaptive_avg_pool1d, adaptive_avg_pool3d = (takes("input", op=f"adaptive_avg_pool{n}d")(
-    _ranked(_adaptive_avg, n, f"adaptive_avg_pool{n}d")) for n in (1, 3))
+adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d = (takes("input", op=f"adaptive_avg_pool{n}d")(
+    _ranked(_adaptive_avg, n, f"adaptive_avg_pool{n}d")) for n in (1, 2, 3))
 adaptive_max_pool1d, adaptive_max_pool3d = (takes("input", op=f"adaptive_max_pool{n}d")(
     _ranked(_adaptive_max, n, f"adaptive_max_pool{n}d")) for n in (1, 3))
 adaptive_avg_pool3d, adaptive_max_pool3d = _autocast.fp32(adaptive_avg_pool3d), _autocast.fp32(adaptive_max_pool3d)
+# (ops/spatial.py's adaptive_max_pool2d where the bins are not equal)
+_adaptive_max2d = _ranked(_adaptive_max, 2, "adaptive_max_pool2d")
 adaptive_max_pool1d_with_indices, adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices = (
     _ranked(_adaptive_max, n, f"adaptive_max_pool{n}d_with_indices", with_indices=True) for n in (1, 2, 3))
 

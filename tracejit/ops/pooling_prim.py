@@ -7,9 +7,9 @@ and the backward adds the output gradient into the same views (overlapping windo
 
 Max-pooling's gradient goes to the *first* maximum of each window in row-major order, as
 PyTorch's: floating inputs take the record of first-maximum offsets (ops/pool_offsets.py);
-`max_pool2d` here serves the integer dtypes and ``return_indices``. Known edge: a window
-whose real entries are all -inf and that starts in the padding keeps its gradient on the
-padding (dropped) where PyTorch gives it to the first real entry.
+`max_pool2d` here serves the integer dtypes (``return_indices``: ops/pooling_nd.py).
+Known edge: a window whose real entries are all -inf and that starts in the padding keeps
+its gradient on the padding (dropped) where PyTorch gives it to the first real entry.
 
 The CPU backend registers one loop over the windows for float32/float64
 (compiler/cpu/kernels/window_forms.py, same rules).
@@ -23,8 +23,7 @@ from .conv import _out_hw, _padded, _windows
 from .registry import Aval, defprim
 from .eager import bind
 
-__all__ = ["max_pool2d", "max_pool2d_indices", "avg_pool2d",
-           "avg_pool2d_backward"]
+__all__ = ["max_pool2d", "avg_pool2d", "avg_pool2d_backward"]
 
 
 # ---------------------------------------------------------------- helpers
@@ -66,35 +65,6 @@ def _window_fold(xp, x, kernel, stride, padding, dilation, fill, combine):
     return out
 
 
-def _first_hits(xp, x, out, kernel, stride, padding, dilation):
-    """Per window offset o, ``(o, hit)``: hit marks the outputs whose first maximum (in
-    row-major window order) sits at offset o. Branch-free, as ``(view == out) & ~taken``
-    written ``eq > taken`` (a masked running argmax cost 5x more per offset). A NaN window
-    gives its gradient to the first NaN (PyTorch: the last)."""
-    n, c, h, w = x.shape
-    oh, ow = out.shape[2], out.shape[3]
-    xpad = _padded(xp, x, padding, _fill_low(x.dtype))
-    nan_out = None
-    if x.dtype.kind == "f":
-        nan_out = xp.isnan(out)
-        if not bool(nan_out.any()):
-            nan_out = None
-    taken = None
-    last = kernel[0] * kernel[1] - 1
-    for o, v in enumerate(_views(xpad, kernel, stride, dilation, oh, ow)):
-        eq = v == out
-        if nan_out is not None:
-            eq |= xp.isnan(v)
-        if taken is None:
-            hit = eq
-            taken = eq.copy() if o < last else None
-        else:
-            hit = xp.greater(eq, taken)
-            if o < last:
-                taken |= hit
-        yield o, hit
-
-
 # ---------------------------------------------------------------- max_pool2d
 def _max_pool_impl(xp, x, kernel, stride, padding, dilation):
     return _window_fold(xp, x, kernel, stride, padding, dilation, _fill_low(x.dtype), xp.maximum)
@@ -113,31 +83,9 @@ def _max_pool_vjp(g, out, x, kernel, stride, padding, dilation):
     return (O.max_pool2d_scatter(g, rec, tuple(x.shape), kernel, stride, padding, dilation),)
 
 
-def _max_pool_indices_impl(xp, x, kernel, stride, padding, dilation):
-    n, c, h, w = x.shape
-    out = _max_pool_impl(xp, x, kernel, stride, padding, dilation)
-    oh, ow = out.shape[2], out.shape[3]
-    idx = xp.zeros(out.shape, dtype=np.int64)   # the window offset of the first maximum
-    for o, hit in _first_hits(xp, x, out, kernel, stride, padding, dilation):
-        if o:
-            idx += hit * o
-    i, j = idx // kernel[1], idx % kernel[1]
-    rows = xp.arange(oh, dtype=np.int64)[:, None] * stride[0] - padding[0] + i * dilation[0]
-    cols = xp.arange(ow, dtype=np.int64)[None, :] * stride[1] - padding[1] + j * dilation[1]
-    return rows * w + cols
-
-
-def _max_pool_indices_rule(x, kernel, stride, padding, dilation):
-    from .. import dtypes as _dt
-    a = _pool_rule("max_pool2d")(x, kernel, stride, padding, dilation)
-    return Aval(a.shape, _dt.int64, x.device)
-
-
 MAX_POOL2D = defprim("max_pool2d", _max_pool_impl, _pool_rule("max_pool2d"), _max_pool_vjp,
                      kind="other", save=lambda rq: (0,), extra={"selects": True},
                      grad_name="MaxPool2DWithIndicesBackward0")
-MAX_POOL2D_INDICES = defprim("max_pool2d_indices", _max_pool_indices_impl,
-                             _max_pool_indices_rule, None, kind="other")
 
 
 # ---------------------------------------------------------------- avg_pool2d
@@ -189,12 +137,6 @@ AVG_POOL2D_BACKWARD = defprim("avg_pool2d_backward", _avg_pool_backward_impl,
 def max_pool2d(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
     """Max over each (dilated) window of a 4-D input; params are (h, w) int pairs."""
     return bind(MAX_POOL2D, x, kernel=kernel, stride=stride, padding=padding, dilation=dilation)
-
-
-def max_pool2d_indices(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):
-    """PyTorch's ``return_indices``: each window's first maximum as a flat index into H*W."""
-    return bind(MAX_POOL2D_INDICES, x, kernel=kernel, stride=stride, padding=padding,
-                dilation=dilation)
 
 
 def avg_pool2d(x, kernel, stride, padding=(0, 0), dilation=(1, 1)):

@@ -19,7 +19,7 @@ from .creation import arange, tensor, zeros
 from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
-from .shape import cat, clone, expand, flip, movedim as _movedim1, permute, reshape, stack, transpose, unsqueeze
+from .shape import cat, clone, expand, flip, permute, reshape, stack, transpose, unsqueeze
 from .registry import Aval, defprim, refuse_tracing
 from .eager import bind
 from . import autocast as _autocast
@@ -174,7 +174,7 @@ def _windows_vjp(g, out, a, dim: int, size: int, step: int):
     # (made of creation ops: a captured backward may not hold a concrete index tensor)
     starts = unsqueeze(arange(0, n * step, step, device=g.device), 1)
     idx = reshape(starts + arange(size, device=g.device), (-1,))
-    rows = reshape(_movedim1(g, g.ndim - 1, dim + 1),
+    rows = reshape(movedim(g, g.ndim - 1, dim + 1),
                    tuple(g.shape[:dim]) + (n * size,) + tuple(g.shape[dim + 1:-1]))
     return (index_add(zeros(tuple(a.shape), dtype=g.dtype, device=g.device), dim, idx, rows),)
 
@@ -476,8 +476,6 @@ def swapdims(input, dim0: int, dim1: int):
 def movedim(input, source, destination):
     """Dims `source` moved to positions `destination` (ints, or sequences of equal length),
     the others keeping their order."""
-    if isinstance(source, int) and isinstance(destination, int):
-        return _movedim1(input, source, destination)
     n = input.ndim
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)

@@ -23,7 +23,7 @@ from .shape_params import unsqueeze_params as _unsqueeze_params
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
            "unbind", "narrow", "flip", "repeat", "sum_to", "clone", "view_as", "reshape_as",
-           "to_device", "movedim", "swapaxes"]
+           "to_device", "swapaxes"]
 
 
 def _reshape_rule(a, shape):
@@ -359,14 +359,6 @@ def transpose(a, dim0: int, dim1: int):
 
 
 swapaxes = transpose
-
-
-def movedim(a, source: int, destination: int):
-    n = a.ndim
-    s, d = normalize_dim(source, n, "movedim"), normalize_dim(destination, n, "movedim")
-    dims = [i for i in range(n) if i != s]
-    dims.insert(d, s)
-    return permute(a, tuple(dims))
 
 
 def t(a):
