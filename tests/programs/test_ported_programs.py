@@ -25,7 +25,11 @@ regression by Cholesky in float64 compiled with fullgraph=True, the seq2seq tuto
 decoder with Bahdanau attention, and a GIN graph classifier whose batches of graphs
 (index_add_, scatter_add_, scatter_reduce readouts) are compiled with dynamic=True, MoCo's
 momentum encoder and queue compiled whole, and Spinning Up's Soft Actor-Critic with a
-tanh-squashed Normal and Polyak-averaged twin Q targets) run unchanged
+tanh-squashed Normal and Polyak-averaged twin Q targets, an M5 keyword net on STFT
+features, Kim's text CNN (max-over-time pooling, Adadelta, a max-norm constraint), an LSTM
+forecaster whose decoder flips a Python coin for teacher forcing under ReduceLROnPlateau,
+a capsule network's routing by agreement, and custom parametrizations with buffers and
+forward hooks) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -57,12 +61,14 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # a spatial transformer's warp, a Gaussian process's Cholesky marginal likelihood, a GRU
 # decoder's Python loop of attention steps, message passing over dynamic node counts,
 # MoCo (`.data =` momentum updates, an enqueue at a pointer read by int()) and SAC
-# (Normal's argument checks in the graph)
+# (Normal's argument checks in the graph), a keyword net, a text CNN's max-over-time
+# pooling, capsule routing and parametrized weights
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
             "prog_llamagen.py", "prog_stn.py", "prog_gp.py", "prog_attnseq.py", "prog_mpnn.py",
-            "prog_moco.py", "prog_sac.py"]
+            "prog_moco.py", "prog_sac.py", "prog_kws.py", "prog_textcnn.py", "prog_capsnet.py",
+            "prog_param.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
