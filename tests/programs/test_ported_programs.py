@@ -28,8 +28,9 @@ momentum encoder and queue compiled whole, and Spinning Up's Soft Actor-Critic w
 tanh-squashed Normal and Polyak-averaged twin Q targets, an M5 keyword net on STFT
 features, Kim's text CNN (max-over-time pooling, Adadelta, a max-norm constraint), an LSTM
 forecaster whose decoder flips a Python coin for teacher forcing under ReduceLROnPlateau,
-a capsule network's routing by agreement, and custom parametrizations with buffers and
-forward hooks) run unchanged
+a capsule network's routing by agreement, custom parametrizations with buffers and
+forward hooks, static and task-conditioned hypernetworks, and a decoder-only LM of
+nn.MultiheadAttention with causal and padding masks sampling top-k) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -62,13 +63,14 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # decoder's Python loop of attention steps, message passing over dynamic node counts,
 # MoCo (`.data =` momentum updates, an enqueue at a pointer read by int()) and SAC
 # (Normal's argument checks in the graph), a keyword net, a text CNN's max-over-time
-# pooling, capsule routing and parametrized weights
+# pooling, capsule routing, parametrized weights, kernels a hypernetwork generates and a
+# MultiheadAttention LM's generation
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
             "prog_llamagen.py", "prog_stn.py", "prog_gp.py", "prog_attnseq.py", "prog_mpnn.py",
             "prog_moco.py", "prog_sac.py", "prog_kws.py", "prog_textcnn.py", "prog_capsnet.py",
-            "prog_param.py"]
+            "prog_param.py", "prog_hyper.py", "prog_mhalm.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -77,12 +79,14 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_kvcache.py": 6,
                 # G without grad, with grad, in eval; D on data, on G's output, in eval
                 "prog_sngan.py": 6,
-                "prog_llamagen.py": 4,
+                "prog_llamagen.py": 4,   # training, prefill, two decode steps (as kvcache's)
                 "prog_attnseq.py": 4,   # encoder and decoder, training and greedy decoding
                 "prog_moco.py": 3,      # the queue pointer's three values
                 # the actor with and without grad and deterministic; each Q with grad and with
                 # its weights frozen for the policy loss; the two targets
-                "prog_sac.py": 9}   # training, prefill, two decode steps (as kvcache's)
+                "prog_sac.py": 9,
+                "prog_hyper.py": 3,     # the primary net training and in eval; the task net
+                "prog_mhalm.py": 3}     # training, then generation's first two lengths
 
 
 def _run(framework, mode, weights, programs):
