@@ -49,6 +49,8 @@ PROGRAMS = {
     "stn": "spatial transformer tutorial: affine_grid + grid_sample warp before a LeNet, batch 64",
     "moco": "MoCo v2: momentum key encoder by .data inside the forward, a queue, compiled whole",
     "sac": "Soft Actor-Critic: tanh-squashed Normal, twin Q, Polyak targets, 5 compiled MLPs",
+    "textcnn": "Kim's sentence CNN: Conv2d over 3/4/5-word windows, max-over-time pooling, Adam",
+    "kws": "M5 keyword net on 1 s of 8 kHz audio beside torch.stft log-spectrogram features",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -36,7 +36,8 @@ def _losses(framework: str, program: str) -> list:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("program", ["gcn", "gat", "charmlp", "lstmcell", "moe", "kvgen", "caption", "sac"])
+@pytest.mark.parametrize("program", ["gcn", "gat", "charmlp", "lstmcell", "moe", "kvgen", "caption", "sac",
+                                     "textcnn", "kws"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)
