@@ -51,6 +51,8 @@ PROGRAMS = {
     "sac": "Soft Actor-Critic: tanh-squashed Normal, twin Q, Polyak targets, 5 compiled MLPs",
     "tft": "Temporal Fusion Transformer: GRNs, variable selection, LSTM encoder-decoder, quantiles",
     "dit": "DiT: adaLN-Zero blocks (MultiheadAttention, modulated LayerNorm), 256 tokens, width 96",
+    "textcnn": "Kim's sentence CNN: Conv2d over 3/4/5-word windows, max-over-time pooling, Adam",
+    "kws": "M5 keyword net on 1 s of 8 kHz audio beside torch.stft log-spectrogram features",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -37,7 +37,8 @@ def _losses(framework: str, program: str) -> list:
 
 
 @pytest.mark.parametrize("program", ["gcn", "gat", "charmlp", "lstmcell", "moe", "kvgen", "caption", "sac",
-                                     "tft", "dit"])
+                                     "tft", "dit",
+                                     "textcnn", "kws"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)

@@ -152,6 +152,23 @@ def test_python_random_and_clock_values_are_not_baked_in_silently():
         assert not np.allclose(d(tj.ones(100, 3)).numpy(), d(tj.ones(100, 3)).numpy())
 
 
+def test_a_refused_capture_leaves_pythons_and_numpys_random_streams_as_eager():
+    import random
+
+    def teacher_forced(x, y):   # a seq2seq decoder's coin flip per step
+        for _ in range(3):
+            x = y if random.random() < 0.5 else x * 2 + float(np.random.randn())
+        return x
+    random.seed(1); np.random.seed(1)
+    want = [teacher_forced(tj.ones(2), tj.zeros(2)).numpy() for _ in range(3)] + [random.random()]
+    random.seed(1); np.random.seed(1)
+    c = tj.compile(teacher_forced)
+    with pytest.warns(RuntimeWarning, match="random.random"):
+        got = [c(tj.ones(2), tj.zeros(2)).numpy() for _ in range(3)] + [random.random()]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 P = nn.Parameter(tj.ones(2))
 
 

@@ -128,3 +128,22 @@ def test_max_unpool_names_an_index_past_its_output(compiled):
     with pytest.raises(IndexError, match="max_unpool1d: index 5 is out of range for size 5"):
         (tj.compile(f) if compiled else f)(out, idx)
     np.testing.assert_array_equal(tj.nn.functional.max_unpool1d(out, idx, 2).numpy(), [[[0, 1, 0, 3, 0, 5]]])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("shape, kw", [((2, 3, 11), dict(kernel_size=4)),
+                                       ((3, 10), dict(kernel_size=3, stride=2, padding=1)),
+                                       ((2, 2, 12), dict(kernel_size=2, stride=1, dilation=3))])
+def test_max_pool1d_values_and_gradient_match_pytorch_ties_included(shape, kw, compiled):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).integers(0, 3, shape).astype(np.float32)   # many ties
+    g = np.random.default_rng(1).standard_normal(torch.nn.functional.max_pool1d(
+        torch.tensor(x), **kw).shape).astype(np.float32)
+    xt = torch.tensor(x, requires_grad=True)
+    (torch.nn.functional.max_pool1d(xt, **kw) * torch.tensor(g)).sum().backward()
+    xj = tj.tensor(x, requires_grad=True)
+    f = lambda v: tj.nn.functional.max_pool1d(v, **kw)   # noqa: E731
+    out = (tj.compile(f) if compiled else f)(xj)
+    (out * tj.tensor(g)).sum().backward()
+    np.testing.assert_array_equal(out.detach().numpy(), torch.nn.functional.max_pool1d(xt, **kw).detach().numpy())
+    np.testing.assert_array_equal(xj.grad.numpy(), xt.grad.numpy())

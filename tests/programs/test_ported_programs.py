@@ -36,7 +36,12 @@ buffer, a categorical VAE under straight-through Gumbel-softmax with an annealed
 temperature, Tokens-to-Token ViT (nn.Unfold soft splits, F.fold, SequentialLR), RWKV-4's
 WKV recurrence with a save/load round trip, a Set Transformer over padded masked sets, and
 a Temporal Fusion Transformer (GRNs, variable selection, LSTM encoder-decoder, quantile
-loss)) run unchanged
+loss), an M5 keyword net on STFT
+features, Kim's text CNN (max-over-time pooling, Adadelta, a max-norm constraint), an LSTM
+forecaster whose decoder flips a Python coin for teacher forcing under ReduceLROnPlateau,
+custom parametrizations with buffers and
+forward hooks, static and task-conditioned hypernetworks, and a decoder-only LM of
+nn.MultiheadAttention with causal and padding masks sampling top-k) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -74,14 +79,18 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # (dynamic=True over episode sizes), DiT (a compiled bound method for guided sampling),
 # pruning (forward pre-hooks that come and go), Glow, JEM (input gradients through the
 # compiled energy), the Gumbel-softmax VAE (a numpy float64 temperature), T2T-ViT, RWKV
-# (a loop over time), a Set Transformer (set sizes going dynamic) and a TFT (two LSTMs)
+# (a loop over time), a Set Transformer (set sizes going dynamic) a TFT (two LSTMs),
+# a keyword net, a text CNN's max-over-time
+# pooling, parametrized weights, kernels a hypernetwork generates and a
+# MultiheadAttention LM's generation
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
             "prog_llamagen.py", "prog_stn.py", "prog_gp.py", "prog_attnseq.py", "prog_mpnn.py",
             "prog_moco.py", "prog_sac.py", "prog_capsnet.py", "prog_lora.py", "prog_qat.py", "prog_sae.py",
             "prog_protonet.py", "prog_dit.py", "prog_prune.py", "prog_glow.py", "prog_jem.py",
-            "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py"]
+            "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py",
+            "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -90,12 +99,12 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_kvcache.py": 6,
                 # G without grad, with grad, in eval; D on data, on G's output, in eval
                 "prog_sngan.py": 6,
-                "prog_llamagen.py": 4,
+                "prog_llamagen.py": 4,   # training, prefill, two decode steps (as kvcache's)
                 "prog_attnseq.py": 4,   # encoder and decoder, training and greedy decoding
                 "prog_moco.py": 3,      # the queue pointer's three values
                 # the actor with and without grad and deterministic; each Q with grad and with
                 # its weights frozen for the policy loss; the two targets
-                "prog_sac.py": 9,   # training, prefill, two decode steps (as kvcache's)
+                "prog_sac.py": 9,
                 "prog_qat.py": 3,   # the observers' first call, the later ones, eval
                 "prog_glow.py": 3,  # ActNorm's first call, the later ones, no grad
                 "prog_jem.py": 3,   # the energy on SGLD's inputs (eval) and in training; classify
@@ -104,7 +113,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_settf.py": 3,   # the set size goes dynamic at the second; no grad
                 # training, then each prefix length of the greedy generation: range(T) in the
                 # WKV loop fixes T (as torch.compile does)
-                "prog_rwkv.py": 8}
+                "prog_rwkv.py": 8,
+                "prog_hyper.py": 3,     # the primary net training and in eval; the task net
+                "prog_mhalm.py": 3}     # training, then generation's first two lengths
 
 
 def _run(framework, mode, weights, programs):

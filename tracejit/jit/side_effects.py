@@ -47,6 +47,7 @@ class EffectLog:
         self._watched: dict = {}              # id(container) -> (label, container, copy)
         self.prints: list = []                # "file:line" of each print() the capture ran
         self.values: list = []                # "random.random() at file:line": values a graph keeps
+        self._rng: dict = {}                  # module name -> (its state setter, state before)
 
     # ---- noting ------------------------------------------------------------------
     def attribute_write(self, obj: Any, name: str) -> None:
@@ -109,6 +110,17 @@ class EffectLog:
                 v.clear()
                 v.update(before) if not isinstance(v, list) else v.extend(before)
         self._writes.clear()
+        for setter, state in self._rng.values():   # the eager rerun draws what it would have
+            setter(state)
+        self._rng.clear()
+
+    def random_drawn(self, modname: str) -> None:
+        """A `_WATCHED` random function of `modname` is about to run: keep its generator's
+        state from before the capture's first draw, for `restore`."""
+        get_set = _RNG_STATE.get(modname)
+        if get_set is not None and modname not in self._rng:
+            mod = sys.modules[modname]
+            self._rng[modname] = (getattr(mod, get_set[1]), getattr(mod, get_set[0])())
 
 
 def _objects(out: Any):
@@ -149,6 +161,7 @@ _WATCHED = [("builtins", ("print",), "print"),
             ("time", ("time", "time_ns", "perf_counter", "monotonic"), "value"),
             ("numpy.random", ("rand", "randn", "random", "randint", "uniform", "normal", "choice",
                               "permutation", "shuffle", "random_sample", "binomial", "poisson"), "value")]
+_RNG_STATE = {"random": ("getstate", "setstate"), "numpy.random": ("get_state", "set_state")}
 _lock = threading.Lock()
 _users = [0]              # captures running now (all threads): the wrappers are in place while > 0
 _originals: list = []     # (module, name, original, wrapper) while in place
@@ -171,6 +184,8 @@ def _noting(label: str, kind: str, fn: Callable) -> Callable:
             note = where if kind == "print" else f"{label}() at {where}"
             if note not in seen:
                 seen.append(note)
+            if kind == "value":
+                root.effects.random_drawn(label.rpartition(".")[0])
         return fn(*args, **kwargs)
     call._tracejit_wrapper = True
     return call
