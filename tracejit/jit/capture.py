@@ -412,6 +412,7 @@ class Capture:
                 # User code needed concrete sizes: keep those dims static from now on and
                 # capture again.
                 self._fixed_size_ints |= ctx.sizes.leaf_names(ctx.specialized, sdescs)
+                self._static_floats |= ctx.sizes.lifted_keys(ctx.specialized)
                 spec_dims = {(d.name, j) for d in sdescs if d.kind == "tensor"
                              for j, s in enumerate(d.shape) if isinstance(s, str) and s in ctx.specialized}
                 self._static.update(spec_dims)
