@@ -29,7 +29,7 @@ from typing import Any, Optional
 from .. import dtypes as _dt
 from ..ops.registry import Aval
 
-__all__ = ["Lifted", "lifting", "lifted_attribute", "ref_key", "refs_of", "changed_floats"]
+__all__ = ["Lifted", "lifting", "lifted_attribute", "ref_key", "refs_of", "changed_numbers"]
 
 _tls = threading.local()   # .state: the `_State` of the capture running in this thread
 NUMBERS = (int, float)     # the types a capture lifts (``type(v) in NUMBERS``: not bool)
@@ -188,15 +188,15 @@ def lifted_attribute(module, name: str, value):
     return state.input(key, f"{type(module).__name__}.{name}", module, name, value)
 
 
-def changed_floats(check) -> set:
+def changed_numbers(check) -> set:
     """The keys of the numbers a call found changed in an entry's extra guard (`check`:
     a module state check, a references check, or several)."""
     if check is None:
         return set()
     inner = getattr(check, "checks", None)
     if inner is not None:
-        return set().union(*(changed_floats(c) for c in inner))
-    fn = getattr(check, "changed_floats", None)
+        return set().union(*(changed_numbers(c) for c in inner))
+    fn = getattr(check, "changed_numbers", None)
     return fn() if fn is not None else set()
 
 

@@ -239,7 +239,7 @@ class _StateCheck:
                 out.append(f"module {n!r}: attribute {k!r} changed: {d}")
         return out
 
-    def changed_floats(self) -> set:
+    def changed_numbers(self) -> set:
         """The keys (lifted.py) of the number attributes read at capture that hold another
         number of their type now."""
         out = set()

@@ -17,7 +17,7 @@ import types
 from typing import Callable, Optional
 
 from .lifted import NUMBERS, ref_key
-from .value_snapshot import (BUDGET, changed_floats, differs, from_library, snapshot, type_watcher,
+from .value_snapshot import (BUDGET, changed_numbers, differs, from_library, snapshot, type_watcher,
                              unchanged, watcher)
 
 __all__ = ["python_refs_guard", "forward_refs_guard"]
@@ -93,7 +93,7 @@ class _RefsCheck:
                 return False
         return True
 
-    def changed_floats(self) -> set:
+    def changed_numbers(self) -> set:
         """The keys (lifted.py) of the number references that hold another number now, of the
         number entries of the containers and objects they name, and of the number attributes
         of the modules they name."""
@@ -103,9 +103,9 @@ class _RefsCheck:
             if w[0] == 1 and type(w[1]) in NUMBERS and type(v) is type(w[1]) and not unchanged(w, v):
                 out.add(ref_key(gl, key))
             elif w[0] in (2, 3, 4):   # (floats inside: a config's, an optimizer's rate)
-                out |= changed_floats(w[2], v)
+                out |= changed_numbers(w[2], v)
         for _, check in self.modules:
-            out |= check.changed_floats()
+            out |= check.changed_numbers()
         return out
 
     def text(self) -> str:

@@ -56,7 +56,7 @@ class SizeArgs:
         self.sources[name] = ("ext", k) if lifted else ("int", k)
         var.size = SizeName(name)  # the executors bind the symbol from this input
         var.size.facts = self.facts
-        self._guard(ctx, sym - 2, "a changing int used as a size" if lifted else "an int argument used as a size")
+        self._guard(ctx, sym - 2, f"{'a changing int' if lifted else 'an int argument'} used as a size")
         return sym
 
     def leaf_names(self, symbols: set, descs: list) -> set:
@@ -147,7 +147,8 @@ def known_facts(graph) -> Optional[Known]:
 
 def size_of(t) -> object:
     """A traced int used as a size or slice bound: a `Sym` where it is computed from int
-    arguments that may be symbolic and ints read from Python state that changed (lifted.py) by ``+``, ``-``, ``*`` and ``//`` (``n``, ``2 * n``, ``144 // n``),
+    arguments that may be symbolic and ints read from Python state that changed (lifted.py)
+    by ``+``, ``-``, ``*`` and ``//`` (``n``, ``2 * n``, ``144 // n``),
     else its value (specialized and guarded, as ``int(t)``)."""
     ctx = t._trace
     sizes = getattr(ctx, "sizes", None)

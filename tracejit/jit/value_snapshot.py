@@ -14,7 +14,7 @@ import types
 from typing import Any, Optional
 
 __all__ = ["snapshot", "differs", "worth_watching", "watcher", "type_watcher", "unchanged", "BUDGET", "SCALARS",
-           "from_library", "entry_key", "changed_floats", "plain_object", "guarded_attrs"]
+           "from_library", "entry_key", "changed_numbers", "plain_object", "guarded_attrs"]
 
 BUDGET = 64
 SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -97,7 +97,7 @@ def entry_key(owner, key) -> Optional[tuple]:
     return ("attr", id(owner), key) if plain_object(owner) else None
 
 
-def changed_floats(snap, v) -> set:
+def changed_numbers(snap, v) -> set:
     """The `entry_key`s of the number entries of `v` that hold another number of their type
     than `snap` copied (a learning rate a schedule sets): runtime inputs for the next capture."""
     kind, out = snap[0], set()
@@ -114,7 +114,7 @@ def changed_floats(snap, v) -> set:
         pairs = ((k, s, now[k]) for k, s in snap[3] if k in now)
     else:
         for k, s in snap[3]:
-            out |= changed_floats(s, getattr(v, k, None))
+            out |= changed_numbers(s, getattr(v, k, None))
         return out
     for k, s, x in pairs:
         if s[0] == "s" and s[1] in (int, float) and type(x) is s[1] and x != s[2] and s[2] == s[2]:
@@ -122,7 +122,7 @@ def changed_floats(snap, v) -> set:
             if key is not None:
                 out.add(key)
         else:
-            out |= changed_floats(s, x)
+            out |= changed_numbers(s, x)
     return out
 
 
