@@ -1,6 +1,7 @@
-"""Floats read from module attributes, globals and closures that keep changing become
+"""Numbers read from module attributes, globals and closures that keep changing become
 runtime inputs: the second capture serves every later value (torch.compile: 2 captures),
-and each call computes with the value it finds, as eager PyTorch does."""
+and each call computes with the value it finds, as eager PyTorch does. An int used as a
+slice bound is a symbolic size there."""
 import math
 import warnings
 
@@ -200,3 +201,58 @@ def test_float_entries_of_a_config_object_and_a_global_dict_capture_twice():
     cfg.scale = 3     # an int now: captured again, as a constant
     _eq(f(x), x * 3 + 2.5)
     assert f.cache_stats()["compiles"] == 3
+
+
+class Queue(tj.nn.Module):
+    """MoCo's queue of negatives, its pointer a Python int the training loop advances."""
+
+    def __init__(self, dim=3, k=12):
+        super().__init__()
+        self.register_buffer("queue", tj.zeros(dim, k))
+        self.ptr = 0
+
+    def forward(self, q, keys):
+        self.queue[:, self.ptr:self.ptr + keys.shape[0]] = keys.T
+        return q @ self.queue.clone() + self.queue[:, self.ptr].sum()
+
+
+@pytest.mark.parametrize("backend", ["interpret", None])
+def test_int_attribute_used_as_a_slice_start_captures_twice(backend):
+    torch = pytest.importorskip("torch")
+    m = Queue()
+    cm = tj.compile(m, backend=backend)
+    queue = torch.zeros(3, 12)
+    r = np.random.default_rng(0)
+    for step in range(9):
+        q, keys = (r.standard_normal(s).astype(np.float32) for s in ((2, 3), (4, 3)))
+        got = cm(tj.tensor(q), tj.tensor(keys))
+        queue[:, m.ptr:m.ptr + 4] = torch.tensor(keys).T
+        want = torch.tensor(q) @ queue + queue[:, m.ptr].sum()
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+        m.ptr = (m.ptr + 4) % 12
+    np.testing.assert_allclose(m.queue.numpy(), queue.numpy())
+    assert cm.forward.cache_stats()["compiles"] == 2   # ptr 0, then any ptr in [2, 8]
+    assert type(m.ptr) is int and "ptr (any int)" in cm.forward.entries[-1].extra.text()
+
+
+def test_int_closure_code_needs_as_a_python_int_is_guarded_on_its_value():
+    def make():
+        n = 1
+
+        def f(x):
+            for _ in range(n):    # a loop count: specialized, guarded on the value
+                x = x * 2
+            return x[n:n + 2]     # a slice bound: symbolic
+
+        def set_n(v):
+            nonlocal n
+            n = v
+        return f, set_n
+
+    f, set_n = make()
+    cf = tj.compile(f, backend="interpret")
+    x = tj.arange(8.0)
+    for n in (1, 2, 3, 2, 4, 3):
+        set_n(n)
+        _eq(cf(x), x[n:n + 2] * 2 ** n)
+    assert cf.cache_stats()["compiles"] == 4   # one per loop count

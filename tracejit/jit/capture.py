@@ -30,7 +30,7 @@ from .ir import Graph, verify
 from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
-from .lifted import changed_floats, lifting, refs_of
+from .lifted import changed_numbers, lifting, refs_of
 from .side_effects import printing_noted
 from .size_args import SizeArgs
 from .value_snapshot import with_tensor_reads
@@ -109,9 +109,9 @@ class Capture:
         if self._entries:
             self._mark_dynamic(descs)
             self._ints_that_changed(descs, leaves)
-            if self._dynamic_ok:   # floats read from Python state that changed: runtime inputs
+            if self._dynamic_ok:   # numbers read from Python state that changed: runtime inputs
                 for e in self._entries:
-                    self._lifted_floats |= changed_floats(e.extra) - self._static_floats
+                    self._lifted_numbers |= changed_numbers(e.extra) - self._static_numbers
         try:
             with _objects_aged():
                 entry = self._capture(leaves, spec, descs, gm)
@@ -119,14 +119,14 @@ class Capture:
             # Nothing is kept from a capture that failed.
             self._dynamic, self._static, self._force_dynamic = saved
             ints = {d.name for d in descs if d.kind == "scalar" and d.name in self._dynamic_ints}
-            floats = self._lifted_floats - self._static_floats
-            if (ints or floats) and isinstance(exc, Exception):
-                # The code needs those ints as Python ints (a shape, a dim), or the floats as
-                # Python floats: specialize them for good, as before they changed, and
+            lifted = self._lifted_numbers - self._static_numbers
+            if (ints or lifted) and isinstance(exc, Exception):
+                # The code needs those ints as Python ints (a shape, a dim), or the lifted
+                # numbers as Python numbers: specialize them for good, as before they changed, and
                 # capture again.
                 self._dynamic_ints -= ints
                 self._static_ints |= ints
-                self._static_floats |= floats
+                self._static_numbers |= lifted
                 self._stats["misses"] -= 1
                 return self._capture_for(args, leaves, spec, gm)
             if isinstance(exc, TraceError) and not self._fullgraph:
@@ -320,7 +320,7 @@ class Capture:
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn, leaves)
             try:
-                with printing_noted(), lifting(ctx, self._lifted_floats - self._static_floats,
+                with printing_noted(), lifting(ctx, self._lifted_numbers - self._static_numbers,
                                               refs_of(self._extra_guard)):
                     if self._bound_self is not None:
                         out = fn(self._bound_self, *targs, **tkwargs)
@@ -413,6 +413,7 @@ class Capture:
                 # User code needed concrete sizes: keep those dims static from now on and
                 # capture again.
                 self._fixed_size_ints |= ctx.sizes.leaf_names(ctx.specialized, sdescs)
+                self._static_numbers |= ctx.sizes.lifted_keys(ctx.specialized)
                 spec_dims = {(d.name, j) for d in sdescs if d.kind == "tensor"
                              for j, s in enumerate(d.shape) if isinstance(s, str) and s in ctx.specialized}
                 self._static.update(spec_dims)
@@ -428,7 +429,7 @@ class Capture:
         opt = optimize(graph)
         const_descs = _const_descs(ctx.const_tensors, self._const_names())
         consts = list(ctx.const_tensors)
-        lifted = frozenset(x.key for x in ctx.lifted.values())   # (guarded as floats only)
+        lifted = frozenset(x.key for x in ctx.lifted.values())   # (guarded by type only)
         extra = self._extra_guard
         if extra is not None and hasattr(extra, "snapshot"):
             # the state this capture saw, checked on every call

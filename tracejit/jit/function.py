@@ -102,8 +102,8 @@ class CompiledFunction(Capture):
         self._dynamic_ints: set = set()  # int argument leaves seen with two values: runtime inputs
         self._static_ints: set = set()   # ints whose capture as runtime inputs failed: specialized
         self._fixed_size_ints: set = set()  # int arguments code needed the value of: never sizes
-        self._lifted_floats: set = set()  # floats read from Python state seen changing (lifted.py)
-        self._static_floats: set = set()  # those whose capture as runtime inputs failed
+        self._lifted_numbers: set = set()  # numbers read from Python state seen changing (lifted.py)
+        self._static_numbers: set = set()  # those whose capture as runtime inputs failed
         self._lock = threading.RLock()
         self._fell_back = False
         self._split = None         # a module forward that broke: its submodules' (submodules.py)

@@ -1,19 +1,22 @@
-"""Floats read from Python state that keep changing: runtime inputs of the graph.
+"""Numbers read from Python state that keep changing: runtime inputs of the graph.
 
 A capture turns the Python numbers a function reads from module attributes
 (``x * self.temperature``), globals and closure variables into constants, and its guard
 compares them by value (module_guard.py, python_refs.py). A float that changes on every
-call (a temperature schedule, an annealed coefficient) would then capture once per value.
-So, as a float argument already is, such a float becomes a runtime input once a call
-found it changed: the next capture reads it through a scalar input of the graph, its
-guard checks only that it is still a float, and each call passes its current value
-(`Lifted.value`). Python code that needs the number itself (``if self.t > 1``,
-``math.exp(self.t)``) still gets it, guarded like a float argument's (scalars.py).
+call (a temperature schedule, an annealed coefficient) or an int (a queue pointer, a step)
+would then capture once per value. So, as torch.compile's automatic dynamic does, such a
+number becomes a runtime input once a call found it changed: the next capture reads it
+through a scalar input of the graph, its guard checks only that it is still a number of
+its type, and each call passes its current value (`Lifted.value`). An int used as a size
+or slice bound (``queue[:, self.ptr:self.ptr + n]``) is a symbolic size there
+(size_args.py). Python code that needs the number itself (``if self.t > 1``,
+``range(self.n)``) still gets it, guarded like a number argument's (scalars.py).
 
-Keys name where a float lives: ``("attr", id(module or plain object), name)``,
+Keys name where a number lives: ``("attr", id(module or plain object), name)``,
 ``("global", id(globals), name)``, ``("cell", id(cell))``, ``("item", id(list or dict),
 key)`` (an optimizer's ``param_groups[0]["lr"]`` a compiled update reads). `lifting` is
-the capture's side: within it, the trace reads the floats of its keys as inputs; the module attribute hook (module_guard.py) calls
+the capture's side: within it, the trace reads the numbers of its keys as inputs; the
+module attribute hook (module_guard.py) calls
 `lifted_attribute`, globals and closure cells are swapped for the inputs while the
 function runs and put back after.
 """
@@ -26,18 +29,20 @@ from typing import Any, Optional
 from .. import dtypes as _dt
 from ..ops.registry import Aval
 
-__all__ = ["Lifted", "lifting", "lifted_attribute", "ref_key", "refs_of", "changed_floats"]
+__all__ = ["Lifted", "lifting", "lifted_attribute", "ref_key", "refs_of", "changed_numbers"]
 
 _tls = threading.local()   # .state: the `_State` of the capture running in this thread
+NUMBERS = (int, float)     # the types a capture lifts (``type(v) in NUMBERS``: not bool)
 
 
 class Lifted:
-    """One float a capture reads as a runtime input: where it lives and how to read it."""
+    """One number a capture reads as a runtime input: where it lives, how to read it, and
+    its value in the call being captured (`hint`)."""
 
-    __slots__ = ("key", "label", "_obj", "_name")
+    __slots__ = ("key", "label", "_obj", "_name", "hint")
 
-    def __init__(self, key: tuple, label: str, obj: Any, name: Optional[str]):
-        self.key, self.label, self._obj, self._name = key, label, obj, name
+    def __init__(self, key: tuple, label: str, obj: Any, name: Optional[str], hint=None):
+        self.key, self.label, self._obj, self._name, self.hint = key, label, obj, name, hint
 
     def value(self) -> Any:
         """Its value now (what a call passes to the graph)."""
@@ -64,23 +69,23 @@ class _State:
         self.ctx, self.keys = ctx, keys
         self.made: dict = {}   # key -> tracer
 
-    def input(self, key: tuple, label: str, obj, name):
+    def input(self, key: tuple, label: str, obj, name, value):
         t = self.made.get(key)
         if t is None:
             ctx = self.ctx
-            t = ctx.new_input(Aval((), _dt.float64, weak=True), "".join(
+            t = ctx.new_input(Aval((), _dt.scalar_dtype(value), weak=True), "".join(
                 c if c.isalnum() else "_" for c in label.split(" ")[-1]).strip("_"))
-            ctx.lifted[t._var] = Lifted(key, label, obj, name)
+            ctx.lifted[t._var] = Lifted(key, label, obj, name, value)
             self.made[key] = t
         return t
 
 
 @contextlib.contextmanager
 def lifting(ctx, keys: set, refs: list = ()):
-    """Within: the trace `ctx` (a root context) reads the floats named by `keys` as runtime
+    """Within: the trace `ctx` (a root context) reads the numbers named by `keys` as runtime
     inputs. `refs` are the function's global and closure references (python_refs.py:
-    (label, globals dict or None, name or cell)); those among `keys` holding a float, and
-    the float entries among `keys` of the lists, dicts and plain objects they reach, are
+    (label, globals dict or None, name or cell)); those among `keys` holding a number, and
+    the number entries among `keys` of the lists, dicts and plain objects they reach, are
     swapped for their inputs until the end, then put back."""
     if not keys:
         yield
@@ -97,8 +102,8 @@ def lifting(ctx, keys: set, refs: list = ()):
                 continue
             if gl is not None:
                 v = gl.get(key)
-                if type(v) is float:
-                    t = state.input(k, label, gl, key)
+                if type(v) in NUMBERS:
+                    t = state.input(k, label, gl, key, v)
                     gl[key] = t
                     swapped.append((gl, key, v, t))
             else:
@@ -106,8 +111,8 @@ def lifting(ctx, keys: set, refs: list = ()):
                     v = key.cell_contents
                 except ValueError:   # an empty cell
                     continue
-                if type(v) is float:
-                    t = state.input(k, label, key, None)
+                if type(v) in NUMBERS:
+                    t = state.input(k, label, key, None, v)
                     key.cell_contents = t
                     swapped.append((None, key, v, t))
         _swap_entries(state, keys, refs, entries)
@@ -137,9 +142,9 @@ def _set(owner, name, value) -> None:
 
 
 def _swap_entries(state: "_State", keys: set, refs, swapped: list) -> None:
-    """Swap the float entries of containers and plain objects the references reach
+    """Swap the number entries of containers and plain objects the references reach
     (value_snapshot.entry_key: ``opt.param_groups[0]["lr"]``, ``cfg.lr``) that are among
-    `keys` for their inputs, adding (owner, name, float, input) to `swapped` to put back."""
+    `keys` for their inputs, adding (owner, name, number, input) to `swapped` to put back."""
     from .python_refs import _now
     from .value_snapshot import entry_key, guarded_attrs, plain_object
     wanted = {k for k in keys if k[0] in ("item", "attr")}
@@ -163,8 +168,8 @@ def _swap_entries(state: "_State", keys: set, refs, swapped: list) -> None:
         for name, x in items:
             where = f"{label}[{name!r}]" if t in (list, dict) else f"{label}.{name}"
             k = entry_key(v, name)
-            if type(x) is float and k in wanted:
-                inp = state.input(k, where, v, name)
+            if type(x) in NUMBERS and k in wanted:
+                inp = state.input(k, where, v, name, x)
                 _set(v, name, inp)
                 swapped.append((v, name, x, inp))
             elif type(x) in (list, dict) or plain_object(x) or guarded_attrs(x):
@@ -172,7 +177,7 @@ def _swap_entries(state: "_State", keys: set, refs, swapped: list) -> None:
 
 
 def lifted_attribute(module, name: str, value):
-    """`value` read as ``module.name`` in a capture: its runtime input where that float is
+    """`value` read as ``module.name`` in a capture: its runtime input where that number is
     one of the capture's keys, else `value`."""
     state = getattr(_tls, "state", None)
     if state is None:
@@ -180,18 +185,18 @@ def lifted_attribute(module, name: str, value):
     key = ("attr", id(module), name)
     if key not in state.keys:
         return value
-    return state.input(key, f"{type(module).__name__}.{name}", module, name)
+    return state.input(key, f"{type(module).__name__}.{name}", module, name, value)
 
 
-def changed_floats(check) -> set:
-    """The keys of the floats a call found changed in an entry's extra guard (`check`:
+def changed_numbers(check) -> set:
+    """The keys of the numbers a call found changed in an entry's extra guard (`check`:
     a module state check, a references check, or several)."""
     if check is None:
         return set()
     inner = getattr(check, "checks", None)
     if inner is not None:
-        return set().union(*(changed_floats(c) for c in inner))
-    fn = getattr(check, "changed_floats", None)
+        return set().union(*(changed_numbers(c) for c in inner))
+    fn = getattr(check, "changed_numbers", None)
     return fn() if fn is not None else set()
 
 

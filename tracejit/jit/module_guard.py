@@ -24,7 +24,7 @@ from typing import Any, Optional
 from ..nn import module as _module
 from ..ops import registry as _reg
 from ..tensor import Tensor
-from .lifted import lifted_attribute
+from .lifted import NUMBERS, lifted_attribute
 from .value_snapshot import BUDGET, SCALARS, differs, unchanged, watcher, worth_watching
 
 __all__ = ["ModuleStateGuard", "recording", "with_module_arguments"]
@@ -57,7 +57,7 @@ def _noting_getattribute(self, name: str):
     if found is not None:
         if _plain(value):
             found.add((id(self), name))
-            if type(value) is float:   # (one that keeps changing: a runtime input, lifted.py)
+            if type(value) in NUMBERS:   # (one that keeps changing: a runtime input, lifted.py)
                 value = lifted_attribute(self, name, value)
         elif name[:2] != "__" and worth_watching(value):
             found.add((id(self), name))
@@ -137,8 +137,8 @@ class ModuleStateGuard:
 
     def snapshot(self, consts: Optional[list] = None, writes=(), read: Optional[set] = None,
                  lifted: frozenset = frozenset()):
-        """The check of a capture; `lifted`: the keys of the floats it read as runtime
-        inputs (lifted.py), checked to be floats only."""
+        """The check of a capture; `lifted`: the keys of the numbers it read as runtime
+        inputs (lifted.py), checked by type only."""
         consts = consts if consts is not None else []
         # (the compiled module's own hooks run eagerly around its compiled forward)
         check = _StateCheck(self.module, consts, writes, read, root_hooks=False, lifted=lifted)
@@ -218,9 +218,10 @@ class _StateCheck:
                     return out
             d = vars(m)
             for k in attrs:
-                if ("attr", id(m), k) in self.lifted:   # a runtime input: any float
-                    if type(d.get(k)) is not float:
-                        out.append(f"module {n!r}: attribute {k!r} (any float, a runtime input) is "
+                if ("attr", id(m), k) in self.lifted:   # a runtime input: any number of its type
+                    if type(d.get(k)) is not type(attrs[k]):
+                        out.append(f"module {n!r}: attribute {k!r} (any {type(attrs[k]).__name__}, a "
+                                   f"runtime input) is "
                                    f"now {d.get(k, '<unset>')!r}")
                         if stop_at_first:
                             return out
@@ -238,21 +239,21 @@ class _StateCheck:
                 out.append(f"module {n!r}: attribute {k!r} changed: {d}")
         return out
 
-    def changed_floats(self) -> set:
-        """The keys (lifted.py) of the float attributes read at capture that hold another
-        float now."""
+    def changed_numbers(self) -> set:
+        """The keys (lifted.py) of the number attributes read at capture that hold another
+        number of their type now."""
         out = set()
         for m, attrs in zip(self.mods, self.attrs):
             d = vars(m)
             for k, v in attrs.items():
-                if type(v) is float and type(d.get(k)) is float and not _same(v, d[k]):
+                if type(v) in NUMBERS and type(d.get(k)) is type(v) and not _same(v, d[k]):
                     out.add(("attr", id(m), k))
         return out
 
     def text(self) -> str:
         flags = ", ".join(f"{n}={a.get('training')}" for n, a in zip(self.names, self.attrs))
         read = sorted((f"{n}.{k}" if n != self.names[0] else k)
-                      + (" (any float)" if ("attr", id(m), k) in self.lifted else "")
+                      + (f" (any {type(a[k]).__name__})" if ("attr", id(m), k) in self.lifted else "")
                       for n, m, a in zip(self.names, self.mods, self.attrs) for k in a if k != "training")
         return (f"training flags: {flags}; attributes read: {', '.join(read) or 'none'}; the "
                 f"submodules and their tensors as captured (looked at again after a module changes)")

@@ -17,8 +17,8 @@ import dis
 import types
 from typing import Callable, Optional
 
-from .lifted import ref_key
-from .value_snapshot import (BUDGET, changed_floats, differs, from_library, snapshot, type_watcher,
+from .lifted import NUMBERS, ref_key
+from .value_snapshot import (BUDGET, changed_numbers, differs, from_library, snapshot, type_watcher,
                              unchanged, watcher)
 
 __all__ = ["python_refs_guard", "forward_refs_guard", "global_names"]
@@ -53,8 +53,8 @@ class _RefsGuard:
             read |= found
 
     def snapshot(self, consts=None, writes=(), read=None, lifted=frozenset()) -> "_RefsCheck":
-        """The check of a capture; `lifted`: the keys of the floats it read as runtime
-        inputs (lifted.py), checked to be floats only."""
+        """The check of a capture; `lifted`: the keys of the numbers it read as runtime
+        inputs (lifted.py), checked by type only."""
         return _RefsCheck(self.refs, consts if consts is not None else [], writes, read, lifted)
 
 
@@ -79,8 +79,8 @@ class _RefsCheck:
             v = _now(gl, key)
             changed = was is not None and differs(was, v) is not None
             # (a value the capture itself changed is a log: the same object is enough)
-            w = ((0, v, ("i", v)) if changed else type_watcher(float) if ref_key(gl, key) in lifted
-                 and type(v) is float else watcher(v, budget, lifted))
+            w = ((0, v, ("i", v)) if changed else type_watcher(type(v)) if ref_key(gl, key) in lifted
+                 and type(v) in NUMBERS else watcher(v, budget, lifted))
             self.items.append((gl, key, w, label))
             if isinstance(v, Module):
                 self.modules.append((label, _StateCheck(v, consts, writes, read, lifted=lifted)))
@@ -94,19 +94,19 @@ class _RefsCheck:
                 return False
         return True
 
-    def changed_floats(self) -> set:
-        """The keys (lifted.py) of the float references that hold another float now, of the
-        float entries of the containers and objects they name, and of the float attributes
+    def changed_numbers(self) -> set:
+        """The keys (lifted.py) of the number references that hold another number now, of the
+        number entries of the containers and objects they name, and of the number attributes
         of the modules they name."""
         out = set()
         for gl, key, w, _ in self.items:
             v = _now(gl, key)
-            if w[0] == 1 and type(w[1]) is float and type(v) is float and not unchanged(w, v):
+            if w[0] == 1 and type(w[1]) in NUMBERS and type(v) is type(w[1]) and not unchanged(w, v):
                 out.add(ref_key(gl, key))
             elif w[0] in (2, 3, 4):   # (floats inside: a config's, an optimizer's rate)
-                out |= changed_floats(w[2], v)
+                out |= changed_numbers(w[2], v)
         for _, check in self.modules:
-            out |= check.changed_floats()
+            out |= check.changed_numbers()
         return out
 
     def text(self) -> str:

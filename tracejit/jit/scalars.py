@@ -110,8 +110,8 @@ def evaluate(expr: tuple, leaves) -> Any:
     if tag == "sym":   # a symbolic size: its value in the call being captured
         return int(expr[1])
     if tag == "nonneg":   # a fact a shape rule assumed about symbolic sizes (size_args.py)
-        env = {s: (leaves[src[1]] if src[0] == "int" else leaves[src[1]].shape[src[2]])
-               for s, src in expr[2]}
+        env = {s: (leaves[src[1]] if src[0] == "int" else src[1].value() if src[0] == "ext"
+                   else leaves[src[1]].shape[src[2]]) for s, src in expr[2]}
         return expr[1].evaluate(env) >= 0
     if tag == "layout":   # a tensor argument's memory layout (view_writes.eager_layout)
         return layout(leaves[expr[1]]._data)
@@ -204,7 +204,8 @@ def render(expr: tuple, names: list) -> str:
     if tag == "ext":
         return expr[1].label
     if tag == "nonneg":
-        named = {s: (names[src[1]] if src[0] == "int" and src[1] < len(names) else
+        named = {s: (src[1].label if src[0] == "ext" else
+                     names[src[1]] if src[0] == "int" and src[1] < len(names) else
                      f"{names[src[1]]}.shape[{src[2]}]" if src[1] < len(names) else s)
                  for s, src in expr[2]}
         terms = dict(expr[1].terms)

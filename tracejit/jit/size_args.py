@@ -2,7 +2,8 @@
 
 An ``int`` argument that came with a second value is a runtime input of the graph
 (``_mark_dynamic`` in capture.py). Python code that reads it as a number specializes it,
-guarded on the value: ``x[:n]`` would capture once per ``n``. As a slice bound it becomes
+guarded on the value: ``x[:n]`` would capture once per ``n``. So is an int read from
+Python state that changed (``self.ptr``: lifted.py). As a slice bound it becomes
 a symbolic size instead (``i0``, torch.compile's SymInt), bound from the argument on each
 call, so one entry serves every ``n`` for which the capture's reasoning holds. That
 reasoning is guarded: the symbol stands for values >= 2 (as a symbolic dim does, sizes 0
@@ -32,33 +33,39 @@ class SizeArgs:
 
     def __init__(self, ints: set, dims: dict):
         self.ints = ints          # leaf indices of the int arguments that may become sizes
-        self.sources = dict(dims)  # symbol name -> ("dim", leaf, j) | ("int", leaf)
-        self.syms: dict = {}      # leaf index -> its Sym
-        self.names: dict = {}     # symbol name -> leaf index (the int symbols)
+        self.sources = dict(dims)  # symbol name -> ("dim", leaf, j) | ("int", leaf) | ("ext", Lifted)
+        self.syms: dict = {}      # leaf index or Lifted -> its Sym
+        self.names: dict = {}     # symbol name -> leaf index or Lifted (the int symbols)
         self.facts: set = set()   # the terms of each Sym guarded >= 0
         self.derived: dict = {}   # (num, den) -> the Sym of their floor division
 
-    def symbol(self, ctx, k: int, var) -> Optional[Sym]:
-        """The Sym for int leaf `k` (graph input `var`), made and guarded >= 2 at first use;
-        None where its value in this call is below 2 (0 and 1 stay specialized)."""
+    def symbol(self, ctx, k, var) -> Optional[Sym]:
+        """The Sym for int leaf `k` or lifted int `k` (a `Lifted`: lifted.py) read by graph
+        input `var`, made and guarded >= 2 at first use; None where its value in this call
+        is below 2 (0 and 1 stay specialized)."""
         sym = self.syms.get(k)
         if sym is not None:
             return sym
-        value = ctx.leaves[k]
-        if k not in self.ints or type(value) is not int or value < 2:
+        lifted = not isinstance(k, int)
+        value = k.hint if lifted else ctx.leaves[k]
+        if not (lifted or k in self.ints) or type(value) is not int or value < 2:
             return None
         name = f"i{len(self.names)}"
         sym = Sym.symbol(name, value)
         self.syms[k], self.names[name] = sym, k
-        self.sources[name] = ("int", k)
+        self.sources[name] = ("ext", k) if lifted else ("int", k)
         var.size = SizeName(name)  # the executors bind the symbol from this input
         var.size.facts = self.facts
-        self._guard(ctx, sym - 2, "an int argument used as a size")
+        self._guard(ctx, sym - 2, f"{'a changing int' if lifted else 'an int argument'} used as a size")
         return sym
 
     def leaf_names(self, symbols: set, descs: list) -> set:
         """The names of the int arguments among `symbols` (code needed their values)."""
-        return {descs[self.names[s]].name for s in symbols if s in self.names}
+        return {descs[self.names[s]].name for s in symbols if type(self.names.get(s)) is int}
+
+    def lifted_keys(self, symbols: set) -> set:
+        """The lifted.py keys of the lifted ints among `symbols` (code needed their values)."""
+        return {self.names[s].key for s in symbols if s in self.names and type(self.names[s]) is not int}
 
     def assume(self, ctx, v: Sym, what: str, dims: bool = False) -> bool:
         """Take ``v >= 0`` as a fact where it holds in this call and every symbol in it comes
@@ -140,11 +147,12 @@ def known_facts(graph) -> Optional[Known]:
 
 def size_of(t) -> object:
     """A traced int used as a size or slice bound: a `Sym` where it is computed from int
-    arguments that may be symbolic by ``+``, ``-``, ``*`` and ``//`` (``n``, ``2 * n``, ``144 // n``),
+    arguments that may be symbolic and ints read from Python state that changed (lifted.py)
+    by ``+``, ``-``, ``*`` and ``//`` (``n``, ``2 * n``, ``144 // n``),
     else its value (specialized and guarded, as ``int(t)``)."""
     ctx = t._trace
     sizes = getattr(ctx, "sizes", None)
-    if sizes is not None and sizes.ints and ctx.parent is None and t._var.aval.weak \
+    if sizes is not None and (sizes.ints or ctx.lifted) and ctx.parent is None and t._var.aval.weak \
             and t._var.aval.dtype.is_integer:
         from .scalars import scalar_expr
         expr = scalar_expr(ctx, t._var)
@@ -164,6 +172,9 @@ def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
     if tag == "in":
         var = next((v for v, k in ctx.scalar_leaves.items() if k == expr[1]), None)
         return sizes.symbol(ctx, expr[1], var) if var is not None else None
+    if tag == "ext":   # an int read from Python state (lifted.py)
+        var = next(v for v, x in ctx.lifted.items() if x is expr[1])
+        return sizes.symbol(ctx, expr[1], var)
     if tag == "lit":
         return expr[1] if type(expr[1]) is int else None
     if tag == "op":

@@ -14,7 +14,7 @@ import types
 from typing import Any, Optional
 
 __all__ = ["snapshot", "differs", "worth_watching", "watcher", "type_watcher", "unchanged", "BUDGET", "SCALARS",
-           "from_library", "entry_key", "changed_floats", "plain_object", "guarded_attrs"]
+           "from_library", "entry_key", "changed_numbers", "plain_object", "guarded_attrs"]
 
 BUDGET = 64
 SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -59,8 +59,8 @@ def worth_watching(v) -> bool:
 
 def snapshot(v, budget: Optional[list] = None, lifted=frozenset()):
     """A copy of what `v` holds, to compare with `differs`; `budget` is a one-element list
-    shared by the snapshots of one guard. A float entry whose key (`entry_key`) is in
-    `lifted` is a runtime input (lifted.py): any float matches it."""
+    shared by the snapshots of one guard. A number entry whose key (`entry_key`) is in
+    `lifted` is a runtime input (lifted.py): any number of its type matches it."""
     if budget is None:
         budget = [BUDGET]
     budget[0] -= 1
@@ -71,8 +71,8 @@ def snapshot(v, budget: Optional[list] = None, lifted=frozenset()):
         return ("i", v)   # (too large to compare on every call: by identity)
 
     def entry(key, x):
-        if lifted and type(x) is float and entry_key(v, key) in lifted:
-            return ("t", float)
+        if lifted and type(x) in (int, float) and entry_key(v, key) in lifted:
+            return ("t", type(x))
         return snapshot(x, budget, lifted)
     if t in (list, tuple):
         return ("l", v, t, [entry(i, x) for i, x in enumerate(v)])
@@ -97,9 +97,9 @@ def entry_key(owner, key) -> Optional[tuple]:
     return ("attr", id(owner), key) if plain_object(owner) else None
 
 
-def changed_floats(snap, v) -> set:
-    """The `entry_key`s of the float entries of `v` that hold another float than `snap`
-    copied (a learning rate a schedule sets): runtime inputs for the next capture."""
+def changed_numbers(snap, v) -> set:
+    """The `entry_key`s of the number entries of `v` that hold another number of their type
+    than `snap` copied (a learning rate a schedule sets): runtime inputs for the next capture."""
     kind, out = snap[0], set()
     if kind not in ("l", "d", "o", "a") or (kind != "d" and type(v) is not snap[2]):
         return out
@@ -114,15 +114,15 @@ def changed_floats(snap, v) -> set:
         pairs = ((k, s, now[k]) for k, s in snap[3] if k in now)
     else:
         for k, s in snap[3]:
-            out |= changed_floats(s, getattr(v, k, None))
+            out |= changed_numbers(s, getattr(v, k, None))
         return out
     for k, s, x in pairs:
-        if s[0] == "s" and s[1] is float and type(x) is float and x != s[2] and s[2] == s[2]:
+        if s[0] == "s" and s[1] in (int, float) and type(x) is s[1] and x != s[2] and s[2] == s[2]:
             key = entry_key(v, k)
             if key is not None:
                 out.add(key)
         else:
-            out |= changed_floats(s, x)
+            out |= changed_numbers(s, x)
     return out
 
 
