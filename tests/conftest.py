@@ -115,6 +115,22 @@ def two_blas_threads(monkeypatch):
 
 
 @pytest.fixture
+def thread_counts_back():
+    """`tracejit.set_num_threads`'s ceiling and numba's and BLAS's thread counts as found,
+    back after the test (a count set in a test would otherwise cap every later test)."""
+    import numba
+    from tracejit import threads
+    from tracejit.compiler.cpu.runtime import coreshare
+    ceiling, numba_n, blas_n = threads._set[0], numba.get_num_threads(), threads.blas_threads()
+    yield
+    threads._set[0] = ceiling
+    numba.set_num_threads(numba_n)
+    if blas_n:
+        threads.set_blas_threads(blas_n)
+    coreshare.user_set()
+
+
+@pytest.fixture
 def partner():
     """The partner of a two-share launch (sharepool's `run_shares`): the worker pool's thread
     (workpool.py); skips where there is no pool of two threads."""

@@ -142,29 +142,21 @@ def test_thread_flag_is_per_thread_and_nests():
     assert not flag and seen == [False]  # another thread never saw it on
 
 
-def test_set_num_threads_caps_blas_numba_and_the_pool():
+def test_set_num_threads_caps_blas_numba_and_the_pool(thread_counts_back):
     import tracejit as tj
-    import numba
     from tracejit import threads
     from tracejit.compiler.cpu.runtime import coreshare, sharepool
-    before_blas, before_numba = threads.blas_threads(), numba.get_num_threads()
-    try:
-        tj.set_num_threads(1)
-        assert tj.get_num_threads() == 1
-        assert threads.blas_threads() in (None, 1)
-        assert sharepool.pool_threads() == 1      # chunk kernels, GEMM shares, optimizer steps
-        tj.set_num_threads(3)
-        assert coreshare.core_share.cpus == threads.thread_ceiling() == 3
-        assert 1 <= sharepool.pool_threads() <= 3
-    finally:
-        if before_blas:
-            threads.set_blas_threads(before_blas)
-        numba.set_num_threads(before_numba)
-        threads._set[0] = 0
-        coreshare.user_set()
-    assert threads.thread_ceiling() == threads.usable_cpus() == coreshare.core_share.cpus
+    tj.set_num_threads(1)
+    assert tj.get_num_threads() == 1
+    assert threads.blas_threads() in (None, 1)
+    assert sharepool.pool_threads() == 1      # chunk kernels, GEMM shares, optimizer steps
+    assert coreshare.core_share.cpus == threads.usable_cpus()   # (GEMM choice keys read it)
+    tj.set_num_threads(3)
+    assert threads.thread_ceiling() == 3
+    assert 1 <= sharepool.pool_threads() <= 3
     with pytest.raises(ValueError, match="positive integer"):
         tj.set_num_threads(0)
+    assert threads.thread_ceiling() == 3      # (the bad count changed nothing)
     tj.set_num_interop_threads(2)
     assert tj.get_num_interop_threads() == 2
 

@@ -62,8 +62,11 @@ def in_process_compiles(monkeypatch):
     process from now on (diskcache's "compiles" counter), after the background work that
     earlier tests left running has finished: what a failing count names."""
     from tracejit.compiler import diskcache
+    from tracejit.compiler.cpu.kernels import loader, vectorized
     import traceback
+    gc.collect()                # (other tests' dead functions' failed entries with them)
     assert tj.compiler.wait(timeout=WAIT_S)
+    assert vectorized.settle(WAIT_S) and loader.settle(time.monotonic() + WAIT_S)
     seen: list = []
 
     class Recording(dict):

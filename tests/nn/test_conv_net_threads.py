@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit import nn
 
 torch = pytest.importorskip("torch", reason="the step is checked against PyTorch")
 
@@ -37,18 +36,7 @@ def _bn_relu(bn, x, g):
     return [out.detach().numpy(), x.grad.numpy(), bn.weight.grad.numpy(), bn.bias.grad.numpy()]
 
 
-@pytest.fixture
-def restore_threads():
-    from tracejit import threads
-    from tracejit.compiler.cpu.runtime import coreshare
-    before = threads.blas_threads() or 1
-    yield
-    tj.set_num_threads(before)
-    threads._set[0] = 0
-    coreshare.user_set()
-
-
-def test_a_conv_nets_step_is_the_same_on_1_2_and_4_threads(restore_threads, monkeypatch):
+def test_a_conv_nets_step_is_the_same_on_1_2_and_4_threads(thread_counts_back, monkeypatch):
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")    # kernels on disk load at their first call
     from tracejit.compiler.cpu.kernels import loader, vectorized
     rng = np.random.default_rng(0)

@@ -16,11 +16,10 @@ H = 64       # four shares of whole 16-unit quanta
 
 
 @pytest.fixture
-def counts(monkeypatch):
-    """Set the thread count; restores the count found before. The loops' stall bench is
+def counts(monkeypatch, thread_counts_back):
+    """Set the thread count (`thread_counts_back` restores it). The loops' stall bench is
     fresh (a loaded machine's history does not lower the count) and the split loops' share
     counts are recorded."""
-    from tracejit import threads
     from tracejit.compiler.cpu.kernels import lstm_kernels, loop_split
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")          # the kernels load at their first call
     for name in ("forward_layer", "backward_layer"):
@@ -29,9 +28,7 @@ def counts(monkeypatch):
     shares = []
     real = loop_split.run
     monkeypatch.setattr(loop_split, "run", lambda kernel, args, nth: (shares.append(nth), real(kernel, args, nth)))
-    before = threads.blas_threads() or 1
     yield shares
-    tj.set_num_threads(before)
 
 
 def _run(kind, t, x, h0, w):

@@ -15,12 +15,13 @@ function's folds stay scalar: cross-entropy over 256x10, 11.6 -> 7.6 us a call);
 """
 from __future__ import annotations
 
+from ..threads import get_num_threads
 from . import llvmopts
 from .emitter import render_steps, unflatten
 from .loopnest import SUM_BLOCK, LoopNest
 from .rowpasses import schedule
 
-__all__ = ["render_rows", "inline_block", "runs_parallel", "parallel_work_min", "parallel_elements_min",
+__all__ = ["render_rows", "inline_block", "runs_parallel", "parallel_work", "parallel_work_min", "parallel_elements_min",
            "WAKE_WORK"]
 
 IND = "    "
@@ -43,21 +44,22 @@ def parallel_work_min(threads: int) -> int:
     return WAKE_WORK * threads // (threads - 1)
 
 
+def parallel_work(work: int, threads: int = 0) -> bool:
+    """Whether a rows kernel call doing `work` (elements times passes) runs the parallel
+    variant (`threads`: numba's count when 0)."""
+    threads = threads or get_num_threads()
+    return work >= parallel_work_min(threads)
+
+
 def runs_parallel(nest: LoopNest, elements: int, threads: int = 0) -> bool:
-    """Whether a call of rows `nest` over `elements` elements runs the parallel variant
-    (`threads`: numba's count when 0)."""
-    if not threads:
-        from ..threads import get_num_threads
-        threads = get_num_threads()
-    return elements * len(schedule(nest).passes) >= parallel_work_min(threads)
+    """Whether a call of rows `nest` over `elements` elements runs the parallel variant."""
+    return parallel_work(elements * len(schedule(nest).passes), threads)
 
 
 def parallel_elements_min(nest: LoopNest, threads: int = 0) -> int:
     """The element count from which calls of rows `nest` run the parallel variant: the
     `runs_parallel` rule as a threshold (a compiled plan's test of its sizes)."""
-    if not threads:
-        from ..threads import get_num_threads
-        threads = get_num_threads()
+    threads = threads or get_num_threads()
     passes = len(schedule(nest).passes)
     return -(-parallel_work_min(threads) // passes)
 

@@ -49,7 +49,7 @@ _ADAM = '''
 @njit(inline="always", nogil=True, error_model="numpy")
 def _adam_element(pi, gi, mi, vi, vm, maximize, coupled_wd, decay, wd, lerp_small, w, one_minus_w,
                   beta2, one_minus_beta2, amsgrad, bc2_sqrt, eps, neg_step_size):
-    # adam.Adam._update, one element at a time; the operation order is PyTorch's.
+    # adam._apply_blocks, one element at a time; the operation order is PyTorch's.
     if maximize:
         gi = -gi
     if decay:

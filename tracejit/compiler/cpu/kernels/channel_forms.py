@@ -22,7 +22,7 @@ import numpy as np
 
 from .... import bf16 as _bf16
 from ....ops.batchnorm_prim import backward_form, forward_form
-from ....threads import get_num_threads
+from ...codegen_cpu_rows import parallel_work
 from .loader import lowered, one_group, rendered
 
 __all__ = ["forward", "backward"]
@@ -98,8 +98,7 @@ def _run(form, name: str, full: tuple, chan: tuple, outs: list, cm: int, eps: fl
     if got is None:
         return False
     positions, outputs, nest, passes = got
-    from ...codegen_cpu_rows import parallel_work_min
-    parallel = x.size * passes >= parallel_work_min(get_num_threads())   # (the count now)
+    parallel = parallel_work(x.size * passes)   # (numba's count now)
     fn = _calls.get(key + (parallel,))
     if fn is None:
         fn = rendered(("channels",) + key + (parallel,), nest, parallel, steady=True)

@@ -7,8 +7,8 @@ BLAS thread, 11-16 ms on two). It follows the machine, as libgomp's ``OMP_DYNAMI
 
 What: `CoreShare.threads()` is the CPUs this process may use less the cores others kept
 busy since the previous ``/proc/stat`` sample (at least ``INTERVAL`` apart, so a call is
-a clock read almost always). `adapt()` applies it to numba and BLAS, only on a change and
-never above their starting counts. A lowered count is tried again now and then
+a clock read almost always), at most the count `set_num_threads` set. `adapt()` applies
+it to numba and BLAS, only on a change and never above their starting counts. A lowered count is tried again now and then
 (`TRIAL_WINDOW`): a lower-priority process that only fills the core we leave idle reads
 as busy exactly while we run one thread. `ceding()` keeps the program's second thread
 idle while one of its compile workers compiles something it waits for.
@@ -116,7 +116,7 @@ class CoreShare:
 
     def __init__(self, cpus: int | None = None, interval: float = INTERVAL, slack: float = SLACK,
                  machine: int | None = None, workers=None):
-        self.cpus = cpus or _threads.thread_ceiling()   # (set_num_threads lowers or raises it)
+        self.cpus = cpus or _threads.usable_cpus()   # (fixed: GEMM choice keys and conv blocks read it)
         self.machine = machine or os.cpu_count() or self.cpus   # CPUs /proc/stat counts
         self.interval = interval
         self.slack = slack
@@ -180,7 +180,7 @@ class CoreShare:
     def _decide(self, count: int, now: float) -> int:
         """The count to use from a reading whose own count is `count`: the end of a trial,
         the start of one, or `count` itself."""
-        full = min(self.cpus, self.machine)
+        full = self.cpus
         if self._in_trial:           # the reading covers the trial's window alone
             self._in_trial = False
             if count >= full:        # others gave the core back: keep it
@@ -218,7 +218,8 @@ class CoreShare:
         last = self._last
         if last is None or time.monotonic() - last[0] >= self._wait:
             self.sample()
-        return self._count
+        n = _threads._set[0]      # the `set_num_threads` ceiling (no system call per launch)
+        return min(self._count, n) if n else self._count
 
 
 core_share = CoreShare()
@@ -313,14 +314,11 @@ def adapt_blas() -> int:
 
 
 def user_set() -> None:
-    """The user set the thread counts (`tracejit.set_num_threads`): the new count is the
-    pool's ceiling (`CoreShare.cpus`), and the next `adapt` and `adapt_blas` apply the policy
-    again, which takes the new counts as ceilings (`_Setting`; they skip the libraries while
-    the policy's count stays the same)."""
+    """The user set the thread counts (`tracejit.set_num_threads`): the next `adapt` and
+    `adapt_blas` apply the policy again, which takes the new counts as ceilings (`_Setting`;
+    they skip the libraries while the policy's count stays the same). `CoreShare.threads`
+    reads the new count as the pool's ceiling at each launch."""
     global _local, _blas_n
-    share = core_share
-    share.cpus = _threads.thread_ceiling()
-    share._count = min(share.cpus, share.machine)
     _local = threading.local()
     _blas_n = None
     if _blas is not None:

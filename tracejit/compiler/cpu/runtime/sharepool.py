@@ -22,6 +22,7 @@ import time
 from typing import Callable, Optional
 
 from . import coreshare
+from .... import threads as _threads
 from ....threads import blas_threads_set
 
 __all__ = ["pool_threads", "try_launch", "end_launch", "run_shares", "launch", "worked", "warm",
@@ -56,10 +57,10 @@ if hasattr(os, "register_at_fork"):
 
 
 def pool_threads() -> int:
-    """Shares a launch may use now: the cores other processes leave this one (at most
-    `CoreShare.cpus`: the count `set_num_threads` set, else the CPUs it may use)."""
+    """Shares a launch may use now: the cores other processes leave this one (at most the
+    count `set_num_threads` set, and the CPUs it may use, `CoreShare.cpus`)."""
     share = coreshare.core_share
-    return share.threads() if coreshare.ENABLED else share.cpus
+    return share.threads() if coreshare.ENABLED else min(share.cpus, _threads.thread_ceiling())
 
 
 def run_shares(fn: Callable, args: tuple, tail: tuple, nt: int) -> None:
