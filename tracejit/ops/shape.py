@@ -98,10 +98,9 @@ def _inverse(dims):
 # (the array's own method, numpy's or cupy's: np.transpose's Python wrapper costs 0.5 µs, the
 # method 0.14; matmul's backward permutes every weight gradient)
 def _permute_fast(shapes, dtype, params):
-    """The plan's numpy call (registry ``extra["fast"]``): numpy's transpose as a C-level
-    callable (no Python frame, no params dict per call), of the array alone for a
-    permutation that reverses the dims (a matrix's transpose: matmul's VJP binds three a
-    two-layer step)."""
+    """The plan's numpy call (registry ``extra["fast"]``): numpy's transpose as a C method
+    (no Python frame, no params dict per call), of the array alone for a reversal of the
+    dims (a matrix's transpose: matmul's VJP binds three a two-layer step)."""
     dims = params["dims"]
     return np.ndarray.transpose if dims == tuple(range(len(dims) - 1, -1, -1)) else _methodcaller("transpose", dims)
 
@@ -323,14 +322,11 @@ def view(a, *shape, size=None):
         return _whole_view(a)
     data = eager_layout(a)   # (a tracer: the strides it would have eagerly)
     # (a C-contiguous array takes any shape of its size as a view: only others are tried)
-    if isinstance(data, np.ndarray) and not data.flags.c_contiguous:
-        try:
-            data.reshape(new, copy=False)
-        except ValueError:
-            raise ShapeError(f"view: shape {new} is not compatible with the input's size and strides "
-                             f"(shape {tuple(a.shape)}, strides {tuple(data.strides)} bytes: a transposed, "
-                             f"sliced or expanded tensor); use .reshape(...), which copies when it must, "
-                             f"or .contiguous().view(...)") from None
+    if isinstance(data, np.ndarray) and not data.flags.c_contiguous and not _viewable(data, new):
+        raise ShapeError(f"view: shape {new} is not compatible with the input's size and strides "
+                         f"(shape {tuple(a.shape)}, strides {tuple(data.strides)} bytes: a transposed, "
+                         f"sliced or expanded tensor); use .reshape(...), which copies when it must, "
+                         f"or .contiguous().view(...)")
     return bind(RESHAPE, a, shape=new)
 
 
