@@ -15,7 +15,7 @@ function's folds stay scalar: cross-entropy over 256x10, 11.6 -> 7.6 us a call);
 """
 from __future__ import annotations
 
-from ..threads import get_num_threads
+from ..threads import WAKE_WORK, get_num_threads, parallel_work, parallel_work_min
 from . import llvmopts
 from .emitter import render_steps, unflatten
 from .loopnest import SUM_BLOCK, LoopNest
@@ -26,29 +26,9 @@ __all__ = ["render_rows", "inline_block", "runs_parallel", "parallel_work", "par
 
 IND = "    "
 
-# The work (elements x passes) that waking numba's worker threads costs, in serial
-# row-kernel time: a caller doing Python work between calls finds them asleep (softmax over
-# 256x64 on 2 threads: 17-19 us against 14 serial).
-WAKE_WORK = 1 << 18
-
 # Rows per partial row of a rows nest's sums over its rows (`LoopNest.cols`): float32 sums
 # run this many rows in float32, then add in float64 across blocks.
 COL_ROWS = 64
-
-
-def parallel_work_min(threads: int) -> int:
-    """The work from which a rows kernel runs its parallel variant on `threads` threads:
-    WAKE_WORK over (T - 1) / T; never on one thread."""
-    if threads <= 1:
-        return 1 << 62
-    return WAKE_WORK * threads // (threads - 1)
-
-
-def parallel_work(work: int, threads: int = 0) -> bool:
-    """Whether a rows kernel call doing `work` (elements times passes) runs the parallel
-    variant (`threads`: numba's count when 0)."""
-    threads = threads or get_num_threads()
-    return work >= parallel_work_min(threads)
 
 
 def runs_parallel(nest: LoopNest, elements: int, threads: int = 0) -> bool:

@@ -98,11 +98,9 @@ def _inverse(dims):
 # (the array's own method, numpy's or cupy's: np.transpose's Python wrapper costs 0.5 µs, the
 # method 0.14; matmul's backward permutes every weight gradient)
 def _permute_fast(shapes, dtype, params):
-    """The plan's numpy call (registry ``extra["fast"]``): numpy's transpose as a C method
-    (no Python frame, no params dict per call), of the array alone for a reversal of the
-    dims (a matrix's transpose: matmul's VJP binds three a two-layer step)."""
-    dims = params["dims"]
-    return np.ndarray.transpose if dims == tuple(range(len(dims) - 1, -1, -1)) else _methodcaller("transpose", dims)
+    """The plan's numpy call (registry ``extra["fast"]``): the array's transpose as a C-level
+    callable (no Python frame, no params dict per call; a 0-d operand's numpy scalar too)."""
+    return _methodcaller("transpose", params["dims"])
 
 
 PERMUTE = defprim("permute", lambda xp, a, dims: a.transpose(dims), _permute_rule,
@@ -249,11 +247,11 @@ FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims).copy(),
                lambda a, dims: Aval(a.shape, a.dtype, a.device),
                lambda g, out, a, dims: (flip(g, dims),), kind="shape", save=lambda rq: ())
 
-# (the plan's call: numpy's C-ordered copy as the array's own method, no impl frame per call)
+# (the plan's call: numpy's C copy as the array's own method, not for a 0-d numpy scalar)
 COPY = defprim("copy", lambda xp, a: xp.array(a, copy=True, order="C"),
                lambda a: Aval(a.shape, a.dtype, a.device),
                lambda g, out, a: (g,), kind="elementwise", scalar=lambda e, a: a, save=lambda rq: (),
-               extra={"fast": lambda shapes, dtype, params: np.ndarray.copy})
+               extra={"fast": lambda shapes, dtype, params: np.ndarray.copy if shapes[0] else None})
 
 
 def _to_device_impl(xp, a, device):
@@ -396,8 +394,7 @@ def unsqueeze(a, dim: int):
 def flatten(a, start_dim: int = 0, end_dim: int = -1):
     if a.ndim == 0:
         return reshape(a, (1,))
-    s = normalize_dim(start_dim, a.ndim, "flatten")
-    e = normalize_dim(end_dim, a.ndim, "flatten")
+    s, e = (normalize_dim(d, a.ndim, "flatten") for d in (start_dim, end_dim))
     if s > e:
         raise ShapeError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     if s == e and hasattr(a, "_data"):   # (not a tensor: refused by reshape below)

@@ -22,7 +22,7 @@ import numpy as np
 
 from .... import bf16 as _bf16
 from ....ops.batchnorm_prim import backward_form, forward_form
-from ...codegen_cpu_rows import parallel_work
+from ....threads import parallel_work
 from .loader import lowered, one_group, rendered
 
 __all__ = ["forward", "backward"]
