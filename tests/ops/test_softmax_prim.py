@@ -233,6 +233,7 @@ def test_layer_norm_second_derivatives_vs_torch():
 def test_eager_row_kernels_pick_their_variant_by_work(monkeypatch):
     """Below the work that pays for waking the threads the serial variant runs, from it
     the parallel one (equal to an ulp: LLVM vectorizes the two loops on its own)."""
+    from tracejit import threads
     from tracejit.compiler import codegen_cpu_rows
     picked = []
     real = codegen_cpu_rows.runs_parallel
@@ -244,7 +245,7 @@ def test_eager_row_kernels_pick_their_variant_by_work(monkeypatch):
     monkeypatch.setattr(row_forms, "_calls", {})
     x = np.random.default_rng(5).standard_normal((256, 64)).astype(np.float32)
     small = row_forms.softmax(x, dim=1)
-    monkeypatch.setattr(codegen_cpu_rows, "WAKE_WORK", 1)
+    monkeypatch.setattr(threads, "WAKE_WORK", 1)
     row_forms._calls.clear()
     large = row_forms.softmax(x, dim=1)
     assert picked == [False, True]
