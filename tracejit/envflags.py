@@ -106,6 +106,8 @@ SWITCHES: dict = {s.name: s for s in (
            "(default: the CPUs this process may run on)", "tracejit/compiler/cpu/runtime/workpool.py"),
     Switch("TRACEJIT_CEDE", "1", "0: the split loops' extra threads keep working while our compile workers compile",
            "tracejit/compiler/cpu/runtime/coreshare.py"),
+    Switch("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "1", "0: the LSTM backward's hidden weight gradient is "
+           "one GEMM after its loop", "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
     Switch("TRACEJIT_LSTM_COTANGENT_ROWS", "1", "0: the LSTM backward copies a permuted cotangent first",
            "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
     Switch("TRACEJIT_RESTART_COUNT", "0", "set by python -m tracejit.distributed.run in every rank: which "

@@ -133,6 +133,33 @@ def test_matmul_bias_runtime_nd_and_empty():
     assert matmul_bias(np, x[:0], w, b).shape == (0, 3, 5)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_bias_fill_is_exactly_the_bias_in_every_row(monkeypatch, threads):
+    # a large fill on two BLAS threads is the k=1 product ones @ b (beta=0 over a NaN-filled
+    # output); on one thread numpy's assignment: every row holds the bias bit for bit
+    monkeypatch.setattr(epilogue, "FILL_MIN", 1)
+    monkeypatch.setattr(epilogue, "blas_threads", lambda: threads)
+    products = []
+    gemm = epilogue._cblas("float32")
+    if gemm is None:
+        pytest.skip("numpy's BLAS exposes no cblas_sgemm here")
+
+    def spy(*args):
+        products.append(args[3:6])
+        return gemm(*args)
+    rng = np.random.default_rng(3)
+    row = (rng.standard_normal(11) * 1e3).astype(np.float32)
+    row[4] = np.inf
+    out = np.full((37, 11), np.nan, np.float32)
+    epilogue._fill(spy, out, row, 37, 11)
+    np.testing.assert_array_equal(out, np.broadcast_to(row, out.shape))
+    assert products == ([(37, 11, 1)] if threads == 2 else [])
+    x = rng.standard_normal((37, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 11)).astype(np.float32)
+    row[4] = 0.5
+    np.testing.assert_allclose(matmul_bias(np, x, w, row), x @ w + row, rtol=1e-5, atol=1e-4)
+
+
 def test_bias_gradient_sum_over_rows_matches_eager():
     # the linear's output gradient comes from a GEMM (through the `@ y`), so no kernel reads
     # it elementwise: the bias gradient is a sum over the (2, 6) rows of its own

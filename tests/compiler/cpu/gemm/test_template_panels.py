@@ -1,5 +1,6 @@
 """compiler/cpu/gemm/template_panels.py against numpy: the template's products on a packed left
-operand (`panel_product`: a range of panels, a part of the packed columns, beta 0 and 1), over odd sizes (1xK, Kx1, column rests of
+operand (`panel_product`: a range of panels, a part of the packed columns, beta 0 and 1) and
+on a row-major one read in place (`row_product`), over odd sizes (1xK, Kx1, column rests of
 every width, rows past the tile's), float32 and float64; the packs (`panel_pack`,
 `panel_pack_t`) and compiler/cpu/kernels/register_transpose.py's `panel_transpose` called by
 address as the recurrent loops call them; a module of another digest refused by name."""
@@ -70,6 +71,24 @@ def test_panel_product_of_a_part_of_panels_and_columns(dtype):
     want = np.full(c.shape, 2.0)
     want[mr:3 * mr] += w[mr:3 * mr, k1:].astype(np.float64) @ b2
     np.testing.assert_allclose(c, want, **_tol(dtype, k2))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("m,k,n", _SHAPES)
+def test_row_product_equals_numpy(dtype, m, k, n):
+    """c[i0:i1] (+)= a[i0:i1] @ b, a row-major in place: whole tiles, rows past them one at a
+    time, every column rest; the rows outside untouched."""
+    mod = _panels(dtype)
+    r = np.random.default_rng(m + 7 * k + 11 * n)
+    a = r.standard_normal((m, k)).astype(dtype)
+    b = r.standard_normal((k, n)).astype(dtype)
+    for i0, i1 in ((0, m), (m // 3, m)):
+        for beta in (False, True):
+            c = np.full((m, n), -1.0, dtype)
+            mod.row_product(a, i0, i1, b, c, beta)
+            want = np.full((m, n), -1.0)
+            want[i0:i1] = a[i0:i1].astype(np.float64) @ b + (-1.0 if beta else 0)
+            np.testing.assert_allclose(c, want, **_tol(dtype, k))
 
 
 _BY_ADDRESS = {}
@@ -184,14 +203,11 @@ def test_rows_first_and_panel_order_sum_the_same(dtype):
     # through the disk cache like the template's own module: compiled once per source
     panel_order = diskcache.load_module(src.replace(bound, "ROWS_FIRST = 0\n"), name_hint="panel_order")
     r = np.random.default_rng(2)
-    mr = tp.panel_config(dtype).mr
     for m, k, n in ((37, 32, 61), (64, 16, 256)):
         assert k * n * np.dtype(dtype).itemsize <= tp.ROWS_FIRST_BYTES
         a, b = r.standard_normal((m, k)).astype(dtype), r.standard_normal((k, n)).astype(dtype)
-        rows = tp.panel_rows(m, dtype)
-        rows_first, panels = np.full((rows, n), 1.5, dtype), np.full((rows, n), 1.5, dtype)
-        _panels(dtype).panel_product(_packed(a, mr), 0, rows // mr, k, 0, k, b, rows_first, True)
-        panel_order.panel_product(_packed(a, mr), 0, rows // mr, k, 0, k, b, panels, True)
-        rows_first, panels = rows_first[:m], panels[:m]
+        rows_first, panels = np.full((m, n), 1.5, dtype), np.full((m, n), 1.5, dtype)
+        _panels(dtype).row_product(a, 0, m, b, rows_first, True)
+        panel_order.row_product(a, 0, m, b, panels, True)
         np.testing.assert_array_equal(rows_first.view(np.uint8), panels.view(np.uint8))
         np.testing.assert_allclose(rows_first, a.astype(np.float64) @ b + 1.5, **_tol(dtype, k))

@@ -165,6 +165,42 @@ def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H
     np.testing.assert_allclose(viewed, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("H", [16, 48], ids=["one 16-column tile", "32+16 columns"])
+@pytest.mark.parametrize("L", [1, 7])
+@pytest.mark.parametrize("nth", [1, 2])
+def test_weight_grad_inside_the_backward_loop(monkeypatch, dtype, reverse, H, L, nth):
+    """With H a multiple of 16 the whole-loop backward adds each step's dg h_prev^T into d W
+    itself (recurrent_layers.WEIGHT_GRAD_IN_LOOP; no GEMM after the loop: `hidden_weight_grad` is not
+    called): d W as the GEMM after the loop gives it and the numpy forms', to rounding; the
+    rest of the result the same bits."""
+    from tracejit.compiler.cpu.kernels import loop_split
+    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: nth)
+    _loaded(dtype)
+    r = np.random.default_rng(11)
+    N = 5
+    a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
+    x, wx, w, b, h0, c0 = a(L, N, 19), a(4 * H, 19) * 0.2, a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
+    z = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0, reverse=reverse)
+    args = (a(L, H, N), a(H, N), a(H, N), x, wx, w, b, h0, c0, z)
+    gemms = []
+    real = lstm_prim.hidden_weight_grad
+    monkeypatch.setattr(lstm_prim, "hidden_weight_grad", lambda *a_: gemms.append(1) or real(*a_))
+    inside = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
+    assert gemms == []
+    monkeypatch.setenv("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "0")
+    after = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
+    assert gemms == [1]
+    rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args, reverse=reverse)
+    k = 4 * H * H
+    np.testing.assert_array_equal(inside[k:], after[k:])
+    tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    for ref in (after, rn):
+        np.testing.assert_allclose(inside[:k], ref[:k], rtol=tol["rtol"], atol=tol["atol"] * np.abs(ref[:k]).max())
+    assert np.abs(inside[:k]).max() > 0
+
+
 @pytest.mark.parametrize("count", [2, 4])
 @pytest.mark.parametrize("late", ["never", "half way"])
 def test_late_threads_shares_are_taken_over_with_the_same_bits(monkeypatch, late, count):
@@ -335,12 +371,14 @@ def test_whole_loop_kernels_call_one_shared_product(dtype, monkeypatch):
         # and the register transposes (`panel_transpose`); the LSTM's loops also the split
         # loop's meeting (its module: `next_half`, `wait_turn`), not inlined either
         assert module["panel_transpose"] is transposes.panel_transpose, name
+        assert module["row_product"] is shared.row_product, name
         fns = (product,) + packs + (transposes.panel_transpose,)
         if not name.startswith("gru"):
             meeting = diskcache.load_module(lstm_kernels.meeting_module_source(), name_hint="lstm_meeting")
             assert (module["meet_next_half"], module["meet_wait_turn"]) == (meeting.meet_next_half,
                                                                            meeting.meet_wait_turn), name
             fns += (meeting.meet_next_half, meeting.meet_wait_turn)
+        fns += (shared.row_product,)
         assert list(module["_FNS"]) == [native_address(f) for f in fns], name
 
 

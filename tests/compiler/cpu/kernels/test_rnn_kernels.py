@@ -54,7 +54,7 @@ def test_kernels_equal_the_numpy_forms(monkeypatch, dtype, reverse, nonlinearity
 def test_loops_call_the_shared_product_module_by_address(dtype, monkeypatch):
     """Both loops call the packed product and packing of the GEMM template's panel module
     (compiler/cpu/gemm/template_panels.py) and the register transposes by address (as the GRU's and LSTM's loops do), not inlined copies of their own:
-    the same four addresses as the GRU loop's, and the kernels still run."""
+    the same five addresses as the GRU loop's, and the kernels still run."""
     from tracejit.compiler import diskcache
     from tracejit.compiler.cpu.kernels import lstm_kernels
     from tracejit.compiler.cpu.kernels import loader as native
@@ -66,7 +66,7 @@ def test_loops_call_the_shared_product_module_by_address(dtype, monkeypatch):
     fwd, bwd = rnn_kernels.forward_layer(dtype), rnn_kernels.backward_layer(dtype)
     gru = lstm_kernels.gru_forward_layer(dtype)
     want = list(gru.__globals__["_FNS"])
-    assert len(want) == 4 and all(want)
+    assert len(want) == 5 and all(want)
     assert list(fwd.__globals__["_FNS"]) == want and list(bwd.__globals__["_FNS"]) == want
     H, N, L = 5, 2, 3
     w = np.eye(H, dtype=dtype)           # h_t = tanh(h_{t-1} + gi_t + b), exact steps to compare

@@ -20,10 +20,14 @@ from ..runtime.coreshare import TINY_GEMM_MNK, adapt, gemm_threads
 from . import choice, products, template
 from .blas_gemm import gemm_address, matmul
 from ....ops.linalg import matmul_rows
+from ....threads import blas_threads
 
-__all__ = ["matmul_bias", "template_site", "may_use_template"]
+__all__ = ["matmul_bias", "template_site", "may_use_template", "FILL_MIN"]
 
 _DTYPES = ("float32", "float64")
+# Output elements from which the bias fill is a k=1 GEMM on BLAS's threads (`_fill`), each
+# thread writing the part its share of the following GEMM reads.
+FILL_MIN = 1 << 18
 
 
 _gemms: dict = {}    # numpy dtype -> cblas ?gemm as a ctypes function, or None
@@ -79,10 +83,36 @@ def matmul_bias(xp, x, w, b):
         return out
     adapt()
     with gemm_threads(m, k, n):
-        out[...] = b.reshape(n)
+        _fill(fn, out, np.ascontiguousarray(b.reshape(n)), m, n)
         fn(_ROW_MAJOR, _NO_TRANS, _TRANS if w_trans else _NO_TRANS, m, n, k, 1.0,
            x.ctypes.data, k, w.ctypes.data, k if w_trans else n, 1.0, out.ctypes.data, n)
     return out
+
+
+_ones: dict = {}   # dtype -> the longest ones vector `_ones_for` has made
+
+
+def _ones_for(m: int, dtype):
+    """m ones of `dtype` (a view of one kept vector: `_fill` calls it every step with the
+    same lengths)."""
+    ones = _ones.get(dtype)
+    if ones is None or ones.shape[0] < m:
+        ones = np.ones(m, dtype)
+        ones.flags.writeable = False     # shared: no caller may write it
+        _ones[dtype] = ones
+    return ones[:m]
+
+
+def _fill(fn, out, row, m: int, n: int) -> None:
+    """The (m, n) C-contiguous `out` set to `row` in every row: from `FILL_MIN` elements on
+    two or more BLAS threads as the k=1 product ``ones(m, 1) @ row`` (exactly the bias),
+    each thread writing what its share of the next GEMM reads; else numpy's assignment."""
+    if m * n < FILL_MIN or (blas_threads() or 1) < 2:
+        out[...] = row
+        return
+    ones = _ones_for(m, out.dtype)
+    fn(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, m, n, 1, 1.0, ones.ctypes.data, 1, row.ctypes.data, n,
+       0.0, out.ctypes.data, n)
 
 
 # ---- the template's side ------------------------------------------------------------------

@@ -9,8 +9,9 @@ through their addresses (voidptr `call_at`), so the tiles compile once per proce
   zero), from w or w^T, as columns k0.. of a packed matrix kd wide.
 - ``panel_product(wp, p0, p1, kd, k0, k1, b, c, beta)``: c's rows p0*MR .. p1*MR-1 (+)=
   the packed columns k0..k1-1 @ b, b's rows read in place.
+- ``row_product(a, i0, i1, b, c, beta)``: c[i0:i1] (+)= a[i0:i1] @ b, a read in place.
 
-The driver (`_rows`) runs it: column panels outermost, then narrower column rests,
+One driver (`_rows`) runs all three: column panels outermost, then narrower column rests,
 whole MR-row tiles, then single rows. The configuration is fixed per instruction set
 (`panel_config`: two vectors of columns, MR = 8 with AVX-512, 4 with AVX2): the LSTM LM's
 1024x256 @ 256x32 takes ~100 us against OpenBLAS's ~150. Results differ from BLAS's in
@@ -38,7 +39,7 @@ def vector_width(dtype: str) -> int:
 
 
 # Bytes of B below which `_rows` runs a row tile across all column panels first (an L1
-# data cache), its rows of A then read once.
+# data cache): else the in-loop weight gradient re-read its dg from L2 once per panel.
 ROWS_FIRST_BYTES = 32 * 1024
 
 # the driver of the products: `_rows` on the keep tiles of the configuration
@@ -84,6 +85,15 @@ def panel_product(wp, p0, p1, kd, k0, k1, b, c, beta):
     n = b.shape[1]
     _rows(wp, (p0 * kd + k0) * MR, kd * MR, 1, MR, b, 0, n, c, p0 * MR * c.shape[1], c.shape[1],
           (p1 - p0) * MR, n, k1 - k0, beta)
+
+
+@njit("void(Array({dtype}, 2, 'C', readonly=True), int64, int64, Array({dtype}, 2, 'C', readonly=True), "
+      "{dtype}[:, ::1], boolean)", cache=CACHE, error_model='numpy', boundscheck=False, nogil=True,
+      no_rewrites=True)
+def row_product(a, i0, i1, b, c, beta):
+    ka = a.shape[1]
+    _rows(a, i0 * ka, MR * ka, ka, 1, b, 0, b.shape[1], c, i0 * c.shape[1], c.shape[1], i1 - i0, b.shape[1],
+          ka, beta)
 
 
 @njit(inline='always')
@@ -181,8 +191,8 @@ def panel_import(dtype: str) -> str:
     return (f"\nfrom tracejit.compiler.cpu.runtime.voidptr import call_at, native_address\n"
             f"from tracejit.compiler.cpu.gemm.template_panels import panel_module as _panel_module\n"
             f"_panels = _panel_module({dtype!r}, {source_digest(panel_source(dtype))!r})\n"
-            f"panel_product, panel_pack, panel_pack_t = _panels.panel_product, _panels.panel_pack, "
-            f"_panels.panel_pack_t\n"
+            f"panel_product, row_product, panel_pack, panel_pack_t = _panels.panel_product, "
+            f"_panels.row_product, _panels.panel_pack, _panels.panel_pack_t\n"
             f"PMR = {panel_config(dtype).mr}\n")
 
 

@@ -1,5 +1,6 @@
 """The numba source of the LSTM's backward loop (lstm_kernels.py loads it: its getter
-`backward_layer`): the whole-loop kernel on the weights packed once. Text only, built on the forward's pieces (the part intrinsic, the packed
+`backward_layer`): the whole-loop kernel on the weights packed once, d W in the loop or
+beside it. Text only, built on the forward's pieces (the part intrinsic, the packed
 product)."""
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
 # in cache) and dh = W^T dg (W^T packed once), so the loop over time is one call. Split
 # over nth threads as the forward: thread q does its units' gate gradients, the threads
 # meet, then it does its rows of dh, which read all of dg (double-buffered). A half is
-# marked done once its gate gradients are written; its rows of G and db come after the mark, off the critical path, in step order per half
+# marked done once its gate gradients are written; its rows of G, db and (`with_dw`)
+# dW += dg h_prev^T come after the mark, off the critical path, in step order per half
 # (`wait_turn`). Each tile sums the same terms whoever does the half: one thread's bits.
 # With `rows` the output cotangent comes as (L, N, H) rows and each half transposes its
 # units of the step's block in registers.
@@ -58,17 +60,19 @@ _BACKWARD_LAYER = _BACKWARD_STEP + """
 
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[::1], boolean, boolean, int64, "
-      "int64, int64[::1], int64[::1], {t}[:, ::1], int64[::1])", cache=CACHE, error_model='numpy',
+      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, boolean, int64, "
+      "int64, int64[::1], int64[::1], {t}[:, ::1], {t}[:, ::1], int64[::1])", cache=CACHE, error_model='numpy',
       boundscheck=False, nogil=True, no_rewrites=True)   # (no_rewrites: as the forward loop's)
-def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, wp, reverse, rows, q, nth, sync, fns, yt, mv):
+def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, fns, ht, yt, mv):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
     or (L, 2H, N) (with `rows`: as rows, (L, N, H) or (L, N, 2H)) and w = W (4H, H), with
     dh[:H] = d h_n (dh: panel_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
-    d h0 in dh[:H], d c0 in dcs[L % 2]; dgs (2, 4H, N) and wp (panel_size(H, 4H)) scratch;
+    d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
+    dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
+    and wp (panel_size(H, 4H)) scratch;
     share q of nth (nth > 1: H a multiple of SPLIT_Q; sync the meeting's state);
-    yt (Hy, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
+    ht (N, H), yt (Hy, N), mv (4,) the thread's scratch (`kernel`)\"\"\"
     L = Z.shape[0]
     four, hh = w.shape
     n = dgs.shape[2]
@@ -77,13 +81,13 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, wp, reverse, rows, q, nth, sync
     full = hy != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
-    # yt: this thread's units of the step's output cotangent
+    # ht: this thread's h_prev^T (with_dw); yt: its units of the step's output cotangent
     # (with `rows` read transposed from d_y's step block, else its rows copied)
     y = yt.reshape(-1)
     st = part(mv, 0, 3)                                # the thread's meeting state
     hv = part(mv, 3, 4)                                # `next_half`'s answer (by address)
     # unit r of a half: dh = W^T dg of step r - 1 for its rows (after every share's previous
-    # unit), then step r's gate gradients, the mark, then its rows of G and db; r = 0
+    # unit), then step r's gate gradients, the mark, then its rows of G, db (and dW); r = 0
     # packs its panels of W^T first, r = L only multiplies
     for r in range(L + 1):
         k = L - 1 - r                                  # the step's place in time order
@@ -126,7 +130,7 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, wp, reverse, rows, q, nth, sync
             if nth > 1:
                 half_done(sync, nth)                   # the other shares may multiply this one's dg now
             if r < L:
-                call_at(fns[5], meet_wait_turn, (sync, half, r))   # db: in step order (a late thread's share)
+                call_at(fns[5], meet_wait_turn, (sync, half, r))   # db, dW: in step order (a late thread's share)
                 gt = G[t]
                 # the half's rows of each block (all 4H rows when nth == 1): one code path
                 for blk in range(4 if nth > 1 else 1):
@@ -138,15 +142,25 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, wp, reverse, rows, q, nth, sync
                         row = part(gt[q_], r0, r1)
                         for j in range(r1 - r0):
                             dbv[j] += row[j]
+                if with_dw:
+                    # the half's rows of dW += dg (4H, N) @ h_prev^T (N, H), dg read in place
+                    # while in cache; each tile sums its N terms alike on either thread
+                    call_at(fns[3], panel_transpose, (h0 if k == 0 else Zf[p, :s].reshape(hh, n), 0, hh, 0, n, ht, False))
+                    for blk in range(4 if nth > 1 else 1):
+                        r0 = blk * hh + u0
+                        r1 = blk * hh + u1 if nth > 1 else four
+                        # (`row_product`, compiler/cpu/gemm/template_panels.py, at its address fns[6])
+                        call_at(fns[6], row_product, (dg, r0, r1, ht, dw, r > 0))
                 turn_done(sync, half)
     # the caller's share returns when the loop is done, every share's work included
     for h in range(nth):
         call_at(fns[5], meet_wait_turn, (sync, h, L))
 
 
-def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, wp, reverse, rows, q, nth, sync):
+def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync):
     # the loop's scratch made here, one set per thread's call (as the forward's `kernel`)
     n = dgs.shape[2]
-    loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, wp, reverse, rows, q, nth, sync, _FNS,
-         np.empty((d_y.shape[2] if rows else d_y.shape[1], n), Z.dtype), np.array(MEET_STATE, np.int64))
+    loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, _FNS,
+         np.empty((n, w.shape[1]), Z.dtype), np.empty((d_y.shape[2] if rows else d_y.shape[1], n), Z.dtype),
+         np.array(MEET_STATE, np.int64))
 """

@@ -229,7 +229,7 @@ def _source(template: str, dtype: str) -> str:
 # module's `loop` with the address of `panel_product`.
 _KERNEL_BY_ADDRESS = """
 _FNS = np.array([native_address(panel_product), native_address(panel_pack), native_address(panel_pack_t),
-                 native_address(panel_transpose){more}], np.int64)
+                 native_address(panel_transpose){more}, native_address(row_product)], np.int64)
 """
 # (the LSTM's loops define their own `kernel`, which makes the thread's scratch too)
 _KERNEL_PASS = """

@@ -83,6 +83,14 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
     return Z
 
 
+# Whether d W is computed inside the whole-loop backward (each step's
+# dW += dg h_prev^T on the template's register tile while dg is in cache, split with the
+# loop's halves) rather than one GEMM after the loop, whose second BLAS thread a busy
+# machine often delays (LSTM LM layer backward, split: 10.9 against 17.0 ms median).
+# Needs H a multiple of 16 (whole tiles).
+_weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
+
+
 # Whether the whole-loop backward reads a cotangent that is a permuted view of (L, N, H)
 # rows as those rows (`_rows_view`, transposed per step in the kernel) rather than copying
 # it to (L, H, N) first: a layer's cotangent usually arrives so.
@@ -114,13 +122,17 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     dcs = np.empty((2, H, N), dtype=dt)
     dcs[0] = d_cn
     db = res[off[1]:off[2]]
+    dw = res[off[0]:off[1]].reshape(4 * H, H)
     nth = _split.threads(H, work=L * N * 4 * H * (x.shape[2] + H))
+    # d W inside the loop (each step's outer product while its gate gradient is in cache:
+    # no GEMM after the loop)
+    in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
     rows = _cotangent_rows() and _rows_view(d_y)
     args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
-            np.empty((2, 4 * H, N), dtype=dt), G, db, np.empty(panel_size(H, 4 * H, name), dtype=dt),
-            bool(reverse), rows)
+            np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
+            np.empty(panel_size(H, 4 * H, name), dtype=dt), bool(reverse), in_loop, rows)
     _split.run(layer, args, nth)
-    return finish_backward(np, res, off, G, Z, h0, (dh[:H], dcs[L % 2]), order, db_done=True)
+    return finish_backward(np, res, off, G, Z, h0, (dh[:H], dcs[L % 2]), order, db_done=True, dw_done=in_loop)
 
 
 # ---------------------------------------------------------------- GRU, RNN
