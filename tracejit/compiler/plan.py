@@ -18,6 +18,7 @@ import sys
 import numpy as np
 
 from ..errors import CompileError
+from ..jit.control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from ..jit.ir import Eqn, Graph, Literal, Var
 from ..memory import ALIGN_MIN, OutputSlot
 from ..shapes import Sym, contains_sym
@@ -451,17 +452,17 @@ class Plan:
         return [f"    {outs[0]} = _fix({call}, {dt})"]
 
     def _emit_control(self, e, ins, outs, consts):
-        name = e.prim.name
+        prim = e.prim
         k = len(consts)
         lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
-        if name == "cond":
+        if prim is COND:
             t = Plan(e.params["true_graph"], f"{self.name}_true", self.backend)
             f = Plan(e.params["false_graph"], f"{self.name}_false", self.backend)
             consts[f"T{k}"], consts[f"F{k}"] = t, f
             self.subplans += [t, f]
             ops = ", ".join(ins[1:])
             return [f"    {lhs} = (T{k} if {ins[0]} else F{k})({ops})"]
-        if name == "while":
+        if prim is WHILE:
             c = Plan(e.params["cond_graph"], f"{self.name}_cond", self.backend)
             b = Plan(e.params["body_graph"], f"{self.name}_body", self.backend)
             consts[f"C{k}"], consts[f"B{k}"] = c, b
@@ -474,14 +475,14 @@ class Plan:
             lines.append(f"        _w = B{k}(*_w, *_c)")
             lines.append(f"    {lhs} = _w")
             return lines
-        if name == "scan":
+        if prim is SCAN:
             return self._emit_scan(e, ins, outs, consts, k)
-        if name == "custom_function":
+        if prim is CUSTOM_FUNCTION:
             fwd = Plan(e.params["forward"], f"{self.name}_{e.params['fn_cls'].__name__}", self.backend)
             consts[f"U{k}"] = fwd
             self.subplans.append(fwd)
             return [f"    {lhs} = U{k}({', '.join(ins)})"]
-        raise CompileError(f"no lowering for control primitive {name}")
+        raise CompileError(f"no lowering for control primitive {prim.name}")
 
     def _emit_scan(self, e, ins, outs, consts, k):
         """A Python loop over the body's plan; ys are stacked on a new leading axis."""

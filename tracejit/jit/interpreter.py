@@ -18,6 +18,7 @@ from ..device import CPU
 from ..ops.eager import bind
 from ..tensor import Tensor
 from ..shapes import Sym, contains_sym
+from .control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from .ir import Graph, Literal
 
 __all__ = ["interpret", "straight_line", "bind_symbols", "eval_params", "last_uses"]
@@ -81,7 +82,7 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
         if steps is not None and i in steps:
             outs = steps[i](vals, state)
         elif e.prim.kind == "control":
-            outs = _CONTROL[e.prim.name](e, vals, syms)
+            outs = _CONTROL[e.prim](e, vals, syms)
         else:
             outs = [bind(e.prim, *vals, **params)]
         for o, val in zip(e.outs, outs):
@@ -99,7 +100,7 @@ def straight_line(graph: Graph, drops=None, steps=None):
     there, no `record`) generated as one Python function. The same ``bind`` calls in the
     same order: the same values and the same autograd graph."""
     ns: dict = {"BIND": bind, "SCALAR": _scalar_input, "EVAL": eval_params, "SYMS": bind_symbols,
-                "GRAPH": graph, "CONTROL": _CONTROL, "PY": _PY_SCALARS}
+                "GRAPH": graph, "PY": _PY_SCALARS}
     names: dict = {}
     symbolic = bool(graph.symbols)
 
@@ -136,7 +137,7 @@ def straight_line(graph: Graph, drops=None, steps=None):
         if steps is not None and i in steps:
             body.append(f"    {outs} = {const(steps[i], 'F')}([{vals}], state)")
         elif e.prim.kind == "control":
-            body.append(f"    {outs} = CONTROL[{e.prim.name!r}]({const(e, 'E')}, [{vals}], syms)")
+            body.append(f"    {outs} = {const(_CONTROL[e.prim], 'C')}({const(e, 'E')}, [{vals}], syms)")
         else:
             params = e.params
             if symbolic and any(contains_sym(p) for p in params.values()):
@@ -223,4 +224,4 @@ def _run_scan(e, vals, syms):
     return carry + stacked
 
 
-_CONTROL = {"cond": _run_cond, "while": _run_while, "scan": _run_scan, "custom_function": _run_custom}
+_CONTROL = {COND: _run_cond, WHILE: _run_while, SCAN: _run_scan, CUSTOM_FUNCTION: _run_custom}
