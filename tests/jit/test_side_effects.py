@@ -43,7 +43,7 @@ def test_module_state_changes_on_every_call():
     for _ in range(2):
         c(tj.ones(1, 2))
     assert m.steps == 3 and m.history == [1, 1, 1]
-    assert any("sets `Counter.steps`" in s and "Counter.history" in s for s in msgs)
+    assert any("changes the list attribute Counter.history" in s for s in msgs)
 
 
 def test_a_forward_hook_storing_activations_sees_every_call():
@@ -70,7 +70,7 @@ def test_a_global_list_appended_to_grows_per_call():
 
 
 def test_fullgraph_raises_naming_the_effect():
-    with pytest.raises(TraceError, match="sets `Counter.steps`"):
+    with pytest.raises(TraceError, match="changes the list attribute Counter.history"):
         tj.compile(Counter(), fullgraph=True)(tj.ones(1, 2))
 
 

@@ -154,6 +154,22 @@ def test_narrow_by_an_int_argument(compiler):
         cf(x, 16)
 
 
+def test_narrow_by_a_changing_start_and_its_gradient_match_torch(compiler):
+    torch = pytest.importorskip("torch")
+    x = tj.randn(4, 20, requires_grad=True)
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    cf = tj.trace(lambda x, s: (x.narrow(1, s, 3) * 2).sum(0), compiler=compiler)
+    for s in (2, 5, 9, 17, 11, 4):
+        got, want = cf(x, s), (tx.narrow(1, s, 3) * 2).sum(0)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+        got.sum().backward()
+        want.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    assert cf.cache_stats()["compiles"] == 2   # s=2 static, then one entry for every start
+    with pytest.raises(IndexError, match="exceeds"):   # past the dim: as eagerly
+        cf(x, 18)
+
+
 def test_script_int_argument_slice_becomes_symbolic_after_it_changes():
     def f(x, n: int):
         return x[:n].sum(0)

@@ -191,3 +191,60 @@ def test_writes_through_data_are_seen_by_later_reads_and_written_back():
     np.testing.assert_array_equal(comp.w.detach().numpy(), eager.w.detach().numpy())
     stats = f.cache_stats()
     assert (stats["compiles"], stats["eager_fallbacks"]) == (1, 0)
+
+
+def _queue(nn_mod, lib):
+    class Queue(nn_mod.Module):
+        """MoCo's key queue with its pointer in an int attribute, a call counter and a
+        decaying float, all set in forward."""
+        def __init__(self, K=12, d=3):
+            super().__init__()
+            self.register_buffer("queue", lib.zeros(d, K))
+            self.ptr, self.K, self.calls, self.temp = 0, K, 0, 1.0
+
+        def forward(self, keys):
+            self.calls += 1
+            self.temp = self.temp * 0.5
+            out = (keys @ self.queue).sum() / self.temp
+            with lib.no_grad():
+                self.queue[:, self.ptr:self.ptr + keys.shape[0]] = keys.T
+            self.ptr = (self.ptr + keys.shape[0]) % self.K
+            return out
+    return Queue()
+
+
+def test_numbers_set_in_forward_stay_compiled_and_match_torch():
+    torch = pytest.importorskip("torch")
+    m, e, t = _queue(nn, tj), _queue(nn, tj), _queue(torch.nn, torch)
+    c = tj.compile(m, fullgraph=True)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        k = rng.standard_normal((4, 3)).astype(np.float32)
+        got, want = c(tj.tensor(k)), t(torch.tensor(k))
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        assert (m.ptr, m.calls, m.temp) == (t.ptr, t.calls, t.temp)
+        assert type(m.ptr) is int and type(m.temp) is float
+        np.testing.assert_allclose(m.queue.numpy(), t.queue.numpy())
+        e(tj.tensor(k))
+        assert (e.ptr, e.calls, e.temp) == (m.ptr, m.calls, m.temp)
+    s = c.cache_stats()
+    # constants, then the changed numbers as runtime inputs, then the pointer back at 0
+    assert s["compiles"] <= 3 and s["hits"] >= 5 and s["eager_fallbacks"] == 0
+
+
+def test_a_number_computed_from_tensor_values_is_still_a_graph_break():
+    class Peak(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.peak = 0
+
+        def forward(self, x):
+            self.peak = max(self.peak, int(x.argmax()))
+            return x * 2
+
+    m = Peak()
+    c = tj.compile(m)
+    with pytest.warns(RuntimeWarning, match="cannot be captured"):
+        c(tj.tensor([1.0, 5.0, 2.0]))
+    c(tj.tensor([1.0, 2.0, 3.0, 9.0]))
+    assert m.peak == 3 and c.cache_stats()["eager_fallbacks"] == 1

@@ -82,7 +82,7 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # (a loop over time), a Set Transformer (set sizes going dynamic) a TFT (two LSTMs),
 # a keyword net, a text CNN's max-over-time
 # pooling, parametrized weights, kernels a hypernetwork generates and a
-# MultiheadAttention LM's generation
+# MultiheadAttention LM's generation, a neural ODE's vector field counting its calls
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -90,7 +90,7 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_moco.py", "prog_sac.py", "prog_capsnet.py", "prog_lora.py", "prog_qat.py", "prog_sae.py",
             "prog_protonet.py", "prog_dit.py", "prog_prune.py", "prog_glow.py", "prog_jem.py",
             "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py",
-            "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py"]
+            "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py", "prog_node.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -115,7 +115,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # WKV loop fixes T (as torch.compile does)
                 "prog_rwkv.py": 8,
                 "prog_hyper.py": 3,     # the primary net training and in eval; the task net
-                "prog_mhalm.py": 3}     # training, then generation's first two lengths
+                "prog_mhalm.py": 3,     # training, then generation's first two lengths
+                # y0 without grad, then with; `self.nfe` a constant, then a runtime input; eval
+                "prog_node.py": 4}
 
 
 def _run(framework, mode, weights, programs):

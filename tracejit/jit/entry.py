@@ -214,6 +214,10 @@ def _write_state(writes: list, outs: list) -> None:
             xp = np if t.device.type == "cpu" else t._xp()
             xp.copyto(t._data, new._data, casting="unsafe")
             t._vbox[0] += 1
+        elif w[0] == "number":   # (its guard checks the type only: no module re-check)
+            object.__setattr__(w[1], w[2], outs[w[3]].item())
+        elif w[0] == "const":    # (its guard checks the value: the next call looks again)
+            setattr(w[1], w[2], w[3])
         else:
             _, obj, name, k = w
             if _is_buffer(obj, name):

@@ -29,7 +29,7 @@ from typing import Any, Optional
 from .. import dtypes as _dt
 from ..ops.registry import Aval
 
-__all__ = ["Lifted", "lifting", "lifted_attribute", "ref_key", "refs_of", "changed_numbers"]
+__all__ = ["Lifted", "lifting", "lifted_attribute", "written", "ref_key", "refs_of", "changed_numbers"]
 
 _tls = threading.local()   # .state: the `_State` of the capture running in this thread
 NUMBERS = (int, float)     # the types a capture lifts (``type(v) in NUMBERS``: not bool)
@@ -186,6 +186,13 @@ def lifted_attribute(module, name: str, value):
     if key not in state.keys:
         return value
     return state.input(key, f"{type(module).__name__}.{name}", module, name, value)
+
+
+def written(obj, name: str) -> None:
+    """``obj.name`` is set in the capture: later reads there see the value set."""
+    state = getattr(_tls, "state", None)
+    if state is not None:
+        state.keys.discard(("attr", id(obj), name))
 
 
 def changed_numbers(check) -> set:

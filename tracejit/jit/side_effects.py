@@ -9,7 +9,8 @@ capture notes such changes and, when it sees one, puts the state back and refuse
 eagerly, as often as the program calls it, with one warning; ``trace``/``script`` raise.
 
 What is watched: plain attributes a module's code sets during the capture (tensor
-attributes are graph outputs written back per call, see tracer.py), lists, dicts and
+attributes, and numbers set over numbers, are graph outputs written back per call, see
+state_writes.py), lists, dicts and
 sets read from module attributes or named by the function's globals and closure, and
 forward hooks that return nothing (they run for their effect; a hook that returns a new
 output is part of the graph). Hooks tracejit installs itself are marked ``_traceable``.

@@ -1,6 +1,7 @@
 """Module state a captured function writes: in-place updates of captured tensors (a
 module's buffers: BatchNorm's running statistics; writes through a tensor's ``.data``)
-and tensor attributes set on a module (``self.mask = ...``).
+tensor attributes set on a module (``self.mask = ...``), and number attributes set to
+numbers (``self.ptr = (self.ptr + n) % K``).
 
 They become graph outputs that each call writes back (entry.py), and later reads in the
 same trace see the new values; no tracer is left in a module. A parameter read after a
@@ -16,6 +17,7 @@ from ..ops.elementwise_logic import CAST
 from ..tensor import Tensor
 from . import view_writes as _views
 from .ir import Var
+from .lifted import NUMBERS, written
 
 __all__ = ["StateWrites"]
 
@@ -62,42 +64,55 @@ class StateWrites:
         return target
 
     def write_attribute(self, obj, name: str, value) -> bool:
-        """``obj.name = tensor`` inside the function (a module caching a mask): the value is
-        held for the rest of this trace and written back by each call. True when handled."""
+        """``obj.name = tensor`` inside the function (a module caching a mask), or a number
+        set over a number (``self.ptr = (self.ptr + n) % K``, ``self.nfe += 1``): the value is
+        held for the rest of this trace and written back by each call. True when handled.
+        A number known at capture is written as that constant; the guard sees it change
+        after the call, and the next capture reads it as a runtime input (lifted.py), whose
+        traced result the call writes back as a Python number."""
         from .tracer import Tracer
-        if not isinstance(value, Tracer):
+        traced = isinstance(value, Tracer)
+        # (trace/script keep torch.jit.trace's meaning: Python state changes once, at capture)
+        number = self._root().effects.active and type(_read_attr(obj, name)) in NUMBERS and (
+            type(value) in NUMBERS or traced and value.ndim == 0 and self.atom(value).aval.weak)
+        if not (traced or number):
             return False
-        if self.parent is not None or value._trace is not self:
+        if self.parent is not None or traced and value._trace is not self:
             loc = user_location(3)
             where = f" at {loc[0]}:{loc[1]}" if loc else ""
-            raise TraceError(f"assigning a traced tensor to `{type(obj).__name__}.{name}`{where} inside a "
+            raise TraceError(f"assigning a traced value to `{type(obj).__name__}.{name}`{where} inside a "
                              f"branch or loop body decided at run time is not supported; assign it after "
                              f"the if/loop")
         key = (id(obj), name)
         if key not in self.attr_writes:
-            self.attr_writes[key] = [obj, name, _read_attr(obj, name)]
+            self.attr_writes[key] = [obj, name, _read_attr(obj, name), number]
+        written(obj, name)   # (later reads see this value, not the runtime input)
         _set_attr(obj, name, value)
         return True
 
     def finish_state_writes(self, out_atoms: list) -> list:
         """Append the written state to `out_atoms`; restore every attribute the trace set
         (the module must not keep a tracer); return the write-backs as
-        ("buffer", tensor, output k) and ("attr", obj, name, output k)."""
+        ("buffer", tensor, output k), ("attr", obj, name, output k), ("number", obj, name,
+        output k) (a Python number) and ("const", obj, name, number)."""
         writes = []
         for t, res in self.buffer_writes.values():
             writes.append(("buffer", t, len(out_atoms)))
             out_atoms.append(res)
-        for obj, name, before in self.attr_writes.values():
+        for obj, name, before, number in self.attr_writes.values():
             now = _read_attr(obj, name)
             _set_attr(obj, name, before)
-            writes.append(("attr", obj, name, len(out_atoms)))
+            if number and type(now) in NUMBERS:
+                writes.append(("const", obj, name, now))
+                continue
+            writes.append(("number" if number else "attr", obj, name, len(out_atoms)))
             out_atoms.append(self.atom(now))
         self.attr_writes.clear()
         return writes
 
     def restore_attributes(self) -> None:
         """After a failed capture: put back what the trace set."""
-        for obj, name, before in self.attr_writes.values():
+        for obj, name, before, _ in self.attr_writes.values():
             _set_attr(obj, name, before)
         self.attr_writes.clear()
         self.effects.restore()

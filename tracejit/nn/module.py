@@ -228,10 +228,9 @@ class Module(BackwardHooks, StateDict):
     def __setattr__(self, name: str, value) -> None:
         tracer = _trace_state.tracer
         if tracer is not None:
-            if isinstance(value, Tensor):
-                if tracer.write_attribute(self, name, value):
-                    return  # inside a compiled forward: the call writes it back (jit/tracer.py)
-            elif not isinstance(value, Module) and self.__dict__.get(name, value) is not value:
+            if tracer.write_attribute(self, name, value):
+                return  # a tensor or number set inside a compiled forward: each call writes it back
+            if not isinstance(value, (Tensor, Module)) and self.__dict__.get(name, value) is not value:
                 _capture_effects().attribute_write(self, name)   # Python state: jit/side_effects.py
         state_epoch[0] += 1
         d = self.__dict__

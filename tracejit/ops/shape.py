@@ -474,13 +474,15 @@ def narrow(a, dim: int, start: int, length: int):
     n = a.shape[d]
     if getattr(length, "_trace", None) is not None:   # a traced int argument: maybe a Sym
         length = trace_hooks.size_of(length)
-    if isinstance(start, int) and isinstance(n, int):
-        if not -n <= start <= n:
+    if getattr(start, "_trace", None) is not None:    # (a symbolic start is >= 2: guarded)
+        start = trace_hooks.size_of(start)
+    if isinstance(start, (int, Sym)) and isinstance(n, int):
+        if isinstance(start, int) and not -n <= start <= n:
             raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
-        if start < 0:
+        if isinstance(start, int) and start < 0:
             start += n  # a negative start counts from the end, as in PyTorch
-        rest = n - start - length   # (a symbolic length: rest >= 0 guarded for every call served)
-        if not (isinstance(length, Sym) and trace_hooks.assume_nonnegative(rest, "narrow")) \
+        rest = n - start - length   # (a symbolic one: rest >= 0 guarded for every call served)
+        if not (isinstance(rest, Sym) and trace_hooks.assume_nonnegative(rest, "narrow")) \
                 and (length < 0 or rest < 0):
             raise IndexRangeError(f"narrow: start ({start}) + length ({length}) exceeds dim {dim} of size {n}")
     # the spec getitem would make of the slices, made here: normalizing them cost more
