@@ -170,6 +170,17 @@ def test_narrow_by_a_changing_start_and_its_gradient_match_torch(compiler):
         cf(x, 18)
 
 
+def test_select_by_a_changing_index_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = tj.randn(3, 12)
+    cf = tj.compile(lambda x, i: x.select(1, i) * 2)
+    for i in (2, 5, 7, -1, 11):
+        np.testing.assert_array_equal(cf(x, i).numpy(), (torch.tensor(x.numpy()).select(1, i) * 2).numpy())
+    assert cf.cache_stats()["compiles"] == 2
+    with pytest.raises(IndexError):
+        cf(x, 12)
+
+
 def test_script_int_argument_slice_becomes_symbolic_after_it_changes():
     def f(x, n: int):
         return x[:n].sum(0)

@@ -301,9 +301,11 @@ def put(input, index, source, accumulate: bool = False):
 def select(input, dim: int, index: int):
     dim = normalize_dim(dim, input.ndim, "select")
     n = input.shape[dim]
-    if not -n <= int(index) < n:
-        raise IndexError(f"select: index {index} out of range for dim {dim} of size {n}")
-    return getitem(input, (slice(None),) * dim + (int(index),))
+    if getattr(index, "_trace", None) is None:   # (a traced int: getitem guards it, as ``x[:, i]``)
+        index = int(index)
+        if not -n <= index < n:
+            raise IndexError(f"select: index {index} out of range for dim {dim} of size {n}")
+    return getitem(input, (slice(None),) * dim + (index,))
 
 
 def argwhere(input):
