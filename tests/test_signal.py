@@ -80,3 +80,41 @@ def test_stft_istft_errors():
     with pytest.raises(ValueError, match="overlap-add"):
         tj.istft(tj.stft(x, 8, 2, window=tj.hann_window(8, periodic=False), center=False, return_complex=True),
                  8, 2, window=tj.hann_window(8, periodic=False), center=False)
+
+
+def _speech_net(lib):
+    """kws's model with its log-spectrogram front-end inside the forward."""
+    nn = lib.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("window", lib.hann_window(32))
+            self.conv = nn.Conv1d(17, 8, 3)
+            self.fc = nn.Linear(8, 4)
+
+        def forward(self, wav):
+            spec = lib.stft(wav, 32, hop_length=8, window=self.window, return_complex=True)
+            feats = lib.log(spec.abs().pow(2) + 1e-6)
+            back = lib.istft(spec, 32, hop_length=8, window=self.window, length=wav.shape[-1])
+            h = lib.relu(self.conv(feats)).mean(-1)
+            return self.fc(h), back
+    return Net()
+
+
+def test_a_compiled_stft_front_end_trains_as_one_graph_like_torch():
+    torch = pytest.importorskip("torch")
+    tn, jn = _speech_net(torch), _speech_net(tj)
+    jn.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tn.state_dict().items()})
+    cn = tj.compile(jn, fullgraph=True)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        wav = rng.standard_normal((3, 400)).astype(np.float32)
+        (got, back), (want, wback) = cn(tj.tensor(wav)), tn(torch.tensor(wav))
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(back.numpy(), wback.numpy(), atol=1e-5)
+        got.square().sum().backward()
+        want.square().sum().backward()
+        for (name, p), q in zip(jn.named_parameters(), tn.parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    assert cn.cache_stats()["compiles"] == 1

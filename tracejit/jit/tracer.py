@@ -33,7 +33,7 @@ from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
 from ..ops.shape import TO_DEVICE
-from ..ops.complex_ops import involves as _complex_involved
+from ..ops.complex_ops import COMPLEX_CALL as _COMPLEX_CALL, involves as _complex_involved
 
 __all__ = ["Tracer", "TraceContext", "trace_graph", "SymbolicSizeError"]
 
@@ -176,6 +176,7 @@ class TraceContext(StateWrites):
     def __init__(self, parent: Optional["TraceContext"] = None):
         self.parent = parent
         self.inputs: list = []
+        self.grad_inputs: list = []    # the inputs that require grad (`_reaches_grad`)
         self.eqns: list = []
         self.consts: dict = {}         # id(concrete tensor) -> Var
         self.const_tensors: list = []  # lifted concrete tensors, in input order
@@ -285,6 +286,8 @@ class TraceContext(StateWrites):
     def new_input(self, aval: Aval, hint: str = "", requires_grad: bool = False) -> Tracer:
         v = Var(aval, hint)
         self.inputs.append(v)
+        if requires_grad:
+            self.grad_inputs.append(v)
         return _make_tracer(v, self, requires_grad)
 
     def atom(self, a, prim_name: str = "op"):
@@ -350,10 +353,7 @@ class TraceContext(StateWrites):
     # ---- recording ------------------------------------------------------------------
     def record(self, prim: Primitive, args, params):
         if _complex_involved(prim, args, params):
-            loc = user_location(2)
-            where = f" at {loc[0]}:{loc[1]}" if loc else ""
-            raise TraceError(f"{prim.name}{where}: complex tensors run eagerly, they cannot be traced or "
-                             f"compiled; move the complex math out of the compiled function")
+            return self._complex_call(prim, args, params)
         if params:
             params = self._concrete_params(prim, params)
         atoms = [self.atom(a, prim.name) for a in args]
@@ -400,6 +400,31 @@ class TraceContext(StateWrites):
             # ops, so an in-place write through the view reaches the base (view_writes).
             t._view_src = _views.view_source(self, prim, args, params)
         return t
+
+    def _complex_call(self, prim, args, params) -> Tracer:
+        """A call on the complex path (complex_ops.py): one `COMPLEX_CALL` equation, run as
+        eagerly; refused where a gradient would have to flow through it."""
+        atoms = [self.atom(a, prim.name) for a in args]
+        if self.parent is not None or self._reaches_grad(atoms):
+            loc = user_location(3)
+            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            raise TraceError(f"{prim.name}{where}: complex tensors that carry a gradient (or inside a branch "
+                             f"or loop body) run eagerly, they cannot be compiled; move the complex math out "
+                             f"of the compiled function")
+        avals = tuple(a.aval for a in atoms)
+        params = {"op": prim, "params": params, "avals_in": avals}
+        return _make_tracer(self._emit(_COMPLEX_CALL, atoms, params, _COMPLEX_CALL.rule(*avals, **params))[0], self)
+
+    def _reaches_grad(self, atoms) -> bool:
+        """Whether a gradient may flow into `atoms` (autodiff.py's active values, from the
+        inputs and captured tensors that require grad)."""
+        if not _grad_enabled():
+            return False
+        from types import SimpleNamespace
+        from .autodiff import active_vars
+        grads = self.grad_inputs + [self.consts[id(t)] for t in self.const_tensors if t.requires_grad]
+        act = active_vars(SimpleNamespace(inputs=grads, eqns=self.eqns), [True] * len(grads))
+        return any(isinstance(a, Var) and a in act for a in atoms)
 
     def _no_grad_region(self) -> bool:
         """Inside ``with no_grad():`` within a function captured with grad mode on: the
@@ -466,6 +491,9 @@ class TraceContext(StateWrites):
                 else "a tensor from outside this branch or loop body"
             raise TraceError(f"{what}: in-place modification of {name} is not supported inside a "
                              f"compiled function; compute a new tensor instead (x = x + 1)")
+        if target.dtype.is_complex:   # (its views are not followed: `_complex_call`)
+            raise TraceError(f"{what}: in-place writes into complex tensors run eagerly; compute a new "
+                             f"tensor instead (z = z * 2)")
         res = self.atom(result)
         if res.aval.dtype is not target.dtype:
             if target.dtype.category < res.aval.dtype.category:

@@ -3,8 +3,9 @@ operand, and the complex-only primitives (conj, real, imag, view_as_real,
 view_as_complex, complex, polar, angle, sgn).
 
 Complex tensors run eagerly on numpy's complex arithmetic. A traced or compiled function
-that meets one raises TraceError (jit/tracer.py), so ``compile`` falls back to eager; the
-kernel generators never see a complex dtype. `bind`'s plans are never made for a complex
+records each complex call as one `COMPLEX_CALL` equation that runs it so (jit/tracer.py),
+or, where a gradient would flow through it, raises TraceError, so ``compile`` falls back
+to eager; the kernel generators never see a complex dtype. `bind`'s plans are never made for a complex
 signature: such a call takes the general path, which hands it to `run` here.
 
 Every primitive says in `_WAYS` how it treats complex operands; one that is not listed
@@ -69,8 +70,7 @@ def _aval(a, name):
     raise TypeError(f"{name}: expected a Tensor or a number, got {type(a).__name__}")
 
 
-def run(prim: Primitive, args, params):
-    """Eager run of `prim` on operands of which one is complex (see the top)."""
+def _way(prim: Primitive):
     if not _WAYS:
         _build_ways()
     way = _WAYS.get(prim.name)
@@ -79,15 +79,18 @@ def run(prim: Primitive, args, params):
     if way is None:
         raise DTypeError(f"{prim.name}: complex tensors are not supported by this op "
                          f"(complex operands run eagerly on the ops in tracejit/ops/complex_ops.py)")
+    return way
+
+
+def run(prim: Primitive, args, params):
+    """Eager run of `prim` on operands of which one is complex (see the top)."""
+    way = _way(prim)
     if prim.name in _WRITES and not args[0].dtype.is_complex:
         raise DTypeError(f"{prim.name}: can't write complex values into a {args[0].dtype.name} tensor")
     avals = [_aval(a, prim.name) for a in args]
     dev = next((a.device for a in args if isinstance(a, Tensor)), None) or params.get("device") or CPU
     if prim.promote:
-        cd = _dt.result_type([v.dtype for v in avals if not v.weak and v.shape],
-                             [v.dtype for v in avals if v.weak], [v.dtype for v in avals if not v.weak and not v.shape])
-        if prim.int_to_float and cd.category < 2:
-            cd = _dt.get_default_dtype()
+        cd = _compute_dtype(prim, avals)
         arrays = []
         for a, v in zip(args, avals):
             arrays.append(_as(_array(a), cd.np))
@@ -111,6 +114,37 @@ def run(prim: Primitive, args, params):
                 _record(node_prim, args, params, result, None)
                 break
     return result
+
+
+def _call_impl(xp, *arrays, op, params, avals_in):
+    """`COMPLEX_CALL` on arrays: `run` of `op` on them as tensors (numbers stay numbers)."""
+    from ..autograd.grad_mode import no_grad
+    args = [(a.item() if isinstance(a, xp.ndarray) else a) if v.weak else Tensor._wrap(a, v.dtype, v.device)
+            for a, v in zip(arrays, avals_in)]
+    with no_grad():
+        out = run(op, args, params)._data
+    # (a view, `real` or a reshape, would alias an operand the program may reuse)
+    return out.copy() if getattr(out, "base", None) is not None else out
+
+
+def _compute_dtype(prim: Primitive, avals: list):
+    cd = _dt.result_type([v.dtype for v in avals if not v.weak and v.shape],
+                         [v.dtype for v in avals if v.weak], [v.dtype for v in avals if not v.weak and not v.shape])
+    return _dt.get_default_dtype() if prim.int_to_float and cd.category < 2 else cd
+
+
+def _call_rule(*avals, op, params, avals_in=()):
+    """`COMPLEX_CALL`'s result: `op`'s on its complex path, as `run` makes it."""
+    if op.promote:
+        cd = _compute_dtype(op, avals)
+        avals = [Aval(v.shape, cd, v.device, weak=v.weak) for v in avals]
+    return (_way(op)[2] or op.rule)(*avals, **params)
+
+
+# A call with complex operands or results inside a captured graph (an STFT front-end):
+# `op` runs on its complex path here, in the compiled program as eagerly, outside any
+# kernel; no gradient flows through it (jit/tracer.py refuses one that needs it).
+COMPLEX_CALL = defprim("complex_call", _call_impl, _call_rule, kind="complex")
 
 
 def _array(a):
