@@ -232,6 +232,19 @@ def test_numbers_set_in_forward_stay_compiled_and_match_torch():
     assert s["compiles"] <= 3 and s["hits"] >= 5 and s["eager_fallbacks"] == 0
 
 
+def test_numbers_set_in_forward_stay_equal_to_eager_across_entries():
+    m, e = _queue(nn, tj), _queue(nn, tj)
+    m.K = e.K = 8   # (the pointer wraps early enough for every batch size to fit)
+    c = tj.compile(m, fullgraph=True)
+    rng = np.random.default_rng(1)
+    for n in (4, 4, 2, 4, 3, 2, 2, 4, 3, 3, 4, 2):   # batch sizes: entries per size and pointer
+        k = tj.tensor(rng.standard_normal((n, 3)).astype(np.float32))
+        np.testing.assert_allclose(c(k).item(), e(k).item(), rtol=1e-5)
+        assert (m.ptr, m.calls, m.temp) == (e.ptr, e.calls, e.temp)
+        np.testing.assert_allclose(m.queue.numpy(), e.queue.numpy())
+    assert c.cache_stats()["eager_fallbacks"] == 0
+
+
 def test_a_number_computed_from_tensor_values_is_still_a_graph_break():
     class Peak(nn.Module):
         def __init__(self):

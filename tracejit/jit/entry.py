@@ -214,10 +214,8 @@ def _write_state(writes: list, outs: list) -> None:
             xp = np if t.device.type == "cpu" else t._xp()
             xp.copyto(t._data, new._data, casting="unsafe")
             t._vbox[0] += 1
-        elif w[0] == "number":   # (its guard checks the type only: no module re-check)
-            object.__setattr__(w[1], w[2], outs[w[3]].item())
-        elif w[0] == "const":    # (its guard checks the value: the next call looks again)
-            setattr(w[1], w[2], w[3])
+        elif w[0] in ("number", "const"):   # (as a module's setattr: its guards look again)
+            setattr(w[1], w[2], outs[w[3]].item() if w[0] == "number" else w[3])
         else:
             _, obj, name, k = w
             if _is_buffer(obj, name):

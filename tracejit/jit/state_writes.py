@@ -69,7 +69,8 @@ class StateWrites:
         held for the rest of this trace and written back by each call. True when handled.
         A number known at capture is written as that constant; the guard sees it change
         after the call, and the next capture reads it as a runtime input (lifted.py), whose
-        traced result the call writes back as a Python number."""
+        traced result the call writes back as a Python number (entries captured before,
+        guarded on the value, look at it again)."""
         from .tracer import Tracer
         traced = isinstance(value, Tracer)
         # (trace/script keep torch.jit.trace's meaning: Python state changes once, at capture)
