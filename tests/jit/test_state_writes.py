@@ -245,6 +245,28 @@ def test_numbers_set_in_forward_stay_equal_to_eager_across_entries():
     assert c.cache_stats()["eager_fallbacks"] == 0
 
 
+def test_a_size_kept_in_an_int_attribute_follows_a_symbolic_batch():
+    class Counting(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+            self.seen, self.last = 0, 0
+
+        def forward(self, x):
+            self.seen += x.shape[0]
+            self.last = x.shape[0]
+            return self.lin(x)
+
+    m = Counting()
+    c = tj.compile(m, fullgraph=True)
+    sizes = (4, 5, 3, 7, 2, 9, 6)
+    for b in sizes:
+        x = tj.randn(b, 3)
+        np.testing.assert_allclose(c(x).detach().numpy(), m.lin(x).detach().numpy(), rtol=1e-6)
+        assert m.last == b and type(m.last) is int
+    assert m.seen == sum(sizes) and c.cache_stats()["compiles"] == 2
+
+
 def test_a_number_computed_from_tensor_values_is_still_a_graph_break():
     class Peak(nn.Module):
         def __init__(self):

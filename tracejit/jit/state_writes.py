@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from ..errors import TraceError, user_location
 from ..ops import registry as _reg
+from ..dtypes import int64
 from ..ops.elementwise_logic import CAST
+from ..shapes import Sym
 from ..tensor import Tensor
 from . import view_writes as _views
 from .ir import Var
@@ -72,6 +74,8 @@ class StateWrites:
         traced result the call writes back as a Python number (entries captured before,
         guarded on the value, look at it again)."""
         from .tracer import Tracer
+        if isinstance(value, Sym) and type(_read_attr(obj, name)) is int and self._root().effects.active:
+            value = self._sym_number(value, int64)   # (``self.seen += x.shape[0]``, a symbolic dim)
         traced = isinstance(value, Tracer)
         # (trace/script keep torch.jit.trace's meaning: Python state changes once, at capture)
         number = self._root().effects.active and type(_read_attr(obj, name)) in NUMBERS and (

@@ -237,11 +237,11 @@ class TraceContext(StateWrites):
     def _on_specialize(self, sym) -> None:
         self._root().specialized.update(sym.free_symbols)
 
-    def _sym_number(self, sym) -> "Tracer":
+    def _sym_number(self, sym, dtype=_dt.float64) -> "Tracer":
         """A symbolic size as a traced Python-like number (weak float64, as ``n / (n - 1)``
         computes in Python's float): evaluated from the input shapes on each call."""
-        params = {"shape": (), "value": sym, "dtype": _dt.float64, "device": CPU}
-        var = self._emit(_FULL, [], params, Aval((), _dt.float64, CPU, weak=True))[0]
+        params = {"shape": (), "value": sym, "dtype": dtype, "device": CPU}
+        var = self._emit(_FULL, [], params, Aval((), dtype, CPU, weak=True))[0]
         return _make_tracer(var, self)
 
     def concretize(self, t: "Tracer", kind: str, what: str):
