@@ -181,6 +181,17 @@ def test_select_by_a_changing_index_matches_torch():
         cf(x, 12)
 
 
+def test_arange_of_a_changing_int_argument_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = tj.randn(12)
+    cf = tj.compile(lambda x, i: (tj.arange(i) * x[:i]).sum() + tj.arange(1, i + 1).sum())
+    tx = torch.tensor(x.numpy())
+    for i in (2, 5, 7, 3, 9, 4):
+        want = (torch.arange(i) * tx[:i]).sum() + torch.arange(1, i + 1).sum()
+        np.testing.assert_allclose(cf(x, i).item(), want.item(), rtol=1e-5)
+    assert cf.cache_stats()["compiles"] == 2   # i=2, then one entry for every i >= 2
+
+
 def test_script_int_argument_slice_becomes_symbolic_after_it_changes():
     def f(x, n: int):
         return x[:n].sum(0)
