@@ -192,6 +192,21 @@ def test_arange_of_a_changing_int_argument_matches_torch():
     assert cf.cache_stats()["compiles"] == 2   # i=2, then one entry for every i >= 2
 
 
+def test_pad_by_a_changing_int_argument_and_its_gradient_match_torch():
+    torch = pytest.importorskip("torch")
+    x = tj.randn(3, 12, requires_grad=True)
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    cf = tj.compile(lambda x, i: tj.nn.functional.pad(x, (i, 1)) * tj.arange(13 + i))
+    for i in (2, 5, 7, 3, 9):
+        got = cf(x, i)
+        want = torch.nn.functional.pad(tx, (i, 1)) * torch.arange(13 + i)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy())
+        got.sum().backward()
+        want.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
+    assert cf.cache_stats()["compiles"] == 2
+
+
 def test_script_int_argument_slice_becomes_symbolic_after_it_changes():
     def f(x, n: int):
         return x[:n].sum(0)

@@ -30,6 +30,7 @@ from .pooling_nd import _adaptive_max2d, _batched, _out_sizes, adaptive_avg_pool
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 from . import autocast as _autocast
 from .dtype_checks import takes
+from .eager import trace_hooks
 
 __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
            "interpolate", "pad", "max_pool2d_ext"]
@@ -167,8 +168,10 @@ def _pad_index(size: int, before: int, after: int, mode: str):
 def pad(input, pad, mode: str = "constant", value=None):
     """PyTorch's F.pad: ``pad`` lists (before, after) pairs starting from the last dim;
     modes constant (negative values crop), reflect, replicate, circular."""
-    # (a symbolic amount, ``8 - x.shape[1]``, stays one: its sign is guarded, not its value)
-    pad = tuple(p if isinstance(p, Sym) else int(p) for p in pad)
+    # (a symbolic amount, ``8 - x.shape[1]`` or a changing int argument, stays one: its sign
+    # is guarded, not its value)
+    pad = tuple(p if isinstance(p, Sym) else trace_hooks.size_of(p) if getattr(p, "_trace", None) is not None
+                else int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ArgumentError(f"pad: padding length must be even and at most 2 * input.ndim "
                          f"({2 * input.ndim}), got {len(pad)}")
