@@ -207,6 +207,21 @@ def test_pad_by_a_changing_int_argument_and_its_gradient_match_torch():
     assert cf.cache_stats()["compiles"] == 2
 
 
+def test_a_slice_from_the_end_by_a_changing_int_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = tj.randn(3, 12, requires_grad=True)
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    cf = tj.compile(lambda x, i: x[:, -i:].sum(1) * x[:, :-i].sum(1))
+    for i in (2, 5, 7, 3, 9, 4):
+        got, want = cf(x, i), tx[:, -i:].sum(1) * tx[:, :-i].sum(1)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5)
+        got.sum().backward()
+        want.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+    assert cf.cache_stats()["compiles"] == 2
+    np.testing.assert_allclose(cf(x, 20).detach().numpy(), (tx[:, -20:].sum(1) * tx[:, :-20].sum(1)).detach().numpy())
+
+
 def test_script_int_argument_slice_becomes_symbolic_after_it_changes():
     def f(x, n: int):
         return x[:n].sum(0)

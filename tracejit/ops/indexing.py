@@ -136,8 +136,8 @@ def _slice_len(d, start, stop, step):
     if step == 1 and any(isinstance(v, Sym) for v in (d, start, stop)):
         # Bounds that are symbolic sizes (``rec[n - k:]``): the length is symbolic too when
         # 0 <= start <= stop <= d holds for every size the symbols can take.
-        lo = 0 if start is None else d + start if isinstance(start, int) and start < 0 else start
-        hi = d if stop is None else d + stop if isinstance(stop, int) and stop < 0 else stop
+        lo = 0 if start is None else _from_end(start, d)
+        hi = d if stop is None else _from_end(stop, d)
         # A bound past the end is clamped to it, as Python slices are: one guard (n >= d)
         # serves every such n instead of one capture per value.
         lo, hi = _clamped(lo, d), _clamped(hi, d)
@@ -152,6 +152,14 @@ def _bound(t: Tensor):
     """A one-element int tensor as a slice bound: its value; a traced int argument: a
     symbolic size where it may be one (jit/size_args.py)."""
     return trace_hooks.size_of(t) if getattr(t, "_trace", None) is not None else t.__index__()
+
+
+def _from_end(b, d):
+    """A negative slice bound counts from the end of a dim of size `d` (a symbolic one,
+    ``x[:, -n:]``, where it is negative for every call the capture serves: guarded)."""
+    if isinstance(b, Sym):
+        return d + b if b.hint < 0 and _never_negative(-b - 1) else b
+    return d + b if b < 0 else b
 
 
 def _clamped(b, d):
