@@ -214,12 +214,20 @@ def _write_state(writes: list, outs: list) -> None:
             xp = np if t.device.type == "cpu" else t._xp()
             xp.copyto(t._data, new._data, casting="unsafe")
             t._vbox[0] += 1
+        elif w[0] == "const":
+            _, obj, name, value = w
+            now = obj.__dict__.get(name, _NONE)
+            if type(now) is not type(value) or now != value:
+                setattr(obj, name, value)   # (moves the module guards' epoch: a capture may read it)
         else:
             _, obj, name, k = w
             if _is_buffer(obj, name):
                 obj.__dict__["_buffers"][name] = outs[k].detach()
             else:
                 object.__setattr__(obj, name, outs[k].detach())
+
+
+_NONE = object()
 
 
 def _is_buffer(obj, name: str) -> bool:

@@ -90,6 +90,13 @@ def recording():
                 del Module.__getattribute__
 
 
+def read_in_capture(module, name: str) -> Optional[bool]:
+    """Whether the capture recording in this thread read ``module.name`` so far (None: none
+    records)."""
+    found = getattr(_reads, "found", None)
+    return None if found is None else (id(module), name) in found
+
+
 def _attrs(m, read: Optional[set]) -> dict:
     """`m`'s training flag and the plain attributes in `read` (None: every plain one)."""
     d = vars(m)

@@ -1,9 +1,10 @@
 """Module state a captured function writes: in-place updates of captured tensors (a
 module's buffers: BatchNorm's running statistics; writes through a tensor's ``.data``)
-and tensor attributes set on a module (``self.mask = ...``).
+and attributes set on a module (``self.mask = ...``, ``self.log_prior = 0``).
 
-They become graph outputs that each call writes back (entry.py), and later reads in the
-same trace see the new values; no tracer is left in a module. A parameter read after a
+Tensors become graph outputs that each call writes back (entry.py), constants are set
+again by each call, and later reads in the same trace see the new values; no tracer is
+left in a module. A parameter read after a
 write through its ``.data`` (PixelCNN's ``w.data *= mask`` before the conv) gets the new
 values with the gradient going to the parameter, as eagerly to the leaf.
 `StateWrites` is `TraceContext`'s part for these (tracer.py).
@@ -16,6 +17,8 @@ from ..ops.elementwise_logic import CAST
 from ..tensor import Tensor
 from . import view_writes as _views
 from .ir import Var
+from .module_guard import read_in_capture
+from .value_snapshot import SCALARS
 
 __all__ = ["StateWrites"]
 
@@ -62,12 +65,17 @@ class StateWrites:
         return target
 
     def write_attribute(self, obj, name: str, value) -> bool:
-        """``obj.name = tensor`` inside the function (a module caching a mask): the value is
-        held for the rest of this trace and written back by each call. True when handled."""
+        """``obj.name = tensor`` (or a constant) inside the function (a module caching a
+        mask): the value is held for the rest of this trace and written back by each call.
+        True when handled."""
         from .tracer import Tracer
         if not isinstance(value, Tracer):
-            return False
-        if self.parent is not None or value._trace is not self:
+            # a number, string or None (``self.log_prior = 0``): each call sets it again,
+            # unless the capture read it first (``self.steps += 1``: it depends on the call)
+            if (not _constant(value) or self.parent is not None or not self.effects.active
+                    or read_in_capture(obj, name) is not False):
+                return False
+        elif self.parent is not None or value._trace is not self:
             loc = user_location(3)
             where = f" at {loc[0]}:{loc[1]}" if loc else ""
             raise TraceError(f"assigning a traced tensor to `{type(obj).__name__}.{name}`{where} inside a "
@@ -90,6 +98,9 @@ class StateWrites:
         for obj, name, before in self.attr_writes.values():
             now = _read_attr(obj, name)
             _set_attr(obj, name, before)
+            if not isinstance(now, Tensor):
+                writes.append(("const", obj, name, now))
+                continue
             writes.append(("attr", obj, name, len(out_atoms)))
             out_atoms.append(self.atom(now))
         self.attr_writes.clear()
@@ -104,6 +115,11 @@ class StateWrites:
 
 
 _MISSING = object()
+
+
+def _constant(v) -> bool:
+    """A value a call can set again as the capture saw it set: numbers, strings, None."""
+    return isinstance(v, SCALARS) or isinstance(v, tuple) and all(isinstance(x, SCALARS) for x in v)
 
 
 def _read_attr(obj, name: str):

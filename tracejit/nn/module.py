@@ -232,6 +232,8 @@ class Module(BackwardHooks, StateDict):
                 if tracer.write_attribute(self, name, value):
                     return  # inside a compiled forward: the call writes it back (jit/tracer.py)
             elif not isinstance(value, Module) and self.__dict__.get(name, value) is not value:
+                if tracer.write_attribute(self, name, value):
+                    return   # a constant: each call sets it again (jit/state_writes.py)
                 _capture_effects().attribute_write(self, name)   # Python state: jit/side_effects.py
         state_epoch[0] += 1
         d = self.__dict__
