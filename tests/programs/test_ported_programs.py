@@ -45,7 +45,8 @@ nn.MultiheadAttention with causal and padding masks sampling top-k, BYOL's EMA t
 network, Bayes by Backprop's sampled weights under a scale-mixture prior, TD3's twin
 critics with target policy smoothing and delayed actor updates, GraphSAGE on sampled
 neighbourhoods, and a T5 encoder with relative position buckets under gradient
-accumulation and LambdaLR warmup) run unchanged
+accumulation and LambdaLR warmup, a Neural Turing Machine's content-addressed memory on
+the copy task) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -88,7 +89,8 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # pooling, parametrized weights, kernels a hypernetwork generates and a
 # MultiheadAttention LM's generation, BYOL (a target network under no_grad in the forward)
 # and Bayes by Backprop (log-probabilities set on the layers, a number in eval), TD3,
-# GraphSAGE (node and edge counts of each sampled batch dynamic) and a T5 encoder
+# GraphSAGE (node and edge counts of each sampled batch dynamic), a T5 encoder and an NTM
+# (one step compiled, its state a nested tuple)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -97,7 +99,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_protonet.py", "prog_dit.py", "prog_prune.py", "prog_glow.py", "prog_jem.py",
             "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py",
             "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py",
-            "prog_byol.py", "prog_bbb.py", "prog_td3.py", "prog_sage.py", "prog_t5enc.py"]
+            "prog_byol.py", "prog_bbb.py", "prog_td3.py", "prog_sage.py", "prog_t5enc.py",
+            "prog_ntm.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
