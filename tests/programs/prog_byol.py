@@ -70,11 +70,11 @@ def augment(x, r):
     mean = x.mean(dim=(1, 2, 3), keepdim=True)
     return ((x * brightness - mean) * contrast + mean).clamp(0, 1)
 r = np.random.default_rng(0)
-images = torch.from_numpy(r.random((48, 3, 12, 12)).astype(np.float32))
+images = torch.tensor(r.random((48, 3, 12, 12)), dtype=torch.get_default_dtype())
 loader = DataLoader(TensorDataset(images), batch_size=16, shuffle=False, drop_last=True)
 learner = BYOL(); sync(learner)
 model = comp(learner)
-opt = torch.optim.SGD([p for p in learner.parameters() if p.requires_grad], lr=0.1, momentum=0.9, weight_decay=1e-4)
+opt = torch.optim.SGD([p for p in learner.parameters() if p.requires_grad], lr=0.02, momentum=0.9, weight_decay=1e-4)
 total_steps, k, base_beta = 6, 0, learner.beta
 LOSSES = []
 for epoch in range(2):

@@ -61,8 +61,11 @@ def _noting_getattribute(self, name: str):
                 value = lifted_attribute(self, name, value)
         elif name[:2] != "__" and worth_watching(value):
             found.add((id(self), name))
-            if type(value) in (list, dict, set) and _reg.trace_state.tracer is not None:
-                _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value)
+            if _reg.trace_state.tracer is not None:
+                if type(value) in (list, dict, set):
+                    _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value)
+                else:   # (a plain object: what the forward stores on it)
+                    _module._capture_effects().watch_object(f"`{type(self).__name__}.{name}`", value)
     return value
 
 
