@@ -194,6 +194,15 @@ class CompatMethods:
             u = _ops.rand(*tuple(self.shape), dtype=_dt.float64, device=self.device)
         return self._assign(_ops.cast(u < p, self.dtype), "bernoulli_")
 
+    def apply_(self, callable):
+        """Each element replaced by ``callable(element)``, called in Python on the element's
+        number (CPU tensors only, as in PyTorch)."""
+        if self.device.type != "cpu":
+            raise TypeError(f"apply_ is only implemented on CPU tensors, not {self.device.type}")
+        values = [callable(v) for v in _ops.reshape(self, (-1,)).tolist()]
+        out = np.array(values, dtype=self.dtype.np).reshape(tuple(self.shape))
+        return self._assign(_ops.tensor(out), "apply_")
+
     def unfold(self, dimension: int, size: int, step: int):
         """Every window of `size` elements `step` apart along `dimension`, as a new last dim
         (a view: writes go to `self`, as in PyTorch)."""

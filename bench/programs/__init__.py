@@ -53,6 +53,9 @@ PROGRAMS = {
     "dit": "DiT: adaLN-Zero blocks (MultiheadAttention, modulated LayerNorm), 256 tokens, width 96",
     "textcnn": "Kim's sentence CNN: Conv2d over 3/4/5-word windows, max-over-time pooling, Adam",
     "kws": "M5 keyword net on 1 s of 8 kHz audio beside torch.stft log-spectrogram features",
+    "ntm": "Neural Turing Machine copy task: 11-21 compiled steps of content addressing, conv1d shifts",
+    "bbb": "Bayes by Backprop, 784-400-400-10: weights sampled each forward, scale-mixture prior, 2 samples",
+    "sage": "GraphSAGE on sampled 2-hop neighbourhoods of 128 seeds: index_add_/scatter_reduce means, dynamic",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -490,3 +490,15 @@ def test_reasons_prefer_an_entry_of_the_same_argument_structure():
     cf(tj.ones(3))   # (the latest entry, but of another structure)
     cf(tj.ones(3), past=[tj.ones(2, 2)])
     assert cf.cache_stats()["recompile_reasons"][-1] == "input 'past[0]': rank guard failed: 1 -> 2"
+
+
+def test_dims_equal_at_capture_share_a_symbol_and_a_split_says_so():
+    cf = tj.compile(lambda ids, mask: (ids * mask).sum(1), dynamic=True)
+    cf(tj.ones(4, 4), tj.ones(4, 4))      # a batch of 4 sequences of 4: one symbol for both
+    cf(tj.ones(5, 5), tj.ones(5, 5))
+    assert cf.cache_stats()["compiles"] == 1
+    assert cf(tj.ones(5, 3), tj.ones(5, 3)).tolist() == [3.0] * 5
+    st = cf.cache_stats()
+    assert st["compiles"] == 2
+    assert st["recompile_reasons"] == ["input 'ids': dim 1 (s0) was equal to dim 0 of 'ids' at capture, now 3 vs 5",
+                                       "input 'mask': dim 1 (s0) was equal to dim 0 of 'ids' at capture, now 3 vs 5"]

@@ -321,3 +321,34 @@ def test_an_argument_object_updated_inside_is_put_back_before_eager_runs():
     with pytest.raises(TraceError, match="KVCache"):
         tj.compile(grow, fullgraph=True)(tj.ones(2), cache)
     assert cache.keys[0].numpy().tolist() == [0, 0, 2, 2]   # (the refused capture changed nothing)
+
+
+class _Activations:
+    """A plain object a module keeps, which its forward fills (a store of activations)."""
+
+
+class StoresOnAnObject(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.store = _Activations()
+
+    def forward(self, x):
+        y = self.lin(x)
+        self.store.last = y
+        return y.sum()
+
+
+def test_a_tensor_stored_on_a_plain_object_attribute_is_each_calls_not_a_tracer():
+    m = StoresOnAnObject()
+    cf = tj.compile(m)
+    for i in range(3):
+        x = tj.ones(1, 2) * i
+        out, msgs = _quiet(cf, x)
+        assert type(m.store.last) is tj.Tensor
+        np.testing.assert_allclose(m.store.last.detach().numpy(), m.lin(x).detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(out.item(), m.lin(x).sum().item(), rtol=1e-6)
+        if i == 0:
+            assert any("`StoresOnAnObject.store`" in s for s in msgs)
+    with pytest.raises(TraceError, match="StoresOnAnObject.store"):
+        tj.compile(StoresOnAnObject(), fullgraph=True)(tj.ones(1, 2))

@@ -283,3 +283,39 @@ def test_a_number_computed_from_tensor_values_is_still_a_graph_break():
         c(tj.tensor([1.0, 5.0, 2.0]))
     c(tj.tensor([1.0, 2.0, 3.0, 9.0]))
     assert m.peak == 3 and c.cache_stats()["eager_fallbacks"] == 1
+
+
+class SampledLayer(nn.Module):
+    """Bayes by Backprop's layer: a log-probability kept on the module, a tensor in
+    training and the number 0 in eval, set before anything reads it."""
+
+    def __init__(self):
+        super().__init__()
+        self.mu = nn.Parameter(tj.tensor([0.5, -1.0, 2.0]))
+        self.log_prior = 0
+
+    def forward(self, x):
+        if self.training:
+            self.log_prior = -(self.mu ** 2).sum()
+        else:
+            self.log_prior = 0
+        return x * self.mu
+
+
+def test_a_number_set_on_self_is_set_again_by_every_call_not_a_graph_break():
+    import warnings
+    m = SampledLayer()
+    cm = tj.compile(m)
+    x = tj.ones(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # no "runs eagerly from now on"
+        for training in (True, False, True, False, False):
+            m.train(training)
+            assert cm(x).tolist() == [0.5, -1.0, 2.0]
+            if training:
+                assert type(m.log_prior) is tj.Tensor and m.log_prior.item() == -5.25
+            else:
+                assert type(m.log_prior) is int and m.log_prior == 0
+            m.log_prior = "stale"          # a call sets it again even when its guard holds
+    assert cm.cache_stats()["compiles"] == 2 and cm.cache_stats().get("eager_fallbacks", 0) == 0
+

@@ -41,7 +41,13 @@ features, Kim's text CNN (max-over-time pooling, Adadelta, a max-norm constraint
 forecaster whose decoder flips a Python coin for teacher forcing under ReduceLROnPlateau,
 custom parametrizations with buffers and
 forward hooks, static and task-conditioned hypernetworks, and a decoder-only LM of
-nn.MultiheadAttention with causal and padding masks sampling top-k) run unchanged
+nn.MultiheadAttention with causal and padding masks sampling top-k, BYOL's EMA target
+network, Bayes by Backprop's sampled weights under a scale-mixture prior, TD3's twin
+critics with target policy smoothing and delayed actor updates, GraphSAGE on sampled
+neighbourhoods, and a T5 encoder with relative position buckets under gradient
+accumulation and LambdaLR warmup, a Neural Turing Machine's content-addressed memory on
+the copy task, a sentence-embedding model under in-batch negatives, an ALiBi causal LM on chunks of
+changing length) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -82,7 +88,11 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # (a loop over time), a Set Transformer (set sizes going dynamic) a TFT (two LSTMs),
 # a keyword net, a text CNN's max-over-time
 # pooling, parametrized weights, kernels a hypernetwork generates and a
-# MultiheadAttention LM's generation, a neural ODE's vector field counting its calls
+# MultiheadAttention LM's generation, a neural ODE's vector field counting its calls, BYOL
+# (a target network under no_grad in the forward) and Bayes by Backprop (log-probabilities set on the layers, a number in eval), TD3,
+# GraphSAGE (node and edge counts of each sampled batch dynamic), a T5 encoder and an NTM
+# (one step compiled, its state a nested tuple), a sentence encoder (dynamic=True, kwargs)
+# and an ALiBi LM (a float attn_mask of slopes and a triu -inf mask, lengths dynamic)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -90,7 +100,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_moco.py", "prog_sac.py", "prog_capsnet.py", "prog_lora.py", "prog_qat.py", "prog_sae.py",
             "prog_protonet.py", "prog_dit.py", "prog_prune.py", "prog_glow.py", "prog_jem.py",
             "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py",
-            "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py", "prog_node.py"]
+            "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py",
+            "prog_node.py", "prog_byol.py", "prog_bbb.py", "prog_td3.py", "prog_sage.py",
+            "prog_t5enc.py", "prog_ntm.py", "prog_sbert.py", "prog_alibi.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -117,7 +129,14 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_hyper.py": 3,     # the primary net training and in eval; the task net
                 "prog_mhalm.py": 3,     # training, then generation's first two lengths
                 # y0 without grad, then with; `self.nfe` a constant, then a runtime input; eval
-                "prog_node.py": 4}
+                "prog_node.py": 4,
+                "prog_bbb.py": 3,       # training; sampled and mean networks in eval
+                # the actor on one state, then on batches (dynamic); critic; two targets
+                "prog_td3.py": 5,
+                # a first batch 12 x 12 (one symbol for both dims, as torch's duck sizing),
+                # then 12 x 11; the evaluation without grad
+                "prog_sbert.py": 3,
+                "prog_alibi.py": 3}   # the first chunk length, then dynamic; no grad
 
 
 def _run(framework, mode, weights, programs):

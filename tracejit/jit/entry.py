@@ -15,8 +15,10 @@ import numpy as np
 from ..tensor import Tensor
 from .backend import Executor, InputKeeper
 from .guards import PendingGuard, build_guard
+from .module_guard import _same
 from .pytree import unflatten
 from .scalars import make_check
+from .state_writes import _read_attr
 
 __all__ = ["Entry"]
 
@@ -214,8 +216,11 @@ def _write_state(writes: list, outs: list) -> None:
             xp = np if t.device.type == "cpu" else t._xp()
             xp.copyto(t._data, new._data, casting="unsafe")
             t._vbox[0] += 1
-        elif w[0] in ("number", "const"):   # (as a module's setattr: its guards look again)
-            setattr(w[1], w[2], outs[w[3]].item() if w[0] == "number" else w[3])
+        elif w[0] in ("number", "const"):
+            _, obj, name, v = w
+            v = outs[v].item() if w[0] == "number" else v
+            if not _same(_read_attr(obj, name), v):
+                setattr(obj, name, v)   # (as a module's setattr: its guards look again)
         else:
             _, obj, name, k = w
             if _is_buffer(obj, name):

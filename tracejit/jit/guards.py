@@ -199,6 +199,7 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
     if len(old) != len(new):
         reasons.append(f"number of inputs changed: {len(old)} -> {len(new)}")
         return reasons
+    shared: dict = {}   # symbol -> (input, dim, size now): dims equal at capture share one
     for o, n in zip(old, new):
         if o.kind != n.kind:
             reasons.append(f"input {o.name!r}: {_kind_change(o, n)}")
@@ -217,6 +218,10 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
                         reasons.append(f"input {o.name!r}: size guard failed: dim {j} was {a}, now {b}")
                     elif isinstance(a, str) and b < 2:
                         reasons.append(f"input {o.name!r}: dim {j} ({a}) is symbolic for sizes >= 2, now {b}")
+                    elif isinstance(a, str) and shared.setdefault(a, (o.name, j, b))[2] != b:
+                        first = shared[a]
+                        reasons.append(f"input {o.name!r}: dim {j} ({a}) was equal to dim {first[1]} of "
+                                       f"{first[0]!r} at capture, now {b} vs {first[2]}")
         elif o.kind == "scalar":
             if o.value is not n.value:
                 reasons.append(f"input {o.name!r}: type guard failed: {o.value.__name__} -> {n.value.__name__}")

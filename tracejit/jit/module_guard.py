@@ -61,8 +61,11 @@ def _noting_getattribute(self, name: str):
                 value = lifted_attribute(self, name, value)
         elif name[:2] != "__" and worth_watching(value):
             found.add((id(self), name))
-            if type(value) in (list, dict, set) and _reg.trace_state.tracer is not None:
-                _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value)
+            if _reg.trace_state.tracer is not None:
+                if type(value) in (list, dict, set):
+                    _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value)
+                else:   # (a plain object: what the forward stores on it)
+                    _module._capture_effects().watch_object(f"`{type(self).__name__}.{name}`", value)
     return value
 
 
@@ -88,6 +91,13 @@ def recording():
             _installs[0] -= 1
             if _installs[0] == 0:
                 del Module.__getattribute__
+
+
+def read_in_capture(module, name: str) -> Optional[bool]:
+    """Whether the capture recording in this thread read ``module.name`` so far (None: none
+    records)."""
+    found = getattr(_reads, "found", None)
+    return None if found is None else (id(module), name) in found
 
 
 def _attrs(m, read: Optional[set]) -> dict:

@@ -9,9 +9,10 @@ capture notes such changes and, when it sees one, puts the state back and refuse
 eagerly, as often as the program calls it, with one warning; ``trace``/``script`` raise.
 
 What is watched: plain attributes a module's code sets during the capture (tensor
-attributes, and numbers set over numbers, are graph outputs written back per call, see
-state_writes.py), lists, dicts and
-sets read from module attributes or named by the function's globals and closure, and
+attributes, and numbers set over numbers, are graph outputs written back per call, and
+other constants it sets before reading them are set again per call, see state_writes.py),
+lists, dicts and sets read from module attributes or named by the function's globals and
+closure, the attributes of plain objects passed in or read from module attributes, and
 forward hooks that return nothing (they run for their effect; a hook that returns a new
 output is part of the graph). Hooks tracejit installs itself are marked ``_traceable``.
 
@@ -68,6 +69,14 @@ class EffectLog:
         if self.active and type(value) in _CONTAINERS and id(value) not in self._watched:
             self._watched[id(value)] = (label, value, type(value)(value))
 
+    def watch_object(self, label: str, obj: Any) -> None:
+        """If `obj` is a plain object (a cache, a store of activations): its attributes and
+        the containers among them, as `watch` does a container."""
+        if self.active and plain_object(obj, library=True):
+            self.watch(f"attributes of {label}", vars(obj))
+            for n, v in vars(obj).items():
+                self.watch(f"`{type(obj).__name__}.{n}`", v)
+
     def watch_function(self, fn: Callable, arguments: list = ()) -> None:
         """The containers `fn`'s own code names in its globals and closure, and the state of
         the plain objects among its `arguments` (a KV cache object the call updates)."""
@@ -75,10 +84,7 @@ class EffectLog:
         if not self.active or code is None or gl is None:
             return
         for a in arguments:
-            if plain_object(a, library=True):
-                self.watch(f"attributes of the {type(a).__name__} argument", vars(a))
-                for n, v in vars(a).items():
-                    self.watch(f"`{type(a).__name__}.{n}`", v)
+            self.watch_object(f"the {type(a).__name__} argument", a)
         for n in global_names(code):
             if n in gl:
                 self.watch(f"global {n!r}", gl[n])

@@ -1,10 +1,11 @@
 """Module state a captured function writes: in-place updates of captured tensors (a
 module's buffers: BatchNorm's running statistics; writes through a tensor's ``.data``)
-tensor attributes set on a module (``self.mask = ...``), and number attributes set to
-numbers (``self.ptr = (self.ptr + n) % K``).
+tensor attributes set on a module (``self.mask = ...``), number attributes set to
+numbers (``self.ptr = (self.ptr + n) % K``) and other constants (``self.log_prior = 0``).
 
-They become graph outputs that each call writes back (entry.py), and later reads in the
-same trace see the new values; no tracer is left in a module. A parameter read after a
+Tensors become graph outputs that each call writes back (entry.py), constants are set
+again by each call, and later reads in the same trace see the new values; no tracer is
+left in a module. A parameter read after a
 write through its ``.data`` (PixelCNN's ``w.data *= mask`` before the conv) gets the new
 values with the gradient going to the parameter, as eagerly to the leaf.
 `StateWrites` is `TraceContext`'s part for these (tracer.py).
@@ -20,6 +21,7 @@ from ..tensor import Tensor
 from . import view_writes as _views
 from .ir import Var
 from .lifted import NUMBERS, written
+from .module_guard import _plain, read_in_capture
 
 __all__ = ["StateWrites"]
 
@@ -72,15 +74,19 @@ class StateWrites:
         A number known at capture is written as that constant; the guard sees it change
         after the call, and the next capture reads it as a runtime input (lifted.py), whose
         traced result the call writes back as a Python number (entries captured before,
-        guarded on the value, look at it again)."""
+        guarded on the value, look at it again). Another constant (None, a string, a number
+        over a tensor: ``self.log_prior = 0``) the capture did not read first is set again
+        by each call."""
         from .tracer import Tracer
-        if isinstance(value, Sym) and type(_read_attr(obj, name)) is int and self._root().effects.active:
+        active = self._root().effects.active
+        if isinstance(value, Sym) and type(_read_attr(obj, name)) is int and active:
             value = self._sym_number(value, int64)   # (``self.seen += x.shape[0]``, a symbolic dim)
         traced = isinstance(value, Tracer)
         # (trace/script keep torch.jit.trace's meaning: Python state changes once, at capture)
-        number = self._root().effects.active and type(_read_attr(obj, name)) in NUMBERS and (
+        number = active and type(_read_attr(obj, name)) in NUMBERS and (
             type(value) in NUMBERS or traced and value.ndim == 0 and self.atom(value).aval.weak)
-        if not (traced or number):
+        if not (traced or number) and (not _plain(value) or self.parent is not None or not active
+                                       or read_in_capture(obj, name) is not False):
             return False
         if self.parent is not None or traced and value._trace is not self:
             loc = user_location(3)
@@ -99,7 +105,7 @@ class StateWrites:
         """Append the written state to `out_atoms`; restore every attribute the trace set
         (the module must not keep a tracer); return the write-backs as
         ("buffer", tensor, output k), ("attr", obj, name, output k), ("number", obj, name,
-        output k) (a Python number) and ("const", obj, name, number)."""
+        output k) (a Python number) and ("const", obj, name, value)."""
         writes = []
         for t, res in self.buffer_writes.values():
             writes.append(("buffer", t, len(out_atoms)))
@@ -107,7 +113,7 @@ class StateWrites:
         for obj, name, before, number in self.attr_writes.values():
             now = _read_attr(obj, name)
             _set_attr(obj, name, before)
-            if number and type(now) in NUMBERS:
+            if not isinstance(now, Tensor):
                 writes.append(("const", obj, name, now))
                 continue
             writes.append(("number" if number else "attr", obj, name, len(out_atoms)))

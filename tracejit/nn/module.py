@@ -99,7 +99,7 @@ class _NoEffects:
     def hook(self, *args) -> None:
         pass
 
-    attribute_write = watch = watch_function = hook
+    attribute_write = watch = watch_object = watch_function = hook
 
 
 _NO_EFFECTS = _NoEffects()
