@@ -319,3 +319,21 @@ def test_a_number_set_on_self_is_set_again_by_every_call_not_a_graph_break():
             m.log_prior = "stale"          # a call sets it again even when its guard holds
     assert cm.cache_stats()["compiles"] == 2 and cm.cache_stats().get("eager_fallbacks", 0) == 0
 
+
+def test_a_number_set_and_then_read_in_forward_is_the_value_set():
+    class Fixed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.k = 3
+
+        def forward(self, x):
+            self.k = 3
+            return x * self.k
+
+    m = Fixed()
+    c = tj.compile(m, fullgraph=True)
+    x = tj.tensor([1.0, 2.0])
+    for k in (1, 5, 7, 9):   # (a changing number: the next capture reads it as an input)
+        m.k = k
+        assert c(x).tolist() == [3.0, 6.0] and m.k == 3
+
