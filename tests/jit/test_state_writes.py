@@ -338,3 +338,28 @@ def test_a_number_set_and_then_read_in_forward_is_the_value_set():
         m.k = k
         assert c(x).tolist() == [3.0, 6.0] and m.k == 3
 
+
+def test_a_call_setting_equal_values_leaves_the_module_guards_epoch_alone():
+    from tracejit.nn.module import state_epoch
+
+    class Marks(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("seen", tj.zeros(1))
+            self.k = 0.0
+
+        def forward(self, x):
+            self.k = float("nan")   # (equal to itself for the guards: NaN)
+            self.seen = None        # (a buffer: still one after the call)
+            return x + 1
+
+    m = Marks()
+    c = tj.compile(m, fullgraph=True)
+    x = tj.tensor([1.0, 2.0])
+    c(x)
+    assert m.k != m.k and "seen" in m._buffers and m.seen is None
+    for _ in range(3):   # nothing changes: every call is a hit that sets nothing
+        before = state_epoch[0]
+        assert c(x).tolist() == [2.0, 3.0]
+        assert state_epoch[0] == before
+    assert c.cache_stats()["compiles"] == 1
