@@ -69,10 +69,12 @@ class EffectLog:
         if self.active and type(value) in _CONTAINERS and id(value) not in self._watched:
             self._watched[id(value)] = (label, value, type(value)(value))
 
-    def watch_object(self, label: str, obj: Any) -> None:
-        """If `obj` is a plain object (a cache, a store of activations): its attributes and
-        the containers among them, as `watch` does a container."""
+    def watch_object(self, obj: Any, owner: Any = None, name: str = "") -> None:
+        """If `obj` is a plain object (a cache, a store of activations) passed in, or read
+        as ``owner.name``: its attributes and the containers among them, as `watch` does a
+        container."""
         if self.active and plain_object(obj, library=True):
+            label = f"the {type(obj).__name__} argument" if owner is None else f"`{type(owner).__name__}.{name}`"
             self.watch(f"attributes of {label}", vars(obj))
             for n, v in vars(obj).items():
                 self.watch(f"`{type(obj).__name__}.{n}`", v)
@@ -84,7 +86,7 @@ class EffectLog:
         if not self.active or code is None or gl is None:
             return
         for a in arguments:
-            self.watch_object(f"the {type(a).__name__} argument", a)
+            self.watch_object(a)
         for n in global_names(code):
             if n in gl:
                 self.watch(f"global {n!r}", gl[n])
