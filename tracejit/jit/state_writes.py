@@ -68,15 +68,12 @@ class StateWrites:
         return target
 
     def write_attribute(self, obj, name: str, value) -> bool:
-        """``obj.name = tensor`` inside the function (a module caching a mask), or a number
-        set over a number (``self.ptr = (self.ptr + n) % K``, ``self.nfe += 1``): the value is
-        held for the rest of this trace and written back by each call. True when handled.
-        A number known at capture is written as that constant; the guard sees it change
-        after the call, and the next capture reads it as a runtime input (lifted.py), whose
-        traced result the call writes back as a Python number (entries captured before,
-        guarded on the value, look at it again). Another constant (None, a string, a number
-        over a tensor: ``self.log_prior = 0``) the capture did not read first is set again
-        by each call."""
+        """``obj.name = tensor`` (a module caching a mask) or a number over a number
+        (``self.nfe += 1``) inside the function: held for the rest of this trace and written
+        back by each call (True when handled). A number known at capture is written as that
+        constant; the guard sees it change, and the next capture lifts it (lifted.py). Another
+        constant (None, a string, ``self.log_prior = 0`` over a tensor) set before any read
+        is set again by each call."""
         from .tracer import Tracer
         active = self._root().effects.active
         if isinstance(value, Sym) and type(_read_attr(obj, name)) is int and active:

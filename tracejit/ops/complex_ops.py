@@ -141,8 +141,7 @@ def _call_rule(*avals, op, params, avals_in=()):
     return (_way(op)[2] or op.rule)(*avals, **params)
 
 
-# A call with complex operands or results inside a captured graph (an STFT front-end):
-# `op` runs on its complex path here, in the compiled program as eagerly, outside any
+# A complex call inside a captured graph (an STFT front-end), run as eagerly, outside any
 # kernel; no gradient flows through it (jit/tracer.py refuses one that needs it).
 COMPLEX_CALL = defprim("complex_call", _call_impl, _call_rule, kind="complex")
 

@@ -294,9 +294,10 @@ ARANGE = defprim("arange", _arange_impl,
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False):
     if end is None:
         start, end = 0, start
-    # (a traced int argument: a Sym where it may be one, as in zeros(n))
-    start, end, step = (trace_hooks.size_of(v) if getattr(v, "_trace", None) is not None and v.dtype.is_integer
-                        else v for v in (start, end, step))
+    if (type(end) is not int or type(start) is not int) and trace_state.tracer is not None:
+        # (a traced int argument: a Sym where it may be one, as in zeros(n))
+        start, end, step = (trace_hooks.size_of(v) if getattr(v, "_trace", None) is not None and v.dtype.is_integer
+                            else v for v in (start, end, step))
     if dtype is None:
         dtype = _dt.int64 if all(isinstance(v, (int, np.integer)) or hasattr(v, "terms")
                                  for v in (start, end, step)) else _dt.get_default_dtype()

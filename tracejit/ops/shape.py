@@ -474,7 +474,7 @@ def narrow(a, dim: int, start: int, length: int):
     n = a.shape[d]
     if getattr(length, "_trace", None) is not None:   # a traced int argument: maybe a Sym
         length = trace_hooks.size_of(length)
-    if getattr(start, "_trace", None) is not None:    # (a symbolic start is >= 2: guarded)
+    if type(start) is not int and getattr(start, "_trace", None) is not None:   # (a Sym is >= 2)
         start = trace_hooks.size_of(start)
     if isinstance(start, (int, Sym)) and isinstance(n, int):
         if isinstance(start, int) and not -n <= start <= n:
