@@ -209,7 +209,8 @@ def test_flat_chunk_kernels_carry_a_gil_free_pair(monkeypatch):
     specs = {}
     for fn, args in ((lambda x: (x * 2.0).sum(), (x,)), (lambda x, b: tj.tanh(x + b), (x, b))):
         f = tj.trace(fn)
-        with codegen_chunks.forced():
+        with monkeypatch.context() as m:
+            m.setenv("TRACEJIT_PARALLEL", "chunks")
             f(*args)
         specs.update({s.form: s for e in f.entries for p in _plans(e.executor) for k in p.kernels
                       for s in k._specs.values() if s.parallel})
@@ -371,7 +372,7 @@ def test_paired_bias_relu_after_its_product(paired, monkeypatch):
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
 
 
-def test_nested_map_without_a_table_form_keeps_its_parfor_kernel(paired):
+def test_nested_map_without_a_table_form_keeps_its_parfor_kernel(paired, monkeypatch):
     """A nested map whose operand is strided (no table form for cshares' pair) would run
     its shares through sharepool's Python launch: outside TRACEJIT_PARALLEL=chunks it keeps
     numba's parfor kernel; with it, the chunk kernel."""
@@ -387,6 +388,6 @@ def test_nested_map_without_a_table_form_keeps_its_parfor_kernel(paired):
     assert spec.form == "nested_map" and not spec.chunked and "prange(" in spec.source
     contiguous = CpuBackend().render(kern.nest(next(iter(kern._specs))[0]), True)
     assert contiguous.chunked and contiguous.pair
-    with codegen_chunks.forced():
-        forced = CpuBackend().render(nest, True)
+    monkeypatch.setenv("TRACEJIT_PARALLEL", "chunks")
+    forced = CpuBackend().render(nest, True)
     assert forced.chunked and forced.pair == ""

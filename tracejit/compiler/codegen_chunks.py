@@ -20,11 +20,10 @@ import re
 from typing import Optional
 
 from .. import envflags
-from ..threads import ThreadFlag
 from .codegen_cpu import FOLD_MARK, KernelSpec, render as render_cpu
 from .emitter import NUMBA_TYPE
 
-__all__ = ["enabled", "forced", "render", "ChunkSpec", "FORMS", "PAIRED",
+__all__ = ["enabled", "render", "ChunkSpec", "FORMS", "PAIRED",
            "flat_pairs", "paired"]
 
 # Loop shapes (codegen_cpu.loop_form) rendered as chunk kernels; the others keep parfor.
@@ -44,19 +43,9 @@ _PARTIAL = re.compile(r"^\s*partial = np\.empty\((?:nchunk|nrc \* d\d+|d\d+), np
 _LOCAL_PARTIAL = re.compile(r"^\s*partial = ")
 
 
-_forced = ThreadFlag()
-
-
 def enabled() -> bool:
-    """Whether parallel CPU kernels are chunk kernels (``TRACEJIT_PARALLEL=chunks``, or
-    inside `forced` in this thread)."""
-    return bool(_forced) or envflags.value("TRACEJIT_PARALLEL").lower() == "chunks"
-
-
-def forced():
-    """Kernels rendered in this block (by this thread) are chunk kernels where their loop
-    shape allows, whatever ``TRACEJIT_PARALLEL`` says."""
-    return _forced.setting()
+    """Whether parallel CPU kernels are chunk kernels (``TRACEJIT_PARALLEL=chunks``)."""
+    return envflags.value("TRACEJIT_PARALLEL").lower() == "chunks"
 
 
 # Whether parallel flat kernels are paired chunk kernels where the machine allows

@@ -21,7 +21,7 @@ from .. import ops
 from ..autograd.engine import _fit
 from ..autograd.function import FunctionCtx
 from ..errors import CompileError
-from ..ops.registry import REGISTRY, Aval
+from ..ops.registry import REGISTRY
 from .control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from .ir import Eqn, Graph, Literal, Var
 from .scatter_products import backward_rewrites
@@ -105,11 +105,10 @@ def _vjp_one(ctx, e, act, ct, tracer, val) -> None:
             "depends on data, so the backward pass cannot be compiled. Use a `for i in range(n)` "
             "with a constant n (unrolled), or compute gradients eagerly (tracejit.eager()).")
     elif p is SCAN:
-        if "vjp_graph" in e.params:     # residuals saved by the forward loop (scan_ad.py)
-            from .scan_ad import scan_vjp
-            grads = scan_vjp(ctx, e, gs, act, val)
-        else:
-            grads = _scan_vjp(ctx, e, gs, act, val)
+        if "vjp_graph" not in e.params:   # (joint's add_residuals rewrites every scan it can)
+            _refuse_scan(e)
+        from .scan_ad import scan_vjp   # residuals saved by the forward loop
+        grads = scan_vjp(ctx, e, gs, act, val)
     elif p is CUSTOM_FUNCTION:
         grads = _custom_vjp(ctx, e, gs)
     else:
@@ -146,89 +145,14 @@ def _cond_vjp(ctx, e, gs, act):
     return [None] + [next(it) if a else None for a in op_active]
 
 
-def _scan_vjp(ctx, e, gs, act, val):
-    """Reverse mode of a ``scan``, as lax.scan's:
-
-    1. a second forward loop records the carry entering each step (the per-step
-       residuals, stacked on a leading axis of the trip count);
-    2. a reverse loop runs the body's joint graph (its forward recomputed from that
-       step's carry and x slices, then its VJP) from the last step to the first (the
-       first to the last for a ``reverse`` scan),
-       carrying the carries' cotangents, accumulating the loop constants' gradients and
-       stacking the x slices' gradients.
-    """
-    bg = e.params["body_graph"]
-    nc, nx = e.params["n_carry"], e.params["n_xs"]
-    ny = len(e.outs) - nc
-    if any(x.prim.kind == "control" for x in bg.eqns):
+def _refuse_scan(e: Eqn) -> None:
+    """The error for a differentiated ``scan`` that `scan_ad.add_residuals` left as it was:
+    its body has control flow, or its trip count is not a size."""
+    if any(x.prim.kind == "control" for x in e.params["body_graph"].eqns):
         raise CompileError("reverse-mode differentiation of a loop whose body has its own control "
                            "flow (if/while/for decided at run time) is not supported yet; unroll the "
                            "inner loop (a constant range) or run that part eagerly")
-    length = e.inputs[0]
-    carries, xs, consts = e.inputs[1:1 + nc], e.inputs[1 + nc:1 + nc + nx], e.inputs[1 + nc + nx:]
-    nk = len(consts)
-    c_act = [isinstance(a, Var) and a in act for a in carries]
-    # Every floating carry carries its cotangent backwards: a carry whose initial value is
-    # a constant (a zero state) still feeds later steps that depend on active values.
-    c_loop = [a.aval.dtype.is_floating_point for a in carries]
-    x_act = [isinstance(a, Var) and a in act for a in xs]
-    k_act = [isinstance(a, Var) and a in act for a in consts]
-    trip = _trip_dim(e.params.get("trip"))
-    # 1. the carries entering each step
-    c_in = bg.inputs[1:1 + nc]
-    hist_g = Graph(bg.inputs, bg.eqns, tuple(bg.outputs) + tuple(c_in), "scan_history")
-    with ctx:
-        n_atom = ctx.atom(val(length))
-        hist_avals = [Aval((trip,) + tuple(v.aval.shape), v.aval.dtype, v.aval.device) for v in c_in]
-        outs = ctx.emit_multi(SCAN, [n_atom] + [ctx.atom(val(a)) for a in e.inputs[1:]],
-                              {"body_graph": hist_g, "n_carry": nc, "n_xs": nx, "reverse": e.params["reverse"],
-                               "trip": trip},
-                              [o.aval for o in e.outs] + hist_avals)
-        hist = outs[nc + ny:]
-    # 2. the body's joint graph, wrapped as the reverse loop's body
-    jg = joint(bg, [False] + c_loop + x_act + k_act, name="scan_vjp")
-    j_k = jg.inputs[0]
-    j_c = jg.inputs[1:1 + nc]
-    j_x = jg.inputs[1 + nc:1 + nc + nx]
-    j_k_in = jg.inputs[1 + nc + nx:1 + nc + nx + nk]
-    j_cts = jg.inputs[1 + nc + nx + nk:1 + nc + nx + nk + nc + ny]
-    j_out = list(jg.outputs)
-    n_gc, n_gx = sum(c_loop), sum(x_act)
-    g_c, g_x, g_k = j_out[:n_gc], j_out[n_gc:n_gc + n_gx], j_out[n_gc + n_gx:]
-    acc_in = [Var(c.aval) for c, a in zip(consts, k_act) if a]
-    rctx = TraceContext()
-    with rctx:
-        acc_out = [rctx.atom(_make_tracer(a, rctx) + (_make_tracer(g, rctx) if isinstance(g, Var) else g.value))
-                   for a, g in zip(acc_in, g_k)]
-    r_inputs = ((j_k,) + tuple(ct for ct, a in zip(j_cts[:nc], c_loop) if a) + tuple(acc_in)
-                + tuple(j_c) + tuple(j_x) + tuple(j_cts[nc:]) + tuple(j_k_in))
-    rg = Graph(r_inputs, tuple(jg.eqns) + tuple(rctx.eqns), tuple(g_c) + tuple(acc_out) + tuple(g_x),
-               "scan_backward")
-    with ctx:
-        init_g = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
-                  for o, g, a in zip(e.outs[:nc], gs[:nc], c_loop) if a]
-        init_acc = [ops.zeros(c.aval.shape, dtype=c.aval.dtype) for c, a in zip(consts, k_act) if a]
-        g_ys = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
-                for o, g in zip(e.outs[nc:], gs[nc:])]
-        n_g = len(init_g) + len(init_acc)
-        gx_avals = [Aval((trip,) + tuple(v.aval.shape), v.aval.dtype, v.aval.device) for v in g_x]
-        res = ctx.emit_multi(SCAN, [n_atom] + [ctx.atom(t) for t in init_g + init_acc]
-                             + [ctx.atom(h) for h in hist] + [ctx.atom(val(a)) for a in xs]
-                             + [ctx.atom(t) for t in g_ys] + [ctx.atom(val(a)) for a in consts],
-                             {"body_graph": rg, "n_carry": n_g, "n_xs": nc + nx + ny,
-                              "reverse": not e.params["reverse"], "trip": trip},
-                             [ctx.atom(t).aval for t in init_g + init_acc] + gx_avals)
-    it_c, it_k, it_x = iter(res[:len(init_g)]), iter(res[len(init_g):n_g]), iter(res[n_g:])
-    grad_c = [next(it_c) if loop else None for loop in c_loop]
-    return ([None] + [g if a else None for g, a in zip(grad_c, c_act)] + [next(it_x) if a else None for a in x_act]
-            + [next(it_k) if a else None for a in k_act])
-
-
-def _trip_dim(trip):
-    """The leading dim of a loop's stacked values: the trip count when it is a size (an
-    int, or a symbolic dim), else unknown until run time, which the IR cannot express."""
-    if trip is not None:
-        return trip
+    # (its residuals would be stacked on a leading dim known only at run time)
     raise CompileError("reverse-mode differentiation of a for loop whose trip count is a runtime "
                        "scalar argument is not supported yet (its residuals would have a "
                        "data-dependent size); make the count a size (range(x.shape[1])) or a constant")

@@ -11,10 +11,11 @@ by `autodiff.joint`): its body is split the way `autodiff.split` splits a whole 
   work: elementwise math (fused into its kernels), views, and values that do not change
   from step to step.
 
-Without this, the backward ran the forward loop a second time to record the carries
-and then recomputed every step's forward again inside the reverse loop: the LSTM's
-hidden-projection GEMMs ran three times per step instead of once. (lax.scan's partial
-evaluation of the body does the same split.)
+Every differentiated scan takes this path (a body with control flow, or a trip count
+that is not a size, is refused). Recording the carries with a second forward loop and
+recomputing each step's forward inside the reverse loop instead ran the LSTM's
+hidden-projection GEMMs three times per step, not once. (lax.scan's partial evaluation
+of the body does the same split.)
 """
 from __future__ import annotations
 

@@ -100,23 +100,12 @@ def gemm_address(dtype: str):
 
 def _lookup(dtype: str):
     import ctypes
-    import os
 
-    from ....threads import _mapped_libraries
     import numpy  # noqa: F401  (loads its BLAS)
-    for path in _mapped_libraries():
-        base = os.path.basename(path).lower()
-        if "openblas" not in base and "mkl_rt" not in base:
-            continue
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for sym, bits in _SYMBOLS[dtype]:
-            fn = getattr(lib, sym, None)
-            if fn is not None:
-                return ctypes.cast(fn, ctypes.c_void_p).value, bits
-    return None
+    from ....threads import _find_blas_function
+    bits = dict(_SYMBOLS[dtype])
+    _, fn = _find_blas_function({"openblas": tuple(bits), "mkl_rt": tuple(bits)})
+    return None if fn is None else (ctypes.cast(fn, ctypes.c_void_p).value, bits[fn.__name__])
 
 
 # ``gemm(fn, trans_a, m, n, k, a, lda, b, ldb, c, ldc, beta)``: C = op(A) B + beta C, row-major,
