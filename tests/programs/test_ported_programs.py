@@ -41,7 +41,11 @@ features, Kim's text CNN (max-over-time pooling, Adadelta, a max-norm constraint
 forecaster whose decoder flips a Python coin for teacher forcing under ReduceLROnPlateau,
 custom parametrizations with buffers and
 forward hooks, static and task-conditioned hypernetworks, and a decoder-only LM of
-nn.MultiheadAttention with causal and padding masks sampling top-k) run unchanged
+nn.MultiheadAttention with causal and padding masks sampling top-k, ConvNeXt blocks
+(depthwise 7x7, channels-last LayerNorm by permute, layer scale, DropPath) on
+channels_last inputs under a hand-set warmup-cosine AdamW, two MLP-Mixers (token mixing
+by a kernel-1 Conv1d and by transposes), StyleGAN2's modulated convolution (demodulation,
+groups=batch, equalized lr, noise injection) with an R1 penalty) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -81,8 +85,9 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # compiled energy), the Gumbel-softmax VAE (a numpy float64 temperature), T2T-ViT, RWKV
 # (a loop over time), a Set Transformer (set sizes going dynamic) a TFT (two LSTMs),
 # a keyword net, a text CNN's max-over-time
-# pooling, parametrized weights, kernels a hypernetwork generates and a
-# MultiheadAttention LM's generation
+# pooling, parametrized weights, kernels a hypernetwork generates, a
+# MultiheadAttention LM's generation, ConvNeXt on channels_last inputs, MLP-Mixers and
+# StyleGAN2's grouped modulated convs under requires_grad toggles and R1
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -90,7 +95,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_moco.py", "prog_sac.py", "prog_capsnet.py", "prog_lora.py", "prog_qat.py", "prog_sae.py",
             "prog_protonet.py", "prog_dit.py", "prog_prune.py", "prog_glow.py", "prog_jem.py",
             "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py",
-            "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py"]
+            "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py",
+            "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -115,7 +121,11 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # WKV loop fixes T (as torch.compile does)
                 "prog_rwkv.py": 8,
                 "prog_hyper.py": 3,     # the primary net training and in eval; the task net
-                "prog_mhalm.py": 3}     # training, then generation's first two lengths
+                "prog_mhalm.py": 3,     # training, then generation's first two lengths
+                "prog_mixer.py": 4,     # two mixers, each training and in eval
+                # G frozen (D's step), trained, without grad; D trained, on inputs
+                # requiring grad (R1), frozen (G's step)
+                "prog_stylegan.py": 6}
 
 
 def _run(framework, mode, weights, programs):
