@@ -45,7 +45,10 @@ nn.MultiheadAttention with causal and padding masks sampling top-k, ConvNeXt blo
 (depthwise 7x7, channels-last LayerNorm by permute, layer scale, DropPath) on
 channels_last inputs under a hand-set warmup-cosine AdamW, two MLP-Mixers (token mixing
 by a kernel-1 Conv1d and by transposes), StyleGAN2's modulated convolution (demodulation,
-groups=batch, equalized lr, noise injection) with an R1 penalty) run unchanged
+groups=batch, equalized lr, noise injection) with an R1 penalty, CycleGAN (ReflectionPad2d,
+InstanceNorm2d, PatchGAN, LSGAN + L1 losses, an image pool), a Conformer under CTC
+(log-mel by stft, relative-position attention by rel_shift, GLU/depthwise conv module)
+and a Perceiver (Fourier features, latent cross-attention, tied layers)) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -87,7 +90,8 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # a keyword net, a text CNN's max-over-time
 # pooling, parametrized weights, kernels a hypernetwork generates, a
 # MultiheadAttention LM's generation, ConvNeXt on channels_last inputs, MLP-Mixers and
-# StyleGAN2's grouped modulated convs under requires_grad toggles and R1
+# StyleGAN2's grouped modulated convs under requires_grad toggles and R1, CycleGAN's four
+# nets, a Conformer (rel_shift, padding masks) and a Perceiver's einsum attention
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -96,7 +100,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_protonet.py", "prog_dit.py", "prog_prune.py", "prog_glow.py", "prog_jem.py",
             "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py",
             "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py",
-            "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py"]
+            "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py", "prog_cyclegan.py",
+            "prog_conformer.py", "prog_perceiver.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -125,7 +130,11 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_mixer.py": 4,     # two mixers, each training and in eval
                 # G frozen (D's step), trained, without grad; D trained, on inputs
                 # requiring grad (R1), frozen (G's step)
-                "prog_stylegan.py": 6}
+                "prog_stylegan.py": 6,
+                # G_A on data, on G_B's output (requiring grad), without grad; G_B on data
+                # and on G_A's output; each D frozen and trained
+                "prog_cyclegan.py": 9,
+                "prog_perceiver.py": 3}   # training with a mask; eval's embeddings, logits
 
 
 def _run(framework, mode, weights, programs):
