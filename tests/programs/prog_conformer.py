@@ -9,7 +9,8 @@ torch.manual_seed(0)
 # relative-position form with pos_bias_u/v and rel_shift by pad/view/slice in the first
 # block, nn.MultiheadAttention with a key_padding_mask in the second), the convolution
 # module (pointwise Conv1d to 2x, GLU over channels, depthwise Conv1d, BatchNorm1d, SiLU,
-# pointwise), a final LayerNorm; log_softmax and CTCLoss over padded frames; Adam under a
+# pointwise), a final LayerNorm; wenet's CTC module computing the loss (CTCLoss, sum over
+# padded targets / batch) inside the compiled forward, which returns a dict; Adam under a
 # Noam warmup by LambdaLR (Adam's eps 1e-6, not ESPnet's 1e-9: the key and pre-BatchNorm
 # biases' gradients are rounding noise, which a tiny eps makes full-size steps of either
 # sign in either framework); greedy CTC decoding at the end
@@ -147,17 +148,32 @@ class ConformerCTC(nn.Module):
         self.subsample = Conv2dSubsampling(n_mels, d)
         self.pos = RelPositionalEncoding(d)
         self.layers = nn.ModuleList([ConformerLayer(d, ffn_dim, heads, relative=(i == 0)) for i in range(num_layers)])
-        self.ctc_lo = nn.Linear(d, n_tokens)
-    def forward(self, feats, lengths):
+        self.ctc = CTC(n_tokens, d)
+    def forward(self, feats, lengths, ys_pad=None, ys_lens=None):
         x, lengths = self.subsample(feats, lengths)
         x, pos_emb = self.pos(x)
         key_padding_mask = torch.arange(x.size(1), device=x.device)[None, :] >= lengths[:, None]
         for layer in self.layers:
             x = layer(x, pos_emb, key_padding_mask)
-        return self.ctc_lo(x).log_softmax(dim=-1), lengths
+        if ys_pad is None:
+            return self.ctc.log_softmax(x), lengths
+        loss_ctc = self.ctc(x, lengths, ys_pad, ys_lens)
+        return {"loss": loss_ctc, "loss_ctc": loss_ctc.detach(), "frames": lengths.sum()}
+class CTC(nn.Module):   # wenet's: the loss inside the model's forward, padded targets
+    def __init__(self, odim, encoder_output_size, dropout_rate=0.0, reduce=True):
+        super().__init__()
+        self.dropout_rate = dropout_rate
+        self.ctc_lo = nn.Linear(encoder_output_size, odim)
+        self.ctc_loss = nn.CTCLoss(reduction="sum" if reduce else "none", zero_infinity=True)
+    def forward(self, hs_pad, hlens, ys_pad, ys_lens):
+        ys_hat = self.ctc_lo(F.dropout(hs_pad, p=self.dropout_rate))
+        ys_hat = ys_hat.transpose(0, 1).log_softmax(2)      # (L, B, D)
+        loss = self.ctc_loss(ys_hat, ys_pad, hlens, ys_lens)
+        return loss / ys_hat.size(1)
+    def log_softmax(self, hs_pad):
+        return F.log_softmax(self.ctc_lo(hs_pad), dim=2)
 frontend, model = LogMel(), ConformerCTC(); sync(model)
 net = comp(model)
-ctc_loss = nn.CTCLoss(blank=0, reduction="mean", zero_infinity=True)
 optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-6)
 d_model, warmup = 32, 4
 scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -181,14 +197,14 @@ for step in range(5):
     targets = torch.from_numpy(r.integers(1, 12, (3, 6)))
     target_lengths = torch.from_numpy(r.integers(3, 7, 3))
     model.train()
-    log_probs, out_lengths = net(feats, frames)
-    loss = ctc_loss(log_probs.transpose(0, 1), targets, out_lengths, target_lengths)
+    out = net(feats, frames, targets, target_lengths)
+    loss = out["loss"]
     optimizer.zero_grad()
     loss.backward()
     nn.utils.clip_grad_norm_(model.parameters(), 5.0)
     optimizer.step()
     scheduler.step()
-    LOSSES += [loss.item(), out_lengths.sum().item(), scheduler.get_last_lr()[0] * 1e3]
+    LOSSES += [loss.item(), out["frames"].item(), scheduler.get_last_lr()[0] * 1e3]
 model.eval()
 with torch.no_grad():
     log_probs, out_lengths = net(feats, frames)
