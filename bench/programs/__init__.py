@@ -53,6 +53,9 @@ PROGRAMS = {
     "dit": "DiT: adaLN-Zero blocks (MultiheadAttention, modulated LayerNorm), 256 tokens, width 96",
     "textcnn": "Kim's sentence CNN: Conv2d over 3/4/5-word windows, max-over-time pooling, Adam",
     "kws": "M5 keyword net on 1 s of 8 kHz audio beside torch.stft log-spectrogram features",
+    "convnext": "ConvNeXt at CIFAR size: depthwise 7x7, LayerNorm by permute, layer scale, channels_last",
+    "conformer": "Conformer CTC, 4 layers of width 144: macaron FFNs, MHSA, GLU conv module, loss inside",
+    "stylegan": "StyleGAN2 at 32x32: modulated convs by groups=batch, equalized lr, R1 by autograd.grad",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
@@ -63,6 +66,8 @@ UNSUPPORTED = {
                               "differentiates the inner step's gradients)"},
     "moco": {"torch_compile": "torch.compile's backward fails: the queue, read through "
                               "clone().detach(), is \"modified by an inplace operation\" (the enqueue)"},
+    "stylegan": {"torch_compile": "torch.compile has no double backward (the R1 penalty differentiates "
+                                  "autograd.grad's create_graph result through the discriminator)"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")
