@@ -21,6 +21,7 @@ from .indexing import gather
 from .losses import legacy_reduction, pairwise_distance
 from .reductions import mean, sum as _sum
 from .shape import unsqueeze
+from .registry import refuse_tracing
 from . import autocast as _autocast
 from .ctc_prim import ctc_nll
 
