@@ -44,7 +44,7 @@ forward hooks, static and task-conditioned hypernetworks, and a decoder-only LM 
 nn.MultiheadAttention with causal and padding masks sampling top-k, ConvNeXt blocks
 (depthwise 7x7, channels-last LayerNorm by permute, layer scale, DropPath) on
 channels_last inputs under a hand-set warmup-cosine AdamW, two MLP-Mixers (token mixing
-by a kernel-1 Conv1d and by transposes), StyleGAN2's modulated convolution (demodulation,
+by a kernel-1 Conv1d and by transposes, hooks keeping activations), StyleGAN2's modulated convolution (demodulation,
 groups=batch, equalized lr, noise injection) with an R1 penalty, CycleGAN (ReflectionPad2d,
 InstanceNorm2d, PatchGAN, LSGAN + L1 losses, an image pool), a Conformer under CTC
 (log-mel by stft, relative-position attention by rel_shift, GLU/depthwise conv module)

@@ -82,7 +82,8 @@ class StateWrites:
     def finish_state_writes(self, out_atoms: list) -> list:
         """Append the written state to `out_atoms`; restore every attribute the trace set
         (the module must not keep a tracer); return the write-backs as
-        ("buffer", tensor, output k) and ("attr", obj, name, output k)."""
+        ("buffer", tensor, output k), ("attr", obj, name, output k) and ("store", find,
+        key or None to append, output k) (side_effects.py's `stores`)."""
         writes = []
         for t, res in self.buffer_writes.values():
             writes.append(("buffer", t, len(out_atoms)))
@@ -93,6 +94,9 @@ class StateWrites:
             writes.append(("attr", obj, name, len(out_atoms)))
             out_atoms.append(self.atom(now))
         self.attr_writes.clear()
+        for find, key, t in self.effects.stores:
+            writes.append(("store", find, key, len(out_atoms)))
+            out_atoms.append(self.atom(t))
         return writes
 
     def restore_attributes(self) -> None:
