@@ -171,7 +171,8 @@ def _put_back(v, before) -> None:
 
 def _traced_stores(now, before):
     """[(key, or None for an append, tracer)] when `now` is `before` with only traced
-    tensors of the capture appended (a list) or set (a dict); None otherwise."""
+    tensors of the capture appended (a list) or set under names (a dict with str keys: a
+    key the capture computed from a number would be fixed); None otherwise."""
     from .tracer import Tracer
 
     def traced(t):
@@ -182,6 +183,8 @@ def _traced_stores(now, before):
         new = [(None, t) for t in now[len(before):]]
     elif isinstance(now, dict) and all(k in now for k in before):
         new = [(k, t) for k, t in now.items() if k not in before or t is not before[k]]
+        if not all(isinstance(k, str) for k, _ in new):
+            return None
     else:
         return None
     return new if all(traced(t) for _, t in new) else None
