@@ -92,6 +92,24 @@ def test_hooks_storing_traced_tensors_stay_compiled_with_their_gradients():
         np.testing.assert_allclose(sg, sw, rtol=1e-6)
 
 
+STEP = 0
+
+
+def test_a_hook_deciding_on_a_global_number_runs_eagerly():
+    global STEP
+    acts = []
+
+    def hook(mod, i, o):
+        if STEP % 2 == 0:
+            acts.append(o.detach())
+    m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    m[1].register_forward_hook(hook)
+    c = tj.compile(m)
+    for STEP in range(4):
+        _quiet(c, tj.ones(1, 2))
+    assert len(acts) == 2
+
+
 def test_a_global_list_appended_to_grows_per_call():
     LOG.clear()
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import types
 from typing import Any, Callable
 
 from ..ops import eager as _eager
@@ -110,7 +111,7 @@ class EffectLog:
                 else:
                     self.stores += [(find, k, t) for k, t in new]
                     stored.add(id(v))
-        hooks = [note for note, h in self._hooks if not (stored and _names_one_of(h, stored))]
+        hooks = [note for note, h in self._hooks if not (stored and _only_stores(h, stored))]
         values = [f"it calls {v}, whose result a graph would keep" for v in self.values] if self.active else []
         held = [f"it returns a {type(o).__name__} holding tensors the graph computed (return them in "
                 f"tuples, lists or dicts)" for o in _objects(out) if _holds_tracer(o)]
@@ -190,18 +191,23 @@ def _traced_stores(now, before):
     return new if all(traced(t) for _, t in new) else None
 
 
-def _names_one_of(fn, ids: set) -> bool:
-    """Whether function `fn` names, as a global or closure variable, an object in `ids`."""
+def _only_stores(fn, ids: set) -> bool:
+    """Whether hook `fn` names, as globals or closure variables, an object in `ids` (the
+    containers it stored into) and otherwise only modules, functions, classes and strings:
+    a number it reads (``if STEP % 10 == 0``) could decide differently at a later call,
+    which the capture does not guard, so such a hook still runs eagerly."""
     code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
     if code is None or gl is None:
         return False
+    values = [gl[n] for n in global_names(code) if n in gl]
     for c in getattr(fn, "__closure__", None) or ():
         try:
-            if id(c.cell_contents) in ids:
-                return True
+            values.append(c.cell_contents)
         except ValueError:   # an empty cell
             pass
-    return any(id(gl[n]) in ids for n in global_names(code) if n in gl)
+    return any(id(v) in ids for v in values) and all(
+        id(v) in ids or isinstance(v, (str, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType))
+        for v in values)
 
 
 def _changed(now, before) -> bool:
