@@ -190,8 +190,7 @@ def _ctc_samples(d, r):
 
 
 register("ctc_loss", lambda m, lp, targets, in_len, tg_len: NF(m).ctc_loss(lp, m.tensor(targets), in_len, tg_len),
-         lambda lp, targets, in_len, tg_len: _np_ctc(lp, targets, in_len, tg_len), _ctc_samples,
-         traceable=False, atol=1e-4)
+         lambda lp, targets, in_len, tg_len: _np_ctc(lp, targets, in_len, tg_len), _ctc_samples, atol=1e-4)
 
 # ---------------------------------------------------------------- normalization
 register("rms_norm", lambda m, x, w: NF(m).rms_norm(x, (4,), w, 1e-6),

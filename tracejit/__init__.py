@@ -101,6 +101,7 @@ from .defaults import (are_deterministic_algorithms_enabled, get_default_device,
                        get_float32_matmul_precision, is_anomaly_enabled, is_warn_always_enabled,
                        set_anomaly_enabled, set_default_device, set_float32_matmul_precision, set_flush_denormal,
                        set_printoptions, set_warn_always, use_deterministic_algorithms)
+from . import tensor_compat as _tensor_compat  # noqa: E402
 from .tensor_compat import top_level_inplace as _top_level_inplace  # noqa: E402
 globals().update({_k: _v for _k, _v in _top_level_inplace().items() if _k not in globals()})
 from .linalg import cholesky_legacy as cholesky, inverse, logdet, matrix_power, pinverse  # noqa: E402,F401
@@ -125,10 +126,14 @@ from .sparse import sparse_coo, sparse_coo_tensor, spmm  # noqa: E402,F401
 def __getattr__(name: str):
     """``tracejit.compiler`` (wait, reset, the cache commands), ``tracejit.testing`` and
     ``tracejit.profiler`` on first use: ``import tracejit`` leaves loading the backend to the first compiled call,
-    and a program reaches ``torch.testing.assert_close`` without importing it."""
+    and a program reaches ``torch.testing.assert_close`` without importing it; the
+    ``_foreach_*`` list functions (tensor_compat.foreach)."""
     if name in ("compiler", "testing", "profiler", "_dynamo", "_inductor"):
         import importlib
         return importlib.import_module("." + name, __name__)
+    fn = _tensor_compat.foreach(name)
+    if fn is not None:
+        return fn
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -341,3 +341,20 @@ def top_level_inplace() -> dict:
     names = [n + "_" for n in _INPLACE] + ["exp_", "sqrt_", "neg_", "relu_", "zero_", "fill_", "clamp_",
                                           "clamp_min_", "clamp_max_", "index_put_", "ldexp_", "i0_"]
     return {n: make(n) for n in names if hasattr(Tensor, n)}
+
+
+def foreach(name: str):
+    """``torch._foreach_<op>(tensors, *args)`` (timm's and ema-pytorch's weight EMA:
+    ``_foreach_lerp_(ema, params, 1 - decay)``): the tensor method `op` on each tensor of
+    the list, a list argument zipped with it, any other repeated; a list of the results
+    (for the in-place forms, the tensors given), as PyTorch's. None for a name that is
+    not such a method."""
+    op = name[len("_foreach_"):]
+    if not name.startswith("_foreach_") or not hasattr(Tensor, op):
+        return None
+
+    def fn(tensors, *args, **kwargs):
+        lists = [a if isinstance(a, (list, tuple)) else [a] * len(tensors) for a in args]
+        return [getattr(t, op)(*xs, **kwargs) for t, *xs in zip(tensors, *lists)]
+    fn.__name__ = fn.__qualname__ = name
+    return fn

@@ -56,6 +56,9 @@ PROGRAMS = {
     "ntm": "Neural Turing Machine copy task: 11-21 compiled steps of content addressing, conv1d shifts",
     "bbb": "Bayes by Backprop, 784-400-400-10: weights sampled each forward, scale-mixture prior, 2 samples",
     "sage": "GraphSAGE on sampled 2-hop neighbourhoods of 128 seeds: index_add_/scatter_reduce means, dynamic",
+    "convnext": "ConvNeXt at CIFAR size: depthwise 7x7, LayerNorm by permute, layer scale, channels_last",
+    "conformer": "Conformer CTC, 4 layers of width 144: macaron FFNs, MHSA, GLU conv module, loss inside",
+    "stylegan": "StyleGAN2 at 32x32: modulated convs by groups=batch, equalized lr, R1 by autograd.grad",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
@@ -66,6 +69,8 @@ UNSUPPORTED = {
                               "differentiates the inner step's gradients)"},
     "moco": {"torch_compile": "torch.compile's backward fails: the queue, read through "
                               "clone().detach(), is \"modified by an inplace operation\" (the enqueue)"},
+    "stylegan": {"torch_compile": "torch.compile has no double backward (the R1 penalty differentiates "
+                                  "autograd.grad's create_graph result through the discriminator)"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

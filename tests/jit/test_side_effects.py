@@ -1,8 +1,10 @@
 """Python side effects inside tracejit.compile: state a forward changes (a counter, a
 list, a hook storing activations) changes on every call, as with torch.compile, because a
 capture that sees one runs the function eagerly instead (a cache object passed in and
-updated, or one made and returned holding traced tensors, included); trace/script keep
-torch.jit.trace's meaning (the Python code runs once, at capture)."""
+updated, or one made and returned holding traced tensors, included), except traced
+tensors stored into a global or closure list or dict (hooks keeping activations), which
+each compiled call stores; trace/script keep torch.jit.trace's meaning (the Python code
+runs once, at capture)."""
 import warnings
 
 import numpy as np
@@ -55,6 +57,57 @@ def test_a_forward_hook_storing_activations_sees_every_call():
         _quiet(c, tj.full((1, 2), float(k)))
     assert len(acts) == 3
     np.testing.assert_allclose(acts[2].numpy(), model[1](model[0](tj.full((1, 2), 2.0))).detach().numpy())
+
+
+FEATS: dict = {}
+STORED: list = []
+
+
+def test_hooks_storing_traced_tensors_stay_compiled_with_their_gradients():
+    """A feature-matching loss on activations a forward hook stores (a dict set, a global
+    list appended to): one capture, no eager fallback; each call stores its own tensors,
+    which carry their gradients, into the container the name holds at that call."""
+    def run(compiled):
+        tj.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        m[1].register_forward_hook(lambda mod, i, o: FEATS.__setitem__("tanh", o))
+        m[2].register_forward_hook(lambda mod, i, o: STORED.append(o.detach()))
+        f = tj.compile(m, fullgraph=True) if compiled else m
+        got = []
+        for k in range(3):
+            y = f(tj.full((2, 3), 0.3 * k + 0.1))
+            loss = y.sum() + (FEATS["tanh"] ** 2).sum()
+            m.zero_grad()
+            loss.backward()
+            got.append((loss.item(), m[0].weight.grad.numpy().copy(), STORED[-1].numpy()))
+        return got, f
+    global STORED
+    want, _ = run(False)
+    STORED = []   # rebound: the compiled calls store into the new list
+    got, f = run(True)
+    assert len(STORED) == 3 and f.cache_stats()["compiles"] == 1
+    for (lg, gg, sg), (lw, gw, sw) in zip(got, want):
+        np.testing.assert_allclose([lg], [lw], rtol=1e-6)
+        np.testing.assert_allclose(gg, gw, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(sg, sw, rtol=1e-6)
+
+
+STEP = 0
+
+
+def test_a_hook_deciding_on_a_global_number_runs_eagerly():
+    global STEP
+    acts = []
+
+    def hook(mod, i, o):
+        if STEP % 2 == 0:
+            acts.append(o.detach())
+    m = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    m[1].register_forward_hook(hook)
+    c = tj.compile(m)
+    for STEP in range(4):
+        _quiet(c, tj.ones(1, 2))
+    assert len(acts) == 2
 
 
 def test_a_global_list_appended_to_grows_per_call():

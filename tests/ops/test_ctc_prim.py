@@ -99,3 +99,23 @@ def test_input_length_past_the_time_steps_is_refused():
     lp = tj.zeros(4, 1, 3).log_softmax(-1)
     with pytest.raises(Exception, match="input_lengths"):
         tj.nn.functional.ctc_loss(lp, tj.tensor([[1]]), [5], [1])
+
+
+def test_compiled_in_one_graph_over_changing_lengths():
+    """ESPnet-style models compute the CTC loss inside their compiled forward: targets and
+    lengths are tensors the graph reads at each call, so new lengths reuse the capture."""
+    r = np.random.default_rng(5)
+    x, tg, _, _ = _case(r, 20, 3, 6, [3, 3, 2], [20, 15, 9])
+
+    def f(lib, x, *args):
+        return lib.nn.functional.ctc_loss(x.log_softmax(-1), *args)
+    cf = tj.compile(lambda *a: f(tj, *a), fullgraph=True)
+    for il, tl in (([20, 15, 9], [3, 2, 1]), ([18, 20, 4], [2, 3, 2])):
+        got, want = tj.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        loss = cf(got, *(tj.tensor(a) for a in (tg, il, tl)))
+        ref = f(torch, want, *(torch.tensor(a) for a in (tg, il, tl)))
+        loss.backward()
+        ref.backward()
+        np.testing.assert_allclose(loss.item(), ref.item(), rtol=1e-5)
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1

@@ -1,6 +1,6 @@
 """Reductions of tracejit/ops/reductions.py against PyTorch where edge cases meet:
 (values, indices) results from compiled functions, 0-d inputs with a dim, var's
-divisor when the correction exceeds the count, and numpy's ``axis=`` for ``dim=``."""
+divisor when the correction exceeds the count, and numpy's ``axis=``/``keepdims=`` names."""
 import numpy as np
 import pytest
 
@@ -120,13 +120,15 @@ def test_whole_max_min_split_the_gradient_as_pytorch(op, values, compiled):
 
 @pytest.mark.parametrize("op", ["sum", "prod", "mean", "var", "std", "amax", "amin", "max", "min", "argmax",
                                 "argmin", "logsumexp", "all", "any"])
-def test_axis_is_dims_other_name_as_in_pytorch(op):
-    """Spinning Up's ``log_prob(a).sum(axis=-1)``: PyTorch takes numpy's name for dim."""
+def test_axis_and_keepdims_are_numpys_names_as_in_pytorch(op):
+    """Spinning Up's ``log_prob(a).sum(axis=-1)``, StyleGAN2's ``mean([2, 3, 4],
+    keepdims=True)``: PyTorch takes numpy's names for dim and keepdim."""
     a = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     for axis in (0, -1):
         want = getattr(torch.tensor(a), op)(axis=axis)
         for got, ndim in ((getattr(tj.tensor(a), op)(axis=axis), 1),
-                          (getattr(tj, op)(tj.tensor(a), axis=axis, keepdim=True), 2)):
+                          (getattr(tj, op)(tj.tensor(a), axis=axis, keepdim=True), 2),
+                          (getattr(tj.tensor(a), op)(axis, keepdims=True), 2)):
             got, ref = (got[0], want[0]) if op in ("max", "min") else (got, want)
             assert got.ndim == ndim
             np.testing.assert_allclose(got.numpy().reshape(ref.shape), ref.numpy(), rtol=1e-6)

@@ -47,7 +47,14 @@ critics with target policy smoothing and delayed actor updates, GraphSAGE on sam
 neighbourhoods, and a T5 encoder with relative position buckets under gradient
 accumulation and LambdaLR warmup, a Neural Turing Machine's content-addressed memory on
 the copy task, a sentence-embedding model under in-batch negatives, an ALiBi causal LM on chunks of
-changing length) run unchanged
+changing length, ConvNeXt blocks
+(depthwise 7x7, channels-last LayerNorm by permute, layer scale, DropPath) on
+channels_last inputs under a hand-set warmup-cosine AdamW, two MLP-Mixers (token mixing
+by a kernel-1 Conv1d and by transposes, hooks keeping activations), StyleGAN2's modulated convolution (demodulation,
+groups=batch, equalized lr, noise injection) with an R1 penalty, CycleGAN (ReflectionPad2d,
+InstanceNorm2d, PatchGAN, LSGAN + L1 losses, an image pool), a Conformer under CTC
+(log-mel by stft, relative-position attention by rel_shift, GLU/depthwise conv module)
+and a Perceiver (Fourier features, latent cross-attention, tied layers)) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -92,7 +99,10 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # (a target network under no_grad in the forward) and Bayes by Backprop (log-probabilities set on the layers, a number in eval), TD3,
 # GraphSAGE (node and edge counts of each sampled batch dynamic), a T5 encoder and an NTM
 # (one step compiled, its state a nested tuple), a sentence encoder (dynamic=True, kwargs)
-# and an ALiBi LM (a float attn_mask of slopes and a triu -inf mask, lengths dynamic)
+# and an ALiBi LM (a float attn_mask of slopes and a triu -inf mask, lengths dynamic),
+# ConvNeXt on channels_last inputs, MLP-Mixers and
+# StyleGAN2's grouped modulated convs under requires_grad toggles and R1, CycleGAN's four
+# nets, a Conformer (rel_shift, padding masks) and a Perceiver's einsum attention
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -102,7 +112,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_gumbel.py", "prog_t2t.py", "prog_rwkv.py", "prog_settf.py", "prog_tft.py",
             "prog_kws.py", "prog_textcnn.py", "prog_param.py", "prog_hyper.py", "prog_mhalm.py",
             "prog_node.py", "prog_byol.py", "prog_bbb.py", "prog_td3.py", "prog_sage.py",
-            "prog_t5enc.py", "prog_ntm.py", "prog_sbert.py", "prog_alibi.py"]
+            "prog_t5enc.py", "prog_ntm.py", "prog_sbert.py", "prog_alibi.py",
+            "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py", "prog_cyclegan.py",
+            "prog_conformer.py", "prog_perceiver.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -136,7 +148,15 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # a first batch 12 x 12 (one symbol for both dims, as torch's duck sizing),
                 # then 12 x 11; the evaluation without grad
                 "prog_sbert.py": 3,
-                "prog_alibi.py": 3}   # the first chunk length, then dynamic; no grad
+                "prog_alibi.py": 3,   # the first chunk length, then dynamic; no grad
+                "prog_mixer.py": 4,     # two mixers, each training and in eval
+                # G frozen (D's step), trained, without grad; D trained, on inputs
+                # requiring grad (R1), frozen (G's step)
+                "prog_stylegan.py": 6,
+                # G_A on data, on G_B's output (requiring grad), without grad; G_B on data
+                # and on G_A's output; each D frozen and trained
+                "prog_cyclegan.py": 9,
+                "prog_perceiver.py": 3}   # training with a mask; eval's embeddings, logits
 
 
 def _run(framework, mode, weights, programs):

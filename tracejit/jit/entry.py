@@ -35,7 +35,8 @@ class Entry:
         self.autocast = autocast   # the autocast dtype of the capture (None: off), guarded
         self.default_dtype = default_dtype   # get_default_dtype() at capture, guarded
         # module state the function updates: ("buffer", tensor, k) copies graph output k into
-        # the tensor's memory; ("attr", obj, name, k) sets the attribute to output k
+        # the tensor's memory; ("attr", obj, name, k) sets the attribute to output k;
+        # ("store", find, key, k) appends output k to the list find() gives (key None) or sets it
         self.state_writes = list(state_writes)
         # Python decisions on runtime scalar arguments (see scalars.py), replayed by the guard
         self.decisions = list(decisions)
@@ -221,6 +222,9 @@ def _write_state(writes: list, outs: list) -> None:
             v = outs[v].item() if w[0] == "number" else v
             if not _same(_read_attr(obj, name), v):
                 setattr(obj, name, v)   # (as a module's setattr: its guards look again)
+        elif w[0] == "store":   # a hook's activations: kept with their gradient, as eagerly
+            _, find, key, k = w
+            find().append(outs[k]) if key is None else find().__setitem__(key, outs[k])
         else:
             _, obj, name, k = w
             if _is_buffer(obj, name):

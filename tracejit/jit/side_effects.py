@@ -15,6 +15,9 @@ lists, dicts and sets read from module attributes or named by the function's glo
 closure, the attributes of plain objects passed in or read from module attributes, and
 forward hooks that return nothing (they run for their effect; a hook that returns a new
 output is part of the graph). Hooks tracejit installs itself are marked ``_traceable``.
+A global or closure list or dict that only gets the capture's traced tensors appended or
+set (a hook keeping activations, as torch.compile replays it) does not refuse: the graph
+outputs them and each call stores them into the container the name then holds.
 
 ``print()`` changes no state the program reads, so it does not refuse the capture: it
 runs once, while capturing, and `printing_noted` notes where, for one warning that
@@ -27,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import types
 from typing import Any, Callable
 
 from ..ops import eager as _eager
@@ -50,6 +54,8 @@ class EffectLog:
         self.prints: list = []                # "file:line" of each print() the capture ran
         self.values: list = []                # "random.random() at file:line": values a graph keeps
         self._rng: dict = {}                  # module name -> (its state setter, state before)
+        self._hooks: list = []                # (note, hook) of hooks run for their effect
+        self.stores: list = []                # (find, key or None to append, tracer): see found()
 
     # ---- noting ------------------------------------------------------------------
     def attribute_write(self, obj: Any, name: str) -> None:
@@ -61,13 +67,14 @@ class EffectLog:
 
     def hook(self, module: Any, hook: Callable, kind: str) -> None:
         if self.active and not getattr(hook, "_traceable", False):
-            self.notes.append(f"a forward {kind} of {type(module).__name__} "
-                              f"({getattr(hook, '__qualname__', type(hook).__name__)}) runs for its effect")
+            self._hooks.append((f"a forward {kind} of {type(module).__name__} "
+                                f"({getattr(hook, '__qualname__', type(hook).__name__)}) runs for its effect", hook))
 
-    def watch(self, label: str, value: Any) -> None:
-        """Note a container's contents now, to compare when the capture ends."""
+    def watch(self, label: str, value: Any, find: Callable = None) -> None:
+        """Note a container's contents now, to compare when the capture ends; `find` gives
+        the container a later call means (a global or closure variable, read again)."""
         if self.active and type(value) in _CONTAINERS and id(value) not in self._watched:
-            self._watched[id(value)] = (label, value, type(value)(value))
+            self._watched[id(value)] = (label, value, type(value)(value), find)
 
     def watch_object(self, obj: Any, owner: Any = None, name: str = "") -> None:
         """If `obj` is a plain object (a cache, a store of activations) passed in, or read
@@ -89,23 +96,42 @@ class EffectLog:
             self.watch_object(a)
         for n in global_names(code):
             if n in gl:
-                self.watch(f"global {n!r}", gl[n])
+                self.watch(f"global {n!r}", gl[n], lambda gl=gl, n=n: gl[n])
         for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
             try:
-                self.watch(f"closure variable {n!r}", c.cell_contents)
+                self.watch(f"closure variable {n!r}", c.cell_contents, lambda c=c: c.cell_contents)
             except ValueError:   # an empty cell
                 pass
 
     # ---- ending ------------------------------------------------------------------
     def found(self, out: Any = None) -> list:
         """Every effect of the capture so far (the containers changed included), and any
-        object in the result `out` holding traced tensors (they would escape the graph)."""
-        changed = [f"it changes the {type(v).__name__} {label}" for label, v, before in self._watched.values()
-                   if _changed(v, before)]
+        object in the result `out` holding traced tensors (they would escape the graph).
+        A global or closure list appended to, or dict set, with traced tensors only (a hook
+        storing activations, as torch.compile replays it) is not one: it is put back and
+        noted in `stores`, graph outputs each call stores (state_writes.py); a hook whose
+        effect that is is not one either."""
+        changed, stored = [], set()
+        for label, v, before, find in self._watched.values():
+            if _changed(v, before):
+                new = _traced_stores(v, before) if find is not None else None
+                if new is None:
+                    changed.append(f"it changes the {type(v).__name__} {label}")
+                else:
+                    self.stores += [(find, k, t) for k, t in new]
+                    stored.add(id(v))
+        hooks = [note for note, h in self._hooks if not (stored and _only_stores(h, stored))]
         values = [f"it calls {v}, whose result a graph would keep" for v in self.values] if self.active else []
         held = [f"it returns a {type(o).__name__} holding tensors the graph computed (return them in "
                 f"tuples, lists or dicts)" for o in _objects(out) if _holds_tracer(o)]
-        return self.notes + changed + values + held
+        notes = self.notes + hooks + changed + values + held
+        if notes or not stored:
+            self.stores.clear()
+        else:   # the capture's own stores are put back: its first call stores, as later ones
+            for _, v, before, _ in self._watched.values():
+                if id(v) in stored:
+                    _put_back(v, before)
+        return notes
 
     def restore(self) -> None:
         """Put back what the capture changed (attributes, then container contents)."""
@@ -114,10 +140,9 @@ class EffectLog:
                 obj.__dict__.pop(name, None)
             else:
                 object.__setattr__(obj, name, before)
-        for _, v, before in self._watched.values():
+        for _, v, before, _ in self._watched.values():
             if _changed(v, before):
-                v.clear()
-                v.update(before) if not isinstance(v, list) else v.extend(before)
+                _put_back(v, before)
         self._writes.clear()
         for setter, state in self._rng.values():   # the eager rerun draws what it would have
             setter(state)
@@ -147,6 +172,51 @@ def _holds_tracer(obj: Any) -> bool:
         if any(isinstance(t, Tracer) for t in items):
             return True
     return False
+
+
+def _put_back(v, before) -> None:
+    v.clear()
+    v.update(before) if not isinstance(v, list) else v.extend(before)
+
+
+def _traced_stores(now, before):
+    """[(key, or None for an append, tracer)] when `now` is `before` with only traced
+    tensors of the capture appended (a list) or set under names (a dict with str keys: a
+    key the capture computed from a number would be fixed); None otherwise."""
+    from .tracer import Tracer
+
+    def traced(t):
+        return isinstance(t, Tracer) and t._trace.parent is None
+    if isinstance(now, list):
+        if len(now) < len(before) or any(a is not b for a, b in zip(now, before)):
+            return None
+        new = [(None, t) for t in now[len(before):]]
+    elif isinstance(now, dict) and all(k in now for k in before):
+        new = [(k, t) for k, t in now.items() if k not in before or t is not before[k]]
+        if not all(isinstance(k, str) for k, _ in new):
+            return None
+    else:
+        return None
+    return new if all(traced(t) for _, t in new) else None
+
+
+def _only_stores(fn, ids: set) -> bool:
+    """Whether hook `fn` names, as globals or closure variables, an object in `ids` (the
+    containers it stored into) and otherwise only modules, functions, classes and strings:
+    a number it reads (``if STEP % 10 == 0``) could decide differently at a later call,
+    which the capture does not guard, so such a hook still runs eagerly."""
+    code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
+    if code is None or gl is None:
+        return False
+    values = [gl[n] for n in global_names(code) if n in gl]
+    for c in getattr(fn, "__closure__", None) or ():
+        try:
+            values.append(c.cell_contents)
+        except ValueError:   # an empty cell
+            pass
+    return any(id(v) in ids for v in values) and all(
+        id(v) in ids or isinstance(v, (str, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType))
+        for v in values)
 
 
 def _changed(now, before) -> bool:

@@ -102,7 +102,8 @@ class StateWrites:
         """Append the written state to `out_atoms`; restore every attribute the trace set
         (the module must not keep a tracer); return the write-backs as
         ("buffer", tensor, output k), ("attr", obj, name, output k), ("number", obj, name,
-        output k) (a Python number) and ("const", obj, name, value)."""
+        output k) (a Python number), ("const", obj, name, value) and ("store", find, key or
+        None to append, output k) (side_effects.py's `stores`)."""
         writes = []
         for t, res in self.buffer_writes.values():
             writes.append(("buffer", t, len(out_atoms)))
@@ -116,6 +117,9 @@ class StateWrites:
             writes.append(("number" if number else "attr", obj, name, len(out_atoms)))
             out_atoms.append(self.atom(now))
         self.attr_writes.clear()
+        for find, key, t in self.effects.stores:
+            writes.append(("store", find, key, len(out_atoms)))
+            out_atoms.append(self.atom(t))
         return writes
 
     def restore_attributes(self) -> None:

@@ -1,11 +1,12 @@
 """The connectionist temporal classification loss as one primitive per direction.
 
-``ctc_nll(log_probs, ext, skip, input_lengths)`` is each sequence's negative log-likelihood
-of its labels, by the forward (alpha) recursion over the extended label sequence (a blank
-before, between and after the labels); ``ctc_grad`` its gradient with respect to
-`log_probs`, by the backward (beta) recursion. Both run in float64 with numpy, in
-probabilities scaled per time step, vectorized over the batch, a Python loop over time
-(some ten numpy calls a step).
+``ctc_nll(log_probs, targets, target_lengths, input_lengths)`` is each sequence's negative
+log-likelihood of its labels, by the forward (alpha) recursion over the extended label
+sequence (a blank before, between and after the labels, laid out from the targets inside
+the primitive, so a compiled function holds the loss as one host call); ``ctc_grad`` its
+gradient with respect to `log_probs`, by the backward (beta) recursion. Both run in
+float64 with numpy, in probabilities scaled per time step, vectorized over the batch, a
+Python loop over time (some ten numpy calls a step).
 
 Why: written with tracejit ops, the recursion is some ten op calls per time step forward
 and as many autograd nodes backward (~300 ms for 100 steps of a batch of 8, against 3 ms
@@ -29,14 +30,39 @@ __all__ = ["ctc_nll", "ctc_grad"]
 _TINY = 1e-300   # a normalizer floor: a sequence whose states all reach 0 stays at 0
 
 
-def _setup(lp, ext, lengths):
+def _extend(lp, targets, lengths, in_len, blank):
+    """(ext, skip): the extended labels (N, S) (blank, l1, blank, l2, ..., blank, then
+    blanks) of padded (N, L) or concatenated (sum(lengths),) `targets`, and where state s
+    may be reached from s - 2 (a label unlike the one before it)."""
+    t_max, n, c = lp.shape
+    tg = targets.astype(np.int64)
+    if tg.ndim == 1:   # concatenated targets
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        labels = [tg[offsets[b]:offsets[b + 1]] for b in range(n)]
+    else:
+        labels = [tg[b, :lengths[b]] for b in range(n)]
+    if in_len.size and in_len.max() > t_max:
+        raise ShapeError(f"ctc_loss: input_lengths must be at most the {t_max} time steps of "
+                         f"log_probs, got {in_len.max()}")
+    ext = np.full((n, 2 * max([len(lab) for lab in labels] + [0]) + 1), blank, dtype=np.int64)
+    skip = np.zeros(ext.shape, dtype=bool)
+    for b, lab in enumerate(labels):
+        ext[b, 1:2 * len(lab):2] = lab
+        skip[b, 3:2 * len(lab):2] = lab[1:] != lab[:-1]
+    if ext.size and (ext.min() < 0 or ext.max() >= c):
+        raise ShapeError(f"ctc_loss: target labels must be in [0, {c}), got {int(ext.min())}..{int(ext.max())}")
+    return ext, skip
+
+
+def _setup(lp, targets, lengths, in_len, blank):
     """(emission probabilities at the extended labels (T, N, S) float64, 0 at the states
-    past a sequence's own, batch indices)."""
+    past a sequence's own, batch indices, the extended labels, where skips are allowed)."""
+    ext, skip = _extend(lp, targets, lengths, in_len, blank)
     n = ext.shape[0]
     rows = np.arange(n)[:, None]
     y = np.exp(lp[:, rows, ext].astype(np.float64))
     y *= np.arange(ext.shape[1])[None, :] < (2 * lengths[:, None] + 1)
-    return y, rows
+    return y, rows, ext, skip
 
 
 def _alpha(y, skip):
@@ -82,24 +108,24 @@ def _nll(alpha, c, lengths, in_len):
     return out
 
 
-def _nll_impl(xp, lp, ext, skip, lengths, in_len, *, zero_infinity=False):
-    y, _ = _setup(lp, ext, lengths)
+def _nll_impl(xp, lp, targets, lengths, in_len, *, blank=0, zero_infinity=False):
+    y, _, _, skip = _setup(lp, targets, lengths, in_len, blank)
     alpha, c = _alpha(y, skip)
     return _nll(alpha, c, lengths, in_len).astype(lp.dtype)
 
 
-def _nll_rule(lp: Aval, ext: Aval, skip: Aval, lengths: Aval, in_len: Aval, *, zero_infinity=False):
+def _nll_rule(lp: Aval, targets: Aval, lengths: Aval, in_len: Aval, *, blank=0, zero_infinity=False):
     if len(lp.shape) != 3:
         raise ShapeError(f"ctc_loss: log_probs must be (T, N, C), got {tuple(lp.shape)}")
     return Aval((lp.shape[1],), lp.dtype, lp.device)
 
 
-def _nll_vjp(g, out, lp, ext, skip, lengths, in_len, *, zero_infinity=False):
-    return ctc_grad(g, lp, ext, skip, lengths, in_len, out, zero_infinity), None, None, None, None
+def _nll_vjp(g, out, lp, targets, lengths, in_len, *, blank=0, zero_infinity=False):
+    return ctc_grad(g, lp, targets, lengths, in_len, out, blank, zero_infinity), None, None, None
 
 
-def _grad_impl(xp, g, lp, ext, skip, lengths, in_len, nll, *, zero_infinity=False):
-    y, rows = _setup(lp, ext, lengths)
+def _grad_impl(xp, g, lp, targets, lengths, in_len, nll, *, blank=0, zero_infinity=False):
+    y, rows, ext, skip = _setup(lp, targets, lengths, in_len, blank)
     t_max, n, s = y.shape
     alpha, _ = _alpha(y, skip)
     # beta: the probability of the rest of the labels from state s at time t (emission at t
@@ -145,26 +171,25 @@ def _grad_impl(xp, g, lp, ext, skip, lengths, in_len, nll, *, zero_infinity=Fals
     return grad.astype(lp.dtype)
 
 
-def _grad_rule(g: Aval, lp: Aval, ext: Aval, skip: Aval, lengths: Aval, in_len: Aval, nll: Aval, *,
-               zero_infinity=False):
+def _grad_rule(g: Aval, lp: Aval, targets: Aval, lengths: Aval, in_len: Aval, nll: Aval, *,
+               blank=0, zero_infinity=False):
     return Aval(lp.shape, lp.dtype, lp.device)
 
 
 CTC_NLL = defprim("ctc_nll", _nll_impl, _nll_rule, _nll_vjp, kind="other", host=True,
-                  save=lambda rq: (0, 1, 2, 3, 4), save_out=True, nondiff=(1, 2, 3, 4),
+                  save=lambda rq: (0, 1, 2, 3), save_out=True, nondiff=(1, 2, 3),
                   grad_name="CtcLossBackward0")
 CTC_GRAD = defprim("ctc_grad", _grad_impl, _grad_rule, None, kind="other", host=True)
 
 
-def ctc_nll(lp, ext, skip, lengths, in_len, zero_infinity: bool = False):
-    """Per-sequence negative log-likelihood (N,) of log_probs `lp` (T, N, C) for the
-    extended labels `ext` (N, S) (blank, l1, blank, l2, ..., blank, then padding), `skip`
-    (N, S) where state s may be reached from s - 2 (a label unlike the one before it),
-    label counts `lengths` (N,) and input lengths `in_len` (N,); `zero_infinity` is the
-    gradient's (0 for a sequence whose loss is infinite)."""
-    return bind(CTC_NLL, lp, ext, skip, lengths, in_len, zero_infinity=bool(zero_infinity))
+def ctc_nll(lp, targets, lengths, in_len, blank: int = 0, zero_infinity: bool = False):
+    """Per-sequence negative log-likelihood (N,) of log_probs `lp` (T, N, C) for `targets`,
+    padded (N, L) or concatenated, label counts `lengths` (N,) and input lengths `in_len`
+    (N,); `zero_infinity` is the gradient's (0 for a sequence whose loss is infinite)."""
+    return bind(CTC_NLL, lp, targets, lengths, in_len, blank=int(blank), zero_infinity=bool(zero_infinity))
 
 
-def ctc_grad(g, lp, ext, skip, lengths, in_len, nll, zero_infinity: bool = False):
+def ctc_grad(g, lp, targets, lengths, in_len, nll, blank: int = 0, zero_infinity: bool = False):
     """The gradient of ``ctc_nll`` with respect to `lp` for output gradient `g` (N,)."""
-    return bind(CTC_GRAD, g, lp, ext, skip, lengths, in_len, nll, zero_infinity=bool(zero_infinity))
+    return bind(CTC_GRAD, g, lp, targets, lengths, in_len, nll, blank=int(blank),
+                zero_infinity=bool(zero_infinity))

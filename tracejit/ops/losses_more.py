@@ -2,8 +2,8 @@
 gaussian_nll_loss, poisson_nll_loss, soft_margin_loss, multilabel_soft_margin_loss,
 multilabel_margin_loss, multi_margin_loss, triplet_margin_with_distance_loss, ctc_loss.
 
-``ctc_loss`` lays out the extended label sequences (blanks between and around the
-labels) and reduces the per-sequence losses of ops/ctc_prim.py's primitive.
+``ctc_loss`` reduces the per-sequence losses of ops/ctc_prim.py's primitive, which takes
+the targets and lengths as tensors (so it can be traced).
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ..dtypes import int64
 from ..errors import ShapeError, expect_floating
 from ..tensor import Tensor
 from .composite import _reduce, logsigmoid
@@ -157,54 +158,30 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
     return _reduce(relu(dp - dn + margin), reduction)
 
 
-def _lengths(v, n: int, what: str) -> list:
-    if isinstance(v, Tensor):
-        v = v.tolist()
-    v = [int(e) for e in (v if isinstance(v, (list, tuple)) else [v] * n)]
-    if len(v) != n:
-        raise ShapeError(f"ctc_loss: {what} has {len(v)} entries for a batch of {n}")
-    return v
+def _lengths(v, n: int, what: str, device) -> Tensor:
+    """`v` (a tensor, a list or one int) as an int64 tensor of `n` entries."""
+    v = v if isinstance(v, Tensor) else tensor(v if isinstance(v, (list, tuple)) else [v] * n, device=device)
+    if v.numel() != n:
+        raise ShapeError(f"ctc_loss: {what} has {v.numel()} entries for a batch of {n}")
+    return cast(v.reshape(-1), int64)
 
 
 @_autocast.fp32
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank: int = 0,
              reduction: str = "mean", zero_infinity: bool = False):
     """Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C))."""
-    refuse_tracing("ctc_loss", "its targets and lengths")
     unbatched = log_probs.ndim == 2
     lp = unsqueeze(log_probs, 1) if unbatched else log_probs
     if lp.ndim != 3:
         raise ShapeError(f"ctc_loss: log_probs must be (T, N, C) or (T, C), got {tuple(log_probs.shape)}")
-    t_max, n, c = lp.shape
-    tg = targets.numpy().astype(np.int64)
-    if unbatched:
-        tg = tg[None]
-    in_len = _lengths(input_lengths, n, "input_lengths")
-    tg_len = _lengths(target_lengths, n, "target_lengths")
-    if tg.ndim == 1:   # concatenated targets
-        offsets = np.concatenate([[0], np.cumsum(tg_len)])
-        labels = [tg[offsets[b]:offsets[b + 1]] for b in range(n)]
-    else:
-        labels = [tg[b, :tg_len[b]] for b in range(n)]
-    if max(in_len + [0]) > t_max:
-        raise ShapeError(f"ctc_loss: input_lengths must be at most the {t_max} time steps of "
-                         f"log_probs, got {max(in_len)}")
-    s_max = 2 * max([len(lab) for lab in labels] + [0]) + 1
-    ext = np.full((n, s_max), blank, dtype=np.int64)
-    allow_skip = np.zeros((n, s_max), dtype=bool)
-    for b, lab in enumerate(labels):
-        ext[b, 1:2 * len(lab):2] = lab
-        allow_skip[b, 3:2 * len(lab):2] = lab[1:] != lab[:-1]
-    if ext.size and (ext.min() < 0 or ext.max() >= c):
-        raise ShapeError(f"ctc_loss: target labels must be in [0, {c}), got {int(ext.min())}..{int(ext.max())}")
-    counts = np.array([len(lab) for lab in labels], np.int64)
-    loss = ctc_nll(lp, *(tensor(a, device=lp.device) for a in (ext, allow_skip, counts, np.array(in_len, np.int64))),
-                   zero_infinity=zero_infinity)
+    n = lp.shape[1]
+    tg_len = _lengths(target_lengths, n, "target_lengths", lp.device)
+    loss = ctc_nll(lp, unsqueeze(targets, 0) if unbatched else targets, tg_len,
+                   _lengths(input_lengths, n, "input_lengths", lp.device), blank, zero_infinity)
     if zero_infinity:
         loss = where(loss == float("inf"), zeros((), dtype=loss.dtype, device=loss.device), loss)
     if reduction == "mean":
-        div = tensor(np.maximum(np.array(tg_len, dtype=np.float64), 1), dtype=lp.dtype, device=lp.device)
-        return mean(loss / div)
+        return mean(loss / clamp(cast(tg_len, lp.dtype), min=1))
     if unbatched and reduction == "none":
         return loss[0]
     return _reduce(loss, reduction)

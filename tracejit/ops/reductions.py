@@ -223,8 +223,9 @@ def _dims(a, dim, op):
 _ALL_DIMS: dict = {}   # rank -> (0, ..., rank - 1)
 
 
-def sum(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None):
-    dim = dim if axis is None else axis   # (numpy's name, which PyTorch takes too)
+def sum(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    # (numpy's names, which PyTorch takes too)
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     if dtype is None:
         return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
     a = cast(a, dtype)
@@ -247,8 +248,8 @@ def prod_(a, dims, keepdim):
 
 
 @_autocast.fp32
-def prod(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None):
-    dim = dim if axis is None else axis
+def prod(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     if dtype is None:
         return prod_(a, _dims(a, dim, "prod"), keepdim)
     a = cast(a, dtype)
@@ -263,8 +264,8 @@ def _count(a, dims):
     return n
 
 
-def mean(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None):
-    dim = dim if axis is None else axis
+def mean(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     if dtype is not None:
         a = cast(a, dtype)
     if not a.dtype.differentiable:   # (floating or complex)
@@ -278,8 +279,8 @@ def _not_float(a):
                      f"cast with .float() first")
 
 
-def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None):
-    dim = dim if axis is None else axis
+def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
     if not a.dtype.is_floating_point:
@@ -293,19 +294,19 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, a
     return sum_(d * d, dims, keepdim) / divisor
 
 
-def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None):
-    dim = dim if axis is None else axis
+def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     # (a constant's std has gradient 0, as PyTorch's, not the root's 0 * inf)
     return _root(var(a, dim, unbiased, keepdim, correction=correction), 2)
 
 
-def amax(a, dim=None, keepdim: bool = False, *, axis=None):
-    dim = dim if axis is None else axis
+def amax(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     return bind(AMAX, a, dims=_dims(a, dim, "amax"), keepdim=keepdim)
 
 
-def amin(a, dim=None, keepdim: bool = False, *, axis=None):
-    dim = dim if axis is None else axis
+def amin(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     return bind(AMIN, a, dims=_dims(a, dim, "amin"), keepdim=keepdim)
 
 
@@ -316,8 +317,8 @@ class ValuesIndices(namedtuple("ValuesIndices", ["values", "indices"])):
     __slots__ = ()
 
 
-def max(a, dim=None, keepdim: bool = False, *, axis=None):
-    dim = dim if axis is None else axis
+def max(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
         return maximum(a, dim)
     if dim is None:
@@ -327,8 +328,8 @@ def max(a, dim=None, keepdim: bool = False, *, axis=None):
     return _selected(a, argmax(a, dim, True), dim, keepdim)
 
 
-def min(a, dim=None, keepdim: bool = False, *, axis=None):
-    dim = dim if axis is None else axis
+def min(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     if hasattr(dim, "_data"):
         return minimum(a, dim)
     if dim is None:
@@ -356,18 +357,18 @@ def _arg(prim, a, dim, keepdim: bool):
     return bind(prim, a, dim=d, keepdim=keepdim)
 
 
-def argmax(a, dim=None, keepdim: bool = False, *, axis=None):
-    return _arg(ARGMAX, a, dim if axis is None else axis, keepdim)
+def argmax(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    return _arg(ARGMAX, a, dim if axis is None else axis, keepdim if keepdims is None else keepdims)
 
 
-def argmin(a, dim=None, keepdim: bool = False, *, axis=None):
-    return _arg(ARGMIN, a, dim if axis is None else axis, keepdim)
+def argmin(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    return _arg(ARGMIN, a, dim if axis is None else axis, keepdim if keepdims is None else keepdims)
 
 
-def logsumexp(a, dim=None, keepdim: bool = False, *, axis=None):
+def logsumexp(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """log(sum(exp(a))) over `dim` (ops/logsumexp_prim.py); an integer or bool tensor in
     the default float dtype, as PyTorch's."""
-    dim = dim if axis is None else axis
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     dims = _dims(a, dim, "logsumexp")
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
         a = cast(a, _dt.get_default_dtype())
@@ -378,9 +379,9 @@ def logsumexp(a, dim=None, keepdim: bool = False, *, axis=None):
     return logsumexp_dims(a, dims, keepdim)
 
 
-def all(a, dim=None, keepdim: bool = False, *, axis=None):
+def all(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """Whether every element is nonzero: bool, or uint8 for a uint8 input (PyTorch's rule)."""
-    dim = dim if axis is None else axis
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     b = cast(a, _dt.bool_)
     dims = _dims(b, dim, "all")
     if _nonempty(b, dims):   # one reduction (a distribution's argument check runs three a call)
@@ -390,9 +391,9 @@ def all(a, dim=None, keepdim: bool = False, *, axis=None):
     return cast(out, _dt.uint8) if a.dtype is _dt.uint8 else out
 
 
-def any(a, dim=None, keepdim: bool = False, *, axis=None):
+def any(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     """Whether some element is nonzero: bool, or uint8 for a uint8 input (PyTorch's rule)."""
-    dim = dim if axis is None else axis
+    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     b = cast(a, _dt.bool_)
     dims = _dims(b, dim, "any")
     out = bind(AMAX, b, dims=dims, keepdim=keepdim) if _nonempty(b, dims) else gt(sum_(b, dims, keepdim), 0)
