@@ -136,3 +136,16 @@ def test_logcumsumexp_over_an_empty_dim_is_empty(shape, dim):
     got = tj.logcumsumexp(tj.zeros(shape), dim)
     want = torch.logcumsumexp(torch.zeros(shape), dim)
     assert tuple(got.shape) == tuple(want.shape) and got.dtype is tj.float32
+
+
+def test_median_propagates_nan_with_its_index_and_nanmedian_skips_it():
+    nan = float("nan")
+    a = np.array([[3.0, nan, 0.0, nan, 1.0], [nan] * 5, [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 1.0, 2.0, 1.0, 2.0]])
+    for name in ("median", "nanmedian"):
+        want, got = getattr(torch.tensor(a), name)(1), getattr(tj.tensor(a), name)(1)
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+        np.testing.assert_array_equal(got.indices.numpy()[:1], want.indices.numpy()[:1])
+        np.testing.assert_array_equal(getattr(tj.tensor(a), name)().numpy(), getattr(torch.tensor(a), name)().numpy())
+    assert np.isnan(tj.zeros(0).median().item()) and np.isnan(tj.zeros(0, 3).nanmedian().item())
+    with pytest.raises(ShapeError, match="non-zero size"):
+        tj.zeros(0, 3).median(0)
