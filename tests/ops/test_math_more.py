@@ -107,3 +107,17 @@ def test_gradients_read_what_pytorch_saves(name, where):
         (y * 1.5).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10)
+
+
+def test_reflected_shifts_promote_a_python_int_with_a_bool_tensor_and_refuse_floats():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        b, i8 = lib.tensor([True, False, True]), lib.tensor([1, 2, 3], dtype=lib.int8)
+        got = [2 << b, 8 >> b, 2 << i8, lib.tensor(3) << i8]
+        if lib is torch:
+            want = [(g.numpy(), str(g.dtype).split(".")[-1]) for g in got]
+        else:
+            assert [(g.numpy().tolist(), str(g.dtype).split(".")[-1]) for g in got] == \
+                [(w.tolist(), d) for w, d in want]
+    with pytest.raises(TypeError, match="bitwise_left_shift"):
+        2.5 << tj.tensor([1, 2])

@@ -149,3 +149,11 @@ def test_median_propagates_nan_with_its_index_and_nanmedian_skips_it():
     assert np.isnan(tj.zeros(0).median().item()) and np.isnan(tj.zeros(0, 3).nanmedian().item())
     with pytest.raises(ShapeError, match="non-zero size"):
         tj.zeros(0, 3).median(0)
+
+
+@pytest.mark.parametrize("shape, n, dim", [((0, 4), 1, 0), ((2, 4), 3, 0), ((3, 0), 2, 1)])
+def test_diff_over_an_empty_or_exhausted_dim_is_empty(shape, n, dim):
+    for dtype in (torch.float32, torch.bool, torch.int8):
+        want = torch.diff(torch.zeros(shape, dtype=dtype), n=n, dim=dim)
+        got = tj.diff(tj.zeros(shape, dtype=getattr(tj, str(dtype).split(".")[-1])), n=n, dim=dim)
+        assert tuple(got.shape) == tuple(want.shape) and str(got.dtype)[9:] == str(want.dtype)[6:]

@@ -134,7 +134,7 @@ def _int_divisor_checked(fn):
     """Integer // and % by zero raise (as in Python and PyTorch) instead of numpy's silent 0."""
     def impl(xp, a, b):
         # (b.all(): a Python or numpy scalar divisor is no device array for xp.all)
-        if _int_kind(a) and _int_kind(b) and not (b.all() if hasattr(b, "all") else b):
+        if _int_kind(a) and _int_kind(b) and not (b.all() if hasattr(b, "all") else b) and getattr(a, "size", 1):
             raise ZeroDivisionError(f"{fn.__name__}: integer division by zero")
         return fn(a, b) if xp is np else getattr(xp, fn.__name__)(a, b)
     return impl
@@ -524,10 +524,14 @@ def where(cond, a=None, b=None):
 
 
 def isinf(a):
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return isnan(a)   # (all False: integers hold no inf)
     return logical_and(eq(abs(a), math.inf), logical_not(isnan(a)))
 
 
 def isfinite(a):
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return logical_not(isnan(a))
     return logical_not(logical_or(isnan(a), eq(abs(a), math.inf)))
 
 

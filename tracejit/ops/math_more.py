@@ -387,8 +387,8 @@ def _int_or_bool(prim, unary: bool = False):
     """`prim`'s public function: integer or bool tensors only (a float one: TypeError)."""
     def check(operands):
         for t in operands:
-            if hasattr(t, "dtype") and t.dtype.is_floating_point:
-                raise TypeError(f"{prim.name}: expected integer or bool tensors, got {t.dtype.name}")
+            if isinstance(t, float) or hasattr(t, "dtype") and t.dtype.is_floating_point:
+                raise TypeError(f"{prim.name}: expected integer or bool tensors, got {getattr(t, 'dtype', t)}")
 
     def op1(input):
         check((input,))

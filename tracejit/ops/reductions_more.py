@@ -275,6 +275,8 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
         x = cat([t for t in (prepend, x, append) if t is not None], d)
     for _ in range(n):
         m = x.shape[d]
+        if m == 0:   # (an empty dim stays empty)
+            break
         if x.dtype is _dt.bool_:
             x = narrow(x, d, 1, m - 1) != narrow(x, d, 0, m - 1)
         else:

@@ -280,7 +280,8 @@ def ldexp(input, other):
     from ..tensor import Tensor
     if isinstance(other, Tensor):
         # powers of two are exact in floating point (exp(k log 2) would not be)
-        scale = 2.0 ** cast(other, _dt.float64 if input.dtype == _dt.float64 else _dt.float32)
+        dt = _dt.promote_types(input.dtype, other.dtype)
+        scale = 2.0 ** cast(other, dt if dt.is_floating_point else _dt.get_default_dtype())
     else:
         scale = 2.0 ** other
     return input * scale
