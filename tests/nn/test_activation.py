@@ -107,3 +107,13 @@ def test_inplace_dropout_inside_a_graph_keeps_the_gradient(fn):
     assert len(values) == 2 and values[0] == 0 and values[1] > 0
     if fn != "alpha_dropout":
         np.testing.assert_array_equal(y.detach().numpy() == 0, g == 0)
+
+
+@pytest.mark.parametrize("name, kw", [("elu", {}), ("elu", {"alpha": 2.0}), ("celu", {"alpha": 0.5}), ("selu", {})])
+def test_elu_family_gradient_at_zero_is_pytorchs(name, kw):
+    res = []
+    for lib in (torch, tj):
+        x = lib.tensor([0.0, -0.0, 1.0, -1.0], dtype=lib.float64, requires_grad=True)
+        getattr(lib.nn.functional, name)(x, **kw).sum().backward()
+        res.append(x.grad.numpy())
+    np.testing.assert_allclose(res[1], res[0], rtol=1e-12)

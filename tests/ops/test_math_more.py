@@ -121,3 +121,16 @@ def test_reflected_shifts_promote_a_python_int_with_a_bool_tensor_and_refuse_flo
                 [(w.tolist(), d) for w, d in want]
     with pytest.raises(TypeError, match="bitwise_left_shift"):
         2.5 << tj.tensor([1, 2])
+
+
+@pytest.mark.parametrize("name", ["atan2", "logit"])
+def test_gradient_at_the_singular_points_is_pytorchs(name):
+    torch = pytest.importorskip("torch")
+    res = []
+    for lib in (torch, tj):
+        x = lib.tensor([0.0, 1.0, 0.25, 0.5], dtype=lib.float64, requires_grad=True)
+        y = lib.atan2(x, x * 2) if name == "atan2" else lib.logit(x)
+        y.sum().backward()
+        res.append((y.detach().numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)

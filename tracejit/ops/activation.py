@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
 from .composite import softplus
-from .elementwise import clamp, expm1, minimum, tanh, where
+from .elementwise import clamp, expm1, tanh, where
 from .hardswish_prim import hardsigmoid as _hardsigmoid, hardswish as _hardswish
 from .shape import clone, reshape
 from ..autograd.grad_mode import is_grad_enabled
@@ -65,8 +65,9 @@ def _alias(t):
 
 def _neg_expm1(x, alpha: float, scale: float = 1.0):
     # expm1 of min(x, 0) rather than of x: the unused branch of where() then never
-    # overflows to inf, whose zero gradient would be 0 * inf = nan.
-    return alpha * expm1(minimum(x, 0.0) * scale)
+    # overflows to inf, whose zero gradient would be 0 * inf = nan. (clamp: its gradient at
+    # 0 is whole, PyTorch's alpha at x = 0; minimum's tie halves it.)
+    return alpha * expm1(clamp(x, max=0.0) * scale)
 
 
 @takes("input")

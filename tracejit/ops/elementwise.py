@@ -492,11 +492,13 @@ def clamp(a, min=None, max=None):
                 a = cast(a, _int_result(a, v))
     if ((type(min) not in _PLAIN_BOUNDS or type(max) not in _PLAIN_BOUNDS)  # (hasattr on a
             and (hasattr(min, "_data") or hasattr(max, "_data"))):         # number: ~0.3 us)
+        # selects, not maximum/minimum: a value at a bound keeps its gradient (PyTorch's
+        # clamp; a tie would halve it), a NaN bound gives NaN
         out = a
         if min is not None:
-            out = maximum(out, min)
+            out = where(logical_or(lt(out, min), isnan(min)), min, out)
         if max is not None:
-            out = minimum(out, max)
+            out = where(logical_or(gt(out, max), isnan(max)), max, out)
         return out
     return bind(CLAMP, a, min=min, max=max)
 

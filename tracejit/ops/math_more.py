@@ -47,6 +47,7 @@ ATANH = _unary("atanh", _ufunc1("arctanh"), lambda g, out, a: (g / (1 - a * a),)
 
 def _atan2_vjp(g, out, a, b):
     den = a * a + b * b
+    den = where(den == 0, math.inf, den)   # (at the origin: 0, as PyTorch)
     return (g * b / den if a is not None else None, neg(g) * a / den if b is not None else None)
 
 
@@ -287,7 +288,7 @@ def addcdiv(input, tensor1, tensor2, *rest, value=1):
 
 def logit(input, eps=None):
     x = input if eps is None else input.clamp(eps, 1 - eps)
-    return log(x / (1 - x))
+    return log(x) - log1p(neg(x))   # (at 0 and 1: gradient inf, as PyTorch's; the ratio's was nan)
 
 
 def _float_result(input, other):
