@@ -157,3 +157,15 @@ def test_diff_over_an_empty_or_exhausted_dim_is_empty(shape, n, dim):
         want = torch.diff(torch.zeros(shape, dtype=dtype), n=n, dim=dim)
         got = tj.diff(tj.zeros(shape, dtype=getattr(tj, str(dtype).split(".")[-1])), n=n, dim=dim)
         assert tuple(got.shape) == tuple(want.shape) and str(got.dtype)[9:] == str(want.dtype)[6:]
+
+
+@pytest.mark.parametrize("vals", [[float("nan")], [1.0, float("nan"), float("nan")], [float("nan"), float("nan"), 1.0, 1.0],
+                                  [2.0, float("nan"), 1.0]])
+def test_unique_counts_each_nan_apart_and_mode_takes_a_nan_row(vals):
+    want = torch.unique(torch.tensor(vals), return_inverse=True, return_counts=True)
+    got = tj.unique(tj.tensor(vals), return_inverse=True, return_counts=True)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    wm, gm = torch.tensor(vals).mode(), tj.tensor(vals).mode()
+    np.testing.assert_array_equal(gm.values.numpy(), wm.values.numpy())
+    assert gm.indices.item() == wm.indices.item()

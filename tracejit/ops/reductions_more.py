@@ -98,9 +98,9 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     rows = v.reshape(-1, v.shape[-1]) if v.shape[-1] else v.reshape(0, 0)
     picks = np.zeros(rows.shape[0], np.int64)
     for r, row in enumerate(rows):
-        vals, counts = np.unique(row, return_counts=True)
+        vals, counts = np.unique(row, return_counts=True, equal_nan=False)
         best = vals[np.argmax(counts)]
-        picks[r] = np.flatnonzero(row == best)[-1]
+        picks[r] = np.flatnonzero((row == best) | ((row != row) & (best != best)))[-1]   # (a NaN mode)
     idx = tensor(picks.reshape(v.shape[:-1] + (1,)), device=input.device)
     if input.ndim == 0:
         return _ValuesIndices(input.clone(), tensor(0, device=input.device))
@@ -344,7 +344,8 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
     refuse_tracing("unique", "its input")
     a = input.detach().numpy()
     if dim is None:
-        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
+        # (each NaN its own value, as PyTorch: NaN != NaN)
+        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
         inv = inv.reshape(a.shape)
     else:
         d = normalize_dim(dim, input.ndim, "unique")
