@@ -194,3 +194,28 @@ def test_testing_assert_close_as_pytorchs():
     with pytest.raises(ValueError, match="Both 'rtol' and 'atol'"):
         tj.testing.assert_close(tj.tensor([1.0]), tj.tensor([1.0]), rtol=1e-3)
     tj.testing.assert_close(tj.tensor([1.0, 2.0]), tj.tensor([1.0, 2.05]), rtol=0.1, atol=0.0)
+
+
+def test_augmented_assignments_write_in_place_through_views():
+    """``x //= y`` and the other augmented operators write x (as PyTorch's), so a view of x
+    sees the result; Python's fallback rebound x to a new tensor."""
+    torch = pytest.importorskip("torch")
+    res = []
+    for lib in (torch, tj):
+        x = lib.tensor([[-3.0, 2.0, 0.0, 5.0], [7.0, -1.0, 4.0, 1.0]])
+        v = x[0]
+        x //= -3
+        x %= 2
+        x **= 2
+        i = lib.tensor([5, 6, -7])
+        j = i[:]
+        i <<= 1
+        i >>= 2
+        i &= 6
+        i |= 1
+        i ^= 3
+        b = lib.tensor([True, False])
+        c = b[:]
+        b |= lib.tensor([False, True])
+        res.append((v.tolist(), j.tolist(), c.tolist()))
+    assert res[1] == res[0]

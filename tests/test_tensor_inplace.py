@@ -352,3 +352,17 @@ def test_a_read_only_numpy_array_still_refuses_writes():
     with pytest.raises(RuntimeError, match="read-only"):
         x[0] = 5.0
     assert a.tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+@pytest.mark.parametrize("dtype", ["int64", "float32"])
+def test_div_in_place_takes_a_rounding_mode(mode, dtype):
+    torch = pytest.importorskip("torch")
+    a = np.array([[-7, 2, 0, 5], [7, -1, 4, 1]]).astype(dtype)
+    res = []
+    for lib in (torch, tj):
+        x = lib.tensor(a)
+        v = x[0]
+        x.div_(-3, rounding_mode=mode)
+        res.append((v.tolist(), str(x.dtype).split(".")[-1]))
+    assert res[1] == res[0]

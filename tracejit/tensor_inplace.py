@@ -218,7 +218,9 @@ class InPlaceMethods:
             return self
         return self._assign(_ops.mul(self, other), "mul_")
 
-    def div_(self, other):
+    def div_(self, other, *, rounding_mode=None):
+        if rounding_mode is not None:   # ('floor' / 'trunc': div's own rounded forms)
+            return self._assign(_ops.div(self, other, rounding_mode=rounding_mode), "div_")
         if self._into(_EW.DIV, other):
             return self
         return self._assign(_ops.div(self, other), "div_")

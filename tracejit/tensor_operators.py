@@ -86,10 +86,10 @@ class OperatorMethods:
         return _ops.bitwise_right_shift(self, _operand(self, o))
 
     def __rlshift__(self, o):
-        return _ops.bitwise_left_shift(_ops.as_tensor(o, dtype=self.dtype, device=self.device), self)
+        return _ops.bitwise_left_shift(_operand(self, o), self)
 
     def __rrshift__(self, o):
-        return _ops.bitwise_right_shift(_ops.as_tensor(o, dtype=self.dtype, device=self.device), self)
+        return _ops.bitwise_right_shift(_operand(self, o), self)
 
     __rand__ = __and__
     __ror__ = __or__

@@ -268,3 +268,14 @@ def test_integer_division_by_zero_raises_compiled_as_eagerly():
     x = tj.tensor([1.0, -1.0])
     with np.errstate(divide="ignore", invalid="ignore"):
         assert tj.trace(lambda x, y: x // y)(x, tj.zeros(2)).tolist() == [float("inf"), float("-inf")]
+
+
+@pytest.mark.parametrize("fn", [lambda x: -3 % x, lambda x: x - 300, lambda x: 1000 // x])
+def test_out_of_range_int_literals_wrap_in_a_compiled_plan(fn):
+    """As eager (and PyTorch) wrap them into the integer result's dtype; numpy refused the
+    Python int in the plan's call."""
+    torch = pytest.importorskip("torch")
+    a = np.array([5, 7, 1], np.uint8)
+    got = tj.trace(fn, compile="sync")(tj.tensor(a))
+    np.testing.assert_array_equal(got.numpy(), fn(torch.tensor(a)).numpy())
+    np.testing.assert_array_equal(got.numpy(), fn(tj.tensor(a)).numpy())

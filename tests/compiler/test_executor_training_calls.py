@@ -386,3 +386,21 @@ def test_create_graph_backward_differentiates_the_graph_once(monkeypatch):
         np.testing.assert_allclose(a, c, rtol=1e-5)
         np.testing.assert_allclose(b, d, rtol=1e-5)
     assert len(built) == 1
+
+
+def test_an_input_read_only_through_detach_gets_no_gradient_when_compiled():
+    """As in eager mode (and the IR interpreter): None, not zeros (an optimizer skips a None
+    gradient but decays a zero one)."""
+    torch = pytest.importorskip("torch")
+    x0, y0 = np.arange(12.0).reshape(4, 3), np.linspace(-1, 1, 12).reshape(4, 3)
+    res = []
+    for lib, compiled in ((torch, False), (tj, False), (tj, True)):
+        x, y = lib.tensor(x0, requires_grad=True), lib.tensor(y0, requires_grad=True)
+
+        def f(x, y):
+            return lib.nn.functional.soft_margin_loss(x, lib.sign(y).detach())
+        (tj.trace(f, compile="sync") if compiled else f)(x, y).backward()
+        res.append((x.grad.numpy(), y.grad))
+    for got in res[1:]:
+        np.testing.assert_allclose(got[0], res[0][0], rtol=1e-12)
+        assert got[1] is None

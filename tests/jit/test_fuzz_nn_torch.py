@@ -168,7 +168,7 @@ def _act(r):
         "celu": lambda F, x: F.celu(x, alpha=a), "leaky_relu": lambda F, x: F.leaky_relu(x, a - 0.5),
         "softplus": lambda F, x: F.softplus(x, beta=a, threshold=b), "hardtanh": lambda F, x: F.hardtanh(x, -a, a + 0.3),
         "threshold": lambda F, x: F.threshold(x, b / 10, a), "hardshrink": lambda F, x: F.hardshrink(x, a / 2),
-        "softshrink": lambda F, x: F.softshrink(x, a / 2), "glu": lambda F, x: F.glu(x, _pick(r, [0, -1])),
+        "softshrink": lambda F, x: F.softshrink(x, a / 2), "glu": lambda F, x: F.glu(x, dim),
         "softmin": lambda F, x: F.softmin(x, dim), "log_softmax": lambda F, x: F.log_softmax(x, dim),
         "rrelu": lambda F, x: F.rrelu(x, training=False)}
     return name, calls.get(name, lambda F, x: getattr(F, name)(x))

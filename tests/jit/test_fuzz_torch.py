@@ -191,7 +191,7 @@ def _same(got, want, what):
 
 
 def _weighted(lib, outs):
-    floats = [o for o in outs if o.requires_grad]
+    floats = [o for o in outs if o.requires_grad and _f(o)]   # (PyTorch: a float written into a bool keeps it)
     return sum(((o * (lib.arange(o.numel(), dtype=o.dtype).reshape(tuple(o.shape)) % 3 - 1)).sum()
                 for o in floats), lib.zeros((), dtype=lib.float64)), len(floats)
 

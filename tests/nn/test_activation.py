@@ -107,3 +107,36 @@ def test_inplace_dropout_inside_a_graph_keeps_the_gradient(fn):
     assert len(values) == 2 and values[0] == 0 and values[1] > 0
     if fn != "alpha_dropout":
         np.testing.assert_array_equal(y.detach().numpy() == 0, g == 0)
+
+
+@pytest.mark.parametrize("name, kw", [("elu", {}), ("elu", {"alpha": 2.0}), ("celu", {"alpha": 0.5}), ("selu", {})])
+def test_elu_family_gradient_at_zero_is_pytorchs(name, kw):
+    res = []
+    for lib in (torch, tj):
+        x = lib.tensor([0.0, -0.0, 1.0, -1.0], dtype=lib.float64, requires_grad=True)
+        getattr(lib.nn.functional, name)(x, **kw).sum().backward()
+        res.append(x.grad.numpy())
+    np.testing.assert_allclose(res[1], res[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+@pytest.mark.parametrize("n", [6, 40000])   # (small, and large enough for the eager fast path)
+def test_hardtanh_and_relu6_gradient_is_zero_at_the_bounds_unlike_clamp(inplace, n):
+    vals = np.resize(np.array([-1.0, 1.0, 0.0, 6.0, -2.0, 7.0, 0.5]), n)
+    res = []
+    for lib in (torch, tj):
+        F = lib.nn.functional
+        x = lib.tensor(vals, requires_grad=True)
+        h, r, c = x * 1.0, x * 1.0, x * 1.0
+        (F.hardtanh(h, inplace=inplace) + F.relu6(r, inplace=inplace) * 2 + c.clamp(-1, 1) * 4).sum().backward()
+        res.append(x.grad.numpy())
+    np.testing.assert_array_equal(res[1], res[0])
+
+
+def test_relu6_gradient_at_the_bounds_when_compiled():
+    x0 = np.array([0.0, 3.0, 1.5, 4.0, -1.0], np.float32)
+    x = tj.tensor(x0, requires_grad=True)
+    tj.compile(lambda x: tj.nn.functional.relu6(x * 2.0))(x).sum().backward()
+    xt = torch.tensor(x0, requires_grad=True)
+    torch.nn.functional.relu6(xt * 2.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())

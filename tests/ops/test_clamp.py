@@ -98,3 +98,18 @@ def test_clamp_of_integer_and_bool_tensors_promotes_like_pytorch(dtype, lo, hi, 
     got = (tj.compile(fn) if compiled else fn)(tj.tensor(vals, dtype=getattr(tj, dtype if dtype != "bool" else "bool_")))
     assert got.dtype.name == str(want.dtype).split(".")[-1].replace("bool", "bool")
     assert got.tolist() == want.tolist()
+
+
+def test_clamp_with_tensor_bounds_passes_the_whole_gradient_at_a_bound():
+    torch = pytest.importorskip("torch")
+    cases = [([1.0, 2.0, 3.0], [2.0, 2.0, 2.0], [1.0, 1.0, 3.0]), ([-1.0, 0.0, 1.0], [-1.0, 0.0, 1.0], [1.0, 0.0, 2.0]),
+             ([1.0, 5.0, 0.5], [float("nan"), 0.0, 0.0], [2.0, 2.0, 2.0])]
+    for xs, los, his in cases:
+        res = []
+        for lib in (torch, tj):
+            x, lo, hi = (lib.tensor(v, requires_grad=True) for v in (xs, los, his))
+            y = lib.clamp(x, lo, hi)
+            y.sum().backward()
+            res.append((y.detach().numpy(), x.grad.numpy(), hi.grad.numpy()))
+        for got, want in zip(res[1], res[0]):
+            np.testing.assert_array_equal(got, want)

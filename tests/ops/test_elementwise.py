@@ -96,3 +96,20 @@ def test_sign_of_nan_and_negative_zero_as_torch(compiled):
     got = f(tj.tensor(data)).numpy()
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int64"])
+def test_isinf_and_isfinite_of_integer_and_bool_tensors(dtype):
+    a = np.array([0, 1, 1, 0]).astype(dtype)
+    for name in ("isinf", "isfinite", "isnan"):
+        got, want = getattr(tj, name)(tj.tensor(a)), getattr(torch, name)(torch.tensor(a))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("op", ["remainder", "floor_divide", "fmod"])
+def test_integer_division_with_an_empty_result_ignores_zero_divisors(op):
+    a, b = np.zeros((0, 4), np.int64), np.array([[[1, 0, 2, 0]], [[0, 0, 0, 0]]])
+    got, want = getattr(tj, op)(tj.tensor(a), tj.tensor(b)), getattr(torch, op)(torch.tensor(a), torch.tensor(b))
+    assert tuple(got.shape) == tuple(want.shape) == (2, 0, 4)
+    with pytest.raises(ZeroDivisionError):
+        getattr(tj, op)(tj.ones(2, dtype=tj.int64), tj.zeros(2, dtype=tj.int64))

@@ -21,3 +21,9 @@ def test_logical_ops_of_numbers_give_booleans_inside_a_kernel(op):
     got = tj.compile(lambda i, x: f(tj, i, x))(tj.tensor(i), tj.tensor(x))
     for g, w in zip(got, want):
         assert g.tolist() == w.tolist()
+
+
+def test_isclose_of_bool_tensors_compares_them():
+    a, b = [True, False, True, False], [[True, True, False, False]]
+    want = torch.isclose(torch.tensor(a), torch.tensor(b))
+    np.testing.assert_array_equal(tj.isclose(tj.tensor(a), tj.tensor(b)).numpy(), want.numpy())

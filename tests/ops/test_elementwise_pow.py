@@ -65,3 +65,12 @@ def test_integers_to_a_0d_negative_integer_tensor_match_pytorch(base_dtype):
             got = f(tj.tensor(a), tj.tensor(e))
             assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
             np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("base", [2, -1, False, 1])
+def test_python_int_to_negative_integer_tensor_powers_when_compiled(base):
+    torch = pytest.importorskip("torch")
+    e = [-1, 2, -2, 3]
+    want = base ** torch.tensor(e, dtype=torch.int16)
+    got = tj.trace(lambda t: base ** t, compile="sync")(tj.tensor(e, dtype=tj.int16))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

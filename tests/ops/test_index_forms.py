@@ -362,3 +362,14 @@ def test_scatter_reduce_sum_and_mean_match_pytorch_values_and_gradients(reduce, 
     want, got = (m.tensor(ints).scatter_reduce(0, m.tensor(idx), m.tensor(isrc), reduce, include_self=include_self)
                  for m in (torch, tj))
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+def test_scatter_reduce_without_self_keeps_infinite_sources(reduce):
+    # (a target hit only by inf counted as not hit: its count was taken from src * 0 + 1)
+    idx = np.array([0, 1, 1, 2])
+    src = np.array([1.0, -np.inf, 2.0, np.inf])
+    want = torch.zeros(4, dtype=torch.float64).scatter_reduce(0, torch.tensor(idx), torch.tensor(src), reduce,
+                                                             include_self=False)
+    got = tj.zeros(4, dtype=tj.float64).scatter_reduce(0, tj.tensor(idx), tj.tensor(src), reduce, include_self=False)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

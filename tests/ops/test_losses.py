@@ -69,3 +69,34 @@ def test_cross_entropy_with_probabilities_refuses_an_ignore_index():
     with pytest.raises(RuntimeError, match="ignore_index"):
         tj.nn.functional.cross_entropy(tj.tensor(x), tj.tensor(p), ignore_index=1)
     assert abs(tj.nn.functional.cross_entropy(tj.tensor(x), tj.tensor(p)).item() - np.log(3)) < 1e-6
+
+
+def _grads(lib, fn, vals, create_graph=False):
+    """The value, gradient and (with create_graph) the gradient of sum(gradient * [0, 1, ..])."""
+    x = lib.tensor(np.array(vals), requires_grad=True)
+    y = fn(lib, x)
+    (gx,) = lib.autograd.grad(y.sum(), x, create_graph=create_graph)
+    out = [y.detach().numpy(), gx.detach().numpy()]
+    if create_graph:
+        (ggx,) = lib.autograd.grad((gx * lib.arange(gx.numel(), dtype=gx.dtype)).sum(), x)
+        out.append(ggx.numpy())
+    return out
+
+
+@pytest.mark.parametrize("name", ["smooth_l1", "huber"])
+def test_smooth_l1_and_huber_second_derivative_at_zero_difference(name):
+    def fn(lib, x):
+        F = lib.nn.functional
+        t = lib.zeros_like(x)
+        return F.smooth_l1_loss(x, t, beta=2.0) if name == "smooth_l1" else F.huber_loss(x, t, delta=2.0)
+    vals = [2.0, -2.0, 0.0, 0.5, 3.0]
+    for got, want in zip(_grads(tj, fn, vals, True), _grads(torch, fn, vals, True)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_cosine_similarity_of_a_zero_vector_has_a_zero_gradient():
+    def fn(lib, x):
+        return lib.nn.functional.cosine_similarity(x.reshape(2, 2), lib.ones(2, 2, dtype=x.dtype))
+    vals = [0.0, 0.0, 1.0, 2.0]
+    for got, want in zip(_grads(tj, fn, vals), _grads(torch, fn, vals)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

@@ -107,3 +107,39 @@ def test_gradients_read_what_pytorch_saves(name, where):
         (y * 1.5).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10)
+
+
+def test_reflected_shifts_promote_a_python_int_with_a_bool_tensor_and_refuse_floats():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        b, i8 = lib.tensor([True, False, True]), lib.tensor([1, 2, 3], dtype=lib.int8)
+        got = [2 << b, 8 >> b, 2 << i8, lib.tensor(3) << i8]
+        if lib is torch:
+            want = [(g.numpy(), str(g.dtype).split(".")[-1]) for g in got]
+        else:
+            assert [(g.numpy().tolist(), str(g.dtype).split(".")[-1]) for g in got] == \
+                [(w.tolist(), d) for w, d in want]
+    with pytest.raises(TypeError, match="bitwise_left_shift"):
+        2.5 << tj.tensor([1, 2])
+
+
+@pytest.mark.parametrize("name", ["atan2", "logit"])
+def test_gradient_at_the_singular_points_is_pytorchs(name):
+    torch = pytest.importorskip("torch")
+    res = []
+    for lib in (torch, tj):
+        x = lib.tensor([0.0, 1.0, 0.25, 0.5], dtype=lib.float64, requires_grad=True)
+        y = lib.atan2(x, x * 2) if name == "atan2" else lib.logit(x)
+        y.sum().backward()
+        res.append((y.detach().numpy(), x.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int64", "uint8"])
+def test_round_of_an_integer_tensor_is_itself_when_compiled(dtype):
+    # (the kernel's half-to-even rule cast its 0.5 to the integer 0 and moved odd values)
+    a = np.array([-3, 5, -1, 3, 6, 0]).astype(dtype) if dtype != "uint8" else np.array([3, 5, 1, 0], np.uint8)
+    got = tj.trace(lambda x: x.round(), compile="sync")(tj.tensor(a))
+    assert got.dtype.name == dtype
+    np.testing.assert_array_equal(got.numpy(), a)

@@ -236,3 +236,17 @@ def test_as_strided_in_place_on_a_graph_value_differentiates_as_pytorch():
         (y.sum() + v.sum()).backward()
         grads.append(x.grad.tolist())
     assert grads[0] == grads[1] == [2.0, 12.0, 12.0, 12.0, 12.0, 2.0]
+
+
+@pytest.mark.parametrize("name", ["fmax", "fmin"])
+def test_fmax_and_fmin_give_a_ties_gradient_to_the_first_operand(name):
+    nan = float("nan")
+    a0, b0 = [nan, 2.0, 1.0, nan, 0.0], [1.0, 1.0, 1.0, nan, 3.0]
+    res = []
+    for lib in (torch, tj):
+        a, b = lib.tensor(a0, requires_grad=True), lib.tensor(b0, requires_grad=True)
+        y = getattr(lib, name)(a, b)
+        y.sum().backward()
+        res.append((y.detach().numpy(), a.grad.numpy(), b.grad.numpy()))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_array_equal(got, want)

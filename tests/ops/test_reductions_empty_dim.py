@@ -65,3 +65,16 @@ def test_layer_norm_over_empty_rows_matches_pytorch(shape, normalized):
     assert tuple(y.shape) == tuple(yt.shape) and tuple(x.grad.shape) == tuple(xt.grad.shape)
     np.testing.assert_array_equal(ln.weight.grad.numpy(), lt.weight.grad.numpy())
     np.testing.assert_array_equal(ln.bias.grad.numpy(), lt.bias.grad.numpy())
+
+
+@pytest.mark.parametrize("dims, keepdim", [(0, True), ((0, 1), False)])
+def test_logsumexp_over_an_empty_dim_stays_on_the_autograd_graph(dims, keepdim):
+    res = []
+    for m in (torch, tj):
+        x = m.zeros(0, 3, requires_grad=True)
+        y = x.logsumexp(dims, keepdim=keepdim)
+        assert y.requires_grad
+        y.sum().backward()
+        res.append((y.detach().numpy(), x.grad.numpy()))
+    np.testing.assert_array_equal(res[1][0], res[0][0])
+    assert res[1][1].shape == res[0][1].shape

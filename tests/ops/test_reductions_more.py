@@ -136,3 +136,36 @@ def test_logcumsumexp_over_an_empty_dim_is_empty(shape, dim):
     got = tj.logcumsumexp(tj.zeros(shape), dim)
     want = torch.logcumsumexp(torch.zeros(shape), dim)
     assert tuple(got.shape) == tuple(want.shape) and got.dtype is tj.float32
+
+
+def test_median_propagates_nan_with_its_index_and_nanmedian_skips_it():
+    nan = float("nan")
+    a = np.array([[3.0, nan, 0.0, nan, 1.0], [nan] * 5, [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 1.0, 2.0, 1.0, 2.0]])
+    for name in ("median", "nanmedian"):
+        want, got = getattr(torch.tensor(a), name)(1), getattr(tj.tensor(a), name)(1)
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+        np.testing.assert_array_equal(got.indices.numpy()[:1], want.indices.numpy()[:1])
+        np.testing.assert_array_equal(getattr(tj.tensor(a), name)().numpy(), getattr(torch.tensor(a), name)().numpy())
+    assert np.isnan(tj.zeros(0).median().item()) and np.isnan(tj.zeros(0, 3).nanmedian().item())
+    with pytest.raises(ShapeError, match="non-zero size"):
+        tj.zeros(0, 3).median(0)
+
+
+@pytest.mark.parametrize("shape, n, dim", [((0, 4), 1, 0), ((2, 4), 3, 0), ((3, 0), 2, 1)])
+def test_diff_over_an_empty_or_exhausted_dim_is_empty(shape, n, dim):
+    for dtype in (torch.float32, torch.bool, torch.int8):
+        want = torch.diff(torch.zeros(shape, dtype=dtype), n=n, dim=dim)
+        got = tj.diff(tj.zeros(shape, dtype=getattr(tj, str(dtype).split(".")[-1])), n=n, dim=dim)
+        assert tuple(got.shape) == tuple(want.shape) and str(got.dtype)[9:] == str(want.dtype)[6:]
+
+
+@pytest.mark.parametrize("vals", [[float("nan")], [1.0, float("nan"), float("nan")], [float("nan"), float("nan"), 1.0, 1.0],
+                                  [2.0, float("nan"), 1.0]])
+def test_unique_counts_each_nan_apart_and_mode_takes_a_nan_row(vals):
+    want = torch.unique(torch.tensor(vals), return_inverse=True, return_counts=True)
+    got = tj.unique(tj.tensor(vals), return_inverse=True, return_counts=True)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    wm, gm = torch.tensor(vals).mode(), tj.tensor(vals).mode()
+    np.testing.assert_array_equal(gm.values.numpy(), wm.values.numpy())
+    assert gm.indices.item() == wm.indices.item()

@@ -81,3 +81,15 @@ def test_shape_arguments_by_keyword_as_pytorch_names_them():
         [tuple(v) if i == 3 else v for i, v in enumerate(got)]
     with pytest.raises(TypeError, match="multiple values for argument 'shape'"):
         _x().reshape((2, 8), shape=(8, 2))
+
+
+@pytest.mark.parametrize("dims", [0, -1, (0,), ()])
+def test_flip_of_a_0d_tensor_is_a_copy(dims):
+    torch = pytest.importorskip("torch")
+    x = tj.tensor(2.5, requires_grad=True)
+    y = x.flip(dims)
+    assert y.ndim == 0 and y.item() == torch.tensor(2.5).flip(dims).item()
+    (y * 3).backward()
+    assert x.grad.item() == 3.0
+    with pytest.raises(Exception, match="flip"):
+        tj.tensor(2.5).flip(1)

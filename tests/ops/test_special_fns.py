@@ -64,3 +64,15 @@ def test_lgamma_has_poles_at_non_positive_integers():
     out = tj.lgamma(x).numpy()
     assert np.isinf(out[0]) and np.isinf(out[1]) and out[3] == 0.0
     np.testing.assert_allclose(out[2], -0.05624371649767405, rtol=1e-6)
+
+
+@pytest.mark.parametrize("da, db", [("int16", "float64"), ("float32", "float64"), ("float64", "int64"),
+                                    ("int64", "int64"), ("float32", "int32"), ("float64", "float32")])
+def test_ldexp_promotes_both_operands_as_pytorch(da, db):
+    torch = pytest.importorskip("torch")
+    a, b = np.array([1, -3, 5]).astype(da), np.array([2, 0, -1]).astype(db)
+    for a in (a, a[1]):   # (a 0-d input yields to a dim exponent of its category)
+        want = torch.ldexp(torch.tensor(a), torch.tensor(b))
+        got = tj.ldexp(tj.tensor(a), tj.tensor(b))
+        assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

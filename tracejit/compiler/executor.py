@@ -32,6 +32,7 @@ from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written
 from ..jit.control import COND, WHILE
+from ..jit.tracer import DETACH
 
 __all__ = ["CompiledProgram"]
 
@@ -195,7 +196,7 @@ class CompiledProgram(Executor):
                 for k, a in enumerate(e.inputs[1:]):
                     if k in used and isinstance(a, Var):
                         live.add(a)
-            else:   # (a bool or integer operand, a comparison's, carries no gradient)
+            elif e.prim is not DETACH:   # (a bool or integer operand, a comparison's, carries no gradient)
                 live.update(a for a in e.inputs if isinstance(a, Var)
                             and (a.aval.dtype.is_floating_point or a.aval.dtype.is_complex))
         return {i for i, v in enumerate(g.inputs) if v in live}

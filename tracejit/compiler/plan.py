@@ -40,6 +40,7 @@ from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
+from ..ops.promotion import scalar_as
 from ..ops.shape import CONCAT, PERMUTE, RESHAPE, STACK
 
 __all__ = ["Plan"]
@@ -47,6 +48,17 @@ __all__ = ["Plan"]
 log = logging.getLogger("tracejit.kernels")
 
 _ids = itertools.count()
+def _wrapped_int(a, e):
+    """An int literal out of an integer result's range, wrapped around as eager's operands
+    are (``scalar_as``: ``-3 % uint8`` is ``253 % uint8``, as PyTorch), where numpy refuses
+    the Python int; else None."""
+    dt = e.outs[0].aval.dtype if e.outs else None
+    if not (isinstance(a, Literal) and type(a.value) is int and dt is not None and dt.np.kind in "iu"):
+        return None
+    info = np.iinfo(dt.np)
+    return None if info.min <= a.value <= info.max else repr(int(scalar_as(a.value, dt.np)))
+
+
 def _shape_code(shape) -> str:
     parts = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
@@ -407,7 +419,7 @@ class Plan:
 
     def _emit_eqn(self, e, atom, nm, consts, dies=()):
         p = e.prim
-        ins = [atom(a) for a in e.inputs]
+        ins = [_wrapped_int(a, e) or atom(a) for a in e.inputs]
         outs = [nm(o) for o in e.outs]
         if p.kind == "control":
             return self._emit_control(e, ins, outs, consts)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
 from .composite import softplus
-from .elementwise import clamp, expm1, minimum, tanh, where
+from .elementwise import CLAMP, clamp, expm1, tanh, where
+from .registry import bind
 from .hardswish_prim import hardsigmoid as _hardsigmoid, hardswish as _hardswish
 from .shape import clone, reshape
 from ..autograd.grad_mode import is_grad_enabled
@@ -65,8 +66,9 @@ def _alias(t):
 
 def _neg_expm1(x, alpha: float, scale: float = 1.0):
     # expm1 of min(x, 0) rather than of x: the unused branch of where() then never
-    # overflows to inf, whose zero gradient would be 0 * inf = nan.
-    return alpha * expm1(minimum(x, 0.0) * scale)
+    # overflows to inf, whose zero gradient would be 0 * inf = nan. (clamp: its gradient at
+    # 0 is whole, PyTorch's alpha at x = 0; minimum's tie halves it.)
+    return alpha * expm1(clamp(x, max=0.0) * scale)
 
 
 @takes("input")
@@ -106,7 +108,9 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
             raise ArgumentError(f"hardtanh: cannot do hardtanh on an unsigned type with negative "
                                 f"limits (min_val {min_val}, max_val {max_val})")
         min_val, max_val = int(min_val), int(max_val)
-    return apply_inplace(input, lambda x: clamp(x, min_val, max_val), inplace)
+        return apply_inplace(input, lambda x: clamp(x, min_val, max_val), inplace)
+    # clamp whose gradient is 0 at the bounds too (PyTorch's hardtanh_backward; clamp's passes it)
+    return apply_inplace(input, lambda x: bind(CLAMP, x, min=min_val, max=max_val, open=True), inplace)
 
 
 def relu6(input, inplace: bool = False):

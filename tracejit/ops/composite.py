@@ -72,6 +72,8 @@ def logsigmoid(x):
 
 def isclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):
     """|a - b| <= atol + rtol * |b| elementwise (infinities equal only to themselves)."""
+    if getattr(a, "dtype", None) is _dt.bool_ and getattr(b, "dtype", None) is _dt.bool_:
+        return eq(a, b)   # (bools have no difference; PyTorch compares them)
     close = le(abs(a - b), atol + rtol * abs(b))
     close = logical_or(close, eq(a, b))  # inf == inf, where inf - inf would be nan
     if equal_nan:

@@ -134,7 +134,7 @@ def _int_divisor_checked(fn):
     """Integer // and % by zero raise (as in Python and PyTorch) instead of numpy's silent 0."""
     def impl(xp, a, b):
         # (b.all(): a Python or numpy scalar divisor is no device array for xp.all)
-        if _int_kind(a) and _int_kind(b) and not (b.all() if hasattr(b, "all") else b):
+        if _int_kind(a) and _int_kind(b) and not (b.all() if hasattr(b, "all") else b) and getattr(a, "size", 1):
             raise ZeroDivisionError(f"{fn.__name__}: integer division by zero")
         return fn(a, b) if xp is np else getattr(xp, fn.__name__)(a, b)
     return impl
@@ -492,11 +492,13 @@ def clamp(a, min=None, max=None):
                 a = cast(a, _int_result(a, v))
     if ((type(min) not in _PLAIN_BOUNDS or type(max) not in _PLAIN_BOUNDS)  # (hasattr on a
             and (hasattr(min, "_data") or hasattr(max, "_data"))):         # number: ~0.3 us)
+        # selects, not maximum/minimum: a value at a bound keeps its gradient (PyTorch's
+        # clamp; a tie would halve it), a NaN bound gives NaN
         out = a
         if min is not None:
-            out = maximum(out, min)
+            out = where(logical_or(lt(out, min), isnan(min)), min, out)
         if max is not None:
-            out = minimum(out, max)
+            out = where(logical_or(gt(out, max), isnan(max)), max, out)
         return out
     return bind(CLAMP, a, min=min, max=max)
 
@@ -524,10 +526,14 @@ def where(cond, a=None, b=None):
 
 
 def isinf(a):
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return isnan(a)   # (all False: integers hold no inf)
     return logical_and(eq(abs(a), math.inf), logical_not(isnan(a)))
 
 
 def isfinite(a):
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        return logical_not(isnan(a))
     return logical_not(logical_or(isnan(a), eq(abs(a), math.inf)))
 
 

@@ -15,7 +15,7 @@ from .elementwise import _ew_rule
 from .elementwise_logic import _INT_OF_WIDTH, _is_plus_zero, _select_or_zero, _where_impl
 
 
-def _clamp_impl(xp, a, min=None, max=None):
+def _clamp_impl(xp, a, min=None, max=None, open=False):
     out = a
     if min is not None:
         out = _clamp_side(xp, out < min, a, out, min)
@@ -35,13 +35,13 @@ def _clamp_side(xp, beyond, a, out, bound):
     return xp.where(beyond, a.dtype.type(bound), out)
 
 
-def _clamp_vjp(g, out, a, min=None, max=None):
+def _clamp_vjp(g, out, a, min=None, max=None, open=False):
     if min is None and max is None:
         return (g,)
-    return (clamp_backward(g, a, min, max),)
+    return (clamp_backward(g, a, min, max, open),)
 
 
-def _clamp_scalar(e, a, min=None, max=None):
+def _clamp_scalar(e, a, min=None, max=None, open=False):
     expr = a
     if max is not None:
         expr = f"({e.const(max)} if {a} > {e.const(max)} else {expr})"
@@ -106,12 +106,12 @@ CLAMP = defprim("clamp", _clamp_impl, _ew_rule("clamp"), _clamp_vjp, kind="eleme
 # clamp's input gradient ``where(min <= a <= max, g, 0)`` as one op, as PyTorch's
 # clamp_backward: one bind and one kernel pass when large, where the composite was two to
 # four ops; its numpy impl is the composite's own evaluation, so results are bitwise equal.
-def _clamp_backward_impl(xp, g, a, min=None, max=None):
+def _clamp_backward_impl(xp, g, a, min=None, max=None, open=False):
     mask = None
     if min is not None:
-        mask = a >= _bound_operand(min, a.dtype)
+        mask = (a > _bound_operand(min, a.dtype)) if open else (a >= _bound_operand(min, a.dtype))
     if max is not None:
-        m2 = a <= _bound_operand(max, a.dtype)
+        m2 = (a < _bound_operand(max, a.dtype)) if open else (a <= _bound_operand(max, a.dtype))
         mask = m2 if mask is None else xp.logical_and(mask, m2)
     return _where_impl(xp, mask, g, 0.0)
 
@@ -122,18 +122,18 @@ def _bound_operand(v, npd):
     return v if type(v) is float and NUMPY_WEAK_SCALARS else scalar_as(v, npd)
 
 
-def _clamp_backward_vjp(gg, out, g, a, min=None, max=None):
+def _clamp_backward_vjp(gg, out, g, a, min=None, max=None, open=False):
     # d/dg = the same mask (clamp_backward again); the mask is piecewise constant in a
     # (the composite's comparisons had no gradient either)
-    return (clamp_backward(gg, a, min, max) if a is not None else None, None)
+    return (clamp_backward(gg, a, min, max, open) if a is not None else None, None)
 
 
-def _clamp_backward_scalar(e, g, a, min=None, max=None):
-    conds = []
+def _clamp_backward_scalar(e, g, a, min=None, max=None, open=False):
+    conds, eq = [], "" if open else "="
     if min is not None:
-        conds.append(f"{a} >= {e.const(min)}")
+        conds.append(f"{a} >{eq} {e.const(min)}")
     if max is not None:
-        conds.append(f"{a} <= {e.const(max)}")
+        conds.append(f"{a} <{eq} {e.const(max)}")
     return f"({g} if ({' and '.join(conds)}) else {e.const(0)})"
 
 
@@ -145,20 +145,21 @@ def _clamp_backward_fast(shapes, dtype, params):
     ity = _INT_OF_WIDTH.get(dtype.itemsize)
     if (lo is None and hi is None) or shapes[0] is None or not shapes[1] or ity is None:
         return None
-    multiply = np.multiply
+    multiply, open_ = np.multiply, params.get("open", False)
     if lo is not None and hi is not None:
         # both bounds (a probability clamped into (eps, 1 - eps)): the impl's two
         # comparisons and their conjunction, then the same integer product
         lo, hi = _bound_operand(lo, dtype), _bound_operand(hi, dtype)
-        ge, le, both = np.greater_equal, np.less_equal, np.logical_and
+        ge, le = (np.greater, np.less) if open_ else (np.greater_equal, np.less_equal)
+        both = np.logical_and
 
         def clamp_backward_two_bounds(g, a):
             return multiply(g.view(ity), both(ge(a, lo), le(a, hi))).view(dtype)
         return clamp_backward_two_bounds
     if lo is not None:
-        bound, compare = _bound_operand(lo, dtype), np.greater_equal
+        bound, compare = _bound_operand(lo, dtype), np.greater if open_ else np.greater_equal
     else:
-        bound, compare = _bound_operand(hi, dtype), np.less_equal
+        bound, compare = _bound_operand(hi, dtype), np.less if open_ else np.less_equal
 
     def clamp_backward_one_bound(g, a):
         return multiply(g.view(ity), compare(a, bound)).view(dtype)
@@ -171,9 +172,9 @@ CLAMP_BACKWARD = defprim("clamp_backward", _clamp_backward_impl,
                          save=lambda rq: (1,), nondiff=(1,), extra={"fast": _clamp_backward_fast})
 
 
-def clamp_backward(g, a, min=None, max=None):
+def clamp_backward(g, a, min=None, max=None, open=False):
     """``g`` where ``min <= a <= max`` (a bound of None is no bound), else 0: clamp's
-    input gradient (PyTorch's clamp_backward)."""
+    input gradient (PyTorch's clamp_backward); `open`: ``min < a < max`` (hardtanh's)."""
     # (= bind(CLAMP_BACKWARD, g, a, min=min, max=max): the record's two-operand fast
     # path itself, one Python call less in every relu's backward)
-    return CLAMP_BACKWARD.binary(g, a, {"min": min, "max": max})
+    return CLAMP_BACKWARD.binary(g, a, {"min": min, "max": max, "open": True} if open else {"min": min, "max": max})

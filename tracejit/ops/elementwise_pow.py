@@ -46,7 +46,7 @@ def _pow_impl(xp, a, b):
         return _pow_by_number(a, b, xp)
     # (a tensor exponent, 0-d too; a negative Python int exponent raises, as PyTorch's)
     if getattr(b, "dtype", None) is not None and not isinstance(b, np.generic) and b.dtype.kind in "iu" \
-            and getattr(a, "dtype", np.dtype("f")).kind in "iub" and (b < 0).any():
+            and (a.dtype.kind in "iub" if hasattr(a, "dtype") else isinstance(a, int)) and (b < 0).any():
         return _int_pow_negative(xp, a, b)
     return xp.power(a, b)
 

@@ -88,7 +88,7 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
         total = scatter_add(input if include_self else zero, dim, index, s)
         # the targets' counts (rather than zeroing the targets by an index_put of every
         # element's grid position: 3x the time of a scatter_add)
-        hit = scatter_add(zero, dim, index, s * 0 + 1)
+        hit = scatter_add(zero, dim, index, full(tuple(s.shape), 1, dtype=input.dtype, device=input.device))
         if reduce == "sum":
             return where(hit > 0, total, input)
         count = hit + (1 if include_self else 0)

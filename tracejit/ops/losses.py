@@ -39,10 +39,12 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
     expect_floating("smooth_l1_loss", "input", input)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
-    d = abs(input - target)
+    diff = input - target
+    d = abs(diff)
     if beta == 0:
         return _reduce(d, reduction)
-    return _reduce(where(d < beta, (0.5 / beta) * d * d, d - 0.5 * beta), reduction)
+    # (diff * diff, not d * d: abs's zero second derivative would drop the 1 / beta at 0)
+    return _reduce(where(d < beta, (0.5 / beta) * diff * diff, d - 0.5 * beta), reduction)
 
 
 @_autocast.fp32
@@ -52,8 +54,9 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
     expect_floating("huber_loss", "input", input)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
-    d = abs(input - target)
-    return _reduce(where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+    diff = input - target
+    d = abs(diff)
+    return _reduce(where(d < delta, 0.5 * diff * diff, delta * (d - 0.5 * delta)), reduction)
 
 
 @_autocast.fp32
@@ -85,16 +88,19 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     return _reduce(loss, reduction)
 
 
-def _norm(x, dim: int, keepdim: bool = False):
+def _norm(x, dim: int, keepdim: bool = False, root: bool = True):
     if x.dtype.is_complex:   # (the moduli's norm)
         x = x.abs()
-    return sqrt(sum(x * x, dim, keepdim=keepdim))
+    s = sum(x * x, dim, keepdim=keepdim)
+    return sqrt(s) if root else s
 
 
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8):
     """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along ``dim`` (inputs broadcast)."""
-    n1 = maximum(_norm(x1, dim, True), eps)
-    n2 = maximum(_norm(x2, dim, True), eps)
+    # (the squared norm clamped before the root: a zero vector's gradient is 0, not
+    # sqrt's inf at 0 times maximum's 0)
+    n1 = sqrt(maximum(_norm(x1, dim, True, root=False), eps * eps))
+    n2 = sqrt(maximum(_norm(x2, dim, True, root=False), eps * eps))
     return sum((x1 / n1) * (x2 / n2), dim)
 
 

@@ -47,6 +47,7 @@ ATANH = _unary("atanh", _ufunc1("arctanh"), lambda g, out, a: (g / (1 - a * a),)
 
 def _atan2_vjp(g, out, a, b):
     den = a * a + b * b
+    den = where(den == 0, math.inf, den)   # (at the origin: 0, as PyTorch)
     return (g * b / den if a is not None else None, neg(g) * a / den if b is not None else None)
 
 
@@ -93,6 +94,8 @@ fix = trunc
 
 def round(input, *, decimals: int = 0):  # noqa: A001  (PyTorch's name)
     """Round half to even (``decimals`` places: scaled by 10**decimals around the rounding)."""
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        return input.clone()   # (integers are whole: the kernel's rule would cast its 0.5 to 0)
     if decimals == 0:
         return bind(ROUND, input)
     scale = 10.0 ** decimals
@@ -287,7 +290,7 @@ def addcdiv(input, tensor1, tensor2, *rest, value=1):
 
 def logit(input, eps=None):
     x = input if eps is None else input.clamp(eps, 1 - eps)
-    return log(x / (1 - x))
+    return log(x) - log1p(neg(x))   # (at 0 and 1: gradient inf, as PyTorch's; the ratio's was nan)
 
 
 def _float_result(input, other):
@@ -387,8 +390,8 @@ def _int_or_bool(prim, unary: bool = False):
     """`prim`'s public function: integer or bool tensors only (a float one: TypeError)."""
     def check(operands):
         for t in operands:
-            if hasattr(t, "dtype") and t.dtype.is_floating_point:
-                raise TypeError(f"{prim.name}: expected integer or bool tensors, got {t.dtype.name}")
+            if isinstance(t, float) or hasattr(t, "dtype") and t.dtype.is_floating_point:
+                raise TypeError(f"{prim.name}: expected integer or bool tensors, got {getattr(t, 'dtype', t)}")
 
     def op1(input):
         check((input,))

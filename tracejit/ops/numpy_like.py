@@ -15,7 +15,7 @@ from ..shapes import broadcast_shapes as _broadcast_shapes, normalize_dim
 from ..size import Size
 from ..tensor import Tensor
 from .creation import _STEPS, arange, count_arg, tensor
-from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, lt, maximum, minimum, ne, sqrt, where
+from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, logical_or, lt, ne, sqrt, where
 from .indexing import index_put
 from .linalg import matmul
 from .reductions import norm as _norm, sum as _sum
@@ -56,12 +56,13 @@ def can_cast(from_, to) -> bool:
 
 
 def fmax(input, other):
-    """maximum that ignores NaN: the other value where one is NaN (NaN only if both are)."""
-    return where(isnan(other), input, where(isnan(input), other, maximum(input, other)))
+    """maximum that ignores NaN: the other value where one is NaN (NaN only if both are). A
+    tie's gradient goes to `input`, as PyTorch's."""
+    return where(logical_or(ge(input, other), isnan(other)), input, other)
 
 
 def fmin(input, other):
-    return where(isnan(other), input, where(isnan(input), other, minimum(input, other)))
+    return where(logical_or(le(input, other), isnan(other)), input, other)
 
 
 def _array_fn(op):

@@ -373,8 +373,8 @@ def logsumexp(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
         a = cast(a, _dt.get_default_dtype())
     if builtins.any(isinstance(a.shape[d], int) and a.shape[d] == 0 for d in dims):
-        # log of an empty sum
-        return full(_reduced_shape(a.shape, dims, keepdim), -math.inf, dtype=a.dtype, device=a.device)
+        # log of an empty sum, on the autograd graph (the gradient of an empty input: empty)
+        return sum_(a, dims, keepdim) - math.inf
     from .logsumexp_prim import logsumexp_dims   # (that module imports this one)
     return logsumexp_dims(a, dims, keepdim)
 

@@ -16,7 +16,7 @@ from .. import dtypes as _dt
 from ..errors import ArgumentError, IndexRangeError, ShapeError, expect_floating
 from ..shapes import normalize_dim
 from ..tensor import Tensor
-from .creation import tensor
+from .creation import full, tensor
 from .elementwise import cast, floor, isnan, where
 from .math_more import ceil
 from .indexing import gather
@@ -50,26 +50,31 @@ def _pick(input, dim, k, keepdim):
 
 
 def median(input, dim=None, keepdim: bool = False):
-    """The lower median: of all elements (dim None), or values and indices along dim."""
-    if dim is None:
-        flat = reshape(input, (-1,))
-        return _pick(flat, 0, (flat.shape[0] - 1) // 2, False).values
-    n = input.shape[normalize_dim(dim, input.ndim, "median")] if input.ndim else 1
-    return _pick(input, dim, (n - 1) // 2, keepdim)
+    """The lower median: of all elements (dim None), or values and indices along dim; NaN
+    if the slice holds one (the first NaN, as PyTorch)."""
+    return _median(input, dim, keepdim, "median")
 
 
 def nanmedian(input, dim=None, keepdim: bool = False):
     """median ignoring NaN (NaN sorts last; the middle of the non-NaN count is picked)."""
+    return _median(input, dim, keepdim, "nanmedian")
+
+
+def _median(input, dim, keepdim, name):
     if dim is None:
-        flat = reshape(input, (-1,))
-        k = int((~isnan(flat)).sum())
-        return _pick(flat, 0, max((k - 1) // 2, 0), False).values
-    d = normalize_dim(dim, input.ndim, "nanmedian")
+        if input.numel() == 0 and input.dtype.is_floating_point:
+            return full((), float("nan"), dtype=input.dtype, device=input.device)
+        return _median(reshape(input, (-1,)), 0, False, name).values
+    d = normalize_dim(dim, input.ndim, name)
+    if input.ndim and not input.shape[d]:
+        raise ShapeError(f"{name}(): expected reduction dim {d} to have non-zero size")
     if input.ndim == 0:
         return _ValuesIndices(input.clone(), tensor(0, device=input.device))
-    vals, idx = sort(input, d)
+    vals, idx = sort(input, d, stable=True)
     count = _sum(cast(~isnan(input), _dt.int64), d, keepdim=True)
     pos = where(count > 0, (count - 1) // 2, 0)
+    if name == "median":   # (NaN sorts last: the first NaN sits at the non-NaN count)
+        pos = where(count < input.shape[d], count, (input.shape[d] - 1) // 2)
     v, i = gather(vals, d, pos), gather(idx, d, pos)
     if not keepdim:
         v, i = v.squeeze(d), i.squeeze(d)
@@ -93,9 +98,9 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     rows = v.reshape(-1, v.shape[-1]) if v.shape[-1] else v.reshape(0, 0)
     picks = np.zeros(rows.shape[0], np.int64)
     for r, row in enumerate(rows):
-        vals, counts = np.unique(row, return_counts=True)
+        vals, counts = np.unique(row, return_counts=True, equal_nan=False)
         best = vals[np.argmax(counts)]
-        picks[r] = np.flatnonzero(row == best)[-1]
+        picks[r] = np.flatnonzero((row == best) | ((row != row) & (best != best)))[-1]   # (a NaN mode)
     idx = tensor(picks.reshape(v.shape[:-1] + (1,)), device=input.device)
     if input.ndim == 0:
         return _ValuesIndices(input.clone(), tensor(0, device=input.device))
@@ -270,6 +275,8 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
         x = cat([t for t in (prepend, x, append) if t is not None], d)
     for _ in range(n):
         m = x.shape[d]
+        if m == 0:   # (an empty dim stays empty)
+            break
         if x.dtype is _dt.bool_:
             x = narrow(x, d, 1, m - 1) != narrow(x, d, 0, m - 1)
         else:
@@ -337,7 +344,8 @@ def unique(input, sorted: bool = True, return_inverse: bool = False, return_coun
     refuse_tracing("unique", "its input")
     a = input.detach().numpy()
     if dim is None:
-        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True)
+        # (each NaN its own value, as PyTorch: NaN != NaN)
+        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
         inv = inv.reshape(a.shape)
     else:
         d = normalize_dim(dim, input.ndim, "unique")

@@ -546,7 +546,8 @@ def unbind(a, dim: int = 0):
 
 def flip(a, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return bind(FLIP, a, dims=tuple(normalize_dim(d, a.ndim, "flip") for d in dims))
+    dims = tuple(normalize_dim(d, a.ndim, "flip") for d in dims)
+    return bind(FLIP, a, dims=dims) if a.ndim else clone(a)
 
 
 def repeat(a, *sizes, repeats=None):

@@ -14,7 +14,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
-from .elementwise import _binary, _op1, _unary, cast, sign, where
+from .elementwise import _binary, _int_result, _op1, _unary, cast, sign, where
 from .registry import bind
 from .math_more import _lgamma_impl
 from .special_bessel import _series_j
@@ -280,7 +280,8 @@ def ldexp(input, other):
     from ..tensor import Tensor
     if isinstance(other, Tensor):
         # powers of two are exact in floating point (exp(k log 2) would not be)
-        scale = 2.0 ** cast(other, _dt.float64 if input.dtype == _dt.float64 else _dt.float32)
+        dt = _int_result(input, other)   # (PyTorch's promotion: a 0-d operand yields to a dim one)
+        scale = 2.0 ** cast(other, dt if dt.is_floating_point else _dt.get_default_dtype())
     else:
         scale = 2.0 ** other
     return input * scale
