@@ -30,8 +30,6 @@ def _infer_dtype(data, arr) -> "_dt.DType":
     arrays and numpy scalars (np.float64(1.5)) keep their dtype. `arr` is data as an array."""
     keep = isinstance(data, (np.ndarray, np.generic)) or not isinstance(data, (list, tuple, int, float, bool, complex))
     kind = arr.dtype.kind
-    if arr.dtype.name == "bfloat16":  # ml_dtypes'
-        return _dt.bfloat16
     if kind == "b":
         return _dt.bool_
     if kind in "iu":
@@ -40,6 +38,8 @@ def _infer_dtype(data, arr) -> "_dt.DType":
         return _dt.as_dtype(arr.dtype) if keep else _dt.get_default_dtype()
     if kind == "c":
         return _dt.as_dtype(arr.dtype) if keep else _dt.get_default_dtype().to_complex()
+    if arr.dtype.name == "bfloat16":  # ml_dtypes' (kind "V"; asked last: the name costs 0.4 us)
+        return _dt.bfloat16
     raise TypeError(f"can't make a tensor from data of type {type(data).__name__} (numpy dtype {arr.dtype})")
 
 

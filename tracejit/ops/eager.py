@@ -163,10 +163,13 @@ def bind(prim: Primitive, *args, **params):
         result.device = CPU
         result._requires_grad = False
         result.grad_fn = None
-        result._vbox = [0]
-        result._base = None
-        if plan.view:
-            _share_memory(result, a)
+        if plan.view:   # (`_share_memory` written out)
+            result._vbox = a._vbox
+            base = a._base
+            result._base = a if base is None else base
+        else:
+            result._vbox = [0]
+            result._base = None
         if a._requires_grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
             record_unary(prim, a, params, result, plan.meta)
         return result

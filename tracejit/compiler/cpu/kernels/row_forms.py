@@ -56,17 +56,18 @@ def bound(prim, params: dict, otherwise=None):
     of an eager plan's calls), else ``otherwise(*arrays)`` (None: None): the kernel's call
     is looked up until it is loaded, then kept with its output shapes, so a call is the
     kernel's alone (a (1, 2) softmax: run's key and layout cost 2 us of 4)."""
-    kept = []
+    kept = None
 
     def call(*arrays):
-        if kept:
-            return kept[0](*arrays)
+        nonlocal kept
+        if kept is not None:
+            return kept(*arrays)
         fast = (prim, tuple(params.items()), tuple([a.shape for a in arrays]), tuple([a.dtype for a in arrays]))
         got = _calls.get(fast) or _cached(prim, arrays, params, fast)
         if got is None:
             return None if otherwise is None else otherwise(*arrays)
-        kept.append(_fixed(got, arrays))
-        return kept[0](*arrays)
+        kept = _fixed(got, arrays)
+        return kept(*arrays)
     return call
 
 
@@ -78,9 +79,15 @@ def _fixed(call, arrays):
         return lambda *arrays: _execute(call, arrays, None)
     (shape, dt), = _out_shapes(x, outs)
     dims = x.shape
+    in_order = list(reads) == list(range(len(arrays)))
 
     def run_one(*arrays):
-        args = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in [arrays[k] for k in reads]]
+        # (loops, not comprehensions: each of those is a frame of its own in Python 3.11)
+        args = arrays if in_order else [arrays[k] for k in reads]
+        for a in args:
+            if not a.flags.c_contiguous:
+                args = [np.ascontiguousarray(a) for a in args]
+                break
         y = np.empty(shape, dt)
         fn(*args, y, *dims)
         return y
@@ -242,14 +249,14 @@ def layer_norm_backward(g, x, *w, n, eps, has_w):
     return None if got is None else res
 
 
-def layer_norm(x, *wb, n, eps, affine, kern=None):
-    # over the (M, K) view of the rows by `kern` (a plan call's `bound` kernel; None: `run`);
-    # 1 / K an operand (compiled plans inline the same value as a literal: the same bits)
+def layer_norm(x, *wb, n, eps, affine):
+    # over the (M, K) view of the rows; 1 / K an operand (compiled plans inline the same
+    # value as a literal: the same bits)
     k = row_size(x, n)
     if x.ndim == 0 or k == 0 or x.dtype not in _DTYPES:
         return None
     ops = (x.reshape(-1, k),) + tuple(a.reshape(1, k) for a in wb) + (_reciprocal(k, x.dtype),)
-    y = run(LAYER_NORM, ops, {"n": 1, "eps": eps, "affine": affine}) if kern is None else kern(*ops)
+    y = run(LAYER_NORM, ops, {"n": 1, "eps": eps, "affine": affine})
     return None if y is None else y.reshape(x.shape)
 
 
@@ -261,10 +268,13 @@ def layer_norm_call(shapes, dtype, params):
         return impls.numpy_form(LAYER_NORM, params)
     kern = bound(LAYER_NORM, {"n": 1, "eps": params["eps"], "affine": params["affine"]})
     impl = LAYER_NORM.impl
+    # `layer_norm` for this signature, its row size and operands' shapes worked out once
+    k = math.prod(x[len(x) - params["n"]:])
+    rows, row, r = (-1, k), (1, k), _reciprocal(k, np.dtype(dtype))
 
     def call(x, *wb):
-        y = layer_norm(x, *wb, **params, kern=kern)
-        return impl(np, x, *wb, **params) if y is None else y
+        y = kern(x.reshape(rows), *[a.reshape(row) for a in wb], r)
+        return impl(np, x, *wb, **params) if y is None else y.reshape(x.shape)
     return call
 
 
