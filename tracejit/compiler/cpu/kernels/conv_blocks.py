@@ -157,9 +157,12 @@ def _split(x, stride, padding, out_hw, phases):
     (sh, sw), (ph, pw) = stride, padding
     (rh, th), (rw, tw) = phases
     qh, qw = out_hw[0] + th - 1, out_hw[1] + tw - 1
-    xp = np.zeros((n, c, qh * sh, qw * sw), x.dtype)
-    hh, ww = min(h, qh * sh - ph), min(w, qw * sw - pw)
-    xp[:, :, ph:ph + hh, pw:pw + ww] = x[:, :, :hh, :ww]
+    if ph == pw == 0 and qh * sh <= h and qw * sw <= w:     # no padding to add: a view
+        xp = x[:, :, :qh * sh, :qw * sw]
+    else:
+        xp = np.zeros((n, c, qh * sh, qw * sw), x.dtype)
+        hh, ww = min(h, qh * sh - ph), min(w, qw * sw - pw)
+        xp[:, :, ph:ph + hh, pw:pw + ww] = x[:, :, :hh, :ww]
     xs = xp.reshape(n, c, qh, sh, qw, sw).transpose(0, 1, 3, 5, 2, 4)[:, :, :rh, :rw]
     return np.ascontiguousarray(xs).reshape(n, c * rh * rw, qh, qw)
 
