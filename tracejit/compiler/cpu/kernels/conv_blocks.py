@@ -202,13 +202,13 @@ _UNIT = dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1))
 
 def forward(x, w, *b, kernel, stride, padding, dilation):
     out_hw = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
-    phases = _phases(kernel, stride, dilation, out_hw[1])
+    phases = stride[1] >= _SPLIT_STRIDE and _phases(kernel, stride, dilation, out_hw[1])
     if phases:
         ws = _split_weight(w, stride, phases)
         return forward(_split(x, stride, padding, out_hw, phases), ws, *b, kernel=ws.shape[2:], **_UNIT)
     n, c, h, wd = x.shape
     o = w.shape[0]
-    oh, ow = _out_hw(h, wd, kernel, stride, padding, dilation)
+    oh, ow = out_hw
     w2 = np.ascontiguousarray(w.reshape(o, -1))
     k, l, (kh, kw) = w2.shape[1], oh * ow, kernel
     bias = b[0].reshape(o, 1) if b else None
