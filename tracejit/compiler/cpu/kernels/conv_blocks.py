@@ -109,8 +109,10 @@ def _pointwise(kernel, stride, padding) -> bool:
 # Positions per image below which a 1x1 convolution runs as one product over the batch's
 # channel-major rows (a view at one position, else a copy) rather than a product per image:
 # per image its columns are L wide (a squeeze-and-excitation layer's L = 1, a batch of
-# outer products: 0.66 ms for 8 images of 480 x 120 in numpy's batched matmul).
-_SHORT_IMAGE = 16
+# outer products: 0.66 ms for 8 images of 480 x 120 in numpy's batched matmul). Up to 7x7
+# images: a product per image of 49 columns leaves the last one to a one-column tile
+# (32 images of 128 channels at 7x7, one thread: forward 0.49 -> 0.28 ms as one product).
+_SHORT_IMAGE = 64
 
 
 def _channel_rows(a):
