@@ -154,7 +154,8 @@ def _phases(kernel, stride, dilation, ow: int) -> tuple | None:
 
 def _split(x, stride, padding, out_hw, phases):
     """x (N, C, H, W) padded and cut into its phases: (N, C*Ph*Pw, Qh, Qw), phase (r, q) of
-    channel c at c*Ph*Pw + r*Pw + q, its position (i, j) padded x's (i*sh + r, j*sw + q)."""
+    channel c at c*Ph*Pw + r*Pw + q, its position (i, j) padded x's (i*sh + r, j*sw + q).
+    A weight (O, C, kh, kw) with no padding and `out_hw` (1, 1): the stride-1 weight."""
     n, c, h, w = x.shape
     (sh, sw), (ph, pw) = stride, padding
     (rh, th), (rw, tw) = phases
@@ -169,27 +170,9 @@ def _split(x, stride, padding, out_hw, phases):
     return np.ascontiguousarray(xs).reshape(n, c * rh * rw, qh, qw)
 
 
-def _split_weight(w, stride, phases):
-    """w (O, C, kh, kw) as the stride-1 weight over `_split`'s phases: (O, C*Ph*Pw, th, tw)."""
-    o, c, kh, kw = w.shape
-    (sh, sw), ((rh, th), (rw, tw)) = stride, phases
-    wp = np.zeros((o, c, th * sh, tw * sw), w.dtype)
-    wp[:, :, :kh, :kw] = w
-    ws = wp.reshape(o, c, th, sh, tw, sw).transpose(0, 1, 3, 5, 2, 4)[:, :, :rh, :rw]
-    return np.ascontiguousarray(ws).reshape(o, c * rh * rw, th, tw)
-
-
-def _merge_weight(ws, c: int, kernel, phases):
-    """`_split_weight`'s inverse for a gradient (O, C*Ph*Pw, th, tw) -> (O, C, kh, kw)."""
-    o = ws.shape[0]
-    (rh, th), (rw, tw) = phases
-    w = ws.reshape(o, c, rh, rw, th, tw).transpose(0, 1, 4, 2, 5, 3).reshape(o, c, th * rh, tw * rw)
-    return np.ascontiguousarray(w[:, :, :kernel[0], :kernel[1]])
-
-
 def _merge(xs, c: int, input_hw, stride, padding, phases):
     """`_split`'s adjoint for a gradient (N, C*Ph*Pw, Qh, Qw) -> (N, C, H, W): each phase's
-    positions back to the padded image's, the padding cut off."""
+    positions back to the padded image's, the padding cut off (a weight's: no padding)."""
     n, _, qh, qw = xs.shape
     (sh, sw), (ph, pw), ((rh, _), (rw, _)) = stride, padding, phases
     h, w = input_hw
@@ -200,6 +183,10 @@ def _merge(xs, c: int, input_hw, stride, padding, phases):
 
 
 _UNIT = dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1))
+
+
+def _split_weight(w, stride, phases):
+    return _split(w, stride, (0, 0), (1, 1), phases)
 
 
 def forward(x, w, *b, kernel, stride, padding, dilation):
@@ -263,7 +250,8 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
         rec = wgrad(g, xs, taps, bias=bias, **_UNIT)
         if rec is None:
             return None
-        dw = _merge_weight(rec[:o * xs.shape[1] * taps[0] * taps[1]].reshape(o, -1, *taps), c, kernel, phases)
+        dw = _merge(rec[:o * xs.shape[1] * taps[0] * taps[1]].reshape(o, -1, *taps), c, kernel, stride, (0, 0),
+                    phases)
         return np.concatenate([dw.reshape(-1), rec[rec.size - o:]]) if bias else dw
     n, c, h, wd = x.shape
     o, (oh, ow) = g.shape[1], g.shape[2:]
