@@ -40,6 +40,30 @@ def test_conv1d(kw):
     _check(lambda m, f, x, w, b: f.conv1d(x, w, b, **kw), X1, w, R.standard_normal(6))
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_wide_stride_conv1d_layers_match_torch(compiled):
+    """An 80-tap Conv1d at stride 16 over one channel (a speech model's first layer) and a
+    ConvTranspose1d at stride 4: run over the input's phases; same weights by state_dict
+    name, same output and gradients."""
+    rng = np.random.default_rng(3)
+    for tl, jl, x in ((torch.nn.Conv1d(1, 6, 80, stride=16), nn.Conv1d(1, 6, 80, stride=16),
+                       rng.standard_normal((2, 1, 800), np.float32)),
+                      (torch.nn.ConvTranspose1d(3, 4, 8, stride=4, padding=2),
+                       nn.ConvTranspose1d(3, 4, 8, stride=4, padding=2), rng.standard_normal((2, 3, 40), np.float32))):
+        jl.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tl.state_dict().items()})
+        fn = tj.compile(lambda t: jl(t)) if compiled else jl
+        tx, jx = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+        ro, jo = tl(tx), fn(jx)
+        np.testing.assert_allclose(jo.detach().numpy(), ro.detach().numpy(), rtol=1e-4, atol=1e-4)
+        g = rng.standard_normal(tuple(ro.shape), np.float32)
+        ro.backward(torch.tensor(g))
+        jo.backward(tj.tensor(g))
+        np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+        for name, p in jl.named_parameters():
+            np.testing.assert_allclose(p.grad.numpy(), dict(tl.named_parameters())[name].grad.numpy(),
+                                       rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1),
                                 dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2), groups=2,
                                      dilation=(1, 2))])

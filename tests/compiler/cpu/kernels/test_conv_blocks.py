@@ -2,7 +2,7 @@
 over odd geometries: strides that do and do not divide the window, dilation, padding up to
 and past the window's reach, 1x1 windows with a stride (output phases no window offset
 reaches), a batch of one, a gradient in channel-major memory, and blocks of one image; the input gradient in both its forms (a forward convolution of the
-gradient, col2im of W^T g)."""
+gradient, col2im of W^T g); wide column strides run over the input's phases."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,6 +24,12 @@ GEOMETRIES = [
     (2, 3, 12, 33, 4, (4, 4), (2, 2), (1, 1), (1, 1)),
     (1, 2, 14, 40, 3, (3, 3), (1, 3), (2, 1), (1, 2)),
     (2, 2, 7, 36, 3, (3, 3), (2, 2), (1, 1), (1, 1)),
+    # column strides of 4 or more over long rows: run over the input's phases, a stride
+    # that divides the window, one wider than it, and one that does neither (not split)
+    (2, 1, 1, 200, 4, (1, 16), (1, 4), (0, 3), (1, 1)),
+    (1, 2, 6, 90, 3, (2, 3), (2, 4), (1, 2), (1, 1)),
+    (2, 3, 5, 100, 2, (1, 8), (1, 4), (0, 1), (1, 1)),
+    (1, 2, 3, 120, 3, (1, 6), (1, 4), (0, 0), (1, 1)),
     # unit stride, no more output than input channels: the input gradient as a forward
     # convolution of the gradient (padding within the window's reach), and past the reach
     (2, 5, 9, 8, 3, (3, 3), (1, 1), (1, 1), (1, 1)),
@@ -36,6 +42,8 @@ GEOMETRIES = [
     (3, 6, 1, 1, 5, (1, 1), (1, 1), (0, 0), (1, 1)),
     (4, 5, 2, 3, 7, (1, 1), (1, 1), (0, 0), (1, 1)),
     (2, 3, 4, 4, 4, (1, 1), (1, 1), (0, 0), (1, 1)),
+    (2, 3, 7, 7, 4, (1, 1), (1, 1), (0, 0), (1, 1)),
+    (2, 3, 8, 9, 4, (1, 1), (1, 1), (0, 0), (1, 1)),
 ]
 
 
@@ -202,3 +210,15 @@ def test_results_do_not_depend_on_the_thread_count(monkeypatch, threads):
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_array_equal(got[1], ref[1])
     np.testing.assert_allclose(got[2], ref[2], rtol=1e-12, atol=1e-12)
+
+
+def test_wide_column_strides_over_long_rows_run_over_the_input_phases():
+    """The phases rule: (phases kept, taps per phase) per dim where the column stride is 4
+    or more over rows past im2col's table form and divides the window or exceeds it."""
+    one = (1, 1)
+    assert B._phases((1, 80), (1, 16), one, 496) == ((1, 1), (16, 5))
+    assert B._phases((2, 3), (2, 4), one, 23) == ((2, 1), (3, 1))
+    assert B._phases((1, 6), (1, 4), one, 100) is None        # 6 taps at stride 4: waste
+    assert B._phases((4, 4), (2, 2), one, 100) is None        # stride 2: gathers pay
+    assert B._phases((1, 16), (1, 4), one, 12) is None        # short rows: the table form
+    assert B._phases((1, 16), (1, 4), (1, 2), 48) is None     # dilated
