@@ -48,3 +48,22 @@ def test_calls_after_a_graph_break_count_as_eager_calls_not_misses():
     assert m.seen == [4] * 5
     assert st["misses"] == 1 and st["eager_calls"] == 4 and st["compiles"] == 0
     assert st["eager_fallbacks"] == 1
+
+
+def test_keywords_and_defaults_bind_as_python_does():
+    def f(x, past=None, scale=2.0):
+        return x * scale if past is None else x * scale + past[0] - past[1]
+    g = tj.compile(f)
+    x = tj.tensor([1.0, 2.0])
+    past = [tj.tensor([3.0, 4.0]), tj.tensor([0.5, 0.25])]
+    for _ in range(2):   # the capture's call, then the hits
+        assert g(x).tolist() == [2.0, 4.0]
+        assert g(x, past=past).tolist() == [4.5, 7.75]
+        assert g(scale=3.0, x=x, past=past).tolist() == [5.5, 9.75]
+        assert g(x, past, 1.0).tolist() == [3.5, 5.75]
+    for args, kwargs, message in [((x,), {"pats": past}, "unexpected keyword argument 'pats'"),
+                                  ((x,), {"x": x}, "multiple values for argument 'x'"),
+                                  ((), {"past": past}, "missing 1 required positional argument: 'x'"),
+                                  ((x, past, 1.0, 2), {}, "takes from 1 to 3 positional arguments")]:
+        with pytest.raises(TypeError, match=message):
+            g(*args, **kwargs)
