@@ -94,7 +94,7 @@ fix = trunc
 
 def round(input, *, decimals: int = 0):  # noqa: A001  (PyTorch's name)
     """Round half to even (``decimals`` places: scaled by 10**decimals around the rounding)."""
-    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+    if input.dtype.is_integer:
         return input.clone()   # (integers are whole: the kernel's rule would cast its 0.5 to 0)
     if decimals == 0:
         return bind(ROUND, input)
