@@ -27,25 +27,9 @@ from .ir import Eqn, Graph, Literal, Var
 from .scatter_products import backward_rewrites
 from .slice_grads import SliceGrads
 from .size_args import known_facts
-from .tracer import DETACH, SymbolicSizeError, TraceContext, _make_tracer
+from .tracer import DETACH, SymbolicSizeError, TraceContext, _make_tracer, active_vars
 
 __all__ = ["joint", "split", "active_vars", "loss_joint"]
-
-
-def active_vars(graph: Graph, active_inputs) -> set:
-    """Values that depend on a differentiable input (floating dtype only) other than
-    through ``detach``, whose output requires no grad, as in eager (a compiled call gave a
-    detached output, and the running statistics that batch_norm's functional writes back
-    into its arguments, a grad_fn and ``requires_grad``)."""
-    act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.is_floating_point}
-    for e in graph.eqns:
-        if e.prim is DETACH:
-            continue
-        if any(isinstance(a, Var) and a in act for a in e.inputs):
-            for o in e.outs:
-                if o.aval.dtype.is_floating_point:
-                    act.add(o)
-    return act
 
 
 def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):

@@ -421,7 +421,6 @@ class TraceContext(StateWrites):
         if not _grad_enabled():
             return False
         from types import SimpleNamespace
-        from .autodiff import active_vars
         grads = self.grad_inputs + [self.consts[id(t)] for t in self.const_tensors if t.requires_grad]
         act = active_vars(SimpleNamespace(inputs=grads, eqns=self.eqns), [True] * len(grads))
         return any(isinstance(a, Var) and a in act for a in atoms)
@@ -560,3 +559,19 @@ def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):
         tracers = [ctx.new_input(a, (hints or [""] * len(avals))[i]) for i, a in enumerate(avals)]
         out = fn(*tracers)
     return ctx, out
+
+
+def active_vars(graph, active_inputs) -> set:
+    """Values that depend on a differentiable input (floating dtype only) other than
+    through ``detach``, whose output requires no grad, as in eager (a compiled call gave a
+    detached output, and the running statistics that batch_norm's functional writes back
+    into its arguments, a grad_fn and ``requires_grad``)."""
+    act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.is_floating_point}
+    for e in graph.eqns:
+        if e.prim is DETACH:
+            continue
+        if any(isinstance(a, Var) and a in act for a in e.inputs):
+            for o in e.outs:
+                if o.aval.dtype.is_floating_point:
+                    act.add(o)
+    return act
