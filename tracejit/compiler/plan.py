@@ -40,7 +40,7 @@ from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
-from ..ops.promotion import scalar_as
+from ..ops.promotion import compute_dtype, scalar_as
 from ..ops.shape import CONCAT, PERMUTE, RESHAPE, STACK
 
 __all__ = ["Plan"]
@@ -48,15 +48,18 @@ __all__ = ["Plan"]
 log = logging.getLogger("tracejit.kernels")
 
 _ids = itertools.count()
+
+
 def _wrapped_int(a, e):
-    """An int literal out of an integer result's range, wrapped around as eager's operands
-    are (``scalar_as``: ``-3 % uint8`` is ``253 % uint8``, as PyTorch), where numpy refuses
-    the Python int; else None."""
-    dt = e.outs[0].aval.dtype if e.outs else None
-    if not (isinstance(a, Literal) and type(a.value) is int and dt is not None and dt.np.kind in "iu"):
+    """An out-of-range int literal wrapped into its promoting op's compute dtype, as eager's
+    ``promotion.prepare`` does (``-3 % uint8`` is ``253 % uint8``); else None."""
+    p = e.prim
+    if not (p.promote and isinstance(a, Literal) and type(a.value) is int):
         return None
-    info = np.iinfo(dt.np)
-    return None if info.min <= a.value <= info.max else repr(int(scalar_as(a.value, dt.np)))
+    cd = compute_dtype(p, [x.aval for x in e.inputs]).np
+    if cd.kind not in "iu" or np.iinfo(cd).min <= a.value <= np.iinfo(cd).max:
+        return None
+    return repr(int(scalar_as(a.value, cd)))
 
 
 def _shape_code(shape) -> str:
