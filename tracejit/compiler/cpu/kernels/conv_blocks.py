@@ -109,7 +109,7 @@ def _pointwise(kernel, stride, padding) -> bool:
 # Positions per image below which a 1x1 convolution runs as one product over the batch's
 # channel-major rows (a view at one position, else a copy) rather than a product per image:
 # per image its columns are L wide (a squeeze-and-excitation layer's L = 1, a batch of
-# outer products: 0.66 ms for 8 images of 480 x 120 in numpy's batched matmul). Up to 7x7
+# outer products in numpy's batched matmul). Up to 7x7
 # images: a product per image of 49 columns leaves the last one to a one-column tile
 # (32 images of 128 channels at 7x7, one thread: forward 0.49 -> 0.28 ms as one product).
 _SHORT_IMAGE = 64
@@ -144,8 +144,7 @@ def _phases(kernel, stride, dilation, ow: int) -> tuple | None:
     enough for im2col's runs form, at a column stride of `_SPLIT_STRIDE` or more; else None.
     The phases stack into the channels, so im2col copies contiguous runs rather than
     gathering every s-th element (an 80-tap window at stride 16 over one channel: 1.36 ->
-    0.30 ms). Shorter rows keep the table form (4x4 windows at stride 2 over 8 columns:
-    2x faster than split)."""
+    0.30 ms). Shorter rows keep the table form (4x4 windows at stride 2 over 8 columns)."""
     if (stride[1] < _SPLIT_STRIDE or table_form(stride, ow) or tuple(dilation) != (1, 1)
             or any(k > s and k % s for k, s in zip(kernel, stride))):
         return None
@@ -189,9 +188,13 @@ def _split_weight(w, stride, phases):
     return _split(w, stride, (0, 0), (1, 1), phases)
 
 
+def _merge_weight(dw, c, kernel, stride, phases):
+    return _merge(dw, c, kernel, stride, (0, 0), phases)
+
+
 def forward(x, w, *b, kernel, stride, padding, dilation):
     out_hw = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
-    phases = stride[1] >= _SPLIT_STRIDE and _phases(kernel, stride, dilation, out_hw[1])
+    phases = _phases(kernel, stride, dilation, out_hw[1])
     if phases:
         ws = _split_weight(w, stride, phases)
         return forward(_split(x, stride, padding, out_hw, phases), ws, *b, kernel=ws.shape[2:], **_UNIT)
@@ -250,8 +253,7 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
         rec = wgrad(g, xs, taps, bias=bias, **_UNIT)
         if rec is None:
             return None
-        dw = _merge(rec[:o * xs.shape[1] * taps[0] * taps[1]].reshape(o, -1, *taps), c, kernel, stride, (0, 0),
-                    phases)
+        dw = _merge_weight(rec[:o * xs.shape[1] * taps[0] * taps[1]].reshape(o, -1, *taps), c, kernel, stride, phases)
         return np.concatenate([dw.reshape(-1), rec[rec.size - o:]]) if bias else dw
     n, c, h, wd = x.shape
     o, (oh, ow) = g.shape[1], g.shape[2:]
