@@ -151,6 +151,18 @@ def test_median_propagates_nan_with_its_index_and_nanmedian_skips_it():
         tj.zeros(0, 3).median(0)
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
+def test_median_of_an_integer_tensor_matches_pytorch(dtype):
+    a = np.array([[7, 1, 5, 3], [2, 9, 4, 0], [6, 6, 1, 6]], dtype=dtype)
+    for name in ("median", "nanmedian"):
+        for dim, keepdim in ((1, False), (0, True)):
+            want, got = getattr(torch.tensor(a), name)(dim, keepdim), getattr(tj.tensor(a), name)(dim, keepdim)
+            assert got.values.dtype == getattr(tj, dtype) and tuple(got.values.shape) == tuple(want.values.shape)
+            np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+            np.testing.assert_array_equal(got.indices.numpy()[:2], want.indices.numpy()[:2])   # (row 2: ties)
+        assert getattr(tj.tensor(a), name)().item() == getattr(torch.tensor(a), name)().item() == 4
+
+
 @pytest.mark.parametrize("shape, n, dim", [((0, 4), 1, 0), ((2, 4), 3, 0), ((3, 0), 2, 1)])
 def test_diff_over_an_empty_or_exhausted_dim_is_empty(shape, n, dim):
     for dtype in (torch.float32, torch.bool, torch.int8):

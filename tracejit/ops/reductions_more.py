@@ -71,11 +71,13 @@ def _median(input, dim, keepdim, name):
     if input.ndim == 0:
         return _ValuesIndices(input.clone(), tensor(0, device=input.device))
     vals, idx = sort(input, d, stable=True)
-    count = _sum(cast(~isnan(input), _dt.int64), d, keepdim=True)
-    pos = where(count > 0, (count - 1) // 2, 0)
-    if name == "median":   # (NaN sorts last: the first NaN sits at the non-NaN count)
-        pos = where(count < input.shape[d], count, (input.shape[d] - 1) // 2)
-    v, i = gather(vals, d, pos), gather(idx, d, pos)
+    n = input.shape[d]
+    if input.dtype.is_floating_point:   # (NaN sorts last: the first NaN sits at the non-NaN count)
+        count = _sum(cast(~isnan(input), _dt.int64), d, keepdim=True)
+        pos = where(count < n, count, (n - 1) // 2) if name == "median" else where(count > 0, (count - 1) // 2, 0)
+        v, i = gather(vals, d, pos), gather(idx, d, pos)
+    else:   # (no NaN: the middle of all n)
+        v, i = narrow(vals, d, (n - 1) // 2, 1), narrow(idx, d, (n - 1) // 2, 1)
     if not keepdim:
         v, i = v.squeeze(d), i.squeeze(d)
     return _ValuesIndices(v, i)
