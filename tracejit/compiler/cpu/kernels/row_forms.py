@@ -252,12 +252,19 @@ def layer_norm_backward(g, x, *w, n, eps, has_w):
 def layer_norm(x, *wb, n, eps, affine):
     # over the (M, K) view of the rows; 1 / K an operand (compiled plans inline the same
     # value as a literal: the same bits)
-    k = row_size(x, n)
-    if x.ndim == 0 or k == 0 or x.dtype not in _DTYPES:
+    if x.ndim == 0 or x.dtype not in _DTYPES or not (ops := _row_operands(x.shape, n, x.dtype)):
         return None
-    ops = (x.reshape(-1, k),) + tuple(a.reshape(1, k) for a in wb) + (_reciprocal(k, x.dtype),)
-    y = run(LAYER_NORM, ops, {"n": 1, "eps": eps, "affine": affine})
+    rows, row, r = ops
+    y = run(LAYER_NORM, (x.reshape(rows),) + tuple(a.reshape(row) for a in wb) + (r,),
+            {"n": 1, "eps": eps, "affine": affine})
     return None if y is None else y.reshape(x.shape)
+
+
+def _row_operands(shape, n, dt):
+    """LayerNorm's (M, K) rows, a weight's (1, K) and 1 / K for rows of `shape`'s last `n`
+    dims; None for empty rows."""
+    k = math.prod(shape[len(shape) - n:])
+    return ((-1, k), (1, k), _reciprocal(k, np.dtype(dt))) if k else None
 
 
 def layer_norm_call(shapes, dtype, params):
@@ -269,8 +276,7 @@ def layer_norm_call(shapes, dtype, params):
     kern = bound(LAYER_NORM, {"n": 1, "eps": params["eps"], "affine": params["affine"]})
     impl = LAYER_NORM.impl
     # `layer_norm` for this signature, its row size and operands' shapes worked out once
-    k = math.prod(x[len(x) - params["n"]:])
-    rows, row, r = (-1, k), (1, k), _reciprocal(k, np.dtype(dtype))
+    rows, row, r = _row_operands(x, params["n"], dtype)
 
     def call(x, *wb):
         y = kern(x.reshape(rows), *[a.reshape(row) for a in wb], r)
