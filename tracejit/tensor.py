@@ -569,7 +569,7 @@ def _install_methods(holder: type) -> None:
     for name, value in vars(holder).items():
         if name in _CLASS_MACHINERY or (name == "__hash__" and value is None):
             continue  # (a class defining __eq__ gets __hash__ = None; Tensor hashes by id)
-        if getattr(value, "__name__", None) == name:  # (not for aliases: __iadd__ = add_)
+        if getattr(value, "__name__", None) == name:  # (not for aliases: __rand__ = __and__)
             value.__qualname__ = f"Tensor.{name}"
         setattr(Tensor, name, value)
 

@@ -325,12 +325,12 @@ for _n in _INPLACE:
     if not hasattr(Tensor, _n + "_") and hasattr(_ops, _n):
         setattr(Tensor, _n + "_", _inplace(_n))
 # The augmented assignments as PyTorch's (in place), not Python's fallback ``x = x // y``
-# (a new tensor: views and other names of x kept the old values)
-for _op, _n in (("floordiv", "floor_divide"), ("mod", "remainder"), ("pow", "pow"), ("and", "bitwise_and"),
-                ("or", "bitwise_or"), ("xor", "bitwise_xor"), ("lshift", "bitwise_left_shift"),
-                ("rshift", "bitwise_right_shift")):
-    if not hasattr(Tensor, f"__i{_op}__"):
-        setattr(Tensor, f"__i{_op}__", getattr(Tensor, _n + "_"))
+# (a new tensor: views and other names of x kept the old values); here, where every one's
+# in-place method exists
+for _op, _n in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("floordiv", "floor_divide"),
+                ("mod", "remainder"), ("pow", "pow"), ("and", "bitwise_and"), ("or", "bitwise_or"),
+                ("xor", "bitwise_xor"), ("lshift", "bitwise_left_shift"), ("rshift", "bitwise_right_shift")):
+    setattr(Tensor, f"__i{_op}__", getattr(Tensor, _n + "_"))
 for _n in ("unsqueeze", "squeeze", "t", "transpose", "swapdims", "swapaxes", "as_strided"):
     if not hasattr(Tensor, _n + "_") and hasattr(_ops, _n):
         setattr(Tensor, _n + "_", _reshaped_inplace(_n))

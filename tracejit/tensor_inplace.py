@@ -284,11 +284,6 @@ class InPlaceMethods:
         with _no_grad(), R.drawing_from(generator, "normal_"):
             return self._assign(R.randn(*self.shape, dtype=self.dtype, device=self.device) * std + mean, "normal_")
 
-    __iadd__ = add_
-    __isub__ = sub_
-    __imul__ = mul_
-    __itruediv__ = div_
-
     def __setitem__(self, index, value):
         data = self._data
         if type(data) is np.ndarray and not (data.flags.c_contiguous or data.flags.f_contiguous) \
