@@ -126,22 +126,6 @@ def test_openblas_runs_its_threaded_jobs_on_the_worker_pool():
     assert _probe({"TRACEJIT_THREAD_TUNING": "0"}, (), _POOL_PROBE) == ["False", "False"]
 
 
-def test_thread_flag_is_per_thread_and_nests():
-    import threading as _threading
-    from tracejit.threads import ThreadFlag
-    flag = ThreadFlag()
-    seen = []
-    assert not flag
-    with flag.setting():
-        with flag.setting():
-            assert flag
-        assert flag                      # the inner block restores the outer's value
-        t = _threading.Thread(target=lambda: seen.append(bool(flag)))
-        t.start()
-        t.join()
-    assert not flag and seen == [False]  # another thread never saw it on
-
-
 def test_set_num_threads_caps_blas_numba_and_the_pool(thread_counts_back):
     import tracejit as tj
     from tracejit import threads

@@ -18,7 +18,6 @@ results are the same bits. ``TRACEJIT_THREAD_TUNING=0`` turns both off.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -309,27 +308,6 @@ def parallel_work(work: int, threads: int = 0) -> bool:
     variant (`threads`: numba's count when 0)."""
     threads = threads or get_num_threads()
     return work >= parallel_work_min(threads)
-
-
-class ThreadFlag:
-    """A switch that is on for the current thread inside ``with flag.setting():`` (nestable)
-    and off everywhere else: how a compile stage asks the code it calls for another kind of
-    kernel without passing the choice through every call (compiler/plan.py, codegen_chunks.py)."""
-
-    def __init__(self):
-        self._local = threading.local()
-
-    def __bool__(self) -> bool:
-        return getattr(self._local, "on", False)
-
-    @contextlib.contextmanager
-    def setting(self):
-        prev = bool(self)
-        self._local.on = True
-        try:
-            yield
-        finally:
-            self._local.on = prev
 
 
 _interop = [0]   # 0: not set, the CPU count
