@@ -94,14 +94,8 @@ class EffectLog:
             return
         for a in arguments:
             self.watch_object(a)
-        for n in global_names(code):
-            if n in gl:
-                self.watch(f"global {n!r}", gl[n], lambda gl=gl, n=n: gl[n])
-        for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
-            try:
-                self.watch(f"closure variable {n!r}", c.cell_contents, lambda c=c: c.cell_contents)
-            except ValueError:   # an empty cell
-                pass
+        for label, value, find in _named_values(fn):
+            self.watch(label, value, find)
 
     # ---- ending ------------------------------------------------------------------
     def found(self, out: Any = None) -> list:
@@ -200,20 +194,28 @@ def _traced_stores(now, before):
     return new if all(traced(t) for _, t in new) else None
 
 
+def _named_values(fn: Callable):
+    """(label, value, find) of each global and closure variable `fn`'s own code names;
+    `find` reads the name again (the object a later call means)."""
+    code, gl = fn.__code__, fn.__globals__
+    for n in global_names(code):
+        if n in gl:
+            yield f"global {n!r}", gl[n], lambda gl=gl, n=n: gl[n]
+    for n, c in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            yield f"closure variable {n!r}", c.cell_contents, lambda c=c: c.cell_contents
+        except ValueError:   # an empty cell
+            pass
+
+
 def _only_stores(fn, ids: set) -> bool:
     """Whether hook `fn` names, as globals or closure variables, an object in `ids` (the
     containers it stored into) and otherwise only modules, functions, classes and strings:
     a number it reads (``if STEP % 10 == 0``) could decide differently at a later call,
     which the capture does not guard, so such a hook still runs eagerly."""
-    code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
-    if code is None or gl is None:
+    if getattr(fn, "__code__", None) is None or getattr(fn, "__globals__", None) is None:
         return False
-    values = [gl[n] for n in global_names(code) if n in gl]
-    for c in getattr(fn, "__closure__", None) or ():
-        try:
-            values.append(c.cell_contents)
-        except ValueError:   # an empty cell
-            pass
+    values = [v for _, v, _ in _named_values(fn)]
     return any(id(v) in ids for v in values) and all(
         id(v) in ids or isinstance(v, (str, type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType))
         for v in values)
