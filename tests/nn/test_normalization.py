@@ -182,3 +182,22 @@ def test_bias_false_as_pytorch(name, args, shape):
     assert repr(m) == repr(t)
     _copy(m, t)
     _run_steps(m, t, shape)
+
+
+@pytest.mark.parametrize("channels,size", [(5, 2), (5, 3), (8, 4), (8, 5), (3, 7), (1, 2)])
+def test_cross_map_lrn2d_matches_torch(channels, size):
+    """PyTorch's CrossMapLRN2d is not LocalResponseNorm: a symmetric window also for an even
+    size, and channel 0's square in every sum past the window's half width. Its gradient is
+    that formula's (PyTorch's hand-written backward fails for a batch of 2)."""
+    x = np.random.default_rng(size).standard_normal((2, channels, 2, 3))
+    want = torch.nn.CrossMapLRN2d(size, alpha=0.5, beta=0.75, k=1.5)(torch.tensor(x)).numpy()
+    xt = tj.tensor(x, requires_grad=True)
+    got = nn.CrossMapLRN2d(size, alpha=0.5, beta=0.75, k=1.5)(xt)
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12, atol=1e-12)
+    xr = torch.tensor(x, requires_grad=True)
+    h, sq = (size - 1) // 2, xr * xr
+    s = torch.stack([sq[:, max(0, c - h):c + h + 1].sum(1) + (sq[:, 0] if c > h else 0) for c in range(channels)], 1)
+    w = torch.tensor(np.arange(want.size).reshape(want.shape) % 3 - 1.0)
+    ((xr / (s * (0.5 / size) + 1.5) ** 0.75) * w).sum().backward()
+    (got * tj.tensor(w.numpy())).sum().backward()
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-10, atol=1e-12)
