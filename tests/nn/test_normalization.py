@@ -201,3 +201,16 @@ def test_cross_map_lrn2d_matches_torch(channels, size):
     ((xr / (s * (0.5 / size) + 1.5) ** 0.75) * w).sum().backward()
     (got * tj.tensor(w.numpy())).sum().backward()
     np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,groups", [((1, 6), 6), ((1, 6, 1), 6), ((1, 2, 1, 1), 2), ((2, 6), 6), ((1, 6), 3)])
+def test_group_norm_of_one_value_per_group_is_refused_as_torch(shape, groups):
+    """PyTorch refuses a group norm whose batch times channels per group times spatial size
+    is 1 (each group a single value), in eval mode too; tracejit returned the bias there."""
+    try:
+        torch.nn.functional.group_norm(torch.ones(shape), groups)
+    except ValueError:
+        with pytest.raises(ValueError, match="more than 1 value"):
+            F.group_norm(tj.ones(shape), groups)
+    else:
+        np.testing.assert_array_equal(F.group_norm(tj.ones(shape), groups).numpy(), np.zeros(shape))
