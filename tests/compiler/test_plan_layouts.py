@@ -192,3 +192,30 @@ def test_compiled_round_keeps_the_sign_of_zero():
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
+
+
+@pytest.mark.parametrize("norm", ["group_norm", "instance_norm", "rows"])
+def test_a_per_row_value_a_map_group_outputs_is_read_contiguous_by_the_next(norm):
+    """An (N, 1) value a kernel computes at every index of its (N, L) iteration (rsqrt of a
+    saved statistic) is a column slice of that buffer, row stride L; the next kernel reads
+    kernel values as C-contiguous, so it took row i's value from element i of the buffer
+    (GroupNorm and InstanceNorm of batch 1 with affine weights: wrong input gradients)."""
+    torch = pytest.importorskip("torch")
+    x0 = np.random.default_rng(0).standard_normal((1, 2, 5))
+    w0 = np.array([1.5, -0.7])
+
+    def f(lib, x, w):
+        if norm == "rows":
+            x = x[0]
+            return x * (x * x).sum(-1, keepdim=True).rsqrt() * w.reshape(2, 1)
+        return getattr(lib.nn.functional, norm)(x, 2, w) if norm == "group_norm" else \
+            lib.nn.functional.instance_norm(x, weight=w)
+    grads = []
+    for lib, compiled in ((torch, False), (tj, True)):
+        x, w = lib.tensor(x0, requires_grad=True), lib.tensor(w0, requires_grad=True)
+        g = (lambda a, b: f(tj, a, b)) if lib is tj else (lambda a, b: f(torch, a, b))
+        y = (tj.compile(g) if compiled else g)(x, w)
+        (y * (lib.arange(10.0, dtype=y.dtype).reshape(y.shape) % 3)).sum().backward()
+        grads.append((x.grad.numpy(), w.grad.numpy()))
+    for a, b in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

@@ -182,3 +182,35 @@ def test_bias_false_as_pytorch(name, args, shape):
     assert repr(m) == repr(t)
     _copy(m, t)
     _run_steps(m, t, shape)
+
+
+@pytest.mark.parametrize("channels,size", [(5, 2), (5, 3), (8, 4), (8, 5), (3, 7), (1, 2)])
+def test_cross_map_lrn2d_matches_torch(channels, size):
+    """PyTorch's CrossMapLRN2d is not LocalResponseNorm: a symmetric window also for an even
+    size, and channel 0's square in every sum past the window's half width. Its gradient is
+    that formula's (PyTorch's hand-written backward fails for a batch of 2)."""
+    x = np.random.default_rng(size).standard_normal((2, channels, 2, 3))
+    want = torch.nn.CrossMapLRN2d(size, alpha=0.5, beta=0.75, k=1.5)(torch.tensor(x)).numpy()
+    xt = tj.tensor(x, requires_grad=True)
+    got = nn.CrossMapLRN2d(size, alpha=0.5, beta=0.75, k=1.5)(xt)
+    np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-12, atol=1e-12)
+    xr = torch.tensor(x, requires_grad=True)
+    h, sq = (size - 1) // 2, xr * xr
+    s = torch.stack([sq[:, max(0, c - h):c + h + 1].sum(1) + (sq[:, 0] if c > h else 0) for c in range(channels)], 1)
+    w = torch.tensor(np.arange(want.size).reshape(want.shape) % 3 - 1.0)
+    ((xr / (s * (0.5 / size) + 1.5) ** 0.75) * w).sum().backward()
+    (got * tj.tensor(w.numpy())).sum().backward()
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,groups", [((1, 6), 6), ((1, 6, 1), 6), ((1, 2, 1, 1), 2), ((2, 6), 6), ((1, 6), 3)])
+def test_group_norm_of_one_value_per_group_is_refused_as_torch(shape, groups):
+    """PyTorch refuses a group norm whose batch times channels per group times spatial size
+    is 1 (each group a single value), in eval mode too; tracejit returned the bias there."""
+    try:
+        torch.nn.functional.group_norm(torch.ones(shape), groups)
+    except ValueError:
+        with pytest.raises(ValueError, match="more than 1 value"):
+            F.group_norm(tj.ones(shape), groups)
+    else:
+        np.testing.assert_array_equal(F.group_norm(tj.ones(shape), groups).numpy(), np.zeros(shape))

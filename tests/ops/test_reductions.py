@@ -132,3 +132,20 @@ def test_axis_and_keepdims_are_numpys_names_as_in_pytorch(op):
             got, ref = (got[0], want[0]) if op in ("max", "min") else (got, want)
             assert got.ndim == ndim
             np.testing.assert_allclose(got.numpy().reshape(ref.shape), ref.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("row", [[0.0, 0.0, 3.0, 2.0], [0.0, 2.0, 3.0, 4.0], [0.0, 0.0, 0.0, 2.0], [1.5, -2.0, 0.5, 3.0]])
+def test_prod_second_derivative_with_two_zeros_matches_pytorch(row):
+    """With two zeros in the product the gradient is 0 at both, but its derivative along
+    the other zero is the product of the rest."""
+    got = []
+    for lib in (torch, tj):
+        x = lib.tensor([row, row[::-1]], requires_grad=True)
+        for y in (x.prod(), x.prod(1)):
+            (gx,) = lib.autograd.grad((y * (lib.arange(y.numel(), dtype=y.dtype) + 1.0).reshape(y.shape)).sum(),
+                                      x, create_graph=True)
+            (ggx,) = lib.autograd.grad((gx * lib.tensor([[1.0, 2.0, 3.0, 4.0], [-1.0, 0.5, 2.0, 1.0]])).sum(), x)
+            got.append((gx.detach().numpy(), ggx.numpy()))
+    for (a, b), (c, d) in zip(got[2:], got[:2]):
+        np.testing.assert_allclose(a, c, rtol=1e-6)
+        np.testing.assert_allclose(b, d, rtol=1e-6)

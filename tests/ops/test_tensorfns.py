@@ -222,3 +222,20 @@ def test_cumprod_gradient_beside_zeros_and_infs_matches_pytorch(row):
             (x.cumprod(dim) * lib.tensor(g.reshape(shape))).sum().backward()
             grads.append(x.grad.numpy())
         np.testing.assert_array_equal(grads[1], grads[0])
+
+
+@pytest.mark.parametrize("row", [[2.0, 0.0, 3.0], [0.0, 0.0, 3.0], [1.0, 2.0, 0.0], [2.0, 0.0, 3.0, 0.0, 5.0],
+                                 [0.0, -1.0, 0.0, 0.0], [1.5, -2.0, 0.5]])
+def test_cumprod_second_derivative_beside_zeros_matches_pytorch(row):
+    """create_graph differentiates a gradient past and between zeros (the factor a zero
+    contributes is not a picked constant there)."""
+    torch = pytest.importorskip("torch")
+    g, w = np.arange(1.0, len(row) + 1), np.arange(len(row)) * 0.5 + 1
+    got = []
+    for lib in (torch, tj):
+        x = lib.tensor(np.array([row, row[::-1]]).T, requires_grad=True)
+        (gx,) = lib.autograd.grad((x.cumprod(0) * lib.tensor(g[:, None])).sum(), x, create_graph=True)
+        (ggx,) = lib.autograd.grad((gx * lib.tensor(w[:, None])).sum(), x)
+        got.append((gx.detach().numpy(), ggx.numpy()))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-12, atol=0)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-12, atol=0)

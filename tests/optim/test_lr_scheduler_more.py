@@ -62,3 +62,23 @@ def test_schedulers_validate():
         sched.OneCycleLR(o, max_lr=1.0)
     with pytest.raises(ValueError, match="factor should be < 1.0"):
         sched.ReduceLROnPlateau(o, factor=2.0)
+
+
+@pytest.mark.parametrize("min_lr", [0.0, [0.0]])
+def test_reduce_on_plateau_reduces_a_group_added_later_as_torch(min_lr):
+    """A scalar min_lr covers a param group added after the scheduler was made; a list of
+    one per group cannot, and says so."""
+    runs = []
+    for lib in (tj, torch):
+        p, q = (lib.nn.Parameter(lib.zeros(2)) for _ in range(2))
+        opt = lib.optim.SGD([p], lr=0.1)
+        s = lib.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0, factor=0.5, min_lr=min_lr)
+        opt.add_param_group({"params": [q], "lr": 0.04})
+        s.step(1.0)
+        try:
+            s.step(2.0)
+        except RuntimeError as e:
+            runs.append(("raised", "param group" in str(e)))
+            continue
+        runs.append([g["lr"] for g in opt.param_groups])
+    assert runs[0] == runs[1]

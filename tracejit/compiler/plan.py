@@ -127,6 +127,19 @@ def _copy_pays(kern, layouts: tuple) -> bool:
 PRODUCT_NAME = re.compile(r"MATMUL(_\d+)?$")
 
 
+def _slice_keeps_c_order(vshape: tuple, shape: tuple) -> bool:
+    """Whether `broadcast_index`'s slice of a `shape` buffer to `vshape` is C-contiguous:
+    no dim it cuts to 1 comes after a dim it keeps whole with more than one element."""
+    lead, kept = len(shape) - len(vshape), False
+    for i, d in enumerate(vshape):
+        if isinstance(d, int) and d == 1 and shape[lead + i] != 1:
+            if kept:
+                return False
+        elif not (isinstance(d, int) and d == 1):
+            kept = True
+    return True
+
+
 class Plan:
     """A runnable compiled graph: ``plan(*arrays) -> tuple of arrays``."""
 
@@ -371,8 +384,13 @@ class Plan:
         else:
             lines += ["    " + x for x in fast]
         lines += [f"    {nm(v)} = {nm(v)}.reshape(())" for v in mats if rank == 0]
-        lines += [f"    {nm(v)} = {nm(v)}[{broadcast_index(tuple(v.aval.shape), shape)}]" for v in mats
-                  if rank and tuple(v.aval.shape) != tuple(shape) and not grp.rows and grp.window is None]
+        for v in mats:
+            if rank and tuple(v.aval.shape) != tuple(shape) and not grp.rows and grp.window is None:
+                part = f"{nm(v)}[{broadcast_index(tuple(v.aval.shape), shape)}]"
+                # a kernel's value is read as C-contiguous (`_from_kernel`): a strided slice
+                # (an (N, 1) value of an (N, L) kernel) is copied, N elements
+                keep = _slice_keeps_c_order(tuple(v.aval.shape), tuple(shape))
+                lines.append(f"    {nm(v)} = {part if keep else f'xp.ascontiguousarray({part})'}")
         return lines + [f"    {nm(v)} = {nm(v)}.swapaxes(0, 1)" for v in mats if v in cms]
 
     def _producer(self, v):

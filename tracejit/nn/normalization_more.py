@@ -8,7 +8,7 @@ synchronized statistics PyTorch would use.
 from __future__ import annotations
 
 from .. import ops as _ops
-from ..ops.normalization_more import local_response_norm, rms_norm
+from ..ops.normalization_more import avg_pool3d, local_response_norm, pad, rms_norm
 from .layers import _factory, _reset_affine
 from .module import Module, layer_class
 from .normalization import _BatchNorm, _InstanceNorm
@@ -91,10 +91,16 @@ class LocalResponseNorm(Module):
 
 
 class CrossMapLRN2d(LocalResponseNorm):
-    """LocalResponseNorm of (N, C, H, W) input (the Lua-torch name)."""
+    """PyTorch's Lua-torch cross-channel LRN of (N, C, H, W) input. Unlike LocalResponseNorm
+    its window is symmetric, channels c - h .. c + h with h = (size - 1) // 2 (also for an
+    even size), and past channel h channel 0's square stays in (its running sum never
+    drops it); the sum is scaled by alpha / size."""
 
     def forward(self, input):
         if input.ndim != 4:
             from ..errors import ShapeError
             raise ShapeError(f"CrossMapLRN2d: expected a 4-D input, got shape {tuple(input.shape)}")
-        return super().forward(input)
+        h, sq = (self.size - 1) // 2, input * input
+        win = avg_pool3d(pad(sq.unsqueeze(1), (0, 0, 0, 0, h, h)), (2 * h + 1, 1, 1), stride=1)
+        first = (_ops.arange(input.shape[1], device=input.device) > h).reshape(-1, 1, 1) * sq[:, :1]
+        return input / ((win.squeeze(1) * (2 * h + 1) + first) * (self.alpha / self.size) + self.k) ** self.beta

@@ -31,6 +31,8 @@ def _bags_from_offsets(input, offsets, include_last_offset: bool):
         raise ShapeError(f"embedding_bag: offsets must be 1-D, got shape {tuple(offsets.shape)}")
     n = input.shape[0]
     nbags = offsets.shape[0] - (1 if include_last_offset else 0)
+    if nbags < 0:
+        raise ValueError("embedding_bag: include_last_offset=True needs at least one offset (the end)")
     inner = cast(offsets[1:nbags], input.dtype)
     marks = index_add(zeros(n + 1, dtype=input.dtype, device=input.device), 0, inner, ones_like(inner))
     return cumsum(marks[:n], 0), nbags
@@ -57,6 +59,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
             raise ValueError("embedding_bag: offsets are needed for a 1-D input")
         bag, nbags = _bags_from_offsets(input, offsets, include_last_offset)
         flat = input
+        if nbags == 0:   # (no bags: the indices are not read, as in PyTorch)
+            input = bag = flat = input[:0]
     else:
         raise ShapeError(f"embedding_bag: input must be 1-D or 2-D, got shape {tuple(input.shape)}")
     rows = embedding(flat, weight, max_norm=max_norm, norm_type=norm_type,

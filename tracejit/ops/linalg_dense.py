@@ -59,13 +59,38 @@ def _det_rule(a):
     return Aval(a.shape[:-2], a.dtype, a.device)
 
 
+def _cofactor_impl(xp, a):
+    """det(A) A^-T, also where A is singular: det(U) det(Vh) U diag(prod_{j!=i} s_j) Vh from
+    A's SVD (the cofactor matrix, continuous in A; no s_j is divided by)."""
+    if a.shape[-1] == 0:
+        return xp.zeros_like(a)
+    u, s, vh = xp.linalg.svd(a)
+    ones = xp.ones_like(s[..., :1])
+    before = xp.cumprod(xp.concatenate([ones, s[..., :-1]], -1), -1)
+    after = xp.cumprod(xp.concatenate([ones, s[..., :0:-1]], -1), -1)[..., ::-1]
+    sign = xp.linalg.det(u) * xp.linalg.det(vh)
+    return (u * (before * after * sign[..., None])[..., None, :]) @ vh
+
+
+def _cofactor_vjp(g, out, a):
+    # d(det A^-T) = det tr(A^-1 dA) A^-T - det A^-T dA^T A^-T, for an invertible A
+    bt = _mT(inv(a))
+    return (out * (g * bt).sum((-2, -1), keepdim=True) - bt @ _mT(g) @ out,)
+
+
+# det's gradient (g times the cofactor matrix) as a primitive of its own, so a singular A
+# has one (PyTorch's under create_graph) rather than failing to invert
+COFACTOR = defprim("linalg_cofactor", _cofactor_impl, _square("linalg.det"), _cofactor_vjp, kind="other",
+                   save=lambda rq: (0,), save_out=True)
+
+
 def _det_vjp(g, out, a):
     from .shape import unsqueeze
-    return (unsqueeze(unsqueeze(g * out, -1), -1) * _mT(inv(a)),)
+    return (unsqueeze(unsqueeze(g, -1), -1) * bind(COFACTOR, a),)
 
 
 DET = defprim("linalg_det", lambda xp, a: xp.linalg.det(a), _det_rule, _det_vjp, kind="other",
-              save=lambda rq: (0,), save_out=True)
+              save=lambda rq: (0,))
 
 
 def _logabsdet_vjp(g, out, a):

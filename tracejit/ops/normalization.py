@@ -184,6 +184,11 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         raise ArgumentError(f"group_norm: the number of channels ({c}) of input shape {tuple(input.shape)} "
                             f"must be divisible by num_groups ({num_groups})")
     n = input.shape[0]
+    per_group = (n, c // num_groups) + tuple(input.shape[2:])
+    if all(isinstance(v, int) for v in per_group) and int(_np.prod(per_group)) == 1:
+        # (PyTorch's check, which it makes in eval mode too)
+        raise ValueError(f"group_norm: expected more than 1 value per channel when training, got input "
+                         f"of shape {tuple(input.shape)} with {num_groups} groups")
     g = reshape(in_opmath(input), (n, num_groups, -1))
     _, d, var = _stats(g, (2,))
     y = reshape(d * rsqrt(var + eps), tuple(input.shape))

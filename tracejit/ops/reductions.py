@@ -157,10 +157,13 @@ def _prod_vjp(g, out, a, dims, keepdim):
 
 
 def _prod_except_zero(a, dims):
-    nonzero = where(eq(a, 0.0), 1.0, a)
-    p = expand(prod_(nonzero, dims, True), a.shape)
-    nzeros = expand(sum_(eq(a, 0.0), dims, True), a.shape)
-    return where(eq(nzeros, 1), p, 0.0)
+    zero = eq(a, 0.0)
+    p = expand(prod_(where(zero, 1.0, a), dims, True), a.shape)
+    nzeros = expand(sum_(zero, dims, True), a.shape)
+    # With two zeros the other one's factor is 0, but its derivative is p: the sum of the
+    # zeros but this one, 0 in value, carries it (second derivatives, as PyTorch's).
+    other_zero = expand(sum_(where(zero, a, 0.0), dims, True), a.shape) - a
+    return where(eq(nzeros, 1), p, where(eq(nzeros, 2), p * other_zero, 0.0))
 
 
 def _accumulate(xp, ufunc, method: str, a, dim: int):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
+from ..autograd.grad_mode import is_grad_enabled
 from ..errors import ArgumentError, ShapeError
 from ..shapes import normalize_dim
 from .creation import arange
@@ -18,7 +19,7 @@ from .indexing import gather
 from .reductions import ValuesIndices, _accumulate, _cumsum_rule, _rev_cumsum, cumulative
 from .registry import Aval, defprim
 from .eager import bind
-from .shape import unsqueeze
+from .shape import transpose, unsqueeze
 
 __all__ = ["tril", "triu", "argsort", "sort", "topk", "multinomial", "cumprod"]
 
@@ -206,8 +207,11 @@ def _cumprod_vjp(g, out, a, dim):
     # gradient, not nan.
     from .reductions import cumsum
     from .elementwise import cast
-    if isinstance(a.shape[dim], int) and a.shape[dim] == 1:
+    n = a.shape[dim]
+    if isinstance(n, int) and n == 1:
         return (g,)     # (each output is its input: no division, so an inf gives no nan)
+    if isinstance(n, int) and is_grad_enabled():   # (create_graph: PyTorch's n^2 form too)
+        return (_cumprod_vjp_differentiable(g, a, dim, n),)
     zero = a == 0
     seen = cumsum(cast(zero, _dt.int64), dim)      # zeros up to and including j
     first_zero = zero & (seen == 1)
@@ -217,6 +221,17 @@ def _cumprod_vjp(g, out, a, dim):
     between = cumprod(where((seen == 0) | first_zero, 1.0, a), dim)    # prod_{z<k<=j} a_k
     zero_grad = cumprod(where(after, 1.0, a), dim) * _rev_cumsum(where(seen <= 1, g * between, 0.0), dim)
     return (where(first_zero, zero_grad, where(after, 0.0, nonzero_grad)),)
+
+
+def _cumprod_vjp_differentiable(g, a, dim: int, n: int):
+    """grad_i = sum_{j>=i} g_j prod_{k<=j, k!=i} a_k as one cumprod over an (n, n) copy
+    of each row, a_i set to 1 in row i: no division and no picked constants, so its own
+    derivative (a second derivative of cumprod) is exact where `a` has zeros."""
+    al, gl = transpose(a, dim, -1), transpose(g, dim, -1)
+    k = arange(n, device=a.device)
+    rows, cols = unsqueeze(k, 1), unsqueeze(k, 0)
+    e = cumprod(where(rows == cols, 1.0, unsqueeze(al, -2)), -1)    # (..., i, j)
+    return transpose(where(cols >= rows, unsqueeze(gl, -2) * e, 0.0).sum(-1), dim, -1)
 
 
 CUMPROD = defprim("cumprod", lambda xp, a, dim: _accumulate(xp, np.multiply, "cumprod", a, dim), _cumsum_rule, _cumprod_vjp,

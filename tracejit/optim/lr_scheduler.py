@@ -295,6 +295,8 @@ class ReduceLROnPlateau:
             raise ValueError(f"ReduceLROnPlateau: threshold mode {threshold_mode!r} is unknown; use 'rel' "
                              f"or 'abs'")
         self.min_lrs = _per_group("ReduceLROnPlateau", "min_lr", min_lr, optimizer)
+        # a scalar min_lr also covers groups added later (add_param_group)
+        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
         self.optimizer = optimizer
         self.mode, self.factor, self.patience = mode, factor, patience
         self.threshold, self.threshold_mode = threshold, threshold_mode
@@ -326,6 +328,12 @@ class ReduceLROnPlateau:
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0   # bad epochs during cooldown do not count
         if self.num_bad_epochs > self.patience:
+            if len(self.min_lrs) != len(self.optimizer.param_groups):
+                if self.default_min_lr is None:
+                    raise RuntimeError(f"ReduceLROnPlateau: the optimizer has {len(self.optimizer.param_groups)} "
+                                       f"param groups but min_lr lists {len(self.min_lrs)} (a group was added); "
+                                       f"set min_lrs to one per group")
+                self.min_lrs = [self.default_min_lr] * len(self.optimizer.param_groups)
             for g, min_lr in zip(self.optimizer.param_groups, self.min_lrs):
                 old = float(g["lr"])
                 new = max(old * self.factor, min_lr)

@@ -1,0 +1,31 @@
+"""Gradients of ops/linalg_dense.py where PyTorch's need care: det at singular matrices."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+def _det_grads(lib, a, create):
+    x = lib.tensor(a, dtype=lib.float64, requires_grad=True)
+    (g,) = lib.autograd.grad(lib.linalg.det(x).sum(), x, create_graph=create)
+    if not create or abs(np.linalg.det(np.array(a))).min() < 0.5:
+        return [g.detach().numpy()]
+    w = lib.arange(float(g.numel()), dtype=lib.float64).reshape(g.shape)
+    return [g.detach().numpy(), lib.autograd.grad((g * w).sum(), x)[0].numpy()]
+
+
+@pytest.mark.parametrize("a", [[[1.0, 0.0], [0.0, 0.0]], [[1.0, 2.0], [2.0, 4.0]], [[0.0, 0.0], [0.0, 0.0]],
+                               [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]],
+                               [[[1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 2.0]], [[2.0, -1.0, 0.5], [0.0, 1.0, 3.0], [1.0, 1.0, -2.0]]],
+                               [[2.0, -1.0, 0.5], [0.0, 1.0, 3.0], [1.0, 1.0, -2.0]]])
+def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix(a):
+    """det's gradient is the cofactor matrix, also where A has no inverse (PyTorch's with
+    create_graph); it raised numpy's LinAlgError there. An invertible A's second derivative
+    equals PyTorch's too."""
+    want = _det_grads(torch, a, True)
+    for create in (False, True):
+        got = _det_grads(tj, a, create)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
