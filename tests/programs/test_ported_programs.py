@@ -114,7 +114,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_node.py", "prog_byol.py", "prog_bbb.py", "prog_td3.py", "prog_sage.py",
             "prog_t5enc.py", "prog_ntm.py", "prog_sbert.py", "prog_alibi.py",
             "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py", "prog_cyclegan.py",
-            "prog_conformer.py", "prog_perceiver.py"]
+            "prog_conformer.py", "prog_perceiver.py",
+            "prog_densenet.py", "prog_shufflenet.py", "prog_deeplab.py", "prog_raft.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan

@@ -421,7 +421,8 @@ def clone(a):
 
 
 @_autocast.promote
-def cat(tensors, dim: int = 0):
+def cat(tensors, dim: int = 0, *, axis=None):
+    dim = dim if axis is None else axis   # (numpy's name, which PyTorch takes too)
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of tensors")
@@ -447,7 +448,8 @@ concat = concatenate = cat
 
 
 @_autocast.promote
-def stack(tensors, dim: int = 0):
+def stack(tensors, dim: int = 0, *, axis=None):
+    dim = dim if axis is None else axis
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of tensors")
