@@ -2,7 +2,19 @@ from _harness import comp, sync  # the runner: shared weights, torch.compile or 
 import numpy as np, torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.cuda.amp import GradScaler
 torch.manual_seed(0)
+try:
+    autocast = torch.cuda.amp.autocast
+except:
+    # dummy autocast for PyTorch < 1.6
+    class autocast:
+        def __init__(self, enabled):
+            pass
+        def __enter__(self):
+            pass
+        def __exit__(self, *args):
+            pass
 def bilinear_sampler(img, coords, mode='bilinear', mask=False):
     """ Wrapper for grid_sample, uses pixel coordinates """
     H, W = img.shape[-2:]
@@ -156,6 +168,7 @@ class RAFT(nn.Module):
         self.hidden_dim = hdim = 32
         self.context_dim = cdim = 16
         self.corr_levels, self.corr_radius = corr_levels, corr_radius
+        self.mixed_precision = False
         self.fnet = BasicEncoder(output_dim=32, norm_fn='instance')
         self.cnet = BasicEncoder(output_dim=hdim + cdim, norm_fn='batch')
         self.update_block = UpdateBlock(corr_levels * (2 * corr_radius + 1) ** 2, hidden_dim=hdim)
@@ -184,14 +197,18 @@ class RAFT(nn.Module):
         image2 = image2.contiguous()
         hdim = self.hidden_dim
         cdim = self.context_dim
-        fmap1, fmap2 = self.fnet([image1, image2])
+        # run the feature network
+        with autocast(enabled=self.mixed_precision):
+            fmap1, fmap2 = self.fnet([image1, image2])
         fmap1 = fmap1.float()
         fmap2 = fmap2.float()
         corr_fn = CorrBlock(fmap1, fmap2, num_levels=self.corr_levels, radius=self.corr_radius)
-        cnet = self.cnet(image1)
-        net, inp = torch.split(cnet, [hdim, cdim], dim=1)
-        net = torch.tanh(net)
-        inp = torch.relu(inp)
+        # run the context network
+        with autocast(enabled=self.mixed_precision):
+            cnet = self.cnet(image1)
+            net, inp = torch.split(cnet, [hdim, cdim], dim=1)
+            net = torch.tanh(net)
+            inp = torch.relu(inp)
         coords0, coords1 = self.initialize_flow(image1)
         if flow_init is not None:
             coords1 = coords1 + flow_init
@@ -200,7 +217,8 @@ class RAFT(nn.Module):
             coords1 = coords1.detach()
             corr = corr_fn(coords1)  # index correlation volume
             flow = coords1 - coords0
-            net, up_mask, delta_flow = self.update_block(net, inp, corr, flow)
+            with autocast(enabled=self.mixed_precision):
+                net, up_mask, delta_flow = self.update_block(net, inp, corr, flow)
             # F(t+1) = F(t) + \Delta(t)
             coords1 = coords1 + delta_flow
             # upsample predictions
@@ -236,6 +254,7 @@ model = RAFT(); sync(model)
 optimizer = torch.optim.AdamW(model.parameters(), lr=4e-4, weight_decay=1e-5, eps=1e-8)
 scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, 4e-4, 3 + 100, pct_start=0.05,
                                                 cycle_momentum=False, anneal_strategy='linear')
+scaler = GradScaler(enabled=False)
 r = np.random.default_rng(0)
 fwd = comp(model)
 LOSSES = []
@@ -247,10 +266,12 @@ for step in range(3):
     flow_predictions = fwd(image1, image2, iters=4)
     loss, metrics = sequence_loss(flow_predictions, flow, valid)
     optimizer.zero_grad()
-    loss.backward()
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
+    scaler.step(optimizer)
     scheduler.step()
+    scaler.update()
     LOSSES += [loss.item(), metrics['epe']]
 model.eval()
 with torch.no_grad():
