@@ -2,8 +2,6 @@
 (``torch.cpu.is_available()``, ``torch.cpu.amp.autocast``)."""
 from __future__ import annotations
 
-import types
-
 from . import amp as _amp
 
 __all__ = ["is_available", "device_count", "current_device", "synchronize", "amp"]
@@ -25,7 +23,5 @@ def synchronize(device=None) -> None:
     """Nothing to wait for: CPU ops have finished when they return."""
 
 
-amp = types.ModuleType("tracejit.cpu.amp", "tracejit.cpu.amp: autocast and GradScaler (tracejit.amp).")
-amp.autocast = lambda dtype=None, enabled=True, cache_enabled=None: _amp.autocast(  # noqa: E731
-    "cpu", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
-amp.GradScaler = _amp.GradScaler
+amp = _amp.device_module("cpu")
+__path__: list = []   # (a package to the import system, so ``import torch.cpu.amp`` finds amp)

@@ -13,10 +13,14 @@ only runs generated kernels on host arrays in tests, so it does not make
 """
 from __future__ import annotations
 
+from . import amp as _amp
 from .device import CudaUnavailableError, as_device, cupy_module
 
 __all__ = ["is_available", "device_count", "current_device", "synchronize", "get_device_name",
-           "CudaUnavailableError"]
+           "CudaUnavailableError", "amp"]
+
+amp = _amp.device_module("cuda")
+__path__: list = []   # (a package to the import system, so ``import torch.cuda.amp`` finds amp)
 
 
 def is_available() -> bool:

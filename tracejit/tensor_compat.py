@@ -99,9 +99,11 @@ def _reshaped_inplace(name):
 class CompatMethods:
     """Holder of the remaining methods (copied onto Tensor; never instantiated)."""
 
-    def flip(self, *dims):
-        """``x.flip(0, 1)`` or ``x.flip((0, 1))``: the method takes the dims either way."""
-        return _ops.flip(self, dims[0] if len(dims) == 1 else dims)
+    def flip(self, *dims, **kwargs):
+        """``x.flip(0, 1)``, ``x.flip((0, 1))`` or ``x.flip(dims=(0, 1))``."""
+        if kwargs.keys() - {"dims"} or (dims and kwargs):
+            raise TypeError(f"flip() got unexpected arguments {dims} {sorted(kwargs)}; expected dims")
+        return _ops.flip(self, kwargs["dims"] if kwargs else dims[0] if len(dims) == 1 else dims)
 
     is_xpu = is_mps = is_ipu = is_hpu = is_mtia = is_maia = is_vulkan = is_mkldnn = is_nested = \
         is_sparse_csr = property(lambda self: False)

@@ -59,6 +59,9 @@ PROGRAMS = {
     "convnext": "ConvNeXt at CIFAR size: depthwise 7x7, LayerNorm by permute, layer scale, channels_last",
     "conformer": "Conformer CTC, 4 layers of width 144: macaron FFNs, MHSA, GLU conv module, loss inside",
     "stylegan": "StyleGAN2 at 32x32: modulated convs by groups=batch, equalized lr, R1 by autograd.grad",
+    "raft": "RAFT flow step, 128x128 pairs: matmul correlation pyramid, grid_sample lookups, 6 ConvGRU iterations",
+    "densenet": "DenseNet-BC, 3 blocks of 6, growth 12: cat of every earlier map, checkpointed bottlenecks",
+    "hifigan": "HiFi-GAN: weight-normed ConvTranspose1d generator, dilated ResBlocks, 5-period MPD, STFT L1",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

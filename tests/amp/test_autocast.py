@@ -496,3 +496,24 @@ def test_nested_contexts_take_and_restore_the_cache_state_like_torch(float32_way
         lin(x)
         assert weight_casts() == 4
     assert policy.STATE.casts is None
+
+
+def test_device_amp_modules_import_by_path_with_their_signatures():
+    """``from torch.cuda.amp import autocast, GradScaler`` (RAFT's train.py): on a machine
+    without CUDA both are disabled pass-throughs, as PyTorch's are; torch.cpu.amp's autocast
+    takes ``enabled`` first."""
+    import importlib
+    cuda_amp, cpu_amp = importlib.import_module("tracejit.cuda.amp"), importlib.import_module("tracejit.cpu.amp")
+    x = tj.ones(2, 2)
+    with cpu_amp.autocast(True, tj.bfloat16):
+        assert (x @ x).dtype is tj.bfloat16
+    with cpu_amp.autocast(False):
+        assert (x @ x).dtype is tj.float32
+    assert cpu_amp.GradScaler(init_scale=4.0).get_scale() == 4.0
+    if not tj.cuda.is_available():
+        with cuda_amp.autocast(enabled=False):
+            assert (x @ x).dtype is tj.float32
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            scaler = cuda_amp.GradScaler()
+        loss = (tj.ones(2, requires_grad=True) * 3).sum()
+        assert scaler.scale(loss) is loss and not scaler.is_enabled()

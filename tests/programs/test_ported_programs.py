@@ -54,7 +54,11 @@ by a kernel-1 Conv1d and by transposes, hooks keeping activations), StyleGAN2's 
 groups=batch, equalized lr, noise injection) with an R1 penalty, CycleGAN (ReflectionPad2d,
 InstanceNorm2d, PatchGAN, LSGAN + L1 losses, an image pool), a Conformer under CTC
 (log-mel by stft, relative-position attention by rel_shift, GLU/depthwise conv module)
-and a Perceiver (Fourier features, latent cross-attention, tied layers)) run unchanged
+and a Perceiver (Fourier features, latent cross-attention, tied layers), DenseNet-BC
+(checkpointed bottlenecks), ShuffleNetV2's channel shuffle, DeepLabV3's ASPP, a RAFT
+flow step (correlation pyramid, grid_sample lookups, ConvGRU, convex upsampling),
+HiFi-GAN (weight-normed generator, multi-period discriminator, STFT L1) and SegFormer's
+Mix Transformer) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -114,7 +118,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_node.py", "prog_byol.py", "prog_bbb.py", "prog_td3.py", "prog_sage.py",
             "prog_t5enc.py", "prog_ntm.py", "prog_sbert.py", "prog_alibi.py",
             "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py", "prog_cyclegan.py",
-            "prog_conformer.py", "prog_perceiver.py"]
+            "prog_conformer.py", "prog_perceiver.py",
+            "prog_densenet.py", "prog_shufflenet.py", "prog_deeplab.py", "prog_raft.py",
+            "prog_hifigan.py", "prog_segformer.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -156,7 +162,10 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # G_A on data, on G_B's output (requiring grad), without grad; G_B on data
                 # and on G_A's output; each D frozen and trained
                 "prog_cyclegan.py": 9,
-                "prog_perceiver.py": 3}   # training with a mask; eval's embeddings, logits
+                "prog_perceiver.py": 3,   # training with a mask; eval's embeddings, logits
+                # the generator training, then without its weight norm (hooks removed) in
+                # eval; the discriminators on a detached and on a grad-requiring fake
+                "prog_hifigan.py": 4}
 
 
 def _run(framework, mode, weights, programs):

@@ -108,13 +108,13 @@ def _along(op: str, prim_fn, x, dim: int, dtype):
     return prim_fn(x, dim)
 
 
-def softmax(x, dim: int = -1, dtype=None):
-    return _along("softmax", _softmax_prim.softmax, x, dim, dtype)
+def softmax(x, dim: int = -1, dtype=None, *, axis=None):
+    return _along("softmax", _softmax_prim.softmax, x, dim if axis is None else axis, dtype)
 
 
-def log_softmax(x, dim: int = -1, dtype=None):
+def log_softmax(x, dim: int = -1, dtype=None, *, axis=None):
     # (log_softmax's backward reads its result, as PyTorch's)
-    return _along("log_softmax", _log_softmax_prim.log_softmax, x, dim, dtype)
+    return _along("log_softmax", _log_softmax_prim.log_softmax, x, dim if axis is None else axis, dtype)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):

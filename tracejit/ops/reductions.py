@@ -506,5 +506,5 @@ def cumulative(prim, a, dim: int, dtype):
     return out if dtype is None else _as(out, a.dtype)
 
 
-def cumsum(a, dim: int, *, dtype=None):
-    return cumulative(CUMSUM, a, dim, dtype)
+def cumsum(a, dim: int = None, *, dtype=None, axis=None):
+    return cumulative(CUMSUM, a, dim if axis is None else axis, dtype)

@@ -377,14 +377,17 @@ def expand_as(a, other):
     return expand(a, other.shape)
 
 
-def squeeze(a, dim=None):
+def squeeze(a, dim=None, *, axis=None):
+    dim = dim if axis is None else axis
     dims = tuple(range(a.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
     shape = _normalized(_squeeze_params, a, dims)   # (kept per shape and dims, as unsqueeze's)
     return _whole_view(a) if shape is _IDENTITY else (
         bind(RESHAPE, a, shape=shape) if type(a._data) is np.ndarray else reshape(a, shape))
 
 
-def unsqueeze(a, dim: int):
+def unsqueeze(a, dim: int = None, *, axis=None):
+    if axis is not None:
+        dim = axis
     if type(a._data) is np.ndarray and type(dim) is int:
         # (the new shape kept per (shape, dim): what reshape's own normalization gives it)
         return bind(RESHAPE, a, shape=_normalized(_unsqueeze_params, a, (dim,)))
@@ -421,7 +424,8 @@ def clone(a):
 
 
 @_autocast.promote
-def cat(tensors, dim: int = 0):
+def cat(tensors, dim: int = 0, *, axis=None):
+    dim = dim if axis is None else axis   # (numpy's name, which PyTorch takes too)
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of tensors")
@@ -447,7 +451,8 @@ concat = concatenate = cat
 
 
 @_autocast.promote
-def stack(tensors, dim: int = 0):
+def stack(tensors, dim: int = 0, *, axis=None):
+    dim = dim if axis is None else axis
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of tensors")

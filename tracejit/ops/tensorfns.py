@@ -111,16 +111,18 @@ def _argsort_rule(a, dim, descending, stable, k=None):
 ARGSORT = defprim("argsort", _argsort_impl, _argsort_rule, kind="other")
 
 
-def argsort(a, dim: int = -1, descending: bool = False, stable: bool = False):
+def argsort(a, dim: int = -1, descending: bool = False, stable: bool = False, *, axis=None):
     """Indices that sort `a` along `dim` (always a stable sort: ties keep input order)."""
+    dim = dim if axis is None else axis
     if a.ndim == 0:
         return bind(ARGSORT, unsqueeze(a, 0), dim=0, descending=bool(descending), stable=True)[0]
     d = normalize_dim(dim, a.ndim, "argsort")
     return bind(ARGSORT, a, dim=d, descending=bool(descending), stable=True)
 
 
-def sort(a, dim: int = -1, descending: bool = False, stable: bool = False):
+def sort(a, dim: int = -1, descending: bool = False, stable: bool = False, *, axis=None):
     """(values, indices) of `a` sorted along `dim`; gradients flow to the values."""
+    dim = dim if axis is None else axis
     if a.ndim == 0:
         return ValuesIndices(a, argsort(a))
     d = normalize_dim(dim, a.ndim, "sort")
@@ -128,8 +130,9 @@ def sort(a, dim: int = -1, descending: bool = False, stable: bool = False):
     return ValuesIndices(gather(a, d, idx), idx)
 
 
-def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *, axis=None):
     """The k largest (or smallest) values along `dim` and their indices, best first."""
+    dim = dim if axis is None else axis
     d = normalize_dim(dim, max(a.ndim, 1), "topk")
     n = a.shape[d] if a.ndim else 1
     if not 0 <= int(k) <= n:
@@ -238,6 +241,6 @@ CUMPROD = defprim("cumprod", lambda xp, a, dim: _accumulate(xp, np.multiply, "cu
                   kind="other", save=lambda rq: (0,), save_out=True)
 
 
-def cumprod(a, dim: int, *, dtype=None):
+def cumprod(a, dim: int = None, *, dtype=None, axis=None):
     """Cumulative product along `dim` (gradient exact also where `a` has zeros)."""
-    return cumulative(CUMPROD, a, dim, dtype)
+    return cumulative(CUMPROD, a, dim if axis is None else axis, dtype)
