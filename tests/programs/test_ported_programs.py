@@ -114,7 +114,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_node.py", "prog_byol.py", "prog_bbb.py", "prog_td3.py", "prog_sage.py",
             "prog_t5enc.py", "prog_ntm.py", "prog_sbert.py", "prog_alibi.py",
             "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py", "prog_cyclegan.py",
-            "prog_conformer.py", "prog_perceiver.py"]
+            "prog_conformer.py", "prog_perceiver.py",
+            "prog_dlrm.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -156,7 +157,10 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # G_A on data, on G_B's output (requiring grad), without grad; G_B on data
                 # and on G_A's output; each D frozen and trained
                 "prog_cyclegan.py": 9,
-                "prog_perceiver.py": 3}   # training with a mask; eval's embeddings, logits
+                "prog_perceiver.py": 3,   # training with a mask; eval's embeddings, logits
+                # two DLRMs: each static, then its id lists' lengths going dynamic (one at
+                # a later batch), then without grad
+                "prog_dlrm.py": 7}
 
 
 def _run(framework, mode, weights, programs):
