@@ -115,7 +115,7 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_t5enc.py", "prog_ntm.py", "prog_sbert.py", "prog_alibi.py",
             "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py", "prog_cyclegan.py",
             "prog_conformer.py", "prog_perceiver.py",
-            "prog_dlrm.py"]
+            "prog_dlrm.py", "prog_rainbow.py", "prog_hnn.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -160,7 +160,13 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_perceiver.py": 3,   # training with a mask; eval's embeddings, logits
                 # two DLRMs: each static, then its id lists' lengths going dynamic (one at
                 # a later batch), then without grad
-                "prog_dlrm.py": 7}
+                "prog_dlrm.py": 7,
+                # online: acting without grad, learning (log, batch dynamic), the next
+                # states without grad, eval; target without grad
+                "prog_rainbow.py": 5,
+                # the energy: the batch, one state (RK4 steps), the trajectory without grad;
+                # the DEQ layer without grad, with grad, at z0 requiring grad, each in eval
+                "prog_hnn.py": 9}
 
 
 def _run(framework, mode, weights, programs):
