@@ -291,7 +291,7 @@ train_dataloader = DataLoader(TensorDataset(torch.from_numpy(X[:160]), torch.fro
 lambda_sparse = 1e-3
 loss_fn = torch.nn.functional.cross_entropy
 LOSSES = []
-for epoch in range(3):
+for epoch in range(2):
     network.train()
     for batch_idx, (Xb, yb) in enumerate(train_dataloader):
         for param in net.parameters():

@@ -75,10 +75,11 @@ class Tracer(Tensor):
             if v is not NOT_KNOWN:
                 if kind == "array":
                     return v
+                if v.size != 1 and kind == "bool":   # (eager's error)
+                    raise RuntimeError(f"the truth value of a tensor with {v.size} elements is "
+                                       f"ambiguous; use .any() or .all()")
                 if v.size != 1:
-                    raise (RuntimeError if kind == "bool" else ShapeError)(
-                        f"Boolean value of Tensor with more than one value is ambiguous" if kind == "bool"
-                        else f"a tensor with {v.size} elements cannot be converted to a Python scalar")
+                    raise ShapeError(f"a tensor with {v.size} elements cannot be converted to a Python scalar")
                 return bool(v) if kind == "bool" else v.reshape(()).item()
         loc = user_location(3)
         where = f" at {loc[0]}:{loc[1]}" if loc else ""
@@ -124,7 +125,8 @@ class Tracer(Tensor):
         return np.asarray(self._concrete("converting a tensor to a numpy array", "array"), dtype=dtype)
 
     def _host(self):
-        self._concrete("reading tensor data")
+        import numpy as np
+        return np.asarray(self._concrete("reading tensor data", "array"))
 
     def is_contiguous(self, memory_format=None) -> bool:
         arr = _views.eager_layout(self)   # (as eagerly: False for a transposed view)
