@@ -59,6 +59,9 @@ PROGRAMS = {
     "convnext": "ConvNeXt at CIFAR size: depthwise 7x7, LayerNorm by permute, layer scale, channels_last",
     "conformer": "Conformer CTC, 4 layers of width 144: macaron FFNs, MHSA, GLU conv module, loss inside",
     "stylegan": "StyleGAN2 at 32x32: modulated convs by groups=batch, equalized lr, R1 by autograd.grad",
+    "txl": "Transformer-XL, 3 layers of 128: detached memories, rel_shift attention, adaptive softmax",
+    "tabnet": "TabNet, 4 steps: sparsemax autograd.Function (sort, cumsum), ghost BatchNorm, GLU blocks",
+    "dlrm": "DLRM: 8 sparse EmbeddingBags with offsets of changing length, triu_indices dot interactions",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -6,7 +6,8 @@ from torch.nn import functional as F
 # (reset_noise: sign * sqrt of randn, outer products copied into buffers), dueling heads over
 # C51 atoms, double-Q action selection, the categorical projection (floor/ceil, the l == u
 # fix-ups, index_add_ on a flattened offset), a prioritised replay (a sum tree, importance
-# weights), n-step returns, Adam with eps, clip_grad_norm_
+# weights), n-step returns, Adam with eps, clip_grad_norm_, the target distributions'
+# entropy logged by torch.distributions.Categorical
 random.seed(0); np.random.seed(0); torch.manual_seed(0)
 NOISE = np.random.default_rng(1)
 
@@ -255,6 +256,8 @@ class Agent():
         nn.utils.clip_grad_norm_(self.online_net_raw.parameters(), self.norm_clip)  # Clip gradients by L2 norm
         self.optimiser.step()
         mem.update_priorities(idxs, loss.detach().cpu().numpy())  # Update priorities of sampled transitions
+        # logged: how spread the projected target distributions are
+        self.target_entropy = torch.distributions.Categorical(probs=m.clamp(min=1e-8)).entropy().mean().item()
         return (weights * loss).mean().item()
 
     def update_target_net(self):
@@ -279,7 +282,7 @@ for T in range(1, 61):
     state = torch.from_numpy((0.9 * state.numpy() + 0.3 * rng.standard_normal(state_dim)).astype(np.float32))
     if T >= 36 and T % 2 == 0:
         mem.priority_weight = min(mem.priority_weight + priority_weight_increase, 1)
-        LOSSES.append(agent.learn(mem, rng))
+        LOSSES += [agent.learn(mem, rng), agent.target_entropy]
     if T % 20 == 0:
         agent.update_target_net()
 LOSSES.append(float(mem.transitions.total()))
