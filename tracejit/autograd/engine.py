@@ -88,7 +88,8 @@ def _user_layout(g):
     autograd.grad result): C-contiguous unless channels-last, as PyTorch's are. A backward
     may leave its own order (BatchNorm's input gradient is channel-major, the rows the
     convolution backward reads), on which the user's ``g.view(n, -1)`` would fail."""
-    if g is None or g.ndim < 3 or g.is_contiguous() or (
+    flags = getattr(getattr(g, "_data", None), "flags", None)
+    if flags is None or flags.c_contiguous or g.ndim < 3 or (
             g.ndim in (4, 5) and g.is_contiguous(memory_format=_LAST[g.ndim])):
         return g
     return g.contiguous()
