@@ -33,7 +33,7 @@ unique_consecutive bincount histc det slogdet true_divide divide multiply subtra
 greater greater_equal less less_equal not_equal gcd lcm fmax fmin nextafter corrcoef cov histogram igamma igammac
 diagflat msort ravel vdot select_scatter slice_scatter diagonal_scatter broadcast_to bernoulli prelu
 is_nonzero is_same_size is_signed get_device index_reduce bitwise_left_shift bitwise_right_shift
-as_strided mvlgamma conj conj_physical angle
+as_strided mvlgamma conj conj_physical angle ger
 """.split()
 
 # ... and those whose function is tracejit's own (its legacy linear algebra spellings)

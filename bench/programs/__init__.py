@@ -62,6 +62,9 @@ PROGRAMS = {
     "raft": "RAFT flow step, 128x128 pairs: matmul correlation pyramid, grid_sample lookups, 6 ConvGRU iterations",
     "densenet": "DenseNet-BC, 3 blocks of 6, growth 12: cat of every earlier map, checkpointed bottlenecks",
     "hifigan": "HiFi-GAN: weight-normed ConvTranspose1d generator, dilated ResBlocks, 5-period MPD, STFT L1",
+    "txl": "Transformer-XL, 3 layers of 128: detached memories, rel_shift attention, adaptive softmax",
+    "tabnet": "TabNet, 4 steps: sparsemax autograd.Function (sort, cumsum), ghost BatchNorm, GLU blocks",
+    "dlrm": "DLRM: 8 sparse EmbeddingBags with offsets of changing length, triu_indices dot interactions",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

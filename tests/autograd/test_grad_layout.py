@@ -62,3 +62,28 @@ def test_row_major_weight_gradient_keeps_the_plain_form():
     (tj.tensor(xa) @ w).sum().backward()
     assert w.grad.numpy().flags.c_contiguous
     np.testing.assert_allclose(w.grad.numpy(), xa.T @ np.ones((5, 3), np.float32), rtol=1e-5)
+
+
+def test_gradients_user_code_sees_through_batchnorm_can_be_viewed():
+    """BatchNorm's input gradient is computed channel-major (the rows a convolution's backward
+    reads); a tensor hook, a retained gradient and autograd.grad hand it over C-contiguous, as
+    PyTorch does, so the implicit-layer idiom ``grad.view(n, -1)`` works."""
+    torch = __import__("pytest").importorskip("torch")
+    xa = np.random.default_rng(0).standard_normal((4, 3, 5, 5)).astype(np.float32)
+    want = {}
+    tx = torch.tensor(xa, requires_grad=True)
+    ty = tx * 2
+    ty.register_hook(lambda g: want.update(hook=g.view(4, -1).clone()))
+    torch.nn.BatchNorm2d(3)(ty).square().sum().backward()
+    got = {}
+    x = tj.tensor(xa, requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    y.register_hook(lambda g: got.update(hook=g.view(4, -1).clone()))
+    bn = tj.nn.BatchNorm2d(3)
+    bn(y).square().sum().backward()
+    np.testing.assert_allclose(got["hook"].numpy(), want["hook"].numpy(), rtol=1e-4, atol=1e-5)
+    assert y.grad.is_contiguous()
+    np.testing.assert_allclose(y.grad.view(4, -1).numpy(), want["hook"].numpy(), rtol=1e-4, atol=1e-5)
+    g, = tj.autograd.grad(bn(x).square().sum(), x)
+    assert g.is_contiguous() and g.view(4, -1).shape == (4, 75)

@@ -39,7 +39,8 @@ def _losses(framework: str, program: str) -> list:
 @pytest.mark.parametrize("program", ["gcn", "gat", "charmlp", "lstmcell", "moe", "kvgen", "caption", "sac",
                                      "tft", "dit",
                                      "textcnn", "kws", "ntm", "bbb", "sage", "conformer", "stylegan",
-                                     "raft", "densenet", "hifigan"])
+                                     "raft", "densenet", "hifigan",
+                                     "txl", "dlrm"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)

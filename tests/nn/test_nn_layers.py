@@ -272,3 +272,16 @@ def test_embedding_from_pretrained_freezes_by_default():
     assert tj.nn.Embedding.from_pretrained(w, freeze=False, padding_idx=0).weight.requires_grad
     with pytest.raises(ValueError, match="embeddings must be 2-D"):
         tj.nn.Embedding.from_pretrained(tj.ones(3))
+
+
+def test_layer_sizes_may_be_numpy_integers():
+    """Layer sizes read from a numpy array of sizes (DLRM's ``ln_emb``) are accepted and stored
+    as Python ints; a float or bool size still fails naming the argument."""
+    sizes = np.array([7, 3])
+    for layer in (tj.nn.Embedding(sizes[0], sizes[1]), tj.nn.EmbeddingBag(sizes[0], sizes[1], mode="sum")):
+        assert type(layer.num_embeddings) is int and layer.weight.shape == (7, 3)
+    assert tj.nn.Linear(np.int32(4), np.int64(2)).weight.shape == (2, 4)
+    with pytest.raises(ValueError, match="num_embeddings must be a positive int, got 7.0"):
+        tj.nn.EmbeddingBag(7.0, 3)
+    with pytest.raises(ValueError, match="embedding_dim must be a positive int, got True"):
+        tj.nn.Embedding(7, True)

@@ -26,3 +26,11 @@ def test_linear_backward_with_a_zero_size_dim(compiled, x_shape, w_shape):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-10)
+
+
+def test_ger_is_outer_as_function_and_method():
+    """torch.ger, the deprecated spelling Transformer-XL's positional encoding calls."""
+    a, b = np.arange(1.0, 4.0), np.array([0.5, -2.0])
+    want = torch.ger(torch.tensor(a), torch.tensor(b)).numpy()
+    np.testing.assert_array_equal(tj.ger(tj.tensor(a), tj.tensor(b)).numpy(), want)
+    np.testing.assert_array_equal(tj.tensor(a).ger(tj.tensor(b)).numpy(), want)

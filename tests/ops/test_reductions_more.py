@@ -1,5 +1,6 @@
 """searchsorted and bucketize against PyTorch: sides, sorter, batched sequences, int32
-results, and the errors for contradicting or misshaped arguments."""
+results, and the errors for contradicting or misshaped arguments; torch.gradient's
+spacings, dims and edge orders."""
 import numpy as np
 import pytest
 
@@ -181,3 +182,26 @@ def test_unique_counts_each_nan_apart_and_mode_takes_a_nan_row(vals):
     wm, gm = torch.tensor(vals).mode(), tj.tensor(vals).mode()
     np.testing.assert_array_equal(gm.values.numpy(), wm.values.numpy())
     assert gm.indices.item() == wm.indices.item()
+
+
+@pytest.mark.parametrize("kw", [{}, {"spacing": 0.5, "dim": 1}, {"spacing": [2.0, 0.5]},
+                                {"dim": -1, "edge_order": 2}, {"coords": True, "dim": 1},
+                                {"coords": True, "dim": 1, "edge_order": 2}])
+def test_gradient_matches_pytorch(kw):
+    x = np.random.default_rng(0).standard_normal((5, 6)).astype(np.float32)
+    c = np.cumsum(np.random.default_rng(1).random(6) + 0.2).astype(np.float32)
+    kw = dict(kw)
+    coords = kw.pop("coords", False)
+    want = torch.gradient(torch.tensor(x), **kw, **({"spacing": (torch.tensor(c),)} if coords else {}))
+    xt = tj.tensor(x, requires_grad=True)
+    got = tj.gradient(xt, **kw, **({"spacing": (tj.tensor(c),)} if coords else {}))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.detach().numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    sum(g.sum() for g in got).backward()   # a composite: differentiable
+    assert xt.grad.shape == (5, 6)
+
+
+def test_gradient_refuses_a_dim_too_short_for_its_edge_order():
+    with pytest.raises(ShapeError, match="at least edge_order \\+ 1, got size 2 at dim 0"):
+        tj.gradient(tj.ones(2, 4), edge_order=2)

@@ -120,7 +120,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_convnext.py", "prog_mixer.py", "prog_stylegan.py", "prog_cyclegan.py",
             "prog_conformer.py", "prog_perceiver.py",
             "prog_densenet.py", "prog_shufflenet.py", "prog_deeplab.py", "prog_raft.py",
-            "prog_hifigan.py", "prog_segformer.py"]
+            "prog_hifigan.py", "prog_segformer.py",
+            "prog_dlrm.py", "prog_rainbow.py", "prog_hnn.py", "prog_txl.py", "prog_tabnet.py",
+            "prog_gatswa.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -165,7 +167,20 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_perceiver.py": 3,   # training with a mask; eval's embeddings, logits
                 # the generator training, then without its weight norm (hooks removed) in
                 # eval; the discriminators on a detached and on a grad-requiring fake
-                "prog_hifigan.py": 4}
+                "prog_hifigan.py": 4,
+                # two DLRMs: each static, then its id lists' lengths going dynamic (one at
+                # a later batch), then without grad
+                "prog_dlrm.py": 7,
+                # online: acting without grad, learning (log, batch dynamic), the next
+                # states without grad, eval; target without grad
+                "prog_rainbow.py": 5,
+                # the energy: the batch, one state (RK4 steps), the trajectory without grad;
+                # the DEQ layer without grad, with grad, at z0 requiring grad, each in eval
+                "prog_hnn.py": 9,
+                # memories empty (1-D), then full, then the last, shorter segment (its size
+                # read by the mask's any().item(): static); each again in eval
+                "prog_txl.py": 6,
+                "prog_tabnet.py": 3}   # batches of 64, the last one of 32 (ghost chunks); eval
 
 
 def _run(framework, mode, weights, programs):

@@ -21,6 +21,9 @@ from ..ops.elementwise_logic import CAST as _CAST
 from ..tensor import Tensor
 from .node import AccumulateGrad, PrimNode, leaf_node
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
+from ..formats import channels_last as _CL, channels_last_3d as _CL3
+
+_LAST = {4: _CL, 5: _CL3}
 
 __all__ = ["run_backward"]
 
@@ -80,20 +83,32 @@ def _widens_back(node, targets) -> bool:
     return m is not None and m[0] is not None and m[0][1] is _F32 and (targets is None or node not in targets)
 
 
+def _user_layout(g):
+    """`g` as user code receives a gradient (a tensor hook's argument, a retained or an
+    autograd.grad result): C-contiguous unless channels-last, as PyTorch's are. A backward
+    may leave its own order (BatchNorm's input gradient is channel-major, the rows the
+    convolution backward reads), on which the user's ``g.view(n, -1)`` would fail."""
+    flags = getattr(getattr(g, "_data", None), "flags", None)
+    if flags is None or flags.c_contiguous or g.ndim < 3 or (
+            g.ndim in (4, 5) and g.is_contiguous(memory_format=_LAST[g.ndim])):
+        return g
+    return g.contiguous()
+
+
 def _run_pre_hooks(hooks, grads: list, create_graph: bool) -> list:
     """A node's tensor hooks, retain_grad copies and pre-hooks, in PyTorch's order."""
     if hooks.tensor:
         for nr, fns in hooks.tensor.items():
             for h in list(fns):
                 if grads[nr] is not None:
-                    r = h(grads[nr])
+                    r = h(_user_layout(grads[nr]))
                     if r is not None:
                         grads[nr] = r
     if hooks.retain:
         for nr, ref in hooks.retain.items():
             t = ref()
             if t is not None and grads[nr] is not None:
-                g = grads[nr] if create_graph else grads[nr].detach()
+                g = _user_layout(grads[nr] if create_graph else grads[nr].detach())
                 t.grad = g if t.grad is None else t.grad + g
     if hooks.pre:
         for h in list(hooks.pre):
@@ -258,7 +273,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
             if targets is not None and node in targets:
                 for nr, i in targets[node]:
                     g = grads[nr]
-                    captured[i] = g if g is None or create_graph else g.detach()
+                    captured[i] = _user_layout(g if g is None or create_graph else g.detach())
                 if isinstance(node, AccumulateGrad) or not any(
                         nxt is not None and nxt in needed for nxt, _ in node.next_functions):
                     continue

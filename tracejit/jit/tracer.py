@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
-from ..errors import CompileError, DeviceMismatchError, TraceError, user_location
+from ..errors import CompileError, DeviceMismatchError, ShapeError, TraceError, user_location
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
@@ -32,6 +32,7 @@ from .state_writes import StateWrites
 from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
+from .constfold import known_value
 from ..ops.shape import TO_DEVICE
 from ..ops.complex_ops import COMPLEX_CALL as _COMPLEX_CALL, involves as _complex_involved
 
@@ -63,10 +64,23 @@ class Tracer(Tensor):
         return len(self._var.aval.shape)
 
     def _concrete(self, what: str, kind: str = "value"):
+        """The value Python code asks for (`kind`: "bool", "value" a number, "array"), where
+        the capture knows it; else a TraceError saying why it cannot."""
         if self._var.aval.weak:  # computed from runtime scalar arguments only
-            v = self._trace.concretize(self, kind, what)
+            v = self._trace.concretize(self, "bool" if kind == "bool" else "value", what)
             if v is not NOT_KNOWN:
                 return v
+        else:   # computed from sizes, literals and small tensors of Python state only
+            v = known_value(self._trace, self._var)
+            if v is not NOT_KNOWN:
+                if kind == "array":
+                    return v
+                if v.size != 1 and kind == "bool":   # (eager's error)
+                    raise RuntimeError(f"the truth value of a tensor with {v.size} elements is "
+                                       f"ambiguous; use .any() or .all()")
+                if v.size != 1:
+                    raise ShapeError(f"a tensor with {v.size} elements cannot be converted to a Python scalar")
+                return bool(v) if kind == "bool" else v.reshape(()).item()
         loc = user_location(3)
         where = f" at {loc[0]}:{loc[1]}" if loc else ""
         if self._var.aval.weak:
@@ -89,10 +103,11 @@ class Tracer(Tensor):
 
     def numpy(self, *, force: bool = False):
         import numpy as np
-        return np.asarray(self._concrete("tensor.numpy()"))
+        return np.asarray(self._concrete("tensor.numpy()", "array"))
 
     def tolist(self):
-        return self._concrete("tensor.tolist()")
+        v = self._concrete("tensor.tolist()", "array")
+        return v.tolist() if hasattr(v, "tolist") else v
 
     def __float__(self):
         return float(self._concrete("float(tensor)"))
@@ -107,10 +122,11 @@ class Tracer(Tensor):
 
     def __array__(self, dtype=None, copy=None):
         import numpy as np
-        return np.asarray(self._concrete("converting a tensor to a numpy array"), dtype=dtype)
+        return np.asarray(self._concrete("converting a tensor to a numpy array", "array"), dtype=dtype)
 
     def _host(self):
-        self._concrete("reading tensor data")
+        import numpy as np
+        return np.asarray(self._concrete("reading tensor data", "array"))
 
     def is_contiguous(self, memory_format=None) -> bool:
         arr = _views.eager_layout(self)   # (as eagerly: False for a transposed view)

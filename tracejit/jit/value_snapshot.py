@@ -13,6 +13,8 @@ from __future__ import annotations
 import types
 from typing import Any, Optional
 
+import numpy as np
+
 __all__ = ["snapshot", "differs", "worth_watching", "watcher", "type_watcher", "unchanged", "BUDGET", "SCALARS",
            "from_library", "entry_key", "changed_numbers", "plain_object", "guarded_attrs"]
 
@@ -268,7 +270,8 @@ class TensorValueReads:
     """The values of concrete tensors (a global, a buffer) that Python read during a capture
     (``scale.item()``, ``float(self.t)``, ``if flag:``) and the graph keeps as constants:
     a call after one of them changed in place (``scale.fill_(3.0)``) must capture again,
-    as eagerly it would read the new value. Each is one-element and read again per call."""
+    as eagerly it would read the new value. Each is read again per call: one element as a
+    number, a small tensor (jit/constfold.py) as an array compared whole."""
 
     def __init__(self, reads: list):
         self.reads = reads      # [(tensor, value read, "file:line")]
@@ -276,21 +279,25 @@ class TensorValueReads:
     def _now(self, t):
         return t._values().reshape(()).item()
 
-    def __call__(self) -> bool:
+    def _same(self, t, v) -> bool:
         from .scalars import same_number
-        for t, v, _ in self.reads:
-            now = self._now(t)
-            if now is not v and not same_number(now, v):
-                return False
-        return True
+        if isinstance(v, np.ndarray):
+            now = t._values()
+            return now.shape == v.shape and bool(np.array_equal(now, v))
+        now = self._now(t)
+        return now is v or same_number(now, v)
+
+    def __call__(self) -> bool:
+        return all(self._same(t, v) for t, v, _ in self.reads)
 
     def text(self) -> str:
         return "; ".join(f"the tensor read at {w} holds {v!r}" for _, v, w in self.reads)
 
     def describe(self) -> list:
-        from .scalars import same_number
         return [f"the value of the tensor read as a Python number at {w} changed: {v!r} -> {self._now(t)!r}"
-                for t, v, w in self.reads if not same_number(self._now(t), v)]
+                if not isinstance(v, np.ndarray) else
+                f"the value of the tensor read by Python at {w} changed: {v.tolist()} -> {t._values().tolist()}"
+                for t, v, w in self.reads if not self._same(t, v)]
 
 
 def with_tensor_reads(check, reads: list):

@@ -12,6 +12,7 @@ from collections import namedtuple
 from typing import Sequence
 
 from .. import ops
+from ..ops.registry import trace_state
 from . import functional as F
 from .containers import ModuleList, Sequential
 from .layers import Linear
@@ -69,6 +70,9 @@ class AdaptiveLogSoftmaxWithLoss(Module):
                                f"the batch dimension, got {input.shape[0]} and {target.shape[0]}")
         if not batched:
             input, target = input.unsqueeze(0), target.unsqueeze(0)
+        if trace_state.tracer is not None:   # capture: the targets' values are not known
+            out = self._dense_output(input, target)
+            return _ASMoutput(out if batched else out.squeeze(0), (-out).mean())
         tv = target.detach().numpy()
         if tv.size and (tv.min() < 0 or tv.max() >= self.n_classes):
             raise RuntimeError(f"AdaptiveLogSoftmaxWithLoss: target values should be in [0, "
@@ -90,6 +94,23 @@ class AdaptiveLogSoftmaxWithLoss(Module):
         output = output + head_logprob.gather(1, ops.tensor(head_index).unsqueeze(1)).squeeze(1)
         loss = (-output).mean()
         return _ASMoutput(output if batched else output.squeeze(0), loss)
+
+    def _dense_output(self, input, target):
+        """forward's log probabilities without reading the targets: every cluster's tail runs
+        on every row and a row keeps its own cluster's entry (the form a compiled graph can
+        hold; eagerly only the rows of each cluster run its tail)."""
+        head_index = target
+        output = None
+        for i in range(1, self.n_clusters + 1):
+            low, high = self.cutoffs[i - 1], self.cutoffs[i]
+            rows = (target >= low) & (target < high)
+            head_index = ops.where(rows, self.shortlist_size + i - 1, head_index)
+            logprob = F.log_softmax(self.tail[i - 1](input), dim=1)
+            local = logprob.gather(1, (target - low).clamp(0, high - low - 1).unsqueeze(1)).squeeze(1)
+            local = ops.where(rows, local, 0.0)
+            output = local if output is None else output + local
+        head_logprob = F.log_softmax(self.head(input), dim=1)
+        return output + head_logprob.gather(1, head_index.unsqueeze(1)).squeeze(1)
 
     def _full_log_prob(self, input, head_output):
         head_logprob = F.log_softmax(head_output, dim=1)

@@ -7,6 +7,7 @@ its parameters, their PyTorch default initialisation and a readable repr.
 from __future__ import annotations
 
 import math
+import operator
 
 from .. import dtypes as _dt
 from ..ops import empty, flatten
@@ -21,10 +22,15 @@ __all__ = ["Identity", "Linear", "Conv2d", "Embedding", "LayerNorm", "Flatten", 
 
 
 def _positive_int(name: str, layer: str, v, allow_zero: bool = False) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (v == 0 and not allow_zero):
+    # numpy integers count, as in PyTorch (sizes often come from a numpy array of layer sizes)
+    try:
+        n = None if isinstance(v, bool) else operator.index(v)
+    except TypeError:
+        n = None
+    if n is None or n < 0 or (n == 0 and not allow_zero):
         kind = "a non-negative" if allow_zero else "a positive"
         raise ValueError(f"{layer}: {name} must be {kind} int, got {v!r}")
-    return v
+    return n
 
 
 def _factory(device, dtype) -> dict:
@@ -205,10 +211,10 @@ class Embedding(Module):
                  max_norm=None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
                  sparse: bool = False, _weight=None, _freeze: bool = False, device=None, dtype=None):
         super().__init__()
-        _positive_int("num_embeddings", "Embedding", num_embeddings)
+        num_embeddings = _positive_int("num_embeddings", "Embedding", num_embeddings)
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse   # (gradients are dense here)
-        _positive_int("embedding_dim", "Embedding", embedding_dim)
+        embedding_dim = _positive_int("embedding_dim", "Embedding", embedding_dim)
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:
                 raise ValueError(f"Embedding: padding_idx {padding_idx} must be within num_embeddings "

@@ -21,8 +21,8 @@ class EmbeddingBag(Module):
                  _weight=None, include_last_offset: bool = False, padding_idx=None, device=None,
                  dtype=None):
         super().__init__()
-        _positive_int("num_embeddings", "EmbeddingBag", num_embeddings)
-        _positive_int("embedding_dim", "EmbeddingBag", embedding_dim)
+        num_embeddings = _positive_int("num_embeddings", "EmbeddingBag", num_embeddings)
+        embedding_dim = _positive_int("embedding_dim", "EmbeddingBag", embedding_dim)
         if mode not in ("sum", "mean", "max"):
             raise ValueError(f"EmbeddingBag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
         if padding_idx is not None:

@@ -22,7 +22,7 @@ from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from . import bf16_eager as _bf16_eager
 
-__all__ = ["matmul", "mm", "bmm", "linear", "outer", "dot", "mv"]
+__all__ = ["matmul", "mm", "bmm", "linear", "outer", "ger", "dot", "mv"]
 
 
 def _matmul_rule(a, b):
@@ -334,6 +334,9 @@ def dot(a, b):
 
 def outer(a, b):
     return unsqueeze(a, 1) * unsqueeze(b, 0)
+
+
+ger = outer   # PyTorch's deprecated spelling, still common in positional encodings
 
 
 @_autocast.lower_widened

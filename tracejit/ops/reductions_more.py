@@ -2,7 +2,7 @@
 
 median / nanmedian / kthvalue / quantile / mode (a sort, then the picked positions gathered, so
 the gradient reaches the chosen elements), nanmean / nansum, var_mean / std_mean, aminmax,
-cummax / cummin, logcumsumexp, count_nonzero, diff, trapezoid / cumulative_trapezoid, dist,
+cummax / cummin, logcumsumexp, count_nonzero, diff, gradient, trapezoid / cumulative_trapezoid, dist,
 equal, isin, renorm; and the data-dependent ones computed from the values (no gradient, as in
 PyTorch): unique, unique_consecutive, bincount, histc, bucketize, searchsorted.
 """
@@ -29,7 +29,7 @@ from . import autocast as _autocast
 
 __all__ = ["median", "nanmedian", "kthvalue", "quantile", "nanquantile", "nanmean", "nansum",
            "var_mean", "std_mean", "aminmax", "cummax", "cummin", "logcumsumexp", "count_nonzero",
-           "diff", "trapezoid", "trapz", "cumulative_trapezoid", "dist", "equal", "isin", "unique",
+           "diff", "gradient", "trapezoid", "trapz", "cumulative_trapezoid", "dist", "equal", "isin", "unique",
            "unique_consecutive", "bincount", "histc", "bucketize", "searchsorted", "mode", "renorm"]
 
 _MinMax = namedtuple("aminmax", ["min", "max"])
@@ -312,6 +312,47 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim: int = -1):
     elif dx is not None:
         avg = avg * dx
     return cumsum(avg, d)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order: int = 1) -> tuple:
+    """Central differences along each of `dim` (all dims by default), one-sided at the edges
+    (`edge_order` 1 or 2); `spacing` a number, one per dim, or each dim's coordinates (1-D
+    tensors), with PyTorch's formulas (ATen's gradient helpers)."""
+    dims = list(range(input.ndim)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [normalize_dim(d, input.ndim, "gradient") for d in dims]
+    steps = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(steps) != len(dims) or edge_order not in (1, 2):
+        raise ArgumentError(f"gradient: expected spacing to be a number or one per dim ({len(dims)}) and "
+                            f"edge_order 1 or 2, got {len(steps)} spacings and edge_order {edge_order}")
+    out = []
+    for d, h in zip(dims, steps):
+        n = input.shape[d]
+        if n < edge_order + 1:
+            raise ShapeError(f"gradient: each dim's size must be at least edge_order + 1, got size {n} "
+                             f"at dim {d}")
+
+        def sl(a, b=None):
+            return narrow(input, d, a % n, ((n if b is None else b % n) - a % n))
+        if isinstance(h, Tensor):   # coordinates: the non-uniform formulas
+            dx = diff(h)
+            view = [1] * input.ndim
+            view[d] = n - 2
+            dx1, dx2 = reshape(dx[:-1], tuple(view)), reshape(dx[1:], tuple(view))
+            center = (-dx2 / (dx1 * (dx1 + dx2)) * sl(0, -2) + (dx2 - dx1) / (dx1 * dx2) * sl(1, -1)
+                      + dx1 / (dx2 * (dx1 + dx2)) * sl(2))
+            h0, h1, hl, hm = (float(dx[i]) for i in (0, 1, -1, -2))
+        else:
+            center = (sl(2) - sl(0, -2)) / h / 2
+            h0 = h1 = hl = hm = h
+        if edge_order == 1:
+            first, last = (sl(1, 2) - sl(0, 1)) / h0, (sl(-1) - sl(-2, -1)) / hl
+        else:
+            first = (-(2.0 * h0 + h1) / (h0 * (h0 + h1)) * sl(0, 1) + (h0 + h1) / (h0 * h1) * sl(1, 2)
+                     - h0 / (h1 * (h0 + h1)) * sl(2, 3))
+            last = (hl / (hm * (hl + hm)) * sl(-3, -2) - (hl + hm) / (hl * hm) * sl(-2, -1)
+                    + (2 * hl + hm) / (hl * (hl + hm)) * sl(-1))
+        out.append(cat([first, center, last], d))
+    return tuple(out)
 
 
 def dist(input, other, p: float = 2):

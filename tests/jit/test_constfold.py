@@ -1,0 +1,80 @@
+"""Values Python code reads during a capture that no tensor argument reaches (a mask built
+from sizes, a small boolean tensor a module keeps) are computed at capture instead of the
+forward falling back to eager; state read so is guarded, a tensor argument still cannot be
+read, and neither can a random draw."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import TraceError
+
+
+class _RelMask(tj.nn.Module):
+    """Transformer-XL's test: a causal mask over memory and segment, applied only when any."""
+
+    def forward(self, x, mlen: int = 0):
+        qlen = x.shape[0]
+        mask = tj.triu(x.new_ones(qlen, qlen + mlen), diagonal=1 + mlen).byte()[:, :, None].bool()
+        scores = x[:, None, :].expand(qlen, qlen + mlen, x.shape[1]).clone()
+        if mask is not None and mask.any().item():
+            scores = scores.masked_fill(mask, -1e4)
+        return scores.softmax(1)
+
+
+class _Columns(tj.nn.Module):
+    """TabNet's embedding generator: a plain boolean tensor attribute iterated in forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.continuous = tj.tensor([True, False, True])
+        self.emb = tj.nn.Embedding(4, 2)
+
+    def forward(self, x):
+        cols = []
+        for i, is_cont in enumerate(self.continuous):
+            cols.append(x[:, i].view(-1, 1) if is_cont else self.emb(x[:, i].long()))
+        return tj.cat(cols, 1)
+
+
+def test_a_mask_from_sizes_is_known_at_capture():
+    m = _RelMask()
+    f = tj.compile(m, fullgraph=True)
+    for q in (3, 1, 4):
+        x = tj.randn(q, 5)
+        np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+    assert f.cache_stats()["eager_fallbacks"] == 0
+
+
+def test_a_small_tensor_of_module_state_is_read_and_guarded():
+    m = _Columns()
+    f = tj.compile(m, fullgraph=True)
+    x = tj.tensor([[0.5, 1.0, 2.0], [1.5, 3.0, 1.0]])
+    np.testing.assert_array_equal(f(x).detach().numpy(), m(x).detach().numpy())
+    assert f(x).shape == (2, 4)
+    m.continuous[2] = False   # changed in place: the next call captures again
+    got = f(x)
+    assert got.shape == (2, 5)
+    np.testing.assert_array_equal(got.detach().numpy(), m(x).detach().numpy())
+    st = f.cache_stats()
+    assert st["compiles"] == 2 and st["eager_fallbacks"] == 0
+    assert any("[True, False, True] -> [True, False, False]" in r for r in st["recompile_reasons"])
+
+
+def test_values_an_argument_or_a_random_draw_reaches_stay_unknown():
+    def on_data(x):
+        return x * 2 if x.sum().item() > 0 else x
+
+    def on_random(x):
+        return x * 2 if tj.rand(1).item() > 0.5 else x
+
+    for fn in (on_data, on_random):
+        with pytest.raises(TraceError, match="needs the value of a traced tensor"):
+            tj.compile(fn, fullgraph=True)(tj.ones(3))
+
+
+def test_a_known_value_of_many_elements_is_no_number():
+    def f(x):
+        return x + tj.ones(2, 2).sum(0).item()
+
+    with pytest.raises(ValueError, match="a tensor with 2 elements cannot be converted"):
+        tj.compile(f, fullgraph=True)(tj.ones(3))

@@ -1,0 +1,85 @@
+"""Tensor values Python code reads during a capture that the capture knows already.
+
+``if attn_mask.any().item():`` on a mask built from sizes alone (``torch.triu(x.new_ones(q,
+k), 1 + m)``, Transformer-XL's), or ``for i, c in enumerate(self.is_continuous): if c:``
+over a small boolean tensor a module keeps (TabNet's embedding generator): the value is
+computed from literals, sizes and concrete tensors of Python state, never from the call's
+tensor arguments. The equations that make it run eagerly at capture, instead of the
+forward falling back to eager. A concrete tensor read so is guarded on its value as
+``t.item()`` on it is (value_snapshot.py `TensorValueReads`: changed in place, the next call
+captures again), and a symbolic size read so becomes static, as ``int(x.shape[0])`` makes it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..shapes import Sym
+from .ir import Literal
+from .scalars import NOT_KNOWN
+
+__all__ = ["known_value"]
+
+_MAX_READ = 256          # elements of a concrete tensor a guard compares on every call
+_MAX_ELEMENTS = 1 << 16  # elements of any value computed at capture
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _param(v):
+    """An equation parameter with its symbolic sizes as their values in this call."""
+    if isinstance(v, Sym):
+        return int(v)   # (specializes the size: the capture runs again with it static)
+    if isinstance(v, (tuple, list)):
+        return type(v)(_param(x) for x in v)
+    return v
+
+
+def known_value(ctx, var):
+    """The value of `var` (an IR value of the root capture `ctx`) as a numpy array when no
+    tensor argument of the call reaches it, else NOT_KNOWN. Random ops, tensors written or
+    requiring grad, and large values are not computed."""
+    if ctx.parent is not None:
+        return NOT_KNOWN
+    made = {o: e for e in ctx.eqns for o in e.outs}
+    consts = {ctx.consts[id(t)]: t for t in ctx.const_tensors}
+    memo, reads = {}, []
+
+    def value(a):
+        if isinstance(a, Literal):
+            return np.asarray(_param(a.value))
+        if a in memo:
+            return memo[a]
+        t = consts.get(a)
+        if t is not None:
+            if (t.requires_grad or t.numel() > _MAX_READ or id(t) in ctx.buffer_writes
+                    or (t._data_of is not None and id(t._data_of) in ctx.buffer_writes)):
+                raise _Unknown
+            memo[a] = v = np.array(t._values())
+            reads.append((t, v))
+            return v
+        eqn = made.get(a)
+        if eqn is None or eqn.prim.kind == "random" or eqn.prim.impl is None:
+            raise _Unknown
+        args = [value(x) for x in eqn.inputs]
+        params = {k: _param(v) for k, v in eqn.params.items()}
+        with np.errstate(all="ignore"):
+            out = eqn.prim.impl(np, *args, **params)
+        outs = tuple(out) if len(eqn.outs) > 1 else (out,)
+        for o, v in zip(eqn.outs, outs):
+            v = np.asarray(v)
+            if v.size > _MAX_ELEMENTS:
+                raise _Unknown
+            memo[o] = v
+        return memo[a]
+
+    try:
+        v = value(var)
+    except _Unknown:
+        return NOT_KNOWN
+    except Exception:  # noqa: BLE001 - an impl that needs more than numpy: not known here
+        return NOT_KNOWN
+    for t, read in reads:
+        ctx.note_value_read(t, read if read.size != 1 else read.reshape(()).item())
+    return v
