@@ -24,6 +24,7 @@ from .reductions import ValuesIndices as _ValuesIndices, amax, amin, cumsum, mea
 from .shape import cat, narrow, reshape
 from .tensorfns import sort
 from .registry import refuse_tracing
+from .host_steps import host_step
 from .dtype_checks import takes
 from . import autocast as _autocast
 
@@ -227,13 +228,9 @@ def aminmax(input, *, dim=None, keepdim: bool = False):
     return _MinMax(amin(input, dim, keepdim), amax(input, dim, keepdim))
 
 
-def _cum_extreme(input, dim, better, name):
-    """Running max/min along dim with the index of its last occurrence (as PyTorch)."""
-    refuse_tracing(name, "its input")
-    d = normalize_dim(dim, input.ndim, name)
-    if input.ndim == 0:
-        return _ValuesIndices(input.clone(), tensor(0, device=input.device))
-    a = np.moveaxis(input.detach().numpy(), d, -1)
+def _cum_extreme_index(xp, a, dim, better):
+    """The index of the running max/min's last occurrence along `dim` (as PyTorch)."""
+    a = np.moveaxis(a, dim, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
     best = a[..., :1].copy()
     best_i = np.zeros(a.shape[:-1] + (1,), dtype=np.int64)
@@ -242,7 +239,16 @@ def _cum_extreme(input, dim, better, name):
         best = np.where(take, a[..., j:j + 1], best)
         best_i = np.where(take, j, best_i)
         idx[..., j:j + 1] = best_i
-    indices = tensor(np.moveaxis(idx, -1, d), device=input.device)
+    return (np.moveaxis(idx, -1, dim),)
+
+
+def _cum_extreme(input, dim, better, name):
+    """Running max/min along dim with its indices: the values gathered at them (the
+    gradient flows to each value's source)."""
+    d = normalize_dim(dim, input.ndim, name)
+    if input.ndim == 0:
+        return _ValuesIndices(input.clone(), tensor(0, device=input.device))
+    (indices,) = host_step(_cum_extreme_index, [input], [input.shape], [_dt.int64], name, dim=d, better=better)
     return _ValuesIndices(gather(input, d, indices), indices)
 
 
@@ -341,23 +347,24 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     return tensor(np.isin(el, te, invert=invert), device=getattr(elements, "device", None))
 
 
-def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
-           dim=None):
-    refuse_tracing("unique", "its input")
-    a = input.detach().numpy()
+def _unique_arrays(xp, a, dim):
     if dim is None:
         # (each NaN its own value, as PyTorch: NaN != NaN)
-        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
+        vals, inv, cnt = xp.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
         inv = inv.reshape(a.shape)
     else:
-        d = normalize_dim(dim, input.ndim, "unique")
-        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, axis=d)
+        vals, inv, cnt = xp.unique(a, return_inverse=True, return_counts=True, axis=dim)
         inv = inv.reshape(-1)
-    out = [tensor(vals, dtype=input.dtype, device=input.device)]
-    if return_inverse:
-        out.append(tensor(inv.astype(np.int64), device=input.device))
-    if return_counts:
-        out.append(tensor(cnt.astype(np.int64), device=input.device))
+    return vals, inv.astype(np.int64), cnt.astype(np.int64)
+
+
+def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
+           dim=None):
+    d = None if dim is None else normalize_dim(dim, input.ndim, "unique")
+    shape = ("n",) if d is None else input.shape[:d] + ("n",) + input.shape[d + 1:]
+    out = host_step(_unique_arrays, [input], [shape, input.shape if d is None else (input.shape[d],), ("n",)],
+                    [input.dtype, _dt.int64, _dt.int64], "unique", dim=d)
+    out = [out[0]] + [t for t, want in zip(out[1:], (return_inverse, return_counts)) if want]
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -381,18 +388,21 @@ def unique_consecutive(input, return_inverse: bool = False, return_counts: bool 
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def bincount(input, weights=None, minlength: int = 0):
-    refuse_tracing("bincount", "its input")
-    if input.ndim != 1 or not input.dtype.is_integer:
-        raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
-    a = input.detach().numpy()
+def _bincount_arrays(xp, a, *weights, minlength):
     if a.size and a.min() < 0:
         raise ArgumentError("bincount: input must contain non-negative integers")
-    if weights is None:
-        return tensor(np.bincount(a, minlength=minlength).astype(np.int64), device=input.device)
-    w = weights.detach().numpy()
-    out = np.bincount(a, weights=w, minlength=minlength)
-    return tensor(out.astype(w.dtype if w.dtype.kind == "f" else np.float64), device=input.device)
+    if not weights:
+        return (xp.bincount(a, minlength=minlength).astype(np.int64),)
+    w = weights[0]
+    return (xp.bincount(a, weights=w, minlength=minlength).astype(w.dtype if w.dtype.kind == "f" else np.float64),)
+
+
+def bincount(input, weights=None, minlength: int = 0):
+    if input.ndim != 1 or not input.dtype.is_integer:
+        raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
+    args = [input] if weights is None else [input, weights]
+    dt = _dt.int64 if weights is None else weights.dtype if weights.dtype.is_floating_point else _dt.float64
+    return host_step(_bincount_arrays, args, [("n",)], [dt], "bincount", minlength=int(minlength))[0]
 
 
 @takes("input")
