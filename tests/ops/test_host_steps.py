@@ -24,6 +24,8 @@ CASES = {
     "assign": lambda lib, x, w: (lambda y: (y.__setitem__(x > 0.5, x[x > 0.5] * w[0, 0]), y)[1])(x * 2).sum(),
     "unique": lambda lib, x, w: sum(t.float().sum() for t in lib.unique((x * 2).round().detach(), return_inverse=True,
                                                                          return_counts=True)) * w.sum(),
+    "unique_consecutive": lambda lib, x, w: lib.unique_consecutive((x[:, 0] > 0).long(), return_counts=True)[1]
+    .float().square().sum() * w.sum(),
     "bincount": lambda lib, x, w: (lib.bincount((x.abs() * 2).long().flatten(), weights=x.flatten().detach())
                                    * 2).sum() + w.sum(),
     "repeat_interleave": lambda lib, x, w: (x.repeat_interleave((x[:, 0] > 0).long() * 2 + 1, dim=0) @ w).sum(),
@@ -103,3 +105,15 @@ def test_eager_results_are_unchanged():
         tj.tensor([1, 2]).repeat_interleave(tj.tensor([2, 1]), output_size=2)
     with pytest.raises(tj.errors.ArgumentError, match="non-negative"):
         tj.bincount(tj.tensor([1, -1]))
+
+
+def test_a_backward_through_one_of_two_data_sized_outputs():
+    f = tj.compile(lambda x: ((x[x > 0] * 2).sum(), x[x > 0] * 3))
+    for i in range(3):
+        xa = _data(i)[0]
+        x = tj.tensor(xa, requires_grad=True)
+        total, sel = f(x)
+        total.backward()   # (sel's gradient: zeros of its run-time size)
+        np.testing.assert_array_equal(x.grad.numpy(), 2.0 * (xa > 0))
+        np.testing.assert_allclose(sel.detach().numpy(), 3 * xa[xa > 0], rtol=1e-6)
+    assert f.cache_stats()["compiles"] == 1

@@ -358,34 +358,35 @@ def _unique_arrays(xp, a, dim):
     return vals, inv.astype(np.int64), cnt.astype(np.int64)
 
 
-def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
-           dim=None):
-    d = None if dim is None else normalize_dim(dim, input.ndim, "unique")
+def _unique_consecutive_arrays(xp, a, dim):
+    """Runs of equal elements (with `dim`: of equal slices along it; the inverse indexes
+    those slices)."""
+    moved = a.reshape(-1) if dim is None else np.moveaxis(a, dim, 0)
+    rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:])))
+    n = rows.shape[0]
+    starts = np.concatenate([[True], (rows[1:] != rows[:-1]).any(1)]) if n else np.zeros(0, dtype=bool)
+    vals = moved[starts] if dim is None else np.moveaxis(moved[starts], 0, dim)
+    inv = np.cumsum(starts).astype(np.int64) - 1
+    counts = np.diff(np.append(np.flatnonzero(starts), n)).astype(np.int64)
+    return vals, inv.reshape(a.shape) if dim is None else inv, counts
+
+
+def _unique(fn, name, input, return_inverse, return_counts, dim):
+    d = None if dim is None else normalize_dim(dim, input.ndim, name)
     shape = ("n",) if d is None else input.shape[:d] + ("n",) + input.shape[d + 1:]
-    out = host_step(_unique_arrays, [input], [shape, input.shape if d is None else (input.shape[d],), ("n",)],
-                    [input.dtype, _dt.int64, _dt.int64], "unique", dim=d)
+    out = host_step(fn, [input], [shape, input.shape if d is None else (input.shape[d],), ("n",)],
+                    [input.dtype, _dt.int64, _dt.int64], name, dim=d)
     out = [out[0]] + [t for t, want in zip(out[1:], (return_inverse, return_counts)) if want]
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
+           dim=None):
+    return _unique(_unique_arrays, "unique", input, return_inverse, return_counts, dim)
+
+
 def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
-    refuse_tracing("unique_consecutive", "its input")
-    a = input.detach().numpy()
-    # with `dim`: runs of equal slices along it (the inverse indexes those slices)
-    d = None if dim is None else normalize_dim(dim, a.ndim, "unique_consecutive")
-    moved = a.reshape(-1) if d is None else np.moveaxis(a, d, 0)
-    rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:])))
-    n = rows.shape[0]
-    starts = np.concatenate([[True], (rows[1:] != rows[:-1]).any(1)]) if n else np.zeros(0, dtype=bool)
-    vals = moved[starts] if d is None else np.moveaxis(moved[starts], 0, d)
-    out = [tensor(vals, dtype=input.dtype, device=input.device)]
-    if return_inverse:
-        inv = np.cumsum(starts) - 1
-        out.append(tensor((inv.reshape(a.shape) if d is None else inv).astype(np.int64), device=input.device))
-    if return_counts:
-        pos = np.flatnonzero(starts)
-        out.append(tensor(np.diff(np.append(pos, n)).astype(np.int64), device=input.device))
-    return out[0] if len(out) == 1 else tuple(out)
+    return _unique(_unique_consecutive_arrays, "unique_consecutive", input, return_inverse, return_counts, dim)
 
 
 def _bincount_arrays(xp, a, *weights, minlength):
