@@ -84,10 +84,17 @@ def test_outputs_of_a_data_dependent_size_and_an_empty_selection():
     assert f.cache_stats()["compiles"] == 1 and f.cache_stats()["eager_fallbacks"] == 0
 
 
-def test_the_value_of_a_data_dependent_size_breaks_the_graph():
-    def fn(x):
-        sel = x[x > 0]
-        return sel.sum() / int(sel.shape[0])
+BREAKS = {
+    "int": lambda x: x[x > 0].sum() / int(x[x > 0].shape[0]),
+    "compare": lambda x: x[x > 0].mean() if x[x > 0].shape[0] > 0 else x.sum() * 0,
+    "numel": lambda x: x[x > 0].mean() if x[x > 0].numel() != 0 else x.sum() * 0,
+    "len": lambda x: x[x > 0].mean() if 0 < len(x[x > 0]) else x.sum() * 0,
+}
+
+
+@pytest.mark.parametrize("name", list(BREAKS))
+def test_the_value_of_a_data_dependent_size_breaks_the_graph(name):
+    fn = BREAKS[name]
     f = tj.compile(fn)
     with pytest.warns(RuntimeWarning, match="depends on the data"):
         got = f(tj.tensor(_data(0)[0]))

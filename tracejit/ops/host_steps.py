@@ -7,29 +7,20 @@ Eagerly it is just that call. While tracing it is one `HOST_STEP` equation that 
 compiled plan runs as that call; a dim given as a string is a fresh *data-dependent size*
 (`DataSize`, torch's unbacked symbol), known only once the step has run: the plan binds it
 from the step's array, and everything after it compiles against it as against a symbolic
-batch dim. Code that needs its value (``int(n)``, ``n > 5``) raises the TraceError of a
-graph break. The step's results carry no gradient (indices, counts): the differentiable
+batch dim. User code that needs its value (``int(n)``, ``if n > 0:``) raises the TraceError
+of a graph break. The step's results carry no gradient (indices, counts): the differentiable
 part of an op (``x[mask]``, ``masked_select``, ``repeat_interleave``, ``cummax``'s values)
 is a gather at those indices, whose VJP scatters back.
 """
 from __future__ import annotations
 
 from ..errors import TraceError, user_location
-from ..shapes import Sym, hint
+from ..shapes import DataSize, Sym, hint
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import trace_state
 
 __all__ = ["DataSize", "HOST_STEP", "host_step", "size_bindings", "run_step"]
-
-
-class DataSize(str):
-    """The name of a size symbol that a `HOST_STEP` makes (bound from its result)."""
-
-    def value(self, env: dict) -> int:
-        # Unbound where it is evaluated: only the zero gradient of an output that no residual
-        # nor other gradient has a dim of, which nothing else then reads (0 elements)
-        return 0
 
 
 def _impl(xp, *arrays, fn, avals, **kw):
@@ -131,4 +122,5 @@ def refuse_data_size(sym) -> None:
         loc = user_location(4)
         where = f" at {loc[0]}:{loc[1]}" if loc else ""
         raise TraceError(f"a size that depends on the data ({', '.join(names)}, from nonzero, a boolean mask, "
-                         f"unique, ...) is used as a Python number{where}; a capture only knows it at run time")
+                         f"unique, ...) is read as a Python number (int, len, a comparison){where}; a capture "
+                         f"only knows it at run time")
