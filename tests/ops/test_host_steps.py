@@ -29,6 +29,9 @@ CASES = {
     "bincount": lambda lib, x, w: (lib.bincount((x.abs() * 2).long().flatten(), weights=x.flatten().detach())
                                    * 2).sum() + w.sum(),
     "repeat_interleave": lambda lib, x, w: (x.repeat_interleave((x[:, 0] > 0).long() * 2 + 1, dim=0) @ w).sum(),
+    "isin": lambda lib, x, w: (x * lib.isin((x * 2).round(), lib.tensor([0.0, 1.0]))).sum() + w.sum(),
+    "bucketize": lambda lib, x, w: (lib.bucketize(x.detach(), lib.tensor([-1.0, 0.0, 1.0])).float() * x).sum()
+    + w.sum(),
     "cummax": lambda lib, x, w: (lib.cummax(x @ w, 1)[0] * lib.cummin(x, 0)[1]).sum(),
 }
 

@@ -340,11 +340,13 @@ def equal(input, other) -> bool:
     return tuple(input.shape) == tuple(other.shape) and bool((input == other).all())
 
 
+def _isin_array(xp, el, te, invert):
+    return (xp.isin(el, te, invert=invert),)
+
+
 def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
-    refuse_tracing("isin", "its inputs")
-    te = test_elements.detach().numpy() if isinstance(test_elements, Tensor) else np.asarray(test_elements)
-    el = elements.detach().numpy() if isinstance(elements, Tensor) else np.asarray(elements)
-    return tensor(np.isin(el, te, invert=invert), device=getattr(elements, "device", None))
+    el, te = (t if isinstance(t, Tensor) else tensor(t) for t in (elements, test_elements))
+    return host_step(_isin_array, [el, te], [el.shape], [_dt.bool_], "isin", invert=invert)[0]
 
 
 def _unique_arrays(xp, a, dim):
@@ -423,29 +425,34 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
                  sorter=None):
     """Indices where `input`'s values would go in the last dim of `sorted_sequence` (sorted
     ascending, or put in order by the indices `sorter`) to keep it sorted."""
-    refuse_tracing("searchsorted", "its inputs")
     if side is not None:
         if side not in ("left", "right"):
             raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
         if right and side == "left":
             raise ValueError("searchsorted: side='left' and right=True contradict each other")
         right = side == "right"
-    seq = sorted_sequence.detach().numpy()   # (indices: no gradient flows to either input)
+    vals = input if isinstance(input, Tensor) else tensor(input)
+    args = [sorted_sequence, vals]
     if sorter is not None:
-        order = sorter.numpy() if isinstance(sorter, Tensor) else np.asarray(sorter)
-        if order.shape != seq.shape:
-            raise ShapeError(f"searchsorted: sorter of shape {order.shape} should have the sorted "
-                             f"sequence's shape {seq.shape}")
-        seq = np.take_along_axis(seq, order.astype(np.int64), -1)
-    vals = input.detach().numpy() if isinstance(input, Tensor) else np.asarray(input)
+        args.append(sorter if isinstance(sorter, Tensor) else tensor(sorter))
+        if tuple(args[2].shape) != tuple(sorted_sequence.shape):
+            raise ShapeError(f"searchsorted: sorter of shape {tuple(args[2].shape)} should have the sorted "
+                             f"sequence's shape {tuple(sorted_sequence.shape)}")
+    dt = _dt.int32 if out_int32 else _dt.int64
+    return host_step(_searchsorted_array, args, [vals.shape], [dt], "searchsorted", right=right,
+                     out_int32=out_int32)[0]
+
+
+def _searchsorted_array(xp, seq, vals, *sorter, right, out_int32):
+    if sorter:
+        seq = np.take_along_axis(seq, sorter[0].astype(np.int64), -1)
     s = "right" if right else "left"
     if seq.ndim == 1:
         res = np.searchsorted(seq, vals, side=s)
     else:
         res = np.stack([np.searchsorted(seq[i], vals[i], side=s)
                         for i in np.ndindex(seq.shape[:-1])]).reshape(vals.shape)
-    dt = _dt.int32 if out_int32 else _dt.int64
-    return tensor(np.asarray(res).astype(dt.np), device=sorted_sequence.device)
+    return (np.asarray(res).astype(np.int32 if out_int32 else np.int64),)
 
 
 def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
