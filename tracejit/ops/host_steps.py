@@ -2,8 +2,7 @@
 step, eagerly and inside a capture.
 
 ``host_step(fn, args, shapes, dtypes, name, **kw)`` is ``fn(xp, *arrays, **kw)``'s arrays as
-tensors.
-Eagerly it is just that call. While tracing it is one `HOST_STEP` equation that the
+tensors. Eagerly it is just that call. While tracing it is one `HOST_STEP` equation that the
 compiled plan runs as that call; a dim given as a string is a fresh *data-dependent size*
 (`DataSize`, torch's unbacked symbol), known only once the step has run: the plan binds it
 from the step's array, and everything after it compiles against it as against a symbolic
@@ -14,6 +13,9 @@ is a gather at those indices, whose VJP scatters back.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..device import CPU
 from ..errors import TraceError, user_location
 from ..shapes import DataSize, Sym, hint
 from ..tensor import Tensor
@@ -41,8 +43,8 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
     tr = trace_state.tracer
     if tr is None:
         dev = args[0].device
-        arrays = fn(args[0]._xp(), *(a._data for a in args), **kw)
-        return tuple(Tensor._wrap(a, dt, dev) for a, dt in zip(arrays, dtypes))
+        arrays = fn(np if dev is CPU else args[0]._xp(), *[a._data for a in args], **kw)
+        return tuple([Tensor._wrap(a, dt, dev) for a, dt in zip(arrays, dtypes)])
     if tr.parent is not None:
         loc = user_location(3)
         where = f" at {loc[0]}:{loc[1]}" if loc else ""
@@ -52,8 +54,8 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
     atoms = tuple(tr.atom(a, name) for a in args)
     key = (fn, _value_keys(tr, atoms), tuple(sorted(kw.items())))
     hit = tr.host_steps.get(key)   # (the same mask, or one written twice: the same size)
-    if hit is not None:
-        return hit
+    if hit is not None and all(t._var is v for t, v in zip(*hit)):   # (none written in place)
+        return hit[0]
     n = hint(args[0].numel()) if args else 2
     fresh: dict = {}
     avals = []
@@ -67,7 +69,8 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
             dims.append(d)
         avals.append(Aval(tuple(dims), dt, args[0].device))
     avals = tuple(avals)
-    out = tr.host_steps[key] = tuple(tr.emit_multi(HOST_STEP, list(atoms), {"fn": fn, "avals": avals, **kw}, avals))
+    out = tuple(tr.emit_multi(HOST_STEP, list(atoms), {"fn": fn, "avals": avals, **kw}, avals))
+    tr.host_steps[key] = (out, [t._var for t in out])
     return out
 
 

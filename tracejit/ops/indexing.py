@@ -584,7 +584,7 @@ def _nonzero_arrays(xp, a):
         idx = np.unravel_index(np.flatnonzero(a), a.shape)
     else:
         idx = xp.nonzero(a)
-    return tuple(i.astype(np.int64, copy=False) for i in idx)
+    return idx if idx[0].dtype == np.int64 else tuple([i.astype(np.int64) for i in idx])
 
 
 def nonzero(a, as_tuple: bool = False):
