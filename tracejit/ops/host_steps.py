@@ -22,11 +22,26 @@ from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import trace_state
 
-__all__ = ["DataSize", "HOST_STEP", "host_step", "size_bindings", "run_step"]
+__all__ = ["DataSize", "HOST_STEP", "host_step", "step_function", "size_bindings", "run_step"]
+
+
+# The step functions by name: an equation holds the name, so the graph's text (the key of
+# its kernels' on-disk marker, compiler/tierhints.py) is the same in every process
+FUNCTIONS: dict = {}
+
+
+def step_function(name: str):
+    """The module-level function named `name` ("module.function")."""
+    fn = FUNCTIONS.get(name)
+    if fn is None:   # (a graph loaded from an archive)
+        import importlib
+        module, _, attr = name.rpartition(".")
+        fn = FUNCTIONS[name] = getattr(importlib.import_module(module), attr)
+    return fn
 
 
 def _impl(xp, *arrays, fn, avals, **kw):
-    return fn(xp, *arrays, **kw)
+    return step_function(fn)(xp, *arrays, **kw)
 
 
 def _rule(*avals_in, fn, avals, **kw):
@@ -69,7 +84,9 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
             dims.append(d)
         avals.append(Aval(tuple(dims), dt, args[0].device))
     avals = tuple(avals)
-    out = tuple(tr.emit_multi(HOST_STEP, list(atoms), {"fn": fn, "avals": avals, **kw}, avals))
+    key_name = f"{fn.__module__}.{fn.__qualname__}"
+    FUNCTIONS[key_name] = fn
+    out = tuple(tr.emit_multi(HOST_STEP, list(atoms), {"fn": key_name, "avals": avals, **kw}, avals))
     tr.host_steps[key] = (out, [t._var for t in out])
     return out
 
@@ -112,7 +129,7 @@ def run_step(e, vals, syms: dict) -> list:
     """`e` (a `HOST_STEP`) on tensors `vals`, binding its sizes in `syms` (the interpreter's)."""
     from ..jit.interpreter import eval_params
     kw = eval_params({k: v for k, v in e.params.items() if k not in ("fn", "avals")}, syms)
-    arrays = e.params["fn"](vals[0]._xp(), *(v._data for v in vals), **kw)
+    arrays = step_function(e.params["fn"])(vals[0]._xp(), *(v._data for v in vals), **kw)
     for s, i, j in size_bindings(e):
         syms[s] = arrays[i].shape[j]
     return [Tensor._wrap(a, o.aval.dtype, o.aval.device) for a, o in zip(arrays, e.outs)]
