@@ -15,7 +15,7 @@ An `OpInfo` holds
 - ``dtypes``: tracejit dtypes the samples are made in;
 - ``grad``: differentiable (w.r.t. each sample's ``grad`` positions, by default every
   floating input);
-- ``traceable``: False when the output shape depends on data (bool-mask indexing);
+- ``traceable``: False when tracing cannot capture the op (a width read from the data);
 - ``random``: output is random (only shapes/dtypes/statistics can be compared);
 - ``torch``: False when there is no matching PyTorch call; ``atol``/``rtol``: forward
   tolerances for float32 (float64 uses 1e-10/1e-7).
@@ -811,7 +811,7 @@ def _mask_samples(dtype, rng):
             Sample((x, np.array([False, True, True, False])), {"index": (_S(None), "I0")}, desc="mask on dim 1")]
 
 
-register("getitem.mask", _getitem, _getitem_ref, _mask_samples, dtypes=NUMERIC, traceable=False)
+register("getitem.mask", _getitem, _getitem_ref, _mask_samples, dtypes=NUMERIC)
 
 
 def _setitem(m, x, *rest, index, value=None):
@@ -870,7 +870,8 @@ def _setitem_mask_number_samples(dtype, rng):
             Sample((x, arr(rng, (4,), dtype), rng.random(3) > 0.5), {"index": "I0"}, desc="row mask = row")]
 
 
-# (values of the mask's count: a data-dependent shape; a number or one row: a where)
+# (values of the mask's count: a data-dependent size that a capture cannot match to the
+# values' static count; a number or one row: a where)
 register("setitem.mask", _setitem, _setitem_ref, _setitem_mask_samples, dtypes=NUMERIC, traceable=False)
 register("setitem.mask_number", _setitem, _setitem_ref, _setitem_mask_number_samples, dtypes=NUMERIC)
 

@@ -138,7 +138,7 @@ register("take", lambda m, x: m.take(x, m.tensor([[0, 5], [11, 3]], device=x.dev
 register("select", lambda m, x, **kw: m.select(x, **kw), lambda x, dim, index: np.take(x, index, dim),
          lambda d, r: [_s(arr(r, (3, 4), d), dim=1, index=-1)], dtypes=NUMERIC)
 register("masked_select", lambda m, x: m.masked_select(x, x > 0), lambda x: x[x > 0],
-         lambda d, r: [_s(arr(r, (3, 4), d))], traceable=False)
+         lambda d, r: [_s(arr(r, (3, 4), d))])
 register("combinations", lambda m, x, **kw: m.combinations(x, **kw),
          lambda x, r=2, with_replacement=False: np.asarray(
              list((itertools.combinations_with_replacement if with_replacement else itertools.combinations)(x, r))),

@@ -451,6 +451,31 @@ def test_is_contiguous_in_a_memory_format_reads_the_strides():
         memory_format=tj.channels_last_3d)
 
 
+@pytest.mark.parametrize("how", ["contiguous", "to", "clone"])
+def test_a_channels_last_conversion_has_pytorchs_strides_eagerly_and_traced(how):
+    torch = pytest.importorskip("torch")
+    xa = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+
+    def fn(lib, x):
+        y = getattr(x * 1.0, how)(memory_format=lib.channels_last)
+        if y.is_contiguous(memory_format=lib.channels_last) and not y.is_contiguous():
+            return y.permute(0, 2, 3, 1).sum(-1) * 2.0   # (a ConvNeXt LayerNorm's channels_last branch)
+        return y.sum(1)
+    y, want = getattr(tj.tensor(xa), how)(memory_format=tj.channels_last), getattr(
+        torch.tensor(xa), how)(memory_format=torch.channels_last)
+    assert y.stride() == want.stride() and y.tolist() == want.tolist()
+    x = tj.tensor(xa, requires_grad=True)
+    f = tj.compile(lambda t: fn(tj, t))
+    got = f(x)
+    xt = torch.tensor(xa, requires_grad=True)
+    ref = fn(torch, xt)
+    np.testing.assert_allclose(got.detach().numpy(), ref.detach().numpy(), rtol=1e-6)
+    got.sum().backward()
+    ref.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy())
+    assert f.cache_stats()["compiles"] == 1 and f.cache_stats()["eager_fallbacks"] == 0
+
+
 def test_reading_grad_of_a_non_leaf_warns_like_pytorch():
     import warnings
     torch = pytest.importorskip("torch")

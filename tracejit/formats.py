@@ -1,10 +1,13 @@
 """Memory formats and layouts PyTorch programs name (``memory_format=``, ``layout=``).
 
-tracejit tensors are dense and strided; ``contiguous()`` always gives row-major
-(C-order) memory. ``contiguous_format``, ``legacy_contiguous_format`` (F.gumbel_softmax's
-source names it) and ``preserve_format`` are therefore what every call gets;
-``channels_last`` is accepted as a performance hint and ignored (the values are the same,
-only PyTorch's memory order would differ).
+tracejit tensors are dense and strided; ``contiguous()`` gives row-major (C-order)
+memory. ``contiguous_format``, ``legacy_contiguous_format`` (F.gumbel_softmax's source
+names it) and ``preserve_format`` are what most calls get. ``x.contiguous(memory_format=
+channels_last)``, ``x.to(memory_format=...)`` and ``x.clone(memory_format=...)`` give
+PyTorch's strides (channels innermost), so code that branches on
+``x.is_contiguous(memory_format=channels_last)`` (ConvNeXt's and timm's LayerNorm2d) takes
+PyTorch's branch, eagerly and traced; the values are the same either way, and the ops
+after it give row-major results (PyTorch's keep channels_last).
 """
 from __future__ import annotations
 
@@ -44,6 +47,20 @@ def check_memory_format(fmt, what: str) -> None:
     if fmt is not None and not isinstance(fmt, memory_format):
         raise TypeError(f"{what}: memory_format must be a tracejit memory format (e.g. "
                         f"tracejit.contiguous_format), got {fmt!r}")
+
+
+def laid_out(t, fmt, copy: bool = False):
+    """`t` (a copy where `copy`) with PyTorch's strides for `fmt`: for channels_last(_3d)
+    of its rank, a copy with channels innermost viewed back in t's dim order; else
+    ``contiguous()``'s (``clone()``'s)."""
+    from . import ops
+    rank = {"channels_last": 4, "channels_last_3d": 5}.get(getattr(fmt, "name", None))
+    if rank is None or t.ndim != rank:
+        return ops.clone(t) if copy else ops.contiguous(t)
+    if not copy and t.is_contiguous(memory_format=fmt):
+        return t
+    inner = (0,) + tuple(range(2, rank)) + (1,)
+    return ops.permute(ops.clone(ops.permute(t, inner)), (0, rank - 1) + tuple(range(1, rank - 1)))
 
 
 def dense_in_order(t, fmt: memory_format) -> bool:

@@ -70,6 +70,27 @@ class Derived(str):
         return f"({_code(self.num, names)} // {_code(self.den, names)})"
 
 
+class DataSize(str):
+    """The name of a size known only at run time, from the values (a boolean mask's count:
+    ops/host_steps.py). Shape code inside tracejit may take it as >= 2 (size-oblivious, as
+    torch's unbacked sizes), but a comparison in user code (``if sel.shape[0] > 0:``) needs
+    its value: a graph break."""
+
+    def value(self, env: dict) -> int:
+        # Unbound where it is evaluated: only the zero gradient of an output that no residual
+        # nor other gradient has a dim of, which nothing else then reads (0 elements)
+        return 0
+
+
+def _user_compares(d, depth: int) -> None:
+    """Ask for `d`'s value (the tracer's hook refuses a data-dependent size) when the code
+    `depth` frames up, outside tracejit, compares a data-dependent size."""
+    if any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono):
+        import sys
+        if not sys._getframe(depth).f_globals.get("__name__", "").startswith("tracejit"):
+            d._specialized()
+
+
 def _derived(name, num, den, exact):
     d = Derived(name, num, den)
     d.exact = exact
@@ -231,6 +252,7 @@ class Sym:
 
     # -- comparisons ----------------------------------------------------------
     def __eq__(self, o):
+        _user_compares(self, 2)
         if isinstance(o, Sym):
             return self.terms == o.terms or _equal_if_exact(self, o)
         if isinstance(o, int):
@@ -243,6 +265,7 @@ class Sym:
         return NotImplemented
 
     def __ne__(self, o):
+        _user_compares(self, 2)
         r = self.__eq__(o)
         return r if r is NotImplemented else not r
 
@@ -250,6 +273,7 @@ class Sym:
         return hash(self.terms)
 
     def _cmp(self, o, op, less: bool, strict: bool):
+        _user_compares(self, 3)
         if isinstance(o, int):
             low = self.lower_bound()
             if low is not None and op(low, o) == op(max(low, o + 1), o):

@@ -16,7 +16,7 @@ import numpy as np
 from . import dtypes as _dt
 from .device import CPU, as_device, device_of_array
 from .errors import DTypeError
-from .formats import check_memory_format
+from .formats import check_memory_format, laid_out
 from .size import Size
 
 __all__ = ["Tensor"]
@@ -271,13 +271,13 @@ class Tensor:
         return _ops.conj(self.t())
 
     def contiguous(self, memory_format=None) -> "Tensor":
-        """Row-major memory (every memory_format is accepted; see tracejit/formats.py)."""
+        """Dense memory in `memory_format`'s order (row-major by default; tracejit/formats.py)."""
         check_memory_format(memory_format, "contiguous")
-        return _ops.contiguous(self)
+        return _ops.contiguous(self) if memory_format is None else laid_out(self, memory_format)
 
     def clone(self, *, memory_format=None) -> "Tensor":
         check_memory_format(memory_format, "clone")
-        return _ops.clone(self)
+        return _ops.clone(self) if memory_format is None else laid_out(self, memory_format, copy=True)
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
@@ -407,7 +407,8 @@ class Tensor:
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        check_memory_format(kwargs.pop("memory_format", None), "to")
+        fmt = kwargs.pop("memory_format", None)
+        check_memory_format(fmt, "to")
         copy = kwargs.pop("copy", False)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
@@ -426,6 +427,8 @@ class Tensor:
             out = ops.cast(out, _dt.as_dtype(dtype))
         if copy and out is self:
             out = out.clone()
+        if getattr(fmt, "name", "").startswith("channels_last"):
+            out = laid_out(out, fmt)
         return out
 
     def cpu(self) -> "Tensor":

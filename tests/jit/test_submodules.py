@@ -19,8 +19,8 @@ def _mods(nn):
             return self.w2(nn.functional.silu(self.w1(x)) * 2.0)
 
     class Routed(nn.Module):
-        """Each row goes to expert 0 or 1 by the sign of its first feature (torch.where on
-        a mask: a shape that depends on the data)."""
+        """Each row goes to expert 0 or 1 by the sign of its first feature; an expert with
+        no rows is skipped (``len`` of a size that depends on the data: a graph break)."""
 
         def __init__(self):
             super().__init__()
@@ -32,7 +32,8 @@ def _mods(nn):
             out = torch.zeros_like(h)
             for k, expert in enumerate(self.experts):
                 (rows,) = torch.where((h[:, 0] > 0) == (k == 0))
-                out = out.index_add(0, rows, expert(h[rows]))
+                if len(rows):
+                    out = out.index_add(0, rows, expert(h[rows]))
             return out + x
     return Routed
 

@@ -371,13 +371,15 @@ class CompiledProgram(Executor):
             return self._scale_loss_grads(diff_idx, saved, grads[self._loss_k[diff_idx]], retain_graph,
                                           inputs)
         g_arrays = []
+        arrays = self._arrays(inputs)
         for g, a in zip(grads, self.graph.outputs):
             if g is None:
                 xp = self.backend.array_module()
-                g_arrays.append(xp.zeros(_concrete_shape(a, inputs, self.graph), a.aval.dtype.np))
+                # (a data-dependent size: bound from the residuals or another gradient)
+                known = arrays + list(saved) + [None if x is None else x._data for x in grads]
+                g_arrays.append(xp.zeros(_concrete_shape(a, known, bwd.graph), a.aval.dtype.np))
             else:
                 g_arrays.append(g._data)
-        arrays = self._arrays(inputs)
         try:
             res = bwd.fn(*arrays, *saved, *g_arrays)
         except Exception as exc:

@@ -35,6 +35,7 @@ from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mo
 from ..dtypes import bfloat16 as _BF16
 from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
+from ..ops.host_steps import HOST_STEP, size_bindings, step_function
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
 from ..ops.promotion import compute_dtype, scalar_as
@@ -455,6 +456,12 @@ class Plan:
                 return [f"    {outs[0]} = MATMUL({ins[0]}, {ins[1]})"]
             consts[mname] = fn
             return [f"    {outs[0]} = {mname}({ins[0]}, {ins[1]})"]
+        if p is HOST_STEP:   # (ops/host_steps.py: then the data-dependent sizes it makes)
+            h = f"H{len(consts)}"
+            consts[h] = step_function(e.params["fn"])
+            kw = "".join(f", {k}={_value_code(v, consts)}" for k, v in e.params.items() if k not in ("fn", "avals"))
+            return ([f"    {', '.join(outs)}, = {h}(xp, {', '.join(ins)}{kw})"]
+                    + [f"    {s} = {outs[i]}.shape[{j}]" for s, i, j in size_bindings(e)])
         if p is RESHAPE:
             return [f"    {outs[0]} = {ins[0]}.reshape({_shape_code(e.params['shape'])})"]
         if p is PERMUTE:

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..device import CPU
 from ..ops.eager import bind
+from ..ops.host_steps import HOST_STEP, run_step
 from ..tensor import Tensor
 from ..shapes import Sym, contains_sym
 from .control import COND, CUSTOM_FUNCTION, SCAN, WHILE
@@ -83,6 +84,8 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
             outs = steps[i](vals, state)
         elif e.prim.kind == "control":
             outs = _CONTROL[e.prim](e, vals, syms)
+        elif e.prim is HOST_STEP:
+            outs = run_step(e, vals, syms)
         else:
             outs = [bind(e.prim, *vals, **params)]
         for o, val in zip(e.outs, outs):
@@ -100,9 +103,9 @@ def straight_line(graph: Graph, drops=None, steps=None):
     there, no `record`) generated as one Python function. The same ``bind`` calls in the
     same order: the same values and the same autograd graph."""
     ns: dict = {"BIND": bind, "SCALAR": _scalar_input, "EVAL": eval_params, "SYMS": bind_symbols,
-                "GRAPH": graph, "PY": _PY_SCALARS}
+                "GRAPH": graph, "PY": _PY_SCALARS, "HOST": run_step}
     names: dict = {}
-    symbolic = bool(graph.symbols)
+    symbolic = bool(graph.symbols) or any(e.prim is HOST_STEP for e in graph.eqns)
 
     def name_of(v):
         n = names.get(v)
@@ -136,8 +139,9 @@ def straight_line(graph: Graph, drops=None, steps=None):
         outs = ", ".join(name_of(o) for o in e.outs) + ","
         if steps is not None and i in steps:
             body.append(f"    {outs} = {const(steps[i], 'F')}([{vals}], state)")
-        elif e.prim.kind == "control":
-            body.append(f"    {outs} = {const(_CONTROL[e.prim], 'C')}({const(e, 'E')}, [{vals}], syms)")
+        elif e.prim.kind == "control" or e.prim is HOST_STEP:
+            run = const(_CONTROL[e.prim], 'C') if e.prim.kind == "control" else "HOST"
+            body.append(f"    {outs} = {run}({const(e, 'E')}, [{vals}], syms)")
         else:
             params = e.params
             if symbolic and any(contains_sym(p) for p in params.values()):

@@ -35,6 +35,7 @@ from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
 from .constfold import known_value
 from ..ops.shape import TO_DEVICE
 from ..ops.complex_ops import COMPLEX_CALL as _COMPLEX_CALL, involves as _complex_involved
+from ..ops.host_steps import refuse_data_size as _refuse_data_size
 
 __all__ = ["Tracer", "TraceContext", "trace_graph", "SymbolicSizeError"]
 
@@ -199,6 +200,7 @@ class TraceContext(StateWrites):
         self.captured: dict = {}       # outer Var -> local input Var (sub-traces)
         self.captured_outer: list = []  # outer atoms, in order, for the enclosing eqn
         self.specialized: set = set()  # symbols user code asked the concrete value of
+        self.host_steps: dict = {}     # (fn, operands) -> results (ops/host_steps.py)
         # Runtime scalar arguments (root context): graph input Var -> leaf index, the
         # leaves of the call being captured, and the decisions Python code took on them.
         self.scalar_leaves: dict = {}
@@ -251,6 +253,7 @@ class TraceContext(StateWrites):
         return t
 
     def _on_specialize(self, sym) -> None:
+        _refuse_data_size(sym)
         self._root().specialized.update(sym.free_symbols)
 
     def _sym_number(self, sym, dtype=_dt.float64) -> "Tracer":

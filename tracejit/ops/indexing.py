@@ -13,7 +13,7 @@ from operator import itemgetter
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DTypeError, IndexRangeError, ShapeError, TraceError
+from ..errors import DTypeError, IndexRangeError, ShapeError
 from ..shapes import Sym, broadcast_shapes, normalize_dim
 from ..tensor import Tensor
 from . import creation
@@ -23,6 +23,7 @@ from .donation import donating, target
 from .registry import Aval, defprim
 from .eager import bind, remember_plain, trace_hooks, trace_state
 from .shape import _whole_view, stack
+from .host_steps import host_step
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 from . import masked_assign as _masked
 
@@ -49,8 +50,6 @@ def _normalize(a, index):
                     arr = arr.astype(np.int64)  # x[[]] selects nothing, as in PyTorch
                 t = creation.as_tensor(arr)
             if t.dtype is _dt.bool_:
-                if trace_state.tracer is not None:
-                    raise TraceError(_masked.MASK_ERROR)
                 for nz in nonzero(t, as_tuple=True):
                     items.append(("t", len(tensors)))
                     tensors.append(nz)
@@ -446,17 +445,16 @@ def getitem(a, index):
     spec = _plain_spec(a, index)
     if spec is not None:
         return _whole_view(a) if spec is _WHOLE else bind(GETITEM, a, spec=spec)
-    if trace_state.tracer is not None:
-        m = _masked.select(a, index)   # (b[mask], kept for ``a[mask] = b[mask]``)
-        if m is not None:
-            return m
     if isinstance(index, Tensor) and index.ndim == 0 and index.dtype is _dt.bool_:
         # a 0-d mask adds a dim of 1 or 0 elements, as PyTorch's
         return getitem(a.unsqueeze(0), index.reshape(1))
     spec, tensors = _normalize(a, index)
     if all(x == ("s", None, None, None) for x in spec) and not tensors:
         return _whole_view(a)
-    return bind(GETITEM, a, *tensors, spec=spec)
+    out = bind(GETITEM, a, *tensors, spec=spec)
+    if trace_state.tracer is not None:
+        _masked.note_selection(out, a, index)   # (b[mask], kept for ``a[mask] = b[mask]``)
+    return out
 
 
 # The spec of an index of plain ints, slices of ints, None and Ellipsis depends only on it
@@ -576,23 +574,23 @@ def index_select(a, dim: int, index):
 _UNRAVEL_SIZE = 8192
 
 
-def nonzero(a, as_tuple: bool = False):
-    if trace_state.tracer is not None:
-        raise TraceError("nonzero gives a shape that depends on the data, so it cannot be traced")
-    xp = np if a.device.type == "cpu" else a._xp()
+def _nonzero_arrays(xp, a):
+    """The coordinates of `a`'s nonzero elements, one int64 array per dim (one for a 0-d)."""
     if a.ndim == 0:   # as PyTorch: one element, rows of no coordinates (numpy refuses 0-d)
-        n = int(bool(a._data))
-        if as_tuple:
-            return (Tensor._wrap(xp.zeros(n, np.int64), _dt.int64, a.device),)
-        return Tensor._wrap(xp.zeros((n, 0), np.int64), _dt.int64, a.device)
-    if xp is np and a.ndim >= 2 and a._data.size >= _UNRAVEL_SIZE:
+        return (xp.zeros(int(bool(a)), np.int64),)
+    if xp is np and a.ndim >= 2 and a.size >= _UNRAVEL_SIZE:
         # numpy's n-d nonzero walks each element's coordinates: the flat positions, then
         # their coordinates, cost 2-4x less from here
-        idx = np.unravel_index(np.flatnonzero(a._data), a._data.shape)
+        idx = np.unravel_index(np.flatnonzero(a), a.shape)
     else:
-        idx = xp.nonzero(a._data)
-    ts = tuple(Tensor._wrap(i.astype(np.int64, copy=False), _dt.int64, a.device) for i in idx)
+        idx = xp.nonzero(a)
+    return idx if idx[0].dtype == np.int64 else tuple([i.astype(np.int64) for i in idx])
+
+
+def nonzero(a, as_tuple: bool = False):
+    k = max(a.ndim, 1)
+    ts = host_step(_nonzero_arrays, [a], [("n",)] * k, [_dt.int64] * k, "nonzero")
     if as_tuple:
         return ts
-    return stack(ts, 1) if ts else Tensor._wrap(xp.zeros((0, a.ndim), np.int64), _dt.int64, a.device)
+    return stack(ts, 1)[:, :0] if a.ndim == 0 else stack(ts, 1)   # (a 0-d: rows of no coordinates)
 

@@ -20,8 +20,9 @@ from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import cat, clone, expand, flip, permute, reshape, stack, transpose, unsqueeze
-from .registry import Aval, defprim, refuse_tracing
+from .registry import Aval, defprim
 from .eager import bind
+from .host_steps import host_step
 from . import autocast as _autocast
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "roll",
@@ -132,26 +133,35 @@ def tile(input, dims):
     return x.repeat(*dims)
 
 
+def _repeat_index(xp, reps, n, size=None):
+    """Each position in [0, n) repeated by its count in `reps` (one count: every position);
+    `size`: the count of the result the caller promised (``output_size``)."""
+    reps = reps.astype(np.int64, copy=False).reshape(-1)
+    if reps.size == 1:
+        reps = xp.full(n, int(reps[0]))
+    if reps.size != n:
+        raise ArgumentError(f"repeat_interleave: repeats has {reps.size} entries for a dim of size {n}")
+    out = xp.repeat(xp.arange(n), reps)
+    if size is not None and out.size != size:
+        raise ArgumentError(f"repeat_interleave: output_size {size} but the repeats add up to {out.size}")
+    return (out,)
+
+
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """Each element repeated `repeats` times along `dim` (the flattened input if None)."""
+    size = None if output_size is None else int(output_size)
+    shapes = [("n",) if size is None else (size,)]
     if repeats is None:   # repeat_interleave(repeats): indices repeated by their counts
-        refuse_tracing("repeat_interleave", "its counts")
-        counts = input.numpy().astype(np.int64)
-        return tensor(np.repeat(np.arange(counts.shape[0]), counts), device=input.device)
+        return host_step(_repeat_index, [input], shapes, [_dt.int64], "repeat_interleave", n=input.shape[0],
+                         size=size)[0]
     if dim is None:
         input, dim = reshape(input, (-1,)), 0
     d = normalize_dim(dim, input.ndim, "repeat_interleave")
     n = input.shape[d]
     if isinstance(repeats, Tensor):
-        refuse_tracing("repeat_interleave", "its repeats")
-        reps = repeats.numpy().astype(np.int64).reshape(-1)
+        (idx,) = host_step(_repeat_index, [repeats], shapes, [_dt.int64], "repeat_interleave", n=n, size=size)
     else:
-        reps = np.asarray(repeats, dtype=np.int64).reshape(-1)
-    if reps.size == 1:
-        reps = np.full(n, int(reps[0]))
-    if reps.size != n:
-        raise ArgumentError(f"repeat_interleave: repeats has {reps.size} entries for a dim of size {n}")
-    idx = tensor(np.repeat(np.arange(n), reps), device=input.device)
+        idx = tensor(_repeat_index(np, np.asarray(repeats), n, size)[0], device=input.device)
     return getitem(input, (slice(None),) * d + (idx,))
 
 

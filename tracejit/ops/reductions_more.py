@@ -24,6 +24,7 @@ from .reductions import ValuesIndices as _ValuesIndices, amax, amin, cumsum, mea
 from .shape import cat, narrow, reshape
 from .tensorfns import sort
 from .registry import refuse_tracing
+from .host_steps import host_step
 from .dtype_checks import takes
 from . import autocast as _autocast
 
@@ -227,13 +228,9 @@ def aminmax(input, *, dim=None, keepdim: bool = False):
     return _MinMax(amin(input, dim, keepdim), amax(input, dim, keepdim))
 
 
-def _cum_extreme(input, dim, better, name):
-    """Running max/min along dim with the index of its last occurrence (as PyTorch)."""
-    refuse_tracing(name, "its input")
-    d = normalize_dim(dim, input.ndim, name)
-    if input.ndim == 0:
-        return _ValuesIndices(input.clone(), tensor(0, device=input.device))
-    a = np.moveaxis(input.detach().numpy(), d, -1)
+def _cum_extreme_index(xp, a, dim, better):
+    """The index of the running max/min's last occurrence along `dim` (as PyTorch)."""
+    a = np.moveaxis(a, dim, -1)
     idx = np.zeros(a.shape, dtype=np.int64)
     best = a[..., :1].copy()
     best_i = np.zeros(a.shape[:-1] + (1,), dtype=np.int64)
@@ -242,7 +239,16 @@ def _cum_extreme(input, dim, better, name):
         best = np.where(take, a[..., j:j + 1], best)
         best_i = np.where(take, j, best_i)
         idx[..., j:j + 1] = best_i
-    indices = tensor(np.moveaxis(idx, -1, d), device=input.device)
+    return (np.moveaxis(idx, -1, dim),)
+
+
+def _cum_extreme(input, dim, better, name):
+    """Running max/min along dim with its indices: the values gathered at them (the
+    gradient flows to each value's source)."""
+    d = normalize_dim(dim, input.ndim, name)
+    if input.ndim == 0:
+        return _ValuesIndices(input.clone(), tensor(0, device=input.device))
+    (indices,) = host_step(_cum_extreme_index, [input], [input.shape], [_dt.int64], name, dim=d, better=better)
     return _ValuesIndices(gather(input, d, indices), indices)
 
 
@@ -375,65 +381,72 @@ def equal(input, other) -> bool:
     return tuple(input.shape) == tuple(other.shape) and bool((input == other).all())
 
 
+def _isin_array(xp, el, te, invert):
+    return (xp.isin(el, te, invert=invert),)
+
+
 def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
-    refuse_tracing("isin", "its inputs")
-    te = test_elements.detach().numpy() if isinstance(test_elements, Tensor) else np.asarray(test_elements)
-    el = elements.detach().numpy() if isinstance(elements, Tensor) else np.asarray(elements)
-    return tensor(np.isin(el, te, invert=invert), device=getattr(elements, "device", None))
+    el, te = (t if isinstance(t, Tensor) else tensor(t) for t in (elements, test_elements))
+    return host_step(_isin_array, [el, te], [el.shape], [_dt.bool_], "isin", invert=invert)[0]
+
+
+def _unique_arrays(xp, a, dim):
+    if dim is None:
+        # (each NaN its own value, as PyTorch: NaN != NaN)
+        vals, inv, cnt = xp.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
+        inv = inv.reshape(a.shape)
+    else:
+        vals, inv, cnt = xp.unique(a, return_inverse=True, return_counts=True, axis=dim)
+        inv = inv.reshape(-1)
+    return vals, inv.astype(np.int64), cnt.astype(np.int64)
+
+
+def _unique_consecutive_arrays(xp, a, dim):
+    """Runs of equal elements (with `dim`: of equal slices along it; the inverse indexes
+    those slices)."""
+    moved = a.reshape(-1) if dim is None else np.moveaxis(a, dim, 0)
+    rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:])))
+    n = rows.shape[0]
+    starts = np.concatenate([[True], (rows[1:] != rows[:-1]).any(1)]) if n else np.zeros(0, dtype=bool)
+    vals = moved[starts] if dim is None else np.moveaxis(moved[starts], 0, dim)
+    inv = np.cumsum(starts).astype(np.int64) - 1
+    counts = np.diff(np.append(np.flatnonzero(starts), n)).astype(np.int64)
+    return vals, inv.reshape(a.shape) if dim is None else inv, counts
+
+
+def _unique(fn, name, input, return_inverse, return_counts, dim):
+    d = None if dim is None else normalize_dim(dim, input.ndim, name)
+    shape = ("n",) if d is None else input.shape[:d] + ("n",) + input.shape[d + 1:]
+    out = host_step(fn, [input], [shape, input.shape if d is None else (input.shape[d],), ("n",)],
+                    [input.dtype, _dt.int64, _dt.int64], name, dim=d)
+    out = [out[0]] + [t for t, want in zip(out[1:], (return_inverse, return_counts)) if want]
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
            dim=None):
-    refuse_tracing("unique", "its input")
-    a = input.detach().numpy()
-    if dim is None:
-        # (each NaN its own value, as PyTorch: NaN != NaN)
-        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
-        inv = inv.reshape(a.shape)
-    else:
-        d = normalize_dim(dim, input.ndim, "unique")
-        vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, axis=d)
-        inv = inv.reshape(-1)
-    out = [tensor(vals, dtype=input.dtype, device=input.device)]
-    if return_inverse:
-        out.append(tensor(inv.astype(np.int64), device=input.device))
-    if return_counts:
-        out.append(tensor(cnt.astype(np.int64), device=input.device))
-    return out[0] if len(out) == 1 else tuple(out)
+    return _unique(_unique_arrays, "unique", input, return_inverse, return_counts, dim)
 
 
 def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
-    refuse_tracing("unique_consecutive", "its input")
-    a = input.detach().numpy()
-    # with `dim`: runs of equal slices along it (the inverse indexes those slices)
-    d = None if dim is None else normalize_dim(dim, a.ndim, "unique_consecutive")
-    moved = a.reshape(-1) if d is None else np.moveaxis(a, d, 0)
-    rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:])))
-    n = rows.shape[0]
-    starts = np.concatenate([[True], (rows[1:] != rows[:-1]).any(1)]) if n else np.zeros(0, dtype=bool)
-    vals = moved[starts] if d is None else np.moveaxis(moved[starts], 0, d)
-    out = [tensor(vals, dtype=input.dtype, device=input.device)]
-    if return_inverse:
-        inv = np.cumsum(starts) - 1
-        out.append(tensor((inv.reshape(a.shape) if d is None else inv).astype(np.int64), device=input.device))
-    if return_counts:
-        pos = np.flatnonzero(starts)
-        out.append(tensor(np.diff(np.append(pos, n)).astype(np.int64), device=input.device))
-    return out[0] if len(out) == 1 else tuple(out)
+    return _unique(_unique_consecutive_arrays, "unique_consecutive", input, return_inverse, return_counts, dim)
+
+
+def _bincount_arrays(xp, a, *weights, minlength):
+    if a.size and a.min() < 0:
+        raise ArgumentError("bincount: input must contain non-negative integers")
+    if not weights:
+        return (xp.bincount(a, minlength=minlength).astype(np.int64),)
+    w = weights[0]
+    return (xp.bincount(a, weights=w, minlength=minlength).astype(w.dtype if w.dtype.kind == "f" else np.float64),)
 
 
 def bincount(input, weights=None, minlength: int = 0):
-    refuse_tracing("bincount", "its input")
     if input.ndim != 1 or not input.dtype.is_integer:
         raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
-    a = input.detach().numpy()
-    if a.size and a.min() < 0:
-        raise ArgumentError("bincount: input must contain non-negative integers")
-    if weights is None:
-        return tensor(np.bincount(a, minlength=minlength).astype(np.int64), device=input.device)
-    w = weights.detach().numpy()
-    out = np.bincount(a, weights=w, minlength=minlength)
-    return tensor(out.astype(w.dtype if w.dtype.kind == "f" else np.float64), device=input.device)
+    args = [input] if weights is None else [input, weights]
+    dt = _dt.int64 if weights is None else weights.dtype if weights.dtype.is_floating_point else _dt.float64
+    return host_step(_bincount_arrays, args, [("n",)], [dt], "bincount", minlength=int(minlength))[0]
 
 
 @takes("input")
@@ -453,29 +466,34 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
                  sorter=None):
     """Indices where `input`'s values would go in the last dim of `sorted_sequence` (sorted
     ascending, or put in order by the indices `sorter`) to keep it sorted."""
-    refuse_tracing("searchsorted", "its inputs")
     if side is not None:
         if side not in ("left", "right"):
             raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
         if right and side == "left":
             raise ValueError("searchsorted: side='left' and right=True contradict each other")
         right = side == "right"
-    seq = sorted_sequence.detach().numpy()   # (indices: no gradient flows to either input)
+    vals = input if isinstance(input, Tensor) else tensor(input)
+    args = [sorted_sequence, vals]
     if sorter is not None:
-        order = sorter.numpy() if isinstance(sorter, Tensor) else np.asarray(sorter)
-        if order.shape != seq.shape:
-            raise ShapeError(f"searchsorted: sorter of shape {order.shape} should have the sorted "
-                             f"sequence's shape {seq.shape}")
-        seq = np.take_along_axis(seq, order.astype(np.int64), -1)
-    vals = input.detach().numpy() if isinstance(input, Tensor) else np.asarray(input)
+        args.append(sorter if isinstance(sorter, Tensor) else tensor(sorter))
+        if tuple(args[2].shape) != tuple(sorted_sequence.shape):
+            raise ShapeError(f"searchsorted: sorter of shape {tuple(args[2].shape)} should have the sorted "
+                             f"sequence's shape {tuple(sorted_sequence.shape)}")
+    dt = _dt.int32 if out_int32 else _dt.int64
+    return host_step(_searchsorted_array, args, [vals.shape], [dt], "searchsorted", right=right,
+                     out_int32=out_int32)[0]
+
+
+def _searchsorted_array(xp, seq, vals, *sorter, right, out_int32):
+    if sorter:
+        seq = np.take_along_axis(seq, sorter[0].astype(np.int64), -1)
     s = "right" if right else "left"
     if seq.ndim == 1:
         res = np.searchsorted(seq, vals, side=s)
     else:
         res = np.stack([np.searchsorted(seq[i], vals[i], side=s)
                         for i in np.ndindex(seq.shape[:-1])]).reshape(vals.shape)
-    dt = _dt.int32 if out_int32 else _dt.int64
-    return tensor(np.asarray(res).astype(dt.np), device=sorted_sequence.device)
+    return (np.asarray(res).astype(np.int32 if out_int32 else np.int64),)
 
 
 def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):

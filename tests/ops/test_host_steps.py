@@ -1,0 +1,129 @@
+"""Ops whose output size depends on the values, inside a compiled function (ops/host_steps.py):
+one capture for every count, no eager fallback, PyTorch's values and gradients."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+def _valid_loss(lib, x, w):
+    """A loss over the valid positions (a padding mask), the mask written twice."""
+    y = x @ w
+    return lib.nn.functional.mse_loss(y[x[:, 0] > 0], (y * 0.5 + 1)[x[:, 0] > 0])
+
+
+CASES = {
+    "mask": lambda lib, x, w: ((x[x > 0] * w[0, 1]) ** 2).sum(),
+    "valid_loss": _valid_loss,
+    "masked_select": lambda lib, x, w: lib.masked_select(x @ w, x > 0).exp().sum(),
+    "nonzero": lambda lib, x, w: x[lib.nonzero(x > 0, as_tuple=True)].sum() * lib.nonzero(x > 0).sum(),
+    "argwhere": lambda lib, x, w: (lib.argwhere(x < 0).float() * w.sum()).mean(),
+    "where": lambda lib, x, w: (x @ w)[lib.where(x < 0)].tanh().sum(),
+    "assign": lambda lib, x, w: (lambda y: (y.__setitem__(x > 0.5, x[x > 0.5] * w[0, 0]), y)[1])(x * 2).sum(),
+    "unique": lambda lib, x, w: sum(t.float().sum() for t in lib.unique((x * 2).round().detach(), return_inverse=True,
+                                                                         return_counts=True)) * w.sum(),
+    "unique_consecutive": lambda lib, x, w: lib.unique_consecutive((x[:, 0] > 0).long(), return_counts=True)[1]
+    .float().square().sum() * w.sum(),
+    "bincount": lambda lib, x, w: (lib.bincount((x.abs() * 2).long().flatten(), weights=x.flatten().detach())
+                                   * 2).sum() + w.sum(),
+    "repeat_interleave": lambda lib, x, w: (x.repeat_interleave((x[:, 0] > 0).long() * 2 + 1, dim=0) @ w).sum(),
+    "isin": lambda lib, x, w: (x * lib.isin((x * 2).round(), lib.tensor([0.0, 1.0]))).sum() + w.sum(),
+    "bucketize": lambda lib, x, w: (lib.bucketize(x.detach(), lib.tensor([-1.0, 0.0, 1.0])).float() * x).sum()
+    + w.sum(),
+    "cummax": lambda lib, x, w: (lib.cummax(x @ w, 1)[0] * lib.cummin(x, 0)[1]).sum(),
+}
+
+
+def _data(i):
+    r = np.random.default_rng(i)
+    return r.standard_normal((6, 5)).astype(np.float32), r.standard_normal((5, 5)).astype(np.float32)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_compiles_once_with_torchs_values_and_gradients(name):
+    fn = CASES[name]
+    f = tj.compile(lambda x, w: fn(tj, x, w))
+    counts = set()
+    for i in range(4):   # (another count of selected elements in every call)
+        xa, wa = _data(i)
+        counts.add(int((xa > 0).sum()))
+        xt, wt = (torch.tensor(v, requires_grad=True) for v in (xa, wa))
+        want = fn(torch, xt, wt)
+        want.backward()
+        x, w = (tj.tensor(v, requires_grad=True) for v in (xa, wa))
+        got = f(x, w)
+        got.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        for mine, ref in ((x, xt), (w, wt)):
+            assert (mine.grad is None) == (ref.grad is None)
+            if ref.grad is not None:
+                np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert len(counts) > 1
+    stats = f.cache_stats()
+    assert stats["compiles"] == 1 and stats["eager_fallbacks"] == 0, stats
+
+
+@pytest.mark.parametrize("name", ["mask", "unique", "repeat_interleave", "cummax"])
+def test_the_interpreter_runs_the_same_steps(name):
+    fn = CASES[name]
+    f = tj.trace(lambda x, w: fn(tj, x, w), compiler="interpret")
+    for i in range(3):
+        xa, wa = _data(i)
+        got, want = f(tj.tensor(xa), tj.tensor(wa)), fn(tj, tj.tensor(xa), tj.tensor(wa))
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
+    assert f.cache_stats()["compiles"] == 1
+
+
+def test_outputs_of_a_data_dependent_size_and_an_empty_selection():
+    f = tj.compile(lambda x: (x[x > 0], tj.unique(x.long(), return_counts=True)))
+    for xa in (_data(0)[0], -np.abs(_data(1)[0]), np.abs(_data(2)[0]) + 1):
+        sel, (vals, counts) = f(tj.tensor(xa))
+        np.testing.assert_array_equal(sel.numpy(), xa[xa > 0])
+        v, c = np.unique(xa.astype(np.int64), return_counts=True)
+        np.testing.assert_array_equal(vals.numpy(), v)
+        np.testing.assert_array_equal(counts.numpy(), c)
+    assert f.cache_stats()["compiles"] == 1 and f.cache_stats()["eager_fallbacks"] == 0
+
+
+BREAKS = {
+    "int": lambda x: x[x > 0].sum() / int(x[x > 0].shape[0]),
+    "compare": lambda x: x[x > 0].mean() if x[x > 0].shape[0] > 0 else x.sum() * 0,
+    "numel": lambda x: x[x > 0].mean() if x[x > 0].numel() != 0 else x.sum() * 0,
+    "len": lambda x: x[x > 0].mean() if 0 < len(x[x > 0]) else x.sum() * 0,
+}
+
+
+@pytest.mark.parametrize("name", list(BREAKS))
+def test_the_value_of_a_data_dependent_size_breaks_the_graph(name):
+    fn = BREAKS[name]
+    f = tj.compile(fn)
+    with pytest.warns(RuntimeWarning, match="depends on the data"):
+        got = f(tj.tensor(_data(0)[0]))
+    np.testing.assert_allclose(got.item(), fn(tj.tensor(_data(0)[0])).item(), rtol=1e-6)
+    with pytest.raises(tj.errors.TraceError, match="depends on the data"):
+        tj.compile(fn, fullgraph=True)(tj.tensor(_data(0)[0]))
+
+
+def test_eager_results_are_unchanged():
+    x = tj.tensor([[0.0, 2.0], [3.0, 0.0]])
+    np.testing.assert_array_equal(tj.nonzero(x).numpy(), [[0, 1], [1, 0]])
+    assert tuple(tj.nonzero(tj.tensor(1.0)).shape) == (1, 0)
+    np.testing.assert_array_equal(tj.tensor([1, 2]).repeat_interleave(tj.tensor([2, 0])).numpy(), [1, 1])
+    with pytest.raises(tj.errors.ArgumentError, match="output_size"):
+        tj.tensor([1, 2]).repeat_interleave(tj.tensor([2, 1]), output_size=2)
+    with pytest.raises(tj.errors.ArgumentError, match="non-negative"):
+        tj.bincount(tj.tensor([1, -1]))
+
+
+def test_a_backward_through_one_of_two_data_sized_outputs():
+    f = tj.compile(lambda x: ((x[x > 0] * 2).sum(), x[x > 0] * 3))
+    for i in range(3):
+        xa = _data(i)[0]
+        x = tj.tensor(xa, requires_grad=True)
+        total, sel = f(x)
+        total.backward()   # (sel's gradient: zeros of its run-time size)
+        np.testing.assert_array_equal(x.grad.numpy(), 2.0 * (xa > 0))
+        np.testing.assert_allclose(sel.detach().numpy(), 3 * xa[xa > 0], rtol=1e-6)
+    assert f.cache_stats()["compiles"] == 1

@@ -1,0 +1,146 @@
+"""Ops whose output size depends on the values (nonzero, unique, bincount, ...): one array
+step, eagerly and inside a capture.
+
+``host_step(fn, args, shapes, dtypes, name, **kw)`` is ``fn(xp, *arrays, **kw)``'s arrays as
+tensors. Eagerly it is just that call. While tracing it is one `HOST_STEP` equation that the
+compiled plan runs as that call; a dim given as a string is a fresh *data-dependent size*
+(`DataSize`, torch's unbacked symbol), known only once the step has run: the plan binds it
+from the step's array, and everything after it compiles against it as against a symbolic
+batch dim. User code that needs its value (``int(n)``, ``if n > 0:``) raises the TraceError
+of a graph break. The step's results carry no gradient (indices, counts): the differentiable
+part of an op (``x[mask]``, ``masked_select``, ``repeat_interleave``, ``cummax``'s values)
+is a gather at those indices, whose VJP scatters back.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..device import CPU
+from ..errors import TraceError, user_location
+from ..shapes import DataSize, Sym, hint
+from ..tensor import Tensor
+from .registry import Aval, defprim
+from .eager import trace_state
+
+__all__ = ["DataSize", "HOST_STEP", "host_step", "step_function", "size_bindings", "run_step"]
+
+
+# The step functions by name: an equation holds the name, so the graph's text (the key of
+# its kernels' on-disk marker, compiler/tierhints.py) is the same in every process
+FUNCTIONS: dict = {}
+
+
+def step_function(name: str):
+    """The module-level function named `name` ("module.function")."""
+    fn = FUNCTIONS.get(name)
+    if fn is None:   # (a graph loaded from an archive)
+        import importlib
+        module, _, attr = name.rpartition(".")
+        fn = FUNCTIONS[name] = getattr(importlib.import_module(module), attr)
+    return fn
+
+
+def _impl(xp, *arrays, fn, avals, **kw):
+    return step_function(fn)(xp, *arrays, **kw)
+
+
+def _rule(*avals_in, fn, avals, **kw):
+    return avals[0]
+
+
+HOST_STEP = defprim("host_step", _impl, _rule, kind="other")
+
+
+def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
+    """``fn(xp, *arrays, **kw)`` of the tensors `args` as tensors of `dtypes`; `shapes` (read
+    only while tracing) gives each result's dims, a string for a data-dependent size (the
+    same string within one call: the same size)."""
+    tr = trace_state.tracer
+    if tr is None:
+        dev = args[0].device
+        arrays = fn(np if dev is CPU else args[0]._xp(), *[a._data for a in args], **kw)
+        return tuple([Tensor._wrap(a, dt, dev) for a, dt in zip(arrays, dtypes)])
+    if tr.parent is not None:
+        loc = user_location(3)
+        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        raise TraceError(f"{name}{where} gives a shape that depends on the data, which a branch or loop "
+                         f"body cannot capture; call it outside the body")
+    args = [a.detach() if a.dtype.is_floating_point else a for a in args]   # (no gradient through it)
+    atoms = tuple(tr.atom(a, name) for a in args)
+    key = (fn, _value_keys(tr, atoms), tuple(sorted(kw.items())))
+    hit = tr.host_steps.get(key)   # (the same mask, or one written twice: the same size)
+    if hit is not None and all(t._var is v for t, v in zip(*hit)):   # (none written in place)
+        return hit[0]
+    n = hint(args[0].numel()) if args else 2
+    fresh: dict = {}
+    avals = []
+    for shape, dt in zip(shapes, dtypes):
+        dims = []
+        for d in shape:
+            if isinstance(d, str):
+                if d not in fresh:
+                    fresh[d] = Sym.symbol(DataSize(f"u{len(tr.host_steps)}_{len(fresh)}"), max(n, 2))
+                d = fresh[d]
+            dims.append(d)
+        avals.append(Aval(tuple(dims), dt, args[0].device))
+    avals = tuple(avals)
+    key_name = f"{fn.__module__}.{fn.__qualname__}"
+    FUNCTIONS[key_name] = fn
+    out = tuple(tr.emit_multi(HOST_STEP, list(atoms), {"fn": key_name, "avals": avals, **kw}, avals))
+    tr.host_steps[key] = (out, [t._var for t in out])
+    return out
+
+
+def _value_keys(tr, atoms) -> tuple:
+    """A key per operand equal for equal values: ``x[:, 1] > 0`` written twice has one."""
+    made = {o: e for e in tr.eqns for o in e.outs if len(e.outs) == 1 and e.prim.kind != "random"}
+    memo: dict = {}
+
+    def key(a, depth=0):
+        e = made.get(a)
+        if e is None or depth > 64:
+            return a
+        k = memo.get(a)
+        if k is None:
+            k = (e.prim, tuple(key(x, depth + 1) for x in e.inputs), tuple(sorted(e.params.items())))
+            try:
+                hash(k)
+            except TypeError:
+                k = a
+            memo[a] = k
+        return k
+    return tuple(key(a) for a in atoms)
+
+
+def size_bindings(e) -> list:
+    """(symbol, output position, dim) binding each data-dependent size equation `e` makes."""
+    out, seen = [], set()
+    for i, o in enumerate(e.outs):
+        for j, d in enumerate(o.aval.shape):
+            if isinstance(d, Sym) and len(d.terms) == 1 and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1:
+                s = d.terms[0][0][0]
+                if isinstance(s, DataSize) and s not in seen:
+                    seen.add(s)
+                    out.append((s, i, j))
+    return out
+
+
+def run_step(e, vals, syms: dict) -> list:
+    """`e` (a `HOST_STEP`) on tensors `vals`, binding its sizes in `syms` (the interpreter's)."""
+    from ..jit.interpreter import eval_params
+    kw = eval_params({k: v for k, v in e.params.items() if k not in ("fn", "avals")}, syms)
+    arrays = step_function(e.params["fn"])(vals[0]._xp(), *(v._data for v in vals), **kw)
+    for s, i, j in size_bindings(e):
+        syms[s] = arrays[i].shape[j]
+    return [Tensor._wrap(a, o.aval.dtype, o.aval.device) for a, o in zip(arrays, e.outs)]
+
+
+def refuse_data_size(sym) -> None:
+    """The specialize hook's check: a data-dependent size has no value while capturing."""
+    names = sorted(s for s in sym.free_symbols if isinstance(s, DataSize))
+    if names:
+        loc = user_location(4)
+        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        raise TraceError(f"a size that depends on the data ({', '.join(names)}, from nonzero, a boolean mask, "
+                         f"unique, ...) is read as a Python number (int, len, a comparison){where}; a capture "
+                         f"only knows it at run time")
