@@ -213,7 +213,8 @@ def _cumprod_vjp(g, out, a, dim):
     n = a.shape[dim]
     if isinstance(n, int) and n == 1:
         return (g,)     # (each output is its input: no division, so an inf gives no nan)
-    if isinstance(n, int) and is_grad_enabled():   # (create_graph: PyTorch's n^2 form too)
+    # create_graph beside a zero (or unknown data): PyTorch's n^2 form, differentiable there
+    if isinstance(n, int) and is_grad_enabled() and (a._data is None or bool((a == 0).any())):
         return (_cumprod_vjp_differentiable(g, a, dim, n),)
     zero = a == 0
     seen = cumsum(cast(zero, _dt.int64), dim)      # zeros up to and including j
