@@ -138,3 +138,28 @@ def test_stack_module_state_refuses_mixed_models():
     b.train(); b.bias.requires_grad_(False)
     with pytest.raises(RuntimeError, match="bias from each model"):
         tj.func.stack_module_state([a, b])
+
+
+def test_transforms_stay_differentiable_in_closed_over_parameters():
+    """``vmap(jacrev(net))(x)`` with x not requiring grad still depends on net's parameters
+    (closed over, or passed as another argument): the result keeps that graph, as torch.func's
+    does, so a loss on input derivatives trains the net; under no_grad it does not."""
+    rng = np.random.default_rng(0)
+    xa = rng.standard_normal((5, 2)).astype(np.float32)
+    state = {k: rng.standard_normal(s).astype(np.float32) * 0.5
+             for k, s in (("0.weight", (8, 2)), ("0.bias", (8,)), ("2.weight", (1, 8)), ("2.bias", (1,)))}
+    got = {}
+    for m in (torch, tj):
+        net = m.nn.Sequential(m.nn.Linear(2, 8), m.nn.Tanh(), m.nn.Linear(8, 1))
+        net.load_state_dict({k: m.tensor(v) for k, v in state.items()})
+        x = m.tensor(xa)
+        jac = m.func.vmap(m.func.jacrev(lambda z: net(z).squeeze(-1)))(x)
+        params = dict(net.named_parameters())
+        g = m.func.vmap(m.func.grad(lambda p, z: m.func.functional_call(net, p, (z,)).squeeze(-1), argnums=1),
+                        in_dims=(None, 0))(params, x)
+        assert jac.requires_grad and g.requires_grad
+        (jac.square().sum() + g.sum()).backward()
+        got[m] = net[0].weight.grad.numpy().copy()
+        with m.no_grad():
+            assert not m.func.vmap(m.func.jacrev(lambda z: net(z).squeeze(-1)))(x).requires_grad
+    np.testing.assert_allclose(got[tj], got[torch], rtol=1e-5, atol=1e-6)

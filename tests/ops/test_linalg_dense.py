@@ -1,4 +1,5 @@
-"""Gradients of ops/linalg_dense.py where PyTorch's need care: det at singular matrices."""
+"""Gradients of ops/linalg_dense.py against PyTorch where they need care: det at singular
+matrices, pinv's VJP."""
 import numpy as np
 import pytest
 
@@ -29,3 +30,17 @@ def test_det_gradient_at_a_singular_matrix_is_the_cofactor_matrix(a):
         got = _det_grads(tj, a, create)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (4, 4), (2, 3, 4)])
+def test_pinv_gradient_matches_pytorch(shape):
+    """pinv's VJP (PyTorch's pinv_backward) on wide, tall, square and batched matrices, as
+    Lagrangian networks take it of a Hessian."""
+    a = np.random.default_rng(0).standard_normal(shape)
+    w = np.random.default_rng(1).standard_normal(shape[:-2] + (shape[-1], shape[-2]))
+    grads = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        (m.linalg.pinv(x) * m.tensor(w)).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10, atol=1e-12)

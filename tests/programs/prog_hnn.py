@@ -8,7 +8,8 @@ import torch.autograd as autograd
 # through that derivative, then integrated by RK4 under enable_grad) and a deep equilibrium
 # layer (the implicit-layers tutorial: Anderson acceleration under no_grad with
 # torch.linalg.solve and .item() residuals, one step with grad, and the implicit backward
-# as a register_hook that solves for the fixed point of vector-Jacobian products)
+# as a register_hook that solves for the fixed point of vector-Jacobian products), and a
+# Lagrangian network by torch.func (hessian, nested jacrev, pinv, vmap) trained through q''
 torch.manual_seed(0)
 
 
@@ -240,3 +241,31 @@ deq_model[1].kwargs = dict(tol=1e-3, max_iter=40)
 deq_model.eval()   # (the tutorial's evaluation runs with grad enabled: the hook needs it)
 LOSSES.append(deq_model(X_img).softmax(1)[:, 0].mean().item())
 LOSSES.append(len(deq_model[1].forward_res))
+
+
+# ---- a Lagrangian neural network by torch.func (Cranmer et al.: q'' from the learned L's
+# Hessian in the velocities, pinv'd, vmapped over the batch; trained through it) ----------
+from torch.func import vmap, jacrev, hessian, functional_call
+lnet = nn.Sequential(nn.Linear(4, 32), nn.Softplus(), nn.Linear(32, 32), nn.Softplus(), nn.Linear(32, 1))
+sync(lnet)
+lparams = dict(lnet.named_parameters())
+
+
+def lagrangian(p, q, qd):   # a kinetic prior plus the learned part: the Hessian stays invertible
+    return 0.5 * (qd * qd).sum(-1) + 0.1 * functional_call(lnet, p, (torch.cat([q, qd], -1),)).squeeze(-1)
+
+
+def qdd(p, q, qd):
+    H = hessian(lagrangian, argnums=2)(p, q, qd)
+    Jq = jacrev(lagrangian, argnums=1)(p, q, qd)
+    M = jacrev(jacrev(lagrangian, argnums=2), argnums=1)(p, q, qd)
+    return torch.linalg.pinv(H) @ (Jq - M @ qd)
+
+
+q = torch.from_numpy(rng.standard_normal((16, 2)).astype(np.float32))
+qd = torch.from_numpy(rng.standard_normal((16, 2)).astype(np.float32))
+lopt = torch.optim.Adam(lnet.parameters(), lr=1e-3)
+for step in range(3):
+    loss = (vmap(qdd, in_dims=(None, 0, 0))(lparams, q, qd) + q).pow(2).mean()
+    lopt.zero_grad(); loss.backward(); lopt.step()
+    LOSSES.append(loss.item())

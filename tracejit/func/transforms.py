@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..autograd import grad as _autograd_grad
-from ..autograd.grad_mode import enable_grad
+from ..autograd.grad_mode import enable_grad, is_grad_enabled
+from ..autograd.node import AccumulateGrad
 from ..tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian"]
@@ -60,16 +61,41 @@ def _grads(outputs, inputs: list, cotangents, create_graph: bool) -> list:
     return list(grads)
 
 
+def _reaches_outside(outs: list, inner: list) -> bool:
+    """Whether the graph of `outs` reaches a tensor requiring grad other than the transform's
+    own inputs `inner` (a closed-over parameter, another argument, an outer transform's
+    input): then the result must stay differentiable, as torch.func's does."""
+    mine = {id(t) for t in inner}
+    seen, stack = set(), [t.grad_fn for t in outs if t.grad_fn is not None]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AccumulateGrad):
+            v = node.variable()
+            if v is not None and id(v) not in mine:
+                return True
+            continue
+        stack.extend(n for n, _ in node.next_functions)
+    return False
+
+
 def _call_tracked(func: Callable, args: tuple, kwargs: dict, argnums, has_aux: bool, who: str):
     """``func(*args)`` with the `argnums` arguments tracked (`_track`): (the arguments as
-    called, the output, aux or None, the argnums, whether the inputs carried a graph)."""
+    called, the output, aux or None, the argnums, whether the result keeps a graph: the
+    inputs carried one, or the output reaches another tensor requiring grad)."""
     nums = _argnums(argnums, len(args), who)
     args = list(args)
     outer = any(t.requires_grad for i in nums for t in _flatten(args[i]))
+    grad_on = is_grad_enabled()
     with enable_grad():
         for i in nums:
             args[i] = _track(args[i])
         out = func(*args, **kwargs)
+    if not outer and grad_on:
+        outer = _reaches_outside(_flatten(out[0] if has_aux and isinstance(out, tuple) else out),
+                                 [t for i in nums for t in _flatten(args[i])])
     aux = None
     if has_aux:
         if not (isinstance(out, tuple) and len(out) == 2):
@@ -110,6 +136,7 @@ def grad(func: Callable, argnums=0, has_aux: bool = False) -> Callable:
 def vjp(func: Callable, *primals, has_aux: bool = False):
     """``(func(*primals), vjp_fn)``; ``vjp_fn(cotangents)`` gives one gradient per primal."""
     outer = any(t.requires_grad for t in _flatten(primals))
+    grad_on = is_grad_enabled()
     with enable_grad():
         primals = tuple(_track(p) for p in primals)
         out = func(*primals)
@@ -117,6 +144,7 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
         if has_aux:
             out, aux = out
     inputs = _flatten(primals)
+    outer = outer or (grad_on and _reaches_outside(_flatten(out), inputs))
 
     def vjp_fn(*cotangents):
         cot = cotangents[0] if len(cotangents) == 1 else cotangents
@@ -142,7 +170,8 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
         if not isinstance(out, Tensor):
             raise RuntimeError(f"jacrev: the function must return a tensor, got {type(out).__name__}")
         inputs = [args[i] for i in nums]
-        flat = out.reshape(-1)
+        with enable_grad():   # (under no_grad too: the rows differentiate this view)
+            flat = out.reshape(-1)
         rows = []
         for k in range(flat.shape[0]):
             e = zeros_like(flat)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..shapes import Sym
 from .ir import Literal
 from .scalars import NOT_KNOWN
 
-__all__ = ["known_value"]
+__all__ = ["known_value", "known_as"]
 
 _MAX_READ = 256          # elements of a concrete tensor a guard compares on every call
 _MAX_ELEMENTS = 1 << 16  # elements of any value computed at capture
@@ -83,3 +84,17 @@ def known_value(ctx, var):
     for t, read in reads:
         ctx.note_value_read(t, read if read.size != 1 else read.reshape(()).item())
     return v
+
+
+def known_as(ctx, var, kind: str):
+    """`known_value` as Python code asked for it (`kind`: "array", "bool" or "value", a
+    number), with eager's errors for a value of many elements."""
+    v = known_value(ctx, var)
+    if v is NOT_KNOWN or kind == "array":
+        return v
+    if v.size != 1 and kind == "bool":
+        raise RuntimeError(f"the truth value of a tensor with {v.size} elements is ambiguous; use "
+                           f".any() or .all()")
+    if v.size != 1:
+        raise ShapeError(f"a tensor with {v.size} elements cannot be converted to a Python scalar")
+    return bool(v) if kind == "bool" else v.reshape(()).item()

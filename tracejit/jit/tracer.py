@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
-from ..errors import CompileError, DeviceMismatchError, ShapeError, TraceError, user_location
+from ..errors import CompileError, DeviceMismatchError, TraceError, user_location
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
@@ -32,7 +32,7 @@ from .state_writes import StateWrites
 from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
-from .constfold import known_value
+from .constfold import known_as
 from ..ops.shape import TO_DEVICE
 from ..ops.complex_ops import COMPLEX_CALL as _COMPLEX_CALL, involves as _complex_involved
 from ..ops.host_steps import refuse_data_size as _refuse_data_size
@@ -72,16 +72,9 @@ class Tracer(Tensor):
             if v is not NOT_KNOWN:
                 return v
         else:   # computed from sizes, literals and small tensors of Python state only
-            v = known_value(self._trace, self._var)
+            v = known_as(self._trace, self._var, kind)
             if v is not NOT_KNOWN:
-                if kind == "array":
-                    return v
-                if v.size != 1 and kind == "bool":   # (eager's error)
-                    raise RuntimeError(f"the truth value of a tensor with {v.size} elements is "
-                                       f"ambiguous; use .any() or .all()")
-                if v.size != 1:
-                    raise ShapeError(f"a tensor with {v.size} elements cannot be converted to a Python scalar")
-                return bool(v) if kind == "bool" else v.reshape(()).item()
+                return v
         loc = user_location(3)
         where = f" at {loc[0]}:{loc[1]}" if loc else ""
         if self._var.aval.weak:

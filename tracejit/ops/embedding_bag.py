@@ -11,7 +11,7 @@ each bag's size; an empty bag gives zeros, as in PyTorch), max as a scatter-max.
 """
 from __future__ import annotations
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .composite import embedding
 from .creation import arange, full, ones_like, tensor, zeros
@@ -29,6 +29,11 @@ def _bags_from_offsets(input, offsets, include_last_offset: bool):
         offsets = tensor(offsets, device=input.device)
     if offsets.ndim != 1:
         raise ShapeError(f"embedding_bag: offsets must be 1-D, got shape {tuple(offsets.shape)}")
+    if offsets.dtype.is_floating_point:
+        raise DTypeError(f"embedding_bag: offsets must be an integer tensor, got {offsets.dtype.name}")
+    if offsets._data is not None and offsets.shape[0] and int(offsets._host()[0]) != 0:   # (not traced)
+        raise ValueError(f"embedding_bag: offsets[0] must be 0 (the first bag starts at the first "
+                         f"index), got {int(offsets._host()[0])}")
     n = input.shape[0]
     nbags = offsets.shape[0] - (1 if include_last_offset else 0)
     if nbags < 0:
@@ -44,6 +49,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
     """PyTorch's ``F.embedding_bag``: each bag's rows of `weight` reduced by `mode`."""
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if isinstance(input, Tensor) and (input.dtype.is_floating_point or input.dtype.is_complex):
+        raise DTypeError(f"embedding_bag: input must be an integer tensor of indices, got {input.dtype.name}")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError("embedding_bag: per_sample_weights is only supported with mode='sum'")
     if input.ndim == 2:

@@ -313,9 +313,21 @@ def _pinv_rule(a, rtol, hermitian):
     return Aval(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype, a.device)
 
 
+def _pinv_vjp(g, out, a, rtol, hermitian):
+    # PyTorch's pinv_backward (real matrices), its products kept to the smaller side
+    p, ph, gh = out, _mT(out), _mT(g)
+    if a.shape[-2] <= a.shape[-1]:
+        k = gh @ p
+        kph = k @ ph
+        return (-_mT(p @ k) + kph - (a @ p) @ kph + (ph @ p) @ (gh - k @ a),)
+    k = p @ gh
+    phk = ph @ k
+    return (-_mT(k @ p) + ((gh - a @ k) @ p) @ ph + phk - (phk @ p) @ a,)
+
+
 PINV = defprim("linalg_pinv", lambda xp, a, rtol, hermitian: xp.linalg.pinv(a, rcond=rtol,
                                                                                  hermitian=hermitian),
-               _pinv_rule, _no_grad("linalg.pinv"), kind="other", save=lambda rq: ())
+               _pinv_rule, _pinv_vjp, kind="other", save=lambda rq: (0,), save_out=True)
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
