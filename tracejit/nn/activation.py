@@ -14,35 +14,27 @@ __all__ = ["ELU", "SELU", "CELU", "Mish", "Hardtanh", "ReLU6", "Hardsigmoid", "H
 
 class ELU(_Inplace):
     _repr_fields = ("alpha",)
+    _fn = staticmethod(_ops.elu)
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__(inplace)
         self.alpha = alpha
 
-    def forward(self, input):
-        return _ops.elu(input, self.alpha, self.inplace)
 
-
-class CELU(ELU):
-    def forward(self, input):
-        return _ops.celu(input, self.alpha, self.inplace)
-
-
+CELU = layer_class("CELU", ELU, _ops.celu)
 SELU = layer_class("SELU", _Inplace, _ops.selu)
 Mish = layer_class("Mish", _Inplace, _ops.mish)
 
 
 class Hardtanh(_Inplace):
     _repr_fields = ("min_val", "max_val")
+    _fn = staticmethod(_ops.hardtanh)
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
         if min_val > max_val:
             raise ValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than max_val ({max_val})")
         super().__init__(inplace)
         self.min_val, self.max_val = min_val, max_val
-
-    def forward(self, input):
-        return _ops.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
 
 class ReLU6(Hardtanh):

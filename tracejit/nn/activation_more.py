@@ -47,13 +47,11 @@ LogSigmoid = layer_class("LogSigmoid", _Unary, logsigmoid)
 
 class Threshold(_Inplace):
     _repr_fields = ("threshold", "value")
+    _fn = staticmethod(_A.threshold)
 
     def __init__(self, threshold: float, value: float, inplace: bool = False):
         super().__init__(inplace)
         self.threshold, self.value = threshold, value
-
-    def forward(self, input):
-        return _A.threshold(input, self.threshold, self.value, self.inplace)
 
 
 class Softmin(Module):

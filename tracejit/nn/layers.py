@@ -296,7 +296,7 @@ class _Unary(Module):
 
 class _Inplace(Module):
     """An activation with PyTorch's ``inplace`` flag, shown after `_repr_fields` when set;
-    forward is ``_fn(input, inplace)`` unless a subclass passes more options."""
+    forward is ``_fn(input, *options, inplace)``, the options those `_repr_fields` names."""
     _fn = None
 
     def __init__(self, inplace: bool = False):
@@ -304,7 +304,7 @@ class _Inplace(Module):
         self.inplace = inplace
 
     def forward(self, input):
-        return type(self)._fn(input, self.inplace)
+        return type(self)._fn(input, *[getattr(self, f) for f in self._repr_fields], self.inplace)
 
     def extra_repr(self) -> str:
         return ", ".join(filter(None, (super().extra_repr(), "inplace=True" if self.inplace else "")))
@@ -329,22 +329,16 @@ class GELU(Module):
 
 Tanh = layer_class("Tanh", _Unary, F.tanh)
 Sigmoid = layer_class("Sigmoid", _Unary, F.sigmoid)
-
-
-class SiLU(_Inplace):
-    def forward(self, input):
-        return F.silu(input, self.inplace)
+SiLU = layer_class("SiLU", _Inplace, F.silu)
 
 
 class LeakyReLU(_Inplace):
     _repr_fields = ("negative_slope",)
+    _fn = staticmethod(F.leaky_relu)
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__(inplace)
         self.negative_slope = negative_slope
-
-    def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
 
 class Softplus(Module):
