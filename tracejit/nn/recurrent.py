@@ -84,6 +84,21 @@ def _shape(t) -> tuple:
     return tuple(t.shape)
 
 
+def _reset_uniform(m: Module) -> None:
+    """PyTorch's default for recurrent layers and cells: every parameter
+    U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+    bound = 1.0 / math.sqrt(m.hidden_size)
+    for p in m.parameters():
+        init.uniform_(p, -bound, bound)
+
+
+def _elman_mode(layer: str, nonlinearity: str) -> str:
+    """An Elman RNN's mode for `nonlinearity`, or PyTorch's ValueError naming `layer`."""
+    if nonlinearity not in ("tanh", "relu"):
+        raise ValueError(f"{layer}: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
+    return "RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU"
+
+
 # ---------------------------------------------------------------- full-sequence layers
 class RNNBase(Module):
     """Shared constructor, parameters and the layer/direction loop of RNN, LSTM and GRU."""
@@ -137,10 +152,7 @@ class RNNBase(Module):
     def _suffixes(self) -> tuple:
         return ("", "_reverse") if self.bidirectional else ("",)
 
-    def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            init.uniform_(p, -bound, bound)
+    reset_parameters = _reset_uniform
 
     def _weights(self, layer: int, suffix: str) -> tuple:
         get = lambda kind: getattr(self, f"{kind}_l{layer}{suffix}", None)  # noqa: E731
@@ -353,26 +365,14 @@ def _lstm_proj_layer(x, state: tuple, weights: tuple, w_hr, reverse: bool, batch
     return _ops.stack(outs, 0), (h, c)
 
 
-def _lstm_layer_step(x, state: tuple, weights: tuple) -> tuple:
-    """One LSTM cell step (x (N, I), state (h, c) of (N, H)) as `lstm_layer_fm` over one
-    step: -> (h, c), (N, H) views of the layer's feature-major states."""
-    w_ih, w_hh, b_ih, b_hh = weights
-    bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
-    h0, c0 = (_ops.transpose(s, 0, 1) for s in state)
-    _, h, c = lstm_layer_fm(_ops.unsqueeze(x, 0), w_ih, w_hh, h0, c0, False, bias)
-    return _ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1)
-
-
 class RNN(RNNBase):
     """Elman RNN: h_t = tanh or relu(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)."""
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
                  dropout: float = 0.0, bidirectional: bool = False, device=None, dtype=None):
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNN: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
-        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size,
-                         num_layers, bias, batch_first, dropout, bidirectional, 0, device, dtype)
+        super().__init__(_elman_mode("RNN", nonlinearity), input_size, hidden_size, num_layers, bias,
+                         batch_first, dropout, bidirectional, 0, device, dtype)
         self.nonlinearity = nonlinearity
 
     def extra_repr(self) -> str:
@@ -413,18 +413,11 @@ class _CellBase(Module):
         g = _GATES[mode] * hidden_size
         self.weight_ih = Parameter(_ops.empty(g, input_size, **kw))
         self.weight_hh = Parameter(_ops.empty(g, hidden_size, **kw))
-        if bias:
-            self.bias_ih = Parameter(_ops.empty(g, **kw))
-            self.bias_hh = Parameter(_ops.empty(g, **kw))
-        else:
-            self.bias_ih = None
-            self.bias_hh = None
+        self.bias_ih = Parameter(_ops.empty(g, **kw)) if bias else None
+        self.bias_hh = Parameter(_ops.empty(g, **kw)) if bias else None
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        bound = 1.0 / math.sqrt(self.hidden_size)
-        for p in self.parameters():
-            init.uniform_(p, -bound, bound)
+    reset_parameters = _reset_uniform
 
     def _check(self, input, states: tuple, names: tuple) -> tuple:
         """-> (batched, states as (N, H) tensors, zeros where None)."""
@@ -459,8 +452,8 @@ class _CellBase(Module):
             # of the cell (kernel and numpy form), the input projection in its product
             w = (self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
             out = lstm_cell_step(x, *states, *w)
-            if out is None:
-                out = _lstm_layer_step(x, states, w)
+            if out is None:     # (the layer over a one-step sequence)
+                out = _lstm_layer(_ops.unsqueeze(x, 0), states, w, False)[1]
         else:
             gates = _packed_proj(x, states[0], self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
             out = (lstm_cell_gates(gates, states[1]) if self.mode == "LSTM"
@@ -476,10 +469,7 @@ class _CellBase(Module):
 class RNNCell(_CellBase):
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True,
                  nonlinearity: str = "tanh", device=None, dtype=None):
-        if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; expected 'tanh' or 'relu'")
-        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size, hidden_size,
-                         bias, device, dtype)
+        super().__init__(_elman_mode("RNNCell", nonlinearity), input_size, hidden_size, bias, device, dtype)
         self.nonlinearity = nonlinearity
 
     def forward(self, input, hx=None):
