@@ -134,36 +134,48 @@ def _activation(activation: Union[str, Callable]):
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
 
 
-def _layer_init(layer, cross: bool, d_model, nhead, dim_feedforward, dropout, activation, eps,
-                batch_first, norm_first, bias, kw) -> None:
-    """An encoder layer's submodules (`cross`: a decoder layer's, with cross-attention and a
-    third norm and dropout), registered in PyTorch's order."""
-    for name in ("self_attn", "multihead_attn") if cross else ("self_attn",):
-        setattr(layer, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                batch_first=batch_first, **kw))
-    layer.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-    layer.dropout = Dropout(dropout)
-    layer.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-    layer.norm_first = norm_first
-    count = 3 if cross else 2
-    for i in range(1, count + 1):
-        setattr(layer, f"norm{i}", LayerNorm(d_model, eps=eps, bias=bias, **kw))
-    for i in range(1, count + 1):
-        setattr(layer, f"dropout{i}", Dropout(dropout))
-    layer.activation = _activation(activation)
-
-
-class TransformerEncoderLayer(Module):
-    """Self-attention then a feed-forward block, each with dropout, a residual and
-    LayerNorm (after the residual, or before the block when ``norm_first``)."""
+class _TransformerLayer(Module):
+    """What the encoder and decoder layers share: the submodules, registered in PyTorch's
+    order (`_cross`: a decoder layer's, with cross-attention and a third norm and dropout),
+    the self-attention block and the feed-forward block."""
+    _cross = False
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: Union[str, Callable] = "relu", layer_norm_eps: float = 1e-5,
                  batch_first: bool = False, norm_first: bool = False, bias: bool = True,
                  device=None, dtype=None):
         super().__init__()
-        _layer_init(self, False, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                    batch_first, norm_first, bias, {"device": device, "dtype": dtype})
+        kw = {"device": device, "dtype": dtype}
+        for name in ("self_attn", "multihead_attn") if self._cross else ("self_attn",):
+            setattr(self, name, MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                   batch_first=batch_first, **kw))
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+        self.norm_first = norm_first
+        count = 3 if self._cross else 2
+        for i in range(1, count + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+        for i in range(1, count + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self.activation = _activation(activation)
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal: bool = False):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal and attn_mask is not None)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        last = self.dropout3 if self._cross else self.dropout2
+
+        def block(t):
+            return last(self.linear2(self.dropout(self.activation(self.linear1(t)))))
+        return _per_token(block, x)
+
+
+class TransformerEncoderLayer(_TransformerLayer):
+    """Self-attention then a feed-forward block, each with dropout, a residual and
+    LayerNorm (after the residual, or before the block when ``norm_first``)."""
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
         x = src
@@ -173,27 +185,10 @@ class TransformerEncoderLayer(Module):
             x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
         return _ff_residual(x, self._ff_block, self.norm2, self.norm_first)
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal and attn_mask is not None)[0]
-        return self.dropout1(x)
 
-    def _ff_block(self, x):
-        def block(t):
-            return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(t)))))
-        return _per_token(block, x)
-
-
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_TransformerLayer):
     """Self-attention, cross-attention over ``memory``, then a feed-forward block."""
-
-    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
-                 activation: Union[str, Callable] = "relu", layer_norm_eps: float = 1e-5,
-                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
-                 device=None, dtype=None):
-        super().__init__()
-        _layer_init(self, True, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
-                    batch_first, norm_first, bias, {"device": device, "dtype": dtype})
+    _cross = True
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal: bool = False,
@@ -207,20 +202,10 @@ class TransformerDecoderLayer(Module):
             x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask))
         return _ff_residual(x, self._ff_block, self.norm3, self.norm_first)
 
-    def _sa_block(self, x, attn_mask, key_padding_mask):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False)[0]
-        return self.dropout1(x)
-
     def _mha_block(self, x, mem, attn_mask, key_padding_mask):
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                                 need_weights=False)[0]
         return self.dropout2(x)
-
-    def _ff_block(self, x):
-        def block(t):
-            return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(t)))))
-        return _per_token(block, x)
 
 
 def _ff_residual(x, ff, norm, norm_first: bool):
@@ -243,8 +228,12 @@ def _per_token(fn, x):
     return reshape(y, (a, b, y.shape[-1]))
 
 
-def _clones(layer: Module, n: int) -> ModuleList:
-    return ModuleList([copy.deepcopy(layer) for _ in range(n)])
+def _stack(m: Module, layer: Module, num_layers: int, norm: Optional[Module]) -> None:
+    """An encoder's or decoder's ``num_layers`` independent copies of `layer` and its norm."""
+    _positive_int("num_layers", type(m).__name__, num_layers)
+    m.layers = ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+    m.num_layers = num_layers
+    m.norm = norm
 
 
 class TransformerEncoder(Module):
@@ -253,10 +242,7 @@ class TransformerEncoder(Module):
     def __init__(self, encoder_layer: Module, num_layers: int, norm: Optional[Module] = None,
                  enable_nested_tensor: bool = True, mask_check: bool = True):
         super().__init__()
-        _positive_int("num_layers", "TransformerEncoder", num_layers)
-        self.layers = _clones(encoder_layer, num_layers)
-        self.num_layers = num_layers
-        self.norm = norm
+        _stack(self, encoder_layer, num_layers, norm)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         x = src
@@ -271,10 +257,7 @@ class TransformerDecoder(Module):
 
     def __init__(self, decoder_layer: Module, num_layers: int, norm: Optional[Module] = None):
         super().__init__()
-        _positive_int("num_layers", "TransformerDecoder", num_layers)
-        self.layers = _clones(decoder_layer, num_layers)
-        self.num_layers = num_layers
-        self.norm = norm
+        _stack(self, decoder_layer, num_layers, norm)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
                 memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal: bool = False):
