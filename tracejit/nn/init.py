@@ -61,6 +61,13 @@ def _fan(tensor: Tensor, mode: str, fn: str) -> int:
     return fan_in if mode == "fan_in" else fan_out
 
 
+def _set(tensor: Tensor, values) -> Tensor:
+    """`tensor` set in place, unrecorded, to the numpy `values` (in its shape, dtype, device)."""
+    from ..ops.creation import tensor as _tensor
+    with no_grad():
+        return tensor.copy_(_tensor(values.reshape(tuple(tensor.shape)), dtype=tensor.dtype, device=tensor.device))
+
+
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator=None) -> Tensor:
     _check(tensor, "uniform_")
     with no_grad():
@@ -158,8 +165,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
             draw = draw[(draw >= a) & (draw <= b)][: n - filled]
             vals[filled:filled + draw.size] = draw
             filled += draw.size
-        from ..ops.creation import tensor as _tensor
-        return tensor.copy_(_tensor(vals.reshape(tensor.shape), dtype=tensor.dtype, device=tensor.device))
+    return _set(tensor, vals)
 
 
 def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
@@ -170,7 +176,6 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
         raise ValueError("nn.init.orthogonal_: only tensors with 2 or more dimensions are supported")
     import numpy as np
 
-    from ..ops.creation import tensor as _tensor
     from ..ops.random import drawing_from, randn
     if tensor.numel() == 0:
         return tensor
@@ -183,9 +188,7 @@ def orthogonal_(tensor: Tensor, gain: float = 1.0, generator=None) -> Tensor:
     q = q * np.sign(np.diag(r))
     if rows < cols:
         q = q.T
-    with no_grad():
-        return tensor.copy_(_tensor((gain * q).reshape(tuple(tensor.shape)), dtype=tensor.dtype,
-                                    device=tensor.device))
+    return _set(tensor, gain * q)
 
 
 def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
@@ -193,9 +196,6 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
     _check(tensor, "sparse_")
     if tensor.ndim != 2:
         raise ValueError("nn.init.sparse_: only 2-D tensors are supported")
-    import numpy as np
-
-    from ..ops.creation import tensor as _tensor
     from ..ops.random import drawing_from, randn, randperm
     rows, cols = tensor.shape
     zeros = int(math.ceil(sparsity * rows))
@@ -203,8 +203,7 @@ def sparse_(tensor: Tensor, sparsity: float, std: float = 0.01, generator=None) 
         vals = randn(rows, cols, dtype="float64")._host() * std
         for c in range(cols):
             vals[randperm(rows)._host()[:zeros], c] = 0
-    with no_grad():
-        return tensor.copy_(_tensor(np.asarray(vals), dtype=tensor.dtype, device=tensor.device))
+    return _set(tensor, vals)
 
 
 def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
@@ -214,7 +213,6 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
         raise ValueError("nn.init.dirac_: only 3, 4 or 5-D tensors are supported")
     import numpy as np
 
-    from ..ops.creation import tensor as _tensor
     shape = tuple(tensor.shape)
     if shape[0] % groups:
         raise ValueError("nn.init.dirac_: dim 0 must be divisible by groups")
@@ -224,8 +222,7 @@ def dirac_(tensor: Tensor, groups: int = 1) -> Tensor:
     for g in range(groups):
         for d in range(min(out_per, shape[1])):
             w[(g * out_per + d, d) + centre] = 1
-    with no_grad():
-        return tensor.copy_(_tensor(w, dtype=tensor.dtype, device=tensor.device))
+    return _set(tensor, w)
 
 
 def _deprecated(fn):
