@@ -34,15 +34,11 @@ class _NormBase(Module):
         self.affine, self.track_running_stats = affine, track_running_stats
         kw = _factory(device, dtype)
         _affine(self, (num_features,), affine, bias, device, dtype)
-        if track_running_stats:
-            self.register_buffer("running_mean", _ops.zeros(num_features, **kw))
-            self.register_buffer("running_var", _ops.ones(num_features, **kw))
-            self.register_buffer("num_batches_tracked",
-                                 _ops.zeros((), dtype=_dt.int64, device=kw["device"]))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
+        track = track_running_stats
+        self.register_buffer("running_mean", _ops.zeros(num_features, **kw) if track else None)
+        self.register_buffer("running_var", _ops.ones(num_features, **kw) if track else None)
+        self.register_buffer("num_batches_tracked",
+                             _ops.zeros((), dtype=_dt.int64, device=kw["device"]) if track else None)
         self.reset_parameters()
 
     def reset_running_stats(self) -> None:
@@ -89,11 +85,10 @@ class _NormBase(Module):
 class _BatchNorm(_NormBase):
     def forward(self, input):
         self._check_input(input)
-        # before the batch is counted, so a refused call changes no buffer
+        # (checked before the batch is counted, so a refused call changes no buffer)
         check_dtypes(type(self).__name__, input, weight=self.weight, bias=self.bias,
                      running_mean=self.running_mean, running_var=self.running_var)
         if self.training and input.numel() // self.num_features <= 1:
-            # Checked before counting the batch, so a rejected call changes no buffer.
             raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "
                              f"training, got input of shape {tuple(input.shape)}")
         factor = self._momentum()
