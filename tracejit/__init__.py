@@ -76,6 +76,7 @@ from .threads import (get_num_interop_threads, get_num_threads, set_num_interop_
                       set_num_threads)
 from .jit import compile, eager, explain, script  # noqa: E402,F401,A004
 from .jit import trace as _jit_trace  # noqa: E402
+from .jit.torchscript import _assert, _C  # noqa: E402,F401
 
 
 def trace(fn=None, *args, **kwargs):

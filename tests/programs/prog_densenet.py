@@ -29,16 +29,29 @@ class _DenseLayer(nn.Module):
             if tensor.requires_grad:
                 return True
         return False
+    @torch.jit.unused  # noqa: T484
     def call_checkpoint_bottleneck(self, input: List[Tensor]) -> Tensor:
         def closure(*inputs):
             return self.bn_function(inputs)
         return cp.checkpoint(closure, *input, use_reentrant=False)
-    def forward(self, input) -> Tensor:
+    # torchscript does not yet support *args, so we overload method
+    # allowing it to take either a List[Tensor] or single Tensor
+    @torch.jit._overload_method  # noqa: F811
+    def forward(self, input: List[Tensor]) -> Tensor:  # noqa: F811
+        pass
+    @torch.jit._overload_method  # noqa: F811
+    def forward(self, input: Tensor) -> Tensor:  # noqa: F811
+        pass
+    # torchscript does not yet support *args, so we overload method
+    # allowing it to take either a List[Tensor] or single Tensor
+    def forward(self, input: Tensor) -> Tensor:  # noqa: F811
         if isinstance(input, Tensor):
             prev_features = [input]
         else:
             prev_features = input
         if self.memory_efficient and self.any_requires_grad(prev_features):
+            if torch.jit.is_scripting():
+                raise Exception("Memory Efficient not supported in JIT")
             bottleneck_output = self.call_checkpoint_bottleneck(prev_features)
         else:
             bottleneck_output = self.bn_function(prev_features)
@@ -73,6 +86,7 @@ class DenseNet(nn.Module):
                  num_init_features: int = 16, bn_size: int = 4, drop_rate: float = 0,
                  num_classes: int = 10, memory_efficient: bool = False) -> None:
         super().__init__()
+        torch._C._log_api_usage_once(f"{self.__module__}.{type(self).__name__}")   # torchvision's _log_api_usage_once
         self.features = nn.Sequential(OrderedDict([
             ("conv0", nn.Conv2d(3, num_init_features, kernel_size=3, stride=1, padding=1, bias=False)),
             ("norm0", nn.BatchNorm2d(num_init_features)),

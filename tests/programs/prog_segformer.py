@@ -148,6 +148,9 @@ class MixVisionTransformer(nn.Module):
             setattr(self, f"block{i + 1}", block)
             setattr(self, f"norm{i + 1}", norm_layer(embed_dims[i]))
             cur += depths[i]
+    @torch.jit.ignore
+    def no_weight_decay(self):
+        return {'pos_embed1', 'pos_embed2', 'pos_embed3', 'pos_embed4', 'cls_token'}  # has pos_embed may be better
     def forward_features(self, x):
         B = x.shape[0]
         outs = []
@@ -215,10 +218,11 @@ class SegFormer(nn.Module):
         seg_logits = self.decode_head(self.backbone(img))
         return resize(seg_logits, size=img.shape[2:], mode='bilinear', align_corners=False)
 model = SegFormer(); sync(model)
+skip = model.backbone.no_weight_decay()
 # mmseg's paramwise_cfg: the head's lr x10, no decay on norms and position-free biases
 param_groups = [
-    {"params": [p for n, p in model.named_parameters() if n.startswith("backbone") and "norm" not in n], "weight_decay": 0.01},
-    {"params": [p for n, p in model.named_parameters() if n.startswith("backbone") and "norm" in n], "weight_decay": 0.0},
+    {"params": [p for n, p in model.named_parameters() if n.startswith("backbone") and "norm" not in n and n not in skip], "weight_decay": 0.01},
+    {"params": [p for n, p in model.named_parameters() if n.startswith("backbone") and ("norm" in n or n in skip)], "weight_decay": 0.0},
     {"params": [p for n, p in model.named_parameters() if n.startswith("decode_head")], "lr": 6e-4},
 ]
 optimizer = torch.optim.AdamW(param_groups, lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01)

@@ -109,14 +109,14 @@ criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
 no_wd = [p for n, p in model.named_parameters() if p.ndim <= 1]
 wd = [p for n, p in model.named_parameters() if p.ndim > 1]
 optimizer = torch.optim.SGD([{"params": wd, "weight_decay": 4e-5}, {"params": no_wd, "weight_decay": 0}],
-                            lr=0.02, momentum=0.9)
+                            lr=0.005, momentum=0.9)
 scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: (1.0 - step / 5) if step <= 5 else 0, last_epoch=-1)
 r = np.random.default_rng(0)
 fwd = comp(model)
 LOSSES = []
 for it in range(4):
-    images = torch.from_numpy(r.standard_normal((8, 3, 32, 32)).astype(np.float32)).to(memory_format=torch.channels_last)
-    target = torch.from_numpy(r.integers(0, 10, 8))
+    images = torch.from_numpy(r.standard_normal((16, 3, 64, 64)).astype(np.float32)).to(memory_format=torch.channels_last)
+    target = torch.from_numpy(r.integers(0, 10, 16))
     output = fwd(images)
     loss = criterion(output, target)
     optimizer.zero_grad()
@@ -132,7 +132,7 @@ perm = torch.arange(6).view(2, 3).t().reshape(-1)
 LOSSES.append(float(torch.equal(channel_shuffle(x, 2), x[:, perm])))
 model.eval()
 with torch.no_grad():
-    out = fwd(torch.from_numpy(r.standard_normal((2, 3, 32, 32)).astype(np.float32)))
+    out = fwd(torch.from_numpy(r.standard_normal((2, 3, 64, 64)).astype(np.float32)))
     x1, x2 = out.split([4, 6], dim=1)
 LOSSES += [out.abs().sum().item(), x1.sum().item() - x2.sum().item()]
 LOSSES.append(model.stage3[1].branch2[1].running_var.sum().item())

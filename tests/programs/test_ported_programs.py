@@ -106,7 +106,9 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # and an ALiBi LM (a float attn_mask of slopes and a triu -inf mask, lengths dynamic),
 # ConvNeXt on channels_last inputs, MLP-Mixers and
 # StyleGAN2's grouped modulated convs under requires_grad toggles and R1, CycleGAN's four
-# nets, a Conformer (rel_shift, padding masks) and a Perceiver's einsum attention
+# nets, a Conformer (rel_shift, padding masks) and a Perceiver's einsum attention, DenseNet's
+# checkpointed bottlenecks, ShuffleNetV2, DeepLabV3's ASPP, RAFT's grid_sample iterations,
+# HiFi-GAN (its weight norm removed between calls) and SegFormer
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",

@@ -54,6 +54,10 @@ def _fans(tensor: Tensor, fn: str) -> tuple[int, int]:
     return tensor.shape[1] * receptive, tensor.shape[0] * receptive
 
 
+def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
+    return _fans(tensor, "_calculate_fan_in_and_fan_out")
+
+
 def _fan(tensor: Tensor, mode: str, fn: str) -> int:
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(f"nn.init.{fn}: mode {mode!r} not supported, use 'fan_in' or 'fan_out'")

@@ -107,11 +107,11 @@ def _along(op: str, prim_fn, x, dim: int, dtype):
     return prim_fn(x, dim)
 
 
-def softmax(x, dim: int = -1, dtype=None, *, axis=None):
+def softmax(x, dim: int = -1, dtype=None, axis=None):
     return _along("softmax", _softmax_prim.softmax, x, dim if axis is None else axis, dtype)
 
 
-def log_softmax(x, dim: int = -1, dtype=None, *, axis=None):
+def log_softmax(x, dim: int = -1, dtype=None, axis=None):
     # (log_softmax's backward reads its result, as PyTorch's)
     return _along("log_softmax", _log_softmax_prim.log_softmax, x, dim if axis is None else axis, dtype)
 

@@ -377,7 +377,7 @@ def expand_as(a, other):
     return expand(a, other.shape)
 
 
-def squeeze(a, dim=None, *, axis=None):
+def squeeze(a, dim=None, axis=None):
     dim = dim if axis is None else axis
     dims = tuple(range(a.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
     shape = _normalized(_squeeze_params, a, dims)   # (kept per shape and dims, as unsqueeze's)
@@ -385,7 +385,7 @@ def squeeze(a, dim=None, *, axis=None):
         bind(RESHAPE, a, shape=shape) if type(a._data) is np.ndarray else reshape(a, shape))
 
 
-def unsqueeze(a, dim: int = None, *, axis=None):
+def unsqueeze(a, dim: int = None, axis=None):
     if axis is not None:
         dim = axis
     if type(a._data) is np.ndarray and type(dim) is int:
@@ -424,8 +424,10 @@ def clone(a):
 
 
 @_autocast.promote
-def cat(tensors, dim: int = 0, *, axis=None):
-    dim = dim if axis is None else axis   # (numpy's name, which PyTorch takes too)
+def cat(tensors, dim: int = 0, axis=None):
+    # (`axis`: numpy's name for dim, which PyTorch takes by keyword; not keyword-only, as
+    # that would cost every call the interpreter's fast path for simple signatures)
+    dim = dim if axis is None else axis
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of tensors")
@@ -451,7 +453,7 @@ concat = concatenate = cat
 
 
 @_autocast.promote
-def stack(tensors, dim: int = 0, *, axis=None):
+def stack(tensors, dim: int = 0, axis=None):
     dim = dim if axis is None else axis
     tensors = list(tensors)
     if not tensors:

@@ -1,0 +1,77 @@
+"""TorchScript's annotations (tracejit/jit/torchscript.py) around plain Python, written as
+torchvision and timm write them, eager and inside a compiled forward."""
+from typing import Dict, List
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit import nn
+
+
+class DenseLayer(nn.Module):
+    """torchvision's _DenseLayer: overloads for TorchScript, then the Python forward."""
+    use_scale: tj.jit.Final[bool]
+
+    def __init__(self):
+        super().__init__()
+        tj._C._log_api_usage_once(f"{self.__module__}.{type(self).__name__}")
+        self.lin = nn.Linear(3, 2)
+        self.use_scale = True
+
+    @tj.jit.unused
+    def checkpointed(self, x):
+        return self.lin(x)
+
+    @tj.jit.ignore(drop=True)
+    def dropped(self, x):
+        return x * 2
+
+    @tj.jit._overload_method  # noqa: F811
+    def forward(self, x: List[tj.Tensor]) -> tj.Tensor:
+        pass
+
+    @tj.jit._overload_method  # noqa: F811
+    def forward(self, x: tj.Tensor) -> tj.Tensor:  # noqa: F811
+        pass
+
+    def forward(self, x):  # noqa: F811
+        xs = [x] if isinstance(x, tj.Tensor) else x
+        out = tj.jit.annotate(Dict[str, tj.Tensor], {})
+        tj._assert(xs[0].dim() == 2, f"expected 2-D input, got {xs[0].dim()}-D")
+        if tj.jit.is_scripting() or tj.jit.is_tracing():
+            raise RuntimeError("not scripted")
+        out["y"] = self.dropped(self.checkpointed(tj.cat(xs, 0)))
+        return out["y"] * 0.5 if self.use_scale else out["y"]
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_python_side_runs_as_written(compiled):
+    m = DenseLayer()
+    f = tj.compile(m) if compiled else m
+    x = tj.tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    want = (x.numpy() @ m.lin.weight.detach().numpy().T + m.lin.bias.detach().numpy())
+    for arg in (x, [x]):
+        np.testing.assert_allclose(f(arg).detach().numpy(), want, rtol=1e-6)
+    with pytest.raises(AssertionError, match="expected 2-D input, got 1-D"):
+        f(x[0])
+    if compiled:
+        assert f.cache_stats()["eager_fallbacks"] == 0
+
+
+def test_decorators_give_the_function_itself():
+    def g(x):
+        return x + 1
+    for deco in (tj.jit.unused, tj.jit.export, tj.jit.interface, tj.jit.script_if_tracing, tj.jit.ignore,
+                 tj.jit.ignore(drop=False), tj.jit._overload):
+        assert deco(g) is g
+    assert tj.jit.annotate(List[int], []) == []
+
+
+def test_fan_in_and_out_match_pytorch():
+    torch = pytest.importorskip("torch")
+    for shape in ((4, 3), (8, 4, 3, 3), (5, 2, 7)):
+        assert nn.init._calculate_fan_in_and_fan_out(tj.ones(*shape)) == \
+            torch.nn.init._calculate_fan_in_and_fan_out(torch.ones(*shape))
+    with pytest.raises(ValueError, match="fewer than 2 dimensions"):
+        nn.init._calculate_fan_in_and_fan_out(tj.ones(3))

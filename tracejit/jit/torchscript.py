@@ -1,0 +1,55 @@
+"""TorchScript's annotations, as public model code (torchvision, timm) writes them around
+plain Python: tracejit runs that Python as it is, so each is what PyTorch's is outside
+scripting — ``is_scripting()`` is False, the decorators give the function itself,
+``annotate`` its value — and a compiled forward traces straight through them."""
+from __future__ import annotations
+
+import typing
+
+from .._path_modules import path_module
+
+__all__ = ["is_scripting", "is_tracing", "annotate", "ignore", "unused", "export", "interface",
+           "script_if_tracing", "Final", "_overload", "_overload_method"]
+
+Final = typing.Final
+
+
+def is_scripting() -> bool:
+    """False: nothing here runs as TorchScript (``if torch.jit.is_scripting():`` branches
+    take their Python side)."""
+    return False
+
+
+def is_tracing() -> bool:
+    """False, as under torch.compile: the TorchScript tracer's special cases do not apply."""
+    return False
+
+
+def annotate(the_type, the_value):
+    """The value (TorchScript's type hint for an empty container)."""
+    return the_value
+
+
+def _as_is(fn):
+    return fn
+
+
+unused = export = interface = script_if_tracing = _overload = _overload_method = _as_is
+
+
+def ignore(drop=False, **kwargs):
+    """``@ignore`` or ``@ignore(drop=True)``: the function itself."""
+    return drop if callable(drop) else _as_is
+
+
+def _assert(condition, message):
+    """``torch._assert``: Python's assert, which a traced condition may not be."""
+    assert condition, message
+
+
+def _log_api_usage_once(event: str) -> None:
+    """What torchvision's models call in ``__init__``: PyTorch's usage logging, a no-op here."""
+
+
+_C = path_module("tracejit._C", "``torch._C``: the names public model code calls.",
+                 {"_log_api_usage_once": _log_api_usage_once})
