@@ -27,6 +27,13 @@ CASES = [
     (2, 3, 4, 66, 5, (3, 3), (1, 1), (1, 1), (1, 1), 1, True),
     (1, 8, 6, 64, 8, (3, 3), (1, 1), (1, 1), (1, 1), 1, False),
     (2, 4, 7, 68, 2, (3, 2), (2, 1), (2, 1), (2, 2), 1, True),
+    # groups: a product per group on its slice of the columns
+    (2, 6, 20, 70, 12, (3, 5), (1, 1), (2, 2), (1, 2), 3, True),     # input gradient as a forward
+    (3, 8, 7, 12, 8, (3, 2), (1, 2), (1, 0), (1, 1), 4, False),
+    (2, 6, 6, 80, 6, (1, 8), (1, 8), (0, 0), (1, 1), 3, True),       # over the input's phases
+    (2, 16, 5, 5, 32, (1, 1), (1, 1), (0, 0), (1, 1), 8, True),      # 1x1, short images
+    (2, 4, 10, 10, 6, (1, 1), (1, 1), (0, 0), (1, 1), 2, False),     # 1x1
+    (1, 16, 6, 6, 16, (3, 3), (1, 1), (1, 1), (1, 1), 8, True),      # one image (a modulated conv)
 ]
 
 
@@ -71,6 +78,23 @@ def test_conv2d_and_gradients_match_torch(case, dtype, compiled):
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol * 10)
 
 
+@pytest.mark.parametrize("groups", [1, 2])
+def test_weight_and_bias_gradients_of_an_input_without_grad(groups):
+    # the weight's values are not saved then: the gradients' shapes come from the input's
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    grads = []
+    for T in (torch, tj):
+        tw, tb = T.tensor(w, requires_grad=True), T.tensor(b, requires_grad=True)
+        (T.nn.functional.conv2d(T.tensor(x), tw, tb, 1, 1, 1, groups) ** 2).sum().backward()
+        grads.append((tw.grad.numpy(), tb.grad.numpy()))
+    for a, r in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-3)
+
+
 def _channel_major(a):
     """`a` (N, C, ...) in (C, N, ...) memory, as BatchNorm's eager results come."""
     return np.ascontiguousarray(a.swapaxes(0, 1)).swapaxes(0, 1)
@@ -79,16 +103,18 @@ def _channel_major(a):
 @pytest.mark.parametrize("channel_major", [False, True])
 @pytest.mark.parametrize("block", [1 << 19, 1])   # several images a block; one
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("geo", [((3, 3), (1, 1), (1, 1), (1, 1)), ((2, 3), (2, 1), (0, 1), (2, 1)),
-                                 ((1, 1), (1, 1), (0, 0), (1, 1))])
+@pytest.mark.parametrize("geo", [((3, 3), (1, 1), (1, 1), (1, 1), 1), ((2, 3), (2, 1), (0, 1), (2, 1), 1),
+                                 ((1, 1), (1, 1), (0, 0), (1, 1), 1), ((3, 3), (1, 1), (1, 1), (1, 1), 3),
+                                 ((2, 3), (2, 1), (0, 1), (2, 1), 3)])
 def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block, channel_major):
     monkeypatch.setattr(B, "_BLOCK_BYTES", block)
-    k, s, p, d = geo
+    k, s, p, d, groups = geo
     rng = np.random.default_rng(7)
     x = rng.standard_normal((5, 6, 9, 11)).astype(dtype)
-    w = rng.standard_normal((7, 6) + k).astype(dtype)
-    b = rng.standard_normal(7).astype(dtype)
-    params = dict(kernel=k, stride=s, padding=p, dilation=d)
+    o = 7 if groups == 1 else 9
+    w = rng.standard_normal((o, 6 // groups) + k).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    params = dict(kernel=k, stride=s, padding=p, dilation=d, **({"groups": groups} if groups > 1 else {}))
     y, yr = B.forward(x, w, **params), G._fwd_impl(np, x, w, **params)
     yb, ybr = B.forward(x, w, b, **params), G._fwd_impl(np, x, w, b, **params)
     g = rng.standard_normal(y.shape).astype(dtype)
@@ -97,10 +123,10 @@ def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block, channel
         y = B.forward(x, w, **params)
     dw, dwr = B.wgrad(g, x, **params), G._wgrad_impl(np, g, x, **params)
     rec, recr = B.wgrad(g, x, bias=True, **params), G._wgrad_impl(np, g, x, bias=True, **params)
-    np.testing.assert_allclose(recr[-7:], g.sum((0, 2, 3)), rtol=1e-5)   # the bias's gradient last
+    np.testing.assert_allclose(recr[-o:], g.sum((0, 2, 3)), rtol=1e-5)   # the bias's gradient last
     dx, dxr = B.xgrad(g, w, (9, 11), **params), G._xgrad_impl(np, g, w, (9, 11), **params)
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    np.testing.assert_allclose(ybr - yr, np.broadcast_to(b.reshape(1, 7, 1, 1), yr.shape), rtol=tol, atol=tol)
+    np.testing.assert_allclose(ybr - yr, np.broadcast_to(b.reshape(1, o, 1, 1), yr.shape), rtol=tol, atol=tol)
     for a, r in ((y, yr), (yb, ybr), (dw, dwr), (rec, recr), (dx, dxr)):
         assert a.shape == r.shape and a.dtype == dtype and a.flags.c_contiguous
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol)
@@ -118,13 +144,14 @@ def test_conv2d_and_conv_transpose2d_are_the_blocked_primitives():
     assert "conv2d_gemm" in names and "conv2d_xgrad" in names and "unfold" not in names, names
 
 
-def test_gradient_primitives_have_gradients():
+@pytest.mark.parametrize("groups", [1, 2])
+def test_gradient_primitives_have_gradients(groups):
     """conv2d_wgrad and conv2d_xgrad differentiate (double backward) as finite differences do."""
     rng = np.random.default_rng(11)
-    x0 = rng.standard_normal((2, 3, 6, 5))
+    x0 = rng.standard_normal((2, 3 * groups, 6, 5))
     w0 = rng.standard_normal((4, 3, 3, 2))
     g0 = rng.standard_normal((2, 4, 3, 4))
-    geo = dict(stride=(2, 1), padding=(1, 0), dilation=(1, 1))
+    geo = dict(stride=(2, 1), padding=(1, 0), dilation=(1, 1), groups=groups)
 
     def f(x, w, g):
         dw = G.conv2d_wgrad(g, x, (3, 2), **geo)
@@ -148,6 +175,8 @@ def test_shape_errors_name_the_operands():
         G.conv2d_gemm(x, tj.tensor(np.zeros((2, 4, 3, 3), np.float32)))
     with pytest.raises(tj.errors.ShapeError, match="conv2d_wgrad"):
         G.conv2d_wgrad(tj.tensor(np.zeros((1, 2, 3, 3), np.float32)), x, (3, 3))
+    with pytest.raises(tj.errors.ShapeError, match="groups=2"):    # 3 channels in 2 groups
+        G.conv2d_wgrad(tj.tensor(np.zeros((1, 2, 2, 2), np.float32)), x, (3, 3), groups=2)
 
 
 @pytest.mark.parametrize("cpus", [1, 2, 4])

@@ -6,7 +6,7 @@ import numpy as np
 from ..errors import (ArgumentError, DTypeError, ShapeError, expect_floating, expect_not_bool,
                       user_stacklevel)
 from ..shapes import broadcast_shapes, normalize_dim
-from .conv import _pair, conv_out_size, unfold
+from .conv import _pair
 from .conv_gemm import conv2d_gemm
 from .depthwise import depthwise_conv2d
 from .creation import arange
@@ -26,11 +26,10 @@ from . import cross_entropy_prim as _ce_prim
 from . import one_hot_prim as _one_hot_prim
 from .indexing import gather, getitem, in_range
 from .value_checks_prim import in_unit_interval
-from .linalg import matmul
 from .random import rand, rand_like
 from .eager import bind, trace_state
 from .reductions import all as _all, amax, mean, sum
-from .shape import contiguous, permute, reshape, squeeze, unsqueeze
+from .shape import contiguous, reshape, squeeze, unsqueeze
 from . import autocast as _autocast
 from . import bf16_eager as _bf16_eager
 from .. import dtypes as _dt
@@ -262,32 +261,19 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     dilation = _pair(dilation)
     if isinstance(padding, str):
         x, padding = string_padding("conv2d", x, padding, (kh, kw), _pair(stride) != (1, 1), dilation)
-    n, c, h, w = x.shape
+    c = x.shape[1]
     stride, padding = _pair(stride), _pair(padding)
-    oh = conv_out_size(h, kh, stride[0], padding[0], dilation[0])
-    ow = conv_out_size(w, kw, stride[1], padding[1], dilation[1])
-    if groups == 1 or (cg == 1 and groups == c):
-        # one primitive. groups == 1 (ops/conv_gemm.py): a backend runs it by blocks of
-        # images whose columns stay in cache, the result NCHW with no transposing copy, the
-        # bias added in cache and its gradient summed with the weight's. Depthwise
-        # (ops/depthwise.py): a direct loop over the (image, channel) planes; as columns each
-        # output's kh*kw products cost a column copy and a tiny GEMM
-        prim = conv2d_gemm if groups == 1 else depthwise_conv2d
-        fold = bias is not None and bias.dtype == weight.dtype == x.dtype
-        out = prim(x, weight, bias if fold else None, stride, padding, dilation)
-        if bias is not None and not fold:
-            out = out + reshape(bias, (1, o, 1, 1))
-        return _conv_result(out)
-    cols = unfold(x, (kh, kw), stride, padding, dilation)           # [N, C*kh*kw, L]
-    # Groups: one GEMM per group over all images: [O/G, Cg*kh*kw] @ [Cg*kh*kw, N*L]; a
-    # weight broadcast against [N, ., L] instead made numpy run N small matmuls outside
-    # BLAS (930 ms against 95 ms on LeNet's second conv).
-    cols = permute(reshape(cols, (n, groups, cg * kh * kw, oh * ow)), (1, 2, 0, 3))
-    cols = reshape(cols, (groups, cg * kh * kw, n * oh * ow))
-    wg = reshape(weight, (groups, o // groups, cg * kh * kw))
-    out = matmul(wg, cols)                                           # [G, O/G, N*L]
-    out = permute(reshape(out, (o, n, oh, ow)), (1, 0, 2, 3))
-    if bias is not None:
+    # One primitive. ops/conv_gemm.py: a backend runs it by blocks of images whose columns
+    # stay in cache, each group's product on its slice of them, the result NCHW with no
+    # transposing copy, the bias added in cache and its gradient summed with the weight's.
+    # Depthwise (ops/depthwise.py): a direct loop over the (image, channel) planes; as
+    # columns each output's kh*kw products cost a column copy and a tiny GEMM
+    fold = bias is not None and bias.dtype == weight.dtype == x.dtype
+    if cg == 1 and groups == c > 1:
+        out = depthwise_conv2d(x, weight, bias if fold else None, stride, padding, dilation)
+    else:
+        out = conv2d_gemm(x, weight, bias if fold else None, stride, padding, dilation, groups)
+    if bias is not None and not fold:
         out = out + reshape(bias, (1, o, 1, 1))
     return _conv_result(out)
 

@@ -1,16 +1,18 @@
-"""A convolution without groups and its two gradients as three primitives, each the
-others' VJP, so a backend can run each by blocks of images (compiler/cpu/kernels/
+"""A convolution and its two gradients as three primitives, each the others' VJP, so a backend can run each by blocks of images (compiler/cpu/kernels/
 conv_blocks.py): columns of a few images made and used while in cache, never the whole
 batch's.
 
-- ``conv2d_gemm(x, w[, b])``: (N, C, H, W) by (O, C, kh, kw) -> (N, O, OH, OW), C-contiguous,
+- ``conv2d_gemm(x, w[, b])``: (N, C, H, W) by (O, C/G, kh, kw) -> (N, O, OH, OW), C-contiguous,
   plus the bias b (O,) while the block's output is in cache;
 - ``conv2d_wgrad(g, x)``: the weight's gradient; with ``bias=True`` a flat record, the
   weight's gradient then the bias's;
 - ``conv2d_xgrad(g, w)``: the input's gradient, W^T g folded (col2im): also
   conv_transpose2d's forward.
 
-Their numpy forms are the whole-batch im2col, one GEMM and col2im (ops/conv.py), the
+With ``groups`` G (a param only where G > 1) the channels split into G groups, each its own
+product over a contiguous slice of the column rows (channel-major, so a group's rows are
+one run) and of the weight's output channels: one im2col for all groups. Their numpy forms
+are the whole-batch im2col, one (batched over groups) GEMM and col2im (ops/conv.py), the
 reference the blocked implementations match.
 """
 from __future__ import annotations
@@ -42,11 +44,22 @@ def _gemm_rows(g):
     return g.transpose(1, 0, 2, 3).reshape(o, -1)
 
 
+def by_group(a, groups: int):
+    """(R, M) rows as (G, R/G, M), a group's rows a contiguous slice (a itself where G is 1)."""
+    return a if groups == 1 else a.reshape(groups, a.shape[0] // groups, a.shape[-1])
+
+
+def _grouped(groups: int) -> dict:
+    """The `groups` param as the primitives carry it: absent where 1 (existing IR text)."""
+    return {} if groups == 1 else {"groups": groups}
+
+
 # ---------------------------------------------------------------- forward
-def _fwd_rule(x: Aval, w: Aval, *b: Aval, kernel, stride, padding, dilation):
-    if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1] or tuple(w.shape[2:]) != tuple(kernel):
+def _fwd_rule(x: Aval, w: Aval, *b: Aval, kernel, stride, padding, dilation, groups=1):
+    if (x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[1] * groups or w.shape[0] % groups
+            or tuple(w.shape[2:]) != tuple(kernel)):
         raise ShapeError(f"conv2d_gemm: input {tuple(x.shape)} and weight {tuple(w.shape)} do not "
-                         f"fit kernel {tuple(kernel)}")
+                         f"fit kernel {tuple(kernel)} with groups={groups}")
     if b and tuple(b[0].shape) != (w.shape[0],):
         raise ShapeError(f"conv2d_gemm: bias of shape {tuple(b[0].shape)} should be ({w.shape[0]},)")
     _check("conv2d_gemm", None, x.shape, w.shape[0], kernel, stride, padding, dilation)
@@ -54,11 +67,11 @@ def _fwd_rule(x: Aval, w: Aval, *b: Aval, kernel, stride, padding, dilation):
                                                     dilation), x.dtype, x.device)
 
 
-def _fwd_impl(xp, x, w, *b, kernel, stride, padding, dilation):
+def _fwd_impl(xp, x, w, *b, kernel, stride, padding, dilation, groups=1):
     n, o = x.shape[0], w.shape[0]
     oh, ow = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
     cols = _unfold_impl(xp, x, kernel, stride, padding, dilation, 0.0, "gemm")
-    out = xp.matmul(w.reshape(o, -1), cols)
+    out = xp.matmul(by_group(w.reshape(o, -1), groups), by_group(cols, groups)).reshape(o, -1)
     if b:
         out += b[0].reshape(o, 1)
     return xp.ascontiguousarray(out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3))
@@ -70,16 +83,16 @@ def _split_wgrad(rec, o: int, shape):
     return reshape(narrow(rec, 0, 0, k), shape), narrow(rec, 0, k, o)
 
 
-def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, needs=None):
+def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, groups=1, needs=None):
     needs = needs or (True,) * (2 + len(b))
-    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation, **_grouped(groups))
     gx = bind(CONV2D_XGRAD, g, w, input_hw=tuple(x.shape[2:]), **geo) if needs[0] else None
     bias = bool(b) and needs[2]
     gw = gb = None
     if needs[1]:
         gw = bind(CONV2D_WGRAD, g, x, bias=bias, **geo)
         if bias:
-            gw, gb = _split_wgrad(gw, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel))
+            gw, gb = _split_wgrad(gw, g.shape[1], (g.shape[1], x.shape[1] // groups) + tuple(kernel))
     elif bias:
         from .reductions import sum as _sum
         gb = _sum(g, (0, 2, 3))
@@ -87,31 +100,34 @@ def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, needs=None):
 
 
 # ---------------------------------------------------------------- weight gradient
-def _wgrad_rule(g: Aval, x: Aval, kernel, stride, padding, dilation, bias=False):
+def _wgrad_rule(g: Aval, x: Aval, kernel, stride, padding, dilation, bias=False, groups=1):
     if g.ndim != 4 or x.ndim != 4:
         raise ShapeError(f"conv2d_wgrad: expected 4-D gradient and input, got {tuple(g.shape)} and "
                          f"{tuple(x.shape)}")
+    if x.shape[1] % groups or g.shape[1] % groups:
+        raise ShapeError(f"conv2d_wgrad: input {tuple(x.shape)} and gradient {tuple(g.shape)} do not "
+                         f"split into groups={groups}")
     _check("conv2d_wgrad", g, x.shape, g.shape[1], kernel, stride, padding, dilation)
-    shape = (g.shape[1], x.shape[1]) + tuple(kernel)
+    shape = (g.shape[1], x.shape[1] // groups) + tuple(kernel)
     if bias:
-        return Aval((g.shape[1] * (x.shape[1] * kernel[0] * kernel[1] + 1),), x.dtype, x.device)
+        return Aval((g.shape[1] * (shape[1] * kernel[0] * kernel[1] + 1),), x.dtype, x.device)
     return Aval(shape, x.dtype, x.device)
 
 
-def _wgrad_impl(xp, g, x, kernel, stride, padding, dilation, bias=False):
+def _wgrad_impl(xp, g, x, kernel, stride, padding, dilation, bias=False, groups=1):
     cols = _unfold_impl(xp, x, kernel, stride, padding, dilation, 0.0, "gemm")
     rows = _gemm_rows(g)
-    dw = xp.matmul(rows, cols.T)
+    dw = xp.matmul(by_group(rows, groups), xp.swapaxes(by_group(cols, groups), -1, -2))
     if bias:
         return xp.concatenate([dw.reshape(-1), rows.sum(1)])
-    return dw.reshape((g.shape[1], x.shape[1]) + tuple(kernel))
+    return dw.reshape((g.shape[1], x.shape[1] // groups) + tuple(kernel))
 
 
-def _wgrad_vjp(u, out, g, x, kernel, stride, padding, dilation, bias=False, needs=(True, True)):
-    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+def _wgrad_vjp(u, out, g, x, kernel, stride, padding, dilation, bias=False, groups=1, needs=(True, True)):
+    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation, **_grouped(groups))
     ub = ()
     if bias:
-        u, ub = _split_wgrad(u, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel))
+        u, ub = _split_wgrad(u, g.shape[1], (g.shape[1], x.shape[1] // groups) + tuple(kernel))
         ub = (ub,)
     gg = bind(CONV2D_GEMM, x, u, *ub, **geo) if needs[0] else None
     gx = bind(CONV2D_XGRAD, g, u, input_hw=tuple(x.shape[2:]), **geo) if needs[1] else None
@@ -119,22 +135,25 @@ def _wgrad_vjp(u, out, g, x, kernel, stride, padding, dilation, bias=False, need
 
 
 # ---------------------------------------------------------------- input gradient
-def _xgrad_rule(g: Aval, w: Aval, input_hw, kernel, stride, padding, dilation):
-    if g.ndim != 4 or w.ndim != 4 or g.shape[1] != w.shape[0]:
-        raise ShapeError(f"conv2d_xgrad: gradient {tuple(g.shape)} does not fit weight {tuple(w.shape)}")
-    shape = (g.shape[0], w.shape[1]) + tuple(input_hw)
+def _xgrad_rule(g: Aval, w: Aval, input_hw, kernel, stride, padding, dilation, groups=1):
+    if g.ndim != 4 or w.ndim != 4 or g.shape[1] != w.shape[0] or w.shape[0] % groups:
+        raise ShapeError(f"conv2d_xgrad: gradient {tuple(g.shape)} does not fit weight {tuple(w.shape)} "
+                         f"with groups={groups}")
+    shape = (g.shape[0], w.shape[1] * groups) + tuple(input_hw)
     _check("conv2d_xgrad", g, shape, w.shape[0], kernel, stride, padding, dilation)
     return Aval(shape, g.dtype, g.device)
 
 
-def _xgrad_impl(xp, g, w, input_hw, kernel, stride, padding, dilation):
-    cols = xp.matmul(w.reshape(w.shape[0], -1).T, _gemm_rows(g))
+def _xgrad_impl(xp, g, w, input_hw, kernel, stride, padding, dilation, groups=1):
+    wg = by_group(w.reshape(w.shape[0], -1), groups)
+    cols = xp.matmul(xp.swapaxes(wg, -1, -2), by_group(_gemm_rows(g), groups))
+    cols = cols.reshape(-1, cols.shape[-1])
     return xp.ascontiguousarray(_fold_impl(xp, cols, tuple(input_hw), kernel, stride, padding, dilation,
                                            "gemm"))
 
 
-def _xgrad_vjp(u, out, g, w, input_hw, kernel, stride, padding, dilation, needs=(True, True)):
-    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation)
+def _xgrad_vjp(u, out, g, w, input_hw, kernel, stride, padding, dilation, groups=1, needs=(True, True)):
+    geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation, **_grouped(groups))
     gg = bind(CONV2D_GEMM, u, w, **geo) if needs[0] else None
     gw = bind(CONV2D_WGRAD, g, u, **geo) if needs[1] else None
     return gg, gw
@@ -160,30 +179,30 @@ CONV2D_XGRAD = defprim("conv2d_xgrad", _xgrad_impl, _xgrad_rule, _xgrad_vjp, kin
                        extra=dict(_EXTRA))
 
 
-def _geometry(stride, padding, dilation) -> dict:
+def _geometry(stride, padding, dilation, groups: int = 1) -> dict:
     def pair(v):
         return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(e) for e in v)
-    return dict(stride=pair(stride), padding=pair(padding), dilation=pair(dilation))
+    return dict(stride=pair(stride), padding=pair(padding), dilation=pair(dilation), **_grouped(int(groups)))
 
 
-def conv2d_gemm(x, w, bias=None, stride=1, padding=0, dilation=1):
-    """The convolution of x (N, C, H, W) with w (O, C, kh, kw), no groups, plus the bias
-    (O,) if given (of x's dtype)."""
+def conv2d_gemm(x, w, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """The convolution of x (N, C, H, W) with w (O, C/groups, kh, kw), plus the bias (O,)
+    if given (of x's dtype)."""
     b = () if bias is None else (bias,)
     return bind(CONV2D_GEMM, x, w, *b, kernel=tuple(int(k) for k in w.shape[2:]),
-                **_geometry(stride, padding, dilation))
+                **_geometry(stride, padding, dilation, groups))
 
 
-def conv2d_wgrad(g, x, kernel, stride=1, padding=0, dilation=1, bias: bool = False):
-    """The gradient of `conv2d_gemm`'s weight (O, C, kh, kw) for output gradient g; with
-    `bias`, (that, the bias's gradient (O,))."""
+def conv2d_wgrad(g, x, kernel, stride=1, padding=0, dilation=1, bias: bool = False, groups: int = 1):
+    """The gradient of `conv2d_gemm`'s weight (O, C/groups, kh, kw) for output gradient g;
+    with `bias`, (that, the bias's gradient (O,))."""
     rec = bind(CONV2D_WGRAD, g, x, kernel=tuple(int(k) for k in kernel), bias=bool(bias),
-               **_geometry(stride, padding, dilation))
-    return _split_wgrad(rec, g.shape[1], (g.shape[1], x.shape[1]) + tuple(kernel)) if bias else rec
+               **_geometry(stride, padding, dilation, groups))
+    return _split_wgrad(rec, g.shape[1], (g.shape[1], x.shape[1] // groups) + tuple(kernel)) if bias else rec
 
 
-def conv2d_xgrad(g, w, input_hw, stride=1, padding=0, dilation=1):
+def conv2d_xgrad(g, w, input_hw, stride=1, padding=0, dilation=1, groups: int = 1):
     """The gradient of `conv2d_gemm`'s input (N, C, *input_hw) for output gradient g; with
-    g an input and w (C_in, C_out, kh, kw), conv_transpose2d's result."""
+    g an input and w (C_in, C_out/groups, kh, kw), conv_transpose2d's result."""
     return bind(CONV2D_XGRAD, g, w, input_hw=tuple(int(s) for s in input_hw),
-                kernel=tuple(int(k) for k in w.shape[2:]), **_geometry(stride, padding, dilation))
+                kernel=tuple(int(k) for k in w.shape[2:]), **_geometry(stride, padding, dilation, groups))

@@ -20,14 +20,13 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..shapes import Sym
 from .composite import check_conv_args, conv2d, max_pool2d, string_padding
-from .conv import _ntuple, _pair, fold
+from .conv import _ntuple, _pair
 from .conv_gemm import conv2d_xgrad
 from .creation import tensor
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
-from .linalg import matmul
 from .pooling_nd import _adaptive_max2d, _batched, _out_sizes, adaptive_avg_pool2d, pool_geometry
-from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
+from .shape import cat, reshape, squeeze, unsqueeze
 from . import autocast as _autocast
 from .dtype_checks import takes
 from .eager import trace_hooks
@@ -87,29 +86,16 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     ow = (w - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1
     if oh <= 0 or ow <= 0:
         raise ShapeError(f"conv_transpose2d: output size ({oh}, {ow}) is not positive")
-    cg = c // groups
-    # The columns in conv2d's GEMM layout [O*kh*kw, N*H*W]: one product over the whole
-    # batch per group, then col2im (a weight broadcast against [N, ...] ran N thin products)
-    if groups == 1 and op[0] < s[0] and op[1] < s[1]:
-        # the input gradient of conv2d with this weight (ops/conv_gemm.py), run by blocks
-        out = conv2d_xgrad(x, weight, (oh, ow), s, p, d)
-        return out if bias is None else out + reshape(bias, (1, o, 1, 1))
-    xc = permute(x, (1, 0, 2, 3))
-    if groups == 1:   # 2-D operands: numpy's stacked matmul leaves BLAS for a transposed one
-        cols = matmul(transpose(reshape(weight, (c, o * kh * kw)), 0, 1), reshape(xc, (c, n * h * w)))
-    else:
-        xs = reshape(xc, (groups, cg, n * h * w))
-        wg = reshape(weight, (groups, cg, og * kh * kw))
-        cols = reshape(matmul(transpose(wg, 1, 2), xs), (o * kh * kw, n * h * w))
+    # the input gradient of conv2d with this weight (ops/conv_gemm.py), run by blocks
     if op[0] < s[0] and op[1] < s[1]:
-        out = fold(cols, (oh, ow), (kh, kw), s, p, d, layout="gemm")
+        out = conv2d_xgrad(x, weight, (oh, ow), s, p, d, groups)
     else:
-        # output_padding of a stride or more (allowed below the dilation): fold's output size
-        # fixes its window count, which would grow by one; fold the whole unpadded result
+        # output_padding of a stride or more (allowed below the dilation): the output size
+        # fixes the window count, which would grow by one; take the whole unpadded result
         # (windows at i * stride) and crop `padding` before and after, less output_padding
         # after (zero rows past its end, where no window reaches).
         fh, fw = (h - 1) * s[0] + d[0] * (kh - 1) + 1, (w - 1) * s[1] + d[1] * (kw - 1) + 1
-        out = pad(fold(cols, (fh, fw), (kh, kw), s, (0, 0), d, layout="gemm"),
+        out = pad(conv2d_xgrad(x, weight, (fh, fw), s, (0, 0), d, groups),
                   (-p[1], op[1] - p[1], -p[0], op[0] - p[0]))
     if bias is not None:
         out = out + reshape(bias, (1, o, 1, 1))

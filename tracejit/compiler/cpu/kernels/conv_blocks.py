@@ -8,7 +8,8 @@ columns into the NCHW result, weight gradient columns @ gradient rows^T summed p
 input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride 1 and no
 padding takes the images' own rows for columns (over images of few positions, one product
 over the batch's channel-major rows); few output channels over long rows take the direct
-kernel of conv_direct.py (no columns). None (the numpy form runs) while the im2col/col2im
+kernel of conv_direct.py (no columns). With groups each block's product is batched over
+them, a group's slice of the column rows and of the weight's (ops/conv_gemm.py). None (the numpy form runs) while the im2col/col2im
 kernel is not loaded. Each product runs as the measured GEMM choice makes it for its shape
 on the block's threads (gemm/products.py `product_into`): numpy's OpenBLAS may run AVX2
 code on an AVX-512 machine, where the template's was 1.6x faster on a 32x512 by 512x2052
@@ -22,6 +23,7 @@ import numpy as np
 
 from ....machine import L2_BYTES
 from ....ops.conv import conv_out_size
+from ....ops.conv_gemm import by_group
 from ....threads import blas_threads_set
 from ..gemm.products import product_into
 from ..runtime import coreshare as _coreshare, sharepool as _sharepool
@@ -192,22 +194,31 @@ def _merge_weight(dw, c, kernel, stride, phases):
     return _merge(dw, c, kernel, stride, (0, 0), phases)
 
 
-def forward(x, w, *b, kernel, stride, padding, dilation):
+def _one_product(kernel, stride, padding, l: int, groups: int) -> bool:
+    """Whether a 1x1 convolution runs as one product over the batch's channel-major rows:
+    over short images (`_SHORT_IMAGE`), or with groups (a product per image and group
+    would be a 4-D batch)."""
+    return _pointwise(kernel, stride, padding) and (l < _SHORT_IMAGE or groups > 1)
+
+
+def forward(x, w, *b, kernel, stride, padding, dilation, groups=1):
     out_hw = _out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
     phases = _phases(kernel, stride, dilation, out_hw[1])
     if phases:
         ws = _split_weight(w, stride, phases)
-        return forward(_split(x, stride, padding, out_hw, phases), ws, *b, kernel=ws.shape[2:], **_UNIT)
+        return forward(_split(x, stride, padding, out_hw, phases), ws, *b, kernel=ws.shape[2:], groups=groups,
+                       **_UNIT)
     n, c, h, wd = x.shape
     o = w.shape[0]
     oh, ow = out_hw
-    w2 = np.ascontiguousarray(w.reshape(o, -1))
-    k, l, (kh, kw) = w2.shape[1], oh * ow, kernel
+    w2 = by_group(np.ascontiguousarray(w.reshape(o, -1)), groups)
+    k, l, (kh, kw) = c * kernel[0] * kernel[1], oh * ow, kernel
+    work = o * (k // groups) * l * n
     bias = b[0].reshape(o, 1) if b else None
     out = np.empty((n, o, oh, ow), x.dtype)
     outr = out.reshape(n, o, l)
-    if _pointwise(kernel, stride, padding) and l < _SHORT_IMAGE:
-        _to_images(product_into(w2, _channel_rows(x.reshape(n, c, l))), outr)
+    if _one_product(kernel, stride, padding, l, groups):
+        _to_images(product_into(w2, by_group(_channel_rows(x.reshape(n, c, l)), groups)), outr)
         if bias is not None:
             outr += bias
         return out
@@ -216,9 +227,9 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
             product_into(w2, x[s:e].reshape(e - s, c, l), outr[s:e], _threads(n, nb))
             if bias is not None:
                 outr[s:e] += bias
-        _blocks(block, n, k * l * x.itemsize, o * k * l * n)
+        _blocks(block, n, k * l * x.itemsize, work)
         return out
-    if _DIRECT and direct_fits(o, stride, ow):
+    if _DIRECT and groups == 1 and direct_fits(o, stride, ow):
         res = direct_forward(x, w, bias, kernel, stride, padding, dilation, oh, ow, _blocks)
         if res is not None:
             return res
@@ -232,28 +243,29 @@ def forward(x, w, *b, kernel, stride, padding, dilation):
         fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
         t = _threads(n, nb)
         if e - s == 1:      # straight into the image's (O, L) rows
-            product_into(w2, cols, outr[s], t)
+            product_into(w2, by_group(cols, groups), by_group(outr[s], groups), t)
         else:
             # one GEMM over the block's columns and a copy into place: a GEMM per image of
             # L columns ran at half the speed where L is short
-            res = product_into(w2, cols, None, t)
+            res = product_into(w2, by_group(cols, groups), None, t)
             outr[s:e].transpose(1, 0, 2)[...] = res.reshape(o, e - s, l)
         if bias is not None:        # the block's output still in cache
             outr[s:e] += bias
-    _blocks(block, n, k * l * x.itemsize, o * k * l * n)
+    _blocks(block, n, k * l * x.itemsize, work)
     return out
 
 
-def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
+def wgrad(g, x, kernel, stride, padding, dilation, bias=False, groups=1):
     phases = _phases(kernel, stride, dilation, g.shape[3])
     if phases:
-        c, o = x.shape[1], g.shape[1]
+        c, o = x.shape[1] // groups, g.shape[1]
         taps = tuple(t for _, t in phases)
         xs = _split(x, stride, padding, g.shape[2:], phases)
-        rec = wgrad(g, xs, taps, bias=bias, **_UNIT)
+        rec = wgrad(g, xs, taps, bias=bias, groups=groups, **_UNIT)
         if rec is None:
             return None
-        dw = _merge_weight(rec[:o * xs.shape[1] * taps[0] * taps[1]].reshape(o, -1, *taps), c, kernel, stride, phases)
+        dw = _merge_weight(rec[:o * xs.shape[1] // groups * taps[0] * taps[1]].reshape(o, -1, *taps), c, kernel,
+                           stride, phases)
         return np.concatenate([dw.reshape(-1), rec[rec.size - o:]]) if bias else dw
     n, c, h, wd = x.shape
     o, (oh, ow) = g.shape[1], g.shape[2:]
@@ -263,10 +275,11 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
         return None
     kh, kw = kernel
     k, l = c * kh * kw, oh * ow
-    sums: dict = {}     # thread -> its blocks' sums: (K, O) and, with `bias`, (O,)
-    if pointwise and l < _SHORT_IMAGE:     # one product over the batch's positions
+    sums: dict = {}     # thread -> its blocks' sums: (K, O) (by group (G, K/G, O/G)) and, with `bias`, (O,)
+    if _one_product(kernel, stride, padding, l, groups):     # one product over the batch's positions
         gr = _channel_rows(g.reshape(n, o, l))
-        sums[0] = [product_into(_channel_rows(x.reshape(n, c, l)), gr.T), gr.sum(1) if bias else None]
+        sums[0] = [product_into(by_group(_channel_rows(x.reshape(n, c, l)), groups),
+                                np.swapaxes(by_group(gr, groups), -1, -2)), gr.sum(1) if bias else None]
 
     def block(s: int, e: int, nb: int) -> None:
         if pointwise:    # the images' own rows: sum of x[i] g[i]^T
@@ -281,7 +294,8 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
             rows = _rows(g, s, e, np.empty(o * m, g.dtype))
             # (cols g^T)^T: BLAS's M the K column rows, not the O output channels
             # (ResNet's first stage: 16)
-            part = product_into(cols, rows.T, None, _threads(n, nb))
+            part = product_into(by_group(cols, groups), np.swapaxes(by_group(rows, groups), -1, -2), None,
+                                _threads(n, nb))
             db = rows.sum(1) if bias else None
         acc = sums.setdefault(threading.get_ident(), [part, db])
         if acc[0] is not part:
@@ -289,18 +303,19 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False):
             if bias:
                 acc[1] += db
     if not sums:
-        _blocks(block, n, k * l * x.itemsize, o * k * l * n)
+        _blocks(block, n, k * l * x.itemsize, o * (k // groups) * l * n)
     parts = list(sums.values())
     dw, db = parts[0]
     for part, pb in parts[1:]:
         dw += part
         if bias:
             db += pb
+    dw, kg = np.swapaxes(dw, -1, -2), k // groups     # (O, K/G), by group
     if not bias:
-        return np.ascontiguousarray(dw.T).reshape(o, c, kh, kw)
-    rec = np.empty(o * k + o, dw.dtype)
-    rec[:o * k].reshape(o, k)[...] = dw.T
-    rec[o * k:] = db
+        return np.ascontiguousarray(dw).reshape(o, c // groups, kh, kw)
+    rec = np.empty(o * kg + o, dw.dtype)
+    rec[:o * kg].reshape(dw.shape)[...] = dw
+    rec[o * kg:] = db
     return rec
 
 
@@ -321,30 +336,32 @@ def _as_forward(o: int, c: int, w: int, kernel, stride, padding, dilation) -> bo
             and all(p <= d * (k - 1) for k, p, d in zip(kernel, padding, dilation)))
 
 
-def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
+def xgrad(g, w, input_hw, kernel, stride, padding, dilation, groups=1):
     phases = _phases(kernel, stride, dilation, g.shape[3])
     if phases:
         ws = _split_weight(w, stride, phases)
         q = tuple(o + t - 1 for o, (_, t) in zip(g.shape[2:], phases))
-        dxs = xgrad(g, ws, q, ws.shape[2:], **_UNIT)
-        return None if dxs is None else _merge(dxs, w.shape[1], input_hw, stride, padding, phases)
+        dxs = xgrad(g, ws, q, ws.shape[2:], groups=groups, **_UNIT)
+        return None if dxs is None else _merge(dxs, w.shape[1] * groups, input_hw, stride, padding, phases)
     n, o, oh, ow = g.shape
-    c = w.shape[1]
+    c = w.shape[1] * groups
     h, wd = input_hw
     if not _pointwise(kernel, stride, padding) and _as_forward(o, c, wd, kernel, stride, padding, dilation):
         # dx = g convolved with the flipped, transposed weight over the window's reach less
-        # the padding: each input pixel's sum over the outputs its windows touched
-        wf = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
+        # the padding: each input pixel's sum over the outputs its windows touched (by group:
+        # group g's (O/G, C/G) filters transposed)
+        wf = w.reshape((groups, o // groups, c // groups) + tuple(kernel)).transpose(0, 2, 1, 3, 4)
+        wf = np.ascontiguousarray(wf[..., ::-1, ::-1]).reshape((c, o // groups) + tuple(kernel))
         pad = tuple(d * (k - 1) - p for k, p, d in zip(kernel, padding, dilation))
-        return forward(g, wf, kernel=kernel, stride=stride, padding=pad, dilation=dilation)
-    wt = w.reshape(o, -1).T
+        return forward(g, wf, kernel=kernel, stride=stride, padding=pad, dilation=dilation, groups=groups)
+    wt = np.swapaxes(by_group(w.reshape(o, -1), groups), -1, -2)
     kh, kw = kernel
-    k, l = wt.shape[0], oh * ow
+    k, l = c * kh * kw, oh * ow
     if _pointwise(kernel, stride, padding):
         dx = np.empty((n, c, h, wd), g.dtype)
         dxr = dx.reshape(n, c, l)
-        if l < _SHORT_IMAGE:
-            _to_images(product_into(wt, _channel_rows(g.reshape(n, o, l))), dxr)
+        if _one_product(kernel, stride, padding, l, groups):
+            _to_images(product_into(wt, by_group(_channel_rows(g.reshape(n, o, l)), groups)), dxr)
             return dx
         _blocks(lambda s, e, nb: product_into(wt, g[s:e].reshape(e - s, o, l), dxr[s:e], _threads(n, nb)), n,
                 k * l * g.itemsize, o * k * l * n)
@@ -356,10 +373,11 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation):
 
     def block(s: int, e: int, nb: int) -> None:
         m = (e - s) * l
-        cols = product_into(wt, _rows(g, s, e, np.empty(o * m, g.dtype)), None, _threads(n, nb))
+        cols = product_into(wt, by_group(_rows(g, s, e, np.empty(o * m, g.dtype)), groups), None,
+                            _threads(n, nb)).reshape(k, m)
         if rows:
             fn(cols, dx[s:e], oh, ow, 0, c, kh, kw)
         else:
             fn(cols, dx[s:e], oh, ow, 0, c)
-    _blocks(block, n, k * l * g.itemsize, o * k * l * n)
+    _blocks(block, n, k * l * g.itemsize, o * (k // groups) * l * n)
     return dx
