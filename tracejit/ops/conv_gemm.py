@@ -1,6 +1,6 @@
-"""A convolution and its two gradients as three primitives, each the others' VJP, so a backend can run each by blocks of images (compiler/cpu/kernels/
-conv_blocks.py): columns of a few images made and used while in cache, never the whole
-batch's.
+"""A convolution and its two gradients as three primitives, each the others' VJP, so a
+backend can run each by blocks of images (compiler/cpu/kernels/conv_blocks.py): columns of
+a few images made and used while in cache, never the whole batch's.
 
 - ``conv2d_gemm(x, w[, b])``: (N, C, H, W) by (O, C/G, kh, kw) -> (N, O, OH, OW), C-contiguous,
   plus the bias b (O,) while the block's output is in cache;

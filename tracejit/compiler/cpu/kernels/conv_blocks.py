@@ -9,8 +9,8 @@ input gradient W^T @ gradient rows folded by col2im. A 1x1 kernel with stride 1 
 padding takes the images' own rows for columns (over images of few positions, one product
 over the batch's channel-major rows); few output channels over long rows take the direct
 kernel of conv_direct.py (no columns). With groups each block's product is batched over
-them, a group's slice of the column rows and of the weight's (ops/conv_gemm.py). None (the numpy form runs) while the im2col/col2im
-kernel is not loaded. Each product runs as the measured GEMM choice makes it for its shape
+them, a group's slice of the column rows and of the weight's (ops/conv_gemm.py). None
+(the numpy form runs) while the im2col/col2im kernel is not loaded. Each product runs as the measured GEMM choice makes it for its shape
 on the block's threads (gemm/products.py `product_into`): numpy's OpenBLAS may run AVX2
 code on an AVX-512 machine, where the template's was 1.6x faster on a 32x512 by 512x2052
 product.
