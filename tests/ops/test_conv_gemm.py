@@ -78,6 +78,23 @@ def test_conv2d_and_gradients_match_torch(case, dtype, compiled):
         np.testing.assert_allclose(a, r, rtol=tol, atol=tol * 10)
 
 
+@pytest.mark.parametrize("groups", [1, 2])
+def test_weight_and_bias_gradients_of_an_input_without_grad(groups):
+    # the weight's values are not saved then: the gradients' shapes come from the input's
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((6, 4 // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    grads = []
+    for T in (torch, tj):
+        tw, tb = T.tensor(w, requires_grad=True), T.tensor(b, requires_grad=True)
+        (T.nn.functional.conv2d(T.tensor(x), tw, tb, 1, 1, 1, groups) ** 2).sum().backward()
+        grads.append((tw.grad.numpy(), tb.grad.numpy()))
+    for a, r in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-3)
+
+
 def _channel_major(a):
     """`a` (N, C, ...) in (C, N, ...) memory, as BatchNorm's eager results come."""
     return np.ascontiguousarray(a.swapaxes(0, 1)).swapaxes(0, 1)

@@ -22,6 +22,8 @@ CASES = [
     (1, 5, 10, 7, 1, (3, 3), 1, "same", 2, True),
     (2, 3, 11, 12, 2, (5, 5), 2, 0, 1, True),
     (1, 4, 6, 6, 1, (3, 3), 2, 1, 1, False),
+    (2, 3, 7, 8, 2, (3, 5), 1, (2, 1), 1, True),      # unit stride, the taps unrolled
+    (1, 2, 12, 11, 1, (9, 9), 1, 4, 1, False),        # more taps than are unrolled
 ]
 
 

@@ -1,6 +1,6 @@
-"""A convolution and its two gradients as three primitives, each the others' VJP, so a backend can run each by blocks of images (compiler/cpu/kernels/
-conv_blocks.py): columns of a few images made and used while in cache, never the whole
-batch's.
+"""A convolution and its two gradients as three primitives, each the others' VJP, so a
+backend can run each by blocks of images (compiler/cpu/kernels/conv_blocks.py): columns of
+a few images made and used while in cache, never the whole batch's.
 
 - ``conv2d_gemm(x, w[, b])``: (N, C, H, W) by (O, C/G, kh, kw) -> (N, O, OH, OW), C-contiguous,
   plus the bias b (O,) while the block's output is in cache;
@@ -92,7 +92,7 @@ def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, groups=1, need
     if needs[1]:
         gw = bind(CONV2D_WGRAD, g, x, bias=bias, **geo)
         if bias:
-            gw, gb = _split_wgrad(gw, g.shape[1], tuple(w.shape))
+            gw, gb = _split_wgrad(gw, g.shape[1], (g.shape[1], x.shape[1] // groups) + tuple(kernel))
     elif bias:
         from .reductions import sum as _sum
         gb = _sum(g, (0, 2, 3))

@@ -14,11 +14,9 @@ reference every backend implementation matches.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import ShapeError
 from .conv import _padded, _windows
-from .conv_gemm import _EXTRA, _check as _check_geometry, _meta, _out_hw, _saves   # (conv2d_gemm's rules)
+from .conv_gemm import _EXTRA, _check as _check_geometry, _geometry, _meta, _out_hw, _saves  # (conv2d_gemm's)
 from .eager import bind
 from .registry import Aval, defprim
 
@@ -137,12 +135,6 @@ DEPTHWISE_WGRAD = defprim("depthwise_wgrad", _wgrad_impl, _wgrad_rule, _wgrad_vj
                           save=_saves, extra=dict(_EXTRA, meta=_meta(1)))
 DEPTHWISE_XGRAD = defprim("depthwise_xgrad", _xgrad_impl, _xgrad_rule, _xgrad_vjp, kind="other",
                           save=_saves, extra=dict(_EXTRA))
-
-
-def _geometry(stride, padding, dilation) -> dict:
-    def pair(v):
-        return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(e) for e in v)
-    return dict(stride=pair(stride), padding=pair(padding), dilation=pair(dilation))
 
 
 def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1):
