@@ -417,9 +417,11 @@ def _record(prim, args, params, result, meta) -> None:
 def record_unary(prim, a, params, result, meta) -> None:
     """make_prim_node for one operand."""
     if not (isinstance(a, Tensor) and a._requires_grad and a.dtype.is_floating_point
-            and not prim.nondiff) or (_VIEWS_ACTIVE[0] and a._base is not None):
+            and 0 not in prim.nondiff):
         _record(prim, (a,), params, result, meta)
         return
+    if _VIEWS_ACTIVE[0] and a._base is not None:
+        _refresh_view(a)  # its base was written in place since (autograd/views.py)
     fn = a.grad_fn
     if fn is None:
         edge = a._leaf_edge
@@ -462,10 +464,7 @@ _NO_VERSIONS1 = (None,)
 
 def record_binary(prim, a, b, params, result, meta) -> None:
     """make_prim_node for two operands (tensors or Python scalars)."""
-    # (views matter only for an operand that is one: after the program's first in-place
-    # write under autograd, every other op keeps this path)
-    if prim.nondiff or (_VIEWS_ACTIVE[0] and ((isinstance(a, Tensor) and a._base is not None)
-                                               or (isinstance(b, Tensor) and b._base is not None))):
+    if prim.nondiff:
         _record(prim, (a, b), params, result, meta)
         return
     k = 0
@@ -473,6 +472,8 @@ def record_binary(prim, a, b, params, result, meta) -> None:
         ta = True
         if a._requires_grad and a.dtype.is_floating_point:
             k = 2
+            if _VIEWS_ACTIVE[0] and a._base is not None:
+                _refresh_view(a)  # its base was written in place since (autograd/views.py)
             fn = a.grad_fn
             if fn is None:
                 ea = a._leaf_edge
@@ -488,6 +489,8 @@ def record_binary(prim, a, b, params, result, meta) -> None:
         tb = True
         if b._requires_grad and b.dtype.is_floating_point:
             k += 1
+            if _VIEWS_ACTIVE[0] and b._base is not None:
+                _refresh_view(b)
             fn = b.grad_fn
             if fn is None:
                 eb = b._leaf_edge

@@ -132,6 +132,18 @@ def _is_fresh(view, base) -> bool:
 def refresh_stale_view(view) -> None:
     """Regenerate `view`'s history if its base was written in place since it was made."""
     base = view._base
+    # The common case first, without `_is_fresh`'s set: a chain of view primitives from the
+    # view's node straight to the base's (the walk there follows the same chain first).
+    node, target = view.grad_fn, base.grad_fn
+    if target is None:
+        return   # a leaf base: never written in place under autograd (`_is_fresh`)
+    for _ in range(_FRESH_WALK):
+        if node is target:
+            return
+        prim = getattr(node, "prim", None)
+        if prim is None or not (prim.is_view or (prim.view_if is not None and prim.view_if(node.params))):
+            break
+        node = node.next_functions[0][0]
     if _is_fresh(view, base):
         return
     positions = view_positions(view, base)

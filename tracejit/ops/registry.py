@@ -75,11 +75,12 @@ class Primitive:
     int_to_float: bool = False     # integer operands compute in the default float dtype
     save: Optional[Callable] = None  # requires_grad flags -> indices of inputs the vjp needs
     save_out: bool | Callable = False  # does the vjp use the output? (or requires_grad flags -> that)
-    nondiff: tuple = ()            # input positions that never get gradients
+    nondiff: tuple | frozenset = ()  # input positions that never get gradients (kept as a set)
     grad_name: str = ""
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        self.nondiff = frozenset(self.nondiff)
         self.is_view = bool(self.extra.get("view"))
         # params -> bool, for ops that are views only sometimes (basic vs advanced indexing)
         self.view_if = self.extra.get("view_if")
