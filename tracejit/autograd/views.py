@@ -135,6 +135,8 @@ def refresh_stale_view(view) -> None:
     # The common case first, without `_is_fresh`'s set: a chain of view primitives from the
     # view's node straight to the base's (the walk there follows the same chain first).
     node, target = view.grad_fn, base.grad_fn
+    if target is None:
+        return   # a leaf base: never written in place under autograd (`_is_fresh`)
     for _ in range(_FRESH_WALK):
         if node is target:
             return
