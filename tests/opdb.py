@@ -54,6 +54,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 import tracejit as tj
+from tracejit.ops import conv as _conv_ops
 
 F32, F64 = tj.float32, tj.float64
 I32, I64 = tj.int32, tj.int64
@@ -1091,6 +1092,31 @@ register("fold", lambda m, c, **kw: F(m).fold(c, **kw), _np_fold,
          lambda d, r: [Sample((arr(r, (2, 12, 12), d),), {"output_size": (4, 5), "kernel_size": 2}),
                        Sample((arr(r, (1, 12, 9), d),), {"output_size": (5, 5), "kernel_size": (3, 2),
                                                          "stride": 2, "padding": 1})])
+
+
+def _np_unfold_gemm(x, **kw):
+    """unfold's "gemm" layout: (C*kh*kw, N*L), the batch layout's columns side by side."""
+    cols = _np_unfold(x, **kw)
+    return cols.transpose(1, 0, 2).reshape(cols.shape[1], -1)
+
+
+def _np_fold_gemm(cols, output_size, **kw):
+    k = kw["kernel_size"]
+    probe = _np_unfold(np.zeros((1, cols.shape[0] // (k[0] * k[1]), *output_size)), **kw)
+    n = cols.shape[1] // probe.shape[2]
+    return _np_fold(cols.reshape(cols.shape[0], n, -1).transpose(1, 0, 2), output_size, **kw)
+
+
+# conv2d's own column layout (tracejit only): the registered im2col/col2im loops take it
+register("unfold_gemm", lambda m, x, **kw: _conv_ops.unfold(x, layout="gemm", **kw), _np_unfold_gemm,
+         lambda d, r: [Sample((arr(r, (2, 3, 4, 5), d),), {"kernel_size": (2, 2)}),
+                       Sample((arr(r, (1, 2, 5, 5), d),), {"kernel_size": (3, 2), "stride": 2, "padding": 1})],
+         torch=False)
+register("fold_gemm", lambda m, c, **kw: _conv_ops.fold(c, layout="gemm", **kw), _np_fold_gemm,
+         lambda d, r: [Sample((arr(r, (12, 24), d),), {"output_size": (4, 5), "kernel_size": (2, 2)}),
+                       Sample((arr(r, (12, 9), d),), {"output_size": (5, 5), "kernel_size": (3, 2),
+                                                      "stride": 2, "padding": 1})],
+         torch=False)
 
 
 register("max_pool2d", lambda m, x, **kw: F(m).max_pool2d(x, **kw), _np_pool,
