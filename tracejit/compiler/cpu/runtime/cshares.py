@@ -215,6 +215,14 @@ class Pending:
         self.last = None
         return CShares.make(vars(mod), self.fast_entry), None
 
+    def prepare(self, rank=None):
+        """Start making the entry's module ready now rather than at the first several-share
+        call (where its compile took a core from the calls it should speed up): the
+        background job to wait on, or None (sync mode, or loaded already). Called by
+        ``vectorized._pair_ready``."""
+        from ...prepare import module_job
+        return module_job(self.source, self.hint, self.llvm_options, rank)
+
 
 _polled = weakref.WeakSet()   # every `Pending` (for `pending`)
 
