@@ -14,6 +14,7 @@ dim is evaluated, where the capture can guard it (jit/size_args.py). A shape rul
 """
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Callable, Optional, Union
 
@@ -86,7 +87,6 @@ def _user_compares(d, depth: int) -> None:
     """Ask for `d`'s value (the tracer's hook refuses a data-dependent size) when the code
     `depth` frames up, outside tracejit, compares a data-dependent size."""
     if any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono):
-        import sys
         if not sys._getframe(depth).f_globals.get("__name__", "").startswith("tracejit"):
             d._specialized()
 

@@ -26,6 +26,7 @@ CASES = {
                                                                          return_counts=True)) * w.sum(),
     "unique_consecutive": lambda lib, x, w: lib.unique_consecutive((x[:, 0] > 0).long(), return_counts=True)[1]
     .float().square().sum() * w.sum(),
+    "unique_dim": lambda lib, x, w: lib.unique((x > 0).long(), dim=0, return_counts=True)[1].float().sum() * w.sum(),
     "bincount": lambda lib, x, w: (lib.bincount((x.abs() * 2).long().flatten(), weights=x.flatten().detach())
                                    * 2).sum() + w.sum(),
     "repeat_interleave": lambda lib, x, w: (x.repeat_interleave((x[:, 0] > 0).long() * 2 + 1, dim=0) @ w).sum(),

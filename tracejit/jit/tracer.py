@@ -193,7 +193,7 @@ class TraceContext(StateWrites):
         self.captured: dict = {}       # outer Var -> local input Var (sub-traces)
         self.captured_outer: list = []  # outer atoms, in order, for the enclosing eqn
         self.specialized: set = set()  # symbols user code asked the concrete value of
-        self.host_steps: dict = {}     # (fn, operands) -> results (ops/host_steps.py)
+        self.host_steps: dict = {}     # host steps' results, boolean-mask selections (ops/host_steps.py)
         # Runtime scalar arguments (root context): graph input Var -> leaf index, the
         # leaves of the call being captured, and the decisions Python code took on them.
         self.scalar_leaves: dict = {}

@@ -416,7 +416,7 @@ def _unique_consecutive_arrays(xp, a, dim):
 
 def _unique(fn, name, input, return_inverse, return_counts, dim):
     d = None if dim is None else normalize_dim(dim, input.ndim, name)
-    shape = ("n",) if d is None else input.shape[:d] + ("n",) + input.shape[d + 1:]
+    shape = ("n",) if d is None else tuple(input.shape[:d]) + ("n",) + tuple(input.shape[d + 1:])
     out = host_step(fn, [input], [shape, input.shape if d is None else (input.shape[d],), ("n",)],
                     [input.dtype, _dt.int64, _dt.int64], name, dim=d)
     out = [out[0]] + [t for t, want in zip(out[1:], (return_inverse, return_counts)) if want]
