@@ -16,7 +16,7 @@ import numpy as np
 
 from ..device import CPU
 from ..ops.eager import bind
-from ..ops.host_steps import HOST_STEP, run_step
+from ..ops.host_steps import HOST_STEP, size_bindings, step_function
 from ..tensor import Tensor
 from ..shapes import Sym, contains_sym
 from .control import COND, CUSTOM_FUNCTION, SCAN, WHILE
@@ -48,6 +48,15 @@ def _eval(v, syms):
 
 def eval_params(params: dict, syms: dict) -> dict:
     return {k: (v if isinstance(v, Graph) else _eval(v, syms)) for k, v in params.items()}
+
+
+def run_step(e, vals, syms: dict) -> list:
+    """`e` (a `HOST_STEP`) on tensors `vals`, binding its sizes in `syms` (the interpreter's)."""
+    kw = eval_params({k: v for k, v in e.params.items() if k not in ("fn", "avals")}, syms)
+    arrays = step_function(e.params["fn"])(vals[0]._xp(), *(v._data for v in vals), **kw)
+    for s, i, j in size_bindings(e):
+        syms[s] = arrays[i].shape[j]
+    return [Tensor._wrap(a, o.aval.dtype, o.aval.device) for a, o in zip(arrays, e.outs)]
 
 
 def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=None,

@@ -22,7 +22,7 @@ from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import trace_state
 
-__all__ = ["DataSize", "HOST_STEP", "host_step", "step_function", "size_bindings", "run_step"]
+__all__ = ["DataSize", "HOST_STEP", "host_step", "step_function", "size_bindings"]
 
 
 # The step functions by name: an equation holds the name, so the graph's text (the key of
@@ -123,16 +123,6 @@ def size_bindings(e) -> list:
                     seen.add(s)
                     out.append((s, i, j))
     return out
-
-
-def run_step(e, vals, syms: dict) -> list:
-    """`e` (a `HOST_STEP`) on tensors `vals`, binding its sizes in `syms` (the interpreter's)."""
-    from ..jit.interpreter import eval_params
-    kw = eval_params({k: v for k, v in e.params.items() if k not in ("fn", "avals")}, syms)
-    arrays = step_function(e.params["fn"])(vals[0]._xp(), *(v._data for v in vals), **kw)
-    for s, i, j in size_bindings(e):
-        syms[s] = arrays[i].shape[j]
-    return [Tensor._wrap(a, o.aval.dtype, o.aval.device) for a, o in zip(arrays, e.outs)]
 
 
 def refuse_data_size(sym) -> None:

@@ -1,7 +1,7 @@
 """Rearranging composites: reshapes, permutations and gathers with PyTorch's signatures.
 
 pixel_shuffle / pixel_unshuffle / channel_shuffle (sub-pixel layers), roll, rot90, unflatten,
-tile, repeat_interleave, diag / diagonal / diag_embed / trace, tensordot, kron, meshgrid,
+repeat, tile, repeat_interleave, diag / diagonal / diag_embed / trace, tensordot, kron, meshgrid,
 block_diag, cartesian_prod, combinations, vander, atleast_1d/2d/3d, hstack / vstack / dstack / column_stack,
 tensor_split, fliplr / flipud, swapdims, triu_indices / tril_indices.
 """
@@ -20,12 +20,13 @@ from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import cat, clone, expand, flip, permute, reshape, stack, transpose, unsqueeze
+from .shape_params import keyword_shape, shape_args
 from .registry import Aval, defprim
 from .eager import bind
 from .host_steps import host_step
 from . import autocast as _autocast
 
-__all__ = ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "roll",
+__all__ = ["repeat", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "roll",
            "rot90", "unflatten", "tile", "repeat_interleave", "diag", "diagonal", "diag_embed", "trace",
            "tensordot", "kron", "meshgrid", "block_diag", "cartesian_prod", "atleast_1d", "atleast_2d",
            "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack", "tensor_split",
@@ -123,6 +124,25 @@ def unflatten(input, dim: int, sizes):
         # -1 is inferred within the dim (its size known where another dim is 0, as PyTorch's)
         sizes = tuple(n // rest if s == -1 else s for s in sizes)
     return reshape(input, tuple(input.shape[:d]) + sizes + tuple(input.shape[d + 1:]))
+
+
+def repeat(a, *sizes, repeats=None):
+    if repeats is not None:
+        sizes = keyword_shape("repeat", "repeats", sizes, repeats)
+    sizes = shape_args(sizes)
+    if len(sizes) < a.ndim:
+        raise ShapeError(f"repeat: number of repeat dims {len(sizes)} is less than the tensor rank {a.ndim}")
+    x = reshape(a, (1,) * (len(sizes) - a.ndim) + tuple(a.shape))
+    # Interleave a size-r axis before each dim, expand it, then merge: pure views + one copy.
+    inter, target, final = [], [], []
+    for r, d in zip(sizes, x.shape):
+        inter += [1, d]
+        target += [r, d]
+        final.append(r * d)
+    y = expand(reshape(x, tuple(inter)), tuple(target))
+    # (a copy even where every size is 1, as PyTorch's repeat: `contiguous` would return
+    # that view of a, and an in-place op on the result would change a)
+    return reshape(clone(y), tuple(final))
 
 
 def tile(input, dims):

@@ -22,7 +22,7 @@ from .shape_params import unsqueeze_params as _unsqueeze_params
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
-           "unbind", "narrow", "flip", "repeat", "sum_to", "clone", "view_as", "reshape_as",
+           "unbind", "narrow", "flip", "sum_to", "clone", "view_as", "reshape_as",
            "to_device", "swapaxes"]
 
 
@@ -555,25 +555,6 @@ def flip(a, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     dims = tuple(normalize_dim(d, a.ndim, "flip") for d in dims)
     return bind(FLIP, a, dims=dims) if a.ndim else clone(a)
-
-
-def repeat(a, *sizes, repeats=None):
-    if repeats is not None:
-        sizes = _keyword_shape("repeat", "repeats", sizes, repeats)
-    sizes = _shape_args(sizes)
-    if len(sizes) < a.ndim:
-        raise ShapeError(f"repeat: number of repeat dims {len(sizes)} is less than the tensor rank {a.ndim}")
-    x = reshape(a, (1,) * (len(sizes) - a.ndim) + tuple(a.shape))
-    # Interleave a size-r axis before each dim, expand it, then merge: pure views + one copy.
-    inter, target, final = [], [], []
-    for r, d in zip(sizes, x.shape):
-        inter += [1, d]
-        target += [r, d]
-        final.append(r * d)
-    y = expand(reshape(x, tuple(inter)), tuple(target))
-    # (a copy even where every size is 1, as PyTorch's repeat: `contiguous` would return
-    # that view of a, and an in-place op on the result would change a)
-    return reshape(clone(y), tuple(final))
 
 
 _reductions = None  # ops/reductions, which imports this module: bound at sum_to's first use
