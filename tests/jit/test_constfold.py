@@ -78,3 +78,46 @@ def test_a_known_value_of_many_elements_is_no_number():
 
     with pytest.raises(ValueError, match="a tensor with 2 elements cannot be converted"):
         tj.compile(f, fullgraph=True)(tj.ones(3))
+
+
+class _Counter(tj.nn.Module):
+    """A step counter read before the forward writes it: its guard would fail on every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("step", tj.zeros((), dtype=tj.int64))
+
+    def forward(self, x):
+        y = x * 2 if self.step < 1000 else x
+        self.step.add_(1)
+        return y
+
+
+class _RunningMax(tj.nn.Module):
+    """A running statistic compared on, then updated with copy_."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("rmax", tj.zeros(()))
+
+    def forward(self, x):
+        y = x * 0 if self.rmax > 100.0 else x + 1
+        with tj.no_grad():
+            self.rmax.copy_(tj.maximum(self.rmax, y.abs().max()))
+        return y
+
+
+@pytest.mark.parametrize("cls", [_Counter, _RunningMax])
+def test_a_tensor_read_then_written_runs_eagerly_at_once(cls):
+    m, ref = cls(), cls()
+    f = tj.compile(m)
+    with pytest.warns(RuntimeWarning, match="is written by this function"):
+        f(tj.ones(3))
+    ref(tj.ones(3))
+    for i in range(5):
+        x = tj.full((3,), 30.0 * i)
+        np.testing.assert_array_equal(f(x).numpy(), ref(x).numpy())
+    (name, got), = m.named_buffers()
+    np.testing.assert_array_equal(got.numpy(), getattr(ref, name).numpy())
+    st = f.cache_stats()
+    assert st["compiles"] == 0 and st["eager_fallbacks"] == 1 and not st["recompile_reasons"]

@@ -300,8 +300,15 @@ class TensorValueReads:
                 for t, v, w in self.reads if not self._same(t, v)]
 
 
-def with_tensor_reads(check, reads: list):
-    """`check` (an entry's extra guard, or None), also checking `reads` (`TensorValueReads`)."""
+def with_tensor_reads(check, reads: list, writes: dict):
+    """`check` (an entry's extra guard, or None), also checking `reads` (`TensorValueReads`).
+    A tensor read that the function also writes (`writes`: id -> write) would fail its guard
+    on every next call: the function cannot be one graph."""
+    written = [w for t, _, w in reads if id(t) in writes
+               or (t._data_of is not None and id(t._data_of) in writes)]
+    if written:
+        from ..errors import TraceError
+        raise TraceError(f"the tensor read by Python at {written[0]} is written by this function")
     if not reads:
         return check
     mine = TensorValueReads(reads)
