@@ -121,3 +121,20 @@ def test_a_tensor_read_then_written_runs_eagerly_at_once(cls):
     np.testing.assert_array_equal(got.numpy(), getattr(ref, name).numpy())
     st = f.cache_stats()
     assert st["compiles"] == 0 and st["eager_fallbacks"] == 1 and not st["recompile_reasons"]
+
+
+def test_a_known_value_has_eager_dtype_and_rounding():
+    w, seen = tj.tensor([0.1, 0.2, 0.7]), np.empty(2, object)   # float32 state read in Python
+
+    def f(x):
+        seen[int(seen[0] is not None)] = {"item": (w * 0.1).sum().item(), "arrays": ((w * 3).numpy(),
+                                                                         (w.int() + 1).numpy())}
+        return x * 2
+
+    f(tj.ones(2))
+    tj.compile(f, fullgraph=True)(tj.ones(2))
+    want, got = seen
+    assert got["item"] == want["item"]
+    for g, r in zip(got["arrays"], want["arrays"]):
+        assert g.dtype == r.dtype
+        np.testing.assert_array_equal(g, r)
