@@ -283,7 +283,8 @@ class TensorValueReads:
         from .scalars import same_number
         if isinstance(v, np.ndarray):
             now = t._values()
-            return now.shape == v.shape and bool(np.array_equal(now, v))
+            return now.shape == v.shape and bool(np.array_equal(now, v,
+                                                                equal_nan=v.dtype.kind in "fc"))
         now = self._now(t)
         return now is v or same_number(now, v)
 
