@@ -123,6 +123,29 @@ def test_a_tensor_read_then_written_runs_eagerly_at_once(cls):
     assert st["compiles"] == 0 and st["eager_fallbacks"] == 1 and not st["recompile_reasons"]
 
 
+class _Pointer(tj.nn.Module):
+    """MoCo's queue pointer: read itself with int(), written, cycling through three values."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("ptr", tj.zeros(1, dtype=tj.int64))
+
+    def forward(self, x):
+        p = int(self.ptr)
+        self.ptr[0] = (p + 1) % 3
+        return x * (p + 1)
+
+
+def test_a_tensor_read_itself_then_written_keeps_an_entry_per_value():
+    m = _Pointer()
+    f = tj.compile(m, fullgraph=True)
+    for i in range(7):
+        np.testing.assert_array_equal(f(tj.ones(2)).numpy(), [i % 3 + 1.0] * 2)
+    assert int(m.ptr) == 1
+    st = f.cache_stats()
+    assert st["compiles"] == 3 and st["eager_fallbacks"] == 0
+
+
 def test_a_known_value_has_eager_dtype_and_rounding():
     w, seen = tj.tensor([0.1, 0.2, 0.7]), np.empty(2, object)   # float32 state read in Python
 

@@ -89,6 +89,7 @@ def known_value(ctx, var):
         return NOT_KNOWN
     for t, read in reads:
         ctx.note_value_read(t, read if read.size != 1 else read.reshape(()).item())
+        ctx.folded_reads.add(id(t))
     return v
 
 

@@ -301,12 +301,15 @@ class TensorValueReads:
                 for t, v, w in self.reads if not self._same(t, v)]
 
 
-def with_tensor_reads(check, reads: list, writes: dict):
-    """`check` (an entry's extra guard, or None), also checking `reads` (`TensorValueReads`).
-    A tensor read that the function also writes (`writes`: id -> write) would fail its guard
-    on every next call: the function cannot be one graph."""
-    written = [w for t, _, w in reads if id(t) in writes
-               or (t._data_of is not None and id(t._data_of) in writes)]
+def with_tensor_reads(check, ctx):
+    """`check` (an entry's extra guard, or None), also checking the reads of the capture
+    `ctx` (`TensorValueReads`). A tensor read through a computed value (``if self.step <
+    1000:``) that the function then writes would fail its guard on every next call: the
+    function cannot be one graph. (A tensor read itself, ``int(self.ptr)``, may cycle
+    through a few values, each an entry.)"""
+    reads, writes = ctx.value_reads, ctx.buffer_writes
+    written = [w for t, _, w in reads if id(t) in ctx.folded_reads and (
+        id(t) in writes or (t._data_of is not None and id(t._data_of) in writes))]
     if written:
         from ..errors import TraceError
         raise TraceError(f"the tensor read by Python at {written[0]} is written by this function")
