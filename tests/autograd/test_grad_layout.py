@@ -87,3 +87,13 @@ def test_gradients_user_code_sees_through_batchnorm_can_be_viewed():
     np.testing.assert_allclose(y.grad.view(4, -1).numpy(), want["hook"].numpy(), rtol=1e-4, atol=1e-5)
     g, = tj.autograd.grad(bn(x).square().sum(), x)
     assert g.is_contiguous() and g.view(4, -1).shape == (4, 75)
+
+
+def test_a_retained_two_dim_gradient_is_row_major():
+    # the gradient of h reaches it transposed (h.t() * w); user code views it flat.
+    r = np.random.default_rng(3)
+    wa = r.standard_normal((3, 4)).astype(np.float32)
+    h = tj.tensor(r.standard_normal((4, 3)).astype(np.float32), requires_grad=True) * 1.0
+    h.retain_grad()
+    (h.t() * tj.tensor(wa)).sum().backward()
+    np.testing.assert_array_equal(h.grad.view(-1).numpy(), wa.T.reshape(-1))

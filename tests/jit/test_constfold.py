@@ -78,3 +78,86 @@ def test_a_known_value_of_many_elements_is_no_number():
 
     with pytest.raises(ValueError, match="a tensor with 2 elements cannot be converted"):
         tj.compile(f, fullgraph=True)(tj.ones(3))
+
+
+class _Counter(tj.nn.Module):
+    """A step counter read before the forward writes it: its guard would fail on every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("step", tj.zeros((), dtype=tj.int64))
+
+    def forward(self, x):
+        y = x * 2 if self.step < 1000 else x
+        self.step.add_(1)
+        return y
+
+
+class _RunningMax(tj.nn.Module):
+    """A running statistic compared on, then updated with copy_."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("rmax", tj.zeros(()))
+
+    def forward(self, x):
+        y = x * 0 if self.rmax > 100.0 else x + 1
+        with tj.no_grad():
+            self.rmax.copy_(tj.maximum(self.rmax, y.abs().max()))
+        return y
+
+
+@pytest.mark.parametrize("cls", [_Counter, _RunningMax])
+def test_a_tensor_read_then_written_runs_eagerly_at_once(cls):
+    m, ref = cls(), cls()
+    f = tj.compile(m)
+    with pytest.warns(RuntimeWarning, match="is written by this function"):
+        f(tj.ones(3))
+    ref(tj.ones(3))
+    for i in range(5):
+        x = tj.full((3,), 30.0 * i)
+        np.testing.assert_array_equal(f(x).numpy(), ref(x).numpy())
+    (name, got), = m.named_buffers()
+    np.testing.assert_array_equal(got.numpy(), getattr(ref, name).numpy())
+    st = f.cache_stats()
+    assert st["compiles"] == 0 and st["eager_fallbacks"] == 1 and not st["recompile_reasons"]
+
+
+class _Pointer(tj.nn.Module):
+    """MoCo's queue pointer: read itself with int(), written, cycling through three values."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("ptr", tj.zeros(1, dtype=tj.int64))
+
+    def forward(self, x):
+        p = int(self.ptr)
+        self.ptr[0] = (p + 1) % 3
+        return x * (p + 1)
+
+
+def test_a_tensor_read_itself_then_written_keeps_an_entry_per_value():
+    m = _Pointer()
+    f = tj.compile(m, fullgraph=True)
+    for i in range(7):
+        np.testing.assert_array_equal(f(tj.ones(2)).numpy(), [i % 3 + 1.0] * 2)
+    assert int(m.ptr) == 1
+    st = f.cache_stats()
+    assert st["compiles"] == 3 and st["eager_fallbacks"] == 0
+
+
+def test_a_known_value_has_eager_dtype_and_rounding():
+    w, seen = tj.tensor([0.1, 0.2, 0.7]), np.empty(2, object)   # float32 state read in Python
+
+    def f(x):
+        seen[int(seen[0] is not None)] = {"item": (w * 0.1).sum().item(), "arrays": ((w * 3).numpy(),
+                                                                         (w.int() + 1).numpy())}
+        return x * 2
+
+    f(tj.ones(2))
+    tj.compile(f, fullgraph=True)(tj.ones(2))
+    want, got = seen
+    assert got["item"] == want["item"]
+    for g, r in zip(got["arrays"], want["arrays"]):
+        assert g.dtype == r.dtype
+        np.testing.assert_array_equal(g, r)

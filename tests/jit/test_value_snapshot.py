@@ -54,6 +54,14 @@ def test_a_buffer_read_as_a_number_or_a_truth_value_is_not_stale():
     assert c.cache_stats()["compiles"] == 3
 
 
+def test_a_small_tensor_holding_nan_captures_once():
+    state = tj.tensor([float("nan"), 1.0])   # read whole as an array; nan equals nan here
+    g = tj.compile(lambda x: x * 2 if state.isnan().any() else x)
+    for _ in range(3):
+        np.testing.assert_array_equal(g(tj.ones(2)).numpy(), [2.0, 2.0])
+    assert g.cache_stats()["compiles"] == 1
+
+
 def test_a_constant_made_inside_the_function_captures_once():
     g = tj.compile(lambda x: x * tj.tensor(3.0).item())
     for _ in range(3):

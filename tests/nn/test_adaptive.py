@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.errors import IndexRangeError
 
 torch = pytest.importorskip("torch", reason="compares with PyTorch")
 
@@ -51,8 +52,13 @@ def test_bad_cutoffs_and_targets_are_refused():
     with pytest.raises(ValueError, match="cutoffs"):
         tj.nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 20])
     m = tj.nn.AdaptiveLogSoftmaxWithLoss(8, 20, [5, 12])
-    with pytest.raises(RuntimeError, match=r"target values should be in \[0, 19\]"):
+    with pytest.raises(IndexRangeError, match=r"target values should be in \[0, 19\]"):
         m(tj.randn(2, 8), tj.tensor([3, 20]))
+    f = tj.compile(m, fullgraph=True)
+    f(tj.randn(2, 8), tj.tensor([3, 19]))
+    for bad in (20, -1):   # compiled, the same error class (a RuntimeError, as PyTorch's)
+        with pytest.raises(IndexRangeError, match=f"index {bad} is out of range"):
+            f(tj.randn(2, 8), tj.tensor([3, bad]))
     with pytest.raises(RuntimeError, match="same size in the batch"):
         m(tj.randn(3, 8), tj.tensor([3, 2]))
 

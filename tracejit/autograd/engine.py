@@ -89,7 +89,7 @@ def _user_layout(g):
     may leave its own order (BatchNorm's input gradient is channel-major, the rows the
     convolution backward reads), on which the user's ``g.view(n, -1)`` would fail."""
     flags = getattr(getattr(g, "_data", None), "flags", None)
-    if flags is None or flags.c_contiguous or g.ndim < 3 or (
+    if flags is None or flags.c_contiguous or (
             g.ndim in (4, 5) and g.is_contiguous(memory_format=_LAST[g.ndim])):
         return g
     return g.contiguous()

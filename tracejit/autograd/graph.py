@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 
 from ..tensor import Tensor
-from .node import Node
+from .node import AccumulateGrad, Node
 
 __all__ = ["Node", "increment_version", "save_on_cpu", "disable_saved_tensors_hooks"]
 
@@ -37,3 +37,21 @@ class disable_saved_tensors_hooks(contextlib.nullcontext):  # noqa: N801
     def __init__(self, error_message: str):
         super().__init__()
         self.error_message = error_message
+
+
+def reachable_leaves(outs) -> set:
+    """ids of the leaf tensors whose gradient the graphs of `outs` (tensors; anything else
+    is skipped) reach."""
+    seen, used = set(), set()
+    stack = [x.grad_fn for x in outs if isinstance(x, Tensor) and x.grad_fn is not None]
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, AccumulateGrad):
+            t = n.variable()
+            if t is not None:
+                used.add(id(t))
+        stack.extend(nxt for nxt, _ in n.next_functions)
+    return used

@@ -6,7 +6,7 @@ from typing import Callable
 
 from ..autograd import grad as _autograd_grad
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
-from ..autograd.node import AccumulateGrad
+from ..autograd.graph import reachable_leaves
 from ..tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian"]
@@ -65,20 +65,7 @@ def _reaches_outside(outs: list, inner: list) -> bool:
     """Whether the graph of `outs` reaches a tensor requiring grad other than the transform's
     own inputs `inner` (a closed-over parameter, another argument, an outer transform's
     input): then the result must stay differentiable, as torch.func's does."""
-    mine = {id(t) for t in inner}
-    seen, stack = set(), [t.grad_fn for t in outs if t.grad_fn is not None]
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, AccumulateGrad):
-            v = node.variable()
-            if v is not None and id(v) not in mine:
-                return True
-            continue
-        stack.extend(n for n, _ in node.next_functions)
-    return False
+    return bool(reachable_leaves(outs) - {id(t) for t in inner})
 
 
 def _call_tracked(func: Callable, args: tuple, kwargs: dict, argnums, has_aux: bool, who: str):

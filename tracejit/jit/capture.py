@@ -437,7 +437,7 @@ class Capture:
         if modules:
             from .module_guard import with_module_arguments
             extra = with_module_arguments(extra, modules, consts, ctx.state_writes, read, lifted)
-        extra = with_tensor_reads(extra, ctx.value_reads)
+        extra = with_tensor_reads(extra, ctx)
         decisions = list(ctx.decisions)
         autocast = _autocast.current()
         default_dtype = _dt.get_default_dtype()

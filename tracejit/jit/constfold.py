@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtypes import bfloat16
 from ..errors import ShapeError
+from ..ops.promotion import compute_dtype
 from ..shapes import Sym
 from .ir import Literal
 from .scalars import NOT_KNOWN
@@ -63,13 +65,17 @@ def known_value(ctx, var):
         eqn = made.get(a)
         if eqn is None or eqn.prim.kind == "random" or eqn.prim.impl is None:
             raise _Unknown
-        args = [value(x) for x in eqn.inputs]
+        avals = [x.aval for x in eqn.inputs]
+        if any(v.dtype is bfloat16 for v in avals + [o.aval for o in eqn.outs]):
+            raise _Unknown   # (numpy holds it as uint16 words)
+        cd = compute_dtype(eqn.prim, avals).np if eqn.prim.promote else None   # eager's operands
+        args = [np.asarray(value(x), dtype=cd) for x in eqn.inputs]
         params = {k: _param(v) for k, v in eqn.params.items()}
         with np.errstate(all="ignore"):
             out = eqn.prim.impl(np, *args, **params)
         outs = tuple(out) if len(eqn.outs) > 1 else (out,)
         for o, v in zip(eqn.outs, outs):
-            v = np.asarray(v)
+            v = np.asarray(v, dtype=o.aval.dtype.np)
             if v.size > _MAX_ELEMENTS:
                 raise _Unknown
             memo[o] = v
@@ -83,6 +89,7 @@ def known_value(ctx, var):
         return NOT_KNOWN
     for t, read in reads:
         ctx.note_value_read(t, read if read.size != 1 else read.reshape(()).item())
+        ctx.folded_reads.add(id(t))
     return v
 
 

@@ -214,6 +214,7 @@ class TraceContext(StateWrites):
         self.attr_writes: dict = {}     # (id(obj), name) -> [obj, name, value before capture]
         self.effects = EffectLog()      # Python state the code changes (side_effects.py)
         self.value_reads: list = []     # (concrete tensor, value, "file:line") read by Python (root)
+        self.folded_reads: set = set()  # ids of those read through computed values (constfold.py)
         self.const_names: Optional[dict] = None  # id(tensor) -> name (a module's parameter names)
         self.capture_grad = True  # the grad mode the graph will run under (root context)
         # Source location given to the equations recorded while set (the backward pass

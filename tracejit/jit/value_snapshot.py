@@ -283,7 +283,8 @@ class TensorValueReads:
         from .scalars import same_number
         if isinstance(v, np.ndarray):
             now = t._values()
-            return now.shape == v.shape and bool(np.array_equal(now, v))
+            return now.shape == v.shape and bool(np.array_equal(now, v,
+                                                                equal_nan=v.dtype.kind in "fc"))
         now = self._now(t)
         return now is v or same_number(now, v)
 
@@ -300,8 +301,18 @@ class TensorValueReads:
                 for t, v, w in self.reads if not self._same(t, v)]
 
 
-def with_tensor_reads(check, reads: list):
-    """`check` (an entry's extra guard, or None), also checking `reads` (`TensorValueReads`)."""
+def with_tensor_reads(check, ctx):
+    """`check` (an entry's extra guard, or None), also checking the reads of the capture
+    `ctx` (`TensorValueReads`). A tensor read through a computed value (``if self.step <
+    1000:``) that the function then writes would fail its guard on every next call: the
+    function cannot be one graph. (A tensor read itself, ``int(self.ptr)``, may cycle
+    through a few values, each an entry.)"""
+    reads, writes = ctx.value_reads, ctx.buffer_writes
+    written = [w for t, _, w in reads if id(t) in ctx.folded_reads and (
+        id(t) in writes or (t._data_of is not None and id(t._data_of) in writes))]
+    if written:
+        from ..errors import TraceError
+        raise TraceError(f"the tensor read by Python at {written[0]} is written by this function")
     if not reads:
         return check
     mine = TensorValueReads(reads)

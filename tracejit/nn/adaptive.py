@@ -12,6 +12,7 @@ from collections import namedtuple
 from typing import Sequence
 
 from .. import ops
+from ..errors import IndexRangeError
 from ..ops.registry import trace_state
 from . import functional as F
 from .containers import ModuleList, Sequential
@@ -70,12 +71,13 @@ class AdaptiveLogSoftmaxWithLoss(Module):
                                f"the batch dimension, got {input.shape[0]} and {target.shape[0]}")
         if not batched:
             input, target = input.unsqueeze(0), target.unsqueeze(0)
-        if trace_state.tracer is not None:   # capture: the targets' values are not known
+        if trace_state.tracer is not None:   # capture: the targets' values are not known (a bad
+            # one fails the gather: IndexRangeError, a RuntimeError, as eager's check raises)
             out = self._dense_output(input, target)
             return _ASMoutput(out if batched else out.squeeze(0), (-out).mean())
         tv = target.detach().numpy()
         if tv.size and (tv.min() < 0 or tv.max() >= self.n_classes):
-            raise RuntimeError(f"AdaptiveLogSoftmaxWithLoss: target values should be in [0, "
+            raise IndexRangeError(f"AdaptiveLogSoftmaxWithLoss: target values should be in [0, "
                                f"{self.n_classes - 1}], but values in range [{tv.min()}, {tv.max()}] "
                                "were found")
         head_index = tv.copy()

@@ -31,9 +31,10 @@ def _bags_from_offsets(input, offsets, include_last_offset: bool):
         raise ShapeError(f"embedding_bag: offsets must be 1-D, got shape {tuple(offsets.shape)}")
     if offsets.dtype.is_floating_point:
         raise DTypeError(f"embedding_bag: offsets must be an integer tensor, got {offsets.dtype.name}")
-    if offsets._data is not None and offsets.shape[0] and int(offsets._host()[0]) != 0:   # (not traced)
+    first = int(offsets._data[0]) if offsets._data is not None and offsets.shape[0] else 0
+    if first != 0:   # (checked when not traced)
         raise ValueError(f"embedding_bag: offsets[0] must be 0 (the first bag starts at the first "
-                         f"index), got {int(offsets._host()[0])}")
+                         f"index), got {first}")
     n = input.shape[0]
     nbags = offsets.shape[0] - (1 if include_last_offset else 0)
     if nbags < 0:

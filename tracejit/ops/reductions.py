@@ -9,6 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
+from ..autograd.grad_mode import is_grad_enabled
 from ..errors import ArgumentError, DTypeError
 from ..shapes import normalize_dims, normalize_dim
 from .creation import full
@@ -150,16 +151,17 @@ MIN_ALL = defprim("min_all", _min_impl, _red_rule("amin"), _whole_minmax_vjp, ki
 
 def _prod_vjp(g, out, a, dims, keepdim):
     # out / a is exact when a has no zeros; zeros get the product of the others.
+    zero = eq(a, 0.0)
     o = expand(_keep(out, a.shape, dims, keepdim), a.shape)
-    safe = where(eq(a, 0.0), 1.0, a)
-    others = where(eq(a, 0.0), _prod_except_zero(a, dims), o / safe)
+    others = where(zero, _prod_except_zero(a, zero, dims), o / where(zero, 1.0, a))
     return (expand(_keep(g, a.shape, dims, keepdim), a.shape) * others,)
 
 
-def _prod_except_zero(a, dims):
-    zero = eq(a, 0.0)
+def _prod_except_zero(a, zero, dims):
     p = expand(prod_(where(zero, 1.0, a), dims, True), a.shape)
     nzeros = expand(sum_(zero, dims, True), a.shape)
+    if not is_grad_enabled():
+        return where(eq(nzeros, 1), p, 0.0)
     # With two zeros the other one's factor is 0, but its derivative is p: the sum of the
     # zeros but this one, 0 in value, carries it (second derivatives, as PyTorch's).
     other_zero = expand(sum_(where(zero, a, 0.0), dims, True), a.shape) - a

@@ -34,7 +34,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ...autograd import grad_mode as _gm
-from ...autograd.node import AccumulateGrad
+from ...autograd.graph import reachable_leaves
 from ...distributed.algorithms.join import Join, Joinable, JoinHook
 from ...tensor import Tensor
 from ..module import Module
@@ -295,7 +295,7 @@ class DistributedDataParallel(Module, Joinable):
             b.request = None
         self._has_grad = None
         if self.find_unused_parameters:
-            used = _reachable_leaves(out)
+            used = reachable_leaves(_flatten(out))
             self._has_grad = np.ones(len(self._params), np.uint8)
             for i, p in enumerate(self._params):
                 if id(p) not in used:
@@ -453,26 +453,6 @@ def _entry(e, rank: int) -> str:
     kind, name, shape, dtype, rg = e
     return (f"rank {rank} has {kind} {name!r} of shape {shape} {dtype}"
             f"{'' if kind == 'buffer' else ' (requires_grad=' + str(rg) + ')'}")
-
-
-def _reachable_leaves(out) -> set:
-    """ids of the leaf tensors whose gradient the outputs' graph can reach."""
-    roots = []
-    for x in _flatten(out):
-        if isinstance(x, Tensor) and x.grad_fn is not None:
-            roots.append(x.grad_fn)
-    seen, used, stack = set(), set(), roots
-    while stack:
-        n = stack.pop()
-        if n is None or n in seen:
-            continue
-        seen.add(n)
-        if isinstance(n, AccumulateGrad):
-            t = n.variable()
-            if t is not None:
-                used.add(id(t))
-        stack.extend(nxt for nxt, _ in n.next_functions)
-    return used
 
 
 def _flatten(x) -> list:
