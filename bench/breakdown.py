@@ -222,6 +222,16 @@ class Timers:
         return call
 
 
+def _bias_gemm(timers: Timers, fn: Callable) -> Callable:
+    """epilogue.py's ``matmul_bias(xp, x, w, b)`` timed and recorded as the GEMM it is
+    ((rows of x) x k x n)."""
+    timed = timers.matmul(lambda x2, w, xp, x, b: fn(xp, x, w, b), policy=True)
+
+    def call(xp, x, w, b):
+        return timed(x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x, w, xp._xp if type(xp) is _ArrayModule else xp, x, b)
+    return call
+
+
 def _blas_count(m: int, k: int, n: int) -> int | None:
     try:
         from tracejit.threads import blas_threads
@@ -309,6 +319,8 @@ def instrumented(timers: Timers) -> Iterator[int]:
                 elif _KERNEL.match(name) and callable(value):
                     family = g.get(name.rstrip("ps"))
                     new = timers.kernel(getattr(family, "label", name), value)
+                elif name == "I_matmul_bias":    # compiler/gemm_steps: x @ w + b as one GEMM
+                    new = _bias_gemm(timers, value)
                 elif name.startswith("I_") and callable(value):
                     new = timers.timed("other ops", _real_xp(value))
                 else:

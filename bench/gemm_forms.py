@@ -6,7 +6,7 @@ For each product of the ``mlp`` workload's step (batch 256, 784->1024->1024->10:
 shapes and operand layouts `python -m bench.breakdown` lists) it times numpy's sgemm with
 the operands and output as the step has them, then the forms a plan could choose instead:
 
-- ``1 thread``: one BLAS thread;
+- ``1 thread``: one BLAS thread (what each product of a pair gets, compiler/gemm_steps.py);
 - ``out^T``: the output written transposed (``C^T = B^T A^T`` into an (n, m) C-contiguous
   array): feature-major activations, or a weight gradient stored (in, out);
 - ``ld+16``: every operand and the output with 16 floats of padding after each row (where a

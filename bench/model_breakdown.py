@@ -138,6 +138,19 @@ class _Family:
         return getattr(self._family, name)
 
 
+def _bias_gemm(timers: OpTimers, fn, stand_in: type):
+    """epilogue.py's ``matmul_bias(xp, x, w, b)`` timed under its GEMM's label (+ bias)."""
+    def call(xp, x, w, b):
+        label = _gemm_label(x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x, w) + " +bias"
+        t0 = time.thread_time()
+        try:
+            return fn(xp._xp if type(xp) is stand_in else xp, x, w, b)
+        finally:
+            timers.sec[label] += time.thread_time() - t0
+            timers.calls[label] += 1
+    return call
+
+
 def _instrument(timers: OpTimers) -> list:
     """Swap every CPU plan's calls for timed ones; returns what to put back."""
     from .breakdown import _plans, _KERNEL
@@ -178,6 +191,8 @@ def _instrument(timers: OpTimers) -> list:
                 new = _Family(value, _kernel_label(value), timers)
             elif _KERNEL.match(name) and callable(value):
                 new = timers.wrap(_kernel_label(g.get(name.rstrip("ps")), name), value)
+            elif name == "I_matmul_bias":        # compiler/gemm_steps: x @ w + b as one GEMM
+                new = _bias_gemm(timers, value, XP)
             elif name.startswith("I_") and callable(value):
                 new = timers.wrap("op " + name[2:], _unwrap_xp(value, XP))
             else:

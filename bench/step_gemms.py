@@ -9,7 +9,7 @@ with a product timed on its own in another process (another day, another phase o
 machine) mix three things: the machine's speed at the time, the state of the caches the
 step leaves to each product, and the step itself (its buffers, its thread hand-overs). Here
 the three are taken apart in one process: the operands of one step's GEMM calls (compiled
-plans' ``MATMUL``; the steps are
+plans' ``MATMUL`` and ``I_matmul_bias``; the steps are
 ``bench/impls/models.py``'s, run by phase as ``bench.model_breakdown`` runs them) are kept;
 then, `--steps` times, a step is timed call by call and each kept call is repeated on
 exactly those arrays (steps and alone calls taking turns):
@@ -41,6 +41,8 @@ import time
 
 __all__ = ["StepGemms", "measure", "report", "main", "main_threads"]
 
+_GEMM_NAMES = ("MATMUL", "I_matmul_bias")
+
 
 def _faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -48,6 +50,9 @@ def _faults() -> int:
 
 def _label(name: str, args: tuple) -> str:
     from .model_breakdown import _gemm_label
+    if name == "I_matmul_bias":
+        _, x, w, _ = args
+        return _gemm_label(x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x, w)[5:] + " +bias"
     return _gemm_label(*args[:2])[5:]
 
 
@@ -95,7 +100,7 @@ class StepGemms:
             g = getattr(plan.fn, "__globals__", None)
             if g is None or getattr(plan.backend, "name", plan.backend) != "cpu":
                 continue
-            for name in [n for n in g if PRODUCT_NAME.match(n)]:
+            for name in [n for n in g if n in _GEMM_NAMES or PRODUCT_NAME.match(n)]:
                 self._saved.append((g, name, g[name]))
                 g[name] = self._wrap(name, g[name])
         return self

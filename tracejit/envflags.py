@@ -96,6 +96,8 @@ SWITCHES: dict = {s.name: s for s in (
     # tests that hold both to the same values (each documented in the module it switches).
     Switch("TRACEJIT_SCATTER_PRODUCTS", "1", "0: an embedding's two gradients run over the tokens' "
            "rows, not the table's", "tracejit/jit/scatter_products.py"),
+    Switch("TRACEJIT_BIAS_GEMM", "1", "0: a bias add, residual add or ReLU after its matmul stays a "
+           "step of its own in CPU plans", "tracejit/compiler/gemm_steps.py"),
     Switch("TRACEJIT_CHUNK_FLAT_PAIRS", "1", "0: flat chunk kernels never run as GIL-free shares",
            "tracejit/compiler/codegen_chunks.py"),
     Switch("TRACEJIT_CHUNK_NESTED_PAIRS", "1", "0: nested chunk kernels never run as GIL-free shares",

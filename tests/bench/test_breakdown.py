@@ -186,7 +186,7 @@ def test_render_and_report_section():
     assert "490 GFLOP/s (median step: 4.96 ms of GEMM; mean 5.00) = 98% of the best sgemm rate" in text and "fresh numpy-only process: 420 GFLOP/s" in text
     assert "| 256×1024×1024 CF | 2 | 1 | 1.100 | 488 | 1.000 | 537 | 1.250 | 1.000 |" in text
     paired = _fake_result()
-    paired["gemms"][0]["paired"] = True     # ran in a pair, replayed on 2
+    paired["gemms"][0]["paired"] = True     # ran in a pair (compiler/gemm_steps.py), replayed on 2
     assert "| 256×1024×1024 CF | 2, paired | 1 | 1.100 |" in breakdown.render(paired)
     assert "4.50 ms, 5.50 ms with cold caches (90% of the step's GEMM time)" in text
     assert "on 2 threads (500 GFLOP/s" in text and "fewer BLAS threads" not in text

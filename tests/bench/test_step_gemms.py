@@ -1,4 +1,4 @@
-"""bench/step_gemms.py: a compiled step's GEMM calls are recorded by label, repeated alone on the step's own operands with the step's bits, and
+"""bench/step_gemms.py: a compiled step's GEMM calls are recorded by label (a bias GEMM), repeated alone on the step's own operands with the step's bits, and
 the plans are put back afterwards."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from bench import breakdown, step_gemms
 
 
 def _step(x, w1, b1, w2, g):
-    h = x.mm(w1.t()) + b1
+    h = x.mm(w1.t()) + b1                   # a bias GEMM (compiler/gemm_steps)
     return tj.tanh(h.mm(w2)), g.mm(w2.t()), g.t().mm(h)   # three products
 
 
@@ -37,7 +37,7 @@ def test_gemm_calls_in_the_step_and_alone(monkeypatch):
     # a warm-up step, the kept step without the optimizer, an untimed step, 3 timed steps
     assert calls == [1, "opt", 1] + [1, "opt"] * 4
     by_label = {r["label"]: r for r in rows}
-    assert set(by_label) == {"16x8 @ 8x12 CF", "16x12 @ 12x6 CC", "16x6 @ 6x12 CF", "6x16 @ 16x12 FC"}, \
+    assert set(by_label) == {"16x8 @ 8x12 CF +bias", "16x12 @ 12x6 CC", "16x6 @ 6x12 CF", "6x16 @ 16x12 FC"}, \
         set(by_label)
     for r in rows:
         assert r["calls"] == 1                            # once per step

@@ -33,6 +33,9 @@ class Backend:
     sequential_sums = True
     #: small sizes get a serial twin of each kernel (see plan.PARALLEL_MIN)
     serial_twin = False
+    #: the kernels beyond fused groups it runs, which the plan stage's patterns ask for
+    #: (compiler/plan_patterns.py): row kernels, GEMM epilogues, attention pairs, GEMM pairs
+    capabilities: frozenset = frozenset()
 
     def array_module(self):
         raise NotImplementedError
@@ -104,6 +107,7 @@ class CpuBackend(Backend):
     name = "cpu"
     sequential_sums = True
     serial_twin = True
+    capabilities = frozenset(("gemm_epilogue",))
 
     fix = staticmethod(_fix_numpy)  # a plain function: plans call it per step
 

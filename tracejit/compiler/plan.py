@@ -28,6 +28,9 @@ from .fusion import Group, partition
 from .rowinline import expand_rows_forms
 from .groupsplit import split_wide_groups
 from .slice_reads import fold_slice_reads, operand_var
+from ..jit import patterns as _patterns
+from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
+from .gemm_steps import GemmStep
 from .kernel_errors import group_label, group_parts, register_plan_lines
 from .loopnest import broadcast_index, operand_layouts
 from .windows import channel_layouts, channel_rows, channel_view, strided_layout
@@ -150,7 +153,9 @@ class Plan:
         graph = expand_rows_forms(graph)   # (rowinline.py: softmax as its rows group)
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
-        self.items = fold_slice_reads(split_wide_groups(partition(graph), graph), graph)
+        # the plan stage's patterns the backend has the kernels for (plan_patterns.py)
+        self.items = fold_slice_reads(_patterns.apply("plan", split_wide_groups(partition(graph), graph),
+                                                      graph, backend=self.backend), graph)
         self.kernels: list = []
         self._producers = None   # {value: its equation} (`_producer`)
         self._kernel_values = None   # the values its groups compute (`_from_kernel`)
@@ -228,6 +233,8 @@ class Plan:
                 first = len(lines) + 1                 # 1-based line numbers of the source
                 lines += self._emit_group(it, nm, consts, input_set)
                 group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
+            elif isinstance(it, GemmStep):
+                lines += it.emit(self, nm, atom, consts, input_set)
             else:
                 dies = [x for x in it.inputs[:1] if isinstance(x, Var) and last.get(x) == idx
                         and x not in outs and x not in input_set]
@@ -550,6 +557,8 @@ class Plan:
                 ops, locs = group_parts(it)
                 out.append(f"group {it.gid}: {', '.join(ops)}  [{', '.join(locs)}]  "
                            f"reads {len(it.inputs)}, writes {len(it.outputs)}")
+            elif isinstance(it, GemmStep):
+                out.append(f"step: {it.describe()}")
             else:
                 out.append(f"step: {it.prim.name}")
         return "\n".join(out)

@@ -1,7 +1,7 @@
 """The BLAS side of the products (tracejit/compiler/cpu/gemm/blas_gemm.py): `matmul` is numpy's
 matmul on the policy's thread count (the machine's real load is never asserted on: the
 count is faked), a batch of small products split by batch equals numpy's, and numpy's
-cblas_?gemm found by symbol and called through ctypes (as the attention kernels call it):
+cblas_?gemm found by symbol and called through ctypes as compiler/cpu/gemm/epilogue.py does:
 C = A B^T + beta C equals numpy's."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """compiler/cpu/gemm/template.py: every configuration of the GEMM template against numpy's
 matmul over sampled shapes of 1..300 in each dim (1xK, Kx1, odd sizes, transposed and
-batched operands), float32 and float64, and the same bits on 1, 2 and 4
+batched operands), float32 and float64, the epilogues, and the same bits on 1, 2 and 4
 shares of the output."""
 import itertools
 
@@ -94,6 +94,23 @@ def test_batched_operands_and_a_shared_weight(cfg):
     _close(template.run(fn, cfg, a, b, threads=3), a @ b, "float32", 40)
     w = rng.standard_normal((40, 35)).astype(np.float32)
     _close(template.run(fn, cfg, a, w, threads=2), a @ w, "float32", 40)
+
+
+@pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(8, 3, False, 2), template.Config(4, 5, dot=True),
+                                 template.Config(2, 3, False, 2, True)], ids=lambda c: c.name)
+def test_epilogues(cfg):
+    """act(a @ b + bias + residual), the residual strided or broadcast."""
+    rng = np.random.default_rng(4)
+    fn = _kernel("float64", cfg)
+    a, b = _operands(rng, 37, 50, 70, "float64")
+    bias = rng.standard_normal(70)
+    res = rng.standard_normal((70, 37)).T
+    want = a @ b
+    _close(template.run(fn, cfg, a, b, bias=bias), want + bias, "float64", 50)
+    _close(template.run(fn, cfg, a, b, act="relu"), np.maximum(want, 0), "float64", 50)
+    _close(template.run(fn, cfg, a, b, bias=bias, residual=res, act="relu", threads=2),
+           np.maximum(want + bias + res, 0), "float64", 50)
+    _close(template.run(fn, cfg, a, b, residual=bias[None, :]), want + bias, "float64", 50)
 
 
 @pytest.mark.parametrize("cfg", [template.CONFIGS[0], template.Config(8, 3, False, 2)], ids=lambda c: c.name)

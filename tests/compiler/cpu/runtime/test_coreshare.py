@@ -260,6 +260,18 @@ def test_parallel_kernels_adapt_unless_switched_off():
     assert out == ["False", "0", "True"]
 
 
+@linux
+def test_gemm_threads_gives_a_small_product_one_thread_then_restores(two_blas_threads):
+    """The block the recurrent layers' loop kernels call BLAS in: the same policy as matmul
+    (one thread for a small product, the count back afterwards; a large product keeps it)."""
+    with coreshare.gemm_threads(32, 256, 32):
+        assert blas_threads() == 1
+    assert blas_threads() == 2
+    with coreshare.gemm_threads(1024, 1024, 1024):
+        assert blas_threads() == 2
+    assert blas_threads() == 2
+
+
 def test_an_error_turns_the_policy_off_once_and_never_fails_the_caller(monkeypatch):
     monkeypatch.setattr(coreshare, "ENABLED", True)
     monkeypatch.setattr(coreshare, "_local", type(coreshare._local)())

@@ -4,8 +4,9 @@ and numpy's own BLAS GEMM (``cblas_sgemm`` / ``cblas_dgemm``) by address.
 `matmul` is what the GEMM choice measures the template against and runs wherever BLAS
 wins: numpy's matmul on the BLAS threads the load policy gives now, a batch of small
 products split by its batch over the share pool (`_batched`). `gemm_address` gives the
-GEMM of the library numpy loaded (OpenBLAS or MKL), for kernels that call it without the
-GIL (`GEMM_SOURCE`); thread settings and results are numpy's.
+GEMM of the library numpy loaded (OpenBLAS or MKL), for ``x @ w + b`` as one GEMM with
+beta=1 and for kernels that call it without the GIL (`GEMM_SOURCE`); thread settings and
+results are numpy's.
 """
 from __future__ import annotations
 

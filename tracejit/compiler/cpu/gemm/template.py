@@ -1,10 +1,12 @@
-"""The CPU backend's one GEMM template: C = A @ B as numba source, per configuration.
+"""The CPU backend's one GEMM template: C = epilogue(A @ B) as numba source, per configuration.
 
 A configuration (`Config`) fixes a register tile of ``mr`` rows by ``nr`` columns summed
 over K in registers; whether each share packs its column panel of B first (``pack``: any
 layout of B; else B's rows are read in place); a K split (``ksplit`` parts summed in order
 afterwards); or dot-product tiles along K (``dot``: few columns of a transposed B, a
-classifier head's ``x @ w.T``). Operands are batched and strided, float32 or float64.
+classifier head's ``x @ w.T``). Operands are batched and strided, float32 or float64. The
+epilogue ``act(acc + bias[j] + residual[i, j])`` is applied as each tile is stored, so no
+second pass reads C.
 
 Threads: the output is cut into ``shares`` by rows of tiles (or columns), each a `prange`
 iteration; each element is summed in the same order whatever the share count, so thread
@@ -23,7 +25,9 @@ import numpy as np
 from . import template_text
 from ..runtime import sharepool
 
-__all__ = ["Config", "CONFIGS", "source", "kernel_for", "run", "vector_width", "shares_for"]
+__all__ = ["Config", "CONFIGS", "source", "kernel_for", "run", "vector_width", "ACTIVATIONS", "shares_for"]
+
+ACTIVATIONS = {None: 0, "relu": 1}
 
 
 class Config(NamedTuple):
@@ -131,14 +135,15 @@ def source(dtype: str, cfg: Config) -> str:
     text = template_text
     head = text.HEAD.replace("{share}", text.SHARE_DOTS if cfg.dot else text.SHARE_TILES)
     ro, rw = f"Array({dtype}, 1, 'C', readonly=True)", f"{dtype}[::1]"
-    pair = cshares.source([ro] + ["int64"] * 3 + [ro] + ["int64"] * 3 + [rw, rw] + ["int64"] * 7, _ARGS)
+    pair = cshares.source([ro] + ["int64"] * 3 + [ro] + ["int64"] * 3 + [rw, rw, ro] + ["int64"] * 12, _ARGS)
     return ((head + pair).replace("{rest_tiles}", defs).replace("{rest_calls}", calls).replace("{dot}", str(bool(cfg.dot)))
             .replace("{dtype}", dtype).replace("{mr}", str(cfg.mr)).replace("{nv}", str(nv))
             .replace("{v}", str(v)))
 
 
 # the kernel's arguments before a share's (q, nq)
-_ARGS = ["A", "abs_", "ars", "aks", "B", "bbs", "bks", "bns", "C", "S", "nb", "m", "n", "k", "shares", "ks", "pack"]
+_ARGS = ["A", "abs_", "ars", "aks", "B", "bbs", "bks", "bns", "C", "S", "RS", "rbs", "rrs", "rcs", "bias_n",
+         "nb", "m", "n", "k", "shares", "act", "ks", "pack"]
 
 
 def kernel_for(dtype: str, cfg: Config):
@@ -201,8 +206,9 @@ class _Launch:
 _launches: dict = {}   # a configuration's kernel -> its _Launch
 
 
-def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, threads: int = 1, out=None) -> np.ndarray | None:
-    """``a @ b`` by the compiled configuration `fn`: a (..., m, k),
+def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=None, act=None,
+        threads: int = 1, out=None) -> np.ndarray | None:
+    """``act(a @ b + bias + residual)`` by the compiled configuration `fn`: a (..., m, k),
     b (..., k, n) or (k, n), same float dtype, batch dims equal or b's absent. None where
     the layout does not fit (the caller runs BLAS). Several shares run GIL-free on the worker
     pool (sharepool.launch where that launch is not built), one on this thread."""
@@ -228,13 +234,27 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, threads: int = 1, out=
         out = np.empty(batch + (m, n), dt)
     C = out.reshape(-1)
     ks = cfg.ksplit
+    bias_n = 0 if bias is None else n
     scratch = (ks - 1) * nb * m * n
-    S = np.empty(scratch, dt) if scratch else _EMPTY.setdefault(dt, np.empty(0, dt))
+    S = np.empty(scratch + bias_n, dt) if (scratch or bias_n) else _EMPTY.setdefault(dt, np.empty(0, dt))
+    if bias_n:
+        S[scratch:] = bias
+    if residual is not None:
+        r = np.broadcast_to(residual, batch + (m, n)).reshape((nb, m, n)) if residual.ndim != 3 \
+            else residual
+        fr = _flat(r) if all(s >= 0 for s in r.strides) else None
+        if fr is None:
+            r = np.ascontiguousarray(r)
+            fr = _flat(r)
+        RS, (rbs, rrs, rcs) = fr
+    else:
+        RS, rbs, rrs, rcs = _EMPTY.setdefault(dt, np.empty(0, dt)), 0, 0, 0
     shares = shares_for(m, n, threads, cfg, _NAMES[dt])
     launch = _launches.get(fn)
     if launch is None:
         launch = _launches[fn] = _Launch(fn)
-    args = (A, abs_, ars, aks, B, bbs_, bks, bns, C, S, nb, m, n, k, shares, ks, int(cfg.pack))
+    args = (A, abs_, ars, aks, B, bbs_, bks, bns, C, S, RS, rbs, rrs, rcs, bias_n, nb, m, n, k, shares,
+            ACTIVATIONS[act], ks, int(cfg.pack))
     if shares == 1:   # (no parallel region to wake for one share)
         launch.one(*args, 0, 1)
     # (sharepool.launch runs every share on this thread where another launch holds the

@@ -35,7 +35,7 @@ from .... import threads as _threads
 
 __all__ = ["CoreShare", "core_share", "adapt", "adapt_blas", "user_set", "ceding",
            "one_thread_always", "one_thread_now", "set_to_one", "blas_count_one", "blas_count_back",
-           "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
+           "gemm_threads", "blas_ceiling", "SMALL_GEMM_MNK", "FEW_ROWS",
            "FEW_ROWS_GEMM_MNK", "TINY_GEMM_MNK", "guard_parallel", "workqueue_active",
            "SWITCH_S", "shorter_switches"]
 
@@ -383,6 +383,20 @@ def blas_ceiling() -> int | None:
         return _blas.ceiling
     # (the module's attribute, read at the call: no import statement on a GEMM's path)
     return _threads.blas_threads()
+
+
+@contextlib.contextmanager
+def gemm_threads(m: int, k: int, n: int) -> Iterator[None]:
+    """BLAS's thread count for (m, k) @ (k, n) products that code inside the block makes
+    through numpy's BLAS itself: what eager `matmul` gives each."""
+    if not (adapt_blas() and set_to_one(m, k, n)):
+        yield
+        return
+    _blas.put(1)
+    try:
+        yield
+    finally:
+        _blas.put(_blas.ours)
 
 
 # ---------------------------------------------------------------- parallel kernels
