@@ -42,6 +42,9 @@ channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 strided = layout("strided")
 
+CHANNELS_LAST_OF_RANK = {4: channels_last, 5: channels_last_3d}   # the channels-last format of a rank
+_RANK = {f.name: r for r, f in CHANNELS_LAST_OF_RANK.items()}
+
 
 def check_memory_format(fmt, what: str) -> None:
     if fmt is not None and not isinstance(fmt, memory_format):
@@ -54,7 +57,7 @@ def laid_out(t, fmt, copy: bool = False):
     of its rank, a copy with channels innermost viewed back in t's dim order; else
     ``contiguous()``'s (``clone()``'s)."""
     from . import ops
-    rank = {"channels_last": 4, "channels_last_3d": 5}.get(getattr(fmt, "name", None))
+    rank = _RANK.get(getattr(fmt, "name", None))
     if rank is None or t.ndim != rank:
         return ops.clone(t) if copy else ops.contiguous(t)
     if not copy and t.is_contiguous(memory_format=fmt):
@@ -66,7 +69,7 @@ def laid_out(t, fmt, copy: bool = False):
 def dense_in_order(t, fmt: memory_format) -> bool:
     """Whether `t`'s memory is dense with channels innermost (channels_last for 4-D,
     channels_last_3d for 5-D); dims of size 1 may have any stride, as in PyTorch."""
-    rank = {"channels_last": 4, "channels_last_3d": 5}.get(getattr(fmt, "name", None))
+    rank = _RANK.get(getattr(fmt, "name", None))
     if rank is None:
         raise TypeError(f"is_contiguous: memory_format must be a tracejit memory format, got {fmt!r}")
     if t.ndim != rank:

@@ -21,9 +21,8 @@ from ..ops.elementwise_logic import CAST as _CAST
 from ..tensor import Tensor
 from .node import AccumulateGrad, PrimNode, leaf_node
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
-from ..formats import channels_last as _CL, channels_last_3d as _CL3
+from ..formats import CHANNELS_LAST_OF_RANK as _LAST
 
-_LAST = {4: _CL, 5: _CL3}
 
 __all__ = ["run_backward"]
 
@@ -90,7 +89,7 @@ def _user_layout(g):
     convolution backward reads), on which the user's ``g.view(n, -1)`` would fail."""
     flags = getattr(getattr(g, "_data", None), "flags", None)
     if flags is None or flags.c_contiguous or (
-            g.ndim in (4, 5) and g.is_contiguous(memory_format=_LAST[g.ndim])):
+            g.ndim in _LAST and g.is_contiguous(memory_format=_LAST[g.ndim])):
         return g
     return g.contiguous()
 
