@@ -15,7 +15,7 @@ import numpy as np
 
 from ..dtypes import bfloat16
 from ..errors import ShapeError
-from ..ops.promotion import compute_dtype
+from ..ops.promotion import on_numpy
 from ..shapes import Sym
 from .ir import Literal
 from .scalars import NOT_KNOWN
@@ -68,11 +68,8 @@ def known_value(ctx, var):
         avals = [x.aval for x in eqn.inputs]
         if any(v.dtype is bfloat16 for v in avals + [o.aval for o in eqn.outs]):
             raise _Unknown   # (numpy holds it as uint16 words)
-        cd = compute_dtype(eqn.prim, avals).np if eqn.prim.promote else None   # eager's operands
-        args = [np.asarray(value(x), dtype=cd) for x in eqn.inputs]
-        params = {k: _param(v) for k, v in eqn.params.items()}
-        with np.errstate(all="ignore"):
-            out = eqn.prim.impl(np, *args, **params)
+        out = on_numpy(eqn.prim, avals, [value(x) for x in eqn.inputs],
+                       {k: _param(v) for k, v in eqn.params.items()})
         outs = tuple(out) if len(eqn.outs) > 1 else (out,)
         for o, v in zip(eqn.outs, outs):
             v = np.asarray(v, dtype=o.aval.dtype.np)

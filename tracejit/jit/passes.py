@@ -14,7 +14,7 @@ from ..ops.elementwise import ADD, CAST, DIV, MUL, NEG, POW, RELU, SUB
 from ..ops.lstm_prim import LSTM_LAYER_BACKWARD
 from ..ops.pool_offsets import MAX_POOL2D_VALUES, MAX_POOL2D_WITH_OFFSETS
 from ..ops.pooling_prim import MAX_POOL2D
-from ..ops.promotion import compute_dtype
+from ..ops.promotion import on_numpy
 from ..ops.registry import Aval
 from ..ops.shape import CONCAT, EXPAND, PERMUTE, RESHAPE
 from ..shapes import Sym
@@ -172,11 +172,9 @@ def fold_constants(g: Graph) -> Graph:
                 and all(isinstance(a, Literal) and not isinstance(a.value, Sym) for a in ins)
                 and e.out.aval.shape == () and e.out.aval.dtype.np.kind in "fiub"):
             try:
-                # operands in the dtype the op computes in (a comparison's is not its bool result)
-                cd = compute_dtype(e.prim, [a.aval for a in ins]).np if e.prim.promote else None
-                vals = [np.asarray(a.value, dtype=cd) for a in ins]
-                with np.errstate(all="ignore"):
-                    r = np.asarray(e.prim.impl(np, *vals, **e.params)).astype(e.out.aval.dtype.np)
+                # (operands in the dtype the op computes in: a comparison's is not its bool result)
+                r = np.asarray(on_numpy(e.prim, [a.aval for a in ins], [a.value for a in ins],
+                                        e.params)).astype(e.out.aval.dtype.np)
                 if all(a.aval.weak for a in ins):
                     env[e.out] = Literal(r.item(), Aval((), e.out.aval.dtype, weak=True))
                     continue

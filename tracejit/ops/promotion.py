@@ -10,7 +10,7 @@ from ..device import CPU
 from ..tensor import Tensor
 from .registry import Aval, Primitive
 
-__all__ = ["scalar_aval", "compute_dtype", "prepare", "scalar_as", "NUMPY_WEAK_SCALARS"]
+__all__ = ["scalar_aval", "compute_dtype", "on_numpy", "prepare", "scalar_as", "NUMPY_WEAK_SCALARS"]
 
 _SCALAR_TYPES = (bool, int, float, np.number, np.bool_)
 
@@ -51,6 +51,14 @@ def compute_dtype(prim: Primitive, avals) -> "_dt.DType":
     if prim.int_to_float and not cd.is_floating_point:
         cd = _dt.get_default_dtype()
     return cd
+
+
+def on_numpy(prim: Primitive, avals, values, params: dict):
+    """`prim` on numpy `values` (of `avals`) as eager computes it: operands in its compute
+    dtype, numpy's floating-point warnings off (what constant folding evaluates)."""
+    cd = compute_dtype(prim, avals).np if prim.promote else None
+    with np.errstate(all="ignore"):
+        return prim.impl(np, *(np.asarray(v, dtype=cd) for v in values), **params)
 
 
 def prepare(prim: Primitive, args, avals, params):
