@@ -230,16 +230,16 @@ def aminmax(input, *, dim=None, keepdim: bool = False):
 
 def _cum_extreme_index(xp, a, dim, better):
     """The index of the running max/min's last occurrence along `dim` (as PyTorch)."""
-    a = np.moveaxis(a, dim, -1)
-    idx = np.zeros(a.shape, dtype=np.int64)
+    a = xp.moveaxis(a, dim, -1)
+    idx = xp.zeros(a.shape, dtype=np.int64)
     best = a[..., :1].copy()
-    best_i = np.zeros(a.shape[:-1] + (1,), dtype=np.int64)
+    best_i = xp.zeros(a.shape[:-1] + (1,), dtype=np.int64)
     for j in range(a.shape[-1]):
-        take = better(a[..., j:j + 1], best) | (a[..., j:j + 1] == best) | np.isnan(a[..., j:j + 1])
-        best = np.where(take, a[..., j:j + 1], best)
-        best_i = np.where(take, j, best_i)
+        take = better(a[..., j:j + 1], best) | (a[..., j:j + 1] == best) | xp.isnan(a[..., j:j + 1])
+        best = xp.where(take, a[..., j:j + 1], best)
+        best_i = xp.where(take, j, best_i)
         idx[..., j:j + 1] = best_i
-    return (np.moveaxis(idx, -1, dim),)
+    return (xp.moveaxis(idx, -1, dim),)
 
 
 def _cum_extreme(input, dim, better, name):
@@ -386,7 +386,8 @@ def _isin_array(xp, el, te, invert):
 
 
 def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
-    el, te = (t if isinstance(t, Tensor) else tensor(t) for t in (elements, test_elements))
+    el = elements if isinstance(elements, Tensor) else tensor(elements)
+    te = test_elements if isinstance(test_elements, Tensor) else tensor(test_elements, device=el.device)
     return host_step(_isin_array, [el, te], [el.shape], [_dt.bool_], "isin", invert=invert)[0]
 
 
@@ -404,13 +405,14 @@ def _unique_arrays(xp, a, dim):
 def _unique_consecutive_arrays(xp, a, dim):
     """Runs of equal elements (with `dim`: of equal slices along it; the inverse indexes
     those slices)."""
-    moved = a.reshape(-1) if dim is None else np.moveaxis(a, dim, 0)
+    moved = a.reshape(-1) if dim is None else xp.moveaxis(a, dim, 0)
     rows = moved.reshape(moved.shape[0], int(np.prod(moved.shape[1:])))
     n = rows.shape[0]
-    starts = np.concatenate([[True], (rows[1:] != rows[:-1]).any(1)]) if n else np.zeros(0, dtype=bool)
-    vals = moved[starts] if dim is None else np.moveaxis(moved[starts], 0, dim)
-    inv = np.cumsum(starts).astype(np.int64) - 1
-    counts = np.diff(np.append(np.flatnonzero(starts), n)).astype(np.int64)
+    starts = (xp.concatenate([xp.ones(1, dtype=bool), (rows[1:] != rows[:-1]).any(1)]) if n
+              else xp.zeros(0, dtype=bool))
+    vals = moved[starts] if dim is None else xp.moveaxis(moved[starts], 0, dim)
+    inv = xp.cumsum(starts).astype(np.int64) - 1
+    counts = xp.diff(xp.append(xp.flatnonzero(starts), n)).astype(np.int64)
     return vals, inv.reshape(a.shape) if dim is None else inv, counts
 
 
@@ -486,14 +488,14 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
 
 def _searchsorted_array(xp, seq, vals, *sorter, right, out_int32):
     if sorter:
-        seq = np.take_along_axis(seq, sorter[0].astype(np.int64), -1)
+        seq = xp.take_along_axis(seq, sorter[0].astype(np.int64), -1)
     s = "right" if right else "left"
     if seq.ndim == 1:
-        res = np.searchsorted(seq, vals, side=s)
+        res = xp.searchsorted(seq, vals, side=s)
     else:
-        res = np.stack([np.searchsorted(seq[i], vals[i], side=s)
+        res = xp.stack([xp.searchsorted(seq[i], vals[i], side=s)
                         for i in np.ndindex(seq.shape[:-1])]).reshape(vals.shape)
-    return (np.asarray(res).astype(np.int32 if out_int32 else np.int64),)
+    return (xp.asarray(res).astype(np.int32 if out_int32 else np.int64),)
 
 
 def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
