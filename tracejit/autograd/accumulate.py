@@ -8,7 +8,6 @@ import sys
 import numpy as np
 
 from ..memory import kept_refs, sole_padded_view
-from ..ops.shape import COPY as _COPY
 from ..ops.impls import elementwise as _ew
 from ..tensor import Tensor
 
@@ -18,7 +17,7 @@ def _own_copy(g):
     free cores (the backend's elementwise kernels, ops/impls.py), as the engine's accumulations go through add's."""
     d = g._data
     if type(d) is np.ndarray:
-        out = _ew.copy_of(_COPY, d)
+        out = _ew.copy_of(d)
         if out is not None:
             return Tensor._wrap(out, g.dtype, g.device)
     return g.detach().clone()

@@ -12,7 +12,6 @@ import sys
 import numpy as np
 
 from ..memory import kept_refs, sole_padded_view
-from ..ops.elementwise import ADD as _ADD
 from ..ops.shape import sum_to
 from ..ops.impls import elementwise as _ew
 from .grad_mode import _state as _grad_state, set_mode as _set_grad_mode
@@ -331,7 +330,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                         buf[nr] = old + g
                     else:  # nobody else sees `old`: add in place, no new array per edge
                         # (large float gradients through add's eager kernel: impls.elementwise)
-                        _ew.add_into(_ADD, old._data, g._data)
+                        _ew.add_into(old._data, g._data)
                 c -= 1
                 deps[nxt] = c
                 if c == 0:

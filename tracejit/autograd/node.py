@@ -13,7 +13,6 @@ from __future__ import annotations
 import weakref
 
 from ..errors import GraphFreedError
-from ..ops.elementwise import ADD as _ADD
 from ..ops.impls import TIER0_THREADS as _TIER0_THREADS, elementwise as _ew, outside as _outside_tier0, \
     serving_tier0 as _serving_tier0
 from ..tensor import Tensor
@@ -268,7 +267,7 @@ class AccumulateGrad(Node):
             elif old is not None and not create_graph and not old._requires_grad:
                 # The common step when .grad is kept: add into .grad's own memory (the
                 # engine checked shape and dtype already)
-                _ew.add_into(_ADD, old._data, g._data)
+                _ew.add_into(old._data, g._data)
                 old._vbox[0] += 1
             else:
                 old = None  # (`_exclusive` counts references to the gradient, not to .grad)

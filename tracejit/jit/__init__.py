@@ -15,6 +15,7 @@ from typing import Callable, Optional
 from . import config
 from .archive import load, save
 from .compile_api import compile
+from . import compiled_module as _compiled_module  # noqa: F401  (installs Module.compile)
 from .config import eager
 from .explain import explain
 from .function import CompiledFunction, compiled_function_of

@@ -9,7 +9,7 @@ module's, and a method that returns the wrapped module returns the wrapper inste
 ``model = model.eval()`` keeps the compiled forward. Only calling differs: the forward is
 the `CompiledFunction`, with the wrapped module's forward hooks run around it.
 
-Imported on first use (``nn`` must be loaded before this module is).
+Imported by ``tracejit.jit``, which installs `compile_module` as ``Module.compile``.
 """
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ import inspect
 
 from ..errors import explain_module_error
 from ..nn.module import Module
+from .compile_api import compile_settings
 from .function import CompiledFunction
 from .module_guard import ModuleStateGuard
 
-__all__ = ["CompiledModule", "wrap_module", "compile_in_place", "compiled_forward"]
+__all__ = ["CompiledModule", "wrap_module", "compile_module", "compiled_forward"]
 
 
 class CompiledModule(Module):
@@ -151,9 +152,27 @@ def wrap_module(mode: str, module: Module, kw: dict) -> CompiledModule:
     return CompiledModule(module, compiled_forward(module, mode, kw))
 
 
-def compile_in_place(module: Module, mode: str, kw: dict) -> CompiledFunction:
-    """``Module.compile``: the module's calls run the compiled forward from now on (its
-    ``forward`` attribute), everything else unchanged; compiling again replaces it."""
-    cf = compiled_forward(module, mode, kw)
-    object.__setattr__(module, "forward", cf)
-    return cf
+def compile_module(self: Module, *args, **kwargs) -> None:
+    """Compile this module's forward in place (``torch.nn.Module.compile``): its calls run
+    ``tracejit.compile``'s compiled forward from now on; parameters, state_dict, hooks and
+    the module's type stay as they are. Keyword arguments are tracejit.compile's (mode,
+    dynamic, fullgraph, backend, options); example inputs, when given, are captured and
+    compiled now (``CompiledFunction.compile``)."""
+    disable = kwargs.pop("disable", False)
+    unknown = set(kwargs) - {"mode", "dynamic", "fullgraph", "backend", "options"}
+    if unknown:
+        raise TypeError(f"{type(self).__name__}.compile() got unexpected keyword arguments "
+                        f"{sorted(unknown)}; it takes tracejit.compile's: mode, dynamic, "
+                        f"fullgraph, backend, options, disable")
+    capture, kw = compile_settings(**kwargs)
+    if disable:
+        return
+    forward = compiled_forward(self, capture, kw)
+    object.__setattr__(self, "forward", forward)
+    if args:
+        forward.compile(*args)
+
+
+compile_module.__name__ = "compile"
+compile_module.__qualname__ = "Module.compile"
+Module.compile = compile_module

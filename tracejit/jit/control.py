@@ -18,7 +18,7 @@ from ..errors import _PKG_DIR, ScriptError, TraceError, TracejitError, user_loca
 from ..ops import registry as _reg
 from ..ops.registry import Aval, defprim
 from ..tensor import Tensor
-from .ir import Graph, Var
+from .ir import Graph, Var, VerifyError
 from .tracer import TraceContext, Tracer
 
 __all__ = ["COND", "CHECK", "WHILE", "SCAN", "CUSTOM_FUNCTION", "trace_cond", "trace_ifexp", "UNDEFINED",
@@ -29,7 +29,41 @@ def _no_impl(*a, **k):
     raise RuntimeError("control-flow primitives are run by the interpreter")
 
 
-COND = defprim("cond", _no_impl, _no_impl, kind="control")
+def _same_type(a: Aval, b: Aval) -> bool:
+    return tuple(a.shape) == tuple(b.shape) and a.dtype is b.dtype
+
+
+def _check_cond(i: int, e) -> None:
+    """ir.verify's check of a cond: operands and results agree with both branches."""
+    where = f"eqn {i} ({e.prim.name})"
+    pred = e.inputs[0] if e.inputs else None
+    if pred is None or tuple(pred.aval.shape) != () or not pred.aval.dtype.is_bool:
+        raise VerifyError(f"{where}: the predicate must be a bool[] value")
+    ops = e.inputs[1:]
+    for k in ("true_graph", "false_graph"):
+        g = e.params[k]
+        if len(g.inputs) != len(ops) or not all(_same_type(a.aval, v.aval) for a, v in zip(ops, g.inputs)):
+            raise VerifyError(f"{where}: operands do not match the inputs of {k}")
+        if len(g.outputs) != len(e.outs) or not all(_same_type(a.aval, o.aval) for a, o in zip(g.outputs, e.outs)):
+            raise VerifyError(f"{where}: outputs of {k} do not match the equation's outputs")
+
+
+def _check_while(i: int, e) -> None:
+    """ir.verify's check of a while: operands and results agree with its condition and body."""
+    where = f"eqn {i} ({e.prim.name})"
+    cg, bg = e.params["cond_graph"], e.params["body_graph"]
+    for g in (cg, bg):
+        if len(g.inputs) != len(e.inputs) or not all(_same_type(a.aval, v.aval) for a, v in zip(e.inputs, g.inputs)):
+            raise VerifyError(f"{where}: operands do not match the inputs of {g.name!r}")
+    if len(cg.outputs) != 1 or tuple(cg.outputs[0].aval.shape) != () or not cg.outputs[0].aval.dtype.is_bool:
+        raise VerifyError(f"{where}: the loop condition must return one bool[] value")
+    n = len(e.outs)
+    if len(bg.outputs) != n or not all(_same_type(a.aval, o.aval) for a, o in zip(bg.outputs, e.outs)) \
+            or not all(_same_type(a.aval, o.aval) for a, o in zip(e.inputs[:n], e.outs)):
+        raise VerifyError(f"{where}: loop-carried values change type in the body")
+
+
+COND = defprim("cond", _no_impl, _no_impl, kind="control", extra={"check": _check_cond})
 
 
 def _check_impl(xp, pred, *, exc_type, message, where):
@@ -60,7 +94,7 @@ def _raised_by_user_code(exc: BaseException) -> str:
     if fn.startswith(_PKG_DIR) or fn.startswith("<tracejit"):
         return ""
     return f"{os.path.basename(fn)}:{tb.tb_lineno}"
-WHILE = defprim("while", _no_impl, _no_impl, kind="control")
+WHILE = defprim("while", _no_impl, _no_impl, kind="control", extra={"check": _check_while})
 # ``scan``: a loop whose trip count is known when it starts (a size, a runtime scalar),
 # as lax.scan. Inputs: [length, carries..., xs..., consts...]; params: ``body_graph``
 # (k, carries..., x slices..., consts...) -> (new carries..., y slices...), ``n_carry``,

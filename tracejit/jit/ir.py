@@ -234,12 +234,10 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
                     verify(v)
                 except VerifyError as ex:
                     raise VerifyError(f"eqn {i} ({e.prim.name}), sub-graph {v.name!r}: {ex}") from None
-        check = getattr(e.prim, "extra", {}).get("check")
+        check = e.prim.extra.get("check")   # (control flow: its operands against its sub-graphs)
         if check is not None:
-            check(e)
-        elif e.prim.kind == "control":
-            _check_control(i, e)
-        else:
+            check(i, e)
+        elif e.prim.kind != "control":
             _check_arity(i, e)
             try:
                 avals = [a.aval for a in e.inputs]
@@ -300,38 +298,6 @@ def _check_arity(i: int, e: Eqn) -> None:
     if not lo <= len(e.inputs) <= hi:
         want = str(lo) if lo == hi else f"{lo} to {hi}"
         raise VerifyError(f"eqn {i} ({e.prim.name}) has {len(e.inputs)} operands; it takes {want}")
-
-
-def _same_type(a: Aval, b: Aval) -> bool:
-    return tuple(a.shape) == tuple(b.shape) and a.dtype is b.dtype
-
-
-def _check_control(i: int, e: Eqn) -> None:
-    """Operands and results of cond/while agree with their sub-graphs."""
-    from .control import COND, WHILE   # (control's records are built on this module)
-    where = f"eqn {i} ({e.prim.name})"
-    if e.prim is COND:
-        pred = e.inputs[0] if e.inputs else None
-        if pred is None or tuple(pred.aval.shape) != () or not pred.aval.dtype.is_bool:
-            raise VerifyError(f"{where}: the predicate must be a bool[] value")
-        ops = e.inputs[1:]
-        for k in ("true_graph", "false_graph"):
-            g = e.params[k]
-            if len(g.inputs) != len(ops) or not all(_same_type(a.aval, v.aval) for a, v in zip(ops, g.inputs)):
-                raise VerifyError(f"{where}: operands do not match the inputs of {k}")
-            if len(g.outputs) != len(e.outs) or not all(_same_type(a.aval, o.aval) for a, o in zip(g.outputs, e.outs)):
-                raise VerifyError(f"{where}: outputs of {k} do not match the equation's outputs")
-    elif e.prim is WHILE:
-        cg, bg = e.params["cond_graph"], e.params["body_graph"]
-        for g in (cg, bg):
-            if len(g.inputs) != len(e.inputs) or not all(_same_type(a.aval, v.aval) for a, v in zip(e.inputs, g.inputs)):
-                raise VerifyError(f"{where}: operands do not match the inputs of {g.name!r}")
-        if len(cg.outputs) != 1 or tuple(cg.outputs[0].aval.shape) != () or not cg.outputs[0].aval.dtype.is_bool:
-            raise VerifyError(f"{where}: the loop condition must return one bool[] value")
-        n = len(e.outs)
-        if len(bg.outputs) != n or not all(_same_type(a.aval, o.aval) for a, o in zip(bg.outputs, e.outs)) \
-                or not all(_same_type(a.aval, o.aval) for a, o in zip(e.inputs[:n], e.outs)):
-            raise VerifyError(f"{where}: loop-carried values change type in the body")
 
 
 def _rule_aval(e: Eqn, avals):

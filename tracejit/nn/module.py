@@ -153,26 +153,7 @@ class Module(BackwardHooks, StateDict):
                     _capture_effects().hook(self, hook, "hook")
         return out if call is None else hook_outputs(call, out)
 
-    def compile(self, *args, **kwargs) -> None:
-        """Compile this module's forward in place (``torch.nn.Module.compile``): its calls run
-        ``tracejit.compile``'s compiled forward from now on; parameters, state_dict, hooks and
-        the module's type stay as they are. Keyword arguments are tracejit.compile's (mode,
-        dynamic, fullgraph, backend, options); example inputs, when given, are captured and
-        compiled now (``CompiledFunction.compile``)."""
-        from ..jit.compile_api import compile_settings
-        from ..jit.compiled_module import compile_in_place
-        disable = kwargs.pop("disable", False)
-        unknown = set(kwargs) - {"mode", "dynamic", "fullgraph", "backend", "options"}
-        if unknown:
-            raise TypeError(f"{type(self).__name__}.compile() got unexpected keyword arguments "
-                            f"{sorted(unknown)}; it takes tracejit.compile's: mode, dynamic, "
-                            f"fullgraph, backend, options, disable")
-        capture, kw = compile_settings(**kwargs)
-        if disable:
-            return
-        forward = compile_in_place(self, capture, kw)
-        if args:
-            forward.compile(*args)
+    # Module.compile: installed by jit/compiled_module.py (the compiler is built on this module)
 
     # ---- registration -------------------------------------------------------------------
     def _check_init(self, what: str) -> None:

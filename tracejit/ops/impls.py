@@ -115,13 +115,13 @@ class ElementwiseKernels:
     def declines(self, prim, out_shape) -> bool:
         return True
 
-    def add_into(self, prim, dst, src) -> None:
+    def add_into(self, dst, src) -> None:
         if dst.dtype == _bf16.STORAGE:
             _bf16.add_into(dst, src)
         else:
             np.add(dst, src, out=dst)
 
-    def copy_of(self, prim, src):
+    def copy_of(self, src):
         return None
 
 

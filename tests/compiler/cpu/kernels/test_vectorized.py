@@ -460,7 +460,7 @@ def test_add_into_writes_in_place(kernels, monkeypatch):
     _wait_and_run(lambda: tj.tensor(a) + tj.tensor(b))
     dst = a.copy()
     before = V.stats()["launches"]
-    V.add_into(REGISTRY["add"], dst, b)
+    V.add_into(dst, b)
     assert V.stats()["launches"] == before + 1
     np.testing.assert_array_equal(dst, a + b)
 
@@ -479,14 +479,14 @@ def test_leaf_gradient_copy_runs_copy_kernel(kernels, monkeypatch):
         x.grad = y.grad = z.grad = None
         (x * y + z).sum().backward()
     step()                                        # numpy's copy (kernel not built yet)
-    _wait_and_run(lambda: V.copy_of(REGISTRY["copy"], xs[0]))
+    _wait_and_run(lambda: V.copy_of(xs[0]))
     before = V.stats()["launches"]
     step()
     assert V.stats()["launches"] > before
     np.testing.assert_array_equal(z.grad.numpy(), np.ones_like(xs[2]))
     np.testing.assert_array_equal(x.grad.numpy(), xs[1])
     assert not np.shares_memory(z.grad.numpy(), x.grad.numpy())
-    got = V.copy_of(REGISTRY["copy"], xs[0])
+    got = V.copy_of(xs[0])
     assert got is not None and got.flags.c_contiguous and not np.shares_memory(got, xs[0])
     np.testing.assert_array_equal(got, xs[0])
 

@@ -35,7 +35,9 @@ import numpy as np
 from ..runtime import coreshare, sharepool
 from .... import bf16 as _bf16
 from ....threads import PARALLEL_MIN, usable_cpus
+from ....ops.elementwise import ADD
 from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standing_in  # noqa: F401  (the ask's context)
+from ....ops.shape import COPY
 from . import loader
 
 __all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "PAIR_ARITH_MIN_ELEMENTS", "WORDS_MIN_ELEMENTS", "add_into",
@@ -236,13 +238,13 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     return out
 
 
-def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
+def add_into(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst += src`` for in-place gradient accumulation, through add's kernel where a large
     eager add would run one, else numpy's loop (one shape; other layouts take numpy)."""
     dt = dst.dtype
     if (dst.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
             and src.dtype == dt and src.flags.c_contiguous and loader.enabled() and not _one_core_free()
-            and run(prim, (dst, src), {}, dt, dt, dst.shape, out=dst) is not None):
+            and run(ADD, (dst, src), {}, dt, dt, dst.shape, out=dst) is not None):
         return
     if dt == _bf16.STORAGE:
         _bf16.add_into(dst, src)    # (words are no integers to add)
@@ -250,14 +252,14 @@ def add_into(prim, dst: np.ndarray, src: np.ndarray) -> None:
         np.add(dst, src, out=dst)
 
 
-def copy_of(prim, src: np.ndarray):
+def copy_of(src: np.ndarray):
     """A C-contiguous copy of `src` through copy's kernel where a large eager add would run
     one, else None (the caller copies with numpy): for the backward's copies of gradients a
     leaf cannot take as they are. A copy is bitwise whatever copies it."""
     dt = src.dtype
     if (src.size >= ARITH_MIN_ELEMENTS and _CPUS > 1 and dt.name in _FLOAT_NAMES
             and src.flags.c_contiguous and loader.enabled() and not _one_core_free()):
-        return run(prim, (src,), {}, dt, dt, src.shape)
+        return run(COPY, (src,), {}, dt, dt, src.shape)
     return None
 
 
