@@ -33,6 +33,7 @@ from .dtypes import (DType, bfloat16, bool_, complex64, complex128, float16, flo
 from .dtypes import DType as dtype  # noqa: E402,F401  (torch.dtype: the class of every dtype)
 from .device import device
 from .tensor import Tensor  # first: it closes the tensor/ops/autograd import cycle (see its end)
+from . import tensor_inplace, tensor_operators, tensor_compat  # noqa: E402,F401  (Tensor's method groups)
 
 from .ops import *  # noqa: E402,F401,F403
 from .ops import true_divide, divide, multiply, subtract, negative, broadcast_to  # noqa: E402,F401

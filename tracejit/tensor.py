@@ -1,11 +1,12 @@
 """The Tensor: an array (numpy or cupy) plus autograd state.
 
-This module holds the class core: construction, autograd state (requires_grad,
-grad, hooks, backward), attributes, conversions and printing. Two method groups are
-installed on the class by the tail imports at the end of this file:
-``tensor_operators.py`` (operators and the methods that forward to the op of the same
-name in ``tracejit.ops``, so eager calls, traced calls and compiled code share one
-definition per op) and ``tensor_inplace.py`` (``add_``, ``x[i] = v``, ...).
+This module holds the class core: autograd state (requires_grad, grad, hooks,
+backward), attributes, conversions and printing. Three method groups, which need
+``tracejit.ops``, install themselves on the class when the package imports them right
+after this module: ``tensor_operators.py`` (operators and the methods that forward to
+the op of the same name in ``tracejit.ops``, so eager calls, traced calls and compiled
+code share one definition per op), ``tensor_inplace.py`` (``add_``, ``x[i] = v``, ...)
+and ``tensor_compat.py`` (the constructor ``Tensor(data)`` and the rest).
 """
 from __future__ import annotations
 
@@ -50,23 +51,7 @@ class Tensor:
 
     __array_priority__ = 1000  # make numpy defer to our reflected operators
 
-    def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False):
-        """``Tensor(data)``, or PyTorch's legacy ``Tensor(2, 3)`` / ``Tensor(torch.Size)``:
-        an uninitialized tensor of that size (``Tensor(5)`` has 5 elements, not the value 5)."""
-        from .ops.creation import _to_array, empty
-        from .size import Size
-        d = as_device(device)
-        dt = dtype if dtype is not None else _dt.get_default_dtype()
-        data = args[0] if len(args) == 1 else []
-        if len(args) > 1 or isinstance(data, (int, Size)) and not isinstance(data, bool):
-            sizes = tuple(data) if isinstance(data, Size) else args
-            if not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
-                raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got {args!r}")
-            data = empty(*sizes, dtype=dt, device=d)
-        arr, dt = _to_array(data, dt, d)
-        self._init(arr, dt, d)
-        if requires_grad:
-            self.requires_grad = True
+    # Tensor(data) and the legacy Tensor(2, 3): tensor_compat.py (they convert with ops.creation's rules)
 
     def _init(self, arr, dt, dev):
         self._data = arr
@@ -578,11 +563,10 @@ def _install_methods(holder: type) -> None:
 
 
 # The tail imports that close the tensor/ops/autograd cycle (the one idiom for it, see
-# ops/registry.py): ops and autograd import Tensor, defined above, at their tops; the
-# method groups need both, and install their methods on Tensor when imported.
+# ops/registry.py): ops and autograd import Tensor, defined above, at their tops. The
+# method groups (tensor_inplace.py, tensor_operators.py, tensor_compat.py) need both; the
+# package imports them right after this module, and they install their methods on Tensor.
 from . import ops as _ops  # noqa: E402
 from .ops import eager as _eager  # noqa: E402
 from .ops.eager import refuse_effect as _refuse_effect  # noqa: E402
-from . import tensor_inplace, tensor_operators  # noqa: E402,F401
-from . import tensor_compat  # noqa: E402,F401
 from .autograd import backward as _backward  # noqa: E402  (loaded by ops by now)

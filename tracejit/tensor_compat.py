@@ -3,8 +3,8 @@ tensor_inplace.py): forwarders to the newer ops (``x.roll(...)``, ``x.median()``
 ``x.scatter(...)``), their in-place spellings (``x.scatter_(...)``, ``x.index_add_(...)``),
 in-place shape changes (``x.unsqueeze_(0)``), device predicates for devices tracejit
 never has (``is_xpu``, ``is_mps``: False), and memory queries (``stride``,
-``storage_offset``). Installed on Tensor by tensor.py's tail import, like the other
-method groups.
+``storage_offset``), and the constructor ``Tensor(data)`` / ``Tensor(2, 3)``. Installed on
+Tensor when the package imports this module, like the other method groups.
 """
 from __future__ import annotations
 
@@ -15,7 +15,10 @@ from . import ops as _ops
 from .tensor import Tensor, _install_methods
 from .tensor_operators import _forward
 from .ops.eager import eager_layout as _eager_layout, trace_state as _trace_state
+from .device import as_device
+from .ops.creation import _to_array, empty
 from .ops.donation import donating as _donating
+from .size import Size
 
 # Methods that forward unchanged to the op of the same name in tracejit.ops
 # (tensor_operators.py `_forward`, as the core set's).
@@ -98,6 +101,22 @@ def _reshaped_inplace(name):
 
 class CompatMethods:
     """Holder of the remaining methods (copied onto Tensor; never instantiated)."""
+
+    def __init__(self, *args, dtype=None, device=None, requires_grad: bool = False):
+        """``Tensor(data)``, or PyTorch's legacy ``Tensor(2, 3)`` / ``Tensor(torch.Size)``:
+        an uninitialized tensor of that size (``Tensor(5)`` has 5 elements, not the value 5)."""
+        d = as_device(device)
+        dt = dtype if dtype is not None else _dt.get_default_dtype()
+        data = args[0] if len(args) == 1 else []
+        if len(args) > 1 or isinstance(data, (int, Size)) and not isinstance(data, bool):
+            sizes = tuple(data) if isinstance(data, Size) else args
+            if not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
+                raise TypeError(f"Tensor(): expected sizes (ints) or one sequence of data, got {args!r}")
+            data = empty(*sizes, dtype=dt, device=d)
+        arr, dt = _to_array(data, dt, d)
+        self._init(arr, dt, d)
+        if requires_grad:
+            self.requires_grad = True
 
     def flip(self, *dims, **kwargs):
         """``x.flip(0, 1)``, ``x.flip((0, 1))`` or ``x.flip(dims=(0, 1))``."""

@@ -5,7 +5,7 @@ writes it into the tensor's memory, bumps the version counter and takes over the
 ``grad_fn`` (which is how ``x[i] = v`` and ``y.mul_(2)`` stay differentiable). Updates
 autograd never sees (``w -= lr * w.grad`` under no_grad) skip the result array and the
 copy: the op's ufunc writes into the tensor's memory (``_into``). The methods
-are installed on :class:`tracejit.tensor.Tensor` by that module's tail import.
+are installed on :class:`tracejit.tensor.Tensor` when the package imports this module.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Tensor's operators (``+``, ``*``, ``@``, comparisons, ``x[i]``) and the methods that
 forward unchanged to the op of the same name in ``tracejit.ops`` (``x.sum()``, ``x.exp()``).
 
-They are installed on :class:`tracejit.tensor.Tensor` by that module's tail import, so
+They are installed on :class:`tracejit.tensor.Tensor` when the package imports this module, so
 eager calls, traced calls and compiled code share one definition per op.
 """
 from __future__ import annotations

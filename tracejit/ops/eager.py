@@ -565,8 +565,15 @@ def eager_layout(t):
 # because autograd's engine imports ops in turn.
 from ..autograd.grad_mode import OFF as _GRAD_OFF, _state as _grad_state  # noqa: E402
 from ..autograd.node import make_prim_node, record_binary, record_unary  # noqa: E402
-from . import bf16_eager as _bf16  # noqa: E402
-from . import complex_ops as _cx  # noqa: E402
+
+# The eager paths of complex and bf16 operands (complex_ops.py, bf16_eager.py): they are built
+# on the ops modules, which import this one, so ops/__init__.py hands them over once loaded.
+_cx = _bf16 = None
+
+
+def take_operand_paths(complex_path, bf16_path) -> None:
+    global _cx, _bf16
+    _cx, _bf16 = complex_path, bf16_path
 
 
 def refuse_effect(what: str, owner=None) -> None:
