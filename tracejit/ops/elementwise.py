@@ -509,8 +509,7 @@ _PLAIN_BOUNDS = (int, float, type(None))
 
 def where(cond, a=None, b=None):
     if a is None and b is None:
-        from .indexing import nonzero
-        return nonzero(cond, as_tuple=True)
+        return cond.nonzero(as_tuple=True)
     if not (hasattr(cond, "dtype") and cond.dtype is _dt.bool_):
         if not hasattr(cond, "dtype"):
             raise TypeError(f"where: condition must be a bool tensor, got {type(cond).__name__}")
@@ -539,8 +538,7 @@ def isfinite(a):
 
 def nan_to_num(a, nan=0.0, posinf=None, neginf=None):
     if not a.dtype.is_floating_point:
-        from .shape import clone
-        return clone(a)  # integers have no nan/inf
+        return a.clone()  # integers have no nan/inf
     from ..typeinfo import finfo
     top = float(finfo(a.dtype).max)   # of the dtype itself: bf16 is stored as uint16 words
     big = top if posinf is None else posinf

@@ -245,8 +245,7 @@ def _diag_rule(a, offset: int, d1: int, d2: int, n: int):
 
 
 def _diag_vjp(g, out, a, offset: int, d1: int, d2: int, n: int):
-    from .numpy_like import diagonal_scatter
-    return (diagonal_scatter(zeros(tuple(a.shape), dtype=g.dtype, device=g.device), g, offset, d1, d2),)
+    return (zeros(tuple(a.shape), dtype=g.dtype, device=g.device).diagonal_scatter(g, offset, d1, d2),)
 
 
 # (a strided view over the input's own strides, whatever its layout: writes reach the input)

@@ -11,7 +11,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import IndexRangeError, ShapeError
 from ..shapes import Sym, normalize_dim, numel
-from .registry import Aval, defprim
+from .registry import REGISTRY, Aval, defprim
 from .eager import bind, eager_layout, remember_plain, trace_hooks
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
@@ -465,14 +465,13 @@ def stack(tensors, dim: int = 0, axis=None):
 _WHOLE_DIM = (("s", None, None, None),)
 
 
-_GETITEM = None   # ops/indexing's GETITEM (indexing imports this module): bound at first use
+_GETITEM = None   # ops/indexing's GETITEM (indexing imports this module): read at first use
 
 
 def _getitem_prim():
     global _GETITEM
     if _GETITEM is None:
-        from .indexing import GETITEM
-        _GETITEM = GETITEM
+        _GETITEM = REGISTRY["getitem"]
     return _GETITEM
 
 
@@ -546,9 +545,8 @@ def chunk(a, chunks: int, dim: int = 0):
 
 
 def unbind(a, dim: int = 0):
-    from .indexing import getitem
     d = normalize_dim(dim, a.ndim, "unbind")
-    return tuple(getitem(a, (slice(None),) * d + (i,)) for i in range(int(a.shape[d])))
+    return tuple(a[(slice(None),) * d + (i,)] for i in range(int(a.shape[d])))
 
 
 def flip(a, dims):
@@ -557,12 +555,12 @@ def flip(a, dims):
     return bind(FLIP, a, dims=dims) if a.ndim else clone(a)
 
 
-_reductions = None  # ops/reductions, which imports this module: bound at sum_to's first use
+_SUM = None  # ops/reductions' SUM (reductions imports this module): read at sum_to's first use
 
 
 def sum_to(g, shape):
     """Sum `g` over broadcast dims so it has `shape` (the central broadcast-gradient rule)."""
-    global _reductions
+    global _SUM
     shape = tuple(shape)
     gshape = g.shape
     lead = len(gshape) - len(shape)
@@ -572,12 +570,11 @@ def sum_to(g, shape):
         if isinstance(d, int) and d == 1 and not (isinstance(gd, int) and gd == 1):
             dims.append(lead + i)
     if dims:
-        if _reductions is None:  # (then kept: an import statement per call cost 0.4 µs)
-            from . import reductions
-            _reductions = reductions
+        if _SUM is None:  # (then kept: an import statement per call cost 0.4 µs)
+            _SUM = REGISTRY["sum"]
         # SUM and RESHAPE bound directly: the dims are valid and the element counts agree by
         # construction (sum()'s and reshape()'s argument checks cost as much as the ops)
-        g = bind(_reductions.SUM, g, dims=tuple(dims), keepdim=True)
+        g = bind(_SUM, g, dims=tuple(dims), keepdim=True)
         gshape = g.shape
     if shape == tuple(gshape):
         return g
