@@ -435,18 +435,6 @@ class Tensor:
     def type_as(self, other: "Tensor") -> "Tensor":
         return self.to(other.dtype)
 
-    def type(self, dtype=None, non_blocking: bool = False):
-        """No argument: the PyTorch type string ("torch.FloatTensor"); a dtype, a legacy type
-        (``tracejit.FloatTensor``) or its name: this tensor converted to it."""
-        from .legacy_types import LEGACY_BY_NAME, legacy_name
-        if dtype is None:
-            return legacy_name(self)
-        if isinstance(dtype, str) and dtype in LEGACY_BY_NAME:
-            dtype = LEGACY_BY_NAME[dtype]
-        if isinstance(getattr(dtype, "dtype", None), _dt.DType) and hasattr(dtype, "device_type"):
-            return self.to(device=dtype.device_type, dtype=dtype.dtype)
-        return self.to(dtype)
-
     # ---- printing ---------------------------------------------------------------------
     def __repr__(self) -> str:
         a = self._values()

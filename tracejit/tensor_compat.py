@@ -16,6 +16,7 @@ from .tensor import Tensor, _install_methods
 from .tensor_operators import _forward
 from .ops.eager import eager_layout as _eager_layout, trace_state as _trace_state
 from .device import as_device
+from .legacy_types import LEGACY_BY_NAME, legacy_name
 from .ops.creation import _to_array, empty
 from .ops.donation import donating as _donating
 from .size import Size
@@ -117,6 +118,17 @@ class CompatMethods:
         self._init(arr, dt, d)
         if requires_grad:
             self.requires_grad = True
+
+    def type(self, dtype=None, non_blocking: bool = False):
+        """No argument: the PyTorch type string ("torch.FloatTensor"); a dtype, a legacy type
+        (``tracejit.FloatTensor``) or its name: this tensor converted to it."""
+        if dtype is None:
+            return legacy_name(self)
+        if isinstance(dtype, str) and dtype in LEGACY_BY_NAME:
+            dtype = LEGACY_BY_NAME[dtype]
+        if isinstance(getattr(dtype, "dtype", None), _dt.DType) and hasattr(dtype, "device_type"):
+            return self.to(device=dtype.device_type, dtype=dtype.dtype)
+        return self.to(dtype)
 
     def flip(self, *dims, **kwargs):
         """``x.flip(0, 1)``, ``x.flip((0, 1))`` or ``x.flip(dims=(0, 1))``."""
