@@ -67,89 +67,92 @@ def _side(x, top, nearest):
 
 
 @njit(inline="always")
-def _image(grid, n, h, w, mode, pad, align, ii, ww, dx, dy, grads):
+def _image(grid, n, h, w, mode, pad, align, ii, sw):
+    # (one loop without branches on the points: it vectorizes)
     ax = (w - 1) / 2.0 if align else w / 2.0
     ay = (h - 1) / 2.0 if align else h / 2.0
     bx, by = (ax, ay) if align else (ax - 0.5, ay - 0.5)
     lo = 0.0 if align else -0.5
     spanx, spany = (w - 1.0, h - 1.0) if align else (float(w), float(h))
     nearest = mode == 1
-    for p in range(grid.shape[1]):
-        ix, sx = _coord(grid[n, p, 0], ax, bx, w - 1.0, lo, spanx, pad)
-        iy, sy = _coord(grid[n, p, 1], ay, by, h - 1.0, lo, spany, pad)
+    for p in range(grid.shape[1] // 2):
+        ix, sx = _coord(grid[n, 2 * p], ax, bx, w - 1.0, lo, spanx, pad)
+        iy, sy = _coord(grid[n, 2 * p + 1], ay, by, h - 1.0, lo, spany, pad)
         c0, c1, wx0, wx1, ex0, ex1 = _side(ix, w - 1.0, nearest)
         r0, r1, wy0, wy1, ey0, ey1 = _side(iy, h - 1.0, nearest)
         ii[0, p] = r0 * w + c0
         ii[1, p] = r0 * w + c1
         ii[2, p] = r1 * w + c0
         ii[3, p] = r1 * w + c1
-        ww[0, p] = wx0 * wy0
-        ww[1, p] = wx1 * wy0
-        ww[2, p] = wx0 * wy1
-        ww[3, p] = wx1 * wy1
-        if grads:
-            if nearest:   # (piecewise constant in the grid)
-                sx = sy = 0.0
-            dx[0, p] = ex0 * wy0 * sx
-            dx[1, p] = ex1 * wy0 * sx
-            dx[2, p] = ex0 * wy1 * sx
-            dx[3, p] = ex1 * wy1 * sx
-            dy[0, p] = wx0 * ey0 * sy
-            dy[1, p] = wx1 * ey0 * sy
-            dy[2, p] = wx0 * ey1 * sy
-            dy[3, p] = wx1 * ey1 * sy
+        sw[0, p] = wx0
+        sw[1, p] = wx1
+        sw[2, p] = wy0
+        sw[3, p] = wy1
+        sx = 0.0 if nearest else sx   # (nearest: piecewise constant in the grid)
+        sy = 0.0 if nearest else sy
+        sw[4, p] = ex0 * sx
+        sw[5, p] = ex1 * sx
+        sw[6, p] = ey0 * sy
+        sw[7, p] = ey1 * sy
 '''
 
 _FORWARD = _CORNERS + '''
 
-@njit("void({t}[:, :, ::1], {t}[:, :, ::1], {t}[:, :, ::1], int64, int64, int64, int64, int64, int64, int64)",
+@njit("void({t}[:, :, ::1], {t}[:, ::1], {t}[:, :, ::1], int64, int64, int64, int64, int64, int64, int64)",
       cache=CACHE, error_model="numpy", boundscheck=False, nogil=True)
 def kernel(x, grid, out, h, w, mode, pad, align, lo, hi):
-    ii = np.empty((4, grid.shape[1]), np.int64)
-    ww = np.empty((4, grid.shape[1]), x.dtype)
+    npt = grid.shape[1] // 2
+    ii = np.empty((4, npt), np.int64)
+    sw = np.empty((8, npt), x.dtype)
+    ww = np.empty((4, npt), x.dtype)
     for n in range(lo, hi):
-        _image(grid, n, h, w, mode, pad, align, ii, ww, ww, ww, False)
+        _image(grid, n, h, w, mode, pad, align, ii, sw)
+        for p in range(npt):
+            ww[0, p] = sw[0, p] * sw[2, p]
+            ww[1, p] = sw[1, p] * sw[2, p]
+            ww[2, p] = sw[0, p] * sw[3, p]
+            ww[3, p] = sw[1, p] * sw[3, p]
         for c in range(x.shape[1]):
             xc = x[n, c]
             oc = out[n, c]
-            for p in range(grid.shape[1]):
+            for p in range(npt):
                 oc[p] = (ww[0, p] * xc[ii[0, p]] + ww[1, p] * xc[ii[1, p]] + ww[2, p] * xc[ii[2, p]]
                          + ww[3, p] * xc[ii[3, p]])
 '''
 
-# gx (N, C, H*W) zeroed, or empty; dgrid (N, P, 2), or empty: whichever is not empty is made
+# gx (N, C, H*W) zeroed, or empty; dgrid (N, 2P), or empty: whichever is not empty is made
 _BACKWARD = _CORNERS + '''
 
-@njit("void({t}[:, :, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[:, :, ::1], int64, int64, "
+@njit("void({t}[:, :, ::1], {t}[:, ::1], {t}[:, :, ::1], {t}[:, :, ::1], {t}[:, ::1], int64, int64, "
       "int64, int64, int64, int64, int64)", cache=CACHE, error_model="numpy", boundscheck=False, nogil=True)
 def kernel(x, grid, g, gx, dgrid, h, w, mode, pad, align, lo, hi):
-    npt = grid.shape[1]
+    npt = grid.shape[1] // 2
     ii = np.empty((4, npt), np.int64)
-    ww = np.empty((4, npt), g.dtype)
-    want_x = gx.shape[0] > 0
-    want_grid = dgrid.shape[0] > 0
-    dx = np.empty((4, npt if want_grid else 0), g.dtype)
-    dy = np.empty((4, npt if want_grid else 0), g.dtype)
+    sw = np.empty((8, npt), g.dtype)
     for n in range(lo, hi):
-        _image(grid, n, h, w, mode, pad, align, ii, ww, dx, dy, want_grid)
-        if want_grid:
+        _image(grid, n, h, w, mode, pad, align, ii, sw)
+        if dgrid.shape[0] > 0:
             dg = dgrid[n]
-            for p in range(npt):
-                dg[p, 0] = 0.0
-                dg[p, 1] = 0.0
-        for c in range(g.shape[1]):
-            gc = g[n, c]
-            if want_grid:
+            dg[:] = 0.0
+            for c in range(g.shape[1]):
+                gc = g[n, c]
                 xc = x[n, c]
                 for p in range(npt):
                     v0, v1, v2, v3 = xc[ii[0, p]], xc[ii[1, p]], xc[ii[2, p]], xc[ii[3, p]]
-                    dg[p, 0] += gc[p] * (v0 * dx[0, p] + v1 * dx[1, p] + v2 * dx[2, p] + v3 * dx[3, p])
-                    dg[p, 1] += gc[p] * (v0 * dy[0, p] + v1 * dy[1, p] + v2 * dy[2, p] + v3 * dy[3, p])
-            if want_x:
+                    dg[2 * p] += gc[p] * (sw[2, p] * (v0 * sw[4, p] + v1 * sw[5, p])
+                                          + sw[3, p] * (v2 * sw[4, p] + v3 * sw[5, p]))
+                    dg[2 * p + 1] += gc[p] * (sw[6, p] * (v0 * sw[0, p] + v1 * sw[1, p])
+                                              + sw[7, p] * (v2 * sw[0, p] + v3 * sw[1, p]))
+        if gx.shape[0] > 0:
+            for c in range(g.shape[1]):
+                gc = g[n, c]
                 d = gx[n, c]
                 for p in range(npt):
-                    for k in range(4):
-                        d[ii[k, p]] += ww[k, p] * gc[p]
+                    gy0, gy1 = sw[2, p] * gc[p], sw[3, p] * gc[p]
+                    d[ii[0, p]] += sw[0, p] * gy0
+                    d[ii[1, p]] += sw[1, p] * gy0
+                    d[ii[2, p]] += sw[0, p] * gy1
+                    d[ii[3, p]] += sw[1, p] * gy1
 '''
 
 
@@ -162,9 +165,10 @@ def _loaded(which: str, dtype, spatial: tuple, mode: str):
     return _kernel(("grid_sample", which, name), lambda: source.replace("{t}", name)).get()
 
 
-def _flat(a: np.ndarray, lead: int) -> np.ndarray:
-    """a as (N, lead..., rest) C-contiguous 3-D: (N, C, H*W) or (N, P, 2)."""
-    return np.ascontiguousarray(a.reshape(a.shape[0], lead, -1) if lead else a.reshape(a.shape[0], -1, a.shape[-1]))
+def _flat(a: np.ndarray, lead: int = 0) -> np.ndarray:
+    """a as (N, lead, rest) C-contiguous (an image's channels) or, lead 0, (N, rest): a grid's
+    points (x, y interleaved: a constant stride the point loop vectorizes over)."""
+    return np.ascontiguousarray(a.reshape((a.shape[0], lead, -1) if lead else (a.shape[0], -1)))
 
 
 def _run(fn, args: tuple, n: int, work: int) -> None:
@@ -181,8 +185,8 @@ def forward(x, grid, mode, padding, align):
     if fn is None:
         return None
     n, c = x.shape[:2]
-    g = _flat(grid, 0)
-    out = np.empty((n, c, g.shape[1]), x.dtype)
+    g = _flat(grid)
+    out = np.empty((n, c, g.shape[1] // 2), x.dtype)
     _run(fn, (_flat(x, c), g, out) + _params(x.shape[2:], mode, padding, align), n, 8 * out.size)
     return out.reshape(x.shape[:2] + grid.shape[1:-1])
 
@@ -193,13 +197,13 @@ def backward(g, grid, *x, spatial, mode, padding, align, input_grad):
     if fn is None:
         return None
     n, c = g.shape[:2]
-    gr = _flat(grid, 0)
+    gr = _flat(grid)
     size = n * c * int(spatial[0]) * int(spatial[1]) if input_grad else 0
     out = np.empty(size + (gr.size if x else 0), g.dtype)
     empty = np.empty((0, 0, 0), g.dtype)
     gx = out[:size].reshape(n, c, -1) if input_grad else empty
     gx.fill(0)
-    dgrid = out[size:].reshape(gr.shape) if x else empty
+    dgrid = out[size:].reshape(gr.shape) if x else empty.reshape(0, 0)
     _run(fn, (_flat(x[0], c) if x else empty, gr, _flat(g, c), gx, dgrid) + _params(spatial, mode, padding, align),
          n, 8 * g.size)
     return out
