@@ -131,8 +131,8 @@ def _taps(xp, coord, size: int, mode: str, padding: str, align: bool) -> list:
             taps = [(x0, 1 - t, -dx * scale), (x0 + 1, t, dx * scale)]
     out = []
     for i, w, dw in taps:
-        inside = (i >= 0) & (i <= size - 1)
-        out.append((xp.clip(i, 0, size - 1).astype(xp.int64), w * inside, dw * inside))
+        inside = (i >= 0) & (i <= size - 1)   # (False at NaN: such a point reads 0)
+        out.append((xp.where(inside, i, 0).astype(xp.int64), xp.where(inside, w, 0), xp.where(inside, dw, 0)))
     return out
 
 
