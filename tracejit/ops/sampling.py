@@ -18,10 +18,10 @@ the edges); for bicubic each tap is clipped or reflected on its own.
 """
 from __future__ import annotations
 
-import numpy as np
-
 import itertools
 import math
+
+import numpy as np
 
 from ..errors import ShapeError
 from .creation import tensor, zeros_like

@@ -1,6 +1,7 @@
 """The CPU implementations of ops/sampling.py's primitives for 2-D bilinear and nearest
-sampling: one numba loop over the points, each point's four corners (their flat indices,
-in-range masks and weights) found once and applied to every channel.
+sampling: per image, one vectorized loop over its points finds each point's four corners
+(flat indices and weights), then one loop per channel applies them; the backward makes
+both gradients from one such pass.
 
 The numpy form makes some sixty passes over the points (the taps, the padding, a gather
 and a multiply per corner); here each point is read once. The images are independent
@@ -22,9 +23,10 @@ _MODES = {"bilinear": 0, "nearest": 1}
 _PADDINGS = {"zeros": 0, "border": 1, "reflection": 2}
 
 # A point's corners, as ops/sampling.py's `_taps` makes them (PyTorch's grid sampler),
-# found for an image's points in one loop (`_image`) into ii (4, P) flat indices (clipped
-# into the image), ww (4, P) weights (0 for a corner outside) and, for the grid's gradient,
-# dx, dy (4, P): the weights' derivatives in the grid's x and y.
+# found for an image's points in one loop (`_image`) into ii (4, P), the corners' flat
+# indices (clipped into the image), and sw (8, P): each side's two weights (0 for a tap
+# outside), x's then y's, then their derivatives in the grid's x and y. The corners'
+# weights are products of a weight per side.
 _CORNERS = '''
 import numpy as np
 from numba import njit
