@@ -3,6 +3,8 @@ references compute each output point on its own (PyTorch's documented formulas: 
 coordinates from normalized ones, the neighbours, their weights)."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from opdb import F, Sample, arr, register
@@ -35,40 +37,79 @@ def _pixel(c, size, align_corners):
     return (c + 1) * (size - 1) / 2 if align_corners else ((c + 1) * size - 1) / 2
 
 
-def _np_grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
-    n, c, h, w = x.shape
-    _, ho, wo, _ = grid.shape
-    out = np.zeros((n, c, ho, wo))
+def _reflect(x, lo2, hi2):
+    if lo2 == hi2:
+        return 0.0
+    lo, span = lo2 / 2, (hi2 - lo2) / 2
+    d = abs(x - lo)
+    flips = int(d // span)
+    extra = d - flips * span
+    return extra + lo if flips % 2 == 0 else span - extra + lo
 
-    def at(b, yi, xi):
-        if padding_mode == "border":
-            yi, xi = min(max(yi, 0), h - 1), min(max(xi, 0), w - 1)
-        if 0 <= yi < h and 0 <= xi < w:
-            return x[b, :, yi, xi]
-        return np.zeros(c)
+
+def _padded(x, size, padding_mode, align_corners):
+    if padding_mode == "reflection":
+        x = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
+    return x if padding_mode == "zeros" else min(max(x, 0), size - 1)
+
+
+def _cubic(t, a=-0.75):
+    def near(x):
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _side_taps(c, size, mode, padding_mode, align_corners):
+    """(pixel index, weight) of one side's taps at normalized coordinate c."""
+    px = _pixel(c, size, align_corners)
+    if mode == "bicubic":   # each tap padded on its own
+        x0 = np.floor(px)
+        return [(_padded(x0 - 1 + k, size, padding_mode, align_corners), w)
+                for k, w in enumerate(_cubic(px - x0))]
+    px = _padded(px, size, padding_mode, align_corners)
+    if mode == "nearest":
+        return [(np.rint(px), 1.0)]
+    x0 = np.floor(px)
+    return [(x0, 1 - (px - x0)), (x0 + 1, px - x0)]
+
+
+def _np_grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False):
+    """Each output point on its own: one side's taps per grid component (x across the last
+    axis), every combination a pixel read (0 outside) times the product of its weights."""
+    n, c = x.shape[:2]
+    sides = x.shape[2:]
+    out = np.zeros((n, c) + grid.shape[1:-1])
     for b in range(n):
-        for i in range(ho):
-            for j in range(wo):
-                px = _pixel(grid[b, i, j, 0], w, align_corners)
-                py = _pixel(grid[b, i, j, 1], h, align_corners)
-                if padding_mode == "border":
-                    px, py = min(max(px, 0), w - 1), min(max(py, 0), h - 1)
-                if mode == "nearest":
-                    out[b, :, i, j] = at(b, int(np.rint(py)), int(np.rint(px)))
-                    continue
-                x0, y0 = int(np.floor(px)), int(np.floor(py))
-                tx, ty = px - x0, py - y0
-                out[b, :, i, j] = (at(b, y0, x0) * (1 - tx) * (1 - ty) + at(b, y0, x0 + 1) * tx * (1 - ty)
-                                   + at(b, y0 + 1, x0) * (1 - tx) * ty + at(b, y0 + 1, x0 + 1) * tx * ty)
+        for pos in np.ndindex(*grid.shape[1:-1]):
+            taps = [_side_taps(grid[(b,) + pos + (k,)], sides[-1 - k], mode, padding_mode, align_corners)
+                    for k in range(len(sides))]
+            for combo in itertools.product(*taps):
+                at = tuple(int(i) for i, _ in reversed(combo))
+                if all(0 <= i < s for i, s in zip(at, sides)):
+                    out[(b, slice(None)) + pos] += x[(b, slice(None)) + at] * np.prod([w for _, w in combo])
     return out
 
 
 def _grid_samples(d, r):
     x = arr(r, (2, 2, 4, 5), d)
     g = arr(r, (2, 3, 4, 2), d, low=-1.2, high=1.2)
-    return [Sample((x, g), {"align_corners": False}),
-            Sample((x, g), {"padding_mode": "border", "align_corners": True}),
-            Sample((x, g), {"mode": "nearest", "align_corners": False}, grad=(0,))]
+    x3, g3 = arr(r, (2, 2, 3, 4, 3), d), arr(r, (2, 2, 3, 2, 3), d, low=-1.2, high=1.2)
+    both = dict(gradgrad=False)   # (the second derivative through the grid is not supported)
+    return [Sample((x, g), {"align_corners": False}, **both),
+            Sample((x, g), {"padding_mode": "border", "align_corners": True}, **both),
+            Sample((x, g), {"padding_mode": "reflection", "align_corners": False}, **both),
+            Sample((x, g), {"padding_mode": "reflection", "align_corners": True}, **both),
+            Sample((x, g), {"mode": "nearest", "align_corners": False}, grad=(0,)),
+            Sample((x, g), {"mode": "nearest", "padding_mode": "reflection", "align_corners": True},
+                   grad=(0,)),
+            Sample((x, g), {"mode": "bicubic", "padding_mode": "border", "align_corners": False}, **both),
+            Sample((x, g), {"mode": "bicubic", "align_corners": True}, grad=(0,)),
+            Sample((x3, g3), {"align_corners": False}, **both),
+            Sample((x3, g3), {"mode": "nearest", "padding_mode": "border", "align_corners": True},
+                   grad=(0,))]
 
 
 register("grid_sample", lambda m, x, g, **kw: NF(m).grid_sample(x, g, **kw), _np_grid_sample,

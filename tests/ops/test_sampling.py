@@ -1,5 +1,6 @@
 """affine_grid and grid_sample against PyTorch: every mode, padding mode and
-align_corners, values and the gradients with respect to the input and the grid."""
+align_corners, 4-D and 5-D, values and the gradients with respect to the input and the
+grid, eager and compiled."""
 import numpy as np
 import pytest
 
@@ -27,6 +28,68 @@ def test_grid_sample_matches_torch(mode, padding_mode, align_corners):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
 
 
+def _both(fn, *arrays):
+    """fn(lib, functional, *tensors requiring grad) for tracejit and PyTorch: the output,
+    then each tensor's gradient for a weighted sum of the output."""
+    outs = []
+    for lib, f in ((tj, F), (torch, torch.nn.functional)):
+        ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+        y = fn(lib, f, *ts)
+        (y * lib.tensor(np.arange(y.numel()).reshape(tuple(y.shape)) % 7)).sum().backward()
+        outs.append([y.detach().numpy()] + [t.grad.numpy() for t in ts])
+    return outs
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_5d_matches_torch(mode, padding_mode):
+    r = np.random.default_rng(5)
+    x, g = r.standard_normal((2, 3, 4, 5, 3)), r.uniform(-1.3, 1.3, (2, 2, 3, 4, 3))
+    for align in (False, True):
+        ours, theirs = _both(lambda lib, f, a, b: f.grid_sample(a, b, mode=mode, padding_mode=padding_mode,
+                                                                 align_corners=align), x, g)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflection"])
+def test_grid_sample_float32_views_match_torch(padding_mode, compiled):
+    """float32 (the CPU kernels' dtype) from non-contiguous views, eager and compiled."""
+    r = np.random.default_rng(6)
+    x = r.standard_normal((3, 9, 7, 4)).astype(np.float32)     # read as (3, 4, 9, 7)
+    g = r.uniform(-1.2, 1.2, (3, 2, 6, 5)).astype(np.float32)   # read as (3, 6, 5, 2)
+
+    def fn(lib, f, a, b):
+        def sample(a, b):
+            return f.grid_sample(a.permute(0, 3, 1, 2), b.permute(0, 2, 3, 1), padding_mode=padding_mode,
+                                 align_corners=True) * 2
+        return tj.compile(sample)(a, b) if compiled and lib is tj else sample(a, b)
+    ours, theirs = _both(fn, x, g)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_grid_sample_second_derivative_through_the_input():
+    """A gradient of the input's gradient (a penalty on it) as PyTorch's; through the grid
+    a clear error."""
+    r = np.random.default_rng(7)
+    x, g = r.standard_normal((2, 2, 4, 5)), r.uniform(-1.1, 1.1, (2, 3, 3, 2))
+    w = r.standard_normal((2, 2, 4, 5))
+    grads = []
+    for lib, f in ((tj, F), (torch, torch.nn.functional)):
+        xt, gt = lib.tensor(x, requires_grad=True), lib.tensor(g)
+        y = f.grid_sample(xt, gt, align_corners=False)
+        (gx,) = lib.autograd.grad((y * y).sum(), [xt], create_graph=True)
+        (gxx,) = lib.autograd.grad((gx * lib.tensor(w)).sum(), [xt])
+        grads.append(gxx.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-9, atol=1e-10)
+    xt, gt = tj.tensor(x, requires_grad=True), tj.tensor(g, requires_grad=True)
+    _, gg = tj.autograd.grad(F.grid_sample(xt, gt).pow(2).sum(), [xt, gt], create_graph=True)
+    with pytest.raises(NotImplementedError, match="grid_sample: the second derivative through the grid"):
+        tj.autograd.grad(gg.sum(), [gt])
+
+
 @pytest.mark.parametrize("size", [(2, 3, 4, 5), (1, 2, 3, 4, 2)])
 @pytest.mark.parametrize("align_corners", [False, True])
 def test_affine_grid_matches_torch(size, align_corners):
@@ -50,5 +113,9 @@ def test_bad_arguments_name_the_culprit():
         F.grid_sample(x, g, padding_mode="wrap")
     with pytest.raises(Exception, match="grid"):
         F.grid_sample(x, tj.randn(2, 2, 2, 2))
+    with pytest.raises(ValueError, match="bicubic"):
+        F.grid_sample(tj.randn(1, 1, 2, 2, 2), tj.randn(1, 1, 1, 1, 3), mode="bicubic")
+    with pytest.raises(TypeError, match="dtype"):
+        F.grid_sample(x, tj.randn(1, 2, 2, 2, dtype=tj.float64))
     with pytest.raises(Exception, match="theta"):
         F.affine_grid(tj.randn(2, 2, 2), (2, 1, 3, 3))

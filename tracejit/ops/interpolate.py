@@ -26,7 +26,7 @@ from .elementwise import clamp, floor
 from .indexing import getitem
 from .linalg import matmul
 from .pooling_nd import _avg_matrix
-from .sampling import _cubic_weights
+from .sampling import _cubic
 from .shape import transpose
 from .dtype_checks import takes
 from . import autocast as _autocast
@@ -63,7 +63,7 @@ def _cubic_matrix(insize: int, outsize: int, align_corners: bool, scale: float) 
     base = np.floor(src)
     m = np.zeros((outsize, insize))
     rows = np.arange(outsize)
-    for tap, w in enumerate(_cubic_weights(src - base)):
+    for tap, (w, _) in enumerate(_cubic(src - base)):
         idx = np.clip(base.astype(np.int64) - 1 + tap, 0, insize - 1)
         np.add.at(m, (rows, idx), w)
     return m

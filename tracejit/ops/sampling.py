@@ -1,28 +1,40 @@
 """Sampling an image at arbitrary points: ``affine_grid`` and ``grid_sample``.
 
-Both are composites. ``affine_grid`` is one batched product of a constant grid of
-normalized coordinates with the transforms. ``grid_sample`` turns the grid into pixel
-coordinates, rounds them (nearest) or takes the four (bilinear) or sixteen (bicubic)
-neighbours, and gathers the input at each one with integer indices: its gradient with
-respect to the input is gather's (a scatter-add), and with respect to the grid it flows
-through the interpolation weights, which are differentiable functions of the grid.
-Padding modes as in PyTorch: ``zeros`` (neighbours outside read 0), ``border`` (coordinates
-clipped to the edge), ``reflection`` (coordinates reflected at the edges).
+``affine_grid`` is a composite: one batched product of a constant grid of normalized
+coordinates with the transforms. ``grid_sample`` is two primitives, so a backend runs each
+as one loop over the points (a composite of gathers made some hundred passes):
+
+- ``grid_sample(x, grid)``: x (N, C, *S) sampled at grid (N, *So, d) -> (N, C, *So), S of
+  d = 2 or 3 sides, the grid's last axis (x, y[, z]) in [-1, 1] across them;
+- ``grid_sample_backward(g, grid[, x])``: the gradient of x (each point's output gradient
+  added into the pixels it read, times their weights) and, given x, of the grid (through
+  the weights), flat in one array.
+
+Each point's pixel coordinate per side is rounded (nearest) or has two (bilinear) or four
+(bicubic) taps with weights (`_taps`), and every combination of one tap per side is a
+corner read at a flat index (`_corners`). Padding modes as in PyTorch: ``zeros`` (taps
+outside read 0), ``border`` (coordinates clipped to the edge), ``reflection`` (reflected at
+the edges); for bicubic each tap is clipped or reflected on its own.
 """
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
-from .. import dtypes as _dt
 from ..errors import ShapeError
-from .creation import tensor
-from .elementwise import abs as _abs, cast, clamp, floor, logical_and, remainder, where
-from .indexing import gather
+from .creation import tensor, zeros_like
+from .eager import bind
 from .linalg import matmul
-from .shape import expand, reshape, transpose
+from .registry import Aval, defprim
+from .shape import reshape, transpose
 from . import autocast as _autocast
 
-__all__ = ["affine_grid", "grid_sample"]
+__all__ = ["affine_grid", "grid_sample", "GRID_SAMPLE", "GRID_SAMPLE_BACKWARD"]
+
+_MODES = ("bilinear", "nearest", "bicubic")
+_PADDINGS = ("zeros", "border", "reflection")
 
 
 def _base_coords(n: int, align_corners: bool) -> np.ndarray:
@@ -61,126 +73,190 @@ def affine_grid(theta, size, align_corners: bool = False):
     return reshape(grid, (n,) + shape + (want[0],))
 
 
-def _unnormalize(coord, size: int, align_corners: bool):
-    if align_corners:
-        return (coord + 1) * ((size - 1) / 2)
-    return ((coord + 1) * size - 1) / 2
-
-
-def _reflect(x, lo2: float, hi2: float):
-    """Reflect coordinates into [lo2/2, hi2/2] (PyTorch's reflect_coordinates)."""
+# ---------------------------------------------------------------- the numpy form
+def _reflect(xp, x, lo2: float, hi2: float):
+    """PyTorch's reflect_coordinates into [lo2/2, hi2/2], and its derivative (+-1)."""
     if lo2 == hi2:
-        return x * 0
+        return x * 0, x * 0
     lo, span = lo2 / 2, (hi2 - lo2) / 2
-    x = _abs(x - lo)
-    extra = remainder(x, span)
-    flips = floor(x / span)
-    even = remainder(flips, 2) == 0
-    return where(even, extra + lo, span - extra + lo)
+    d = x - lo
+    sign = xp.where(d < 0, -1.0, 1.0)
+    d = xp.abs(d)
+    odd = xp.fmod(xp.floor(d / span), 2) == 1
+    extra = xp.fmod(d, span)
+    return xp.where(odd, span - extra + lo, extra + lo), xp.where(odd, -sign, sign)
 
 
-def _source_coord(coord, size: int, padding_mode: str, align_corners: bool):
-    x = _unnormalize(coord, size, align_corners)
-    if padding_mode == "border":
-        x = clamp(x, 0, size - 1)
-    elif padding_mode == "reflection":
-        x = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
-        x = clamp(x, 0, size - 1)
-    return x
+def _pad(xp, x, size: int, padding: str, align: bool):
+    """Pixel coordinates x after the padding mode, and their derivative (0 where clipped)."""
+    dx = xp.ones_like(x)
+    if padding == "reflection":
+        x, dx = _reflect(xp, x, 0, 2 * (size - 1)) if align else _reflect(xp, x, -1, 2 * size - 1)
+    if padding != "zeros":
+        dx = dx * ((x > 0) & (x < size - 1))
+        x = xp.clip(x, 0, size - 1)
+    return x, dx
 
 
-def _gather_at(flat, ix, iy, w: int, h: int, c: int, zeros: bool):
-    """input values at integer pixel (iy, ix) per output point: flat (N, C, H*W), ix/iy
-    (N, P) float tensors holding integers; points outside read 0 when `zeros`."""
-    inside = None
-    if zeros:
-        inside = logical_and(logical_and(ix >= 0, ix <= w - 1), logical_and(iy >= 0, iy <= h - 1))
-    xi = cast(clamp(ix, 0, w - 1), _dt.int64)
-    yi = cast(clamp(iy, 0, h - 1), _dt.int64)
-    idx = yi * w + xi                                             # (N, P)
-    n, p = idx.shape
-    vals = gather(flat, 2, expand(reshape(idx, (n, 1, p)), (n, c, p)))
-    if inside is not None:
-        vals = vals * cast(reshape(inside, (n, 1, p)), flat.dtype)
-    return vals
-
-
-def _cubic_weights(t):
-    """PyTorch's bicubic convolution weights (A = -0.75) for the four taps around t in [0, 1)."""
+def _cubic(t):
+    """PyTorch's bicubic convolution weights (A = -0.75) of the four taps around t in [0, 1),
+    each with its derivative in t."""
     a = -0.75
 
     def near(x):   # |x| <= 1
-        return ((a + 2) * x - (a + 3)) * x * x + 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1, (3 * (a + 2) * x - 2 * (a + 3)) * x
 
     def far(x):    # 1 < |x| < 2
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
-    return far(t + 1), near(t), near(1 - t), far(2 - t)
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, (3 * a * x - 10 * a) * x + 8 * a
+    (w0, d0), (w1, d1), (w2, d2), (w3, d3) = far(t + 1), near(t), near(1 - t), far(2 - t)
+    return (w0, d0), (w1, d1), (w2, -d2), (w3, -d3)
+
+
+def _taps(xp, coord, size: int, mode: str, padding: str, align: bool) -> list:
+    """One side's taps of each point at normalized `coord`: [(index, weight, d weight /
+    d coord)], the index clipped into the side and the weights 0 where it reads outside."""
+    scale = (size - 1) / 2 if align else size / 2
+    x = (coord + 1) * scale - (0 if align else 0.5)
+    if mode == "bicubic":
+        x0 = xp.floor(x)
+        taps = [(_pad(xp, x0 + (k - 1), size, padding, align)[0], w, dw * scale)
+                for k, (w, dw) in enumerate(_cubic(x - x0))]
+    else:
+        x, dx = _pad(xp, x, size, padding, align)
+        if mode == "nearest":
+            taps = [(xp.rint(x), xp.ones_like(x), x * 0)]
+        else:
+            x0 = xp.floor(x)
+            t = x - x0
+            taps = [(x0, 1 - t, -dx * scale), (x0 + 1, t, dx * scale)]
+    out = []
+    for i, w, dw in taps:
+        inside = (i >= 0) & (i <= size - 1)   # (False at NaN: such a point reads 0)
+        out.append((xp.where(inside, i, 0).astype(xp.int64), xp.where(inside, w, 0), xp.where(inside, dw, 0)))
+    return out
+
+
+def _corners(xp, grid, spatial: tuple, mode: str, padding: str, align: bool):
+    """Every corner of each point of grid (N, P, d): (flat index into the d sides (N, P),
+    weight, [d weight / d grid[..., k] for each k])."""
+    d = len(spatial)
+    strides = [math.prod(spatial[d - k:]) for k in range(d)]    # of grid component k's side
+    per_side = [_taps(xp, grid[..., k], spatial[d - 1 - k], mode, padding, align) for k in range(d)]
+    for combo in itertools.product(*per_side):
+        idx = sum(i * s for (i, _, _), s in zip(combo, strides))
+        ws = [w for _, w, _ in combo]
+        dws = [dw * math.prod(ws[:k] + ws[k + 1:]) for k, (_, _, dw) in enumerate(combo)]
+        yield idx, math.prod(ws), dws
+
+
+def _read(xp, xf, idx):
+    """xf (N, C, L) at flat indices idx (N, P) -> (N, C, P)."""
+    return xp.take_along_axis(xf, idx[:, None, :], 2)
+
+
+def _flat(x, grid):
+    n, c = x.shape[:2]
+    return x.reshape(n, c, -1), grid.reshape(n, -1, grid.shape[-1])
+
+
+def _impl(xp, x, grid, mode, padding, align):
+    xf, g = _flat(x, grid)
+    out = 0
+    for idx, w, _ in _corners(xp, g, x.shape[2:], mode, padding, align):
+        out = out + _read(xp, xf, idx) * w[:, None, :]
+    return xp.asarray(out, dtype=x.dtype).reshape(x.shape[:2] + grid.shape[1:-1])
+
+
+def _backward_impl(xp, g, grid, *x, spatial, mode, padding, align, input_grad):
+    n, c = g.shape[:2]
+    gf, gr = _flat(g, grid)
+    size = math.prod(spatial)
+    planes = xp.arange(n * c).reshape(n, c, 1) * size
+    idxs, vals = [], []
+    dgrid = xp.zeros(gr.shape, dtype=g.dtype) if x else None
+    for idx, w, dws in _corners(xp, gr, spatial, mode, padding, align):
+        if input_grad:
+            idxs.append((planes + idx[:, None, :]).ravel())
+            vals.append((gf * w[:, None, :]).ravel())
+        if x:
+            v = (_read(xp, x[0].reshape(n, c, -1), idx) * gf).sum(1)
+            for k, dw in enumerate(dws):
+                dgrid[..., k] += v * dw
+    parts = [xp.bincount(xp.concatenate(idxs), xp.concatenate(vals), minlength=n * c * size)] if input_grad else []
+    return xp.concatenate([p.astype(g.dtype).ravel() for p in parts + ([dgrid] if x else [])])
+
+
+# ---------------------------------------------------------------- rules and gradients
+def _check(op: str, x_shape: tuple, grid: Aval, mode: str, padding: str) -> None:
+    if mode not in _MODES:
+        raise ValueError(f"{op}: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}")
+    if padding not in _PADDINGS:
+        raise ValueError(f"{op}: padding_mode must be 'zeros', 'border' or 'reflection', got {padding!r}")
+    d = len(x_shape) - 2
+    if d not in (2, 3):
+        raise ShapeError(f"{op}: expected 4-D (N, C, H, W) or 5-D (N, C, D, H, W) input, got shape "
+                         f"{tuple(x_shape)}")
+    if mode == "bicubic" and d != 2:
+        raise ValueError(f"{op}: mode 'bicubic' takes 4-D input only, got shape {tuple(x_shape)}")
+    if grid.ndim != d + 2 or grid.shape[-1] != d or grid.shape[0] != x_shape[0]:
+        sides = ", ".join(["D_out", "H_out", "W_out"][3 - d:])
+        raise ShapeError(f"{op}: expected grid of shape ({x_shape[0]}, {sides}, {d}) for input "
+                         f"{tuple(x_shape)}, got {tuple(grid.shape)}")
+
+
+def _rule(x: Aval, grid: Aval, mode, padding, align):
+    _check("grid_sample", x.shape, grid, mode, padding)
+    if x.dtype is not grid.dtype or not x.dtype.is_floating_point:
+        raise TypeError(f"grid_sample: input ({x.dtype.name}) and grid ({grid.dtype.name}) must have "
+                        f"the same floating point dtype")
+    return Aval(tuple(x.shape[:2]) + tuple(grid.shape[1:-1]), x.dtype, x.device)
+
+
+def _vjp(g, out, x, grid, mode, padding, align, needs=(True, True)):
+    grid_grad = needs[1] and mode != "nearest"   # (nearest: piecewise constant in the grid)
+    if not (needs[0] or grid_grad):
+        return None, zeros_like(grid)
+    both = bind(GRID_SAMPLE_BACKWARD, g, grid, *((x,) if grid_grad else ()), spatial=tuple(x.shape[2:]),
+                input_grad=bool(needs[0]), mode=mode, padding=padding, align=align)
+    k = math.prod(x.shape) if needs[0] else 0
+    gx = (reshape(both[:k], x.shape) if grid_grad else reshape(both, x.shape)) if needs[0] else None
+    gg = (reshape(both[k:], grid.shape) if grid_grad else zeros_like(grid)) if needs[1] else None
+    return gx, gg
+
+
+def _backward_rule(g: Aval, grid: Aval, *x: Aval, spatial, mode, padding, align, input_grad):
+    _check("grid_sample_backward", tuple(g.shape[:2]) + tuple(spatial), grid, mode, padding)
+    size = math.prod(g.shape[:2]) * math.prod(spatial) if input_grad else 0
+    return Aval((size + (math.prod(grid.shape) if x else 0),), g.dtype, g.device)
+
+
+def _backward_vjp(u, out, g, grid, *x, spatial, mode, padding, align, input_grad, needs=(True,) * 3):
+    # the input's gradient is linear in g, its transpose the forward; the grid's is not supported
+    if x or any(needs[1:]):
+        raise NotImplementedError("grid_sample: the second derivative through the grid is not supported "
+                                  "(differentiate through the input only)")
+    return (bind(GRID_SAMPLE, reshape(u, tuple(g.shape[:2]) + tuple(spatial)), grid, mode=mode,
+                 padding=padding, align=align) if needs[0] else None, None)
+
+
+def _saves(rq):
+    """The input's gradient reads the grid; the grid's reads the input and the grid."""
+    return (0, 1) if rq[1] else (1,)
+
+
+_EXTRA = {"needs": True}
+GRID_SAMPLE = defprim("grid_sample", _impl, _rule, _vjp, kind="other", save=_saves,
+                      grad_name="GridSampler2DBackward0",
+                      extra=dict(_EXTRA, meta=lambda rq: (0,) if rq[0] and not rq[1] else ()))
+# (the input's gradient, then the grid's where x is given, flat in one array: one pass
+# over the points finds each point's corners once for both)
+GRID_SAMPLE_BACKWARD = defprim("grid_sample_backward", _backward_impl, _backward_rule, _backward_vjp,
+                               kind="other", extra=_EXTRA)
 
 
 @_autocast.fp32
 def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros",
                 align_corners=None):
-    """Sample `input` (N, C, H, W) at `grid` (N, Ho, Wo, 2) (x, y in [-1, 1]) -> (N, C, Ho, Wo)."""
-    if mode not in ("bilinear", "nearest", "bicubic"):
-        raise ValueError(f"grid_sample: mode must be 'bilinear', 'nearest' or 'bicubic', got {mode!r}")
-    if padding_mode not in ("zeros", "border", "reflection"):
-        raise ValueError(f"grid_sample: padding_mode must be 'zeros', 'border' or 'reflection', "
-                         f"got {padding_mode!r}")
-    if input.ndim != 4:
-        raise NotImplementedError(f"grid_sample: only 4-D input (N, C, H, W) is supported, got "
-                                  f"shape {tuple(input.shape)}")
-    if grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
-        raise ShapeError(f"grid_sample: expected grid of shape ({input.shape[0]}, H_out, W_out, 2) "
-                         f"for input {tuple(input.shape)}, got {tuple(grid.shape)}")
-    if input.dtype is not grid.dtype:
-        raise TypeError(f"grid_sample: input ({input.dtype.name}) and grid ({grid.dtype.name}) "
-                        f"must have the same dtype")
-    align_corners = bool(align_corners)
-    n, c, h, w = input.shape
-    ho, wo = grid.shape[1], grid.shape[2]
-    g = reshape(grid, (n, ho * wo, 2))
-    if mode == "bicubic":   # the padding applies to each tap, not to the point
-        x = _unnormalize(g[:, :, 0], w, align_corners)
-        y = _unnormalize(g[:, :, 1], h, align_corners)
-    else:
-        x = _source_coord(g[:, :, 0], w, padding_mode, align_corners)
-        y = _source_coord(g[:, :, 1], h, padding_mode, align_corners)
-    flat = reshape(input, (n, c, h * w))
-    zeros = padding_mode == "zeros"
-    if mode == "nearest":
-        out = _gather_at(flat, _round_half_even(x), _round_half_even(y), w, h, c, zeros)
-    elif mode == "bilinear":
-        x0, y0 = floor(x), floor(y)
-        tx, ty = x - x0, y - y0
-        out = 0
-        for dy, wy in ((0, 1 - ty), (1, ty)):
-            for dx, wx in ((0, 1 - tx), (1, tx)):
-                v = _gather_at(flat, x0 + dx, y0 + dy, w, h, c, zeros)
-                out = out + v * reshape(wx * wy, (n, 1, -1))
-    else:
-        x0, y0 = floor(x), floor(y)
-        wxs, wys = _cubic_weights(x - x0), _cubic_weights(y - y0)
-        out = 0
-        for j, wy in enumerate(wys):
-            for i, wx in enumerate(wxs):
-                xi, yi = x0 + (i - 1), y0 + (j - 1)
-                if padding_mode != "zeros":   # each tap is clipped/reflected on its own
-                    xi = _tap(xi, w, padding_mode, align_corners)
-                    yi = _tap(yi, h, padding_mode, align_corners)
-                v = _gather_at(flat, xi, yi, w, h, c, zeros)
-                out = out + v * reshape(wx * wy, (n, 1, -1))
-    return reshape(out, (n, c, ho, wo))
-
-
-def _tap(i, size: int, padding_mode: str, align_corners: bool):
-    if padding_mode == "reflection":
-        i = _reflect(i, 0, 2 * (size - 1)) if align_corners else _reflect(i, -1, 2 * size - 1)
-    return clamp(i, 0, size - 1)
-
-
-def _round_half_even(x):
-    """Round to the nearest integer, ties to even (nearbyint, as PyTorch's nearest mode)."""
-    f = floor(x)
-    d = x - f
-    up = (d > 0.5) | ((d == 0.5) & (remainder(f, 2) == 1))
-    return where(up, f + 1, f)
+    """Sample `input` (N, C, H, W) at `grid` (N, Ho, Wo, 2) (x, y in [-1, 1]) -> (N, C, Ho, Wo),
+    or (N, C, D, H, W) at (N, Do, Ho, Wo, 3) -> (N, C, Do, Ho, Wo)."""
+    return bind(GRID_SAMPLE, input, grid, mode=mode, padding=padding_mode, align=bool(align_corners))

@@ -32,13 +32,15 @@ from ...ops.lstm_prim import LSTM_LAYER, LSTM_LAYER_BACKWARD
 from ...ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 from ...ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
+from ...ops.sampling import GRID_SAMPLE, GRID_SAMPLE_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_forms, conv_blocks, conv_kernels as conv,
                       depthwise_kernels as depthwise,
                       index_kernels as index,
-                      recurrent_layers as recurrent, row_forms, select_kernels as select,
+                      recurrent_layers as recurrent, row_forms, sampling_kernels as sampling,
+                      select_kernels as select,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
 
@@ -105,6 +107,9 @@ TABLE = (
     # BatchNorm's one-pass records: their channel forms' kernels (a compiled step's channel group)
     (BN_BACKWARD, channel_forms.backward, floats(2), None),
     (BATCH_NORM_FORWARD, channel_forms.forward, floats(1), None),
+    # sampling at points: one loop over the points, each point's corners found once
+    (GRID_SAMPLE, sampling.forward, floats(2), None),
+    (GRID_SAMPLE_BACKWARD, sampling.backward, floats(3), None),
     # row updates
     (INDEX_ADD, index.index_add, None, None),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
