@@ -59,7 +59,9 @@ and a Perceiver (Fourier features, latent cross-attention, tied layers), DenseNe
 flow step (correlation pyramid, grid_sample lookups, ConvGRU, convex upsampling),
 HiFi-GAN (weight-normed generator, multi-period discriminator, STFT L1) and SegFormer's
 Mix Transformer, a YOLOv5-lite detector (Focus slicing, C3, SPPF, CIoU, ratio-mask target
-assignment, grids cached in a list)) run unchanged
+assignment, grids cached in a list), R(2+1)D video clips (factored Conv3d, BatchNorm3d,
+MaxPool3d), a ConvLSTM encoder-forecaster under scheduled sampling and HRNet's parallel
+branches with soft-argmax keypoints) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -125,7 +127,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_densenet.py", "prog_shufflenet.py", "prog_deeplab.py", "prog_raft.py",
             "prog_hifigan.py", "prog_segformer.py",
             "prog_dlrm.py", "prog_rainbow.py", "prog_hnn.py", "prog_txl.py", "prog_tabnet.py",
-            "prog_gatswa.py", "prog_yolo.py"]
+            "prog_gatswa.py", "prog_yolo.py", "prog_r2plus1d.py", "prog_convlstm.py",
+            "prog_hrnet.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -185,7 +188,10 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_txl.py": 6,
                 "prog_tabnet.py": 3,   # batches of 64, the last one of 32 (ghost chunks); eval
                 # training; eval making Detect's grids (stored into its list), then reusing them
-                "prog_yolo.py": 3}
+                "prog_yolo.py": 3,
+                # each teacher-forcing pattern (a list of bools, constants as torch.compile's),
+                # four in training, and generation without targets
+                "prog_convlstm.py": 5}
 
 
 def _run(framework, mode, weights, programs):
