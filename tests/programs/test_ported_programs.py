@@ -61,7 +61,9 @@ HiFi-GAN (weight-normed generator, multi-period discriminator, STFT L1) and SegF
 Mix Transformer, a YOLOv5-lite detector (Focus slicing, C3, SPPF, CIoU, ratio-mask target
 assignment, grids cached in a list), R(2+1)D video clips (factored Conv3d, BatchNorm3d,
 MaxPool3d), a ConvLSTM encoder-forecaster under scheduled sampling and HRNet's parallel
-branches with soft-argmax keypoints) run unchanged
+branches with soft-argmax keypoints, wav2vec 2.0 pre-training (Gumbel product quantizer,
+masked spans, contrastive loss) and Tacotron 2 (location-sensitive attention stepped by
+LSTMCells, packed encoder, postnet)) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -111,7 +113,9 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # StyleGAN2's grouped modulated convs under requires_grad toggles and R1, CycleGAN's four
 # nets, a Conformer (rel_shift, padding masks) and a Perceiver's einsum attention, DenseNet's
 # checkpointed bottlenecks, ShuffleNetV2, DeepLabV3's ASPP, RAFT's grid_sample iterations,
-# HiFi-GAN (its weight norm removed between calls) and SegFormer
+# HiFi-GAN (its weight norm removed between calls) and SegFormer (not wav2vec 2.0 or
+# Tacotron 2: their forwards break the graph where torch.compile's do, a boolean-mask
+# gather viewed by -1 and lengths read by .item()/.numpy())
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
