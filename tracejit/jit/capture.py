@@ -350,9 +350,7 @@ class Capture:
             out_leaves_raw, out_spec = flatten(out, objects=True)
             out_atoms, out_leaves = [], []
             for o in out_leaves_raw:
-                if isinstance(o, Tracer) and o._trace is ctx and o._var in ctx.lifted:
-                    # (a number read from Python state, returned as it is: its value then, as a
-                    # Python number, not its float32 rounding)
+                if isinstance(o, Tracer) and o._var in ctx.lifted:   # (as read, not its float32)
                     out_leaves.append(("lifted", ctx.lifted[o._var]))
                 elif isinstance(o, Tensor):
                     at = ctx.atom(o)
@@ -506,7 +504,6 @@ def _verifier(graph: Graph, opt: Graph):
             verify(opt)
             done.append(True)
     return check
-
 
 
 @contextlib.contextmanager
