@@ -437,3 +437,29 @@ def test_tensors_set_into_a_module_list_attribute_are_stored_per_call():
             np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
     assert type(m.grid[1]) is tj.Tensor and tuple(m.grid[1].shape) == (2, 2, 2)
     assert c.cache_stats()["compiles"] == 2
+
+
+class ListState(nn.Module):
+    """A state kept in a list attribute and replaced on every call."""
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.state = [tj.zeros(2, 3)]
+
+    def forward(self, x):
+        self.state[0] = tj.tanh(self.lin(x) + self.state[0]).detach()
+        return self.state[0].sum()
+
+
+def test_a_list_attribute_written_on_every_call_runs_eagerly_at_once():
+    """Only first fills of a module's list (None or empty entries) are stored: a state
+    replaced on every call would capture again on every call, so it runs eagerly."""
+    m, ref = ListState(), ListState()
+    ref.load_state_dict(m.state_dict())
+    c = tj.compile(m)
+    for _ in range(4):
+        got, _ = _quiet(c, tj.ones(2, 3))
+        want = ref(tj.ones(2, 3))
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
+    stats = c.cache_stats()
+    assert stats["compiles"] == 0 and stats["eager_fallbacks"] == 1
