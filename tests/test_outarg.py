@@ -31,6 +31,8 @@ def test_argument_forms_give_the_op_functions_results():
     assert same(tj.div(x, 2.0, rounding_mode="floor"), ops.div(x, 2.0, rounding_mode="floor"))
     out = tj.empty(2, 3)
     assert tj.add(x, x, alpha=3, out=out) is out and same(out, ops.add(x, x, alpha=3))
+    ids = tj.LongTensor(4)   # Tacotron's get_mask_from_lengths
+    assert tj.arange(0, 4, out=ids) is ids and ids.tolist() == [0, 1, 2, 3]
     v, i = tj.empty(2, 3), tj.empty(2, 3, dtype=tj.int64)
     tj.sort(x, 1, True, out=(v, i))
     assert same(v, ops.sort(x, 1, True)[0])

@@ -26,6 +26,30 @@ def test_apply_on_a_view_writes_through_to_its_base():
     assert j.tolist() == [[0.0, 0.0, 0.0], [5.0, 5.0, 5.0]]
 
 
+class GradMultiply(tj.autograd.Function):
+    """fairseq's: ``x.new(x)`` in the forward (an alias of x), the gradient scaled."""
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x.new(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
+
+
+def test_new_of_a_tensor_aliases_it_as_pytorchs_and_compiles():
+    x = tj.arange(4.0).requires_grad_()
+    y = x.new(x)
+    t = torch.arange(4.0).requires_grad_()
+    assert y.requires_grad == t.new(t).requires_grad and y.tolist() == t.tolist()
+    with pytest.raises(TypeError, match="int64"):
+        x.new(tj.arange(3))
+    f = tj.compile(lambda v: (GradMultiply.apply(v * 2, 0.1) ** 2).sum(), fullgraph=True)
+    f(x).backward()
+    np.testing.assert_allclose(x.grad.numpy(), 0.1 * 8 * np.arange(4.0), rtol=1e-6)
+
+
 def test_foreach_functions_match_pytorch():
     r = np.random.default_rng(0)
     a = [r.standard_normal(s).astype(np.float32) for s in ((3,), (2, 4))]

@@ -17,7 +17,7 @@ __all__ = ["with_out", "OUT_FUNCTIONS"]
 OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs", "exp", "log",
                  "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "clamp", "maximum", "minimum",
                  "where", "matmul", "mm", "bmm", "mv", "dot", "sum", "mean", "prod", "amax",
-                 "amin", "cumsum", "cat", "stack", "sort", "argsort", "topk", "tril", "triu")
+                 "amin", "cumsum", "cat", "stack", "sort", "argsort", "topk", "tril", "triu", "arange")
 
 
 def _write(out, value, name):

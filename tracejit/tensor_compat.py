@@ -165,7 +165,13 @@ class CompatMethods:
         return self.ndim
 
     def new(self, *args):
-        """The legacy constructor: sizes -> uninitialized, data -> a tensor of this dtype."""
+        """The legacy constructor: sizes -> uninitialized, data -> a tensor of this dtype; a
+        tensor of this dtype -> an alias of it, as PyTorch's (fairseq's ``x.new(x)``)."""
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            if args[0].dtype is not self.dtype:
+                raise TypeError(f"new(): expected a tensor of this tensor's dtype {self.dtype}, "
+                                f"got {args[0].dtype}")
+            return args[0].view(args[0].shape)
         if len(args) == 1 and not isinstance(args[0], int):
             return _ops.tensor(args[0], dtype=self.dtype, device=self.device)
         return _ops.empty(*(args or (0,)), dtype=self.dtype, device=self.device)

@@ -65,6 +65,9 @@ PROGRAMS = {
     "txl": "Transformer-XL, 3 layers of 128: detached memories, rel_shift attention, adaptive softmax",
     "tabnet": "TabNet, 4 steps: sparsemax autograd.Function (sort, cumsum), ghost BatchNorm, GLU blocks",
     "dlrm": "DLRM: 8 sparse EmbeddingBags with offsets of changing length, triu_indices dot interactions",
+    "yolo": "YOLOv5-lite, 128x128 channels_last: Focus slices, C3, SPPF, ratio-mask targets, CIoU",
+    "r2plus1d": "R(2+1)D video clips 8x56x56: (1,3,3)+(3,1,1) Conv3d, BatchNorm3d, MaxPool3d",
+    "convlstm": "ConvLSTM encoder-forecaster: conv gates on cat([x, h]), loops over 10 frames of 64x64",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -72,6 +72,29 @@ def test_float_attribute_gradient_uses_each_calls_value():
     assert cm.forward.cache_stats()["compiles"] == 2
 
 
+class Quantizer(tj.nn.Module):
+    """wav2vec 2.0's Gumbel quantizer returns its annealed temperature with its result."""
+    def __init__(self):
+        super().__init__()
+        self.curr_temp = 2.0
+        self.lin = tj.nn.Linear(3, 2)
+
+    def forward(self, x):
+        return {"x": self.lin(x) / self.curr_temp, "temp": self.curr_temp}
+
+
+@pytest.mark.parametrize("backend", ["interpret", None])
+def test_a_lifted_number_returned_as_read_is_the_python_number(backend):
+    m = Quantizer()
+    cm = tj.compile(m, backend=backend)
+    for temp in (2.0, 1.2, 0.9, 0.7):
+        m.curr_temp = temp
+        out = cm(tj.ones(2, 3))
+        assert type(out["temp"]) is float and out["temp"] == temp   # not its float32 rounding
+        _eq(out["x"], m.lin(tj.ones(2, 3)) / temp)
+    assert cm.forward.cache_stats()["compiles"] == 2
+
+
 def test_python_decisions_on_a_lifted_float_are_guarded():
     class Branchy(tj.nn.Module):
         def __init__(self):

@@ -405,3 +405,61 @@ def test_a_tensor_stored_on_a_plain_object_attribute_is_each_calls_not_a_tracer(
             assert any("`StoresOnAnObject.store`" in s for s in msgs)
     with pytest.raises(TraceError, match="StoresOnAnObject.store"):
         tj.compile(StoresOnAnObject(), fullgraph=True)(tj.ones(1, 2))
+
+
+class GridCache(nn.Module):
+    """YOLO's Detect: grids made at the first call of each size, kept in a list attribute."""
+    def __init__(self):
+        super().__init__()
+        self.grid = [tj.empty(0), tj.empty(0)]
+
+    def forward(self, xs):
+        out = []
+        for i, x in enumerate(xs):
+            ny, nx = x.shape[-2:]
+            if self.grid[i].shape[:2] != x.shape[-2:]:
+                yv, xv = tj.meshgrid(tj.arange(ny), tj.arange(nx), indexing="ij")
+                self.grid[i] = tj.stack((xv, yv), 2).float() - 0.5
+            out.append(x.sigmoid()[..., None] * 2 + self.grid[i])
+        return out
+
+
+def test_tensors_set_into_a_module_list_attribute_are_stored_per_call():
+    """A cache list a forward fills (``self.grid[i] = ...``) stays compiled: each call stores
+    its tensors into the list, and the call after the first, which finds them, captures once
+    more (the list changed) and reads them, as torch.compile does."""
+    xs = [tj.full((1, 3, 4), 0.3), tj.full((1, 2, 2), -0.2)]
+    want, m = GridCache()(xs), GridCache()
+    c = tj.compile(m, fullgraph=True)
+    for _ in range(3):
+        got = c(xs)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+    assert type(m.grid[1]) is tj.Tensor and tuple(m.grid[1].shape) == (2, 2, 2)
+    assert c.cache_stats()["compiles"] == 2
+
+
+class ListState(nn.Module):
+    """A state kept in a list attribute and replaced on every call."""
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.state = [tj.zeros(2, 3)]
+
+    def forward(self, x):
+        self.state[0] = tj.tanh(self.lin(x) + self.state[0]).detach()
+        return self.state[0].sum()
+
+
+def test_a_list_attribute_written_on_every_call_runs_eagerly_at_once():
+    """Only first fills of a module's list (None or empty entries) are stored: a state
+    replaced on every call would capture again on every call, so it runs eagerly."""
+    m, ref = ListState(), ListState()
+    ref.load_state_dict(m.state_dict())
+    c = tj.compile(m)
+    for _ in range(4):
+        got, _ = _quiet(c, tj.ones(2, 3))
+        want = ref(tj.ones(2, 3))
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
+    stats = c.cache_stats()
+    assert stats["compiles"] == 0 and stats["eager_fallbacks"] == 1

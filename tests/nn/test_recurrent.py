@@ -93,6 +93,16 @@ def test_state_dict_keys_and_init():
         assert np.abs(a).max() <= 1 / np.sqrt(8) and a.std() > 0.1, k
 
 
+def test_flatten_parameters_keeps_the_layer_as_pytorchs():
+    """Tacotron's encoder calls ``self.lstm.flatten_parameters()`` before each forward."""
+    t = torch.nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    m = nn.LSTM(3, 4, batch_first=True, bidirectional=True)
+    _copy(m, t)
+    assert m.flatten_parameters() is None and t.flatten_parameters() is None
+    x = np.random.default_rng(0).standard_normal((2, 5, 3)).astype(np.float32)
+    np.testing.assert_allclose(_np(m(tj.tensor(x))[0]), _np(t(torch.from_numpy(x))[0]), rtol=1e-5, atol=1e-6)
+
+
 def test_dropout_between_layers():
     m = nn.GRU(4, 6, num_layers=3, dropout=0.5)
     x = tj.randn(5, 2, 4)

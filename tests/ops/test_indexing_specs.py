@@ -119,3 +119,30 @@ def test_slice_gradients_are_pytorchs_to_the_bit_and_differentiable(k):
     for got, want in zip(*res):
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("key", [lambda m: m, lambda m: (slice(None), m), lambda m: (Ellipsis, m)])
+def test_bool_masks_of_the_wrong_shape_raise_pytorchs_index_error(key):
+    """A mask must have the shape of the dims it indexes (fairseq's ``logits[1:][neg_is_pos]``
+    with a mask of the wrong rank took its nonzero positions as integer indices)."""
+    torch = pytest.importorskip("torch")
+    a = np.ones((2, 3, 2), np.float32)
+    good = {0: [[True, False, True], [False, False, True]], 1: [True, False, True], 2: [False, True]}
+    bad = {0: [[True, False]], 1: [True, False], 2: [True, False, True]}
+    form = key(0)
+    where = 0 if form == 0 else 1 if isinstance(form, tuple) and form[0] == slice(None) else 2
+    for masks, raises in ((good, False), (bad, True)):
+        m = np.array(masks[where])
+        try:
+            want = torch.ones(2, 3, 2)[key(torch.tensor(m))].numpy()
+        except IndexError as e:
+            assert raises, e
+            with pytest.raises(IndexError, match="shape of the mask"):
+                tj.tensor(a)[key(tj.tensor(m))]
+            x = tj.tensor(a)
+            with pytest.raises(IndexError, match="shape of the mask"):
+                x[key(tj.tensor(m))] = 5.0
+            assert (x.numpy() == 1).all()   # nothing written
+        else:
+            assert not raises
+            np.testing.assert_array_equal(tj.tensor(a)[key(tj.tensor(m))].numpy(), want)

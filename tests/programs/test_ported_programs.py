@@ -58,7 +58,12 @@ and a Perceiver (Fourier features, latent cross-attention, tied layers), DenseNe
 (checkpointed bottlenecks), ShuffleNetV2's channel shuffle, DeepLabV3's ASPP, a RAFT
 flow step (correlation pyramid, grid_sample lookups, ConvGRU, convex upsampling),
 HiFi-GAN (weight-normed generator, multi-period discriminator, STFT L1) and SegFormer's
-Mix Transformer) run unchanged
+Mix Transformer, a YOLOv5-lite detector (Focus slicing, C3, SPPF, CIoU, ratio-mask target
+assignment, grids cached in a list), R(2+1)D video clips (factored Conv3d, BatchNorm3d,
+MaxPool3d), a ConvLSTM encoder-forecaster under scheduled sampling and HRNet's parallel
+branches with soft-argmax keypoints, wav2vec 2.0 pre-training (Gumbel product quantizer,
+masked spans, contrastive loss) and Tacotron 2 (location-sensitive attention stepped by
+LSTMCells, packed encoder, postnet)) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -108,7 +113,9 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # StyleGAN2's grouped modulated convs under requires_grad toggles and R1, CycleGAN's four
 # nets, a Conformer (rel_shift, padding masks) and a Perceiver's einsum attention, DenseNet's
 # checkpointed bottlenecks, ShuffleNetV2, DeepLabV3's ASPP, RAFT's grid_sample iterations,
-# HiFi-GAN (its weight norm removed between calls) and SegFormer
+# HiFi-GAN (its weight norm removed between calls) and SegFormer (not wav2vec 2.0 or
+# Tacotron 2: their forwards break the graph where torch.compile's do, a boolean-mask
+# gather viewed by -1 and lengths read by .item()/.numpy())
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -124,7 +131,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_densenet.py", "prog_shufflenet.py", "prog_deeplab.py", "prog_raft.py",
             "prog_hifigan.py", "prog_segformer.py",
             "prog_dlrm.py", "prog_rainbow.py", "prog_hnn.py", "prog_txl.py", "prog_tabnet.py",
-            "prog_gatswa.py"]
+            "prog_gatswa.py", "prog_yolo.py", "prog_r2plus1d.py", "prog_convlstm.py",
+            "prog_hrnet.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -182,7 +190,12 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # memories empty (1-D), then full, then the last, shorter segment (its size
                 # read by the mask's any().item(): static); each again in eval
                 "prog_txl.py": 6,
-                "prog_tabnet.py": 3}   # batches of 64, the last one of 32 (ghost chunks); eval
+                "prog_tabnet.py": 3,   # batches of 64, the last one of 32 (ghost chunks); eval
+                # training; eval making Detect's grids (stored into its list), then reusing them
+                "prog_yolo.py": 3,
+                # each teacher-forcing pattern (a list of bools, constants as torch.compile's),
+                # four in training, and generation without targets
+                "prog_convlstm.py": 5}
 
 
 def _run(framework, mode, weights, programs):

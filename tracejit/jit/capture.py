@@ -350,7 +350,9 @@ class Capture:
             out_leaves_raw, out_spec = flatten(out, objects=True)
             out_atoms, out_leaves = [], []
             for o in out_leaves_raw:
-                if isinstance(o, Tensor):
+                if isinstance(o, Tracer) and o._var in ctx.lifted:   # (as read, not its float32)
+                    out_leaves.append(("lifted", ctx.lifted[o._var]))
+                elif isinstance(o, Tensor):
                     at = ctx.atom(o)
                     number = isinstance(o, Tracer) and at.aval.weak and at.aval.shape == ()
                     out_leaves.append(("number" if number else "graph", len(out_atoms)))
@@ -502,7 +504,6 @@ def _verifier(graph: Graph, opt: Graph):
             verify(opt)
             done.append(True)
     return check
-
 
 
 @contextlib.contextmanager

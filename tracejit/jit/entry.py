@@ -49,7 +49,8 @@ class Entry:
         self.opt_graph = opt_graph
         self.out_spec = out_spec
         # per output leaf: ("graph", k), ("number", k) (a Python number computed from runtime
-        # scalar arguments: returned as one, like the Python code does) or ("static", value)
+        # scalar arguments: returned as one, like the Python code does), ("lifted", Lifted)
+        # (a number read from Python state, returned as read) or ("static", value)
         self.out_leaves = out_leaves
         self.mutations = mutations      # [(leaf index, graph output index, a write with its gradient)]
         # A guard not compiled yet (capture's: `PendingGuard`) is compiled at its first
@@ -181,8 +182,8 @@ class Entry:
                     leaf._assign(outs[k], "in-place update of an input")
         if self.state_writes:
             _write_state(self.state_writes, outs)
-        res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number" else x[1]
-               for x in self.out_leaves]
+        res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number"
+               else x[1].value() if x[0] == "lifted" else x[1] for x in self.out_leaves]
         return unflatten(self.out_spec, res)
 
 

@@ -63,7 +63,9 @@ def _noting_getattribute(self, name: str):
             found.add((id(self), name))
             if _reg.trace_state.tracer is not None:
                 if type(value) in (list, dict, set):
-                    _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value)
+                    _module._capture_effects().watch(f"attribute {type(self).__name__}.{name}", value,
+                                                     lambda m=self, n=name: object.__getattribute__(m, n),
+                                                     cache=True)
                 else:   # (a plain object: what the forward stores on it)
                     _module._capture_effects().watch_object(value, self, name)
     return value

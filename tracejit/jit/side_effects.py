@@ -16,7 +16,8 @@ closure, the attributes of plain objects passed in or read from module attribute
 forward hooks that return nothing (they run for their effect; a hook that returns a new
 output is part of the graph). Hooks tracejit installs itself are marked ``_traceable``.
 A global or closure list or dict that only gets the capture's traced tensors appended or
-set (a hook keeping activations, as torch.compile replays it) does not refuse: the graph
+set (a hook keeping activations, as torch.compile replays it), or a module's list or dict
+whose None or empty entries get them (YOLOv5's grid cache), does not refuse: the graph
 outputs them and each call stores them into the container the name then holds.
 
 ``print()`` changes no state the program reads, so it does not refuse the capture: it
@@ -70,11 +71,12 @@ class EffectLog:
             self._hooks.append((f"a forward {kind} of {type(module).__name__} "
                                 f"({getattr(hook, '__qualname__', type(hook).__name__)}) runs for its effect", hook))
 
-    def watch(self, label: str, value: Any, find: Callable = None) -> None:
+    def watch(self, label: str, value: Any, find: Callable = None, cache: bool = False) -> None:
         """Note a container's contents now, to compare when the capture ends; `find` gives
-        the container a later call means (a global or closure variable, read again)."""
+        the container a later call means (a global or closure variable, read again); `cache`:
+        a module's container, see `_traced_stores`."""
         if self.active and type(value) in _CONTAINERS and id(value) not in self._watched:
-            self._watched[id(value)] = (label, value, type(value)(value), find)
+            self._watched[id(value)] = (label, value, type(value)(value), find, cache)
 
     def watch_object(self, obj: Any, owner: Any = None, name: str = "") -> None:
         """If `obj` is a plain object (a cache, a store of activations) passed in, or read
@@ -106,9 +108,9 @@ class EffectLog:
         noted in `stores`, graph outputs each call stores (state_writes.py); a hook whose
         effect that is is not one either."""
         changed, stored = [], set()
-        for label, v, before, find in self._watched.values():
+        for label, v, before, find, cache in self._watched.values():
             if _changed(v, before):
-                new = _traced_stores(v, before) if find is not None else None
+                new = _traced_stores(v, before, cache) if find is not None else None
                 if new is None:
                     changed.append(f"it changes the {type(v).__name__} {label}")
                 else:
@@ -122,7 +124,7 @@ class EffectLog:
         if notes or not stored:
             self.stores.clear()
         else:   # the capture's own stores are put back: its first call stores, as later ones
-            for _, v, before, _ in self._watched.values():
+            for _, v, before, _, _ in self._watched.values():
                 if id(v) in stored:
                     _put_back(v, before)
         return notes
@@ -134,7 +136,7 @@ class EffectLog:
                 obj.__dict__.pop(name, None)
             else:
                 object.__setattr__(obj, name, before)
-        for _, v, before, _ in self._watched.values():
+        for _, v, before, _, _ in self._watched.values():
             if _changed(v, before):
                 _put_back(v, before)
         self._writes.clear()
@@ -173,23 +175,31 @@ def _put_back(v, before) -> None:
     v.update(before) if not isinstance(v, list) else v.extend(before)
 
 
-def _traced_stores(now, before):
+def _traced_stores(now, before, cache: bool = False):
     """[(key, or None for an append, tracer)] when `now` is `before` with only traced
-    tensors of the capture appended (a list) or set under names (a dict with str keys: a
-    key the capture computed from a number would be fixed); None otherwise."""
+    tensors of the capture set or appended (a list) or set under names (a dict with str
+    keys: a key the capture computed from a number would be fixed); None otherwise. A
+    `cache` (a module's container, which its guard compares: one written on every call
+    would capture again on every call) may only have entries filled for the first time,
+    None or an empty tensor before (YOLOv5's grids)."""
+    from ..tensor import Tensor
     from .tracer import Tracer
 
     def traced(t):
         return isinstance(t, Tracer) and t._trace.parent is None
     if isinstance(now, list):
-        if len(now) < len(before) or any(a is not b for a, b in zip(now, before)):
+        if len(now) < len(before) or cache and len(now) != len(before):
             return None
-        new = [(None, t) for t in now[len(before):]]
-    elif isinstance(now, dict) and all(k in now for k in before):
+        new = [(i, t) for i, (a, t) in enumerate(zip(before, now)) if a is not t]
+        new += [(None, t) for t in now[len(before):]]
+    elif isinstance(now, dict) and all(k in now for k in before) and not (cache and len(now) != len(before)):
         new = [(k, t) for k, t in now.items() if k not in before or t is not before[k]]
         if not all(isinstance(k, str) for k, _ in new):
             return None
     else:
+        return None
+    if cache and not all(before[k] is None or isinstance(before[k], Tensor) and before[k].numel() == 0
+                         for k, _ in new):
         return None
     return new if all(traced(t) for _, t in new) else None
 

@@ -154,6 +154,9 @@ class RNNBase(Module):
 
     reset_parameters = _reset_uniform
 
+    def flatten_parameters(self) -> None:
+        """PyTorch's packs cuDNN's weight buffer; tracejit's weights need no packing."""
+
     def _weights(self, layer: int, suffix: str) -> tuple:
         get = lambda kind: getattr(self, f"{kind}_l{layer}{suffix}", None)  # noqa: E731
         return get("weight_ih"), get("weight_hh"), get("bias_ih"), get("bias_hh")

@@ -38,7 +38,7 @@ def _normalize(a, index):
         index = (index,)
     tensors = []
     items = []
-    for it in index:
+    for k, it in enumerate(index):
         if isinstance(it, range):   # a sequence of ints, as PyTorch reads it
             it = np.arange(it.start, it.stop, it.step, dtype=np.int64)
         if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor)):
@@ -50,6 +50,9 @@ def _normalize(a, index):
                     arr = arr.astype(np.int64)  # x[[]] selects nothing, as in PyTorch
                 t = creation.as_tensor(arr)
             if t.dtype is _dt.bool_:
+                ms, sh = (t._data.shape, a._data.shape) if type(t) is type(a) is Tensor else (t.shape, a.shape)
+                if k or tuple(ms) != tuple(sh[:len(ms)]):   # (PyTorch's IndexError for a wrong mask)
+                    _masked.check_mask(a, t, index, k, items, (ms, sh))
                 for nz in nonzero(t, as_tuple=True):
                     items.append(("t", len(tensors)))
                     tensors.append(nz)
