@@ -16,6 +16,7 @@ from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, lo
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
 from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
+from .softplus_prim import softplus  # noqa: F401  (re-exported: its old home)
 from . import pooling_prim as _pool_prim
 from .pooling_nd import widened
 from . import pool_offsets as _pool_offsets
@@ -44,16 +45,6 @@ __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding
 @takes("x:input")
 def silu(x):
     return x * sigmoid(x)
-
-
-@takes("x:input")
-def softplus(x, beta: float = 1.0, threshold: float = 20.0):
-    # log(1 + e^z) = max(z, 0) + log1p(e^-|z|) never overflows. maximum (whose gradient
-    # splits ties) rather than relu keeps the derivative right at z == 0: the kinks of
-    # max and |z| cancel there, but only if each contributes half.
-    bx = x * beta
-    sp = (maximum(bx, 0.0) + log1p(exp(neg(abs(bx))))) / beta
-    return where(bx > threshold, x, sp)
 
 
 @takes("x:input")
