@@ -244,6 +244,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         raise ShapeError(f"conv2d: expected 4-D input and weight, got {tuple(x.shape)} and "
                          f"{tuple(weight.shape)}")
     check_conv_args("conv2d", x, weight, bias, stride, padding, dilation, groups)
+    return checked_conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+
+def checked_conv2d(x, weight, bias, stride, padding, dilation, groups: int):
+    """conv2d of 4-D `x` and `weight` whose arguments `check_conv_args` accepted (conv1d
+    checks them itself, on its own shapes)."""
     if x.dtype is _dt.bfloat16:
         wide = _bf16_eager.widened(x, weight, bias)
         if wide is not None:    # (computed in float32, rounded once)
