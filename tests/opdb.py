@@ -409,6 +409,7 @@ for _name, _npf, _kw in [
      {"approximate": "tanh"}),
     ("silu", lambda x: x * _np_sigmoid(x), {}),
     ("softplus", lambda x: np.log1p(np.exp(x)), {}),
+    ("softplus.beta", lambda x: np.where(2 * x > 1, x, np.log1p(np.exp(2 * x)) / 2), {"beta": 2.0, "threshold": 1.0}),
     ("leaky_relu", lambda x: np.where(x > 0, x, 0.01 * x), {}),
     ("logsigmoid", lambda x: -np.log1p(np.exp(-x)), {}),
 ]:

@@ -44,7 +44,6 @@ class Tensor:
                  "__dict__", "__weakref__")
     _grad = None
     _accumulator = None
-    _leaf_edge = None   # (its accumulator, 0): autograd/node.py `leaf_node`
     _name = None
     _output_nr = 0
     _data_of = None   # a `.data` alias made during a capture: the tensor it is the memory of

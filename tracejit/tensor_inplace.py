@@ -256,9 +256,12 @@ class InPlaceMethods:
         src = src if isinstance(src, Tensor) else _ops.as_tensor(src)
         if src.device != self.device:
             src = src.to(self.device)
-        new = _ops.expand(_ops.cast(src, self.dtype), self.shape)
-        if new is src and src._requires_grad and _grad_state.enabled:
-            new = _ops.clone(src)   # (a node of its own: self's gradient flows to src)
+        new = _ops.cast(src, self.dtype)
+        if (new.grad_fn is not None or (new._requires_grad and _grad_state.enabled)
+                or _trace_state.tracer is not None or new._data.shape != self._data.shape):
+            # (a view of its own: self never takes src's node; the common copy of values
+            # outside autograd, a running statistic's or a buffer's, needs no view)
+            new = _ops.expand(new, self.shape)
         return self._assign(self._overwrite(new), "copy_")
 
     def _overwrite(self, new: "Tensor") -> "Tensor":

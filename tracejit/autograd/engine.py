@@ -125,12 +125,12 @@ def _reachable_to(roots, targets: set) -> set:
             continue
         seen.add(n)
         order.append(n)
-        for nxt, _ in n.next_functions:
+        for nxt in n._next:
             if nxt is not None and nxt not in seen:
                 stack.append(nxt)
     parents: dict = {}
     for n in order:
-        for nxt, _ in n.next_functions:
+        for nxt in n._next:
             if nxt is not None:
                 parents.setdefault(nxt, []).append(n)
     needed, stack = set(), [t for t in targets if t in seen]
@@ -150,7 +150,7 @@ def _leaves_only(node) -> bool:
     if node._hooks is not None or type(node) is AccumulateGrad:
         return False
     seen = []
-    for nxt, _ in node.next_functions:
+    for nxt in node._next:
         if nxt is None:
             continue
         if type(nxt) is not AccumulateGrad or nxt._hooks is not None or nxt in seen:
@@ -175,7 +175,7 @@ def _backward_to_leaves(node, nr: int, g, retain_graph: bool, create_graph: bool
         meta = node._meta
         n_outs = len(outs)
         pending = []
-        for i, (nxt, _) in enumerate(node.next_functions):
+        for i, nxt in enumerate(node._next):
             g = outs[i] if i < n_outs else None
             if nxt is None or g is None:
                 continue
@@ -240,7 +240,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
     get = deps.get
     while stack:
         n = stack.pop()
-        for nxt, _ in n.next_functions:
+        for nxt in n._next:
             if nxt is None or (needed is not None and nxt not in needed):
                 continue
             c = get(nxt)
@@ -273,9 +273,9 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                     g = grads[nr]
                     captured[i] = _user_layout(g if g is None or create_graph else g.detach())
                 if isinstance(node, AccumulateGrad) or not any(
-                        nxt is not None and nxt in needed for nxt, _ in node.next_functions):
+                        nxt is not None and nxt in needed for nxt in node._next):
                     continue
-            nexts = node.next_functions
+            nexts = node._next
             if grads[0] is None and (len(grads) == 1 or _all_none(grads)):
                 outs = _NONES
             else:
@@ -292,7 +292,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
             meta = node._meta
             n_outs = len(outs)
             i = -1
-            for nxt, nr in nexts:
+            for nxt in nexts:   # (its output index, `node._nrs[i]`, read where needed)
                 i += 1
                 if nxt is None or (filtered and nxt not in needed):
                     continue
@@ -315,7 +315,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                         ready.append((nxt, [g]))
                     else:
                         buf = [None] * n
-                        buf[nr] = g
+                        buf[node._nrs[i]] = g
                         ready.append((nxt, buf))
                         buf = None
                     continue
@@ -323,6 +323,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                     buf = buffers.get(nxt)
                     if buf is None:
                         buf = buffers[nxt] = [None] * nxt.num_outputs
+                    nr = node._nrs[i]
                     old = buf[nr]
                     if old is None:
                         buf[nr] = g

@@ -70,7 +70,7 @@ class FunctionNode(Node):
         res = self.fn_cls.backward(self.ctx, *grads)
         if not isinstance(res, tuple):
             res = (res,)
-        n = len(self.next_functions)
+        n = len(self._next)
         if len(res) < n:
             raise RuntimeError(f"{self.fn_cls.__name__}.backward returned {len(res)} gradients "
                                f"but forward took {n} inputs")

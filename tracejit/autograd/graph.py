@@ -53,5 +53,5 @@ def reachable_leaves(outs) -> set:
             t = n.variable()
             if t is not None:
                 used.add(id(t))
-        stack.extend(nxt for nxt, _ in n.next_functions)
+        stack.extend(n._next)
     return used

@@ -39,7 +39,10 @@ class _Hooks:
 class Node:
     """Base class of every grad_fn."""
 
-    __slots__ = ("next_functions", "num_outputs", "_hooks", "__weakref__", "_freed", "_meta")
+    # The edges to the inputs' nodes are two flat tuples, `_next` (node or None per input)
+    # and `_nrs` (its output index): a (node, index) tuple per input would be one more
+    # object the garbage collector walks for as long as the graph lives.
+    __slots__ = ("_next", "_nrs", "num_outputs", "_hooks", "__weakref__", "_freed", "_meta")
 
     def __init__(self, next_functions: tuple, num_outputs: int = 1):
         self.next_functions = next_functions
@@ -54,6 +57,16 @@ class Node:
 
     def name(self) -> str:
         return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple:
+        """((node or None, output index), ...) per input, as PyTorch's."""
+        return tuple(zip(self._next, self._nrs))
+
+    @next_functions.setter
+    def next_functions(self, edges) -> None:
+        self._next = tuple([e[0] for e in edges])
+        self._nrs = tuple([e[1] for e in edges])
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
@@ -129,11 +142,14 @@ class PrimNode(Node):
     Made only by `_attach` (one per recorded op), which sets ``prim``, ``params``;
     ``saved``: per operand, what its VJP gets for it (the input Tensor, a SavedMeta, the
     Python scalar operand, or None); ``versions``: per operand, a kept tensor's version at
-    save time; ``out``: the output's snapshot, or None. Tuples aligned with the operands,
-    as the compiled path's node keeps them: fewer objects per op than dicts.
+    save time; ``out``: the output's array when the VJP reads it, or None, with its version
+    box and version at save time, dtype and device in ``_out_*`` (slots, not a tuple: one
+    object less for the garbage collector per node). Tuples aligned with the operands, as
+    the compiled path's node keeps them: fewer objects per op than dicts.
     """
 
-    __slots__ = ("prim", "params", "saved", "versions", "out")
+    __slots__ = ("prim", "params", "saved", "versions", "out", "_out_box", "_out_v", "_out_dtype",
+                 "_out_device")
 
     def name(self) -> str:
         return self.prim.grad_name
@@ -158,13 +174,13 @@ class PrimNode(Node):
                 inputs[i] = s.unpack(self, i, create_graph)
         out = self.out
         if out is not None:
-            out = _unpack_output(self, out, create_graph)
+            out = _unpack_output(self, create_graph)
         params = self.params
         prim = self.prim
         if prim.needs:  # (registry.py: which inputs get a gradient, for the VJP)
-            nexts = self.next_functions
-            needs = ((nexts[0][0] is not None, nexts[1][0] is not None) if len(nexts) == 2
-                     else tuple([nxt is not None for nxt, _ in nexts]))
+            nexts = self._next
+            needs = ((nexts[0] is not None, nexts[1] is not None) if len(nexts) == 2
+                     else tuple([nxt is not None for nxt in nexts]))
             result = prim.vjp(grads[0], out, *inputs, needs=needs, **params)
         elif params:
             result = prim.vjp(grads[0], out, *inputs, **params)
@@ -181,7 +197,7 @@ class PrimNode(Node):
         hooks = self._hooks
         if hooks is None or not hooks.post:
             return result  # inputs that need no gradient have no edge: the engine skips them
-        return [r if nxt is not None else None for r, (nxt, _) in zip(result, self.next_functions)]
+        return [r if nxt is not None else None for r, nxt in zip(result, self._next)]
 
     def keep_input(self, t) -> None:
         """`t`'s memory is about to be overwritten by an in-place op whose own node this is
@@ -203,11 +219,21 @@ class PrimNode(Node):
         self.saved = tuple(saved)
 
 
-def _unpack_output(node, s, create_graph):
-    data, vbox, version, dtype, device = s
+def _keep_output(node, result) -> None:
+    """Keep `result`'s array and version in `node` (its VJP reads the output)."""
+    vbox = result._vbox
+    node.out = result._data
+    node._out_box = vbox
+    node._out_v = vbox[0]
+    node._out_dtype = result.dtype
+    node._out_device = result.device
+
+
+def _unpack_output(node, create_graph):
+    vbox, version = node._out_box, node._out_v
     if vbox[0] != version:
         raise _modified(node, "output", version, vbox[0])
-    t = Tensor._wrap(data, dtype, device)
+    t = Tensor._wrap(node.out, node._out_dtype, node._out_device)
     t._vbox = vbox
     if create_graph:
         t._requires_grad = True
@@ -294,17 +320,8 @@ def leaf_node(t) -> AccumulateGrad:
     # node and must not be collected with it.
     node = t._accumulator
     if node is None:
-        node = AccumulateGrad(t)
-        t._accumulator = node
-        t._leaf_edge = (node, 0)
+        node = t._accumulator = AccumulateGrad(t)
     return node
-
-
-def _leaf_edge(t) -> tuple:
-    """The edge ``(leaf_node(t), 0)`` to leaf `t`, made once per leaf and kept on it
-    (``Tensor._leaf_edge``): recording an op on a parameter makes no tuple for it."""
-    leaf_node(t)
-    return t._leaf_edge
 
 
 def edge(t):
@@ -316,7 +333,7 @@ def edge(t):
     return (leaf_node(t), 0)
 
 
-_NO_EDGE = (None, 0)
+_NR1, _NR2 = (0,), (0, 0)   # the output indices of most nodes' inputs (a shared tuple)
 
 
 _KEEP, _META = 1, 2   # what a node keeps of an operand: its values, its shape and dtype
@@ -364,6 +381,7 @@ def _record(prim, args, params, result, meta) -> None:
     views whose base was written in place."""
     needs = []
     nexts = []
+    nrs = []
     nondiff = prim.nondiff
     views = _VIEWS_ACTIVE[0]
     build_meta = meta is None
@@ -371,28 +389,24 @@ def _record(prim, args, params, result, meta) -> None:
         meta = []
     i = 0
     for a in args:
+        fn, nr = None, 0
         if isinstance(a, Tensor):
             dt = a.dtype
             if a._requires_grad and dt.differentiable and (not nondiff or i not in nondiff):
-                needs.append(True)
                 if views and a._base is not None:
                     _refresh_view(a)  # its base was written in place since (autograd/views.py)
                 fn = a.grad_fn
                 if fn is None:
-                    e = a._leaf_edge
-                    nexts.append(e if e is not None else _leaf_edge(a))
+                    fn = a._accumulator or leaf_node(a)
                 else:
-                    nexts.append((fn, a._output_nr))
-            else:
-                needs.append(False)
-                nexts.append(_NO_EDGE)
+                    nr = a._output_nr
             if build_meta:
                 meta.append((a._data.shape, dt))
-        else:
-            needs.append(False)
-            nexts.append(_NO_EDGE)
-            if build_meta:
-                meta.append(None)
+        elif build_meta:
+            meta.append(None)
+        needs.append(fn is not None)
+        nexts.append(fn)
+        nrs.append(nr)
         i += 1
     hows, keep_out = _records(prim, tuple(needs))
     saved = []
@@ -407,7 +421,8 @@ def _record(prim, args, params, result, meta) -> None:
         else:
             saved.append(saved_meta(a) if how == _META else None)
             versions.append(None)
-    _attach(prim, params, tuple(nexts), tuple(saved), tuple(versions), meta, result, keep_out)
+    _attach(prim, params, tuple(nexts), tuple(nrs), tuple(saved), tuple(versions), meta, result,
+            keep_out)
 
 
 # The one- and two-operand cases (nearly every recorded op) are spelled out below, so a
@@ -423,20 +438,21 @@ def record_unary(prim, a, params, result, meta) -> None:
         _refresh_view(a)  # its base was written in place since (autograd/views.py)
     fn = a.grad_fn
     if fn is None:
-        edge = a._leaf_edge
-        if edge is None:
-            edge = _leaf_edge(a)
+        fn = a._accumulator or leaf_node(a)
+        nrs = _NR1
     else:
-        edge = (fn, a._output_nr)
+        nr = a._output_nr
+        nrs = (nr,) if nr else _NR1
     if meta is None:
         meta = ((a._data.shape, a.dtype),)
     rec = prim.records.get(_NEEDS_ONE)
     (how,), keep_out = rec if rec is not None else _records(prim, _NEEDS_ONE)
     if how == _KEEP:
-        # (`_attach(prim, params, (edge,), (a,), (a._vbox[0],), meta, result, keep_out)`
-        # written out: one Python call of eight arguments less per recorded op)
+        # (`_attach(prim, params, (fn,), nrs, (a,), (a._vbox[0],), meta, result, keep_out)`
+        # written out: one Python call of nine arguments less per recorded op)
         node = _new(_tier0_node() if _TIER0_THREADS[0] else PrimNode)
-        node.next_functions = (edge,)
+        node._next = (fn,)
+        node._nrs = nrs
         node.num_outputs = 1
         node._hooks = None
         node._freed = False
@@ -447,18 +463,21 @@ def record_unary(prim, a, params, result, meta) -> None:
         node.versions = (a._vbox[0],)
         result._requires_grad = True
         result.grad_fn = node
-        if keep_out:
-            vbox = result._vbox
-            node.out = (result._data, vbox, vbox[0], result.dtype, result.device)
+        if keep_out:   # (`_keep_output`, written out)
+            vbox = node._out_box = result._vbox
+            node._out_v = vbox[0]
+            node.out = result._data
+            node._out_dtype = result.dtype
+            node._out_device = result.device
         else:
             node.out = None
     else:
-        _attach(prim, params, (edge,), (saved_meta(a) if how else None,), _NO_VERSIONS1, meta,
+        _attach(prim, params, (fn,), nrs, (saved_meta(a) if how else None,), _NO_VERSIONS1, meta,
                 result, keep_out)
 
 
 _NEEDS_ONE = (True,)
-_NO_VERSIONS1 = (None,)
+_NO_VERSIONS1, _NO_VERSIONS2 = (None,), (None, None)
 
 
 def record_binary(prim, a, b, params, result, meta) -> None:
@@ -467,40 +486,28 @@ def record_binary(prim, a, b, params, result, meta) -> None:
         _record(prim, (a, b), params, result, meta)
         return
     k = 0
-    if isinstance(a, Tensor):
-        ta = True
-        if a._requires_grad and a.dtype.is_floating_point:
-            k = 2
-            if _VIEWS_ACTIVE[0] and a._base is not None:
-                _refresh_view(a)  # its base was written in place since (autograd/views.py)
-            fn = a.grad_fn
-            if fn is None:
-                ea = a._leaf_edge
-                if ea is None:
-                    ea = _leaf_edge(a)
-            else:
-                ea = (fn, a._output_nr)
+    fa = fb = None
+    ra = rb = 0
+    ta = isinstance(a, Tensor)
+    if ta and a._requires_grad and a.dtype.is_floating_point:
+        k = 2
+        if _VIEWS_ACTIVE[0] and a._base is not None:
+            _refresh_view(a)  # its base was written in place since (autograd/views.py)
+        fa = a.grad_fn
+        if fa is None:
+            fa = a._accumulator or leaf_node(a)
         else:
-            ea = _NO_EDGE
-    else:
-        ta, ea = False, _NO_EDGE
-    if isinstance(b, Tensor):
-        tb = True
-        if b._requires_grad and b.dtype.is_floating_point:
-            k += 1
-            if _VIEWS_ACTIVE[0] and b._base is not None:
-                _refresh_view(b)
-            fn = b.grad_fn
-            if fn is None:
-                eb = b._leaf_edge
-                if eb is None:
-                    eb = _leaf_edge(b)
-            else:
-                eb = (fn, b._output_nr)
+            ra = a._output_nr
+    tb = isinstance(b, Tensor)
+    if tb and b._requires_grad and b.dtype.is_floating_point:
+        k += 1
+        if _VIEWS_ACTIVE[0] and b._base is not None:
+            _refresh_view(b)
+        fb = b.grad_fn
+        if fb is None:
+            fb = b._accumulator or leaf_node(b)
         else:
-            eb = _NO_EDGE
-    else:
-        tb, eb = False, _NO_EDGE
+            rb = b._output_nr
     rec = prim.records2[k]  # (2 * (a requires grad) + (b requires grad): a list index)
     if rec is None:
         rec = prim.records2[k] = _records(prim, (k > 1, k & 1 == 1))
@@ -516,10 +523,11 @@ def record_binary(prim, a, b, params, result, meta) -> None:
         sb, vb = (saved_meta(b) if hb else None) if tb else b, None
     if meta is None:
         meta = ((a._data.shape, a.dtype) if ta else None, (b._data.shape, b.dtype) if tb else None)
-    # (`_attach(prim, params, (ea, eb), (sa, sb), (va, vb), meta, result, keep_out)` written
-    # out: one Python call of eight arguments less per recorded op; the fields are _attach's)
+    # (`_attach(prim, params, (fa, fb), (ra, rb), (sa, sb), (va, vb), meta, result, keep_out)`
+    # written out: one Python call of nine arguments less per recorded op; _attach's fields)
     node = _new(_tier0_node() if _TIER0_THREADS[0] else PrimNode)
-    node.next_functions = (ea, eb)
+    node._next = (fa, fb)
+    node._nrs = (ra, rb) if ra or rb else _NR2
     node.num_outputs = 1
     node._hooks = None
     node._freed = False
@@ -527,12 +535,15 @@ def record_binary(prim, a, b, params, result, meta) -> None:
     node.prim = prim
     node.params = params
     node.saved = (sa, sb)
-    node.versions = (va, vb)
+    node.versions = (va, vb) if va is not None or vb is not None else _NO_VERSIONS2
     result._requires_grad = True
     result.grad_fn = node
-    if keep_out:
-        vbox = result._vbox
-        node.out = (result._data, vbox, vbox[0], result.dtype, result.device)
+    if keep_out:   # (`_keep_output`, written out)
+        vbox = node._out_box = result._vbox
+        node._out_v = vbox[0]
+        node.out = result._data
+        node._out_dtype = result.dtype
+        node._out_device = result.device
     else:
         node.out = None
 
@@ -541,13 +552,14 @@ _new = object.__new__
 _wrap = Tensor._wrap
 
 
-def _attach(prim, params, nexts, saved, versions, meta, result, keep_out) -> None:
+def _attach(prim, params, nexts, nrs, saved, versions, meta, result, keep_out) -> None:
     """Make the PrimNode (fields set here rather than by __init__: one Python frame
     less per recorded op) and make it `result`'s grad_fn; `keep_out`: save the output.
     `record_binary` and `record_unary`'s kept-input case set the same fields themselves
     (tests/autograd/test_node_fields.py checks the three agree)."""
     node = _new(_tier0_node() if _TIER0_THREADS[0] else PrimNode)
-    node.next_functions = nexts
+    node._next = nexts
+    node._nrs = nrs
     node.num_outputs = 1
     node._hooks = None
     node._freed = False
@@ -559,7 +571,6 @@ def _attach(prim, params, nexts, saved, versions, meta, result, keep_out) -> Non
     result._requires_grad = True
     result.grad_fn = node
     if keep_out:
-        vbox = result._vbox
-        node.out = (result._data, vbox, vbox[0], result.dtype, result.device)
+        _keep_output(node, result)
     else:
         node.out = None

@@ -123,9 +123,9 @@ def _is_fresh(view, base) -> bool:
         seen.add(id(node))
         prim = getattr(node, "prim", None)
         if prim is None:
-            todo.extend(n for n, *_ in getattr(node, "next_functions", ()))
+            todo.extend(node._next)
         elif prim.is_view or (prim.view_if is not None and prim.view_if(node.params)):
-            todo.append(node.next_functions[0][0])
+            todo.append(node._next[0])
     return False
 
 
@@ -143,7 +143,7 @@ def refresh_stale_view(view) -> None:
         prim = getattr(node, "prim", None)
         if prim is None or not (prim.is_view or (prim.view_if is not None and prim.view_if(node.params))):
             break
-        node = node.next_functions[0][0]
+        node = node._next[0]
     if _is_fresh(view, base):
         return
     positions = view_positions(view, base)

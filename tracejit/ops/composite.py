@@ -16,6 +16,7 @@ from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, lo
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
 from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
+from .softplus_prim import softplus  # noqa: F401  (re-exported: its old home)
 from . import pooling_prim as _pool_prim
 from .pooling_nd import widened
 from . import pool_offsets as _pool_offsets
@@ -44,16 +45,6 @@ __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding
 @takes("x:input")
 def silu(x):
     return x * sigmoid(x)
-
-
-@takes("x:input")
-def softplus(x, beta: float = 1.0, threshold: float = 20.0):
-    # log(1 + e^z) = max(z, 0) + log1p(e^-|z|) never overflows. maximum (whose gradient
-    # splits ties) rather than relu keeps the derivative right at z == 0: the kinks of
-    # max and |z| cancel there, but only if each contributes half.
-    bx = x * beta
-    sp = (maximum(bx, 0.0) + log1p(exp(neg(abs(bx))))) / beta
-    return where(bx > threshold, x, sp)
 
 
 @takes("x:input")
@@ -253,6 +244,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         raise ShapeError(f"conv2d: expected 4-D input and weight, got {tuple(x.shape)} and "
                          f"{tuple(weight.shape)}")
     check_conv_args("conv2d", x, weight, bias, stride, padding, dilation, groups)
+    return checked_conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+
+def checked_conv2d(x, weight, bias, stride, padding, dilation, groups: int):
+    """conv2d of 4-D `x` and `weight` whose arguments `check_conv_args` accepted (conv1d
+    checks them itself, on its own shapes)."""
     if x.dtype is _dt.bfloat16:
         wide = _bf16_eager.widened(x, weight, bias)
         if wide is not None:    # (computed in float32, rounded once)

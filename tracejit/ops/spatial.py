@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ArgumentError, ShapeError
 from ..shapes import Sym
-from .composite import check_conv_args, conv2d, max_pool2d, string_padding
+from .composite import check_conv_args, checked_conv2d, max_pool2d, string_padding
 from .conv import _ntuple, _pair
 from .conv_gemm import conv2d_xgrad
 from .creation import tensor
@@ -49,8 +49,8 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
     if isinstance(padding, str):
         x, padding = string_padding("conv1d", x, padding, (weight.shape[2],), stride != 1, (dilation,))
     (padding,) = _ntuple(padding, 1, "padding", "conv1d")
-    out = conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), (0, padding),
-                 (1, dilation), groups)
+    out = checked_conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), (0, padding),
+                         (1, dilation), groups)
     return squeeze(out, 2)
 
 
