@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import DTypeError, IndexRangeError, ShapeError
-from ..shapes import Sym, broadcast_shapes, normalize_dim
+from ..shapes import Sym, broadcast_shapes, data_dependent, normalize_dim
 from ..tensor import Tensor
 from . import creation
 from .elementwise import cast, where
@@ -96,16 +96,25 @@ def _normalize(a, index):
 def _locate(arr, spec, idx_arrays):
     """(view, key) with ``view[key]`` the indexed region of `arr`, with PyTorch's meaning.
 
-    PyTorch applies integer indices first (as selects) and only then the index tensors,
-    so ``x[0, :, [1, 2]]`` has shape (3, 2) for x of shape (2, 3, 4) where numpy, which
-    treats the 0 as one more advanced index, gives (2, 3). When ints meet index tensors
-    we select with the ints first (a view, so writes through it reach `arr`).
+    PyTorch applies integer indices (0-d index tensors among them) first, as selects, and
+    only then the index tensors, so ``x[0, :, [1, 2]]`` has shape (3, 2) for x of shape
+    (2, 3, 4) where numpy, which treats the 0 as one more advanced index, gives (2, 3).
+    When ints meet index tensors we select with the ints first (a view, so writes through
+    it reach `arr`).
     """
-    if not any(x[0] == "t" for x in spec) or not any(x[0] == "i" for x in spec):
+    ints = [_selects(x, idx_arrays) for x in spec]
+    if not any(ints) or all(ints[j] or x[0] != "t" for j, x in enumerate(spec)):
         return arr, _np_index(spec, idx_arrays)
-    first = tuple(x[1] if x[0] == "i" else slice(None) for x in spec if x[0] != "n")
-    rest = tuple(x for x in spec if x[0] != "i")
+    first = tuple((x[1] if x[0] == "i" else int(idx_arrays[x[1]])) if i else slice(None)
+                  for x, i in zip(spec, ints) if x[0] != "n")
+    rest = tuple(x for x, i in zip(spec, ints) if not i)
     return arr[first], _np_index(rest, idx_arrays)
+
+
+def _selects(x, idx) -> bool:
+    """Whether spec item `x` selects one element of its dim (an int or a 0-d index tensor,
+    whose `idx` entry has no dims), removing the dim before the index tensors apply."""
+    return x[0] == "i" or (x[0] == "t" and not idx[x[1]].shape)
 
 
 def _np_index(spec, idx_arrays):
@@ -183,8 +192,9 @@ def _never_negative(v) -> bool:
 
 def _result_shape(a_shape, spec, idx_avals, op="index"):
     """Result shape of basic + advanced indexing, with PyTorch's meaning (see `_locate`):
-    integers remove their dim first; the index tensors then broadcast together and their
-    shape goes where the first of them was if they are adjacent, else to the front."""
+    integers (and 0-d index tensors) remove their dim first; the index tensors then
+    broadcast together and their shape goes where the first of them was if they are
+    adjacent, else to the front."""
     shape = []
     adv_pos = None
     adv_shapes = []
@@ -194,9 +204,9 @@ def _result_shape(a_shape, spec, idx_avals, op="index"):
     pos = -1
     for x in spec:
         k = x[0]
-        if k == "i":
+        if _selects(x, idx_avals):
             d = a_shape[dim]
-            i = x[1]
+            i = x[1] if k == "i" else 0
             if isinstance(d, int) and not -d <= i < d:
                 raise IndexError(f"{op}: index {i} is out of bounds for dimension {dim} with size {d}")
             dim += 1
@@ -323,6 +333,7 @@ def _index_put_rule(a, v, *idx, spec):
     if len(vshape) > len(target) or any(
             not (vd == td or (isinstance(vd, int) and vd == 1))
             for vd, td in zip(vshape[::-1], target[::-1])):
+        data_dependent(*target)
         raise ShapeError(f"index_put: value of shape {v.shape} cannot be broadcast to the indexed "
                          f"region of shape {tuple(target)}")
     return Aval(a.shape, a.dtype, a.device)
@@ -531,6 +542,9 @@ def index_put(a, index, value, accumulate: bool = False):
     if accumulate:
         if not isinstance(value, Tensor):
             value = creation.as_tensor(value, dtype=a.dtype, device=a.device)
+        region = _result_shape(a.shape, spec, tensors, "index_put")
+        if value.ndim < len(region) and all(v in (1, r) for v, r in zip(value.shape[::-1], region[::-1])):
+            value = value.expand(region)   # (numpy's add.at misreads a value of fewer dims)
         return bind(INDEX_ADD, a, value, *tensors, spec=spec)
     return bind(INDEX_PUT, a, value, *tensors, spec=spec)
 
