@@ -21,7 +21,7 @@ def _index(r, shape):
     adv = tuple(int(s) for s in r.choice([1, 2, 3], int(r.integers(0, 3))))
     ellipsis = False
     while d < len(shape) and r.random() < 0.85:
-        k, n = int(r.integers(8)), shape[d]
+        k, n = int(r.integers(9)), shape[d]
         if k == 0 and n:
             items.append(("i", int(r.integers(-n, n))))
         elif k == 1:
@@ -42,6 +42,9 @@ def _index(r, shape):
             d += m - 1
         elif k == 7 and n:
             items.append(("l", [int(v) for v in r.integers(-n, n, int(r.integers(1, 4)))]))
+        elif k == 8:
+            items.append(("b", bool(r.integers(2)), bool(r.integers(2))))   # (a new dim)
+            continue
         else:
             continue
         d += 1
@@ -52,6 +55,9 @@ def _build(lib, items):
     out = []
     for it in items:
         k = it[0]
+        if k == "b":   # (a Python bool or a 0-d bool tensor; numpy: a new dim, as True / False)
+            out.append(it[1] if lib is np or it[2] else lib.tensor(it[1]))
+            continue
         out.append(it[1] if k == "i" else slice(*it[1:]) if k == "s" else None if k == "n" else
                    Ellipsis if k == "e" else list(it[1]) if k == "l" else it[1] if lib is np else lib.tensor(it[1]))
     return tuple(out)
@@ -94,7 +100,7 @@ def _case(r):
             y[_build(lib, items)] = 3 if scalar else v
             return y
         # index_put_ takes index tensors only: ints and lists as tensors, slices as aranges
-        idx = [lib.tensor(it[1] if it[0] in "il" else np.asarray(it[1])) for it in items if it[0] in "ilt"]
+        idx = [lib.tensor(np.asarray(it[1])) for it in items if it[0] in "ilt"]
         return y.index_put_(tuple(idx), v, accumulate=True) if len(idx) == sum(it[0] in "ilt" for it in items) \
             and len(idx) and all(it[0] in "ilt" for it in items) else y
     return fn, [x, v], dict(shape=shape, items=items, kind=kind, scalar=scalar, vshape=vshape)
@@ -127,9 +133,10 @@ def _check(seed, compiled):
                                        err_msg=f"seed {seed} {info} compiled={compiled} result {k}")
 
 
+@pytest.mark.filterwarnings("ignore:tracejit.compile")
 @pytest.mark.parametrize("compiled", [False, True])
 def test_random_indices_match_torch(compiled):
-    for seed in range(120 if not compiled else 40):
+    for seed in range(300 if not compiled else 80):
         _check(seed, compiled)
 
 
@@ -169,3 +176,33 @@ def test_two_masks_in_one_index_compile():
     with pytest.warns(RuntimeWarning, match="depends on the data"):
         got = tj.compile(fn)(tj.tensor(x), tj.tensor(m1), tj.tensor(m2))
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_uint8_index_is_a_mask():
+    x = np.arange(20.0).reshape(4, 5)
+    m = np.array([1, 0, 1, 0], np.uint8)
+    want = torch.tensor(x)[torch.tensor(m)]
+    with pytest.warns(UserWarning, match="uint8"):
+        got = tj.tensor(x)[tj.tensor(m)]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("key", [lambda lib: [[0, 1], [2, 3]], lambda lib: [lib.tensor([0, 1]), 2],
+                                 lambda lib: (True, 1), lambda lib: (lib.tensor(True), slice(1, 3)),
+                                 lambda lib: (1, Ellipsis, False), lambda lib: (None, lib.tensor(True), [0, 2])])
+def test_lists_of_sequences_and_bools_index_as_torch(key):
+    x = np.arange(20.0).reshape(4, 5)
+    want = torch.tensor(x)[key(torch)]
+    got = tj.tensor(x)[key(tj)]
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    y, yt = tj.tensor(x), torch.tensor(x)
+    y[key(tj)], yt[key(torch)] = -1.0, -1.0
+    np.testing.assert_array_equal(y.numpy(), yt.numpy())
+
+
+def test_mask_of_the_wrong_shape_raises():
+    with pytest.raises(IndexError, match="shape of the mask"):
+        tj.zeros(4, 5)[tj.tensor([True, False])]
+    with pytest.raises(IndexError, match="shape of the mask"):
+        tj.zeros(4, 5)[:, tj.tensor([True, False, True, True])] = 1.0
