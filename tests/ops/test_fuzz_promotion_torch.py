@@ -88,13 +88,13 @@ def _check(seed, captured):
 
 @pytest.mark.filterwarnings("ignore")
 def test_random_promotions_match_torch():
-    for seed in range(1500):
+    for seed in range(4000):
         _check(seed, False)
 
 
 @pytest.mark.filterwarnings("ignore")
 def test_random_promotions_captured_match_torch():
-    for seed in range(150):
+    for seed in range(1000):
         _check(seed, True)
 
 

@@ -500,8 +500,7 @@ def clamp(a, min=None, max=None):
         # selects, not maximum/minimum: a value at a bound keeps its gradient (PyTorch's
         # clamp; a tie would halve it), a NaN bound gives NaN; one dtype for all three, a 0-d
         # bound beside a number promoting as a number does (PyTorch's Scalar overload)
-        kinds = [v if not (isinstance(v, Tensor) and v.ndim == 0 and type(w) in _PLAIN_BOUNDS and w is not None)
-                 else (0.0 if v.dtype.is_floating_point else v.dtype is not _dt.bool_ and 0)
+        kinds = [_stand_in(v) if isinstance(v, Tensor) and not v.ndim and (_is_number(v) or _is_number(w)) else v
                  for v, w in ((min, max), (max, min))]
         rt = _int_result(a, *kinds)
         out, min, max = [cast(v, rt) if isinstance(v, Tensor) else v for v in (a, min, max)]
@@ -515,6 +514,17 @@ def clamp(a, min=None, max=None):
 
 clip = clamp
 _PLAIN_BOUNDS = (int, float, type(None))
+
+
+def _is_number(v) -> bool:
+    """A Python number, or a traced one (a weakly typed 0-d tracer: a number argument)."""
+    var = getattr(v, "_var", None)
+    return type(v) in (int, float, bool) or (var is not None and var.aval.weak)
+
+
+def _stand_in(v):
+    """A Python number of 0-d tensor `v`'s kind, as it promotes (PyTorch's Scalar overload)."""
+    return 0.0 if v.dtype.is_floating_point else v.dtype is not _dt.bool_ and 0
 
 
 def where(cond, a=None, b=None):
