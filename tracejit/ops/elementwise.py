@@ -500,10 +500,12 @@ def clamp(a, min=None, max=None):
         # selects, not maximum/minimum: a value at a bound keeps its gradient (PyTorch's
         # clamp; a tie would halve it), a NaN bound gives NaN; one dtype for all three, a 0-d
         # bound beside a number promoting as a number does (PyTorch's Scalar overload)
-        kinds = [_stand_in(v) if isinstance(v, Tensor) and not v.ndim and (_is_number(v) or _is_number(w)) else v
-                 for v, w in ((min, max), (max, min))]
-        rt = _int_result(a, *kinds)
-        out, min, max = [cast(v, rt) if isinstance(v, Tensor) else v for v in (a, min, max)]
+        out = a
+        if not all(v is None or getattr(v, "dtype", None) is a.dtype for v in (min, max)):
+            kinds = [_stand_in(v) if isinstance(v, Tensor) and not v.ndim and (_is_number(v) or _is_number(w))
+                     else v for v, w in ((min, max), (max, min))]
+            rt = _int_result(a, *kinds)
+            out, min, max = [cast(v, rt) if isinstance(v, Tensor) else v for v in (a, min, max)]
         if min is not None:
             out = where(logical_or(lt(out, min), isnan(min)), min, out)
         if max is not None:

@@ -478,9 +478,10 @@ def index_put(a, index, value, accumulate: bool = False):
     if accumulate:
         if not isinstance(value, Tensor):
             value = creation.as_tensor(value, dtype=a.dtype, device=a.device)
-        region = _result_shape(a.shape, spec, tensors, "index_put")
-        if value.ndim < len(region) and all(v in (1, r) for v, r in zip(value.shape[::-1], region[::-1])):
-            value = value.expand(region)   # (numpy's add.at misreads a value of fewer dims)
+        if value.ndim <= len(spec) and tensors:   # (fewer dims than the region may have)
+            region = _result_shape(a.shape, spec, tensors, "index_put")
+            if value.ndim < len(region) and all(v in (1, r) for v, r in zip(value.shape[::-1], region[::-1])):
+                value = value.expand(region)   # (numpy's add.at misreads a value of fewer dims)
         return bind(INDEX_ADD, a, value, *tensors, spec=spec)
     return bind(INDEX_PUT, a, value, *tensors, spec=spec)
 
