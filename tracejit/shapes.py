@@ -91,6 +91,15 @@ def _user_compares(d, depth: int) -> None:
             d._specialized()
 
 
+def data_dependent(*dims) -> None:
+    """Ask for the value of each data-dependent size among `dims` (a graph break while
+    tracing): a check that cannot hold for every value, as two masks' counts or a mask's
+    count and a fixed size broadcast together, is made on the call's values instead."""
+    for d in dims:
+        if isinstance(d, Sym) and any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono):
+            d._specialized()
+
+
 def _derived(name, num, den, exact):
     d = Derived(name, num, den)
     d.exact = exact
@@ -501,6 +510,7 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
             if isinstance(d, int) and d == 1:
                 d = e
             elif not (d is e or d == e or _assume_equal(d, e)):
+                data_dependent(d, e)
                 shown = " and ".join(str(tuple(s)) for s in shapes)
                 raise ShapeError(f"{op}: shapes {shown} cannot be broadcast together "
                                  f"(dim {i}: {d} vs {e})")

@@ -42,7 +42,7 @@ def test_bits_equal_select(dtype, bounds):
                 assert np.array_equal(_bits(got), _bits(want)), (n, off)
 
 
-@pytest.mark.parametrize("bound", [0.1, float("nan"), 2 ** 40 + 1])
+@pytest.mark.parametrize("bound", [0.1, 2 ** 40 + 1])
 def test_bounds_not_exact_in_the_dtype_select_as_the_definition(bound):
     x = np.array([0.5, -0.5, 0.1, np.nan, -0.0], np.float32)
     for lo, hi in ((bound, None), (None, bound)):

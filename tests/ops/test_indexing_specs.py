@@ -40,8 +40,7 @@ def test_other_index_types_keep_their_handling():
     x = tj.tensor(a)
     assert x[1].shape == (3,)                       # (1,) kept for rank 2
     np.testing.assert_array_equal(x[np.int64(1)].numpy(), a[1])
-    with pytest.raises(IndexError, match="unsupported index True"):
-        x[True]                                     # a bool is not index 1
+    np.testing.assert_array_equal(x[True].numpy(), a[None])   # a bool is not index 1: a new dim, as PyTorch
     np.testing.assert_array_equal(x[1, 0:2].numpy(), a[1, 0:2])
 
 

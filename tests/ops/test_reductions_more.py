@@ -148,7 +148,7 @@ def test_median_propagates_nan_with_its_index_and_nanmedian_skips_it():
         np.testing.assert_array_equal(got.indices.numpy()[:1], want.indices.numpy()[:1])
         np.testing.assert_array_equal(getattr(tj.tensor(a), name)().numpy(), getattr(torch.tensor(a), name)().numpy())
     assert np.isnan(tj.zeros(0).median().item()) and np.isnan(tj.zeros(0, 3).nanmedian().item())
-    with pytest.raises(ShapeError, match="non-zero size"):
+    with pytest.raises(IndexError, match="non-zero size"):   # (PyTorch: IndexError)
         tj.zeros(0, 3).median(0)
 
 

@@ -157,7 +157,37 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     if materialize_grads:
         from ..ops import zeros_like
         result = tuple(zeros_like(t) if g is None else g for g, t in zip(result, inputs_l))
+    if create_graph and any(g is not None and not g.requires_grad for g in result) and _prims_only(outputs):
+        result = tuple(_tied(g, t) for g, t in zip(result, inputs_l))
     return result
+
+
+def _tied(g, t):
+    """A create_graph gradient `g` of `t` that depends on no leaf (a piecewise-linear op's,
+    hardshrink or max_pool of `t` with nothing after) as one that depends on `t` with a zero
+    derivative, so differentiating it again gives zeros, as PyTorch's backward formulas that
+    read their input do. A select, not ``g + 0 * t``: an inf in `t` stays out of it."""
+    if g is None or g.requires_grad or g.shape != t.shape:
+        return g
+    from ..ops import where, zeros
+    return where(zeros(t.shape, dtype=bool, device=t.device), t, g)
+
+
+def _prims_only(outputs) -> bool:
+    """Whether every node behind `outputs` is a primitive's (or a leaf's), whose backward
+    under create_graph records every dependence: then a gradient with no graph is constant.
+    A custom Function's backward may compute without a graph (once_differentiable): no."""
+    from .node import AccumulateGrad, PrimNode
+    seen, stack = set(), [t.grad_fn for t in outputs]
+    while stack:
+        n = stack.pop()
+        if n is None or n in seen:
+            continue
+        if not isinstance(n, (PrimNode, AccumulateGrad)):
+            return False
+        seen.add(n)
+        stack.extend(f for f, _ in n.next_functions)
+    return True
 
 
 def _batched_grad(outputs: list, inputs: list, grad_outputs, retain_graph: bool, create_graph: bool,

@@ -428,10 +428,10 @@ class TraceContext(StateWrites):
         params = {"op": prim, "params": params, "avals_in": avals}
         return _make_tracer(self._emit(_COMPLEX_CALL, atoms, params, _COMPLEX_CALL.rule(*avals, **params))[0], self)
 
-    def _reaches_grad(self, atoms) -> bool:
+    def _reaches_grad(self, atoms, grad_mode: bool = True) -> bool:
         """Whether a gradient may flow into `atoms` (autodiff.py's active values, from the
-        inputs and captured tensors that require grad)."""
-        if not _grad_enabled():
+        inputs and captured tensors that require grad); with `grad_mode`, none under no_grad."""
+        if grad_mode and not _grad_enabled():
             return False
         from types import SimpleNamespace
         grads = self.grad_inputs + [self.consts[id(t)] for t in self.const_tensors if t.requires_grad]
@@ -516,6 +516,10 @@ class TraceContext(StateWrites):
         if tuple(res.aval.shape) != tuple(target.shape):
             raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
                                f"in-place tensor of shape {tuple(target.shape)}")
+        if self._no_grad_region() and res.aval.dtype.is_floating_point:
+            old = self.atom(target)
+            if self._reaches_grad([old], False):   # (new values, the gradient still target's, as eagerly)
+                res = self._emit(_views.DETACHED_WRITE, [old, res], {}, res.aval)[0]
         if target._view_src is not None and not _views.write_through(self, target, res, what):
             loc = user_location(3)
             where = f" at {loc[0]}:{loc[1]}" if loc else ""

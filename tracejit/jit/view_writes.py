@@ -190,6 +190,8 @@ def write_through(trace, target, res, what: str) -> bool:
     from .tracer import DETACH
     if any(prim is DETACH for prim, _, _ in chain):
         flat = _eager.bind(DETACHED_WRITE, base, flat)
+    else:
+        base._check_inplace(what)   # (a view of a leaf that requires grad: refused, as eagerly)
     trace.assign(base, flat, what)
     target._var = res
     target._view_src = (base, value_of(trace, base), chain)

@@ -472,10 +472,12 @@ def _is_float(a, b) -> bool:
     return _int_result(a, b).is_floating_point
 
 
-def _int_result(a, b):
-    """The promoted dtype of a and b (tensors or Python numbers)."""
+def _int_result(*xs):
+    """The promoted dtype of `xs` (tensors or Python numbers; None skipped)."""
     dims, zero, weak = [], [], []
-    for x in (a, b):
+    for x in xs:
+        if x is None:
+            continue
         if isinstance(x, Tensor):
             (dims if x.ndim else zero).append(x.dtype)
         else:
@@ -490,11 +492,20 @@ def clamp(a, min=None, max=None):
         for v in (min, max):             # bool tensor and an int bound int64: as they promote)
             if type(v) in (int, float) and _int_result(a, v) is not a.dtype:
                 a = cast(a, _int_result(a, v))
+    if (type(min) is float and min != min) or (type(max) is float and max != max):
+        from .creation import full_like   # (a NaN bound: NaN everywhere, no gradient, as PyTorch)
+        min, max = [full_like(a, math.nan) if type(v) is float and v != v else v for v in (min, max)]
     if ((type(min) not in _PLAIN_BOUNDS or type(max) not in _PLAIN_BOUNDS)  # (hasattr on a
             and (hasattr(min, "_data") or hasattr(max, "_data"))):         # number: ~0.3 us)
         # selects, not maximum/minimum: a value at a bound keeps its gradient (PyTorch's
-        # clamp; a tie would halve it), a NaN bound gives NaN
+        # clamp; a tie would halve it), a NaN bound gives NaN; one dtype for all three, a 0-d
+        # bound beside a number promoting as a number does (PyTorch's Scalar overload)
         out = a
+        if not all(v is None or getattr(v, "dtype", None) is a.dtype for v in (min, max)):
+            kinds = [_stand_in(v) if isinstance(v, Tensor) and not v.ndim and (_is_number(v) or _is_number(w))
+                     else v for v, w in ((min, max), (max, min))]
+            rt = _int_result(a, *kinds)
+            out, min, max = [cast(v, rt) if isinstance(v, Tensor) else v for v in (a, min, max)]
         if min is not None:
             out = where(logical_or(lt(out, min), isnan(min)), min, out)
         if max is not None:
@@ -505,6 +516,17 @@ def clamp(a, min=None, max=None):
 
 clip = clamp
 _PLAIN_BOUNDS = (int, float, type(None))
+
+
+def _is_number(v) -> bool:
+    """A Python number, or a traced one (a weakly typed 0-d tracer: a number argument)."""
+    var = getattr(v, "_var", None)
+    return type(v) in (int, float, bool) or (var is not None and var.aval.weak)
+
+
+def _stand_in(v):
+    """A Python number of 0-d tensor `v`'s kind, as it promotes (PyTorch's Scalar overload)."""
+    return 0.0 if v.dtype.is_floating_point else v.dtype is not _dt.bool_ and 0
 
 
 def where(cond, a=None, b=None):

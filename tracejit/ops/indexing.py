@@ -1,10 +1,8 @@
 """Indexing primitives: getitem, index_put (``x[i] = v``), index_add, gather, scatter_add.
 
-An index is normalized into a hashable *spec* (so it can live in IR params): a tuple
-of ``("s", start, stop, step)`` slices, ``("i", k)`` integers, ``("n",)`` for None,
-and ``("t", j)`` for the j-th index tensor, which travels as an op input. Boolean
-masks become integer index tensors (their result shape depends on data, so they
-cannot be traced; the error says to use ``where``/``masked_fill``).
+An index is normalized into a hashable *spec* (so it can live in IR params; ops/index_keys.py):
+a tuple of ``("s", start, stop, step)`` slices, ``("i", k)`` integers, ``("n",)`` for None,
+and ``("t", j)`` for the j-th index tensor, which travels as an op input.
 """
 from __future__ import annotations
 
@@ -14,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import DTypeError, IndexRangeError, ShapeError
-from ..shapes import Sym, broadcast_shapes, normalize_dim
+from ..shapes import Sym, broadcast_shapes, data_dependent, normalize_dim
 from ..tensor import Tensor
 from . import creation
 from .elementwise import cast, where
@@ -22,8 +20,8 @@ from .distinct_add import add_distinct, within, wrapped
 from .donation import donating, target
 from .registry import Aval, defprim
 from .eager import bind, remember_plain, trace_hooks, trace_state
-from .shape import _whole_view, stack
-from .host_steps import host_step
+from .shape import _whole_view
+from .index_keys import normalize as _normalize, nonzero, with_bools
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 from . import masked_assign as _masked
 
@@ -31,84 +29,28 @@ __all__ = ["getitem", "index_put", "gather", "scatter_add",
            "index_select", "nonzero", "take_along_dim", "in_range"]
 
 
-# ---------------------------------------------------------------- index normalization
-def _normalize(a, index):
-    """-> (spec, index tensors)."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    tensors = []
-    items = []
-    for k, it in enumerate(index):
-        if isinstance(it, range):   # a sequence of ints, as PyTorch reads it
-            it = np.arange(it.start, it.stop, it.step, dtype=np.int64)
-        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor)):
-            if isinstance(it, Tensor):
-                t = it
-            else:
-                arr = np.asarray(it)
-                if arr.size == 0 and arr.dtype.kind == "f":
-                    arr = arr.astype(np.int64)  # x[[]] selects nothing, as in PyTorch
-                t = creation.as_tensor(arr)
-            if t.dtype is _dt.bool_:
-                ms, sh = (t._data.shape, a._data.shape) if type(t) is type(a) is Tensor else (t.shape, a.shape)
-                if k or tuple(ms) != tuple(sh[:len(ms)]):   # (PyTorch's IndexError for a wrong mask)
-                    _masked.check_mask(a, t, index, k, items, (ms, sh))
-                for nz in nonzero(t, as_tuple=True):
-                    items.append(("t", len(tensors)))
-                    tensors.append(nz)
-                continue
-            if not (t.dtype.is_integer):
-                raise IndexError(f"tensors used as indices must be integer or bool, got {t.dtype.name}")
-            items.append(("t", len(tensors)))
-            tensors.append(t)
-        elif isinstance(it, slice):
-            if any(isinstance(v, Tensor) for v in (it.start, it.stop, it.step)):
-                # x[i:i + 16] with i a one-element integer tensor, as PyTorch takes it
-                it = slice(*(_bound(v) if isinstance(v, Tensor) else v
-                             for v in (it.start, it.stop, it.step)))
-            for v in (it.start, it.stop, it.step):
-                if v is not None and not isinstance(v, (int, Sym, np.integer)):
-                    raise TypeError(f"slice indices must be integers or None, got {v!r}")
-            if it.step is not None and it.step <= 0:
-                raise ValueError("step must be greater than zero")
-            items.append(("s", it.start, it.stop, it.step))
-        elif it is None:
-            items.append(("n",))
-        elif it is Ellipsis:
-            items.append(("e",))
-        elif isinstance(it, (int, np.integer)) and not isinstance(it, bool):
-            items.append(("i", int(it)))
-        else:
-            raise IndexError(f"unsupported index {it!r} of type {type(it).__name__}; use ints, slices, "
-                             f"None, Ellipsis, integer tensors/lists or a bool mask")
-    # Expand Ellipsis now so the spec is explicit.
-    n_real = sum(1 for x in items if x[0] in ("s", "i", "t"))
-    if sum(1 for x in items if x[0] == "e") > 1:
-        raise IndexError("an index can only have a single ellipsis")
-    if n_real > a.ndim:
-        raise IndexError(f"too many indices for tensor of rank {a.ndim}: {n_real} given")
-    out = []
-    for x in items:
-        if x[0] == "e":
-            out.extend([("s", None, None, None)] * (a.ndim - n_real))
-        else:
-            out.append(x)
-    return tuple(out), tensors
-
-
 def _locate(arr, spec, idx_arrays):
     """(view, key) with ``view[key]`` the indexed region of `arr`, with PyTorch's meaning.
 
-    PyTorch applies integer indices first (as selects) and only then the index tensors,
-    so ``x[0, :, [1, 2]]`` has shape (3, 2) for x of shape (2, 3, 4) where numpy, which
-    treats the 0 as one more advanced index, gives (2, 3). When ints meet index tensors
-    we select with the ints first (a view, so writes through it reach `arr`).
+    PyTorch applies integer indices (0-d index tensors among them) first, as selects, and
+    only then the index tensors, so ``x[0, :, [1, 2]]`` has shape (3, 2) for x of shape
+    (2, 3, 4) where numpy, which treats the 0 as one more advanced index, gives (2, 3).
+    When ints meet index tensors we select with the ints first (a view, so writes through
+    it reach `arr`).
     """
-    if not any(x[0] == "t" for x in spec) or not any(x[0] == "i" for x in spec):
+    ints = [_selects(x, idx_arrays) for x in spec]
+    if not any(ints) or all(ints[j] or x[0] != "t" for j, x in enumerate(spec)):
         return arr, _np_index(spec, idx_arrays)
-    first = tuple(x[1] if x[0] == "i" else slice(None) for x in spec if x[0] != "n")
-    rest = tuple(x for x in spec if x[0] != "i")
+    first = tuple((x[1] if x[0] == "i" else int(idx_arrays[x[1]])) if i else slice(None)
+                  for x, i in zip(spec, ints) if x[0] != "n")
+    rest = tuple(x for x, i in zip(spec, ints) if not i)
     return arr[first], _np_index(rest, idx_arrays)
+
+
+def _selects(x, idx) -> bool:
+    """Whether spec item `x` selects one element of its dim (an int or a 0-d index tensor,
+    whose `idx` entry has no dims), removing the dim before the index tensors apply."""
+    return x[0] == "i" or (x[0] == "t" and not idx[x[1]].shape)
 
 
 def _np_index(spec, idx_arrays):
@@ -150,12 +92,6 @@ def _slice_len(d, start, stop, step):
     return len(range(*slice(start, stop, step).indices(d)))
 
 
-def _bound(t: Tensor):
-    """A one-element int tensor as a slice bound: its value; a traced int argument: a
-    symbolic size where it may be one (jit/size_args.py)."""
-    return trace_hooks.size_of(t) if getattr(t, "_trace", None) is not None else t.__index__()
-
-
 def _from_end(b, d):
     """A negative slice bound counts from the end of a dim of size `d` (a symbolic one,
     ``x[:, -n:]``, where it is negative for every call the capture serves: guarded)."""
@@ -186,8 +122,9 @@ def _never_negative(v) -> bool:
 
 def _result_shape(a_shape, spec, idx_avals, op="index"):
     """Result shape of basic + advanced indexing, with PyTorch's meaning (see `_locate`):
-    integers remove their dim first; the index tensors then broadcast together and their
-    shape goes where the first of them was if they are adjacent, else to the front."""
+    integers (and 0-d index tensors) remove their dim first; the index tensors then
+    broadcast together and their shape goes where the first of them was if they are
+    adjacent, else to the front."""
     shape = []
     adv_pos = None
     adv_shapes = []
@@ -197,9 +134,9 @@ def _result_shape(a_shape, spec, idx_avals, op="index"):
     pos = -1
     for x in spec:
         k = x[0]
-        if k == "i":
+        if _selects(x, idx_avals):
             d = a_shape[dim]
-            i = x[1]
+            i = x[1] if k == "i" else 0
             if isinstance(d, int) and not -d <= i < d:
                 raise IndexError(f"{op}: index {i} is out of bounds for dimension {dim} with size {d}")
             dim += 1
@@ -326,6 +263,7 @@ def _index_put_rule(a, v, *idx, spec):
     if len(vshape) > len(target) or any(
             not (vd == td or (isinstance(vd, int) and vd == 1))
             for vd, td in zip(vshape[::-1], target[::-1])):
+        data_dependent(*target)
         raise ShapeError(f"index_put: value of shape {v.shape} cannot be broadcast to the indexed "
                          f"region of shape {tuple(target)}")
     return Aval(a.shape, a.dtype, a.device)
@@ -441,7 +379,7 @@ _ONE_TENSOR = (("t", 0),)
 
 
 def getitem(a, index):
-    if type(index) is Tensor and index.dtype.is_integer and a.ndim:
+    if type(index) is Tensor and index.dtype.is_integer and a.ndim and index.dtype is not _dt.uint8:
         # x[idx] with one integer tensor (an embedding lookup, a minibatch by index): the
         # spec `_normalize` would give, without its loop
         return bind(GETITEM, a, index, spec=_ONE_TENSOR)
@@ -452,6 +390,9 @@ def getitem(a, index):
         # a 0-d mask adds a dim of 1 or 0 elements, as PyTorch's
         return getitem(a.unsqueeze(0), index.reshape(1))
     spec, tensors = _normalize(a, index)
+    if spec is None:   # (x[True, 1]: a new dim, indexed)
+        bools = with_bools(a, index)
+        return getitem(bools[0], bools[1])
     if all(x == ("s", None, None, None) for x in spec) and not tensors:
         return _whole_view(a)
     out = bind(GETITEM, a, *tensors, spec=spec)
@@ -524,6 +465,9 @@ def index_put(a, index, value, accumulate: bool = False):
         out = where(index, cast(value, a.dtype) if isinstance(value, Tensor) else value, a)
         return out if out.dtype is a.dtype else cast(out, a.dtype)   # (a Python float into ints)
     spec, tensors = _normalize(a, index)
+    if spec is None:
+        bools = with_bools(a, index)
+        return index_put(bools[0], bools[1], value, accumulate).squeeze(bools[2])
     if isinstance(value, Tensor) and value.dtype is not a.dtype:
         value = cast(value, a.dtype)
     elif not isinstance(value, Tensor):
@@ -534,6 +478,10 @@ def index_put(a, index, value, accumulate: bool = False):
     if accumulate:
         if not isinstance(value, Tensor):
             value = creation.as_tensor(value, dtype=a.dtype, device=a.device)
+        if value.ndim <= len(spec) and tensors:   # (fewer dims than the region may have)
+            region = _result_shape(a.shape, spec, tensors, "index_put")
+            if value.ndim < len(region) and all(v in (1, r) for v, r in zip(value.shape[::-1], region[::-1])):
+                value = value.expand(region)   # (numpy's add.at misreads a value of fewer dims)
         return bind(INDEX_ADD, a, value, *tensors, spec=spec)
     return bind(INDEX_PUT, a, value, *tensors, spec=spec)
 
@@ -572,28 +520,3 @@ def index_select(a, dim: int, index):
         raise IndexError(f"index_select: index must be a 0-D or 1-D tensor, got shape {tuple(index.shape)}")
     # (the spec getitem would make of ``(slice(None),) * d + (index,)``, made here)
     return bind(GETITEM, a, in_range(index, a.shape[d], "index_select"), spec=(_ALL,) * d + _ONE_TENSOR)
-
-
-_UNRAVEL_SIZE = 8192
-
-
-def _nonzero_arrays(xp, a):
-    """The coordinates of `a`'s nonzero elements, one int64 array per dim (one for a 0-d)."""
-    if a.ndim == 0:   # as PyTorch: one element, rows of no coordinates (numpy refuses 0-d)
-        return (xp.zeros(int(bool(a)), np.int64),)
-    if xp is np and a.ndim >= 2 and a.size >= _UNRAVEL_SIZE:
-        # numpy's n-d nonzero walks each element's coordinates: the flat positions, then
-        # their coordinates, cost 2-4x less from here
-        idx = np.unravel_index(np.flatnonzero(a), a.shape)
-    else:
-        idx = xp.nonzero(a)
-    return idx if idx[0].dtype == np.int64 else tuple([i.astype(np.int64) for i in idx])
-
-
-def nonzero(a, as_tuple: bool = False):
-    k = max(a.ndim, 1)
-    ts = host_step(_nonzero_arrays, [a], [("n",)] * k, [_dt.int64] * k, "nonzero")
-    if as_tuple:
-        return ts
-    return stack(ts, 1)[:, :0] if a.ndim == 0 else stack(ts, 1)   # (a 0-d: rows of no coordinates)
-

@@ -74,8 +74,36 @@ def _cofactor_impl(xp, a):
 
 def _cofactor_vjp(g, out, a):
     # d(det A^-T) = det tr(A^-1 dA) A^-T - det A^-T dA^T A^-T, for an invertible A
+    if a.shape[-1] <= _PAIRWISE_MAX and not a.dtype.is_complex:   # (also where A is singular)
+        return (bind(COFACTOR_VJP, g, a),)
     bt = _mT(inv(a))
     return (out * (g * bt).sum((-2, -1), keepdim=True) - bt @ _mT(g) @ out,)
+
+
+_PAIRWISE_MAX = 64   # (n^3 products per matrix)
+
+
+def _cofactor_vjp_impl(xp, g, a):
+    """`_cofactor_vjp`'s formula in A's SVD basis (A = U S Vh, Gh = U^T G Vh^T), where each
+    1 / (s_i s_j) times det is the product of the other singular values P_ij: entry (i, j)
+    of the middle factor is -P_ij Gh_ji off the diagonal, sum_{k != i} P_ik Gh_kk on it."""
+    u, s, vh = xp.linalg.svd(a)
+    gh = _swap(u) @ g @ _swap(vh)
+    n = s.shape[-1]
+    eye = xp.eye(n, dtype=bool)
+    p = xp.where(eye[:, None, :] | eye[None, :, :], 1, s[..., None, None, :]).prod(-1) * ~eye
+    m = -_swap(gh) * p
+    k = xp.arange(n)
+    m[..., k, k] = (p @ gh[..., k, k][..., None])[..., 0]
+    return u @ (m * (xp.linalg.det(u) * xp.linalg.det(vh))[..., None, None]) @ vh
+
+
+def _swap(x):
+    return x.swapaxes(-1, -2)
+
+
+COFACTOR_VJP = defprim("linalg_cofactor_vjp", _cofactor_vjp_impl, lambda g, a: a, _no_grad("det's third derivative"),
+                       kind="other", save=lambda rq: ())
 
 
 # det's gradient (g times the cofactor matrix) as a primitive of its own, so a singular A

@@ -10,34 +10,11 @@ is the general ``index_put`` at the mask's nonzero positions.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..tensor import Tensor
 from .. import dtypes as _dt
 from .eager import trace_hooks as _trace_hooks, trace_state
 
-__all__ = ["note_selection", "assign", "check_mask"]
-
-
-def check_mask(a, mask, index: tuple, k: int, items: list, shapes: tuple) -> None:
-    """PyTorch's IndexError for a bool mask `index[k]` whose shape is not that of the dims
-    of `a` it indexes (`items`: the index items before it; past an Ellipsis, the dims are
-    counted from the end; `shapes`: the mask's and a's)."""
-    if ("e",) not in items:
-        pos = len(items) - items.count(("n",))
-    else:
-        def dims(it):   # the dims of `a` an index item takes
-            arr = np.asarray(it) if isinstance(it, (list, np.ndarray)) else it
-            if it is None or it is Ellipsis:
-                return 0
-            return arr.ndim if getattr(arr, "dtype", None) in (_dt.bool_, np.dtype(bool)) else 1
-        pos = a.ndim - sum(map(dims, index[k:]))
-    if tuple(shapes[0]) == tuple(shapes[1][pos:pos + len(shapes[0])]):
-        return
-    for j, (m, d) in enumerate(zip(mask.shape, a.shape[max(pos, 0):])):
-        if type(m) is int and type(d) is int and m != d:
-            raise IndexError(f"The shape of the mask {list(mask.shape)} at index {j} does not match the "
-                             f"shape of the indexed tensor {list(a.shape)} at index {pos + j}")
+__all__ = ["note_selection", "assign"]
 
 
 def _mask_of(a, index):

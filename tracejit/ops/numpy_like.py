@@ -77,9 +77,10 @@ NEXTAFTER = _binary("nextafter", _array_fn("nextafter"))
 
 
 def _ints(op, a, b):
-    for v in (a, b):
-        if isinstance(v, Tensor) and not v.dtype.is_integer:
-            raise TypeError(f"{op}: expected integer tensors, got {v.dtype.name}")
+    dts = [v.dtype for v in (a, b) if isinstance(v, Tensor)]
+    for d in dts:   # (one bool operand promotes to the other's integers, as in PyTorch)
+        if not (d.is_integer or d is _dt.bool_) or all(e is _dt.bool_ for e in dts):
+            raise TypeError(f"{op}: expected integer tensors, got {d.name}")
     return bind(GCD if op == "gcd" else LCM, a, b)
 
 

@@ -292,12 +292,16 @@ def diag(input, diagonal: int = 0):
 
 def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
     """A batch of matrices with `input`'s last dim on their `offset` diagonal."""
-    n = input.shape[-1] + abs(offset)
-    eye = np.zeros((input.shape[-1], n, n), dtype=input.dtype.np)
-    k = np.arange(input.shape[-1])
-    eye[k, k + max(0, -offset), k + max(0, offset)] = 1
-    out = matmul(unsqueeze(input, -2), reshape(tensor(eye, device=input.device), (input.shape[-1], n * n)))
-    out = reshape(out, tuple(input.shape[:-1]) + (n, n))
+    m, lead = input.shape[-1], tuple(input.shape[:-1])
+    n = m + abs(offset)
+    # each value followed by n zeros puts value k at k * (n + 1) of the flat matrix, its
+    # diagonal; zeros before it shift that to the offset one (placed, not multiplied by an
+    # identity: an inf stays off the other entries)
+    rows = reshape(cat([unsqueeze(input, -1), zeros(lead + (m, n), dtype=input.dtype, device=input.device)], -1),
+                   lead + (m * (n + 1),))
+    start = offset if offset >= 0 else -offset * n
+    pad = [zeros(lead + (k,), dtype=input.dtype, device=input.device) for k in (start, max(0, n * n - start - m * (n + 1)))]
+    out = reshape(getitem(cat([pad[0], rows, pad[1]], -1), (Ellipsis, slice(0, n * n))), lead + (n, n))
     nd = out.ndim
     d1, d2 = normalize_dim(dim1, nd, "diag_embed"), normalize_dim(dim2, nd, "diag_embed")
     # out's last two dims go to d1 and d2, the others keep their order

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import is_grad_enabled
-from ..errors import ArgumentError, DTypeError
+from ..errors import ArgumentError, DTypeError, IndexRangeError
 from ..shapes import normalize_dims, normalize_dim
 from .creation import full
 from .elementwise import abs as _abs, cast, eq, gt, logical_not, maximum, ne, minimum, mul, pow as _pow, sqrt, where
@@ -39,7 +39,7 @@ def _red_rule(name, out_dtype=None):
         if name in ("amax", "amin", "argmax", "argmin"):
             for d in dims:
                 if a.ndim and a.shape[d] == 0:
-                    raise RuntimeError(f"{name}: cannot reduce over a zero-size dim {d} of shape {a.shape}")
+                    raise IndexRangeError(f"{name}: cannot reduce over a zero-size dim {d} of shape {a.shape}")
         dt = out_dtype or a.dtype
         if name in ("sum", "prod") and (a.dtype.is_bool or a.dtype.is_integer) and out_dtype is None:
             dt = _dt.int64
@@ -329,7 +329,8 @@ def max(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     if dim is None:
         return bind(MAX_ALL, a, dims=_dims(a, None, "max"), keepdim=False)
     if a.ndim == 0:
-        return ValuesIndices(amax(a, dim, keepdim), argmax(a, dim, keepdim))
+        idx = argmax(a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
+        return ValuesIndices(clone(a), idx)
     return _selected(a, argmax(a, dim, True), dim, keepdim)
 
 
@@ -340,7 +341,8 @@ def min(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     if dim is None:
         return bind(MIN_ALL, a, dims=_dims(a, None, "min"), keepdim=False)
     if a.ndim == 0:
-        return ValuesIndices(amin(a, dim, keepdim), argmin(a, dim, keepdim))
+        idx = argmin(a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
+        return ValuesIndices(clone(a), idx)
     return _selected(a, argmin(a, dim, True), dim, keepdim)
 
 

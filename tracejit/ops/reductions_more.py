@@ -68,7 +68,7 @@ def _median(input, dim, keepdim, name):
         return _median(reshape(input, (-1,)), 0, False, name).values
     d = normalize_dim(dim, input.ndim, name)
     if input.ndim and not input.shape[d]:
-        raise ShapeError(f"{name}(): expected reduction dim {d} to have non-zero size")
+        raise IndexRangeError(f"{name}(): expected reduction dim {d} to have non-zero size")
     if input.ndim == 0:
         return _ValuesIndices(input.clone(), tensor(0, device=input.device))
     vals, idx = sort(input, d, stable=True)
@@ -96,6 +96,8 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     last occurrence, as PyTorch returns them."""
     refuse_tracing("mode", "its input")
     d = normalize_dim(dim, input.ndim, "mode") if input.ndim else 0
+    if input.ndim and not input.shape[d]:
+        raise IndexRangeError(f"mode(): expected reduction dim {d} to have non-zero size")
     host = input.detach().cpu().numpy()
     v = np.moveaxis(host, d, -1) if input.ndim else host.reshape(1)
     rows = v.reshape(-1, v.shape[-1]) if v.shape[-1] else v.reshape(0, 0)
@@ -223,8 +225,8 @@ def std_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=N
 
 
 def aminmax(input, *, dim=None, keepdim: bool = False):
-    if dim is None:
-        return _MinMax(amin(input), amax(input))
+    if dim is None:   # (keepdim: every dim kept as 1, as PyTorch)
+        dim = tuple(range(input.ndim)) if keepdim else None
     return _MinMax(amin(input, dim, keepdim), amax(input, dim, keepdim))
 
 

@@ -9,7 +9,7 @@ from operator import methodcaller as _methodcaller
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import IndexRangeError, ShapeError
+from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from .registry import REGISTRY, Aval, defprim
 from .eager import bind, eager_layout, remember_plain, trace_hooks
@@ -552,6 +552,8 @@ def unbind(a, dim: int = 0):
 def flip(a, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     dims = tuple(normalize_dim(d, a.ndim, "flip") for d in dims)
+    if len(set(dims)) < len(dims):
+        raise ArgumentError(f"flip: dims {dims} name a dim more than once")
     return bind(FLIP, a, dims=dims) if a.ndim else clone(a)
 
 
