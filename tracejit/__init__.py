@@ -122,6 +122,11 @@ from .func import cond, vmap  # noqa: E402,F401
 from . import sparse  # noqa: E402,F401
 from .typeinfo import finfo, iinfo  # noqa: E402,F401
 from .sparse import sparse_coo, sparse_coo_tensor, spmm  # noqa: E402,F401
+from .exactcall import with_numpy_names as _with_numpy_names  # noqa: E402
+for _k, _v in list(globals().items()):   # tracejit.gather(x, axis=1, index=i), as PyTorch's functions
+    if not _k.startswith("_") and type(_v) is type(is_tensor):
+        globals()[_k] = _with_numpy_names(_v)
+del _k, _v
 
 
 def __getattr__(name: str):

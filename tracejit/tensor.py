@@ -586,3 +586,7 @@ from .ops.eager import refuse_effect as _refuse_effect  # noqa: E402
 from . import tensor_inplace, tensor_operators  # noqa: E402,F401
 from . import tensor_compat  # noqa: E402,F401
 from .autograd import backward as _backward  # noqa: E402  (loaded by ops by now)
+from .exactcall import with_numpy_names as _with_numpy_names  # noqa: E402
+for _k, _v in list(vars(Tensor).items()):   # x.gather(axis=1, index=i), as PyTorch's methods
+    if type(_v) is type(_install_methods):
+        setattr(Tensor, _k, _with_numpy_names(_v))
