@@ -96,6 +96,7 @@ from .serialization import load, save  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import accelerator, backends, onnx  # noqa: E402,F401
+from . import fx, hub, overrides  # noqa: E402,F401
 from . import amp, cpu, distributions, fft, linalg, multiprocessing, special  # noqa: E402,F401
 from .generator import Generator, default_generator  # noqa: E402,F401
 from .defaults import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
