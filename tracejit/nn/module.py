@@ -65,8 +65,8 @@ def _parse_to(args, kwargs):
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)
     kwargs.pop("non_blocking", None)
-    # a layout request (channels_last) is accepted and checked; tensors stay row-major
-    check_memory_format(kwargs.pop("memory_format", None), "to")
+    fmt = kwargs.pop("memory_format", None)
+    check_memory_format(fmt, "to")
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
@@ -82,7 +82,7 @@ def _parse_to(args, kwargs):
         dtype = _dt.as_dtype(dtype)
         if not dtype.is_floating_point:
             raise TypeError(f"Module.to only accepts floating point dtypes, got {dtype}")
-    return (as_device(dev) if dev is not None else None), dtype
+    return (as_device(dev) if dev is not None else None), dtype, fmt
 
 
 def _capture_effects():
@@ -441,9 +441,10 @@ class Module(BackwardHooks, StateDict):
     def to(self, *args, **kwargs) -> "Module":
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``: in place, returns self.
 
-        dtype casts apply to floating-point parameters and buffers only, as in PyTorch.
+        dtype casts apply to floating-point parameters and buffers only, as in PyTorch;
+        ``memory_format=`` lays out the 4-D and 5-D ones (``channels_last`` conv weights).
         """
-        dev, dtype = _parse_to(args, dict(kwargs))
+        dev, dtype, fmt = _parse_to(args, dict(kwargs))
 
         def convert(t: Tensor) -> Tensor:
             kw = {}
@@ -451,6 +452,8 @@ class Module(BackwardHooks, StateDict):
                 kw["device"] = dev
             if dtype is not None and t.dtype.is_floating_point:
                 kw["dtype"] = dtype
+            if fmt is not None and t.ndim in (4, 5):
+                kw["memory_format"] = fmt
             return t.to(**kw) if kw else t
         return self._apply(convert)
 
