@@ -45,3 +45,11 @@ def test_foreach_functions_match_pytorch():
         np.testing.assert_allclose(x, y, rtol=1e-6)
     with pytest.raises(AttributeError, match="_foreach_no_such_op"):
         tj._foreach_no_such_op
+
+
+def test_layout_and_stream_queries_match_torch():
+    for lib in (torch, tj):
+        x = lib.zeros(2, 3, 4)
+        assert x.dim_order() == (0, 1, 2) and x.permute(2, 0, 1).dim_order() == (1, 2, 0)
+        assert x.const_data_ptr() == x.data_ptr() and x.is_neg() is False and x.is_xla is False
+    assert tj.zeros(1).record_stream(object()) is None   # (no streams to record on)

@@ -38,7 +38,7 @@ as_strided mvlgamma conj conj_physical angle ger
 
 # ... and those whose function is tracejit's own (its legacy linear algebra spellings)
 _FORWARDED_TOP = """inverse logdet cholesky pinverse matrix_power stft istft matrix_exp lu lu_solve
-triangular_solve cholesky_solve cholesky_inverse orgqr ormqr""".split()
+triangular_solve cholesky_solve cholesky_inverse orgqr ormqr qr svd unsafe_chunk unsafe_split""".split()
 
 # In-place spellings: the op's result written into the tensor (`Tensor._assign`).
 _INPLACE = """
@@ -105,7 +105,7 @@ class CompatMethods:
             raise TypeError(f"flip() got unexpected arguments {dims} {sorted(kwargs)}; expected dims")
         return _ops.flip(self, kwargs["dims"] if kwargs else dims[0] if len(dims) == 1 else dims)
 
-    is_xpu = is_mps = is_ipu = is_hpu = is_mtia = is_maia = is_vulkan = is_mkldnn = is_nested = \
+    is_xpu = is_mps = is_ipu = is_hpu = is_mtia = is_maia = is_vulkan = is_mkldnn = is_nested = is_xla = \
         is_sparse_csr = property(lambda self: False)
     is_cpu = property(lambda self: self.device.type == "cpu")
     layout = property(lambda self: _strided())
@@ -129,6 +129,22 @@ class CompatMethods:
         """The memory behind this tensor (`tracejit.storage.UntypedStorage`)."""
         from .storage import UntypedStorage
         return UntypedStorage(self)
+
+    def storage(self):
+        """The memory behind this tensor counted in its elements (`tracejit.storage.TypedStorage`)."""
+        from .storage import TypedStorage
+        return TypedStorage(self)
+
+    def const_data_ptr(self) -> int:
+        return self.data_ptr()
+
+    def dim_order(self) -> tuple:
+        """The dims from outermost to innermost in memory (by stride, ties in dim order)."""
+        st = self.stride()
+        return tuple(sorted(range(self.ndim), key=lambda d: -st[d]))
+
+    def record_stream(self, stream) -> None:
+        """Nothing to record: tracejit runs no asynchronous streams."""
 
     def ndimension(self) -> int:
         return self.ndim
@@ -214,6 +230,9 @@ class CompatMethods:
     nbytes = property(lambda self: self.numel() * self.dtype.itemsize)
 
     def is_inference(self) -> bool:
+        return False
+
+    def is_neg(self) -> bool:
         return False
 
     def fill_diagonal_(self, fill_value, wrap: bool = False):
