@@ -45,7 +45,7 @@ _INPLACE = """
 scatter index_add index_copy index_fill masked_scatter put asin acos atan atan2 asinh acosh atanh
 arcsin arccos arctan ceil trunc fix round frac sinh cosh tan log2 log10 exp2 reciprocal fmod hypot
 lerp addcmul addcdiv logit xlogy sinc erfc erfinv lgamma digamma rad2deg deg2rad copysign
-heaviside float_power clamp_min clamp_max sgn renorm i0 ldexp bitwise_and bitwise_or bitwise_xor bitwise_not
+heaviside float_power clamp_min clamp_max sgn renorm i0 ldexp nextafter bitwise_and bitwise_or bitwise_xor bitwise_not
 logical_xor addmm addmv addbmm baddbmm addr cumsum cumprod tril triu hardshrink true_divide
 divide multiply subtract negative square abs cos sin expm1 erf floor log log1p sigmoid tanh sign
 rsqrt nan_to_num remainder floor_divide eq ne lt le gt ge greater greater_equal less less_equal
@@ -145,6 +145,36 @@ class CompatMethods:
 
     def record_stream(self, stream) -> None:
         """Nothing to record: tracejit runs no asynchronous streams."""
+
+    def set_(self, source=None):
+        """This tensor made `source`'s memory (shared: writes to either show in both), its
+        shape and dtype; with no source, an empty tensor."""
+        from .autograd.grad_mode import no_grad
+        if source is None:
+            source = _ops.empty(0, dtype=self.dtype, device=self.device)
+        if not isinstance(source, Tensor):
+            raise TypeError(f"set_(): source must be a Tensor, got {type(source).__name__}")
+        with no_grad():
+            self.data = source
+        self._vbox[0] += 1
+        return self
+
+    def as_subclass(self, cls):
+        """This tensor's values and autograd history as an instance of `cls`, a subclass
+        of Tensor."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError(f"as_subclass(): cls must be a subclass of Tensor, got {cls!r}")
+        out = self.view_as(self)
+        out.__class__ = cls
+        return out
+
+    def nonzero_static(self, *, size: int, fill_value: int = -1):
+        """``nonzero()``'s rows, truncated or padded with `fill_value` to `size` rows."""
+        nz = _ops.nonzero(self)
+        if nz.shape[0] >= size:
+            return nz[:size]
+        pad = _ops.full((size - nz.shape[0], self.ndim), fill_value, dtype=nz.dtype, device=nz.device)
+        return _ops.cat([nz, pad])
 
     def ndimension(self) -> int:
         return self.ndim

@@ -16,7 +16,7 @@ from .shapes import Sym
 from .tensor import Tensor
 
 __all__ = ["range", "asarray", "frombuffer", "adjoint", "split_with_sizes", "unsafe_chunk", "unsafe_split",
-           "constant_pad_nd", "is_neg", "is_storage", "is_autocast_enabled", "is_autocast_cpu_enabled",
+           "constant_pad_nd", "is_neg", "is_inference", "is_storage", "is_autocast_enabled", "is_autocast_cpu_enabled",
            "get_autocast_dtype", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", "OutOfMemoryError",
            "SymInt", "SymFloat", "SymBool", "sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_ite",
            "sym_sqrt", "sym_sum"]
@@ -92,6 +92,10 @@ def constant_pad_nd(input, pad, value: float = 0):
 def is_neg(input) -> bool:
     """False: tracejit keeps no lazily negated tensors."""
     return False
+
+
+def is_inference(input) -> bool:
+    return input.is_inference()
 
 
 def is_storage(obj) -> bool:
