@@ -12,6 +12,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from . import ops as _ops
+from .errors import OutOfMemoryError  # noqa: F401
 from .shapes import Sym
 from .tensor import Tensor
 
@@ -125,10 +126,6 @@ def get_autocast_cpu_dtype():
 
 def get_autocast_gpu_dtype():
     return _dt.float16
-
-
-class OutOfMemoryError(RuntimeError):
-    """PyTorch's out-of-memory error, for ``except torch.OutOfMemoryError`` clauses."""
 
 
 class _SymMeta(type):
