@@ -98,6 +98,9 @@ from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import accelerator, backends, onnx  # noqa: E402,F401
 from . import fx, hub, overrides  # noqa: E402,F401
+from ._path_modules import path_module as _path_module  # noqa: E402
+version = _path_module(__name__ + ".version", "``torch.version``: what this build is.",
+                       {"__version__": __version__, "cuda": None, "hip": None, "debug": False, "git_version": ""})
 from .top_compat import *  # noqa: E402,F401,F403
 from .amp import GradScaler  # noqa: E402,F401
 from . import amp, cpu, distributions, fft, linalg, multiprocessing, special  # noqa: E402,F401

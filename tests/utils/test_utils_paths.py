@@ -17,3 +17,15 @@ def test_hook_handles_are_removable_handles():
     assert isinstance(h, RemovableHandle)
     from tracejit.nn.modules.conv import _ConvNd
     assert isinstance(tj.nn.Conv2d(1, 1, 1), _ConvNd)
+
+
+def test_dlpack_round_trip_and_version():
+    x = tj.arange(3.0)
+    assert tj.utils.dlpack.from_dlpack(tj.utils.dlpack.to_dlpack(x)).tolist() == [0.0, 1.0, 2.0]
+    from tracejit.version import cuda
+    assert cuda is None and tj.version.__version__ == tj.__version__
+
+
+def test_copy_takes_non_blocking():
+    y = tj.zeros(2)
+    assert y.copy_(tj.ones(2), non_blocking=True) is y and y.tolist() == [1.0, 1.0]
