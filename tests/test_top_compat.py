@@ -89,3 +89,11 @@ def test_typename_and_default_tensor_type():
             tj.set_default_tensor_type("torch.Nope")
     finally:
         tj.set_default_dtype(tj.float32)
+
+
+def test_type_alias_modules():
+    from tracejit.nn.common_types import _size_2_t, _size_any_t
+    from tracejit.types import Number, _size
+    import typing
+    assert typing.get_args(_size_2_t) == (int, typing.Tuple[int, int]) and _size_any_t is not None
+    assert int in typing.get_args(Number) and tj.Size in typing.get_args(_size)

@@ -16,6 +16,8 @@ or ``torch._dynamo.config.suppress_errors = True``. Here:
 """
 from __future__ import annotations
 
+import sys as _sys
+
 from typing import Any, Callable, Optional
 
 __all__ = ["config", "reset", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "disable",
@@ -50,6 +52,9 @@ class _Config:
 
 
 config = _Config()
+# ``import torch.<this>.config`` at a script's top: the settings object under that path
+__path__: list = []
+_sys.modules[__name__ + ".config"] = config
 
 
 def reset() -> None:
