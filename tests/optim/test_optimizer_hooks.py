@@ -62,3 +62,4 @@ def test_state_dict_hooks(lib):
     opt.register_load_state_dict_post_hook(lambda o: seen.append("loaded"))
     opt.load_state_dict(sd)
     assert seen == ["pre", "loaded"]
+
