@@ -333,8 +333,8 @@ class CompatMethods:
         return _ops.split(self, list(split_sizes), dim)
 
     def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad: bool = False):
-        return _ops.zeros(tuple(size), dtype=dtype or self.dtype, device=device or self.device,
-                          requires_grad=requires_grad)
+        return _ops.empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
+                                  requires_grad=requires_grad)
 
     def narrow_copy(self, dim: int, start: int, length: int):
         return _ops.narrow(self, dim, start, length).clone()
