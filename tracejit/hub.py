@@ -8,6 +8,7 @@ runs a local directory's ``hubconf.py`` entry point (``source="local"``).
 """
 from __future__ import annotations
 
+import builtins
 import importlib.util
 import os
 import sys
@@ -87,7 +88,7 @@ def _entry(module, model: str, fn: str):
 
 
 def list(repo_or_dir: str, force_reload: bool = False, skip_validation: bool = False, trust_repo=None,  # noqa: A001
-         verbose: bool = True, source: str = "github") -> "builtins.list":  # noqa: F821
+         verbose: bool = True, source: str = "github") -> builtins.list:
     module = _hubconf(repo_or_dir, source, "hub.list")
     return [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")]
 
