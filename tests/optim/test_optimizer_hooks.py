@@ -63,3 +63,4 @@ def test_state_dict_hooks(lib):
     opt.load_state_dict(sd)
     assert seen == ["pre", "loaded"]
 
+

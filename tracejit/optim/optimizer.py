@@ -132,6 +132,8 @@ class Optimizer(OptimizerHooks):
             out["param_names"] = names
         for k, default in self.defaults.items():
             out.setdefault(k, default)
+        if isinstance(out.get("lr"), Tensor) and out["lr"].numel() == 1:
+            out["lr"] = out["lr"].item()   # (a tensor lr, as compile-minded code passes: its value)
         self._validate(out)
         seen |= ids
         return out
