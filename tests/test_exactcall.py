@@ -70,3 +70,11 @@ def test_positional_calls_unchanged():
     np.testing.assert_array_equal(x.gather(2, i).numpy(), torch.tensor(X).gather(2, torch.tensor(IDX)).numpy())
     assert x.size(axis=1) == x.size(1) == 3
     assert tj.median(x).item() == torch.median(torch.tensor(X)).item()
+
+
+def test_aliased_functions_and_methods_pickle_by_name():
+    import pickle
+    x = tj.tensor(X)
+    x.gather(2, tj.tensor(IDX))   # (a method forwarding to its op: installed on first call)
+    for f in (tj.gather, tj.median, tj.Tensor.gather, tj.Tensor.size, tj.Tensor.narrow):
+        assert pickle.loads(pickle.dumps(f)) is f

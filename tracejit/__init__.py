@@ -132,7 +132,7 @@ from .sparse import sparse_coo, sparse_coo_tensor, spmm  # noqa: E402,F401
 from .exactcall import with_numpy_names as _with_numpy_names  # noqa: E402
 for _k, _v in list(globals().items()):   # tracejit.gather(x, axis=1, index=i), as PyTorch's functions
     if not _k.startswith("_") and type(_v) is type(is_tensor):
-        globals()[_k] = _with_numpy_names(_v)
+        globals()[_k] = _with_numpy_names(_v, __name__, _k)
 del _k, _v
 
 

@@ -31,11 +31,16 @@ def numpy_names(fn) -> tuple:
     return tuple(n for n, a in NUMPY_NAMES.items() if n in names and a not in names)
 
 
-def with_numpy_names(fn):
+def with_numpy_names(fn, module: str, qualname: str):
     """`fn` taking ``axis=`` for ``dim=`` (and ``keepdims=`` for ``keepdim=``) as PyTorch's
-    functions do, through an exact-signature forwarder; `fn` itself where it needs none."""
+    functions do, through an exact-signature forwarder named `module`.`qualname` (where it is
+    installed, so pickle finds it); `fn` itself where it needs none."""
     aliases = numpy_names(fn)
-    return (forwarder(fn, aliases=aliases) or fn) if aliases else fn
+    m = forwarder(fn, aliases=aliases) if aliases else None
+    if m is None:
+        return fn
+    m.__module__, m.__qualname__, m.__doc__ = module, qualname, fn.__doc__
+    return m
 
 
 def forwarder(fn, out=None, aliases: tuple = ()):
