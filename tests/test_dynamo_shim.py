@@ -58,3 +58,12 @@ def test_config_modules_import_by_path():
     inductor = importlib.import_module("tracejit._inductor.config")
     inductor.coordinate_descent_tuning = True
     assert tj._inductor.config.coordinate_descent_tuning is True
+
+
+def test_graph_break_keeps_the_values():
+    def f(x):
+        y = x * 2
+        tj._dynamo.graph_break()
+        return y + 1
+    g = tj.compile(f)
+    assert g(tj.ones(2)).tolist() == [3.0, 3.0] and g.cache_stats()["eager_fallbacks"] == 0

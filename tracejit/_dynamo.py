@@ -21,7 +21,7 @@ import sys as _sys
 from typing import Any, Callable, Optional
 
 __all__ = ["config", "reset", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "disable",
-           "allow_in_graph", "is_compiling", "explain", "optimize"]
+           "allow_in_graph", "is_compiling", "explain", "optimize", "graph_break"]
 
 
 class _Config:
@@ -77,6 +77,10 @@ def disable(fn: Optional[Callable] = None, recursive: bool = True):
 
 def allow_in_graph(fn: Callable) -> Callable:
     return fn
+
+
+def graph_break() -> None:
+    """Nothing to split: a capture keeps going as one graph, with the same values."""
 
 
 def is_compiling() -> bool:
