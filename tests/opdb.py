@@ -872,9 +872,9 @@ def _setitem_mask_number_samples(dtype, rng):
             Sample((x, arr(rng, (4,), dtype), rng.random(3) > 0.5), {"index": "I0"}, desc="row mask = row")]
 
 
-# (values of the mask's count: a data-dependent size that a capture cannot match to the
-# values' static count; a number or one row: a where)
-register("setitem.mask", _setitem, _setitem_ref, _setitem_mask_samples, dtypes=NUMERIC, traceable=False)
+# (values of the mask's count: spread by the mask's running count, the count checked in
+# the graph; a number or one row: a where)
+register("setitem.mask", _setitem, _setitem_ref, _setitem_mask_samples, dtypes=NUMERIC)
 register("setitem.mask_number", _setitem, _setitem_ref, _setitem_mask_number_samples, dtypes=NUMERIC)
 
 

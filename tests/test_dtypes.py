@@ -72,3 +72,10 @@ def test_result_type_tiers():
     assert D.result_type([], [i64], [tj.uint8]) is tj.uint8
     assert D.result_type([], []) is f32
     assert D.scalar_dtype(True) is tj.bool_ and D.scalar_dtype(3) is i64 and D.scalar_dtype(2.5) is f32
+
+
+def test_is_signed_matches_torch():
+    torch = pytest.importorskip("torch")
+    for name in ("float16", "bfloat16", "float32", "float64", "complex64", "uint8", "int8", "int16", "int32",
+                 "int64", "bool"):
+        assert getattr(tj, name).is_signed is getattr(torch, name).is_signed, name

@@ -50,3 +50,20 @@ def test_inductor_options_are_ignored_with_a_warning_and_others_refused():
     assert f(tj.ones(2)).tolist() == [2.0, 2.0]
     with pytest.raises(ValueError, match="unknown option 'colour'"):
         tj.compile(lambda x: x, options={"colour": "red"})
+
+
+def test_config_modules_import_by_path():
+    import importlib
+    assert importlib.import_module("tracejit._dynamo.config") is tj._dynamo.config
+    inductor = importlib.import_module("tracejit._inductor.config")
+    inductor.coordinate_descent_tuning = True
+    assert tj._inductor.config.coordinate_descent_tuning is True
+
+
+def test_graph_break_keeps_the_values():
+    def f(x):
+        y = x * 2
+        tj._dynamo.graph_break()
+        return y + 1
+    g = tj.compile(f)
+    assert g(tj.ones(2)).tolist() == [3.0, 3.0] and g.cache_stats()["eager_fallbacks"] == 0

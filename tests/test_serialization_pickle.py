@@ -95,3 +95,15 @@ def test_a_crafted_pickle_runs_nothing_under_weights_only(tmp_path):
     with pytest.raises(pickle.UnpicklingError, match="GLOBAL io.open"):
         tj.load(path)
     assert not marker.exists()
+
+
+def test_pytorchs_other_save_and_load_arguments():
+    """weights_only=None is the default (True), as PyTorch's; mmap, pickle_protocol and the
+    zip-format switch are accepted."""
+    data = _saved(TwoLayer())
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        tj.load(io.BytesIO(data), weights_only=None)
+    buf = io.BytesIO()
+    tj.save({"w": tj.ones(2)}, buf, pickle_protocol=4, _use_new_zipfile_serialization=False)
+    buf.seek(0)
+    assert tj.load(buf, map_location="cpu", mmap=True, weights_only=None)["w"].tolist() == [1.0, 1.0]

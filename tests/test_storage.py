@@ -1,5 +1,6 @@
 """tracejit.storage: untyped_storage() tells views of one tensor apart from copies, as PyTorch's does."""
 import io
+import warnings
 
 import pytest
 
@@ -26,3 +27,15 @@ def test_tensors_loaded_sharing_memory_report_one_storage():
     a, b = tj.load(buf)
     assert a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
     assert a.untyped_storage().nbytes() == 24
+
+
+@pytest.mark.parametrize("lib_name", ["torch", "tracejit"])
+def test_typed_storage_counts_elements(lib_name):
+    lib = pytest.importorskip("torch") if lib_name == "torch" else tj
+    x = lib.arange(12, dtype=lib.int16).reshape(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # (PyTorch's TypedStorage deprecation)
+        s = x.storage()
+        assert s.size() == len(s) == 12 and s.element_size() == 2
+        assert x[1:].storage().data_ptr() == s.data_ptr() == x.untyped_storage().data_ptr()
+        assert lib.is_storage(s) and not lib.is_storage(x)

@@ -69,3 +69,31 @@ def test_foreach_functions_match_pytorch():
         np.testing.assert_allclose(x, y, rtol=1e-6)
     with pytest.raises(AttributeError, match="_foreach_no_such_op"):
         tj._foreach_no_such_op
+
+
+def test_layout_and_stream_queries_match_torch():
+    for lib in (torch, tj):
+        x = lib.zeros(2, 3, 4)
+        assert x.dim_order() == (0, 1, 2) and x.permute(2, 0, 1).dim_order() == (1, 2, 0)
+        assert x.const_data_ptr() == x.data_ptr() and x.is_neg() is False and x.is_xla is False
+    assert tj.zeros(1).record_stream(object()) is None   # (no streams to record on)
+
+
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_set_as_subclass_nonzero_static(lib):
+    a, b = lib.arange(4.0), lib.zeros(2, 3)
+    assert a.set_(b) is a and tuple(a.shape) == (2, 3)
+    b[0, 0] = 5.0   # (the memory is shared)
+    assert a[0, 0].item() == 5.0 and a.set_().numel() == 0
+    x = lib.tensor([0.0, 1.0, 0.0, 2.0])
+    assert x.nonzero_static(size=3).tolist() == [[1], [3], [-1]]
+    assert x.nonzero_static(size=1, fill_value=7).tolist() == [[1]]
+
+    class Sub(lib.Tensor):
+        pass
+    w = lib.ones(2, requires_grad=True)
+    s = (w * 2).as_subclass(Sub)
+    assert type(s) is Sub and s.requires_grad and s.tolist() == [2.0, 2.0]
+    s.sum().backward()
+    assert w.grad.tolist() == [2.0, 2.0]
+    assert not lib.is_inference(w)

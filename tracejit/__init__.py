@@ -47,6 +47,7 @@ float = float32  # noqa: A001
 double = float64
 half = float16
 long = int64
+short = int16
 int = int32  # noqa: A001
 cfloat = complex64
 cdouble = complex128
@@ -77,7 +78,7 @@ from .threads import (get_num_interop_threads, get_num_threads, set_num_interop_
                       set_num_threads)
 from .jit import compile, eager, explain, script  # noqa: E402,F401,A004
 from .jit import trace as _jit_trace  # noqa: E402
-from .jit.torchscript import _assert, _C  # noqa: E402,F401
+from .jit.torchscript import _assert, _C, ScriptFunction, ScriptModule  # noqa: E402,F401
 
 
 def trace(fn=None, *args, **kwargs):
@@ -97,6 +98,12 @@ from .serialization import load, save  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 from . import distributed  # noqa: E402,F401
 from . import accelerator, backends, onnx  # noqa: E402,F401
+from . import fx, hub, overrides  # noqa: E402,F401
+from ._path_modules import path_module as _path_module  # noqa: E402
+version = _path_module(__name__ + ".version", "``torch.version``: what this build is.",
+                       {"__version__": __version__, "cuda": None, "hip": None, "debug": False, "git_version": ""})
+from .top_compat import *  # noqa: E402,F401,F403
+from .amp import GradScaler  # noqa: E402,F401
 from . import amp, cpu, distributions, fft, linalg, multiprocessing, special  # noqa: E402,F401
 from .generator import Generator, default_generator  # noqa: E402,F401
 from .defaults import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
@@ -116,13 +123,18 @@ from .signal import (bartlett_window, blackman_window, hamming_window, hann_wind
 from .amp import (autocast, clear_autocast_cache, is_autocast_cache_enabled,  # noqa: E402,F401
                   set_autocast_cache_enabled)
 from .legacy_types import (BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,  # noqa: E402,F401
-                           HalfTensor, IntTensor, LongTensor, ShortTensor)
+                           HalfTensor, IntTensor, LongTensor, ShortTensor, set_default_tensor_type, typename)
 from math import e, inf, nan, pi  # noqa: E402,F401  (torch.pi and friends are Python floats)
 from . import func  # noqa: E402,F401
 from .func import cond, vmap  # noqa: E402,F401
 from . import sparse  # noqa: E402,F401
 from .typeinfo import finfo, iinfo  # noqa: E402,F401
 from .sparse import sparse_coo, sparse_coo_tensor, spmm  # noqa: E402,F401
+from .exactcall import with_numpy_names as _with_numpy_names  # noqa: E402
+for _k, _v in list(globals().items()):   # tracejit.gather(x, axis=1, index=i), as PyTorch's functions
+    if not _k.startswith("_") and type(_v) is type(is_tensor):
+        globals()[_k] = _with_numpy_names(_v, __name__, _k)
+del _k, _v
 
 
 def __getattr__(name: str):

@@ -16,10 +16,12 @@ or ``torch._dynamo.config.suppress_errors = True``. Here:
 """
 from __future__ import annotations
 
+import sys as _sys
+
 from typing import Any, Callable, Optional
 
 __all__ = ["config", "reset", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "disable",
-           "allow_in_graph", "is_compiling", "explain", "optimize"]
+           "allow_in_graph", "is_compiling", "explain", "optimize", "graph_break"]
 
 
 class _Config:
@@ -50,6 +52,9 @@ class _Config:
 
 
 config = _Config()
+# ``import torch.<this>.config`` at a script's top: the settings object under that path
+__path__: list = []
+_sys.modules[__name__ + ".config"] = config
 
 
 def reset() -> None:
@@ -72,6 +77,10 @@ def disable(fn: Optional[Callable] = None, recursive: bool = True):
 
 def allow_in_graph(fn: Callable) -> Callable:
     return fn
+
+
+def graph_break() -> None:
+    """Nothing to split: a capture keeps going as one graph, with the same values."""
 
 
 def is_compiling() -> bool:

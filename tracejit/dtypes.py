@@ -38,6 +38,10 @@ class DType:
         # promotion's category: bool 0 < integer 1 < floating 2 < complex 3
         self.category = 0 if self.is_bool else (1 if self.is_integer else (3 if self.is_complex else 2))
 
+    @property
+    def is_signed(self) -> bool:
+        return self.category >= 2 or self.np.kind == "i"   # (bfloat16's storage words are unsigned)
+
     def __repr__(self) -> str:
         return f"tracejit.{self.name}"
 

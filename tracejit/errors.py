@@ -11,7 +11,7 @@ import sys
 __all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "UnsupportedDTypeError", "IndexRangeError",
            "ArgumentError", "ValueRangeError", "GraphFreedError",
            "InplaceModifiedError", "TraceError", "ScriptError", "CompileError", "CheckMismatchError",
-           "SerializationError", "user_frame"]
+           "SerializationError", "OutOfMemoryError", "user_frame"]
 
 
 class TracejitError(RuntimeError):
@@ -92,6 +92,10 @@ class ScriptError(TracejitError, SyntaxError):
 
     def __str__(self) -> str:
         return self.msg
+
+
+class OutOfMemoryError(TracejitError):
+    """An allocation failed (``torch.OutOfMemoryError``, ``torch.cuda.OutOfMemoryError``)."""
 
 
 class CompileError(TracejitError):

@@ -5,32 +5,64 @@ and a dict on every call and unpacks them again: ~0.4 µs, as much as a third of
 eager op. `forwarder` makes the wrapper from `fn`'s own parameter list instead (named
 parameters only: no ``*args``/``**kwargs``), so arguments pass straight through, and a
 wrong call raises `fn`'s own TypeError text (the wrapper's code has `fn`'s name). Used by
-the ``out=`` wrappers of ``tracejit.<fn>`` (outarg.py) and the Tensor methods that forward
-to the op of the same name (tensor_operators.py).
+the ``out=`` wrappers of ``tracejit.<fn>`` (outarg.py), the Tensor methods that forward
+to the op of the same name (tensor_operators.py), and the numpy spellings PyTorch's argument
+parser takes (``x.gather(axis=1, index=i)``, `with_numpy_names`).
 """
 from __future__ import annotations
 
 import inspect
 
-__all__ = ["forwarder", "specialize"]
+__all__ = ["forwarder", "numpy_names", "specialize", "with_numpy_names"]
+
+# The parameter names PyTorch's argument parser also takes by numpy's name, for every
+# native function and Tensor method (``torch.gather(x, axis=1, index=i)``).
+NUMPY_NAMES = {"dim": "axis", "keepdim": "keepdims"}
+_UNSET = object()
 
 
-def forwarder(fn, out=None):
+def numpy_names(fn) -> tuple:
+    """The parameters of `fn` (a plain function) that PyTorch also takes by their numpy name
+    and that `fn` does not take by it itself."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ()
+    names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+    return tuple(n for n, a in NUMPY_NAMES.items() if n in names and a not in names)
+
+
+def with_numpy_names(fn, module: str, qualname: str):
+    """`fn` taking ``axis=`` for ``dim=`` (and ``keepdims=`` for ``keepdim=``) as PyTorch's
+    functions do, through an exact-signature forwarder named `module`.`qualname` (where it is
+    installed, so pickle finds it); `fn` itself where it needs none."""
+    aliases = numpy_names(fn)
+    m = forwarder(fn, aliases=aliases) if aliases else None
+    if m is None:
+        return fn
+    m.__module__, m.__qualname__, m.__doc__ = module, qualname, fn.__doc__
+    return m
+
+
+def forwarder(fn, out=None, aliases: tuple = ()):
     """``def <name>(<fn's parameters>): return fn(<them>)``, or None when `fn`'s signature
     is not plain named parameters. With ``out=(call_out, name)`` the wrapper also takes a
     keyword ``out=None`` and, when it is given, returns
-    ``call_out(fn, name, positional args, keyword-only args, out)``."""
+    ``call_out(fn, name, positional args, keyword-only args, out)``. Each parameter named in
+    `aliases` is also taken by its numpy name (NUMPY_NAMES), a keyword-only parameter."""
     name = getattr(fn, "__name__", "")
     if not name.isidentifier():
         return None
     try:
-        sig = inspect.signature(fn)
+        sig = inspect.signature(fn, follow_wrapped=not aliases)
     except (TypeError, ValueError):
         return None
+    if aliases and out is not None:
+        raise ValueError("forwarder: aliases and out together")
     P = inspect.Parameter
     params, pos, kw = [], [], []
-    ns = {"_fn": fn}
+    ns = {"_fn": fn, "_U": _UNSET}
     in_posonly = kwonly = False
+    checks, optional, done = [], False, []   # the argument checks an aliased parameter's wrapper makes
     for i, p in enumerate(sig.parameters.values()):
         if (p.kind not in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)
                 or not p.name.isidentifier() or p.name.startswith("_")
@@ -39,7 +71,24 @@ def forwarder(fn, out=None):
         text = p.name
         if p.default is not P.empty:
             ns[f"_d{i}"] = p.default  # the very default object, so identity checks hold
+        if p.name in aliases and p.kind is not P.POSITIONAL_ONLY:
+            # unset unless given by either name; a positional parameter after it is then
+            # optional in the signature, its absence checked in the body
+            a, n = NUMPY_NAMES[p.name], p.name
+            done.append(a)
+            missing = (f"{n} = _d{i}" if p.default is not P.empty else
+                       f"raise TypeError(\"{name}() missing 1 required argument: '{n}'\")")
+            checks.append(f"    if {a} is not _U:\n        if {n} is not _U:\n            raise TypeError("
+                          f"\"{name}() got multiple values for argument '{n}' (also given as '{a}')\")\n"
+                          f"        {n} = {a}\n    elif {n} is _U:\n        {missing}\n")
+            text += "=_U"
+            optional = optional or p.kind is P.POSITIONAL_OR_KEYWORD
+        elif p.default is not P.empty:
             text += f"=_d{i}"
+        elif optional and p.kind is P.POSITIONAL_OR_KEYWORD:
+            checks.append(f"    if {p.name} is _U:\n        raise TypeError("
+                          f"\"{name}() missing 1 required argument: '{p.name}'\")\n")
+            text += "=_U"
         if p.kind is P.POSITIONAL_ONLY:
             in_posonly = True
         elif in_posonly:
@@ -57,6 +106,12 @@ def forwarder(fn, out=None):
         params.append("/")
     args = ", ".join(pos + [f"{k}={k}" for k in kw])
     body = f"    return _fn({args})\n"
+    if checks:
+        if not kwonly:
+            params.append("*")
+            kwonly = True
+        params += [f"{a}=_U" for a in done]
+        body = "".join(checks) + body
     if out is not None:
         if not kwonly:
             params.append("*")

@@ -6,8 +6,9 @@ names it) and ``preserve_format`` are what most calls get. ``x.contiguous(memory
 channels_last)``, ``x.to(memory_format=...)`` and ``x.clone(memory_format=...)`` give
 PyTorch's strides (channels innermost), so code that branches on
 ``x.is_contiguous(memory_format=channels_last)`` (ConvNeXt's and timm's LayerNorm2d) takes
-PyTorch's branch, eagerly and traced; the values are the same either way, and the ops
-after it give row-major results (PyTorch's keep channels_last).
+PyTorch's branch, eagerly and traced; the values are the same either way. Elementwise ops
+and ``cat`` keep channels_last, as PyTorch's do; convolutions and pooling give row-major
+results (PyTorch's keep channels_last).
 """
 from __future__ import annotations
 

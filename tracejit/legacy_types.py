@@ -12,7 +12,8 @@ from __future__ import annotations
 from . import dtypes as _dt
 
 __all__ = ["FloatTensor", "DoubleTensor", "HalfTensor", "ByteTensor", "CharTensor", "ShortTensor",
-           "IntTensor", "LongTensor", "BoolTensor", "LEGACY_BY_NAME", "legacy_name", "cuda_types"]
+           "IntTensor", "LongTensor", "BoolTensor", "LEGACY_BY_NAME", "legacy_name", "cuda_types",
+           "set_default_tensor_type", "typename"]
 
 _NAMES = (("FloatTensor", _dt.float32), ("DoubleTensor", _dt.float64), ("HalfTensor", _dt.float16),
           ("ByteTensor", _dt.uint8), ("CharTensor", _dt.int8), ("ShortTensor", _dt.int16),
@@ -73,3 +74,41 @@ def legacy_name(t) -> str:
         name = "ComplexFloatTensor" if t.dtype is _dt.complex64 else "ComplexDoubleTensor"
         return ("torch.cuda." if t.device.type == "cuda" else "torch.") + name
     return f"torch.{t.dtype.name}"
+
+
+def set_default_tensor_type(t) -> None:
+    """The deprecated ``torch.set_default_tensor_type``: `t` (a legacy type or its name,
+    "torch.FloatTensor", "torch.cuda.DoubleTensor") sets the default float dtype and, for a
+    cuda type, the default device."""
+    import warnings
+    from .defaults import set_default_device
+    if isinstance(t, str):
+        if t.startswith("torch.cuda.") and t not in LEGACY_BY_NAME:
+            cuda_types()
+        if t not in LEGACY_BY_NAME:
+            raise TypeError(f"set_default_tensor_type: invalid type string {t!r}")
+        t = LEGACY_BY_NAME[t]
+    if not isinstance(t, _LegacyMeta):
+        raise TypeError(f"set_default_tensor_type: expected a tensor type or its name, got {t!r}")
+    if not t.dtype.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    warnings.warn("torch.set_default_tensor_type() is deprecated as of PyTorch 2.1, please use "
+                  "torch.set_default_dtype() and torch.set_default_device() as alternatives.", UserWarning,
+                  stacklevel=2)
+    _dt.set_default_dtype(t.dtype)
+    if t.device_type == "cuda":
+        set_default_device("cuda")
+
+
+def typename(obj) -> str:
+    """``torch.typename``: a tensor's type string ("torch.FloatTensor"), else the dotted
+    name of `obj` (a class or function) or of its class."""
+    from .tensor import Tensor
+    if isinstance(obj, Tensor):
+        return legacy_name(obj)
+    module, qual = getattr(obj, "__module__", "") or "", getattr(obj, "__qualname__", None)
+    if qual is None:
+        qual = getattr(obj, "__name__", None)
+    if qual is None:
+        module, qual = type(obj).__module__ or "", type(obj).__qualname__
+    return qual if module in ("", "builtins") else f"{module}.{qual}"

@@ -156,8 +156,10 @@ def _encode(obj) -> bytearray:
     return buf
 
 
-def save(obj, f) -> None:
-    """Write `obj` to a path or binary file.
+def save(obj, f, pickle_module=None, pickle_protocol: int = 2, _use_new_zipfile_serialization: bool = True,
+         _disable_byteorder_record: bool = False) -> None:
+    """Write `obj` to a path or binary file (PyTorch's other arguments, which choose among
+    its own formats, are accepted and change nothing here).
 
     Tensors, state_dicts and nested dicts/lists/tuples of tensors and plain values are
     written in tracejit's format, which loading never runs code for. Anything else (a whole
@@ -308,8 +310,10 @@ def _map_device(map_location, recorded: str):
     return as_device(map_location)
 
 
-def load(f, map_location=None, *, weights_only: bool = True):
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
     """Read what `save` wrote. Raises `SerializationError` for truncated, foreign or corrupt files.
+    (``weights_only=None`` is the default, True; ``mmap`` and PyTorch's unpickler arguments
+    are accepted: the file is read into memory.)
 
     ``map_location`` is a device (``"cpu"``), or a dict mapping saved device strings to
     new ones. Files in tracejit's format load the same whatever ``weights_only`` says:
@@ -332,7 +336,8 @@ def load(f, map_location=None, *, weights_only: bool = True):
         head = fh.read(len(_pkl.MAGIC))
         fh.seek(pos)
         if _pkl.is_pickled(head):   # a pickled object (a whole module): see the docstring
-            return _pkl.loads(fh.read(size), weights_only=bool(weights_only), map_location=map_location)
+            return _pkl.loads(fh.read(size), weights_only=weights_only is None or bool(weights_only),
+                              map_location=map_location)
         if head[:4] == b"PK\x03\x04":   # torch.save's zip archive (serialization_torch.py)
             from .serialization_torch import load_torch_zip
             return load_torch_zip(fh.read(size), map_location, where)

@@ -1,11 +1,11 @@
-"""``Tensor.untyped_storage()``: the memory behind a tensor, for the queries programs make
+"""``Tensor.untyped_storage()`` and ``storage()``: the memory behind a tensor, for the queries programs make
 of it (``data_ptr`` to tell whether two tensors share memory, ``nbytes``). Views of one
 tensor (and tensors ``tracejit.load`` gave back sharing memory) report the same storage."""
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["UntypedStorage"]
+__all__ = ["UntypedStorage", "TypedStorage"]
 
 
 class UntypedStorage:
@@ -40,3 +40,23 @@ class UntypedStorage:
 
     def __repr__(self) -> str:
         return f"UntypedStorage(device={self.device}, nbytes={self._nbytes})"
+
+
+class TypedStorage(UntypedStorage):
+    """``Tensor.storage()``: the buffer counted in elements of the tensor's dtype."""
+
+    def __init__(self, tensor):
+        super().__init__(tensor)
+        self.dtype = tensor.dtype
+
+    def size(self) -> int:
+        return self._nbytes // self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.size()
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"TypedStorage(dtype={self.dtype}, device={self.device}, size={self.size()})"

@@ -557,3 +557,7 @@ from . import ops as _ops  # noqa: E402
 from .ops import eager as _eager  # noqa: E402
 from .ops.eager import refuse_effect as _refuse_effect  # noqa: E402
 from .autograd import backward as _backward  # noqa: E402  (loaded by ops by now)
+from .exactcall import with_numpy_names as _with_numpy_names  # noqa: E402
+for _k, _v in list(vars(Tensor).items()):   # x.gather(axis=1, index=i), as PyTorch's methods
+    if type(_v) is type(_install_methods):
+        setattr(Tensor, _k, _with_numpy_names(_v, __name__, f"Tensor.{_k}"))

@@ -42,14 +42,14 @@ as_strided mvlgamma conj conj_physical angle ger
 
 # ... and those whose function is tracejit's own (its legacy linear algebra spellings)
 _FORWARDED_TOP = """inverse logdet cholesky pinverse matrix_power stft istft matrix_exp lu lu_solve
-triangular_solve cholesky_solve cholesky_inverse orgqr ormqr""".split()
+triangular_solve cholesky_solve cholesky_inverse orgqr ormqr qr svd unsafe_chunk unsafe_split""".split()
 
 # In-place spellings: the op's result written into the tensor (`Tensor._assign`).
 _INPLACE = """
 scatter index_add index_copy index_fill masked_scatter put asin acos atan atan2 asinh acosh atanh
 arcsin arccos arctan ceil trunc fix round frac sinh cosh tan log2 log10 exp2 reciprocal fmod hypot
 lerp addcmul addcdiv logit xlogy sinc erfc erfinv lgamma digamma rad2deg deg2rad copysign
-heaviside float_power clamp_min clamp_max sgn renorm i0 ldexp bitwise_and bitwise_or bitwise_xor bitwise_not
+heaviside float_power clamp_min clamp_max sgn renorm i0 ldexp nextafter bitwise_and bitwise_or bitwise_xor bitwise_not
 logical_xor addmm addmv addbmm baddbmm addr cumsum cumprod tril triu hardshrink true_divide
 divide multiply subtract negative square abs cos sin expm1 erf floor log log1p sigmoid tanh sign
 rsqrt nan_to_num remainder floor_divide eq ne lt le gt ge greater greater_equal less less_equal
@@ -136,7 +136,7 @@ class CompatMethods:
             raise TypeError(f"flip() got unexpected arguments {dims} {sorted(kwargs)}; expected dims")
         return _ops.flip(self, kwargs["dims"] if kwargs else dims[0] if len(dims) == 1 else dims)
 
-    is_xpu = is_mps = is_ipu = is_hpu = is_mtia = is_maia = is_vulkan = is_mkldnn = is_nested = \
+    is_xpu = is_mps = is_ipu = is_hpu = is_mtia = is_maia = is_vulkan = is_mkldnn = is_nested = is_xla = \
         is_sparse_csr = property(lambda self: False)
     is_cpu = property(lambda self: self.device.type == "cpu")
     layout = property(lambda self: _strided())
@@ -160,6 +160,52 @@ class CompatMethods:
         """The memory behind this tensor (`tracejit.storage.UntypedStorage`)."""
         from .storage import UntypedStorage
         return UntypedStorage(self)
+
+    def storage(self):
+        """The memory behind this tensor counted in its elements (`tracejit.storage.TypedStorage`)."""
+        from .storage import TypedStorage
+        return TypedStorage(self)
+
+    def const_data_ptr(self) -> int:
+        return self.data_ptr()
+
+    def dim_order(self) -> tuple:
+        """The dims from outermost to innermost in memory (by stride, ties in dim order)."""
+        st = self.stride()
+        return tuple(sorted(range(self.ndim), key=lambda d: -st[d]))
+
+    def record_stream(self, stream) -> None:
+        """Nothing to record: tracejit runs no asynchronous streams."""
+
+    def set_(self, source=None):
+        """This tensor made `source`'s memory (shared: writes to either show in both), its
+        shape and dtype; with no source, an empty tensor."""
+        from .autograd.grad_mode import no_grad
+        if source is None:
+            source = _ops.empty(0, dtype=self.dtype, device=self.device)
+        if not isinstance(source, Tensor):
+            raise TypeError(f"set_(): source must be a Tensor, got {type(source).__name__}")
+        with no_grad():
+            self.data = source
+        self._vbox[0] += 1
+        return self
+
+    def as_subclass(self, cls):
+        """This tensor's values and autograd history as an instance of `cls`, a subclass
+        of Tensor."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError(f"as_subclass(): cls must be a subclass of Tensor, got {cls!r}")
+        out = self.view_as(self)
+        out.__class__ = cls
+        return out
+
+    def nonzero_static(self, *, size: int, fill_value: int = -1):
+        """``nonzero()``'s rows, truncated or padded with `fill_value` to `size` rows."""
+        nz = _ops.nonzero(self)
+        if nz.shape[0] >= size:
+            return nz[:size]
+        pad = _ops.full((size - nz.shape[0], self.ndim), fill_value, dtype=nz.dtype, device=nz.device)
+        return _ops.cat([nz, pad])
 
     def ndimension(self) -> int:
         return self.ndim
@@ -253,6 +299,9 @@ class CompatMethods:
     def is_inference(self) -> bool:
         return False
 
+    def is_neg(self) -> bool:
+        return False
+
     def fill_diagonal_(self, fill_value, wrap: bool = False):
         """Write fill_value on the main diagonal (a 2-D tensor, or one whose dims are all
         equal); with wrap, a tall matrix's diagonal starts again every (cols + 1) rows."""
@@ -321,8 +370,8 @@ class CompatMethods:
         return _ops.split(self, list(split_sizes), dim)
 
     def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad: bool = False):
-        return _ops.zeros(tuple(size), dtype=dtype or self.dtype, device=device or self.device,
-                          requires_grad=requires_grad)
+        return _ops.empty_strided(size, stride, dtype=dtype or self.dtype, device=device or self.device,
+                                  requires_grad=requires_grad)
 
     def narrow_copy(self, dim: int, start: int, length: int):
         return _ops.narrow(self, dim, start, length).clone()

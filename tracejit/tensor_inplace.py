@@ -252,7 +252,7 @@ class InPlaceMethods:
         new = _ops.full(self.shape, value, dtype=self.dtype, device=self.device)
         return self._assign(self._overwrite(new), "fill_")
 
-    def copy_(self, src):
+    def copy_(self, src, non_blocking: bool = False):
         src = src if isinstance(src, Tensor) else _ops.as_tensor(src)
         if src.device != self.device:
             src = src.to(self.device)

@@ -199,9 +199,10 @@ def _forwarder(fn, name):
     if type(fn) is _FunctionType and fn.__name__ == name:
         # A plain Python function, the tensor its first argument: the method is the op
         # itself (``x.mm(w)`` calls ``mm(x, w)``, as a forwarder would, with the same
-        # TypeError texts), one Python frame less per call (5 in a two-layer step's forward)
-        return fn
-    m = _exactcall.forwarder(fn)  # its __qualname__ stays the op's: TypeError texts use it
+        # TypeError texts), one Python frame less per call (5 in a two-layer step's forward);
+        # a forwarder where it takes ``dim`` but not PyTorch's ``axis`` spelling of it
+        return _exactcall.with_numpy_names(fn, Tensor.__module__, f"Tensor.{name}")
+    m = _exactcall.forwarder(fn, aliases=_exactcall.numpy_names(fn))  # its __qualname__ stays the op's: TypeError texts use it
     if m is None:
         def m(self, *args, **kwargs):
             return fn(self, *args, **kwargs)

@@ -136,3 +136,32 @@ def test_moving_a_tensor_labels_it_with_the_destination(monkeypatch):
     back.sum().backward()
     assert x.grad.device == tj.device("cpu")
     np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0, 1.0])
+
+
+def test_seed_memory_and_timing_calls_run_anywhere():
+    """What seed utilities, logging and timing code call unguarded: as PyTorch's without a
+    GPU, they do nothing or say 0."""
+    tj.cuda.manual_seed_all(0)
+    tj.cuda.manual_seed(1)
+    tj.cuda.empty_cache()
+    tj.cuda.reset_peak_memory_stats()
+    assert tj.cuda.memory_allocated() >= 0 and tj.cuda.max_memory_reserved() >= 0
+    start, end = tj.cuda.Event(enable_timing=True), tj.cuda.Event(enable_timing=True)
+    start.record()
+    end.record()
+    assert end.elapsed_time(start) <= 0.0 <= start.elapsed_time(end)
+    with pytest.raises(RuntimeError, match="enable_timing"):
+        tj.cuda.Event().elapsed_time(end)
+    with tj.cuda.stream(tj.cuda.Stream()) as s, tj.cuda.nvtx.range("step"):
+        assert s.query()
+    assert tj.cuda.nvtx.range_push("x") == 0 and tj.cuda.nvtx.range_pop() == 0
+    assert tj.cuda.OutOfMemoryError is tj.OutOfMemoryError and issubclass(tj.OutOfMemoryError, RuntimeError)
+
+
+@no_gpu
+def test_device_queries_without_a_gpu():
+    assert tj.cuda.memory_allocated() == 0 and not tj.cuda.is_bf16_supported() and not tj.cuda.is_initialized()
+    with pytest.raises(CudaUnavailableError):
+        tj.cuda.get_device_properties(0)
+    with pytest.raises(CudaUnavailableError):
+        tj.cuda.set_device(0)

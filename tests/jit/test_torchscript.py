@@ -75,3 +75,10 @@ def test_fan_in_and_out_match_pytorch():
             torch.nn.init._calculate_fan_in_and_fan_out(torch.ones(*shape))
     with pytest.raises(ValueError, match="fewer than 2 dimensions"):
         nn.init._calculate_fan_in_and_fan_out(tj.ones(3))
+
+
+def test_fork_wait_and_script_classes():
+    fut = tj.jit.fork(lambda a, b=1: a + b, 2, b=3)
+    assert fut.done() and tj.jit.wait(fut) == 5
+    assert not isinstance(tj.nn.Linear(2, 2), tj.jit.ScriptModule)
+    assert tj.ScriptModule is tj.jit.ScriptModule and not isinstance(len, tj.ScriptFunction)

@@ -148,3 +148,51 @@ def test_grad_output_has_none_at_a_non_tensor_output():
         out, _ = m(lib.ones(2, 1, 3, requires_grad=True))
         out.sum().backward()
     assert shapes[0] == shapes[1] == [(2, 1, 4), None]
+
+
+class _Scaled:
+    """A module whose forward takes a keyword (``scale``), built in either library."""
+
+    @staticmethod
+    def make(lib):
+        class Scaled(lib.nn.Module):
+            def forward(self, x, scale=1.0):
+                return x * scale
+        return Scaled()
+
+
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_hooks_with_kwargs_and_prepend(lib):
+    m = _Scaled.make(lib)
+    order = []
+    m.register_forward_pre_hook(lambda mod, args, kwargs: (order.append("pre-kw"), ((args[0] + 1,), {"scale": 3.0}))[1],
+                                with_kwargs=True)
+    m.register_forward_pre_hook(lambda mod, args: order.append("pre-first"), prepend=True)
+    m.register_forward_hook(lambda mod, args, kwargs, out: (order.append(("post-kw", kwargs["scale"])), out * 2)[1],
+                            with_kwargs=True)
+    h = m.register_forward_hook(lambda mod, args, out: order.append("post-first"), prepend=True, always_call=True)
+    out = m(lib.ones(2), scale=5.0)
+    assert out.tolist() == [12.0, 12.0]   # (1 + 1) * 3, doubled
+    assert order == ["pre-first", "pre-kw", "post-first", ("post-kw", 3.0)]
+    h.remove()
+    with pytest.raises(RuntimeError, match="tuple of \\(new_args, new_kwargs\\)"):
+        m.register_forward_pre_hook(lambda mod, args, kwargs: 1.0, with_kwargs=True)
+        m(lib.ones(2))
+
+
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_module_bfloat16_type_and_parameter_list_extend(lib):
+    m = lib.nn.Linear(2, 2)
+    assert m.bfloat16().weight.dtype is lib.bfloat16 and m.type(lib.float64).weight.dtype is lib.float64
+    pl = lib.nn.ParameterList([lib.nn.Parameter(lib.ones(1))])
+    pl.extend([lib.nn.Parameter(lib.zeros(2))])
+    pl += [lib.nn.Parameter(lib.zeros(3))]
+    assert [tuple(p.shape) for p in pl] == [(1,), (2,), (3,)] and len(list(pl.parameters())) == 3
+
+
+def test_hooks_with_kwargs_compiled():
+    m = _Scaled.make(tj)
+    m.register_forward_pre_hook(lambda mod, args, kwargs: (args, {"scale": kwargs.get("scale", 1.0) * 2}),
+                                with_kwargs=True)
+    f = tj.compile(m)
+    assert f(tj.ones(2), scale=3.0).tolist() == [6.0, 6.0]

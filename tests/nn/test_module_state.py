@@ -149,3 +149,14 @@ def test_to_empty_keeps_shapes_dtypes_and_parameters(lib):
     net.double()
     net.a.to_empty(device="cpu", recurse=False)
     assert str(net.a.lin.weight.dtype).endswith("float64") and tuple(net.buf.shape) == (2,)
+
+
+def test_module_to_memory_format_lays_out_4d_parameters():
+    ms = [m.nn.Sequential(m.nn.Conv2d(3, 4, 3), m.nn.BatchNorm2d(4), m.nn.Linear(2, 2)) for m in (torch, tj)]
+    ms[1].load_state_dict({k: tj.tensor(v.numpy()) for k, v in ms[0].state_dict().items()})
+    for m, lib in zip(ms, (torch, tj)):
+        m.to(memory_format=lib.channels_last)
+    for (k, a), b in zip(ms[0].state_dict().items(), ms[1].state_dict().values()):
+        assert a.stride() == b.stride(), k
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert ms[1][0].weight.is_contiguous(memory_format=tj.channels_last)

@@ -25,9 +25,16 @@ def test_an_integer_step_that_truncates_to_zero_is_refused():
         tj.arange(1, 4, 0.5, dtype=tj.int64)
 
 
-def test_empty_strided_has_the_size_and_dtype():
-    t = tj.empty_strided((2, 3), (1, 2), dtype=tj.float64)
-    assert tuple(t.shape) == (2, 3) and t.dtype == tj.float64 and t.stride() == (3, 1)
+@pytest.mark.parametrize("size,stride", [((2, 3), (1, 2)), ((2, 1, 3), (3, 5, 1)), ((4,), (2,)), ((2, 3), (3, 1))])
+def test_empty_strided_has_torchs_size_dtype_and_strides(size, stride):
+    t = tj.empty_strided(size, stride, dtype=tj.float64)
+    assert tuple(t.shape) == size and t.dtype == tj.float64
+    assert t.stride() == torch.empty_strided(size, stride).stride() == stride
+    t.fill_(2.0)
+    assert t.sum().item() == 2.0 * t.numel()
+    assert tj.ones(1).new_empty_strided(size, stride).stride() == stride
+    with pytest.raises(ValueError, match="stride"):
+        tj.empty_strided(size, stride[1:])
 
 
 def test_tensor_of_lists_takes_the_values_of_tensors_at_any_depth():

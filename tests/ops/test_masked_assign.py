@@ -69,7 +69,15 @@ def _updates(lib, a, b):
     return a
 
 
-CAPTURED = [_same_mask, _rows, _row_value, _number, _zero_dim, _integers, _mask_written_twice, _updates]
+def _rows_per_selected(lib, a, b):
+    a = a * 1.0
+    a[lib.tensor(ROW_MASK)] = b[:3] * 3.0   # (a row per selected row)
+    return a
+
+
+ROW_MASK = np.array([True, False, True, True, False])
+CAPTURED = [_same_mask, _rows, _row_value, _number, _zero_dim, _integers, _mask_written_twice, _updates,
+            _rows_per_selected]
 
 
 @pytest.mark.parametrize("fn", CAPTURED, ids=lambda f: f.__name__)
@@ -108,6 +116,33 @@ def test_in_place_into_an_argument():
     np.testing.assert_allclose(aj.numpy(), at.numpy())
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-6)
     assert f.cache_stats()["compiles"] == 1
+
+
+def test_value_of_the_selected_size():
+    """``a[mask] = v`` with v holding one element (row) per True, in order: captured as a
+    where of v's rows, its count checked on every call as eager's."""
+    def fn(lib, a, v):
+        a = a * 1.0
+        a[a > 0] = v * v
+        return a
+    n = int((A > 0).sum())
+    v = np.arange(n, dtype=np.float32)
+    at, vt = torch.tensor(A, requires_grad=True), torch.tensor(v, requires_grad=True)
+    want = fn(torch, at, vt)
+    want.pow(2).sum().backward()
+    aj, vj = tj.tensor(A, requires_grad=True), tj.tensor(v, requires_grad=True)
+    f = tj.compile(lambda a, v: fn(tj, a, v))
+    got = f(aj, vj)
+    got.pow(2).sum().backward()
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(vj.grad.numpy(), vt.grad.numpy())
+    np.testing.assert_array_equal(aj.grad.numpy(), at.grad.numpy())
+    other = -A   # (another count of True: the same graph checks it)
+    m = int((other > 0).sum())
+    if m != n:
+        with pytest.raises(tj.errors.ShapeError, match="cannot be broadcast"):
+            f(tj.tensor(other), vj)
+    assert f.cache_stats()["compiles"] == 1 and f.cache_stats()["eager_fallbacks"] == 0
 
 
 OTHER_USES = {

@@ -117,3 +117,14 @@ def test_complex_state_loads_and_keeps_stepping():
     assert again.state[q]["exp_avg"].dtype == tj.complex64 and again.state[q]["step"] == 2
     with pytest.raises(TypeError, match="real tensors"):
         tj.optim.LBFGS([tj.nn.Parameter(tj.tensor([1j]))])
+
+
+@pytest.mark.parametrize("lib_name", ["torch", "tracejit"])
+def test_a_tensor_learning_rate(lib_name):
+    """A one-element tensor lr (compile-minded code passes one) steps as its value."""
+    lib = pytest.importorskip("torch") if lib_name == "torch" else tj
+    p = lib.nn.Parameter(lib.ones(2))
+    p.grad = lib.ones(2)
+    opt = lib.optim.Adam([p], lr=lib.tensor(0.1))
+    opt.step()
+    assert abs(p.tolist()[0] - 0.9) < 1e-6 and abs(float(opt.param_groups[0]["lr"]) - 0.1) < 1e-7

@@ -46,6 +46,12 @@ def _path_modules() -> None:
             continue
         globals()[sub] = path_module(full, f"``torch.distributions.{sub}``'s names",
                                      {name: globals()[name] for name in names})
+    from .distribution import broadcast_all
+    globals()["utils"] = path_module(f"{__name__}.utils", "``torch.distributions.utils``: the helpers custom "
+                                     "distributions use", {"broadcast_all": broadcast_all,
+                                                           "clamp_probs": discrete._clamp_probs,
+                                                           "logits_to_probs": discrete.logits_to_probs,
+                                                           "probs_to_logits": discrete.probs_to_logits})
 
 
 _path_modules()

@@ -43,12 +43,21 @@ def _probs_to_logits(probs, binary: bool = False):
     return _ops.log(p) - _ops.log1p(-p) if binary else _ops.log(p)
 
 
+def probs_to_logits(probs, is_binary: bool = False):
+    """``torch.distributions.utils.probs_to_logits``: log-odds (binary) or log-probabilities."""
+    return _probs_to_logits(probs, is_binary)
+
+
+def logits_to_probs(logits, is_binary: bool = False):
+    """``torch.distributions.utils.logits_to_probs``: sigmoid (binary) or softmax over the last dim."""
+    return _ops.sigmoid(logits) if is_binary else _ops.softmax(logits, -1)
+
+
 def _derived(d, name: str, binary: bool):
     """`d.probs` or `d.logits` when it is the parameter not given: made from the other on
     first use and kept (PyTorch's lazy_property)."""
     if name == "probs":
-        logits = d.__dict__["logits"]
-        v = _ops.sigmoid(logits) if binary else _ops.softmax(logits, -1)
+        v = logits_to_probs(d.__dict__["logits"], binary)
     elif name == "logits":
         v = _probs_to_logits(d.__dict__["probs"], binary)
     else:

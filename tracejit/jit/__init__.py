@@ -20,8 +20,9 @@ from .config import eager
 from .explain import explain
 from .function import CompiledFunction, compiled_function_of
 from .loops import scan
-from .torchscript import (Final, _overload, _overload_method, annotate, export, ignore,  # noqa: F401
-                          interface, is_scripting, is_tracing, script_if_tracing, unused)
+from .torchscript import (Final, Future, ScriptFunction, ScriptModule, _overload, _overload_method,  # noqa: F401
+                          annotate, export, fork, ignore, interface, is_scripting, is_tracing, script_if_tracing,
+                          unused, wait)
 
 __all__ = ["trace", "script", "compile", "eager", "explain", "CompiledFunction", "scan", "save", "load"]
 

@@ -9,7 +9,8 @@ import typing
 from .._path_modules import path_module
 
 __all__ = ["is_scripting", "is_tracing", "annotate", "ignore", "unused", "export", "interface",
-           "script_if_tracing", "Final", "_overload", "_overload_method"]
+           "script_if_tracing", "Final", "_overload", "_overload_method", "ScriptModule", "ScriptFunction",
+           "Future", "fork", "wait"]
 
 Final = typing.Final
 
@@ -40,6 +41,39 @@ unused = export = interface = script_if_tracing = _overload = _overload_method =
 def ignore(drop=False, **kwargs):
     """``@ignore`` or ``@ignore(drop=True)``: the function itself."""
     return drop if callable(drop) else _as_is
+
+
+class ScriptModule:
+    """For ``isinstance`` checks: no model here is a TorchScript module."""
+
+
+class ScriptFunction:
+    """For ``isinstance`` checks: no function here is a TorchScript function."""
+
+
+class Future:
+    """``torch.jit.fork``'s result: the call already ran (tracejit runs no TorchScript
+    tasks in parallel); ``wait()`` gives its value."""
+
+    def __init__(self, value):
+        self._value = value
+
+    def wait(self):
+        return self._value
+
+    value = wait
+
+    def done(self) -> bool:
+        return True
+
+
+def fork(func, *args, **kwargs) -> Future:
+    """``func(*args, **kwargs)`` run now, as a `Future` for `wait`."""
+    return Future(func(*args, **kwargs))
+
+
+def wait(future: Future):
+    return future.wait()
 
 
 def _assert(condition, message):

@@ -224,6 +224,13 @@ class ParameterList(Module):
         self.register_parameter(str(len(self)), _as_param(value))
         return self
 
+    def extend(self, values: Iterable) -> "ParameterList":
+        for v in values:
+            self.append(v)
+        return self
+
+    __iadd__ = extend
+
     def extra_repr(self) -> str:
         return "\n".join(f"({i}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]"
                          for i, p in enumerate(self))

@@ -63,7 +63,7 @@ class LazyModuleMixin:
         for name, b in real._buffers.items():
             self._buffers[name] = b
         keep = {"_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks",
-                "training"}
+                "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs", "training"}
         for k, v in real.__dict__.items():
             if k not in keep:
                 self.__dict__[k] = v

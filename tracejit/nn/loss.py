@@ -1,6 +1,7 @@
 """Loss modules: thin wrappers holding the options of the functional losses."""
 from __future__ import annotations
 
+from ..ops.losses import legacy_reduction
 from . import functional as F
 from .module import Module, layer_class
 
@@ -10,12 +11,14 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 class _Loss(Module):
-    """A loss with PyTorch's ``reduction``; forward is ``_fn(input, target, reduction=...)``
-    unless a subclass passes more options."""
+    """A loss with PyTorch's ``reduction`` (or its deprecated ``size_average``/``reduce``,
+    by keyword); forward is ``_fn(input, target, reduction=...)`` unless a subclass passes
+    more options."""
     _fn = None
 
-    def __init__(self, reduction: str = "mean"):
+    def __init__(self, reduction: str = "mean", *, size_average=None, reduce=None):
         super().__init__()
+        reduction = legacy_reduction(size_average, reduce, reduction)
         if reduction not in _REDUCTIONS:
             raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
         self.reduction = reduction
@@ -25,8 +28,8 @@ class _Loss(Module):
 
 
 class _WeightedLoss(_Loss):
-    def __init__(self, weight=None, reduction: str = "mean"):
-        super().__init__(reduction)
+    def __init__(self, weight=None, reduction: str = "mean", *, size_average=None, reduce=None):
+        super().__init__(reduction, size_average=size_average, reduce=reduce)
         self.register_buffer("weight", weight)
 
     def forward(self, input, target):
@@ -39,8 +42,8 @@ L1Loss = layer_class("L1Loss", _Loss, F.l1_loss)
 
 class CrossEntropyLoss(_WeightedLoss):
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
-                 label_smoothing: float = 0.0):
-        super().__init__(weight, reduction)
+                 label_smoothing: float = 0.0, *, size_average=None, reduce=None):
+        super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
         self.ignore_index = ignore_index
@@ -52,8 +55,9 @@ class CrossEntropyLoss(_WeightedLoss):
 
 
 class NLLLoss(_WeightedLoss):
-    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
-        super().__init__(weight, reduction)
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean", *, size_average=None,
+                 reduce=None):
+        super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
         self.ignore_index = ignore_index
 
     def forward(self, input, target):
@@ -65,8 +69,8 @@ BCELoss = layer_class("BCELoss", _WeightedLoss, F.binary_cross_entropy)
 
 
 class BCEWithLogitsLoss(_WeightedLoss):
-    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
-        super().__init__(weight, reduction)
+    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None, *, size_average=None, reduce=None):
+        super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):

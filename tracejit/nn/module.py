@@ -25,6 +25,25 @@ from .parameter import Buffer, Parameter
 
 __all__ = ["Module", "RemovableHandle"]
 
+def _add_hook(hooks: dict, with_kwargs_ids: set, hook, prepend: bool, with_kwargs: bool) -> "RemovableHandle":
+    h = RemovableHandle(hooks)
+    hooks[h.id] = hook
+    if prepend:
+        hooks.move_to_end(h.id, last=False)
+    if with_kwargs:
+        with_kwargs_ids.add(h.id)
+    return h
+
+
+def _hook_args_kwargs(res, hook) -> tuple:
+    """A with_kwargs pre-hook's (args, kwargs) result, checked."""
+    if not (isinstance(res, tuple) and len(res) == 2 and isinstance(res[1], dict)):
+        raise RuntimeError(f"forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                           f"but got {res!r} from {getattr(hook, '__qualname__', hook)}")
+    args = res[0] if isinstance(res[0], tuple) else (res[0],)
+    return args, res[1]
+
+
 class RemovableHandle:
     """Returned by hook registration; ``remove()`` unregisters the hook."""
 
@@ -65,8 +84,8 @@ def _parse_to(args, kwargs):
     dtype = kwargs.pop("dtype", None)
     dev = kwargs.pop("device", None)
     kwargs.pop("non_blocking", None)
-    # a layout request (channels_last) is accepted and checked; tensors stay row-major
-    check_memory_format(kwargs.pop("memory_format", None), "to")
+    fmt = kwargs.pop("memory_format", None)
+    check_memory_format(fmt, "to")
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
@@ -82,7 +101,7 @@ def _parse_to(args, kwargs):
         dtype = _dt.as_dtype(dtype)
         if not dtype.is_floating_point:
             raise TypeError(f"Module.to only accepts floating point dtypes, got {dtype}")
-    return (as_device(dev) if dev is not None else None), dtype
+    return (as_device(dev) if dev is not None else None), dtype, fmt
 
 
 def _capture_effects():
@@ -120,16 +139,24 @@ class Module(BackwardHooks, StateDict):
         d["_modules"] = OrderedDict()
         d["_forward_hooks"] = OrderedDict()
         d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_hooks_with_kwargs"] = set()       # ids of hooks taking the call's kwargs
+        d["_forward_pre_hooks_with_kwargs"] = set()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
         if self._forward_pre_hooks:
-            for hook in list(self._forward_pre_hooks.values()):
+            for hid, hook in list(self._forward_pre_hooks.items()):
                 if _trace_state.tracer is not None:
                     _capture_effects().watch_function(hook)
-                res = hook(self, args)
+                if hid in self._forward_pre_hooks_with_kwargs:
+                    res = hook(self, args, kwargs)
+                    if res is not None:
+                        args, kwargs = _hook_args_kwargs(res, hook)
+                        continue
+                else:
+                    res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
                 elif _trace_state.tracer is not None:   # run for its effect: not in a graph
@@ -143,10 +170,11 @@ class Module(BackwardHooks, StateDict):
             explain_module_error(self, args, exc)
             raise
         if self._forward_hooks:
-            for hook in list(self._forward_hooks.values()):
+            for hid, hook in list(self._forward_hooks.items()):
                 if _trace_state.tracer is not None:
                     _capture_effects().watch_function(hook)
-                res = hook(self, args, out)
+                res = (hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs
+                       else hook(self, args, out))
                 if res is not None:
                     out = res
                 elif _trace_state.tracer is not None:
@@ -422,9 +450,10 @@ class Module(BackwardHooks, StateDict):
     def to(self, *args, **kwargs) -> "Module":
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``: in place, returns self.
 
-        dtype casts apply to floating-point parameters and buffers only, as in PyTorch.
+        dtype casts apply to floating-point parameters and buffers only, as in PyTorch;
+        ``memory_format=`` lays out the 4-D and 5-D ones (``channels_last`` conv weights).
         """
-        dev, dtype = _parse_to(args, dict(kwargs))
+        dev, dtype, fmt = _parse_to(args, dict(kwargs))
 
         def convert(t: Tensor) -> Tensor:
             kw = {}
@@ -432,6 +461,8 @@ class Module(BackwardHooks, StateDict):
                 kw["device"] = dev
             if dtype is not None and t.dtype.is_floating_point:
                 kw["dtype"] = dtype
+            if fmt is not None and t.ndim in (4, 5):
+                kw["memory_format"] = fmt
             return t.to(**kw) if kw else t
         return self._apply(convert)
 
@@ -462,18 +493,25 @@ class Module(BackwardHooks, StateDict):
     def half(self) -> "Module":
         return self.to(_dt.float16)
 
-    # ---- hooks -------------------------------------------------------------------------------------
-    def register_forward_hook(self, hook) -> RemovableHandle:
-        """hook(module, args, output) -> new output or None, run after ``forward``."""
-        h = RemovableHandle(self._forward_hooks)
-        self._forward_hooks[h.id] = hook
-        return h
+    def bfloat16(self) -> "Module":
+        return self.to(_dt.bfloat16)
 
-    def register_forward_pre_hook(self, hook) -> RemovableHandle:
-        """hook(module, args) -> new args or None, run before ``forward``."""
-        h = RemovableHandle(self._forward_pre_hooks)
-        self._forward_pre_hooks[h.id] = hook
-        return h
+    def type(self, dst_type) -> "Module":
+        """Every floating-point parameter and buffer cast to `dst_type`."""
+        return self.to(dst_type)
+
+    # ---- hooks -------------------------------------------------------------------------------------
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """hook(module, args, output) -> new output or None, run after ``forward``;
+        hook(module, args, kwargs, output) ``with_kwargs``; first of all with ``prepend``.
+        (``always_call`` is accepted: the hooks run after a forward that returned.)"""
+        return _add_hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs)
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
+        """hook(module, args) -> new args or None, run before ``forward``; ``with_kwargs``,
+        hook(module, args, kwargs) -> None or a new (args, kwargs) pair."""
+        return _add_hook(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs, hook, prepend, with_kwargs)
 
     # ---- printing ----------------------------------------------------------------------------------
     # attributes `extra_repr` shows as name=value: layers whose repr is only their options

@@ -15,7 +15,17 @@ __all__ = ["Parameter", "UninitializedParameter", "UninitializedBuffer", "Buffer
 class Parameter(Tensor):
     __slots__ = ()
 
-    def __init__(self, data: Tensor | None = None, requires_grad: bool = True):
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True, *args, **kwargs):
+        # Made here, not in __init__, as PyTorch's: a subclass's ``__new__`` may call
+        # ``super().__new__(cls, data, requires_grad)`` and take arguments of its own.
+        self = super().__new__(cls)
+        self._setup(data, requires_grad)
+        return self
+
+    def __init__(self, *args, **kwargs) -> None:
+        pass   # (set up by __new__)
+
+    def _setup(self, data: Tensor | None, requires_grad: bool) -> None:
         if data is None:
             from ..ops.creation import empty
             data = empty(0)
@@ -55,8 +65,8 @@ class UninitializedParameter(Parameter):
     """
     __slots__ = ()
 
-    def __init__(self, requires_grad: bool = True, device=None, dtype=None):
-        super().__init__(None, requires_grad)
+    def __new__(cls, requires_grad: bool = True, device=None, dtype=None):
+        return Parameter.__new__(cls, None, requires_grad)
 
     def materialize(self, shape, device=None, dtype=None) -> None:
         from ..ops.creation import empty

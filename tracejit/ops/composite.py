@@ -107,16 +107,16 @@ def log_softmax(x, dim: int = -1, dtype=None, axis=None):
     return _along("log_softmax", _log_softmax_prim.log_softmax, x, dim if axis is None else axis, dtype)
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not ns or tuple(x.shape[x.ndim - len(ns):]) != ns:   # (() would normalize each element alone)
+    if not ns or tuple(input.shape[input.ndim - len(ns):]) != ns:   # (() would normalize each element alone)
         raise ShapeError(f"layer_norm: normalized_shape {ns} is empty or does not match the last dims of input "
-                         f"shape {tuple(x.shape)}")
-    return _ln_prim.layer_norm(x, len(ns), weight, bias, eps)   # one op each way, eager and traced
+                         f"shape {tuple(input.shape)}")
+    return _ln_prim.layer_norm(input, len(ns), weight, bias, eps)   # one op each way, eager and traced
 
 
-def dropout(x, p: float = 0.5, training: bool = True, inplace: bool = False):
-    return masked_dropout("dropout", x, p, training, inplace)
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    return masked_dropout("dropout", input, p, training, inplace)
 
 
 def masked_dropout(op: str, x, p: float, training: bool, inplace: bool, shape=None):
@@ -392,8 +392,17 @@ def _warn_broadcast(op, input, target):
                       f"broadcasting. Please ensure they have the same size.", UserWarning, stacklevel=user_stacklevel())
 
 
+def _legacy(size_average, reduce, reduction: str) -> str:
+    """`reduction`, or what PyTorch's deprecated ``size_average``/``reduce`` ask for (losses.py)."""
+    if size_average is None and reduce is None:
+        return reduction
+    from .losses import legacy_reduction   # (losses imports this module)
+    return legacy_reduction(size_average, reduce, reduction)
+
+
 @_autocast.fp32
-def mse_loss(input, target, reduction: str = "mean"):
+def mse_loss(input, target, reduction: str = "mean", *, size_average=None, reduce=None):
+    reduction = _legacy(size_average, reduce, reduction)
     _warn_broadcast("mse_loss", input, target)
     expect_floating("mse_loss", "input", input)
     d = input - target
@@ -404,13 +413,16 @@ def mse_loss(input, target, reduction: str = "mean"):
 
 
 @_autocast.fp32
-def l1_loss(input, target, reduction: str = "mean"):
+def l1_loss(input, target, reduction: str = "mean", *, size_average=None, reduce=None):
+    reduction = _legacy(size_average, reduce, reduction)
     _warn_broadcast("l1_loss", input, target)
     return _reduce(abs(input - target), reduction)
 
 
 @_autocast.fp32
-def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean", *,
+             size_average=None, reduce=None):
+    reduction = _legacy(size_average, reduce, reduction)
     if input.ndim == 1 and target.ndim == 0:  # one unbatched sample
         out = nll_loss(unsqueeze(input, 0), unsqueeze(target, 0), weight, ignore_index, reduction)
         return squeeze(out, 0) if reduction == "none" else out
@@ -452,7 +464,8 @@ def _check_class_weight(op: str, weight, c) -> None:
 
 @_autocast.fp32
 def cross_entropy(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
-                  label_smoothing: float = 0.0):
+                  label_smoothing: float = 0.0, *, size_average=None, reduce=None):
+    reduction = _legacy(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:   # (also refuses nan)
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
     expect_floating("cross_entropy", "input", input)
@@ -547,7 +560,8 @@ BCE_TERMS = _binary("bce_terms", _bce_impl, _bce_vjp, _bce_scalar, save=lambda r
 
 
 @_autocast.fp32
-def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
+def binary_cross_entropy(input, target, weight=None, reduction: str = "mean", *, size_average=None, reduce=None):
+    reduction = _legacy(size_average, reduce, reduction)
     _check_same("binary_cross_entropy", input, target)
     if not target.dtype.is_floating_point:
         raise TypeError(f"binary_cross_entropy: target must be a floating point tensor of probabilities "
@@ -562,7 +576,8 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
 
 @_autocast.fp32
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
-                                     pos_weight=None):
+                                     pos_weight=None, *, size_average=None, reduce=None):
+    reduction = _legacy(size_average, reduce, reduction)
     _check_same("binary_cross_entropy_with_logits", input, target)
     expect_floating("binary_cross_entropy_with_logits", "input", input)
     # -[pw*t*log(s) + (1-t)*log(1-s)] with s = sigmoid(x) and log(1-s) = log(s) - x is

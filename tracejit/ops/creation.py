@@ -237,9 +237,25 @@ def empty(*size, dtype=None, device=None, requires_grad: bool = False):
 
 
 def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False):
-    """An uninitialized tensor of `size`; tensors here are row-major, so `stride` is accepted
-    and not kept (``stride()`` reports the row-major one)."""
-    return empty(tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
+    """An uninitialized tensor of `size` laid out with `stride` (in elements) over a buffer
+    just large enough, as PyTorch's."""
+    size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride) or any(s < 0 for s in stride):
+        raise ValueError(f"empty_strided: expected a non-negative stride per dim of {size}, got {stride}")
+    if stride == _row_major(size):
+        return empty(size, dtype=dtype, device=device, requires_grad=requires_grad)
+    from .numpy_like import as_strided   # (numpy_like imports this module)
+    buf = empty(max(0, 1 + sum((n - 1) * s for n, s in zip(size, stride))), dtype=dtype, device=device)
+    out = as_strided(buf, size, stride)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _row_major(size: tuple) -> tuple:
+    st, acc = [], 1
+    for n in reversed(size):
+        st.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(st))
 
 
 def _like(a, dtype, device, memory_format=None):

@@ -4,9 +4,10 @@ Indexing with a boolean mask selects as many elements as the mask holds True: in
 ``b[mask]`` has a data-dependent size (ops/host_steps.py). Written straight back through the
 same mask into a tensor of b's shape, the selection is ``where(mask, b, a)`` in place, and a
 value of the shape one selected element has (a number, a 0-d tensor, a row) is
-``where(mask, v, a)``, with no size to compute. The mask may be one tensor or the same
-expression written twice (``a[b > 0] = b[b > 0]``). Every other assignment through a mask
-is the general ``index_put`` at the mask's nonzero positions.
+``where(mask, v, a)``, with no size to compute; a value with a row per selected element is
+spread by the mask's running count (the count of Trues checked in the graph). The mask may
+be one tensor or the same expression written twice (``a[b > 0] = b[b > 0]``). Every other
+assignment through a mask is the general ``index_put`` at the mask's nonzero positions.
 """
 from __future__ import annotations
 
@@ -53,8 +54,11 @@ def assign(a, index, value):
             return None
         value = src
     elif isinstance(value, Tensor):
-        if value.ndim > a.ndim - mask.ndim or tuple(value.shape) != tuple(a.shape[a.ndim - value.ndim:]):
-            return None   # (a value per selected element: its count depends on the data)
+        tail = tuple(a.shape[mask.ndim:])
+        if value.ndim == len(tail) + 1 and tuple(value.shape[1:]) == tail and type(value.shape[0]) is int:
+            value = _per_selected(a, mask, value, tail)   # (a row per selected element)
+        elif value.ndim > a.ndim - mask.ndim or tuple(value.shape) != tuple(a.shape[a.ndim - value.ndim:]):
+            return None
     elif not isinstance(value, (bool, int, float)):
         return None
     if isinstance(value, Tensor) and value.dtype is not a.dtype:
@@ -62,3 +66,18 @@ def assign(a, index, value):
     m = reshape(mask, tuple(mask.shape) + (1,) * (a.ndim - mask.ndim))
     out = where(m, value, a)
     return out if out.dtype is a.dtype else cast(out, a.dtype)
+
+
+def _per_selected(a, mask, value, tail: tuple):
+    """`value` (a row per True of `mask`, in order) spread to a's shape: row k where the
+    k-th True is, row 0 elsewhere (where `assign`'s where keeps a); the count of Trues
+    checked on every path (value_checks_prim.SELECTS)."""
+    from .indexing import index_select
+    from .reductions import cumsum
+    from .shape import reshape
+    from .value_checks_prim import selects
+    if value.shape[0] == 1:
+        return reshape(value, tail)   # (one row broadcasts to every selected element)
+    flat = reshape(selects(mask, tuple(value.shape), tail), (-1,))
+    rows = (cumsum(flat, 0, dtype=_dt.int64) - 1).clamp(min=0, max=max(value.shape[0] - 1, 0))
+    return reshape(index_select(value, 0, rows), tuple(a.shape)) if value.shape[0] else a

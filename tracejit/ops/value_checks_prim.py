@@ -9,10 +9,10 @@ input itself (a view), and its gradient passes through unchanged.
 from __future__ import annotations
 
 from .. import bf16 as _bf16
-from ..errors import ValueRangeError
+from ..errors import ShapeError, ValueRangeError
 from .registry import Aval, defprim
 
-__all__ = ["IN_UNIT_INTERVAL", "in_unit_interval"]
+__all__ = ["IN_UNIT_INTERVAL", "in_unit_interval", "SELECTS", "selects"]
 
 
 def _same_rule(x, *, op, name):
@@ -38,3 +38,28 @@ def in_unit_interval(x, op: str, name: str):
     argument `name` and the range found otherwise."""
     from .eager import bind
     return bind(IN_UNIT_INTERVAL, x, op=op, name=name)
+
+
+def _selects_impl(xp, mask, *, count, value_shape, region_tail):
+    n = int(mask.sum())
+    if n != count:
+        raise ShapeError(f"index_put: value of shape {tuple(value_shape)} cannot be broadcast to the indexed "
+                         f"region of shape {(n,) + tuple(region_tail)}")
+    return mask.view()
+
+
+def _selects_rule(mask, *, count, value_shape, region_tail):
+    return Aval(mask.shape, mask.dtype, mask.device)
+
+
+SELECTS = defprim("selects", _selects_impl, _selects_rule, lambda g, out, m, **kw: (None,),
+                  kind="other", extra={"view": True})
+
+
+def selects(mask, value_shape: tuple, region_tail: tuple):
+    """Boolean `mask`, checked on every path to hold as many True as a value of
+    `value_shape` has rows (``a[mask] = v``, one row per selected element): a ShapeError as
+    eager ``index_put``'s otherwise."""
+    from .eager import bind
+    return bind(SELECTS, mask, count=int(value_shape[0]), value_shape=tuple(value_shape),
+                region_tail=tuple(region_tail))

@@ -17,3 +17,15 @@ from . import swa_utils  # noqa: E402,F401
 __all__ += ["swa_utils"]
 from .factored import Adafactor, Muon, SparseAdam  # noqa: E402
 __all__ += ["Adafactor", "Muon", "SparseAdam"]
+
+
+def _path_modules() -> None:
+    """``from torch.optim.adamw import AdamW`` and the other one-optimizer module paths of
+    PyTorch whose classes live together here."""
+    from .._path_modules import path_module
+    for sub, name in (("adamw", "AdamW"), ("adamax", "Adamax"), ("nadam", "NAdam"), ("radam", "RAdam"),
+                      ("asgd", "ASGD"), ("rprop", "Rprop"), ("adafactor", "Adafactor"), ("sparse_adam", "SparseAdam")):
+        globals()[sub] = path_module(f"{__name__}.{sub}", f"``torch.optim.{sub}``", {name: globals()[name]})
+
+
+_path_modules()

@@ -17,8 +17,10 @@ from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad
 from ..ops.eager import refuse_effect
 from ..tensor import Tensor
+from .optimizer_hooks import (OptimizerHooks, register_optimizer_step_post_hook,  # noqa: F401
+                              register_optimizer_step_pre_hook)
 
-__all__ = ["Optimizer"]
+__all__ = ["Optimizer", "register_optimizer_step_pre_hook", "register_optimizer_step_post_hook"]
 
 
 def _check_number(opt: str, name: str, value, low: float | None = 0.0, high: float | None = None,
@@ -44,7 +46,7 @@ def _check_betas(opt: str, group: dict) -> None:
         _check_number(opt, f"beta parameter at index {i}", b, 0.0, 1.0, high_open=True)
 
 
-class Optimizer:
+class Optimizer(OptimizerHooks):
     """Base class: holds ``param_groups`` (list of dicts) and ``state`` (param -> dict)."""
 
     # what a compiled function reading the optimizer (its learning rate) is guarded on
@@ -130,6 +132,8 @@ class Optimizer:
             out["param_names"] = names
         for k, default in self.defaults.items():
             out.setdefault(k, default)
+        if isinstance(out.get("lr"), Tensor) and out["lr"].numel() == 1:
+            out["lr"] = out["lr"].item()   # (a tensor lr, as compile-minded code passes: its value)
         self._validate(out)
         seen |= ids
         return out
@@ -229,6 +233,7 @@ class Optimizer:
         Parameters are replaced by their position across groups; state tensors are the
         live ones (save or clone them to keep a snapshot).
         """
+        self._run_state_hooks("_state_dict_pre_hooks")
         index: dict = {}
         groups = []
         for g in self.param_groups:
@@ -241,11 +246,12 @@ class Optimizer:
             groups.append(packed)
         state = {index[id(p)]: {k: _step_tensor(v) if k == "step" else v for k, v in s.items()}
                  for p, s in self.state.items() if id(p) in index}
-        return {"state": state, "param_groups": groups}
+        return self._run_state_hooks("_state_dict_post_hooks", {"state": state, "param_groups": groups})
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore hyperparameters and state; checks everything before changing anything."""
         name = type(self).__name__
+        state_dict = self._run_state_hooks("_load_state_dict_pre_hooks", state_dict)
         if not isinstance(state_dict, dict) or "state" not in state_dict or "param_groups" not in state_dict:
             raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and 'param_groups'")
         saved_groups = state_dict["param_groups"]
@@ -274,6 +280,7 @@ class Optimizer:
         for update, cur in zip(updates, self.param_groups):
             cur.update(update)
         self.state = new_state
+        self._run_state_hooks("_load_state_dict_post_hooks")
 
     def _load_value(self, p: Tensor, pkey, k: str, v):
         """A private copy of a loaded state value, on p's device and (if floating) dtype."""

@@ -26,7 +26,8 @@ _PATHS = {
     "channelshuffle": "ChannelShuffle",
     "container": "Container ModuleDict ModuleList ParameterDict ParameterList Sequential",
     "conv": "Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d LazyConv1d "
-            "LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d LazyConvTranspose3d",
+            "LazyConv2d LazyConv3d LazyConvTranspose1d LazyConvTranspose2d LazyConvTranspose3d "
+            "layers:_ConvNd conv:_ConvTransposeNd",
     "distance": "CosineSimilarity PairwiseDistance",
     "dropout": "AlphaDropout Dropout Dropout1d Dropout2d Dropout3d FeatureAlphaDropout "
                "dropout:_DropoutNd",
