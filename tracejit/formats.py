@@ -45,6 +45,8 @@ strided = layout("strided")
 
 CHANNELS_LAST_OF_RANK = {4: channels_last, 5: channels_last_3d}   # the channels-last format of a rank
 _RANK = {f.name: r for r, f in CHANNELS_LAST_OF_RANK.items()}
+# rank -> (the channels-innermost order of (N, C, spatial...), and back)
+CHANNELS_INNER = {r: ((0,) + tuple(range(2, r)) + (1,), (0, r - 1) + tuple(range(1, r - 1))) for r in (4, 5)}
 
 
 def check_memory_format(fmt, what: str) -> None:
@@ -63,8 +65,8 @@ def laid_out(t, fmt, copy: bool = False):
         return ops.clone(t) if copy else ops.contiguous(t)
     if not copy and t.is_contiguous(memory_format=fmt):
         return t
-    inner = (0,) + tuple(range(2, rank)) + (1,)
-    return ops.permute(ops.clone(ops.permute(t, inner)), (0, rank - 1) + tuple(range(1, rank - 1)))
+    inner, back = CHANNELS_INNER[rank]
+    return ops.permute(ops.clone(ops.permute(t, inner)), back)
 
 
 def dense_in_order(t, fmt: memory_format) -> bool:
@@ -83,4 +85,19 @@ def dense_in_order(t, fmt: memory_format) -> bool:
         if shape[d] != 1 and strides[d] != expect:
             return False
         expect *= shape[d]
+    return True
+
+
+def all_channels_last(tensors, layout_of) -> bool:
+    """Whether every tensor is laid out channels-last (PyTorch's suggested format of each:
+    channels innermost and not also row-major); `layout_of` gives a tensor's eager array.
+    Not asked of symbolic sizes: a traced layout read would specialize them."""
+    fmt = CHANNELS_LAST_OF_RANK[tensors[0].ndim]
+    if not all(type(d) is int for x in tensors for d in x.shape):
+        return False
+    for x in tensors:
+        data = layout_of(x)
+        if (data is None or data.ndim != x.ndim or data.strides[1] != data.itemsize or data.shape[1] == 1
+                or not x.is_contiguous(memory_format=fmt) or x.is_contiguous()):   # (the quick tests first)
+            return False
     return True

@@ -22,7 +22,7 @@ from .eager import bind, trace_hooks, trace_state
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",
-           "empty_strided", "scalar_tensor"]
+           "scalar_tensor"]
 
 
 def _infer_dtype(data, arr) -> "_dt.DType":
@@ -234,28 +234,6 @@ def ones(*size, dtype=None, device=None, requires_grad: bool = False):
 
 def empty(*size, dtype=None, device=None, requires_grad: bool = False):
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
-
-
-def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False):
-    """An uninitialized tensor of `size` laid out with `stride` (in elements) over a buffer
-    just large enough, as PyTorch's."""
-    size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
-    if len(size) != len(stride) or any(s < 0 for s in stride):
-        raise ValueError(f"empty_strided: expected a non-negative stride per dim of {size}, got {stride}")
-    if stride == _row_major(size):
-        return empty(size, dtype=dtype, device=device, requires_grad=requires_grad)
-    from .numpy_like import as_strided   # (numpy_like imports this module)
-    buf = empty(max(0, 1 + sum((n - 1) * s for n, s in zip(size, stride))), dtype=dtype, device=device)
-    out = as_strided(buf, size, stride)
-    return out.requires_grad_() if requires_grad else out
-
-
-def _row_major(size: tuple) -> tuple:
-    st, acc = [], 1
-    for n in reversed(size):
-        st.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(st))
 
 
 def _like(a, dtype, device, memory_format=None):

@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..shapes import broadcast_shapes as _broadcast_shapes, normalize_dim
 from ..size import Size
 from ..tensor import Tensor
-from .creation import _STEPS, arange, count_arg, tensor
+from .creation import _STEPS, arange, count_arg, empty as _empty, tensor
 from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, logical_or, lt, ne, sqrt, where
 from .indexing import index_put
 from .linalg import matmul
@@ -28,7 +28,7 @@ __all__ = ["broadcast_tensors", "broadcast_shapes", "result_type", "can_cast", "
            "msort", "ravel", "logspace", "select_scatter", "slice_scatter", "diagonal_scatter",
            "concatenate", "rsub", "vdot", "greater", "greater_equal", "less", "less_equal",
            "not_equal", "norm", "is_nonzero", "is_same_size", "is_signed", "get_device", "mvlgamma", "fill",
-           "detach", "as_strided", "view_dtype"]
+           "detach", "as_strided", "view_dtype", "empty_strided"]
 
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 concatenate = cat
@@ -352,3 +352,24 @@ def view_dtype(input, dtype):
         raise RuntimeError(f"view({dt.name}): a tensor of shape {tuple(input.shape)} and dtype "
                            f"{input.dtype.name} cannot be viewed as {dt.name}: {e}") from None
     return Tensor._wrap(out, dt, input.device)
+
+
+def empty_strided(size, stride, *, dtype=None, device=None, requires_grad: bool = False):
+    """An uninitialized tensor of `size` laid out with `stride` (in elements) over a buffer
+    just large enough, as PyTorch's."""
+    size, stride = tuple(int(n) for n in size), tuple(int(s) for s in stride)
+    if len(size) != len(stride) or any(s < 0 for s in stride):
+        raise ValueError(f"empty_strided: expected a non-negative stride per dim of {size}, got {stride}")
+    if stride == _row_major(size):
+        return _empty(size, dtype=dtype, device=device, requires_grad=requires_grad)
+    buf = _empty(max(0, 1 + sum((n - 1) * s for n, s in zip(size, stride))), dtype=dtype, device=device)
+    out = as_strided(buf, size, stride)
+    return out.requires_grad_() if requires_grad else out
+
+
+def _row_major(size: tuple) -> tuple:
+    st, acc = [], 1
+    for n in reversed(size):
+        st.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(st))

@@ -13,7 +13,7 @@ from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import Sym, normalize_dim, numel
 from .registry import REGISTRY, Aval, defprim
 from .eager import bind, eager_layout, remember_plain, trace_hooks
-from ..formats import CHANNELS_LAST_OF_RANK
+from ..formats import CHANNELS_INNER, all_channels_last
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
 from .shape_params import keyword_shape as _keyword_shape
@@ -447,28 +447,12 @@ def cat(tensors, dim: int = 0, axis=None):
         out = clone(kept[0])
         dt = _dt.result_type([x.dtype for x in tensors if x.ndim], [], [x.dtype for x in tensors if not x.ndim])
         return cast(out, dt)
-    if nd in _CHANNELS_INNER and _all_channels_last(kept, nd):
+    if nd in CHANNELS_INNER and all_channels_last(kept, eager_layout):
         # PyTorch's result keeps the inputs' common format: the channels-innermost views
         # concatenated, viewed back in (N, C, ...) order
-        inner, back = _CHANNELS_INNER[nd]
+        inner, back = CHANNELS_INNER[nd]
         return permute(bind(CONCAT, *[permute(x, inner) for x in kept], dim=inner.index(d)), back)
     return bind(CONCAT, *kept, dim=d)
-
-
-# rank -> (the channels-innermost order of (N, C, spatial...), and back)
-_CHANNELS_INNER = {r: ((0,) + tuple(range(2, r)) + (1,), (0, r - 1) + tuple(range(1, r - 1))) for r in (4, 5)}
-
-
-def _all_channels_last(tensors, nd: int) -> bool:
-    """Whether every tensor is laid out channels-last (PyTorch's suggested format of each:
-    channels innermost and not also row-major)."""
-    fmt = CHANNELS_LAST_OF_RANK[nd]
-    for x in tensors:
-        data = eager_layout(x)
-        if (data is None or data.ndim != nd or data.strides[1] != data.itemsize or data.shape[1] == 1
-                or not x.is_contiguous(memory_format=fmt) or x.is_contiguous()):   # (the quick tests first)
-            return False
-    return True
 
 
 concat = concatenate = cat
