@@ -39,6 +39,7 @@ from ..dtypes import bfloat16 as _BF16
 from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.host_steps import HOST_STEP, size_bindings, step_function
+from ..ops.impls import specialized
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
 from ..ops.promotion import compute_dtype, scalar_as
@@ -477,6 +478,12 @@ class Plan:
             # ints, slices and None only: the array's own view, indexed in the plan's line
             # (the primitive's call costs more than the slice)
             return [f"    {outs[0]} = {ins[0]}[{_basic_key_code(e.params['spec'], consts)}]"]
+        donates = p.extra.get("donates") and dies and self.backend.name == "cpu"
+        fn = None if donates else self._table_call(e)
+        if fn is not None:    # the call resolved for this signature (ops/impls.py `specialized`)
+            name = f"S{len(consts)}_{p.name}"
+            consts[name], consts[f"D_{e.out.aval.dtype.name}"] = fn, e.out.aval.dtype.np
+            return [f"    {outs[0]} = _fix({name}({', '.join(ins)}), D_{e.out.aval.dtype.name})"]
         iname = f"I_{p.name}"
         consts[iname] = p.run
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())
@@ -484,12 +491,26 @@ class Plan:
         consts[dt] = e.out.aval.dtype.np
         args = f"xp{', ' if ins else ''}{', '.join(ins)}{', ' if kw else ''}{kw}"
         call = f"{iname}({args})"
-        if p.extra.get("donates") and dies and self.backend.name == "cpu":
+        if donates:
             # the first operand dies here: its array, where nothing else holds it, takes
             # the result (ops/donation.py) instead of a copy of it
             consts["_donated"], consts["DONATING"] = _donated, donating
             call = f"DONATING(_donated({ins[0]}), {iname}, {args})"
         return [f"    {outs[0]} = _fix({call}, {dt})"]
+
+    def _table_call(self, e):
+        """The CPU call a registered implementation makes for `e`'s static signature (its
+        operands' shapes and dtype, its params: ops/impls.py `specialized`), or None."""
+        p = e.prim
+        if (self.backend.name != "cpu" or not p.table_runs() or len(e.outs) != 1
+                or any(contains_sym(v) for v in e.params.values())):
+            return None
+        if not all(isinstance(a, Var) and not contains_sym(a.aval.shape) for a in e.inputs):
+            return None
+        dtypes = {a.aval.dtype for a in e.inputs} or {e.out.aval.dtype}
+        if len(dtypes) != 1 or _BF16 in dtypes or e.out.aval.dtype is _BF16:
+            return None   # (mixed operands: the table decides per call; bf16 words: its own rows)
+        return specialized(p, tuple(tuple(a.aval.shape) for a in e.inputs), dtypes.pop().np, e.params)
 
     def _emit_control(self, e, ins, outs, consts):
         prim = e.prim
