@@ -300,7 +300,7 @@ def _plans() -> list:
 @contextlib.contextmanager
 def instrumented(timers: Timers) -> Iterator[int]:
     """Time the calls of every compiled CPU plan in the process; yields how many plans."""
-    from tracejit.compiler.plan import PRODUCT_NAME
+    from tracejit.compiler.plan import PRODUCT_NAME, SIGNATURE_CALL
     saved = []
     plans = _plans()
     try:
@@ -323,6 +323,8 @@ def instrumented(timers: Timers) -> Iterator[int]:
                     new = _bias_gemm(timers, value)
                 elif name.startswith("I_") and callable(value):
                     new = timers.timed("other ops", _real_xp(value))
+                elif SIGNATURE_CALL.match(name) and callable(value):
+                    new = timers.timed("other ops", value)
                 else:
                     continue
                 saved.append((g, name, value))

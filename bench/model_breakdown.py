@@ -175,7 +175,7 @@ def _instrument(timers: OpTimers) -> list:
         def __getattr__(self, name):
             return getattr(self._xp, name)
 
-    from tracejit.compiler.plan import PRODUCT_NAME
+    from tracejit.compiler.plan import PRODUCT_NAME, SIGNATURE_CALL
     for plan in _plans():
         g = getattr(plan.fn, "__globals__", None)
         if g is None or getattr(plan.backend, "name", plan.backend) != "cpu":
@@ -195,6 +195,8 @@ def _instrument(timers: OpTimers) -> list:
                 new = _bias_gemm(timers, value, XP)
             elif name.startswith("I_") and callable(value):
                 new = timers.wrap("op " + name[2:], _unwrap_xp(value, XP))
+            elif SIGNATURE_CALL.match(name) and callable(value):
+                new = timers.wrap("op " + SIGNATURE_CALL.match(name).group(1), value)
             else:
                 continue
             saved.append((g, name, value))

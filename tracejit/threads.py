@@ -305,7 +305,9 @@ def parallel_work_min(threads: int) -> int:
 
 def parallel_work(work: int, threads: int = 0) -> bool:
     """Whether a rows kernel call doing `work` (elements times passes) runs the parallel
-    variant (`threads`: numba's count when 0)."""
+    variant (`threads`: numba's count when 0, not asked below WAKE_WORK: ~1 us)."""
+    if work < WAKE_WORK:
+        return False
     threads = threads or get_num_threads()
     return work >= parallel_work_min(threads)
 

@@ -75,6 +75,22 @@ def test_the_kernel_ran_and_the_input_gradient_is_channel_major():
     np.testing.assert_allclose(X.grad.numpy(), gx, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("channel_major", [False, True])
+def test_later_calls_of_a_signature_take_its_bound_kernel(monkeypatch, channel_major):
+    """After a signature's first kernel call its later calls skip the lookup (channel_forms
+    `_bound`): new values, the numpy form's results."""
+    shape = (6, 5, 3, 2)
+    outs = []
+    for seed in (1, 2, 3):
+        x, g, w = _inputs(shape, np.float32, channel_major, seed)
+        st = B.BATCH_NORM_STATS.run(np, x)
+        outs.append((B.BN_BACKWARD.run(np, g, x, st, w, 1e-5), (g, x, st, w)))
+    assert any(k[0] == "backward" and k[1] == shape for k in CF._bound)
+    monkeypatch.setattr(CF, "_run", lambda *a: False)     # the numpy forms
+    for rec, args in outs:
+        np.testing.assert_allclose(rec, B.BN_BACKWARD.run(np, *args, 1e-5), rtol=2e-5, atol=2e-4)
+
+
 def test_record_shape_rule_error():
     with pytest.raises(ValueError, match=r"batch_norm_backward: gradient \(4, 3\) and input \(4, 3, 2\)"):
         B.BN_BACKWARD.rule(tj.zeros(4, 3), tj.zeros(4, 3, 2), tj.zeros(2, 3), tj.ones(3), eps=1e-5)

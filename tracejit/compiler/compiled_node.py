@@ -39,8 +39,10 @@ class CompiledNode(Node):
 
     def keep_input(self, t) -> None:
         """`t`, an input of this call, is about to be overwritten by the call's own in-place
-        update: keep the value the forward read (the backward is a function of it)."""
-        for i, x in enumerate(self.inputs):
+        update: keep the value the forward read where the backward reads it (its watched
+        inputs; not, e.g., the running statistics a BatchNorm step updates)."""
+        for i in self.program.watched_inputs(self.diff_idx):
+            x = self.inputs[i]
             if x is t:
                 self.inputs[i] = Tensor._wrap(x._data.copy(), x.dtype, x.device)
                 self.versions[i] = 0

@@ -39,6 +39,7 @@ from ..dtypes import bfloat16 as _BF16
 from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.host_steps import HOST_STEP, size_bindings, step_function
+from ..ops.impls import signature_call
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
 from ..ops.promotion import compute_dtype, scalar_as
@@ -127,8 +128,9 @@ def _copy_pays(kern, layouts: tuple) -> bool:
     return any(em.imports for em in render_steps(kern.nest(layouts), CpuEmitter)[1])
 
 
-# The names a plan's source calls a single product by (bench's breakdowns time them).
-PRODUCT_NAME = re.compile(r"MATMUL(_\d+)?$")
+# The names a plan's source calls a single product and a call bound to a signature by
+# (`_table_call`'s S<n>_<primitive>): bench's breakdowns time them.
+PRODUCT_NAME, SIGNATURE_CALL = re.compile(r"MATMUL(_\d+)?$"), re.compile(r"S\d+_(\w+)$")
 
 
 def _slice_keeps_c_order(vshape: tuple, shape: tuple) -> bool:
@@ -477,19 +479,36 @@ class Plan:
             # ints, slices and None only: the array's own view, indexed in the plan's line
             # (the primitive's call costs more than the slice)
             return [f"    {outs[0]} = {ins[0]}[{_basic_key_code(e.params['spec'], consts)}]"]
+        dt, donates = f"D_{e.out.aval.dtype.name}", p.extra.get("donates") and dies and self.backend.name == "cpu"
+        consts[dt] = e.out.aval.dtype.np
+        fn = None if donates else self._table_call(e)
+        if fn is not None:    # the call made for this signature once, here
+            name = f"S{len(consts)}_{p.name}"     # (SIGNATURE_CALL)
+            consts[name] = fn
+            return [f"    {outs[0]} = _fix({name}({', '.join(ins)}), {dt})"]
         iname = f"I_{p.name}"
         consts[iname] = p.run
         kw = ", ".join(f"{k}={_value_code(v, consts)}" for k, v in e.params.items())
-        dt = f"D_{e.out.aval.dtype.name}"
-        consts[dt] = e.out.aval.dtype.np
         args = f"xp{', ' if ins else ''}{', '.join(ins)}{', ' if kw else ''}{kw}"
         call = f"{iname}({args})"
-        if p.extra.get("donates") and dies and self.backend.name == "cpu":
+        if donates:
             # the first operand dies here: its array, where nothing else holds it, takes
             # the result (ops/donation.py) instead of a copy of it
             consts["_donated"], consts["DONATING"] = _donated, donating
             call = f"DONATING(_donated({ins[0]}), {iname}, {args})"
         return [f"    {outs[0]} = _fix({call}, {dt})"]
+
+    def _table_call(self, e):
+        """The CPU call eager makes for `e`'s static signature (ops/impls.py `signature_call`)."""
+        p, avals = e.prim, [a.aval for a in e.inputs]
+        dtype = avals[0].dtype if avals else e.out.aval.dtype   # (a promoting op's: every operand's)
+        if (self.backend.name != "cpu" or len(e.outs) != 1 or _BF16 in (dtype, e.out.aval.dtype)
+                or contains_sym(tuple(e.params.values()))
+                or not all(isinstance(a, Var) and not contains_sym(a.aval.shape) for a in e.inputs)
+                or (p.promote and avals and (any(a.dtype is not dtype for a in avals)
+                                             or compute_dtype(p, avals) is not dtype))):
+            return None
+        return signature_call(p, tuple(tuple(a.shape) for a in avals), dtype.np, e.params)
 
     def _emit_control(self, e, ins, outs, consts):
         prim = e.prim

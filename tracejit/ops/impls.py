@@ -22,7 +22,7 @@ from typing import Callable, NamedTuple, Optional
 import numpy as np
 from .. import bf16 as _bf16
 
-__all__ = ["Implementation", "register", "implementations", "registered", "specialized",
+__all__ = ["Implementation", "register", "implementations", "registered", "specialized", "signature_call",
            "elementwise", "install_elementwise", "PLATFORMS", "serving_tier0", "outside", "standin",
            "standing_in"]
 
@@ -77,6 +77,15 @@ def specialized(prim, shapes: tuple, dtype, params: dict):
         if impl.specialize is not None:
             return impl.specialize(shapes, dtype, params)
     return None
+
+
+def signature_call(prim, shapes: tuple, dtype, params: dict):
+    """The call a plan makes for one CPU signature of `prim` (eager's and compiled plans'):
+    with registered implementations `specialized`'s, else the numpy form's ufunc or its
+    record's ``extra["fast"]`` call for the signature; None: ``prim.run`` per call."""
+    if prim.has_impls:
+        return specialized(prim, shapes, dtype, params) if prim.table_runs() else None
+    return prim.ufunc or (prim.fast(shapes, dtype, params) if prim.fast is not None else None)
 
 
 def runner(prim) -> Callable:

@@ -97,9 +97,9 @@ TABLE = (
     (UNFOLD, conv.unfold, conv.gemm_layout, None),
     (FOLD, conv.fold, conv.gemm_fold, None),
     # convolutions by blocks of images whose columns stay in cache
-    (CONV2D_GEMM, conv_blocks.forward, floats(2), None),
-    (CONV2D_WGRAD, conv_blocks.wgrad, floats(2), None),
-    (CONV2D_XGRAD, conv_blocks.xgrad, floats(2), None),
+    (CONV2D_GEMM, conv_blocks.forward, floats(2), conv_blocks.forward_call),
+    (CONV2D_WGRAD, conv_blocks.wgrad, floats(2), conv_blocks.wgrad_call),
+    (CONV2D_XGRAD, conv_blocks.xgrad, floats(2), conv_blocks.xgrad_call),
     # depthwise convolutions: a loop over the (image, channel) planes, the input read in place
     (DEPTHWISE_CONV2D, depthwise.forward, depthwise.operands, None),
     (DEPTHWISE_WGRAD, depthwise.wgrad, depthwise.operands, None),

@@ -222,3 +222,59 @@ def test_wide_column_strides_over_long_rows_run_over_the_input_phases():
     assert B._phases((4, 4), (2, 2), one, 100) is None        # stride 2: gathers pay
     assert B._phases((1, 16), (1, 4), one, 12) is None        # short rows: the table form
     assert B._phases((1, 16), (1, 4), (1, 2), 48) is None     # dilated
+
+
+# (N, C, H, W, O, kernel, padding): signatures a plan binds once (`forward_call`, `xgrad_call`
+# by the direct kernel, `wgrad_call` as one block): NTM's circular shift (a 3-tap conv1d of
+# one row), padding, several images and channels
+BOUND = [
+    (1, 1, 1, 130, 1, (1, 3), (0, 0)),
+    (1, 3, 4, 70, 2, (3, 3), (1, 1)),
+    (2, 2, 3, 66, 2, (2, 3), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("geo", BOUND)
+def test_calls_bound_to_a_signature_match_torch(geo):
+    """The calls a plan makes for one signature (ops/impls.py `specialized`) take the
+    route they were bound to and equal PyTorch's forward and gradients, bias included; a
+    channel-major input and a strided weight are read as they are."""
+    torch = pytest.importorskip("torch")
+    from tracejit.ops import impls
+    from tracejit.ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD
+    n, c, h, w, o, k, p = geo
+    rng = np.random.default_rng(sum(geo[:5]))
+    x, wt, b = rng.standard_normal((n, c, h, w)), rng.standard_normal((o, c) + k), rng.standard_normal(o)
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, wt, b))
+    ref = torch.nn.functional.conv2d(tx, tw, tb, 1, p)
+    g = rng.standard_normal(tuple(ref.shape))
+    ref.backward(torch.tensor(g))
+    geom = dict(kernel=k, stride=(1, 1), padding=p, dilation=(1, 1))
+    dt = np.dtype(np.float64)
+    fwd = impls.specialized(CONV2D_GEMM, (x.shape, wt.shape, b.shape), dt, geom)
+    xg = impls.specialized(CONV2D_XGRAD, (g.shape, wt.shape), dt, dict(geom, input_hw=(h, w)))
+    wg = impls.specialized(CONV2D_WGRAD, (g.shape, x.shape), dt, dict(geom, bias=True))
+    assert None not in (fwd, xg) and (wg is not None or n > 1)     # (several images: blocks by the cores)
+    xcm = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)     # (C, N, H, W) memory
+    wst = np.asfortranarray(wt)
+    for xin, win in ((x, wt), (xcm, wst)):
+        np.testing.assert_allclose(fwd(xin, win, b), ref.detach().numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(xg(g, win), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+        rec = CONV2D_WGRAD.run(np, g, xin, bias=True, **geom) if wg is None else wg(g, xin)
+        np.testing.assert_allclose(rec[:-o].reshape(wt.shape), tw.grad.numpy(), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(rec[-o:], tb.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_signatures_of_other_routes_keep_the_table():
+    """Signatures the bound calls do not take (more output channels than the direct kernel's,
+    short rows, groups, a 1x1 window) leave the plan to the table's per-call route."""
+    from tracejit.ops import impls
+    from tracejit.ops.conv_gemm import CONV2D_GEMM, CONV2D_XGRAD
+    geom = dict(kernel=(3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1))
+    dt = np.dtype(np.float32)
+    assert impls.specialized(CONV2D_GEMM, ((1, 4, 8, 80), (16, 4, 3, 3)), dt, geom) is None
+    assert impls.specialized(CONV2D_GEMM, ((1, 4, 8, 20), (4, 4, 3, 3)), dt, geom) is None
+    assert impls.specialized(CONV2D_GEMM, ((1, 4, 8, 80), (4, 2, 3, 3)), dt, dict(geom, groups=2)) is None
+    one = dict(kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1))
+    assert impls.specialized(CONV2D_GEMM, ((1, 4, 8, 80), (4, 4, 1, 1)), dt, one) is None
+    assert impls.specialized(CONV2D_XGRAD, ((1, 8, 8, 80), (8, 4, 3, 3)), dt, dict(geom, input_hw=(8, 80))) is None

@@ -23,14 +23,14 @@ import numpy as np
 
 from ....machine import L2_BYTES
 from ....ops.conv import conv_out_size
-from ....ops.conv_gemm import by_group
+from ....ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD, by_group
 from ....threads import blas_threads_set
 from ..gemm.products import product_into
 from ..runtime import coreshare as _coreshare, sharepool as _sharepool
-from .conv_direct import direct_fits, direct_forward
+from .conv_direct import direct_call, direct_fits, direct_forward
 from .conv_kernels import col2im_kernel, im2col_kernel, table_form
 
-__all__ = ["forward", "wgrad", "xgrad"]
+__all__ = ["forward", "wgrad", "xgrad", "forward_call", "xgrad_call", "wgrad_call"]
 
 # Bytes of a block's columns at most: a core's L2 (512 KB here), so the GEMM reads them
 # from it while the weight and the block's output stream past.
@@ -61,6 +61,9 @@ def _blocks(fn, n: int, per_image: int, work: int) -> None:
     """``fn(s, e, nb)`` over image blocks [s, e) of `block_images` images, split over the
     cores with BLAS on one thread; one block alone keeps BLAS's threads."""
     nb = block_images(n, per_image, work, _coreshare.core_share.cpus)
+    if nb >= n:     # one block: on this thread, BLAS's threads as they are
+        fn(0, n, nb)
+        return
     count = -(-n // nb)
 
     def blocks(b0: int, b1: int) -> None:
@@ -183,6 +186,7 @@ def _merge(xs, c: int, input_hw, stride, padding, phases):
     return np.ascontiguousarray(xp[:, :, ph:ph + h, pw:pw + w])
 
 
+_FLOATS = (np.float32, np.float64)   # the dtypes the kernels are typed for
 _UNIT = dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1))
 
 
@@ -288,15 +292,7 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False, groups=1):
             part = part.sum(0) if e - s > 1 else part[0]
             db = gi.sum((0, 2)) if bias else None
         else:
-            m = (e - s) * l
-            cols = np.empty((k, m), x.dtype)
-            fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
-            rows = _rows(g, s, e, np.empty(o * m, g.dtype))
-            # (cols g^T)^T: BLAS's M the K column rows, not the O output channels
-            # (ResNet's first stage: 16)
-            part = product_into(by_group(cols, groups), np.swapaxes(by_group(rows, groups), -1, -2), None,
-                                _threads(n, nb))
-            db = rows.sum(1) if bias else None
+            part, db = _columns_wgrad(fn, g, x, s, e, kernel, groups, bias, _threads(n, nb))
         acc = sums.setdefault(threading.get_ident(), [part, db])
         if acc[0] is not part:
             acc[0] += part
@@ -310,9 +306,28 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False, groups=1):
         dw += part
         if bias:
             db += pb
-    dw, kg = np.swapaxes(dw, -1, -2), k // groups     # (O, K/G), by group
-    if not bias:
-        return np.ascontiguousarray(dw).reshape(o, c // groups, kh, kw)
+    return _wgrad_record(dw, db, o, c, kernel, groups)
+
+
+def _columns_wgrad(fn, g, x, s: int, e: int, kernel, groups: int, bias: bool, threads: int) -> tuple:
+    """Images s..e-1's (K, O) weight gradient (by group (G, K/G, O/G)) by im2col kernel `fn`
+    and a product, with their bias gradient (O,) or None."""
+    c, o, (oh, ow), (kh, kw) = x.shape[1], g.shape[1], g.shape[2:], kernel
+    m = (e - s) * oh * ow
+    cols = np.empty((c * kh * kw, m), x.dtype)
+    fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
+    rows = _rows(g, s, e, np.empty(o * m, g.dtype))
+    # (cols g^T)^T: BLAS's M the K column rows, not the O output channels (ResNet's first stage: 16)
+    part = product_into(by_group(cols, groups), np.swapaxes(by_group(rows, groups), -1, -2), None, threads)
+    return part, (rows.sum(1) if bias else None)
+
+
+def _wgrad_record(dw, db, o: int, c: int, kernel, groups: int):
+    """The weight gradient (O, C/G, kh, kw) from the summed (K, O) (by group) `dw`; with a
+    bias gradient `db`, both in one record: dw's elements, then db's."""
+    dw, kg = np.swapaxes(dw, -1, -2), c * kernel[0] * kernel[1] // groups     # (O, K/G), by group
+    if db is None:
+        return np.ascontiguousarray(dw).reshape(o, c // groups, *kernel)
     rec = np.empty(o * kg + o, dw.dtype)
     rec[:o * kg].reshape(dw.shape)[...] = dw
     rec[o * kg:] = db
@@ -381,3 +396,79 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation, groups=1):
             fn(cols, dx[s:e], oh, ow, 0, c)
     _blocks(block, n, k * l * g.itemsize, o * (k // groups) * l * n)
     return dx
+
+
+# ---------------------------------------------------------------- a plan's call for a signature
+def _direct_route(x_shape, w_shape, dtype, kernel, stride, padding, dilation, groups: int = 1):
+    """`direct_call` bound to a forward signature that `forward` runs by the direct kernel,
+    else None."""
+    out_hw = _out_hw(x_shape[2], x_shape[3], kernel, stride, padding, dilation)
+    if (not _DIRECT or groups != 1 or _phases(kernel, stride, dilation, out_hw[1])
+            or _pointwise(kernel, stride, padding) or not direct_fits(w_shape[0], stride, out_hw[1])):
+        return None
+    return direct_call(x_shape, w_shape, dtype, kernel, stride, padding, dilation, *out_hw, _blocks)
+
+
+def _unbound(call, prim, params: dict):
+    """`call`, or while its kernel is not loaded (None) the table's call of `prim`."""
+    fallback = prim.dispatch
+
+    def run(*arrays):
+        out = call(*arrays)
+        return fallback(np, *arrays, **params) if out is None else out
+    return run
+
+
+def forward_call(shapes, dtype, params):
+    """A plan's call for one signature of CONV2D_GEMM: the direct kernel's, its geometry
+    worked out once (a tiny convolution's ~10 us of Python a call), where `forward` takes
+    that route; else None (the table per call)."""
+    if len(shapes) not in (2, 3) or None in shapes or np.dtype(dtype).type not in _FLOATS:
+        return None
+    call = _direct_route(shapes[0], shapes[1], dtype, **params)
+    if call is None:
+        return None
+    return _unbound(call, CONV2D_GEMM, params)
+
+
+def xgrad_call(shapes, dtype, params):
+    """A plan's call for one signature of CONV2D_XGRAD (no groups) that `xgrad` runs as a
+    forward convolution by the direct kernel (`forward_call`); else None."""
+    if len(shapes) != 2 or None in shapes or np.dtype(dtype).type not in _FLOATS:
+        return None
+    (n, o, oh, ow), w = shapes
+    kernel, stride, padding, dilation = (params[k] for k in ("kernel", "stride", "padding", "dilation"))
+    c = w[1]
+    if (params.get("groups", 1) != 1 or _phases(kernel, stride, dilation, ow) or _pointwise(kernel, stride, padding)
+            or not _as_forward(o, c, params["input_hw"][1], kernel, stride, padding, dilation)):
+        return None
+    pad = tuple(d * (k - 1) - p for k, p, d in zip(kernel, padding, dilation))
+    call = _direct_route(shapes[0], (c, o) + tuple(kernel), dtype, kernel, stride, pad, dilation)
+    if call is None:
+        return None
+    # the flipped, transposed weight (`xgrad`'s), copied into the kernel's tiles by `call`
+    return _unbound(lambda g, w: call(g, w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]), CONV2D_XGRAD, params)
+
+
+def wgrad_call(shapes, dtype, params):
+    """A plan's call for one signature of CONV2D_WGRAD that `wgrad` runs by im2col (no
+    phases, not 1x1) as one block (`block_images` on the process's fixed cores): that
+    block's columns and product, the route worked out once; else None."""
+    if len(shapes) != 2 or None in shapes or np.dtype(dtype).type not in _FLOATS:
+        return None
+    (n, o, oh, ow), (_, c, _, _) = shapes
+    kernel, stride, padding, dilation = (params[k] for k in ("kernel", "stride", "padding", "dilation"))
+    bias, groups = params.get("bias", False), params.get("groups", 1)
+    if _phases(kernel, stride, dilation, ow) or _pointwise(kernel, stride, padding):
+        return None
+    k, dt = c * kernel[0] * kernel[1], np.dtype(dtype)
+    if block_images(n, k * oh * ow * dt.itemsize, o * (k // groups) * oh * ow * n, _coreshare.core_share.cpus) < n:
+        return None
+    fallback, name = CONV2D_WGRAD.dispatch, dt.name
+
+    def call(g, x):
+        fn = im2col_kernel(name, kernel, stride, padding, dilation, ow)
+        if fn is None:
+            return fallback(np, g, x, **params)
+        return _wgrad_record(*_columns_wgrad(fn, g, x, 0, n, kernel, groups, bias, 0), o, c, kernel, groups)
+    return call

@@ -16,7 +16,7 @@ import numpy as np
 
 from .loader import kernel as native_kernel
 
-__all__ = ["direct_fits", "direct_forward"]
+__all__ = ["direct_fits", "direct_forward", "direct_call"]
 
 # Output channels summed together per pass over an input channel's rows at most: the loop
 # body holds the window's kh*kw values and one channel's sum at a time; a tile of 16 made
@@ -65,7 +65,7 @@ def _source(dtype: str, kernel, row_stride: int, dilation, t: int) -> str:
 
 def _kernel(dt: str, kernel, row_stride: int, dilation, tile: int):
     key = ("conv_direct", dt) + tuple(kernel) + (row_stride,) + tuple(dilation) + (tile,)
-    return native_kernel(key, lambda: _source(dt, kernel, row_stride, dilation, tile), steady=True).get()
+    return native_kernel(key, lambda: _source(dt, kernel, row_stride, dilation, tile), steady=True)
 
 
 # Output channels up to which the direct form runs (one thread, 3x3 windows over 64x64
@@ -85,31 +85,56 @@ def direct_fits(o: int, stride: tuple, ow: int) -> bool:
     return o <= DIRECT_MAX_O and stride[1] == 1 and ow >= DIRECT_MIN_OW
 
 
-def direct_forward(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, kernel: tuple, stride: tuple,
-                   padding: tuple, dilation: tuple, oh: int, ow: int, blocks) -> np.ndarray | None:
-    """(N, O, oh, ow) convolution of x (N, C, H, W) by w (O, C, kh, kw) by the direct
-    kernel, or None while it is not loaded. ``blocks(fn, n, per_image, work)`` runs
-    ``fn(s, e, nb)`` over image blocks (conv_blocks' splitter)."""
-    n, c, h, wd = x.shape
-    o = w.shape[0]
+def direct_call(x_shape: tuple, w_shape: tuple, dtype, kernel: tuple, stride: tuple, padding: tuple,
+                dilation: tuple, oh: int, ow: int, blocks):
+    """``call(x, w, bias=None)``: the (N, O, oh, ow) convolution of an x of `x_shape` (N, C,
+    H, W) by a w of `w_shape` (O, C, kh, kw, any strides) by the direct kernel, or None while
+    it is not loaded; what the signature fixes worked out once, here. ``blocks(fn, n,
+    per_image, work)`` runs ``fn(s, e, nb)`` over image blocks (conv_blocks' splitter)."""
+    n, c, h, wd = x_shape
+    o, dtype = w_shape[0], np.dtype(dtype)
     tile = min(o, _TILE)
-    fn = _kernel(x.dtype.name, kernel, stride[0], dilation, tile)
-    if fn is None:
-        return None
+    kern = _kernel(dtype.name, kernel, stride[0], dilation, tile)
     (kh, kw), (ph, pw), (dh, dw) = kernel, padding, dilation
     # the padded extent the windows of oh x ow outputs read (more or less than the image)
     hp, wp = (oh - 1) * stride[0] + dh * (kh - 1) + 1, ow + dw * (kw - 1)
     tiles = -(-o // tile) * tile
-    wt = np.zeros((tiles, c, kh, kw), x.dtype)
-    wt[:o] = w
-    out = np.empty((n, o, oh, ow), x.dtype)
     rh, rw = max(0, min(h, hp - ph)), max(0, min(wd, wp - pw))   # image rows, columns read
+    in_place = ph == pw == 0     # a C-contiguous x is read where it is (the kernel reads hp x wp of it)
+    per_image, work = c * hp * wp * dtype.itemsize, o * c * kh * kw * oh * ow * n
+    out_shape, bias_shape = (n, o, oh, ow), (o, 1, 1)
 
-    def block(s: int, e: int, nb: int) -> None:
-        xp = np.zeros((e - s, c, hp, wp), x.dtype)
-        xp[:, :, ph:ph + rh, pw:pw + rw] = x[s:e, :, :rh, :rw]
-        fn(xp, wt, out[s:e], 0, e - s)
-        if bias is not None:
-            out[s:e] += bias.reshape(o, 1, 1)
-    blocks(block, n, c * hp * wp * x.itemsize, o * c * kh * kw * oh * ow * n)
-    return out
+    def call(x, w, bias=None):
+        fn = kern.fn or kern.get()
+        if fn is None:
+            return None
+        if tiles == o:
+            wt = np.ascontiguousarray(w)
+        else:
+            wt = np.zeros((tiles, c, kh, kw), dtype)
+            wt[:o] = w
+        out = np.empty(out_shape, dtype)
+        direct = in_place and x.flags.c_contiguous
+
+        def block(s: int, e: int, nb: int) -> None:
+            if direct:
+                xp = x[s:e]
+            else:
+                xp = np.zeros((e - s, c, hp, wp), dtype)
+                xp[:, :, ph:ph + rh, pw:pw + rw] = x[s:e, :, :rh, :rw]
+            fn(xp, wt, out[s:e], 0, e - s)
+            if bias is not None:
+                out[s:e] += bias.reshape(bias_shape)
+        if n == 1:
+            block(0, 1, 1)
+        else:
+            blocks(block, n, per_image, work)
+        return out
+    return call
+
+
+def direct_forward(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, kernel: tuple, stride: tuple,
+                   padding: tuple, dilation: tuple, oh: int, ow: int, blocks) -> np.ndarray | None:
+    """(N, O, oh, ow) convolution of x (N, C, H, W) by w (O, C, kh, kw) by the direct
+    kernel, or None while it is not loaded (`direct_call` for this one call)."""
+    return direct_call(x.shape, w.shape, x.dtype, kernel, stride, padding, dilation, oh, ow, blocks)(x, w, bias)
