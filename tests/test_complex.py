@@ -283,18 +283,36 @@ def test_save_load_roundtrip():
     assert back["p"].requires_grad
 
 
-def test_traced_complex_raises_and_compile_falls_back():
-    fc = tj.polar(tj.ones(4, 2), tj.randn(4, 2))
+def test_compiled_complex_chain_carries_gradients():
+    """Complex calls inside a compiled graph (rotary-style view_as_complex of real inputs,
+    a complex leaf as ComplEx's embeddings) differentiate as eagerly, with no fallback."""
+    fc = np.exp(1j * _r((4, 2), seed=5)).astype(np.complex64)
 
+    def f(x, e, L):
+        z = L.view_as_complex(x.reshape(4, 2, 2))
+        return L.view_as_real(z * L.tensor(fc) * e).flatten(1).sum() + (z * e.conj()).real.sum()
+    xs, es = _r((4, 4)), _c((4, 2))
+    tt = [torch.tensor(xs, requires_grad=True), torch.tensor(es, requires_grad=True)]
+    f(*tt, torch).backward()
+    cf = tj.compile(lambda x, e: f(x, e, tj), fullgraph=True)
+    for _ in range(2):
+        jt = [tj.tensor(xs, requires_grad=True), tj.tensor(es, requires_grad=True)]
+        got = cf(*jt)
+        got.backward()
+        assert got.item() == pytest.approx(f(*tt, torch).item(), rel=1e-5)
+        for t, j in zip(tt, jt):
+            _close(j.grad, t.grad, 1e-5)
+    assert cf.cache_stats()["compiles"] == 1
+    with tj.no_grad():   # (the inference graph runs the same calls without a backward)
+        assert cf(*jt).item() == pytest.approx(got.item(), rel=1e-6)
+
+
+def test_complex_math_in_a_scripted_branch_names_the_op():
+    @tj.script
     def f(x):
-        z = tj.view_as_complex(x.reshape(4, 2, 2))
-        return tj.view_as_real(z * fc).flatten(1).sum()
-    x = tj.randn(4, 4, requires_grad=True)
-    with pytest.raises(TraceError, match="view_as_complex.*complex tensors that carry a gradient"):
-        tj.compile(f, fullgraph=True)(x)
-    with pytest.warns(RuntimeWarning, match="complex tensors that carry a gradient"):
-        got = tj.compile(f)(x)
-    assert got.item() == pytest.approx(f(x).item(), rel=1e-6)
-    # without a gradient through them, the complex calls run inside the compiled graph
-    cf = tj.compile(f, fullgraph=True)
-    assert cf(x.detach()).item() == pytest.approx(f(x).item(), rel=1e-6)
+        z = tj.view_as_complex(x)
+        if x.sum() > 0:
+            z = z * z
+        return z.abs().sum()
+    with pytest.raises(TraceError, match="mul.*complex tensors inside a branch or loop body"):
+        f(tj.randn(3, 2))

@@ -58,7 +58,11 @@ and a Perceiver (Fourier features, latent cross-attention, tied layers), DenseNe
 (checkpointed bottlenecks), ShuffleNetV2's channel shuffle, DeepLabV3's ASPP, a RAFT
 flow step (correlation pyramid, grid_sample lookups, ConvGRU, convex upsampling),
 HiFi-GAN (weight-normed generator, multi-period discriminator, STFT L1) and SegFormer's
-Mix Transformer) run unchanged
+Mix Transformer, BERT masked-LM pretraining (80/10/10 masking, a decoder tied to the
+embeddings), RotatE and ComplEx on complex tensors with self-adversarial negatives,
+SchNet's continuous-filter convolutions with forces by create_graph, a Decision
+Transformer, Informer's ProbSparse attention with distilling, and timm's ModelEmaV3,
+Mixup, NativeScaler and a mid-epoch resume) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -108,7 +112,9 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # StyleGAN2's grouped modulated convs under requires_grad toggles and R1, CycleGAN's four
 # nets, a Conformer (rel_shift, padding masks) and a Perceiver's einsum attention, DenseNet's
 # checkpointed bottlenecks, ShuffleNetV2, DeepLabV3's ASPP, RAFT's grid_sample iterations,
-# HiFi-GAN (its weight norm removed between calls) and SegFormer
+# HiFi-GAN (its weight norm removed between calls) and SegFormer, complex embeddings
+# differentiated through the graph (RotatE, ComplEx), SchNet's forces (create_graph
+# through a dynamic=True capture), and Informer's advanced-index scatter into a context
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -124,7 +130,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_densenet.py", "prog_shufflenet.py", "prog_deeplab.py", "prog_raft.py",
             "prog_hifigan.py", "prog_segformer.py",
             "prog_dlrm.py", "prog_rainbow.py", "prog_hnn.py", "prog_txl.py", "prog_tabnet.py",
-            "prog_gatswa.py"]
+            "prog_gatswa.py",
+            "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
+            "prog_timmutil.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -182,7 +190,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # memories empty (1-D), then full, then the last, shorter segment (its size
                 # read by the mask's any().item(): static); each again in eval
                 "prog_txl.py": 6,
-                "prog_tabnet.py": 3}   # batches of 64, the last one of 32 (ghost chunks); eval
+                "prog_tabnet.py": 3,   # batches of 64, the last one of 32 (ghost chunks); eval
+                # RotatE and ComplEx, each on positives, head- and tail-batch negatives
+                "prog_kge.py": 6}
 
 
 def _run(framework, mode, weights, programs):

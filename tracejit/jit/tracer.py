@@ -186,7 +186,6 @@ class TraceContext(StateWrites):
     def __init__(self, parent: Optional["TraceContext"] = None):
         self.parent = parent
         self.inputs: list = []
-        self.grad_inputs: list = []    # the inputs that require grad (`_reaches_grad`)
         self.eqns: list = []
         self.consts: dict = {}         # id(concrete tensor) -> Var
         self.const_tensors: list = []  # lifted concrete tensors, in input order
@@ -299,8 +298,6 @@ class TraceContext(StateWrites):
     def new_input(self, aval: Aval, hint: str = "", requires_grad: bool = False) -> Tracer:
         v = Var(aval, hint)
         self.inputs.append(v)
-        if requires_grad:
-            self.grad_inputs.append(v)
         return _make_tracer(v, self, requires_grad)
 
     def atom(self, a, prim_name: str = "op"):
@@ -405,7 +402,7 @@ class TraceContext(StateWrites):
         if scalar_math and out_aval.shape == ():
             out_aval = Aval((), out_aval.dtype, out_aval.device, weak=True)
         var = self._emit(prim, atoms, params, out_aval)[0]
-        if self._no_grad_region() and out_aval.dtype.is_floating_point and prim is not DETACH:
+        if self._no_grad_region() and out_aval.dtype.differentiable and prim is not DETACH:
             var = self._emit(DETACH, [var], {}, out_aval)[0]
         t = _make_tracer(var, self)
         if args and (prim.is_view or (prim.view_if is not None and prim.view_if(params))):
@@ -416,27 +413,16 @@ class TraceContext(StateWrites):
 
     def _complex_call(self, prim, args, params) -> Tracer:
         """A call on the complex path (complex_ops.py): one `COMPLEX_CALL` equation, run as
-        eagerly; refused where a gradient would have to flow through it."""
+        eagerly; refused inside a branch or loop body."""
         atoms = [self.atom(a, prim.name) for a in args]
-        if self.parent is not None or self._reaches_grad(atoms):
+        if self.parent is not None:
             loc = user_location(3)
             where = f" at {loc[0]}:{loc[1]}" if loc else ""
-            raise TraceError(f"{prim.name}{where}: complex tensors that carry a gradient (or inside a branch "
-                             f"or loop body) run eagerly, they cannot be compiled; move the complex math out "
-                             f"of the compiled function")
+            raise TraceError(f"{prim.name}{where}: complex tensors inside a branch or loop body run eagerly, "
+                             f"they cannot be compiled; move the complex math out of the loop")
         avals = tuple(a.aval for a in atoms)
         params = {"op": prim, "params": params, "avals_in": avals}
         return _make_tracer(self._emit(_COMPLEX_CALL, atoms, params, _COMPLEX_CALL.rule(*avals, **params))[0], self)
-
-    def _reaches_grad(self, atoms) -> bool:
-        """Whether a gradient may flow into `atoms` (autodiff.py's active values, from the
-        inputs and captured tensors that require grad)."""
-        if not _grad_enabled():
-            return False
-        from types import SimpleNamespace
-        grads = self.grad_inputs + [self.consts[id(t)] for t in self.const_tensors if t.requires_grad]
-        act = active_vars(SimpleNamespace(inputs=grads, eqns=self.eqns), [True] * len(grads))
-        return any(isinstance(a, Var) and a in act for a in atoms)
 
     def _no_grad_region(self) -> bool:
         """Inside ``with no_grad():`` within a function captured with grad mode on: the
@@ -457,7 +443,7 @@ class TraceContext(StateWrites):
         self.eqns.append(Eqn(prim, tuple(atoms), outs, dict(params), self.loc_override or user_location(3)))
         vs = list(outs)
         if self._no_grad_region():
-            vs = [self._emit(DETACH, [v], {}, v.aval)[0] if v.aval.dtype.is_floating_point else v for v in vs]
+            vs = [self._emit(DETACH, [v], {}, v.aval)[0] if v.aval.dtype.differentiable else v for v in vs]
         return [_make_tracer(v, self) for v in vs]
 
     def record_function(self, cls, args, kwargs):
@@ -575,16 +561,16 @@ def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):
 
 
 def active_vars(graph, active_inputs) -> set:
-    """Values that depend on a differentiable input (floating dtype only) other than
+    """Values that depend on a differentiable input (floating or complex dtype) other than
     through ``detach``, whose output requires no grad, as in eager (a compiled call gave a
     detached output, and the running statistics that batch_norm's functional writes back
     into its arguments, a grad_fn and ``requires_grad``)."""
-    act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.is_floating_point}
+    act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.differentiable}
     for e in graph.eqns:
         if e.prim is DETACH:
             continue
         if any(isinstance(a, Var) and a in act for a in e.inputs):
             for o in e.outs:
-                if o.aval.dtype.is_floating_point:
+                if o.aval.dtype.differentiable:
                     act.add(o)
     return act
