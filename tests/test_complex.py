@@ -285,12 +285,15 @@ def test_save_load_roundtrip():
 
 def test_compiled_complex_chain_carries_gradients():
     """Complex calls inside a compiled graph (rotary-style view_as_complex of real inputs,
-    a complex leaf as ComplEx's embeddings) differentiate as eagerly, with no fallback."""
+    a complex leaf as ComplEx's embeddings, RotatE's polar, complex Python numbers)
+    differentiate as eagerly, with no fallback."""
     fc = np.exp(1j * _r((4, 2), seed=5)).astype(np.complex64)
 
     def f(x, e, L):
         z = L.view_as_complex(x.reshape(4, 2, 2))
-        return L.view_as_real(z * L.tensor(fc) * e).flatten(1).sum() + (z * e.conj()).real.sum()
+        rot = L.polar(L.ones_like(x[:, :2]), x[:, 2:])     # (its gradient multiplies by 1j)
+        return (L.view_as_real(z * L.tensor(fc) * e * 1j).flatten(1).sum() + (z * e.conj()).real.sum()
+                + (rot * (2 - 1j)).abs().sum())
     xs, es = _r((4, 4)), _c((4, 2))
     tt = [torch.tensor(xs, requires_grad=True), torch.tensor(es, requires_grad=True)]
     f(*tt, torch).backward()

@@ -314,7 +314,7 @@ class TraceContext(StateWrites):
             # whose value is evaluated from the input shapes on every call, so the dim stays
             # dynamic instead of being specialized.
             return Literal(a, Aval((), _dt.int64, CPU, weak=True))
-        if isinstance(a, (bool, int, float)) or type(a).__module__ == "numpy":
+        if isinstance(a, (bool, int, float, complex)) or type(a).__module__ == "numpy":
             av = scalar_aval(a, _DUMMY_PRIM)
             return Literal(a.item() if hasattr(a, "item") else a, av)
         if type(a).__name__ == "Unbound":  # control.Unbound: a variable bound on one path only
