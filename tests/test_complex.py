@@ -118,6 +118,9 @@ def test_edge_shapes():
         a = _c(shape)
         _close(tj.tensor(a) * tj.tensor(a), torch.tensor(a) * torch.tensor(a))
         _close(tj.view_as_real(tj.tensor(a)), torch.view_as_real(torch.tensor(a)))
+        _close(tj.tensor(a).sgn(), torch.tensor(a).sgn())
+    for z in (np.complex64(0), np.array([0, 3 + 4j, -2j], np.complex128)):   # (sgn(0) is 0)
+        _close(tj.tensor(z).sgn(), torch.tensor(z).sgn())
     a = _r((3, 4, 2))
     _close(tj.view_as_complex(tj.tensor(a)), torch.view_as_complex(torch.tensor(a)))
 
