@@ -65,6 +65,9 @@ PROGRAMS = {
     "txl": "Transformer-XL, 3 layers of 128: detached memories, rel_shift attention, adaptive softmax",
     "tabnet": "TabNet, 4 steps: sparsemax autograd.Function (sort, cumsum), ghost BatchNorm, GLU blocks",
     "dlrm": "DLRM: 8 sparse EmbeddingBags with offsets of changing length, triu_indices dot interactions",
+    "schnet": "SchNet on 16 molecules: cdist radius graph, index_add_ filter convs, forces by create_graph",
+    "rotate": "RotatE: view_as_complex entities, polar rotations, |h*r - t| scores, self-adversarial negatives",
+    "informer": "Informer: ProbSparse attention (sampled keys, topk queries, scatter into context), distilling",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
@@ -77,6 +80,8 @@ UNSUPPORTED = {
                               "clone().detach(), is \"modified by an inplace operation\" (the enqueue)"},
     "stylegan": {"torch_compile": "torch.compile has no double backward (the R1 penalty differentiates "
                                   "autograd.grad's create_graph result through the discriminator)"},
+    "schnet": {"torch_compile": "torch.compile has no double backward (the force loss differentiates "
+                                "autograd.grad's create_graph result)"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")
