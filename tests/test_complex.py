@@ -313,6 +313,19 @@ def test_compiled_complex_chain_carries_gradients():
         assert cf(*jt).item() == pytest.approx(got.item(), rel=1e-6)
 
 
+def test_compiled_complex_under_no_grad_stops_the_gradient():
+    def f(x, L):
+        with L.no_grad():
+            r = L.polar(L.ones_like(x), x)     # a fixed rotation, as eagerly
+        return (L.polar(L.ones_like(x), x) * r).real.sum() + L.view_as_real(r).sum()
+    xs = _r((5,))
+    t = torch.tensor(xs, requires_grad=True)
+    f(t, torch).backward()
+    j = tj.tensor(xs, requires_grad=True)
+    tj.compile(lambda x: f(x, tj), fullgraph=True)(j).backward()
+    _close(j.grad, t.grad)
+
+
 def test_complex_math_in_a_scripted_branch_names_the_op():
     @tj.script
     def f(x):

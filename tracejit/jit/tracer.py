@@ -422,7 +422,10 @@ class TraceContext(StateWrites):
                              f"they cannot be compiled; move the complex math out of the loop")
         avals = tuple(a.aval for a in atoms)
         params = {"op": prim, "params": params, "avals_in": avals}
-        return _make_tracer(self._emit(_COMPLEX_CALL, atoms, params, _COMPLEX_CALL.rule(*avals, **params))[0], self)
+        var = self._emit(_COMPLEX_CALL, atoms, params, _COMPLEX_CALL.rule(*avals, **params))[0]
+        if self._no_grad_region() and var.aval.dtype.differentiable:
+            var = self._emit(DETACH, [var], {}, var.aval)[0]
+        return _make_tracer(var, self)
 
     def _no_grad_region(self) -> bool:
         """Inside ``with no_grad():`` within a function captured with grad mode on: the
