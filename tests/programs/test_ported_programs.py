@@ -114,7 +114,8 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # checkpointed bottlenecks, ShuffleNetV2, DeepLabV3's ASPP, RAFT's grid_sample iterations,
 # HiFi-GAN (its weight norm removed between calls) and SegFormer, complex embeddings
 # differentiated through the graph (RotatE, ComplEx), SchNet's forces (create_graph
-# through a dynamic=True capture), and Informer's advanced-index scatter into a context
+# through a dynamic=True capture), Informer's advanced-index scatter into a context, and
+# FNO's spectral convolutions (rfft2, complex weights written into out_ft slices)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -132,7 +133,7 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_dlrm.py", "prog_rainbow.py", "prog_hnn.py", "prog_txl.py", "prog_tabnet.py",
             "prog_gatswa.py",
             "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
-            "prog_timmutil.py"]
+            "prog_timmutil.py", "prog_fno.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan

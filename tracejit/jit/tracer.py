@@ -405,6 +405,9 @@ class TraceContext(StateWrites):
         if self._no_grad_region() and out_aval.dtype.differentiable and prim is not DETACH:
             var = self._emit(DETACH, [var], {}, out_aval)[0]
         t = _make_tracer(var, self)
+        return self._mark_view(t, prim, args, params)
+
+    def _mark_view(self, t: Tracer, prim, args, params) -> Tracer:
         if args and (prim.is_view or (prim.view_if is not None and prim.view_if(params))):
             # Eagerly this shares memory with its operand: remember the base and the view
             # ops, so an in-place write through the view reaches the base (view_writes).
@@ -421,11 +424,11 @@ class TraceContext(StateWrites):
             raise TraceError(f"{prim.name}{where}: complex tensors inside a branch or loop body run eagerly, "
                              f"they cannot be compiled; move the complex math out of the loop")
         avals = tuple(a.aval for a in atoms)
-        params = {"op": prim, "params": params, "avals_in": avals}
-        var = self._emit(_COMPLEX_CALL, atoms, params, _COMPLEX_CALL.rule(*avals, **params))[0]
+        var = self._emit(_COMPLEX_CALL, atoms, {"op": prim, "params": params, "avals_in": avals},
+                         _COMPLEX_CALL.rule(*avals, op=prim, params=params, avals_in=avals))[0]
         if self._no_grad_region() and var.aval.dtype.differentiable:
             var = self._emit(DETACH, [var], {}, var.aval)[0]
-        return _make_tracer(var, self)
+        return self._mark_view(_make_tracer(var, self), prim, args, params)
 
     def _no_grad_region(self) -> bool:
         """Inside ``with no_grad():`` within a function captured with grad mode on: the
@@ -492,9 +495,6 @@ class TraceContext(StateWrites):
                 else "a tensor from outside this branch or loop body"
             raise TraceError(f"{what}: in-place modification of {name} is not supported inside a "
                              f"compiled function; compute a new tensor instead (x = x + 1)")
-        if target.dtype.is_complex:   # (its views are not followed: `_complex_call`)
-            raise TraceError(f"{what}: in-place writes into complex tensors run eagerly; compute a new "
-                             f"tensor instead (z = z * 2)")
         res = self.atom(result)
         if res.aval.dtype is not target.dtype:
             if target.dtype.category < res.aval.dtype.category:
@@ -511,7 +511,8 @@ class TraceContext(StateWrites):
             raise TraceError(
                 f"{what}{where}: this in-place write through a view cannot reach the tensor it "
                 f"views inside a compiled function (a view of a dynamic-size tensor, an expanded "
-                f"view, or a view taken outside this branch or loop body). Write through the base "
+                f"view, a complex tensor's real or imaginary part, or a view taken outside this "
+                f"branch or loop body). Write through the base "
                 f"instead (x[idx] = value, x = x.index_put(...), tracejit.where(...)), or compute "
                 f"a new tensor.")
         target._var = res
