@@ -118,6 +118,9 @@ def test_edge_shapes():
         a = _c(shape)
         _close(tj.tensor(a) * tj.tensor(a), torch.tensor(a) * torch.tensor(a))
         _close(tj.view_as_real(tj.tensor(a)), torch.view_as_real(torch.tensor(a)))
+        _close(tj.tensor(a).sgn(), torch.tensor(a).sgn())
+    for z in (np.complex64(0), np.array([0, 3 + 4j, -2j], np.complex128)):   # (sgn(0) is 0)
+        _close(tj.tensor(z).sgn(), torch.tensor(z).sgn())
     a = _r((3, 4, 2))
     _close(tj.view_as_complex(tj.tensor(a)), torch.view_as_complex(torch.tensor(a)))
 
@@ -283,18 +286,90 @@ def test_save_load_roundtrip():
     assert back["p"].requires_grad
 
 
-def test_traced_complex_raises_and_compile_falls_back():
-    fc = tj.polar(tj.ones(4, 2), tj.randn(4, 2))
+def test_compiled_complex_chain_carries_gradients():
+    """Complex calls inside a compiled graph (rotary-style view_as_complex of real inputs,
+    a complex leaf as ComplEx's embeddings, RotatE's polar, complex Python numbers)
+    differentiate as eagerly, with no fallback."""
+    fc = np.exp(1j * _r((4, 2), seed=5)).astype(np.complex64)
 
+    def f(x, e, L):
+        z = L.view_as_complex(x.reshape(4, 2, 2))
+        rot = L.polar(L.ones_like(x[:, :2]), x[:, 2:])     # (its gradient multiplies by 1j)
+        return (L.view_as_real(z * L.tensor(fc) * e * 1j).flatten(1).sum() + (z * e.conj()).real.sum()
+                + (rot * (2 - 1j)).abs().sum())
+    xs, es = _r((4, 4)), _c((4, 2))
+    tt = [torch.tensor(xs, requires_grad=True), torch.tensor(es, requires_grad=True)]
+    f(*tt, torch).backward()
+    cf = tj.compile(lambda x, e: f(x, e, tj), fullgraph=True)
+    for _ in range(2):
+        jt = [tj.tensor(xs, requires_grad=True), tj.tensor(es, requires_grad=True)]
+        got = cf(*jt)
+        got.backward()
+        assert got.item() == pytest.approx(f(*tt, torch).item(), rel=1e-5)
+        for t, j in zip(tt, jt):
+            _close(j.grad, t.grad, 1e-5)
+    assert cf.cache_stats()["compiles"] == 1
+    with tj.no_grad():   # (the inference graph runs the same calls without a backward)
+        assert cf(*jt).item() == pytest.approx(got.item(), rel=1e-6)
+
+
+def test_compiled_complex_under_no_grad_stops_the_gradient():
+    def f(x, L):
+        with L.no_grad():
+            r = L.polar(L.ones_like(x), x)     # a fixed rotation, as eagerly
+        return (L.polar(L.ones_like(x), x) * r).real.sum() + L.view_as_real(r).sum()
+    xs = _r((5,))
+    t = torch.tensor(xs, requires_grad=True)
+    f(t, torch).backward()
+    j = tj.tensor(xs, requires_grad=True)
+    tj.compile(lambda x: f(x, tj), fullgraph=True)(j).backward()
+    _close(j.grad, t.grad)
+
+
+@pytest.mark.parametrize("case", ["views_then_write", "write_through_view", "spectral_slots"])
+def test_compiled_writes_into_complex_tensors(case):
+    """In-place writes into complex tensors in a compiled function (FNO's out_ft[...] =
+    spectral products): values, earlier views of the written tensor and gradients as eagerly."""
+    def f(x, L):
+        if case == "views_then_write":
+            z = L.complex(x, x * 2)
+            v = z[1]
+            z[1] = z[0] * 1j
+            return L.view_as_real(v * 2).sum() + (z * z.conj()).real.sum()
+        if case == "write_through_view":
+            z = L.polar(L.ones_like(x), x) * 1
+            z[:, :2].mul_(1 + 1j)
+            return L.view_as_real(z).pow(2).mul(L.arange(2.)).sum()
+        out = L.zeros(3, 6, dtype=L.cfloat)
+        out[:, :4] = L.polar(x, x)
+        out[:, 4:] += 1j
+        return L.view_as_real(out).pow(2).sum() + out.abs().sum()
+    xs = _r((3, 4))
+    t = torch.tensor(xs, requires_grad=True)
+    want = f(t, torch)
+    want.backward()
+    j = tj.tensor(xs, requires_grad=True)
+    got = tj.compile(lambda x: f(x, tj), fullgraph=True)(j)
+    got.backward()
+    assert got.item() == pytest.approx(want.item(), rel=1e-5)
+    _close(j.grad, t.grad)
+
+
+def test_compiled_write_into_a_complex_tensors_real_part_is_refused():
     def f(x):
-        z = tj.view_as_complex(x.reshape(4, 2, 2))
-        return tj.view_as_real(z * fc).flatten(1).sum()
-    x = tj.randn(4, 4, requires_grad=True)
-    with pytest.raises(TraceError, match="view_as_complex.*complex tensors that carry a gradient"):
-        tj.compile(f, fullgraph=True)(x)
-    with pytest.warns(RuntimeWarning, match="complex tensors that carry a gradient"):
-        got = tj.compile(f)(x)
-    assert got.item() == pytest.approx(f(x).item(), rel=1e-6)
-    # without a gradient through them, the complex calls run inside the compiled graph
-    cf = tj.compile(f, fullgraph=True)
-    assert cf(x.detach()).item() == pytest.approx(f(x).item(), rel=1e-6)
+        z = tj.polar(tj.ones_like(x), x) * 1
+        z.real.mul_(2)
+        return tj.view_as_real(z).sum()
+    with pytest.raises(TraceError, match="real or imaginary part"):
+        tj.compile(f, fullgraph=True)(tj.randn(3))
+
+
+def test_complex_math_in_a_scripted_branch_names_the_op():
+    @tj.script
+    def f(x):
+        z = tj.view_as_complex(x)
+        if x.sum() > 0:
+            z = z * z
+        return z.abs().sum()
+    with pytest.raises(TraceError, match="mul.*complex tensors inside a branch or loop body"):
+        f(tj.randn(3, 2))

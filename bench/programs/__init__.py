@@ -68,6 +68,9 @@ PROGRAMS = {
     "yolo": "YOLOv5-lite, 128x128 channels_last: Focus slices, C3, SPPF, ratio-mask targets, CIoU",
     "r2plus1d": "R(2+1)D video clips 8x56x56: (1,3,3)+(3,1,1) Conv3d, BatchNorm3d, MaxPool3d",
     "convlstm": "ConvLSTM encoder-forecaster: conv gates on cat([x, h]), loops over 10 frames of 64x64",
+    "schnet": "SchNet on 16 molecules: cdist radius graph, index_add_ filter convs, forces by create_graph",
+    "rotate": "RotatE: view_as_complex entities, polar rotations, |h*r - t| scores, self-adversarial negatives",
+    "informer": "Informer: ProbSparse attention (sampled keys, topk queries, scatter into context), distilling",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
@@ -80,6 +83,8 @@ UNSUPPORTED = {
                               "clone().detach(), is \"modified by an inplace operation\" (the enqueue)"},
     "stylegan": {"torch_compile": "torch.compile has no double backward (the R1 penalty differentiates "
                                   "autograd.grad's create_graph result through the discriminator)"},
+    "schnet": {"torch_compile": "torch.compile has no double backward (the force loss differentiates "
+                                "autograd.grad's create_graph result)"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

@@ -40,7 +40,8 @@ def _losses(framework: str, program: str) -> list:
                                      "tft", "dit",
                                      "textcnn", "kws", "ntm", "bbb", "sage", "conformer", "stylegan",
                                      "raft", "densenet", "hifigan",
-                                     "txl", "dlrm", "yolo", "r2plus1d", "convlstm"])
+                                     "txl", "dlrm", "yolo", "r2plus1d", "convlstm",
+                                     "schnet", "rotate", "informer"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)

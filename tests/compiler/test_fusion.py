@@ -268,6 +268,31 @@ def test_broadcast_operands_fuse_into_one_group():
     assert spec.nest.layouts == ("ndc", "ndc", "ndc") and not spec.nest.flat
 
 
+def test_expand_only_an_index_reads_stays_a_view_step():
+    """Informer's sampled keys: an expand read only by advanced indexing is not
+    materialized by a kernel (a copy the size of the broadcast); one an elementwise op
+    reads still fuses as a broadcasting read."""
+    idx = tj.tensor(np.array([[0, 2], [1, 1], [3, 0]]))
+
+    def f(k):
+        big = k.unsqueeze(-3).expand(2, 3, 4, 5)
+        return big[:, tj.arange(3).unsqueeze(1), idx, :].sum(-1) * 2.0
+    cf = assert_compiled_matches(f, T(2, 4, 5, seed=1))
+    fwd = _train(cf)[0]
+    check_schedule(fwd.items, fwd.graph)
+    assert "expand" in [e.prim.name for e in _steps(fwd)], fwd.describe()
+    assert not any(e.prim.name == "expand" for g in _groups(fwd) for e in g.eqns), fwd.describe()
+    cf = assert_compiled_matches(lambda a, b: a.expand(4, 5) * b, T(4, 1, seed=1), T(4, 5, seed=2))
+    assert [e.prim.name for e in _steps(_train(cf)[0])] == []
+    # an expanded index (a gather's usual idiom) and expanded values written by index_put
+    pos, rows = tj.tensor(np.array([[2, 0], [1, 1]])), tj.tensor(np.array([1, 0]))
+
+    def g(x, v):
+        y = x.gather(1, pos.unsqueeze(-1).expand(-1, -1, 4))
+        return y.index_put((rows,), v.expand(2, 2, 4)) * 3.0
+    assert_compiled_matches(g, T(2, 3, 4, seed=3), T(1, 1, 4, seed=4))
+
+
 def test_value_used_outside_is_written_once_and_reused():
     def f(x):
         a = tj.tanh(x * 3.0)

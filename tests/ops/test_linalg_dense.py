@@ -1,5 +1,5 @@
 """Gradients of ops/linalg_dense.py against PyTorch where they need care: det at singular
-matrices, pinv's VJP."""
+matrices, pinv's and QR's VJPs."""
 import numpy as np
 import pytest
 
@@ -44,3 +44,25 @@ def test_pinv_gradient_matches_pytorch(shape):
         (m.linalg.pinv(x) * m.tensor(w)).sum().backward()
         grads.append(x.grad.numpy())
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,mode", [((5, 3), "reduced"), ((4, 4), "reduced"), ((4, 4), "complete"),
+                                        ((2, 6, 3), "reduced")])
+def test_qr_gradient_matches_pytorch(shape, mode):
+    """QR's VJP (PyTorch's linalg_qr_backward, m >= n) through Q and R together, as an
+    orthogonalization trained through (a Stiefel layer, QR-based orthogonal features) takes it."""
+    a = np.random.default_rng(0).standard_normal(shape)
+    wq, wr = (np.random.default_rng(s).standard_normal(shape[:-2] + (shape[-2], shape[-1])) for s in (1, 2))
+    grads = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        q, r = m.linalg.qr(x, mode=mode)
+        ((q * m.tensor(wq)).sum() + (r * m.tensor(wr[..., :r.shape[-2], :])).sum()).backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-9, atol=1e-10)
+
+
+def test_qr_gradient_of_a_wide_input_names_the_case():
+    x = tj.randn(3, 5, requires_grad=True)
+    with pytest.raises(NotImplementedError, match=r"linalg.qr: the gradient .* \(got shape \(3, 5\)"):
+        tj.linalg.qr(x)[0].sum().backward()

@@ -1,4 +1,4 @@
-from _harness import sync  # the runner: weights shared with the PyTorch run
+from _harness import comp, sync  # the runner: shared weights, torch.compile or not
 import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 torch.manual_seed(0)
 # the Fourier neural operator (Li et al. 2021) as neuraloperator's fourier_2d.py writes it,
@@ -87,6 +87,7 @@ with torch.no_grad():   # the spectral weights drawn by numpy (torch.rand's stre
         for w in (conv.weights1, conv.weights2):
             w.copy_(torch.from_numpy((conv.scale * (g.random(w.shape) + 1j * g.random(w.shape))).astype(np.complex64)))
 sync(model)
+fwd = comp(model)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-4)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
 myloss = LpLoss(size_average=False)
@@ -100,7 +101,7 @@ for ep in range(4):
     x = torch.from_numpy(a[..., None].astype(np.float32)); y = torch.from_numpy(u.astype(np.float32))
     model.train()
     optimizer.zero_grad()
-    out = model(x).reshape(4, s, s)
+    out = fwd(x).reshape(4, s, s)
     l2 = myloss(out.view(4, -1), y.view(4, -1))
     l2.backward()
     optimizer.step()

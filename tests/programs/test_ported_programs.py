@@ -63,7 +63,11 @@ assignment, grids cached in a list), R(2+1)D video clips (factored Conv3d, Batch
 MaxPool3d), a ConvLSTM encoder-forecaster under scheduled sampling and HRNet's parallel
 branches with soft-argmax keypoints, wav2vec 2.0 pre-training (Gumbel product quantizer,
 masked spans, contrastive loss) and Tacotron 2 (location-sensitive attention stepped by
-LSTMCells, packed encoder, postnet)) run unchanged
+LSTMCells, packed encoder, postnet), BERT masked-LM pretraining (80/10/10 masking, a
+decoder tied to the embeddings), RotatE and ComplEx on complex tensors with self-adversarial negatives,
+SchNet's continuous-filter convolutions with forces by create_graph, a Decision
+Transformer, Informer's ProbSparse attention with distilling, and timm's ModelEmaV3,
+Mixup, NativeScaler and a mid-epoch resume) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -115,7 +119,10 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # checkpointed bottlenecks, ShuffleNetV2, DeepLabV3's ASPP, RAFT's grid_sample iterations,
 # HiFi-GAN (its weight norm removed between calls) and SegFormer (not wav2vec 2.0 or
 # Tacotron 2: their forwards break the graph where torch.compile's do, a boolean-mask
-# gather viewed by -1 and lengths read by .item()/.numpy())
+# gather viewed by -1 and lengths read by .item()/.numpy()), complex embeddings
+# differentiated through the graph (RotatE, ComplEx), SchNet's forces (create_graph
+# through a dynamic=True capture), Informer's advanced-index scatter into a context, and
+# FNO's spectral convolutions (rfft2, complex weights written into out_ft slices)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -132,7 +139,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_hifigan.py", "prog_segformer.py",
             "prog_dlrm.py", "prog_rainbow.py", "prog_hnn.py", "prog_txl.py", "prog_tabnet.py",
             "prog_gatswa.py", "prog_yolo.py", "prog_r2plus1d.py", "prog_convlstm.py",
-            "prog_hrnet.py"]
+            "prog_hrnet.py",
+            "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
+            "prog_timmutil.py", "prog_fno.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -195,7 +204,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_yolo.py": 3,
                 # each teacher-forcing pattern (a list of bools, constants as torch.compile's),
                 # four in training, and generation without targets
-                "prog_convlstm.py": 5}
+                "prog_convlstm.py": 5,
+                # RotatE and ComplEx, each on positives, head- and tail-batch negatives
+                "prog_kge.py": 6}
 
 
 def _run(framework, mode, weights, programs):

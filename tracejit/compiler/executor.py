@@ -183,7 +183,7 @@ class CompiledProgram(Executor):
     def _reached_walk(self, taken: list, grads) -> set:
         g = self.graph
         live = {a for k, a in enumerate(g.outputs)
-                if isinstance(a, Var) and a.aval.dtype.is_floating_point and k not in self._identity
+                if isinstance(a, Var) and a.aval.dtype.differentiable and k not in self._identity
                 and (grads is None or grads[k] is not None)}
         conds = [e for e in g.eqns if e.prim is COND]
         which = {id(e): t for e, t in zip(conds, taken)}
@@ -198,7 +198,7 @@ class CompiledProgram(Executor):
                         live.add(a)
             elif e.prim is not DETACH:   # (a bool or integer operand, a comparison's, carries no gradient)
                 live.update(a for a in e.inputs if isinstance(a, Var)
-                            and (a.aval.dtype.is_floating_point or a.aval.dtype.is_complex))
+                            and a.aval.dtype.differentiable)
         return {i for i, v in enumerate(g.inputs) if v in live}
 
     def taker(self, diff_idx: tuple):
@@ -352,7 +352,7 @@ class CompiledProgram(Executor):
                 src = ins[j]
                 t._vbox = src._vbox
                 t._base = src if src._base is None else src._base
-            if node is not None and a.aval.dtype.is_floating_point and k in active:
+            if node is not None and a.aval.dtype.differentiable and k in active:
                 t._requires_grad = True
                 t.grad_fn = node
                 t._output_nr = k
@@ -414,7 +414,7 @@ class CompiledProgram(Executor):
     def _diff_of(self, inputs):
         """The differentiable inputs of a call with `inputs` (as `__call__` decides them)."""
         return tuple(i for i, x in enumerate(inputs)
-                     if isinstance(x, Tensor) and x._requires_grad and x.dtype.is_floating_point)
+                     if isinstance(x, Tensor) and x._requires_grad and x.dtype.differentiable)
 
     def eager_backward(self, inputs, grads, diff_idx=None):
         """create_graph=True: interpret the joint graph with autograd recording."""
@@ -489,7 +489,7 @@ class CompiledProgram(Executor):
                  "    node.take = TAKE",
                  "    node.shells = SHELLS()",
                  "    t = WRAP(None, OD, OV)"]
-        if d.is_floating_point and 0 in self._active_outputs(diff_idx):
+        if d.differentiable and 0 in self._active_outputs(diff_idx):
             lines += ["    t._requires_grad = True", "    t.grad_fn = node", "    t._output_nr = 0"]
         if self._saved_outs.get(diff_idx):   # (the backward reads the output's memory)
             lines.append("    node.out_versions = ((0, t._vbox, t._vbox[0]),)")

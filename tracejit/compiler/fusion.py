@@ -268,8 +268,15 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
                 return g
         return None
 
+    # An expand read only at positions an index tensor gives (gather, advanced indexing)
+    # stays a step: its broadcast view, not a copy the size of the broadcast of which few
+    # rows are read (Informer's (B, H, L, L, E) sampled keys).
+    other_reads = {a for e in graph.eqns if e.prim.kind != "index" or len(e.inputs) < 2
+                   for a in e.inputs if isinstance(a, Var)}
+    views = ({e.out for e in graph.eqns if e.prim.extra.get("broadcast_read")} - other_reads
+             - {a for a in graph.outputs if isinstance(a, Var)})
     for e in graph.eqns:
-        if _elementwise_ok(e):
+        if _elementwise_ok(e) and e.outs[0] not in views:
             shape = tuple(e.out.aval.shape)
             cands = []
             for a in e.inputs:

@@ -91,14 +91,14 @@ class Entry:
         """
         names = {"E": self, "C": self.const_tensors, "RUN": self.run}
         tensors = [d for d in list(self.descs) + list(self.const_descs) if d.kind == "tensor"]
-        infer = not self.grad_mode or not any(d.requires_grad and d.dtype.is_floating_point
+        infer = not self.grad_mode or not any(d.requires_grad and d.dtype.differentiable
                                               for d in tensors)
         body = ["    E.hits += 1", "    return RUN(L)"]
         fast = self.executor.fast_inference() if infer and self._single and not self.lifted else None
         train = None
         if not infer and self._single and self._direct:
             diff_idx = tuple(i for i, d in enumerate(self.descs)
-                             if d.kind == "tensor" and d.requires_grad and d.dtype.is_floating_point)
+                             if d.kind == "tensor" and d.requires_grad and d.dtype.differentiable)
             train = self.executor.fast_training(diff_idx)
         if train is not None:
             names["TRAIN"] = train

@@ -317,7 +317,7 @@ class TraceContext(StateWrites):
             # whose value is evaluated from the input shapes on every call, so the dim stays
             # dynamic instead of being specialized.
             return Literal(a, Aval((), _dt.int64, CPU, weak=True))
-        if isinstance(a, (bool, int, float)) or type(a).__module__ == "numpy":
+        if isinstance(a, (bool, int, float, complex)) or type(a).__module__ == "numpy":
             av = scalar_aval(a, _DUMMY_PRIM)
             return Literal(a.item() if hasattr(a, "item") else a, av)
         if type(a).__name__ == "Unbound":  # control.Unbound: a variable bound on one path only
@@ -405,9 +405,12 @@ class TraceContext(StateWrites):
         if scalar_math and out_aval.shape == ():
             out_aval = Aval((), out_aval.dtype, out_aval.device, weak=True)
         var = self._emit(prim, atoms, params, out_aval)[0]
-        if self._no_grad_region() and out_aval.dtype.is_floating_point and prim is not DETACH:
+        if self._no_grad_region() and out_aval.dtype.differentiable and prim is not DETACH:
             var = self._emit(DETACH, [var], {}, out_aval)[0]
         t = _make_tracer(var, self)
+        return self._mark_view(t, prim, args, params)
+
+    def _mark_view(self, t: Tracer, prim, args, params) -> Tracer:
         if args and (prim.is_view or (prim.view_if is not None and prim.view_if(params))):
             # Eagerly this shares memory with its operand: remember the base and the view
             # ops, so an in-place write through the view reaches the base (view_writes).
@@ -416,17 +419,19 @@ class TraceContext(StateWrites):
 
     def _complex_call(self, prim, args, params) -> Tracer:
         """A call on the complex path (complex_ops.py): one `COMPLEX_CALL` equation, run as
-        eagerly; refused where a gradient would have to flow through it."""
+        eagerly; refused inside a branch or loop body."""
         atoms = [self.atom(a, prim.name) for a in args]
-        if self.parent is not None or self._reaches_grad(atoms):
+        if self.parent is not None:
             loc = user_location(3)
             where = f" at {loc[0]}:{loc[1]}" if loc else ""
-            raise TraceError(f"{prim.name}{where}: complex tensors that carry a gradient (or inside a branch "
-                             f"or loop body) run eagerly, they cannot be compiled; move the complex math out "
-                             f"of the compiled function")
+            raise TraceError(f"{prim.name}{where}: complex tensors inside a branch or loop body run eagerly, "
+                             f"they cannot be compiled; move the complex math out of the loop")
         avals = tuple(a.aval for a in atoms)
-        params = {"op": prim, "params": params, "avals_in": avals}
-        return _make_tracer(self._emit(_COMPLEX_CALL, atoms, params, _COMPLEX_CALL.rule(*avals, **params))[0], self)
+        var = self._emit(_COMPLEX_CALL, atoms, {"op": prim, "params": params, "avals_in": avals},
+                         _COMPLEX_CALL.rule(*avals, op=prim, params=params, avals_in=avals))[0]
+        if self._no_grad_region() and var.aval.dtype.differentiable:
+            var = self._emit(DETACH, [var], {}, var.aval)[0]
+        return self._mark_view(_make_tracer(var, self), prim, args, params)
 
     def _reaches_grad(self, atoms, grad_mode: bool = True) -> bool:
         """Whether a gradient may flow into `atoms` (autodiff.py's active values, from the
@@ -457,7 +462,7 @@ class TraceContext(StateWrites):
         self.eqns.append(Eqn(prim, tuple(atoms), outs, dict(params), self.loc_override or user_location(3)))
         vs = list(outs)
         if self._no_grad_region():
-            vs = [self._emit(DETACH, [v], {}, v.aval)[0] if v.aval.dtype.is_floating_point else v for v in vs]
+            vs = [self._emit(DETACH, [v], {}, v.aval)[0] if v.aval.dtype.differentiable else v for v in vs]
         return [_make_tracer(v, self) for v in vs]
 
     def record_function(self, cls, args, kwargs):
@@ -503,9 +508,6 @@ class TraceContext(StateWrites):
                 else "a tensor from outside this branch or loop body"
             raise TraceError(f"{what}: in-place modification of {name} is not supported inside a "
                              f"compiled function; compute a new tensor instead (x = x + 1)")
-        if target.dtype.is_complex:   # (its views are not followed: `_complex_call`)
-            raise TraceError(f"{what}: in-place writes into complex tensors run eagerly; compute a new "
-                             f"tensor instead (z = z * 2)")
         res = self.atom(result)
         if res.aval.dtype is not target.dtype:
             if target.dtype.category < res.aval.dtype.category:
@@ -526,7 +528,8 @@ class TraceContext(StateWrites):
             raise TraceError(
                 f"{what}{where}: this in-place write through a view cannot reach the tensor it "
                 f"views inside a compiled function (a view of a dynamic-size tensor, an expanded "
-                f"view, or a view taken outside this branch or loop body). Write through the base "
+                f"view, a complex tensor's real or imaginary part, or a view taken outside this "
+                f"branch or loop body). Write through the base "
                 f"instead (x[idx] = value, x = x.index_put(...), tracejit.where(...)), or compute "
                 f"a new tensor.")
         target._var = res
@@ -579,16 +582,16 @@ def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):
 
 
 def active_vars(graph, active_inputs) -> set:
-    """Values that depend on a differentiable input (floating dtype only) other than
+    """Values that depend on a differentiable input (floating or complex dtype) other than
     through ``detach``, whose output requires no grad, as in eager (a compiled call gave a
     detached output, and the running statistics that batch_norm's functional writes back
     into its arguments, a grad_fn and ``requires_grad``)."""
-    act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.is_floating_point}
+    act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.differentiable}
     for e in graph.eqns:
         if e.prim is DETACH:
             continue
         if any(isinstance(a, Var) and a in act for a in e.inputs):
             for o in e.outs:
-                if o.aval.dtype.is_floating_point:
+                if o.aval.dtype.differentiable:
                     act.add(o)
     return act

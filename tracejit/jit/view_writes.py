@@ -158,8 +158,8 @@ def write_through(trace, target, res, what: str) -> bool:
     its base; False when that is not possible (the caller raises)."""
     from .tracer import Tracer, _make_tracer
     base, seen, chain = target._view_src
-    if chain is None:
-        return False
+    if chain is None or any(prim.kind == "complex" for prim, _, _ in chain):
+        return False   # (z.real, z.conj(): views whose elements are not the base's)
     if isinstance(base, Tracer) and (base._trace is not trace or base._view_src is not None):
         return False
     if not isinstance(base, Tracer) and trace.parent is not None:

@@ -4,9 +4,9 @@ view_as_complex, complex, polar, angle, sgn).
 
 Complex tensors run eagerly on numpy's complex arithmetic. A traced or compiled function
 records each complex call as one `COMPLEX_CALL` equation that runs it so (jit/tracer.py),
-or, where a gradient would flow through it, raises TraceError, so ``compile`` falls back
-to eager; the kernel generators never see a complex dtype. `bind`'s plans are never made for a complex
-signature: such a call takes the general path, which hands it to `run` here.
+differentiated by the same VJPs; the kernel generators never see a complex dtype.
+`bind`'s plans are never made for a complex signature: such a call takes the general
+path, which hands it to `run` here.
 
 Every primitive says in `_WAYS` how it treats complex operands; one that is not listed
 refuses them with an error naming it, so no op gives a silently wrong complex result
@@ -141,9 +141,16 @@ def _call_rule(*avals, op, params, avals_in=()):
     return (_way(op)[2] or op.rule)(*avals, **params)
 
 
-# A complex call inside a captured graph (an STFT front-end), run as eagerly, outside any
-# kernel; no gradient flows through it (jit/tracer.py refuses one that needs it).
-COMPLEX_CALL = defprim("complex_call", _call_impl, _call_rule, kind="complex")
+def _call_vjp(g, out, *inputs, op, params, avals_in):
+    """`COMPLEX_CALL`'s gradient: the VJP eager autograd records for `op` (more complex
+    calls when traced)."""
+    node = _way(op)[0]
+    return node.vjp(g, out if node.save_out else None, *inputs, **params)
+
+
+# A complex call inside a captured graph (an STFT front-end, RotatE's rotations), run as
+# eagerly, outside any kernel; its gradient is the eager one, recorded the same way.
+COMPLEX_CALL = defprim("complex_call", _call_impl, _call_rule, _call_vjp, kind="complex", save_out=True)
 
 
 def _array(a):
@@ -306,8 +313,10 @@ POLAR = defprim("polar", lambda xp, r, t: _complex_impl(xp, r * xp.cos(t), r * x
 
 def _sgn_impl(xp, a):
     r = xp.abs(a)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return xp.where(r == 0, xp.zeros((), a.dtype), a / r)
+    with np.errstate(divide="ignore"):
+        inv = xp.reciprocal(r, out=xp.empty_like(r))   # (times a real: 1/3 of a complex division)
+    inv[r == 0] = 0
+    return a * inv
 
 
 def _sgn_vjp(g, out, a):

@@ -37,13 +37,6 @@ def _square(op):
     return rule
 
 
-def _no_grad(op):
-    def vjp(*args, **kw):
-        raise NotImplementedError(f"{op}: gradients through {op} are not supported; detach() its "
-                                  f"input or use a differentiable alternative")
-    return vjp
-
-
 # ---------------------------------------------------------------- inverse and determinant
 def _inv_impl(xp, a):
     return xp.linalg.inv(a)
@@ -248,7 +241,7 @@ def eigh(A, UPLO: str = "L"):
     return _Eigh(bind(EIGH, A, part="values", uplo=UPLO), bind(EIGH, A, part="vectors", uplo=UPLO))
 
 
-# ---------------------------------------------------------------- QR, SVD, pinv (no gradient)
+# ---------------------------------------------------------------- QR, SVD, pinv
 def _qr_rule(a, mode, part):
     if a.ndim < 2:
         raise ShapeError(f"linalg.qr: expected a batch of matrices, got shape {a.shape}")
@@ -261,8 +254,24 @@ def _qr_rule(a, mode, part):
     return Aval(shape, a.dtype, a.device)
 
 
+def _qr_vjp(g, out, a, mode, part):
+    """PyTorch's linalg_qr_backward for m >= n (real): with M = gR R^T - Q^T gQ, the
+    gradient is (gQ + Q copyltu(triu(M))) R^-T, copyltu mirroring the upper triangle."""
+    from .tensorfns import triu
+    m, n = a.shape[-2], a.shape[-1]
+    if m < n or (mode == "complete" and m > n):
+        raise NotImplementedError(f"linalg.qr: the gradient is defined for a tall or square input in "
+                                  f"mode 'reduced' (got shape {tuple(a.shape)}, mode {mode!r})")
+    q, r = (bind(QR, a, mode=mode, part=p) for p in ("Q", "R"))
+    t = triu(g @ _mT(r) if part == "R" else -(_mT(q) @ g))
+    ga = q @ (t + _mT(triu(t, 1)))
+    if part == "Q":
+        ga = ga + g
+    return (ga @ _mT(inv(r)),)
+
+
 QR = defprim("linalg_qr", lambda xp, a, mode, part: xp.linalg.qr(a, mode=mode)[0 if part == "Q" else 1],
-             _qr_rule, _no_grad("linalg.qr"), kind="other", save=lambda rq: ())
+             _qr_rule, _qr_vjp, kind="other", save=lambda rq: (0,))
 
 
 @_autocast.fp32

@@ -12,7 +12,7 @@ from .registry import Aval, Primitive
 
 __all__ = ["scalar_aval", "compute_dtype", "on_numpy", "prepare", "scalar_as", "NUMPY_WEAK_SCALARS"]
 
-_SCALAR_TYPES = (bool, int, float, np.number, np.bool_)
+_SCALAR_TYPES = (bool, int, float, complex, np.number, np.bool_)
 
 
 def scalar_aval(a, prim: Primitive) -> Aval:
