@@ -37,6 +37,13 @@ def _square(op):
     return rule
 
 
+def _no_grad(op):
+    def vjp(*args, **kw):
+        raise NotImplementedError(f"{op}: gradients through {op} are not supported; detach() its "
+                                  f"input or use a differentiable alternative")
+    return vjp
+
+
 # ---------------------------------------------------------------- inverse and determinant
 def _inv_impl(xp, a):
     return xp.linalg.inv(a)
