@@ -21,6 +21,7 @@ from .exactcall import specialize
 from .errors import DTypeError
 from .ops.creation import tensor, zeros
 from .ops.rearrange import roll
+from .ops.shape import cat
 from .ops.registry import Aval, defprim
 from .ops.eager import bind
 from .shapes import normalize_dim
@@ -100,12 +101,9 @@ def _c2r_vjp(g, out, x, s, dims, norm):
     # mirror lies outside it (1 .. n - (n//2 + 1)) get both gradients
     gx = bind(FFT_R2C, g, s=s, dims=dims, norm=_SWAP[norm])
     n, m = s[-1], s[-1] // 2 + 1
-    if n - m > 0:
-        w = np.ones(m, dtype=np.float64 if g.dtype is _dt.float64 else np.float32)
-        w[1:n - m + 1] = 2.0
-        shape = [1] * gx.ndim
-        shape[dims[-1]] = m
-        gx = gx * tensor(w.reshape(shape), device=g.device)
+    if n - m > 0:   # (by slices, no constant tensor: a backward trace takes none)
+        d, parts = dims[-1], [gx.narrow(dims[-1], 0, 1), gx.narrow(dims[-1], 1, n - m) * 2.0]
+        gx = cat(parts + ([gx.narrow(d, n - m + 1, 2 * m - n - 1)] if 2 * m - n - 1 else []), d)
     return (_fit(gx, x.shape, dims),)
 
 
