@@ -11,7 +11,7 @@ PyTorch's ``softplus_backward``.
 """
 from __future__ import annotations
 
-from .elementwise import _ew_rule, ge, mul, sigmoid, where
+from .elementwise import _ew_rule, ge, mul, sigmoid, sigmoid_form, where
 from .eager import bind
 from .registry import defprim
 from .dtype_checks import takes
@@ -50,11 +50,8 @@ SOFTPLUS = defprim("softplus", _softplus_impl, _ew_rule("softplus", float_only=T
 
 
 def _softplus_backward_impl(xp, g, x, beta=1.0, threshold=20.0):
-    # sigmoid(z) = (1 if z >= 0 else t) / (1 + t) with t = e^-|z| in [0, 1]: no overflow
     bx = _scaled(x, beta)
-    t = xp.exp(-xp.abs(bx))
-    s = xp.where(bx >= 0, 1.0, t) / (1.0 + t)
-    return xp.where(bx > threshold, g, g * s.astype(g.dtype, copy=False))
+    return xp.where(bx > threshold, g, g * sigmoid_form(xp, bx).astype(g.dtype, copy=False))
 
 
 def _softplus_backward_scalar(e, g, x, beta=1.0, threshold=20.0):
