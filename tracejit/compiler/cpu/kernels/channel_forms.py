@@ -97,12 +97,10 @@ def _run(form, name: str, full: tuple, chan: tuple, outs: list, cm: int, eps: fl
     cdt = _F32 if words else dt      # (the computing dtype)
     inv = np.full(1, 1.0 / (shape[0] * shape[2] * shape[3]), cdt)
     arrays = [a for a, _ in ops] + list(chan) + [inv]
-    key = (name, dt.name, layouts, tuple(d == 1 for d in shape), float(eps))
+    key = (name, dt.name, layouts, tuple(d == 1 for d in shape), float(eps), words_out)
     shapes = lambda: ([(shape, "bfloat16" if words else dt.name)] * len(full)  # noqa: E731
                       + [((1, shape[1], 1, 1), cdt.name)] * len(chan) + [((1,), cdt.name)])
-    rounds = words_out
-    key += (rounds,)
-    traced = _on_words(form, len(full), rounds) if words else form
+    traced = _on_words(form, len(full), words_out) if words else form
     got = lowered(_forms, key, lambda: _lower(traced, shapes(), layouts, cm, eps))
     if got is None:
         return False
