@@ -64,7 +64,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"conv_transpose2d: expected 4-D input and weight, got {tuple(x.shape)} "
                          f"and {tuple(weight.shape)}")
-    n, c, h, w = x.shape
+    c, h, w = x.shape[1:]
     ci, og, kh, kw = weight.shape
     if groups < 1 or c != ci or c % groups:
         raise ShapeError(f"conv_transpose2d: input of shape {tuple(x.shape)} has {c} channels but "
