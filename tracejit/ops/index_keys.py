@@ -81,7 +81,7 @@ def normalize(a, index):
     for it in as_tuple(index):
         if isinstance(it, range):   # a sequence of ints, as PyTorch reads it
             it = np.arange(it.start, it.stop, it.step, dtype=np.int64)
-        if isinstance(it, (list, np.ndarray)) or (isinstance(it, Tensor)):
+        if isinstance(it, (list, np.ndarray, Tensor)):
             if isinstance(it, Tensor):
                 t = it
             else:
@@ -101,7 +101,7 @@ def normalize(a, index):
                     items.append(("t", len(tensors)))
                     tensors.append(nz)
                 continue
-            if not (t.dtype.is_integer):
+            if not t.dtype.is_integer:
                 raise IndexError(f"tensors used as indices must be integer or bool, got {t.dtype.name}")
             items.append(("t", len(tensors)))
             tensors.append(t)

@@ -15,7 +15,7 @@ from collections import namedtuple
 
 from ..errors import ShapeError
 from ..typeinfo import finfo
-from .linalg import _mT
+from .linalg import _mT, _swap
 from .registry import Aval, bind, defprim
 from . import autocast as _autocast
 
@@ -96,10 +96,6 @@ def _cofactor_vjp_impl(xp, g, a):
     k = xp.arange(n)
     m[..., k, k] = (p @ gh[..., k, k][..., None])[..., 0]
     return u @ (m * (xp.linalg.det(u) * xp.linalg.det(vh))[..., None, None]) @ vh
-
-
-def _swap(x):
-    return x.swapaxes(-1, -2)
 
 
 COFACTOR_VJP = defprim("linalg_cofactor_vjp", _cofactor_vjp_impl, lambda g, a: a, _no_grad("det's third derivative"),

@@ -12,7 +12,6 @@ from .. import dtypes as _dt
 from ..autograd.grad_mode import is_grad_enabled
 from ..errors import ArgumentError, DTypeError, IndexRangeError
 from ..shapes import normalize_dims, normalize_dim
-from .creation import full
 from .elementwise import abs as _abs, cast, eq, gt, logical_not, maximum, ne, minimum, mul, pow as _pow, sqrt, where
 from ..tensor import Tensor
 from .registry import Aval, defprim

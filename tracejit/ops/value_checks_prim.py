@@ -40,15 +40,15 @@ def in_unit_interval(x, op: str, name: str):
     return bind(IN_UNIT_INTERVAL, x, op=op, name=name)
 
 
-def _selects_impl(xp, mask, *, count, value_shape, region_tail):
+def _selects_impl(xp, mask, *, value_shape, region_tail):
     n = int(mask.sum())
-    if n != count:
+    if n != value_shape[0]:
         raise ShapeError(f"index_put: value of shape {tuple(value_shape)} cannot be broadcast to the indexed "
                          f"region of shape {(n,) + tuple(region_tail)}")
     return mask.view()
 
 
-def _selects_rule(mask, *, count, value_shape, region_tail):
+def _selects_rule(mask, *, value_shape, region_tail):
     return Aval(mask.shape, mask.dtype, mask.device)
 
 
@@ -61,5 +61,4 @@ def selects(mask, value_shape: tuple, region_tail: tuple):
     `value_shape` has rows (``a[mask] = v``, one row per selected element): a ShapeError as
     eager ``index_put``'s otherwise."""
     from .eager import bind
-    return bind(SELECTS, mask, count=int(value_shape[0]), value_shape=tuple(value_shape),
-                region_tail=tuple(region_tail))
+    return bind(SELECTS, mask, value_shape=tuple(value_shape), region_tail=tuple(region_tail))
