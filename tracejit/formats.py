@@ -90,13 +90,13 @@ def dense_in_order(t, fmt: memory_format) -> bool:
 
 def all_channels_last(tensors, layout_of) -> bool:
     """Whether every tensor is laid out channels-last (PyTorch's suggested format of each:
-    channels innermost and not also row-major); `layout_of` gives a tensor's eager array.
-    Not asked of symbolic sizes: a traced layout read would specialize them."""
+    channels innermost and not also row-major); `layout_of` gives a tracer's eager array,
+    asked of static sizes only (a traced layout read would specialize symbolic ones)."""
     fmt = CHANNELS_LAST_OF_RANK[tensors[0].ndim]
-    if not all(type(d) is int for x in tensors for d in x.shape):
-        return False
     for x in tensors:
-        data = layout_of(x)
+        data = x._data
+        if data is None:
+            data = layout_of(x) if all(type(d) is int for d in x.shape) else None
         if (data is None or data.ndim != x.ndim or data.strides[1] != data.itemsize or data.shape[1] == 1
                 or not x.is_contiguous(memory_format=fmt) or x.is_contiguous()):   # (the quick tests first)
             return False
