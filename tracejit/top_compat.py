@@ -79,7 +79,7 @@ def adjoint(input):
 
 
 def split_with_sizes(input, split_sizes, dim: int = 0):
-    return _ops.split(input, list(split_sizes), dim)
+    return input.split_with_sizes(split_sizes, dim)
 
 
 unsafe_chunk, unsafe_split = _ops.chunk, _ops.split
@@ -91,8 +91,8 @@ def constant_pad_nd(input, pad, value: float = 0):
 
 
 def is_neg(input) -> bool:
-    """False: tracejit keeps no lazily negated tensors."""
-    return False
+    """False: tracejit keeps no lazily negated tensors (as ``Tensor.is_neg``)."""
+    return input.is_neg()
 
 
 def is_inference(input) -> bool:

@@ -38,14 +38,10 @@ def _clamp_probs(p):
     return p.clamp(eps, 1 - eps)
 
 
-def _probs_to_logits(probs, binary: bool = False):
-    p = _clamp_probs(probs)
-    return _ops.log(p) - _ops.log1p(-p) if binary else _ops.log(p)
-
-
 def probs_to_logits(probs, is_binary: bool = False):
     """``torch.distributions.utils.probs_to_logits``: log-odds (binary) or log-probabilities."""
-    return _probs_to_logits(probs, is_binary)
+    p = _clamp_probs(probs)
+    return _ops.log(p) - _ops.log1p(-p) if is_binary else _ops.log(p)
 
 
 def logits_to_probs(logits, is_binary: bool = False):
@@ -59,7 +55,7 @@ def _derived(d, name: str, binary: bool):
     if name == "probs":
         v = logits_to_probs(d.__dict__["logits"], binary)
     elif name == "logits":
-        v = _probs_to_logits(d.__dict__["probs"], binary)
+        v = probs_to_logits(d.__dict__["probs"], binary)
     else:
         raise AttributeError(name)
     d.__dict__[name] = v

@@ -10,7 +10,7 @@ import numpy as np
 from .. import ops as _ops
 from ..tensor import Tensor
 from . import constraints
-from .discrete import OneHotCategorical, _OverCategorical, _clamp_probs, _probs_or_logits, _probs_to_logits
+from .discrete import OneHotCategorical, _OverCategorical, _clamp_probs, _probs_or_logits, probs_to_logits
 from .distribution import Distribution, broadcast_all
 from .more import Gamma, _draw
 from .transformed import TransformedDistribution
@@ -34,7 +34,7 @@ class LogitRelaxedBernoulli(Distribution):
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
         _probs_or_logits(self, type(self).__name__, probs, logits, validate_args)
         if probs is not None:
-            self.logits = _probs_to_logits(self.probs, binary=True)
+            self.logits = probs_to_logits(self.probs, is_binary=True)
         else:
             self.probs = _ops.sigmoid(self.logits)
         self.temperature = _temperature(temperature, self.logits)

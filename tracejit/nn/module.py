@@ -26,10 +26,7 @@ from .parameter import Buffer, Parameter
 __all__ = ["Module", "RemovableHandle"]
 
 def _add_hook(hooks: dict, with_kwargs_ids: set, hook, prepend: bool, with_kwargs: bool) -> "RemovableHandle":
-    h = RemovableHandle(hooks)
-    hooks[h.id] = hook
-    if prepend:
-        hooks.move_to_end(h.id, last=False)
+    h = RemovableHandle.add(hooks, hook, prepend)
     if with_kwargs:
         with_kwargs_ids.add(h.id)
     return h
@@ -54,6 +51,15 @@ class RemovableHandle:
         self.id = RemovableHandle._next_id
         RemovableHandle._next_id += 1
         state_epoch[0] += 1   # (a compiled module looks at its hooks again)
+
+    @classmethod
+    def add(cls, hooks: OrderedDict, hook, prepend: bool = False) -> "RemovableHandle":
+        """`hook` registered in the table `hooks` (first of all with `prepend`): its handle."""
+        h = cls(hooks)
+        hooks[h.id] = hook
+        if prepend:
+            hooks.move_to_end(h.id, last=False)
+        return h
 
     def remove(self) -> None:
         self._hooks.pop(self.id, None)

@@ -136,12 +136,7 @@ class BackwardHooks:
         if not callable(hook):
             raise TypeError(f"{name.strip('_').replace('_', ' ')}: expected a callable, got "
                             f"{type(hook).__name__}")
-        table = self._hook_table(name)
-        h = RemovableHandle(table)
-        table[h.id] = hook
-        if prepend:
-            table.move_to_end(h.id, last=False)
-        return h
+        return RemovableHandle.add(self._hook_table(name), hook, prepend)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False):
         """hook(module, grad_input, grad_output) -> new grad_input or None, run when the

@@ -21,16 +21,12 @@ _GLOBAL_POST: OrderedDict = OrderedDict()
 
 def register_optimizer_step_pre_hook(hook: Callable) -> RemovableHandle:
     """hook(optimizer, args, kwargs) -> None or new (args, kwargs), before every optimizer's step."""
-    h = RemovableHandle(_GLOBAL_PRE)
-    _GLOBAL_PRE[h.id] = hook
-    return h
+    return RemovableHandle.add(_GLOBAL_PRE, hook)
 
 
 def register_optimizer_step_post_hook(hook: Callable) -> RemovableHandle:
     """hook(optimizer, args, kwargs), after every optimizer's step."""
-    h = RemovableHandle(_GLOBAL_POST)
-    _GLOBAL_POST[h.id] = hook
-    return h
+    return RemovableHandle.add(_GLOBAL_POST, hook)
 
 
 def _hooked_step(step):
@@ -66,16 +62,8 @@ class OptimizerHooks:
         if "step" in cls.__dict__:
             cls.step = _hooked_step(cls.__dict__["step"])
 
-    def _hooks(self, kind: str) -> OrderedDict:
-        return self.__dict__.setdefault(kind, OrderedDict())
-
     def _register(self, kind: str, hook: Callable, prepend: bool = False) -> RemovableHandle:
-        hooks = self._hooks(kind)
-        h = RemovableHandle(hooks)
-        hooks[h.id] = hook
-        if prepend:
-            hooks.move_to_end(h.id, last=False)
-        return h
+        return RemovableHandle.add(self.__dict__.setdefault(kind, OrderedDict()), hook, prepend)
 
     def register_step_pre_hook(self, hook: Callable) -> RemovableHandle:
         """hook(optimizer, args, kwargs) -> None or new (args, kwargs), before this one's step."""

@@ -36,6 +36,7 @@ import numpy as np
 from ...autograd import grad_mode as _gm
 from ...autograd.graph import reachable_leaves
 from ...distributed.algorithms.join import Join, Joinable, JoinHook
+from ...func.transforms import _flatten
 from ...tensor import Tensor
 from ..module import Module
 from .ddp_join import DDPJoinHook
@@ -453,11 +454,3 @@ def _entry(e, rank: int) -> str:
     kind, name, shape, dtype, rg = e
     return (f"rank {rank} has {kind} {name!r} of shape {shape} {dtype}"
             f"{'' if kind == 'buffer' else ' (requires_grad=' + str(rg) + ')'}")
-
-
-def _flatten(x) -> list:
-    if isinstance(x, (list, tuple)):
-        return [y for item in x for y in _flatten(item)]
-    if isinstance(x, dict):
-        return [y for item in x.values() for y in _flatten(item)]
-    return [x]
