@@ -113,7 +113,15 @@ def _is_fresh(view, base) -> bool:
     target = base.grad_fn
     if target is None or node is None:
         return True  # a leaf base (never written in place under autograd) or no history
-    todo, seen = [node], set()
+    start = node
+    for _ in range(_FRESH_WALK):   # the common case first, without the set: view primitives
+        if node is target:         # from the view's node straight to the base's
+            return True
+        prim = getattr(node, "prim", None)
+        if prim is None or not (prim.is_view or (prim.view_if is not None and prim.view_if(node.params))):
+            break
+        node = node._next[0]
+    todo, seen = [start], set()
     while todo and len(seen) < _FRESH_WALK:
         node = todo.pop()
         if node is None or id(node) in seen:
@@ -132,18 +140,6 @@ def _is_fresh(view, base) -> bool:
 def refresh_stale_view(view) -> None:
     """Regenerate `view`'s history if its base was written in place since it was made."""
     base = view._base
-    # The common case first, without `_is_fresh`'s set: a chain of view primitives from the
-    # view's node straight to the base's (the walk there follows the same chain first).
-    node, target = view.grad_fn, base.grad_fn
-    if target is None:
-        return   # a leaf base: never written in place under autograd (`_is_fresh`)
-    for _ in range(_FRESH_WALK):
-        if node is target:
-            return
-        prim = getattr(node, "prim", None)
-        if prim is None or not (prim.is_view or (prim.view_if is not None and prim.view_if(node.params))):
-            break
-        node = node._next[0]
     if _is_fresh(view, base):
         return
     positions = view_positions(view, base)

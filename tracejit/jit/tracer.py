@@ -404,13 +404,14 @@ class TraceContext(StateWrites):
             out_aval = Aval(out_aval.shape, out_aval.dtype, dev)
         if scalar_math and out_aval.shape == ():
             out_aval = Aval((), out_aval.dtype, out_aval.device, weak=True)
-        var = self._emit(prim, atoms, params, out_aval)[0]
-        if self._no_grad_region() and out_aval.dtype.differentiable and prim is not DETACH:
-            var = self._emit(DETACH, [var], {}, out_aval)[0]
-        t = _make_tracer(var, self)
-        return self._mark_view(t, prim, args, params)
+        return self._result(self._emit(prim, atoms, params, out_aval)[0], prim, args, params)
 
-    def _mark_view(self, t: Tracer, prim, args, params) -> Tracer:
+    def _result(self, var: Var, prim, args, params) -> Tracer:
+        """The tracer of `var`, `prim`'s result: detached in a no_grad region, a view where
+        `prim` makes one."""
+        if self._no_grad_region() and var.aval.dtype.differentiable and prim is not DETACH:
+            var = self._emit(DETACH, [var], {}, var.aval)[0]
+        t = _make_tracer(var, self)
         if args and (prim.is_view or (prim.view_if is not None and prim.view_if(params))):
             # Eagerly this shares memory with its operand: remember the base and the view
             # ops, so an in-place write through the view reaches the base (view_writes).
@@ -429,9 +430,7 @@ class TraceContext(StateWrites):
         avals = tuple(a.aval for a in atoms)
         var = self._emit(_COMPLEX_CALL, atoms, {"op": prim, "params": params, "avals_in": avals},
                          _COMPLEX_CALL.rule(*avals, op=prim, params=params, avals_in=avals))[0]
-        if self._no_grad_region() and var.aval.dtype.differentiable:
-            var = self._emit(DETACH, [var], {}, var.aval)[0]
-        return self._mark_view(_make_tracer(var, self), prim, args, params)
+        return self._result(var, prim, args, params)
 
     def _reaches_grad(self, atoms, grad_mode: bool = True) -> bool:
         """Whether a gradient may flow into `atoms` (autodiff.py's active values, from the
