@@ -20,7 +20,7 @@ from .. import dtypes as _dt
 from ..device import CPU
 from ..errors import DeviceMismatchError
 from ..tensor import Tensor
-from .impls import elementwise as _ew, specialized as _specialized
+from .impls import elementwise as _ew, signature_call as _signature_call
 from .registry import Aval, Primitive
 from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, prepare, scalar_as, scalar_aval
 
@@ -534,15 +534,7 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
     operands = [a._data.shape if isinstance(a, Tensor) else None for a in args]
     big = _ew.eligible(prim, operands, cdt, odt, out_aval.shape, params)
     meta = tuple((a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args)
-    # the plan's call: its ufunc itself (the impl is exactly that), or the record's
-    # `extra["fast"]` for this signature; with registered implementations, what the first
-    # of them says for the signature (impls.specialized), else none (`prim.run` runs)
-    if prim.has_impls:
-        fn = _specialized(prim, tuple(operands), cdt.np, params or _NO_PARAMS) if prim.table_runs() else None
-    else:
-        fn = prim.ufunc
-        if fn is None and prim.fast is not None:
-            fn = prim.fast(tuple(operands), cdt.np, params or _NO_PARAMS)
+    fn = _signature_call(prim, tuple(operands), cdt.np, params or _NO_PARAMS)   # (as compiled plans')
     plan = _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
                  prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta, fn)
     plan.view = prim.is_view or (prim.view_if is not None and bool(prim.view_if(params or _NO_PARAMS)))
