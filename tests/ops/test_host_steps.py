@@ -128,3 +128,37 @@ def test_a_backward_through_one_of_two_data_sized_outputs():
         np.testing.assert_array_equal(x.grad.numpy(), 2.0 * (xa > 0))
         np.testing.assert_allclose(sel.detach().numpy(), 3 * xa[xa > 0], rtol=1e-6)
     assert f.cache_stats()["compiles"] == 1
+
+
+class _MultiCrop(tj.nn.Module):
+    """DINO's MultiCropWrapper: the crops grouped by size (unique_consecutive of a tensor of
+    their widths), each group through one backbone, a slice of the list per group."""
+
+    def __init__(self, lib):
+        super().__init__()
+        self.backbone = lib.nn.Linear(3, 2)
+        self.lib = lib
+
+    def forward(self, x):
+        idx_crops = self.lib.cumsum(self.lib.unique_consecutive(
+            self.lib.tensor([inp.shape[-1] for inp in x]), return_counts=True)[1], 0)
+        start_idx, output = 0, []
+        for end_idx in idx_crops:
+            output.append(self.backbone(self.lib.cat(x[start_idx: end_idx]).mean(-1, keepdim=True).expand(-1, 3)))
+            start_idx = end_idx
+        return self.lib.cat(output)
+
+
+def test_a_step_on_values_known_at_capture_runs_there():
+    m = _MultiCrop(tj)
+    f = tj.compile(m, fullgraph=True)
+    ref = _MultiCrop(torch)
+    ref.backbone.load_state_dict({k: torch.tensor(v.numpy()) for k, v in m.backbone.state_dict().items()})
+    r = np.random.default_rng(0)
+    for widths in ((4, 4, 2, 2, 2), (4, 4, 2, 2, 2), (5, 3, 3)):
+        crops = [r.standard_normal((2, w)).astype(np.float32) for w in widths]
+        got = f([tj.tensor(c) for c in crops])
+        want = ref([torch.tensor(c) for c in crops])
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    stats = f.cache_stats()
+    assert stats["compiles"] == 2 and stats["eager_fallbacks"] == 0, stats

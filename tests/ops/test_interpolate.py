@@ -130,3 +130,11 @@ def test_area_to_an_empty_size_is_empty_like_pytorch(kw):
     np.testing.assert_array_equal(xj.grad.numpy(), np.zeros_like(x))
     with pytest.raises(ValueError, match="output sizes should be greater than 0"):
         F.interpolate(tj.tensor(x), mode="bilinear", **kw)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "area", "nearest"])
+def test_an_unchanged_size_gives_a_new_tensor(mode):
+    x = tj.zeros(1, 2, 5, 5)
+    out = F.interpolate(x[:, :, 1:4, 1:4], size=(3, 3), mode=mode)
+    out.add_(1.0)   # (PyTorch's kernels write a new tensor: the input is not changed)
+    assert x.sum().item() == 0.0 and out.is_contiguous()

@@ -141,7 +141,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_gatswa.py", "prog_yolo.py", "prog_r2plus1d.py", "prog_convlstm.py",
             "prog_hrnet.py",
             "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
-            "prog_timmutil.py", "prog_fno.py"]
+            "prog_timmutil.py", "prog_fno.py",
+            "prog_dino.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -206,7 +207,10 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # four in training, and generation without targets
                 "prog_convlstm.py": 5,
                 # RotatE and ComplEx, each on positives, head- and tail-batch negatives
-                "prog_kge.py": 6}
+                "prog_kge.py": 6,
+                # student and teacher, each on the first batch's crops, then on crops that
+                # a same-size resize left strided views (layouts guarded, as torch's)
+                "prog_dino.py": 4}
 
 
 def _run(framework, mode, weights, programs):

@@ -27,7 +27,7 @@ from .indexing import getitem
 from .linalg import matmul
 from .pooling_nd import _avg_matrix
 from .sampling import _cubic
-from .shape import transpose
+from .shape import clone, transpose
 from .dtype_checks import takes
 from . import autocast as _autocast
 
@@ -181,6 +181,8 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
             continue
         mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device)
         out = transpose(matmul(transpose(out, dim, -1), mt), dim, -1)    # the axis last, times M^T
+    if out is input:   # (every axis unchanged: a new tensor still, as PyTorch's)
+        return clone(input)
     return out.to(input.dtype) if low or u8 else out
 
 
