@@ -142,7 +142,7 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_hrnet.py",
             "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
             "prog_timmutil.py", "prog_fno.py",
-            "prog_dino.py"]
+            "prog_dino.py", "prog_swav.py", "prog_pointnet.py", "prog_hashsdf.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -210,7 +210,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_kge.py": 6,
                 # student and teacher, each on the first batch's crops, then on crops that
                 # a same-size resize left strided views (layouts guarded, as torch's)
-                "prog_dino.py": 4}
+                "prog_dino.py": 4,
+                # SwAV; Sinkhorn on the batch, then on the queue and batch; Barlow Twins
+                "prog_swav.py": 4}
 
 
 def _run(framework, mode, weights, programs):
