@@ -71,6 +71,9 @@ PROGRAMS = {
     "schnet": "SchNet on 16 molecules: cdist radius graph, index_add_ filter convs, forces by create_graph",
     "rotate": "RotatE: view_as_complex entities, polar rotations, |h*r - t| scores, self-adversarial negatives",
     "informer": "Informer: ProbSparse attention (sampled keys, topk queries, scatter into context), distilling",
+    "dino": "DINO: ViT student and EMA teacher, multi-crop grouped by unique_consecutive, centering",
+    "hashsdf": "hash-grid SDF: 8 levels of int64 XOR-hashed Embeddings, trilinear, eikonal by create_graph",
+    "dnc": "Differentiable Neural Computer: sorted-usage allocation by cumprod/scatter, links, 13 steps",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
@@ -85,6 +88,8 @@ UNSUPPORTED = {
                                   "autograd.grad's create_graph result through the discriminator)"},
     "schnet": {"torch_compile": "torch.compile has no double backward (the force loss differentiates "
                                 "autograd.grad's create_graph result)"},
+    "hashsdf": {"torch_compile": "torch.compile has no double backward (the eikonal loss differentiates "
+                                 "autograd.grad's create_graph result)"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

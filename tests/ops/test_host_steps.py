@@ -162,3 +162,34 @@ def test_a_step_on_values_known_at_capture_runs_there():
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
     stats = f.cache_stats()
     assert stats["compiles"] == 2 and stats["eager_fallbacks"] == 0, stats
+
+
+def _segment_mean(lib, data, seg, n):
+    """EGNN's mean over each node's edges: index_add_, divided by bincount's degrees."""
+    out = lib.zeros(n, data.shape[1]).index_add_(0, seg, data)
+    return out / lib.bincount(seg, minlength=n).clamp(min=1).unsqueeze(-1).to(data.dtype)
+
+
+def test_a_count_broadcast_with_a_fixed_size_is_checked_when_it_runs():
+    f = tj.compile(_segment_mean, fullgraph=True)
+    r = np.random.default_rng(0)
+    for i in range(3):   # (another degree vector in every call; some nodes without edges)
+        seg, xa = r.integers(0, 5, 7), r.standard_normal((7, 3)).astype(np.float32)
+        xt, x = torch.tensor(xa, requires_grad=True), tj.tensor(xa, requires_grad=True)
+        want, got = _segment_mean(torch, xt, torch.tensor(seg), 5), f(tj, x, tj.tensor(seg), 5)
+        (want * want).sum().backward()
+        (got * got).sum().backward()
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+    stats = f.cache_stats()
+    assert stats["compiles"] == 1 and stats["eager_fallbacks"] == 0, stats
+    g = tj.compile(lambda x, seg: x / tj.bincount(seg, minlength=4)[:, None], fullgraph=True)
+    g(tj.ones(4, 2), tj.tensor([0, 1, 2, 3]))
+    with pytest.raises(tj.errors.ShapeError, match=r"depends on the data \(\(6, 1\)\).*\(4, 1\)"):
+        g(tj.ones(4, 2), tj.tensor([0, 1, 5, 3]))   # (a count past minlength: 6 rows)
+
+
+def test_a_data_sized_operand_with_a_gradient_still_breaks_the_graph():
+    with pytest.raises(tj.errors.TraceError, match="depends on the data"):
+        tj.compile(lambda x, w: x[x > 0] * w, fullgraph=True)(tj.tensor([1.0, -1.0, 2.0], requires_grad=True),
+                                                              tj.tensor([1.0, 2.0]))

@@ -35,7 +35,7 @@ from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
 from .constfold import known_as
 from ..ops.shape import TO_DEVICE
 from ..ops.complex_ops import COMPLEX_CALL as _COMPLEX_CALL, involves as _complex_involved
-from ..ops.host_steps import refuse_data_size as _refuse_data_size
+from ..ops.host_steps import broadcast_data_sizes, refuse_data_size as _refuse_data_size
 
 __all__ = ["Tracer", "TraceContext", "trace_graph", "SymbolicSizeError"]
 
@@ -399,6 +399,8 @@ class TraceContext(StateWrites):
                     atoms[i] = self._emit(_CAST, [at], {"dtype": cd},
                                           Aval(av.shape, cd, av.device, weak=av.weak))[0]
             avals = [a.aval for a in atoms]
+        if prim.kind == "elementwise" and len(atoms) > 1:
+            atoms, avals = broadcast_data_sizes(self, atoms, avals)
         out_aval = prim.rule(*avals, **params)
         if dev is not None and out_aval.device is not dev and prim is not TO_DEVICE:
             out_aval = Aval(out_aval.shape, out_aval.dtype, dev)

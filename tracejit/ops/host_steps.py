@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import CPU
-from ..errors import TraceError, user_location
+from ..errors import ShapeError, TraceError, user_location
 from ..shapes import DataSize, Sym, hint
 from ..tensor import Tensor
 from .registry import Aval, defprim
@@ -116,6 +116,42 @@ def _value_keys(tr, atoms) -> tuple:
             memo[a] = k
         return k
     return tuple(key(a) for a in atoms)
+
+
+def _check_size(xp, a, *, shape):
+    if tuple(a.shape) != tuple(shape):
+        raise ShapeError(f"a size that depends on the data ({a.shape}) was broadcast with the fixed size "
+                         f"{tuple(shape)} in a compiled graph, which takes them equal, as eagerly they must be")
+    return a
+
+
+SIZE_CHECK = defprim("size_check", _check_size, lambda a, *, shape: Aval(tuple(shape), a.dtype, a.device),
+                     kind="other")
+
+
+def _data_sized(d) -> bool:
+    return isinstance(d, Sym) and any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono)
+
+
+def broadcast_data_sizes(tr, atoms: list, avals: list) -> tuple:
+    """(atoms, avals) of a broadcasting op, each data-dependent size that meets a fixed
+    one (``sums / bincount(ids, minlength=n)[:, None]``) taken as that size, as torch's
+    size-oblivious broadcast (a size of 1 would broadcast, which such a size is not taken
+    to be): a `SIZE_CHECK` checks it once the step has run. An operand a gradient reaches
+    is left as it is (the broadcast then asks for the size's value: a graph break)."""
+    if not any(_data_sized(d) for av in avals for d in av.shape):
+        return atoms, avals
+    nd = max(len(av.shape) for av in avals)
+    shapes = [(None,) * (nd - len(av.shape)) + tuple(av.shape) for av in avals]
+    fixed = [next((s[i] for s in shapes if s[i] is not None and not _data_sized(s[i])
+                   and not (isinstance(s[i], int) and s[i] == 1)), None) for i in range(nd)]
+    atoms, avals = list(atoms), list(avals)
+    for k, (av, s) in enumerate(zip(avals, shapes)):
+        new = tuple(f if _data_sized(d) and f is not None else d for d, f in zip(s, fixed))[nd - len(av.shape):]
+        if any(a is not b for a, b in zip(new, av.shape)) and not (av.dtype.differentiable and tr._reaches_grad([atoms[k]])):
+            atoms[k] = tr._emit(SIZE_CHECK, [atoms[k]], {"shape": new}, SIZE_CHECK.rule(av, shape=new))[0]
+            avals[k] = atoms[k].aval
+    return atoms, avals
 
 
 def size_bindings(e) -> list:
