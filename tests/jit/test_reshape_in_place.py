@@ -74,3 +74,18 @@ def test_a_value_an_earlier_view_shares_memory_with_raises():
         return y, v
     with pytest.raises(TraceError, match="t_.*another view shares memory"):
         tj.trace(f, compiler="interpret")(tj.tensor(X))
+
+
+def test_a_value_made_after_a_viewed_one_died_changes_shape():
+    def f(lib, x):   # (each viewed `a` dies; the view made next may take its address)
+        y, out = x * 2.0, []
+        for i in range(8):
+            a = x * (i + 1.0)
+            a.view(-1)
+            del a
+            c = y.view(3, 2)
+            c.unsqueeze_(0)
+            out.append(c * i)
+        return lib.cat(out)
+    got = tj.compile(lambda x: f(tj, x), fullgraph=True)(tj.tensor(X))
+    _same(got, f(torch, torch.tensor(X)))

@@ -125,7 +125,8 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # FNO's spectral convolutions (rfft2, complex weights written into out_ft slices), DINO's
 # multi-crop wrapper, SwAV's Sinkhorn and Barlow Twins' in-place diagonal, PointNet, a hash
 # grid SDF's eikonal term (create_graph), a DNC's unrolled memory and EGNN (its mean divides
-# by bincount(row, minlength=n), a data-dependent size broadcast against the node count)
+# by bincount(row, minlength=n), a data-dependent size broadcast against the node count),
+# xLSTM's mLSTM (squeeze_ on the heads' views in its recurrent step)
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -146,7 +147,7 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
             "prog_timmutil.py", "prog_fno.py",
             "prog_dino.py", "prog_swav.py", "prog_pointnet.py", "prog_hashsdf.py", "prog_dnc.py",
-            "prog_egnn.py"]
+            "prog_egnn.py", "prog_xlstm.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -218,7 +219,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # SwAV; Sinkhorn on the batch, then on the queue and batch; Barlow Twins
                 "prog_swav.py": 4,
                 # the rollout's first step (inputs without grad), the later ones; eval
-                "prog_egnn.py": 3}
+                "prog_egnn.py": 3,
+                # training, the parallel form in eval; the recurrent step
+                "prog_xlstm.py": 3}
 
 
 def _run(framework, mode, weights, programs):

@@ -207,7 +207,7 @@ class TraceContext(StateWrites):
         # call; no tracer is ever left in the module (see `finish_state_writes`).
         self.buffer_writes: dict = {}   # id(tensor) -> [tensor, Var of its new value]
         self.tensor_leaves: dict = {}   # argument's input Var -> leaf index (root context)
-        self.viewed: set = set()   # ids of tracers a view was taken of (root context)
+        self.viewed: dict = {}   # id -> tracer a view was taken of (held: an id is not reused)
         # (a write through ``t.data`` is keyed by t's id; t requiring grad: `_written_leaf`)
         self.grad_data_written: set = set()
         self.grad_data_reads: dict = {}   # id(tensor) -> (the written Var, the Var its reads get)

@@ -59,7 +59,7 @@ def view_source(trace, prim, args, params):
     else:
         return None
     if isinstance(base, Tracer):
-        base._trace._root().viewed.add(id(base))
+        base._trace._root().viewed[id(base)] = base
     return base, value_of(trace, base), chain
 
 
@@ -269,7 +269,7 @@ def reshape_in_place(trace, target, make, what: str):
     viewed = isinstance(target, Tracer) and id(target) in root.viewed
     out = make()
     if not viewed:
-        root.viewed.discard(id(target))   # (`out`, a view of target, takes its place)
+        root.viewed.pop(id(target), None)   # (`out`, a view of target, takes its place)
     if _unchanged(target, out):   # (squeeze_ of a tensor with no size-1 dim)
         return target
     if not isinstance(target, Tracer) or target._trace is not trace:
