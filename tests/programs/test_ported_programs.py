@@ -213,9 +213,6 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_convlstm.py": 5,
                 # RotatE and ComplEx, each on positives, head- and tail-batch negatives
                 "prog_kge.py": 6,
-                # student and teacher, each on the first batch's crops, then on crops that
-                # a same-size resize left strided views (layouts guarded, as torch's)
-                "prog_dino.py": 4,
                 # SwAV; Sinkhorn on the batch, then on the queue and batch; Barlow Twins
                 "prog_swav.py": 4,
                 # the rollout's first step (inputs without grad), the later ones; eval
