@@ -86,17 +86,21 @@ class DataSize(str):
 def _user_compares(d, depth: int) -> None:
     """Ask for `d`'s value (the tracer's hook refuses a data-dependent size) when the code
     `depth` frames up, outside tracejit, compares a data-dependent size."""
-    if any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono):
-        if not sys._getframe(depth).f_globals.get("__name__", "").startswith("tracejit"):
-            d._specialized()
+    if data_sized(d) and not sys._getframe(depth).f_globals.get("__name__", "").startswith("tracejit"):
+        d._specialized()
+
+
+def data_sized(d) -> bool:
+    """Whether dim `d` involves a data-dependent size."""
+    return isinstance(d, Sym) and any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono)
 
 
 def data_dependent(*dims) -> None:
     """Ask for the value of each data-dependent size among `dims` (a graph break while
-    tracing): a check that cannot hold for every value, as two masks' counts or a mask's
-    count and a fixed size broadcast together, is made on the call's values instead."""
+    tracing): a check that cannot hold for every value, as two masks' counts, is made on
+    the call's values instead."""
     for d in dims:
-        if isinstance(d, Sym) and any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono):
+        if data_sized(d):
             d._specialized()
 
 

@@ -9,7 +9,8 @@ from the step's array, and everything after it compiles against it as against a 
 batch dim. User code that needs its value (``int(n)``, ``if n > 0:``) raises the TraceError
 of a graph break. The step's results carry no gradient (indices, counts): the differentiable
 part of an op (``x[mask]``, ``masked_select``, ``repeat_interleave``, ``cummax``'s values)
-is a gather at those indices, whose VJP scatters back.
+is a gather at those indices, whose VJP scatters back. A step on values the capture knows
+(sizes, small tensors of Python state: constfold.py) runs at capture, its sizes static.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from ..device import CPU
 from ..errors import ShapeError, TraceError, user_location
-from ..shapes import DataSize, Sym, hint
+from ..shapes import DataSize, Sym, data_sized as _data_sized, hint
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import trace_state
@@ -129,10 +130,6 @@ SIZE_CHECK = defprim("size_check", _check_size, lambda a, *, shape: Aval(tuple(s
                      kind="other")
 
 
-def _data_sized(d) -> bool:
-    return isinstance(d, Sym) and any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono)
-
-
 def broadcast_data_sizes(tr, atoms: list, avals: list) -> tuple:
     """(atoms, avals) of a broadcasting op, each data-dependent size that meets a fixed
     one (``sums / bincount(ids, minlength=n)[:, None]``) taken as that size, as torch's
@@ -148,7 +145,8 @@ def broadcast_data_sizes(tr, atoms: list, avals: list) -> tuple:
     atoms, avals = list(atoms), list(avals)
     for k, (av, s) in enumerate(zip(avals, shapes)):
         new = tuple(f if _data_sized(d) and f is not None else d for d, f in zip(s, fixed))[nd - len(av.shape):]
-        if any(a is not b for a, b in zip(new, av.shape)) and not (av.dtype.differentiable and tr._reaches_grad([atoms[k]])):
+        grad = av.dtype.differentiable and tr._reaches_grad([atoms[k]])
+        if any(a is not b for a, b in zip(new, av.shape)) and not grad:
             atoms[k] = tr._emit(SIZE_CHECK, [atoms[k]], {"shape": new}, SIZE_CHECK.rule(av, shape=new))[0]
             avals[k] = atoms[k].aval
     return atoms, avals
