@@ -67,7 +67,9 @@ LSTMCells, packed encoder, postnet), BERT masked-LM pretraining (80/10/10 maskin
 decoder tied to the embeddings), RotatE and ComplEx on complex tensors with self-adversarial negatives,
 SchNet's continuous-filter convolutions with forces by create_graph, a Decision
 Transformer, Informer's ProbSparse attention with distilling, and timm's ModelEmaV3,
-Mixup, NativeScaler and a mid-epoch resume) run unchanged
+Mixup, NativeScaler and a mid-epoch resume; DINO's multi-crop self-distillation, SwAV and
+Barlow Twins, PointNet's T-Nets, a hash-grid SDF under an eikonal loss, a Differentiable
+Neural Computer, EGNN's rollout and xLSTM's mLSTM) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
