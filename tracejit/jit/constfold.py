@@ -39,6 +39,12 @@ def _param(v):
     return v
 
 
+def known_values(ctx, atoms) -> list | None:
+    """The values of `atoms` as numpy arrays when the capture `ctx` knows them all, else None."""
+    known = [known_value(ctx, a) for a in atoms]
+    return None if any(v is NOT_KNOWN for v in known) else known
+
+
 def known_value(ctx, var):
     """The value of `var` (an IR value of the root capture `ctx`) as a numpy array when no
     tensor argument of the call reaches it, else NOT_KNOWN. Random ops, tensors written or

@@ -32,7 +32,7 @@ from .state_writes import StateWrites
 from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
-from .constfold import known_as
+from .constfold import known_as, known_values as _known_values
 from ..ops.shape import TO_DEVICE
 from ..ops.complex_ops import COMPLEX_CALL as _COMPLEX_CALL, involves as _complex_involved
 from ..ops.host_steps import broadcast_data_sizes, refuse_data_size as _refuse_data_size
@@ -433,6 +433,8 @@ class TraceContext(StateWrites):
         var = self._emit(_COMPLEX_CALL, atoms, {"op": prim, "params": params, "avals_in": avals},
                          _COMPLEX_CALL.rule(*avals, op=prim, params=params, avals_in=avals))[0]
         return self._result(var, prim, args, params)
+
+    known_values = _known_values   # (atoms' values when the capture knows them all: constfold.py)
 
     def _reaches_grad(self, atoms, grad_mode: bool = True) -> bool:
         """Whether a gradient may flow into `atoms` (autodiff.py's active values, from the

@@ -68,9 +68,8 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
                          f"body cannot capture; call it outside the body")
     args = [a.detach() if a.dtype.is_floating_point else a for a in args]   # (no gradient through it)
     atoms = tuple(tr.atom(a, name) for a in args)
-    from ..jit.constfold import NOT_KNOWN, known_value
-    known = [known_value(tr, a) for a in atoms]
-    if args and not any(v is NOT_KNOWN for v in known):   # (of sizes and Python state: static sizes)
+    known = tr.known_values(atoms)
+    if args and known is not None:   # (of sizes and Python state: static sizes)
         dev = args[0].device
         arrays = fn(np, *known, **kw)
         return tuple([Tensor._wrap(np.asarray(a), dt, CPU).to(dev) for a, dt in zip(arrays, dtypes)])
