@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from ..jit import backend as _backend
+from ..jit.config import set_stance
 from . import forkguard as _forkguard  # noqa: F401  (first: see its docstring)
 
 __all__ = ["compile_graph", "wait", "reset", "cache_info", "cache_clear", "cache_prune", "NumbaCompiler",
-           "disable", "is_compiling", "is_dynamo_compiling", "allow_in_graph", "cudagraph_mark_step_begin"]
+           "disable", "is_compiling", "is_dynamo_compiling", "allow_in_graph", "cudagraph_mark_step_begin",
+           "set_stance"]
 
 
 def compile_graph(graph, grad_mode: bool = True, name: str = "graph"):
