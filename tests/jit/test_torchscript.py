@@ -82,3 +82,25 @@ def test_fork_wait_and_script_classes():
     assert fut.done() and tj.jit.wait(fut) == 5
     assert not isinstance(tj.nn.Linear(2, 2), tj.jit.ScriptModule)
     assert tj.ScriptModule is tj.jit.ScriptModule and not isinstance(len, tj.ScriptFunction)
+
+
+def test_freeze_and_optimize_for_inference_as_torch():
+    torch = pytest.importorskip("torch")
+    ref = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    model.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    for lib, m in ((torch, ref), (tj, model)):
+        with pytest.raises(RuntimeError, match="Freezing expects a ScriptModule"):
+            lib.jit.freeze(m)
+        with pytest.raises(RuntimeError, match="only implemented for modules in eval mode"):
+            lib.jit.freeze(lib.jit.script(m.train()))
+    want = torch.jit.freeze(torch.jit.script(ref.eval()))(torch.from_numpy(x)).detach().numpy()
+    frozen = tj.jit.freeze(tj.jit.script(model.eval()))
+    np.testing.assert_allclose(frozen(tj.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert all(p.requires_grad for p in model.parameters())   # (a copy was frozen)
+    fast = tj.jit.optimize_for_inference(tj.jit.script(model.train()))
+    assert not fast.training
+    np.testing.assert_allclose(fast(tj.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="preserved_attrs names 'nope'"):
+        tj.jit.freeze(frozen, preserved_attrs=["nope"])

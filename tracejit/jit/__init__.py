@@ -21,8 +21,8 @@ from .explain import explain
 from .function import CompiledFunction, compiled_function_of
 from .loops import scan
 from .torchscript import (Final, Future, ScriptFunction, ScriptModule, _overload, _overload_method,  # noqa: F401
-                          annotate, export, fork, ignore, interface, is_scripting, is_tracing, script_if_tracing,
-                          unused, wait)
+                          annotate, export, fork, freeze, ignore, interface, is_scripting, is_tracing, script_if_tracing,
+                          optimize_for_inference, unused, wait)
 
 __all__ = ["trace", "script", "compile", "eager", "explain", "CompiledFunction", "scan", "save", "load"]
 

@@ -10,7 +10,7 @@ from .._path_modules import path_module
 
 __all__ = ["is_scripting", "is_tracing", "annotate", "ignore", "unused", "export", "interface",
            "script_if_tracing", "Final", "_overload", "_overload_method", "ScriptModule", "ScriptFunction",
-           "Future", "fork", "wait"]
+           "Future", "fork", "wait", "freeze", "optimize_for_inference"]
 
 Final = typing.Final
 
@@ -74,6 +74,37 @@ def fork(func, *args, **kwargs) -> Future:
 
 def wait(future: Future):
     return future.wait()
+
+
+def freeze(mod, preserved_attrs: typing.Optional[list] = None, optimize_numerics: bool = True):
+    """``torch.jit.freeze``: a copy of `mod` (a scripted or traced module, in eval mode)
+    whose parameters need no gradient, as torch's folded constants: its graph is captured
+    without a backward and its outputs do not require grad. (A compiled module reads its
+    parameters as guarded constants already; nothing else is folded.)"""
+    from .function import compiled_function_of
+    if compiled_function_of(mod) is None:
+        raise RuntimeError("Freezing expects a ScriptModule as input. Please use torch.jit.script or "
+                           f"torch.jit.trace to script your 'nn.Module' (got {type(mod).__name__})")
+    if mod.training:
+        raise RuntimeError("Freezing is currently only implemented for modules in eval mode. "
+                           "Please call .eval() on your module before freezing.")
+    for name in preserved_attrs or ():
+        if not hasattr(mod, name):
+            raise RuntimeError(f"freeze: preserved_attrs names {name!r}, which the module does not have")
+    import copy
+    frozen = copy.deepcopy(mod)
+    for p in frozen.parameters():
+        p.requires_grad_(False)
+    return frozen
+
+
+def optimize_for_inference(mod, other_methods: typing.Optional[list] = None):
+    """``torch.jit.optimize_for_inference``: `freeze` (a module in training mode is put in
+    eval mode first, as torch's is frozen)."""
+    from .function import compiled_function_of
+    if compiled_function_of(mod) is not None and mod.training:
+        mod.eval()
+    return freeze(mod)
 
 
 def _assert(condition, message):
