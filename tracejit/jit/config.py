@@ -45,11 +45,22 @@ def plain_call() -> bool:
         return False
     if not _debug_switch_set():
         return True
-    return not (_stance == "force_eager" or _env.enabled("TRACEJIT_DISABLE") or _env.enabled("TRACEJIT_CHECK"))
+    return not (_stance == "force_eager" or _holds[0] or _env.enabled("TRACEJIT_DISABLE")
+                or _env.enabled("TRACEJIT_CHECK"))
 
 
 def is_eager() -> bool:
-    return _state.eager_depth > 0 or _stance == "force_eager" or _env.enabled("TRACEJIT_DISABLE")
+    return _state.eager_depth > 0 or _stance == "force_eager" or _holds[0] > 0 or _env.enabled("TRACEJIT_DISABLE")
+
+
+_holds = [0]   # blocks, in any thread, that need every op recorded eagerly (saved-tensor hooks)
+
+
+def hold_eager(delta: int) -> None:
+    """Enter (+1) or leave (-1) a block in which compiled functions run eagerly."""
+    global _debug_switch_set
+    _holds[0] += delta
+    _debug_switch_set = (lambda: True) if _holds[0] or _stance == "force_eager" else _env_switch_set
 
 
 def stance() -> str:
@@ -59,13 +70,12 @@ def stance() -> str:
 
 def _set(name: str) -> str:
     """Make `name` the stance; -> the one before."""
-    global _stance, _debug_switch_set
+    global _stance
     from ..ops.registry import trace_state
     if trace_state.tracer is not None:
         raise RuntimeError("set_stance: attempted to set the stance inside a compiled region")
     prev, _stance = _stance, name
-    # force_eager must reach the hot path's one test (plain_call); the others act on a miss
-    _debug_switch_set = (lambda: True) if name == "force_eager" else _env_switch_set
+    hold_eager(0)   # (force_eager must reach the hot path's one test; the others act on a miss)
     return prev
 
 
