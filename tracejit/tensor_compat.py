@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
+from . import exactcall as _exactcall
 from . import ops as _ops
 from .tensor import Tensor, _install_methods
 from .tensor_operators import _forward
@@ -67,9 +68,12 @@ def _donates(name: str) -> bool:
 
 
 def _inplace(name):
+    aliased = _exactcall.numpy_names(getattr(_ops, name))
+    if aliased:   # ``x.scatter_(axis=0, ...)``, as PyTorch's: the op through a forwarder taking them
+        op = _exactcall.with_numpy_names(getattr(_ops, name), _ops.__name__, name)
     if _donates(name):
         def method(self, *args, **kwargs):
-            fn = getattr(_ops, name)
+            fn = op if aliased else getattr(_ops, name)
             if self._donatable(name + "_", args, kwargs):   # the op writes self's memory itself
                 return self._assign(_donating(self._data, fn, self, *args, **kwargs), name + "_")
             return self._assign(fn(self, *args, **kwargs), name + "_")
@@ -77,7 +81,7 @@ def _inplace(name):
         return method
 
     def method(self, *args, **kwargs):
-        return self._assign(getattr(_ops, name)(self, *args, **kwargs), name + "_")
+        return self._assign((op if aliased else getattr(_ops, name))(self, *args, **kwargs), name + "_")
     method.__name__ = name + "_"
     method.__qualname__ = f"Tensor.{name}_"
     return method
