@@ -94,3 +94,18 @@ def test_explain_counts_graphs_and_breaks_as_torch():
     assert tj._dynamo.explain(tj.compile(tj.nn.Linear(3, 2)))(tj.randn(2, 3)).graph_count == 1
     with pytest.warns(FutureWarning, match="explain\\(f\\)\\(\\*args"):
         assert tj._dynamo.explain(_no_break, tj.randn(2, 2)).graph_count == 1
+
+
+def test_compiled_module_is_an_optimized_module_and_backends_are_listed():
+    from tracejit._dynamo.eval_frame import OptimizedModule
+    lin = tj.nn.Linear(2, 2)
+    m = tj.compile(lin)
+    assert isinstance(m, OptimizedModule) and m._orig_mod is lin and not isinstance(lin, tj._dynamo.OptimizedModule)
+    assert "inductor" in tj.compiler.list_backends() and "eager" not in tj.compiler.list_backends()
+    assert "eager" in tj._dynamo.list_backends(exclude_tags=())
+    assert tj.compiler.is_exporting() is False
+    assert tj.compiler.compile(lambda x: x * 3)(tj.ones(2)).tolist() == [3.0, 3.0]
+    from tracejit.random import fork_rng
+    with fork_rng():
+        a = tj.rand(3)
+    assert tj.rand(3).tolist() == a.tolist()

@@ -37,6 +37,8 @@ from . import tensor_inplace, tensor_operators, tensor_compat  # noqa: E402,F401
 
 from .ops import *  # noqa: E402,F401,F403
 from .ops import true_divide, divide, multiply, subtract, negative, broadcast_to  # noqa: E402,F401
+from .ops import random  # noqa: E402  (``torch.random``: seeds, rng states, fork_rng)
+__import__("sys").modules[__name__ + ".random"] = random   # (``from torch.random import fork_rng``)
 from . import autograd  # noqa: E402
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
 from .autograd.grad_mode import is_inference_mode_enabled  # noqa: E402,F401

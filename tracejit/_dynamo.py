@@ -22,10 +22,13 @@ import sys as _sys
 
 from typing import Any, Callable, Optional
 
+from ._path_modules import path_module as _path_module
+from .jit.compiled_module import CompiledModule as OptimizedModule   # (isinstance checks; ``._orig_mod``)
 from .jit.config import set_stance
 
 __all__ = ["config", "reset", "mark_dynamic", "mark_static", "maybe_mark_dynamic", "disable",
-           "allow_in_graph", "is_compiling", "explain", "optimize", "graph_break", "set_stance"]
+           "allow_in_graph", "is_compiling", "explain", "optimize", "graph_break", "set_stance", "OptimizedModule",
+           "list_backends", "disallow_in_graph", "assume_constant_result", "mark_static_address"]
 
 
 class _Config:
@@ -56,6 +59,8 @@ class _Config:
 
 
 config = _Config()
+eval_frame = _path_module(__name__ + ".eval_frame", "``torch._dynamo.eval_frame``: the compiled module's class.",
+                          {"OptimizedModule": OptimizedModule})
 # ``import torch.<this>.config`` at a script's top: the settings object under that path
 __path__: list = []
 _sys.modules[__name__ + ".config"] = config
@@ -72,6 +77,26 @@ def mark_dynamic(t, index, *, min: Optional[int] = None, max: Optional[int] = No
 
 
 mark_static = maybe_mark_dynamic = mark_dynamic
+
+
+def mark_static_address(t, guard: bool = True) -> None:
+    """A hint for CUDA graphs, which tracejit does not make: nothing to do."""
+
+
+def list_backends(exclude_tags=("debug", "experimental")) -> list:
+    """The backend names ``tracejit.compile`` takes, less the debugging ones (as torch's)."""
+    from .jit.compile_api import BACKENDS
+    from .jit.backend import _registered
+    debug = {"eager", "aot_eager", "interpret"} if exclude_tags and "debug" in exclude_tags else set()
+    return sorted(({n for n in BACKENDS if n is not None} | set(_registered)) - debug)
+
+
+def disallow_in_graph(fn: Callable) -> Callable:
+    """`fn` itself: a capture traces through whatever it calls."""
+    return fn
+
+
+assume_constant_result = disallow_in_graph
 
 
 def disable(fn: Optional[Callable] = None, recursive: bool = True):
