@@ -140,11 +140,11 @@ del _k, _v
 
 
 def __getattr__(name: str):
-    """``tracejit.compiler`` (wait, reset, the cache commands), ``tracejit.testing`` and
-    ``tracejit.profiler`` on first use: ``import tracejit`` leaves loading the backend to the first compiled call,
+    """``tracejit.compiler`` (wait, reset, the cache commands), ``tracejit.testing``,
+    ``tracejit.library`` and ``tracejit.profiler`` on first use: ``import tracejit`` leaves loading the backend to the first compiled call,
     and a program reaches ``torch.testing.assert_close`` without importing it; the
     ``_foreach_*`` list functions (tensor_compat.foreach)."""
-    if name in ("compiler", "testing", "profiler", "_dynamo", "_inductor"):
+    if name in ("compiler", "testing", "profiler", "_dynamo", "_inductor", "library"):
         import importlib
         return importlib.import_module("." + name, __name__)
     fn = _tensor_compat.foreach(name)
