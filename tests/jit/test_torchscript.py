@@ -104,3 +104,16 @@ def test_freeze_and_optimize_for_inference_as_torch():
     np.testing.assert_allclose(fast(tj.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
     with pytest.raises(RuntimeError, match="preserved_attrs names 'nope'"):
         tj.jit.freeze(frozen, preserved_attrs=["nope"])
+
+
+def test_jit_isinstance_error_and_attribute_as_torch():
+    from typing import Dict, List, Optional, Tuple
+    torch = pytest.importorskip("torch")
+    cases = [([tj.ones(1)], [torch.ones(1)], List[tj.Tensor], List[torch.Tensor]),
+             ({"a": 1}, {"a": 1}, Dict[str, int], Dict[str, int]), (None, None, Optional[int], Optional[int]),
+             ((1, "a"), (1, "a"), Tuple[int, str], Tuple[int, str]), ((1, "a"), (1, "a"), Tuple[int, int], Tuple[int, int]),
+             ([1], [1], List[str], List[str]), (3, 3, int, int), ({"a": 1}, {"a": 1}, Dict[int, int], Dict[int, int])]
+    for ours, theirs, ours_t, theirs_t in cases:
+        assert tj.jit.isinstance(ours, ours_t) == torch.jit.isinstance(theirs, theirs_t)
+    assert tj.jit.Attribute(3, int) == (3, int) and tj.jit.Attribute(3, int).value == 3
+    assert issubclass(tj.jit.Error, Exception) and "isinstance" not in vars(tj.jit)
