@@ -152,3 +152,15 @@ def test_saved_tensors_hooks_nest_disable_and_reach_compiled_functions():
         y = (x * x).sum()
     with pytest.raises(TypeError, match="unpack hook must return a tensor, got str"):
         y.backward()
+
+
+def test_saved_tensors_hooks_see_a_custom_functions_saved_tensors():
+    got = []
+    for m in (tj, torch):
+        seen = []
+        x = m.tensor([1.0, -2.0], requires_grad=True)
+        with m.autograd.graph.saved_tensors_hooks(lambda t: seen.append(t.tolist()) or t, lambda t: t * 10):
+            y = _cube(m).apply(x)
+        y.sum().backward()
+        got.append((seen, x.grad.tolist()))
+    assert got[0] == got[1] == ([[1.0, -2.0]], [300.0, 1200.0])   # (3 (10 x)^2)
