@@ -111,7 +111,9 @@ from .generator import Generator, default_generator  # noqa: E402,F401
 from .defaults import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
                        get_float32_matmul_precision, is_anomaly_enabled, is_warn_always_enabled,
                        set_anomaly_enabled, set_default_device, set_float32_matmul_precision, set_flush_denormal,
-                       set_printoptions, set_warn_always, use_deterministic_algorithms)
+                       set_printoptions, set_warn_always, use_deterministic_algorithms,
+                       is_deterministic_algorithms_warn_only_enabled, set_deterministic_debug_mode,
+                       get_deterministic_debug_mode)
 from . import tensor_compat as _tensor_compat  # noqa: E402
 from .tensor_compat import top_level_inplace as _top_level_inplace  # noqa: E402
 globals().update({_k: _v for _k, _v in _top_level_inplace().items() if _k not in globals()})
