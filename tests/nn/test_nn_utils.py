@@ -48,7 +48,7 @@ def test_clip_grad_value_and_vectors():
 
 def test_consume_prefix_in_state_dict_if_present_as_torch():
     import collections
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from tracejit.nn.modules.utils import consume_prefix_in_state_dict_if_present as ours
     from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as theirs
     dicts = []
