@@ -1,5 +1,6 @@
 """Gradient transforms of ``tracejit.func`` on reverse-mode autograd: grad, grad_and_value,
-vjp, jvp, jacrev, jacfwd, hessian."""
+vjp, jvp, linearize, jacrev, jacfwd, hessian; functionalize and
+replace_all_batch_norm_modules_, which have nothing to transform here."""
 from __future__ import annotations
 
 from typing import Callable
@@ -9,7 +10,8 @@ from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..autograd.graph import reachable_leaves
 from ..tensor import Tensor
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize", "functionalize",
+           "replace_all_batch_norm_modules_"]
 
 
 def _argnums(argnums, n: int, who: str) -> tuple:
@@ -216,3 +218,27 @@ def jvp(func: Callable, primals, tangents, *, strict: bool = False, has_aux: boo
     aux = _rebuild(aux, iter([t if outer and _reaches_outside([t], inner) else t.detach() for t in _flatten(aux)]))
     value, jv = _rebuild(out, iter(outs)), _rebuild(out, iter(res))
     return (value, jv, aux) if has_aux else (value, jv)
+
+
+def linearize(func: Callable, *primals):
+    """``(func(*primals), jvp_fn)``; ``jvp_fn(*tangents)`` is the Jacobian-vector product at
+    `primals` (each call differentiates again: nothing is kept between them)."""
+    out = jvp(func, primals, primals)[0]
+    return out, lambda *tangents: jvp(func, primals, tangents)[1]
+
+
+def functionalize(func: Callable, *, remove: str = "mutations") -> Callable:
+    """`func` itself: its in-place writes already run as functional updates when captured."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(f"functionalize: remove must be 'mutations' or 'mutations_and_views', got {remove!r}")
+    return func
+
+
+def replace_all_batch_norm_modules_(root):
+    """Batch norm layers of `root` stop tracking running statistics (in place; `root`)."""
+    from ..nn.normalization import _BatchNorm
+    for m in root.modules():
+        if isinstance(m, _BatchNorm) and m.track_running_stats:
+            m.running_mean = m.running_var = m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root
