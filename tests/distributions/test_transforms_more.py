@@ -14,7 +14,8 @@ X = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
 CONSTRAINTS = [lambda c: c.real, lambda c: c.positive, lambda c: c.nonnegative, lambda c: c.greater_than(2.0),
                lambda c: c.greater_than_eq(-1.0), lambda c: c.less_than(3.0), lambda c: c.interval(-2.0, 5.0),
                lambda c: c.unit_interval, lambda c: c.simplex, lambda c: c.real_vector,
-               lambda c: c.independent(c.positive, 1)]
+               lambda c: c.independent(c.positive, 1), lambda c: c.corr_cholesky]
+_WIDTH = {11: 3}   # (corr_cholesky: D (D - 1) / 2 = 3 reals for D = 3)
 
 
 @pytest.mark.parametrize("registry", ["biject_to", "transform_to"])
@@ -23,7 +24,7 @@ def test_constraint_registries_match_torch(registry, k):
     got = []
     for m in (torch, tj):
         t = getattr(m.distributions, registry)(CONSTRAINTS[k](m.distributions.constraints))
-        x = m.tensor(X)
+        x = m.tensor(X[:, :_WIDTH.get(k, X.shape[1])])
         y = t(x)
         got.append((y.numpy(), t.log_abs_det_jacobian(x, y).numpy() if t.bijective else 0, t.inv(y).numpy()))
         assert CONSTRAINTS[k](m.distributions.constraints).check(y).all()
@@ -48,6 +49,22 @@ def test_transforms_match_torch(k):
         got.append((y.numpy(), ladj, t.inv(y).numpy(), t.forward_shape((3, 4))))
     for a, b in zip(*got):
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+
+
+def test_positive_definite_transform_and_tril_helpers():
+    a = np.random.default_rng(2).standard_normal((2, 3, 3)).astype(np.float32)
+    got = []
+    for m in (torch, tj):
+        t = m.distributions.transform_to(m.distributions.constraints.positive_definite)
+        y = t(m.tensor(a))
+        assert m.distributions.constraints.positive_definite.check(y).all()
+        u = m.distributions.utils
+        v = u.tril_matrix_to_vec(m.tensor(a), diag=-1)
+        got.append((y.numpy(), t.inv(y).numpy(), v.numpy(), u.vec_to_tril_matrix(v, diag=-1).numpy()))
+    for p, q in zip(*got):
+        np.testing.assert_allclose(q, p, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="cannot be expressed as the lower triangular part"):
+        tj.distributions.utils.vec_to_tril_matrix(tj.ones(4))
 
 
 def test_lower_cholesky_transform_and_errors():

@@ -54,7 +54,9 @@ def _path_modules() -> None:
                                      "distributions use", {"broadcast_all": broadcast_all,
                                                            "clamp_probs": discrete._clamp_probs,
                                                            "logits_to_probs": discrete.logits_to_probs,
-                                                           "probs_to_logits": discrete.probs_to_logits})
+                                                           "probs_to_logits": discrete.probs_to_logits,
+                                                           "tril_matrix_to_vec": transforms_more.tril_matrix_to_vec,
+                                                           "vec_to_tril_matrix": transforms_more.vec_to_tril_matrix})
 
 
 _path_modules()

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 
+from .. import ops as _ops
 from . import constraints as C
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, StickBreakingTransform,
                          Transform, identity_transform)
 
 __all__ = ["SoftmaxTransform", "SoftplusTransform", "AbsTransform", "ReshapeTransform", "IndependentTransform",
-           "LowerCholeskyTransform", "CumulativeDistributionTransform", "ConstraintRegistry", "biject_to",
-           "transform_to"]
+           "LowerCholeskyTransform", "PositiveDefiniteTransform", "CorrCholeskyTransform",
+           "CumulativeDistributionTransform", "ConstraintRegistry", "biject_to", "transform_to"]
 
 
 def _sum_rightmost(x, n: int):
@@ -122,6 +123,77 @@ class LowerCholeskyTransform(Transform):
         return y.tril(-1) + y.diagonal(0, -2, -1).log().diag_embed()
 
 
+class PositiveDefiniteTransform(Transform):
+    """A square matrix to ``L L^T``, L its `LowerCholeskyTransform`."""
+    domain, codomain = C.independent(C.real, 2), C.positive_definite
+
+    def _call(self, x):
+        lower = LowerCholeskyTransform()(x)
+        return lower @ lower.transpose(-2, -1)
+
+    def _inverse(self, y):
+        from ..linalg import cholesky
+        return LowerCholeskyTransform().inv(cholesky(y))
+
+
+def _tril_mask(n: int, diag: int):
+    r = _ops.arange(n)
+    return r < r.reshape(-1, 1) + (diag + 1)
+
+
+def tril_matrix_to_vec(mat, diag: int = 0):
+    """The lower-triangular elements (below diagonal `diag`) of each matrix, row by row."""
+    return mat[..., _tril_mask(mat.shape[-1], diag)]
+
+
+def vec_to_tril_matrix(vec, diag: int = 0):
+    """`tril_matrix_to_vec`'s inverse: zeros above diagonal `diag`."""
+    n = round((-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * vec.shape[-1] + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2)
+    mask = _tril_mask(n, diag)
+    if int(mask.sum()) != vec.shape[-1]:
+        raise ValueError(f"The size of last dimension is {vec.shape[-1]} which cannot be expressed as the "
+                         f"lower triangular part of a square D x D matrix.")
+    mat = vec.new_zeros(tuple(vec.shape[:-1]) + (n, n))
+    mat[..., mask] = vec
+    return mat
+
+
+class CorrCholeskyTransform(Transform):
+    """A vector of D(D-1)/2 reals to the Cholesky factor of a D x D correlation matrix:
+    tanh, then a signed stick breaking of each row to unit length."""
+    domain, codomain = C.real_vector, C.corr_cholesky
+
+    def _call(self, x):
+        import numpy as np
+        eps = float(np.finfo(x.dtype.np).eps)
+        r = vec_to_tril_matrix(x.tanh().clamp(-1 + eps, 1 - eps), diag=-1)
+        z1m_cumprod_sqrt = (1 - r ** 2).sqrt().cumprod(-1)
+        ones = _ops.ones_like(z1m_cumprod_sqrt[..., :1])
+        return (r + _ops.eye(r.shape[-1], dtype=r.dtype)) * _ops.cat([ones, z1m_cumprod_sqrt[..., :-1]], -1)
+
+    def _inverse(self, y):
+        y_cumsum = 1 - (y * y).cumsum(-1)
+        shifted = _ops.cat([_ops.ones_like(y_cumsum[..., :1]), y_cumsum[..., :-1]], -1)
+        t = tril_matrix_to_vec(y, diag=-1) / tril_matrix_to_vec(shifted, diag=-1).sqrt()
+        return (t.log1p() - (-t).log1p()) / 2
+
+    def log_abs_det_jacobian(self, x, y):
+        from ..nn.functional import softplus
+        stick = 0.5 * tril_matrix_to_vec(1 - (y * y).cumsum(-1), diag=-2).log().sum(-1)
+        return stick - 2 * (x + softplus(-2 * x) - math.log(2.0)).sum(-1)
+
+    def forward_shape(self, shape):
+        d = round((0.25 + 2 * shape[-1]) ** 0.5 + 0.5)
+        if d * (d - 1) // 2 != shape[-1]:
+            raise ValueError("Input is not a flattened lower-diagonal number")
+        return tuple(shape[:-1]) + (d, d)
+
+    def inverse_shape(self, shape):
+        if shape[-2] != shape[-1]:
+            raise ValueError("Input is not square")
+        return tuple(shape[:-2]) + (shape[-1] * (shape[-1] - 1) // 2,)
+
+
 class CumulativeDistributionTransform(Transform):
     """x to ``distribution.cdf(x)``, onto the unit interval."""
     codomain = C.unit_interval
@@ -188,4 +260,7 @@ for _reg in (biject_to, transform_to):
 biject_to.register(C._Simplex, lambda c: StickBreakingTransform())
 transform_to.register(C._Simplex, lambda c: SoftmaxTransform())
 transform_to.register(C._LowerCholesky, lambda c: LowerCholeskyTransform())
+transform_to.register(C._PositiveDefinite, lambda c: PositiveDefiniteTransform())
+for _reg in (biject_to, transform_to):
+    _reg.register(C._CorrCholesky, lambda c: CorrCholeskyTransform())
 del _reg
