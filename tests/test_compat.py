@@ -219,3 +219,13 @@ def test_augmented_assignments_write_in_place_through_views():
         b |= lib.tensor([False, True])
         res.append((v.tolist(), j.tolist(), c.tolist()))
     assert res[1] == res[0]
+
+
+def test_opt_einsum_backend_switches_import_and_set():
+    import importlib
+    oe = importlib.import_module("tracejit.backends.opt_einsum")
+    assert oe is tj.backends.opt_einsum and oe.is_available() is False
+    oe.enabled, oe.strategy = True, "greedy"   # (set by scripts; einsum plans its own order)
+    x = tj.ones(2, 3)
+    assert tj.einsum("ij,kj->ik", x, x).tolist() == [[3.0, 3.0]] * 2
+    oe.enabled, oe.strategy = False, None

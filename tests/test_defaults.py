@@ -81,3 +81,20 @@ def test_in_place_fills_draw_from_the_generator_given(fill):
     tj.manual_seed(0)
     tj.rand(5)                                   # the global stream moves; the generator's does not
     assert fill(tj.Generator().manual_seed(3)).tolist() == first.tolist()
+
+
+def test_deterministic_debug_mode_as_torch():
+    torch = pytest.importorskip("torch")
+    try:
+        for m in (tj, torch):
+            seen = []
+            for mode in ("warn", 2, "default", 1, 0):
+                m.set_deterministic_debug_mode(mode)
+                seen.append((m.get_deterministic_debug_mode(), m.are_deterministic_algorithms_enabled(),
+                             m.is_deterministic_algorithms_warn_only_enabled()))
+            assert seen == [(1, True, True), (2, True, False), (0, False, False), (1, True, True), (0, False, False)]
+            with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
+                m.set_deterministic_debug_mode("loud")
+    finally:
+        torch.set_deterministic_debug_mode(0)
+        tj.set_deterministic_debug_mode(0)

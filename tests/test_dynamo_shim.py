@@ -67,3 +67,45 @@ def test_graph_break_keeps_the_values():
         return y + 1
     g = tj.compile(f)
     assert g(tj.ones(2)).tolist() == [3.0, 3.0] and g.cache_stats()["eager_fallbacks"] == 0
+
+
+def _no_break(x):
+    return (x * 2).relu().sum(0)
+
+
+def _data_dependent_break(x):
+    if x.sum() > 0:
+        return x + 1
+    return x - 1
+
+
+def test_explain_counts_graphs_and_breaks_as_torch():
+    torch = pytest.importorskip("torch")
+    for lib in (tj, torch):
+        ok = lib._dynamo.explain(_no_break)(lib.randn(3, 4))
+        assert (ok.graph_count, ok.graph_break_count, ok.break_reasons) == (1, 0, [])
+        broken = lib._dynamo.explain(_data_dependent_break)(lib.randn(3, 4))
+        assert broken.graph_break_count == 1 and len(broken.break_reasons) == 1
+    ok = tj._dynamo.explain(_no_break)(tj.randn(3, 4))
+    assert ok.ops_per_graph == [["mul", "relu", "sum"]] and ok.op_count == 3
+    assert str(ok).startswith("Graph Count: 1\nGraph Break Count: 0\nOp Count: 3\n")
+    broken = tj._dynamo.explain(_data_dependent_break)(tj.randn(3, 4))
+    assert "bool(tensor)" in broken.break_reasons[0].reason
+    assert tj._dynamo.explain(tj.compile(tj.nn.Linear(3, 2)))(tj.randn(2, 3)).graph_count == 1
+    with pytest.warns(FutureWarning, match="explain\\(f\\)\\(\\*args"):
+        assert tj._dynamo.explain(_no_break, tj.randn(2, 2)).graph_count == 1
+
+
+def test_compiled_module_is_an_optimized_module_and_backends_are_listed():
+    from tracejit._dynamo.eval_frame import OptimizedModule
+    lin = tj.nn.Linear(2, 2)
+    m = tj.compile(lin)
+    assert isinstance(m, OptimizedModule) and m._orig_mod is lin and not isinstance(lin, tj._dynamo.OptimizedModule)
+    assert "inductor" in tj.compiler.list_backends() and "eager" not in tj.compiler.list_backends()
+    assert "eager" in tj._dynamo.list_backends(exclude_tags=())
+    assert tj.compiler.is_exporting() is False
+    assert tj.compiler.compile(lambda x: x * 3)(tj.ones(2)).tolist() == [3.0, 3.0]
+    from tracejit.random import fork_rng
+    with fork_rng():
+        a = tj.rand(3)
+    assert tj.rand(3).tolist() == a.tolist()

@@ -118,3 +118,30 @@ def test_a_compiled_stft_front_end_trains_as_one_graph_like_torch():
         for (name, p), q in zip(jn.named_parameters(), tn.parameters()):
             np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
     assert cn.cache_stats()["compiles"] == 1
+
+
+@pytest.mark.parametrize("center,pad_mode", [(True, "reflect"), (True, "constant"), (True, "replicate"),
+                                             (True, "circular"), (False, "reflect")])
+@pytest.mark.parametrize("normalized,onesided", [(False, True), (True, False)])
+def test_stft_options_match_torch(center, pad_mode, normalized, onesided):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((2, 300)).astype(np.float32)
+
+    def run(m):
+        return m.stft(m.tensor(x), 64, hop_length=37, win_length=48, window=m.hann_window(48), center=center,
+                      pad_mode=pad_mode, normalized=normalized, onesided=onesided, return_complex=True).numpy()
+    np.testing.assert_allclose(run(tj), run(torch), atol=2e-5)
+
+
+def test_stft_errors_are_runtime_errors_as_torchs():
+    torch = pytest.importorskip("torch")
+    for m in (tj, torch):
+        x, w = m.randn(2, 100), m.hann_window(64)
+        for call in (lambda: m.stft(x, 0, return_complex=True),
+                     lambda: m.stft(x, 64, hop_length=0, window=w, return_complex=True),
+                     lambda: m.stft(x, 64, win_length=80, return_complex=True),
+                     lambda: m.stft(x, 64, window=w),
+                     lambda: m.stft(m.randn(20), 64, window=w, center=False, return_complex=True),
+                     lambda: m.istft(m.randn(33, 5), 64, window=w)):
+            with pytest.raises(RuntimeError):
+                call()

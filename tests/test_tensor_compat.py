@@ -97,3 +97,19 @@ def test_set_as_subclass_nonzero_static(lib):
     s.sum().backward()
     assert w.grad.tolist() == [2.0, 2.0]
     assert not lib.is_inference(w)
+
+
+def test_legacy_and_layout_methods_as_torch():
+    torch = pytest.importorskip("torch")
+    import warnings
+    for m in (tj, torch):
+        x = m.ones(2, 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert (x.dense_dim(), x.sparse_dim(), (x * 1).output_nr, x.volatile) == (2, 0, 0, False)
+            assert x.is_set_to(x) and not x.is_set_to(x.clone()) and not x.is_set_to(x.t())
+            assert tuple(x.resize(3, 2).shape) == (3, 2) and tuple(x.resize_as(m.ones(6)).shape) == (6,)
+            with pytest.raises(RuntimeError, match="can only change the shape"):
+                x.resize(4, 2)
+        y = x.clone().map_(m.tensor([1.0, 2.0, 3.0]), lambda a, b: a * 10 + b)
+        assert y.tolist() == [[11.0, 12.0, 13.0]] * 2

@@ -97,3 +97,12 @@ def test_type_alias_modules():
     import typing
     assert typing.get_args(_size_2_t) == (int, typing.Tuple[int, int]) and _size_any_t is not None
     assert int in typing.get_args(Number) and tj.Size in typing.get_args(_size)
+
+
+def test_get_device_module_as_torch():
+    torch = pytest.importorskip("torch")
+    assert tj.get_device_module("cpu") is tj.cpu and tj.get_device_module(tj.device("cuda:0")) is tj.cuda
+    assert tj.get_device_module() is (tj.cuda if tj.cuda.is_available() else tj.cpu)
+    for m in (tj, torch):
+        with pytest.raises(RuntimeError, match="Invalid value of device '3'"):
+            m.get_device_module(3)

@@ -37,6 +37,8 @@ from . import tensor_inplace, tensor_operators, tensor_compat  # noqa: E402,F401
 
 from .ops import *  # noqa: E402,F401,F403
 from .ops import true_divide, divide, multiply, subtract, negative, broadcast_to  # noqa: E402,F401
+from .ops import random  # noqa: E402  (``torch.random``: seeds, rng states, fork_rng)
+__import__("sys").modules[__name__ + ".random"] = random   # (``from torch.random import fork_rng``)
 from . import autograd  # noqa: E402
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled  # noqa: E402,F401
 from .autograd.grad_mode import is_inference_mode_enabled  # noqa: E402,F401
@@ -109,7 +111,9 @@ from .generator import Generator, default_generator  # noqa: E402,F401
 from .defaults import (are_deterministic_algorithms_enabled, get_default_device,  # noqa: E402,F401
                        get_float32_matmul_precision, is_anomaly_enabled, is_warn_always_enabled,
                        set_anomaly_enabled, set_default_device, set_float32_matmul_precision, set_flush_denormal,
-                       set_printoptions, set_warn_always, use_deterministic_algorithms)
+                       set_printoptions, set_warn_always, use_deterministic_algorithms,
+                       is_deterministic_algorithms_warn_only_enabled, set_deterministic_debug_mode,
+                       get_deterministic_debug_mode)
 from . import tensor_compat as _tensor_compat  # noqa: E402
 from .tensor_compat import top_level_inplace as _top_level_inplace  # noqa: E402
 globals().update({_k: _v for _k, _v in _top_level_inplace().items() if _k not in globals()})
@@ -138,11 +142,11 @@ del _k, _v
 
 
 def __getattr__(name: str):
-    """``tracejit.compiler`` (wait, reset, the cache commands), ``tracejit.testing`` and
-    ``tracejit.profiler`` on first use: ``import tracejit`` leaves loading the backend to the first compiled call,
+    """``tracejit.compiler`` (wait, reset, the cache commands), ``tracejit.testing``,
+    ``tracejit.library`` and ``tracejit.profiler`` on first use: ``import tracejit`` leaves loading the backend to the first compiled call,
     and a program reaches ``torch.testing.assert_close`` without importing it; the
     ``_foreach_*`` list functions (tensor_compat.foreach)."""
-    if name in ("compiler", "testing", "profiler", "_dynamo", "_inductor"):
+    if name in ("compiler", "testing", "profiler", "_dynamo", "_inductor", "library"):
         import importlib
         return importlib.import_module("." + name, __name__)
     fn = _tensor_compat.foreach(name)

@@ -5,6 +5,7 @@ compared item by item), the same shape, dtype (``check_dtype``) and device
 (``check_device``), and every element satisfies ``|a - e| <= atol + rtol * |e|``, with
 nan equal to nan only under ``equal_nan``. Without ``rtol``/``atol`` the tolerances are
 PyTorch's defaults for the dtype (float32: 1.3e-6 and 1e-5; integers and bools: exact).
+``make_tensor`` draws the test tensors torch.testing's helper does.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from .tensor import Tensor
 
-__all__ = ["assert_close", "DEFAULT_TOLERANCES"]
+__all__ = ["assert_close", "DEFAULT_TOLERANCES", "make_tensor"]
 
 #: (rtol, atol) by dtype name, PyTorch's defaults; other dtypes compare exactly
 DEFAULT_TOLERANCES = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5),
@@ -136,3 +137,36 @@ def _walk(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, ms
             _fail(msg, f"None mismatch: {actual!r} is not {expected!r}", path)
         return
     _compare_leaf(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, msg, path)
+
+
+def make_tensor(*shape, dtype, device, low: Optional[float] = None, high: Optional[float] = None,
+                requires_grad: bool = False, noncontiguous: bool = False, exclude_zero: bool = False,
+                memory_format=None) -> Tensor:
+    """``torch.testing.make_tensor``: uniform values in [low, high) (defaults: [-9, 9] for
+    floating point, [-9, 10) for integers, within the dtype's range), bools at random;
+    `noncontiguous`: a strided view of a buffer twice as long in its last dim."""
+    from . import dtypes as _dt
+    from .ops import rand, randint
+    shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
+    dt = _dt.as_dtype(dtype)
+    if low is not None and high is not None and low >= high:
+        raise ValueError(f"`low` must be less than `high`, but got {low} >= {high}")
+    if dt is _dt.bool_:
+        t = randint(0, 2, shape, device=device).to(dt)
+    elif dt.is_floating_point or dt.is_complex:   # (tracejit's generator: manual_seed repeats it)
+        lo, hi = -9.0 if low is None else low, 9.0 if high is None else high
+        t = (rand(shape, dtype=_dt.float64, device=device) * (hi - lo) + lo).to(dt)
+        if exclude_zero:
+            t = t.masked_fill(t == 0, float(np.finfo(np.float32).eps))
+    else:
+        info = np.iinfo(dt.np)
+        lo, hi = max(-9 if low is None else int(low), info.min), min(10 if high is None else int(high), info.max)
+        t = randint(lo, hi, shape, device=device).to(dt)
+        if exclude_zero:
+            t = t.masked_fill(t == 0, 1 if hi > 1 else -1)
+    if noncontiguous and t.numel() > 1:
+        from .ops import repeat_interleave
+        t = repeat_interleave(t, 2, dim=-1)[..., ::2]
+    if memory_format is not None:
+        t = t.contiguous(memory_format=memory_format)
+    return t.requires_grad_(requires_grad) if requires_grad else t

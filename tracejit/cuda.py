@@ -23,7 +23,9 @@ __all__ = ["is_available", "device_count", "current_device", "synchronize", "get
            "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "set_device", "get_device_properties", "get_device_capability",
            "is_bf16_supported", "is_initialized", "OutOfMemoryError", "Event", "Stream", "stream",
-           "current_stream", "device", "nvtx"]
+           "current_stream", "device", "nvtx", "reset_max_memory_allocated", "reset_max_memory_cached",
+           "reset_accumulated_memory_stats", "memory_cached", "max_memory_cached", "memory_stats", "memory_summary",
+           "mem_get_info", "set_per_process_memory_fraction", "ipc_collect", "get_arch_list"]
 
 amp = _amp.device_module("cuda")
 __path__: list = []   # (a package to the import system, so ``import torch.cuda.amp`` finds amp)
@@ -128,6 +130,45 @@ max_memory_allocated, max_memory_reserved = memory_allocated, memory_reserved
 
 def reset_peak_memory_stats(device=None) -> None:
     """Nothing to reset (see max_memory_allocated)."""
+
+
+reset_max_memory_allocated = reset_max_memory_cached = reset_accumulated_memory_stats = reset_peak_memory_stats
+memory_cached, max_memory_cached = memory_reserved, max_memory_reserved   # (torch's older names)
+
+
+def memory_stats(device=None) -> dict:
+    """The pool's figures under torch's keys ({} without a GPU, as torch's before CUDA starts)."""
+    if _cupy_if_loaded() is None:
+        return {}
+    used, held = memory_allocated(device), memory_reserved(device)
+    return {"allocated_bytes.all.current": used, "allocated_bytes.all.peak": used,
+            "reserved_bytes.all.current": held, "reserved_bytes.all.peak": held}
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    stats = memory_stats(device)
+    return "\n".join(f"{k}: {v}" for k, v in stats.items()) or "no GPU memory in use"
+
+
+def mem_get_info(device=None) -> tuple:
+    """(free, total) bytes of the GPU; raises CudaUnavailableError without one."""
+    return tuple(int(b) for b in cupy_module().cuda.runtime.memGetInfo())
+
+
+def set_per_process_memory_fraction(fraction: float, device=None) -> None:
+    """Cap cupy's pool at `fraction` of the GPU's memory."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        raise ValueError(f"set_per_process_memory_fraction: fraction must be in [0, 1], got {fraction!r}")
+    cupy_module().get_default_memory_pool().set_limit(fraction=fraction)
+
+
+def ipc_collect() -> None:
+    """Memory shared between processes is freed with its tensors here: nothing to collect."""
+
+
+def get_arch_list() -> list:
+    """The GPU architectures of compiled kernels: tracejit compiles for the GPU it runs on."""
+    return []
 
 
 def set_device(device) -> None:

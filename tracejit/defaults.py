@@ -11,10 +11,12 @@ from .device import _DEVICE, get_default_device, set_default_device  # noqa: F40
 __all__ = ["set_default_device", "get_default_device", "set_printoptions",
            "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
            "are_deterministic_algorithms_enabled", "set_flush_denormal",
-           "set_warn_always", "is_warn_always_enabled", "is_anomaly_enabled", "set_anomaly_enabled"]
+           "set_warn_always", "is_warn_always_enabled", "is_anomaly_enabled", "set_anomaly_enabled",
+           "is_deterministic_algorithms_warn_only_enabled", "set_deterministic_debug_mode",
+           "get_deterministic_debug_mode"]
 
 _PRECISION = ["highest"]
-_DETERMINISTIC = [False]
+_DETERMINISTIC = [False, False]   # (use_deterministic_algorithms's mode, warn_only)
 _WARN_ALWAYS = [False]
 
 
@@ -41,7 +43,29 @@ def get_float32_matmul_precision() -> str:
 
 
 def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None:
-    _DETERMINISTIC[0] = bool(mode)
+    _DETERMINISTIC[:] = [bool(mode), bool(warn_only)]
+
+
+def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    return _DETERMINISTIC[1]
+
+
+_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_deterministic_debug_mode(debug_mode) -> None:
+    """0/"default": off; 1/"warn": deterministic, warn only; 2/"error": deterministic."""
+    mode = _DEBUG_MODES.get(debug_mode, debug_mode) if isinstance(debug_mode, str) else debug_mode
+    if isinstance(debug_mode, str) and debug_mode not in _DEBUG_MODES:
+        raise RuntimeError(f"invalid value of debug_mode, expected one of `default`, `warn`, `error`, "
+                           f"but got {debug_mode}")
+    if isinstance(mode, bool) or not isinstance(mode, int) or mode not in (0, 1, 2):
+        raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got {debug_mode}")
+    use_deterministic_algorithms(mode > 0, warn_only=mode == 1)
+
+
+def get_deterministic_debug_mode() -> int:
+    return (1 if _DETERMINISTIC[1] else 2) if _DETERMINISTIC[0] else 0
 
 
 def are_deterministic_algorithms_enabled() -> bool:

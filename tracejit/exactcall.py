@@ -24,11 +24,19 @@ _UNSET = object()
 def numpy_names(fn) -> tuple:
     """The parameters of `fn` (a plain function) that PyTorch also takes by their numpy name
     and that `fn` does not take by it itself."""
-    code = getattr(fn, "__code__", None)
+    code = getattr(_passed_through(fn), "__code__", None)
     if code is None:
         return ()
     names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
     return tuple(n for n, a in NUMPY_NAMES.items() if n in names and a not in names)
+
+
+def _passed_through(fn):
+    """What `fn` wraps where it only passes ``*args, **kwargs`` on (a ``functools.wraps``
+    argument check, ops/dtype_checks.takes), else `fn`: the parameters it takes."""
+    inner, code = getattr(fn, "__wrapped__", None), getattr(fn, "__code__", None)
+    varargs = code is not None and code.co_argcount == 0 and code.co_flags & 0x0C == 0x0C
+    return inner if inner is not None and varargs else fn
 
 
 def with_numpy_names(fn, module: str, qualname: str):
@@ -53,7 +61,7 @@ def forwarder(fn, out=None, aliases: tuple = ()):
     if not name.isidentifier():
         return None
     try:
-        sig = inspect.signature(fn, follow_wrapped=not aliases)
+        sig = inspect.signature(_passed_through(fn) if aliases else fn, follow_wrapped=not aliases)
     except (TypeError, ValueError):
         return None
     if aliases and out is not None:

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 
 from . import dtypes as _dt
-from .errors import ShapeError
+from .errors import ArgumentError, DTypeError, ShapeError  # (RuntimeErrors, as torch's, and the Python class)
 from .ops.creation import tensor
 from .tensor import Tensor
 
@@ -112,13 +112,13 @@ def _full_window(window, win_length: int, n_fft: int, name: str, like: Tensor):
 
 def _lengths(n_fft, hop_length, win_length, name):
     if isinstance(n_fft, bool) or not isinstance(n_fft, (int, np.integer)) or n_fft <= 0:
-        raise ValueError(f"{name}: n_fft must be a positive int, got {n_fft!r}")
+        raise ArgumentError(f"{name}: n_fft must be a positive int, got {n_fft!r}")
     hop = n_fft // 4 if hop_length is None else hop_length
     win = n_fft if win_length is None else win_length
     if hop <= 0:
-        raise ValueError(f"{name}: hop_length must be positive, got {hop}")
+        raise ArgumentError(f"{name}: hop_length must be positive, got {hop}")
     if not 0 < win <= n_fft:
-        raise ValueError(f"{name}: win_length must be in (0, n_fft={n_fft}], got {win}")
+        raise ArgumentError(f"{name}: win_length must be in (0, n_fft={n_fft}], got {win}")
     return int(hop), int(win)
 
 
@@ -133,16 +133,16 @@ def stft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length
     from .ops.creation import zeros
     hop, win = _lengths(n_fft, hop_length, win_length, "stft")
     if return_complex is None and not input.dtype.is_complex and (window is None or not window.dtype.is_complex):
-        raise ValueError("stft: return_complex must be given for real inputs (return_complex=True; "
+        raise ArgumentError("stft: return_complex must be given for real inputs (return_complex=True; "
                          "return_complex=False is deprecated)")
     if input.ndim not in (1, 2):
         raise ShapeError(f"stft: expected a 1-D or 2-D (batch, time) input, got shape {tuple(input.shape)}")
     length = input.shape[-1]
     pad = n_fft // 2 if center else 0
     if center and pad_mode == "reflect" and pad >= length:
-        raise ValueError(f"stft: reflect padding of {pad} needs a signal longer than that, got {length} samples")
+        raise ArgumentError(f"stft: reflect padding of {pad} needs a signal longer than that, got {length} samples")
     if length + 2 * pad < n_fft:
-        raise ValueError(f"stft: n_fft={n_fft} is longer than the (padded) signal of {length + 2 * pad} samples")
+        raise ArgumentError(f"stft: n_fft={n_fft} is longer than the (padded) signal of {length + 2 * pad} samples")
     idx = _frame_index(length, n_fft, hop, pad, pad_mode)
     x = input
     if (idx < 0).any():   # constant padding: one zero sample appended, index -1 reads it
@@ -152,7 +152,7 @@ def stft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length
     complex_in = input.dtype.is_complex or (window is not None and window.dtype.is_complex)
     one = (not complex_in) if onesided is None else onesided
     if one and complex_in:
-        raise ValueError("stft: onesided=True needs a real input and a real window")
+        raise ArgumentError("stft: onesided=True needs a real input and a real window")
     norm = "ortho" if normalized else "backward"
     spec = _fft.rfft(frames, dim=-1, norm=norm) if one else _fft.fft(frames, dim=-1, norm=norm)
     spec = transpose(spec, -1, -2)
@@ -173,7 +173,7 @@ def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_lengt
     from .ops.shape import reshape, transpose
     hop, win = _lengths(n_fft, hop_length, win_length, "istft")
     if not input.dtype.is_complex:
-        raise TypeError(f"istft: expected a complex input (stft's return_complex=True result), got {input.dtype.name}")
+        raise DTypeError(f"istft: expected a complex input (stft's return_complex=True result), got {input.dtype.name}")
     if input.ndim not in (2, 3):
         raise ShapeError(f"istft: expected a (batch?, n_freq, n_frames) input, got shape {tuple(input.shape)}")
     n_freq, n_frames = input.shape[-2], input.shape[-1]
@@ -183,7 +183,7 @@ def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_lengt
     if not one and n_freq != n_fft:
         raise ShapeError(f"istft: a two-sided input needs n_fft = {n_fft} frequencies, got {n_freq}")
     if one and return_complex:
-        raise ValueError("istft: return_complex=True needs onesided=False")
+        raise ArgumentError("istft: return_complex=True needs onesided=False")
     w = _full_window(window, win, n_fft, "istft", input)
     norm = "ortho" if normalized else "backward"
     spec = transpose(input, -1, -2)                    # (batch?, n_frames, n_freq)
@@ -208,7 +208,7 @@ def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_lengt
     stop = min(end, total)
     env = env[start:stop]
     if env.size and np.abs(env).min() < 1e-11:
-        raise ValueError("istft: the window's overlap-add has zeros (the window and hop_length do not "
+        raise ArgumentError("istft: the window's overlap-add has zeros (the window and hop_length do not "
                          "satisfy the nonzero overlap-add condition)")
     y = y[..., start:stop] / tensor(env.astype(y.dtype.to_real().np if y.dtype.is_complex else y.dtype.np),
                                     device=y.device)

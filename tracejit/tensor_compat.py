@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes as _dt
+from . import exactcall as _exactcall
 from . import ops as _ops
 from .tensor import Tensor, _install_methods
 from .tensor_operators import _forward
@@ -67,9 +68,12 @@ def _donates(name: str) -> bool:
 
 
 def _inplace(name):
+    aliased = _exactcall.numpy_names(getattr(_ops, name))
+    if aliased:   # ``x.scatter_(axis=0, ...)``, as PyTorch's: the op through a forwarder taking them
+        op = _exactcall.with_numpy_names(getattr(_ops, name), _ops.__name__, name)
     if _donates(name):
         def method(self, *args, **kwargs):
-            fn = getattr(_ops, name)
+            fn = op if aliased else getattr(_ops, name)
             if self._donatable(name + "_", args, kwargs):   # the op writes self's memory itself
                 return self._assign(_donating(self._data, fn, self, *args, **kwargs), name + "_")
             return self._assign(fn(self, *args, **kwargs), name + "_")
@@ -77,7 +81,7 @@ def _inplace(name):
         return method
 
     def method(self, *args, **kwargs):
-        return self._assign(getattr(_ops, name)(self, *args, **kwargs), name + "_")
+        return self._assign((op if aliased else getattr(_ops, name))(self, *args, **kwargs), name + "_")
     method.__name__ = name + "_"
     method.__qualname__ = f"Tensor.{name}_"
     return method
@@ -139,6 +143,39 @@ class CompatMethods:
     is_xpu = is_mps = is_ipu = is_hpu = is_mtia = is_maia = is_vulkan = is_mkldnn = is_nested = is_xla = \
         is_sparse_csr = property(lambda self: False)
     is_cpu = property(lambda self: self.device.type == "cpu")
+    output_nr = property(lambda self: self._output_nr)   # (which output of its grad_fn)
+    volatile = False
+
+    def dense_dim(self) -> int:
+        return self.dim()
+
+    def sparse_dim(self) -> int:
+        return 0
+
+    def is_set_to(self, tensor) -> bool:
+        """Whether `tensor` views the same memory with the same size, strides and offset."""
+        return (self.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
+                and self.shape == tensor.shape and self.stride() == tensor.stride()
+                and self.storage_offset() == tensor.storage_offset())
+
+    def map_(self, tensor, callable):  # noqa: A002  (torch's parameter name)
+        """Each element of self becomes ``callable(it, tensor's broadcast element)``."""
+        a = self.detach().numpy()
+        b = np.broadcast_to(tensor.detach().numpy(), a.shape)
+        return self.copy_(Tensor(np.frompyfunc(callable, 2, 1)(a, b).astype(a.dtype), dtype=self.dtype))
+
+    def resize(self, *sizes):
+        """The deprecated out-of-place resize: a view of another shape with as many elements."""
+        shape = Size(sizes[0] if len(sizes) == 1 and not isinstance(sizes[0], int) else sizes)
+        if shape.numel() != self.numel():
+            raise RuntimeError(f"requested resize to {'x'.join(map(str, shape))} ({shape.numel()} elements in "
+                               f"total), but the given tensor has a size of {'x'.join(map(str, self.shape))} "
+                               f"({self.numel()} elements). autograd's resize can only change the shape of a "
+                               f"given tensor, while preserving the number of elements.")
+        return self.view(shape)
+
+    def resize_as(self, tensor):
+        return self.resize(tensor.shape)
     layout = property(lambda self: _strided())
 
     def stride(self, dim=None):

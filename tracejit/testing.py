@@ -33,11 +33,11 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 
 from . import autograd
-from .assert_close import assert_close
+from .assert_close import assert_close, make_tensor
 from .jit import script as _script, trace as _trace
 from .tensor import Tensor
 
-__all__ = ["assert_close", "assert_compiled_matches", "assert_same", "TOLERANCES", "Mismatch", "kernel_cache_at",
+__all__ = ["assert_close", "make_tensor", "assert_compiled_matches", "assert_same", "TOLERANCES", "Mismatch", "kernel_cache_at",
            "assert_valid_partition"]
 
 #: (rtol, atol) per floating dtype for compiled-vs-eager comparisons. float32 kernels use

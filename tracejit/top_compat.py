@@ -20,7 +20,7 @@ __all__ = ["range", "asarray", "frombuffer", "adjoint", "split_with_sizes", "uns
            "constant_pad_nd", "is_neg", "is_inference", "is_storage", "is_autocast_enabled", "is_autocast_cpu_enabled",
            "get_autocast_dtype", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", "OutOfMemoryError",
            "SymInt", "SymFloat", "SymBool", "sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_ite",
-           "sym_sqrt", "sym_sum"]
+           "sym_sqrt", "sym_sum", "get_device_module"]
 
 
 def range(start=0, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False):  # noqa: A001
@@ -109,6 +109,25 @@ def is_autocast_enabled(device_type=None) -> bool:
     device type, about that device's."""
     from .amp import is_autocast_enabled as _on
     return False if device_type is None else _on(device_type)
+
+
+def get_device_module(device=None):
+    """``torch.get_device_module``: ``tracejit.cuda`` or ``tracejit.cpu`` for a device (a
+    name or a device; None: the accelerator's, else the CPU's)."""
+    import importlib
+    from .device import device as _device
+    if device is None:
+        from .accelerator import current_accelerator
+        kind = (current_accelerator() or _device("cpu")).type
+    elif isinstance(device, (str, _device)):
+        kind = _device(device).type
+    else:
+        raise RuntimeError(f"Invalid value of device '{device}', expect torch.device, str, or None")
+    try:
+        return importlib.import_module(f"{__package__}.{kind}")
+    except ModuleNotFoundError:
+        raise RuntimeError(f"Device '{kind}' does not have a corresponding module registered as "
+                           f"'torch.{kind}'.") from None
 
 
 def is_autocast_cpu_enabled() -> bool:

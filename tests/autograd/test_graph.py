@@ -1,4 +1,4 @@
-"""``autograd.graph`` (Node, increment_version, save_on_cpu, disable_saved_tensors_hooks),
+"""``autograd.graph`` (Node, increment_version, saved-tensor hooks, save_on_cpu),
 ``autograd.function``'s ``once_differentiable`` and ``InplaceFunction``, and the
 submodules at PyTorch's paths, each against PyTorch."""
 import numpy as np
@@ -92,3 +92,75 @@ def test_grad_layout_policy_as_context_and_switch(m):
     m.autograd.enforce_grad_layout_policy(True)
     with pytest.raises(TypeError):
         m.autograd.enforce_grad_layout_policy("no")
+
+
+def _hooked_run(m, body):
+    """(shapes the pack hook saw, unpack calls, the leaf's gradient) for `body(m, x)` run
+    inside saved_tensors_hooks whose unpack doubles every saved tensor."""
+    packed, unpacked = [], []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return ("packed", t)
+
+    def unpack(p):
+        unpacked.append(1)
+        return p[1] * 2
+    x = m.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    with m.autograd.graph.saved_tensors_hooks(pack, unpack):
+        y = body(m, x)
+    y.backward(retain_graph=True)
+    y.backward()
+    return packed, len(unpacked), x.grad.tolist()
+
+
+_BODIES = {"mul": lambda m, x: (x * x).sum(),
+           "exp_output": lambda m, x: x.exp().sum(),
+           "linear_tanh": lambda m, x: (m.ones(2, 3) @ x.reshape(3, 1)).tanh().sum(),
+           "add_saves_nothing": lambda m, x: (x + 1).sum()}
+
+
+@pytest.mark.parametrize("body", list(_BODIES))
+def test_saved_tensors_hooks_pack_and_unpack_as_torch(body):
+    got = _hooked_run(tj, _BODIES[body])
+    want = _hooked_run(torch, _BODIES[body])
+    assert got[:2] == want[:2]
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5)
+
+
+def test_saved_tensors_hooks_nest_disable_and_reach_compiled_functions():
+    graph = tj.autograd.graph
+    seen = []
+    x = tj.tensor([1.0, 2.0], requires_grad=True)
+    with graph.saved_tensors_hooks(lambda t: seen.append("outer") or t, lambda t: t):
+        with graph.saved_tensors_hooks(lambda t: seen.append("inner") or t, lambda t: t):
+            (x * x).sum().backward()
+        f = tj.compile(lambda v: (v * v).sum())
+        f(x).backward()   # (runs eagerly: each op's saved tensors go through the hooks)
+    assert seen == ["inner", "inner", "outer", "outer"] and x.grad.tolist() == [4.0, 8.0]
+    assert f(x).item() == 5.0 and f.cache_stats()["compiles"] == 1   # (after the block: compiled)
+    for lib in (tj, torch):
+        with lib.autograd.graph.disable_saved_tensors_hooks("no hooks in here"):
+            with pytest.raises(RuntimeError, match="no hooks in here"):
+                with lib.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                    pass
+        with lib.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+            pass   # (allowed again after the block)
+    with pytest.raises(TypeError, match="unpack_hook must be callable"):
+        graph.saved_tensors_hooks(lambda t: t, None)
+    with graph.saved_tensors_hooks(lambda t: t, lambda p: "not a tensor"):
+        y = (x * x).sum()
+    with pytest.raises(TypeError, match="unpack hook must return a tensor, got str"):
+        y.backward()
+
+
+def test_saved_tensors_hooks_see_a_custom_functions_saved_tensors():
+    got = []
+    for m in (tj, torch):
+        seen = []
+        x = m.tensor([1.0, -2.0], requires_grad=True)
+        with m.autograd.graph.saved_tensors_hooks(lambda t: seen.append(t.tolist()) or t, lambda t: t * 10):
+            y = _cube(m).apply(x)
+        y.sum().backward()
+        got.append((seen, x.grad.tolist()))
+    assert got[0] == got[1] == ([[1.0, -2.0]], [300.0, 1200.0])   # (3 (10 x)^2)

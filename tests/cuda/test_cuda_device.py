@@ -165,3 +165,17 @@ def test_device_queries_without_a_gpu():
         tj.cuda.get_device_properties(0)
     with pytest.raises(CudaUnavailableError):
         tj.cuda.set_device(0)
+
+
+@no_gpu
+def test_memory_queries_without_a_gpu_as_torchs_cpu_build():
+    torch = pytest.importorskip("torch")
+    for m in (tj, torch):
+        assert m.cuda.memory_stats() == {} and m.cuda.memory_cached() == 0 and m.cuda.max_memory_cached() == 0
+        assert m.cuda.get_arch_list() == []
+    tj.cuda.reset_max_memory_allocated()
+    tj.cuda.ipc_collect()
+    with pytest.raises(CudaUnavailableError):
+        tj.cuda.mem_get_info()
+    with pytest.raises(ValueError, match=r"fraction must be in \[0, 1\], got 2.0"):
+        tj.cuda.set_per_process_memory_fraction(2.0)

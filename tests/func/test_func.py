@@ -163,3 +163,41 @@ def test_transforms_stay_differentiable_in_closed_over_parameters():
         with m.no_grad():
             assert not m.func.vmap(m.func.jacrev(lambda z: net(z).squeeze(-1)))(x).requires_grad
     np.testing.assert_allclose(got[tj], got[torch], rtol=1e-5, atol=1e-6)
+
+
+def test_jvp_matches_torch_with_aux_and_a_trained_parameter():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, v, w = (rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (3, 4), (4, 4)))
+    got = []
+    for m in (torch, tj):
+        W = m.tensor(w, requires_grad=True)
+        f = lambda a, t: ((a @ W).tanh() * t, a * 2)  # noqa: E731  (output, aux)
+        u, du, aux = m.func.jvp(f, (m.tensor(x), m.tensor(0.5)), (m.tensor(v), m.tensor(1.0)), has_aux=True)
+        loss = ((u - (m.tensor(v) - 0.3 * du).detach()) ** 2).mean()   # (MeanFlow's target)
+        loss.backward()
+        got.append([u.detach().numpy(), du.detach().numpy(), aux.numpy(), W.grad.numpy()])
+        assert u.requires_grad and not aux.requires_grad
+        with pytest.raises(RuntimeError, match="Expected primals to be a tuple"):
+            m.func.jvp(f, m.tensor(x), (m.tensor(v),))
+    for a, b in zip(*got):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    out, jv = tj.func.jvp(lambda a: a.exp(), (tj.tensor(x),), (tj.tensor(v),))
+    assert not jv.requires_grad
+    np.testing.assert_allclose(jv.numpy(), np.exp(x) * v, rtol=1e-5)
+
+
+def test_linearize_functionalize_and_batch_norm_replacement_as_torch():
+    x = np.array([0.3, -0.7, 1.1], np.float32)
+    t = np.array([1.0, 2.0, -1.0], np.float32)
+    got = []
+    for m in (torch, tj):
+        out, jvp_fn = m.func.linearize(lambda a: (a * a).sin(), m.tensor(x))
+        got.append((out.numpy(), jvp_fn(m.tensor(t)).numpy(),
+                    m.func.functionalize(lambda a: a.clone().add_(1))(m.tensor(x)).numpy()))
+        net = m.func.replace_all_batch_norm_modules_(m.nn.Sequential(m.nn.Linear(3, 3), m.nn.BatchNorm1d(3)))
+        bn = net[1]
+        assert bn.running_mean is None and bn.running_var is None and not bn.track_running_stats
+        assert tuple(net(m.ones(4, 3)).shape) == (4, 3)
+    for a, b in zip(*got):
+        np.testing.assert_allclose(b, a, rtol=1e-6)

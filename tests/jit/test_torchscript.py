@@ -82,3 +82,38 @@ def test_fork_wait_and_script_classes():
     assert fut.done() and tj.jit.wait(fut) == 5
     assert not isinstance(tj.nn.Linear(2, 2), tj.jit.ScriptModule)
     assert tj.ScriptModule is tj.jit.ScriptModule and not isinstance(len, tj.ScriptFunction)
+
+
+def test_freeze_and_optimize_for_inference_as_torch():
+    torch = pytest.importorskip("torch")
+    ref = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    model.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    for lib, m in ((torch, ref), (tj, model)):
+        with pytest.raises(RuntimeError, match="Freezing expects a ScriptModule"):
+            lib.jit.freeze(m)
+        with pytest.raises(RuntimeError, match="only implemented for modules in eval mode"):
+            lib.jit.freeze(lib.jit.script(m.train()))
+    want = torch.jit.freeze(torch.jit.script(ref.eval()))(torch.from_numpy(x)).detach().numpy()
+    frozen = tj.jit.freeze(tj.jit.script(model.eval()))
+    np.testing.assert_allclose(frozen(tj.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert all(p.requires_grad for p in model.parameters())   # (a copy was frozen)
+    fast = tj.jit.optimize_for_inference(tj.jit.script(model.train()))
+    assert not fast.training
+    np.testing.assert_allclose(fast(tj.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="preserved_attrs names 'nope'"):
+        tj.jit.freeze(frozen, preserved_attrs=["nope"])
+
+
+def test_jit_isinstance_error_and_attribute_as_torch():
+    from typing import Dict, List, Optional, Tuple
+    torch = pytest.importorskip("torch")
+    cases = [([tj.ones(1)], [torch.ones(1)], List[tj.Tensor], List[torch.Tensor]),
+             ({"a": 1}, {"a": 1}, Dict[str, int], Dict[str, int]), (None, None, Optional[int], Optional[int]),
+             ((1, "a"), (1, "a"), Tuple[int, str], Tuple[int, str]), ((1, "a"), (1, "a"), Tuple[int, int], Tuple[int, int]),
+             ([1], [1], List[str], List[str]), (3, 3, int, int), ({"a": 1}, {"a": 1}, Dict[int, int], Dict[int, int])]
+    for ours, theirs, ours_t, theirs_t in cases:
+        assert tj.jit.isinstance(ours, ours_t) == torch.jit.isinstance(theirs, theirs_t)
+    assert tj.jit.Attribute(3, int) == (3, int) and tj.jit.Attribute(3, int).value == 3
+    assert issubclass(tj.jit.Error, Exception) and "isinstance" not in vars(tj.jit)

@@ -44,3 +44,19 @@ def test_clip_grad_value_and_vectors():
     assert a.tolist() == [0.0, 1.0] and b.tolist() == [[2.0, 3.0], [4.0, 5.0]]
     with pytest.raises(ValueError, match="6 elements"):
         vector_to_parameters(tj.ones(5), [a, b])
+
+
+def test_consume_prefix_in_state_dict_if_present_as_torch():
+    import collections
+    pytest.importorskip("torch")
+    from tracejit.nn.modules.utils import consume_prefix_in_state_dict_if_present as ours
+    from torch.nn.modules.utils import consume_prefix_in_state_dict_if_present as theirs
+    dicts = []
+    for fn in (ours, theirs):
+        sd = collections.OrderedDict([("module.a.weight", 1), ("b", 2), ("module.c", 3)])
+        sd._metadata = {"": {}, "module": {"v": 1}, "module.a": {"v": 2}}
+        fn(sd, "module.")
+        dicts.append((list(sd.items()), sd._metadata))
+    assert dicts[0] == dicts[1] == ([("b", 2), ("a.weight", 1), ("c", 3)], {"": {"v": 1}, "a": {"v": 2}})
+    with pytest.raises(TypeError, match="prefix must be a str"):
+        ours({}, None)

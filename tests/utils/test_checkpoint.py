@@ -91,3 +91,31 @@ def test_batchnorm_in_a_checkpoint_updates_as_pytorchs(form):
         out[lib.__name__] = [v.numpy().astype(np.float64) for v in model.state_dict().values()]
     for a, b in zip(out["tracejit"], out["torch"]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_selective_checkpoint_policy_and_helpers_as_torch():
+    import functools
+    grads = []
+    for m in (torch, tj):
+        ck = m.utils.checkpoint
+        m.manual_seed(0)
+        lin = m.nn.Linear(3, 3)
+        lin.load_state_dict({"weight": m.tensor(np.eye(3, dtype=np.float32) * 0.5),
+                             "bias": m.tensor(np.arange(3, dtype=np.float32))})
+        policy = lambda ctx, op, *a, **k: ck.CheckpointPolicy.PREFER_RECOMPUTE  # noqa: E731
+        x = m.tensor(np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3), requires_grad=True)
+        y = ck.checkpoint(lambda v: lin(v).tanh(), x, use_reentrant=False,
+                          context_fn=functools.partial(ck.create_selective_checkpoint_contexts, policy))
+        y.sum().backward()
+        grads.append((x.grad.numpy(), lin.weight.grad.numpy()))
+        with pytest.raises(TypeError, match="policy_fn_or_list must be either a function or a list of ops"):
+            ck.create_selective_checkpoint_contexts(3)
+        d = ck.detach_variable((x, 2))
+        assert d[1] == 2 and d[0].requires_grad and d[0].grad_fn is None and d[0] is not x
+        with pytest.raises(RuntimeError, match="Only tuple of tensors is supported"):
+            ck.detach_variable([x])
+        with ck.noop_context_fn()[0], ck.set_checkpoint_early_stop(False):
+            pass
+        assert issubclass(ck.CheckpointError, RuntimeError)
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(b, a, rtol=1e-6)

@@ -6,6 +6,7 @@ import weakref
 from ..ops import registry as _reg
 from .grad_mode import is_grad_enabled, no_grad
 from .node import Node, SavedTensor, edge
+from .saved import HOOKS as _SAVED_HOOKS, PackedSaved
 
 __all__ = ["Function", "FunctionCtx", "InplaceFunction", "once_differentiable"]
 
@@ -25,7 +26,8 @@ class FunctionCtx:
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward takes tensors (or None), got {type(t).__name__}")
-        self._saved = tuple(None if t is None else SavedTensor(t) for t in tensors)
+        hooks = _SAVED_HOOKS.stack[-1] if _SAVED_HOOKS.stack else None   # (saved_tensors_hooks)
+        self._saved = tuple(None if t is None else PackedSaved(t, hooks) if hooks else SavedTensor(t) for t in tensors)
         self._raw = tensors
 
     @property
@@ -38,8 +40,8 @@ class FunctionCtx:
             raise RuntimeError("saved_tensors: the graph this ctx belonged to has been freed")
         if node._freed:
             node._check_not_freed()
-        return tuple(None if s is None else s.unpack(node, i, node._create_graph)
-                     for i, s in enumerate(self._saved))
+        return tuple(None if s is None else s.value() if type(s) is PackedSaved else
+                     s.unpack(node, i, node._create_graph) for i, s in enumerate(self._saved))
 
     def mark_non_differentiable(self, *tensors) -> None:
         self._non_diff.update(id(t) for t in tensors)
@@ -132,7 +134,7 @@ class Function:
             saved = list(ctx._saved)
             for j, r in enumerate(raw):
                 for i, o in enumerate(outs):
-                    if r is o and wrapped[i].grad_fn is node:
+                    if r is o and wrapped[i].grad_fn is node and type(saved[j]) is not PackedSaved:
                         saved[j] = SavedTensor(wrapped[i], is_output=True)
             ctx._saved = tuple(saved)
             ctx._raw = ()

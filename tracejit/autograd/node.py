@@ -17,7 +17,8 @@ from ..ops.impls import TIER0_THREADS as _TIER0_THREADS, elementwise as _ew, out
     serving_tier0 as _serving_tier0
 from ..tensor import Tensor
 from .accumulate import _exclusive, _own_copy
-from .saved import SavedMeta, SavedTensor, _modified, column_major, saved_meta, shape_only  # noqa: F401
+from .saved import HOOKS as _SAVED_HOOKS, SavedMeta, SavedTensor, _modified, column_major, saved_meta, \
+    shape_only  # noqa: F401
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
 
 __all__ = ["Node", "PrimNode", "Tier0PrimNode", "AccumulateGrad", "SavedTensor", "SavedMeta",
@@ -255,8 +256,11 @@ class Tier0PrimNode(PrimNode):
 
 
 def _tier0_node():
-    """The class of a node recorded now while some thread runs a tier-0 forward: this
-    thread's own block decides (another thread's eager ops stay PrimNodes)."""
+    """The class of a node recorded now while some thread runs a tier-0 forward or has
+    saved-tensor hooks (ops.impls.TIER0_THREADS counts both): this thread's own blocks
+    decide (another thread's eager ops stay PrimNodes)."""
+    if _SAVED_HOOKS.stack:
+        return _SAVED_HOOKS.node_class   # (autograd/graph.py's HookedPrimNode)
     return PrimNode if _outside_tier0() else Tier0PrimNode
 
 

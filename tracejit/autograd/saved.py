@@ -1,7 +1,9 @@
 """What a node saves: a tensor with its version at save time (SavedTensor), a value's device
-and layout without it (SavedMeta), and the stand-ins a backward that needs only shapes
-receives (shape_only, column_major)."""
+and layout without it (SavedMeta), the stand-ins a backward that needs only shapes
+receives (shape_only, column_major), and what ``saved_tensors_hooks`` packed (PackedSaved)."""
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 
@@ -59,6 +61,31 @@ class SavedTensor:
                 t.requires_grad = True
                 t.grad_fn = fn
                 t._output_nr = self.output_nr
+        return t
+
+
+class _Hooks(threading.local):
+    stack: tuple = ()        # (pack_hook, unpack_hook) pairs of this thread, innermost last
+    disabled = None          # an enclosing disable_saved_tensors_hooks's message
+    node_class = None        # the class of a node recorded under hooks (set by graph.py)
+
+
+HOOKS = _Hooks()
+
+
+class PackedSaved:
+    """A tensor saved inside ``saved_tensors_hooks``: what its pack hook returned, and
+    the unpack hook that gives the backward its tensor."""
+
+    __slots__ = ("packed", "unpack_hook")
+
+    def __init__(self, t, hooks) -> None:
+        self.packed, self.unpack_hook = hooks[0](t), hooks[1]
+
+    def value(self):
+        t = self.unpack_hook(self.packed)
+        if not isinstance(t, Tensor):
+            raise TypeError(f"saved_tensors_hooks: the unpack hook must return a tensor, got {type(t).__name__}")
         return t
 
 

@@ -8,10 +8,10 @@ no Metal backend), as are mkldnn's and mkl's.
 import sys as _sys
 
 from . import cuda, cudnn, mps  # noqa: F401
-from ._plain import mkl, mkldnn, openmp  # noqa: F401
+from ._plain import mkl, mkldnn, openmp, opt_einsum  # noqa: F401
 
-for _m in (mkl, mkldnn, openmp):   # importable as tracejit.backends.<name> too
+for _m in (mkl, mkldnn, openmp, opt_einsum):   # importable as tracejit.backends.<name> too
     _sys.modules[_m.__name__] = _m
 del _m
 
-__all__ = ["cuda", "cudnn", "mps", "mkl", "mkldnn", "openmp"]
+__all__ = ["cuda", "cudnn", "mps", "mkl", "mkldnn", "openmp", "opt_einsum"]

@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from ..jit import backend as _backend
+from ..jit.config import set_stance
 from . import forkguard as _forkguard  # noqa: F401  (first: see its docstring)
 
 __all__ = ["compile_graph", "wait", "reset", "cache_info", "cache_clear", "cache_prune", "NumbaCompiler",
-           "disable", "is_compiling", "is_dynamo_compiling", "allow_in_graph", "cudagraph_mark_step_begin"]
+           "disable", "is_compiling", "is_dynamo_compiling", "allow_in_graph", "cudagraph_mark_step_begin",
+           "set_stance", "is_exporting", "list_backends", "compile", "assume_constant_result"]
 
 
 def compile_graph(graph, grad_mode: bool = True, name: str = "graph"):
@@ -57,6 +59,25 @@ is_dynamo_compiling = is_compiling
 
 def allow_in_graph(fn: Callable) -> Callable:
     return fn
+
+
+assume_constant_result = allow_in_graph
+
+
+def is_exporting() -> bool:
+    """False: nothing here runs under ``torch.export``."""
+    return False
+
+
+def list_backends(exclude_tags=("debug", "experimental")) -> list:
+    from .._dynamo import list_backends as names
+    return names(exclude_tags)
+
+
+def compile(*args, **kwargs):
+    """``torch.compiler.compile``: `tracejit.compile`."""
+    from ..jit import compile as _compile
+    return _compile(*args, **kwargs)
 
 
 def cudagraph_mark_step_begin() -> None:

@@ -11,16 +11,18 @@ from . import constraints, transforms  # noqa: F401
 from . import discrete, exp_family, locscale, more, normal_uniform, transformed, heavy_tailed, bounded, matrix  # noqa: I001,E501
 from .distribution import Distribution, kl_divergence, register_kl
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, PowerTransform,
-                         SigmoidTransform, StickBreakingTransform, TanhTransform, Transform)
+                         SigmoidTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
+from . import transforms_more
 from .relaxed import (Chi2, Multinomial, OneHotCategoricalStraightThrough,
                       RelaxedBernoulli, RelaxedOneHotCategorical, StudentT)
 
 __all__ = ["Distribution", "kl_divergence", "register_kl", "constraints", "transforms", "Transform",
            "ComposeTransform", "ExpTransform", "AffineTransform", "SigmoidTransform", "TanhTransform",
-           "PowerTransform", "StickBreakingTransform", "Chi2", "Multinomial",
+           "PowerTransform", "StickBreakingTransform", "identity_transform", "Chi2", "Multinomial",
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT"]
 # every public name of these modules (their __all__) is tracejit.distributions'
-for _m in (discrete, exp_family, locscale, more, normal_uniform, transformed, heavy_tailed, bounded, matrix):
+for _m in (discrete, exp_family, locscale, more, normal_uniform, transformed, heavy_tailed, bounded, matrix,
+           transforms_more):
     globals().update((name, getattr(_m, name)) for name in _m.__all__)
     __all__ += _m.__all__
 del _m
@@ -36,7 +38,8 @@ def _path_modules() -> None:
            "LowRankMultivariateNormal": "lowrank_multivariate_normal",
            "RelaxedOneHotCategorical": "relaxed_categorical", "OneHotCategoricalStraightThrough": "one_hot_categorical",
            "ExponentialFamily": "exp_family"}
-    paths: dict = {"kl": ["kl_divergence", "register_kl"]}
+    paths: dict = {"kl": ["kl_divergence", "register_kl"],
+                   "constraint_registry": ["ConstraintRegistry", "biject_to", "transform_to"]}
     for name in __all__:
         if isinstance(globals()[name], type) and issubclass(globals()[name], Distribution):
             paths.setdefault(odd.get(name) or re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower(), []).append(name)
@@ -51,7 +54,9 @@ def _path_modules() -> None:
                                      "distributions use", {"broadcast_all": broadcast_all,
                                                            "clamp_probs": discrete._clamp_probs,
                                                            "logits_to_probs": discrete.logits_to_probs,
-                                                           "probs_to_logits": discrete.probs_to_logits})
+                                                           "probs_to_logits": discrete.probs_to_logits,
+                                                           "tril_matrix_to_vec": transforms_more.tril_matrix_to_vec,
+                                                           "vec_to_tril_matrix": transforms_more.vec_to_tril_matrix})
 
 
 _path_modules()

@@ -9,7 +9,10 @@ from ..dtypes import _BY_NP
 
 __all__ = ["Constraint", "real", "positive", "nonnegative", "unit_interval", "simplex", "boolean",
            "nonnegative_integer", "positive_definite", "real_vector", "interval", "half_open_interval",
-           "integer_interval", "greater_than", "independent", "lower_cholesky", "corr_cholesky"]
+           "integer_interval", "greater_than", "independent", "lower_cholesky", "corr_cholesky",
+           "greater_than_eq", "less_than", "positive_integer", "one_hot", "square", "symmetric",
+           "positive_semidefinite", "lower_triangular", "dependent", "dependent_property", "is_dependent", "cat",
+           "stack", "multinomial"]
 
 
 class Constraint:
@@ -223,6 +226,155 @@ class _Independent(Constraint):
         return super().holds(value)
 
 
+class _LessThan(Constraint):
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return value < self.upper_bound
+
+
+class _PositiveInteger(_NonnegativeInteger):
+    def check(self, value):
+        return (value % 1 == 0) & (value >= 1)
+
+    def _verdict(self, a):
+        return _within(a, 1, None) and _whole(a)
+
+
+class _OneHot(Constraint):
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        return ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
+
+
+class _Multinomial(Constraint):
+    """Nonnegative counts summing to at most `upper_bound`."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return (value >= 0).all(-1) & (value.sum(-1) <= self.upper_bound)
+
+
+class _Square(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        return _tensor(np.full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1]))
+
+
+class _Symmetric(_Square):
+    def check(self, value):
+        ok = super().check(value)
+        if not ok.all():
+            return ok
+        from ..ops import isclose
+        return isclose(value, value.transpose(-2, -1), atol=1e-6).all(-2).all(-1)
+
+
+class _PositiveSemidefinite(_Symmetric):
+    def check(self, value):
+        ok = super().check(value)
+        if not ok.all():
+            return ok
+        a = value.detach().numpy()
+        return _tensor(np.linalg.eigvalsh(a).min(-1) >= 0.0)
+
+
+class _LowerTriangular(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        from ..ops.tensorfns import tril
+        return (tril(value) == value).all(-1).all(-1)
+
+
+class _Dependent(Constraint):
+    """A constraint that depends on other values (a bound that is a parameter): it cannot
+    be checked alone."""
+
+    def __init__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented):
+        self._is_discrete, self._event_dim = is_discrete, event_dim
+
+    @property
+    def is_discrete(self):
+        if self._is_discrete is NotImplemented:
+            raise NotImplementedError(".is_discrete cannot be determined statically")
+        return self._is_discrete
+
+    @property
+    def event_dim(self):
+        if self._event_dim is NotImplemented:
+            raise NotImplementedError(".event_dim cannot be determined statically")
+        return self._event_dim
+
+    def __call__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented) -> "_Dependent":
+        return _Dependent(is_discrete=self._is_discrete if is_discrete is NotImplemented else is_discrete,
+                          event_dim=self._event_dim if event_dim is NotImplemented else event_dim)
+
+    def check(self, value):
+        raise ValueError("Cannot determine validity of dependent constraint")
+
+
+def is_dependent(constraint) -> bool:
+    return isinstance(constraint, _Dependent)
+
+
+class dependent_property(property, _Dependent):  # noqa: N801  (torch's name)
+    """A property that is also a dependent constraint (``Distribution.support`` that depends
+    on the parameters)."""
+
+    def __init__(self, fn=None, *, is_discrete=NotImplemented, event_dim=NotImplemented):
+        property.__init__(self, fn)
+        _Dependent.__init__(self, is_discrete=is_discrete, event_dim=event_dim)
+
+    def __call__(self, fn):
+        return dependent_property(fn, is_discrete=self._is_discrete, event_dim=self._event_dim)
+
+
+class _Cat(Constraint):
+    """Constraints `cseq` applied to consecutive pieces (of `lengths`) along `dim`."""
+
+    def __init__(self, cseq, dim: int = 0, lengths=None):
+        self.cseq, self.dim = list(cseq), dim
+        self.lengths = [1] * len(self.cseq) if lengths is None else list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError(f"cat: {len(self.cseq)} constraints but {len(self.lengths)} lengths")
+
+    @property
+    def event_dim(self):
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        from ..ops import cat as _cat
+        start, parts = 0, []
+        for c, n in zip(self.cseq, self.lengths):
+            parts.append(c.check(value.narrow(self.dim, start, n)))
+            start += n
+        return _cat(parts, self.dim)
+
+
+class _Stack(Constraint):
+    """Constraints `cseq` applied to the slices of `dim`."""
+
+    def __init__(self, cseq, dim: int = 0):
+        self.cseq, self.dim = list(cseq), dim
+
+    @property
+    def event_dim(self):
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        from ..ops import stack as _stack
+        return _stack([c.check(value.select(self.dim, i)) for i, c in enumerate(self.cseq)], self.dim)
+
+
 def _tensor(a):
     from ..ops.creation import tensor
     return tensor(a)
@@ -243,4 +395,16 @@ interval = _Interval
 half_open_interval = lambda lo, hi: _Interval(lo, hi, half_open=True)  # noqa: E731
 integer_interval = _IntegerInterval
 greater_than = _GreaterThan
+greater_than_eq = lambda lower_bound: _GreaterThan(lower_bound, strict=False)  # noqa: E731
+less_than = _LessThan
 independent = _Independent
+positive_integer = _PositiveInteger()
+one_hot = _OneHot()
+square = _Square()
+symmetric = _Symmetric()
+positive_semidefinite = _PositiveSemidefinite()
+lower_triangular = _LowerTriangular()
+dependent = _Dependent()
+cat = _Cat
+stack = _Stack
+multinomial = _Multinomial

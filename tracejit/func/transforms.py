@@ -1,5 +1,6 @@
 """Gradient transforms of ``tracejit.func`` on reverse-mode autograd: grad, grad_and_value,
-vjp, jacrev, jacfwd, hessian."""
+vjp, jvp, linearize, jacrev, jacfwd, hessian; functionalize and
+replace_all_batch_norm_modules_, which have nothing to transform here."""
 from __future__ import annotations
 
 from typing import Callable
@@ -9,7 +10,8 @@ from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..autograd.graph import reachable_leaves
 from ..tensor import Tensor
 
-__all__ = ["grad", "grad_and_value", "vjp", "jacrev", "jacfwd", "hessian"]
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize", "functionalize",
+           "replace_all_batch_norm_modules_"]
 
 
 def _argnums(argnums, n: int, who: str) -> tuple:
@@ -185,3 +187,58 @@ def jacfwd(func: Callable, argnums=0, has_aux: bool = False, *, randomness: str 
 def hessian(func: Callable, argnums=0) -> Callable:
     """The Hessian of a scalar-valued `func`: the Jacobian of its gradient."""
     return jacfwd(jacrev(func, argnums), argnums)
+
+
+def jvp(func: Callable, primals, tangents, *, strict: bool = False, has_aux: bool = False):
+    """``(func(*primals), J tangents)`` (and aux with `has_aux`): forward mode computed
+    by reverse mode twice, the VJP's graph differentiated w.r.t. its cotangent (the
+    ops' backward must be differentiable, as for ``grad(grad(f))``)."""
+    from ..ops import zeros_like
+    for name, x in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(x, (tuple, list)):
+            raise RuntimeError(f"jvp(f, primals, tangents): Expected {name} to be a tuple. "
+                               f"E.g. it should be valid to call f(*primals).")
+    ps, ts = _flatten(primals), _flatten(tangents)
+    if len(primals) != len(tangents) or len(ps) != len(ts) or any(
+            tuple(p.shape) != tuple(t.shape) for p, t in zip(ps, ts)):
+        raise RuntimeError("jvp(f, primals, tangents): Expected primals and tangents to have the same "
+                           "python structure and shapes")
+    args, out, aux, nums, outer = _call_tracked(func, tuple(primals), {}, tuple(range(len(primals))),
+                                                has_aux, "jvp")
+    outs = _flatten(out)
+    with enable_grad():
+        dummies = [zeros_like(o).requires_grad_(True) for o in outs]
+        gs = _grads(outs, _flatten(args), dummies, create_graph=True)
+        pairs = [(g, t) for g, t in zip(gs, ts) if g.requires_grad]
+        res = _autograd_grad([g for g, _ in pairs], dummies, [t for _, t in pairs], create_graph=outer,
+                             allow_unused=True, materialize_grads=True) if pairs else [zeros_like(o) for o in outs]
+    if not outer:
+        outs, res = [o.detach() for o in outs], [r.detach() for r in res]
+    inner = _flatten(args)   # (aux keeps a graph only to tensors outside the transform, as torch's)
+    aux = _rebuild(aux, iter([t if outer and _reaches_outside([t], inner) else t.detach() for t in _flatten(aux)]))
+    value, jv = _rebuild(out, iter(outs)), _rebuild(out, iter(res))
+    return (value, jv, aux) if has_aux else (value, jv)
+
+
+def linearize(func: Callable, *primals):
+    """``(func(*primals), jvp_fn)``; ``jvp_fn(*tangents)`` is the Jacobian-vector product at
+    `primals` (each call differentiates again: nothing is kept between them)."""
+    out = jvp(func, primals, primals)[0]
+    return out, lambda *tangents: jvp(func, primals, tangents)[1]
+
+
+def functionalize(func: Callable, *, remove: str = "mutations") -> Callable:
+    """`func` itself: its in-place writes already run as functional updates when captured."""
+    if remove not in ("mutations", "mutations_and_views"):
+        raise RuntimeError(f"functionalize: remove must be 'mutations' or 'mutations_and_views', got {remove!r}")
+    return func
+
+
+def replace_all_batch_norm_modules_(root):
+    """Batch norm layers of `root` stop tracking running statistics (in place; `root`)."""
+    from ..nn.normalization import _BatchNorm
+    for m in root.modules():
+        if isinstance(m, _BatchNorm) and m.track_running_stats:
+            m.running_mean = m.running_var = m.num_batches_tracked = None
+            m.track_running_stats = False
+    return root

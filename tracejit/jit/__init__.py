@@ -20,13 +20,22 @@ from .config import eager
 from .explain import explain
 from .function import CompiledFunction, compiled_function_of
 from .loops import scan
-from .torchscript import (Final, Future, ScriptFunction, ScriptModule, _overload, _overload_method,  # noqa: F401
-                          annotate, export, fork, ignore, interface, is_scripting, is_tracing, script_if_tracing,
-                          unused, wait)
+from .torchscript import (Attribute, Error, Final, Future, ScriptFunction, ScriptModule, _overload, _overload_method,  # noqa: F401
+                          annotate, export, fork, freeze, ignore, interface, is_scripting, is_tracing, script_if_tracing,
+                          optimize_for_inference, unused, wait)
 
 __all__ = ["trace", "script", "compile", "eager", "explain", "CompiledFunction", "scan", "save", "load"]
 
 config.configure_logging()
+
+
+def __getattr__(name: str):
+    """``tracejit.jit.isinstance`` (torchscript.py), kept out of this module's globals, where
+    it would stand in for the builtin."""
+    if name == "isinstance":
+        from .torchscript import isinstance as typed_isinstance
+        return typed_isinstance
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _decorate(mode: str, fn, kw):

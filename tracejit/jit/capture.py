@@ -86,22 +86,22 @@ class Capture:
     def _capture_for(self, args, leaves, spec, gm):
         """Capture and cache an entry for this call (under the lock): (entry, the dynamic-dim
         state to restore if its first run fails), or (None, None) past the recompile limit."""
-        self._stats["misses"] += 1
         names = self._leaf_names(args, spec)
         descs = self._describe(leaves, names)
         reasons = self._recompile_reasons(descs, spec, gm, leaves)
+        if config.stance_declines(self, reasons):   # (torch.compiler.set_stance)
+            return None, None
+        self._stats["misses"] += 1
         if self._stats["compiles"] >= self._limit:
             self._note_reasons(reasons)
             if not self._fell_back:
                 self._fell_back = True
                 self._stats["eager_fallbacks"] += 1
-                msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs "
-                       f"eagerly for new input signatures. Last reasons: "
-                       f"{'; '.join(self._stats['recompile_reasons'][-3:])}. "
+                msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs eagerly "
+                       f"for new input signatures. Last reasons: {'; '.join(self._stats['recompile_reasons'][-3:])}. "
                        f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
                 self._stats["fallback_reason"] = msg
-                # One warning, attributed to the user's calling line (not to this file);
-                # the recompiles topic logs it too when enabled.
+                # One warning, at the user's calling line; the recompiles topic logs it too
                 warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
                 config.topic("recompiles").info(msg)
             return None, None

@@ -155,10 +155,16 @@ def install_elementwise(provider) -> None:
 _tier0 = threading.local()
 
 
-# How many threads are inside a `serving_tier0` block: autograd/node.py reads it at every
-# recorded op (a list's item: cheaper than the thread-local when no tier 0 runs anywhere).
+# How many threads are inside a `serving_tier0` block or saved-tensor hooks: autograd/node.py
+# reads it at every recorded op (a list's item: cheaper than the thread-local when unused).
 TIER0_THREADS = [0]
 _tier0_count_lock = threading.Lock()
+
+
+def count_tier0_thread(delta: int) -> None:
+    """A thread enters (+1) or leaves (-1) a block whose recorded nodes are special."""
+    with _tier0_count_lock:
+        TIER0_THREADS[0] += delta
 
 
 class serving_tier0:
@@ -170,15 +176,13 @@ class serving_tier0:
     def __enter__(self):
         depth = _tier0.depth = getattr(_tier0, "depth", 0) + 1
         if depth == 1:
-            with _tier0_count_lock:
-                TIER0_THREADS[0] += 1
+            count_tier0_thread(1)
         return self
 
     def __exit__(self, *exc):
         _tier0.depth -= 1
         if not _tier0.depth:
-            with _tier0_count_lock:
-                TIER0_THREADS[0] -= 1
+            count_tier0_thread(-1)
         return False
 
 

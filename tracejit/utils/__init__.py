@@ -1,10 +1,11 @@
 """``tracejit.utils``: helpers outside the core (``tracejit.utils.data`` and
-``tracejit.utils.checkpoint``, like ``torch.utils.data`` and ``torch.utils.checkpoint``;
+``tracejit.utils.checkpoint``, like ``torch.utils.data`` and ``torch.utils.checkpoint``; ``_pytree``,
+``benchmark``;
 ``model_zoo.load_url``, ``hooks.RemovableHandle`` and ``dlpack`` where code finds them)."""
 from .. import hub as _hub
 from .._path_modules import path_module as _path_module
 from ..nn.module import RemovableHandle as _RemovableHandle
-from . import checkpoint, data  # noqa: F401
+from . import _pytree, benchmark, checkpoint, data  # noqa: F401
 
 model_zoo = _path_module(__name__ + ".model_zoo", "``torch.utils.model_zoo``: the hub's checkpoint loader.",
                          {"load_url": _hub.load_state_dict_from_url})

@@ -11,9 +11,13 @@ numbers and gradients everywhere, ``autograd.grad`` and compiled steps included 
 step plans its own memory), without freeing the activations in eager mode. A function that
 updated its modules' buffers runs once more in the backward pass for those updates, as
 PyTorch's eager recomputation does (a compiled step updates them once, as torch.compile's).
+Selective checkpointing (``context_fn=partial(create_selective_checkpoint_contexts,
+policy)``) is then met whatever the policy: every activation is kept.
 """
 from __future__ import annotations
 
+import contextlib
+import enum
 import warnings
 import weakref
 from typing import Any, Callable
@@ -25,7 +29,50 @@ from ..ops import random as _random
 from ..ops import registry as _reg
 from ..tensor import Tensor
 
-__all__ = ["checkpoint", "checkpoint_sequential"]
+__all__ = ["checkpoint", "checkpoint_sequential", "detach_variable", "noop_context_fn", "CheckpointError",
+           "CheckpointPolicy", "create_selective_checkpoint_contexts", "set_checkpoint_early_stop",
+           "set_checkpoint_debug_enabled"]
+
+
+class CheckpointError(RuntimeError):
+    """A recomputation that differs from the forward (PyTorch's class, for ``except``)."""
+
+
+class CheckpointPolicy(enum.Enum):
+    MUST_SAVE = 0
+    PREFER_SAVE = 1
+    MUST_RECOMPUTE = 2
+    PREFER_RECOMPUTE = 3
+    MUST_CPU_OFFLOAD = 4
+    PREFER_CPU_OFFLOAD = 5
+
+
+def noop_context_fn() -> tuple:
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mutation: bool = False) -> tuple:
+    """The (forward, recompute) contexts of selective checkpointing: nothing to do here,
+    where a non-reentrant checkpoint keeps every activation (see the module docstring)."""
+    if not (callable(policy_fn_or_list) or isinstance(policy_fn_or_list, list)):
+        raise TypeError("policy_fn_or_list must be either a function or a list of ops.")
+    return noop_context_fn()
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable: bool):
+    """A recomputation stops early or not: the values are the same either way."""
+    yield
+
+
+set_checkpoint_debug_enabled = set_checkpoint_early_stop
+
+
+def detach_variable(inputs: tuple) -> tuple:
+    """`inputs` with each tensor detached, keeping whether it requires grad."""
+    if not isinstance(inputs, tuple):
+        raise RuntimeError(f"Only tuple of tensors is supported. Got Unsupported input type: {type(inputs).__name__}")
+    return tuple(x.detach().requires_grad_(x.requires_grad) if isinstance(x, Tensor) else x for x in inputs)
 
 
 class _Recompute(Function):
