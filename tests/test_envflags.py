@@ -115,8 +115,7 @@ INTERNAL = [s.name for s in envflags.SWITCHES.values()
 
 
 # switches the compiled LSTM LM's gradients are held to across (the last test below)
-_LSTM_SWITCHES = ["TRACEJIT_LSTM_COTANGENT_ROWS", "TRACEJIT_SCATTER_PRODUCTS",
-                  "TRACEJIT_CHUNK_NESTED_PAIRS"]
+_LSTM_SWITCHES = ["TRACEJIT_SCATTER_PRODUCTS", "TRACEJIT_CHUNK_NESTED_PAIRS"]
 
 
 @pytest.mark.parametrize("name", INTERNAL)

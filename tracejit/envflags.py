@@ -108,8 +108,6 @@ SWITCHES: dict = {s.name: s for s in (
            "tracejit/compiler/cpu/runtime/coreshare.py"),
     Switch("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP", "1", "0: the LSTM backward's hidden weight gradient is "
            "one GEMM after its loop", "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
-    Switch("TRACEJIT_LSTM_COTANGENT_ROWS", "1", "0: the LSTM backward copies a permuted cotangent first",
-           "tracejit/compiler/cpu/kernels/recurrent_layers.py"),
     Switch("TRACEJIT_RESTART_COUNT", "0", "set by python -m tracejit.distributed.run in every rank: which "
            "attempt this is (0 first, then 1, 2, ... after failures)", _GUIDE + "distributed.md"),
     Switch("TRACEJIT_MAX_RESTARTS", "0", "set by python -m tracejit.distributed.run in every rank: its "

@@ -129,43 +129,6 @@ def test_split_loops_equal_one_thread_and_the_numpy_forms(monkeypatch, dtype, re
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("full", [False, True], ids=["dh", "dh,dc"])
-@pytest.mark.parametrize("memory", ["LNH", "NLH"])
-@pytest.mark.parametrize("H,nth", [(9, 1), (48, 1), (48, 2)])
-def test_a_cotangent_of_rows_is_read_as_rows(monkeypatch, dtype, full, memory, H, nth):
-    """A cotangent d_y (L, Hy, N) that is a permuted view of rows, (L, N, Hy) or (N, L, Hy) in
-    memory (a layer's usual cotangent: the gradient of nn/recurrent._time_major_rows' copy),
-    goes to the whole-loop backward as those rows (recurrent_layers.D_Y_AS_ROWS; no copy to
-    (L, H, N) first): the same bits as its C-contiguous copy, on one thread and split."""
-    from tracejit.compiler.cpu.kernels import loop_split
-    monkeypatch.setattr(loop_split, "threads", lambda hidden, quantum=loop_split.QUANTUM, work=0: nth)
-    _loaded(dtype)
-    r = np.random.default_rng(12)
-    L, N = 5, 19                    # N: the register transposes' blocks and a rest
-    hy = 2 * H if full else H
-    a = lambda *s: (r.standard_normal(s) * 2.0).astype(dtype)   # noqa: E731
-    x, wx, w, b, h0, c0 = a(L, N, 7), a(4 * H, 7) * 0.2, a(4 * H, H) * 0.2, a(4 * H), a(H, N), a(H, N)
-    z = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER.run, x, wx, w, b, h0, c0)
-    rows = a(L, N, hy) if memory == "LNH" else a(N, L, hy).transpose(1, 0, 2)
-    d_y = rows.transpose(0, 2, 1)
-    assert recurrent_layers._rows_view(d_y)
-    seen = []
-    real = recurrent_layers._rows_view
-    monkeypatch.setattr(recurrent_layers, "_rows_view", lambda v: seen.append(real(v)) or seen[-1])
-    args = lambda dy: (dy, a(H, N), a(H, N), x, wx, w, b, h0, c0, z)   # noqa: E731
-    state = r.bit_generator.state
-    viewed = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args(d_y))
-    r.bit_generator.state = state                        # the same d h_n, d c_n
-    copied = _run(monkeypatch, "layer", lstm_prim.LSTM_LAYER_BACKWARD.run, *args(np.ascontiguousarray(d_y)))
-    assert seen == [True, False]
-    np.testing.assert_array_equal(viewed, copied)
-    r.bit_generator.state = state
-    rn = _run(monkeypatch, False, lstm_prim.LSTM_LAYER_BACKWARD.run, *args(d_y))
-    tol = dict(rtol=5e-5, atol=5e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
-    np.testing.assert_allclose(viewed, rn, rtol=tol["rtol"], atol=tol["atol"] * np.abs(rn).max())
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("H", [16, 48], ids=["one 16-column tile", "32+16 columns"])
 @pytest.mark.parametrize("L", [1, 7])

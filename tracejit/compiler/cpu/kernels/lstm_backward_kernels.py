@@ -52,21 +52,18 @@ def step_back_part(zf, cp, dhf, dcf, y, full, dg, dco, k0, k1):
 # marked done once its gate gradients are written; its rows of G, db and (`with_dw`)
 # dW += dg h_prev^T come after the mark, off the critical path, in step order per half
 # (`wait_turn`). Each tile sums the same terms whoever does the half: one thread's bits.
-# With `rows` the output cotangent comes as (L, N, H) rows and each half transposes its
-# units of the step's block in registers.
 _BACKWARD_LAYER = _BACKWARD_STEP + """
 # {product}
 # {meeting}
 
 
 @njit("void(" + RO3 + ", " + RO3 + ", " + RO2 + ", " + RO2 + ", " + RO2 + ", {t}[:, ::1], {t}[:, :, ::1], "
-      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, boolean, int64, "
+      "{t}[:, :, ::1], {t}[:, :, ::1], {t}[::1], {t}[:, ::1], {t}[::1], boolean, boolean, int64, "
       "int64, int64[::1], int64[::1], {t}[:, ::1], {t}[:, ::1], int64[::1])", cache=CACHE, error_model='numpy',
       boundscheck=False, nogil=True, no_rewrites=True)   # (no_rewrites: as the forward loop's)
-def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, fns, ht, yt, mv):
+def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, nth, sync, fns, ht, yt, mv):
     \"\"\"the layer's backward loop (ops/lstm_prim.py): from Z (L, 6H, N), d_y (L, H, N)
-    or (L, 2H, N) (with `rows`: as rows, (L, N, H) or (L, N, 2H)) and w = W (4H, H), with
-    dh[:H] = d h_n (dh: panel_rows(H) rows) and
+    or (L, 2H, N) and w = W (4H, H), with dh[:H] = d h_n (dh: panel_rows(H) rows) and
     dcs[0] = d c_n on entry: every step's gate gradient G (L, N, 4H), db (4H,), and
     d h0 in dh[:H], d c0 in dcs[L % 2]; with `with_dw` (H a multiple of 16) also
     dw (4H, H) = sum_t dg_t h_prev(t)^T (h0 the first h_prev), step by step; dgs (2, 4H, N)
@@ -77,12 +74,10 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
     four, hh = w.shape
     n = dgs.shape[2]
     s = hh * n
-    hy = d_y.shape[2] if rows else d_y.shape[1]
-    full = hy != hh
+    full = d_y.shape[1] != hh
     Zf = Z.reshape(L, 6 * s)
     dhf = dh.reshape(-1)
     # ht: this thread's h_prev^T (with_dw); yt: its units of the step's output cotangent
-    # (with `rows` read transposed from d_y's step block, else its rows copied)
     y = yt.reshape(-1)
     st = part(mv, 0, 3)                                # the thread's meeting state
     hv = part(mv, 3, 4)                                # `next_half`'s answer (by address)
@@ -113,14 +108,10 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
                 call_at(fns[2], panel_pack_t, (w, wp, u0 // PMR, (u1 + PMR - 1) // PMR, 0, four))
             if r < L:
                 dc_in, dc_out = dcs[r % 2].reshape(-1), dcs[(r + 1) % 2].reshape(-1)
+                yf = d_y[t].reshape(-1)
                 for piece in range(2 if full else 1):   # h's cotangent, then c's
-                    if rows:
-                        # (`panel_transpose` at its address fns[3])
-                        call_at(fns[3], panel_transpose, (d_y[t], 0, n, piece * hh + u0, piece * hh + u1, yt, False))
-                    else:
-                        yf = d_y[t].reshape(-1)
-                        for e in range((piece * hh + u0) * n, (piece * hh + u1) * n):
-                            y[e] = yf[e]
+                    for e in range((piece * hh + u0) * n, (piece * hh + u1) * n):
+                        y[e] = yf[e]
                 if r >= 2:
                     # dg's buffer rows are read after step r - 2's mark, maybe by a late thread
                     call_at(fns[5], meet_wait_turn, (sync, half, r - 1))
@@ -157,10 +148,10 @@ def loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows,
         call_at(fns[5], meet_wait_turn, (sync, h, L))
 
 
-def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync):
+def kernel(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, nth, sync):
     # the loop's scratch made here, one set per thread's call (as the forward's `kernel`)
     n = dgs.shape[2]
-    loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, rows, q, nth, sync, _FNS,
-         np.empty((n, w.shape[1]), Z.dtype), np.empty((d_y.shape[2] if rows else d_y.shape[1], n), Z.dtype),
+    loop(Z, d_y, c0, h0, w, dh, dcs, dgs, G, db, dw, wp, reverse, with_dw, q, nth, sync, _FNS,
+         np.empty((n, w.shape[1]), Z.dtype), np.empty((d_y.shape[1], n), Z.dtype),
          np.array(MEET_STATE, np.int64))
 """

@@ -91,18 +91,6 @@ def lstm_layer(x, wx, w, b, h0, c0, reverse=False):
 _weight_grad_in_loop = envflags.flag("TRACEJIT_LSTM_WEIGHT_GRAD_IN_LOOP")   # (the switch: tests, A/B measurements)
 
 
-# Whether the whole-loop backward reads a cotangent that is a permuted view of (L, N, H)
-# rows as those rows (`_rows_view`, transposed per step in the kernel) rather than copying
-# it to (L, H, N) first: a layer's cotangent usually arrives so.
-_cotangent_rows = envflags.flag("TRACEJIT_LSTM_COTANGENT_ROWS")   # (the switch: tests, A/B measurements)
-def _rows_view(d_y) -> bool:
-    """d_y (L, Hy, N) is not C-contiguous but its rows (L, N, Hy) are read along Hy with unit
-    stride (a (N, L, Hy) layout too: ``readonly`` then copies whole rows, not elements)."""
-    if d_y.flags.c_contiguous or d_y.shape[2] < 2:
-        return False
-    return d_y.strides[1] == d_y.itemsize
-
-
 def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     L, six, N = Z.shape
     H = six // 6
@@ -127,10 +115,9 @@ def lstm_layer_backward(d_y, d_hn, d_cn, x, wx, w, b, h0, c0, Z, reverse=False):
     # d W inside the loop (each step's outer product while its gate gradient is in cache:
     # no GEMM after the loop)
     in_loop = _weight_grad_in_loop() and H % 16 == 0 and L > 0
-    rows = _cotangent_rows() and _rows_view(d_y)
-    args = (ro(Z), ro(d_y.transpose(0, 2, 1) if rows else d_y), ro(c0), ro(h0), ro(w), dh, dcs,
-            np.empty((2, 4 * H, N), dtype=dt), G, db, dw if in_loop else np.empty((1, 1), dt),
-            np.empty(panel_size(H, 4 * H, name), dtype=dt), bool(reverse), in_loop, rows)
+    args = (ro(Z), ro(d_y), ro(c0), ro(h0), ro(w), dh, dcs, np.empty((2, 4 * H, N), dtype=dt), G, db,
+            dw if in_loop else np.empty((1, 1), dt), np.empty(panel_size(H, 4 * H, name), dtype=dt),
+            bool(reverse), in_loop)
     _split.run(layer, args, nth)
     return finish_backward(np, res, off, G, Z, h0, (dh[:H], dcs[L % 2]), order, db_done=True, dw_done=in_loop)
 
