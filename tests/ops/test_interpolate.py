@@ -130,3 +130,9 @@ def test_area_to_an_empty_size_is_empty_like_pytorch(kw):
     np.testing.assert_array_equal(xj.grad.numpy(), np.zeros_like(x))
     with pytest.raises(ValueError, match="output sizes should be greater than 0"):
         F.interpolate(tj.tensor(x), mode="bilinear", **kw)
+
+
+def test_size_as_a_0d_tensor():
+    # DDSP's upsample: size=signal.shape[-1] * factor, factor a registered 0-d buffer
+    want = TF.interpolate(torch.tensor(X1), size=torch.tensor(7) * 2).numpy()
+    np.testing.assert_allclose(F.interpolate(tj.tensor(X1), size=tj.tensor(7) * 2).numpy(), want, rtol=1e-12)

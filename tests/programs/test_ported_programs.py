@@ -67,7 +67,8 @@ LSTMCells, packed encoder, postnet), BERT masked-LM pretraining (80/10/10 maskin
 decoder tied to the embeddings), RotatE and ComplEx on complex tensors with self-adversarial negatives,
 SchNet's continuous-filter convolutions with forces by create_graph, a Decision
 Transformer, Informer's ProbSparse attention with distilling, and timm's ModelEmaV3,
-Mixup, NativeScaler and a mid-epoch resume) run unchanged
+Mixup, NativeScaler and a mid-epoch resume, Conv-TasNet under permutation-invariant SI-SNR,
+DDSP's harmonic synthesizer under a multi-scale STFT loss) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -141,7 +142,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_gatswa.py", "prog_yolo.py", "prog_r2plus1d.py", "prog_convlstm.py",
             "prog_hrnet.py",
             "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
-            "prog_timmutil.py", "prog_fno.py"]
+            "prog_timmutil.py", "prog_fno.py",
+            "prog_convtasnet.py", "prog_ddsp.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -206,7 +208,8 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # four in training, and generation without targets
                 "prog_convlstm.py": 5,
                 # RotatE and ComplEx, each on positives, head- and tail-batch negatives
-                "prog_kge.py": 6}
+                "prog_kge.py": 6,
+                "prog_convtasnet.py": 3}   # the separator training and in eval; the PIT loss
 
 
 def _run(framework, mode, weights, programs):
