@@ -69,7 +69,9 @@ SchNet's continuous-filter convolutions with forces by create_graph, a Decision
 Transformer, Informer's ProbSparse attention with distilling, and timm's ModelEmaV3,
 Mixup, NativeScaler and a mid-epoch resume, Conv-TasNet under permutation-invariant SI-SNR,
 DDSP's harmonic synthesizer under a multi-scale STFT loss, an RNN-Transducer's lattice loss,
-SASRec's causal self-attention over padded item sequences) run unchanged
+SASRec's causal self-attention over padded item sequences, DCN-V2 and DeepFM on
+weighted EmbeddingBags under two optimizers, skip-gram word2vec with SparseAdam and A2C with
+GAE) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -144,7 +146,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_hrnet.py",
             "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
             "prog_timmutil.py", "prog_fno.py",
-            "prog_convtasnet.py", "prog_ddsp.py", "prog_rnnt.py", "prog_sasrec.py"]
+            "prog_convtasnet.py", "prog_ddsp.py", "prog_rnnt.py", "prog_sasrec.py",
+            "prog_dcnfm.py", "prog_w2v_a2c.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -214,7 +217,11 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_rnnt.py": 3,   # the transducer training and in eval; the lattice loop
                 # SASRec's id arrays are numpy, constants of each capture: one capture a batch
                 # (torch.compile traces numpy operations on them: one graph)
-                "prog_sasrec.py": 4}
+                "prog_sasrec.py": 4,
+                # three CTR models, each static, then its bags' lengths dynamic (a coincidence
+                # of two lengths at capture guarded: a fourth once), then in eval
+                "prog_dcnfm.py": 10,
+                "prog_w2v_a2c.py": 3}   # skip-gram; the actor-critic with and without grad
 
 
 def _run(framework, mode, weights, programs):
