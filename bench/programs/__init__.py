@@ -71,6 +71,9 @@ PROGRAMS = {
     "schnet": "SchNet on 16 molecules: cdist radius graph, index_add_ filter convs, forces by create_graph",
     "rotate": "RotatE: view_as_complex entities, polar rotations, |h*r - t| scores, self-adversarial negatives",
     "informer": "Informer: ProbSparse attention (sampled keys, topk queries, scatter into context), distilling",
+    "convtasnet": "Conv-TasNet, 1 s at 8 kHz: depthwise dilated Conv1d, PReLU, global LayerNorm, PIT SI-SNR",
+    "ddsp": "DDSP: harmonic synth (cumsum phase, sin), FFT-convolved noise, 4-scale torch.stft loss",
+    "rnnt": "RNN-Transducer: broadcast joint network, loss by in-place writes over a 20x7 lattice",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
