@@ -74,6 +74,9 @@ PROGRAMS = {
     "dino": "DINO: ViT student and EMA teacher, multi-crop grouped by unique_consecutive, centering",
     "hashsdf": "hash-grid SDF: 8 levels of int64 XOR-hashed Embeddings, trilinear, eikonal by create_graph",
     "dnc": "Differentiable Neural Computer: sorted-usage allocation by cumprod/scatter, links, 13 steps",
+    "convtasnet": "Conv-TasNet, 1 s at 8 kHz: depthwise dilated Conv1d, PReLU, global LayerNorm, PIT SI-SNR",
+    "ddsp": "DDSP: harmonic synth (cumsum phase, sin), FFT-convolved noise, 4-scale torch.stft loss",
+    "rnnt": "RNN-Transducer: broadcast joint network, loss by in-place writes over a 20x7 lattice",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

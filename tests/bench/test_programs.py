@@ -41,7 +41,8 @@ def _losses(framework: str, program: str) -> list:
                                      "textcnn", "kws", "ntm", "bbb", "sage", "conformer", "stylegan",
                                      "raft", "densenet", "hifigan",
                                      "txl", "dlrm", "yolo", "r2plus1d", "convlstm",
-                                     "schnet", "rotate", "informer"])
+                                     "schnet", "rotate", "informer",
+                                     "convtasnet", "ddsp", "rnnt"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)

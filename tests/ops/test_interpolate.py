@@ -138,3 +138,9 @@ def test_an_unchanged_size_gives_a_new_tensor(mode):
     out = F.interpolate(x[:, :, 1:4, 1:4], size=(3, 3), mode=mode)
     out.add_(1.0)   # (PyTorch's kernels write a new tensor: the input is not changed)
     assert x.sum().item() == 0.0 and out.is_contiguous()
+
+
+def test_size_as_a_0d_tensor():
+    # DDSP's upsample: size=signal.shape[-1] * factor, factor a registered 0-d buffer
+    want = TF.interpolate(torch.tensor(X1), size=torch.tensor(7) * 2).numpy()
+    np.testing.assert_allclose(F.interpolate(tj.tensor(X1), size=tj.tensor(7) * 2).numpy(), want, rtol=1e-12)

@@ -149,3 +149,16 @@ def test_prod_second_derivative_with_two_zeros_matches_pytorch(row):
     for (a, b), (c, d) in zip(got[2:], got[:2]):
         np.testing.assert_allclose(a, c, rtol=1e-6)
         np.testing.assert_allclose(b, d, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "cumprod"])
+def test_float32_running_sums_and_products_accumulate_as_pytorchs(op):
+    # a synthesizer's phase: the running sum of 2048 float32 increments (PyTorch's CPU
+    # kernels carry it in double precision; a float32 carry drifts by ~1e-4)
+    x = np.random.default_rng(0).uniform(0.99, 1.01, (3, 2048)).astype(np.float32)
+    for a, dim in ((x, 1), (x.T.reshape(64, 32, 3), 0)):   # along the last dim and another
+        for compiled in (False, True):
+            f = (lambda t: getattr(tj, op)(t, dim))
+            got = (tj.compile(f) if compiled else f)(tj.tensor(a))
+            assert got.dtype == tj.float32
+            np.testing.assert_array_equal(got.numpy(), getattr(torch, op)(torch.tensor(a), dim).numpy())

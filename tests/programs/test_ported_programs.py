@@ -69,7 +69,11 @@ SchNet's continuous-filter convolutions with forces by create_graph, a Decision
 Transformer, Informer's ProbSparse attention with distilling, and timm's ModelEmaV3,
 Mixup, NativeScaler and a mid-epoch resume; DINO's multi-crop self-distillation, SwAV and
 Barlow Twins, PointNet's T-Nets, a hash-grid SDF under an eikonal loss, a Differentiable
-Neural Computer, EGNN's rollout and xLSTM's mLSTM) run unchanged
+Neural Computer, EGNN's rollout and xLSTM's mLSTM, Conv-TasNet under permutation-invariant SI-SNR,
+DDSP's harmonic synthesizer under a multi-scale STFT loss, an RNN-Transducer's lattice loss,
+SASRec's causal self-attention over padded item sequences, DCN-V2 and DeepFM on
+weighted EmbeddingBags under two optimizers, skip-gram word2vec with SparseAdam and A2C with
+GAE) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -149,7 +153,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_bertmlm.py", "prog_kge.py", "prog_schnet.py", "prog_dtrans.py", "prog_informer.py",
             "prog_timmutil.py", "prog_fno.py",
             "prog_dino.py", "prog_swav.py", "prog_pointnet.py", "prog_hashsdf.py", "prog_dnc.py",
-            "prog_egnn.py", "prog_xlstm.py"]
+            "prog_egnn.py", "prog_xlstm.py",
+            "prog_convtasnet.py", "prog_ddsp.py", "prog_rnnt.py", "prog_sasrec.py",
+            "prog_dcnfm.py", "prog_w2v_a2c.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -220,7 +226,16 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # the rollout's first step (inputs without grad), the later ones; eval
                 "prog_egnn.py": 3,
                 # training, the parallel form in eval; the recurrent step
-                "prog_xlstm.py": 3}
+                "prog_xlstm.py": 3,
+                "prog_convtasnet.py": 3,   # the separator training and in eval; the PIT loss
+                "prog_rnnt.py": 3,   # the transducer training and in eval; the lattice loop
+                # SASRec's id arrays are numpy, constants of each capture: one capture a batch
+                # (torch.compile traces numpy operations on them: one graph)
+                "prog_sasrec.py": 4,
+                # three CTR models, each static, then its bags' lengths dynamic (a coincidence
+                # of two lengths at capture guarded: a fourth once), then in eval
+                "prog_dcnfm.py": 10,
+                "prog_w2v_a2c.py": 3}   # skip-gram; the actor-critic with and without grad
 
 
 def _run(framework, mode, weights, programs):

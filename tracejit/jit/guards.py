@@ -228,8 +228,10 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
         else:
             if not (o.value is n.value or _same_value(o.value, n.value)):
                 if o.value is not None and not isinstance(o.value, bool) and not _eq_comparable(o.value):
+                    why = ("a different numpy array: arrays are constants of a capture, pass tensors to "
+                           "reuse it" if isinstance(n.value, np.ndarray) else "a different object")
                     reasons.append(f"input {o.name!r}: identity guard failed: {_short(o.value)} -> "
-                                   f"{_short(n.value)} (a different object)")
+                                   f"{_short(n.value)} ({why})")
                 else:
                     reasons.append(f"input {o.name!r}: value guard failed: {o.value!r} -> {n.value!r}")
     return reasons

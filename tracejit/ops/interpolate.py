@@ -105,7 +105,8 @@ def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     sf = None
     if size is not None:
-        outsz = [int(size)] * nsp if isinstance(size, int) else [int(v) for v in size]
+        # one number for every dim: an int or a 0-d tensor (a size computed from a buffer)
+        outsz = [int(size)] * nsp if np.ndim(size) == 0 else [int(v) for v in size]
         if len(outsz) != nsp:
             raise ValueError(f"interpolate: size {tuple(size)} should have one entry per spatial dim of "
                              f"input {tuple(input.shape)} ({nsp})")
