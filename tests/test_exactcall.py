@@ -49,7 +49,10 @@ def test_axis_alias_matches_torch(k):
     call = CALLS[k]
     want = call(torch, torch.tensor(X), torch.tensor(IDX)).numpy()
     got = call(tj, tj.tensor(X), tj.tensor(IDX)).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-6)   # (logcumsumexp: an ulp)
+    if k == 21:   # (logcumsumexp: an ulp apart; every other call exactly torch's)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("k", [0, 1, 5, 11, 15, 20, 22, 25])

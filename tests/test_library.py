@@ -31,7 +31,7 @@ def _numpy_sin(m, ns):
 
 def test_custom_op_with_autograd_matches_torch():
     got = []
-    for m, ns in ((torch, "api27_torch"), (tj, "api27_tj")):
+    for m, ns in ((torch, "libtest_torch"), (tj, "libtest_tj")):
         op = _numpy_sin(m, ns)
         x = m.tensor([0.1, 0.5, 1.0], requires_grad=True)
         y = op(x, scale=2.0)
@@ -41,30 +41,30 @@ def test_custom_op_with_autograd_matches_torch():
             pytest.approx(np.sin([0.1, 0.5, 1.0]).tolist())
     for a, b in zip(*got):
         np.testing.assert_allclose(b, a, rtol=1e-6)
-    f = tj.compile(lambda v: tj.ops.api27_tj.numpy_sin(v) + 1)   # (a numpy kernel: runs eagerly)
+    f = tj.compile(lambda v: tj.ops.libtest_tj.numpy_sin(v) + 1)   # (a numpy kernel: runs eagerly)
     with pytest.warns(RuntimeWarning, match="cannot be captured"):
         out = f(tj.tensor([0.5]))
     assert out.item() == pytest.approx(np.sin(0.5) + 1)
 
 
 def test_library_define_and_impl_per_device():
-    lib = tj.library.Library("api27_lib", "DEF")
+    lib = tj.library.Library("libtest_lib", "DEF")
     lib.define("twice(Tensor x) -> Tensor")
-    with pytest.raises(NotImplementedError, match="api27_lib::twice: no implementation"):
-        tj.ops.api27_lib.twice(tj.ones(2))
+    with pytest.raises(NotImplementedError, match="libtest_lib::twice: no implementation"):
+        tj.ops.libtest_lib.twice(tj.ones(2))
 
-    @tj.library.impl("api27_lib::twice", "cpu")
+    @tj.library.impl("libtest_lib::twice", "cpu")
     def twice(x):
         return x * 2
-    assert tj.ops.api27_lib.twice(tj.ones(2)).tolist() == [2.0, 2.0]
+    assert tj.ops.libtest_lib.twice(tj.ones(2)).tolist() == [2.0, 2.0]
     lib.impl("twice", lambda x: x * 3, "CPU")
-    assert tj.ops.api27_lib.twice(tj.ones(1)).tolist() == [3.0]
+    assert tj.ops.libtest_lib.twice(tj.ones(1)).tolist() == [3.0]
 
 
 def test_bad_names_and_unknown_ops_are_refused():
     with pytest.raises(ValueError, match="of the form 'namespace::op_name', got 'no_namespace'"):
         tj.library.custom_op("no_namespace", mutates_args=())
-    with pytest.raises(ValueError, match="no custom op 'api27_x::missing' is defined"):
-        tj.library.register_fake("api27_x::missing", lambda x: x)
+    with pytest.raises(ValueError, match="no custom op 'libtest_x::missing' is defined"):
+        tj.library.register_fake("libtest_x::missing", lambda x: x)
     with pytest.raises(ValueError, match="kind must be 'DEF', 'IMPL' or 'FRAGMENT'"):
-        tj.library.Library("api27_y", "NEW")
+        tj.library.Library("libtest_y", "NEW")

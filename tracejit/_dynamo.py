@@ -23,6 +23,7 @@ import sys as _sys
 from typing import Any, Callable, Optional
 
 from ._path_modules import path_module as _path_module
+from .compiler import allow_in_graph, assume_constant_result, disable, is_compiling, list_backends, reset
 from .jit.compiled_module import CompiledModule as OptimizedModule   # (isinstance checks; ``._orig_mod``)
 from .jit.config import set_stance
 
@@ -66,9 +67,7 @@ __path__: list = []
 _sys.modules[__name__ + ".config"] = config
 
 
-def reset() -> None:
-    from .compiler import reset as _reset
-    _reset()
+disallow_in_graph = allow_in_graph   # (`fn` itself: a capture traces through whatever it calls)
 
 
 def mark_dynamic(t, index, *, min: Optional[int] = None, max: Optional[int] = None) -> None:  # noqa: A002
@@ -83,38 +82,8 @@ def mark_static_address(t, guard: bool = True) -> None:
     """A hint for CUDA graphs, which tracejit does not make: nothing to do."""
 
 
-def list_backends(exclude_tags=("debug", "experimental")) -> list:
-    """The backend names ``tracejit.compile`` takes, less the debugging ones (as torch's)."""
-    from .jit.compile_api import BACKENDS
-    from .jit.backend import _registered
-    debug = {"eager", "aot_eager", "interpret"} if exclude_tags and "debug" in exclude_tags else set()
-    return sorted(({n for n in BACKENDS if n is not None} | set(_registered)) - debug)
-
-
-def disallow_in_graph(fn: Callable) -> Callable:
-    """`fn` itself: a capture traces through whatever it calls."""
-    return fn
-
-
-assume_constant_result = disallow_in_graph
-
-
-def disable(fn: Optional[Callable] = None, recursive: bool = True):
-    from .compiler import disable as _disable
-    return _disable(fn, recursive)
-
-
-def allow_in_graph(fn: Callable) -> Callable:
-    return fn
-
-
 def graph_break() -> None:
     """Nothing to split: a capture keeps going as one graph, with the same values."""
-
-
-def is_compiling() -> bool:
-    from .compiler import is_compiling as _is
-    return _is()
 
 
 @dataclasses.dataclass

@@ -55,13 +55,14 @@ _DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
 
 def set_deterministic_debug_mode(debug_mode) -> None:
     """0/"default": off; 1/"warn": deterministic, warn only; 2/"error": deterministic."""
-    mode = _DEBUG_MODES.get(debug_mode, debug_mode) if isinstance(debug_mode, str) else debug_mode
-    if isinstance(debug_mode, str) and debug_mode not in _DEBUG_MODES:
-        raise RuntimeError(f"invalid value of debug_mode, expected one of `default`, `warn`, `error`, "
-                           f"but got {debug_mode}")
-    if isinstance(mode, bool) or not isinstance(mode, int) or mode not in (0, 1, 2):
+    if isinstance(debug_mode, str):
+        if debug_mode not in _DEBUG_MODES:
+            raise RuntimeError(f"invalid value of debug_mode, expected one of `default`, `warn`, `error`, "
+                               f"but got {debug_mode}")
+        debug_mode = _DEBUG_MODES[debug_mode]
+    if isinstance(debug_mode, bool) or not isinstance(debug_mode, int) or debug_mode not in (0, 1, 2):
         raise RuntimeError(f"invalid value of debug_mode, expected 0, 1, or 2, but got {debug_mode}")
-    use_deterministic_algorithms(mode > 0, warn_only=mode == 1)
+    use_deterministic_algorithms(debug_mode > 0, warn_only=debug_mode == 1)
 
 
 def get_deterministic_debug_mode() -> int:

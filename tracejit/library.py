@@ -87,11 +87,11 @@ class CustomOpDef:
             return self._kernel(args)(*args, **kwargs)
         if self._autograd is None:
             self._sig = inspect.signature(self._fn or self._kernel(args))
+            self._kw_only = {n for n, p in self._sig.parameters.items() if p.kind is p.KEYWORD_ONLY}
             self._autograd = _autograd_function(self)
         bound = self._sig.bind(*args, **kwargs)
         bound.apply_defaults()
-        kinds = {n: p.kind for n, p in self._sig.parameters.items()}
-        kw = {n: v for n, v in bound.arguments.items() if kinds[n] is inspect.Parameter.KEYWORD_ONLY}
+        kw = {n: v for n, v in bound.arguments.items() if n in self._kw_only}
         # (as torch's: the keyword-only arguments travel as one last input, with no gradient)
         return self._autograd.apply(*[v for n, v in bound.arguments.items() if n not in kw], kw)
 
@@ -99,7 +99,7 @@ class CustomOpDef:
 def _autograd_function(op: CustomOpDef):
     """The ``autograd.Function`` running `op` with its registered backward."""
     from .autograd.function import Function
-    kw_only = any(p.kind is p.KEYWORD_ONLY for p in op._sig.parameters.values())
+    kw_only = bool(op._kw_only)
 
     class CustomOpFunction(Function):
         @staticmethod
@@ -152,8 +152,7 @@ def _op(op, who: str) -> CustomOpDef:
 
 
 def register_fake(op, func: Optional[Callable] = None, /, *, lib=None, _stacklevel: int = 1, allow_override=True):
-    return _op(op, "register_fake").register_fake(func) if func is not None else \
-        _op(op, "register_fake").register_fake
+    return _op(op, "register_fake").register_fake(func)
 
 
 impl_abstract = register_fake
@@ -178,7 +177,7 @@ def impl(qualname, types, func: Optional[Callable] = None, *, lib=None):
     devs = [types] if isinstance(types, str) else list(types)
     devs = [None if d.lower() in ("default", "compositeimplicitautograd", "compositeexplicitautograd", "autograd")
             else d.lower() for d in devs]
-    return op.register_kernel(devs, func) if func is not None else (lambda f: op.register_kernel(devs, f))
+    return op.register_kernel(devs, func)
 
 
 class Library:

@@ -134,7 +134,7 @@ def stft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length
     hop, win = _lengths(n_fft, hop_length, win_length, "stft")
     if return_complex is None and not input.dtype.is_complex and (window is None or not window.dtype.is_complex):
         raise ArgumentError("stft: return_complex must be given for real inputs (return_complex=True; "
-                         "return_complex=False is deprecated)")
+                            "return_complex=False is deprecated)")
     if input.ndim not in (1, 2):
         raise ShapeError(f"stft: expected a 1-D or 2-D (batch, time) input, got shape {tuple(input.shape)}")
     length = input.shape[-1]
@@ -209,7 +209,7 @@ def istft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_lengt
     env = env[start:stop]
     if env.size and np.abs(env).min() < 1e-11:
         raise ArgumentError("istft: the window's overlap-add has zeros (the window and hop_length do not "
-                         "satisfy the nonzero overlap-add condition)")
+                            "satisfy the nonzero overlap-add condition)")
     y = y[..., start:stop] / tensor(env.astype(y.dtype.to_real().np if y.dtype.is_complex else y.dtype.np),
                                     device=y.device)
     if end > total:

@@ -15,7 +15,7 @@ def test_timer_measurements_have_torchs_fields():
     seen = []
     b = t.blocked_autorange(callback=lambda n, s: seen.append(n), min_run_time=0.01)
     assert len(b.raw_times) >= 2 and sum(b.raw_times) >= 0.01 and seen == [b.number_per_run] * len(b.raw_times)
-    a = t.adaptive_autorange(threshold=10.0, min_run_time=0.005, max_run_time=1.0)
+    a = t.adaptive_autorange(threshold=10.0, min_run_time=0.005, max_run_time=60.0)
     assert len(a.raw_times) >= 3 and a.iqr <= 10.0 * a.median and a.mean > 0
 
 

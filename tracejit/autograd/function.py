@@ -40,8 +40,8 @@ class FunctionCtx:
             raise RuntimeError("saved_tensors: the graph this ctx belonged to has been freed")
         if node._freed:
             node._check_not_freed()
-        return tuple(None if s is None else s.value() if type(s) is PackedSaved else
-                     s.unpack(node, i, node._create_graph) for i, s in enumerate(self._saved))
+        return tuple(None if s is None else s.unpack(node, i, node._create_graph)
+                     for i, s in enumerate(self._saved))
 
     def mark_non_differentiable(self, *tensors) -> None:
         self._non_diff.update(id(t) for t in tensors)

@@ -117,13 +117,13 @@ class HookedPrimNode(PrimNode):
     def apply(self, grads, create_graph, retain_graph):
         packed, versions, out = _SAVED.__get__(self), self.versions, _OUT.__get__(self)
         if packed is not None:
-            plain = tuple(s.value() if type(s) is PackedSaved else s for s in packed)
+            plain = tuple(s.unpack() if type(s) is PackedSaved else s for s in packed)
             _SAVED.__set__(self, plain)
             self.versions = tuple(t._vbox[0] if type(s) is PackedSaved else v
                                   for s, t, v in zip(packed, plain, versions))
         if type(out) is PackedSaved:
             kept = [getattr(self, f) for f in _OUT_FIELDS] + [self._out_device]
-            t = out.value()
+            t = out.unpack()
             _OUT.__set__(self, t._data)
             self._out_box, self._out_v, self._out_dtype = t._vbox, t._vbox[0], t.dtype
             _OUT_DEVICE.__set__(self, t.device)

@@ -82,7 +82,8 @@ class PackedSaved:
     def __init__(self, t, hooks) -> None:
         self.packed, self.unpack_hook = hooks[0](t), hooks[1]
 
-    def value(self):
+    def unpack(self, node=None, index: int = 0, create_graph: bool = False):
+        """The unpack hook's tensor (as `SavedTensor.unpack`; the hook decides its graph)."""
         t = self.unpack_hook(self.packed)
         if not isinstance(t, Tensor):
             raise TypeError(f"saved_tensors_hooks: the unpack hook must return a tensor, got {type(t).__name__}")

@@ -70,8 +70,10 @@ def is_exporting() -> bool:
 
 
 def list_backends(exclude_tags=("debug", "experimental")) -> list:
-    from .._dynamo import list_backends as names
-    return names(exclude_tags)
+    """The backend names ``tracejit.compile`` takes, less the debugging ones (as torch's)."""
+    from ..jit.compile_api import BACKENDS
+    debug = {"eager", "aot_eager", "interpret"} if exclude_tags and "debug" in exclude_tags else set()
+    return sorted(({n for n in BACKENDS if n is not None} | set(_backend._registered)) - debug)
 
 
 def compile(*args, **kwargs):

@@ -179,24 +179,26 @@ class _PositiveDefinite(Constraint):
     event_dim = 2
 
     def check(self, value):
-        import numpy as np
-
-        from ..ops.creation import tensor
         a = value.detach().numpy()
         sym = np.isclose(a, np.swapaxes(a, -1, -2), atol=1e-6).all((-2, -1))
         with np.errstate(invalid="ignore"):
             ok = sym & (np.linalg.eigvalsh(np.where(sym[..., None, None], a, 0)).min(-1) > 0)
-        return tensor(ok)
+        return _tensor(ok)
 
 
-class _LowerCholesky(Constraint):
-    """Lower-triangular square matrices with a positive diagonal."""
+class _LowerTriangular(Constraint):
     event_dim = 2
 
     def check(self, value):
         from ..ops.tensorfns import tril
-        lower = (tril(value) == value).all(-1).all(-1)
-        return lower & (value.diagonal(0, -2, -1) > 0).all(-1)
+        return (tril(value) == value).all(-1).all(-1)
+
+
+class _LowerCholesky(_LowerTriangular):
+    """Lower-triangular square matrices with a positive diagonal."""
+
+    def check(self, value):
+        return super().check(value) & (value.diagonal(0, -2, -1) > 0).all(-1)
 
 
 class _CorrCholesky(_LowerCholesky):
@@ -283,16 +285,7 @@ class _PositiveSemidefinite(_Symmetric):
         ok = super().check(value)
         if not ok.all():
             return ok
-        a = value.detach().numpy()
-        return _tensor(np.linalg.eigvalsh(a).min(-1) >= 0.0)
-
-
-class _LowerTriangular(Constraint):
-    event_dim = 2
-
-    def check(self, value):
-        from ..ops.tensorfns import tril
-        return (tril(value) == value).all(-1).all(-1)
+        return _tensor(np.linalg.eigvalsh(value.detach().numpy()).min(-1) >= 0.0)
 
 
 class _Dependent(Constraint):

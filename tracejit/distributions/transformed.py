@@ -6,15 +6,9 @@ from __future__ import annotations
 from .. import ops as _ops
 from .discrete import Categorical
 from .distribution import Distribution
-from .transforms import Transform
+from .transforms import Transform, _sum_rightmost
 
 __all__ = ["TransformedDistribution", "MixtureSameFamily"]
-
-
-def _sum_rightmost(x, n: int):
-    for _ in range(n):
-        x = x.sum(-1)
-    return x
 
 
 class TransformedDistribution(Distribution):

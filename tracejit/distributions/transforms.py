@@ -20,6 +20,13 @@ def _softplus(x):
     return softplus(x)
 
 
+def _sum_rightmost(x, n: int):
+    """`x` summed over its `n` rightmost dims."""
+    for _ in range(n):
+        x = x.sum(-1)
+    return x
+
+
 class Transform:
     """Base: subclasses define ``_call``, ``_inverse`` and ``log_abs_det_jacobian``."""
     bijective = True

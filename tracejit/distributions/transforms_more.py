@@ -9,15 +9,11 @@ import math
 from .. import ops as _ops
 from . import constraints as C
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, StickBreakingTransform,
-                         Transform, identity_transform)
+                         Transform, _softplus, _sum_rightmost, identity_transform)
 
 __all__ = ["SoftmaxTransform", "SoftplusTransform", "AbsTransform", "ReshapeTransform", "IndependentTransform",
            "LowerCholeskyTransform", "PositiveDefiniteTransform", "CorrCholeskyTransform",
            "CumulativeDistributionTransform", "ConstraintRegistry", "biject_to", "transform_to"]
-
-
-def _sum_rightmost(x, n: int):
-    return x.reshape(tuple(x.shape[:x.dim() - n]) + (-1,)).sum(-1) if n else x
 
 
 class SoftmaxTransform(Transform):
@@ -25,8 +21,7 @@ class SoftmaxTransform(Transform):
     domain, codomain, bijective = C.real_vector, C.simplex, False
 
     def _call(self, x):
-        p = (x - x.amax(-1, keepdim=True)).exp()
-        return p / p.sum(-1, keepdim=True)
+        return _ops.softmax(x, -1)
 
     def _inverse(self, y):
         return y.log()
@@ -36,15 +31,13 @@ class SoftplusTransform(Transform):
     domain, codomain = C.real, C.positive
 
     def _call(self, x):
-        from ..nn.functional import softplus
-        return softplus(x)
+        return _softplus(x)
 
     def _inverse(self, y):
         return (-(-y).expm1()).log() + y
 
     def log_abs_det_jacobian(self, x, y):
-        from ..nn.functional import softplus
-        return -softplus(-x)
+        return -_softplus(-x)
 
 
 class AbsTransform(Transform):
@@ -178,9 +171,8 @@ class CorrCholeskyTransform(Transform):
         return (t.log1p() - (-t).log1p()) / 2
 
     def log_abs_det_jacobian(self, x, y):
-        from ..nn.functional import softplus
         stick = 0.5 * tril_matrix_to_vec(1 - (y * y).cumsum(-1), diag=-2).log().sum(-1)
-        return stick - 2 * (x + softplus(-2 * x) - math.log(2.0)).sum(-1)
+        return stick - 2 * (x + _softplus(-2 * x) - math.log(2.0)).sum(-1)
 
     def forward_shape(self, shape):
         d = round((0.25 + 2 * shape[-1]) ** 0.5 + 0.5)

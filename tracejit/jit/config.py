@@ -54,13 +54,15 @@ def is_eager() -> bool:
 
 
 _holds = [0]   # blocks, in any thread, that need every op recorded eagerly (saved-tensor hooks)
+_holds_lock = threading.Lock()
 
 
 def hold_eager(delta: int) -> None:
     """Enter (+1) or leave (-1) a block in which compiled functions run eagerly."""
     global _debug_switch_set
-    _holds[0] += delta
-    _debug_switch_set = (lambda: True) if _holds[0] or _stance == "force_eager" else _env_switch_set
+    with _holds_lock:   # (threads enter and leave hooks blocks at once: no lost count)
+        _holds[0] += delta
+        _debug_switch_set = (lambda: True) if _holds[0] or _stance == "force_eager" else _env_switch_set
 
 
 def stance() -> str:
