@@ -27,6 +27,7 @@ from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
 from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
+from ..size import Size
 from .side_effects import EffectLog
 from .state_writes import StateWrites
 from . import view_writes as _views
@@ -57,8 +58,8 @@ class Tracer(Tensor):
     __slots__ = ("_var", "_trace", "_view_src")
 
     @property
-    def shape(self) -> tuple:
-        return self._var.aval.shape
+    def shape(self) -> Size:
+        return tuple.__new__(Size, self._var.aval.shape)   # (its dims may be symbolic: `Sym`)
 
     @property
     def ndim(self) -> int:
