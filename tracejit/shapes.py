@@ -91,8 +91,23 @@ def _user_compares(d, depth: int) -> None:
 
 
 def data_sized(d) -> bool:
-    """Whether dim `d` involves a data-dependent size."""
-    return isinstance(d, Sym) and any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono)
+    """Whether dim `d` involves a data-dependent size (a quotient of one included)."""
+    return isinstance(d, Sym) and any(isinstance(x, DataSize) or isinstance(x, Derived) and data_sized(x.num)
+                                      for mono, _ in d.terms for x in mono)
+
+
+def _data_quotient(num: "Sym", den):
+    """``num // den`` of a data-dependent `num` by a positive `den`: a derived symbol taken as
+    >= 2 (as `DataSize`), named by its definition so equal quotients are one symbol. Where a
+    view needs it exact (``x[mask].view(b, -1, c)``), ops/host_steps.py checks it at run time."""
+    if isinstance(den, Sym) and (len(den.terms) != 1 or den.terms[0][1] <= 0 or data_sized(den)) \
+            or isinstance(den, int) and den <= 0:
+        return None
+    name = "q_" + f"{num}_by_{den}".translate(_NAMED)   # (an identifier: plans bind it by name)
+    return Sym.symbol(Derived(name, num, den), max(num.hint // hint(den), 2))
+
+
+_NAMED = str.maketrans({" ": "", "*": "x", "+": "p", "-": "m", "(": "L", ")": "R", "/": "d"})
 
 
 def data_dependent(*dims) -> None:
@@ -215,6 +230,8 @@ class Sym:
         q = _exact_div(self, o)
         if q is None:
             q = facts_hooks.derive(self, o)
+        if q is None and data_sized(self):
+            q = _data_quotient(self, o)
         if q is None:
             return self._specialized() // _value_of(o)
         return q
