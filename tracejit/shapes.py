@@ -14,6 +14,7 @@ dim is evaluated, where the capture can guard it (jit/size_args.py). A shape rul
 """
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from typing import Callable, Optional, Union
@@ -103,6 +104,8 @@ def _data_quotient(num: "Sym", den):
     if isinstance(den, Sym) and (len(den.terms) != 1 or den.terms[0][1] <= 0 or data_sized(den)) \
             or isinstance(den, int) and den <= 0:
         return None
+    g = math.gcd(den if isinstance(den, int) else den.terms[0][1], *(c for _, c in num.terms))
+    num, den = _exact_div(num, g), _exact_div(den, g)   # (lowest terms: ``4*u0 // 8`` is ``u0 // 2``)
     name = "q_" + f"{num}_by_{den}".translate(_NAMED)   # (an identifier: plans bind it by name)
     return Sym.symbol(Derived(name, num, den), max(num.hint // hint(den), 2))
 

@@ -197,10 +197,10 @@ def test_a_data_sized_operand_with_a_gradient_still_breaks_the_graph():
 
 def _masked_frames(lib, x, mask, w):
     """wav2vec 2.0's masked frames: ``x[mask].view(bsz, -1, c)`` (each row masks as many),
-    their count used as a number."""
+    their count used as a number and divided (the same size as the -1)."""
     bsz, c = x.size(0), x.size(-1)
     y = x[mask].view(bsz, -1, c)
-    z = (x @ w)[mask].view(bsz, -1, c)
+    z = (x @ w)[mask].view(bsz, x[mask].size(0) // bsz, c)
     return (y * z).sum(-1) + lib.arange(bsz).unsqueeze(1) * y.size(1)
 
 
