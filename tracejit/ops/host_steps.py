@@ -11,6 +11,8 @@ of a graph break. The step's results carry no gradient (indices, counts): the di
 part of an op (``x[mask]``, ``masked_select``, ``repeat_interleave``, ``cummax``'s values)
 is a gather at those indices, whose VJP scatters back. A step on values the capture knows
 (sizes, small tensors of Python state: constfold.py) runs at capture, its sizes static.
+Where such a size must equal a fixed one (a broadcast, a view's element count), it is taken
+as equal and a check equation raises at run time where it is not.
 """
 from __future__ import annotations
 
@@ -158,7 +160,7 @@ def _check_count(xp, a, *, shape, inferred):
         n *= d
     if n != a.size:   # (a quotient that did not divide: floored)
         asked = [-1 if i in inferred else d for i, d in enumerate(shape)]
-        raise ShapeError(f"view: shape '{asked}' is invalid for input of size {a.size} (of shape {list(a.shape)})")
+        raise ShapeError(f"shape '{asked}' is invalid for input of size {a.size} (of shape {list(a.shape)})")
     return a
 
 
