@@ -14,6 +14,7 @@ dim is evaluated, where the capture can guard it (jit/size_args.py). A shape rul
 """
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from typing import Callable, Optional, Union
@@ -91,8 +92,25 @@ def _user_compares(d, depth: int) -> None:
 
 
 def data_sized(d) -> bool:
-    """Whether dim `d` involves a data-dependent size."""
-    return isinstance(d, Sym) and any(isinstance(x, DataSize) for mono, _ in d.terms for x in mono)
+    """Whether dim `d` involves a data-dependent size (a quotient of one included)."""
+    return isinstance(d, Sym) and any(isinstance(x, DataSize) or isinstance(x, Derived) and data_sized(x.num)
+                                      for mono, _ in d.terms for x in mono)
+
+
+def _data_quotient(num: "Sym", den):
+    """``num // den`` of a data-dependent `num` by a positive `den`: a derived symbol taken as
+    >= 2 (as `DataSize`), named by its definition so equal quotients are one symbol. Where a
+    view needs it exact (``x[mask].view(b, -1, c)``), ops/host_steps.py checks it at run time."""
+    if isinstance(den, Sym) and (len(den.terms) != 1 or den.terms[0][1] <= 0 or data_sized(den)) \
+            or isinstance(den, int) and den <= 0:
+        return None
+    g = math.gcd(den if isinstance(den, int) else den.terms[0][1], *(c for _, c in num.terms))
+    num, den = _exact_div(num, g), _exact_div(den, g)   # (lowest terms: ``4*u0 // 8`` is ``u0 // 2``)
+    name = "q_" + f"{num}_by_{den}".translate(_NAMED)   # (an identifier: plans bind it by name)
+    return Sym.symbol(Derived(name, num, den), max(num.hint // hint(den), 2))
+
+
+_NAMED = str.maketrans({" ": "", "*": "x", "+": "p", "-": "m", "(": "L", ")": "R", "/": "d"})
 
 
 def data_dependent(*dims) -> None:
@@ -215,6 +233,8 @@ class Sym:
         q = _exact_div(self, o)
         if q is None:
             q = facts_hooks.derive(self, o)
+        if q is None and data_sized(self):
+            q = _data_quotient(self, o)
         if q is None:
             return self._specialized() // _value_of(o)
         return q

@@ -2,9 +2,12 @@
 
 A plain tuple subclass, so it compares, hashes, unpacks and indexes like the tuple it
 holds; it prints as ``tj.Size([2, 3])``, has ``numel()``, and slicing or adding keeps
-it a Size (``x.shape[1:]``, ``x.shape[:-1] + (4,)``).
+it a Size (``x.shape[1:]``, ``x.shape[:-1] + (4,)``). Inside compiled code a dim may be
+symbolic (a `shapes.Sym`): it is kept as it is, and ``numel()`` is symbolic too.
 """
 from __future__ import annotations
+
+from .shapes import Sym
 
 __all__ = ["Size"]
 
@@ -13,7 +16,7 @@ class Size(tuple):
     __slots__ = ()
 
     def __new__(cls, sizes=()):
-        return tuple.__new__(cls, (int(s) for s in sizes))
+        return tuple.__new__(cls, (s if isinstance(s, Sym) else int(s) for s in sizes))
 
     def numel(self) -> int:
         """The number of elements a tensor of this shape holds."""

@@ -193,3 +193,64 @@ def test_a_data_sized_operand_with_a_gradient_still_breaks_the_graph():
     with pytest.raises(tj.errors.TraceError, match="depends on the data"):
         tj.compile(lambda x, w: x[x > 0] * w, fullgraph=True)(tj.tensor([1.0, -1.0, 2.0], requires_grad=True),
                                                               tj.tensor([1.0, 2.0]))
+
+
+def _masked_frames(lib, x, mask, w):
+    """wav2vec 2.0's masked frames: ``x[mask].view(bsz, -1, c)`` (each row masks as many),
+    their count used as a number and divided (the same size as the -1)."""
+    bsz, c = x.size(0), x.size(-1)
+    y = x[mask].view(bsz, -1, c)
+    z = (x @ w)[mask].view(bsz, x[mask].size(0) // bsz, c)
+    return (y * z).sum(-1) + lib.arange(bsz).unsqueeze(1) * y.size(1)
+
+
+def _frames(i, t=6, per_row=None):
+    r = np.random.default_rng(i)
+    k = per_row or int(r.integers(1, t))
+    mask = np.zeros((2, t), bool)
+    for row in mask:
+        row[r.permutation(t)[:k]] = True
+    return r.standard_normal((2, t, 4)).astype(np.float32), mask, r.standard_normal((4, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("compiler", ["compile", "interpret"])
+def test_a_view_of_a_data_sized_tensor_infers_its_minus_one(compiler):
+    fn = (lambda *a: _masked_frames(tj, *a))
+    f = tj.compile(fn, fullgraph=True) if compiler == "compile" else tj.trace(fn, compiler="interpret")
+    counts = set()
+    for i in range(4):
+        xa, ma, wa = _frames(i)
+        counts.add(int(ma[0].sum()))
+        xt, wt = torch.tensor(xa, requires_grad=True), torch.tensor(wa, requires_grad=True)
+        x, w = tj.tensor(xa, requires_grad=True), tj.tensor(wa, requires_grad=True)
+        want, got = _masked_frames(torch, xt, torch.tensor(ma), wt), f(x, tj.tensor(ma), w)
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+        if compiler == "compile":
+            (want * want).sum().backward()
+            (got * got).sum().backward()
+            for mine, ref in ((x, xt), (w, wt)):
+                np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=1e-5, atol=1e-5)
+    assert len(counts) > 1 and f.cache_stats()["compiles"] == 1
+
+
+def test_a_minus_one_that_does_not_divide_raises_as_pytorch_when_it_runs():
+    f = tj.compile(lambda x, m: x[m].view(2, -1, 4).sum(), fullgraph=True)
+    xa, ma, _ = _frames(0, per_row=2)
+    f(tj.tensor(xa), tj.tensor(ma))
+    ma[0, ~ma[0]] = [True, False, False, False]   # (5 masked frames: not 2 rows of as many)
+    with pytest.raises(RuntimeError, match=r"shape '\[2, -1, 4\]' is invalid for input of size 20"):
+        torch.tensor(xa)[torch.tensor(ma)].view(2, -1, 4)
+    with pytest.raises(tj.errors.ShapeError, match=r"shape '\[2, -1, 4\]' is invalid for input of size 20"):
+        f(tj.tensor(xa), tj.tensor(ma))
+    assert f.cache_stats()["compiles"] == 1
+
+
+def test_a_fixed_tensor_viewed_as_a_data_sized_one_is_checked_when_it_runs():
+    f = tj.compile(lambda x, m, g: (x[m] * g.view_as(x[m])).sum(), fullgraph=True)
+    xa, ma, _ = _frames(0, per_row=3)
+    ga = np.arange(24, dtype=np.float32).reshape(4, 6)
+    got = f(tj.tensor(xa), tj.tensor(ma), tj.tensor(ga))
+    np.testing.assert_allclose(got.item(), (xa[ma] * ga.reshape(6, 4)).sum(), rtol=1e-5)
+    with pytest.raises(tj.errors.ShapeError, match=r"shape '\[4, 4\]' is invalid for input of size 24"):
+        f(tj.tensor(xa), tj.tensor(_frames(0, per_row=2)[1]), tj.tensor(ga))

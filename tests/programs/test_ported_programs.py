@@ -124,8 +124,8 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # nets, a Conformer (rel_shift, padding masks) and a Perceiver's einsum attention, DenseNet's
 # checkpointed bottlenecks, ShuffleNetV2, DeepLabV3's ASPP, RAFT's grid_sample iterations,
 # HiFi-GAN (its weight norm removed between calls) and SegFormer (not wav2vec 2.0 or
-# Tacotron 2: their forwards break the graph where torch.compile's do, a boolean-mask
-# gather viewed by -1 and lengths read by .item()/.numpy()), complex embeddings
+# Tacotron 2: their forwards break the graph where torch.compile's do, negatives viewed by
+# a mask's count against a fixed size and lengths read by .item()/.numpy()), complex embeddings
 # differentiated through the graph (RotatE, ComplEx), SchNet's forces (create_graph
 # through a dynamic=True capture), Informer's advanced-index scatter into a context, and
 # FNO's spectral convolutions (rfft2, complex weights written into out_ft slices), DINO's

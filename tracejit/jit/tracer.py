@@ -27,15 +27,16 @@ from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
 from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
+from ..size import Size
 from .side_effects import EffectLog
 from .state_writes import StateWrites
 from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
 from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
 from .constfold import known_as, known_values as _known_values
-from ..ops.shape import TO_DEVICE
+from ..ops.shape import RESHAPE as _RESHAPE, TO_DEVICE
 from ..ops.complex_ops import COMPLEX_CALL as _COMPLEX_CALL, involves as _complex_involved
-from ..ops.host_steps import broadcast_data_sizes, refuse_data_size as _refuse_data_size
+from ..ops.host_steps import broadcast_data_sizes, reshape_data_sizes, refuse_data_size as _refuse_data_size
 
 __all__ = ["Tracer", "TraceContext", "trace_graph", "SymbolicSizeError"]
 
@@ -57,8 +58,8 @@ class Tracer(Tensor):
     __slots__ = ("_var", "_trace", "_view_src")
 
     @property
-    def shape(self) -> tuple:
-        return self._var.aval.shape
+    def shape(self) -> Size:
+        return tuple.__new__(Size, self._var.aval.shape)   # (its dims may be symbolic: `Sym`)
 
     @property
     def ndim(self) -> int:
@@ -314,8 +315,7 @@ class TraceContext(StateWrites):
             return self._const(a)
         if isinstance(a, _shapes.Sym):
             # A dynamic size used as a number (``x.sum() / x.shape[0]``, ``mean``): a literal
-            # whose value is evaluated from the input shapes on every call, so the dim stays
-            # dynamic instead of being specialized.
+            # evaluated from the input shapes on every call, so the dim stays dynamic.
             return Literal(a, Aval((), _dt.int64, CPU, weak=True))
         if isinstance(a, (bool, int, float, complex)) or type(a).__module__ == "numpy":
             av = scalar_aval(a, _DUMMY_PRIM)
@@ -401,6 +401,8 @@ class TraceContext(StateWrites):
             avals = [a.aval for a in atoms]
         if prim.kind == "elementwise" and len(atoms) > 1:
             atoms, avals = broadcast_data_sizes(self, atoms, avals)
+        elif prim is _RESHAPE:
+            atoms, avals = reshape_data_sizes(self, atoms, avals, params["shape"])
         out_aval = prim.rule(*avals, **params)
         if dev is not None and out_aval.device is not dev and prim is not TO_DEVICE:
             out_aval = Aval(out_aval.shape, out_aval.dtype, dev)
@@ -425,8 +427,7 @@ class TraceContext(StateWrites):
         eagerly; refused inside a branch or loop body."""
         atoms = [self.atom(a, prim.name) for a in args]
         if self.parent is not None:
-            loc = user_location(3)
-            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            where = f" at {loc[0]}:{loc[1]}" if (loc := user_location(3)) else ""
             raise TraceError(f"{prim.name}{where}: complex tensors inside a branch or loop body run eagerly, "
                              f"they cannot be compiled; move the complex math out of the loop")
         avals = tuple(a.aval for a in atoms)
@@ -571,8 +572,7 @@ _DUMMY_PRIM = Primitive("literal", None, None)
 # stop_gradient). Eagerly it is what ``detach`` does: same data, no autograd edge.
 DETACH = _reg.defprim("detach", lambda xp, a: a, lambda a: Aval(a.shape, a.dtype, a.device), None,
                       kind="elementwise", scalar=lambda e, a: a, save=lambda rq: ())
-_CAST = _reg.REGISTRY["cast"]
-_FULL = _reg.REGISTRY["full"]
+_CAST, _FULL = _reg.REGISTRY["cast"], _reg.REGISTRY["full"]
 
 
 def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):

@@ -11,6 +11,8 @@ of a graph break. The step's results carry no gradient (indices, counts): the di
 part of an op (``x[mask]``, ``masked_select``, ``repeat_interleave``, ``cummax``'s values)
 is a gather at those indices, whose VJP scatters back. A step on values the capture knows
 (sizes, small tensors of Python state: constfold.py) runs at capture, its sizes static.
+Where such a size must equal a fixed one (a broadcast, a view's element count), it is taken
+as equal and a check equation raises at run time where it is not.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from ..device import CPU
 from ..errors import ShapeError, TraceError, user_location
-from ..shapes import DataSize, Sym, data_sized as _data_sized, hint
+from ..shapes import DataSize, Derived, Sym, data_sized as _data_sized, hint, numel
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import trace_state
@@ -149,6 +151,35 @@ def broadcast_data_sizes(tr, atoms: list, avals: list) -> tuple:
             atoms[k] = tr._emit(SIZE_CHECK, [atoms[k]], {"shape": new}, SIZE_CHECK.rule(av, shape=new))[0]
             avals[k] = atoms[k].aval
     return atoms, avals
+
+
+def _check_count(xp, a, *, shape, inferred):
+    n = 1
+    for d in shape:
+        n *= d
+    if n != a.size:   # (a quotient that did not divide: floored)
+        asked = [-1 if i in inferred else d for i, d in enumerate(shape)]
+        raise ShapeError(f"shape '{asked}' is invalid for input of size {a.size} (of shape {list(a.shape)})")
+    return a
+
+
+COUNT_CHECK = defprim("count_check", _check_count, lambda a, *, shape, inferred: a,
+                      lambda g, out, a, *, shape, inferred: (g,), kind="other", save=lambda rq: ())
+
+
+def reshape_data_sizes(tr, atoms: list, avals: list, shape: tuple) -> tuple:
+    """(atoms, avals) of a reshape to `shape` where an element count depends on the data,
+    taken as equal to the other, ``-1`` as the quotient (``x[mask].view(bsz, -1, c)``,
+    ``noise.view_as(x[mask])``): a `COUNT_CHECK` checks them equal once the step has run,
+    raising as the view would eagerly."""
+    n_in, n_out = numel(avals[0].shape), numel(shape)
+    if not (_data_sized(n_in) or _data_sized(n_out)) or isinstance(n_in, Sym) and isinstance(n_out, Sym) \
+            and n_in == n_out:
+        return atoms, avals
+    inferred = tuple(i for i, d in enumerate(shape) if _data_sized(d) and len(d.terms) == 1
+                     and d.terms[0][1] == 1 and len(d.terms[0][0]) == 1 and isinstance(d.terms[0][0][0], Derived))
+    atoms = [tr._emit(COUNT_CHECK, atoms, {"shape": tuple(shape), "inferred": inferred}, avals[0])[0]]
+    return atoms, [atoms[0].aval]
 
 
 def size_bindings(e) -> list:

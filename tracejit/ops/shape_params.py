@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .eager import remember_plain
-from ..shapes import normalize_dim
+from ..shapes import data_sized, normalize_dim
 from ..size import Size
 
 
@@ -65,8 +65,10 @@ def plain_ints(args) -> bool:
 
 def unchanged(shape, old) -> bool:
     """Whether `shape` is `old`'s sizes (lengths first: a tuple compares items before
-    lengths, and a symbolic ``i0 == 144`` would fix i0)."""
-    return len(shape) == len(old) and shape == tuple(old)
+    lengths, and a symbolic ``i0 == 144`` would fix i0; a data-dependent size, unknown, is
+    taken as changed)."""
+    return len(shape) == len(old) and all(a is b or not (data_sized(a) or data_sized(b)) and a == b
+                                          for a, b in zip(shape, old))
 
 
 def permute_params(a, dims):
