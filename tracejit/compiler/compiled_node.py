@@ -3,15 +3,11 @@ and its ``apply`` runs the compiled backward plan (executor.py
 `CompiledProgram.run_backward`)."""
 from __future__ import annotations
 
-import logging
-
 from ..autograd import grad_mode as _gm
 from ..autograd.grad_mode import set_mode as _set_grad_mode
 from ..autograd.node import Node, edge
 from ..errors import InplaceModifiedError
 from ..tensor import Tensor
-
-log = logging.getLogger("tracejit.fallback")
 
 
 class CompiledNode(Node):
@@ -81,9 +77,7 @@ class CompiledNode(Node):
         self._check_not_freed()
         self._check_versions()
         if create_graph:
-            log.info("create_graph=True through compiled %s: running its backward eagerly",
-                     self.program.name)
-            res = self.program.eager_backward(self.inputs, grads, self.diff_idx)
+            res = self.program.graph_backward(self.inputs, grads, self.diff_idx)
         else:
             saved, self.saved = self.saved, (self.saved if retain_graph else None)
             res = self.program.run_backward(self.inputs, saved, grads, retain_graph, self.diff_idx)
