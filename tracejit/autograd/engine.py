@@ -38,9 +38,6 @@ _BF16, _F32 = _dt.bfloat16, _dt.float32
 _wrap = Tensor._wrap
 
 _NONES = ()  # the outputs of a node that received no gradient at all
-# The nodes an ``autograd.grad(..., create_graph=True)`` walk needs (None: every node), for
-# a node that can leave out the gradients nothing reads (a compiled call's `CompiledNode`)
-NEEDED: list = [None]
 
 
 def _all_none(grads) -> bool:
@@ -265,8 +262,8 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
     filtered = needed is not None
     prev_mode = _grad_state.enabled
     _set_grad_mode(create_graph)
-    prev_needed = NEEDED[0]
-    NEEDED[0] = needed if create_graph else None
+    prev_needed = _grad_state.needed
+    _grad_state.needed = needed if create_graph else None
     try:
         while ready:
             node, grads = ready.pop()
@@ -347,7 +344,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
             outs = g = d = buf = old = grads = None
     finally:
         _set_grad_mode(prev_mode)
-        NEEDED[0] = prev_needed
+        _grad_state.needed = prev_needed
 
     if inputs is not None:
         for i, g in enumerate(captured):

@@ -3,7 +3,7 @@ and its ``apply`` runs the compiled backward plan (executor.py
 `CompiledProgram.run_backward`)."""
 from __future__ import annotations
 
-from ..autograd import engine as _engine, grad_mode as _gm
+from ..autograd import grad_mode as _gm
 from ..autograd.grad_mode import set_mode as _set_grad_mode
 from ..autograd.node import Node, edge
 from ..errors import InplaceModifiedError
@@ -78,7 +78,7 @@ class CompiledNode(Node):
         self._check_versions()
         if create_graph:
             # (only the gradients the walk reads: an R1 penalty's of the image, not the weights')
-            needed = _engine.NEEDED[0]
+            needed = _gm._state.needed
             want = self.diff_idx if needed is None else tuple(
                 i for i, n in zip(self.diff_idx, self._next) if n in needed)
             got = dict(zip(want, self.program.graph_backward(self.inputs, grads, want) if want else ()))
