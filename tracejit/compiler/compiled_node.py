@@ -78,8 +78,8 @@ class CompiledNode(Node):
         self._check_versions()
         if create_graph:
             # (only the gradients the walk reads: an R1 penalty's of the image, not the weights')
-            needed = _gm._state.needed
-            want = self.diff_idx if needed is None else tuple(
+            needed = _gm._state.needed   # (a walk's that reaches this node)
+            want = self.diff_idx if needed is None or self not in needed else tuple(
                 i for i, n in zip(self.diff_idx, self._next) if n in needed)
             got = dict(zip(want, self.program.graph_backward(self.inputs, grads, want) if want else ()))
             res = [got.get(i) for i in self.diff_idx]
