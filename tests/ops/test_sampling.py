@@ -71,8 +71,7 @@ def test_grid_sample_float32_views_match_torch(padding_mode, compiled):
 
 
 def test_grid_sample_second_derivative_through_the_input():
-    """A gradient of the input's gradient (a penalty on it) as PyTorch's; through the grid
-    a clear error."""
+    """A gradient of the input's gradient (a penalty on it) as PyTorch's."""
     r = np.random.default_rng(7)
     x, g = r.standard_normal((2, 2, 4, 5)), r.uniform(-1.1, 1.1, (2, 3, 3, 2))
     w = r.standard_normal((2, 2, 4, 5))
@@ -84,10 +83,38 @@ def test_grid_sample_second_derivative_through_the_input():
         (gxx,) = lib.autograd.grad((gx * lib.tensor(w)).sum(), [xt])
         grads.append(gxx.numpy())
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-9, atol=1e-10)
-    xt, gt = tj.tensor(x, requires_grad=True), tj.tensor(g, requires_grad=True)
-    _, gg = tj.autograd.grad(F.grid_sample(xt, gt).pow(2).sum(), [xt, gt], create_graph=True)
-    with pytest.raises(NotImplementedError, match="grid_sample: the second derivative through the grid"):
-        tj.autograd.grad(gg.sum(), [gt])
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode, shape", [("bilinear", (2, 3, 4, 5)), ("bicubic", (2, 3, 4, 5)),
+                                         ("nearest", (2, 3, 4, 5)), ("bilinear", (1, 2, 3, 4, 5))])
+def test_grid_sample_second_derivatives_through_the_grid(mode, shape, padding_mode, align_corners, compiled):
+    """Penalties on both first gradients (the input's taken alone too), differentiated again
+    with respect to the input and the grid, as PyTorch's; a third derivative through the grid
+    is a clear error."""
+    r = np.random.default_rng(5)
+    d = len(shape) - 2
+    x, g = r.standard_normal(shape), r.uniform(-1.2, 1.2, (shape[0],) + (3, 2, 2)[:d] + (d,))
+    res = []
+    for lib, f in ((torch, torch.nn.functional), (tj, F)):
+        def loss(a, b):
+            return f.grid_sample(a, b, mode=mode, padding_mode=padding_mode, align_corners=align_corners).pow(2).sum()
+        fn = tj.compile(loss) if compiled and lib is tj else loss
+        xt, gt = lib.tensor(x, requires_grad=True), lib.tensor(g, requires_grad=True)
+        gx, gg = lib.autograd.grad(fn(xt, gt), [xt, gt], create_graph=True)
+        (gx_alone,) = lib.autograd.grad(fn(xt, gt), [xt], create_graph=True)
+        got = lib.autograd.grad((gg ** 2).sum() + (gx ** 3).sum() + (gx_alone * gx_alone).sum(), [xt, gt])
+        res.append([t.detach().numpy() for t in (gx, gg) + got])
+    for a, b in zip(*res):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9)
+    if mode == "bilinear" and not compiled:
+        xt, gt = tj.tensor(x, requires_grad=True), tj.tensor(g, requires_grad=True)
+        _, gg = tj.autograd.grad(F.grid_sample(xt, gt).pow(2).sum(), [xt, gt], create_graph=True)
+        (h,) = tj.autograd.grad(gg.pow(2).sum(), [gt], create_graph=True)
+        with pytest.raises(NotImplementedError, match="grid_sample: derivatives past the second"):
+            tj.autograd.grad(h.sum(), [gt])
 
 
 @pytest.mark.parametrize("size", [(2, 3, 4, 5), (1, 2, 3, 4, 2)])

@@ -139,17 +139,21 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     allow_unused = bool(materialize_grads or allow_unused)
     outputs = _as_list(outputs)
     inputs_l = _as_list(inputs)
-    if any(isinstance(t, Tensor) and t._data is None for t in outputs + inputs_l):   # (tracers)
-        from ..errors import TraceError   # (torch.compile breaks its graph here too)
-        raise TraceError("autograd.grad inside a compiled function is not supported: the compiled "
-                         "graph is differentiated as a whole; take the gradients outside it")
+    traced = any(isinstance(t, Tensor) and t._data is None for t in outputs + inputs_l)
     for i, t in enumerate(inputs_l):
-        if not t.requires_grad:
+        if not t.requires_grad and not traced:   # (traced_grad checks tracers)
             raise RuntimeError(f"autograd.grad: input {i} does not require grad")
     if retain_graph is None:
         retain_graph = create_graph
     if is_grads_batched:
         result = _batched_grad(outputs, inputs_l, grad_outputs, retain_graph, create_graph, allow_unused)
+    elif traced:   # inside a compiled function: recorded into its graph
+        from ..jit.autodiff import traced_grad
+        result = traced_grad(outputs, inputs_l, _as_list(grad_outputs) or [None] * len(outputs), create_graph)
+        for i, g in enumerate(result):
+            if g is None and not allow_unused:
+                raise RuntimeError(f"input {i} of autograd.grad does not appear in the graph of the outputs; "
+                                   f"pass allow_unused=True if that is expected")
     else:
         grads = _default_grads(outputs, grad_outputs, "autograd.grad")
         result = run_backward(outputs, grads, retain_graph, create_graph, inputs=inputs_l,
@@ -157,6 +161,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: Optional[bool] = None
     if materialize_grads:
         from ..ops import zeros_like
         result = tuple(zeros_like(t) if g is None else g for g, t in zip(result, inputs_l))
+    if traced:
+        return tuple(result)
     if create_graph and any(g is not None and not g.requires_grad for g in result) and _prims_only(outputs):
         result = tuple(_tied(g, t) for g, t in zip(result, inputs_l))
     return result

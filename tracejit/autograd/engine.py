@@ -262,6 +262,8 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
     filtered = needed is not None
     prev_mode = _grad_state.enabled
     _set_grad_mode(create_graph)
+    if create_graph:
+        prev_needed, _grad_state.needed = _grad_state.needed, needed
     try:
         while ready:
             node, grads = ready.pop()
@@ -342,6 +344,8 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
             outs = g = d = buf = old = grads = None
     finally:
         _set_grad_mode(prev_mode)
+        if create_graph:
+            _grad_state.needed = prev_needed
 
     if inputs is not None:
         for i, g in enumerate(captured):

@@ -12,6 +12,9 @@ class _State(threading.local):
     enabled = True
     inference = False
     layout_policy = True
+    # the nodes this thread's ``autograd.grad(..., create_graph=True)`` walk needs (None:
+    # every node), for a node that leaves out gradients nothing reads (`CompiledNode`)
+    needed = None
 
 
 _state = _State()

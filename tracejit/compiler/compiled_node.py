@@ -3,15 +3,11 @@ and its ``apply`` runs the compiled backward plan (executor.py
 `CompiledProgram.run_backward`)."""
 from __future__ import annotations
 
-import logging
-
 from ..autograd import grad_mode as _gm
 from ..autograd.grad_mode import set_mode as _set_grad_mode
 from ..autograd.node import Node, edge
 from ..errors import InplaceModifiedError
 from ..tensor import Tensor
-
-log = logging.getLogger("tracejit.fallback")
 
 
 class CompiledNode(Node):
@@ -81,9 +77,12 @@ class CompiledNode(Node):
         self._check_not_freed()
         self._check_versions()
         if create_graph:
-            log.info("create_graph=True through compiled %s: running its backward eagerly",
-                     self.program.name)
-            res = self.program.eager_backward(self.inputs, grads, self.diff_idx)
+            # (only the gradients the walk reads: an R1 penalty's of the image, not the weights')
+            needed = _gm._state.needed   # (a walk's that reaches this node)
+            want = self.diff_idx if needed is None or self not in needed else tuple(
+                i for i, n in zip(self.diff_idx, self._next) if n in needed)
+            got = dict(zip(want, self.program.graph_backward(self.inputs, grads, want) if want else ()))
+            res = [got.get(i) for i in self.diff_idx]
         else:
             saved, self.saved = self.saved, (self.saved if retain_graph else None)
             res = self.program.run_backward(self.inputs, saved, grads, retain_graph, self.diff_idx)

@@ -16,6 +16,7 @@ import numpy as np
 from ..autograd import grad_mode as _gm
 from ..autograd.node import AccumulateGrad, leaf_node
 from ..envflags import is_off
+from ..errors import CompileError
 from ..jit.autodiff import active_vars, joint, loss_joint, split
 from ..jit.backend import Executor, InputKeeper, raise_kernel_error
 from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (its pattern: registered at import)
@@ -69,7 +70,8 @@ class CompiledProgram(Executor):
         self._watched: dict = {}   # diff_idx -> `watched_inputs`
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
-        self._eager_joints: dict = {}  # active-input flags -> the joint graph eager_backward runs
+        self._vjp_programs: dict = {}  # `graph_backward`'s programs (or joint graphs) by key
+        self._parent = None   # (program, key) whose `graph_backward` made this one
         # Outputs that may be views of an input (a chain of movement ops): a view must share
         # its input's version counter, or an in-place write through it goes unseen.
         self._view_outs = _possible_views(graph)
@@ -416,20 +418,58 @@ class CompiledProgram(Executor):
         return tuple(i for i, x in enumerate(inputs)
                      if isinstance(x, Tensor) and x._requires_grad and x.dtype.differentiable)
 
-    def eager_backward(self, inputs, grads, diff_idx=None):
-        """create_graph=True: interpret the joint graph with autograd recording."""
+    def graph_backward(self, inputs, grads, diff_idx=None):
+        """create_graph=True: the backward as compiled programs called with autograd
+        recording, so that their outputs' nodes run compiled backwards of the backward.
+        `split` cuts the joint graph in two: a program that recomputes the values the
+        backward reads (as the eager engine's saved tensors: differentiable, their own node)
+        and the backward program proper, which reads them. A second-order gradient then
+        differentiates each part once, as eager autograd does, instead of the forward again
+        inside each backward. Built per (differentiated inputs, the cotangents' needs) at the
+        first call. The joint graph is interpreted op by op (autograd recording each op)
+        instead where a backward cannot be differentiated again in the IR, and for a third
+        order; the fallback topic says why."""
         if diff_idx is None:
             diff_idx = self._diff_of(inputs)
         active = tuple(i in diff_idx for i in range(len(self.graph.inputs)))
-        j = self._eager_joints.get(active)
-        if j is None:   # (differentiating the graph costs more than interpreting the result)
-            j = self._eager_joints[active] = joint(self.graph, list(active))
         from .. import ops
         gs = []
         for g, a in zip(grads, self.graph.outputs):
             gs.append(g if g is not None else ops.zeros(_concrete_shape(a, inputs, self.graph), dtype=a.aval.dtype))
+        key = (active, self._diff_of(gs))
+        progs = self._vjp_programs.get(key)
+        if progs is None and self._parent is not None:
+            # A third order: each compiled order recomputes the values the one below saved
+            # (a PINN's u_xx: 2x the matmuls of eager autograd), so the order that made this
+            # program is interpreted op by op from its next call on, and this one now.
+            parent, pkey = self._parent
+            parent._vjp_programs[pkey] = joint(parent.graph, list(pkey[0]))
+            log.info("create_graph=True through the create_graph backward of compiled %s: its backward "
+                     "is interpreted op by op from now on (third order)", parent.name)
+            progs = self._vjp_programs[key] = joint(self.graph, list(active))
+        elif progs is None:
+            fwd, bwd, n_saved = split(self.graph, list(active))
+            saved = Graph(fwd.inputs, fwd.eqns, fwd.outputs[len(fwd.outputs) - n_saved:], fwd.name)
+            progs = self._vjp_programs[key] = (
+                CompiledProgram(optimize(saved), self.name + "_saved") if n_saved else None,
+                CompiledProgram(optimize(bwd), self.name + "_vjp"))
+            for p in progs:
+                if p is not None:
+                    p._parent = (self, key)
         with _gm.enable_grad():
-            return interpret(j, list(inputs) + gs)
+            if isinstance(progs, Graph):
+                return interpret(progs, list(inputs) + gs)
+            saved = progs[0](list(inputs)) if progs[0] is not None else []
+            try:
+                return progs[1](list(inputs) + saved + gs)
+            except (CompileError, NotImplementedError) as exc:
+                if progs[1]._train:
+                    raise
+                # (differentiating it failed before it ran a kernel)
+                log.warning("create_graph=True through compiled %s: its backward is interpreted op by op, "
+                            "as differentiating it again in the IR failed: %s", self.name, exc)
+                j = self._vjp_programs[key] = joint(self.graph, list(active))
+                return interpret(j, list(inputs) + gs)
 
     # ---- the Executor interface (jit/backend.py) --------------------------------------------
     @property

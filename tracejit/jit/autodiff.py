@@ -29,7 +29,7 @@ from .slice_grads import SliceGrads
 from .size_args import known_facts
 from .tracer import DETACH, SymbolicSizeError, TraceContext, _make_tracer, active_vars
 
-__all__ = ["joint", "split", "active_vars", "loss_joint"]
+__all__ = ["joint", "split", "active_vars", "loss_joint", "traced_grad"]
 
 
 def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
@@ -275,3 +275,39 @@ def loss_joint(graph: Graph, active_inputs, k: int) -> Graph:
     one = Eqn(REGISTRY["full"], (), (ct,), {"shape": (), "value": 1, "dtype": a.dtype, "device": a.device})
     return Graph(graph.inputs, (one,) + tuple(j.eqns), tuple(graph.outputs) + tuple(j.outputs),
                  "forward_and_grads")
+
+
+def traced_grad(outputs: list, inputs: list, grad_outputs: list, create_graph: bool) -> list:
+    """``autograd.grad`` inside a captured function: the backward pass from `outputs` to
+    `inputs` (tracers of the trace being recorded) recorded into that trace, so the compiled
+    graph holds it, and differentiating that graph differentiates it again (create_graph).
+    Without create_graph the gradients stop there (detached). None for an input the outputs
+    do not depend on."""
+    from ..errors import TraceError
+    ctx = outputs[0]._trace
+    if ctx.parent is not None or any(getattr(t, "_trace", None) is not ctx for t in outputs + inputs):
+        raise TraceError("autograd.grad inside a branch or loop body of a compiled function, or on tensors "
+                         "made outside it, is not supported; take the gradients outside")
+    for i, t in enumerate(inputs):
+        if not (t.requires_grad or ctx._reaches_grad([t._var], False)):
+            raise RuntimeError(f"autograd.grad: input {i} does not require grad")
+    graph = Graph(tuple(t._var for t in inputs), tuple(ctx.eqns), tuple(t._var for t in outputs), "grad")
+    act = active_vars(graph, [True] * len(inputs))
+    cts = {}
+    # (ctx is active: the VJPs below enter it again, which overwrites what its exit restores)
+    outer = ctx._prev, ctx._prev_hook, ctx._prev_number
+    try:
+        for i, (t, g) in enumerate(zip(outputs, grad_outputs)):
+            if t._var not in act:
+                raise RuntimeError(f"autograd.grad: element {i} of the outputs does not depend on the inputs")
+            if g is None:
+                if t.numel() != 1:
+                    raise RuntimeError(f"autograd.grad: grad can be implicitly created only for scalar outputs; "
+                                       f"output {i} has shape {tuple(t.shape)}: pass grad_outputs=")
+                g = ops.ones_like(t)
+            cts[t._var] = g if t._var not in cts else cts[t._var] + g
+        ct = _backward_eqns(ctx, graph, act, cts)
+    finally:
+        ctx._prev, ctx._prev_hook, ctx._prev_number = outer
+    return [None if ct.get(t._var) is None else ct[t._var] if create_graph else ct[t._var].detach()
+            for t in inputs]

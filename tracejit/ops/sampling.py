@@ -100,53 +100,63 @@ def _pad(xp, x, size: int, padding: str, align: bool):
 
 def _cubic(t):
     """PyTorch's bicubic convolution weights (A = -0.75) of the four taps around t in [0, 1),
-    each with its derivative in t."""
+    each with its first and second derivatives in t."""
     a = -0.75
 
     def near(x):   # |x| <= 1
-        return ((a + 2) * x - (a + 3)) * x * x + 1, (3 * (a + 2) * x - 2 * (a + 3)) * x
+        return (((a + 2) * x - (a + 3)) * x * x + 1, (3 * (a + 2) * x - 2 * (a + 3)) * x,
+                6 * (a + 2) * x - 2 * (a + 3))
 
     def far(x):    # 1 < |x| < 2
-        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, (3 * a * x - 10 * a) * x + 8 * a
-    (w0, d0), (w1, d1), (w2, d2), (w3, d3) = far(t + 1), near(t), near(1 - t), far(2 - t)
-    return (w0, d0), (w1, d1), (w2, -d2), (w3, -d3)
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, (3 * a * x - 10 * a) * x + 8 * a, 6 * a * x - 10 * a
+    (w0, d0, e0), (w1, d1, e1), (w2, d2, e2), (w3, d3, e3) = far(t + 1), near(t), near(1 - t), far(2 - t)
+    return (w0, d0, e0), (w1, d1, e1), (w2, -d2, e2), (w3, -d3, e3)
 
 
 def _taps(xp, coord, size: int, mode: str, padding: str, align: bool) -> list:
     """One side's taps of each point at normalized `coord`: [(index, weight, d weight /
-    d coord)], the index clipped into the side and the weights 0 where it reads outside."""
+    d coord, d2 weight / d coord2)], the index clipped into the side and the weights 0 where
+    it reads outside."""
     scale = (size - 1) / 2 if align else size / 2
     x = (coord + 1) * scale - (0 if align else 0.5)
     if mode == "bicubic":
         x0 = xp.floor(x)
-        taps = [(_pad(xp, x0 + (k - 1), size, padding, align)[0], w, dw * scale)
-                for k, (w, dw) in enumerate(_cubic(x - x0))]
+        taps = [(_pad(xp, x0 + (k - 1), size, padding, align)[0], w, dw * scale, ddw * scale * scale)
+                for k, (w, dw, ddw) in enumerate(_cubic(x - x0))]
     else:
         x, dx = _pad(xp, x, size, padding, align)
         if mode == "nearest":
-            taps = [(xp.rint(x), xp.ones_like(x), x * 0)]
+            taps = [(xp.rint(x), xp.ones_like(x), x * 0, x * 0)]
         else:
             x0 = xp.floor(x)
             t = x - x0
-            taps = [(x0, 1 - t, -dx * scale), (x0 + 1, t, dx * scale)]
+            taps = [(x0, 1 - t, -dx * scale, x * 0), (x0 + 1, t, dx * scale, x * 0)]
     out = []
-    for i, w, dw in taps:
+    for i, *ws in taps:
         inside = (i >= 0) & (i <= size - 1)   # (False at NaN: such a point reads 0)
-        out.append((xp.where(inside, i, 0).astype(xp.int64), xp.where(inside, w, 0), xp.where(inside, dw, 0)))
+        out.append((xp.where(inside, i, 0).astype(xp.int64),) + tuple(xp.where(inside, w, 0) for w in ws))
     return out
 
 
-def _corners(xp, grid, spatial: tuple, mode: str, padding: str, align: bool):
+def _corners(xp, grid, spatial: tuple, mode: str, padding: str, align: bool, second: bool = False):
     """Every corner of each point of grid (N, P, d): (flat index into the d sides (N, P),
-    weight, [d weight / d grid[..., k] for each k])."""
+    weight, [d weight / d grid[..., k] for each k]), and with `second` the matrix
+    [[d2 weight / d grid[..., k] d grid[..., j]]]."""
     d = len(spatial)
     strides = [math.prod(spatial[d - k:]) for k in range(d)]    # of grid component k's side
     per_side = [_taps(xp, grid[..., k], spatial[d - 1 - k], mode, padding, align) for k in range(d)]
     for combo in itertools.product(*per_side):
-        idx = sum(i * s for (i, _, _), s in zip(combo, strides))
-        ws = [w for _, w, _ in combo]
-        dws = [dw * math.prod(ws[:k] + ws[k + 1:]) for k, (_, _, dw) in enumerate(combo)]
-        yield idx, math.prod(ws), dws
+        idx = sum(c[0] * s for c, s in zip(combo, strides))
+        ws = [c[1] for c in combo]
+
+        def times(k, f, j=None):   # f times the weights of the sides but k (and j)
+            return f * math.prod(w for i, w in enumerate(ws) if i not in (k, j))
+        dws = [times(k, c[2]) for k, c in enumerate(combo)]
+        if not second:
+            yield idx, math.prod(ws), dws
+            continue
+        yield idx, math.prod(ws), dws, [[times(k, c[3]) if j == k else times(k, c[2] * combo[j][2], j)
+                                         for j in range(d)] for k, c in enumerate(combo)]
 
 
 def _read(xp, xf, idx):
@@ -165,6 +175,36 @@ def _impl(xp, x, grid, mode, padding, align):
     for idx, w, _ in _corners(xp, g, x.shape[2:], mode, padding, align):
         out = out + _read(xp, xf, idx) * w[:, None, :]
     return xp.asarray(out, dtype=x.dtype).reshape(x.shape[:2] + grid.shape[1:-1])
+
+
+def _backward2_impl(xp, u, g, grid, x, *, spatial, mode, padding, align, input_grad):
+    """GRID_SAMPLE_BACKWARD's VJP for cotangent u (its input part, then its grid part), x
+    given: the gradients of g, x and the grid, flat in one array."""
+    n, c = g.shape[:2]
+    gf, gr = _flat(g, grid)
+    xf = x.reshape(n, c, -1)
+    k = xf.size if input_grad else 0
+    uf, ug = u[:k].reshape(n, c, -1), u[k:].reshape(gr.shape)
+    dg, dgrid = xp.zeros(gf.shape, dtype=g.dtype), xp.zeros(gr.shape, dtype=g.dtype)
+    planes = xp.arange(n * c).reshape(n, c, 1) * xf.shape[2]
+    idxs, vals = [], []
+    for idx, w, dws, ddws in _corners(xp, gr, spatial, mode, padding, align, second=True):
+        along = sum(ug[..., j] * dw for j, dw in enumerate(dws))   # d weight along ug
+        xr = _read(xp, xf, idx)
+        dg += xr * along[:, None, :]
+        idxs.append((planes + idx[:, None, :]).ravel())
+        vals.append((gf * along[:, None, :]).ravel())
+        v = (xr * gf).sum(1)
+        for j in range(len(dws)):
+            dgrid[..., j] += v * sum(ug[..., i] * ddws[i][j] for i in range(len(dws)))
+        if input_grad:
+            ur = _read(xp, uf, idx)
+            dg += ur * w[:, None, :]
+            v = (ur * gf).sum(1)
+            for j, dw in enumerate(dws):
+                dgrid[..., j] += v * dw
+    dx = xp.bincount(xp.concatenate(idxs), xp.concatenate(vals), minlength=xf.size)
+    return xp.concatenate([p.astype(g.dtype).ravel() for p in (dg, dx, dgrid)])
 
 
 def _backward_impl(xp, g, grid, *x, spatial, mode, padding, align, input_grad):
@@ -231,12 +271,27 @@ def _backward_rule(g: Aval, grid: Aval, *x: Aval, spatial, mode, padding, align,
 
 
 def _backward_vjp(u, out, g, grid, *x, spatial, mode, padding, align, input_grad, needs=(True,) * 3):
-    # the input's gradient is linear in g, its transpose the forward; the grid's is not supported
-    if x or any(needs[1:]):
-        raise NotImplementedError("grid_sample: the second derivative through the grid is not supported "
-                                  "(differentiate through the input only)")
-    return (bind(GRID_SAMPLE, reshape(u, tuple(g.shape[:2]) + tuple(spatial)), grid, mode=mode,
-                 padding=padding, align=align) if needs[0] else None, None)
+    params = dict(mode=mode, padding=padding, align=align)
+    if x:   # the grid's gradient is in the output: the derivatives of its weights (GRID_SAMPLE_BACKWARD2)
+        both = bind(GRID_SAMPLE_BACKWARD2, u, g, grid, x[0], spatial=spatial, input_grad=input_grad, **params)
+        k, m = math.prod(g.shape), math.prod(x[0].shape)
+        return reshape(both[:k], g.shape), reshape(both[k + m:], grid.shape), reshape(both[k:k + m], x[0].shape)
+    # the input's gradient alone: linear in g, its transpose the forward; through the grid
+    # the weights' derivatives read u as the forward reads x
+    ux = reshape(u, tuple(g.shape[:2]) + tuple(spatial))
+    gg = None
+    if needs[1]:
+        gg = zeros_like(grid) if mode == "nearest" else reshape(bind(
+            GRID_SAMPLE_BACKWARD, g, grid, ux, spatial=spatial, input_grad=False, **params), grid.shape)
+    return bind(GRID_SAMPLE, ux, grid, **params) if needs[0] else None, gg
+
+
+def _backward2_rule(u: Aval, g: Aval, grid: Aval, x: Aval, spatial, mode, padding, align, input_grad):
+    return Aval((math.prod(g.shape) + math.prod(x.shape) + math.prod(grid.shape),), g.dtype, g.device)
+
+
+def _backward2_vjp(*args, **params):
+    raise NotImplementedError("grid_sample: derivatives past the second through the grid are not supported")
 
 
 def _saves(rq):
@@ -252,6 +307,8 @@ GRID_SAMPLE = defprim("grid_sample", _impl, _rule, _vjp, kind="other", save=_sav
 # over the points finds each point's corners once for both)
 GRID_SAMPLE_BACKWARD = defprim("grid_sample_backward", _backward_impl, _backward_rule, _backward_vjp,
                                kind="other", extra=_EXTRA)
+GRID_SAMPLE_BACKWARD2 = defprim("grid_sample_backward2", _backward2_impl, _backward2_rule, _backward2_vjp,
+                                kind="other")
 
 
 @_autocast.fp32
