@@ -408,6 +408,8 @@ def _record(prim, args, params, result, meta) -> None:
         nexts.append(fn)
         nrs.append(nr)
         i += 1
+    if not any(needs):   # (only non-differentiable operands require grad: neither does the result)
+        return
     hows, keep_out = _records(prim, tuple(needs))
     saved = []
     versions = []

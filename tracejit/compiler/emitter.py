@@ -123,9 +123,20 @@ class Emitter:
             # a negative exponent as eager (ops/elementwise_pow.py) and PyTorch: 1 // a**-b
             # truncated, so 0 but +-1 for a == +-1 (the kernel's own power divided by 0 at a == 0)
             one, zero = self.const(1), self.const(0)
-            return (f"({a} ** {b} if {b} >= {zero} else ({one} if {a} == {one} else "
+            return (f"({a} ** {b} if {zero} <= {b} <= 65536 else {self._big_int_pow(a, b)} if {b} > {zero} "
+                    f"else ({one} if {a} == {one} else "
                     f"(({one} if {b} % 2 == {zero} else -{one}) if {a} == -{one} else {zero})))")
         return self.call("pow", a, b)
+
+    def _big_int_pow(self, a: str, b: str) -> str:
+        """a ** b for an exponent above 2**16 in 16-bit digits, a ** (h * 2**16 + l) ==
+        (a ** h) ** 65536 * a ** l, wrapping as PyTorch's: numba's own integer power
+        turns to a float pow there (int64 min for every base but 0 and +-1)."""
+        bits = {"int64": 64, "int32": 32}.get(self.dtype, 16)
+        expr = f"{a} ** ({b} >> {bits - 16})" if bits > 16 else a
+        for s in range(bits - 32, -1, -16):
+            expr = f"({expr}) ** 65536 * {a} ** (({b} >> {s}) & 65535)"
+        return f"({expr})"
 
 
 def render_steps(nest: LoopNest, emitter_cls) -> tuple:
