@@ -139,6 +139,9 @@ class Emitter:
         return f"({expr})"
 
 
+_NARROW_INTS = ("int8", "uint8", "int32")
+
+
 def render_steps(nest: LoopNest, emitter_cls) -> tuple:
     """(lines ``v<j> = <expr>  # <op> (<file>:<line>)``, emitters used) for `nest`'s steps,
     each through its primitive's ``scalar`` rule with an `emitter_cls` of its compute
@@ -148,6 +151,10 @@ def render_steps(nest: LoopNest, emitter_cls) -> tuple:
         em = emitter_cls(st.dtype)
         args = [em.const(a.value, a.dtype) if isinstance(a, Const) else a for a in st.args]
         expr = st.prim.scalar(em, *args, **dict(st.params))
+        if st.out_dtype in _NARROW_INTS:
+            # (numba computes these in int64: ``a - b`` of uint8 may be -3, which the next
+            # step, fmod or a division, must see as 253, as eager's numpy does)
+            expr = f"{em._type(st.out_dtype)}({expr})"
         emitters.append(em)
         lines.append(f"{st.name} = {expr}  # {st.note}")
     return lines, emitters
