@@ -132,8 +132,8 @@ class Emitter:
         """a ** b for an exponent above 2**16 in 16-bit digits, a ** (h * 2**16 + l) ==
         (a ** h) ** 65536 * a ** l, wrapping as PyTorch's: numba's own integer power
         turns to a float pow there (int64 min for every base but 0 and +-1)."""
-        bits = {"int64": 64, "int32": 32}.get(self.dtype, 16)
-        expr = f"{a} ** ({b} >> {bits - 16})" if bits > 16 else a
+        bits = 64 if self.dtype == "int64" else 32   # (8-bit exponents never get here)
+        expr = f"{a} ** ({b} >> {bits - 16})"
         for s in range(bits - 32, -1, -16):
             expr = f"({expr}) ** 65536 * {a} ** (({b} >> {s}) & 65535)"
         return f"({expr})"
