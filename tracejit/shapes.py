@@ -87,7 +87,7 @@ class DataSize(str):
 def _user_compares(d, depth: int) -> None:
     """Ask for `d`'s value (the tracer's hook refuses a data-dependent size) when the code
     `depth` frames up, outside tracejit, compares a data-dependent size."""
-    if data_sized(d) and not sys._getframe(depth).f_globals.get("__name__", "").startswith("tracejit"):
+    if data_sized(d) and _from_user(depth + 1):
         d._specialized()
 
 
@@ -111,6 +111,25 @@ def _data_quotient(num: "Sym", den):
 
 
 _NAMED = str.maketrans({" ": "", "*": "x", "+": "p", "-": "m", "(": "L", ")": "R", "/": "d"})
+
+
+def _from_user(depth: int) -> bool:
+    return not sys._getframe(depth).f_globals.get("__name__", "").startswith("tracejit")
+
+
+def _user_equal(a, b) -> bool:
+    """``a == b`` of two dims that differ in form, asked by the user's code: this call's
+    answer, guarded as a fact on the sizes (equal both ways, or the smaller one below the
+    other) for every call the entry serves; the sizes specialized where it cannot be."""
+    if hint(a) == hint(b):
+        if _assume_equal(a, b):
+            return True
+    else:
+        lo, hi = (a, b) if hint(a) < hint(b) else (b, a)
+        v = hi - lo - 1
+        if not isinstance(v, Sym) or facts_hooks.assume(v, "a comparison of sizes", dims=True):
+            return False
+    return a._specialized() == b._specialized()
 
 
 def data_dependent(*dims) -> None:
@@ -285,9 +304,16 @@ class Sym:
 
     # -- comparisons ----------------------------------------------------------
     def __eq__(self, o):
-        _user_compares(self, 2)
+        return self._eq(o, 3)
+
+    def _eq(self, o, depth: int):
+        _user_compares(self, depth)
         if isinstance(o, Sym):
-            return self.terms == o.terms or _equal_if_exact(self, o)
+            if self.terms == o.terms or _equal_if_exact(self, o):
+                return True
+            # (tracejit's own checks ask whether two dims are the same dim; the user's code
+            # asks about this call's sizes: ``x if n == m else y`` must not serve n == m later)
+            return _from_user(depth) and _user_equal(self, o)
         if isinstance(o, int):
             if o <= 1:
                 return False  # symbols stand for sizes >= 2 (and no size is negative: `d != -1`)
@@ -298,8 +324,7 @@ class Sym:
         return NotImplemented
 
     def __ne__(self, o):
-        _user_compares(self, 2)
-        r = self.__eq__(o)
+        r = self._eq(o, 3)
         return r if r is NotImplemented else not r
 
     def __hash__(self):

@@ -1,6 +1,6 @@
 """Second derivatives against PyTorch where the first gradient has no graph of its own:
 piecewise-linear ops of a leaf with nothing after them (hardshrink, softshrink, threshold,
-max/avg pooling, adaptive pooling) give a zero second derivative, as PyTorch's backward
+hardtanh, relu6, max/avg pooling, adaptive pooling) give a zero second derivative, as PyTorch's backward
 formulas that read their input do; det's second derivative at singular matrices (random
 low-rank ones) matches PyTorch's where that is finite and finite differences of the
 cofactor matrix everywhere."""
@@ -21,6 +21,7 @@ PIECEWISE = {
     "avg_pool2d": lambda F, x: F.avg_pool2d(x, 2), "adaptive_max_pool2d": lambda F, x: F.adaptive_max_pool2d(x, 3),
     "adaptive_avg_pool2d": lambda F, x: F.adaptive_avg_pool2d(x, 3), "max_pool1d": lambda F, x: F.max_pool1d(x[0], 2),
     "avg_pool1d": lambda F, x: F.avg_pool1d(x[0], 2),
+    "hardtanh": lambda F, x: F.hardtanh(x, -0.5, 0.5), "relu6": lambda F, x: F.relu6(x * 4),
 }
 
 

@@ -208,7 +208,8 @@ class PrimNode(Node):
             return
         saved = list(saved)
         for i, old in enumerate(saved):
-            if isinstance(old, Tensor) and old._vbox is t._vbox:
+            # (or its memory: an interpreted call's ``detach`` is the same array, its own version)
+            if isinstance(old, Tensor) and (old._vbox is t._vbox or old._data is t._data):
                 version = self.versions[i]
                 copy = Tensor._wrap(old._data.copy(), old.dtype, old.device)
                 copy._vbox = [version]
@@ -412,6 +413,8 @@ def _record(prim, args, params, result, meta) -> None:
         nexts.append(fn)
         nrs.append(nr)
         i += 1
+    if not any(needs):   # (only non-differentiable operands require grad: neither does the result)
+        return
     hows, keep_out = _records(prim, tuple(needs))
     saved = []
     versions = []

@@ -123,9 +123,23 @@ class Emitter:
             # a negative exponent as eager (ops/elementwise_pow.py) and PyTorch: 1 // a**-b
             # truncated, so 0 but +-1 for a == +-1 (the kernel's own power divided by 0 at a == 0)
             one, zero = self.const(1), self.const(0)
-            return (f"({a} ** {b} if {b} >= {zero} else ({one} if {a} == {one} else "
+            return (f"({a} ** {b} if {zero} <= {b} <= 65536 else {self._big_int_pow(a, b)} if {b} > {zero} "
+                    f"else ({one} if {a} == {one} else "
                     f"(({one} if {b} % 2 == {zero} else -{one}) if {a} == -{one} else {zero})))")
         return self.call("pow", a, b)
+
+    def _big_int_pow(self, a: str, b: str) -> str:
+        """a ** b for an exponent above 2**16 in 16-bit digits, a ** (h * 2**16 + l) ==
+        (a ** h) ** 65536 * a ** l, wrapping as PyTorch's: numba's own integer power
+        turns to a float pow there (int64 min for every base but 0 and +-1)."""
+        bits = 64 if self.dtype == "int64" else 32   # (8-bit exponents never get here)
+        expr = f"{a} ** ({b} >> {bits - 16})"
+        for s in range(bits - 32, -1, -16):
+            expr = f"({expr}) ** 65536 * {a} ** (({b} >> {s}) & 65535)"
+        return f"({expr})"
+
+
+_NARROW_INTS = ("int8", "uint8", "int32")
 
 
 def render_steps(nest: LoopNest, emitter_cls) -> tuple:
@@ -137,6 +151,10 @@ def render_steps(nest: LoopNest, emitter_cls) -> tuple:
         em = emitter_cls(st.dtype)
         args = [em.const(a.value, a.dtype) if isinstance(a, Const) else a for a in st.args]
         expr = st.prim.scalar(em, *args, **dict(st.params))
+        if st.out_dtype in _NARROW_INTS:
+            # (numba computes these in int64: ``a - b`` of uint8 may be -3, which the next
+            # step, fmod or a division, must see as 253, as eager's numpy does)
+            expr = f"{em._type(st.out_dtype)}({expr})"
         emitters.append(em)
         lines.append(f"{st.name} = {expr}  # {st.note}")
     return lines, emitters

@@ -284,17 +284,20 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
                     g = owner(a)
                     if _fits(g, shape) and g not in cands:
                         cands.append(g)
+            # (a group's column sums are whole only after its last row: no step of it reads
+            # one, as ``x - x.sum(0)`` of a single row would)
+            sums_of = {owner(a).gid for a in e.inputs if isinstance(a, Var) and a in col_outs}
             target = None
             cands.sort(key=lambda g: not g.rows)   # a rows group first: the per-row work joins it
             for g in cands:
-                if not depends_on(outside({g.gid}, e.inputs), {g.gid}):
+                if g.gid not in sums_of and not depends_on(outside({g.gid}, e.inputs), {g.gid}):
                     target = g
                     break
             if target is not None:
                 # Merge other candidate groups into target when the union stays acyclic:
                 # nothing the union reads from outside may depend on a part of it.
                 for g in cands:
-                    if g is target or g.shape != target.shape or not _same_rows(g, target):
+                    if g is target or g.shape != target.shape or not _same_rows(g, target) or g.gid in sums_of:
                         continue
                     parts = {target.gid, g.gid}
                     reads = outside(parts, [*ext_in[target.gid], *ext_in[g.gid], *e.inputs])

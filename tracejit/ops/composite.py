@@ -426,7 +426,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     if input.ndim == 1 and target.ndim == 0:  # one unbatched sample
         out = nll_loss(unsqueeze(input, 0), unsqueeze(target, 0), weight, ignore_index, reduction)
         return squeeze(out, 0) if reduction == "none" else out
-    if input.ndim < 1 or target.ndim != input.ndim - 1:
+    if input.ndim < 2 or tuple(target.shape) != tuple(input.shape[:1]) + tuple(input.shape[2:]):
         raise ShapeError(f"nll_loss: expected input (N, C, ...) and target (N, ...), got "
                          f"{tuple(input.shape)} and {tuple(target.shape)}")
     expect_floating("nll_loss", "input", input)

@@ -143,8 +143,9 @@ def _pad_index(size: int, before: int, after: int, mode: str):
     j = np.arange(-before, size + after)
     if mode == "replicate":
         return np.clip(j, 0, size - 1)
-    if mode == "circular":
-        return np.mod(j, size)
+    if mode == "circular":   # (PyTorch crops the negative amounts first, then wraps)
+        lo, hi = max(-before, 0), size - max(-after, 0)
+        return lo + np.mod(j + before - max(before, 0), hi - lo)
     # reflect: mirror without repeating the edge
     period = 2 * (size - 1)
     j = np.mod(j, period) if period else np.zeros_like(j)
@@ -192,9 +193,10 @@ def pad(input, pad, mode: str = "constant", value=None):
         if mode == "reflect" and (before >= size or after >= size):
             raise ValueError(f"pad: reflect padding ({before}, {after}) must be smaller than the "
                              f"padded dim {dim} of size {size}")
-        if mode == "circular" and (before > size or after > size):
+        kept = size - max(-before, 0) - max(-after, 0)   # (circular wraps what cropping keeps)
+        if mode == "circular" and (before > kept or after > kept):
             raise ValueError(f"pad: circular padding ({before}, {after}) must be at most the size "
-                             f"{size} of dim {dim}")
+                             f"{kept} of dim {dim} after cropping")
         if before or after:
             idx = tensor(_pad_index(size, before, after, mode), device=out.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
