@@ -107,33 +107,27 @@ def index_add(a, v, *idx, spec):
     return out
 
 
-def _bag_adder(dtype: str):
-    """`add_rows` as embedding_bag's row-add routine (ops/embedding_bag.py `add_rows_np`), or None."""
-    add = add_rows(dtype)
-    if add is None:
-        return None
+def _bagged(form):
+    """EMBEDDING_BAG's or EMBEDDING_BAG_BACKWARD's CPU implementation: its numpy form
+    (ops/embedding_bag.py `bag_forward`, `bag_backward`) with sums added by `add_rows`' loop
+    (numpy's reduceat: ~55 us for 512 bags of 16-wide rows; np.add.at of the weight
+    gradient's 3300 rows: ~50 us); None while the kernel loads."""
+    def call(*arrays, **params):
+        from ....ops import embedding_bag as forms
+        add = add_rows(arrays[0].dtype.name)
+        if add is None:
+            return None
 
-    def add_bag_rows(out, idx, rows):
-        if idx.size:
-            run_add_rows(add, out, idx, rows, idx.shape)
-        return out
-    return add_bag_rows
+        def add_bag_rows(out, idx, rows):
+            if idx.size:
+                run_add_rows(add, out, idx, rows, idx.shape)
+            return out
+        return getattr(forms, form)(*arrays, add=add_bag_rows, **params)
+    call.__name__ = form
+    return call
 
 
-def embedding_bag(weight, indices, offsets, *psw, **params):
-    """EMBEDDING_BAG's CPU implementation: sums and means of bags added by one loop (numpy's
-    reduceat took ~55 us for 512 bags of 16-wide rows); None while the kernel loads."""
-    from ....ops.embedding_bag import bag_forward
-    add = _bag_adder(weight.dtype.name)
-    return None if add is None else bag_forward(weight, indices, offsets, *psw, add=add, **params)
-
-
-def embedding_bag_backward(g, weight, indices, offsets, *psw, **params):
-    """EMBEDDING_BAG_BACKWARD's CPU implementation: a sum or mean's weight gradient added by
-    one loop (np.add.at over flat positions: ~50 us for 3300 rows of 16)."""
-    from ....ops.embedding_bag import bag_backward
-    add = _bag_adder(g.dtype.name)
-    return None if add is None else bag_backward(g, weight, indices, offsets, *psw, add=add, **params)
+embedding_bag, embedding_bag_backward = _bagged("bag_forward"), _bagged("bag_backward")
 
 
 def sums_bags(*arrays, mode, **params) -> bool:
