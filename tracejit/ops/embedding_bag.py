@@ -38,9 +38,7 @@ def bag_runs(indices, offsets, include_last_offset: bool):
     if starts[0] != 0:
         raise ValueError(f"embedding_bag: offsets[0] must be 0 (the first bag starts at the first "
                          f"index), got {int(starts[0])}")
-    lengths = np.empty(m, np.int64)
-    np.subtract(starts[1:], starts[:-1], out=lengths[:-1])
-    lengths[-1] = n - starts[-1]
+    lengths = np.diff(starts, append=n)
     if lengths.min() < 0:
         raise ValueError(f"embedding_bag: offsets must be non-decreasing and at most the number of "
                          f"indices ({n}), got {offsets.tolist()}")
@@ -156,7 +154,7 @@ def _first_max(weight, idx, starts, lengths, padding_idx):
     return pos
 
 
-def weight_rows(g, weight, indices, offsets, *psw, mode, padding_idx, include_last_offset, wrt="weight"):
+def _weight_rows(g, weight, indices, offsets, *psw, mode, padding_idx, include_last_offset, wrt="weight"):
     """(indices read, the rows of gradient they add) of a sum or mean's weight gradient, or
     the per-sample weights' gradient (wrt="per_sample_weights")."""
     starts, lengths, idx = bag_runs(indices, offsets, include_last_offset)
@@ -180,7 +178,7 @@ def bag_backward(g, weight, indices, offsets, *psw, wrt, add=add_rows_np, **p):
     """The backward's values (see the top); a sum or mean's weight gradient added by `add`."""
     v, d = weight.shape
     if p["mode"] != "max":
-        idx, rows = weight_rows(g, weight, indices, offsets, *psw, wrt=wrt, **p)
+        idx, rows = _weight_rows(g, weight, indices, offsets, *psw, wrt=wrt, **p)
         return rows if wrt == "per_sample_weights" else add(np.zeros((v, d), g.dtype), idx, rows)
     starts, lengths, idx = bag_runs(indices, offsets, p["include_last_offset"])
     pos = _first_max(weight, idx, starts, lengths, p["padding_idx"])
