@@ -218,19 +218,40 @@ register("local_response_norm", lambda m, x: NF(m).local_response_norm(x, 3, 0.1
 _BAG_IDX, _BAG_OFFS = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0]), np.array([0, 2, 2, 5])
 
 
-def _np_bag(w, mode):
-    out = np.zeros((4, w.shape[1]))
-    bounds = list(_BAG_OFFS) + [len(_BAG_IDX)]
-    for b in range(4):
-        rows = w[_BAG_IDX[bounds[b]:bounds[b + 1]]]
+def _np_bag(w, mode, psw=None, pad=None, idx=_BAG_IDX, offs=_BAG_OFFS):
+    """Each bag's rows (weighted by psw, padding rows left out) reduced by mode; 0 if none."""
+    out = np.zeros((len(offs), w.shape[1]))
+    bounds = list(offs) + [len(idx)]
+    for b in range(len(offs)):
+        at = [i for i in range(bounds[b], bounds[b + 1]) if idx[i] != pad]
+        rows = w[idx[at]] * (1.0 if psw is None else psw[at][:, None])
         if len(rows):
             out[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
     return out
 
 
+def _bag_fn(mode, **kw):
+    def f(m, w, *psw):
+        return NF(m).embedding_bag(m.tensor(_BAG_IDX, device=w.device), w, m.tensor(_BAG_OFFS, device=w.device),
+                                   mode=mode, per_sample_weights=psw[0] if psw else None, **kw)
+    return f
+
+
 for _mode in ("sum", "mean", "max"):
-    register(f"embedding_bag.{_mode}",
-             (lambda md: lambda m, w: NF(m).embedding_bag(m.tensor(_BAG_IDX, device=w.device), w,
-                                                                 m.tensor(_BAG_OFFS, device=w.device), mode=md))(_mode),
-             (lambda md: lambda w: _np_bag(w, md))(_mode),
+    register(f"embedding_bag.{_mode}", _bag_fn(_mode), (lambda md: lambda w: _np_bag(w, md))(_mode),
              lambda d, r: [_s(distinct(r, (10, 3), d))])
+    # (a padding row, 4, twice in one bag)
+    register(f"embedding_bag.{_mode}_padding", _bag_fn(_mode, padding_idx=4),
+             (lambda md: lambda w: _np_bag(w, md, pad=4))(_mode), lambda d, r: [_s(distinct(r, (10, 3), d))])
+register("embedding_bag.per_sample_weights", _bag_fn("sum"), lambda w, p: _np_bag(w, "sum", p),
+         lambda d, r: [_s(distinct(r, (10, 3), d), arr(r, (9,), d))])
+register("embedding_bag.per_sample_weights_padding", _bag_fn("sum", padding_idx=2),
+         lambda w, p: _np_bag(w, "sum", p, pad=2), lambda d, r: [_s(distinct(r, (10, 3), d), arr(r, (9,), d))])
+register("embedding_bag.rows_2d", lambda m, w: NF(m).embedding_bag(m.tensor(_BAG_IDX.reshape(3, 3), device=w.device),
+                                                                  w, mode="max"),
+         lambda w: _np_bag(w, "max", offs=[0, 3, 6]), lambda d, r: [_s(distinct(r, (10, 3), d))])
+register("embedding_bag.include_last_offset",
+         lambda m, w: NF(m).embedding_bag(m.tensor(_BAG_IDX, device=w.device), w,
+                                          m.tensor([0, 2, 2, 5, 9], device=w.device), mode="mean",
+                                          include_last_offset=True),
+         lambda w: _np_bag(w, "mean"), lambda d, r: [_s(distinct(r, (10, 3), d))])

@@ -50,3 +50,39 @@ def test_int32_indices_and_offsets_sum_bags():
 def test_bad_indices_and_offsets_are_refused(ids, offsets, error, match):
     with pytest.raises(error, match=match):
         _bag()(tj.tensor(ids), tj.tensor(offsets))
+
+
+def _both(mode, ids, offsets, w, **kw):
+    """(tracejit's, PyTorch's) bag values and weight gradients for the same call."""
+    import torch
+    out = []
+    for lib in (tj, torch):
+        wt = lib.tensor(w, requires_grad=True)
+        y = lib.nn.functional.embedding_bag(lib.tensor(ids), wt, lib.tensor(offsets), mode=mode, **kw)
+        (y * lib.tensor(np.arange(1, y.numel() + 1, dtype=np.float32).reshape(tuple(y.shape)))).sum().backward()
+        out.append((y.detach().numpy(), wt.grad.numpy()))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_bag_of_padding_rows_only_is_zero_like_pytorch(mode):
+    pytest.importorskip("torch")
+    (y, gw), (ty, tgw) = _both(mode, [2, 2, 1, 2, 3], [0, 2, 2], W, padding_idx=2)
+    np.testing.assert_allclose(y, ty, rtol=1e-6)
+    np.testing.assert_array_equal(y[0], 0.0)
+    np.testing.assert_allclose(gw, tgw, rtol=1e-6)
+
+
+def test_max_gradient_goes_to_the_first_maximum_like_pytorch():
+    """Two equal rows in a bag: PyTorch's arg-max is the first, and only it gets gradient."""
+    pytest.importorskip("torch")
+    w = np.array([[1.0, 5.0], [3.0, 2.0], [3.0, 5.0]], np.float32)
+    (y, gw), (ty, tgw) = _both("max", [0, 1, 2], [0], w)
+    np.testing.assert_array_equal(y, ty)
+    np.testing.assert_array_equal(gw, tgw)
+    np.testing.assert_array_equal(gw, [[0.0, 2.0], [1.0, 0.0], [0.0, 0.0]])
+
+
+def test_decreasing_offsets_are_refused():
+    with pytest.raises(ValueError, match="non-decreasing"):
+        _bag()(tj.tensor([1, 2, 3, 4]), tj.tensor([0, 3, 1]))

@@ -157,18 +157,25 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
     return getitem(weight, input)
 
 
+def renorm_rows(input, weight, max_norm: float, norm_type: float) -> None:
+    """Scale the rows of `weight` at `input` whose norm exceeds max_norm down to it, in
+    place and untracked (PyTorch's embedding_renorm_)."""
+    from ..autograd.grad_mode import no_grad
+    from .numpy_like import ravel
+    from .reductions_more import unique
+    with no_grad():
+        rows = unique(ravel(in_range(input, weight.shape[0], "embedding")))
+        picked = getitem(weight, rows)
+        norms = picked.norm(norm_type, 1, keepdim=True)
+        scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        weight[rows] = picked * scale
+
+
 def _embedding_options(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq):
     from .reductions_more import bincount
     from .numpy_like import ravel
     if max_norm is not None:
-        from ..autograd.grad_mode import no_grad
-        from .reductions_more import unique
-        with no_grad():
-            rows = unique(ravel(in_range(input, weight.shape[0], "embedding")))
-            picked = getitem(weight, rows)
-            norms = picked.norm(norm_type, 1, keepdim=True)
-            scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-            weight[rows] = picked * scale
+        renorm_rows(input, weight, max_norm, norm_type)
     out = embedding(input, weight, padding_idx)
     if scale_grad_by_freq:
         counts = getitem(bincount(ravel(input), minlength=weight.shape[0]), input)

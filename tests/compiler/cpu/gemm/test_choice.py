@@ -167,6 +167,30 @@ def test_a_call_site_binds_once_and_takes_the_measured_choice(store, monkeypatch
     assert len(again) == 1 and again[0] is not routed and ran == [cfg, cfg]
 
 
+def test_product_into_runs_blas_until_its_key_is_measured_then_the_configuration(store, monkeypatch):
+    """product_into resolves its route once per operand signature: BLAS while the key waits
+    for its measurement, the measured configuration from the next call on (no lookup of
+    key, choice or kernel a call)."""
+    cfg = template.CONFIGS[3]
+    ran = []
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.005: 0.5 if _is(fn, cfg) else 1.0)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, out=None, **kw: ran.append(c) or a @ b)
+    monkeypatch.setattr(template, "kernel_for",
+                        lambda d, c: type("K", (), {"get": lambda self: c, "fn": c})())
+    monkeypatch.setattr(products, "INTO_MIN_MNK", 0)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 1000)).astype(np.float32)
+    b = rng.standard_normal((1000, 100)).astype(np.float32)
+    np.testing.assert_allclose(products.product_into(a, b, threads=2), a @ b, rtol=1e-5)
+    assert ran == []
+    key = choice.key_for(a, b, 2)
+    assert key in choice._pending and choice.measure(key) == cfg
+    ran.clear()
+    out = np.empty((64, 100), np.float32)
+    np.testing.assert_allclose(products.product_into(a, b, out, threads=2), a @ b, rtol=1e-5)
+    assert ran == [cfg]
+
+
 def test_background_mode_measures_a_key_when_its_site_calls_again(store, monkeypatch):
     """Shapes that follow the data (a mixture of experts' token counts per expert) come
     once each: in background mode a key's first call runs BLAS and queues nothing, the

@@ -32,20 +32,48 @@ def product_into(a, b, out=None, threads: int = 0):
     a (m, k) by b (k, n), a (m, k) by each of b's (nb, k, n), or batches of equal dims; the
     template's configuration the choice made for the key on `threads` threads (0: those the
     machine gives now) where it is loaded, else numpy's matmul. Either operand may be a
-    strided view."""
-    if (a.ndim in (2, b.ndim) and b.ndim in (2, 3) and (out is None or out.flags.c_contiguous)
-            and a.shape[-2] * a.shape[-1] * b.shape[-1] >= INTO_MIN_MNK):
-        aa = np.broadcast_to(a, b.shape[:1] + a.shape) if a.ndim < b.ndim else a
-        if _eligible(aa, b):
-            c = choice.choose(choice.key_for(aa, b, threads or coreshare.core_share.cpus))
-            if c is not choice.BLAS:
-                fn = template.kernel_for(a.dtype.name, c).get()
-                if fn is not None:
-                    res = template.run(fn, c, aa, b, out=out,
-                                       threads=threads or coreshare.adapt() or coreshare.core_share.cpus)
-                    if res is not None:
-                        return res
+    strided view. The route is resolved once per operand signature (key, choice and kernel
+    lookups: ~10 us a call of a YOLO step's ~300 convolution products)."""
+    sig = (a.shape, b.shape, a.strides, b.strides, a.dtype, b.dtype, threads)
+    cell = _into.get(sig)
+    if cell is None:
+        if len(_into) >= _CALLS_MAX:
+            _into.clear()
+        cell = _into[sig] = [_blas_into]
+        if (a.ndim in (2, b.ndim) and b.ndim in (2, 3)
+                and a.shape[-2] * a.shape[-1] * b.shape[-1] >= INTO_MIN_MNK):
+            aa = np.broadcast_to(a, b.shape[:1] + a.shape) if a.ndim < b.ndim else a
+            if _eligible(aa, b):
+                key = choice.key_for(aa, b, threads or coreshare.core_share.cpus)
+                choice.bind(key, lambda c: cell.__setitem__(0, _into_call(c, key.dtype)) or cell[0])
+    if out is not None and not out.flags.c_contiguous:
+        return np.matmul(a, b, out=out)
+    return cell[0](a, b, out, threads)
+
+
+def _blas_into(a, b, out, threads):
     return np.matmul(a, b, out=out)
+
+
+def _into_call(c, dtype: str):
+    """`product_into`'s call for the choice `c` (BLAS, a template configuration, or a call
+    made by `choice.bind`)."""
+    if c is choice.BLAS:
+        return _blas_into
+    if callable(c):
+        return c
+    kern = template.kernel_for(dtype, c)
+
+    def into(a, b, out, threads):
+        fn = kern.get()
+        if fn is not None:
+            aa = np.broadcast_to(a, b.shape[:1] + a.shape) if a.ndim < b.ndim else a
+            res = template.run(fn, c, aa, b, out=out,
+                               threads=threads or coreshare.adapt() or coreshare.core_share.cpus)
+            if res is not None:
+                return res
+        return np.matmul(a, b, out=out)
+    return into
 
 
 def blas_matmul(a, b):
@@ -102,6 +130,7 @@ def _site(routed, install):
 # Calls of the implementation by the operands' shapes, strides and dtypes: a one-element
 # list holding the call the site installed; bounded by `_CALLS_MAX`.
 _calls: dict = {}
+_into: dict = {}    # (`product_into`'s, by its operands' signature and threads)
 _CALLS_MAX = 4096
 
 
@@ -122,8 +151,9 @@ def matmul(a, b):
 
 
 def forget() -> None:
-    """Drop the calls `matmul` installed (with choice.forget: tests)."""
+    """Drop the calls `matmul` and `product_into` installed (with choice.forget: tests)."""
     _calls.clear()
+    _into.clear()
 
 
 def _rows(a, b):
