@@ -1,4 +1,4 @@
-"""Shapes: dims that are ints or symbols, broadcasting, dim normalization.
+"""Shapes: dims that are ints or symbols, broadcasting (dim normalization: dims.py).
 
 Dynamic dims are `Sym` values: integer polynomials over named symbols (``s0``,
 ``s0*100``, ``s0 + 1``) that carry a *hint*, the concrete size seen while tracing.
@@ -20,6 +20,7 @@ import threading
 from typing import Callable, Optional, Union
 
 from .errors import ShapeError
+from .dims import normalize_dim, normalize_dims   # (re-exported: most callers import them here)
 
 __all__ = ["Sym", "Dim", "Shape", "broadcast_shapes", "normalize_dim", "normalize_dims",
            "numel", "is_static", "hint", "as_dim"]
@@ -580,32 +581,3 @@ def _assume_equal(a, b) -> bool:
             return True
     return facts_hooks.assume(ab, "sizes broadcast together", dims=True) and \
         facts_hooks.assume(ba, "sizes broadcast together", dims=True)
-
-
-def normalize_dim(dim, ndim: int, op: str = "op") -> int:
-    if not isinstance(dim, int) or isinstance(dim, bool):
-        raise TypeError(f"{op}: dim must be an int, got {dim!r}")
-    lo = -max(ndim, 1)
-    hi = max(ndim, 1) - 1
-    if not lo <= dim <= hi:
-        raise IndexError(f"{op}: dim {dim} is out of range for a tensor of rank {ndim} "
-                         f"(expected to be in range [{lo}, {hi}])")
-    return dim % max(ndim, 1)
-
-
-def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
-    """None means all dims; an int or a sequence of ints; result is sorted. A dim given
-    twice (``x.sum((0, 0))``, ``(0, -2)`` on a matrix) raises, as in PyTorch."""
-    if dims is None:
-        return tuple(range(ndim))
-    if isinstance(dims, int):
-        dims = (dims,)
-    normed = [normalize_dim(d, ndim, op) for d in dims]
-    out = sorted(set(normed))
-    if len(out) != len(normed):
-        from .errors import ShapeError
-        rep = next(d for d in normed if normed.count(d) > 1)
-        raise ShapeError(f"{op}: dim {rep} appears multiple times in the list of dims {tuple(dims)!r}")
-    if ndim == 0:
-        return ()
-    return tuple(out)
