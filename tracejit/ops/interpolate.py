@@ -63,7 +63,7 @@ def _cubic_matrix(insize: int, outsize: int, align_corners: bool, scale: float) 
     base = np.floor(src)
     m = np.zeros((outsize, insize))
     rows = np.arange(outsize)
-    for tap, (w, _) in enumerate(_cubic(src - base)):
+    for tap, (w, *_) in enumerate(_cubic(src - base)):
         idx = np.clip(base.astype(np.int64) - 1 + tap, 0, insize - 1)
         np.add.at(m, (rows, idx), w)
     return m
