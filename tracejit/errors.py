@@ -5,8 +5,11 @@ RuntimeErrors there, and ValueErrors in numpy; we are both).
 """
 from __future__ import annotations
 
+import itertools
+import linecache
 import os
 import sys
+import weakref
 
 __all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "UnsupportedDTypeError", "IndexRangeError",
            "ArgumentError", "ValueRangeError", "GraphFreedError",
@@ -52,6 +55,14 @@ def expect_not_bool(op: str, name: str, t) -> None:
     if dt is not None and dt.is_bool:
         raise UnsupportedDTypeError(f"{op}: {name} of dtype bool is not supported; cast it with "
                                     f"{name}.int() or {name}.float()")
+
+
+def expect_same_dtype(op: str, a, b, name: str = "source") -> None:
+    """Raise DTypeError where tensor `b` (argument `name` of `op`) has another dtype than
+    `a`, the tensor it is written into (index_add, scatter): PyTorch refuses to cast it."""
+    if getattr(b, "dtype", a.dtype) is not a.dtype:
+        raise DTypeError(f"{op}: self ({a.dtype.name}) and {name} ({b.dtype.name}) must have the same dtype; "
+                         f"cast it with {name}.to(self.dtype)")
 
 
 class IndexRangeError(TracejitError, IndexError):
@@ -210,3 +221,43 @@ def user_location(skip: int = 1) -> tuple[str, int] | None:
     if f is None:
         return None
     return (f.f_code.co_filename, f.f_lineno)
+
+
+_SOURCE_LINES: dict = {}   # generated source's file name -> {its line: the user's (file, line, name)}
+_source_ids = itertools.count()
+
+
+def generated_source_name(kind: str, name: str) -> str:
+    """A unique file name for code tracejit generates (a ``<tracejit`` name: `user_frame`
+    skips its frames)."""
+    return f"<tracejit-{kind}-{name}-{next(_source_ids)}>"
+
+
+def register_source_lines(owner, fname: str, lines: dict) -> None:
+    """Remember, while `owner` lives, which user line ({line: (file, line, function)}) each
+    line of the generated source `fname` runs: `raise_at_user_line` points errors there."""
+    _SOURCE_LINES[fname] = lines
+    weakref.finalize(owner, _SOURCE_LINES.pop, fname, None)
+
+
+def raise_at_user_line(exc: BaseException) -> None:
+    """Re-raise `exc`, one of our checks failing inside a compiled program, from the line of
+    the user's code its op was traced from, so the traceback ends there and not inside
+    tracejit (the eager path's traceback ends in the user's code too). Returns when `exc`
+    is no such check (an internal error keeps its whole traceback)."""
+    if not isinstance(exc, TracejitError) or isinstance(exc, (KernelError, CompileError, CheckMismatchError)):
+        return
+    loc, tb = None, exc.__traceback__
+    while tb is not None:                       # the innermost generated frame wins
+        loc = _SOURCE_LINES.get(tb.tb_frame.f_code.co_filename, {}).get(tb.tb_lineno, loc)
+        tb = tb.tb_next
+    if loc is None:
+        return
+    # One `raise` statement at the user's line, as wide as its code there: the traceback
+    # shows that line without carets under part of it.
+    text = linecache.getline(loc[0], loc[1])
+    indent, width = len(text) - len(text.lstrip()), len(text.strip())
+    head = "\n" * (loc[1] - 2) + "if 1:\n" if indent and loc[1] > 1 else "\n" * (loc[1] - 1)
+    src = head + " " * (indent if head.endswith(":\n") else 0) + "raise (exc" + " " * max(0, width - 11) + ")"
+    code = compile(src, loc[0], "exec").replace(co_name=loc[2])
+    exec(code, {"exc": exc.with_traceback(None)})

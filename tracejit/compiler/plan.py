@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from ..errors import CompileError
+from ..errors import CompileError, register_source_lines
 from ..jit.control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from ..jit.ir import Eqn, Graph, Literal, Var
 from ..memory import ALIGN_MIN, OutputSlot
@@ -217,8 +217,10 @@ class Plan:
         for x, li in last.items():
             ends.setdefault(li, []).append(x)
         outs, input_set, group_lines = set(a for a in g.outputs if isinstance(a, Var)), set(g.inputs), {}
+        user_lines: dict = {}
         stacked, made = self._stacked_concats(outs), set()
         for idx, it in enumerate(self.items):
+            first_line = len(lines) + 1
             if it in made:
                 pass     # (a stack its concats wrote)
             elif isinstance(it, Eqn) and it.outs[0] in stacked:
@@ -241,6 +243,9 @@ class Plan:
                 dies = [x for x in it.inputs[:1] if isinstance(x, Var) and last.get(x) == idx
                         and x not in outs and x not in input_set]
                 lines += self._emit_eqn(it, atom, nm, consts, dies)
+            loc = next((e.loc for e in getattr(it, "eqns", None) or (it,) if getattr(e, "loc", None)), None)
+            if loc:   # (where the user's code made it: errors raised here point there)
+                user_lines.update(dict.fromkeys(range(first_line, len(lines) + 1), (*loc[:2], self.name)))
             dead = [x for x in ends.get(idx, ()) if x not in outs and x not in input_set]
             if dead:
                 lines.append("    del " + ", ".join(nm(x) for x in dead))
@@ -251,6 +256,7 @@ class Plan:
         fname = f"<tracejit-plan-{self.name}-{next(_ids)}>"
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
         register_plan_lines(self, fname, group_lines)
+        register_source_lines(self, fname, user_lines)
         exec(compile(src, fname, "exec"), consts)
         return consts["plan"]
 

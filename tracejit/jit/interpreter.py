@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import generated_source_name, register_source_lines
 from ..device import CPU
 from ..ops.eager import bind
 from ..ops.host_steps import HOST_STEP, size_bindings, step_function
@@ -133,7 +134,7 @@ def straight_line(graph: Graph, drops=None, steps=None):
             return f"{const(v, 'S')}.evaluate(syms)" if type(v) is Sym else const(v, "L")
         return name_of(a)
 
-    body = ["def run(args):"]
+    body, locs = ["def run(args):"], {}
     ins = [name_of(v) for v in graph.inputs]
     if ins:
         body.append(f"    {', '.join(ins)}{',' if len(ins) == 1 else ''} = args")
@@ -159,10 +160,14 @@ def straight_line(graph: Graph, drops=None, steps=None):
                 kw = f"**{const(params, 'K')}" if params else ""
             args = ", ".join(x for x in (const(e.prim, "P"), vals, kw) if x)
             body.append(f"    {name_of(e.outs[0])} = BIND({args})")   # (one output: `interpret`)
+        if e.loc:
+            locs[len(body)] = (e.loc[0], e.loc[1], graph.name)
         if drops is not None and drops[i]:
             body.append(f"    del {', '.join(name_of(v) for v in drops[i])}")
     body.append(f"    return [{', '.join(operand(a) for a in graph.outputs)}]")
-    exec(compile("\n".join(body), f"<tier0 {graph.name}>", "exec"), ns)
+    fname = generated_source_name("tier0", graph.name)
+    exec(compile("\n".join(body), fname, "exec"), ns)
+    register_source_lines(ns["run"], fname, locs)
     return ns["run"]
 
 

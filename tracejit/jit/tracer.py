@@ -87,7 +87,8 @@ class Tracer(Tensor):
             f"{what} needs the value of a traced tensor{where}, which tracing cannot capture: "
             f"the compiled program must not depend on tensor values through Python. Use "
             f"@tracejit.script (which turns if/while on tensors into graph control flow), "
-            f"tracejit.where(...) for elementwise choices, or run eagerly with tracejit.eager().")
+            f"tracejit.where(...) for elementwise choices, compute the value outside the compiled "
+            f"function (.item() there) and pass it in, or run eagerly with tracejit.eager().")
 
     def __bool__(self):
         return bool(self._concrete("bool(tensor) (an `if`/`while`/`and`/`or` on a tensor)", "bool"))
