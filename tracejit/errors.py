@@ -240,6 +240,13 @@ def register_source_lines(owner, fname: str, lines: dict) -> None:
     weakref.finalize(owner, _SOURCE_LINES.pop, fname, None)
 
 
+def note_user_line(exc: BaseException, loc, name: str) -> None:
+    """Note on `exc` the user's line `loc` (file, line) of the equation the IR interpreter
+    ran when it was raised, for `raise_at_user_line`; the innermost graph's note stays."""
+    if loc:
+        exc.__dict__.setdefault("_tracejit_user_line", (loc[0], loc[1], name))
+
+
 def raise_at_user_line(exc: BaseException) -> None:
     """Re-raise `exc`, one of our checks failing inside a compiled program, from the line of
     the user's code its op was traced from, so the traceback ends there and not inside
@@ -247,7 +254,8 @@ def raise_at_user_line(exc: BaseException) -> None:
     is no such check (an internal error keeps its whole traceback)."""
     if not isinstance(exc, TracejitError) or isinstance(exc, (KernelError, CompileError, CheckMismatchError)):
         return
-    loc, tb = None, exc.__traceback__
+    loc = exc.__dict__.get("_tracejit_user_line")
+    tb = exc.__traceback__ if loc is None else None
     while tb is not None:                       # the innermost generated frame wins
         loc = _SOURCE_LINES.get(tb.tb_frame.f_code.co_filename, {}).get(tb.tb_lineno, loc)
         tb = tb.tb_next

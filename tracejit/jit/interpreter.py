@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import generated_source_name, register_source_lines
+from ..errors import TracejitError, generated_source_name, note_user_line, register_source_lines
 from ..device import CPU
 from ..ops.eager import bind
 from ..ops.host_steps import HOST_STEP, size_bindings, step_function
@@ -85,26 +85,30 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
         return env[a]
 
     state: dict = {}
-    for i, e in enumerate(graph.eqns):
-        vals = [read(a) for a in e.inputs]
-        params = e.params
-        if syms and any(contains_sym(p) for p in params.values()):
-            params = eval_params(params, syms)
-        if steps is not None and i in steps:
-            outs = steps[i](vals, state)
-        elif e.prim.kind == "control":
-            outs = _CONTROL[e.prim](e, vals, syms)
-        elif e.prim is HOST_STEP:
-            outs = run_step(e, vals, syms)
-        else:
-            outs = [bind(e.prim, *vals, **params)]
-        for o, val in zip(e.outs, outs):
-            env[o] = val
-        if record is not None:
-            record(e, outs)
-        if drops is not None:
-            for v in drops[i]:
-                del env[v]
+    try:
+        for i, e in enumerate(graph.eqns):
+            vals = [read(a) for a in e.inputs]
+            params = e.params
+            if syms and any(contains_sym(p) for p in params.values()):
+                params = eval_params(params, syms)
+            if steps is not None and i in steps:
+                outs = steps[i](vals, state)
+            elif e.prim.kind == "control":
+                outs = _CONTROL[e.prim](e, vals, syms)
+            elif e.prim is HOST_STEP:
+                outs = run_step(e, vals, syms)
+            else:
+                outs = [bind(e.prim, *vals, **params)]
+            for o, val in zip(e.outs, outs):
+                env[o] = val
+            if record is not None:
+                record(e, outs)
+            if drops is not None:
+                for v in drops[i]:
+                    del env[v]
+    except TracejitError as exc:   # (the innermost graph's equation: its user line)
+        note_user_line(exc, e.loc, graph.name)
+        raise
     return [read(a) for a in graph.outputs]
 
 
