@@ -375,3 +375,33 @@ def test_collating_ragged_samples_names_their_shapes(lib):
     loader = lib.utils.data.DataLoader([R(lib, 3), R(lib, 4)], batch_size=2)
     with pytest.raises(RuntimeError, match=r"stack expects each .* equal size.*(\[3\]|\(3,\)).*(\[4\]|\(4,\))"):
         next(iter(loader))
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or tj.cuda.is_available(), reason="a GPU is present")
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_asking_for_cuda_without_one_raises_an_assertion_error(lib):
+    with pytest.raises(AssertionError):
+        R(lib, 2).to("cuda")
+    with pytest.raises(RuntimeError if lib is tj else AssertionError):   # (ours is both)
+        R(lib, 2).cuda()
+
+
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_training_code_mistakes_with_autograd_and_losses(lib):
+    p = lib.nn.Parameter(R(lib, 3))
+    with pytest.raises(RuntimeError, match=r"(?i)grad.*(size|\[4\])"):
+        p.grad = R(lib, 4)
+    assert p.grad is None
+    with pytest.raises(RuntimeError, match=r"element 0 of .* does not require grad"):
+        (R(lib, 3) * 2).sum().backward()
+    with pytest.raises(RuntimeError, match=r"(?i)mat1 and mat2 must have the same dtype|input is float64 but weight "
+                                           r"is float32"):
+        lib.nn.Linear(3, 2)(lib.tensor(np.ones((2, 3))))
+    with pytest.raises(RuntimeError, match=r"multi-target not supported|got \(4, 3\) and \(4, 1\)"):
+        lib.nn.functional.cross_entropy(R(lib, 4, 3), lib.tensor([[0], [1], [2], [1]]))
+    with pytest.raises(ValueError, match=r"(?i)target size .*must be the same as input size|input shape \(4, 1\) and "
+                                         r"target shape \(4,\) differ"):
+        lib.nn.functional.binary_cross_entropy_with_logits(R(lib, 4, 1), R(lib, 4))
+    x = R(lib, 3).requires_grad_()
+    with pytest.raises(RuntimeError, match=r"allow_unused=True"):
+        lib.autograd.grad((x * 2).sum(), [x, R(lib, 3).requires_grad_()])
