@@ -223,7 +223,7 @@ def user_location(skip: int = 1) -> tuple[str, int] | None:
     return (f.f_code.co_filename, f.f_lineno)
 
 
-_SOURCE_LINES: dict = {}   # generated source's file name -> {its line: the user's (file, line, name)}
+_SOURCE_LINES: dict = {}   # generated source's file name -> ({its line: the IR item it runs}, function)
 _source_ids = itertools.count()
 
 
@@ -233,11 +233,29 @@ def generated_source_name(kind: str, name: str) -> str:
     return f"<tracejit-{kind}-{name}-{next(_source_ids)}>"
 
 
-def register_source_lines(owner, fname: str, lines: dict) -> None:
-    """Remember, while `owner` lives, which user line ({line: (file, line, function)}) each
-    line of the generated source `fname` runs: `raise_at_user_line` points errors there."""
-    _SOURCE_LINES[fname] = lines
+def register_source_lines(owner, fname: str, lines: dict, name: str) -> None:
+    """Remember, while `owner` lives, which IR item (an equation, or a fused group with
+    ``eqns``) each line of the generated source `fname` of function `name` runs, for the
+    errors raised there (`raise_at_user_line`, compiler/kernel_errors.py)."""
+    _SOURCE_LINES[fname] = (lines, name)
     weakref.finalize(owner, _SOURCE_LINES.pop, fname, None)
+
+
+def innermost_source_item(tb, want=lambda item: True):
+    """(item, function name) of the innermost frame of traceback `tb` in generated source
+    whose item passes `want`, or None."""
+    found = None
+    while tb is not None:
+        lines, name = _SOURCE_LINES.get(tb.tb_frame.f_code.co_filename, ({}, None))
+        item = lines.get(tb.tb_lineno)
+        if item is not None and want(item):
+            found = (item, name)
+        tb = tb.tb_next
+    return found
+
+
+def _loc_of(item):
+    return next((e.loc for e in getattr(item, "eqns", None) or (item,) if getattr(e, "loc", None)), None)
 
 
 def note_user_line(exc: BaseException, loc, name: str) -> None:
@@ -255,12 +273,11 @@ def raise_at_user_line(exc: BaseException) -> None:
     if not isinstance(exc, TracejitError) or isinstance(exc, (KernelError, CompileError, CheckMismatchError)):
         return
     loc = exc.__dict__.get("_tracejit_user_line")
-    tb = exc.__traceback__ if loc is None else None
-    while tb is not None:                       # the innermost generated frame wins
-        loc = _SOURCE_LINES.get(tb.tb_frame.f_code.co_filename, {}).get(tb.tb_lineno, loc)
-        tb = tb.tb_next
     if loc is None:
-        return
+        found = innermost_source_item(exc.__traceback__, lambda item: _loc_of(item) is not None)
+        if found is None:
+            return
+        loc = (*_loc_of(found[0])[:2], found[1])
     # One `raise` statement at the user's line, as wide as its code there: the traceback
     # shows that line without carets under part of it.
     text = linecache.getline(loc[0], loc[1])

@@ -138,7 +138,7 @@ def straight_line(graph: Graph, drops=None, steps=None):
             return f"{const(v, 'S')}.evaluate(syms)" if type(v) is Sym else const(v, "L")
         return name_of(a)
 
-    body, locs = ["def run(args):"], {}
+    body, items = ["def run(args):"], {}
     ins = [name_of(v) for v in graph.inputs]
     if ins:
         body.append(f"    {', '.join(ins)}{',' if len(ins) == 1 else ''} = args")
@@ -164,14 +164,13 @@ def straight_line(graph: Graph, drops=None, steps=None):
                 kw = f"**{const(params, 'K')}" if params else ""
             args = ", ".join(x for x in (const(e.prim, "P"), vals, kw) if x)
             body.append(f"    {name_of(e.outs[0])} = BIND({args})")   # (one output: `interpret`)
-        if e.loc:
-            locs[len(body)] = (e.loc[0], e.loc[1], graph.name)
+        items[len(body)] = e
         if drops is not None and drops[i]:
             body.append(f"    del {', '.join(name_of(v) for v in drops[i])}")
     body.append(f"    return [{', '.join(operand(a) for a in graph.outputs)}]")
     fname = generated_source_name("tier0", graph.name)
     exec(compile("\n".join(body), fname, "exec"), ns)
-    register_source_lines(ns["run"], fname, locs)
+    register_source_lines(ns["run"], fname, items, graph.name)
     return ns["run"]
 
 
