@@ -405,3 +405,25 @@ def test_training_code_mistakes_with_autograd_and_losses(lib):
     x = R(lib, 3).requires_grad_()
     with pytest.raises(RuntimeError, match=r"allow_unused=True"):
         lib.autograd.grad((x * 2).sum(), [x, R(lib, 3).requires_grad_()])
+
+
+def _exp_of_square(x):
+    return (x * x).exp()
+
+
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_backward_mistakes_through_a_compiled_forward(lib):
+    f = tj.compile(_exp_of_square) if lib is tj else _exp_of_square
+    x = R(lib, 3).requires_grad_()
+    for _ in range(3):   # (past the first calls: the compiled program, where its kernels are in)
+        loss = f(x * 1).sum()
+    loss.backward()
+    with pytest.raises(RuntimeError, match=r"(?i)backward through the graph a second time.*retain_graph=True"):
+        loss.backward()
+    z = x * 1
+    y = f(z)
+    z.add_(1)
+    with pytest.raises(RuntimeError, match=r"modified (by an inplace operation|by an in-place operation|in place)"):
+        y.sum().backward()
+    with pytest.raises(RuntimeError, match=r"grad can be implicitly created only for scalar outputs"):
+        f(x).backward()
