@@ -334,12 +334,34 @@ def test_data_dependent_control_flow_says_what_to_do():
         if a.sum() > 0:
             return a * 2
         return a
-    with pytest.raises(TraceError, match=r"at .*test_user_errors_torch.py:\d+.*tracejit.where.*\.item\(\) "
-                                         r"there\) and pass it in.*tracejit.eager\(\)"):
+    with pytest.raises(TraceError, match=r"at .*test_user_errors_torch.py:\d+.*tracejit.cond\(pred, true_fn, "
+                                         r"false_fn, operands\).*tracejit.where.*\.item\(\) there\) and pass it "
+                                         r"in.*tracejit.eager\(\)"):
         tj.compile(f, fullgraph=True)(R(tj, 3))
     with pytest.warns(RuntimeWarning, match="cannot be captured as one graph"):
         g = tj.compile(f)
         np.testing.assert_allclose(g(R(tj, 3)).numpy(), f(R(tj, 3)).numpy())
+
+
+def test_cond_the_message_suggests_is_captured_as_graph_control_flow():
+    def f(a):
+        return tj.cond(a.sum() > 0, lambda x: x * 2, lambda x: x - 1, (a,))
+
+    def f_torch(a):
+        return torch.cond(a.sum() > 0, lambda x: x * 2, lambda x: x - 1, (a,))
+
+    g = tj.compile(f, fullgraph=True)
+    for sign in (1.0, -1.0, 1.0):
+        x0 = np.abs(np.random.default_rng(1).standard_normal(3)).astype(np.float32) * sign
+        x, xt = tj.tensor(x0).requires_grad_(), torch.tensor(x0, requires_grad=True)
+        y, yt = g(x), f_torch(xt)
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-6)
+        y.sum().backward()
+        yt.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy())
+    assert g.cache_stats()["compiles"] == 1   # (one graph for both branches)
+    two = tj.compile(lambda a: tj.cond(a.sum() > 0, lambda x: (x, x + 1), lambda x: (x - 1, x), (a,)), fullgraph=True)
+    assert [t.tolist() for t in two(tj.ones(2))] == [[1.0, 1.0], [2.0, 2.0]]
 
 
 @pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
