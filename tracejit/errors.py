@@ -267,9 +267,9 @@ def note_user_line(exc: BaseException, loc, name: str) -> None:
 
 def raise_at_user_line(exc: BaseException) -> None:
     """Re-raise `exc`, one of our checks failing inside a compiled program, from the line of
-    the user's code its op was traced from, so the traceback ends there and not inside
-    tracejit (the eager path's traceback ends in the user's code too). Returns when `exc`
-    is no such check (an internal error keeps its whole traceback)."""
+    the user's code its op was traced from, so the traceback's last line is the user's, not
+    one of tracejit's interpreter or generated code. Returns when `exc` is no such check
+    (an internal error keeps its whole traceback)."""
     if not isinstance(exc, TracejitError) or isinstance(exc, (KernelError, CompileError, CheckMismatchError)):
         return
     loc = exc.__dict__.get("_tracejit_user_line")
