@@ -13,8 +13,9 @@ from .errors import ArgumentError
 __all__ = ["device", "as_device", "array_module", "module_of", "CPU", "CudaUnavailableError"]
 
 
-class CudaUnavailableError(RuntimeError):
-    """Raised when a CUDA device is requested but cupy or a GPU is missing."""
+class CudaUnavailableError(RuntimeError, AssertionError):
+    """Raised when a CUDA device is requested but cupy or a GPU is missing (an
+    AssertionError too, as PyTorch's "Torch not compiled with CUDA enabled")."""
 
 
 class device:

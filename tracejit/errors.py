@@ -5,8 +5,11 @@ RuntimeErrors there, and ValueErrors in numpy; we are both).
 """
 from __future__ import annotations
 
+import itertools
+import linecache
 import os
 import sys
+import weakref
 
 __all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "UnsupportedDTypeError", "IndexRangeError",
            "ArgumentError", "ValueRangeError", "GraphFreedError",
@@ -52,6 +55,14 @@ def expect_not_bool(op: str, name: str, t) -> None:
     if dt is not None and dt.is_bool:
         raise UnsupportedDTypeError(f"{op}: {name} of dtype bool is not supported; cast it with "
                                     f"{name}.int() or {name}.float()")
+
+
+def expect_same_dtype(op: str, a, b, name: str = "source") -> None:
+    """Raise DTypeError where tensor `b` (argument `name` of `op`) has another dtype than
+    `a`, the tensor it is written into (index_add, scatter): PyTorch refuses to cast it."""
+    if getattr(b, "dtype", a.dtype) is not a.dtype:
+        raise DTypeError(f"{op}: self ({a.dtype.name}) and {name} ({b.dtype.name}) must have the same dtype; "
+                         f"cast it with {name}.to(self.dtype)")
 
 
 class IndexRangeError(TracejitError, IndexError):
@@ -210,3 +221,68 @@ def user_location(skip: int = 1) -> tuple[str, int] | None:
     if f is None:
         return None
     return (f.f_code.co_filename, f.f_lineno)
+
+
+_SOURCE_LINES: dict = {}   # generated source's file name -> ({its line: the IR item it runs}, function)
+_source_ids = itertools.count()
+
+
+def generated_source_name(kind: str, name: str) -> str:
+    """A unique file name for code tracejit generates (a ``<tracejit`` name: `user_frame`
+    skips its frames)."""
+    return f"<tracejit-{kind}-{name}-{next(_source_ids)}>"
+
+
+def register_source_lines(owner, fname: str, lines: dict, name: str) -> None:
+    """Remember, while `owner` lives, which IR item (an equation, or a fused group with
+    ``eqns``) each line of the generated source `fname` of function `name` runs, for the
+    errors raised there (`raise_at_user_line`, compiler/kernel_errors.py)."""
+    _SOURCE_LINES[fname] = (lines, name)
+    weakref.finalize(owner, _SOURCE_LINES.pop, fname, None)
+
+
+def innermost_source_item(tb, want=lambda item: True):
+    """(item, function name) of the innermost frame of traceback `tb` in generated source
+    whose item passes `want`, or None."""
+    found = None
+    while tb is not None:
+        lines, name = _SOURCE_LINES.get(tb.tb_frame.f_code.co_filename, ({}, None))
+        item = lines.get(tb.tb_lineno)
+        if item is not None and want(item):
+            found = (item, name)
+        tb = tb.tb_next
+    return found
+
+
+def _loc_of(item):
+    return next((e.loc for e in getattr(item, "eqns", None) or (item,) if getattr(e, "loc", None)), None)
+
+
+def note_user_line(exc: BaseException, loc, name: str) -> None:
+    """Note on `exc` the user's line `loc` (file, line) of the equation the IR interpreter
+    ran when it was raised, for `raise_at_user_line`; the innermost graph's note stays."""
+    if loc:
+        exc.__dict__.setdefault("_tracejit_user_line", (loc[0], loc[1], name))
+
+
+def raise_at_user_line(exc: BaseException) -> None:
+    """Re-raise `exc`, one of our checks failing inside a compiled program, from the line of
+    the user's code its op was traced from, so the traceback's last line is the user's, not
+    one of tracejit's interpreter or generated code. Returns when `exc` is no such check
+    (an internal error keeps its whole traceback)."""
+    if not isinstance(exc, TracejitError) or isinstance(exc, (KernelError, CompileError, CheckMismatchError)):
+        return
+    loc = exc.__dict__.get("_tracejit_user_line")
+    if loc is None:
+        found = innermost_source_item(exc.__traceback__, lambda item: _loc_of(item) is not None)
+        if found is None:
+            return
+        loc = (*_loc_of(found[0])[:2], found[1])
+    # One `raise` statement at the user's line, as wide as its code there: the traceback
+    # shows that line without carets under part of it.
+    text = linecache.getline(loc[0], loc[1])
+    indent, width = len(text) - len(text.lstrip()), len(text.strip())
+    head = "\n" * (loc[1] - 2) + "if 1:\n" if indent and loc[1] > 1 else "\n" * (loc[1] - 1)
+    src = head + " " * (indent if head.endswith(":\n") else 0) + "raise (exc" + " " * max(0, width - 11) + ")"
+    code = compile(src, loc[0], "exec").replace(co_name=loc[2])
+    exec(code, {"exc": exc.with_traceback(None)})

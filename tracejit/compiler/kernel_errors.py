@@ -1,17 +1,15 @@
 """Naming the fused group behind an exception raised inside a compiled kernel: each plan
-registers which group every line of its source runs, and `kernel_error` walks the
-traceback to the innermost plan frame. Imports nothing heavy (the capture path uses it).
+registers which item every line of its source runs (`errors.register_source_lines`), and
+`kernel_error` walks the traceback to the innermost group's. Imports nothing heavy (the
+capture path uses it).
 """
 from __future__ import annotations
 
 import os
-import weakref
 
-from ..errors import KernelError, TracejitError
+from ..errors import KernelError, TracejitError, innermost_source_item
 
-__all__ = ["group_parts", "group_label", "register_plan_lines", "kernel_error"]
-
-_GROUP_LINES: dict = {}   # plan pseudo-file name -> {line number: group label}
+__all__ = ["group_parts", "group_label", "kernel_error"]
 
 
 def group_parts(grp) -> tuple:
@@ -34,26 +32,15 @@ def group_label(grp) -> str:
     return f"fused group {grp.gid} ({', '.join(ops)}) from {', '.join(locs) or 'unknown lines'}"
 
 
-def register_plan_lines(owner, fname: str, lines: dict) -> None:
-    """Remember `lines` ({line: label}) for the plan source `fname` while `owner` lives."""
-    _GROUP_LINES[fname] = lines
-    weakref.finalize(owner, _GROUP_LINES.pop, fname, None)
-
-
 def kernel_error(exc: BaseException) -> KernelError | None:
     """A `KernelError` naming the fused group whose kernel raised `exc`, or None when `exc`
     did not come from a kernel call of a plan, or is tracejit's own error (a
     `CompileError` of a variant compiled on first use already names its group)."""
     if isinstance(exc, TracejitError) or not isinstance(exc, Exception):
         return None
-    label = None
-    tb = exc.__traceback__
-    while tb is not None:                      # the innermost plan frame wins
-        lines = _GROUP_LINES.get(tb.tb_frame.f_code.co_filename)
-        if lines is not None:
-            label = lines.get(tb.tb_lineno, label)
-        tb = tb.tb_next
-    if label is None:
+    found = innermost_source_item(exc.__traceback__, lambda item: hasattr(item, "gid"))   # (a fused group)
+    if found is None:
         return None
+    label = group_label(found[0])
     return KernelError(f"the kernel of {label} raised {type(exc).__name__}: {exc}")
 

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from ..errors import CompileError
+from ..errors import CompileError, register_source_lines
 from ..jit.control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from ..jit.ir import Eqn, Graph, Literal, Var
 from ..memory import ALIGN_MIN, OutputSlot
@@ -31,7 +31,7 @@ from .slice_reads import fold_slice_reads, operand_var
 from ..jit import patterns as _patterns
 from . import plan_patterns as _plan_patterns  # noqa: F401  (the plan stage's patterns: registered at import)
 from .gemm_steps import GemmStep
-from .kernel_errors import group_label, group_parts, register_plan_lines
+from .kernel_errors import group_parts
 from .loopnest import broadcast_index, operand_layouts
 from .windows import channel_layouts, channel_rows, channel_view, strided_layout
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
@@ -216,9 +216,10 @@ class Plan:
         ends: dict = {}   # item index -> the values last used there (in `last`'s order)
         for x, li in last.items():
             ends.setdefault(li, []).append(x)
-        outs, input_set, group_lines = set(a for a in g.outputs if isinstance(a, Var)), set(g.inputs), {}
+        outs, input_set, item_lines = set(a for a in g.outputs if isinstance(a, Var)), set(g.inputs), {}
         stacked, made = self._stacked_concats(outs), set()
         for idx, it in enumerate(self.items):
+            first = len(lines) + 1                 # 1-based line numbers of the source
             if it in made:
                 pass     # (a stack its concats wrote)
             elif isinstance(it, Eqn) and it.outs[0] in stacked:
@@ -232,15 +233,14 @@ class Plan:
                 lines += [f"    {nm(it.out)} = {buf}[{i}]",
                           f"    xp.concatenate(({parts},), axis={it.params['dim']}, out={nm(it.out)})"]
             elif isinstance(it, Group):
-                first = len(lines) + 1                 # 1-based line numbers of the source
                 lines += self._emit_group(it, nm, consts, input_set)
-                group_lines.update(dict.fromkeys(range(first, len(lines) + 1), group_label(it)))
             elif isinstance(it, GemmStep):
                 lines += it.emit(self, nm, atom, consts, input_set)
             else:
                 dies = [x for x in it.inputs[:1] if isinstance(x, Var) and last.get(x) == idx
                         and x not in outs and x not in input_set]
                 lines += self._emit_eqn(it, atom, nm, consts, dies)
+            item_lines.update(dict.fromkeys(range(first, len(lines) + 1), it))
             dead = [x for x in ends.get(idx, ()) if x not in outs and x not in input_set]
             if dead:
                 lines.append("    del " + ", ".join(nm(x) for x in dead))
@@ -250,7 +250,7 @@ class Plan:
         self.source = src
         fname = f"<tracejit-plan-{self.name}-{next(_ids)}>"
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
-        register_plan_lines(self, fname, group_lines)
+        register_source_lines(self, fname, item_lines, self.name)
         exec(compile(src, fname, "exec"), consts)
         return consts["plan"]
 

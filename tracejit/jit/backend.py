@@ -22,6 +22,7 @@ import abc
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from ..errors import raise_at_user_line
 from .interpreter import interpret
 
 if TYPE_CHECKING:  # annotations only
@@ -178,13 +179,14 @@ def get(name: Optional[str]) -> Optional[Compiler]:
 
 
 def raise_kernel_error(exc: BaseException) -> None:
-    """Raise the error a loaded backend gives for `exc` (from `exc`), if any; otherwise
-    return, and the caller re-raises `exc` (``except Exception as exc: raise_kernel_error(exc);
-    raise``)."""
+    """Raise the error a loaded backend gives for `exc` (from `exc`), if any, or `exc` from
+    the user's line (`raise_at_user_line`); otherwise return, and the caller re-raises `exc`
+    (``except Exception as exc: raise_kernel_error(exc); raise``)."""
     for b in list(_registered.values()):
         err = b.kernel_error(exc)
         if err is not None:
             raise err from exc
+    raise_at_user_line(exc)
 
 
 def executor_for(backend_name: Optional[str], graph: "Graph", *,

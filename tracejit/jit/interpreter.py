@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import TracejitError, generated_source_name, note_user_line, register_source_lines
 from ..device import CPU
 from ..ops.eager import bind
 from ..ops.host_steps import HOST_STEP, size_bindings, step_function
@@ -84,26 +85,30 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
         return env[a]
 
     state: dict = {}
-    for i, e in enumerate(graph.eqns):
-        vals = [read(a) for a in e.inputs]
-        params = e.params
-        if syms and any(contains_sym(p) for p in params.values()):
-            params = eval_params(params, syms)
-        if steps is not None and i in steps:
-            outs = steps[i](vals, state)
-        elif e.prim.kind == "control":
-            outs = _CONTROL[e.prim](e, vals, syms)
-        elif e.prim is HOST_STEP:
-            outs = run_step(e, vals, syms)
-        else:
-            outs = [bind(e.prim, *vals, **params)]
-        for o, val in zip(e.outs, outs):
-            env[o] = val
-        if record is not None:
-            record(e, outs)
-        if drops is not None:
-            for v in drops[i]:
-                del env[v]
+    try:
+        for i, e in enumerate(graph.eqns):
+            vals = [read(a) for a in e.inputs]
+            params = e.params
+            if syms and any(contains_sym(p) for p in params.values()):
+                params = eval_params(params, syms)
+            if steps is not None and i in steps:
+                outs = steps[i](vals, state)
+            elif e.prim.kind == "control":
+                outs = _CONTROL[e.prim](e, vals, syms)
+            elif e.prim is HOST_STEP:
+                outs = run_step(e, vals, syms)
+            else:
+                outs = [bind(e.prim, *vals, **params)]
+            for o, val in zip(e.outs, outs):
+                env[o] = val
+            if record is not None:
+                record(e, outs)
+            if drops is not None:
+                for v in drops[i]:
+                    del env[v]
+    except TracejitError as exc:   # (the innermost graph's equation: its user line)
+        note_user_line(exc, e.loc, graph.name)
+        raise
     return [read(a) for a in graph.outputs]
 
 
@@ -133,7 +138,7 @@ def straight_line(graph: Graph, drops=None, steps=None):
             return f"{const(v, 'S')}.evaluate(syms)" if type(v) is Sym else const(v, "L")
         return name_of(a)
 
-    body = ["def run(args):"]
+    body, items = ["def run(args):"], {}
     ins = [name_of(v) for v in graph.inputs]
     if ins:
         body.append(f"    {', '.join(ins)}{',' if len(ins) == 1 else ''} = args")
@@ -159,10 +164,13 @@ def straight_line(graph: Graph, drops=None, steps=None):
                 kw = f"**{const(params, 'K')}" if params else ""
             args = ", ".join(x for x in (const(e.prim, "P"), vals, kw) if x)
             body.append(f"    {name_of(e.outs[0])} = BIND({args})")   # (one output: `interpret`)
+        items[len(body)] = e
         if drops is not None and drops[i]:
             body.append(f"    del {', '.join(name_of(v) for v in drops[i])}")
     body.append(f"    return [{', '.join(operand(a) for a in graph.outputs)}]")
-    exec(compile("\n".join(body), f"<tier0 {graph.name}>", "exec"), ns)
+    fname = generated_source_name("tier0", graph.name)
+    exec(compile("\n".join(body), fname, "exec"), ns)
+    register_source_lines(ns["run"], fname, items, graph.name)
     return ns["run"]
 
 

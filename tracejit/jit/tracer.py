@@ -87,8 +87,10 @@ class Tracer(Tensor):
         raise TraceError(
             f"{what} needs the value of a traced tensor{where}, which tracing cannot capture: "
             f"the compiled program must not depend on tensor values through Python. Use "
-            f"@tracejit.script (which turns if/while on tensors into graph control flow), "
-            f"tracejit.where(...) for elementwise choices, or run eagerly with tracejit.eager().")
+            f"tracejit.cond(pred, true_fn, false_fn, operands) or @tracejit.script (graph control "
+            f"flow for an if/while on tensors), "
+            f"tracejit.where(...) for elementwise choices, compute the value outside the compiled "
+            f"function (.item() there) and pass it in, or run eagerly with tracejit.eager().")
 
     def __bool__(self):
         return bool(self._concrete("bool(tensor) (an `if`/`while`/`and`/`or` on a tensor)", "bool"))

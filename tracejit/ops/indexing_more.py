@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ArgumentError, DTypeError, IndexRangeError, ShapeError
+from ..errors import ArgumentError, DTypeError, IndexRangeError, ShapeError, expect_same_dtype
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
@@ -42,8 +42,9 @@ def _grids(shape, dim: int, index, device):
     return tuple(coords)
 
 
-def _src_like(src, index, a):
+def _src_like(src, index, a, op="scatter"):
     if isinstance(src, Tensor):
+        expect_same_dtype(op, a, src, "src")
         sl = tuple(slice(0, n) for n in index.shape)
         src = getitem(src, sl) if tuple(src.shape) != tuple(index.shape) else src
         return cast(src, a.dtype) if src.dtype is not a.dtype else src
@@ -80,7 +81,7 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
     """Combine `src` into `input` at `index` along `dim` by sum, prod, mean, amax or amin."""
     dim = normalize_dim(dim, input.ndim, "scatter_reduce")
     _check_index("scatter_reduce", input, index, dim)
-    s = _src_like(src, index, input)
+    s = _src_like(src, index, input, "scatter_reduce")
     if reduce in ("sum", "mean"):
         if reduce == "sum" and include_self:
             return scatter_add(input, dim, index, s)
@@ -218,6 +219,7 @@ def index_add(input, dim: int, index, source, *, alpha=1):
     index = _vector_index("index_add", index)
     shape = list(input.shape)
     shape[dim] = index.shape[0]
+    expect_same_dtype("index_add", input, source)
     src = source * alpha if alpha != 1 else source
     if tuple(src.shape) != tuple(shape):
         raise ShapeError(f"index_add: source of shape {tuple(src.shape)} should be {tuple(shape)}")
@@ -246,6 +248,7 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
 def index_copy(input, dim: int, index, source):
     dim = normalize_dim(dim, input.ndim, "index_copy")
     index = _vector_index("index_copy", index)
+    expect_same_dtype("index_copy", input, source)
     coords, shape = _along(input, dim, index)
     if tuple(source.shape) != shape:
         raise ShapeError(f"index_copy: source of shape {tuple(source.shape)} should be {shape}")

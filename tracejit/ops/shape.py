@@ -165,14 +165,15 @@ EXPAND = defprim("expand", _expand_impl, _expand_rule,
 def _concat_rule(*avals, dim):
     first = avals[0]
     size = 0
-    for a in avals:
+    for k, a in enumerate(avals):
         if a.ndim != first.ndim:
             raise ShapeError(f"cat: tensors must have the same rank, got shapes "
                              f"{[x.shape for x in avals]}")
         for i in range(a.ndim):
             if i != dim and not (a.shape[i] == first.shape[i]):
                 raise ShapeError(f"cat: sizes must match except in dim {dim}, got shapes "
-                                 f"{[x.shape for x in avals]}")
+                                 f"{[x.shape for x in avals]}: tensor {k} has size {a.shape[i]} at "
+                                 f"dim {i}, tensor 0 has {first.shape[i]}")
         size = size + a.shape[dim]
     shape = list(first.shape)
     shape[dim] = size
@@ -223,10 +224,10 @@ CONCAT = defprim("concat", _concat_impl, _concat_rule,
 
 def _stack_rule(*avals, dim):
     first = avals[0]
-    for a in avals:
+    for k, a in enumerate(avals):
         if a.ndim != first.ndim or not all(x == y for x, y in zip(a.shape, first.shape)):
             raise ShapeError(f"stack: expects each tensor to be equal size, got shapes "
-                             f"{[tuple(x.shape) for x in avals]}")
+                             f"{[tuple(x.shape) for x in avals]}: tensor {k} differs from tensor 0")
     shape = first.shape[:dim] + (len(avals),) + first.shape[dim:]
     return Aval(shape, first.dtype, first.device)
 
