@@ -147,3 +147,32 @@ def test_a_convolution_output_reaches_the_channel_group_as_it_is():
     np.testing.assert_allclose(y, ref, **TOL[np.float32])
     _, plan = _infer_groups(cf)
     assert "step: permute" not in plan.describe() and "_cm(" not in plan.source, plan.source
+
+
+_RENDER_BN_BACKWARD = """
+import hashlib
+from tracejit.compiler import backends
+from tracejit.compiler.cpu.kernels import channel_forms
+from tracejit.ops.batchnorm_prim import backward_form
+shapes = [((4, 3, 5, 2), "float32")] * 2 + [((1, 3, 1, 1), "float32")] * 3 + [((1,), "float32")]
+layouts = ("flat", "flat", "ndc", "ndc", "ndc", "scalar")
+_, _, nest, _ = channel_forms._lower(backward_form, shapes, layouts, 0, 1e-5)
+print(hashlib.sha256(backends.get("cpu").render(nest, False).source.encode()).hexdigest())
+"""
+
+
+def test_a_channel_kernel_source_is_the_same_in_every_process():
+    """The disk cache keys kernels by their source: BatchNorm backward's channel kernel
+    (helpers returning per-channel values) must render alike whatever the hash seed."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = str(Path(tj.__file__).resolve().parents[1])
+    digests = set()
+    for seed in ("1", "2", "3"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, PYTHONPATH=root)
+        out = subprocess.run([sys.executable, "-c", _RENDER_BN_BACKWARD], env=env, check=True,
+                             capture_output=True, text=True).stdout.split()
+        digests.add(out[-1])
+    assert len(digests) == 1

@@ -209,7 +209,10 @@ def inline_block(steps, want, ind: str, src_of: dict, helpers: list, imports: se
         for a in st.args:
             if isinstance(a, str) and a not in defined and a not in args:
                 args.append(a)
-    ret = [n for n in dict.fromkeys(want) if n in defined] or [steps[-1].name]
+    # in the steps' order, never `want`'s (a set's order changes between processes, and with
+    # it the source: the disk cache would miss in every new process)
+    wanted = set(want)
+    ret = [st.name for st in steps if st.name in wanted] or [steps[-1].name]
     h = f"h{len(helpers)}"
     ret_src = ", ".join(ret) + ("," if len(ret) == 1 else "")
     helpers.append(["@njit(cache=False, error_model='numpy', fastmath=False, no_cpython_wrapper=True)",
