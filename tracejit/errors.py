@@ -223,6 +223,12 @@ def user_location(skip: int = 1) -> tuple[str, int] | None:
     return (f.f_code.co_filename, f.f_lineno)
 
 
+def user_where(skip: int = 1) -> str:
+    """`` at file:line`` of the user's code `skip` frames up, or "" (for a message)."""
+    loc = user_location(skip + 1)
+    return f" at {loc[0]}:{loc[1]}" if loc else ""
+
+
 _SOURCE_LINES: dict = {}   # generated source's file name -> ({its line: the IR item it runs}, function)
 _source_ids = itertools.count()
 

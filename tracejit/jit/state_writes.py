@@ -12,7 +12,7 @@ values with the gradient going to the parameter, as eagerly to the leaf.
 """
 from __future__ import annotations
 
-from ..errors import TraceError, user_location
+from ..errors import TraceError, user_where
 from ..ops import registry as _reg
 from ..dtypes import int64
 from ..ops.elementwise_logic import CAST
@@ -86,8 +86,7 @@ class StateWrites:
                                        or read_in_capture(obj, name) is not False):
             return False
         if self.parent is not None or traced and value._trace is not self:
-            loc = user_location(3)
-            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            where = user_where(3)
             raise TraceError(f"assigning a traced value to `{type(obj).__name__}.{name}`{where} inside a "
                              f"branch or loop body decided at run time is not supported; assign it after "
                              f"the if/loop")

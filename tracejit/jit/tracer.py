@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
-from ..errors import CompileError, DeviceMismatchError, TraceError, user_location
+from ..errors import CompileError, DeviceMismatchError, TraceError, user_location, user_where
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
@@ -76,8 +76,7 @@ class Tracer(Tensor):
             v = known_as(self._trace, self._var, kind)
             if v is not NOT_KNOWN:
                 return v
-        loc = user_location(3)
-        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        where = user_where(3)
         if self._var.aval.weak:
             raise TraceError(
                 f"{what} needs the value of a runtime scalar argument{where}, computed where the "
@@ -88,9 +87,9 @@ class Tracer(Tensor):
             f"{what} needs the value of a traced tensor{where}, which tracing cannot capture: "
             f"the compiled program must not depend on tensor values through Python. Use "
             f"tracejit.cond(pred, true_fn, false_fn, operands) or @tracejit.script (graph control "
-            f"flow for an if/while on tensors), "
-            f"tracejit.where(...) for elementwise choices, compute the value outside the compiled "
-            f"function (.item() there) and pass it in, or run eagerly with tracejit.eager().")
+            f"flow for an if/while on tensors), tracejit.where(...) for elementwise choices, compute "
+            f"the value outside the compiled function (.item() there) and pass it in, or run eagerly "
+            f"with tracejit.eager().")
 
     def __bool__(self):
         return bool(self._concrete("bool(tensor) (an `if`/`while`/`and`/`or` on a tensor)", "bool"))
@@ -383,8 +382,7 @@ class TraceContext(StateWrites):
                 if dev is None:
                     dev = av.device
                 elif av.device is not dev:
-                    loc = user_location(2)
-                    where = f" at {loc[0]}:{loc[1]}" if loc else ""
+                    where = user_where(2)
                     raise DeviceMismatchError(
                         f"{prim.name}{where}: expected all tensors on the same device, got {dev} and "
                         f"{av.device} (move one with .to(device) inside or outside the compiled function)")
@@ -429,7 +427,7 @@ class TraceContext(StateWrites):
         eagerly; refused inside a branch or loop body."""
         atoms = [self.atom(a, prim.name) for a in args]
         if self.parent is not None:
-            where = f" at {loc[0]}:{loc[1]}" if (loc := user_location(3)) else ""
+            where = user_where(3)
             raise TraceError(f"{prim.name}{where}: complex tensors inside a branch or loop body run eagerly, "
                              f"they cannot be compiled; move the complex math out of the loop")
         avals = tuple(a.aval for a in atoms)
@@ -529,8 +527,7 @@ class TraceContext(StateWrites):
             if self._reaches_grad([old], False):   # (new values, the gradient still target's, as eagerly)
                 res = self._emit(_views.DETACHED_WRITE, [old, res], {}, res.aval)[0]
         if target._view_src is not None and not _views.write_through(self, target, res, what):
-            loc = user_location(3)
-            where = f" at {loc[0]}:{loc[1]}" if loc else ""
+            where = user_where(3)
             raise TraceError(
                 f"{what}{where}: this in-place write through a view cannot reach the tensor it "
                 f"views inside a compiled function (a view of a dynamic-size tensor, an expanded "
@@ -543,7 +540,6 @@ class TraceContext(StateWrites):
 
     def note_value_read(self, t, value) -> None:
         """A concrete tensor's value became a Python number during the capture: guarded."""
-        from ..errors import user_location
         root = self._root()
         if not any(r[0] is t for r in root.value_reads):
             loc = user_location()
@@ -559,8 +555,7 @@ class TraceContext(StateWrites):
 
 
 def _stale_view(t: "Tracer", prim_name: str) -> None:
-    loc = user_location(4)
-    where = f" at {loc[0]}:{loc[1]}" if loc else ""
+    where = user_where(4)
     raise TraceError(
         f"{prim_name}{where}: a view (x[0], x.t(), x.view(...), x.reshape(...)) is used after the "
         f"tensor it views was modified in place; eagerly the view would show the new values, "

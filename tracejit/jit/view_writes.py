@@ -284,9 +284,8 @@ def reshape_in_place(trace, target, make, what: str):
         # (a value of its own is no view; a view stays one, of the same base, by one more op)
         target._view_src = None if src is None or src[0] is target else src
         return target
-    from ..errors import TraceError, user_location
-    loc = user_location(3)
-    where = f" at {loc[0]}:{loc[1]}" if loc else ""
+    from ..errors import TraceError, user_where
+    where = user_where(3)
     raise TraceError(f"{what}{where}: changing the shape of {whose} in place is not supported inside "
                      f"a compiled function; use the out-of-place op instead (x = x.{what[:-1]}(...))")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..device import CPU
-from ..errors import ShapeError, TraceError, user_location
+from ..errors import ShapeError, TraceError, user_where
 from ..shapes import DataSize, Derived, Sym, data_sized as _data_sized, hint, numel
 from ..tensor import Tensor
 from .registry import Aval, defprim
@@ -64,8 +64,7 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
         arrays = fn(np if dev is CPU else args[0]._xp(), *[a._data for a in args], **kw)
         return tuple([Tensor._wrap(a, dt, dev) for a, dt in zip(arrays, dtypes)])
     if tr.parent is not None:
-        loc = user_location(3)
-        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        where = user_where(3)
         raise TraceError(f"{name}{where} gives a shape that depends on the data, which a branch or loop "
                          f"body cannot capture; call it outside the body")
     args = [a.detach() if a.dtype.is_floating_point else a for a in args]   # (no gradient through it)
@@ -199,8 +198,7 @@ def refuse_data_size(sym) -> None:
     """The specialize hook's check: a data-dependent size has no value while capturing."""
     names = sorted(s for s in sym.free_symbols if isinstance(s, DataSize))
     if names:
-        loc = user_location(4)
-        where = f" at {loc[0]}:{loc[1]}" if loc else ""
+        where = user_where(4)
         raise TraceError(f"a size that depends on the data ({', '.join(names)}, from nonzero, a boolean mask, "
                          f"unique, ...) is read as a Python number (int, len, a comparison){where}; a capture "
                          f"only knows it at run time")
