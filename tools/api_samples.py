@@ -265,8 +265,11 @@ def _scheduler(name):
 def _distribution(name):
     def build(args):
         def call(lib):
-            d = getattr(lib.distributions, name)(*_make(lib, args))
             import torch
+            # (torch.compile turns torch's argument validation off for the process: the
+            # outcomes are those of both libraries' default, validation on)
+            torch.distributions.Distribution.set_default_validate_args(True)
+            d = getattr(lib.distributions, name)(*_make(lib, args))
             torch.manual_seed(0)
             ref = getattr(torch.distributions, name)(*_make(torch, args))
             value = ref.sample()
