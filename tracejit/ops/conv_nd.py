@@ -91,6 +91,11 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
     n, c, depth, h, w = input.shape
     kd = weight.shape[2]
     full = (depth - 1) * s[0] + d[0] * (kd - 1) + 1 + op[0]     # before cropping the padding
+    size = tuple((i - 1) * st - 2 * pd + dl * (k - 1) + 1 + o
+                 for i, st, pd, dl, k, o in zip((depth, h, w), s, p, d, weight.shape[2:], op))
+    if min(size) <= 0:
+        raise ShapeError(f"conv_transpose3d: output size {size} is not positive (input size "
+                         f"{(depth, h, w)}): the padding removes more than the kernel adds")
     slices = reshape(permute(input, (0, 2, 1, 3, 4)), (n * depth, c, h, w))
     out = None
     for t in range(kd):
@@ -108,8 +113,6 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
         out = y if out is None else out + y
     if p[0]:
         out = out[:, :, p[0]:full - p[0]]
-    if out.shape[2] <= 0:
-        raise ShapeError(f"conv_transpose3d: output depth {out.shape[2]} is not positive")
     if bias is not None:
         out = out + reshape(bias, (1, -1, 1, 1, 1))
     return out
