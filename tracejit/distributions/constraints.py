@@ -133,14 +133,18 @@ class _IntegerInterval(Constraint):
         return w if not w else _whole(a)
 
 
-class _NonnegativeInteger(Constraint):
+class _IntegerGreaterThan(Constraint):
+    """Whole numbers >= `lower_bound` (nonnegative_integer: 0, positive_integer: 1)."""
     is_discrete = True
 
+    def __init__(self, lower_bound=0):
+        self.lower_bound = lower_bound
+
     def check(self, value):
-        return (value % 1 == 0) & (value >= 0)
+        return (value % 1 == 0) & (value >= self.lower_bound)
 
     def _verdict(self, a):
-        return _within(a, 0, None) and _whole(a)
+        return _within(a, self.lower_bound, None) and _whole(a)
 
 
 class _Boolean(Constraint):
@@ -234,14 +238,6 @@ class _LessThan(Constraint):
 
     def check(self, value):
         return value < self.upper_bound
-
-
-class _PositiveInteger(_NonnegativeInteger):
-    def check(self, value):
-        return (value % 1 == 0) & (value >= 1)
-
-    def _verdict(self, a):
-        return _within(a, 1, None) and _whole(a)
 
 
 class _OneHot(Constraint):
@@ -379,7 +375,7 @@ nonnegative = _GreaterThan(0.0, strict=False)
 unit_interval = _Interval(0.0, 1.0)
 simplex = _Simplex()
 boolean = _Boolean()
-nonnegative_integer = _NonnegativeInteger()
+nonnegative_integer = _IntegerGreaterThan(0)
 positive_definite = _PositiveDefinite()
 lower_cholesky = _LowerCholesky()
 corr_cholesky = _CorrCholesky()
@@ -391,7 +387,7 @@ greater_than = _GreaterThan
 greater_than_eq = lambda lower_bound: _GreaterThan(lower_bound, strict=False)  # noqa: E731
 less_than = _LessThan
 independent = _Independent
-positive_integer = _PositiveInteger()
+positive_integer = _IntegerGreaterThan(1)
 one_hot = _OneHot()
 square = _Square()
 symmetric = _Symmetric()
