@@ -162,3 +162,15 @@ def test_float32_running_sums_and_products_accumulate_as_pytorchs(op):
             got = (tj.compile(f) if compiled else f)(tj.tensor(a))
             assert got.dtype == tj.float32
             np.testing.assert_array_equal(got.numpy(), getattr(torch, op)(torch.tensor(a), dim).numpy())
+
+
+def test_a_device_array_modules_running_sum_keeps_the_dtype():
+    # another array module (cupy on a GPU) accumulates in double too and gives float32 back
+    from types import SimpleNamespace
+    from tracejit.ops.reductions import _accumulate
+    xp = SimpleNamespace(cumsum=np.cumsum)
+    a = np.random.default_rng(1).uniform(0.99, 1.01, (3, 2048)).astype(np.float32)
+    got = _accumulate(xp, np.add, "cumsum", a, 1)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.cumsum(a, axis=1, dtype=np.float64).astype(np.float32))
+    assert _accumulate(xp, np.add, "cumsum", a.astype(np.int32), 1).dtype == np.int64

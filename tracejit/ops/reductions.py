@@ -175,10 +175,9 @@ def _accumulate(xp, ufunc, method: str, a, dim: int):
     1024 phases drifts by 2e-4 otherwise."""
     kind = a.dtype.kind
     acc = np.int64 if kind in "biu" else np.promote_types(a.dtype, np.float64) if kind in "fc" else None
-    if xp is not np or kind not in "fc":
-        return getattr(xp, method)(a, axis=dim, dtype=acc) if xp is not np else ufunc.accumulate(a, axis=dim, dtype=acc)
-    if dim % a.ndim == a.ndim - 1:
-        return ufunc.accumulate(a, axis=dim, dtype=acc).astype(a.dtype, copy=False)
+    if xp is not np or kind not in "fc" or dim % a.ndim == a.ndim - 1:
+        out = getattr(xp, method)(a, axis=dim, dtype=acc) if xp is not np else ufunc.accumulate(a, axis=dim, dtype=acc)
+        return out.astype(a.dtype, copy=False) if kind in "fc" else out
     # along another dim numpy's casting accumulate is 3x slower than on a double copy with it last
     b = np.moveaxis(a, dim, -1).astype(acc)
     ufunc.accumulate(b, axis=-1, out=b)
