@@ -376,6 +376,28 @@ def test_an_argument_object_updated_inside_is_put_back_before_eager_runs():
     assert cache.keys[0].numpy().tolist() == [0, 0, 2, 2]   # (the refused capture changed nothing)
 
 
+def _retain(x, state):
+    # fairseq's incremental_state: a dict argument the step reads, fills and counts in
+    h = state["prev"] * 0.5 + x if "prev" in state else x
+    state["prev"] = h
+    state["step"] += 1
+    return h * state["step"]
+
+
+def test_a_dict_argument_filled_inside_changes_on_every_call():
+    cf = tj.compile(_retain)
+    want, got = {"step": 0}, {"step": 0}
+    for i in range(4):
+        x = tj.ones(3) * (i + 1)
+        ref, (out, msgs) = _retain(x, want), _quiet(cf, x, got)
+        np.testing.assert_allclose(out.numpy(), ref.numpy())
+        assert got["step"] == i + 1
+        np.testing.assert_allclose(got["prev"].numpy(), want["prev"].numpy())
+    assert cf.cache_stats()["eager_fallbacks"] == 1
+    with pytest.raises(TraceError, match="the dict argument 2"):
+        tj.compile(_retain, fullgraph=True)(tj.ones(3), {"step": 0, "nested": [1]})
+
+
 class _Activations:
     """A plain object a module keeps, which its forward fills (a store of activations)."""
 

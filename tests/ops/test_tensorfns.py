@@ -239,3 +239,19 @@ def test_cumprod_second_derivative_beside_zeros_matches_pytorch(row):
         got.append((gx.detach().numpy(), ggx.numpy()))
     np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-12, atol=0)
     np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("fn", ["tril", "triu"])
+def test_tri_of_a_diagonal_computed_from_a_growing_dim_compiles_once_symbolic(fn):
+    # A causal mask over a key/value cache, tril(diagonal=L - T): the diagonal follows the
+    # cache's length, so it must stay symbolic rather than recompile at every length
+    def f(q, k):
+        T, L = q.size(0), k.size(0)
+        return getattr(tj.ones(T, L, dtype=tj.bool), fn)(diagonal=L - T)
+
+    g = tj.compile(f)
+    for L in range(3, 9):
+        q, k = tj.ones(2), tj.ones(L)
+        want = getattr(np, fn)(np.ones((2, L), bool), k=L - 2)
+        np.testing.assert_array_equal(g(q, k).numpy(), want)
+    assert g.cache_stats()["compiles"] == 2

@@ -73,7 +73,11 @@ Neural Computer, EGNN's rollout and xLSTM's mLSTM, Conv-TasNet under permutation
 DDSP's harmonic synthesizer under a multi-scale STFT loss, an RNN-Transducer's lattice loss,
 SASRec's causal self-attention over padded item sequences, DCN-V2 and DeepFM on
 weighted EmbeddingBags under two optimizers, skip-gram word2vec with SparseAdam and A2C with
-GAE) run unchanged
+GAE, speculative decoding between a draft and a target GPT with
+cropped key/value caches, batched beam search over a GRU seq2seq, rectified flow with a
+_foreach_ EMA and an Euler sampler, PatchTST (RevIN, unfold patches, norm-first encoder,
+OneCycleLR), a KAN of B-spline layers with grid updates by lstsq, and RetNet's parallel and
+recurrent retention) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -132,7 +136,9 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # multi-crop wrapper, SwAV's Sinkhorn and Barlow Twins' in-place diagonal, PointNet, a hash
 # grid SDF's eikonal term (create_graph), a DNC's unrolled memory and EGNN (its mean divides
 # by bincount(row, minlength=n), a data-dependent size broadcast against the node count),
-# xLSTM's mLSTM (squeeze_ on the heads' views in its recurrent step)
+# xLSTM's mLSTM (squeeze_ on the heads' views in its recurrent step), speculative decoding
+# (tril(diagonal=L - T) over a growing, cropped cache), beam search (index_select of the
+# beams' states), a rectified flow's Euler sampler, PatchTST, a KAN and RetNet's two forms
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -155,7 +161,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_dino.py", "prog_swav.py", "prog_pointnet.py", "prog_hashsdf.py", "prog_dnc.py",
             "prog_egnn.py", "prog_xlstm.py",
             "prog_convtasnet.py", "prog_ddsp.py", "prog_rnnt.py", "prog_sasrec.py",
-            "prog_dcnfm.py", "prog_w2v_a2c.py"]
+            "prog_dcnfm.py", "prog_w2v_a2c.py",
+            "prog_specdec.py", "prog_beam.py", "prog_rflow.py", "prog_patchtst.py", "prog_kan.py",
+            "prog_retnet.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -235,7 +243,17 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # three CTR models, each static, then its bags' lengths dynamic (a coincidence
                 # of two lengths at capture guarded: a fourth once), then in eval
                 "prog_dcnfm.py": 10,
-                "prog_w2v_a2c.py": 3}   # skip-gram; the actor-critic with and without grad
+                "prog_w2v_a2c.py": 3,   # skip-gram; the actor-critic with and without grad
+                # each model training and prefilling; the target verifying gamma + 1 tokens
+                # (the cache's length static, then dynamic) and stepping greedily; the draft
+                # stepping (static, then dynamic)
+                "prog_specdec.py": 9,
+                # encoder and decoder training (the context requiring grad from the second
+                # step) and in eval; the decoder on batch * beam rows, then on the batch
+                "prog_beam.py": 6,
+                # training and the parallel form in eval; the recurrent step at n = 0 (no
+                # state), n = 1, then n a runtime input
+                "prog_retnet.py": 5}
 
 
 def _run(framework, mode, weights, programs):

@@ -318,7 +318,7 @@ class Capture:
             ctx.sizes = _size_args(sdescs, self._dynamic_ints - self._fixed_size_ints)
             targs, tkwargs = self._unbind(unflatten(spec, tracers))
             ctx.effects.active = getattr(self, "_side_effects", False)
-            ctx.effects.watch_function(fn, leaves)
+            ctx.effects.watch_function(fn, leaves, (targs, tkwargs))
             try:
                 with printing_noted(), lifting(ctx, self._lifted_numbers - self._static_numbers,
                                               refs_of(self._extra_guard)):

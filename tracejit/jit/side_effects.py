@@ -88,16 +88,29 @@ class EffectLog:
             for n, v in vars(obj).items():
                 self.watch(f"`{type(obj).__name__}.{n}`", v)
 
-    def watch_function(self, fn: Callable, arguments: list = ()) -> None:
-        """The containers `fn`'s own code names in its globals and closure, and the state of
-        the plain objects among its `arguments` (a KV cache object the call updates)."""
+    def watch_function(self, fn: Callable, arguments: list = (), passed: tuple = ((), {})) -> None:
+        """The containers `fn`'s own code names in its globals and closure, the state of
+        the plain objects among its `arguments` (a KV cache object the call updates), and
+        the lists and dicts it is `passed` as (args, kwargs) (an ``incremental_state`` dict
+        it fills: the capture gets copies, so a graph would drop what it stores there)."""
         code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
         if not self.active or code is None or gl is None:
             return
         for a in arguments:
             self.watch_object(a)
+        args, kwargs = passed
+        for label, value in [(f"argument {i + 1}", a) for i, a in enumerate(args)] + \
+                [(f"argument {k!r}", a) for k, a in kwargs.items()]:
+            self._watch_nested(label, value)
         for label, value, find in _named_values(fn):
             self.watch(label, value, find)
+
+    def _watch_nested(self, label: str, value: Any) -> None:
+        if type(value) in (list, dict):
+            self.watch(f"{label}", value)
+        if type(value) in (list, tuple, dict):
+            for k, v in (value.items() if type(value) is dict else enumerate(value)):
+                self._watch_nested(f"{label}[{k!r}]", v)
 
     # ---- ending ------------------------------------------------------------------
     def found(self, out: Any = None) -> list:

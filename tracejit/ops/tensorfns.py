@@ -12,7 +12,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..autograd.grad_mode import is_grad_enabled
 from ..errors import ArgumentError, ShapeError
-from ..shapes import normalize_dim
+from ..shapes import Sym, normalize_dim
 from .creation import arange
 from .elementwise import where
 from .indexing import gather
@@ -31,17 +31,19 @@ def _tri_mask(a, diagonal: int, lower: bool):
                          f"got shape {tuple(a.shape)}")
     rows = unsqueeze(arange(a.shape[-2], device=a.device), 1)
     cols = unsqueeze(arange(a.shape[-1], device=a.device), 0)
+    # a symbolic diagonal (``tril(diagonal=L - T)`` over a growing cache) stays symbolic
+    diagonal = diagonal if isinstance(diagonal, Sym) else int(diagonal)
     return (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
 
 
 def tril(a, diagonal: int = 0):
     """Lower triangle of the last two dims (elements with col - row <= diagonal)."""
-    return where(_tri_mask(a, int(diagonal), True), a, _zero(a))
+    return where(_tri_mask(a, diagonal, True), a, _zero(a))
 
 
 def triu(a, diagonal: int = 0):
     """Upper triangle of the last two dims (elements with col - row >= diagonal)."""
-    return where(_tri_mask(a, int(diagonal), False), a, _zero(a))
+    return where(_tri_mask(a, diagonal, False), a, _zero(a))
 
 
 def _zero(a):
