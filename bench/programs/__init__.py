@@ -77,6 +77,9 @@ PROGRAMS = {
     "convtasnet": "Conv-TasNet, 1 s at 8 kHz: depthwise dilated Conv1d, PReLU, global LayerNorm, PIT SI-SNR",
     "ddsp": "DDSP: harmonic synth (cumsum phase, sin), FFT-convolved noise, 4-scale torch.stft loss",
     "rnnt": "RNN-Transducer: broadcast joint network, loss by in-place writes over a 20x7 lattice",
+    "specdec": "speculative decoding: 1-layer draft, 4-layer target GPT, cropped growing caches, 32 tokens",
+    "beam": "beam search, 16 sentences x beam 5: GRU seq2seq, topk over beam*vocab, index_select reorders",
+    "kan": "KAN 64-128-64-10: Cox-de Boor B-spline bases in a Python loop, einsum, L1+entropy reg",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

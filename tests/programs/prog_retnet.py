@@ -6,8 +6,9 @@ torch.manual_seed(0)
 # difference by exp(n * log(gamma)) and masked by tril, xPos-like rotation of queries and
 # keys (sin/cos of interleaved angles, rotate_every_two by torch.stack / flatten), a swish
 # gate and GroupNorm over heads. The parallel form trains a character LM; the recurrent
-# form (S = gamma * S + k^T v, each layer's S passed in and returned, compiled as a bound
-# method) then generates token by token and must give the parallel form's outputs
+# form (S = gamma * S + k^T v, kept in a fairseq-style incremental_state dict that each
+# compiled step fills, and counts its position in) then generates token by token and must
+# give the parallel form's outputs
 def rotate_every_two(x):
     x1 = x[..., ::2]
     x2 = x[..., 1::2]
@@ -57,14 +58,15 @@ class MultiScaleRetention(nn.Module):
         qk_mat = qr @ kr.transpose(-1, -2)       # bsz * heads * tgt_len * tgt_len
         qk_mat = qk_mat * mask
         return torch.matmul(qk_mat, vr).transpose(1, 2)   # bsz * tgt_len * heads * v_head_dim
-    def recurrent_forward(self, qr, kr, v, decay, prev_kv):
+    def recurrent_forward(self, qr, kr, v, decay, incremental_state):
         bsz = v.size(0)
         v = v.view(bsz, self.num_heads, self.v_head_dim, 1)
         kv = kr * v                               # k^T v: bsz * heads * v_head_dim * head_dim
-        if prev_kv is not None:
-            kv = prev_kv * decay.view(self.num_heads, 1, 1) + kv
-        return torch.sum(qr * kv, dim=3).view(bsz, 1, self.num_heads, self.v_head_dim), kv
-    def forward(self, x, rel_pos, prev_kv=None, recurrent=False):
+        if "prev_key_value" in incremental_state:
+            kv = incremental_state["prev_key_value"] * decay.view(self.num_heads, 1, 1) + kv
+        incremental_state["prev_key_value"] = kv
+        return torch.sum(qr * kv, dim=3).view(bsz, 1, self.num_heads, self.v_head_dim)
+    def forward(self, x, rel_pos, incremental_state=None):
         bsz, tgt_len, _ = x.size()
         (sin, cos), inner_mask = rel_pos
         q, k, v, g = self.q_proj(x), self.k_proj(x), self.v_proj(x), self.g_proj(x)
@@ -72,23 +74,20 @@ class MultiScaleRetention(nn.Module):
         q = q.view(bsz, tgt_len, self.num_heads, self.head_dim).transpose(1, 2)
         k = k.view(bsz, tgt_len, self.num_heads, self.head_dim).transpose(1, 2)
         qr, kr = theta_shift(q, sin, cos), theta_shift(k, sin, cos)
-        if recurrent:
-            output, kv = self.recurrent_forward(qr, kr, v, inner_mask, prev_kv)
-            return self._norm_gate_out(output, g), kv
-        return self._norm_gate_out(self.parallel_forward(qr, kr, v, inner_mask), g)
+        if incremental_state is not None:
+            output = self.recurrent_forward(qr, kr, v, inner_mask, incremental_state)
+        else:
+            output = self.parallel_forward(qr, kr, v, inner_mask)
+        return self._norm_gate_out(output, g)
 class RetNetLayer(nn.Module):
     def __init__(self, d, heads):
         super().__init__()
         self.retention = MultiScaleRetention(d, 2 * d, heads)
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.ffn = nn.Sequential(nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d))
-    def forward(self, x, rel_pos):
-        x = x + self.retention(self.ln1(x), rel_pos)
+    def forward(self, x, rel_pos, incremental_state=None):
+        x = x + self.retention(self.ln1(x), rel_pos, incremental_state)
         return x + self.ffn(self.ln2(x))
-    def forward_recurrent(self, x, rel_pos, prev_kv):
-        a, kv = self.retention(self.ln1(x), rel_pos, prev_kv, recurrent=True)
-        x = x + a
-        return x + self.ffn(self.ln2(x)), kv
 class RetNetLM(nn.Module):
     def __init__(self, vocab=32, d=32, heads=4, layers=2):
         super().__init__()
@@ -96,23 +95,23 @@ class RetNetLM(nn.Module):
         self.retnet_rel_pos = RetNetRelPos(d, heads)
         self.layers = nn.ModuleList([RetNetLayer(d, heads) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(d); self.head = nn.Linear(d, vocab, bias=False)
-    def forward(self, tokens):
+    def forward(self, tokens, incremental_state=None):
         x = self.embed(tokens)
-        rel_pos = self.retnet_rel_pos(tokens.size(1))
-        for layer in self.layers:
-            x = layer(x, rel_pos)
+        slen = tokens.size(1)
+        if incremental_state is not None:
+            rel_pos = self.retnet_rel_pos(slen, True, incremental_state["step"])
+        else:
+            rel_pos = self.retnet_rel_pos(slen)
+        for i, layer in enumerate(self.layers):
+            state = None
+            if incremental_state is not None:
+                state = incremental_state.setdefault(i, {})
+            x = layer(x, rel_pos, state)
+        if incremental_state is not None:
+            incremental_state["step"] += 1
         return self.head(self.ln_f(x))
-    def forward_recurrent(self, tokens, states, n):
-        # one token per sequence; states: each layer's S (None at n == 0)
-        x = self.embed(tokens)
-        rel_pos = self.retnet_rel_pos(1, activate_recurrent=True, position=n)
-        new_states = []
-        for layer, s in zip(self.layers, states):
-            x, s = layer.forward_recurrent(x, rel_pos, s)
-            new_states.append(s)
-        return self.head(self.ln_f(x)), new_states
 model = RetNetLM(); sync(model)
-fwd, step = comp(model), comp(model.forward_recurrent)
+fwd = comp(model)
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
 r = np.random.default_rng(0)
 text = np.tile(r.integers(0, 32, size=(11,)), 60)
@@ -129,18 +128,14 @@ model.eval()
 prompt = data[40:52].unsqueeze(0).repeat(2, 1)
 with torch.no_grad():
     parallel = fwd(prompt)
-    states, outs = [None] * len(model.layers), []
-    for n in range(prompt.size(1)):
-        logits, states = step(prompt[:, n:n + 1], states, n)
-        outs.append(logits)
-    recurrent = torch.cat(outs, dim=1)
+    state = {"step": 0}
+    recurrent = torch.cat([fwd(prompt[:, i:i + 1], state) for i in range(prompt.size(1))], dim=1)
     err = (parallel - recurrent).abs().max().item()
     assert err < 1e-4, err
     LOSSES += [parallel.log_softmax(-1).mean().item(), recurrent[:, -1].log_softmax(-1).max().item()]
     # greedy generation continues from the recurrent state
     tok, generated = recurrent[:, -1:].argmax(-1), []
-    for n in range(prompt.size(1), prompt.size(1) + 10):
+    for _ in range(10):
         generated.append(tok)
-        logits, states = step(tok, states, n)
-        tok = logits[:, -1:].argmax(-1)
+        tok = fwd(tok, state)[:, -1:].argmax(-1)
     LOSSES += [float(t) for t in torch.cat(generated, 1)[0].tolist()]

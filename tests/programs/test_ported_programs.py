@@ -251,8 +251,8 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # encoder and decoder training (the context requiring grad from the second
                 # step) and in eval; the decoder on batch * beam rows, then on the batch
                 "prog_beam.py": 6,
-                # training and the parallel form in eval; the recurrent step at n = 0 (no
-                # state), n = 1, then n a runtime input
+                # training and the parallel form in eval; the recurrent step on an empty
+                # incremental_state, at step 1, then with its step count a runtime input
                 "prog_retnet.py": 5}
 
 

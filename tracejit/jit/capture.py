@@ -316,9 +316,9 @@ class Capture:
                 else:
                     tracers.append(x)
             ctx.sizes = _size_args(sdescs, self._dynamic_ints - self._fixed_size_ints)
-            targs, tkwargs = self._unbind(unflatten(spec, tracers))
+            targs, tkwargs = self._unbind(tvals := unflatten(spec, tracers))
             ctx.effects.active = getattr(self, "_side_effects", False)
-            ctx.effects.watch_function(fn, leaves, (targs, tkwargs))
+            ctx.effects.watch_function(fn, leaves, tvals)
             try:
                 with printing_noted(), lifting(ctx, self._lifted_numbers - self._static_numbers,
                                               refs_of(self._extra_guard)):
@@ -342,7 +342,7 @@ class Capture:
                               f"function was captured; compiled calls reuse the values returned then (pass "
                               f"them in as arguments, or use tracejit's random ops)",
                               UserWarning, stacklevel=user_stacklevel())
-            effects = ctx.effects.found(out)
+            effects = ctx.effects.found(out := ctx.effects.argument_writes(out))
             if effects:
                 ctx.restore_attributes()
                 raise TraceError(f"{self.__name__} has Python side effects a graph would not repeat on "

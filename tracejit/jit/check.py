@@ -67,7 +67,7 @@ def run_checked(fn, entry, leaves, args):
     spec = getattr(entry, "arg_spec", None)
     ref_leaves = _clone_leaves(leaves)
     diag_leaves = _clone_leaves(leaves)  # untouched copies: in-place updates write back to `leaves`
-    result = entry.run(leaves)
+    result = entry.run(leaves, args)
     ref = fn.run_eagerly(unflatten(spec, ref_leaves) if spec is not None else ref_leaves)
     got, gspec = flatten(result, objects=True)
     exp, espec = flatten(ref, objects=True)

@@ -18,6 +18,7 @@ from .guards import PendingGuard, build_guard
 from .module_guard import _same
 from .pytree import unflatten
 from .scalars import make_check
+from .side_effects import ArgumentLeaf
 from .state_writes import _read_attr
 
 __all__ = ["Entry"]
@@ -38,6 +39,9 @@ class Entry:
         # the tensor's memory; ("attr", obj, name, k) sets the attribute to output k;
         # ("store", find, key, k) appends output k to the list find() gives (key None) or sets it
         self.state_writes = list(state_writes)
+        # the parameters whose lists and dicts the function changes: the graph's result is
+        # (result, their contents), stored into the call's own by `run`
+        self.arg_writes = next((w[1] for w in self.state_writes if w[0] == "args"), ())
         # Python decisions on runtime scalar arguments (see scalars.py), replayed by the guard
         self.decisions = list(decisions)
         self._decided = make_check(self.decisions) if self.decisions else None
@@ -154,7 +158,9 @@ class Entry:
         ins += self.const_tensors if consts is None else consts
         return ins
 
-    def run(self, leaves):
+    def run(self, leaves, args=()):
+        """Run the graph on the call's argument `leaves`; `args`: its values per parameter,
+        whose lists and dicts get what the function stores into them."""
         if self._direct:
             ins = leaves  # every leaf is a graph input, in order, and nothing was lifted
         else:
@@ -184,7 +190,12 @@ class Entry:
             _write_state(self.state_writes, outs)
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number"
                else x[1].value() if x[0] == "lifted" else x[1] for x in self.out_leaves]
-        return unflatten(self.out_spec, res)
+        if not self.arg_writes:
+            return unflatten(self.out_spec, res)
+        res, now = unflatten(self.out_spec, [leaves[x.j] if type(x) is ArgumentLeaf else x for x in res])
+        for i, value in zip(self.arg_writes, now):
+            _store_into(args[i], value)
+        return res
 
 
 def _keep_inputs(outs: list, leaves: list, written: list) -> None:
@@ -223,6 +234,8 @@ def _write_state(writes: list, outs: list) -> None:
             v = outs[v].item() if w[0] == "number" else v
             if not _same(_read_attr(obj, name), v):
                 setattr(obj, name, v)   # (as a module's setattr: its guards look again)
+        elif w[0] == "args":   # (`Entry.run` stores them)
+            continue
         elif w[0] == "store":   # a hook's activations: kept with their gradient, as eagerly
             _, find, key, k = w
             find().append(outs[k]) if key is None else find().__setitem__(key, outs[k])
@@ -232,6 +245,26 @@ def _write_state(writes: list, outs: list) -> None:
                 obj.__dict__["_buffers"][name] = outs[k].detach()
             else:
                 object.__setattr__(obj, name, outs[k].detach())
+
+
+def _store_into(old, new) -> None:
+    """Make the caller's list, dict or tuple `old` hold what the capture's copy of it holds
+    now (`new`): keys and items set, added and removed, nested lists and dicts in place."""
+    if type(old) is dict:
+        for k in [k for k in old if k not in new]:
+            del old[k]
+    elif type(old) is list:
+        del old[len(new):]
+        old.extend(new[len(old):])
+    for k, v in (new.items() if type(new) is dict else enumerate(new)):
+        o = old.get(k, _NONE) if type(old) is dict else old[k]
+        if type(o) is type(v) and type(v) in (dict, list, tuple) and (type(v) is not tuple or len(o) == len(v)):
+            _store_into(o, v)
+        elif o is not v and type(old) is not tuple:
+            old[k] = v
+
+
+_NONE = object()
 
 
 def _is_buffer(obj, name: str) -> bool:

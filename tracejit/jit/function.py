@@ -213,7 +213,7 @@ class CompiledFunction(Capture):
         e.hits += 1
         if self._check or config.check_enabled():
             return self._checked(e, list(leaves), args)
-        return e.run(leaves)
+        return e.run(leaves, args)
 
     def _call_aliased(self, args):
         """A call whose tensors share memory, for an entry that writes to an input: the
@@ -297,7 +297,7 @@ class CompiledFunction(Capture):
         try:
             if self._check or config.check_enabled():
                 return self._checked(entry, leaves, args)
-            return entry.run(leaves)
+            return entry.run(leaves, args)
         except SymbolicSizeError as exc:
             # Its gradient needs some symbolic sizes' values: capture those dims static.
             self._drop(entry, saved)

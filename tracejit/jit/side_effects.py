@@ -18,7 +18,10 @@ output is part of the graph). Hooks tracejit installs itself are marked ``_trace
 A global or closure list or dict that only gets the capture's traced tensors appended or
 set (a hook keeping activations, as torch.compile replays it), or a module's list or dict
 whose None or empty entries get them (YOLOv5's grid cache), does not refuse: the graph
-outputs them and each call stores them into the container the name then holds.
+outputs them and each call stores them into the container the name then holds. Lists and
+dicts passed in (fairseq's ``incremental_state``) are the capture's copies: what it stores
+into them, numbers counted in them included, is a result that each call stores into its
+own (`EffectLog.argument_writes`, entry.py), as torch.compile replays such mutations.
 
 ``print()`` changes no state the program reads, so it does not refuse the capture: it
 runs once, while capturing, and `printing_noted` notes where, for one warning that
@@ -35,6 +38,8 @@ import types
 from typing import Any, Callable
 
 from ..ops import eager as _eager
+from ..tensor import Tensor
+from .pytree import flatten, unflatten
 from .python_refs import global_names
 from .value_snapshot import plain_object
 
@@ -57,6 +62,9 @@ class EffectLog:
         self._rng: dict = {}                  # module name -> (its state setter, state before)
         self._hooks: list = []                # (note, hook) of hooks run for their effect
         self.stores: list = []                # (find, key or None to append, tracer): see found()
+        self._passed: list = []               # (value, flatten(value)) per parameter: argument_writes
+        self._leaves: list = []               # the call's argument leaves
+        self.arg_writes: list = []            # the parameters whose lists or dicts the capture changed
 
     # ---- noting ------------------------------------------------------------------
     def attribute_write(self, obj: Any, name: str) -> None:
@@ -88,29 +96,38 @@ class EffectLog:
             for n, v in vars(obj).items():
                 self.watch(f"`{type(obj).__name__}.{n}`", v)
 
-    def watch_function(self, fn: Callable, arguments: list = (), passed: tuple = ((), {})) -> None:
+    def watch_function(self, fn: Callable, arguments: list = (), passed: list = ()) -> None:
         """The containers `fn`'s own code names in its globals and closure, the state of
         the plain objects among its `arguments` (a KV cache object the call updates), and
-        the lists and dicts it is `passed` as (args, kwargs) (an ``incremental_state`` dict
-        it fills: the capture gets copies, so a graph would drop what it stores there)."""
+        the lists and dicts among the values it is `passed` (per parameter), for
+        `argument_writes`."""
+        self._passed, self._leaves = [(v, flatten(v)) for v in passed], arguments
         code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
         if not self.active or code is None or gl is None:
             return
         for a in arguments:
             self.watch_object(a)
-        args, kwargs = passed
-        for label, value in [(f"argument {i + 1}", a) for i, a in enumerate(args)] + \
-                [(f"argument {k!r}", a) for k, a in kwargs.items()]:
-            self._watch_nested(label, value)
         for label, value, find in _named_values(fn):
             self.watch(label, value, find)
 
-    def _watch_nested(self, label: str, value: Any) -> None:
-        if type(value) in (list, dict):
-            self.watch(f"{label}", value)
-        if type(value) in (list, tuple, dict):
-            for k, v in (value.items() if type(value) is dict else enumerate(value)):
-                self._watch_nested(f"{label}[{k!r}]", v)
+    def argument_writes(self, out: Any) -> Any:
+        """`out`, with the lists and dicts passed in that the capture changed (fairseq's
+        ``incremental_state`` filled and counted in) when there are some: ``(out, [their
+        values now])``, and ``self.arg_writes`` their parameter indices, for each call to
+        store into its own (entry.py). The capture got copies of them: the caller's stay
+        as they were. A tensor passed in and kept there is marked by its leaf index (the
+        call's own tensor is stored, as eagerly)."""
+        passed = self._passed
+        self.arg_writes = [i for i, (v, (leaves, spec)) in enumerate(passed)
+                           if spec is not None and _changed_tree(v, leaves, spec)]
+        if not self.arg_writes:
+            return out
+        before = [x for _, (leaves, _) in passed for x in leaves]
+        # (a number passed in is traced as a tensor: its `+=` gives the new number)
+        index = {id(x): ArgumentLeaf(j) for j, (x, a) in enumerate(zip(before, self._leaves))
+                 if isinstance(a, Tensor)}
+        now = [flatten(passed[i][0]) for i in self.arg_writes]
+        return out, [unflatten(spec, [index.get(id(x), x) for x in leaves]) for leaves, spec in now]
 
     # ---- ending ------------------------------------------------------------------
     def found(self, out: Any = None) -> list:
@@ -164,6 +181,19 @@ class EffectLog:
         if get_set is not None and modname not in self._rng:
             mod = sys.modules[modname]
             self._rng[modname] = (getattr(mod, get_set[1]), getattr(mod, get_set[0])())
+
+
+class ArgumentLeaf:
+    """The argument leaf `j` a changed list or dict holds (`EffectLog.argument_writes`)."""
+    __slots__ = ("j",)
+
+    def __init__(self, j: int) -> None:
+        self.j = j
+
+
+def _changed_tree(v: Any, leaves: list, spec: Any) -> bool:
+    now, now_spec = flatten(v)
+    return now_spec != spec or any(a is not b for a, b in zip(now, leaves))
 
 
 def _objects(out: Any):

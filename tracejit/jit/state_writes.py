@@ -119,6 +119,8 @@ class StateWrites:
         for find, key, t in self.effects.stores:
             writes.append(("store", find, key, len(out_atoms)))
             out_atoms.append(self.atom(t))
+        if self.effects.arg_writes:
+            writes.append(("args", self.effects.arg_writes))
         return writes
 
     def restore_attributes(self) -> None:
