@@ -103,3 +103,28 @@ def test_dims_from_different_arguments_broadcast_when_equal_guarded():
     assert cf.cache_stats()["compiles"] == 1
     with pytest.raises(Exception, match="broadcast"):
         cf(tj.ones(2, 4), tj.ones(2, 1), tj.ones(2, 7))
+
+
+def test_counts_equal_now_specialize_only_the_symbols_one_side_has(asked):
+    b, t, h = Sym.symbol("s0", 3), Sym.symbol("s1", 5), Sym.symbol("s2", 12)
+    assert shapes.specialize_to_agree(b * t * 48, b * t * 4 * h) and asked == ["s2"]
+    asked.clear()
+    assert not shapes.specialize_to_agree(b * t * 40, b * t * 4 * h) and asked == []
+    assert shapes.specialize_to_agree(b * 20, t * h) and asked == ["s0", "s1", "s2"]
+
+
+def test_a_view_of_a_symbolic_head_dim_keeps_the_growing_dim_symbolic():
+    import numpy as np
+    import tracejit as tj
+
+    def merge(cache, q):
+        # attention over a cache of shape (B, heads, L, head_dim): the heads merged back
+        # by a view to the model width, 48, as nanoGPT's y.view(B, T, C)
+        y = (q @ cache.transpose(-2, -1)).softmax(-1) @ cache
+        return y.transpose(1, 2).contiguous().view(q.size(0), q.size(2), 48)
+
+    g = tj.compile(merge, dynamic=True)
+    for n in range(5, 10):   # (never 2, 3 or 4: equal sizes share a symbol)
+        cache, q = tj.randn(2, 4, n, 12), tj.randn(2, 4, 3, 12)
+        np.testing.assert_allclose(g(cache, q).numpy(), merge(cache, q).numpy(), rtol=1e-5, atol=1e-6)
+    assert g.cache_stats()["compiles"] == 1 and g.cache_stats()["eager_fallbacks"] == 0

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import ArgumentError, IndexRangeError, ShapeError
-from ..shapes import Sym, data_sized, normalize_dim, numel
+from ..shapes import Sym, data_sized, hint, normalize_dim, numel, specialize_to_agree
 from .registry import REGISTRY, Aval, defprim
 from .eager import bind, eager_layout, remember_plain, trace_hooks
 from ..formats import CHANNELS_INNER, all_channels_last
@@ -50,11 +50,12 @@ def _resolve_shape(a_shape, shape, op="reshape"):
             raise ShapeError(f"{op}: cannot infer -1 in {tuple(shape)} for a tensor of shape "
                              f"{tuple(a_shape)} with a zero-size dimension")
         rest = total // known
-        if not (rest * known == total or data_sized(rest)):   # (then checked at run time: host_steps.py)
+        # (a data-dependent count is checked at run time: host_steps.py)
+        if not (rest * known == total or data_sized(rest) or specialize_to_agree(hint(rest) * known, total)):
             raise ShapeError(f"{op}: shape {tuple(shape)} is invalid for input of shape "
                              f"{tuple(a_shape)} ({total} elements)")
         shape[shape.index(-1)] = rest
-    elif not (data_sized(known) or data_sized(total) or known == total):
+    elif not (data_sized(known) or data_sized(total) or known == total or specialize_to_agree(known, total)):
         raise ShapeError(f"{op}: shape {tuple(shape)} is invalid for input of shape {tuple(a_shape)} "
                          f"({total} elements)")
     return tuple(shape)
