@@ -102,3 +102,15 @@ def test_a_lone_block_is_a_concat_with_zero_gaps_not_an_index_add(fn):
     else:
         want[1] = 3.0
     np.testing.assert_allclose(xs.grad.numpy(), want, rtol=1e-6)
+
+
+def neighbours(x):
+    # a B-spline recursion's step: each basis from its two overlapping neighbours
+    return (x[:, :, :-1] * 0.5 + x[:, :, 1:] * 2.0).pow(2).sum() + x[:, :, 1:3].sum()
+
+
+def test_overlapping_blocks_are_one_concat_per_tiling_run_not_index_adds():
+    x = T(3, 2, 5, seed=8, rg=True)
+    assert_compiled_matches(neighbours, x)
+    bwd = _backward(neighbours, x)
+    assert _count(bwd, "concat") == 3 and _count(bwd, "index_add") == 0

@@ -9,8 +9,9 @@ a sum kernel, where one ``concat`` of the blocks' gradients is the whole answer.
 `SliceGrads` collects, during reverse-mode differentiation (`autodiff._backward_eqns`),
 the cotangents of such getitems per sliced value; when the value's own equation is
 reached (all its uses have been seen) it emits one ``concat`` of the blocks along the
-axis, zeros filling the gaps. Blocks that overlap or cut along different axes take the
-getitems' own VJPs, as before. A lone block is a concat with zero gaps as well.
+axis, zeros filling the gaps; blocks that overlap (``x[..., :-1]`` and ``x[..., 1:]``), one
+concat per run of blocks that tile, summed. Blocks cut along different axes take the
+getitems' own VJPs. A lone block is a concat with zero gaps as well.
 """
 from __future__ import annotations
 
@@ -79,24 +80,33 @@ class SliceGrads:
         return True
 
     def flush(self, a, ctx, ct: dict, vjp_one) -> None:
-        """Add the held-back blocks' gradient to ``ct[a]`` (one concat where they tile
-        along one axis without overlap; else each getitem's own VJP via `vjp_one`)."""
-        from .. import ops
-        from ..autograd.engine import _fit
+        """Add the held-back blocks' gradient to ``ct[a]`` (one concat per run of blocks
+        that tile along one axis; each getitem's own VJP via `vjp_one` where they cut
+        along different axes)."""
         blocks = self.pending.pop(a, None)
         if not blocks:
             return
         blocks.sort(key=lambda b: b[1])
         axis = blocks[0][0]
-        tiled = all(b[0] == axis for b in blocks) and all(
-            p[2] <= q[1] for p, q in zip(blocks, blocks[1:]))
         # A single block takes the concat path too (an LSTM's states of which only h has a
         # gradient): one concat with a zero gap writes the value once, where the getitem
         # VJP fills a full-size zero tensor and then index_adds the block into it.
-        if not tiled:
+        if any(b[0] != axis for b in blocks):
             for b in blocks:
                 vjp_one(b[4])
             return
+        # Overlapping blocks (``x[..., :-1]`` and ``x[..., 1:]``, a B-spline recursion's
+        # neighbours) split into runs that tile, one concat each, summed.
+        runs: list = []
+        for b in blocks:
+            run = next((r for r in runs if r[-1][2] <= b[1]), None)
+            runs.append([b]) if run is None else run.append(b)
+        for run in runs:
+            self._concat(a, ctx, ct, axis, run)
+
+    def _concat(self, a, ctx, ct: dict, axis: int, blocks: list) -> None:
+        from .. import ops
+        from ..autograd.engine import _fit
         shape = tuple(a.aval.shape)
         dtype = a.aval.dtype
         prev_loc = ctx.loc_override
