@@ -1,5 +1,5 @@
 from _harness import comp, sync  # the runner: shared weights, torch.compile or not
-import math, numpy as np, torch, torch.nn as nn
+import numpy as np, torch, torch.nn as nn
 torch.manual_seed(0)
 # PatchTST as its repository writes it, small: RevIN (per-instance mean / stdev over time,
 # a learned affine, undone on the forecast), patching by Tensor.unfold(dimension=-1,
@@ -63,7 +63,7 @@ class PatchTST(nn.Module):
         x = x.permute(0, 2, 1)                   # [bs, nvars, seq_len]
         x = self.padding_patch_layer(x)
         x = x.unfold(dimension=-1, size=self.patch_len, step=self.stride)   # [bs, nvars, patch_num, patch_len]
-        bs, n_vars = x.shape[0], x.shape[1]
+        n_vars = x.shape[1]
         u = self.W_P(x)
         u = torch.reshape(u, (u.shape[0] * u.shape[1], u.shape[2], u.shape[3]))
         z = self.encoder(u + self.W_pos)

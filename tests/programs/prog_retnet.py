@@ -1,5 +1,5 @@
 from _harness import comp, sync  # the runner: shared weights, torch.compile or not
-import math, numpy as np, torch, torch.nn as nn, torch.nn.functional as F
+import numpy as np, torch, torch.nn as nn, torch.nn.functional as F
 torch.manual_seed(0)
 # RetNet as the small reimplementations write it: multi-scale retention with one decay
 # per head (gamma = 1 - 2^(-5 - arange(heads))), the decay mask built from an arange outer

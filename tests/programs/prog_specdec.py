@@ -1,5 +1,5 @@
 from _harness import comp, sync  # the runner: shared weights, torch.compile or not
-import math, numpy as np, torch, torch.nn as nn
+import numpy as np, torch, torch.nn as nn
 from torch.nn import functional as F
 torch.manual_seed(0)
 # speculative decoding as the minimal reimplementations write it: a small draft GPT and a
