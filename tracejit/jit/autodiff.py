@@ -29,7 +29,7 @@ from .slice_grads import SliceGrads
 from .size_args import known_facts
 from .tracer import DETACH, SymbolicSizeError, TraceContext, _make_tracer, active_vars
 
-__all__ = ["joint", "split", "active_vars", "loss_joint", "traced_grad"]
+__all__ = ["joint", "split", "active_vars", "loss_joint", "traced_grad", "drawn", "replaying"]
 
 
 def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
@@ -257,6 +257,36 @@ def split(graph: Graph, active_inputs, cheap=_cheap):
                 tuple(re(e) for e in rec_eqns + bwd_eqns), tuple(sub(a) for a in j.outputs), "backward")
     fwd = Graph(graph.inputs, tuple(fwd_eqns), tuple(graph.outputs) + tuple(saved), "forward")
     return fwd, bwd, len(saved)
+
+
+def drawn(graph: Graph, active_inputs) -> tuple:
+    """The random draws (top-level equations of kind "random") that the outputs depending
+    on an active input are computed from. A backward differentiated again recomputes the
+    forward's values; it must read these draws (`replaying`), not draw again."""
+    if not any(e.prim.kind == "random" for e in graph.eqns):
+        return ()
+    act = active_vars(graph, active_inputs)
+    need = {a for a in graph.outputs if isinstance(a, Var) and a in act}
+    for e in reversed(graph.eqns):
+        if any(o in need for o in e.outs):
+            need.update(a for a in e.inputs if isinstance(a, Var))
+    return tuple(e.outs[0] for e in graph.eqns if e.prim.kind == "random" and e.outs[0] in need)
+
+
+def replaying(graph: Graph, draws: tuple) -> Graph:
+    """`graph` with the equations drawing `draws` (from `drawn`) replaced by inputs, after
+    its own. Refused where a loop or branch body draws: the recompute would draw again."""
+    def body_draws(g):
+        return any(e.prim.kind == "random" or any(isinstance(v, Graph) and body_draws(v) for v in e.params.values())
+                   for e in g.eqns)
+    if any(isinstance(v, Graph) and body_draws(v) for e in graph.eqns for v in e.params.values()):
+        raise NotImplementedError(f"create_graph=True through compiled {graph.name}: a random draw inside a "
+                                  f"loop or branch body would be drawn again when the backward recomputes "
+                                  f"the forward; draw it outside the loop or branch")
+    if not draws:
+        return graph
+    eqns = tuple(e for e in graph.eqns if not (e.prim.kind == "random" and e.outs[0] in draws))
+    return Graph(tuple(graph.inputs) + tuple(draws), eqns, graph.outputs, graph.name)
 
 
 def loss_joint(graph: Graph, active_inputs, k: int) -> Graph:
