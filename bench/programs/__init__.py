@@ -77,6 +77,9 @@ PROGRAMS = {
     "convtasnet": "Conv-TasNet, 1 s at 8 kHz: depthwise dilated Conv1d, PReLU, global LayerNorm, PIT SI-SNR",
     "ddsp": "DDSP: harmonic synth (cumsum phase, sin), FFT-convolved noise, 4-scale torch.stft loss",
     "rnnt": "RNN-Transducer: broadcast joint network, loss by in-place writes over a 20x7 lattice",
+    "nca": "growing neural CA, 32 steps of a compiled step: grouped Sobel conv, 1x1 convs, alive masks",
+    "tsp": "Kool's TSP attention model: Transformer encoder, 20 masked decoding steps, REINFORCE",
+    "dcnv2": "hand-written deformable conv v2: grid_sample per kernel tap, einsum over taps, segmentation",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -155,7 +155,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_dino.py", "prog_swav.py", "prog_pointnet.py", "prog_hashsdf.py", "prog_dnc.py",
             "prog_egnn.py", "prog_xlstm.py",
             "prog_convtasnet.py", "prog_ddsp.py", "prog_rnnt.py", "prog_sasrec.py",
-            "prog_dcnfm.py", "prog_w2v_a2c.py"]
+            "prog_dcnfm.py", "prog_w2v_a2c.py",
+            "prog_nca.py", "prog_snn.py", "prog_deq.py", "prog_rssm.py", "prog_dcnv2.py", "prog_tsp.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -235,7 +236,10 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # three CTR models, each static, then its bags' lengths dynamic (a coincidence
                 # of two lengths at capture guarded: a fourth once), then in eval
                 "prog_dcnfm.py": 10,
-                "prog_w2v_a2c.py": 3}   # skip-gram; the actor-critic with and without grad
+                "prog_w2v_a2c.py": 3,   # skip-gram; the actor-critic with and without grad
+                # the DEQ cell: the solves without grad and the step with grad, in training and
+                # in eval; the solves under no_grad (the injection not requiring grad)
+                "prog_deq.py": 5}
 
 
 def _run(framework, mode, weights, programs):

@@ -152,6 +152,7 @@ class _OverCategorical(Distribution):
 
 
 class OneHotCategorical(_OverCategorical):
+    support = constraints.one_hot
     has_enumerate_support = True
 
     mean = property(lambda self: self._categorical.probs)
@@ -164,10 +165,18 @@ class OneHotCategorical(_OverCategorical):
         return _ops.cast(_ops.one_hot(idx, self._categorical._num_events), self.probs.dtype)
 
     def log_prob(self, value):
+        self._validate_sample(value)
         return self._categorical.log_prob(value.argmax(-1))
 
     def entropy(self):
         return self._categorical.entropy()
+
+    def enumerate_support(self, expand: bool = True):
+        n = self._categorical._num_events
+        values = _ops.eye(n, dtype=self.probs.dtype).reshape((n,) + (1,) * len(self.batch_shape) + (n,))
+        if expand:
+            values = values.expand((n,) + tuple(self.batch_shape) + (n,))
+        return values
 
 
 class Bernoulli(ExponentialFamily):
