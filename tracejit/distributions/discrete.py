@@ -156,13 +156,14 @@ class OneHotCategorical(_OverCategorical):
     has_enumerate_support = True
 
     mean = property(lambda self: self._categorical.probs)
-    mode = property(lambda self: _ops.cast(_ops.one_hot(self.probs.argmax(-1), self._categorical._num_events),
-                                           self.probs.dtype))
+    mode = property(lambda self: self._one_hot(self.probs.argmax(-1)))
     variance = property(lambda self: self._categorical.probs * (1 - self._categorical.probs))
 
-    def sample(self, sample_shape=()):
-        idx = self._categorical.sample(sample_shape)
+    def _one_hot(self, idx):
         return _ops.cast(_ops.one_hot(idx, self._categorical._num_events), self.probs.dtype)
+
+    def sample(self, sample_shape=()):
+        return self._one_hot(self._categorical.sample(sample_shape))
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -172,11 +173,7 @@ class OneHotCategorical(_OverCategorical):
         return self._categorical.entropy()
 
     def enumerate_support(self, expand: bool = True):
-        n = self._categorical._num_events
-        values = _ops.eye(n, dtype=self.probs.dtype).reshape((n,) + (1,) * len(self.batch_shape) + (n,))
-        if expand:
-            values = values.expand((n,) + tuple(self.batch_shape) + (n,))
-        return values
+        return self._one_hot(self._categorical.enumerate_support(expand))
 
 
 class Bernoulli(ExponentialFamily):
