@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from .. import ops
 from ..autograd import grad_mode as _gm
 from ..errors import CompileError
 from ..jit.autodiff import joint, replaying, split
@@ -25,18 +26,17 @@ __all__ = ["graph_backward"]
 log = logging.getLogger("tracejit.fallback")
 
 
-def _interpreted(prog, key) -> Graph:
-    """The joint graph of `prog` for `key`, to be interpreted op by op."""
+def _replayed(prog, key) -> tuple:
+    """(`prog`'s graph reading the forward's draws after its inputs, its active inputs) for `key`."""
     active, _, draws = key
-    return joint(replaying(prog.graph, draws), list(active) + [False] * len(draws))
+    return replaying(prog.graph, draws), list(active) + [False] * len(draws)
 
 
 def graph_backward(prog, inputs, grads, diff_idx, draws=None) -> list:
     """The gradients of `prog`'s differentiable inputs `diff_idx` for cotangents `grads`,
     as tensors autograd recorded. `draws`: (the draws' Vars, their arrays) the forward kept."""
-    from .executor import CompiledProgram
+    from .executor import CompiledProgram   # (executor.py imports this module)
     active = tuple(i in diff_idx for i in range(len(prog.graph.inputs)))
-    from .. import ops
     gs = [g if g is not None else ops.zeros(_concrete_shape(a, inputs, prog.graph), dtype=a.aval.dtype)
           for g, a in zip(grads, prog.graph.outputs)]
     dvars, darrays = draws if draws is not None else ((), ())
@@ -47,12 +47,12 @@ def graph_backward(prog, inputs, grads, diff_idx, draws=None) -> list:
         # (a PINN's u_xx: 2x the matmuls of eager autograd), so the order that made this
         # program is interpreted op by op from its next call on, and this one now.
         parent, pkey = prog._parent
-        parent._vjp_programs[pkey] = _interpreted(parent, pkey)
+        parent._vjp_programs[pkey] = joint(*_replayed(parent, pkey))
         log.info("create_graph=True through the create_graph backward of compiled %s: its backward "
                  "is interpreted op by op from now on (third order)", parent.name)
-        progs = prog._vjp_programs[key] = _interpreted(prog, key)
+        progs = prog._vjp_programs[key] = joint(*_replayed(prog, key))
     elif progs is None:
-        fwd, bwd, n_saved = split(replaying(prog.graph, dvars), list(active) + [False] * len(dvars))
+        fwd, bwd, n_saved = split(*_replayed(prog, key))
         saved = Graph(fwd.inputs, fwd.eqns, fwd.outputs[len(fwd.outputs) - n_saved:], fwd.name)
         progs = prog._vjp_programs[key] = (
             CompiledProgram(optimize(saved), prog.name + "_saved") if n_saved else None,
@@ -73,5 +73,5 @@ def graph_backward(prog, inputs, grads, diff_idx, draws=None) -> list:
             # (differentiating it failed before it ran a kernel)
             log.warning("create_graph=True through compiled %s: its backward is interpreted op by op, "
                         "as differentiating it again in the IR failed: %s", prog.name, exc)
-            j = prog._vjp_programs[key] = _interpreted(prog, key)
+            j = prog._vjp_programs[key] = joint(*_replayed(prog, key))
             return interpret(j, ins + gs)

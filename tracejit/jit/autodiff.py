@@ -126,8 +126,8 @@ def _added(ctx, prev, gr):
     z = next((d for d in reversed(ctx.eqns[-4:]) if d.outs[0] is e.inputs[0]), None)
     if z is None or z.prim is not FULL or z.params["value"] != 0:
         return prev + gr
-    v, *idx = [a.value if isinstance(a, Literal) else _make_tracer(a, ctx) for a in e.inputs[1:]]
-    return index_add_(prev, v, idx, e.params["spec"])
+    v = e.inputs[1]   # (no index tensors: refused above)
+    return index_add_(prev, v.value if isinstance(v, Literal) else _make_tracer(v, ctx), (), e.params["spec"])
 
 
 def _cond_vjp(ctx, e, gs, act):
