@@ -66,8 +66,8 @@ class CompiledProgram(Executor):
         self._watched: dict = {}   # diff_idx -> `watched_inputs`
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
-        self._vjp_programs: dict = {}  # `graph_backward`'s programs (or joint graphs) by key
-        self._parent = None   # (program, key) whose `graph_backward` made this one
+        self._vjp_programs: dict = {}  # create_graph.py's programs (or joint graphs) by key
+        self._parent = None   # (program, key) whose create_graph backward made this one
         # Outputs that may be views of an input (a chain of movement ops): a view must share
         # its input's version counter, or an in-place write through it goes unseen.
         self._view_outs = _possible_views(graph)
