@@ -392,17 +392,20 @@ def test_a_lattice_written_in_place_chains_its_gradient_adds_in_place():
     np.testing.assert_allclose(out.detach().numpy(), _lattice(torch, torch.tensor(x0)).numpy(), rtol=1e-5)
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
     from tracejit.jit.passes import dce
+    from tracejit.ops.creation import FULL
+    from tracejit.ops.elementwise import ADD
+    from tracejit.ops.indexing import GETITEM
     bwd = dce(split(_graph(lambda x: _lattice(tj, x), x), [True])[1])
     made = {o: e for e in bwd.eqns for o in e.outs}
     writes = [e for e in bwd.eqns if e.prim.extra.get("donates")]
-    from_zeros = [e for e in writes if made.get(e.inputs[0]) is not None and made[e.inputs[0]].prim.name == "full"]
+    from_zeros = [e for e in writes if made.get(e.inputs[0]) is not None and made[e.inputs[0]].prim is FULL]
     assert len(writes) > 20 and len(from_zeros) <= 2, (len(writes), len(from_zeros))
-    assert not [e for e in bwd.eqns if e.prim.name == "add" and tuple(e.out.aval.shape) == (2, 4, 3)]
+    assert not [e for e in bwd.eqns if e.prim is ADD and tuple(e.out.aval.shape) == (2, 4, 3)]
     pos = {id(e): i for i, e in enumerate(bwd.eqns)}
     for e in writes:    # no other reader of the target (or of a view of it) after the write,
         # but one that reads the write's result too (a[:, t, 0] = a[:, t - 1, 0] + ...: the
         # gradient of the read adds g[idx] into the written g)
         later = bwd.eqns[pos[id(e)] + 1:]
-        views = {e.inputs[0]} | {d.out for d in bwd.eqns if d.prim.name == "getitem" and d.inputs[0] is e.inputs[0]}
+        views = {e.inputs[0]} | {d.out for d in bwd.eqns if d.prim is GETITEM and d.inputs[0] is e.inputs[0]}
         readers = [d for d in later if any(a in views for a in d.inputs)]
         assert not readers or any(e.out in d.inputs for d in readers), e
