@@ -78,6 +78,12 @@ class Tensor:
     # ---- autograd state --------------------------------------------------------
     @property
     def grad(self) -> "Tensor | None":
+        if _eager._tracers_active and _eager.trace_state.tracer is not None:
+            from .errors import TraceError, user_where
+            raise TraceError(f"reading .grad{user_where(2)} inside a compiled function reads a gradient "
+                             "outside the graph, which a capture would keep as this call's tensor (or None) "
+                             "for every later call; read it outside the compiled function and pass the "
+                             "tensor in, or use tracejit.eager")
         g = self._grad
         if g is None and self.grad_fn is not None and not self.retains_grad:
             _warn_non_leaf_grad()

@@ -80,6 +80,9 @@ PROGRAMS = {
     "specdec": "speculative decoding: 1-layer draft, 4-layer target GPT, cropped growing caches, 32 tokens",
     "beam": "beam search, 16 sentences x beam 5: GRU seq2seq, topk over beam*vocab, index_select reorders",
     "kan": "KAN 64-128-64-10: Cox-de Boor B-spline bases in a Python loop, einsum, L1+entropy reg",
+    "nca": "growing neural CA, 32 steps of a compiled step: grouped Sobel conv, 1x1 convs, alive masks",
+    "tsp": "Kool's TSP attention model: Transformer encoder, 20 masked decoding steps, REINFORCE",
+    "dcnv2": "hand-written deformable conv v2: grid_sample per kernel tap, einsum over taps, segmentation",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -42,7 +42,8 @@ def _losses(framework: str, program: str) -> list:
                                      "raft", "densenet", "hifigan",
                                      "txl", "dlrm", "yolo", "r2plus1d", "convlstm",
                                      "schnet", "rotate", "informer",
-                                     "convtasnet", "ddsp", "rnnt"])
+                                     "convtasnet", "ddsp", "rnnt",
+                                     "nca", "tsp", "dcnv2"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)

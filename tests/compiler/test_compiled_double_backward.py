@@ -1,4 +1,4 @@
-"""create_graph=True through a compiled function (executor.py `graph_backward`): the backward
+"""create_graph=True through a compiled function (create_graph.py): the backward
 runs as compiled programs whose outputs are differentiable again, and second derivatives
 (gradient penalty, force matching, MAML's outer gradient, Hessian-vector products) are
 PyTorch's, eager and compiled, in one capture. Where the backward cannot be differentiated

@@ -160,6 +160,20 @@ def test_validation_names_the_problem():
     D.Normal(tj.tensor(0.0), tj.tensor(-1.0), validate_args=False)   # allowed when asked
 
 
+def test_one_hot_categorical_checks_and_enumerates_its_support_as_torch():
+    logits = R.standard_normal((2, 3)).astype(np.float32)
+    d, td = D.OneHotCategorical(logits=tj.tensor(logits)), TD.OneHotCategorical(logits=torch.tensor(logits))
+    # a straight-through sample (sample + probs - probs.detach()) is off one-hot by rounding
+    near = np.float32([[1.0000001, 0, 0], [0, 0, 1]])
+    for dist, t in ((d, tj.tensor), (td, torch.tensor)):
+        with pytest.raises(ValueError, match="support"):
+            dist.log_prob(t(near))
+    one = np.float32([[0, 1, 0], [0, 0, 1]])
+    np.testing.assert_allclose(d.log_prob(tj.tensor(one)).numpy(), td.log_prob(torch.tensor(one)).numpy(), rtol=1e-6)
+    for expand in (True, False):
+        np.testing.assert_array_equal(d.enumerate_support(expand).numpy(), td.enumerate_support(expand).numpy())
+
+
 def test_multivariate_normal_and_independent():
     r = np.random.default_rng(5)
     a = r.standard_normal((3, 3))
@@ -176,6 +190,10 @@ def test_multivariate_normal_and_independent():
     v = R.standard_normal(4)
     np.testing.assert_allclose(float(ji.log_prob(tj.tensor(v))), float(ti.log_prob(torch.tensor(v))), rtol=1e-10)
     assert tuple(ji.event_shape) == (4,) and tuple(ji.batch_shape) == ()
+    tc = TD.Independent(TD.OneHotCategorical(logits=torch.tensor(LOGITS)), 1)
+    jc = D.Independent(D.OneHotCategorical(logits=tj.tensor(LOGITS)), 1)
+    np.testing.assert_array_equal(jc.mode.numpy(), tc.mode.numpy())
+    np.testing.assert_allclose(float(jc.log_prob(jc.mode)), float(tc.log_prob(tc.mode)), rtol=1e-10)
 
 
 KL_PAIRS = [("Normal", (LOC, SCALE), (LOC[::-1].copy(), SCALE[::-1].copy())),

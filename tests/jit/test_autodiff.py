@@ -363,3 +363,49 @@ def test_split_recomputes_an_explicit_expand_instead_of_saving_it():
     fwd, bwd, n_saved = split(g, [True, True])
     assert n_saved == 0, [v.aval for v in fwd.outputs[1:]]
     assert_compiled_matches(lambda x, b: tj.tanh(x * b.expand(4, 7)).sum(), x, b)
+
+
+def _lattice(lib, x):
+    """A log-space lattice written cell by cell in place (an RNN-T loss's recursion)."""
+    a = lib.zeros(2, 4, 3)
+    for t in range(4):
+        for u in range(3):
+            if t and u:
+                a[:, t, u] = lib.logsumexp(lib.stack([a[:, t - 1, u] + x[:, t, u], a[:, t, u - 1] - x[:, t, u]]), 0)
+            elif t or u:
+                a[:, t, u] = (a[:, t - 1, u] if t else a[:, t, u - 1]) + x[:, t, u]
+    return a[:, 3, 2] * a[:, 2, 1]
+
+
+def test_a_lattice_written_in_place_chains_its_gradient_adds_in_place():
+    # each read's gradient adds into the one buffer of its value's cotangent (no zeros per
+    # read summed afterwards), and every write comes after the other readers of its target,
+    # so a plan may write each in place
+    torch = pytest.importorskip("torch")
+    x0 = np.random.default_rng(0).standard_normal((2, 4, 3)).astype(np.float32)
+    xt = torch.tensor(x0, requires_grad=True)
+    _lattice(torch, xt).sum().backward()
+    x = tj.tensor(x0, requires_grad=True)
+    fn = tj.compile(lambda x: _lattice(tj, x))
+    out = fn(x)
+    out.sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), _lattice(torch, torch.tensor(x0)).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    from tracejit.jit.passes import dce
+    from tracejit.ops.creation import FULL
+    from tracejit.ops.elementwise import ADD
+    from tracejit.ops.indexing import GETITEM
+    bwd = dce(split(_graph(lambda x: _lattice(tj, x), x), [True])[1])
+    made = {o: e for e in bwd.eqns for o in e.outs}
+    writes = [e for e in bwd.eqns if e.prim.extra.get("donates")]
+    from_zeros = [e for e in writes if made.get(e.inputs[0]) is not None and made[e.inputs[0]].prim is FULL]
+    assert len(writes) > 20 and len(from_zeros) <= 2, (len(writes), len(from_zeros))
+    assert not [e for e in bwd.eqns if e.prim is ADD and tuple(e.out.aval.shape) == (2, 4, 3)]
+    pos = {id(e): i for i, e in enumerate(bwd.eqns)}
+    for e in writes:    # no other reader of the target (or of a view of it) after the write,
+        # but one that reads the write's result too (a[:, t, 0] = a[:, t - 1, 0] + ...: the
+        # gradient of the read adds g[idx] into the written g)
+        later = bwd.eqns[pos[id(e)] + 1:]
+        views = {e.inputs[0]} | {d.out for d in bwd.eqns if d.prim is GETITEM and d.inputs[0] is e.inputs[0]}
+        readers = [d for d in later if any(a in views for a in d.inputs)]
+        assert not readers or any(e.out in d.inputs for d in readers), e

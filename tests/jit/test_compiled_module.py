@@ -129,6 +129,17 @@ def test_a_compiled_module_inside_a_model_keeps_its_names():
     assert not o.body.training
 
 
+def test_a_compiled_child_loads_its_parents_state_dict():
+    torch = pytest.importorskip("torch")
+    tnet = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.BatchNorm1d(2))
+    net = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm1d(2))
+    net[0], net[1] = tj.compile(net[0]), tj.compile(net[1])
+    net.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tnet.state_dict().items()})
+    np.testing.assert_array_equal(net[0].weight.detach().numpy(), tnet[0].weight.detach().numpy())
+    with pytest.raises(RuntimeError, match="Missing key.*1.running_var"):
+        net.load_state_dict({k: v for k, v in net.state_dict().items() if k != "1.running_var"})
+
+
 def test_trace_and_script_of_a_module_are_modules_too():
     seq = nn.Sequential(nn.Linear(4, 2))
     for c in (tj.trace(seq), tj.script(seq), tj.jit.trace(seq, tj.ones(1, 4))):

@@ -263,6 +263,27 @@ def test_direct_writes_to_outside_state_happen_on_every_call(fn, state):
         tj.compile(fn, fullgraph=True)(tj.zeros(2))
 
 
+def test_gradients_read_inside_a_compiled_function_are_each_calls():
+    # (a capture would keep the first call's gradient tensor, or its absence, for good)
+    lin = nn.Linear(3, 2)
+
+    def halve(params):
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(0.5)
+    cf = tj.compile(halve)
+    for i, set_to_none in enumerate((True, False, True)):
+        lin.zero_grad(set_to_none=set_to_none)
+        lin(tj.ones(4, 3) * (i + 1)).sum().backward()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cf(list(lin.parameters()))
+        np.testing.assert_array_equal(lin.bias.grad.numpy(), [2.0, 2.0])
+    assert cf.cache_stats()["compiles"] == 0
+    with pytest.raises(TraceError, match=r"reading \.grad at .*test_side_effects.py"):
+        tj.compile(lambda: lin.weight.grad * 2, fullgraph=True)()
+
+
 @pytest.mark.parametrize("fullgraph", [False, True])
 def test_setting_data_of_the_same_shape_is_a_captured_write(fullgraph):
     """A momentum encoder's ``p_k.data = p_k.data * m + p_q.data * (1 - m)`` in a compiled

@@ -163,7 +163,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_convtasnet.py", "prog_ddsp.py", "prog_rnnt.py", "prog_sasrec.py",
             "prog_dcnfm.py", "prog_w2v_a2c.py",
             "prog_specdec.py", "prog_beam.py", "prog_rflow.py", "prog_patchtst.py", "prog_kan.py",
-            "prog_retnet.py"]
+            "prog_retnet.py",
+            "prog_nca.py", "prog_snn.py", "prog_deq.py", "prog_rssm.py", "prog_dcnv2.py", "prog_tsp.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -253,7 +254,10 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_beam.py": 6,
                 # training and the parallel form in eval; the recurrent step on an empty
                 # incremental_state, at step 1, then with its step count a runtime input
-                "prog_retnet.py": 5}
+                "prog_retnet.py": 5,
+                # the DEQ cell: the solves without grad and the step with grad, in training and
+                # in eval; the solves under no_grad (the injection not requiring grad)
+                "prog_deq.py": 5}
 
 
 def _run(framework, mode, weights, programs):

@@ -8,13 +8,14 @@ from ..autograd.grad_mode import set_mode as _set_grad_mode
 from ..autograd.node import Node, edge
 from ..errors import InplaceModifiedError
 from ..tensor import Tensor
+from .create_graph import graph_backward
 
 
 class CompiledNode(Node):
     """The single grad_fn of a compiled call's outputs."""
 
     __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take", "shells",
-                 "out_versions")
+                 "out_versions", "draws")
 
     def __init__(self, program, inputs, saved, diff_idx, out_avals, edges=None, versions=None):
         # (`edges` and `versions` when the caller has them: a generated training call)
@@ -32,6 +33,7 @@ class CompiledNode(Node):
         # (output position, its version box, its version) for each output whose memory the
         # backward reads (`_outputs_saved`); None when there is none
         self.out_versions = None
+        self.draws = None   # (Vars, arrays): the forward's random draws, for a create_graph backward
 
     def keep_input(self, t) -> None:
         """`t`, an input of this call, is about to be overwritten by the call's own in-place
@@ -81,14 +83,14 @@ class CompiledNode(Node):
             needed = _gm._state.needed   # (a walk's that reaches this node)
             want = self.diff_idx if needed is None or self not in needed else tuple(
                 i for i, n in zip(self.diff_idx, self._next) if n in needed)
-            got = dict(zip(want, self.program.graph_backward(self.inputs, grads, want) if want else ()))
+            got = dict(zip(want, graph_backward(self.program, self.inputs, grads, want, self.draws) if want else ()))
             res = [got.get(i) for i in self.diff_idx]
         else:
             saved, self.saved = self.saved, (self.saved if retain_graph else None)
             res = self.program.run_backward(self.inputs, saved, grads, retain_graph, self.diff_idx)
             del saved
         if not retain_graph:
-            self.saved = None
+            self.saved = self.draws = None
             self._freed = True
         live = self.program.reached(self.taken, grads)
         return [r if i in live else None for r, i in zip(res, self.diff_idx)]

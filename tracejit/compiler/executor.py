@@ -8,7 +8,6 @@ first use, so an entry that never needs gradients never compiles a backward.
 from __future__ import annotations
 
 import linecache
-import logging
 import sys
 
 import numpy as np
@@ -16,12 +15,10 @@ import numpy as np
 from ..autograd import grad_mode as _gm
 from ..autograd.node import AccumulateGrad, leaf_node
 from ..envflags import is_off
-from ..errors import CompileError
-from ..jit.autodiff import active_vars, joint, loss_joint, split
+from ..jit.autodiff import active_vars, drawn, loss_joint, split
 from ..jit.backend import Executor, InputKeeper, raise_kernel_error
 from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (its pattern: registered at import)
 from ..jit import patterns as _patterns
-from ..jit.interpreter import interpret
 from ..jit.ir import Graph, Var
 from ..jit.passes import lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
@@ -36,8 +33,6 @@ from ..jit.control import COND, WHILE
 from ..jit.tracer import DETACH
 
 __all__ = ["CompiledProgram"]
-
-log = logging.getLogger("tracejit.fallback")
 
 
 def _exec_generated(src: str, fname: str, names: dict) -> None:
@@ -54,7 +49,8 @@ class CompiledProgram(Executor):
         self.graph = graph
         self.name = name
         self._infer = None
-        self._train: dict = {}  # diff_idx tuple -> (fwd plan, bwd plan, n_saved, joint graph)
+        self._train: dict = {}  # diff_idx tuple -> (fwd plan, bwd plan, n_saved)
+        self._draws: dict = {}  # diff_idx -> the draws a training forward returns after its saved values
         self._identity = {}
         for k, a in enumerate(graph.outputs):
             if isinstance(a, Var) and a in graph.inputs:
@@ -70,8 +66,8 @@ class CompiledProgram(Executor):
         self._watched: dict = {}   # diff_idx -> `watched_inputs`
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
-        self._vjp_programs: dict = {}  # `graph_backward`'s programs (or joint graphs) by key
-        self._parent = None   # (program, key) whose `graph_backward` made this one
+        self._vjp_programs: dict = {}  # create_graph.py's programs (or joint graphs) by key
+        self._parent = None   # (program, key) whose create_graph backward made this one
         # Outputs that may be views of an input (a chain of movement ops): a view must share
         # its input's version counter, or an in-place write through it goes unseen.
         self._view_outs = _possible_views(graph)
@@ -95,6 +91,8 @@ class CompiledProgram(Executor):
             # The forward also reports which branch each top-level cond took, so gradients of
             # inputs only the untaken branch reads are None, exactly as in eager mode.
             preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim is COND)
+            # and its random draws, kept by the node for a create_graph backward (create_graph.py)
+            draws = self._draws[diff_idx] = drawn(self.graph, active)
             k = self._loss_output(diff_idx)
             if k is not None:
                 # the forward stage's patterns only now, after differentiation (BatchNorm +
@@ -102,7 +100,7 @@ class CompiledProgram(Executor):
                 fwd = lift_symbolic_literals(_patterns.apply("forward", optimize(loss_joint(self.graph, active, k))))
                 fwd = _gradients_apart(fwd, len(self.graph.outputs))
                 n_saved = len(fwd.outputs) - len(self.graph.outputs)
-                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
+                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + draws + preds, fwd.name)
                 t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
                 self._loss_k[diff_idx] = k
                 # (no `_saved_outs` here: what a loss plan saves is its gradients, which
@@ -114,7 +112,7 @@ class CompiledProgram(Executor):
                 bwd = lift_symbolic_literals(_patterns.apply("backward", optimize(bwd)))
                 if has_bf16(fwd):
                     fwd, bwd = save_wide(fwd, bwd, len(self.graph.inputs), len(self.graph.outputs), n_saved)
-                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + preds, fwd.name)
+                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + draws + preds, fwd.name)
                 t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
                 self._saved_outs[diff_idx] = _outputs_saved(fwd, len(self.graph.outputs), n_saved)
             self._train[diff_idx] = t
@@ -248,6 +246,7 @@ class CompiledProgram(Executor):
         lines += ["    s = node.saved",
                  "    node.saved = None",
                  "    node._freed = True",
+                 "    node.draws = None",
                  f"    {', '.join(f's{k}' for k in range(n))}, = s",
                  "    s = None     # each gradient array now held by one local here (and its slot)",
                  "    sh = node.shells",
@@ -333,6 +332,9 @@ class CompiledProgram(Executor):
         n_out = len(self.graph.outputs)
         outs, saved, taken = res[:n_out], res[n_out:n_out + n_saved], res[n_out + n_saved:]
         node = CompiledNode(self, list(ins), saved, diff_idx, self._out_avals)
+        draws = self._draws[diff_idx]
+        if draws:
+            node.draws, taken = (draws, taken[:len(draws)]), taken[len(draws):]
         # (no comprehension without a cond: after a large kernel each new frame runs cold)
         node.taken = [bool(t) for t in taken] if taken else []
         return self._wrap(ins, outs, node)
@@ -418,59 +420,6 @@ class CompiledProgram(Executor):
         return tuple(i for i, x in enumerate(inputs)
                      if isinstance(x, Tensor) and x._requires_grad and x.dtype.differentiable)
 
-    def graph_backward(self, inputs, grads, diff_idx=None):
-        """create_graph=True: the backward as compiled programs called with autograd
-        recording, so that their outputs' nodes run compiled backwards of the backward.
-        `split` cuts the joint graph in two: a program that recomputes the values the
-        backward reads (as the eager engine's saved tensors: differentiable, their own node)
-        and the backward program proper, which reads them. A second-order gradient then
-        differentiates each part once, as eager autograd does, instead of the forward again
-        inside each backward. Built per (differentiated inputs, the cotangents' needs) at the
-        first call. The joint graph is interpreted op by op (autograd recording each op)
-        instead where a backward cannot be differentiated again in the IR, and for a third
-        order; the fallback topic says why."""
-        if diff_idx is None:
-            diff_idx = self._diff_of(inputs)
-        active = tuple(i in diff_idx for i in range(len(self.graph.inputs)))
-        from .. import ops
-        gs = []
-        for g, a in zip(grads, self.graph.outputs):
-            gs.append(g if g is not None else ops.zeros(_concrete_shape(a, inputs, self.graph), dtype=a.aval.dtype))
-        key = (active, self._diff_of(gs))
-        progs = self._vjp_programs.get(key)
-        if progs is None and self._parent is not None:
-            # A third order: each compiled order recomputes the values the one below saved
-            # (a PINN's u_xx: 2x the matmuls of eager autograd), so the order that made this
-            # program is interpreted op by op from its next call on, and this one now.
-            parent, pkey = self._parent
-            parent._vjp_programs[pkey] = joint(parent.graph, list(pkey[0]))
-            log.info("create_graph=True through the create_graph backward of compiled %s: its backward "
-                     "is interpreted op by op from now on (third order)", parent.name)
-            progs = self._vjp_programs[key] = joint(self.graph, list(active))
-        elif progs is None:
-            fwd, bwd, n_saved = split(self.graph, list(active))
-            saved = Graph(fwd.inputs, fwd.eqns, fwd.outputs[len(fwd.outputs) - n_saved:], fwd.name)
-            progs = self._vjp_programs[key] = (
-                CompiledProgram(optimize(saved), self.name + "_saved") if n_saved else None,
-                CompiledProgram(optimize(bwd), self.name + "_vjp"))
-            for p in progs:
-                if p is not None:
-                    p._parent = (self, key)
-        with _gm.enable_grad():
-            if isinstance(progs, Graph):
-                return interpret(progs, list(inputs) + gs)
-            saved = progs[0](list(inputs)) if progs[0] is not None else []
-            try:
-                return progs[1](list(inputs) + saved + gs)
-            except (CompileError, NotImplementedError) as exc:
-                if progs[1]._train:
-                    raise
-                # (differentiating it failed before it ran a kernel)
-                log.warning("create_graph=True through compiled %s: its backward is interpreted op by op, "
-                            "as differentiating it again in the IR failed: %s", self.name, exc)
-                j = self._vjp_programs[key] = joint(self.graph, list(active))
-                return interpret(j, list(inputs) + gs)
-
     # ---- the Executor interface (jit/backend.py) --------------------------------------------
     @property
     def tier(self) -> str:
@@ -512,11 +461,12 @@ class CompiledProgram(Executor):
         n_out = len(g.outputs)
         fwd, bwd, n_saved = self.train_plans(diff_idx)
         n_in = len(g.inputs)
-        n_taken = len(fwd.graph.outputs) - n_out - n_saved
+        draws = self._draws[diff_idx]
+        n_taken = len(fwd.graph.outputs) - n_out - n_saved - len(draws)
         xs = [f"i{k}" for k in range(n_in)]
         edges = [f"((i{k}.grad_fn, i{k}._output_nr) if i{k}.grad_fn is not None else (LEAF(i{k}), 0))"
                  for k in diff_idx]
-        taken = (f"[bool(t) for t in res[{n_out + n_saved}:]]" if n_taken else "[]")
+        taken = (f"[bool(t) for t in res[{n_out + n_saved + len(draws)}:]]" if n_taken else "[]")
         (d, dev), = self._out_types
         if d is None or dev is None:     # (the tensor is made before its array: both known)
             return None
@@ -536,9 +486,10 @@ class CompiledProgram(Executor):
         lines += [f"    res = FWD({', '.join(x + '._data' for x in xs)})",
                   f"    node.saved = res[{n_out}:{n_out + n_saved}]",
                   f"    node.taken = {taken}",
+                  *([f"    node.draws = (DRAWS, res[{n_out + n_saved}:{n_out + n_saved + len(draws)}])"] if draws else []),
                   "    t._data = res[0]",
                   "    return t"]
-        names = {"FWD": fwd.fn, "NODE": CompiledNode, "PROG": self, "DIFF": diff_idx,
+        names = {"FWD": fwd.fn, "NODE": CompiledNode, "PROG": self, "DIFF": diff_idx, "DRAWS": draws,
                  "AVALS": self._out_avals, "LEAF": leaf_node, "WRAP": Tensor._wrap, "OD": d, "OV": dev,
                  "TAKE": self.taker(diff_idx), "SHELLS": self.taker(diff_idx).shells}
         src = "\n".join(lines) + "\n"

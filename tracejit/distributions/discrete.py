@@ -152,22 +152,28 @@ class _OverCategorical(Distribution):
 
 
 class OneHotCategorical(_OverCategorical):
+    support = constraints.one_hot
     has_enumerate_support = True
 
     mean = property(lambda self: self._categorical.probs)
-    mode = property(lambda self: _ops.cast(_ops.one_hot(self.probs.argmax(-1), self._categorical._num_events),
-                                           self.probs.dtype))
+    mode = property(lambda self: self._one_hot(self.probs.argmax(-1)))
     variance = property(lambda self: self._categorical.probs * (1 - self._categorical.probs))
 
-    def sample(self, sample_shape=()):
-        idx = self._categorical.sample(sample_shape)
+    def _one_hot(self, idx):
         return _ops.cast(_ops.one_hot(idx, self._categorical._num_events), self.probs.dtype)
 
+    def sample(self, sample_shape=()):
+        return self._one_hot(self._categorical.sample(sample_shape))
+
     def log_prob(self, value):
+        self._validate_sample(value)
         return self._categorical.log_prob(value.argmax(-1))
 
     def entropy(self):
         return self._categorical.entropy()
+
+    def enumerate_support(self, expand: bool = True):
+        return self._one_hot(self._categorical.enumerate_support(expand))
 
 
 class Bernoulli(ExponentialFamily):

@@ -410,6 +410,7 @@ class Independent(Distribution):
 
     has_rsample = property(lambda self: self.base_dist.has_rsample)
     mean = property(lambda self: self.base_dist.mean)
+    mode = property(lambda self: self.base_dist.mode)
     variance = property(lambda self: self.base_dist.variance)
     support = property(lambda self: self.base_dist.support)
 

@@ -21,6 +21,8 @@ from .. import ops
 from ..autograd.engine import _fit
 from ..autograd.function import FunctionCtx
 from ..errors import CompileError
+from ..ops.creation import FULL
+from ..ops.indexing import INDEX_ADD, index_add_
 from ..ops.registry import REGISTRY
 from .control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from .ir import Eqn, Graph, Literal, Var
@@ -29,7 +31,7 @@ from .slice_grads import SliceGrads
 from .size_args import known_facts
 from .tracer import DETACH, SymbolicSizeError, TraceContext, _make_tracer, active_vars
 
-__all__ = ["joint", "split", "active_vars", "loss_joint", "traced_grad"]
+__all__ = ["joint", "split", "active_vars", "loss_joint", "traced_grad", "drawn", "replaying"]
 
 
 def _backward_eqns(ctx: TraceContext, graph: Graph, act: set, cotangents: dict):
@@ -108,7 +110,24 @@ def _vjp_one(ctx, e, act, ct, tracer, val) -> None:
                 continue
             gr = _fit(gr, (a.aval.shape, a.aval.dtype))
             prev = ct.get(a)
-            ct[a] = gr if prev is None else prev + gr
+            ct[a] = gr if prev is None else _added(ctx, prev, gr)
+
+
+def _added(ctx, prev, gr):
+    """``prev + gr``, cotangents of one value. Where `gr` is a read's gradient, an
+    ``index_add`` into zeros just made, it adds into `prev` instead: the reads of a value
+    written cell by cell (a lattice's) chain their adds into one buffer, which a plan updates
+    in place, instead of each filling a full-size zeros that a kernel sums afterwards. Reads
+    by index tensors keep their zeros (scatter_products.py takes an embedding's there)."""
+    e = next((e for e in reversed(ctx.eqns[-4:]) if e.outs[0] is gr._var), None)
+    if (e is None or e.prim is not INDEX_ADD or len(e.inputs) > 2 or prev.dtype is not gr.dtype
+            or tuple(prev.shape) != tuple(gr.shape)):
+        return prev + gr
+    z = next((d for d in reversed(ctx.eqns[-4:]) if d.outs[0] is e.inputs[0]), None)
+    if z is None or z.prim is not FULL or z.params["value"] != 0:
+        return prev + gr
+    v = e.inputs[1]   # (no index tensors: refused above)
+    return index_add_(prev, v.value if isinstance(v, Literal) else _make_tracer(v, ctx), (), e.params["spec"])
 
 
 def _cond_vjp(ctx, e, gs, act):
@@ -192,11 +211,41 @@ def joint(graph: Graph, active_inputs, name: str = "joint") -> Graph:
             if g is None:
                 g = ops.zeros(v.aval.shape, dtype=v.aval.dtype)
             outs.append(ctx.atom(g))
-    eqns = tuple(graph.eqns) + tuple(ctx.eqns)
+    eqns = tuple(graph.eqns) + _writes_last(ctx.eqns)
     inputs = tuple(graph.inputs) + tuple(ct_vars) + tuple(ctx._const_vars())
     if ctx.const_tensors:
         raise CompileError("internal: the backward pass captured a concrete tensor")
     return Graph(inputs, eqns, tuple(outs), name)
+
+
+def _writes_last(eqns: list) -> tuple:
+    """`eqns` with each that may write its first operand in place (``extra["donates"]``)
+    moved after the other readers of that operand and of its views, where its own readers
+    all come later still (an index_put's VJP writes g, and reads g[idx] for the next VJP):
+    a plan may then let it write that memory instead of a copy."""
+    root: dict = {}   # value -> the value whose memory it views (itself if none)
+    last: dict = {}   # root -> the last equation reading its memory
+    first: dict = {}  # value -> the first equation reading it
+    for i, e in enumerate(eqns):
+        for a in e.inputs:
+            if isinstance(a, Var):
+                first.setdefault(a, i)
+                last[root.get(a, a)] = i
+        p = e.prim
+        if (p.is_view or (p.view_if is not None and p.view_if(e.params))) and e.inputs and isinstance(e.inputs[0], Var):
+            for o in e.outs:
+                root[o] = root.get(e.inputs[0], e.inputs[0])
+    key = {}
+    for i, e in enumerate(eqns):
+        x = e.inputs[0] if e.inputs else None
+        if e.prim.extra.get("donates") and isinstance(x, Var) and x not in root:
+            end = last.get(x, i)
+            if i < end < first.get(e.outs[0], len(eqns)):
+                key[i] = (end, 1, i)
+    if not key:
+        return tuple(eqns)
+    order = sorted(range(len(eqns)), key=lambda i: key.get(i) or (i, 0, i))
+    return tuple(eqns[i] for i in order)
 
 
 def _cheap(e: Eqn) -> bool:
@@ -257,6 +306,36 @@ def split(graph: Graph, active_inputs, cheap=_cheap):
                 tuple(re(e) for e in rec_eqns + bwd_eqns), tuple(sub(a) for a in j.outputs), "backward")
     fwd = Graph(graph.inputs, tuple(fwd_eqns), tuple(graph.outputs) + tuple(saved), "forward")
     return fwd, bwd, len(saved)
+
+
+def drawn(graph: Graph, active_inputs) -> tuple:
+    """The random draws (top-level equations of kind "random") that the outputs depending
+    on an active input are computed from. A backward differentiated again recomputes the
+    forward's values; it must read these draws (`replaying`), not draw again."""
+    if not any(e.prim.kind == "random" for e in graph.eqns):
+        return ()
+    act = active_vars(graph, active_inputs)
+    need = {a for a in graph.outputs if isinstance(a, Var) and a in act}
+    for e in reversed(graph.eqns):
+        if any(o in need for o in e.outs):
+            need.update(a for a in e.inputs if isinstance(a, Var))
+    return tuple(e.outs[0] for e in graph.eqns if e.prim.kind == "random" and e.outs[0] in need)
+
+
+def replaying(graph: Graph, draws: tuple) -> Graph:
+    """`graph` with the equations drawing `draws` (from `drawn`) replaced by inputs, after
+    its own. Refused where a loop or branch body draws: the recompute would draw again."""
+    def body_draws(g):
+        return any(e.prim.kind == "random" or any(isinstance(v, Graph) and body_draws(v) for v in e.params.values())
+                   for e in g.eqns)
+    if any(isinstance(v, Graph) and body_draws(v) for e in graph.eqns for v in e.params.values()):
+        raise NotImplementedError(f"create_graph=True through compiled {graph.name}: a random draw inside a "
+                                  f"loop or branch body would be drawn again when the backward recomputes "
+                                  f"the forward; draw it outside the loop or branch")
+    if not draws:
+        return graph
+    eqns = tuple(e for e in graph.eqns if not (e.prim.kind == "random" and e.outs[0] in draws))
+    return Graph(tuple(graph.inputs) + tuple(draws), eqns, graph.outputs, graph.name)
 
 
 def loss_joint(graph: Graph, active_inputs, k: int) -> Graph:

@@ -126,7 +126,9 @@ def _delegate(name: str):
 for _name in {n for c in Module.__mro__[:-1] for n, v in vars(c).items() if callable(v)}:
     if not _name.startswith("_") and _name not in vars(CompiledModule) and _name != "forward":
         setattr(CompiledModule, _name, _delegate(_name))
-CompiledModule._get_name = _delegate("_get_name")
+# (private, but a parent's load_state_dict calls them on its children: the wrapped class's)
+for _name in ("_get_name", "_overrides", "_load_from_state_dict"):
+    setattr(CompiledModule, _name, _delegate(_name))
 del _name
 
 

@@ -271,17 +271,37 @@ def _index_put_rule(a, v, *idx, spec):
 
 def _index_put_impl(xp, a, v, *idx, spec):
     out = target(a)   # (`a` itself where donated: ``x[i] = v`` writes x's memory once)
-    view, key = _locate(out, spec, idx)
-    region = view[key].shape if getattr(v, "ndim", 0) else None
-    if region is not None and v.ndim > len(region):
-        v = v.reshape(v.shape[v.ndim - len(region):])  # drop leading 1s
+    if idx:
+        view, key = _locate(out, spec, idx)
+        n = view[key].ndim if getattr(v, "ndim", 0) else None
+    else:
+        view, (key, dims) = out, _basic_key(spec)
+        n = out.ndim + dims
+    if n is not None and getattr(v, "ndim", 0) > n:
+        v = v.reshape(v.shape[v.ndim - n:])  # drop leading 1s
     view[key] = v
     return out
 
 
+_BASIC_KEYS: dict = {}
+
+
+def _basic_key(spec) -> tuple:
+    """(numpy key, dims it adds to the array's) of a spec without index tensors, made once
+    per spec: a lattice's cell by cell writes and their gradients' adds (hundreds of calls a
+    step) then cost the write alone."""
+    got = _BASIC_KEYS.get(spec)
+    if got is None:
+        if len(_BASIC_KEYS) > 4096:   # (an eager loop writing x[i] for every i)
+            _BASIC_KEYS.clear()
+        got = _BASIC_KEYS[spec] = (_np_index(spec, ()), sum(x[0] == "n" for x in spec) - sum(x[0] == "i" for x in spec))
+    return got
+
+
 def _index_put_vjp(g, out, a, v, *idx, spec):
-    ga = bind(INDEX_PUT, g, 0.0, *idx, spec=spec)
+    # (g read before it is written: a compiled backward may then write g's memory)
     gv = getitem_(g, idx, spec) if not isinstance(v, (int, float, bool)) else None
+    ga = bind(INDEX_PUT, g, 0.0, *idx, spec=spec)
     return (ga, gv) + (None,) * len(idx)
 
 
@@ -295,6 +315,9 @@ _FEW = 512   # elements added below which np.add.at runs as it is
 
 def _index_add_impl(xp, a, v, *idx, spec):
     out = target(a)   # (`a` itself where donated: ops/donation.py)
+    if not idx:
+        out[_basic_key(spec)[0]] += v
+        return out
     view, key = _locate(out, spec, idx)
     if _is_basic(spec):
         view[key] += v
