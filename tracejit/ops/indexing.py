@@ -11,6 +11,7 @@ from operator import itemgetter
 import numpy as np
 
 from .. import dtypes as _dt
+from ..device import CPU
 from ..errors import DTypeError, IndexRangeError, ShapeError
 from ..shapes import Sym, broadcast_shapes, data_dependent, normalize_dim
 from ..tensor import Tensor
@@ -19,6 +20,7 @@ from .elementwise import cast, where
 from .distinct_add import add_distinct, within, wrapped
 from .donation import donating, target
 from .registry import Aval, defprim
+from . import eager as _eager
 from .eager import bind, remember_plain, trace_hooks, trace_state
 from .shape import _whole_view
 from .index_keys import normalize as _normalize, nonzero, with_bools
@@ -185,6 +187,16 @@ def _getitem_impl(xp, a, *idx, spec):
 
 
 def _getitem_vjp(g, out, a, *idx, spec):
+    d = g._data
+    if (not _eager._tracers_active and not _eager._grad_state.enabled and type(d) is np.ndarray
+            and g.device is CPU and _is_basic(spec)):
+        # No graph recorded: g written into fresh zeros here. Through index_put's bind each
+        # spec was a plan of its own, made per call once a loop's specs (an RNN-T lattice's
+        # (t, u)) outnumber the plans kept.
+        z = np.zeros(a.shape, d.dtype)
+        view, key = _locate(z, spec, ())
+        view[key] = d
+        return (Tensor._wrap(z, g.dtype, CPU),)
     base = creation.zeros(a.shape, dtype=g.dtype, device=g.device)
     if trace_state.tracer is None and type(base._data) is np.ndarray:
         # the fresh zeros are this call's own: added into, not copied first (an
