@@ -20,8 +20,7 @@ from .elementwise import cast, where
 from .distinct_add import add_distinct, within, wrapped
 from .donation import donating, target
 from .registry import Aval, defprim
-from . import eager as _eager
-from .eager import bind, remember_plain, trace_hooks, trace_state
+from .eager import bind, recording, remember_plain, trace_hooks, trace_state
 from .shape import _whole_view
 from .index_keys import normalize as _normalize, nonzero, with_bools
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
@@ -187,12 +186,11 @@ def _getitem_impl(xp, a, *idx, spec):
 
 
 def _getitem_vjp(g, out, a, *idx, spec):
-    d = g._data
-    if (not _eager._tracers_active and not _eager._grad_state.enabled and type(d) is np.ndarray
-            and g.device is CPU and _is_basic(spec)):
-        # No graph recorded: g written into fresh zeros here. Through index_put's bind each
-        # spec was a plan of its own, made per call once a loop's specs (an RNN-T lattice's
-        # (t, u)) outnumber the plans kept.
+    if not recording(g) and _is_basic(spec):
+        d = g._data
+        # (g written into fresh zeros here: through index_put's bind each spec was a plan
+        # of its own, made per call once a loop's specs (an RNN-T lattice's (t, u))
+        # outnumbered the plans kept)
         z = np.zeros(a.shape, d.dtype)
         view, key = _locate(z, spec, ())
         view[key] = d
