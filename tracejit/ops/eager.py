@@ -25,7 +25,7 @@ from .registry import Aval, Primitive
 from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, prepare, scalar_as, scalar_aval
 
 __all__ = ["bind", "run_into", "trace_state", "trace_hooks", "tracer_entered", "tracer_exited", "scalar_aval",
-           "compute_dtype", "prepare", "recording"]
+           "compute_dtype", "prepare"]
 
 class _TraceState(threading.local):
     tracer = None
@@ -544,18 +544,6 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
 def _xp(dev):
     from ..device import array_module
     return array_module(dev)
-
-
-def recording(*tensors) -> bool:
-    """Whether a call may have to record a graph: a tracer or profiler is active, grad mode
-    is on, or a tensor is not a CPU numpy array. VJPs take array shortcuts where not (a
-    plain backward), each op's dispatch and node unneeded."""
-    if _tracers_active or _grad_state.enabled:
-        return True
-    for t in tensors:
-        if t.device is not CPU or type(t._data) is not np.ndarray:
-            return True
-    return False
 
 
 def eager_layout(t):

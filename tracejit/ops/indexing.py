@@ -20,7 +20,8 @@ from .elementwise import cast, where
 from .distinct_add import add_distinct, within, wrapped
 from .donation import donating, target
 from .registry import Aval, defprim
-from .eager import bind, recording, remember_plain, trace_hooks, trace_state
+from .eager import bind, remember_plain, trace_hooks, trace_state
+from .grad_views import recording
 from .shape import _whole_view
 from .index_keys import normalize as _normalize, nonzero, with_bools
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)

@@ -11,9 +11,9 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import Sym, data_sized, normalize_dim, numel
-from ..tensor import Tensor
 from .registry import REGISTRY, Aval, defprim
-from .eager import bind, eager_layout, recording, remember_plain, trace_hooks
+from .eager import bind, eager_layout, remember_plain, trace_hooks
+from .grad_views import pieces, recording
 from ..formats import CHANNELS_INNER, all_channels_last
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
@@ -184,8 +184,8 @@ def _concat_rule(*avals, dim):
 def _concat_vjp(g, out, *inputs, dim):
     # each input's slice of g, bound as `narrow` binds it without narrow's checks: the
     # ranges are in g by construction (a loss made by cat of 50 per-step terms: 50 slices)
-    if not recording(g):   # (no graph: g's slices as views, a getitem bind each saved)
-        return _pieces(g, [a._data.shape[dim] for a in inputs], dim)
+    if not recording(g):   # (g's slices as views, no getitem bind each)
+        return pieces(g, dim, [a._data.shape[dim] for a in inputs])
     getitem = _GETITEM or _getitem_prim()
     lead = _WHOLE_DIM * dim
     grads = []
@@ -196,26 +196,6 @@ def _concat_vjp(g, out, *inputs, dim):
         grads.append(bind(getitem, g, spec=lead + (("s", start, start + n, None),)))
         start = start + n
     return tuple(grads)
-
-
-def _pieces(g, sizes, dim: int, keep: bool = True) -> tuple:
-    """Tensors over consecutive slices of g's array along `dim` of these sizes, or with
-    `keep` False its single indexes (unbind's), as views (a trailing Ellipsis keeps a 0-d
-    one an array)."""
-    d, dt, dev = g._data, g.dtype, g.device
-    lead = (slice(None),) * dim
-    out = []
-    start = 0
-    for n in sizes:
-        out.append(Tensor._wrap(d[lead + ((slice(start, start + n),) if keep else (start, Ellipsis))], dt, dev))
-        start += n
-    return tuple(out)
-
-
-def _stack_vjp(g, out, *inputs, dim):
-    if not recording(g):   # (no graph: g's pieces as views, a getitem bind each saved)
-        return _pieces(g, [1] * len(inputs), dim, keep=False)
-    return unbind(g, dim)
 
 
 def _concat_impl(xp, *arrs, dim):
@@ -264,7 +244,8 @@ def _stack_fast(shapes, dtype, params):
 
 
 STACK = defprim("stack", lambda xp, *arrs, dim: xp.stack(arrs, axis=dim), _stack_rule,
-                _stack_vjp, kind="shape", promote=True,
+                lambda g, out, *inputs, dim: unbind(g, dim) if recording(g) else pieces(g, dim, [None] * len(inputs)),
+                kind="shape", promote=True,
                 save=lambda rq: (), extra={"meta": lambda rq: range(len(rq)), "fast": _stack_fast})
 
 # A copy, as PyTorch's flip: numpy's is a view, and ``x.flip(0).add_(1)`` changed x.
