@@ -145,3 +145,30 @@ def test_bool_masks_of_the_wrong_shape_raise_pytorchs_index_error(key):
         else:
             assert not raises
             np.testing.assert_array_equal(tj.tensor(a)[key(tj.tensor(m))].numpy(), want)
+
+
+def test_basic_index_gradients_make_no_plan_per_spec():
+    """A loop over many distinct int indexes (an RNN-T lattice's x[:, t, u]): their
+    gradients are PyTorch's, written without an index_put plan per spec, and with
+    create_graph still differentiable."""
+    torch = pytest.importorskip("torch")
+    from tracejit.ops.indexing import INDEX_PUT
+    a = np.random.default_rng(0).standard_normal((3, 30, 25)).astype(np.float32)
+    x, xt = tj.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    INDEX_PUT.plans.clear()
+    total, want = 0, 0
+    for t in range(30):
+        for u in range(0, 25, 1 + t % 3):
+            total = total + x[:, t, u] * (t - u)
+            want = want + xt[:, t, u] * (t - u)
+    total.sum().backward()
+    want.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    assert len(INDEX_PUT.plans) == 0
+    x.grad = None
+    y = tj.tensor(a, requires_grad=True)
+    (g,) = tj.autograd.grad((y[1, 2:5] ** 2).sum(), y, create_graph=True)
+    g.sum().backward()
+    want = np.zeros_like(a)
+    want[1, 2:5] = 2.0
+    np.testing.assert_array_equal(y.grad.numpy(), want)

@@ -166,3 +166,27 @@ def test_cat_and_its_gradient_match_torch(case):
         if p.size == 0:   # (PyTorch gives the skipped empty tensor an empty gradient; here None)
             continue
         np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_cat_and_stack_gradients_as_views_or_recorded_match_torch(create_graph):
+    """A plain backward takes cat's and stack's gradient pieces as views of the incoming
+    one (0-d pieces of a stack of scalars stay arrays); create_graph records them."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((3, 2))
+    s = [1.5, -2.0, 0.25]
+    w = rng.standard_normal((3, 6))
+    got, want = [], []
+    for lib, out in ((tj, got), (torch, want)):
+        xa, xb = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+        xs = [lib.tensor(v, requires_grad=True) for v in s]
+        loss = (lib.cat([xa, xb], 1) * lib.tensor(w)).pow(2).sum() + (lib.stack(xs) ** 3).sum()
+        grads = lib.autograd.grad(loss, [xa, xb] + xs, create_graph=create_graph)
+        out.extend(g.detach().numpy() for g in grads)
+        if create_graph:
+            second = lib.autograd.grad(sum(g.sum() for g in grads), [xa] + xs)
+            out.extend(g.numpy() for g in second)
+    assert all(type(g) is np.ndarray for g in got) and got[2].shape == ()
+    for g, t in zip(got, want):
+        np.testing.assert_allclose(g, t, rtol=1e-12, atol=1e-12)

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..device import CPU
 from ..shapes import numel
+from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind
+from .grad_views import recording
 
 __all__ = ["batch_norm_stats", "batch_norm_train", "batch_norm_forward", "forward_form", "backward_form"]
 
@@ -142,8 +145,30 @@ def _affine_np(xp, x, a, d, out):
 
 def _train_vjp(g, out, x, stats, weight, bias, eps):
     from .indexing import getitem
+    parts = _eager_parts(g, x, stats, weight, eps)
+    if parts is not None:
+        return parts
     gx, red = _backward_parts(bind(BN_BACKWARD, g, x, stats, weight, eps=eps), tuple(x.shape))
     return gx, None, getitem(red, 1), getitem(red, 0)
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _eager_parts(g, x, stats, weight, eps):
+    """`_train_vjp`'s results from the backward record's array, wrapped as the views
+    `_backward_parts` takes (8 eager ops fewer: ~15 us of a BatchNorm1d(64) backward), where
+    no graph is recorded (`recording`) and the operands share float32 or float64; else None."""
+    if recording(g, x, stats, weight) or x._data.dtype not in _FLOATS or any(
+            t._data.dtype is not x._data.dtype for t in (g, stats, weight)):
+        return None
+    rec = BN_BACKWARD.run(np, g._data, x._data, stats._data, weight._data, eps=eps)
+    shape = x._data.shape
+    c, count = shape[1], _count(shape)
+    gx = rec[:c * count].reshape((c, shape[0]) + shape[2:]).swapaxes(0, 1)
+    red = rec[c * count:].reshape(2, c)
+    dt = x.dtype
+    return Tensor._wrap(gx, dt, CPU), None, Tensor._wrap(red[1], dt, CPU), Tensor._wrap(red[0], dt, CPU)
 
 
 def _moments(x, eps):

@@ -11,6 +11,7 @@ from operator import itemgetter
 import numpy as np
 
 from .. import dtypes as _dt
+from ..device import CPU
 from ..errors import DTypeError, IndexRangeError, ShapeError
 from ..shapes import Sym, broadcast_shapes, data_dependent, normalize_dim
 from ..tensor import Tensor
@@ -20,6 +21,7 @@ from .distinct_add import add_distinct, within, wrapped
 from .donation import donating, target
 from .registry import Aval, defprim
 from .eager import bind, remember_plain, trace_hooks, trace_state
+from .grad_views import recording
 from .shape import _whole_view
 from .index_keys import normalize as _normalize, nonzero, with_bools
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
@@ -185,6 +187,15 @@ def _getitem_impl(xp, a, *idx, spec):
 
 
 def _getitem_vjp(g, out, a, *idx, spec):
+    if not recording(g) and _is_basic(spec):
+        d = g._data
+        # (g written into fresh zeros here: through index_put's bind each spec was a plan
+        # of its own, made per call once a loop's specs (an RNN-T lattice's (t, u))
+        # outnumbered the plans kept)
+        z = np.zeros(a.shape, d.dtype)
+        view, key = _locate(z, spec, ())
+        view[key] = d
+        return (Tensor._wrap(z, g.dtype, CPU),)
     base = creation.zeros(a.shape, dtype=g.dtype, device=g.device)
     if trace_state.tracer is None and type(base._data) is np.ndarray:
         # the fresh zeros are this call's own: added into, not copied first (an

@@ -14,11 +14,15 @@ from __future__ import annotations
 import numpy as _np
 
 from .. import dtypes as _dt
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import is_grad_enabled, no_grad
+from ..autograd.node import make_prim_node
+from ..device import CPU
+from ..tensor import Tensor
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import batchnorm_prim as _bn
 from .elementwise import cast, rsqrt
 from .indexing import getitem
+from . import eager as _eager
 from .eager import bind
 from .reductions import mean
 from .registry import Aval, defprim
@@ -109,13 +113,18 @@ def _update_running(running, new, momentum, wide: bool = False) -> None:
             return
         if new.dtype is not running.dtype:
             new = cast(new, running.dtype)
-        m = float(momentum)
-        if running.dtype is not _dt.float64:
-            m = float(_np.float32(m))
+        m = _factor(running, momentum)
         if running.dtype in _ROUNDED:
             running.copy_(bind(RUNNING_UPDATE, running, new, momentum=m, wide=bool(wide)))
         else:
             running.copy_(running * (1.0 - m) + new * m)
+
+
+def _factor(running, momentum) -> float:
+    """The momentum as the update multiplies by it: rounded to float32 unless the
+    statistics are float64 (PyTorch's kernel holds it in their accumulate type)."""
+    m = float(momentum)
+    return m if running.dtype is _dt.float64 else float(_np.float32(m))
 
 
 def _running_update_impl(xp, running, new, *, momentum, wide):
@@ -157,6 +166,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if weight is not None and bias is not None:
             # The affine case through primitives (ops/batchnorm_prim.py): one pass for the
             # statistics and the normalization, one for the gradient.
+            if training:
+                y = _train_in_one(input, running_mean, running_var, weight, bias, momentum, eps, n, wide)
+                if y is not None:
+                    return y
             y, stats = _bn.batch_norm_forward(input, weight, bias, eps)
             if training and running_mean is not None:
                 _update_running(running_mean, getitem(stats, 0), momentum)
@@ -188,6 +201,42 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         beta = beta + bias
     x = in_opmath(input)
     return as_input(x * _channel_view(alpha, input.ndim) + _channel_view(beta, input.ndim), input)
+
+
+def _train_in_one(input, running_mean, running_var, weight, bias, momentum, eps, n: int, wide: bool):
+    """Eager training-mode batch norm of CPU float32/float64 tensors as one record: the
+    forward record's array run directly, the running statistics blended into their
+    memory by `RUNNING_UPDATE`'s form, and ``batch_norm_values``'s autograd node, the
+    values and node the general path's dozen eager ops make (~6x faster for
+    BatchNorm1d(64) on (128, 64)). None, having changed nothing, for anything else (a
+    tracer or profiler, another device or dtype, a tensor momentum, statistics that are
+    views or read-only)."""
+    if _eager._tracers_active or type(momentum) not in (int, float):
+        return None
+    running = [t for t in (running_mean, running_var) if t is not None]
+    for t in (input, weight, bias, *running):
+        if t.device is not CPU or t.dtype not in _ROUNDED or type(t._data) is not _np.ndarray:
+            return None
+    for t in running:
+        a = t._data
+        if t._base is not None or t._requires_grad or not (a.flags.writeable and a.flags.c_contiguous):
+            return None
+    eps = float(eps)
+    x = input._data
+    size, c = x.size, x.shape[1]
+    rec = _bn.BATCH_NORM_FORWARD.run(_np, x, weight._data, bias._data, eps=eps)
+    stats = rec[size:].reshape(2, c).copy()   # (a view would keep the record alive)
+    for t, new, w in ((running_mean, stats[0], False), (running_var, _unbiased(stats[1], n), wide)):
+        if t is not None:
+            t._data[...] = _running_update_impl(_np, t._data, new, momentum=_factor(t, momentum), wide=w)
+            t._vbox[0] += 1
+    dt = input.dtype
+    y = Tensor._wrap(rec[:size].reshape(x.shape), dt, CPU)
+    if input._requires_grad or weight._requires_grad or bias._requires_grad:
+        if is_grad_enabled():
+            make_prim_node(_bn.BATCH_NORM_VALUES, (Tensor._wrap(rec, dt, CPU), input, Tensor._wrap(stats, dt, CPU),
+                                                   weight, bias), {"eps": eps}, y)
+    return y
 
 
 def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):

@@ -13,6 +13,7 @@ from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import Sym, data_sized, hint, normalize_dim, numel, specialize_to_agree
 from .registry import REGISTRY, Aval, defprim
 from .eager import bind, eager_layout, remember_plain, trace_hooks
+from .grad_views import pieces, recording
 from ..formats import CHANNELS_INNER, all_channels_last
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
@@ -184,6 +185,8 @@ def _concat_rule(*avals, dim):
 def _concat_vjp(g, out, *inputs, dim):
     # each input's slice of g, bound as `narrow` binds it without narrow's checks: the
     # ranges are in g by construction (a loss made by cat of 50 per-step terms: 50 slices)
+    if not recording(g):   # (g's slices as views, no getitem bind each)
+        return pieces(g, dim, [a._data.shape[dim] for a in inputs])
     getitem = _GETITEM or _getitem_prim()
     lead = _WHOLE_DIM * dim
     grads = []
@@ -242,7 +245,8 @@ def _stack_fast(shapes, dtype, params):
 
 
 STACK = defprim("stack", lambda xp, *arrs, dim: xp.stack(arrs, axis=dim), _stack_rule,
-                lambda g, out, *inputs, dim: unbind(g, dim), kind="shape", promote=True,
+                lambda g, out, *inputs, dim: unbind(g, dim) if recording(g) else pieces(g, dim, [None] * len(inputs)),
+                kind="shape", promote=True,
                 save=lambda rq: (), extra={"meta": lambda rq: range(len(rq)), "fast": _stack_fast})
 
 # A copy, as PyTorch's flip: numpy's is a view, and ``x.flip(0).add_(1)`` changed x.

@@ -151,7 +151,9 @@ def forward(x, weight, bias, eps):
     """batch_norm_forward's record: the normalized x (C-contiguous), then mean and variance."""
     c, size = x.shape[1], x.size
     cdt = _computing(x, weight, bias)
-    if cdt is None:
+    if cdt is None or (size == x.shape[0] * c and x.dtype in _DTYPES):
+        # (one value per channel and sample, as BatchNorm1d's (N, C): the numpy form's column
+        # sums run along rows, 3x faster than the kernel's strided channel walks)
         return None
     x4 = _as4(x)
     # (batchnorm_prim._grad_dtype: a float32 record, statistics included, for a float32 weight)
