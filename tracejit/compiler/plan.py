@@ -130,10 +130,7 @@ def _copy_pays(kern, layouts: tuple) -> bool:
 
 # The names a plan's source calls a single product and a call bound to a signature by
 # (`_table_call`'s S<n>_<primitive>): bench's breakdowns time them.
-PRODUCT_NAME, SIGNATURE_CALL = re.compile(r"MATMUL(_\d+)?$"), re.compile(r"S\d+_(\w+)$")
-# (one pattern for every kernel's names: a pattern per kernel overflowed re's cache, and
-# compiling them was 0.1-0.2 s of a 900-kernel program's planning)
-_WORD = re.compile(r"\w+")
+PRODUCT_NAME, SIGNATURE_CALL, _WORD = re.compile(r"MATMUL(_\d+)?$"), re.compile(r"S\d+_(\w+)$"), re.compile(r"\w+")
 
 
 def _slice_keeps_c_order(vshape: tuple, shape: tuple) -> bool:
@@ -380,6 +377,7 @@ class Plan:
             # Until that variant is loaded, the contiguous one runs on copies of the
             # strided operands (~1 ms for 2M floats, against 0.3-0.9 s of numba).
             copies = {nm(v): f"{nm(v)}_cc" for v in not_internal}
+            # (one pattern for all kernels' names: one per kernel overflowed re's cache)
             fast_copy = [_WORD.sub(lambda m: copies.get(m.group(), m.group()), x) for x in fast]
             copied = [f"{c} = xp.ascontiguousarray({a})" for a, c in copies.items()]
             copied += fast_copy + [f"del {', '.join(copies.values())}"]
