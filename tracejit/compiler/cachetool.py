@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import envflags
-from . import diskcache
+from . import diskcache, plancode
 
 __all__ = ["info", "clear", "prune", "maybe_prune", "max_mb"]
 
@@ -86,8 +86,10 @@ def clear(root: Optional[Path] = None) -> int:
     entries = _entries(root)
     for entry, *_ in entries:
         diskcache._discard(entry)
-    # The per-graph hints (tierhints.py) describe what was on disk: they go too.
+    # The per-graph hints (tierhints.py) describe what was on disk: they go too, and the
+    # plans' compiled sources (plancode.py).
     shutil.rmtree(root / "hints", ignore_errors=True)
+    shutil.rmtree(root / plancode.DIR, ignore_errors=True)
     return len(entries)
 
 
@@ -108,6 +110,7 @@ def prune(max_megabytes: Optional[float] = None, root: Optional[Path] = None) ->
             diskcache._discard(e[0])
             removed, freed = removed + 1, freed + e[1]
     if cap is not None:
+        shutil.rmtree(root / plancode.DIR, ignore_errors=True)   # (a warm start compiles them again)
         total = sum(e[1] for e in keep)
         for entry, size, _, _ in sorted(keep, key=lambda e: e[2]):  # oldest use first
             if total <= cap * 1024 * 1024:

@@ -23,7 +23,7 @@ from ..jit.ir import Eqn, Graph, Literal, Var
 from ..memory import ALIGN_MIN, OutputSlot
 from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN  # PARALLEL_MIN: below it a kernel runs serially
-from . import backends
+from . import backends, plancode
 from .fusion import Group, partition
 from .rowinline import expand_rows_forms
 from .groupsplit import split_wide_groups
@@ -130,7 +130,7 @@ def _copy_pays(kern, layouts: tuple) -> bool:
 
 # The names a plan's source calls a single product and a call bound to a signature by
 # (`_table_call`'s S<n>_<primitive>): bench's breakdowns time them.
-PRODUCT_NAME, SIGNATURE_CALL = re.compile(r"MATMUL(_\d+)?$"), re.compile(r"S\d+_(\w+)$")
+PRODUCT_NAME, SIGNATURE_CALL, _WORD = re.compile(r"MATMUL(_\d+)?$"), re.compile(r"S\d+_(\w+)$"), re.compile(r"\w+")
 
 
 def _slice_keeps_c_order(vshape: tuple, shape: tuple) -> bool:
@@ -251,7 +251,7 @@ class Plan:
         fname = f"<tracejit-plan-{self.name}-{next(_ids)}>"
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
         register_source_lines(self, fname, item_lines, self.name)
-        exec(compile(src, fname, "exec"), consts)
+        exec(plancode.compiled(src, fname), consts)
         return consts["plan"]
 
     def _stacked_concats(self, outs) -> dict:
@@ -377,8 +377,8 @@ class Plan:
             # Until that variant is loaded, the contiguous one runs on copies of the
             # strided operands (~1 ms for 2M floats, against 0.3-0.9 s of numba).
             copies = {nm(v): f"{nm(v)}_cc" for v in not_internal}
-            fast_copy = [re.sub(r"\b(" + "|".join(map(re.escape, copies)) + r")\b",
-                                lambda m: copies[m.group(1)], x) for x in fast]
+            # (one pattern for all kernels' names: one per kernel overflowed re's cache)
+            fast_copy = [_WORD.sub(lambda m: copies.get(m.group(), m.group()), x) for x in fast]
             copied = [f"{c} = xp.ascontiguousarray({a})" for a, c in copies.items()]
             copied += fast_copy + [f"del {', '.join(copies.values())}"]
             strided = [f"_kv = {kname}.ready(({slow},), {size} >= {pname})",

@@ -60,7 +60,8 @@ class BackgroundWork:
             plans = self.program.plans_for(ins, self.grad_mode)
             variants = self._variants_of(plans)
             self._specs = [kern.spec(layouts, parallel) for kern, layouts, parallel in variants]
-            on_disk = [diskcache.is_cached(spec.source, spec.llvm_options) for spec in self._specs]
+            self._cached = on_disk = [diskcache.is_cached(spec.source, spec.llvm_options)
+                                      for spec in self._specs]
             log.info("%s: planned %d kernel variants in %.2f s (%d not on disk)", self.name,
                      len(variants), time.perf_counter() - t0, on_disk.count(False))
             if all(on_disk):
@@ -106,9 +107,10 @@ class BackgroundWork:
             # finish is a short one), parallel variants first.
             order = sorted(range(len(self.variants)), key=lambda k: (
                 not self.variants[k][2], -len(self._specs[k].source)))
-            todo = [(self.variants[k], self._specs[k]) for k in order]
-            for (kern, layouts, parallel), spec in todo:
-                if diskcache.is_cached(spec.source, spec.llvm_options):
+            todo = [(self.variants[k], self._specs[k], self._cached[k]) for k in order]
+            for (kern, layouts, parallel), spec, cached in todo:
+                # (what planning found on disk stays there: only the others are asked again)
+                if cached or diskcache.is_cached(spec.source, spec.llvm_options):
                     job = workers.Job(0, spec.source, kern.label, spec.llvm_options)
                     job._finish(True)  # nothing to compile: loaded below
                 else:

@@ -169,7 +169,8 @@ def straight_line(graph: Graph, drops=None, steps=None):
             body.append(f"    del {', '.join(name_of(v) for v in drops[i])}")
     body.append(f"    return [{', '.join(operand(a) for a in graph.outputs)}]")
     fname = generated_source_name("tier0", graph.name)
-    exec(compile("\n".join(body), fname, "exec"), ns)
+    from ..compiler import plancode   # (a warm start's first call: compiled by an earlier process)
+    exec(plancode.compiled("\n".join(body), fname), ns)
     register_source_lines(ns["run"], fname, items, graph.name)
     return ns["run"]
 
