@@ -229,9 +229,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_xlstm.py": 3,
                 "prog_convtasnet.py": 3,   # the separator training and in eval; the PIT loss
                 "prog_rnnt.py": 3,   # the transducer training and in eval; the lattice loop
-                # SASRec's id arrays are numpy, constants of each capture: one capture a batch
-                # (torch.compile traces numpy operations on them: one graph)
-                "prog_sasrec.py": 4,
+                # SASRec's numpy id arrays are graph inputs, its `ids != 0` and `poss *= ...`
+                # traced: one capture, as torch.compile's one graph
+                "prog_sasrec.py": 1,
                 # three CTR models, each static, then its bags' lengths dynamic (a coincidence
                 # of two lengths at capture guarded: a fourth once), then in eval
                 "prog_dcnfm.py": 10,

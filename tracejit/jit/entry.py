@@ -16,6 +16,7 @@ from ..tensor import Tensor
 from .backend import Executor, InputKeeper
 from .guards import PendingGuard, build_guard
 from .module_guard import _same
+from .numpy_args import as_tensors
 from .pytree import unflatten
 from .scalars import make_check
 from .state_writes import _read_attr
@@ -67,12 +68,13 @@ class Entry:
         self.origin = executor
         self.hits = 0
         self.input_leaf_idx = [i for i, d in enumerate(descs) if d.kind in ("tensor", "scalar")]
+        self.arrays = [i for i, d in enumerate(descs) if d.kind == "tensor" and d.value is not None]
         # floats read from Python state as runtime inputs (lifted.py): graph inputs after
         # the arguments', read at each call
         self.lifted = list(lifted)
         self._single = (out_spec is None and list(out_leaves) == [("graph", 0)] and not mutations
                         and not self.state_writes)
-        self._direct = (not const_tensors and not self.lifted
+        self._direct = (not const_tensors and not self.lifted and not self.arrays
                         and self.input_leaf_idx == list(range(len(descs))))
         # An entry that writes to an input was captured for distinct buffers: a call whose
         # tensors share memory (``g(x, x)``, overlapping slices) must not run it.
@@ -106,7 +108,7 @@ class Entry:
         if fast is not None:
             plan_fn, d, dev = fast
             names.update(PLAN=plan_fn, WRAP=Tensor._wrap, OD=d, OV=dev)
-            arrays = [f"L[{i}]._data" for i in self.input_leaf_idx]
+            arrays = [f"L[{i}]" + ("" if i in self.arrays else "._data") for i in self.input_leaf_idx]
             arrays += [f"C[{i}]._data" for i in range(len(self.const_tensors))]
             body = ["    E.hits += 1", f"    return WRAP(PLAN({', '.join(arrays)})[0], OD, OV)"]
         if self.no_alias:  # aliased tensors: a miss here, and the slow path runs eagerly
@@ -142,13 +144,15 @@ class Entry:
 
     def aliased(self, leaves) -> bool:
         """Whether two of the call's tensors (arguments, captured tensors) share memory."""
-        arrays = [x._data for x in leaves if isinstance(x, Tensor)]
+        arrays = [x._data if isinstance(x, Tensor) else x for x in leaves if isinstance(x, (Tensor, np.ndarray))]
         arrays += [t._data for t in self.const_tensors]
         return _any_overlap(arrays)
 
     def graph_inputs(self, leaves, consts=None) -> list:
         """The graph's inputs for a call with these argument leaves (`consts`: the captured
         tensors, the entry's by default)."""
+        if self.arrays:   # numpy arguments, as tensors sharing their memory
+            leaves = as_tensors(leaves, self.arrays)
         ins = [leaves[i] for i in self.input_leaf_idx]
         ins += [x.value() for x in self.lifted]
         ins += self.const_tensors if consts is None else consts

@@ -106,6 +106,8 @@ class CompiledFunction(Capture):
         self._static_ints: set = set()   # ints whose capture as runtime inputs failed: specialized
         self._fixed_size_ints: set = set()  # int arguments code needed the value of: never sizes
         self._lifted_numbers: set = set()  # numbers read from Python state seen changing (lifted.py)
+        self._const_arrays: set = set()  # numpy array arguments kept constants (numpy_args.py)
+        self._numpy_read: set = set()    # those numpy code read
         self._static_numbers: set = set()  # those whose capture as runtime inputs failed
         self._lock = threading.RLock()
         self._fell_back = False
