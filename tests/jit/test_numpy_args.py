@@ -162,3 +162,23 @@ def test_numpy_code_is_logged_as_a_fallback(caplog):
         cf(tj.zeros(2), np.ones(2, np.float32))
     assert "numpy.cumsum on numpy array argument 'a'" in caplog.text
     assert "capturing numpy arguments ['a'] as constants" in caplog.text
+
+
+def test_traced_numpy_operators_give_numpys_dtypes_and_values():
+    def f(a, b):
+        return [tj.as_tensor(v) for v in (a + 1, a * 2.5, a > 0.5, -a, ~(a != 0), a - b, 3 - a,
+                                          a == b, (a & 1) ^ 2, b * 1.5)]
+    a = np.array([0, 1, 2**40 + 1, -3], np.int64)
+    b = np.array([1, 1, 2, -3], np.int32)
+    cf = tj.trace(f, compiler="interpret")
+    for k in range(3):
+        got, want = cf(a + k, b - k), f(a + k, b - k)
+        for g, w in zip(got, want):
+            assert g.dtype is w.dtype and g.tolist() == w.tolist()
+        with np.errstate(all="ignore"):
+            expect = (a + k + 1, (a + k) * 2.5, a + k > 0.5, -(a + k), ~(a + k != 0), a + k - (b - k),
+                      3 - (a + k), a + k == b - k, ((a + k) & 1) ^ 2, (b - k) * 1.5)
+        for g, e in zip(got, expect):
+            assert g.numpy().dtype == e.dtype and g.tolist() == e.tolist()
+    assert cf.cache_stats()["compiles"] == 1
+    assert all(d.kind == "tensor" for d in cf.entries[0].descs)

@@ -237,8 +237,9 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
         else:
             if not (o.value is n.value or _same_value(o.value, n.value)):
                 if o.value is not None and not isinstance(o.value, bool) and not _eq_comparable(o.value):
-                    why = ("a different numpy array: this one is a constant of the capture (numpy code "
-                           "read it, or its values)" if isinstance(n.value, np.ndarray) else "a different object")
+                    why = ("a different numpy array: numpy code or Python read its values, so it is a "
+                           "constant of the capture; pass tensors to reuse it" if isinstance(n.value, np.ndarray)
+                           else "a different object")
                     reasons.append(f"input {o.name!r}: identity guard failed: {_short(o.value)} -> "
                                    f"{_short(n.value)} ({why})")
                 else:

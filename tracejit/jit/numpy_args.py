@@ -6,12 +6,14 @@ of the capture, so a new batch of ids in fresh arrays reuses the entry (its dims
 symbolic when they keep changing). The function sees an `ArrayArg` while it is captured:
 a tracer that becomes a tensor the way the array would (``torch.as_tensor``,
 ``torch.from_numpy``, ``torch.LongTensor(a)``, indexing a tensor with it, an operand of a
-tensor op), and answers numpy's ``shape``, ``ndim``, ``size``, ``dtype`` and ``len``.
-Numpy computation on it from user code (its operators, methods, numpy functions) raises
-`NumpyOnArray`; any failed capture with array inputs is captured again with those arrays
-as constants (guarded by identity), as before, and an array that numpy code reads and
-that then changes between calls breaks the graph (tracejit.compile) rather than
-capturing once per array.
+tensor op), and answers numpy's ``shape``, ``ndim``, ``size``, ``dtype``, ``len`` and
+``isinstance(a, np.ndarray)``. numpy's comparisons and ``+ - * & | ^ ~`` on it are traced,
+computed in numpy's result dtype (``a *= ids != 0`` into a plain array `a` rebinds `a`).
+Other numpy code on it (numpy functions, its methods, its values as Python numbers)
+raises `NumpyOnArray`; a capture that fails with array inputs is captured again with
+those arrays as constants (guarded by identity), as before, and an array that numpy code
+reads and that then changes between calls breaks the graph (tracejit.compile) rather
+than capturing once per array.
 """
 from __future__ import annotations
 
@@ -119,13 +121,12 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "and": np.bitw
            "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
 _UNARY = {"neg": np.negative, "invert": np.invert}
 # numpy's elementwise functions traced on array arguments: the tensor operator that computes
-# the same in numpy's result dtype (others raise NumpyOnArray)
+# the same on operands cast to numpy's common dtype (others raise NumpyOnArray)
 _TRACED = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
            np.bitwise_and: operator.and_, np.bitwise_or: operator.or_, np.bitwise_xor: operator.xor,
            np.equal: operator.eq, np.not_equal: operator.ne, np.less: operator.lt,
            np.less_equal: operator.le, np.greater: operator.gt, np.greater_equal: operator.ge,
            np.negative: operator.neg, np.invert: operator.invert}
-_COMPARE = frozenset((np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal))
 
 
 def _traced_ufunc(arg: ArrayArg, ufunc, inputs: tuple) -> ArrayArg:
@@ -133,13 +134,12 @@ def _traced_ufunc(arg: ArrayArg, ufunc, inputs: tuple) -> ArrayArg:
     fn = _TRACED.get(ufunc)
     if fn is None:
         raise arg._numpy(f"numpy.{ufunc.__name__}")
-    try:   # numpy's result dtype, from 0-d stand-ins (Python numbers stay weak, as in numpy)
-        want = ufunc(*[np.zeros((), x.dtype) if isinstance(x, np.ndarray) else
-                       np.zeros((), _dtype(x)) if isinstance(x, ArrayArg) else x for x in inputs]).dtype
-        ops = [as_tensor(x) if isinstance(x, np.ndarray) else x for x in inputs]
-        if ufunc not in _COMPARE:
-            ops = [x.to(_dt.as_dtype(want)) if isinstance(x, Tensor) else x for x in ops]
-        r = fn(*ops)
+    try:   # numpy's dtypes, from 0-d stand-ins (Python numbers stay weak, as in numpy)
+        like = [np.zeros((), x.dtype) if isinstance(x, np.ndarray) else
+                np.zeros((), _dtype(x)) if isinstance(x, ArrayArg) else x for x in inputs]
+        want, common = ufunc(*like).dtype, _dt.as_dtype(np.result_type(*like))
+        r = fn(*[(as_tensor(x) if isinstance(x, np.ndarray) else x).to(common)
+                 if isinstance(x, (np.ndarray, Tensor)) else x for x in inputs])
         arrays = getattr(r._trace, "arrays", None)
     except Exception:   # (a dtype tracejit lacks, an operator it refuses)
         arrays = r = None
@@ -180,10 +180,9 @@ def _user_op(name: str, base, ufunc, reflected: bool):
 
 for _name, _uf in list(_BINARY.items()) + [(n, None) for n in "truediv floordiv mod pow matmul lshift rshift divmod".split()]:
     for _form in ("__%s__", "__r%s__", "__i%s__"):
-        if hasattr(Tracer, _form % _name):
-            _inplace = _form[2] == "i"
+        if hasattr(Tracer, _form % _name):   # (in place: a write into the argument, refused)
             setattr(ArrayArg, _form % _name, _user_op(_form % _name, getattr(Tracer, _form % _name),
-                                                      None if _inplace else _uf, _form[2] == "r"))
+                                                      None if _form[2] == "i" else _uf, _form[2] == "r"))
 for _name in ("__neg__ __pos__ __abs__ __invert__ __eq__ __ne__ __lt__ __le__ __gt__ __ge__ "
               "__getitem__ __setitem__ __iter__ __contains__ __int__ __float__ __complex__ "
               "__index__ __bool__ __array__ __round__").split():
