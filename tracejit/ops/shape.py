@@ -50,7 +50,7 @@ def _resolve_shape(a_shape, shape, op="reshape"):
             raise ShapeError(f"{op}: cannot infer -1 in {tuple(shape)} for a tensor of shape "
                              f"{tuple(a_shape)} with a zero-size dimension")
         rest = total // known
-        if not (rest * known == total or data_sized(rest)):   # (then checked at run time: host_steps.py)
+        if not (data_sized(rest) or rest * known == total):   # (then checked at run time: host_steps.py)
             raise ShapeError(f"{op}: shape {tuple(shape)} is invalid for input of shape "
                              f"{tuple(a_shape)} ({total} elements)")
         shape[shape.index(-1)] = rest
