@@ -205,30 +205,28 @@ class Capture:
         if not self._dynamic_ok:
             return
         for e in self._entries:
-            old = e.descs
-            if len(old) != len(descs):
-                continue
-            diffs = []
-            ints = []
-            ok = True
-            for k, (o, n) in enumerate(zip(old, descs)):
-                if (o.kind == n.kind == "const" and type(o.value) is int and type(n.value) is int
+            # Dims are compared by argument name whatever else changed (torch.compile's
+            # automatic dynamic: a prefill's batch, then a decode step's with a cache);
+            # ints only between calls alike but for them.
+            old = {d.name: d for d in e.descs}
+            diffs, ints, ok = [], [], len(e.descs) == len(descs)
+            for k, n in enumerate(descs):
+                o = old.get(n.name)
+                if o is None:
+                    ok = False
+                elif (o.kind == n.kind == "const" and type(o.value) is int and type(n.value) is int
                         and o.value != n.value and n.name not in self._static_ints):
                     ints.append(k)   # (torch.compile's automatic dynamic for ints)
-                    continue
-                if o.kind != n.kind or (o.kind == "tensor" and (o.dtype is not n.dtype or o.value is not n.value or o.device != n.device
-                                                                or len(o.shape) != len(n.shape)
-                                                                or o.requires_grad != n.requires_grad)):
+                elif o.kind != n.kind or (o.kind == "tensor" and (o.dtype is not n.dtype or o.value is not n.value or o.device != n.device
+                                                                  or len(o.shape) != len(n.shape)
+                                                                  or o.requires_grad != n.requires_grad)):
                     ok = False
-                    break
-                if o.kind == "const" and not (o.value is n.value or _same_value(o.value, n.value)):
+                    if o.kind == n.kind == "tensor" and len(o.shape) == len(n.shape):
+                        diffs += _changed_dims(o, n, self._static)
+                elif o.kind == "const" and not (o.value is n.value or _same_value(o.value, n.value)):
                     ok = False
-                    break
-                if o.kind == "tensor":
-                    for j, (a, b) in enumerate(zip(o.shape, n.shape)):
-                        if (isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1)
-                                and (n.name, j) not in self._static):
-                            diffs.append((n.name, j))
+                elif o.kind == "tensor":
+                    diffs += _changed_dims(o, n, self._static)
             if ok and ints:
                 # An int argument that changes (a step count, a length used in arithmetic)
                 # becomes a runtime input: code that needs its value still gets it, guarded.
@@ -237,10 +235,10 @@ class Capture:
                     descs[k] = LeafDesc("scalar", descs[k].name, value=int)
                 config.topic("recompiles").info("%s: making ints runtime inputs: %s", self.__name__,
                                                 [descs[k].name for k in ints])
-            if ok and diffs:
+            if diffs:
                 self._dynamic.update(diffs)
                 config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, diffs)
-            if ok and (ints or diffs):
+            if (ok and ints) or diffs:
                 return
 
     def _ints_that_changed(self, descs, leaves) -> None:
@@ -552,6 +550,12 @@ def _const_descs(tensors, names=None) -> list:
         out.append(LeafDesc("tensor", f"<captured {label} {tuple(t._data.shape)}>", t.dtype, t.device,
                             t.requires_grad, tuple(t._data.shape)))
     return out
+
+
+def _changed_dims(o: LeafDesc, n: LeafDesc, static: set) -> list:
+    """(name, dim) of the static dims of tensor `o` that `n` has another size in (0 and 1 apart)."""
+    return [(n.name, j) for j, (a, b) in enumerate(zip(o.shape, n.shape))
+            if isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1) and (n.name, j) not in static]
 
 
 def _ident(name: str) -> str:
