@@ -115,7 +115,7 @@ class Capture:
             return None, None
         saved = (set(self._dynamic), set(self._static), self._force_dynamic)
         if self._entries:
-            self._mark_dynamic(descs)
+            self._mark_dynamic(descs, spec)
             self._ints_that_changed(descs, leaves)
             if self._dynamic_ok:   # numbers read from Python state that changed: runtime inputs
                 for e in self._entries:
@@ -201,20 +201,20 @@ class Capture:
                 best = reasons
         return best or []
 
-    def _mark_dynamic(self, descs):
+    def _mark_dynamic(self, descs, spec):
         if not self._dynamic_ok:
             return
+        found: list = []
         for e in self._entries:
-            # Dims are compared by argument name whatever else changed (torch.compile's
-            # automatic dynamic: a prefill's batch, then a decode step's with a cache);
-            # ints only between calls alike but for them.
-            old = {d.name: d for d in e.descs}
-            diffs, ints, ok = [], [], len(e.descs) == len(descs)
-            for k, n in enumerate(descs):
-                o = old.get(n.name)
-                if o is None:
-                    ok = False
-                elif (o.kind == n.kind == "const" and type(o.value) is int and type(n.value) is int
+            # Dims are compared with every entry of the same structure, whatever else
+            # changed (torch.compile's automatic dynamic: an eval batch without labels after
+            # training's); ints only between calls alike but for them. (Across structures a
+            # decode step's mask would go symbolic before its cache's length, alone: static.)
+            if e.arg_spec != spec:
+                continue
+            diffs, ints, ok = [], [], True
+            for k, (o, n) in enumerate(zip(e.descs, descs)):
+                if (o.kind == n.kind == "const" and type(o.value) is int and type(n.value) is int
                         and o.value != n.value and n.name not in self._static_ints):
                     ints.append(k)   # (torch.compile's automatic dynamic for ints)
                 elif o.kind != n.kind or (o.kind == "tensor" and (o.dtype is not n.dtype or o.value is not n.value or o.device != n.device
@@ -227,6 +227,7 @@ class Capture:
                     ok = False
                 elif o.kind == "tensor":
                     diffs += _changed_dims(o, n, self._static)
+            found += [d for d in diffs if d not in found]
             if ok and ints:
                 # An int argument that changes (a step count, a length used in arithmetic)
                 # becomes a runtime input: code that needs its value still gets it, guarded.
@@ -235,11 +236,10 @@ class Capture:
                     descs[k] = LeafDesc("scalar", descs[k].name, value=int)
                 config.topic("recompiles").info("%s: making ints runtime inputs: %s", self.__name__,
                                                 [descs[k].name for k in ints])
-            if diffs:
-                self._dynamic.update(diffs)
-                config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, diffs)
-            if (ok and ints) or diffs:
-                return
+                break
+        if found:
+            self._dynamic.update(found)
+            config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, found)
 
     def _ints_that_changed(self, descs, leaves) -> None:
         """Int runtime inputs (``@script``'s) that an entry specialized to a value it no longer
