@@ -182,3 +182,16 @@ def test_traced_numpy_operators_give_numpys_dtypes_and_values():
             assert g.numpy().dtype == e.dtype and g.tolist() == e.tolist()
     assert cf.cache_stats()["compiles"] == 1
     assert all(d.kind == "tensor" for d in cf.entries[0].descs)
+
+
+@pytest.mark.parametrize("use", ["layer", "operator"])
+def test_an_array_where_eagerly_a_tensor_is_needed_is_refused_alike(use):
+    lin, w = tj.nn.Linear(3, 2), tj.ones(3, 2)
+    fn = (lambda a: lin(a) * 2.0) if use == "layer" else (lambda a: (a @ w) * 2.0)
+    a = np.ones((2, 3), np.float32)
+    with pytest.raises(TypeError, match="ndarray") as eager:
+        fn(a)
+    with pytest.raises(TypeError, match="ndarray") as compiled:
+        tj.trace(fn, compiler="interpret")(a)
+    if use == "layer":
+        assert str(compiled.value) == str(eager.value)

@@ -56,7 +56,7 @@ class Capture:
                                      f"compiled function; nested compilation is not supported")
                 shape = tuple(x._data.shape)
                 descs.append(LeafDesc("tensor", name, x.dtype, x.device, x.requires_grad, shape))
-            elif name not in self._const_arrays and (dt := array_dtype(x)) is not None:
+            elif self._array_inputs and name not in self._const_arrays and (dt := array_dtype(x)) is not None:
                 descs.append(LeafDesc("tensor", name, dt, CPU, False, x.shape, value=x.dtype))
             elif _runtime_scalar(x, self._mode) or (type(x) is int and name in self._dynamic_ints):
                 descs.append(LeafDesc("scalar", name, value=float if type(x) is _F64 else type(x)))

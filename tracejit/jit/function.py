@@ -107,6 +107,10 @@ class CompiledFunction(Capture):
         self._fixed_size_ints: set = set()  # int arguments code needed the value of: never sizes
         self._lifted_numbers: set = set()  # numbers read from Python state seen changing (lifted.py)
         self._const_arrays: set = set()  # numpy array arguments kept constants (numpy_args.py)
+        # a built-in layer refuses an array eagerly (a TypeError naming the layer): its arrays
+        # stay constants, so that the compiled call refuses it alike
+        owner = bound_self if bound_self is not None else getattr(fn, "__self__", None)
+        self._array_inputs = not type(owner).__module__.startswith("tracejit.nn")
         self._numpy_read: set = set()    # those numpy code read
         self._static_numbers: set = set()  # those whose capture as runtime inputs failed
         self._lock = threading.RLock()

@@ -75,6 +75,7 @@ class ArrayArg(Tracer):
     tensor to tracejit, an array's metadata to user code (see the module docstring)."""
 
     __slots__ = ()
+    numpy_stand_in = True   # (what nn.Module's call checks for)
 
     def _numpy(self, what: str) -> NumpyOnArray:
         name = self._trace.arrays[id(self)][0]
@@ -170,7 +171,10 @@ def _user_op(name: str, base, ufunc, reflected: bool):
         if not _from_user():
             return base(self, *args)
         if args and isinstance(args[0], Tensor) and type(args[0]) is not ArrayArg:
-            return base(self, *args)   # (numpy defers to a tensor's operator: torch's semantics)
+            if reflected or name in ("__getitem__", "__setitem__", "__contains__"):
+                return base(self, *args)   # (the tensor's operator, as eagerly)
+            # eagerly numpy defers to the tensor's reflected operator, which refuses an array
+            raise self._numpy(f"numpy's {name} with a tensor")
         if ufunc is None:
             raise self._numpy("numpy's " + name)
         return _traced_ufunc(self, ufunc, (args[0], self) if reflected else (self, *args))
