@@ -94,21 +94,23 @@ def _user_compares(d, depth: int) -> None:
 
 def data_sized(d) -> bool:
     """Whether dim `d` involves a data-dependent size (a quotient of one included)."""
-    return isinstance(d, Sym) and any(isinstance(x, DataSize) or isinstance(x, Derived) and data_sized(x.num)
+    return isinstance(d, Sym) and any(isinstance(x, DataSize) or isinstance(x, Derived)
+                                      and (data_sized(x.num) or data_sized(x.den))
                                       for mono, _ in d.terms for x in mono)
 
 
 def _data_quotient(num: "Sym", den):
-    """``num // den`` of a data-dependent `num` by a positive `den`: a derived symbol taken as
+    """``num // den`` of a data-dependent `num` by a positive `den`, or of a size by a
+    positive data-dependent `den` (a fixed size by a mask's count): a derived symbol taken as
     >= 2 (as `DataSize`), named by its definition so equal quotients are one symbol. Where a
     view needs it exact (``x[mask].view(b, -1, c)``), ops/host_steps.py checks it at run time."""
-    if isinstance(den, Sym) and (len(den.terms) != 1 or den.terms[0][1] <= 0 or data_sized(den)) \
-            or isinstance(den, int) and den <= 0:
+    if isinstance(den, Sym) and (len(den.terms) != 1 or den.terms[0][1] <= 0) or isinstance(den, int) and den <= 0:
         return None
-    g = math.gcd(den if isinstance(den, int) else den.terms[0][1], *(c for _, c in num.terms))
+    g = math.gcd(den if isinstance(den, int) else den.terms[0][1],
+                 *(c for _, c in num.terms) if isinstance(num, Sym) else (num,))
     num, den = _exact_div(num, g), _exact_div(den, g)   # (lowest terms: ``4*u0 // 8`` is ``u0 // 2``)
     name = "q_" + f"{num}_by_{den}".translate(_NAMED)   # (an identifier: plans bind it by name)
-    return Sym.symbol(Derived(name, num, den), max(num.hint // hint(den), 2))
+    return Sym.symbol(Derived(name, num, den), max(hint(num) // hint(den), 2))
 
 
 _NAMED = str.maketrans({" ": "", "*": "x", "+": "p", "-": "m", "(": "L", ")": "R", "/": "d"})
@@ -253,7 +255,7 @@ class Sym:
         q = _exact_div(self, o)
         if q is None:
             q = facts_hooks.derive(self, o)
-        if q is None and data_sized(self):
+        if q is None and (data_sized(self) or data_sized(o)):
             q = _data_quotient(self, o)
         if q is None:
             return self._specialized() // _value_of(o)
@@ -265,6 +267,8 @@ class Sym:
         q = _exact_div(o, self)
         if q is None:
             q = facts_hooks.derive(o, self)
+        if q is None and data_sized(self):   # (a size by a mask's count: checked where viewed)
+            q = _data_quotient(o, self)
         if q is None:
             return int(o) // self._specialized()
         return q

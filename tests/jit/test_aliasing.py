@@ -441,3 +441,23 @@ def test_inplace_write_through_a_view_of_a_non_leaf_argument_as_pytorch(compiler
     for got in grads[1:]:
         np.testing.assert_allclose(got[0], grads[0][0], rtol=1e-6)
         np.testing.assert_allclose(got[1], grads[0][1])
+
+
+def test_an_overlap_among_many_updated_tensors_is_found():
+    def step(ps, gs):
+        for p, g in zip(ps, gs):
+            p.add_(g * 2.0)
+    base = tj.zeros(400)
+    for a, b in ((3, 47), (48, 0), (None, None)):
+        ps = [base[8 * i:8 * i + 8] for i in range(50)]
+        if a is not None:
+            ps[b] = base[8 * a + 4:8 * a + 12]   # half over another's memory
+        base.zero_()
+        gs = [tj.full((8,), float(i)) for i in range(50)]
+        cf = tj.trace(step, compiler="interpret")
+        cf(ps, gs)
+        got = base.clone()
+        base.zero_()
+        step(ps, gs)
+        np.testing.assert_array_equal(got.numpy(), base.numpy())
+        assert cf.cache_stats().get("alias_fallbacks", 0) == (0 if a is None else 1)

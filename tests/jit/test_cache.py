@@ -125,10 +125,10 @@ def test_a_capture_compiles_its_guard_at_the_guards_first_call(monkeypatch):
     assert sources == []
     assert cf(tj.ones(3)).tolist() == [2.0] * 3        # the hot path: the hit function only
     assert sources == ["def hit(L, gm):"]
-    assert cf(x=tj.ones(3)).tolist() == [2.0] * 3      # a keyword: the slow path's guard
-    assert sources == ["def hit(L, gm):", "def guard(L, C, gm):"]
-    assert cf(x=tj.ones(3)).tolist() == [2.0] * 3      # compiled once
-    assert cf(x=tj.ones(3, dtype=tj.float64)).dtype == tj.float64   # and it still rejects
+    assert cf(x=tj.ones(3)).tolist() == [2.0] * 3      # a keyword: the slow path, the same hit
+    assert cf(x=tj.ones(3)).tolist() == [2.0] * 3
+    assert sources == ["def hit(L, gm):"]
+    assert cf(x=tj.ones(3, dtype=tj.float64)).dtype == tj.float64   # a miss: checked by the guard
     assert sources == ["def hit(L, gm):", "def guard(L, C, gm):"]   # (the new capture's: not yet)
     st = cf.cache_stats()
     assert (st["compiles"], st["hits"]) == (2, 3)

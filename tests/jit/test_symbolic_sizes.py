@@ -94,3 +94,18 @@ def test_a_returned_size_is_the_calls_not_the_first_captures():
     for b in (2, 3, 4, 5):
         _, shape, n = cf(tj.ones(b, 3))
         assert tuple(shape) == (b, 3) and n == b and type(n) is int
+
+
+def test_a_dim_goes_symbolic_when_another_argument_changed_too():
+    # (a prefill with labels, then without at another batch: torch.compile's automatic
+    # dynamic marks the batch dim by the argument's name, whatever else changed)
+    def f(x, past=None):
+        return x * 2 if past is None else tj.cat([past, x], 1).sum(1)
+    cf = tj.trace(f, compiler="interpret")
+    calls = [(tj.randn(4, 3), tj.randn(4, 2)), (tj.randn(2, 3), None), (tj.randn(5, 3), None),
+             (tj.randn(3, 3), tj.randn(3, 2)), (tj.randn(6, 3), tj.randn(6, 2))]
+    for x, past in calls:
+        np.testing.assert_allclose(cf(x, past).numpy(), f(x, past).numpy(), rtol=1e-6)
+    st = cf.cache_stats()
+    assert st["compiles"] == 3, st["recompile_reasons"]
+    assert ("x", 0) in st["dynamic_dims"] and ("past", 0) in st["dynamic_dims"]

@@ -254,3 +254,31 @@ def test_a_fixed_tensor_viewed_as_a_data_sized_one_is_checked_when_it_runs():
     np.testing.assert_allclose(got.item(), (xa[ma] * ga.reshape(6, 4)).sum(), rtol=1e-5)
     with pytest.raises(tj.errors.ShapeError, match=r"shape '\[4, 4\]' is invalid for input of size 24"):
         f(tj.tensor(xa), tj.tensor(_frames(0, per_row=2)[1]), tj.tensor(ga))
+
+
+def _negatives(lib, x, mask, neg_idxs, n_neg=3):
+    """wav2vec 2.0's negatives: a fixed number of gathered rows viewed by the masked count."""
+    bsz = x.size(0)
+    y = x[mask].view(bsz, -1, x.size(-1))
+    num = y.size(1)
+    flat = (neg_idxs + lib.arange(bsz).unsqueeze(1) * num).view(-1)
+    negs = y.reshape(-1, y.size(-1))[flat].view(bsz, num, n_neg, -1).permute(2, 0, 1, 3)
+    return (y.unsqueeze(0) * negs).sum(-1)
+
+
+def test_a_fixed_size_viewed_by_a_data_dependent_count_is_a_checked_quotient():
+    f = tj.compile(lambda *a: _negatives(tj, *a), fullgraph=True)
+    r = np.random.default_rng(0)
+    for k in (4, 4, 5, 3):
+        xa, ma, _ = _frames(k, t=8, per_row=k)
+        ia = r.integers(0, k, (2, 3 * k))
+        want = _negatives(torch, torch.tensor(xa), torch.tensor(ma), torch.tensor(ia))
+        got = f(tj.tensor(xa), tj.tensor(ma), tj.tensor(ia))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    st = f.cache_stats()
+    assert st["compiles"] == 2 and st["eager_fallbacks"] == 0, st   # (the negatives' count went symbolic)
+    xa, ma, _ = _frames(0, t=8, per_row=4)
+    with pytest.raises(RuntimeError, match=r"shape '\[2, 4, 3, -1\]' is invalid for input of size 104"):
+        _negatives(torch, torch.tensor(xa), torch.tensor(ma), torch.zeros(2, 13, dtype=torch.int64))
+    with pytest.raises(tj.errors.ShapeError, match=r"is invalid for input of size 104"):
+        f(tj.tensor(xa), tj.tensor(ma), tj.zeros(2, 13, dtype=tj.int64))

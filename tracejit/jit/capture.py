@@ -16,6 +16,7 @@ import os
 import warnings
 
 from .. import dtypes as _dt
+from ..device import CPU
 from ..autograd import grad_mode as _gm
 from ..errors import ScriptError, TraceError, _PKG_DIR, user_stacklevel
 from ..ops import autocast as _autocast
@@ -31,8 +32,9 @@ from .passes import optimize
 from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
 from .lifted import changed_numbers, lifting, refs_of
+from .numpy_args import ArrayArg, NumpyOnArray, array_dtype, arrays_to_constants, changed_array
 from .side_effects import printing_noted
-from .size_args import SizeArgs
+from .size_args import for_capture as _size_args, specialize_sizes as _specialize_sizes
 from .value_snapshot import with_tensor_reads
 from .script import NoSource, convert
 from .tracer import TraceContext, Tracer
@@ -54,6 +56,8 @@ class Capture:
                                      f"compiled function; nested compilation is not supported")
                 shape = tuple(x._data.shape)
                 descs.append(LeafDesc("tensor", name, x.dtype, x.device, x.requires_grad, shape))
+            elif self._array_inputs and name not in self._const_arrays and (dt := array_dtype(x)) is not None:
+                descs.append(LeafDesc("tensor", name, dt, CPU, False, x.shape, value=x.dtype))
             elif _runtime_scalar(x, self._mode) or (type(x) is int and name in self._dynamic_ints):
                 descs.append(LeafDesc("scalar", name, value=float if type(x) is _F64 else type(x)))
             elif isinstance(x, (bool, int, float, str, type(None), bytes)) or _dt_like(x):
@@ -91,6 +95,10 @@ class Capture:
         reasons = self._recompile_reasons(descs, spec, gm, leaves)
         if config.stance_declines(self, reasons):   # (torch.compiler.set_stance)
             return None, None
+        changed = None if self._fullgraph else changed_array(descs, self._entries, self._numpy_read)
+        if changed is not None:
+            self._break_to_eager(changed)
+            return None, None
         self._stats["misses"] += 1
         if self._stats["compiles"] >= self._limit:
             self._note_reasons(reasons)
@@ -107,7 +115,7 @@ class Capture:
             return None, None
         saved = (set(self._dynamic), set(self._static), self._force_dynamic)
         if self._entries:
-            self._mark_dynamic(descs)
+            self._mark_dynamic(descs, spec)
             self._ints_that_changed(descs, leaves)
             if self._dynamic_ok:   # numbers read from Python state that changed: runtime inputs
                 for e in self._entries:
@@ -118,6 +126,9 @@ class Capture:
         except BaseException as exc:
             # Nothing is kept from a capture that failed.
             self._dynamic, self._static, self._force_dynamic = saved
+            if isinstance(exc, Exception) and arrays_to_constants(self, descs, exc):
+                self._stats["misses"] -= 1
+                return self._capture_for(args, leaves, spec, gm)
             ints = {d.name for d in descs if d.kind == "scalar" and d.name in self._dynamic_ints}
             lifted = self._lifted_numbers - self._static_numbers
             if (ints or lifted) and isinstance(exc, Exception):
@@ -190,34 +201,33 @@ class Capture:
                 best = reasons
         return best or []
 
-    def _mark_dynamic(self, descs):
+    def _mark_dynamic(self, descs, spec):
         if not self._dynamic_ok:
             return
+        found: list = []
         for e in self._entries:
-            old = e.descs
-            if len(old) != len(descs):
+            # Dims are compared with every entry of the same structure, whatever else
+            # changed (torch.compile's automatic dynamic: an eval batch without labels after
+            # training's); ints only between calls alike but for them. (Across structures a
+            # decode step's mask would go symbolic before its cache's length, alone: static.)
+            if e.arg_spec != spec:
                 continue
-            diffs = []
-            ints = []
-            ok = True
-            for k, (o, n) in enumerate(zip(old, descs)):
+            diffs, ints, ok = [], [], True
+            for k, (o, n) in enumerate(zip(e.descs, descs)):
                 if (o.kind == n.kind == "const" and type(o.value) is int and type(n.value) is int
                         and o.value != n.value and n.name not in self._static_ints):
                     ints.append(k)   # (torch.compile's automatic dynamic for ints)
-                    continue
-                if o.kind != n.kind or (o.kind == "tensor" and (o.dtype is not n.dtype or o.device != n.device
-                                                                or len(o.shape) != len(n.shape)
-                                                                or o.requires_grad != n.requires_grad)):
+                elif o.kind != n.kind or (o.kind == "tensor" and (o.dtype is not n.dtype or o.value is not n.value or o.device != n.device
+                                                                  or len(o.shape) != len(n.shape)
+                                                                  or o.requires_grad != n.requires_grad)):
                     ok = False
-                    break
-                if o.kind == "const" and not (o.value is n.value or _same_value(o.value, n.value)):
+                    if o.kind == n.kind == "tensor" and len(o.shape) == len(n.shape):
+                        diffs += _changed_dims(o, n, self._static)
+                elif o.kind == "const" and not (o.value is n.value or _same_value(o.value, n.value)):
                     ok = False
-                    break
-                if o.kind == "tensor":
-                    for j, (a, b) in enumerate(zip(o.shape, n.shape)):
-                        if (isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1)
-                                and (n.name, j) not in self._static):
-                            diffs.append((n.name, j))
+                elif o.kind == "tensor":
+                    diffs += _changed_dims(o, n, self._static)
+            found += [d for d in diffs if d not in found]
             if ok and ints:
                 # An int argument that changes (a step count, a length used in arithmetic)
                 # becomes a runtime input: code that needs its value still gets it, guarded.
@@ -226,11 +236,10 @@ class Capture:
                     descs[k] = LeafDesc("scalar", descs[k].name, value=int)
                 config.topic("recompiles").info("%s: making ints runtime inputs: %s", self.__name__,
                                                 [descs[k].name for k in ints])
-            if ok and diffs:
-                self._dynamic.update(diffs)
-                config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, diffs)
-            if ok and (ints or diffs):
-                return
+                break
+        if found:
+            self._dynamic.update(found)
+            config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, found)
 
     def _ints_that_changed(self, descs, leaves) -> None:
         """Int runtime inputs (``@script``'s) that an entry specialized to a value it no longer
@@ -262,7 +271,7 @@ class Capture:
                     shape.append(sym)
                 else:
                     shape.append(s)
-            out.append(LeafDesc("tensor", d.name, d.dtype, d.device, d.requires_grad, tuple(shape)))
+            out.append(LeafDesc("tensor", d.name, d.dtype, d.device, d.requires_grad, tuple(shape), d.value))
         return out
 
     def _get_trace_fn(self):
@@ -285,6 +294,7 @@ class Capture:
         fn = self._get_trace_fn()
         ctx = TraceContext()
         ctx.capture_grad = gm
+        ctx.arrays = {}   # id(ArrayArg) -> (leaf name, numpy dtype)
         ctx.leaves = list(leaves)  # Python decisions on runtime scalars read their values here
         if const_names is not None:
             ctx.const_names = const_names
@@ -295,7 +305,7 @@ class Capture:
             for x, d in zip(leaves, sdescs):
                 if d.kind == "tensor":
                     shape = []
-                    for s, actual in zip(d.shape, x._data.shape):
+                    for s, actual in zip(d.shape, x.shape):
                         if isinstance(s, str):
                             sym = syms.get(s)
                             if sym is None:
@@ -305,6 +315,9 @@ class Capture:
                             shape.append(s)
                     t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
                                       requires_grad=d.requires_grad)
+                    if d.value is not None:   # a numpy array (numpy_args.py)
+                        t.__class__ = ArrayArg
+                        ctx.arrays[id(t)] = (d.name, d.value)
                     orig_vars.append((len(tracers), t._var))
                     ctx.tensor_leaves[t._var] = ctx.tensor_leaves[id(t)] = len(tracers)   # (view_writes.py)
                     tracers.append(t)
@@ -365,6 +378,9 @@ class Capture:
             mutations = []
             for i, v0 in orig_vars:
                 if tracers[i]._var is not v0:  # an in-place op rebound this input
+                    if sdescs[i].value is not None:
+                        ctx.restore_attributes()
+                        raise TraceError(f"{sdescs[i].name!r}: a write into a numpy array argument")
                     mutations.append((i, len(out_atoms), i in ctx.__dict__.get("grad_writes", ())))
                     out_atoms.append(tracers[i]._var)
             ctx.state_writes = ctx.finish_state_writes(out_atoms)
@@ -401,7 +417,7 @@ class Capture:
                     ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
                         leaves, spec, sdescs, gm, self._const_names())
             except Exception as exc:
-                if not symbolic:
+                if not symbolic or isinstance(exc, NumpyOnArray):
                     raise
                 # Shape logic that symbolic dims cannot express: capture with static shapes
                 # (if that fails too, its error is the user's).
@@ -469,29 +485,6 @@ class Capture:
                             check=check)
 
 
-def _specialize_sizes(value) -> None:
-    """Make the symbolic dims in a returned Python value (``x.shape``, ``x.size(0)``)
-    concrete: the capture then runs again with those dims static, so each size gets its
-    own entry instead of replaying the first call's."""
-    if isinstance(value, Sym):
-        int(value)
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            _specialize_sizes(v)
-
-
-def _size_args(sdescs, ints: set) -> SizeArgs:
-    """What a capture may make symbolic sizes: the int arguments in `ints` (by leaf name),
-    and where each dim symbol of `sdescs` is read from."""
-    dims: dict = {}
-    for i, d in enumerate(sdescs):
-        if d.kind == "tensor":
-            for j, s in enumerate(d.shape):
-                if isinstance(s, str):
-                    dims.setdefault(s, ("dim", i, j))
-    return SizeArgs({i for i, d in enumerate(sdescs) if d.kind == "scalar" and d.name in ints}, dims)
-
-
 def _verifier(graph: Graph, opt: Graph):
     """The entry's verification: the traced graph, then the optimized one (`verify`), at
     most once. The backend calls it before it builds anything from `opt`; a background
@@ -557,6 +550,12 @@ def _const_descs(tensors, names=None) -> list:
         out.append(LeafDesc("tensor", f"<captured {label} {tuple(t._data.shape)}>", t.dtype, t.device,
                             t.requires_grad, tuple(t._data.shape)))
     return out
+
+
+def _changed_dims(o: LeafDesc, n: LeafDesc, static: set) -> list:
+    """(name, dim) of the static dims of tensor `o` that `n` has another size in (0 and 1 apart)."""
+    return [(n.name, j) for j, (a, b) in enumerate(zip(o.shape, n.shape))
+            if isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1) and (n.name, j) not in static]
 
 
 def _ident(name: str) -> str:

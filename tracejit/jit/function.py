@@ -106,6 +106,12 @@ class CompiledFunction(Capture):
         self._static_ints: set = set()   # ints whose capture as runtime inputs failed: specialized
         self._fixed_size_ints: set = set()  # int arguments code needed the value of: never sizes
         self._lifted_numbers: set = set()  # numbers read from Python state seen changing (lifted.py)
+        self._const_arrays: set = set()  # numpy array arguments kept constants (numpy_args.py)
+        # a built-in layer refuses an array eagerly (a TypeError naming the layer): its arrays
+        # stay constants, so that the compiled call refuses it alike
+        owner = bound_self if bound_self is not None else getattr(fn, "__self__", None)
+        self._array_inputs = not type(owner).__module__.startswith("tracejit.nn")
+        self._numpy_read: set = set()    # those numpy code read
         self._static_numbers: set = set()  # those whose capture as runtime inputs failed
         self._lock = threading.RLock()
         self._fell_back = False
@@ -184,7 +190,7 @@ class CompiledFunction(Capture):
             raise
 
     def _call_slow(self, args, kwargs):
-        if self._eager or config.is_eager():
+        if self._eager or not plain_call() and config.is_eager():   # (plain: no env lookups)
             return self._call_eager(args, kwargs)
         if _reg.trace_state.tracer is not None:
             # Called from inside another function being captured: inline it there.
@@ -192,14 +198,26 @@ class CompiledFunction(Capture):
         if kwargs or not self._simple or len(args) != self._nparams:
             args = self._bind(args, kwargs)
         gm = _gm._state.enabled
-        # The hot path: flat arguments checked by generated guards.
+        # Each entry's generated hit guards and runs in one call; an aliased call misses it
+        # and `_miss` finds the entry by its guard (`_run_hit` then runs it eagerly).
+        hit = plain_call() and not self._check
         for e in self._flat_entries:
-            if e.guard(args, e.const_tensors, gm):
+            if hit:
+                r = e.hit(args, gm)
+                if r is not MISS:
+                    return r
+            elif e.guard(args, e.const_tensors, gm):
                 return self._run_hit(e, args, args)
         leaves, spec = flatten(list(args))
         if spec != (list, tuple([None] * len(args))):
             for e in self._entries:
-                if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
+                if e.arg_spec != spec:
+                    continue
+                if hit:
+                    r = e.hit(leaves, gm)
+                    if r is not MISS:
+                        return r
+                elif e.guard(leaves, e.const_tensors, gm):
                     return self._run_hit(e, leaves, args)
         if self._fell_back:  # past the recompile limit or a graph break: eagerly, no capture
             self._stats["eager_calls"] += 1
@@ -211,7 +229,7 @@ class CompiledFunction(Capture):
         if e.no_alias and e.aliased(leaves):
             return self._call_aliased(args)
         e.hits += 1
-        if self._check or config.check_enabled():
+        if self._check or not plain_call() and config.check_enabled():
             return self._checked(e, list(leaves), args)
         return e.run(leaves, args)
 

@@ -34,6 +34,8 @@ class LeafDesc:
     def text(self) -> str:
         if self.kind == "tensor":
             dims = ",".join(str(d) for d in self.shape)
+            if self.value is not None:   # a numpy array argument (numpy_args.py)
+                return f"{self.name}: ndarray {self.value}[{dims}]"
             rg = ", requires_grad" if self.requires_grad else ""
             return f"{self.name}: Tensor {self.dtype.short}[{dims}] on {self.device}{rg}"
         if self.kind == "scalar":
@@ -96,14 +98,18 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
         g[f"V{tag}{i}"] = d.device
         same = (f"t.dtype is not D{tag}{i} or t.device is not V{tag}{i} or "
                 f"t._requires_grad is not {d.requires_grad!r}")
+        shape = "t._data.shape"
+        if d.value is not None:   # a numpy array: its class, dtype object and shape
+            g[f"D{tag}{i}"], g["ND"], shape = d.value, np.ndarray, "t.shape"
+            same = f"t.__class__ is not ND or t.dtype is not D{tag}{i}"
         if all(isinstance(x, int) for x in d.shape):
             # One statement a tensor: a guard is compiled in every capture (~5 us a line
             # of source), and a hit runs it without storing the shape.
             return [f"        t = {expr}",
-                    f"        if {same} or t._data.shape != {tuple(d.shape)!r}:",
+                    f"        if {same} or {shape} != {tuple(d.shape)!r}:",
                     "            return NO"]
         out = [f"        t = {expr}", f"        if {same}:", "            return NO",
-               "        s = t._data.shape"]
+               f"        s = {shape}"]
         out += [f"        if len(s) != {len(d.shape)}:", "            return NO"]
         for j, dim in enumerate(d.shape):
             if isinstance(dim, int):
@@ -204,7 +210,10 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
         if o.kind != n.kind:
             reasons.append(f"input {o.name!r}: {_kind_change(o, n)}")
         elif o.kind == "tensor":
-            if o.dtype is not n.dtype:
+            if (o.value is None) != (n.value is None):
+                reasons.append(f"input {o.name!r}: type guard failed: "
+                               f"{'a tensor -> an ndarray' if o.value is None else 'an ndarray -> a tensor'}")
+            elif o.dtype is not n.dtype:
                 reasons.append(f"input {o.name!r}: dtype guard failed: {o.dtype.name} -> {n.dtype.name}")
             if o.device != n.device:
                 reasons.append(f"input {o.name!r}: device guard failed: {o.device} -> {n.device}")
@@ -228,8 +237,9 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
         else:
             if not (o.value is n.value or _same_value(o.value, n.value)):
                 if o.value is not None and not isinstance(o.value, bool) and not _eq_comparable(o.value):
-                    why = ("a different numpy array: arrays are constants of a capture, pass tensors to "
-                           "reuse it" if isinstance(n.value, np.ndarray) else "a different object")
+                    why = ("a different numpy array: numpy code or Python read its values, so it is a "
+                           "constant of the capture; pass tensors to reuse it" if isinstance(n.value, np.ndarray)
+                           else "a different object")
                     reasons.append(f"input {o.name!r}: identity guard failed: {_short(o.value)} -> "
                                    f"{_short(n.value)} ({why})")
                 else:

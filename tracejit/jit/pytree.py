@@ -20,14 +20,12 @@ def flatten(x, leaves=None, objects: bool = False):
         leaves = []
     t = type(x)
     if t is tuple or t is list:
-        specs = tuple(flatten(v, leaves, objects)[1] for v in x)
-        return leaves, (t, specs)
+        return leaves, (t, _children(x, leaves, objects))
     if t is dict:
         keys = tuple(x.keys())
-        specs = tuple(flatten(x[k], leaves, objects)[1] for k in keys)
         # The key types are part of the structure: {1: a} and {1.0: a} are equal dicts
         # (1 == 1.0) but not the same call (a key may be used as a value: its dtype).
-        return leaves, (dict, keys, specs, tuple(type(k) for k in keys))
+        return leaves, (dict, keys, _children(x.values(), leaves, objects), tuple(type(k) for k in keys))
     if isinstance(x, tuple) and hasattr(x, "_fields"):  # namedtuple
         specs = tuple(flatten(v, leaves, objects)[1] for v in x)
         return leaves, (t, specs)
@@ -40,6 +38,21 @@ def flatten(x, leaves=None, objects: bool = False):
         return leaves, (_DATACLASS, t, names, tuple(flatten(getattr(x, n), leaves, objects)[1] for n in names))
     leaves.append(x)
     return leaves, LEAF
+
+
+def _children(xs, leaves: list, objects: bool) -> tuple:
+    """The specs of a container's items, its leaves appended without a call each (a
+    compiled call's arguments are flattened on every call: a list of 10 pairs of
+    tensors took 9 us)."""
+    specs = []
+    for v in xs:
+        t = type(v)
+        if t is tuple or t is list or t is dict or objects or isinstance(v, tuple):
+            specs.append(flatten(v, leaves, objects)[1])
+        else:
+            leaves.append(v)
+            specs.append(LEAF)
+    return tuple(specs)
 
 
 def unflatten(spec, leaves):

@@ -25,7 +25,7 @@ from ..ops.eager import trace_hooks
 from ..ops.elementwise import ADD, FLOOR_DIVIDE, MUL, NEG, SUB
 from ..shapes import Derived, Sym, facts_hooks, hint
 
-__all__ = ["SizeArgs", "size_of", "assume_nonnegative", "known_facts"]
+__all__ = ["SizeArgs", "size_of", "assume_nonnegative", "known_facts", "for_capture", "specialize_sizes"]
 
 
 class SizeArgs:
@@ -217,3 +217,26 @@ trace_hooks.size_of = staticmethod(size_of)
 facts_hooks.derive = staticmethod(derive)
 facts_hooks.assume = staticmethod(assume_nonnegative)
 trace_hooks.assume_nonnegative = staticmethod(assume_nonnegative)
+
+
+def specialize_sizes(value) -> None:
+    """Make the symbolic dims in a returned Python value (``x.shape``, ``x.size(0)``)
+    concrete: the capture then runs again with those dims static, so each size gets its
+    own entry instead of replaying the first call's."""
+    if isinstance(value, Sym):
+        int(value)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            specialize_sizes(v)
+
+
+def for_capture(sdescs, ints: set) -> SizeArgs:
+    """What a capture may make symbolic sizes: the int arguments in `ints` (by leaf name),
+    and where each dim symbol of `sdescs` is read from."""
+    dims: dict = {}
+    for i, d in enumerate(sdescs):
+        if d.kind == "tensor":
+            for j, s in enumerate(d.shape):
+                if isinstance(s, str):
+                    dims.setdefault(s, ("dim", i, j))
+    return SizeArgs({i for i, d in enumerate(sdescs) if d.kind == "scalar" and d.name in ints}, dims)

@@ -170,6 +170,10 @@ class Module(BackwardHooks, StateDict):
         call = None
         if self._backward_hooks or self._backward_pre_hooks:
             call, args = hook_inputs(self, args)
+        if args and _trace_state.tracer is not None and getattr(type(args[0]), "numpy_stand_in", False) \
+                and type(self).__module__.startswith("tracejit."):
+            # a numpy array argument given to a built-in layer: eagerly its TypeError
+            raise args[0]._numpy(f"{type(self).__name__}'s input")
         try:
             out = self.forward(*args, **kwargs)
         except Exception as exc:

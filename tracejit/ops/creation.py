@@ -143,6 +143,8 @@ def as_tensor(data, dtype=None, device=None):
 def from_numpy(a: np.ndarray):
     """A tensor sharing memory with `a`."""
     if not isinstance(a, np.ndarray):
+        if type(a).__name__ == "ArrayArg":   # a numpy argument of a capture (jit/numpy_args.py)
+            return a.detach()
         raise TypeError(f"from_numpy expects a numpy.ndarray, got {type(a).__name__}")
     return Tensor._wrap(a, _dt.as_dtype(a.dtype), CPU)
 

@@ -52,7 +52,8 @@ def _resolve_shape(a_shape, shape, op="reshape"):
                              f"{tuple(a_shape)} with a zero-size dimension")
         rest = total // known
         # (a data-dependent count is checked at run time: host_steps.py)
-        if not (rest * known == total or data_sized(rest) or specialize_to_agree(hint(rest) * known, total)):
+        if not (data_sized(rest) or rest * known == total
+                or specialize_to_agree(hint(rest) * known, total)):
             raise ShapeError(f"{op}: shape {tuple(shape)} is invalid for input of shape "
                              f"{tuple(a_shape)} ({total} elements)")
         shape[shape.index(-1)] = rest
