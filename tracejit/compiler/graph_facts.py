@@ -42,6 +42,23 @@ def _possible_views(graph: Graph) -> dict:
     return out
 
 
+def outputs_apart(before: Graph, after: Graph) -> Graph:
+    """`after` (`before` optimized) with a copy in place of each output the passes made an
+    input or a view of one (``x.narrow(..) * 1`` -> the narrow): a result the caller
+    writes into changes an argument only where the function returned a view of it."""
+    def aliasing(g):
+        return set(_possible_views(g)) | {k for k, a in enumerate(g.outputs) if isinstance(a, Var) and a in g.inputs}
+    new = aliasing(after) - aliasing(before)
+    if not new:
+        return after
+    eqns, results = list(after.eqns), list(after.outputs)
+    for k in sorted(new):
+        c = Var(results[k].aval)
+        eqns.append(Eqn(COPY, (results[k],), (c,), {}))
+        results[k] = c
+    return Graph(after.inputs, tuple(eqns), tuple(results), after.name)
+
+
 def _gradients_apart(graph: Graph, n_out: int) -> Graph:
     """`graph`, a loss plan's graph (the function's `n_out` outputs, then the gradients it
     saves), with a copy in place of each gradient that is, or views, one of the outputs:

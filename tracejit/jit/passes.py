@@ -401,9 +401,15 @@ for _name, _rewrite, _prims in (("transposed_matmul", _transposed_matmul, (PERMU
     _patterns.register(_patterns.Pattern(_name, _rewrite, ("simplify",), _prims))
 
 
-def optimize(g: Graph) -> Graph:
+def optimize(g: Graph, apart: bool = False) -> Graph:
+    """The passes; with `apart` (a function's graph), an output they made an input or a view
+    of one is copied (`outputs_apart`)."""
+    g0 = g
     for p in (fold_constants, simplify, cse, dce):
         g = p(g)
+    if apart:
+        from ..compiler.graph_facts import outputs_apart
+        g = outputs_apart(g0, g)
     return g
 
 

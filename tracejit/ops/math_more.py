@@ -262,7 +262,12 @@ def hypot(input, other):
 
 @takes("input", "end")
 def lerp(input, end, weight):
-    return input + weight * (end - input)
+    """PyTorch's two-sided form: `end` exactly at weight 1, and its NaN where an infinite
+    end point meets a weight it does not multiply by 0."""
+    diff = end - input
+    if not isinstance(weight, Tensor):
+        return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+    return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
 
 
 def value_first(op: str, tensor1, tensor2, rest: tuple, value):

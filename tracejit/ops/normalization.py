@@ -17,6 +17,7 @@ from .. import dtypes as _dt
 from ..autograd.grad_mode import no_grad
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import batchnorm_prim as _bn
+from .creation import ones, zeros
 from .elementwise import cast, rsqrt
 from .indexing import getitem
 from .eager import bind
@@ -149,9 +150,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                     running_var=running_var)
     dims = (0,) + tuple(range(2, input.ndim))
     wide = input.dtype is _dt.float32    # (PyTorch sums float32's running variance in double)
+    if not input.numel() and (training or running_mean is None):
+        # an empty batch: an empty result, the running statistics untouched (PyTorch's)
+        training, running_mean, running_var = False, zeros(c, dtype=input.dtype), ones(c, dtype=input.dtype)
     if training or running_mean is None:
         n = input.numel() // c
-        if training and n <= 1:
+        if training and n == 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got "
                              f"input of shape {tuple(input.shape)}")
         if weight is not None and bias is not None:
