@@ -17,11 +17,12 @@ recorded as a guarded decision (see `scalars`).
 """
 from __future__ import annotations
 
+from sys import _getframe
 from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
-from ..errors import CompileError, DeviceMismatchError, TraceError, user_location, user_where
+from ..errors import _OURS, CompileError, DeviceMismatchError, TraceError, user_location, user_where
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
@@ -65,8 +66,10 @@ class Tracer(Tensor):
     def ndim(self) -> int:
         return len(self._var.aval.shape)
 
-    requires_grad = property(lambda self: self._requires_grad or self._trace._reaches_grad([self._var]),
-                             Tensor.requires_grad.fset)   # (what eager autograd answers)
+    # User code sees eager autograd's answer; tracejit's own code keeps the flag its capture
+    # paths were chosen by (an argument's only: cross_entropy's and relu_'s graphs stay)
+    requires_grad = property(lambda self: self._requires_grad or (not _getframe(1).f_code.co_filename.startswith(
+        _OURS) and self._trace._reaches_grad([self._var])), Tensor.requires_grad.fset)
 
     def _concrete(self, what: str, kind: str = "value"):
         """The value Python code asks for (`kind`: "bool", "value" a number, "array"), where
