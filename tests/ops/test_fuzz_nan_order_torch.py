@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tracejit as tj
 from tests.fn_fuzz import check, pick
 
 torch = pytest.importorskip("torch")
@@ -82,3 +83,11 @@ def test_lerp_is_pytorchs_two_sided_form(compiled):
     case = lambda r: ((lambda lib, a, b: [lib.lerp(a, b, w) for w in (0.0, 0.25, 0.5, 0.75, 1.0)]
                        + [lib.lerp(a, b, lib.tensor([1.0, 0.5, 0.75, 0.0, 0.4], dtype=a.dtype))]), [a, b], "lerp")
     check(torch, case, 0, compiled)
+
+
+@pytest.mark.parametrize("shape, dim", [((0,), None), ((2, 0), 1), ((0, 2), 1)])
+def test_quantile_of_an_empty_tensor_is_refused_as_pytorch_refuses_it(shape, dim):
+    with pytest.raises(RuntimeError, match="non-empty"):
+        torch.quantile(torch.ones(shape), 0.5, dim=dim)
+    with pytest.raises(RuntimeError, match="non-empty"):
+        tj.quantile(tj.ones(shape), 0.5, dim=dim)

@@ -161,10 +161,12 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
         raise ArgumentError("quantile: q must be in the range [0, 1]")
     x = reshape(input, (-1,)) if dim is None else input
     d = 0 if dim is None else normalize_dim(dim, input.ndim, "quantile")
-    vals, _ = sort(x, d)
     n = x.shape[d]
+    if not input.numel():
+        raise IndexRangeError(f"quantile(): input tensor must be non-empty, got shape {tuple(input.shape)}")
+    vals, _ = sort(x, d)
     # (NaN sorts last: a row holding one gives its last value, as PyTorch's)
-    last = None if ignore_nan or not n else narrow(vals, d, n - 1, 1)
+    last = None if ignore_nan else narrow(vals, d, n - 1, 1)
     if ignore_nan:
         count = _sum(cast(~isnan(x), x.dtype), d, keepdim=True)
     else:
