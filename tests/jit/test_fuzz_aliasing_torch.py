@@ -102,3 +102,30 @@ def test_compiled_writes_through_views_of_arguments_alias_as_eagerly(block):
                     np.testing.assert_array_equal(g, w, err_msg=f"{what} part {k}")
                 else:
                     assert g == w, (what, k, g, w)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_a_compiled_module_returns_its_written_buffer_itself(dynamic):
+    """A forward that updates a buffer in place and returns it (or a view of it) gives the
+    buffer itself, as eagerly: writes through the result reach the module's state."""
+    def build(lib):
+        class M(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("ema", lib.zeros(4))
+
+            def forward(self, x):
+                self.ema.mul_(0.5).add_(x.sum(0) * 0.5)
+                return x * 2, self.ema, self.ema[1:]
+        return M()
+    got = []
+    for lib in (torch, tj):
+        m = build(lib)
+        f = tj.compile(m, dynamic=dynamic) if lib is tj else m
+        for n in (2, 3, 2):
+            y, e, v = f(lib.arange(4.0 * n).reshape(n, 4))
+        assert e is m.ema and v._base is m.ema, lib.__name__
+        v.add_(100)
+        got.append((y.numpy(), m.ema.numpy().copy()))
+    np.testing.assert_array_equal(got[1][0], got[0][0])
+    np.testing.assert_array_equal(got[1][1], got[0][1])

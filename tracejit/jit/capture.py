@@ -352,7 +352,7 @@ class Capture:
             for o in out_leaves_raw:
                 if isinstance(o, Tracer) and o._var in ctx.lifted:   # (as read, not its float32)
                     out_leaves.append(("lifted", ctx.lifted[o._var]))
-                elif isinstance(o, Tracer) and (arg := _views.returned_argument(ctx, o)) is not None:
+                elif isinstance(o, Tensor) and (arg := _views.returned_argument(ctx, o)) is not None:
                     out_leaves.append(arg)
                 elif isinstance(o, Tensor):
                     at = ctx.atom(o)

@@ -186,14 +186,14 @@ class Entry:
         if self.state_writes:
             _write_state(self.state_writes, outs)
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number"
-               else x[1].value() if x[0] == "lifted" else self._view_of(leaves[x[1]], x[2], ins)
-               if x[0] == "input" else x[1] for x in self.out_leaves]
+               else x[1].value() if x[0] == "lifted" else x[1] if x[0] == "static"
+               else self._view_of(leaves[x[1]] if x[0] == "input" else x[1], x[2], ins) for x in self.out_leaves]
         return unflatten(self.out_spec, res)
 
 
     def _view_of(self, arg, chain, ins):
-        """A returned view of an argument written in place: its view ops on the argument
-        (its sizes bound from this call's inputs), as eagerly it is a view of it."""
+        """A returned view of an argument (or buffer) written in place: its view ops on it
+        (their sizes bound from this call's inputs), as eagerly it is a view of it."""
         if any(contains_sym((rest, tuple(params.values()))) for _, rest, params in chain):
             syms = bind_symbols(self.graph, ins)
             chain = [(p, _eval(rest, syms), eval_params(params, syms)) for p, rest, params in chain]

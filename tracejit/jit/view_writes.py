@@ -94,13 +94,16 @@ def _positions(base, chain) -> np.ndarray:
 
 def returned_argument(ctx, t):
     """("input", i, view ops) when `t`, returned by the function, is its argument i written
-    in place, or a view of it its view ops make again: a call returns that argument (that
+    in place, or a view of it its view ops make again; ("state", buffer, view ops) for a
+    captured tensor (a module's buffer) written in place: a call returns that tensor (that
     view of it), as eagerly; else None."""
     src = getattr(t, "_view_src", None)
     base, chain = (t, ()) if src is None else (src[0], src[2])
     i = ctx.tensor_leaves.get(id(base))
-    if i is None or chain is None or base._var in ctx.tensor_leaves:   # (not written)
+    if chain is None or (i is not None and base._var in ctx.tensor_leaves):   # (not written)
         return None
+    if i is None:
+        return ("state", base, chain) if id(base) in ctx._root().buffer_writes and base._data is not None else None
     return ("input", i, chain)
 
 
