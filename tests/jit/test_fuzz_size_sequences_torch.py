@@ -41,6 +41,10 @@ OPS = {
     "roll": lambda lib, x: x.roll(1, 0), "pad": lambda lib, x: lib.nn.functional.pad(x, (1, 1, 1, 0)),
     "gather": lambda lib, x: x.gather(1, lib.zeros(x.shape[0], 1, dtype=lib.int64)),
     "index_add": lambda lib, x: lib.zeros(2, 3).index_add(0, lib.zeros(x.shape[0], dtype=lib.int64), x),
+    "conv1d": lambda lib, x: lib.nn.functional.conv1d(x[:, None, :], lib.ones(2, 1, 2)),
+    "conv2d": lambda lib, x: lib.nn.functional.conv2d(x[:, None, :, None].expand(-1, 2, 3, 2), lib.ones(1, 2, 2, 2)),
+    "group_norm": lambda lib, x: lib.nn.functional.group_norm(x[:, None, :].expand(-1, 2, 3), 2),
+    "instance_norm": lambda lib, x: lib.nn.functional.instance_norm(x[:, None, :]),
 }
 SIZES = (1, 0, 7, 1, 3, 0)
 
