@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 OPS = ["add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "fmod", "pow", "maximum",
        "minimum", "eq", "lt", "ge", "ne", "atan2", "bitwise_and", "bitwise_or", "bitwise_xor", "logical_and",
        "logical_xor", "hypot", "copysign", "fmax", "xlogy", "where", "clamp", "lerp", "ldexp", "heaviside",
-       "addcmul", "float_power", "gcd", "lcm", "bitwise_left_shift", "isclose"]
+       "addcmul", "float_power", "gcd", "lcm", "bitwise_left_shift", "isclose", "nextafter"]
 DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 NUMBERS = {"bool": True, "float": 2.5, "int": 3, "neg": -2}
 
