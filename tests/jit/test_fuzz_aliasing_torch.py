@@ -129,3 +129,19 @@ def test_a_compiled_module_returns_its_written_buffer_itself(dynamic):
         got.append((y.numpy(), m.ema.numpy().copy()))
     np.testing.assert_array_equal(got[1][0], got[0][0])
     np.testing.assert_array_equal(got[1][1], got[0][1])
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_contiguous_of_a_contiguous_argument_is_the_argument(write):
+    """Eagerly ``x.contiguous()`` of a contiguous x is x: a compiled call returns x itself,
+    so a write through the result reaches the argument."""
+    def f(x):
+        if write:
+            x.mul_(2)
+        return x.contiguous(), x * 1
+    for lib, g in ((torch, f), (tj, tj.compile(f))):
+        x = lib.arange(4.0)
+        r, s = g(x)
+        r.add_(10)
+        assert r is x and s is not x, lib.__name__
+        assert x.tolist() == [10.0 + (2 if write else 1) * k for k in range(4)]

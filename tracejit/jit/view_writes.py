@@ -24,7 +24,7 @@ from ..errors import TraceError, user_where
 from ..ops import eager as _eager
 from ..ops.creation import arange as _arange
 from ..ops.registry import Aval, defprim
-from ..ops.shape import EXPAND as _EXPAND
+from ..ops.shape import COPY as _COPY, EXPAND as _EXPAND
 from ..tensor import Tensor
 
 __all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value", "replay",
@@ -99,9 +99,13 @@ def returned_argument(ctx, t):
     view of it), as eagerly; else None."""
     src = getattr(t, "_view_src", None)
     base, chain = (t, ()) if src is None else (src[0], src[2])
-    i = ctx.tensor_leaves.get(id(base))
-    if chain is None or (i is not None and base._var in ctx.tensor_leaves):   # (not written)
+    if chain is None:
         return None
+    kept = tuple(step for step in chain if step[0] is not _COPY)   # (contiguous(): the tensor)
+    i = ctx.tensor_leaves.get(id(base))
+    if i is not None and base._var in ctx.tensor_leaves and (kept or kept == chain):
+        return None   # (not written: the executor returns it or its view; only contiguous() of it here)
+    chain = kept
     if i is None:
         return ("state", base, chain) if id(base) in ctx._root().buffer_writes and base._data is not None else None
     return ("input", i, chain)
