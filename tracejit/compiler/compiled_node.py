@@ -3,6 +3,8 @@ and its ``apply`` runs the compiled backward plan (executor.py
 `CompiledProgram.run_backward`)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..autograd import grad_mode as _gm
 from ..autograd.grad_mode import set_mode as _set_grad_mode
 from ..autograd.node import Node, edge
@@ -44,6 +46,10 @@ class CompiledNode(Node):
             if x is t:
                 self.inputs[i] = Tensor._wrap(x._data.copy(), x.dtype, x.device)
                 self.versions[i] = 0
+        # (a residual may be a view of t's memory: x[1] saved for clamp's backward)
+        if self.saved and isinstance(t._data, np.ndarray):
+            self.saved = [a.copy() if isinstance(a, np.ndarray) and np.may_share_memory(a, t._data) else a
+                          for a in self.saved]
 
     def name(self) -> str:
         return f"Compiled{self.program.name}Backward"

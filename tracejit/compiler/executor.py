@@ -20,12 +20,12 @@ from ..jit.backend import Executor, InputKeeper, raise_kernel_error
 from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (its pattern: registered at import)
 from ..jit import patterns as _patterns
 from ..jit.ir import Graph, Var
-from ..jit.passes import lift_symbolic_literals, optimize
+from ..jit.passes import _possible_views, lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
 from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _inputs_watched, _nbytes,
-                          _outputs_saved, _possible_views, _root_array, _same_memory)
+                          _outputs_saved, _root_array, _same_memory)
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written

@@ -1,7 +1,7 @@
-"""What the compiled program reads off its graphs: the inputs its outputs use, the values that
-may be views of an input, the inputs a backward reads or eager autograd would save, the
-backward graph's gradients kept apart, where the forward's saved values sit among its
-outputs, and array identity helpers (executor.py calls them)."""
+"""What the compiled program reads off its graphs: the inputs its outputs use, the inputs a
+backward reads or eager autograd would save, the backward graph's gradients kept apart,
+where the forward's saved values sit among its outputs, and array identity helpers
+(executor.py calls them)."""
 from __future__ import annotations
 
 from ..autograd.node import _KEEP as KEEP, _records as saved_records
@@ -25,23 +25,6 @@ def _nbytes(v) -> int:
     return n
 
 
-_MOVEMENT_KINDS = ("shape", "index", "other")
-
-
-def _possible_views(graph: Graph) -> dict:
-    """{output position: graph input position} for outputs reached from an input through
-    movement ops only: the plan may return them as views of the caller's array."""
-    src = {v: i for i, v in enumerate(graph.inputs)}
-    for e in graph.eqns:
-        if e.prim.kind in _MOVEMENT_KINDS and e.inputs and e.inputs[0] in src and len(e.outs) == 1:
-            src[e.outs[0]] = src[e.inputs[0]]
-    out = {}
-    for k, a in enumerate(graph.outputs):
-        if isinstance(a, Var) and a in src and a not in graph.inputs:
-            out[k] = src[a]
-    return out
-
-
 def _gradients_apart(graph: Graph, n_out: int) -> Graph:
     """`graph`, a loss plan's graph (the function's `n_out` outputs, then the gradients it
     saves), with a copy in place of each gradient that is, or views, one of the outputs:
@@ -63,7 +46,7 @@ def _gradients_apart(graph: Graph, n_out: int) -> Graph:
 
 def _view_roots(graph: Graph) -> dict:
     """{var: the var it views, through ops marked as views only}. Narrower than
-    `_possible_views`: a false match would make an in-place write to an output raise at
+    `jit.passes._possible_views`: a false match would make an in-place write to an output raise at
     backward() where eager allows it."""
     root: dict = {}
     for e in graph.eqns:

@@ -23,7 +23,7 @@ from ..ops import autocast as _autocast
 from ..ops.registry import Aval
 from ..shapes import Sym
 from ..tensor import Tensor
-from . import config
+from . import config, view_writes as _views
 from .backend import Executor, executor_for
 from .entry import Entry
 from .guards import LeafDesc, _same_value, build_guard, describe_difference
@@ -365,6 +365,8 @@ class Capture:
             for o in out_leaves_raw:
                 if isinstance(o, Tracer) and o._var in ctx.lifted:   # (as read, not its float32)
                     out_leaves.append(("lifted", ctx.lifted[o._var]))
+                elif isinstance(o, Tensor) and (arg := _views.returned_argument(ctx, o)) is not None:
+                    out_leaves.append(arg)
                 elif isinstance(o, Tensor):
                     at = ctx.atom(o)
                     number = isinstance(o, Tracer) and at.aval.weak and at.aval.shape == ()
@@ -391,7 +393,7 @@ class Capture:
         captured tensors). Check mode compares it with the entry's graph."""
         ctx, out_atoms, *_ = self._trace(leaves, entry.arg_spec, entry.descs, entry.grad_mode,
                                          self._const_names())
-        return optimize(ctx.graph(out_atoms, name=self.__name__)), ctx.const_tensors
+        return optimize(ctx.graph(out_atoms, name=self.__name__), apart=True), ctx.const_tensors
 
     def _capture(self, leaves, spec, descs, gm):
         """Trace the function for these leaves and build the entry that replays it."""
@@ -444,7 +446,7 @@ class Capture:
             self._static.update(refused)
             self._dynamic -= refused
         graph = ctx.graph(out_atoms, name=self.__name__)
-        opt = optimize(graph)
+        opt = optimize(graph, apart=True)
         const_descs = _const_descs(ctx.const_tensors, self._const_names())
         consts = list(ctx.const_tensors)
         lifted = frozenset(x.key for x in ctx.lifted.values())   # (guarded by type only)
@@ -544,12 +546,9 @@ def _recursion_error(mode: str, exc: RecursionError) -> Exception:
 
 
 def _const_descs(tensors, names=None) -> list:
-    out = []
-    for t in tensors:
-        label = (names or {}).get(id(t)) or t._name or type(t).__name__
-        out.append(LeafDesc("tensor", f"<captured {label} {tuple(t._data.shape)}>", t.dtype, t.device,
-                            t.requires_grad, tuple(t._data.shape)))
-    return out
+    return [LeafDesc("tensor", f"<captured {(names or {}).get(id(t)) or t._name or type(t).__name__} "
+                     f"{tuple(t._data.shape)}>", t.dtype, t.device, t.requires_grad, tuple(t._data.shape))
+            for t in tensors]
 
 
 def _changed_dims(o: LeafDesc, n: LeafDesc, static: set) -> list:

@@ -20,6 +20,9 @@ from .numpy_args import as_tensors
 from .pytree import unflatten
 from .scalars import make_check
 from .side_effects import ArgumentLeaf
+from . import view_writes as _views
+from .interpreter import _eval, bind_symbols, eval_params
+from ..shapes import contains_sym
 from .state_writes import _read_attr
 
 __all__ = ["Entry"]
@@ -193,13 +196,22 @@ class Entry:
         if self.state_writes:
             _write_state(self.state_writes, outs)
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number"
-               else x[1].value() if x[0] == "lifted" else x[1] for x in self.out_leaves]
+               else x[1].value() if x[0] == "lifted" else x[1] if x[0] == "static"
+               else self._view_of(leaves[x[1]] if x[0] == "input" else x[1], x[2], ins) for x in self.out_leaves]
         if not self.arg_writes:
             return unflatten(self.out_spec, res)
         res, now = unflatten(self.out_spec, [leaves[x.j] if type(x) is ArgumentLeaf else x for x in res])
         for i, value in zip(self.arg_writes, now):
             _store_into(args[i], value)
         return res
+
+    def _view_of(self, arg, chain, ins):
+        """A returned view of an argument (or buffer) written in place: its view ops on it
+        (their sizes bound from this call's inputs), as eagerly it is a view of it."""
+        if any(contains_sym((rest, tuple(params.values()))) for _, rest, params in chain):
+            syms = bind_symbols(self.graph, ins)
+            chain = [(p, _eval(rest, syms), eval_params(params, syms)) for p, rest, params in chain]
+        return _views.replay(arg, chain)
 
 
 def _keep_inputs(outs: list, leaves: list, written: list) -> None:

@@ -16,7 +16,7 @@ from ..ops.pool_offsets import MAX_POOL2D_VALUES, MAX_POOL2D_WITH_OFFSETS
 from ..ops.pooling_prim import MAX_POOL2D
 from ..ops.promotion import on_numpy
 from ..ops.registry import Aval
-from ..ops.shape import CONCAT, EXPAND, PERMUTE, RESHAPE
+from ..ops.shape import CONCAT, COPY, EXPAND, PERMUTE, RESHAPE
 from ..shapes import Sym
 from .ir import Eqn, Graph, Literal, Var
 from . import patterns as _patterns
@@ -401,10 +401,47 @@ for _name, _rewrite, _prims in (("transposed_matmul", _transposed_matmul, (PERMU
     _patterns.register(_patterns.Pattern(_name, _rewrite, ("simplify",), _prims))
 
 
-def optimize(g: Graph) -> Graph:
+def optimize(g: Graph, apart: bool = False) -> Graph:
+    """The passes; with `apart` (a function's graph), an output they made an input or a view
+    of one is copied (`_outputs_apart`)."""
+    g0 = g
     for p in (fold_constants, simplify, cse, dce):
         g = p(g)
-    return g
+    return _outputs_apart(g0, g) if apart else g
+
+
+_MOVEMENT_KINDS = ("shape", "index", "other")
+
+
+def _possible_views(graph: Graph) -> dict:
+    """{output position: graph input position} for outputs reached from an input through
+    movement ops only: the plan may return them as views of the caller's array."""
+    src = {v: i for i, v in enumerate(graph.inputs)}
+    for e in graph.eqns:
+        if e.prim.kind in _MOVEMENT_KINDS and e.inputs and e.inputs[0] in src and len(e.outs) == 1:
+            src[e.outs[0]] = src[e.inputs[0]]
+    out = {}
+    for k, a in enumerate(graph.outputs):
+        if isinstance(a, Var) and a in src and a not in graph.inputs:
+            out[k] = src[a]
+    return out
+
+
+def _outputs_apart(before: Graph, after: Graph) -> Graph:
+    """`after` (`before` optimized) with a copy in place of each output the passes made an
+    input or a view of one (``x.narrow(..) * 1`` -> the narrow): a result the caller
+    writes into changes an argument only where the function returned a view of it."""
+    def aliasing(g):
+        return set(_possible_views(g)) | {k for k, a in enumerate(g.outputs) if isinstance(a, Var) and a in g.inputs}
+    new = aliasing(after) - aliasing(before)
+    if not new:
+        return after
+    eqns, results = list(after.eqns), list(after.outputs)
+    for k in sorted(new):
+        c = Var(results[k].aval)
+        eqns.append(Eqn(COPY, (results[k],), (c,), {}))
+        results[k] = c
+    return Graph(after.inputs, tuple(eqns), tuple(results), after.name)
 
 
 def lift_symbolic_literals(graph: Graph) -> Graph:

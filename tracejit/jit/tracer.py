@@ -17,11 +17,12 @@ recorded as a guarded decision (see `scalars`).
 """
 from __future__ import annotations
 
+from sys import _getframe
 from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
-from ..errors import CompileError, DeviceMismatchError, TraceError, user_location, user_where
+from ..errors import _OURS, CompileError, DeviceMismatchError, TraceError, user_location, user_where
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
@@ -64,6 +65,11 @@ class Tracer(Tensor):
     @property
     def ndim(self) -> int:
         return len(self._var.aval.shape)
+
+    # User code sees eager autograd's answer; tracejit's own code keeps the flag its capture
+    # paths were chosen by (an argument's only: cross_entropy's and relu_'s graphs stay)
+    requires_grad = property(lambda self: self._requires_grad or (not _getframe(1).f_code.co_filename.startswith(
+        _OURS) and self._trace._reaches_grad([self._var])), Tensor.requires_grad.fset)
 
     def _concrete(self, what: str, kind: str = "value"):
         """The value Python code asks for (`kind`: "bool", "value" a number, "array"), where
@@ -442,9 +448,14 @@ class TraceContext(StateWrites):
         inputs and captured tensors that require grad); with `grad_mode`, none under no_grad."""
         if grad_mode and not _grad_enabled():
             return False
-        from types import SimpleNamespace
         grads = self.grad_inputs + [self.consts[id(t)] for t in self.const_tensors if t.requires_grad]
-        act = active_vars(SimpleNamespace(inputs=grads, eqns=self.eqns), [True] * len(grads))
+        # (kept between calls and extended by the new equations: Tracer.requires_grad asks often)
+        seen, act = getattr(self, "_active", (0, None))
+        if act is None or not act.issuperset(v for v in grads if v.aval.dtype.differentiable):
+            seen, act = 0, set()
+        from types import SimpleNamespace
+        act = active_vars(SimpleNamespace(inputs=grads, eqns=self.eqns[seen:]), [True] * len(grads), act)
+        self._active = (len(self.eqns), act)
         return any(isinstance(a, Var) and a in act for a in atoms)
 
     def _no_grad_region(self) -> bool:
@@ -554,15 +565,6 @@ class TraceContext(StateWrites):
         return [self.consts[id(t)] for t in self.const_tensors]
 
 
-def _stale_view(t: "Tracer", prim_name: str) -> None:
-    where = user_where(4)
-    raise TraceError(
-        f"{prim_name}{where}: a view (x[0], x.t(), x.view(...), x.reshape(...)) is used after the "
-        f"tensor it views was modified in place; eagerly the view would show the new values, "
-        f"which a compiled function cannot track. Take the view after the in-place op, or use "
-        f"out-of-place ops (x = x + 1).")
-
-
 _DUMMY_PRIM = Primitive("literal", None, None)
 
 # ``tensor.detach()`` inside a compiled function: the identity with no gradient (jax's
@@ -581,12 +583,13 @@ def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):
     return ctx, out
 
 
-def active_vars(graph, active_inputs) -> set:
+def active_vars(graph, active_inputs, act=None) -> set:
     """Values that depend on a differentiable input (floating or complex dtype) other than
     through ``detach``, whose output requires no grad, as in eager (a compiled call gave a
     detached output, and the running statistics that batch_norm's functional writes back
     into its arguments, a grad_fn and ``requires_grad``)."""
-    act = {v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.differentiable}
+    act = set() if act is None else act   # (`act`: those of the equations before graph.eqns)
+    act.update(v for v, a in zip(graph.inputs, active_inputs) if a and v.aval.dtype.differentiable)
     for e in graph.eqns:
         if e.prim is DETACH:
             continue

@@ -20,14 +20,15 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from ..errors import TraceError, user_where
 from ..ops import eager as _eager
 from ..ops.creation import arange as _arange
 from ..ops.registry import Aval, defprim
-from ..ops.shape import EXPAND as _EXPAND
+from ..ops.shape import COPY as _COPY, EXPAND as _EXPAND
 from ..tensor import Tensor
 
-__all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value",
-           "reshape_in_place"]
+__all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value", "replay",
+           "returned_argument", "reshape_in_place"]
 
 
 # ``detached_write(base, new)``: the values of `new`, the gradient of `base` (a write
@@ -82,7 +83,7 @@ def _positions(base, chain) -> np.ndarray:
     saved = _eager.trace_state.tracer
     _eager.trace_state.tracer = None
     try:
-        v = _replay(v, chain)
+        v = replay(v, chain)
     finally:
         _eager.trace_state.tracer = saved
     pos = np.array(v._data, dtype=np.int64).reshape(-1)
@@ -91,7 +92,36 @@ def _positions(base, chain) -> np.ndarray:
     return pos
 
 
-def _replay(v, chain):
+def returned_argument(ctx, t):
+    """("input", i, view ops) when `t`, returned by the function, is its argument i written
+    in place, or a view of it its view ops make again; ("state", buffer, view ops) for a
+    captured tensor (a module's buffer) written in place: a call returns that tensor (that
+    view of it), as eagerly; else None."""
+    src = getattr(t, "_view_src", None)
+    base, chain = (t, ()) if src is None else (src[0], src[2])
+    if chain is None:
+        return None
+    kept = tuple(step for step in chain if step[0] is not _COPY)   # (contiguous(): the tensor)
+    i = ctx.tensor_leaves.get(id(base))
+    if i is not None and base._var in ctx.tensor_leaves and (kept or kept == chain):
+        return None   # (not written: the executor returns it or its view; only contiguous() of it here)
+    chain = kept
+    if i is None:
+        return ("state", base, chain) if id(base) in ctx._root().buffer_writes and base._data is not None else None
+    return ("input", i, chain)
+
+
+def _stale_view(t, prim_name: str) -> None:
+    where = user_where(4)
+    raise TraceError(
+        f"{prim_name}{where}: a view (x[0], x.t(), x.view(...), x.reshape(...)) is used after the "
+        f"tensor it views was modified in place; eagerly the view would show the new values, "
+        f"which a compiled function cannot track. Take the view after the in-place op, or use "
+        f"out-of-place ops (x = x + 1).")
+
+
+def replay(v, chain):
+    """`chain`'s view ops (a view's ``_view_src[2]``) applied to `v` eagerly."""
     for prim, rest, params in chain:
         v = _eager.bind(prim, v, *rest, **params)
     return v
@@ -124,7 +154,7 @@ def eager_layout(t):
     saved = _eager.trace_state.tracer
     _eager.trace_state.tracer = None
     try:
-        return _replay(Tensor._wrap(arr, base.dtype), chain)._data
+        return replay(Tensor._wrap(arr, base.dtype), chain)._data
     except Exception:   # (a chain numpy cannot replay on these items: no answer)
         return None
     finally:
@@ -178,7 +208,7 @@ def write_through(trace, target, res, what: str) -> bool:
         new_vals = new_vals.to(base.dtype)
     n = math.prod(base.shape)
     if pos is None:
-        idx = _replay(_arange(n, dtype=_dt.int64).reshape(tuple(base.shape)), chain).reshape(-1)
+        idx = replay(_arange(n, dtype=_dt.int64).reshape(tuple(base.shape)), chain).reshape(-1)
         flat = base.reshape(-1).index_put((idx,), new_vals)
     elif pos.size == n and np.array_equal(pos, np.arange(n)):
         flat = new_vals                      # a reshape of the whole base
@@ -201,7 +231,6 @@ def write_through(trace, target, res, what: str) -> bool:
 def refresh(trace, view) -> None:
     """Re-derive a view whose base changed since it was taken by replaying its view ops
     on the base's value now; raises the stale-view error when it cannot be replayed."""
-    from .tracer import _stale_view
     base, seen, chain = view._view_src
     now = value_of(trace, base)
     if now is seen:
@@ -209,7 +238,7 @@ def refresh(trace, view) -> None:
     if chain is None:
         _stale_view(view, "op")
     view._view_src = None
-    v = _replay(base, chain)
+    v = replay(base, chain)
     view._var = v._var
     view._view_src = (base, value_of(trace, base), chain)
 
@@ -284,7 +313,6 @@ def reshape_in_place(trace, target, make, what: str):
         # (a value of its own is no view; a view stays one, of the same base, by one more op)
         target._view_src = None if src is None or src[0] is target else src
         return target
-    from ..errors import TraceError, user_where
     where = user_where(3)
     raise TraceError(f"{what}{where}: changing the shape of {whose} in place is not supported inside "
                      f"a compiled function; use the out-of-place op instead (x = x.{what[:-1]}(...))")

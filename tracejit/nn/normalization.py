@@ -88,7 +88,7 @@ class _BatchNorm(_NormBase):
         # (checked before the batch is counted, so a refused call changes no buffer)
         check_dtypes(type(self).__name__, input, weight=self.weight, bias=self.bias,
                      running_mean=self.running_mean, running_var=self.running_var)
-        if self.training and input.numel() // self.num_features <= 1:
+        if self.training and input.numel() // self.num_features == 1:
             raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel when "
                              f"training, got input of shape {tuple(input.shape)}")
         factor = self._momentum()

@@ -147,7 +147,7 @@ def _xgrad_rule(g: Aval, w: Aval, input_hw, kernel, stride, padding, dilation, g
 def _xgrad_impl(xp, g, w, input_hw, kernel, stride, padding, dilation, groups=1):
     wg = by_group(w.reshape(w.shape[0], -1), groups)
     cols = xp.matmul(xp.swapaxes(wg, -1, -2), by_group(_gemm_rows(g), groups))
-    cols = cols.reshape(-1, cols.shape[-1])
+    cols = cols.reshape(int(np.prod(cols.shape[:-1])), cols.shape[-1])   # (not -1: an empty batch)
     return xp.ascontiguousarray(_fold_impl(xp, cols, tuple(input_hw), kernel, stride, padding, dilation,
                                            "gemm"))
 

@@ -262,7 +262,12 @@ def hypot(input, other):
 
 @takes("input", "end")
 def lerp(input, end, weight):
-    return input + weight * (end - input)
+    """PyTorch's two-sided form: `end` exactly at weight 1, and its NaN where an infinite
+    end point meets a weight it does not multiply by 0."""
+    diff = end - input
+    if not isinstance(weight, Tensor):
+        return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+    return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
 
 
 def value_first(op: str, tensor1, tensor2, rest: tuple, value):
@@ -280,7 +285,8 @@ def value_first(op: str, tensor1, tensor2, rest: tuple, value):
 
 def addcmul(input, tensor1, tensor2, *rest, value=1):
     tensor1, tensor2, value = value_first("addcmul", tensor1, tensor2, rest, value)
-    return input + value * tensor1 * tensor2
+    # (value 1 left out: a Python int would promote bool/uint8 operands, PyTorch's does not)
+    return input + (tensor1 * tensor2 if type(value) is int and value == 1 else value * tensor1 * tensor2)
 
 
 def addcdiv(input, tensor1, tensor2, *rest, value=1):
@@ -303,11 +309,13 @@ def _float_result(input, other):
 def xlogy(input, other):
     """x * log(y), 0 where x == 0 (also when y is 0)."""
     rt = _float_result(input, other)
+    from .creation import full_like
     if not hasattr(input, "dtype"):
-        from .creation import full_like
         input = full_like(other, input, dtype=rt)
     input = cast(input, rt) if input.dtype is not rt else input
-    if hasattr(other, "dtype") and other.dtype is not rt:
+    # (a number `other` as a tensor of the result's dtype: where() would make it float32)
+    other = full_like(input, other, dtype=rt) if not hasattr(other, "dtype") else other
+    if other.dtype is not rt:
         other = cast(other, rt)
     safe = where(input == 0, 1.0, other)
     return where(input == 0, 0.0, input * log(safe))

@@ -11,6 +11,8 @@ half-precision input is normalized in float32 and rounded once (`in_opmath`).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as _np
 
 from .. import dtypes as _dt
@@ -20,6 +22,7 @@ from ..device import CPU
 from ..tensor import Tensor
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import batchnorm_prim as _bn
+from .creation import ones, zeros
 from .elementwise import cast, rsqrt
 from .indexing import getitem
 from . import eager as _eager
@@ -158,9 +161,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                     running_var=running_var)
     dims = (0,) + tuple(range(2, input.ndim))
     wide = input.dtype is _dt.float32    # (PyTorch sums float32's running variance in double)
+    if not input.numel() and (training or running_mean is None):
+        # an empty batch: an empty result, the running statistics untouched (PyTorch's)
+        training, running_mean, running_var = False, zeros(c, dtype=input.dtype), ones(c, dtype=input.dtype)
     if training or running_mean is None:
         n = input.numel() // c
-        if training and n <= 1:
+        if training and n == 1:
             raise ValueError(f"batch_norm: expected more than 1 value per channel when training, got "
                              f"input of shape {tuple(input.shape)}")
         if weight is not None and bias is not None:
@@ -251,7 +257,7 @@ def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5
         # (PyTorch's check, which it makes in eval mode too)
         raise ValueError(f"group_norm: expected more than 1 value per channel when training, got input "
                          f"of shape {tuple(input.shape)} with {num_groups} groups")
-    g = reshape(in_opmath(input), (n, num_groups, -1))
+    g = reshape(in_opmath(input), (n, num_groups, math.prod(per_group[1:])))   # (not -1: an empty batch)
     _, d, var = _stats(g, (2,))
     y = reshape(d * rsqrt(var + eps), tuple(input.shape))
     return as_input(_affine(y, weight, bias), input)
@@ -273,7 +279,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
             raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
         y = (x - _channel_view(running_mean, input.ndim)) * _channel_view(rsqrt(running_var + eps), input.ndim)
         return as_input(_affine(y, weight, bias), input)
-    n = input.numel() // (input.shape[0] * c)
+    n = math.prod(input.shape[2:])
     if n <= 1:
         raise ValueError(f"instance_norm: expected more than 1 spatial element when training, got "
                          f"input of shape {tuple(input.shape)}")

@@ -94,9 +94,10 @@ def lcm(input, other):
 
 def nextafter(input, other):
     """The next floating-point value after input towards other."""
-    if not input.dtype.is_floating_point:
-        raise TypeError(f"nextafter: expected floating point tensors, got {input.dtype.name}")
-    return bind(NEXTAFTER, input, other)
+    dt = result_type(input, other)   # (PyTorch checks the promoted dtype: int and float pass)
+    if not dt.is_floating_point:
+        raise TypeError(f"nextafter: expected floating point tensors, got {dt.name}")
+    return bind(NEXTAFTER, cast(input, dt), cast(other, dt) if isinstance(other, Tensor) else other)
 
 
 def cov(input, *, correction: int = 1, fweights=None, aweights=None):

@@ -130,11 +130,15 @@ def _draw(xp, kind, shape, dtype, low=0, high=1):
             return _gen.random(shape, dtype=np.float64 if dtype.np == np.float64 else np.float32).astype(dtype.np, copy=False)
         if kind == "normal":
             return _gen.standard_normal(shape, dtype=np.float64 if dtype.np == np.float64 else np.float32).astype(dtype.np, copy=False)
+        if kind == "perm":
+            return _gen.permutation(shape[0]).astype(dtype.np)
         return _gen.integers(low, high, shape).astype(dtype.np)
     if kind == "uniform":  # pragma: no cover - GPU only
         return xp.random.random(shape).astype(dtype.np)
     if kind == "normal":  # pragma: no cover
         return xp.random.standard_normal(shape).astype(dtype.np)
+    if kind == "perm":  # pragma: no cover
+        return xp.random.permutation(shape[0]).astype(dtype.np)
     return xp.random.randint(low, high, shape).astype(dtype.np)  # pragma: no cover
 
 
@@ -144,6 +148,9 @@ NORMAL = defprim("randn", lambda xp, shape, dtype, device: _draw(xp, "normal", s
                  lambda shape, dtype, device: Aval(shape, dtype, device), kind="random")
 RANDINT = defprim("randint", lambda xp, shape, low, high, dtype, device: _draw(xp, "int", shape, dtype, low, high),
                   lambda shape, low, high, dtype, device: Aval(shape, dtype, device), kind="random")
+# (a primitive, so a compiled function draws a new permutation on every call)
+RANDPERM = defprim("randperm", lambda xp, shape, dtype, device: _draw(xp, "perm", shape, dtype),
+                   lambda shape, dtype, device: Aval(shape, dtype, device), kind="random")
 
 
 def _float(dtype):
@@ -208,9 +215,10 @@ def randn_like(a, *, dtype=None, device=None, memory_format=None):
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None):
-    from .creation import tensor
+    if n < 0:
+        raise ArgumentError(f"randperm: n must be non-negative, got {n}")
     with drawing_from(generator, "randperm"):
-        return tensor(_gen.permutation(int(n)), dtype=dtype or _dt.int64, device=device)
+        return _bind_creation(RANDPERM, shape=(n,), dtype=_dt.as_dtype(dtype or _dt.int64), device=as_device(device))
 
 
 def bernoulli(input, p=None, *, generator=None):

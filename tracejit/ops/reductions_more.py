@@ -13,14 +13,16 @@ from collections import namedtuple
 import numpy as np
 
 from .. import dtypes as _dt
+from ..autograd.grad_mode import is_grad_enabled
 from ..errors import ArgumentError, IndexRangeError, ShapeError, expect_floating
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import full, tensor
 from .elementwise import cast, floor, isnan, where
-from .math_more import ceil
+from .math_more import ceil, lerp
 from .indexing import gather
-from .reductions import ValuesIndices as _ValuesIndices, amax, amin, cumsum, mean, std, sum as _sum, var
+from .reductions import (ValuesIndices as _ValuesIndices, amax, amin, max as _max, min as _min, cumsum, mean,
+                         std, sum as _sum, var)
 from .shape import cat, narrow, reshape
 from .tensorfns import sort
 from .registry import refuse_tracing
@@ -65,7 +67,15 @@ def _median(input, dim, keepdim, name):
     if dim is None:
         if input.numel() == 0 and input.dtype.is_floating_point:
             return full((), float("nan"), dtype=input.dtype, device=input.device)
-        return _median(reshape(input, (-1,)), 0, False, name).values
+        v = _median(reshape(input, (-1,)), 0, False, name).values
+        if not (is_grad_enabled() and input.dtype.is_floating_point):
+            return v
+        # PyTorch's gradient: shared by every element equal to the median (the NaNs for a
+        # NaN), as max()'s; min() picks them when the median is -inf, max() otherwise
+        v = v.detach()
+        hit = (input == v) | (isnan(input) & isnan(v))
+        return where(v == float("-inf"), _min(where(hit, input, float("inf"))),
+                     _max(where(hit, input, float("-inf"))))
     d = normalize_dim(dim, input.ndim, name)
     if input.ndim and not input.shape[d]:
         raise IndexRangeError(f"{name}(): expected reduction dim {d} to have non-zero size")
@@ -151,8 +161,12 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
         raise ArgumentError("quantile: q must be in the range [0, 1]")
     x = reshape(input, (-1,)) if dim is None else input
     d = 0 if dim is None else normalize_dim(dim, input.ndim, "quantile")
-    vals, _ = sort(x, d)
     n = x.shape[d]
+    if not input.numel():
+        raise IndexRangeError(f"quantile(): input tensor must be non-empty, got shape {tuple(input.shape)}")
+    vals, _ = sort(x, d)
+    # (NaN sorts last: a row holding one gives its last value, as PyTorch's)
+    last = None if ignore_nan else narrow(vals, d, n - 1, 1)
     if ignore_nan:
         count = _sum(cast(~isnan(x), x.dtype), d, keepdim=True)
     else:
@@ -174,15 +188,15 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
             r = a
         elif interpolation == "higher":
             r = b
-        elif interpolation == "midpoint":
-            r = (a + b) * 0.5
-        elif interpolation == "nearest":
+        elif interpolation == "nearest":   # (the position rounded half to even)
             if count is None:
-                r = a if np.round(frac + lo) == lo and not (frac == 0.5 and lo % 2) else b
+                r = a if np.round(pos) == lo else b
             else:
-                r = where(frac > 0.5, b, a)
-        else:
-            r = a + (b - a) * frac
+                r = where((frac > 0.5) | ((frac == 0.5) & (lo_t % 2 == 1)), b, a)
+        else:   # (PyTorch's lerp: its NaN where an infinite end meets a weight other than 0)
+            r = lerp(a, b, 0.5 if interpolation == "midpoint" else frac)
+        if last is not None:
+            r = where(isnan(last), last, r)
         if not keepdim:
             r = r.squeeze(d)
         elif dim is None:

@@ -1,0 +1,61 @@
+"""Differential fuzzing of ``requires_grad`` as code inside a compiled function sees it,
+against PyTorch's eager answer: values computed from arguments and parameters that
+require grad, through detach, ``no_grad`` blocks, integer casts, comparisons and in-place
+writes of a grad-requiring value into a plain tensor (user code branches on it)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+STEPS = [
+    ("mul", lambda lib, a, b: a * b), ("add", lambda lib, a, b: a + 1), ("detach", lambda lib, a, b: a.detach()),
+    ("no_grad", lambda lib, a, b: _no_grad(lib, lambda: a * b)), ("int", lambda lib, a, b: a.long().float()),
+    ("cmp", lambda lib, a, b: (a > b).float()), ("copy_into", lambda lib, a, b: lib.zeros(3).copy_(a)),
+    ("add_into", lambda lib, a, b: lib.zeros(3).add_(b)), ("where", lambda lib, a, b: lib.where(a > 0, a, b)),
+    ("view", lambda lib, a, b: a.view(3)[1:]), ("data", lambda lib, a, b: a.data * 2),
+]
+
+
+def _no_grad(lib, f):
+    with lib.no_grad():
+        return f()
+
+
+def _body(lib, steps):
+    def f(x, y):
+        vals, seen = [x, y], []
+        for name, i, j in steps:
+            v = dict(STEPS)[name](lib, vals[i % len(vals)], vals[j % len(vals)])
+            if v.shape != (3,):
+                v = lib.cat([v, v.new_zeros(3 - v.shape[0])])
+            seen.append(v.requires_grad)
+            vals.append(v * 2 if v.requires_grad else v - 1)   # (a branch on it)
+        return vals[-1], tj.tensor(seen) if lib is tj else torch.tensor(seen)
+    return f
+
+
+@pytest.mark.parametrize("block", range(2))
+def test_requires_grad_inside_a_compiled_function_is_eagers(block):
+    for seed in range(block * 25, block * 25 + 25):
+        r = np.random.default_rng(seed)
+        steps = [(STEPS[int(r.integers(len(STEPS)))][0], int(r.integers(8)), int(r.integers(8)))
+                 for _ in range(int(r.integers(2, 7)))]
+        grads = (bool(r.integers(2)), bool(r.integers(2)))
+
+        def run(lib, compiled):
+            x = lib.tensor([1.0, -2.0, 3.0], requires_grad=grads[0])
+            y = lib.tensor([0.5, 4.0, -1.0], requires_grad=grads[1])
+            f = _body(lib, steps)
+            out, seen = (tj.compile(f) if compiled else f)(x, y)
+            return out.detach().numpy(), seen.numpy(), out.requires_grad
+        want = run(torch, False)
+        for compiled in (False, True):
+            got = run(tj, compiled)
+            what = f"seed {seed} {steps} grads={grads} compiled={compiled}"
+            np.testing.assert_array_equal(got[1], want[1], err_msg=what)
+            np.testing.assert_allclose(got[0], want[0], err_msg=what)
+            assert got[2] == want[2], what
