@@ -22,7 +22,8 @@ CASES = {
     "bucketize": lambda m: m.bucketize(m.tensor(VALS), m.tensor(SEQ)),
     "bucketize right": lambda m: m.bucketize(m.tensor(VALS), m.tensor(SEQ), right=True, out_int32=True),
     # an unsorted (or nan-holding) sequence: PyTorch's bisection decides, not numpy's search
-    "unsorted": lambda m: m.bucketize(m.tensor([0.56, 0.36, 0.58, 0.37, 0.41]), m.tensor([0.56, 0.36, 0.58, 0.37, 0.41])),
+    "unsorted": lambda m: m.bucketize(m.tensor([0.56, 0.36, 0.58, 0.37, 0.41]),
+                                      m.tensor([0.56, 0.36, 0.58, 0.37, 0.41])),
     "unsorted right": lambda m: m.searchsorted(m.tensor([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0]),
                                                m.tensor([0.0, 1.0, 2.0, 6.0, 10.0]), right=True),
     "unsorted batched": lambda m: m.searchsorted(m.tensor([[2.0, float("nan"), 1.0], [5.0, 0.0, 9.0]]),
