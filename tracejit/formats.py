@@ -50,6 +50,7 @@ def check_layout(layout_, op: str) -> None:
         raise NotImplementedError(f"{op}: layout={layout_!r} is not supported; make a strided tensor "
                                   f"(then .to_sparse() for a sparse COO one)")
 
+
 CHANNELS_LAST_OF_RANK = {4: channels_last, 5: channels_last_3d}   # the channels-last format of a rank
 _RANK = {f.name: r for r, f in CHANNELS_LAST_OF_RANK.items()}
 # rank -> (the channels-innermost order of (N, C, spatial...), and back)

@@ -99,7 +99,6 @@ class CustomOpDef:
         # (as torch's: the keyword-only arguments travel as one last input, with no gradient)
         return self._autograd.apply(*[v for n, v in bound.arguments.items() if n not in kw], kw)
 
-
     def _traced(self, args, kwargs):
         """Inside a capture: the kernel traced through where it can be (tracejit ops), else
         one host step that runs it as it is, with the shapes ``register_fake`` gives."""
