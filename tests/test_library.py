@@ -68,3 +68,40 @@ def test_bad_names_and_unknown_ops_are_refused():
         tj.library.register_fake("libtest_x::missing", lambda x: x)
     with pytest.raises(ValueError, match="kind must be 'DEF', 'IMPL' or 'FRAGMENT'"):
         tj.library.Library("libtest_y", "NEW")
+
+
+def _numpy_ops(m, tag):
+    @m.library.custom_op(f"{tag}::np_sin", mutates_args=())
+    def np_sin(x: m.Tensor, k: float) -> m.Tensor:
+        return m.from_numpy(np.sin(x.detach().numpy()) * k)
+
+    @np_sin.register_fake
+    def _(x, k):
+        return m.empty_like(x)
+
+    @m.library.custom_op(f"{tag}::np_pair", mutates_args=())
+    def np_pair(x: m.Tensor, y: m.Tensor) -> tuple[m.Tensor, m.Tensor]:
+        return m.from_numpy(x.numpy() + y.numpy()), m.from_numpy((x.numpy() * y.numpy()).sum(-1))
+
+    @np_pair.register_fake
+    def _(x, y):
+        return m.empty_like(x), x.new_empty(x.shape[:-1])
+
+    def f(x, y):
+        b, c = np_pair(np_sin(x + 1, 2.0) * 2, y)
+        return b.relu(), c + 1
+    return f
+
+
+def test_a_numpy_kernel_runs_as_one_step_of_a_compiled_function():
+    """A kernel a capture cannot trace (numpy) runs as it is, shaped by register_fake; the
+    function around it still compiles as one graph (fullgraph=True), as torch.compile's."""
+    r = np.random.default_rng(0)
+    f_tj, f_torch = _numpy_ops(tj, "tjnp"), _numpy_ops(torch, "tjnp")
+    compiled = tj.compile(f_tj, fullgraph=True)
+    for _ in range(2):
+        x, y = r.standard_normal((3, 4)).astype(np.float32), r.standard_normal((3, 4)).astype(np.float32)
+        want = f_torch(torch.tensor(x), torch.tensor(y))
+        for got in (compiled(tj.tensor(x), tj.tensor(y)), f_tj(tj.tensor(x), tj.tensor(y))):
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)

@@ -113,3 +113,17 @@ def test_legacy_and_layout_methods_as_torch():
                 x.resize(4, 2)
         y = x.clone().map_(m.tensor([1.0, 2.0, 3.0]), lambda a, b: a * 10 + b)
         assert y.tolist() == [[11.0, 12.0, 13.0]] * 2
+
+
+def test_module_load_copies_or_assigns_as_pytorch():
+    torch = pytest.importorskip("torch")
+    got = []
+    for m in (torch, tj):
+        p = m.nn.Parameter(m.zeros(3))
+        with m.no_grad():
+            r = p.module_load(m.ones(3))
+        a = p.module_load(m.full((3,), 2.0), assign=True)
+        got.append((r.tolist(), p.tolist(), r.requires_grad, a.tolist(), a.requires_grad))
+    assert got[0] == got[1] == ([1.0] * 3, [1.0] * 3, False, [2.0] * 3, False)
+    with pytest.raises(TypeError, match="module_load"):
+        tj.zeros(3).module_load([1.0, 2.0, 3.0])

@@ -29,13 +29,13 @@ class device:
         if not isinstance(spec, str):
             raise TypeError(f"device: expected a string like 'cpu' or 'cuda:0', got {spec!r}")
         kind, _, idx = spec.partition(":")
-        if kind not in ("cpu", "cuda"):
-            raise ArgumentError(f"unknown device type {kind!r} in {spec!r} (expected 'cpu' or 'cuda')")
+        if kind not in ("cpu", "cuda", "meta"):
+            raise ArgumentError(f"unknown device type {kind!r} in {spec!r} (expected 'cpu', 'cuda' or 'meta')")
         if idx:
             if not idx.isdigit():
                 raise ValueError(f"bad device index in {spec!r}")
             index = int(idx)
-        if kind == "cpu":
+        if kind != "cuda":
             index = None
         elif index is None:
             index = 0
@@ -104,14 +104,20 @@ def get_default_device():
 
 _CACHE: dict = {}
 CPU = device("cpu")
+META = device("meta")
 
 
 def as_device(d) -> device:
+    """The device tensors are made on for `d`. "meta" (PyTorch's storage-free device, for
+    building a model before loading its weights) is the CPU here: tensors have no
+    storage-free form, so a meta tensor is an uninitialized CPU one, and ``to_empty`` or
+    ``load_state_dict(assign=True)`` then work as on PyTorch (without its memory saving)."""
     if d is None:
         return CPU
     if isinstance(d, int):
         return device("cuda", d)
-    return device(d)
+    d = device(d)
+    return CPU if d is META else d
 
 
 _cupy = None

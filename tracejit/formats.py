@@ -13,7 +13,7 @@ results (PyTorch's keep channels_last).
 from __future__ import annotations
 
 __all__ = ["memory_format", "contiguous_format", "legacy_contiguous_format", "preserve_format",
-           "channels_last", "channels_last_3d", "layout", "strided", "check_memory_format"]
+           "channels_last", "channels_last_3d", "layout", "strided", "check_memory_format", "check_layout"]
 
 
 class memory_format:
@@ -42,6 +42,14 @@ legacy_contiguous_format = memory_format("legacy_contiguous_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 strided = layout("strided")
+
+
+def check_layout(layout_, op: str) -> None:
+    """A factory's ``layout=``: tensors are made strided here (``to_sparse()`` makes a COO one)."""
+    if layout_ is not None and layout_ is not strided:
+        raise NotImplementedError(f"{op}: layout={layout_!r} is not supported; make a strided tensor "
+                                  f"(then .to_sparse() for a sparse COO one)")
+
 
 CHANNELS_LAST_OF_RANK = {4: channels_last, 5: channels_last_3d}   # the channels-last format of a rank
 _RANK = {f.name: r for r, f in CHANNELS_LAST_OF_RANK.items()}

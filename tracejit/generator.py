@@ -4,7 +4,8 @@ A `Generator` owns a numpy PCG64 stream of its own; ops given ``generator=`` dra
 and leave the global stream alone, as PyTorch's do. ``default_generator`` is the global
 stream itself (the one ``tracejit.manual_seed`` seeds and ops draw from by default).
 States (``get_state``, ``tracejit.get_rng_state``) are uint8 tensors, as PyTorch's are:
-PCG64's 128-bit state and increment and its buffered 32-bit half, little-endian.
+PCG64's 128-bit state and increment and its buffered 32-bit half, little-endian, padded
+with zeros to the 5056 bytes of PyTorch's CPU generator state.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from .device import as_device
 
 __all__ = ["Generator", "default_generator", "seed_value", "pack_state", "unpack_state"]
 
-_STATE_BYTES = 40   # state (16) + inc (16) + has_uint32 (4) + uinteger (4)
+_STATE_BYTES = 5056   # PyTorch's size; ours: state (16) + inc (16) + has_uint32 (4) + uinteger (4)
 
 
 def seed_value(seed, op: str = "manual_seed") -> int:
@@ -28,12 +29,12 @@ def seed_value(seed, op: str = "manual_seed") -> int:
 
 
 def pack_state(rng: np.random.Generator):
-    """`rng`'s PCG64 state as a 40-byte uint8 tensor."""
+    """`rng`'s PCG64 state as a uint8 tensor of PyTorch's state size."""
     from .ops.creation import tensor
     st = rng.bit_generator.state
     raw = (st["state"]["state"].to_bytes(16, "little") + st["state"]["inc"].to_bytes(16, "little")
            + int(st["has_uint32"]).to_bytes(4, "little") + int(st["uinteger"]).to_bytes(4, "little"))
-    return tensor(np.frombuffer(raw, dtype=np.uint8).copy())
+    return tensor(np.frombuffer(raw.ljust(_STATE_BYTES, b"\0"), dtype=np.uint8).copy())
 
 
 def unpack_state(state, op: str = "set_rng_state") -> dict:

@@ -4,8 +4,10 @@
 function (or the kernel ``register_kernel`` gave for the first tensor's device), so a
 compiled function traces through it as through any Python. ``register_autograd`` makes
 its gradient the given backward (an ``autograd.Function`` around the call, with
-``setup_context``); ``register_fake``, ``register_vmap`` and ``register_autocast`` are kept
-but not needed (shapes come from running the op; vmap calls it per element). The older
+``setup_context``). Inside a compiled function a kernel that cannot be traced (numpy,
+``.item()``) runs as one host step, its results shaped as ``register_fake`` says, and the
+rest of the function still compiles. ``register_vmap`` and ``register_autocast`` are kept
+but not needed (vmap calls the op per element). The older
 ``Library(ns, "DEF").define(schema)`` / ``impl`` spelling defines the same objects. A
 custom op is also ``tracejit.ops.<ns>.<name>`` (and ``.default``) where that namespace is free.
 """
@@ -84,6 +86,8 @@ class CustomOpDef:
 
     def __call__(self, *args, **kwargs):
         if self._backward is None:
+            if self._fake is not None and _tracing():
+                return self._traced(args, kwargs)
             return self._kernel(args)(*args, **kwargs)
         if self._autograd is None:
             self._sig = inspect.signature(self._fn or self._kernel(args))
@@ -94,6 +98,41 @@ class CustomOpDef:
         kw = {n: v for n, v in bound.arguments.items() if n in self._kw_only}
         # (as torch's: the keyword-only arguments travel as one last input, with no gradient)
         return self._autograd.apply(*[v for n, v in bound.arguments.items() if n not in kw], kw)
+
+    def _traced(self, args, kwargs):
+        """Inside a capture: the kernel traced through where it can be (tracejit ops), else
+        one host step that runs it as it is, with the shapes ``register_fake`` gives."""
+        from .errors import TraceError
+        tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, Tensor)]
+        try:
+            return self._kernel(args)(*args, **kwargs)
+        except TraceError:
+            if not tensors:
+                raise
+        from .ops.host_steps import host_step
+        fake = self._fake(*args, **kwargs)
+        outs = [fake] if isinstance(fake, Tensor) else list(fake)
+        spec = (tuple(None if isinstance(a, Tensor) else a for a in args),
+                tuple((k, None if isinstance(v, Tensor) else v) for k, v in kwargs.items()))
+        got = host_step(_run_kernel, tensors, [tuple(o.shape) for o in outs], [o.dtype for o in outs],
+                        self._qualname, op=self._qualname, spec=spec)
+        return got[0] if isinstance(fake, Tensor) else type(fake)(got)
+
+
+def _tracing() -> bool:
+    from .ops.eager import trace_state
+    return trace_state.tracer is not None
+
+
+def _run_kernel(xp, *arrays, op, spec):
+    """A custom op's kernel on `arrays` (its tensor arguments, in order; `spec` holds the
+    others in place): the arrays of its results (a compiled plan's host step)."""
+    from .ops.creation import tensor
+    it = iter(tensor(a) for a in arrays)
+    args = [next(it) if a is None else a for a in spec[0]]
+    kwargs = {k: next(it) if v is None else v for k, v in spec[1]}
+    out = _OPS[op]._kernel(args)(*args, **kwargs)
+    return tuple(o._data for o in ([out] if isinstance(out, Tensor) else out))
 
 
 def _autograd_function(op: CustomOpDef):

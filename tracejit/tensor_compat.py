@@ -336,6 +336,17 @@ class CompatMethods:
     def is_inference(self) -> bool:
         return False
 
+    def module_load(self, other, assign: bool = False):
+        """What ``load_state_dict`` loads into this parameter or buffer from `other`: `other`
+        itself with assign, else this tensor holding a copy of its values (detached)."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"module_load: expected a Tensor to load, got {type(other).__name__}")
+        if assign:
+            return other.detach()
+        from .autograd.grad_mode import no_grad
+        with no_grad():
+            return self.copy_(other).detach()
+
     def is_neg(self) -> bool:
         return False
 

@@ -164,3 +164,31 @@ def test_saved_tensors_hooks_see_a_custom_functions_saved_tensors():
         y.sum().backward()
         got.append((seen, x.grad.tolist()))
     assert got[0] == got[1] == ([[1.0, -2.0]], [300.0, 1200.0])   # (3 (10 x)^2)
+
+
+def _multi_grad_log(lib):
+    a = lib.tensor([1.0, 2.0], requires_grad=True)
+    b = lib.tensor([3.0], requires_grad=True)
+    c = a * 3
+    seen, first = [], []
+    h = lib.autograd.graph.register_multi_grad_hook(
+        (c, b, a), lambda gs: seen.append([None if g is None else g.tolist() for g in gs]))
+    (c.sum() * 2 + b.sum()).backward(retain_graph=True)
+    c.sum().backward(retain_graph=True)
+    (b * b).sum().backward()
+    h.remove()
+    c.sum().backward()
+    x, y = lib.tensor([1.0], requires_grad=True), lib.tensor([2.0], requires_grad=True)
+    lib.autograd.graph.register_multi_grad_hook([x, y], lambda g: first.append(g.tolist()), mode="any")
+    (x * 3 + y * 3).sum().backward()   # (both reached: one call, whichever comes first)
+    (x * 5).sum().backward()
+    return seen, first
+
+
+def test_multi_grad_hooks_fire_once_a_backward_as_pytorchs():
+    torch = pytest.importorskip("torch")
+    got = _multi_grad_log(tj)
+    assert got == _multi_grad_log(torch)
+    assert got[0][1] == [[1.0, 1.0], None, [3.0, 3.0]] and got[1] == [[3.0], [5.0]]
+    with pytest.raises(ValueError, match="mode"):
+        tj.autograd.graph.register_multi_grad_hook([tj.ones(1, requires_grad=True)], print, mode="some")

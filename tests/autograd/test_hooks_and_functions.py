@@ -301,3 +301,39 @@ def test_custom_function_unused_output_gets_zero_gradient():
     a, b = Two.apply(x)
     a.backward()
     assert x.grad.item() == 2.0
+
+
+def _setup_context_style(m):
+    class MatMul(m.autograd.Function):
+        @staticmethod
+        def forward(x, w):
+            return x @ w
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(*inputs)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, w = ctx.saved_tensors
+            return (g @ w.T if ctx.needs_input_grad[0] else None,
+                    x.T @ g if ctx.needs_input_grad[1] else None)
+    return MatMul
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_function_with_setup_context_matches_pytorch(compiled):
+    """PyTorch 2's style: forward without ctx, then setup_context(ctx, inputs, output)."""
+    torch = pytest.importorskip("torch")
+    x, w = np.arange(6, dtype=np.float32).reshape(2, 3) / 5, np.ones((3, 2), np.float32) / 3
+    got = []
+    for m in (torch, tj):
+        fn = _setup_context_style(m)
+        a, b = m.tensor(x, requires_grad=True), m.tensor(w, requires_grad=True)
+        f = (lambda a, b: fn.apply(a, b).sin().sum())
+        if compiled and m is tj:
+            f = tj.compile(f, fullgraph=True)
+        f(a, b).backward()
+        got.append([a.grad.numpy(), b.grad.numpy()])
+    for t, j in zip(*got):
+        np.testing.assert_allclose(j, t, rtol=1e-6)

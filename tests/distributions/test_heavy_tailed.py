@@ -145,3 +145,12 @@ def test_gamma_and_chi2_cdf_match_pytorch():
     np.testing.assert_allclose(got, want, rtol=1e-5)
     np.testing.assert_allclose(tj.distributions.Chi2(tj.tensor(3.0)).cdf(tj.tensor(v)).numpy(),
                                torch.distributions.Chi2(torch.tensor(3.0)).cdf(torch.tensor(v)).numpy(), rtol=1e-5)
+
+
+def test_kumaraswamy_log_prob_at_the_ends_of_its_support_is_pytorchs():
+    a, b = np.array([0.3, 2.0, 0.5, 4.0]), np.array([0.4, 1.5, 3.0, 0.2])
+    v = np.array([1.0, 0.0, 0.3, 0.999])
+    want = TD.Kumaraswamy(torch.tensor(a), torch.tensor(b)).log_prob(torch.tensor(v)).numpy()
+    got = D.Kumaraswamy(tj.tensor(a), tj.tensor(b)).log_prob(tj.tensor(v)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-9)
+    assert np.isnan(got[:2]).all()

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tracejit.errors import ShapeError
 from tracejit import nn
 
 torch = pytest.importorskip("torch", reason="loss modules are checked against PyTorch")
@@ -52,3 +53,30 @@ def test_bad_reduction_names_loss():
         nn.KLDivLoss(reduction="avg")
     with pytest.raises(ValueError, match="HuberLoss: reduction"):
         nn.HuberLoss(reduction="avg")
+
+
+@pytest.mark.parametrize("bias, out_features", [(False, ()), (True, ()), (True, (3,))])
+def test_linear_cross_entropy_loss_matches_pytorch(bias, out_features):
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(0)
+    ref = torch.nn.LinearCrossEntropyLoss(4, 6, out_features=out_features, bias=bias, label_smoothing=0.1)
+    mod = tj.nn.LinearCrossEntropyLoss(4, 6, out_features=out_features, bias=bias, label_smoothing=0.1)
+    mod.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    x = r.standard_normal((5, 4)).astype(np.float32)
+    t = r.integers(0, 6, (5,) + out_features)
+    t.flat[0] = -100
+    want = ref(torch.tensor(x, requires_grad=True), torch.tensor(t))
+    xt = tj.tensor(x, requires_grad=True)
+    got = mod(xt, tj.tensor(t))
+    np.testing.assert_allclose(float(got), float(want), rtol=1e-5)
+    got.backward()
+    want.backward()
+    np.testing.assert_allclose(mod.linear.weight.grad.numpy(), ref.linear.weight.grad.numpy(), rtol=1e-4, atol=1e-6)
+    f = tj.compile(lambda x, w, t: tj.nn.functional.linear_cross_entropy(x, w, t, reduction="sum"), fullgraph=True)
+    w = r.standard_normal((6, 4)).astype(np.float32)
+    np.testing.assert_allclose(float(f(tj.tensor(x), tj.tensor(w), tj.tensor(t[:, 0] if out_features else t))),
+                               float(torch.nn.functional.linear_cross_entropy(
+                                   torch.tensor(x), torch.tensor(w), torch.tensor(t[:, 0] if out_features else t),
+                                   reduction="sum")), rtol=1e-5)
+    with pytest.raises(ShapeError, match="linear_bias"):
+        tj.nn.functional.linear_cross_entropy(tj.tensor(x), tj.tensor(w), tj.tensor(t), linear_bias=tj.ones(5))

@@ -160,3 +160,26 @@ def test_module_to_memory_format_lays_out_4d_parameters():
         assert a.stride() == b.stride(), k
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert ms[1][0].weight.is_contiguous(memory_format=tj.channels_last)
+
+
+@LIBS
+def test_a_model_built_on_the_meta_device_loads_its_weights(lib):
+    """``with device("meta")`` construction, then to_empty or load_state_dict(assign=True)
+    (HF/accelerate's empty-weights loading): the same results as PyTorch's."""
+    with lib.device("meta"):
+        net = lib.nn.Sequential(lib.nn.Linear(4, 3), lib.nn.LayerNorm(3))
+    assert lib.device("meta").type == "meta" and str(lib.device("meta")) == "meta"
+    head = lib.nn.Linear(3, 2, device="meta")
+    sd = {"0.weight": lib.ones(3, 4), "0.bias": lib.zeros(3), "1.weight": lib.full((3,), 2.0), "1.bias": lib.ones(3)}
+    res = net.load_state_dict(sd, assign=True)
+    assert res.missing_keys == [] and res.unexpected_keys == []
+    assert isinstance(net[0].weight, lib.nn.Parameter) and net[0].weight.requires_grad
+    head.to_empty(device="cpu")
+    lib.nn.init.constant_(head.weight, 0.5)
+    lib.nn.init.zeros_(head.bias)
+    x = lib.tensor(np.arange(8, dtype=np.float32).reshape(2, 4))
+    y = head(net(x))
+    assert y.device.type == "cpu" and head.weight.device.type == "cpu"
+    np.testing.assert_allclose(y.detach().numpy(), [[1.5, 1.5], [1.5, 1.5]], rtol=1e-5)
+    with pytest.raises((RuntimeError, ValueError), match="devic"):
+        lib.device("metal:0")

@@ -83,3 +83,42 @@ def test_arange_from_a_symbolic_offset_serves_every_offset_in_one_capture():
             assert g.dtype == getattr(tj, str(w.dtype).split(".")[1])
             np.testing.assert_array_equal(g.numpy(), w.numpy())
     assert cf.cache_stats()["compiles"] == 1
+
+
+FACTORIES = {
+    "zeros": lambda m, **kw: m.zeros(2, 3, **kw), "ones": lambda m, **kw: m.ones(2, **kw),
+    "empty": lambda m, **kw: m.empty(2, **kw).zero_(), "full": lambda m, **kw: m.full((2,), 1.5, **kw),
+    "arange": lambda m, **kw: m.arange(3, **kw), "linspace": lambda m, **kw: m.linspace(0, 1, 3, **kw),
+    "eye": lambda m, **kw: m.eye(2, **kw), "zeros_like": lambda m, **kw: m.zeros_like(m.ones(2), **kw),
+    "ones_like": lambda m, **kw: m.ones_like(m.ones(2), **kw),
+    "full_like": lambda m, **kw: m.full_like(m.ones(2), 3.0, **kw),
+    "empty_like": lambda m, **kw: m.empty_like(m.ones(2), **kw).shape,
+    "rand": lambda m, **kw: m.rand(2, **kw).shape, "randn": lambda m, **kw: m.randn(2, 3, **kw).shape,
+    "randint": lambda m, **kw: m.randint(0, 5, (2,), **kw).shape,
+    "randperm": lambda m, **kw: m.randperm(4, **kw).sort()[0],
+    "rand_like": lambda m, **kw: m.rand_like(m.ones(2), **kw).shape,
+    "randn_like": lambda m, **kw: m.randn_like(m.ones(2), **kw).shape,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FACTORIES))
+def test_factories_take_pytorchs_layout_and_pin_memory(name):
+    """diffusers' randn_tensor passes layout=torch.strided; data code passes pin_memory."""
+    torch = pytest.importorskip("torch")
+    for kw in ({"layout": "strided"}, {"pin_memory": False}):
+        want, got = (FACTORIES[name](m, **{k: getattr(m, v) if k == "layout" else v for k, v in kw.items()})
+                     for m in (torch, tj))
+        assert (got.tolist() if hasattr(got, "tolist") else tuple(got)) == \
+            (want.tolist() if hasattr(want, "tolist") else tuple(want))
+    with pytest.raises(NotImplementedError, match=f"{name.split('_')[0]}.*layout"):
+        FACTORIES[name](tj, layout=tj.sparse_coo)
+
+
+def test_integer_draws_refuse_requires_grad_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for m in (torch, tj):
+        with pytest.raises(RuntimeError, match="(?i)floating point"):
+            m.randint(0, 5, (2,), requires_grad=True)
+        with pytest.raises(RuntimeError, match="(?i)floating point"):
+            m.randperm(3, requires_grad=True)
+        assert m.randn_like(m.ones(2), requires_grad=True).requires_grad

@@ -34,3 +34,31 @@ def test_ger_is_outer_as_function_and_method():
     want = torch.ger(torch.tensor(a), torch.tensor(b)).numpy()
     np.testing.assert_array_equal(tj.ger(tj.tensor(a), tj.tensor(b)).numpy(), want)
     np.testing.assert_array_equal(tj.tensor(a).ger(tj.tensor(b)).numpy(), want)
+
+
+_R = np.random.default_rng(5)
+GROUPED = {   # (mat_a, mat_b, offs): the MoE forms PyTorch's grouped_mm takes
+    "rows": (_R.standard_normal((24, 16)), _R.standard_normal((3, 16, 8)), [5, 13, 20]),
+    "batch": (_R.standard_normal((3, 8, 16)), _R.standard_normal((3, 16, 8)), None),
+    "contraction": (_R.standard_normal((8, 24)), _R.standard_normal((24, 8)), [8, 16, 24]),
+    "columns": (_R.standard_normal((3, 8, 16)), _R.standard_normal((16, 24)), [8, 16, 24]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GROUPED))
+def test_grouped_mm_matches_pytorch(case):
+    torch = pytest.importorskip("torch")
+    a, b, offs = (v if v is None or isinstance(v, list) else v.astype(np.float32) for v in GROUPED[case])
+    got, want = (m.nn.functional.grouped_mm(m.tensor(a), m.tensor(b), **({} if offs is None else
+                                            {"offs": m.tensor(offs, dtype=m.int32)})).numpy() for m in (tj, torch))
+    n = 20 if case == "rows" else len(got)   # (PyTorch leaves rows past the last group unset)
+    np.testing.assert_allclose(got[:n], want[:n], rtol=1e-5, atol=1e-5)
+    if case == "rows":
+        assert got.shape == want.shape and not got[20:].any()
+        at = tj.tensor(a, requires_grad=True)
+        tj.nn.functional.grouped_mm(at, tj.tensor(b), offs=tj.tensor(offs, dtype=tj.int32)).sum().backward()
+        np.testing.assert_allclose(at.grad.numpy()[:5], np.tile(b[0].sum(-1), (5, 1)), rtol=1e-5, atol=1e-5)
+        with pytest.raises(TypeError, match="int32"):
+            tj.nn.functional.grouped_mm(tj.tensor(a), tj.tensor(b), offs=tj.tensor(offs))
+        with pytest.raises(ValueError, match="offs"):
+            tj.nn.functional.grouped_mm(tj.tensor(a), tj.tensor(b))

@@ -1,5 +1,6 @@
 """binomial (ops/random_more.py) takes what PyTorch's sampler takes: fractional counts
-(whole trials), counts or probabilities <= 0 (no successes), probabilities >= 1 (the count)."""
+(whole trials), counts or probabilities <= 0 (no successes), probabilities >= 1 (the count),
+and above a probability of 0.5 the count less its failures."""
 import numpy as np
 import pytest
 
@@ -25,3 +26,16 @@ def test_binomial_of_a_fractional_count_draws_its_whole_trials():
     r = tj.binomial(c, tj.full_like(c, 0.5)).numpy().reshape(2000, 3)
     assert r.max(0).tolist() == [0.0, 2.0, 10.0]
     np.testing.assert_allclose(r.mean(0), [0.0, 1.0, 5.0], atol=0.1)
+
+
+def test_binomial_above_one_half_keeps_a_fractional_count_as_pytorch():
+    torch = pytest.importorskip("torch")
+    count, prob = [0.7, 0.3, 0.9, 0.2], [0.9, 0.6, 0.4, 0.51]
+    want = torch.binomial(torch.tensor(count), torch.tensor(prob)).numpy()
+    got = tj.binomial(tj.tensor(count), tj.tensor(prob)).numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, [0.7, 0.3, 0.0, 0.2])
+    tj.manual_seed(0)
+    c = tj.full((6000,), 10.0)
+    r = tj.binomial(c, tj.full_like(c, 0.8)).numpy()
+    np.testing.assert_allclose([r.mean(), r.var()], [8.0, 1.6], atol=0.1)

@@ -21,6 +21,13 @@ CASES = {
     "scalar": lambda m: m.searchsorted(m.tensor(SEQ), m.tensor(4.0)),
     "bucketize": lambda m: m.bucketize(m.tensor(VALS), m.tensor(SEQ)),
     "bucketize right": lambda m: m.bucketize(m.tensor(VALS), m.tensor(SEQ), right=True, out_int32=True),
+    # an unsorted (or nan-holding) sequence: PyTorch's bisection decides, not numpy's search
+    "unsorted": lambda m: m.bucketize(m.tensor([0.56, 0.36, 0.58, 0.37, 0.41]),
+                                      m.tensor([0.56, 0.36, 0.58, 0.37, 0.41])),
+    "unsorted right": lambda m: m.searchsorted(m.tensor([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0]),
+                                               m.tensor([0.0, 1.0, 2.0, 6.0, 10.0]), right=True),
+    "unsorted batched": lambda m: m.searchsorted(m.tensor([[2.0, float("nan"), 1.0], [5.0, 0.0, 9.0]]),
+                                                 m.tensor([[0.5, 1.5], [4.0, 6.0]])),
 }
 
 
@@ -38,6 +45,8 @@ def test_bad_arguments_name_the_culprit():
         tj.searchsorted(tj.tensor(SEQ), tj.tensor(2.0), right=True, side="left")
     with pytest.raises(ShapeError, match="sorter"):
         tj.searchsorted(tj.tensor(SEQ), tj.tensor(2.0), sorter=tj.tensor([0, 1]))
+    with pytest.raises(ShapeError, match="leading dims"):
+        tj.searchsorted(tj.ones(2, 3), tj.ones(3, 1))
 
 
 def test_cummax_and_cummin_of_a_0d_tensor_give_it_at_index_0():

@@ -8,6 +8,7 @@ Python's recursion limit. Gradients reaching an input whose shape or dtype diffe
 from __future__ import annotations
 
 import sys
+import weakref
 
 import numpy as np
 
@@ -197,9 +198,17 @@ def _backward_to_leaves(node, nr: int, g, retain_graph: bool, create_graph: bool
         _set_grad_mode(prev_mode)
 
 
+# the backward running as graph.register_multi_grad_hook sees it, once one was registered:
+# [registered, its number, weak references to its roots]
+TASK = [False, 0, ()]
+
+
 def run_backward(tensors, grad_tensors, retain_graph: bool, create_graph: bool,
                  inputs=None, allow_unused: bool = False):
     """Backpropagate from `tensors`; with `inputs`, return their gradients instead of accumulating."""
+    if TASK[0]:
+        TASK[1] += 1
+        TASK[2] = tuple(map(weakref.ref, tensors))
     buffers: dict = {}
     targets = captured = needed = None
     if inputs is None and len(tensors) == 1:

@@ -85,11 +85,25 @@ class FunctionNode(Node):
 
 
 class Function:
-    """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``; call ``.apply``."""
+    """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``; call ``.apply``.
+    Or (PyTorch 2's style) ``forward(*args)`` and ``setup_context(ctx, inputs, output)``."""
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError
+
+    @classmethod
+    def _forward(cls, ctx, *args, **kwargs):
+        """The forward in either style: given the context, or followed by ``setup_context``."""
+        if cls.setup_context is Function.setup_context:
+            return cls.forward(ctx, *args, **kwargs)
+        out = cls.forward(*args, **kwargs)
+        cls.setup_context(ctx, args, out)
+        return out
 
     @staticmethod
     def backward(ctx, *grads):
@@ -105,7 +119,7 @@ class Function:
                       for a in args)
         ctx = FunctionCtx(needs)
         with no_grad():
-            out = cls.forward(ctx, *args, **kwargs)
+            out = cls._forward(ctx, *args, **kwargs)
         if not (is_grad_enabled() and any(needs)):
             return out
         outs = out if isinstance(out, tuple) else (out,)

@@ -15,7 +15,8 @@ from ..tensor import Tensor
 from .node import AccumulateGrad, Node, PrimNode
 from .saved import HOOKS, PackedSaved
 
-__all__ = ["Node", "increment_version", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks"]
+__all__ = ["Node", "increment_version", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "register_multi_grad_hook"]
 
 
 def increment_version(tensor) -> None:
@@ -145,6 +146,11 @@ HOOKS.node_class = HookedPrimNode
 def reachable_leaves(outs) -> set:
     """ids of the leaf tensors whose gradient the graphs of `outs` (tensors; anything else
     is skipped) reach."""
+    return _reached(outs)[1]
+
+
+def _reached(outs) -> tuple:
+    """ids of the nodes the graphs of `outs` reach, and of the leaf tensors among them."""
     seen, used = set(), set()
     stack = [x.grad_fn for x in outs if isinstance(x, Tensor) and x.grad_fn is not None]
     while stack:
@@ -157,4 +163,50 @@ def reachable_leaves(outs) -> set:
             if t is not None:
                 used.add(id(t))
         stack.extend(n._next)
-    return used
+    return seen, used
+
+
+class _Handles:
+    """Removes every hook of a multi-gradient hook."""
+
+    def __init__(self, handles) -> None:
+        self.handles = handles
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+def register_multi_grad_hook(tensors, fn: Callable, *, mode: str = "all"):
+    """``fn`` once per backward that reaches `tensors`: with mode "all" given the list of
+    their gradients once this backward has computed each it reaches (None for the others),
+    with mode "any" given the first gradient it computes. Returns a handle (``remove()``)."""
+    from .engine import TASK
+    if mode not in ("all", "any"):
+        raise ValueError(f"register_multi_grad_hook: mode must be 'all' or 'any', got {mode!r}")
+    tensors = list(tensors)
+    TASK[0] = True
+    state: dict = {}   # backward number -> (gradients so far, how many it reaches)
+
+    def any_hook(grad) -> None:
+        if TASK[1] not in state:
+            state.clear()
+            state[TASK[1]] = True
+            fn(grad)
+
+    def all_hook(i: int):
+        def hook(grad) -> None:
+            if TASK[1] not in state:
+                nodes, leaves = _reached([r() for r in TASK[2]])
+                due = sum(id(t.grad_fn) in nodes if t.grad_fn is not None else id(t) in leaves for t in tensors)
+                state.clear()
+                state[TASK[1]] = [None] * len(tensors), due
+            grads, due = state[TASK[1]]
+            grads[i] = grad
+            if sum(g is not None for g in grads) >= due:
+                del state[TASK[1]]
+                fn(grads)
+        return hook
+    if mode == "any":
+        return _Handles([t.register_hook(any_hook) for t in tensors if t.requires_grad])
+    return _Handles([t.register_hook(all_hook(i)) for i, t in enumerate(tensors)])

@@ -132,7 +132,13 @@ class Kumaraswamy(Distribution):
     def log_prob(self, value):
         self._validate_sample(value)
         a, b = self.concentration1, self.concentration0
-        return _ops.log(a) + _ops.log(b) + (a - 1) * _ops.log(value) + (b - 1) * _ops.log1p(-value ** a)
+        # PyTorch's arithmetic: a uniform u pushed through u**(1/b), 1 - u and u**(1/a), each
+        # map's log-determinant taken off at the values it saw (nan at 0 and 1, as there)
+        x = value ** a
+        lp = -_ops.log(_ops.abs(value / (a * x)))
+        u = (1 - x) ** b
+        lp = lp - _ops.log(_ops.abs((1 - x) / (b * u)))
+        return lp + _ops.log(((u >= 0) & (u < 1)).to(value.dtype))
 
     def cdf(self, value):
         return 1 - (1 - value ** self.concentration1) ** self.concentration0

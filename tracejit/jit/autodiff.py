@@ -170,7 +170,7 @@ def _custom_vjp(ctx, e, gs):
         args.insert(pos, value)
     with ctx:
         fctx = FunctionCtx(tuple(True for _ in args))
-        cls.forward(fctx, *args)  # recomputes what forward saved, inside the backward program
+        cls._forward(fctx, *args)  # recomputes what forward saved, inside the backward program
         cts = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype) for o, g in zip(e.outs, gs)]
         res = cls.backward(fctx, *cts)
     res = res if isinstance(res, tuple) else (res,)

@@ -498,7 +498,7 @@ class TraceContext(StateWrites):
                 full[i] = sub.new_input(aval, requires_grad=a.requires_grad)
                 ins.append(full[i]._var)
             fctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
-            out = cls.forward(fctx, *full)
+            out = cls._forward(fctx, *full)
         outs = out if isinstance(out, tuple) else (out,)
         if not all(isinstance(o, Tensor) for o in outs):
             raise TraceError(f"{cls.__name__}.forward must return tensors to be compiled")

@@ -19,6 +19,7 @@ from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # 
                            conv_transpose2d, interpolate, pad)
 from ..ops.attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
 from ..ops.sampling import affine_grid, grid_sample  # noqa: F401
+from ..ops.linalg import grouped_mm  # noqa: F401
 
 __all__ = ["relu", "gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
            "conv2d", "max_pool2d", "avg_pool2d", "linear", "mse_loss", "l1_loss", "cross_entropy",
@@ -26,7 +27,7 @@ __all__ = ["relu", "gelu", "softmax", "log_softmax", "layer_norm", "dropout", "e
            "silu", "softplus", "leaky_relu", "logsigmoid", "pad", "unfold", "fold",
            "conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "interpolate",
            "dropout2d", "scaled_dot_product_attention", "multi_head_attention_forward",
-           "affine_grid", "grid_sample"]
+           "affine_grid", "grid_sample", "grouped_mm"]
 from ..ops.normalization import batch_norm, group_norm, instance_norm  # noqa: E402,F401
 __all__ += ["batch_norm", "group_norm", "instance_norm"]
 from ..ops.activation import *  # noqa: E402,F401,F403

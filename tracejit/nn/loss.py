@@ -5,7 +5,8 @@ from ..ops.losses import legacy_reduction
 from . import functional as F
 from .module import Module, layer_class
 
-__all__ = ["MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss"]
+__all__ = ["MSELoss", "L1Loss", "CrossEntropyLoss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
+           "LinearCrossEntropyLoss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -52,6 +53,31 @@ class CrossEntropyLoss(_WeightedLoss):
     def forward(self, input, target):
         return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """``linear_cross_entropy`` with its projection as a `Linear` (``self.linear``) to
+    num_classes * prod(out_features) outputs."""
+
+    def __init__(self, in_features: int, num_classes: int, *, out_features: tuple = (), bias: bool = False,
+                 device=None, dtype=None, reduction: str = "mean", weight=None, ignore_index=None,
+                 label_smoothing: float = 0.0, options=None):
+        from .layers import Linear
+        super().__init__(weight, reduction)
+        self.in_features, self.num_classes, self.out_features = in_features, num_classes, tuple(out_features)
+        self.ignore_index, self.label_smoothing, self.options = ignore_index, label_smoothing, options
+        n = num_classes
+        for d in self.out_features:
+            n *= d
+        self.linear = Linear(in_features, n, bias=bias, device=device, dtype=dtype)
+
+    def forward(self, input, target):
+        classes = (self.num_classes,) + self.out_features
+        bias = self.linear.bias
+        return F.linear_cross_entropy(
+            input, self.linear.weight.reshape(classes + (self.in_features,)), target,
+            linear_bias=None if bias is None else bias.reshape(classes), weight=self.weight,
+            reduction=self.reduction, ignore_index=self.ignore_index, label_smoothing=self.label_smoothing)
 
 
 class NLLLoss(_WeightedLoss):

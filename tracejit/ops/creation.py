@@ -15,7 +15,7 @@ from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
 from ..errors import ArgumentError, ShapeError
-from ..formats import check_memory_format
+from ..formats import check_layout, check_memory_format
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
@@ -120,7 +120,7 @@ def _flat(x):
             yield i
 
 
-def tensor(data, *, dtype=None, device=None, requires_grad: bool = False):
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_memory: bool = False):
     """A new tensor holding a copy of `data` (nested lists, numbers, arrays)."""
     dev = as_device(device)
     arr, dt = _to_array(data, dtype, dev, copy=True)
@@ -197,7 +197,10 @@ FULL = defprim("full", lambda xp, shape, value, dtype, device: _full_impl(xp, sh
                kind="creation")
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False):
+def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False,
+         layout=None, pin_memory: bool = False):
+    if layout is not None:
+        check_layout(layout, "full")
     size = _size((size,) if isinstance(size, int) else tuple(size))
     if dtype is None:
         dtype = _dt.scalar_dtype(fill_value)
@@ -215,7 +218,9 @@ def _bind_creation(prim, **params):
     return Tensor._wrap(arr, params["dtype"], dev)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False):
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False, layout=None, pin_memory: bool = False):
+    if layout is not None:
+        check_layout(layout, "zeros")
     shape = _size(size)
     if dtype is None:
         dtype = _dt._default_float
@@ -230,33 +235,44 @@ def zeros(*size, dtype=None, device=None, requires_grad: bool = False):
     return full(shape, 0, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False):
+def ones(*size, dtype=None, device=None, requires_grad: bool = False, layout=None, pin_memory: bool = False):
+    check_layout(layout, "ones")
     return full(_size(size), 1, dtype=dtype or _dt.get_default_dtype(), device=device, requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False):
+def empty(*size, dtype=None, device=None, requires_grad: bool = False,
+          layout=None, pin_memory: bool = False, memory_format=None):
+    check_memory_format(memory_format, "empty")
+    check_layout(layout, "empty")
     return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def _like(a, dtype, device, memory_format=None):
-    check_memory_format(memory_format, "*_like")   # (any format: tensors here are row-major)
+def _like(a, dtype, device, memory_format=None, layout=None, op: str = "*_like"):
+    check_memory_format(memory_format, op)   # (any format: tensors here are row-major)
+    check_layout(layout, op)
     return dict(dtype=dtype or a.dtype, device=device or a.device)
 
 
-def zeros_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None):
-    return full(a.shape, 0, **_like(a, dtype, device, memory_format), requires_grad=requires_grad)
+def zeros_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
+               layout=None, pin_memory: bool = False):
+    return full(a.shape, 0, **_like(a, dtype, device, memory_format, layout, "zeros_like"), requires_grad=requires_grad)
 
 
-def ones_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None):
-    return full(a.shape, 1, **_like(a, dtype, device, memory_format), requires_grad=requires_grad)
+def ones_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
+              layout=None, pin_memory: bool = False):
+    return full(a.shape, 1, **_like(a, dtype, device, memory_format, layout, "ones_like"), requires_grad=requires_grad)
 
 
-def empty_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None):
+def empty_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
+               layout=None, pin_memory: bool = False):
+    check_layout(layout, "empty_like")
     return zeros_like(a, dtype=dtype, device=device, requires_grad=requires_grad, memory_format=memory_format)
 
 
-def full_like(a, fill_value, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None):
-    return full(a.shape, fill_value, **_like(a, dtype, device, memory_format), requires_grad=requires_grad)
+def full_like(a, fill_value, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
+              layout=None, pin_memory: bool = False):
+    return full(a.shape, fill_value, **_like(a, dtype, device, memory_format, layout, "full_like"),
+                requires_grad=requires_grad)
 
 
 def scalar_tensor(v, *, dtype=None, device=None):
@@ -287,7 +303,10 @@ ARANGE = defprim("arange", _arange_impl,
                  kind="creation")
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False):
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False,
+           layout=None, pin_memory: bool = False):
+    if layout is not None:
+        check_layout(layout, "arange")
     if end is None:
         start, end = 0, start
     if (type(end) is not int or type(start) is not int) and trace_state.tracer is not None:
@@ -358,13 +377,19 @@ def count_arg(op: str, v, rule: str) -> int:
 _STEPS = "number of steps must be non-negative"   # (linspace's and logspace's words)
 
 
-def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False):
+def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False,
+             layout=None, pin_memory: bool = False):
+    if layout is not None:
+        check_layout(layout, "linspace")
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
     return tensor(np.linspace(start, end, count_arg("linspace", steps, _STEPS)), dtype=dt,
                   device=device, requires_grad=requires_grad)
 
 
-def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False):
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False,
+        layout=None, pin_memory: bool = False):
+    if layout is not None:
+        check_layout(layout, "eye")
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
     n = count_arg("eye", n, "n must be greater or equal to 0")
     m = None if m is None else count_arg("eye", m, "m must be greater or equal to 0")

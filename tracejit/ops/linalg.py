@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as _np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..tensor import Tensor
 from ..shapes import broadcast_shapes
 from . import eager as _eager
@@ -364,6 +364,41 @@ def linear(x, weight, bias=None):
     if bias is not None:
         out = out + bias
     return out
+
+
+def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
+    """``F.grouped_mm``, the per-expert products of Mixture-of-Experts layers: a 2-D operand's
+    jagged dim is cut at `offs` (the int32 ends of the groups), a 3-D one's first dim counts
+    the groups. Made of slices and products, so gradients flow as through them."""
+    from .shape import cat, stack
+    a, b = mat_a, mat_b
+    if bias is not None:
+        raise NotImplementedError("grouped_mm: bias is not supported (nor in PyTorch); add it to the result")
+    if out_dtype is not None and _dt.as_dtype(out_dtype) is not a.dtype:
+        raise DTypeError(f"grouped_mm: out_dtype must match mat_a's dtype {a.dtype.name}, got {out_dtype}")
+    if a.ndim not in (2, 3) or b.ndim not in (2, 3) or a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"grouped_mm: expected 2-D or 3-D operands whose contraction dims match, got shapes "
+                         f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if (offs is None) != (a.ndim == 3 and b.ndim == 3):
+        raise ArgumentError("grouped_mm: give offs exactly when an operand is 2-D")
+    if offs is None:
+        return matmul(a, b)
+    if offs.dtype is not _dt.int32 or offs.ndim != 1:
+        raise DTypeError(f"grouped_mm: offs must be a 1-D int32 tensor, got {offs.dtype.name} of shape "
+                         f"{tuple(offs.shape)}")
+    ends = [int(e) for e in offs.tolist()]
+    cuts = list(zip([0] + ends[:-1], ends))
+    if a.ndim == 2 and b.ndim == 2:       # the contraction dim cut: one (m, n) product a group
+        return stack([a[:, s:e] @ b[s:e] for s, e in cuts])
+    groups, dim, size = (b.shape[0], 0, a.shape[0]) if a.ndim == 2 else (a.shape[0], 1, b.shape[1])
+    if len(ends) != groups:
+        raise ShapeError(f"grouped_mm: {len(ends)} offsets for {groups} groups")
+    parts = [a[s:e] @ b[g] if dim == 0 else a[g] @ b[:, s:e] for g, (s, e) in enumerate(cuts)]
+    if size > ends[-1]:   # (past the last group: zeros, as PyTorch's)
+        from .creation import zeros
+        rest = (size - ends[-1], b.shape[-1]) if dim == 0 else (a.shape[1], size - ends[-1])
+        parts.append(zeros(*rest, dtype=a.dtype, device=a.device))
+    return cat(parts, dim)
 
 
 _BF16 = _dt.bfloat16

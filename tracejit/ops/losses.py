@@ -1,7 +1,8 @@
 """Composite losses and distances beyond composite.py's core set, with PyTorch's signatures:
 
 smooth_l1_loss, huber_loss, kl_div, cosine_similarity, pairwise_distance,
-margin_ranking_loss, triplet_margin_loss, hinge_embedding_loss, cosine_embedding_loss.
+margin_ranking_loss, triplet_margin_loss, hinge_embedding_loss, cosine_embedding_loss,
+linear_cross_entropy.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from .reductions import sum
 from . import autocast as _autocast
 
 __all__ = ["smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "pairwise_distance",
-           "margin_ranking_loss", "triplet_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss"]
+           "margin_ranking_loss", "triplet_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss",
+           "linear_cross_entropy"]
 
 
 def legacy_reduction(size_average, reduce, reduction: str) -> str:
@@ -173,3 +175,29 @@ def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, size_aver
     pos = where(eq(target, 1), 1.0 - cos, 0.0)
     neg = where(eq(target, -1), clamp(cos - margin, 0.0), 0.0)
     return _reduce(pos + neg, reduction)
+
+
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None, reduction: str = "mean",
+                         ignore_index=None, label_smoothing: float = 0.0, options=None):
+    """``cross_entropy(linear(input, linear_weight, linear_bias), target, ...)``: the classes
+    are linear_weight's first dim, its dims between first and last (out_features) those of a
+    K-dimensional loss. `options` (PyTorch's chunking) changes nothing here."""
+    from .composite import cross_entropy
+    from .linalg import linear
+    if input.ndim not in (1, 2):
+        raise ShapeError(f"linear_cross_entropy: expected input with dimensionality 1 or 2, got {input.ndim}")
+    if linear_weight.ndim < 2 or linear_weight.shape[-1] != input.shape[-1]:
+        raise ShapeError(f"linear_cross_entropy: linear_weight of shape {tuple(linear_weight.shape)} does not "
+                         f"take input of shape {tuple(input.shape)} (in_features last)")
+    classes = tuple(linear_weight.shape[:-1])
+    if linear_bias is not None and tuple(linear_bias.shape) != classes:
+        raise ShapeError(f"linear_cross_entropy: expected linear_bias of shape {classes}, got "
+                         f"{tuple(linear_bias.shape)}")
+    if len(classes) > 1 and input.ndim == 1:
+        raise ShapeError(f"linear_cross_entropy: a K-dimensional loss (linear_weight {tuple(linear_weight.shape)}) "
+                         f"needs a batched input (N, {input.shape[-1]})")
+    logits = linear(input, linear_weight.reshape(-1, input.shape[-1]),
+                    None if linear_bias is None else linear_bias.reshape(-1))
+    logits = logits.reshape(tuple(input.shape[:-1]) + classes)
+    return cross_entropy(logits, target, weight=weight, reduction=reduction,
+                         ignore_index=-100 if ignore_index is None else ignore_index, label_smoothing=label_smoothing)

@@ -14,7 +14,7 @@ import numpy as np
 from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import as_device
-from ..formats import check_memory_format
+from ..formats import check_layout, check_memory_format
 from .creation import _bind_creation, _size
 from .eager import refuse_effect
 from .registry import Aval, defprim
@@ -178,18 +178,28 @@ def _floating_draw(prim, name: str, size, generator, dtype, device, requires_gra
     return t
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
+def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
+         layout=None, pin_memory: bool = False):
+    if layout is not None:
+        check_layout(layout, "rand")
     # a complex dtype: both parts uniform on [0, 1)
     return _floating_draw(UNIFORM, "rand", size, generator, dtype, device, requires_grad, 1.0)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False):
+def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
+          layout=None, pin_memory: bool = False):
+    if layout is not None:
+        check_layout(layout, "randn")
     # a complex dtype: parts drawn with variance 1/2 each
     return _floating_draw(NORMAL, "randn", size, generator, dtype, device, requires_grad, 0.5 ** 0.5)
 
 
-def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None):
+def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None, requires_grad: bool = False,
+            layout=None, pin_memory: bool = False):
     """``randint(high, size)`` or ``randint(low, high, size)``, like PyTorch."""
+    check_layout(layout, "randint")
+    if requires_grad:
+        raise RuntimeError("randint: only floating point tensors can require gradients")
     if isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
     if high is None:
@@ -204,17 +214,29 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None)
                           device=as_device(device))
 
 
-def rand_like(a, *, dtype=None, device=None, memory_format=None):
+def rand_like(a, *, dtype=None, device=None, memory_format=None, requires_grad: bool = False,
+              layout=None, pin_memory: bool = False):
     check_memory_format(memory_format, "rand_like")
+    check_layout(layout, "rand_like")
+    if requires_grad:
+        return rand(a.shape, dtype=dtype or a.dtype, device=device or a.device, requires_grad=True)
     return rand(a.shape, dtype=dtype or a.dtype, device=device or a.device)
 
 
-def randn_like(a, *, dtype=None, device=None, memory_format=None):
+def randn_like(a, *, dtype=None, device=None, memory_format=None, requires_grad: bool = False,
+               layout=None, pin_memory: bool = False):
     check_memory_format(memory_format, "randn_like")
+    check_layout(layout, "randn_like")
+    if requires_grad:
+        return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device, requires_grad=True)
     return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device)
 
 
-def randperm(n: int, *, generator=None, dtype=None, device=None):
+def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False,
+             layout=None, pin_memory: bool = False):
+    check_layout(layout, "randperm")
+    if requires_grad:
+        raise RuntimeError("randperm: only floating point tensors can require gradients")
     if n < 0:
         raise ArgumentError(f"randperm: n must be non-negative, got {n}")
     with drawing_from(generator, "randperm"):

@@ -81,11 +81,14 @@ def binomial(count, prob, generator=None):
     if np.isnan(n).any() or np.isnan(p).any():
         raise ValueError("binomial: count and prob must not be nan")
     # As PyTorch's sampler: whole trials of a fractional count (its floor), none for a
-    # count or prob <= 0, and the count itself for a prob >= 1.
+    # count or prob <= 0, the count itself for a prob >= 1, and for a prob > 0.5 the
+    # count less the failures (so a fractional count keeps its fraction).
     inner = (n > 0) & (p > 0) & (p < 1)
     trials = np.where(inner, np.floor(n), 0).astype(np.int64)
-    drawn = _counts(lambda g: g.binomial(trials, np.where(inner, p, 0.5)), "binomial", generator)
-    drawn = np.where(inner, drawn, np.where((n > 0) & (p >= 1), n, 0))
+    flip = p > 0.5
+    drawn = _counts(lambda g: g.binomial(trials, np.where(inner, np.where(flip, 1 - p, p), 0.5)), "binomial",
+                    generator)
+    drawn = np.where(inner, np.where(flip, n - drawn, drawn), np.where((n > 0) & (p >= 1), n, 0))
     dt = _dt.promote_types(count.dtype, prob.dtype)
     return tensor(np.asarray(drawn, dt.np), device=count.device)
 

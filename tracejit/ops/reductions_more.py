@@ -491,6 +491,9 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
             raise ValueError("searchsorted: side='left' and right=True contradict each other")
         right = side == "right"
     vals = input if isinstance(input, Tensor) else tensor(input)
+    if sorted_sequence.ndim > 1 and tuple(sorted_sequence.shape[:-1]) != tuple(vals.shape[:-1]):
+        raise ShapeError(f"searchsorted: sorted_sequence's leading dims {tuple(sorted_sequence.shape[:-1])} "
+                         f"must match input's {tuple(vals.shape[:-1])} (or sorted_sequence be 1-D)")
     args = [sorted_sequence, vals]
     if sorter is not None:
         args.append(sorter if isinstance(sorter, Tensor) else tensor(sorter))
@@ -506,12 +509,32 @@ def _searchsorted_array(xp, seq, vals, *sorter, right, out_int32):
     if sorter:
         seq = xp.take_along_axis(seq, sorter[0].astype(np.int64), -1)
     s = "right" if right else "left"
+    dt = np.int32 if out_int32 else np.int64
+    if not bool((seq[..., 1:] >= seq[..., :-1]).all()):   # unsorted (or nan): PyTorch's own answers
+        return (_bisect(xp, seq, vals, right).astype(dt),)
     if seq.ndim == 1:
         res = xp.searchsorted(seq, vals, side=s)
     else:
         res = xp.stack([xp.searchsorted(seq[i], vals[i], side=s)
                         for i in np.ndindex(seq.shape[:-1])]).reshape(vals.shape)
-    return (xp.asarray(res).astype(np.int32 if out_int32 else np.int64),)
+    return (xp.asarray(res).astype(dt),)
+
+
+def _bisect(xp, seq, vals, right):
+    """PyTorch's bisection step for step, every value at once (numpy's search, tuned for
+    sorted keys, answers an unsorted sequence differently)."""
+    n = seq.shape[-1]
+    flat = seq.reshape(int(np.prod(seq.shape[:-1])), n)
+    v = vals.reshape(flat.shape[0], -1)
+    rows = xp.arange(flat.shape[0])[:, None]
+    lo, hi = xp.zeros(v.shape, np.int64), xp.full(v.shape, n, np.int64)
+    for _ in range(n.bit_length()):
+        active = lo < hi
+        mid = (lo + hi) >> 1
+        at = flat[rows, xp.minimum(mid, n - 1)]
+        up = active & ~((at > v) if right else (at >= v))
+        lo, hi = xp.where(up, mid + 1, lo), xp.where(active & ~up, mid, hi)
+    return lo.reshape(vals.shape)
 
 
 def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):

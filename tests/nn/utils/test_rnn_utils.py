@@ -186,3 +186,12 @@ def test_compiled_packing_matches_pytorch_with_list_and_tensor_lengths():
     msgs = [str(w.message) for w in caught]
     assert len(msgs) == 1 and "lengths tensor" in msgs[0], msgs
     assert by_list.cache_stats()["compiles"] == 2
+
+
+@pytest.mark.parametrize("lengths", [[3, 1, 2], [2.5, 0.5, 3.0], [[1.0, 0.0, 2.0], [3.0, 3.0, 0.0], [0.5, 2.0, 1.0]]])
+def test_unpad_sequence_selects_as_pytorch(lengths):
+    torch = pytest.importorskip("torch")
+    x = np.arange(18, dtype=np.float32).reshape(3, 3, 2)   # (T, B, H)
+    want = torch.nn.utils.rnn.unpad_sequence(torch.tensor(x.copy()), torch.tensor(lengths))
+    got = tj.nn.utils.rnn.unpad_sequence(tj.tensor(x), tj.tensor(lengths))
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]

@@ -88,3 +88,11 @@ def test_clip_grads_with_norm_wants_a_0d_total_norm_like_pytorch(total):
     with pytest.raises((RuntimeError, TypeError), match="total_norm") as got:
         _clip_pair(tj, [1.0, 1.0, 1.0], [1.0, 1.0], fn)
     assert isinstance(got.value, type(want.value))
+
+
+def test_clip_grads_with_norm_of_parameters_without_gradients_does_nothing_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        p = lib.nn.Parameter(lib.ones(3))
+        assert lib.nn.utils.clip_grads_with_norm_([p], 1.0, lib.ones(3, 4)) is None
+        assert p.grad is None

@@ -94,13 +94,16 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
 def clip_grads_with_norm_(parameters, max_norm: float, total_norm, foreach=None) -> None:
     """Scale the gradients by max_norm / (total_norm + 1e-6) where that is below 1."""
     refuse_effect("clip_grads_with_norm_ scales the gradients in place")
+    grads = _grads(parameters)
+    if not grads:   # (PyTorch looks at nothing else then)
+        return
     if not isinstance(total_norm, Tensor) or total_norm.ndim != 0:   # (as PyTorch refuses)
         raise (ShapeError if isinstance(total_norm, Tensor) else TypeError)(
             f"clip_grads_with_norm_: total_norm must be a 0-d tensor (get_total_norm's result), got "
             f"{tuple(total_norm.shape) if isinstance(total_norm, Tensor) else type(total_norm).__name__}")
     coef = float(max_norm) / (float(total_norm) + 1e-6)
     if not coef >= 1.0:   # (a nan norm makes the gradients nan, as PyTorch's clamp does)
-        for g in _grads(parameters):
+        for g in grads:
             g._data *= g._data.dtype.type(coef)
             g._vbox[0] += 1
 

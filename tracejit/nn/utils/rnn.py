@@ -177,8 +177,13 @@ def pack_sequence(sequences, enforce_sorted: bool = True):
 
 
 def unpad_sequence(padded_sequences, lengths, batch_first: bool = False):
+    """The sequences of a padded batch: of sequence i the steps t < lengths[i] (a tensor of
+    lengths selects as PyTorch's mask ``arange(T) < lengths[i]`` does; a list slices)."""
     x = padded_sequences if batch_first else _ops.transpose(padded_sequences, 0, 1)
-    return [x[i, :int(n)] for i, n in enumerate(_lengths_list(lengths))]
+    if not isinstance(lengths, Tensor):
+        return [x[i, :int(n)] for i, n in enumerate(_lengths_list(lengths))]
+    steps = _ops.arange(x.shape[1], device=lengths.device)
+    return [seq[steps < n] for seq, n in zip(x.unbind(0), lengths.unbind(0))]
 
 
 def unpack_sequence(packed_sequences: PackedSequence):
