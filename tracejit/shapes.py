@@ -537,11 +537,10 @@ def hint(d) -> int:
 
 
 def specialize_to_agree(a, b) -> bool:
-    """Element counts `a` and `b` a shape rule needs equal that are equal in this capture
-    but not for every value of their symbols (``view(B, T, 48)`` of ``(B, T, 4, s3)``):
-    specialize the symbols only one side has (all, where each side has the same), as
-    ``int()`` would; the capture then runs again with those dims static. -> whether it
-    could (a capture is running and the counts agree now)."""
+    """Element counts `a` and `b` a shape rule needs equal, equal in this capture but not for
+    every value of their symbols (``view(B, T, 48)`` of ``(B, T, 4, s3)``): specialize the
+    symbols only one side has (all, where both have the same), as ``int()`` would; the
+    capture runs again with those dims static. -> whether it could (counts agree now)."""
     if _hook.fn is None or hint(a) != hint(b):
         return False
     fa, fb = (d.free_symbols if isinstance(d, Sym) else set() for d in (a, b))
