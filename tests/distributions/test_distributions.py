@@ -162,7 +162,9 @@ def test_validation_names_the_problem():
 
 def test_one_hot_categorical_checks_and_enumerates_its_support_as_torch():
     logits = R.standard_normal((2, 3)).astype(np.float32)
-    d, td = D.OneHotCategorical(logits=tj.tensor(logits)), TD.OneHotCategorical(logits=torch.tensor(logits))
+    # (validation asked for: torch.compile elsewhere in the process turns torch's default off)
+    d = D.OneHotCategorical(logits=tj.tensor(logits), validate_args=True)
+    td = TD.OneHotCategorical(logits=torch.tensor(logits), validate_args=True)
     # a straight-through sample (sample + probs - probs.detach()) is off one-hot by rounding
     near = np.float32([[1.0000001, 0, 0], [0, 0, 1]])
     for dist, t in ((d, tj.tensor), (td, torch.tensor)):

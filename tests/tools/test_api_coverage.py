@@ -43,7 +43,7 @@ def test_layer_and_functional_targets():
     for name in ("torch.nn.PixelShuffle", "torch.nn.PixelUnshuffle", "torch.nn.functional.affine_grid",
                  "torch.nn.functional.grid_sample", "torch.nn.functional.dropout2d"):
         assert name in present
-    assert "torch.nn.functional.grouped_mm" not in present
+    assert "torch.nn.functional.scaled_grouped_mm" not in present
 
 
 def test_names_the_issue_lists_are_present():

@@ -213,7 +213,7 @@ class CompiledFunction(Capture):
             for e in self._entries:
                 if e.arg_spec != spec:
                     continue
-                if hit:
+                if hit and not e.arg_writes:   # (one that stores into its arguments needs them)
                     r = e.hit(leaves, gm)
                     if r is not MISS:
                         return r

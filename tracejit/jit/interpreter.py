@@ -169,8 +169,7 @@ def straight_line(graph: Graph, drops=None, steps=None):
             body.append(f"    del {', '.join(name_of(v) for v in drops[i])}")
     body.append(f"    return [{', '.join(operand(a) for a in graph.outputs)}]")
     fname = generated_source_name("tier0", graph.name)
-    from ..compiler import plancode   # (a warm start's first call: compiled by an earlier process)
-    exec(plancode.compiled("\n".join(body), fname), ns)
+    exec(compile("\n".join(body), fname, "exec"), ns)
     register_source_lines(ns["run"], fname, items, graph.name)
     return ns["run"]
 
