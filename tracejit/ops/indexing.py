@@ -188,13 +188,10 @@ def _getitem_impl(xp, a, *idx, spec):
 
 def _getitem_vjp(g, out, a, *idx, spec):
     if not recording(g) and _is_basic(spec):
-        d = g._data
-        # (g written into fresh zeros here: through index_put's bind each spec was a plan
-        # of its own, made per call once a loop's specs (an RNN-T lattice's (t, u))
-        # outnumbered the plans kept)
-        z = np.zeros(a.shape, d.dtype)
-        view, key = _locate(z, spec, ())
-        view[key] = d
+        # (written here with the spec's cached key: through index_put's bind a loop over
+        # many specs, a lattice's (t, u), would build a dispatch plan per spec)
+        z = np.zeros(a.shape, g._data.dtype)
+        z[_basic_key(spec)[0]] = g._data
         return (Tensor._wrap(z, g.dtype, CPU),)
     base = creation.zeros(a.shape, dtype=g.dtype, device=g.device)
     if trace_state.tracer is None and type(base._data) is np.ndarray:

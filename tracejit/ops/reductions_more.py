@@ -28,7 +28,7 @@ from .tensorfns import sort
 from .registry import refuse_tracing
 from .host_steps import host_step
 from .dtype_checks import takes
-from . import autocast as _autocast
+from . import autocast as _autocast, eager as _eager
 
 __all__ = ["median", "nanmedian", "kthvalue", "quantile", "nanquantile", "nanmean", "nansum",
            "var_mean", "std_mean", "aminmax", "cummax", "cummin", "logcumsumexp", "count_nonzero",
@@ -68,7 +68,10 @@ def _median(input, dim, keepdim, name):
         if input.numel() == 0 and input.dtype.is_floating_point:
             return full((), float("nan"), dtype=input.dtype, device=input.device)
         v = _median(reshape(input, (-1,)), 0, False, name).values
-        if not (is_grad_enabled() and input.dtype.is_floating_point):
+        # (eagerly only an input that requires grad pays the two reductions below; a traced
+        # one may come to require it through the graph)
+        if not (is_grad_enabled() and input.dtype.is_floating_point
+                and (input.requires_grad or _eager._tracers_active)):
             return v
         # PyTorch's gradient: shared by every element equal to the median (the NaNs for a
         # NaN), as max()'s; min() picks them when the median is -inf, max() otherwise
