@@ -326,6 +326,23 @@ def test_compiled_complex_under_no_grad_stops_the_gradient():
     _close(j.grad, t.grad)
 
 
+def test_compiled_complex_call_on_a_bfloat16_operand():
+    """A bf16 operand or result of a complex call in a compiled function is read by its
+    values, and its gradient is PyTorch's."""
+    def f(a, b, L):
+        z = a * b - b.to(L.complex64)
+        return z, z.to(L.bfloat16) * 2, z.abs().sum()
+    cs, rs = _c((5,)), _r((5,))
+    tb = torch.tensor(rs).bfloat16().requires_grad_()
+    want = f(torch.tensor(cs), tb, torch)
+    want[2].backward()
+    jb = tj.tensor(rs).bfloat16().requires_grad_()
+    got = tj.compile(lambda a, b: f(a, b, tj), fullgraph=True)(tj.tensor(cs), jb)
+    got[2].backward()
+    for g, w in zip(got + (jb.grad,), want + (tb.grad,)):
+        _close(g.float() if g.dtype is tj.bfloat16 else g, w.float() if w.dtype is torch.bfloat16 else w, 1e-2)
+
+
 @pytest.mark.parametrize("case", ["views_then_write", "write_through_view", "spectral_slots"])
 def test_compiled_writes_into_complex_tensors(case):
     """In-place writes into complex tensors in a compiled function (FNO's out_ft[...] =

@@ -95,3 +95,26 @@ def test_captured_ops_through_forwarders_record_the_users_line():
     assert len(g.eqns) >= 3
     here = __file__
     assert all(e.loc is not None and e.loc[0] == here for e in g.eqns), [e.loc for e in g.eqns]
+
+
+def test_out_dtype_follows_pytorch():
+    torch = pytest.importorskip("torch")
+    v = [0.5, 0.5, 0.7]
+    for L in (torch, tj):   # (sum/cumsum compute in out's dtype; a float result can't go into ints)
+        x = L.tensor(v)
+        assert L.sum(x, 0, out=L.empty((), dtype=L.long)).item() == 0
+        assert L.cumsum(x, 0, out=L.empty(3, dtype=L.long)).tolist() == [0, 0, 0]
+        assert L.add(x.long(), 1, out=L.empty(3)).tolist() == [1.0, 1.0, 1.0]
+        for call in (lambda: L.add(x, 1, out=L.empty(3, dtype=L.long)),
+                     lambda: L.cat([x, x], out=L.empty(6, dtype=L.int32))):
+            with pytest.raises((RuntimeError, TypeError), match="can't be cast to the desired output"):
+                call()
+
+
+def test_out_of_another_shape_is_resized_in_a_compiled_function():
+    def f(x):
+        o = tj.empty(0)
+        return o, tj.mul(x, 2, out=o)
+    x = tj.tensor([0.5, 0.5, 0.7])
+    o, r = tj.compile(f)(x)
+    assert o.tolist() == r.tolist() == pytest.approx([1.0, 1.0, 1.4])

@@ -124,7 +124,11 @@ def as_dtype(d) -> DType:
 
 
 def scalar_dtype(v) -> DType:
-    """The dtype a Python scalar gets when it becomes a tensor on its own."""
+    """The dtype a Python scalar gets when it becomes a tensor on its own (a 0-dim tensor,
+    a compiled function's scalar argument among them, as the number it holds)."""
+    d = getattr(v, "dtype", None)
+    if type(d) is DType:
+        return (bool_, int64, _default_float, _default_float.to_complex())[d.category]
     if isinstance(v, (bool, np.bool_)):
         return bool_
     if isinstance(v, (int, np.integer)):

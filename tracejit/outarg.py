@@ -19,15 +19,20 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  "where", "matmul", "mm", "bmm", "mv", "dot", "sum", "mean", "prod", "amax",
                  "amin", "cumsum", "cat", "stack", "sort", "argsort", "topk", "tril", "triu", "arange")
 
+# The reductions that compute in out's dtype.
+_IN_OUT_DTYPE = ("sum", "prod", "cumsum")
+
 
 def _write(out, value, name):
     from .tensor import Tensor
     if not isinstance(out, Tensor):
         raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
+    if out.dtype.category < value.dtype.category:   # (float into an int tensor: refused as PyTorch)
+        from .errors import DTypeError
+        raise DTypeError(f"{name}: result type {value.dtype.name} can't be cast to the desired output "
+                         f"type {out.dtype.name}")
     if tuple(out.shape) != tuple(value.shape):
-        out._data = value._data.astype(out.dtype.np, copy=True)  # resize, as PyTorch does
-        out._vbox[0] += 1
-        return out
+        out.resize_(tuple(value.shape))   # (as PyTorch does)
     from .autograd.grad_mode import no_grad
     with no_grad():
         out.copy_(value)
@@ -55,6 +60,8 @@ def _call_out(fn, name, args, kwargs, out):
                                  for a in list(args) + [x for a in args if isinstance(a, (list, tuple)) for x in a]):
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
                            f"differentiation, but one of the arguments requires grad")
+    if name in _IN_OUT_DTYPE and isinstance(out, Tensor) and kwargs.get("dtype") is None:
+        kwargs = {**kwargs, "dtype": out.dtype}   # (PyTorch's sum(float, out=long) sums longs)
     result = fn(*args, **kwargs)
     if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
         if not isinstance(out, (tuple, list)) or len(out) != len(result):

@@ -122,3 +122,16 @@ def test_integer_draws_refuse_requires_grad_as_pytorch():
         with pytest.raises(RuntimeError, match="(?i)floating point"):
             m.randperm(3, requires_grad=True)
         assert m.randn_like(m.ones(2), requires_grad=True).requires_grad
+
+
+def test_full_and_as_tensor_of_a_compiled_functions_number_argument():
+    """A number argument that changed between calls (traced from then on) fills with its
+    own kind, as the number does eagerly: int64, float32 or bool."""
+    def f(L, s):
+        return L.full((2,), s), L.as_tensor(s), L.full((1,), L.tensor(3, dtype=L.int32))
+    cf = tj.compile(lambda s: f(tj, s), fullgraph=True)
+    for s in [3, 2.5, 4, True, 1.5, 5]:
+        for g, w in zip(cf(s), f(torch, s)):
+            assert isinstance(g, tj.Tensor)
+            assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1], s
+            assert g.tolist() == w.tolist()

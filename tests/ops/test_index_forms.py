@@ -53,6 +53,19 @@ def test_index_add_in_place_and_bad_index():
     assert base.tolist() == [0.0, 0.0, 0.0]
 
 
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_put_takes_negative_indices(accumulate):
+    idx, src = [0, -1, 3, -6], np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    t, j = _pair(np.zeros((2, 3), np.float32))
+    ts, js = _pair(src)
+    t_out = (t * 1).put(torch.tensor(idx), ts, accumulate=accumulate)
+    j_out = (j * 1).put(tj.tensor(idx), js, accumulate=accumulate)
+    np.testing.assert_array_equal(j_out.detach().numpy(), t_out.detach().numpy())
+    _backward(t_out, j_out, np.random.default_rng(0))
+    np.testing.assert_array_equal(js.grad.numpy(), ts.grad.numpy())
+    np.testing.assert_array_equal(j.grad.numpy(), t.grad.numpy())
+
+
 @pytest.mark.parametrize("dim", [0, 1, 2])
 @pytest.mark.parametrize("form", ["expanded", "random", "smaller"])
 def test_scatter_add_and_gather_match_pytorch(dim, form):

@@ -143,3 +143,11 @@ def test_round_of_an_integer_tensor_is_itself_when_compiled(dtype):
     got = tj.trace(lambda x: x.round(), compile="sync")(tj.tensor(a))
     assert got.dtype.name == dtype
     np.testing.assert_array_equal(got.numpy(), a)
+
+
+def test_addcmul_of_integer_tensors_keeps_their_dtype_with_a_float_value():
+    torch = pytest.importorskip("torch")
+    for L in (torch, tj):   # (the value is cast to the integer result's dtype, as PyTorch)
+        x = L.tensor([1, 2, 3])
+        assert L.addcmul(x, x, x, value=2.5).tolist() == [3, 10, 21]
+        assert L.addcmul(x.float(), x, x, value=2.5).tolist() == [3.5, 12.0, 25.5]

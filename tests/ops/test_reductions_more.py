@@ -101,6 +101,15 @@ def test_moments_keep_all_dims_for_dim_none(op):
         np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("op", ["nansum", "nanmean"])
+def test_nan_reductions_keep_all_dims_for_dim_none(op):
+    a = np.array([[1.0, np.nan, 3.0], [np.nan, 5.0, 6.0]])
+    got = getattr(tj, op)(tj.tensor(a), keepdim=True)
+    ref = getattr(torch, op)(torch.tensor(a), keepdim=True)
+    assert tuple(got.shape) == tuple(ref.shape) == (1, 1)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12)
+
+
 def test_value_ops_take_tensors_that_require_grad():
     # (PyTorch documents these as index/count results: no gradient, any input accepted)
     cdf = [[0.0, 0.3, 1.0], [0.0, 0.6, 1.0]]

@@ -108,9 +108,9 @@ def native(prim: Primitive, args, params) -> bool:
 
 def words_prim(prim: Primitive, in_avals, params, out_avals) -> bool:
     """For a graph's equation: whether it keeps bf16 words as they are (data movement, a
-    cast, or a product a backend runs on bf16 words; compiler/bf16_graph.py)."""
+    cast, a complex call, or a product a backend runs on bf16 words; compiler/bf16_graph.py)."""
     dtypes = [a.dtype for a in in_avals]
-    if _moves_words(prim, dtypes, params):
+    if _moves_words(prim, dtypes, params) or prim.kind == "complex":
         return True
     return (bool(dtypes) and all(d is _BF16 for d in dtypes) and all(o.dtype is _BF16 for o in out_avals)
             and _bf16_impl(prim))

@@ -95,8 +95,8 @@ def run(prim: Primitive, args, params):
         for a, v in zip(args, avals):
             arrays.append(_as(_array(a), cd.np))
             v.dtype = cd
-    else:
-        arrays = [_array(a) for a in args]
+    else:   # (a complex call reads bf16 words itself, as in a compiled plan)
+        arrays = [_array(a) if prim is not COMPLEX_CALL else getattr(a, "_data", a) for a in args]
     node_prim, impl, rule = way
     out_aval = (rule or prim.rule)(*avals, **params)
     xp = np if dev is CPU else array_module(dev)

@@ -133,6 +133,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
 def as_tensor(data, dtype=None, device=None):
     """Like tensor() but shares memory with a numpy array (or returns a Tensor) when it can."""
     if isinstance(data, Tensor):
+        var = getattr(data, "_var", None)
+        if var is not None and var.aval.weak:   # (a compiled function's number argument)
+            return full((), data, dtype=dtype, device=device)
         return data.to(device=device if device is not None else data.device,
                        dtype=dtype if dtype is not None else data.dtype)
     dev = as_device(device)

@@ -294,11 +294,7 @@ def take(input, index):
 def put(input, index, source, accumulate: bool = False):
     flat = reshape(input, (-1,))
     idx, src = reshape(index, (-1,)), reshape(source, (-1,))
-    if accumulate:
-        out = scatter_add(flat, 0, idx, cast(src, input.dtype))
-    else:
-        out = index_put(flat, (idx,), src)
-    return reshape(out, tuple(input.shape))
+    return reshape(index_put(flat, (idx,), src, accumulate), tuple(input.shape))
 
 
 def select(input, dim: int, index: int):

@@ -285,6 +285,8 @@ def value_first(op: str, tensor1, tensor2, rest: tuple, value):
 
 def addcmul(input, tensor1, tensor2, *rest, value=1):
     tensor1, tensor2, value = value_first("addcmul", tensor1, tensor2, rest, value)
+    if type(value) is float and all(t.dtype.category < 2 for t in (input, tensor1, tensor2)):
+        value = int(value)   # (PyTorch casts it to the integer result's dtype)
     # (value 1 left out: a Python int would promote bool/uint8 operands, PyTorch's does not)
     return input + (tensor1 * tensor2 if type(value) is int and value == 1 else value * tensor1 * tensor2)
 

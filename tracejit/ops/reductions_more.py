@@ -216,9 +216,7 @@ def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
     if dtype is not None:
         input = cast(input, dtype)
     ok = ~isnan(input)
-    total = nansum(input, dim, keepdim)
-    count = _sum(cast(ok, input.dtype), dim, keepdim=keepdim) if dim is not None else _sum(cast(ok, input.dtype))
-    return total / count
+    return nansum(input, dim, keepdim) / _sum(cast(ok, input.dtype), dim, keepdim=keepdim)
 
 
 def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
@@ -226,7 +224,7 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
         input = cast(input, dtype)
     x = where(isnan(input), 0.0, input) if input.dtype.is_floating_point else input
     kw = {} if dtype is None else {"dtype": input.dtype}   # (an integer dtype= kept, as sum's)
-    return _sum(x, dim, keepdim=keepdim, **kw) if dim is not None else _sum(x, **kw)
+    return _sum(x, dim, keepdim=keepdim, **kw)
 
 
 def var_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):
