@@ -152,7 +152,7 @@ def kernels_in_session_tmp(tmp_path_factory):
     directory (not the user's cache), empty when the session starts: for modules whose
     tests need kernels new to the disk cache. A module asks for it with
     ``pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")``."""
-    from tracejit.testing import kernel_cache_at
+    from differential import kernel_cache_at
     with kernel_cache_at(_session_tmp(tmp_path_factory) / "tracejit-kernels"):
         yield
 
@@ -166,7 +166,7 @@ def kernels_in_test_cache(tmp_path_factory):
     off or unusable, the session's temporary one. A module asks for it with
     ``pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")``."""
     from tracejit.compiler import cacheroot
-    from tracejit.testing import kernel_cache_at
+    from differential import kernel_cache_at
     root = cacheroot.root()   # made first, private: the cache's own checks of it hold
     path = os.path.join(root, "tests") if root else _session_tmp(tmp_path_factory) / "tracejit-kernels"
     with kernel_cache_at(path):

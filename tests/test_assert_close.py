@@ -1,4 +1,4 @@
-"""tracejit.testing.make_tensor (assert_close.py) against torch.testing.make_tensor: the
+"""tracejit.testing.make_tensor (testing.py) against torch.testing.make_tensor: the
 same value ranges, dtypes, layouts and errors, and repeatable under manual_seed."""
 import pytest
 

@@ -3,13 +3,8 @@
 Why: blocked kernels (a convolution's columns, BatchNorm's numpy passes) keep a block in a
 core's cache between the pass that writes it and the pass that reads it; the right block
 is the cache's size, which differs between machines (512 KB of L2 on this project's build
-machine, 1-2 MB on newer cores).
-
-What: `cache_bytes(level)` reads Linux's sysfs description of CPU 0's caches
-(/sys/devices/system/cpu/cpu0/cache/index*/{level,type,size}); where that is missing or
-unreadable (another OS, a container hiding sysfs) it gives the documented fallback
-`FALLBACK` for the level: 32 KB L1, 512 KB L2, 8 MB L3. `L1_BYTES`, `L2_BYTES` and
-`L3_BYTES` are the values read once at import.
+machine, 1-2 MB on newer cores). Read from Linux's sysfs once at import; `FALLBACK` where
+it says nothing (another OS, a container hiding sysfs).
 """
 from __future__ import annotations
 

@@ -1,302 +1,172 @@
-"""Differential testing: run a function eagerly, through the IR interpreter and compiled,
-and check that all three agree (outputs and gradients).
+"""``tracejit.testing.assert_close``: torch.testing.assert_close's checks and message.
 
-The IR interpreter is the meaning of a captured program and eager execution is the
-meaning of the user's code, so a compiled result is right when it matches both::
-
-    from tracejit.testing import assert_compiled_matches
-    assert_compiled_matches(lambda x, y: (x * y).sum(1), x, y)
-
-What is compared, for every output leaf and every gradient:
-
-- type (Tensor or not), shape and dtype: exactly;
-- values: ``|a - b| <= atol * scale + rtol * |b|`` where ``scale`` is the largest finite
-  magnitude of the expected value (at least 1), so sums with cancellation are judged
-  against their terms' size; integers and bools exactly;
-- special values: nan, +inf and -inf at exactly the same positions;
-- ``requires_grad`` of every output tensor: exactly;
-- gradients: ``None`` exactly where eager gives ``None``.
-
-Gradients are taken w.r.t. the floating-point leaves that require grad, of the scalar
-``sum_k <out_k, cot_k>`` with fixed random cotangents (the same for every run), through
-``tracejit.autograd.grad``. ``prep`` turns the leaves into the arguments outside the
-compiled function (views, aliases, broadcasts), so non-contiguous and aliased inputs
-are tested with gradients flowing back to the leaves.
+Two values are close when they have the same structure (sequences and mappings are
+compared item by item), the same shape, dtype (``check_dtype``) and device
+(``check_device``), and every element satisfies ``|a - e| <= atol + rtol * |e|``, with
+nan equal to nan only under ``equal_nan``. Without ``rtol``/``atol`` the tolerances are
+PyTorch's defaults for the dtype (float32: 1.3e-6 and 1e-5; integers and bools: exact).
+``make_tensor`` draws the test tensors torch.testing's helper does.
 """
 from __future__ import annotations
 
-import contextlib
-import os
-import warnings
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
-from . import autograd
-from .assert_close import assert_close, make_tensor
-from .jit import script as _script, trace as _trace
 from .tensor import Tensor
 
-__all__ = ["assert_close", "make_tensor", "assert_compiled_matches", "assert_same", "TOLERANCES", "Mismatch", "kernel_cache_at",
-           "assert_valid_partition"]
+__all__ = ["assert_close", "DEFAULT_TOLERANCES", "make_tensor"]
 
-#: (rtol, atol) per floating dtype for compiled-vs-eager comparisons. float32 kernels use
-#: polynomial transcendentals (a few ulps, see compiler/mathlib.py) and reassociated
-#: reductions, so they get a little more room than a bit-for-bit comparison.
-TOLERANCES = {"float32": (1e-4, 1e-5), "float64": (1e-9, 1e-12), "float16": (1e-2, 1e-3)}
-
-
-class Mismatch(AssertionError):
-    """A compiled (or interpreted) result differs from eager."""
+#: (rtol, atol) by dtype name, PyTorch's defaults; other dtypes compare exactly
+DEFAULT_TOLERANCES = {"float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5), "float32": (1.3e-6, 1e-5),
+                      "float64": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5),
+                      "complex128": (1e-7, 1e-7)}
 
 
-def _leaves(x, path="out"):
-    """Flatten nested tuples/lists/dicts into (path, leaf) pairs."""
-    if isinstance(x, (tuple, list)):
-        out = []
-        for i, v in enumerate(x):
-            out += _leaves(v, f"{path}[{i}]")
-        return out
-    if isinstance(x, dict):
-        out = []
-        for k in x:
-            out += _leaves(x[k], f"{path}[{k!r}]")
-        return out
-    return [(path, x)]
+def _dtype_name(x) -> str:
+    return x.dtype.name if isinstance(x, Tensor) else np.asarray(x).dtype.name
 
 
-def assert_same(actual, expected, what: str = "value", rtol: Optional[float] = None,
-                atol: Optional[float] = None) -> None:
-    """Compare two Tensors / arrays / numbers as described in the module docstring."""
-    if isinstance(expected, Tensor) or isinstance(actual, Tensor):
-        if not (isinstance(expected, Tensor) and isinstance(actual, Tensor)):
-            raise Mismatch(f"{what}: got {type(actual).__name__}, expected {type(expected).__name__}")
-        if actual.dtype is not expected.dtype:
-            raise Mismatch(f"{what}: dtype {actual.dtype.name}, expected {expected.dtype.name}")
-        dname = expected.dtype.name
-        a, e = actual.detach().numpy(), expected.detach().numpy()
-    elif isinstance(expected, np.ndarray):
-        a, e = np.asarray(actual), expected
-        dname = e.dtype.name
-    else:
-        if isinstance(expected, float) and isinstance(actual, float):
-            a, e, dname = np.float64(actual), np.float64(expected), "float64"
-        else:
-            if type(actual) is not type(expected) or actual != expected:
-                raise Mismatch(f"{what}: got {actual!r}, expected {expected!r}")
-            return
+def _shape(x) -> str:
+    return repr(x.shape) if isinstance(x, Tensor) else repr(tuple(np.shape(x)))
+
+
+def _fail(msg: Optional[Union[str, Callable[[str], str]]], text: str, path: str):
+    if path:
+        text = f"{text}\n\nThe failure occurred for item {path}"
+    if callable(msg):
+        text = msg(text)
+    elif msg is not None:
+        text = msg
+    raise AssertionError(text)
+
+
+def _array(x) -> np.ndarray:
+    if isinstance(x, Tensor):
+        a = x.detach().numpy()
+        return a.astype(np.float32) if a.dtype.name == "bfloat16" else a
+    return np.asarray(x)
+
+
+def _compare_leaf(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, msg, path):
+    if isinstance(actual, Tensor) != isinstance(expected, Tensor):
+        _fail(msg, f"Type mismatch: {type(actual).__name__} and {type(expected).__name__}", path)
+    scalar = not isinstance(actual, Tensor)
+    if check_dtype and (_dtype_name(actual) != _dtype_name(expected)) and not scalar:
+        _fail(msg, f"The values for attribute 'dtype' do not match: {actual.dtype} != {expected.dtype}.",
+              path)
+    if check_device and not scalar and actual.device != expected.device:
+        _fail(msg, f"The values for attribute 'device' do not match: {actual.device} != "
+                   f"{expected.device}.", path)
+    a, e = _array(actual), _array(expected)
     if a.shape != e.shape:
-        raise Mismatch(f"{what}: shape {a.shape}, expected {e.shape}")
-    if e.dtype.kind not in "fc":
-        if not np.array_equal(a, e):
-            bad = np.argwhere(a != e)[:5].tolist()
-            raise Mismatch(f"{what}: {dname} values differ at {bad}\n got {a!r}\n expected {e!r}")
-        return
-    r0, a0 = TOLERANCES.get(dname, TOLERANCES["float64"])
-    rtol = r0 if rtol is None else rtol
-    atol = a0 if atol is None else atol
-    a64, e64 = a.astype(np.float64), e.astype(np.float64)
-    for name, mask in (("nan", np.isnan), ("+inf", np.isposinf), ("-inf", np.isneginf)):
-        ma, me = mask(a64), mask(e64)
-        if not np.array_equal(ma, me):
-            where = np.argwhere(ma != me)[:5].tolist()
-            raise Mismatch(f"{what}: {name} positions differ (first at {where})\n got {a!r}\n expected {e!r}")
-    fin = np.isfinite(e64)
-    if not fin.any():
-        return
-    scale = max(1.0, float(np.max(np.abs(e64[fin]))))
-    err = np.abs(a64[fin] - e64[fin])
-    tol = atol * scale + rtol * np.abs(e64[fin])
-    if (err > tol).any():
-        k = int(np.argmax(err - tol))
-        idx = np.argwhere(fin)[k].tolist()
-        raise Mismatch(f"{what}: values differ beyond rtol={rtol}, atol={atol}*{scale:.3g}: "
-                       f"at {idx} got {a64[fin][k]!r}, expected {e64[fin][k]!r} "
-                       f"(max abs err {err.max():.3g})\n got {a!r}\n expected {e!r}")
-
-
-def _clone_leaf(x):
-    """A fresh leaf with the same values, layout (strides) and requires_grad."""
-    if not isinstance(x, Tensor):
-        return x
-    data = x._data
-    if data.flags.c_contiguous:
-        data = data.copy()
-    # Non-contiguous (or broadcast, read-only) arrays are shared, not copied, so the
-    # layout the function sees is the caller's; the functions under test do not write
-    # into their inputs.
-    t = Tensor._wrap(data, x.dtype, x.device)
-    if x.requires_grad:
-        t.requires_grad_()
-    return t
-
-
-def _cotangent(out: Tensor, k: int):
-    rng = np.random.default_rng(1000 + k)
-    g = rng.uniform(-1.0, 1.0, out.shape).astype(out.dtype.np)
-    return Tensor._wrap(np.asarray(g, dtype=out.dtype.np), out.dtype, out.device)
-
-
-def _run(fn, leaves, prep, grads: bool, what: str):
-    mine = [_clone_leaf(x) for x in leaves]
-    # Aliasing of the leaves is part of the input: keep repeated objects repeated.
-    seen: dict = {}
-    for i, x in enumerate(leaves):
-        if isinstance(x, Tensor):
-            if id(x) in seen:
-                mine[i] = mine[seen[id(x)]]
-            else:
-                seen[id(x)] = i
-    args = prep(*mine) if prep is not None else tuple(mine)
-    if not isinstance(args, tuple):
-        args = (args,)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        out = fn(*args)
-        flat = _leaves(out)
-        grad_res = None
-        diff = [x for x in mine if isinstance(x, Tensor) and x.requires_grad]
-        if grads and diff:
-            uniq = []
-            for x in diff:
-                if all(x is not u for u in uniq):
-                    uniq.append(x)
-            # One scalar loss <out_k, cot_k> summed over outputs: a single root for the
-            # backward pass, whatever the outputs share (one compiled node, one tensor).
-            loss = None
-            for k, (_, o) in enumerate(flat):
-                if isinstance(o, Tensor) and o.requires_grad and o.grad_fn is not None:
-                    term = (o * _cotangent(o, k)).sum()
-                    loss = term if loss is None else loss + term
-            if loss is not None:
-                grad_res = list(autograd.grad([loss], uniq, allow_unused=True))
-            else:
-                grad_res = [None] * len(uniq)
-    return flat, grad_res
-
-
-def _compare(got, expect, label, rtol, atol):
-    flat_g, grads_g = got
-    flat_e, grads_e = expect
-    if [p for p, _ in flat_g] != [p for p, _ in flat_e]:
-        raise Mismatch(f"{label}: output structure {[p for p, _ in flat_g]}, "
-                       f"expected {[p for p, _ in flat_e]}")
-    for (path, a), (_, e) in zip(flat_g, flat_e):
-        assert_same(a, e, f"{label}: {path}", rtol, atol)
-        if isinstance(e, Tensor) and a.requires_grad != e.requires_grad:
-            raise Mismatch(f"{label}: {path}.requires_grad is {a.requires_grad}, eager gives {e.requires_grad}")
-    if grads_e is None:
-        return
-    for i, (a, e) in enumerate(zip(grads_g, grads_e)):
-        if (a is None) != (e is None):
-            raise Mismatch(f"{label}: gradient of leaf {i} is {'None' if a is None else 'a tensor'}, "
-                           f"eager gives {'None' if e is None else 'a tensor'}")
-        if e is not None:
-            assert_same(a, e, f"{label}: gradient of leaf {i}", rtol, atol)
-
-
-def _describe_program(cf) -> str:
-    try:
-        entry = cf._entries[-1]
-    except (AttributeError, IndexError):
-        return "(no captured program)"
-    return f"captured IR:\n{entry.opt_graph}"
-
-
-def assert_compiled_matches(fn: Callable, *leaves: Any, prep: Optional[Callable] = None,
-                            mode: str = "trace", grads: bool = True, rtol: Optional[float] = None,
-                            atol: Optional[float] = None, interpreter: bool = True, calls: int = 2,
-                            compiled: Any = None, **compile_kw) -> Any:
-    """Check that ``fn`` compiled agrees with eager ``fn`` (and with the IR interpreter).
-
-    ``leaves``: Tensors (cloned for each run; those with ``requires_grad`` are
-    differentiated) and Python values. ``prep(*leaves) -> args`` builds the arguments
-    (outside the compiled function). ``mode``: "trace" or "script". The compiled function
-    is called ``calls`` times (the first call captures, later ones hit its cache).
-    ``compiled``: an already-decorated function to use instead of compiling ``fn`` (its
-    cache is then shared across calls of this helper). Returns the compiled function.
-    On a mismatch raises `Mismatch` naming the output and showing the captured IR.
-    """
-    deco = _script if mode == "script" else _trace
-    expect = _run(fn, leaves, prep, grads, "eager")
-    if interpreter:
-        interp = deco(fn, compiler="interpret", **compile_kw)
-        got = _run(interp, leaves, prep, grads, "interpreter")
-        try:
-            _compare(got, expect, "interpreter vs eager", rtol, atol)
-        except Mismatch as exc:
-            raise Mismatch(f"{exc}\n{_describe_program(interp)}") from None
-    cf = compiled if compiled is not None else deco(fn, **compile_kw)
-    for call in range(calls):
-        got = _run(cf, leaves, prep, grads, "compiled")
-        try:
-            _compare(got, expect, f"compiled (call {call + 1}) vs eager", rtol, atol)
-        except Mismatch as exc:
-            raise Mismatch(f"{exc}\n{_describe_program(cf)}") from None
-    return cf
-
-
-
-@contextlib.contextmanager
-def kernel_cache_at(path) -> Iterator[None]:
-    """Point the disk kernel cache at `path` (``None``: turn it off) inside the block.
-
-    Tests use it to keep kernels out of the user's cache: a session-wide temporary
-    directory still lets every test reuse what the others compiled.
-    """
-    saved = {k: os.environ.get(k) for k in ("TRACEJIT_CACHE_DIR", "TRACEJIT_CACHE")}
-    if path is None:
-        os.environ["TRACEJIT_CACHE"] = "0"
+        _fail(msg, f"The values for attribute 'shape' do not match: {_shape(actual)} != "
+                   f"{_shape(expected)}.", path)
+    if rtol is None:
+        pairs = [DEFAULT_TOLERANCES.get(_dtype_name(v), (0.0, 0.0)) for v in (actual, expected)]
+        rtol, atol = max(p[0] for p in pairs), max(p[1] for p in pairs)
+    if a.dtype.kind in "biu" and e.dtype.kind in "biu":
+        a, e = a.astype(np.int64), e.astype(np.int64)
+        bad = a != e
+        diff = np.abs(a - e)
     else:
-        os.environ["TRACEJIT_CACHE_DIR"] = str(path)
-        os.environ.pop("TRACEJIT_CACHE", None)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        a, e = a.astype(np.complex128 if "c" in (a.dtype.kind, e.dtype.kind) else np.float64), \
+            e.astype(np.complex128 if "c" in (a.dtype.kind, e.dtype.kind) else np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.abs(a - e)
+            ok = (a == e) | (diff <= atol + rtol * np.abs(e))
+        if equal_nan:
+            ok |= np.isnan(a) & np.isnan(e)
+        bad = ~ok
+    if not bad.any():
+        return
+    n, total = int(bad.sum()), bad.size
+    exact = rtol == 0 and atol == 0
+    name, verb = ("Scalars" if a.ndim == 0 else "Tensor-likes"), ("equal" if exact else "close")
+    flat = np.where(bad.reshape(-1), np.nan_to_num(diff.reshape(-1).real, nan=np.inf), -1.0)
+    i = int(np.argmax(flat))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = float(diff.reshape(-1)[i] / np.abs(e.reshape(-1)[i]))
+    absd = diff.reshape(-1)[i]
+    allowed_a, allowed_r = ("", "") if exact else (f" (up to {atol} allowed)", f" (up to {rtol} allowed)")
+    if a.ndim == 0:
+        text = (f"{name} are not {verb}!\n\nExpected {e.item()} but got {a.item()}.\n"
+                f"Absolute difference: {absd}{allowed_a}\nRelative difference: {rel}{allowed_r}")
+    else:
+        where = f" at index {tuple(int(j) for j in np.unravel_index(i, a.shape))}"
+        text = (f"{name} are not {verb}!\n\nMismatched elements: {n} / {total} ({100.0 * n / total:.1f}%)\n"
+                f"Greatest absolute difference: {absd}{where}{allowed_a}\n"
+                f"Greatest relative difference: {rel}{where}{allowed_r}")
+    _fail(msg, text, path)
 
 
-def assert_valid_partition(items, graph) -> None:
-    """`items` (from ``compiler.fusion.partition(graph)``) is a valid program for `graph`:
-    every equation appears exactly once (as itself, or as a step that computes the same
-    values from other operands: a shape-only operand given another value of its shape,
-    compiler/windows.py), each item's inputs exist before it runs, a group's members
-    share its iteration shape, and whatever is read outside a group is written."""
-    from .compiler.fusion import Group
-    from .jit.ir import Var
-    produced = set(graph.inputs)
-    seen = []
-    for it in items:
-        if isinstance(it, Group):
-            members = it.members
-            for e in it.eqns:
-                assert tuple(e.out.aval.shape) in (tuple(it.shape), it.row_shape), (e.prim.name, it.shape)
-            for a in it.inputs:
-                assert a in produced, f"group {it.gid} reads a value computed later"
-            defined = it.defined
-            for e in members:
-                for a in e.inputs:
-                    assert not isinstance(a, Var) or a in produced or a in defined, \
-                        f"group {it.gid}: {e.prim.name} reads a value that is not ready"
-            produced |= set(it.outputs)
-            seen += members
-        else:
-            for a in it.inputs:
-                assert not isinstance(a, Var) or a in produced, f"step {it.prim.name} reads a later value"
-            produced |= set(it.outs)
-            seen.append(it)
-    same = {id(e) for e in graph.eqns}
-    for e in seen:
-        if id(e) not in same:   # a rewritten step: its shape-only operands alone differ
-            only = e.prim.extra.get("shape_only", ())
-            orig = next(o for o in graph.eqns if o.outs == e.outs)
-            assert orig.prim is e.prim and all(a is b for k, (a, b) in enumerate(zip(e.inputs, orig.inputs))
-                                               if k not in only), f"step {e.prim.name} changed"
-    outs = lambda es: sorted(id(v) for e in es for v in e.outs)  # noqa: E731
-    assert outs(seen) == outs(graph.eqns), "equations lost or duplicated"
-    for a in graph.outputs:
-        assert not isinstance(a, Var) or a in produced, "a graph output is never written"
+def assert_close(actual: Any, expected: Any, *, allow_subclasses: bool = True, rtol: Optional[float] = None,
+                 atol: Optional[float] = None, equal_nan: bool = False, check_device: bool = True,
+                 check_dtype: bool = True, check_layout: bool = True, check_stride: bool = False,
+                 msg: Optional[Union[str, Callable[[str], str]]] = None) -> None:
+    """Raise an AssertionError naming the mismatch unless `actual` and `expected` are close
+    (``torch.testing.assert_close``; see the module docstring)."""
+    if (rtol is None) != (atol is None):
+        raise ValueError(f"Both 'rtol' and 'atol' must be either specified or omitted, but got no "
+                         f"{'rtol' if rtol is None else 'atol'}.")
+    _walk(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, msg, "")
+
+
+def _walk(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, msg, path):
+    leafy = (Tensor, np.ndarray, str, bytes)
+    if isinstance(expected, Mapping) and not isinstance(expected, leafy):
+        if not isinstance(actual, Mapping) or set(actual) != set(expected):
+            _fail(msg, f"The keys of the mappings do not match: {sorted(map(str, actual))} != "
+                       f"{sorted(map(str, expected))}" if isinstance(actual, Mapping)
+                  else f"Type mismatch: {type(actual).__name__} and {type(expected).__name__}", path)
+        for k in expected:
+            _walk(actual[k], expected[k], rtol, atol, equal_nan, check_device, check_dtype, msg,
+                  f"{path}[{k!r}]")
+        return
+    if isinstance(expected, Sequence) and not isinstance(expected, leafy):
+        if not isinstance(actual, Sequence) or len(actual) != len(expected):
+            _fail(msg, f"The length of the sequences mismatch: {len(actual)} != {len(expected)}"
+                  if isinstance(actual, Sequence)
+                  else f"Type mismatch: {type(actual).__name__} and {type(expected).__name__}", path)
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            _walk(a, e, rtol, atol, equal_nan, check_device, check_dtype, msg, f"{path}[{i}]")
+        return
+    if actual is None or expected is None:
+        if actual is not expected:
+            _fail(msg, f"None mismatch: {actual!r} is not {expected!r}", path)
+        return
+    _compare_leaf(actual, expected, rtol, atol, equal_nan, check_device, check_dtype, msg, path)
+
+
+def make_tensor(*shape, dtype, device, low: Optional[float] = None, high: Optional[float] = None,
+                requires_grad: bool = False, noncontiguous: bool = False, exclude_zero: bool = False,
+                memory_format=None) -> Tensor:
+    """``torch.testing.make_tensor``: uniform values in [low, high) (defaults: [-9, 9] for
+    floating point, [-9, 10) for integers, within the dtype's range), bools at random;
+    `noncontiguous`: a strided view of a buffer twice as long in its last dim."""
+    from . import dtypes as _dt
+    from .ops import rand, randint
+    shape = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
+    dt = _dt.as_dtype(dtype)
+    if low is not None and high is not None and low >= high:
+        raise ValueError(f"`low` must be less than `high`, but got {low} >= {high}")
+    if dt is _dt.bool_:
+        t = randint(0, 2, shape, device=device).to(dt)
+    elif dt.is_floating_point or dt.is_complex:   # (tracejit's generator: manual_seed repeats it)
+        lo, hi = -9.0 if low is None else low, 9.0 if high is None else high
+        t = (rand(shape, dtype=_dt.float64, device=device) * (hi - lo) + lo).to(dt)
+        if exclude_zero:
+            t = t.masked_fill(t == 0, float(np.finfo(np.float32).eps))
+    else:
+        info = np.iinfo(dt.np)
+        lo, hi = max(-9 if low is None else int(low), info.min), min(10 if high is None else int(high), info.max)
+        t = randint(lo, hi, shape, device=device).to(dt)
+        if exclude_zero:
+            t = t.masked_fill(t == 0, 1 if hi > 1 else -1)
+    if noncontiguous and t.numel() > 1:
+        from .ops import repeat_interleave
+        t = repeat_interleave(t, 2, dim=-1)[..., ::2]
+    if memory_format is not None:
+        t = t.contiguous(memory_format=memory_format)
+    return t.requires_grad_(requires_grad) if requires_grad else t

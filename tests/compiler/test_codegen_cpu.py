@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.testing import assert_compiled_matches
+from differential import assert_compiled_matches
 
 
 pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")

@@ -3,7 +3,7 @@ inputs that break code generators (strides, aliases, empty and 0-d tensors, inf/
 integer and bool dtypes, Python scalars).
 
 Comparison rules (values, dtypes, nan/inf positions, ``None`` gradients) and tolerances
-are those of `tracejit.testing.assert_compiled_matches`.
+are those of `differential.assert_compiled_matches`.
 
 The default run takes the first sample of every op in float32 and in float64 (or in its
 first dtype when it has no floating one): about two minutes, nearly all of it numba
@@ -18,7 +18,7 @@ import pytest
 import tracejit as tj
 from opdb import OPS
 from tracejit.errors import TraceError
-from tracejit.testing import assert_compiled_matches, assert_same
+from differential import assert_compiled_matches, assert_same
 from inputs import T, gelu
 
 

@@ -17,7 +17,7 @@ from tracejit.compiler import diskcache
 from tracejit.jit.autodiff import split
 from tracejit.compiler.fusion import Group, partition
 from tracejit.jit.passes import optimize
-from tracejit.testing import assert_compiled_matches, assert_valid_partition, kernel_cache_at
+from differential import assert_compiled_matches, assert_valid_partition, kernel_cache_at
 from inputs import T, gelu
 
 

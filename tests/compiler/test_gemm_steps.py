@@ -19,7 +19,7 @@ from tracejit.compiler.cpu.gemm import epilogue
 from tracejit.compiler.cpu.gemm.epilogue import matmul_bias
 from tracejit.compiler.gemm_steps import GemmStep
 from tracejit.compiler.fusion import Group
-from tracejit.testing import assert_compiled_matches
+from differential import assert_compiled_matches
 from inputs import T, training_variant
 
 

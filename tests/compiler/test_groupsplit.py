@@ -12,7 +12,7 @@ import pytest
 import tracejit as tj
 from tracejit.compiler import groupsplit
 from tracejit.compiler.fusion import Group, partition
-from tracejit.testing import assert_compiled_matches, assert_valid_partition
+from differential import assert_compiled_matches, assert_valid_partition
 from inputs import T, gelu
 
 pytestmark = pytest.mark.usefixtures("kernels_in_test_cache")

@@ -23,7 +23,7 @@ import pytest
 import tracejit as tj
 from tracejit.compiler import diskcache
 from tracejit.compiler.plan import PARALLEL_MIN
-from tracejit.testing import assert_same, kernel_cache_at
+from differential import assert_same, kernel_cache_at
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.compiler import diskcache, llvmopts
-from tracejit.testing import assert_compiled_matches, kernel_cache_at
+from differential import assert_compiled_matches, kernel_cache_at
 
 x86 = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="counts x86 instructions")
 

@@ -15,7 +15,7 @@ import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.backends import CpuBackend
 from tracejit.compiler.cpu.gemm import blas_gemm
-from tracejit.testing import assert_compiled_matches
+from differential import assert_compiled_matches
 
 
 def _data(shape, k=6, n=5, seed=0):

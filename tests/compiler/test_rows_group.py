@@ -13,7 +13,7 @@ import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group, partition
 from tracejit.compiler.loopnest import lower, operand_layouts
 from tracejit.compiler.rowpasses import schedule
-from tracejit.testing import assert_compiled_matches, assert_valid_partition
+from differential import assert_compiled_matches, assert_valid_partition
 
 from tests.cuda.kernel_cases import graph_of
 

@@ -7,7 +7,7 @@ import pytest
 import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group
-from tracejit.testing import assert_compiled_matches
+from differential import assert_compiled_matches
 from inputs import T, training_variant
 
 

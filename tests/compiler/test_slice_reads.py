@@ -89,7 +89,7 @@ def test_steps_and_integer_indices_stay_views():
 
 @pytest.mark.parametrize("mode", ["trace", "script"])
 def test_an_lstm_cell_compiled_matches_eager_and_the_interpreter(mode):
-    from tracejit.testing import assert_compiled_matches
+    from differential import assert_compiled_matches
     tj.manual_seed(3)
     cell = tj.nn.LSTMCell(5, 7).double()
 

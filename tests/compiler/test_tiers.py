@@ -22,7 +22,7 @@ import pytest
 import tracejit as tj
 from tracejit.compiler import tiers, workers
 from tracejit.compiler import prepare
-from tracejit.testing import kernel_cache_at
+from differential import kernel_cache_at
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WAIT_S = 240  # generous: the machine may be shared

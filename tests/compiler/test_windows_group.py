@@ -13,7 +13,7 @@ import tracejit as tj
 import tracejit.nn.functional as F
 from tracejit.compiler.fusion import Group, partition
 from tracejit.compiler.kernel_errors import group_label
-from tracejit.testing import assert_compiled_matches, assert_valid_partition
+from differential import assert_compiled_matches, assert_valid_partition
 
 from tests.cuda.kernel_cases import graph_of
 

@@ -2,7 +2,7 @@
 what the forward saves, and the compiled autograd node.
 
 Every gradient is compared with eager autograd on the same inputs (through
-`tracejit.testing.assert_compiled_matches`, which also runs the IR interpreter).
+`differential.assert_compiled_matches`, which also runs the IR interpreter).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import tracejit as tj
 from tracejit.jit.autodiff import joint, split
 from tracejit.errors import CompileError, GraphFreedError, InplaceModifiedError
-from tracejit.testing import Mismatch, assert_compiled_matches, assert_same
+from differential import Mismatch, assert_compiled_matches, assert_same
 from inputs import T
 
 

@@ -71,7 +71,7 @@ _WORKQUEUE_SCRIPT = r"""
 import sys, threading
 import numpy as np
 import tracejit as tj
-from tracejit.testing import kernel_cache_at
+from tests.differential import kernel_cache_at
 
 with kernel_cache_at(sys.argv[1]):
     def f(x, y):

@@ -8,7 +8,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.jit import passes
-from tracejit.testing import assert_compiled_matches
+from differential import assert_compiled_matches
 
 
 def test_concat_of_strided_inputs_is_c_contiguous_and_exact():

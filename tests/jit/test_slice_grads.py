@@ -7,7 +7,7 @@ import pytest
 
 import tracejit as tj
 from tracejit.jit.autodiff import split
-from tracejit.testing import assert_compiled_matches
+from differential import assert_compiled_matches
 from inputs import T
 
 

@@ -373,7 +373,7 @@ def test_fused_argument_is_checked_at_construction():
 def test_fused_kernels_live_in_tracejit_disk_cache(tmp_path, monkeypatch):
     from tracejit.compiler import diskcache
     from tracejit.optim import fused
-    from tracejit.testing import kernel_cache_at
+    from differential import kernel_cache_at
     monkeypatch.setattr(fused, "_modules", {})
     with kernel_cache_at(tmp_path):
         diskcache.clear_memory_cache()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracejit.testing import kernel_cache_at
+from differential import kernel_cache_at
 
 
 @pytest.fixture(autouse=True, scope="module")

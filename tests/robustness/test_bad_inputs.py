@@ -20,7 +20,7 @@ import pytest
 import tracejit as tj
 from tracejit.errors import (DeviceMismatchError, DTypeError, GraphFreedError,
                              InplaceModifiedError, ScriptError, SerializationError, ShapeError, TraceError)
-from tracejit.testing import assert_compiled_matches, assert_same
+from differential import assert_compiled_matches, assert_same
 
 
 class Model:

@@ -24,7 +24,7 @@ import tracejit as tj
 from tracejit.compiler import diskcache
 from tracejit.errors import CompileError, KernelError, ShapeError
 from tracejit.ops.registry import REGISTRY
-from tracejit.testing import assert_same, kernel_cache_at
+from differential import assert_same, kernel_cache_at
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ compares the arguments after the call, the version counters of view outputs and 
 ``.grad`` a scaled ``backward()`` accumulates with eager. The program is Python source (written to a file, so ``@script`` can read
 it); a failure shows that source and the captured IR, and hypothesis shrinks it first.
 
-Tolerances (see `tracejit.testing.assert_same`): float32 rtol 2e-3, atol 2e-4 x scale;
+Tolerances (see `differential.assert_same`): float32 rtol 2e-3, atol 2e-4 x scale;
 float64 rtol 1e-7, atol 1e-9 x scale, where scale is the largest finite magnitude of the
 expected value (random chains amplify the few-ulp differences of the vectorized
 transcendentals); nan/+inf/-inf positions and integer values must match exactly.
@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import tracejit as tj
-from tracejit.testing import Mismatch, assert_compiled_matches, assert_same, assert_valid_partition
+from differential import Mismatch, assert_compiled_matches, assert_same, assert_valid_partition
 
 TOLERANCES = {"float32": (2e-3, 2e-4), "float64": (1e-7, 1e-9)}
 

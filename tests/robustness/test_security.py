@@ -22,7 +22,7 @@ import pytest
 import tracejit as tj
 from tracejit.compiler import diskcache
 from tracejit.errors import SerializationError
-from tracejit.testing import assert_same, kernel_cache_at
+from differential import assert_same, kernel_cache_at
 
 
 class _Payload:

@@ -90,7 +90,6 @@ class MixtureSameFamily(Distribution):
             raise ValueError(f"MixtureSameFamily: mixture batch shape {mb} does not match the component "
                              f"batch shape {cb[:-1]}")
         self._mixture, self._component = mixture_distribution, component_distribution
-        self._num_components = k
         self._event_ndims = len(component_distribution.event_shape)
         super().__init__(cb[:-1], tuple(component_distribution.event_shape), validate_args=False)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops as _ops
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..ops import registry as _reg

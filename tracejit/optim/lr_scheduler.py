@@ -184,8 +184,6 @@ class CosineAnnealingLR(LRScheduler):
 
 _LRScheduler = LRScheduler   # PyTorch's older name, kept there as an alias
 
-__all__ += ["OneCycleLR", "ReduceLROnPlateau"]
-
 
 class OneCycleLR(LRScheduler):
     """The 1cycle policy: lr rises from max_lr/div_factor to max_lr over ``pct_start`` of the

@@ -95,7 +95,7 @@ def test_blas_choice_leaves_the_plan_its_blas_side(chosen):
 
 @pytest.mark.parametrize("side", ["template", "blas"])
 def test_compiled_step_on_either_side_agrees_with_eager(chosen, side, monkeypatch):
-    from tracejit.testing import assert_compiled_matches
+    from differential import assert_compiled_matches
     from tracejit.compiler.gemm_steps import GemmStep
     chosen[0] = template.CONFIGS[0] if side == "template" else choice.BLAS
     calls = []

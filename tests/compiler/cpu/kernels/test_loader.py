@@ -101,7 +101,7 @@ def test_load_now_compiles_what_sync_mode_only_loads_from_disk(tmp_path, monkeyp
     """A `sync_compiles=False` kernel not on disk: sync mode gives up on it in the call
     (numpy's form), `load_now` compiles it into the cache and loads it, and a fresh loader
     of the same source then finds it on disk."""
-    from tracejit.testing import kernel_cache_at
+    from differential import kernel_cache_at
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     source = _SOURCE.replace("+= 1.0", "+= 8.0")
     with kernel_cache_at(tmp_path):
