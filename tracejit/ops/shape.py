@@ -222,8 +222,14 @@ def _concat_fast(shapes, dtype, params):
     its shape worked out once per signature, not per call."""
     if None in shapes:
         return None
-    dim = params["dim"]   # (C-contiguous inputs give a C-contiguous result: no copy then)
-    return lambda *arrs: np.ascontiguousarray(_concatenate(arrs, dim))
+    dim = params["dim"]
+
+    def fast(*arrs):   # (C-contiguous inputs, nearly every call: a C-contiguous result as it is)
+        for a in arrs:
+            if not a.flags.c_contiguous:
+                return _concat_impl(np, *arrs, dim=dim)
+        return _concatenate(arrs, dim)
+    return fast
 
 
 CONCAT = defprim("concat", _concat_impl, _concat_rule,
