@@ -8,6 +8,11 @@ from .errors import ShapeError
 def normalize_dim(dim, ndim: int, op: str = "op") -> int:
     """`dim` in [0, ndim) (a 0-d tensor takes dims 0 and -1, as PyTorch); an IndexError
     naming `op` and the range when it is out of range, a TypeError when not an int."""
+    if type(dim) is int:   # (the common case first: every reduction and cat asks)
+        if 0 <= dim < ndim:
+            return dim
+        if -ndim <= dim < 0:
+            return dim + ndim
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
     lo = -max(ndim, 1)

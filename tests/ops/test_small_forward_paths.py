@@ -1,4 +1,4 @@
-"""cast, argmax/argmin along a dim and flatten give numpy's values and PyTorch's dtypes
+"""cast, argmax/argmin along a dim, flatten, cat and stack give numpy's values and PyTorch's dtypes
 and shapes on every call (the first makes the eager plan, the next ones run through it)."""
 import numpy as np
 import pytest
@@ -57,3 +57,24 @@ def test_flatten_matches_torch(start, end):
     want = torch.tensor(a).flatten(start, end)
     assert tuple(got.shape) == tuple(want.shape)
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+@pytest.mark.parametrize("strided", [False, True])
+def test_stack_and_cat_through_their_plans_match_torch(dim, strided):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((3, 4) if not strided else (4, 3)).astype(np.float32) for _ in range(3)]
+    if strided:   # transposed views: numpy would lay the concatenation out column-major
+        arrays = [a.T for a in arrays]
+    ours = [tj.tensor(a) for a in arrays]
+    theirs = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
+    for _ in range(3):
+        got = tj.stack(ours, dim)
+        want = torch.stack(theirs, dim)
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        if dim < 2:
+            got = tj.cat(ours, dim)
+            assert got.is_contiguous()
+            np.testing.assert_array_equal(got.numpy(), torch.cat(theirs, dim).numpy())

@@ -197,7 +197,8 @@ def test_cumprod_of_a_0d_integer_tensor_is_int64(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["bool", "uint8", "int32", "int64", "float16", "float32"])
-@pytest.mark.parametrize("fn,diagonal", [("triu", 1), ("tril", 0), ("triu", -1), ("tril", -2)])
+@pytest.mark.parametrize("fn,diagonal", [("triu", 1), ("tril", 0), ("triu", -1), ("tril", -2), ("tril", 3),
+                                         ("triu", 6), ("triu", -5), ("tril", -4)])
 def test_tri_keeps_the_dtype(dtype, fn, diagonal):
     # PyTorch's triu/tril keep the input's dtype: a boolean causal mask stays boolean
     torch = pytest.importorskip("torch")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..errors import ShapeError
 from .composite import dropout, softmax
@@ -81,6 +83,10 @@ def _dead_rows(mask) -> tuple:
     -> (the additive mask with those rows 0, their (..., L or 1, 1) indicator), or (mask,
     None) where eagerly no row is masked through (no extra pass then)."""
     from .reductions import all as all_
+    m = mask._data
+    if trace_state.tracer is None and type(m) is np.ndarray and m.dtype.kind == "f" and \
+            not np.isneginf(m).all(-1).any():   # (the common answer, without five ops)
+        return mask, None
     dead = all_(isinf(mask) & (mask < 0), -1, keepdim=True)
     if trace_state.tracer is None and not bool(dead.any()):
         return mask, None

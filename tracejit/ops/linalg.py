@@ -342,9 +342,13 @@ ger = outer   # PyTorch's deprecated spelling, still common in positional encodi
 @_autocast.lower_widened
 def linear(x, weight, bias=None):
     """y = x @ weight.T + bias, weight of shape (out_features, in_features) as in PyTorch."""
-    if x.ndim == 0 or weight.ndim not in (1, 2) or not (x.shape[-1] == weight.shape[-1]):
-        raise ShapeError(f"linear: input of shape {tuple(x.shape)} does not match weight of shape "
-                         f"{tuple(weight.shape)} (expected input features {weight.shape[-1] if weight.ndim else '?'})")
+    xd, wd = getattr(x, "_data", None), getattr(weight, "_data", None)
+    # (eager CPU operands: numpy's shapes, not a Size and its Python indexing per check)
+    xs, ws = (xd.shape, wd.shape) if type(xd) is _np.ndarray and type(wd) is _np.ndarray else (x.shape, weight.shape)
+    xn, wn = len(xs), len(ws)
+    if xn == 0 or wn not in (1, 2) or not (xs[-1] == ws[-1]):
+        raise ShapeError(f"linear: input of shape {tuple(xs)} does not match weight of shape "
+                         f"{tuple(ws)} (expected input features {ws[-1] if wn else '?'})")
     if x.dtype is not weight.dtype:
         raise DTypeError(f"linear: input is {x.dtype.name} but weight is {weight.dtype.name}; they must "
                          f"share one dtype (convert the input, e.g. input.to({weight.dtype.name}), or "
@@ -353,14 +357,14 @@ def linear(x, weight, bias=None):
         wide = _bf16_eager.widened(x, weight, bias)
         if wide is not None:    # (computed in float32, rounded once)
             return bind(_CAST, linear(*wide), dtype=_BF16)
-    if (weight.ndim == 2 and x.ndim >= 2 and not _eager._tracers_active
+    if (wn == 2 and xn >= 2 and not _eager._tracers_active
             and isinstance(x, Tensor) and isinstance(weight, Tensor)):   # (not sparse)
         # one record, ``x @ weight.T`` with the weight as it is: no transposed view and no
         # node of its own, and the weight's gradient ``g.T @ x`` comes out row-major
         # (traced code keeps permute + matmul, the form the compiler's passes match)
         out = _nt(x, weight)
     else:
-        out = matmul(x, _mT(weight)) if weight.ndim == 2 else matmul(x, weight)
+        out = matmul(x, _mT(weight)) if wn == 2 else matmul(x, weight)
     if bias is not None:
         out = out + bias
     return out

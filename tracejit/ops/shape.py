@@ -4,7 +4,7 @@ Views (reshape of contiguous data, permute, expand) share memory and version cou
 their input, as in PyTorch."""
 from __future__ import annotations
 
-from operator import methodcaller as _methodcaller
+from operator import methodcaller as _methodcaller, attrgetter as _attrgetter
 
 import numpy as np
 
@@ -20,12 +20,17 @@ from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shap
 from .shape_params import keyword_shape as _keyword_shape
 from .shape_params import expand_params as _expand_params, permute_params as _permute_params
 from .shape_params import squeeze_params as _squeeze_params, transpose_params as _transpose_params
-from .shape_params import unsqueeze_params as _unsqueeze_params
+from .shape_params import unsqueeze_params as _unsqueeze_params, split_specs as _split_specs
+from .shape_params import WHOLE_DIM as _WHOLE_DIM
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
            "unbind", "narrow", "flip", "sum_to", "clone", "view_as", "reshape_as",
            "to_device", "swapaxes"]
+
+# numpy's C concatenate without its __array_function__ dispatch (a third of a small call)
+_concatenate = getattr(np.concatenate, "_implementation", np.concatenate)
+_NDIM = _attrgetter("ndim")
 
 
 def _reshape_rule(a, shape):
@@ -217,9 +222,14 @@ def _concat_fast(shapes, dtype, params):
     its shape worked out once per signature, not per call."""
     if None in shapes:
         return None
-    dim, dt = params["dim"], np.dtype(dtype)   # (the operands' compute dtype by then)
-    shape = shapes[0][:dim] + (sum(s[dim] for s in shapes),) + shapes[0][dim + 1:]
-    return lambda *arrs: np.concatenate(arrs, axis=dim, out=np.empty(shape, dt))
+    dim = params["dim"]
+
+    def fast(*arrs):   # (C-contiguous inputs, nearly every call: a C-contiguous result as it is)
+        for a in arrs:
+            if not a.flags.c_contiguous:
+                return _concat_impl(np, *arrs, dim=dim)
+        return _concatenate(arrs, dim)
+    return fast
 
 
 CONCAT = defprim("concat", _concat_impl, _concat_rule,
@@ -240,9 +250,15 @@ def _stack_rule(*avals, dim):
 # One primitive rather than an unsqueeze per input and a concat: eager's per-call cost is
 # one dispatch (four small inputs: 28.7 us as the composition).
 def _stack_fast(shapes, dtype, params):
-    """The plan's numpy call: numpy's stack (a concatenate with a new axis) less its checks."""
-    dim, new = params["dim"], (slice(None),) * params["dim"] + (None,)
-    return lambda *arrs: np.concatenate([a[new] for a in arrs], axis=dim)
+    """The plan's numpy call: numpy's stack less its checks, as a concatenate along `dim`
+    viewed with the new axis split off (the same elements in the same order)."""
+    dim, first = params["dim"], shapes[0]
+    if first is None:
+        return None
+    shape = first[:dim] + (len(shapes),) + first[dim:]
+    if dim == len(first):   # a new last axis: nothing to split
+        return lambda *arrs: _concatenate([a.reshape(first + (1,)) for a in arrs], dim)
+    return lambda *arrs: _concatenate(arrs, dim).reshape(shape)
 
 
 STACK = defprim("stack", lambda xp, *arrs, dim: xp.stack(arrs, axis=dim), _stack_rule,
@@ -439,13 +455,13 @@ def cat(tensors, dim: int = 0, axis=None):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of tensors")
-    nd = max(x.ndim for x in tensors)
+    ranks = list(map(_NDIM, tensors))   # (no Python frame: a generator's cost a third of a small cat)
+    nd = max(ranks)
     if nd == 0:
         raise ShapeError("cat: zero-dimensional tensors cannot be concatenated; use stack")
     d = normalize_dim(dim, nd, "cat")
     # PyTorch's legacy rule: 1-D empty tensors are skipped whatever the others' rank.
-    # (the rank tests first: a Size per tensor cost most of a cat of 50 small tensors)
-    kept = tensors if nd == 1 else [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0)]
+    kept = tensors if nd == 1 or 1 not in ranks else [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0)]
     if not kept:
         kept = tensors[:1]
     if len(kept) == 1:
@@ -473,9 +489,6 @@ def stack(tensors, dim: int = 0, axis=None):
         raise ValueError("stack: expected a non-empty list of tensors")
     d = normalize_dim(dim, tensors[0].ndim + 1, "stack")
     return bind(STACK, *tensors, dim=d)   # (STACK's rule checks the shapes agree)
-
-
-_WHOLE_DIM = (("s", None, None, None),)
 
 
 _GETITEM = None   # ops/indexing's GETITEM (indexing imports this module): read at first use
@@ -516,35 +529,6 @@ def split(a, split_size_or_sections, dim: int = 0):
         split_size_or_sections = tuple(split_size_or_sections)
     return tuple([bind(getitem, a, spec=spec)
                   for spec in _normalized(_split_specs, a, (split_size_or_sections, dim))])
-
-
-def _split_specs(a, args):
-    """The pieces' index specs of ``split(a, *args)``, as `narrow` makes one: the sizes add
-    up to the dim, so every piece is in range (narrow's checks per piece cost as much as the
-    view); kept per shape and arguments (`_normalized`), the same tuples each call."""
-    split_size_or_sections, dim = args
-    d = normalize_dim(dim, a.ndim, "split")
-    n = a.shape[d]
-    if isinstance(split_size_or_sections, int):
-        s = split_size_or_sections or (0 if n != 0 else 1)   # (0 splits an empty dim only)
-        if s <= 0:
-            raise ShapeError(f"split: split_size must be positive, got {split_size_or_sections}")
-        sizes = [s] * (int(n) // s) + ([int(n) % s] if int(n) % s else [])
-        if not sizes:
-            sizes = [0]  # splitting an empty dim gives one empty piece
-    else:
-        sizes = list(split_size_or_sections)
-        if sum(sizes) != n:
-            raise ShapeError(f"split: sections {sizes} do not add up to size {n} of dim {dim}")
-        if any(s < 0 for s in sizes):
-            raise ValueError(f"split: sections must be non-negative, got {sizes}")
-    lead = _WHOLE_DIM * d
-    out, start = [], 0
-    for s in sizes:
-        out.append(lead + (("s", start, start + s, None),))
-        remember_plain(out[-1])
-        start += s
-    return tuple(out)
 
 
 def chunk(a, chunks: int, dim: int = 0):

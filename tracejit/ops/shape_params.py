@@ -116,3 +116,35 @@ def unsqueeze_params(a, dim):
     shape = list(a.shape)
     shape.insert(d, 1)
     return tuple(shape)
+
+
+WHOLE_DIM = (("s", None, None, None),)   # the index spec item of a whole dim
+
+
+def split_specs(a, args):
+    """The pieces' index specs of ``split(a, *args)``, as `narrow` makes one: the sizes add
+    up to the dim, so every piece is in range (narrow's checks per piece cost as much as the
+    view); kept per shape and arguments (`normalized`), the same tuples each call."""
+    split_size_or_sections, dim = args
+    d = normalize_dim(dim, a.ndim, "split")
+    n = a.shape[d]
+    if isinstance(split_size_or_sections, int):
+        s = split_size_or_sections or (0 if n != 0 else 1)   # (0 splits an empty dim only)
+        if s <= 0:
+            raise ShapeError(f"split: split_size must be positive, got {split_size_or_sections}")
+        sizes = [s] * (int(n) // s) + ([int(n) % s] if int(n) % s else [])
+        if not sizes:
+            sizes = [0]  # splitting an empty dim gives one empty piece
+    else:
+        sizes = list(split_size_or_sections)
+        if sum(sizes) != n:
+            raise ShapeError(f"split: sections {sizes} do not add up to size {n} of dim {dim}")
+        if any(s < 0 for s in sizes):
+            raise ValueError(f"split: sections must be non-negative, got {sizes}")
+    lead = WHOLE_DIM * d
+    out, start = [], 0
+    for s in sizes:
+        out.append(lead + (("s", start, start + s, None),))
+        remember_plain(out[-1])
+        start += s
+    return tuple(out)

@@ -18,6 +18,8 @@ from .elementwise import where
 from .indexing import gather
 from .reductions import ValuesIndices, _accumulate, _cumsum_rule, _rev_cumsum, cumulative
 from .registry import Aval, defprim
+from . import eager as _eager
+from ..tensor import Tensor
 from .eager import bind
 from .shape import transpose, unsqueeze
 
@@ -29,6 +31,13 @@ def _tri_mask(a, diagonal: int, lower: bool):
     if a.ndim < 2:
         raise ShapeError(f"{'tril' if lower else 'triu'}: expected a tensor with at least 2 dims, "
                          f"got shape {tuple(a.shape)}")
+    d = a._data
+    if type(d) is np.ndarray and type(diagonal) is int and not _eager._tracers_active:
+        # eagerly a constant of the last two sizes (no operand needs a gradient): numpy's
+        # tri, one array instead of six ops (a causal mask per attention call)
+        n, m = d.shape[-2:]
+        keep = np.tri(n, m, diagonal, dtype=bool) if lower else ~np.tri(n, m, diagonal - 1, dtype=bool)
+        return Tensor._wrap(keep, _dt.bool_, a.device)
     rows = unsqueeze(arange(a.shape[-2], device=a.device), 1)
     cols = unsqueeze(arange(a.shape[-1], device=a.device), 0)
     # a symbolic diagonal (``tril(diagonal=L - T)`` over a growing cache) stays symbolic
