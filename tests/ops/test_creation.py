@@ -122,3 +122,13 @@ def test_integer_draws_refuse_requires_grad_as_pytorch():
         with pytest.raises(RuntimeError, match="(?i)floating point"):
             m.randperm(3, requires_grad=True)
         assert m.randn_like(m.ones(2), requires_grad=True).requires_grad
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
+def test_factories_take_size_by_keyword(name):
+    """N-BEATS writes torch.zeros(size=(batch, horizon))."""
+    for size in ((2, 3), [4], ()):
+        assert tuple(getattr(tj, name)(size=size).shape) == tuple(getattr(torch, name)(size=size).shape)
+    assert tj.zeros(size=(2,), dtype=tj.int64).dtype == tj.int64
+    with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+        getattr(tj, name)(2, size=(2,))
