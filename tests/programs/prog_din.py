@@ -105,7 +105,7 @@ def make(n):
                 hist_len=torch.from_numpy(lengths)), torch.from_numpy(y)
 train, y_train = make(N); test, y_test = make(64)
 model = DIN(); sync(model)
-fwd = comp(model)
+fwd = comp(model, fullgraph=True)
 opt = torch.optim.Adam(model.parameters(), lr=3e-3)
 loss_fn = nn.BCEWithLogitsLoss()
 LOSSES = []

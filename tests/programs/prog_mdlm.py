@@ -81,7 +81,7 @@ def forward_process(input_ids, eps=1e-3):
     noisy_batch = torch.where(masked_indices, MASK_ID, input_ids)
     return noisy_batch, masked_indices, p_mask
 model = MaskedDiffusionLM(); sync(model)
-fwd = comp(model)
+fwd = comp(model, fullgraph=True)
 opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1, betas=(0.9, 0.95))
 LOSSES = []
 for step in range(8):
