@@ -89,7 +89,7 @@ class MoDGPT(nn.Module):
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
         return logits, loss + 0.1 * torch.stack(aux).mean()
 model = MoDGPT(); sync(model)
-fwd = comp(model)
+fwd = comp(model, fullgraph=True)
 decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
 no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
 opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],

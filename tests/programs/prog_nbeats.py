@@ -103,7 +103,7 @@ windows = np.lib.stride_tricks.sliding_window_view(series, 25)[::4].astype(np.fl
 x_all, y_all = torch.from_numpy(windows[:, :20].copy()), torch.from_numpy(windows[:, 20:].copy())
 loader = DataLoader(TensorDataset(x_all[:100], y_all[:100]), batch_size=32, shuffle=False)
 net = NBeatsNet(); sync(net)
-fwd = comp(net, dynamic=True)
+fwd = comp(net, dynamic=True, fullgraph=True)
 opt = torch.optim.Adam(net.parameters(), lr=1e-3)
 sched = torch.optim.lr_scheduler.StepLR(opt, step_size=4, gamma=0.5)
 LOSSES = []
