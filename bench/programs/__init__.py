@@ -83,6 +83,8 @@ PROGRAMS = {
     "nca": "growing neural CA, 32 steps of a compiled step: grouped Sobel conv, 1x1 convs, alive masks",
     "tsp": "Kool's TSP attention model: Transformer encoder, 20 masked decoding steps, REINFORCE",
     "dcnv2": "hand-written deformable conv v2: grid_sample per kernel tap, einsum over taps, segmentation",
+    "din": "Deep Interest Network: Dice activations, attention over 50 padded behaviours, batch 256",
+    "mod": "Mixture-of-Depths GPT: topk(sorted=False) token routing, sort, gather, scatter_add",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

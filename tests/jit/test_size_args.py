@@ -303,3 +303,25 @@ def test_a_size_that_does_not_divide_raises_as_eagerly():
     assert str(compiled.value) == str(eager.value)
     with pytest.raises(RuntimeError, match="invalid for input of size 144"):
         f(torch.zeros(144), 5)
+
+
+def test_a_recurrent_layer_over_a_slice_to_an_int_argument_captures_twice():
+    """CPC runs its GRU over the frames up to a sampled t: the slice, the layer's reshapes of
+    the non-contiguous view and its time loop take the symbolic length."""
+    tj.manual_seed(0)
+    gru = tj.nn.GRU(4, 3, batch_first=True)
+
+    def f(z, t):
+        out, h = gru(z.transpose(1, 2)[:, :t + 1, :])
+        return out[:, t, :].sum() + h.pow(2).sum()
+
+    cf = tj.compile(f)
+    for t in (1, 5, 2, 3, 8):
+        z = tj.randn(3, 4, 10, requires_grad=True)
+        got = cf(z, t)
+        (g,) = tj.autograd.grad(got, [z])
+        want = f(z, t)
+        (w,) = tj.autograd.grad(want, [z])
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
+    assert cf.cache_stats()["compiles"] == 2

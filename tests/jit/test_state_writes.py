@@ -363,3 +363,65 @@ def test_a_call_setting_equal_values_leaves_the_module_guards_epoch_alone():
         assert c(x).tolist() == [2.0, 3.0]
         assert state_epoch[0] == before
     assert c.cache_stats()["compiles"] == 1
+
+
+class KeepsBlockOutputs(nn.Module):
+    """N-BEATS keeps each block's forecast in a list it sets on itself in forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(3, 3) for _ in range(3)])
+        self.parts = []
+
+    def forward(self, x):
+        self.parts = []
+        for b in self.blocks:
+            x = x - b(x)
+            self.parts.append(x.sum(1))
+        self.last = {"x": x, "n": len(self.parts)}
+        return x
+
+
+def test_a_list_set_on_self_then_appended_to_is_set_again_by_every_call():
+    import warnings
+    tj.manual_seed(0)
+    m = KeepsBlockOutputs()
+    cm = tj.compile(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # no "runs eagerly from now on"
+        for scale in (1.0, 2.0, 3.0):
+            x = tj.ones(2, 3) * scale
+            want = m(x)
+            want_parts = [p.tolist() for p in m.parts]
+            got = cm(x)
+            assert np.allclose(got.tolist(), want.tolist())
+            assert np.allclose([p.tolist() for p in m.parts], want_parts)
+            assert m.last["n"] == 3 and not any(isinstance(p, Tracer) for p in m.parts)
+            m.parts = ["stale"]
+    (g,) = tj.autograd.grad(cm(tj.ones(2, 3)).sum() * 0 + m.parts[0].sum(), [m.blocks[0].weight])
+    (w,) = tj.autograd.grad(m(tj.ones(2, 3)).sum() * 0 + m.parts[0].sum(), [m.blocks[0].weight])
+    assert np.allclose(g.tolist(), w.tolist())
+    assert cm.cache_stats()["compiles"] == 1
+
+
+def test_a_loss_kept_on_self_carries_its_gradient():
+    """A mixture-of-experts' auxiliary loss set on the module, added to the loss after the call."""
+    class WithAux(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 2)
+            self.aux_loss = None
+
+        def forward(self, x):
+            y = self.lin(x)
+            self.aux_loss = y.pow(2).mean()
+            return y.sum()
+
+    grads = []
+    for compiled in (False, True):
+        tj.manual_seed(0)
+        m = WithAux()
+        f = tj.compile(m) if compiled else m
+        (f(tj.ones(4, 3)) + m.aux_loss).backward()
+        grads.append(m.lin.weight.grad.tolist())
+    assert np.allclose(grads[0], grads[1])

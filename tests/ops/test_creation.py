@@ -135,3 +135,13 @@ def test_full_and_as_tensor_of_a_compiled_functions_number_argument():
             assert isinstance(g, tj.Tensor)
             assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1], s
             assert g.tolist() == w.tolist()
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
+def test_factories_take_size_by_keyword(name):
+    """N-BEATS writes torch.zeros(size=(batch, horizon))."""
+    for size in ((2, 3), [4], ()):
+        assert tuple(getattr(tj, name)(size=size).shape) == tuple(getattr(torch, name)(size=size).shape)
+    assert tj.zeros(size=(2,), dtype=tj.int64).dtype == tj.int64
+    with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+        getattr(tj, name)(2, size=(2,))

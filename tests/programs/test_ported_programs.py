@@ -258,6 +258,16 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # the DEQ cell: the solves without grad and the step with grad, in training and
                 # in eval; the solves under no_grad (the injection not requiring grad)
                 "prog_deq.py": 5}
+# N-BEATS (its per-block forecasts set on the module as a list), DIN's Dice attention,
+# BART-style denoising (padding masks, lengths dynamic), CPC (targets written into
+# torch.empty, the sampled time t an int argument), a masked diffusion LM and a
+# Mixture-of-Depths GPT (topk(sorted=False), sort, gather, scatter_add)
+COMPILED += ["prog_nbeats.py", "prog_din.py", "prog_bart.py", "prog_cpc.py", "prog_mdlm.py", "prog_mod.py"]
+MAX_COMPILES.update({
+    # training, then eval (BatchNorm's running statistics)
+    "prog_din.py": 2,
+    # training at the first t, then t symbolic (the GRU over t + 1 frames), t = 0; eval
+    "prog_cpc.py": 4})
 
 
 def _run(framework, mode, weights, programs):

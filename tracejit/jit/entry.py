@@ -252,6 +252,9 @@ def _write_state(writes: list, outs: list) -> None:
                 setattr(obj, name, v)   # (as a module's setattr: its guards look again)
         elif w[0] == "args":   # (`Entry.run` stores them)
             continue
+        elif w[0] == "tree":   # a new container of this call's outputs, with their gradient
+            _, obj, name, spec, kept = w
+            object.__setattr__(obj, name, unflatten(spec, [outs[v] if k == "out" else v for k, v in kept]))
         elif w[0] == "store":   # a hook's activations: kept with their gradient, as eagerly
             _, find, key, k = w
             find().append(outs[k]) if key is None else find().__setitem__(key, outs[k])
@@ -259,8 +262,8 @@ def _write_state(writes: list, outs: list) -> None:
             _, obj, name, k = w
             if _is_buffer(obj, name):
                 obj.__dict__["_buffers"][name] = outs[k].detach()
-            else:
-                object.__setattr__(obj, name, outs[k].detach())
+            else:   # (with its gradient, as eagerly: an auxiliary loss kept on the module)
+                object.__setattr__(obj, name, outs[k])
 
 
 def _store_into(old, new) -> None:

@@ -118,15 +118,16 @@ def _hooks(m) -> tuple:
     return tuple(tuple(d.get(k) or ()) for k in _HOOK_TABLES)
 
 
-def _deep_attrs(mods: list, names: list, read: Optional[set]) -> list:
+def _deep_attrs(mods: list, names: list, read: Optional[set], writes=()) -> list:
     """(name, module, attribute, snapshot) of the containers and plain objects the capture
     read from module attributes: their contents can change without a setattr, so they are
-    compared on every call."""
+    compared on every call (not those it set before reading them: each call sets them)."""
     if not read:
         return []
     budget = [BUDGET]
+    set_first = {(id(w[1]), w[2]) for w in writes if w and w[0] == "tree"}
     return [(n, m, k, watcher(v, budget)) for n, m in zip(names, mods) for k, v in vars(m).items()
-            if (id(m), k) in read and not _plain(v) and worth_watching(v)]
+            if (id(m), k) in read and (id(m), k) not in set_first and not _plain(v) and worth_watching(v)]
 
 
 class ModuleStateGuard:
@@ -170,7 +171,7 @@ class _StateCheck:
         self.attrs = [_attrs(m, read) for m in self.mods]
         self.root_hooks = root_hooks   # False: the root's hooks are not part of the capture
         self.hooks = [_hooks(m) if k or root_hooks else () for k, m in enumerate(self.mods)]
-        self.deep = _deep_attrs(self.mods, self.names, read)
+        self.deep = _deep_attrs(self.mods, self.names, read, writes)
         # where each captured tensor lives in the tree: (module, kind, name), or None
         where: dict = {}
         for m in self.mods:

@@ -65,6 +65,7 @@ class EffectLog:
         self._passed: list = []               # (value, flatten(value)) per parameter: argument_writes
         self._leaves: list = []               # the call's argument leaves
         self.arg_writes: list = []            # the parameters whose lists or dicts the capture changed
+        self._owned: set = set()              # ids of containers a module attribute was set to (state_writes.py)
 
     # ---- noting ------------------------------------------------------------------
     def attribute_write(self, obj: Any, name: str) -> None:
@@ -73,6 +74,11 @@ class EffectLog:
         if self.active and key not in self._writes:
             self._writes[key] = (obj, name, obj.__dict__.get(name, _MISSING))
             self.notes.append(f"it sets `{type(obj).__name__}.{name}`")
+
+    def own(self, container: Any) -> None:
+        """`container` was set as a module attribute and is written back by each call: what
+        the capture puts into it is no effect."""
+        self._owned.add(id(container))
 
     def hook(self, module: Any, hook: Callable, kind: str) -> None:
         if self.active and not getattr(hook, "_traceable", False):
@@ -83,7 +89,8 @@ class EffectLog:
         """Note a container's contents now, to compare when the capture ends; `find` gives
         the container a later call means (a global or closure variable, read again); `cache`:
         a module's container, see `_traced_stores`."""
-        if self.active and type(value) in _CONTAINERS and id(value) not in self._watched:
+        if self.active and type(value) in _CONTAINERS and id(value) not in self._watched \
+                and id(value) not in self._owned:
             self._watched[id(value)] = (label, value, type(value)(value), find, cache)
 
     def watch_object(self, obj: Any, owner: Any = None, name: str = "") -> None:

@@ -22,6 +22,7 @@ from . import view_writes as _views
 from .ir import Var
 from .lifted import NUMBERS, written
 from .module_guard import _plain, read_in_capture
+from .pytree import flatten
 
 __all__ = ["StateWrites"]
 
@@ -82,9 +83,15 @@ class StateWrites:
         # (trace/script keep torch.jit.trace's meaning: Python state changes once, at capture)
         number = active and type(_read_attr(obj, name)) in NUMBERS and (
             type(value) in NUMBERS or traced and value.ndim == 0 and self.atom(value).aval.weak)
-        if not (traced or number) and (not _plain(value) or self.parent is not None or not active
+        # a list, tuple or dict set before any read (N-BEATS' ``self._intermediary_outputs =
+        # []``, then appended to): each call sets a new one holding its outputs
+        tree = type(value) in (list, tuple, dict) and not _plain(value)
+        if not (traced or number) and (not (_plain(value) or tree) or self.parent is not None or not active
                                        or read_in_capture(obj, name) is not False):
             return False
+        if tree:
+            number = "tree"
+            self.effects.own(value)
         if self.parent is not None or traced and value._trace is not self:
             where = user_where(3)
             raise TraceError(f"assigning a traced value to `{type(obj).__name__}.{name}`{where} inside a "
@@ -101,8 +108,9 @@ class StateWrites:
         """Append the written state to `out_atoms`; restore every attribute the trace set
         (the module must not keep a tracer); return the write-backs as
         ("buffer", tensor, output k), ("attr", obj, name, output k), ("number", obj, name,
-        output k) (a Python number), ("const", obj, name, value) and ("store", find, key or
-        None to append, output k) (side_effects.py's `stores`)."""
+        output k) (a Python number), ("const", obj, name, value), ("tree", obj, name, spec,
+        leaves) (a container, `_tree_write`) and ("store", find, key or None to append,
+        output k) (side_effects.py's `stores`)."""
         writes = []
         for t, res in self.buffer_writes.values():
             writes.append(("buffer", t, len(out_atoms)))
@@ -110,6 +118,9 @@ class StateWrites:
         for obj, name, before, number in self.attr_writes.values():
             now = _read_attr(obj, name)
             _set_attr(obj, name, before)
+            if number == "tree" and type(now) in (list, tuple, dict):
+                writes.append(self._tree_write(obj, name, now, out_atoms))
+                continue
             if not isinstance(now, Tensor):
                 writes.append(("const", obj, name, now))
                 continue
@@ -122,6 +133,24 @@ class StateWrites:
         if self.effects.arg_writes:
             writes.append(("args", self.effects.arg_writes))
         return writes
+
+    def _tree_write(self, obj, name: str, now, out_atoms: list) -> tuple:
+        """("tree", obj, name, spec, leaves): the container `now` with each traced tensor
+        in it an output k (leaf ("out", k)), anything else kept as it is."""
+        from .tracer import Tracer
+        leaves, spec = flatten(now)
+        kept = []
+        for v in leaves:
+            if isinstance(v, Tracer):
+                if v._trace is not self:
+                    self.restore_attributes()
+                    raise TraceError(f"`{type(obj).__name__}.{name}` holds a tensor computed in a branch "
+                                     f"or loop body decided at run time; store it after the if/loop")
+                kept.append(("out", len(out_atoms)))
+                out_atoms.append(self.atom(v))
+            else:
+                kept.append(("const", v))
+        return ("tree", obj, name, spec, kept)
 
     def restore_attributes(self) -> None:
         """After a failed capture: put back what the trace set."""

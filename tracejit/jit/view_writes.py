@@ -26,6 +26,7 @@ from ..ops.creation import arange as _arange
 from ..ops.registry import Aval, defprim
 from ..ops.shape import COPY as _COPY, EXPAND as _EXPAND
 from ..tensor import Tensor
+from ..shapes import contains_sym
 
 __all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value", "replay",
            "returned_argument", "reshape_in_place"]
@@ -151,6 +152,8 @@ def eager_layout(t):
                else np.empty(tuple(base.shape), base.dtype.np))   # (allocated, not touched)
     if not chain:
         return arr
+    if any(contains_sym(p) for _, rest, params in chain for p in (*rest, *params.values())):
+        return None   # (a view by a symbolic bound, ``z[:, :t + 1]``: as a symbolic base's)
     saved = _eager.trace_state.tracer
     _eager.trace_state.tracer = None
     try:

@@ -161,7 +161,11 @@ def from_dlpack(obj):
     return Tensor._wrap(arr, _dt.as_dtype(arr.dtype), CPU)
 
 
-def _size(size):
+def _size(size, keyword=None):
+    if keyword is not None:   # `zeros(size=(2, 3))`, as PyTorch's factories take it
+        if size:
+            raise TypeError(f"got multiple values for argument 'size': {size} and size={keyword!r}")
+        size = (keyword,)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     out = []
@@ -221,10 +225,11 @@ def _bind_creation(prim, **params):
     return Tensor._wrap(arr, params["dtype"], dev)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False, layout=None, pin_memory: bool = False):
+def zeros(*dims, size=None, dtype=None, device=None, requires_grad: bool = False, layout=None,
+          pin_memory: bool = False):
     if layout is not None:
         check_layout(layout, "zeros")
-    shape = _size(size)
+    shape = _size(dims, size)
     if dtype is None:
         dtype = _dt._default_float
     if ((device is None or device is CPU) and type(dtype) is _dt.DType and dtype is not _dt.bfloat16
@@ -238,16 +243,17 @@ def zeros(*size, dtype=None, device=None, requires_grad: bool = False, layout=No
     return full(shape, 0, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False, layout=None, pin_memory: bool = False):
+def ones(*dims, size=None, dtype=None, device=None, requires_grad: bool = False, layout=None,
+         pin_memory: bool = False):
     check_layout(layout, "ones")
-    return full(_size(size), 1, dtype=dtype or _dt.get_default_dtype(), device=device, requires_grad=requires_grad)
+    return full(_size(dims, size), 1, dtype=dtype or _dt.get_default_dtype(), device=device, requires_grad=requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False,
+def empty(*dims, size=None, dtype=None, device=None, requires_grad: bool = False,
           layout=None, pin_memory: bool = False, memory_format=None):
     check_memory_format(memory_format, "empty")
     check_layout(layout, "empty")
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(_size(dims, size), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _like(a, dtype, device, memory_format=None, layout=None, op: str = "*_like"):
