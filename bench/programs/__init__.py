@@ -83,6 +83,8 @@ PROGRAMS = {
     "nca": "growing neural CA, 32 steps of a compiled step: grouped Sobel conv, 1x1 convs, alive masks",
     "tsp": "Kool's TSP attention model: Transformer encoder, 20 masked decoding steps, REINFORCE",
     "dcnv2": "hand-written deformable conv v2: grid_sample per kernel tap, einsum over taps, segmentation",
+    "detr": "DETR: conv backbone, nn.Transformer 3+3 layers, 16 queries, Hungarian matching in numpy",
+    "nsf": "neural spline flow, 4 couplings: searchsorted bins, gathers, boolean-masked tails, batch 256",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -43,7 +43,8 @@ def _losses(framework: str, program: str) -> list:
                                      "txl", "dlrm", "yolo", "r2plus1d", "convlstm",
                                      "schnet", "rotate", "informer",
                                      "convtasnet", "ddsp", "rnnt",
-                                     "nca", "tsp", "dcnv2"])
+                                     "nca", "tsp", "dcnv2",
+                                     "detr", "nsf"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)
