@@ -80,7 +80,8 @@ OneCycleLR), a KAN of B-spline layers with grid updates by lstsq, and RetNet's p
 recurrent retention, DETR's Hungarian-matched set loss over nn.Transformer, Mask R-CNN's
 RoI heads on a RoIAlign written with grid_sample, a Graph Transformer on Laplacian
 eigenvector encodings, IMPALA's V-trace from a lagging actor, neural spline flows
-(searchsorted bins, masked tails) and SIREN's gradient and Laplacian fits) run unchanged
+(searchsorted bins, masked tails), SIREN's gradient and Laplacian fits and Reptile's
+state_dict interpolation) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -145,7 +146,8 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # DETR and Mask R-CNN's heads (fullgraph=True, the positives' count dynamic), a Graph
 # Transformer (bincount's mean over dynamic node counts), IMPALA's LSTM over the rollout and
 # neural spline flows (boolean-masked tails inside the graph; not SIREN: its forward makes
-# coords.requires_grad_(True) and returns them, where torch.compile's graph breaks too)
+# coords.requires_grad_(True) and returns them, where torch.compile's graph breaks too),
+# Reptile's MLP under .data updates and load_state_dict
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -172,7 +174,8 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_specdec.py", "prog_beam.py", "prog_rflow.py", "prog_patchtst.py", "prog_kan.py",
             "prog_retnet.py",
             "prog_nca.py", "prog_snn.py", "prog_deq.py", "prog_rssm.py", "prog_dcnv2.py", "prog_tsp.py",
-            "prog_detr.py", "prog_maskrcnn.py", "prog_graphtf.py", "prog_impala.py", "prog_nsf.py"]
+            "prog_detr.py", "prog_maskrcnn.py", "prog_graphtf.py", "prog_impala.py", "prog_nsf.py",
+            "prog_reptile.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
