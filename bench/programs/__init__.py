@@ -85,6 +85,8 @@ PROGRAMS = {
     "dcnv2": "hand-written deformable conv v2: grid_sample per kernel tap, einsum over taps, segmentation",
     "din": "Deep Interest Network: Dice activations, attention over 50 padded behaviours, batch 256",
     "mod": "Mixture-of-Depths GPT: topk(sorted=False) token routing, sort, gather, scatter_add",
+    "detr": "DETR: conv backbone, nn.Transformer 3+3 layers, 16 queries, Hungarian matching in numpy",
+    "nsf": "neural spline flow, 4 couplings: searchsorted bins, gathers, boolean-masked tails, batch 256",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

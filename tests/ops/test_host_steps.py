@@ -282,3 +282,24 @@ def test_a_fixed_size_viewed_by_a_data_dependent_count_is_a_checked_quotient():
         _negatives(torch, torch.tensor(xa), torch.tensor(ma), torch.zeros(2, 13, dtype=torch.int64))
     with pytest.raises(tj.errors.ShapeError, match=r"is invalid for input of size 104"):
         f(tj.tensor(xa), tj.tensor(ma), tj.zeros(2, 13, dtype=tj.int64))
+
+
+def test_a_mask_made_by_a_deep_shared_expression_keys_its_step_flat(monkeypatch):
+    """A mask at the end of a long chain whose every step reads its input twice (a spline's
+    bins, a flow's layers): the key that finds the same mask written again stays flat."""
+    from tracejit.ops import host_steps
+    keys = []
+    value_keys = host_steps._value_keys
+    monkeypatch.setattr(host_steps, "_value_keys", lambda tr, atoms: keys.append(value_keys(tr, atoms)) or keys[-1])
+
+    def f(lib, x):
+        y = x
+        for _ in range(8):
+            y = y * y - y * 0.5
+        return (x[y > 0.01] * 2).sum() + x[y > 0.01].sum()
+    g = tj.compile(lambda x: f(tj, x), fullgraph=True)
+    for i in range(2):
+        xa = _data(i)[0]
+        np.testing.assert_allclose(g(tj.tensor(xa)).item(), f(torch, torch.tensor(xa)).item(), rtol=1e-5)
+    assert keys and max(len(repr(k)) for k in keys) < 1000
+    assert g.cache_stats()["compiles"] == 1

@@ -223,3 +223,21 @@ def test_gradient_matches_pytorch(kw):
 def test_gradient_refuses_a_dim_too_short_for_its_edge_order():
     with pytest.raises(ShapeError, match="at least edge_order \\+ 1, got size 2 at dim 0"):
         tj.gradient(tj.ones(2, 4), edge_order=2)
+
+
+def test_a_batch_of_sorted_rows_is_one_bisection_with_pytorchs_answers(monkeypatch):
+    """A spline's bins: one sorted row per value (ties, ends, values outside, an empty
+    batch); searched all at once, not by a numpy search per row."""
+    r = np.random.default_rng(0)
+    seq = np.sort(r.integers(0, 6, (300, 9)).astype(np.float32), -1)
+    vals = np.concatenate([r.uniform(-1, 7, (300, 2)), seq[:, [0, 4]]], 1).astype(np.float32)
+    calls = []
+    search = np.searchsorted
+    monkeypatch.setattr(np, "searchsorted", lambda *a, **k: calls.append(1) or search(*a, **k))
+    for right in (False, True):
+        got = tj.searchsorted(tj.tensor(seq), tj.tensor(vals), right=right)
+        want = torch.searchsorted(torch.tensor(seq), torch.tensor(vals), right=right)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    empty = tj.searchsorted(tj.zeros(0, 9), tj.zeros(0, 1))
+    assert tuple(empty.shape) == (0, 1) and empty.dtype == tj.int64
+    assert len(calls) <= 2

@@ -77,7 +77,11 @@ GAE, speculative decoding between a draft and a target GPT with
 cropped key/value caches, batched beam search over a GRU seq2seq, rectified flow with a
 _foreach_ EMA and an Euler sampler, PatchTST (RevIN, unfold patches, norm-first encoder,
 OneCycleLR), a KAN of B-spline layers with grid updates by lstsq, and RetNet's parallel and
-recurrent retention) run unchanged
+recurrent retention, DETR's Hungarian-matched set loss over nn.Transformer, Mask R-CNN's
+RoI heads on a RoIAlign written with grid_sample, a Graph Transformer on Laplacian
+eigenvector encodings, IMPALA's V-trace from a lagging actor, neural spline flows
+(searchsorted bins, masked tails), SIREN's gradient and Laplacian fits and Reptile's
+state_dict interpolation) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -138,7 +142,12 @@ PROGRAMS = sorted(f for f in os.listdir(HERE) if f.startswith("prog_") and f.end
 # by bincount(row, minlength=n), a data-dependent size broadcast against the node count),
 # xLSTM's mLSTM (squeeze_ on the heads' views in its recurrent step), speculative decoding
 # (tril(diagonal=L - T) over a growing, cropped cache), beam search (index_select of the
-# beams' states), a rectified flow's Euler sampler, PatchTST, a KAN and RetNet's two forms
+# beams' states), a rectified flow's Euler sampler, PatchTST, a KAN and RetNet's two forms;
+# DETR and Mask R-CNN's heads (fullgraph=True, the positives' count dynamic), a Graph
+# Transformer (bincount's mean over dynamic node counts), IMPALA's LSTM over the rollout and
+# neural spline flows (boolean-masked tails inside the graph; not SIREN: its forward makes
+# coords.requires_grad_(True) and returns them, where torch.compile's graph breaks too),
+# Reptile's MLP under .data updates and load_state_dict
 COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "prog_dgcnn.py",
             "prog_vqvae.py", "prog_wavenet.py", "prog_clip.py", "prog_mamba.py", "prog_pixelcnn.py",
             "prog_mixup.py", "prog_kvcache.py", "prog_sngan.py", "prog_caption.py",
@@ -164,7 +173,9 @@ COMPILED = ["prog_gpt.py", "prog_tcn.py", "prog_mobilenet.py", "prog_pinn.py", "
             "prog_dcnfm.py", "prog_w2v_a2c.py",
             "prog_specdec.py", "prog_beam.py", "prog_rflow.py", "prog_patchtst.py", "prog_kan.py",
             "prog_retnet.py",
-            "prog_nca.py", "prog_snn.py", "prog_deq.py", "prog_rssm.py", "prog_dcnv2.py", "prog_tsp.py"]
+            "prog_nca.py", "prog_snn.py", "prog_deq.py", "prog_rssm.py", "prog_dcnv2.py", "prog_tsp.py",
+            "prog_detr.py", "prog_maskrcnn.py", "prog_graphtf.py", "prog_impala.py", "prog_nsf.py",
+            "prog_reptile.py"]
 # captures a compiled program may take, summed over what it compiled (default: one per
 # compiled module and grad mode); none may break its graph
 MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: range(l) in the scan
@@ -268,6 +279,8 @@ MAX_COMPILES.update({
     "prog_din.py": 2,
     # training at the first t, then t symbolic (the GRU over t + 1 frames), t = 0; eval
     "prog_cpc.py": 4})
+                "prog_deq.py": 5,
+                "prog_nsf.py": 3}   # log_prob training and without grad; the compiled sampler
 
 
 def _run(framework, mode, weights, programs):

@@ -99,22 +99,25 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
 
 
 def _value_keys(tr, atoms) -> tuple:
-    """A key per operand equal for equal values: ``x[:, 1] > 0`` written twice has one."""
+    """A key per operand equal for equal values: ``x[:, 1] > 0`` written twice has one.
+    Each value is numbered once per trace by its op, its operands' numbers and its params,
+    so a key stays flat however deep and shared the expression that made it."""
+    numbers = tr.host_steps.setdefault(("value numbers",), {})
     made = {o: e for e in tr.eqns for o in e.outs if len(e.outs) == 1 and e.prim.kind != "random"}
-    memo: dict = {}
 
     def key(a, depth=0):
+        k = numbers.get(a)
+        if k is not None:
+            return k
         e = made.get(a)
         if e is None or depth > 64:
             return a
-        k = memo.get(a)
-        if k is None:
-            k = (e.prim, tuple(key(x, depth + 1) for x in e.inputs), tuple(sorted(e.params.items())))
-            try:
-                hash(k)
-            except TypeError:
-                k = a
-            memo[a] = k
+        k = (e.prim, tuple(key(x, depth + 1) for x in e.inputs), tuple(sorted(e.params.items())))
+        try:
+            k = numbers.setdefault(k, len(numbers))
+        except TypeError:
+            k = a
+        numbers[a] = k
         return k
     return tuple(key(a) for a in atoms)
 

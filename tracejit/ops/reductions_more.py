@@ -511,20 +511,19 @@ def _searchsorted_array(xp, seq, vals, *sorter, right, out_int32):
         seq = xp.take_along_axis(seq, sorter[0].astype(np.int64), -1)
     s = "right" if right else "left"
     dt = np.int32 if out_int32 else np.int64
-    if not bool((seq[..., 1:] >= seq[..., :-1]).all()):   # unsorted (or nan): PyTorch's own answers
+    # unsorted (or nan): PyTorch's own answers; a batch of sequences: one bisection for all
+    # rows at once rather than a search per row (a spline's thousands of rows of bins)
+    if seq.ndim > 1 or not bool((seq[..., 1:] >= seq[..., :-1]).all()):
         return (_bisect(xp, seq, vals, right).astype(dt),)
-    if seq.ndim == 1:
-        res = xp.searchsorted(seq, vals, side=s)
-    else:
-        res = xp.stack([xp.searchsorted(seq[i], vals[i], side=s)
-                        for i in np.ndindex(seq.shape[:-1])]).reshape(vals.shape)
-    return (xp.asarray(res).astype(dt),)
+    return (xp.asarray(xp.searchsorted(seq, vals, side=s)).astype(dt),)
 
 
 def _bisect(xp, seq, vals, right):
     """PyTorch's bisection step for step, every value at once (numpy's search, tuned for
     sorted keys, answers an unsorted sequence differently)."""
     n = seq.shape[-1]
+    if vals.size == 0:
+        return xp.zeros(vals.shape, np.int64)
     flat = seq.reshape(int(np.prod(seq.shape[:-1])), n)
     v = vals.reshape(flat.shape[0], -1)
     rows = xp.arange(flat.shape[0])[:, None]
