@@ -196,7 +196,7 @@ def test_a_loss_inside_the_function_keeps_the_batch_symbolic(compiler):
 def _strided(nn_):
     return nn_.Sequential(nn_.Conv2d(3, 4, 3, stride=2, padding=1), nn_.BatchNorm2d(4), nn_.ReLU(),
                           nn_.MaxPool2d(2), nn_.Conv2d(4, 4, 3, stride=2), nn_.AvgPool2d(3, stride=2, padding=1),
-                          nn_.Unfold(2, stride=2))
+                          nn_.ConvTranspose2d(4, 3, 4, stride=2, padding=1), nn_.Unfold(2, stride=2))
 
 
 def test_image_sizes_stay_symbolic_through_strided_convs_and_pools(compiler):
