@@ -70,7 +70,7 @@ def test_a_derived_symbol_evaluates_prints_and_pickles_as_its_division():
 def test_a_derived_symbol_times_its_divisor_equals_the_dividend_once_guarded(asked):
     guarded = []
     prev = shapes.facts_hooks.assume
-    shapes.facts_hooks.assume = lambda v, what: guarded.append(v) or True
+    shapes.facts_hooks.assume = lambda v, what, dims=False: guarded.append(v) or True
     try:
         i0 = Sym.symbol("i0", 6)
         d = shapes.Derived("q0", 144, i0)
@@ -128,3 +128,22 @@ def test_a_view_of_a_symbolic_head_dim_keeps_the_growing_dim_symbolic():
         cache, q = tj.randn(2, 4, n, 12), tj.randn(2, 4, 3, 12)
         np.testing.assert_allclose(g(cache, q).numpy(), merge(cache, q).numpy(), rtol=1e-5, atol=1e-6)
     assert g.cache_stats()["compiles"] == 1 and g.cache_stats()["eager_fallbacks"] == 0
+
+
+def test_a_remainder_is_this_calls_guarded_exact_and_a_ceil_division_a_floor_one(asked):
+    guarded = []
+    prev = shapes.facts_hooks
+    derive, assume = prev.derive, prev.assume
+    made = {}
+    shapes.facts_hooks.derive = lambda num, den: None if shapes.hint(num) < 2 * den else made.setdefault(
+        repr((num, den)), Sym.symbol(shapes.Derived(f"q{len(made)}", num, den), shapes.hint(num) // den))
+    shapes.facts_hooks.assume = lambda v, what, dims=False: guarded.append(v) or True
+    try:
+        s0 = Sym.symbol("s0", 17)
+        assert (s0 % 2, (s0 + 1) % 2, (2 * s0 + 1) % 2) == (1, 0, 1)
+        q0, q1 = (made[repr((s0 + d, 2))] for d in (-1, 1))
+        assert guarded == [2 * q0 - (s0 - 1), 2 * q1 - (s0 + 1)]   # s0 odd in every call served
+        assert -s0 % 4 == 3 and -(-s0 // 4) == made[repr((s0 + 3, 4))]   # (17 + 3) // 4
+        assert asked == []
+    finally:
+        shapes.facts_hooks.derive, shapes.facts_hooks.assume = derive, assume

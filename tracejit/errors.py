@@ -229,6 +229,18 @@ def user_where(skip: int = 1) -> str:
     return f" at {loc[0]}:{loc[1]}" if loc else ""
 
 
+def asker_where(skip: int = 1) -> str:
+    """`user_where`, preceded by ``by tracejit/ops/x.py:12 (fn)`` where the innermost frame
+    `skip` up outside `shapes.py` (which asks for values on its callers' behalf) is ours."""
+    f = sys._getframe(skip + 1)
+    while f is not None and f.f_code.co_filename.endswith(os.sep + "shapes.py"):
+        f = f.f_back
+    if f is None or not f.f_code.co_filename.startswith(_PKG_DIR):
+        return user_where(skip + 1)
+    path = os.path.relpath(f.f_code.co_filename, os.path.dirname(_PKG_DIR[:-1]))
+    return f" by {path}:{f.f_lineno} ({f.f_code.co_name}){user_where(skip + 1)}"
+
+
 _SOURCE_LINES: dict = {}   # generated source's file name -> ({its line: the IR item it runs}, function)
 _source_ids = itertools.count()
 

@@ -257,6 +257,8 @@ class Sym:
             q = facts_hooks.derive(self, o)
         if q is None and (data_sized(self) or data_sized(o)):
             q = _data_quotient(self, o)
+        if q is None and self.hint < 0 and isinstance(o, int) and o > 0:
+            return -((-self + (o - 1)) // o)   # (a ceil division, ``-(-n // s)``: of n >= 0)
         if q is None:
             return self._specialized() // _value_of(o)
         return q
@@ -276,6 +278,14 @@ class Sym:
     def __mod__(self, o):
         if _exact_div(self, o) is not None:
             return 0
+        if isinstance(o, int) and o > 0:
+            # this call's remainder (a size's parity), guarded: ``(self - r) // o`` divides exactly
+            if self.hint < 0:
+                return -(-self % o) % o
+            r = self.hint % o
+            q = (self - r) // o
+            if _exact_div(self - r, o) is not None or isinstance(q, Sym) and _equal_if_exact(o * q, self - r):
+                return r
         return self._specialized() % _value_of(o)
 
     # True division gives a fraction, not a size: while tracing it is a traced number
@@ -302,10 +312,7 @@ class Sym:
         with every symbol (no negative coefficient), else None."""
         if any(c < 0 for mono, c in self.terms if mono):
             return None
-        total = 0
-        for mono, c in self.terms:
-            total += c * 2 ** len(mono)
-        return total
+        return sum(c * 2 ** len(mono) for mono, c in self.terms)
 
     # -- comparisons ----------------------------------------------------------
     def __eq__(self, o):
@@ -437,7 +444,7 @@ def _equal_if_exact(a: Sym, b) -> bool:
             continue
         if hint(q.num) % hint(q.den) or not facts_hooks.assume(
                 q.den * Sym.symbol(q, hint(q.num) // hint(q.den)) - q.num,
-                "a size that divides exactly"):
+                "a size that divides exactly", dims=True):
             return False
     for q in used:
         q.exact = True
@@ -519,11 +526,7 @@ Shape = tuple
 
 def contains_sym(v) -> bool:
     """Whether a param value (a dim, or a nested tuple of them) mentions a symbol."""
-    if isinstance(v, Sym):
-        return True
-    if isinstance(v, tuple):
-        return any(contains_sym(x) for x in v)
-    return False
+    return isinstance(v, Sym) or isinstance(v, tuple) and any(contains_sym(x) for x in v)
 
 
 def as_dim(d) -> Dim:
@@ -554,10 +557,7 @@ def is_static(shape) -> bool:
 
 
 def numel(shape) -> Dim:
-    n = 1
-    for d in shape:
-        n = n * d
-    return n
+    return math.prod(shape)   # (of Syms too)
 
 
 def broadcast_shapes(op: str, *shapes) -> tuple:

@@ -224,6 +224,9 @@ def test_dims_used_as_python_values_stay_static():
     st = cf.cache_stats()
     assert st["compiles"] == 4 and st["dynamic_dims"] == []
     assert all(isinstance(d, int) for e in cf.entries for d in e.descs[0].shape)
+    line = f.__code__.co_firstlineno + 1   # (the reason names the line that needed the size)
+    assert st["recompile_reasons"][-1] == ("input 'x': size guard failed: dim 0 was 5, now 6 (kept "
+                                           f"static: its value was needed at {__file__}:{line})")
 
 
 def test_dynamic_false_and_true():
@@ -503,3 +506,23 @@ def test_dims_equal_at_capture_share_a_symbol_and_a_split_says_so():
     assert st["compiles"] == 2
     assert st["recompile_reasons"] == ["input 'ids': dim 1 (s0) was equal to dim 0 of 'ids' at capture, now 3 vs 5",
                                        "input 'mask': dim 1 (s0) was equal to dim 0 of 'ids' at capture, now 3 vs 5"]
+
+
+def test_a_second_module_of_a_class_starts_with_the_dims_the_first_saw_change():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    tnets = [torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh()) for _ in range(2)]
+    nets = [tj.nn.Sequential(tj.nn.Linear(4, 3), tj.nn.Tanh()) for _ in range(2)]
+    for n, t in zip(nets, tnets):
+        n.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    first, second = (tj.trace(n, compiler="interpret") for n in nets)
+    for b in (4, 6, 9):
+        first(tj.randn(b, 4))
+    assert first.cache_stats()["compiles"] == 2
+    rng = np.random.default_rng(0)
+    for b in (5, 7, 1, 3):
+        x = rng.standard_normal((b, 4)).astype(np.float32)
+        np.testing.assert_allclose(second(tj.tensor(x)).detach().numpy(), tnets[1](torch.tensor(x)).detach().numpy(),
+                                   rtol=1e-5, atol=1e-6)
+    st = second.cache_stats()   # symbolic from its first call; a batch of 1 still captures its own
+    assert st["compiles"] == 2 and st["dynamic_dims"] == [("input", 0)], st["recompile_reasons"]

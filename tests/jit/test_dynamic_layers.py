@@ -191,3 +191,70 @@ def test_a_loss_inside_the_function_keeps_the_batch_symbolic(compiler):
     st = cm.cache_stats()
     assert st["compiles"] <= 3 and st["eager_fallbacks"] == 0
     assert ("x", 0) in st["dynamic_dims"] and ("y", 0) in st["dynamic_dims"]
+
+
+def _strided(nn_):
+    return nn_.Sequential(nn_.Conv2d(3, 4, 3, stride=2, padding=1), nn_.BatchNorm2d(4), nn_.ReLU(),
+                          nn_.MaxPool2d(2), nn_.Conv2d(4, 4, 3, stride=2), nn_.AvgPool2d(3, stride=2, padding=1),
+                          nn_.ConvTranspose2d(4, 3, 4, stride=2, padding=1), nn_.Unfold(2, stride=2))
+
+
+def test_image_sizes_stay_symbolic_through_strided_convs_and_pools(compiler):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    tnet = _strided(torch.nn)
+    net = _strided(nn)
+    net.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in tnet.state_dict().items()})
+    cm = tj.trace(net, dynamic=True, compiler=compiler)
+    rng = np.random.default_rng(0)
+    for h, w in ((100, 104), (117, 101), (110, 130), (123, 106)):   # (odd and even; quotients >= 2)
+        x = rng.standard_normal((2, 3, h, w)).astype(np.float32)
+        out, want = cm(tj.tensor(x)), tnet(torch.tensor(x))
+        np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+        out.square().sum().backward()
+        want.square().sum().backward()
+        for (name, p), (_, q) in zip(net.named_parameters(), tnet.named_parameters()):
+            np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-3, atol=1e-4, err_msg=name)
+            p.grad = q.grad = None
+    assert cm.cache_stats()["compiles"] == 1, cm.cache_stats()["recompile_reasons"]
+
+
+def test_a_floor_division_of_sizes_below_two_captures_again():
+    cf = tj.trace(lambda x: F.max_pool2d(x, 2) * 2, dynamic=True, compiler="interpret")
+    for s in (8, 9, 11, 6):
+        assert cf(tj.randn(1, 1, s, s)).shape == (1, 1, s // 2, s // 2)
+    assert cf.cache_stats()["compiles"] == 1
+    assert cf(tj.randn(1, 1, 3, 5)).shape == (1, 1, 1, 2)   # (3 // 2 = 1: outside the guard)
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_ceil_mode_pooling_is_guarded_on_the_sizes_parity():
+    torch = pytest.importorskip("torch")
+    cf = tj.trace(lambda x: F.max_pool2d(x, 3, stride=2, ceil_mode=True), dynamic=True, compiler="interpret")
+    rng = np.random.default_rng(0)
+    for s, compiles in ((16, 1), (24, 1), (17, 2), (20, 2), (23, 2)):   # (the last window's overhang)
+        x = rng.standard_normal((1, 2, s, s)).astype(np.float32)
+        want = torch.nn.functional.max_pool2d(torch.tensor(x), 3, stride=2, ceil_mode=True)
+        np.testing.assert_array_equal(cf(tj.tensor(x)).numpy(), want.numpy())
+        assert cf.cache_stats()["compiles"] == compiles, (s, cf.cache_stats()["recompile_reasons"])
+
+
+@pytest.mark.parametrize("mode, corners", [("nearest", None), ("bilinear", False), ("bilinear", True)])
+def test_interpolate_keeps_image_sizes_symbolic(mode, corners, compiler):
+    torch = pytest.importorskip("torch")
+
+    def f(x, skip, F=F):   # (an encoder-decoder's upsampling to a skip connection, and by 2)
+        up = F.interpolate(x, size=skip.shape[-2:], mode=mode, align_corners=corners)
+        return (up * skip).sum() + F.interpolate(x, scale_factor=2.0, mode=mode, align_corners=corners).square().sum()
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    rng = np.random.default_rng(0)
+    for h, w in ((9, 12), (16, 11), (13, 21)):
+        x, skip = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, h // 2, w // 2), (2, 3, h, w)))
+        xt, xr = tj.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        out, want = cf(xt, tj.tensor(skip)), f(xr, torch.tensor(skip), F=torch.nn.functional)
+        out.backward()
+        want.backward()
+        np.testing.assert_allclose(out.item(), want.item(), rtol=1e-4)
+        np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-4, atol=1e-4)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]

@@ -221,9 +221,10 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # the generator training, then without its weight norm (hooks removed) in
                 # eval; the discriminators on a detached and on a grad-requiring fake
                 "prog_hifigan.py": 4,
-                # two DLRMs: each static, then its id lists' lengths going dynamic (one at
-                # a later batch), then without grad
-                "prog_dlrm.py": 7,
+                # two DLRMs: the first static, then its id lists' lengths going dynamic,
+                # then without grad; the second dynamic from its first call (as the first
+                # learned), then without grad
+                "prog_dlrm.py": 5,
                 # online: acting without grad, learning (log, batch dynamic), the next
                 # states without grad, eval; target without grad
                 "prog_rainbow.py": 5,
@@ -252,9 +253,10 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # SASRec's numpy id arrays are graph inputs, its `ids != 0` and `poss *= ...`
                 # traced: one capture, as torch.compile's one graph
                 "prog_sasrec.py": 1,
-                # three CTR models, each static, then its bags' lengths dynamic (a coincidence
-                # of two lengths at capture guarded: a fourth once), then in eval
-                "prog_dcnfm.py": 10,
+                # three CTR models, each static (the second DCNv2 dynamic from its first call),
+                # then its bags' lengths dynamic (a coincidence of two lengths at capture
+                # guarded: a fourth once), then in eval
+                "prog_dcnfm.py": 9,
                 "prog_w2v_a2c.py": 3,   # skip-gram; the actor-critic with and without grad
                 # each model training and prefilling; the target verifying gamma + 1 tokens
                 # (the cache's length static, then dynamic) and stepping greedily; the draft

@@ -14,6 +14,7 @@ import functools
 import gc
 import os
 import warnings
+import weakref
 
 from .. import dtypes as _dt
 from ..device import CPU
@@ -41,6 +42,9 @@ from .tracer import TraceContext, Tracer
 
 __all__ = ["Capture"]
 _F64 = _dt.float64.np.type   # numpy's float64 (a float subclass): a float argument too
+# function -> the (argument, dim)s its compiled instances saw change: a second module of a
+# class starts with them symbolic (torch.compile's automatic dynamic is per code object)
+_LEARNED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class Capture:
@@ -113,7 +117,9 @@ class Capture:
                 warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())
                 config.topic("recompiles").info(msg)
             return None, None
-        saved = (set(self._dynamic), set(self._static), self._force_dynamic)
+        saved = (set(self._dynamic), dict(self._static), self._force_dynamic)
+        if not self._entries and self._dynamic_ok:   # (what other instances learned: `_LEARNED`)
+            self._dynamic |= _LEARNED.get(self._fn, set()) - set(self._static)
         if self._entries:
             self._mark_dynamic(descs, spec)
             self._ints_that_changed(descs, leaves)
@@ -186,9 +192,10 @@ class Capture:
             if e.arg_spec != spec:
                 reasons = ["the structure of the arguments changed (nesting of tuples/lists/dicts)"]
             else:
-                reasons = describe_difference(e.descs, descs, e.grad_mode, gm)
+                reasons = describe_difference(e.descs, descs, e.grad_mode, gm, self._static)
                 if e.autocast is not _autocast.current():
-                    reasons.append(f"autocast changed: {_ac_name(e.autocast)} -> {_ac_name(_autocast.current())}")
+                    reasons.append("autocast changed: {} -> {}".format(*(getattr(d, "name", "off") for d in (
+                        e.autocast, _autocast.current()))))
                 extra = getattr(e, "extra", None)
                 if extra is not None and not extra():
                     describe = getattr(extra, "describe", None)
@@ -239,6 +246,7 @@ class Capture:
                 break
         if found:
             self._dynamic.update(found)
+            _LEARNED.setdefault(self._fn, set()).update(found)
             config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, found)
 
     def _ints_that_changed(self, descs, leaves) -> None:
@@ -399,6 +407,7 @@ class Capture:
         """Trace the function for these leaves and build the entry that replays it."""
         allow_symbols = True
         refused: set = set()   # dims a symbolic attempt could not trace: static from now on
+        failed = "a capture with it symbolic failed"
         symbolic: list = []
         for attempt in range(4):
             if attempt == 3 and allow_symbols:
@@ -413,7 +422,8 @@ class Capture:
             modules = _module_arguments(sdescs)
             rec = getattr(self._extra_guard, "recording", None)
             if modules:
-                rec = _recording() if rec is None else functools.partial(rec, modules=True)
+                from .module_guard import recording
+                rec = recording if rec is None else functools.partial(rec, modules=True)
             try:
                 with rec() if rec is not None else contextlib.nullcontext() as read:
                     ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
@@ -427,23 +437,23 @@ class Capture:
                                                 "capturing them static", self.__name__, sorted(symbolic),
                                                 type(exc).__name__, exc)
                 refused.update(symbolic)
-                allow_symbols = False
+                allow_symbols, failed = False, f"{failed} ({type(exc).__name__}: {exc})"
                 continue
             if ctx.specialized:
                 # User code needed concrete sizes: keep those dims static from now on and
                 # capture again.
                 self._fixed_size_ints |= ctx.sizes.leaf_names(ctx.specialized, sdescs)
                 self._static_numbers |= ctx.sizes.lifted_keys(ctx.specialized)
-                spec_dims = {(d.name, j) for d in sdescs if d.kind == "tensor"
-                             for j, s in enumerate(d.shape) if isinstance(s, str) and s in ctx.specialized}
+                spec_dims = {(d.name, j): f"its value was needed{ctx.specialized[s]}" for d in sdescs
+                             if d.kind == "tensor" for j, s in enumerate(d.shape) if s in ctx.specialized}
                 self._static.update(spec_dims)
-                self._dynamic -= spec_dims
-                config.topic("recompiles").info("%s: dims %s are used as Python values; keeping them "
-                                                "static", self.__name__, sorted(spec_dims))
+                self._dynamic.difference_update(spec_dims)
+                config.topic("recompiles").info("%s: dims are used as Python values; keeping them static: %s",
+                                                self.__name__, spec_dims)
                 continue
             break
         if refused:
-            self._static.update(refused)
+            self._static.update(dict.fromkeys(refused, failed))
             self._dynamic -= refused
         graph = ctx.graph(out_atoms, name=self.__name__)
         opt = optimize(graph, apart=True)
@@ -551,7 +561,7 @@ def _const_descs(tensors, names=None) -> list:
             for t in tensors]
 
 
-def _changed_dims(o: LeafDesc, n: LeafDesc, static: set) -> list:
+def _changed_dims(o: LeafDesc, n: LeafDesc, static: dict) -> list:
     """(name, dim) of the static dims of tensor `o` that `n` has another size in (0 and 1 apart)."""
     return [(n.name, j) for j, (a, b) in enumerate(zip(o.shape, n.shape))
             if isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1) and (n.name, j) not in static]
@@ -579,10 +589,6 @@ def _dt_like(x) -> bool:
     return isinstance(x, (_dt.DType,)) or type(x).__name__ == "device"
 
 
-def _ac_name(dtype) -> str:
-    return "off" if dtype is None else dtype.name
-
-
 def _module_arguments(descs) -> list:
     """The nn.Modules among a call's specialized arguments (held by identity)."""
     found = []
@@ -591,8 +597,3 @@ def _module_arguments(descs) -> list:
                 and hasattr(d.value, "_parameters") and all(d.value is not m for m in found):
             found.append(d.value)
     return found
-
-
-def _recording():
-    from .module_guard import recording
-    return recording

@@ -101,7 +101,7 @@ class CompiledFunction(Capture):
         self._entries: list = []
         self._flat_entries: list = []  # entries captured from flat arguments (the hot path)
         self._dynamic: set = set()     # (leaf name, dim) made symbolic
-        self._static: set = set()      # (leaf name, dim) the code needed the value of: never symbolic
+        self._static: dict = {}        # (leaf name, dim) never symbolic -> why (the code needed its value)
         self._dynamic_ints: set = set()  # int argument leaves seen with two values: runtime inputs
         self._static_ints: set = set()   # ints whose capture as runtime inputs failed: specialized
         self._fixed_size_ints: set = set()  # int arguments code needed the value of: never sizes
@@ -343,7 +343,7 @@ class CompiledFunction(Capture):
                 for j, s in enumerate(d.shape) if isinstance(s, str) and s in exc.symbols}
         ints = {d.name for d in entry.descs if d.kind == "scalar" and d.name in self._dynamic_ints}
         with self._lock:
-            self._static.update(dims)
+            self._static.update(dict.fromkeys(dims, f"its value was needed: {exc}"))
             self._dynamic -= dims
             self._fixed_size_ints |= ints   # (were they sizes, their values are needed)
         config.topic("recompiles").info("%s: %s; capturing dims %s static", self.__name__, exc,
@@ -390,7 +390,7 @@ class CompiledFunction(Capture):
                 return
             except SymbolicSizeError as exc:   # as in `_miss`: capture those dims static
                 self._drop(entry, saved if saved is not None else
-                           (set(self._dynamic), set(self._static), self._force_dynamic))
+                           (set(self._dynamic), dict(self._static), self._force_dynamic))
                 self._make_static(entry, exc)
 
     def capture(self, *args, **kwargs) -> Optional[Entry]:

@@ -197,8 +197,9 @@ def _eq_comparable(v) -> bool:
     return type(v).__eq__ is not object.__eq__
 
 
-def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> list:
-    """Human-readable reasons why `new` leaves fail `old`'s guard."""
+def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool, static: dict = {}) -> list:
+    """Human-readable reasons why `new` leaves fail `old`'s guard; `static`: (name, dim) ->
+    why that dim is kept static."""
     reasons = []
     if old_gm != new_gm:
         reasons.append(f"grad mode changed: {old_gm} -> {new_gm}")
@@ -224,7 +225,9 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool) -> lis
             else:
                 for j, (a, b) in enumerate(zip(o.shape, n.shape)):
                     if isinstance(a, int) and a != b:
-                        reasons.append(f"input {o.name!r}: size guard failed: dim {j} was {a}, now {b}")
+                        why = static.get((o.name, j))
+                        reasons.append(f"input {o.name!r}: size guard failed: dim {j} was {a}, now {b}"
+                                       + (f" (kept static: {why})" if why else ""))
                     elif isinstance(a, str) and b < 2:
                         reasons.append(f"input {o.name!r}: dim {j} ({a}) is symbolic for sizes >= 2, now {b}")
                     elif isinstance(a, str) and shared.setdefault(a, (o.name, j, b))[2] != b:

@@ -9,7 +9,8 @@ call, so one entry serves every ``n`` for which the capture's reasoning holds. T
 reasoning is guarded: the symbol stands for values >= 2 (as a symbolic dim does, sizes 0
 and 1 keep their own entries), and each fact a shape rule assumed about it
 (``20 - i0 >= 0``: the slice stays inside a dim of 20) is checked on every call.
-A floor division of such sizes (``144 // n``, ``x.view(n, -1)``) is a derived symbol
+A floor division of such sizes or of dims (``144 // n``, ``x.view(n, -1)``, a strided
+conv's ``(h - 1) // 2``) is a derived symbol
 (``q0``, shapes.Derived) computed from them on each call, guarded >= 2, and where a rule
 needs it exact (``n * q0 == 144``), guarded exact: a call with another ``n`` misses the
 entry and meets the error eager code raises.
@@ -36,8 +37,7 @@ class SizeArgs:
         self.sources = dict(dims)  # symbol name -> ("dim", leaf, j) | ("int", leaf) | ("ext", Lifted)
         self.syms: dict = {}      # leaf index or Lifted -> its Sym
         self.names: dict = {}     # symbol name -> leaf index or Lifted (the int symbols)
-        self.facts: set = set()   # the terms of each Sym guarded >= 0
-        self.derived: dict = {}   # (num, den) -> the Sym of their floor division
+        self.facts = Facts()      # the terms of each Sym guarded >= 0, and the divisions
 
     def symbol(self, ctx, k, var) -> Optional[Sym]:
         """The Sym for int leaf `k` or lifted int `k` (a `Lifted`: lifted.py) read by graph
@@ -71,7 +71,8 @@ class SizeArgs:
         """Take ``v >= 0`` as a fact where it holds in this call and every symbol in it comes
         from an argument, guarded on every later call; False when it cannot be assumed.
         Facts about dim symbols alone are taken only where `dims` asks (a slice bound past
-        a dim's end, a comparison of sizes): elsewhere those dims stay specialized."""
+        a dim's end, a comparison of sizes, a floor division): elsewhere those dims stay
+        specialized."""
         free = v.free_symbols
         if not (free & set(self.names) or dims and free) or v.hint < 0:
             return False
@@ -86,7 +87,7 @@ class SizeArgs:
         """``num // den`` as a derived symbol, guarded >= 2 on every call; None where `den`
         may not be positive or the quotient is below 2 in this call."""
         key = (getattr(num, "terms", num), getattr(den, "terms", den))
-        q = self.derived.get(key)
+        q = self.facts.derived.get(key)
         if q is not None:
             return q
         if isinstance(den, Sym):
@@ -97,10 +98,10 @@ class SizeArgs:
         value = hint(num) // hint(den)
         if value < 2:
             return None
-        q = Sym.symbol(Derived(f"q{len(self.derived)}", num, den), value)
-        if not self.assume(ctx, q - 2, "a size computed by //"):
+        q = Sym.symbol(Derived(f"q{len(self.facts.derived)}", num, den), value)
+        if not self.assume(ctx, q - 2, "a size computed by //", dims=True):
             return None
-        self.derived[key] = q
+        self.facts.derived[key] = q
         return q
 
     def _guard(self, ctx, v: Sym, what: str) -> None:
@@ -119,6 +120,15 @@ def _tag_dims(ctx, facts: set) -> None:
                 d.facts = facts
 
 
+class Facts(set):
+    """The terms of each Sym a capture guarded >= 0, and its floor divisions: ``derived``,
+    (num, den) -> the derived Sym (its gradient divides alike)."""
+
+    def __init__(self):
+        super().__init__()
+        self.derived: dict = {}
+
+
 class SizeName(str):
     """The name of an int input's symbol (``Var.size``), with the facts its capture guarded:
     the gradient, built from the graph later, may assume them again (`Known`)."""
@@ -128,21 +138,25 @@ class SizeName(str):
 class Known:
     """A backward pass's view of `SizeArgs`: the facts the forward capture guarded."""
 
-    def __init__(self, facts: set):
-        self.facts = facts
+    def __init__(self, facts: set, derived: dict):
+        self.facts, self.derived = facts, derived
 
     def assume(self, ctx, v: Sym, what: str, dims: bool = False) -> bool:
         return v.terms in self.facts
+
+    def derive(self, ctx, num, den) -> Optional[Sym]:
+        return self.derived.get((getattr(num, "terms", num), getattr(den, "terms", den)))
 
 
 def known_facts(graph) -> Optional[Known]:
     """The facts guarded about the int symbols of `graph`'s inputs, or None."""
     facts: set = set()
+    derived: dict = {}
     for v in graph.inputs:
-        facts |= getattr(v.size, "facts", frozenset())
-        for d in v.aval.shape:
-            facts |= getattr(d, "facts", None) or frozenset()
-    return Known(facts) if facts else None
+        for f in [getattr(v.size, "facts", None)] + [getattr(d, "facts", None) for d in v.aval.shape]:
+            facts |= f or frozenset()
+            derived.update(getattr(f, "derived", {}))
+    return Known(facts, derived) if facts else None
 
 
 def size_of(t) -> object:
@@ -210,7 +224,7 @@ def derive(num, den) -> Optional[Sym]:
         return None
     root = ctx._root()
     sizes = getattr(root, "sizes", None)
-    return sizes.derive(root, num, den) if isinstance(sizes, SizeArgs) else None
+    return sizes.derive(root, num, den) if sizes is not None else None
 
 
 trace_hooks.size_of = staticmethod(size_of)

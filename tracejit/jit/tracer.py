@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
-from ..errors import _OURS, CompileError, DeviceMismatchError, TraceError, user_location, user_where
+from ..errors import _OURS, CompileError, DeviceMismatchError, TraceError, asker_where, user_location, user_where
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
@@ -200,7 +200,7 @@ class TraceContext(StateWrites):
         self.const_tensors: list = []  # lifted concrete tensors, in input order
         self.captured: dict = {}       # outer Var -> local input Var (sub-traces)
         self.captured_outer: list = []  # outer atoms, in order, for the enclosing eqn
-        self.specialized: set = set()  # symbols user code asked the concrete value of
+        self.specialized: dict = {}  # symbol user code asked the concrete value of -> where
         self.host_steps: dict = {}     # host steps' results, boolean-mask selections (ops/host_steps.py)
         # Runtime scalar arguments (root context): graph input Var -> leaf index, the
         # leaves of the call being captured, and the decisions Python code took on them.
@@ -244,8 +244,7 @@ class TraceContext(StateWrites):
     def __exit__(self, *exc):
         _reg.trace_state.tracer = self._prev
         _reg.tracer_exited()
-        _shapes.set_specialize_hook(self._prev_hook)
-        _shapes.set_number_hook(self._prev_number)
+        _shapes.set_specialize_hook(self._prev_hook), _shapes.set_number_hook(self._prev_number)
         return False
 
     def _root(self) -> "TraceContext":
@@ -255,8 +254,9 @@ class TraceContext(StateWrites):
         return t
 
     def _on_specialize(self, sym) -> None:
-        _refuse_data_size(sym)
-        self._root().specialized.update(sym.free_symbols)
+        _refuse_data_size(sym)   # (then where it was asked for: recompile reasons name it)
+        spec = self._root().specialized
+        spec.update({s: asker_where(2) for s in sym.free_symbols - spec.keys()})
 
     def _sym_number(self, sym, dtype=_dt.float64) -> "Tracer":
         """A symbolic size as a traced Python-like number (weak float64, as ``n / (n - 1)``

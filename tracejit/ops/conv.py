@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from ..shapes import Sym, as_dim
 from .registry import Aval, defprim
 from .eager import bind
 
@@ -251,9 +252,9 @@ FOLD = defprim("fold", _fold_impl, _fold_rule,
 
 def _ntuple(v, n: int, what: str, op: str) -> tuple:
     """An int or a 1- or n-sequence as an n-tuple (PyTorch's pools take a 1-tuple too)."""
-    if isinstance(v, (int, np.integer)):
-        return (int(v),) * n
-    t = tuple(int(e) for e in v)
+    if isinstance(v, (int, np.integer, Sym)):
+        return (as_dim(v),) * n
+    t = tuple(as_dim(e) for e in v)   # (a size may be symbolic: fold's, unfold's gradient)
     if len(t) == 1:
         return t * n
     if len(t) != n:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
+from ..shapes import as_dim
 from .conv import _fold_impl, _out_hw, _unfold_impl
 from .eager import bind
 from .registry import Aval, defprim
@@ -204,5 +205,5 @@ def conv2d_wgrad(g, x, kernel, stride=1, padding=0, dilation=1, bias: bool = Fal
 def conv2d_xgrad(g, w, input_hw, stride=1, padding=0, dilation=1, groups: int = 1):
     """The gradient of `conv2d_gemm`'s input (N, C, *input_hw) for output gradient g; with
     g an input and w (C_in, C_out/groups, kh, kw), conv_transpose2d's result."""
-    return bind(CONV2D_XGRAD, g, w, input_hw=tuple(int(s) for s in input_hw),
+    return bind(CONV2D_XGRAD, g, w, input_hw=tuple(as_dim(s) for s in input_hw),
                 kernel=tuple(int(k) for k in w.shape[2:]), **_geometry(stride, padding, dilation, groups))

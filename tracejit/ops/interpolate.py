@@ -21,13 +21,14 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import ShapeError, UnsupportedDTypeError
-from .creation import tensor
-from .elementwise import clamp, floor
-from .indexing import getitem
+from ..shapes import Sym, as_dim
+from .creation import arange, tensor
+from .elementwise import cast, clamp, floor
+from .indexing import getitem, index_select
 from .linalg import matmul
 from .pooling_nd import _avg_matrix
 from .sampling import _cubic
-from .shape import clone, transpose
+from .shape import clone, reshape, transpose
 from .dtype_checks import takes
 from . import autocast as _autocast
 
@@ -100,13 +101,13 @@ def _antialias_matrix(insize: int, outsize: int, align_corners: bool, scale: flo
 
 
 def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
-    insz = [int(v) for v in input.shape[2:]]
+    insz = [as_dim(v) for v in input.shape[2:]]   # (symbolic sizes stay symbolic: `_traced_axis`)
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     sf = None
     if size is not None:
         # one number for every dim: an int or a 0-d tensor (a size computed from a buffer)
-        outsz = [int(size)] * nsp if np.ndim(size) == 0 else [int(v) for v in size]
+        outsz = [as_dim(size)] * nsp if isinstance(size, Sym) or np.ndim(size) == 0 else [as_dim(v) for v in size]
         if len(outsz) != nsp:
             raise ValueError(f"interpolate: size {tuple(size)} should have one entry per spatial dim of "
                              f"input {tuple(input.shape)} ({nsp})")
@@ -116,11 +117,20 @@ def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
         if len(sf) != nsp or not min(sf) > 0:
             raise ValueError(f"interpolate: scale_factor {scale_factor!r} should give one positive factor "
                              f"per spatial dim of input {tuple(input.shape)}")
-        outsz = [int(math.floor(i * f)) for i, f in zip(insz, sf)]
-    if len(outsz) != nsp or min(outsz) < least or min(insz) <= 0:
+        outsz = [_scaled(i, f) for i, f in zip(insz, sf)]
+    if len(outsz) != nsp or any(o < least for o in outsz) or any(i <= 0 for i in insz):   # (no min: of sizes)
         raise ValueError(f"interpolate: input and output sizes should be greater than 0, got input "
                          f"{tuple(input.shape)} and output size {tuple(outsz)}")
     return insz, outsz, sf
+
+
+def _scaled(i, f: float):
+    """PyTorch's ``floor(i * f)`` in float64; of a symbolic `i` the floor division it equals
+    exactly (``f`` = p / 2^k with ``i * p`` below 2^53), else of its value."""
+    p, q = f.as_integer_ratio()
+    if isinstance(i, Sym) and p < 1 << 24 and q < 1 << 24:
+        return i * p // q
+    return int(math.floor(int(i) * f))
 
 
 @_autocast.unlisted
@@ -163,6 +173,10 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     axes = list(enumerate(zip(insz, outsz, scales)))
     for axis, (i, o, sc) in (axes[::-1] if u8 else axes):
         dim = 2 + axis
+        if (isinstance(i, Sym) or isinstance(o, Sym)) and mode in ("nearest", "linear", "bilinear", "trilinear") \
+                and not (antialias or u8):
+            out = _traced_axis(out, dim, i, o, sc, mode == "nearest", bool(align_corners))
+            continue
         if mode.startswith("nearest"):
             idx = tensor(_nearest_source(i, o, sc, mode == "nearest-exact", nsp == 2), device=input.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
@@ -185,6 +199,22 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     if out is input:   # (every axis unchanged: a new tensor still, as PyTorch's)
         return clone(input)
     return out.to(input.dtype) if low or u8 else out
+
+
+def _traced_axis(x, dim: int, i, o, sc, nearest: bool, align_corners: bool):
+    """Resize axis `dim` of `x` from `i` to `o` (either symbolic: the constant matrices and
+    gathers need sizes) by the same index arithmetic, traced: computed from the sizes of
+    each call. Every source index is below `i` (float32, as PyTorch's CPU kernels)."""
+    dst = arange(o, dtype=_dt.float32, device=x.device)
+    if align_corners and not nearest:
+        sc = (i - 1) / (o - 1) if o != 1 else 0.0
+    src = dst * sc if nearest or align_corners else clamp((dst + 0.5) * sc - 0.5, min=0.0)
+    i0 = cast(floor(src), _dt.int64)
+    if nearest:
+        return index_select(x, dim, i0)
+    i1 = i0 + cast(i0 < i - 1, _dt.int64)
+    lam = reshape(cast(src - cast(i0, _dt.float32), x.dtype), (-1,) + (1,) * (x.ndim - 1 - dim))
+    return index_select(x, dim, i0) * (1.0 - lam) + index_select(x, dim, i1) * lam
 
 
 def _nearest_source(i: int, o: int, sc: float, exact: bool, shortcuts: bool) -> np.ndarray:

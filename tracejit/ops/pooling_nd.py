@@ -68,13 +68,12 @@ def widened(pool, x, *args, **kwargs):
 def pool_geometry(size, k, s, p, ceil_mode):
     """Output length of a window of extent k, and the extra right padding ceil_mode needs
     (PyTorch's rule: the last window must start inside the input or the left padding)."""
-    if ceil_mode:
-        out = -(-(size + 2 * p - k) // s) + 1
-        if (out - 1) * s >= size + p:
-            out -= 1
-    else:
-        out = (size + 2 * p - k) // s + 1
-    return out, max(0, (out - 1) * s + k - (size + 2 * p))
+    if not ceil_mode:
+        return (size + 2 * p - k) // s + 1, 0
+    out, extra = -(-(size + 2 * p - k) // s) + 1, -(size + 2 * p - k) % s   # ((out - 1) * s + k - (size + 2p))
+    if (out - 1) * s >= size + p:
+        out, extra = out - 1, extra - s
+    return out, max(0, extra)
 
 
 def _axis_windows(size, k, s, p, d, ceil_mode, op):
