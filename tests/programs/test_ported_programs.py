@@ -270,7 +270,8 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_retnet.py": 5,
                 # the DEQ cell: the solves without grad and the step with grad, in training and
                 # in eval; the solves under no_grad (the injection not requiring grad)
-                "prog_deq.py": 5}
+                "prog_deq.py": 5,
+                "prog_nsf.py": 3}   # log_prob training and without grad; the compiled sampler
 # N-BEATS (its per-block forecasts set on the module as a list), DIN's Dice attention,
 # BART-style denoising (padding masks, lengths dynamic), CPC (targets written into
 # torch.empty, the sampled time t an int argument), a masked diffusion LM and a
@@ -281,8 +282,6 @@ MAX_COMPILES.update({
     "prog_din.py": 2,
     # training at the first t, then t symbolic (the GRU over t + 1 frames), t = 0; eval
     "prog_cpc.py": 4})
-                "prog_deq.py": 5,
-                "prog_nsf.py": 3}   # log_prob training and without grad; the compiled sampler
 
 
 def _run(framework, mode, weights, programs):
