@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import Sym, data_sized, hint, normalize_dim, numel, specialize_to_agree
 from .registry import REGISTRY, Aval, defprim
-from .eager import bind, eager_layout, remember_plain, trace_hooks
+from .eager import bind, eager_layout, trace_hooks
 from .grad_views import pieces, recording
 from ..formats import CHANNELS_INNER, all_channels_last
 from . import autocast as _autocast
