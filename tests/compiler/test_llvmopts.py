@@ -25,34 +25,45 @@ pytestmark = pytest.mark.usefixtures("kernels_in_session_tmp")
 
 
 def test_kernel_options_follow_stores_and_parallelism():
-    wide = ("prefer-vector-width=512",)
+    wide = ("prefer-vector-width=512",) + llvmopts.SHORT_TAILS
+    tails = llvmopts.SHORT_TAILS
     assert llvmopts.kernel_options(1, True) == ("-force-vector-interleave=4",) + wide
     assert llvmopts.kernel_options(2, True) == ("-force-vector-interleave=4",) + wide
     assert llvmopts.kernel_options(3, True) == ("-force-vector-interleave=4",) + wide
     assert llvmopts.kernel_options(4, True) == ("-force-vector-interleave=2",) + wide
-    assert llvmopts.kernel_options(1, False) == ()
+    assert llvmopts.kernel_options(1, False) == tails
     # column reductions keep their sums in memory: 4 whatever they store
     assert llvmopts.kernel_options(5, True, "column_blocks") == ("-force-vector-interleave=4",) + wide
     # flat full reductions too (the GELU loss: three outputs and the sum)
     assert llvmopts.kernel_options(4, True, "flat_blocked_sum") == ("-force-vector-interleave=4",) + wide
     assert llvmopts.kernel_options(4, True, "flat_reduce") == ("-force-vector-interleave=4",) + wide
-    assert llvmopts.kernel_options(4, False, "flat_serial_reduce") == ()
+    assert llvmopts.kernel_options(4, False, "flat_serial_reduce") == tails
     assert llvmopts.kernel_options(3, True, "map") == ("-force-vector-interleave=4",) + wide
     assert llvmopts.kernel_options(4, True, "map") == ("-force-vector-interleave=2",) + wide
     assert llvmopts.kernel_options(5, True, "rows") == ("-force-vector-interleave=2",) + wide
-    assert llvmopts.kernel_options(5, False, "column_blocks") == ()
+    assert llvmopts.kernel_options(5, False, "column_blocks") == tails
+
+
+def test_a_short_inner_loop_keeps_one_vector_per_iteration():
+    short = llvmopts.SHORT_LOOP - 1
+    for form in ("nested_map", "row_passes", "column_blocks"):
+        assert llvmopts.kernel_options(1, True, form, inner=short) == llvmopts.SHORT_TAILS
+        assert llvmopts.kernel_options(1, True, form, inner=llvmopts.SHORT_LOOP)[0] == "-force-vector-interleave=4"
+    assert llvmopts.kernel_options(1, True, "nested_map", inner=1) == llvmopts.SHORT_TAILS
+    assert llvmopts.kernel_options(1, True, "nested_map", inner=0)[0] == "-force-vector-interleave=4"
 
 
 def test_a_loop_needing_many_alias_checks_is_allowed_them():
     # 9 inputs, 14 outputs (an LSTM backward group): 14*13/2 + 14*9 = 217 checks > 128
     assert llvmopts._alias_checks(14, 23) == 217
     assert llvmopts._alias_checks(1, 3) == 2 and llvmopts._alias_checks(3, 0) == 0
-    assert llvmopts.kernel_options(14, False, "flat", arrays=23) == llvmopts.MANY_CHECKS
+    tails = llvmopts.SHORT_TAILS
+    assert llvmopts.kernel_options(14, False, "flat", arrays=23) == tails + llvmopts.MANY_CHECKS
     assert llvmopts.kernel_options(14, True, "flat", arrays=23) == (
-        ("-force-vector-interleave=2", "prefer-vector-width=512") + llvmopts.MANY_CHECKS)
+        ("-force-vector-interleave=2", "prefer-vector-width=512") + tails + llvmopts.MANY_CHECKS)
     # up to LLVM's default (8 outputs of 12 arrays: 28 + 32 = 60) nothing is added
-    assert llvmopts.kernel_options(8, False, "flat", arrays=12) == ()
-    assert llvmopts.kernel_options(14, False, "flat") == ()      # operands unknown
+    assert llvmopts.kernel_options(8, False, "flat", arrays=12) == tails
+    assert llvmopts.kernel_options(14, False, "flat") == tails      # operands unknown
 
 
 def test_unknown_option_is_refused_before_anything_is_set():
@@ -284,3 +295,50 @@ def test_loss_kernel_reads_and_writes_consecutive_elements():
         if bad and "np.uintp(" not in src:
             pytest.xfail(f"{bad} gather/scatter instructions: the block loop indexes with a signed int")
         assert bad == 0, src
+
+
+def _divide_widths(dispatcher) -> list:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # a cached kernel shows no asm: fail, do not pass
+        asm = dispatcher.inspect_asm(dispatcher.signatures[0])
+    return [_WIDTH[r] for r in re.findall(r"\bv?divps\s+[^\n]*?%([xyz]mm)", asm)]
+
+
+@x86
+def test_short_tails_run_the_remainder_of_a_loop_in_narrower_vectors():
+    plain = _load("llvmopts-tail-plain", ())
+    tails = _load("llvmopts-tail-short", llvmopts.SHORT_TAILS)
+    widest = max(_divide_widths(plain), default=0)
+    assert widest >= 128, "the divide loop was not vectorized"
+    assert min(_divide_widths(plain)) == widest           # LLVM's default: a scalar remainder
+    assert min(_divide_widths(tails)) < widest == max(_divide_widths(tails))
+    for n in (1, 7, 13, 1001):
+        a = np.linspace(-3, 3, n, dtype=np.float32)
+        o1, o2 = np.empty_like(a), np.empty_like(a)
+        plain(a, o1, n)
+        tails(a, o2, n)
+        np.testing.assert_array_equal(o1, o2)
+
+
+def _bases(x, g, b):
+    """One step of a B-spline recursion: a short last dim (the knots) broadcast against x."""
+    x = x.unsqueeze(-1)
+    left = (x - g[:, :-2]) / (g[:, 1:-1] - g[:, :-2]) * b[..., :-1]
+    right = (g[:, 2:] - x) / (g[:, 2:] - g[:, 1:-1]) * b[..., 1:]
+    return (left + right).sum(-1).tanh() + (left * right).sum()
+
+
+@pytest.mark.parametrize("rows, knots, transposed", [((67, 29), 15, False), ((67, 29), 15, True),
+                                                     ((301, 55), 3, False)])
+def test_short_inner_loops_match_the_interpreter(rows, knots, transposed):
+    r = np.random.default_rng(knots)
+    x = r.uniform(-1, 1, rows[::-1] if transposed else rows).astype(np.float32)
+    x = tj.tensor(x).t() if transposed else tj.tensor(x)          # a non-contiguous input
+    g = np.sort(r.uniform(-2, 2, (rows[1], knots)), axis=1).astype(np.float32)
+    g[:, 1:] += np.float32(0.01) * np.arange(1, knots, dtype=np.float32)   # no equal knots
+    b = r.uniform(0, 1, rows + (knots - 1,)).astype(np.float32)
+    cf = assert_compiled_matches(_bases, x.requires_grad_(), tj.tensor(g), tj.tensor(b, requires_grad=True),
+                                 rtol=1e-5, atol=1e-5)
+    src = str(cf.explain(x, tj.tensor(g), tj.tensor(b, requires_grad=True)))
+    # every kernel over (rows, knots - 2) runs its innermost loop one vector at a time
+    assert llvmopts.SHORT_TAILS[0] in src

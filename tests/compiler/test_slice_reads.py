@@ -53,6 +53,8 @@ def test_the_offsets_reach_the_kernel_index():
     op = Operand(0, None, "float64", "ndc", (0, 1), (0, 51))
     assert op.subscript() == "i0, i1 + 51"
     assert Operand(1, None, "float64", "ndc", (None, 1), ()).subscript() == "0, i1"
+    # a broadcast dim of a slice reads its one element at its offset
+    assert Operand(2, None, "float64", "ndc", (None, 1), (3, 2)).subscript() == "3, i1 + 2"
 
 
 def test_a_slice_something_else_reads_keeps_its_step():
@@ -76,6 +78,27 @@ def test_row_and_negative_bounds_and_a_strided_parent():
     plan = _plan(fn, X)
     assert _reads(plan) == [(1, 1)]
     np.testing.assert_allclose(plan(X)[0], np.tanh(X.T[1:-1, -6:]) * 2.0, rtol=1e-13)
+
+
+K = np.sort(R.standard_normal((12, 9)), axis=1) + np.arange(9) * 0.1
+
+
+def test_broadcast_slices_and_rows_groups_read_in_place():
+    # slices of a (12, 9) knot matrix broadcast over the rows of x, one of them a single
+    # column (a broadcast dim read at its offset), and a rows group reading a slice
+    def fn(x, k, w):
+        u = x[..., None]
+        b = (u - k[:, :-2]) / (k[:, 2:] - k[:, :-2]) * k[:, 3:4]
+        e = tj.exp((x @ w)[:, 2:9])
+        return b, e / e.sum(-1, keepdim=True)
+    plan = _plan(fn, X, K, W)
+    assert sorted(_reads(plan)) == [(0, 0), (0, 0), (0, 2), (0, 2), (0, 3)]
+    assert _getitems(plan) == 1          # x[..., None]: no slice
+    got = plan(X, K, W)
+    u = X[..., None]
+    np.testing.assert_allclose(got[0], (u - K[:, :-2]) / (K[:, 2:] - K[:, :-2]) * K[:, 3:4], rtol=1e-12)
+    e = np.exp((X @ W)[:, 2:9])
+    np.testing.assert_allclose(got[1], e / e.sum(-1, keepdims=True), rtol=1e-12)
 
 
 def test_steps_and_integer_indices_stay_views():

@@ -208,7 +208,7 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     doc = [f'    """fused group: {nest.ops} ({nest.mode})"""']
     arrays = len(nest.outputs) + sum(op.layout != "scalar" for op in nest.operands)
     llvm_options = llvmopts.kernel_options(len(nest.outputs) + (red is not None), parallel, form,
-                                           arrays=arrays)
+                                           arrays=arrays, inner=0 if nest.flat else inner_extent(nest))
     src_lines = module_head(parallel, imports, llvm_options)
     src_lines += ["", ""] + helper + header + doc + body
     return KernelSpec("\n".join(src_lines) + "\n", nest, parallel, form, llvm_options)
@@ -221,6 +221,13 @@ def signature(nest: LoopNest, out_rank: int | None, extra: tuple = ()) -> str:
     args += [arr_type(o.dtype, len(o.var.aval.shape) if out_rank is None else out_rank, True)
              for o in nest.outputs]
     return f"void({', '.join(args + list(extra) + ['int64'] * len(nest.sizes))})"
+
+
+def inner_extent(nest: LoopNest) -> int:
+    """The static length of `nest`'s innermost loop, its last dim (0: symbolic or rank 0):
+    what `llvmopts.kernel_options` sizes the vector loop by."""
+    last = nest.shape[-1] if nest.shape else 0
+    return last if isinstance(last, int) else 0
 
 
 def module_head(parallel: bool, imports, llvm_options=()) -> list:

@@ -84,7 +84,7 @@ def _key_result(k: int, red) -> str:
 
 def render_rows(nest: LoopNest, parallel: bool):
     from .codegen_cpu import (CpuEmitter, KernelSpec, _cast_back, _combine, _init, _np_type,
-                              module_head, signature)
+                              inner_extent, module_head, signature)
 
     sched = schedule(nest)
     rank = nest.rank
@@ -188,7 +188,7 @@ def render_rows(nest: LoopNest, parallel: bool):
     header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy'{fastmath})",
               f"def {nest.name}({', '.join(nest.arguments())}):",
               f'    """fused group: {nest.ops} (rows, {len(sched.passes)} passes)"""']
-    llvm_options = llvmopts.kernel_options(len(nest.outputs), parallel, "row_passes")
+    llvm_options = llvmopts.kernel_options(len(nest.outputs), parallel, "row_passes", inner=inner_extent(nest))
     src = module_head(parallel, imports, llvm_options)
     if bits:
         src.append(f"from tracejit.compiler.mathbits import {', '.join(sorted(bits))}")

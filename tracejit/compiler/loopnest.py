@@ -82,7 +82,7 @@ class Operand:
         if not self.index:
             return "0"
         off = self.offset or (0,) * len(self.index)
-        return ", ".join("0" if d is None else f"i{d} + {o}" if o else f"i{d}"
+        return ", ".join(str(o) if d is None else f"i{d} + {o}" if o else f"i{d}"
                          for d, o in zip(self.index, off))
 
     @property
