@@ -186,6 +186,27 @@ def test_two_layer_step_with_its_gradients_is_one_plan():
     assert len(kinds) == 3, fwd.describe()
 
 
+def test_schedule_runs_the_earliest_ready_item_first_and_refuses_a_missing_value():
+    # Given in reverse, independent chains come out in their given order, each equation
+    # as soon as its inputs exist; an item whose input nothing makes is refused.
+    from tracejit.compiler.fusion import _schedule
+    from tracejit.jit.ir import Var
+    x = T(8, seed=1)
+    cf = assert_compiled_matches(lambda x: (x.exp() + 1, x.sin() * 2), x, grads=False)
+    graph = _program(cf).graph
+    eqns = list(graph.eqns)
+    got = _schedule(eqns[::-1], graph)
+    produced, want, pending = set(graph.inputs), [], eqns[::-1]
+    while pending:   # (the definition: the first pending item whose inputs exist)
+        it = next(e for e in pending if all(a in produced for a in e.inputs if isinstance(a, Var)))
+        want.append(it)
+        pending.remove(it)
+        produced.update(it.outs)
+    assert [id(e) for e in got] == [id(e) for e in want] and len(got) == len(eqns)
+    with pytest.raises(RuntimeError, match="cyclic schedule"):
+        _schedule(eqns[1:], graph)
+
+
 # --------------------------------------------------------------------------- softmax / layer_norm
 def _names(g):
     return [e.prim.name for e in g.eqns]
