@@ -425,3 +425,24 @@ def test_a_loss_kept_on_self_carries_its_gradient():
         (f(tj.ones(4, 3)) + m.aux_loss).backward()
         grads.append(m.lin.weight.grad.tolist())
     assert np.allclose(grads[0], grads[1])
+
+
+_SHARED_LOG: list = []
+
+
+def test_a_global_list_set_on_self_stays_that_list():
+    """Setting an existing container on the module shares it, as eagerly: each call's
+    append lands in the global list, and the attribute is that list."""
+    class Logs(nn.Module):
+        def forward(self, x):
+            self.log = _SHARED_LOG
+            self.log.append(x.sum())
+            return x * 2
+
+    _SHARED_LOG.clear()
+    m = Logs()
+    cm = tj.compile(m)
+    for k in range(3):
+        cm(tj.ones(2) * k)
+    assert m.log is _SHARED_LOG
+    assert [float(v) for v in _SHARED_LOG] == [0.0, 2.0, 4.0]

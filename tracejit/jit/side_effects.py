@@ -75,6 +75,11 @@ class EffectLog:
             self._writes[key] = (obj, name, obj.__dict__.get(name, _MISSING))
             self.notes.append(f"it sets `{type(obj).__name__}.{name}`")
 
+    def known(self, container: Any) -> bool:
+        """Whether `container` existed before the capture: a global, closure or module
+        container it reads, or one passed in (setting it on a module shares it, as eagerly)."""
+        return id(container) in self._watched or any(v is container for v, _ in self._passed)
+
     def own(self, container: Any) -> None:
         """`container` was set as a module attribute and is written back by each call: what
         the capture puts into it is no effect."""

@@ -83,9 +83,9 @@ class StateWrites:
         # (trace/script keep torch.jit.trace's meaning: Python state changes once, at capture)
         number = active and type(_read_attr(obj, name)) in NUMBERS and (
             type(value) in NUMBERS or traced and value.ndim == 0 and self.atom(value).aval.weak)
-        # a list, tuple or dict set before any read (N-BEATS' ``self._intermediary_outputs =
-        # []``, then appended to): each call sets a new one holding its outputs
-        tree = type(value) in (list, tuple, dict) and not _plain(value)
+        # a new list, tuple or dict set before any read (N-BEATS' ``self._intermediary_outputs
+        # = []``, then appended to): each call sets a new one holding its outputs
+        tree = type(value) in (list, tuple, dict) and not _plain(value) and not self.effects.known(value)
         if not (traced or number) and (not (_plain(value) or tree) or self.parent is not None or not active
                                        or read_in_capture(obj, name) is not False):
             return False
