@@ -526,3 +526,7 @@ def test_a_second_module_of_a_class_starts_with_the_dims_the_first_saw_change():
                                    rtol=1e-5, atol=1e-6)
     st = second.cache_stats()   # symbolic from its first call; a batch of 1 still captures its own
     assert st["compiles"] == 2 and st["dynamic_dims"] == [("input", 0)], st["recompile_reasons"]
+    tj.compiler.reset()   # (forgets what was learned: a third module starts static)
+    third = tj.trace(tj.nn.Sequential(tj.nn.Linear(4, 3)), compiler="interpret")
+    third(tj.randn(5, 4))
+    assert third.cache_stats()["dynamic_dims"] == []

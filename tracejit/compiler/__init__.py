@@ -33,8 +33,11 @@ def wait(fn=None, timeout=None) -> bool:
 
 def reset() -> None:
     """Forget the entries of every compiled function and module (``torch.compiler.reset``):
-    each captures again at its next call. Kernels stay loaded and on disk."""
+    each captures again at its next call, with no dim learned dynamic. Kernels stay loaded
+    and on disk."""
+    from ..jit.capture import _LEARNED
     from ..jit.function import all_compiled
+    _LEARNED.clear()
     for cf in all_compiled():
         cf.reset()
 
