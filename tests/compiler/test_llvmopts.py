@@ -310,6 +310,8 @@ def test_short_tails_run_the_remainder_of_a_loop_in_narrower_vectors():
     tails = _load("llvmopts-tail-short", llvmopts.SHORT_TAILS)
     widest = max(_divide_widths(plain), default=0)
     assert widest >= 128, "the divide loop was not vectorized"
+    if widest == 128:
+        pytest.skip("128-bit vectors (no AVX): no narrower vector for a tail")
     assert min(_divide_widths(plain)) == widest           # LLVM's default: a scalar remainder
     assert min(_divide_widths(tails)) < widest == max(_divide_widths(tails))
     for n in (1, 7, 13, 1001):
