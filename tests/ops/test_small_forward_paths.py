@@ -72,7 +72,7 @@ def test_stack_and_cat_through_their_plans_match_torch(dim, strided):
     for _ in range(3):
         got = tj.stack(ours, dim)
         want = torch.stack(theirs, dim)
-        assert tuple(got.shape) == tuple(want.shape)
+        assert tuple(got.shape) == tuple(want.shape) and got.is_contiguous()
         np.testing.assert_array_equal(got.numpy(), want.numpy())
         if dim < 2:
             got = tj.cat(ours, dim)

@@ -249,19 +249,31 @@ def _stack_rule(*avals, dim):
 
 # One primitive rather than an unsqueeze per input and a concat: eager's per-call cost is
 # one dispatch (four small inputs: 28.7 us as the composition).
+def _stack_impl(xp, *arrs, dim):
+    """numpy's stack, C-contiguous as PyTorch's whatever the inputs' strides (`_concat_impl`)."""
+    return _concat_impl(xp, *[xp.expand_dims(a, dim) for a in arrs], dim=dim)
+
+
 def _stack_fast(shapes, dtype, params):
-    """The plan's numpy call: numpy's stack less its checks, as a concatenate along `dim`
-    viewed with the new axis split off (the same elements in the same order)."""
+    """The plan's numpy call: for C-contiguous inputs numpy's stack less its checks, as a
+    concatenate along `dim` viewed with the new axis split off (the same elements in the
+    same order); `_stack_impl` for others."""
     dim, first = params["dim"], shapes[0]
     if first is None:
         return None
     shape = first[:dim] + (len(shapes),) + first[dim:]
-    if dim == len(first):   # a new last axis: nothing to split
-        return lambda *arrs: _concatenate([a.reshape(first + (1,)) for a in arrs], dim)
-    return lambda *arrs: _concatenate(arrs, dim).reshape(shape)
+    last = dim == len(first)   # (a new last axis: nothing to split)
+
+    def fast(*arrs):
+        for a in arrs:
+            if not a.flags.c_contiguous:
+                return _stack_impl(np, *arrs, dim=dim)
+        return _concatenate([a.reshape(first + (1,)) for a in arrs], dim) if last else \
+            _concatenate(arrs, dim).reshape(shape)
+    return fast
 
 
-STACK = defprim("stack", lambda xp, *arrs, dim: xp.stack(arrs, axis=dim), _stack_rule,
+STACK = defprim("stack", _stack_impl, _stack_rule,
                 lambda g, out, *inputs, dim: unbind(g, dim) if recording(g) else pieces(g, dim, [None] * len(inputs)),
                 kind="shape", promote=True,
                 save=lambda rq: (), extra={"meta": lambda rq: range(len(rq)), "fast": _stack_fast})
