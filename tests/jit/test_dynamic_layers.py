@@ -258,3 +258,19 @@ def test_interpolate_keeps_image_sizes_symbolic(mode, corners, compiler):
         np.testing.assert_allclose(out.item(), want.item(), rtol=1e-4)
         np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-4, atol=1e-4)
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+@pytest.mark.parametrize("corners", [False, True])
+def test_linear_interpolate_of_float64_keeps_its_precision(corners):
+    """Symbolic sizes: a float64 image's linear weights in float64, as PyTorch's."""
+    torch = pytest.importorskip("torch")
+
+    def f(x, F=F):
+        return F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=corners)
+
+    cf = tj.trace(f, dynamic=True, compiler="interpret")
+    rng = np.random.default_rng(0)
+    for hw in ((6, 9), (11, 13)):
+        x = rng.standard_normal((1, 2) + hw)
+        np.testing.assert_allclose(cf(tj.tensor(x)).numpy(), f(torch.tensor(x), F=torch.nn.functional).numpy(),
+                                   rtol=1e-12, atol=1e-12)

@@ -204,8 +204,10 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
 def _traced_axis(x, dim: int, i, o, sc, nearest: bool, align_corners: bool):
     """Resize axis `dim` of `x` from `i` to `o` (either symbolic: the constant matrices and
     gathers need sizes) by the same index arithmetic, traced: computed from the sizes of
-    each call. Every source index is below `i` (float32, as PyTorch's CPU kernels)."""
-    dst = arange(o, dtype=_dt.float32, device=x.device)
+    each call. Every source index is below `i`. As PyTorch's CPU kernels: nearest's index
+    in float32, linear's in float64 for a float64 input, else in float32."""
+    dt = _dt.float64 if x.dtype is _dt.float64 and not nearest else _dt.float32
+    dst = arange(o, dtype=dt, device=x.device)
     if align_corners and not nearest:
         sc = (i - 1) / (o - 1) if o != 1 else 0.0
     src = dst * sc if nearest or align_corners else clamp((dst + 0.5) * sc - 0.5, min=0.0)
@@ -213,7 +215,7 @@ def _traced_axis(x, dim: int, i, o, sc, nearest: bool, align_corners: bool):
     if nearest:
         return index_select(x, dim, i0)
     i1 = i0 + cast(i0 < i - 1, _dt.int64)
-    lam = reshape(cast(src - cast(i0, _dt.float32), x.dtype), (-1,) + (1,) * (x.ndim - 1 - dim))
+    lam = reshape(cast(src - cast(i0, dt), x.dtype), (-1,) + (1,) * (x.ndim - 1 - dim))
     return index_select(x, dim, i0) * (1.0 - lam) + index_select(x, dim, i1) * lam
 
 
