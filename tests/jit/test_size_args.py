@@ -325,3 +325,17 @@ def test_a_recurrent_layer_over_a_slice_to_an_int_argument_captures_twice():
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
     assert cf.cache_stats()["compiles"] == 2
+
+
+def test_is_contiguous_of_a_view_by_an_int_argument_is_eagers():
+    """``z[:, :t + 1]`` is strided for every t short of the whole dim: a compiled call
+    answers as eager code, however many values of t it has seen."""
+    def f(z, t):
+        y = z[:, :t + 1]
+        return y.is_contiguous(), y.sum()
+
+    cf = tj.compile(f, fullgraph=True)
+    z = np.arange(12, dtype=np.float32).reshape(2, 6)
+    for t in (1, 2, 3, 5):
+        (got, total), (want, wtotal) = cf(tj.tensor(z), t), f(tj.tensor(z), t)
+        assert got == want == (t == 5) and total.item() == wtotal.item()

@@ -131,7 +131,7 @@ class Tracer(Tensor):
         return np.asarray(self._concrete("reading tensor data", "array"))
 
     def is_contiguous(self, memory_format=None) -> bool:
-        arr = _views.eager_layout(self)   # (as eagerly: False for a transposed view)
+        arr = _views.eager_layout(self, exact=True)   # (as eagerly: False for a transposed view)
         return True if arr is None else Tensor.is_contiguous(Tensor._wrap(arr, self.dtype), memory_format)
 
     # Tensor's versions of these build a new Tensor around `_data`, which a tracer lacks.

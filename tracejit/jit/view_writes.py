@@ -26,7 +26,7 @@ from ..ops.creation import arange as _arange
 from ..ops.registry import Aval, defprim
 from ..ops.shape import COPY as _COPY, EXPAND as _EXPAND
 from ..tensor import Tensor
-from ..shapes import contains_sym
+from ..shapes import Sym, contains_sym
 
 __all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value", "replay",
            "returned_argument", "reshape_in_place"]
@@ -128,12 +128,13 @@ def replay(v, chain):
     return v
 
 
-def eager_layout(t):
+def eager_layout(t, exact: bool = False):
     """A numpy array of tracer `t`'s shape with the strides `t` would have eagerly (its
     items never read: `view`, `is_contiguous` and `stride` ask it), or None
     when a size is symbolic. A view's comes from replaying its view ops on its base: a
     captured tensor's or an argument's own memory, or untouched row-major memory for a
-    value of the graph."""
+    value of the graph. `exact`: a view by a symbolic bound specializes it (the capture
+    runs again with it static), for an answer that depends on it (`is_contiguous`)."""
     from .tracer import Tracer
     src = getattr(t, "_view_src", None)
     base, chain = (t, ()) if src is None or src[2] is None else (src[0], src[2])
@@ -152,8 +153,11 @@ def eager_layout(t):
                else np.empty(tuple(base.shape), base.dtype.np))   # (allocated, not touched)
     if not chain:
         return arr
-    if any(contains_sym(p) for _, rest, params in chain for p in (*rest, *params.values())):
-        return None   # (a view by a symbolic bound, ``z[:, :t + 1]``: as a symbolic base's)
+    bounds = [p for _, rest, params in chain for p in (*rest, *params.values()) if contains_sym(p)]
+    if bounds:   # (a view by a symbolic bound, ``z[:, :t + 1]``: as a symbolic base's)
+        for s in (_syms(bounds) if exact else ()):
+            s._specialized()
+        return None
     saved = _eager.trace_state.tracer
     _eager.trace_state.tracer = None
     try:
@@ -162,6 +166,13 @@ def eager_layout(t):
         return None
     finally:
         _eager.trace_state.tracer = saved
+
+
+def _syms(v) -> list:
+    """The Syms in `v`, a param value or a nested tuple or list of them."""
+    if isinstance(v, (tuple, list)):
+        return [s for x in v for s in _syms(x)]
+    return [v] if isinstance(v, Sym) else []
 
 
 def _argument_layout(t):
