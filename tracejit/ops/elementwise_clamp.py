@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..errors import ValueRangeError
 from .promotion import NUMPY_WEAK_SCALARS, scalar_as
 from .registry import defprim
 from .elementwise import _ew_rule
@@ -35,6 +36,19 @@ def _clamp_side(xp, beyond, a, out, bound):
     return xp.where(beyond, a.dtype.type(bound), out)
 
 
+def _int_bound(dt, v):
+    """An int bound of an integer clamp as PyTorch converts it: a negative one within the
+    unsigned range wraps (-3 is 253 for uint8), one beyond the dtype is refused."""
+    if type(v) is not int:
+        return v
+    info = np.iinfo(dt.np)
+    if info.min <= v <= info.max:
+        return v
+    if info.min == 0 and -info.max <= v < 0:
+        return v + info.max + 1
+    raise ValueRangeError(f"clamp: value {v} cannot be converted to type {dt.name} without overflow")
+
+
 def _clamp_vjp(g, out, a, min=None, max=None, open=False):
     if min is None and max is None:
         return (g,)
@@ -42,6 +56,8 @@ def _clamp_vjp(g, out, a, min=None, max=None, open=False):
 
 
 def _clamp_scalar(e, a, min=None, max=None, open=False):
+    if min is not None and max is not None and min > max:   # (max wins, as in the impl; nan stays)
+        return f"({a} if {a} != {a} else {e.const(max)})"
     expr = a
     if max is not None:
         expr = f"({e.const(max)} if {a} > {e.const(max)} else {expr})"
