@@ -67,13 +67,42 @@ def test_tensor_operand_broadcast_and_alpha():
         np.testing.assert_array_equal(x.numpy(), x0 + 2 * b)
 
 
-def test_overlapping_operand_reads_the_old_values():
-    # x[1:] += x[:-1]: the result is computed from the old values, as out of place
-    for _ in range(2):
-        x = tj.arange(8).float()
-        with tj.no_grad():
-            x[1:].add_(x[:-1])
-        np.testing.assert_array_equal(x.numpy(), [0, 1, 3, 5, 7, 9, 11, 13])
+_OVERLAPS = {   # written-to tensor and input: partly the same memory (PyTorch raises) or not
+    "y[1:] = y[:-1]": lambda L, y: y.__setitem__(slice(1, None), y[:-1]),
+    "y[1:].copy_(y[:-1])": lambda L, y: y[1:].copy_(y[:-1]),
+    "y[1:].add_(y[:-1])": lambda L, y: y[1:].add_(y[:-1]),
+    "y[1:] *= y[:-1]": lambda L, y: y[1:].__imul__(y[:-1]),
+    "y[1:3].copy_(y[2])": lambda L, y: y[1:3].copy_(y[2]),
+    "y.view(2, 4).copy_(y[:4])": lambda L, y: y.view(2, 4).copy_(y[:4]),
+    "y.view(2, 4).copy_(y.view(4, 2).t())": lambda L, y: y.view(2, 4).copy_(y.view(4, 2).t()),
+    "y[:4] = y[4:]": lambda L, y: y.__setitem__(slice(None, 4), y[4:]),
+    "y[1:3] = y[2]": lambda L, y: y.__setitem__(slice(1, 3), y[2]),
+    "y.add_(y)": lambda L, y: y.add_(y),
+    "y.copy_(y.view(2, 4).view(8))": lambda L, y: y.copy_(y.view(2, 4).view(8)),
+    "y[::2].add_(y[1::2])": lambda L, y: y[::2].add_(y[1::2]),
+    "y[:, :2] = y[:2] (gaps)": lambda L, y: y.view(4, 2)[:, :1].__setitem__(slice(None), y.view(2, 4)[:, :2].reshape(4, 1)),
+}
+
+
+@pytest.mark.parametrize("form", list(_OVERLAPS))
+def test_partial_overlap_of_input_and_written_tensor_raises_as_pytorch(form):
+    torch = pytest.importorskip("torch")
+    f, y = _OVERLAPS[form], torch.arange(8.0)
+    try:
+        f(torch, y)
+        want = None
+    except RuntimeError as e:
+        want = str(e)
+    for _ in range(2):   # (the second call takes the kept plan)
+        x = tj.arange(8.0)
+        if want is None:
+            with tj.no_grad():
+                f(tj, x)
+            assert x.tolist() == y.tolist()
+            continue
+        with pytest.raises(RuntimeError) as got, tj.no_grad():
+            f(tj, x)
+        assert str(got.value).endswith(want) and x.tolist() == list(range(8))   # (nothing written)
 
 
 def test_kernel_path_refuses_partial_overlap():

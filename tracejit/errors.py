@@ -57,6 +57,17 @@ def expect_not_bool(op: str, name: str, t) -> None:
                                     f"{name}.int() or {name}.float()")
 
 
+def refuse_bool_subtraction(operands) -> None:
+    """Raise DTypeError where an operand (tensor or aval) of a subtraction is bool (a bool
+    number too), as PyTorch."""
+    n = sum(a.dtype.is_bool for a in operands)
+    if n:
+        raise DTypeError("Subtraction, the `-` operator, with " + (
+            "two bool tensors is not supported. Use the `^` or `logical_xor()` operator instead." if n > 1 else
+            "a bool tensor is not supported. If you are trying to invert a mask, use the `~` or "
+            "`logical_not()` operator instead."))
+
+
 def expect_same_dtype(op: str, a, b, name: str = "source") -> None:
     """Raise DTypeError where tensor `b` (argument `name` of `op`) has another dtype than
     `a`, the tensor it is written into (index_add, scatter): PyTorch refuses to cast it."""

@@ -44,6 +44,36 @@ def _self_overlapping(a) -> bool:
     return False
 
 
+def refuse_partial_overlap(what: str, written, read) -> None:
+    """Raise where tensor `read` shares some but not all of its memory with `written`, the
+    tensor an op writes (``y[1:] = y[:-1]``): the result would depend on the order elements
+    are written in. As PyTorch, the same view (``out=a`` for input ``a``) and layouts with
+    gaps or repeats pass; tensors of unrelated memory pass at the cost of two reads."""
+    if not isinstance(read, Tensor):
+        return
+    rb, wb = read._base, written._base
+    x, y = written._data, read._data
+    if ((rb if rb is not None else read) is not (wb if wb is not None else written) or x is y
+            or type(x) is not np.ndarray or type(y) is not np.ndarray or not (_dense(x) and _dense(y))):
+        return
+    x0, y0 = x.__array_interface__["data"][0], y.__array_interface__["data"][0]
+    if (x0 < y0 + y.nbytes and y0 < x0 + x.nbytes
+            and not (x0 == y0 and x.shape == y.shape and x.strides == y.strides)):
+        raise RuntimeError(f"{what}: unsupported operation: some elements of the input tensor and the "
+                           f"written-to tensor refer to a single memory location. Please clone() the "
+                           f"tensor before performing the operation.")
+
+
+def _dense(a: np.ndarray) -> bool:
+    """Whether `a`'s elements fill one block of memory once each, in any order of dims."""
+    expect = a.itemsize
+    for st, n in sorted((st, n) for st, n in zip(a.strides, a.shape) if n > 1):
+        if st != expect:
+            return False
+        expect *= n
+    return a.size > 0
+
+
 def _writable_alias(a: np.ndarray):
     """A writeable array over `a`'s memory when `a` is a read-only view (an ``expand``, or
     a view of one) of writeable memory, else None. The caller has refused a target whose
@@ -173,6 +203,8 @@ class InPlaceMethods:
         `_assign` would have stored, without the result array and the copy; False when
         `_assign`'s path must run (recording, tracing, another device, a read-only or
         cast result, a signature seen for the first time)."""
+        if isinstance(other, Tensor) and (other._base is not None or self._base is not None):
+            refuse_partial_overlap(prim.name + "_", self, other)   # (two views may share memory)
         if self.device is not CPU or _trace_state.tracer is not None:
             return False
         if _grad_state.enabled:
@@ -253,6 +285,8 @@ class InPlaceMethods:
         return self._assign(self._overwrite(new), "fill_")
 
     def copy_(self, src, non_blocking: bool = False):
+        if isinstance(src, Tensor) and (src._base is not None or self._base is not None):
+            refuse_partial_overlap("copy_", self, src)
         src = src if isinstance(src, Tensor) else _ops.as_tensor(src)
         if src.device != self.device:
             src = src.to(self.device)
@@ -299,6 +333,10 @@ class InPlaceMethods:
                                    "selects a copy, not a view; clone() the tensor first")
             region.copy_(value)
             return
+        if isinstance(value, Tensor) and value._data is not None and value._data.ndim:   # (0-d: a fill)
+            vb, sb = value._base, self._base
+            if (vb if vb is not None else value) is (sb if sb is not None else self):
+                refuse_partial_overlap("__setitem__", self[index], value)
         if self._donatable("__setitem__", (value, *(index if type(index) is tuple else (index,))), {}):
             # index_put writes self's memory itself (ops/donation.py): one pass over it, not a
             # copy of self written and then copied back

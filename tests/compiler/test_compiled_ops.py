@@ -205,7 +205,7 @@ def test_integer_dtypes_through_fused_kernels(dtype):
 
 def test_integer_to_negative_power_raises_like_eager():
     x = tj.tensor(np.array([1, 2, 3], np.int64))
-    with pytest.raises(ValueError, match="negative integer powers") as eager:
+    with pytest.raises(RuntimeError, match="negative integer powers") as eager:
         (x * 2) ** -2
     with pytest.raises(type(eager.value), match="negative integer powers"):
         tj.trace(lambda x: (x * 2) ** -2)(x)

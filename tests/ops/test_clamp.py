@@ -113,3 +113,25 @@ def test_clamp_with_tensor_bounds_passes_the_whole_gradient_at_a_bound():
             res.append((y.detach().numpy(), x.grad.numpy(), hi.grad.numpy()))
         for got, want in zip(res[1], res[0]):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("lo,hi", [(-3, None), (None, -3), (-2, 3), (2.0, 1.0), (-255, 255)])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_out_of_range_bounds_wrap_and_the_max_bound_wins_as_pytorch(lo, hi, compiled):
+    torch = pytest.importorskip("torch")
+    vals = [5, 200, 3, 1] * 1000
+    dt = "float32" if isinstance(lo, float) else "uint8"
+    want = (torch.tensor(vals, dtype=getattr(torch, dt)) + 1).clamp(lo, hi) * 2
+    fn = lambda x: (x + 1).clamp(lo, hi) * 2   # noqa: E731
+    x = tj.tensor(vals, dtype=getattr(tj, dt))
+    if compiled:   # (the second call, once the kernel is built, runs it)
+        fn = tj.compile(fn)
+        fn(x)
+        tj.compiler.wait()
+    assert fn(x).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("dtype,bound", [("uint8", 300), ("uint8", -256), ("int8", -129), ("int64", 2 ** 63)])
+def test_a_bound_beyond_the_dtype_is_refused(dtype, bound):
+    with pytest.raises(RuntimeError, match=f"value {bound} cannot be converted to type {dtype}"):
+        tj.tensor([1, 2], dtype=getattr(tj, dtype)).clamp(min=bound)

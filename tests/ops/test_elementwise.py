@@ -113,3 +113,32 @@ def test_integer_division_with_an_empty_result_ignores_zero_divisors(op):
     assert tuple(got.shape) == tuple(want.shape) == (2, 0, 4)
     with pytest.raises(ZeroDivisionError):
         getattr(tj, op)(tj.ones(2, dtype=tj.int64), tj.zeros(2, dtype=tj.int64))
+
+
+_SUBTRACTIONS = {
+    "bool - bool": lambda L, b, i: b - b, "bool - True": lambda L, b, i: b - True,
+    "bool.sub_(bool)": lambda L, b, i: b.clone().sub_(b), "1 - bool": lambda L, b, i: 1 - b,
+    "rsub(bool, 1)": lambda L, b, i: L.rsub(b, 1), "sub(bool, int)": lambda L, b, i: L.sub(b, i),
+    "int - True": lambda L, b, i: i - True, "sub(int, bool, alpha=2)": lambda L, b, i: L.sub(i, b, alpha=2)}
+
+
+@pytest.mark.parametrize("form", list(_SUBTRACTIONS))
+@pytest.mark.parametrize("compiled", [False, True])
+def test_subtraction_with_a_bool_operand_raises_as_pytorch(form, compiled):
+    f = _SUBTRACTIONS[form]
+    with pytest.raises(RuntimeError) as want:
+        f(torch, torch.tensor([True, False]), torch.tensor([1, 2]))
+    g = tj.compile(lambda b, i: f(tj, b, i)) if compiled else (lambda b, i: f(tj, b, i))
+    with pytest.raises(RuntimeError) as got:
+        g(tj.tensor([True, False]), tj.tensor([1, 2]))
+    assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_integers_to_a_negative_int_power_raise_as_pytorch(compiled):
+    with pytest.raises(RuntimeError) as want:
+        torch.tensor([1, 2, 3]) ** -2
+    f = lambda x: (x * 2) ** -2   # noqa: E731
+    with pytest.raises(RuntimeError) as got:
+        (tj.compile(f) if compiled else f)(tj.tensor([1, 2, 3]))
+    assert str(got.value) == str(want.value)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ArgumentError
 from .loopnest import Const, LoopNest
 from .mathnames import MATH
 
@@ -108,7 +109,7 @@ class Emitter:
             v = self.literals[b]
             if v < 0 and not self.dtype.startswith("float"):
                 # numpy (so eager) refuses this; a kernel would silently compute 1 // a**n.
-                raise ValueError("Integers to negative integer powers are not allowed.")
+                raise ArgumentError("Integers to negative integer powers are not allowed.")
             if math.isfinite(v) and v == int(v) and abs(v) <= 4:
                 n = int(abs(v))
                 if n == 0:

@@ -14,12 +14,12 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ArgumentError, DTypeError, expect_not_bool
+from ..errors import ArgumentError, DTypeError, expect_not_bool, refuse_bool_subtraction
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind
-from .promotion import scalar_as
+from .promotion import scalar_as, scalar_aval
 
 __all__ = [
     "add", "sub", "mul", "div", "pow", "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin",
@@ -113,7 +113,7 @@ ADD = _binary("add", _ufunc2("add"), lambda g, out, a, b: (g, g),
               save=_none_rq)
 SUB = _binary("sub", _ufunc2("subtract"),
               lambda g, out, a, b, needs=(True, True): (g, neg(g) if needs[1] else None),
-              lambda e, a, b: f"({a} - {b})", save=_none_rq, extra={"needs": True})
+              lambda e, a, b: f"({a} - {b})", save=_none_rq, extra={"needs": True, "operands": refuse_bool_subtraction})
 MUL = _binary("mul", _ufunc2("multiply"),
               lambda g, out, a, b: (g * b if b is not None else None, g * a if a is not None else None),
               lambda e, a, b: f"({a} * {b})",
@@ -391,7 +391,10 @@ def add(a, b, other=None, *, alpha=1):
 def sub(a, b, other=None, *, alpha=1):
     if other is not None:
         b, alpha = alpha_first("sub", b, other)
-    return SUB.binary(a, b if alpha == 1 else _times_alpha("sub", a, b, alpha))
+    if alpha == 1:
+        return SUB.binary(a, b)
+    refuse_bool_subtraction([x if hasattr(x, "dtype") else scalar_aval(x, SUB) for x in (a, b)])  # (b is cast)
+    return SUB.binary(a, _times_alpha("sub", a, b, alpha))
 
 
 def _deprecated_form(op: str, old: str, new: str) -> None:
@@ -492,6 +495,8 @@ def clamp(a, min=None, max=None):
         for v in (min, max):             # bool tensor and an int bound int64: as they promote)
             if type(v) in (int, float) and _int_result(a, v) is not a.dtype:
                 a = cast(a, _int_result(a, v))
+        if not (a.dtype is _dt.bool_ or a.dtype.is_floating_point):
+            min, max = _int_bound(a.dtype, min), _int_bound(a.dtype, max)
     if (type(min) is float and min != min) or (type(max) is float and max != max):
         from .creation import full_like   # (a NaN bound: NaN everywhere, no gradient, as PyTorch)
         min, max = [full_like(a, math.nan) if type(v) is float and v != v else v for v in (min, max)]
@@ -515,6 +520,7 @@ def clamp(a, min=None, max=None):
 
 
 clip = clamp
+
 _PLAIN_BOUNDS = (int, float, type(None))
 
 
@@ -583,5 +589,5 @@ from .elementwise_logic import (CAST, EQ, GE, GT, ISNAN, LE, LOGICAL_AND, LOGICA
                                LT, NE, WHERE, _INT_OF_WIDTH, _cmp, _select_or_zero)
 eq, ne, lt, le, gt, ge, logical_and, logical_or = map(_op2, (EQ, NE, LT, LE, GT, GE, LOGICAL_AND, LOGICAL_OR))
 isnan, logical_not = map(_op1, (ISNAN, LOGICAL_NOT))
-from .elementwise_clamp import CLAMP, _clamp_impl, clamp_backward  # noqa: E402
+from .elementwise_clamp import CLAMP, _clamp_impl, _int_bound, clamp_backward  # noqa: E402
 from .elementwise_pow import POW, POW_BACKWARD  # noqa: E402

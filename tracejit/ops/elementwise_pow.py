@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .registry import defprim
 from .elementwise import _binary, _ew_rule, _zeros, eq, log, pow, pow_backward, where
 
@@ -48,7 +49,10 @@ def _pow_impl(xp, a, b):
     if getattr(b, "dtype", None) is not None and not isinstance(b, np.generic) and b.dtype.kind in "iu" \
             and (a.dtype.kind in "iub" if hasattr(a, "dtype") else isinstance(a, int)) and (b < 0).any():
         return _int_pow_negative(xp, a, b)
-    return xp.power(a, b)
+    try:
+        return xp.power(a, b)
+    except ValueError as e:   # (numpy's, for integers to a negative int: PyTorch's is a RuntimeError)
+        raise ArgumentError(str(e)) from None
 
 
 def _int_pow_negative(xp, a, b):

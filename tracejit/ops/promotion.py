@@ -27,7 +27,11 @@ def scalar_aval(a, prim: Primitive) -> Aval:
 
 
 def compute_dtype(prim: Primitive, avals) -> "_dt.DType":
-    """The dtype a promoting op computes in (PyTorch's rules, see dtypes.result_type)."""
+    """The dtype a promoting op computes in (PyTorch's rules, see dtypes.result_type).
+    A record's ``extra["operands"]`` sees the operands' own dtypes here first (new
+    signatures and tracing only: a kept plan skips it)."""
+    if prim.check_operands is not None:
+        prim.check_operands(avals)
     # Fast path: every tensor operand has one dtype (0-d or not, the tiers then agree)
     # and no Python scalar is of a higher category (e.g. f32[n] * 2.0).
     cd = None

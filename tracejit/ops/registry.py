@@ -91,6 +91,7 @@ class Primitive:
         # an in-place method writes the result into the tensor's memory (`run_into`)
         self.ufunc = getattr(self.impl, "ufunc", None)
         self.fast = self.extra.get("fast")  # the plan's numpy call (see the top)
+        self.check_operands = self.extra.get("operands")  # avals -> None or raise (promotion.compute_dtype)
         # two operands without params: the plan fast path as a closure (`_make_binary`)
         inline = self.plans is not None and not self.is_view and self.view_if is None
         from .eager import _make_binary   # (defined before eager.py's tail imports the ops modules)
