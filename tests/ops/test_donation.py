@@ -132,7 +132,11 @@ def test_setitem_reading_its_target_or_refused_is_as_in_torch():
     y, yt = tj.arange(6.0), torch.arange(6.0)
     y[tj.tensor([1, 2])] = y[tj.tensor([3, 4])]
     yt[torch.tensor([1, 2])] = yt[torch.tensor([3, 4])]
-    y[1:4] = y[2:5]   # the value is a view of the target: read before it is written
+    with pytest.raises(RuntimeError, match="single memory location"):
+        y[1:4] = y[2:5]   # a value partly overlapping its target is refused, as in torch
+    with pytest.raises(RuntimeError, match="single memory location"):
+        yt[1:4] = yt[2:5]
+    y[1:4] = y[2:5].clone()
     yt[1:4] = yt[2:5].clone()
     np.testing.assert_array_equal(y.numpy(), yt.numpy())
     w = tj.zeros(4)
