@@ -48,7 +48,7 @@ def refuse_partial_overlap(what: str, written, read) -> None:
     """Raise where tensor `read` shares some but not all of its memory with `written`, the
     tensor an op writes (``y[1:] = y[:-1]``): the result would depend on the order elements
     are written in. As PyTorch, the same view (``out=a`` for input ``a``) and layouts with
-    gaps or repeats pass; tensors of unrelated memory pass at the cost of two reads."""
+    gaps or repeats pass; tensors of one base whose bounds do not meet pass."""
     if not isinstance(read, Tensor):
         return
     rb, wb = read._base, written._base
@@ -56,9 +56,8 @@ def refuse_partial_overlap(what: str, written, read) -> None:
     if ((rb if rb is not None else read) is not (wb if wb is not None else written) or x is y
             or type(x) is not np.ndarray or type(y) is not np.ndarray or not (_dense(x) and _dense(y))):
         return
-    x0, y0 = x.__array_interface__["data"][0], y.__array_interface__["data"][0]
-    if (x0 < y0 + y.nbytes and y0 < x0 + x.nbytes
-            and not (x0 == y0 and x.shape == y.shape and x.strides == y.strides)):
+    if np.may_share_memory(x, y) and not (x.shape == y.shape and x.strides == y.strides
+                                          and written.data_ptr() == read.data_ptr()):
         raise RuntimeError(f"{what}: unsupported operation: some elements of the input tensor and the "
                            f"written-to tensor refer to a single memory location. Please clone() the "
                            f"tensor before performing the operation.")

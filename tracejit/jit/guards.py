@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import linecache
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -197,7 +197,8 @@ def _eq_comparable(v) -> bool:
     return type(v).__eq__ is not object.__eq__
 
 
-def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool, static: dict = {}) -> list:
+def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool,
+                        static: Optional[dict] = None) -> list:
     """Human-readable reasons why `new` leaves fail `old`'s guard; `static`: (name, dim) ->
     why that dim is kept static."""
     reasons = []
@@ -225,7 +226,7 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool, static
             else:
                 for j, (a, b) in enumerate(zip(o.shape, n.shape)):
                     if isinstance(a, int) and a != b:
-                        why = static.get((o.name, j))
+                        why = static.get((o.name, j)) if static else None
                         reasons.append(f"input {o.name!r}: size guard failed: dim {j} was {a}, now {b}"
                                        + (f" (kept static: {why})" if why else ""))
                     elif isinstance(a, str) and b < 2:
