@@ -182,7 +182,7 @@ class Autoformer(nn.Module):
         dec_out = trend_part + seasonal_part
         return dec_out[:, -self.pred_len:, :]
 model = Autoformer(); sync(model)
-net = comp(model)
+net = comp(model, fullgraph=True)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 rng = np.random.default_rng(0)
 T = 400

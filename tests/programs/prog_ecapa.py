@@ -144,7 +144,7 @@ compute_features, augment = Fbank(), FbankAug()   # features and SpecAugment bef
 speaker_encoder = ECAPA_TDNN()
 speaker_loss = AAMsoftmax(n_class=4, m=0.2, s=30)
 sync(speaker_encoder, speaker_loss)
-encoder, aam = comp(speaker_encoder), comp(speaker_loss)
+encoder, aam = comp(speaker_encoder, fullgraph=True), comp(speaker_loss, fullgraph=True)
 params = list(speaker_encoder.parameters()) + list(speaker_loss.parameters())
 optim = torch.optim.SGD(params, lr=2e-3, momentum=0.9, weight_decay=2e-5)
 scheduler = torch.optim.lr_scheduler.StepLR(optim, step_size=2, gamma=0.5)

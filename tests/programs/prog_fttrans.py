@@ -92,7 +92,7 @@ X_num_t, X_cat_t = torch.from_numpy(X_num), torch.from_numpy(X_cat)
 qs = torch.linspace(0, 1, 7)
 bins = [torch.unique(torch.quantile(X_num_t[:192, i], qs, interpolation="nearest")) for i in range(4)]
 model = FTTransformer(bins, cards); sync(model)
-net = comp(model)
+net = comp(model, fullgraph=True, dynamic=True)
 no_wd = [p for n, p in model.named_parameters() if 'normalization' in n or n.endswith('bias')
          or 'tokenizer' in n or 'head.0' in n]
 wd = [p for n, p in model.named_parameters() if all(p is not q for q in no_wd)]

@@ -219,7 +219,7 @@ class WaveRNN(nn.Module):
         output = self.xfade_and_unfold(output, target, overlap)
         return output[:wave_len]
 model = WaveRNN(); sync(model)
-net = comp(model)
+net = comp(model, dynamic=True)
 opt = torch.optim.Adam(model.parameters(), lr=2e-3)
 rng = np.random.default_rng(0)
 hop, frames = 8, 6
