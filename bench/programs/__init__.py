@@ -87,6 +87,8 @@ PROGRAMS = {
     "mod": "Mixture-of-Depths GPT: topk(sorted=False) token routing, sort, gather, scatter_add",
     "detr": "DETR: conv backbone, nn.Transformer 3+3 layers, 16 queries, Hungarian matching in numpy",
     "nsf": "neural spline flow, 4 couplings: searchsorted bins, gathers, boolean-masked tails, batch 256",
+    "performer": "Performer LM, 256 tokens: FAVOR+ features, cumsum causal linear attention, unfold local head",
+    "autoformer": "Autoformer: moving-average decomposition, rfft/irfft auto-correlation, topk delays by gather",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -228,7 +228,7 @@ def scatter(r):
         y.put_(lib.tensor([0, 3, 3, 19]), src.reshape(-1)[:4], accumulate=flag)
         return y
     # (scatter with duplicate indices: which write wins is unspecified, as in PyTorch)
-    traceable = kind not in ("masked_scatter", "masked_select") and not (kind == "scatter_reduce" and reduce_ == "prod")
+    traceable = kind != "masked_select" and not (kind == "scatter_reduce" and reduce_ == "prod")
     return fn, [x, src], dict(kind=kind, reduce=reduce_, flag=flag, dt=dt), traceable, \
         kind not in ("scatter", "put_") or flag
 

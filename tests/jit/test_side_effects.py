@@ -223,6 +223,29 @@ def test_a_refused_capture_leaves_pythons_and_numpys_random_streams_as_eager():
         np.testing.assert_array_equal(g, w)
 
 
+class Jitter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rng = np.random.RandomState(3)
+
+    def forward(self, x, rng):   # a numpy Generator passed in, a RandomState kept as an attribute
+        return x * tj.from_numpy(rng.random(3).astype(np.float32)) + float(self.rng.randn())
+
+
+def test_draws_from_numpy_generator_objects_are_not_baked_in():
+    rng = np.random.default_rng(0)
+    m = Jitter()
+    c = tj.compile(m)
+    with pytest.warns(RuntimeWarning, match=r"it draws from the Generator argument, whose numbers a graph would "
+                                            r"keep; it draws from `Jitter.rng`"):
+        got = [c(tj.ones(3), rng).numpy(), c(tj.ones(3), rng).numpy()]
+    again, g = Jitter(), np.random.default_rng(0)   # the eager reruns draw from the states before the capture
+    want = [again(tj.ones(3), g).numpy(), again(tj.ones(3), g).numpy()]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert c.cache_stats()["eager_fallbacks"] >= 1
+
+
 P = nn.Parameter(tj.ones(2))
 
 

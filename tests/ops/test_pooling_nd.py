@@ -147,3 +147,22 @@ def test_max_pool1d_values_and_gradient_match_pytorch_ties_included(shape, kw, c
     (out * tj.tensor(g)).sum().backward()
     np.testing.assert_array_equal(out.detach().numpy(), torch.nn.functional.max_pool1d(xt, **kw).detach().numpy())
     np.testing.assert_array_equal(xj.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=25, stride=1), dict(kernel_size=4, stride=3, padding=2),
+                                dict(kernel_size=3, padding=1, count_include_pad=False),
+                                dict(kernel_size=3, stride=2, ceil_mode=True)])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_float_avg_pool1d_values_and_gradients_as_pytorchs(kw, compiled):
+    # (a series decomposition's moving average: windows of 25 one step apart)
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((3, 4, 30)).astype(np.float32)
+    g = np.random.default_rng(1).standard_normal(tuple(torch.nn.functional.avg_pool1d(torch.tensor(x), **kw).shape))
+    f = lambda t: tj.nn.functional.avg_pool1d(t, **kw)
+    for inp, grad in ((x, g), (x[0], g[0])):   # batched and unbatched
+        xt, xj = torch.tensor(inp, requires_grad=True), tj.tensor(inp, requires_grad=True)
+        ot, oj = torch.nn.functional.avg_pool1d(xt, **kw), (tj.compile(f) if compiled else f)(xj)
+        np.testing.assert_allclose(oj.detach().numpy(), ot.detach().numpy(), rtol=1e-6, atol=1e-7)
+        ot.backward(torch.tensor(grad, dtype=torch.float32))
+        oj.backward(tj.tensor(grad, dtype=tj.float32))
+        np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-7)

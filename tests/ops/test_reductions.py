@@ -156,7 +156,8 @@ def test_float32_running_sums_and_products_accumulate_as_pytorchs(op):
     # a synthesizer's phase: the running sum of 2048 float32 increments (PyTorch's CPU
     # kernels carry it in double precision; a float32 carry drifts by ~1e-4)
     x = np.random.default_rng(0).uniform(0.99, 1.01, (3, 2048)).astype(np.float32)
-    for a, dim in ((x, 1), (x.T.reshape(64, 32, 3), 0)):   # along the last dim and another
+    # along the last dim, another, and a short one of wide slices (summed a step at a time)
+    for a, dim in ((x, 1), (x.T.reshape(64, 32, 3), 0), (x.reshape(2, 24, 128), 1)):
         for compiled in (False, True):
             f = (lambda t: getattr(tj, op)(t, dim))
             got = (tj.compile(f) if compiled else f)(tj.tensor(a))

@@ -282,6 +282,17 @@ MAX_COMPILES.update({
     "prog_din.py": 2,
     # training at the first t, then t symbolic (the GRU over t + 1 frames), t = 0; eval
     "prog_cpc.py": 4})
+# a Performer LM (FAVOR+ features, cumsum linear attention, an unfold local head) generating
+# greedily, Autoformer's FFT auto-correlation (fullgraph=True), an FT-Transformer on
+# bucketized quantile bins (fullgraph=True, dynamic=True), ECAPA-TDNN under the AAM softmax
+# (fullgraph=True) and WaveRNN's upsampler and GRUs (dynamic=True)
+COMPILED += ["prog_performer.py", "prog_autoformer.py", "prog_fttrans.py", "prog_ecapa.py", "prog_wavernn.py"]
+MAX_COMPILES.update({
+    # training; generation under inference_mode at each of its 4 lengths (torch.compile's
+    # 5 graphs too: the chunk(8) loop's chunk count and sizes follow the length)
+    "prog_performer.py": 5,
+    # the encoder training and in eval; the AAM softmax
+    "prog_ecapa.py": 3})
 
 
 def _run(framework, mode, weights, programs):

@@ -21,6 +21,8 @@ import contextlib
 import threading
 from typing import Any, Optional
 
+import numpy as np
+
 from ..nn import module as _module
 from ..ops import registry as _reg
 from ..tensor import Tensor
@@ -68,6 +70,8 @@ def _noting_getattribute(self, name: str):
                                                      cache=True)
                 else:   # (a plain object: what the forward stores on it)
                     _module._capture_effects().watch_object(value, self, name)
+        elif isinstance(value, (np.random.Generator, np.random.RandomState)) and _reg.trace_state.tracer is not None:
+            _module._capture_effects().watch_generator(f"`{type(self).__name__}.{name}`", value)
     return value
 
 

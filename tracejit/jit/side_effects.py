@@ -37,6 +37,8 @@ import threading
 import types
 from typing import Any, Callable
 
+import numpy as np
+
 from ..ops import eager as _eager
 from ..tensor import Tensor
 from .pytree import flatten, unflatten
@@ -60,6 +62,7 @@ class EffectLog:
         self.prints: list = []                # "file:line" of each print() the capture ran
         self.values: list = []                # "random.random() at file:line": values a graph keeps
         self._rng: dict = {}                  # module name -> (its state setter, state before)
+        self._generators: dict = {}           # id(numpy generator) -> (label, it, its state before)
         self._hooks: list = []                # (note, hook) of hooks run for their effect
         self.stores: list = []                # (find, key or None to append, tracer): see found()
         self._passed: list = []               # (value, flatten(value)) per parameter: argument_writes
@@ -102,11 +105,18 @@ class EffectLog:
         """If `obj` is a plain object (a cache, a store of activations) passed in, or read
         as ``owner.name``: its attributes and the containers among them, as `watch` does a
         container."""
+        label = f"the {type(obj).__name__} argument" if owner is None else f"`{type(owner).__name__}.{name}`"
+        self.watch_generator(label, obj)
         if self.active and plain_object(obj, library=True):
-            label = f"the {type(obj).__name__} argument" if owner is None else f"`{type(owner).__name__}.{name}`"
             self.watch(f"attributes of {label}", vars(obj))
             for n, v in vars(obj).items():
                 self.watch(f"`{type(obj).__name__}.{n}`", v)
+
+    def watch_generator(self, label: str, obj: Any) -> None:
+        """If `obj` is a numpy ``Generator`` or ``RandomState``: its state now, to compare
+        when the capture ends (a draw from it gives numbers the graph would keep)."""
+        if self.active and isinstance(obj, _GENERATORS) and id(obj) not in self._generators:
+            self._generators[id(obj)] = (label, obj, _generator_state(obj))
 
     def watch_function(self, fn: Callable, arguments: list = (), passed: list = ()) -> None:
         """The containers `fn`'s own code names in its globals and closure, the state of
@@ -121,6 +131,7 @@ class EffectLog:
             self.watch_object(a)
         for label, value, find in _named_values(fn):
             self.watch(label, value, find)
+            self.watch_generator(label, value)
 
     def argument_writes(self, out: Any) -> Any:
         """`out`, with the lists and dicts passed in that the capture changed (fairseq's
@@ -160,6 +171,8 @@ class EffectLog:
                     stored.add(id(v))
         hooks = [note for note, h in self._hooks if not (stored and _only_stores(h, stored))]
         values = [f"it calls {v}, whose result a graph would keep" for v in self.values] if self.active else []
+        values += [f"it draws from {label}, whose numbers a graph would keep"
+                   for label, g, before in self._generators.values() if _state_changed(_generator_state(g), before)]
         held = [f"it returns a {type(o).__name__} holding tensors the graph computed (return them in "
                 f"tuples, lists or dicts)" for o in _objects(out) if _holds_tracer(o)]
         notes = self.notes + hooks + changed + values + held
@@ -185,6 +198,9 @@ class EffectLog:
         for setter, state in self._rng.values():   # the eager rerun draws what it would have
             setter(state)
         self._rng.clear()
+        for _, g, before in self._generators.values():
+            g.set_state(before) if isinstance(g, np.random.RandomState) else setattr(g.bit_generator, "state", before)
+        self._generators.clear()
 
     def random_drawn(self, modname: str) -> None:
         """A `_WATCHED` random function of `modname` is about to run: keep its generator's
@@ -271,6 +287,22 @@ def _named_values(fn: Callable):
             yield f"closure variable {n!r}", c.cell_contents, lambda c=c: c.cell_contents
         except ValueError:   # an empty cell
             pass
+
+
+_GENERATORS = (np.random.Generator, np.random.RandomState)
+
+
+def _generator_state(g) -> dict:
+    """A numpy generator's state (a RandomState's holds its cached Gaussian too)."""
+    return g.get_state(legacy=False) if isinstance(g, np.random.RandomState) else g.bit_generator.state
+
+
+def _state_changed(now: dict, before: dict) -> bool:
+    """Whether a bit generator's state dict (numbers, dicts, MT19937's key array) changed."""
+    if now.keys() != before.keys():
+        return True
+    return any(_state_changed(a, b) if isinstance(a, dict) else not np.array_equal(a, b)
+               for a, b in ((now[k], before[k]) for k in now))
 
 
 def _only_stores(fn, ids: set) -> bool:

@@ -124,7 +124,7 @@ class _NoEffects:
     def hook(self, *args) -> None:
         pass
 
-    attribute_write = watch = watch_object = watch_function = hook
+    attribute_write = watch = watch_object = watch_function = watch_generator = hook
 
 
 _NO_EFFECTS = _NoEffects()

@@ -17,13 +17,13 @@ from ..errors import ArgumentError, DTypeError, IndexRangeError, ShapeError, exp
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
-from .elementwise import cast, where
+from .elementwise import cast, clamp, where
 from .gather_prim import _flat_positions, check_index_range
 from .indexing import gather, getitem, in_range, index_add_, index_put, nonzero, scatter_add
 from .shape import expand, reshape
 from .rearrange import movedim
-from .reductions import prod
-from .registry import Aval, bind, defprim, refuse_tracing
+from .reductions import cumsum, prod
+from .registry import Aval, bind, defprim, refuse_tracing, trace_state
 
 __all__ = ["scatter", "scatter_reduce", "index_add", "index_copy", "index_fill", "index_reduce",
            "masked_fill", "masked_select", "masked_scatter", "take", "put", "select", "argwhere"]
@@ -271,18 +271,23 @@ def masked_select(input, mask):
 
 
 def masked_scatter(input, mask, source):
-    """Copy `source`'s first elements, in order, into the positions where `mask` is True."""
+    """Copy `source`'s first elements, in order, into the positions where `mask` is True:
+    each selected position takes the element at its rank among the selected (a cumsum of
+    the mask), so the shapes do not depend on the mask and a capture keeps it a value."""
     if mask.dtype is not _dt.bool_:
         raise TypeError("masked_scatter: mask must be a bool tensor")
+    expect_same_dtype("masked_scatter", input, source)
     from ..shapes import broadcast_shapes
     shape = tuple(broadcast_shapes("masked_scatter", tuple(input.shape), tuple(mask.shape)))
     m = expand(mask, shape)
-    refuse_tracing("masked_scatter", "its mask")
-    k = int(m.sum())
-    if source.numel() < k:
-        raise ArgumentError(f"masked_scatter: source has {source.numel()} elements, the mask selects {k}")
-    vals = getitem(reshape(source, (-1,)), slice(0, k))
-    return index_put(expand(input, shape) * 1, m, vals)
+    rank = cumsum(reshape(m, (-1,)), 0, dtype=_dt.int64) - 1
+    if trace_state.tracer is None and rank.numel() and source.numel() < int(rank[-1]) + 1:
+        raise ArgumentError(f"masked_scatter: source has {source.numel()} elements, the mask selects "
+                            f"{int(rank[-1]) + 1}")
+    if source.numel() == 0:
+        return expand(input, shape) * 1
+    vals = gather(reshape(source, (-1,)), 0, clamp(rank, 0, source.numel() - 1))
+    return where(m, reshape(vals, shape), expand(input, shape))
 
 
 def take(input, index):

@@ -1,0 +1,39 @@
+"""Indexing composites (ops/indexing_more.py): ``masked_scatter`` compiles as one graph
+whose mask is a value (a LLaVA-style merge of image features into token embeddings), with
+PyTorch's values and gradients for every mask, and checks its source's size eagerly."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.errors import ArgumentError
+
+torch = pytest.importorskip("torch")
+
+
+def _merge(lib, embeds, ids, features):
+    mask = (ids == 7).unsqueeze(-1).expand_as(embeds)
+    return embeds.masked_scatter(mask, features) * 2
+
+
+def test_masked_scatter_compiles_once_with_torchs_values_and_gradients():
+    r = np.random.default_rng(0)
+    c = tj.compile(lambda e, i, f: _merge(tj, e, i, f), fullgraph=True)
+    for ids in ([[7, 1, 7, 2], [3, 7, 4, 5]], [[1, 1, 7, 7], [7, 7, 7, 0]]):
+        e, f = r.standard_normal((2, 4, 3)).astype(np.float32), r.standard_normal((6, 3)).astype(np.float32)
+        got, want = [], []
+        for lib, fn, out in ((tj, c, got), (torch, lambda *a: _merge(torch, *a), want)):
+            te, tf = lib.tensor(e, requires_grad=True), lib.tensor(f, requires_grad=True)
+            y = fn(te, lib.tensor(ids), tf)
+            (y * lib.arange(24.0).view(2, 4, 3)).sum().backward()
+            out += [y.detach().numpy(), te.grad.numpy(), tf.grad.numpy()]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+    assert c.cache_stats()["compiles"] == 1 and c.cache_stats()["eager_fallbacks"] == 0
+
+
+def test_masked_scatter_source_too_small_or_of_another_dtype():
+    with pytest.raises(ArgumentError, match="source has 1 elements, the mask selects 2"):
+        tj.zeros(3).masked_scatter(tj.tensor([True, True, False]), tj.ones(1))
+    with pytest.raises(Exception, match="masked_scatter"):
+        tj.zeros(3).masked_scatter(tj.tensor([True, True, False]), tj.ones(3, dtype=tj.float64))
+    np.testing.assert_array_equal(tj.zeros(2).masked_scatter(tj.tensor([False, False]), tj.ones(0)).numpy(), [0, 0])
