@@ -87,6 +87,8 @@ PROGRAMS = {
     "mod": "Mixture-of-Depths GPT: topk(sorted=False) token routing, sort, gather, scatter_add",
     "detr": "DETR: conv backbone, nn.Transformer 3+3 layers, 16 queries, Hungarian matching in numpy",
     "nsf": "neural spline flow, 4 couplings: searchsorted bins, gathers, boolean-masked tails, batch 256",
+    "pointnet2": "PointNet++ SSG, 16 x 512 points: farthest point sampling loop, ball query by sort, gathers",
+    "slotattn": "Slot Attention autoencoder, 32x32: 5 slots, 3 GRUCell iterations, spatial broadcast decoder",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -44,7 +44,8 @@ def _losses(framework: str, program: str) -> list:
                                      "schnet", "rotate", "informer",
                                      "convtasnet", "ddsp", "rnnt",
                                      "nca", "tsp", "dcnv2",
-                                     "din", "mod", "detr", "nsf"])
+                                     "din", "mod", "detr", "nsf",
+                                     "pointnet2", "slotattn"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)
