@@ -89,6 +89,8 @@ PROGRAMS = {
     "nsf": "neural spline flow, 4 couplings: searchsorted bins, gathers, boolean-masked tails, batch 256",
     "performer": "Performer LM, 256 tokens: FAVOR+ features, cumsum causal linear attention, unfold local head",
     "autoformer": "Autoformer: moving-average decomposition, rfft/irfft auto-correlation, topk delays by gather",
+    "pointnet2": "PointNet++ SSG, 16 x 512 points: farthest point sampling loop, ball query by sort, gathers",
+    "slotattn": "Slot Attention autoencoder, 32x32: 5 slots, 3 GRUCell iterations, spatial broadcast decoder",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

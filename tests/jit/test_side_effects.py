@@ -378,6 +378,34 @@ def test_a_tensor_made_to_require_grad_inside_gets_its_graph(make):
         tj.compile(lambda a: f(tj, a), fullgraph=True)(tj.ones(3))
 
 
+def test_gradients_from_a_tensor_made_to_require_grad_inside_are_captured():
+    # a physics loss on du/dx taken from a detached copy of the input (autograd.grad and
+    # torch.func's transforms): the gradients are in the graph, the weights trained through them
+    torch = pytest.importorskip("torch")
+    a = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+
+    def f(lib, net, x):
+        x = x.detach().requires_grad_()
+        u = lib.tanh(net(x)).sum()
+        (du,) = lib.autograd.grad(u, x, create_graph=True)
+        hess = lib.func.hessian(lambda z: (z.sin() * z * z).sum())(x.detach()[0])
+        return (du ** 2).mean() + lib.func.vmap(lib.func.grad(lambda z: z.pow(3).sum()))(x.detach()).sum() + hess.sum()
+
+    ref = torch.nn.Linear(3, 1)
+    net = tj.nn.Linear(3, 1)
+    net.load_state_dict({k: tj.from_numpy(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    want = f(torch, ref, torch.from_numpy(a))
+    want.backward()
+    fn = tj.compile(lambda x: f(tj, net, x), fullgraph=True)
+    for _ in range(2):
+        net.zero_grad()
+        got = fn(tj.from_numpy(a))
+        got.backward()
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(net.weight.grad.numpy(), ref.weight.grad.numpy(), rtol=1e-5)
+    assert fn.cache_stats()["compiles"] == 1
+
+
 class KVCache:   # as transformers' DynamicCache: lists of tensors grown by update()
     def __init__(self):
         self.keys = []

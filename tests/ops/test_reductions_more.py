@@ -126,6 +126,17 @@ def test_value_ops_take_tensors_that_require_grad():
                            [2.0, 1.0, 1.0], [3.0, 3.0]]
 
 
+def test_histc_is_captured_with_its_fixed_number_of_bins():
+    # the data's own range (a new range each call) and a given one with values outside it
+    def f(m, x):
+        return m.histc(x * 2, bins=4) + m.histc(x, bins=4, min=-1, max=1) * 10
+    g = tj.compile(f, fullgraph=True)
+    for a in (np.array([0.5, -2.0, 0.25, 3.0, 0.9, -0.7], np.float32), np.array([1.0, 1.0, 1.0], np.float32)):
+        want = f(torch, torch.from_numpy(a))
+        got = g(tj, tj.from_numpy(a))
+        assert got.dtype is tj.float32 and got.tolist() == want.tolist()
+
+
 def test_dist_promotes_one_integer_operand_and_refuses_two_as_pytorch():
     a, b = [1, 2, 4], [1.5, 2.0, 1.0]
     for p in (0, 1, 2, float("inf")):

@@ -81,7 +81,9 @@ recurrent retention, DETR's Hungarian-matched set loss over nn.Transformer, Mask
 RoI heads on a RoIAlign written with grid_sample, a Graph Transformer on Laplacian
 eigenvector encodings, IMPALA's V-trace from a lagging actor, neural spline flows
 (searchsorted bins, masked tails), SIREN's gradient and Laplacian fits and Reptile's
-state_dict interpolation) run unchanged
+state_dict interpolation, PointNet++'s farthest point sampling and ball query, Slot
+Attention, VICReg under a hand-written LARS, DiffPool on dense padded graphs and ProdLDA's
+topic VAE) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -293,6 +295,11 @@ MAX_COMPILES.update({
     "prog_performer.py": 5,
     # the encoder training and in eval; the AAM softmax
     "prog_ecapa.py": 3})
+# PointNet++ (farthest point sampling's loop, ball query by sort, fullgraph=True), Slot
+# Attention (a GRUCell loop over iterations), VICReg (the loss inside the forward, off-diagonal
+# by flatten/view), DiffPool (padded node counts dynamic) and ProdLDA (legacy Variable and
+# .new().resize_as_(), where torch.compile breaks into 14 graphs)
+COMPILED += ["prog_pointnet2.py", "prog_slotattn.py", "prog_vicreg.py", "prog_diffpool.py", "prog_prodlda.py"]
 
 
 def _run(framework, mode, weights, programs):

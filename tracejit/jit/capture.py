@@ -34,7 +34,7 @@ from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
 from .lifted import changed_numbers, lifting, refs_of
 from .numpy_args import ArrayArg, NumpyOnArray, array_dtype, arrays_to_constants, changed_array
-from .side_effects import printing_noted
+from .side_effects import printing_noted, refuse_local_leaf_outputs
 from .size_args import for_capture as _size_args, specialize_sizes as _specialize_sizes
 from .value_snapshot import with_tensor_reads
 from .script import NoSource, convert
@@ -394,6 +394,7 @@ class Capture:
                     mutations.append((i, len(out_atoms), i in ctx.__dict__.get("grad_writes", ())))
                     out_atoms.append(tracers[i]._var)
             ctx.state_writes = ctx.finish_state_writes(out_atoms)
+            refuse_local_leaf_outputs(ctx, out_atoms)   # (state writes among them)
         return ctx, out_atoms, out_leaves, out_spec, mutations
 
     def recapture(self, entry: Entry, leaves: list) -> tuple:

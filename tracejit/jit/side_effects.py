@@ -403,11 +403,12 @@ def printing_noted():
 
 def refuse_traced_grad_change(t: Any, value: bool) -> None:
     """Called by Tensor's ``requires_grad`` setter for a tracer whose flag would change to
-    `value`, which refuses the capture (a graph break: the function runs eagerly). On an
-    argument of the function being captured it changes the caller's tensor, which a replay
-    of the graph would not repeat; on a tensor made inside the function it starts an
-    autograd graph there, which a compiled graph does not record (its outputs would carry
-    no gradient)."""
+    `value`. On an argument of the function being captured it changes the caller's tensor,
+    which a replay of the graph would not repeat: that refuses the capture (a graph break:
+    the function runs eagerly). A tensor made inside the function becomes a leaf of the
+    capture (``x.detach().requires_grad_()`` before an ``autograd.grad``, torch.func's
+    transforms): the gradients taken from it are recorded, and `refuse_local_leaf_outputs`
+    refuses the capture if one of its outputs still depends on it."""
     trace = getattr(t, "_trace", None)
     if trace is None:
         return
@@ -415,10 +416,35 @@ def refuse_traced_grad_change(t: Any, value: bool) -> None:
     if trace.parent is None and any(v is t._var for v in trace.inputs):
         raise TraceError("requires_grad_() on an argument of a compiled function changes the "
                          "caller's tensor, which a compiled call would not; set it before the call")
-    if value:
+    if value and trace.parent is not None:
+        raise TraceError("requires_grad on a tensor made inside a branch or loop body of a compiled "
+                         "function is not supported; set it before the branch or loop")
+    if value:   # (among grad_inputs: values computed from it require grad, as eagerly)
+        trace.__dict__.setdefault("local_leaves", []).append(t._var)
+        trace.grad_inputs.append(t._var)
+
+
+def refuse_local_leaf_outputs(trace: Any, out_atoms: list) -> None:
+    """Refuse a capture with an output (or state write) whose gradient graph reaches only
+    tensors made inside it that require grad: eagerly it requires grad (a returned leaf
+    gets a .grad), which a compiled graph's output does not record. One that also depends
+    on the inputs or weights requiring grad keeps its graph to those."""
+    leaves = trace.__dict__.get("local_leaves")
+    if not leaves:
+        return
+    from types import SimpleNamespace
+    from ..errors import TraceError
+    from .tracer import active_vars
+
+    def active(roots):
+        return active_vars(SimpleNamespace(inputs=roots, eqns=trace.eqns), [True] * len(roots))
+    local = active(leaves)
+    real = active([v for v in trace.grad_inputs if v not in leaves]
+                  + [trace.consts[id(t)] for t in trace.const_tensors if t.requires_grad])
+    if any(a in local and a not in real for a in out_atoms):
         raise TraceError("requires_grad on a tensor made inside a compiled function starts a "
-                         "gradient graph the compiled graph does not record; pass the tensor in "
-                         "as an argument that requires grad")
+                         "gradient graph reaching its outputs, which the compiled graph does not "
+                         "record; pass the tensor in as an argument that requires grad")
 
 
 def writes_argument(t: Any) -> bool:

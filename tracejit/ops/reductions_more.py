@@ -468,17 +468,21 @@ def bincount(input, weights=None, minlength: int = 0):
     return host_step(_bincount_arrays, args, [("n",)], [dt], "bincount", minlength=int(minlength))[0]
 
 
-@takes("input")
-def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
-    refuse_tracing("histc", "its input")
-    a = input.detach().numpy().reshape(-1)
-    lo, hi = float(min), float(max)
-    if lo == hi:
+def _histc_array(xp, a, *, bins, lo, hi):
+    a = a.reshape(-1)
+    if lo == hi:   # (PyTorch's default range: the data's own, widened by 1 when it is one value)
         lo, hi = (float(a.min()), float(a.max())) if a.size else (0.0, 0.0)
     if lo == hi:
         lo, hi = lo - 1, hi + 1
-    counts, _ = np.histogram(a[(a >= lo) & (a <= hi)], bins=bins, range=(lo, hi))
-    return tensor(counts, dtype=input.dtype, device=input.device)
+    counts, _ = xp.histogram(a[(a >= lo) & (a <= hi)], bins=bins, range=(lo, hi))
+    return (counts.astype(a.dtype),)
+
+
+@takes("input")
+def histc(input, bins: int = 100, min: float = 0, max: float = 0):  # noqa: A002
+    # (a host step: its result has `bins` elements whatever the data, so a capture keeps it)
+    return host_step(_histc_array, [input], [(int(bins),)], [input.dtype], "histc", bins=int(bins),
+                     lo=float(min), hi=float(max))[0]
 
 
 def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None,
