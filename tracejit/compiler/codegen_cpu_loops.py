@@ -1,12 +1,13 @@
-"""codegen_cpu.py's loops for two nest shapes: a reduction over every dim but the last (column
-blocks, `_leading_reduction`) and a nest past ``MAX_NESTED_RANK`` (flat loops whose indices
-are recovered by division, `_decomposed_loops`). codegen_cpu's `render` calls them; its
+"""codegen_cpu.py's loops for three nest shapes: a reduction over every dim but the last (column
+blocks, `_leading_reduction`), a partial reduction over the first dim (`_outer_chunks`) and
+a nest past ``MAX_NESTED_RANK`` (flat loops whose indices are recovered by division,
+`_decomposed_loops`). codegen_cpu's `render` calls them; its
 module docstring describes the forms."""
 from __future__ import annotations
 
 from .codegen_cpu import (COLUMN_BLOCK, FOLD_MARK, IND, PARTIAL_CAP, ROW_CHUNKS, _cast_back, _combine,
                           _fold_partials, _init, _np_type)
-from .emitter import unflatten
+from .emitter import fold, unflatten
 from .loopnest import SUM_BLOCK, LoopNest
 
 __all__: list = []   # (codegen_cpu's helpers)
@@ -58,6 +59,51 @@ def _leading_reduction(nest: LoopNest, comp: list, loop: str) -> list:
              f"{IND * 2}for c in range(nrc):",
              f"{IND * 3}{_combine(red, 'total', f'partial[c * d{last} + j]')}",
              f"{IND * 2}red[j] = {_cast_back('total', red.out_dtype)}"]
+    return body
+
+
+def _outer_chunks(nest: LoopNest, inner: list, loop: str) -> list:
+    """Loops for a partial reduction over the first dim and others (BatchNorm's sums of an
+    (N, C, L) value over N and L). Kept dims outside, as the "rows" form walks them, read
+    every N-slice of each channel apart (1.5 ms against 0.8 over (256, 80, 50)); instead the
+    first dim is split into a few chunks, each task walking its chunk in memory order into
+    its own row of ``partial``, the first kept dim split too where the chunks are few. The
+    chunk counts depend on sizes only, so results do not depend on threads."""
+    red = nest.reduction
+    init, acc_np = _init(red), _np_type(red.acc_dtype)
+    kept, k1 = list(red.kept), red.kept[0]
+    inner_kept = " * ".join(f"d{d}" for d in kept[1:]) or "1"
+    kflat = f"i{kept[0]}"
+    for d in kept[1:]:
+        kflat = f"({kflat}) * d{d} + i{d}"
+    body = [f"{IND}nk = {' * '.join(f'd{d}' for d in kept)}",
+            f"{IND}nrc = max(1, min({ROW_CHUNKS}, d0, {PARTIAL_CAP} // max(nk, 1)))",
+            f"{IND}nkb = max(1, min(d{k1}, {ROW_CHUNKS} // nrc))",
+            f"{IND}partial = np.empty(nrc * nk, {acc_np})",
+            f"{IND}for task in {loop}(nrc * nkb):",
+            f"{IND * 2}rc = task // nkb",
+            f"{IND * 2}klo = (task % nkb) * d{k1} // nkb",
+            f"{IND * 2}khi = (task % nkb + 1) * d{k1} // nkb",
+            f"{IND * 2}for j in range(rc * nk + klo * {inner_kept}, rc * nk + khi * {inner_kept}):",
+            f"{IND * 3}partial[j] = {init}",
+            f"{IND * 2}for i0 in range(rc * d0 // nrc, (rc + 1) * d0 // nrc):"]
+    depth, last_kept = 3, kept[-1]
+    for d in range(1, nest.rank):
+        body.append(f"{IND * depth}for i{d} in range({'klo, khi' if d == k1 else f'd{d}'}):")
+        depth += 1
+        if d == last_kept:
+            body.append(f"{IND * depth}acc = {init}")
+            acc_depth = depth
+    body += [IND * depth + s for s in inner]
+    body.append(f"{IND * depth}{_combine(red, 'acc', red.value)}")
+    body.append(f"{IND * acc_depth}{fold(red.combine, f'partial[rc * nk + {kflat}]', 'acc')}")
+    body += [f"{IND}{FOLD_MARK}",
+             f"{IND}for kf in range(nk):"]
+    body += unflatten("kf", kept, IND * 2)
+    body += [f"{IND * 2}total = {init}",
+             f"{IND * 2}for c in range(nrc):",
+             f"{IND * 3}{_combine(red, 'total', 'partial[c * nk + kf]')}",
+             f"{IND * 2}red[{', '.join(f'i{d}' for d in kept)}] = {_cast_back('total', red.out_dtype)}"]
     return body
 
 
