@@ -10,8 +10,8 @@ small sizes, both rendered from the same nest. Loop shapes:
   process import numba's arrayobj: 26-30 ms of a warm first call);
 - *nested*: anything else: a loop nest over the iteration dims, kept dims outside (the
   first a ``prange``), reduced dims inside, explicit N-d indexing. A reduction over every
-  dim but the last gets column blocks, one over the first dim and others chunks of the
-  first dim walked in memory order; past ``MAX_NESTED_RANK`` dims the nest becomes flat
+  dim but the last gets column blocks, one with a kept dim inside a reduced one loops in
+  memory order; past ``MAX_NESTED_RANK`` dims the nest becomes flat
   loops that recover each index by division.
 
 Reductions accumulate as `loopnest.accumulation` says and use ``fastmath={'reassoc'}`` to
@@ -93,7 +93,7 @@ class KernelSpec:
 def loop_form(nest: LoopNest, parallel: bool) -> str:
     """Which loop shape renders `nest`: "map" (flat, no reduction), "flat_reduce",
     "flat_blocked_sum" (float32 sums in float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
-    every dim but the last), "outer_chunks" (a partial reduction over the first dim too),
+    every dim but the last), "outer_chunks" (a kept dim inside a reduced one),
     "rows" (other partial reductions), "strided_full" (a full
     reduction of nested operands), "deep" (rank above MAX_NESTED_RANK), "row_passes"
     (a rows nest: codegen_cpu_rows.py) or "windows" (codegen_cpu_windows.py)."""
@@ -114,7 +114,7 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
         return "nested_map"
     if red.leading:
         return "column_blocks"
-    if red.kept and red.dims[0] < red.kept[0]:
+    if red.kept and red.dims[0] < red.kept[-1]:
         return "outer_chunks"
     return "rows" if red.kept else "strided_full"
 
