@@ -110,6 +110,14 @@ def test_reductions_keeping_an_inner_dim_walk_memory_order(shape, dims, op):
     assert all(s.nest.reduction.dims[0] < s.nest.reduction.kept[-1] for s in specs)
 
 
+def test_a_short_kept_last_dim_keeps_the_rows_form():
+    # (a kept last dim of 3: its partial sums would be updated one by one)
+    x = _t(9, 40, 3)
+    f = tj.trace(lambda a: (a * 2.0).sum(1))
+    np.testing.assert_allclose(f(x).numpy(), (x.numpy() * 2.0).sum(1), rtol=1e-5)
+    assert {s.form for s in _specs(f)} == {"rows"}
+
+
 @pytest.mark.parametrize("op", ["any", "all"])
 def test_bool_reductions_over_the_leading_dim(op):
     x = _t(40, 300)

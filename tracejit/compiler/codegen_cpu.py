@@ -11,8 +11,8 @@ small sizes, both rendered from the same nest. Loop shapes:
 - *nested*: anything else: a loop nest over the iteration dims, kept dims outside (the
   first a ``prange``), reduced dims inside, explicit N-d indexing. A reduction over every
   dim but the last gets column blocks, one with a kept dim inside a reduced one loops in
-  memory order; past ``MAX_NESTED_RANK`` dims the nest becomes flat
-  loops that recover each index by division.
+  memory order; past ``MAX_NESTED_RANK`` dims the nest becomes flat loops that recover
+  each index by division.
 
 Reductions accumulate as `loopnest.accumulation` says and use ``fastmath={'reassoc'}`` to
 vectorize; the elementwise work then sits in an ``element`` helper compiled without
@@ -93,9 +93,8 @@ class KernelSpec:
 def loop_form(nest: LoopNest, parallel: bool) -> str:
     """Which loop shape renders `nest`: "map" (flat, no reduction), "flat_reduce",
     "flat_blocked_sum" (float32 sums in float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
-    every dim but the last), "outer_chunks" (a kept dim inside a reduced one),
-    "rows" (other partial reductions), "strided_full" (a full
-    reduction of nested operands), "deep" (rank above MAX_NESTED_RANK), "row_passes"
+    every dim but the last), "outer_chunks" (a kept dim inside a reduced one), "rows"
+    (other partial reductions), "strided_full" (a full reduction of nested operands), "deep" (rank above MAX_NESTED_RANK), "row_passes"
     (a rows nest: codegen_cpu_rows.py) or "windows" (codegen_cpu_windows.py)."""
     red = nest.reduction
     if nest.window is not None or channels(nest):
@@ -114,7 +113,9 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
         return "nested_map"
     if red.leading:
         return "column_blocks"
-    if red.kept and red.dims[0] < red.kept[-1]:
+    # (a short kept last dim stays "rows": its partial sums would be updated one by one)
+    short = red.kept and red.kept[-1] == nest.rank - 1 and 0 < inner_extent(nest) < llvmopts.SHORT_LOOP
+    if red.kept and red.dims[0] < red.kept[-1] and not short:
         return "outer_chunks"
     return "rows" if red.kept else "strided_full"
 

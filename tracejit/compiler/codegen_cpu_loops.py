@@ -1,8 +1,8 @@
 """codegen_cpu.py's loops for three nest shapes: a reduction over every dim but the last (column
-blocks, `_leading_reduction`), a partial reduction over the first dim (`_outer_chunks`) and
+blocks, `_leading_reduction`), one keeping a dim inside a reduced one (`_outer_chunks`) and
 a nest past ``MAX_NESTED_RANK`` (flat loops whose indices are recovered by division,
-`_decomposed_loops`). codegen_cpu's `render` calls them; its
-module docstring describes the forms."""
+`_decomposed_loops`). codegen_cpu's `render` calls them; its module docstring describes
+the forms."""
 from __future__ import annotations
 
 from .codegen_cpu import (COLUMN_BLOCK, FOLD_MARK, IND, PARTIAL_CAP, ROW_CHUNKS, _cast_back, _combine,
