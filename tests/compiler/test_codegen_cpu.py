@@ -91,6 +91,33 @@ def test_reductions_over_several_leading_dims(op):
     assert "column_blocks" in _forms(cf)
 
 
+# Reductions with a kept dim inside a reduced one (BatchNorm1d's statistics of an (N, C, L)
+# value, a mean over L of (N, L, C)): odd sizes, length-1 dims, several kept dims, a transposed operand,
+# sizes on both sides of the parallel threshold
+@pytest.mark.parametrize("shape, dims, op", [((7, 5, 3), (0, 2), "sum"), ((1, 9, 1), (0, 2), "sum"),
+                                             ((130, 13, 11), (0, 2), "sum"), ((6, 4, 3, 7), (0, 1, 3), "amax"),
+                                             ((70, 21, 13), (1,), "sum"), ((3, 4, 5, 6), (1, 3), "amax")])
+def test_reductions_keeping_an_inner_dim_walk_memory_order(shape, dims, op):
+    raw = _t(*(shape[:1] + shape[-1:] + shape[2:-1] + shape[1:2]), grad=op == "sum")
+    w = _t(*((shape[1],) + (1,) * (len(shape) - 2)), seed=1, grad=op == "sum")
+
+    def f(raw, w):
+        y = tj.sigmoid(raw.transpose(1, -1) * w) + 0.5
+        return getattr(y, op)(dim=dims), y * y
+    cf = assert_compiled_matches(f, raw, w)
+    specs = [s for s in _specs(cf) if s.form == "outer_chunks"]
+    assert specs, _forms(cf)
+    assert all(s.nest.reduction.dims[0] < s.nest.reduction.kept[-1] for s in specs)
+
+
+def test_a_short_kept_last_dim_keeps_the_rows_form():
+    # (a kept last dim of 3: its partial sums would be updated one by one)
+    x = _t(9, 40, 3)
+    f = tj.trace(lambda a: (a * 2.0).sum(1))
+    np.testing.assert_allclose(f(x).numpy(), (x.numpy() * 2.0).sum(1), rtol=1e-5)
+    assert {s.form for s in _specs(f)} == {"rows"}
+
+
 @pytest.mark.parametrize("op", ["any", "all"])
 def test_bool_reductions_over_the_leading_dim(op):
     x = _t(40, 300)

@@ -48,6 +48,18 @@ def test_a_permuted_fresh_array_takes_the_strided_variant_at_once(monkeypatch):
     assert asked == []
 
 
+def test_a_permuted_fresh_array_feeding_math_is_copied_to_c_order(monkeypatch):
+    # strides keep the math call from vectorizing: the contiguous variant runs on a copy
+    plan = _plan(lambda x: (x * 3.0).permute(0, 2, 1).sigmoid() * 2.0, "permmath")
+    assert _layouts(plan)["permmath_g1"] == (("flat",), False)
+    asked = _asked(plan, monkeypatch)
+    (got,) = plan(X)
+    want = 2.0 / (1.0 + np.exp(-(X.astype(np.float64) * 3.0).transpose(0, 2, 1)))
+    assert got.shape == (6, 24, 40) and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert asked == []
+
+
 def test_a_permuted_slice_of_a_fresh_array_is_strided_too():
     plan = _plan(lambda x: (x * 3.0)[:, :20].permute(0, 2, 1) * 2.0, "sl")
     assert _layouts(plan)["sl_g1"] == (("nd",), False)

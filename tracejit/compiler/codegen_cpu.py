@@ -10,8 +10,9 @@ small sizes, both rendered from the same nest. Loop shapes:
   process import numba's arrayobj: 26-30 ms of a warm first call);
 - *nested*: anything else: a loop nest over the iteration dims, kept dims outside (the
   first a ``prange``), reduced dims inside, explicit N-d indexing. A reduction over every
-  dim but the last gets column blocks; past ``MAX_NESTED_RANK`` dims the nest becomes flat
-  loops that recover each index by division.
+  dim but the last gets column blocks, one with a kept dim inside a reduced one loops in
+  memory order; past ``MAX_NESTED_RANK`` dims the nest becomes flat loops that recover
+  each index by division.
 
 Reductions accumulate as `loopnest.accumulation` says and use ``fastmath={'reassoc'}`` to
 vectorize; the elementwise work then sits in an ``element`` helper compiled without
@@ -92,8 +93,8 @@ class KernelSpec:
 def loop_form(nest: LoopNest, parallel: bool) -> str:
     """Which loop shape renders `nest`: "map" (flat, no reduction), "flat_reduce",
     "flat_blocked_sum" (float32 sums in float32 blocks), "flat_serial_reduce", "nested_map", "column_blocks" (a reduction over
-    every dim but the last), "rows" (other partial reductions), "strided_full" (a full
-    reduction of nested operands), "deep" (rank above MAX_NESTED_RANK), "row_passes"
+    every dim but the last), "outer_chunks" (a kept dim inside a reduced one), "rows"
+    (other partial reductions), "strided_full" (a full reduction of nested operands), "deep" (rank above MAX_NESTED_RANK), "row_passes"
     (a rows nest: codegen_cpu_rows.py) or "windows" (codegen_cpu_windows.py)."""
     red = nest.reduction
     if nest.window is not None or channels(nest):
@@ -112,6 +113,10 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
         return "nested_map"
     if red.leading:
         return "column_blocks"
+    # (a short kept last dim stays "rows": its partial sums would be updated one by one)
+    short = red.kept and red.kept[-1] == nest.rank - 1 and 0 < inner_extent(nest) < llvmopts.SHORT_LOOP
+    if red.kept and red.dims[0] < red.kept[-1] and not short:
+        return "outer_chunks"
     return "rows" if red.kept else "strided_full"
 
 
@@ -202,6 +207,8 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
             body += _decomposed_loops(nest, inner, loop)
         elif form == "column_blocks":
             body += _leading_reduction(nest, comp, loop)
+        elif form == "outer_chunks":
+            body += _outer_chunks(nest, inner, loop)
         else:
             body += _nested(nest, form, inner, loop)
     # (no group id: the source is the kernel's identity; see loopnest.lower)
@@ -341,4 +348,4 @@ def _nested(nest: LoopNest, form: str, inner: list, loop: str) -> list:
 
 
 # the column-block reduction and the decomposed loops (a module of their own for length)
-from .codegen_cpu_loops import _decomposed_loops, _leading_reduction  # noqa: E402
+from .codegen_cpu_loops import _decomposed_loops, _leading_reduction, _outer_chunks  # noqa: E402

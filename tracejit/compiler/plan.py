@@ -123,8 +123,7 @@ def _copy_pays(kern, layouts: tuple) -> bool:
     from vectorizing (an LSTM cell's gates: half the time with copies)."""
     if kern.backend.name != "cpu":
         return False
-    from .codegen_cpu import CpuEmitter
-    from .emitter import render_steps
+    from .codegen_cpu import CpuEmitter, render_steps
     return any(em.imports for em in render_steps(kern.nest(layouts), CpuEmitter)[1])
 
 
@@ -281,9 +280,11 @@ class Plan:
         lines = []
         shape, rank = grp.shape, len(grp.shape)
         # Layouts as the shapes say, contiguity assumed where the plan cannot tell (the
-        # others are checked before the call); an operand the plan makes strided is "nd".
+        # others are checked before the call); an operand the plan makes strided is "nd",
+        # unless the kernel calls math, which strides keep scalar (copied: `_copy_pays`).
         ins = [operand_var(grp, v) for v in grp.inputs]   # (a slice read in place: its array)
         layouts = operand_layouts(grp, [not self._strided(v) for v in ins])
+        layouts = operand_layouts(grp) if "nd" in layouts and _copy_pays(kern, operand_layouts(grp)) else layouts
         chan = self.backend.name == "cpu" and rank == 4 and (grp.window is not None or channel_rows(grp))
         if chan:     # (a convolution's output: its (C, N, H, W) view)
             layouts = channel_layouts(grp, layouts, self._producer, self._ordered)
