@@ -128,21 +128,22 @@ def replay(v, chain):
     return v
 
 
-def eager_layout(t, exact: bool = False):
+def eager_layout(t, exact: bool = False, sizes: bool = False):
     """A numpy array of tracer `t`'s shape with the strides `t` would have eagerly (its
     items never read: `view`, `is_contiguous` and `stride` ask it), or None
     when a size is symbolic. A view's comes from replaying its view ops on its base: a
     captured tensor's or an argument's own memory, or untouched row-major memory for a
     value of the graph. `exact`: a view by a symbolic bound specializes it (the capture
-    runs again with it static), for an answer that depends on it (`is_contiguous`)."""
+    runs again with it static), for an answer that depends on it (`is_contiguous`); with
+    `sizes`, a view of a symbolic-sized base specializes its sizes too (`view` merging dims)."""
     from .tracer import Tracer
     src = getattr(t, "_view_src", None)
     base, chain = (t, ()) if src is None or src[2] is None else (src[0], src[2])
     if not all(isinstance(d, int) for d in base.shape):
         arr = _argument_layout(base) if isinstance(base, Tracer) else None
-        if arr is not None and not arr.flags.c_contiguous:
-            # Its strides follow its sizes: the capture runs again with this argument's
-            # sizes static, and its layout then answers (and is guarded) exactly.
+        if arr is not None and not arr.flags.c_contiguous or sizes and chain:
+            # Its strides follow its sizes (a view's too): the capture runs again with this
+            # argument's sizes static, and its layout then answers (and is guarded) exactly.
             for d in base.shape:
                 if not isinstance(d, int):
                     d._specialized()
