@@ -52,13 +52,17 @@ def refuse_partial_overlap(what: str, written, read, full: bool = False) -> None
     repeats pass; tensors of one base whose bounds do not meet pass."""
     if not isinstance(read, Tensor):
         return
-    rb, wb = read._base, written._base
     x, y = written._data, read._data
-    if ((rb if rb is not None else read) is not (wb if wb is not None else written) or x is y and not full
-            or type(x) is not np.ndarray or type(y) is not np.ndarray or not (_dense(x) and _dense(y))):
+    if x is None and y is None:   # (tracers: their arrays as they would be eagerly)
+        x, y = _trace_hooks.eager_pair(written, read) or (None, None)
+    else:
+        rb, wb = read._base, written._base
+        if (rb if rb is not None else read) is not (wb if wb is not None else written) or x is y and not full:
+            return
+    if type(x) is not np.ndarray or type(y) is not np.ndarray or not (_dense(x) and _dense(y)):
         return
-    if np.may_share_memory(x, y) and (full or not (x.shape == y.shape and x.strides == y.strides
-                                                   and written.data_ptr() == read.data_ptr())):
+    if np.may_share_memory(x, y) and (full or not (x.shape == y.shape and x.strides == y.strides and (
+            x.__array_interface__["data"][0] == y.__array_interface__["data"][0]))):
         raise RuntimeError(f"{what}: unsupported operation: some elements of the input tensor and the "
                            f"written-to tensor refer to a single memory location. Please clone() the "
                            f"tensor before performing the operation.")
@@ -71,8 +75,8 @@ def refuse_overlapping_operands(what: str, written, operands, values: bool = Fal
     for a in operands:
         if type(a) is list or type(a) is tuple:
             refuse_overlapping_operands(what, written, a, values, full)
-        elif isinstance(a, Tensor) and (a._base is not None or written._base is not None or full and a is written
-                                        ) and not (values and a.ndim == 0):
+        elif isinstance(a, Tensor) and (a._base is not None or written._base is not None or a._data is None
+                                        or full and a is written) and not (values and a.ndim == 0):
             refuse_partial_overlap(what, written, a, full)
 
 
@@ -215,7 +219,7 @@ class InPlaceMethods:
         `_assign` would have stored, without the result array and the copy; False when
         `_assign`'s path must run (recording, tracing, another device, a read-only or
         cast result, a signature seen for the first time)."""
-        if isinstance(other, Tensor) and (other._base is not None or self._base is not None):
+        if isinstance(other, Tensor) and (other._base is not None or self._base is not None or other._data is None):
             refuse_partial_overlap(prim.name + "_", self, other)   # (two views may share memory)
         if self.device is not CPU or _trace_state.tracer is not None:
             return False
@@ -300,7 +304,7 @@ class InPlaceMethods:
         return self._assign(self._overwrite(new), "fill_")
 
     def copy_(self, src, non_blocking: bool = False):
-        if isinstance(src, Tensor) and (src._base is not None or self._base is not None):
+        if isinstance(src, Tensor) and (src._base is not None or self._base is not None or src._data is None):
             refuse_partial_overlap("copy_", self, src)
         src = src if isinstance(src, Tensor) else _ops.as_tensor(src)
         if src.device != self.device:

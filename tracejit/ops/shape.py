@@ -355,8 +355,8 @@ def view(a, *shape, size=None):
     if new is _IDENTITY:
         return _whole_view(a)
     data = eager_layout(a)   # (a tracer: the strides it would have eagerly)
-    if data is None and a._data is None and not _splits_only(tuple(a.shape), new):
-        trace_hooks.eager_layout(a, exact=True, sizes=True)   # (symbolic bounds or sizes: specialized)
+    if data is None and a._data is None:   # (specializes the symbolic sizes a merge of dims needs)
+        trace_hooks.eager_layout(a, exact=True, view_to=new)
     # (a C-contiguous array takes any shape of its size as a view: only others are tried)
     if isinstance(data, np.ndarray) and not data.flags.c_contiguous and not _viewable(data, new):
         raise ShapeError(f"view: shape {new} is not compatible with the input's size and strides "
@@ -364,19 +364,6 @@ def view(a, *shape, size=None):
                          f"sliced or expanded tensor); use .reshape(...), which copies when it must, "
                          f"or .contiguous().view(...)")
     return bind(RESHAPE, a, shape=new)
-
-
-def _splits_only(old: tuple, new: tuple) -> bool:
-    """Whether shape `new` only splits dims of `old` (or adds or drops dims of size 1): a
-    view of any strides, which a symbolic size need not be specialized to decide."""
-    i = 0
-    for d in old:
-        p = 1
-        while not p == d:
-            if i == len(new):
-                return False
-            p, i = p * new[i], i + 1
-    return all(n == 1 for n in new[i:])
 
 
 def view_as(a, other):
