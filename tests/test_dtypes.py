@@ -79,3 +79,33 @@ def test_is_signed_matches_torch():
     for name in ("float16", "bfloat16", "float32", "float64", "complex64", "uint8", "int8", "int16", "int32",
                  "int64", "bool"):
         assert getattr(tj, name).is_signed is getattr(torch, name).is_signed, name
+
+
+_FILLS = {   # a Python number stored into a tensor of a given dtype
+    "fill_": lambda L, x, v: x.clone().fill_(v),
+    "full_like": lambda L, x, v: L.full_like(x, v),
+    "masked_fill": lambda L, x, v: x.masked_fill(L.tensor([True, False, True]), v),
+    "index_fill": lambda L, x, v: x.index_fill(0, L.tensor([1]), v),
+    "x[mask] = v": lambda L, x, v: (lambda y: (y.__setitem__(y >= 0, v), y)[1])(x.clone()),
+}
+
+
+@pytest.mark.parametrize("form", list(_FILLS))
+@pytest.mark.parametrize("dtype,value", [("uint8", -3), ("uint8", -256), ("uint8", 300), ("uint8", -0.5),
+                                         ("int8", 200), ("int32", float("inf")), ("int64", float("nan")),
+                                         ("int16", 1 + 2j), ("float16", 70000.0), ("float32", 1e40),
+                                         ("float32", float("-inf")), ("bool", 300)])
+def test_numbers_stored_into_a_dtype_convert_or_raise_as_pytorch(form, dtype, value):
+    torch = pytest.importorskip("torch")
+    f = _FILLS[form]
+    try:
+        want = f(torch, torch.tensor([1, 2, 3]).to(getattr(torch, dtype)), value).tolist()
+    except RuntimeError:
+        want = None
+    x = tj.tensor([1, 2, 3]).to(getattr(tj, dtype))
+    for g in (lambda x: f(tj, x, value), tj.compile(lambda x: f(tj, x, value))):
+        if want is None:
+            with pytest.raises(RuntimeError, match="cannot be converted to type"):
+                g(x)
+        else:
+            assert g(x).tolist() == want

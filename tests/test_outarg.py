@@ -121,17 +121,18 @@ def test_out_of_another_shape_is_resized_in_a_compiled_function():
 
 
 @pytest.mark.parametrize("form", ["add(a[:-1], 1, out=a[1:])", "neg(a[:-1], out=a[1:])", "add(a, a[0], out=a)",
-                                  "add(a, 1, out=a)", "add(a[:3], a[3:], out=a[3:])", "mul(a[:3], a[3:], out=a[:3])"])
+                                  "add(a, 1, out=a)", "add(a[:3], a[3:], out=a[3:])", "mul(a[:3], a[3:], out=a[:3])",
+                                  "cat([a[:2], a[2:4]], out=a[1:5])", "cat([a[:1], a[5:]], out=a[2:4])"])
 def test_out_partly_sharing_an_input_raises_as_pytorch(form):
     torch = pytest.importorskip("torch")
     a = torch.arange(6.0)
     try:
-        eval(form, {"add": torch.add, "neg": torch.neg, "mul": torch.mul, "a": a})
+        eval(form, {"add": torch.add, "neg": torch.neg, "mul": torch.mul, "cat": torch.cat, "a": a})
         want = None
     except RuntimeError as e:
         want = str(e)
     b = tj.arange(6.0)
-    call = lambda: eval(form, {"add": tj.add, "neg": tj.neg, "mul": tj.mul, "a": b})   # noqa: E731
+    call = lambda: eval(form, {"add": tj.add, "neg": tj.neg, "mul": tj.mul, "cat": tj.cat, "a": b})   # noqa: E731
     if want is None:
         call()
         assert b.tolist() == a.tolist()

@@ -9,6 +9,9 @@ and a floating tensor meeting a complex number becomes the complex type of its w
 """
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 __all__ = [
@@ -136,6 +139,62 @@ def scalar_dtype(v) -> DType:
     if isinstance(v, (complex, np.complexfloating)):
         return _default_float.to_complex()
     return _default_float
+
+
+def number_as(dt: DType, v, what: str):
+    """Python number `v` as PyTorch stores it in a tensor of dtype `dt` (a fill value, a
+    clamp bound): an int below zero wraps into an unsigned dtype within its range (-3 is
+    253 for uint8), a complex one with no imaginary part is its real part; a value beyond
+    `dt`'s range, a float inf or nan for an integer dtype, or an imaginary part for a real
+    one raises ValueRangeError naming `what`. Anything else passes unchanged."""
+    t = type(v)
+    if t is float:
+        if dt.category == 2 and (abs(v) <= _FLOAT_MAX[dt] or v != v or abs(v) == _INF):
+            return v
+    elif t is int:
+        if 0 <= v <= 127:   # (in every dtype)
+            return v
+    elif t is not complex:
+        return v
+    return _checked(dt, v, what)
+
+
+def _checked(dt: DType, v, what: str):
+    if dt.category == 3:
+        return v
+    if type(v) is complex:
+        if dt.category == 0:
+            return bool(v)
+        if v.imag:
+            _overflow(dt, v, what)
+        v = v.real
+    if dt.category == 2:
+        if abs(v) > _FLOAT_MAX[dt] and abs(v) != _INF:
+            _overflow(dt, v, what)
+        return v
+    if dt.category == 0:
+        return v
+    lo, hi = _int_range(dt)
+    if lo <= v <= hi:
+        return v
+    if type(v) is int and lo == 0 and -hi <= v < 0:
+        return v + hi + 1
+    _overflow(dt, v, what)
+
+
+@functools.cache
+def _int_range(dt: DType) -> tuple:
+    info = np.iinfo(dt.np)
+    return int(info.min), int(info.max)
+
+
+_INF = math.inf
+_FLOAT_MAX = {float16: 65504.0, bfloat16: 3.3895313892515355e38, float32: 3.4028234663852886e38, float64: _INF}
+
+
+def _overflow(dt: DType, v, what: str):
+    from .errors import ValueRangeError
+    raise ValueRangeError(f"{what}: value {v!r} cannot be converted to type {dt.name} without overflow")
 
 
 def promote_types(a: DType, b: DType) -> DType:

@@ -60,10 +60,9 @@ def _call_out(fn, name, args, kwargs, out):
                                  for a in list(args) + [x for a in args if isinstance(a, (list, tuple)) for x in a]):
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
                            f"differentiation, but one of the arguments requires grad")
-    from .tensor_inplace import refuse_partial_overlap
-    for a in args:
-        for o in out if isinstance(out, (tuple, list)) else (out,):
-            refuse_partial_overlap(name, o, a)
+    from .tensor_inplace import refuse_overlapping_operands
+    for o in out if isinstance(out, (tuple, list)) else (out,):
+        refuse_overlapping_operands(name, o, args)
     if name in _IN_OUT_DTYPE and isinstance(out, Tensor) and kwargs.get("dtype") is None:
         kwargs = {**kwargs, "dtype": out.dtype}   # (PyTorch's sum(float, out=long) sums longs)
     result = fn(*args, **kwargs)

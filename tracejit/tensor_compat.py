@@ -20,6 +20,7 @@ from .device import as_device
 from .legacy_types import LEGACY_BY_NAME, legacy_name
 from .ops.creation import _to_array, empty
 from .ops.donation import donating as _donating
+from .tensor_inplace import refuse_overlapping_operands as _refuse_overlaps
 from .size import Size
 
 # Methods that forward unchanged to the op of the same name in tracejit.ops
@@ -67,13 +68,24 @@ def _donates(name: str) -> bool:
     return prim is not None and bool(prim.extra.get("donates"))
 
 
+# (PyTorch's products read all their operands before writing, and its masked_scatter_
+# reads the source while writing: neither refuses operands overlapping the written tensor)
+_READ_FIRST = frozenset("addmm addmv addbmm baddbmm masked_scatter".split())
+# (and its indexed writes refuse an operand sharing any of the written memory, all of it too)
+_INDEXED = frozenset("scatter scatter_add scatter_reduce index_add index_copy index_reduce put".split())
+
+
 def _inplace(name):
     aliased = _exactcall.numpy_names(getattr(_ops, name))
     if aliased:   # ``x.scatter_(axis=0, ...)``, as PyTorch's: the op through a forwarder taking them
         op = _exactcall.with_numpy_names(getattr(_ops, name), _ops.__name__, name)
+    values = name in ("masked_fill", "index_fill")   # (their 0-d value is read as a number)
+    check = (lambda *a: None) if name in _READ_FIRST else _refuse_overlaps
+    full = name in _INDEXED
     if _donates(name):
         def method(self, *args, **kwargs):
             fn = op if aliased else getattr(_ops, name)
+            check(name + "_", self, (*args, *kwargs.values()), values, full)
             if self._donatable(name + "_", args, kwargs):   # the op writes self's memory itself
                 return self._assign(_donating(self._data, fn, self, *args, **kwargs), name + "_")
             return self._assign(fn(self, *args, **kwargs), name + "_")
@@ -81,6 +93,7 @@ def _inplace(name):
         return method
 
     def method(self, *args, **kwargs):
+        check(name + "_", self, (*args, *kwargs.values()), values, full)
         return self._assign((op if aliased else getattr(_ops, name))(self, *args, **kwargs), name + "_")
     method.__name__ = name + "_"
     method.__qualname__ = f"Tensor.{name}_"
@@ -429,6 +442,7 @@ class CompatMethods:
 
     def index_put_(self, indices, values, accumulate: bool = False):
         indices = tuple(indices)
+        _refuse_overlaps("index_put_", self, (indices, values), full=True)
         if self._donatable("index_put_", (values, *indices), {}):   # (as ``x[i] = v``)
             return self._assign(_donating(self._data, _ops.index_put, self, indices, values, accumulate),
                                 "index_put_")

@@ -44,23 +44,40 @@ def _self_overlapping(a) -> bool:
     return False
 
 
-def refuse_partial_overlap(what: str, written, read) -> None:
+def refuse_partial_overlap(what: str, written, read, full: bool = False) -> None:
     """Raise where tensor `read` shares some but not all of its memory with `written`, the
     tensor an op writes (``y[1:] = y[:-1]``): the result would depend on the order elements
-    are written in. As PyTorch, the same view (``out=a`` for input ``a``) and layouts with
-    gaps or repeats pass; tensors of one base whose bounds do not meet pass."""
+    are written in. As PyTorch, the same view (``out=a`` for input ``a``) passes but with
+    `full` (the indexed writes: ``index_add_``, ``scatter_``), and layouts with gaps or
+    repeats pass; tensors of one base whose bounds do not meet pass."""
     if not isinstance(read, Tensor):
         return
-    rb, wb = read._base, written._base
     x, y = written._data, read._data
-    if ((rb if rb is not None else read) is not (wb if wb is not None else written) or x is y
-            or type(x) is not np.ndarray or type(y) is not np.ndarray or not (_dense(x) and _dense(y))):
+    if x is None and y is None:   # (tracers: their arrays as they would be eagerly)
+        x, y = _trace_hooks.eager_pair(written, read) or (None, None)
+    else:
+        rb, wb = read._base, written._base
+        if (rb if rb is not None else read) is not (wb if wb is not None else written) or x is y and not full:
+            return
+    if type(x) is not np.ndarray or type(y) is not np.ndarray or not (_dense(x) and _dense(y)):
         return
-    if np.may_share_memory(x, y) and not (x.shape == y.shape and x.strides == y.strides
-                                          and written.data_ptr() == read.data_ptr()):
+    if np.may_share_memory(x, y) and (full or not (x.shape == y.shape and x.strides == y.strides and (
+            x.__array_interface__["data"][0] == y.__array_interface__["data"][0]))):
         raise RuntimeError(f"{what}: unsupported operation: some elements of the input tensor and the "
                            f"written-to tensor refer to a single memory location. Please clone() the "
                            f"tensor before performing the operation.")
+
+
+def refuse_overlapping_operands(what: str, written, operands, values: bool = False, full: bool = False) -> None:
+    """`refuse_partial_overlap` for each tensor of `operands` (and of a list or tuple among
+    them: ``cat``'s), as PyTorch checks every tensor operand of an in-place op or ``out=``;
+    with `values`, a 0-d operand passes (``masked_fill_``'s value: read once, as a number)."""
+    for a in operands:
+        if type(a) is list or type(a) is tuple:
+            refuse_overlapping_operands(what, written, a, values, full)
+        elif isinstance(a, Tensor) and (a._base is not None or written._base is not None or a._data is None
+                                        or full and a is written) and not (values and a.ndim == 0):
+            refuse_partial_overlap(what, written, a, full)
 
 
 def _dense(a: np.ndarray) -> bool:
@@ -202,7 +219,7 @@ class InPlaceMethods:
         `_assign` would have stored, without the result array and the copy; False when
         `_assign`'s path must run (recording, tracing, another device, a read-only or
         cast result, a signature seen for the first time)."""
-        if isinstance(other, Tensor) and (other._base is not None or self._base is not None):
+        if isinstance(other, Tensor) and (other._base is not None or self._base is not None or other._data is None):
             refuse_partial_overlap(prim.name + "_", self, other)   # (two views may share memory)
         if self.device is not CPU or _trace_state.tracer is not None:
             return False
@@ -228,6 +245,7 @@ class InPlaceMethods:
                 raise TypeError(f"add_: takes at most 2 positional arguments, got {1 + len(rest)}")
             other, alpha = _ops.elementwise.alpha_first("add_", other, rest[0])
         if alpha != 1:
+            refuse_overlapping_operands("add_", self, (other,))
             other = _ops.mul(other, alpha)
         if self._into(_EW.ADD, other):
             return self
@@ -239,6 +257,7 @@ class InPlaceMethods:
                 raise TypeError(f"sub_: takes at most 2 positional arguments, got {1 + len(rest)}")
             other, alpha = _ops.elementwise.alpha_first("sub_", other, rest[0])
         if alpha != 1:
+            refuse_overlapping_operands("sub_", self, (other,))
             other = _ops.mul(other, alpha)
         if self._into(_EW.SUB, other):
             return self
@@ -272,6 +291,7 @@ class InPlaceMethods:
         return self._assign(_ops.sqrt(self), "sqrt_")
 
     def lerp_(self, end, weight):
+        refuse_overlapping_operands("lerp_", self, (end, weight))
         return self._assign(self + weight * (end - self), "lerp_")
 
     def zero_(self):
@@ -284,7 +304,7 @@ class InPlaceMethods:
         return self._assign(self._overwrite(new), "fill_")
 
     def copy_(self, src, non_blocking: bool = False):
-        if isinstance(src, Tensor) and (src._base is not None or self._base is not None):
+        if isinstance(src, Tensor) and (src._base is not None or self._base is not None or src._data is None):
             refuse_partial_overlap("copy_", self, src)
         src = src if isinstance(src, Tensor) else _ops.as_tensor(src)
         if src.device != self.device:
@@ -332,16 +352,30 @@ class InPlaceMethods:
                                    "selects a copy, not a view; clone() the tensor first")
             region.copy_(value)
             return
-        if isinstance(value, Tensor) and value._data is not None and value._data.ndim:   # (0-d: a fill)
+        if isinstance(value, Tensor) and value._data is not None:
             vb, sb = value._base, self._base
             if (vb if vb is not None else value) is (sb if sb is not None else self):
-                refuse_partial_overlap("__setitem__", self[index], value)
+                _refuse_setitem_overlap(self, index, value)
         if self._donatable("__setitem__", (value, *(index if type(index) is tuple else (index,))), {}):
             # index_put writes self's memory itself (ops/donation.py): one pass over it, not a
             # copy of self written and then copied back
             self._assign(_donating(data, _ops.index_put, self, index, value), "__setitem__")
             return
         self._assign(_ops.index_put(self, index, value), "__setitem__")
+
+
+def _refuse_setitem_overlap(self: Tensor, index, value: Tensor) -> None:
+    """``self[index] = value`` where `value` views self's memory, refused as PyTorch: a
+    basic index writes a view (copy_: partial overlap refused, a 0-d value is a fill); an
+    advanced one is ``index_put_``, refusing any overlap with self but a 0-d value under a
+    bool mask (``masked_fill_``)."""
+    region = self[index]
+    rb, sb = region._base, self._base
+    if rb is not None and rb is (sb if sb is not None else self):
+        if value.ndim:
+            refuse_partial_overlap("__setitem__", region, value)
+    elif not (value.ndim == 0 and isinstance(index, Tensor) and index.dtype is _dt.bool_):
+        refuse_partial_overlap("__setitem__", self, value, full=True)
 
 
 def take_value(self: Tensor, result: Tensor, aliases: int = 0) -> bool:

@@ -45,7 +45,7 @@ def _losses(framework: str, program: str) -> list:
                                      "convtasnet", "ddsp", "rnnt",
                                      "nca", "tsp", "dcnv2",
                                      "din", "mod", "detr", "nsf",
-                                     "performer", "autoformer"])
+                                     "performer", "autoformer",
                                      "pointnet2", "slotattn"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")

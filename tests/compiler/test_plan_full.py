@@ -52,3 +52,10 @@ def test_the_seed_gradient_of_a_compiled_loss():
         w = tj.tensor(ws, requires_grad=True)
         fn(tj.tensor(xs), w).backward()
         np.testing.assert_allclose(w.grad.numpy(), 2 * xs.T @ (xs @ ws), rtol=1e-5)
+
+
+@pytest.mark.parametrize("value", [-np.inf, np.nan])
+def test_a_plan_step_takes_an_infinite_or_nan_number(value):
+    # (the plan's source had no literal for it: a NameError at the first call)
+    f = tj.compile(lambda x: x.index_fill(0, tj.tensor([1]), value))
+    np.testing.assert_array_equal(f(tj.tensor([1.0, 2.0, 3.0])).numpy(), [1.0, value, 3.0])

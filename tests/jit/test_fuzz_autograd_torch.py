@@ -139,3 +139,17 @@ def test_hooks_retain_graph_and_gradient_penalty_match_torch(k):
     assert len(res[0]) == len(res[1])
     for i, (g, w) in enumerate(zip(res[1], res[0])):
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-9, err_msg=f"k={k} item {i}")
+
+
+def test_retain_grad_inside_a_compiled_function_keeps_the_gradient_as_torch():
+    seen = {}
+
+    def f(lib, x):
+        h = x * x
+        h.retain_grad()
+        seen[lib] = h
+        return (h.tanh() * 2).sum()
+    xs = np.array([0.5, -1.0, 2.0])
+    for lib, fn in ((torch, lambda x: f(torch, x)), (tj, tj.compile(lambda x: f(tj, x)))):
+        fn(lib.tensor(xs, requires_grad=True)).backward()
+    np.testing.assert_allclose(seen[tj].grad.numpy(), seen[torch].grad.numpy(), rtol=1e-12)

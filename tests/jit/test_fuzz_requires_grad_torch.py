@@ -59,3 +59,21 @@ def test_requires_grad_inside_a_compiled_function_is_eagers(block):
             np.testing.assert_array_equal(got[1], want[1], err_msg=what)
             np.testing.assert_allclose(got[0], want[0], err_msg=what)
             assert got[2] == want[2], what
+
+
+@pytest.mark.parametrize("outer", ["no_grad", "inference_mode"])
+def test_enable_grad_inside_a_function_compiled_under_no_grad_records_as_torch(outer):
+    def f(lib, x):
+        with lib.enable_grad():
+            a = x * x
+        return a, a * 2
+    got = {}
+    for lib, fn in ((torch, lambda x: f(torch, x)), (tj, tj.compile(lambda x: f(tj, x)))):
+        x = lib.tensor([1.0, -2.0], requires_grad=True)
+        with getattr(lib, outer)():
+            a, b = fn(x)
+        got[lib] = (a.requires_grad, b.requires_grad)
+        if a.requires_grad:
+            a.sum().backward()
+            got[lib] += (x.grad.tolist(),)
+    assert got[tj] == got[torch]

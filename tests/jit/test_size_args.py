@@ -339,3 +339,21 @@ def test_is_contiguous_of_a_view_by_an_int_argument_is_eagers():
     for t in (1, 2, 3, 5):
         (got, total), (want, wtotal) = cf(tj.tensor(z), t), f(tj.tensor(z), t)
         assert got == want == (t == 5) and total.item() == wtotal.item()
+
+
+def test_view_merging_dims_of_a_view_by_an_int_argument_raises_as_eager_code():
+    """``z[:, :t + 1].view(-1)`` is a view only where t + 1 spans the row (or is 1)."""
+    def f(z, t):
+        return z[:, :t + 1].view(-1)
+
+    cf = tj.compile(f, dynamic=True)
+    z = tj.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    for t in (0, 1, 2, 3, 1):
+        if t in (0, 3):
+            assert cf(z, t).tolist() == f(z, t).tolist()
+            continue
+        with pytest.raises(RuntimeError, match="view"):
+            f(z, t)
+        with pytest.raises(RuntimeError, match="view"):
+            cf(z, t)
+    assert cf(z[:2], 3).tolist() == list(range(8))   # (a split needs no size: still one capture)

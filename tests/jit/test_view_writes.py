@@ -158,3 +158,21 @@ def test_a_compiled_write_through_detach_reaches_a_leaf_that_requires_grad():
         res.append((y.detach().numpy(), x.detach().numpy(), x.grad.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("form", ["y[1:].add_(y[:-1])", "y[1:].copy_(y[:-1])", "y[1:].clamp_(min=y[:-1])",
+                                  "y.index_add_(0, i, y[:2])", "y[:2].add_(y[2:4])", "y.add_(y)"])
+def test_an_in_place_write_partly_overlapping_its_input_raises_as_eager_code(form):
+    def f(x):
+        y = x.clone()
+        eval(form, {"y": y, "i": tj.tensor([0, 1])})
+        return y
+    x = tj.arange(8.0)
+    try:
+        want = f(x).tolist()
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match="single memory location"):
+            tj.compile(f)(x)
+        assert "single memory location" in str(e)
+        return
+    assert tj.compile(f)(x).tolist() == want

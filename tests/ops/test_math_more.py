@@ -151,3 +151,19 @@ def test_addcmul_of_integer_tensors_keeps_their_dtype_with_a_float_value():
         x = L.tensor([1, 2, 3])
         assert L.addcmul(x, x, x, value=2.5).tolist() == [3, 10, 21]
         assert L.addcmul(x.float(), x, x, value=2.5).tolist() == [3.5, 12.0, 25.5]
+
+
+@pytest.mark.parametrize("call", [
+    lambda L, b, i: L.addcmul(b, b, b, value=2),     # (no bool kernel)
+    lambda L, b, i: b.clone().addcmul_(b, b),
+    lambda L, b, i: L.addcdiv(b.float(), b, b),       # (integer division)
+    lambda L, b, i: L.addcdiv(i.float(), i, i, value=0.5),
+])
+def test_addcmul_and_addcdiv_refuse_what_pytorch_refuses(call):
+    torch = pytest.importorskip("torch")
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        call(torch, torch.tensor([True, False]), torch.tensor([1, 2]))
+    b, i = tj.tensor([True, False]), tj.tensor([1, 2])
+    for f in (lambda b, i: call(tj, b, i), tj.compile(lambda b, i: call(tj, b, i))):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            f(b, i)

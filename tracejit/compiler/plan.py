@@ -186,8 +186,8 @@ class Plan:
             return n
 
         def atom(a):
-            if isinstance(a, Literal):
-                return repr(a.value)
+            if isinstance(a, Literal):   # (inf and nan have no literal: a constant)
+                return _value_code(a.value, consts)
             return nm(a)
         args = [f"a{i}" for i in range(len(g.inputs))]
         for v, a in zip(g.inputs, args):

@@ -39,6 +39,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..autograd.grad_mode import _state as _grad_state
+from ..errors import TraceError
 from ..ops import eager as _eager
 from ..tensor import Tensor
 from .pytree import flatten, unflatten
@@ -466,3 +468,13 @@ def writes_argument(t: Any) -> bool:
 
 _eager.trace_hooks.refuse_grad_change = staticmethod(refuse_traced_grad_change)
 _eager.trace_hooks.writes_argument = staticmethod(writes_argument)
+
+
+def refuse_recording_off(trace, var, prim) -> None:
+    """Raise TraceError where `var`, computed with grad mode turned on inside a function
+    captured under no_grad (``with enable_grad():``), takes a gradient eagerly: the capture
+    records none, so the call runs eagerly. Under inference_mode nothing records, as
+    PyTorch's inference tensors."""
+    if not _grad_state.inference and trace._reaches_grad([var]):
+        raise TraceError(f"{prim.name}: grad mode enabled inside a compiled function called under "
+                         f"no_grad: the capture records no gradients, so the function runs eagerly")

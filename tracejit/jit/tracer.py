@@ -3,22 +3,23 @@
 While a `TraceContext` is active, ``bind`` hands each op here instead of running it.
 Operands are turned into atoms: tracers of this trace give their `Var`; tracers of an
 enclosing trace (a branch body reading an outer value) and concrete tensors (module
-parameters, closed-over tensors) are lifted into graph inputs, the latter read by
-identity on every call so optimizer updates are seen without recapture. Python
-scalars become `Literal`s, and so do dynamic sizes used as numbers (a `Sym` value,
-evaluated from the input shapes on each call). dtype promotion inserts explicit
-``cast`` equations, so the IR is fully typed. Arithmetic on runtime scalar arguments
-alone stays weakly typed, like the Python numbers it stands for. ``detach()`` and
-``with no_grad():`` inside the function become ``detach`` equations, so the graph
-keeps where gradients stop. Anything needing a concrete value (``bool(t)``,
-``t.item()``) of a tensor raises a `TraceError` naming the user's line; of a value
-computed from runtime scalar arguments alone, it is read from the call being captured and
-recorded as a guarded decision (see `scalars`).
+parameters, closed-over tensors) are lifted into graph inputs, the latter read by identity
+on every call so optimizer updates are seen without recapture. Python scalars become
+`Literal`s, and so do dynamic sizes used as numbers (a `Sym` value, evaluated from the input
+shapes on each call). dtype promotion inserts explicit ``cast`` equations, so the IR is fully
+typed. Arithmetic on runtime scalar arguments alone stays weakly typed, like the Python
+numbers it stands for. ``detach()`` and ``with no_grad():`` inside the function become
+``detach`` equations, so the graph keeps where gradients stop. Anything needing a concrete
+value (``bool(t)``, ``t.item()``) of a tensor raises a `TraceError` naming the user's line;
+of a value computed from runtime scalar arguments alone, it is read from the call being
+captured and recorded as a guarded decision (see `scalars`).
 """
 from __future__ import annotations
 
 from sys import _getframe
 from typing import Callable, Optional
+
+import numpy as np
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
@@ -29,7 +30,7 @@ from ..ops.registry import Aval, Primitive
 from ..ops.promotion import compute_dtype, scalar_aval
 from ..tensor import Tensor
 from ..size import Size
-from .side_effects import EffectLog
+from .side_effects import EffectLog, refuse_recording_off
 from .state_writes import StateWrites
 from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
@@ -104,7 +105,6 @@ class Tracer(Tensor):
         return self._concrete("tensor.item()")
 
     def numpy(self, *, force: bool = False):
-        import numpy as np
         return np.asarray(self._concrete("tensor.numpy()", "array"))
 
     def tolist(self):
@@ -123,11 +123,9 @@ class Tracer(Tensor):
                                              if self._var.aval.weak else "using a tensor as an index or range bound"))
 
     def __array__(self, dtype=None, copy=None):
-        import numpy as np
         return np.asarray(self._concrete("converting a tensor to a numpy array", "array"), dtype=dtype)
 
     def _host(self):
-        import numpy as np
         return np.asarray(self._concrete("reading tensor data", "array"))
 
     def is_contiguous(self, memory_format=None) -> bool:
@@ -162,9 +160,10 @@ class Tracer(Tensor):
         raise TraceError("backward() inside a compiled function is not supported: return the loss "
                          "from the function and call .backward() on the result")
 
-    def register_hook(self, hook):
-        raise TraceError("register_hook on a tensor inside a compiled function is not supported; "
-                         "register it on the result outside the function")
+    def register_hook(self, hook=None):
+        raise TraceError("register_hook and retain_grad on a tensor inside a compiled function are not "
+                         "supported; call them on the result outside the function")
+    retain_grad = register_hook
 
     def __repr__(self) -> str:
         return f"Tracer({self._var.aval})"
@@ -421,6 +420,8 @@ class TraceContext(StateWrites):
         `prim` makes one."""
         if self._no_grad_region() and var.aval.dtype.differentiable and prim is not DETACH:
             var = self._emit(DETACH, [var], {}, var.aval)[0]
+        elif var.aval.dtype.differentiable and _grad_enabled() and not self._root().capture_grad:
+            refuse_recording_off(self, var, prim)
         t = _make_tracer(var, self)
         if args and (prim.is_view or (prim.view_if is not None and prim.view_if(params))):
             # Eagerly this shares memory with its operand: remember the base and the view
@@ -459,8 +460,7 @@ class TraceContext(StateWrites):
         return any(isinstance(a, Var) and a in act for a in atoms)
 
     def _no_grad_region(self) -> bool:
-        """Inside ``with no_grad():`` within a function captured with grad mode on: the
-        graph runs with grad mode on, so values computed here must stop gradients."""
+        """Inside ``with no_grad():`` in a capture run with grad mode on: values here stop gradients."""
         return not _grad_enabled() and self._root().capture_grad
 
     def _emit(self, prim, atoms, params, out_aval=None, outs=None):

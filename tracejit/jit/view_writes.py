@@ -128,21 +128,25 @@ def replay(v, chain):
     return v
 
 
-def eager_layout(t, exact: bool = False):
+def eager_layout(t, exact: bool = False, view_to=None):
     """A numpy array of tracer `t`'s shape with the strides `t` would have eagerly (its
     items never read: `view`, `is_contiguous` and `stride` ask it), or None
     when a size is symbolic. A view's comes from replaying its view ops on its base: a
     captured tensor's or an argument's own memory, or untouched row-major memory for a
     value of the graph. `exact`: a view by a symbolic bound specializes it (the capture
-    runs again with it static), for an answer that depends on it (`is_contiguous`)."""
+    runs again with it static), for an answer that depends on it (`is_contiguous`); with
+    `view_to`, a shape ``view`` asks for, so do a symbolic-sized base's sizes, unless that
+    shape only splits dims (a view of any strides)."""
     from .tracer import Tracer
+    if view_to is not None and _splits_only(tuple(t.shape), view_to):
+        return None
     src = getattr(t, "_view_src", None)
     base, chain = (t, ()) if src is None or src[2] is None else (src[0], src[2])
     if not all(isinstance(d, int) for d in base.shape):
         arr = _argument_layout(base) if isinstance(base, Tracer) else None
-        if arr is not None and not arr.flags.c_contiguous:
-            # Its strides follow its sizes: the capture runs again with this argument's
-            # sizes static, and its layout then answers (and is guarded) exactly.
+        if arr is not None and not arr.flags.c_contiguous or view_to is not None and chain:
+            # Its strides follow its sizes (a view's too): the capture runs again with this
+            # argument's sizes static, and its layout then answers (and is guarded) exactly.
             for d in base.shape:
                 if not isinstance(d, int):
                     d._specialized()
@@ -166,6 +170,40 @@ def eager_layout(t, exact: bool = False):
         return None
     finally:
         _eager.trace_state.tracer = saved
+
+
+def eager_pair(a, b):
+    """Arrays over one memory with the strides tracers `a` and `b` would have eagerly, where
+    both are views (or one the base) of one value of static sizes, by static bounds; else
+    None. An in-place op asks it of its written tensor and an operand
+    (tensor_inplace.refuse_partial_overlap)."""
+    (ba, ca), (bb, cb) = [(t, ()) if s is None or s[2] is None else (s[0], s[2])
+                          for t in (a, b) for s in (getattr(t, "_view_src", None),)]
+    if ba is not bb or not (ca or cb) or not all(isinstance(d, int) for d in ba.shape) or any(
+            contains_sym(p) for _, rest, params in ca + cb for p in (*rest, *params.values())):
+        return None
+    arr = Tensor._wrap(np.empty(tuple(ba.shape), ba.dtype.np), ba.dtype)
+    saved = _eager.trace_state.tracer
+    _eager.trace_state.tracer = None
+    try:
+        return replay(arr, ca)._data, replay(arr, cb)._data
+    except Exception:   # (a chain numpy cannot replay: no answer)
+        return None
+    finally:
+        _eager.trace_state.tracer = saved
+
+
+def _splits_only(old: tuple, new: tuple) -> bool:
+    """Whether shape `new` only splits dims of `old` (or adds or drops dims of size 1): a
+    view of any strides, which a symbolic size need not be specialized to decide."""
+    i = 0
+    for d in old:
+        p = 1
+        while not p == d:
+            if i == len(new):
+                return False
+            p, i = p * new[i], i + 1
+    return all(n == 1 for n in new[i:])
 
 
 def _syms(v) -> list:
@@ -296,6 +334,7 @@ def same_value(a, b) -> bool:
 
 
 _eager.trace_hooks.eager_layout = staticmethod(eager_layout)
+_eager.trace_hooks.eager_pair = staticmethod(eager_pair)
 _eager.trace_hooks.same_value = staticmethod(same_value)
 _eager.trace_hooks.alias = staticmethod(alias)
 

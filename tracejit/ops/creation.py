@@ -209,9 +209,9 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     if layout is not None:
         check_layout(layout, "full")
     size = _size((size,) if isinstance(size, int) else tuple(size))
-    if dtype is None:
-        dtype = _dt.scalar_dtype(fill_value)
-    t = _bind_creation(FULL, shape=size, value=fill_value, dtype=_dt.as_dtype(dtype), device=as_device(device))
+    dtype = _dt.scalar_dtype(fill_value) if dtype is None else _dt.as_dtype(dtype)
+    fill_value = _dt.number_as(dtype, fill_value, "full")
+    t = _bind_creation(FULL, shape=size, value=fill_value, dtype=dtype, device=as_device(device))
     if requires_grad:
         t.requires_grad = True
     return t

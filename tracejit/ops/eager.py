@@ -41,6 +41,7 @@ class trace_hooks:
     size_of = staticmethod(lambda t: t.__index__())      # jit/size_args.py: a Sym or an int
     assume_nonnegative = staticmethod(lambda v, what, dims=False: False)
     eager_layout = None                                    # jit/view_writes.py
+    eager_pair = staticmethod(lambda a, b: None)           # jit/view_writes.py
     refuse_grad_change = staticmethod(lambda t, value: None)   # jit/side_effects.py
     alias = staticmethod(lambda out, prim, a: None)        # jit/view_writes.py
     writes_argument = staticmethod(lambda t: False)        # jit/side_effects.py

@@ -496,7 +496,7 @@ def clamp(a, min=None, max=None):
             if type(v) in (int, float) and _int_result(a, v) is not a.dtype:
                 a = cast(a, _int_result(a, v))
         if not (a.dtype is _dt.bool_ or a.dtype.is_floating_point):
-            min, max = _int_bound(a.dtype, min), _int_bound(a.dtype, max)
+            min, max = _dt.number_as(a.dtype, min, "clamp"), _dt.number_as(a.dtype, max, "clamp")
     if (type(min) is float and min != min) or (type(max) is float and max != max):
         from .creation import full_like   # (a NaN bound: NaN everywhere, no gradient, as PyTorch)
         min, max = [full_like(a, math.nan) if type(v) is float and v != v else v for v in (min, max)]
@@ -589,5 +589,5 @@ from .elementwise_logic import (CAST, EQ, GE, GT, ISNAN, LE, LOGICAL_AND, LOGICA
                                LT, NE, WHERE, _INT_OF_WIDTH, _cmp, _select_or_zero)
 eq, ne, lt, le, gt, ge, logical_and, logical_or = map(_op2, (EQ, NE, LT, LE, GT, GE, LOGICAL_AND, LOGICAL_OR))
 isnan, logical_not = map(_op1, (ISNAN, LOGICAL_NOT))
-from .elementwise_clamp import CLAMP, _clamp_impl, _int_bound, clamp_backward  # noqa: E402
+from .elementwise_clamp import CLAMP, _clamp_impl, clamp_backward  # noqa: E402
 from .elementwise_pow import POW, POW_BACKWARD  # noqa: E402

@@ -5,12 +5,10 @@ Large eager calls run one-pass kernels made from the scalar rules
 (compiler/cpu/kernels/vectorized.py: a select gains from its one pass)."""
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
-from ..errors import ValueRangeError
 from .promotion import NUMPY_WEAK_SCALARS, scalar_as
 from .registry import defprim
 from .elementwise import _ew_rule
@@ -35,22 +33,6 @@ def _clamp_side(xp, beyond, a, out, bound):
         if sel is not None:
             return sel
     return xp.where(beyond, a.dtype.type(bound), out)
-
-
-def _int_bound(dt, v):
-    """An int bound of an integer clamp as PyTorch converts it: a negative one within the
-    unsigned range wraps (-3 is 253 for uint8), one beyond the dtype is refused."""
-    if type(v) is not int or 0 <= v <= 127:   # (in every integer dtype)
-        return v
-    info = _iinfo(dt.np)
-    if info.min <= v <= info.max:
-        return v
-    if info.min == 0 and -info.max <= v < 0:
-        return v + info.max + 1
-    raise ValueRangeError(f"clamp: value {v} cannot be converted to type {dt.name} without overflow")
-
-
-_iinfo = functools.cache(np.iinfo)   # (np.iinfo makes an object per call: ~1 us)
 
 
 def _clamp_vjp(g, out, a, min=None, max=None, open=False):

@@ -491,6 +491,8 @@ def index_put(a, index, value, accumulate: bool = False):
     """``a`` with ``a[index] = value`` (PyTorch's ``index_put``; `index` a key or a tuple of
     index tensors); with accumulate, values at repeated positions add up (``a[index] += value``
     counting every repeat)."""
+    if a.dtype.itemsize > 2 or not a.dtype.is_floating_point:   # (PyTorch's half dtypes store inf)
+        value = _dt.number_as(a.dtype, value, "index_put")
     if trace_state.tracer is not None and not accumulate:
         out = _masked.assign(a, index, value)   # a[mask] = b[mask] or a number: a where
         if out is not None:

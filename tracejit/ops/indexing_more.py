@@ -258,6 +258,7 @@ def index_copy(input, dim: int, index, source):
 def index_fill(input, dim: int, index, value):
     dim = normalize_dim(dim, input.ndim, "index_fill")
     index = _vector_index("index_fill", index)
+    value = _dt.number_as(input.dtype, value, "index_fill")
     return index_put(input, (slice(None),) * dim + (index,), value)
 
 
@@ -323,6 +324,8 @@ def masked_fill(a, mask, value):
         if value.ndim != 0:
             raise ValueError("masked_fill: value must be a 0-dim tensor or a number")
         value = cast(value, a.dtype)
+    else:
+        value = _dt.number_as(a.dtype, value, "masked_fill")
     return where(mask, value, a) if not isinstance(value, (int, float)) else _masked_fill_scalar(a, mask, value)
 
 

@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from ..errors import DTypeError, UnsupportedDTypeError
 from ..tensor import Tensor
 from .eager import bind
 from .elementwise import (_binary, _zeros, _deprecated_form, _ew_rule, _int_divisor_checked, _int_result, _op1, _op2,
@@ -285,6 +286,9 @@ def value_first(op: str, tensor1, tensor2, rest: tuple, value):
 
 def addcmul(input, tensor1, tensor2, *rest, value=1):
     tensor1, tensor2, value = value_first("addcmul", tensor1, tensor2, rest, value)
+    if all(t.dtype.is_bool for t in (input, tensor1, tensor2)):
+        raise UnsupportedDTypeError("addcmul: not implemented for three bool tensors (PyTorch has no bool "
+                                    "kernel); cast them with .int() or use logical_and/logical_or")
     if type(value) is float and all(t.dtype.category < 2 for t in (input, tensor1, tensor2)):
         value = int(value)   # (PyTorch casts it to the integer result's dtype)
     # (value 1 left out: a Python int would promote bool/uint8 operands, PyTorch's does not)
@@ -293,6 +297,9 @@ def addcmul(input, tensor1, tensor2, *rest, value=1):
 
 def addcdiv(input, tensor1, tensor2, *rest, value=1):
     tensor1, tensor2, value = value_first("addcdiv", tensor1, tensor2, rest, value)
+    if tensor1.dtype.category < 2 and tensor2.dtype.category < 2:
+        raise DTypeError("addcdiv: integer division with addcdiv is not supported (PyTorch refuses it): "
+                         "write (input + value * tensor1 / tensor2) for true division, or cast tensor1 to float")
     return input + value * tensor1 / tensor2
 
 

@@ -355,6 +355,8 @@ def view(a, *shape, size=None):
     if new is _IDENTITY:
         return _whole_view(a)
     data = eager_layout(a)   # (a tracer: the strides it would have eagerly)
+    if data is None and a._data is None:   # (specializes the symbolic sizes a merge of dims needs)
+        trace_hooks.eager_layout(a, exact=True, view_to=new)
     # (a C-contiguous array takes any shape of its size as a view: only others are tried)
     if isinstance(data, np.ndarray) and not data.flags.c_contiguous and not _viewable(data, new):
         raise ShapeError(f"view: shape {new} is not compatible with the input's size and strides "
