@@ -1,8 +1,8 @@
 """unfold/fold in the GEMM layout (C*kh*kw, N*L) that conv2d uses (ops/conv.py).
 
 The "gemm" columns are the "batch" ones (PyTorch's F.unfold layout) transposed; fold in
-either layout is unfold's adjoint; the numba col2im kernel equals the numpy forms (within
-float rounding where they add in another order).
+either layout is unfold's adjoint; the numba im2col and col2im kernels (conv_blocks.py's
+columns) equal the numpy forms (within float rounding where they add in another order).
 """
 from __future__ import annotations
 
@@ -12,11 +12,36 @@ import pytest
 import tracejit as tj
 from tracejit.errors import ShapeError
 from tracejit.compiler.cpu.kernels import conv_kernels as K
+from tracejit.compiler.cpu.runtime import sharepool
 from tracejit.ops import conv as C
 
 GEOMETRIES = [((3, 3), (1, 1), (0, 0), (1, 1)),
               ((3, 2), (2, 1), (1, 1), (1, 2)),
               ((2, 2), (2, 2), (1, 0), (1, 1))]
+
+
+def _im2col_native(x, kernel, stride, padding, dilation, pad_value, oh, ow):
+    """"gemm" columns of `x` by the im2col kernel, split by input channel over the cores."""
+    fn = K.im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
+    assert fn is not None
+    n, c = x.shape[:2]
+    cols = np.empty((c * kernel[0] * kernel[1], n * oh * ow), dtype=x.dtype)
+    xc = np.ascontiguousarray(x)
+    sharepool.split(lambda c0, c1: fn(xc, cols, oh, ow, float(pad_value), c0, c1, *kernel), c, cols.size)
+    return cols
+
+
+def _col2im_native(cols, n, c, output_size, kernel, stride, padding, dilation):
+    """fold of "gemm" columns by the col2im kernel, split by input channel over the cores."""
+    (h, w), ow = output_size, C.conv_out_size(output_size[1], kernel[1], stride[1], padding[1], dilation[1])
+    oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    fn, rows = K.col2im_kernel(cols.dtype.name, kernel, stride, padding, dilation, ow)
+    assert fn is not None
+    cc = np.ascontiguousarray(cols)
+    img = (np.empty if rows else np.zeros)((n, c, h, w), dtype=cols.dtype)   # (rows: the kernel zeroes)
+    extra = tuple(kernel) if rows else ()
+    sharepool.split(lambda c0, c1: fn(cc, img, oh, ow, c0, c1, *extra), c, cols.size)
+    return img
 
 
 def _gemm_from_batch(cols_b, n, ckk):
@@ -50,17 +75,15 @@ def test_fold_gemm_matches_batch_and_numpy_form(monkeypatch, dtype, geo):
     got = C.fold(tj.tensor(cols_g), (h, w), kernel, stride, padding, dilation, layout="gemm").numpy()
     tol = 1e-6 if dtype == np.float32 else 1e-14
     np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
-    monkeypatch.setattr(K, "_col2im_native", lambda *a: None)   # the numpy form
-    numpy_form = C.fold(tj.tensor(cols_g), (h, w), kernel, stride, padding, dilation,
-                        layout="gemm").numpy()
-    np.testing.assert_allclose(got, numpy_form, rtol=tol, atol=tol)
+    np.testing.assert_allclose(_col2im_native(cols_g, 3, 4, (h, w), kernel, stride, padding, dilation), got,
+                               rtol=tol, atol=tol)
 
 
 def test_col2im_kernel_ran():
     pytest.importorskip("numba")
     cols = np.ones((9, 2 * 4), np.float32)
-    img = K._col2im_native(np, cols, 2, 1, (4, 4), (3, 3), (1, 1), (0, 0), (1, 1))
-    assert img is not None and img.shape == (2, 1, 4, 4) and img.flags.c_contiguous
+    img = _col2im_native(cols, 2, 1, (4, 4), (3, 3), (1, 1), (0, 0), (1, 1))
+    assert img.shape == (2, 1, 4, 4) and img.flags.c_contiguous
     assert img[0, 0, 1, 1] == 4.0 and img[0, 0, 0, 0] == 1.0   # overlaps add
 
 
@@ -71,8 +94,9 @@ def test_unfold_gemm_kernel_matches_numpy_form(monkeypatch, dtype, geo, pad_valu
     kernel, stride, padding, dilation = geo
     x = np.random.default_rng(2).standard_normal((3, 4, 9, 8)).astype(dtype)
     x = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)   # channel-major, as conv outputs
-    got = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, pad_value, layout="gemm").numpy()
-    monkeypatch.setattr(K, "_im2col_native", lambda *a: None)   # the numpy form
+    oh = C.conv_out_size(9, kernel[0], stride[0], padding[0], dilation[0])
+    ow = C.conv_out_size(8, kernel[1], stride[1], padding[1], dilation[1])
+    got = _im2col_native(x, kernel, stride, padding, dilation, pad_value, oh, ow)
     want = C.unfold(tj.tensor(x), kernel, stride, padding, dilation, pad_value, layout="gemm").numpy()
     assert got.dtype == want.dtype and got.flags.c_contiguous
     np.testing.assert_array_equal(got, want)
@@ -81,8 +105,8 @@ def test_unfold_gemm_kernel_matches_numpy_form(monkeypatch, dtype, geo, pad_valu
 def test_im2col_kernel_ran():
     pytest.importorskip("numba")
     x = np.arange(2 * 1 * 4 * 4, dtype=np.float32).reshape(2, 1, 4, 4)
-    cols = K._im2col_native(np, x, (3, 3), (1, 1), (1, 1), (1, 1), -5.0, 4, 4)
-    assert cols is not None and cols.shape == (9, 2 * 16)
+    cols = _im2col_native(x, (3, 3), (1, 1), (1, 1), (1, 1), -5.0, 4, 4)
+    assert cols.shape == (9, 2 * 16)
     # row (i=0, j=0) of output (b=0, oy=0, ox=0) is the padding; (i=1, j=1) is x itself
     assert cols[0, 0] == -5.0 and cols[4, 16 + 5] == x[1, 0, 1, 1]
     np.testing.assert_array_equal(cols[4].reshape(2, 4, 4), x[:, 0])
@@ -116,8 +140,8 @@ def test_im2col_and_col2im_split_over_channels_give_the_same_bits(geo):
     ow = C.conv_out_size(8, kernel[1], stride[1], padding[1], dilation[1])
 
     def run():
-        cols = K._im2col_native(np, x, kernel, stride, padding, dilation, 0.0, oh, ow)
-        return cols, K._col2im_native(np, cols, 3, 5, (9, 8), kernel, stride, padding, dilation)
+        cols = _im2col_native(x, kernel, stride, padding, dilation, 0.0, oh, ow)
+        return cols, _col2im_native(cols, 3, 5, (9, 8), kernel, stride, padding, dilation)
     same_bits_under_uneven_split(run, lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=2)
 
 
@@ -150,7 +174,6 @@ def test_unfold_gemm_numpy_form_by_row_pitch_equals_the_strided_copy(monkeypatch
     x[1, 2, 0, 0] = np.nan
     if channel_major:
         x = np.ascontiguousarray(x.swapaxes(0, 1)).swapaxes(0, 1)
-    monkeypatch.setattr(K, "_im2col_native", lambda *a: None)
     monkeypatch.setattr(C, "_UNFOLD_BLOCK", block)
     called = []
     real = C._unfold_by_row_pitch
@@ -193,7 +216,6 @@ def test_fold_gemm_numpy_form_by_row_pitch(monkeypatch, dtype, shape, kernel, pa
     cols[0, 0] = -0.0                           # (ch 0, i 0, j 0) of image 0's (0, 0)
     cols[kh * kw, 3] = np.inf
     cols[-1, -1] = np.nan
-    monkeypatch.setattr(K, "_col2im_native", lambda *a: None)
     monkeypatch.setattr(C, "_FOLD_BLOCK", block)
     called = []
     real = C._fold_by_row_pitch
@@ -230,21 +252,13 @@ def test_input_gradient_fold_by_row_pitch_matches_the_col2im_kernel(monkeypatch)
     rng = np.random.default_rng(7)
     w = rng.standard_normal((64, 32 * 9)).astype(np.float32) * 0.1
     g = rng.standard_normal((64, 8 * 11 * 11)).astype(np.float32)
-    cols = tj.tensor(w.T @ g)
-
-    def input_grad():
-        return C.fold(cols, (13, 13), (3, 3), layout="gemm").numpy()
-    ran = []
-    real = K._col2im_native
-    monkeypatch.setattr(K, "_col2im_native", lambda *a: ran.append(real(*a)) or ran[-1])
-    kernel = input_grad()
-    assert len(ran) == 1 and ran[0] is not None     # the kernel made it
-    monkeypatch.setattr(K, "_col2im_native", lambda *a: None)
+    cols = w.T @ g
+    kernel = _col2im_native(cols, 8, 32, (13, 13), (3, 3), (1, 1), (0, 0), (1, 1))
     called = []
     fold_form = C._fold_by_row_pitch
     monkeypatch.setattr(C, "_fold_by_row_pitch",
                         lambda *a: called.append(fold_form(*a)) or called[-1])
-    numpy_form = input_grad()
+    numpy_form = C.fold(tj.tensor(cols), (13, 13), (3, 3), layout="gemm").numpy()
     assert called == [True]
     assert np.abs(kernel).max() > 1
     np.testing.assert_allclose(numpy_form, kernel, rtol=1e-5, atol=1e-5)
@@ -282,20 +296,18 @@ def test_col2im_rows_form_matches_unrolled_and_numpy_forms(monkeypatch, dtype, g
     kernel, stride, padding, dilation, (h, w) = geo
     cols, ow = _rows_cols(dtype, geo)
     assert ow >= K._ROWS_MIN or kernel[0] * kernel[1] > K._MAX_UNROLL
-    args = (np, cols, 2, 3, (h, w), kernel, stride, padding, dilation)
-    rows = K._col2im_native(*args)
-    assert rows is not None and rows.shape == (2, 3, h, w) and rows.flags.c_contiguous
+    args = (cols, 2, 3, (h, w), kernel, stride, padding, dilation)
+    rows = _col2im_native(*args)
+    assert rows.shape == (2, 3, h, w) and rows.flags.c_contiguous
     assert rows.dtype == dtype
     tol = 1e-5 if dtype == np.float32 else 1e-13
-    monkeypatch.setattr(K, "_col2im_native", lambda *a: None)
     numpy_form = C.fold(tj.tensor(cols), (h, w), kernel, stride, padding, dilation, layout="gemm").numpy()
     np.testing.assert_allclose(rows, numpy_form, rtol=tol, atol=tol)
     np.testing.assert_array_equal(np.isnan(rows), np.isnan(numpy_form))
     assert np.isinf(rows).any() and np.abs(rows[np.isfinite(rows)]).max() > 1
     if kernel[0] * kernel[1] <= K._MAX_UNROLL:
-        monkeypatch.undo()
         monkeypatch.setattr(K, "_ROWS_MIN", 1 << 30)
-        unrolled = K._col2im_native(*args)
+        unrolled = _col2im_native(*args)
         np.testing.assert_allclose(rows, unrolled, rtol=tol, atol=tol)
         np.testing.assert_array_equal(np.isnan(rows), np.isnan(unrolled))
 
@@ -306,7 +318,7 @@ def test_col2im_rows_form_zeroes_what_no_window_reaches():
     pytest.importorskip("numba")
     cols = np.full((2, 1 * 6 * 6), 7.0, np.float32)
     cols[1, 0] = -0.0
-    img = K._col2im_native(np, cols, 1, 2, (16, 16), (1, 1), (3, 3), (0, 0), (1, 1))
+    img = _col2im_native(cols, 1, 2, (16, 16), (1, 1), (3, 3), (0, 0), (1, 1))
     want = np.zeros((1, 2, 16, 16), np.float32)
     want[:, :, ::3, ::3] = 7.0
     want[0, 1, 0, 0] = 0.0
@@ -321,7 +333,7 @@ def test_col2im_rows_form_split_over_channels_gives_the_same_bits(geo):
     kernel, stride, padding, dilation, (h, w) = geo
     cols, _ = _rows_cols(np.float32, geo, c=5)
     same_bits_under_uneven_split(
-        lambda: (K._col2im_native(np, cols, 2, 5, (h, w), kernel, stride, padding, dilation),),
+        lambda: (_col2im_native(cols, 2, 5, (h, w), kernel, stride, padding, dilation),),
         lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=1)
 
 
@@ -349,8 +361,8 @@ def _native_im2col_equals_numpy(dtype, geo, seed):
     x[2, 4, -1, -1] = -0.0
     oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
     ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    cols = K._im2col_native(np, x, kernel, stride, padding, dilation, -2.5, oh, ow)
-    assert cols is not None and cols.dtype == dtype
+    cols = _im2col_native(x, kernel, stride, padding, dilation, -2.5, oh, ow)
+    assert cols.dtype == dtype
     layout = "gemm"
     want = C._unfold_impl(np, x, kernel, stride, padding, dilation, -2.5, layout=layout)
     np.testing.assert_array_equal(cols, want)
@@ -371,7 +383,7 @@ def test_im2col_table_form_split_over_channels_gives_the_same_bits():
     from inputs import same_bits_under_uneven_split
     x = np.random.default_rng(5).standard_normal((2, 5, 4, 4)).astype(np.float32)
     same_bits_under_uneven_split(
-        lambda: (K._im2col_native(np, x, (3, 3), (1, 1), (1, 1), (1, 1), 0.0, 4, 4),),
+        lambda: (_im2col_native(x, (3, 3), (1, 1), (1, 1), (1, 1), 0.0, 4, 4),),
         lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=1)
 
 

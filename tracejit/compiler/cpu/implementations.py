@@ -16,7 +16,6 @@ from ... import bf16 as _bf16, dtypes as _dt
 from ...ops import impls
 from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ...ops.batchnorm_prim import BATCH_NORM_FORWARD, BN_BACKWARD
-from ...ops.conv import FOLD, UNFOLD
 from ...ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD
 from ...ops.depthwise import DEPTHWISE_CONV2D, DEPTHWISE_WGRAD, DEPTHWISE_XGRAD
 from ...ops.elementwise_logic import CAST
@@ -37,7 +36,7 @@ from ...ops.sampling import GRID_SAMPLE, GRID_SAMPLE_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
-from .kernels import (attention_kernels as attention, channel_forms, conv_blocks, conv_kernels as conv,
+from .kernels import (attention_kernels as attention, channel_forms, conv_blocks,
                       depthwise_kernels as depthwise,
                       index_kernels as index,
                       recurrent_layers as recurrent, row_forms, sampling_kernels as sampling,
@@ -89,14 +88,12 @@ TABLE = (
     (ATTENTION_WEIGHTS, attention.weights, None, None),
     (ATTENTION_CONTEXT, attention.context, None, None),
     (ATTENTION_BACKWARD, attention.backward, None, None),
-    # windows (rendered as a compiled program's windows group) and columns
+    # windows (rendered as a compiled program's windows group)
     (MAX_POOL2D, windows.max_pool2d, floats(1), None),
     (MAX_POOL2D_WITH_OFFSETS, windows.forward_offsets, floats(1), None),
     (MAX_POOL2D_SCATTER, windows.scatter, floats(2), None),
     (AVG_POOL2D, windows.avg_pool2d, floats(1), None),
     (AVG_POOL2D_BACKWARD, windows.avg_pool2d_backward, floats(1), None),
-    (UNFOLD, conv.unfold, conv.gemm_layout, None),
-    (FOLD, conv.fold, conv.gemm_fold, None),
     # convolutions by blocks of images whose columns stay in cache
     (CONV2D_GEMM, conv_blocks.forward, floats(2), conv_blocks.forward_call),
     (CONV2D_WGRAD, conv_blocks.wgrad, floats(2), conv_blocks.wgrad_call),

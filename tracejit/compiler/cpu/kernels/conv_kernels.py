@@ -1,19 +1,15 @@
-"""im2col and col2im as numba loops: the CPU backend's implementations of the unfold and
-fold primitives in "gemm" layout (ops/conv.py holds the records and their numpy forms).
+"""im2col and col2im as numba loops: the columns of the convolutions by blocks of images
+(conv_blocks.py), in ops/conv.py's "gemm" layout (which holds their numpy forms).
 
 Why: numpy's forms copy strided views whose innermost run is a window row (~4 GB/s);
 these loops write each column row once, in order. One source per geometry and dtype,
-never per size; a call is split by input channel over the free cores.
+never per size; a call takes a range of input channels.
 """
 from __future__ import annotations
 
-import numpy as np
+from .loader import kernel as native_kernel
 
-from ....ops.conv import conv_out_size, fold_count
-from ..runtime import sharepool as _sharepool
-from .loader import kernel as native_kernel, takes
-
-__all__ = ["unfold", "fold", "gemm_layout", "gemm_fold"]
+__all__ = ["im2col_kernel", "col2im_kernel", "table_form"]
 
 
 def _col2im_source(dtype, kernel, stride, padding, dilation) -> str:
@@ -219,11 +215,6 @@ _TABLE_MAX_OW = 8
 _TABLE_MAX_OW_STRIDED = 16
 
 
-# A call is shared over the free cores by input channel; a column element costs about this
-# many multiply-adds of a BLAS product (sharepool.split's unit).
-_COLUMN_WORK = 8
-
-
 def table_form(stride, ow: int) -> bool:
     """Whether im2col takes the table form for output rows `ow` long at `stride`."""
     return ow < _TABLE_MAX_OW or (stride[1] > 1 and ow <= _TABLE_MAX_OW_STRIDED)
@@ -248,63 +239,3 @@ def col2im_kernel(dt: str, kernel, stride, padding, dilation, ow: int):
         + tuple(dilation)
     source = _col2im_rows_source if rows else _col2im_source
     return native_kernel(key, lambda: source(dt, kernel, stride, padding, dilation), steady=True).get(), rows
-
-
-def _im2col_native(xp, x, kernel, stride, padding, dilation, pad_value, oh, ow):
-    """unfold in "gemm" layout by a numba kernel, or None (numpy does it)."""
-    if not takes(xp, x):
-        return None
-    fn = im2col_kernel(x.dtype.name, kernel, stride, padding, dilation, ow)
-    if fn is None:
-        return None
-    n, c = x.shape[:2]
-    rows = c * kernel[0] * kernel[1]
-    cols = np.empty((rows, n * oh * ow), dtype=x.dtype)
-    xc = np.ascontiguousarray(x)
-    kh, kw = kernel
-    _sharepool.split(lambda c0, c1: fn(xc, cols, oh, ow, float(pad_value), c0, c1, kh, kw), c,
-                     _COLUMN_WORK * cols.size)
-    return cols
-
-
-def _col2im_native(xp, cols, n, c, output_size, kernel, stride, padding, dilation):
-    """fold in "gemm" layout by a numba kernel, or None (numpy does it)."""
-    if not takes(xp, cols):
-        return None
-    h, w = output_size
-    oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    fn, rows = col2im_kernel(cols.dtype.name, kernel, stride, padding, dilation, ow)
-    if fn is None:
-        return None
-    cc = np.ascontiguousarray(cols)
-    if rows:    # (the kernel zeroes each plane)
-        img = np.empty((n, c, h, w), dtype=cols.dtype)
-        kh, kw = kernel
-        _sharepool.split(lambda c0, c1: fn(cc, img, oh, ow, c0, c1, kh, kw), c, _COLUMN_WORK * cols.size)
-    else:
-        img = np.zeros((n, c, h, w), dtype=cols.dtype)
-        _sharepool.split(lambda c0, c1: fn(cc, img, oh, ow, c0, c1), c, _COLUMN_WORK * cols.size)
-    return img
-
-
-def gemm_layout(x, kernel, stride, padding, dilation, pad_value, layout="batch") -> bool:
-    """unfold's checker: the loop writes the "gemm" layout."""
-    return layout != "batch"
-
-
-def unfold(x, kernel, stride, padding, dilation, pad_value, layout="batch"):
-    h, w = x.shape[2:]
-    oh = conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
-    return _im2col_native(np, x, kernel, stride, padding, dilation, pad_value, oh, ow)
-
-
-def gemm_fold(cols, output_size, kernel, stride, padding, dilation, layout="batch") -> bool:
-    """fold's checker: the loop reads the "gemm" layout."""
-    return layout == "gemm"
-
-
-def fold(cols, output_size, kernel, stride, padding, dilation, layout="batch"):
-    n, c = fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
-    return _col2im_native(np, cols, n, c, output_size, kernel, stride, padding, dilation)
