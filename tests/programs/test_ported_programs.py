@@ -229,8 +229,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # states without grad, eval; target without grad
                 "prog_rainbow.py": 5,
                 # the energy: the batch, one state (RK4 steps), the trajectory without grad;
-                # the DEQ layer without grad, with grad, at z0 requiring grad, each in eval
-                "prog_hnn.py": 9,
+                # the DEQ layer without grad, with grad, at z0 requiring grad (its convs and
+                # GroupNorms never read their training flags: eval reuses them)
+                "prog_hnn.py": 6,
                 # memories empty (1-D), then full, then the last, shorter segment (its size
                 # read by the mask's any().item(): static); each again in eval
                 "prog_txl.py": 6,

@@ -1,7 +1,7 @@
 """The guard a compiled module's captures carry: the module tree they were captured with.
 
-A capture reads the module's state while tracing: each submodule's train/eval flag and
-the plain attributes the forward reads (``self.temperature = 2.0``, ``self.use_bias``),
+A capture reads the module's state while tracing: the plain attributes the forwards read
+(``self.training`` in Dropout and BatchNorm, ``self.temperature = 2.0``, ``self.use_bias``),
 which become constants of the graph, and its tensors (parameters, buffers, tensor
 attributes), which the entry holds by identity. A later call is only right for the same
 state, so the guard checks it:
@@ -103,9 +103,10 @@ def read_in_capture(module, name: str) -> Optional[bool]:
 
 
 def _attrs(m, read: Optional[set]) -> dict:
-    """`m`'s training flag and the plain attributes in `read` (None: every plain one)."""
+    """The plain attributes of `m` in `read` (None: every plain one). A forward that never
+    reads ``training`` (a conv, GroupNorm) serves train and eval alike."""
     d = vars(m)
-    keys = [k for k in d if read is None or k == "training" or (id(m), k) in read]
+    keys = [k for k in d if read is None or (id(m), k) in read]
     return {k: d[k] for k in keys if _plain(d[k])}
 
 
@@ -264,11 +265,11 @@ class _StateCheck:
         return out
 
     def text(self) -> str:
-        flags = ", ".join(f"{n}={a.get('training')}" for n, a in zip(self.names, self.attrs))
+        flags = ", ".join(f"{n}={a['training']}" for n, a in zip(self.names, self.attrs) if "training" in a)
         read = sorted((f"{n}.{k}" if n != self.names[0] else k)
                       + (f" (any {type(a[k]).__name__})" if ("attr", id(m), k) in self.lifted else "")
                       for n, m, a in zip(self.names, self.mods, self.attrs) for k in a if k != "training")
-        return (f"training flags: {flags}; attributes read: {', '.join(read) or 'none'}; the "
+        return (f"training flags read: {flags or 'none'}; attributes read: {', '.join(read) or 'none'}; the "
                 f"submodules and their tensors as captured (looked at again after a module changes)")
 
     def describe(self) -> list:
