@@ -187,9 +187,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_llamagen.py": 4,   # training, prefill, two decode steps (as kvcache's)
                 "prog_attnseq.py": 4,   # encoder and decoder, training and greedy decoding
                 "prog_moco.py": 3,      # the queue pointer's three values
-                # the actor with and without grad and deterministic; each Q with grad and with
-                # its weights frozen for the policy loss; the two targets
-                "prog_sac.py": 9,
+                # the actor with and without grad and deterministic; the Qs with grad and with
+                # their weights frozen for the policy loss; the targets (one class: shared)
+                "prog_sac.py": 6,
                 "prog_qat.py": 3,   # the observers' first call, the later ones, eval
                 "prog_glow.py": 3,  # ActNorm's first call, the later ones, no grad
                 "prog_jem.py": 3,   # the energy on SGLD's inputs (eval) and in training; classify
@@ -214,9 +214,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # G frozen (D's step), trained, without grad; D trained, on inputs
                 # requiring grad (R1), frozen (G's step)
                 "prog_stylegan.py": 6,
-                # G_A on data, on G_B's output (requiring grad), without grad; G_B on data
-                # and on G_A's output; each D frozen and trained
-                "prog_cyclegan.py": 9,
+                # G on data, on the other G's output (requiring grad), without grad; D frozen
+                # and trained (each class's captures shared by its two instances)
+                "prog_cyclegan.py": 5,
                 "prog_perceiver.py": 3,   # training with a mask; eval's embeddings, logits
                 # the generator training, then without its weight norm (hooks removed) in
                 # eval; the discriminators on a detached and on a grad-requiring fake
