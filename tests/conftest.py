@@ -55,9 +55,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed_and_restore():
     """Every test starts from the same RNG state, grad mode on, float32 default, and no
-    dims learned dynamic by another test's compiled modules."""
+    dims learned dynamic by (or captures shared with) another test's compiled modules."""
     from tracejit.jit.capture import _LEARNED
+    from tracejit.jit.function import SIBLINGS
     _LEARNED.clear()
+    SIBLINGS.clear()
     tj.manual_seed(0)
     prev = tj.get_default_dtype()
     with tj.enable_grad():

@@ -239,6 +239,17 @@ def test_ceil_mode_pooling_is_guarded_on_the_sizes_parity():
         assert cf.cache_stats()["compiles"] == compiles, (s, cf.cache_stats()["recompile_reasons"])
 
 
+def test_ceil_mode_pooling_of_two_image_dims_is_one_capture_per_parity_pair():
+    torch = pytest.importorskip("torch")
+    cf = tj.trace(lambda x: F.max_pool2d(x, 3, stride=2, ceil_mode=True), dynamic=True, compiler="interpret")
+    rng = np.random.default_rng(0)
+    for hw, compiles in (((12, 15), 1), ((20, 17), 1), ((13, 16), 2), ((21, 30), 2)):
+        x = rng.standard_normal((1, 2) + hw).astype(np.float32)
+        want = torch.nn.functional.max_pool2d(torch.tensor(x), 3, stride=2, ceil_mode=True)
+        np.testing.assert_array_equal(cf(tj.tensor(x)).numpy(), want.numpy())
+        assert cf.cache_stats()["compiles"] == compiles, (hw, cf.cache_stats()["recompile_reasons"])
+
+
 @pytest.mark.parametrize("mode, corners", [("nearest", None), ("bilinear", False), ("bilinear", True)])
 def test_interpolate_keeps_image_sizes_symbolic(mode, corners, compiler):
     torch = pytest.importorskip("torch")

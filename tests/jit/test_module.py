@@ -41,7 +41,7 @@ def test_parameters_are_graph_inputs_named_after_the_module(compiler):
                       "%fc2_weight: f32[3,8], %fc2_bias: f32[3]) {")
     guards = cnet.explain(x)["guards"]
     assert "<captured fc1.weight (8, 6)>: Tensor f32[8,6] on cpu, requires_grad" in guards
-    assert "training flags: Net=False, fc1=False, drop=False, fc2=False" in guards
+    assert "training flags read: drop=False;" in guards   # (Linear never reads its flag)
 
 
 def test_optimizer_updates_are_seen_without_recapture(compiler):
@@ -110,9 +110,23 @@ def test_train_eval_switch_recompiles_and_each_mode_keeps_its_entry():
     assert "rand" in cnet.forward.entries[0].graph.text(False)
     assert "rand" not in cnet.forward.entries[1].graph.text(False)
     assert cnet.cache_stats()["compiles"] == 2
-    net.drop.eval()  # one submodule only
+    net.drop.eval()  # the one submodule that reads its flag: the eval entry
+    np.testing.assert_allclose(_np(cnet(x)), _np(eval_out), rtol=1e-6)
+    assert cnet.cache_stats()["compiles"] == 2
+
+
+@pytest.mark.parametrize("layer, recaptures", [(lambda: nn.GroupNorm(2, 4), False),
+                                               (lambda: nn.Dropout(0.5), True),
+                                               (lambda: nn.BatchNorm1d(4), True)])
+def test_eval_recaptures_only_where_a_forward_reads_training(layer, recaptures):
+    tj.manual_seed(0)
+    net = nn.Sequential(nn.Linear(6, 4), layer(), nn.Linear(4, 3))
+    cnet = tj.compile(net, backend="interpret")
+    x = tj.tensor(np.random.default_rng(0).standard_normal((8, 6)).astype(np.float32))
     cnet(x)
-    assert cnet.cache_stats()["compiles"] == 3
+    net.eval()
+    np.testing.assert_allclose(_np(cnet(x)), _np(net(x)), rtol=1e-5, atol=1e-6)
+    assert cnet.cache_stats()["compiles"] == 1 + recaptures
 
 
 def test_freezing_a_parameter_recompiles_with_a_reason():

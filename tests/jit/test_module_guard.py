@@ -176,3 +176,77 @@ def test_tensors_rebound_without_setattr_are_followed():
     m.load_state_dict(state, assign=True)
     np.testing.assert_allclose(cm(x).detach().numpy(), (Scaled.forward(m, x) + 5.0).detach().numpy())
     assert cm.cache_stats()["compiles"] == 1   # followed, not captured again
+
+
+def _grads(m) -> list:
+    return [p.grad.numpy().copy() for p in m.parameters()]
+
+
+def test_a_sibling_module_runs_the_first_ones_capture_on_its_own_tensors():
+    m, cm, x = _pair()
+    tj.manual_seed(1)
+    other = Scaled()
+    other.mask = tj.tensor([2.0, -1.0])
+    twin = Scaled()
+    twin.load_state_dict(other.state_dict())
+    twin.mask = other.mask
+    co = tj.compile(other)
+    _same(cm, m, x)
+    y = co(x)   # the first's capture, on the sibling's weights and mask
+    np.testing.assert_allclose(y.detach().numpy(), twin(x).detach().numpy(), rtol=1e-6)
+    assert co.cache_stats()["compiles"] == 0 and co.cache_stats()["entries"] == 1
+    y.sum().backward()
+    twin(x).sum().backward()
+    for got, want in zip(_grads(other), _grads(twin)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert m.lin.weight.grad is None
+    tj.compiler.wait()
+    assert co.cache_stats()["tiers"] == cm.cache_stats()["tiers"] == ["compiled"]
+    _same(co, twin, x)
+
+
+class Listed(nn.Module):
+    def __init__(self, scale, act=None):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.scales = [tj.tensor([scale])]
+        self.act = act or nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.lin(x)) * self.scales[0]
+
+
+@pytest.mark.parametrize("change", ["temp", "bias", "hook", "list", "act", "eval"])
+def test_a_sibling_whose_state_differs_captures_its_own(change):
+    tj.manual_seed(0)
+    if change in ("list", "act"):   # a tensor in a list attribute; another activation module
+        a, b = Listed(2.0), Listed(3.0 if change == "list" else 2.0, nn.Tanh() if change == "act" else None)
+    else:
+        a, b = Scaled(), Scaled()
+    if change == "temp":
+        b.temp = 2.0
+    elif change == "bias":
+        b.lin = nn.Linear(3, 2, bias=False)
+    elif change == "hook":
+        b.lin.register_forward_hook(lambda mod, args, out: out * 3.0)
+    elif change == "eval":   # Dropout reads its flag: eval's capture is not training's
+        a.lin, b.lin = (nn.Sequential(nn.Linear(3, 2), nn.Dropout(0.5)) for _ in range(2))
+        b.eval()
+    x = tj.randn(2, 3)
+    ca, cb = tj.compile(a, backend="interpret"), tj.compile(b, backend="interpret")
+    ca(x)
+    np.testing.assert_allclose(cb(x).detach().numpy(), b(x).detach().numpy(), rtol=1e-6)
+    assert cb.cache_stats()["compiles"] == 1
+
+
+def test_a_sibling_writes_its_own_running_statistics():
+    nets = [nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)) for _ in range(3)]
+    nets[2].load_state_dict(nets[1].state_dict())
+    ca, cb = (tj.compile(n, backend="interpret") for n in nets[:2])
+    x = tj.randn(5, 3)
+    ca(x)
+    before = nets[0][1].running_mean.numpy().copy()
+    np.testing.assert_allclose(cb(x * 2).detach().numpy(), nets[2](x * 2).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert cb.cache_stats()["compiles"] == 0
+    np.testing.assert_allclose(nets[1][1].running_mean.numpy(), nets[2][1].running_mean.numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(nets[0][1].running_mean.numpy(), before)

@@ -189,9 +189,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 "prog_llamagen.py": 4,   # training, prefill, two decode steps (as kvcache's)
                 "prog_attnseq.py": 4,   # encoder and decoder, training and greedy decoding
                 "prog_moco.py": 3,      # the queue pointer's three values
-                # the actor with and without grad and deterministic; each Q with grad and with
-                # its weights frozen for the policy loss; the two targets
-                "prog_sac.py": 9,
+                # the actor with and without grad and deterministic; the Qs with grad and with
+                # their weights frozen for the policy loss; the targets (one class: shared)
+                "prog_sac.py": 6,
                 "prog_qat.py": 3,   # the observers' first call, the later ones, eval
                 "prog_glow.py": 3,  # ActNorm's first call, the later ones, no grad
                 "prog_jem.py": 3,   # the energy on SGLD's inputs (eval) and in training; classify
@@ -216,9 +216,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # G frozen (D's step), trained, without grad; D trained, on inputs
                 # requiring grad (R1), frozen (G's step)
                 "prog_stylegan.py": 6,
-                # G_A on data, on G_B's output (requiring grad), without grad; G_B on data
-                # and on G_A's output; each D frozen and trained
-                "prog_cyclegan.py": 9,
+                # G on data, on the other G's output (requiring grad), without grad; D frozen
+                # and trained (each class's captures shared by its two instances)
+                "prog_cyclegan.py": 5,
                 "prog_perceiver.py": 3,   # training with a mask; eval's embeddings, logits
                 # the generator training, then without its weight norm (hooks removed) in
                 # eval; the discriminators on a detached and on a grad-requiring fake
@@ -231,8 +231,9 @@ MAX_COMPILES = {"prog_mamba.py": 4,   # the generation's three prefix lengths: r
                 # states without grad, eval; target without grad
                 "prog_rainbow.py": 5,
                 # the energy: the batch, one state (RK4 steps), the trajectory without grad;
-                # the DEQ layer without grad, with grad, at z0 requiring grad, each in eval
-                "prog_hnn.py": 9,
+                # the DEQ layer without grad, with grad, at z0 requiring grad (its convs and
+                # GroupNorms never read their training flags: eval reuses them)
+                "prog_hnn.py": 6,
                 # memories empty (1-D), then full, then the last, shorter segment (its size
                 # read by the mask's any().item(): static); each again in eval
                 "prog_txl.py": 6,

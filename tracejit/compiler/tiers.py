@@ -58,7 +58,7 @@ class TieredExecutor(BackgroundWork, Executor):
         self._program_lock = threading.Lock()
         self.grad_mode = grad_mode
         self.name = name
-        self.entry = None           # the Entry this executor serves (set once it exists)
+        self.entries: list = []     # the Entries this executor serves (its capture's, its siblings')
         self.state = "new"          # new -> pending -> compiled | failed
         self.jobs: list = []        # [(workers.Job, kernel, layouts, parallel)]
         self.variants: list = []    # [(kernel, layouts, parallel)] the first call needs
@@ -101,7 +101,7 @@ class TieredExecutor(BackgroundWork, Executor):
         return "compiled" if self.state == "compiled" else "tier0"
 
     def attach(self, entry) -> None:
-        self.entry = entry
+        self.entries.append(entry)
 
     def kernel_counts(self) -> Optional[tuple]:
         """(in, all): the kernel modules this entry needs that are in the disk cache, and
@@ -247,8 +247,7 @@ class TieredExecutor(BackgroundWork, Executor):
 
     def _finish_switch(self):
         self.state = "compiled"
-        entry = self.entry
-        if entry is not None:
+        for entry in self.entries:
             entry.set_executor(self.program)  # callers see the old hit function or the new one
         with _pending_lock:
             _pending.discard(self)

@@ -118,7 +118,7 @@ class Capture:
                 config.topic("recompiles").info(msg)
             return None, None
         saved = (set(self._dynamic), dict(self._static), self._force_dynamic)
-        if not self._entries and self._dynamic_ok:   # (what other instances learned: `_LEARNED`)
+        if not self._stats["compiles"] and self._dynamic_ok:   # (what other instances learned: `_LEARNED`)
             self._dynamic |= _LEARNED.get(self._fn, set()) - set(self._static)
         if self._entries:
             self._mark_dynamic(descs, spec)

@@ -9,13 +9,14 @@ plus run of the hot path.
 from __future__ import annotations
 
 import threading
+from typing import Optional
 
 import numpy as np
 
 from ..tensor import Tensor
 from .backend import Executor, InputKeeper
 from .guards import PendingGuard, build_guard
-from .module_guard import _same
+from .module_guard import _plain, _same, map_state
 from .numpy_args import as_tensors
 from .pytree import unflatten
 from .scalars import make_check
@@ -148,6 +149,25 @@ class Entry:
         with _hit_lock:
             self.executor = executor
             self.hit = self._build_hit()
+
+    def rebound(self, extra, consts: list, objs: dict) -> Optional["Entry"]:
+        """This capture serving another module of its class (`module_guard.sibling_check`
+        gave `extra`, its tensors `consts` and `objs`, this module's objects -> its): the
+        same graph and executor, or None when the capture holds state it cannot move."""
+        writes = [map_state(w, objs) for w in self.state_writes]
+        if self.lifted or None in writes or any(x[0] not in ("graph", "number", "static", "input")
+                                                or x[0] == "static" and not _plain(x[1]) for x in self.out_leaves):
+            return None
+        guard, _ = build_guard(self.descs, self.const_descs, self.grad_mode, extra, decisions=self._decided,
+                               compiled=False, autocast=self.autocast, default_dtype=self.default_dtype)
+        e = Entry(self.descs, consts, self.const_descs, self.grad_mode, self.graph, self.opt_graph,
+                  self.out_spec, self.out_leaves, self.mutations, guard, self.guard_src, self.origin, extra,
+                  self.decisions, writes, autocast=self.autocast, default_dtype=self.default_dtype)
+        e.arg_spec = self.arg_spec
+        self.origin.attach(e)   # (a background compile switches both)
+        if self.executor is not self.origin:
+            e.set_executor(self.executor)
+        return e
 
     def aliased(self, leaves) -> bool:
         """Whether two of the call's tensors (arguments, captured tensors) share memory."""

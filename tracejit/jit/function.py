@@ -40,6 +40,8 @@ __all__ = ["CompiledFunction", "Entry", "DEFAULT_RECOMPILE_LIMIT", "compiled_fun
 DEFAULT_RECOMPILE_LIMIT = 8
 
 _instances: "weakref.WeakSet" = weakref.WeakSet()   # every live CompiledFunction (`all_compiled`)
+# a module class's forward -> its compiled modules that missed: `_adopt` reuses their captures
+SIBLINGS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def all_compiled() -> list:
@@ -305,6 +307,8 @@ class CompiledFunction(Capture):
             waited = next((e for e in self._entries
                            if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
             if waited is None:
+                waited = self._adopt(leaves, spec, gm)
+            if waited is None:
                 entry, saved = self._capture_for(args, leaves, spec, gm)
                 if entry is None:  # past the recompile limit
                     return self._call_eager_bound(args)
@@ -327,6 +331,33 @@ class CompiledFunction(Capture):
             # again and meets the same error, and the counters show no entry.
             self._drop(entry, saved)
             raise
+
+    def _adopt(self, leaves, spec, gm) -> Optional[Entry]:
+        """The capture of another compiled module of this class whose guard this call passes,
+        on this module's own parameters (torch.compile keeps one cache per code object: a
+        target network, twin critics, two generators capture once), or None."""
+        me = self._bound_self
+        if me is None or self._check or not hasattr(self._extra_guard, "module"):
+            return None
+        from .module_guard import sibling_check
+        siblings = SIBLINGS.setdefault(self._fn, weakref.WeakSet())
+        others = list(siblings)
+        siblings.add(self)
+        for cf in others:
+            if cf is self or type(cf._bound_self) is not type(me) or cf._options != self._options \
+                    or cf._mode != self._mode:
+                continue
+            for e in list(cf._entries):
+                found = sibling_check(e.extra, me) if e.arg_spec == spec and e.grad_mode == gm else None
+                e = found and e.rebound(*found)
+                if e is not None and e.guard(leaves, e.const_tensors, gm):
+                    self._entries.append(e)
+                    if spec == (list, (None,) * len(spec[1])):
+                        self._flat_entries.append(e)
+                    config.topic("recompiles").info("%s: reusing the capture of another instance",
+                                                    self.__name__)
+                    return e
+        return None
 
     def _drop(self, entry: Entry, saved) -> None:
         """Forget an entry whose first run failed, and the dynamic dims its capture chose."""
@@ -412,6 +443,7 @@ class CompiledFunction(Capture):
         with self._lock:
             entry = next((e for e in self._entries
                           if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
+            entry = entry or self._adopt(leaves, spec, gm)
             if entry is not None:
                 return entry, None, leaves
             entry, saved = self._capture_for(args, leaves, spec, gm)

@@ -1,7 +1,7 @@
 """The guard a compiled module's captures carry: the module tree they were captured with.
 
-A capture reads the module's state while tracing: each submodule's train/eval flag and
-the plain attributes the forward reads (``self.temperature = 2.0``, ``self.use_bias``),
+A capture reads the module's state while tracing: the plain attributes the forwards read
+(``self.training`` in Dropout and BatchNorm, ``self.temperature = 2.0``, ``self.use_bias``),
 which become constants of the graph, and its tensors (parameters, buffers, tensor
 attributes), which the entry holds by identity. A later call is only right for the same
 state, so the guard checks it:
@@ -14,6 +14,9 @@ state, so the guard checks it:
   captures again (the reason names the attribute). A tensor rebound by name (``m.weight = nn.Parameter(...)``, the
   weight-norm hook's recomputed weight, ``self.mask = new``) with the same dtype, shape and
   requires_grad is put in the entry's place for it, so the call runs without recapture.
+
+Another module of the class with the same state (`_StateCheck.for_sibling`) runs the capture
+on its own tensors: parameters are inputs of the graph, not constants.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from ..tensor import Tensor
 from .lifted import NUMBERS, lifted_attribute
 from .value_snapshot import BUDGET, SCALARS, differs, unchanged, watcher, worth_watching
 
-__all__ = ["ModuleStateGuard", "recording", "with_module_arguments"]
+__all__ = ["ModuleStateGuard", "recording", "with_module_arguments", "sibling_check", "map_state"]
 
 
 
@@ -107,9 +110,10 @@ def read_in_capture(module, name: str) -> Optional[bool]:
 
 
 def _attrs(m, read: Optional[set]) -> dict:
-    """`m`'s training flag and the plain attributes in `read` (None: every plain one)."""
+    """The plain attributes of `m` in `read` (None: every plain one). A forward that never
+    reads ``training`` (a conv, GroupNorm) serves train and eval alike."""
     d = vars(m)
-    keys = [k for k in d if read is None or k == "training" or (id(m), k) in read]
+    keys = [k for k in d if read is None or (id(m), k) in read]
     return {k: d[k] for k in keys if _plain(d[k])}
 
 
@@ -186,6 +190,7 @@ class _StateCheck:
         self.consts = consts          # the entry's list: a rebound tensor is put in its place
         self.paths = [where.get(id(t)) for t in consts]
         self.written = {id(w[1]) for w in writes if w and w[0] == "buffer"}
+        self.writes = writes
         self.epoch = _module.state_epoch[0]
 
     def __call__(self) -> bool:
@@ -268,17 +273,131 @@ class _StateCheck:
         return out
 
     def text(self) -> str:
-        flags = ", ".join(f"{n}={a.get('training')}" for n, a in zip(self.names, self.attrs))
+        flags = ", ".join(f"{n}={a['training']}" for n, a in zip(self.names, self.attrs) if "training" in a)
         read = sorted((f"{n}.{k}" if n != self.names[0] else k)
                       + (f" (any {type(a[k]).__name__})" if ("attr", id(m), k) in self.lifted else "")
                       for n, m, a in zip(self.names, self.mods, self.attrs) for k in a if k != "training")
-        return (f"training flags: {flags}; attributes read: {', '.join(read) or 'none'}; the "
+        return (f"training flags read: {flags or 'none'}; attributes read: {', '.join(read) or 'none'}; the "
                 f"submodules and their tensors as captured (looked at again after a module changes)")
 
     def describe(self) -> list:
         out = self._differences()
         return out or ["a tensor of the module was rebound with another dtype, shape or "
                        "requires_grad, or a written buffer was rebound"]
+
+
+    def for_sibling(self, root) -> Optional[tuple]:
+        """For `root`, another module of the class this capture was taken on: (the check of
+        the capture for root, the captured tensors' counterparts in root, a map of this
+        tree's modules and tensors to root's), or None when root's state differs from what
+        the capture read: its tree's structure or types, the attributes read, a parameter
+        present in one and None in the other, an attribute held by identity (a function),
+        a hook. Parameters are inputs: root's take the places of this module's."""
+        named = list(root.named_modules())
+        if (self.lifted or len(named) != len(self.mods)
+                or any(n != (k or type(root).__name__) or type(m) is not type(a)
+                       for (k, m), n, a in zip(named, self.names, self.mods))):
+            return None
+        mine = [m for _, m in named]
+        objs = {}
+        for k, (a, m) in enumerate(zip(self.mods, mine)):
+            if not self._same_shape(a, m, k):
+                return None
+            objs[id(a)] = m
+            for table in ("_parameters", "_buffers"):
+                for name, t in vars(a)[table].items():
+                    objs[id(t)] = vars(m)[table][name]
+            for name, t in vars(a).items():
+                if isinstance(t, Tensor):
+                    objs[id(t)] = vars(m)[name]
+        consts, held = [], None
+        for path, t in zip(self.paths, self.consts):
+            if path is None:   # a global's, or made by the capture (pad's indices): shared
+                held = _held_tensors(self.mods) if held is None else held
+                if id(t) in held:   # (one in a container of this tree: this module's own)
+                    return None
+                consts.append(t)
+                continue
+            m, kind, name = objs[id(path[0])], path[1], path[2]
+            t = (vars(m) if kind == "a" else m._buffers if kind == "b" else m._parameters).get(name)
+            if not isinstance(t, Tensor):
+                return None
+            consts.append(t)
+        read = {(id(mine[k]), name) for k, attrs in enumerate(self.attrs) for name in attrs}
+        read |= {(id(objs[id(m)]), name) for _, m, name, _ in self.deep}
+        writes = [map_state(w, objs) for w in self.writes]
+        if None in writes:
+            return None
+        check = _StateCheck(root, consts, writes, read, self.root_hooks)
+        if any(a.keys() != b.keys() or not all(_same(a[k], b[k]) for k in a)
+               for a, b in zip(self.attrs, check.attrs)):
+            return None
+        if any(not unchanged(w, vars(objs[id(m)]).get(k)) for _, m, k, w in self.deep):
+            return None
+        return check, consts, objs
+
+    def _same_shape(self, a, m, k: int) -> bool:
+        """Whether module `m` matches this tree's `a` (index `k`) in what the capture did not
+        note: parameters and buffers present, hooks, attributes held by identity."""
+        da, dm = vars(a), vars(m)
+        if ((k or self.root_hooks) and (any(self.hooks[k]) or any(_hooks(m)))) or da.keys() != dm.keys():
+            return False
+        for table in ("_parameters", "_buffers"):
+            if [(n, t is None) for n, t in da[table].items()] != [(n, t is None) for n, t in dm[table].items()]:
+                return False
+        for name, v in dm.items():
+            w = da[name]
+            if isinstance(v, Tensor) or name in _MACHINERY or "hook" in name:
+                if isinstance(w, Tensor) != isinstance(v, Tensor):
+                    return False
+            elif not (_plain(v) or worth_watching(v)) and v is not w:
+                return False
+        return True
+
+
+def _held_tensors(mods: list) -> set:
+    """The ids of the tensors held in the containers and plain objects that `mods` hold."""
+    out: set = set()
+
+    def walk(v, depth: int) -> None:
+        if isinstance(v, Tensor):
+            out.add(id(v))
+        elif depth and worth_watching(v):
+            for x in (v.values() if isinstance(v, dict) else v if isinstance(v, (list, tuple, set, frozenset))
+                      else vars(v).values()):
+                walk(x, depth - 1)
+    for m in mods:
+        for v in vars(m).values():
+            if not isinstance(v, Tensor):
+                walk(v, 4)
+    return out
+
+
+def map_state(w: tuple, objs: dict) -> Optional[tuple]:
+    """A state write of a capture (state_writes.py) moved to another module's tree by
+    `objs` (`_StateCheck.for_sibling`), or None when it writes elsewhere."""
+    if w[0] == "args":
+        return w
+    if w[0] in ("buffer", "attr", "number", "const") and id(w[1]) in objs:
+        return (w[0], objs[id(w[1])]) + tuple(w[2:])
+    return None
+
+
+_MACHINERY = frozenset(vars(_module.Module()))
+
+
+def sibling_check(extra, root) -> Optional[tuple]:
+    """`_StateCheck.for_sibling` of a compiled module's capture whose check is `extra` (its
+    state check, with the check of the globals its forwards read), for module `root`."""
+    refs = None
+    if type(extra) is _AllChecks and len(extra.checks) == 2 and not getattr(extra.checks[1], "modules", True):
+        extra, refs = extra.checks   # (globals: one check serves every module of the class)
+    if type(extra) is not _StateCheck or (refs is not None and not refs()):
+        return None
+    found = extra.for_sibling(root)
+    if found is None or refs is None:
+        return found
+    return (_AllChecks([found[0], refs]),) + found[1:]
 
 
 class _AllChecks:

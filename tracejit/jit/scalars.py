@@ -49,14 +49,15 @@ class Decision:
         return f"{shown} == {self.expected!r}  [{self.what} at {self.where}: specialized]"
 
 
-def note(decisions: list, expr: tuple, kind: str, expected, what: str, same_kind: bool = True) -> None:
+def note(decisions: list, expr: tuple, kind: str, expected, what: str, same_kind: Optional[bool] = True) -> None:
     """Append the decision `expr` to a capture's `decisions`, at the user's line, unless one
-    with the same expression (and kind, where asked) is there already."""
+    with the same expression (and kind, where asked) is there already (`same_kind` None: the
+    caller knows it is new; comparing sizes could take more facts, and note them)."""
     import os
     from ..errors import user_location
     loc = user_location(2)
     d = Decision(expr, kind, expected, f"{os.path.basename(loc[0])}:{loc[1]}" if loc else "?", what)
-    if not any(o.expr == d.expr and (o.kind == d.kind or not same_kind) for o in decisions):
+    if same_kind is None or not any(o.expr == d.expr and (o.kind == d.kind or not same_kind) for o in decisions):
         decisions.append(d)
 
 

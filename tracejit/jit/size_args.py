@@ -106,9 +106,11 @@ class SizeArgs:
 
     def _guard(self, ctx, v: Sym, what: str) -> None:
         from .scalars import note
+        if v.terms in self.facts:
+            return
         srcs = tuple(sorted((s, self.sources[s]) for s in v.free_symbols))
         self.facts.add(v.terms)
-        note(ctx.decisions, ("nonneg", v, srcs), "bool", True, what, same_kind=False)
+        note(ctx.decisions, ("nonneg", v, srcs), "bool", True, what, same_kind=None)
 
 
 def _tag_dims(ctx, facts: set) -> None:
