@@ -261,9 +261,10 @@ class _Noisy(nn.Module):
         return x + float(rng.random())
 
 
-@pytest.mark.parametrize("where", ["object", "dict"])
-def test_draws_from_a_generator_kept_in_an_attributes_object_or_dict_are_not_baked_in(where):
-    c = tj.compile(_Noisy(where))
+@pytest.mark.parametrize("where", ["object", "dict", "closure"])
+def test_draws_from_a_generator_kept_in_an_object_or_dict_are_not_baked_in(where):
+    held = _Sampler()
+    c = tj.compile(_Noisy(where) if where != "closure" else lambda x: x + float(held.rng.random()))
     with pytest.warns(RuntimeWarning, match="it draws from"):
         first = c(tj.zeros(3)).numpy()
     assert not np.array_equal(c(tj.zeros(3)).numpy(), first)

@@ -137,6 +137,9 @@ class EffectLog:
         for label, value, find in _named_values(fn):
             self.watch(label, value, find)
             self.watch_generator(label, value)
+            if plain_object(value, library=True):   # (a sampler object keeping its generator)
+                for n, v in vars(value).items():
+                    self.watch_generator(f"`{type(value).__name__}.{n}`", v)
 
     def argument_writes(self, out: Any) -> Any:
         """`out`, with the lists and dicts passed in that the capture changed (fairseq's
