@@ -109,3 +109,17 @@ def test_numbers_stored_into_a_dtype_convert_or_raise_as_pytorch(form, dtype, va
                 g(x)
         else:
             assert g(x).tolist() == want
+
+
+@pytest.mark.parametrize("dtype,value", [("int8", np.int64(300)), ("float32", np.float64(1e40)),
+                                         ("uint8", np.int16(-3))])
+def test_numpy_numbers_stored_into_a_dtype_convert_or_raise_as_pytorch(dtype, value):
+    torch = pytest.importorskip("torch")
+    for f in (_FILLS["fill_"], _FILLS["masked_fill"]):
+        try:
+            want = f(torch, torch.tensor([1, 2, 3]).to(getattr(torch, dtype)), value).tolist()
+        except RuntimeError:
+            with pytest.raises(RuntimeError, match="cannot be converted to type"):
+                f(tj, tj.tensor([1, 2, 3]).to(getattr(tj, dtype)), value)
+        else:
+            assert f(tj, tj.tensor([1, 2, 3]).to(getattr(tj, dtype)), value).tolist() == want

@@ -146,7 +146,8 @@ def number_as(dt: DType, v, what: str):
     clamp bound): an int below zero wraps into an unsigned dtype within its range (-3 is
     253 for uint8), a complex one with no imaginary part is its real part; a value beyond
     `dt`'s range, a float inf or nan for an integer dtype, or an imaginary part for a real
-    one raises ValueRangeError naming `what`. Anything else passes unchanged."""
+    one raises ValueRangeError naming `what`. A numpy number is checked as its Python
+    value; anything else passes unchanged."""
     t = type(v)
     if t is float:
         if dt.category == 2 and (abs(v) <= _FLOAT_MAX[dt] or v != v or abs(v) == _INF):
@@ -154,8 +155,8 @@ def number_as(dt: DType, v, what: str):
     elif t is int:
         if 0 <= v <= 127:   # (in every dtype)
             return v
-    elif t is not complex:
-        return v
+    elif t is not complex:   # (a numpy number: checked as the Python number it holds)
+        return number_as(dt, v.item(), what) if isinstance(v, np.number) else v
     return _checked(dt, v, what)
 
 

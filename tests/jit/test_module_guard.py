@@ -216,7 +216,7 @@ class Listed(nn.Module):
         return self.act(self.lin(x)) * self.scales[0]
 
 
-@pytest.mark.parametrize("change", ["temp", "bias", "hook", "list", "act", "eval"])
+@pytest.mark.parametrize("change", ["temp", "bias", "hook", "list", "act", "eval", "tied", "untied"])
 def test_a_sibling_whose_state_differs_captures_its_own(change):
     tj.manual_seed(0)
     if change in ("list", "act"):   # a tensor in a list attribute; another activation module
@@ -232,6 +232,11 @@ def test_a_sibling_whose_state_differs_captures_its_own(change):
     elif change == "eval":   # Dropout reads its flag: eval's capture is not training's
         a.lin, b.lin = (nn.Sequential(nn.Linear(3, 2), nn.Dropout(0.5)) for _ in range(2))
         b.eval()
+    elif change in ("tied", "untied"):   # one weight twice in one tree, two in the other
+        for m in (a, b):
+            m.lin = nn.Sequential(nn.Linear(3, 3, bias=False), nn.Linear(3, 3, bias=False), nn.Linear(3, 2))
+        tied = a if change == "tied" else b
+        tied.lin[1].weight = tied.lin[0].weight
     x = tj.randn(2, 3)
     ca, cb = tj.compile(a, backend="interpret"), tj.compile(b, backend="interpret")
     ca(x)

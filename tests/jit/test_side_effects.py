@@ -246,6 +246,30 @@ def test_draws_from_numpy_generator_objects_are_not_baked_in():
     assert c.cache_stats()["eager_fallbacks"] >= 1
 
 
+class _Sampler:   # (a plain object keeping a generator)
+    def __init__(self):
+        self.rng = np.random.default_rng(0)
+
+
+class _Noisy(nn.Module):
+    def __init__(self, where):
+        super().__init__()
+        self.where, self.held = where, _Sampler() if where == "object" else {"rng": np.random.default_rng(0)}
+
+    def forward(self, x):
+        rng = self.held.rng if self.where == "object" else self.held["rng"]
+        return x + float(rng.random())
+
+
+@pytest.mark.parametrize("where", ["object", "dict", "closure"])
+def test_draws_from_a_generator_kept_in_an_object_or_dict_are_not_baked_in(where):
+    held = _Sampler()
+    c = tj.compile(_Noisy(where) if where != "closure" else lambda x: x + float(held.rng.random()))
+    with pytest.warns(RuntimeWarning, match="it draws from"):
+        first = c(tj.zeros(3)).numpy()
+    assert not np.array_equal(c(tj.zeros(3)).numpy(), first)
+
+
 P = nn.Parameter(tj.ones(2))
 
 

@@ -37,3 +37,12 @@ def test_masked_scatter_source_too_small_or_of_another_dtype():
     with pytest.raises(Exception, match="masked_scatter"):
         tj.zeros(3).masked_scatter(tj.tensor([True, True, False]), tj.ones(3, dtype=tj.float64))
     np.testing.assert_array_equal(tj.zeros(2).masked_scatter(tj.tensor([False, False]), tj.ones(0)).numpy(), [0, 0])
+
+
+def test_compiled_masked_scatter_refuses_a_source_too_small_and_keeps_bool():
+    from tracejit.errors import IndexRangeError
+    c = tj.compile(lambda x, m, s: x.masked_scatter(m, s), backend="interpret")
+    with pytest.raises(IndexRangeError):
+        c(tj.zeros(4), tj.tensor([True, False, True, True]), tj.ones(2))
+    out = tj.zeros(2, dtype=tj.bool).masked_scatter(tj.tensor([False, False]), tj.ones(0, dtype=tj.bool))
+    assert out.dtype is tj.bool

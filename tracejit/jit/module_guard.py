@@ -299,17 +299,16 @@ class _StateCheck:
                        for (k, m), n, a in zip(named, self.names, self.mods))):
             return None
         mine = [m for _, m in named]
-        objs = {}
+        objs, back = {}, {}   # (one to one: a weight tied in one tree and not the other differs)
         for k, (a, m) in enumerate(zip(self.mods, mine)):
             if not self._same_shape(a, m, k):
                 return None
-            objs[id(a)] = m
-            for table in ("_parameters", "_buffers"):
-                for name, t in vars(a)[table].items():
-                    objs[id(t)] = vars(m)[table][name]
-            for name, t in vars(a).items():
-                if isinstance(t, Tensor):
-                    objs[id(t)] = vars(m)[name]
+            pairs = [(a, m)] + [(t, vars(m)[table][name]) for table in ("_parameters", "_buffers")
+                                for name, t in vars(a)[table].items() if t is not None]
+            pairs += [(t, vars(m)[name]) for name, t in vars(a).items() if isinstance(t, Tensor)]
+            for x, y in pairs:
+                if objs.setdefault(id(x), y) is not y or back.setdefault(id(y), x) is not x:
+                    return None
         consts, held = [], None
         for path, t in zip(self.paths, self.consts):
             if path is None:   # a global's, or made by the capture (pad's indices): shared

@@ -102,6 +102,8 @@ class EffectLog:
         if self.active and type(value) in _CONTAINERS and id(value) not in self._watched \
                 and id(value) not in self._owned:
             self._watched[id(value)] = (label, value, type(value)(value), find, cache)
+            for v in value.values() if isinstance(value, dict) else value:   # (a generator kept in it)
+                self.watch_generator(label, v)
 
     def watch_object(self, obj: Any, owner: Any = None, name: str = "") -> None:
         """If `obj` is a plain object (a cache, a store of activations) passed in, or read
@@ -113,6 +115,7 @@ class EffectLog:
             self.watch(f"attributes of {label}", vars(obj))
             for n, v in vars(obj).items():
                 self.watch(f"`{type(obj).__name__}.{n}`", v)
+                self.watch_generator(f"`{type(obj).__name__}.{n}`", v)
 
     def watch_generator(self, label: str, obj: Any) -> None:
         """If `obj` is a numpy ``Generator`` or ``RandomState``: its state now, to compare
@@ -134,6 +137,9 @@ class EffectLog:
         for label, value, find in _named_values(fn):
             self.watch(label, value, find)
             self.watch_generator(label, value)
+            if plain_object(value, library=True):   # (a sampler object keeping its generator)
+                for n, v in vars(value).items():
+                    self.watch_generator(f"`{type(value).__name__}.{n}`", v)
 
     def argument_writes(self, out: Any) -> Any:
         """`out`, with the lists and dicts passed in that the capture changed (fairseq's

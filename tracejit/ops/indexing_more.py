@@ -17,7 +17,7 @@ from ..errors import ArgumentError, DTypeError, IndexRangeError, ShapeError, exp
 from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
-from .elementwise import cast, clamp, where
+from .elementwise import cast, where
 from .gather_prim import _flat_positions, check_index_range
 from .indexing import gather, getitem, in_range, index_add_, index_put, nonzero, scatter_add
 from .shape import expand, reshape
@@ -286,8 +286,9 @@ def masked_scatter(input, mask, source):
         raise ArgumentError(f"masked_scatter: source has {source.numel()} elements, the mask selects "
                             f"{int(rank[-1]) + 1}")
     if source.numel() == 0:
-        return expand(input, shape) * 1
-    vals = gather(reshape(source, (-1,)), 0, clamp(rank, 0, source.numel() - 1))
+        return expand(input, shape).clone()
+    # (a selected rank past the source fails gather's range check, compiled too)
+    vals = gather(reshape(source, (-1,)), 0, where(reshape(m, (-1,)), rank, 0))
     return where(m, reshape(vals, shape), expand(input, shape))
 
 
