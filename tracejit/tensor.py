@@ -335,7 +335,9 @@ class Tensor:
             if mdt is None:
                 raise TypeError("numpy() of a bfloat16 tensor needs ml_dtypes (pip install ml_dtypes); "
                                 "or call .float().numpy()")
+            self._note_read()
             return self._data.view(mdt)
+        self._note_read()
         return self._data
 
     def item(self):
@@ -343,13 +345,18 @@ class Tensor:
             from .errors import ShapeError   # (RuntimeError as PyTorch's item, ValueError as its float)
             raise ShapeError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
         value = self._values().reshape(()).item()
-        if _eager._tracers_active and _eager.trace_state.tracer is not None:
-            # a capture is reading this (concrete) tensor's value into its graph: it must be
-            # guarded (jit/value_snapshot.py `TensorValueReads`)
-            _eager.trace_state.tracer.note_value_read(self, value)
+        self._note_read(value)
         return value
 
+    def _note_read(self, value=None) -> None:
+        """Under a capture, a Python read of this concrete tensor's value (a number, or a copy
+        of the values when `value` is None) is guarded: the capture holds what it read
+        (jit/value_snapshot.py `TensorValueReads`)."""
+        if _eager._tracers_active and _eager.trace_state.tracer is not None:
+            _eager.trace_state.tracer.note_value_read(self, np.array(self._values()) if value is None else value)
+
     def tolist(self):
+        self._note_read()
         return self._values().tolist()
 
     def _host(self) -> np.ndarray:
@@ -364,6 +371,7 @@ class Tensor:
 
     def __array__(self, dtype=None, copy=None):
         a = self.detach()._values()
+        self._note_read()
         return a if dtype is None else a.astype(dtype)
 
     def __float__(self) -> float:

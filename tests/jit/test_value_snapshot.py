@@ -85,3 +85,29 @@ def test_library_plain_objects_exclude_callables_and_builtin_objects():
     for v in (functools.partial(print, 1), types.SimpleNamespace(a=1), _Callable(), ValueError("x")):
         assert not plain_object(v, library=True), v
     assert plain_object(_Config(), library=True)
+
+
+class _CopiesWeight(tj.nn.Module):
+    """Reads its own weight through numpy() and tolist(), as code converting to numpy does."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = tj.nn.Linear(3, 3)
+
+    def forward(self, x):
+        w = tj.tensor(self.lin.weight.detach().numpy())
+        b = tj.tensor(self.lin.bias.detach().tolist())
+        return x @ w.t() + b
+
+
+def test_a_weight_read_through_numpy_is_guarded_and_not_shared_by_a_sibling():
+    x = tj.randn(2, 3)
+    a, b = _CopiesWeight(), _CopiesWeight()
+    ca, cb = tj.compile(a), tj.compile(b)
+    np.testing.assert_allclose(ca(x).numpy(), a(x).detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(cb(x).numpy(), b(x).detach().numpy(), rtol=1e-6)   # not a's weight
+    with tj.no_grad():
+        a.lin.weight.mul_(2.0)
+        a.lin.bias.add_(1.0)
+    np.testing.assert_allclose(ca(x).numpy(), a(x).detach().numpy(), rtol=1e-6)   # not stale
+    assert "read by Python" in ca.cache_stats()["recompile_reasons"][-1]
