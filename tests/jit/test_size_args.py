@@ -357,3 +357,16 @@ def test_view_merging_dims_of_a_view_by_an_int_argument_raises_as_eager_code():
         with pytest.raises(RuntimeError, match="view"):
             cf(z, t)
     assert cf(z[:2], 3).tolist() == list(range(8))   # (a split needs no size: still one capture)
+
+
+def test_a_view_of_contiguous_merging_dynamic_dims_keeps_them_dynamic():
+    """``.contiguous()`` gives row-major memory: viewing it merged needs no size's value."""
+    def f(x):
+        y = x.permute(0, 2, 1).contiguous()
+        return y.view(y.shape[0], -1) * 2.0
+
+    cf = tj.compile(f, dynamic=True)
+    for n in (3, 4, 5):
+        x = tj.tensor(np.arange(2 * n * 6, dtype=np.float32).reshape(2, n, 6))
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+    assert cf.cache_stats()["compiles"] == 1

@@ -57,7 +57,11 @@ def test_index_add_in_place_gradients_match_torch():
 
 def test_a_source_sharing_the_target_and_a_leaf_are_as_in_torch():
     z, zt = tj.ones(4, 3), torch.ones(4, 3)
-    z.index_add_(0, tj.tensor([0, 1, 2, 3]), z)   # the source is read while the target is written
+    for t, i in ((z, tj.tensor([0, 1, 2, 3])), (zt, torch.tensor([0, 1, 2, 3]))):
+        with pytest.raises(RuntimeError, match="single memory location"):
+            t.index_add_(0, i, t)   # the source would be read while the target is written
+    np.testing.assert_array_equal(z.numpy(), zt.numpy())   # unchanged: ones
+    z.index_add_(0, tj.tensor([0, 1, 2, 3]), z.clone())
     zt.index_add_(0, torch.tensor([0, 1, 2, 3]), zt.clone())
     np.testing.assert_array_equal(z.numpy(), zt.numpy())
     w = tj.zeros(5, 2, requires_grad=True)

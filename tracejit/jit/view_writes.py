@@ -141,6 +141,9 @@ def eager_layout(t, exact: bool = False, view_to=None):
     if view_to is not None and _splits_only(tuple(t.shape), view_to):
         return None
     src = getattr(t, "_view_src", None)
+    if view_to is not None and src is not None and src[2] and src[2][-1][0] is _COPY:
+        return None   # (``.contiguous()``'s result: row-major, a view of any shape)
+    src = getattr(t, "_view_src", None)
     base, chain = (t, ()) if src is None or src[2] is None else (src[0], src[2])
     if not all(isinstance(d, int) for d in base.shape):
         arr = _argument_layout(base) if isinstance(base, Tracer) else None
@@ -199,11 +202,19 @@ def _splits_only(old: tuple, new: tuple) -> bool:
     i = 0
     for d in old:
         p = 1
-        while not p == d:
+        while not _same_dim(p, d):
             if i == len(new):
                 return False
             p, i = p * new[i], i + 1
-    return all(n == 1 for n in new[i:])
+    return all(_same_dim(n, 1) for n in new[i:])
+
+
+def _same_dim(a, b) -> bool:
+    """Whether dims `a` and `b` are the same for every size (a symbolic size is never
+    specialized to decide: a data-dependent one cannot be)."""
+    if isinstance(a, Sym) or isinstance(b, Sym):
+        return isinstance(a, Sym) and isinstance(b, Sym) and a.terms == b.terms
+    return a == b
 
 
 def _syms(v) -> list:
