@@ -370,3 +370,21 @@ def test_a_view_of_contiguous_merging_dynamic_dims_keeps_them_dynamic():
         x = tj.tensor(np.arange(2 * n * 6, dtype=np.float32).reshape(2, n, 6))
         np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
     assert cf.cache_stats()["compiles"] == 1
+
+
+def test_contiguous_of_a_permuted_dynamic_tensor_is_a_copy():
+    """Writes into ``.contiguous()`` of a transposed tensor stay in the copy, as eagerly."""
+    def f(x):
+        y = x * 1.0
+        z = y.permute(1, 0).contiguous()
+        z[0] = 5.0
+        return y, z, y.t().is_contiguous(), y.unsqueeze(0).permute(1, 0, 2).is_contiguous()
+
+    cf = tj.compile(f, dynamic=True)
+    for n in (3, 4, 5):
+        x = tj.tensor(np.arange(2 * n, dtype=np.float32).reshape(2, n))
+        got, want = cf(x), f(x)
+        for g, w in zip(got[:2], want[:2]):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+        assert got[2:] == want[2:] == (False, True)
+    assert cf.cache_stats()["compiles"] == 1

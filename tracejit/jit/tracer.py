@@ -130,7 +130,7 @@ class Tracer(Tensor):
 
     def is_contiguous(self, memory_format=None) -> bool:
         arr = _views.eager_layout(self, exact=True)   # (as eagerly: False for a transposed view)
-        return True if arr is None else Tensor.is_contiguous(Tensor._wrap(arr, self.dtype), memory_format)
+        return _views.contiguous_answer(self, arr, memory_format)
 
     # Tensor's versions of these build a new Tensor around `_data`, which a tracer lacks.
     def detach(self) -> "Tracer":

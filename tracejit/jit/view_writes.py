@@ -24,7 +24,7 @@ from ..errors import TraceError, user_where
 from ..ops import eager as _eager
 from ..ops.creation import arange as _arange
 from ..ops.registry import Aval, defprim
-from ..ops.shape import COPY as _COPY, EXPAND as _EXPAND
+from ..ops.shape import COPY as _COPY, EXPAND as _EXPAND, PERMUTE as _PERMUTE
 from ..tensor import Tensor
 from ..shapes import Sym, contains_sym
 
@@ -173,6 +173,22 @@ def eager_layout(t, exact: bool = False, view_to=None):
         return None
     finally:
         _eager.trace_state.tracer = saved
+
+
+def contiguous_answer(t, arr, memory_format) -> bool:
+    """Tracer `t`'s ``is_contiguous()`` from its eager layout `arr`; where that is unknown (a
+    symbolic size), a view made only by permutes of a row-major base is contiguous when
+    the dims of size above 1 keep their order (a symbol stands for a size of 2 or more)."""
+    if arr is not None:
+        return Tensor.is_contiguous(Tensor._wrap(arr, t.dtype), memory_format)
+    src = getattr(t, "_view_src", None)
+    if src is None or not src[2] or any(prim is not _PERMUTE for prim, _, _ in src[2]):
+        return True
+    order = list(range(len(src[0].shape)))
+    for _, _, params in src[2]:
+        order = [order[d] for d in params["dims"]]
+    kept = [d for d in order if not (isinstance(src[0].shape[d], int) and src[0].shape[d] == 1)]
+    return kept == sorted(kept)
 
 
 def eager_pair(a, b):
