@@ -27,7 +27,7 @@ def test_unfold_is_a_view_that_writes_through():
     np.testing.assert_array_equal(c.grad.numpy(), np.arange(6.) * 3)
 
 
-@pytest.mark.parametrize("dim,size,step", [(1, 3, 1), (-1, 2, 2), (2, 3, 2), (0, 1, 5)])
+@pytest.mark.parametrize("dim,size,step", [(1, 3, 1), (-1, 2, 2), (2, 3, 2), (0, 1, 5), (2, 6, 1)])
 @pytest.mark.parametrize("compiled", [False, True])
 def test_unfold_values_and_gradients_match_torch(dim, size, step, compiled):
     rng = np.random.default_rng(0)
