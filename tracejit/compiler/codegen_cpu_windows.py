@@ -160,6 +160,32 @@ def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str, load) -> 
     return out + _gathered(nest, step_lines, ind)
 
 
+def _fold_rows(nest: LoopNest, step_lines: list, em, ind: str) -> list:
+    """An average per output row whose windows overlap along it and reach into the padding
+    (the per-output fold's clamped loads do not vectorize; without padding they do, across
+    the outputs, and a max's selects do either way: that form is faster there): the row's
+    sums in ``racc``, each window position one loop over the outputs it reaches. Each output
+    adds its taps in `window_body`'s order; the taps outside the input are skipped (their
+    +0 only turns a -0.0 sum into +0.0: added once at the end where a window reaches out)."""
+    w = nest.window
+    c = lambda v: em.const(v, w.dtype)     # noqa: E731
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = w.kernel, w.stride, w.padding, w.dilation
+    I1, I2, I3, I4, I5 = (ind + IND * k for k in range(1, 6))
+    out = [f"{ind}racc = np.empty(ow, {em._type(w.dtype)})",
+           f"{ind}for oy in range(oh):", f"{I1}for ox in range(ow):", f"{I2}racc[ox] = {c(-0.0)}",
+           f"{I1}for ky in range({kh}):", f"{I2}i2 = oy * {sh} + ky * {dh} - {ph}",
+           f"{I2}if (i2 >= 0) & (i2 < d2):", f"{I3}for kx in range({kw}):", f"{I4}b = kx * {dw} - {pw}",
+           f"{I4}for ox in range(max(-(b // {sw}), 0), min((d3 - 1 - b) // {sw} + 1, ow)):",
+           f"{I5}i3 = np.uintp(ox * {sw} + b)"]   # (unsigned: no wraparound test, it vectorizes)
+    out += [f"{I5}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
+    out += [I5 + ln for ln in step_lines] + [f"{I5}racc[ox] = racc[ox] + {w.value}"]
+    out += [f"{I1}for ox in range(ow):", f"{I2}acc = racc[ox]", f"{I2}y0 = oy * {sh} - {ph}",
+            f"{I2}x0 = ox * {sw} - {pw}",
+            f"{I2}if (y0 < 0) | (y0 + {(kh - 1) * dh} >= d2) | (x0 < 0) | (x0 + {(kw - 1) * dw} >= d3):",
+            f"{I3}acc = acc + {c(0)}", f"{I2}w = acc * {c(1.0 / (kh * kw))}"]
+    return out + [f"{I2}{nest.outputs[0].array}[i0, i1, oy, ox] = {_store(nest, em)('w')}"]
+
+
 def _gather_rows(nest: LoopNest, step_lines: list, em, ind: str) -> list:
     """A gather per input row: each covering window row's gradients (read once into ``grow``,
     however strided) spread into a row of sums, window position by window position, as one
@@ -194,7 +220,7 @@ def _gather_rows(nest: LoopNest, step_lines: list, em, ind: str) -> list:
         g = "grow[ox]"
     out += [f"{I3}for kx in {order(kw)}:", f"{I4}b = kx * {dw} - {pw}",
             f"{I4}for ox in range(max(-(b // {sw}), 0), min((d3 - 1 - b) // {sw} + 1, ow)):",
-            f"{I5}row[ox * {sw} + b] += {g}"]
+            f"{I5}row[np.uintp(ox * {sw} + b)] += {g}"]
     return out + [f"{I1}for i3 in range(d3):", f"{I1}{IND}acc = row[i3]"] + _gathered(nest, step_lines, I1 + IND)
 
 
@@ -265,6 +291,8 @@ def render_windows(nest: LoopNest, parallel: bool):
         body += _gather_tiles(nest, lines, em, IND * 2)
     elif w.gather:
         body += _gather_rows(nest, lines, em, IND * 2)
+    elif w.kind == "avg" and w.padding != (0, 0) and (w.kernel[1] - 1) * w.dilation[1] + 1 > w.stride[1]:
+        body += _fold_rows(nest, lines, em, IND * 2)
     else:
         outer, inner = ("i2", "i3") if w.gather else ("oy", "ox")
         size = ("d2", "d3") if w.gather else ("oh", "ow")
