@@ -97,6 +97,30 @@ def test_pooling_alone_equals_eager_bit_for_bit(all_windows):
         assert_compiled_matches(lambda t: F.avg_pool2d(t, k, s, p) * 1.5, x, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_overlapping_windows_run_by_rows_bit_for_bit(all_windows, kind):
+    """A gather whose windows overlap spreads each window row's gradients over a row of sums
+    (the ReLU's gradient fused behind it), a padded average folds a row of outputs per
+    window position: the eager results bit for bit, for a long 1 x 7 window, rows of length 1, a
+    dilated window and a transposed input."""
+    cases = [((2, 3, 5, 13), (1, 7), (1, 1), (0, 3), (1, 1), False),
+             ((3, 2, 9, 1), (3, 1), (1, 1), (1, 0), (1, 1), False),
+             ((2, 3, 9, 11), (2, 3), (1, 2), (1, 1), (2, 2), True)]
+    sources = []
+    for shape, k, s, p, d, strided in cases:
+        x = tj.tensor(_input(np.float32, shape, strided), requires_grad=True)
+        if kind == "max":
+            fn = lambda t: F.max_pool2d(F.relu(t), k, s, p, dilation=d) * 1.5   # noqa: E731
+        elif d != (1, 1):
+            continue
+        else:
+            fn = lambda t: F.avg_pool2d(F.relu(t), k, s, p) * 1.5               # noqa: E731
+        fwd, bwd = _plans(assert_compiled_matches(fn, x, rtol=0, atol=0))
+        sources += fwd.kernel_sources() + bwd.kernel_sources()
+    src = "".join(sources)
+    assert "row[np.uintp(ox * " in src and ("racc[ox]" in src) == (kind == "avg")
+
+
 def _bn_relu_pool(kind, geo):
     k, s, p = geo
 

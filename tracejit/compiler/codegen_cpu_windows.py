@@ -160,6 +160,70 @@ def _gather(nest: LoopNest, step_lines: list, c, tname: str, ind: str, load) -> 
     return out + _gathered(nest, step_lines, ind)
 
 
+def _fold_rows(nest: LoopNest, step_lines: list, em, ind: str) -> list:
+    """An average per output row whose windows overlap along it and reach into the padding
+    (the per-output fold's clamped loads do not vectorize; without padding they do, across
+    the outputs, and a max's selects do either way: that form is faster there): the row's
+    sums in ``racc``, each window position one loop over the outputs it reaches. Each output
+    adds its taps in `window_body`'s order; the taps outside the input are skipped (their
+    +0 only turns a -0.0 sum into +0.0: added once at the end where a window reaches out)."""
+    w = nest.window
+    c = lambda v: em.const(v, w.dtype)     # noqa: E731
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = w.kernel, w.stride, w.padding, w.dilation
+    I1, I2, I3, I4, I5 = (ind + IND * k for k in range(1, 6))
+    out = [f"{ind}racc = np.empty(ow, {em._type(w.dtype)})",
+           f"{ind}for oy in range(oh):", f"{I1}for ox in range(ow):", f"{I2}racc[ox] = {c(-0.0)}",
+           f"{I1}for ky in range({kh}):", f"{I2}i2 = oy * {sh} + ky * {dh} - {ph}",
+           f"{I2}if (i2 >= 0) & (i2 < d2):", f"{I3}for kx in range({kw}):", f"{I4}b = kx * {dw} - {pw}",
+           f"{I4}for ox in range(max(-(b // {sw}), 0), min((d3 - 1 - b) // {sw} + 1, ow)):",
+           f"{I5}i3 = np.uintp(ox * {sw} + b)"]   # (unsigned: no wraparound test, it vectorizes)
+    out += [f"{I5}{op.name} = {op.array}[{_index(op)}]" for op in nest.operands if op.layout != "scalar"]
+    out += [I5 + ln for ln in step_lines] + [f"{I5}racc[ox] = racc[ox] + {w.value}"]
+    out += [f"{I1}for ox in range(ow):", f"{I2}acc = racc[ox]", f"{I2}y0 = oy * {sh} - {ph}",
+            f"{I2}x0 = ox * {sw} - {pw}",
+            f"{I2}if (y0 < 0) | (y0 + {(kh - 1) * dh} >= d2) | (x0 < 0) | (x0 + {(kw - 1) * dw} >= d3):",
+            f"{I3}acc = acc + {c(0)}", f"{I2}w = acc * {c(1.0 / (kh * kw))}"]
+    return out + [f"{I2}{nest.outputs[0].array}[i0, i1, oy, ox] = {_store(nest, em)('w')}"]
+
+
+def _gather_rows(nest: LoopNest, step_lines: list, em, ind: str) -> list:
+    """A gather per input row: each covering window row's gradients (read once into ``grow``,
+    however strided) spread into a row of sums, window position by window position, as one
+    loop over the window row's outputs (it vectorizes; a search per element over 25 taps did
+    not: 10 -> 1 ms), then the row's elements. Each element's terms add in `_gather`'s order;
+    the terms it skips are +0."""
+    w = nest.window
+    dt = w.dtype
+    c = lambda v: em.const(v, dt)          # noqa: E731
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = w.kernel, w.stride, w.padding, w.dilation
+    load = _wide(nest, em)
+    order = (lambda n: f"range({n - 1}, -1, -1)") if w.kind == "scatter" else (lambda n: f"range({n})")
+    I1 = ind + IND
+    out = [f"{ind}row = np.empty(d3, {em._type(dt)})", f"{ind}grow = np.empty(ow, {em._type(dt)})",
+           f"{ind}rrow = np.empty(ow, {em._type(dt)})",
+           f"{ind}for i2 in range(d2):", f"{I1}for i3 in range(d3):", f"{I1}{IND}row[i3] = {c(0)}"]
+    if (kh - 1) * dh + 1 <= sh:      # one covering window row at most, found by a division
+        out += [f"{I1}oy = (i2 + {ph}) // {sh}", f"{I1}ky = (i2 + {ph} - oy * {sh}) // {dh}",
+                f"{I1}if (i2 + {ph} - oy * {sh} == ky * {dh}) & (ky < {kh}) & (oy < oh):"]
+    else:
+        out += [f"{I1}for ky in {order(kh)}:", f"{I1}{IND}t0 = i2 + {ph} - ky * {dh}",
+                f"{I1}{IND}oy = t0 // {sh}", f"{I1}{IND}if (t0 >= 0) & (oy * {sh} == t0) & (oy < oh):"]
+    I3 = out[-1][:len(out[-1]) - len(out[-1].lstrip())] + IND
+    I4, I5 = I3 + IND, I3 + IND * 2
+    g = load(w.grad, "i0, i1, oy, ox")
+    out += [f"{I3}for ox in range(ow):"]
+    if w.kind == "scatter":
+        out += [f"{I4}grow[ox] = {g}", f"{I4}rrow[ox] = {load(w.record, '1, i0, i1, oy, ox')}"]
+        g = f"grow[ox] if rrow[ox] == {em._type(dt)}(ky * {kw} + kx) else {c(0)}"
+    else:
+        out += [f"{I4}grow[ox] = {g} * {c(1.0 / (kh * kw))}"]
+        g = "grow[ox]"
+    out += [f"{I3}for kx in {order(kw)}:", f"{I4}b = kx * {dw} - {pw}",
+            f"{I4}for ox in range(max(-(b // {sw}), 0), min((d3 - 1 - b) // {sw} + 1, ow)):",
+            f"{I5}row[np.uintp(ox * {sw} + b)] += {g}"]
+    return out + [f"{I1}for i3 in range(d3):", f"{I1}{IND}acc = row[i3]"] + _gathered(nest, step_lines, I1 + IND)
+
+
 def _gathered(nest: LoopNest, step_lines: list, ind: str) -> list:
     """One input element's end of a gather, its sum in ``acc``: ``w``, the other operands'
     loads, the group's steps and its stores."""
@@ -225,6 +289,10 @@ def render_windows(nest: LoopNest, parallel: bool):
     body += [f"{IND}for plane in {loop}(d0 * d1):", f"{IND * 2}i0 = plane // d1", f"{IND * 2}i1 = plane - i0 * d1"]
     if w.gather and tiles(w.kernel, w.stride, w.dilation):
         body += _gather_tiles(nest, lines, em, IND * 2)
+    elif w.gather:
+        body += _gather_rows(nest, lines, em, IND * 2)
+    elif w.kind == "avg" and w.padding != (0, 0) and (w.kernel[1] - 1) * w.dilation[1] + 1 > w.stride[1]:
+        body += _fold_rows(nest, lines, em, IND * 2)
     else:
         outer, inner = ("i2", "i3") if w.gather else ("oy", "ox")
         size = ("d2", "d3") if w.gather else ("oh", "ow")
