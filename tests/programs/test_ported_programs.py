@@ -314,9 +314,7 @@ COMPILED += ["prog_centernet.py", "prog_pspnet.py", "prog_anp.py", "prog_muzero.
 MAX_COMPILES.update({
     "prog_centernet.py": 3,   # the model training and without grad; the decoder
     "prog_pspnet.py": 3,      # training; eval at 25x25, then at 33x33
-    "prog_muzero.py": 4,      # both inferences training and without grad
-    # each batch's atom count (the edge and triplet counts follow it), eval
-    "prog_dimenet.py": 5})
+    "prog_muzero.py": 4})     # both inferences training and without grad
 
 
 def _run(framework, mode, weights, programs):
