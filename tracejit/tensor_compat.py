@@ -371,18 +371,18 @@ class CompatMethods:
         shape = tuple(self.shape)
         if self.ndim > 2 and len(set(shape)) != 1:
             raise ValueError(f"fill_diagonal_: all dims must be equal above 2 dims, got shape {shape}")
+        # the diagonal's flat positions are the multiples of one step (arange, not a list
+        # of positions: sizes may be symbolic under a dynamic capture)
+        pos = _ops.arange(self.numel(), device=self.device)
         if self.ndim == 2:
-            rows, cols = shape
-            step = cols + 1
-            end = rows * cols if wrap and rows > cols else min(rows, cols) * cols
-            pos = np.arange(0, end, step)
-            if not wrap:
-                pos = pos[:min(rows, cols)]
+            cols = shape[1]
+            mask = _ops.remainder(pos, cols + 1) == 0
+            if not wrap:   # a tall matrix's diagonal ends at row cols
+                mask = mask & (pos < cols * cols)
         else:
             n = shape[0]
-            pos = np.arange(n) * sum(n ** k for k in range(self.ndim))
-        flat = _ops.reshape(self, (-1,))
-        out = _ops.index_put(flat, _ops.tensor(pos, device=self.device), fill_value)
+            mask = _ops.remainder(pos, sum(n ** k for k in range(self.ndim))) == 0
+        out = _ops.masked_fill(_ops.reshape(self, (-1,)), mask, fill_value)
         return self._assign(_ops.reshape(out, shape), "fill_diagonal_")
 
     def resize_(self, *sizes, memory_format=None):

@@ -91,6 +91,8 @@ PROGRAMS = {
     "autoformer": "Autoformer: moving-average decomposition, rfft/irfft auto-correlation, topk delays by gather",
     "pointnet2": "PointNet++ SSG, 16 x 512 points: farthest point sampling loop, ball query by sort, gathers",
     "slotattn": "Slot Attention autoencoder, 32x32: 5 slots, 3 GRUCell iterations, spatial broadcast decoder",
+    "centernet": "CenterNet, 96x96, batch 8: stride-4 heads, focal loss on a sigmoid_ heatmap, gathered RegL1",
+    "dimenet": "DimeNet, 16 molecules of 8-20 atoms: radius graph, triplets, acos angles, bilinear messages",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -161,3 +161,20 @@ def test_a_known_value_has_eager_dtype_and_rounding():
     for g, r in zip(got["arrays"], want["arrays"]):
         assert g.dtype == r.dtype
         np.testing.assert_array_equal(g, r)
+
+
+def test_a_value_that_is_not_known_leaves_the_sizes_it_read_symbolic():
+    # the mask from sizes is known but its & with the data is not: nonzero's count is the
+    # data's, and n stays symbolic
+    def f(x):
+        n = x.shape[0]
+        mask = (tj.arange(n * n).reshape(n, n) % (n + 1) != 0) & (x @ x.t() > 0)
+        return mask.nonzero()
+
+    cf = tj.trace(f, compiler="interpret")
+    rng = np.random.default_rng(0)
+    for n in (3, 4, 6, 5):
+        x = tj.tensor(rng.standard_normal((n, 2)).astype(np.float32))
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+    st = cf.cache_stats()
+    assert st["compiles"] == 2 and st["dynamic_dims"] == [("x", 0)]

@@ -109,3 +109,21 @@ def test_a_dim_goes_symbolic_when_another_argument_changed_too():
     st = cf.cache_stats()
     assert st["compiles"] == 3, st["recompile_reasons"]
     assert ("x", 0) in st["dynamic_dims"] and ("past", 0) in st["dynamic_dims"]
+
+
+def test_a_radius_graph_keeps_the_node_count_symbolic():
+    # (DimeNet's: no self loops by fill_diagonal_, in-degrees by bincount(minlength=n))
+    def f(pos):
+        adj = tj.cdist(pos, pos) < 1.5
+        adj.fill_diagonal_(False)
+        j, i = adj.nonzero().t()
+        return tj.bincount(i, minlength=pos.shape[0]), j
+
+    cf = tj.trace(f, compiler="interpret")
+    rng = np.random.default_rng(0)
+    for n in (4, 5, 7, 3):
+        pos = tj.tensor(rng.standard_normal((n, 3)).astype(np.float32))
+        for got, want in zip(cf(pos), f(pos)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    st = cf.cache_stats()
+    assert st["compiles"] == 2 and st["dynamic_dims"] == [("pos", 0)]

@@ -83,7 +83,9 @@ eigenvector encodings, IMPALA's V-trace from a lagging actor, neural spline flow
 (searchsorted bins, masked tails), SIREN's gradient and Laplacian fits and Reptile's
 state_dict interpolation, PointNet++'s farthest point sampling and ball query, Slot
 Attention, VICReg under a hand-written LARS, DiffPool on dense padded graphs and ProdLDA's
-topic VAE) run unchanged
+topic VAE, CenterNet's heatmap focal loss and max_pool2d/topk decoding, PSPNet's pyramid
+pooling, an attentive neural process, MuZero's unrolled training step and DimeNet's
+triplet angles) run unchanged
 with tracejit in place of torch and give PyTorch's losses from the same weights, eager
 and compiled, the compiled ones in a bounded number of captures.
 
@@ -301,6 +303,18 @@ MAX_COMPILES.update({
 # by flatten/view), DiffPool (padded node counts dynamic) and ProdLDA (legacy Variable and
 # .new().resize_as_(), where torch.compile breaks into 14 graphs)
 COMPILED += ["prog_pointnet2.py", "prog_slotattn.py", "prog_vicreg.py", "prog_diffpool.py", "prog_prodlda.py"]
+
+
+# CenterNet (gathers at flat centre indices, a max_pool2d NMS and topk decoder compiled
+# fullgraph=True), PSPNet (adaptive pooling bins over 7x7, fullgraph=True, a second scale),
+# an attentive neural process (Independent Normals and their KL, context sizes dynamic),
+# MuZero (compiled bound methods, hooks on their outputs) and DimeNet (a radius graph and its
+# triplets by nonzero and repeat_interleave inside the graph, molecule sizes dynamic)
+COMPILED += ["prog_centernet.py", "prog_pspnet.py", "prog_anp.py", "prog_muzero.py", "prog_dimenet.py"]
+MAX_COMPILES.update({
+    "prog_centernet.py": 3,   # the model training and without grad; the decoder
+    "prog_pspnet.py": 3,      # training; eval at 25x25, then at 33x33
+    "prog_muzero.py": 4})     # both inferences training and without grad
 
 
 def _run(framework, mode, weights, programs):

@@ -30,12 +30,14 @@ class _Unknown(Exception):
     pass
 
 
-def _param(v):
-    """An equation parameter with its symbolic sizes as their values in this call."""
+def _param(v, syms: list):
+    """An equation parameter with its symbolic sizes as their values in this call (noted
+    in `syms`: specialized only once the whole value is known)."""
     if isinstance(v, Sym):
-        return int(v)   # (specializes the size: the capture runs again with it static)
+        syms.append(v)
+        return v.hint
     if isinstance(v, (tuple, list)):
-        return type(v)(_param(x) for x in v)
+        return type(v)(_param(x, syms) for x in v)
     return v
 
 
@@ -53,11 +55,11 @@ def known_value(ctx, var):
         return NOT_KNOWN
     made = {o: e for e in ctx.eqns for o in e.outs}
     consts = {ctx.consts[id(t)]: t for t in ctx.const_tensors}
-    memo, reads = {}, []
+    memo, reads, syms = {}, [], []
 
     def value(a):
         if isinstance(a, Literal):
-            return np.asarray(_param(a.value))
+            return np.asarray(_param(a.value, syms))
         if a in memo:
             return memo[a]
         t = consts.get(a)
@@ -75,7 +77,7 @@ def known_value(ctx, var):
         if any(v.dtype is bfloat16 for v in avals + [o.aval for o in eqn.outs]):
             raise _Unknown   # (numpy holds it as uint16 words)
         out = on_numpy(eqn.prim, avals, [value(x) for x in eqn.inputs],
-                       {k: _param(v) for k, v in eqn.params.items()})
+                       {k: _param(v, syms) for k, v in eqn.params.items()})
         outs = tuple(out) if len(eqn.outs) > 1 else (out,)
         for o, v in zip(eqn.outs, outs):
             v = np.asarray(v, dtype=o.aval.dtype.np)
@@ -90,6 +92,8 @@ def known_value(ctx, var):
         return NOT_KNOWN
     except Exception:  # noqa: BLE001 - an impl that needs more than numpy: not known here
         return NOT_KNOWN
+    for d in syms:   # the value holds for these sizes only: the capture runs again with them static
+        int(d)
     for t, read in reads:
         ctx.note_value_read(t, read if read.size != 1 else read.reshape(()).item())
         ctx.folded_reads.add(id(t))

@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..autograd.grad_mode import is_grad_enabled
 from ..errors import ArgumentError, IndexRangeError, ShapeError, expect_floating
-from ..shapes import normalize_dim
+from ..shapes import as_dim, normalize_dim
 from ..tensor import Tensor
 from .creation import full, tensor
 from .elementwise import cast, floor, isnan, where
@@ -465,7 +465,7 @@ def bincount(input, weights=None, minlength: int = 0):
         raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
     args = [input] if weights is None else [input, weights]
     dt = _dt.int64 if weights is None else weights.dtype if weights.dtype.is_floating_point else _dt.float64
-    return host_step(_bincount_arrays, args, [("n",)], [dt], "bincount", minlength=int(minlength))[0]
+    return host_step(_bincount_arrays, args, [("n",)], [dt], "bincount", minlength=as_dim(minlength))[0]
 
 
 def _histc_array(xp, a, *, bins, lo, hi):
