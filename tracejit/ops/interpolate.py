@@ -221,16 +221,17 @@ def _traced_axis(x, dim: int, i, o, sc, mode: str, align_corners: bool):
     base = floor(src)
     i0 = cast(base, _dt.int64)
     if nearest:
-        return index_select(x, dim, clamp(i0, max=i - 1))
-    if mode == "bicubic":
+        return index_select(x, dim, i0 if mode == "nearest" else i0 - cast(i0 >= i, _dt.int64))
+    if mode == "bicubic":   # (taps outside the input read its edge)
         taps = [(i0 + (k - 1), w) for k, (w, *_) in enumerate(_cubic(src - base))]
+        taps = [(j * cast(j > 0, _dt.int64) - (j - i + 1) * cast(j >= i, _dt.int64), w) for j, w in taps]
     else:
         lam = src - base
-        taps = [(i0, 1.0 - lam), (i0 + 1, lam)]
+        taps = [(i0, 1.0 - lam), (i0 + cast(i0 < i - 1, _dt.int64), lam)]
     out = None
     for idx, w in taps:
         w = reshape(cast(w, x.dtype), (-1,) + (1,) * (x.ndim - 1 - dim))
-        term = index_select(x, dim, clamp(idx, 0, i - 1)) * w
+        term = index_select(x, dim, idx) * w
         out = term if out is None else out + term
     return out
 
