@@ -77,17 +77,23 @@ def laid_out(t, fmt, copy: bool = False):
     return ops.permute(ops.clone(ops.permute(t, inner)), back)
 
 
-def dense_in_order(t, fmt: memory_format) -> bool:
-    """Whether `t`'s memory is dense with channels innermost (channels_last for 4-D,
-    channels_last_3d for 5-D); dims of size 1 may have any stride, as in PyTorch."""
+def channels_innermost(fmt: memory_format, ndim: int):
+    """The dims of channels-last format `fmt` innermost first (C, W, H(, D), N), or None
+    where its rank is not `ndim`."""
     rank = _RANK.get(getattr(fmt, "name", None))
     if rank is None:
         raise TypeError(f"is_contiguous: memory_format must be a tracejit memory format, got {fmt!r}")
-    if t.ndim != rank:
+    return None if ndim != rank else (1,) + tuple(range(rank - 1, 1, -1)) + (0,)
+
+
+def dense_in_order(t, fmt: memory_format) -> bool:
+    """Whether `t`'s memory is dense with channels innermost (channels_last for 4-D,
+    channels_last_3d for 5-D); dims of size 1 may have any stride, as in PyTorch."""
+    order = channels_innermost(fmt, t.ndim)
+    if order is None:
         return False
     shape, item = tuple(t.shape), t.dtype.itemsize
     strides = tuple(int(s) // item for s in t._data.strides)
-    order = (1,) + tuple(range(rank - 1, 1, -1)) + (0,)   # C, W, H(, D), N: innermost first
     expect = 1
     for d in order:
         if shape[d] != 1 and strides[d] != expect:

@@ -285,3 +285,50 @@ def test_linear_interpolate_of_float64_keeps_its_precision(corners):
         x = rng.standard_normal((1, 2) + hw)
         np.testing.assert_allclose(cf(tj.tensor(x)).numpy(), f(torch.tensor(x), F=torch.nn.functional).numpy(),
                                    rtol=1e-12, atol=1e-12)
+
+
+_SIZE_TABLED = {   # ops whose index tables follow the image size
+    "adaptive_avg": lambda F, x: F.adaptive_avg_pool2d(x, (3, 4)),
+    "adaptive_max": lambda F, x: F.adaptive_max_pool2d(x, 3, return_indices=True)[0],
+    "adaptive_max1d": lambda F, x: F.adaptive_max_pool1d(x[:, :, 0], 4),
+    "avg_ceil": lambda F, x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+    "area": lambda F, x: F.interpolate(x, size=(5, 3), mode="area"),
+    "bicubic": lambda F, x: F.interpolate(x, scale_factor=1.5, mode="bicubic"),
+    "bicubic_corners": lambda F, x: F.interpolate(x, size=(6, 9), mode="bicubic", align_corners=True),
+    "nearest_exact": lambda F, x: F.interpolate(x, scale_factor=2.0, mode="nearest-exact"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SIZE_TABLED))
+def test_size_tabled_ops_keep_image_sizes_symbolic(name):
+    """Adaptive bins, ceil_mode windows and area/bicubic/nearest-exact source indices are
+    computed from each call's sizes: one capture serves every size, forward and gradient."""
+    torch = pytest.importorskip("torch")
+    f = _SIZE_TABLED[name]
+    cf = tj.trace(lambda x: f(F, x).square().sum(), dynamic=True, compiler="interpret")
+    rng = np.random.default_rng(0)
+    for hw in ((13, 17), (20, 22), (31, 26)):
+        x = rng.standard_normal((2, 3) + hw)
+        xt, xr = tj.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        out, want = cf(xt), f(torch.nn.functional, xr).square().sum()
+        out.backward()
+        want.backward()
+        np.testing.assert_allclose(out.item(), want.item(), rtol=1e-10)
+        np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-10, atol=1e-12)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_adaptive_bins_wider_than_the_bound_recompile():
+    """The widest adaptive bin of a symbolic size is bounded by (size - 1) // out + 2,
+    guarded >= 2: an input under twice the output size gets its own capture, still right."""
+    torch = pytest.importorskip("torch")
+    cf = tj.trace(lambda x: F.adaptive_max_pool2d(x, 4, return_indices=True), dynamic=True,
+                  compiler="interpret")
+    rng = np.random.default_rng(0)
+    for s, compiles in ((13, 1), (21, 1), (7, 2), (9, 2)):
+        x = rng.standard_normal((1, 2, s, s)).astype(np.float32)
+        out, idx = cf(tj.tensor(x))
+        want, widx = torch.nn.functional.adaptive_max_pool2d(torch.tensor(x), 4, return_indices=True)
+        np.testing.assert_array_equal(out.numpy(), want.numpy())
+        np.testing.assert_array_equal(idx.numpy(), widx.numpy())
+        assert cf.cache_stats()["compiles"] == compiles, (s, cf.cache_stats()["recompile_reasons"])

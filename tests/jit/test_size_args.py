@@ -388,3 +388,19 @@ def test_contiguous_of_a_permuted_dynamic_tensor_is_a_copy():
             np.testing.assert_array_equal(g.numpy(), w.numpy())
         assert got[2:] == want[2:] == (False, True)
     assert cf.cache_stats()["compiles"] == 1
+
+
+def test_channels_last_contiguity_of_a_dynamic_tensor_follows_its_permutes():
+    """``is_contiguous(memory_format=channels_last)`` of dynamic-size tensors: a row-major
+    image is not, an NHWC tensor permuted to NCHW is, as eagerly."""
+    def f(x):
+        y = x * 1.0
+        nchw = y.permute(0, 3, 1, 2)
+        return (y.is_contiguous(memory_format=tj.channels_last), nchw.is_contiguous(memory_format=tj.channels_last),
+                nchw.is_contiguous(), nchw.transpose(2, 3).is_contiguous(memory_format=tj.channels_last))
+
+    cf = tj.compile(f, dynamic=True)
+    for h in (4, 5, 7):
+        x = tj.tensor(np.zeros((2, h, h + 1, 3), np.float32))
+        assert cf(x) == f(x) == (False, True, False, False)
+    assert cf.cache_stats()["compiles"] == 1

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import TraceError, user_where
+from ..formats import channels_innermost
 from ..ops import eager as _eager
 from ..ops.creation import arange as _arange
 from ..ops.registry import Aval, defprim
@@ -177,17 +178,25 @@ def eager_layout(t, exact: bool = False, view_to=None):
 
 def contiguous_answer(t, arr, memory_format) -> bool:
     """Tracer `t`'s ``is_contiguous()`` from its eager layout `arr`; where that is unknown (a
-    symbolic size), a view made only by permutes of a row-major base is contiguous when
-    the dims of size above 1 keep their order (a symbol stands for a size of 2 or more)."""
+    symbolic size), a view made only by permutes of a row-major base (any other view taken
+    as one) is dense in `memory_format` when, walked in that format's order, its dims of size
+    above 1 keep the base's order (a symbol stands for a size of 2 or more)."""
     if arr is not None:
         return Tensor.is_contiguous(Tensor._wrap(arr, t.dtype), memory_format)
     src = getattr(t, "_view_src", None)
-    if src is None or not src[2] or any(prim is not _PERMUTE for prim, _, _ in src[2]):
-        return True
-    order = list(range(len(src[0].shape)))
-    for _, _, params in src[2]:
-        order = [order[d] for d in params["dims"]]
-    kept = [d for d in order if not (isinstance(src[0].shape[d], int) and src[0].shape[d] == 1)]
+    chain = src[2] if src is not None and src[2] else ()
+    order = list(range(t.ndim))   # the base dim each of t's dims is
+    if chain and all(prim is _PERMUTE for prim, _, _ in chain):
+        for _, _, params in chain:
+            order = [order[d] for d in params["dims"]]
+    if memory_format is None or memory_format.name in ("contiguous_format", "preserve_format"):
+        walk = range(t.ndim)
+    else:
+        walk = channels_innermost(memory_format, t.ndim)
+        if walk is None:
+            return False
+        walk = walk[::-1]
+    kept = [order[d] for d in walk if not (isinstance(t.shape[d], int) and t.shape[d] == 1)]
     return kept == sorted(kept)
 
 

@@ -6,7 +6,8 @@ Every mode but nearest is separable: each spatial axis is multiplied by a small 
 transposed matmuls. The matrices follow PyTorch's index arithmetic: the source
 coordinate of an output index, clamping at the borders, and for bicubic the cubic
 convolution with A = -0.75 over four taps whose indices are clamped to the input.
-Nearest modes are gathers with constant index vectors. With ``antialias=True`` the
+Nearest modes are gathers with constant index vectors. Of symbolic sizes each axis is
+instead a sum of gathers of its taps, indices and weights traced (`_traced_axis`). With ``antialias=True`` the
 bilinear and bicubic matrices are PyTorch's (and PIL's) filters: when downsampling, the
 triangle or cubic (A = -0.5) kernel is stretched by the scale, so each output averages
 every input it covers; the taps inside the input are weighted and normalized to sum 1.
@@ -26,7 +27,7 @@ from .creation import arange, tensor
 from .elementwise import cast, clamp, floor
 from .indexing import getitem, index_select
 from .linalg import matmul
-from .pooling_nd import _avg_matrix
+from .pooling_nd import avg_weights
 from .sampling import _cubic
 from .shape import clone, reshape, transpose
 from .dtype_checks import takes
@@ -173,50 +174,66 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     axes = list(enumerate(zip(insz, outsz, scales)))
     for axis, (i, o, sc) in (axes[::-1] if u8 else axes):
         dim = 2 + axis
-        if (isinstance(i, Sym) or isinstance(o, Sym)) and mode in ("nearest", "linear", "bilinear", "trilinear") \
-                and not (antialias or u8):
-            out = _traced_axis(out, dim, i, o, sc, mode == "nearest", bool(align_corners))
+        if (isinstance(i, Sym) or isinstance(o, Sym)) and mode != "area" and not (antialias or u8):
+            out = _traced_axis(out, dim, i, o, sc, mode, bool(align_corners))
             continue
         if mode.startswith("nearest"):
             idx = tensor(_nearest_source(i, o, sc, mode == "nearest-exact", nsp == 2), device=input.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
             continue
-        if i == o and (antialias or mode != "bicubic"):
+        if isinstance(i, Sym) == isinstance(o, Sym) and i == o and (antialias or mode != "bicubic"):
             continue   # PyTorch's linear and antialias kernels copy an axis of unchanged size
-        if antialias:
-            m = _antialias_matrix(i, o, bool(align_corners), sc, mode)
-        elif mode == "area":
-            m = _avg_matrix(i, o)   # (adaptive average pooling's)
-        elif mode == "bicubic":
-            m = _cubic_matrix(i, o, bool(align_corners), sc)
+        if mode == "area":   # (adaptive average pooling's)
+            mt = avg_weights(i, o, out.dtype, input.device)
         else:
-            m = _linear_matrix(i, o, bool(align_corners), sc)
-        if u8:
-            out = _fixed_point_pass(out, m, dim)
-            continue
-        mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device)
+            if antialias:
+                m = _antialias_matrix(int(i), int(o), bool(align_corners), sc, mode)
+            elif mode == "bicubic":
+                m = _cubic_matrix(i, o, bool(align_corners), sc)
+            else:
+                m = _linear_matrix(i, o, bool(align_corners), sc)
+            if u8:
+                out = _fixed_point_pass(out, m, dim)
+                continue
+            mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device)
         out = transpose(matmul(transpose(out, dim, -1), mt), dim, -1)    # the axis last, times M^T
     if out is input:   # (every axis unchanged: a new tensor still, as PyTorch's)
         return clone(input)
     return out.to(input.dtype) if low or u8 else out
 
 
-def _traced_axis(x, dim: int, i, o, sc, nearest: bool, align_corners: bool):
+def _traced_axis(x, dim: int, i, o, sc, mode: str, align_corners: bool):
     """Resize axis `dim` of `x` from `i` to `o` (either symbolic: the constant matrices and
     gathers need sizes) by the same index arithmetic, traced: computed from the sizes of
-    each call. Every source index is below `i`. As PyTorch's CPU kernels: nearest's index
-    in float32, linear's in float64 for a float64 input, else in float32."""
+    each call, as a sum of gathers of the taps, their indices clamped into the input. As
+    PyTorch's CPU kernels: nearest's index in float32, the others' in float64 for a float64
+    input, else in float32."""
+    nearest = mode.startswith("nearest")
     dt = _dt.float64 if x.dtype is _dt.float64 and not nearest else _dt.float32
     dst = arange(o, dtype=dt, device=x.device)
     if align_corners and not nearest:
         sc = (i - 1) / (o - 1) if o != 1 else 0.0
-    src = dst * sc if nearest or align_corners else clamp((dst + 0.5) * sc - 0.5, min=0.0)
-    i0 = cast(floor(src), _dt.int64)
+    if nearest or align_corners:
+        src = (dst + 0.5) * sc if mode == "nearest-exact" else dst * sc
+    else:
+        src = (dst + 0.5) * sc - 0.5
+        src = src if mode == "bicubic" else clamp(src, min=0.0)
+    base = floor(src)
+    i0 = cast(base, _dt.int64)
     if nearest:
-        return index_select(x, dim, i0)
-    i1 = i0 + cast(i0 < i - 1, _dt.int64)
-    lam = reshape(cast(src - cast(i0, dt), x.dtype), (-1,) + (1,) * (x.ndim - 1 - dim))
-    return index_select(x, dim, i0) * (1.0 - lam) + index_select(x, dim, i1) * lam
+        return index_select(x, dim, i0 if mode == "nearest" else i0 - cast(i0 >= i, _dt.int64))
+    if mode == "bicubic":   # (taps outside the input read its edge)
+        taps = [(i0 + (k - 1), w) for k, (w, *_) in enumerate(_cubic(src - base))]
+        taps = [(j * cast(j > 0, _dt.int64) - (j - i + 1) * cast(j >= i, _dt.int64), w) for j, w in taps]
+    else:
+        lam = src - base
+        taps = [(i0, 1.0 - lam), (i0 + cast(i0 < i - 1, _dt.int64), lam)]
+    out = None
+    for idx, w in taps:
+        w = reshape(cast(w, x.dtype), (-1,) + (1,) * (x.ndim - 1 - dim))
+        term = index_select(x, dim, idx) * w
+        out = term if out is None else out + term
+    return out
 
 
 def _nearest_source(i: int, o: int, sc: float, exact: bool, shortcuts: bool) -> np.ndarray:

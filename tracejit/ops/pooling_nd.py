@@ -10,7 +10,8 @@ index of the first maximum in window order, as PyTorch scans), sum and average (
 divisors: the window clipped to the padded input, or to the input without
 ``count_include_pad``). Adaptive pooling uses the same gather with PyTorch's adaptive bins
 (short bins repeat their last position, harmless for a max); averages are a mean over
-each block where the bins are equal, else one small averaging matrix per axis. The 2-D
+each block where the bins are equal, else one small averaging matrix per axis. Tables are
+numpy constants of static sizes and, of symbolic ones, the same arithmetic traced. The 2-D
 max and average pools of composite.py stay the fast path where they apply; these cover
 the other ranks and options (avg_pool2d's ceil_mode, count_include_pad, divisor_override).
 """
@@ -24,7 +25,8 @@ from .. import dtypes as _dt
 from ..exactcall import specialize
 from ..errors import ArgumentError, ShapeError, expect_floating, expect_not_bool
 from .conv import _ntuple
-from .creation import tensor, zeros
+from ..shapes import Sym
+from .creation import arange, tensor, zeros
 from .elementwise import abs as _abs, cast, relu, sign, where
 from .indexing import gather, getitem, in_range
 from .indexing_more import scatter
@@ -65,55 +67,75 @@ def widened(pool, x, *args, **kwargs):
     return None if wide is None else cast(pool(cast(x, wide), *args, **kwargs), d)
 
 
-def pool_geometry(size, k, s, p, ceil_mode):
-    """Output length of a window of extent k, and the extra right padding ceil_mode needs
-    (PyTorch's rule: the last window must start inside the input or the left padding)."""
+def pool_out(size, k, s, p, ceil_mode):
+    """Output length of a window of extent k (PyTorch's rule for ceil_mode: the last window
+    must start inside the input or the left padding)."""
     if not ceil_mode:
-        return (size + 2 * p - k) // s + 1, 0
-    out, extra = -(-(size + 2 * p - k) // s) + 1, -(size + 2 * p - k) % s   # ((out - 1) * s + k - (size + 2p))
-    if (out - 1) * s >= size + p:
-        out, extra = out - 1, extra - s
-    return out, max(0, extra)
+        return (size + 2 * p - k) // s + 1
+    out = -(-(size + 2 * p - k) // s) + 1
+    return out - 1 if (out - 1) * s >= size + p else out
 
 
-def _axis_windows(size, k, s, p, d, ceil_mode, op):
+def pool_geometry(size, k, s, p, ceil_mode):
+    """`pool_out`, and the extra right padding ceil_mode needs."""
+    out = pool_out(size, k, s, p, ceil_mode)
+    return out, max(0, (out - 1) * s + k - (size + 2 * p)) if ceil_mode else 0
+
+
+def _index(n, dev):
+    """0, ..., n - 1: a numpy array (tables of static sizes are constants of a capture), or
+    of a symbolic size (`dev`: the input's device) a traced tensor computed on each call."""
+    return np.arange(n) if dev is None else arange(n, dtype=_dt.int64, device=dev)
+
+
+def _table(a, device, dtype=None):
+    """A table made by `_index` arithmetic as a tensor on `device`."""
+    if isinstance(a, np.ndarray):
+        return tensor(a, dtype=dtype, device=device)
+    return a if dtype is None else cast(a, dtype)
+
+
+def _symbolic_on(x, sizes):
+    """x's device where one of `sizes` is symbolic (its tables are traced), else None."""
+    return x.device if any(isinstance(v, Sym) for v in sizes) else None
+
+
+def _axis_windows(size, k, s, p, d, ceil_mode, op, dev):
     for what, v, least in (("kernel_size", k, 1), ("stride", s, 1), ("dilation", d, 1), ("padding", p, 0)):
         if v < least:   # (a window of them would read garbage positions, or divide by 0)
             raise ArgumentError(f"{op}: {what} must be {'positive' if least else 'non-negative'}, got {v}")
     keff = d * (k - 1) + 1
     if p > k // 2:
         raise ArgumentError(f"{op}: padding {p} should be at most half of kernel size {k}")
-    out, _ = pool_geometry(size, keff, s, p, ceil_mode)
+    out = pool_out(size, keff, s, p, ceil_mode)
     if out <= 0:
         raise ShapeError(f"{op}: input of size {size} is too small for kernel {k} (padding {p}, "
                          f"dilation {d})")
-    start = np.arange(out) * s - p
-    pos = start[:, None] + np.arange(k) * d
+    start = _index(out, dev) * s - p
+    pos = start[:, None] + _index(k, dev) * d
     valid = (pos >= 0) & (pos < size)
     # PyTorch's divisor with count_include_pad: the window clipped to the padded input
-    span = np.minimum(start + k, size + p) - start
+    span = (start + k).clip(max=size + p) - start
     return pos, valid, span
 
 
 def _combine(per_axis, spatial):
     """Per-axis (out_a, k_a) tables -> one (O, K) table of flat positions, its validity."""
     n = len(per_axis)
-    strides = [int(np.prod(spatial[a + 1:])) for a in range(n)]
-    flat = np.zeros((1,) * (2 * n), dtype=np.int64)
-    valid = np.ones((1,) * (2 * n), dtype=bool)
+    flat = valid = None
     for a, (pos, ok) in enumerate(per_axis):
         shape = [1] * (2 * n)
         shape[a], shape[n + a] = pos.shape
-        flat = flat + (np.clip(pos, 0, spatial[a] - 1) * strides[a]).reshape(shape)
-        valid = valid & ok.reshape(shape)
+        at = (pos.clip(0, spatial[a] - 1) * math.prod(spatial[a + 1:])).reshape(tuple(shape))
+        flat = at if flat is None else flat + at
+        valid = ok.reshape(tuple(shape)) if valid is None else valid & ok.reshape(tuple(shape))
     outs = tuple(p.shape[0] for p, _ in per_axis)
-    ks = tuple(p.shape[1] for p, _ in per_axis)
-    o, kk = int(np.prod(outs)), int(np.prod(ks))
-    return flat.reshape(o, kk), valid.reshape(o, kk), outs
+    shape = (math.prod(outs), math.prod(p.shape[1] for p, _ in per_axis))
+    return flat.reshape(shape), valid.reshape(shape), outs
 
 
-def _window_table(spatial, k, s, p, d, ceil_mode, op):
-    per = [_axis_windows(spatial[a], k[a], s[a], p[a], d[a], ceil_mode, op) for a in range(len(spatial))]
+def _window_table(spatial, k, s, p, d, ceil_mode, op, dev):
+    per = [_axis_windows(spatial[a], k[a], s[a], p[a], d[a], ceil_mode, op, dev) for a in range(len(spatial))]
     flat, valid, outs = _combine([(pos, ok) for pos, ok, _ in per], spatial)
     spans = [span for _, _, span in per]
     return flat, valid, outs, spans
@@ -122,15 +144,15 @@ def _window_table(spatial, k, s, p, d, ceil_mode, op):
 def _gathered(x, flat):
     """(N, C, O, K): the input's values at each window's flat positions."""
     n, c = x.shape[0], x.shape[1]
-    xf = reshape(x, (n, c, int(np.prod(x.shape[2:]))))   # (no -1: the batch may be empty)
-    idx = tensor(flat.reshape(-1), device=x.device)
-    return reshape(getitem(xf, (slice(None), slice(None), idx)), (n, c) + flat.shape)
+    xf = reshape(x, (n, c, math.prod(x.shape[2:])))   # (no -1: the batch may be empty)
+    idx = _table(flat.reshape(-1), x.device)
+    return reshape(getitem(xf, (slice(None), slice(None), idx)), (n, c) + tuple(flat.shape))
 
 
 def _max_windows(x, flat, valid, outs, with_indices):
     g = _gathered(x, flat)
-    if not valid.all():
-        g = where(tensor(valid, device=x.device), g, float("-inf"))
+    if not isinstance(valid, np.ndarray) or not valid.all():
+        g = where(_table(valid, x.device), g, float("-inf"))
     # the value at the index taken: the gradient goes to that one element of a window, ties
     # included, and reads no values (the output may be written in place), as PyTorch's
     pick = argmax(g, -1, keepdim=True)                                # (N, C, O, 1)
@@ -138,7 +160,7 @@ def _max_windows(x, flat, valid, outs, with_indices):
     shape = tuple(x.shape[:2]) + outs
     if not with_indices:
         return reshape(out, shape)
-    table = expand(tensor(flat, device=x.device), tuple(g.shape))
+    table = expand(_table(flat, x.device), tuple(g.shape))
     idx = squeeze(gather(table, -1, pick), -1)
     return reshape(out, shape), reshape(idx, shape)
 
@@ -156,7 +178,8 @@ def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode:
     s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
         else _ntuple(stride, n, "stride", op)
     p, d = _ntuple(padding, n, "padding", op), _ntuple(dilation, n, "dilation", op)
-    flat, valid, outs, _ = _window_table(tuple(x.shape[2:]), k, s, p, d, ceil_mode, op)
+    flat, valid, outs, _ = _window_table(tuple(x.shape[2:]), k, s, p, d, ceil_mode, op,
+                                         _symbolic_on(x, x.shape[2:]))
     if n == 1 and not return_indices and not ceil_mode:
         # as a (1, k) max_pool2d: its offset record makes the backward one pass, where the
         # gathered windows' is a scatter (MaxPool1d(4) of (64, 32, 495), forward and
@@ -186,7 +209,8 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
     s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
         else _ntuple(stride, n, "stride", op)
     p = _ntuple(padding, n, "padding", op)
-    flat, valid, outs, spans = _window_table(tuple(x.shape[2:]), k, s, p, (1,) * n, ceil_mode, op)
+    dev = _symbolic_on(x, x.shape[2:])
+    flat, valid, outs, spans = _window_table(tuple(x.shape[2:]), k, s, p, (1,) * n, ceil_mode, op, dev)
     if n == 1 and not ceil_mode and count_include_pad and divisor_override is None \
             and x.dtype.is_floating_point:
         # as a (1, k) avg_pool2d: a sum of offset views, whose backward is one pass where
@@ -195,21 +219,21 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
         res = squeeze(avg_pool2d(unsqueeze(x, 2), (1, k[0]), (1, s[0]), (0, p[0])), 2)
         return squeeze(res, 0) if unbatched else res
     g = _gathered(x, flat)
-    if not valid.all():
-        g = g * tensor(valid, dtype=x.dtype, device=x.device)
+    if not isinstance(valid, np.ndarray) or not valid.all():
+        g = g * _table(valid, x.device, x.dtype)
     total = _sum(g, -1)
     if divisor_override:
-        div = np.full(total.shape[-1], float(divisor_override))
+        div = float(divisor_override)
     elif count_include_pad:
-        div = np.ones((1,) * n)
+        div = 1
         for a, span in enumerate(spans):
             shape = [1] * n
             shape[a] = span.shape[0]
-            div = div * span.reshape(shape)
-        div = div.reshape(-1)
+            div = div * span.reshape(tuple(shape))
+        div = _table(div.reshape(-1), x.device, x.dtype)
     else:
-        div = valid.sum(axis=1)
-    out = reshape(total / tensor(div, dtype=x.dtype, device=x.device), tuple(x.shape[:2]) + outs)
+        div = _table(valid.sum(1), x.device, x.dtype)
+    out = reshape(total / div, tuple(x.shape[:2]) + outs)
     return squeeze(out, 0) if unbatched else out
 
 
@@ -222,17 +246,27 @@ avg_pool2d_ext = _ranked(_avg_pool, 2, "avg_pool2d")
 
 
 # ---------------------------------------------------------------- adaptive
-def _bins(size: int, out: int):
-    """PyTorch's adaptive bins: [floor(i*size/out), ceil((i+1)*size/out))."""
-    i = np.arange(out)
+def _bins(size, out, dev):
+    """PyTorch's adaptive bins: [floor(i*size/out), ceil((i+1)*size/out)) (`_index`'s kind)."""
+    i = _index(out, dev)
     return (i * size) // out, -((-(i + 1) * size) // out)
 
 
-def _avg_matrix(size: int, out: int) -> np.ndarray:
-    """(out, size): row i averages adaptive bin i (`_bins`)."""
-    start, end = _bins(size, out)
-    cols = np.arange(size)
-    return ((cols >= start[:, None]) & (cols < end[:, None])) / (end - start)[:, None]
+def avg_weights(size, out, dtype, device):
+    """(size, out) in `dtype`: column i averages adaptive bin i (`_bins`)."""
+    dev = device if isinstance(size, Sym) or isinstance(out, Sym) else None
+    start, end = _bins(size, out, dev)
+    rows = _index(size, dev)[:, None]
+    inside = (rows >= start) & (rows < end)
+    if dev is None:
+        return tensor(inside / (end - start), dtype=dtype, device=device)
+    return cast(inside, dtype) / cast(end - start, dtype)
+
+
+def _equal_bins(s, o) -> bool:
+    """Whether every adaptive bin of `o` over `s` has one size, s // o (of a symbolic `s`,
+    only where that holds for every value: `o` = 1)."""
+    return o == 1 or isinstance(s, int) and o and s % o == 0
 
 
 def _out_sizes(output_size, spatial, op):
@@ -280,7 +314,7 @@ def _adaptive_avg(input, output_size, *, n, op):
     x, unbatched = _batched(input, n, op)
     spatial = tuple(x.shape[2:])
     outs = _out_sizes(output_size, spatial, op)
-    if all(o and s % o == 0 for s, o in zip(spatial, outs)):   # equal bins: a mean over each block
+    if all(_equal_bins(s, o) for s, o in zip(spatial, outs)):   # a mean over each block
         blocks = sum(((o, s // o) for s, o in zip(spatial, outs)), ())
         out = mean(reshape(x, tuple(x.shape[:2]) + blocks), tuple(range(3, 3 + 2 * n, 2)))
     else:
@@ -288,7 +322,7 @@ def _adaptive_avg(input, output_size, *, n, op):
         for a in range(n):   # one averaging matrix per axis: separable
             dim = 2 + a
             moved = transpose(out, dim, -1)
-            moved = matmul(moved, tensor(_avg_matrix(spatial[a], outs[a]).T, dtype=x.dtype, device=x.device))
+            moved = matmul(moved, avg_weights(spatial[a], outs[a], x.dtype, x.device))
             out = transpose(moved, dim, -1)
     return squeeze(out, 0) if unbatched else out
 
@@ -298,12 +332,13 @@ def _adaptive_max(input, output_size, return_indices: bool = False, *, n, op, wi
     return_indices = return_indices or with_indices
     spatial = tuple(x.shape[2:])
     outs = _out_sizes(output_size, spatial, op)
-    per = []
+    dev, per = _symbolic_on(x, spatial), []
     for a in range(n):
-        start, end = _bins(spatial[a], outs[a])
-        kmax = int((end - start).max(initial=1))   # (no bins when an output size is 0)
-        pos = np.minimum(start[:, None] + np.arange(kmax), end[:, None] - 1)
-        per.append((pos, np.ones_like(pos, dtype=bool)))
+        start, end = _bins(spatial[a], outs[a], dev)
+        # the widest bin (no bins when an output size is 0); of a symbolic size, a bound
+        kmax = int((end - start).max(initial=1)) if dev is None else (spatial[a] - 1) // max(outs[a], 1) + 2
+        pos = (start[:, None] + _index(kmax, dev)).clip(max=end[:, None] - 1)
+        per.append((pos, pos >= 0))
     flat, valid, o = _combine(per, spatial)
     res = _max_windows(x, flat, valid, o, return_indices)
     if unbatched:

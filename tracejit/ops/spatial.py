@@ -25,7 +25,7 @@ from .conv_gemm import conv2d_xgrad
 from .creation import tensor
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
-from .pooling_nd import _adaptive_max2d, _batched, _out_sizes, adaptive_avg_pool2d, pool_geometry
+from .pooling_nd import _adaptive_max2d, _batched, _equal_bins, _out_sizes, adaptive_avg_pool2d, pool_geometry
 from .shape import cat, reshape, squeeze, unsqueeze
 from . import autocast as _autocast
 from .dtype_checks import takes
@@ -110,7 +110,7 @@ def adaptive_max_pool2d(x, output_size, return_indices: bool = False):
     if x.ndim in (3, 4):
         h, w = x.shape[-2], x.shape[-1]
         oh, ow = _out_sizes(output_size, (h, w), "adaptive_max_pool2d")
-        if oh and ow and h % oh == 0 and w % ow == 0:   # equal bins: max_pool2d's path
+        if isinstance(h, int) and isinstance(w, int) and _equal_bins(h, oh) and _equal_bins(w, ow):
             return max_pool2d(x, (h // oh, w // ow), return_indices=return_indices)
     return _adaptive_max2d(x, output_size, return_indices)
 
