@@ -46,3 +46,10 @@ def test_compiled_masked_scatter_refuses_a_source_too_small_and_keeps_bool():
         c(tj.zeros(4), tj.tensor([True, False, True, True]), tj.ones(2))
     out = tj.zeros(2, dtype=tj.bool).masked_scatter(tj.tensor([False, False]), tj.ones(0, dtype=tj.bool))
     assert out.dtype is tj.bool
+
+
+def test_compiled_masked_scatter_of_an_empty_source_refuses_a_selecting_mask():
+    c = tj.compile(lambda x, m, s: x.masked_scatter(m, s))
+    with pytest.raises(RuntimeError, match="masked_scatter"):
+        c(tj.zeros(3), tj.tensor([False, True, False]), tj.zeros(0))
+    assert c(tj.arange(3.0), tj.tensor([False, False, False]), tj.zeros(0)).tolist() == [0.0, 1.0, 2.0]

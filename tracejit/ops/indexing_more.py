@@ -285,8 +285,12 @@ def masked_scatter(input, mask, source):
     if trace_state.tracer is None and rank.numel() and source.numel() < int(rank[-1]) + 1:
         raise ArgumentError(f"masked_scatter: source has {source.numel()} elements, the mask selects "
                             f"{int(rank[-1]) + 1}")
-    if source.numel() == 0:
-        return expand(input, shape).clone()
+    if source.numel() == 0:   # (a capture checks that the mask selects nothing)
+        if trace_state.tracer is None:
+            return expand(input, shape).clone()
+        from .value_checks_prim import selects
+        m = reshape(selects(reshape(m, (-1,)), (0,), (), "masked_scatter"), shape)
+        return where(m, expand(input, shape), expand(input, shape))
     # (a selected rank past the source fails gather's range check, compiled too)
     vals = gather(reshape(source, (-1,)), 0, where(reshape(m, (-1,)), rank, 0))
     return where(m, reshape(vals, shape), expand(input, shape))
