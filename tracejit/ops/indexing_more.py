@@ -258,7 +258,17 @@ def index_copy(input, dim: int, index, source):
 def index_fill(input, dim: int, index, value):
     dim = normalize_dim(dim, input.ndim, "index_fill")
     index = _vector_index("index_fill", index)
-    value = _dt.number_as(input.dtype, value, "index_fill")
+    if isinstance(value, Tensor):   # (a number, as PyTorch reads it: checked eagerly, cast when captured)
+        if value.ndim:
+            raise ShapeError(f"index_fill: value must be a 0-dim tensor or a number, got {value.ndim} dims")
+        cplx, number, value = value.dtype.is_complex, value._data is not None and value.item(), cast(value, input.dtype)
+    else:
+        cplx, number = isinstance(value, complex), value
+    if cplx and not input.dtype.is_complex:
+        raise DTypeError(f"index_fill: a complex value cannot fill a {input.dtype.name} tensor")
+    if number is not False:
+        number = _dt.number_as(input.dtype, number, "index_fill")
+        value = value if isinstance(value, Tensor) else number
     return index_put(input, (slice(None),) * dim + (index,), value)
 
 
