@@ -352,9 +352,12 @@ class InPlaceMethods:
                                    "selects a copy, not a view; clone() the tensor first")
             region.copy_(value)
             return
-        if isinstance(value, Tensor) and value._data is not None:
-            vb, sb = value._base, self._base
-            if (vb if vb is not None else value) is (sb if sb is not None else self):
+        if isinstance(value, Tensor):
+            if value._data is not None:
+                vb, sb = value._base, self._base
+                if (vb if vb is not None else value) is (sb if sb is not None else self):
+                    _refuse_setitem_overlap(self, index, value)
+            elif data is None and _trace_hooks.eager_pair(self, value) is not None:   # (tracers of one value)
                 _refuse_setitem_overlap(self, index, value)
         if self._donatable("__setitem__", (value, *(index if type(index) is tuple else (index,))), {}):
             # index_put writes self's memory itself (ops/donation.py): one pass over it, not a
@@ -371,7 +374,8 @@ def _refuse_setitem_overlap(self: Tensor, index, value: Tensor) -> None:
     bool mask (``masked_fill_``)."""
     region = self[index]
     rb, sb = region._base, self._base
-    if rb is not None and rb is (sb if sb is not None else self):
+    if rb is not None and rb is (sb if sb is not None else self) or region._data is None and getattr(
+            region, "_view_src", None) is not None:   # (a view, a tracer's too)
         if value.ndim:
             refuse_partial_overlap("__setitem__", region, value)
     elif not (value.ndim == 0 and isinstance(index, Tensor) and index.dtype is _dt.bool_):
