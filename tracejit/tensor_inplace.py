@@ -292,14 +292,16 @@ class InPlaceMethods:
 
     def lerp_(self, end, weight):
         refuse_overlapping_operands("lerp_", self, (end, weight))
-        return self._assign(self + weight * (end - self), "lerp_")
+        return self._assign(_ops.lerp(self, end, weight), "lerp_")
 
     def zero_(self):
         return self.fill_(0)
 
     def fill_(self, value):
-        if isinstance(value, Tensor):
-            value = value.item()
+        if isinstance(value, Tensor):   # (converted as a copy: 300 wraps into int8, as PyTorch)
+            if value.ndim:
+                raise ShapeError(f"fill_: value must be a 0-dim tensor or a number, got {value.ndim} dims")
+            value = _ops.cast(value, self.dtype).item()
         new = _ops.full(self.shape, value, dtype=self.dtype, device=self.device)
         return self._assign(self._overwrite(new), "fill_")
 

@@ -167,3 +167,23 @@ def test_addcmul_and_addcdiv_refuse_what_pytorch_refuses(call):
     for f in (lambda b, i: call(tj, b, i), tj.compile(lambda b, i: call(tj, b, i))):
         with pytest.raises((RuntimeError, NotImplementedError)):
             f(b, i)
+
+
+@pytest.mark.parametrize("form", ["lerp(a, b.double(), 0.5)", "lerp(a, b, b.double())", "lerp(a, b, 1j)",
+                                  "lerp(a, b, 1e40)", "lerp(a, b, b[0].double())", "a.clone().lerp_(b, 1.0)",
+                                  "a.clone().lerp_(b, b[0].double())", "a.clone().lerp_(b.double(), 0.5)"])
+def test_lerp_checks_and_converts_its_operands_as_torch(form):
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        a, b = lib.tensor([0.1, -3.3, 7.7]), lib.tensor([1.3, float("inf"), -0.2])
+        return eval(form, {"lerp": lib.lerp, "a": a, "b": b})
+    try:
+        want = run(torch)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            run(tj)
+        return
+    got = run(tj)
+    assert got.dtype.name == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -337,7 +337,9 @@ def masked_fill(a, mask, value):
         raise TypeError("masked_fill: mask must be a bool tensor")
     if hasattr(value, "_data"):
         if value.ndim != 0:
-            raise ValueError("masked_fill: value must be a 0-dim tensor or a number")
+            raise ShapeError("masked_fill: value must be a 0-dim tensor or a number")
+        if value._data is not None:   # (checked as the number it holds, as PyTorch)
+            _dt.number_as(a.dtype, value.item(), "masked_fill")
         value = cast(value, a.dtype)
     else:
         value = _dt.number_as(a.dtype, value, "masked_fill")

@@ -264,7 +264,15 @@ def hypot(input, other):
 @takes("input", "end")
 def lerp(input, end, weight):
     """PyTorch's two-sided form: `end` exactly at weight 1, and its NaN where an infinite
-    end point meets a weight it does not multiply by 0."""
+    end point meets a weight it does not multiply by 0. As PyTorch, `end` and a weight tensor
+    of any dims have input's dtype, and a weight number or 0-d tensor converts to it."""
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype is not input.dtype and (name == "end" or t.ndim):
+            raise DTypeError(f"lerp: expected dtype {input.dtype.name} for `{name}` but got dtype {t.dtype.name}")
+    if not isinstance(weight, Tensor):
+        weight = _dt.number_as(input.dtype, weight, "lerp")
+    elif weight.dtype is not input.dtype:
+        weight = cast(weight, input.dtype)
     diff = end - input
     if not isinstance(weight, Tensor):
         return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
