@@ -57,6 +57,15 @@ def expect_not_bool(op: str, name: str, t) -> None:
                                     f"{name}.int() or {name}.float()")
 
 
+def no_bool_kernel(op: str):
+    """An ``extra["operands"]`` check for `op`: raise UnsupportedDTypeError where every
+    operand (tensor or number) is bool, as PyTorch has no bool kernel for it."""
+    def check(operands) -> None:
+        if all(a.dtype.is_bool for a in operands):
+            raise UnsupportedDTypeError(f"{op}: not implemented for bool operands; cast them with .int()")
+    return check
+
+
 def refuse_bool_subtraction(operands) -> None:
     """Raise DTypeError where an operand (tensor or aval) of a subtraction is bool (a bool
     number too), as PyTorch."""

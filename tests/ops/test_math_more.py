@@ -187,3 +187,29 @@ def test_lerp_checks_and_converts_its_operands_as_torch(form):
     got = run(tj)
     assert got.dtype.name == str(want.dtype).split(".")[-1]
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("form", [
+    "L.xlogy(a, b)", "L.special.xlog1py(a, b)", "L.xlogy(a, float('nan'))", "L.copysign(c, a)", "L.xlogy(a, c)",
+    "L.fmod(m, m)", "L.remainder(m, True)", "m // m", "m << m", "L.div(m, m, rounding_mode='trunc')", "c - m",
+    "m - 1j", "m // 2", "L.fmod(m, 2.5)"])
+def test_nan_complex_and_bool_operands_as_torch_eager_and_compiled(form):
+    torch = pytest.importorskip("torch")
+
+    def run(L, *args):
+        return eval(form, {"L": L, "a": args[0], "b": args[1], "c": args[2], "m": args[3]})
+
+    def args(L):
+        return (L.tensor([0.0, 0.0, 2.0]), L.tensor([float("nan"), 0.0, float("nan")]), L.tensor([1 + 1j, 2, 3]),
+                L.tensor([True, False, True]))
+    try:
+        want = run(torch, *args(torch))
+    except (RuntimeError, TypeError):
+        for f in (lambda *a: run(tj, *a), tj.compile(lambda *a: run(tj, *a))):
+            with pytest.raises(RuntimeError):
+                f(*args(tj))
+        return
+    for f in (lambda *a: run(tj, *a), tj.compile(lambda *a: run(tj, *a))):
+        got = f(*args(tj))
+        assert got.dtype.name == str(want.dtype).split(".")[-1]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
