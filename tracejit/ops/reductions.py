@@ -306,6 +306,8 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, a
         correction = 1 if unbiased is None or unbiased else 0
     if not a.dtype.is_floating_point:
         _not_float(a)   # (mean's error, as when var called mean())
+    if a.dtype.itemsize == 2:   # (half: computed in float32 and rounded once, as PyTorch's)
+        return cast(var(cast(a, _dt.float32), dim, unbiased, keepdim, correction=correction), a.dtype)
     dims = _dims(a, dim, "var")
     n = _count(a, dims)
     d = a - sum_(a, dims, True) / n   # the mean, over dims var normalized already
@@ -317,8 +319,10 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, a
 
 def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
     dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
-    # (a constant's std has gradient 0, as PyTorch's, not the root's 0 * inf)
-    return _root(var(a, dim, unbiased, keepdim, correction=correction), 2)
+    # (a constant's std has gradient 0, as PyTorch's, not the root's 0 * inf; half: in float32)
+    wide = cast(a, _dt.float32) if a.dtype.itemsize == 2 and a.dtype.is_floating_point else a
+    out = _root(var(wide, dim, unbiased, keepdim, correction=correction), 2)
+    return out if wide is a else cast(out, a.dtype)
 
 
 def amax(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
