@@ -177,9 +177,9 @@ def test_a_device_array_modules_running_sum_keeps_the_dtype():
     assert _accumulate(xp, np.add, "cumsum", a.astype(np.int32), 1).dtype == np.int64
 
 
-@pytest.mark.parametrize("op", ["std", "var"])
-def test_float16_std_and_var_compute_in_float32_as_torch(op):
-    x = np.array([[6e4, 6e4, -6e4, 1.0], [1.1, 2.3, -0.7, 1.0]], dtype=np.float16)
-    want = getattr(torch.tensor(x), op)(1).float().numpy()
-    for f in (lambda t: getattr(t, op)(1), tj.compile(lambda t: getattr(t, op)(1))):
+@pytest.mark.parametrize("op", ["std", "var", "norm"])
+def test_float16_std_var_and_norm_compute_in_float32_as_torch(op):
+    x = np.array([[6e4, 6e4, -6e4, 1.0], [4e4, 1.0, -3e4, 1.0]], dtype=np.float16)
+    want = getattr(torch.tensor(x), op)(dim=1).float().numpy()
+    for f in (lambda t: getattr(t, op)(dim=1), tj.compile(lambda t: getattr(t, op)(dim=1))):
         np.testing.assert_array_equal(f(tj.tensor(x)).float().numpy(), want)

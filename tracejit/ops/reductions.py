@@ -474,6 +474,8 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
         raise ArgumentError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
     if a.dtype.is_complex:   # (the norm of the moduli)
         a = _abs(a)
+    if a.dtype.itemsize == 2:   # (half: computed in float32 and rounded once, as PyTorch's)
+        return cast(norm(cast(a, _dt.float32), p, dim, keepdim), a.dtype)
     if p == 2 or p == "fro":
         if dim is None and (a.dtype is _dt.float32 or a.dtype is _dt.float64):
             return bind(NORM2, a, keepdim=bool(keepdim))
