@@ -213,3 +213,18 @@ def test_nan_complex_and_bool_operands_as_torch_eager_and_compiled(form):
         got = f(*args(tj))
         assert got.dtype.name == str(want.dtype).split(".")[-1]
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_hypot_neither_overflows_nor_loses_an_infinite_side_as_torch():
+    torch = pytest.importorskip("torch")
+    a, b = [3e20, 3e-30, float("nan"), 3.0, 1.0], [4e20, 4e-30, -float("inf"), 4.0, -2.0]
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    want = torch.hypot(ta, tb)
+    want.sum().backward()
+    for f in (tj.hypot, tj.compile(tj.hypot)):
+        ja, jb = tj.tensor(a, requires_grad=True), tj.tensor(b, requires_grad=True)
+        got = f(ja, jb)
+        got.sum().backward()
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(ja.grad.numpy(), ta.grad.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(jb.grad.numpy(), tb.grad.numpy(), rtol=1e-6)

@@ -257,8 +257,14 @@ def hypot(input, other):
     if not dt.is_floating_point:
         from ..errors import UnsupportedDTypeError
         raise UnsupportedDTypeError(f"hypot: expected a floating point operand, got {dt.name} ones")
-    input, other = (cast(t, dt) if isinstance(t, Tensor) else t for t in (input, other))
-    return sqrt(input * input + other * other)
+    return _hypot(input, other)
+
+
+# numpy's hypot: no overflow or underflow of the squares, inf where either side is (nan too)
+HYPOT = _binary("hypot", _ufunc2("hypot"), lambda g, out, a, b: (
+    g * a / out if a is not None else None, g * b / out if b is not None else None),
+    save=lambda rq: (0, 1), save_out=True)
+_hypot = _op2(HYPOT)
 
 
 @takes("input", "end")
