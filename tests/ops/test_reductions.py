@@ -183,3 +183,19 @@ def test_float16_std_var_and_norm_compute_in_float32_as_torch(op):
     want = getattr(torch.tensor(x), op)(dim=1).float().numpy()
     for f in (lambda t: getattr(t, op)(dim=1), tj.compile(lambda t: getattr(t, op)(dim=1))):
         np.testing.assert_array_equal(f(tj.tensor(x)).float().numpy(), want)
+
+
+@pytest.mark.parametrize("form", ["b.argmax()", "b.argmin(0)", "b.median()", "b.nanmedian()", "b.kthvalue(1)", "b.topk(1)",
+                                  "h.quantile(0.5)", "h.nanquantile(0.5)", "b.max(0)", "b.min(0)", "b.mode()", "h.median()"])
+def test_bool_and_half_inputs_are_refused_or_taken_as_torch(form):
+    def run(L):
+        return eval(form, {"b": L.tensor([True, False, True]), "h": L.tensor([1.0, 2.0], dtype=L.float16)})
+    try:
+        want = run(torch)
+    except (RuntimeError, NotImplementedError):
+        with pytest.raises(RuntimeError):
+            run(tj)
+        return
+    got = run(tj)
+    assert [t.tolist() for t in got] == [t.tolist() for t in want] if isinstance(want, tuple) else \
+        got.tolist() == want.tolist()

@@ -349,9 +349,9 @@ def max(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     if dim is None:
         return bind(MAX_ALL, a, dims=_dims(a, None, "max"), keepdim=False)
     if a.ndim == 0:
-        idx = argmax(a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
+        idx = _arg(ARGMAX, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
         return ValuesIndices(clone(a), idx)
-    return _selected(a, argmax(a, dim, True), dim, keepdim)
+    return _selected(a, _arg(ARGMAX, a, dim, True), dim, keepdim)
 
 
 def min(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
@@ -361,9 +361,9 @@ def min(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     if dim is None:
         return bind(MIN_ALL, a, dims=_dims(a, None, "min"), keepdim=False)
     if a.ndim == 0:
-        idx = argmin(a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
+        idx = _arg(ARGMIN, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
         return ValuesIndices(clone(a), idx)
-    return _selected(a, argmin(a, dim, True), dim, keepdim)
+    return _selected(a, _arg(ARGMIN, a, dim, True), dim, keepdim)
 
 
 def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
@@ -384,11 +384,18 @@ def _arg(prim, a, dim, keepdim: bool):
     return bind(prim, a, dim=d, keepdim=keepdim)
 
 
+def _refuse_bool(a, name: str):
+    if a.dtype.is_bool:   # (max(dim) of bools takes their _arg: PyTorch refuses only these)
+        raise DTypeError(f"{name}(): does not support bool input, as PyTorch's")
+
+
 def argmax(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    _refuse_bool(a, "argmax")
     return _arg(ARGMAX, a, dim if axis is None else axis, keepdim if keepdims is None else keepdims)
 
 
 def argmin(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    _refuse_bool(a, "argmin")
     return _arg(ARGMIN, a, dim if axis is None else axis, keepdim if keepdims is None else keepdims)
 
 
