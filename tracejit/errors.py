@@ -14,7 +14,7 @@ import weakref
 __all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "UnsupportedDTypeError", "IndexRangeError",
            "ArgumentError", "ValueRangeError", "GraphFreedError",
            "InplaceModifiedError", "TraceError", "ScriptError", "CompileError", "CheckMismatchError",
-           "SerializationError", "OutOfMemoryError", "user_frame"]
+           "SerializationError", "OutOfMemoryError", "IntegerDivisionByZero", "user_frame"]
 
 
 class TracejitError(RuntimeError):
@@ -83,6 +83,10 @@ def expect_same_dtype(op: str, a, b, name: str = "source") -> None:
     if getattr(b, "dtype", a.dtype) is not a.dtype:
         raise DTypeError(f"{op}: self ({a.dtype.name}) and {name} ({b.dtype.name}) must have the same dtype; "
                          f"cast it with {name}.to(self.dtype)")
+
+
+class IntegerDivisionByZero(TracejitError, ZeroDivisionError):
+    """Integer ``//``, ``%`` or ``fmod`` by zero: PyTorch's RuntimeError, Python's ZeroDivisionError."""
 
 
 class IndexRangeError(TracejitError, IndexError):

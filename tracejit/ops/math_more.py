@@ -248,7 +248,8 @@ def _fmod_vjp(g, out, a, b):
 # Remainder with the sign of the dividend (C's fmod): np.fmod is exact, where
 # a - trunc(a / b) * b loses the low bits of a large quotient in float32.
 FMOD = _binary("fmod", _int_divisor_checked(np.fmod), _fmod_vjp, _fmod_scalar,
-               save=lambda rq: (0, 1) if rq[1] else (), extra={"operands": no_bool_kernel("fmod")})
+               save=lambda rq: (0, 1) if rq[1] else (),
+               extra={"operands": no_bool_kernel("fmod"), "int_divisor": True})
 fmod = _op2(FMOD)
 
 
