@@ -265,7 +265,7 @@ def index_fill(input, dim: int, index, value):
     else:
         cplx, number = isinstance(value, complex), value
     if cplx and not input.dtype.is_complex:
-        raise DTypeError(f"index_fill: a complex value cannot fill a {input.dtype.name} tensor")
+        raise DTypeError(f"index_fill: a complex value cannot be converted to type {input.dtype.name}")
     if number is not False:
         number = _dt.number_as(input.dtype, number, "index_fill")
         value = value if isinstance(value, Tensor) else number
