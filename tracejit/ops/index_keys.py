@@ -195,4 +195,3 @@ def refuse_other_dtype(a, index, value, accumulate: bool) -> None:
             for k in keys):
         raise DTypeError(f"index_put: the value's dtype ({value.dtype.name}) must be the indexed tensor's "
                         f"({a.dtype.name}), as PyTorch requires; cast it with value.to({a.dtype.name})")
-

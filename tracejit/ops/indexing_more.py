@@ -258,15 +258,16 @@ def index_copy(input, dim: int, index, source):
 def index_fill(input, dim: int, index, value):
     dim = normalize_dim(dim, input.ndim, "index_fill")
     index = _vector_index("index_fill", index)
-    if isinstance(value, Tensor):   # (a number, as PyTorch reads it: checked eagerly, cast when captured)
+    if isinstance(value, Tensor):   # (read as a number, as PyTorch: checked eagerly, cast when captured)
         if value.ndim:
             raise ShapeError(f"index_fill: value must be a 0-dim tensor or a number, got {value.ndim} dims")
-        cplx, number, value = value.dtype.is_complex, value._data is not None and value.item(), cast(value, input.dtype)
+        cplx, number = value.dtype.is_complex, value.item() if value._data is not None else None
+        value = cast(value, input.dtype)
     else:
         cplx, number = isinstance(value, complex), value
     if cplx and not input.dtype.is_complex:
         raise DTypeError(f"index_fill: a complex value cannot be converted to type {input.dtype.name}")
-    if number is not False:
+    if number is not None:
         number = _dt.number_as(input.dtype, number, "index_fill")
         value = value if isinstance(value, Tensor) else number
     return index_put(input, (slice(None),) * dim + (index,), value)
