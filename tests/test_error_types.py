@@ -69,3 +69,13 @@ def test_argument_error_is_both_runtime_and_value_error():
         F.conv2d(tj.ones(1, 2, 4, 4), tj.ones(2, 2, 3, 3), stride=0)
     assert isinstance(e.value, RuntimeError) and isinstance(e.value, ValueError)
     assert str(e.value) == "conv2d: stride must be positive, got 0"
+
+
+@pytest.mark.parametrize("form", ["a // 0", "a % b", "tj.fmod(a, 0)", "tj.div(a, b, rounding_mode='trunc')"])
+def test_integer_division_by_zero_is_a_runtime_error_as_torch_and_a_zero_division_error(form):
+    with pytest.raises(RuntimeError):
+        eval(form.replace("tj.", "torch."), {"torch": torch, "a": torch.tensor([1, 2]), "b": torch.tensor([0, 1])})
+    for f in (lambda a, b: eval(form, {"tj": tj, "a": a, "b": b}), tj.compile(lambda a, b: eval(form, {"tj": tj, "a": a, "b": b}))):
+        with pytest.raises(RuntimeError, match="division by zero") as info:
+            f(tj.tensor([1, 2]), tj.tensor([0, 1]))
+        assert isinstance(info.value, ZeroDivisionError)

@@ -414,3 +414,22 @@ def test_div_in_place_takes_a_rounding_mode(mode, dtype):
         x.div_(-3, rounding_mode=mode)
         res.append((v.tolist(), str(x.dtype).split(".")[-1]))
     assert res[1] == res[0]
+
+
+@pytest.mark.parametrize("form", ["x.fill_(v)", "x.masked_fill(m, v)", "x.masked_fill_(m, v)"])
+@pytest.mark.parametrize("value", ["300", "2+1j", "1e40", "[2.0]", "2.7"])
+def test_a_tensor_fill_value_converts_or_raises_as_torch(form, value):
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        dt = {"300": lib.int8, "2.7": lib.int64}.get(value, lib.float32)
+        v = lib.tensor(eval(value), dtype=lib.float64 if value == "1e40" else None)
+        x = lib.zeros(3, dtype=dt)
+        return eval(form, {"x": x, "v": v, "m": lib.tensor([True, False, True])}).tolist()
+    try:
+        want = run(torch)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            run(tj)
+        return
+    assert run(tj) == want

@@ -14,7 +14,7 @@ import weakref
 __all__ = ["TracejitError", "ShapeError", "DeviceMismatchError", "DTypeError", "UnsupportedDTypeError", "IndexRangeError",
            "ArgumentError", "ValueRangeError", "GraphFreedError",
            "InplaceModifiedError", "TraceError", "ScriptError", "CompileError", "CheckMismatchError",
-           "SerializationError", "OutOfMemoryError", "user_frame"]
+           "SerializationError", "OutOfMemoryError", "IntegerDivisionByZero", "user_frame"]
 
 
 class TracejitError(RuntimeError):
@@ -57,6 +57,15 @@ def expect_not_bool(op: str, name: str, t) -> None:
                                     f"{name}.int() or {name}.float()")
 
 
+def no_bool_kernel(op: str):
+    """An ``extra["operands"]`` check for `op`: raise UnsupportedDTypeError where every
+    operand (tensor or number) is bool, as PyTorch has no bool kernel for it."""
+    def check(operands) -> None:
+        if all(a.dtype.is_bool for a in operands):
+            raise UnsupportedDTypeError(f"{op}: not implemented for bool operands; cast them with .int()")
+    return check
+
+
 def refuse_bool_subtraction(operands) -> None:
     """Raise DTypeError where an operand (tensor or aval) of a subtraction is bool (a bool
     number too), as PyTorch."""
@@ -74,6 +83,10 @@ def expect_same_dtype(op: str, a, b, name: str = "source") -> None:
     if getattr(b, "dtype", a.dtype) is not a.dtype:
         raise DTypeError(f"{op}: self ({a.dtype.name}) and {name} ({b.dtype.name}) must have the same dtype; "
                          f"cast it with {name}.to(self.dtype)")
+
+
+class IntegerDivisionByZero(TracejitError, ZeroDivisionError):
+    """Integer ``//``, ``%`` or ``fmod`` by zero: PyTorch's RuntimeError, Python's ZeroDivisionError."""
 
 
 class IndexRangeError(TracejitError, IndexError):

@@ -65,8 +65,8 @@ def multigammaln(input, p: int):
 
 def xlog1py(input, other):
     from .ops.elementwise import where
-    safe = where(input == 0, 0.0, other)
-    return where(input == 0, 0.0, input * log1p(safe))
+    zero = (input == 0) & (other == other)   # (a nan y gives nan, as PyTorch)
+    return where(zero, 0.0, input * log1p(where(zero, 0.0, other)))
 
 
 def softmax(input, dim, *, dtype=None):

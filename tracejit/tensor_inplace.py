@@ -292,14 +292,16 @@ class InPlaceMethods:
 
     def lerp_(self, end, weight):
         refuse_overlapping_operands("lerp_", self, (end, weight))
-        return self._assign(self + weight * (end - self), "lerp_")
+        return self._assign(_ops.lerp(self, end, weight), "lerp_")
 
     def zero_(self):
         return self.fill_(0)
 
     def fill_(self, value):
-        if isinstance(value, Tensor):
-            value = value.item()
+        if isinstance(value, Tensor):   # (converted as a copy: 300 wraps into int8, as PyTorch)
+            if value.ndim:
+                raise ShapeError(f"fill_: value must be a 0-dim tensor or a number, got {value.ndim} dims")
+            value = _ops.cast(value, self.dtype).item()
         new = _ops.full(self.shape, value, dtype=self.dtype, device=self.device)
         return self._assign(self._overwrite(new), "fill_")
 
@@ -352,9 +354,12 @@ class InPlaceMethods:
                                    "selects a copy, not a view; clone() the tensor first")
             region.copy_(value)
             return
-        if isinstance(value, Tensor) and value._data is not None:
-            vb, sb = value._base, self._base
-            if (vb if vb is not None else value) is (sb if sb is not None else self):
+        if isinstance(value, Tensor):
+            if value._data is not None:
+                vb, sb = value._base, self._base
+                if (vb if vb is not None else value) is (sb if sb is not None else self):
+                    _refuse_setitem_overlap(self, index, value)
+            elif data is None and _trace_hooks.eager_pair(self, value) is not None:   # (tracers of one value)
                 _refuse_setitem_overlap(self, index, value)
         if self._donatable("__setitem__", (value, *(index if type(index) is tuple else (index,))), {}):
             # index_put writes self's memory itself (ops/donation.py): one pass over it, not a
@@ -371,7 +376,8 @@ def _refuse_setitem_overlap(self: Tensor, index, value: Tensor) -> None:
     bool mask (``masked_fill_``)."""
     region = self[index]
     rb, sb = region._base, self._base
-    if rb is not None and rb is (sb if sb is not None else self):
+    if rb is not None and rb is (sb if sb is not None else self) or region._data is None and getattr(
+            region, "_view_src", None) is not None:   # (a view, a tracer's too)
         if value.ndim:
             refuse_partial_overlap("__setitem__", region, value)
     elif not (value.ndim == 0 and isinstance(index, Tensor) and index.dtype is _dt.bool_):

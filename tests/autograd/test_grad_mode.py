@@ -154,3 +154,18 @@ def test_is_inference_mode_enabled_follows_the_context_and_the_decorator():
     def inside():
         return tj.is_inference_mode_enabled()
     assert inside() and not tj.is_inference_mode_enabled()
+
+
+@pytest.mark.parametrize("switch", [lambda: tj.enable_grad(), lambda: tj.set_grad_enabled(True)],
+                         ids=["enable_grad", "set_grad_enabled"])
+def test_grad_switched_on_inside_inference_mode_records_nothing_as_torch(switch):
+    torch = pytest.importorskip("torch")
+    got = []
+    for lib in (torch, tj):
+        x = lib.ones(3, requires_grad=True)
+        with lib.inference_mode():
+            with (switch() if lib is tj else torch.enable_grad()):
+                y = x * 2
+        got.append((y.requires_grad, y.grad_fn is None))
+    assert got[1] == got[0] == (False, True)
+    assert tj.is_grad_enabled() and not tj.is_inference_mode_enabled()

@@ -176,3 +176,23 @@ def test_an_in_place_write_partly_overlapping_its_input_raises_as_eager_code(for
         assert "single memory location" in str(e)
         return
     assert tj.compile(f)(x).tolist() == want
+
+
+@pytest.mark.parametrize("form", ["y[1:] = y[:-1]", "y[:2] = y[2:4]", "y[0] = y[1]", "y[i] = y[2:4]",
+                                  "z = y[1:]; z[:2] = y[:2]", "y[1:].add_(y[:-1])"])
+def test_an_assignment_overlapping_its_value_raises_as_eager_code_for_any_sizes(form):
+    def f(x):
+        y = x.clone()
+        exec(form, {"y": y, "i": tj.tensor([0, 1])})
+        return y
+    for dynamic in (False, True):
+        c = tj.compile(f, dynamic=dynamic)
+        for n in (6, 7):
+            x = tj.arange(float(n))
+            try:
+                want = f(x).tolist()
+            except RuntimeError:
+                with pytest.raises(RuntimeError, match="single memory location"):
+                    c(x)
+                continue
+            assert c(x).tolist() == want

@@ -303,3 +303,16 @@ def test_a_mask_made_by_a_deep_shared_expression_keys_its_step_flat(monkeypatch)
         np.testing.assert_allclose(g(tj.tensor(xa)).item(), f(torch, torch.tensor(xa)).item(), rtol=1e-5)
     assert keys and max(len(repr(k)) for k in keys) < 1000
     assert g.cache_stats()["compiles"] == 1
+
+
+@pytest.mark.parametrize("form", ["x.unique()", "x.unique(return_counts=True)[1]", "x.unique_consecutive()",
+                                  "x.cummax(0).values", "x.cummin(0).indices", "x.nonzero()",
+                                  "L.searchsorted(x.sort().values, x)", "L.isin(x, x[6:])"])
+def test_bfloat16_host_steps_see_values_not_storage_words(form):
+    def run(L, fn=None):
+        x = L.tensor([7.0, 1.0, -1.5, -float("inf"), 3.0, -0.0, 0.0, 1.0]).to(L.bfloat16)
+        r = (fn or (lambda x: eval(form, {"L": L, "x": x})))(x)
+        return r.float().tolist() if r.dtype is L.bfloat16 else r.tolist()
+    want = run(torch)
+    assert run(tj) == want
+    assert run(tj, tj.compile(lambda x: eval(form, {"L": tj, "x": x}))) == want

@@ -46,3 +46,46 @@ def test_compiled_masked_scatter_refuses_a_source_too_small_and_keeps_bool():
         c(tj.zeros(4), tj.tensor([True, False, True, True]), tj.ones(2))
     out = tj.zeros(2, dtype=tj.bool).masked_scatter(tj.tensor([False, False]), tj.ones(0, dtype=tj.bool))
     assert out.dtype is tj.bool
+
+
+def test_compiled_masked_scatter_of_an_empty_source_refuses_a_selecting_mask():
+    c = tj.compile(lambda x, m, s: x.masked_scatter(m, s))
+    with pytest.raises(RuntimeError, match="masked_scatter"):
+        c(tj.zeros(3), tj.tensor([False, True, False]), tj.zeros(0))
+    assert c(tj.arange(3.0), tj.tensor([False, False, False]), tj.zeros(0)).tolist() == [0.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("value", [1 + 2j, 1 + 0j, "complex0d", "1d", "300"])
+def test_index_fill_checks_its_value_as_torch(value):
+    def fill(lib):
+        x = lib.zeros(3, dtype=lib.int8 if value == "300" else lib.float32)
+        v = {"complex0d": lib.tensor(1 + 0j), "1d": lib.tensor([1.0]), "300": lib.tensor(300)}.get(value, value)
+        return x.index_fill(0, lib.tensor([1]), v)
+    with pytest.raises(RuntimeError):
+        fill(torch)
+    with pytest.raises(RuntimeError):
+        fill(tj)
+
+
+def test_index_fill_takes_a_0_dim_tensor_as_torch_eager_and_compiled():
+    def fill(lib, x, v):
+        return x.index_fill(0, lib.tensor([0, 2]), v)
+    want = fill(torch, torch.zeros(3, dtype=torch.int64), torch.tensor(1.7)).tolist()
+    assert fill(tj, tj.zeros(3, dtype=tj.int64), tj.tensor(1.7)).tolist() == want == [1, 0, 1]
+    assert tj.compile(lambda x, v: fill(tj, x, v))(tj.zeros(3, dtype=tj.int64), tj.tensor(1.7)).tolist() == want
+
+
+@pytest.mark.parametrize("form", ["x[i] = v", "x[[0, 1]] = v", "x.index_put_((i,), v)", "x.index_put_((i,), v, True)",
+                                  "x[m] = v", "x.put_(i, v)", "x[m] = v[0]", "x[1:3] = v", "x[0] = v[0]"])
+def test_an_indexed_write_of_another_dtype_raises_where_torch_does(form):
+    def write(lib):
+        x, v = lib.zeros(3), lib.tensor([1.5, 2.5], dtype=lib.float64)
+        exec(form, {"x": x, "v": v, "i": lib.tensor([0, 1]), "m": lib.tensor([True, False, True])})
+        return x.tolist()
+    try:
+        want = write(torch)
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="dtype"):
+            write(tj)
+        return
+    assert write(tj) == want

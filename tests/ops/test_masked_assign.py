@@ -145,6 +145,13 @@ def test_value_of_the_selected_size():
     assert f.cache_stats()["compiles"] == 1 and f.cache_stats()["eager_fallbacks"] == 0
 
 
+def test_an_empty_value_refuses_a_selecting_mask_on_every_path():
+    f = tj.compile(lambda a, m, v: _put(a, m, v))
+    with pytest.raises(tj.errors.ShapeError, match="cannot be broadcast"):
+        f(tj.zeros(3), tj.tensor([True, False, False]), tj.zeros(0))
+    assert f(tj.arange(3.0), tj.tensor([False, False, False]), tj.zeros(0)).tolist() == [0.0, 1.0, 2.0]
+
+
 def _put(t, mask, v):
     """A copy of `t` with ``t[mask] = v`` (returned, so its values are compared)."""
     t = t.clone()

@@ -167,3 +167,64 @@ def test_addcmul_and_addcdiv_refuse_what_pytorch_refuses(call):
     for f in (lambda b, i: call(tj, b, i), tj.compile(lambda b, i: call(tj, b, i))):
         with pytest.raises((RuntimeError, NotImplementedError)):
             f(b, i)
+
+
+@pytest.mark.parametrize("form", ["lerp(a, b.double(), 0.5)", "lerp(a, b, b.double())", "lerp(a, b, 1j)",
+                                  "lerp(a, b, 1e40)", "lerp(a, b, b[0].double())", "a.clone().lerp_(b, 1.0)",
+                                  "a.clone().lerp_(b, b[0].double())", "a.clone().lerp_(b.double(), 0.5)"])
+def test_lerp_checks_and_converts_its_operands_as_torch(form):
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        a, b = lib.tensor([0.1, -3.3, 7.7]), lib.tensor([1.3, float("inf"), -0.2])
+        return eval(form, {"lerp": lib.lerp, "a": a, "b": b})
+    try:
+        want = run(torch)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            run(tj)
+        return
+    got = run(tj)
+    assert got.dtype.name == str(want.dtype).split(".")[-1]
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("form", [
+    "L.xlogy(a, b)", "L.special.xlog1py(a, b)", "L.xlogy(a, float('nan'))", "L.copysign(c, a)", "L.xlogy(a, c)",
+    "L.fmod(m, m)", "L.remainder(m, True)", "m // m", "m << m", "L.div(m, m, rounding_mode='trunc')", "c - m",
+    "m - 1j", "m // 2", "L.fmod(m, 2.5)"])
+def test_nan_complex_and_bool_operands_as_torch_eager_and_compiled(form):
+    torch = pytest.importorskip("torch")
+
+    def run(L, *args):
+        return eval(form, {"L": L, "a": args[0], "b": args[1], "c": args[2], "m": args[3]})
+
+    def args(L):
+        return (L.tensor([0.0, 0.0, 2.0]), L.tensor([float("nan"), 0.0, float("nan")]), L.tensor([1 + 1j, 2, 3]),
+                L.tensor([True, False, True]))
+    try:
+        want = run(torch, *args(torch))
+    except (RuntimeError, TypeError):
+        for f in (lambda *a: run(tj, *a), tj.compile(lambda *a: run(tj, *a))):
+            with pytest.raises(RuntimeError):
+                f(*args(tj))
+        return
+    for f in (lambda *a: run(tj, *a), tj.compile(lambda *a: run(tj, *a))):
+        got = f(*args(tj))
+        assert got.dtype.name == str(want.dtype).split(".")[-1]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_hypot_neither_overflows_nor_loses_an_infinite_side_as_torch():
+    torch = pytest.importorskip("torch")
+    a, b = [3e20, 3e-30, float("nan"), 3.0, 1.0], [4e20, 4e-30, -float("inf"), 4.0, -2.0]
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    want = torch.hypot(ta, tb)
+    want.sum().backward()
+    for f in (tj.hypot, tj.compile(tj.hypot)):
+        ja, jb = tj.tensor(a, requires_grad=True), tj.tensor(b, requires_grad=True)
+        got = f(ja, jb)
+        got.sum().backward()
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(ja.grad.numpy(), ta.grad.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(jb.grad.numpy(), tb.grad.numpy(), rtol=1e-6)

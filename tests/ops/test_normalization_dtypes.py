@@ -140,3 +140,17 @@ def test_running_statistics_update_rounds_as_torch(dtype, affine):
             out[m] = mean.numpy(), var.numpy()
         np.testing.assert_array_equal(out[tj][0], out[torch][0])
         np.testing.assert_array_equal(out[tj][1], out[torch][1])
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_float16_layer_norm_of_large_values_computes_in_float32_as_torch(affine):
+    x = np.array([[3e4, 3e4, -3e4], [1.1, 2.3, -0.7]], dtype=np.float16)
+
+    def run(lib, fn=None):
+        w = (lib.ones(3, dtype=lib.float16), lib.zeros(3, dtype=lib.float16)) if affine else (None, None)
+        f = fn or (lambda t: lib.nn.functional.layer_norm(t, (3,), *w))
+        return f(lib.tensor(x)).float().numpy()
+    want = run(torch)
+    np.testing.assert_array_equal(run(tj), want)
+    np.testing.assert_array_equal(run(tj, tj.compile(lambda t: tj.nn.functional.layer_norm(
+        t, (3,), *((tj.ones(3, dtype=tj.float16), tj.zeros(3, dtype=tj.float16)) if affine else (None, None))))), want)

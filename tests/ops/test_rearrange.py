@@ -83,3 +83,10 @@ def test_empty_diagonal_stays_in_the_graph_as_torch(shape, offset):
         assert d.requires_grad and tuple(d.shape) == tuple(torch.zeros(shape).diagonal(offset).shape)
         d.sum().backward()
         assert tuple(x.grad.shape) == shape and float(x.grad.abs().sum()) == 0.0
+
+
+def test_movedim_of_a_0_dim_tensor_is_the_tensor_as_torch():
+    x = tj.tensor(1.5)
+    for src, dst in ((0, -1), ([0], [0]), (-1, 0)):
+        assert tj.movedim(x, src, dst).shape == () and tj.movedim(x, src, dst).item() == 1.5
+        assert tj.compile(lambda t: t.movedim(src, dst))(x).item() == 1.5

@@ -175,3 +175,27 @@ def test_a_device_array_modules_running_sum_keeps_the_dtype():
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, np.cumsum(a, axis=1, dtype=np.float64).astype(np.float32))
     assert _accumulate(xp, np.add, "cumsum", a.astype(np.int32), 1).dtype == np.int64
+
+
+@pytest.mark.parametrize("op", ["std", "var", "norm"])
+def test_float16_std_var_and_norm_compute_in_float32_as_torch(op):
+    x = np.array([[6e4, 6e4, -6e4, 1.0], [4e4, 1.0, -3e4, 1.0]], dtype=np.float16)
+    want = getattr(torch.tensor(x), op)(dim=1).float().numpy()
+    for f in (lambda t: getattr(t, op)(dim=1), tj.compile(lambda t: getattr(t, op)(dim=1))):
+        np.testing.assert_array_equal(f(tj.tensor(x)).float().numpy(), want)
+
+
+@pytest.mark.parametrize("form", ["b.argmax()", "b.argmin(0)", "b.median()", "b.nanmedian()", "b.kthvalue(1)", "b.topk(1)",
+                                  "h.quantile(0.5)", "h.nanquantile(0.5)", "b.max(0)", "b.min(0)", "b.mode()", "h.median()"])
+def test_bool_and_half_inputs_are_refused_or_taken_as_torch(form):
+    def run(L):
+        return eval(form, {"b": L.tensor([True, False, True]), "h": L.tensor([1.0, 2.0], dtype=L.float16)})
+    try:
+        want = run(torch)
+    except (RuntimeError, NotImplementedError):
+        with pytest.raises(RuntimeError):
+            run(tj)
+        return
+    got = run(tj)
+    assert [t.tolist() for t in got] == [t.tolist() for t in want] if isinstance(want, tuple) else \
+        got.tolist() == want.tolist()

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from ..jit.ir import Eqn, Graph, Var, def_use
 from ..ops import reductions as _red
-from ..ops.elementwise import FLOOR_DIVIDE, REMAINDER
 
 __all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS", "external_inputs"]
 
@@ -112,9 +111,9 @@ def _elementwise_ok(e: Eqn) -> bool:
         return e.out.aval.dtype.name in _KERNEL_DTYPES and isinstance(e.inputs[0], Var)
     if e.prim.kind != "elementwise" or e.prim.scalar is None or len(e.outs) != 1:
         return False
-    if e.prim in (FLOOR_DIVIDE, REMAINDER) and not e.out.aval.dtype.is_floating_point:
-        # Integer // and % by zero raise ZeroDivisionError; a numba kernel would give numpy's
-        # silent 0, so they run as checked steps
+    if "int_divisor" in e.prim.extra and not e.out.aval.dtype.is_floating_point:
+        # Integer //, % and fmod by zero raise; a numba kernel would give numpy's silent 0,
+        # so they run as checked steps
         return False
     return all(a.aval.dtype.name in _KERNEL_DTYPES for a in (e.out, *e.inputs))
 

@@ -202,15 +202,17 @@ def contiguous_answer(t, arr, memory_format) -> bool:
 
 def eager_pair(a, b):
     """Arrays over one memory with the strides tracers `a` and `b` would have eagerly, where
-    both are views (or one the base) of one value of static sizes, by static bounds; else
-    None. An in-place op asks it of its written tensor and an operand
-    (tensor_inplace.refuse_partial_overlap)."""
+    both are views (or one the base) of one value; else None. An in-place op asks it of its
+    written tensor and an operand (tensor_inplace.refuse_partial_overlap). Symbolic sizes
+    and bounds take the values of the call being captured: an overlap found raises as that
+    call would eagerly (one found only at other sizes is not)."""
     (ba, ca), (bb, cb) = [(t, ()) if s is None or s[2] is None else (s[0], s[2])
                           for t in (a, b) for s in (getattr(t, "_view_src", None),)]
-    if ba is not bb or not (ca or cb) or not all(isinstance(d, int) for d in ba.shape) or any(
-            contains_sym(p) for _, rest, params in ca + cb for p in (*rest, *params.values())):
+    if ba is not bb or not (ca or cb):
         return None
-    arr = Tensor._wrap(np.empty(tuple(ba.shape), ba.dtype.np), ba.dtype)
+    arr = Tensor._wrap(np.empty(_at_hints(tuple(ba.shape)), ba.dtype.np), ba.dtype)
+    ca, cb = [tuple((prim, _at_hints(rest), {k: _at_hints(v) for k, v in params.items()})
+                    for prim, rest, params in c) for c in (ca, cb)]
     saved = _eager.trace_state.tracer
     _eager.trace_state.tracer = None
     try:
@@ -219,6 +221,15 @@ def eager_pair(a, b):
         return None
     finally:
         _eager.trace_state.tracer = saved
+
+
+def _at_hints(v):
+    """Param value `v` (nested tuples, lists, slices) with each Sym replaced by its hint."""
+    if isinstance(v, (tuple, list)):
+        return type(v)(_at_hints(x) for x in v)
+    if isinstance(v, slice):
+        return slice(_at_hints(v.start), _at_hints(v.stop), _at_hints(v.step))
+    return v.hint if isinstance(v, Sym) else v
 
 
 def _splits_only(old: tuple, new: tuple) -> bool:

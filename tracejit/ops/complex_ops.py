@@ -128,6 +128,8 @@ def _call_impl(xp, *arrays, op, params, avals_in):
 
 
 def _compute_dtype(prim: Primitive, avals: list):
+    if prim.check_operands is not None:   # (as promotion.compute_dtype: a bool subtraction)
+        prim.check_operands(avals)
     cd = _dt.result_type([v.dtype for v in avals if not v.weak and v.shape],
                          [v.dtype for v in avals if v.weak], [v.dtype for v in avals if not v.weak and not v.shape])
     return _dt.get_default_dtype() if prim.int_to_float and cd.category < 2 else cd

@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ArgumentError, DTypeError, expect_not_bool, refuse_bool_subtraction
+from ..errors import (ArgumentError, DTypeError, IntegerDivisionByZero, expect_not_bool, no_bool_kernel,
+                      refuse_bool_subtraction)
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from .registry import Aval, defprim
@@ -135,7 +136,7 @@ def _int_divisor_checked(fn):
     def impl(xp, a, b):
         # (b.all(): a Python or numpy scalar divisor is no device array for xp.all)
         if _int_kind(a) and _int_kind(b) and not (b.all() if hasattr(b, "all") else b) and getattr(a, "size", 1):
-            raise ZeroDivisionError(f"{fn.__name__}: integer division by zero")
+            raise IntegerDivisionByZero(f"{fn.__name__}: integer division by zero")
         return fn(a, b) if xp is np else getattr(xp, fn.__name__)(a, b)
     return impl
 
@@ -155,11 +156,13 @@ def _zeros(g):
 
 FLOOR_DIVIDE = _binary("floor_divide", _int_divisor_checked(np.floor_divide),
                        lambda g, out, a, b: (_zeros(g), _zeros(g)),
-                       lambda e, a, b: f"({a} // {b})", save=_none_rq)
+                       lambda e, a, b: f"({a} // {b})", save=_none_rq,
+                       extra={"operands": no_bool_kernel("floor_divide"), "int_divisor": True})
 REMAINDER = _binary("remainder", _int_divisor_checked(np.remainder),
                     lambda g, out, a, b: (g, neg(g) * floor_divide(a, b) if a is not None and b is not None
                                           else None),
-                    lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else ())
+                    lambda e, a, b: f"({a} % {b})", save=lambda rq: (0, 1) if rq[1] else (),
+                    extra={"operands": no_bool_kernel("remainder"), "int_divisor": True})
 
 # PyTorch's gradients: half each at a tie, and where one operand is nan (so is the result)
 # both get all of it

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes as _dt
 from ..device import CPU
 from ..errors import ShapeError, TraceError, user_where
 from ..shapes import DataSize, Derived, Sym, data_sized as _data_sized, hint, numel
@@ -57,7 +58,14 @@ HOST_STEP = defprim("host_step", _impl, _rule, kind="other")
 def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
     """``fn(xp, *arrays, **kw)`` of the tensors `args` as tensors of `dtypes`; `shapes` (read
     only while tracing) gives each result's dims, a string for a data-dependent size (the
-    same string within one call: the same size)."""
+    same string within one call: the same size). bfloat16 operands reach `fn` as float32
+    values (not their storage words), and bfloat16 results are rounded from float32."""
+    if any(a.dtype is _dt.bfloat16 for a in args):
+        from .elementwise import cast
+        f32, bf = _dt.float32, _dt.bfloat16
+        out = host_step(fn, [cast(a, f32) if a.dtype is bf else a for a in args], shapes,
+                        [f32 if d is bf else d for d in dtypes], name, **kw)
+        return tuple(cast(o, bf) if d is bf else o for o, d in zip(out, dtypes))
     tr = trace_state.tracer
     if tr is None:
         dev = args[0].device

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import user_stacklevel
+from ..errors import DTypeError, user_stacklevel
 from ..shapes import Sym
 from ..tensor import Tensor
 from . import creation
@@ -23,7 +23,7 @@ from .eager import trace_hooks
 from .host_steps import host_step
 from .shape import stack
 
-__all__ = ["nonzero"]
+__all__ = ["nonzero", "refuse_other_dtype"]
 
 _SEQUENCE_ITEMS = (list, tuple, np.ndarray, Tensor, slice, type(None), type(Ellipsis))
 
@@ -179,3 +179,19 @@ def nonzero(a, as_tuple: bool = False):
     if as_tuple:
         return ts
     return stack(ts, 1)[:, :0] if a.ndim == 0 else stack(ts, 1)   # (a 0-d: rows of no coordinates)
+
+
+def refuse_other_dtype(a, index, value, accumulate: bool) -> None:
+    """Raise where PyTorch's ``index_put`` refuses tensor `value` for `a` under `index`: of
+    another dtype under an index tensor, list or array, but for a 0-d value under a boolean
+    mask without `accumulate` (a ``masked_fill``)."""
+    if not isinstance(value, Tensor) or value.dtype is a.dtype:
+        return
+    keys = index if type(index) is tuple else (index,)
+    masks = any(isinstance(k, Tensor) and k.dtype is _dt.bool_ and k.ndim or type(k) is list and k
+                and type(k[0]) is bool for k in keys)
+    if (value.ndim or accumulate or not masks) and any(
+            isinstance(k, (list, np.ndarray)) or isinstance(k, Tensor) and (k.ndim or k.dtype is _dt.bool_)
+            for k in keys):
+        raise DTypeError(f"index_put: the value's dtype ({value.dtype.name}) must be the indexed tensor's "
+                        f"({a.dtype.name}), as PyTorch requires; cast it with value.to({a.dtype.name})")

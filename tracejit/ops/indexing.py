@@ -23,7 +23,7 @@ from .registry import Aval, defprim
 from .eager import bind, remember_plain, trace_hooks, trace_state
 from .grad_views import recording
 from .shape import _whole_view
-from .index_keys import normalize as _normalize, nonzero, with_bools
+from .index_keys import normalize as _normalize, nonzero, refuse_other_dtype, with_bools
 from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 from . import masked_assign as _masked
 
@@ -491,6 +491,7 @@ def index_put(a, index, value, accumulate: bool = False):
     """``a`` with ``a[index] = value`` (PyTorch's ``index_put``; `index` a key or a tuple of
     index tensors); with accumulate, values at repeated positions add up (``a[index] += value``
     counting every repeat)."""
+    refuse_other_dtype(a, index, value, accumulate)
     if a.dtype.itemsize > 2 or not a.dtype.is_floating_point:   # (PyTorch's half dtypes store inf)
         value = _dt.number_as(a.dtype, value, "index_put")
     if trace_state.tracer is not None and not accumulate:

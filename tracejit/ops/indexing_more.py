@@ -258,7 +258,18 @@ def index_copy(input, dim: int, index, source):
 def index_fill(input, dim: int, index, value):
     dim = normalize_dim(dim, input.ndim, "index_fill")
     index = _vector_index("index_fill", index)
-    value = _dt.number_as(input.dtype, value, "index_fill")
+    if isinstance(value, Tensor):   # (read as a number, as PyTorch: checked eagerly, cast when captured)
+        if value.ndim:
+            raise ShapeError(f"index_fill: value must be a 0-dim tensor or a number, got {value.ndim} dims")
+        cplx, number = value.dtype.is_complex, value.item() if value._data is not None else None
+        value = cast(value, input.dtype)
+    else:
+        cplx, number = isinstance(value, complex), value
+    if cplx and not input.dtype.is_complex:
+        raise DTypeError(f"index_fill: a complex value cannot be converted to type {input.dtype.name}")
+    if number is not None:
+        number = _dt.number_as(input.dtype, number, "index_fill")
+        value = value if isinstance(value, Tensor) else number
     return index_put(input, (slice(None),) * dim + (index,), value)
 
 
@@ -285,8 +296,12 @@ def masked_scatter(input, mask, source):
     if trace_state.tracer is None and rank.numel() and source.numel() < int(rank[-1]) + 1:
         raise ArgumentError(f"masked_scatter: source has {source.numel()} elements, the mask selects "
                             f"{int(rank[-1]) + 1}")
-    if source.numel() == 0:
-        return expand(input, shape).clone()
+    if source.numel() == 0:   # (a capture checks that the mask selects nothing)
+        if trace_state.tracer is None:
+            return expand(input, shape).clone()
+        from .value_checks_prim import selects
+        m = reshape(selects(reshape(m, (-1,)), (0,), (), "masked_scatter"), shape)
+        return where(m, expand(input, shape), expand(input, shape))
     # (a selected rank past the source fails gather's range check, compiled too)
     vals = gather(reshape(source, (-1,)), 0, where(reshape(m, (-1,)), rank, 0))
     return where(m, reshape(vals, shape), expand(input, shape))
@@ -323,7 +338,9 @@ def masked_fill(a, mask, value):
         raise TypeError("masked_fill: mask must be a bool tensor")
     if hasattr(value, "_data"):
         if value.ndim != 0:
-            raise ValueError("masked_fill: value must be a 0-dim tensor or a number")
+            raise ShapeError("masked_fill: value must be a 0-dim tensor or a number")
+        if value._data is not None:   # (checked as the number it holds, as PyTorch)
+            _dt.number_as(a.dtype, value.item(), "masked_fill")
         value = cast(value, a.dtype)
     else:
         value = _dt.number_as(a.dtype, value, "masked_fill")

@@ -13,6 +13,7 @@ recompute the row statistics from x, so every higher order is exact too.
 """
 from __future__ import annotations
 
+from .. import dtypes as _dt
 from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
 from .reductions import mean, sum as _sum, sum_
@@ -212,11 +213,10 @@ def layer_norm(x, n: int, weight=None, bias=None, eps: float = 1e-5):
         check_dtypes("layer_norm", x, weight=weight, bias=bias)
     wb = [t for t in (weight, bias) if t is not None]
     affine = _AFFINE[2 * (weight is not None) + (bias is not None)]
-    for t in wb:
-        if t.dtype is not x.dtype:
-            wide = in_opmath(x)
-            wb = [in_opmath(t) for t in wb]
-            return as_input(bind(LAYER_NORM, wide, *wb, n=n, eps=float(eps), affine=affine), x)
+    if x.dtype is _dt.float16 or any(t.dtype is not x.dtype for t in wb):
+        # (float32 weights of a half x, or float16, whose squares overflow: in float32)
+        wb = [in_opmath(t) for t in wb]
+        return as_input(bind(LAYER_NORM, in_opmath(x), *wb, n=n, eps=float(eps), affine=affine), x)
     return bind(LAYER_NORM, x, *wb, n=n, eps=float(eps), affine=affine)
 
 

@@ -78,6 +78,10 @@ def _per_selected(a, mask, value, tail: tuple):
     from .value_checks_prim import selects
     if value.shape[0] == 1:
         return reshape(value, tail)   # (one row broadcasts to every selected element)
-    flat = reshape(selects(mask, tuple(value.shape), tail), (-1,))
-    rows = (cumsum(flat, 0, dtype=_dt.int64) - 1).clamp(min=0, max=max(value.shape[0] - 1, 0))
-    return reshape(index_select(value, 0, rows), tuple(a.shape)) if value.shape[0] else a
+    checked = selects(mask, tuple(value.shape), tail)
+    if not value.shape[0]:   # (`a` itself, after the check that the mask selects nothing)
+        from .elementwise import where
+        return where(reshape(checked, tuple(mask.shape) + (1,) * len(tail)), a, a)
+    flat = reshape(checked, (-1,))
+    rows = (cumsum(flat, 0, dtype=_dt.int64) - 1).clamp(min=0, max=value.shape[0] - 1)
+    return reshape(index_select(value, 0, rows), tuple(a.shape))

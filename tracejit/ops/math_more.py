@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import DTypeError, UnsupportedDTypeError
+from ..errors import DTypeError, UnsupportedDTypeError, no_bool_kernel
 from ..tensor import Tensor
 from .eager import bind
 from .elementwise import (_binary, _zeros, _deprecated_form, _ew_rule, _int_divisor_checked, _int_result, _op1, _op2,
@@ -248,7 +248,8 @@ def _fmod_vjp(g, out, a, b):
 # Remainder with the sign of the dividend (C's fmod): np.fmod is exact, where
 # a - trunc(a / b) * b loses the low bits of a large quotient in float32.
 FMOD = _binary("fmod", _int_divisor_checked(np.fmod), _fmod_vjp, _fmod_scalar,
-               save=lambda rq: (0, 1) if rq[1] else ())
+               save=lambda rq: (0, 1) if rq[1] else (),
+               extra={"operands": no_bool_kernel("fmod"), "int_divisor": True})
 fmod = _op2(FMOD)
 
 
@@ -257,14 +258,28 @@ def hypot(input, other):
     if not dt.is_floating_point:
         from ..errors import UnsupportedDTypeError
         raise UnsupportedDTypeError(f"hypot: expected a floating point operand, got {dt.name} ones")
-    input, other = (cast(t, dt) if isinstance(t, Tensor) else t for t in (input, other))
-    return sqrt(input * input + other * other)
+    return _hypot(input, other)
+
+
+# numpy's hypot: no overflow or underflow of the squares, inf where either side is (nan too)
+HYPOT = _binary("hypot", _ufunc2("hypot"), lambda g, out, a, b: (
+    g * a / out if a is not None else None, g * b / out if b is not None else None),
+    save=lambda rq: (0, 1), save_out=True)
+_hypot = _op2(HYPOT)
 
 
 @takes("input", "end")
 def lerp(input, end, weight):
     """PyTorch's two-sided form: `end` exactly at weight 1, and its NaN where an infinite
-    end point meets a weight it does not multiply by 0."""
+    end point meets a weight it does not multiply by 0. As PyTorch, `end` and a weight tensor
+    of any dims have input's dtype, and a weight number or 0-d tensor converts to it."""
+    for name, t in (("end", end), ("weight", weight)):
+        if isinstance(t, Tensor) and t.dtype is not input.dtype and (name == "end" or t.ndim):
+            raise DTypeError(f"lerp: expected dtype {input.dtype.name} for `{name}` but got dtype {t.dtype.name}")
+    if not isinstance(weight, Tensor):
+        weight = _dt.number_as(input.dtype, weight, "lerp")
+    elif weight.dtype is not input.dtype:
+        weight = cast(weight, input.dtype)
     diff = end - input
     if not isinstance(weight, Tensor):
         return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
@@ -315,8 +330,15 @@ def _float_result(input, other):
     return rt if rt.is_floating_point else _dt.get_default_dtype()
 
 
+def _real(op: str, *operands) -> None:
+    """Raise where an operand (tensor or number) is complex: PyTorch has no complex kernel for `op`."""
+    if any(isinstance(a, complex) or getattr(getattr(a, "dtype", None), "is_complex", False) for a in operands):
+        raise UnsupportedDTypeError(f"{op}: complex operands are not supported")
+
+
 def xlogy(input, other):
-    """x * log(y), 0 where x == 0 (also when y is 0)."""
+    """x * log(y), 0 where x == 0 and y is not nan (also when y is 0)."""
+    _real("xlogy", input, other)
     rt = _float_result(input, other)
     from .creation import full_like
     if not hasattr(input, "dtype"):
@@ -326,8 +348,8 @@ def xlogy(input, other):
     other = full_like(input, other, dtype=rt) if not hasattr(other, "dtype") else other
     if other.dtype is not rt:
         other = cast(other, rt)
-    safe = where(input == 0, 1.0, other)
-    return where(input == 0, 0.0, input * log(safe))
+    zero = (input == 0) & (other == other)
+    return where(zero, 0.0, input * log(where(zero, 1.0, other)))
 
 
 def sinc(input):
@@ -356,6 +378,7 @@ def logaddexp2(input, other):
 
 def copysign(input, other):
     """|input| with the sign of `other` (a tensor or a number); integers become floats."""
+    _real("copysign", input, other)
     rt = _float_result(input, other)
     if input.dtype is not rt:
         input = cast(input, rt)
@@ -428,8 +451,10 @@ BITWISE_XOR = _binary("bitwise_xor", _ufunc2("bitwise_xor"), None)
 BITWISE_NOT = _unary("bitwise_not", _ufunc1("invert"), None, int_to_float=False)
 # ``input << other`` and ``input >> other`` of integer tensors: bits shifted out are lost,
 # the right shift is arithmetic (the sign bit is kept)
-LEFT_SHIFT = _binary("bitwise_left_shift", _ufunc2("left_shift"), None)
-RIGHT_SHIFT = _binary("bitwise_right_shift", _ufunc2("right_shift"), None)
+LEFT_SHIFT = _binary("bitwise_left_shift", _ufunc2("left_shift"), None,
+                     extra={"operands": no_bool_kernel("bitwise_left_shift")})
+RIGHT_SHIFT = _binary("bitwise_right_shift", _ufunc2("right_shift"), None,
+                      extra={"operands": no_bool_kernel("bitwise_right_shift")})
 bitwise_and, bitwise_or, bitwise_xor, bitwise_left_shift, bitwise_right_shift = map(
     _int_or_bool, (BITWISE_AND, BITWISE_OR, BITWISE_XOR, LEFT_SHIFT, RIGHT_SHIFT))
 bitwise_not = _int_or_bool(BITWISE_NOT, unary=True)

@@ -537,6 +537,8 @@ def movedim(input, source, destination):
     dst = [normalize_dim(d, n, "movedim") for d in dst]
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
         raise ValueError(f"movedim: repeated dim in source {tuple(source)} or destination {tuple(destination)}")
+    if n == 0:   # (dim 0 or -1 of a 0-d tensor: the tensor, as PyTorch)
+        return permute(input, ())
     order = [None] * n
     for s, d in zip(src, dst):
         order[d] = s

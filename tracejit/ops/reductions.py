@@ -306,6 +306,8 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, a
         correction = 1 if unbiased is None or unbiased else 0
     if not a.dtype.is_floating_point:
         _not_float(a)   # (mean's error, as when var called mean())
+    if a.dtype.itemsize == 2:   # (half: computed in float32 and rounded once, as PyTorch's)
+        return cast(var(cast(a, _dt.float32), dim, unbiased, keepdim, correction=correction), a.dtype)
     dims = _dims(a, dim, "var")
     n = _count(a, dims)
     d = a - sum_(a, dims, True) / n   # the mean, over dims var normalized already
@@ -317,8 +319,10 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, a
 
 def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
     dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
-    # (a constant's std has gradient 0, as PyTorch's, not the root's 0 * inf)
-    return _root(var(a, dim, unbiased, keepdim, correction=correction), 2)
+    # (a constant's std has gradient 0, as PyTorch's, not the root's 0 * inf; half: in float32)
+    wide = cast(a, _dt.float32) if a.dtype.itemsize == 2 and a.dtype.is_floating_point else a
+    out = _root(var(wide, dim, unbiased, keepdim, correction=correction), 2)
+    return out if wide is a else cast(out, a.dtype)
 
 
 def amax(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
@@ -345,9 +349,9 @@ def max(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     if dim is None:
         return bind(MAX_ALL, a, dims=_dims(a, None, "max"), keepdim=False)
     if a.ndim == 0:
-        idx = argmax(a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
+        idx = _arg(ARGMAX, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
         return ValuesIndices(clone(a), idx)
-    return _selected(a, argmax(a, dim, True), dim, keepdim)
+    return _selected(a, _arg(ARGMAX, a, dim, True), dim, keepdim)
 
 
 def min(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
@@ -357,9 +361,9 @@ def min(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     if dim is None:
         return bind(MIN_ALL, a, dims=_dims(a, None, "min"), keepdim=False)
     if a.ndim == 0:
-        idx = argmin(a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
+        idx = _arg(ARGMIN, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
         return ValuesIndices(clone(a), idx)
-    return _selected(a, argmin(a, dim, True), dim, keepdim)
+    return _selected(a, _arg(ARGMIN, a, dim, True), dim, keepdim)
 
 
 def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
@@ -380,11 +384,18 @@ def _arg(prim, a, dim, keepdim: bool):
     return bind(prim, a, dim=d, keepdim=keepdim)
 
 
+def _refuse_bool(a, name: str):
+    if a.dtype.is_bool:   # (max(dim) of bools takes their _arg: PyTorch refuses only these)
+        raise DTypeError(f"{name}(): does not support bool input, as PyTorch's")
+
+
 def argmax(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    _refuse_bool(a, "argmax")
     return _arg(ARGMAX, a, dim if axis is None else axis, keepdim if keepdims is None else keepdims)
 
 
 def argmin(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
+    _refuse_bool(a, "argmin")
     return _arg(ARGMIN, a, dim if axis is None else axis, keepdim if keepdims is None else keepdims)
 
 
@@ -470,6 +481,8 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
         raise ArgumentError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
     if a.dtype.is_complex:   # (the norm of the moduli)
         a = _abs(a)
+    if a.dtype.itemsize == 2:   # (half: computed in float32 and rounded once, as PyTorch's)
+        return cast(norm(cast(a, _dt.float32), p, dim, keepdim), a.dtype)
     if p == 2 or p == "fro":
         if dim is None and (a.dtype is _dt.float32 or a.dtype is _dt.float64):
             return bind(NORM2, a, keepdim=bool(keepdim))

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import is_grad_enabled
-from ..errors import ArgumentError, IndexRangeError, ShapeError, expect_floating
+from ..errors import ArgumentError, IndexRangeError, ShapeError, UnsupportedDTypeError, expect_floating
 from ..shapes import as_dim, normalize_dim
 from ..tensor import Tensor
 from .creation import full, tensor
@@ -52,12 +52,14 @@ def _pick(input, dim, k, keepdim):
     return _ValuesIndices(v, i)
 
 
+@takes("input", ints=True)
 def median(input, dim=None, keepdim: bool = False):
     """The lower median: of all elements (dim None), or values and indices along dim; NaN
     if the slice holds one (the first NaN, as PyTorch)."""
     return _median(input, dim, keepdim, "median")
 
 
+@takes("input", ints=True)
 def nanmedian(input, dim=None, keepdim: bool = False):
     """median ignoring NaN (NaN sorts last; the middle of the non-NaN count is picked)."""
     return _median(input, dim, keepdim, "nanmedian")
@@ -97,6 +99,7 @@ def _median(input, dim, keepdim, name):
     return _ValuesIndices(v, i)
 
 
+@takes("input", ints=True)
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
     n = input.shape[normalize_dim(dim, input.ndim, "kthvalue")] if input.ndim else 1
     if not 1 <= k <= n:
@@ -155,6 +158,8 @@ def nanquantile(input, q, dim=None, keepdim: bool = False, *, interpolation: str
 
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
+    if input.dtype.itemsize == 2:   # (as PyTorch's: no half kernel)
+        raise UnsupportedDTypeError(f"quantile: input must be a float32 or float64 tensor, got {input.dtype.name}")
     if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
         raise ValueError(f"quantile: interpolation must be linear, lower, higher, midpoint or nearest, "
                          f"got {interpolation!r}")

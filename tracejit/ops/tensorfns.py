@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import is_grad_enabled
-from ..errors import ArgumentError, ShapeError
+from ..errors import ArgumentError, ShapeError, expect_not_bool
 from ..shapes import Sym, normalize_dim
 from .creation import arange
 from .elementwise import where
@@ -143,6 +143,7 @@ def sort(a, dim: int = -1, descending: bool = False, stable: bool = False, *, ax
 
 def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *, axis=None):
     """The k largest (or smallest) values along `dim` and their indices, best first."""
+    expect_not_bool("topk", "input", a)
     dim = dim if axis is None else axis
     d = normalize_dim(dim, max(a.ndim, 1), "topk")
     n = a.shape[d] if a.ndim else 1

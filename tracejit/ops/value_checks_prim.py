@@ -40,15 +40,15 @@ def in_unit_interval(x, op: str, name: str):
     return bind(IN_UNIT_INTERVAL, x, op=op, name=name)
 
 
-def _selects_impl(xp, mask, *, value_shape, region_tail):
+def _selects_impl(xp, mask, *, value_shape, region_tail, op="index_put"):
     n = int(mask.sum())
     if n != value_shape[0]:
-        raise ShapeError(f"index_put: value of shape {tuple(value_shape)} cannot be broadcast to the indexed "
+        raise ShapeError(f"{op}: value of shape {tuple(value_shape)} cannot be broadcast to the indexed "
                          f"region of shape {(n,) + tuple(region_tail)}")
     return mask.view()
 
 
-def _selects_rule(mask, *, value_shape, region_tail):
+def _selects_rule(mask, *, value_shape, region_tail, op="index_put"):
     return Aval(mask.shape, mask.dtype, mask.device)
 
 
@@ -56,9 +56,9 @@ SELECTS = defprim("selects", _selects_impl, _selects_rule, lambda g, out, m, **k
                   kind="other", extra={"view": True})
 
 
-def selects(mask, value_shape: tuple, region_tail: tuple):
+def selects(mask, value_shape: tuple, region_tail: tuple, op: str = "index_put"):
     """Boolean `mask`, checked on every path to hold as many True as a value of
-    `value_shape` has rows (``a[mask] = v``, one row per selected element): a ShapeError as
-    eager ``index_put``'s otherwise."""
+    `value_shape` has rows (``a[mask] = v``, one row per selected element): a ShapeError
+    naming `op` otherwise, as eager ``index_put``'s."""
     from .eager import bind
-    return bind(SELECTS, mask, value_shape=tuple(value_shape), region_tail=tuple(region_tail))
+    return bind(SELECTS, mask, value_shape=tuple(value_shape), region_tail=tuple(region_tail), op=op)
