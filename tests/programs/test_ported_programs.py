@@ -301,6 +301,11 @@ MAX_COMPILES.update({
 # by flatten/view), DiffPool (padded node counts dynamic) and ProdLDA (legacy Variable and
 # .new().resize_as_(), where torch.compile breaks into 14 graphs)
 COMPILED += ["prog_pointnet2.py", "prog_slotattn.py", "prog_vicreg.py", "prog_diffpool.py", "prog_prodlda.py"]
+# DeepAR (a NegativeBinomial likelihood, an LSTM stepped with its state for the forecast)
+# and a Hyena LM (implicit long-convolution filters applied by rfft/irfft at n = 2L, greedy
+# generation at growing lengths: one dynamic capture, as torch.compile's)
+COMPILED += ["prog_deepar.py", "prog_hyena.py"]
+MAX_COMPILES.update({"prog_deepar.py": 3})   # training; the context pass; the forecast steps
 
 
 def _run(framework, mode, weights, programs):
