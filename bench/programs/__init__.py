@@ -91,6 +91,8 @@ PROGRAMS = {
     "autoformer": "Autoformer: moving-average decomposition, rfft/irfft auto-correlation, topk delays by gather",
     "pointnet2": "PointNet++ SSG, 16 x 512 points: farthest point sampling loop, ball query by sort, gathers",
     "slotattn": "Slot Attention autoencoder, 32x32: 5 slots, 3 GRUCell iterations, spatial broadcast decoder",
+    "hyena": "Hyena LM, 128 tokens: implicit long-conv filters applied by rfft/irfft at 2L, gating",
+    "deepar": "DeepAR: lagged count windows, 2-layer LSTM over 72 steps, NegativeBinomial likelihood",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

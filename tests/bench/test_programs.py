@@ -46,7 +46,8 @@ def _losses(framework: str, program: str) -> list:
                                      "nca", "tsp", "dcnv2",
                                      "din", "mod", "detr", "nsf",
                                      "performer", "autoformer",
-                                     "pointnet2", "slotattn"])
+                                     "pointnet2", "slotattn",
+                                     "hyena", "deepar"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)
