@@ -120,3 +120,26 @@ def test_compiled_irfft2_gradient_matches_pytorch():
     f(torch, xt, wt).backward()
     np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_a_transform_length_from_a_dynamic_size_stays_dynamic():
+    """``rfft(u, n=2 * L)`` / ``irfft(..., n=2 * L)`` (an FFT convolution) with L a dynamic
+    length: one capture serves every length, with the eager values and gradients."""
+    def f(u, k):
+        L = u.shape[-1]
+        uf, kf = tj.fft.rfft(u, n=2 * L), tj.fft.rfft(k, n=2 * L) / (2 * L)
+        return (tj.fft.irfft(uf * kf, n=2 * L, norm="forward")[..., :L] + u).pow(2).sum()
+    cf = tj.compile(f, dynamic=True)
+    rs = np.random.RandomState(0)
+    for L in (8, 9, 11):
+        ua, ka = rs.randn(2, 3, L).astype(np.float32), rs.randn(3, L).astype(np.float32)
+        got = []
+        for g in (f, cf):
+            u, k = tj.tensor(ua, requires_grad=True), tj.tensor(ka, requires_grad=True)
+            y = g(u, k)
+            y.backward()
+            got.append((y.item(), u.grad.numpy(), k.grad.numpy()))
+        assert got[1][0] == pytest.approx(got[0][0], rel=1e-5)
+        np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(got[1][2], got[0][2], rtol=1e-4, atol=1e-5)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]

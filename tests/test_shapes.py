@@ -35,6 +35,15 @@ def test_comparisons_decided_for_every_size_ask_for_nothing(asked):
     assert asked == []
 
 
+def test_two_dims_whose_difference_has_one_sign_compare_without_asking(asked):
+    s0, s1 = Sym.symbol("s0", 5), Sym.symbol("s1", 3)
+    assert (1 + s0 > 2 * s0) is False and (1 + s0 < 2 * s0) is True   # 2*s0 - (1 + s0) >= 1
+    assert (2 * s0 >= s0 + 2) is True and (s0 + s1 > s1) is True and (s1 <= s1 + 0 * s0) is True
+    assert asked == []
+    assert (s0 > s1) is True    # depends on the sizes: asked for (no tracer to guard it)
+    assert asked == ["s0"]
+
+
 def test_comparisons_that_depend_on_the_size_ask_for_it(asked):
     s0 = Sym.symbol("s0", 5)
     assert (s0 == 5) is True

@@ -2,6 +2,8 @@
 non-negative, with PyTorch's errors (an IndexError naming the valid range, a repeated dim)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .errors import ShapeError
 
 
@@ -13,6 +15,8 @@ def normalize_dim(dim, ndim: int, op: str = "op") -> int:
             return dim
         if -ndim <= dim < 0:
             return dim + ndim
+    if isinstance(dim, np.integer):
+        dim = int(dim)
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
     lo = -max(ndim, 1)
@@ -28,7 +32,7 @@ def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
     twice (``x.sum((0, 0))``, ``(0, -2)`` on a matrix) raises, as in PyTorch."""
     if dims is None:
         return tuple(range(ndim))
-    if isinstance(dims, int):
+    if isinstance(dims, (int, np.integer)):
         dims = (dims,)
     normed = [normalize_dim(d, ndim, op) for d in dims]
     out = sorted(set(normed))

@@ -24,7 +24,7 @@ from .ops.rearrange import roll
 from .ops.shape import cat
 from .ops.registry import Aval, defprim
 from .ops.eager import bind
-from .shapes import normalize_dim
+from .shapes import as_dim, normalize_dim
 from .tensor import Tensor
 
 __all__ = ["fftfreq", "rfftfreq", "fftshift", "ifftshift", "fft", "ifft", "rfft", "irfft", "fft2",
@@ -159,7 +159,7 @@ def _plan(x: Tensor, s, dim, name: str, default_all: bool):
         s = (s,) if isinstance(s, int) else tuple(s)
         if len(s) != len(dims):
             raise ValueError(f"fft.{name}: s has {len(s)} sizes for {len(dims)} dims")
-        s = tuple(x.shape[d] if n == -1 else int(n) for n, d in zip(s, dims))
+        s = tuple(x.shape[d] if n == -1 else as_dim(n) for n, d in zip(s, dims))
     else:
         s = tuple(x.shape[d] for d in dims)
     if any(n < 1 for n in s):

@@ -23,7 +23,7 @@ from .errors import ShapeError
 from .dims import normalize_dim, normalize_dims   # (re-exported: most callers import them here)
 
 __all__ = ["Sym", "Dim", "Shape", "broadcast_shapes", "normalize_dim", "normalize_dims",
-           "numel", "is_static", "hint", "as_dim"]
+           "numel", "hint", "as_dim"]
 
 class _Hook(threading.local):
     # Set by the tracer, per thread as the tracer itself is (ops.registry.trace_state): two
@@ -349,6 +349,13 @@ class Sym:
             if low is not None and op(low, o) == op(max(low, o + 1), o):
                 # the same answer for every value this dim can take (all >= low)
                 return op(low, o)
+        elif isinstance(o, Sym):   # the difference's sign, where every size gives one (1 + s0 < 2*s0)
+            d = self - o
+            if not isinstance(d, Sym):
+                return op(d, 0)
+            for low, sign in ((d.lower_bound(), 1), ((-d).lower_bound(), -1)):
+                if low is not None and op(sign * low, 0) == op(sign * max(low, 1), 0):
+                    return op(sign * low, 0)
         if isinstance(o, (int, Sym)):
             # The answer in this call, guarded as a fact on the sizes (``8 - s0 >= 0``) where
             # the capture can: one entry serves every size on that side.
@@ -390,15 +397,8 @@ class Sym:
         return float(self._specialized())
 
     def __repr__(self) -> str:
-        parts = []
-        for mono, c in self.terms:
-            body = "*".join(mono)
-            if not mono:
-                parts.append(str(c))
-            elif c == 1:
-                parts.append(body)
-            else:
-                parts.append(f"{c}*{body}")
+        parts = [str(c) if not mono else "*".join(mono) if c == 1 else f"{c}*{'*'.join(mono)}"
+                 for mono, c in self.terms]
         return " + ".join(parts).replace("+ -", "- ")
 
     def to_python(self, names: dict | None = None) -> str:
@@ -525,8 +525,9 @@ Shape = tuple
 
 
 def contains_sym(v) -> bool:
-    """Whether a param value (a dim, or a nested tuple of them) mentions a symbol."""
-    return isinstance(v, Sym) or isinstance(v, tuple) and any(contains_sym(x) for x in v)
+    """Whether a param value (a dim; nested tuples or dicts of them) mentions a symbol."""
+    items = v.values() if isinstance(v, dict) else v
+    return isinstance(v, Sym) or isinstance(v, (tuple, dict)) and any(contains_sym(x) for x in items)
 
 
 def as_dim(d) -> Dim:
@@ -550,10 +551,6 @@ def specialize_to_agree(a, b) -> bool:
     for name in sorted((fa ^ fb) or (fa | fb)):
         Sym.symbol(name, 0)._specialized()
     return True
-
-
-def is_static(shape) -> bool:
-    return all(isinstance(d, int) for d in shape)
 
 
 def numel(shape) -> Dim:

@@ -93,6 +93,8 @@ PROGRAMS = {
     "slotattn": "Slot Attention autoencoder, 32x32: 5 slots, 3 GRUCell iterations, spatial broadcast decoder",
     "centernet": "CenterNet, 96x96, batch 8: stride-4 heads, focal loss on a sigmoid_ heatmap, gathered RegL1",
     "dimenet": "DimeNet, 16 molecules of 8-20 atoms: radius graph, triplets, acos angles, bilinear messages",
+    "hyena": "Hyena LM, 128 tokens: implicit long-conv filters applied by rfft/irfft at 2L, gating",
+    "deepar": "DeepAR: lagged count windows, 2-layer LSTM over 72 steps, NegativeBinomial likelihood",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

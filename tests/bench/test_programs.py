@@ -47,7 +47,8 @@ def _losses(framework: str, program: str) -> list:
                                      "din", "mod", "detr", "nsf",
                                      "performer", "autoformer",
                                      "pointnet2", "slotattn",
-                                     "centernet", "dimenet"])
+                                     "centernet", "dimenet",
+                                     "hyena", "deepar"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)

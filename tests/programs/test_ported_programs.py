@@ -303,6 +303,21 @@ MAX_COMPILES.update({
 # by flatten/view), DiffPool (padded node counts dynamic) and ProdLDA (legacy Variable and
 # .new().resize_as_(), where torch.compile breaks into 14 graphs)
 COMPILED += ["prog_pointnet2.py", "prog_slotattn.py", "prog_vicreg.py", "prog_diffpool.py", "prog_prodlda.py"]
+# DeepAR (a NegativeBinomial likelihood, an LSTM stepped with its state for the forecast)
+# and a Hyena LM (implicit long-convolution filters applied by rfft/irfft at n = 2L, greedy
+# generation at growing lengths: one dynamic capture, as torch.compile's)
+COMPILED += ["prog_deepar.py", "prog_hyena.py"]
+MAX_COMPILES.update({"prog_deepar.py": 3})   # training; the context pass; the forecast steps
+# LightGCN (torch.sparse.mm propagation over a sparse_coo_tensor, BPR; torch.compile breaks
+# its graph at the sparse tensor), GRU4Rec (session-parallel lanes reset by masked_fill) and
+# FastSpeech (a length regulator by repeat_interleave and pad_sequence between an encoder,
+# a duration predictor and a dynamic=True decoder; not TimesNet: its period detection reads
+# topk's indices by .numpy() inside the forward, a graph break here)
+COMPILED += ["prog_lightgcn.py", "prog_gru4rec.py", "prog_fastspeech.py"]
+# encoder and predictor training and in inference; the decoder's mel length at its first
+# call equals the model width (one symbol for both): static, then each new length captures
+# (torch.compile's 8 graphs too)
+MAX_COMPILES.update({"prog_fastspeech.py": 8})
 
 
 # CenterNet (gathers at flat centre indices, a max_pool2d NMS and topk decoder compiled

@@ -76,12 +76,12 @@ def _value_code(v, consts: dict) -> str:
     if isinstance(v, (bool, type(None))) or (isinstance(v, (int, float)) and not isinstance(v, bool)
                                              and v == v and abs(v) != float("inf")):
         return repr(v)
-    if isinstance(v, tuple) and any(contains_sym(x) for x in v):
-        inner = ", ".join(_value_code(x, consts) for x in v)
-        return f"({inner}{',' if len(v) == 1 else ''})"
-    name = f"P{len(consts)}"
-    consts[name] = v
-    return name
+    if isinstance(v, tuple) and contains_sym(v):
+        return f"({', '.join(_value_code(x, consts) for x in v)}{',' if len(v) == 1 else ''})"
+    if isinstance(v, dict) and contains_sym(v):   # (a complex call's op params)
+        return "{" + ", ".join(f"{k!r}: {_value_code(x, consts)}" for k, x in v.items()) + "}"
+    consts[f"P{len(consts)}"] = v
+    return f"P{len(consts) - 1}"
 
 
 def _basic_key_code(spec, consts: dict) -> str:

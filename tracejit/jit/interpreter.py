@@ -44,6 +44,8 @@ def _eval(v, syms):
         return v.evaluate(syms)
     if isinstance(v, tuple):
         return tuple(_eval(x, syms) for x in v)
+    if isinstance(v, dict):
+        return {k: _eval(x, syms) for k, x in v.items()}
     return v
 
 

@@ -20,8 +20,9 @@ def keyword_shape(op: str, name: str, args: tuple, value) -> tuple:
 
 def shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        return tuple(shape[0])
-    return tuple(shape)
+        shape = shape[0]
+    # (numpy ints, as sizes computed with numpy are, taken as PyTorch takes them)
+    return tuple(int(d) if isinstance(d, np.integer) else d for d in shape)
 
 
 # The user-level shape functions normalize their arguments into the primitive's params:
