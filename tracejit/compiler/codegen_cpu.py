@@ -111,6 +111,8 @@ def loop_form(nest: LoopNest, parallel: bool) -> str:
         return "deep"
     if red is None:
         return "nested_map"
+    if red.indexed:
+        return "rows"
     if red.leading:
         return "column_blocks"
     # (a short kept last dim stays "rows": its partial sums would be updated one by one)
@@ -196,6 +198,7 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
 
     # Scalars (0-d operands, passed as 1-element arrays) are read once, outside the loops.
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
+    bits: set = set()   # float <-> integer key functions (mathbits) an argmax calls
     if nest.flat:
         body += _flat(nest, form, comp, loop)
     else:
@@ -209,6 +212,8 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
             body += _leading_reduction(nest, comp, loop)
         elif form == "outer_chunks":
             body += _outer_chunks(nest, inner, loop)
+        elif red is not None and red.indexed:
+            body += _arg_rows(nest, inner, loop, bits)
         else:
             body += _nested(nest, form, inner, loop)
     # (no group id: the source is the kernel's identity; see loopnest.lower)
@@ -217,6 +222,8 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     llvm_options = llvmopts.kernel_options(len(nest.outputs) + (red is not None), parallel, form,
                                            arrays=arrays, inner=0 if nest.flat else inner_extent(nest))
     src_lines = module_head(parallel, imports, llvm_options)
+    if bits:
+        src_lines.append(f"from tracejit.compiler.mathbits import {', '.join(sorted(bits))}")
     src_lines += ["", ""] + helper + header + doc + body
     return KernelSpec("\n".join(src_lines) + "\n", nest, parallel, form, llvm_options)
 
@@ -348,4 +355,4 @@ def _nested(nest: LoopNest, form: str, inner: list, loop: str) -> list:
 
 
 # the column-block reduction and the decomposed loops (a module of their own for length)
-from .codegen_cpu_loops import _decomposed_loops, _leading_reduction, _outer_chunks  # noqa: E402
+from .codegen_cpu_loops import _arg_rows, _decomposed_loops, _leading_reduction, _outer_chunks  # noqa: E402

@@ -1,14 +1,16 @@
-"""codegen_cpu.py's loops for three nest shapes: a reduction over every dim but the last (column
-blocks, `_leading_reduction`), one keeping a dim inside a reduced one (`_outer_chunks`) and
-a nest past ``MAX_NESTED_RANK`` (flat loops whose indices are recovered by division,
-`_decomposed_loops`). codegen_cpu's `render` calls them; its module docstring describes
+"""codegen_cpu.py's loops for four nest shapes: a reduction over every dim but the last (column
+blocks, `_leading_reduction`), one keeping a dim inside a reduced one (`_outer_chunks`), a
+nest past ``MAX_NESTED_RANK`` (flat loops whose indices are recovered by division,
+`_decomposed_loops`) and an argmax/argmin over the last dim (`_arg_rows`). codegen_cpu's `render` calls them; its module docstring describes
 the forms."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from .codegen_cpu import (COLUMN_BLOCK, FOLD_MARK, IND, PARTIAL_CAP, ROW_CHUNKS, _cast_back, _combine,
                           _fold_partials, _init, _np_type)
 from .emitter import fold, unflatten
-from .loopnest import SUM_BLOCK, LoopNest
+from .loopnest import ARG_BLOCK, SUM_BLOCK, LoopNest
 
 __all__: list = []   # (codegen_cpu's helpers)
 
@@ -219,3 +221,48 @@ def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
     body.append(f"{IND * 3}{_combine(red, 'acc', red.value)}")
     body.append(f"{IND * 2}partial[c] = acc")
     return body + _fold_partials("nchunk", red)
+
+
+def _arg_rows(nest: LoopNest, inner: list, loop: str, bits: set) -> list:
+    """Loops for an argmax/argmin over the innermost dim. A row of up to ARG_BLOCK elements
+    is one scan keeping the index. A longer one folds each block of ARG_BLOCK elements to
+    its extreme in a loop that vectorizes (floats on integer keys, codegen_cpu_rows
+    `split_nan`: a nan's key lies beyond the infinities'); the first block that improves
+    the row's extreme, or the first holding a nan, is then read again up to the first
+    element equal to it, or the first nan: PyTorch's index either way."""
+    from .codegen_cpu_rows import _KEYS, _key, split_nan
+    red = nest.reduction
+    (d,) = red.dims
+    best = replace(red, combine=red.combine[3:])   # the fold of the values: max or min
+    better = ">" if best.combine == "max" else "<"
+    body, depth = [], 1
+    for lvl, k in enumerate(red.kept):
+        body.append(f"{IND * depth}for i{k} in {loop if lvl == 0 else 'range'}(d{k}):")
+        depth += 1
+    i1, i2, i3, i4 = (IND * (depth + j) for j in range(4))
+    v, B, n = red.value, ARG_BLOCK, f"d{d}"
+    if split_nan(best):
+        it, _, _, f2i, i2f, ninf, pinf = _KEYS[red.acc_dtype]
+        bits.update((f2i, i2f))
+        lo, hi = f"np.{it}({ninf})", f"np.{it}({pinf})"
+        folds = [f"{i4}b = {f2i}({v})", f"{i4}key = {_key('b', red.acc_dtype)}",
+                 f"{i4}bh = key if key > bh else bh", f"{i4}bl = key if key < bl else bl"]
+        blk, init = ("bh", lo) if best.combine == "max" else ("bl", hi)
+        starts = [f"{i3}bh = {lo}", f"{i3}bl = {hi}"]
+        ends = [f"{i3}if nb < 0 and (bh > {hi} or bl < {lo}):", f"{i4}nb = b0"]
+        found = f"(nb >= 0 and {v} != {v}) or (nb < 0 and {v} == m)"
+        extreme = f"{i2f}({_key('acc', red.acc_dtype)})"
+    else:
+        init = _init(best)
+        folds, blk = [i4 + fold(best.combine, "bk", v)], "bk"
+        starts, ends, found, extreme = [f"{i3}bk = {init}"], [], f"{v} == m", "acc"
+    body += [f"{i1}at = 0", f"{i1}if {n} <= {B}:", f"{i2}m = {_init(best)}", f"{i2}for i{d} in range({n}):"]
+    body += [i3 + s for s in inner] + [f"{i3}if {v} != {v}:", f"{i4}at = i{d}", f"{i4}break",
+                                       f"{i3}if {v} {better} m:", f"{i4}m = {v}", f"{i4}at = i{d}"]
+    body += [f"{i1}else:", f"{i2}acc = {init}", f"{i2}nb = -1", f"{i2}for b0 in range(0, {n}, {B}):"] + starts
+    body += [f"{i3}for i{d} in range(b0, min(b0 + {B}, {n})):"] + [i4 + s for s in inner] + folds + ends
+    body += [f"{i3}if {blk} {better} acc:", f"{i4}acc = {blk}", f"{i4}at = b0"]
+    body += [f"{i2}s = nb if nb >= 0 else at", f"{i2}m = {extreme}",
+             f"{i2}for i{d} in range(s, min(s + {B}, {n})):"] + [i3 + s for s in inner]
+    body += [f"{i3}if {found}:", f"{i4}at = i{d}", f"{i4}break"]
+    return body + [f"{i1}red[{', '.join(f'i{k}' for k in red.kept) or '0'}] = at"]

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from ..jit.ir import Eqn, Graph, Var, def_use
 from ..ops import reductions as _red
 
-__all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS", "external_inputs"]
+__all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS", "external_inputs", "reduced_dims"]
 
-FUSIBLE_REDUCTIONS = (_red.SUM, _red.AMAX, _red.AMIN, _red.PROD)
+FUSIBLE_REDUCTIONS = (_red.SUM, _red.AMAX, _red.AMIN, _red.PROD, _red.ARGMAX, _red.ARGMIN)
+_INDEXED = (_red.ARGMAX, _red.ARGMIN)
 _KERNEL_DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8",
                   "bfloat16")   # (bf16 words: only loaded and stored, see bf16_graph.py)
 
@@ -63,6 +64,22 @@ class Group:
 
 def _row_dims(e: Eqn) -> tuple:
     return tuple(e.params.get("dims", ()))
+
+
+def reduced_dims(e: Eqn) -> tuple:
+    """The dims reduction `e` folds (an argmax's one ``dim``)."""
+    return tuple(e.params["dims"]) if "dims" in e.params else (e.params["dim"],)
+
+
+def _epilogue_ok(e: Eqn) -> bool:
+    """Whether reduction `e` may close a group: an argmax/argmin over one dim, the last, of
+    a CPU array of numbers (a scan of the contiguous row: codegen_cpu_loops `arg_rows`)."""
+    if e.prim not in _INDEXED:
+        return True
+    src = e.inputs[0].aval
+    dim = e.params["dim"]
+    return (dim is not None and dim == len(src.shape) - 1 <= 8 and getattr(src.device, "type", "cpu") == "cpu"
+            and src.dtype.name in ("float32", "float64", "int32", "int64"))
 
 
 def _row_reduction(e: Eqn) -> bool:
@@ -346,7 +363,7 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
             computes(cg, e.out)
             col_outs.add(e.out)
         elif (fuse_reductions and e.prim in FUSIBLE_REDUCTIONS and isinstance(e.inputs[0], Var)
-              and e.inputs[0] in group_of and e.out.aval.dtype.name in _KERNEL_DTYPES):
+              and e.inputs[0] in group_of and e.out.aval.dtype.name in _KERNEL_DTYPES and _epilogue_ok(e)):
             g = owner(e.inputs[0])
             if (g.reduction is None and not g.rows and g.shape == tuple(e.inputs[0].aval.shape)
                     and not depends_on(outside({g.gid}, e.inputs), {g.gid})):

@@ -32,7 +32,7 @@ from ..jit.ir import Literal
 from ..ops.registry import Aval
 
 __all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "Window", "LoopNest", "lower",
-           "lower_op", "accumulation", "operand_layouts", "SUM_BLOCK"]
+           "lower_op", "accumulation", "operand_layouts", "SUM_BLOCK", "ARG_BLOCK"]
 
 #: Operand layouts: "flat" (the iteration shape, C-contiguous), "scalar" (one element, read
 #: before the loops), "ndc" (indexed per dim, known C-contiguous so the inner loop
@@ -42,6 +42,9 @@ LAYOUTS = ("flat", "scalar", "ndc", "nd", "cm")
 
 # Elements summed in float32 before each float64 accumulation (see `Reduction.block_dtype`).
 SUM_BLOCK = 256
+# An argmax's row up to this long is one scan keeping the index; a longer one is folded by
+# blocks this long, of which the first holding the extreme is read again (codegen_cpu_loops).
+ARG_BLOCK = 64
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,8 @@ class Output:
 @dataclass(frozen=True)
 class Reduction:
     """The epilogue: `value` folded over `dims` with `combine`, into array ``red``."""
-    combine: str       # "add" | "mul" | "max" | "min"
+    combine: str       # "add" | "mul" | "max" | "min" | "argmax" | "argmin" (the first
+    #                    extreme's index along its one dim, the first nan's where one is)
     dims: tuple        # reduced iteration dims
     kept: tuple        # the others, in order: the output's dims
     value: str         # the step name reduced
@@ -134,6 +138,11 @@ class Reduction:
     @property
     def full(self) -> bool:
         return not self.kept
+
+    @property
+    def indexed(self) -> bool:
+        """An argmax/argmin: its accumulator (`acc_dtype`) is the value's dtype."""
+        return self.combine in ("argmax", "argmin")
 
     @property
     def leading(self) -> bool:
@@ -359,7 +368,7 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     if red is not None:
         reduction = _reduction(red, names, rank, sequential_sums)
     flat = (not rows and window is None and all(lay in ("flat", "scalar") for lay in layouts)
-            and (reduction is None or reduction.full))
+            and (reduction is None or (reduction.full and not reduction.indexed)))
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
     if rows:
         ops = f"rows of {', '.join(e.prim.name for e in rows_in)}: {ops}"
@@ -389,11 +398,12 @@ def _window(e, names: dict, operands) -> Window:
 
 def _reduction(red, names: dict, rank: int, sequential_sums: bool) -> Reduction:
     """The `Reduction` of equation `red` (its input named in `names`)."""
+    from .fusion import reduced_dims
     combine = red.prim.extra["combine"]
-    dims = tuple(red.params["dims"])
+    dims = reduced_dims(red)
     out_dt = red.out.aval.dtype.name
     in_dt = red.inputs[0].aval.dtype.name
-    acc = accumulation(combine, out_dt, sequential_sums)
+    acc = in_dt if combine in ("argmax", "argmin") else accumulation(combine, out_dt, sequential_sums)
     block = "float32" if combine == "add" and acc == "float64" and in_dt == "float32" else None
     return Reduction(combine, dims, tuple(d for d in range(rank) if d not in dims),
                      names.get(red.inputs[0]), red.out, out_dt, acc, block)

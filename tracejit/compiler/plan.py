@@ -24,7 +24,7 @@ from ..memory import ALIGN_MIN, OutputSlot
 from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN  # PARALLEL_MIN: below it a kernel runs serially
 from . import backends, plancode
-from .fusion import Group, partition
+from .fusion import Group, partition, reduced_dims
 from .rowinline import expand_rows_forms
 from .groupsplit import split_wide_groups
 from .slice_reads import fold_slice_reads, operand_var
@@ -320,7 +320,7 @@ class Plan:
             lines.append(f"    {alloc}")
             call_args.append(nm(v))
         if red is not None:
-            dims = red.params["dims"]
+            dims = reduced_dims(red)
             kept = [shape[d] for d in range(rank) if d not in dims]
             rs = _shape_code(kept if kept else (1,))
             tmp = nm(red.out) + "_r"

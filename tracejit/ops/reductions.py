@@ -226,8 +226,10 @@ def _arg_impl(name):
     return impl
 
 
-ARGMAX = defprim("argmax", _arg_impl("argmax"), _argrule("argmax"), kind="reduction")
-ARGMIN = defprim("argmin", _arg_impl("argmin"), _argrule("argmin"), kind="reduction")
+ARGMAX = defprim("argmax", _arg_impl("argmax"), _argrule("argmax"), kind="reduction",
+                 extra={"combine": "argmax"})
+ARGMIN = defprim("argmin", _arg_impl("argmin"), _argrule("argmin"), kind="reduction",
+                 extra={"combine": "argmin"})
 
 
 def _dims(a, dim, op):

@@ -1,10 +1,12 @@
-"""Selections along one dim as numba loops (loader.py): ``topk``'s first k of the stable
-order (ARGSORT with ``k``) and ``argmax``/``argmin`` (ARGMAX, ARGMIN).
+"""Selections along one dim (loader.py): ``topk``'s first k of the stable order (ARGSORT
+with ``k``) as a numba loop, and ``argmax``/``argmin`` (ARGMAX, ARGMIN) as the kernel of a
+group of that reduction alone, the lowering of a compiled program's argmax epilogue.
 
 numpy's forms pay per row: ``argpartition`` then a sort of the k for topk (~10 ms for
-2048 rows of 256, k 16: a point cloud's nearest neighbours), ``argmax`` over a short last
-dim (~5 ms for 65536 rows of 16: ``max(dim=-1)`` over neighbours). Here one pass per row
-keeps the best k in order by insertion, and one pass finds the extremum.
+2048 rows of 256, k 16: a point cloud's nearest neighbours), ``argmax`` over a short dim
+(``max(dim=-1)`` over neighbours). Here one pass per row keeps the best k in order by
+insertion, and one scan a row finds the extremum; over rows longer than ``ARG_BLOCK``
+numpy's vectorized scan costs less and runs.
 
 Both give the numpy form's indices exactly: ties keep input order (a later equal value
 never displaces an earlier one), and an extremum is the first NaN where a row has one.
@@ -16,7 +18,10 @@ from math import log
 
 import numpy as np
 
-from .loader import kernel as _kernel, takes as _takes
+from ....ops.reductions import ARGMAX, ARGMIN
+from ....threads import PARALLEL_MIN
+from ...loopnest import ARG_BLOCK
+from .loader import kernel as _kernel, lowered, rendered, takes as _takes
 
 __all__ = ["topk_indices", "argmax", "argmin"]
 
@@ -59,47 +64,6 @@ def kernel(x, k, largest, out, buf):
     return True
 '''
 
-_ARG = '''
-from numba import njit
-
-
-@njit("void({t}[:, :, ::1], boolean, int64[:, ::1], {t}[::1])", cache=CACHE,
-      error_model='numpy', boundscheck=False)
-def kernel(x, largest, out, best):
-    """out[o, i] = the first index j of x[o, :, i]'s extremum (its first NaN, if any)."""
-    outer, n, inner = x.shape
-    if inner == 1:   # a row's values are contiguous: scan each in one loop
-        for o in range(outer):
-            row = x[o, :, 0]
-            b = row[0]
-            at = 0
-            if b == b:
-                for j in range(1, n):
-                    v = row[j]
-                    if v != v:
-                        at = j
-                        break
-                    if (v > b) if largest else (v < b):
-                        b = v
-                        at = j
-            out[o, 0] = at
-        return
-    for o in range(outer):
-        io = out[o]
-        for i in range(inner):
-            best[i] = x[o, 0, i]
-            io[i] = 0
-        for j in range(1, n):
-            row = x[o, j]
-            for i in range(inner):
-                b = best[i]
-                v = row[i]
-                if b == b and (v != v or ((v > b) if largest else (v < b))):
-                    best[i] = v
-                    io[i] = j
-'''
-
-
 def _insertion_pays(n: int, k: int) -> bool:
     """Whether keeping the best `k` of a row of `n` by insertion costs less than numpy's
     partial sort. On values in random order a row's pass inserts about k(1 + ln(n/k))
@@ -111,13 +75,6 @@ def _insertion_pays(n: int, k: int) -> bool:
 
 def _loaded(name: str, source: str, dtype: str):
     return _kernel(("select", name, dtype), lambda: source.replace("{t}", dtype)).get()
-
-
-def _rows_of(a: np.ndarray, dim: int):
-    """`a` as C-contiguous (outer, n, inner) around `dim` (a view where it is one)."""
-    n = a.shape[dim]
-    outer = int(np.prod(a.shape[:dim], dtype=np.int64))
-    return np.ascontiguousarray(a).reshape(outer, n, -1)
 
 
 def topk_indices(a, dim, descending, stable, k=None):
@@ -142,22 +99,49 @@ def topk_indices(a, dim, descending, stable, k=None):
     return np.ascontiguousarray(np.moveaxis(out.reshape(lead + (k,)), -1, dim))
 
 
-def _arg(largest: bool):
+def _arg_nest(prim, dtype: str, rank: int):
+    """`prim` over dim 1 of a C-contiguous (rows, n) or (outer, n, inner) array (`rank`):
+    the group of that reduction alone, lowered as a compiled program's argmax epilogue is."""
+    from .... import dtypes
+    from ....jit.ir import Eqn, Var
+    from ....ops.registry import Aval
+    from ....shapes import Sym
+    from ... import fusion, loopnest
+    shape = tuple(Sym.symbol(f"d{k}", 0) for k in range(rank))
+    x, out = Var(Aval(shape, getattr(dtypes, dtype))), Var(Aval(shape[:1] + shape[2:], dtypes.int64))
+    e = Eqn(prim, (x,), (out,), {"dim": 1, "keepdim": False})
+    return loopnest.lower(fusion.Group(0, shape, [], e, [x], [out]), ("flat",))
+
+
+def _arg(prim):
     def impl(a, dim, keepdim):
-        if dim is None or not _takes(np, a) or a.ndim == 0 or a.size < MIN_SIZE:
-            return None
-        fn = _loaded("arg", _ARG, a.dtype.name)
-        if fn is None:
+        # (a longer row: numpy's vectorized scan costs less)
+        if (dim is None or type(a) is not np.ndarray or a.dtype not in _ARG_DTYPES or a.size < MIN_SIZE
+                or a.shape[dim] > ARG_BLOCK):
             return None
         dim %= a.ndim
-        x = _rows_of(a, dim)
-        out = np.empty((x.shape[0], x.shape[2]), np.int64)
-        fn(x, largest, out, np.empty(x.shape[2], a.dtype))
-        shape = a.shape[:dim] + ((1,) if keepdim else ()) + a.shape[dim + 1:]
-        return out.reshape(shape)
-    impl.__name__ = "argmax" if largest else "argmin"
+        n = a.shape[dim]
+        inner = int(np.prod(a.shape[dim + 1:], dtype=np.int64))
+        rank = 2 if inner == 1 else 3
+        parallel = a.size >= PARALLEL_MIN
+        key = (prim.name, a.dtype.name, rank, parallel)
+        fn = _arg_calls.get(key)
+        if fn is None:
+            nest = lowered(_arg_forms, key[:3], lambda: _arg_nest(prim, a.dtype.name, rank))
+            fn = None if nest is None else rendered(("arg",) + key, nest, parallel)
+            if fn is None:
+                return None
+            _arg_calls[key] = fn
+        x = np.ascontiguousarray(a).reshape((-1, n) if rank == 2 else (-1, n, inner))
+        out = np.empty(x.shape[:1] + x.shape[2:], np.int64)
+        fn(x, out, *x.shape)
+        return out.reshape(a.shape[:dim] + ((1,) if keepdim else ()) + a.shape[dim + 1:])
+    impl.__name__ = prim.name
     return impl
 
 
-argmax = _arg(True)   # ARGMAX's CPU implementation over one dim
-argmin = _arg(False)  # ARGMIN's
+_ARG_DTYPES = frozenset(np.dtype(t) for t in ("float32", "float64", "int32", "int64"))
+_arg_forms: dict = {}   # (primitive, dtype) -> nest, or unsupported
+_arg_calls: dict = {}   # the same plus the variant -> the loaded kernel
+argmax = _arg(ARGMAX)   # ARGMAX's CPU implementation over one dim
+argmin = _arg(ARGMIN)   # ARGMIN's
