@@ -258,3 +258,18 @@ def test_rows_kernels_run_parallel_from_their_work():
 
 def _groups_of(fn, *args):
     return [it for it in partition(graph_of(fn, args)) if isinstance(it, Group)]
+
+
+def test_plan_of_rows_is_the_same_under_any_load(monkeypatch):
+    # A plan's source is cached on disk and names the variants it compiles: the count the
+    # load policy holds while the compile workers run must not change it.
+    from tracejit import threads
+    from tracejit.compiler import codegen_cpu_rows
+    from tracejit.compiler.plan import Plan
+    graph = graph_of(softmax_rows, (np.zeros((512, 1024), np.float32),))
+    sources = []
+    for busy in (1, 4):
+        monkeypatch.setattr(threads, "get_num_threads", lambda: busy)
+        monkeypatch.setattr(codegen_cpu_rows, "get_num_threads", lambda: busy, raising=False)
+        sources.append(Plan(graph, name="rows").source)
+    assert sources[0] == sources[1]

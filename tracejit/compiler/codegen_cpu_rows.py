@@ -15,7 +15,7 @@ function's folds stay scalar: cross-entropy over 256x10, 11.6 -> 7.6 us a call);
 """
 from __future__ import annotations
 
-from ..threads import WAKE_WORK, get_num_threads, parallel_work, parallel_work_min
+from ..threads import WAKE_WORK, parallel_work, parallel_work_min, thread_ceiling
 from . import llvmopts
 from .emitter import render_steps, unflatten
 from .loopnest import SUM_BLOCK, LoopNest
@@ -38,8 +38,11 @@ def runs_parallel(nest: LoopNest, elements: int, threads: int = 0) -> bool:
 
 def parallel_elements_min(nest: LoopNest, threads: int = 0) -> int:
     """The element count from which calls of rows `nest` run the parallel variant: the
-    `runs_parallel` rule as a threshold (a compiled plan's test of its sizes)."""
-    threads = threads or get_num_threads()
+    `runs_parallel` rule as a threshold (a compiled plan's test of its sizes), for the
+    threads this process may use, not the count the load policy holds now: a plan outlives
+    the load it was made under, and its source (cached on disk) and the variants it
+    compiles must be those of the next process."""
+    threads = threads or thread_ceiling()
     passes = len(schedule(nest).passes)
     return -(-parallel_work_min(threads) // passes)
 
