@@ -64,9 +64,9 @@ def multigammaln(input, p: int):
 
 
 def xlog1py(input, other):
-    from .ops.elementwise import where
-    zero = (input == 0) & (other == other)   # (a nan y gives nan, as PyTorch)
-    return where(zero, 0.0, input * log1p(where(zero, 0.0, other)))
+    """x * log1p(y), 0 where x == 0 and y is not nan."""
+    from .ops.math_more import x_times_log
+    return x_times_log(input, other, log1p, 0.0, "xlog1py")
 
 
 def softmax(input, dim, *, dtype=None):

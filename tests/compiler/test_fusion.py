@@ -376,3 +376,14 @@ def test_generated_sources_are_in_linecache_and_explain_names_groups_and_lines()
     assert re.search(rf"group 0: mul, add, mul, pow, mul, add, mul, tanh, add, mul  "
                      rf"\[{where}:{a_line}, {where}:{ret_line}\]", text), text
     assert "\"\"\"fused group: " in text and "tanh_f32(" in text      # the kernel source itself
+
+
+def test_a_dynamic_size_as_a_parameter_is_read_on_each_call():
+    """``clamp(max=n - 1)`` of a dynamic size runs as a step: a kernel would keep the value
+    of the call that captured it."""
+    cf = tj.trace(lambda x, y: (y * 2).clamp(max=x.shape[0] - 1), compile="sync", dynamic=True)
+    y = np.arange(12, dtype=np.float32)
+    for n in (6, 4, 9):
+        got = cf(tj.tensor(np.zeros(n, np.float32)), tj.tensor(y)).numpy()
+        np.testing.assert_array_equal(got, np.minimum(y * 2, n - 1))
+    assert len(cf._entries) == 1

@@ -101,10 +101,10 @@ def test_pooling_alone_equals_eager_bit_for_bit(all_windows):
 def test_overlapping_windows_run_by_rows_bit_for_bit(all_windows, kind):
     """A gather whose windows overlap spreads each window row's gradients over a row of sums
     (the ReLU's gradient fused behind it), a padded average folds a row of outputs per
-    window position: the eager results bit for bit, for a long 1 x 7 window, rows of length 1, a
-    dilated window and a transposed input."""
+    window position: the eager results bit for bit, for a long 1 x 7 window, rows of length 1
+    (the same kernels), a dilated window and a transposed input."""
     cases = [((2, 3, 5, 13), (1, 7), (1, 1), (0, 3), (1, 1), False),
-             ((3, 2, 9, 1), (3, 1), (1, 1), (1, 0), (1, 1), False),
+             ((3, 2, 9, 1), (1, 7), (1, 1), (0, 3), (1, 1), False),
              ((2, 3, 9, 11), (2, 3), (1, 2), (1, 1), (2, 2), True)]
     sources = []
     for shape, k, s, p, d, strided in cases:

@@ -192,7 +192,7 @@ def test_lerp_checks_and_converts_its_operands_as_torch(form):
 @pytest.mark.parametrize("form", [
     "L.xlogy(a, b)", "L.special.xlog1py(a, b)", "L.xlogy(a, float('nan'))", "L.copysign(c, a)", "L.xlogy(a, c)",
     "L.fmod(m, m)", "L.remainder(m, True)", "m // m", "m << m", "L.div(m, m, rounding_mode='trunc')", "c - m",
-    "m - 1j", "m // 2", "L.fmod(m, 2.5)"])
+    "m - 1j", "m // 2", "L.fmod(m, 2.5)", "L.special.xlog1py(a, c)", "L.special.xlog1py(a.half(), m.long())"])
 def test_nan_complex_and_bool_operands_as_torch_eager_and_compiled(form):
     torch = pytest.importorskip("torch")
 

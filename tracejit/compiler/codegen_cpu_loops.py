@@ -227,7 +227,7 @@ def _arg_rows(nest: LoopNest, inner: list, loop: str, bits: set) -> list:
     """Loops for an argmax/argmin over the innermost dim. A row of up to ARG_BLOCK elements
     is one scan keeping the index. A longer one folds each block of ARG_BLOCK elements to
     its extreme in a loop that vectorizes (floats on integer keys, codegen_cpu_rows
-    `split_nan`: a nan's key lies beyond the infinities'); the first block that improves
+    `split_nan`: a nan's key lies beyond the infinities', -0.0's is +0.0's); the first block that improves
     the row's extreme, or the first holding a nan, is then read again up to the first
     element equal to it, or the first nan: PyTorch's index either way."""
     from .codegen_cpu_rows import _KEYS, _key, split_nan
@@ -245,7 +245,9 @@ def _arg_rows(nest: LoopNest, inner: list, loop: str, bits: set) -> list:
         it, _, _, f2i, i2f, ninf, pinf = _KEYS[red.acc_dtype]
         bits.update((f2i, i2f))
         lo, hi = f"np.{it}({ninf})", f"np.{it}({pinf})"
+        # (-0.0's key, -1, taken as +0.0's: the two are equal, the first of them wins)
         folds = [f"{i4}b = {f2i}({v})", f"{i4}key = {_key('b', red.acc_dtype)}",
+                 f"{i4}key = key if key != np.{it}(-1) else np.{it}(0)",
                  f"{i4}bh = key if key > bh else bh", f"{i4}bl = key if key < bl else bl"]
         blk, init = ("bh", lo) if best.combine == "max" else ("bl", hi)
         starts = [f"{i3}bh = {lo}", f"{i3}bl = {hi}"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from ..jit.ir import Eqn, Graph, Var, def_use
 from ..ops import reductions as _red
+from ..shapes import contains_sym
 
 __all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS", "external_inputs", "reduced_dims"]
 
@@ -127,6 +128,10 @@ def _elementwise_ok(e: Eqn) -> bool:
     if e.prim.extra.get("broadcast_read"):  # expand: fused as a broadcasting read of its operand
         return e.out.aval.dtype.name in _KERNEL_DTYPES and isinstance(e.inputs[0], Var)
     if e.prim.kind != "elementwise" or e.prim.scalar is None or len(e.outs) != 1:
+        return False
+    if contains_sym(tuple(e.params.values())):
+        # a dynamic size as a parameter (``clamp(max=n - 1)``): a kernel would hold the
+        # capture's value; a step evaluates it on each call
         return False
     if "int_divisor" in e.prim.extra and not e.out.aval.dtype.is_floating_point:
         # Integer //, % and fmod by zero raise; a numba kernel would give numpy's silent 0,

@@ -338,7 +338,13 @@ def _real(op: str, *operands) -> None:
 
 def xlogy(input, other):
     """x * log(y), 0 where x == 0 and y is not nan (also when y is 0)."""
-    _real("xlogy", input, other)
+    return x_times_log(input, other, log, 1.0, "xlogy")
+
+
+def x_times_log(input, other, fn, neutral: float, op: str):
+    """x * fn(y) in the promoted float dtype, 0 where x == 0 and y is not nan (`neutral`:
+    a y whose fn is finite, read there instead): xlogy's and xlog1py's."""
+    _real(op, input, other)
     rt = _float_result(input, other)
     from .creation import full_like
     if not hasattr(input, "dtype"):
@@ -349,7 +355,7 @@ def xlogy(input, other):
     if other.dtype is not rt:
         other = cast(other, rt)
     zero = (input == 0) & (other == other)
-    return where(zero, 0.0, input * log(where(zero, 1.0, other)))
+    return where(zero, 0.0, input * fn(where(zero, neutral, other)))
 
 
 def sinc(input):
