@@ -185,11 +185,11 @@ def test_float16_std_var_and_norm_compute_in_float32_as_torch(op):
         np.testing.assert_array_equal(f(tj.tensor(x)).float().numpy(), want)
 
 
-@pytest.mark.parametrize("form", ["b.argmax()", "b.argmin(0)", "b.median()", "b.nanmedian()", "b.kthvalue(1)", "b.topk(1)",
+@pytest.mark.parametrize("form", ["b.argmax()", "b.argmin(0)", "b.median()", "b.nanmedian()", "b.kthvalue(1)", "z.kthvalue(1)", "b.topk(1)",
                                   "h.quantile(0.5)", "h.nanquantile(0.5)", "b.max(0)", "b.min(0)", "b.mode()", "h.median()"])
 def test_bool_and_half_inputs_are_refused_or_taken_as_torch(form):
     def run(L):
-        return eval(form, {"b": L.tensor([True, False, True]), "h": L.tensor([1.0, 2.0], dtype=L.float16)})
+        return eval(form, {"b": L.tensor([True, False, True]), "z": L.tensor(True), "h": L.tensor([1.0, 2.0], dtype=L.float16)})
     try:
         want = run(torch)
     except (RuntimeError, NotImplementedError):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..autograd.grad_mode import is_grad_enabled
-from ..errors import ArgumentError, IndexRangeError, ShapeError, UnsupportedDTypeError, expect_floating
+from ..errors import ArgumentError, IndexRangeError, ShapeError, UnsupportedDTypeError, expect_floating, expect_not_bool
 from ..shapes import as_dim, normalize_dim
 from ..tensor import Tensor
 from .creation import full, tensor
@@ -99,8 +99,9 @@ def _median(input, dim, keepdim, name):
     return _ValuesIndices(v, i)
 
 
-@takes("input", ints=True)
 def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
+    if input.ndim:   # (PyTorch's 0-d kthvalue returns its one element, bool too)
+        expect_not_bool("kthvalue", "input", input)
     n = input.shape[normalize_dim(dim, input.ndim, "kthvalue")] if input.ndim else 1
     if not 1 <= k <= n:
         raise IndexRangeError(f"kthvalue: k ({k}) must be in [1, {n}]")

@@ -14,13 +14,13 @@ topk declines a row set that holds a NaN (the numpy form orders NaN as PyTorch d
 """
 from __future__ import annotations
 
+import functools
 from math import log
 
 import numpy as np
 
 from ....ops.reductions import ARGMAX, ARGMIN
 from ....threads import PARALLEL_MIN
-from ...loopnest import ARG_BLOCK
 from .loader import kernel as _kernel, lowered, rendered, takes as _takes
 
 __all__ = ["topk_indices", "argmax", "argmin"]
@@ -113,11 +113,18 @@ def _arg_nest(prim, dtype: str, rank: int):
     return loopnest.lower(fusion.Group(0, shape, [], e, [x], [out]), ("flat",))
 
 
+@functools.cache
+def _one_scan() -> int:
+    """The longest row the generated kernel scans once (a longer row: numpy's vectorized
+    scan costs less). Read at the first call: importing tracejit loads no lowering."""
+    from ...loopnest import ARG_BLOCK
+    return ARG_BLOCK
+
+
 def _arg(prim):
     def impl(a, dim, keepdim):
-        # (a longer row: numpy's vectorized scan costs less)
         if (dim is None or type(a) is not np.ndarray or a.dtype not in _ARG_DTYPES or a.size < MIN_SIZE
-                or a.shape[dim] > ARG_BLOCK):
+                or a.shape[dim] > _one_scan()):
             return None
         dim %= a.ndim
         n = a.shape[dim]
