@@ -322,15 +322,15 @@ MAX_COMPILES.update({"prog_fastspeech.py": 8})
 
 # CenterNet (gathers at flat centre indices, a max_pool2d NMS and topk decoder compiled
 # fullgraph=True), PSPNet (adaptive pooling bins over 7x7, fullgraph=True, a second scale),
-# an attentive neural process (Independent Normals and their KL, context sizes dynamic) and
+# an attentive neural process (Independent Normals and their KL, context sizes dynamic),
+# MuZero (compiled bound methods, a hook on the hidden state its value head also reads) and
 # DimeNet (a radius graph and its triplets by nonzero and repeat_interleave inside the graph,
-# molecule sizes dynamic). Not MuZero compiled: its hook on the hidden state, an output the
-# compiled call's value head also reads, sees only the gradient from outside the call, as
-# torch.compile's (tests/compiler/test_compiled_node.py), so its losses leave PyTorch eager's.
-COMPILED += ["prog_centernet.py", "prog_pspnet.py", "prog_anp.py", "prog_dimenet.py"]
+# molecule sizes dynamic)
+COMPILED += ["prog_centernet.py", "prog_pspnet.py", "prog_anp.py", "prog_muzero.py", "prog_dimenet.py"]
 MAX_COMPILES.update({
     "prog_centernet.py": 3,   # the model training and without grad; the decoder
-    "prog_pspnet.py": 3})     # training; eval at 25x25, then at 33x33
+    "prog_pspnet.py": 3,      # training; eval at 25x25, then at 33x33
+    "prog_muzero.py": 4})     # both inferences training and without grad
 
 
 def _run(framework, mode, weights, programs):

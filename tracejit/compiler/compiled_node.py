@@ -7,9 +7,11 @@ import numpy as np
 
 from ..autograd import grad_mode as _gm
 from ..autograd.grad_mode import set_mode as _set_grad_mode
-from ..autograd.node import Node, edge
+from ..autograd.node import Node, _Handle, edge
 from ..errors import InplaceModifiedError
 from ..tensor import Tensor
+from ..jit.autodiff import replaying
+from ..jit.interpreter import interpret
 from .create_graph import graph_backward
 
 
@@ -17,7 +19,7 @@ class CompiledNode(Node):
     """The single grad_fn of a compiled call's outputs."""
 
     __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take", "shells",
-                 "out_versions", "draws")
+                 "out_versions", "draws", "inner_hooks")
 
     def __init__(self, program, inputs, saved, diff_idx, out_avals, edges=None, versions=None):
         # (`edges` and `versions` when the caller has them: a generated training call)
@@ -36,6 +38,7 @@ class CompiledNode(Node):
         # backward reads (`_outputs_saved`); None when there is none
         self.out_versions = None
         self.draws = None   # (Vars, arrays): the forward's random draws, for a create_graph backward
+        self.inner_hooks = None   # {output: [hook]} on outputs the call also reads (`_add_tensor_hook`)
 
     def keep_input(self, t) -> None:
         """`t`, an input of this call, is about to be overwritten by the call's own in-place
@@ -53,6 +56,41 @@ class CompiledNode(Node):
 
     def name(self) -> str:
         return f"Compiled{self.program.name}Backward"
+
+    def _add_tensor_hook(self, output_nr: int, fn):
+        """A hook on an output the call's own later work also reads must see that work's
+        gradient too, as eager's: the compiled backward adds it inside its kernels, so
+        such a hook makes this node's backward recompute the call op by op (`_interpreted`)."""
+        if output_nr not in self.program.read_outputs():
+            return super()._add_tensor_hook(output_nr, fn)
+        if self.inner_hooks is None:
+            self.inner_hooks = {}
+        lst = self.inner_hooks.setdefault(output_nr, [])
+        lst.append(fn)
+        return _Handle(lst, fn)
+
+    def _interpreted(self, grads: list, create_graph: bool) -> list:
+        """The gradients of the differentiable inputs by the captured graph interpreted with
+        autograd recording from the call's inputs (and its random draws), the inner hooks on
+        the recomputed outputs."""
+        from ..autograd import grad
+        dvars, darrays = self.draws if self.draws is not None else ((), ())
+        ins = list(self.inputs)
+        xs = [ins[i].detach().requires_grad_() for i in self.diff_idx]
+        for i, x in zip(self.diff_idx, xs):
+            ins[i] = x
+        ins += [Tensor._wrap(a, v.aval.dtype, v.aval.device) for v, a in zip(dvars, darrays)]
+        with _gm.enable_grad():
+            outs = interpret(replaying(self.program.graph, dvars), ins)
+        for k, fns in self.inner_hooks.items():
+            for fn in fns:
+                outs[k].register_hook(fn)
+        pairs = [(o, g) for o, g in zip(outs, grads)
+                 if g is not None and isinstance(o, Tensor) and o.requires_grad]
+        if not pairs:
+            return [None] * len(xs)
+        return list(grad([o for o, _ in pairs], xs, [g for _, g in pairs], create_graph=create_graph,
+                         allow_unused=True))
 
     def _check_versions(self) -> None:
         for i in self.program.watched_inputs(self.diff_idx):
@@ -84,6 +122,12 @@ class CompiledNode(Node):
     def apply(self, grads, create_graph, retain_graph):
         self._check_not_freed()
         self._check_versions()
+        if self.inner_hooks and any(self.inner_hooks.values()):
+            res = self._interpreted(grads, create_graph)
+            if not retain_graph:
+                self.saved = self.draws = None
+                self._freed = True
+            return res
         if create_graph:
             # (only the gradients the walk reads: an R1 penalty's of the image, not the weights')
             needed = _gm._state.needed   # (a walk's that reaches this node)

@@ -165,6 +165,16 @@ class CompiledProgram(Executor):
                 self.graph, active_vars(self.graph, flags), None if bwd is None else bwd.graph)
         return w
 
+    def read_outputs(self) -> frozenset:
+        """Outputs the graph's own equations also read (or that it returns twice): the
+        gradient reaching one of them from outside the call is not its whole gradient."""
+        r = self.__dict__.get("_read_outputs")
+        if r is None:
+            used = {id(v) for e in self.graph.eqns for v in e.inputs}
+            outs = [id(v) for v in self.graph.outputs]
+            r = self._read_outputs = frozenset(k for k, v in enumerate(outs) if v in used or outs.count(v) > 1)
+        return r
+
     def reached(self, taken: list, grads=None) -> set:
         """Graph inputs that the outputs given a gradient depend on, given the branch each
         cond took (inputs returned as-is are the caller's own tensors). Kept per such pattern:
