@@ -81,3 +81,19 @@ def test_the_recomputed_call_replays_the_forwards_random_draws():
         (v.sum() + h.sum()).backward()
         got.append(w.grad.numpy())
     np.testing.assert_allclose(got[1], got[0], rtol=1e-5, atol=1e-6)
+
+
+def test_retain_grad_of_an_output_the_call_also_reads_keeps_its_whole_gradient():
+    w0 = np.random.default_rng(2).standard_normal((6, 6)).astype(np.float32) * 0.5
+
+    def run(L, f):
+        w = L.tensor(w0, requires_grad=True)
+        v, h = f(L.ones(4, 6), w)
+        h.retain_grad()
+        h.register_hook(lambda g: g * 0.5)    # (the retained gradient is the hooked one)
+        (v.sum() + (h * h).sum()).backward()
+        return h.retains_grad, h.grad.numpy(), w.grad.numpy()
+    got, want = run(tj, tj.trace(_rnn_step(tj), compile="sync")), run(torch, _rnn_step(torch))
+    assert got[0] and want[0]
+    for g, w in zip(got[1:], want[1:]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -69,6 +69,17 @@ class CompiledNode(Node):
         lst.append(fn)
         return _Handle(lst, fn)
 
+    def _retain_output(self, output_nr: int, ref) -> None:
+        # (`retain_grad` on such an output: its whole gradient too, after its other hooks)
+        if output_nr not in self.program.read_outputs():
+            return super()._retain_output(output_nr, ref)
+        if not self._retains(output_nr):
+            self._add_tensor_hook(output_nr, _Retained(ref))
+
+    def _retains(self, output_nr: int) -> bool:
+        return super()._retains(output_nr) or any(
+            type(f) is _Retained for f in (self.inner_hooks or {}).get(output_nr, ()))
+
     def _interpreted(self, grads: list, create_graph: bool) -> list:
         """The gradients of the differentiable inputs by the captured graph interpreted with
         autograd recording from the call's inputs (and its random draws), the inner hooks on
@@ -83,7 +94,7 @@ class CompiledNode(Node):
         with _gm.enable_grad():
             outs = interpret(replaying(self.program.graph, dvars), ins)
         for k, fns in self.inner_hooks.items():
-            for fn in fns:
+            for fn in sorted(fns, key=lambda f: type(f) is _Retained):   # (PyTorch's order)
                 outs[k].register_hook(fn)
         pairs = [(o, g) for o, g in zip(outs, grads)
                  if g is not None and isinstance(o, Tensor) and o.requires_grad]
@@ -144,6 +155,20 @@ class CompiledNode(Node):
             self._freed = True
         live = self.program.reached(self.taken, grads)
         return [r if i in live else None for r, i in zip(res, self.diff_idx)]
+
+
+class _Retained:
+    """`retain_grad` of an output as a hook on its recomputed twin: the gradient lands in
+    the tensor the user holds (weakly)."""
+
+    def __init__(self, ref):
+        self.ref = ref
+
+    def __call__(self, g):
+        t = self.ref()
+        if t is not None:
+            g = g.detach()
+            t.grad = g if t.grad is None else t.grad + g
 
 
 def _no_take(node, t) -> bool:
