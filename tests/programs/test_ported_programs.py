@@ -375,3 +375,17 @@ HALF = len(COMPILED) // 2
 
 def test_compiled_programs_give_pytorchs_losses_in_bounded_compiles(reference):
     check_compiled(*reference, COMPILED[:HALF])
+
+
+# ESRGAN (RRDB dense blocks, PixelShuffle, a relativistic average GAN loss, a frozen
+# feature extractor) and FCOS (GroupNorm towers, per-level Scale, sigmoid focal loss
+# compiled fullgraph=True, a GIoU loss over boolean-masked intersections, dynamic=True)
+COMPILED += ["prog_esrgan.py", "prog_fcos.py"]
+MAX_COMPILES.update({
+    # G training and without grad; the SRResNet tail likewise; D frozen on data and on G's
+    # output, trained on data and on the detached output; the extractor on G's output, on
+    # data (torch.compile's 10 graphs too)
+    "prog_esrgan.py": 10,
+    # the model training and without grad; the focal loss; GIoU (torch.compile: 8 graphs,
+    # breaking at the masked intersection's nonzero)
+    "prog_fcos.py": 4})
