@@ -389,3 +389,7 @@ MAX_COMPILES.update({
     # the model training and without grad; the focal loss; GIoU (torch.compile: 8 graphs,
     # breaking at the masked intersection's nonzero)
     "prog_fcos.py": 4})
+# GATv2 with edge features (a softmax over each node's incoming edges by scatter_reduce amax,
+# self-loop features by index_reduce_ mean, a virtual node, attention pooling over
+# num_graphs: dynamic=True, graph counts symbolic)
+COMPILED += ["prog_gatv2.py"]
