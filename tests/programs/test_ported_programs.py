@@ -393,3 +393,6 @@ MAX_COMPILES.update({
 # self-loop features by index_reduce_ mean, a virtual node, attention pooling over
 # num_graphs: dynamic=True, graph counts symbolic)
 COMPILED += ["prog_gatv2.py"]
+# Point Transformer (kNN by topk on cdist, gathered neighbours, vector attention, farthest
+# point sampling's loop in the graph, fullgraph=True)
+COMPILED += ["prog_ptrans.py"]
