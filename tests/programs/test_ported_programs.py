@@ -396,3 +396,6 @@ COMPILED += ["prog_gatv2.py"]
 # Point Transformer (kNN by topk on cdist, gathered neighbours, vector attention, farthest
 # point sampling's loop in the graph, fullgraph=True)
 COMPILED += ["prog_ptrans.py"]
+# MobileViT-v2 (patches by F.unfold and back by F.fold, separable self-attention, GroupNorm(1)
+# on 4-D maps, an odd eval size resized by interpolate, channels_last inputs)
+COMPILED += ["prog_mobilevit.py"]
