@@ -399,3 +399,8 @@ COMPILED += ["prog_ptrans.py"]
 # MobileViT-v2 (patches by F.unfold and back by F.fold, separable self-attention, GroupNorm(1)
 # on 4-D maps, an odd eval size resized by interpolate, channels_last inputs)
 COMPILED += ["prog_mobilevit.py"]
+# ConvNeXt-V2's FCMAE (GRN by torch.norm over H and W, masks by argsort of noise and
+# repeat_interleave, a mask token, per-patch normalized targets by an einsum patchify)
+COMPILED += ["prog_convnextv2.py"]
+# the FCMAE training and in eval; its encoder compiled on its own in eval
+MAX_COMPILES.update({"prog_convnextv2.py": 3})
