@@ -404,3 +404,6 @@ COMPILED += ["prog_mobilevit.py"]
 COMPILED += ["prog_convnextv2.py"]
 # the FCMAE training and in eval; its encoder compiled on its own in eval
 MAX_COMPILES.update({"prog_convnextv2.py": 3})
+# Cluster-GCN (block adjacencies of cluster unions by index_select, diagonal enhancement,
+# concatenated normalized skips; cluster sizes dynamic=True)
+COMPILED += ["prog_clustergcn.py"]
