@@ -3,7 +3,8 @@
 A plain tuple subclass, so it compares, hashes, unpacks and indexes like the tuple it
 holds; it prints as ``tj.Size([2, 3])``, has ``numel()``, and slicing or adding keeps
 it a Size (``x.shape[1:]``, ``x.shape[:-1] + (4,)``). Inside compiled code a dim may be
-symbolic (a `shapes.Sym`): it is kept as it is, and ``numel()`` is symbolic too.
+symbolic (a `shapes.Sym`): it is kept as it is, and ``numel()`` is symbolic too; a sum
+with a traced int argument is a plain tuple, for the op it sizes to read.
 """
 from __future__ import annotations
 
@@ -37,13 +38,23 @@ class Size(tuple):
                     break
             else:
                 return tuple.__new__(Size, tuple.__add__(self, other))
-        return Size(tuple.__add__(self, tuple(other)))
+        return _joined(tuple.__add__(self, tuple(other)))
 
     def __radd__(self, other):
-        return Size(tuple(other) + tuple(self))
+        return _joined(tuple(other) + tuple(self))
 
     def __repr__(self) -> str:
         return f"tj.Size({list(self)})"
 
     def __reduce__(self):
         return (Size, (tuple(self),))
+
+
+def _joined(items: tuple):
+    """A Size of `items`, or the plain tuple where one is a traced int (``(n,) + x.shape[1:]``
+    in compiled code): the op given it reads it as a size, symbolic under ``dynamic=True``,
+    where a Size would read its value."""
+    for s in items:
+        if getattr(s, "_trace", None) is not None:
+            return items
+    return Size(items)

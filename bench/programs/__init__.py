@@ -95,6 +95,8 @@ PROGRAMS = {
     "dimenet": "DimeNet, 16 molecules of 8-20 atoms: radius graph, triplets, acos angles, bilinear messages",
     "hyena": "Hyena LM, 128 tokens: implicit long-conv filters applied by rfft/irfft at 2L, gating",
     "deepar": "DeepAR: lagged count windows, 2-layer LSTM over 72 steps, NegativeBinomial likelihood",
+    "esrgan": "ESRGAN, 24x24 to 96x96: RRDB dense blocks (cat of earlier outputs), relativistic GAN, G and D steps",
+    "ptrans": "Point Transformer, 8 x 256 points: kNN by cdist + topk, gathered vector attention, FPS loop",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -404,3 +404,11 @@ def test_channels_last_contiguity_of_a_dynamic_tensor_follows_its_permutes():
         x = tj.tensor(np.zeros((2, h, h + 1, 3), np.float32))
         assert cf(x) == f(x) == (False, True, False, False)
     assert cf.cache_stats()["compiles"] == 1
+
+
+def test_a_size_made_of_an_int_argument_and_a_shape_stays_symbolic():
+    # (n,) + x.shape[1:] is a Size (its __radd__): n must not be read as a value there
+    x = tj.randn(7, 3)
+    f = tj.compile(lambda x, n: x.new_zeros((n,) + x.shape[1:]) + x.sum(0), dynamic=True)
+    _sweep(f, x, (4, 3, 5, 6), lambda a, n: np.zeros((n, 3), np.float32) + a.sum(0))
+    assert f.cache_stats()["compiles"] == 2, f.cache_stats()["recompile_reasons"]

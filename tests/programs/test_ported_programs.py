@@ -375,3 +375,35 @@ HALF = len(COMPILED) // 2
 
 def test_compiled_programs_give_pytorchs_losses_in_bounded_compiles(reference):
     check_compiled(*reference, COMPILED[:HALF])
+
+
+# ESRGAN (RRDB dense blocks, PixelShuffle, a relativistic average GAN loss, a frozen
+# feature extractor) and FCOS (GroupNorm towers, per-level Scale, sigmoid focal loss
+# compiled fullgraph=True, a GIoU loss over boolean-masked intersections, dynamic=True)
+COMPILED += ["prog_esrgan.py", "prog_fcos.py"]
+MAX_COMPILES.update({
+    # G training and without grad; the SRResNet tail likewise; D frozen on data and on G's
+    # output, trained on data and on the detached output; the extractor on G's output, on
+    # data (torch.compile's 10 graphs too)
+    "prog_esrgan.py": 10,
+    # the model training and without grad; the focal loss; GIoU (torch.compile: 8 graphs,
+    # breaking at the masked intersection's nonzero)
+    "prog_fcos.py": 4})
+# GATv2 with edge features (a softmax over each node's incoming edges by scatter_reduce amax,
+# self-loop features by index_reduce_ mean, a virtual node, attention pooling over
+# num_graphs: dynamic=True, graph counts symbolic)
+COMPILED += ["prog_gatv2.py"]
+# Point Transformer (kNN by topk on cdist, gathered neighbours, vector attention, farthest
+# point sampling's loop in the graph, fullgraph=True)
+COMPILED += ["prog_ptrans.py"]
+# MobileViT-v2 (patches by F.unfold and back by F.fold, separable self-attention, GroupNorm(1)
+# on 4-D maps, an odd eval size resized by interpolate, channels_last inputs)
+COMPILED += ["prog_mobilevit.py"]
+# ConvNeXt-V2's FCMAE (GRN by torch.norm over H and W, masks by argsort of noise and
+# repeat_interleave, a mask token, per-patch normalized targets by an einsum patchify)
+COMPILED += ["prog_convnextv2.py"]
+# the FCMAE training and in eval; its encoder compiled on its own in eval
+MAX_COMPILES.update({"prog_convnextv2.py": 3})
+# Cluster-GCN (block adjacencies of cluster unions by index_select, diagonal enhancement,
+# concatenated normalized skips; cluster sizes dynamic=True)
+COMPILED += ["prog_clustergcn.py"]
