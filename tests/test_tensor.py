@@ -519,3 +519,18 @@ def test_writes_through_data_are_not_seen_by_autograd_as_in_pytorch():
     h.detach().mul_(3.0)   # shares the counter: refused, as in PyTorch
     with pytest.raises(tj.errors.InplaceModifiedError):
         y.sum().backward()
+
+
+def test_detach_in_place_refuses_a_view_as_pytorch():
+    """A view's history is its base's: PyTorch refuses detach_() on any view (detach() is
+    the way), which here used to cut the view's history alone."""
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        x = lib.zeros(3, requires_grad=True)
+        y = x * 2
+        for v in (y[1:], y.view(3), lib.zeros(3)[1:]):
+            with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+                v.detach_()
+        assert v.requires_grad is False and y[1:].requires_grad
+        y.detach_()
+        assert not y.requires_grad and y.grad_fn is None

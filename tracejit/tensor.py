@@ -140,6 +140,8 @@ class Tensor:
         return t
 
     def detach_(self) -> "Tensor":
+        if self._base is not None:   # (PyTorch refuses every view: its base's history would stay)
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
         self.grad_fn = None
         self._requires_grad = False
         return self

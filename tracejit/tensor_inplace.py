@@ -187,9 +187,12 @@ class InPlaceMethods:
             from .autograd.views import rebase_view_history
             rebase_view_history(self, base, positions, result)
         elif result.grad_fn is not None:
+            old, nr = self.grad_fn, self._output_nr
             self._requires_grad = True
             self.grad_fn = result.grad_fn
             self._output_nr = result._output_nr
+            if old is not None and old._hooks is not None:
+                old._pass_retain(nr, self)
         return self
 
     def _donatable(self, what: str, args, kwargs) -> bool:
@@ -405,9 +408,12 @@ def take_value(self: Tensor, result: Tensor, aliases: int = 0) -> bool:
     self._data = new
     self._vbox[0] += 1
     if result.grad_fn is not None:
+        old, nr = self.grad_fn, self._output_nr
         self._requires_grad = True
         self.grad_fn = result.grad_fn
         self._output_nr = result._output_nr
+        if old is not None and old._hooks is not None:
+            old._pass_retain(nr, self)
     return True
 
 

@@ -229,7 +229,7 @@ _OPERATOR_OPS = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truedi
 # sub at their default alpha): their operators bind the primitive themselves, one more
 # Python call less per op (the op function stays the one definition of what they do).
 _OPERATOR_PRIMS = {"__add__": "ADD", "__sub__": "SUB", "__mul__": "MUL", "__truediv__": "DIV",
-                   "__floordiv__": "FLOOR_DIVIDE", "__mod__": "REMAINDER", "__pow__": "POW",
+                   "__floordiv__": "FLOOR_DIVIDE", "__mod__": "REMAINDER",
                    "__lt__": "LT", "__le__": "LE", "__gt__": "GT", "__ge__": "GE"}
 
 

@@ -337,3 +337,36 @@ def test_a_function_with_setup_context_matches_pytorch(compiled):
         got.append([a.grad.numpy(), b.grad.numpy()])
     for t, j in zip(*got):
         np.testing.assert_allclose(j, t, rtol=1e-6)
+
+
+@pytest.mark.parametrize("write", ["mul_", "setitem", "twice", "view", "relu_"])
+def test_retain_grad_follows_an_in_place_write_as_pytorch(write):
+    """After an in-place op the retained ``.grad`` is the gradient of the tensor's latest
+    value (PyTorch moves the retains_grad hook); a hook registered before still sees the
+    gradient of the value it was registered on."""
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = x * 1
+        y.retain_grad()
+        seen = []
+        y.register_hook(lambda g: seen.append(g.detach().numpy().copy()))
+        if write == "mul_":
+            y.mul_(2)
+        elif write == "setitem":
+            y[0] = 7.0
+        elif write == "twice":
+            y.add_(1)
+            y.mul_(3)
+        elif write == "view":
+            y[:2].mul_(2)
+        else:
+            y.relu_()
+        (y * y).sum().backward()
+        return [x.grad.numpy(), y.grad.numpy(), *seen], y.retains_grad
+
+    (want, want_flag), (got, got_flag) = run(torch), run(tj)
+    assert got_flag is want_flag is True
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w)

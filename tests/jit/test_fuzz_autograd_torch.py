@@ -66,6 +66,8 @@ CASES = {
     "sigmoid_far": (lambda l, x: x.sigmoid(), [100.0, -100.0], True),
     "softplus_far": (lambda l, x: _F(l).softplus(x), [100.0, -100.0], True),
     "logsigmoid_far": (lambda l, x: _F(l).logsigmoid(x), [-100.0, 100.0], True),
+    "logsigmoid_zero": (lambda l, x: _F(l).logsigmoid(x), [0.0, -0.0, 1.0], True),
+    "bce_logits_zero": (lambda l, x: _F(l).binary_cross_entropy_with_logits(x, l.full_like(x, 0.3)), [0.0, 2.0], True),
     "sort": (lambda l, x: x.sort()[0] * l.arange(3, dtype=x.dtype), [3.0, 1.0, 2.0], True),
     "topk": (lambda l, x: x.topk(2)[0], [3.0, 1.0, 2.0], True),
     "huber_kinks": (lambda l, x: _F(l).huber_loss(x, l.zeros_like(x), delta=1.0), [1.0, -1.0, 0.0, 0.5], True),

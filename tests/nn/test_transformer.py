@@ -267,3 +267,33 @@ def test_sdpa_fused_softmax_compiled_gradients_match_eager_and_torch():
     z = Q @ K.swapaxes(-1, -2) / np.sqrt(8) + wide
     w = np.exp(z - z.max(-1, keepdims=True))
     np.testing.assert_allclose(got.numpy(), (w / w.sum(-1, keepdims=True)) @ V, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_a_learned_float_mask_gets_its_gradient_when_captured(batch_first):
+    """A float attn_mask computed from a parameter (a learned position bias) or from an
+    argument that requires grad takes its gradient through a compiled self-attention as
+    eagerly and in PyTorch (the capture read the derived mask as needing none, and the
+    fused attention ops leave a mask's gradient out)."""
+    def make(lib):
+        class Biased(lib.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = lib.nn.MultiheadAttention(8, 2, batch_first=batch_first)
+                self.bias = lib.nn.Parameter(lib.tensor(np.linspace(-1, 1, 25).reshape(5, 5)))
+
+            def forward(self, x, extra):
+                return self.attn(x, x, x, attn_mask=self.bias.tanh() + extra, need_weights=False)[0]
+        return Biased()
+
+    tm, jm = make(torch), make(tj)
+    _copy(tm, jm)
+    x, extra = R.standard_normal((2, 5, 8) if batch_first else (5, 2, 8)), R.standard_normal((5, 5))
+    want_args = _lib_args(torch, [x, extra])
+    tm(*want_args).pow(2).sum().backward()
+    for run in (jm, tj.trace(jm, compiler="interpret")):
+        jm.zero_grad()
+        args = _lib_args(tj, [x, extra])
+        run(*args).pow(2).sum().backward()
+        np.testing.assert_allclose(jm.bias.grad.numpy(), tm.bias.grad.numpy(), rtol=1e-9)
+        np.testing.assert_allclose(args[1].grad.numpy(), want_args[1].grad.numpy(), rtol=1e-9)

@@ -142,3 +142,18 @@ def test_integers_to_a_negative_int_power_raise_as_pytorch(compiled):
     with pytest.raises(RuntimeError) as got:
         (tj.compile(f) if compiled else f)(tj.tensor([1, 2, 3]))
     assert str(got.value) == str(want.value)
+
+
+def test_where_refuses_an_int_beyond_the_integer_tensors_dtype():
+    """The Python int beside an integer tensor takes its dtype, checked as PyTorch's (not
+    wrapped: 300 was 44 in uint8); a negative one wraps into uint8, as PyTorch's."""
+    x = tj.tensor([2, 3], dtype=tj.uint8)
+    for a, b in ((x, 300), (300, x), (tj.tensor(3, dtype=tj.int8), 70000)):
+        with pytest.raises(RuntimeError, match="without overflow"):
+            tj.where(x > 2, a, b)
+        with pytest.raises(RuntimeError):
+            torch.where(torch.tensor(x.numpy()) > 2, *(torch.tensor(v.numpy()) if isinstance(v, tj.Tensor) else v
+                                                       for v in (a, b)))
+    assert tj.where(x > 2, x, -1).tolist() == torch.where(torch.tensor([2, 3], dtype=torch.uint8) > 2,
+                                                          torch.tensor([2, 3], dtype=torch.uint8), -1).tolist()
+    assert tj.where(x > 2, x, 2.5).tolist() == [2.5, 3.0]

@@ -74,3 +74,21 @@ def test_python_int_to_negative_integer_tensor_powers_when_compiled(base):
     want = base ** torch.tensor(e, dtype=torch.int16)
     got = tj.trace(lambda t: base ** t, compile="sync")(tj.tensor(e, dtype=tj.int16))
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("dtype,exponent", [("uint8", 300), ("uint8", 70000), ("uint8", -1), ("int8", -1),
+                                            ("int16", 70000), ("int32", 2 ** 40)])
+def test_an_integer_exponent_beyond_the_dtype_raises_as_pytorch(dtype, exponent):
+    """PyTorch converts a Python int exponent to the integer tensor's dtype, checked (other
+    binary ops wrap it): uint8 ** 300 raises where it used to give 2 ** 44 wrapped."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):
+        torch.tensor([2, 3], dtype=getattr(torch, dtype)) ** exponent
+    x = tj.tensor([2, 3], dtype=getattr(tj, dtype))
+    for call in (lambda: x ** exponent, lambda: tj.pow(x, exponent), lambda: x.pow_(exponent),
+                 lambda: tj.compile(lambda t: t ** exponent)(x)):
+        with pytest.raises(RuntimeError, match="negative integer powers" if exponent < 0 else "without overflow"):
+            call()
+    assert x.tolist() == [2, 3]
+    # (in range it is computed: 3 ** 5 wraps in int8, as PyTorch's)
+    assert (tj.tensor([3], dtype=tj.int8) ** 5).tolist() == (torch.tensor([3], dtype=torch.int8) ** 5).tolist()

@@ -199,3 +199,20 @@ def test_bool_and_half_inputs_are_refused_or_taken_as_torch(form):
     got = run(tj)
     assert [t.tolist() for t in got] == [t.tolist() for t in want] if isinstance(want, tuple) else \
         got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("call", [lambda m, x: m.var(x, 1), lambda m, x: x.std(0, correction=0, keepdim=True),
+                                  lambda m, x: m.var_mean(x, 1)[0], lambda m, x: m.std_mean(x)[0], lambda m, x: x.std()])
+def test_var_and_std_of_a_complex_tensor_are_real_as_pytorch(call):
+    """The real and imaginary parts' variances added (a real result), with its gradient."""
+    c = (np.arange(12).reshape(3, 4) * np.array(0.7 - 0.3j) + np.cos(np.arange(12)).reshape(3, 4) * 1j).astype(np.complex64)
+    want_x = torch.tensor(c, requires_grad=True)
+    want = call(torch, want_x)
+    want.sum().backward()
+    x = tj.tensor(c, requires_grad=True)
+    got = call(tj, x)
+    got.sum().backward()
+    assert got.dtype == tj.float32
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), want_x.grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(tj.compile(lambda t: call(tj, t))(tj.tensor(c)).numpy(), want.detach().numpy(), rtol=1e-5)

@@ -252,3 +252,26 @@ def test_a_batch_of_sorted_rows_is_one_bisection_with_pytorchs_answers(monkeypat
     empty = tj.searchsorted(tj.zeros(0, 9), tj.zeros(0, 1))
     assert tuple(empty.shape) == (0, 1) and empty.dtype == tj.int64
     assert len(calls) <= 2
+
+
+@pytest.mark.parametrize("shape,dim", [((0, 3), 1), ((3, 0), 0), ((0, 0), 0), ((2, 0, 3), 2)])
+@pytest.mark.parametrize("name", ["unique", "unique_consecutive"])
+def test_unique_along_a_dim_refuses_other_zero_sized_dims(name, shape, dim):
+    """PyTorch refuses a zero-sized dim that is not the one selected (no slice to return);
+    the selected one being the only empty dim gives empty results."""
+    with pytest.raises(RuntimeError, match="unique cannot be applied"):
+        getattr(torch, name)(torch.zeros(shape), dim=dim)
+    with pytest.raises(RuntimeError, match="unique cannot be applied"):
+        getattr(tj, name)(tj.zeros(shape), dim=dim)
+    got = getattr(tj, name)(tj.zeros(3, 0), dim=1, return_inverse=True, return_counts=True)
+    assert [tuple(t.shape) for t in got] == [(3, 0), (0,), (0,)]
+
+
+@pytest.mark.parametrize("op", [lambda m, x: m.mode(x, 0), lambda m, x: m.cummax(x, 0),
+                                lambda m, x: m.cummin(x, 0)])
+def test_order_statistics_refuse_complex_tensors_as_pytorch(op):
+    c = np.array([1 + 2j, 3 - 1j, 0.5 + 0.5j], np.complex64)
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        op(torch, torch.tensor(c))
+    with pytest.raises(TypeError, match="complex"):
+        op(tj, tj.tensor(c))

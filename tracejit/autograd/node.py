@@ -109,6 +109,15 @@ class Node:
             h.retain = {}
         h.retain[output_nr] = ref
 
+    def _pass_retain(self, output_nr: int, t) -> None:
+        """After an in-place op gave `t` a new history, its retain_grad follows it (PyTorch
+        moves the retains_grad hook): ``t.grad`` is the gradient of t's latest value."""
+        h = self._hooks
+        ref = h.retain.get(output_nr) if h is not None and h.retain else None
+        if ref is not None and ref() is t and t.grad_fn is not None and t.grad_fn is not self:
+            del h.retain[output_nr]
+            t.grad_fn._retain_output(t._output_nr, ref)
+
     def _retains(self, output_nr: int) -> bool:
         h = self._hooks
         return h is not None and bool(h.retain) and output_nr in h.retain

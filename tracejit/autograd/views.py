@@ -82,10 +82,14 @@ def rebase_view_history(view, base, positions, result) -> None:
     idx = Tensor._wrap(positions.reshape(-1), None, base.device)
     flat_new = ops.cast(ops.reshape(result, (-1,)), base.dtype)
     new_base = ops.reshape(ops.index_put(ops.reshape(base, (-1,)), idx, flat_new), tuple(base.shape))
+    olds = [(t, t.grad_fn, t._output_nr) for t in (base, view)]
     base._requires_grad = True
     base.grad_fn = new_base.grad_fn
     base._output_nr = new_base._output_nr
     _regather(view, base, idx)
+    for t, old, nr in olds:   # (a retain_grad() follows the new value, as PyTorch's)
+        if old is not None:
+            old._pass_retain(nr, t)
 
 
 def _regather(view, base, idx) -> None:

@@ -120,7 +120,7 @@ def _context_takes(weights, shape: tuple, mask) -> bool:
     scores' `shape`, float, and a mask that needs no gradient (its gradient would come only
     through the weights' graph, which attention_context's VJP leaves idle)."""
     return (weights.dtype.is_floating_point and tuple(weights.shape) == tuple(shape)
-            and (mask is None or not mask.requires_grad))
+            and (mask is None or _takes_no_grad(mask)))
 
 
 def _weights_take(packed, mask, shape: tuple) -> bool:
@@ -131,8 +131,16 @@ def _weights_take(packed, mask, shape: tuple) -> bool:
     if mask is None:
         return True
     ms = (1,) * (len(shape) - mask.ndim) + tuple(mask.shape)
-    return (not mask.requires_grad and mask.dtype is packed.dtype and mask.ndim <= len(shape)
+    return (_takes_no_grad(mask) and mask.dtype is packed.dtype and mask.ndim <= len(shape)
             and all(m == 1 or m == s for m, s in zip(ms, shape)))
+
+
+def _takes_no_grad(mask) -> bool:
+    """No gradient can flow into `mask`: eagerly its flag; in a capture also no value that
+    requires grad reaches it (a traced value's own flag, as tracejit's code reads it, is set
+    for the arguments only: a float mask computed from one would lose its gradient)."""
+    trace = getattr(mask, "_trace", None)
+    return not mask.requires_grad and (trace is None or not trace._reaches_grad([mask._var]))
 
 
 def _repeat_heads(x, n):

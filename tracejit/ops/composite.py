@@ -16,7 +16,7 @@ from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, lo
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
 from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
-from .softplus_prim import softplus  # noqa: F401  (re-exported: its old home)
+from .softplus_prim import softplus  # (also re-exported: its old home)
 from . import pooling_prim as _pool_prim
 from .pooling_nd import widened
 from . import pool_offsets as _pool_offsets
@@ -56,8 +56,9 @@ def leaky_relu(x, negative_slope: float = 0.01):
 
 @takes("x:input")
 def logsigmoid(x):
-    # log(sigmoid(x)) = min(x, 0) - log1p(e^-|x|): stable, and exact in gradient at 0.
-    return minimum(x, 0.0) - log1p(exp(neg(abs(x))))
+    # -softplus(-x) is min(x, 0) - log1p(e^-|x|) (stable) with the gradient sigmoid(-x), whose
+    # own derivative is right at 0 (the composite's kinks gave 0 there, not -1/4)
+    return 0.0 - softplus(neg(x), 1.0, float("inf"))   # (0 - 0 is +0, as PyTorch's)
 
 
 def isclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):

@@ -128,7 +128,6 @@ DIV = _binary("div", _ufunc2("true_divide"),
               extra={"needs": True})
 
 
-
 # Python's // and % (floor semantics; the remainder takes the divisor's sign), as in
 # PyTorch. Primitives rather than floor(a / b) so integers stay exact (no float round trip).
 def _int_divisor_checked(fn):
@@ -336,7 +335,6 @@ FLOOR = _unary("floor", _ufunc1("floor"), lambda g, out, a: (_zeros(g),),
                lambda e, a: e.call("floor", a), int_to_float=False, save_in=False, no_bool=True)
 
 
-
 # ---------------------------------------------------------------- public functions
 # Two-operand functions call the record's plan fast path (`Primitive.binary`, which is
 # what `bind` calls for two operands without params), one Python frame less per call.
@@ -446,6 +444,8 @@ negative = neg
 
 
 def pow(a, b):
+    if type(b) is int and not 0 <= b <= 127 and isinstance(a, Tensor):
+        int_exponent(a.dtype, b)
     return POW.binary(a, b)
 
 
@@ -552,6 +552,9 @@ def where(cond, a=None, b=None):
         warnings.warn("where received a uint8 condition tensor; use a bool condition instead",
                       UserWarning, stacklevel=user_stacklevel())
         cond = cast(cond, _dt.bool_)
+    for v, t in ((a, b), (b, a)):   # (an int beside an integer tensor is of its dtype: checked, as PyTorch)
+        if type(v) is int and not 0 <= v <= 127 and isinstance(t, Tensor) and t.dtype.category == 1:
+            _dt.number_as(t.dtype, v, "where")
     return bind(WHERE, cond, a, b)
 
 
@@ -593,4 +596,4 @@ from .elementwise_logic import (CAST, EQ, GE, GT, ISNAN, LE, LOGICAL_AND, LOGICA
 eq, ne, lt, le, gt, ge, logical_and, logical_or = map(_op2, (EQ, NE, LT, LE, GT, GE, LOGICAL_AND, LOGICAL_OR))
 isnan, logical_not = map(_op1, (ISNAN, LOGICAL_NOT))
 from .elementwise_clamp import CLAMP, _clamp_impl, clamp_backward  # noqa: E402
-from .elementwise_pow import POW, POW_BACKWARD  # noqa: E402
+from .elementwise_pow import POW, POW_BACKWARD, int_exponent  # noqa: E402

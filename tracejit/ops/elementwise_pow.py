@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ..dtypes import int64, number_as
 from ..errors import ArgumentError
 from .registry import defprim
 from .elementwise import _binary, _ew_rule, _zeros, eq, log, pow, pow_backward, where
@@ -36,6 +37,17 @@ def _nonnegative(b):
     if b.dtype.is_complex:
         return eq(b.imag, 0) & (b.real >= 0)
     return b >= 0
+
+
+def int_exponent(dt, b: int) -> None:
+    """Refuse a Python int exponent `b` of an integer (or bool) tensor of dtype `dt` where
+    PyTorch does: below 0, or beyond the dtype's range (``uint8 ** 300``; it is converted
+    to the dtype first, where other binary ops wrap it)."""
+    if dt.category > 1:
+        return
+    if b < 0:
+        raise ArgumentError("Integers to negative integer powers are not allowed.")
+    number_as(dt if dt.category else int64, b, "pow")
 
 
 def _pow_scalar(e, a, b):

@@ -306,6 +306,9 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, a
     dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
+    if a.dtype.is_complex:   # (PyTorch's: the real and imaginary parts' variances added, real)
+        return var(a.real, dim, None, keepdim, correction=correction) + var(a.imag, dim, None, keepdim,
+                                                                             correction=correction)
     if not a.dtype.is_floating_point:
         _not_float(a)   # (mean's error, as when var called mean())
     if a.dtype.itemsize == 2:   # (half: computed in float32 and rounded once, as PyTorch's)

@@ -112,6 +112,7 @@ def mode(input, dim: int = -1, keepdim: bool = False):
     """The most frequent value along dim (the smallest among ties) and the index of its
     last occurrence, as PyTorch returns them."""
     refuse_tracing("mode", "its input")
+    _refuse_complex("mode", input)
     d = normalize_dim(dim, input.ndim, "mode") if input.ndim else 0
     if input.ndim and not input.shape[d]:
         raise IndexRangeError(f"mode(): expected reduction dim {d} to have non-zero size")
@@ -269,10 +270,16 @@ def _cum_extreme(input, dim, better, name):
     """Running max/min along dim with its indices: the values gathered at them (the
     gradient flows to each value's source)."""
     d = normalize_dim(dim, input.ndim, name)
+    _refuse_complex(name, input)
     if input.ndim == 0:
         return _ValuesIndices(input.clone(), tensor(0, device=input.device))
     (indices,) = host_step(_cum_extreme_index, [input], [input.shape], [_dt.int64], name, dim=d, better=better)
     return _ValuesIndices(gather(input, d, indices), indices)
+
+
+def _refuse_complex(name, input):
+    if input.dtype.is_complex:   # (complex numbers have no order: PyTorch has no kernel either)
+        raise UnsupportedDTypeError(f"{name}: not implemented for complex tensors ({input.dtype.name})")
 
 
 def cummax(input, dim: int):
@@ -441,6 +448,11 @@ def _unique_consecutive_arrays(xp, a, dim):
 
 def _unique(fn, name, input, return_inverse, return_counts, dim):
     d = None if dim is None else normalize_dim(dim, input.ndim, name)
+    zero = [i for i, n in enumerate(input.shape) if n == 0]
+    if d is not None and zero and zero != [d]:   # (PyTorch's refusals: no unique slice to return)
+        raise ArgumentError(f"{name}: " + ("Number of zero sized dimensions is more than one, so unique cannot be "
+                            "applied" if len(zero) > 1 else "There are 0 sized dimensions, and they aren't "
+                            f"selected by dim={dim}, so unique cannot be applied"))
     shape = ("n",) if d is None else tuple(input.shape[:d]) + ("n",) + tuple(input.shape[d + 1:])
     out = host_step(fn, [input], [shape, input.shape if d is None else (input.shape[d],), ("n",)],
                     [input.dtype, _dt.int64, _dt.int64], name, dim=d)
