@@ -302,6 +302,9 @@ _SIZE_TABLED = {   # ops whose index tables follow the image size
     "bicubic": lambda F, x: F.interpolate(x, scale_factor=1.5, mode="bicubic"),
     "bicubic_corners": lambda F, x: F.interpolate(x, size=(6, 9), mode="bicubic", align_corners=True),
     "nearest_exact": lambda F, x: F.interpolate(x, scale_factor=2.0, mode="nearest-exact"),
+    "antialias_bilinear": lambda F, x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
+    "antialias_bicubic": lambda F, x: F.interpolate(x, size=(5, 7), mode="bicubic", antialias=True,
+                                                    align_corners=True),
 }
 
 
@@ -338,3 +341,21 @@ def test_adaptive_bins_wider_than_the_bound_recompile():
         np.testing.assert_array_equal(out.numpy(), want.numpy())
         np.testing.assert_array_equal(idx.numpy(), widx.numpy())
         assert cf.cache_stats()["compiles"] == compiles, (s, cf.cache_stats()["recompile_reasons"])
+
+
+def test_antialias_resizes_recompile_only_where_the_filter_stops_stretching(compiler, monkeypatch):
+    """An antialias filter stretches with the scale while downsampling: one capture serves
+    every input larger than the output, a smaller one captures again; compiled kernels."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x, F=F):
+        return F.interpolate(x, size=(6, 5), mode="bicubic", antialias=True)
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    rng = np.random.default_rng(0)
+    for hw, compiles in (((13, 17), 1), ((20, 11), 1), ((9, 26), 1), ((4, 3), 2), ((5, 4), 2)):
+        x = rng.standard_normal((1, 2) + hw).astype(np.float32)
+        np.testing.assert_allclose(cf(tj.tensor(x)).numpy(), f(torch.tensor(x), F=torch.nn.functional).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        assert cf.cache_stats()["compiles"] == compiles, (hw, cf.cache_stats()["recompile_reasons"])

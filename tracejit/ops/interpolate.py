@@ -27,7 +27,8 @@ from .creation import arange, tensor
 from .elementwise import cast, clamp, floor
 from .indexing import getitem, index_select
 from .linalg import matmul
-from .pooling_nd import avg_weights
+from .math_more import sinc as _sinc
+from .pooling_nd import _index, avg_weights
 from .sampling import _cubic
 from .shape import clone, reshape, transpose
 from .dtype_checks import takes
@@ -71,34 +72,49 @@ def _cubic_matrix(insize: int, outsize: int, align_corners: bool, scale: float) 
     return m
 
 
-def _antialias_matrix(insize: int, outsize: int, align_corners: bool, scale: float,
-                      mode: str) -> np.ndarray:
+def _antialias_matrix(insize, outsize, align_corners: bool, scale, mode: str, dev=None):
+    """The (out, in) matrix of PyTorch's antialias filter: row r weighs the inputs whose
+    centres lie within the support around its centre, normalized to sum 1. numpy of static
+    sizes (over each row's band of columns); of symbolic ones (`dev`: the input's device)
+    the same arithmetic traced in float64 over every column, from the sizes of each call."""
     if align_corners:
-        scale = (insize - 1) / (outsize - 1) if outsize > 1 else 0.0
+        scale = (insize - 1) / (outsize - 1) if outsize != 1 else 0.0
+    # (downsampling, scale >= 1: of symbolic sizes a guarded comparison of the sizes)
+    down = scale >= 1.0 if isinstance(scale, float) else insize >= outsize
     half = _HALF_WIDTH[mode]
-    support = half * scale if scale >= 1.0 else half
-    invscale = 1.0 / scale if scale >= 1.0 else 1.0
-    center = scale * (np.arange(outsize) + 0.5)
-    lo = np.maximum((center - support + 0.5).astype(np.int64), 0)   # (C's truncation)
-    width = np.minimum((center + support + 0.5).astype(np.int64), insize) - lo
-    width = np.clip(width, 0, int(math.ceil(support)) * 2 + 1)
-    j = np.arange(width.max(initial=0))
-    x = np.abs((lo[:, None] + j - center[:, None] + 0.5) * invscale)
+    support, invscale = (half * scale, 1.0 / scale) if down else (half, 1.0)
+    center = scale * (_as(_index(outsize, dev), _dt.float64) + 0.5)
+    lo = _as(center - support + 0.5, _dt.int64).clip(min=0)   # (C's truncation)
+    hi = _as(center + support + 0.5, _dt.int64)
+    if dev is None:   # (static: only the band of columns a row's support can reach)
+        col = lo[:, None] + np.arange(int(math.ceil(support)) * 2 + 1)
+        hi = np.minimum(hi, insize)
+    else:
+        col = _index(insize, dev)[None, :]
+    x = abs((col - center[:, None] + 0.5) * invscale)
     if mode == "lanczos":   # Lanczos-3: sinc(x) sinc(x / 3)
-        w = np.where(x < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+        sinc_ = np.sinc if dev is None else _sinc
+        w = sinc_(x) * sinc_(x / 3) * (x < 3)
     elif mode == "bicubic":
         a = -0.5
-        w = np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
-                     np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
+        w = (((a + 2) * x - (a + 3)) * x * x + 1) * (x < 1) + \
+            ((((a * x - 5 * a) * x + 8 * a) * x - 4 * a) * ((x >= 1) & (x < 2)))
     else:
-        w = np.maximum(1.0 - x, 0.0)
-    w = np.where(j < width[:, None], w, 0.0)
-    total = w.sum(1, keepdims=True)
-    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
+        w = (1.0 - x).clip(min=0.0)
+    w = w * ((col >= lo[:, None]) & (col < hi[:, None]))
+    total = w.sum(1)[:, None]
+    w = w / (total + (total == 0))
+    if dev is not None:
+        return w
     m = np.zeros((outsize, insize))
-    cols = np.minimum(lo[:, None] + j, insize - 1)
-    np.add.at(m, (np.repeat(np.arange(outsize), len(j)), cols.reshape(-1)), w.reshape(-1))
+    np.add.at(m, (np.repeat(np.arange(outsize), col.shape[1]), np.minimum(col, insize - 1).reshape(-1)),
+              w.reshape(-1))
     return m
+
+
+def _as(v, dtype):
+    """`v` (a numpy array or a tensor) cast to `dtype`, truncating toward zero as C's."""
+    return v.astype(dtype.np) if isinstance(v, np.ndarray) else cast(v, dtype)
 
 
 def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
@@ -174,7 +190,8 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     axes = list(enumerate(zip(insz, outsz, scales)))
     for axis, (i, o, sc) in (axes[::-1] if u8 else axes):
         dim = 2 + axis
-        if (isinstance(i, Sym) or isinstance(o, Sym)) and mode != "area" and not (antialias or u8):
+        symbolic = isinstance(i, Sym) or isinstance(o, Sym)
+        if symbolic and mode != "area" and not (antialias or u8):
             out = _traced_axis(out, dim, i, o, sc, mode, bool(align_corners))
             continue
         if mode.startswith("nearest"):
@@ -186,8 +203,9 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
         if mode == "area":   # (adaptive average pooling's)
             mt = avg_weights(i, o, out.dtype, input.device)
         else:
-            if antialias:
-                m = _antialias_matrix(int(i), int(o), bool(align_corners), sc, mode)
+            if antialias:   # (uint8's fixed-point weights need the values: static sizes)
+                m = _antialias_matrix(int(i) if u8 else i, int(o) if u8 else o, bool(align_corners),
+                                      sc, mode, input.device if symbolic and not u8 else None)
             elif mode == "bicubic":
                 m = _cubic_matrix(i, o, bool(align_corners), sc)
             else:
@@ -195,7 +213,8 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
             if u8:
                 out = _fixed_point_pass(out, m, dim)
                 continue
-            mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device)
+            mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device) \
+                if isinstance(m, np.ndarray) else transpose(cast(m, out.dtype), 0, 1)
         out = transpose(matmul(transpose(out, dim, -1), mt), dim, -1)    # the axis last, times M^T
     if out is input:   # (every axis unchanged: a new tensor still, as PyTorch's)
         return clone(input)
