@@ -20,6 +20,23 @@ def test_a_ratio_of_sizes_is_a_traced_number(compiler):
     assert st["compiles"] == 2 and st["dynamic_dims"] == [("x", 0)]
 
 
+def test_float_arithmetic_on_sizes_is_a_traced_number(compiler, monkeypatch):
+    """A size times, plus or minus a float, or to a fractional power (an attention's
+    ``d ** -0.5``, DINO's ``(w // p + 0.1) / 4``) is computed from each call's sizes; a
+    natural power of a size stays a size."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        n = x.shape[0]
+        return x * (n ** -0.5) + (n // 2 + 0.1) / 4 - (1.5 - n * 0.25) + x.new_zeros(n ** 2).sum()
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for b in (4, 5, 8, 11):   # (n // 2 >= 2)
+        x = tj.randn(b, 3)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
 def test_a_ratio_of_sizes_needed_as_a_python_number_keeps_the_dim_static():
     def f(x):
         if x.shape[0] / 4 > 1:      # a Python branch on the ratio: needs the size
