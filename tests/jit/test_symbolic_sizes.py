@@ -144,3 +144,23 @@ def test_a_radius_graph_keeps_the_node_count_symbolic():
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     st = cf.cache_stats()
     assert st["compiles"] == 2 and st["dynamic_dims"] == [("pos", 0)]
+
+
+def test_chunks_of_a_symbolic_size_recapture_only_for_another_count(compiler, monkeypatch):
+    """chunk(c) of a symbolic dim: pieces of ceil(n / c), guarded on their count (4 chunks
+    of 6 are three pieces) and on a last piece of 1; gradients flow to every piece."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        return sum(((p * (i + 1)).square().sum() for i, p in enumerate(x.chunk(4, 1))), tj.zeros(()))
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for n, compiles in ((8, 1), (11, 1), (12, 1), (16, 1), (6, 2), (13, 3)):
+        x = tj.randn(2, n, requires_grad=True)
+        xe = x.detach().requires_grad_()
+        out, want = cf(x), f(xe)
+        out.backward()
+        want.backward()
+        np.testing.assert_allclose(out.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5)
+        assert cf.cache_stats()["compiles"] == compiles, (n, cf.cache_stats()["recompile_reasons"])
