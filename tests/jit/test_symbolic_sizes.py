@@ -164,3 +164,18 @@ def test_chunks_of_a_symbolic_size_recapture_only_for_another_count(compiler, mo
         np.testing.assert_allclose(out.item(), want.item(), rtol=1e-5)
         np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5)
         assert cf.cache_stats()["compiles"] == compiles, (n, cf.cache_stats()["recompile_reasons"])
+
+
+def test_a_roll_by_a_symbolic_shift_is_one_capture(compiler, monkeypatch):
+    """roll by a shift computed from the sizes (an fftshift's n // 2, or minus it) within
+    one turn: guarded on that range, not specialized per size."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        return tj.roll(x, (x.shape[0] // 2, -(x.shape[1] // 3)), (0, 1)) * tj.arange(x.shape[1])
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for n in (6, 7, 9, 12):
+        x = tj.randn(n, n + 1)
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
