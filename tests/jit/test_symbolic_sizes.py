@@ -179,3 +179,19 @@ def test_a_roll_by_a_symbolic_shift_is_one_capture(compiler, monkeypatch):
         x = tj.randn(n, n + 1)
         np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_aranges_with_a_step_over_a_symbolic_span_are_one_capture(compiler, monkeypatch):
+    """arange(n - 1, -1, -1) (a reversal's indices) and arange(1, n, 2): ceil(span / step)
+    elements, a size computed from each call's n."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        n = x.shape[1]
+        return x[:, tj.arange(n - 1, -1, -1)].sum(0) + x[:, tj.arange(1, n, 2)].sum() * tj.arange(n, 0, -3).sum()
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for n in (6, 7, 9, 12):
+        x = tj.randn(3, n)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-5)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
