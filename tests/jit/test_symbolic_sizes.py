@@ -195,3 +195,23 @@ def test_aranges_with_a_step_over_a_symbolic_span_are_one_capture(compiler, monk
         x = tj.randn(3, n)
         np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-5)
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_topk_of_a_symbolic_count_is_one_capture(compiler, monkeypatch):
+    """topk(n // 2): k a size computed from each call's n, values, indices and gradient."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        v, i = x.topk(x.shape[1] // 2, dim=1)
+        return v.square().sum() + i.sum()
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for n in (6, 7, 9, 12):
+        x = tj.randn(3, n, requires_grad=True)
+        xe = x.detach().requires_grad_()
+        out, want = cf(x), f(xe)
+        out.backward()
+        want.backward()
+        np.testing.assert_allclose(out.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
