@@ -215,3 +215,18 @@ def test_topk_of_a_symbolic_count_is_one_capture(compiler, monkeypatch):
         np.testing.assert_allclose(out.item(), want.item(), rtol=1e-5)
         np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5)
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_a_symbolic_size_as_a_fill_value_is_an_integer():
+    """full(shape, n) and where(c, n, 0) of a symbolic n hold int64, as of a Python int."""
+    def f(x):
+        n = x.shape[0]
+        return tj.full((2,), n), tj.where(x > 0, n, 0), x.flatten().gather(0, tj.full((1,), n - 1))
+
+    cf = tj.trace(f, dynamic=True, compiler="interpret")
+    for n in (3, 5, 7):
+        x = tj.randn(n)
+        for got, want in zip(cf(x), f(x)):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
