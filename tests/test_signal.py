@@ -120,6 +120,28 @@ def test_a_compiled_stft_front_end_trains_as_one_graph_like_torch():
     assert cn.cache_stats()["compiles"] == 1
 
 
+@pytest.mark.parametrize("pad_mode", ["reflect", "constant", "replicate", "circular"])
+def test_an_stft_of_signals_of_several_lengths_is_one_capture(pad_mode, monkeypatch):
+    """The frames' indices are computed from each call's length, padding included; the
+    compiled kernels give torch's spectra and the gradient flows to the signal."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(m, x):
+        return m.stft(x, 16, hop_length=4, window=m.hann_window(16), pad_mode=pad_mode, return_complex=True).abs()
+
+    cf = tj.compile(lambda x: f(tj, x), dynamic=True)
+    for n in (40, 47, 64):
+        x = np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)
+        xt, xr = tj.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        got, want = cf(xt), f(torch, xr)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), atol=1e-4)
+        got.sum().backward()
+        want.sum().backward()
+        np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-4, atol=1e-4)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
 @pytest.mark.parametrize("center,pad_mode", [(True, "reflect"), (True, "constant"), (True, "replicate"),
                                              (True, "circular"), (False, "reflect")])
 @pytest.mark.parametrize("normalized,onesided", [(False, True), (True, False)])

@@ -134,7 +134,7 @@ def scalar_dtype(v) -> DType:
         return (bool_, int64, _default_float, _default_float.to_complex())[d.category]
     if isinstance(v, (bool, np.bool_)):
         return bool_
-    if isinstance(v, (int, np.integer)):
+    if isinstance(v, (int, np.integer)) or hasattr(v, "terms"):   # (a symbolic size: an int)
         return int64
     if isinstance(v, (complex, np.complexfloating)):
         return _default_float.to_complex()

@@ -217,6 +217,8 @@ class Sym:
         return {(): int(x)} if x else {}
 
     def __add__(self, o):
+        if isinstance(o, float):
+            return self._number() + o
         if not isinstance(o, (int, Sym)):
             return NotImplemented
         t = self._terms(self)
@@ -230,14 +232,14 @@ class Sym:
         return Sym._make({m: -c for m, c in self.terms}, -self.hint)
 
     def __sub__(self, o):
-        if not isinstance(o, (int, Sym)):
-            return NotImplemented
-        return self + (-o)
+        return self + (-o) if isinstance(o, (int, float, Sym)) else NotImplemented
 
     def __rsub__(self, o):
         return (-self) + o
 
     def __mul__(self, o):
+        if isinstance(o, float):
+            return self._number() * o
         if not isinstance(o, (int, Sym)):
             return NotImplemented
         t: dict = {}
@@ -288,24 +290,25 @@ class Sym:
                 return r
         return self._specialized() % _value_of(o)
 
-    # True division gives a fraction, not a size: while tracing it is a traced number
-    # computed from the input shapes on each call (BatchNorm's ``n / (n - 1)``); elsewhere
+    # True division, float arithmetic and a power other than a natural number give a
+    # fraction, not a size: while tracing a traced number computed from the input shapes on
+    # each call (BatchNorm's ``n / (n - 1)``, ``d ** -0.5``, ``(n + 0.1) / 4``); elsewhere
     # the float of the concrete size.
+    def _number(self):
+        return self._specialized() if _hook.number is None else _hook.number(self)
+
     def __truediv__(self, o):
         if not isinstance(o, (int, float, Sym)):
             return NotImplemented
-        number = _hook.number
-        if number is None:
-            return self._specialized() / (hint(o) if isinstance(o, Sym) else o)
-        return number(self) / o
+        return self._number() / (hint(o) if isinstance(o, Sym) and _hook.number is None else o)
 
     def __rtruediv__(self, o):
-        if not isinstance(o, (int, float)):
-            return NotImplemented
-        number = _hook.number
-        if number is None:
-            return o / self._specialized()
-        return o / number(self)
+        return o / self._number() if isinstance(o, (int, float)) else NotImplemented
+
+    def __pow__(self, o):
+        if isinstance(o, int) and o >= 0:
+            return math.prod([self] * o, start=1)
+        return self._number() ** o if isinstance(o, (int, float)) else NotImplemented
 
     def lower_bound(self) -> Optional[int]:
         """The least value this dim can take (symbols stand for sizes >= 2) when it grows
@@ -383,9 +386,8 @@ class Sym:
 
     # -- leaving the symbolic world -------------------------------------------
     def _specialized(self) -> int:
-        hook = _hook.fn
-        if hook is not None:
-            hook(self)
+        if _hook.fn is not None:
+            _hook.fn(self)
         return self.hint
 
     def __int__(self):

@@ -74,25 +74,25 @@ def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0,
 
 
 # ---------------------------------------------------------------- short-time Fourier transform
-def _frame_index(length: int, n_fft: int, hop: int, pad: int, mode: str):
+def _frame_index(length, n_fft: int, hop: int, pad: int, mode: str, dev=None):
     """(n_frames, n_fft) indices into the signal for each frame sample after padding `pad`
-    on both sides by `mode`; -1 marks a zero (constant padding)."""
-    padded = length + 2 * pad
-    n_frames = 1 + (padded - n_fft) // hop
-    pos = np.arange(n_frames)[:, None] * hop + np.arange(n_fft)[None, :] - pad
-    if mode == "reflect":
+    on both sides by `mode`; -1 marks a zero (constant padding). numpy of a static length;
+    of a symbolic one (`dev`: the signal's device) the same arithmetic traced."""
+    from .ops.pooling_nd import _index
+    n_frames = 1 + (length + 2 * pad - n_fft) // hop
+    pos = _index(n_frames, dev)[:, None] * hop + _index(n_fft, dev)[None, :] - pad
+    if mode == "reflect":   # (pad < length: |pos| < the period 2 (length - 1) or length is 1)
         period = 2 * (length - 1)
-        q = np.abs(pos) % period if period else np.zeros_like(pos)
-        pos = np.where(q >= length, period - q, q)
-    elif mode == "replicate":
-        pos = np.clip(pos, 0, length - 1)
-    elif mode == "circular":
-        pos = pos % length
-    elif mode == "constant":
-        pos = np.where((pos < 0) | (pos >= length), -1, pos)
-    else:
-        raise ValueError(f"stft: pad_mode must be 'reflect', 'constant', 'replicate' or 'circular', got {mode!r}")
-    return pos
+        q = abs(pos) % period if period else pos * 0
+        return q + (q >= length) * (period - 2 * q)
+    if mode == "replicate":
+        pos = pos * (pos > 0)
+        return pos + (pos > length - 1) * (length - 1 - pos)
+    if mode == "circular":
+        return pos % length
+    if mode == "constant":
+        return pos + ((pos < 0) | (pos >= length)) * (-1 - pos)
+    raise ValueError(f"stft: pad_mode must be 'reflect', 'constant', 'replicate' or 'circular', got {mode!r}")
 
 
 def _full_window(window, win_length: int, n_fft: int, name: str, like: Tensor):
@@ -143,12 +143,13 @@ def stft(input: Tensor, n_fft: int, hop_length: Optional[int] = None, win_length
         raise ArgumentError(f"stft: reflect padding of {pad} needs a signal longer than that, got {length} samples")
     if length + 2 * pad < n_fft:
         raise ArgumentError(f"stft: n_fft={n_fft} is longer than the (padded) signal of {length + 2 * pad} samples")
-    idx = _frame_index(length, n_fft, hop, pad, pad_mode)
+    symbolic = hasattr(length, "terms")
+    idx = _frame_index(length, n_fft, hop, pad, pad_mode, input.device if symbolic else None)
     x = input
-    if (idx < 0).any():   # constant padding: one zero sample appended, index -1 reads it
+    if pad and pad_mode == "constant":   # one zero sample appended, index -1 reads it
         x = cat([x, zeros(x.shape[:-1] + (1,), dtype=x.dtype, device=x.device)], -1)
-    frames = x[..., tensor(idx.reshape(-1), device=x.device)]
-    frames = reshape(frames, tuple(x.shape[:-1]) + idx.shape) * _full_window(window, win, n_fft, "stft", input)
+    frames = x[..., idx.reshape(-1) if symbolic else tensor(idx.reshape(-1), device=x.device)]
+    frames = reshape(frames, tuple(x.shape[:-1]) + tuple(idx.shape)) * _full_window(window, win, n_fft, "stft", input)
     complex_in = input.dtype.is_complex or (window is not None and window.dtype.is_complex)
     one = (not complex_in) if onesided is None else onesided
     if one and complex_in:

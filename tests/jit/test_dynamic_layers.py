@@ -228,26 +228,32 @@ def test_a_floor_division_of_sizes_below_two_captures_again():
     assert cf.cache_stats()["compiles"] == 2
 
 
-def test_ceil_mode_pooling_is_guarded_on_the_sizes_parity():
-    torch = pytest.importorskip("torch")
-    cf = tj.trace(lambda x: F.max_pool2d(x, 3, stride=2, ceil_mode=True), dynamic=True, compiler="interpret")
-    rng = np.random.default_rng(0)
-    for s, compiles in ((16, 1), (24, 1), (17, 2), (20, 2), (23, 2)):   # (the last window's overhang)
-        x = rng.standard_normal((1, 2, s, s)).astype(np.float32)
-        want = torch.nn.functional.max_pool2d(torch.tensor(x), 3, stride=2, ceil_mode=True)
-        np.testing.assert_array_equal(cf(tj.tensor(x)).numpy(), want.numpy())
-        assert cf.cache_stats()["compiles"] == compiles, (s, cf.cache_stats()["recompile_reasons"])
+_CEIL_POOLS = {
+    "max2d": lambda F, x: F.max_pool2d(x, 3, stride=2, ceil_mode=True),
+    "max2d_padded_indices": lambda F, x: F.max_pool2d(x, 2, 2, 1, ceil_mode=True, return_indices=True),
+    "max1d": lambda F, x: F.max_pool1d(x[:, :, 0], 2, 3, padding=1, ceil_mode=True),
+}
 
 
-def test_ceil_mode_pooling_of_two_image_dims_is_one_capture_per_parity_pair():
+@pytest.mark.parametrize("name", sorted(_CEIL_POOLS))
+def test_ceil_mode_max_pooling_is_one_capture_over_sizes_of_both_parities(name, compiler, monkeypatch):
+    """ceil_mode's output length is one floor division of the size and its -inf margin a
+    fixed bound: no guard on the last window's overhang, forward and gradient."""
     torch = pytest.importorskip("torch")
-    cf = tj.trace(lambda x: F.max_pool2d(x, 3, stride=2, ceil_mode=True), dynamic=True, compiler="interpret")
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+    f = _CEIL_POOLS[name]
+    cf = tj.trace(lambda x: f(F, x), dynamic=True, compiler=compiler)
     rng = np.random.default_rng(0)
-    for hw, compiles in (((12, 15), 1), ((20, 17), 1), ((13, 16), 2), ((21, 30), 2)):
+    for hw in ((12, 15), (13, 16), (20, 17), (21, 30)):
         x = rng.standard_normal((1, 2) + hw).astype(np.float32)
-        want = torch.nn.functional.max_pool2d(torch.tensor(x), 3, stride=2, ceil_mode=True)
-        np.testing.assert_array_equal(cf(tj.tensor(x)).numpy(), want.numpy())
-        assert cf.cache_stats()["compiles"] == compiles, (hw, cf.cache_stats()["recompile_reasons"])
+        xt, xr = tj.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        out, want = cf(xt), f(torch.nn.functional, xr)
+        for o, w in zip(*((out, want) if isinstance(want, tuple) else ((out,), (want,)))):
+            np.testing.assert_array_equal(o.detach().numpy(), w.detach().numpy())
+        (out[0] if isinstance(out, tuple) else out).square().sum().backward()
+        (want[0] if isinstance(want, tuple) else want).square().sum().backward()
+        np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
 
 
 @pytest.mark.parametrize("mode, corners", [("nearest", None), ("bilinear", False), ("bilinear", True)])
@@ -296,6 +302,9 @@ _SIZE_TABLED = {   # ops whose index tables follow the image size
     "bicubic": lambda F, x: F.interpolate(x, scale_factor=1.5, mode="bicubic"),
     "bicubic_corners": lambda F, x: F.interpolate(x, size=(6, 9), mode="bicubic", align_corners=True),
     "nearest_exact": lambda F, x: F.interpolate(x, scale_factor=2.0, mode="nearest-exact"),
+    "antialias_bilinear": lambda F, x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
+    "antialias_bicubic": lambda F, x: F.interpolate(x, size=(5, 7), mode="bicubic", antialias=True,
+                                                    align_corners=True),
 }
 
 
@@ -332,3 +341,21 @@ def test_adaptive_bins_wider_than_the_bound_recompile():
         np.testing.assert_array_equal(out.numpy(), want.numpy())
         np.testing.assert_array_equal(idx.numpy(), widx.numpy())
         assert cf.cache_stats()["compiles"] == compiles, (s, cf.cache_stats()["recompile_reasons"])
+
+
+def test_antialias_resizes_recompile_only_where_the_filter_stops_stretching(compiler, monkeypatch):
+    """An antialias filter stretches with the scale while downsampling: one capture serves
+    every input larger than the output, a smaller one captures again; compiled kernels."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x, F=F):
+        return F.interpolate(x, size=(6, 5), mode="bicubic", antialias=True)
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    rng = np.random.default_rng(0)
+    for hw, compiles in (((13, 17), 1), ((20, 11), 1), ((9, 26), 1), ((4, 3), 2), ((5, 4), 2)):
+        x = rng.standard_normal((1, 2) + hw).astype(np.float32)
+        np.testing.assert_allclose(cf(tj.tensor(x)).numpy(), f(torch.tensor(x), F=torch.nn.functional).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+        assert cf.cache_stats()["compiles"] == compiles, (hw, cf.cache_stats()["recompile_reasons"])

@@ -20,6 +20,23 @@ def test_a_ratio_of_sizes_is_a_traced_number(compiler):
     assert st["compiles"] == 2 and st["dynamic_dims"] == [("x", 0)]
 
 
+def test_float_arithmetic_on_sizes_is_a_traced_number(compiler, monkeypatch):
+    """A size times, plus or minus a float, or to a fractional power (an attention's
+    ``d ** -0.5``, DINO's ``(w // p + 0.1) / 4``) is computed from each call's sizes; a
+    natural power of a size stays a size."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        n = x.shape[0]
+        return x * (n ** -0.5) + (n // 2 + 0.1) / 4 - (1.5 - n * 0.25) + x.new_zeros(n ** 2).sum()
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for b in (4, 5, 8, 11):   # (n // 2 >= 2)
+        x = tj.randn(b, 3)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
 def test_a_ratio_of_sizes_needed_as_a_python_number_keeps_the_dim_static():
     def f(x):
         if x.shape[0] / 4 > 1:      # a Python branch on the ratio: needs the size
@@ -127,3 +144,89 @@ def test_a_radius_graph_keeps_the_node_count_symbolic():
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     st = cf.cache_stats()
     assert st["compiles"] == 2 and st["dynamic_dims"] == [("pos", 0)]
+
+
+def test_chunks_of_a_symbolic_size_recapture_only_for_another_count(compiler, monkeypatch):
+    """chunk(c) of a symbolic dim: pieces of ceil(n / c), guarded on their count (4 chunks
+    of 6 are three pieces) and on a last piece of 1; gradients flow to every piece."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        return sum(((p * (i + 1)).square().sum() for i, p in enumerate(x.chunk(4, 1))), tj.zeros(()))
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for n, compiles in ((8, 1), (11, 1), (12, 1), (16, 1), (6, 2), (13, 3)):
+        x = tj.randn(2, n, requires_grad=True)
+        xe = x.detach().requires_grad_()
+        out, want = cf(x), f(xe)
+        out.backward()
+        want.backward()
+        np.testing.assert_allclose(out.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5)
+        assert cf.cache_stats()["compiles"] == compiles, (n, cf.cache_stats()["recompile_reasons"])
+
+
+def test_a_roll_by_a_symbolic_shift_is_one_capture(compiler, monkeypatch):
+    """roll by a shift computed from the sizes (an fftshift's n // 2, or minus it) within
+    one turn: guarded on that range, not specialized per size."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        return tj.roll(x, (x.shape[0] // 2, -(x.shape[1] // 3)), (0, 1)) * tj.arange(x.shape[1])
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for n in (6, 7, 9, 12):
+        x = tj.randn(n, n + 1)
+        np.testing.assert_array_equal(cf(x).numpy(), f(x).numpy())
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_aranges_with_a_step_over_a_symbolic_span_are_one_capture(compiler, monkeypatch):
+    """arange(n - 1, -1, -1) (a reversal's indices) and arange(1, n, 2): ceil(span / step)
+    elements, a size computed from each call's n."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        n = x.shape[1]
+        return x[:, tj.arange(n - 1, -1, -1)].sum(0) + x[:, tj.arange(1, n, 2)].sum() * tj.arange(n, 0, -3).sum()
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for n in (6, 7, 9, 12):
+        x = tj.randn(3, n)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-5)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_topk_of_a_symbolic_count_is_one_capture(compiler, monkeypatch):
+    """topk(n // 2): k a size computed from each call's n, values, indices and gradient."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # (the kernels run from the first call)
+
+    def f(x):
+        v, i = x.topk(x.shape[1] // 2, dim=1)
+        return v.square().sum() + i.sum()
+
+    cf = tj.trace(f, dynamic=True, compiler=compiler)
+    for n in (6, 7, 9, 12):
+        x = tj.randn(3, n, requires_grad=True)
+        xe = x.detach().requires_grad_()
+        out, want = cf(x), f(xe)
+        out.backward()
+        want.backward()
+        np.testing.assert_allclose(out.item(), want.item(), rtol=1e-5)
+        np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-5)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_a_symbolic_size_as_a_fill_value_is_an_integer():
+    """full(shape, n) and where(c, n, 0) of a symbolic n hold int64, as of a Python int."""
+    def f(x):
+        n = x.shape[0]
+        return tj.full((2,), n), tj.where(x > 0, n, 0), x.flatten().gather(0, tj.full((1,), n - 1))
+
+    cf = tj.trace(f, dynamic=True, compiler="interpret")
+    for n in (3, 5, 7):
+        x = tj.randn(n)
+        for got, want in zip(cf(x), f(x)):
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]

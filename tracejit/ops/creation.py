@@ -355,20 +355,20 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 
 def _shifted_arange(start, end, step, dtype, device):
     """``arange(start, end)`` with a symbolic bound while tracing (a KV cache's positions,
-    ``arange(past, past + t)``) as ``arange(0, end - start, step) + start``: one capture
-    serves every offset. None where the count is not a size the graph can hold (a symbolic
-    span with a step other than 1, or a non-integer bound): the caller specializes."""
+    ``arange(past, past + t)``, a reversal's ``arange(n - 1, -1, -1)``) as
+    ``arange(0, count) * step + start``: one capture serves every offset. None for a
+    non-integer bound or step: the caller specializes."""
     if not isinstance(step, (int, np.integer)) or not all(
             isinstance(v, (int, np.integer)) or hasattr(v, "terms") for v in (start, end)):
         return None
-    span = end - start
-    if hasattr(span, "terms"):
-        if step != 1:
-            return None
-        base = _bind_creation(ARANGE, start=0, end=span, step=1, dtype=_dt.int64, device=as_device(device))
+    span, step = end - start, int(step)
+    if hasattr(span, "terms"):   # (its count: ceil(span / step), of a size whose sign is step's)
+        count = -((-span) // step) if step > 0 else -(span // -step)
+        base = _bind_creation(ARANGE, start=0, end=count, step=1, dtype=_dt.int64, device=as_device(device))
+        base = base if step == 1 else base * step
     else:
-        n = max(0, -(-span // int(step)))
-        base = _bind_creation(ARANGE, start=0, end=n * int(step), step=int(step), dtype=_dt.int64,
+        n = max(0, -(-span // step))
+        base = _bind_creation(ARANGE, start=0, end=n * step, step=step, dtype=_dt.int64,
                               device=as_device(device))
     out = base + start
     return out if dtype is _dt.int64 else out.to(dtype)

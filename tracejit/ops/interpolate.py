@@ -1,13 +1,14 @@
 """``F.interpolate``: nearest, nearest-exact, (bi/tri)linear, bicubic, lanczos and area resizing
 of (N, C, L), (N, C, H, W) and (N, C, D, H, W) inputs.
 
-Every mode but nearest is separable: each spatial axis is multiplied by a small constant
-(out, in) matrix built in numpy, so resizing is a few matmuls and its gradient is the
-transposed matmuls. The matrices follow PyTorch's index arithmetic: the source
-coordinate of an output index, clamping at the borders, and for bicubic the cubic
-convolution with A = -0.75 over four taps whose indices are clamped to the input.
-Nearest modes are gathers with constant index vectors. Of symbolic sizes each axis is
-instead a sum of gathers of its taps, indices and weights traced (`_traced_axis`). With ``antialias=True`` the
+Every mode is separable, resizing one axis at a time by its taps (`_taps`): per output,
+PyTorch's source indices and weights -- the source coordinate of an output index,
+clamping at the borders, and for bicubic the cubic convolution with A = -0.75 over four
+taps whose indices are clamped to the input. One definition serves every size: numpy
+constants of static sizes, traced from each call's sizes for symbolic ones. Nearest
+modes, and every mode of symbolic sizes, gather the taps and sum them weighted; the
+others of static sizes sum the taps into a small constant (out, in) matrix, so resizing
+is a few matmuls and its gradient the transposed matmuls. With ``antialias=True`` the
 bilinear and bicubic matrices are PyTorch's (and PIL's) filters: when downsampling, the
 triangle or cubic (A = -0.5) kernel is stretched by the scale, so each output averages
 every input it covers; the taps inside the input are weighted and normalized to sum 1.
@@ -23,11 +24,12 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import ShapeError, UnsupportedDTypeError
 from ..shapes import Sym, as_dim
-from .creation import arange, tensor
+from .creation import tensor
 from .elementwise import cast, clamp, floor
-from .indexing import getitem, index_select
+from .indexing import getitem
 from .linalg import matmul
-from .pooling_nd import avg_weights
+from .math_more import sinc as _sinc
+from .pooling_nd import _index, avg_weights
 from .sampling import _cubic
 from .shape import clone, reshape, transpose
 from .dtype_checks import takes
@@ -40,69 +42,53 @@ _HALF_WIDTH = {"bilinear": 1.0, "bicubic": 2.0, "lanczos": 3.0}   # antialias fi
 _MODES = ("nearest", "nearest-exact", "area") + tuple(_SEPARABLE)
 
 
-def _source(outsize: int, insize: int, align_corners: bool, scale: float, clamp: bool):
-    dst = np.arange(outsize, dtype=np.float64)
+def _antialias_matrix(insize, outsize, align_corners: bool, scale, mode: str, dev=None):
+    """The (out, in) matrix of PyTorch's antialias filter: row r weighs the inputs whose
+    centres lie within the support around its centre, normalized to sum 1. numpy of static
+    sizes (over each row's band of columns); of symbolic ones (`dev`: the input's device)
+    the same arithmetic traced in float64 over every column, from the sizes of each call."""
     if align_corners:
-        return dst * ((insize - 1) / (outsize - 1)) if outsize > 1 else np.zeros(outsize)
-    src = (dst + 0.5) * scale - 0.5
-    return np.maximum(src, 0.0) if clamp else src
-
-
-def _linear_matrix(insize: int, outsize: int, align_corners: bool, scale: float) -> np.ndarray:
-    src = _source(outsize, insize, align_corners, scale, clamp=True)
-    i0 = np.minimum(np.floor(src).astype(np.int64), insize - 1)
-    i1 = np.minimum(i0 + 1, insize - 1)
-    frac = src - i0
-    m = np.zeros((outsize, insize))
-    rows = np.arange(outsize)
-    np.add.at(m, (rows, i0), 1.0 - frac)
-    np.add.at(m, (rows, i1), frac)
-    return m
-
-
-def _cubic_matrix(insize: int, outsize: int, align_corners: bool, scale: float) -> np.ndarray:
-    src = _source(outsize, insize, align_corners, scale, clamp=False)
-    base = np.floor(src)
-    m = np.zeros((outsize, insize))
-    rows = np.arange(outsize)
-    for tap, (w, *_) in enumerate(_cubic(src - base)):
-        idx = np.clip(base.astype(np.int64) - 1 + tap, 0, insize - 1)
-        np.add.at(m, (rows, idx), w)
-    return m
-
-
-def _antialias_matrix(insize: int, outsize: int, align_corners: bool, scale: float,
-                      mode: str) -> np.ndarray:
-    if align_corners:
-        scale = (insize - 1) / (outsize - 1) if outsize > 1 else 0.0
+        scale = (insize - 1) / (outsize - 1) if outsize != 1 else 0.0
+    # (downsampling, scale >= 1: of symbolic sizes a guarded comparison of the sizes)
+    down = scale >= 1.0 if isinstance(scale, float) else insize >= outsize
     half = _HALF_WIDTH[mode]
-    support = half * scale if scale >= 1.0 else half
-    invscale = 1.0 / scale if scale >= 1.0 else 1.0
-    center = scale * (np.arange(outsize) + 0.5)
-    lo = np.maximum((center - support + 0.5).astype(np.int64), 0)   # (C's truncation)
-    width = np.minimum((center + support + 0.5).astype(np.int64), insize) - lo
-    width = np.clip(width, 0, int(math.ceil(support)) * 2 + 1)
-    j = np.arange(width.max(initial=0))
-    x = np.abs((lo[:, None] + j - center[:, None] + 0.5) * invscale)
+    support, invscale = (half * scale, 1.0 / scale) if down else (half, 1.0)
+    center = scale * (_as(_index(outsize, dev), _dt.float64) + 0.5)
+    lo = _as(center - support + 0.5, _dt.int64).clip(min=0)   # (C's truncation)
+    hi = _as(center + support + 0.5, _dt.int64)
+    if dev is None:   # (static: only the band of columns a row's support can reach)
+        col = lo[:, None] + np.arange(int(math.ceil(support)) * 2 + 1)
+        hi = np.minimum(hi, insize)
+    else:
+        col = _index(insize, dev)[None, :]
+    x = abs((col - center[:, None] + 0.5) * invscale)
     if mode == "lanczos":   # Lanczos-3: sinc(x) sinc(x / 3)
-        w = np.where(x < 3, np.sinc(x) * np.sinc(x / 3), 0.0)
+        sinc_ = np.sinc if dev is None else _sinc
+        w = sinc_(x) * sinc_(x / 3) * (x < 3)
     elif mode == "bicubic":
         a = -0.5
-        w = np.where(x < 1, ((a + 2) * x - (a + 3)) * x * x + 1,
-                     np.where(x < 2, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a, 0.0))
+        w = (((a + 2) * x - (a + 3)) * x * x + 1) * (x < 1) + \
+            ((((a * x - 5 * a) * x + 8 * a) * x - 4 * a) * ((x >= 1) & (x < 2)))
     else:
-        w = np.maximum(1.0 - x, 0.0)
-    w = np.where(j < width[:, None], w, 0.0)
-    total = w.sum(1, keepdims=True)
-    w = np.divide(w, total, out=np.zeros_like(w), where=total != 0)
+        w = (1.0 - x).clip(min=0.0)
+    w = w * ((col >= lo[:, None]) & (col < hi[:, None]))
+    total = w.sum(1)[:, None]
+    w = w / (total + (total == 0))
+    if dev is not None:
+        return w
     m = np.zeros((outsize, insize))
-    cols = np.minimum(lo[:, None] + j, insize - 1)
-    np.add.at(m, (np.repeat(np.arange(outsize), len(j)), cols.reshape(-1)), w.reshape(-1))
+    np.add.at(m, (np.repeat(np.arange(outsize), col.shape[1]), np.minimum(col, insize - 1).reshape(-1)),
+              w.reshape(-1))
     return m
+
+
+def _as(v, dtype):
+    """`v` (a numpy array or a tensor) cast to `dtype`, truncating toward zero as C's."""
+    return v.astype(dtype.np) if isinstance(v, np.ndarray) else cast(v, dtype)
 
 
 def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
-    insz = [as_dim(v) for v in input.shape[2:]]   # (symbolic sizes stay symbolic: `_traced_axis`)
+    insz = [as_dim(v) for v in input.shape[2:]]   # (symbolic sizes stay symbolic: `_taps`)
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: give exactly one of size and scale_factor")
     sf = None
@@ -174,12 +160,12 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
     axes = list(enumerate(zip(insz, outsz, scales)))
     for axis, (i, o, sc) in (axes[::-1] if u8 else axes):
         dim = 2 + axis
-        if (isinstance(i, Sym) or isinstance(o, Sym)) and mode != "area" and not (antialias or u8):
-            out = _traced_axis(out, dim, i, o, sc, mode, bool(align_corners))
-            continue
-        if mode.startswith("nearest"):
-            idx = tensor(_nearest_source(i, o, sc, mode == "nearest-exact", nsp == 2), device=input.device)
-            out = getitem(out, (slice(None),) * dim + (idx,))
+        symbolic = isinstance(i, Sym) or isinstance(o, Sym)
+        dev = input.device if symbolic and not u8 else None   # (uint8's weights: static sizes)
+        taps = None if mode == "area" or antialias else \
+            _taps(i, o, sc, mode, bool(align_corners), out.dtype, nsp == 2, dev)
+        if taps is not None and (dev is not None or mode.startswith("nearest")):
+            out = _gathered_axis(out, dim, taps)
             continue
         if isinstance(i, Sym) == isinstance(o, Sym) and i == o and (antialias or mode != "bicubic"):
             continue   # PyTorch's linear and antialias kernels copy an axis of unchanged size
@@ -187,65 +173,64 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
             mt = avg_weights(i, o, out.dtype, input.device)
         else:
             if antialias:
-                m = _antialias_matrix(int(i), int(o), bool(align_corners), sc, mode)
-            elif mode == "bicubic":
-                m = _cubic_matrix(i, o, bool(align_corners), sc)
-            else:
-                m = _linear_matrix(i, o, bool(align_corners), sc)
+                m = _antialias_matrix(int(i) if u8 else i, int(o) if u8 else o, bool(align_corners), sc, mode, dev)
+            else:   # (the taps' weights summed into a constant matrix)
+                m = np.zeros((int(o), int(i)))
+                for idx, w in taps:
+                    np.add.at(m, (np.arange(len(idx)), idx), w)
             if u8:
                 out = _fixed_point_pass(out, m, dim)
                 continue
-            mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device)
+            mt = tensor(np.ascontiguousarray(m.T), dtype=out.dtype, device=input.device) \
+                if isinstance(m, np.ndarray) else transpose(cast(m, out.dtype), 0, 1)
         out = transpose(matmul(transpose(out, dim, -1), mt), dim, -1)    # the axis last, times M^T
     if out is input:   # (every axis unchanged: a new tensor still, as PyTorch's)
         return clone(input)
     return out.to(input.dtype) if low or u8 else out
 
 
-def _traced_axis(x, dim: int, i, o, sc, mode: str, align_corners: bool):
-    """Resize axis `dim` of `x` from `i` to `o` (either symbolic: the constant matrices and
-    gathers need sizes) by the same index arithmetic, traced: computed from the sizes of
-    each call, as a sum of gathers of the taps, their indices clamped into the input. As
-    PyTorch's CPU kernels: nearest's index in float32, the others' in float64 for a float64
-    input, else in float32."""
+def _taps(i, o, sc, mode: str, align_corners: bool, dtype, shortcuts: bool, dev=None) -> list:
+    """The taps [(source index, weight or None)] of `o` outputs along an axis of `i` inputs,
+    by PyTorch's index arithmetic: the source coordinate of an output index (clamped at 0
+    but for bicubic's), its floor and the taps' indices clamped into the input. numpy
+    arrays of static sizes; of symbolic ones (`dev`: the input's device) traced, from the
+    sizes of each call. As PyTorch's CPU kernels: nearest's coordinate in float32, the
+    others' in float64 for a float64 input, else in float32; its nearest 2-D kernel copies
+    an unchanged size and halves at twice the size."""
     nearest = mode.startswith("nearest")
-    dt = _dt.float64 if x.dtype is _dt.float64 and not nearest else _dt.float32
-    dst = arange(o, dtype=dt, device=x.device)
+    dt = _dt.float64 if dtype is _dt.float64 and not nearest else _dt.float32
+    if nearest and shortcuts and mode == "nearest" and dev is None and o in (i, 2 * i):
+        return [(np.arange(o) >> (o != i), None)]
+    dst = _as(_index(o, dev), dt)
     if align_corners and not nearest:
         sc = (i - 1) / (o - 1) if o != 1 else 0.0
     if nearest or align_corners:
         src = (dst + 0.5) * sc if mode == "nearest-exact" else dst * sc
     else:
         src = (dst + 0.5) * sc - 0.5
-        src = src if mode == "bicubic" else clamp(src, min=0.0)
-    base = floor(src)
-    i0 = cast(base, _dt.int64)
+        src = src if mode == "bicubic" else src.clip(min=0.0)
+    base = np.floor(src) if dev is None else floor(src)
+    i0 = _as(base, _dt.int64)
     if nearest:
-        return index_select(x, dim, i0 if mode == "nearest" else i0 - cast(i0 >= i, _dt.int64))
+        return [(i0 - _as(i0 >= i, _dt.int64), None)]
     if mode == "bicubic":   # (taps outside the input read its edge)
         taps = [(i0 + (k - 1), w) for k, (w, *_) in enumerate(_cubic(src - base))]
-        taps = [(j * cast(j > 0, _dt.int64) - (j - i + 1) * cast(j >= i, _dt.int64), w) for j, w in taps]
-    else:
-        lam = src - base
-        taps = [(i0, 1.0 - lam), (i0 + cast(i0 < i - 1, _dt.int64), lam)]
+        return [(j * _as(j > 0, _dt.int64) - (j - i + 1) * _as(j >= i, _dt.int64), w) for j, w in taps]
+    lam = src - base
+    return [(i0, 1.0 - lam), (i0 + _as(i0 < i - 1, _dt.int64), lam)]
+
+
+def _gathered_axis(x, dim: int, taps: list):
+    """Axis `dim` of `x` resized as the sum of its taps' gathers, each times its weight."""
     out = None
     for idx, w in taps:
-        w = reshape(cast(w, x.dtype), (-1,) + (1,) * (x.ndim - 1 - dim))
-        term = index_select(x, dim, idx) * w
+        idx = tensor(idx, device=x.device) if isinstance(idx, np.ndarray) else idx
+        term = getitem(x, (slice(None),) * dim + (idx,))
+        if w is not None:
+            w = tensor(w, dtype=x.dtype, device=x.device) if isinstance(w, np.ndarray) else cast(w, x.dtype)
+            term = term * reshape(w, (-1,) + (1,) * (x.ndim - 1 - dim))
         out = term if out is None else out + term
     return out
-
-
-def _nearest_source(i: int, o: int, sc: float, exact: bool, shortcuts: bool) -> np.ndarray:
-    """Source index of each of `o` outputs, PyTorch's: the floor of the float32 product; its
-    plain nearest 2-D kernel copies an unchanged size and halves at twice the size."""
-    dst = np.arange(o, dtype=np.int64)
-    if shortcuts and not exact and o == i:
-        return dst
-    if shortcuts and not exact and o == 2 * i:
-        return dst >> 1
-    f = dst.astype(np.float32) + np.float32(0.5) if exact else dst.astype(np.float32)
-    return np.minimum(np.floor(f * np.float32(sc)).astype(np.int64), i - 1)
 
 
 def _fixed_point_pass(x, m: np.ndarray, dim: int):

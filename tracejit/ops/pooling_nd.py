@@ -69,16 +69,20 @@ def widened(pool, x, *args, **kwargs):
 
 def pool_out(size, k, s, p, ceil_mode):
     """Output length of a window of extent k (PyTorch's rule for ceil_mode: the last window
-    must start inside the input or the left padding)."""
+    must start inside the input or the left padding). Of ceil_mode's two bounds on the last
+    start, ceil((size + 2p - k) / s) and (size + p - 1) // s, the lesser is one floor
+    division (p <= k), so a symbolic size needs no guard."""
     if not ceil_mode:
         return (size + 2 * p - k) // s + 1
-    out = -(-(size + 2 * p - k) // s) + 1
-    return out - 1 if (out - 1) * s >= size + p else out
+    return (size + p - 1 + min(p + s - k, 0)) // s + 1
 
 
 def pool_geometry(size, k, s, p, ceil_mode):
-    """`pool_out`, and the extra right padding ceil_mode needs."""
+    """`pool_out`, and the extra right padding ceil_mode needs; of a symbolic size its bound
+    s - 1 (whose extra windows the caller cuts off), as its sign would be guarded."""
     out = pool_out(size, k, s, p, ceil_mode)
+    if ceil_mode and isinstance(size, Sym):
+        return out, s - 1
     return out, max(0, (out - 1) * s + k - (size + 2 * p)) if ceil_mode else 0
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
-from ..shapes import normalize_dim
+from ..shapes import Sym, normalize_dim
 from ..tensor import Tensor
 from .creation import tensor, zeros
 from .indexing import getitem
@@ -82,7 +82,7 @@ def roll(input, shifts, dims=None):
     """Shift elements along dims, wrapping around (flattened first when dims is None)."""
     if dims is None:
         return reshape(roll(reshape(input, (-1,)), shifts, 0), tuple(input.shape))
-    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    shifts = (shifts,) if isinstance(shifts, (int, Sym)) else tuple(shifts)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(shifts) != len(dims):
         raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
@@ -92,7 +92,11 @@ def roll(input, shifts, dims=None):
         n = input.shape[d]
         if n == 0:
             continue
-        s %= n
+        sym = isinstance(s, Sym) or isinstance(n, Sym)   # (then each comparison is guarded)
+        if sym and -n <= s < 0:
+            s = s + n
+        if not sym or not 0 <= s < n:
+            s %= n
         if s:
             lo = getitem(out, (slice(None),) * d + (slice(n - s, n),))
             hi = getitem(out, (slice(None),) * d + (slice(0, n - s),))

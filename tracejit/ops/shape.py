@@ -549,7 +549,7 @@ def chunk(a, chunks: int, dim: int = 0):
     if not isinstance(chunks, int) or chunks <= 0:   # (ShapeError: PyTorch's RuntimeError)
         raise (ShapeError if isinstance(chunks, int) else TypeError)(f"chunk: chunks must be a positive int, got {chunks!r}")
     d = normalize_dim(dim, a.ndim, "chunk")
-    n = int(a.shape[d])
+    n = a.shape[d]   # (a symbolic one stays one: `split` guards the count of pieces)
     if n == 0:
         return tuple(narrow(a, d, 0, 0) for _ in range(chunks))
     return split(a, -(-n // chunks), d)

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from .eager import remember_plain
-from ..shapes import data_sized, normalize_dim
+from ..shapes import Sym, data_sized, hint, normalize_dim
 from ..size import Size
 
 
@@ -122,6 +122,22 @@ def unsqueeze_params(a, dim):
 WHOLE_DIM = (("s", None, None, None),)   # the index spec item of a whole dim
 
 
+def _pieces(n, s) -> list:
+    """The sizes of `n` split in pieces of `s`, the last one shorter. Of symbolic sizes the
+    count of pieces is this call's, guarded on the comparisons that fix it, and the last
+    piece (1 to s long) a symbol where it is >= 2, else 1, guarded (chunk(2): one entry for
+    every n >= 4)."""
+    if isinstance(n, Sym) or isinstance(s, Sym):
+        k = -(-hint(n) // hint(s)) - 1
+        r = n - k * s   # (in [1, s])
+        if hint(r) < 2 and r >= 1 and r <= 1:
+            r = 1
+        if r <= s and (not isinstance(r, Sym) or r >= 2):
+            return [s] * k + [r]
+        n, s = int(n), int(s)
+    return [s] * (n // s) + ([n % s] if n % s else [])
+
+
 def split_specs(a, args):
     """The pieces' index specs of ``split(a, *args)``, as `narrow` makes one: the sizes add
     up to the dim, so every piece is in range (narrow's checks per piece cost as much as the
@@ -129,11 +145,11 @@ def split_specs(a, args):
     split_size_or_sections, dim = args
     d = normalize_dim(dim, a.ndim, "split")
     n = a.shape[d]
-    if isinstance(split_size_or_sections, int):
+    if isinstance(split_size_or_sections, (int, Sym)):
         s = split_size_or_sections or (0 if n != 0 else 1)   # (0 splits an empty dim only)
         if s <= 0:
             raise ShapeError(f"split: split_size must be positive, got {split_size_or_sections}")
-        sizes = [s] * (int(n) // s) + ([int(n) % s] if int(n) % s else [])
+        sizes = _pieces(n, s)
         if not sizes:
             sizes = [0]  # splitting an empty dim gives one empty piece
     else:

@@ -130,6 +130,8 @@ def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     if eh or ew:
         x4 = pad(x4, (0, ew, 0, eh), value=-math.inf)
     out = max_pool2d(x4, k, s, p, d, return_indices=return_indices)
+    if isinstance(oh, Sym) or isinstance(ow, Sym):
+        out = tuple(r[:, :, :oh, :ow] for r in out) if return_indices else out[:, :, :oh, :ow]
     if return_indices:
         out, idx = out
         if ew:   # every window holds an input element: its maximum is never in the -inf margin

@@ -147,11 +147,12 @@ def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *,
     dim = dim if axis is None else axis
     d = normalize_dim(dim, max(a.ndim, 1), "topk")
     n = a.shape[d] if a.ndim else 1
-    if not 0 <= int(k) <= n:
+    k = k if isinstance(k, Sym) else int(k)   # (a symbolic k: a symbolic output size)
+    if not 0 <= k <= n:
         raise ShapeError(f"topk: k ({k}) is out of range for dim {dim} of size {n}")
     if a.ndim == 0:
         return ValuesIndices(a, argsort(a))
-    idx = bind(ARGSORT, a, dim=d, descending=bool(largest), stable=True, k=int(k))
+    idx = bind(ARGSORT, a, dim=d, descending=bool(largest), stable=True, k=k)
     return ValuesIndices(gather(a, d, idx), idx)
 
 
