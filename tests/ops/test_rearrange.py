@@ -90,3 +90,18 @@ def test_movedim_of_a_0_dim_tensor_is_the_tensor_as_torch():
     for src, dst in ((0, -1), ([0], [0]), (-1, 0)):
         assert tj.movedim(x, src, dst).shape == () and tj.movedim(x, src, dst).item() == 1.5
         assert tj.compile(lambda t: t.movedim(src, dst))(x).item() == 1.5
+
+
+@pytest.mark.parametrize("args, kwargs, reps", [((1, 2, 1), {}, (1, 2, 1)), (((1, 2, 1),), {}, (1, 2, 1)),
+                                               (([2],), {}, (2,)), ((2,), {}, (2,)),
+                                               ((), {"dims": (1, 2)}, (1, 2)), ((2, 1, 1, 3), {}, (2, 1, 1, 3))])
+def test_tile_takes_its_dims_as_pytorch(args, kwargs, reps):
+    a = np.arange(6.0).reshape(2, 3, 1)
+    out = tj.tensor(a).tile(*args, **kwargs)
+    np.testing.assert_array_equal(out.numpy(), np.tile(a, reps))   # numpy's tile is PyTorch's rule
+    np.testing.assert_array_equal(tj.tile(tj.tensor(a), reps).numpy(), np.tile(a, reps))
+
+
+def test_tile_without_dims_names_the_argument():
+    with pytest.raises(TypeError, match="dims"):
+        tj.ones(2).tile()

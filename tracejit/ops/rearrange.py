@@ -149,8 +149,14 @@ def repeat(a, *sizes, repeats=None):
     return reshape(clone(y), tuple(final))
 
 
-def tile(input, dims):
-    dims = tuple(int(d) for d in ((dims,) if isinstance(dims, int) else dims))
+def tile(input, *sizes, dims=None):
+    """`input` repeated `dims` times per dim (``x.tile(2, 1)`` or ``torch.tile(x, (2, 1))``);
+    missing leading dims count as 1."""
+    if dims is not None:
+        sizes = keyword_shape("tile", "dims", sizes, dims)
+    if not sizes:
+        raise TypeError("tile() missing required argument 'dims'")
+    dims = tuple(int(d) for d in ((sizes[0],) if len(sizes) == 1 and isinstance(sizes[0], int) else shape_args(sizes)))
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
     x = reshape(input, (1,) * (len(dims) - input.ndim) + tuple(input.shape))
