@@ -109,5 +109,6 @@ def test_nodes_that_keep_no_tensor_share_their_saved_tuples():
     s, t = x + x, x - x
     assert a.grad_fn.saved is b.grad_fn.saved and len(a.grad_fn.saved) == 1
     assert s.grad_fn.saved is t.grad_fn.saved == (None, None)
+    assert (x * x).grad_fn.versions is (x * s).grad_fn.versions == (0, 0)   # (never written)
     (a.sum() * 2 + b.sum() + s.sum() + t.sum()).backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.full(6, 5.0))
