@@ -98,3 +98,17 @@ def _check_view_recording(monkeypatch):
     (y.sum() + z.sum()).backward()
     np.testing.assert_array_equal(a.grad.numpy(), [3.0, 0.25 + 3.0, -2.0 + 0.25])
     np.testing.assert_array_equal(b.grad.numpy(), [0.5 - 1.5, -1.5 + 2.0, 2.0])
+
+
+def test_nodes_that_keep_no_tensor_share_their_saved_tuples():
+    """Whatever a node keeps that is no tensor (a shape stand-in, nothing) is one shared
+    tuple, so recording a reshape or an add makes no container the collector counts; the
+    gradients are those of the ops."""
+    x = tj.tensor(np.arange(6.0), requires_grad=True)
+    a, b = x.reshape(2, 3), x.reshape(3, 2)
+    s, t = x + x, x - x
+    assert a.grad_fn.saved is b.grad_fn.saved and len(a.grad_fn.saved) == 1
+    assert s.grad_fn.saved is t.grad_fn.saved == (None, None)
+    assert (x * x).grad_fn.versions is (x * s).grad_fn.versions == (0, 0)   # (never written)
+    (a.sum() * 2 + b.sum() + s.sum() + t.sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(6, 5.0))

@@ -34,7 +34,9 @@ X3 = R.standard_normal((2, 3, 7, 10))
 
 
 @pytest.mark.parametrize("kw", [dict(stride=2, padding=1, dilation=2, groups=2), dict(padding="same"),
-                                dict(padding="same", dilation=3), dict(padding="valid")])
+                                dict(padding="same", dilation=3), dict(padding="valid"),
+                                dict(stride=(2,), padding=(1,), dilation=(2,)),
+                                dict(stride=np.int64(2), padding=np.int64(1))])
 def test_conv1d(kw):
     w = R.standard_normal((6, 4 // kw.get("groups", 1), 4))
     _check(lambda m, f, x, w, b: f.conv1d(x, w, b, **kw), X1, w, R.standard_normal(6))

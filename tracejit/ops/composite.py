@@ -207,9 +207,9 @@ def check_conv_args(op: str, x, weight, bias, stride, padding, dilation, groups:
     if bias is not None and tuple(bias.shape) != (o,):
         raise ShapeError(f"{op}: bias of shape {tuple(bias.shape)} should be ({o},)")
     for name, v, least in (("stride", stride, 1), ("dilation", dilation, 1), ("padding", padding, 0)):
-        if isinstance(v, str):
+        if type(v) is int and v >= least or isinstance(v, str):   # (the common call: no tuple)
             continue
-        vs = (v,) if isinstance(v, int) else tuple(v)
+        vs = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
         if any(int(e) < least for e in vs):
             what = "positive" if least else "non-negative"
             raise ArgumentError(f"{op}: {name} must be {what}, got {v!r}")

@@ -252,6 +252,8 @@ FOLD = defprim("fold", _fold_impl, _fold_rule,
 
 def _ntuple(v, n: int, what: str, op: str) -> tuple:
     """An int or a 1- or n-sequence as an n-tuple (PyTorch's pools take a 1-tuple too)."""
+    if _ints(v, n):   # (the common call, without a generator and a call per item)
+        return v if type(v) is tuple else (v,) * n
     if isinstance(v, (int, np.integer, Sym)):
         return (as_dim(v),) * n
     t = tuple(as_dim(e) for e in v)   # (a size may be symbolic: fold's, unfold's gradient)
@@ -260,6 +262,19 @@ def _ntuple(v, n: int, what: str, op: str) -> tuple:
     if len(t) != n:
         raise ValueError(f"{op}: {what} must be an int or a {n}-tuple, got {v!r}")
     return t
+
+
+def _ints(v, n: int) -> bool:
+    """Whether `v` is a Python int or an n-tuple of them (bool excluded: refused or cast
+    where the general path handles it)."""
+    if type(v) is int:
+        return True
+    if type(v) is not tuple or len(v) != n:
+        return False
+    for e in v:
+        if type(e) is not int:
+            return False
+    return True
 
 
 def _pair(v, what: str = "argument", op: str = "pair"):

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..shapes import as_dim
-from .conv import _fold_impl, _out_hw, _unfold_impl
+from .conv import _fold_impl, _ints, _out_hw, _unfold_impl
 from .eager import bind
 from .registry import Aval, defprim
 from .shape import narrow, reshape
@@ -182,6 +182,8 @@ CONV2D_XGRAD = defprim("conv2d_xgrad", _xgrad_impl, _xgrad_rule, _xgrad_vjp, kin
 
 def _geometry(stride, padding, dilation, groups: int = 1) -> dict:
     def pair(v):
+        if _ints(v, 2):   # (the common call, as it is)
+            return v if type(v) is tuple else (v, v)
         return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(e) for e in v)
     return dict(stride=pair(stride), padding=pair(padding), dilation=pair(dilation), **_grouped(int(groups)))
 
