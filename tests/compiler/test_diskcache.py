@@ -157,6 +157,25 @@ def test_source_shown_for_disk_entries_too(root):
     assert "boom from generated code" in "".join(traceback.format_exception(info.value))
 
 
+def test_disk_hit_runs_the_stored_code_object_not_a_compile(root, monkeypatch):
+    src = make_source("stored-code")
+    diskcache.load_module(src)
+    diskcache.clear_memory_cache()
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("the entry's source was compiled again")
+    from tracejit.compiler import plancode
+    monkeypatch.setattr(diskcache, "compile", no_compile, raising=False)
+    monkeypatch.setattr(plancode, "compile", no_compile, raising=False)
+    module = diskcache.load_module(src)
+    assert diskcache.stats()["disk_hits"] == 1 and diskcache.stats()["corrupt_entries"] == 0
+    assert run_kernel(module).tolist() == [0.0, 2.0, 4.0, 6.0]
+    with pytest.raises(ValueError) as info:   # (tracebacks still name the entry's source)
+        module.python_helper()
+    frame = traceback.extract_tb(info.tb)[-1]
+    assert frame.filename == str(only_entry(root) / "kernel.py") and "boom" in frame.line
+
+
 def test_threads_get_the_same_module(root):
     src = make_source("threads")
     barrier = threading.Barrier(4)

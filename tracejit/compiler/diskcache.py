@@ -43,7 +43,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from . import cacheload, cacheroot, forkguard, importclosure, llvmopts, numbaflags
+from . import cacheload, cacheroot, forkguard, importclosure, llvmopts, numbaflags, plancode
 from .cpu.runtime import coreshare
 from .buildfacts import versions as _versions  # a module global: tests patch it
 
@@ -207,7 +207,9 @@ def _key(source: str, llvm_options: tuple[str, ...] = ()) -> str:
 
 def _exec_module(source: str, modname: str, filename: str, *, cache: bool) -> types.ModuleType:
     """Run `source` as module `modname`; `filename` is what numba and tracebacks see."""
-    code = compile(source, filename, "exec")
+    # (an entry's code object is kept with the plans' (plancode.py): compiling the source
+    # was a sixth of a warm load's CPU)
+    code = plancode.compiled(source, filename) if cache else compile(source, filename, "exec")
     # mtime None: linecache.checkcache keeps it, so tracebacks and inspect.getsource
     # work for in-memory modules and for entries that are later moved or removed.
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

@@ -1,4 +1,5 @@
-"""A plan's compiled Python source, kept in the disk cache root for the next process.
+"""A plan's compiled Python source, kept in the disk cache root for the next process (and
+a disk entry's kernel module's: diskcache.py).
 
 Compiling a planned program's source (0.1-0.6 M characters) was a quarter of a warm
 start's planning. ``<cache root>/plans/<key>`` holds a sha256 of the rest of the file, then
