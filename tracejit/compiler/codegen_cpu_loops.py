@@ -268,3 +268,58 @@ def _arg_rows(nest: LoopNest, inner: list, loop: str, bits: set) -> list:
              f"{i2}for i{d} in range(s, min(s + {B}, {n})):"] + [i3 + s for s in inner]
     body += [f"{i3}if {found}:", f"{i4}at = i{d}", f"{i4}break"]
     return body + [f"{i1}red[{', '.join(f'i{k}' for k in red.kept) or '0'}] = at"]
+
+
+def render_scatter(nest: LoopNest, parallel: bool):
+    """The kernel of a scatter nest (loopnest.Scatter): the index checked first (an
+    IndexError before anything is written), the base copied, then the updates added in
+    their order. The parallel variant splits the non-indexed last dim into chunks that each
+    walk every update, so each element's sum runs in the same order whatever the threads."""
+    from .codegen_cpu import CpuEmitter, KernelSpec, module_head, signature
+    from .emitter import render_steps
+    from . import llvmopts
+    sc, rank = nest.scatter, nest.rank
+    comp, emitters = render_steps(nest, CpuEmitter)
+    loop = "prange" if parallel else "range"
+    base, idx = nest.operands[sc.base].array, nest.operands[sc.index].array
+    lead = ", ".join(f"i{d}" for d in range(sc.k))
+    body = [f"{IND}n = out0.shape[0]"]
+    for d in range(sc.k):
+        body.append(f"{IND * (d + 1)}for i{d} in range(d{d}):")
+    depth = IND * (sc.k + 1)
+    body += [f"{depth}r = {idx}[{lead}]",
+             f"{depth}if r < -n or r >= n:",
+             f"{depth}{IND}raise IndexError('index_add: an index is out of range for the rows it adds to')"]
+    # (element by element with unsigned indices: a row assigned whole, or a signed index's
+    # wrap-around test, keeps these loops scalar: 5x slower)
+    brank = len(nest.operands[sc.base].index)
+    body.append(f"{IND}for j0 in {loop}(n):")
+    for t in range(1, brank):
+        body.append(f"{IND * (t + 1)}for j{t} in range(out0.shape[{t}]):")
+    at = ", ".join(f"j{t}" for t in range(brank))
+    body.append(f"{IND * (brank + 1)}out0[{at}] = {base}[{at}]")
+    split = parallel and rank > sc.k
+    last = rank - 1
+    if split:   # (chunks of at least 256 elements of a row: one on short rows)
+        body += [f"{IND}nchunk = max(1, min(64, d{last} // 256))",
+                 f"{IND}for c in prange(nchunk):",
+                 f"{IND * 2}lo = c * d{last} // nchunk",
+                 f"{IND * 2}hi = (c + 1) * d{last} // nchunk"]
+    depth = 2 if split else 1
+    for d in range(rank + 1):
+        if d == sc.k:
+            body += [f"{IND * depth}r = {idx}[{lead}]", f"{IND * depth}ru = np.uintp(r + n if r < 0 else r)"]
+        if d < rank:
+            body.append(f"{IND * depth}for i{d} in range({'lo, hi' if split and d == last else f'd{d}'}):")
+            depth += 1
+    ind = IND * depth
+    body += [ind + op.load for op in nest.operands if op.k not in (sc.base, sc.index) and op.layout != "scalar"]
+    body += [ind + c for c in comp]
+    body.append(f"{ind}out0[{', '.join(['ru'] + [f'i{d}' for d in range(sc.k, rank)])}] += {sc.value}")
+    head = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
+    imports = set().union(*(em.imports for em in emitters))
+    opts = llvmopts.kernel_options(1, parallel, "scatter", arrays=len(nest.operands) + 1)
+    src = module_head(parallel, imports, opts) + [
+        "", "", f"@njit({signature(nest, None)!r}, parallel={parallel}, cache=CACHE, error_model='numpy')",
+        f"def {nest.name}({', '.join(nest.arguments())}):", f'    """fused group: {nest.ops} (scatter)"""']
+    return KernelSpec("\n".join(src + head + body) + "\n", nest, parallel, "scatter", opts)
