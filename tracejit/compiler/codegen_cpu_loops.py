@@ -281,7 +281,11 @@ def render_scatter(nest: LoopNest, parallel: bool):
     sc, rank = nest.scatter, nest.rank
     comp, emitters = render_steps(nest, CpuEmitter)
     loop = "prange" if parallel else "range"
-    base, idx = nest.operands[sc.base].array, nest.operands[sc.index].array
+    idx = nest.operands[sc.index].array
+    brank = len(nest.outputs[0].var.aval.shape)
+    at = ", ".join(f"j{t}" for t in range(brank))
+    base = f"{nest.operands[sc.base].array}[{at}]" if sc.fill is None else CpuEmitter(sc.fill.dtype).const(
+        sc.fill.value, sc.fill.dtype)
     lead = ", ".join(f"i{d}" for d in range(sc.k))
     body = [f"{IND}n = out0.shape[0]"]
     for d in range(sc.k):
@@ -292,12 +296,10 @@ def render_scatter(nest: LoopNest, parallel: bool):
              f"{depth}{IND}raise IndexError('index_add: an index is out of range for the rows it adds to')"]
     # (element by element with unsigned indices: a row assigned whole, or a signed index's
     # wrap-around test, keeps these loops scalar: 5x slower)
-    brank = len(nest.operands[sc.base].index)
     body.append(f"{IND}for j0 in {loop}(n):")
     for t in range(1, brank):
         body.append(f"{IND * (t + 1)}for j{t} in range(out0.shape[{t}]):")
-    at = ", ".join(f"j{t}" for t in range(brank))
-    body.append(f"{IND * (brank + 1)}out0[{at}] = {base}[{at}]")
+    body.append(f"{IND * (brank + 1)}out0[{at}] = {base}")
     split = parallel and rank > sc.k
     last = rank - 1
     if split:   # (chunks of at least 256 elements of a row: one on short rows)

@@ -189,13 +189,15 @@ class Window:
 
 @dataclass(frozen=True)
 class Scatter:
-    """A scatter nest's store (scatters.py): output 0, a copy of operand `base`, gets
-    ``out0[index[i0..i<k-1>], i<k>, ...] += value`` at each point of the iteration space (the
-    updates), operand `index` (negative rows counted from the end) over its first `k` dims."""
-    base: int
+    """A scatter nest's store (scatters.py): output 0, a copy of operand `base` (None: every
+    element `fill`), gets ``out0[index[i0..i<k-1>], i<k>, ...] += value`` at each point of the
+    iteration space (the updates), operand `index` (negative rows counted from the end) over
+    its first `k` dims."""
+    base: Optional[int]
     index: int
     k: int
     value: str
+    fill: Optional[Const] = None
 
 
 @dataclass(frozen=True)
@@ -390,7 +392,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     scatter = None
     if sc is not None:
         k_of = {op.var: op.k for op in operands}
-        scatter = Scatter(k_of[sc.inputs[0]], k_of[sc.inputs[2]], len(sc.inputs[2].aval.shape), names[sc.inputs[1]])
+        fill = getattr(group, "fill", None)
+        scatter = Scatter(k_of.get(sc.inputs[0]), k_of[sc.inputs[2]], len(sc.inputs[2].aval.shape),
+                          names[sc.inputs[1]], None if fill is None else Const(fill, sc.out.aval.dtype.name))
         flat = False
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
     if rows:

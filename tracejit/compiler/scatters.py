@@ -44,8 +44,10 @@ def attach_scatters(items: list, graph) -> list:
     from .fusion import Group, _schedule
     if not any(scatter_ok(it) for it in items):
         return items
+    from ..ops.creation import FULL
     results = {a for a in graph.outputs if isinstance(a, Var)}
     items = list(items)
+    made = {it.out: it for it in items if isinstance(it, Eqn) and len(it.outs) == 1}
     gid = 1 + max((it.gid for it in items if isinstance(it, Group)), default=-1)
     for e in [it for it in items if scatter_ok(it)]:
         a, v, idx = e.inputs
@@ -64,4 +66,12 @@ def attach_scatters(items: list, graph) -> list:
             g.scatter = e
             gid += 1
             items[items.index(e)] = g
+            prod = g
+        fill = made.get(a)
+        if (fill is not None and fill.prim is FULL and type(fill.params["value"]) in (int, float)
+                and a not in results and not any(a in it.inputs for it in items if it is not prod)):
+            # (a base of one value, an embedding gradient's zeros: written by the kernel, not read)
+            items.remove(fill)
+            prod.inputs.remove(a)
+            prod.fill = fill.params["value"]
     return _schedule(items, graph)

@@ -38,7 +38,9 @@ def _lower(shapes, layouts):
 def add_rows(base: np.ndarray, v: np.ndarray, idx: np.ndarray, out: np.ndarray):
     """``out = base`` with ``out[idx[i...]] += v[i...]`` added in order (out may be base),
     or None while the kernel is not loaded; an index out of range raises IndexError first."""
-    layout = "flat" if v.flags.c_contiguous else "nd"
+    # (strided updates copied first: read in place they keep the add scalar, 3x slower)
+    v = np.ascontiguousarray(v)
+    layout = "flat"
     key = (base.dtype.name, idx.dtype.name, base.ndim, idx.ndim,
            tuple(d == 1 for d in v.shape), layout)
     # (the parallel variant splits rows into chunks of 256 or more: a shorter row runs serially)
@@ -60,13 +62,13 @@ def index_add(a, v, *idx, spec):
     by one integer index array on the first dim of a float array; None (the numpy form runs,
     raising its own error for an index out of range) for any other add."""
     from ....compiler.scatters import WHOLE
-    from ....ops.donation import target
+    from ....ops.donation import donated
     if (len(idx) != 1 or spec[0] != ("t", 0) or any(x != WHOLE for x in spec[1:]) or not takes(np, a, v)
             or type(idx[0]) is not np.ndarray or idx[0].dtype.name not in ("int32", "int64")
             or idx[0].size < _FEW or not a.ndim or v.shape != idx[0].shape + a.shape[1:]
             or not a.flags.c_contiguous):
         return None
-    out = target(a)   # (`a` itself where donated)
+    out = a if donated(a) else np.empty_like(a)   # (the kernel copies `a` in)
     try:
         return add_rows(a, v, np.ascontiguousarray(idx[0]), out)
     except IndexError:
