@@ -280,7 +280,6 @@ def render_scatter(nest: LoopNest, parallel: bool):
     from . import llvmopts
     sc, rank = nest.scatter, nest.rank
     comp, emitters = render_steps(nest, CpuEmitter)
-    loop = "prange" if parallel else "range"
     idx = nest.operands[sc.index].array
     brank = len(nest.outputs[0].var.aval.shape)
     at = ", ".join(f"j{t}" for t in range(brank))
@@ -294,30 +293,35 @@ def render_scatter(nest: LoopNest, parallel: bool):
     body += [f"{depth}r = {idx}[{lead}]",
              f"{depth}if r < -n or r >= n:",
              f"{depth}{IND}raise IndexError('index_add: an index is out of range for the rows it adds to')"]
-    # (element by element with unsigned indices: a row assigned whole, or a signed index's
-    # wrap-around test, keeps these loops scalar: 5x slower)
-    body.append(f"{IND}for j0 in {loop}(n):")
-    for t in range(1, brank):
-        body.append(f"{IND * (t + 1)}for j{t} in range(out0.shape[{t}]):")
-    body.append(f"{IND * (brank + 1)}out0[{at}] = {base}")
-    split = parallel and rank > sc.k
     last = rank - 1
-    if split:   # (chunks of at least 256 elements of a row: one on short rows)
-        body += [f"{IND}nchunk = max(1, min(64, d{last} // 256))",
-                 f"{IND}for c in prange(nchunk):",
-                 f"{IND * 2}lo = c * d{last} // nchunk",
-                 f"{IND * 2}hi = (c + 1) * d{last} // nchunk"]
-    depth = 2 if split else 1
-    for d in range(rank + 1):
-        if d == sc.k:
-            body += [f"{IND * depth}r = {idx}[{lead}]", f"{IND * depth}ru = np.uintp(r + n if r < 0 else r)"]
-        if d < rank:
-            body.append(f"{IND * depth}for i{d} in range({'lo, hi' if split and d == last else f'd{d}'}):")
-            depth += 1
-    ind = IND * depth
-    body += [ind + op.load for op in nest.operands if op.k not in (sc.base, sc.index) and op.layout != "scalar"]
-    body += [ind + c for c in comp]
-    body.append(f"{ind}out0[{', '.join(['ru'] + [f'i{d}' for d in range(sc.k, rank)])}] += {sc.value}")
+
+    def adds(split: bool, d0: int) -> list:
+        """The base written, then the updates added: on the threads where `split`."""
+        # (element by element with unsigned indices: a row assigned whole, or a signed
+        # index's wrap-around test, keeps these loops scalar: 5x slower)
+        out = [f"{IND * d0}for j0 in {'prange' if split else 'range'}(n):"]
+        out += [f"{IND * (d0 + t)}for j{t} in range(out0.shape[{t}]):" for t in range(1, brank)]
+        out.append(f"{IND * (d0 + brank)}out0[{at}] = {base}")
+        if split:
+            out += [f"{IND * d0}nchunk = min(64, d{last} // 256)", f"{IND * d0}for c in prange(nchunk):",
+                    f"{IND * (d0 + 1)}lo = c * d{last} // nchunk", f"{IND * (d0 + 1)}hi = (c + 1) * d{last} // nchunk"]
+        depth = d0 + split
+        for d in range(rank + 1):
+            if d == sc.k:
+                out += [f"{IND * depth}r = {idx}[{lead}]", f"{IND * depth}ru = np.uintp(r + n if r < 0 else r)"]
+            if d < rank:
+                out.append(f"{IND * depth}for i{d} in range({'lo, hi' if split and d == last else f'd{d}'}):")
+                depth += 1
+        ind = IND * depth
+        out += [ind + op.load for op in nest.operands if op.k not in (sc.base, sc.index) and op.layout != "scalar"]
+        out += [ind + c for c in comp]
+        return out + [f"{ind}out0[{', '.join(['ru'] + [f'i{d}' for d in range(sc.k, rank)])}] += {sc.value}"]
+    if parallel and rank > sc.k:
+        # (chunks of 256 elements of a row or more: a shorter row runs on one thread, as a
+        # launch on the runtime's threads costs more than its adds)
+        body += [f"{IND}if d{last} >= 512:"] + adds(True, 2) + [f"{IND}else:"] + adds(False, 2)
+    else:
+        body += adds(False, 1)
     head = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]
     imports = set().union(*(em.imports for em in emitters))
     opts = llvmopts.kernel_options(1, parallel, "scatter", arrays=len(nest.operands) + 1)

@@ -6,8 +6,7 @@ and rendered as a compiled program's scatter group is, so eager and compiled run
 lowering. The updates are added in order, as np.add.at does, so the result is bitwise the
 numpy form's (its rounds of distinct rows: ~1.8-2 ms a step for an LSTM LM). embedding_bag
 sums its bags' rows with the same kernel. Loaded with loader.py's policy; one kernel per
-dtype, ranks, update layout and variant (parallel from `PARALLEL_MIN` updated elements
-in rows of 512 or more).
+dtype, ranks, update layout and variant (parallel from `PARALLEL_MIN` updated elements).
 """
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ def add_rows(base: np.ndarray, v: np.ndarray, idx: np.ndarray, out: np.ndarray):
     layout = "flat"
     key = (base.dtype.name, idx.dtype.name, base.ndim, idx.ndim,
            tuple(d == 1 for d in v.shape), layout)
-    # (the parallel variant splits rows into chunks of 256 or more: a shorter row runs serially)
-    parallel = v.size >= PARALLEL_MIN and base.ndim > 1 and v.shape[-1] >= 512
+    parallel = v.size >= PARALLEL_MIN
     fn = _calls.get(key + (parallel,))
     if fn is None:
         shapes = [(base.shape, base.dtype.name), (v.shape, v.dtype.name), (idx.shape, idx.dtype.name)]
