@@ -52,9 +52,9 @@ def test_row_adds_match_pytorch_bitwise_np_add_at(dtype, rows, shape):
 
 def test_strided_updates_on_any_thread_count():
     r = np.random.default_rng(3)
-    a = r.standard_normal((11, 600)).astype(np.float32)
-    idx = r.integers(0, 11, 150)
-    x = np.ascontiguousarray(r.standard_normal((600, 150)).astype(np.float32)).T     # strided updates
+    a = r.standard_normal((11, 8200)).astype(np.float32)     # (rows split between threads)
+    idx = r.integers(0, 11, 20)
+    x = np.ascontiguousarray(r.standard_normal((8200, 20)).astype(np.float32)).T     # strided updates
     f = tj.compile(lambda a, i, x: a.index_add(0, i, x * 3.0))
     want = a.copy()
     np.add.at(want, idx, x * np.float32(3.0))
