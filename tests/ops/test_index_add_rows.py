@@ -1,6 +1,6 @@
 """index_add's rows with repeats (ops/indexing.py `_add_rows`, and the CPU's row loop): an embedding's backward, bitwise
 np.add.at, in numpy rounds (TRACEJIT_EAGER_KERNELS=0) and with the numba loop of
-compiler/cpu/kernels/index_kernels.py (tests/ops/test_index_kernels.py checks it further)."""
+compiler/cpu/kernels/scatter_forms.py (tests/compiler/cpu/kernels/test_scatter_forms.py checks it further)."""
 from __future__ import annotations
 
 import numpy as np
@@ -31,8 +31,8 @@ def _added(a, idx, v, kernel: bool):
     """``a[idx] += v`` by the numpy form's rounds (in place), or by the CPU's row loop (its
     registered implementation of index_add: a new array)."""
     if kernel:
-        from tracejit.compiler.cpu.kernels import index_kernels
-        got = index_kernels.index_add(a, v, idx, spec=(("t", 0),))
+        from tracejit.compiler.cpu.kernels import scatter_forms
+        got = scatter_forms.index_add(a, v, idx, spec=(("t", 0),))
         assert got is not None     # the loop ran
         return got
     assert _add_rows(a, (idx,), v)
@@ -93,8 +93,8 @@ def test_trailing_whole_slices_add_the_same_rows(monkeypatch, kernels):
     want = a.copy()
     np.add.at(want, (idx, slice(None)), v)
     if kernels:
-        from tracejit.compiler.cpu.kernels import index_kernels
-        got = index_kernels.index_add(a, v, idx, spec=(("t", 0), ("s", None, None, None)))
+        from tracejit.compiler.cpu.kernels import scatter_forms
+        got = scatter_forms.index_add(a, v, idx, spec=(("t", 0), ("s", None, None, None)))
         assert got is not None     # the loop ran
     else:
         got = a

@@ -170,6 +170,9 @@ def render(nest: LoopNest, parallel: bool = True) -> KernelSpec:
     if nest.rows:
         from .codegen_cpu_rows import render_rows
         return render_rows(nest, parallel)
+    if nest.scatter is not None:
+        from .codegen_cpu_loops import render_scatter
+        return render_scatter(nest, parallel)
     rank = nest.rank
     red = nest.reduction
     form = loop_form(nest, parallel)

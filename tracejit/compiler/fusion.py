@@ -40,6 +40,7 @@ class Group:
     cols: list = field(default_factory=list)     # a rows group's sums over its rows (keepdim)
     window: Eqn | None = None              # a pooling read (windows.py): of the eqns' values
     #                                        (forward) or read by them (backward)
+    scatter: Eqn | None = None             # an add of rows by index of an eqns' value (scatters.py)
     reads: dict = field(default_factory=dict)  # input -> (array, offsets): read in place
     #                                            at an offset (slice_reads.py)
 
@@ -52,7 +53,7 @@ class Group:
         """Every equation the group's kernel computes."""
         win = [self.window] if self.window is not None else []
         return (win + list(self.eqns) + self.rows + self.cols
-                + ([self.reduction] if self.reduction is not None else []))
+                + [e for e in (self.reduction, self.scatter) if e is not None])
 
     @property
     def row_shape(self):
@@ -153,7 +154,8 @@ def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None
     if lone:
         items = _partition(graph, fuse_reductions, lone)
     from .windows import attach_windows
-    return attach_windows(items, graph, windows) if fuse_reductions else items
+    from .scatters import attach_scatters
+    return attach_scatters(attach_windows(items, graph, windows), graph) if fuse_reductions else items
 
 
 def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:

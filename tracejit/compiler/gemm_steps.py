@@ -106,7 +106,7 @@ def _bias_operand(b, m: Var) -> bool:
 def _epilogue_of(grp: Group, m: Var) -> Optional[Product]:
     """The epilogue `grp` applies to the product `m`, as a `Product` without its matmul,
     or None: ``act(m + bias + residual)`` exactly, each part optional, in that order."""
-    if grp.reduction is None and not grp.rows and grp.window is None and len(grp.outputs) == 1:
+    if grp.reduction is None and not grp.rows and grp.window is grp.scatter is None and len(grp.outputs) == 1:
         prev, bias, residual, act = m, None, None, None
         for e in grp.eqns:
             if act is not None:

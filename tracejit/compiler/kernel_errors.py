@@ -15,11 +15,14 @@ __all__ = ["group_parts", "group_label", "kernel_error"]
 def group_parts(grp) -> tuple:
     """(ops, source locations) of a fused group, for explain and for errors."""
     win = getattr(grp, "window", None)    # a windows group's pooling (compiler/windows.py)
-    located = list(grp.eqns) + ([win] if win is not None else [])
+    sc = getattr(grp, "scatter", None)    # a scatter group's row add (compiler/scatters.py)
+    located = list(grp.eqns) + [e for e in (win, sc) if e is not None]
     locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in located if e.loc})
     ops = [f"{e.prim.name} (row)" for e in getattr(grp, "rows", ())] + [e.prim.name for e in grp.eqns]
     if win is not None:
         ops.append(f"{win.prim.name} (window)")
+    if sc is not None:
+        ops.append(f"{sc.prim.name} (scatter)")
     red = getattr(grp, "reduction", None)
     if red is not None:
         ops.append(f"{red.prim.name} (epilogue)")

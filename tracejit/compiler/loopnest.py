@@ -31,7 +31,7 @@ from typing import Optional
 from ..jit.ir import Literal
 from ..ops.registry import Aval
 
-__all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "Window", "LoopNest", "lower",
+__all__ = ["LAYOUTS", "Const", "Step", "Operand", "Output", "Reduction", "Window", "Scatter", "LoopNest", "lower",
            "lower_op", "accumulation", "operand_layouts", "SUM_BLOCK", "ARG_BLOCK"]
 
 #: Operand layouts: "flat" (the iteration shape, C-contiguous), "scalar" (one element, read
@@ -188,6 +188,19 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Scatter:
+    """A scatter nest's store (scatters.py): output 0, a copy of operand `base` (None: every
+    element `fill`), gets ``out0[index[i0..i<k-1>], i<k>, ...] += value`` at each point of the
+    iteration space (the updates), operand `index` (negative rows counted from the end) over
+    its first `k` dims."""
+    base: Optional[int]
+    index: int
+    k: int
+    value: str
+    fill: Optional[Const] = None
+
+
+@dataclass(frozen=True)
 class LoopNest:
     name: str
     gid: int
@@ -205,6 +218,8 @@ class LoopNest:
     window: Optional[Window] = None
     # a rows nest's sums over every dim but the last, value ``c<k>`` (an output only)
     cols: tuple = ()
+    # a scatter nest's add of its value into rows by index (`Scatter`)
+    scatter: Optional[Scatter] = None
 
     @property
     def rank(self) -> int:
@@ -216,8 +231,8 @@ class LoopNest:
 
     @property
     def mode(self) -> str:
-        if self.window is not None:
-            return "window"
+        if self.window is not None or self.scatter is not None:
+            return "window" if self.scatter is None else "scatter"
         return "flat" if self.flat else ("rows" if self.rows else "nested")
 
     @property
@@ -322,8 +337,11 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     reads = getattr(group, "reads", None) or {}
     rows_in = list(getattr(group, "rows", ()))
     chan = bool(rows_in) and rank == 4 and tuple(rows_in[0].params["dims"]) == (0, 2, 3)
-    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], _index(v, shape, chan)
-                             if layouts[k] != "cm" else (1, 0) + _index(v, shape)[2:],
+    sc = getattr(group, "scatter", None)
+    # (a scatter's base and index are read whole: each by its own dims)
+    whole = () if sc is None else (sc.inputs[0], sc.inputs[2])
+    operands = tuple(Operand(k, v, v.aval.dtype.name, layouts[k], tuple(range(len(v.aval.shape))) if v in whole
+                             else _index(v, shape, chan) if layouts[k] != "cm" else (1, 0) + _index(v, shape)[2:],
                              reads[v][1] if v in reads else ())
                      for k, v in enumerate(group.inputs))
     names = {op.var: op.name for op in operands}
@@ -351,6 +369,8 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         window = _window(win, names, operands)
         # (a fold's output stores its window value: a rows nest's last pass computes that)
         names.setdefault(win.out, "w" if window.gather else window.value)
+    if sc is not None:
+        names[sc.out] = names[sc.inputs[1]]
     stores = getattr(group, "stores", {})   # (a value stored rounded: windows._round_on_store)
     for v, src in stores.items():
         names[v] = names[src]
@@ -369,13 +389,22 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         reduction = _reduction(red, names, rank, sequential_sums)
     flat = (not rows and window is None and all(lay in ("flat", "scalar") for lay in layouts)
             and (reduction is None or (reduction.full and not reduction.indexed)))
+    scatter = None
+    if sc is not None:
+        k_of = {op.var: op.k for op in operands}
+        fill = getattr(group, "fill", None)
+        scatter = Scatter(k_of.get(sc.inputs[0]), k_of[sc.inputs[2]], len(sc.inputs[2].aval.shape),
+                          names[sc.inputs[1]], None if fill is None else Const(fill, sc.out.aval.dtype.name))
+        flat = False
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
     if rows:
         ops = f"rows of {', '.join(e.prim.name for e in rows_in)}: {ops}"
     if window is not None:
         ops = f"window {win.prim.name}: {ops}" if ops else f"window {win.prim.name}"
+    if sc is not None:
+        ops = f"scatter {sc.prim.name}: {ops}" if ops else f"scatter {sc.prim.name}"
     return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat,
-                    rows=rows, window=window, cols=cols)
+                    rows=rows, window=window, cols=cols, scatter=scatter)
 
 
 def _WINDOW_KINDS():

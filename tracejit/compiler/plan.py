@@ -305,7 +305,7 @@ class Plan:
             dt = _dtype_const(v.aval.dtype, consts)
             # (a rows group's per-row outputs have its shape with the last dim 1)
             # (and a windows group's pooled output its own shape)
-            oshape = tuple(v.aval.shape) if grp.rows or grp.window is not None else shape
+            oshape = tuple(v.aval.shape) if grp.rows or grp.window is not None or grp.scatter else shape
             if v in cms:    # written channel-major: the value is its (N, C, H, W) view
                 oshape = (oshape[1], oshape[0]) + oshape[2:]
             if self.backend.name == "cpu" and (static_size is None
@@ -396,7 +396,7 @@ class Plan:
             lines += ["    " + x for x in fast]
         lines += [f"    {nm(v)} = {nm(v)}.reshape(())" for v in mats if rank == 0]
         for v in mats:
-            if rank and tuple(v.aval.shape) != tuple(shape) and not grp.rows and grp.window is None:
+            if rank and tuple(v.aval.shape) != tuple(shape) and not grp.rows and grp.window is grp.scatter is None:
                 part = f"{nm(v)}[{broadcast_index(tuple(v.aval.shape), shape)}]"
                 # a kernel's value is read as C-contiguous (`_from_kernel`): a strided slice
                 # (an (N, 1) value of an (N, L) kernel) is copied, N elements

@@ -52,7 +52,7 @@ def fold_slice_reads(items: list, graph: Graph) -> list:
     made = {e.out: e for e in items if isinstance(e, Eqn) and len(e.outs) == 1}
     folded: dict = {}     # the slice Var -> groups reading it in place
     for g in items:
-        if not isinstance(g, Group) or g.window is not None or g.reduction is not None:
+        if not isinstance(g, Group) or g.window is not None or g.reduction is not None or g.scatter is not None:
             continue
         shape = tuple(g.shape)
         for v in g.inputs:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-__all__ = ["target", "donating"]
+__all__ = ["target", "donated", "donating"]
 
 
 class _Donated(threading.local):
@@ -32,6 +32,11 @@ _state = _Donated()
 def target(a):
     """The array to write the result into: `a` where it is donated, else a copy of it."""
     return a if a is _state.array else a.copy()
+
+
+def donated(a) -> bool:
+    """Whether `a` is donated: a kernel writing a whole new result may write it there."""
+    return a is _state.array
 
 
 def donating(a, fn: Callable, *args, **params):

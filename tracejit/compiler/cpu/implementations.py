@@ -38,8 +38,7 @@ from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_forms, conv_blocks,
                       depthwise_kernels as depthwise,
-                      index_kernels as index,
-                      recurrent_layers as recurrent, row_forms, sampling_kernels as sampling,
+                      recurrent_layers as recurrent, row_forms, sampling_kernels as sampling, scatter_forms as index,
                       select_kernels as select,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats

@@ -1,0 +1,77 @@
+"""Scatter groups: an add of rows by index (``out[idx[i], ...] += src[i, ...]``) as a loop form.
+
+An ``index_add`` of whole rows by one integer index array on the first dim (an embedding's
+backward, ``index_add_`` along dim 0, ``index_put_(accumulate=True)``) walks its updates,
+the iteration space of `src`'s shape, and adds each into the row its index names
+(loopnest.Scatter, codegen_cpu_loops.py). Where an elementwise group computes `src` and
+nothing else reads it, the add joins that group as its *scatter*, so `src` is never
+written. The updates are added in their order, as np.add.at does, so the result is bitwise
+the numpy form's whatever the thread count: the parallel variant splits the non-indexed
+axis. CPU only (the CUDA backend runs the step).
+"""
+from __future__ import annotations
+
+from ..jit.ir import Eqn, Var
+
+__all__ = ["attach_scatters", "scatter_ok", "WHOLE"]
+
+WHOLE = ("s", None, None, None)
+_FLOATS = ("float32", "float64")
+
+
+def scatter_ok(e) -> bool:
+    """Whether equation `e` is an add of whole rows a scatter group takes: ``index_add`` of
+    float32/float64 rows by one integer index array on the first dim (other dims whole),
+    its update of exactly the index's shape followed by a row's, on the CPU."""
+    from ..ops.indexing import INDEX_ADD
+    if not isinstance(e, Eqn) or e.prim is not INDEX_ADD or len(e.inputs) != 3 or len(e.outs) != 1:
+        return False
+    a, v, idx = e.inputs
+    spec = e.params["spec"]
+    if (not all(isinstance(x, Var) for x in e.inputs) or spec[0] != ("t", 0)
+            or any(x != WHOLE for x in spec[1:]) or e.out.aval.device.type != "cpu"):
+        return False
+    ash = tuple(a.aval.shape)
+    return (bool(ash) and bool(idx.aval.shape) and idx.aval.dtype.name in ("int32", "int64")
+            and a.aval.dtype is v.aval.dtype and a.aval.dtype.name in _FLOATS
+            and tuple(v.aval.shape) == tuple(idx.aval.shape) + ash[1:])
+
+
+def attach_scatters(items: list, graph) -> list:
+    """`items` with each row add `scatter_ok` takes made a scatter group: of the plain
+    elementwise group computing its update where that is the group's one output and
+    nothing else reads it, else of its own."""
+    from .fusion import Group, _schedule
+    if not any(scatter_ok(it) for it in items):
+        return items
+    from ..ops.creation import FULL
+    results = {a for a in graph.outputs if isinstance(a, Var)}
+    items = list(items)
+    made = {it.out: it for it in items if isinstance(it, Eqn) and len(it.outs) == 1}
+    gid = 1 + max((it.gid for it in items if isinstance(it, Group)), default=-1)
+    for e in [it for it in items if scatter_ok(it)]:
+        a, v, idx = e.inputs
+        prod = next((it for it in items if isinstance(it, Group) and v in it.defined), None)
+        reads = [it for it in items if it is not e and v in it.inputs]
+        if (prod is not None and prod.outputs == [v] and not reads and v not in results
+                and prod.reduction is None and not prod.rows and prod.window is None and prod.scatter is None
+                and not getattr(prod, "reads", None) and tuple(prod.shape) == tuple(v.aval.shape)
+                and a not in prod.inputs and idx not in prod.inputs):
+            prod.scatter = e
+            prod.inputs = [a, idx] + list(prod.inputs)
+            prod.outputs = [e.out]
+            items.remove(e)
+        else:
+            g = Group(gid, tuple(v.aval.shape), [], None, [a, v, idx], [e.out])
+            g.scatter = e
+            gid += 1
+            items[items.index(e)] = g
+            prod = g
+        fill = made.get(a)
+        if (fill is not None and fill.prim is FULL and type(fill.params["value"]) in (int, float)
+                and a not in results and not any(a in it.inputs for it in items if it is not prod)):
+            # (a base of one value, an embedding gradient's zeros: written by the kernel, not read)
+            items.remove(fill)
+            prod.inputs.remove(a)
+            prod.fill = fill.params["value"]
+    return _schedule(items, graph)
