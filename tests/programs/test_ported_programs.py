@@ -332,6 +332,15 @@ MAX_COMPILES.update({
     "prog_pspnet.py": 3,      # training; eval at 25x25, then at 33x33
     "prog_muzero.py": 4})     # both inferences training and without grad
 
+# a Longformer (banded attention by unfold, global queries written back by torch.where;
+# batch lengths padded to the window), a Switch Transformer LM (capacity-limited top-1
+# routing, scatter_add_ dispatch, aux losses set on the layers), N-HiTS (multi-rate
+# max-pooling, interpolated forecast knots, dynamic=True) and BERT4Rec (a cloze task over
+# left-padded histories, candidates gathered for HR/NDCG)
+COMPILED += ["prog_longformer.py", "prog_switch.py", "prog_nhits.py", "prog_bert4rec.py"]
+# training at the first length, then dynamic; eval (torch.compile's 3 graphs too)
+MAX_COMPILES.update({"prog_longformer.py": 3})
+
 
 def _run(framework, mode, weights, programs):
     out = os.path.join(weights, f"{framework}-{mode}.json")
