@@ -340,6 +340,12 @@ MAX_COMPILES.update({
 COMPILED += ["prog_longformer.py", "prog_switch.py", "prog_nhits.py", "prog_bert4rec.py"]
 # training at the first length, then dynamic; eval (torch.compile's 3 graphs too)
 MAX_COMPILES.update({"prog_longformer.py": 3})
+# a Whisper-style recognizer (log-mel by stft, greedy decoding under inference_mode from a
+# key/value cache that forward hooks keep in the dict the decoder is passed)
+COMPILED += ["prog_whisper.py"]
+# the encoder training and in eval; the decoder training, at its first step (an empty
+# cache), its second (one token cached), then the cache's length dynamic (torch.compile's 6)
+MAX_COMPILES.update({"prog_whisper.py": 6})
 
 
 def _run(framework, mode, weights, programs):
