@@ -164,3 +164,8 @@ def test_a_multiple_of_a_sum_divides_by_it_without_asking(asked):
     assert (48 + 48 * s0) // (6 + 6 * s0) == 8 and (48 + 48 * s0) % (6 + 6 * s0) == 0
     assert asked == []
     assert (48 + 49 * s0) // (6 + 6 * s0) == 8 and set(asked) == {"s0"}   # no multiple: asked
+
+
+def test_a_number_modulo_a_dim_is_this_calls(asked):
+    s0 = Sym.symbol("s0", 4)
+    assert 16 % s0 == 0 and 18 % s0 == 2 and asked == ["s0", "s0"]

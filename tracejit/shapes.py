@@ -259,9 +259,7 @@ class Sym:
             q = _data_quotient(self, o)
         if q is None and self.hint < 0 and isinstance(o, int) and o > 0:
             return -((-self + (o - 1)) // o)   # (a ceil division, ``-(-n // s)``: of n >= 0)
-        if q is None:
-            return self._specialized() // _value_of(o)
-        return q
+        return self._specialized() // _value_of(o) if q is None else q
 
     def __rfloordiv__(self, o):
         if not isinstance(o, int):
@@ -271,9 +269,7 @@ class Sym:
             q = facts_hooks.derive(o, self)
         if q is None and data_sized(self):   # (a size by a mask's count: checked where viewed)
             q = _data_quotient(o, self)
-        if q is None:
-            return int(o) // self._specialized()
-        return q
+        return int(o) // self._specialized() if q is None else q
 
     def __mod__(self, o):
         if _exact_div(self, o) is not None:
@@ -287,6 +283,9 @@ class Sym:
             if _exact_div(self - r, o) is not None or isinstance(q, Sym) and _equal_if_exact(o * q, self - r):
                 return r
         return self._specialized() % _value_of(o)
+
+    def __rmod__(self, o):   # (a channel count checked against a symbolic one: this call's)
+        return o % self._specialized()
 
     # True division gives a fraction, not a size: while tracing it is a traced number
     # computed from the input shapes on each call (BatchNorm's ``n / (n - 1)``); elsewhere
@@ -483,8 +482,7 @@ def _substitute_exact(v: Sym, used: list):
 
 
 def _exact_div(a, b):
-    """a // b when b divides a exactly as polynomials (a monomial divisor, or a sum `a` is
-    an integer multiple of), else None."""
+    """a // b when b divides a exactly as polynomials (a monomial or a sum's multiple), else None."""
     if isinstance(b, int):
         if b == 0:
             raise ZeroDivisionError("division of a dimension by zero")

@@ -346,6 +346,9 @@ COMPILED += ["prog_whisper.py"]
 # the encoder training and in eval; the decoder training, at its first step (an empty
 # cache), its second (one token cached), then the cache's length dynamic (torch.compile's 6)
 MAX_COMPILES.update({"prog_whisper.py": 6})
+# a CTC keyword-sequence model (MFCCs by a DCT matrix, masked CMVN, depthwise-separable
+# Conv1d, a BiGRU; dynamic=True over batch and lengths; unique_consecutive decoding)
+COMPILED += ["prog_ctckws.py"]
 
 
 def _run(framework, mode, weights, programs):
