@@ -95,6 +95,8 @@ PROGRAMS = {
     "dimenet": "DimeNet, 16 molecules of 8-20 atoms: radius graph, triplets, acos angles, bilinear messages",
     "hyena": "Hyena LM, 128 tokens: implicit long-conv filters applied by rfft/irfft at 2L, gating",
     "deepar": "DeepAR: lagged count windows, 2-layer LSTM over 72 steps, NegativeBinomial likelihood",
+    "whisper": "Whisper-style ASR: stft log-mel, conv stem, 2+2 blocks of width 64, cross-attention",
+    "longformer": "Longformer, 256 tokens: sliding-window attention by unfold bands, global tokens",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -48,7 +48,8 @@ def _losses(framework: str, program: str) -> list:
                                      "performer", "autoformer",
                                      "pointnet2", "slotattn",
                                      "centernet", "dimenet",
-                                     "hyena", "deepar"])
+                                     "hyena", "deepar",
+                                     "whisper", "longformer"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)
