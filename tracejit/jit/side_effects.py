@@ -68,6 +68,7 @@ class EffectLog:
         self._hooks: list = []                # (note, hook) of hooks run for their effect
         self.stores: list = []                # (find, key or None to append, tracer): see found()
         self._passed: list = []               # (value, flatten(value)) per parameter: argument_writes
+        self._passed_ids: set = set()         # ids of the lists and dicts among them
         self._leaves: list = []               # the call's argument leaves
         self.arg_writes: list = []            # the parameters whose lists or dicts the capture changed
         self._owned: set = set()              # ids of containers a module attribute was set to (state_writes.py)
@@ -100,7 +101,7 @@ class EffectLog:
         the container a later call means (a global or closure variable, read again); `cache`:
         a module's container, see `_traced_stores`."""
         if self.active and type(value) in _CONTAINERS and id(value) not in self._watched \
-                and id(value) not in self._owned and not _contains(self._passed, value):
+                and id(value) not in self._owned and id(value) not in self._passed_ids:
             self._watched[id(value)] = (label, value, type(value)(value), find, cache)
             for v in value.values() if isinstance(value, dict) else value:   # (a generator kept in it)
                 self.watch_generator(label, v)
@@ -131,6 +132,7 @@ class EffectLog:
         also names (Whisper's key/value cache) is watched as passed, not as the closure's."""
         if passed is not None:
             self._passed, self._leaves = [(v, flatten(v)) for v in passed], arguments
+            self._passed_ids = _container_ids(passed)
         code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
         if not self.active or code is None or gl is None:
             return
@@ -252,12 +254,14 @@ def passed_in_place(vals: Any, tvals: list, undo: contextlib.ExitStack) -> list:
     return out
 
 
-def _contains(passed: list, container: Any) -> bool:
-    """Whether `container` is one of the lists and dicts in the values `passed`."""
-    def walk(v):
-        return v is container or type(v) in (list, tuple, dict) and any(
-            walk(x) for x in (v.values() if type(v) is dict else v))
-    return any(walk(v) for v, _ in passed)
+def _container_ids(v: Any, ids: set = None) -> set:
+    """The ids of the lists and dicts in `v` (a tree of tuples, lists and dicts)."""
+    ids = set() if ids is None else ids
+    if type(v) in (list, tuple, dict) and id(v) not in ids:
+        ids.add(id(v))
+        for x in v.values() if type(v) is dict else v:
+            _container_ids(x, ids)
+    return ids
 
 
 def _changed_tree(v: Any, leaves: list, spec: Any) -> bool:
