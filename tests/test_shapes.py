@@ -156,3 +156,16 @@ def test_a_remainder_is_this_calls_guarded_exact_and_a_ceil_division_a_floor_one
         assert asked == []
     finally:
         shapes.facts_hooks.derive, shapes.facts_hooks.assume = derive, assume
+
+
+def test_a_multiple_of_a_sum_divides_by_it_without_asking(asked):
+    s0 = Sym.symbol("s0", 3)
+    # a view's -1 over a cache grown by one, (3, 1 + s0, 2, -1) of (3, 1 + s0, 16)
+    assert (48 + 48 * s0) // (6 + 6 * s0) == 8 and (48 + 48 * s0) % (6 + 6 * s0) == 0
+    assert asked == []
+    assert (48 + 49 * s0) // (6 + 6 * s0) == 8 and set(asked) == {"s0"}   # no multiple: asked
+
+
+def test_a_number_modulo_a_dim_is_this_calls(asked):
+    s0 = Sym.symbol("s0", 4)
+    assert 16 % s0 == 0 and 18 % s0 == 2 and asked == ["s0", "s0"]

@@ -97,6 +97,8 @@ PROGRAMS = {
     "deepar": "DeepAR: lagged count windows, 2-layer LSTM over 72 steps, NegativeBinomial likelihood",
     "esrgan": "ESRGAN, 24x24 to 96x96: RRDB dense blocks (cat of earlier outputs), relativistic GAN, G and D steps",
     "ptrans": "Point Transformer, 8 x 256 points: kNN by cdist + topk, gathered vector attention, FPS loop",
+    "whisper": "Whisper-style ASR: stft log-mel, conv stem, 2+2 blocks of width 64, cross-attention",
+    "longformer": "Longformer, 256 tokens: sliding-window attention by unfold bands, global tokens",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -49,7 +49,8 @@ def _losses(framework: str, program: str) -> list:
                                      "pointnet2", "slotattn",
                                      "centernet", "dimenet",
                                      "hyena", "deepar",
-                                     "esrgan", "ptrans"])
+                                     "esrgan", "ptrans",
+                                     "whisper", "longformer"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)

@@ -494,6 +494,36 @@ def test_a_dict_argument_filled_inside_changes_on_every_call_compiled():
     assert cf.cache_stats()["compiles"] == 3
 
 
+class _Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Linear(2, 2)
+
+    def forward(self, x, cache):
+        k = self.key(x)   # its hook gives the cache's keys, grown by this step's
+        return k.sum(0) + (len(cache) if cache else 0)
+
+
+def test_a_hook_growing_a_dict_passed_in_that_its_closure_names_compiled():
+    # Whisper's key/value cache: the forward hooks' closure names the dict the decoder is passed
+    def run(fwd, dec):
+        cache = {}
+
+        def save(module, _, out):
+            cache[module] = out if module not in cache else tj.cat([cache[module], out])
+            return cache[module]
+        handle = dec.key.register_forward_hook(save)
+        outs = [fwd(tj.ones(1, 2) * i, cache) for i in range(1, 5)]
+        handle.remove()
+        return outs, cache[dec.key]
+    dec = _Decoder()
+    cf = tj.compile(dec)
+    (want, want_cache), ((got, got_cache), msgs) = run(dec, dec), _quiet(run, cf, dec)
+    assert not msgs and cf.cache_stats()["eager_fallbacks"] == 0
+    for a, b in zip(got + [got_cache], want + [want_cache]):
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-6)
+
+
 def _grow(x, caches, mem):
     caches.append(x * 2)
     mem[0]["kept"], mem[1][:] = x, [x.sum()]

@@ -128,6 +128,19 @@ def test_a_dim_goes_symbolic_when_another_argument_changed_too():
     assert ("x", 0) in st["dynamic_dims"] and ("past", 0) in st["dynamic_dims"]
 
 
+def test_a_cache_grown_from_one_goes_symbolic_at_two():
+    # (a decoder's first cached step holds one token: torch.compile's automatic dynamic
+    # makes the length symbolic at the second, as at any other change but to 0 or 1)
+    def step(cache, x):
+        return tj.cat([cache, x], 1).softmax(1)
+    cf = tj.trace(step, compiler="interpret")
+    for n in range(1, 6):
+        cache, x = tj.randn(2, n), tj.randn(2, 1)
+        np.testing.assert_allclose(cf(cache, x).numpy(), step(cache, x).numpy(), rtol=1e-6)
+    st = cf.cache_stats()
+    assert st["compiles"] == 2 and ("cache", 1) in st["dynamic_dims"], st["recompile_reasons"]
+
+
 def test_a_radius_graph_keeps_the_node_count_symbolic():
     # (DimeNet's: no self loops by fill_diagonal_, in-degrees by bincount(minlength=n))
     def f(pos):

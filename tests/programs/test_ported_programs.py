@@ -332,6 +332,24 @@ MAX_COMPILES.update({
     "prog_pspnet.py": 3,      # training; eval at 25x25, then at 33x33
     "prog_muzero.py": 4})     # both inferences training and without grad
 
+# a Longformer (banded attention by unfold, global queries written back by torch.where;
+# batch lengths padded to the window), a Switch Transformer LM (capacity-limited top-1
+# routing, scatter_add_ dispatch, aux losses set on the layers), N-HiTS (multi-rate
+# max-pooling, interpolated forecast knots, dynamic=True) and BERT4Rec (a cloze task over
+# left-padded histories, candidates gathered for HR/NDCG)
+COMPILED += ["prog_longformer.py", "prog_switch.py", "prog_nhits.py", "prog_bert4rec.py"]
+# training at the first length, then dynamic; eval (torch.compile's 3 graphs too)
+MAX_COMPILES.update({"prog_longformer.py": 3})
+# a Whisper-style recognizer (log-mel by stft, greedy decoding under inference_mode from a
+# key/value cache that forward hooks keep in the dict the decoder is passed)
+COMPILED += ["prog_whisper.py"]
+# the encoder training and in eval; the decoder training, at its first step (an empty
+# cache), its second (one token cached), then the cache's length dynamic (torch.compile's 6)
+MAX_COMPILES.update({"prog_whisper.py": 6})
+# a CTC keyword-sequence model (MFCCs by a DCT matrix, masked CMVN, depthwise-separable
+# Conv1d, a BiGRU; dynamic=True over batch and lengths; unique_consecutive decoding)
+COMPILED += ["prog_ctckws.py"]
+
 
 def _run(framework, mode, weights, programs):
     out = os.path.join(weights, f"{framework}-{mode}.json")

@@ -34,7 +34,7 @@ from .pytree import flatten, unflatten
 from .scalars import describe_decisions, make_check
 from .lifted import changed_numbers, lifting, refs_of
 from .numpy_args import ArrayArg, NumpyOnArray, array_dtype, arrays_to_constants, changed_array
-from .side_effects import printing_noted, refuse_local_leaf_outputs
+from .side_effects import passed_in_place, printing_noted, refuse_local_leaf_outputs
 from .size_args import for_capture as _size_args, specialize_sizes as _specialize_sizes
 from .value_snapshot import with_tensor_reads
 from .script import NoSource, convert
@@ -128,7 +128,7 @@ class Capture:
                     self._lifted_numbers |= changed_numbers(e.extra) - self._static_numbers
         try:
             with _objects_aged():
-                entry = self._capture(leaves, spec, descs, gm)
+                entry = self._capture(leaves, spec, descs, gm, args)
         except BaseException as exc:
             # Nothing is kept from a capture that failed.
             self._dynamic, self._static, self._force_dynamic = saved
@@ -296,7 +296,7 @@ class Capture:
                 self._trace_fn = self._fn
         return self._trace_fn
 
-    def _trace(self, leaves, spec, sdescs, gm, const_names=None):
+    def _trace(self, leaves, spec, sdescs, gm, const_names=None, vals=None):
         """Run the function on tracers for `sdescs`; returns (ctx, out_atoms, out_leaves,
         out_spec, mutations)."""
         fn = self._get_trace_fn()
@@ -307,7 +307,7 @@ class Capture:
         if const_names is not None:
             ctx.const_names = const_names
         syms = {}
-        with ctx, _gm.set_grad_enabled(gm):
+        with ctx, _gm.set_grad_enabled(gm), contextlib.ExitStack() as undo:
             tracers = []
             orig_vars = []
             for x, d in zip(leaves, sdescs):
@@ -337,7 +337,7 @@ class Capture:
                 else:
                     tracers.append(x)
             ctx.sizes = _size_args(sdescs, self._dynamic_ints - self._fixed_size_ints)
-            targs, tkwargs = self._unbind(tvals := unflatten(spec, tracers))
+            targs, tkwargs = self._unbind(tvals := passed_in_place(vals, unflatten(spec, tracers), undo))
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn, leaves, tvals)
             try:
@@ -404,7 +404,7 @@ class Capture:
                                          self._const_names())
         return optimize(ctx.graph(out_atoms, name=self.__name__), apart=True), ctx.const_tensors
 
-    def _capture(self, leaves, spec, descs, gm):
+    def _capture(self, leaves, spec, descs, gm, vals=None):
         """Trace the function for these leaves and build the entry that replays it."""
         allow_symbols = True
         refused: set = set()   # dims a symbolic attempt could not trace: static from now on
@@ -428,7 +428,7 @@ class Capture:
             try:
                 with rec() if rec is not None else contextlib.nullcontext() as read:
                     ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
-                        leaves, spec, sdescs, gm, self._const_names())
+                        leaves, spec, sdescs, gm, self._const_names(), vals)
             except Exception as exc:
                 if not symbolic or isinstance(exc, NumpyOnArray):
                     raise
@@ -563,9 +563,9 @@ def _const_descs(tensors, names=None) -> list:
 
 
 def _changed_dims(o: LeafDesc, n: LeafDesc, static: dict) -> list:
-    """(name, dim) of the static dims of tensor `o` that `n` has another size in (0 and 1 apart)."""
+    """(name, dim) of the static dims of tensor `o` that `n` has another size in (not 0 or 1)."""
     return [(n.name, j) for j, (a, b) in enumerate(zip(o.shape, n.shape))
-            if isinstance(a, int) and a != b and a not in (0, 1) and b not in (0, 1) and (n.name, j) not in static]
+            if isinstance(a, int) and a != b and b not in (0, 1) and (n.name, j) not in static]
 
 
 def _ident(name: str) -> str:

@@ -47,7 +47,7 @@ from .pytree import flatten, unflatten
 from .python_refs import global_names
 from .value_snapshot import plain_object
 
-__all__ = ["EffectLog", "printing_noted"]
+__all__ = ["EffectLog", "passed_in_place", "printing_noted"]
 
 _CONTAINERS = (list, dict, set)
 _MISSING = object()
@@ -68,6 +68,7 @@ class EffectLog:
         self._hooks: list = []                # (note, hook) of hooks run for their effect
         self.stores: list = []                # (find, key or None to append, tracer): see found()
         self._passed: list = []               # (value, flatten(value)) per parameter: argument_writes
+        self._passed_ids: set = set()         # ids of the lists and dicts among them
         self._leaves: list = []               # the call's argument leaves
         self.arg_writes: list = []            # the parameters whose lists or dicts the capture changed
         self._owned: set = set()              # ids of containers a module attribute was set to (state_writes.py)
@@ -100,7 +101,7 @@ class EffectLog:
         the container a later call means (a global or closure variable, read again); `cache`:
         a module's container, see `_traced_stores`."""
         if self.active and type(value) in _CONTAINERS and id(value) not in self._watched \
-                and id(value) not in self._owned:
+                and id(value) not in self._owned and id(value) not in self._passed_ids:
             self._watched[id(value)] = (label, value, type(value)(value), find, cache)
             for v in value.values() if isinstance(value, dict) else value:   # (a generator kept in it)
                 self.watch_generator(label, v)
@@ -123,12 +124,15 @@ class EffectLog:
         if self.active and isinstance(obj, _GENERATORS) and id(obj) not in self._generators:
             self._generators[id(obj)] = (label, obj, _generator_state(obj))
 
-    def watch_function(self, fn: Callable, arguments: list = (), passed: list = ()) -> None:
+    def watch_function(self, fn: Callable, arguments: list = (), passed: list = None) -> None:
         """The containers `fn`'s own code names in its globals and closure, the state of
         the plain objects among its `arguments` (a KV cache object the call updates), and
-        the lists and dicts among the values it is `passed` (per parameter), for
-        `argument_writes`."""
-        self._passed, self._leaves = [(v, flatten(v)) for v in passed], arguments
+        the lists and dicts among the values it is `passed` (per parameter; a hook is
+        passed none), for `argument_writes`. A container passed in that a hook's closure
+        also names (Whisper's key/value cache) is watched as passed, not as the closure's."""
+        if passed is not None:
+            self._passed, self._leaves = [(v, flatten(v)) for v in passed], arguments
+            self._passed_ids = _container_ids(passed)
         code, gl = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
         if not self.active or code is None or gl is None:
             return
@@ -225,6 +229,39 @@ class ArgumentLeaf:
 
     def __init__(self, j: int) -> None:
         self.j = j
+
+
+def passed_in_place(vals: Any, tvals: list, undo: contextlib.ExitStack) -> list:
+    """`tvals` (the capture's per-parameter values, built from tracers) with each list and
+    dict in it put into the caller's own container in `vals`, whose contents `undo` puts
+    back: a hook or global naming a container passed in sees what the function does."""
+    if vals is None:
+        return tvals
+    seen: dict = {}
+
+    def fill(old, new):
+        if type(old) is not type(new) or type(old) not in (list, dict) or len(old) != len(new):
+            return new
+        if id(old) not in seen:
+            seen[id(old)] = (old, type(old)(old))
+            items = [(k, fill(o, n)) for (k, o), n in zip(
+                old.items() if type(old) is dict else enumerate(old), new.values() if type(new) is dict else new)]
+            old.clear()
+            old.update(items) if type(old) is dict else old.extend(v for _, v in items)
+        return old
+    out = [fill(o, n) for o, n in zip(vals, tvals)]
+    undo.callback(lambda: [_put_back(o, before) for o, before in reversed(seen.values())])
+    return out
+
+
+def _container_ids(v: Any, ids: set = None) -> set:
+    """The ids of the lists and dicts in `v` (a tree of tuples, lists and dicts)."""
+    ids = set() if ids is None else ids
+    if type(v) in (list, tuple, dict) and id(v) not in ids:
+        ids.add(id(v))
+        for x in v.values() if type(v) is dict else v:
+            _container_ids(x, ids)
+    return ids
 
 
 def _changed_tree(v: Any, leaves: list, spec: Any) -> bool:
