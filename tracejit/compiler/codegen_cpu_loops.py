@@ -1,8 +1,8 @@
 """codegen_cpu.py's loops for four nest shapes: a reduction over every dim but the last (column
 blocks, `_leading_reduction`), one keeping a dim inside a reduced one (`_outer_chunks`), a
 nest past ``MAX_NESTED_RANK`` (flat loops whose indices are recovered by division,
-`_decomposed_loops`) and an argmax/argmin over the last dim (`_arg_rows`). codegen_cpu's `render` calls them; its module docstring describes
-the forms."""
+`_decomposed_loops`) and an argmax/argmin or topk over the last dim (`_arg_rows`, `_top_rows`).
+codegen_cpu's `render` calls them; its module docstring describes the forms."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -232,6 +232,8 @@ def _arg_rows(nest: LoopNest, inner: list, loop: str, bits: set) -> list:
     element equal to it, or the first nan: PyTorch's index either way."""
     from .codegen_cpu_rows import _KEYS, _key, split_nan
     red = nest.reduction
+    if red.k:
+        return _top_rows(nest, inner, loop)
     (d,) = red.dims
     best = replace(red, combine=red.combine[3:])   # the fold of the values: max or min
     better = ">" if best.combine == "max" else "<"
@@ -268,3 +270,39 @@ def _arg_rows(nest: LoopNest, inner: list, loop: str, bits: set) -> list:
              f"{i2}for i{d} in range(s, min(s + {B}, {n})):"] + [i3 + s for s in inner]
     body += [f"{i3}if {found}:", f"{i4}at = i{d}", f"{i4}break"]
     return body + [f"{i1}red[{', '.join(f'i{k}' for k in red.kept) or '0'}] = at"]
+
+
+def _top_rows(nest: LoopNest, inner: list, loop: str) -> list:
+    """Loops for a topk over the innermost dim: one scan a row keeps its k best values and
+    indices in locals ``kv<j>``, ``ki<j>``, best first (index -1: a slot still empty). A value
+    better than the k-th moves each worse one down a slot, up to the first it does not beat
+    (nested tests: most values entering stop within a slot or two); an equal earlier one
+    stays ahead: the stable order's first k, NaN the largest (ARGSORT's order)."""
+    red = nest.reduction
+    (d,) = red.dims
+    k, v, nan = red.k, red.value, red.acc_dtype.startswith("float")
+
+    def beats(p: int) -> str:   # (the value beats slot p's, or slot p is empty)
+        w = f"kv{p}"
+        if not nan:
+            return f"ki{p} < 0 or {v} {'>' if red.combine == 'argmax' else '<'} {w}"
+        if red.combine == "argmax":
+            return f"ki{p} < 0 or {v} > {w} or ({v} != {v} and {w} == {w})"
+        return f"ki{p} < 0 or {v} < {w} or ({w} != {w} and {v} == {v})"
+    body, depth = [], 1
+    for lvl, kd in enumerate(red.kept):
+        body.append(f"{IND * depth}for i{kd} in {loop if lvl == 0 else 'range'}(d{kd}):")
+        depth += 1
+    i1, i2 = IND * depth, IND * (depth + 1)
+    body += [f"{i1}kv{j} = np.{red.acc_dtype}(0)" for j in range(k)] + [f"{i1}ki{j} = -1" for j in range(k)]
+    body += [f"{i1}for i{d} in range(d{d}):"] + [i2 + s for s in inner]
+    ifs, elses = [], []
+    for p in range(k - 1, -1, -1):   # (the value in slot p: it beat p and not p - 1)
+        ind = i2 + IND * (k - 1 - p)
+        ifs += [f"{ind}if {beats(p)}:"]
+        if p < k - 1:
+            ifs += [f"{ind}{IND}kv{p + 1} = kv{p}", f"{ind}{IND}ki{p + 1} = ki{p}"]
+            elses = [f"{ind}else:", f"{ind}{IND}kv{p + 1} = {v}", f"{ind}{IND}ki{p + 1} = i{d}"] + elses
+    ifs += [f"{i2 + IND * k}kv0 = {v}", f"{i2 + IND * k}ki0 = i{d}"]
+    row = "".join(f"i{kd}, " for kd in red.kept)
+    return body + ifs + elses + [f"{i1}red[{row}{j}] = ki{j}" for j in range(k)]
