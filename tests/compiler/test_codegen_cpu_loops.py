@@ -1,12 +1,13 @@
-"""argmax/argmin over the last dim as a fused group's epilogue (codegen_cpu_loops `_arg_rows`):
-one kernel with the elementwise work before it, PyTorch's values and indices (the first
-extreme, the first NaN where a row has one) over odd sizes, rows of one, ties, NaN, strided
-inputs and float and integer dtypes; eager's kernel is the same lowering."""
+"""argmax/argmin and topk over the last dim as a fused group's epilogue (codegen_cpu_loops
+`_arg_rows`, `_top_rows`): one kernel with the elementwise work before it, PyTorch's values
+and indices (the first extreme, the first NaN where a row has one; topk: PyTorch's stable
+sort's first k) over odd sizes, rows of one, ties, NaN, signed zeros, strided inputs, float
+and integer dtypes and thread counts; eager's kernel is the same lowering."""
 import numpy as np
 import pytest
 
 import tracejit as tj
-from tracejit.compiler.cpu.kernels import select_kernels
+from tracejit.compiler.cpu.kernels import row_forms
 from tracejit.compiler.fusion import Group
 
 torch = pytest.importorskip("torch")
@@ -77,8 +78,67 @@ def test_eager_kernel_is_the_same_lowering(monkeypatch):
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # load the kernel at its first call
     monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
     x, _ = _inputs((64, 3, 40), "float64", 7)
-    for fn, ref, dim in ((select_kernels.argmax, torch.argmax, 2), (select_kernels.argmin, torch.argmin, 1)):
+    for fn, ref, dim in ((row_forms.argmax, torch.argmax, 2), (row_forms.argmin, torch.argmin, 1)):
         got = fn(x, dim, False)
         assert got is not None
         np.testing.assert_array_equal(got, ref(torch.tensor(x), dim=dim).numpy())
-    assert select_kernels.argmax(np.zeros((65, 40)), 0, False) is None   # a long row: numpy's scan
+    assert row_forms.argmax(np.zeros((65, 40)), 0, False) is None   # a long row: numpy's scan
+
+
+def _top(x, z):
+    a, b = x * 2 - 1, z + 1
+    return (*a.topk(3, dim=-1), *(x + 1).topk(3, dim=-1, largest=False), *(x * 3).topk(1, dim=-1),
+            *b.topk(1, dim=-1, largest=False), *(b * 2).topk(1, dim=-1))
+
+
+def _check_top(cf, x, z):
+    """Values as PyTorch's topk, indices as its stable sort's first k (its topk orders
+    ties as its partial sort leaves them)."""
+    got = cf(tj.tensor(x), tj.tensor(z))
+    tx, tz = torch.tensor(x), torch.tensor(z)
+    want = []
+    for a, k, largest in ((tx * 2 - 1, 3, True), (tx + 1, 3, False), (tx * 3, 1, True),
+                          (tz + 1, 1, False), ((tz + 1) * 2, 1, True)):
+        order = a.sort(dim=-1, descending=largest, stable=True)[1]
+        want += [a.topk(k, dim=-1, largest=largest)[0], order[..., :k]]
+    for g, w in zip(got, want):
+        assert g.shape == tuple(w.shape)
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_fused_topk_matches_pytorch(dtype):
+    cf = tj.trace(_top, compile="sync", dynamic=True)
+    floats = dtype != "int32"
+    # rows of 3 (k the row's length), odd ones; the rows of z: of one element, then more
+    cases = [((2, 5, 3), (2, 5, 1)), ((3, 7, 13), (3, 7, 5)), ((2, 3, 129), (2, 3, 129))]
+    for k, (xs, zs) in enumerate(cases):
+        x, z = _inputs(xs, dtype, k)[0], _inputs(zs, dtype, k + 3)[0]
+        if floats and xs[-1] > 3:
+            x[0, 0, :6] = [0.0, -0.0, np.nan, -0.0, 0.0, np.nan]   # signed zeros tie; NaN the largest
+            z[0, 0, :3] = [-0.5, -0.0, 0.0]
+        _check_top(cf, x, z)
+    if floats:
+        x, z = _inputs((3, 17, 40), dtype, 5)[0], _inputs((3, 17, 40), dtype, 6)[0]
+        _check_top(cf, x.transpose(0, 2, 1), z.transpose(0, 2, 1))   # rows read with a stride
+    groups = [it for it in cf._entries[-1].executor.infer_plan().items if isinstance(it, Group)]
+    tops = [g for g in groups if g.reduction is not None and g.reduction.prim.name == "argsort"]
+    assert len(tops) == 3   # (and the two largest firsts: argmax steps)
+
+
+def test_fused_topk_is_the_same_on_one_and_two_threads():
+    x = _inputs((64, 300), "float32", 9)[0]   # (past PARALLEL_MIN: the parallel variant)
+    f = tj.trace(lambda x: (x * 2).topk(5, dim=-1), compile="sync")
+    got, before = [], tj.get_num_threads()
+    try:
+        for n in (1, 2):
+            tj.set_num_threads(n)
+            got.append([t.numpy() for t in f(tj.tensor(x))])
+    finally:
+        tj.set_num_threads(before)
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
+    want = torch.tensor(x * 2).sort(dim=-1, descending=True, stable=True)[1][:, :5]
+    np.testing.assert_array_equal(got[0][1], want.numpy())
+    groups = [it for it in f._entries[-1].executor.infer_plan().items if isinstance(it, Group)]
+    assert [g.reduction.prim.name for g in groups] == ["argsort"]   # (the kernel ran)

@@ -1,8 +1,8 @@
 """codegen_cpu.py's loops for four nest shapes: a reduction over every dim but the last (column
 blocks, `_leading_reduction`), one keeping a dim inside a reduced one (`_outer_chunks`), a
 nest past ``MAX_NESTED_RANK`` (flat loops whose indices are recovered by division,
-`_decomposed_loops`) and an argmax/argmin over the last dim (`_arg_rows`). codegen_cpu's `render` calls them; its module docstring describes
-the forms."""
+`_decomposed_loops`) and an argmax/argmin or topk over the last dim (`_arg_rows`, `_top_rows`).
+codegen_cpu's `render` calls them; its module docstring describes the forms."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -232,6 +232,8 @@ def _arg_rows(nest: LoopNest, inner: list, loop: str, bits: set) -> list:
     element equal to it, or the first nan: PyTorch's index either way."""
     from .codegen_cpu_rows import _KEYS, _key, split_nan
     red = nest.reduction
+    if red.k:
+        return _top_rows(nest, inner, loop)
     (d,) = red.dims
     best = replace(red, combine=red.combine[3:])   # the fold of the values: max or min
     better = ">" if best.combine == "max" else "<"
@@ -333,3 +335,34 @@ def render_scatter(nest: LoopNest, parallel: bool):
         "", "", f"@njit({signature(nest, None)!r}, parallel={parallel}, cache=CACHE, error_model='numpy')",
         f"def {nest.name}({', '.join(nest.arguments())}):", f'    """fused group: {nest.ops} (scatter)"""']
     return KernelSpec("\n".join(src + head + body) + "\n", nest, parallel, "scatter", opts)
+
+
+def _top_rows(nest: LoopNest, inner: list, loop: str) -> list:
+    """Loops for a topk over the innermost dim: one scan a row keeps its best values in a
+    buffer of k (``kv``) and their indices in the row's output, best first. A value better
+    than the k-th moves each worse one down a slot, up to the first it does not beat; an
+    equal earlier one stays ahead: the stable order's first k, NaN the largest (ARGSORT's
+    order). (Locals unrolled per slot ran 3x slower on long rows.)"""
+    red = nest.reduction
+    (d,) = red.dims
+    k, v, q = red.k, red.value, red.k - 1
+
+    def beats(w: str) -> str:
+        if not red.acc_dtype.startswith("float"):
+            return f"{v} {'>' if red.combine == 'argmax' else '<'} {w}"
+        if red.combine == "argmax":
+            return f"({v} > {w} or ({v} != {v} and {w} == {w}))"
+        return f"({v} < {w} or ({w} != {w} and {v} == {v}))"
+    body, depth = [], 1
+    for lvl, kd in enumerate(red.kept):
+        body.append(f"{IND * depth}for i{kd} in {loop if lvl == 0 else 'range'}(d{kd}):")
+        depth += 1
+    i1, i2, i3, i4 = (IND * (depth + j) for j in range(4))
+    row = ", ".join(f"i{kd}" for kd in red.kept)
+    body += [f"{i1}kv = np.empty({k}, np.{red.acc_dtype})", f"{i1}ki = red[{row}]" if row else f"{i1}ki = red",
+             f"{i1}m = 0", f"{i1}for i{d} in range(d{d}):"] + [i2 + s for s in inner]
+    body += [f"{i2}if m == {k}:", f"{i3}if not {beats(f'kv[{q}]')}:", f"{i4}continue", f"{i3}p = {q}",
+             f"{i2}else:", f"{i3}p = m", f"{i3}m += 1",
+             f"{i2}while p > 0 and {beats('kv[p - 1]')}:", f"{i3}kv[p] = kv[p - 1]", f"{i3}ki[p] = ki[p - 1]",
+             f"{i3}p -= 1", f"{i2}kv[p] = {v}", f"{i2}ki[p] = i{d}"]
+    return body

@@ -18,12 +18,16 @@ from dataclasses import dataclass, field
 
 from ..jit.ir import Eqn, Graph, Var, def_use
 from ..ops import reductions as _red
+from ..ops.tensorfns import ARGSORT
 from ..shapes import contains_sym
 
 __all__ = ["Group", "partition", "FUSIBLE_REDUCTIONS", "external_inputs", "reduced_dims"]
 
 FUSIBLE_REDUCTIONS = (_red.SUM, _red.AMAX, _red.AMIN, _red.PROD, _red.ARGMAX, _red.ARGMIN)
-_INDEXED = (_red.ARGMAX, _red.ARGMIN)
+_INDEXED = (_red.ARGMAX, _red.ARGMIN, ARGSORT)
+# A topk (ARGSORT's first k) closes a group up to this k: a row's best k are kept in
+# registers by insertion; a larger k is numpy's partial sort, a step.
+TOPK_MAX = 16
 _KERNEL_DTYPES = ("float32", "float64", "int32", "int64", "bool", "int8", "uint8",
                   "bfloat16")   # (bf16 words: only loaded and stored, see bf16_graph.py)
 
@@ -74,10 +78,14 @@ def reduced_dims(e: Eqn) -> tuple:
 
 
 def _epilogue_ok(e: Eqn) -> bool:
-    """Whether reduction `e` may close a group: an argmax/argmin over one dim, the last, of
-    a CPU array of numbers (a scan of the contiguous row: codegen_cpu_loops `arg_rows`)."""
+    """Whether reduction `e` may close a group: an argmax/argmin, or a topk of k up to
+    TOPK_MAX, over one dim, the last, of a CPU array of numbers (a scan of the contiguous
+    row: codegen_cpu_loops `_arg_rows`)."""
     if e.prim not in _INDEXED:
         return True
+    k = e.params.get("k") or 0
+    if e.prim is ARGSORT and not (0 < k <= TOPK_MAX and (k > 1 or not e.params["descending"])):
+        return False   # (a largest first is an argmax: numpy's vectorized scan, a step)
     src = e.inputs[0].aval
     dim = e.params["dim"]
     return (dim is not None and dim == len(src.shape) - 1 <= 8 and getattr(src.device, "type", "cpu") == "cpu"
@@ -369,7 +377,7 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
             add_inputs(cg, e.inputs)
             computes(cg, e.out)
             col_outs.add(e.out)
-        elif (fuse_reductions and e.prim in FUSIBLE_REDUCTIONS and isinstance(e.inputs[0], Var)
+        elif (fuse_reductions and e.prim in FUSIBLE_REDUCTIONS + (ARGSORT,) and isinstance(e.inputs[0], Var)
               and e.inputs[0] in group_of and e.out.aval.dtype.name in _KERNEL_DTYPES and _epilogue_ok(e)):
             g = owner(e.inputs[0])
             if (g.reduction is None and not g.rows and g.shape == tuple(e.inputs[0].aval.shape)

@@ -134,6 +134,7 @@ class Reduction:
     out_dtype: str
     acc_dtype: str     # see `accumulation`
     block_dtype: Optional[str]  # float32 sums: run SUM_BLOCK elements in this dtype first
+    k: int = 0         # an argmax/argmin keeping its k best indices, best first (topk)
 
     @property
     def full(self) -> bool:
@@ -255,7 +256,8 @@ class LoopNest:
     @property
     def red_rank(self) -> int:
         """Rank of the reduction's output buffer (its kept dims; (1,) for a full one)."""
-        return max(len(self.reduction.kept), 1) if self.reduction is not None else 0
+        red = self.reduction
+        return 0 if red is None else max(len(red.kept) + (red.k > 0), 1)
 
 
 def accumulation(combine: str, dtype: str, sequential: bool) -> str:
@@ -428,14 +430,15 @@ def _window(e, names: dict, operands) -> Window:
 def _reduction(red, names: dict, rank: int, sequential_sums: bool) -> Reduction:
     """The `Reduction` of equation `red` (its input named in `names`)."""
     from .fusion import reduced_dims
-    combine = red.prim.extra["combine"]
+    k = red.params.get("k") or 0   # (ARGSORT's first k: a topk)
+    combine = red.prim.extra.get("combine") or ("argmax" if red.params["descending"] else "argmin")
     dims = reduced_dims(red)
     out_dt = red.out.aval.dtype.name
     in_dt = red.inputs[0].aval.dtype.name
     acc = in_dt if combine in ("argmax", "argmin") else accumulation(combine, out_dt, sequential_sums)
     block = "float32" if combine == "add" and acc == "float64" and in_dt == "float32" else None
     return Reduction(combine, dims, tuple(d for d in range(rank) if d not in dims),
-                     names.get(red.inputs[0]), red.out, out_dt, acc, block)
+                     names.get(red.inputs[0]), red.out, out_dt, acc, block, k)
 
 
 def lower_op(prim, operands, params: dict, dtype: str, out_dtype: str,

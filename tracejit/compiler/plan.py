@@ -322,6 +322,7 @@ class Plan:
         if red is not None:
             dims = reduced_dims(red)
             kept = [shape[d] for d in range(rank) if d not in dims]
+            kept += [red.params["k"]] if red.params.get("k") else []   # (a topk's k best)
             rs = _shape_code(kept if kept else (1,))
             tmp = nm(red.out) + "_r"
             lines.append(f"    {tmp} = xp.empty({rs}, {_dtype_const(red.out.aval.dtype, consts)})")

@@ -39,7 +39,6 @@ from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_forms, conv_blocks,
                       depthwise_kernels as depthwise,
                       recurrent_layers as recurrent, row_forms, sampling_kernels as sampling, scatter_forms as index,
-                      select_kernels as select,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
 
@@ -112,9 +111,9 @@ TABLE = (
     (EMBEDDING_BAG, index.embedding_bag, index.sums_bags, None),
     (EMBEDDING_BAG_BACKWARD, index.embedding_bag_backward, index.sums_bags, None),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
-    (ARGSORT, select.topk_indices, None, _numpy_below(ARGSORT, select.MIN_SIZE)),
-    (ARGMAX, select.argmax, None, _numpy_below(ARGMAX, select.MIN_SIZE)),
-    (ARGMIN, select.argmin, None, _numpy_below(ARGMIN, select.MIN_SIZE)),
+    (ARGSORT, row_forms.topk_indices, None, _numpy_below(ARGSORT, row_forms.SELECT_MIN)),
+    (ARGMAX, row_forms.argmax, None, _numpy_below(ARGMAX, row_forms.SELECT_MIN)),
+    (ARGMIN, row_forms.argmin, None, _numpy_below(ARGMIN, row_forms.SELECT_MIN)),
     # recurrent layers: the whole time loop in one kernel call
     (LSTM_LAYER, recurrent.lstm_layer, recurrent.LSTM_CHECK, None),
     (LSTM_LAYER_BACKWARD, recurrent.lstm_layer_backward, recurrent.LSTM_BACKWARD_CHECK, None),

@@ -1,5 +1,7 @@
-"""The row-form kernels' call caching (compiler/cpu/kernels/row_forms.py): a call whose
-kernel is still compiling plans once, and the calls until it is loaded reuse that plan."""
+"""The row-form kernels (compiler/cpu/kernels/row_forms.py): a call whose kernel is still
+compiling plans once, and the calls until it is loaded reuse that plan; the selections
+(topk's first k, argmax, argmin) give PyTorch's indices, ties, NaN and signed zeros included,
+and decline what numpy's forms run faster."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +9,7 @@ import pytest
 
 pytest.importorskip("numba")
 
+import tracejit as tj  # noqa: E402
 from tracejit.compiler.cpu.kernels import row_forms  # noqa: E402
 from tracejit.ops import softmax_prim  # noqa: E402
 
@@ -52,3 +55,86 @@ def test_a_compiling_kernel_is_planned_once(monkeypatch):
     assert len(plans) == 1 and kernels[0].asks == 5 and not row_forms._waiting
     # another shape is another plan
     assert row_forms.softmax(x[:3], dim=1) is None and len(plans) == 2
+
+
+@pytest.fixture
+def _sync(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")   # load the kernels at their first call
+    monkeypatch.delenv("TRACEJIT_EAGER_KERNELS", raising=False)
+
+
+def _with_ties(shape, dtype, seed):
+    r = np.random.default_rng(seed)
+    a = r.integers(-20, 20, shape).astype(dtype)      # many equal values
+    a.flat[::5] = r.standard_normal(a.size)[::5]
+    return a
+
+
+SHAPES = [((8, 64, 64), 2), ((4, 16, 64, 16), 3), ((4, 16, 64, 16), 1), ((300, 40), 0)]
+
+
+@pytest.mark.usefixtures("_sync")
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_topk_gives_the_stable_sorts_first_k(dtype):
+    torch = pytest.importorskip("torch")
+    for n, (shape, dim) in enumerate(SHAPES):
+        a = _with_ties(shape, dtype, n)
+        if dtype != "int64":
+            a.flat[3::97] = np.nan                       # NaN the largest, in input order
+            a.flat[5::89], a.flat[6::89] = -0.0, 0.0     # equal: input order
+        k = min(8, max(2, a.shape[dim] // 10))   # (a k whose insertion pays: `_insertion_pays`)
+        for largest in (True, False):
+            got = row_forms.topk_indices(a, dim, largest, True, k)
+            assert got is not None           # the loop ran
+            want = torch.tensor(a).sort(dim=dim, descending=largest, stable=True)[1].numpy()
+            np.testing.assert_array_equal(got, np.take(want, np.arange(k), axis=dim))
+
+
+ARG_SHAPES = SHAPES[:3] + [((300, 40, 2), 1)]
+
+
+@pytest.mark.usefixtures("_sync")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,dim", ARG_SHAPES, ids=[f"{s}-{d}" for s, d in ARG_SHAPES])
+@pytest.mark.parametrize("largest", [True, False])
+def test_arg_extremum_is_numpys(dtype, shape, dim, largest):
+    a = _with_ties(shape, dtype, 7 + dim)
+    a.flat[11] = a.flat[400] = np.nan                  # two NaN: the first is the answer
+    f, ref = (row_forms.argmax, np.argmax) if largest else (row_forms.argmin, np.argmin)
+    for keepdim in (False, True):
+        got = f(a, dim, keepdim)
+        assert got is not None and got.dtype == np.int64
+        np.testing.assert_array_equal(got, ref(a, axis=dim, keepdims=keepdim))
+
+
+@pytest.mark.usefixtures("_sync")
+def test_declines_what_the_numpy_form_runs():
+    a = np.random.default_rng(0).standard_normal((64, 100)).astype(np.float32)
+    assert row_forms.topk_indices(a, 1, True, True, 30) is None          # k not a small part of the dim
+    b = np.random.default_rng(1).standard_normal((64, 256)).astype(np.float32)
+    assert row_forms.topk_indices(b, 1, True, True, 32) is None          # the partial sort costs less
+    assert row_forms.topk_indices(b, 1, True, True, 16) is not None      # insertion costs less
+    assert row_forms.topk_indices(b, 1, True, True, 17) is None          # k past TOPK_MAX
+    assert row_forms.topk_indices(a.astype(np.int8), 1, True, True, 5) is None
+    assert row_forms.argmax(a, None, False) is None                      # over the flattened tensor
+    assert row_forms.argmax(a[:4, :4], 1, False) is None                 # too small to gain
+    assert row_forms.argmax(a, 1, False) is None                         # numpy's vectorized scan gains
+
+
+@pytest.mark.usefixtures("_sync")
+def test_topk_max_argmin_match_pytorch():
+    """(PyTorch orders topk's ties as it likes: its indices are compared where there are
+    none; max and argmin document the first extremum's index.)"""
+    torch = pytest.importorskip("torch")
+    a = _with_ties((4, 128, 32), "float32", 3)
+    a[1, 7, 3] = np.nan
+    distinct = np.random.default_rng(4).permutation(128 * 32).reshape(128, 32).astype(np.float32)
+    out = {}
+    for lib in (torch, tj):
+        t = lib.tensor(a)
+        vals, idx = lib.tensor(distinct).topk(6, dim=0, largest=False)
+        mv, mi = t.max(dim=-1)
+        out[lib] = [vals.numpy(), idx.numpy(), t.topk(5, dim=1)[0].numpy(), mv.numpy(), mi.numpy(),
+                    t.argmin(dim=1).numpy()]
+    for got, want in zip(out[tj], out[torch]):
+        np.testing.assert_array_equal(got, want)
