@@ -490,9 +490,7 @@ def record_unary(prim, a, params, result, meta) -> None:
             node.out = None
     else:
         m = saved_meta(a) if how else None
-        saved = _ALONE.get(m)
-        if saved is None:
-            saved = _ALONE[m] = (m,)
+        saved = _ALONE.get(m) or _ALONE.setdefault(m, (m,))
         _attach(prim, params, (fn,), nrs, saved, _NONES1, meta, result, keep_out)
 
 
@@ -560,10 +558,8 @@ def record_binary(prim, a, b, params, result, meta) -> None:
     node.prim = prim
     node.params = params
     node.saved = (sa, sb) if sa is not None or sb is not None else _NONES2
-    if va is None and vb is None:
-        node.versions = _NONES2
-    else:   # (a tensor never written in place: version 0, the common case, shared)
-        node.versions = _ZERO2 if va == 0 == vb else (va, vb)
+    # (a tensor never written in place: version 0, the common case, shared)
+    node.versions = _NONES2 if va is None and vb is None else _ZERO2 if va == 0 == vb else (va, vb)
     result._requires_grad = True
     result.grad_fn = node
     if keep_out:   # (`_keep_output`, written out)

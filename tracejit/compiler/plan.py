@@ -303,8 +303,7 @@ class Plan:
         for m, v in enumerate(mats):
             # Rank-0 values live in 1-element buffers inside kernels.
             dt = _dtype_const(v.aval.dtype, consts)
-            # (a rows group's per-row outputs have its shape with the last dim 1)
-            # (and a windows group's pooled output its own shape)
+            # (a rows group's per-row outputs: its shape, last dim 1; a windows or scatter group's: their own)
             oshape = tuple(v.aval.shape) if grp.rows or grp.window is not None or grp.scatter else shape
             if v in cms:    # written channel-major: the value is its (N, C, H, W) view
                 oshape = (oshape[1], oshape[0]) + oshape[2:]
