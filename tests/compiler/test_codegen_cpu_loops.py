@@ -142,3 +142,15 @@ def test_fused_topk_is_the_same_on_one_and_two_threads():
     np.testing.assert_array_equal(got[0][1], want.numpy())
     groups = [it for it in f._entries[-1].executor.infer_plan().items if isinstance(it, Group)]
     assert [g.reduction.prim.name for g in groups] == ["argsort"]   # (the kernel ran)
+
+
+def test_topk_of_a_symbolic_count_runs_as_a_step():
+    # (k = n // 4 of a symbolic n: the epilogue's buffer of k has a constant size)
+    f = tj.trace(lambda x: (x * 2).topk(x.shape[-1] // 4, dim=-1), compile="sync", dynamic=True)
+    for n in (8, 20):
+        x = _inputs((3, n), "float32", n)[0]
+        got = f(tj.tensor(x))
+        want = torch.tensor(x * 2).sort(dim=-1, descending=True, stable=True)
+        np.testing.assert_array_equal(got[0].numpy(), want[0][:, :n // 4].numpy())
+        np.testing.assert_array_equal(got[1].numpy(), want[1][:, :n // 4].numpy())
+    assert len(f._entries) == 1

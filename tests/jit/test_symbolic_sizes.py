@@ -141,6 +141,19 @@ def test_a_cache_grown_from_one_goes_symbolic_at_two():
     assert st["compiles"] == 2 and ("cache", 1) in st["dynamic_dims"], st["recompile_reasons"]
 
 
+def test_a_broadcast_dim_grown_from_one_goes_symbolic_with_its_partner():
+    # (a grew from 1 while b kept its size: broadcast against b's static dim it is static for
+    # that capture; when both change they share one symbol, not stay static for good)
+    def f(a, b):
+        return (a * 2 + b).sum(0)
+    cf = tj.trace(f, compiler="interpret")
+    for n, m in ((1, 3), (3, 3), (5, 5), (7, 7), (9, 9)):
+        a, b = tj.randn(n, 4), tj.randn(m, 4)
+        np.testing.assert_allclose(cf(a, b).numpy(), f(a, b).numpy(), rtol=1e-6)
+    st = cf.cache_stats()
+    assert st["compiles"] == 3 and {("a", 0), ("b", 0)} <= set(st["dynamic_dims"]), st["recompile_reasons"]
+
+
 def test_a_radius_graph_keeps_the_node_count_symbolic():
     # (DimeNet's: no self loops by fill_diagonal_, in-degrees by bincount(minlength=n))
     def f(pos):

@@ -83,8 +83,8 @@ def _epilogue_ok(e: Eqn) -> bool:
     row: codegen_cpu_loops `_arg_rows`)."""
     if e.prim not in _INDEXED:
         return True
-    k = e.params.get("k") or 0
-    if e.prim is ARGSORT and not (0 < k <= TOPK_MAX and (k > 1 or not e.params["descending"])):
+    k = e.params.get("k")   # (a symbolic k is a step: the kernel's buffer has a constant size)
+    if e.prim is ARGSORT and not (type(k) is int and 0 < k <= TOPK_MAX and (k > 1 or not e.params["descending"])):
         return False   # (a largest first is an argmax: numpy's vectorized scan, a step)
     src = e.inputs[0].aval
     dim = e.params["dim"]

@@ -229,11 +229,11 @@ class Capture:
                                                                   or o.requires_grad != n.requires_grad)):
                     ok = False
                     if o.kind == n.kind == "tensor" and len(o.shape) == len(n.shape):
-                        diffs += _changed_dims(o, n, self._static)
+                        diffs += _changed_dims(o, n, self._static, self._grown)
                 elif o.kind == "const" and not (o.value is n.value or _same_value(o.value, n.value)):
                     ok = False
                 elif o.kind == "tensor":
-                    diffs += _changed_dims(o, n, self._static)
+                    diffs += _changed_dims(o, n, self._static, self._grown)
             found += [d for d in diffs if d not in found]
             if ok and ints:
                 # An int argument that changes (a step count, a length used in arithmetic)
@@ -343,10 +343,8 @@ class Capture:
             try:
                 with printing_noted(), lifting(ctx, self._lifted_numbers - self._static_numbers,
                                               refs_of(self._extra_guard)):
-                    if self._bound_self is not None:
-                        out = fn(self._bound_self, *targs, **tkwargs)
-                    else:
-                        out = fn(*targs, **tkwargs)
+                    bound = () if self._bound_self is None else (self._bound_self,)
+                    out = fn(*bound, *targs, **tkwargs)
             except RecursionError as exc:
                 ctx.restore_attributes()
                 raise _recursion_error(self._mode, exc) from None
@@ -441,14 +439,15 @@ class Capture:
                 allow_symbols, failed = False, f"{failed} ({type(exc).__name__}: {exc})"
                 continue
             if ctx.specialized:
-                # User code needed concrete sizes: keep those dims static from now on and
-                # capture again.
+                # User code needed concrete sizes: keep those dims static from now on (one grown
+                # from 1, broadcast against a static one: for this capture only) and capture again.
                 self._fixed_size_ints |= ctx.sizes.leaf_names(ctx.specialized, sdescs)
                 self._static_numbers |= ctx.sizes.lifted_keys(ctx.specialized)
                 spec_dims = {(d.name, j): f"its value was needed{ctx.specialized[s]}" for d in sdescs
                              if d.kind == "tensor" for j, s in enumerate(d.shape) if s in ctx.specialized}
-                self._static.update(spec_dims)
-                self._dynamic.difference_update(spec_dims)
+                self._static.update({d: why for d, why in spec_dims.items() if d not in self._grown})
+                for dims in (self._dynamic, self._grown):
+                    dims.difference_update(spec_dims)
                 config.topic("recompiles").info("%s: dims are used as Python values; keeping them static: %s",
                                                 self.__name__, spec_dims)
                 continue
@@ -494,8 +493,7 @@ class Capture:
 
     def _make_executor(self, graph: Graph, gm: bool, check) -> Executor:
         return executor_for(self._compiler, graph, grad_mode=gm, name=self.__name__,
-                            compile_mode=self._compile_mode, lock=self._lock, owner=self,
-                            check=check)
+                            compile_mode=self._compile_mode, lock=self._lock, owner=self, check=check)
 
 
 def _verifier(graph: Graph, opt: Graph):
@@ -562,10 +560,12 @@ def _const_descs(tensors, names=None) -> list:
             for t in tensors]
 
 
-def _changed_dims(o: LeafDesc, n: LeafDesc, static: dict) -> list:
-    """(name, dim) of the static dims of tensor `o` that `n` has another size in (not 0 or 1)."""
-    return [(n.name, j) for j, (a, b) in enumerate(zip(o.shape, n.shape))
+def _changed_dims(o: LeafDesc, n: LeafDesc, static: dict, grown: set) -> list:
+    """(name, dim) of the static dims of `o` that `n` has another size in (not 0 or 1); also into `grown` if 1 in `o`."""
+    dims = [(n.name, j) for j, (a, b) in enumerate(zip(o.shape, n.shape))
             if isinstance(a, int) and a != b and b not in (0, 1) and (n.name, j) not in static]
+    grown.update(d for d in dims if o.shape[d[1]] == 1)
+    return dims
 
 
 def _ident(name: str) -> str:

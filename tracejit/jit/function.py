@@ -104,6 +104,7 @@ class CompiledFunction(Capture):
         self._flat_entries: list = []  # entries captured from flat arguments (the hot path)
         self._dynamic: set = set()     # (leaf name, dim) made symbolic
         self._static: dict = {}        # (leaf name, dim) never symbolic -> why (the code needed its value)
+        self._grown: set = set()       # dynamic dims that were 1 (a broadcast): see Capture._capture
         self._dynamic_ints: set = set()  # int argument leaves seen with two values: runtime inputs
         self._static_ints: set = set()   # ints whose capture as runtime inputs failed: specialized
         self._fixed_size_ints: set = set()  # int arguments code needed the value of: never sizes
@@ -457,6 +458,7 @@ class CompiledFunction(Capture):
             self._flat_entries.clear()
             self._dynamic.clear()
             self._static.clear()
+            self._grown.clear()
             self._fell_back = False
             self._split = None
             self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],

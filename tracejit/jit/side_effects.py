@@ -129,7 +129,7 @@ class EffectLog:
         the plain objects among its `arguments` (a KV cache object the call updates), and
         the lists and dicts among the values it is `passed` (per parameter; a hook is
         passed none), for `argument_writes`. A container passed in that a hook's closure
-        also names (Whisper's key/value cache) is watched as passed, not as the closure's."""
+        also names (a decoder's key/value cache its hooks fill) is watched as passed."""
         if passed is not None:
             self._passed, self._leaves = [(v, flatten(v)) for v in passed], arguments
             self._passed_ids = _container_ids(passed)
