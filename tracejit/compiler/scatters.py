@@ -12,11 +12,17 @@ axis. CPU only (the CUDA backend runs the step).
 from __future__ import annotations
 
 from ..jit.ir import Eqn, Var
+from ..ops.shape_params import WHOLE_DIM
 
-__all__ = ["attach_scatters", "scatter_ok", "WHOLE"]
+__all__ = ["attach_scatters", "scatter_ok", "whole_rows", "INDEX_DTYPES"]
 
-WHOLE = ("s", None, None, None)
 _FLOATS = ("float32", "float64")
+INDEX_DTYPES = ("int32", "int64")
+
+
+def whole_rows(spec) -> bool:
+    """Whether an ``index_add``'s index `spec` adds whole rows by one index array on the first dim."""
+    return spec[0] == ("t", 0) and all(x == WHOLE_DIM[0] for x in spec[1:])
 
 
 def scatter_ok(e) -> bool:
@@ -28,11 +34,10 @@ def scatter_ok(e) -> bool:
         return False
     a, v, idx = e.inputs
     spec = e.params["spec"]
-    if (not all(isinstance(x, Var) for x in e.inputs) or spec[0] != ("t", 0)
-            or any(x != WHOLE for x in spec[1:]) or e.out.aval.device.type != "cpu"):
+    if not all(isinstance(x, Var) for x in e.inputs) or not whole_rows(spec) or e.out.aval.device.type != "cpu":
         return False
     ash = tuple(a.aval.shape)
-    return (bool(ash) and bool(idx.aval.shape) and idx.aval.dtype.name in ("int32", "int64")
+    return (bool(ash) and bool(idx.aval.shape) and idx.aval.dtype.name in INDEX_DTYPES
             and a.aval.dtype is v.aval.dtype and a.aval.dtype.name in _FLOATS
             and tuple(v.aval.shape) == tuple(idx.aval.shape) + ash[1:])
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-from math import log
 
 import numpy as np
 
@@ -508,7 +507,7 @@ def _insertion_pays(a, dim: int, descending: bool, k) -> bool:
             or a.size < SELECT_MIN or not 0 < k <= TOPK_MAX or (k == 1 and descending)):
         return False
     n = a.shape[dim]
-    return k * 4 < n and k * k * (1.0 + log(n / k)) <= 4.0 * n
+    return k * 4 < n and k * k * (1.0 + math.log(n / k)) <= 4.0 * n
 
 
 def topk_indices(a, dim, descending, stable, k=None):

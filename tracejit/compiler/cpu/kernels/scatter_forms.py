@@ -59,10 +59,10 @@ def index_add(a, v, *idx, spec):
     """INDEX_ADD's CPU implementation (compiler/cpu/implementations.py) for whole rows added
     by one integer index array on the first dim of a float array; None (the numpy form runs,
     raising its own error for an index out of range) for any other add."""
-    from ....compiler.scatters import WHOLE
+    from ....compiler.scatters import INDEX_DTYPES, whole_rows
     from ....ops.donation import donated
-    if (len(idx) != 1 or spec[0] != ("t", 0) or any(x != WHOLE for x in spec[1:]) or not takes(np, a, v)
-            or type(idx[0]) is not np.ndarray or idx[0].dtype.name not in ("int32", "int64")
+    if (len(idx) != 1 or not whole_rows(spec) or not takes(np, a, v)
+            or type(idx[0]) is not np.ndarray or idx[0].dtype.name not in INDEX_DTYPES
             or idx[0].size < _FEW or not a.ndim or v.shape != idx[0].shape + a.shape[1:]
             or not a.flags.c_contiguous):
         return None
