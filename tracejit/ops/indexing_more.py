@@ -325,7 +325,7 @@ def select(input, dim: int, index: int):
     if getattr(index, "_trace", None) is None:   # (a traced int: getitem guards it, as ``x[:, i]``)
         index = int(index)
         if not -n <= index < n:
-            raise IndexError(f"select: index {index} out of range for dim {dim} of size {n}")
+            raise IndexRangeError(f"select: index {index} out of range for dim {dim} of size {n}")
     return getitem(input, (slice(None),) * dim + (index,))
 
 
