@@ -496,3 +496,19 @@ def test_an_index_past_a_symbolic_dims_end_raises_at_the_users_line(fn, good, ba
     shape[-1] += 2
     np.testing.assert_allclose(f(*args(tj, shape)).numpy(), fn(*args(tj, shape)).numpy())
     assert f.cache_stats()["compiles"] == compiles
+
+
+def _scaled_by_next(x, it):
+    return x * next(it)
+
+
+def test_an_iterator_argument_is_not_frozen_into_the_graph():
+    # Each call takes the iterator's next item, as under PyTorch: compiled, the function
+    # runs eagerly with one warning naming the argument; fullgraph=True raises that.
+    want = [float(_scaled_by_next(torch.ones(1), it)) for it in [iter([1.0, 2.0, 3.0])] for _ in range(3)]
+    f, it = tj.compile(_scaled_by_next), iter([1.0, 2.0, 3.0])
+    with pytest.warns(RuntimeWarning, match=r"argument 'it' is an iterator \(list_iterator\).*pass its items"):
+        got = [float(f(tj.ones(1), it)) for _ in range(3)]
+    assert got == want == [1.0, 2.0, 3.0]
+    with pytest.raises(TraceError, match="argument 'it' is an iterator"):
+        tj.compile(_scaled_by_next, fullgraph=True)(tj.ones(1), (v for v in [1.0]))
