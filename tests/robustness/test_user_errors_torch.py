@@ -512,3 +512,7 @@ def test_an_iterator_argument_is_not_frozen_into_the_graph():
     assert got == want == [1.0, 2.0, 3.0]
     with pytest.raises(TraceError, match="argument 'it' is an iterator"):
         tj.compile(_scaled_by_next, fullgraph=True)(tj.ones(1), (v for v in [1.0]))
+    items = iter([1.0, 2.0, 3.0])   # (the same read from a closure)
+    g = tj.compile(lambda x: x * next(items))
+    with pytest.warns(RuntimeWarning, match=r"closure variable 'items' is an iterator \(list_iterator\)"):
+        assert [float(g(tj.ones(1))) for _ in range(3)] == want
