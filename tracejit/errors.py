@@ -320,14 +320,11 @@ def _from_generated_line(exc: BaseException) -> BaseException:
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    if type(exc) is not IndexError or tb is None:
+    item = tb and _SOURCE_LINES.get(tb.tb_frame.f_code.co_filename, ({},))[0].get(tb.tb_lineno)
+    if type(exc) is not IndexError or getattr(item, "prim", None) is None:
         return exc
-    item = _SOURCE_LINES.get(tb.tb_frame.f_code.co_filename, ({}, None))[0].get(tb.tb_lineno)
-    prim = getattr(item, "prim", None)
-    if prim is None:
-        return exc
-    err = numpy_index_error(prim.name, exc)
-    err.__traceback__, err.__cause__, err.__suppress_context__ = exc.__traceback__, None, True
+    err = numpy_index_error(item.prim.name, exc).with_traceback(exc.__traceback__)
+    err.__suppress_context__ = True
     return err
 
 
