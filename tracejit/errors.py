@@ -94,6 +94,12 @@ class IndexRangeError(TracejitError, IndexError):
     IndexError for some ops and a RuntimeError for others, such as gather: this is both)."""
 
 
+def numpy_index_error(op: str, exc: IndexError) -> IndexRangeError:
+    """numpy's IndexError `exc` for an index past a dim's end, as op `op`'s IndexRangeError
+    in PyTorch's words (``index 5 is out of bounds for dimension 0 with size 3``)."""
+    return IndexRangeError(f"{op}: " + str(exc).replace(" for axis ", " for dimension "))
+
+
 class ArgumentError(TracejitError, ValueError):
     """An argument's value is outside what the op accepts (a zero stride, a negative
     standard deviation): a RuntimeError in PyTorch, a ValueError by Python's convention."""
@@ -307,11 +313,28 @@ def note_user_line(exc: BaseException, loc, name: str) -> None:
         exc.__dict__.setdefault("_tracejit_user_line", (loc[0], loc[1], name))
 
 
+def _from_generated_line(exc: BaseException) -> BaseException:
+    """An IndexError numpy raised on the user's data in a line of generated code (an index
+    past a symbolic dim's end, checked only when the plan runs) as our IndexRangeError
+    naming the op; any other exception unchanged."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    item = tb and _SOURCE_LINES.get(tb.tb_frame.f_code.co_filename, ({},))[0].get(tb.tb_lineno)
+    if type(exc) is not IndexError or getattr(item, "prim", None) is None:
+        return exc
+    err = numpy_index_error(item.prim.name, exc).with_traceback(exc.__traceback__)
+    err.__suppress_context__ = True
+    return err
+
+
 def raise_at_user_line(exc: BaseException) -> None:
     """Re-raise `exc`, one of our checks failing inside a compiled program, from the line of
     the user's code its op was traced from, so the traceback's last line is the user's, not
     one of tracejit's interpreter or generated code. Returns when `exc` is no such check
     (an internal error keeps its whole traceback)."""
+    if not isinstance(exc, TracejitError):
+        exc = _from_generated_line(exc)
     if not isinstance(exc, TracejitError) or isinstance(exc, (KernelError, CompileError, CheckMismatchError)):
         return
     loc = exc.__dict__.get("_tracejit_user_line")

@@ -309,3 +309,34 @@ def test_second_backward_through_a_number_product_runs_again():
     out.backward()
     out.backward()
     np.testing.assert_array_equal(x.grad.numpy(), [4.0, 4.0, 4.0])
+
+
+def _function_returning(grad_shape):
+    class Doubled(tj.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            return x * k
+
+        @staticmethod
+        def backward(ctx, g):
+            return tj.ones(grad_shape), None
+    return Doubled
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_custom_backward_of_the_wrong_shape_raises_as_pytorch(compiled):
+    # PyTorch's RuntimeError, naming the Function, the argument and both shapes (numpy's
+    # "cannot reshape array" before); the leaf's grad is untouched and a broadcast gradient
+    # (summed to the input's shape) is still taken.
+    def loss(fn, x):
+        return fn.apply(x, 2.0).sum()
+    x = tj.ones(1, 3, requires_grad=True)
+    run = tj.compile(loss) if compiled else loss
+    for bad in [(5,), (2, 4), (3,)]:
+        with pytest.raises(RuntimeError, match=rf"Function DoubledBackward returned an invalid gradient at index 0 - "
+                                               rf"got \[{', '.join(map(str, bad))}\] but expected shape compatible "
+                                               rf"with \[1, 3\]") as info:
+            run(_function_returning(bad), x).backward()
+        assert isinstance(info.value, ShapeError) and x.grad is None
+    run(_function_returning((2, 3)), x).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((1, 3), 2.0, np.float32))

@@ -449,3 +449,70 @@ def test_backward_mistakes_through_a_compiled_forward(lib):
         y.sum().backward()
     with pytest.raises(RuntimeError, match=r"grad can be implicitly created only for scalar outputs"):
         f(x).backward()
+
+
+def _narrow_past_end(a, b):
+    return a.narrow(0, 2, 2) * b.sum()
+
+
+def _column_past_end(a, b):
+    return a[:, 4] + b
+
+
+def _index_past_end(a, b):
+    return a[b.long()]
+
+
+def _index_put_past_end(a, b):
+    return a.index_put((b.long(),), b)
+
+
+@pytest.mark.parametrize("mode", [None, "max-autotune"], ids=["tier0", "compiled"])
+@pytest.mark.parametrize("fn,good,bad,message", [
+    (_narrow_past_end, (6,), (3,), r"narrow: start \(2\) \+ length \(2\) exceeds dim 0 of size 3"),
+    (_column_past_end, (2, 6), (2, 3), r"getitem: index 4 is out of bounds for dimension 1 with size 3"),
+    (_index_past_end, (8,), (3,), r"getitem: index 3 is out of bounds for dimension 0 with size 3"),
+    (_index_put_past_end, (8,), (3,), r"index_put: index 3 is out of bounds for dimension 0 with size 3"),
+], ids=["narrow", "column", "index", "index_put"])
+def test_an_index_past_a_symbolic_dims_end_raises_at_the_users_line(fn, good, bad, message, mode):
+    # Sizes that changed between calls are symbolic, so a bound is checked only when the
+    # program runs: it raises PyTorch's IndexError from the user's line (never a silently
+    # short result), the inputs are unchanged and the next good call needs no new capture.
+    def args(lib, shape):
+        return R(lib, *shape), P(lib, 1, 3)
+    with pytest.raises((IndexError, RuntimeError)) as theirs:
+        fn(*args(torch, bad))
+    f = tj.compile(fn, dynamic=True, mode=mode)
+    f(*args(tj, good))
+    compiles = f.cache_stats()["compiles"]
+    a, b = args(tj, bad)
+    before = a.numpy().copy()
+    with pytest.raises(type(theirs.value), match=message) as info:
+        f(a, b)
+    assert (__file__, fn.__code__.co_firstlineno + 1) in [
+        (t.filename, t.lineno) for t in traceback.extract_tb(info.value.__traceback__)]
+    np.testing.assert_array_equal(a.numpy(), before)
+    shape = list(good)
+    shape[-1] += 2
+    np.testing.assert_allclose(f(*args(tj, shape)).numpy(), fn(*args(tj, shape)).numpy())
+    assert f.cache_stats()["compiles"] == compiles
+
+
+def _scaled_by_next(x, it):
+    return x * next(it)
+
+
+def test_an_iterator_argument_is_not_frozen_into_the_graph():
+    # Each call takes the iterator's next item, as under PyTorch: compiled, the function
+    # runs eagerly with one warning naming the argument; fullgraph=True raises that.
+    want = [float(_scaled_by_next(torch.ones(1), it)) for it in [iter([1.0, 2.0, 3.0])] for _ in range(3)]
+    f, it = tj.compile(_scaled_by_next), iter([1.0, 2.0, 3.0])
+    with pytest.warns(RuntimeWarning, match=r"argument 'it' is an iterator \(list_iterator\).*pass its items"):
+        got = [float(f(tj.ones(1), it)) for _ in range(3)]
+    assert got == want == [1.0, 2.0, 3.0]
+    with pytest.raises(TraceError, match="argument 'it' is an iterator"):
+        tj.compile(_scaled_by_next, fullgraph=True)(tj.ones(1), (v for v in [1.0]))
+    items = iter([1.0, 2.0, 3.0])   # (the same read from a closure)
+    g = tj.compile(lambda x: x * next(items))
+    with pytest.warns(RuntimeWarning, match=r"closure variable 'items' is an iterator \(list_iterator\)"):
+        assert [float(g(tj.ones(1))) for _ in range(3)] == want

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import weakref
 
+from ..errors import ShapeError
 from ..ops import registry as _reg
 from .grad_mode import is_grad_enabled, no_grad
 from .node import Node, SavedTensor, edge
@@ -76,12 +77,25 @@ class FunctionNode(Node):
         if len(res) < n:
             raise RuntimeError(f"{self.fn_cls.__name__}.backward returned {len(res)} gradients "
                                f"but forward took {n} inputs")
+        check_grads(self.name(), res, [m and m[0] for m in self._meta])
         if not retain_graph and self.ctx._saved:
             # (as PyTorch: a backward that reads no saved tensor may run again; one that
             # does finds them freed, `saved_tensors`)
             self._freed = True
             self.ctx._saved = ()
         return list(res[:n])
+
+
+def check_grads(name: str, grads, shapes) -> None:
+    """Raise PyTorch's error where a custom Function's backward returned a gradient that
+    does not sum to its input's shape (`shapes`, None for a non-tensor argument)."""
+    for k, (g, s) in enumerate(zip(grads, shapes)):
+        gs = getattr(g, "shape", None)
+        if gs is None or s is None or not all(type(d) is int for d in (*gs, *s)):
+            continue   # (a symbolic size is checked when the program runs)
+        if len(s) > len(gs) or any(d != 1 and d != e for d, e in zip(s[::-1], gs[::-1])):
+            raise ShapeError(f"Function {name} returned an invalid gradient at index {k} - got {list(gs)} "
+                             f"but expected shape compatible with {list(s)}")
 
 
 class Function:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .. import ops
 from ..autograd.engine import _fit
-from ..autograd.function import FunctionCtx
+from ..autograd.function import FunctionCtx, check_grads
 from ..errors import CompileError
 from ..ops.creation import FULL
 from ..ops.indexing import INDEX_ADD, index_add_
@@ -174,9 +174,10 @@ def _custom_vjp(ctx, e, gs):
         cts = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype) for o, g in zip(e.outs, gs)]
         res = cls.backward(fctx, *cts)
     res = res if isinstance(res, tuple) else (res,)
+    static_pos = {p for p, _ in e.params["static_args"]}
+    check_grads(f"{cls.__name__}Backward", res, [None if i in static_pos else a.shape for i, a in enumerate(args)])
     it = iter(res)
     grads = []
-    static_pos = {p for p, _ in e.params["static_args"]}
     for i in range(len(args)):
         r = next(it, None)
         if i not in static_pos:

@@ -8,7 +8,7 @@ guard, and ask the backend for the entry's executor.
 """
 from __future__ import annotations
 
-import collections
+import collections.abc
 import contextlib
 import functools
 import gc
@@ -64,7 +64,7 @@ class Capture:
                 descs.append(LeafDesc("tensor", name, dt, CPU, False, x.shape, value=x.dtype))
             elif _runtime_scalar(x, self._mode) or (type(x) is int and name in self._dynamic_ints):
                 descs.append(LeafDesc("scalar", name, value=float if type(x) is _F64 else type(x)))
-            elif isinstance(x, (bool, int, float, str, type(None), bytes)) or _dt_like(x):
+            elif isinstance(x, (bool, int, float, str, type(None), bytes, _dt.DType)) or type(x).__name__ == "device":
                 descs.append(LeafDesc("const", name, value=x))
             elif self._mode == "script":
                 raise ScriptError(f"{self.__name__}: argument {name!r} has type {type(x).__name__}, which "
@@ -404,6 +404,10 @@ class Capture:
 
     def _capture(self, leaves, spec, descs, gm, vals=None):
         """Trace the function for these leaves and build the entry that replays it."""
+        for d in descs:   # (a generator, iter(list), zip(...): the items of one call would be kept)
+            if d.kind == "const" and isinstance(d.value, collections.abc.Iterator):
+                raise TraceError(f"argument {d.name!r} is an iterator ({type(d.value).__name__}): a capture would "
+                                 f"keep what it gave once, for every later call; pass its items instead")
         allow_symbols = True
         refused: set = set()   # dims a symbolic attempt could not trace: static from now on
         failed = "a capture with it symbolic failed"
@@ -584,10 +588,6 @@ def _runtime_scalar(x, mode: str) -> bool:
     """
     t = type(x)
     return t is float or t is _F64 or (mode == "script" and t is int)
-
-
-def _dt_like(x) -> bool:
-    return isinstance(x, (_dt.DType,)) or type(x).__name__ == "device"
 
 
 def _module_arguments(descs) -> list:

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from ..errors import ArgumentError   # (a bad value: torch's RuntimeError, and a ValueError)
+
 __all__ = ["compile", "compile_settings", "MODES", "BACKENDS", "OPTIONS"]
 
 # torch.compile's modes -> the compile= option of trace (None: the default, background)
@@ -67,16 +69,16 @@ def compile_settings(*, mode: Optional[str] = None, dynamic: Optional[bool] = No
     torch.compile's arguments; a bad value raises before anything is compiled."""
     from . import backend as _backend
     if mode is not None and not isinstance(mode, str) or mode not in MODES:
-        raise ValueError(f"tracejit.compile: unknown mode {mode!r}; choose one of {_choices(MODES)} (or None)")
+        raise ArgumentError(f"tracejit.compile: unknown mode {mode!r}; choose one of {_choices(MODES)} (or None)")
     if callable(backend):
-        raise ValueError(f"tracejit.compile: backend must be a name, got the callable {backend!r}; "
+        raise ArgumentError(f"tracejit.compile: backend must be a name, got the callable {backend!r}; "
                          f"custom graph compilers register a tracejit.jit.backend.Compiler and pass "
                          f"its name")
     registered = sorted(_backend._registered)
     if backend is not None and not isinstance(backend, str) or (backend not in BACKENDS
                                                                  and backend not in registered):
         names = _choices(BACKENDS) + "".join(f", {n!r}" for n in registered if n not in BACKENDS)
-        raise ValueError(f"tracejit.compile: unknown backend {backend!r}; choose one of {names} (or None)")
+        raise ArgumentError(f"tracejit.compile: unknown backend {backend!r}; choose one of {names} (or None)")
     if dynamic is not None and not isinstance(dynamic, bool):
         raise TypeError(f"tracejit.compile: dynamic must be None, True or False, got {dynamic!r}")
     if not isinstance(fullgraph, bool):
@@ -84,7 +86,7 @@ def compile_settings(*, mode: Optional[str] = None, dynamic: Optional[bool] = No
     if options is not None and not isinstance(options, dict):
         raise TypeError(f"tracejit.compile: options must be a dict, got {type(options).__name__}")
     if mode is not None and options:
-        raise ValueError("tracejit.compile: pass mode or options, not both (as torch.compile)")
+        raise ArgumentError("tracejit.compile: pass mode or options, not both (as torch.compile)")
     opts = dict(options or {})
     for key in [k for k in opts if k not in OPTIONS and _inductor_option(k)]:
         import warnings
@@ -95,14 +97,14 @@ def compile_settings(*, mode: Optional[str] = None, dynamic: Optional[bool] = No
     for key, value in opts.items():
         allowed = OPTIONS.get(key)
         if allowed is None:
-            raise ValueError(f"tracejit.compile: unknown option {key!r}; the options are "
+            raise ArgumentError(f"tracejit.compile: unknown option {key!r}; the options are "
                              f"{', '.join(map(repr, OPTIONS))}")
         ok = (isinstance(value, allowed) and not (allowed is int and isinstance(value, bool))
               if isinstance(allowed, type) else value in allowed)
         if not ok or (key == "recompile_limit" and value < 1):
             want = (f"a {allowed.__name__}" + (" >= 1" if key == "recompile_limit" else "")
                     if isinstance(allowed, type) else "one of " + ", ".join(map(repr, allowed)))
-            raise ValueError(f"tracejit.compile: option {key!r} must be {want}, got {value!r}")
+            raise ArgumentError(f"tracejit.compile: option {key!r} must be {want}, got {value!r}")
     kw = {"dynamic": dynamic, "compiler": BACKENDS.get(backend, backend), "compile": MODES[mode],
           "fullgraph": fullgraph, "side_effects": True}
     if "compile" in opts:

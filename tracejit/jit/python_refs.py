@@ -12,11 +12,13 @@ watched; a function that refers to nothing else has no guard.
 """
 from __future__ import annotations
 
+import collections.abc
 import contextlib
 import dis
 import types
 from typing import Callable, Optional
 
+from ..errors import TraceError
 from .lifted import NUMBERS, ref_key
 from .value_snapshot import (BUDGET, changed_numbers, differs, from_library, snapshot, type_watcher,
                              unchanged, watcher)
@@ -45,6 +47,10 @@ class _RefsGuard:
         from .module_guard import recording
         read = _Read()
         read.before = [snapshot(_now(gl, key)) for _, gl, key in self.refs]
+        for label, gl, key in self.refs:   # (checked before the code runs)
+            if isinstance(v := _now(gl, key), collections.abc.Iterator):   # (a generator, iter(batches))
+                raise TraceError(f"{label} is an iterator ({type(v).__name__}): a capture would keep what it "
+                                 f"gave once, for every later call; pass its items in as arguments instead")
         if not (modules or self.has_modules):
             yield read
             return

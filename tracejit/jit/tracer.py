@@ -157,8 +157,8 @@ class Tracer(Tensor):
         self._concrete("tensor.__dlpack__()")
 
     def backward(self, *args, **kwargs):
-        raise TraceError("backward() inside a compiled function is not supported: return the loss "
-                         "from the function and call .backward() on the result")
+        raise TraceError(f"backward(){user_where()} inside a compiled function is not supported: return "
+                         "the loss from the function and call .backward() on the result")
 
     def register_hook(self, hook=None):
         raise TraceError("register_hook and retain_grad on a tensor inside a compiled function are not "

@@ -572,8 +572,8 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean", *,
     reduction = _legacy(size_average, reduce, reduction)
     _check_same("binary_cross_entropy", input, target)
     if not target.dtype.is_floating_point:
-        raise TypeError(f"binary_cross_entropy: target must be a floating point tensor of probabilities "
-                        f"like the input ({input.dtype.name}), got {target.dtype.name}; use target.float()")
+        raise DTypeError(f"binary_cross_entropy: target must be a floating point tensor of probabilities "
+                         f"like the input ({input.dtype.name}), got {target.dtype.name}; use target.float()")
     input = in_unit_interval(input, "binary_cross_entropy", "input")
     target = in_unit_interval(target, "binary_cross_entropy", "target")
     loss = bind(BCE_TERMS, input, target)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..device import CPU
-from ..errors import DTypeError, IndexRangeError, ShapeError
+from ..errors import DTypeError, IndexRangeError, ShapeError, numpy_index_error
 from ..shapes import Sym, broadcast_shapes, data_dependent, normalize_dim
 from ..tensor import Tensor
 from . import creation
@@ -140,7 +140,7 @@ def _result_shape(a_shape, spec, idx_avals, op="index"):
             d = a_shape[dim]
             i = x[1] if k == "i" else 0
             if isinstance(d, int) and not -d <= i < d:
-                raise IndexError(f"{op}: index {i} is out of bounds for dimension {dim} with size {d}")
+                raise IndexRangeError(f"{op}: index {i} is out of bounds for dimension {dim} with size {d}")
             dim += 1
             continue
         pos += 1  # position among the entries that remain after the integer selects
@@ -183,7 +183,7 @@ def _getitem_impl(xp, a, *idx, spec):
             key += (Ellipsis,)   # an all-integer index: a 0-d view, as in PyTorch
         return view[key]
     except IndexError as e:
-        raise IndexError(f"getitem: {e}") from None
+        raise numpy_index_error("getitem", e) from None
 
 
 def _getitem_vjp(g, out, a, *idx, spec):
@@ -244,7 +244,7 @@ def _taker(axis: int):
             try:
                 return np.take(a, index, axis=axis)
             except IndexError as e:
-                raise IndexError(f"getitem: {e}") from None
+                raise numpy_index_error("getitem", e) from None
         _TAKERS[axis] = fn
     return fn
 
@@ -284,15 +284,18 @@ def _index_put_rule(a, v, *idx, spec):
 
 def _index_put_impl(xp, a, v, *idx, spec):
     out = target(a)   # (`a` itself where donated: ``x[i] = v`` writes x's memory once)
-    if idx:
-        view, key = _locate(out, spec, idx)
-        n = view[key].ndim if getattr(v, "ndim", 0) else None
-    else:
-        view, (key, dims) = out, _basic_key(spec)
-        n = out.ndim + dims
-    if n is not None and getattr(v, "ndim", 0) > n:
-        v = v.reshape(v.shape[v.ndim - n:])  # drop leading 1s
-    view[key] = v
+    try:   # (numpy checks every index before it writes: `a` stays unchanged)
+        if idx:
+            view, key = _locate(out, spec, idx)
+            n = view[key].ndim if getattr(v, "ndim", 0) else None
+        else:
+            view, (key, dims) = out, _basic_key(spec)
+            n = out.ndim + dims
+        if n is not None and getattr(v, "ndim", 0) > n:
+            v = v.reshape(v.shape[v.ndim - n:])  # drop leading 1s
+        view[key] = v
+    except IndexError as e:
+        raise numpy_index_error("index_put", e) from None
     return out
 
 

@@ -276,7 +276,7 @@ def index_fill(input, dim: int, index, value):
 def masked_select(input, mask):
     """The elements where `mask` (broadcast with input) is True, as a 1-D tensor."""
     if mask.dtype is not _dt.bool_:
-        raise TypeError("masked_select: mask must be a bool tensor")
+        raise DTypeError("masked_select: mask must be a bool tensor")
     from ..shapes import broadcast_shapes
     shape = tuple(broadcast_shapes("masked_select", tuple(input.shape), tuple(mask.shape)))
     return getitem(expand(input, shape), expand(mask, shape))
@@ -287,7 +287,7 @@ def masked_scatter(input, mask, source):
     each selected position takes the element at its rank among the selected (a cumsum of
     the mask), so the shapes do not depend on the mask and a capture keeps it a value."""
     if mask.dtype is not _dt.bool_:
-        raise TypeError("masked_scatter: mask must be a bool tensor")
+        raise DTypeError("masked_scatter: mask must be a bool tensor")
     expect_same_dtype("masked_scatter", input, source)
     from ..shapes import broadcast_shapes
     shape = tuple(broadcast_shapes("masked_scatter", tuple(input.shape), tuple(mask.shape)))
@@ -325,7 +325,7 @@ def select(input, dim: int, index: int):
     if getattr(index, "_trace", None) is None:   # (a traced int: getitem guards it, as ``x[:, i]``)
         index = int(index)
         if not -n <= index < n:
-            raise IndexError(f"select: index {index} out of range for dim {dim} of size {n}")
+            raise IndexRangeError(f"select: index {index} out of range for dim {dim} of size {n}")
     return getitem(input, (slice(None),) * dim + (index,))
 
 
@@ -335,7 +335,7 @@ def argwhere(input):
 
 def masked_fill(a, mask, value):
     if not (hasattr(mask, "dtype") and mask.dtype is _dt.bool_):
-        raise TypeError("masked_fill: mask must be a bool tensor")
+        raise DTypeError("masked_fill: mask must be a bool tensor")
     if hasattr(value, "_data"):
         if value.ndim != 0:
             raise ShapeError("masked_fill: value must be a 0-dim tensor or a number")

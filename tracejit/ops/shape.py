@@ -522,9 +522,9 @@ def narrow(a, dim: int, start: int, length: int):
         length = trace_hooks.size_of(length)
     if type(start) is not int and getattr(start, "_trace", None) is not None:   # (a Sym is >= 2)
         start = trace_hooks.size_of(start)
-    if isinstance(start, (int, Sym)) and isinstance(n, int):
-        if isinstance(start, int) and not -n <= start <= n:
-            raise IndexError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
+    if isinstance(start, (int, Sym)):   # (a symbolic size compares under a guard: checked every call)
+        if isinstance(start, int) and (start < 0 or isinstance(n, int)) and not -n <= start <= n:
+            raise IndexRangeError(f"narrow: start {start} is out of range for dim {dim} of size {n}")
         if isinstance(start, int) and start < 0:
             start += n  # a negative start counts from the end, as in PyTorch
         rest = n - start - length   # (a symbolic one: rest >= 0 guarded for every call served)
