@@ -399,8 +399,11 @@ def heaviside(input, values):
 
 
 def float_power(input, exponent):
-    a = cast(input, _dt.float64) if hasattr(input, "dtype") else input
-    b = cast(exponent, _dt.float64) if hasattr(exponent, "dtype") else exponent
+    """input ** exponent in double precision: complex128 when either is complex, else float64."""
+    wide = _dt.complex128 if any(v.dtype.is_complex if hasattr(v, "dtype") else isinstance(v, complex)
+                                 for v in (input, exponent)) else _dt.float64
+    a = cast(input, wide) if hasattr(input, "dtype") else input
+    b = cast(exponent, wide) if hasattr(exponent, "dtype") else exponent
     return a ** b
 
 
