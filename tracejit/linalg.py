@@ -34,7 +34,9 @@ __all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "inv_e
            "solve_triangular", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "householder_product",
            "ldl_factor", "ldl_factor_ex", "ldl_solve", "LinAlgError"]
 
-_Ex = namedtuple("_Ex", ["result", "info"])
+_Ex = namedtuple("solve_ex", ["result", "info"])
+_InvEx = namedtuple("inv_ex", ["inverse", "info"])
+_CholeskyEx = namedtuple("cholesky_ex", ["L", "info"])
 _Lstsq = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 _Eig = namedtuple("eig", ["eigenvalues", "eigenvectors"])
 _LU = namedtuple("lu", ["P", "L", "U"])
@@ -97,15 +99,59 @@ def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: 
 
 
 def inv_ex(A, *, check_errors: bool = False):
-    return _Ex(inv(A), zeros(tuple(A.shape[:-2]), dtype=_dt.int32))
+    """(inverse, info): a singular matrix gets info > 0 (LU's first zero pivot, 1-based) and
+    NaNs, and raises only with `check_errors`."""
+    return _InvEx(*_ex(inv, A, (), check_errors, "linalg.inv_ex", lambda M: lu_factor_ex(M).info))
 
 
 def solve_ex(A, B, *, left: bool = True, check_errors: bool = False):
-    return _Ex(solve(A, B, left=left), zeros(tuple(A.shape[:-2]), dtype=_dt.int32))
+    return _Ex(*_ex(lambda M, B: solve(M, B, left=left), A, (B,), check_errors, "linalg.solve_ex",
+                    lambda M: lu_factor_ex(M).info))
 
 
 def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False):
-    return _Ex(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=_dt.int32))
+    """(L, info): a matrix that is not positive definite gets info > 0 (the order of its first
+    leading minor that is not, as LAPACK's) and NaNs, and raises only with `check_errors`."""
+    return _CholeskyEx(*_ex(lambda M: cholesky(M, upper=upper), A, (), check_errors, "linalg.cholesky_ex",
+                            _cholesky_info))
+
+
+def _ex(fn, A, rest, check_errors: bool, name: str, infos):
+    """``fn(A, *rest)`` and LAPACK's info per matrix: where `fn` fails, the failing matrices
+    are found (`infos`), computed as identities and their results set to NaN."""
+    batch = tuple(A.shape[:-2])
+    try:
+        return fn(A, *rest), zeros(batch, dtype=_dt.int32, device=A.device)
+    except (np.linalg.LinAlgError, LinAlgError) as e:
+        info = infos(A.detach())
+        if not bool(info.any()):
+            raise
+        if check_errors:
+            raise LinAlgError(f"{name}: the factorization failed (info {info.tolist()}): {e}") from None
+    from .ops.elementwise import where
+    bad = (info > 0).reshape(batch + (1, 1))
+    out = fn(where(bad, eye_of(tuple(A.shape[-2:]), A.dtype, A.device), A), *rest)
+    bad = bad.reshape(batch + (1,) * (out.ndim - len(batch)))
+    return where(bad, float("nan"), out), info
+
+
+def _cholesky_info(A):
+    """The 1-based order of each matrix's first leading minor that is not positive definite
+    (0 if none): the minors' definiteness only fails from some order on, so a bisection."""
+    a = A.numpy().astype(np.result_type(A.numpy().dtype, np.float32))
+    flat = a.reshape((-1,) + a.shape[-2:])
+    out = np.zeros(flat.shape[0], np.int32)
+    for i, m in enumerate(flat):
+        lo, hi = 0, m.shape[-1] + 1     # minors of order <= lo are definite, of order >= hi not
+        while hi - lo > 1:
+            k = (lo + hi) // 2
+            try:
+                np.linalg.cholesky(m[:k, :k])
+                lo = k
+            except np.linalg.LinAlgError:
+                hi = k
+        out[i] = 0 if hi > m.shape[-1] else hi
+    return tensor(out.reshape(a.shape[:-2]), device=A.device)
 
 
 def eigvalsh(A, UPLO: str = "L"):

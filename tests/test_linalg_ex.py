@@ -1,0 +1,27 @@
+"""tracejit/linalg.py's ``*_ex`` functions against PyTorch: LAPACK's info per matrix, no
+error unless ``check_errors``, and PyTorch's result field names."""
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+_SINGULAR = [[[1.0, 2.0], [2.0, 4.0]], [[1.0, 0.0], [0.0, 2.0]], [[0.0, 0.0], [0.0, 0.0]]]
+_NOT_PD = [[[4.0, 2.0, 1.0], [2.0, 1.0, 3.0], [1.0, 3.0, 5.0]], np.eye(3) * 2, -np.eye(3)]
+
+
+@pytest.mark.parametrize("name, data, field", [("inv_ex", _SINGULAR, "inverse"), ("solve_ex", _SINGULAR, "result"),
+                                               ("cholesky_ex", _NOT_PD, "L")])
+def test_ex_functions_report_failures_in_info(name, data, field):
+    got = {}
+    for m in (torch, tj):
+        a = m.tensor(np.array(data, dtype=np.float32))
+        args = (a, m.ones(3, 2)) if name == "solve_ex" else (a,)
+        out = getattr(m.linalg, name)(*args)
+        got[m] = (out.info.tolist(), getattr(out, field).numpy())
+        with pytest.raises(RuntimeError if m is torch else tj.linalg.LinAlgError):
+            getattr(m.linalg, name)(*args, check_errors=True)
+    assert got[tj][0] == got[torch][0] == ([2, 0, 1] if name != "cholesky_ex" else [2, 0, 1])
+    np.testing.assert_allclose(got[tj][1][1], got[torch][1][1], rtol=1e-6)   # (the one that succeeds)
+    assert np.isnan(got[tj][1][[0, 2]]).all()
