@@ -143,8 +143,9 @@ def test_out_partly_sharing_an_input_raises_as_pytorch(form):
 
 
 @pytest.mark.parametrize("name, args", [("floor", (0,)), ("remainder", (0, 1)), ("eq", (0, 1)),
-                                        ("atan2", (0, 1)), ("logaddexp", (0, 1)), ("cumprod", (0, "dim"))])
-def test_elementwise_functions_and_scans_take_out_as_pytorchs(name, args):
+                                        ("atan2", (0, 1)), ("logaddexp", (0, 1)), ("cumprod", (0, "dim")),
+                                        ("var", (0, "dim")), ("argmin", (0, "dim")), ("logsumexp", (0, "dim"))])
+def test_elementwise_functions_scans_and_reductions_take_out_as_pytorchs(name, args):
     torch = pytest.importorskip("torch")
     x = np.array([[0.3, -1.6], [2.2, 0.9]], dtype=np.float32)
     got = []

@@ -29,10 +29,14 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
                  "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "hypot", "copysign", "logaddexp",
                  "logaddexp2", "xlogy", "fmax", "fmin", "heaviside", "nextafter", "float_power", "ldexp",
-                 "igamma", "igammac", "multiply", "subtract", "divide", "kron", "inner")
+                 "igamma", "igammac", "multiply", "subtract", "divide", "kron", "inner",
+                 # reductions, searches and products
+                 "argmax", "argmin", "std", "var", "logsumexp", "all", "any", "max", "min", "msort",
+                 "outer", "diag", "searchsorted", "bucketize", "masked_select",
+                 "take", "addmm", "baddbmm", "lerp", "clamp_min", "clamp_max", "polar", "complex")
 
 # The reductions that compute in out's dtype.
-_IN_OUT_DTYPE = ("sum", "prod", "cumsum")
+_IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
 
 
 def _write(out, value, name):
