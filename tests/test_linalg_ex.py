@@ -1,5 +1,6 @@
-"""tracejit/linalg.py's ``*_ex`` functions against PyTorch: LAPACK's info per matrix, no
-error unless ``check_errors``, and PyTorch's result field names."""
+"""tracejit/linalg.py against PyTorch: the ``*_ex`` functions (LAPACK's info per matrix, no
+error unless ``check_errors``, PyTorch's result field names) and empty matrices' norms and
+factors."""
 import numpy as np
 import pytest
 
@@ -25,3 +26,13 @@ def test_ex_functions_report_failures_in_info(name, data, field):
     assert got[tj][0] == got[torch][0] == ([2, 0, 1] if name != "cholesky_ex" else [2, 0, 1])
     np.testing.assert_allclose(got[tj][1][1], got[torch][1][1], rtol=1e-6)   # (the one that succeeds)
     assert np.isnan(got[tj][1][[0, 2]]).all()
+
+
+@pytest.mark.parametrize("fn", [lambda m, x: m.linalg.matrix_norm(x, 2), lambda m, x: m.linalg.matrix_norm(x, 1),
+                                lambda m, x: m.linalg.matrix_norm(x, float("inf"), keepdim=True),
+                                lambda m, x: m.linalg.cond(x), lambda m, x: m.linalg.matrix_rank(x),
+                                lambda m, x: m.linalg.lu(x)[0], lambda m, x: m.linalg.lu_factor(x)[1]])
+@pytest.mark.parametrize("shape", [(2, 0, 0), (2, 3, 0)])
+def test_empty_matrices_give_pytorchs_norms_and_factors(fn, shape):
+    got, want = [fn(m, m.zeros(*shape)) for m in (tj, torch)]
+    assert tuple(got.shape) == tuple(want.shape) and got.tolist() == want.tolist()

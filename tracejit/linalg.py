@@ -67,20 +67,30 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         out = _sum(svdvals(A), -1)
     elif ord in (1, -1):
         col = _sum(_abs(A), d0, keepdim=True)
-        out = (amax if ord == 1 else amin)(col, d1, keepdim=True)
+        out = (_largest if ord == 1 else amin)(col, d1, keepdim=True)
         return out if keepdim else _squeeze2(out, d0, d1, A.ndim)
     elif ord in (float("inf"), float("-inf")):
         row = _sum(_abs(A), d1, keepdim=True)
-        out = (amax if ord > 0 else amin)(row, d0, keepdim=True)
+        out = (_largest if ord > 0 else amin)(row, d0, keepdim=True)
         return out if keepdim else _squeeze2(out, d0, d1, A.ndim)
     elif ord in (2, -2):
         s = svdvals(A)
-        out = amax(s, -1) if ord == 2 else amin(s, -1)
+        out = _largest(s, -1) if ord == 2 else amin(s, -1)
     else:
         raise ValueError(f"linalg.matrix_norm: unsupported ord {ord!r}")
     if keepdim:
         out = out.unsqueeze(-1).unsqueeze(-1)
     return out
+
+
+def _largest(x, dim: int, keepdim: bool = False):
+    """amax over `dim`; 0 over an empty one (an empty matrix's norms, as PyTorch)."""
+    if x.shape[dim] == 0:
+        shape = list(x.shape)
+        shape[dim] = 1
+        return zeros(tuple(shape) if keepdim else tuple(shape[:dim % x.ndim] + shape[dim % x.ndim + 1:]),
+                     dtype=x.dtype, device=x.device)
+    return amax(x, dim, keepdim=keepdim)
 
 
 def _squeeze2(t, d0, d1, nd):
@@ -177,7 +187,7 @@ def matrix_power(A, n: int):
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, tol=None):
     s = svdvals(A.detach())
-    smax = amax(s, -1, keepdim=True)
+    smax = _largest(s, -1, keepdim=True)
     if tol is not None:
         atol = tol
     if rtol is None:
@@ -219,6 +229,8 @@ def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
 def cond(A, p=None):
     if p is None or p in (2, -2):
         s = svdvals(A)
+        if s.shape[-1] == 0:
+            return _largest(s, -1)   # (PyTorch's 0 for empty matrices)
         return amax(s, -1) / amin(s, -1) if p in (None, 2) else amin(s, -1) / amax(s, -1)
     return matrix_norm(A, p) * matrix_norm(inv(A), p)
 
