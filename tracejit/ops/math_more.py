@@ -373,8 +373,12 @@ def deg2rad(input):
 
 
 def logaddexp(input, other):
-    m = maximum(input, other)
-    return m + log1p(exp(neg(_abs(input - other))))
+    """log(exp(input) + exp(other)) in the operands' floating dtype; two equal infinities
+    give that infinity (their difference, NaN, counts as 0)."""
+    rt = _float_result(input, other)
+    input, other = [cast(v, rt) if hasattr(v, "dtype") and v.dtype is not rt else v for v in (input, other)]
+    d = input - other
+    return maximum(input, other) + log1p(exp(neg(_abs(where(d == d, d, 0.0)))))
 
 
 def logaddexp2(input, other):
