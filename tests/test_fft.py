@@ -143,3 +143,12 @@ def test_a_transform_length_from_a_dynamic_size_stays_dynamic():
         np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(got[1][2], got[0][2], rtol=1e-4, atol=1e-5)
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+@pytest.mark.parametrize("name", ["hfft2", "ihfft2", "hfftn", "ihfftn"])
+@pytest.mark.parametrize("s, dim, norm", [(None, (-2, -1), None), ((3, 7), (0, 2), "ortho"), ((2, 3), (1, 0), "forward")])
+def test_hermitian_transforms_of_several_dims_match_pytorch(name, s, dim, norm):
+    r = np.random.default_rng(0)
+    x = r.standard_normal((3, 5, 4)) + (1j * r.standard_normal((3, 5, 4)) if name.startswith("h") else 0)
+    got, want = [getattr(m.fft, name)(m.tensor(x), s=s, dim=dim, norm=norm) for m in (tj, torch)]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)

@@ -140,3 +140,18 @@ def test_out_partly_sharing_an_input_raises_as_pytorch(form):
         with pytest.raises(RuntimeError) as got:
             call()
         assert str(got.value).endswith(want) and b.tolist() == list(range(6))
+
+
+@pytest.mark.parametrize("name, args", [("floor", (0,)), ("remainder", (0, 1)), ("eq", (0, 1)),
+                                        ("atan2", (0, 1)), ("logaddexp", (0, 1)), ("cumprod", (0, "dim")),
+                                        ("var", (0, "dim")), ("argmin", (0, "dim")), ("logsumexp", (0, "dim"))])
+def test_elementwise_functions_scans_and_reductions_take_out_as_pytorchs(name, args):
+    torch = pytest.importorskip("torch")
+    x = np.array([[0.3, -1.6], [2.2, 0.9]], dtype=np.float32)
+    got = []
+    for m in (torch, tj):
+        operands = [m.tensor(x + a) if a != "dim" else 0 for a in args]
+        out = m.empty(0, dtype=getattr(m, str(getattr(m, name)(*operands).dtype).split(".")[-1]))
+        assert getattr(m, name)(*operands, out=out) is out
+        got.append(out.numpy())
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-6)

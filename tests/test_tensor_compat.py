@@ -127,3 +127,15 @@ def test_module_load_copies_or_assigns_as_pytorch():
     assert got[0] == got[1] == ([1.0] * 3, [1.0] * 3, False, [2.0] * 3, False)
     with pytest.raises(TypeError, match="module_load"):
         tj.zeros(3).module_load([1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("change", [lambda b: b.t_(), lambda b: b.unsqueeze_(0), lambda b: b.transpose_(0, 1)])
+def test_an_inplace_shape_change_of_a_saved_tensor_is_refused_at_backward(change):
+    for m in (torch, tj):
+        b = m.ones(2, 3, requires_grad=True) * 1
+        v = b._version
+        c = b.sin()   # (saves b)
+        change(b)
+        assert b._version == v + 1
+        with pytest.raises(RuntimeError, match="modified by an in.?place operation"):
+            c.sum().backward()

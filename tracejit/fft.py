@@ -28,7 +28,8 @@ from .shapes import as_dim, normalize_dim
 from .tensor import Tensor
 
 __all__ = ["fftfreq", "rfftfreq", "fftshift", "ifftshift", "fft", "ifft", "rfft", "irfft", "fft2",
-           "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfft", "ihfft"]
+           "ifft2", "rfft2", "irfft2", "fftn", "ifftn", "rfftn", "irfftn", "hfft", "ihfft", "hfft2", "ihfft2",
+           "hfftn", "ihfftn"]
 
 _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
@@ -219,21 +220,21 @@ def _n_dims(input: Tensor, s: Optional[Sequence[int]] = None, dim=None, norm: Op
     return run(input, s, dim, norm, name, 0)
 
 
-_RUNS = (_c2c, functools.partial(_c2c, inverse=True), _r2c, _c2r)
-fft, ifft, rfft, irfft = (specialize(_one_dim, n, run=r, name=n)
-                          for n, r in zip(("fft", "ifft", "rfft", "irfft"), _RUNS))
-fft2, ifft2, rfft2, irfft2 = (specialize(_two_dims, n, run=r, name=n)
-                              for n, r in zip(("fft2", "ifft2", "rfft2", "irfft2"), _RUNS))
-fftn, ifftn, rfftn, irfftn = (specialize(_n_dims, n, run=r, name=n)
-                              for n, r in zip(("fftn", "ifftn", "rfftn", "irfftn"), _RUNS))
-
-
-def hfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
-    """The real spectrum of a Hermitian-symmetric signal given by its half (numpy's hfft)."""
+def _h2r(x, s, dim, norm, name, default_all):
+    """The real spectrum of a Hermitian signal given by its half (numpy's hfft)."""
     from .ops.complex_ops import conj
-    return irfft(conj(_as_complex(input)), n, dim, _SWAP[_norm(norm, "hfft")])
+    return _c2r(conj(_as_complex(x)), s, dim, _SWAP[_norm(norm, name)], name, default_all)
 
 
-def ihfft(input: Tensor, n: Optional[int] = None, dim: int = -1, norm: Optional[str] = None) -> Tensor:
+def _r2h(x, s, dim, norm, name, default_all):
     from .ops.complex_ops import conj
-    return conj(rfft(input, n, dim, _SWAP[_norm(norm, "ihfft")]))
+    return conj(_r2c(x, s, dim, _SWAP[_norm(norm, name)], name, default_all))
+
+
+_RUNS = (_c2c, functools.partial(_c2c, inverse=True), _r2c, _c2r, _h2r, _r2h)
+_NAMES = ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")
+fft, ifft, rfft, irfft, hfft, ihfft = (specialize(_one_dim, n, run=r, name=n) for n, r in zip(_NAMES, _RUNS))
+fft2, ifft2, rfft2, irfft2, hfft2, ihfft2 = (specialize(_two_dims, n + "2", run=r, name=n + "2")
+                                             for n, r in zip(_NAMES, _RUNS))
+fftn, ifftn, rfftn, irfftn, hfftn, ihfftn = (specialize(_n_dims, n + "n", run=r, name=n + "n")
+                                             for n, r in zip(_NAMES, _RUNS))

@@ -34,7 +34,9 @@ __all__ = ["norm", "vector_norm", "matrix_norm", "det", "slogdet", "inv", "inv_e
            "solve_triangular", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "householder_product",
            "ldl_factor", "ldl_factor_ex", "ldl_solve", "LinAlgError"]
 
-_Ex = namedtuple("_Ex", ["result", "info"])
+_Ex = namedtuple("solve_ex", ["result", "info"])
+_InvEx = namedtuple("inv_ex", ["inverse", "info"])
+_CholeskyEx = namedtuple("cholesky_ex", ["L", "info"])
 _Lstsq = namedtuple("lstsq", ["solution", "residuals", "rank", "singular_values"])
 _Eig = namedtuple("eig", ["eigenvalues", "eigenvectors"])
 _LU = namedtuple("lu", ["P", "L", "U"])
@@ -65,20 +67,30 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         out = _sum(svdvals(A), -1)
     elif ord in (1, -1):
         col = _sum(_abs(A), d0, keepdim=True)
-        out = (amax if ord == 1 else amin)(col, d1, keepdim=True)
+        out = (_largest if ord == 1 else amin)(col, d1, keepdim=True)
         return out if keepdim else _squeeze2(out, d0, d1, A.ndim)
     elif ord in (float("inf"), float("-inf")):
         row = _sum(_abs(A), d1, keepdim=True)
-        out = (amax if ord > 0 else amin)(row, d0, keepdim=True)
+        out = (_largest if ord > 0 else amin)(row, d0, keepdim=True)
         return out if keepdim else _squeeze2(out, d0, d1, A.ndim)
     elif ord in (2, -2):
         s = svdvals(A)
-        out = amax(s, -1) if ord == 2 else amin(s, -1)
+        out = _largest(s, -1) if ord == 2 else amin(s, -1)
     else:
         raise ValueError(f"linalg.matrix_norm: unsupported ord {ord!r}")
     if keepdim:
         out = out.unsqueeze(-1).unsqueeze(-1)
     return out
+
+
+def _largest(x, dim: int, keepdim: bool = False):
+    """amax over `dim`; 0 over an empty one (an empty matrix's norms, as PyTorch)."""
+    if x.shape[dim] == 0:
+        shape = list(x.shape)
+        shape[dim] = 1
+        return zeros(tuple(shape) if keepdim else tuple(shape[:dim % x.ndim] + shape[dim % x.ndim + 1:]),
+                     dtype=x.dtype, device=x.device)
+    return amax(x, dim, keepdim=keepdim)
 
 
 def _squeeze2(t, d0, d1, nd):
@@ -97,15 +109,59 @@ def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: 
 
 
 def inv_ex(A, *, check_errors: bool = False):
-    return _Ex(inv(A), zeros(tuple(A.shape[:-2]), dtype=_dt.int32))
+    """(inverse, info): a singular matrix gets info > 0 (LU's first zero pivot, 1-based) and
+    NaNs, and raises only with `check_errors`."""
+    return _InvEx(*_ex(inv, A, (), check_errors, "linalg.inv_ex", lambda M: lu_factor_ex(M).info))
 
 
 def solve_ex(A, B, *, left: bool = True, check_errors: bool = False):
-    return _Ex(solve(A, B, left=left), zeros(tuple(A.shape[:-2]), dtype=_dt.int32))
+    return _Ex(*_ex(lambda M, B: solve(M, B, left=left), A, (B,), check_errors, "linalg.solve_ex",
+                    lambda M: lu_factor_ex(M).info))
 
 
 def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False):
-    return _Ex(cholesky(A, upper=upper), zeros(tuple(A.shape[:-2]), dtype=_dt.int32))
+    """(L, info): a matrix that is not positive definite gets info > 0 (the order of its first
+    leading minor that is not, as LAPACK's) and NaNs, and raises only with `check_errors`."""
+    return _CholeskyEx(*_ex(lambda M: cholesky(M, upper=upper), A, (), check_errors, "linalg.cholesky_ex",
+                            _cholesky_info))
+
+
+def _ex(fn, A, rest, check_errors: bool, name: str, infos):
+    """``fn(A, *rest)`` and LAPACK's info per matrix: where `fn` fails, the failing matrices
+    are found (`infos`), computed as identities and their results set to NaN."""
+    batch = tuple(A.shape[:-2])
+    try:
+        return fn(A, *rest), zeros(batch, dtype=_dt.int32, device=A.device)
+    except (np.linalg.LinAlgError, LinAlgError) as e:
+        info = infos(A.detach())
+        if not bool(info.any()):
+            raise
+        if check_errors:
+            raise LinAlgError(f"{name}: the factorization failed (info {info.tolist()}): {e}") from None
+    from .ops.elementwise import where
+    bad = (info > 0).reshape(batch + (1, 1))
+    out = fn(where(bad, eye_of(tuple(A.shape[-2:]), A.dtype, A.device), A), *rest)
+    bad = bad.reshape(batch + (1,) * (out.ndim - len(batch)))
+    return where(bad, float("nan"), out), info
+
+
+def _cholesky_info(A):
+    """The 1-based order of each matrix's first leading minor that is not positive definite
+    (0 if none): the minors' definiteness only fails from some order on, so a bisection."""
+    a = A.numpy().astype(np.result_type(A.numpy().dtype, np.float32))
+    flat = a.reshape((-1,) + a.shape[-2:])
+    out = np.zeros(flat.shape[0], np.int32)
+    for i, m in enumerate(flat):
+        lo, hi = 0, m.shape[-1] + 1     # minors of order <= lo are definite, of order >= hi not
+        while hi - lo > 1:
+            k = (lo + hi) // 2
+            try:
+                np.linalg.cholesky(m[:k, :k])
+                lo = k
+            except np.linalg.LinAlgError:
+                hi = k
+        out[i] = 0 if hi > m.shape[-1] else hi
+    return tensor(out.reshape(a.shape[:-2]), device=A.device)
 
 
 def eigvalsh(A, UPLO: str = "L"):
@@ -131,7 +187,7 @@ def matrix_power(A, n: int):
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, tol=None):
     s = svdvals(A.detach())
-    smax = amax(s, -1, keepdim=True)
+    smax = _largest(s, -1, keepdim=True)
     if tol is not None:
         atol = tol
     if rtol is None:
@@ -173,6 +229,8 @@ def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
 def cond(A, p=None):
     if p is None or p in (2, -2):
         s = svdvals(A)
+        if s.shape[-1] == 0:
+            return _largest(s, -1)   # (PyTorch's 0 for empty matrices)
         return amax(s, -1) / amin(s, -1) if p in (None, 2) else amin(s, -1) / amax(s, -1)
     return matrix_norm(A, p) * matrix_norm(inv(A), p)
 

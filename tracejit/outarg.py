@@ -17,10 +17,26 @@ __all__ = ["with_out", "OUT_FUNCTIONS"]
 OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs", "exp", "log",
                  "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "clamp", "maximum", "minimum",
                  "where", "matmul", "mm", "bmm", "mv", "dot", "sum", "mean", "prod", "amax",
-                 "amin", "cumsum", "cat", "stack", "sort", "argsort", "topk", "tril", "triu", "arange")
+                 "amin", "cumsum", "cat", "stack", "sort", "argsort", "topk", "tril", "triu", "arange",
+                 # the other elementwise functions and scans PyTorch gives an out=
+                 "acos", "asin", "atan", "acosh", "asinh", "atanh", "arccos", "arcsin", "arctan", "arccosh",
+                 "arcsinh", "arctanh", "cosh", "sinh", "tan", "ceil", "floor", "round", "trunc", "fix", "frac",
+                 "sign", "sgn", "signbit", "exp2", "expm1", "log2", "log10", "log1p", "reciprocal", "square",
+                 "erf", "erfc", "erfinv", "lgamma", "digamma", "mvlgamma", "i0", "sinc", "logit", "negative",
+                 "absolute", "angle", "deg2rad", "rad2deg", "nan_to_num", "clip", "logical_not", "bitwise_not",
+                 "cumprod", "atan2", "arctan2", "remainder", "fmod", "floor_divide", "eq",
+                 "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal", "less_equal", "not_equal",
+                 "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+                 "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm", "hypot", "copysign", "logaddexp",
+                 "logaddexp2", "xlogy", "fmax", "fmin", "heaviside", "nextafter", "float_power", "ldexp",
+                 "igamma", "igammac", "multiply", "subtract", "divide", "kron", "inner",
+                 # reductions, searches and products
+                 "argmax", "argmin", "std", "var", "logsumexp", "all", "any", "max", "min", "msort",
+                 "outer", "diag", "searchsorted", "bucketize", "masked_select",
+                 "take", "addmm", "baddbmm", "lerp", "clamp_min", "clamp_max", "polar", "complex")
 
 # The reductions that compute in out's dtype.
-_IN_OUT_DTYPE = ("sum", "prod", "cumsum")
+_IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
 
 
 def _write(out, value, name):

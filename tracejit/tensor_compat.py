@@ -109,6 +109,7 @@ def _reshaped_inplace(name):
                 self, lambda: getattr(_ops, name)(self, *args, **kwargs), name + "_")
         out = getattr(_ops, name)(self, *args, **kwargs)
         self._data = out._data
+        self._vbox[0] += 1   # (a gradient that saved self must not read it reshaped)
         if out.grad_fn is not None:
             self.grad_fn, self._output_nr = out.grad_fn, out._output_nr
         return self

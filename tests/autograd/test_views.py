@@ -149,3 +149,21 @@ def test_function_made_views_keep_their_node_after_an_in_place_write_elsewhere(v
     want = np.zeros_like(x)
     want[:, 0] = 4 * x[:, 0] ** 3
     np.testing.assert_allclose(s.grad.numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("earlier_use", [False, True])
+def test_a_hook_on_a_view_before_its_inplace_write_sees_only_earlier_uses(earlier_use):
+    """The write's gradient reaches the base without passing the view's old node (PyTorch's
+    CopySlices): the hook fires only for uses of the old view made before the write."""
+    got = []
+    for m in (tj, torch):
+        a = m.arange(4.0).requires_grad_()
+        b = a * 1
+        v = b[:2]
+        fired = []
+        v.register_hook(lambda g: fired.append(g.tolist()))
+        w = v * 3 if earlier_use else None
+        v.mul_(2)
+        (b.sum() + (w.sum() if earlier_use else 0)).backward()
+        got.append((fired, a.grad.tolist()))
+    assert got[0] == got[1] == (([[3.0, 3.0]], [5.0, 5.0, 1.0, 1.0]) if earlier_use else ([], [2.0, 2.0, 1.0, 1.0]))

@@ -66,3 +66,18 @@ def test_mixture_of_multivariate_components_and_errors():
     np.testing.assert_allclose(mix.log_prob(tj.zeros(2, 4)).numpy(), [-4 * 0.5 * np.log(2 * np.pi)] * 2)
     with pytest.raises(ValueError, match="3 components but"):
         D.MixtureSameFamily(D.Categorical(logits=tj.zeros(3)), D.Normal(tj.zeros(4), tj.ones(4)))
+
+
+def test_kl_divergence_of_equally_transformed_distributions_is_the_bases():
+    def make(m, scale):
+        d = m.distributions
+        return [d.TransformedDistribution(d.Normal(m.tensor([0.0, 1.0]) + i, m.ones(2)), [d.transforms.AffineTransform(1.0, s)])
+                for i, s in ((0, 2.0), (1, scale))]
+    for m in (tj, torch):
+        assert m.distributions.kl_divergence(*make(m, 2.0)).tolist() == [0.5, 0.5]
+        with pytest.raises(NotImplementedError):
+            m.distributions.kl_divergence(*make(m, 3.0))
+    got, want = [m.distributions.kl_divergence(m.distributions.LogisticNormal(m.tensor([0.0, 1.0]), m.tensor([1.0, 2.0])),
+                                               m.distributions.LogisticNormal(m.tensor([1.0, 1.0]), m.tensor([2.0, 2.0])))
+                 for m in (tj, torch)]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

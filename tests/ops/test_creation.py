@@ -145,3 +145,10 @@ def test_factories_take_size_by_keyword(name):
     assert tj.zeros(size=(2,), dtype=tj.int64).dtype == tj.int64
     with pytest.raises(TypeError, match="multiple values for argument 'size'"):
         getattr(tj, name)(2, size=(2,))
+
+
+def test_integer_data_makes_complex_tensors():
+    for data in (1, [1, 2], [[3]]):
+        t = tj.tensor(data, dtype=tj.complex64)
+        assert t.dtype is tj.complex64 and t.tolist() == torch.tensor(data, dtype=torch.complex64).tolist()
+    assert tj.result_type(tj.ones(2), tj.tensor(1, dtype=tj.complex64)) is tj.complex64

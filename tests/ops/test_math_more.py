@@ -228,3 +228,23 @@ def test_hypot_neither_overflows_nor_loses_an_infinite_side_as_torch():
         np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
         np.testing.assert_allclose(ja.grad.numpy(), ta.grad.numpy(), rtol=1e-6)
         np.testing.assert_allclose(jb.grad.numpy(), tb.grad.numpy(), rtol=1e-6)
+
+
+def test_float_power_of_a_complex_operand_is_complex128():
+    torch = pytest.importorskip("torch")
+    for a, b in (([1 + 1j, 2 - 1j], 2), (2, [1 + 1j, 2 - 1j]), ([1.0, 2.0], 1j)):
+        got, want = [m.float_power(*[m.tensor(v, dtype=m.complex64) if isinstance(v, list) else v
+                                     for v in (a, b)]) for m in (tj, torch)]
+        assert got.dtype is tj.complex128
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+def test_logaddexp_of_equal_infinities_and_a_bool_operand_as_pytorch():
+    torch = pytest.importorskip("torch")
+    a, b = [-np.inf, np.inf, -np.inf, 1.0, 2.0], [-np.inf, np.inf, np.inf, 1.0, -3.0]
+    for fn in ("logaddexp", "logaddexp2"):
+        got, want = [getattr(m, fn)(m.tensor(a), m.tensor(b)).numpy() for m in (tj, torch)]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    got, want = [m.logaddexp(m.tensor(True), m.tensor([1.0, 2.0])) for m in (tj, torch)]
+    assert got.dtype is tj.float32
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

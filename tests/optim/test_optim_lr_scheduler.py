@@ -1,6 +1,7 @@
 """Learning-rate schedules."""
 import math
 
+import numpy as np
 import pytest
 
 import tracejit as tj
@@ -96,3 +97,34 @@ def test_schedules_scale_the_current_lr_as_pytorch(make, scenario):
     torch = pytest.importorskip("torch")
     got, ref = _lr_trace(tj, make, scenario), _lr_trace(torch, make, scenario)
     assert got == pytest.approx(ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("name, kw", [("MultiStepLR", {"milestones": [1, 3, 3]}),
+                                      ("CyclicLR", {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2}),
+                                      ("StepLR", {"step_size": 2})])
+def test_state_dicts_load_across_tracejit_and_pytorch(name, kw):
+    torch = pytest.importorskip("torch")
+
+    def make(m):
+        opt = m.optim.SGD([m.nn.Parameter(m.ones(2))], lr=0.1, momentum=0.9)
+        return opt, getattr(m.optim.lr_scheduler, name)(opt, **kw)
+
+    def steps(opt, sched, n):
+        out = []
+        for _ in range(n):
+            opt.step()
+            sched.step()
+            out.append((opt.param_groups[0]["lr"], opt.param_groups[0]["momentum"]))
+        return out
+
+    want = steps(*make(torch), 6)[3:]
+    for first, then in ((tj, torch), (torch, tj)):
+        opt, sched = make(first)
+        steps(opt, sched, 3)
+        state = sched.state_dict()
+        keys = set(state) - {"_get_lr_called_within_step", "use_beta1", "_mom_key"}
+        opt2, sched2 = make(then)
+        opt2.load_state_dict(opt.state_dict())
+        sched2.load_state_dict(state)
+        assert keys == set(sched2.state_dict()) - {"_get_lr_called_within_step", "use_beta1", "_mom_key"}
+        np.testing.assert_allclose(steps(opt2, sched2, 3), want)

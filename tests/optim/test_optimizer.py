@@ -128,3 +128,57 @@ def test_a_tensor_learning_rate(lib_name):
     opt = lib.optim.Adam([p], lr=lib.tensor(0.1))
     opt.step()
     assert abs(p.tolist()[0] - 0.9) < 1e-6 and abs(float(opt.param_groups[0]["lr"]) - 0.1) < 1e-7
+
+
+def _converted(obj, to):
+    """A state_dict with its tensors moved to library `to` (through numpy)."""
+    if isinstance(obj, dict):
+        return {k: _converted(v, to) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_converted(v, to) for v in obj]
+    return to.tensor(obj.detach().numpy()) if hasattr(obj, "detach") else obj
+
+
+@pytest.mark.parametrize("name", ["NAdam", "ASGD", "SparseAdam", "LBFGS"])
+def test_state_dicts_load_across_tracejit_and_pytorch(name):
+    """Each library's state_dict, loaded into the other's optimizer, continues its steps:
+    the state's layout (tensors, numbers) is PyTorch's."""
+    torch = pytest.importorskip("torch")
+    w = np.linspace(-0.4, 0.5, 6, dtype=np.float32).reshape(3, 2)
+
+    def make(m):
+        p = m.nn.Parameter(m.tensor(w))
+        return p, getattr(m.optim, name)([p])
+
+    def steps(m, p, opt, n):
+        def closure():
+            opt.zero_grad()
+            x = m.nn.functional.embedding(m.tensor([0, 2]), p, sparse=name == "SparseAdam")
+            loss = (x ** 2).sum() + (x ** 3).sum()
+            loss.backward()
+            return loss
+        for _ in range(n):
+            opt.step(closure)
+
+    p, opt = make(torch)
+    steps(torch, p, opt, 4)
+    want = p.detach().numpy()
+    layouts = []
+    for first, then in ((tj, torch), (torch, tj)):
+        p, opt = make(first)
+        steps(first, p, opt, 2)
+        state = opt.state_dict()
+        layouts.append({k: _layout(v) for k, v in state["state"][0].items() if k != "al"})
+        p2, opt2 = make(then)
+        with then.no_grad():
+            p2.copy_(then.tensor(p.detach().numpy()))
+        opt2.load_state_dict(_converted(state, then))
+        steps(then, p2, opt2, 2)
+        np.testing.assert_allclose(p2.detach().numpy(), want, rtol=1e-5, atol=1e-7)
+    assert layouts[0] == layouts[1]
+
+
+def _layout(v):
+    if isinstance(v, list):
+        return [_layout(x) for x in v]
+    return ("tensor", tuple(v.shape)) if hasattr(v, "detach") else "number" if isinstance(v, (int, float)) else v

@@ -80,6 +80,7 @@ def rebase_view_history(view, base, positions, result) -> None:
     from .. import ops
     from ..tensor import Tensor
     idx = Tensor._wrap(positions.reshape(-1), None, base.device)
+    _bypass_view_hooks(view, base, idx, result)
     flat_new = ops.cast(ops.reshape(result, (-1,)), base.dtype)
     new_base = ops.reshape(ops.index_put(ops.reshape(base, (-1,)), idx, flat_new), tuple(base.shape))
     olds = [(t, t.grad_fn, t._output_nr) for t in (base, view)]
@@ -90,6 +91,21 @@ def rebase_view_history(view, base, positions, result) -> None:
     for t, old, nr in olds:   # (a retain_grad() follows the new value, as PyTorch's)
         if old is not None:
             old._pass_retain(nr, t)
+
+
+def _bypass_view_hooks(view, base, idx, result) -> None:
+    """PyTorch's write into a view sends the gradient of the view's old value to the base
+    directly, not through the view's node: hooks registered on the view before the write do
+    not see it. So where the view's node has hooks, the write's node reads a fresh gather
+    of the base's elements (the same gradient) instead of that node."""
+    old, nr, node = view.grad_fn, view._output_nr, result.grad_fn
+    hooks = old is not None and old._hooks is not None and old._hooks.tensor
+    if not hooks or nr not in hooks or node is None or old not in node._next:
+        return
+    from .. import ops
+    fresh = ops.reshape(ops.getitem(ops.reshape(base, (-1,)), idx), tuple(view.shape))
+    node.next_functions = [(fresh.grad_fn, fresh._output_nr) if n is old and r == nr else (n, r)
+                           for n, r in node.next_functions]
 
 
 def _regather(view, base, idx) -> None:

@@ -165,6 +165,11 @@ class LogNormal(LocScale):
         return self._base.entropy() + self.loc
 
 
+@register_kl(LogNormal, LogNormal)
+def _kl_lognormal(p, q):
+    return _kl_normal_normal(p._base, q._base)   # (exp maps both alike: the divergence stays)
+
+
 @register_kl(Laplace, Laplace)
 def _kl_laplace(p, q):
     scale_ratio = p.scale / q.scale

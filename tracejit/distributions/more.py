@@ -481,6 +481,22 @@ def _kl_dirichlet_dirichlet(p, q):
     return _ops.lgamma(sp) - _ops.lgamma(sq) - t2 + ((p.concentration - q.concentration) * t4).sum(-1)
 
 
+@register_kl(Geometric, Geometric)
+def _kl_geometric(p, q):
+    return -p.entropy() - (p.mean * _ops.log1p(-q.probs) + _ops.log(q.probs))
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial(p, q):
+    """Infinite where p has more trials than q (its support reaches past q's); PyTorch does
+    not define fewer."""
+    if bool((p.total_count < q.total_count).any()):
+        raise NotImplementedError("KL(Binomial || Binomial) with fewer trials in p than in q is not implemented")
+    a, b = p.probs, q.probs
+    kl = p.total_count * (_ops.xlogy(a, a) - _ops.xlogy(a, b) + _ops.xlogy(1 - a, 1 - a) - _ops.xlogy(1 - a, 1 - b))
+    return _ops.where(p.total_count > q.total_count, float("inf"), kl)
+
+
 @register_kl(Poisson, Poisson)
 def _kl_poisson_poisson(p, q):
     return p.rate * (_ops.log(p.rate) - _ops.log(q.rate)) - (p.rate - q.rate)

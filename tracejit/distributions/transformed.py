@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import ops as _ops
 from .discrete import Categorical
-from .distribution import Distribution
+from .distribution import Distribution, kl_divergence, register_kl
 from .transforms import Transform, _sum_rightmost
 
 __all__ = ["TransformedDistribution", "MixtureSameFamily"]
@@ -65,6 +65,29 @@ class TransformedDistribution(Distribution):
 
     def icdf(self, value):
         return self._forward(self.base_dist.icdf(value))
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed(p, q):
+    """KL of the bases: one bijection applied to both keeps the divergence (as PyTorch, only
+    for equal transforms and event shapes)."""
+    if (len(p.transforms) != len(q.transforms) or p.event_shape != q.event_shape
+            or not all(map(_same, p.transforms, q.transforms))):
+        raise NotImplementedError("KL(TransformedDistribution || TransformedDistribution) needs the same "
+                                  "transforms and event shape")
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+def _same(a, b) -> bool:
+    """Whether two transforms (or their parameters) are equal: one type, equal parameters."""
+    if isinstance(a, (list, tuple)):
+        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, Transform):
+        va, vb = ({k: v for k, v in vars(t).items() if k != "_cached"} for t in (a, b))
+        return type(a) is type(b) and va.keys() == vb.keys() and all(_same(va[k], vb[k]) for k in va)
+    if hasattr(a, "shape") and hasattr(b, "shape"):
+        return tuple(a.shape) == tuple(b.shape) and bool((a == b).all())
+    return not hasattr(a, "shape") and not hasattr(b, "shape") and a == b
 
 
 class MixtureSameFamily(Distribution):

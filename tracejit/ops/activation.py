@@ -66,21 +66,24 @@ def _alias(t):
 
 def _neg_expm1(x, alpha: float, scale: float = 1.0):
     # expm1 of min(x, 0) rather than of x: the unused branch of where() then never
-    # overflows to inf, whose zero gradient would be 0 * inf = nan. (clamp: its gradient at
-    # 0 is whole, PyTorch's alpha at x = 0; minimum's tie halves it.)
-    return alpha * expm1(clamp(x, max=0.0) * scale)
+    # overflows to inf, whose zero gradient would be 0 * inf = nan. At x = 0 PyTorch's
+    # first derivative is alpha * scale and its second 0: the open clamp (no gradient at 0)
+    # feeds expm1, and x where x == 0 (a signed zero) adds that first derivative linearly.
+    # (Callers select with x <= 0: a NaN takes the identity branch's gradient, as PyTorch.)
+    neg = bind(CLAMP, x, max=0.0, open=True)
+    return alpha * expm1(neg * scale) + (alpha * scale) * where(x == 0, x, 0.0)
 
 
 @takes("input")
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
-    return apply_inplace(input, lambda x: where(x > 0, x, _neg_expm1(x, alpha)), inplace)
+    return apply_inplace(input, lambda x: where(x <= 0, _neg_expm1(x, alpha), x), inplace)
 
 
 @takes("input")
 def selu(input, inplace: bool = False):
     """scale * elu(x, alpha) with the self-normalizing constants."""
-    return apply_inplace(input, lambda x: _SELU_SCALE * where(x > 0, x, _neg_expm1(x, _SELU_ALPHA)), inplace)
+    return apply_inplace(input, lambda x: _SELU_SCALE * where(x <= 0, _neg_expm1(x, _SELU_ALPHA), x), inplace)
 
 
 @takes("input")
@@ -88,7 +91,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
-    return apply_inplace(input, lambda x: where(x > 0, x, _neg_expm1(x, alpha, 1.0 / alpha)), inplace)
+    return apply_inplace(input, lambda x: where(x <= 0, _neg_expm1(x, alpha, 1.0 / alpha), x), inplace)
 
 
 @takes("input")

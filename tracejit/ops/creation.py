@@ -91,7 +91,7 @@ def _to_array(data, dtype, dev, copy=True):
 def _check_fits(arr, dt) -> None:
     """Python numbers that the integer dtype cannot hold raise (PyTorch does; numpy wraps
     ``2**40`` to 0 in int32). numpy arrays keep numpy's cast, as in ``torch.tensor``."""
-    if dt.is_floating_point or dt.is_bool or arr.size == 0 or arr.dtype.kind not in "iuf":
+    if dt.is_floating_point or dt.is_complex or dt.is_bool or arr.size == 0 or arr.dtype.kind not in "iuf":
         return
     info = np.iinfo(dt.np)
     lo, hi = arr.min(), arr.max()

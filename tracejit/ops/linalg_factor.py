@@ -52,8 +52,8 @@ def _lu_np(a: np.ndarray):
     m, n = lu.shape[-2], lu.shape[-1]
     k = min(m, n)
     piv = np.zeros(lu.shape[:-2] + (k,), np.int32)
-    flat = lu.reshape(-1, m, n)
-    fpiv = piv.reshape(-1, k)
+    flat = lu.reshape(math.prod(lu.shape[:-2]), m, n)   # (not -1: an empty matrix's batch is known)
+    fpiv = piv.reshape(flat.shape[0], k)
     rows = np.arange(flat.shape[0])
     for j in range(k):
         p = j + np.argmax(np.abs(flat[:, j:, j]), axis=1)
@@ -86,8 +86,8 @@ def _lu_impl(xp, a, part):
 def perm_matrix(piv: np.ndarray, m: int, dtype) -> np.ndarray:
     """P (..., m, m) with A = P L U for LAPACK's 1-based row interchanges `piv`."""
     lead = piv.shape[:-1]
-    perm = np.broadcast_to(np.arange(m), lead + (m,)).copy().reshape(-1, m)
-    fp = piv.reshape(-1, piv.shape[-1]) - 1
+    perm = np.broadcast_to(np.arange(m), lead + (m,)).copy().reshape(math.prod(lead), m)
+    fp = piv.reshape(perm.shape[0], piv.shape[-1]) - 1
     rows = np.arange(perm.shape[0])
     for j in range(fp.shape[1]):
         p = fp[:, j]

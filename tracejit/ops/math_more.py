@@ -373,8 +373,12 @@ def deg2rad(input):
 
 
 def logaddexp(input, other):
-    m = maximum(input, other)
-    return m + log1p(exp(neg(_abs(input - other))))
+    """log(exp(input) + exp(other)) in the operands' floating dtype; two equal infinities
+    give that infinity (their difference, NaN, counts as 0)."""
+    rt = _float_result(input, other)
+    input, other = [cast(v, rt) if hasattr(v, "dtype") and v.dtype is not rt else v for v in (input, other)]
+    d = input - other
+    return maximum(input, other) + log1p(exp(neg(_abs(where(d == d, d, 0.0)))))
 
 
 def logaddexp2(input, other):
@@ -399,8 +403,11 @@ def heaviside(input, values):
 
 
 def float_power(input, exponent):
-    a = cast(input, _dt.float64) if hasattr(input, "dtype") else input
-    b = cast(exponent, _dt.float64) if hasattr(exponent, "dtype") else exponent
+    """input ** exponent in double precision: complex128 when either is complex, else float64."""
+    wide = _dt.complex128 if any(v.dtype.is_complex if hasattr(v, "dtype") else isinstance(v, complex)
+                                 for v in (input, exponent)) else _dt.float64
+    a = cast(input, wide) if hasattr(input, "dtype") else input
+    b = cast(exponent, wide) if hasattr(exponent, "dtype") else exponent
     return a ** b
 
 

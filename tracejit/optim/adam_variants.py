@@ -53,6 +53,7 @@ class Adamax(Optimizer):
 
 class NAdam(Optimizer):
     _numbers = ("lr", "eps", "weight_decay", "momentum_decay")
+    _number_state = ("step", "mu_product")
 
     def __init__(self, params, lr: float = 2e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, momentum_decay: float = 4e-3, decoupled_weight_decay: bool = False,
@@ -111,6 +112,7 @@ class RAdam(Optimizer):
 
 class ASGD(Optimizer):
     _numbers = ("lr", "weight_decay")
+    _number_state = ("step", "eta", "mu")
 
     def __init__(self, params, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75, t0: float = 1e6,
                  weight_decay: float = 0.0, *, maximize: bool = False,

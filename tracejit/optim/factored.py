@@ -182,6 +182,8 @@ class Muon(Optimizer):
 
 # ---------------------------------------------------------------- SparseAdam
 class SparseAdam(Optimizer):
+    _number_state = ()   # (PyTorch's SparseAdam counts its step in an int)
+
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  maximize: bool = False):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, maximize=maximize))

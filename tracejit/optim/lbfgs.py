@@ -17,6 +17,7 @@ from typing import Callable
 
 from ..autograd.grad_mode import enable_grad
 from ..ops.eager import refuse_effect
+from ..tensor import Tensor
 from .optimizer import Optimizer, _check_number
 
 __all__ = ["LBFGS"]
@@ -141,6 +142,26 @@ class LBFGS(Optimizer):
 
     def add_param_group(self, param_group: dict) -> None:
         raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
+
+    # PyTorch's state holds tensors (the parameters' dtype) where this one holds arrays and,
+    # for the curvature scalars, floats
+    _number_state = ("ro", "H_diag")
+
+    def _exported(self, k: str, v):
+        if isinstance(v, list):
+            return [self._exported(k, x) for x in v]
+        if k in self._number_state or hasattr(v, "dtype"):
+            p = self._params[0]
+            return Tensor._wrap(p._xp().asarray(v, dtype=p._data.dtype), p.dtype, p.device)
+        return v
+
+    def _load_value(self, p, pkey, k, v):
+        if isinstance(v, list):
+            return [self._load_value(p, pkey, k, x) for x in v]
+        if isinstance(v, Tensor):
+            v = v.to(device=p.device, dtype=p.dtype)._data
+            return float(v) if k in self._number_state else v.copy()
+        return v
 
     # ---- flat views of parameters and gradients ---------------------------------------
     def _xp(self):

@@ -5,6 +5,7 @@ import math
 import types
 import warnings
 from bisect import bisect_right
+from collections import Counter
 from typing import Callable
 
 from .optimizer import Optimizer
@@ -40,6 +41,7 @@ class LRScheduler:
         self.base_lrs = [g["initial_lr"] for g in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._is_initial = True   # (the constructor's step keeps the groups' lrs, as PyTorch's)
+        self._step_count = 0
         self.step()
         self._is_initial = False
 
@@ -52,6 +54,7 @@ class LRScheduler:
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch. ``step(epoch)`` (deprecated in PyTorch, still accepted there)
         jumps to `epoch`, using the schedule's closed form where it has one."""
+        self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
             lrs = self.get_lr()
@@ -96,18 +99,18 @@ class MultiStepLR(LRScheduler):
     """Multiply the lr by `gamma` at each epoch listed in `milestones`."""
 
     def __init__(self, optimizer: Optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1):
-        self.milestones = sorted(int(m) for m in milestones)
+        self.milestones = Counter(int(m) for m in milestones)   # (PyTorch's state_dict holds this)
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[float]:
         # Scales the current lrs, as PyTorch's chainable form: a chained schedule, a
         # reloaded state or a hand-set lr carries on from the lr it finds.
-        k = self.milestones.count(self.last_epoch)
+        k = self.milestones[self.last_epoch]
         return [g["lr"] * self.gamma ** k if k else g["lr"] for g in self.optimizer.param_groups]
 
     def _get_closed_form_lr(self) -> list[float]:
-        k = bisect_right(self.milestones, self.last_epoch)
+        k = bisect_right(sorted(self.milestones.elements()), self.last_epoch)
         return [base * self.gamma ** k for base in self.base_lrs]
 
 

@@ -4,6 +4,7 @@ combinators SequentialLR and ChainedScheduler."""
 from __future__ import annotations
 
 import math
+import types
 from bisect import bisect_right
 
 from .lr_scheduler import LRScheduler, _lambdas_state, _load_lambdas_state, _per_group
@@ -154,6 +155,7 @@ class CyclicLR(LRScheduler):
             self.scale_mode = "iterations" if mode == "exp_range" else "cycle"
         else:
             self._scale_fn, self.scale_mode = scale_fn, scale_mode
+        self._scale_fn_custom = scale_fn
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
             key = "betas" if "betas" in optimizer.defaults else "momentum"
@@ -167,6 +169,19 @@ class CyclicLR(LRScheduler):
                     self._set_mom(g, m)
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base
+
+    def state_dict(self) -> dict:
+        # PyTorch's key: a custom scale_fn object's attributes (None for a function)
+        fn = self._scale_fn_custom
+        return dict(super().state_dict(), _scale_fn_custom=None if fn is None or isinstance(
+            fn, types.FunctionType) else dict(fn.__dict__))
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state_dict = dict(state_dict)
+        attrs = state_dict.pop("_scale_fn_custom", None)
+        super().load_state_dict(state_dict)
+        if attrs is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(attrs)
 
     def _set_mom(self, g, m):
         if self._mom_key == "betas":

@@ -54,6 +54,9 @@ class Optimizer(OptimizerHooks):
     _guarded_attrs = ("param_groups",)
     # complex parameters step as PyTorch's do: on real views (`_as_real`)
     _steps_complex = True
+    # state PyTorch's state_dict holds as float32 0-d tensors, kept here as Python numbers
+    # (which the update arithmetic reads faster)
+    _number_state: tuple = ("step",)
 
     def __init__(self, params: Iterable, defaults: dict) -> None:
         self.defaults = dict(defaults)
@@ -244,9 +247,16 @@ class Optimizer(OptimizerHooks):
                 ids.append(index[id(p)])
             packed["params"] = ids
             groups.append(packed)
-        state = {index[id(p)]: {k: _step_tensor(v) if k == "step" else v for k, v in s.items()}
+        state = {index[id(p)]: {k: self._exported(k, v) for k, v in s.items()}
                  for p, s in self.state.items() if id(p) in index}
         return self._run_state_hooks("_state_dict_post_hooks", {"state": state, "param_groups": groups})
+
+    def _exported(self, k: str, v):
+        """State value `v` of key `k` as PyTorch's state_dict holds it."""
+        if k in self._number_state and isinstance(v, (int, float)):
+            from ..ops.creation import tensor
+            return tensor(float(v), dtype=_dt.float32)
+        return v
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore hyperparameters and state; checks everything before changing anything."""
@@ -287,6 +297,8 @@ class Optimizer(OptimizerHooks):
         name = type(self).__name__
         if k == "step":
             return int(v.item()) if isinstance(v, Tensor) else int(v)
+        if k in self._number_state:
+            return float(v.item()) if isinstance(v, Tensor) else v
         if isinstance(v, Tensor):
             if v.ndim > 0 and tuple(v.shape) != tuple(p.shape):
                 raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {pkey} has shape "
@@ -346,10 +358,3 @@ def _direction(grad, p: Tensor, group: dict, decoupled: bool = False):
         else:
             grad = grad + wd * p._data
     return grad
-
-
-def _step_tensor(step):
-    """A step count as PyTorch's state_dict holds it: a float32 scalar tensor (the optimizers
-    count in a Python int, which their update arithmetic reads faster)."""
-    from ..ops.creation import tensor
-    return tensor(float(step), dtype=_dt.float32) if isinstance(step, int) else step
