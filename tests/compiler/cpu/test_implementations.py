@@ -14,6 +14,7 @@ import tracejit.nn.functional as F  # noqa: E402
 from tracejit.ops import impls  # noqa: E402
 from tracejit.ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD  # noqa: E402
 from tracejit.ops.layer_norm_prim import LAYER_NORM  # noqa: E402
+from tracejit.ops.log_softmax_prim import LOG_SOFTMAX  # noqa: E402
 from tracejit.ops.elementwise_logic import CAST  # noqa: E402
 from tracejit.ops.reductions import ARGMAX, ARGMIN  # noqa: E402
 from tracejit.ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD  # noqa: E402
@@ -59,6 +60,23 @@ def test_softmax_and_its_backward_match_the_runner_and_torch(shape, dtype):
     tol = 1e-6 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=tol, atol=tol)
     np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=10 * tol, atol=10 * tol)
+
+
+def test_log_softmax_runs_its_rows_kernel_and_matches_torch():
+    from tracejit.compiler.cpu.kernels import row_forms
+    x = np.random.default_rng(2).standard_normal((3, 5)).astype(np.float32)
+    fwd = _plan_call(LOG_SOFTMAX, [x], {"dim": 1})
+    y = LOG_SOFTMAX.dispatch(np, x, dim=1)
+    for _ in range(3):
+        np.testing.assert_array_equal(fwd(x), y)
+    assert any(k[0] is LOG_SOFTMAX for k in row_forms._calls)   # the kernel ran, not the numpy form
+    xt = tj.tensor(x, requires_grad=True)
+    F.log_softmax(xt, dim=1).sum().backward()
+    xr = torch.tensor(x, requires_grad=True)
+    ref = torch.log_softmax(xr, dim=1)
+    ref.sum().backward()
+    np.testing.assert_allclose(y, ref.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_softmax_off_the_last_dim_runs_the_numpy_form():

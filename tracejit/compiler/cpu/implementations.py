@@ -34,6 +34,7 @@ from ...ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.sampling import GRID_SAMPLE, GRID_SAMPLE_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
+from ...ops.log_softmax_prim import LOG_SOFTMAX
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_forms, conv_blocks,
@@ -78,6 +79,7 @@ TABLE = (
     # rows: one read and one write of each row
     (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, row_forms.softmax_call),
     (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, row_forms.softmax_backward_call),
+    (LOG_SOFTMAX, row_forms.log_softmax, row_forms.on_last_dim, row_forms.log_softmax_call),
     (LAYER_NORM, row_forms.layer_norm, None, row_forms.layer_norm_call),
     (LOGSUMEXP, row_forms.logsumexp, None, row_forms.logsumexp_call),
     (LAYER_NORM_BACKWARD, row_forms.layer_norm_backward, None, None),

@@ -23,6 +23,7 @@ import numpy as np
 from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, check_range,
                                         reduce_losses)
 from ....ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD, row_size
+from ....ops.log_softmax_prim import LOG_SOFTMAX
 from ....ops.logsumexp_prim import LOGSUMEXP
 from ....ops.reductions import ARGMAX, ARGMIN
 from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
@@ -228,21 +229,32 @@ def softmax_backward(g, y, dim, scale=1.0):
 def softmax_call(shapes, dtype, params):
     """An eager plan's call for one signature of SOFTMAX (no mask) or SOFTMAX_BACKWARD: the
     kernel bound to it where `run` may take the call, else the numpy form itself."""
-    return _rows_call(SOFTMAX, shapes, dtype, params, 1)
+    return _rows_call(SOFTMAX, shapes, dtype, params, 1, True)
 
 
 def softmax_backward_call(shapes, dtype, params):
-    return _rows_call(SOFTMAX_BACKWARD, shapes, dtype, params, 2)
+    return _rows_call(SOFTMAX_BACKWARD, shapes, dtype, params, 2, True)
 
 
-def _rows_call(prim, shapes, dtype, params, arity):
+def log_softmax(x, *, dim):
+    return run(LOG_SOFTMAX, (x,), {"dim": dim})
+
+
+def log_softmax_call(shapes, dtype, params):
+    """An eager plan's call for one signature of LOG_SOFTMAX (as `softmax_call`). (Its
+    backward's rows form schedules as two groups: the numpy form runs it.)"""
+    return _rows_call(LOG_SOFTMAX, shapes, dtype, params, 1)
+
+
+def _rows_call(prim, shapes, dtype, params, arity, scaled=False):
     if len(shapes) != arity or None in shapes or len(set(shapes)) != 1:
         return None   # (a mask, a scalar, a broadcast: the table decides per call)
     shape = shapes[0]
     if not (params["dim"] == len(shape) - 1 and 0 not in shape and np.dtype(dtype) in _DTYPES):
         return impls.numpy_form(prim, params)
-    return bound(prim, {"dim": params["dim"], "scale": params.get("scale", 1.0)},
-                 impls.numpy_form(prim, params))
+    # (softmax's params spelled one way, with or without the default scale)
+    kept = {"dim": params["dim"], "scale": params.get("scale", 1.0)} if scaled else params
+    return bound(prim, kept, impls.numpy_form(prim, params))
 
 
 def layer_norm_backward(g, x, *w, n, eps, has_w):
