@@ -114,7 +114,7 @@ def sample_8gaussians(rng, batch_size):
 
 rng = np.random.default_rng(0)
 diffeq = ODEnet((32, 32), 2); sync(diffeq)
-odefunc = ODEfunc(comp(diffeq))
+odefunc = ODEfunc(comp(diffeq, dynamic=True, fullgraph=True))
 model = CNF(odefunc)
 base = torch.distributions.Independent(torch.distributions.Normal(torch.zeros(2), torch.ones(2)), 1)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-5)

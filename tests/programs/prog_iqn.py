@@ -104,7 +104,7 @@ env = VecCartPole(N_ENVS, rng)
 qnetwork_local = IQN(4, 2); sync(qnetwork_local)
 qnetwork_target = IQN(4, 2)
 qnetwork_target.load_state_dict(qnetwork_local.state_dict())
-local, target = comp(qnetwork_local, dynamic=True), comp(qnetwork_target)
+local, target = comp(qnetwork_local, dynamic=True, fullgraph=True), comp(qnetwork_target, fullgraph=True)
 optimizer = torch.optim.Adam(qnetwork_local.parameters(), lr=1e-3)
 memory = ReplayBuffer(256, 4)
 LOSSES = []

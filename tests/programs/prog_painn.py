@@ -140,7 +140,7 @@ rng = np.random.default_rng(0)
 mols = [make_molecule(rng) for _ in range(12)]
 batches = [collate(mols[i:i + 4]) for i in range(0, 12, 4)]
 model = PaiNN(); sync(model)
-fwd = comp(model, dynamic=True)
+fwd = comp(model, dynamic=True, fullgraph=True)
 optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-2)
 scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=0.9)
 LOSSES = []

@@ -106,7 +106,7 @@ def adjust_learning_rate(optimizer, init_lr, epoch, epochs):
 
 rng = np.random.default_rng(0)
 simsiam = SimSiam(ResNetTiny()); sync(simsiam)
-model = comp(simsiam)
+model = comp(simsiam, fullgraph=True)
 criterion = nn.CosineSimilarity(dim=1)
 optim_params = [{'params': simsiam.encoder.parameters(), 'fix_lr': False},
                 {'params': simsiam.predictor.parameters(), 'fix_lr': True}]
@@ -141,7 +141,7 @@ def hook(name):
 
 handles = [backbone.layer2.register_forward_hook(hook("layer2")),
            backbone.layer3.register_forward_hook(hook("layer3"))]
-extractor = comp(backbone)
+extractor = comp(backbone, fullgraph=True)
 
 
 def embed(images):
