@@ -99,6 +99,8 @@ PROGRAMS = {
     "ptrans": "Point Transformer, 8 x 256 points: kNN by cdist + topk, gathered vector attention, FPS loop",
     "whisper": "Whisper-style ASR: stft log-mel, conv stem, 2+2 blocks of width 64, cross-attention",
     "longformer": "Longformer, 256 tokens: sliding-window attention by unfold bands, global tokens",
+    "enet": "ENet, 64x64, batch 8: MaxUnpool2d by pooling indices, PReLU, dilated/asymmetric convs, Lovasz",
+    "iqn": "IQN on 64 torch cart-poles: cosine quantile embedding, 32x32 quantile Huber pairs, target net",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -425,3 +425,19 @@ MAX_COMPILES.update({"prog_convnextv2.py": 3})
 # Cluster-GCN (block adjacencies of cluster unions by index_select, diagonal enhancement,
 # concatenated normalized skips; cluster sizes dynamic=True)
 COMPILED += ["prog_clustergcn.py"]
+# all fullgraph=True: ENet (MaxPool2d indices unpooled by MaxUnpool2d at given output sizes,
+# PReLU, asymmetric and dilated bottlenecks, a Lovasz-softmax loss by sort and cumsum), PaiNN
+# (vector features, forces by create_graph, molecule counts symbolic under dynamic=True),
+# FFJORD (a Hutchinson divergence through the compiled vector field, RK4 in Python; one
+# dynamic=True capture for training and sampling), IQN (cosine quantile embeddings, the
+# pairwise quantile Huber loss, a vectorized CartPole) and a SimSiam-pretrained PatchCore
+# (forward hooks into a dict, a k-center coreset, cdist + topk(largest=False))
+COMPILED += ["prog_enet.py", "prog_painn.py", "prog_cnf.py", "prog_iqn.py", "prog_patchcore.py"]
+MAX_COMPILES.update({
+    "prog_painn.py": 2,   # training; the rotated molecules without grad
+    # local: acting (batch and quantile count alike: one symbol), the next states without
+    # grad, learning; the target network
+    "prog_iqn.py": 4,
+    # SimSiam training; the extractor without grad; the k-NN's 1 neighbour (specialized, as
+    # torch.compile's), then 3
+    "prog_patchcore.py": 4})

@@ -1,11 +1,9 @@
 """Capturing a call into an `Entry`: the half of `CompiledFunction` that runs on a miss.
 
-`Capture` is a base class of `CompiledFunction` (function.py), holding its capture
-methods: describe the call's leaves (tensors, runtime scalars, specialized constants),
-decide which dims are dynamic, trace the function on tracers (retrying with static dims
-where user code needs sizes as Python values), optimize and verify the graph, build the
-guard, and ask the backend for the entry's executor.
-"""
+`Capture` is a base class of `CompiledFunction` (function.py), holding its capture methods:
+describe the call's leaves (tensors, runtime scalars, specialized constants), decide which
+dims and ints are dynamic, trace the function on tracers (retrying with static dims where user
+code needs sizes as Python values), optimize, verify, guard, and ask the backend for an executor."""
 from __future__ import annotations
 
 import collections.abc
@@ -95,6 +93,8 @@ class Capture:
         """Capture and cache an entry for this call (under the lock): (entry, the dynamic-dim
         state to restore if its first run fails), or (None, None) past the recompile limit."""
         names = self._leaf_names(args, spec)
+        if self._force_dynamic:   # (torch.compile(dynamic=True)'s SymInts; 0 and 1 specialized)
+            self._dynamic_ints |= {n for x, n in zip(leaves, names) if type(x) is int and x > 1} - self._static_ints
         descs = self._describe(leaves, names)
         reasons = self._recompile_reasons(descs, spec, gm, leaves)
         if config.stance_declines(self, reasons):   # (torch.compiler.set_stance)
@@ -579,12 +579,11 @@ def _ident(name: str) -> str:
 def _runtime_scalar(x, mode: str) -> bool:
     """Is this argument leaf a runtime input of the graph (rather than specialized)?
 
-    @trace: floats and numpy float64s (a learning rate, the previous loss) are inputs; ints
-    and bools usually decide sizes and structure, and stay specialized (guarded by value).
-    @script: ints and floats are inputs (its loops and branches on them become graph
-    control flow); bools are flags that steer Python structure (``has_mask=True``) and are
-    specialized. Either way, Python code that needs an input's value (``if lr > 0.1``,
-    ``x.view(n, -1)``) gets it, and the entry is guarded on that decision (see scalars.py).
+    @trace: floats and numpy float64s (a learning rate, the previous loss) are inputs; ints and
+    bools decide sizes and structure, specialized (guarded by value) until an int changes (from
+    the start under dynamic=True). @script: ints and floats are inputs (its loops and branches on
+    them become graph control flow); bools steer Python structure (``has_mask=True``). Code that
+    needs an input's value (``if lr > 0.1``, ``x.view(n, -1)``) gets it, guarded (scalars.py).
     """
     t = type(x)
     return t is float or t is _F64 or (mode == "script" and t is int)
