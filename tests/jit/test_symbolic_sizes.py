@@ -3,6 +3,7 @@ gradients that need a size's value (those dims are captured static instead)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tracejit as tj
 
@@ -255,4 +256,51 @@ def test_a_symbolic_size_as_a_fill_value_is_an_integer():
         for got, want in zip(cf(x), f(x)):
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_a_quotient_below_two_is_guarded_and_its_sizes_stay_symbolic(monkeypatch):
+    """``n // 3`` of 1 is this call's constant, guarded (n from 3 to 5): the sizes stay
+    symbolic, and the first n with a quotient of 2 captures the entry every later n runs."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+
+    def f(x):
+        k = x.shape[0] // 3
+        return x.roll(k, 0)[:k] * 2 + x[: x.shape[0] // 4].sum()
+
+    cf = tj.trace(f, dynamic=True)
+    for n in (4, 5, 7, 13, 16):
+        x = tj.randn(n, 3)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    # 4 and 5 share one entry; 7 must not (n // 3 is 2), nor 13 (n // 4 is 3, not 1)
+    st = cf.cache_stats()
+    assert st["compiles"] == 3, st["recompile_reasons"]
+
+
+def test_repeat_interleave_by_a_count_from_sizes_stays_symbolic(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+
+    def f(x):
+        return x.repeat_interleave(x.shape[0] // 2, dim=0) + x.repeat_interleave(2, dim=1).sum()
+
+    cf = tj.trace(f, dynamic=True)
+    for n in (4, 5, 9):
+        x = tj.randn(n, 3)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_interpolate_by_a_non_dyadic_scale_keeps_sizes_symbolic(monkeypatch):
+    """``floor(h * 0.6)`` in float64 is ``h * 3 // 5`` for every h below 2^16, guarded."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    torch = pytest.importorskip("torch")
+
+    def f(F, x):
+        return F.interpolate(x, scale_factor=0.6, mode="bilinear")
+
+    cf = tj.trace(lambda x: f(tj.nn.functional, x), dynamic=True)
+    for n in (5, 8, 11):
+        a = np.random.default_rng(n).standard_normal((1, 2, n, n + 1)).astype(np.float32)
+        want = f(torch.nn.functional, torch.from_numpy(a)).numpy()
+        np.testing.assert_allclose(cf(tj.tensor(a)).numpy(), want, rtol=1e-5, atol=1e-6)
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
