@@ -304,3 +304,16 @@ def test_interpolate_by_a_non_dyadic_scale_keeps_sizes_symbolic(monkeypatch):
         want = f(torch.nn.functional, torch.from_numpy(a)).numpy()
         np.testing.assert_allclose(cf(tj.tensor(a)).numpy(), want, rtol=1e-5, atol=1e-6)
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_the_recompile_limit_warning_names_the_size_code_needed():
+    def f(x):
+        return x * int(x.shape[0])
+
+    cf = tj.trace(f, recompile_limit=2, compiler="interpret")
+    with pytest.warns(RuntimeWarning, match="hit the recompile limit") as w:
+        for n in (2, 3, 4):
+            cf(tj.ones(n))
+    text = str(w[0].message)
+    assert "Last reason: input 'x': size guard failed: dim 0 was 3, now 4 (kept static: its value was needed" in text
+    assert "dynamic=True" not in text   # (it would not help: the code needs the value)
