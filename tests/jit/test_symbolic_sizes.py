@@ -317,3 +317,25 @@ def test_the_recompile_limit_warning_names_the_size_code_needed():
     text = str(w[0].message)
     assert "Last reason: input 'x': size guard failed: dim 0 was 3, now 4 (kept static: its value was needed" in text
     assert "dynamic=True" not in text   # (it would not help: the code needs the value)
+
+
+def test_a_remainder_of_sizes_is_symbolic_and_its_zero_is_guarded(monkeypatch):
+    """``n % 8`` is ``n - 8*(n // 8)``: padding to a multiple of 8 serves every n but the
+    multiples in one entry, and ``n % 4 == 0`` in the code is this call's answer, guarded."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    F = tj.nn.functional
+
+    def f(x):
+        n = x.shape[-1]
+        y = F.pad(x, (0, (8 - n % 8) % 8)).view(x.shape[0], -1, 8).sum(-1)
+        return y * 2 if n % 4 == 0 else y
+
+    cf = tj.trace(f, dynamic=True)
+    for n in (17, 19, 22, 30):
+        x = tj.randn(2, n)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+    for n in (20, 24, 27, 28):   # n % 4 == 0 (20, 28), no padding (24): each side its own entry
+        x = tj.randn(2, n)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 3, cf.cache_stats()["recompile_reasons"]
