@@ -277,7 +277,8 @@ class Sym:
             return 0
         if isinstance(o, int) and o > 0:
             if self.hint < 0:
-                return -(-self % o) % o
+                m = -self % o
+                return (o - m) % o if isinstance(m, Sym) else -m % o
             r = self.hint % o
             if _exact_div(self - r, o) is not None:   # (``8*s0 + 3``)
                 return r
