@@ -139,20 +139,25 @@ def test_a_view_of_a_symbolic_head_dim_keeps_the_growing_dim_symbolic():
     assert g.cache_stats()["compiles"] == 1 and g.cache_stats()["eager_fallbacks"] == 0
 
 
-def test_a_remainder_is_this_calls_guarded_exact_and_a_ceil_division_a_floor_one(asked):
+def test_a_remainder_is_a_polynomial_of_the_quotient_and_a_ceil_division_a_floor_one(asked):
     guarded = []
     prev = shapes.facts_hooks
     derive, assume = prev.derive, prev.assume
     made = {}
-    shapes.facts_hooks.derive = lambda num, den: None if shapes.hint(num) < 2 * den else made.setdefault(
+    shapes.facts_hooks.derive = lambda num, den: None if shapes.hint(num) < 0 else made.setdefault(
         repr((num, den)), Sym.symbol(shapes.Derived(f"q{len(made)}", num, den), shapes.hint(num) // den))
     shapes.facts_hooks.assume = lambda v, what, dims=False: guarded.append(v) or True
     try:
         s0 = Sym.symbol("s0", 17)
-        assert (s0 % 2, (s0 + 1) % 2, (2 * s0 + 1) % 2) == (1, 0, 1)
-        q0, q1 = (made[repr((s0 + d, 2))] for d in (-1, 1))
-        assert guarded == [2 * q0 - (s0 - 1), 2 * q1 - (s0 + 1)]   # s0 odd in every call served
-        assert -s0 % 4 == 3 and -(-s0 // 4) == made[repr((s0 + 3, 4))]   # (17 + 3) // 4
+        r = s0 % 2
+        q0 = made[repr((s0, 2))]
+        assert r.hint == 1 and r.terms == (s0 - 2 * q0).terms and (2 * s0 + 1) % 2 == 1
+        assert (s0 % 2 == 1) is True and guarded == [s0 - 2 * q0 - 1, 1 - (s0 - 2 * q0)]   # guarded both ways
+        m = -s0 % 4   # (4 - s0 % 4) % 4
+        q1 = made[repr((s0, 4))]
+        q2 = made[repr((4 - (s0 - 4 * q1), 4))]
+        assert m.hint == 3 and m.terms == (4 - (s0 - 4 * q1) - 4 * q2).terms
+        assert -(-s0 // 4) == made[repr((s0 + 3, 4))]   # (17 + 3) // 4
         assert asked == []
     finally:
         shapes.facts_hooks.derive, shapes.facts_hooks.assume = derive, assume

@@ -1,4 +1,4 @@
-"""Shapes: dims that are ints or symbols, broadcasting (dim normalization: dims.py).
+"""Shapes: dims that are ints or symbols (broadcasting: broadcasting.py; dim normalization: dims.py).
 
 Dynamic dims are `Sym` values: integer polynomials over named symbols (``s0``,
 ``s0*100``, ``s0 + 1``) that carry a *hint*, the concrete size seen while tracing.
@@ -19,7 +19,6 @@ import sys
 import threading
 from typing import Callable, Optional, Union
 
-from .errors import ShapeError
 from .dims import normalize_dim, normalize_dims   # (re-exported: most callers import them here)
 
 __all__ = ["Sym", "Dim", "Shape", "broadcast_shapes", "normalize_dim", "normalize_dims",
@@ -277,13 +276,16 @@ class Sym:
         if _exact_div(self, o) is not None:
             return 0
         if isinstance(o, int) and o > 0:
-            # this call's remainder (a size's parity), guarded: ``(self - r) // o`` divides exactly
             if self.hint < 0:
-                return -(-self % o) % o
+                m = -self % o
+                return (o - m) % o if isinstance(m, Sym) else -m % o
             r = self.hint % o
-            q = (self - r) // o
-            if _exact_div(self - r, o) is not None or isinstance(q, Sym) and _equal_if_exact(o * q, self - r):
+            if _exact_div(self - r, o) is not None:   # (``8*s0 + 3``)
                 return r
+            # ``n - 8*q0`` with q0 = n // 8: may be 0 or 1, which a comparison guards (`_eq`)
+            q = facts_hooks.derive(self, o)
+            if q is not None:
+                return self - o * q
         return self._specialized() % _value_of(o)
 
     def __rmod__(self, o):   # (a channel count checked against a symbolic one: this call's)
@@ -329,11 +331,16 @@ class Sym:
             # asks about this call's sizes: ``x if n == m else y`` must not serve n == m later)
             return _from_user(depth) and _user_equal(self, o)
         if isinstance(o, int):
-            if o <= 1:
-                return False  # symbols stand for sizes >= 2 (and no size is negative: `d != -1`)
             low = self.lower_bound()
-            if low is not None and o < low:
-                return False  # ``5 * s0 == 5`` for no size: no need to ask for s0's value
+            if o < 0 or low is not None and o < low:
+                return False  # ``5 * s0 == 5`` for no size (symbols stand for sizes >= 2)
+            if o <= 1:   # a remainder (``n - 8*q0``) may be 0 or 1: this call's answer, guarded
+                if low is not None or data_sized(self) or not any(isinstance(x, Derived) for m, _ in self.terms
+                                                                  for x in m):
+                    return False   # (other sizes stand for values >= 2)
+                v = (self - o, o - self) if self.hint == o else (self - o - 1,) if self.hint > o else (o - self - 1,)
+                if all(facts_hooks.assume(x, "a comparison of sizes", dims=True) for x in v):
+                    return self.hint == o
             return _equal_if_exact(self, o) or self._specialized() == o
         return NotImplemented
 
@@ -438,7 +445,7 @@ def _equal_if_exact(a: Sym, b) -> bool:
                                              for s in mono):
         return False
     diff = _substitute_exact(diff, used)
-    if diff != 0 or isinstance(diff, Sym):
+    if isinstance(diff, Sym) or diff != 0:
         return False
     for q in used:
         if q.exact:
@@ -542,46 +549,8 @@ def hint(d) -> int:
     return d.hint if isinstance(d, Sym) else int(d)
 
 
-def specialize_to_agree(a, b) -> bool:
-    """Element counts `a` and `b` a shape rule needs equal, equal in this capture but not for
-    every value of their symbols (``view(B, T, 48)`` of ``(B, T, 4, s3)``): specialize the
-    symbols only one side has (all, where both have the same), as ``int()`` would; the
-    capture runs again with those dims static. -> whether it could (counts agree now)."""
-    if _hook.fn is None or hint(a) != hint(b):
-        return False
-    fa, fb = (d.free_symbols if isinstance(d, Sym) else set() for d in (a, b))
-    for name in sorted((fa ^ fb) or (fa | fb)):
-        Sym.symbol(name, 0)._specialized()
-    return True
-
-
 def numel(shape) -> Dim:
     return math.prod(shape)   # (of Syms too)
-
-
-def broadcast_shapes(op: str, *shapes) -> tuple:
-    """NumPy broadcasting; the error names the op and every shape."""
-    if len(shapes) == 2 and len(shapes[0]) == len(shapes[1]) and shapes[0] == shapes[1]:
-        return tuple(shapes[0])
-    ndim = max(len(s) for s in shapes)
-    out = []
-    for i in range(-ndim, 0):
-        d = 1
-        for s in shapes:
-            if len(s) < -i:
-                continue
-            e = s[i]
-            if isinstance(e, int) and e == 1:
-                continue
-            if isinstance(d, int) and d == 1:
-                d = e
-            elif not (d is e or d == e or _assume_equal(d, e)):
-                data_dependent(d, e)
-                shown = " and ".join(str(tuple(s)) for s in shapes)
-                raise ShapeError(f"{op}: shapes {shown} cannot be broadcast together "
-                                 f"(dim {i}: {d} vs {e})")
-        out.append(d)
-    return tuple(out)
 
 
 def _assume_equal(a, b) -> bool:
@@ -597,3 +566,6 @@ def _assume_equal(a, b) -> bool:
             return True
     return facts_hooks.assume(ab, "sizes broadcast together", dims=True) and \
         facts_hooks.assume(ba, "sizes broadcast together", dims=True)
+
+
+from .broadcasting import broadcast_shapes, specialize_to_agree   # noqa: E402  (re-exported)

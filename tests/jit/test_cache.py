@@ -276,7 +276,9 @@ def test_recompile_limit_falls_back_to_eager_with_one_warning():
         assert cf(tj.ones(2), "1").tolist() == [1.0, 1.0]  # an existing entry is still used
     msgs = [x for x in w if issubclass(x.category, RuntimeWarning)]
     assert len(msgs) == 1
-    assert "recompile limit (3)" in str(msgs[0].message) and "input 'n': value guard failed" in str(msgs[0].message)
+    text = str(msgs[0].message)
+    assert "recompile limit (3)" in text and "Last reason: input 'n': value guard failed: '2' -> '3'" in text
+    assert f"f ({__file__}:{f.__code__.co_firstlineno})" in text and "TRACEJIT_LOG=recompiles" in text
     assert msgs[0].filename == __file__   # the user's calling line, not tracejit's
     st = cf.cache_stats()
     assert st["compiles"] == 3 and st["eager_fallbacks"] == 1 and st["hits"] == 1

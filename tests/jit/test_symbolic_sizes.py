@@ -3,6 +3,7 @@ gradients that need a size's value (those dims are captured static instead)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tracejit as tj
 
@@ -256,3 +257,85 @@ def test_a_symbolic_size_as_a_fill_value_is_an_integer():
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_a_quotient_below_two_is_guarded_and_its_sizes_stay_symbolic(monkeypatch):
+    """``n // 3`` of 1 is this call's constant, guarded (n from 3 to 5): the sizes stay
+    symbolic, and the first n with a quotient of 2 captures the entry every later n runs."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+
+    def f(x):
+        k = x.shape[0] // 3
+        return x.roll(k, 0)[:k] * 2 + x[: x.shape[0] // 4].sum()
+
+    cf = tj.trace(f, dynamic=True)
+    for n in (4, 5, 7, 13, 16):
+        x = tj.randn(n, 3)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    # 4 and 5 share one entry; 7 must not (n // 3 is 2), nor 13 (n // 4 is 3, not 1)
+    st = cf.cache_stats()
+    assert st["compiles"] == 3, st["recompile_reasons"]
+
+
+def test_repeat_interleave_by_a_count_from_sizes_stays_symbolic(monkeypatch):
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+
+    def f(x):
+        return x.repeat_interleave(x.shape[0] // 2, dim=0) + x.repeat_interleave(2, dim=1).sum()
+
+    cf = tj.trace(f, dynamic=True)
+    for n in (4, 5, 9):
+        x = tj.randn(n, 3)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_interpolate_by_a_non_dyadic_scale_keeps_sizes_symbolic(monkeypatch):
+    """``floor(h * 0.6)`` in float64 is ``h * 3 // 5`` for every h below 2^16, guarded."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    torch = pytest.importorskip("torch")
+
+    def f(F, x):
+        return F.interpolate(x, scale_factor=0.6, mode="bilinear")
+
+    cf = tj.trace(lambda x: f(tj.nn.functional, x), dynamic=True)
+    for n in (5, 8, 11):
+        a = np.random.default_rng(n).standard_normal((1, 2, n, n + 1)).astype(np.float32)
+        want = f(torch.nn.functional, torch.from_numpy(a)).numpy()
+        np.testing.assert_allclose(cf(tj.tensor(a)).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+def test_the_recompile_limit_warning_names_the_size_code_needed():
+    def f(x):
+        return x * int(x.shape[0])
+
+    cf = tj.trace(f, recompile_limit=2, compiler="interpret")
+    with pytest.warns(RuntimeWarning, match="hit the recompile limit") as w:
+        for n in (2, 3, 4):
+            cf(tj.ones(n))
+    text = str(w[0].message)
+    assert "Last reason: input 'x': size guard failed: dim 0 was 3, now 4 (kept static: its value was needed" in text
+    assert "dynamic=True" not in text   # (it would not help: the code needs the value)
+
+
+def test_a_remainder_of_sizes_is_symbolic_and_its_zero_is_guarded(monkeypatch):
+    """``n % 8`` is ``n - 8*(n // 8)``: padding to a multiple of 8 serves every n but the
+    multiples in one entry, and ``n % 4 == 0`` in the code is this call's answer, guarded."""
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    F = tj.nn.functional
+
+    def f(x):
+        n = x.shape[-1]
+        y = F.pad(x, (0, (8 - n % 8) % 8)).view(x.shape[0], -1, 8).sum(-1)
+        return y * 2 if n % 4 == 0 else y
+
+    cf = tj.trace(f, dynamic=True)
+    for n in (17, 19, 22, 30):
+        x = tj.randn(2, n)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+    for n in (20, 24, 27, 28):   # n % 4 == 0 (20, 28), no padding (24): each side its own entry
+        x = tj.randn(2, n)
+        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+    assert cf.cache_stats()["compiles"] == 3, cf.cache_stats()["recompile_reasons"]

@@ -25,7 +25,7 @@ from ..tensor import Tensor
 from . import config, view_writes as _views
 from .backend import Executor, executor_for
 from .entry import Entry
-from .guards import LeafDesc, _same_value, build_guard, describe_difference
+from .guards import LeafDesc, _same_value, build_guard, describe_difference, limit_message
 from .ir import Graph, verify
 from .passes import optimize
 from .pytree import flatten, unflatten
@@ -109,9 +109,7 @@ class Capture:
             if not self._fell_back:
                 self._fell_back = True
                 self._stats["eager_fallbacks"] += 1
-                msg = (f"tracejit: {self.__name__} hit the recompile limit ({self._limit}); it now runs eagerly "
-                       f"for new input signatures. Last reasons: {'; '.join(self._stats['recompile_reasons'][-3:])}. "
-                       f"Raise it with recompile_limit=, or mark varying inputs dynamic=True.")
+                msg = limit_message(self.__name__, self._fn, self._limit, self._stats["recompile_reasons"])
                 self._stats["fallback_reason"] = msg
                 # One warning, at the user's calling line; the recompiles topic logs it too
                 warnings.warn(msg, RuntimeWarning, stacklevel=user_stacklevel())

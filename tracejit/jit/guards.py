@@ -18,7 +18,7 @@ import numpy as np
 
 from .scalars import same_number
 
-__all__ = ["LeafDesc", "MISS", "PendingGuard", "build_guard", "describe_difference"]
+__all__ = ["LeafDesc", "MISS", "PendingGuard", "build_guard", "describe_difference", "limit_message"]
 
 
 @dataclass(frozen=True)
@@ -249,6 +249,19 @@ def describe_difference(old: list, new: list, old_gm: bool, new_gm: bool,
                 else:
                     reasons.append(f"input {o.name!r}: value guard failed: {o.value!r} -> {n.value!r}")
     return reasons
+
+
+def limit_message(name: str, fn, limit: int, reasons: list) -> str:
+    """The warning of a function past its recompile limit: where it is defined, the guard
+    that failed last, and what would avoid the captures."""
+    code = getattr(getattr(fn, "forward", fn), "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    last = reasons[-1] if reasons else "unknown"
+    # (a dim kept static because code needs its value stays static under dynamic=True too)
+    fix = "" if "kept static" in last else ", or mark the changing inputs dynamic=True"
+    return (f"tracejit: {name}{where} hit the recompile limit ({limit}) and now runs eagerly for "
+            f"new input signatures. Last reason: {last}. Raise the limit with recompile_limit={fix}; "
+            f"TRACEJIT_LOG=recompiles logs every reason.")
 
 
 def _kind_change(o: LeafDesc, n: LeafDesc) -> str:

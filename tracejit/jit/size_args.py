@@ -84,8 +84,8 @@ class SizeArgs:
         return True
 
     def derive(self, ctx, num, den) -> Optional[Sym]:
-        """``num // den`` as a derived symbol, guarded >= 2 on every call; None where `den`
-        may not be positive or the quotient is below 2 in this call."""
+        """``num // den`` as a derived symbol, guarded >= 2 on every call, or this call's
+        quotient 0 or 1, guarded equal; None where `den` may not be positive."""
         key = (getattr(num, "terms", num), getattr(den, "terms", den))
         q = self.facts.derived.get(key)
         if q is not None:
@@ -96,11 +96,17 @@ class SizeArgs:
         elif den <= 0:
             return None
         value = hint(num) // hint(den)
-        if value < 2:
+        if value < 0:
             return None
         q = Sym.symbol(Derived(f"q{len(self.facts.derived)}", num, den), value)
-        if not self.assume(ctx, q - 2, "a size computed by //", dims=True):
+        # 0 and 1 are no symbol's values (a dim of 1 broadcasts): this call's quotient, guarded
+        # equal, keeps the sizes it is computed from symbolic (``x[:, :n // 4]`` from n = 4 on)
+        if not (self.assume(ctx, q - 2, "a size computed by //", dims=True) if value >= 2 else
+                self.assume(ctx, q - value, "a quotient below 2", dims=True)
+                and self.assume(ctx, value - q, "a quotient below 2", dims=True)):
             return None
+        if value < 2:
+            q = value
         self.facts.derived[key] = q
         return q
 

@@ -17,13 +17,15 @@ at the largest precision that fits, the last axis first, each pass rounded and c
 """
 from __future__ import annotations
 
+import fractions
+import functools
 import math
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import ShapeError, UnsupportedDTypeError
-from ..shapes import Sym, as_dim
+from ..shapes import Sym, as_dim, facts_hooks
 from .creation import tensor
 from .elementwise import cast, clamp, floor
 from .indexing import getitem
@@ -113,11 +115,26 @@ def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
 
 def _scaled(i, f: float):
     """PyTorch's ``floor(i * f)`` in float64; of a symbolic `i` the floor division it equals
-    exactly (``f`` = p / 2^k with ``i * p`` below 2^53), else of its value."""
+    exactly: ``i * p // q`` for ``f`` = p / 2^k with ``i * p`` below 2^53, or for a small
+    fraction p / q whose floors agree with the float's for every size below a bound (0.6 as
+    3 / 5, below 2^16), guarded below it; else of its value."""
     p, q = f.as_integer_ratio()
+    if isinstance(i, Sym) and not (p < 1 << 24 and q < 1 << 24):
+        p, q, bound = _near_fraction(f)
+        if not facts_hooks.assume(bound - 1 - i, "a size scaled by a float", dims=True):
+            q = 1 << 24
     if isinstance(i, Sym) and p < 1 << 24 and q < 1 << 24:
         return i * p // q
     return int(math.floor(int(i) * f))
+
+
+@functools.lru_cache(maxsize=64)
+def _near_fraction(f: float) -> tuple:
+    """(p, q, bound): ``floor(n * f) == n * p // q`` in float64 for every n below bound."""
+    r = fractions.Fraction(f).limit_denominator(1 << 10)
+    n = np.arange(1 << 16, dtype=np.int64)
+    bad = np.flatnonzero(np.floor(n * f).astype(np.int64) != n * r.numerator // r.denominator)
+    return r.numerator, r.denominator, int(bad[0]) if bad.size else 1 << 16
 
 
 @_autocast.unlisted

@@ -188,6 +188,17 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
         input, dim = reshape(input, (-1,)), 0
     d = normalize_dim(dim, input.ndim, "repeat_interleave")
     n = input.shape[d]
+    if isinstance(repeats, (int, Sym)) and not isinstance(repeats, bool):
+        # one count for all: each element's copies side by side, so a symbolic dim or count
+        # (``x.repeat_interleave(n // 2, 0)``) stays symbolic
+        if repeats < 0:
+            raise ArgumentError(f"repeat_interleave: repeats must be non-negative, got {repeats}")
+        if size is not None and size != n * repeats:
+            raise ArgumentError(f"repeat_interleave: output_size {size} but {n} elements "
+                                f"repeated {repeats} times make {n * repeats}")
+        shape = tuple(input.shape)
+        copies = expand(unsqueeze(input, d + 1), shape[:d + 1] + (repeats,) + shape[d + 1:])
+        return reshape(copies, shape[:d] + (n * repeats,) + shape[d + 1:])
     if isinstance(repeats, Tensor):
         (idx,) = host_step(_repeat_index, [repeats], shapes, [_dt.int64], "repeat_interleave", n=n, size=size)
     else:
