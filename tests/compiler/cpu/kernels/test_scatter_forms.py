@@ -152,3 +152,11 @@ def test_scatter_add_of_other_indexes_runs_its_numpy_form():
     assert scatter_forms.scatter_add(a, np.broadcast_to(rows[:, None], (40, 3)), v[:, :3], dim=0) is None  # part rows
     assert scatter_forms.scatter_add(a[:, 0], rows, v[:, 0], dim=0) is None    # one-element rows
     assert scatter_forms.scatter_add(a, np.broadcast_to(rows[:, None], (40, 4)), v, dim=1) is None   # another dim
+
+
+def test_transposed_updates_are_read_from_their_root_in_place():
+    v = np.zeros((12, 8, 16), np.float32)
+    assert scatter_forms._root_order(v.swapaxes(0, 1)) == (1, 0, 2)       # an LM's (T, B, D) as (B, T, D)
+    assert scatter_forms._root_order(v.transpose(2, 1, 0)) is None        # rows not unit-stride: copied
+    assert scatter_forms._root_order(v[:, ::2]) is None                   # no contiguous root
+    assert scatter_forms._root_order(v[::-1].swapaxes(0, 1)) is None      # a negative stride
