@@ -74,3 +74,35 @@ def test_an_index_out_of_range_raises_and_leaves_the_base():
     with pytest.raises(IndexError):
         f(tj.tensor(a), tj.tensor(np.array([0, 1, 4, 2, 3])), tj.tensor(np.zeros((5, 3), np.float32)))
     assert (a == 1).all()
+
+
+def _expanded(a, idx, x):
+    return tj.zeros_like(a).scatter_add(0, idx.view(-1, 1, 1).expand(-1, a.shape[1], a.shape[2]), x * 3.0 - 1.0) + a
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scatter_add_of_an_expanded_index_is_a_row_add_as_pytorch(dtype):
+    r = np.random.default_rng(5)
+    a = r.standard_normal((7, 3, 5)).astype(dtype)
+    idx = r.integers(0, 7, 41)                       # repeats
+    x = r.standard_normal((41, 3, 5)).astype(dtype)
+    groups = [g for g in partition(graph_of(_expanded, [a, idx, x])) if isinstance(g, Group) and g.scatter is not None]
+    assert len(groups) == 1 and [e.prim.name for e in groups[0].eqns] == ["mul", "sub"]
+    want = np.zeros_like(a)
+    np.add.at(want, idx, x * dtype(3.0) - dtype(1.0))
+    t = torch.zeros(a.shape, dtype=torch.from_numpy(a).dtype).scatter_add(
+        0, torch.tensor(idx).view(-1, 1, 1).expand(-1, 3, 5), torch.tensor(x) * 3.0 - 1.0) + torch.tensor(a)
+    f = tj.compile(_expanded)
+    before = tj.get_num_threads()
+    try:
+        for n in (1, 2):
+            tj.set_num_threads(n)
+            got = f(tj.tensor(a), tj.tensor(idx), tj.tensor(x)).numpy()
+            np.testing.assert_array_equal(got, want + a)
+    finally:
+        tj.set_num_threads(before)
+    np.testing.assert_allclose(got, t.numpy(), rtol=1e-5, atol=1e-5)
+    idx[4] = -1                                      # PyTorch refuses a negative index here
+    with pytest.raises(tj.errors.KernelError, match="scatter_add: an index is out of range") as got:
+        f(tj.tensor(a), tj.tensor(idx), tj.tensor(x))
+    assert isinstance(got.value.__cause__, IndexError)

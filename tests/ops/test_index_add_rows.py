@@ -1,5 +1,5 @@
 """index_add's rows with repeats (ops/indexing.py `_add_rows`, and the CPU's row loop): an embedding's backward, bitwise
-np.add.at, in numpy rounds (TRACEJIT_EAGER_KERNELS=0) and with the numba loop of
+np.add.at, as one flat np.add.at (TRACEJIT_EAGER_KERNELS=0) and with the numba loop of
 compiler/cpu/kernels/scatter_forms.py (tests/compiler/cpu/kernels/test_scatter_forms.py checks it further)."""
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_rounds_give_np_add_at_bitwise(monkeypatch, shape, n, negative, base, ke
 
 
 def _added(a, idx, v, kernel: bool):
-    """``a[idx] += v`` by the numpy form's rounds (in place), or by the CPU's row loop (its
+    """``a[idx] += v`` by the numpy form's flat add (in place), or by the CPU's row loop (its
     registered implementation of index_add: a new array)."""
     if kernel:
         from tracejit.compiler.cpu.kernels import scatter_forms
@@ -52,15 +52,29 @@ def test_other_indices_are_left_to_np_add_at(monkeypatch):
     _kernels(monkeypatch, False)
     a = np.zeros((4, 3), np.float32)
     v = np.ones((40, 3), np.float32)
-    assert not _add_rows(a, (np.zeros(40, np.int64),), v)                  # one row 40 times
-    assert not _add_rows(a, (np.arange(40) % 4, np.arange(40) % 3), v[:, 0])  # two index arrays
     assert not _add_rows(a, (np.arange(40) % 5,), v)                        # row 4 out of range
     assert not _add_rows(a, (np.arange(40) % 4,), np.ones(3, np.float32))  # broadcast update
+    assert not _add_rows(a, (np.arange(40) % 4 > 1,), v)                    # a mask
+    assert not _add_rows(a.T, (np.arange(40) % 3,), v[:, :4])               # rows not contiguous
     assert not a.any()
 
 
+@pytest.mark.parametrize("ishape", [(40,), (8, 5)])
+def test_index_arrays_on_leading_dims_add_as_one_flat_index(monkeypatch, ishape):
+    # ``x.index_put_((i, j), v, accumulate=True)``: negative and repeated positions, a row
+    # each, in np.add.at's order
+    _kernels(monkeypatch, False)
+    rng = np.random.default_rng(len(ishape))
+    a = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    i, j = rng.integers(-4, 4, ishape), rng.integers(-3, 3, ishape[-1:])   # (broadcast together)
+    v = rng.standard_normal(ishape + (5,)).astype(np.float32)
+    want = a.copy()
+    np.add.at(want, (i, j), v)
+    assert _add_rows(a, (i, j), v)
+    assert np.array_equal(a, want)
+
+
 def test_the_kernel_also_takes_one_row_repeated(monkeypatch):
-    """Many repeats of one row make the rounds slower than np.add.at; the loop does not care."""
     _kernels(monkeypatch, True)
     a = np.zeros((4, 3), np.float32)
     v = np.random.default_rng(3).standard_normal((40, 3)).astype(np.float32)

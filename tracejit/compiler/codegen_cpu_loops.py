@@ -296,9 +296,10 @@ def render_scatter(nest: LoopNest, parallel: bool):
     for d in range(sc.k):
         body.append(f"{IND * (d + 1)}for i{d} in range(d{d}):")
     depth = IND * (sc.k + 1)
+    what = "scatter_add" if sc.nonneg else "index_add"
     body += [f"{depth}r = {idx}[{lead}]",
-             f"{depth}if r < -n or r >= n:",
-             f"{depth}{IND}raise IndexError('index_add: an index is out of range for the rows it adds to')"]
+             f"{depth}if r < {'0' if sc.nonneg else '-n'} or r >= n:",
+             f"{depth}{IND}raise IndexError('{what}: an index is out of range for the rows it adds to')"]
     last = rank - 1
 
     def adds(split: bool, d0: int) -> list:

@@ -199,6 +199,7 @@ class Scatter:
     k: int
     value: str
     fill: Optional[Const] = None
+    nonneg: bool = False     # a negative index out of range, not counted from the end
 
 
 @dataclass(frozen=True)
@@ -396,7 +397,8 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
         k_of = {op.var: op.k for op in operands}
         fill = getattr(group, "fill", None)
         scatter = Scatter(k_of.get(sc.inputs[0]), k_of[sc.inputs[2]], len(sc.inputs[2].aval.shape),
-                          names[sc.inputs[1]], None if fill is None else Const(fill, sc.out.aval.dtype.name))
+                          names[sc.inputs[1]], None if fill is None else Const(fill, sc.out.aval.dtype.name),
+                          getattr(group, "nonneg_index", False))
         flat = False
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
     if rows:

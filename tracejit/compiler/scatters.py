@@ -1,7 +1,8 @@
 """Scatter groups: an add of rows by index (``out[idx[i], ...] += src[i, ...]``) as a loop form.
 
 An ``index_add`` of whole rows by one integer index array on the first dim (an embedding's
-backward, ``index_add_`` along dim 0, ``index_put_(accumulate=True)``) walks its updates,
+backward, ``index_add_`` along dim 0, ``index_put_(accumulate=True)``, a ``scatter_add``
+by one row vector expanded along the other dims) walks its updates,
 the iteration space of `src`'s shape, and adds each into the row its index names
 (loopnest.Scatter, codegen_cpu_loops.py). Where an elementwise group computes `src` and
 nothing else reads it, the add joins that group as its *scatter*, so `src` is never
@@ -10,6 +11,8 @@ the numpy form's whatever the thread count: the parallel variant splits the non-
 axis. CPU only (the CUDA backend runs the step).
 """
 from __future__ import annotations
+
+import math
 
 from ..jit.ir import Eqn, Var
 from ..ops.shape_params import WHOLE_DIM
@@ -42,22 +45,47 @@ def scatter_ok(e) -> bool:
             and tuple(v.aval.shape) == tuple(idx.aval.shape) + ash[1:])
 
 
+def _as_rows(e, made: dict):
+    """``scatter_add`` along dim 0 by one vector of rows expanded along the other dims (a
+    graph network's ``index.view(-1, 1).expand_as(src)``) as the ``index_add`` of whole rows
+    it is, or None; rows of one element stay apart (numpy's flat add is quicker)."""
+    from ..ops.gather_prim import SCATTER_ADD
+    from ..ops.indexing import INDEX_ADD
+    from ..ops.shape import EXPAND, RESHAPE
+    if not isinstance(e, Eqn) or e.prim is not SCATTER_ADD or e.params["dim"] != 0:
+        return None
+    a, index, src = e.inputs
+    wide = made.get(index)
+    flat = made.get(wide.inputs[0]) if isinstance(wide, Eqn) and wide.prim is EXPAND else None
+    if not isinstance(flat, Eqn) or flat.prim is not RESHAPE or not isinstance(flat.inputs[0], Var):
+        return None
+    rows, ash = flat.inputs[0], tuple(a.aval.shape)
+    if (len(rows.aval.shape) != 1 or any(d != 1 for d in flat.out.aval.shape[1:])
+            or not all(type(d) is int for d in ash[1:]) or math.prod(ash[1:]) < 2 or tuple(src.aval.shape[1:]) != ash[1:]):
+        return None
+    row_add = Eqn(INDEX_ADD, (a, src, rows), e.outs, {"spec": (("t", 0),)}, e.loc)
+    return row_add if scatter_ok(row_add) else None
+
+
 def attach_scatters(items: list, graph) -> list:
     """`items` with each row add `scatter_ok` takes made a scatter group: of the plain
     elementwise group computing its update where that is the group's one output and
     nothing else reads it, else of its own."""
     from .fusion import Group, _schedule
-    if not any(scatter_ok(it) for it in items):
+    made = {it.out: it for it in items if isinstance(it, Eqn) and len(it.outs) == 1}
+    adds = {id(it): add for it in items for add in [it if scatter_ok(it) else _as_rows(it, made)] if add is not None}
+    if not adds:
         return items
     from ..ops.creation import FULL
     results = {a for a in graph.outputs if isinstance(a, Var)}
     items = list(items)
-    made = {it.out: it for it in items if isinstance(it, Eqn) and len(it.outs) == 1}
     gid = 1 + max((it.gid for it in items if isinstance(it, Group)), default=-1)
-    for e in [it for it in items if scatter_ok(it)]:
+    for item in [it for it in items if id(it) in adds]:
+        e = adds[id(item)]
         a, v, idx = e.inputs
+        nonneg = e is not item    # (scatter_add refuses a negative index: index_add counts it from the end)
         prod = next((it for it in items if isinstance(it, Group) and v in it.defined), None)
-        reads = [it for it in items if it is not e and v in it.inputs]
+        reads = [it for it in items if it is not item and v in it.inputs]
         if (prod is not None and prod.outputs == [v] and not reads and v not in results
                 and prod.reduction is None and not prod.rows and prod.window is None and prod.scatter is None
                 and not getattr(prod, "reads", None) and tuple(prod.shape) == tuple(v.aval.shape)
@@ -65,13 +93,14 @@ def attach_scatters(items: list, graph) -> list:
             prod.scatter = e
             prod.inputs = [a, idx] + list(prod.inputs)
             prod.outputs = [e.out]
-            items.remove(e)
+            items.remove(item)
         else:
             g = Group(gid, tuple(v.aval.shape), [], None, [a, v, idx], [e.out])
             g.scatter = e
             gid += 1
-            items[items.index(e)] = g
+            items[items.index(item)] = g
             prod = g
+        prod.nonneg_index = nonneg
         fill = made.get(a)
         if (fill is not None and fill.prim is FULL and type(fill.params["value"]) in (int, float)
                 and a not in results and not any(a in it.inputs for it in items if it is not prod)):

@@ -6,6 +6,7 @@ and ``("t", j)`` for the j-th index tensor, which travels as an op input.
 """
 from __future__ import annotations
 
+import math
 from operator import itemgetter
 
 import numpy as np
@@ -348,48 +349,33 @@ def _index_add_impl(xp, a, v, *idx, spec):
     return out
 
 
-def added_rows(view, key, v):
-    """The row of `view` each update adds to (flat, negative indices wrapped) when
-    ``view[key] += v`` adds whole rows by one integer index array on the first dim, all in
-    range; else None. (The CPU backend's row-update loop takes such adds too.) Trailing
-    whole slices add nothing: ``x[idx, :]`` adds the rows ``x[idx]`` does."""
+def _add_rows(view, key, v) -> bool:
+    """``view[key] += v`` with repeats accumulating, where it adds whole rows by integer
+    index arrays on the first dims (trailing whole slices add nothing: ``x[idx, :]`` adds
+    the rows ``x[idx]`` does), all in range: one np.add.at of flat positions, numpy's fast
+    form (12.7 ms -> 2.3 ms for 10556 64-wide rows into 2708), the same additions in the
+    same order. False (nothing done) for any other index."""
     while len(key) > 1 and type(key[-1]) is slice and key[-1] == _FULL_SLICE:
         key = key[:-1]
-    if len(key) != 1:
-        return None
-    idx = key[0]
-    if (type(idx) is not np.ndarray or idx.dtype.kind not in "iu" or idx.size < 32
-            or v.shape != idx.shape + view.shape[1:]):
-        return None
-    # (-1 and n-1 are one row; None out of range: np.add.at raises numpy's IndexError)
-    return wrapped(idx.reshape(-1), view.shape[0])
-
-
-def _add_rows(view, key, v) -> bool:
-    """``view[key] += v`` with repeated rows accumulating, for one integer index array on
-    the first dim (an embedding's backward), in rounds: round k adds every row's k-th update
-    with one fancy-indexed add of distinct rows. Bitwise np.add.at's result with one numpy
-    call per round instead of its slow per-row loop (15 ms -> ~1 ms for 2048 rows into 64).
-    False (nothing done) for any other index, or when one row repeats so often that the
-    rounds would cost more."""
-    flat = added_rows(view, key, v)
-    if flat is None:
+    if not view.flags.c_contiguous or not all(type(i) is np.ndarray and i.dtype.kind in "iu" for i in key):
         return False
-    n, m = view.shape[0], flat.size
-    counts = np.bincount(flat, minlength=n)
-    if counts.max() * 8 > m:
+    try:
+        idx = np.broadcast_arrays(*key) if len(key) > 1 else key
+    except ValueError:
         return False
-    order = np.argsort(flat, kind="stable")          # by row, each row's updates in order
-    starts = np.cumsum(counts) - counts              # where each row's run begins
-    rank = np.arange(m) - starts[flat[order]]        # k: the k-th update of its row
-    by_round = order[np.argsort(rank, kind="stable")]
-    ends = np.cumsum(np.bincount(rank))
-    rows = v.reshape((m,) + view.shape[1:])
-    lo = 0
-    for hi in ends.tolist():
-        sel = by_round[lo:hi]
-        view[flat[sel]] += rows[sel]
-        lo = hi
+    k = len(key)
+    if k > view.ndim or v.shape != idx[0].shape + view.shape[k:]:
+        return False
+    rows = 0
+    for d, i in enumerate(idx):
+        # (-1 and n-1 are one row; None out of range: np.add.at raises numpy's IndexError)
+        at = wrapped(i.reshape(-1), view.shape[d])
+        if at is None:
+            return False
+        rows = rows * view.shape[d] + at
+    width = math.prod(view.shape[k:])
+    at = rows if width == 1 else (rows[:, None] * width + np.arange(width)).reshape(-1)
+    np.add.at(view.reshape(-1), at, v.reshape(-1))
     return True
 
 

@@ -20,6 +20,7 @@ from ...ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD
 from ...ops.depthwise import DEPTHWISE_CONV2D, DEPTHWISE_WGRAD, DEPTHWISE_XGRAD
 from ...ops.elementwise_logic import CAST
 from ...ops.embedding_bag import EMBEDDING_BAG, EMBEDDING_BAG_BACKWARD
+from ...ops.gather_prim import SCATTER_ADD
 from ...ops.reductions import ARGMAX, ARGMIN
 from ...ops.tensorfns import ARGSORT
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
@@ -110,6 +111,7 @@ TABLE = (
     (GRID_SAMPLE_BACKWARD, sampling.backward, floats(3), None),
     # row updates
     (INDEX_ADD, index.index_add, None, None),
+    (SCATTER_ADD, index.scatter_add, None, None),
     (EMBEDDING_BAG, index.embedding_bag, index.sums_bags, None),
     (EMBEDDING_BAG_BACKWARD, index.embedding_bag_backward, index.sums_bags, None),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)

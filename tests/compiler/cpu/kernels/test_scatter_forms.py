@@ -93,3 +93,70 @@ def test_rows_not_contiguous_add_as_np_add_at_does(monkeypatch, layout):
     want = a.copy()
     np.add.at(want, idx, v)
     np.testing.assert_array_equal(scatter_forms.index_add(a, v, idx, spec=(("t", 0),)), want)
+
+
+SCATTER_CASES = {
+    # (base shape, updates): an index repeating one row number along the other dims
+    "gnn-rows": ((37, 5), 41),
+    "3-d-rows": ((6, 3, 2), 33),
+    "rows-split-between-threads": ((5, 8200), 40),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("case", list(SCATTER_CASES), ids=list(SCATTER_CASES))
+def test_scatter_add_of_an_expanded_index_adds_rows_as_pytorch(monkeypatch, dtype, case):
+    import torch
+    import tracejit as tj
+    from tracejit.ops.gather_prim import SCATTER_ADD
+    shape, m = SCATTER_CASES[case]
+    r = np.random.default_rng(m)
+    rows = r.integers(0, shape[0], m)    # repeats
+    index = np.broadcast_to(rows.reshape((m,) + (1,) * (len(shape) - 1)), (m,) + shape[1:])
+    src = r.standard_normal((m,) + shape[1:]).astype(dtype)[::-1]     # strided updates
+    a = r.standard_normal(shape).astype(dtype)
+    want = a.copy()
+    np.add.at(want, rows, src)
+    before = tj.get_num_threads()
+    try:
+        for n in (1, 2):
+            tj.set_num_threads(n)
+            got = scatter_forms.scatter_add(a, index, src, dim=0)
+            assert got is not None and not np.shares_memory(got, a)   # the kernel ran
+            np.testing.assert_array_equal(got, want)
+    finally:
+        tj.set_num_threads(before)
+    t = torch.from_numpy(a).scatter_add(0, torch.from_numpy(index.copy()), torch.from_numpy(src.copy()))
+    np.testing.assert_allclose(got, t.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(SCATTER_ADD.run(np, a, index, src, dim=0), want)   # through the door
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+    np.testing.assert_array_equal(SCATTER_ADD.run(np, a, index, src, dim=0), want)
+
+
+@pytest.mark.parametrize("bad", [-1, 9])
+def test_scatter_add_rows_out_of_range_raise_naming_the_index(bad):
+    from tracejit.errors import IndexRangeError
+    a = np.ones((9, 4), np.float32)
+    rows = np.arange(40) % 9
+    rows[7] = bad
+    with pytest.raises(IndexRangeError, match=f"scatter_add: index {bad} is out of range"):
+        scatter_forms.scatter_add(a, np.broadcast_to(rows[:, None], (40, 4)), np.ones((40, 4), np.float32), dim=0)
+    assert (a == 1).all()
+
+
+def test_scatter_add_of_other_indexes_runs_its_numpy_form():
+    a = np.zeros((9, 4), np.float32)
+    v = np.ones((40, 4), np.float32)
+    rows = np.arange(40) % 9
+    assert scatter_forms.scatter_add(a, np.broadcast_to(rows[:, None], (40, 4)).copy(), v, dim=0) is None  # rows laid out
+    assert scatter_forms.scatter_add(a, np.broadcast_to(rows[:, None], (40, 3)), v[:, :3], dim=0) is None  # part rows
+    assert scatter_forms.scatter_add(a[:, 0], rows, v[:, 0], dim=0) is None    # one-element rows
+    assert scatter_forms.scatter_add(a, np.broadcast_to(rows[:, None], (40, 4)), v, dim=1) is None   # another dim
+
+
+def test_transposed_updates_are_read_from_their_root_in_place():
+    v = np.zeros((12, 8, 16), np.float32)
+    assert scatter_forms._root_order(v.swapaxes(0, 1)) == (1, 0, 2)       # an LM's (T, B, D) as (B, T, D)
+    assert scatter_forms._root_order(v.transpose(2, 1, 0)) is None        # rows not unit-stride: copied
+    assert scatter_forms._root_order(v[:, ::2]) is None                   # no contiguous root
+    assert scatter_forms._root_order(v[::-1].swapaxes(0, 1)) is None      # a negative stride

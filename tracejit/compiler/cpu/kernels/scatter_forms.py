@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from .loader import lowered, one_group, rendered, takes
+from ...scatters import INDEX_DTYPES, whole_rows
 
-__all__ = ["index_add", "embedding_bag", "embedding_bag_backward", "sums_bags", "PARALLEL_MIN"]
+__all__ = ["index_add", "scatter_add", "embedding_bag", "embedding_bag_backward", "sums_bags", "PARALLEL_MIN"]
 
 _forms: dict = {}    # (dtype, index dtype, ranks, size-1 pattern, layout) -> nest, or unsupported
 _calls: dict = {}    # the same plus the variant -> the loaded kernel
@@ -24,34 +25,53 @@ PARALLEL_MIN = 1 << 16
 _FEW = 32
 
 
-def _lower(shapes, layouts):
+def _lower(shapes, layouts, order):
+    from dataclasses import replace
     from ....ops.eager import bind
     from ....ops.indexing import INDEX_ADD
     from ... import loopnest
     graph, group = one_group(lambda a, v, idx: bind(INDEX_ADD, a, v, idx, spec=(("t", 0),)), shapes, "index_add")
     if group.scatter is None or list(group.inputs) != list(graph.inputs):
         raise ValueError("index_add is not one scatter group reading its operands in order")
-    return loopnest.lower(group, layouts)
+    nest = loopnest.lower(group, layouts)
+    if order is None:
+        return nest
+    ops = list(nest.operands)
+    ops[1] = replace(ops[1], index=order)    # (read as its C-ordered root's dims `order`)
+    return replace(nest, operands=tuple(ops))
+
+
+def _root_order(v: np.ndarray):
+    """The dims of `v` in the order of its C-contiguous root's (a transposed view of it, the
+    last dim kept last: an LM's embedding gradient), or None."""
+    if v.ndim < 3 or min(v.strides) <= 0:
+        return None
+    order = tuple(sorted(range(v.ndim), key=lambda d: -v.strides[d]))
+    return order if order[-1] == v.ndim - 1 and v.transpose(order).flags.c_contiguous else None
 
 
 def add_rows(base: np.ndarray, v: np.ndarray, idx: np.ndarray, out: np.ndarray):
     """``out = base`` with ``out[idx[i...]] += v[i...]`` added in order (out may be base),
     or None while the kernel is not loaded; an index out of range raises IndexError first."""
-    # (strided updates copied first: read in place they keep the add scalar, 3x slower)
-    v = np.ascontiguousarray(v)
-    layout = "flat"
+    order = None if v.flags.c_contiguous else _root_order(v)
+    layout = "flat" if order is None else order
+    vshape = v.shape
+    if order is None:   # (strided rows copied first: read in place they keep the add scalar, 3x slower)
+        v = np.ascontiguousarray(v)
+    else:               # (a transposed view's C-ordered root read in place, rows unit-stride)
+        v = v.transpose(order)
     key = (base.dtype.name, idx.dtype.name, base.ndim, idx.ndim,
-           tuple(d == 1 for d in v.shape), layout)
+           tuple(d == 1 for d in vshape), layout)
     parallel = v.size >= PARALLEL_MIN
     fn = _calls.get(key + (parallel,))
     if fn is None:
-        shapes = [(base.shape, base.dtype.name), (v.shape, v.dtype.name), (idx.shape, idx.dtype.name)]
-        nest = lowered(_forms, key, lambda: _lower(shapes, ("ndc", layout, "ndc")))
+        shapes = [(base.shape, base.dtype.name), (vshape, v.dtype.name), (idx.shape, idx.dtype.name)]
+        nest = lowered(_forms, key, lambda: _lower(shapes, ("ndc", "flat" if order is None else "ndc", "ndc"), order))
         fn = None if nest is None else rendered(("scatter",) + key + (parallel,), nest, parallel, steady=True)
         if fn is None:
             return None
         _calls[key + (parallel,)] = fn
-    fn(base, v, idx, out, *v.shape)
+    fn(base, v, idx, out, *vshape)
     return out
 
 
@@ -59,7 +79,6 @@ def index_add(a, v, *idx, spec):
     """INDEX_ADD's CPU implementation (compiler/cpu/implementations.py) for whole rows added
     by one integer index array on the first dim of a float array; None (the numpy form runs,
     raising its own error for an index out of range) for any other add."""
-    from ....compiler.scatters import INDEX_DTYPES, whole_rows
     from ....ops.donation import donated
     if (len(idx) != 1 or not whole_rows(spec) or not takes(np, a, v)
             or type(idx[0]) is not np.ndarray or idx[0].dtype.name not in INDEX_DTYPES
@@ -71,6 +90,23 @@ def index_add(a, v, *idx, spec):
         return add_rows(a, v, np.ascontiguousarray(idx[0]), out)
     except IndexError:
         return None
+
+
+def scatter_add(a, index, src, *, dim):
+    """SCATTER_ADD's CPU implementation where the index repeats one vector along the other
+    dims of float rows (dim 0: a GNN's ``index.view(-1, 1).expand_as(src)``): those rows
+    added whole (2.4 ms -> 0.5 ms for 10556 edges into 2708 64-wide rows); None (the numpy
+    form: its flat np.add.at beats a loop over one-element rows) for any other index."""
+    from ....ops.gather_prim import _row_index, check_index_range
+    if (dim or not takes(np, a, src) or type(index) is not np.ndarray or index.size < _FEW
+            or index.shape[1:] != a.shape[1:] or a.size <= a.shape[0] or not a.flags.c_contiguous):
+        return None
+    rows = _row_index(index, 0, a.shape)
+    if rows is None or rows.dtype.name not in INDEX_DTYPES:
+        return None
+    rows = np.ascontiguousarray(rows)
+    check_index_range("scatter_add", rows, 0, a.shape[0])   # (negative rows too: index_add wraps them)
+    return add_rows(a, src, rows, np.empty_like(a))
 
 
 def _bagged(form):
