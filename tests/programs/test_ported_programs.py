@@ -425,3 +425,20 @@ MAX_COMPILES.update({"prog_convnextv2.py": 3})
 # Cluster-GCN (block adjacencies of cluster unions by index_select, diagonal enhancement,
 # concatenated normalized skips; cluster sizes dynamic=True)
 COMPILED += ["prog_clustergcn.py"]
+# a Reformer LM (LSH buckets by argmax of rotations, argsort chunks, look-one-back, the sort
+# undone by gather, reversible blocks), DeBERTa's disentangled attention (log-bucketed
+# relative positions gathered c2p and p2c; lengths dynamic), a TabTransformer (offset
+# column ids, NaN-imputed continuous columns; fullgraph=True, dynamic=True), a NoPE LM
+# sampling through transformers-style logits processors (repetition penalty by scatter,
+# top-k, top-p by sort/cumsum/scatter; fullgraph=True), a SpecAugment audio CNN (masks
+# written in place in the Dataset, masked mean pooling; dynamic=True) and a TCN forecaster
+# under parametrizations.weight_norm (quantile loss; parametrize.cached, then removed)
+COMPILED += ["prog_reformer.py", "prog_deberta.py", "prog_tabtrans.py", "prog_topp.py", "prog_specaug.py",
+             "prog_tcnfc.py"]
+MAX_COMPILES.update({
+    # the LM training and generating (dynamic); the processors at the first length, then
+    # dynamic while EOS is suppressed, then after min_length (torch.compile's 6 graphs too)
+    "prog_topp.py": 6,
+    # training; eval under parametrize.cached(); the plain convs after the weight norm's
+    # removal (torch.compile's 3 graphs too)
+    "prog_tcnfc.py": 3})
