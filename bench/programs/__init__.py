@@ -99,6 +99,8 @@ PROGRAMS = {
     "ptrans": "Point Transformer, 8 x 256 points: kNN by cdist + topk, gathered vector attention, FPS loop",
     "whisper": "Whisper-style ASR: stft log-mel, conv stem, 2+2 blocks of width 64, cross-attention",
     "longformer": "Longformer, 256 tokens: sliding-window attention by unfold bands, global tokens",
+    "reformer": "Reformer LM, 256 tokens: LSH buckets by argmax, argsort chunks, gather unsort, reversible blocks",
+    "deberta": "DeBERTa-v2, 128 tokens: log-bucketed relative positions, c2p/p2c scores by gather",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

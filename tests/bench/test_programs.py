@@ -50,7 +50,8 @@ def _losses(framework: str, program: str) -> list:
                                      "centernet", "dimenet",
                                      "hyena", "deepar",
                                      "esrgan", "ptrans",
-                                     "whisper", "longformer"])
+                                     "whisper", "longformer",
+                                     "reformer", "deberta"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)
