@@ -442,3 +442,9 @@ MAX_COMPILES.update({
     # training; eval under parametrize.cached(); the plain convs after the weight norm's
     # removal (torch.compile's 3 graphs too)
     "prog_tcnfc.py": 3})
+# a T5 encoder-decoder decoding greedily from a cache under inference_mode (unidirectional
+# position buckets cut to the last query rows, cross-attention keys kept in the cache tuple)
+COMPILED += ["prog_t5dec.py"]
+# the encoder training and on the smaller eval batch; the decoder training (dynamic), on the
+# start token, on the first cache, with the cache's length dynamic, the uncached prefix
+MAX_COMPILES.update({"prog_t5dec.py": 7})
