@@ -101,6 +101,8 @@ PROGRAMS = {
     "longformer": "Longformer, 256 tokens: sliding-window attention by unfold bands, global tokens",
     "enet": "ENet, 64x64, batch 8: MaxUnpool2d by pooling indices, PReLU, dilated/asymmetric convs, Lovasz",
     "iqn": "IQN on 64 torch cart-poles: cosine quantile embedding, 32x32 quantile Huber pairs, target net",
+    "reformer": "Reformer LM, 256 tokens: LSH buckets by argmax, argsort chunks, gather unsort, reversible blocks",
+    "deberta": "DeBERTa-v2, 128 tokens: log-bucketed relative positions, c2p/p2c scores by gather",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

@@ -87,3 +87,15 @@ def test_bf16_gradients_accumulate_as_values_not_words(n):
     np.testing.assert_array_equal(a.grad.float().numpy(), want)
     (a * 2).float().sum().backward()
     np.testing.assert_array_equal(a.grad.float().numpy(), r(want + 2))
+
+
+def test_a_bf16_scalar_loss_seeds_its_backward_with_one():
+    w = tj.randn(3, requires_grad=True)
+    for _ in range(2):       # the root gradient made, then the kept one reused
+        w.grad = None
+        loss = (w.bfloat16() * 2).sum()
+        assert loss.dtype is tj.bfloat16
+        loss.backward()
+        np.testing.assert_array_equal(w.grad.numpy(), [2.0, 2.0, 2.0])
+    (g,) = tj.autograd.grad(w.bfloat16().sum(), [w])
+    np.testing.assert_array_equal(g.numpy(), [1.0, 1.0, 1.0])

@@ -52,6 +52,7 @@ def _losses(framework: str, program: str) -> list:
                                      "esrgan", "ptrans",
                                      "whisper", "longformer",
                                      "enet", "iqn"])
+                                     "reformer", "deberta"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")
     want = _losses("torch", program)

@@ -281,3 +281,29 @@ def test_bad_state_dict_lists_keys_and_changes_nothing():
     for k, v in m.state_dict().items():
         np.testing.assert_array_equal(v.numpy(), before[k], err_msg=k)
 
+
+
+@pytest.mark.parametrize("kind", ["rnn_tanh", "lstm", "gru"])
+@pytest.mark.parametrize("bf16_input", [False, True])
+def test_layers_run_under_autocast_in_pytorchs_dtypes(kind, bf16_input):
+    """Under CPU autocast an LSTM's and an Elman RNN's layers run in bf16 (their weights
+    cast), a GRU in its input's dtype; values within bf16's rounding of PyTorch's."""
+    ours, theirs, kw = KINDS[kind]
+    t_mod = theirs(3, 5, num_layers=2, bidirectional=True, batch_first=True, **kw)
+    mod = ours(3, 5, num_layers=2, bidirectional=True, batch_first=True, **kw)
+    _copy(mod, t_mod)
+    x = np.random.default_rng(0).standard_normal((2, 4, 3)).astype(np.float32)
+    xt = tj.tensor(x, requires_grad=True)
+    with tj.autocast("cpu", dtype=tj.bfloat16):
+        out, _ = mod(xt.bfloat16() if bf16_input else xt)
+    want = tj.float32 if kind == "gru" and not bf16_input else tj.bfloat16
+    assert out.dtype is want
+    out.float().pow(2).sum().backward()
+    assert xt.grad.dtype is tj.float32 and mod.weight_hh_l1.grad.dtype is tj.float32
+    if kind == "lstm" and not bf16_input:
+        return      # (PyTorch's runs through oneDNN, which some CPUs refuse in bf16)
+    x_t = torch.tensor(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ref, _ = t_mod(x_t.bfloat16() if bf16_input else x_t)
+    assert str(ref.dtype) == "torch." + want.name
+    np.testing.assert_allclose(out.float().detach().numpy(), ref.float().detach().numpy(), atol=0.03)

@@ -1,6 +1,6 @@
 """The fast forms of the index ops graph and sparse models lean on, against PyTorch:
 ``index_add`` as one row add along its dim, ``scatter_add`` / ``gather`` over a flat array or
-as row ops when the index is an expanded vector, ``scatter_reduce`` amax/amin as one
+as row ops when the index is an expanded vector (gather also when it picks whole trailing rows), ``scatter_reduce`` amax/amin as one
 ufunc.at with PyTorch's gradient (ties share it), and ``narrow``/``chunk`` building their
 slice directly. Values and gradients must equal PyTorch's (bitwise where both add in the
 same order)."""
@@ -67,7 +67,7 @@ def test_put_takes_negative_indices(accumulate):
 
 
 @pytest.mark.parametrize("dim", [0, 1, 2])
-@pytest.mark.parametrize("form", ["expanded", "random", "smaller"])
+@pytest.mark.parametrize("form", ["expanded", "rows", "random", "smaller"])
 def test_scatter_add_and_gather_match_pytorch(dim, form):
     rng = np.random.default_rng(10 + dim)
     shape = (5, 6, 7)
@@ -82,6 +82,12 @@ def test_scatter_add_and_gather_match_pytorch(dim, form):
         t_idx = torch.tensor(one).view(view).expand(ishape)
         j_idx = tj.tensor(one).view(view).expand(ishape)
         assert gather_prim._row_index(j_idx._data, dim, shape) is not None
+    elif form == "rows":     # whole rows picked: x.gather(1, idx[..., None].expand(-1, -1, C))
+        lead = rng.integers(0, shape[dim], ishape[:dim + 1])
+        view = lead.shape + (1,) * (2 - dim)
+        t_idx = torch.tensor(lead).view(view).expand(ishape)
+        j_idx = tj.tensor(lead).view(view).expand(ishape)
+        assert (gather_prim._trailing_rows(j_idx._data, dim, shape) is None) == (dim == 2)
     else:
         idx = rng.integers(0, shape[dim], ishape)
         t_idx, j_idx = torch.tensor(idx), tj.tensor(idx)

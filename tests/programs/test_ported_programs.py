@@ -441,3 +441,25 @@ MAX_COMPILES.update({
     # SimSiam training; the extractor without grad; the k-NN's 1 neighbour (specialized, as
     # torch.compile's), then 3
     "prog_patchcore.py": 4})
+# a Reformer LM (LSH buckets by argmax of rotations, argsort chunks, look-one-back, the sort
+# undone by gather, reversible blocks), DeBERTa's disentangled attention (log-bucketed
+# relative positions gathered c2p and p2c; lengths dynamic), a TabTransformer (offset
+# column ids, NaN-imputed continuous columns; fullgraph=True, dynamic=True), a NoPE LM
+# sampling through transformers-style logits processors (repetition penalty by scatter,
+# top-k, top-p by sort/cumsum/scatter; fullgraph=True), a SpecAugment audio CNN (masks
+# written in place in the Dataset, masked mean pooling; dynamic=True) and a TCN forecaster
+# under parametrizations.weight_norm (quantile loss; parametrize.cached, then removed)
+COMPILED += ["prog_reformer.py", "prog_deberta.py", "prog_tabtrans.py", "prog_topp.py", "prog_specaug.py",
+             "prog_tcnfc.py"]
+    # the LM training and generating (dynamic); the processors at the first length, then
+    # dynamic while EOS is suppressed, then after min_length (torch.compile's 6 graphs too)
+    "prog_topp.py": 6,
+    # training; eval under parametrize.cached(); the plain convs after the weight norm's
+    # removal (torch.compile's 3 graphs too)
+    "prog_tcnfc.py": 3})
+# a T5 encoder-decoder decoding greedily from a cache under inference_mode (unidirectional
+# position buckets cut to the last query rows, cross-attention keys kept in the cache tuple)
+COMPILED += ["prog_t5dec.py"]
+# the encoder training and on the smaller eval batch; the decoder training (dynamic), on the
+# start token, on the first cache, with the cache's length dynamic, the uncached prefix
+MAX_COMPILES.update({"prog_t5dec.py": 7})

@@ -5,6 +5,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .. import bf16 as _bf16
 from ..errors import user_stacklevel
 from ..ops.creation import as_tensor, ones_like
 from ..tensor import Tensor
@@ -52,8 +53,8 @@ def _default_grads(outputs, grad_outputs, what: str):
                 # costs several times more than the rest of a small backward's root; a
                 # scalar loss's is a copy of a kept 0-d one, 5x cheaper than np.ones).
                 one = _ONES.get(d.dtype) if not d.shape else None
-                if one is None:
-                    one = np.ones(d.shape, d.dtype)
+                if one is None:   # (bf16 storage: the words of 1.0, not the word 1)
+                    one = _bf16.to_bfloat16(np.ones(d.shape)) if _bf16.is_storage(d) else np.ones(d.shape, d.dtype)
                     if not d.shape:
                         _ONES[d.dtype] = one
                 g = Tensor._wrap(one.copy(), o.dtype, o.device)

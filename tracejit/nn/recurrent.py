@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import ops as _ops
 from ..errors import ShapeError
+from ..ops import autocast as _autocast
 from ..ops import registry as _reg
 from . import functional as F
 from . import init
@@ -220,7 +221,7 @@ class RNNBase(Module):
         batch = x.shape[1]
         init_states = self._initial_states(hx, batch, batched, x)
         # the last layer of a one-direction batch_first LSTM/GRU keeps its output batch-major
-        x, finals = self._layers(x, init_states, batched and self.batch_first and self._dirs == 1)
+        x, finals = self._run_layers(x, init_states, batched and self.batch_first and self._dirs == 1)
         if not batched:
             x = _ops.squeeze(x, 1)
             finals = [_ops.squeeze(f, 1) for f in finals]
@@ -228,7 +229,26 @@ class RNNBase(Module):
             x = _ops.transpose(x, 0, 1)
         return x, (tuple(finals) if self.mode == "LSTM" else finals[0])
 
-    def _layers(self, x, init_states: list, batch_major: bool = False, batch_sizes=None) -> tuple:
+    def _run_layers(self, x, init_states: list, batch_major: bool = False, batch_sizes=None) -> tuple:
+        """`_layers` as PyTorch's CPU autocast runs them: an LSTM's layers (mkldnn_rnn_layer)
+        and an Elman RNN's (its input products) in the autocast dtype, the weights cast
+        with the input and states; a GRU in its input's dtype (a float32 one stays float32).
+        The layers' own products are not cast again."""
+        to = _autocast.current()
+        if to is None:
+            return self._layers(x, init_states, batch_major, batch_sizes)
+        if self.mode == "GRU" and x.dtype is not to:
+            to = None
+        cast = (lambda t: t if t is None or t.dtype is to else _ops.cast(t, to)) if to is not None else None
+        if cast is not None:
+            x, init_states = cast(x), [cast(s) for s in init_states]
+        prev = _autocast.set_state(None)
+        try:
+            return self._layers(x, init_states, batch_major, batch_sizes, cast)
+        finally:
+            _autocast.set_state(prev)
+
+    def _layers(self, x, init_states: list, batch_major: bool = False, batch_sizes=None, cast=None) -> tuple:
         """Every layer and direction over time-major x (L, N, H_in) -> (output (L, N, H*dirs),
         the final states: a list of (num_layers*dirs, N, H) tensors). `batch_major`: the
         caller transposes the output to (N, L, H) (see `_run_direction`); `batch_sizes`: a
@@ -241,12 +261,14 @@ class RNNBase(Module):
             for d, suffix in enumerate(self._suffixes()):
                 k = layer * self._dirs + d
                 state = tuple(s[k] for s in init_states)
+                weights = self._weights(layer, suffix)
+                w_hr = getattr(self, f"weight_hr_l{layer}{suffix}", None)
+                if cast is not None:
+                    weights, w_hr = tuple(cast(w) for w in weights), cast(w_hr)
                 if self.proj_size:
-                    out, state = _lstm_proj_layer(x, state, self._weights(layer, suffix),
-                                                  getattr(self, f"weight_hr_l{layer}{suffix}"),
-                                                  d == 1, batch_sizes)
+                    out, state = _lstm_proj_layer(x, state, weights, w_hr, d == 1, batch_sizes)
                 else:
-                        out, state = _run_direction(step, x, state, self._weights(layer, suffix), reverse=d == 1,
+                    out, state = _run_direction(step, x, state, weights, reverse=d == 1,
                                                 batch_major=batch_major and layer == self.num_layers - 1,
                                                 batch_sizes=batch_sizes)
                 outs.append(out)

@@ -225,7 +225,7 @@ def run_packed(module, packed: PackedSequence, hx=None):
         hx = tuple(_ops.getitem(s, (slice(None), packed.sorted_indices)) for s in hx) if lstm \
             and isinstance(hx, (tuple, list)) else _ops.getitem(hx, (slice(None), packed.sorted_indices))
     states = module._initial_states(hx, B, True, x)
-    y, finals = module._layers(x, states, batch_sizes=tuple(bs.tolist()))
+    y, finals = module._run_layers(x, states, batch_sizes=tuple(bs.tolist()))
     out = _ops.getitem(_ops.reshape(y, (T * B, y.shape[-1])), flat)
     if packed.unsorted_indices is not None:                     # back to the caller's order
         finals = [_ops.getitem(f, (slice(None), packed.unsorted_indices)) for f in finals]
