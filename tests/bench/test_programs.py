@@ -51,7 +51,7 @@ def _losses(framework: str, program: str) -> list:
                                      "hyena", "deepar",
                                      "esrgan", "ptrans",
                                      "whisper", "longformer",
-                                     "enet", "iqn"])
+                                     "enet", "iqn",
                                      "reformer", "deberta"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     pytest.importorskip("torch")

@@ -451,6 +451,7 @@ MAX_COMPILES.update({
 # under parametrizations.weight_norm (quantile loss; parametrize.cached, then removed)
 COMPILED += ["prog_reformer.py", "prog_deberta.py", "prog_tabtrans.py", "prog_topp.py", "prog_specaug.py",
              "prog_tcnfc.py"]
+MAX_COMPILES.update({
     # the LM training and generating (dynamic); the processors at the first length, then
     # dynamic while EOS is suppressed, then after min_length (torch.compile's 6 graphs too)
     "prog_topp.py": 6,
