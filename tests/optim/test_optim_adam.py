@@ -144,18 +144,35 @@ def test_load_state_dict_rejects_wrong_state_shape():
     ("AdamW", dict(lr=0.01, weight_decay=0.5, amsgrad=True)),
     ("Adam", dict(lr=0.01, weight_decay=0.5, decoupled_weight_decay=True)),
 ])
-def test_matches_pytorch(name, kw, dtype):
+@pytest.mark.parametrize("fused", [False, True])
+def test_matches_pytorch(name, kw, dtype, fused):
+    """Parameters of mixed shapes (one empty, one without a gradient) after 3 steps, and
+    the optimizer's state, on the array path and in one fused launch."""
     torch = pytest.importorskip("torch")
+    if fused:
+        pytest.importorskip("numba", reason="the fused update is a numba kernel")
     rng = np.random.default_rng(0)
-    w0 = rng.standard_normal((4, 3)).astype(dtype)
-    grads = [rng.standard_normal((4, 3)).astype(dtype) for _ in range(8)]
-    p = nn.Parameter(tj.tensor(w0))
-    q = torch.nn.Parameter(torch.tensor(w0))
-    opt, topt = getattr(optim, name)([p], **kw), getattr(torch.optim, name)([q], **kw)
-    for g in grads:
-        p.grad, q.grad = tj.tensor(g), torch.tensor(g)
+    shapes = [(4, 3), (5,), (0,), (2,)]
+    w0 = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes[:3]] for _ in range(3)]
+    ps = [nn.Parameter(tj.tensor(w)) for w in w0]
+    qs = [torch.nn.Parameter(torch.tensor(w)) for w in w0]
+    opt, topt = getattr(optim, name)(ps, fused=fused, **kw), getattr(torch.optim, name)(qs, **kw)
+    for gs in grads:
+        for p, q, g in zip(ps, qs, gs):     # the last parameter has no gradient: not stepped
+            p.grad, q.grad = tj.tensor(g), torch.tensor(g)
         opt.step()
         topt.step()
+    tol = 1e-6 if dtype == "float32" else 1e-13
+    np.testing.assert_array_equal(ps[3].detach().numpy(), w0[3])
+    assert ps[3] not in opt.state or not opt.state[ps[3]]
+    for p, q in zip(ps, qs):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=tol, atol=tol)
+        for key, value in topt.state[q].items():
+            if key != "step":
+                np.testing.assert_allclose(opt.state[p][key].numpy(), value.numpy(), rtol=tol, atol=tol,
+                                           err_msg=key)
+    p, q = ps[0], qs[0]
     tol = 1e-6 if dtype == "float32" else 1e-13
     np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=tol, atol=tol)
     key = "decoupled_weight_decay"
