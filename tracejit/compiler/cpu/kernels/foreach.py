@@ -150,9 +150,11 @@ def launch_args(form, key, columns: list, scalars: tuple, writes: tuple, wait: b
     k = _kernel(("foreach",) + tuple(map(str, key)) + (dtype.name,),
                 lambda: render(positions, out_columns, len(columns), nest))
     put = _kernel(("foreach_addresses", dtype.name), lambda: _addresses_source(dtype.name))
-    if wait:
-        k.load_now()
-        put.load_now()
+    for kern in (k, put):
+        # a kernel the disk cache holds loads in the call (a few ms), as a compiled step's:
+        # else a short run's steps take the array path until the loader's thread comes
+        if kern.fn is None and (wait or (not kern.failed and kern._on_disk())):
+            kern.load_now()
     fn, fill = k.get(), put.get()
     if fn is None or fill is None:
         return None
