@@ -304,12 +304,12 @@ def test_cache_cli_info_prune_clear(tmp_path):
 
 def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
     import numba  # noqa: F401  (fused=None uses the kernel once numba is loaded)
+    import time
     from tracejit.compiler import diskcache
-    from tracejit.optim import fused
+    from tracejit.compiler.cpu.kernels import loader
     monkeypatch.setenv("TRACEJIT_COMPILE", "background")
-    monkeypatch.setattr(fused, "_modules", {})
+    monkeypatch.setattr(loader, "_kernels", {})
     monkeypatch.setattr(diskcache, "_memory", {})  # as in a fresh process
-    monkeypatch.setattr(prepare, "_module_jobs", {})
     rng = np.random.default_rng(5)
     w0 = rng.standard_normal(1 << 15).astype(np.float32)
     pa, pb = tj.tensor(w0.copy(), requires_grad=True), tj.tensor(w0.copy(), requires_grad=True)
@@ -321,11 +321,13 @@ def test_fused_adam_runs_the_array_path_until_its_kernel_is_built(monkeypatch):
             (p * p).sum().backward()
             opt.step()
     step()
-    assert fused._modules == {}  # the worker is compiling: the array path ran
-    (job,) = prepare._module_jobs.values()
-    assert job.event.wait(WAIT_S) and job.ok
-    step()
-    assert len(fused._modules) == 1  # loaded from the disk cache the worker wrote
+    foreach = [k for key, k in loader._kernels.items() if key[:2] == ("foreach", "adam")]
+    assert len(foreach) == 1 and foreach[0].fn is None   # not loaded: the array path ran
+    deadline = time.monotonic() + WAIT_S
+    while foreach[0].fn is None and time.monotonic() < deadline:   # each step asks again
+        step()
+        time.sleep(0.05)
+    assert foreach[0].fn is not None   # built by a worker, loaded from the disk cache
     step()
     np.testing.assert_array_equal(pa.detach().numpy(), pb.detach().numpy())  # bitwise, either path
 

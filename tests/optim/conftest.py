@@ -4,14 +4,19 @@ import pytest
 
 @pytest.fixture
 def fused_launches(monkeypatch):
-    """``watch(name, record)``: every call of ``tracejit.optim.fused.<name>`` (the fused
-    update launchers) appends ``record(ps, kwargs)`` to the list it returns, then runs."""
-    from tracejit.optim import fused
+    """``watch(name)``: every fused update launch (`foreach.run`) of the optimizer form
+    `name` ("adam", "sgd") appends its parameters' sizes to the list it returns, then runs."""
+    from tracejit.compiler.cpu.kernels import foreach
 
-    def watch(name, record=lambda ps, kw: [p.size for p in ps]):
+    def watch(name):
         calls = []
-        real = getattr(fused, name)
-        monkeypatch.setattr(fused, name, lambda ps, *a, **k: (calls.append(record(ps, k)), real(ps, *a, **k))[1])
+        real = foreach.run
+
+        def run(form, key, columns, *a, **k):
+            if key[0] == name:
+                calls.append([p.size for p in columns[0]])
+            return real(form, key, columns, *a, **k)
+        monkeypatch.setattr(foreach, "run", run)
         return calls
     return watch
 

@@ -1,7 +1,6 @@
 """Adam / AdamW: values against hand-computed formulas and (when installed) PyTorch, state, validation."""
 import math
 import sys
-import threading
 
 import numpy as np
 import pytest
@@ -145,18 +144,35 @@ def test_load_state_dict_rejects_wrong_state_shape():
     ("AdamW", dict(lr=0.01, weight_decay=0.5, amsgrad=True)),
     ("Adam", dict(lr=0.01, weight_decay=0.5, decoupled_weight_decay=True)),
 ])
-def test_matches_pytorch(name, kw, dtype):
+@pytest.mark.parametrize("fused", [False, True])
+def test_matches_pytorch(name, kw, dtype, fused):
+    """Parameters of mixed shapes (one empty, one without a gradient) after 3 steps, and
+    the optimizer's state, on the array path and in one fused launch."""
     torch = pytest.importorskip("torch")
+    if fused:
+        pytest.importorskip("numba", reason="the fused update is a numba kernel")
     rng = np.random.default_rng(0)
-    w0 = rng.standard_normal((4, 3)).astype(dtype)
-    grads = [rng.standard_normal((4, 3)).astype(dtype) for _ in range(8)]
-    p = nn.Parameter(tj.tensor(w0))
-    q = torch.nn.Parameter(torch.tensor(w0))
-    opt, topt = getattr(optim, name)([p], **kw), getattr(torch.optim, name)([q], **kw)
-    for g in grads:
-        p.grad, q.grad = tj.tensor(g), torch.tensor(g)
+    shapes = [(4, 3), (5,), (0,), (2,)]
+    w0 = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes[:3]] for _ in range(3)]
+    ps = [nn.Parameter(tj.tensor(w)) for w in w0]
+    qs = [torch.nn.Parameter(torch.tensor(w)) for w in w0]
+    opt, topt = getattr(optim, name)(ps, fused=fused, **kw), getattr(torch.optim, name)(qs, **kw)
+    for gs in grads:
+        for p, q, g in zip(ps, qs, gs):     # the last parameter has no gradient: not stepped
+            p.grad, q.grad = tj.tensor(g), torch.tensor(g)
         opt.step()
         topt.step()
+    tol = 1e-6 if dtype == "float32" else 1e-13
+    np.testing.assert_array_equal(ps[3].detach().numpy(), w0[3])
+    assert ps[3] not in opt.state or not opt.state[ps[3]]
+    for p, q in zip(ps, qs):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=tol, atol=tol)
+        for key, value in topt.state[q].items():
+            if key != "step":
+                np.testing.assert_allclose(opt.state[p][key].numpy(), value.numpy(), rtol=tol, atol=tol,
+                                           err_msg=key)
+    p, q = ps[0], qs[0]
     tol = 1e-6 if dtype == "float32" else 1e-13
     np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=tol, atol=tol)
     key = "decoupled_weight_decay"
@@ -201,7 +217,7 @@ def test_fused_step_is_bitwise_the_array_path(cls, kw, n, dtype):
 
 def test_fused_default_covers_big_parameters_unless_eager(monkeypatch, fused_launches, one_big_one_small):
     import numba  # noqa: F401  (the default fuses once numba is loaded)
-    calls = fused_launches("adam_update_many")
+    calls = fused_launches("adam")
     opt, big, small = one_big_one_small(optim.Adam, 0.1, calls)  # one launch for both
     np.testing.assert_allclose(big.detach().numpy(), -0.1, rtol=1e-6)
     np.testing.assert_allclose(small.detach().numpy(), -0.1, rtol=1e-6)
@@ -241,115 +257,9 @@ def test_fused_batches_parameters_by_dtype_and_step():
     assert [opt.state[p]["step"] for p in opt.param_groups[0]["params"]] == [4, 3, 4, 4]
 
 
-def test_chunk_table_covers_every_element_once():
-    from tracejit.optim import fused
-    sizes = (fused.CHUNK * 2 + 5, 1, fused.CHUNK, 7)
-    table = fused.chunk_table(sizes)
-    assert table.dtype == np.int64 and table.shape[1] == 3
-    for t, n in enumerate(sizes):
-        rows = table[table[:, 0] == t]
-        assert rows[0, 1] == 0 and rows[-1, 2] == n
-        assert (rows[1:, 1] == rows[:-1, 2]).all() and ((rows[:, 2] - rows[:, 1]) <= fused.CHUNK).all()
-
-
-def _shares_case(amsgrad: bool):
-    """Three tensors of 3, 1 and 2 chunks, and `run(shares, counter_start)`: the fused kernel
-    on fresh copies, its shares (None: the launcher on whatever threads the machine gives;
-    n: n Python threads at once, one counter) claiming chunks from a counter that starts at
-    `counter_start`; returns p, m, v, vmax concatenated."""
-    from tracejit.optim import fused
-    rng = np.random.default_rng(7)
-    sizes = (fused.CHUNK * 2 + 5, 7, fused.CHUNK + 3)
-    p0 = [rng.standard_normal(n).astype(np.float32) for n in sizes]
-    g = [rng.standard_normal(n).astype(np.float32) for n in sizes]
-    hyper = fused._hyper(np.dtype(np.float32), amsgrad, maximize=False, weight_decay=0.1,
-                         decoupled=False, lr=0.01, w=0.1, beta2=0.999, bc2_sqrt=0.0447, eps=1e-8,
-                         step_size=0.1)
-
-    def run(shares=None, counter_start=0, alone=False):
-        ps, ms = [a.copy() for a in p0], [np.full_like(a, 0.5) for a in p0]
-        vs = [np.full_like(a, 0.25) for a in p0]
-        vm = tuple(np.full_like(a, 0.3) for a in p0) if amsgrad else tuple(ps)
-        counter = np.array([counter_start], np.int64)
-        launcher = fused._kernel(np.dtype(np.float32), shares is None, len(sizes))
-        args = (fused.address_table(launcher, ps, g, ms, vs, vm), fused.chunk_table(sizes), counter) + hyper
-        if shares is None:
-            launcher(*args)
-        elif alone:    # share 0 of `shares`, its partners never started
-            launcher.entry(*args, 0, shares)
-        else:
-            threads = [threading.Thread(target=launcher.entry, args=args + (t, shares)) for t in range(shares)]
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-        return [np.concatenate(x) for x in (ps, ms, vs, vm)], p0, sizes
-    return run
-
-
-@pytest.mark.parametrize("amsgrad", [False, True])
-def test_fused_kernel_shares_give_the_same_bits_whatever_their_count(amsgrad):
-    """The kernel runs its chunks in shares on tracejit's chunk threads, each share claiming
-    chunks from one counter: 1, 2 and 3 shares at once (Python threads; the kernel releases
-    the GIL) and the launcher on whatever threads the machine gives give the serial
-    kernel's bits, which are the array path's (test above)."""
-    run = _shares_case(amsgrad)
-    want, p0, _ = run(1)
-    assert not np.array_equal(want[0], np.concatenate(p0))     # it did update
-    for got in (run(2)[0], run(3)[0], run(None)[0]):
-        for a, b in zip(got, want):
-            np.testing.assert_array_equal(a, b)
-
-
-def test_fused_kernel_gradients_are_checked_before_the_launch():
-    """The fused kernel reads the gradients by address (fused.address_table): a gradient of
-    another dtype or size is refused, naming it, and nothing is updated; a non-contiguous
-    one is read as its copy (the array path's result)."""
-    from tracejit.optim import fused
-    rng = np.random.default_rng(3)
-    ps = [rng.standard_normal(n).astype(np.float32) for n in (5, 6)]
-    ms, vs = [np.zeros_like(p) for p in ps], [np.zeros_like(p) for p in ps]
-    kw = dict(maximize=False, weight_decay=0.0, decoupled=False, lr=0.1, w=0.1, beta2=0.999,
-              bc2_sqrt=0.0447, eps=1e-8, step_size=0.1)
-    before = [p.copy() for p in ps]
-    for bad, msg in (([np.ones(5, np.float32), np.ones(6, np.float64)], "gradient 1 is float64"),
-                     ([np.ones(5, np.float32), np.ones(7, np.float32)], r"gradient 1 is float32\[7\]"),
-                     ([np.ones(5, np.float32)], "1 gradients for 2 parameters")):
-        with pytest.raises(ValueError, match=msg):
-            fused.adam_update_many(ps, bad, ms, vs, None, **kw)
-        for p, b in zip(ps, before):
-            np.testing.assert_array_equal(p, b)
-    g = [rng.standard_normal((5, 2)).astype(np.float32)[:, 0], rng.standard_normal(6).astype(np.float32)]
-    assert not g[0].flags.c_contiguous
-    fused.adam_update_many(ps, g, ms, vs, None, **kw)
-    ps2, ms2, vs2 = [b.copy() for b in before], [np.zeros_like(p) for p in ps], [np.zeros_like(p) for p in ps]
-    fused.adam_update_many(ps2, [np.ascontiguousarray(x) for x in g], ms2, vs2, None, **kw)
-    for a, b in zip(ps + ms + vs, ps2 + ms2 + vs2):
-        np.testing.assert_array_equal(a, b)
-    assert not np.array_equal(ps[0], before[0])
-
-
-def test_fused_kernel_shares_claim_their_chunks_from_the_counter():
-    """A share updates the chunks it claims, not a fixed stripe: one share of two whose
-    partner never started updates every chunk (a late partner leaves nothing undone), and a
-    counter that others advanced past chunk 2 leaves chunks 0 and 1 as they were."""
-    from tracejit.optim import fused
-    run = _shares_case(False)
-    want, p0, sizes = run(1)
-    got = run(2, alone=True)[0]
-    np.testing.assert_array_equal(got[0], want[0])
-    part, _, _ = run(1, counter_start=2)
-    start = np.concatenate(p0)
-    rows = fused.chunk_table(sizes)
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    for c, (t, lo, hi) in enumerate(rows):
-        a, b = offsets[t] + lo, offsets[t] + hi
-        np.testing.assert_array_equal(part[0][a:b], start[a:b] if c < 2 else want[0][a:b])
-
-
 def test_fused_takes_the_array_path_for_a_strided_gradient(monkeypatch):
-    from tracejit.optim import fused
-    monkeypatch.setattr(fused, "adam_update_many", lambda *a, **k: pytest.fail("fused kernel on a strided array"))
+    from tracejit.compiler.cpu.kernels import foreach
+    monkeypatch.setattr(foreach, "run", lambda *a, **k: pytest.fail("fused kernel on a strided array"))
     g = np.arange(1.0, 13.0).reshape(3, 4)
     p = nn.Parameter(tj.zeros((4, 3), dtype=tj.float64))
     p.grad = tj.tensor(g).t()                      # a transposed view
@@ -372,16 +282,16 @@ def test_fused_argument_is_checked_at_construction():
 
 def test_fused_kernels_live_in_tracejit_disk_cache(tmp_path, monkeypatch):
     from tracejit.compiler import diskcache
-    from tracejit.optim import fused
+    from tracejit.compiler.cpu.kernels import loader
     from differential import kernel_cache_at
-    monkeypatch.setattr(fused, "_modules", {})
+    monkeypatch.setattr(loader, "_kernels", {})
     with kernel_cache_at(tmp_path):
         diskcache.clear_memory_cache()
         p = nn.Parameter(tj.zeros(5, dtype=tj.float64))
         p.grad = tj.ones(5, dtype=tj.float64)
         optim.Adam([p], lr=0.1, eps=0.0, fused=True).step()
         sources = [f.read_text() for f in tmp_path.glob("kernels/*/*/kernel.py")]
-    assert any("fused Adam/AdamW update for float64" in s for s in sources), sources
+    assert any("foreach group: " in s and "float64" in s for s in sources), sources
     np.testing.assert_allclose(p.detach().numpy(), -0.1, rtol=1e-12)
 
 

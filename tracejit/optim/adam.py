@@ -10,7 +10,7 @@ PyTorch's, so float32 results agree with it to rounding):
 
 ``fused`` (PyTorch's argument): the update of a group's CPU float parameters can run as
 one numba kernel, one pass over every p, g, m and v instead of eleven array operations
-per parameter (`fused.py`), bitwise the array path's results. ``None`` (default): fused
+per parameter (`compiler/cpu/kernels/foreach.py`), bitwise the array path's results. ``None`` (default): fused
 when the eligible parameters hold at least ``FUSED_MIN`` elements together, once numba is
 loaded in the process (an eager script never pays numba's start-up) and unless
 compilation is off. ``True``: fused for every parameter (CPU only). ``False``: never.
@@ -75,7 +75,7 @@ class Adam(Optimizer):
 
     def _update_group(self, todo: list, group: dict) -> None:
         """Every parameter of `group` that has a gradient, with one kernel launch per dtype
-        and step count where the fused kernel applies (`fused.adam_update_many`: small
+        and step count where the fused kernel applies (`_fused_step`: small
         parameters join the big ones instead of taking the array path), the others one by one."""
         fused = group.get("fused")
         batches: dict = {}     # (dtype, step) -> [(p, grad, m, v, vmax, step_size, bc2_sqrt), ...]
@@ -98,16 +98,9 @@ class Adam(Optimizer):
         for batch in batches.values():
             ran = False   # fused=None and small parameters only: they never wait for a compile
             if fused is not None or sum(item[0]._data.size for item in batch) >= FUSED_MIN:
-                from .fused import adam_update_many
-                params, grads, ms, vs, vmaxs = zip(*(item[:5] for item in batch))
-                # fused=None in background compile mode: the array path runs until a compile
-                # worker has built the kernel (compiler/tiers.py); fused=True waits for it.
-                beta1, beta2 = group["betas"]
-                ran = adam_update_many([p._data for p in params], grads, ms, vs,
-                                       vmaxs if group["amsgrad"] else None, wait=fused is True,
-                                       maximize=group["maximize"], weight_decay=group["weight_decay"],
-                                       decoupled=group["decoupled_weight_decay"], lr=group["lr"], w=1 - beta1,
-                                       beta2=beta2, bc2_sqrt=batch[0][6], eps=group["eps"], step_size=batch[0][5])
+                # fused=None in background compile mode: the array path runs until the
+                # kernel is loaded (compiler/tiers.py); fused=True waits for it.
+                ran = _fused_step(batch, group, wait=fused is True)
             if not ran:
                 for item in batch:
                     self._apply(*item, group)
@@ -116,6 +109,52 @@ class Adam(Optimizer):
         """The array path: the update as array operations (numpy or cupy, `_apply_blocks`)."""
         _apply_blocks(p._data, grad, m, v, vmax, step_size, bias_correction2_sqrt, group,
                       group["decoupled_weight_decay"], p._xp())
+
+
+def _fused_step(batch: list, group: dict, wait: bool) -> bool:
+    """The batch's update (items as `Adam._update_group` makes them, of one dtype and step)
+    in one kernel launch (`foreach.run`), or False where the kernel is not loaded."""
+    from ..compiler.cpu.kernels import foreach
+    beta1, beta2 = group["betas"]
+    lr, wd, w = group["lr"], group["weight_decay"], 1 - beta1
+    decay = group["decoupled_weight_decay"] and wd != 0
+    coupled = not group["decoupled_weight_decay"] and wd != 0
+    flags = (bool(group["maximize"]), decay, coupled, abs(w) < 0.5, bool(group["amsgrad"]))
+    form = _forms.get(flags) or _forms.setdefault(flags, _adam_form(*flags))
+    columns = [[item[0]._data.reshape(-1) for item in batch]]
+    columns += [[a.reshape(-1) for a in arrays] for arrays in list(zip(*batch))[1:4 + flags[-1]]]
+    # the numbers as numpy takes a Python float beside an array: in the array's dtype
+    scalars = (1 - lr * wd if decay else wd, w if flags[3] else 1 - w, beta2, 1 - beta2, batch[0][6],
+               group["eps"], -batch[0][5])
+    return foreach.run(form, ("adam",) + flags, columns, scalars, (0, 2, 3, 4)[:3 + flags[-1]], wait=wait,
+                       parallel_min=PARALLEL_MIN)
+
+
+_forms: dict = {}
+
+
+def _adam_form(maximize: bool, decay: bool, coupled: bool, small: bool, amsgrad: bool):
+    """Adam's update of one parameter as a function of tensors, `_apply_blocks`'s operations
+    in its order (what `foreach.run` traces into one kernel)."""
+    from ..ops.elementwise import maximum
+
+    def adam_update(p, g, m, v, *rest):
+        if amsgrad:
+            vmax, *rest = rest
+        wd, w, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size = rest
+        if maximize:
+            g = -g
+        if decay:
+            p = p * wd
+        elif coupled:
+            g = g + p * wd
+        m = m + (g - m) * w if small else g - (g - m) * w    # lerp: w or 1 - w (`_apply_blocks`)
+        v = v * beta2 + g * one_minus_beta2 * g
+        if amsgrad:
+            vmax = maximum(vmax, v)
+        p = p + m * neg_step_size / ((vmax if amsgrad else v).sqrt() / bc2_sqrt + eps)
+        return (p, m, v, vmax) if amsgrad else (p, m, v)
+    return adam_update
 
 
 def _check_fused(name: str, group: dict) -> None:

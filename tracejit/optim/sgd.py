@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov and weight decay (PyTorch's formulas).
 
 ``fused`` (PyTorch's argument, as for Adam): a group's CPU float parameters update in one
-numba kernel launch (`fused.sgd_update_many`), one pass over every p, g (and momentum
+numba kernel launch (`_fused_step`), one pass over every p, g (and momentum
 buffer), bitwise the array path's results. ``None`` (default): fused under Adam's rule
 (``adam.FUSED_MIN`` elements, numba loaded, compilation on); ``True``: always (CPU only);
 ``False``: never.
@@ -53,27 +53,15 @@ class SGD(Optimizer):
             else:
                 rest.append((p, grad))
         for (_, first), batch in batches.items():
-            if fused is None and sum(p._data.size for p, _, _ in batch) < FUSED_MIN:
+            # the first momentum step makes the buffers (the array path); fused=None in
+            # background compile mode: the array path until the kernel is loaded
+            if first or (fused is None and sum(p._data.size for p, _, _ in batch) < FUSED_MIN) \
+                    or not _fused_step(batch, group, wait=fused is True):
                 rest.extend((p, grad) for p, grad, _ in batch)
                 continue
-            bufs = None
-            if momentum != 0:     # the first step's buffers are new arrays the kernel fills
-                bufs = [p._xp().empty_like(p._data) if first else buf._data for p, _, buf in batch]
-            from .fused import sgd_update_many
-            # fused=None in background compile mode: the array path until the kernel is built
-            if not sgd_update_many([p._data for p, _, _ in batch], [g for _, g, _ in batch], bufs,
-                                   maximize=group["maximize"], weight_decay=group["weight_decay"],
-                                   momentum=momentum, dampening=group["dampening"],
-                                   nesterov=group["nesterov"], first=first, lr=group["lr"],
-                                   wait=fused is True):
-                rest.extend((p, grad) for p, grad, _ in batch)
-                continue
-            if momentum != 0:
-                for (p, _, buf), arr in zip(batch, bufs):
-                    if first:
-                        self.state[p]["momentum_buffer"] = _new_state_tensor(p, arr)
-                    else:
-                        buf._vbox[0] += 1
+            for _, _, buf in batch:
+                if buf is not None:
+                    buf._vbox[0] += 1
         for p, grad in rest:
             self._update(p, grad, self.state[p], group)
 
@@ -99,3 +87,43 @@ def _plain(group: dict) -> bool:
     dtype (as the kernel takes them); a numpy float64 scalar would make the array path
     compute in float64."""
     return all(type(group[k]) in (float, int, bool) for k in ("lr", "momentum", "dampening", "weight_decay"))
+
+
+def _fused_step(batch: list, group: dict, wait: bool) -> bool:
+    """The batch's update ((p, grad, momentum buffer or None) of one dtype, buffers made)
+    in one kernel launch (`foreach.run`), or False where the kernel is not loaded."""
+    from ..compiler.cpu.kernels import foreach
+    momentum = group["momentum"]
+    flags = (bool(group["maximize"]), group["weight_decay"] != 0, momentum != 0, bool(group["nesterov"]))
+    form = _forms.get(flags) or _forms.setdefault(flags, _sgd_form(*flags))
+    columns = [[p._data.reshape(-1) for p, _, _ in batch], [g.reshape(-1) for _, g, _ in batch]]
+    if flags[2]:
+        columns.append([buf._data.reshape(-1) for _, _, buf in batch])
+    scalars = (group["weight_decay"], momentum, 1 - group["dampening"], group["lr"])
+    return foreach.run(form, ("sgd",) + flags, columns, scalars, (0, 2)[:1 + flags[2]], wait=wait,
+                       parallel_min=_PARALLEL_MIN)
+
+
+# SGD's update moves 12 bytes per float32 element and computes next to nothing: below this
+# many elements one thread is faster than a two-share launch.
+_PARALLEL_MIN = 1 << 22
+_forms: dict = {}
+
+
+def _sgd_form(maximize: bool, decay: bool, momentum: bool, nesterov: bool):
+    """SGD's update of one parameter after its first momentum step as a function of
+    tensors, `SGD._update`'s operations in its order (what `foreach.run` traces)."""
+    def sgd_update(p, g, *rest):
+        if momentum:
+            buf, *rest = rest
+        wd, mom, one_minus_dampening, lr = rest
+        if maximize:
+            g = -g
+        if decay:
+            g = g + wd * p
+        if momentum:
+            buf = buf * mom + one_minus_dampening * g
+            g = g + mom * buf if nesterov else buf
+        p = p - lr * g
+        return (p, buf) if momentum else (p,)
+    return sgd_update
