@@ -902,6 +902,10 @@ def _scatter_add_ref(x, index, src, dim):
 register("scatter_add", lambda m, x, index, src, dim: m.scatter_add(x, dim, index, src), _scatter_add_ref,
          lambda d, r: [Sample((arr(r, (3, 4), d), idx(r, (3, 5), 4), arr(r, (3, 5), d)), {"dim": 1}),
                        Sample((arr(r, (3, 4), d), idx(r, (6, 4), 3), arr(r, (6, 4), d)), {"dim": 0})])
+# a GNN's readout: one row number per update, expanded over the row (whole rows added)
+register("scatter_add_rows", lambda m, x, rows, src: m.scatter_add(x, 0, rows.reshape(-1, 1).expand(src.shape), src),
+         lambda x, rows, src: _scatter_add_ref(x, np.broadcast_to(rows[:, None], src.shape), src, 0),
+         lambda d, r: [Sample((arr(r, (5, 4), d), idx(r, (40,), 5), arr(r, (40, 4), d)), {})])
 register("index_select", lambda m, x, index, dim: m.index_select(x, dim, index),
          lambda x, index, dim: np.take(x, index, axis=dim),
          lambda d, r: [Sample((arr(r, (3, 4), d), idx(r, (5,), 4)), {"dim": 1}),
