@@ -339,3 +339,16 @@ def test_a_remainder_of_sizes_is_symbolic_and_its_zero_is_guarded(monkeypatch):
         x = tj.randn(2, n)
         np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
     assert cf.cache_stats()["compiles"] == 3, cf.cache_stats()["recompile_reasons"]
+
+
+def test_a_remainder_below_two_in_a_condition_is_this_calls_answer():
+    """``if n % 4`` and ``n % 4 == 1`` where ``n // 4`` is a guarded 0 or 1 (the remainder
+    ``n - 4``): each call's truth, as eagerly, for remainders 0 and 1 too."""
+    def f(x):
+        r = x.shape[0] % 4
+        return x.sum() * (2 if r else 3) * (5 if r == 1 else 7)
+
+    cf = tj.trace(f, dynamic=True, compiler="interpret")
+    for n in (4, 5, 6, 8, 9, 12, 2, 3, 5, 4):
+        x = tj.ones(n)
+        assert cf(x).item() == f(x).item() == n * (2 if n % 4 else 3) * (5 if n % 4 == 1 else 7), n
