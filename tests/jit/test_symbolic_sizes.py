@@ -352,3 +352,14 @@ def test_a_remainder_below_two_in_a_condition_is_this_calls_answer():
     for n in (4, 5, 6, 8, 9, 12, 2, 3, 5, 4):
         x = tj.ones(n)
         assert cf(x).item() == f(x).item() == n * (2 if n % 4 else 3) * (5 if n % 4 == 1 else 7), n
+
+
+def test_the_truth_of_a_count_from_the_data_is_each_calls():
+    def f(x):
+        return x.sum() * (2 if (x > 0).nonzero().shape[0] else 3)
+
+    cf = tj.compile(f, backend="interpret")
+    with pytest.warns(RuntimeWarning, match="a size that depends on the data"):   # (read: eager)
+        for v in ([1.0, -1.0], [-1.0, -2.0], [1.0, 1.0], [-3.0, -1.0]):
+            x = tj.tensor(v)
+            assert cf(x).item() == f(x).item() == sum(v) * (2 if max(v) > 0 else 3)
