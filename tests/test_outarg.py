@@ -155,3 +155,17 @@ def test_elementwise_functions_scans_and_reductions_take_out_as_pytorchs(name, a
         assert getattr(m, name)(*operands, out=out) is out
         got.append(out.numpy())
     np.testing.assert_allclose(got[1], got[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("name, args, dtype", [("argmax", (0, "dim"), "float32"), ("mm", (0, 1), "float64"),
+                                               ("float_power", (0, 1), "float32"), ("take", (0, "i"), "float64")])
+def test_an_out_of_another_dtype_is_refused_where_pytorch_refuses_it(name, args, dtype):
+    torch = pytest.importorskip("torch")
+    x = np.array([[0.3, 1.6], [2.2, 0.9]], dtype=np.float32)
+    for m in (torch, tj):
+        operands = [m.tensor(x + a) if a not in ("dim", "i") else 0 if a == "dim" else m.tensor([0, 3])
+                    for a in args]
+        out = m.full((2,), 7.0, dtype=getattr(m, dtype))
+        with pytest.raises(RuntimeError, match="dtype"):
+            getattr(m, name)(*operands, out=out)
+        assert out.tolist() == [7.0, 7.0]

@@ -37,6 +37,10 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
 
 # The reductions that compute in out's dtype.
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
+# The functions whose out PyTorch takes only in the result's own dtype.
+_SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "baddbmm", "amax", "amin",
+                         "tril", "triu", "diag", "take", "masked_select", "msort", "clamp_min", "clamp_max",
+                         "polar", "argmax", "argmin", "searchsorted", "bucketize", "float_power"))
 
 
 def _write(out, value, name):
@@ -47,6 +51,10 @@ def _write(out, value, name):
         from .errors import DTypeError
         raise DTypeError(f"{name}: result type {value.dtype.name} can't be cast to the desired output "
                          f"type {out.dtype.name}")
+    if name in _SAME_DTYPE and out.dtype != value.dtype:
+        from .errors import DTypeError
+        raise DTypeError(f"{name}: expected out tensor to have dtype {value.dtype.name}, but got "
+                         f"{out.dtype.name} instead")
     if tuple(out.shape) != tuple(value.shape):
         out.resize_(tuple(value.shape))   # (as PyTorch does)
     from .autograd.grad_mode import no_grad

@@ -334,10 +334,10 @@ class Sym:
             low = self.lower_bound()
             if o < 0 or low is not None and o < low:
                 return False  # ``5 * s0 == 5`` for no size (symbols stand for sizes >= 2)
-            if o <= 1:   # a remainder (``n - 8*q0``) may be 0 or 1: this call's answer, guarded
-                if low is not None or data_sized(self) or not any(isinstance(x, Derived) for m, _ in self.terms
-                                                                  for x in m):
-                    return False   # (other sizes stand for values >= 2)
+            if o <= 1:   # (``n - 8*q0``, the user's ``n - 4``) may be 0 or 1: this call's answer, guarded
+                if data_sized(self) or not (_from_user(depth) or any(isinstance(x, Derived) for m, _ in self.terms
+                                                                     for x in m)):
+                    return False   # (tracejit's own checks: other sizes stand for values >= 2)
                 v = (self - o, o - self) if self.hint == o else (self - o - 1,) if self.hint > o else (o - self - 1,)
                 if all(facts_hooks.assume(x, "a comparison of sizes", dims=True) for x in v):
                     return self.hint == o
@@ -387,8 +387,8 @@ class Sym:
     def __ge__(self, o):
         return self._cmp(o, lambda a, b: a >= b, False, False)
 
-    def __bool__(self):
-        return True
+    def __bool__(self):   # (``if n % 4:``: a remainder may be 0)
+        return self._eq(0, 3) is not True
 
     # -- leaving the symbolic world -------------------------------------------
     def _specialized(self) -> int:

@@ -339,3 +339,27 @@ def test_a_remainder_of_sizes_is_symbolic_and_its_zero_is_guarded(monkeypatch):
         x = tj.randn(2, n)
         np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
     assert cf.cache_stats()["compiles"] == 3, cf.cache_stats()["recompile_reasons"]
+
+
+def test_a_remainder_below_two_in_a_condition_is_this_calls_answer():
+    """``if n % 4`` and ``n % 4 == 1`` where ``n // 4`` is a guarded 0 or 1 (the remainder
+    ``n - 4``): each call's truth, as eagerly, for remainders 0 and 1 too."""
+    def f(x):
+        r = x.shape[0] % 4
+        return x.sum() * (2 if r else 3) * (5 if r == 1 else 7)
+
+    cf = tj.trace(f, dynamic=True, compiler="interpret")
+    for n in (4, 5, 6, 8, 9, 12, 2, 3, 5, 4):
+        x = tj.ones(n)
+        assert cf(x).item() == f(x).item() == n * (2 if n % 4 else 3) * (5 if n % 4 == 1 else 7), n
+
+
+def test_the_truth_of_a_count_from_the_data_is_each_calls():
+    def f(x):
+        return x.sum() * (2 if (x > 0).nonzero().shape[0] else 3)
+
+    cf = tj.compile(f, backend="interpret")
+    with pytest.warns(RuntimeWarning, match="a size that depends on the data"):   # (read: eager)
+        for v in ([1.0, -1.0], [-1.0, -2.0], [1.0, 1.0], [-3.0, -1.0]):
+            x = tj.tensor(v)
+            assert cf(x).item() == f(x).item() == sum(v) * (2 if max(v) > 0 else 3)

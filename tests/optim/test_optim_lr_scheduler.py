@@ -128,3 +128,24 @@ def test_state_dicts_load_across_tracejit_and_pytorch(name, kw):
         sched2.load_state_dict(state)
         assert keys == set(sched2.state_dict()) - {"_get_lr_called_within_step", "use_beta1", "_mom_key"}
         np.testing.assert_allclose(steps(opt2, sched2, 3), want)
+
+
+def test_multistep_milestones_saved_as_a_sorted_list_still_load():
+    def make():
+        opt = tj.optim.SGD([tj.nn.Parameter(tj.ones(2))], lr=1.0)
+        return opt, tj.optim.lr_scheduler.MultiStepLR(opt, milestones=[3, 1, 3], gamma=0.5)
+
+    opt, sched = make()
+    for _ in range(2):
+        opt.step()
+        sched.step()
+    state = dict(sched.state_dict(), milestones=[1, 3, 3])
+    opt2, sched2 = make()
+    opt2.load_state_dict(opt.state_dict())
+    sched2.load_state_dict(state)
+    lrs = []
+    for _ in range(3):
+        opt2.step()
+        sched2.step()
+        lrs.append(opt2.param_groups[0]["lr"])
+    assert lrs == [0.125, 0.125, 0.125]

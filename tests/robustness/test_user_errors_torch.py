@@ -7,6 +7,7 @@ compiling again.
 """
 from __future__ import annotations
 
+import io
 import traceback
 import warnings
 
@@ -516,3 +517,17 @@ def test_an_iterator_argument_is_not_frozen_into_the_graph():
     g = tj.compile(lambda x: x * next(items))
     with pytest.warns(RuntimeWarning, match=r"closure variable 'items' is an iterator \(list_iterator\)"):
         assert [float(g(tj.ones(1))) for _ in range(3)] == want
+
+
+_LOG = io.StringIO()   # (a file object is an iterator of its lines)
+
+
+def _logged(x, verbose=False):
+    if verbose:
+        print("step", file=_LOG)
+    return x * 2
+
+
+def test_a_global_log_file_does_not_stop_a_capture():
+    f = tj.compile(_logged, fullgraph=True)
+    assert f(tj.ones(2)).tolist() == [2.0, 2.0] and f.cache_stats()["compiles"] == 1

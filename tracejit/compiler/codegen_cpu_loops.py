@@ -299,7 +299,7 @@ def render_scatter(nest: LoopNest, parallel: bool):
     what = "scatter_add" if sc.nonneg else "index_add"
     body += [f"{depth}r = {idx}[{lead}]",
              f"{depth}if r < {'0' if sc.nonneg else '-n'} or r >= n:",
-             f"{depth}{IND}raise IndexError('{what}: an index is out of range for the rows it adds to')"]
+             f"{depth}{IND}raise IndexError('{what}', r, n)"]   # (kernel_errors.py words it)
     last = rank - 1
 
     def adds(split: bool, d0: int) -> list:

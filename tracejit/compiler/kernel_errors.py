@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import KernelError, TracejitError, innermost_source_item
+from ..errors import IndexRangeError, KernelError, TracejitError, innermost_source_item, note_user_line
 
 __all__ = ["group_parts", "group_label", "kernel_error"]
 
@@ -35,8 +35,9 @@ def group_label(grp) -> str:
     return f"fused group {grp.gid} ({', '.join(ops)}) from {', '.join(locs) or 'unknown lines'}"
 
 
-def kernel_error(exc: BaseException) -> KernelError | None:
-    """A `KernelError` naming the fused group whose kernel raised `exc`, or None when `exc`
+def kernel_error(exc: BaseException) -> TracejitError | None:
+    """A `KernelError` naming the fused group whose kernel raised `exc` (a scatter's index out
+    of range: the `IndexRangeError` eager raises, noted at the user's line), or None when `exc`
     did not come from a kernel call of a plan, or is tracejit's own error (a
     `CompileError` of a variant compiled on first use already names its group)."""
     if isinstance(exc, TracejitError) or not isinstance(exc, Exception):
@@ -44,6 +45,13 @@ def kernel_error(exc: BaseException) -> KernelError | None:
     found = innermost_source_item(exc.__traceback__, lambda item: hasattr(item, "gid"))   # (a fused group)
     if found is None:
         return None
+    sc = getattr(found[0], "scatter", None)
+    if sc is not None and type(exc) is IndexError and len(exc.args) == 3:   # (render_scatter's check)
+        what, r, n = exc.args
+        err = IndexRangeError(f"{what}: index {r} is out of range for {'dim 0 of ' * (what == 'scatter_add')}size {n}")
+        err.__suppress_context__ = True
+        note_user_line(err, sc.loc, found[1])
+        return err
     label = group_label(found[0])
     return KernelError(f"the kernel of {label} raised {type(exc).__name__}: {exc}")
 

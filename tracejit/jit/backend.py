@@ -185,6 +185,7 @@ def raise_kernel_error(exc: BaseException) -> None:
     for b in list(_registered.values()):
         err = b.kernel_error(exc)
         if err is not None:
+            raise_at_user_line(err)
             raise err from exc
     raise_at_user_line(exc)
 

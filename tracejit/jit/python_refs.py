@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import dis
+import io
 import types
 from typing import Callable, Optional
 
@@ -48,7 +49,8 @@ class _RefsGuard:
         read = _Read()
         read.before = [snapshot(_now(gl, key)) for _, gl, key in self.refs]
         for label, gl, key in self.refs:   # (checked before the code runs)
-            if isinstance(v := _now(gl, key), collections.abc.Iterator):   # (a generator, iter(batches))
+            v = _now(gl, key)   # (a generator, iter(batches); not a log file a capture only writes to)
+            if isinstance(v, collections.abc.Iterator) and not isinstance(v, io.IOBase):
                 raise TraceError(f"{label} is an iterator ({type(v).__name__}): a capture would keep what it "
                                  f"gave once, for every later call; pass its items in as arguments instead")
         if not (modules or self.has_modules):

@@ -113,6 +113,12 @@ class MultiStepLR(LRScheduler):
         k = bisect_right(sorted(self.milestones.elements()), self.last_epoch)
         return [base * self.gamma ** k for base in self.base_lrs]
 
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        # (a sorted list where an older tracejit saved it: indexed by epoch it would be wrong)
+        m = self.milestones
+        self.milestones = Counter(m.elements() if isinstance(m, Counter) else m)
+
 
 class ExponentialLR(LRScheduler):
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1):
