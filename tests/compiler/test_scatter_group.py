@@ -50,7 +50,7 @@ def test_row_adds_match_pytorch_bitwise_np_add_at(dtype, rows, shape):
         np.testing.assert_allclose(got, t.numpy() + a, rtol=1e-6 if dtype == np.float32 else 1e-13, atol=1e-6)
 
 
-def test_strided_updates_on_any_thread_count():
+def test_strided_updates_on_any_thread_count(thread_counts_back):
     r = np.random.default_rng(3)
     a = r.standard_normal((11, 8200)).astype(np.float32)     # (rows split between threads)
     idx = r.integers(0, 11, 20)
@@ -58,13 +58,9 @@ def test_strided_updates_on_any_thread_count():
     f = tj.compile(lambda a, i, x: a.index_add(0, i, x * 3.0))
     want = a.copy()
     np.add.at(want, idx, x * np.float32(3.0))
-    before = tj.get_num_threads()
-    try:
-        for n in (1, 2):
-            tj.set_num_threads(n)
-            np.testing.assert_array_equal(f(tj.tensor(a), tj.tensor(idx), tj.tensor(x)).numpy(), want)
-    finally:
-        tj.set_num_threads(before)
+    for n in (1, 2):
+        tj.set_num_threads(n)
+        np.testing.assert_array_equal(f(tj.tensor(a), tj.tensor(idx), tj.tensor(x)).numpy(), want)
 
 
 def test_an_index_out_of_range_raises_and_leaves_the_base():
@@ -80,7 +76,7 @@ def _expanded(a, idx, x):
     return tj.zeros_like(a).scatter_add(0, idx.view(-1, 1, 1).expand(-1, a.shape[1], a.shape[2]), x * 3.0 - 1.0) + a
 
 
-def test_scatter_add_of_an_expanded_index_is_a_row_add_as_pytorch():
+def test_scatter_add_of_an_expanded_index_is_a_row_add_as_pytorch(thread_counts_back):
     dtype = np.float32   # (the loop form is one per dtype: test_row_adds_match_pytorch_bitwise_np_add_at)
     r = np.random.default_rng(5)
     a = r.standard_normal((7, 3, 5)).astype(dtype)
@@ -93,14 +89,10 @@ def test_scatter_add_of_an_expanded_index_is_a_row_add_as_pytorch():
     t = torch.zeros(a.shape, dtype=torch.from_numpy(a).dtype).scatter_add(
         0, torch.tensor(idx).view(-1, 1, 1).expand(-1, 3, 5), torch.tensor(x) * 3.0 - 1.0) + torch.tensor(a)
     f = tj.compile(_expanded)
-    before = tj.get_num_threads()
-    try:
-        for n in (1, 2):
-            tj.set_num_threads(n)
-            got = f(tj.tensor(a), tj.tensor(idx), tj.tensor(x)).numpy()
-            np.testing.assert_array_equal(got, want + a)
-    finally:
-        tj.set_num_threads(before)
+    for n in (1, 2):
+        tj.set_num_threads(n)
+        got = f(tj.tensor(a), tj.tensor(idx), tj.tensor(x)).numpy()
+        np.testing.assert_array_equal(got, want + a)
     np.testing.assert_allclose(got, t.numpy(), rtol=1e-5, atol=1e-5)
     idx[4] = -1                                      # PyTorch refuses a negative index here
     with pytest.raises(tj.errors.IndexRangeError, match="scatter_add: index -1 is out of range for dim 0 of size 7") as got:

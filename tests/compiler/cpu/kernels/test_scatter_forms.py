@@ -105,7 +105,7 @@ SCATTER_CASES = {
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("case", list(SCATTER_CASES), ids=list(SCATTER_CASES))
-def test_scatter_add_of_an_expanded_index_adds_rows_as_pytorch(monkeypatch, dtype, case):
+def test_scatter_add_of_an_expanded_index_adds_rows_as_pytorch(monkeypatch, dtype, case, thread_counts_back):
     import torch
     import tracejit as tj
     from tracejit.ops.gather_prim import SCATTER_ADD
@@ -117,15 +117,11 @@ def test_scatter_add_of_an_expanded_index_adds_rows_as_pytorch(monkeypatch, dtyp
     a = r.standard_normal(shape).astype(dtype)
     want = a.copy()
     np.add.at(want, rows, src)
-    before = tj.get_num_threads()
-    try:
-        for n in (1, 2):
-            tj.set_num_threads(n)
-            got = scatter_forms.scatter_add(a, index, src, dim=0)
-            assert got is not None and not np.shares_memory(got, a)   # the kernel ran
-            np.testing.assert_array_equal(got, want)
-    finally:
-        tj.set_num_threads(before)
+    for n in (1, 2):
+        tj.set_num_threads(n)
+        got = scatter_forms.scatter_add(a, index, src, dim=0)
+        assert got is not None and not np.shares_memory(got, a)   # the kernel ran
+        np.testing.assert_array_equal(got, want)
     t = torch.from_numpy(a).scatter_add(0, torch.from_numpy(index.copy()), torch.from_numpy(src.copy()))
     np.testing.assert_allclose(got, t.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(SCATTER_ADD.run(np, a, index, src, dim=0), want)   # through the door
