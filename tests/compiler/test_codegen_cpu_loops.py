@@ -126,16 +126,13 @@ def test_fused_topk_matches_pytorch(dtype):
     assert len(tops) == 3   # (and the two largest firsts: argmax steps)
 
 
-def test_fused_topk_is_the_same_on_one_and_two_threads():
+def test_fused_topk_is_the_same_on_one_and_two_threads(thread_counts_back):
     x = _inputs((64, 300), "float32", 9)[0]   # (past PARALLEL_MIN: the parallel variant)
     f = tj.trace(lambda x: (x * 2).topk(5, dim=-1), compile="sync")
-    got, before = [], tj.get_num_threads()
-    try:
-        for n in (1, 2):
-            tj.set_num_threads(n)
-            got.append([t.numpy() for t in f(tj.tensor(x))])
-    finally:
-        tj.set_num_threads(before)
+    got = []
+    for n in (1, 2):
+        tj.set_num_threads(n)
+        got.append([t.numpy() for t in f(tj.tensor(x))])
     for a, b in zip(*got):
         np.testing.assert_array_equal(a, b)
     want = torch.tensor(x * 2).sort(dim=-1, descending=True, stable=True)[1][:, :5]
