@@ -98,3 +98,18 @@ def test_scatter_add_of_an_expanded_index_is_a_row_add_as_pytorch(thread_counts_
     with pytest.raises(tj.errors.IndexRangeError, match="scatter_add: index -1 is out of range for dim 0 of size 7") as got:
         f(tj.tensor(a), tj.tensor(idx), tj.tensor(x))
     assert got.traceback[-1].name == "_expanded"     # (raised from the user's line, as eager)
+
+
+def test_the_graph_holds_an_expanded_scatter_add_as_a_row_add_refusing_negative_rows():
+    from tracejit.jit.interpreter import interpret
+    r = np.random.default_rng(6)
+    a, idx, x = r.standard_normal((7, 3, 5)), r.integers(0, 7, 41), r.standard_normal((41, 3, 5))
+    g = graph_of(_expanded, [a, idx, x])
+    adds = [e for e in g.eqns if e.prim.name in ("index_add", "scatter_add")]
+    assert [(e.prim.name, e.params.get("nonneg")) for e in adds] == [("index_add", True)]
+    want = np.zeros_like(a)
+    np.add.at(want, idx, x * 3.0 - 1.0)
+    np.testing.assert_array_equal(interpret(g, [tj.tensor(a), tj.tensor(idx), tj.tensor(x)])[0].numpy(), want + a)
+    idx[4] = -1
+    with pytest.raises(tj.errors.IndexRangeError, match="scatter_add: index -1 is out of range for dim 0 of size 7"):
+        interpret(g, [tj.tensor(a), tj.tensor(idx), tj.tensor(x)])

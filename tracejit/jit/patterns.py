@@ -16,7 +16,7 @@ it off. Stages, and what a rewrite takes and returns there:
 
 Patterns run in the order they were registered: each module registers its own at its
 end (jit/passes.py, jit/scatter_products.py, jit/batchnorm_split.py,
-compiler/plan_patterns.py).
+compiler/scatters.py, compiler/plan_patterns.py).
 Equations are matched by their primitive record, never by its name. Learned from
 Inductor's ``register_graph_pattern(..., extra_check=...)``.
 """

@@ -117,7 +117,7 @@ def scattered_product(e: Eqn, producer: dict, uses: dict):
     here) as ``index_add(zeros(V, K), views(G), idx) @ W``; None where it does not apply."""
     base, v = e.inputs[0], e.inputs[1]
     idx = e.inputs[2:]
-    if tuple(e.params.get("spec", ())) != _SPEC or len(idx) != 1 or not isinstance(v, Var):
+    if tuple(e.params.get("spec", ())) != _SPEC or e.params.get("nonneg") or len(idx) != 1 or not isinstance(v, Var):
         return None
     fill = producer.get(base)
     if (fill is None or fill.prim is not FULL or fill.params.get("value") != 0

@@ -25,7 +25,7 @@ from .eager import bind, remember_plain, trace_hooks, trace_state
 from .grad_views import recording
 from .shape import _whole_view
 from .index_keys import normalize as _normalize, nonzero, refuse_other_dtype, with_bools
-from .gather_prim import gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
+from .gather_prim import check_index_range, gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 from . import masked_assign as _masked
 
 __all__ = ["getitem", "index_put", "gather", "scatter_add",
@@ -330,7 +330,9 @@ INDEX_PUT = defprim("index_put", _index_put_impl, _index_put_rule, _index_put_vj
 _FEW = 512   # elements added below which np.add.at runs as it is
 
 
-def _index_add_impl(xp, a, v, *idx, spec):
+def _index_add_impl(xp, a, v, *idx, spec, nonneg=False):
+    if nonneg:   # (a scatter_add's rows: a negative index is out of range, not counted from the end)
+        check_index_range("scatter_add", idx[0], 0, a.shape[0])
     out = target(a)   # (`a` itself where donated: ops/donation.py)
     if not idx:
         out[_basic_key(spec)[0]] += v
@@ -379,11 +381,15 @@ def _add_rows(view, key, v) -> bool:
     return True
 
 
-def _index_add_vjp(g, out, a, v, *idx, spec):
+def _index_add_vjp(g, out, a, v, *idx, spec, nonneg=False):
     return (g, getitem_(g, idx, spec)) + (None,) * len(idx)
 
 
-INDEX_ADD = defprim("index_add", _index_add_impl, _index_put_rule, _index_add_vjp, kind="index",
+def _index_add_rule(a, v, *idx, spec, nonneg=False):
+    return _index_put_rule(a, v, *idx, spec=spec)
+
+
+INDEX_ADD = defprim("index_add", _index_add_impl, _index_add_rule, _index_add_vjp, kind="index",
                     save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)),
                     extra={"donates": True})
 

@@ -75,7 +75,7 @@ def add_rows(base: np.ndarray, v: np.ndarray, idx: np.ndarray, out: np.ndarray):
     return out
 
 
-def index_add(a, v, *idx, spec):
+def index_add(a, v, *idx, spec, nonneg=False):
     """INDEX_ADD's CPU implementation (compiler/cpu/implementations.py) for whole rows added
     by one integer index array on the first dim of a float array; None (the numpy form runs,
     raising its own error for an index out of range) for any other add."""
@@ -85,6 +85,9 @@ def index_add(a, v, *idx, spec):
             or idx[0].size < _FEW or not a.ndim or v.shape != idx[0].shape + a.shape[1:]
             or not a.flags.c_contiguous):
         return None
+    if nonneg:
+        from ....ops.gather_prim import check_index_range
+        check_index_range("scatter_add", idx[0], 0, a.shape[0])
     out = a if donated(a) else np.empty_like(a)   # (the kernel copies `a` in)
     try:
         return add_rows(a, v, np.ascontiguousarray(idx[0]), out)
