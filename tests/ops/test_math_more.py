@@ -248,3 +248,16 @@ def test_logaddexp_of_equal_infinities_and_a_bool_operand_as_pytorch():
     got, want = [m.logaddexp(m.tensor(True), m.tensor([1.0, 2.0])) for m in (tj, torch)]
     assert got.dtype is tj.float32
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn", ["logaddexp", "logaddexp2"])
+@pytest.mark.parametrize("da,db", [("bool", "bool"), ("int64", "int64"), ("int32", "bool"), ("uint8", "int64")])
+def test_logaddexp_of_operands_promoting_to_an_integer_raises_as_pytorch(fn, da, db):
+    torch = pytest.importorskip("torch")
+    a, b = np.array([0, 1, 1]).astype(da), np.array([1, 1, 0]).astype(db)
+    with pytest.raises(NotImplementedError):
+        getattr(torch, fn)(torch.tensor(a), torch.tensor(b))
+    with pytest.raises(NotImplementedError, match=fn):
+        getattr(tj, fn)(tj.tensor(a), tj.tensor(b))
+    with pytest.raises(NotImplementedError, match=fn):
+        tj.compile(lambda x, y: getattr(tj, fn)(x, y))(tj.tensor(a), tj.tensor(b))

@@ -374,14 +374,23 @@ def deg2rad(input):
 
 def logaddexp(input, other):
     """log(exp(input) + exp(other)) in the operands' floating dtype; two equal infinities
-    give that infinity (their difference, NaN, counts as 0)."""
-    rt = _float_result(input, other)
+    give that infinity (their difference, NaN, counts as 0). Integer or bool operands that
+    promote to an integer dtype raise, as PyTorch has no kernel for them."""
+    rt = _inexact_result("logaddexp", input, other)
     input, other = [cast(v, rt) if hasattr(v, "dtype") and v.dtype is not rt else v for v in (input, other)]
     d = input - other
     return maximum(input, other) + log1p(exp(neg(_abs(where(d == d, d, 0.0)))))
 
 
+def _inexact_result(op: str, input, other):
+    rt = _int_result(input, other)
+    if not (rt.is_floating_point or rt.is_complex):
+        raise UnsupportedDTypeError(f"{op}: not implemented for {rt.name} operands; cast one with .float()")
+    return rt
+
+
 def logaddexp2(input, other):
+    _inexact_result("logaddexp2", input, other)
     ln2 = math.log(2)
     return logaddexp(input * ln2, other * ln2) / ln2
 

@@ -247,8 +247,10 @@ def std_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=N
 
 
 def aminmax(input, *, dim=None, keepdim: bool = False):
-    if dim is None:   # (keepdim: every dim kept as 1, as PyTorch)
-        dim = tuple(range(input.ndim)) if keepdim else None
+    if dim is not None:   # (one dim: PyTorch's aminmax takes no tuple)
+        dim = normalize_dim(dim, input.ndim, "aminmax")
+    elif keepdim:   # (keepdim: every dim kept as 1, as PyTorch)
+        dim = tuple(range(input.ndim))
     return _MinMax(amin(input, dim, keepdim), amax(input, dim, keepdim))
 
 
