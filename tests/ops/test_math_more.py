@@ -261,3 +261,13 @@ def test_logaddexp_of_operands_promoting_to_an_integer_raises_as_pytorch(fn, da,
         getattr(tj, fn)(tj.tensor(a), tj.tensor(b))
     with pytest.raises(NotImplementedError, match=fn):
         tj.compile(lambda x, y: getattr(tj, fn)(x, y))(tj.tensor(a), tj.tensor(b))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_digamma_at_its_poles_as_pytorch(dtype):
+    """-inf at +0 and inf at -0 (the sign of the side approached), NaN at the negative integers."""
+    torch = pytest.importorskip("torch")
+    x = np.array([0.0, -0.0, -1.0, -2.0, 1e-30, -1e-30, 2.5], dtype)
+    want = torch.digamma(torch.tensor(x)).numpy()
+    for run in (tj.digamma, tj.compile(lambda t: tj.digamma(t) * 1)):
+        np.testing.assert_allclose(run(tj.tensor(x)).numpy(), want, rtol=1e-6)

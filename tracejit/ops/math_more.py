@@ -137,7 +137,7 @@ def _digamma_np(x: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(neg_, out - np.pi / np.tan(np.pi * x), out)
         out = np.where((x <= 0) & (x == np.floor(x)), np.nan, out)
-    return out
+    return np.where(x == 0, np.copysign(np.inf, -x), out)   # (the pole at 0: -inf at +0, as PyTorch's)
 
 
 def _digamma_impl(xp, a):
