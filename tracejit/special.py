@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from . import dtypes as _dt
 from .ops.composite import log_softmax as _log_softmax, softmax as _softmax
 from .ops.elementwise import erf, exp, expm1, log, log1p, sigmoid
 from .ops.math_more import (digamma, erfc, erfinv, exp2, lgamma, logit, round, sinc,  # noqa: F401
@@ -41,7 +42,19 @@ def entr(input):
 
 
 def erfcx(input):
-    return exp(input * input) * erfc(input)
+    """exp(x^2) erfc(x), in float64 (exp(x^2) overflows float32 past 9.4); past 25 by its
+    asymptotic series 1/(x sqrt(pi)) (1 - u + 3u^2 - 15u^3 ...), u = 1 / (2 x^2)."""
+    from .ops.elementwise import cast, where
+    x = cast(input, _dt.float64) if input.dtype is not _dt.float64 else input
+    near = x < 25
+    xs, xl = where(near, x, 0.0), where(near, 25.0, x)   # (each branch's gradient stays finite)
+    u = 0.5 / (xl * xl)
+    series = 1.0
+    for k in (11, 9, 7, 5, 3, 1):
+        series = 1 - k * u * series
+    out = where(near, exp(xs * xs) * erfc(xs), series / (xl * math.sqrt(math.pi)))
+    return out if input.dtype is _dt.float64 else cast(out, input.dtype if input.dtype.is_floating_point
+                                                          else _dt.get_default_dtype())
 
 
 def ndtr(input):
@@ -49,7 +62,13 @@ def ndtr(input):
 
 
 def log_ndtr(input):
-    return log(ndtr(input))
+    """log of the normal CDF; below -1 from erfcx (log(ndtr) underflows to -inf past -9.4 in
+    float32), above from log1p of the upper tail."""
+    from .ops.elementwise import where
+    low = input < -1
+    xa, xb = where(low, input, -1.0), where(low, 0.0, input)
+    r2 = 1 / math.sqrt(2)
+    return where(low, log(erfcx(-xa * r2) * 0.5) - xa * xa * 0.5, log1p(erfc(xb * r2) * -0.5))
 
 
 def ndtri(input):
