@@ -27,3 +27,12 @@ def test_gradients_match_pytorch(name):
     getattr(tj.special, name)(a).sum().backward()
     getattr(torch.special, name)(b).sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ndtri_of_small_and_out_of_range_probabilities_as_pytorch(dtype):
+    """sqrt(2) erfinv(2p - 1) gave -inf for p = 1e-30 (2p - 1 rounds to -1) and for p < 0."""
+    p = [0.0, 1e-30, 1e-10, 1e-3, 0.0099, 0.3, 0.9, 1.0, -1e-30, 1.5, float("nan")]
+    want = torch.special.ndtri(torch.tensor(p, dtype=getattr(torch, dtype))).numpy()
+    got = tj.special.ndtri(tj.tensor(p, dtype=getattr(tj, dtype))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-12)
