@@ -17,6 +17,7 @@ from . import dtypes as _dt
 from .errors import LinAlgError, ShapeError
 from .typeinfo import finfo
 from .ops.creation import eye, tensor, zeros
+from .ops.complex_ops import conj
 from .ops.elementwise import abs as _abs
 from .ops.linalg import matmul
 from .ops.linalg_dense import cholesky, det, eigh, inv, pinv, qr, slogdet, solve, svd
@@ -219,7 +220,8 @@ def multi_dot(tensors):
 
 @_autocast.lower
 def vecdot(x, y, *, dim: int = -1):
-    return _sum(x * y, dim)
+    """sum(conj(x) * y) over `dim` (x conjugated, as PyTorch's)."""
+    return _sum(conj(x) * y, dim)
 
 
 def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
@@ -381,7 +383,7 @@ def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False):
 
 
 def householder_product(A, tau):
-    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T with v_i the i-th
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^H with v_i the i-th
     column below A's diagonal and a unit on it (LAPACK's orgqr)."""
     from .ops.tensorfns import tril
     m, n = A.shape[-2], A.shape[-1]
@@ -393,13 +395,13 @@ def householder_product(A, tau):
     q = eye_of(tuple(A.shape[:-2]) + (m, m), A.dtype, A.device)
     for i in range(k):
         vi = v[..., :, i:i + 1]
-        q = q - matmul(matmul(q, vi) * tau[..., i:i + 1].unsqueeze(-1), vi.transpose(-2, -1))
+        q = q - matmul(matmul(q, vi) * tau[..., i:i + 1].unsqueeze(-1), conj(vi.transpose(-2, -1)))
     return q[..., :, :n]
 
 
 def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
     """``other`` times the full Q = H_1 ... H_k of `householder_product`'s reflectors (Q on
-    the left unless ``left=False``; Q^T when ``transpose``), without forming Q."""
+    the left unless ``left=False``; Q^H when ``transpose``), without forming Q."""
     from .ops.tensorfns import tril
     m = input.shape[-2]
     k = tau.shape[-1]
@@ -410,12 +412,13 @@ def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
     first_h1 = left == transpose          # Q^T C and C Q apply H_1 first
     out = other
     for i in (range(k) if first_h1 else reversed(range(k))):
-        vi = v[..., :, i:i + 1]
+        vi, vh = v[..., :, i:i + 1], conj(v[..., :, i:i + 1].transpose(-2, -1))
         t = tau[..., i:i + 1].unsqueeze(-1)
+        t = conj(t) if transpose else t   # (H_i^H = I - conj(tau_i) v_i v_i^H)
         if left:
-            out = out - matmul(vi * t, matmul(vi.transpose(-2, -1), out))
+            out = out - matmul(vi * t, matmul(vh, out))
         else:
-            out = out - matmul(matmul(out, vi) * t, vi.transpose(-2, -1))
+            out = out - matmul(matmul(out, vi) * t, vh)
     return out
 
 

@@ -88,3 +88,11 @@ def test_fold_names_a_wrong_block_count_and_channel_count():
     with pytest.raises(ShapeError, match="divisible by the product of kernel_size"):
         F.fold(tj.zeros(1, 7, 9), (4, 5), 2, padding=1, stride=2)
     assert tuple(F.fold(tj.ones(8, 9), (4, 5), 2, padding=1, stride=2).shape) == (2, 4, 5)
+
+
+def test_one_hot_of_an_empty_tensor_needs_num_classes_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+    for m in (torch, tj):
+        with pytest.raises(RuntimeError, match="empty"):
+            m.nn.functional.one_hot(m.zeros(0, dtype=m.int64))
+        assert tuple(m.nn.functional.one_hot(m.zeros(0, dtype=m.int64), 3).shape) == (0, 3)

@@ -86,3 +86,12 @@ def test_max_gradient_goes_to_the_first_maximum_like_pytorch():
 def test_decreasing_offsets_are_refused():
     with pytest.raises(ValueError, match="non-decreasing"):
         _bag()(tj.tensor([1, 2, 3, 4]), tj.tensor([0, 3, 1]))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_a_last_offset_past_the_indices_is_refused_as_pytorch(mode):
+    torch = pytest.importorskip("torch")
+    for lib in (torch, tj):
+        with pytest.raises(RuntimeError, match="offsets"):
+            lib.nn.functional.embedding_bag(lib.tensor([1, 2, 3]), lib.tensor(W), lib.tensor([0, 1, 4]),
+                                            mode=mode, include_last_offset=True)

@@ -233,3 +233,23 @@ def test_circular_pad_wraps_what_a_negative_amount_keeps(pad, compiled):
     f = lambda t: tj.nn.functional.pad(t, pad, mode="circular")   # noqa: E731
     got = (tj.compile(f) if compiled else f)(tj.tensor(x))
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("shape,pad", [((2, 3, 5, 4), (1, 2)), ((2, 3, 4), (1, 1, 1, 1, 1, 1)),
+                                       ((1, 2, 3, 4, 4), (1, 0, 1, 2))])
+def test_non_constant_pad_of_a_dim_count_pytorch_refuses_raises(mode, shape, pad):
+    torch = pytest.importorskip("torch")
+    x = np.ones(shape, np.float32)
+    for m in (torch, tj):
+        with pytest.raises(NotImplementedError):
+            m.nn.functional.pad(m.tensor(x), pad, mode=mode)
+
+
+def test_constant_pad_cropping_past_the_dim_raises_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for pad in [(-2, -2), (1, -4)]:
+        for m in (torch, tj):
+            with pytest.raises(RuntimeError):
+                m.nn.functional.pad(m.ones(2, 3), pad)
+    assert tuple(tj.nn.functional.pad(tj.ones(2, 3), (-2, -1)).shape) == (2, 0)

@@ -144,3 +144,11 @@ def test_size_as_a_0d_tensor():
     # DDSP's upsample: size=signal.shape[-1] * factor, factor a registered 0-d buffer
     want = TF.interpolate(torch.tensor(X1), size=torch.tensor(7) * 2).numpy()
     np.testing.assert_allclose(F.interpolate(tj.tensor(X1), size=tj.tensor(7) * 2).numpy(), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_recompute_scale_factor_with_a_size_raises_as_pytorch(mode):
+    x = np.ones((1, 1, 4, 4), np.float32)
+    for m in (torch, tj):
+        with pytest.raises(ValueError, match="recompute_scale_factor"):
+            m.nn.functional.interpolate(m.tensor(x), size=(6, 6), mode=mode, recompute_scale_factor=True)

@@ -248,3 +248,36 @@ def test_logaddexp_of_equal_infinities_and_a_bool_operand_as_pytorch():
     got, want = [m.logaddexp(m.tensor(True), m.tensor([1.0, 2.0])) for m in (tj, torch)]
     assert got.dtype is tj.float32
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn", ["logaddexp", "logaddexp2"])
+@pytest.mark.parametrize("da,db", [("bool", "bool"), ("int64", "int64"), ("int32", "bool"), ("uint8", "int64")])
+def test_logaddexp_of_operands_promoting_to_an_integer_raises_as_pytorch(fn, da, db):
+    torch = pytest.importorskip("torch")
+    a, b = np.array([0, 1, 1]).astype(da), np.array([1, 1, 0]).astype(db)
+    with pytest.raises(NotImplementedError):
+        getattr(torch, fn)(torch.tensor(a), torch.tensor(b))
+    with pytest.raises(NotImplementedError, match=fn):
+        getattr(tj, fn)(tj.tensor(a), tj.tensor(b))
+    with pytest.raises(NotImplementedError, match=fn):
+        tj.compile(lambda x, y: getattr(tj, fn)(x, y))(tj.tensor(a), tj.tensor(b))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_digamma_at_its_poles_as_pytorch(dtype):
+    """-inf at +0 and inf at -0 (the sign of the side approached), NaN at the negative integers."""
+    torch = pytest.importorskip("torch")
+    x = np.array([0.0, -0.0, -1.0, -2.0, 1e-30, -1e-30, 2.5], dtype)
+    want = torch.digamma(torch.tensor(x)).numpy()
+    for run in (tj.digamma, tj.compile(lambda t: tj.digamma(t) * 1)):
+        np.testing.assert_allclose(run(tj.tensor(x)).numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_erfc_keeps_its_digits_in_the_tail(dtype):
+    """1 - erf(x) gave 0 from x = 4 in float32; erfc(5) is 1.5375e-12."""
+    torch = pytest.importorskip("torch")
+    x = np.array([-3.0, 0.5, 5.0, 9.0, 20.0, np.inf, np.nan], dtype)
+    want = torch.erfc(torch.tensor(x)).numpy()
+    for run in (tj.erfc, tj.compile(lambda t: tj.erfc(t) * 1)):
+        np.testing.assert_allclose(run(tj.tensor(x)).numpy(), want, rtol=1e-6)

@@ -105,3 +105,12 @@ def test_tile_takes_its_dims_as_pytorch(args, kwargs, reps):
 def test_tile_without_dims_names_the_argument():
     with pytest.raises(TypeError, match="dims"):
         tj.ones(2).tile()
+
+
+def test_diag_of_an_empty_vector_stays_on_the_graph():
+    x = tj.zeros(0, requires_grad=True)
+    for d in (0, 1):
+        y = tj.diag(x, d)
+        assert tuple(y.shape) == (d, d) and y.requires_grad
+        y.sum().backward()
+    assert tuple(x.grad.shape) == (0,)

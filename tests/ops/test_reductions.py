@@ -216,3 +216,27 @@ def test_var_and_std_of_a_complex_tensor_are_real_as_pytorch(call):
     np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5)
     np.testing.assert_allclose(x.grad.numpy(), want_x.grad.numpy(), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(tj.compile(lambda t: call(tj, t))(tj.tensor(c)).numpy(), want.detach().numpy(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("call", [lambda m, x: m.prod(x, (0, 1)), lambda m, x: x.prod(dim=[1]),
+                                  lambda m, x: m.aminmax(x, dim=(0,)), lambda m, x: x.logsumexp(),
+                                  lambda m, x: m.logsumexp(x)])
+def test_reductions_without_tuple_dims_or_a_required_dim_raise_as_pytorch(call):
+    """prod and aminmax take one dim, logsumexp requires one: where PyTorch raises a
+    TypeError, so do eager and compiled calls."""
+    with pytest.raises(TypeError):
+        call(torch, torch.ones(2, 3))
+    with pytest.raises(TypeError):
+        call(tj, tj.ones(2, 3))
+    with pytest.raises(TypeError):
+        tj.compile(lambda x: call(tj, x))(tj.ones(2, 3))
+
+
+def test_prod_and_aminmax_over_one_dim_keep_working():
+    x = np.arange(1.0, 7.0).reshape(2, 3)
+    for dim in (0, -1):
+        np.testing.assert_array_equal(tj.tensor(x).prod(dim).numpy(), torch.tensor(x).prod(dim).numpy())
+        got, want = tj.aminmax(tj.tensor(x), dim=dim, keepdim=True), torch.aminmax(torch.tensor(x), dim=dim, keepdim=True)
+        np.testing.assert_array_equal(got.max.numpy(), want.max.numpy())
+    got, want = tj.tensor(x).aminmax(keepdim=True), torch.tensor(x).aminmax(keepdim=True)
+    assert tuple(got.min.shape) == tuple(want.min.shape)

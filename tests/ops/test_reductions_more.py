@@ -275,3 +275,14 @@ def test_order_statistics_refuse_complex_tensors_as_pytorch(op):
         op(torch, torch.tensor(c))
     with pytest.raises(TypeError, match="complex"):
         op(tj, tj.tensor(c))
+
+
+def test_diff_of_order_zero_ignores_prepend_and_append_as_pytorch():
+    x = np.array([[1.0, 2.0, 4.0], [0.0, 3.0, 9.0]])
+    def f(x, prepend, append):
+        return tj.diff(x, 0, prepend=prepend, append=append)
+    for run in (f, tj.compile(f)):
+        got = run(tj.tensor(x), prepend=tj.zeros(2, 1, dtype=tj.float64), append=tj.ones(2, 2, dtype=tj.float64))
+        np.testing.assert_array_equal(got.numpy(), x)
+    with pytest.raises(ValueError, match="non-negative"):
+        tj.diff(tj.tensor(x), -1)

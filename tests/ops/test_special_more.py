@@ -67,3 +67,12 @@ def test_polynomials_take_tensor_degrees_and_truncate():
     assert tj.special.hermite_polynomial_h(tj.tensor([1.0]), 2).dtype == tj.float32
     with pytest.raises(TypeError, match="chebyshev_polynomial_u"):
         tj.special.chebyshev_polynomial_u(0.5, 2)
+
+
+def test_k0_k1_and_spherical_j0_at_infinity_and_nan_as_pytorch():
+    torch = pytest.importorskip("torch")
+    x = [float("inf"), float("nan"), 0.0, 2.0]
+    for name in ("modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+                 "scaled_modified_bessel_k1", "spherical_bessel_j0"):
+        want = getattr(torch.special, name)(torch.tensor(x)).numpy()
+        np.testing.assert_allclose(getattr(tj.special, name)(tj.tensor(x)).numpy(), want, rtol=1e-6, err_msg=name)

@@ -189,3 +189,32 @@ def test_a_norm_below_1_has_a_zero_gradient_at_zero_elements(p):
         res.append((y.detach().numpy(), x.grad.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [math.inf, -math.inf, 0, 0.5, 3])
+def test_pairwise_distance_takes_every_p_of_pytorch(p):
+    x, y = _x(), _x()[::-1].copy()
+    want = torch.nn.functional.pairwise_distance(torch.tensor(x), torch.tensor(y), p=p, keepdim=True).numpy()
+    for run in (F.pairwise_distance, tj.compile(F.pairwise_distance)):
+        np.testing.assert_allclose(run(tj.tensor(x), tj.tensor(y), p=p, keepdim=True).numpy(), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist_if_necessary", "donot_use_mm_for_euclid_dist",
+                                  "use_mm_for_euclid_dist"])
+def test_cdist_follows_compute_mode_as_pytorch(mode):
+    """A few rows' distances to themselves are exactly 0 unless the mode asks for the product."""
+    x = np.random.default_rng(1).standard_normal((30, 3)).astype("float32") * 10
+    for n in (25, 30):
+        want = torch.cdist(torch.tensor(x[:n]), torch.tensor(x[:n]), compute_mode=mode).numpy()
+        got = tj.cdist(tj.tensor(x[:n]), tj.tensor(x[:n]), compute_mode=mode).numpy()
+        assert (np.diagonal(got) == 0).all() == (np.diagonal(want) == 0).all()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
+
+
+def test_negative_p_and_an_unknown_mode_are_refused_as_pytorch():
+    x = _x()
+    for m in (torch, tj):
+        for call in (lambda: m.cdist(m.tensor(x), m.tensor(x), p=-1.0), lambda: m.pdist(m.tensor(x), p=-math.inf),
+                     lambda: m.cdist(m.tensor(x), m.tensor(x), compute_mode="fast")):
+            with pytest.raises((RuntimeError, ValueError)):
+                call()

@@ -12,7 +12,7 @@ from . import discrete, exp_family, locscale, more, normal_uniform, transformed,
 from .distribution import Distribution, kl_divergence, register_kl
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, PowerTransform,
                          SigmoidTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
-from . import transforms_more
+from . import transforms_more, kl_cross  # noqa: F401
 from .relaxed import (Chi2, Multinomial, OneHotCategoricalStraightThrough,
                       RelaxedBernoulli, RelaxedOneHotCategorical, StudentT)
 

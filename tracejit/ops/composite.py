@@ -189,7 +189,9 @@ def one_hot(tensor, num_classes: int = -1):
     if not tensor.dtype.is_integer:
         raise DTypeError(f"one_hot: expected an integer tensor, got {tensor.dtype.name}")
     if num_classes < 0:
-        num_classes = int(amax(tensor).item()) + 1 if tensor.numel() else 0
+        if not tensor.numel():
+            raise ArgumentError("one_hot: cannot infer the number of classes from an empty tensor; pass num_classes")
+        num_classes = int(amax(tensor).item()) + 1
     return bind(_one_hot_prim.ONE_HOT, tensor, num_classes=int(num_classes))
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..tensor import Tensor
 from .composite import renorm_rows
 from .creation import arange, tensor
@@ -32,6 +32,9 @@ def bag_runs(indices, offsets, include_last_offset: bool):
     at `offsets`; the last bag runs to the end of the indices. Raises naming a bad offset."""
     n = indices.shape[0]
     m = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
+    if include_last_offset and m >= 0 and int(offsets[m]) > n:
+        raise ArgumentError(f"embedding_bag: offsets[-1] must be at most the number of indices ({n}), "
+                            f"got {int(offsets[m])}")
     starts = offsets[:m].astype(np.int64, copy=False)
     if m == 0:   # (no bags: the indices are not read, as in PyTorch)
         return starts, starts, indices[:0]

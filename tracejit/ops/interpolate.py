@@ -160,6 +160,8 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
                          "modes and a 4-D input")
     if mode == "lanczos" and (align_corners or not antialias):
         raise ValueError("interpolate: lanczos mode requires antialias=True and align_corners=False")
+    if recompute_scale_factor and size is not None:
+        raise ValueError("interpolate: recompute_scale_factor is not meaningful with an explicit size")
     u8 = input.dtype is _dt.uint8 and not mode.startswith("nearest")
     if u8 and mode not in ("bilinear", "bicubic"):
         raise UnsupportedDTypeError(f"interpolate: mode {mode!r} takes a floating point input; uint8 "

@@ -11,7 +11,7 @@ import warnings
 from ..errors import DTypeError, ShapeError, expect_floating, user_stacklevel
 from .composite import _check_same, _reduce, _warn_broadcast
 from .elementwise import abs, clamp, eq, exp, log, maximum, minimum, ne, relu, sqrt, where
-from .reductions import sum
+from .reductions import norm as _vector_norm, sum
 from . import autocast as _autocast
 
 __all__ = ["smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "pairwise_distance",
@@ -115,9 +115,7 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
         return _norm(d, -1, keepdim)
     if p == 1:
         return sum(abs(d), -1, keepdim=keepdim)
-    if p <= 0:
-        raise ValueError(f"pairwise_distance: p must be positive, got {p}")
-    return sum(abs(d) ** p, -1, keepdim=keepdim) ** (1.0 / p)
+    return _vector_norm(d, p, -1, keepdim)   # (inf, -inf, 0 and fractional p)
 
 
 @_autocast.fp32

@@ -137,7 +137,7 @@ def _digamma_np(x: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(neg_, out - np.pi / np.tan(np.pi * x), out)
         out = np.where((x <= 0) & (x == np.floor(x)), np.nan, out)
-    return out
+    return np.where(x == 0, np.copysign(np.inf, -x), out)   # (the pole at 0: -inf at +0, as PyTorch's)
 
 
 def _digamma_impl(xp, a):
@@ -186,11 +186,11 @@ def _erfinv_vjp(g, out, a):
 
 
 ERFINV = _unary("erfinv", _erfinv_impl, _erfinv_vjp, host=True)
-lgamma, digamma, erfinv = map(_op1, (LGAMMA, DIGAMMA, ERFINV))
-
-
-def erfc(input):
-    return 1 - erf(input)
+_erfc_u = np.frompyfunc(math.erfc, 1, 1)
+# (not 1 - erf(x): that loses every digit once erf(x) rounds to 1, x > 4 in float32)
+ERFC = _unary("erfc", lambda xp, a: np.asarray(_erfc_u(np.asarray(a, np.float64)), np.float64).astype(a.dtype),
+              lambda g, out, a: (g * exp(neg(a * a)) * (-2.0 / math.sqrt(math.pi)),), host=True)
+lgamma, digamma, erfinv, erfc = map(_op1, (LGAMMA, DIGAMMA, ERFINV, ERFC))
 
 
 # ---------------------------------------------------------------- composites
@@ -374,14 +374,23 @@ def deg2rad(input):
 
 def logaddexp(input, other):
     """log(exp(input) + exp(other)) in the operands' floating dtype; two equal infinities
-    give that infinity (their difference, NaN, counts as 0)."""
-    rt = _float_result(input, other)
+    give that infinity (their difference, NaN, counts as 0). Integer or bool operands that
+    promote to an integer dtype raise, as PyTorch has no kernel for them."""
+    rt = _inexact_result("logaddexp", input, other)
     input, other = [cast(v, rt) if hasattr(v, "dtype") and v.dtype is not rt else v for v in (input, other)]
     d = input - other
     return maximum(input, other) + log1p(exp(neg(_abs(where(d == d, d, 0.0)))))
 
 
+def _inexact_result(op: str, input, other):
+    rt = _int_result(input, other)
+    if not (rt.is_floating_point or rt.is_complex):
+        raise UnsupportedDTypeError(f"{op}: not implemented for {rt.name} operands; cast one with .float()")
+    return rt
+
+
 def logaddexp2(input, other):
+    _inexact_result("logaddexp2", input, other)
     ln2 = math.log(2)
     return logaddexp(input * ln2, other * ln2) / ln2
 

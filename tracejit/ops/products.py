@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..shapes import normalize_dim
 from .creation import tensor
 from .indexing import getitem
@@ -93,11 +93,18 @@ def linalg_cross(input, other, *, dim: int = -1):
 @takes("x1", "x2")
 @_autocast.fp32
 def cdist(x1, x2, p: float = 2.0, compute_mode=None):
-    """Pairwise p-norm distances between the rows of x1 (.., P, M) and x2 (.., R, M)."""
+    """Pairwise p-norm distances between the rows of x1 (.., P, M) and x2 (.., R, M); p = 2
+    through a product where `compute_mode` says so (by default: more than 25 rows), as PyTorch's."""
     if x1.shape[-1] != x2.shape[-1]:
         raise ShapeError(f"cdist: x1 {tuple(x1.shape)} and x2 {tuple(x2.shape)} must have the same "
                          f"number of columns")
-    if p == 2:   # through a product, as PyTorch's default mode does for large inputs
+    _nonnegative_p("cdist", p)
+    if compute_mode not in _CDIST_MODES:
+        raise ArgumentError(f"cdist: compute_mode must be one of {_CDIST_MODES}, got {compute_mode!r}")
+    rows = (x1.shape[-2], x2.shape[-2])
+    small = all(type(r) is int and r <= 25 for r in rows)   # (a symbolic count: the product)
+    mm = compute_mode == "use_mm_for_euclid_dist" or (compute_mode != "donot_use_mm_for_euclid_dist" and not small)
+    if p == 2 and mm:   # (|x|^2 - 2 x.y + |y|^2: a zero distance comes out as ~1e-3 in float32)
         sq1 = _sum(x1 * x1, -1, keepdim=True)
         sq2 = _sum(x2 * x2, -1, keepdim=True)
         d2 = sq1 - 2 * matmul(x1, transpose(x2, -1, -2)) + transpose(sq2, -1, -2)
@@ -107,11 +114,20 @@ def cdist(x1, x2, p: float = 2.0, compute_mode=None):
     return norm(diff, p, -1)
 
 
+_CDIST_MODES = (None, "use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist")
+
+
+def _nonnegative_p(op: str, p) -> None:
+    if p < 0:
+        raise ArgumentError(f"{op}: p must be non-negative, got {p}")
+
+
 @takes("input")
 def pdist(input, p: float = 2.0):
     """Distances between every pair of rows i < j of a 2-D input, as a vector."""
     if input.ndim != 2:
         raise ShapeError(f"pdist: expected a 2-D input, got shape {tuple(input.shape)}")
+    _nonnegative_p("pdist", p)
     n = input.shape[0]
     i, j = np.triu_indices(n, 1)
     a = getitem(input, tensor(i, device=input.device))

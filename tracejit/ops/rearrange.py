@@ -321,7 +321,7 @@ def diag(input, diagonal: int = 0):
     """The diagonal of a matrix, or a matrix with a vector on its diagonal."""
     if input.ndim == 1:
         n = input.shape[0] + abs(diagonal)
-        return diag_embed(input, diagonal)[..., :n, :n] if n else zeros((0, 0), dtype=input.dtype)
+        return diag_embed(input, diagonal)[..., :n, :n]
     if input.ndim == 2:
         # a copy, as PyTorch's (`diagonal` is the view): later writes to `input` stay out
         return clone(_diagonal(input, diagonal))

@@ -272,7 +272,10 @@ def prod_(a, dims, keepdim):
 
 @_autocast.fp32
 def prod(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+    """The product over one dim or all (PyTorch's prod takes no tuple of dims)."""
     dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
+    if dim is not None:
+        dim = normalize_dim(dim, a.ndim, "prod")
     if dtype is None:
         return prod_(a, _dims(a, dim, "prod"), keepdim)
     a = cast(a, dtype)
@@ -405,9 +408,11 @@ def argmin(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
 
 
 def logsumexp(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-    """log(sum(exp(a))) over `dim` (ops/logsumexp_prim.py); an integer or bool tensor in
-    the default float dtype, as PyTorch's."""
+    """log(sum(exp(a))) over `dim` (ops/logsumexp_prim.py), which PyTorch requires; an
+    integer or bool tensor in the default float dtype, as PyTorch's."""
     dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
+    if dim is None:
+        raise TypeError("logsumexp: missing the required argument 'dim' (an int or a tuple of ints)")
     dims = _dims(a, dim, "logsumexp")
     if not (a.dtype.is_floating_point or a.dtype.is_complex):
         a = cast(a, _dt.get_default_dtype())

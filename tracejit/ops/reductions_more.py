@@ -247,8 +247,10 @@ def std_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=N
 
 
 def aminmax(input, *, dim=None, keepdim: bool = False):
-    if dim is None:   # (keepdim: every dim kept as 1, as PyTorch)
-        dim = tuple(range(input.ndim)) if keepdim else None
+    if dim is not None:   # (one dim: PyTorch's aminmax takes no tuple)
+        dim = normalize_dim(dim, input.ndim, "aminmax")
+    elif keepdim:   # (keepdim: every dim kept as 1, as PyTorch)
+        dim = tuple(range(input.ndim))
     return _MinMax(amin(input, dim, keepdim), amax(input, dim, keepdim))
 
 
@@ -307,7 +309,13 @@ def count_nonzero(input, dim=None):
 
 
 def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    """The n-th forward difference along `dim`; n = 0 gives a copy of the input without
+    `prepend` and `append`, as PyTorch's."""
     d = normalize_dim(dim, input.ndim, "diff")
+    if n < 0:
+        raise ArgumentError(f"diff: order n must be non-negative, got {n}")
+    if n == 0:
+        return input.clone()
     x = input
     if prepend is not None or append is not None:
         x = cat([t for t in (prepend, x, append) if t is not None], d)
@@ -319,7 +327,7 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
             x = narrow(x, d, 1, m - 1) != narrow(x, d, 0, m - 1)
         else:
             x = narrow(x, d, 1, m - 1) - narrow(x, d, 0, m - 1)
-    return input.clone() if x is input else x   # (n=0: new memory, as PyTorch's)
+    return input.clone() if x is input else x   # (an empty input: new memory, as PyTorch's)
 
 
 def trapezoid(y, x=None, *, dx=None, dim: int = -1):

@@ -167,6 +167,11 @@ def pad(input, pad, mode: str = "constant", value=None):
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"pad: mode {mode!r} is not supported (constant, reflect, "
                                   f"replicate, circular)")
+    n = len(pad) // 2   # (PyTorch's reflect, replicate and circular pad 1-3 dims after a channel dim)
+    if mode != "constant" and not (n <= 3 and input.ndim in (n + 1, n + 2)):
+        raise NotImplementedError(f"pad: mode {mode!r} pads the last 1-3 dims of an (N, C, ...) or (C, ...) "
+                                  f"input: a padding of length {len(pad)} needs a {n + 1}-D or {n + 2}-D "
+                                  f"input, got {input.ndim}-D")
     if mode != "constant" and value not in (None, 0, 0.0):
         raise ValueError(f"pad: value= only applies to mode='constant', got mode={mode!r}")
     from .creation import full
@@ -177,6 +182,9 @@ def pad(input, pad, mode: str = "constant", value=None):
         size = out.shape[dim]
         if mode == "constant":
             if before < 0 or after < 0:  # negative padding crops
+                if all(type(v) is int for v in (size, before, after)) and size + min(before, 0) + min(after, 0) < 0:
+                    raise ShapeError(f"pad: padding ({before}, {after}) crops more than the {size} "
+                                     f"elements of dim {dim}")
                 out = getitem(out, (slice(None),) * dim + (slice(max(-before, 0),
                                                                  size - max(-after, 0)),))
                 before, after = max(before, 0), max(after, 0)

@@ -114,8 +114,8 @@ def _k(nu, scaled):
             out = _k_scaled(x, nu)
             if not scaled:
                 out = out * np.exp(-np.where(x > 0, x, 0.0))
-        out = np.where(x == 0, np.inf, out)
-        return np.where(x < 0, np.nan, out)
+        out = np.where(x == 0, np.inf, np.where(np.isposinf(x), 0.0, out))
+        return np.where((x < 0) | np.isnan(x), np.nan, out)
     return f
 
 
@@ -194,7 +194,7 @@ def spherical_bessel_j0(input, *, out=None):
     x = input.detach()
     small = _abs(x) < 1e-4
     safe = where(small, 1.0, x)
-    r = where(small, 1 - x * x / 6, sin(safe) / safe)
+    r = where(small, 1 - x * x / 6, where(_abs(x) == math.inf, 0.0, sin(safe) / safe))
     if out is not None:
         out.copy_(r)
         return out
