@@ -2,6 +2,7 @@
 range the capture's shape reasoning assumed (jit/size_args.py)."""
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -427,3 +428,43 @@ def test_a_size_made_of_an_int_argument_and_a_shape_stays_symbolic():
     f = tj.compile(lambda x, n: x.new_zeros((n,) + x.shape[1:]) + x.sum(0), dynamic=True)
     _sweep(f, x, (4, 3, 5, 6), lambda a, n: np.zeros((n, 3), np.float32) + a.sum(0))
     assert f.cache_stats()["compiles"] == 1, f.cache_stats()["recompile_reasons"]
+
+
+def _sweep_torch(fn, sizes, rows=24, dynamic=True):
+    """`fn(x, n)` compiled over `sizes`, each result compared with torch's eager one."""
+    torch = pytest.importorskip("torch")
+    cf = tj.compile(fn, dynamic=dynamic)
+    a = np.random.default_rng(0).standard_normal((rows, 3)).astype(np.float32)
+    for n in sizes:
+        np.testing.assert_allclose(cf(tj.tensor(a), n).numpy(), fn(torch.tensor(a), n).numpy(),
+                                   rtol=1e-5, atol=1e-6, err_msg=f"n={n}")
+    return cf
+
+
+def test_a_remainder_of_an_int_argument_stays_symbolic():
+    cf = _sweep_torch(lambda x, n: x[n % 3:].sum(0) + x[:n % 4 + 1].sum(0), [9, 10, 13, 15, 22])
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+    for n in (5, 3):   # a quotient 1 and 0 (n // 4): constants of their own entries
+        cf(tj.randn(24, 3), n)
+    assert cf.cache_stats()["compiles"] == 3
+
+
+def test_floor_and_ceil_of_a_fraction_of_sizes_stay_symbolic():
+    # (a mixture of experts' capacity, from the tokens' count or an int argument)
+    def f(x, n):
+        return x[:math.ceil(n * 1.25 / 4)].sum(0) * math.floor(x.shape[0] * 2 / 3)
+    cf = _sweep_torch(f, [7, 9, 13, 20], rows=24)
+    for rows in (10, 17):
+        _check = cf(tj.ones(rows, 3), 11).numpy()
+        np.testing.assert_allclose(_check, np.full(3, 4.0 * math.floor(rows * 2 / 3)))
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+    # the float's floor is the floor division's while the numerator stays below 2^53
+    np.testing.assert_allclose(cf(tj.ones(10, 3), 2 ** 60).numpy(), np.full(3, 60.0))
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_int_of_a_fraction_of_sizes_is_guarded_by_its_value():
+    cf = _sweep_torch(lambda x, n: x[:int(n * 1.25 / 4)].sum(0), [7, 8, 9], dynamic=True)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]   # capacity 2
+    cf(tj.randn(24, 3), 13)
+    assert cf.cache_stats()["compiles"] == 2

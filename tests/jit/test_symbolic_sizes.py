@@ -363,3 +363,14 @@ def test_the_truth_of_a_count_from_the_data_is_each_calls():
         for v in ([1.0, -1.0], [-1.0, -2.0], [1.0, 1.0], [-3.0, -1.0]):
             x = tj.tensor(v)
             assert cf(x).item() == f(x).item() == sum(v) * (2 if max(v) > 0 else 3)
+
+
+def test_a_slice_past_the_least_size_is_guarded():
+    # (x[3:] of a dim of 2 is empty; a remainder's n % 4 may be 0)
+    def f(x, n):
+        a, b = x[3:], x[:n % 4][1:]
+        return a.sum(0) + a.shape[0] + b.sum(0) * b.shape[0]
+    cf = tj.compile(f, dynamic=True)
+    for rows, n in ((5, 6), (6, 7), (2, 4), (3, 8), (7, 9)):
+        x = tj.tensor(np.arange(rows * 2, dtype=np.float32).reshape(rows, 2))
+        np.testing.assert_allclose(cf(x, n).numpy(), f(x, n).numpy(), err_msg=f"{rows}, {n}")
