@@ -468,3 +468,5 @@ def test_int_of_a_fraction_of_sizes_is_guarded_by_its_value():
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]   # capacity 2
     cf(tj.randn(24, 3), 13)
     assert cf.cache_stats()["compiles"] == 2
+    reason = cf.cache_stats()["recompile_reasons"][-1]
+    assert "math.floor" in reason and "5*n <= 47" in reason, reason

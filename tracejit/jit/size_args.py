@@ -241,8 +241,9 @@ def rounded(t, mode: str):
     if mode != "int":
         return (num + den - 1) // den if mode == "ceil" else num // den
     v = num.hint // den
-    return v if sizes.assume(ctx, num - v * den, "int() of sizes", dims=True) and sizes.assume(
-        ctx, v * den + den - 1 - num, "int() of sizes", dims=True) else None
+    what = "int() of sizes (math.floor would keep a size)"
+    return v if sizes.assume(ctx, num - v * den, what, dims=True) and sizes.assume(
+        ctx, v * den + den - 1 - num, what, dims=True) else None
 
 
 def _fraction(ctx, sizes: SizeArgs, expr: tuple, fits: list):
