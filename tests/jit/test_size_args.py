@@ -442,11 +442,27 @@ def _sweep_torch(fn, sizes, rows=24, dynamic=True):
 
 
 def test_a_remainder_of_an_int_argument_stays_symbolic():
-    cf = _sweep_torch(lambda x, n: x[n % 3:].sum(0) + x[:n % 4 + 1].sum(0), [9, 10, 13, 15, 22])
+    # (a quotient of 0 or 1 too: n % 4 is a symbol of its own there)
+    cf = _sweep_torch(lambda x, n: x[n % 3:].sum(0) + x[:n % 4 + 1].sum(0), [6, 9, 3, 10, 13, 5, 15, 22])
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
-    for n in (5, 3):   # a quotient 1 and 0 (n // 4): constants of their own entries
-        cf(tj.randn(24, 3), n)
-    assert cf.cache_stats()["compiles"] == 3
+    cf(tj.randn(24, 3), 1)   # 0 and 1 are specialized, as torch.compile's
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_padding_to_a_multiple_is_one_capture():
+    # (a window attention's padding: (w - h % w) % w, then a view by windows)
+    F = tj.nn.functional
+
+    def f(x, n):
+        y = F.pad(x, (0, 0, 0, (8 - x.shape[0] % 8) % 8)) if n else x
+        return y.view(-1, 8, x.shape[1]).sum(1)
+    cf = tj.compile(f, dynamic=True)
+    for rows in (17, 24, 21, 32, 5, 8, 3, 13):
+        a = np.random.default_rng(rows).standard_normal((rows, 3)).astype(np.float32)
+        want = np.concatenate([a, np.zeros((-rows % 8, 3), np.float32)]).reshape(-1, 8, 3).sum(1)
+        np.testing.assert_allclose(cf(tj.tensor(a), 1).numpy(), want, rtol=1e-5, atol=1e-6, err_msg=f"{rows}")
+    # sizes from 16 share one entry; below, (h + pad) // 8 is 1: a constant of its own
+    assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
 
 
 def test_floor_and_ceil_of_a_fraction_of_sizes_stay_symbolic():
@@ -470,3 +486,13 @@ def test_int_of_a_fraction_of_sizes_is_guarded_by_its_value():
     assert cf.cache_stats()["compiles"] == 2
     reason = cf.cache_stats()["recompile_reasons"][-1]
     assert "math.floor" in reason and "5*n <= 47" in reason, reason
+
+
+def test_a_remainder_of_one_broadcasts():
+    # (a dim of 1 broadcasts where a symbol's would not: that size is made static)
+    def f(x, y, n):
+        return (x[:n % 4] * y).sum(0)
+    cf = tj.compile(f, dynamic=True)
+    for n, rows in ((5, 6), (9, 7), (6, 2), (13, 4)):   # n % 4 == 1 broadcasts, 2 matches rows
+        x, y = tj.randn(8, 3), tj.randn(rows, 3)
+        np.testing.assert_allclose(cf(x, y, n).numpy(), f(x, y, n).numpy(), rtol=1e-5, atol=1e-6)

@@ -86,10 +86,11 @@ class SizeArgs:
             _tag_dims(ctx, self.facts)
         return True
 
-    def derive(self, ctx, num, den) -> Optional[Sym]:
+    def derive(self, ctx, num, den, op: str = "//") -> Optional[Sym]:
         """``num // den`` as a derived symbol, guarded >= 2 on every call, or this call's
-        quotient 0 or 1, guarded equal; None where `den` may not be positive."""
-        key = (getattr(num, "terms", num), getattr(den, "terms", den))
+        quotient 0 or 1, guarded equal; `op` "%": ``num % den``, a symbol from 0 up that
+        needs no guard; None where `den` may not be positive."""
+        key = (getattr(num, "terms", num), getattr(den, "terms", den), op)
         q = self.facts.derived.get(key)
         if q is not None:
             return q
@@ -98,6 +99,13 @@ class SizeArgs:
                 return None
         elif den <= 0:
             return None
+        if op == "%":
+            if not all(s in self.sources for s in num.free_symbols):
+                return None
+            q = self.facts.derived[key] = Sym.symbol(Derived(f"r{len(self.facts.derived)}", num, den, op),
+                                                     hint(num) % hint(den))
+            _tag_dims(ctx, self.facts)   # (the gradient and ir.verify find it there)
+            return q
         value = hint(num) // hint(den)
         if value < 0:
             return None
@@ -155,8 +163,8 @@ class Known:
     def assume(self, ctx, v: Sym, what: str, dims: bool = False) -> bool:
         return v.terms in self.facts
 
-    def derive(self, ctx, num, den) -> Optional[Sym]:
-        return self.derived.get((getattr(num, "terms", num), getattr(den, "terms", den)))
+    def derive(self, ctx, num, den, op: str = "//") -> Optional[Sym]:
+        return self.derived.get((getattr(num, "terms", num), getattr(den, "terms", den), op))
 
 
 def known_facts(graph) -> Optional[Known]:
@@ -318,15 +326,16 @@ def assume_nonnegative(v: Sym, what: str, dims: bool = False) -> bool:
     return sizes is not None and sizes.assume(root, v, what, dims)
 
 
-def derive(num, den) -> Optional[Sym]:
-    """``num // den`` as a symbol where the capturing context can make one (`SizeArgs.derive`)."""
+def derive(num, den, op: str = "//") -> Optional[Sym]:
+    """``num // den`` (``num % den``) as a symbol where the capturing context can make one
+    (`SizeArgs.derive`)."""
     from ..ops.eager import trace_state
     ctx = trace_state.tracer
     if ctx is None:
-        return _checking.known and _checking.known.derive(None, num, den)
+        return _checking.known and _checking.known.derive(None, num, den, op)
     root = ctx._root()
     sizes = getattr(root, "sizes", None)
-    return sizes.derive(root, num, den) if sizes is not None else None
+    return sizes.derive(root, num, den, op) if sizes is not None else None
 
 
 trace_hooks.size_of = staticmethod(size_of)
