@@ -496,3 +496,12 @@ def test_a_remainder_of_one_broadcasts():
     for n, rows in ((5, 6), (9, 7), (6, 2), (13, 4)):   # n % 4 == 1 broadcasts, 2 matches rows
         x, y = tj.randn(8, 3), tj.randn(rows, 3)
         np.testing.assert_allclose(cf(x, y, n).numpy(), f(x, y, n).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_int_and_floor_of_a_fraction_that_turns_negative_match_eager():
+    def f(x, n):   # (int() truncates: -2.5 gives -2, floor -3)
+        return x[:int((n - 8) * 0.5) + 4].sum(0) + x[:math.floor((n - 8) * 0.5) + 4].sum(0)
+    cf = tj.compile(f, dynamic=True)
+    for n in (3, 12, 14, 9, 2, 20):   # (n - 8) / 2 below 0 from n = 7: its own entries
+        x = tj.randn(24, 3)
+        np.testing.assert_allclose(cf(x, n).numpy(), f(x, n).numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{n}")

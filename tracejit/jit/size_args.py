@@ -291,7 +291,8 @@ def _fits(ctx, sizes: SizeArgs, v) -> bool:
     """``0 <= v < 2^53`` for every call served, guarded: float64 holds `v` exactly."""
     if not isinstance(v, Sym):
         return 0 <= v < 1 << 53
-    return (v.lower_bound() is not None or sizes.assume(ctx, v, "a fraction of sizes", dims=True)) \
+    low = v.lower_bound()
+    return (low is not None and low >= 0 or sizes.assume(ctx, v, "a fraction of sizes", dims=True)) \
         and sizes.assume(ctx, (1 << 53) - 1 - v, "a fraction of sizes", dims=True)
 
 
