@@ -42,8 +42,8 @@ def set_specialize_hook(fn: Optional[Callable]) -> Optional[Callable]:
 
 class _Facts:
     """Set by jit/size_args.py: what a capture can make of a division, and guard."""
-    # `Derived` for ``num // den`` (guarded >= 2), or None where none can be made
-    derive: Callable = staticmethod(lambda num, den: None)
+    # `Derived` for ``num // den`` (guarded >= 2; op "%": ``num % den``), or None where none can be made
+    derive: Callable = staticmethod(lambda num, den, op="//": None)
     # ``v >= 0`` taken as a fact for every call served (guarded), or False
     assume: Callable = staticmethod(lambda v, what, dims=False: False)
 
@@ -52,24 +52,25 @@ facts_hooks = _Facts()
 
 
 class Derived(str):
-    """A symbol's name that stands for ``num // den``: ``den`` is positive (a positive int
-    or a one-term Sym with a positive coefficient) and ``exact`` once the capture guarded
-    ``den * self == num``."""
+    """A symbol's name that stands for ``num // den`` (`op` "%": ``num % den``, from 0 up):
+    ``den`` is positive (a positive int or a one-term Sym with a positive coefficient) and
+    ``exact`` once the capture guarded ``den * self == num``."""
 
-    def __new__(cls, name: str, num, den):
+    def __new__(cls, name: str, num, den, op: str = "//"):
         self = super().__new__(cls, name)
-        self.num, self.den, self.exact = num, den, False
+        self.num, self.den, self.exact, self.op = num, den, False, op
         return self
 
     def __reduce__(self):
-        return _derived, (str(self), self.num, self.den, self.exact)
+        return _derived, (str(self), self.num, self.den, self.exact, self.op)
 
     def value(self, env: dict) -> int:
-        v = env[self] = _value(self.num, env) // _value(self.den, env)
+        a, b = _value(self.num, env), _value(self.den, env)
+        v = env[self] = a % b if self.op == "%" else a // b
         return v
 
     def code(self, names: dict) -> str:
-        return f"({_code(self.num, names)} // {_code(self.den, names)})"
+        return f"({_code(self.num, names)} {self.op} {_code(self.den, names)})"
 
 
 class DataSize(str):
@@ -143,8 +144,8 @@ def data_dependent(*dims) -> None:
             d._specialized()
 
 
-def _derived(name, num, den, exact):
-    d = Derived(name, num, den)
+def _derived(name, num, den, exact, op="//"):
+    d = Derived(name, num, den, op)
     d.exact = exact
     return d
 
@@ -282,7 +283,11 @@ class Sym:
             r = self.hint % o
             if _exact_div(self - r, o) is not None:   # (``8*s0 + 3``)
                 return r
-            # ``n - 8*q0`` with q0 = n // 8: may be 0 or 1, which a comparison guards (`_eq`)
+            # a symbol from 0 up (``n % 8``: a quotient ``n // 8`` would be guarded >= 2),
+            # or ``n - 8*q0``; either may be 0 or 1, which a comparison guards (`_eq`)
+            m = facts_hooks.derive(self, o, "%")
+            if m is not None:
+                return m
             q = facts_hooks.derive(self, o)
             if q is not None:
                 return self - o * q
@@ -312,11 +317,12 @@ class Sym:
         return self._number() ** o if isinstance(o, (int, float)) else NotImplemented
 
     def lower_bound(self) -> Optional[int]:
-        """The least value this dim can take (symbols stand for sizes >= 2) when it grows
-        with every symbol (no negative coefficient), else None."""
+        """The least value this dim can take (symbols stand for sizes >= 2, a remainder
+        for 0 up) when it grows with every symbol (no negative coefficient), else None."""
         if any(c < 0 for mono, c in self.terms if mono):
             return None
-        return sum(c * 2 ** len(mono) for mono, c in self.terms)
+        return sum(c * 2 ** len(mono) for mono, c in self.terms
+                   if not any(getattr(s, "op", "") == "%" for s in mono))
 
     # -- comparisons ----------------------------------------------------------
     def __eq__(self, o):
@@ -341,6 +347,8 @@ class Sym:
                 v = (self - o, o - self) if self.hint == o else (self - o - 1,) if self.hint > o else (o - self - 1,)
                 if all(facts_hooks.assume(x, "a comparison of sizes", dims=True) for x in v):
                     return self.hint == o
+                if _hook.fn is None:   # (the compiler's question, unguarded: not the same size)
+                    return False
             return _equal_if_exact(self, o) or self._specialized() == o
         return NotImplemented
 
@@ -445,6 +453,9 @@ def _equal_if_exact(a: Sym, b) -> bool:
                                              for s in mono):
         return False
     diff = _substitute_exact(diff, used)
+    if isinstance(diff, Sym) and hint(a) == hint(b) and any(getattr(s, "op", "") == "%" for m, _ in diff.terms
+                                                            for s in m):
+        return _assume_equal(a, b)   # (``8*q + (8 - r) % 8 == n``: a remainder's, guarded equal)
     if isinstance(diff, Sym) or diff != 0:
         return False
     for q in used:
@@ -468,7 +479,7 @@ def _substitute_exact(v: Sym, used: list):
         for mono, c in v.terms:
             term = None
             for q in mono:
-                if not isinstance(q, Derived):
+                if not isinstance(q, Derived) or q.op == "%":
                     continue
                 dmono, dc = ((), q.den) if isinstance(q.den, int) else q.den.terms[0]
                 rest = list(mono)

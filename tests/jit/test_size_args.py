@@ -2,6 +2,7 @@
 range the capture's shape reasoning assumed (jit/size_args.py)."""
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -427,3 +428,80 @@ def test_a_size_made_of_an_int_argument_and_a_shape_stays_symbolic():
     f = tj.compile(lambda x, n: x.new_zeros((n,) + x.shape[1:]) + x.sum(0), dynamic=True)
     _sweep(f, x, (4, 3, 5, 6), lambda a, n: np.zeros((n, 3), np.float32) + a.sum(0))
     assert f.cache_stats()["compiles"] == 1, f.cache_stats()["recompile_reasons"]
+
+
+def _sweep_torch(fn, sizes, rows=24, dynamic=True):
+    """`fn(x, n)` compiled over `sizes`, each result compared with torch's eager one."""
+    torch = pytest.importorskip("torch")
+    cf = tj.compile(fn, dynamic=dynamic)
+    a = np.random.default_rng(0).standard_normal((rows, 3)).astype(np.float32)
+    for n in sizes:
+        np.testing.assert_allclose(cf(tj.tensor(a), n).numpy(), fn(torch.tensor(a), n).numpy(),
+                                   rtol=1e-5, atol=1e-6, err_msg=f"n={n}")
+    return cf
+
+
+def test_a_remainder_of_an_int_argument_stays_symbolic():
+    # (a quotient of 0 or 1 too: n % 4 is a symbol of its own there)
+    cf = _sweep_torch(lambda x, n: x[n % 3:].sum(0) + x[:n % 4 + 1].sum(0), [6, 9, 3, 10, 13, 5, 15, 22])
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+    cf(tj.randn(24, 3), 1)   # 0 and 1 are specialized, as torch.compile's
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_padding_to_a_multiple_is_one_capture():
+    # (a window attention's padding: (w - h % w) % w, then a view by windows)
+    F = tj.nn.functional
+
+    def f(x, n):
+        y = F.pad(x, (0, 0, 0, (8 - x.shape[0] % 8) % 8)) if n else x
+        return y.view(-1, 8, x.shape[1]).sum(1)
+    cf = tj.compile(f, dynamic=True)
+    for rows in (17, 24, 21, 32, 5, 8, 3, 13):
+        a = np.random.default_rng(rows).standard_normal((rows, 3)).astype(np.float32)
+        want = np.concatenate([a, np.zeros((-rows % 8, 3), np.float32)]).reshape(-1, 8, 3).sum(1)
+        np.testing.assert_allclose(cf(tj.tensor(a), 1).numpy(), want, rtol=1e-5, atol=1e-6, err_msg=f"{rows}")
+    # sizes from 16 share one entry; below, (h + pad) // 8 is 1: a constant of its own
+    assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
+
+
+def test_floor_and_ceil_of_a_fraction_of_sizes_stay_symbolic():
+    # (a mixture of experts' capacity, from the tokens' count or an int argument)
+    def f(x, n):
+        return x[:math.ceil(n * 1.25 / 4)].sum(0) * math.floor(x.shape[0] * 2 / 3)
+    cf = _sweep_torch(f, [7, 9, 13, 20], rows=24)
+    for rows in (10, 17):
+        _check = cf(tj.ones(rows, 3), 11).numpy()
+        np.testing.assert_allclose(_check, np.full(3, 4.0 * math.floor(rows * 2 / 3)))
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+    # the float's floor is the floor division's while the numerator stays below 2^53
+    np.testing.assert_allclose(cf(tj.ones(10, 3), 2 ** 60).numpy(), np.full(3, 60.0))
+    assert cf.cache_stats()["compiles"] == 2
+
+
+def test_int_of_a_fraction_of_sizes_is_guarded_by_its_value():
+    cf = _sweep_torch(lambda x, n: x[:int(n * 1.25 / 4)].sum(0), [7, 8, 9], dynamic=True)
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]   # capacity 2
+    cf(tj.randn(24, 3), 13)
+    assert cf.cache_stats()["compiles"] == 2
+    reason = cf.cache_stats()["recompile_reasons"][-1]
+    assert "math.floor" in reason and "5*n <= 47" in reason, reason
+
+
+def test_a_remainder_of_one_broadcasts():
+    # (a dim of 1 broadcasts where a symbol's would not: that size is made static)
+    def f(x, y, n):
+        return (x[:n % 4] * y).sum(0)
+    cf = tj.compile(f, dynamic=True)
+    for n, rows in ((5, 6), (9, 7), (6, 2), (13, 4)):   # n % 4 == 1 broadcasts, 2 matches rows
+        x, y = tj.randn(8, 3), tj.randn(rows, 3)
+        np.testing.assert_allclose(cf(x, y, n).numpy(), f(x, y, n).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_int_and_floor_of_a_fraction_that_turns_negative_match_eager():
+    def f(x, n):   # (int() truncates: -2.5 gives -2, floor -3)
+        return x[:int((n - 8) * 0.5) + 4].sum(0) + x[:math.floor((n - 8) * 0.5) + 4].sum(0)
+    cf = tj.compile(f, dynamic=True)
+    for n in (3, 12, 14, 9, 2, 20):   # (n - 8) / 2 below 0 from n = 7: its own entries
+        x = tj.randn(24, 3)
+        np.testing.assert_allclose(cf(x, n).numpy(), f(x, n).numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{n}")

@@ -209,7 +209,12 @@ def verify(g: Graph, outer: frozenset = frozenset()) -> None:
     Sub-graphs (branches, loop bodies) are closed: they see only their own inputs, which
     is how the interpreter runs them, so they are verified on their own.
     """
-    defined = set(outer)
+    from .size_args import facts_of
+    with facts_of(g):
+        _verify(g, set(outer))
+
+
+def _verify(g: Graph, defined: set) -> None:
     for v in g.inputs:
         if not isinstance(v, Var):
             raise VerifyError(f"graph input {v!r} is not a Var")

@@ -17,7 +17,8 @@ from ..ops.pooling_prim import MAX_POOL2D
 from ..ops.promotion import on_numpy
 from ..ops.registry import Aval
 from ..ops.shape import CONCAT, COPY, EXPAND, PERMUTE, RESHAPE
-from ..shapes import Sym
+from ..ops.host_steps import HOST_STEP, size_bindings
+from ..shapes import DataSize, Sym
 from .ir import Eqn, Graph, Literal, Var
 from . import patterns as _patterns
 from . import scatter_products as _scatter_products  # noqa: F401  (its patterns: registered at import)
@@ -76,8 +77,13 @@ def _rebuild(g: Graph, eqns, env) -> Graph:
 
 
 def dce(g: Graph) -> Graph:
-    """Drop equations whose outputs are never used."""
+    """Drop equations whose outputs are never used, keeping those that bind a data-dependent
+    size something kept names (``x.nonzero().shape[0] * 1.0`` reads only the count)."""
     live = {a for a in g.outputs if isinstance(a, Var)}
+    sizes: set = set()
+    steps = any(e.prim is HOST_STEP for e in g.eqns)
+    if steps:
+        _name_sizes([a.aval.shape if isinstance(a, Var) else a for a in g.outputs], sizes)
     kept = []
     for e in reversed(g.eqns):
         for o in e.outs:
@@ -85,15 +91,28 @@ def dce(g: Graph) -> Graph:
                 break
         else:
             # an equation with an effect (a runtime check that raises) is kept unused
-            if not e.prim.extra.get("effect"):
+            if not (e.prim.extra.get("effect") or sizes and any(s in sizes for s, _, _ in size_bindings(e))):
                 continue
         e = _eqn(e, e.inputs, _map_graphs(e.params, dce))
         kept.append(e)
         for a in e.inputs:
             if isinstance(a, Var):
                 live.add(a)
+        if steps:
+            _name_sizes((e.inputs, e.params, [o.aval.shape for o in e.outs]), sizes)
     kept.reverse()
     return Graph(g.inputs, tuple(kept), g.outputs, g.name)
+
+
+def _name_sizes(v, out: set) -> None:
+    """Add the data-dependent sizes (`DataSize`) that `v` (atoms, params, shapes) names."""
+    if isinstance(v, Literal):
+        v = v.value
+    if isinstance(v, Sym):
+        out.update(s for s in v.free_symbols if isinstance(s, DataSize))
+    elif isinstance(v, (tuple, list, dict)):
+        for x in v.values() if isinstance(v, dict) else v:
+            _name_sizes(x, out)
 
 
 def _key(e: Eqn, env):

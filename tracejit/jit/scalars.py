@@ -211,9 +211,10 @@ def render(expr: tuple, names: list) -> str:
                  for s, src in expr[2]}
         terms = dict(expr[1].terms)
         c = terms.pop((), 0)
-        if len(terms) == 1 and list(terms.values())[0] in (1, -1):   # n >= 2, n <= 20
+        if len(terms) == 1:   # n >= 2, n <= 20, 5*n <= 47
             (mono, k), = terms.items()
-            return f"{'*'.join(symbol_text(s, named) for s in mono)} {'>=' if k == 1 else '<='} {-c * k}"
+            coef = f"{abs(k)}*" if abs(k) != 1 else ""
+            return f"{coef}{'*'.join(symbol_text(s, named) for s in mono)} {'>=' if k > 0 else '<='} {-c if k > 0 else c}"
         return f"{expr[1].to_python(named)[1:-1]} >= 0"
     if tag == "layout":
         return f"the layout of {names[expr[1]] if expr[1] < len(names) else f'arg{expr[1]}'}"

@@ -20,13 +20,16 @@ guard's side is a decision with the ``("nonneg", expr, sources)`` expression (sc
 """
 from __future__ import annotations
 
+import contextlib
+import math
+import threading
 from typing import Optional
 
 from ..ops.eager import trace_hooks
-from ..ops.elementwise import ADD, FLOOR_DIVIDE, MUL, NEG, SUB
+from ..ops.elementwise import ADD, CAST, DIV, FLOOR_DIVIDE, MUL, NEG, REMAINDER, SUB
 from ..shapes import Derived, Sym, facts_hooks, hint
 
-__all__ = ["SizeArgs", "size_of", "assume_nonnegative", "known_facts", "for_capture", "specialize_sizes"]
+__all__ = ["SizeArgs", "size_of", "rounded", "assume_nonnegative", "known_facts", "for_capture", "specialize_sizes"]
 
 
 class SizeArgs:
@@ -83,10 +86,11 @@ class SizeArgs:
             _tag_dims(ctx, self.facts)
         return True
 
-    def derive(self, ctx, num, den) -> Optional[Sym]:
+    def derive(self, ctx, num, den, op: str = "//") -> Optional[Sym]:
         """``num // den`` as a derived symbol, guarded >= 2 on every call, or this call's
-        quotient 0 or 1, guarded equal; None where `den` may not be positive."""
-        key = (getattr(num, "terms", num), getattr(den, "terms", den))
+        quotient 0 or 1, guarded equal; `op` "%": ``num % den``, a symbol from 0 up that
+        needs no guard; None where `den` may not be positive."""
+        key = (getattr(num, "terms", num), getattr(den, "terms", den), op)
         q = self.facts.derived.get(key)
         if q is not None:
             return q
@@ -95,6 +99,13 @@ class SizeArgs:
                 return None
         elif den <= 0:
             return None
+        if op == "%":
+            if not all(s in self.sources for s in num.free_symbols):
+                return None
+            q = self.facts.derived[key] = Sym.symbol(Derived(f"r{len(self.facts.derived)}", num, den, op),
+                                                     hint(num) % hint(den))
+            _tag_dims(ctx, self.facts)   # (the gradient and ir.verify find it there)
+            return q
         value = hint(num) // hint(den)
         if value < 0:
             return None
@@ -152,8 +163,8 @@ class Known:
     def assume(self, ctx, v: Sym, what: str, dims: bool = False) -> bool:
         return v.terms in self.facts
 
-    def derive(self, ctx, num, den) -> Optional[Sym]:
-        return self.derived.get((getattr(num, "terms", num), getattr(den, "terms", den)))
+    def derive(self, ctx, num, den, op: str = "//") -> Optional[Sym]:
+        return self.derived.get((getattr(num, "terms", num), getattr(den, "terms", den), op))
 
 
 def known_facts(graph) -> Optional[Known]:
@@ -170,7 +181,7 @@ def known_facts(graph) -> Optional[Known]:
 def size_of(t) -> object:
     """A traced int used as a size or slice bound: a `Sym` where it is computed from int
     arguments that may be symbolic and ints read from Python state that changed (lifted.py)
-    by ``+``, ``-``, ``*`` and ``//`` (``n``, ``2 * n``, ``144 // n``),
+    by ``+``, ``-``, ``*``, ``//`` and ``%`` (``n``, ``2 * n``, ``144 // n``, ``n % 3``),
     else its value (specialized and guarded, as ``int(t)``)."""
     ctx = t._trace
     sizes = getattr(ctx, "sizes", None)
@@ -185,7 +196,8 @@ def size_of(t) -> object:
 
 
 _ARITH = {ADD: lambda a, b: a + b, SUB: lambda a, b: a - b, MUL: lambda a, b: a * b,
-          FLOOR_DIVIDE: lambda a, b: None if isinstance(b, int) and b == 0 else a // b}
+          FLOOR_DIVIDE: lambda a, b: None if isinstance(b, int) and b == 0 else a // b,
+          REMAINDER: lambda a, b: None if isinstance(b, int) and b == 0 else a % b}
 
 
 def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
@@ -212,27 +224,119 @@ def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
     return None
 
 
+def rounded(t, mode: str):
+    """``math.floor``, ``math.ceil`` or ``math.trunc`` (`mode`) of a traced Python number
+    computed from symbolic sizes and int arguments by ``+``, ``-``, ``*`` and ``/`` by a
+    number (``n * 1.25 / 4``): the floor division it equals (``5*n // 16``), a size. Exact
+    where float64 rounds at most the last step and each numerator stays in [0, 2^53),
+    guarded: a non-integer n/d is then at least 1/d from an integer, its rounding error below
+    that. `mode` "int": ``int()``'s value, a plain int, guarded by that range of the sizes
+    (one entry per value, not per float). None where `t` is no such number."""
+    ctx = t._trace
+    sizes = getattr(ctx, "sizes", None)
+    aval = t._var.aval
+    if not isinstance(sizes, SizeArgs) or ctx.parent is not None or not (aval.weak and aval.dtype.is_floating_point):
+        return None
+    from .scalars import scalar_expr
+    expr = scalar_expr(ctx, t._var)
+    fits: list = []
+    frac = _fraction(ctx, sizes, expr, fits) if expr is not None else None
+    if frac is None or not isinstance(frac[0], Sym):
+        return None
+    num, den = frac[0], frac[1]
+    if not all(_fits(ctx, sizes, v) for v in fits + [num]):
+        return None
+    if mode != "int":
+        return (num + den - 1) // den if mode == "ceil" else num // den
+    v = num.hint // den
+    what = "int() of sizes (math.floor would keep a size)"
+    return v if sizes.assume(ctx, num - v * den, what, dims=True) and sizes.assume(
+        ctx, v * den + den - 1 - num, what, dims=True) else None
+
+
+def _fraction(ctx, sizes: SizeArgs, expr: tuple, fits: list):
+    """`expr` as (num, den, rounded): the exact value num / den (num a Sym or int, den > 0),
+    `rounded` where float64 rounds its last step (den not a power of 2); the numerators of
+    the steps are appended to `fits`. None where a rounded value is computed further."""
+    tag, prim = expr[0], expr[1] if expr[0] == "op" else None
+    if tag == "sym":
+        return expr[1], 1, False
+    if tag == "lit":
+        v = expr[1]
+        ok = type(v) is int or type(v) is float and math.isfinite(v)
+        return (*v.as_integer_ratio(), False) if ok else None
+    if prim is CAST and not expr[2][0][1].is_bool:
+        frac = _fraction(ctx, sizes, expr[3][0], fits)
+        return frac if frac is None or expr[2][0][1].is_floating_point or frac[1] == 1 else None
+    if prim not in (ADD, SUB, MUL, DIV, NEG):
+        p = _polynomial(ctx, sizes, expr)   # (an int argument, ``//`` and ``%`` of ints)
+        return None if p is None else (p, 1, False)
+    parts = [_fraction(ctx, sizes, a, fits) for a in expr[3]]
+    if any(p is None or p[2] for p in parts):
+        return None
+    if prim is NEG:
+        return -parts[0][0], parts[0][1], False
+    (a, b, _), (c, d, _) = parts
+    if prim is DIV and (isinstance(c, Sym) or c == 0):
+        return None
+    num, den = {ADD: (a * d + c * b, b * d), SUB: (a * d - c * b, b * d), MUL: (a * c, b * d),
+                DIV: (a * d * (1 if hint(c) > 0 else -1), b * abs(hint(c)))}[prim]
+    g = math.gcd(den, *(k for _, k in num.terms) if isinstance(num, Sym) else (num,))
+    num, den = num // g, den // g
+    fits.append(num)
+    return num, den, den & (den - 1) != 0
+
+
+def _fits(ctx, sizes: SizeArgs, v) -> bool:
+    """``0 <= v < 2^53`` for every call served, guarded: float64 holds `v` exactly."""
+    if not isinstance(v, Sym):
+        return 0 <= v < 1 << 53
+    low = v.lower_bound()
+    return (low is not None and low >= 0 or sizes.assume(ctx, v, "a fraction of sizes", dims=True)) \
+        and sizes.assume(ctx, (1 << 53) - 1 - v, "a fraction of sizes", dims=True)
+
+
+class _Checking(threading.local):
+    known: Optional[Known] = None   # the facts of the graph whose rules run again (ir.verify)
+
+
+_checking = _Checking()
+
+
+@contextlib.contextmanager
+def facts_of(graph):
+    """Shape rules run again outside a capture (`ir.verify`) take the facts `graph`'s
+    capture guarded, so they type its equations as the capture did."""
+    prev = _checking.known
+    _checking.known = known_facts(graph) or prev   # (a sub-graph: its graph's facts)
+    try:
+        yield
+    finally:
+        _checking.known = prev
+
+
 def assume_nonnegative(v: Sym, what: str, dims: bool = False) -> bool:
     """``v >= 0`` for every call this capture serves: True where the capturing context
     could guard it (`SizeArgs.assume`)."""
     from ..ops.eager import trace_state
     ctx = trace_state.tracer
     if ctx is None:
-        return False
+        return _checking.known is not None and _checking.known.assume(None, v, what)
     root = ctx._root()
     sizes = getattr(root, "sizes", None)
     return sizes is not None and sizes.assume(root, v, what, dims)
 
 
-def derive(num, den) -> Optional[Sym]:
-    """``num // den`` as a symbol where the capturing context can make one (`SizeArgs.derive`)."""
+def derive(num, den, op: str = "//") -> Optional[Sym]:
+    """``num // den`` (``num % den``) as a symbol where the capturing context can make one
+    (`SizeArgs.derive`)."""
     from ..ops.eager import trace_state
     ctx = trace_state.tracer
     if ctx is None:
-        return None
+        return _checking.known and _checking.known.derive(None, num, den, op)
     root = ctx._root()
     sizes = getattr(root, "sizes", None)
-    return sizes.derive(root, num, den) if sizes is not None else None
+    return sizes.derive(root, num, den, op) if sizes is not None else None
 
 
 trace_hooks.size_of = staticmethod(size_of)

@@ -19,8 +19,6 @@ from __future__ import annotations
 from sys import _getframe
 from typing import Callable, Optional
 
-import numpy as np
-
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
 from ..errors import _OURS, CompileError, DeviceMismatchError, TraceError, asker_where, user_location, user_where
@@ -34,8 +32,9 @@ from .side_effects import EffectLog, refuse_recording_off
 from .state_writes import StateWrites
 from . import view_writes as _views
 from .ir import Eqn, Graph, Literal, Var
+from .python_values import PythonValues
 from .scalars import NOT_KNOWN, evaluate, note, scalar_expr, symbols_in
-from .constfold import known_as, known_values as _known_values
+from .constfold import known_values as _known_values
 from ..ops.shape import RESHAPE as _RESHAPE, TO_DEVICE
 from ..ops.complex_ops import COMPLEX_CALL as _COMPLEX_CALL, involves as _complex_involved
 from ..ops.host_steps import broadcast_data_sizes, reshape_data_sizes, refuse_data_size as _refuse_data_size
@@ -52,7 +51,7 @@ class SymbolicSizeError(CompileError):
         self.symbols = symbols
 
 
-class Tracer(Tensor):
+class Tracer(PythonValues, Tensor):
     """A symbolic tensor: an IR value standing in for data during tracing."""
 
     # _view_src: (base tracer, the base's value when this view was taken) for the result of
@@ -71,62 +70,6 @@ class Tracer(Tensor):
     # paths were chosen by (an argument's only: cross_entropy's and relu_'s graphs stay)
     requires_grad = property(lambda self: self._requires_grad or (not _getframe(1).f_code.co_filename.startswith(
         _OURS) and self._trace._reaches_grad([self._var])), Tensor.requires_grad.fset)
-
-    def _concrete(self, what: str, kind: str = "value"):
-        """The value Python code asks for (`kind`: "bool", "value" a number, "array"), where
-        the capture knows it; else a TraceError saying why it cannot."""
-        if self._var.aval.weak:  # computed from runtime scalar arguments only
-            v = self._trace.concretize(self, "bool" if kind == "bool" else "value", what)
-            if v is not NOT_KNOWN:
-                return v
-        else:   # computed from sizes, literals and small tensors of Python state only
-            v = known_as(self._trace, self._var, kind)
-            if v is not NOT_KNOWN:
-                return v
-        where = user_where(3)
-        if self._var.aval.weak:
-            raise TraceError(
-                f"{what} needs the value of a runtime scalar argument{where}, computed where the "
-                f"capture cannot see it (inside a loop body, or mixed with tensor data). Compute "
-                f"the value outside the function and pass it in, or move the Python use out of "
-                f"the loop.")
-        raise TraceError(
-            f"{what} needs the value of a traced tensor{where}, which tracing cannot capture: "
-            f"the compiled program must not depend on tensor values through Python. Use "
-            f"tracejit.cond(pred, true_fn, false_fn, operands) or @tracejit.script (graph control "
-            f"flow for an if/while on tensors), tracejit.where(...) for elementwise choices, compute "
-            f"the value outside the compiled function (.item() there) and pass it in, or run eagerly "
-            f"with tracejit.eager().")
-
-    def __bool__(self):
-        return bool(self._concrete("bool(tensor) (an `if`/`while`/`and`/`or` on a tensor)", "bool"))
-
-    def item(self):
-        return self._concrete("tensor.item()")
-
-    def numpy(self, *, force: bool = False):
-        return np.asarray(self._concrete("tensor.numpy()", "array"))
-
-    def tolist(self):
-        v = self._concrete("tensor.tolist()", "array")
-        return v.tolist() if hasattr(v, "tolist") else v
-
-    def __float__(self):
-        return float(self._concrete("float(tensor)"))
-
-    def __int__(self):
-        return int(self._concrete("int(tensor)"))
-
-    def __index__(self):
-        import operator
-        return operator.index(self._concrete("using a number argument as an index, size or range bound"
-                                             if self._var.aval.weak else "using a tensor as an index or range bound"))
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self._concrete("converting a tensor to a numpy array", "array"), dtype=dtype)
-
-    def _host(self):
-        return np.asarray(self._concrete("reading tensor data", "array"))
 
     def is_contiguous(self, memory_format=None) -> bool:
         arr = _views.eager_layout(self, exact=True)   # (as eagerly: False for a transposed view)
@@ -167,14 +110,6 @@ class Tracer(Tensor):
 
     def __repr__(self) -> str:
         return f"Tracer({self._var.aval})"
-
-    # print(x) and f"{x}" show values, which a capture does not have: as a graph break in
-    # torch.compile, the function runs eagerly (each call prints), or raises if fullgraph
-    def __str__(self) -> str:
-        return str(self._concrete("printing a tensor (print, str or an f-string)"))
-
-    def __format__(self, spec):
-        return format(self._concrete("printing a tensor (print, str or an f-string)"), spec)
 
 
 def _make_tracer(var: Var, trace: "TraceContext", requires_grad: bool = False) -> Tracer:

@@ -76,9 +76,10 @@ def _slice_len(d, start, stop, step):
     if isinstance(d, Sym):
         if step == 1 and (start is None or (isinstance(start, int) and start >= 0)) and (
                 stop is None or (isinstance(stop, int) and stop < 0)):
-            # Sizes are >= 2 and such slices stay in range for the hint; the guard keeps it so.
+            # In range for the hint; past the least size (``x[3:]`` of a dim of 2, of a
+            # remainder ``x[:n % 4][1:]``) only where guarded
             n = d - (start or 0) + (stop or 0)
-            if (n.hint if isinstance(n, Sym) else n) > 0:
+            if (n.hint if isinstance(n, Sym) else n) > 0 and _never_negative(n):
                 return n
     if step == 1 and any(isinstance(v, Sym) for v in (d, start, stop)):
         # Bounds that are symbolic sizes (``rec[n - k:]``): the length is symbolic too when

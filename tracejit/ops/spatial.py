@@ -192,7 +192,8 @@ def pad(input, pad, mode: str = "constant", value=None):
             for k in (before, None, after):
                 if k is None:
                     parts.append(out)
-                elif k > 0:
+                # (an amount never below 0, a remainder: its block, empty or not, spares a guard)
+                elif isinstance(k, Sym) and k.lower_bound() == 0 or k > 0:
                     shape = list(out.shape)
                     shape[dim] = k
                     parts.append(full(tuple(shape), 0.0 if value is None else value,
