@@ -5,15 +5,16 @@ import pytest
 @pytest.fixture
 def fused_launches(monkeypatch):
     """``watch(name)``: every fused update launch (`foreach.run`) of the optimizer form
-    `name` ("adam", "sgd") appends its parameters' sizes to the list it returns, then runs."""
+    `name` ("adam", "sgd"; None: any) appends its parameters' sizes to the list it returns,
+    then runs."""
     from tracejit.compiler.cpu.kernels import foreach
 
-    def watch(name):
+    def watch(name=None):
         calls = []
         real = foreach.run
 
         def run(form, key, columns, *a, **k):
-            if key[0] == name:
+            if name is None or key[0] == name:
                 calls.append([p.size for p in columns[0]])
             return real(form, key, columns, *a, **k)
         monkeypatch.setattr(foreach, "run", run)

@@ -306,18 +306,18 @@ def test_fused_kernels_live_in_tracejit_disk_cache(tmp_path, monkeypatch):
 ])
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")   # inf - inf
 def test_array_path_by_blocks_is_bitwise_the_whole_array_operations(monkeypatch, cls, kw, dtype):
-    from tracejit.optim import adam
-    n = 2 * adam._BLOCK + 7       # two full blocks and a short one
+    from tracejit.optim import optimizer
+    n = 2 * optimizer._BLOCK + 7       # two full blocks and a short one
     rng = np.random.default_rng(3)
     p0 = rng.standard_normal((n, 1)).astype(dtype)
     grads = [(rng.standard_normal((n, 1)) * 10.0 ** rng.integers(-2, 2)).astype(dtype) for _ in range(4)]
-    grads[1][[0, adam._BLOCK, n - 1], 0] = [np.nan, np.inf, -np.inf]
+    grads[1][[0, optimizer._BLOCK, n - 1], 0] = [np.nan, np.inf, -np.inf]
     grads[3][-5:] = 0.0
-    blocks, real = [], adam._blockable
-    monkeypatch.setattr(adam, "_blockable", lambda *a: blocks.append(1) or real(*a))
+    blocks, real = [], optimizer._blockable
+    monkeypatch.setattr(optimizer, "_blockable", lambda *a: blocks.append(1) or real(*a))
     got, st = _run_steps(cls, kw, False, p0, grads)
     assert len(blocks) == 4
-    monkeypatch.setattr(adam, "_blockable", lambda *a: False)
+    monkeypatch.setattr(optimizer, "_blockable", lambda *a: False)
     want, st_ref = _run_steps(cls, kw, False, p0, grads)
     assert got.dtype == np.dtype(dtype) and not np.array_equal(got, p0)
     np.testing.assert_array_equal(got, want)
@@ -327,13 +327,13 @@ def test_array_path_by_blocks_is_bitwise_the_whole_array_operations(monkeypatch,
 
 
 def test_array_path_keeps_whole_arrays_for_a_strided_parameter(monkeypatch):
-    from tracejit.optim import adam
-    blockable, real = [], adam._blockable
-    monkeypatch.setattr(adam, "_blockable", lambda *a: blockable.append(real(*a)) or blockable[-1])
-    base = np.arange(12.0).reshape(3, 4)
+    from tracejit.optim import optimizer
+    blockable, real = [], optimizer._blockable
+    monkeypatch.setattr(optimizer, "_blockable", lambda *a: blockable.append(real(*a)) or blockable[-1])
+    base = np.arange(3.0 * optimizer._BLOCK).reshape(3, -1)
     p = nn.Parameter(tj.tensor(base.T.copy()))
     p._data = np.asfortranarray(base.T.copy())        # F-ordered data: no flat blocks of it
-    p.grad = tj.tensor(np.ones((4, 3)))
+    p.grad = tj.tensor(np.ones(base.T.shape))
     optim.Adam([p], lr=0.5, fused=False).step()
     assert blockable == [False]
     np.testing.assert_allclose(p.detach().numpy(), base.T - 0.5, rtol=1e-6)   # lr * sign(g)

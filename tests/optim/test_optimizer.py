@@ -182,3 +182,79 @@ def _layout(v):
     if isinstance(v, list):
         return [_layout(x) for x in v]
     return ("tensor", tuple(v.shape)) if hasattr(v, "detach") else "number" if isinstance(v, (int, float)) else v
+
+
+# --------------------------------------------------------------------------- one form, two paths
+# (name, flags, fused): the fused ones also in one launch (a kernel compile each, so one rich
+# set of flags per form; Adam's and SGD's flags are those their own tests compile)
+_FORMS = [
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.3, weight_decay=0.01), True),
+    ("SGD", dict(lr=0.05, momentum=0.8, nesterov=True, maximize=True, weight_decay=1e-3, foreach=True), False),
+    ("Adam", dict(lr=0.01, amsgrad=True, maximize=True), True),
+    ("Adam", dict(lr=0.01, betas=(0.5, 0.9), weight_decay=0.1), False),
+    ("AdamW", dict(lr=0.02, weight_decay=0.3, amsgrad=True), True),
+    ("RMSprop", dict(lr=0.01, weight_decay=0.1, maximize=True), False),
+    ("RMSprop", dict(lr=0.01, momentum=0.5, centered=True, weight_decay=0.1, maximize=True, foreach=True), True),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.1, weight_decay=0.1, initial_accumulator_value=0.5, maximize=True), True),
+    ("Adadelta", dict(lr=0.5, rho=0.8, weight_decay=0.1, maximize=True), True),
+    ("Adamax", dict(lr=0.05, weight_decay=0.1, maximize=True), True),
+    ("NAdam", dict(lr=0.05, weight_decay=0.1, maximize=True), False),
+    ("NAdam", dict(lr=0.05, weight_decay=0.1, decoupled_weight_decay=True), True),
+    ("RAdam", dict(lr=0.05, weight_decay=0.1, maximize=True), True),
+    ("RAdam", dict(lr=0.05, weight_decay=0.1, decoupled_weight_decay=True), False),
+    ("ASGD", dict(lr=0.05, t0=2, lambd=0.01, weight_decay=0.1, maximize=True), True),
+    ("Rprop", dict(lr=0.05, etas=(0.4, 1.3), step_sizes=(1e-3, 0.2), maximize=True), True),
+]
+
+
+def _form_steps(name: str, kw: dict, lib, mixed: bool, steps: int = 7):
+    """Parameters of mixed shapes (one empty, one 0-d, one without a gradient; `mixed`: of two
+    dtypes) after `steps` steps of `name`; returns [p, then each state value by key] per
+    parameter (RAdam's rectified step starts at step 6)."""
+    rng = np.random.default_rng(0)
+    dt = "float64" if mixed else "float32"
+    specs = [((4, 3), "float32"), ((5,), dt), ((0,), "float32"), ((), "float32"), ((6,), "float32"),
+             ((2,), dt)]
+    ps = [lib.nn.Parameter(lib.tensor(rng.standard_normal(s).astype(t))) for s, t in specs]
+    w = ps[5].detach().numpy().copy()
+    opt = getattr(lib.optim, name)(ps, **kw)
+    for _ in range(steps):
+        for p, (s, t) in zip(ps[:5], specs):     # the last parameter has no gradient: not stepped
+            p.grad = lib.tensor(rng.standard_normal(s).astype(t))
+        opt.step()
+    np.testing.assert_array_equal(ps[5].detach().numpy(), w)
+    assert opt.state.get(ps[5], {}).get("step", 0) == 0
+    return [[p.detach().numpy()] + [np.asarray(v.numpy() if hasattr(v, "numpy") else v)
+                                    for k, v in sorted(opt.state[p].items()) if k != "step"] for p in ps[:5]]
+
+
+@pytest.mark.parametrize("name,kw,fuse", _FORMS)
+def test_fused_launch_is_bitwise_the_array_path_and_matches_pytorch(monkeypatch, fused_launches, thread_counts_back,
+                                                                    name, kw, fuse):
+    """Every elementwise optimizer's update is one form: its array path gives PyTorch's
+    values, and its fused launch (one thread or two sharing the chunks) the same bits."""
+    torch = pytest.importorskip("torch")
+    from tracejit.optim import optimizer
+    mixed = name in ("SGD", "Adam", "AdamW")
+    monkeypatch.setattr(optimizer, "_fused_default", lambda: False)
+    arrays = _form_steps(name, kw, tj, mixed)
+    for got, want in zip(arrays, _form_steps(name, kw, torch, mixed)):
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype or a.ndim == 0
+            tol = 1e-5 if a.dtype == np.float32 or a.ndim == 0 else 1e-12
+            np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    if not fuse:
+        return
+    pytest.importorskip("numba", reason="the fused update is a numba kernel")
+    monkeypatch.setattr(optimizer, "_fused_default", lambda: True)
+    monkeypatch.setattr(optimizer, "FUSED_MIN", 0)
+    monkeypatch.setattr(optimizer.Optimizer, "_parallel_min", 0)
+    calls = fused_launches()
+    for n in (1, 2):
+        tj.set_num_threads(n)
+        fused = _form_steps(name, kw, tj, mixed)
+        for got, want in zip(fused, arrays):
+            for a, b in zip(got, want):
+                assert a.dtype == b.dtype
+                np.testing.assert_array_equal(a, b)
+    assert calls, "no fused launch"

@@ -10,7 +10,7 @@ Per parameter with gradient g:
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _bump, _check_number, _count_step, _direction
+from .optimizer import Optimizer, _check_number, _count_step, _direction
 
 __all__ = ["Adadelta"]
 
@@ -28,16 +28,18 @@ class Adadelta(Optimizer):
         super()._validate(group)
         _check_number("Adadelta", "rho value", group["rho"], 0.0, 1.0)
 
-    def _update(self, p, grad, state, group) -> None:
-        rho, eps = group["rho"], group["eps"]
-        xp = p._xp()
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
         _count_step(state, p, "square_avg", "acc_delta")
-        grad = _direction(grad, p, group)
-        v, u = state["square_avg"]._data, state["acc_delta"]._data
-        v *= rho
-        v += (1 - rho) * (grad * grad)
-        delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * grad
-        u *= rho
-        u += (1 - rho) * (delta * delta)
-        _bump(state["square_avg"], state["acc_delta"])
-        p._data -= group["lr"] * delta
+        rho = group["rho"]
+        return ((bool(group["maximize"]), group["weight_decay"] != 0), [state["square_avg"], state["acc_delta"]],
+                (group["weight_decay"], rho, 1 - rho, group["eps"], group["lr"]))
+
+    @staticmethod
+    def _form(maximize: bool, decay: bool):
+        def adadelta(xp, p, g, v, u, wd, rho, one_minus_rho, eps, lr):
+            g = _direction(g, p, maximize, decay, wd)
+            v = v * rho + one_minus_rho * (g * g)
+            delta = xp.sqrt(u + eps) / xp.sqrt(v + eps) * g
+            u = u * rho + one_minus_rho * (delta * delta)
+            return p - lr * delta, v, u
+        return adadelta

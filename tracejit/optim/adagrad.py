@@ -10,7 +10,7 @@ created with the optimizer (so it is in ``state_dict()`` before the first step).
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _direction, _new_state_tensor
+from .optimizer import Optimizer, _check_fused, _direction, _new_state_tensor
 
 __all__ = ["Adagrad"]
 
@@ -29,6 +29,10 @@ class Adagrad(Optimizer):
             for p in group["params"]:
                 self._init_state(p, self.state[p], group)
 
+    def _validate(self, group: dict) -> None:
+        super()._validate(group)
+        _check_fused("Adagrad", group)
+
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)
         group = self.param_groups[-1]
@@ -42,15 +46,17 @@ class Adagrad(Optimizer):
             state["step"] = 0
             state["sum"] = _new_state_tensor(p, xp.full_like(p._data, group["initial_accumulator_value"]))
 
-    def _update(self, p, grad, state, group) -> None:
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
         self._init_state(p, state, group)
-        xp = p._xp()
         state["step"] += 1
-        grad = _direction(grad, p, group)
-        clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-        s = state["sum"]._data
-        s += grad * grad
-        state["sum"]._vbox[0] += 1
-        std = xp.sqrt(s)
-        std += group["eps"]
-        p._data -= clr * (grad / std)
+        return ((bool(group["maximize"]), group["weight_decay"] != 0), [state["sum"]],
+                (group["weight_decay"], group["eps"], group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])))
+
+    @staticmethod
+    def _form(maximize: bool, decay: bool):
+        def adagrad(xp, p, g, s, wd, eps, clr):
+            g = _direction(g, p, maximize, decay, wd)
+            s = s + g * g
+            p = p - clr * (g / (xp.sqrt(s) + eps))
+            return p, s
+        return adagrad

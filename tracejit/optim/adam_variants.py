@@ -1,30 +1,38 @@
 """Adamax, NAdam, RAdam, ASGD and Rprop, following PyTorch's single-tensor
-implementations' formulas (numpy on each parameter's memory, as RMSprop does)."""
+implementations' formulas, each an elementwise form (`Optimizer._form`)."""
 from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _bump, _count_step, _direction, _new_state_tensor, _zeros
+from .optimizer import Optimizer, _count_step, _direction, _new_state_tensor, _zeros
 
 __all__ = ["Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]
 
 
-def _adam_moments(p, grad, state: dict, group: dict, **first):
-    """The first steps NAdam and RAdam share with Adam: state, step count, maximize,
-    coupled or decoupled weight decay, and the two moment updates; `first` holds further state
-    entries to create on the first step (in PyTorch's key order). Returns (grad, m, v)."""
-    b1, b2 = group["betas"]
+def _adam_prepare(p, state: dict, group: dict, **first) -> tuple:
+    """What NAdam and RAdam share with Adam: state (`first` holds further entries to create
+    on the first step, in PyTorch's key order), the step count, and the flags and scalars
+    of `_adam_moments`. Returns (step, flags, state tensors, scalars)."""
     if not state:
         state["step"] = 0
         state.update(first)
         state["exp_avg"], state["exp_avg_sq"] = _zeros(p), _zeros(p)
     state["step"] += 1
-    grad = _direction(grad, p, group, group["decoupled_weight_decay"])
-    m, v = state["exp_avg"]._data, state["exp_avg_sq"]._data
-    m += (1 - b1) * (grad - m)
-    v *= b2
-    v += (1 - b2) * grad * grad
-    return grad, m, v
+    b1, b2 = group["betas"]
+    wd, decoupled = group["weight_decay"], group["decoupled_weight_decay"]
+    return (state["step"], (bool(group["maximize"]), decoupled and wd != 0, not decoupled and wd != 0),
+            [state["exp_avg"], state["exp_avg_sq"]], (1 - group["lr"] * wd if decoupled else wd, 1 - b1, b2, 1 - b2))
+
+
+def _adam_moments(maximize: bool, decay: bool, coupled: bool, p, g, m, v, wd, one_minus_b1, b2, one_minus_b2):
+    """The direction (maximize, coupled or decoupled weight decay) and the two moments'
+    updates: (p, g, m, v)."""
+    g = _direction(g, p, maximize, coupled, wd)
+    if decay:
+        p = p * wd
+    m = m + one_minus_b1 * (g - m)
+    v = v * b2 + one_minus_b2 * g * g
+    return p, g, m, v
 
 
 class Adamax(Optimizer):
@@ -38,18 +46,20 @@ class Adamax(Optimizer):
                                       maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
 
-    def _update(self, p, grad, state, group) -> None:
-        xp = p._xp()
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
+        step = _count_step(state, p, "exp_avg", "exp_inf")
         b1, b2 = group["betas"]
-        _count_step(state, p, "exp_avg", "exp_inf")
-        grad = _direction(grad, p, group)
-        m, u = state["exp_avg"]._data, state["exp_inf"]._data
-        m += (1 - b1) * (grad - m)
-        xp.maximum(u * b2, xp.abs(grad) + group["eps"], out=u)
-        clr = group["lr"] / (1 - b1 ** state["step"])
-        p._data -= clr * m / u
-        _bump(p, state["exp_avg"], state["exp_inf"])
+        return ((bool(group["maximize"]), group["weight_decay"] != 0), [state["exp_avg"], state["exp_inf"]],
+                (group["weight_decay"], 1 - b1, b2, group["eps"], group["lr"] / (1 - b1 ** step)))
 
+    @staticmethod
+    def _form(maximize: bool, decay: bool):
+        def adamax(xp, p, g, m, u, wd, one_minus_b1, b2, eps, clr):
+            g = _direction(g, p, maximize, decay, wd)
+            m = m + one_minus_b1 * (g - m)
+            u = xp.maximum(u * b2, xp.abs(g) + eps)
+            return p - clr * m / u, m, u
+        return adamax
 
 class NAdam(Optimizer):
     _numbers = ("lr", "eps", "weight_decay", "momentum_decay")
@@ -65,20 +75,26 @@ class NAdam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
 
-    def _update(self, p, grad, state, group) -> None:
-        xp = p._xp()
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
+        t, flags, tensors, scalars = _adam_prepare(p, state, group, mu_product=1.0)
         b1, b2 = group["betas"]
-        grad, m, v = _adam_moments(p, grad, state, group, mu_product=1.0)
-        t = state["step"]
-        mu = b1 * (1.0 - 0.5 * 0.96 ** (t * group["momentum_decay"]))
-        mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * group["momentum_decay"]))
+        lr, decay = group["lr"], group["momentum_decay"]
+        mu = b1 * (1.0 - 0.5 * 0.96 ** (t * decay))
+        mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * decay))
         state["mu_product"] *= mu
         mu_prod = state["mu_product"]
-        denom = xp.sqrt(v / (1 - b2 ** t)) + group["eps"]
-        p._data -= group["lr"] * (1 - mu) / (1 - mu_prod) * grad / denom
-        p._data -= group["lr"] * mu_next / (1 - mu_prod * mu_next) * m / denom
-        _bump(p, state["exp_avg"], state["exp_avg_sq"])
+        return flags, tensors, scalars + (1 - b2 ** t, group["eps"], lr * (1 - mu) / (1 - mu_prod),
+                                          lr * mu_next / (1 - mu_prod * mu_next))
 
+    @staticmethod
+    def _form(*flags):
+        def nadam(xp, p, g, m, v, *scalars):
+            p, g, m, v = _adam_moments(*flags, p, g, m, v, *scalars[:4])
+            bias2, eps, grad_rate, moment_rate = scalars[4:]
+            denom = xp.sqrt(v / bias2) + eps
+            p = p - grad_rate * g / denom
+            return p - moment_rate * m / denom, m, v
+        return nadam
 
 class RAdam(Optimizer):
     _numbers = ("lr", "eps", "weight_decay")
@@ -91,24 +107,27 @@ class RAdam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
 
-    def _update(self, p, grad, state, group) -> None:
-        xp = p._xp()
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
+        t, flags, tensors, scalars = _adam_prepare(p, state, group)
         b1, b2 = group["betas"]
-        _, m, v = _adam_moments(p, grad, state, group)
-        t = state["step"]
-        bias1 = 1 - b1 ** t
         bias2 = 1 - b2 ** t
-        m_hat = m / bias1
         rho_inf = 2 / (1 - b2) - 1
         rho_t = rho_inf - 2 * t * (b2 ** t) / bias2
-        if rho_t > 5.0:
-            rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-            adaptive = math.sqrt(bias2) / (xp.sqrt(v) + group["eps"])
-            p._data -= group["lr"] * m_hat * rect * adaptive
-        else:
-            p._data -= group["lr"] * m_hat
-        _bump(p, state["exp_avg"], state["exp_avg_sq"])
+        rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) \
+            if rho_t > 5.0 else 0.0
+        return flags + (rho_t > 5.0,), tensors, scalars + (1 - b1 ** t, group["lr"], rect, math.sqrt(bias2),
+                                                          group["eps"])
 
+    @staticmethod
+    def _form(*flags):
+        def radam(xp, p, g, m, v, *scalars):
+            p, g, m, v = _adam_moments(*flags[:3], p, g, m, v, *scalars[:4])
+            bias1, lr, rect, bias2_sqrt, eps = scalars[4:]
+            step = lr * (m / bias1)
+            if flags[3]:      # the variance is tractable: the rectified adaptive step
+                step = step * rect * (bias2_sqrt / (xp.sqrt(v) + eps))
+            return p - step, m, v
+        return radam
 
 class ASGD(Optimizer):
     _numbers = ("lr", "weight_decay")
@@ -122,28 +141,28 @@ class ASGD(Optimizer):
                                       maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
 
-    def _update(self, p, grad, state, group) -> None:
-        xp = p._xp()
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
         if not state:
             state["step"] = 0
             # PyTorch keeps eta and mu as float32 scalars, whatever the parameter's dtype
-            state["eta"], state["mu"] = float(xp.float32(group["lr"])), 1.0
+            state["eta"], state["mu"] = _float32(group["lr"]), 1.0
             state["ax"] = _zeros(p)
         state["step"] += 1
         t = state["step"]
-        grad = _direction(grad, p, group)
         eta, mu = state["eta"], state["mu"]
-        p._data *= 1 - group["lambd"] * eta
-        p._data -= eta * grad
-        ax = state["ax"]._data
-        if mu != 1:
-            ax += (p._data - ax) * mu
-        else:
-            ax[...] = p._data
-        state["eta"] = float(xp.float32(group["lr"] / ((1 + group["lambd"] * group["lr"] * t) ** group["alpha"])))
-        state["mu"] = float(xp.float32(1 / max(1, t - group["t0"])))
-        _bump(p, state["ax"])
+        lr, lambd = group["lr"], group["lambd"]
+        state["eta"] = _float32(lr / ((1 + lambd * lr * t) ** group["alpha"]))
+        state["mu"] = _float32(1 / max(1, t - group["t0"]))
+        return ((bool(group["maximize"]), group["weight_decay"] != 0, mu != 1), [state["ax"]],
+                (group["weight_decay"], 1 - lambd * eta, eta, mu))
 
+    @staticmethod
+    def _form(maximize: bool, decay: bool, averaging: bool):
+        def asgd(xp, p, g, ax, wd, shrink, eta, mu):
+            g = _direction(g, p, maximize, decay, wd)
+            p = p * shrink - eta * g
+            return p, ax + (p - ax) * mu if averaging else p
+        return asgd
 
 class Rprop(Optimizer):
     _numbers = ("lr",)
@@ -154,23 +173,29 @@ class Rprop(Optimizer):
         super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes), maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
 
-    def _update(self, p, grad, state, group) -> None:
-        xp = p._xp()
-        etaminus, etaplus = group["etas"]
-        lo, hi = group["step_sizes"]
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
         if not state:
             state["step"] = 0
             state["prev"] = _zeros(p)
-            state["step_size"] = _new_state_tensor(p, xp.full_like(p._data, group["lr"]))
+            state["step_size"] = _new_state_tensor(p, p._xp().full_like(p._data, group["lr"]))
         state["step"] += 1
-        if group["maximize"]:
-            grad = -grad
-        prev, step_size = state["prev"]._data, state["step_size"]._data
-        sign = xp.sign(grad * prev)
-        factor = xp.where(sign > 0, etaplus, xp.where(sign < 0, etaminus, 1.0)).astype(p._data.dtype)
-        step_size *= factor
-        xp.clip(step_size, lo, hi, out=step_size)
-        g = xp.where(sign < 0, 0, grad).astype(p._data.dtype)
-        p._data -= xp.sign(g) * step_size
-        prev[...] = g
-        _bump(p, state["prev"], state["step_size"])
+        (etaminus, etaplus), (lo, hi) = group["etas"], group["step_sizes"]
+        return (bool(group["maximize"]),), [state["prev"], state["step_size"]], (etaminus, etaplus, lo, hi, 0, 1)
+
+    @staticmethod
+    def _form(maximize: bool):
+        def rprop(xp, p, g, prev, step_size, etaminus, etaplus, lo, hi, zero, one):
+            if maximize:
+                g = -g
+            sign = xp.sign(g * prev)
+            factor = xp.where(sign > zero, etaplus, xp.where(sign < zero, etaminus, one))
+            step_size = xp.minimum(xp.maximum(step_size * factor, lo), hi)
+            g = xp.where(sign < zero, zero, g)
+            return p - xp.sign(g) * step_size, g, step_size
+        return rprop
+
+
+def _float32(x: float) -> float:
+    """`x` rounded to float32, as a Python number."""
+    import numpy as np
+    return float(np.float32(x))

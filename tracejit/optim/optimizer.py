@@ -1,7 +1,10 @@
 """`Optimizer`: parameter groups, per-parameter state, zero_grad, and state_dict round trips.
 
-Subclasses implement ``_update(param, grad_array, state, group)``, which changes
-``param._data`` in place with array-module arithmetic (numpy or cupy). Working on
+An elementwise update is written once, as a form over arrays (`Optimizer._form`): the
+array path runs it on numpy or cupy arrays, the fused path traces it into one kernel
+launch over many parameters (`compiler/cpu/kernels/foreach.py`), bitwise the same values.
+Other subclasses implement ``_update(param, grad_array, state, group)``, which changes
+``param._data`` in place with array-module arithmetic. Working on
 the arrays rather than through tensor ops means a step records no autograd graph and
 costs no dispatch, and the Parameter objects (which the JIT holds by identity) keep
 both their identity and their memory. Each update bumps the parameter's version
@@ -9,14 +12,20 @@ counter, so autograd still notices a parameter changed under a saved graph.
 """
 from __future__ import annotations
 
+import functools
 import math
+import sys
 from collections import defaultdict
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad
+from ..device import CPU, module_of
 from ..ops.eager import refuse_effect
 from ..tensor import Tensor
+from ..threads import PARALLEL_MIN
 from .optimizer_hooks import (OptimizerHooks, register_optimizer_step_post_hook,  # noqa: F401
                               register_optimizer_step_pre_hook)
 
@@ -220,11 +229,63 @@ class Optimizer(OptimizerHooks):
                 v = Tensor._wrap(v._data.view(p.dtype.np)[..., 0], p.dtype, p.device)
             st[k] = v
 
+    # An update whose arithmetic is elementwise is written once, as `_form(*flags)`: a
+    # function of an array namespace (numpy, cupy, or tracejit when traced), p, g, the
+    # state arrays and the scalars, returning p's and each state array's new values.
+    # `_prepare` does the rest (state, step counts, bias corrections as scalars). The
+    # array path runs the form on the arrays (`_run_arrays`); the fused path traces it
+    # into one kernel launch over a batch of parameters (`_run_fused`).
+    _form = None
+    # a fused launch shares over the process's threads from this many elements
+    _parallel_min = PARALLEL_MIN
+
+    def _prepare(self, p: Tensor, state: dict, group: dict) -> tuple:
+        """Start `p`'s step: make its state on the first one, count the step; returns (the
+        form's flags, the state tensors it updates, its scalars as Python numbers)."""
+        raise NotImplementedError
+
     def _update_group(self, todo: list, group: dict) -> None:
-        """Update the (parameter, gradient array) pairs of `group` that have gradients: one
-        `_update` each, unless a subclass updates many in one pass (Adam's multi-tensor kernel)."""
+        """Update the (parameter, gradient array) pairs of `group` that have gradients: by
+        `_form`, in one kernel launch per (flags, scalars, dtype) where the fused path
+        applies (module docstring), else one `_update` each."""
+        if self._form is None:
+            for p, grad in todo:
+                self._update(p, grad, self.state[p], group)
+            return
+        fused = group.get("fused")
+        # asked once per step, not per parameter
+        may_fuse = fused is True or (fused is None and _fused_default())
+        batches: dict = {}     # (flags, scalars, dtype, fits) -> [[p, g, *state arrays], ...]
+        state_of = self.state
         for p, grad in todo:
-            self._update(p, grad, self.state[p], group)
+            flags, tensors, scalars = self._prepare(p, state_of[p], group)
+            arrays = [p._data, grad] + [t._data for t in tensors]
+            for t in tensors:
+                t._vbox[0] += 1
+            key = (flags, scalars, grad.dtype, may_fuse and _fits(*arrays))
+            batch = batches.get(key)
+            if batch is None:
+                batch = batches[key] = []
+            batch.append(arrays)
+        for (flags, scalars, dtype, fits), batch in batches.items():
+            # fused=None: small parameters only never wait for a compile, and in background
+            # compile mode the array path runs until the kernel is loaded; fused=True waits
+            if fits and (fused is not None or sum(arrays[0].size for arrays in batch) >= FUSED_MIN) \
+                    and self._run_fused(flags, batch, scalars, wait=fused is True):
+                continue
+            form, numbers = self._form(*flags), [dtype.type(s) for s in scalars]
+            for arrays in batch:
+                _run_arrays(form, arrays, numbers)
+
+    def _run_fused(self, flags: tuple, batch: list, scalars: tuple, wait: bool) -> bool:
+        """`_form` over the batch's parameters in one kernel launch (`foreach.run`), or False
+        where the kernel is not loaded or the form is no flat group."""
+        import tracejit
+        from ..compiler.cpu.kernels import foreach
+        form = self._form(*flags)
+        columns = [[a.reshape(-1) for a in column] for column in zip(*batch)]
+        return foreach.run(functools.partial(form, tracejit), (form.__name__,) + flags, columns, scalars,
+                           (0,) + tuple(range(2, len(columns))), wait=wait, parallel_min=self._parallel_min)
 
     def _update(self, p: Tensor, grad, state: dict, group: dict) -> None:
         raise NotImplementedError
@@ -346,15 +407,69 @@ def _count_step(state: dict, p: Tensor, *names: str) -> int:
     return state["step"]
 
 
-def _direction(grad, p: Tensor, group: dict, decoupled: bool = False):
-    """The gradient an update follows: negated to maximize, plus L2 weight decay; or, with
-    `decoupled` weight decay (AdamW), the gradient as is and p shrunk in place."""
-    if group["maximize"]:
-        grad = -grad
-    wd = group["weight_decay"]
-    if wd != 0:
-        if decoupled:
-            p._data *= 1 - group["lr"] * wd
-        else:
-            grad = grad + wd * p._data
-    return grad
+# With fused=None, a group whose parameters hold fewer elements in all keeps the array
+# path: it saves microseconds per step, and a small model never waits for the kernel's
+# first compile. The fused kernel is the default exactly where it runs parallel: one
+# size, one definition.
+FUSED_MIN = PARALLEL_MIN
+_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# The array path goes `_BLOCK` elements at a time: each block's operations run while its
+# arrays stay in cache, and no full-size temporary is allocated and page-faulted in.
+_BLOCK = 1 << 14
+
+
+def _direction(g, p, maximize: bool, coupled: bool, wd):
+    """A form's gradient to follow: negated to maximize, plus L2 weight decay."""
+    g = -g if maximize else g
+    return g + wd * p if coupled else g
+
+
+def _check_fused(name: str, group: dict) -> None:
+    """A group's ``fused`` (Adam, AdamW, SGD, Adagrad): None, True or False; True for CPU
+    parameters only."""
+    fused = group.get("fused")
+    if fused is not None and not isinstance(fused, bool):  # (1 == True: not enough)
+        raise TypeError(f"{name}: fused must be None, True or False, got {fused!r}")
+    if fused:  # (float dtypes are checked for every optimizer)
+        for k, p in enumerate(group["params"]):
+            if p.device is not CPU:
+                raise ValueError(f"{name}: fused=True supports parameters on the CPU only; "
+                                 f"parameter {k} is on {p.device}")
+
+
+def _fused_default() -> bool:
+    """``fused=None``: the kernel once numba is loaded (an eager script never pays numba's
+    start-up) and compilation is on."""
+    from ..jit.config import is_eager
+    return "numba" in sys.modules and not is_eager()
+
+
+def _blockable(*arrays) -> bool:
+    """Whether `arrays` are numpy arrays of one floating dtype and shape, in C order."""
+    first = arrays[0]
+    return all(type(a) is np.ndarray and a.dtype == first.dtype and a.shape == first.shape
+               and a.flags.c_contiguous for a in arrays) and first.dtype.kind == "f"
+
+
+def _fits(*arrays) -> bool:
+    """The arrays as the fused kernel takes them: `_blockable`, float32 or float64 (a strided
+    view, cupy arrays: the array path, same results)."""
+    return _blockable(*arrays) and arrays[0].dtype in _FUSED_DTYPES
+
+
+def _run_arrays(form, arrays: list, scalars: list) -> None:
+    """`form` on [p, g, *state] arrays, its results written back into p and the state: on
+    `_BLOCK`-element blocks of the flattened arrays where they are larger and `_blockable`,
+    else on the whole arrays (elementwise: the same values either way). `scalars`: numbers
+    of the arrays' dtype, as the fused kernel takes them (and numpy a Python float)."""
+    if arrays[0].size > _BLOCK and _blockable(*arrays):
+        flat = [a.reshape(-1) for a in arrays]
+        parts = ([a[lo:lo + _BLOCK] for a in flat] for lo in range(0, flat[0].size, _BLOCK))
+        xp = np
+    else:
+        parts, xp = [arrays], module_of(arrays[0])
+    for part in parts:
+        new = form(xp, *part, *scalars)
+        part[0][...] = new[0]
+        for a, value in zip(part[2:], new[1:]):
+            a[...] = value

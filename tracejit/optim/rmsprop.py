@@ -9,7 +9,7 @@ Per parameter with gradient g (PyTorch's operation order, so results agree to ro
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _bump, _count_step, _direction, _zeros
+from .optimizer import Optimizer, _count_step, _direction, _zeros
 
 __all__ = ["RMSprop"]
 
@@ -25,33 +25,39 @@ class RMSprop(Optimizer):
                                       momentum=momentum, centered=centered, maximize=maximize,
                                       **self._impl_options(foreach, capturable, differentiable)))
 
-    def _update(self, p, grad, state, group) -> None:
-        lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
-        momentum = group["momentum"]
-        xp = p._xp()
+    def _prepare(self, p, state: dict, group: dict) -> tuple:
         _count_step(state, p, "square_avg")
-        if momentum > 0 and "momentum_buffer" not in state:
+        momentum, centered = group["momentum"] > 0, bool(group["centered"])
+        if momentum and "momentum_buffer" not in state:
             state["momentum_buffer"] = _zeros(p)
-        if group["centered"] and "grad_avg" not in state:
+        if centered and "grad_avg" not in state:
             state["grad_avg"] = _zeros(p)
-        grad = _direction(grad, p, group)
-        v = state["square_avg"]._data
-        v *= alpha
-        v += (1 - alpha) * (grad * grad)
-        _bump(state["square_avg"])
-        if group["centered"]:
-            m = state["grad_avg"]._data
-            m += (1 - alpha) * (grad - m)          # lerp(m, g, 1 - alpha)
-            _bump(state["grad_avg"])
-            avg = xp.sqrt(v - m * m)
-        else:
-            avg = xp.sqrt(v)
-        avg += eps
-        if momentum > 0:
-            b = state["momentum_buffer"]._data
-            b *= momentum
-            b += grad / avg
-            _bump(state["momentum_buffer"])
-            p._data -= lr * b
-        else:
-            p._data -= lr * (grad / avg)
+        tensors = [state[k] for k, on in (("square_avg", True), ("grad_avg", centered),
+                                          ("momentum_buffer", momentum)) if on]
+        alpha = group["alpha"]
+        return ((bool(group["maximize"]), group["weight_decay"] != 0, centered, momentum), tensors,
+                (group["weight_decay"], alpha, 1 - alpha, group["eps"], group["momentum"], group["lr"]))
+
+    @staticmethod
+    def _form(maximize: bool, decay: bool, centered: bool, momentum: bool):
+        def rmsprop(xp, p, g, v, *rest):
+            m = b = None
+            if centered:
+                m, *rest = rest
+            if momentum:
+                b, *rest = rest
+            wd, alpha, one_minus_alpha, eps, mom, lr = rest
+            g = _direction(g, p, maximize, decay, wd)
+            v = v * alpha + one_minus_alpha * (g * g)
+            if centered:
+                m = m + one_minus_alpha * (g - m)          # lerp(m, g, 1 - alpha)
+                avg = xp.sqrt(v - m * m) + eps
+            else:
+                avg = xp.sqrt(v) + eps
+            if momentum:
+                b = b * mom + g / avg
+                p = p - lr * b
+            else:
+                p = p - lr * (g / avg)
+            return (p, v) + (m,) * centered + (b,) * momentum
+        return rmsprop

@@ -110,3 +110,19 @@ def test_a_form_that_is_not_one_flat_group_takes_the_array_path():
     xs = [np.ones(4, np.float32)]
     assert not foreach.run(total, ("total",), [xs], (), (0,))
     np.testing.assert_array_equal(xs[0], 1.0)
+
+
+def scaled_twice(x, y, a):
+    z = x * a
+    return z, z
+
+
+def test_one_value_is_stored_into_two_columns():
+    """A form whose two results are one value (ASGD's average copying the parameter)."""
+    rng = np.random.default_rng(2)
+    xs, ys = _case(rng, [3, 9])
+    want = [x * np.float32(0.5) for x in xs]
+    assert foreach.run(scaled_twice, ("scaled_twice",), [xs, ys], (0.5,), (0, 1))
+    for x, y, w in zip(xs, ys, want):
+        np.testing.assert_array_equal(x, w)
+        np.testing.assert_array_equal(y, w)

@@ -26,21 +26,21 @@ _forms: dict = {}    # (key, dtype name) -> (nest's operand columns, output colu
 _chunk_tables: dict = {}
 
 
-def _lower(form, columns: int, scalars: int, dtype: str, writes: tuple):
+def _lower(form, name: str, columns: int, scalars: int, dtype: str, writes: tuple):
     """`form` traced over `columns` flat operands and `scalars` 0-d ones of `dtype`, as one
-    flat group: (each nest operand's position among the form's operands, the column each
+    flat group: (each nest operand's position among the form's operands, the columns each
     nest output is stored into, the nest)."""
     from ... import loopnest
     shapes = [((16,), dtype)] * columns + [((), dtype)] * scalars
-    graph, group = one_group(form, shapes, form.__name__)
+    graph, group = one_group(form, shapes, name)
     outs = list(graph.outputs)
-    if len(outs) != len(writes) or set(group.outputs) != set(outs) or len(set(outs)) != len(outs):
-        raise ValueError(f"{form.__name__}: its group must write each result once, and only those")
+    if len(outs) != len(writes) or set(group.outputs) != set(outs):
+        raise ValueError(f"{name}: its group must compute each result, and only those")
     positions = [list(graph.inputs).index(v) for v in group.inputs]
     nest = loopnest.lower(group, loopnest.operand_layouts(group), "body")
     if not nest.flat or nest.reduction is not None:
-        raise ValueError(f"{form.__name__} is not a flat elementwise group")
-    return positions, [writes[outs.index(v)] for v in group.outputs], nest
+        raise ValueError(f"{name} is not a flat elementwise group")
+    return positions, [[c for c, o in zip(writes, outs) if o is v] for v in group.outputs], nest
 
 
 def render(positions: list, out_columns: list, columns: int, nest):
@@ -55,10 +55,10 @@ def render(positions: list, out_columns: list, columns: int, nest):
     from ...emitter import render_steps
     comp, emitters = render_steps(nest, CpuEmitter)
     dt = nest.operands[0].dtype if nest.operands else nest.outputs[0].dtype
-    used = sorted({p for p in positions if p < columns} | set(out_columns))
+    used = sorted({p for p in positions if p < columns}.union(*out_columns))
     scalars = [(op.name, p - columns) for op, p in zip(nest.operands, positions) if p >= columns]
     loads = [f"{op.name} = a{p}[i]" for op, p in zip(nest.operands, positions) if p < columns]
-    stores = [f"a{c}[i] = {o.value}" for o, c in zip(nest.outputs, out_columns)]
+    stores = [f"a{c}[i] = {o.value}" for o, cs in zip(nest.outputs, out_columns) for c in cs]
     params = ", ".join([f"a{c}" for c in used] + [x for x, _ in scalars] + ["k"])
     views = ", ".join([f"carray_at(table[t, {c}] + lo, k, np.{dt})" for c in used]
                       + [x for x, _ in scalars] + ["k"])
@@ -127,7 +127,8 @@ def run(form, key, columns: list, scalars: tuple, writes: tuple, *, wait: bool =
     C-contiguous array per tensor, all of one float dtype, a tensor's arrays of one size
     (the kernel reads them by address: the caller checks); `scalars`: numbers, given to the
     form as 0-d operands of that dtype after the columns; the form's result i is stored
-    into column ``writes[i]``. `key` names the form and its variant. Shares over the
+    into column ``writes[i]`` (one value may be two results). `key` names the form (its
+    first item) and its variant. Shares over the
     process's threads from `parallel_min` elements. Returns False, changing nothing, while
     the kernel is not loaded and ``wait`` is False (or it cannot be made): the caller runs
     its array path."""
@@ -143,7 +144,8 @@ def launch_args(form, key, columns: list, scalars: tuple, writes: tuple, wait: b
     """(the kernel, its arguments before the share and shares, the elements in all) for
     `run`'s arguments, or None while the kernel is not loaded."""
     dtype = columns[0][0].dtype
-    got = lowered(_forms, (key, dtype.name), lambda: _lower(form, len(columns), len(scalars), dtype.name, writes))
+    got = lowered(_forms, (key, dtype.name),
+                  lambda: _lower(form, str(key[0]), len(columns), len(scalars), dtype.name, writes))
     if got is None:
         return None
     positions, out_columns, nest = got
