@@ -574,12 +574,11 @@ DETACH = _reg.defprim("detach", lambda xp, a: a, lambda a: Aval(a.shape, a.dtype
 _CAST, _FULL = _reg.REGISTRY["cast"], _reg.REGISTRY["full"]
 
 
-def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):
-    """Trace ``fn(*tracers)`` in a fresh context; returns (graph, ctx, outputs)."""
+def trace_graph(fn: Callable, avals: list):
+    """Trace ``fn(*tracers)`` in a fresh context; returns (ctx, outputs)."""
     ctx = TraceContext()
     with ctx:
-        tracers = [ctx.new_input(a, (hints or [""] * len(avals))[i]) for i, a in enumerate(avals)]
-        out = fn(*tracers)
+        out = fn(*[ctx.new_input(a) for a in avals])
     return ctx, out
 
 
