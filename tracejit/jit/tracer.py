@@ -523,16 +523,7 @@ class TraceContext(StateWrites):
                 else "a tensor from outside this branch or loop body"
             raise TraceError(f"{what}: in-place modification of {name} is not supported inside a "
                              f"compiled function; compute a new tensor instead (x = x + 1)")
-        res = self.atom(result)
-        if res.aval.dtype is not target.dtype:
-            if target.dtype.category < res.aval.dtype.category:
-                from ..errors import DTypeError
-                raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
-                                 f"in-place output type {target.dtype.name}")
-            res = self._emit(_CAST, [res], {"dtype": target.dtype})[0]
-        if tuple(res.aval.shape) != tuple(target.shape):
-            raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
-                               f"in-place tensor of shape {tuple(target.shape)}")
+        res = self._in_place_value(result, target, what)
         if self._no_grad_region() and res.aval.dtype.is_floating_point:
             old = self.atom(target)
             if self._reaches_grad([old], False):   # (new values, the gradient still target's, as eagerly)
