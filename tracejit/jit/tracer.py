@@ -463,11 +463,10 @@ class TraceContext(StateWrites):
         """Inside ``with no_grad():`` in a capture run with grad mode on: values here stop gradients."""
         return not _grad_enabled() and self._root().capture_grad
 
-    def _emit(self, prim, atoms, params, out_aval=None, outs=None):
-        if outs is None:
-            if out_aval is None:
-                out_aval = prim.rule(*[a.aval for a in atoms], **params)
-            outs = (Var(out_aval),)
+    def _emit(self, prim, atoms, params, out_aval=None):
+        if out_aval is None:
+            out_aval = prim.rule(*[a.aval for a in atoms], **params)
+        outs = (Var(out_aval),)
         self.eqns.append(Eqn(prim, tuple(atoms), tuple(outs), dict(params),
                              self.loc_override or user_location(3)))
         return outs
