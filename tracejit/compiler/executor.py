@@ -25,7 +25,7 @@ from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
 from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _inputs_watched, _nbytes,
-                          _outputs_saved, _root_array, _same_memory)
+                          _outputs_saved, _same_memory, root_array)
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written
@@ -408,9 +408,9 @@ class CompiledProgram(Executor):
         out = []
         # The plan may return one buffer for several gradients, or an input's own array:
         # such a buffer is neither scaled in place nor handed over.
-        roots = [id(_root_array(a)) for a in saved]
+        roots = [id(root_array(a)) for a in saved]
         shared = {r for r in roots if roots.count(r) > 1}
-        shared.update(id(_root_array(x._data)) for x in inputs if isinstance(x, Tensor))
+        shared.update(id(root_array(x._data)) for x in inputs if isinstance(x, Tensor))
         for a, i, root in zip(saved, diff_idx, roots):
             own = root not in shared
             if unit:

@@ -5,6 +5,7 @@ where the forward's saved values sit among its outputs, and array identity helpe
 from __future__ import annotations
 
 from ..autograd.node import _KEEP as KEEP, _records as saved_records
+from ..jit.entry import root_array
 from ..jit.ir import Eqn, Graph, Var
 from ..ops.shape import COPY
 
@@ -68,14 +69,7 @@ def _outputs_saved(fwd: Graph, n_out: int, n_saved: int) -> tuple:
 
 def _same_memory(a, b) -> bool:
     """Whether array `a` is (a view of) the memory of array `b`."""
-    return _root_array(a) is _root_array(b)
-
-
-def _root_array(a):
-    """The array that owns `a`'s memory (`a` itself when it owns it)."""
-    while getattr(a, "base", None) is not None:
-        a = a.base
-    return a
+    return root_array(a) is root_array(b)
 
 
 def _concrete_shape(a, inputs, graph):

@@ -29,7 +29,7 @@ from .ir import Eqn, Graph, Literal, Var
 from .scatter_products import backward_rewrites
 from .slice_grads import SliceGrads
 from .size_args import known_facts
-from .tracer import DETACH, SymbolicSizeError, TraceContext, _make_tracer, active_vars
+from .tracer import SymbolicSizeError, TraceContext, _make_tracer, active_vars
 
 __all__ = ["joint", "split", "active_vars", "loss_joint", "traced_grad", "drawn", "replaying"]
 

@@ -195,7 +195,7 @@ def aval_of(t: Tensor) -> Aval:
     return t._var.aval if isinstance(t, Tracer) else Aval(t._data.shape, t.dtype, t.device)
 
 
-def _finish(parents_outer: list, subs: list, results: list, names, what: str):
+def _finish(subs: list, results: list, names, what: str):
     """Unify branch results; returns the branch graphs' output atoms and python-valued outputs."""
     n = len(results[0])
     kinds = []
@@ -298,7 +298,7 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = (),
     if len(results[0]) != len(results[1]):
         raise ScriptError(f"{what}: the branches produce different numbers of values")
     _cast_numbers(subs, results)
-    kinds = _finish(None, subs, results, names, what)
+    kinds = _finish(subs, results, names, what)
     # Numbers that differ between branches (or meet a tensor) become tensors; numbers on
     # both paths stay numbers (weakly typed values, returned as Python numbers).
     numbers = set()

@@ -317,7 +317,7 @@ def _any_overlap(arrays) -> bool:
     asked it of every pair: 20 ms a call); other array types by the buffer that owns them."""
     seen, spans = set(), []
     for a in arrays:
-        key = id(a) if isinstance(a, np.ndarray) else id(_owner(a))
+        key = id(a) if isinstance(a, np.ndarray) else id(root_array(a))
         if key in seen:
             return True
         seen.add(key)
@@ -336,7 +336,8 @@ def _any_overlap(arrays) -> bool:
 _byte_bounds = getattr(np, "byte_bounds", None) or np.lib.array_utils.byte_bounds
 
 
-def _owner(a):
+def root_array(a):
+    """The array that owns `a`'s memory (`a` itself when it owns it)."""
     while getattr(a, "base", None) is not None:
         a = a.base
     return a

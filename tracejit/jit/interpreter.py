@@ -62,14 +62,10 @@ def run_step(e, vals, syms: dict) -> list:
     return [Tensor._wrap(a, o.aval.dtype, o.aval.device) for a, o in zip(arrays, e.outs)]
 
 
-def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=None,
-              steps=None) -> list:
+def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list:
     """Run `graph` on `args` (Tensors / numbers). `record(eqn, outs)` observes each step.
-    `drops` (from `last_uses(graph)`) lets each value go after its last use, as eager
-    code's temporaries do; without it every value lives until the graph ends. `steps`
-    maps an equation's index to ``fn(vals, state) -> outs`` run in place of its primitive
-    (same values; `state` is one dict per call), e.g. to give its outputs the autograd
-    graph eager code makes."""
+    Every value lives until the graph ends (`straight_line` lets each go after its last
+    use, and runs `steps` in place of primitives)."""
     env: dict = {}
     for v, a in zip(graph.inputs, args):
         if type(a) in _PY_SCALARS:
@@ -86,16 +82,13 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
             return v.evaluate(syms) if type(v) is Sym else v
         return env[a]
 
-    state: dict = {}
     try:
-        for i, e in enumerate(graph.eqns):
+        for e in graph.eqns:
             vals = [read(a) for a in e.inputs]
             params = e.params
             if syms and any(contains_sym(p) for p in params.values()):
                 params = eval_params(params, syms)
-            if steps is not None and i in steps:
-                outs = steps[i](vals, state)
-            elif e.prim.kind == "control":
+            if e.prim.kind == "control":
                 outs = _CONTROL[e.prim](e, vals, syms)
             elif e.prim is HOST_STEP:
                 outs = run_step(e, vals, syms)
@@ -105,9 +98,6 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
                 env[o] = val
             if record is not None:
                 record(e, outs)
-            if drops is not None:
-                for v in drops[i]:
-                    del env[v]
     except TracejitError as exc:   # (the innermost graph's equation: its user line)
         note_user_line(exc, e.loc, graph.name)
         raise
@@ -115,9 +105,12 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None, drops=N
 
 
 def straight_line(graph: Graph, drops=None, steps=None):
-    """``run(args) -> outputs``: `interpret` for `graph` (with `drops` and `steps` as
-    there, no `record`) generated as one Python function. The same ``bind`` calls in the
-    same order: the same values and the same autograd graph."""
+    """``run(args) -> outputs``: `interpret` for `graph` (no `record`) generated as one
+    Python function. The same ``bind`` calls in the same order: the same values and the
+    same autograd graph. `drops` (from `last_uses(graph)`) lets each value go after its
+    last use, as eager code's temporaries do. `steps` maps an equation's index to
+    ``fn(vals, state) -> outs`` run in place of its primitive (same values; `state` is one
+    dict per call), e.g. to give its outputs the autograd graph eager code makes."""
     ns: dict = {"BIND": bind, "SCALAR": _scalar_input, "EVAL": eval_params, "SYMS": bind_symbols,
                 "GRAPH": graph, "PY": _PY_SCALARS, "HOST": run_step}
     names: dict = {}
@@ -182,7 +175,7 @@ def _scalar_input(a, dtype):
 
 def last_uses(graph: Graph) -> list:
     """Per equation of `graph`, the values (Vars in the interpreter's env) no later
-    equation nor the outputs read: `interpret(..., drops=)` lets them go there."""
+    equation nor the outputs read: `straight_line(..., drops=)` lets them go there."""
     keep = {a for a in graph.outputs if not isinstance(a, Literal)}
     last: dict = {v: -1 for v in graph.inputs}   # an unread input goes before the first
     for i, e in enumerate(graph.eqns):

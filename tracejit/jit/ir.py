@@ -116,7 +116,7 @@ def rewritten(g: Graph, replace: dict) -> Graph:
 
 
 # ---------------------------------------------------------------- printing
-def format_param(v, namer=None) -> str:
+def format_param(v) -> str:
     from ..dtypes import DType
     if isinstance(v, Graph):
         return "{...}"

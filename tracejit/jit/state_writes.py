@@ -42,20 +42,27 @@ class StateWrites:
                 _reg.bind(_views.DETACHED_WRITE, tw, _make_tracer(new, self))))
         return done[1]
 
+    def _in_place_value(self, result: Tensor, target, what: str):
+        """`result`'s atom in the dtype of in-place target `target` (an aval, or a tensor):
+        cast down the categories as eagerly, refused up them (a float into an int tensor);
+        its shape must be the target's."""
+        res = self.atom(result)
+        if res.aval.dtype is not target.dtype:
+            if target.dtype.category < res.aval.dtype.category:
+                from ..errors import DTypeError
+                raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
+                                 f"in-place output type {target.dtype.name}")
+            res = self._emit(CAST, [res], {"dtype": target.dtype})[0]
+        if tuple(res.aval.shape) != tuple(target.shape):
+            raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
+                               f"in-place tensor of shape {tuple(target.shape)}")
+        return res
+
     def _write_buffer(self, target: Tensor, result: Tensor, what: str) -> Tensor:
         """An in-place update of a captured tensor (``self.running_mean.mul_(0.9)``): later
         reads in this trace see the new value, and the call writes it back."""
         old = self._const(target)
-        res = self.atom(result)
-        if res.aval.dtype is not old.aval.dtype:
-            if old.aval.dtype.category < res.aval.dtype.category:
-                from ..errors import DTypeError
-                raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
-                                 f"in-place output type {old.aval.dtype.name}")
-            res = self._emit(CAST, [res], {"dtype": old.aval.dtype})[0]
-        if tuple(res.aval.shape) != tuple(old.aval.shape):
-            raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
-                               f"in-place tensor of shape {tuple(old.aval.shape)}")
+        res = self._in_place_value(result, old.aval, what)
         if target.requires_grad:
             raise TraceError(f"{what}: in-place update of a captured tensor that requires grad (a "
                              f"parameter) inside a compiled function; update parameters outside it, "

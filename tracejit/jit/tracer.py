@@ -398,11 +398,10 @@ class TraceContext(StateWrites):
         """Inside ``with no_grad():`` in a capture run with grad mode on: values here stop gradients."""
         return not _grad_enabled() and self._root().capture_grad
 
-    def _emit(self, prim, atoms, params, out_aval=None, outs=None):
-        if outs is None:
-            if out_aval is None:
-                out_aval = prim.rule(*[a.aval for a in atoms], **params)
-            outs = (Var(out_aval),)
+    def _emit(self, prim, atoms, params, out_aval=None):
+        if out_aval is None:
+            out_aval = prim.rule(*[a.aval for a in atoms], **params)
+        outs = (Var(out_aval),)
         self.eqns.append(Eqn(prim, tuple(atoms), tuple(outs), dict(params),
                              self.loc_override or user_location(3)))
         return outs
@@ -458,16 +457,7 @@ class TraceContext(StateWrites):
                 else "a tensor from outside this branch or loop body"
             raise TraceError(f"{what}: in-place modification of {name} is not supported inside a "
                              f"compiled function; compute a new tensor instead (x = x + 1)")
-        res = self.atom(result)
-        if res.aval.dtype is not target.dtype:
-            if target.dtype.category < res.aval.dtype.category:
-                from ..errors import DTypeError
-                raise DTypeError(f"{what}: result type {res.aval.dtype.name} can't be cast to the "
-                                 f"in-place output type {target.dtype.name}")
-            res = self._emit(_CAST, [res], {"dtype": target.dtype})[0]
-        if tuple(res.aval.shape) != tuple(target.shape):
-            raise RuntimeError(f"{what}: output of shape {tuple(res.aval.shape)} doesn't match the "
-                               f"in-place tensor of shape {tuple(target.shape)}")
+        res = self._in_place_value(result, target, what)
         if self._no_grad_region() and res.aval.dtype.is_floating_point:
             old = self.atom(target)
             if self._reaches_grad([old], False):   # (new values, the gradient still target's, as eagerly)
@@ -509,12 +499,11 @@ DETACH = _reg.defprim("detach", lambda xp, a: a, lambda a: Aval(a.shape, a.dtype
 _CAST, _FULL = _reg.REGISTRY["cast"], _reg.REGISTRY["full"]
 
 
-def trace_graph(fn: Callable, avals: list, hints=None, name: str = "graph"):
-    """Trace ``fn(*tracers)`` in a fresh context; returns (graph, ctx, outputs)."""
+def trace_graph(fn: Callable, avals: list):
+    """Trace ``fn(*tracers)`` in a fresh context; returns (ctx, outputs)."""
     ctx = TraceContext()
     with ctx:
-        tracers = [ctx.new_input(a, (hints or [""] * len(avals))[i]) for i, a in enumerate(avals)]
-        out = fn(*tracers)
+        out = fn(*[ctx.new_input(a) for a in avals])
     return ctx, out
 
 

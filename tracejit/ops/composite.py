@@ -10,8 +10,8 @@ from .conv import _pair
 from .conv_gemm import conv2d_gemm
 from .depthwise import depthwise_conv2d
 from .creation import arange
-from .elementwise import (_binary, abs, cast, eq, exp, isnan, le, log, log1p, logical_and, logical_or,
-                          maximum, minimum, ne, neg, sigmoid, where)
+from .elementwise import (_binary, abs, cast, eq, isnan, le, log, logical_and, logical_or, maximum, ne,
+                          neg, sigmoid, where)
 # GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu

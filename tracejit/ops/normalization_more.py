@@ -3,8 +3,8 @@ rms_norm, local_response_norm, normalize (L^p normalization along a dim)."""
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
-from .elementwise import abs as _abs, rsqrt
-from .reductions import mean, sum as _sum
+from .elementwise import rsqrt
+from .reductions import mean
 from .shape import reshape, unsqueeze
 from .spatial import pad
 from .pooling_nd import avg_pool3d

@@ -19,7 +19,7 @@ import itertools
 import os
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable
 
 from . import coreshare
 from .... import threads as _threads
