@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import Sym, data_sized, hint, normalize_dim, numel, specialize_to_agree
 from .registry import REGISTRY, Aval, defprim
-from .eager import bind, eager_layout, remember_plain, trace_hooks
+from .eager import bind, eager_layout, trace_hooks
 from .grad_views import pieces, recording
 from ..formats import CHANNELS_INNER, all_channels_last
 from . import autocast as _autocast
@@ -575,19 +575,7 @@ def sum_to(g, shape):
     """Sum `g` over broadcast dims so it has `shape` (the central broadcast-gradient rule)."""
     global _SUM
     shape = tuple(shape)
-    d = g._data
-    if type(d) is np.ndarray:   # (an eager gradient: its steps kept per pair of shapes)
-        key = (d.shape, shape)
-        steps = _SUM_TO.get(key)
-        if steps is None:
-            steps = _sum_to_steps(d.shape, shape)
-            if len(_SUM_TO) > 4096:
-                _SUM_TO.clear()
-            _SUM_TO[key] = steps
-            remember_plain(steps[0])
-        dims, same = steps
-    else:
-        dims, same = _sum_to_steps(g.shape, shape)
+    dims, same = _normalized(_sum_to_steps, g, shape)   # (kept per pair of shapes)
     if dims:
         if _SUM is None:  # (then kept: an import statement per call cost 0.4 µs)
             _SUM = REGISTRY["sum"]
@@ -597,19 +585,16 @@ def sum_to(g, shape):
     return g if same else bind(RESHAPE, g, shape=shape)
 
 
-def _sum_to_steps(gshape, shape) -> tuple:
+def _sum_to_steps(g, shape) -> tuple:
     """(the dims `sum_to` sums with keepdim, whether that leaves `shape` already)."""
+    gshape = g.shape
     lead = len(gshape) - len(shape)
     dims = list(range(lead))
     for i, d in enumerate(shape):
         gd = gshape[lead + i]
         if isinstance(d, int) and d == 1 and not (isinstance(gd, int) and gd == 1):
             dims.append(lead + i)
-    gshape = tuple(1 if i in dims else n for i, n in enumerate(gshape))
-    return tuple(dims), shape == gshape
-
-
-_SUM_TO: dict = {}   # (gradient's shape, input's shape) -> `_sum_to_steps`
+    return tuple(dims), shape == tuple(1 if i in dims else n for i, n in enumerate(gshape))
 
 
 def to_device(a, device):
