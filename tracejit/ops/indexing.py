@@ -499,7 +499,9 @@ def index_put(a, index, value, accumulate: bool = False):
         # a 0-d mask: all of `a` or nothing (a value of a's shape, or broadcasting to it)
         out = where(index, cast(value, a.dtype) if isinstance(value, Tensor) else value, a)
         return out if out.dtype is a.dtype else cast(out, a.dtype)   # (a Python float into ints)
-    spec, tensors = _normalize(a, index)
+    spec, tensors = _plain_spec(a, index), ()   # (ints and slices: the spec getitem keeps)
+    if spec is None or spec is _WHOLE:
+        spec, tensors = _normalize(a, index)
     if spec is None:
         bools = with_bools(a, index)
         return index_put(bools[0], bools[1], value, accumulate).squeeze(bools[2])

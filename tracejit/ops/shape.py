@@ -575,6 +575,18 @@ def sum_to(g, shape):
     """Sum `g` over broadcast dims so it has `shape` (the central broadcast-gradient rule)."""
     global _SUM
     shape = tuple(shape)
+    dims, same = _normalized(_sum_to_steps, g, shape)   # (kept per pair of shapes)
+    if dims:
+        if _SUM is None:  # (then kept: an import statement per call cost 0.4 µs)
+            _SUM = REGISTRY["sum"]
+        # SUM and RESHAPE bound directly: the dims are valid and the element counts agree by
+        # construction (sum()'s and reshape()'s argument checks cost as much as the ops)
+        g = bind(_SUM, g, dims=dims, keepdim=True)
+    return g if same else bind(RESHAPE, g, shape=shape)
+
+
+def _sum_to_steps(g, shape) -> tuple:
+    """(the dims `sum_to` sums with keepdim, whether that leaves `shape` already)."""
     gshape = g.shape
     lead = len(gshape) - len(shape)
     dims = list(range(lead))
@@ -582,16 +594,7 @@ def sum_to(g, shape):
         gd = gshape[lead + i]
         if isinstance(d, int) and d == 1 and not (isinstance(gd, int) and gd == 1):
             dims.append(lead + i)
-    if dims:
-        if _SUM is None:  # (then kept: an import statement per call cost 0.4 µs)
-            _SUM = REGISTRY["sum"]
-        # SUM and RESHAPE bound directly: the dims are valid and the element counts agree by
-        # construction (sum()'s and reshape()'s argument checks cost as much as the ops)
-        g = bind(_SUM, g, dims=tuple(dims), keepdim=True)
-        gshape = g.shape
-    if shape == tuple(gshape):
-        return g
-    return bind(RESHAPE, g, shape=shape)
+    return tuple(dims), shape == tuple(1 if i in dims else n for i, n in enumerate(gshape))
 
 
 def to_device(a, device):
