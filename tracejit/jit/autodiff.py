@@ -392,6 +392,8 @@ def traced_grad(outputs: list, inputs: list, grad_outputs: list, create_graph: b
     try:
         for i, (t, g) in enumerate(zip(outputs, grad_outputs)):
             if t._var not in act:
+                if ctx._reaches_grad([t._var], False):   # (through other tensors: no gradient here)
+                    continue
                 raise RuntimeError(f"autograd.grad: element {i} of the outputs does not depend on the inputs")
             if g is None:
                 if t.numel() != 1:
