@@ -103,6 +103,8 @@ PROGRAMS = {
     "iqn": "IQN on 64 torch cart-poles: cosine quantile embedding, 32x32 quantile Huber pairs, target net",
     "reformer": "Reformer LM, 256 tokens: LSH buckets by argmax, argsort chunks, gather unsort, reversible blocks",
     "deberta": "DeBERTa-v2, 128 tokens: log-bucketed relative positions, c2p/p2c scores by gather",
+    "sam": "SAM on a WideResNet-16-2, 32x32, batch 32: two passes a step, BatchNorm momentum toggled",
+    "lnn": "Lagrangian NN, batch 64: vmap of torch.func hessian and nested jacrev, pinv, Adam",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"
@@ -119,6 +121,8 @@ UNSUPPORTED = {
                                 "autograd.grad's create_graph result)"},
     "hashsdf": {"torch_compile": "torch.compile has no double backward (the eikonal loss differentiates "
                                  "autograd.grad's create_graph result)"},
+    "lnn": {"torch_compile": "torch.compile's backward through vmap of torch.func's hessian fails "
+                             "(\"ZeroTensors are immutable\")"},
 }
 
 SYSTEMS = ("torch_eager", "tracejit_eager", "torch_compile", "tracejit_compiled")

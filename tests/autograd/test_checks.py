@@ -36,3 +36,18 @@ def test_variable_and_anomaly_switches():
         (v * 2).sum().backward()
     assert not tj.autograd.is_anomaly_enabled()
     assert v.grad.tolist() == [2.0, 2.0]
+
+
+def test_variable_is_a_new_leaf_sharing_its_datas_storage():
+    x = tj.ones(2, requires_grad=True)
+    y = x * 2
+    v = tj.autograd.Variable(y, requires_grad=True)
+    assert v is not y and v.is_leaf and v.grad_fn is None and v.requires_grad
+    v.data[0] = 5.0                      # the storage is y's
+    assert y.tolist() == [5.0, 2.0]
+    (v * 3).sum().backward()             # and no gradient reaches x
+    assert v.grad.tolist() == [3.0, 3.0] and x.grad is None
+    z = tj.zeros(2)
+    assert tj.autograd.Variable(z, requires_grad=True).requires_grad and not z.requires_grad
+    with pytest.raises(TypeError, match="has to be a tensor"):
+        tj.autograd.Variable([1.0])

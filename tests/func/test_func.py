@@ -201,3 +201,27 @@ def test_linearize_functionalize_and_batch_norm_replacement_as_torch():
         assert tuple(net(m.ones(4, 3)).shape) == (4, 3)
     for a, b in zip(*got):
         np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+def test_nested_transforms_over_another_argument_are_differentiable_when_compiled():
+    # a Lagrangian's mixed second derivative d2L/dv dq (jacrev over v inside jacrev over q)
+    # and dL/dq through closed-over weights: compiled, their gradients reach the weights
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal(3).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+
+    def f(lib, p, x):
+        def L(q, v):
+            return (lib.tanh(q * p) * v).sum() + (q * v * v).sum()
+        q, v = x[:3], x[3:]
+        mixed = lib.func.jacrev(lib.func.jacrev(L, argnums=1), argnums=0)(q, v)
+        return (mixed @ v + lib.func.jacrev(L, argnums=0)(q, v)).pow(2).sum()
+
+    want_p = torch.tensor(w, requires_grad=True)
+    want = f(torch, want_p, torch.tensor(x))
+    want.backward()
+    p = tj.tensor(w, requires_grad=True)
+    fn = tj.compile(lambda x: f(tj, p, x), fullgraph=True)
+    got = fn(tj.tensor(x))
+    got.backward()
+    np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    np.testing.assert_allclose(p.grad.numpy(), want_p.grad.numpy(), rtol=1e-5)

@@ -180,6 +180,17 @@ def test_autograd_grad_inside_a_compiled_function_checks_its_arguments():
     assert got.tolist() == [2.0, 2.0, 2.0] and not got.requires_grad   # (no create_graph: detached)
 
 
+def test_autograd_grad_of_an_output_requiring_grad_through_other_tensors_only():
+    # as eagerly: the unused input's gradient is None (zeros when materialized), not an error
+    w = tj.ones(3, requires_grad=True)
+
+    def f(x):
+        z = x.detach().requires_grad_()
+        (g,) = tj.autograd.grad((w * 2).sum(), z, allow_unused=True, materialize_grads=True)
+        return g + x
+    assert tj.compile(f, fullgraph=True)(tj.ones(3)).tolist() == f(tj.ones(3)).tolist() == [1.0, 1.0, 1.0]
+
+
 # --------------------------------------------------------------------------- custom Function
 class TimesThreeDoubleGrad(tj.autograd.Function):
     """Forward 3x; backward deliberately 2x (not the true derivative)."""

@@ -430,6 +430,31 @@ def test_gradients_from_a_tensor_made_to_require_grad_inside_are_captured():
     assert fn.cache_stats()["compiles"] == 1
 
 
+
+def test_gradients_taken_inside_a_function_compiled_under_no_grad_are_captured():
+    # an equation of motion from a learned energy's input gradient, evaluated under
+    # no_grad (a rollout): the gradient is recorded in the graph and nothing leaves
+    # requiring grad, so one graph serves, as torch.compile's
+    torch = pytest.importorskip("torch")
+    a = np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3)
+
+    def f(lib, net, x):
+        with lib.enable_grad():
+            z = x.detach().requires_grad_()
+            (dz,) = lib.autograd.grad(lib.tanh(net(z)).sum(), z)
+        return x + 0.1 * dz
+
+    ref = torch.nn.Linear(3, 1)
+    net = tj.nn.Linear(3, 1)
+    net.load_state_dict({k: tj.from_numpy(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    with torch.no_grad():
+        want = f(torch, ref, torch.from_numpy(a))
+    fn = tj.compile(lambda x: f(tj, net, x), fullgraph=True)
+    with tj.no_grad():
+        got = fn(tj.from_numpy(a))
+    assert not got.requires_grad and not want.requires_grad
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
+
 class KVCache:   # as transformers' DynamicCache: lists of tensors grown by update()
     def __init__(self):
         self.keys = []

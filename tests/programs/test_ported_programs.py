@@ -464,3 +464,16 @@ COMPILED += ["prog_t5dec.py"]
 # the encoder training and on the smaller eval batch; the decoder training (dynamic), on the
 # start token, on the first cache, with the cache's length dynamic, the uncached prefix
 MAX_COMPILES.update({"prog_t5dec.py": 7})
+# SAM (a SAM optimizer wrapping SGD, two passes a step, BatchNorm's momentum toggled by
+# model.apply; fullgraph=True), TRADES and fast-FGSM adversarial training (input gradients
+# by autograd.grad in eval mode, Variable leaves; dynamic=True), FixMatch (interleaved
+# labeled and unlabeled batches, thresholded pseudo-labels, an EMA model; fullgraph=True)
+# and a Lagrangian neural network (torch.func's hessian and nested jacrev vmapped, pinv;
+# an RK4 rollout under no_grad)
+COMPILED += ["prog_sam.py", "prog_trades.py", "prog_fixmatch.py", "prog_lnn.py"]
+MAX_COMPILES.update({
+    # training, then BatchNorm's momentum zeroed for the second pass; eval (torch.compile's 3)
+    "prog_sam.py": 3,
+    # in eval on inputs requiring grad and not, in training likewise; eval without grad
+    # (torch.compile's 8)
+    "prog_trades.py": 5})

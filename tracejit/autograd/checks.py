@@ -101,11 +101,12 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
 
 
 def Variable(data, requires_grad: bool = False, volatile: bool = False):  # noqa: N802
-    """The pre-0.4 wrapper: now the tensor itself (requiring grad if asked)."""
-    t = data if isinstance(data, Tensor) else Tensor(data)
-    if requires_grad and not t.requires_grad:
-        t.requires_grad_()
-    return t
+    """The pre-0.4 wrapper, as PyTorch keeps it: a new leaf sharing `data`'s storage
+    (``data.detach()``: no gradient flows back into `data`), requiring grad if asked."""
+    if not isinstance(data, Tensor):
+        raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+    t = data.detach()
+    return t.requires_grad_() if requires_grad else t
 
 
 class detect_anomaly:  # noqa: N801

@@ -8,6 +8,7 @@ from typing import Callable
 from ..autograd import grad as _autograd_grad
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..autograd.graph import reachable_leaves
+from ..jit.ir import Var
 from ..tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize", "functionalize",
@@ -67,7 +68,20 @@ def _reaches_outside(outs: list, inner: list) -> bool:
     """Whether the graph of `outs` reaches a tensor requiring grad other than the transform's
     own inputs `inner` (a closed-over parameter, another argument, an outer transform's
     input): then the result must stay differentiable, as torch.func's does."""
-    return bool(reachable_leaves(outs) - {id(t) for t in inner})
+    traced = [t for t in outs if getattr(t, "_trace", None) is not None]
+    if not traced:
+        return bool(reachable_leaves(outs) - {id(t) for t in inner})
+    # inside a capture: the recorded graph's dependence, walked back from the outputs
+    from ..jit.tracer import DETACH
+    ctx, need = traced[0]._trace, {t._var for t in traced}
+    roots = {v for v in ctx.grad_inputs + [ctx.consts[id(t)] for t in ctx.const_tensors if t.requires_grad]
+             } - {t._var for t in inner}
+    for e in reversed(ctx.eqns):
+        if roots & need:
+            return True
+        if e.prim is not DETACH and not need.isdisjoint(e.outs):
+            need.update(a for a in e.inputs if isinstance(a, Var) and a.aval.dtype.differentiable)
+    return bool(roots & need)
 
 
 def _call_tracked(func: Callable, args: tuple, kwargs: dict, argnums, has_aux: bool, who: str):

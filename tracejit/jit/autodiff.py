@@ -357,6 +357,18 @@ def loss_joint(graph: Graph, active_inputs, k: int) -> Graph:
                  "forward_and_grads")
 
 
+def _first_def(eqns, inputs) -> int:
+    """The index of the first equation defining one of `inputs` (0 where one is no
+    equation's): none before it depends on them, so a gradient taken from tensors made
+    late in a long capture (torch.func's transforms per sample) differentiates only what
+    follows."""
+    want, i = {t._var for t in inputs}, len(eqns)
+    while want and i:
+        i -= 1
+        want.difference_update(eqns[i].outs)
+    return 0 if want else i
+
+
 def traced_grad(outputs: list, inputs: list, grad_outputs: list, create_graph: bool) -> list:
     """``autograd.grad`` inside a captured function: the backward pass from `outputs` to
     `inputs` (tracers of the trace being recorded) recorded into that trace, so the compiled
@@ -371,7 +383,8 @@ def traced_grad(outputs: list, inputs: list, grad_outputs: list, create_graph: b
     for i, t in enumerate(inputs):
         if not (t.requires_grad or ctx._reaches_grad([t._var], False)):
             raise RuntimeError(f"autograd.grad: input {i} does not require grad")
-    graph = Graph(tuple(t._var for t in inputs), tuple(ctx.eqns), tuple(t._var for t in outputs), "grad")
+    graph = Graph(tuple(t._var for t in inputs), tuple(ctx.eqns[_first_def(ctx.eqns, inputs):]),
+                  tuple(t._var for t in outputs), "grad")
     act = active_vars(graph, [True] * len(inputs))
     cts = {}
     # (ctx is active: the VJPs below enter it again, which overwrites what its exit restores)
@@ -379,6 +392,8 @@ def traced_grad(outputs: list, inputs: list, grad_outputs: list, create_graph: b
     try:
         for i, (t, g) in enumerate(zip(outputs, grad_outputs)):
             if t._var not in act:
+                if ctx._reaches_grad([t._var], False):   # (through other tensors: no gradient here)
+                    continue
                 raise RuntimeError(f"autograd.grad: element {i} of the outputs does not depend on the inputs")
             if g is None:
                 if t.numel() != 1:

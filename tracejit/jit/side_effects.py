@@ -473,19 +473,24 @@ def refuse_local_leaf_outputs(trace: Any, out_atoms: list) -> None:
     """Refuse a capture with an output (or state write) whose gradient graph reaches only
     tensors made inside it that require grad: eagerly it requires grad (a returned leaf
     gets a .grad), which a compiled graph's output does not record. One that also depends
-    on the inputs or weights requiring grad keeps its graph to those."""
-    leaves = trace.__dict__.get("local_leaves")
-    if not leaves:
+    on the inputs or weights requiring grad keeps its graph to those. Under a no_grad
+    capture, refuse one that requires grad by values computed with grad mode turned on."""
+    leaves, on = trace.__dict__.get("local_leaves"), trace.__dict__.get("grad_on")
+    if not leaves and not on:
         return
     from types import SimpleNamespace
-    from ..errors import TraceError
     from .tracer import active_vars
 
-    def active(roots):
-        return active_vars(SimpleNamespace(inputs=roots, eqns=trace.eqns), [True] * len(roots))
+    def active(roots, eqns=trace.eqns):
+        return active_vars(SimpleNamespace(inputs=roots, eqns=eqns), [True] * len(roots))
+    grads = [trace.consts[id(t)] for t in trace.const_tensors if t.requires_grad]
+    if on and any(a in active(trace.grad_inputs + grads, [e for e in trace.eqns if any(o in on for o in e.outs)])
+                  for a in out_atoms):
+        raise TraceError(_RECORDING_OFF.format("an output"))
+    if not leaves:
+        return
     local = active(leaves)
-    real = active([v for v in trace.grad_inputs if v not in leaves]
-                  + [trace.consts[id(t)] for t in trace.const_tensors if t.requires_grad])
+    real = active([v for v in trace.grad_inputs if v not in leaves] + grads)
     if any(a in local and a not in real for a in out_atoms):
         raise TraceError("requires_grad on a tensor made inside a compiled function starts a "
                          "gradient graph reaching its outputs, which the compiled graph does not "
@@ -514,10 +519,20 @@ _eager.trace_hooks.writes_argument = staticmethod(writes_argument)
 
 
 def refuse_recording_off(trace, var, prim) -> None:
-    """Raise TraceError where `var`, computed with grad mode turned on inside a function
-    captured under no_grad (``with enable_grad():``), takes a gradient eagerly: the capture
-    records none, so the call runs eagerly. Under inference_mode nothing records, as
+    """Note `var`, computed with grad mode turned on inside a function captured under
+    no_grad (``with enable_grad():``): eagerly it may take a gradient, which the capture
+    does not record, so `refuse_local_leaf_outputs` refuses a capture with an output or
+    state write that would require grad (the call runs eagerly); values used only inside
+    (an ``autograd.grad`` recorded into the graph, torch.func's transforms) capture. Inside
+    a branch or loop body it refuses at once. Under inference_mode nothing records, as
     PyTorch's inference tensors."""
-    if not _grad_state.inference and trace._reaches_grad([var]):
-        raise TraceError(f"{prim.name}: grad mode enabled inside a compiled function called under "
-                         f"no_grad: the capture records no gradients, so the function runs eagerly")
+    if _grad_state.inference:
+        return
+    if trace.parent is None:
+        trace.__dict__.setdefault("grad_on", set()).add(var)
+    elif trace._reaches_grad([var]):
+        raise TraceError(_RECORDING_OFF.format(prim.name))
+
+
+_RECORDING_OFF = ("{}: grad mode enabled inside a compiled function called under no_grad: the capture "
+                  "records no gradients, so the function runs eagerly")
