@@ -39,6 +39,8 @@ LOSSES: dict = {}
 
 def _losses(framework: str, programs: list) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRACEJIT_COMPILE="sync")
+    if framework == "torch":   # one thread: beside the suite's other workers, its pool waits for cores
+        env["OMP_NUM_THREADS"] = "1"
     out = subprocess.run([sys.executable, "-c", _RUN, framework, *programs], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
