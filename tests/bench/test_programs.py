@@ -15,7 +15,8 @@ from bench.programs import PROGRAMS, SYSTEMS, report
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Two steps of a program in a fresh process (the swap must come before any torch import).
+# Two steps of each program, all in one fresh process (the swap must come before any torch
+# import); a program that fails gives its error in place of its losses.
 _RUN = """
 import json, sys
 if sys.argv[1] == "tracejit":
@@ -23,19 +24,41 @@ if sys.argv[1] == "tracejit":
     torchswap.install()
 import importlib
 import torch
-prog = importlib.import_module("bench.programs." + sys.argv[2]).Program(lambda m: m)
-print(json.dumps([prog.step(), prog.step(), torch.__name__]))
+out = {"__framework__": torch.__name__}
+for name in sys.argv[2:]:
+    torch.set_default_dtype(torch.float32)
+    try:
+        prog = importlib.import_module("bench.programs." + name).Program(lambda m: m)
+        out[name] = [prog.step(), prog.step()]
+    except Exception as e:  # noqa: BLE001  (reported per program)
+        out[name] = f"{type(e).__name__}: {e}"
+print(json.dumps(out))
 """
+LOSSES: dict = {}
 
 
-def _losses(framework: str, program: str) -> list:
+def _losses(framework: str, programs: list) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRACEJIT_COMPILE="sync")
-    out = subprocess.run([sys.executable, "-c", _RUN, framework, program], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=300)
+    if framework == "torch":   # one thread: beside the suite's other workers, its pool waits for cores
+        env["OMP_NUM_THREADS"] = "1"
+    out = subprocess.run([sys.executable, "-c", _RUN, framework, *programs], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def unchanged_losses(request):
+    """LOSSES: each framework's losses of the programs this session runs, from one process
+    each (a process's start-up, torch's import above all, costs more than most programs'
+    two steps)."""
+    pytest.importorskip("torch")
+    programs = [it.callspec.params["program"] for it in request.session.items
+                if getattr(it, "originalname", "") == "test_program_runs_unchanged_with_pytorch_losses"]
+    LOSSES.update(torch=_losses("torch", programs), tracejit=_losses("tracejit", programs))
+
+
+@pytest.mark.usefixtures("unchanged_losses")
 @pytest.mark.parametrize("program", ["gcn", "gat", "charmlp", "lstmcell", "moe", "kvgen", "caption", "sac",
                                      "tft", "dit",
                                      "textcnn", "kws", "ntm", "bbb", "sage", "conformer", "stylegan",
@@ -54,11 +77,11 @@ def _losses(framework: str, program: str) -> list:
                                      "enet", "iqn",
                                      "reformer", "deberta"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
-    pytest.importorskip("torch")
-    want = _losses("torch", program)
-    got = _losses("tracejit", program)
-    assert want[2] == "torch" and got[2] == "tracejit"      # the swap took
-    for a, b in zip(got[:2], want[:2]):                      # the first step and, after one
+    want, got = LOSSES["torch"][program], LOSSES["tracejit"][program]
+    assert [LOSSES[f]["__framework__"] for f in LOSSES] == ["torch", "tracejit"]   # the swap took
+    assert not isinstance(want, str), f"{program} fails under PyTorch: {want}"
+    assert not isinstance(got, str), f"{program}: {got}"
+    for a, b in zip(got, want):                              # the first step and, after one
         assert abs(a - b) <= 1e-4 * max(1.0, abs(b)), (got, want)   # update, the second
 
 
