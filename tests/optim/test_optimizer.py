@@ -261,7 +261,8 @@ def test_fused_launch_is_bitwise_the_array_path_and_matches_pytorch(monkeypatch,
 
 
 @pytest.mark.parametrize("name, kw", [("Adam", dict(lr=1e-2, weight_decay=0.1)), ("SGD", dict(lr=0.1, momentum=0.9)),
-                                      ("RMSprop", dict(lr=1e-2)), ("Adagrad", dict(lr=0.1))])
+                                      ("RMSprop", dict(lr=1e-2)), ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.5)),
+                                      ("Rprop", dict(lr=1e-2))])
 def test_bfloat16_parameters_step_as_pytorch(name, kw):
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(0)

@@ -391,9 +391,11 @@ def _new_state_tensor(p: Tensor, arr) -> Tensor:
     return Tensor._wrap(arr, p.dtype, p.device)
 
 
-def _zeros(p: Tensor) -> Tensor:
-    """A state tensor of zeros of `p`'s shape, dtype and device."""
-    return _new_state_tensor(p, p._xp().zeros_like(p._data))
+def _zeros(p: Tensor, value: float = 0) -> Tensor:
+    """A state tensor of `p`'s shape, dtype and device, every element 0 (or `value`)."""
+    data = p._data
+    return _new_state_tensor(p, p._xp().full_like(data, bf16.to_bfloat16(value) if data.dtype == bf16.STORAGE
+                                                  else value))
 
 
 def _bump(*ts: Tensor) -> None:
