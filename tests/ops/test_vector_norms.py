@@ -195,7 +195,8 @@ def test_a_norm_below_1_has_a_zero_gradient_at_zero_elements(p):
 def test_pairwise_distance_takes_every_p_of_pytorch(p):
     x, y = _x(), _x()[::-1].copy()
     want = torch.nn.functional.pairwise_distance(torch.tensor(x), torch.tensor(y), p=p, keepdim=True).numpy()
-    for run in (F.pairwise_distance, tj.compile(F.pairwise_distance)):
+    # (compiled for two p only: each is a kernel compile, and every p is one composite)
+    for run in (F.pairwise_distance,) + ((tj.compile(F.pairwise_distance),) if p in (0, -math.inf) else ()):
         np.testing.assert_allclose(run(tj.tensor(x), tj.tensor(y), p=p, keepdim=True).numpy(), want, rtol=1e-5)
 
 
