@@ -211,6 +211,24 @@ def test_fused_step_is_bitwise_the_array_path(monkeypatch, fused_launches, kw, s
         np.testing.assert_array_equal(g.numpy(), w.numpy())
 
 
+def test_numpy_float64_lr_steps_as_a_python_float_on_either_path(fused_launches):
+    import numba  # noqa: F401  (the default fuses once numba is loaded)
+    calls = fused_launches("sgd")
+    rng = np.random.default_rng(0)
+    p0, g = (rng.standard_normal(optim.FUSED_MIN).astype(np.float32) for _ in range(2))
+    got = []
+    for lr, fused in ((0.1, False), (np.float64(0.1), False), (np.float64(0.1), None)):
+        p = nn.Parameter(tj.tensor(p0))
+        p.grad = tj.tensor(g)
+        optim.SGD([p], lr=lr, fused=fused).step()
+        got.append(p.detach().numpy())
+    assert len(calls) == 1 and got[0].dtype == np.float32
+    # float32 arithmetic, as PyTorch's: not p - lr * g in float64 rounded once
+    assert not np.array_equal(got[0], (p0 - 0.1 * g.astype(np.float64)).astype(np.float32))
+    for other in got[1:]:
+        np.testing.assert_array_equal(other, got[0])
+
+
 def test_fused_default_covers_big_parameters(fused_launches, one_big_one_small):
     import numba  # noqa: F401  (the default fuses once numba is loaded)
     calls = fused_launches("sgd")

@@ -258,3 +258,23 @@ def test_fused_launch_is_bitwise_the_array_path_and_matches_pytorch(monkeypatch,
                 assert a.dtype == b.dtype
                 np.testing.assert_array_equal(a, b)
     assert calls, "no fused launch"
+
+
+@pytest.mark.parametrize("name, kw", [("Adam", dict(lr=1e-2, weight_decay=0.1)), ("SGD", dict(lr=0.1, momentum=0.9)),
+                                      ("RMSprop", dict(lr=1e-2)), ("Adagrad", dict(lr=0.1, initial_accumulator_value=0.5)),
+                                      ("Rprop", dict(lr=1e-2))])
+def test_bfloat16_parameters_step_as_pytorch(name, kw):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    p0, grads = rng.standard_normal(64).astype(np.float32), rng.standard_normal((3, 64)).astype(np.float32)
+    got = []
+    for lib in (tj, torch):
+        p = lib.nn.Parameter(lib.tensor(p0).to(lib.bfloat16))
+        opt = getattr(lib.optim, name)([p], **kw)
+        for g in grads:
+            p.grad = lib.tensor(g).to(lib.bfloat16)
+            opt.step()
+        got.append(p.detach().to(lib.float32).numpy())
+    assert p.dtype == torch.bfloat16 and np.abs(got[1] - p0).max() > 0.02
+    # PyTorch rounds each operation's result to bfloat16: a bfloat16 rounding apart or two
+    np.testing.assert_allclose(got[0], got[1], rtol=2 ** -7, atol=1e-3)

@@ -263,8 +263,9 @@ def _math_prelude(fs: list) -> list:
              "    # and domain errors: numpy's ufuncs give the device's special values instead."]
     if sim:
         lines.append(f"    {', '.join(sim)} = {', '.join(MATH[f].ufunc for f in sim)}")
-    if "erf" in fs:
-        lines += ["", "    def erf(x):", "        return type(x)(math.erf(x))"]
+    for f in ("erf", "erfc"):
+        if f in fs:
+            lines += ["", f"    def {f}(x):", f"        return type(x)(math.{f}(x))"]
     return lines + ["else:",
                     "    # On the device: libdevice, picked by the argument type (e.g. __nv_expf for float32).",
                     f"    from math import {', '.join(fs)}"]

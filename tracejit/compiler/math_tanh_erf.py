@@ -143,3 +143,15 @@ def softplus_f64(x):
 def erf_f64(x):
     _always_inline()
     return math.erf(x)
+
+
+@njit(**_JIT)
+def erfc_f32(x):
+    _always_inline()
+    return np.float32(math.erfc(np.float64(x)))   # (eager's bits: math.erfc of the float64)
+
+
+@njit(**_JIT)
+def erfc_f64(x):
+    _always_inline()
+    return math.erfc(x)

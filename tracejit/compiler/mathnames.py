@@ -34,6 +34,7 @@ MATH: dict = {
     "sigmoid": MathFn(1, "mathlib", "formula"),
     "softplus": MathFn(1, "mathlib", "formula"),
     "erf": MathFn(1, "mathlib", "libdevice", None),     # numpy has no erf ufunc: math.erf, typed
+    "erfc": MathFn(1, "mathlib", "libdevice", None),
     "sin": MathFn(1, "mathlib", "libdevice", "np.sin"),
     "cos": MathFn(1, "mathlib", "libdevice", "np.cos"),
     "pow": MathFn(2, "mathlib", "libdevice", "np.power"),

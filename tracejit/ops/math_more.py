@@ -189,7 +189,8 @@ ERFINV = _unary("erfinv", _erfinv_impl, _erfinv_vjp, host=True)
 _erfc_u = np.frompyfunc(math.erfc, 1, 1)
 # (not 1 - erf(x): that loses every digit once erf(x) rounds to 1, x > 4 in float32)
 ERFC = _unary("erfc", lambda xp, a: np.asarray(_erfc_u(np.asarray(a, np.float64)), np.float64).astype(a.dtype),
-              lambda g, out, a: (g * exp(neg(a * a)) * (-2.0 / math.sqrt(math.pi)),), host=True)
+              lambda g, out, a: (g * exp(neg(a * a)) * (-2.0 / math.sqrt(math.pi)),),
+              lambda e, a: e.call("erfc", a))   # (kernels: mathlib's erfc, the same bits)
 lgamma, digamma, erfinv, erfc = map(_op1, (LGAMMA, DIGAMMA, ERFINV, ERFC))
 
 

@@ -589,12 +589,9 @@ def _sum_to_steps(g, shape) -> tuple:
     """(the dims `sum_to` sums with keepdim, whether that leaves `shape` already)."""
     gshape = g.shape
     lead = len(gshape) - len(shape)
-    dims = list(range(lead))
-    for i, d in enumerate(shape):
-        gd = gshape[lead + i]
-        if isinstance(d, int) and d == 1 and not (isinstance(gd, int) and gd == 1):
-            dims.append(lead + i)
-    return tuple(dims), shape == tuple(1 if i in dims else n for i, n in enumerate(gshape))
+    dims = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape) if isinstance(d, int) and d == 1
+                                      and not (isinstance(gshape[lead + i], int) and gshape[lead + i] == 1))
+    return dims, shape == tuple(1 if i in dims else n for i, n in enumerate(gshape))
 
 
 def to_device(a, device):

@@ -10,7 +10,7 @@ created with the optimizer (so it is in ``state_dict()`` before the first step).
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_fused, _direction, _new_state_tensor
+from .optimizer import Optimizer, _check_fused, _direction, _zeros
 
 __all__ = ["Adagrad"]
 
@@ -42,9 +42,8 @@ class Adagrad(Optimizer):
     @staticmethod
     def _init_state(p, state, group) -> None:
         if not state:
-            xp = p._xp()
             state["step"] = 0
-            state["sum"] = _new_state_tensor(p, xp.full_like(p._data, group["initial_accumulator_value"]))
+            state["sum"] = _zeros(p, group["initial_accumulator_value"])
 
     def _prepare(self, p, state: dict, group: dict) -> tuple:
         self._init_state(p, state, group)

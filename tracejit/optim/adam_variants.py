@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _count_step, _direction, _new_state_tensor, _zeros
+from .optimizer import Optimizer, _count_step, _direction, _zeros
 
 __all__ = ["Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]
 
@@ -177,7 +177,7 @@ class Rprop(Optimizer):
         if not state:
             state["step"] = 0
             state["prev"] = _zeros(p)
-            state["step_size"] = _new_state_tensor(p, p._xp().full_like(p._data, group["lr"]))
+            state["step_size"] = _zeros(p, group["lr"])
         state["step"] += 1
         (etaminus, etaplus), (lo, hi) = group["etas"], group["step_sizes"]
         return (bool(group["maximize"]),), [state["prev"], state["step_size"]], (etaminus, etaplus, lo, hi, 0, 1)

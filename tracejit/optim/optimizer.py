@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from .. import bf16
 from .. import dtypes as _dt
 from ..autograd.grad_mode import enable_grad
 from ..device import CPU, module_of
@@ -273,7 +274,12 @@ class Optimizer(OptimizerHooks):
             if fits and (fused is not None or sum(arrays[0].size for arrays in batch) >= FUSED_MIN) \
                     and self._run_fused(flags, batch, scalars, wait=fused is True):
                 continue
-            form, numbers = self._form(*flags), [dtype.type(s) for s in scalars]
+            form = self._form(*flags)
+            if dtype == bf16.STORAGE:
+                for arrays in batch:
+                    _run_bf16(form, arrays, scalars)
+                continue
+            numbers = [dtype.type(s) for s in scalars]
             for arrays in batch:
                 _run_arrays(form, arrays, numbers)
 
@@ -385,9 +391,11 @@ def _new_state_tensor(p: Tensor, arr) -> Tensor:
     return Tensor._wrap(arr, p.dtype, p.device)
 
 
-def _zeros(p: Tensor) -> Tensor:
-    """A state tensor of zeros of `p`'s shape, dtype and device."""
-    return _new_state_tensor(p, p._xp().zeros_like(p._data))
+def _zeros(p: Tensor, value: float = 0) -> Tensor:
+    """A state tensor of `p`'s shape, dtype and device, every element 0 (or `value`)."""
+    data = p._data
+    return _new_state_tensor(p, p._xp().full_like(data, bf16.to_bfloat16(value) if data.dtype == bf16.STORAGE
+                                                  else value))
 
 
 def _bump(*ts: Tensor) -> None:
@@ -455,6 +463,16 @@ def _fits(*arrays) -> bool:
     """The arrays as the fused kernel takes them: `_blockable`, float32 or float64 (a strided
     view, cupy arrays: the array path, same results)."""
     return _blockable(*arrays) and arrays[0].dtype in _FUSED_DTYPES
+
+
+def _run_bf16(form, arrays: list, scalars: tuple) -> None:
+    """`_run_arrays` for bfloat16 arrays (uint16 words, no arithmetic of their own): the
+    update computed in float32 (PyTorch's fused opmath), p and the state rounded once on store."""
+    wide = [bf16.to_float32(a) for a in arrays]
+    _run_arrays(form, wide, [np.float32(s) for s in scalars])
+    for k, a in enumerate(arrays):
+        if k != 1:
+            a[...] = bf16.to_bfloat16(wide[k])
 
 
 def _run_arrays(form, arrays: list, scalars: list) -> None:
