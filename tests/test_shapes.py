@@ -144,8 +144,10 @@ def test_a_remainder_is_a_polynomial_of_the_quotient_and_a_ceil_division_a_floor
     prev = shapes.facts_hooks
     derive, assume = prev.derive, prev.assume
     made = {}
-    shapes.facts_hooks.derive = lambda num, den: None if shapes.hint(num) < 0 else made.setdefault(
-        repr((num, den)), Sym.symbol(shapes.Derived(f"q{len(made)}", num, den), shapes.hint(num) // den))
+    # (a context that makes quotients only: a remainder then falls back to ``n - k*q``)
+    shapes.facts_hooks.derive = lambda num, den, op="//": None if op == "%" or shapes.hint(num) < 0 \
+        else made.setdefault(repr((num, den)), Sym.symbol(shapes.Derived(f"q{len(made)}", num, den),
+                                                          shapes.hint(num) // den))
     shapes.facts_hooks.assume = lambda v, what, dims=False: guarded.append(v) or True
     try:
         s0 = Sym.symbol("s0", 17)
