@@ -34,6 +34,25 @@ def test_adafactor_matches_torch(dtype, tol):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
 
 
+
+def test_adafactor_steps_bfloat16_parameters_as_torch():
+    rng = np.random.default_rng(0)
+    x0 = [rng.standard_normal(s).astype(np.float32) for s in [(4, 5), (6,)]]
+    grads = [[rng.standard_normal(x.shape).astype(np.float32) for x in x0] for _ in range(4)]
+    out = {}
+    for lib in (torch, tj):
+        ps = [lib.tensor(x).to(lib.bfloat16).requires_grad_() for x in x0]
+        opt = lib.optim.Adafactor([dict(params=[ps[0]], lr=0.05, weight_decay=0.1), dict(params=[ps[1]], lr=0.05)])
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = lib.tensor(g).to(lib.bfloat16)
+            opt.step()
+        assert all(p.dtype == lib.bfloat16 for p in ps)
+        out[lib] = [p.detach().float().numpy() for p in ps]
+    for g, w, x in zip(out[tj], out[torch], x0):
+        assert np.abs(w - x).max() > 0.05
+        np.testing.assert_allclose(g, w, atol=2 ** -7 * np.abs(w).max())   # (one bfloat16 rounding apart)
+
 MUON = [dict(lr=0.02), dict(lr=0.05, nesterov=False, weight_decay=0.01),
         dict(lr=0.03, adjust_lr_fn="match_rms_adamw", momentum=0.9)]
 

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
+from .. import bf16
 from .optimizer import Optimizer, _bump, _check_betas, _check_number, _count_step, _new_state_tensor, _zeros
 
 __all__ = ["Adafactor", "Muon", "SparseAdam"]
@@ -65,7 +68,6 @@ class Adafactor(Optimizer):
         return super()._load_value(p, pkey, k, v)
 
     def _update(self, p, grad, state, group) -> None:
-        import numpy as np
         xp = p._xp()
         x = p._data
         if not state:
@@ -76,14 +78,28 @@ class Adafactor(Optimizer):
                     p, xp.zeros(x.shape[:-2] + (1,) + x.shape[-1:], dtype=x.dtype))
             else:
                 state["variance"] = _new_state_tensor(p, xp.zeros_like(x))
+        names = ("row_var", "col_var") if x.ndim > 1 else ("variance",)
+        arrays = [x] + [state[k]._data for k in names]
+        state["step"] += 1
+        if x.dtype != bf16.STORAGE:
+            self._step(xp, arrays, grad, float(state["step"]), group, float(np.finfo(x.dtype).eps))
+        else:   # (uint16 words have no arithmetic: float32, rounded once on store)
+            wide = [bf16.to_float32(a) for a in arrays]
+            self._step(xp, wide, bf16.to_float32(grad), float(state["step"]), group, 2.0 ** -7)
+            for a, w in zip(arrays, wide):
+                a[...] = bf16.to_bfloat16(w)
+        _bump(*(state[k] for k in names))
+
+    @staticmethod
+    def _step(xp, arrays: list, grad, t: float, group: dict, eps_dtype: float) -> None:
+        """One step on [x, row_var, col_var] (or [x, variance]) in place, step count `t`."""
+        x, *moments = arrays
         if group["maximize"]:
             grad = -grad
         eps1, eps2 = group["eps"]
         if eps1 is None:
-            eps1 = float(np.finfo(x.dtype).eps)
+            eps1 = eps_dtype
         lr = group["lr"]
-        state["step"] += 1
-        t = float(state["step"])
         beta = t ** group["beta2_decay"]     # 1 - beta2_t
         rho = min(lr, 1 / t ** 0.5)
         alpha = max(eps2, float(xp.sqrt((x * x).sum())) / x.size ** 0.5) * rho
@@ -91,16 +107,14 @@ class Adafactor(Optimizer):
             x *= 1 - lr * group["weight_decay"]
         gg = grad * grad
         if x.ndim > 1:
-            row, col = state["row_var"]._data, state["col_var"]._data
+            row, col = moments
             row += beta * (gg.mean(axis=-1, keepdims=True) - row)
             col += beta * (gg.mean(axis=-2, keepdims=True) - col)
-            _bump(state["row_var"], state["col_var"])
             var = row @ col
             var /= xp.maximum(row.mean(axis=-2, keepdims=True), eps1)
         else:
-            v = state["variance"]._data
+            v, = moments
             v += beta * (gg - v)
-            _bump(state["variance"])
             var = v.copy()
         update = grad / xp.sqrt(xp.maximum(var, eps1 * eps1))
         denom = max(1.0, float(xp.sqrt((update * update).sum())) / (update.size ** 0.5 * group["d"]))
