@@ -70,6 +70,23 @@ def test_muon_matches_torch_to_bfloat16(dtype):
         np.testing.assert_allclose(g, w, atol=0.02 * moved)
 
 
+
+def test_muon_steps_bfloat16_parameters_as_torch():
+    rng = np.random.default_rng(0)
+    x0 = rng.standard_normal((5, 4)).astype(np.float32)
+    grads = [rng.standard_normal((5, 4)).astype(np.float32) for _ in range(3)]
+    out = {}
+    for lib in (torch, tj):
+        p = lib.tensor(x0).to(lib.bfloat16).requires_grad_()
+        opt = lib.optim.Muon([p], lr=0.02)
+        for g in grads:
+            p.grad = lib.tensor(g).to(lib.bfloat16)
+            opt.step()
+        assert p.dtype == lib.bfloat16 and opt.state[p]["momentum_buffer"].dtype == lib.bfloat16
+        out[lib] = p.detach().float().numpy()
+    assert np.abs(out[torch] - x0).max() > 0.03
+    np.testing.assert_allclose(out[tj], out[torch], atol=2 ** -7 * np.abs(out[torch]).max())
+
 def test_muon_orthogonalizes():
     from tracejit.optim.factored import _orthogonalize
     g = np.random.default_rng(1).standard_normal((8, 5)).astype(np.float32)

@@ -122,3 +122,24 @@ def test_lbfgs_matches_torch(kw):
         for a, b in zip(ours, theirs):
             np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=rtol, atol=1e-11)
     assert losses[-1] < losses[0]
+
+
+def test_lbfgs_steps_bfloat16_parameters_as_torch():
+    vals = [np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3), np.full(4, 0.5, np.float32)]
+    got = {}
+    for m in (torch, tj):
+        ps = [m.tensor(v).to(m.bfloat16).requires_grad_() for v in vals]
+        opt = m.optim.LBFGS(ps, lr=0.5, max_iter=4)
+
+        def closure():
+            opt.zero_grad()
+            loss = ((ps[0].float() - 1) ** 2).sum() + ((ps[1].float() + 2) ** 2).sum()
+            loss.backward()
+            return loss
+        for _ in range(2):
+            opt.step(closure)
+        assert all(p.dtype == m.bfloat16 for p in ps)
+        got[m] = [p.detach().float().numpy() for p in ps] + [opt.state_dict()["state"][0]["d"].float().numpy()]
+    for a, b in zip(got[tj], got[torch]):
+        np.testing.assert_allclose(a, b, atol=2 ** -7 * max(1.0, np.abs(b).max()))   # (bfloat16 roundings)
+    assert np.abs(got[tj][0] - vals[0]).max() > 0.3

@@ -179,8 +179,12 @@ class Muon(Optimizer):
         if "momentum_buffer" not in state:
             state["momentum_buffer"] = _zeros(p)
         mu = group["momentum"]
-        buf = state["momentum_buffer"]._data
+        words = state["momentum_buffer"]._data
+        narrow = words.dtype == bf16.STORAGE   # (uint16 words: float32, rounded once on store)
+        buf, grad = (bf16.to_float32(words), bf16.to_float32(grad)) if narrow else (words, grad)
         buf += (1 - mu) * (grad - buf)
+        if narrow:
+            words[...] = bf16.to_bfloat16(buf)
         _bump(state["momentum_buffer"])
         update = grad + mu * (buf - grad) if group["nesterov"] else buf
         o = _orthogonalize(xp, update.astype(xp.float32), group["ns_coefficients"], group["ns_steps"],
@@ -190,8 +194,11 @@ class Muon(Optimizer):
         ratio = (math.sqrt(max(1, rows / cols)) if fn in (None, "original")
                  else 0.2 * math.sqrt(max(rows, cols)))
         lr = group["lr"]
-        p._data *= 1 - lr * group["weight_decay"]
-        p._data -= (lr * ratio) * o.astype(p._data.dtype)
+        x = bf16.to_float32(p._data) if narrow else p._data
+        x *= 1 - lr * group["weight_decay"]
+        x -= (lr * ratio) * o.astype(x.dtype)
+        if narrow:
+            p._data[...] = bf16.to_bfloat16(x)
 
 
 # ---------------------------------------------------------------- SparseAdam

@@ -15,10 +15,19 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
+from .. import bf16, dtypes as _dt
 from ..autograd.grad_mode import enable_grad
 from ..ops.eager import refuse_effect
 from ..tensor import Tensor
 from .optimizer import Optimizer, _check_number
+
+
+def _wide(dtype):
+    """The dtype a parameter's numbers take part in: float32 for bfloat16's uint16 words."""
+    return np.float32 if dtype == bf16.STORAGE else dtype
+
 
 __all__ = ["LBFGS"]
 
@@ -152,14 +161,15 @@ class LBFGS(Optimizer):
             return [self._exported(k, x) for x in v]
         if k in self._number_state or hasattr(v, "dtype"):
             p = self._params[0]
-            return Tensor._wrap(p._xp().asarray(v, dtype=p._data.dtype), p.dtype, p.device)
+            wide = p._xp().asarray(v, dtype=_wide(p._data.dtype))
+            return Tensor._wrap(wide, _dt.as_dtype(wide.dtype), p.device).to(dtype=p.dtype)
         return v
 
     def _load_value(self, p, pkey, k, v):
         if isinstance(v, list):
             return [self._load_value(p, pkey, k, x) for x in v]
         if isinstance(v, Tensor):
-            v = v.to(device=p.device, dtype=p.dtype)._data
+            v = v.to(device=p.device, dtype=_dt.float32 if p.dtype is _dt.bfloat16 else p.dtype)._data
             return float(v) if k in self._number_state else v.copy()
         return v
 
@@ -167,17 +177,22 @@ class LBFGS(Optimizer):
     def _xp(self):
         return self._params[0]._xp()
 
+    # bfloat16 parameters (uint16 words, no arithmetic of their own) take part in float32
     def _flat_grad(self):
         xp = self._xp()
-        parts = [xp.zeros(p._data.size, p._data.dtype) if p.grad is None else p.grad._data.reshape(-1)
+        parts = [xp.zeros(p._data.size, _wide(p._data.dtype)) if p.grad is None else p.grad._data.reshape(-1)
                  for p in self._params]
-        return xp.concatenate(parts)
+        return xp.concatenate([bf16.to_float32(a) if a.dtype == bf16.STORAGE else a for a in parts])
 
     def _add_to_params(self, t: float, d) -> None:
         offset = 0
         for p in self._params:
             n = p._data.size
-            p._data += (t * d[offset:offset + n]).reshape(p._data.shape).astype(p._data.dtype, copy=False)
+            step = (t * d[offset:offset + n]).reshape(p._data.shape)
+            if p._data.dtype == bf16.STORAGE:
+                p._data[...] = bf16.to_bfloat16(bf16.to_float32(p._data) + step)
+            else:
+                p._data += step.astype(p._data.dtype, copy=False)
             p._vbox[0] += 1
             offset += n
 
