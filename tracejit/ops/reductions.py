@@ -503,8 +503,8 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
         return amax(_abs(a), dim, keepdim)
     if p == -math.inf:
         return amin(_abs(a), dim, keepdim)
-    if p == 0:   # (the count of nonzeros, in the input's dtype; its gradient 0, as PyTorch's)
-        return sum(where(ne(a, 0), 1.0, a * 0), dim, keepdim)
+    if p == 0:   # (the count of nonzeros, in the input's dtype)
+        return sum(cast(ne(a, 0), a.dtype), dim, keepdim)
     powered = _pow(_abs(a), p)
     if 0 < p < 1 and (a.requires_grad or trace_state.tracer is not None):
         # |x|^p's slope is infinite at 0 (times sign(0) = 0: NaN); PyTorch's gradient is 0
