@@ -9,10 +9,12 @@ returns its ``bfloat16`` view of the same memory.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 __all__ = ["STORAGE", "to_bfloat16", "to_float32", "round_values", "add_into", "ml_bfloat16", "is_storage", "cast",
-           "matmul_words"]
+           "matmul_words", "widened"]
 
 STORAGE = np.dtype(np.uint16)
 
@@ -51,6 +53,19 @@ def add_into(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst += src`` for bf16 words (in-place gradient accumulation): the float32 sum of
     the values rounded once, never an integer sum of the words."""
     dst[...] = to_bfloat16(to_float32(dst) + to_float32(src))
+
+
+@contextmanager
+def widened(written: list, read: list = ()):
+    """Arrays to do arithmetic on in place of bf16 words, which have none: float32 copies of
+    those of `written` and `read` that hold words (the others as they are). On a normal exit
+    the float32 values of `written` are rounded back into their words once; after an error
+    the words are as they were."""
+    wide = [to_float32(a) if a.dtype == STORAGE else a for a in written]
+    yield wide, [to_float32(a) if a.dtype == STORAGE else a for a in read]
+    for a, w in zip(written, wide):
+        if w is not a:
+            a[...] = to_bfloat16(w)
 
 
 def is_storage(a) -> bool:

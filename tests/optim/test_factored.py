@@ -125,6 +125,27 @@ def test_sparse_adam_embedding_matches_torch(dtype, tol):
     np.testing.assert_array_equal(out[1][0][untouched], w0[untouched].astype(dtype))
 
 
+def test_sparse_adam_steps_bfloat16_parameters_as_torch():
+    w0 = np.random.default_rng(3).standard_normal((10, 3)).astype(np.float32)
+    out = []
+    for lib in (torch, tj):
+        kw = dict(sparse=True) if lib is torch else {}
+        emb = lib.nn.Embedding(10, 3, **kw)
+        with lib.no_grad():
+            emb.weight.copy_(lib.tensor(w0))
+        emb = emb.to(lib.bfloat16)
+        opt = lib.optim.SparseAdam(emb.parameters(), lr=0.1, maximize=True)
+        for idx in ([1, 4, 4, 7], [0, 1, 9]):
+            opt.zero_grad()
+            emb(lib.tensor(idx)).float().pow(2).sum().backward()
+            opt.step()
+        assert emb.weight.dtype == lib.bfloat16 and opt.state[emb.weight]["exp_avg"].dtype == lib.bfloat16
+        out.append(emb.weight.detach().float().numpy())
+    np.testing.assert_allclose(out[1], out[0], atol=2 ** -7 * np.abs(out[0]).max())   # (one bfloat16 rounding)
+    untouched = [2, 3, 5, 6, 8]
+    np.testing.assert_array_equal(out[1][untouched], out[0][untouched])
+
+
 @pytest.mark.parametrize("name, kws, shapes", [
     ("Adafactor", ADAFACTOR[:2], [(4, 5), (6,)]), ("Muon", MUON[:2], [(6, 4), (3, 5)]),
     ("SparseAdam", SPARSE, [(5, 2), (4,)])])

@@ -81,13 +81,9 @@ class Adafactor(Optimizer):
         names = ("row_var", "col_var") if x.ndim > 1 else ("variance",)
         arrays = [x] + [state[k]._data for k in names]
         state["step"] += 1
-        if x.dtype != bf16.STORAGE:
-            self._step(xp, arrays, grad, float(state["step"]), group, float(np.finfo(x.dtype).eps))
-        else:   # (uint16 words have no arithmetic: float32, rounded once on store)
-            wide = [bf16.to_float32(a) for a in arrays]
-            self._step(xp, wide, bf16.to_float32(grad), float(state["step"]), group, 2.0 ** -7)
-            for a, w in zip(arrays, wide):
-                a[...] = bf16.to_bfloat16(w)
+        eps_dtype = 2.0 ** -7 if x.dtype == bf16.STORAGE else float(np.finfo(x.dtype).eps)
+        with bf16.widened(arrays, [grad]) as (wide, (g,)):
+            self._step(xp, wide, g, float(state["step"]), group, eps_dtype)
         _bump(*(state[k] for k in names))
 
     @staticmethod
@@ -179,12 +175,8 @@ class Muon(Optimizer):
         if "momentum_buffer" not in state:
             state["momentum_buffer"] = _zeros(p)
         mu = group["momentum"]
-        words = state["momentum_buffer"]._data
-        narrow = words.dtype == bf16.STORAGE   # (uint16 words: float32, rounded once on store)
-        buf, grad = (bf16.to_float32(words), bf16.to_float32(grad)) if narrow else (words, grad)
-        buf += (1 - mu) * (grad - buf)
-        if narrow:
-            words[...] = bf16.to_bfloat16(buf)
+        with bf16.widened([state["momentum_buffer"]._data], [grad]) as ((buf,), (grad,)):
+            buf += (1 - mu) * (grad - buf)
         _bump(state["momentum_buffer"])
         update = grad + mu * (buf - grad) if group["nesterov"] else buf
         o = _orthogonalize(xp, update.astype(xp.float32), group["ns_coefficients"], group["ns_steps"],
@@ -194,11 +186,9 @@ class Muon(Optimizer):
         ratio = (math.sqrt(max(1, rows / cols)) if fn in (None, "original")
                  else 0.2 * math.sqrt(max(rows, cols)))
         lr = group["lr"]
-        x = bf16.to_float32(p._data) if narrow else p._data
-        x *= 1 - lr * group["weight_decay"]
-        x -= (lr * ratio) * o.astype(x.dtype)
-        if narrow:
-            p._data[...] = bf16.to_bfloat16(x)
+        with bf16.widened([p._data]) as ((x,), _):
+            x *= 1 - lr * group["weight_decay"]
+            x -= (lr * ratio) * o.astype(x.dtype)
 
 
 # ---------------------------------------------------------------- SparseAdam
@@ -222,29 +212,17 @@ class SparseAdam(Optimizer):
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
         _count_step(state, p, "exp_avg", "exp_avg_sq")
-        if group["maximize"]:
-            grad = -grad
         flat = grad.reshape(grad.shape[0], -1) if grad.ndim else grad.reshape(1, 1)
         rows = xp.nonzero((flat != 0).any(axis=1))[0]
         if rows.size == 0:
             return
         b1, b2 = group["betas"]
         t = state["step"]
-        g = grad[rows] if grad.ndim else grad
-        m = state["exp_avg"]._data
-        v = state["exp_avg_sq"]._data
-        if grad.ndim == 0:
-            m[...] += (1 - b1) * (g - m)
-            v[...] += (1 - b2) * (g * g - v)
-            mr, vr = m, v
-        else:
-            m[rows] += (1 - b1) * (g - m[rows])
-            v[rows] += (1 - b2) * (g * g - v[rows])
-            mr, vr = m[rows], v[rows]
-        _bump(state["exp_avg"], state["exp_avg_sq"])
         step_size = group["lr"] * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-        delta = -step_size * (mr / (xp.sqrt(vr) + group["eps"]))
-        if grad.ndim == 0:
-            p._data[...] += delta
-        else:
-            p._data[rows] += delta
+        at = (...,) if grad.ndim == 0 else rows
+        with bf16.widened([p._data, state["exp_avg"]._data, state["exp_avg_sq"]._data], [grad]) as ((x, m, v), (g,)):
+            g = -g[at] if group["maximize"] else g[at]
+            m[at] += (1 - b1) * (g - m[at])
+            v[at] += (1 - b2) * (g * g - v[at])
+            x[at] += -step_size * (m[at] / (xp.sqrt(v[at]) + group["eps"]))
+        _bump(state["exp_avg"], state["exp_avg_sq"])

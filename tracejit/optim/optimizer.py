@@ -466,13 +466,10 @@ def _fits(*arrays) -> bool:
 
 
 def _run_bf16(form, arrays: list, scalars: tuple) -> None:
-    """`_run_arrays` for bfloat16 arrays (uint16 words, no arithmetic of their own): the
-    update computed in float32 (PyTorch's fused opmath), p and the state rounded once on store."""
-    wide = [bf16.to_float32(a) for a in arrays]
-    _run_arrays(form, wide, [np.float32(s) for s in scalars])
-    for k, a in enumerate(arrays):
-        if k != 1:
-            a[...] = bf16.to_bfloat16(wide[k])
+    """`_run_arrays` for bfloat16 arrays [p, g, *state]: the update computed in float32
+    (PyTorch's fused opmath), p and the state rounded once on store."""
+    with bf16.widened([arrays[0], *arrays[2:]], [arrays[1]]) as ((p, *state), (g,)):
+        _run_arrays(form, [p, g, *state], [np.float32(s) for s in scalars])
 
 
 def _run_arrays(form, arrays: list, scalars: list) -> None:
