@@ -404,6 +404,8 @@ class Tensor:
 
     def to(self, *args, **kwargs) -> "Tensor":
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
+        if not kwargs and len(args) == 1 and type(args[0]) is _dt.DType:   # (most calls: the parsing costs more)
+            return self if args[0] is self.dtype else _ops.cast(self, args[0])
         dtype = kwargs.pop("dtype", None)
         dev = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
@@ -419,12 +421,11 @@ class Tensor:
                 dtype = a
             else:
                 dev = a
-        from . import ops
         out = self
         if dev is not None and as_device(dev) != self.device:
-            out = ops.to_device(out, as_device(dev))
+            out = _ops.to_device(out, as_device(dev))
         if dtype is not None and _dt.as_dtype(dtype) is not out.dtype:
-            out = ops.cast(out, _dt.as_dtype(dtype))
+            out = _ops.cast(out, _dt.as_dtype(dtype))
         if copy and out is self:
             out = out.clone()
         if getattr(fmt, "name", "").startswith("channels_last"):

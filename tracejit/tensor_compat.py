@@ -87,7 +87,7 @@ def _inplace(name):
             fn = op if aliased else getattr(_ops, name)
             check(name + "_", self, (*args, *kwargs.values()), values, full)
             if self._donatable(name + "_", args, kwargs):   # the op writes self's memory itself
-                return self._assign(_donating(self._data, fn, self, *args, **kwargs), name + "_")
+                return self._assign_donated(_donating(self._data, fn, self, *args, **kwargs), name + "_")
             return self._assign(fn(self, *args, **kwargs), name + "_")
         method.__name__ = name + "_"
         return method
@@ -445,8 +445,8 @@ class CompatMethods:
         indices = tuple(indices)
         _refuse_overlaps("index_put_", self, (indices, values), full=True)
         if self._donatable("index_put_", (values, *indices), {}):   # (as ``x[i] = v``)
-            return self._assign(_donating(self._data, _ops.index_put, self, indices, values, accumulate),
-                                "index_put_")
+            return self._assign_donated(_donating(self._data, _ops.index_put, self, indices, values,
+                                                  accumulate), "index_put_")
         return self._assign(_ops.index_put(self, indices, values, accumulate), "index_put_")
 
     def mvlgamma_(self, p: int):

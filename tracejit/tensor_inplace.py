@@ -211,6 +211,15 @@ class InPlaceMethods:
                 return False
         return True
 
+    def _assign_donated(self, result: "Tensor", what: str) -> "Tensor":
+        """`_assign` of the result of an op that `_donatable` let write self's memory: one
+        that did and records nothing only moves self's version (`_donatable` made the
+        checks `_assign` would; they cost more than a small write)."""
+        if result._data is self._data and result.grad_fn is None:
+            self._vbox[0] += 1
+            return self
+        return self._assign(result, what)
+
     def _xp(self):
         from .device import array_module
         return array_module(self.device)
@@ -367,7 +376,7 @@ class InPlaceMethods:
         if self._donatable("__setitem__", (value, *(index if type(index) is tuple else (index,))), {}):
             # index_put writes self's memory itself (ops/donation.py): one pass over it, not a
             # copy of self written and then copied back
-            self._assign(_donating(data, _ops.index_put, self, index, value), "__setitem__")
+            self._assign_donated(_donating(data, _ops.index_put, self, index, value), "__setitem__")
             return
         self._assign(_ops.index_put(self, index, value), "__setitem__")
 

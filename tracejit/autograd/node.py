@@ -393,49 +393,47 @@ def make_prim_node(prim, args, params, result, meta=None) -> None:
 def _record(prim, args, params, result, meta) -> None:
     """The general case of make_prim_node: any operands, non-differentiable positions,
     views whose base was written in place."""
+    nondiff = prim.nondiff
+    views = _VIEWS_ACTIVE[0]
+    if meta is None:
+        meta = [(a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args]
     needs = []
     nexts = []
     nrs = []
-    nondiff = prim.nondiff
-    views = _VIEWS_ACTIVE[0]
-    build_meta = meta is None
-    if build_meta:
-        meta = []
     i = 0
     for a in args:
-        fn, nr = None, 0
-        if isinstance(a, Tensor):
-            dt = a.dtype
-            if a._requires_grad and dt.differentiable and (not nondiff or i not in nondiff):
-                if views and a._base is not None:
-                    _refresh_view(a)  # its base was written in place since (autograd/views.py)
-                fn = a.grad_fn
-                if fn is None:
-                    fn = a._accumulator or leaf_node(a)
-                else:
-                    nr = a._output_nr
-            if build_meta:
-                meta.append((a._data.shape, dt))
-        elif build_meta:
-            meta.append(None)
-        needs.append(fn is not None)
-        nexts.append(fn)
-        nrs.append(nr)
+        if (isinstance(a, Tensor) and a._requires_grad and a.dtype.differentiable
+                and (not nondiff or i not in nondiff)):
+            if views and a._base is not None:
+                _refresh_view(a)  # its base was written in place since (autograd/views.py)
+            fn = a.grad_fn
+            if fn is None:
+                nexts.append(a._accumulator or leaf_node(a))
+                nrs.append(0)
+            else:
+                nexts.append(fn)
+                nrs.append(a._output_nr)
+            needs.append(True)
+        else:
+            nexts.append(None)
+            nrs.append(0)
+            needs.append(False)
         i += 1
-    if not any(needs):   # (only non-differentiable operands require grad: neither does the result)
+    if True not in needs:   # (only non-differentiable operands require grad: neither does the result)
         return
-    hows, keep_out = _records(prim, tuple(needs))
+    needs = tuple(needs)
+    rec = prim.records.get(needs)
+    hows, keep_out = rec if rec is not None else _records(prim, needs)
     saved = []
     versions = []
     for a, how in zip(args, hows):
-        if not isinstance(a, Tensor):
-            saved.append(a)  # a scalar operand: the VJP gets it as it is
-            versions.append(None)
-        elif how == _KEEP:
+        if how == _KEEP and isinstance(a, Tensor):
             saved.append(a)
             versions.append(a._vbox[0])
         else:
-            saved.append(saved_meta(a) if how == _META else None)
+            # a scalar operand is kept as it is (the VJP gets it); of a tensor, its
+            # SavedMeta or nothing
+            saved.append(a if not isinstance(a, Tensor) else saved_meta(a) if how == _META else None)
             versions.append(None)
     _attach(prim, params, tuple(nexts), tuple(nrs), tuple(saved), tuple(versions), meta, result,
             keep_out)

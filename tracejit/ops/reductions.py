@@ -15,7 +15,7 @@ from ..shapes import normalize_dims, normalize_dim
 from .elementwise import abs as _abs, cast, eq, gt, logical_not, maximum, ne, minimum, mul, pow as _pow, sqrt, where
 from ..tensor import Tensor
 from .registry import Aval, defprim
-from .eager import bind, trace_state
+from .eager import bind, remember_plain, trace_state
 from .shape import EXPAND, RESHAPE, clone, expand, flip, reshape
 from . import autocast as _autocast
 from .dtype_checks import takes
@@ -239,11 +239,22 @@ def _dims(a, dim, op):
         dims = _ALL_DIMS.get(n)
         if dims is None:
             dims = _ALL_DIMS[n] = tuple(range(n))
+            remember_plain(dims)   # (bind then takes it without checking its items)
+        return dims
+    if type(dim) is int:   # (one dim, as most calls give: kept per (dim, rank) as the above)
+        key = (dim, a.ndim)
+        dims = _ONE_DIM.get(key)
+        if dims is None:
+            dims = normalize_dims(dim, key[1], op)   # (raises for a dim out of range)
+            if len(_ONE_DIM) < 256:
+                _ONE_DIM[key] = dims
+                remember_plain(dims)
         return dims
     return normalize_dims(dim, a.ndim, op)
 
 
 _ALL_DIMS: dict = {}   # rank -> (0, ..., rank - 1)
+_ONE_DIM: dict = {}    # (dim, rank) -> its normalized dims
 
 
 def sum(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):

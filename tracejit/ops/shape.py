@@ -12,7 +12,7 @@ from .. import dtypes as _dt
 from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import Sym, data_sized, hint, normalize_dim, numel, specialize_to_agree
 from .registry import REGISTRY, Aval, defprim
-from .eager import bind, eager_layout, trace_hooks
+from .eager import bind, eager_layout, remember_plain, trace_hooks
 from .grad_views import pieces, recording
 from ..formats import CHANNELS_INNER, all_channels_last
 from . import autocast as _autocast
@@ -391,12 +391,14 @@ def transpose(a, dim0: int, dim1: int):
 
 
 swapaxes = transpose
+_SWAP = (1, 0)   # transpose(a, 0, 1)'s dims for any matrix (t()), known plain to bind
+remember_plain(_SWAP)
 
 
 def t(a):
     if a.ndim > 2:
         raise ShapeError(f"t() expects a tensor with <= 2 dims, got shape {tuple(a.shape)}; use transpose")
-    return _whole_view(a) if a.ndim < 2 else transpose(a, 0, 1)
+    return _whole_view(a) if a.ndim < 2 else bind(PERMUTE, a, dims=_SWAP)
 
 
 def expand(a, *shape, size=None):

@@ -39,10 +39,14 @@ def normalized(fn, a, args):
     """``fn(a, args)``: the params of `a`'s op for `args` (or `IDENTITY`), kept per
     (fn, a's shape, args) where `a` is a numpy tensor and `args` plain ints."""
     data = a._data
-    # (checked before the lookup: 2.0 or a numpy int is equal to, and hashes as, the int
-    # whose params are kept, but must get the function's own check and error)
-    if type(data) is not np.ndarray or not plain_ints(args):
+    if type(data) is not np.ndarray:
         return fn(a, args)   # (a tracer: symbolic shapes; another device's array)
+    # (checked before the lookup: 2.0 or a numpy int is equal to, and hashes as, the int
+    # whose params are kept, but must get the function's own check and error; the first
+    # level inline, as most calls give ints: a call less per shape function)
+    for e in args:
+        if type(e) is not int and not plain_ints((e,)):
+            return fn(a, args)
     key = (fn, data.shape, args)
     v = NORMALIZED.get(key)
     if v is None:
@@ -56,11 +60,9 @@ def normalized(fn, a, args):
 def plain_ints(args) -> bool:
     for e in args:
         t = type(e)
-        if t is tuple or t is Size:
-            if not plain_ints(e):
+        if t is not int:
+            if t is not tuple and t is not Size or not plain_ints(e):
                 return False
-        elif t is not int:
-            return False
     return True
 
 
