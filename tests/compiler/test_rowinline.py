@@ -145,6 +145,25 @@ def test_dynamic_batch_reuses_the_kernel():
     assert not isinstance(rg.shape[0], int)
 
 
+@pytest.mark.parametrize("dim,keepdim", [(-1, True), (1, False)])
+def test_logsumexp_gradient_fuses_and_matches_torch(dim, keepdim):
+    # g * exp(x - out) joins the group making x's gradient: no logsumexp_backward step
+    torch = pytest.importorskip("torch", reason="compares with PyTorch")
+    xv = np.random.default_rng(3).standard_normal((3, 4, 6)).astype(np.float32)
+
+    def f(x):
+        return (tj.logsumexp(x * 2.0, dim, keepdim=keepdim) * 0.5).sum()
+    cf = assert_compiled_matches(f, tj.tensor(xv, requires_grad=True), rtol=2e-5, atol=2e-6)
+    plans = [p for p in training_variant(cf)[:2] if p is not None]   # (one joint plan here)
+    steps = [it.prim.name for p in plans for it in p.items if getattr(it, "prim", None) is not None]
+    assert "logsumexp_backward" not in steps, [p.describe() for p in plans]
+    x = tj.tensor(xv, requires_grad=True)
+    cf(x).backward()
+    tx = torch.tensor(xv, requires_grad=True)
+    (torch.logsumexp(tx * 2.0, dim, keepdim=keepdim) * 0.5).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
 # ------------------------------------------------------------------------------- LayerNorm
 def mlp_layer(x, b, w, c):
     """Linear's bias add, LayerNorm, GELU: the MLP workload's hidden layer after its GEMM."""

@@ -98,3 +98,28 @@ def test_a_scan_state_read_by_a_reduction_and_the_next_step_is_saved(monkeypatch
         assert longest < 12, bwd.describe()
     else:
         assert longest >= 12, bwd.describe()
+
+
+def test_an_expanded_gather_index_is_a_view_recomputed_not_saved():
+    # ``x.gather(1, idx[..., None].expand(-1, -1, C))`` (a batched row lookup): the forward
+    # saves idx, not its (B, M, C) broadcast, and neither side writes the broadcast
+    torch = pytest.importorskip("torch", reason="compares with PyTorch")
+    import numpy as np
+    iv = np.random.default_rng(5).integers(0, 5, (3, 7))
+
+    def f(x, idx):
+        return x.gather(1, idx[:, :, None].expand(-1, -1, x.shape[-1])) * 2.0
+    cf = assert_compiled_matches(f, T(3, 5, 4, seed=1), tj.tensor(iv), rtol=1e-6, atol=1e-6)
+    fwd, bwd, n_saved = _train(cf)
+    saved = [(tuple(v.aval.shape), v.aval.dtype.name) for v in fwd.graph.outputs[1:1 + n_saved]]
+    assert ((3, 7, 1), "int64") in saved and ((3, 7, 4), "int64") not in saved, saved
+    for plan in (fwd, bwd):
+        assert not any(isinstance(it, Group) and any(e.prim.name == "expand" for e in it.eqns)
+                       for it in plan.items), plan.describe()
+    x = T(3, 5, 4, seed=1)
+    g = np.random.default_rng(6).standard_normal((3, 7, 4)).astype(np.float32)
+    (cf(x, tj.tensor(iv)) * tj.tensor(g)).sum().backward()
+    tx = torch.tensor(x.detach().numpy(), requires_grad=True)
+    ti = torch.tensor(iv)
+    (f(tx, ti) * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)

@@ -111,6 +111,26 @@ def test_scatter_add_and_gather_match_pytorch(dim, form):
                                   torch.gather(tx, dim, t_idx).detach().numpy())
 
 
+@pytest.mark.parametrize("dim,lead", [(3, 2), (2, 2), (2, 1), (3, 1)])
+def test_gather_by_an_index_shared_over_leading_dims_matches_pytorch(dim, lead):
+    # DeBERTa's relative positions ``pos.expand(B * H, L, L)``: one index for every leading
+    # position, smaller than the input after them (gather reads a prefix there)
+    rng = np.random.default_rng(dim * 3 + lead)
+    shape = (3, 4, 30, 50)
+    core = rng.integers(0, shape[dim], (4, 20, 45)[lead - 1:])
+    x = rng.standard_normal(shape).astype(np.float32)
+    tx, jx = _pair(x)
+    t_idx = torch.tensor(core).expand(shape[:2] + core.shape[-2:])
+    j_idx = tj.tensor(core).expand(shape[:2] + core.shape[-2:])
+    assert gather_prim._shared_lead(j_idx._data, dim, shape) == lead
+    t_out, j_out = torch.gather(tx, dim, t_idx), tj.gather(jx, dim, j_idx)
+    np.testing.assert_array_equal(j_out.detach().numpy(), t_out.detach().numpy())
+    _backward(t_out, j_out, rng)
+    np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
+    with pytest.raises(IndexError, match="gather: index 50"):
+        tj.gather(jx, 3, tj.tensor(np.full((20, 45), 50)).expand(3, 4, 20, 45))
+
+
 def test_gather_and_scatter_add_reject_bad_index():
     x = tj.zeros(3, 4)
     with pytest.raises(IndexError, match="gather: index 3"):

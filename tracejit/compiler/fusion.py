@@ -149,6 +149,16 @@ def _elementwise_ok(e: Eqn) -> bool:
     return all(a.aval.dtype.name in _KERNEL_DTYPES for a in (e.out, *e.inputs))
 
 
+def index_views(graph: Graph) -> set:
+    """The expands read only at positions an index tensor gives (gather, advanced indexing,
+    scatter_add): they stay steps, broadcast views, not copies the size of the broadcast of
+    which few rows are read (Informer's (B, H, L, L, E) sampled keys); a graph output among
+    them is written unless the caller keeps it a view."""
+    other_reads = {a for e in graph.eqns if e.prim.kind != "index" or len(e.inputs) < 2
+                   for a in e.inputs if isinstance(a, Var)}
+    return {e.out for e in graph.eqns if e.prim.extra.get("broadcast_read")} - other_reads
+
+
 def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None = None) -> list:
     """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order.
     `windows`: which poolings become windows groups ("auto", "all", "none"; None: as
@@ -319,13 +329,7 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
                 return g
         return None
 
-    # An expand read only at positions an index tensor gives (gather, advanced indexing)
-    # stays a step: its broadcast view, not a copy the size of the broadcast of which few
-    # rows are read (Informer's (B, H, L, L, E) sampled keys).
-    other_reads = {a for e in graph.eqns if e.prim.kind != "index" or len(e.inputs) < 2
-                   for a in e.inputs if isinstance(a, Var)}
-    views = ({e.out for e in graph.eqns if e.prim.extra.get("broadcast_read")} - other_reads
-             - {a for a in graph.outputs if isinstance(a, Var)})
+    views = index_views(graph) - {a for a in graph.outputs if isinstance(a, Var)}
     for e in graph.eqns:
         if _elementwise_ok(e) and e.outs[0] not in views:
             shape = tuple(e.out.aval.shape)

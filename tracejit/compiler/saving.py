@@ -9,7 +9,9 @@ fused reduction and elsewhere too: a kernel ends at its reduction, so the value 
 for its other readers (a scan's state ``x = a * x + b`` read by the step's ``sum(x * c)``
 and by the next step). ``TRACEJIT_SAVE_WRITTEN=0``
 restores plain recomputation. A static slice of a value saved anyway is not saved itself:
-the backward slices again and reads it in place (slice_reads.py).
+the backward slices again and reads it in place (slice_reads.py); nor is an expand that
+only index steps read (a gather's ``idx[..., None].expand(...)``): both sides take the
+view again (fusion.index_views).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from .. import envflags
 from ..jit.autodiff import _cheap
 from ..jit.ir import Graph, Var
 from .rowinline import inlined
-from .fusion import FUSIBLE_REDUCTIONS, _elementwise_ok
+from .fusion import FUSIBLE_REDUCTIONS, _elementwise_ok, index_views
 from .slice_reads import static_slice
 
 __all__ = ["recompute_unless_written"]
@@ -30,13 +32,14 @@ def recompute_unless_written(graph: Graph):
     if envflags.is_off("TRACEJIT_SAVE_WRITTEN"):
         return _cheap
     written: set = set()
+    views = index_views(graph)   # (an expanded index: a view, recomputed rather than saved)
     for e in graph.eqns:
         p = e.prim
         if _elementwise_ok(e) or p in FUSIBLE_REDUCTIONS:   # fusion's own rule
             continue
         if inlined(e):
             continue
-        written.update(a for a in e.inputs if isinstance(a, Var))
+        written.update(a for a in e.inputs if isinstance(a, Var) and a not in views)
 
     written |= _leaves_a_reduction(graph)
     made = {o: e for e in graph.eqns for o in e.outs}

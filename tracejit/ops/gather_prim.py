@@ -42,6 +42,11 @@ def _gather_impl(xp, a, index, dim):
         rows = _trailing_rows(index, dim, a.shape)
         if rows is not None:
             return np.ascontiguousarray(a).reshape(-1, _inner(a.shape, dim))[rows].reshape(index.shape)
+        k = _shared_lead(index, dim, a.shape)
+        if k:   # one index for every leading position: its positions once, taken per position
+            pos = _flat_positions(index[(0,) * k], dim - k, a.shape[k:]).reshape(-1)
+            lead = math.prod(a.shape[:k])
+            return np.ascontiguousarray(a).reshape(lead, -1).take(pos, axis=1).reshape(index.shape)
         if index.size and _fits(index.shape, dim, a.shape):
             return np.ascontiguousarray(a).reshape(-1)[_flat_positions(index, dim, a.shape)]
     if index.shape != a.shape:
@@ -83,6 +88,18 @@ def _trailing_rows(index, dim: int, shape: tuple):
     outer = math.prod(shape[:dim])
     base = np.arange(outer, dtype=np.int64).reshape(lead.shape[:-1] + (1,)) * shape[dim]
     return (lead + base).reshape(-1)
+
+
+def _shared_lead(index, dim: int, shape: tuple) -> int:
+    """How many leading dims (before `dim`) `index` is expanded over, zero strides at
+    `shape`'s full extents, while fitting `shape` after them (DeBERTa's relative positions
+    ``pos.expand(B * H, L, L)``), or 0 where that is none or the index is small."""
+    k = 0
+    while k < dim and index.strides[k] == 0 and index.shape[k] == shape[k]:
+        k += 1
+    if not k or index.size < 4096 or not _fits(index.shape[k:], dim - k, shape[k:]):
+        return 0
+    return k
 
 
 def _fits(index_shape: tuple, dim: int, shape: tuple) -> bool:

@@ -7,7 +7,8 @@ CRF's forward algorithm, CTC-like recursions and mixture log-likelihoods call it
 step of a Python loop. As a primitive its numpy form is a few passes, and its gradient
 one more primitive, PyTorch's ``g * exp(x - out)`` (g and out given back their reduced
 dims). Over the last dim compiled plans schedule the rows form (``extra["rows_form"]``)
-in the primitive's place, as for softmax (compiler/rowinline.py).
+in the primitive's place, as for softmax (compiler/rowinline.py), and the gradient's
+elementwise form over any dims.
 
 Rows as PyTorch computes them: the shift is the row's max, 0 where that is infinite, so
 a row of -inf gives -inf, a row holding +inf gives +inf and a row holding nan gives nan.
@@ -150,8 +151,19 @@ def _bwd_vjp(u, y, g, x, out, *, dims, keepdim, needs=(True, True, True)):
     return gg, (uy if needs[1] else None), gout
 
 
+def _bwd_rows(g, x, out, *, dims, keepdim):
+    # elementwise over any dims (g and out broadcast along them): fuses with x's producer
+    kept = _kept(x.shape, dims)
+    return _reshape(g, kept) * _exp(x - _reshape(out, kept))
+
+
+def _bwd_inline(g, x, out, *, dims, keepdim) -> bool:
+    return x.ndim > 0 and x.dtype.name in ("float32", "float64")
+
+
 LOGSUMEXP_BACKWARD = defprim("logsumexp_backward", _bwd_impl, _bwd_rule, _bwd_vjp, kind="other",
-                             save_out=True, extra={"needs": True})
+                             save_out=True, extra={"needs": True, "rows_form": _bwd_rows,
+                                                   "rows_inline": _bwd_inline})
 
 
 def logsumexp_dims(x, dims: tuple, keepdim: bool):
