@@ -145,6 +145,26 @@ def test_set_num_threads_caps_blas_numba_and_the_pool(thread_counts_back):
     assert tj.get_num_interop_threads() == 2
 
 
+_OMP = ("import tracejit as tj, numba\n"
+        "from tracejit import threads\n"
+        "from tracejit.compiler.cpu.runtime import sharepool\n"
+        "print(tj.get_num_threads(), numba.get_num_threads(), threads.thread_ceiling(), sharepool.pool_threads())\n"
+        "tj.set_num_threads(2)\n"
+        "print(threads.thread_ceiling())\n")
+
+
+@pytest.mark.parametrize("value,want", [("1", "1"), ("1,2", "1")])
+def test_omp_num_threads_caps_numba_and_the_pool_as_in_pytorch(value, want):
+    got = _probe({"OMP_NUM_THREADS": value}, drop=("NUMBA_NUM_THREADS",), code=_OMP)
+    assert got == [want] * 4 + ["2"]      # (set_num_threads still sets a new ceiling)
+
+
+def test_a_bad_omp_num_threads_leaves_the_cpus():
+    got = _probe({"OMP_NUM_THREADS": "many"}, drop=("NUMBA_NUM_THREADS",),
+                 code="from tracejit import threads\nprint(threads.thread_ceiling() == threads.usable_cpus())\n")
+    assert got == ["True"]
+
+
 def test_get_num_threads_does_not_wait_for_numba_being_imported(monkeypatch):
     # another thread importing numba: its module is in sys.modules, still initializing
     import types

@@ -313,7 +313,7 @@ def parallel_work(work: int, threads: int = 0) -> bool:
 
 
 _interop = [0]   # 0: not set, the CPU count
-_set = [0]       # the count `set_num_threads` set last; 0: none
+_set = [0]       # the count `set_num_threads` set last (or ``OMP_NUM_THREADS``'s); 0: none
 
 
 def thread_ceiling() -> int:
@@ -338,6 +338,26 @@ def set_num_threads(n: int) -> None:
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
     else:   # read when numba loads (its pool is made then)
         os.environ["NUMBA_NUM_THREADS"] = str(n)
+
+
+def _ceiling_from_env() -> None:
+    """``OMP_NUM_THREADS=n`` at import caps tracejit's threads as ``set_num_threads(n)`` would,
+    as it caps PyTorch's and OpenBLAS's, so that numba's parallel kernels and the worker pool
+    do not take every CPU of the process beside a BLAS held to n (a job given n cores).
+    ``NUMBA_NUM_THREADS`` where set stays numba's count; a list (``4,2``) gives its first."""
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if not first.isdigit() or int(first) < 1:
+        return
+    n = int(first)
+    _set[0] = n
+    if "numba" in sys.modules:
+        import numba
+        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    else:
+        os.environ.setdefault("NUMBA_NUM_THREADS", str(n))
+
+
+_ceiling_from_env()
 
 
 def get_num_threads() -> int:

@@ -242,3 +242,23 @@ def test_smaller_blocked_sums_match_eager():
     x, y, z = (_t(300_000, seed=k, grad=True) for k in range(3))
     cf = assert_compiled_matches(gelu_loss_like, x, y, z)
     assert any(s.form == "flat_blocked_sum" for s in _specs(cf))
+
+
+def test_a_batch_of_one_spreads_the_parallel_loop_over_two_dims(thread_counts_back):
+    # (1, C, H, W) in a nested map and in a sum keeping a dim inside the reduced one: a
+    # parallel loop over the batch dim alone would keep every core but one idle
+    x, b = _t(1, 8, 40, 60), _t(8, 40, 1, seed=1)
+    f = tj.trace(lambda x, b: tj.relu(x.transpose(2, 3) * 2 + b.transpose(1, 2)))
+    g = tj.trace(lambda x: (x.transpose(2, 3) * 2).sum(2))
+    xt = x.numpy().transpose(0, 1, 3, 2) * 2
+    sums = {}
+    for n in (1, 2, 4):
+        tj.set_num_threads(n)
+        np.testing.assert_array_equal(f(x, b).numpy(), np.maximum(xt + b.numpy().transpose(0, 2, 1), 0))
+        sums[n] = g(x).numpy()
+        np.testing.assert_array_equal(sums[n], sums[1])
+    np.testing.assert_allclose(sums[1], xt.astype(np.float64).sum(2), rtol=1e-5, atol=1e-5)
+    par = [s for s in _specs(f) + _specs(g) if s.parallel]
+    assert {s.form for s in par} == {"nested_map", "outer_chunks"}
+    for s in par:
+        assert "in prange(d0 * d1):" in s.source or "chunk_t * d0 * d1 // chunk_nt" in s.source, s.source

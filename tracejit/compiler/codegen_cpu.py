@@ -317,21 +317,31 @@ def _flat(nest: LoopNest, form: str, comp: list, loop: str) -> list:
     return body + _fold_partials("nchunk", red)
 
 
+def _outer_loops(dims: list, loop: str, pair: bool) -> tuple:
+    """The loops over `dims` (outermost first) and the depth inside them. Where `pair` holds,
+    the parallel variant's loop runs over the first two dims as one index: over the first
+    dim alone, a batch of 2 ran on two threads whatever the cores."""
+    body, depth = [], 1
+    if pair and loop == "prange":
+        a, b = dims[0], dims[1]
+        body = [f"{IND}for i{a}_{b} in prange(d{a} * d{b}):", f"{IND * 2}i{a} = i{a}_{b} // d{b}",
+                f"{IND * 2}i{b} = i{a}_{b} - i{a} * d{b}"]
+        dims, depth = dims[2:], 2
+    for lvl, d in enumerate(dims):
+        body.append(f"{IND * depth}for i{d} in {loop if lvl == 0 and depth == 1 else 'range'}(d{d}):")
+        depth += 1
+    return body, depth
+
+
 def _nested(nest: LoopNest, form: str, inner: list, loop: str) -> list:
     red = nest.reduction
     body = []
     if form == "nested_map":
-        depth = 1
-        for lvl, d in enumerate(range(nest.rank)):
-            body.append(f"{IND * depth}for i{d} in {loop if lvl == 0 else 'range'}(d{d}):")
-            depth += 1
+        body, depth = _outer_loops(list(range(nest.rank)), loop, nest.rank >= 3)
         return body + [IND * depth + s for s in inner]
     init = _init(red)
     if form == "rows":
-        depth = 1
-        for lvl, d in enumerate(red.kept):
-            body.append(f"{IND * depth}for i{d} in {loop if lvl == 0 else 'range'}(d{d}):")
-            depth += 1
+        body, depth = _outer_loops(list(red.kept), loop, len(red.kept) >= 2)
         body.append(f"{IND * depth}acc = {init}")
         d0 = depth
         for d in red.dims:

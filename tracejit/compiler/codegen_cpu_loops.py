@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .codegen_cpu import (COLUMN_BLOCK, FOLD_MARK, IND, PARTIAL_CAP, ROW_CHUNKS, _cast_back, _combine,
-                          _fold_partials, _init, _np_type)
+                          _fold_partials, _init, _np_type, _outer_loops)
 from .emitter import fold, unflatten
 from .loopnest import ARG_BLOCK, SUM_BLOCK, LoopNest
 
@@ -81,10 +81,9 @@ def _outer_chunks(nest: LoopNest, inner: list, loop: str) -> list:
         row = "i0"
         for d in lead[1:]:
             row = f"({row}) * d{d} + i{d}"
-        body += [f"{IND}partial = np.empty({' * '.join(f'd{d}' for d in lead)} * nk, {acc_np})",
-                 f"{IND}for i0 in {loop}(d0):"]
-        body += [f"{IND * (k + 2)}for i{d} in range(d{d}):" for k, d in enumerate(lead[1:])]
-        depth = len(lead) + 1
+        body += [f"{IND}partial = np.empty({' * '.join(f'd{d}' for d in lead)} * nk, {acc_np})"]
+        loops, depth = _outer_loops(lead, loop, len(lead) >= 2)
+        body += loops
         body += [f"{IND * depth}base = ({row}) * nk",
                  f"{IND * depth}for j in range(base, base + nk):",
                  f"{IND * (depth + 1)}partial[j] = {init}"]

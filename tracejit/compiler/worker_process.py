@@ -25,8 +25,9 @@ class _Worker:
         from . import cacheroot, finish
         self.finish_dir = finish.finish_dir(cacheroot.root())
         env["TRACEJIT_COMPILE_FINISH_DIR"] = self.finish_dir or ""
-        # A worker runs no parallel kernels: one numba thread, no OpenMP pool to spin.
-        env.setdefault("NUMBA_NUM_THREADS", "1")
+        # A worker runs no parallel kernels: one numba thread, no OpenMP pool to spin
+        # (whatever count the program's own numba was given).
+        env["NUMBA_NUM_THREADS"] = "1"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tracejit.compiler.compile_worker"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
