@@ -52,17 +52,19 @@ facts_hooks = _Facts()
 
 
 class Derived(str):
-    """A symbol's name that stands for ``num // den`` (`op` "%": ``num % den``, from 0 up):
-    ``den`` is positive (a positive int or a one-term Sym with a positive coefficient) and
-    ``exact`` once the capture guarded ``den * self == num``."""
+    """A symbol's name that stands for ``num // den`` (`op` "%": ``num % den``): ``den`` is
+    positive (a positive int or a one-term Sym with a positive coefficient) and ``exact``
+    once the capture guarded ``den * self == num``. ``least``: the values it stands for
+    start there (a remainder, and a quotient first seen below 2, from 0; others from 2)."""
 
-    def __new__(cls, name: str, num, den, op: str = "//"):
+    def __new__(cls, name: str, num, den, op: str = "//", least: int = 2):
         self = super().__new__(cls, name)
         self.num, self.den, self.exact, self.op = num, den, False, op
+        self.least = 0 if op == "%" else least
         return self
 
     def __reduce__(self):
-        return _derived, (str(self), self.num, self.den, self.exact, self.op)
+        return _derived, (str(self), self.num, self.den, self.exact, self.op, self.least)
 
     def value(self, env: dict) -> int:
         a, b = _value(self.num, env), _value(self.den, env)
@@ -144,8 +146,8 @@ def data_dependent(*dims) -> None:
             d._specialized()
 
 
-def _derived(name, num, den, exact, op="//"):
-    d = Derived(name, num, den, op)
+def _derived(name, num, den, exact, op="//", least=2):
+    d = Derived(name, num, den, op, least)
     d.exact = exact
     return d
 
@@ -321,8 +323,7 @@ class Sym:
         for 0 up) when it grows with every symbol (no negative coefficient), else None."""
         if any(c < 0 for mono, c in self.terms if mono):
             return None
-        return sum(c * 2 ** len(mono) for mono, c in self.terms
-                   if not any(getattr(s, "op", "") == "%" for s in mono))
+        return sum(c * math.prod(getattr(s, "least", 2) for s in mono) for mono, c in self.terms)
 
     # -- comparisons ----------------------------------------------------------
     def __eq__(self, o):

@@ -505,3 +505,18 @@ def test_int_and_floor_of_a_fraction_that_turns_negative_match_eager():
     for n in (3, 12, 14, 9, 2, 20):   # (n - 8) / 2 below 0 from n = 7: its own entries
         x = tj.randn(24, 3)
         np.testing.assert_allclose(cf(x, n).numpy(), f(x, n).numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{n}")
+
+
+def test_a_view_over_a_padded_length_serves_one_block_and_more(monkeypatch):
+    # (its -1 is 1 at the first size: a size from 0 up, not a constant of the entry)
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
+    F = tj.nn.functional
+
+    def f(x):
+        return F.pad(x, (0, (8 - x.shape[1] % 8) % 8)).reshape(2, -1, 8).sum(-1)
+    cf = tj.compile(f, dynamic=True)
+    for n in (5, 8, 9, 13, 20):
+        a = np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)
+        want = np.concatenate([a, np.zeros((2, -n % 8), np.float32)], 1).reshape(2, -1, 8).sum(-1)
+        np.testing.assert_allclose(cf(tj.tensor(a)).numpy(), want, rtol=1e-5, atol=1e-6, err_msg=f"{n}")
+    assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]

@@ -259,9 +259,9 @@ def test_a_symbolic_size_as_a_fill_value_is_an_integer():
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
 
 
-def test_a_quotient_below_two_is_guarded_and_its_sizes_stay_symbolic(monkeypatch):
-    """``n // 3`` of 1 is this call's constant, guarded (n from 3 to 5): the sizes stay
-    symbolic, and the first n with a quotient of 2 captures the entry every later n runs."""
+def test_a_quotient_below_two_is_a_size_from_zero(monkeypatch):
+    """``n // 3`` of 1 (n from 3 to 5) is a symbol from 0 up, as a remainder: one entry serves
+    quotients of 1 and more; where one of 1 broadcasts, it is this call's constant."""
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
 
     def f(x):
@@ -272,9 +272,20 @@ def test_a_quotient_below_two_is_guarded_and_its_sizes_stay_symbolic(monkeypatch
     for n in (4, 5, 7, 13, 16):
         x = tj.randn(n, 3)
         np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
-    # 4 and 5 share one entry; 7 must not (n // 3 is 2), nor 13 (n // 4 is 3, not 1)
     st = cf.cache_stats()
-    assert st["compiles"] == 3, st["recompile_reasons"]
+    assert st["compiles"] == 1, st["recompile_reasons"]
+    cf(tj.randn(1, 3))   # (a dim of 1 is specialized)
+    assert cf.cache_stats()["compiles"] == 2
+
+    def g(x, y):
+        return x[: x.shape[0] // 4] * y
+
+    cg = tj.trace(g, dynamic=True)
+    y = tj.randn(5, 3)
+    for n in (4, 6, 20, 22, 7):   # one row broadcasts, 5 rows match
+        x = tj.randn(n, 3)
+        np.testing.assert_allclose(cg(x, y).numpy(), g(x, y).numpy(), rtol=1e-6)
+    assert cg.cache_stats()["compiles"] == 2, cg.cache_stats()["recompile_reasons"]
 
 
 def test_repeat_interleave_by_a_count_from_sizes_stays_symbolic(monkeypatch):

@@ -12,7 +12,6 @@ import functools
 import gc
 import os
 import warnings
-import weakref
 
 from .. import dtypes as _dt
 from ..device import CPU
@@ -24,8 +23,9 @@ from ..shapes import Sym
 from ..tensor import Tensor
 from . import config, view_writes as _views
 from .backend import Executor, executor_for
+from .dynamic_dims import _LEARNED, DynamicDims
 from .entry import Entry
-from .guards import LeafDesc, _same_value, build_guard, describe_difference, limit_message
+from .guards import LeafDesc, build_guard, describe_difference, limit_message
 from .ir import Graph, verify
 from .passes import optimize
 from .pytree import flatten, unflatten
@@ -40,12 +40,9 @@ from .tracer import TraceContext, Tracer
 
 __all__ = ["Capture"]
 _F64 = _dt.float64.np.type   # numpy's float64 (a float subclass): a float argument too
-# function -> the (argument, dim)s its compiled instances saw change: a second module of a
-# class starts with them symbolic (torch.compile's automatic dynamic is per code object)
-_LEARNED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-class Capture:
+class Capture(DynamicDims):
     """Capture methods of `CompiledFunction` (they use its state: ``_entries``, ``_dynamic``,
     ``_static``, ``_stats``, ``_lock``...)."""
 
@@ -206,80 +203,6 @@ class Capture:
                 best = reasons
         return best or []
 
-    def _mark_dynamic(self, descs, spec):
-        if not self._dynamic_ok:
-            return
-        found: list = []
-        for e in self._entries:
-            # Dims are compared with every entry of the same structure, whatever else
-            # changed (torch.compile's automatic dynamic: an eval batch without labels after
-            # training's); ints only between calls alike but for them. (Across structures a
-            # decode step's mask would go symbolic before its cache's length, alone: static.)
-            if e.arg_spec != spec:
-                continue
-            diffs, ints, ok = [], [], True
-            for k, (o, n) in enumerate(zip(e.descs, descs)):
-                if (o.kind == n.kind == "const" and type(o.value) is int and type(n.value) is int
-                        and o.value != n.value and n.name not in self._static_ints):
-                    ints.append(k)   # (torch.compile's automatic dynamic for ints)
-                elif o.kind != n.kind or (o.kind == "tensor" and (o.dtype is not n.dtype or o.value is not n.value or o.device != n.device
-                                                                  or len(o.shape) != len(n.shape)
-                                                                  or o.requires_grad != n.requires_grad)):
-                    ok = False
-                    if o.kind == n.kind == "tensor" and len(o.shape) == len(n.shape):
-                        diffs += _changed_dims(o, n, self._static, self._grown)
-                elif o.kind == "const" and not (o.value is n.value or _same_value(o.value, n.value)):
-                    ok = False
-                elif o.kind == "tensor":
-                    diffs += _changed_dims(o, n, self._static, self._grown)
-            found += [d for d in diffs if d not in found]
-            if ok and ints:
-                # An int argument that changes (a step count, a length used in arithmetic)
-                # becomes a runtime input: code that needs its value still gets it, guarded.
-                for k in ints:
-                    self._dynamic_ints.add(descs[k].name)
-                    descs[k] = LeafDesc("scalar", descs[k].name, value=int)
-                config.topic("recompiles").info("%s: making ints runtime inputs: %s", self.__name__,
-                                                [descs[k].name for k in ints])
-                break
-        if found:
-            self._dynamic.update(found)
-            _LEARNED.setdefault(self._fn, set()).update(found)
-            config.topic("recompiles").info("%s: making dims dynamic: %s", self.__name__, found)
-
-    def _ints_that_changed(self, descs, leaves) -> None:
-        """Int runtime inputs (``@script``'s) that an entry specialized to a value it no longer
-        has: as an int argument that changes under ``trace``, they may be sizes from now on."""
-        if not self._dynamic_ok:
-            return
-        for e in self._entries:
-            for d in e.decisions:
-                k = d.expr[1] if d.kind == "value" and d.expr[0] == "in" else None
-                if (k is not None and k < len(descs) and descs[k].kind == "scalar"
-                        and type(leaves[k]) is int and leaves[k] != d.expected):
-                    self._dynamic_ints.add(descs[k].name)
-
-    def _symbolic_descs(self, descs, allow_symbols: bool = True):
-        """Replace dynamic dims by symbols; equal sizes share a symbol (checked by the guard)."""
-        by_size: dict = {}
-        out = []
-        for d in descs:
-            if d.kind != "tensor":
-                out.append(d)
-                continue
-            shape = []
-            for j, s in enumerate(d.shape):
-                if (allow_symbols and s >= 2 and (d.name, j) not in self._static
-                        and ((d.name, j) in self._dynamic or self._force_dynamic)):
-                    sym = by_size.get(s)
-                    if sym is None:
-                        sym = by_size[s] = f"s{len(by_size)}"
-                    shape.append(sym)
-                else:
-                    shape.append(s)
-            out.append(LeafDesc("tensor", d.name, d.dtype, d.device, d.requires_grad, tuple(shape), d.value))
-        return out
-
     def _get_trace_fn(self):
         if self._trace_fn is None:
             if self._mode == "script":
@@ -294,7 +217,7 @@ class Capture:
                 self._trace_fn = self._fn
         return self._trace_fn
 
-    def _trace(self, leaves, spec, sdescs, gm, const_names=None, vals=None):
+    def _trace(self, leaves, spec, sdescs, gm, const_names=None, vals=None, low: bool = True):
         """Run the function on tracers for `sdescs`; returns (ctx, out_atoms, out_leaves,
         out_spec, mutations)."""
         fn = self._get_trace_fn()
@@ -334,7 +257,7 @@ class Capture:
                     tracers.append(t)
                 else:
                     tracers.append(x)
-            ctx.sizes = _size_args(sdescs, self._dynamic_ints - self._fixed_size_ints)
+            ctx.sizes = self._sizes_tried = _size_args(sdescs, self._dynamic_ints - self._fixed_size_ints, low)
             targs, tkwargs = self._unbind(tvals := passed_in_place(vals, unflatten(spec, tracers), undo))
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn, leaves, tvals)
@@ -410,12 +333,14 @@ class Capture:
         refused: set = set()   # dims a symbolic attempt could not trace: static from now on
         failed = "a capture with it symbolic failed"
         symbolic: list = []
-        for attempt in range(4):
-            if attempt == 3 and allow_symbols:
+        low = True   # quotients of 0 or 1 as sizes from 0 up (size_args.py), until one broadcasts
+        self._sizes_tried = None
+        for attempt in range(5):
+            if attempt == 4 and allow_symbols:
                 # the last try is fully static: nothing left to specialize
                 allow_symbols = False
                 refused.update(symbolic)
-            sdescs = self._symbolic_descs(descs, allow_symbols)
+            sdescs = self._symbolic_descs(descs, allow_symbols, spec)
             symbolic = [(d.name, j) for d in sdescs if d.kind == "tensor"
                         for j, s in enumerate(d.shape) if isinstance(s, str)]
             # a module's guard notes the attributes the forward reads (module_guard.py);
@@ -428,10 +353,13 @@ class Capture:
             try:
                 with rec() if rec is not None else contextlib.nullcontext() as read:
                     ctx, out_atoms, out_leaves, out_spec, mutations = self._trace(
-                        leaves, spec, sdescs, gm, self._const_names(), vals)
+                        leaves, spec, sdescs, gm, self._const_names(), vals, low)
             except Exception as exc:
                 if not symbolic or isinstance(exc, NumpyOnArray):
                     raise
+                if low and getattr(self._sizes_tried, "from_zero", False):   # (one of 1 broadcast: this call's constant)
+                    low = False
+                    continue
                 # Shape logic that symbolic dims cannot express: capture with static shapes
                 # (if that fails too, its error is the user's).
                 config.topic("recompiles").info("%s: capture with dims %s symbolic failed (%s: %s); "
@@ -439,6 +367,9 @@ class Capture:
                                                 type(exc).__name__, exc)
                 refused.update(symbolic)
                 allow_symbols, failed = False, f"{failed} ({type(exc).__name__}: {exc})"
+                continue
+            if ctx.specialized and low and ctx.sizes.from_zero:
+                low = False
                 continue
             if ctx.specialized:
                 # User code needed concrete sizes: keep those dims static from now on (one grown
@@ -560,14 +491,6 @@ def _const_descs(tensors, names=None) -> list:
     return [LeafDesc("tensor", f"<captured {(names or {}).get(id(t)) or t._name or type(t).__name__} "
                      f"{tuple(t._data.shape)}>", t.dtype, t.device, t.requires_grad, tuple(t._data.shape))
             for t in tensors]
-
-
-def _changed_dims(o: LeafDesc, n: LeafDesc, static: dict, grown: set) -> list:
-    """(name, dim) of the static dims of `o` that `n` has another size in (not 0 or 1); also into `grown` if 1 in `o`."""
-    dims = [(n.name, j) for j, (a, b) in enumerate(zip(o.shape, n.shape))
-            if isinstance(a, int) and a != b and b not in (0, 1) and (n.name, j) not in static]
-    grown.update(d for d in dims if o.shape[d[1]] == 1)
-    return dims
 
 
 def _ident(name: str) -> str:

@@ -11,7 +11,8 @@ and 1 keep their own entries), and each fact a shape rule assumed about it
 (``20 - i0 >= 0``: the slice stays inside a dim of 20) is checked on every call.
 A floor division of such sizes or of dims (``144 // n``, ``x.view(n, -1)``, a strided
 conv's ``(h - 1) // 2``) is a derived symbol
-(``q0``, shapes.Derived) computed from them on each call, guarded >= 2, and where a rule
+(``q0``, shapes.Derived) computed from them on each call, guarded >= 2 (or from 0 up where
+it is 0 or 1 at capture), and where a rule
 needs it exact (``n * q0 == 144``), guarded exact: a call with another ``n`` misses the
 entry and meets the error eager code raises.
 
@@ -35,7 +36,8 @@ __all__ = ["SizeArgs", "size_of", "rounded", "assume_nonnegative", "known_facts"
 class SizeArgs:
     """The int arguments one capture may make symbolic, and the symbols it made."""
 
-    def __init__(self, ints: set, dims: dict):
+    def __init__(self, ints: set, dims: dict, low: bool = True):
+        self.low, self.from_zero = low, False   # (may a quotient below 2 be a symbol; was one)
         self.ints = ints          # leaf indices of the int arguments that may become sizes
         self.sources = dict(dims)  # symbol name -> ("dim", leaf, j) | ("int", leaf) | ("ext", Lifted)
         self.syms: dict = {}      # leaf index or Lifted -> its Sym
@@ -109,16 +111,27 @@ class SizeArgs:
         value = hint(num) // hint(den)
         if value < 0:
             return None
-        q = Sym.symbol(Derived(f"q{len(self.facts.derived)}", num, den), value)
-        # 0 and 1 are no symbol's values (a dim of 1 broadcasts): this call's quotient, guarded
-        # equal, keeps the sizes it is computed from symbolic (``x[:, :n // 4]`` from n = 4 on)
-        if not (self.assume(ctx, q - 2, "a size computed by //", dims=True) if value >= 2 else
-                self.assume(ctx, q - value, "a quotient below 2", dims=True)
-                and self.assume(ctx, value - q, "a quotient below 2", dims=True)):
-            return None
-        if value < 2:
+        # A quotient of 2 and more stands for values >= 2, guarded, as a dim's symbol does; one
+        # of 0 or 1 for values from 0 up, as a remainder, with its numerator guarded >= 0 (a
+        # view's -1 over a padded length serves one block and more). Kernels broadcast only a
+        # dim of 1 they know: where such a quotient broadcasts, the capture runs again with it
+        # this call's constant, guarded equal (``x[:, :n // 4]`` from n = 4 on)
+        name = Derived(f"q{len(self.facts.derived)}", num, den, least=0 if value < 2 and self.low else 2)
+        q = Sym.symbol(name, value)
+        if value >= 2:
+            made = self.assume(ctx, q - 2, "a size computed by //", dims=True)
+        elif self.low:
+            made = _nonneg(num) or self.assume(ctx, num, "a quotient below 2", dims=True)
+            self.from_zero |= made
+        else:
+            made = (self.assume(ctx, q - value, "a quotient below 2", dims=True)
+                    and self.assume(ctx, value - q, "a quotient below 2", dims=True))
             q = value
+        if not made:
+            return None
         self.facts.derived[key] = q
+        if name.least == 0:
+            _tag_dims(ctx, self.facts)
         return q
 
     def _guard(self, ctx, v: Sym, what: str) -> None:
@@ -128,6 +141,11 @@ class SizeArgs:
         srcs = tuple(sorted((s, self.sources[s]) for s in v.free_symbols))
         self.facts.add(v.terms)
         note(ctx.decisions, ("nonneg", v, srcs), "bool", True, what, same_kind=None)
+
+
+def _nonneg(v) -> bool:
+    low = v.lower_bound() if isinstance(v, Sym) else v
+    return low is not None and low >= 0
 
 
 def _tag_dims(ctx, facts: set) -> None:
@@ -175,7 +193,7 @@ def known_facts(graph) -> Optional[Known]:
         for f in [getattr(v.size, "facts", None)] + [getattr(d, "facts", None) for d in v.aval.shape]:
             facts |= f or frozenset()
             derived.update(getattr(f, "derived", {}))
-    return Known(facts, derived) if facts else None
+    return Known(facts, derived) if facts or derived else None
 
 
 def size_of(t) -> object:
@@ -356,7 +374,7 @@ def specialize_sizes(value) -> None:
             specialize_sizes(v)
 
 
-def for_capture(sdescs, ints: set) -> SizeArgs:
+def for_capture(sdescs, ints: set, low: bool = True) -> SizeArgs:
     """What a capture may make symbolic sizes: the int arguments in `ints` (by leaf name),
     and where each dim symbol of `sdescs` is read from."""
     dims: dict = {}
@@ -365,4 +383,4 @@ def for_capture(sdescs, ints: set) -> SizeArgs:
             for j, s in enumerate(d.shape):
                 if isinstance(s, str):
                     dims.setdefault(s, ("dim", i, j))
-    return SizeArgs({i for i, d in enumerate(sdescs) if d.kind == "scalar" and d.name in ints}, dims)
+    return SizeArgs({i for i, d in enumerate(sdescs) if d.kind == "scalar" and d.name in ints}, dims, low)
