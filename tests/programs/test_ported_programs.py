@@ -507,3 +507,7 @@ MAX_COMPILES.update({
     # training and without grad, and a leaf's zero state requiring grad under no_grad
     # (torch.compile's 7 graphs too)
     "prog_treelstm.py": 7})
+# 2-D Gaussian splatting (a renderer sorting by depth and compositing by an exclusive
+# cumprod, compiled dynamic=True across densification's clone and prune, which rebuild the
+# Adam state of named param groups)
+COMPILED += ["prog_splat.py"]
