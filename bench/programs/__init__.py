@@ -105,6 +105,8 @@ PROGRAMS = {
     "deberta": "DeBERTa-v2, 128 tokens: log-bucketed relative positions, c2p/p2c scores by gather",
     "sam": "SAM on a WideResNet-16-2, 32x32, batch 32: two passes a step, BatchNorm momentum toggled",
     "lnn": "Lagrangian NN, batch 64: vmap of torch.func hessian and nested jacrev, pinv, Adam",
+    "demucs": "Demucs v2, 4 stereo sources, 1 s at 8 kHz: Conv1d/GLU U-Net, BiLSTM bottleneck, trimmed skips",
+    "superglue": "SuperGlue, 128 x 112 keypoints: self/cross einsum attention, 20 log-Sinkhorn iterations",
 }
 
 # program -> {system: why it cannot run the program}: not run, shown as "unsupported"

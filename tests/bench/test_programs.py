@@ -75,7 +75,8 @@ def unchanged_losses(request):
                                      "esrgan", "ptrans",
                                      "whisper", "longformer",
                                      "enet", "iqn",
-                                     "reformer", "deberta"])
+                                     "reformer", "deberta",
+                                     "demucs", "superglue"])
 def test_program_runs_unchanged_with_pytorch_losses(program):
     want, got = LOSSES["torch"][program], LOSSES["tracejit"][program]
     assert [LOSSES[f]["__framework__"] for f in LOSSES] == ["torch", "tracejit"]   # the swap took

@@ -495,3 +495,19 @@ MAX_COMPILES.update({
     # in eval on inputs requiring grad and not, in training likewise; eval without grad
     # (torch.compile's 8)
     "prog_trades.py": 5})
+# Demucs (Conv1d + GLU encoders, a BiLSTM bottleneck, ConvTranspose1d decoders on
+# center-trimmed skips, Remix by argsort and gather), SuperGlue (log-domain Sinkhorn over
+# dustbins joined by cat, mutual matching by gather; dynamic=True, fullgraph=True), a
+# Child-Sum Tree-LSTM (its node cell compiled dynamic=True, called by a recursion over Python
+# trees) and EfficientDet's BiFPN (same padding from the input size, fast normalized fusion,
+# a Swish autograd.Function, heads shared over five levels)
+COMPILED += ["prog_demucs.py", "prog_superglue.py", "prog_treelstm.py", "prog_bifpn.py"]
+MAX_COMPILES.update({
+    # the cell's child count read by len() for repeat: one capture per count (1, 2, 3),
+    # training and without grad, and a leaf's zero state requiring grad under no_grad
+    # (torch.compile's 7 graphs too)
+    "prog_treelstm.py": 7})
+# 2-D Gaussian splatting (a renderer sorting by depth and compositing by an exclusive
+# cumprod, compiled dynamic=True across densification's clone and prune, which rebuild the
+# Adam state of named param groups)
+COMPILED += ["prog_splat.py"]
