@@ -135,7 +135,7 @@ def test_blocked_forms_match_numpy_forms(monkeypatch, geo, dtype, block, channel
 def test_conv2d_and_conv_transpose2d_are_the_blocked_primitives():
     from tracejit.ops import impls
     for prim, fn in ((G.CONV2D_GEMM, B.forward), (G.CONV2D_WGRAD, B.wgrad), (G.CONV2D_XGRAD, B.xgrad)):
-        assert fn in [i.fn for i in impls.implementations(prim)]
+        assert fn in [getattr(i.fn, "__wrapped__", i.fn) for i in impls.implementations(prim)]
     conv = tj.nn.Conv2d(3, 4, 3, padding=1)
     up = tj.nn.ConvTranspose2d(4, 2, 4, stride=2, padding=1)
     f = tj.script(lambda x: up(conv(x)).sum())
@@ -196,3 +196,38 @@ def test_blocks_fit_the_cache_and_give_each_core_one(monkeypatch, cpus):
             size = max(e - s for s, e in got)
             assert size * per_image <= bound or size == 1
             assert len(got) >= min(n, cpus)
+
+
+# (x shape, weight shape, stride, padding, dilation, groups): the blocked forms, depthwise
+CASES_1D = [((2, 4, 9), (6, 2, 4), 2, 1, 2, 2), ((2, 6, 17), (12, 1, 5), 2, 2, 2, 6)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES_1D)
+def test_conv1d_is_one_record_equal_to_torch(case, dtype, threads, thread_counts_back):
+    """conv1d binds the convolution primitive on its 3-D operands: one record whose inputs
+    are the leaves themselves (no views of them), values and gradients PyTorch's."""
+    torch = pytest.importorskip("torch")
+    tj.set_num_threads(threads)
+    xs, ws, stride, padding, dilation, groups = case
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(s).astype(dtype) for s in (xs, ws, ws[:1])]
+    tt = [torch.tensor(a, requires_grad=True) for a in arrays]
+    jt = [tj.tensor(a, requires_grad=True) for a in arrays]
+    ro = torch.nn.functional.conv1d(*tt, stride, padding, dilation, groups)
+    jo = F.conv1d(*jt, stride, padding, dilation, groups)
+    assert jo.grad_fn.name() == "ConvolutionBackward0"
+    assert [type(f).__name__ for f, _ in jo.grad_fn.next_functions] == ["AccumulateGrad"] * 3
+    u = rng.standard_normal(tuple(ro.shape)).astype(dtype)
+    ro.backward(torch.tensor(u))
+    jo.backward(tj.tensor(u))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(jo.detach().numpy(), ro.detach().numpy(), rtol=tol, atol=tol)
+    for a, r in zip(jt, tt):
+        np.testing.assert_allclose(a.grad.numpy(), r.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_a_1d_convolution_takes_3d_operands():
+    with pytest.raises(tj.errors.ShapeError, match="1-d convolution takes 3-D operands"):
+        G.conv2d_gemm(tj.ones(2, 3, 4, 5), tj.ones(2, 3, 3))

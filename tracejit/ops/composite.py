@@ -6,7 +6,7 @@ import numpy as np
 from ..errors import (ArgumentError, DTypeError, ShapeError, expect_floating, expect_not_bool,
                       user_stacklevel)
 from ..shapes import broadcast_shapes, normalize_dim
-from .conv import _pair
+from .conv import _ntuple, _pair
 from .conv_gemm import conv2d_gemm
 from .depthwise import depthwise_conv2d
 from .creation import arange
@@ -259,17 +259,18 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
 
 def checked_conv2d(x, weight, bias, stride, padding, dilation, groups: int):
     """conv2d of 4-D `x` and `weight` whose arguments `check_conv_args` accepted (conv1d
-    checks them itself, on its own shapes)."""
+    checks them itself, on its own shapes, and passes 3-D ones: one record of the same
+    primitives, ops/conv_gemm.py `as_2d`)."""
     if x.dtype is _dt.bfloat16:
         wide = _bf16_eager.widened(x, weight, bias)
         if wide is not None:    # (computed in float32, rounded once)
-            return cast(conv2d(*wide, stride, padding, dilation, groups), _dt.bfloat16)
-    o, cg, kh, kw = weight.shape
-    dilation = _pair(dilation)
+            return cast(checked_conv2d(*wide, stride, padding, dilation, groups), _dt.bfloat16)
+    o, cg = weight.shape[:2]
+    nd = weight.ndim - 2
+    stride, dilation = _ntuple(stride, nd, "stride", "conv2d"), _ntuple(dilation, nd, "dilation", "conv2d")
     if isinstance(padding, str):
-        x, padding = string_padding("conv2d", x, padding, (kh, kw), _pair(stride) != (1, 1), dilation)
-    c = x.shape[1]
-    stride, padding = _pair(stride), _pair(padding)
+        x, padding = string_padding("conv2d", x, padding, tuple(weight.shape[2:]), stride != (1,) * nd, dilation)
+    padding, c = _ntuple(padding, nd, "padding", "conv2d"), x.shape[1]
     # One primitive. ops/conv_gemm.py: a backend runs it by blocks of images whose columns
     # stay in cache, each group's product on its slice of them, the result NCHW with no
     # transposing copy, the bias added in cache and its gradient summed with the weight's.
@@ -281,7 +282,7 @@ def checked_conv2d(x, weight, bias, stride, padding, dilation, groups: int):
     else:
         out = conv2d_gemm(x, weight, bias if fold else None, stride, padding, dilation, groups)
     if bias is not None and not fold:
-        out = out + reshape(bias, (1, o, 1, 1))
+        out = out + reshape(bias, (1, o) + (1,) * nd)
     return _conv_result(out)
 
 

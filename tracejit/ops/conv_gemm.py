@@ -9,6 +9,9 @@ a few images made and used while in cache, never the whole batch's.
 - ``conv2d_xgrad(g, w)``: the input's gradient, W^T g folded (col2im): also
   conv_transpose2d's forward.
 
+A 1-d convolution is each primitive's on (N, C, L) operands with 1-tuples of geometry
+(`as_2d`): one record, run as the height-1 2-d one on views.
+
 With ``groups`` G (a param only where G > 1) the channels split into G groups, each its own
 product over a contiguous slice of the column rows (channel-major, so a group's rows are
 one run) and of the weight's output channels: one im2col for all groups. Their numpy forms
@@ -16,6 +19,8 @@ are the whole-batch im2col, one (batched over groups) GEMM and col2im (ops/conv.
 reference the blocked implementations match.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -26,7 +31,7 @@ from .eager import bind
 from .registry import Aval, defprim
 from .shape import narrow, reshape
 
-__all__ = ["conv2d_gemm", "conv2d_wgrad", "conv2d_xgrad"]
+__all__ = ["conv2d_gemm", "conv2d_wgrad", "conv2d_xgrad", "as_2d", "as_2d_call"]
 
 
 def _check(op: str, g, x_shape, o: int, kernel, stride, padding, dilation) -> None:
@@ -53,6 +58,58 @@ def by_group(a, groups: int):
 def _grouped(groups: int) -> dict:
     """The `groups` param as the primitives carry it: absent where 1 (existing IR text)."""
     return {} if groups == 1 else {"groups": groups}
+
+
+# ---------------------------------------------------------------- one dimension
+# A 2-d geometry param's first entry for a 1-d convolution's height-1 image.
+_HEIGHT_ONE = {"kernel": 1, "stride": 1, "dilation": 1, "input_hw": 1, "padding": 0}
+
+
+def _raised(a):
+    """A 1-d convolution's (N, C, L) operand as (N, C, 1, L) (a bias stays as it is)."""
+    if a.ndim < 2:
+        return a
+    if a.ndim != 3:
+        raise ShapeError(f"a 1-d convolution takes 3-D operands, got shape {tuple(a.shape)}")
+    if isinstance(a, Aval):
+        return Aval(a.shape[:2] + (1,) + a.shape[2:], a.dtype, a.device)
+    return a[:, :, None]
+
+
+def _dropped(out):
+    """A height-1 2-d result (N, C, 1, L) as the 1-d one's (N, C, L); a flat record as it is."""
+    if out is None or out.ndim != 4:
+        return out
+    shape = tuple(out.shape[:2]) + tuple(out.shape[3:])
+    return Aval(shape, out.dtype, out.device) if isinstance(out, Aval) else out.reshape(shape)
+
+
+def _lifted(params: dict) -> dict:
+    """A 1-d convolution's params as its height-1 2-d one's."""
+    return {k: (_HEIGHT_ONE[k],) + tuple(v) if k in _HEIGHT_ONE else v for k, v in params.items()}
+
+
+def as_2d(fn, lead: int = 0):
+    """`fn(*lead, *operands, **params)` of a 2-d convolution taking a 1-d one's too, as the
+    height-1 2-d one (views in, the height dropped out). `lead`: arguments before the
+    operands (a numpy form's array module)."""
+    @functools.wraps(fn)   # (its signature: the IR's checks count operands by it)
+    def run(*args, **params):
+        if len(params["kernel"]) != 1:
+            return fn(*args, **params)
+        return _dropped(fn(*args[:lead], *(_raised(a) for a in args[lead:]), **_lifted(params)))
+    return run
+
+
+def as_2d_call(spec):
+    """A plan's call for a signature (`spec(shapes, dtype, params)`), as `as_2d` for 1-d ones."""
+    def call(shapes, dtype, params):
+        if len(params["kernel"]) != 1:
+            return spec(shapes, dtype, params)
+        shapes = tuple(s if s is None or len(s) != 3 else tuple(s[:2]) + (1,) + tuple(s[2:]) for s in shapes)
+        f = spec(shapes, dtype, _lifted(params))
+        return None if f is None else (lambda *arrays: _dropped(f(*(_raised(a) for a in arrays))))
+    return call
 
 
 # ---------------------------------------------------------------- forward
@@ -96,7 +153,7 @@ def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, groups=1, need
             gw, gb = _split_wgrad(gw, g.shape[1], (g.shape[1], x.shape[1] // groups) + tuple(kernel))
     elif bias:
         from .reductions import sum as _sum
-        gb = _sum(g, (0, 2, 3))
+        gb = _sum(g, (0,) + tuple(range(2, g.ndim)))
     return (gx, gw, gb) if b else (gx, gw)
 
 
@@ -172,35 +229,36 @@ def _meta(pos: int):
 
 
 _EXTRA = {"needs": True}
-CONV2D_GEMM = defprim("conv2d_gemm", _fwd_impl, _fwd_rule, _fwd_vjp, kind="other", save=_saves,
+CONV2D_GEMM = defprim("conv2d_gemm", as_2d(_fwd_impl, 1), as_2d(_fwd_rule), _fwd_vjp, kind="other", save=_saves,
                       grad_name="ConvolutionBackward0", extra=dict(_EXTRA, meta=_meta(0)))
-CONV2D_WGRAD = defprim("conv2d_wgrad", _wgrad_impl, _wgrad_rule, _wgrad_vjp, kind="other", save=_saves,
+CONV2D_WGRAD = defprim("conv2d_wgrad", as_2d(_wgrad_impl, 1), as_2d(_wgrad_rule), _wgrad_vjp, kind="other", save=_saves,
                        extra=dict(_EXTRA, meta=_meta(1)))
-CONV2D_XGRAD = defprim("conv2d_xgrad", _xgrad_impl, _xgrad_rule, _xgrad_vjp, kind="other", save=_saves,
+CONV2D_XGRAD = defprim("conv2d_xgrad", as_2d(_xgrad_impl, 1), as_2d(_xgrad_rule), _xgrad_vjp, kind="other", save=_saves,
                        extra=dict(_EXTRA))
 
 
-def _geometry(stride, padding, dilation, groups: int = 1) -> dict:
-    def pair(v):
-        if _ints(v, 2):   # (the common call, as it is)
-            return v if type(v) is tuple else (v, v)
-        return (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(e) for e in v)
-    return dict(stride=pair(stride), padding=pair(padding), dilation=pair(dilation), **_grouped(int(groups)))
+def _geometry(stride, padding, dilation, groups: int = 1, nd: int = 2) -> dict:
+    """The geometry params of an `nd`-d convolution (2, or 1: `as_2d`), as n-tuples."""
+    def tup(v):
+        if _ints(v, nd):   # (the common call, as it is)
+            return v if type(v) is tuple else (v,) * nd
+        return (int(v),) * nd if isinstance(v, (int, np.integer)) else tuple(int(e) for e in v)
+    return dict(stride=tup(stride), padding=tup(padding), dilation=tup(dilation), **_grouped(int(groups)))
 
 
 def conv2d_gemm(x, w, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """The convolution of x (N, C, H, W) with w (O, C/groups, kh, kw), plus the bias (O,)
-    if given (of x's dtype)."""
+    if given (of x's dtype); of x (N, C, L) with w (O, C/groups, k) in one dimension."""
     b = () if bias is None else (bias,)
     return bind(CONV2D_GEMM, x, w, *b, kernel=tuple(int(k) for k in w.shape[2:]),
-                **_geometry(stride, padding, dilation, groups))
+                **_geometry(stride, padding, dilation, groups, w.ndim - 2))
 
 
 def conv2d_wgrad(g, x, kernel, stride=1, padding=0, dilation=1, bias: bool = False, groups: int = 1):
     """The gradient of `conv2d_gemm`'s weight (O, C/groups, kh, kw) for output gradient g;
     with `bias`, (that, the bias's gradient (O,))."""
     rec = bind(CONV2D_WGRAD, g, x, kernel=tuple(int(k) for k in kernel), bias=bool(bias),
-               **_geometry(stride, padding, dilation, groups))
+               **_geometry(stride, padding, dilation, groups, len(kernel)))
     return _split_wgrad(rec, g.shape[1], (g.shape[1], x.shape[1] // groups) + tuple(kernel)) if bias else rec
 
 
@@ -208,4 +266,5 @@ def conv2d_xgrad(g, w, input_hw, stride=1, padding=0, dilation=1, groups: int = 
     """The gradient of `conv2d_gemm`'s input (N, C, *input_hw) for output gradient g; with
     g an input and w (C_in, C_out/groups, kh, kw), conv_transpose2d's result."""
     return bind(CONV2D_XGRAD, g, w, input_hw=tuple(as_dim(s) for s in input_hw),
-                kernel=tuple(int(k) for k in w.shape[2:]), **_geometry(stride, padding, dilation, groups))
+                kernel=tuple(int(k) for k in w.shape[2:]),
+                **_geometry(stride, padding, dilation, groups, w.ndim - 2))

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .conv import _padded, _windows
-from .conv_gemm import _EXTRA, _check as _check_geometry, _geometry, _meta, _out_hw, _saves  # (conv2d_gemm's)
+from .conv_gemm import (_EXTRA, _check as _check_geometry, _geometry, _meta, _out_hw, _saves,  # (conv2d_gemm's)
+                         as_2d)
 from .eager import bind
 from .registry import Aval, defprim
 
@@ -67,7 +68,7 @@ def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, needs=None):
     if not b:
         return gx, gw
     from .reductions import sum as _sum
-    return gx, gw, (_sum(g, (0, 2, 3)) if needs[2] else None)
+    return gx, gw, (_sum(g, (0,) + tuple(range(2, g.ndim))) if needs[2] else None)
 
 
 # ---------------------------------------------------------------- weight gradient
@@ -129,20 +130,22 @@ def _xgrad_vjp(u, out, g, w, input_hw, channels, kernel, stride, padding, dilati
     return gg, gw
 
 
-DEPTHWISE_CONV2D = defprim("depthwise_conv2d", _fwd_impl, _fwd_rule, _fwd_vjp, kind="other", save=_saves,
+DEPTHWISE_CONV2D = defprim("depthwise_conv2d", as_2d(_fwd_impl, 1), as_2d(_fwd_rule), _fwd_vjp, kind="other",
+                           save=_saves,
                            grad_name="ConvolutionBackward0", extra=dict(_EXTRA, meta=_meta(0)))
-DEPTHWISE_WGRAD = defprim("depthwise_wgrad", _wgrad_impl, _wgrad_rule, _wgrad_vjp, kind="other",
+DEPTHWISE_WGRAD = defprim("depthwise_wgrad", as_2d(_wgrad_impl, 1), as_2d(_wgrad_rule), _wgrad_vjp, kind="other",
                           save=_saves, extra=dict(_EXTRA, meta=_meta(1)))
-DEPTHWISE_XGRAD = defprim("depthwise_xgrad", _xgrad_impl, _xgrad_rule, _xgrad_vjp, kind="other",
+DEPTHWISE_XGRAD = defprim("depthwise_xgrad", as_2d(_xgrad_impl, 1), as_2d(_xgrad_rule), _xgrad_vjp, kind="other",
                           save=_saves, extra=dict(_EXTRA))
 
 
 def depthwise_conv2d(x, w, bias=None, stride=1, padding=0, dilation=1):
     """The depthwise convolution of x (N, C, H, W) with w (C*m, 1, kh, kw): conv2d with
-    ``groups=C``, plus the bias (C*m,) if given (of x's dtype)."""
+    ``groups=C``, plus the bias (C*m,) if given (of x's dtype); in one dimension of x
+    (N, C, L) with w (C*m, 1, k)."""
     b = () if bias is None else (bias,)
     return bind(DEPTHWISE_CONV2D, x, w, *b, kernel=tuple(int(k) for k in w.shape[2:]),
-                **_geometry(stride, padding, dilation))
+                **_geometry(stride, padding, dilation, nd=w.ndim - 2))
 
 
 def depthwise_wgrad(g, x, kernel, stride=1, padding=0, dilation=1):

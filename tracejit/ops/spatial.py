@@ -3,7 +3,7 @@ max pooling with ceil_mode, padding modes (adaptive_avg_pool2d is ops/pooling_nd
 
 Everything here is written with primitives that already have VJPs:
 
-- ``conv1d`` is conv2d over a height-1 image; ``conv_transpose2d`` is a matmul with the
+- ``conv1d`` is conv2d's primitive on 3-D operands (one record, run as a height-1 image); ``conv_transpose2d`` is a matmul with the
   weight followed by ``fold`` (col2im), which is exactly the gradient of conv2d with
   respect to its input, so it goes through BLAS like conv2d does;
 - adaptive max pooling over equal bins is max_pool2d; other bins are ops/pooling_nd.py's
@@ -45,13 +45,10 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
         raise ShapeError(f"conv1d: expected 3-D input (N, C, L) and weight (O, C/groups, k), got "
                          f"{tuple(x.shape)} and {tuple(weight.shape)}")
     check_conv_args("conv1d", x, weight, bias, stride, padding, dilation, groups)
-    (stride,), (dilation,) = _ntuple(stride, 1, "stride", "conv1d"), _ntuple(dilation, 1, "dilation", "conv1d")
+    stride, dilation = _ntuple(stride, 1, "stride", "conv1d"), _ntuple(dilation, 1, "dilation", "conv1d")
     if isinstance(padding, str):
-        x, padding = string_padding("conv1d", x, padding, (weight.shape[2],), stride != 1, (dilation,))
-    (padding,) = _ntuple(padding, 1, "padding", "conv1d")
-    out = checked_conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, (1, stride), (0, padding),
-                         (1, dilation), groups)
-    return squeeze(out, 2)
+        x, padding = string_padding("conv1d", x, padding, (weight.shape[2],), stride != (1,), dilation)
+    return checked_conv2d(x, weight, bias, stride, _ntuple(padding, 1, "padding", "conv1d"), dilation, groups)
 
 
 @_autocast.lower

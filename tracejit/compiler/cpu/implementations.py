@@ -16,7 +16,7 @@ from ... import bf16 as _bf16, dtypes as _dt
 from ...ops import impls
 from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ...ops.batchnorm_prim import BATCH_NORM_FORWARD, BN_BACKWARD
-from ...ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD
+from ...ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD, as_2d, as_2d_call
 from ...ops.depthwise import DEPTHWISE_CONV2D, DEPTHWISE_WGRAD, DEPTHWISE_XGRAD
 from ...ops.elementwise_logic import CAST
 from ...ops.embedding_bag import EMBEDDING_BAG, EMBEDDING_BAG_BACKWARD
@@ -95,14 +95,14 @@ TABLE = (
     (MAX_POOL2D_SCATTER, windows.scatter, floats(2), None),
     (AVG_POOL2D, windows.avg_pool2d, floats(1), None),
     (AVG_POOL2D_BACKWARD, windows.avg_pool2d_backward, floats(1), None),
-    # convolutions by blocks of images whose columns stay in cache
-    (CONV2D_GEMM, conv_blocks.forward, floats(2), conv_blocks.forward_call),
-    (CONV2D_WGRAD, conv_blocks.wgrad, floats(2), conv_blocks.wgrad_call),
-    (CONV2D_XGRAD, conv_blocks.xgrad, floats(2), conv_blocks.xgrad_call),
+    # convolutions by blocks of images whose columns stay in cache (1-d ones as height-1 2-d)
+    (CONV2D_GEMM, as_2d(conv_blocks.forward), floats(2), as_2d_call(conv_blocks.forward_call)),
+    (CONV2D_WGRAD, as_2d(conv_blocks.wgrad), floats(2), as_2d_call(conv_blocks.wgrad_call)),
+    (CONV2D_XGRAD, as_2d(conv_blocks.xgrad), floats(2), as_2d_call(conv_blocks.xgrad_call)),
     # depthwise convolutions: a loop over the (image, channel) planes, the input read in place
-    (DEPTHWISE_CONV2D, depthwise.forward, depthwise.operands, None),
-    (DEPTHWISE_WGRAD, depthwise.wgrad, depthwise.operands, None),
-    (DEPTHWISE_XGRAD, depthwise.xgrad, depthwise.operands, None),
+    (DEPTHWISE_CONV2D, as_2d(depthwise.forward), depthwise.operands, None),
+    (DEPTHWISE_WGRAD, as_2d(depthwise.wgrad), depthwise.operands, None),
+    (DEPTHWISE_XGRAD, as_2d(depthwise.xgrad), depthwise.operands, None),
     # BatchNorm's one-pass records: their channel forms' kernels (a compiled step's channel group)
     (BN_BACKWARD, channel_forms.backward, floats(2), None),
     (BATCH_NORM_FORWARD, channel_forms.forward, floats(1), None),
