@@ -9,6 +9,7 @@ from ..autograd import grad as _autograd_grad
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..autograd.graph import reachable_leaves
 from ..jit.ir import Var
+from ..ops.registry import bind, trace_state
 from ..tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize", "functionalize",
@@ -50,10 +51,16 @@ def _rebuild(x, it):
 
 def _track(x):
     """`x` with every tensor a graph input: a tensor that already carries a graph (an outer
-    transform's) stays connected to it, so nested transforms differentiate through."""
+    transform's) stays connected to it, so nested transforms differentiate through. Inside
+    a capture a concrete tensor becomes a traced value (the capture's gradient starts there)."""
+    from ..jit.tracer import DETACH
+    from ..ops.shape import COPY
+
     def one(t):
         if not t.dtype.is_floating_point:
             raise TypeError(f"func transforms differentiate floating-point inputs, got {t.dtype}")
+        if trace_state.tracer is not None and getattr(t, "_trace", None) is None:
+            return bind(COPY, t) if t.requires_grad else bind(DETACH, t).requires_grad_(True)
         return t if t.requires_grad else t.detach().requires_grad_(True)
     return _rebuild(x, iter([one(t) for t in _flatten(x)]))
 
@@ -73,9 +80,10 @@ def _reaches_outside(outs: list, inner: list) -> bool:
         return bool(reachable_leaves(outs) - {id(t) for t in inner})
     # inside a capture: the recorded graph's dependence, walked back from the outputs
     from ..jit.tracer import DETACH
+    from ..ops.shape import COPY
     ctx, need = traced[0]._trace, {t._var for t in traced}
     roots = {v for v in ctx.grad_inputs + [ctx.consts[id(t)] for t in ctx.const_tensors if t.requires_grad]
-             } - {t._var for t in inner}
+             } - {getattr(t, "_var", None) or ctx.consts.get(id(t)) for t in inner}
     for e in reversed(ctx.eqns):
         if roots & need:
             return True

@@ -267,7 +267,8 @@ def _getitem_fast(shapes, dtype, params):
 GETITEM = defprim("getitem", _getitem_impl, _getitem_rule, _getitem_vjp, kind="index",
                   save=lambda rq: tuple(range(1, len(rq))), nondiff=tuple(range(1, 64)),
                   extra={"meta": (0,), "selects": True, "view_if": lambda params: _is_basic(params["spec"]),
-                         "fast": _getitem_fast})
+                         "fast": _getitem_fast,
+                         "batch": lambda n, p, *a: None if len(a) > 1 else {"spec": (_ALL,) + p["spec"]}})
 
 
 def _index_put_rule(a, v, *idx, spec):
