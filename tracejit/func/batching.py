@@ -47,12 +47,8 @@ def _pad(v: Tensor, aval: Aval, rank: int, n: int) -> Tensor:
 
 
 def _batched_all(vals, avals, n):
-    out = []
-    for (v, b), av in zip(vals, avals):
-        if not isinstance(v, Tensor):
-            raise Unbatchable("a number operand of a batched op")
-        out.append(v if b else v.expand((n,) + tuple(av.shape)))
-    return out
+    return [v if b or not isinstance(v, Tensor) else v.expand((n,) + tuple(av.shape))
+            for (v, b), av in zip(vals, avals)]
 
 
 def _matmul(e, vals, avals, n):

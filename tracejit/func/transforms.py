@@ -174,7 +174,8 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
 
 def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
     """The Jacobian of `func` (tensor output) w.r.t. `argnums`: shape output + input."""
-    from ..ops import stack, zeros_like
+    from ..ops import eye, zeros_like
+    from .vmap import vmap
 
     def wrapper(*args, **kwargs):
         args, out, aux, nums, outer = _call_tracked(func, args, kwargs, argnums, has_aux, "jacrev")
@@ -183,17 +184,11 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
         inputs = [args[i] for i in nums]
         with enable_grad():   # (under no_grad too: the rows differentiate this view)
             flat = out.reshape(-1)
-        rows = []
-        for k in range(flat.shape[0]):
-            e = zeros_like(flat)
-            e[k] = 1.0
-            rows.append(_grads([flat], inputs, [e], create_graph=outer))
-        jac = []
-        for j, x in enumerate(inputs):
-            if rows:
-                jac.append(stack([r[j] for r in rows]).reshape(tuple(out.shape) + tuple(x.shape)))
-            else:
-                jac.append(zeros_like(x).reshape(tuple(out.shape) + tuple(x.shape)))
+        # the rows: one backward pass mapped over the basis cotangents (batched by vmap)
+        rows = vmap(lambda e: tuple(_grads([flat], inputs, [e], create_graph=outer)))(
+            eye(flat.shape[0], dtype=flat.dtype, device=flat.device)) if flat.shape[0] else None
+        jac = [(rows[j] if rows is not None else zeros_like(x)).reshape(tuple(out.shape) + tuple(x.shape))
+               for j, x in enumerate(inputs)]
         res = jac[0] if isinstance(argnums, int) else tuple(jac)
         if not outer:
             res = res.detach() if isinstance(res, Tensor) else tuple(r.detach() for r in res)

@@ -91,8 +91,6 @@ def _stack(outs: list, dims):
 def _batched(func, args: list, dims: list, kwargs: dict, n: int, out_dims, randomness: str):
     """One traced call of `func` on a sample's shapes, its graph run over the batch."""
     from ..jit.tracer import TraceContext
-    if trace_state.tracer is not None:
-        raise Unbatchable("called inside a capture")
     mapped: list = []
     ctx = TraceContext()
 
@@ -129,12 +127,14 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *,
         raise ValueError(f"vmap: chunk_size must be a positive int or None, got {chunk_size!r}")
 
     def call(args: list, dims: list, kwargs: dict, n: int):
-        try:
-            return _batched(func, args, dims, kwargs, n, out_dims, randomness)
-        except Unbatchable as why:
-            from ..jit import config
-            config.topic("fallback").info("vmap of %s runs once per sample: %s",
-                                          getattr(func, "__name__", "the function"), why)
+        # (inside a capture, the per-sample calls are what the captured graph holds)
+        if trace_state.tracer is None:
+            try:
+                return _batched(func, args, dims, kwargs, n, out_dims, randomness)
+            except Unbatchable as why:
+                from ..jit import config
+                config.topic("fallback").info("vmap of %s runs once per sample: %s",
+                                              getattr(func, "__name__", "the function"), why)
         outs = [func(*_map(args, dims, lambda t, d: t.select(d, b)), **kwargs) for b in range(n)]
         return _stack(outs, out_dims)
 

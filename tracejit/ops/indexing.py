@@ -324,9 +324,25 @@ def _index_put_vjp(g, out, a, v, *idx, spec):
     return (ga, gv) + (None,) * len(idx)
 
 
+def _batch_put(prim):
+    """A batching rule (registry ``extra["batch"]``) of a write into a basic-indexed region:
+    the batch dim indexed whole, the values' dims aligned with the region's."""
+    def rule(n, p, a, v, *idx):
+        rank = _getitem_rule(a, spec=p["spec"]).ndim
+        if idx or v.ndim > rank:
+            return None
+
+        def run(ab, vb):
+            if isinstance(vb, Tensor):
+                vb = vb.reshape((n,) + (1,) * (rank - v.ndim) + tuple(v.shape))
+            return bind(prim(), ab, vb, **{**p, "spec": (_ALL,) + p["spec"]})
+        return run
+    return rule
+
+
 INDEX_PUT = defprim("index_put", _index_put_impl, _index_put_rule, _index_put_vjp, kind="index",
                     save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)),
-                    extra={"donates": True})
+                    extra={"donates": True, "batch": _batch_put(lambda: INDEX_PUT)})
 
 
 _FEW = 512   # elements added below which np.add.at runs as it is
@@ -393,7 +409,7 @@ def _index_add_rule(a, v, *idx, spec, nonneg=False):
 
 INDEX_ADD = defprim("index_add", _index_add_impl, _index_add_rule, _index_add_vjp, kind="index",
                     save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)),
-                    extra={"donates": True})
+                    extra={"donates": True, "batch": _batch_put(lambda: INDEX_ADD)})
 
 
 def getitem_(a, idx, spec):
