@@ -9,6 +9,7 @@ from ..autograd import grad as _autograd_grad
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..autograd.graph import reachable_leaves
 from ..jit.ir import Var
+from ..ops.registry import bind, trace_state
 from ..tensor import Tensor
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize", "functionalize",
@@ -50,10 +51,16 @@ def _rebuild(x, it):
 
 def _track(x):
     """`x` with every tensor a graph input: a tensor that already carries a graph (an outer
-    transform's) stays connected to it, so nested transforms differentiate through."""
+    transform's) stays connected to it, so nested transforms differentiate through. Inside
+    a capture a concrete tensor becomes a traced value (the capture's gradient starts there)."""
+    from ..jit.tracer import DETACH
+    from ..ops.shape import COPY
+
     def one(t):
         if not t.dtype.is_floating_point:
             raise TypeError(f"func transforms differentiate floating-point inputs, got {t.dtype}")
+        if trace_state.tracer is not None and getattr(t, "_trace", None) is None:
+            return bind(COPY, t) if t.requires_grad else bind(DETACH, t).requires_grad_(True)
         return t if t.requires_grad else t.detach().requires_grad_(True)
     return _rebuild(x, iter([one(t) for t in _flatten(x)]))
 
@@ -73,9 +80,10 @@ def _reaches_outside(outs: list, inner: list) -> bool:
         return bool(reachable_leaves(outs) - {id(t) for t in inner})
     # inside a capture: the recorded graph's dependence, walked back from the outputs
     from ..jit.tracer import DETACH
+    from ..ops.shape import COPY
     ctx, need = traced[0]._trace, {t._var for t in traced}
     roots = {v for v in ctx.grad_inputs + [ctx.consts[id(t)] for t in ctx.const_tensors if t.requires_grad]
-             } - {t._var for t in inner}
+             } - {getattr(t, "_var", None) or ctx.consts.get(id(t)) for t in inner}
     for e in reversed(ctx.eqns):
         if roots & need:
             return True
@@ -166,7 +174,8 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
 
 def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
     """The Jacobian of `func` (tensor output) w.r.t. `argnums`: shape output + input."""
-    from ..ops import stack, zeros_like
+    from ..ops import eye, zeros_like
+    from .vmap import vmap
 
     def wrapper(*args, **kwargs):
         args, out, aux, nums, outer = _call_tracked(func, args, kwargs, argnums, has_aux, "jacrev")
@@ -175,17 +184,11 @@ def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
         inputs = [args[i] for i in nums]
         with enable_grad():   # (under no_grad too: the rows differentiate this view)
             flat = out.reshape(-1)
-        rows = []
-        for k in range(flat.shape[0]):
-            e = zeros_like(flat)
-            e[k] = 1.0
-            rows.append(_grads([flat], inputs, [e], create_graph=outer))
-        jac = []
-        for j, x in enumerate(inputs):
-            if rows:
-                jac.append(stack([r[j] for r in rows]).reshape(tuple(out.shape) + tuple(x.shape)))
-            else:
-                jac.append(zeros_like(x).reshape(tuple(out.shape) + tuple(x.shape)))
+        # the rows: one backward pass mapped over the basis cotangents (batched by vmap)
+        rows = vmap(lambda e: tuple(_grads([flat], inputs, [e], create_graph=outer)))(
+            eye(flat.shape[0], dtype=flat.dtype, device=flat.device)) if flat.shape[0] else None
+        jac = [(rows[j] if rows is not None else zeros_like(x)).reshape(tuple(out.shape) + tuple(x.shape))
+               for j, x in enumerate(inputs)]
         res = jac[0] if isinstance(argnums, int) else tuple(jac)
         if not outer:
             res = res.detach() if isinstance(res, Tensor) else tuple(r.detach() for r in res)

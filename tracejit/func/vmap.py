@@ -1,49 +1,72 @@
-"""``vmap``: a function mapped over a batch dim of its inputs, one call per batch element,
-the results stacked along ``out_dims`` (PyTorch's ``torch.func.vmap`` / ``torch.vmap``
-interface). Any function maps, including ones that branch on values or call other
-transforms; the price is one call per element."""
+"""``vmap``: a function mapped over a batch dim of its inputs, the results stacked along
+``out_dims`` (PyTorch's ``torch.func.vmap`` / ``torch.vmap`` interface).
+
+The function is traced once on one sample's shapes and its graph run once over the whole
+batch (func/batching.py): each primitive runs once, with the batch as a leading dim. A
+function that cannot run so (it reads tensor values, writes state, or calls a primitive
+without a batching rule) is called once per batch element, the results stacked; the
+``fallback`` log topic says why."""
 from __future__ import annotations
 
 from typing import Callable
 
+from ..ops.registry import Aval, trace_state
 from ..tensor import Tensor
+from .batching import Unbatchable, run_batched
 
 __all__ = ["vmap"]
 
 
-def _leaves(x, dims, path="") -> list:
-    """(tensor, dim) pairs of `x` mapped over, with `dims` an int/None or a matching tree."""
+def _map(x, dims, fn, path=""):
+    """`x` with each tensor mapped over (`dims`: an int/None or a matching tree) replaced
+    by ``fn(tensor, dim)``."""
     if isinstance(x, Tensor):
         if dims is None:
-            return []
+            return x
         if not isinstance(dims, int):
             raise ValueError(f"vmap: in_dims for the tensor at {path or 'the input'} must be an int or "
                              f"None, got {dims!r}")
         if not -x.dim() <= dims < max(x.dim(), 1) or x.dim() == 0:
             raise ValueError(f"vmap: in_dim {dims} is out of range for the tensor of shape "
                              f"{tuple(x.shape)} at {path or 'the input'}")
-        return [(x, dims % x.dim())]
+        return fn(x, dims % x.dim())
     if isinstance(x, (tuple, list)):
         ds = dims if isinstance(dims, (tuple, list)) else [dims] * len(x)
         if len(ds) != len(x):
             raise ValueError(f"vmap: in_dims {dims!r} does not match the {len(x)} items at {path or 'the input'}")
-        return [p for i, (v, d) in enumerate(zip(x, ds)) for p in _leaves(v, d, f"{path}[{i}]")]
+        return type(x)(_map(v, d, fn, f"{path}[{i}]") for i, (v, d) in enumerate(zip(x, ds)))
     if isinstance(x, dict):
         ds = dims if isinstance(dims, dict) else {k: dims for k in x}
-        return [p for k, v in x.items() for p in _leaves(v, ds.get(k), f"{path}[{k!r}]")]
-    return []
+        return {k: _map(v, ds.get(k), fn, f"{path}[{k!r}]") for k, v in x.items()}
+    return x
 
 
-def _select(x, dims, b: int):
-    if isinstance(x, Tensor):
-        return x if dims is None else x.select(dims % x.dim(), b)
+def _flatten(x, dims) -> list:
+    """(leaf, out_dim) pairs of a function's result `x`."""
     if isinstance(x, (tuple, list)):
         ds = dims if isinstance(dims, (tuple, list)) else [dims] * len(x)
-        return type(x)(_select(v, d, b) for v, d in zip(x, ds))
+        return [p for v, d in zip(x, ds) for p in _flatten(v, d)]
     if isinstance(x, dict):
         ds = dims if isinstance(dims, dict) else {k: dims for k in x}
-        return {k: _select(v, ds.get(k), b) for k, v in x.items()}
-    return x
+        return [p for k, v in x.items() for p in _flatten(v, ds.get(k, 0))]
+    return [(x, dims)]
+
+
+def _rebuild(x, it):
+    if isinstance(x, (tuple, list)):
+        return type(x)(_rebuild(v, it) for v in x)
+    if isinstance(x, dict):
+        return {k: _rebuild(v, it) for k, v in x.items()}
+    return next(it)
+
+
+def _place(v: Tensor, batched: bool, dim, n: int) -> Tensor:
+    """A batched result (batch at dim 0) with its batch at `dim`; an unbatched one repeated."""
+    if dim is None:
+        return v
+    if not batched:
+        v = v.expand((n,) + tuple(v.shape))
+    return v.movedim(0, dim % v.dim()) if dim else v
 
 
 def _stack(outs: list, dims):
@@ -65,6 +88,35 @@ def _stack(outs: list, dims):
                      f"(or tuples, lists, dicts of them)")
 
 
+def _batched(func, args: list, dims: list, kwargs: dict, n: int, out_dims, randomness: str):
+    """One traced call of `func` on a sample's shapes, its graph run over the batch."""
+    from ..jit.tracer import TraceContext
+    mapped: list = []
+    ctx = TraceContext()
+
+    def sample(t, d):
+        mapped.append(t.movedim(d, 0) if d else t)
+        return ctx.new_input(Aval(t.shape[:d] + t.shape[d + 1:], t.dtype, t.device),
+                             requires_grad=t.requires_grad)
+    samples = _map(args, dims, sample)   # (outside the capture: the moves run eagerly)
+    try:
+        with ctx:
+            out = func(*samples, **kwargs)
+            leaves = _flatten(out, out_dims)
+            if not all(isinstance(o, Tensor) for o, _ in leaves):
+                raise Unbatchable("the function returned a value that is not a tensor")
+            graph = ctx.graph([ctx.atom(o) for o, _ in leaves])
+    except Unbatchable:
+        raise
+    except Exception as exc:   # (the loop raises the user's errors with their own context)
+        raise Unbatchable(f"the function could not be traced ({type(exc).__name__}: {exc})") from None
+    if ctx.buffer_writes or ctx.attr_writes or len(graph.inputs) != len(mapped) + len(ctx.const_tensors):
+        raise Unbatchable("the function writes state or reads Python values")
+    res = run_batched(graph, mapped + list(ctx.const_tensors),
+                      [True] * len(mapped) + [False] * len(ctx.const_tensors), n, randomness)
+    return _rebuild(out, iter(_place(v, b, d, n) for (v, b), (_, d) in zip(res, leaves)))
+
+
 def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *,
          chunk_size: int | None = None) -> Callable:
     """`func` mapped over dim `in_dims` of its inputs (an int for all, or a tuple with an
@@ -74,12 +126,25 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *,
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"vmap: chunk_size must be a positive int or None, got {chunk_size!r}")
 
+    def call(args: list, dims: list, kwargs: dict, n: int):
+        # (inside a capture, the per-sample calls are what the captured graph holds)
+        if trace_state.tracer is None:
+            try:
+                return _batched(func, args, dims, kwargs, n, out_dims, randomness)
+            except Unbatchable as why:
+                from ..jit import config
+                config.topic("fallback").info("vmap of %s runs once per sample: %s",
+                                              getattr(func, "__name__", "the function"), why)
+        outs = [func(*_map(args, dims, lambda t, d: t.select(d, b)), **kwargs) for b in range(n)]
+        return _stack(outs, out_dims)
+
     def wrapper(*args, **kwargs):
-        dims = in_dims if isinstance(in_dims, (tuple, list)) else [in_dims] * len(args)
+        dims = list(in_dims) if isinstance(in_dims, (tuple, list)) else [in_dims] * len(args)
         if isinstance(in_dims, (tuple, list)) and len(in_dims) != len(args):
             raise ValueError(f"vmap: in_dims has {len(in_dims)} entries but the function got "
                              f"{len(args)} positional arguments")
-        leaves = _leaves(list(args), list(dims))
+        leaves: list = []
+        _map(list(args), dims, lambda t, d: leaves.append((t, d)))
         if not leaves:
             raise ValueError("vmap: no tensor input is mapped over (every in_dim is None)")
         sizes = {t.shape[d] for t, d in leaves}
@@ -87,8 +152,16 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *,
             raise ValueError(f"vmap: mapped inputs have different sizes along their in_dims: "
                              f"{sorted(sizes)} (shapes {[tuple(t.shape) for t, _ in leaves]})")
         (n,) = sizes
-        outs = [func(*_select(list(args), list(dims), b), **kwargs) for b in range(n)]
-        if not outs:
+        if n == 0:
             raise ValueError("vmap: the mapped dim has size 0")
-        return _stack(outs, out_dims)
+        step = chunk_size or n
+        if step >= n:
+            return call(list(args), dims, kwargs, n)
+        from ..ops import cat
+        parts = [call(_map(list(args), dims, lambda t, d: t.narrow(d, s, min(step, n - s))), dims, kwargs,
+                      min(step, n - s)) for s in range(0, n, step)]
+        flat = [_flatten(p, out_dims) for p in parts]
+        return _rebuild(parts[0], iter(
+            v if d is None else cat([f[i][0] for f in flat], d % v.dim())
+            for i, (v, d) in enumerate(flat[0])))
     return wrapper

@@ -128,9 +128,30 @@ def _ce_rows(x, t, classes, *, ignore_index=-100, reduction="mean"):
     return where(t == ignore_index, 0.0, loss)
 
 
+def _batch_rows(prim):
+    """A batching rule (registry ``extra["batch"]``) of these losses and their gradients:
+    the batch's rows as one call's, reduction 'none', reduced per sample after."""
+    def rule(n, params, *avals):
+        red, ign = params.get("reduction", "mean"), params.get("ignore_index", -100)
+
+        def run(*ops):
+            *g, x, t = ops
+            rows, kw = x.shape[1], {"ignore_index": ign, "reduction": "none"}
+            flat = (x.reshape(n * rows, x.shape[2]), t.reshape(n * rows))
+            count = (t != ign).sum(1).to(x.dtype)
+            if not g:
+                out = bind(prim(), *flat, **kw).reshape(n, rows)
+                return out if red == "none" else out.sum(1) / (count if red == "mean" else 1)
+            r = g[0] / count.clamp(min=1) if red == "mean" else g[0]
+            r = r if red == "none" else r.reshape(n, 1).expand(n, rows)
+            return bind(prim(), r.reshape(n * rows), *flat, **kw).reshape(x.shape)
+        return run
+    return rule
+
+
 CROSS_ENTROPY = defprim("cross_entropy", _ce_impl, _ce_rule, _ce_vjp, kind="other",
                         save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0",
-                        extra={"rows_form": _ce_rows})
+                        extra={"rows_form": _ce_rows, "batch": _batch_rows(lambda: CROSS_ENTROPY)})
 
 
 def _ce_backward_impl(xp, g, x, t, *, ignore_index=-100, reduction="mean"):
@@ -190,7 +211,8 @@ def _ce_backward_rows(x, t, classes, g, div, *, ignore_index=-100, reduction="me
 CROSS_ENTROPY_BACKWARD = defprim("cross_entropy_backward", _ce_backward_impl, _ce_backward_rule,
                                  _ce_backward_vjp, kind="other", save=lambda rq: (0, 1, 2),
                                  nondiff=(2,), grad_name="NllLossBackwardBackward0",
-                                 extra={"rows_form": _ce_backward_rows})
+                                 extra={"rows_form": _ce_backward_rows,
+                                        "batch": _batch_rows(lambda: CROSS_ENTROPY_BACKWARD)})
 
 
 def cross_entropy_indices(x, target, ignore_index: int = -100, reduction: str = "mean"):
@@ -222,7 +244,8 @@ def _nll_vjp(g, out, lp, t, *, ignore_index=-100, reduction="mean"):
 # (the input is kept although its gradient reads only its shape: PyTorch's NllLossBackward0
 # saves it, so writing into it before backward() raises there too)
 NLL_INDICES = defprim("nll_indices", _nll_impl, _ce_rule, _nll_vjp, kind="other",
-                      save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0")
+                      save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0",
+                      extra={"batch": _batch_rows(lambda: NLL_INDICES)})
 
 
 def _nll_backward_impl(xp, g, lp, t, *, ignore_index=-100, reduction="mean"):
@@ -244,7 +267,7 @@ def _nll_backward_vjp(v, out, g, lp, t, *, ignore_index=-100, reduction="mean"):
 NLL_INDICES_BACKWARD = defprim("nll_indices_backward", _nll_backward_impl, _ce_backward_rule,
                                _nll_backward_vjp, kind="other", save=lambda rq: (2,),
                                nondiff=(1, 2), grad_name="NllLossBackwardBackward0",
-                               extra={"meta": (1,)})
+                               extra={"meta": (1,), "batch": _batch_rows(lambda: NLL_INDICES_BACKWARD)})
 
 
 def nll_indices(lp, target, ignore_index: int = -100, reduction: str = "mean"):

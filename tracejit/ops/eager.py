@@ -382,13 +382,14 @@ def _plain_tuple(t) -> bool:
 _PLAIN: dict = {}
 
 
-def remember_plain(v) -> None:
+def remember_plain(v):
     """Let `bind` take the tuple param `v` without checking its items on each call: for
-    params an op keeps and passes again as the same object. Ignored unless plain."""
+    params an op keeps and passes again as the same object. Ignored unless plain. Returns v."""
     if type(v) is tuple and all([type(x) in _PARAM_TYPES or _plain_tuple(x) for x in v]):
         if len(_PLAIN) >= _MAX_PLANS * 32:
             _PLAIN.clear()
         _PLAIN[id(v)] = v
+    return v
 
 
 def _param_key(params):

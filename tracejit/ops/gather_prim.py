@@ -11,7 +11,7 @@ from ..errors import DTypeError, IndexRangeError, ShapeError
 from ..shapes import normalize_dim
 from . import creation
 from .distinct_add import within
-from .registry import Aval, defprim
+from .registry import Aval, defprim, shift_dims
 from .eager import bind
 from .shape import reshape
 
@@ -171,7 +171,7 @@ def _gather_vjp(g, out, a, index, dim):
 
 
 GATHER = defprim("gather", _gather_impl, _gather_rule, _gather_vjp, kind="index",
-                 save=lambda rq: (1,), nondiff=(1,), extra={"meta": (0,), "fast": _gather_fast})
+                 save=lambda rq: (1,), nondiff=(1,), extra={"meta": (0,), "fast": _gather_fast, "batch": shift_dims})
 
 
 def _scatter_add_rule(a, index, src, dim):

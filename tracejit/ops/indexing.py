@@ -267,7 +267,8 @@ def _getitem_fast(shapes, dtype, params):
 GETITEM = defprim("getitem", _getitem_impl, _getitem_rule, _getitem_vjp, kind="index",
                   save=lambda rq: tuple(range(1, len(rq))), nondiff=tuple(range(1, 64)),
                   extra={"meta": (0,), "selects": True, "view_if": lambda params: _is_basic(params["spec"]),
-                         "fast": _getitem_fast})
+                         "fast": _getitem_fast,
+                         "batch": lambda n, p, *a: None if len(a) > 1 else {"spec": (_ALL,) + p["spec"]}})
 
 
 def _index_put_rule(a, v, *idx, spec):
@@ -323,9 +324,25 @@ def _index_put_vjp(g, out, a, v, *idx, spec):
     return (ga, gv) + (None,) * len(idx)
 
 
+def _batch_put(prim):
+    """A batching rule (registry ``extra["batch"]``) of a write into a basic-indexed region:
+    the batch dim indexed whole, the values' dims aligned with the region's."""
+    def rule(n, p, a, v, *idx):
+        rank = _getitem_rule(a, spec=p["spec"]).ndim
+        if idx or v.ndim > rank:
+            return None
+
+        def run(ab, vb):
+            if isinstance(vb, Tensor):
+                vb = vb.reshape((n,) + (1,) * (rank - v.ndim) + tuple(v.shape))
+            return bind(prim(), ab, vb, **{**p, "spec": (_ALL,) + p["spec"]})
+        return run
+    return rule
+
+
 INDEX_PUT = defprim("index_put", _index_put_impl, _index_put_rule, _index_put_vjp, kind="index",
                     save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)),
-                    extra={"donates": True})
+                    extra={"donates": True, "batch": _batch_put(lambda: INDEX_PUT)})
 
 
 _FEW = 512   # elements added below which np.add.at runs as it is
@@ -392,7 +409,7 @@ def _index_add_rule(a, v, *idx, spec, nonneg=False):
 
 INDEX_ADD = defprim("index_add", _index_add_impl, _index_add_rule, _index_add_vjp, kind="index",
                     save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)),
-                    extra={"donates": True})
+                    extra={"donates": True, "batch": _batch_put(lambda: INDEX_ADD)})
 
 
 def getitem_(a, idx, spec):

@@ -16,7 +16,7 @@ from collections import namedtuple
 from ..errors import ShapeError
 from ..typeinfo import finfo
 from .linalg import _mT, _swap
-from .registry import Aval, bind, defprim
+from .registry import Aval, batch_leading, bind, defprim
 from . import autocast as _autocast
 
 __all__ = ["inv", "det", "slogdet", "solve", "cholesky", "eigh", "qr", "svd", "pinv", "INV", "DET"]
@@ -51,7 +51,7 @@ def _inv_impl(xp, a):
 
 INV = defprim("linalg_inv", _inv_impl, _square("linalg.inv"),
               lambda g, out, a: (-(_mT(out) @ g @ _mT(out)),), kind="other",
-              save=lambda rq: (), save_out=True)
+              save=lambda rq: (), save_out=True, extra={"batch": batch_leading})
 
 
 def _det_rule(a):
@@ -114,7 +114,7 @@ def _det_vjp(g, out, a):
 
 
 DET = defprim("linalg_det", lambda xp, a: xp.linalg.det(a), _det_rule, _det_vjp, kind="other",
-              save=lambda rq: (0,))
+              save=lambda rq: (0,), extra={"batch": batch_leading})
 
 
 def _logabsdet_vjp(g, out, a):
@@ -367,7 +367,8 @@ def _pinv_vjp(g, out, a, rtol, hermitian):
 
 PINV = defprim("linalg_pinv", lambda xp, a, rtol, hermitian: xp.linalg.pinv(a, rcond=rtol,
                                                                                  hermitian=hermitian),
-               _pinv_rule, _pinv_vjp, kind="other", save=lambda rq: (0,), save_out=True)
+               _pinv_rule, _pinv_vjp, kind="other", save=lambda rq: (0,), save_out=True,
+               extra={"batch": batch_leading})
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):

@@ -15,7 +15,7 @@ the eager path).
 from __future__ import annotations
 
 from ..errors import UnsupportedDTypeError
-from .registry import Aval, defprim
+from .registry import Aval, defprim, shift_dims
 from .eager import bind
 from .elementwise import exp as _exp, log as _log
 from .reductions import amax as _amax, sum as _sum
@@ -59,7 +59,7 @@ def _rows(x, *, dim):
 
 LOG_SOFTMAX = defprim("log_softmax", _impl, _rule, _vjp, kind="other", save=lambda rq: (),
                       save_out=True, grad_name="LogSoftmaxBackward0",
-                      extra={"rows_form": _rows, "rows_inline": _on_last_dim})
+                      extra={"rows_form": _rows, "rows_inline": _on_last_dim, "batch": shift_dims})
 
 
 # ---------------------------------------------------------------- the gradient
@@ -93,7 +93,7 @@ def _bwd_rows(g, y, *, dim):
 
 LOG_SOFTMAX_BACKWARD = defprim("log_softmax_backward", _bwd_impl, _bwd_rule, _bwd_vjp, kind="other",
                                save=lambda rq: (0, 1), grad_name="LogSoftmaxBackwardDataBackward0",
-                               extra={"rows_form": _bwd_rows, "rows_inline": _on_last_dim})
+                               extra={"rows_form": _bwd_rows, "rows_inline": _on_last_dim, "batch": shift_dims})
 
 
 def log_softmax(x, dim: int):

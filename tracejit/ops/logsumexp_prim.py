@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedDTypeError
-from .registry import Aval, defprim
+from .registry import Aval, defprim, shift_dims
 from .eager import bind
 from .elementwise import exp as _exp, isinf as _isinf, log as _log, where as _where
 from .reductions import _reduced_shape, amax as _amax, sum as _sum
@@ -112,7 +112,7 @@ def _on_last_dim(x, *, dims, keepdim) -> bool:
 
 LOGSUMEXP = defprim("logsumexp", _impl, _rule, _vjp, kind="other", save=lambda rq: (0,),
                     save_out=True, grad_name="LogsumexpBackward0",
-                    extra={"rows_form": _rows, "rows_inline": _on_last_dim})
+                    extra={"rows_form": _rows, "rows_inline": _on_last_dim, "batch": shift_dims})
 
 
 # ---------------------------------------------------------------- the gradient
@@ -163,7 +163,7 @@ def _bwd_inline(g, x, out, *, dims, keepdim) -> bool:
 
 LOGSUMEXP_BACKWARD = defprim("logsumexp_backward", _bwd_impl, _bwd_rule, _bwd_vjp, kind="other",
                              save_out=True, extra={"needs": True, "rows_form": _bwd_rows,
-                                                   "rows_inline": _bwd_inline})
+                                                   "rows_inline": _bwd_inline, "batch": shift_dims})
 
 
 def logsumexp_dims(x, dims: tuple, keepdim: bool):

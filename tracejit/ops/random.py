@@ -17,7 +17,7 @@ from ..device import as_device
 from ..formats import check_layout, check_memory_format
 from .creation import _bind_creation, _size
 from .eager import refuse_effect
-from .registry import Aval, defprim
+from .registry import Aval, batch_shape, defprim
 from ..errors import ArgumentError
 
 __all__ = ["manual_seed", "seed", "drawing_from", "rand", "randn", "randint", "randperm", "rand_like", "randn_like",
@@ -143,9 +143,11 @@ def _draw(xp, kind, shape, dtype, low=0, high=1):
 
 
 UNIFORM = defprim("rand", lambda xp, shape, dtype, device: _draw(xp, "uniform", shape, dtype),
-                  lambda shape, dtype, device: Aval(shape, dtype, device), kind="random")
+                  lambda shape, dtype, device: Aval(shape, dtype, device), kind="random",
+                  extra={"batch": batch_shape})
 NORMAL = defprim("randn", lambda xp, shape, dtype, device: _draw(xp, "normal", shape, dtype),
-                 lambda shape, dtype, device: Aval(shape, dtype, device), kind="random")
+                 lambda shape, dtype, device: Aval(shape, dtype, device), kind="random",
+                 extra={"batch": batch_shape})
 RANDINT = defprim("randint", lambda xp, shape, low, high, dtype, device: _draw(xp, "int", shape, dtype, low, high),
                   lambda shape, low, high, dtype, device: Aval(shape, dtype, device), kind="random")
 # (a primitive, so a compiled function draws a new permutation on every call)

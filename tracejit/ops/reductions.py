@@ -14,7 +14,7 @@ from ..errors import ArgumentError, DTypeError, IndexRangeError
 from ..shapes import normalize_dims, normalize_dim
 from .elementwise import abs as _abs, cast, eq, gt, logical_not, maximum, ne, minimum, mul, pow as _pow, sqrt, where
 from ..tensor import Tensor
-from .registry import Aval, defprim
+from .registry import Aval, defprim, shift_dims
 from .eager import bind, remember_plain, trace_state
 from .shape import EXPAND, RESHAPE, clone, expand, flip, reshape
 from . import autocast as _autocast
@@ -546,7 +546,8 @@ def _rev_cumsum(x, dim: int):
 
 
 CUMSUM = defprim("cumsum", lambda xp, a, dim: _accumulate(xp, np.add, "cumsum", a, dim), _cumsum_rule,
-                 lambda g, out, a, dim: (_rev_cumsum(g, dim),), kind="other", save=lambda rq: ())
+                 lambda g, out, a, dim: (_rev_cumsum(g, dim),), kind="other", save=lambda rq: (),
+                 extra={"batch": shift_dims})
 
 
 def cumulative(prim, a, dim: int, dtype):

@@ -19,6 +19,9 @@ whose output aliases input 0. ``extra["selects"]`` marks ops whose floating resu
 among their operands (relu, max, where), so bf16-exact in gives bf16-exact out. ``extra["moves"]``
 (operand positions) marks ops that only move those operands' elements, reading the
 others for their shapes or the VJP: on bf16 words they run as they are.
+``extra["batch"]``: ``(n, params, *avals) -> params`` for the call with a leading batch
+dim of size n on every operand, a function of those operands, or None (``vmap``'s
+batching rule, func/batching.py).
 
 How to add an op: docs/dev/add-an-op.md; a backend implementation:
 docs/dev/add-a-backend-implementation.md. The import cycle tensor -> ops -> autograd ->
@@ -33,7 +36,8 @@ from .. import dtypes as _dt
 from ..device import CPU
 from . import impls as _impls
 
-__all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim", "run_into"]
+__all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim", "run_into", "shift_dims", "batch_shape",
+           "batch_leading"]
 
 
 class Aval:
@@ -180,6 +184,32 @@ def defprim(name: str, impl, rule, vjp=None, *, host: bool = False, **kw) -> Pri
     p = Primitive(name, impl, rule, vjp, **kw)
     REGISTRY[name] = p
     return p
+
+
+def shift_dims(n: int, params: dict, *avals) -> dict:
+    """A batching rule (``extra["batch"]``): the ``dim``/``dims`` params, counted in the
+    first operand's dims, moved past the leading batch dim."""
+    r = max(avals[0].ndim, 1)
+    out = dict(params)
+    for k in ("dim", "dims"):
+        d = params.get(k)
+        if isinstance(d, int):
+            out[k] = d % r + 1
+        elif isinstance(d, (tuple, list)):
+            out[k] = tuple(x % r + 1 for x in d)
+        elif k in params:
+            return None
+    return out
+
+
+def batch_shape(n: int, params: dict, *avals) -> dict:
+    """A batching rule: the ``shape`` param (the output's) with the batch dim in front."""
+    return {**params, "shape": (n,) + tuple(params["shape"])}
+
+
+def batch_leading(n: int, params: dict, *avals) -> dict:
+    """A batching rule: the op maps over its operands' leading dims as they are."""
+    return params
 
 
 def _on_host(impl):

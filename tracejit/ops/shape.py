@@ -11,17 +11,16 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import ArgumentError, IndexRangeError, ShapeError
 from ..shapes import Sym, data_sized, hint, normalize_dim, numel, specialize_to_agree
-from .registry import REGISTRY, Aval, defprim
+from .registry import REGISTRY, Aval, batch_shape, defprim, shift_dims
 from .eager import bind, eager_layout, remember_plain, trace_hooks
 from .grad_views import pieces, recording
 from ..formats import CHANNELS_INNER, all_channels_last
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
-from .shape_params import keyword_shape as _keyword_shape
+from .shape_params import keyword_shape as _keyword_shape, WHOLE_DIM as _WHOLE_DIM
 from .shape_params import expand_params as _expand_params, permute_params as _permute_params
 from .shape_params import squeeze_params as _squeeze_params, transpose_params as _transpose_params
 from .shape_params import unsqueeze_params as _unsqueeze_params, split_specs as _split_specs
-from .shape_params import WHOLE_DIM as _WHOLE_DIM
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
@@ -87,7 +86,7 @@ def _reshape_fast(shapes, dtype, params):
 
 RESHAPE = defprim("reshape", lambda xp, a, shape: a.reshape(shape),
                   _reshape_rule, _reshape_vjp, kind="shape",
-                  save=lambda rq: (), extra={"view": True, "meta": (0,), "fast": _reshape_fast})
+                  save=lambda rq: (), extra={"view": True, "meta": (0,), "fast": _reshape_fast, "batch": batch_shape})
 
 
 def _permute_rule(a, dims):
@@ -114,7 +113,8 @@ def _permute_fast(shapes, dtype, params):
 
 PERMUTE = defprim("permute", lambda xp, a, dims: a.transpose(dims), _permute_rule,
                   lambda g, out, a, dims: (permute(g, _inverse(dims)),), kind="shape",
-                  save=lambda rq: (), extra={"view": True, "fast": _permute_fast})
+                  save=lambda rq: (), extra={"view": True, "fast": _permute_fast,
+                                             "batch": lambda n, p, a: {"dims": (0,) + tuple(d + 1 for d in p["dims"])}})
 
 
 def _expand_rule(a, shape):
@@ -167,7 +167,7 @@ EXPAND = defprim("expand", _expand_impl, _expand_rule,
                  # in a fused kernel: a broadcasting read of its operand (compiler/fusion.py)
                  scalar=lambda e, a, shape: a,
                  # (the engine sums g back to a's shape)
-                 extra={"view": True, "broadcast_read": True, "fast": _expand_fast})
+                 extra={"view": True, "broadcast_read": True, "fast": _expand_fast, "batch": batch_shape})
 
 
 def _concat_rule(*avals, dim):
@@ -234,7 +234,7 @@ def _concat_fast(shapes, dtype, params):
 
 CONCAT = defprim("concat", _concat_impl, _concat_rule,
                  _concat_vjp, kind="shape", promote=True, save=lambda rq: (),
-                 extra={"meta": lambda rq: range(len(rq)), "fast": _concat_fast})
+                 extra={"meta": lambda rq: range(len(rq)), "fast": _concat_fast, "batch": shift_dims})
 
 
 def _stack_rule(*avals, dim):
@@ -276,12 +276,13 @@ def _stack_fast(shapes, dtype, params):
 STACK = defprim("stack", _stack_impl, _stack_rule,
                 lambda g, out, *inputs, dim: unbind(g, dim) if recording(g) else pieces(g, dim, [None] * len(inputs)),
                 kind="shape", promote=True,
-                save=lambda rq: (), extra={"meta": lambda rq: range(len(rq)), "fast": _stack_fast})
+                save=lambda rq: (), extra={"meta": lambda rq: range(len(rq)), "fast": _stack_fast,
+                                            "batch": lambda n, p, *a: {"dim": p["dim"] % (a[0].ndim + 1) + 1}})
 
 # A copy, as PyTorch's flip: numpy's is a view, and ``x.flip(0).add_(1)`` changed x.
 FLIP = defprim("flip", lambda xp, a, dims: xp.flip(a, axis=dims).copy(),
                lambda a, dims: Aval(a.shape, a.dtype, a.device),
-               lambda g, out, a, dims: (flip(g, dims),), kind="shape", save=lambda rq: ())
+               lambda g, out, a, dims: (flip(g, dims),), kind="shape", save=lambda rq: (), extra={"batch": shift_dims})
 
 # (the plan's call: numpy's C copy as the array's own method, not for a 0-d numpy scalar)
 COPY = defprim("copy", lambda xp, a: xp.array(a, copy=True, order="C"),
@@ -391,8 +392,7 @@ def transpose(a, dim0: int, dim1: int):
 
 
 swapaxes = transpose
-_SWAP = (1, 0)   # transpose(a, 0, 1)'s dims for any matrix (t()), known plain to bind
-remember_plain(_SWAP)
+_SWAP = remember_plain((1, 0))   # transpose(a, 0, 1)'s dims for any matrix (t()), known plain to bind
 
 
 def t(a):

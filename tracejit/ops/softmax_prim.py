@@ -12,7 +12,7 @@ kernel. ``softmax_backward``'s own VJP is written with tracejit ops.
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError, UnsupportedDTypeError
-from .registry import Aval, defprim
+from .registry import Aval, defprim, shift_dims
 from .eager import bind
 from .elementwise import exp as _exp
 from .reductions import amax as _amax, sum as _sum
@@ -83,7 +83,7 @@ def _softmax_rows(x, *mask, dim, scale=1.0):
 SOFTMAX = defprim("softmax", _softmax_impl, _rule, _softmax_vjp, kind="other",
                   save=lambda rq: (1,) if len(rq) > 1 and rq[1] else (), save_out=True,
                   grad_name="SoftmaxBackward0",
-                  extra={"rows_form": _softmax_rows, "rows_inline": on_last_dim})
+                  extra={"rows_form": _softmax_rows, "rows_inline": on_last_dim, "batch": shift_dims})
 
 
 def _softmax_backward_impl(xp, g, y, dim, scale=1.0):
@@ -124,7 +124,7 @@ def _softmax_backward_rows(g, y, dim, scale=1.0):
 SOFTMAX_BACKWARD = defprim("softmax_backward", _softmax_backward_impl, _softmax_backward_rule,
                            _softmax_backward_vjp, kind="other", save=lambda rq: (0, 1),
                            grad_name="SoftmaxBackwardDataBackward0",
-                           extra={"rows_form": _softmax_backward_rows, "rows_inline": on_last_dim})
+                           extra={"rows_form": _softmax_backward_rows, "rows_inline": on_last_dim, "batch": shift_dims})
 
 
 def softmax(x, dim: int, scale: float = 1.0, mask=None):

@@ -1,0 +1,167 @@
+"""tracejit.func.vmap against torch.func.vmap: ensembles by stack_module_state, per-sample
+gradients, Jacobians and Hessians per sample, nested vmap, in_dims/out_dims, chunk_size,
+randomness, gradients through vmap; a batched call runs each primitive once for the
+batch, and a function that cannot batch still maps (once per sample)."""
+import logging
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+from tracejit.ops.registry import REGISTRY
+
+torch = pytest.importorskip("torch")
+
+
+def _mlp(lib, seed=0):
+    lib.manual_seed(seed)
+    return lib.nn.Sequential(lib.nn.Linear(3, 6), lib.nn.Softplus(), lib.nn.Linear(6, 2))
+
+
+def _pair(seed=0):
+    ref, m = _mlp(torch, seed), _mlp(tj, seed)
+    m.load_state_dict({k: tj.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+    return ref, m
+
+
+def _x(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _leaves(r):
+    return [t for x in r for t in _leaves(x)] if isinstance(r, (tuple, list)) else [r.detach().numpy()]
+
+
+def _both(fn, *arrays, rtol=1e-5, atol=1e-6):
+    """fn(lib, *tensors) under torch and tracejit, the results (trees of tensors) equal."""
+    outs = []
+    for lib in (torch, tj):
+        outs.append(_leaves(fn(lib, *[lib.tensor(a) for a in arrays])))
+    for a, b in zip(*outs):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=atol)
+
+
+def test_ensemble_forward_and_gradients_match_torch():
+    pairs = [_pair(s) for s in range(3)]
+    x = _x(4, 3)
+    grads = []
+    for lib, ms in ((torch, [p[0] for p in pairs]), (tj, [p[1] for p in pairs])):
+        params, buffers = lib.func.stack_module_state(ms)
+        y = lib.func.vmap(lambda p, b, xi: lib.func.functional_call(ms[0], (p, b), (xi,)),
+                          in_dims=(0, 0, None))(params, buffers, lib.tensor(x))
+        (y.sin() * y).sum().backward()
+        grads.append([y.detach().numpy()] + [params[k].grad.numpy() for k in sorted(params)])
+    for a, b in zip(*grads):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("loss", ["mse", "cross_entropy"])
+def test_per_sample_gradients_of_an_mlp_loss(loss):
+    ref, m = _pair()
+    x, y = _x(5, 3), np.random.default_rng(1).integers(0, 2, 5)
+    out = []
+    for lib, model in ((torch, ref), (tj, m)):
+        F = lib.func
+        params = {k: v.detach() for k, v in model.named_parameters()}
+
+        def f(p, xi, yi):
+            z = F.functional_call(model, p, (xi.unsqueeze(0),))
+            if loss == "mse":
+                return ((z - yi.to(z.dtype)) ** 2).mean()
+            return lib.nn.functional.cross_entropy(z, yi.unsqueeze(0))
+        g = F.vmap(F.grad(f), in_dims=(None, 0, 0))(params, lib.tensor(x), lib.tensor(y))
+        out.append([g[k].numpy() for k in sorted(g)])
+    for a, b in zip(*out):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_jacobians_and_hessians_per_sample():
+    def f(lib, x):
+        F = lib.func
+        g = lambda v: (v.sin() * v.roll(1, 0)).sum()   # noqa: E731
+        h = lambda v: lib.tanh(v) * v.sum()            # noqa: E731
+        return (F.vmap(F.hessian(g))(x), F.vmap(F.jacrev(h))(x), F.vmap(F.jacfwd(h))(x),
+                F.vmap(F.jacrev(F.jacrev(h)))(x))
+    _both(f, _x(4, 3))
+
+
+def test_in_dims_out_dims_and_nested_vmap():
+    a, b, c = _x(3, 4), _x(3, 2, seed=1), _x(5, seed=2)
+    _both(lambda lib, a, b, c: (
+        lib.vmap(lambda r, s: r @ s, in_dims=(1, None))(a, b),
+        lib.vmap(lambda r, s: (r * s.sum(), r.softmax(-1)), in_dims=(0, None), out_dims=(1, 0))(a, c),
+        lib.vmap(lib.vmap(lambda u, v: u * v + u.exp(), in_dims=(0, None)), in_dims=(None, 0))(c, a),
+        lib.vmap(lambda p: p[0] - p[1].mean(), in_dims=((1, 0),))((a, a.T * 2)),
+        lib.vmap(lambda r: lib.stack([r.flip(0), r.cumsum(0)]).permute(1, 0)[1:, :].reshape(-1))(a)), a, b, c)
+
+
+def test_chunk_size_and_closed_over_tensors():
+    w = _x(4, 4, seed=3)
+    _both(lambda lib, x, w: [lib.vmap(lambda r: (r @ w).relu().amax(0, keepdim=True), chunk_size=k)(x)
+                             for k in (None, 2)], _x(5, 4), w)
+
+
+def test_randomness():
+    x = tj.ones(4, 3)
+    with pytest.raises(RuntimeError, match="randomness"):
+        tj.vmap(lambda r: r + tj.rand(3))(x)
+    tj.manual_seed(0)
+    same = tj.vmap(lambda r: r + tj.rand(3), randomness="same")(x).numpy()
+    diff = tj.vmap(lambda r: r + tj.randn(3), randomness="different")(x).numpy()
+    assert (same == same[0]).all() and same.shape == (4, 3)
+    assert len({tuple(row) for row in diff}) == 4
+
+
+def _matmul_calls(fn) -> int:
+    """How many matrix products `fn` runs."""
+    calls, prims = [], [p for p in REGISTRY.values() if p.kind == "matmul"]
+    impls = [p.impl for p in prims]
+
+    def counting(impl):
+        def run(xp, *a, **k):
+            calls.append(1)
+            return impl(xp, *a, **k)
+        return run
+    for p, impl in zip(prims, impls):
+        p.impl = counting(impl)
+    try:
+        fn()
+    finally:
+        for p, impl in zip(prims, impls):
+            p.impl = impl
+    return len(calls)
+
+
+def test_a_batched_call_runs_each_primitive_once():
+    _, m = _pair()
+    params = {k: v.detach() for k, v in m.named_parameters()}
+    x, y = tj.tensor(_x(16, 3)), tj.tensor(_x(16, 2, seed=1))
+
+    def loss(p, xi, yi):
+        return ((tj.func.functional_call(m, p, (xi,)) - yi) ** 2).sum()
+    batched = _matmul_calls(lambda: tj.func.vmap(tj.func.grad(loss), in_dims=(None, 0, 0))(params, x, y))
+    looped = _matmul_calls(lambda: [tj.func.grad(loss)(params, x[i], y[i]) for i in range(16)])
+    assert looped >= 16 * 4 and batched * 8 <= looped
+
+
+def test_a_function_that_cannot_batch_maps_per_sample(caplog):
+    """A convolution (no batching rule) per sample: the per-sample gradients of a small
+    CNN as torch's; a Python branch on a value maps too."""
+    def cnn(lib):
+        lib.manual_seed(0)
+        return lib.nn.Sequential(lib.nn.Conv2d(1, 2, 3), lib.nn.ReLU(), lib.nn.Flatten(), lib.nn.Linear(32, 2))
+    ref, m = cnn(torch), cnn(tj)
+    m.load_state_dict({k: tj.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+
+    def f(lib, x):
+        model = ref if lib is torch else m
+        p = {k: v.detach() for k, v in model.named_parameters()}
+        loss = lambda p, xi: lib.func.functional_call(model, p, (xi.unsqueeze(0),)).pow(2).sum()  # noqa: E731
+        return list(lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0))(p, x).values())
+    with caplog.at_level(logging.INFO, logger="tracejit.fallback"):
+        _both(f, _x(3, 1, 6, 6))
+    assert any("no batching rule for conv" in r.getMessage() for r in caplog.records)
+    x = _x(4, 2)
+    out = tj.vmap(lambda r: r * 2 if float(r.sum()) > 0 else -r)(tj.tensor(x)).numpy()
+    np.testing.assert_array_equal(out, np.where(x.sum(1, keepdims=True) > 0, x * 2, -x))
