@@ -318,6 +318,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
         check_layout(layout, "arange")
     if end is None:
         start, end = 0, start
+    # (an eager 0-d tensor bound counts as its number: arange(tensor(3)) is int64, as PyTorch's)
+    start, end, step = (v.item() if isinstance(v, Tensor) and getattr(v, "_trace", None) is None else v
+                        for v in (start, end, step))
     if (type(end) is not int or type(start) is not int) and trace_state.tracer is not None:
         # (a traced int argument: a Sym where it may be one, as in zeros(n))
         start, end, step = (trace_hooks.size_of(v) if getattr(v, "_trace", None) is not None and v.dtype.is_integer
