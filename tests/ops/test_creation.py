@@ -162,3 +162,19 @@ def test_arange_of_a_0d_integer_tensor_is_int64_as_pytorch():
         np.testing.assert_array_equal(tj.arange(*[tj.tensor(a) for a in args]).numpy(),
                                       torch.arange(*[torch.tensor(a) for a in args]).numpy())
     assert tj.arange(tj.tensor(3.0)).dtype is tj.float32
+
+
+def test_linspace_of_a_complex_bound_is_complex_as_pytorch():
+    for args in [(0, 1 + 1j, 3), (1j, 2.0, 4)]:
+        want = torch.linspace(*args)
+        got = tj.linspace(*args)
+        assert got.dtype is tj.complex64 and want.dtype == torch.complex64
+        np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("name", ["tril_indices", "triu_indices"])
+def test_tri_indices_refuse_a_negative_size_as_pytorch(name):
+    with pytest.raises(RuntimeError):
+        getattr(torch, name)(-1, 3)
+    with pytest.raises(ValueError, match="non-negative"):
+        getattr(tj, name)(3, -2)

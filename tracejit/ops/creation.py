@@ -394,6 +394,8 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
     if layout is not None:
         check_layout(layout, "linspace")
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
+    if not dtype and any(isinstance(v, complex) or isinstance(v, Tensor) and v.dtype.is_complex for v in (start, end)):
+        dt = dt.to_complex()   # (as PyTorch's: the default dtype's complex form)
     return tensor(np.linspace(start, end, count_arg("linspace", steps, _STEPS)), dtype=dt,
                   device=device, requires_grad=requires_grad)
 
