@@ -394,10 +394,15 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
     if layout is not None:
         check_layout(layout, "linspace")
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
-    if not dtype and any(isinstance(v, complex) or isinstance(v, Tensor) and v.dtype.is_complex for v in (start, end)):
+    if not dtype and complex_bound(start, end):
         dt = dt.to_complex()   # (as PyTorch's: the default dtype's complex form)
     return tensor(np.linspace(start, end, count_arg("linspace", steps, _STEPS)), dtype=dt,
                   device=device, requires_grad=requires_grad)
+
+
+def complex_bound(*bounds) -> bool:
+    """Whether a bound of linspace or logspace is complex (a number or a tensor)."""
+    return any(isinstance(v, complex) or isinstance(v, Tensor) and v.dtype.is_complex for v in bounds)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False,
