@@ -6,8 +6,8 @@ where PyTorch documents one for real inputs: inv (-A^-T g A^-T), det (g det A^-T
 (g A^-T), solve (the solve of A^T against g for B; minus that times X^T for A), cholesky
 (PyTorch's phi formula: L^-T phi(L^T gL) L^-1, symmetrized), eigh (V (diag(gw) + skew(V^T
 gV) / (w_j - w_i)) V^T), svd (PyTorch's svd_backward, each of U, S, Vh on its own), qr and
-pinv. inv, solve, det, slogdet, svd and qr take complex input too (complex_ops.py lists
-them), with PyTorch's complex gradients: the transposes above become conjugate transposes.
+pinv. Each takes complex input too (complex_ops.py lists them), with PyTorch's complex
+gradients: the transposes above become conjugate transposes.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections import namedtuple
 
 from ..errors import ShapeError
 from ..typeinfo import finfo
+from .complex_ops import conj
 from .linalg import _mT, _swap
 from .registry import Aval, bind, defprim
 from . import autocast as _autocast
@@ -130,15 +131,14 @@ def _logabsdet_rule(a):
 def signdet_complex_vjp(g, out, a):
     """The sign's gradient for a complex A (a real one's sign has none): d sign = i sign
     Im(tr(A^-1 dA)), so gA = -i Im(conj(g) sign) A^-H."""
-    from .complex_ops import conj, imag
+    from .complex_ops import imag
     from .shape import unsqueeze
     c = unsqueeze(unsqueeze(imag(conj(g) * out), -1), -1)
     return (c * -1j * _mH(inv(a)),)
 
 
 def _mH(x):
-    from .complex_ops import conj
-    return _mT(conj(x))
+    return _mT(conj(x))   # (conj: a real tensor itself)
 
 
 LOGABSDET = defprim("linalg_logabsdet", lambda xp, a: xp.linalg.slogdet(a)[1], _logabsdet_rule,
@@ -198,7 +198,6 @@ def solve(A, B, *, left: bool = True):
 # ---------------------------------------------------------------- Cholesky
 def _cholesky_vjp(g, out, a):
     from .tensorfns import tril
-    from .shape import transpose
     lo = out
     x = _mH(lo) @ g
     p = 0.5 * (tril(x) + tril(x, -1))       # phi: the lower triangle, its diagonal halved
