@@ -423,12 +423,12 @@ def ormqr(input, tau, other, left: bool = True, transpose: bool = False):
 
 
 def cholesky_solve(B, L, upper: bool = False):
-    """X with A X = B for A = L L^T (U^T U when upper), L its Cholesky factor."""
+    """X with A X = B for A = L L^H (U^H U when upper), L its Cholesky factor."""
     if upper:
-        y = solve_triangular(L.transpose(-2, -1), B, upper=False)
+        y = solve_triangular(L.mH, B, upper=False)
         return solve_triangular(L, y, upper=True)
     y = solve_triangular(L, B, upper=False)
-    return solve_triangular(L.transpose(-2, -1), y, upper=True)
+    return solve_triangular(L.mH, y, upper=True)
 
 
 def cholesky_inverse(L, upper: bool = False):

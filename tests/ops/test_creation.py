@@ -152,3 +152,29 @@ def test_integer_data_makes_complex_tensors():
         t = tj.tensor(data, dtype=tj.complex64)
         assert t.dtype is tj.complex64 and t.tolist() == torch.tensor(data, dtype=torch.complex64).tolist()
     assert tj.result_type(tj.ones(2), tj.tensor(1, dtype=tj.complex64)) is tj.complex64
+
+
+def test_arange_of_a_0d_integer_tensor_is_int64_as_pytorch():
+    for args in [(3,), (1, 5), (0, 5, 2), (True,)]:
+        for m in (torch, tj):
+            t = m.arange(*[m.tensor(a) for a in args])
+            assert str(t.dtype).split(".")[-1] == "int64", (args, m.__name__)
+        np.testing.assert_array_equal(tj.arange(*[tj.tensor(a) for a in args]).numpy(),
+                                      torch.arange(*[torch.tensor(a) for a in args]).numpy())
+    assert tj.arange(tj.tensor(3.0)).dtype is tj.float32
+
+
+def test_linspace_of_a_complex_bound_is_complex_as_pytorch():
+    for args in [(0, 1 + 1j, 3), (1j, 2.0, 4)]:
+        want = torch.linspace(*args)
+        got = tj.linspace(*args)
+        assert got.dtype is tj.complex64 and want.dtype == torch.complex64
+        np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("name", ["tril_indices", "triu_indices"])
+def test_tri_indices_refuse_a_negative_size_as_pytorch(name):
+    with pytest.raises(RuntimeError):
+        getattr(torch, name)(-1, 3)
+    with pytest.raises(ValueError, match="non-negative"):
+        getattr(tj, name)(3, -2)

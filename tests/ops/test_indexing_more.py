@@ -89,3 +89,15 @@ def test_an_indexed_write_of_another_dtype_raises_where_torch_does(form):
             write(tj)
         return
     assert write(tj) == want
+
+
+@pytest.mark.parametrize("call", [lambda m: m.zeros(3).scatter(0, m.tensor([-1]), m.ones(1)),
+                                  lambda m: m.zeros(2, 3).scatter_(1, m.tensor([[0], [-2]]), 2.0),
+                                  lambda m: m.ones(3).scatter(0, m.tensor([-1]), m.ones(1), reduce="multiply"),
+                                  lambda m: m.ones(3).scatter_reduce(0, m.tensor([3]), m.ones(1), "prod"),
+                                  lambda m: m.zeros(3).index_copy(0, m.tensor([-1]), m.ones(1))])
+def test_a_negative_or_too_large_scatter_index_raises_as_pytorch(call):
+    with pytest.raises((RuntimeError, IndexError)):
+        call(torch)
+    with pytest.raises(IndexError, match="out of range"):
+        call(tj)

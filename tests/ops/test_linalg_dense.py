@@ -66,3 +66,41 @@ def test_qr_gradient_of_a_wide_input_names_the_case():
     x = tj.randn(3, 5, requires_grad=True)
     with pytest.raises(NotImplementedError, match=r"linalg.qr: the gradient .* \(got shape \(3, 5\)"):
         tj.linalg.qr(x)[0].sum().backward()
+
+
+_COMPLEX_CALLS = {
+    "inv": lambda m, a, b: [m.linalg.inv(a)],
+    "solve": lambda m, a, b: [m.linalg.solve(a, b)],
+    "det": lambda m, a, b: [m.linalg.det(a)],
+    "slogdet": lambda m, a, b: list(m.linalg.slogdet(a)),
+    "eigvals": lambda m, a, b: [m.linalg.eigvals(a)],
+    "svd": lambda m, a, b: [m.linalg.svdvals(a)] + [u @ vh for u, s, vh in [m.linalg.svd(b, full_matrices=False)]],
+    "qr": lambda m, a, b: list(m.linalg.qr(a)) + list(m.linalg.qr(b)),
+    "cholesky": lambda m, a, b: [m.cholesky_solve(b, m.linalg.cholesky(a @ a.mH + m.eye(3), upper=True), upper=True)],
+    "eigh": lambda m, a, b: [(lambda w, v: (v * w[..., None, :]) @ v.mH)(*m.linalg.eigh(a + a.mH))],
+    "pinv": lambda m, a, b: [m.linalg.pinv(b), m.linalg.lstsq(a, b).solution],
+    "matrix_exp": lambda m, a, b: [m.linalg.matrix_exp(a)],
+    "lu": lambda m, a, b: list(m.linalg.lu(a)) + [m.linalg.lu_solve(*m.linalg.lu_factor(a), b)],
+}
+
+
+@pytest.mark.parametrize("name", list(_COMPLEX_CALLS))
+def test_complex_values_and_gradients_match_pytorch(name):
+    """(svd, eigh: products that a singular vector's or eigenvector's phase leaves unchanged, as
+    PyTorch's gradient asks)"""
+    r = np.random.default_rng(3)
+    a, b = (r.standard_normal(s) + 1j * r.standard_normal(s) for s in ((2, 3, 3), (2, 3, 2)))
+    got = []
+    for m in (torch, tj):
+        ta, tb = m.tensor(a, requires_grad=True), m.tensor(b, requires_grad=True)
+        outs = _COMPLEX_CALLS[name](m, ta, tb)
+        loss = 0
+        for k, o in enumerate(outs):
+            w = np.random.default_rng(k).standard_normal(tuple(o.shape) + (2,))
+            parts = m.view_as_real(o) if o.dtype.is_complex else o[..., None]
+            loss = loss + (parts * m.tensor(w[..., :parts.shape[-1]])).sum()
+        loss.backward()
+        got.append([o.detach().numpy() for o in outs] + [ta.grad.numpy(), tb.grad.numpy() if tb.grad is not None else 0])
+    for g, w in zip(*got):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9)

@@ -250,3 +250,11 @@ def test_fmax_and_fmin_give_a_ties_gradient_to_the_first_operand(name):
         res.append((y.detach().numpy(), a.grad.numpy(), b.grad.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_array_equal(got, want)
+
+
+def test_logspace_of_a_complex_bound_is_complex_as_pytorch():
+    for args, kw in [((0, 1j, 3), {}), ((1j, 2.0, 4), {"base": 2.0})]:
+        want = torch.logspace(*args, **kw)
+        got = tj.logspace(*args, **kw)
+        assert got.dtype is tj.complex64 and want.dtype == torch.complex64
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)

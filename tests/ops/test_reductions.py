@@ -240,3 +240,30 @@ def test_prod_and_aminmax_over_one_dim_keep_working():
         np.testing.assert_array_equal(got.max.numpy(), want.max.numpy())
     got, want = tj.tensor(x).aminmax(keepdim=True), torch.tensor(x).aminmax(keepdim=True)
     assert tuple(got.min.shape) == tuple(want.min.shape)
+
+
+_KEEPDIM_CALLS = {
+    "sum": lambda m, x: x.sum(keepdim=True), "mean": lambda m, x: m.mean(x, keepdim=False),
+    "prod": lambda m, x: x.prod(keepdim=True), "max": lambda m, x: x.max(keepdim=True),
+    "min": lambda m, x: m.min(x, keepdim=False), "median": lambda m, x: x.median(keepdim=True),
+    "nanmedian": lambda m, x: x.nanmedian(keepdim=True), "mean_keepdims": lambda m, x: x.mean(keepdims=True),
+    "prod_none": lambda m, x: x.prod(None, True),
+}
+
+
+@pytest.mark.parametrize("name", list(_KEEPDIM_CALLS))
+def test_keepdim_without_dim_raises_type_error_as_pytorch(name):
+    call, x = _KEEPDIM_CALLS[name], np.arange(6.0).reshape(2, 3)
+    with pytest.raises(TypeError):
+        call(torch, torch.tensor(x))
+    with pytest.raises(TypeError, match="keepdim"):
+        call(tj, tj.tensor(x))
+
+
+def test_an_explicit_dim_none_keeps_every_dim_as_pytorch():
+    x = np.arange(6.0).reshape(2, 3)
+    for call in (lambda m, t: t.sum(None, keepdim=True), lambda m, t: m.mean(t, dim=None, keepdim=True),
+                 lambda m, t: t.sum(axis=None, keepdims=True), lambda m, t: t.amax(None, True)):
+        want, got = call(torch, torch.tensor(x)), call(tj, tj.tensor(x))
+        assert tuple(got.shape) == tuple(want.shape) == (1, 1)
+        np.testing.assert_allclose(got.numpy(), want.numpy())

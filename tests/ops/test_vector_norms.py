@@ -219,3 +219,15 @@ def test_negative_p_and_an_unknown_mode_are_refused_as_pytorch():
                      lambda: m.cdist(m.tensor(x), m.tensor(x), compute_mode="fast")):
             with pytest.raises((RuntimeError, ValueError)):
                 call()
+
+
+def test_zero_norm_distances_give_zero_gradients_as_pytorch():
+    x = np.array([[1.0, 0.0, -2.0], [0.0, np.inf, 0.0], [3.0, 1.0, np.nan]])
+    got = []
+    for m in (torch, tj):
+        a = m.tensor(x, requires_grad=True)
+        d = m.cdist(a, a.detach() * 2, p=0).sum() + m.pdist(a, p=0).sum()
+        d.backward()
+        got.append((d.detach().numpy(), a.grad.numpy()))
+    for g, w in zip(*got):
+        np.testing.assert_array_equal(g, w)

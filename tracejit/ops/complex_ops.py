@@ -41,7 +41,11 @@ _LINEAR = ("add", "sub", "neg", "copy", "detach", "expand", "flip", "permute", "
            "cumsum", "eq", "ne", "isnan", "cast")
 _WRITES = ("index_put", "index_add", "scatter_add")   # (results of operand 0's dtype)
 _HOLO = ("mul", "div", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "pow", "pow_backward", "matmul",
-         "matmul_nt", "matmul_tn", "prod", "cumprod")
+         "matmul_nt", "matmul_tn", "prod", "cumprod", "linalg_inv", "linalg_solve", "linalg_det", "linalg_cofactor",
+         "linalg_logabsdet", "linalg_matrix_exp")
+# (VJPs written with conjugate transposes, so right for complex operands as they are)
+_CONJUGATED = ("linalg_svd", "linalg_qr", "linalg_cholesky", "linalg_eigh", "linalg_pinv", "linalg_lu_factor",
+               "lu_pivots_to_perm")
 
 
 def involves(prim: Primitive, args, params) -> bool:
@@ -421,6 +425,9 @@ def _build_ways() -> None:
     ways.update((p, (_holomorphic(REGISTRY[p]), None, None)) for p in _HOLO)
     ways["cast"] = (REGISTRY["cast"], _cast_impl, None)
     ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _real_rule)
+    from .linalg_dense import signdet_complex_vjp
+    ways["linalg_signdet"] = (_node_prim(REGISTRY["linalg_signdet"], signdet_complex_vjp), None, None)
+    ways.update((p, (REGISTRY[p], None, None)) for p in _CONJUGATED)
     for p in ("cumsum", "cumprod"):   # (their rules send non-floating dtypes to int64)
         ways[p] = ways[p][:2] + (_same_dtype(REGISTRY[p].rule),)
     _WAYS.update(ways)

@@ -318,6 +318,9 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
         check_layout(layout, "arange")
     if end is None:
         start, end = 0, start
+    # (an eager 0-d tensor bound counts as its number: arange(tensor(3)) is int64, as PyTorch's)
+    start, end, step = (v.item() if isinstance(v, Tensor) and getattr(v, "_trace", None) is None else v
+                        for v in (start, end, step))
     if (type(end) is not int or type(start) is not int) and trace_state.tracer is not None:
         # (a traced int argument: a Sym where it may be one, as in zeros(n))
         start, end, step = (trace_hooks.size_of(v) if getattr(v, "_trace", None) is not None and v.dtype.is_integer
@@ -391,8 +394,15 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
     if layout is not None:
         check_layout(layout, "linspace")
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
+    if not dtype and complex_bound(start, end):
+        dt = dt.to_complex()   # (as PyTorch's: the default dtype's complex form)
     return tensor(np.linspace(start, end, count_arg("linspace", steps, _STEPS)), dtype=dt,
                   device=device, requires_grad=requires_grad)
+
+
+def complex_bound(*bounds) -> bool:
+    """Whether a bound of linspace or logspace is complex (a number or a tensor)."""
+    return any(isinstance(v, complex) or isinstance(v, Tensor) and v.dtype.is_complex for v in bounds)
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False,

@@ -232,10 +232,20 @@ def gather(a, dim: int, index):
 
 
 def take_along_dim(a, indices, dim=None):
-    """PyTorch's argument order (input, indices, dim); dim=None works on the flattened input."""
+    """PyTorch's argument order (input, indices, dim); dim=None works on the flattened input.
+    The other dims broadcast, as PyTorch's (gather reads a prefix of them instead)."""
     if dim is None:
         return gather(reshape(a, (-1,)), 0, reshape(indices, (-1,)))
-    return gather(a, dim, indices)
+    d = normalize_dim(dim, a.ndim, "take_along_dim")
+    if indices.ndim != a.ndim:
+        raise ShapeError(f"take_along_dim: input {tuple(a.shape)} and indices {tuple(indices.shape)} must have "
+                         f"the same number of dims")
+    if tuple(a.shape) != tuple(indices.shape):
+        from ..broadcasting import broadcast_shapes
+        from .shape import expand
+        others = broadcast_shapes("take_along_dim", *((*t.shape[:d], 1, *t.shape[d + 1:]) for t in (a, indices)))
+        a, indices = (expand(t, *others[:d], t.shape[d], *others[d + 1:]) for t in (a, indices))
+    return gather(a, d, indices)
 
 
 def scatter_add(a, dim: int, index, src):

@@ -67,6 +67,7 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
     if src is None:
         raise TypeError("scatter: expected src or value")
     _check_index("scatter", input, index, dim)
+    index = in_range(index, input.shape[dim], "scatter")   # (index_put would wrap a negative one)
     s = _src_like(src, index, input)
     if reduce is None:
         return index_put(input, _grids(tuple(index.shape), dim, index, input.device), s)
@@ -103,7 +104,7 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
                     include_self=bool(include_self))
     if reduce == "prod":
         # one slot per (position, contribution): gather-and-reduce over a padded stack
-        return _scatter_prod(input, dim, index, s, include_self)
+        return _scatter_prod(input, dim, in_range(index, input.shape[dim], "scatter_reduce"), s, include_self)
     raise ValueError(f"scatter_reduce: reduce must be sum, prod, mean, amax or amin, got {reduce!r}")
 
 
@@ -247,7 +248,7 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
 
 def index_copy(input, dim: int, index, source):
     dim = normalize_dim(dim, input.ndim, "index_copy")
-    index = _vector_index("index_copy", index)
+    index = in_range(_vector_index("index_copy", index), input.shape[dim], "index_copy")
     expect_same_dtype("index_copy", input, source)
     coords, shape = _along(input, dim, index)
     if tuple(source.shape) != shape:

@@ -5,9 +5,9 @@ Each works on the last two dims (batched over the others) and has PyTorch's grad
 where PyTorch documents one for real inputs: inv (-A^-T g A^-T), det (g det A^-T), slogdet
 (g A^-T), solve (the solve of A^T against g for B; minus that times X^T for A), cholesky
 (PyTorch's phi formula: L^-T phi(L^T gL) L^-1, symmetrized), eigh (V (diag(gw) + skew(V^T
-gV) / (w_j - w_i)) V^T), svd (PyTorch's svd_backward, each of U, S, Vh on its own). QR and
-pinv have no gradient here: differentiating through them raises rather than giving a
-silent zero.
+gV) / (w_j - w_i)) V^T), svd (PyTorch's svd_backward, each of U, S, Vh on its own), qr and
+pinv. Each takes complex input too (complex_ops.py lists them), with PyTorch's complex
+gradients: the transposes above become conjugate transposes.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections import namedtuple
 
 from ..errors import ShapeError
 from ..typeinfo import finfo
+from .complex_ops import conj
 from .linalg import _mT, _swap
 from .registry import Aval, batch_leading, bind, defprim
 from . import autocast as _autocast
@@ -31,8 +32,8 @@ def _square(op):
     def rule(a, **kw):
         if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
             raise ShapeError(f"{op}: expected a batch of square matrices, got shape {a.shape}")
-        if not a.dtype.is_floating_point:
-            raise TypeError(f"{op}: expected a floating point input, got {a.dtype.name}")
+        if not (a.dtype.is_floating_point or a.dtype.is_complex):
+            raise TypeError(f"{op}: expected a floating point or complex input, got {a.dtype.name}")
         return Aval(a.shape, a.dtype, a.device)
     return rule
 
@@ -68,8 +69,8 @@ def _cofactor_impl(xp, a):
     ones = xp.ones_like(s[..., :1])
     before = xp.cumprod(xp.concatenate([ones, s[..., :-1]], -1), -1)
     after = xp.cumprod(xp.concatenate([ones, s[..., :0:-1]], -1), -1)[..., ::-1]
-    sign = xp.linalg.det(u) * xp.linalg.det(vh)
-    return (u * (before * after * sign[..., None])[..., None, :]) @ vh
+    sign = xp.linalg.det(u) * xp.linalg.det(vh)   # (A^-T = conj(U) S^-1 conj(Vh))
+    return (u.conj() * (before * after * sign[..., None])[..., None, :]) @ vh.conj()
 
 
 def _cofactor_vjp(g, out, a):
@@ -122,10 +123,28 @@ def _logabsdet_vjp(g, out, a):
     return (unsqueeze(unsqueeze(g, -1), -1) * _mT(inv(a)),)
 
 
-LOGABSDET = defprim("linalg_logabsdet", lambda xp, a: xp.linalg.slogdet(a)[1], _det_rule,
+def _logabsdet_rule(a):
+    out = _det_rule(a)
+    return Aval(out.shape, a.dtype.to_real(), a.device)
+
+
+def signdet_complex_vjp(g, out, a):
+    """The sign's gradient for a complex A (a real one's sign has none): d sign = i sign
+    Im(tr(A^-1 dA)), so gA = -i Im(conj(g) sign) A^-H."""
+    from .complex_ops import imag
+    from .shape import unsqueeze
+    c = unsqueeze(unsqueeze(imag(conj(g) * out), -1), -1)
+    return (c * -1j * _mH(inv(a)),)
+
+
+def _mH(x):
+    return _mT(conj(x))   # (conj: a real tensor itself)
+
+
+LOGABSDET = defprim("linalg_logabsdet", lambda xp, a: xp.linalg.slogdet(a)[1], _logabsdet_rule,
                     _logabsdet_vjp, kind="other", save=lambda rq: (0,))
 SIGNDET = defprim("linalg_signdet", lambda xp, a: xp.linalg.slogdet(a)[0], _det_rule, None,
-                  kind="other", save=lambda rq: ())
+                  kind="other", save=lambda rq: (0,), save_out=True)
 
 
 @_autocast.fp32
@@ -179,13 +198,12 @@ def solve(A, B, *, left: bool = True):
 # ---------------------------------------------------------------- Cholesky
 def _cholesky_vjp(g, out, a):
     from .tensorfns import tril
-    from .shape import transpose
     lo = out
-    x = _mT(lo) @ g
+    x = _mH(lo) @ g
     p = 0.5 * (tril(x) + tril(x, -1))       # phi: the lower triangle, its diagonal halved
     li = inv(lo)
-    ga = _mT(li) @ p @ li
-    return (0.5 * (ga + transpose(ga, -1, -2)),)
+    ga = _mH(li) @ p @ li
+    return (0.5 * (ga + _mH(ga)),)
 
 
 CHOLESKY = defprim("linalg_cholesky", lambda xp, a: xp.linalg.cholesky(a),
@@ -196,14 +214,14 @@ CHOLESKY = defprim("linalg_cholesky", lambda xp, a: xp.linalg.cholesky(a),
 @_autocast.fp32
 def cholesky(A, *, upper: bool = False):
     lo = bind(CHOLESKY, A)
-    return _mT(lo) if upper else lo
+    return _mH(lo) if upper else lo
 
 
 # ---------------------------------------------------------------- symmetric eigendecomposition
 def _eigh_rule(a, part, uplo="L"):
     _square("linalg.eigh")(a)
     if part == "values":
-        return Aval(a.shape[:-1], a.dtype, a.device)
+        return Aval(a.shape[:-1], a.dtype.to_real(), a.device)
     return Aval(a.shape, a.dtype, a.device)
 
 
@@ -215,7 +233,7 @@ def _eigh_impl(xp, a, part, uplo="L"):
 def _eigh_values_vjp(g, out, a, part, uplo):
     from .shape import unsqueeze
     v = bind(EIGH, a, part="vectors", uplo=uplo)
-    return ((v * unsqueeze(g, -2)) @ _mT(v),)
+    return ((v * unsqueeze(g, -2)) @ _mH(v),)
 
 
 def _eigh_vectors_vjp(g, out, a, part, uplo):
@@ -224,12 +242,12 @@ def _eigh_vectors_vjp(g, out, a, part, uplo):
     from .tensorfns import tril, triu
     w = bind(EIGH, a, part="values", uplo=uplo)
     v = out
-    m = _mT(v) @ g
-    m = 0.5 * (m - _mT(m))
+    m = _mH(v) @ g
+    m = 0.5 * (m - _mH(m))
     e = unsqueeze(w, -2) - unsqueeze(w, -1)          # e[i, j] = w_j - w_i
     q = m / where(e == 0, 1.0, e)
     inner = tril(q, -1) + triu(q, 1)                 # off the diagonal only
-    return (v @ inner @ _mT(v),)
+    return (v @ inner @ _mH(v),)
 
 
 EIGH = defprim("linalg_eigh", _eigh_impl, _eigh_rule,
@@ -258,19 +276,25 @@ def _qr_rule(a, mode, part):
 
 
 def _qr_vjp(g, out, a, mode, part):
-    """PyTorch's linalg_qr_backward for m >= n (real): with M = gR R^T - Q^T gQ, the
-    gradient is (gQ + Q copyltu(triu(M))) R^-T, copyltu mirroring the upper triangle."""
+    """PyTorch's linalg_qr_backward for m >= n: with M = gR R^H - Q^H gQ, the gradient is
+    (gQ + Q copyltu(triu(M))) R^-H, copyltu mirroring the upper triangle (conjugated) and
+    keeping the diagonal's real part."""
     from .tensorfns import triu
     m, n = a.shape[-2], a.shape[-1]
     if m < n or (mode == "complete" and m > n):
         raise NotImplementedError(f"linalg.qr: the gradient is defined for a tall or square input in "
                                   f"mode 'reduced' (got shape {tuple(a.shape)}, mode {mode!r})")
     q, r = (bind(QR, a, mode=mode, part=p) for p in ("Q", "R"))
-    t = triu(g @ _mT(r) if part == "R" else -(_mT(q) @ g))
-    ga = q @ (t + _mT(triu(t, 1)))
+    t = triu(g @ _mH(r) if part == "R" else -(_mH(q) @ g))
+    inner = t + _mH(triu(t, 1))
+    if t.dtype.is_complex:   # (the diagonal's real part: the inverse of X -> X + X^H on triangles)
+        from .complex_ops import imag
+        from .rearrange import diag_embed, diagonal
+        inner = inner - diag_embed(imag(diagonal(t, 0, -2, -1)) * 1j)
+    ga = q @ inner
     if part == "Q":
         ga = ga + g
-    return (ga @ _mT(inv(r)),)
+    return (ga @ _mH(inv(r)),)
 
 
 QR = defprim("linalg_qr", lambda xp, a, mode, part: xp.linalg.qr(a, mode=mode)[0 if part == "Q" else 1],
@@ -296,7 +320,7 @@ def _svd_rule(a, full, part):
     k = min(m, n)
     lead = a.shape[:-2]
     if part == "S":
-        return Aval(lead + (k,), a.dtype, a.device)
+        return Aval(lead + (k,), a.dtype.to_real(), a.device)
     if part == "U":
         return Aval(lead + (m, m if full else k), a.dtype, a.device)
     return Aval(lead + (n if full else k, n), a.dtype, a.device)
@@ -308,9 +332,11 @@ def _svd_impl(xp, a, full, part):
 
 
 def _svd_vjp(g, out, a, full, part):
-    """PyTorch's svd_backward for real inputs, for the one factor `part` whose gradient is
-    `g` (the formula is linear in gU, gS, gVh: autograd sums the three). With
-    full_matrices, the columns of U (rows of Vh) past min(m, n) do not enter."""
+    """PyTorch's svd_backward, for the one factor `part` whose gradient is `g` (the formula
+    is linear in gU, gS, gVh: autograd sums the three). With full_matrices, the columns of
+    U (rows of Vh) past min(m, n) do not enter. A complex U's part adds i Im(diag(U^H gU)) / S
+    on the diagonal (right for a loss that ignores the singular vectors' phases, as
+    PyTorch's)."""
     from .elementwise import where
     from .shape import unsqueeze
     m, n = a.shape[-2], a.shape[-1]
@@ -323,19 +349,33 @@ def _svd_vjp(g, out, a, full, part):
     e = where(e == 0, 1.0, e)   # (the diagonal's numerators are 0; distinct values assumed)
     if part == "U":
         gu = g[..., :k] if full and m != k else g
-        uhgu = _mT(u) @ gu
-        ga = u @ (((uhgu - _mT(uhgu)) / e) * unsqueeze(s, -2))
+        uhgu = _mH(u) @ gu
+        inner = _off_diagonal(uhgu - _mH(uhgu)) / e * unsqueeze(s, -2)
+        if u.dtype.is_complex:
+            from .complex_ops import imag
+            from .rearrange import diag_embed, diagonal
+            inner = inner + diag_embed(imag(diagonal(uhgu, 0, -2, -1)) / s * 1j)
+        ga = u @ inner
         if m > k:
             gus = gu / unsqueeze(s, -2)
-            ga = ga + gus - u @ (_mT(u) @ gus)
+            ga = ga + gus - u @ (_mH(u) @ gus)
         return (ga @ vh,)
     gvh = g[..., :k, :] if full and n != k else g
-    vhgv = vh @ _mT(gvh)
-    ga = (unsqueeze(s, -1) * ((vhgv - _mT(vhgv)) / e)) @ vh
+    vhgv = vh @ _mH(gvh)
+    ga = (unsqueeze(s, -1) * (_off_diagonal(vhgv - _mH(vhgv)) / e)) @ vh
     if n > k:
         sgv = gvh / unsqueeze(s, -1)
-        ga = ga + sgv - (sgv @ _mT(vh)) @ vh
+        ga = ga + sgv - (sgv @ _mH(vh)) @ vh
     return (u @ ga,)
+
+
+def _off_diagonal(x):
+    """`x` without its diagonal: a complex skew-Hermitian matrix's is imaginary, a real
+    skew-symmetric one's already 0."""
+    if not x.dtype.is_complex:
+        return x
+    from .tensorfns import tril, triu
+    return tril(x, -1) + triu(x, 1)
 
 
 SVD = defprim("linalg_svd", _svd_impl, _svd_rule, _svd_vjp, kind="other", save=lambda rq: (0,))
@@ -355,14 +395,14 @@ def _pinv_rule(a, rtol, hermitian):
 
 def _pinv_vjp(g, out, a, rtol, hermitian):
     # PyTorch's pinv_backward (real matrices), its products kept to the smaller side
-    p, ph, gh = out, _mT(out), _mT(g)
+    p, ph, gh = out, _mH(out), _mH(g)
     if a.shape[-2] <= a.shape[-1]:
         k = gh @ p
         kph = k @ ph
-        return (-_mT(p @ k) + kph - (a @ p) @ kph + (ph @ p) @ (gh - k @ a),)
+        return (-_mH(p @ k) + kph - (a @ p) @ kph + (ph @ p) @ (gh - k @ a),)
     k = p @ gh
     phk = ph @ k
-    return (-_mT(k @ p) + ((gh - a @ k) @ p) @ ph + phk - (phk @ p) @ a,)
+    return (-_mH(k @ p) + ((gh - a @ k) @ p) @ ph + phk - (phk @ p) @ a,)
 
 
 PINV = defprim("linalg_pinv", lambda xp, a, rtol, hermitian: xp.linalg.pinv(a, rcond=rtol,

@@ -35,8 +35,9 @@ def eye_of(shape, dtype, device):
 
 
 def _floating(op, a):
-    if not a.dtype.is_floating_point:
-        raise TypeError(f"{op}: expected a floating point input, got {a.dtype.name}")
+    # (a complex operand reaches only the primitives complex_ops.py lists)
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise TypeError(f"{op}: expected a floating point or complex input, got {a.dtype.name}")
 
 
 def _square(op, a):
@@ -48,7 +49,8 @@ def _square(op, a):
 # ---------------------------------------------------------------- LU with partial pivoting
 def _lu_np(a: np.ndarray):
     """(packed LU, 1-based pivots) of each matrix in the batch `a` (..., m, n)."""
-    lu = np.array(a, dtype=np.float64, copy=True)
+    cplx = np.asarray(a).dtype.kind == "c"
+    lu = np.array(a, dtype=np.complex128 if cplx else np.float64, copy=True)
     m, n = lu.shape[-2], lu.shape[-1]
     k = min(m, n)
     piv = np.zeros(lu.shape[:-2] + (k,), np.int32)
@@ -56,7 +58,8 @@ def _lu_np(a: np.ndarray):
     fpiv = piv.reshape(flat.shape[0], k)
     rows = np.arange(flat.shape[0])
     for j in range(k):
-        p = j + np.argmax(np.abs(flat[:, j:, j]), axis=1)
+        col = flat[:, j:, j]   # (LAPACK's pivot of a complex column: the largest |re| + |im|)
+        p = j + np.argmax(np.abs(col.real) + np.abs(col.imag) if cplx else np.abs(col), axis=1)
         fpiv[:, j] = p + 1
         top = flat[rows, j].copy()
         flat[rows, j] = flat[rows, p]
@@ -113,7 +116,7 @@ def pivots_to_perm(pivots, m: int, dtype):
 
 
 def _lu_vjp(g, out, a, part):
-    from .linalg_dense import solve
+    from .linalg_dense import _mH, solve
     from .tensorfns import tril, triu
     m, n = a.shape[-2], a.shape[-1]
     if m != n:
@@ -121,9 +124,9 @@ def _lu_vjp(g, out, a, part):
     p = pivots_to_perm(bind(LU_FACTOR, a, part="pivots"), m, a.dtype)
     lo = tril(out, -1) + eye_of(out.shape, out.dtype, out.device)
     up = triu(out)
-    phi = tril(_mT(lo) @ tril(g, -1), -1) + triu(triu(g) @ _mT(up))
-    x = solve(_mT(lo), phi)                      # L^-T phi
-    return (p @ _mT(solve(up, _mT(x))),)         # ... U^-T, then P
+    phi = tril(_mH(lo) @ tril(g, -1), -1) + triu(triu(g) @ _mH(up))
+    x = solve(_mH(lo), phi)                      # L^-H phi
+    return (p @ _mH(solve(up, _mH(x))),)         # ... U^-H, then P
 
 
 LU_FACTOR = defprim("linalg_lu_factor", _lu_impl, _lu_rule, _lu_vjp, kind="other",
@@ -160,7 +163,8 @@ _PADE13 = [math.factorial(26 - k) * math.factorial(13) / (math.factorial(26) * m
 
 
 def _expm_np(a: np.ndarray) -> np.ndarray:
-    a = np.asarray(a, np.float64)
+    a = np.asarray(a)
+    a = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
     n = a.shape[-1]
     norm = np.abs(a).sum(-2).max(-1) if n else np.zeros(a.shape[:-2])
     with np.errstate(divide="ignore"):
@@ -212,14 +216,15 @@ def _eig_rule(a, part):
 
 def _eig_impl(xp, a, part):
     w, v = np.linalg.eig(np.asarray(a))
-    cd = np.complex64 if np.asarray(a).dtype == np.float32 else np.complex128
-    return (w if part == "values" else v).astype(cd)
+    return (w if part == "values" else v).astype(np.result_type(np.asarray(a).dtype, np.complex64))
 
 
 def _eig_grad_np(a, g, part):
-    """PyTorch's linalg_eig_backward for a real A, the cotangent `g` of one part: gA =
-    re(V^-H (diag(gL) + (V^H gV - V^H V diag(re(V^H gV))) / conj(E)) V^H), E_ij = L_j - L_i."""
-    w, v = np.linalg.eig(np.asarray(a, np.float64))
+    """PyTorch's linalg_eig_backward, the cotangent `g` of one part: gA = V^-H (diag(gL) +
+    (V^H gV - V^H V diag(re(V^H gV))) / conj(E)) V^H, E_ij = L_j - L_i (its real part for a
+    real A)."""
+    a = np.asarray(a)
+    w, v = np.linalg.eig(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64))
     g = np.asarray(g, np.complex128)
     vh = np.conj(np.swapaxes(v, -1, -2))
     if part == "values":
@@ -232,7 +237,8 @@ def _eig_grad_np(a, g, part):
         n = w.shape[-1]
         e[..., np.arange(n), np.arange(n)] = 1
         inner = vhgv / np.conj(e)
-    return np.real(np.linalg.solve(vh, inner @ vh))
+    ga = np.linalg.solve(vh, inner @ vh)
+    return ga if a.dtype.kind == "c" else np.real(ga)
 
 
 def _eig_grad_rule(a, g, part):
@@ -253,7 +259,5 @@ EIG = defprim("linalg_eig", _eig_impl, _eig_rule, _eig_vjp, kind="complex", save
 
 
 def eig_parts(A, values_only: bool = False):
-    if A.dtype.is_complex:
-        raise TypeError("linalg.eig: complex inputs are not supported (real floating point matrices only)")
     w = bind(EIG, A, part="values")
     return w if values_only else (w, bind(EIG, A, part="vectors"))

@@ -195,10 +195,25 @@ lgamma, digamma, erfinv, erfc = map(_op1, (LGAMMA, DIGAMMA, ERFINV, ERFC))
 
 
 # ---------------------------------------------------------------- composites
+def _rounded_once(fn):
+    """`fn`, a composite of several roundings, computed in float32 for a float16 or bfloat16
+    input and rounded once, as PyTorch's half kernels compute (exp2(-8) is then 2^-8, not
+    two bf16 ulps off)."""
+    def composite(input):
+        if isinstance(input, Tensor) and input.dtype in (_dt.float16, _dt.bfloat16):
+            return cast(fn(cast(input, _dt.float32)), input.dtype)
+        return fn(input)
+    composite.__name__ = composite.__qualname__ = fn.__name__
+    composite.__doc__ = fn.__doc__
+    return composite
+
+
+@_rounded_once
 def sinh(input):
     return (exp(input) - exp(neg(input))) * 0.5
 
 
+@_rounded_once
 def cosh(input):
     return (exp(input) + exp(neg(input))) * 0.5
 
@@ -221,14 +236,17 @@ def reciprocal(input):
     return 1.0 / input if input.dtype.is_complex else _reciprocal(input)
 
 
+@_rounded_once
 def log2(input):
     return log(input) * (1 / math.log(2))
 
 
+@_rounded_once
 def log10(input):
     return log(input) * (1 / math.log(10))
 
 
+@_rounded_once
 def exp2(input):
     return exp(input * math.log(2))
 
@@ -359,6 +377,7 @@ def x_times_log(input, other, fn, neutral: float, op: str):
     return where(zero, 0.0, input * fn(where(zero, neutral, other)))
 
 
+@_rounded_once
 def sinc(input):
     x = input * math.pi
     safe = where(input == 0, 1.0, x)

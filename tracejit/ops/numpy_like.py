@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..shapes import broadcast_shapes as _broadcast_shapes, normalize_dim
 from ..size import Size
 from ..tensor import Tensor
-from .creation import _STEPS, arange, count_arg, empty as _empty, tensor
+from .creation import _STEPS, arange, complex_bound, count_arg, empty as _empty, tensor
 from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, logical_or, lt, ne, sqrt, where
 from .indexing import index_put
 from .linalg import matmul
@@ -195,7 +195,10 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
              requires_grad: bool = False):
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
     steps = count_arg("logspace", steps, _STEPS)
-    vals = np.power(float(base), np.linspace(float(start), float(end), steps))
+    kind = complex if complex_bound(start, end) else float
+    if kind is complex and not dtype:
+        dt = dt.to_complex()   # (as linspace: the default dtype's complex form)
+    vals = np.power(float(base), np.linspace(kind(start), kind(end), steps))
     return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
 
 

@@ -110,7 +110,15 @@ def cdist(x1, x2, p: float = 2.0, compute_mode=None):
         d2 = sq1 - 2 * matmul(x1, transpose(x2, -1, -2)) + transpose(sq2, -1, -2)
         from .elementwise import clamp
         return _root(clamp(d2, min=0.0), 2)   # (its gradient is 0 at a zero distance)
-    diff = unsqueeze(x1, -2) - unsqueeze(x2, -3)
+    return _distance(unsqueeze(x1, -2) - unsqueeze(x2, -3), p)
+
+
+def _distance(diff, p):
+    """The p-norm of the last dim. For p = 0, as PyTorch's cdist and pdist: a NaN difference
+    gives NaN (`vector_norm(x, 0)` counts it) and the inputs' gradient is 0 (not None)."""
+    if p == 0:
+        from .elementwise import where
+        return _sum(where(abs(diff) > 0, 1.0, diff * 0), -1)
     return norm(diff, p, -1)
 
 
@@ -132,7 +140,7 @@ def pdist(input, p: float = 2.0):
     i, j = np.triu_indices(n, 1)
     a = getitem(input, tensor(i, device=input.device))
     b = getitem(input, tensor(j, device=input.device))
-    return norm(a - b, p, -1)
+    return _distance(a - b, p)
 
 
 def chain_matmul(*matrices):

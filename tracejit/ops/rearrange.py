@@ -571,9 +571,16 @@ moveaxis = movedim   # (numpy's name)
 
 
 def triu_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):
+    _sizes("triu_indices", row, col)
     return tensor(np.stack(np.triu_indices(row, offset, col)), dtype=dtype or _dt.int64, device=device)
 
 
 def tril_indices(row: int, col: int, offset: int = 0, *, dtype=None, device=None):
+    _sizes("tril_indices", row, col)
     return tensor(np.stack(np.tril_indices(row, offset, col)), dtype=dtype or _dt.int64, device=device)
+
+
+def _sizes(op: str, row: int, col: int) -> None:
+    if row < 0 or col < 0:
+        raise ArgumentError(f"{op}: row and col must be non-negative, got {row} and {col}")
 

@@ -257,9 +257,32 @@ _ALL_DIMS: dict = {}   # rank -> (0, ..., rank - 1)
 _ONE_DIM: dict = {}    # (dim, rank) -> its normalized dims
 
 
-def sum(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
-    # (numpy's names, which PyTorch takes too)
-    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
+class _Every:
+    """`dim`'s default in sum and mean: every dim. PyTorch's overload without a dim takes no
+    keepdim; an explicit dim=None does."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "None"
+
+
+_EVERY = _Every()
+
+
+def _dim_keepdim(op: str, dim, keepdim, axis, keepdims):
+    """(dim, keepdim) from PyTorch's names or numpy's (which PyTorch takes too); a keepdim
+    without a dim raises TypeError, as PyTorch's overloads do (for prod, max, min and median
+    dim=None is no overload either)."""
+    dim, keepdim = (dim if axis is _EVERY else axis), (keepdim if keepdims is None else keepdims)
+    if keepdim is not None and (dim is _EVERY or dim is None and op not in ("sum", "mean")):
+        raise TypeError(f"{op}: keepdim={keepdim} needs a dim" + (" (dim=None reduces every dim)"
+                                                                  if dim is _EVERY else ""))
+    return (None if dim is _EVERY else dim), bool(keepdim)
+
+
+def sum(a, dim=_EVERY, keepdim: bool | None = None, *, dtype=None, axis=_EVERY, keepdims=None):
+    dim, keepdim = _dim_keepdim("sum", dim, keepdim, axis, keepdims)
     if dtype is None:
         return bind(SUM, a, dims=_dims(a, dim, "sum"), keepdim=keepdim)
     a = cast(a, dtype)
@@ -282,9 +305,9 @@ def prod_(a, dims, keepdim):
 
 
 @_autocast.fp32
-def prod(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
+def prod(a, dim=None, keepdim: bool | None = None, *, dtype=None, axis=_EVERY, keepdims=None):
     """The product over one dim or all (PyTorch's prod takes no tuple of dims)."""
-    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
+    dim, keepdim = _dim_keepdim("prod", dim, keepdim, axis, keepdims)
     if dim is not None:
         dim = normalize_dim(dim, a.ndim, "prod")
     if dtype is None:
@@ -301,8 +324,8 @@ def _count(a, dims):
     return n
 
 
-def mean(a, dim=None, keepdim: bool = False, *, dtype=None, axis=None, keepdims=None):
-    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
+def mean(a, dim=_EVERY, keepdim: bool | None = None, *, dtype=None, axis=_EVERY, keepdims=None):
+    dim, keepdim = _dim_keepdim("mean", dim, keepdim, axis, keepdims)
     if dtype is not None:
         a = cast(a, dtype)
     if not a.dtype.differentiable:   # (floating or complex)
@@ -361,8 +384,8 @@ class ValuesIndices(namedtuple("ValuesIndices", ["values", "indices"])):
     __slots__ = ()
 
 
-def max(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
+def max(a, dim=None, keepdim: bool | None = None, *, axis=_EVERY, keepdims=None):
+    dim, keepdim = _dim_keepdim("max", dim, keepdim, axis, keepdims)
     if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
         return maximum(a, dim)
     if dim is None:
@@ -373,8 +396,8 @@ def max(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
     return _selected(a, _arg(ARGMAX, a, dim, True), dim, keepdim)
 
 
-def min(a, dim=None, keepdim: bool = False, *, axis=None, keepdims=None):
-    dim, keepdim = (dim if axis is None else axis), (keepdim if keepdims is None else keepdims)
+def min(a, dim=None, keepdim: bool | None = None, *, axis=_EVERY, keepdims=None):
+    dim, keepdim = _dim_keepdim("min", dim, keepdim, axis, keepdims)
     if hasattr(dim, "_data"):
         return minimum(a, dim)
     if dim is None:

@@ -21,7 +21,7 @@ from .creation import full, tensor
 from .elementwise import cast, floor, isnan, where
 from .math_more import ceil, lerp
 from .indexing import gather
-from .reductions import (ValuesIndices as _ValuesIndices, amax, amin, max as _max, min as _min, cumsum, mean,
+from .reductions import (ValuesIndices as _ValuesIndices, _EVERY, _dim_keepdim, amax, amin, max as _max, min as _min, cumsum, mean,
                          std, sum as _sum, var)
 from .shape import cat, narrow, reshape
 from .tensorfns import sort
@@ -53,19 +53,20 @@ def _pick(input, dim, k, keepdim):
 
 
 @takes("input", ints=True)
-def median(input, dim=None, keepdim: bool = False):
+def median(input, dim=None, keepdim: bool | None = None):
     """The lower median: of all elements (dim None), or values and indices along dim; NaN
     if the slice holds one (the first NaN, as PyTorch)."""
     return _median(input, dim, keepdim, "median")
 
 
 @takes("input", ints=True)
-def nanmedian(input, dim=None, keepdim: bool = False):
+def nanmedian(input, dim=None, keepdim: bool | None = None):
     """median ignoring NaN (NaN sorts last; the middle of the non-NaN count is picked)."""
     return _median(input, dim, keepdim, "nanmedian")
 
 
 def _median(input, dim, keepdim, name):
+    dim, keepdim = _dim_keepdim(name, dim, keepdim, _EVERY, None)
     if dim is None:
         if input.numel() == 0 and input.dtype.is_floating_point:
             return full((), float("nan"), dtype=input.dtype, device=input.device)
