@@ -165,3 +165,17 @@ def test_a_function_that_cannot_batch_maps_per_sample(caplog):
     x = _x(4, 2)
     out = tj.vmap(lambda r: r * 2 if float(r.sum()) > 0 else -r)(tj.tensor(x)).numpy()
     np.testing.assert_array_equal(out, np.where(x.sum(1, keepdims=True) > 0, x * 2, -x))
+
+
+def test_an_in_place_write_to_a_mapped_input_reaches_it():
+    """As torch.func.vmap: writes through the mapped dim, the batch's own storage changed."""
+    ref, x = torch.ones(3, 4), tj.ones(3, 4)
+    torch.func.vmap(lambda r: r.mul_(2), in_dims=1)(ref)
+    tj.func.vmap(lambda r: r.mul_(2), in_dims=1)(x)
+
+    def put(r):
+        r[0] = 5.0
+        return r + 1
+    ref_out, out = torch.func.vmap(put)(ref), tj.func.vmap(put)(x)
+    np.testing.assert_array_equal(x.numpy(), ref.numpy())
+    np.testing.assert_array_equal(out.numpy(), ref_out.numpy())

@@ -92,12 +92,14 @@ def _batched(func, args: list, dims: list, kwargs: dict, n: int, out_dims, rando
     """One traced call of `func` on a sample's shapes, its graph run over the batch."""
     from ..jit.tracer import TraceContext
     mapped: list = []
+    traced: list = []
     ctx = TraceContext()
 
     def sample(t, d):
         mapped.append(t.movedim(d, 0) if d else t)
-        return ctx.new_input(Aval(t.shape[:d] + t.shape[d + 1:], t.dtype, t.device),
-                             requires_grad=t.requires_grad)
+        traced.append(ctx.new_input(Aval(t.shape[:d] + t.shape[d + 1:], t.dtype, t.device),
+                                    requires_grad=t.requires_grad))
+        return traced[-1]
     samples = _map(args, dims, sample)   # (outside the capture: the moves run eagerly)
     try:
         with ctx:
@@ -110,7 +112,9 @@ def _batched(func, args: list, dims: list, kwargs: dict, n: int, out_dims, rando
         raise
     except Exception as exc:   # (the loop raises the user's errors with their own context)
         raise Unbatchable(f"the function could not be traced ({type(exc).__name__}: {exc})") from None
-    if ctx.buffer_writes or ctx.attr_writes or len(graph.inputs) != len(mapped) + len(ctx.const_tensors):
+    # (an in-place write to a mapped input rebinds its tracer: the loop writes through)
+    if (ctx.buffer_writes or ctx.attr_writes or any(t._var is not v for t, v in zip(traced, graph.inputs))
+            or len(graph.inputs) != len(mapped) + len(ctx.const_tensors)):
         raise Unbatchable("the function writes state or reads Python values")
     res = run_batched(graph, mapped + list(ctx.const_tensors),
                       [True] * len(mapped) + [False] * len(ctx.const_tensors), n, randomness)
