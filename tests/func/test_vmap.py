@@ -179,3 +179,17 @@ def test_an_in_place_write_to_a_mapped_input_reaches_it():
     ref_out, out = torch.func.vmap(put)(ref), tj.func.vmap(put)(x)
     np.testing.assert_array_equal(x.numpy(), ref.numpy())
     np.testing.assert_array_equal(out.numpy(), ref_out.numpy())
+
+
+def test_a_function_that_cannot_batch_changes_python_state_once_per_sample():
+    """The traced attempt's list and dict changes are put back before the per-sample loop."""
+    seen, count = [], {"n": 0}
+
+    def f(r):
+        seen.append(r.shape[0])
+        count["n"] += 1
+        return r * 2 if float(r.sum()) > 0 else r * 3
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    out = tj.func.vmap(f)(tj.tensor(x))
+    assert seen == [4, 4, 4] and count["n"] == 3
+    np.testing.assert_allclose(out.numpy(), np.where(x.sum(1, keepdims=True) > 0, 2 * x, 3 * x))
