@@ -193,3 +193,16 @@ def test_a_function_that_cannot_batch_changes_python_state_once_per_sample():
     out = tj.func.vmap(f)(tj.tensor(x))
     assert seen == [4, 4, 4] and count["n"] == 3
     np.testing.assert_allclose(out.numpy(), np.where(x.sum(1, keepdims=True) > 0, 2 * x, 3 * x))
+
+
+def test_a_write_at_a_tensor_index_maps():
+    def f(lib):
+        def g(r):
+            y = r * 1.0
+            y[0] += r[1]
+            y[lib.tensor([2, 1])] = 0.5
+            return y
+        return g
+    x = np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32)
+    np.testing.assert_allclose(tj.func.vmap(f(tj))(tj.tensor(x)).numpy(),
+                               torch.func.vmap(f(torch))(torch.tensor(x)).numpy())
