@@ -165,3 +165,44 @@ def test_a_function_that_cannot_batch_maps_per_sample(caplog):
     x = _x(4, 2)
     out = tj.vmap(lambda r: r * 2 if float(r.sum()) > 0 else -r)(tj.tensor(x)).numpy()
     np.testing.assert_array_equal(out, np.where(x.sum(1, keepdims=True) > 0, x * 2, -x))
+
+
+def test_an_in_place_write_to_a_mapped_input_reaches_it():
+    """As torch.func.vmap: writes through the mapped dim, the batch's own storage changed."""
+    ref, x = torch.ones(3, 4), tj.ones(3, 4)
+    torch.func.vmap(lambda r: r.mul_(2), in_dims=1)(ref)
+    tj.func.vmap(lambda r: r.mul_(2), in_dims=1)(x)
+
+    def put(r):
+        r[0] = 5.0
+        return r + 1
+    ref_out, out = torch.func.vmap(put)(ref), tj.func.vmap(put)(x)
+    np.testing.assert_array_equal(x.numpy(), ref.numpy())
+    np.testing.assert_array_equal(out.numpy(), ref_out.numpy())
+
+
+def test_a_function_that_cannot_batch_changes_python_state_once_per_sample():
+    """The traced attempt's list and dict changes are put back before the per-sample loop."""
+    seen, count = [], {"n": 0}
+
+    def f(r):
+        seen.append(r.shape[0])
+        count["n"] += 1
+        return r * 2 if float(r.sum()) > 0 else r * 3
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    out = tj.func.vmap(f)(tj.tensor(x))
+    assert seen == [4, 4, 4] and count["n"] == 3
+    np.testing.assert_allclose(out.numpy(), np.where(x.sum(1, keepdims=True) > 0, 2 * x, 3 * x))
+
+
+def test_a_write_at_a_tensor_index_maps():
+    def f(lib):
+        def g(r):
+            y = r * 1.0
+            y[0] += r[1]
+            y[lib.tensor([2, 1])] = 0.5
+            return y
+        return g
+    x = np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32)
+    np.testing.assert_allclose(tj.func.vmap(f(tj))(tj.tensor(x)).numpy(),
+                               torch.func.vmap(f(torch))(torch.tensor(x)).numpy())

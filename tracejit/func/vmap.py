@@ -92,26 +92,40 @@ def _batched(func, args: list, dims: list, kwargs: dict, n: int, out_dims, rando
     """One traced call of `func` on a sample's shapes, its graph run over the batch."""
     from ..jit.tracer import TraceContext
     mapped: list = []
+    traced: list = []
     ctx = TraceContext()
 
     def sample(t, d):
         mapped.append(t.movedim(d, 0) if d else t)
-        return ctx.new_input(Aval(t.shape[:d] + t.shape[d + 1:], t.dtype, t.device),
-                             requires_grad=t.requires_grad)
+        traced.append(ctx.new_input(Aval(t.shape[:d] + t.shape[d + 1:], t.dtype, t.device),
+                                    requires_grad=t.requires_grad))
+        return traced[-1]
     samples = _map(args, dims, sample)   # (outside the capture: the moves run eagerly)
+    # Python state the function changes while traced is put back before the loop runs it
+    # per sample: each sample changes it once, none twice
+    ctx.effects.active = True
+    ctx.effects.watch_function(func, [x for x in (*args, *kwargs.values()) if not isinstance(x, Tensor)])
     try:
-        with ctx:
-            out = func(*samples, **kwargs)
-            leaves = _flatten(out, out_dims)
-            if not all(isinstance(o, Tensor) for o, _ in leaves):
-                raise Unbatchable("the function returned a value that is not a tensor")
-            graph = ctx.graph([ctx.atom(o) for o, _ in leaves])
+        try:
+            with ctx:
+                out = func(*samples, **kwargs)
+                leaves = _flatten(out, out_dims)
+                if not all(isinstance(o, Tensor) for o, _ in leaves):
+                    raise Unbatchable("the function returned a value that is not a tensor")
+                graph = ctx.graph([ctx.atom(o) for o, _ in leaves])
+        except Unbatchable:
+            raise
+        except Exception as exc:   # (the loop raises the user's errors with their own context)
+            raise Unbatchable(f"the function could not be traced ({type(exc).__name__}: {exc})") from None
+        effects = ctx.effects.found(out)
+        # (an in-place write to a mapped input rebinds its tracer: the loop writes through)
+        if (effects or ctx.buffer_writes or ctx.attr_writes or ctx.effects.stores
+                or any(t._var is not v for t, v in zip(traced, graph.inputs))
+                or len(graph.inputs) != len(mapped) + len(ctx.const_tensors)):
+            raise Unbatchable("; ".join(effects) or "the function writes state or reads Python values")
     except Unbatchable:
+        ctx.restore_attributes()
         raise
-    except Exception as exc:   # (the loop raises the user's errors with their own context)
-        raise Unbatchable(f"the function could not be traced ({type(exc).__name__}: {exc})") from None
-    if ctx.buffer_writes or ctx.attr_writes or len(graph.inputs) != len(mapped) + len(ctx.const_tensors):
-        raise Unbatchable("the function writes state or reads Python values")
     res = run_batched(graph, mapped + list(ctx.const_tensors),
                       [True] * len(mapped) + [False] * len(ctx.const_tensors), n, randomness)
     return _rebuild(out, iter(_place(v, b, d, n) for (v, b), (_, d) in zip(res, leaves)))

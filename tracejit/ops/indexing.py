@@ -328,8 +328,10 @@ def _batch_put(prim):
     """A batching rule (registry ``extra["batch"]``) of a write into a basic-indexed region:
     the batch dim indexed whole, the values' dims aligned with the region's."""
     def rule(n, p, a, v, *idx):
+        if idx:   # (tensor indices: the spec names them)
+            return None
         rank = _getitem_rule(a, spec=p["spec"]).ndim
-        if idx or v.ndim > rank:
+        if v.ndim > rank:
             return None
 
         def run(ab, vb):
