@@ -333,11 +333,19 @@ def set_num_threads(n: int) -> None:
     share = sys.modules.get("tracejit.compiler.cpu.runtime.coreshare")
     if share is not None:
         share.user_set()      # (the load policy takes the counts as its ceilings)
+    _numba_count(n, replace=True)
+
+
+def _numba_count(n: int, replace: bool) -> None:
+    """numba's kernels to `n` threads: its count where numba is loaded, else the size of the
+    pool it makes when it loads (kept where set unless `replace`)."""
     if "numba" in sys.modules:
         import numba    # waits while another thread is still importing it
         numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    else:   # read when numba loads (its pool is made then)
+    elif replace:
         os.environ["NUMBA_NUM_THREADS"] = str(n)
+    else:
+        os.environ.setdefault("NUMBA_NUM_THREADS", str(n))
 
 
 def _ceiling_from_env() -> None:
@@ -348,13 +356,8 @@ def _ceiling_from_env() -> None:
     first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if not first.isdigit() or int(first) < 1:
         return
-    n = int(first)
-    _set[0] = n
-    if "numba" in sys.modules:
-        import numba
-        numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-    else:
-        os.environ.setdefault("NUMBA_NUM_THREADS", str(n))
+    _set[0] = int(first)
+    _numba_count(int(first), replace=False)
 
 
 _ceiling_from_env()
