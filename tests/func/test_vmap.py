@@ -113,6 +113,21 @@ def test_randomness():
     assert len({tuple(row) for row in diff}) == 4
 
 
+def test_randomness_of_a_function_mapped_per_sample():
+    x = tj.ones(4, 3)
+
+    def f(r):   # (reads a value in Python: mapped once per sample)
+        return r * float(r.sum()) + tj.rand(3)
+    with pytest.raises(RuntimeError, match="randomness"):
+        tj.vmap(f)(x)
+    tj.manual_seed(0)
+    same = tj.vmap(f, randomness="same")(x).numpy()
+    diff = tj.vmap(f, randomness="different")(x).numpy()
+    assert (same == same[0]).all() and same.shape == (4, 3)
+    assert len({tuple(row) for row in diff}) == 4
+    assert (tj.vmap(lambda r: r * float(r.sum()))(x).numpy() == 3.0).all()   # (no draw: no error)
+
+
 def _matmul_calls(fn) -> int:
     """How many matrix products `fn` runs."""
     calls, prims = [], [p for p in REGISTRY.values() if p.kind == "matmul"]

@@ -70,6 +70,10 @@ def _matmul(e, vals, avals, n):
     return r
 
 
+RANDOM_ERROR = ("vmap: called random operation while in randomness error mode. Please either use the "
+                "'same' or 'different' randomness flags on vmap or perform the randomness operation out of vmap")
+
+
 def _step(e, vals, n: int, randomness: str):
     """`e` run over the batch: (value, batched)."""
     prim, params = e.prim, e.params
@@ -78,9 +82,7 @@ def _step(e, vals, n: int, randomness: str):
         raise Unbatchable(f"no batching rule for {prim.name}")
     if prim.kind == "random":
         if randomness == "error":
-            raise RuntimeError("vmap: called random operation while in randomness error mode. Please "
-                               "either use the 'same' or 'different' randomness flags on vmap or "
-                               "perform the randomness operation out of vmap")
+            raise RuntimeError(RANDOM_ERROR)
         if randomness == "same" and not any(b for _, b in vals):
             return bind(prim, *(v for v, _ in vals), **params), False
     elif not any(b for _, b in vals):

@@ -12,7 +12,8 @@ from typing import Callable
 
 from ..ops.registry import Aval, trace_state
 from ..tensor import Tensor
-from .batching import Unbatchable, run_batched
+from .batching import RANDOM_ERROR, Unbatchable, run_batched
+from .transforms import _rebuild   # (every leaf it rebuilds here is a tensor)
 
 __all__ = ["vmap"]
 
@@ -50,14 +51,6 @@ def _flatten(x, dims) -> list:
         ds = dims if isinstance(dims, dict) else {k: dims for k in x}
         return [p for k, v in x.items() for p in _flatten(v, ds.get(k, 0))]
     return [(x, dims)]
-
-
-def _rebuild(x, it):
-    if isinstance(x, (tuple, list)):
-        return type(x)(_rebuild(v, it) for v in x)
-    if isinstance(x, dict):
-        return {k: _rebuild(v, it) for k, v in x.items()}
-    return next(it)
 
 
 def _place(v: Tensor, batched: bool, dim, n: int) -> Tensor:
@@ -131,6 +124,22 @@ def _batched(func, args: list, dims: list, kwargs: dict, n: int, out_dims, rando
     return _rebuild(out, iter(_place(v, b, d, n) for (v, b), (_, d) in zip(res, leaves)))
 
 
+def _per_sample(func, args: list, dims: list, kwargs: dict, n: int, randomness: str, out_dims):
+    """`func` called once per batch element, the results stacked, with vmap's randomness:
+    "same" draws each element's numbers from the same generator state, "error" raises
+    once an element's call has drawn any (the global generator's state moved)."""
+    from ..ops.random import get_rng_state, set_rng_state
+    state = None if randomness == "different" else get_rng_state()
+    outs = []
+    for b in range(n):
+        if randomness == "same":
+            set_rng_state(state)
+        outs.append(func(*_map(args, dims, lambda t, d: t.select(d, b)), **kwargs))
+        if randomness == "error" and b == 0 and not (get_rng_state() == state).all():
+            raise RuntimeError(RANDOM_ERROR)
+    return _stack(outs, out_dims)
+
+
 def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *,
          chunk_size: int | None = None) -> Callable:
     """`func` mapped over dim `in_dims` of its inputs (an int for all, or a tuple with an
@@ -149,8 +158,8 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *,
                 from ..jit import config
                 config.topic("fallback").info("vmap of %s runs once per sample: %s",
                                               getattr(func, "__name__", "the function"), why)
-        outs = [func(*_map(args, dims, lambda t, d: t.select(d, b)), **kwargs) for b in range(n)]
-        return _stack(outs, out_dims)
+            return _per_sample(func, args, dims, kwargs, n, randomness, out_dims)
+        return _stack([func(*_map(args, dims, lambda t, d: t.select(d, b)), **kwargs) for b in range(n)], out_dims)
 
     def wrapper(*args, **kwargs):
         dims = list(in_dims) if isinstance(in_dims, (tuple, list)) else [in_dims] * len(args)
