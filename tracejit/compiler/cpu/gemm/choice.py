@@ -154,15 +154,18 @@ def _load() -> None:
     _load_file(bf16_store_path())
 
 
+def _stored(path) -> dict:
+    """The choices kept in `path`, {} where its sha256 does not match; raises on a damaged file."""
+    data = json.loads(path.read_text())
+    body = json.dumps(data["choices"], sort_keys=True)
+    return data["choices"] if data.get("sha256") == hashlib.sha256(body.encode()).hexdigest() else {}
+
+
 def _load_file(path) -> None:
     if path is None or not path.exists():
         return
     try:
-        data = json.loads(path.read_text())
-        body = json.dumps(data["choices"], sort_keys=True)
-        if data.get("sha256") != hashlib.sha256(body.encode()).hexdigest():
-            return
-        for text, value in data["choices"].items():
+        for text, value in _stored(path).items():
             m, n, k, dt, lay, bat, thr = text.replace("x", ":", 2).split(":")
             _choices.setdefault(Key(int(m), int(n), int(k), dt, lay, bool(int(bat)), int(thr)),
                                 _decode(value["choice"]))
@@ -180,10 +183,7 @@ def _save(key: Key, choice, times: dict) -> None:
         choices = {}
         if path.exists():
             try:
-                data = json.loads(path.read_text())
-                body = json.dumps(data["choices"], sort_keys=True)
-                if data.get("sha256") == hashlib.sha256(body.encode()).hexdigest():
-                    choices = data["choices"]
+                choices = _stored(path)
             except (ValueError, KeyError, TypeError):
                 choices = {}
         choices[key.text()] = {"choice": choice if isinstance(choice, str) else list(choice),
