@@ -203,12 +203,8 @@ def forget() -> None:
     """Drop this process's choices (the store is read again at the next choice): tests."""
     global _loaded
     with _lock:
-        _choices.clear()
-        _pending.clear()
-        _watchers.clear()
-        _seen.clear()
-        _queue.clear()
-        _worker.clear()
+        for held in (_choices, _pending, _watchers, _seen, _queue, _worker):
+            held.clear()
         _loaded = False
 
 
