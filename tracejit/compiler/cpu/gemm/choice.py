@@ -96,12 +96,17 @@ def _stamp() -> str:
 def _bf16_stamp() -> str:
     from . import bf16_tile
     # (the driver's file by path: importing it imports numba, which eager float32 products avoid)
-    try:
-        with open(os.path.join(os.path.dirname(__file__), "bf16_pack.py"), "rb") as f:
-            driver = hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        driver = ""
+    driver = _file_digest(os.path.join(os.path.dirname(__file__), "bf16_pack.py"))
     return "bf16-" + _stamp_over([bf16_tile.ir_text(), driver])
+
+
+def _file_digest(path: str) -> str:
+    """The sha256 of a source file's bytes ("" where it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _stamp_over(sources: list) -> str:
@@ -109,12 +114,7 @@ def _stamp_over(sources: list) -> str:
     from .... import threads as _threads
     blas = sorted(os.path.basename(p) for p in _threads._mapped_libraries()
                   if "blas" in os.path.basename(p).lower() or "mkl" in os.path.basename(p).lower())
-    # (the BLAS side's source too: what it measures against)
-    try:
-        with open(blas_gemm.__file__, "rb") as f:
-            route = hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        route = ""
+    route = _file_digest(blas_gemm.__file__)   # (the BLAS side's source too: what it measures against)
     h = hashlib.sha256(json.dumps([buildfacts.versions(), np.__version__, blas, ROUNDS, MARGIN, RULES, route,
                                    sources], sort_keys=True).encode())
     return h.hexdigest()[:24]

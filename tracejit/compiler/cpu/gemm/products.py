@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ....ops.linalg import _swap, matmul_rows
+from ....ops.linalg import _nt_small, _swap, _tn_small, matmul_rows
 from ..runtime import coreshare
 from . import blas_gemm, choice, template
 
@@ -214,14 +214,6 @@ def _over_rows(plan, shapes, dtype, params, n: int):
     call = plan((rows, sb), dtype, params)
     out = (*sa[:-1], n)
     return lambda a, b: call(a.reshape(rows), b).reshape(out)
-
-
-def _nt_small(a, b):
-    return np.matmul(a, b.T)
-
-
-def _tn_small(a, b):
-    return np.matmul(a.T, b)
 
 
 def _transposed_call(small, swap):
