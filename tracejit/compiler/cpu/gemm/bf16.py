@@ -23,6 +23,7 @@ import numpy as np
 
 from .... import envflags
 from ....bf16 import STORAGE, to_bfloat16, to_float32
+from ....ops.linalg import _swap
 
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "takes", "not_words", "choice", "force", "has_bf16_units",
            "mkl_runs_units", "mkl_gemm", "round_values", "dot_runs"]
@@ -168,13 +169,18 @@ def words_matmul(a: np.ndarray, b: np.ndarray, way: str = "words") -> np.ndarray
         lead = a.shape[:-1]
         out = product_f32(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), b)
         return round_words(out).reshape(lead + (b.shape[1],))
+    return round_words(_per_batch(product_f32, a, b, np.float32))
+
+
+def _per_batch(product, a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray:
+    """``product`` of each batch index's 2-D operands (batch dims broadcast) into one array."""
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = np.broadcast_to(a, batch + a.shape[-2:])
     b = np.broadcast_to(b, batch + b.shape[-2:])
-    out = np.empty(batch + (a.shape[-2], b.shape[-1]), np.float32)
+    out = np.empty(batch + (a.shape[-2], b.shape[-1]), dtype)
     for idx in np.ndindex(*batch):
-        out[idx] = product_f32(a[idx], b[idx])
-    return round_words(out)
+        out[idx] = product(a[idx], b[idx])
+    return out
 
 
 def product_f32(a: np.ndarray, b: np.ndarray, way: str = "") -> np.ndarray:
@@ -210,13 +216,7 @@ def dot_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         lead = a.shape[:-1]
         rows = a.reshape(-1, a.shape[-1]) if a.ndim > 2 else a
         return bf16_pack.product(rows, b).reshape(lead + (b.shape[1],))
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a = np.broadcast_to(a, batch + a.shape[-2:])
-    b = np.broadcast_to(b, batch + b.shape[-2:])
-    out = np.empty(batch + (a.shape[-2], b.shape[-1]), STORAGE)
-    for idx in np.ndindex(*batch):
-        out[idx] = bf16_pack.product(a[idx], b[idx])
-    return out
+    return _per_batch(bf16_pack.product, a, b, STORAGE)
 
 
 def _operand(x: np.ndarray):
@@ -228,40 +228,38 @@ def _operand(x: np.ndarray):
     return 111, x.shape[1], np.ascontiguousarray(x)
 
 
+def _convert(which: int, x: np.ndarray, dtype):
+    """``x`` through conversion kernel `which` of `_kernels` into a new `dtype` array, or None
+    where the kernels are not loaded or `x` is small (the caller's numpy form runs)."""
+    kernels = _kernels()
+    if kernels is None or x.size < 4096:
+        return None
+    x = np.ascontiguousarray(x)
+    out = np.empty(x.shape, dtype)
+    kernels[which](x.reshape(-1), out.reshape(-1))
+    return out
+
+
 def round_words(f: np.ndarray) -> np.ndarray:
     """float32 -> bf16 words (the kernel's rounding where it is loaded, numpy's before)."""
-    kernel = _rounding_kernel()
-    if kernel is None or f.size < 4096:
-        return to_bfloat16(f)
-    f = np.ascontiguousarray(f)
-    out = np.empty(f.shape, STORAGE)
-    kernel(f.reshape(-1), out.reshape(-1))
-    return out
+    out = _convert(0, f, STORAGE)
+    return to_bfloat16(f) if out is None else out
 
 
 def widen_words(w: np.ndarray) -> np.ndarray:
     """bf16 words -> float32, one pass (the kernel where it is loaded; numpy's before)."""
-    kernel = _kernels()
-    if kernel is None or w.size < 4096:
-        return to_float32(w)
-    if w.ndim == 2 and not w.flags.c_contiguous and w.T.flags.c_contiguous:
+    transposed = w.ndim == 2 and not w.flags.c_contiguous and w.T.flags.c_contiguous
+    if transposed and w.size >= 4096 and _kernels():
         return widen_words(w.T).T       # (a transposed operand stays transposed for BLAS)
-    w = np.ascontiguousarray(w)
-    out = np.empty(w.shape, np.float32)
-    kernel[1](w.reshape(-1), out.reshape(-1))
-    return out
+    out = _convert(1, w, np.float32)
+    return to_float32(w) if out is None else out
 
 
 def round_values(f: np.ndarray) -> np.ndarray:
     """float32 -> float32 holding each value rounded to bf16: ``widen(round(f))`` in one
     pass (tracejit/bf16.py's `round_values`; numpy's two forms before the kernel loads)."""
-    kernel = _kernels()
-    if kernel is None or f.size < 4096:
-        return to_float32(to_bfloat16(f))
-    f = np.ascontiguousarray(f)
-    out = np.empty(f.shape, np.float32)
-    kernel[2](f.reshape(-1), out.reshape(-1))
-    return out
+    out = _convert(2, f, np.float32)
+    return to_float32(to_bfloat16(f)) if out is None else out
 
 
 _kernel: list = [None]
@@ -299,14 +297,6 @@ def _kernels():
         _kernel[0] = k
     return k or None
 
-
-def _rounding_kernel():
-    k = _kernels()
-    return k[0] if k else None
-
-
-def _swap(x: np.ndarray) -> np.ndarray:
-    return x.T if x.ndim == 2 else x.swapaxes(-1, -2)
 
 
 def matmul_nt(a: np.ndarray, b: np.ndarray) -> np.ndarray:

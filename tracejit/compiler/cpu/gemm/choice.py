@@ -96,12 +96,17 @@ def _stamp() -> str:
 def _bf16_stamp() -> str:
     from . import bf16_tile
     # (the driver's file by path: importing it imports numba, which eager float32 products avoid)
-    try:
-        with open(os.path.join(os.path.dirname(__file__), "bf16_pack.py"), "rb") as f:
-            driver = hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        driver = ""
+    driver = _file_digest(os.path.join(os.path.dirname(__file__), "bf16_pack.py"))
     return "bf16-" + _stamp_over([bf16_tile.ir_text(), driver])
+
+
+def _file_digest(path: str) -> str:
+    """The sha256 of a source file's bytes ("" where it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _stamp_over(sources: list) -> str:
@@ -109,12 +114,7 @@ def _stamp_over(sources: list) -> str:
     from .... import threads as _threads
     blas = sorted(os.path.basename(p) for p in _threads._mapped_libraries()
                   if "blas" in os.path.basename(p).lower() or "mkl" in os.path.basename(p).lower())
-    # (the BLAS side's source too: what it measures against)
-    try:
-        with open(blas_gemm.__file__, "rb") as f:
-            route = hashlib.sha256(f.read()).hexdigest()
-    except OSError:
-        route = ""
+    route = _file_digest(blas_gemm.__file__)   # (the BLAS side's source too: what it measures against)
     h = hashlib.sha256(json.dumps([buildfacts.versions(), np.__version__, blas, ROUNDS, MARGIN, RULES, route,
                                    sources], sort_keys=True).encode())
     return h.hexdigest()[:24]
@@ -154,15 +154,18 @@ def _load() -> None:
     _load_file(bf16_store_path())
 
 
+def _stored(path) -> dict:
+    """The choices kept in `path`, {} where its sha256 does not match; raises on a damaged file."""
+    data = json.loads(path.read_text())
+    body = json.dumps(data["choices"], sort_keys=True)
+    return data["choices"] if data.get("sha256") == hashlib.sha256(body.encode()).hexdigest() else {}
+
+
 def _load_file(path) -> None:
     if path is None or not path.exists():
         return
     try:
-        data = json.loads(path.read_text())
-        body = json.dumps(data["choices"], sort_keys=True)
-        if data.get("sha256") != hashlib.sha256(body.encode()).hexdigest():
-            return
-        for text, value in data["choices"].items():
+        for text, value in _stored(path).items():
             m, n, k, dt, lay, bat, thr = text.replace("x", ":", 2).split(":")
             _choices.setdefault(Key(int(m), int(n), int(k), dt, lay, bool(int(bat)), int(thr)),
                                 _decode(value["choice"]))
@@ -180,10 +183,7 @@ def _save(key: Key, choice, times: dict) -> None:
         choices = {}
         if path.exists():
             try:
-                data = json.loads(path.read_text())
-                body = json.dumps(data["choices"], sort_keys=True)
-                if data.get("sha256") == hashlib.sha256(body.encode()).hexdigest():
-                    choices = data["choices"]
+                choices = _stored(path)
             except (ValueError, KeyError, TypeError):
                 choices = {}
         choices[key.text()] = {"choice": choice if isinstance(choice, str) else list(choice),
@@ -203,12 +203,8 @@ def forget() -> None:
     """Drop this process's choices (the store is read again at the next choice): tests."""
     global _loaded
     with _lock:
-        _choices.clear()
-        _pending.clear()
-        _watchers.clear()
-        _seen.clear()
-        _queue.clear()
-        _worker.clear()
+        for held in (_choices, _pending, _watchers, _seen, _queue, _worker):
+            held.clear()
         _loaded = False
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..runtime import coreshare
 from ..runtime.coreshare import TINY_GEMM_MNK, adapt, gemm_threads
-from . import choice, products, template
+from . import products, template
 from .blas_gemm import gemm_address, matmul
 from ....ops.linalg import matmul_rows
 from ....threads import blas_threads
@@ -139,16 +139,8 @@ def template_site(act, install):
     measurement installs again. Operands the template does not take keep `_blas_side`."""
     def first(x, w, bias, residual):
         a = x.reshape(-1, x.shape[-1]) if x.ndim > 2 else x
-        if not products._eligible(a, w):
-            install(_blas_side)
-            return None
-        key = choice.key_for(a, w, coreshare.core_share.cpus)
-
-        def put(c):
-            f = _blas_side if c is choice.BLAS else c if callable(c) else _launch(c, key.dtype, act)
-            install(f)
-            return f
-        return choice.bind(key, put)(x, w, bias, residual)
+        launch = products.bind_site(a, w, _blas_side, install, lambda c, dt: _launch(c, dt, act))
+        return launch(x, w, bias, residual)
     return first
 
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ....ops.linalg import _swap, matmul_rows
+from ....ops.linalg import _nt_small, _swap, _tn_small, matmul_rows
 from ..runtime import coreshare
 from . import blas_gemm, choice, template
 
@@ -109,21 +109,27 @@ def _launcher(cfg, dtype: str, fallback):
     return call
 
 
-def _site(routed, install):
-    """The first call of a call site the choice decides: binds the site to its key (from
-    this call's operands) and installs `routed` (BLAS) or the template's launch, again on a
-    later measurement. Operands the template does not take keep `routed`."""
-    def first(a, b):
-        if not _eligible(a, b):
-            install(routed)
-            return routed(a, b)
-        key = choice.key_for(a, b, coreshare.core_share.cpus)
+def bind_site(a, b, routed, install, launch):
+    """A call site's binding to the key of ``a @ b``: installs `routed` (the BLAS side) or
+    ``launch(config, dtype)`` as the choice decides, again on a later measurement, and
+    returns what it installed now. Operands the template does not take keep `routed`."""
+    if not _eligible(a, b):
+        install(routed)
+        return routed
+    key = choice.key_for(a, b, coreshare.core_share.cpus)
 
-        def put(c):
-            f = routed if c is choice.BLAS else c if callable(c) else _launcher(c, key.dtype, routed)
-            install(f)
-            return f
-        return choice.bind(key, put)(a, b)
+    def put(c):
+        f = routed if c is choice.BLAS else c if callable(c) else launch(c, key.dtype)
+        install(f)
+        return f
+    return choice.bind(key, put)
+
+
+def _site(routed, install):
+    """The first call of a call site the choice decides (`bind_site`, from this call's
+    operands), with `routed` or the template's launch."""
+    def first(a, b):
+        return bind_site(a, b, routed, install, lambda c, dt: _launcher(c, dt, routed))(a, b)
     return first
 
 
@@ -182,15 +188,10 @@ def _cell_call(routed, swap: int):
     cell = [None]
     cell[0] = _site(routed, lambda f: cell.__setitem__(0, f))
     if swap == 2:
-        def call(a, b):
-            return cell[0](a, b.T)
-    elif swap == 1:
-        def call(a, b):
-            return cell[0](a.T, b)
-    else:
-        def call(a, b):
-            return cell[0](a, b)
-    return call
+        return lambda a, b: cell[0](a, b.T)
+    if swap == 1:
+        return lambda a, b: cell[0](a.T, b)
+    return lambda a, b: cell[0](a, b)
 
 
 def matmul_call(shapes, dtype, params):
@@ -213,14 +214,6 @@ def _over_rows(plan, shapes, dtype, params, n: int):
     call = plan((rows, sb), dtype, params)
     out = (*sa[:-1], n)
     return lambda a, b: call(a.reshape(rows), b).reshape(out)
-
-
-def _nt_small(a, b):
-    return np.matmul(a, b.T)
-
-
-def _tn_small(a, b):
-    return np.matmul(a.T, b)
 
 
 def _transposed_call(small, swap):

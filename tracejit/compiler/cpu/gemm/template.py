@@ -17,6 +17,7 @@ measured decision.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -76,17 +77,6 @@ def vector_width(dtype: str) -> int:
 # its test); None: the host's
 _WIDE = None
 
-# The answer of `_ask_avx512`, once per process: llvmlite's query costs 0.2-0.5 ms a call,
-# and the layer ops ask for the panels' shape in every call.
-_AVX512: list = []
-
-
-def _has_avx512() -> bool:
-    if not _AVX512:
-        _AVX512.append(_ask_avx512())
-    return _AVX512[0]
-
-
 def _ask_avx512() -> bool:
     """Whether the code numba emits here may use AVX-512: the features numba compiles for
     (NUMBA_CPU_FEATURES where set), else the host's."""
@@ -99,6 +89,11 @@ def _ask_avx512() -> bool:
         return bool(ll.get_host_cpu_features().get("avx512f", False))
     except Exception:   # unknown CPU: the tile that fits 16 vector registers
         return False
+
+
+# The answer of `_ask_avx512`, once per process: llvmlite's query costs 0.2-0.5 ms a call,
+# and the layer ops ask for the panels' shape in every call.
+_has_avx512 = functools.cache(_ask_avx512)
 
 
 def rest_widths(v: int) -> list:
@@ -170,9 +165,7 @@ def _flat(x: np.ndarray):
     where x's strides are not non-negative multiples of its item size."""
     item = x.itemsize
     st = x.strides
-    if any(s < 0 or s % item for s in st):
-        return None
-    if x.size == 0:
+    if x.size == 0 or any(s < 0 or s % item for s in st):
         return None
     span = 1 + sum((d - 1) * (s // item) for d, s in zip(x.shape, st))
     flags = x.flags
@@ -218,17 +211,12 @@ def run(fn, cfg: Config, a: np.ndarray, b: np.ndarray, *, bias=None, residual=No
     n = b.shape[-1]
     nb = math.prod(batch) if batch else 1
     a3 = a.reshape((nb, m, k)) if a.ndim != 3 else a
-    if b.ndim == 2:
-        b3 = b[None]
-        bbs = 0
-    else:
-        b3 = b.reshape((nb,) + b.shape[-2:]) if b.ndim != 3 else b
-        bbs = None
+    b3 = b[None] if b.ndim == 2 else b.reshape((nb,) + b.shape[-2:]) if b.ndim != 3 else b
     fa, fb = _flat(a3), _flat(b3)
     if fa is None or fb is None or a3.ndim != 3 or b3.ndim != 3:
         return None
     (A, (abs_, ars, aks)), (B, (bbs_, bks, bns)) = fa, fb
-    if bbs == 0 or b3.shape[0] == 1:
+    if b3.shape[0] == 1:    # (one B for every product of the batch)
         bbs_ = 0
     if out is None:
         out = np.empty(batch + (m, n), dt)

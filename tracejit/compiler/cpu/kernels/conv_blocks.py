@@ -194,10 +194,6 @@ def _split_weight(w, stride, phases):
     return _split(w, stride, (0, 0), (1, 1), phases)
 
 
-def _merge_weight(dw, c, kernel, stride, phases):
-    return _merge(dw, c, kernel, stride, (0, 0), phases)
-
-
 def _one_product(kernel, stride, padding, l: int, groups: int) -> bool:
     """Whether a 1x1 convolution runs as one product over the batch's channel-major rows:
     over short images (`_SHORT_IMAGE`), or with groups (a product per image and group
@@ -268,8 +264,8 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False, groups=1):
         rec = wgrad(g, xs, taps, bias=bias, groups=groups, **_UNIT)
         if rec is None:
             return None
-        dw = _merge_weight(rec[:o * xs.shape[1] // groups * taps[0] * taps[1]].reshape(o, -1, *taps), c, kernel,
-                           stride, phases)
+        dw = _merge(rec[:o * xs.shape[1] // groups * taps[0] * taps[1]].reshape(o, -1, *taps), c, kernel,
+                    stride, (0, 0), phases)
         return np.concatenate([dw.reshape(-1), rec[rec.size - o:]]) if bias else dw
     n, c, h, wd = x.shape
     o, (oh, ow) = g.shape[1], g.shape[2:]

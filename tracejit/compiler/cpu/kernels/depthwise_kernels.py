@@ -27,11 +27,8 @@ from .loader import kernel as _kernel, takes as _takes
 __all__ = ["forward", "wgrad", "xgrad", "operands"]
 
 # Each kernel's operand types: (in, filters or input, bias, result), then the geometry.
-_SIGNATURES = {
-    "forward": "{t}[:, :, :, ::1], {t}[:, ::1], {t}[::1], {t}[:, :, :, ::1]",
-    "xgrad": "{t}[:, :, :, ::1], {t}[:, ::1], {t}[::1], {t}[:, :, :, ::1]",
-    "wgrad": "{t}[:, :, :, ::1], {t}[:, :, :, ::1], {t}[::1], {t}[:, ::1]",
-}
+_SIGNATURES = dict.fromkeys(("forward", "xgrad"), "{t}[:, :, :, ::1], {t}[:, ::1], {t}[::1], {t}[:, :, :, ::1]")
+_SIGNATURES["wgrad"] = "{t}[:, :, :, ::1], {t}[:, :, :, ::1], {t}[::1], {t}[:, ::1]"
 # (m, kh, kw, sh, sw, ph, pw, dh, dw, lo, hi, hasb) and the dtype's zero
 _GEOMETRY = ", int64" * 12 + ", {t}"
 

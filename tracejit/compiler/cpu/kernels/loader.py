@@ -215,7 +215,7 @@ class NativeKernel:
             fused = _standins.stack[-1]
             if fused not in self.stood_in:
                 self.stood_in.append(fused)
-                self._demote()
+                self._promote(up=False)
         with self.lock:
             if self.first is None:
                 self.first = noted_first(now)
@@ -272,7 +272,7 @@ class NativeKernel:
         compiled step runs at every call too, LATER for one only a few steps wait on
         (`later`), else EAGER. LATER also while only tier-0 forwards, or the stand-ins of
         fused kernels still compiling, asked for it: the compiled step may never ask for it,
-        and it would hold back the kernels the step waits for (`_promote`, `_demote`)."""
+        and it would hold back the kernels the step waits for (`_promote`)."""
         from ... import workers
         if self.steady and not (self.stood_in and self.outside is False):
             return workers.STEADY
@@ -280,15 +280,18 @@ class NativeKernel:
             return workers.LATER
         return workers.EAGER
 
-    def _promote(self) -> None:
-        """Move its queued job up to its rank now (`_rank`: an ask outside tier 0 came)."""
+    def _promote(self, up: bool = True) -> None:
+        """Move its queued job up to its rank now (`_rank`: an ask outside tier 0 came), or
+        (not `up`) down to it (asked for in a stand-in)."""
         job = self.job
         if job is None or job.done():
             return
         from ... import workers
         rank = self._rank()
-        if rank < workers.LATER:
+        if up and rank < workers.LATER:
             workers.promote(job, rank)
+        elif not up and rank == workers.LATER:
+            workers.demote(job, rank)
 
     def _asked(self) -> tuple:
         """Its job's ``asked``: the op's latest ask and the longest gap between two; held at
@@ -296,16 +299,6 @@ class NativeKernel:
         if self.stood_in and self.outside is False and all(k.fn is not None for k in self.stood_in):
             return (-math.inf, self.gap)
         return (self.last, self.gap)
-
-    def _demote(self) -> None:
-        """Move its queued job down to its rank now (`_rank`: asked for in a stand-in)."""
-        job = self.job
-        if job is None or job.done():
-            return
-        from ... import workers
-        rank = self._rank()
-        if rank == workers.LATER:
-            workers.demote(job, rank)
 
     def _prepare(self) -> None:
         try:

@@ -126,8 +126,6 @@ def avg_pool2d(x, kernel, stride, padding, dilation):
     return _fold(AVG_POOL2D, x, _params(kernel, stride, padding, dilation), False)
 
 
-
-
 def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
     """max_pool2d_scatter; the input gradient is channel-major when the record is."""
     if type(g) is not np.ndarray or type(rec) is not np.ndarray or g.ndim != 4:
@@ -135,16 +133,7 @@ def scatter(g, rec, input_shape, kernel, stride, padding, dilation):
     swap = not rec.flags.c_contiguous and rec.swapaxes(1, 2).flags.c_contiguous
     reck = rec.swapaxes(1, 2) if swap else np.ascontiguousarray(rec)
     gk = np.ascontiguousarray(g.swapaxes(0, 1) if swap else g)
-    shape = tuple(input_shape)
-    if swap:
-        shape = (shape[1], shape[0]) + shape[2:]
-    params = dict(_params(kernel, stride, padding, dilation), input_shape=shape)
-    fn = _fn(MAX_POOL2D_SCATTER, (gk, reck), params, shape)
-    if fn is None:
-        return None
-    gx = np.empty(shape, g.dtype)
-    fn(gk, reck, gx, *shape)
-    return gx.swapaxes(0, 1) if swap else gx
+    return _gradient(MAX_POOL2D_SCATTER, (gk, reck), swap, input_shape, kernel, stride, padding, dilation)
 
 
 def avg_pool2d_backward(g, input_shape, kernel, stride, padding, dilation):
@@ -152,15 +141,20 @@ def avg_pool2d_backward(g, input_shape, kernel, stride, padding, dilation):
         return None
     swap = channel_major(g)
     gk = g.swapaxes(0, 1) if swap else np.ascontiguousarray(g)
+    return _gradient(AVG_POOL2D_BACKWARD, (gk,), swap, input_shape, kernel, stride, padding, dilation)
+
+
+def _gradient(prim, ops, swap: bool, input_shape, kernel, stride, padding, dilation):
+    """A backward's input gradient from its operands `ops` (channel-major where `swap`), or None."""
     shape = tuple(input_shape)
     if swap:
         shape = (shape[1], shape[0]) + shape[2:]
     params = dict(_params(kernel, stride, padding, dilation), input_shape=shape)
-    fn = _fn(AVG_POOL2D_BACKWARD, (gk,), params, shape)
+    fn = _fn(prim, ops, params, shape)
     if fn is None:
         return None
-    gx = np.empty(shape, g.dtype)
-    fn(gk, gx, *shape)
+    gx = np.empty(shape, ops[0].dtype)
+    fn(*ops, gx, *shape)
     return gx.swapaxes(0, 1) if swap else gx
 
 

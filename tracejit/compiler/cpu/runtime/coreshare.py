@@ -246,11 +246,6 @@ class _Setting:
         self.ours = want
 
 
-def _numba_setting() -> _Setting:
-    import numba
-    return _Setting(numba.get_num_threads, numba.set_num_threads)
-
-
 _blas = None
 _local = threading.local()   # numba's count is per Python thread
 # Read once: `adapt` runs before every parallel kernel, an environment lookup costs 1 us.
@@ -280,7 +275,8 @@ def adapt() -> int:
 def _apply(n: int) -> None:
     numba_setting = getattr(_local, "numba", None)
     if numba_setting is None:
-        numba_setting = _local.numba = _numba_setting()
+        import numba
+        numba_setting = _local.numba = _Setting(numba.get_num_threads, numba.set_num_threads)
     numba_setting.apply(n)
     _blas_setting().apply(n)
 
