@@ -349,10 +349,8 @@ class CompiledProgram(Executor):
 
     def _wrap(self, ins, arrays, node):
         out = []
-        active = None
-        if node is not None:
-            # Only outputs that depend on a differentiable input require grad (as in eager).
-            active = self._active_outputs(node.diff_idx)
+        # Only outputs that depend on a differentiable input require grad (as in eager).
+        active = None if node is None else self._active_outputs(node.diff_idx)
         for k, (a, arr) in enumerate(zip(self.graph.outputs, arrays)):
             j = self._identity.get(k)
             if j is not None:

@@ -403,10 +403,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
     if rows:
         ops = f"rows of {', '.join(e.prim.name for e in rows_in)}: {ops}"
-    if window is not None:
-        ops = f"window {win.prim.name}: {ops}" if ops else f"window {win.prim.name}"
-    if sc is not None:
-        ops = f"scatter {sc.prim.name}: {ops}" if ops else f"scatter {sc.prim.name}"
+    for what, e in (("window", win), ("scatter", sc)):
+        if e is not None:
+            ops = f"{what} {e.prim.name}: {ops}" if ops else f"{what} {e.prim.name}"
     return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat,
                     rows=rows, window=window, cols=cols, scatter=scatter)
 
