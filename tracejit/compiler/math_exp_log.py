@@ -92,6 +92,29 @@ _M64 = (0.16666666666666677, 0.04166666666666671, 0.008333333333320387,
     0.18183569740149744, 0.1531390324036643, 0.14797507755000044)
 
 
+def _exp(core, lo, hi):
+    """exp of one dtype: `core` on x clamped to [lo, hi]."""
+    @njit(**_JIT)
+    def exp(x):
+        _always_inline()
+        xc = hi if x > hi else x
+        xc = lo if xc < lo else xc
+        return core(xc)
+    return exp
+
+
+def _expm1(core, lo, hi, zero):
+    """expm1 of one dtype: `core` on x clamped to [lo, hi], x itself at +-0."""
+    @njit(**_JIT)
+    def expm1(x):
+        _always_inline()
+        xc = hi if x > hi else x
+        xc = lo if xc < lo else xc
+        res = core(xc)
+        return x if x == zero else res
+    return expm1
+
+
 # ---------------------------------------------------------------- float32
 
 @njit(inline="always", **_JIT)
@@ -109,14 +132,6 @@ def _exp_core_f32(x):
     return (p * _i2f((n1 + 127) << 23)) * _i2f((n2 + 127) << 23)
 
 
-@njit(**_JIT)
-def exp_f32(x):
-    _always_inline()
-    xc = _EXP_HI32 if x > _EXP_HI32 else x
-    xc = _EXP_LO32 if xc < _EXP_LO32 else xc
-    return _exp_core_f32(xc)
-
-
 @njit(inline="always", **_JIT)
 def _expm1_core_f32(x):
     """expm1(x) for x in [-20, 89] (nan propagates; -0 may come back as +0)."""
@@ -131,13 +146,8 @@ def _expm1_core_f32(x):
     return p if n == _ZERO32 else res
 
 
-@njit(**_JIT)
-def expm1_f32(x):
-    _always_inline()
-    xc = _EXP_HI32 if x > _EXP_HI32 else x
-    xc = _EXPM1_LO32 if xc < _EXPM1_LO32 else xc
-    res = _expm1_core_f32(xc)
-    return x if x == _ZERO32 else res
+exp_f32 = _exp(_exp_core_f32, _EXP_LO32, _EXP_HI32)
+expm1_f32 = _expm1(_expm1_core_f32, _EXPM1_LO32, _EXP_HI32, _ZERO32)
 
 
 @njit(inline="always", **_JIT)
@@ -206,14 +216,6 @@ def _exp_core_f64(x):
     return (p * _i2d((n1 + 1023) << 52)) * _i2d((n2 + 1023) << 52)
 
 
-@njit(**_JIT)
-def exp_f64(x):
-    _always_inline()
-    xc = _EXP_HI64 if x > _EXP_HI64 else x
-    xc = _EXP_LO64 if xc < _EXP_LO64 else xc
-    return _exp_core_f64(xc)
-
-
 @njit(inline="always", **_JIT)
 def _expm1_core_f64(x):
     """expm1(x) for x in [-40, 710] (nan propagates; -0 may come back as +0)."""
@@ -229,13 +231,8 @@ def _expm1_core_f64(x):
     return p if n == 0.0 else res
 
 
-@njit(**_JIT)
-def expm1_f64(x):
-    _always_inline()
-    xc = _EXP_HI64 if x > _EXP_HI64 else x
-    xc = _EXPM1_LO64 if xc < _EXPM1_LO64 else xc
-    res = _expm1_core_f64(xc)
-    return x if x == 0.0 else res
+exp_f64 = _exp(_exp_core_f64, _EXP_LO64, _EXP_HI64)
+expm1_f64 = _expm1(_expm1_core_f64, _EXPM1_LO64, _EXP_HI64, 0.0)
 
 
 @njit(inline="always", **_JIT)
