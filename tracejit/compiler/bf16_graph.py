@@ -24,15 +24,10 @@ _F32 = _dt.float32
 
 def has_bf16(graph: Graph) -> bool:
     """Whether some value of `graph` (its sub-graphs included) is bf16."""
-    for v in graph.inputs:
-        if v.aval.dtype is _BF16:
-            return True
-    for e in graph.eqns:
-        if any(o.aval.dtype is _BF16 for o in e.outs):
-            return True
-        if any(isinstance(p, Graph) and has_bf16(p) for p in e.params.values()):
-            return True
-    return False
+    return (any(v.aval.dtype is _BF16 for v in graph.inputs)
+            or any(o.aval.dtype is _BF16 for e in graph.eqns for o in e.outs)
+            or any(isinstance(p, Graph) and has_bf16(p)
+                   for e in graph.eqns for p in e.params.values()))
 
 
 def _touches(e: Eqn) -> bool:
@@ -57,14 +52,12 @@ def widen(graph: Graph, wide: dict | None = None) -> Graph:
         if w is not None:
             return w
         e = producer.get(a)
-        if (e is not None and len(e.outs) == 1 and e.prim is not CAST
-                and (e.prim.is_view or (e.prim.view_if is not None and e.prim.view_if(e.params)))
+        w = Var(Aval(a.aval.shape, _F32, a.aval.device))
+        if (e is not None and len(e.outs) == 1 and e.prim is not CAST and _is_view(e)
                 and isinstance(e.inputs[0], Var) and e.inputs[0].aval.dtype is _BF16
                 and all(not isinstance(x, Var) for x in e.inputs[1:])):
-            w = Var(Aval(a.aval.shape, _F32, a.aval.device))
             eqns.append(Eqn(e.prim, (f32_of(e.inputs[0], e.loc),) + tuple(e.inputs[1:]), (w,), e.params, e.loc))
         else:
-            w = Var(Aval(a.aval.shape, _F32, a.aval.device))
             eqns.append(Eqn(CAST, (a,), (w,), {"dtype": _F32}, loc))
         wide[a] = w
         exact.add(w)
@@ -212,8 +205,7 @@ def _written(w: Var, made: dict) -> bool:
     pooling's record, a selection from it), so it is in memory: saved in its float32 form,
     the backward reads it with no widening pass and the forward writes no bf16 copy."""
     e = made.get(w)
-    return (e is not None and e.prim.kind not in ("elementwise", "shape") and not e.prim.is_view
-            and not (e.prim.view_if is not None and e.prim.view_if(e.params)))
+    return e is not None and e.prim.kind not in ("elementwise", "shape") and not _is_view(e)
 
 
 def _feeds_product(w: Var, reads: dict) -> bool:
@@ -221,10 +213,13 @@ def _feeds_product(w: Var, reads: dict) -> bool:
     for e in reads.get(w, ()):
         if e.prim.kind == "matmul":
             return True
-        if (e.prim.is_view or (e.prim.view_if is not None and e.prim.view_if(e.params))) and len(e.outs) == 1:
-            if _feeds_product(e.out, reads):
-                return True
+        if _is_view(e) and len(e.outs) == 1 and _feeds_product(e.out, reads):
+            return True
     return False
+
+
+def _is_view(e: Eqn) -> bool:
+    return e.prim.is_view or (e.prim.view_if is not None and e.prim.view_if(e.params))
 
 
 def _sub(e: Eqn, subst: dict) -> Eqn:

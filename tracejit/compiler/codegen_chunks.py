@@ -121,16 +121,13 @@ def render(nest) -> Optional[ChunkSpec]:
     if spec.form not in FORMS:
         return None
     lines = spec.source.split("\n")
-    try:
-        head = next(k for k, ln in enumerate(lines) if ln.startswith("def kernel("))
-    except StopIteration:
+    head = next((k for k, ln in enumerate(lines) if ln.startswith("def kernel(")), None)
+    if head is None:
         return None
     deco = _DECO.match(lines[head - 1])
     loops = [k for k, ln in enumerate(lines) if "prange(" in ln and k > head]
-    if deco is None or len(loops) != 1:
-        return None
-    m = _PRANGE.match(lines[loops[0]])
-    if m is None:
+    m = _PRANGE.match(lines[loops[0]]) if len(loops) == 1 else None
+    if deco is None or m is None:
         return None
     ind, var, count = m.groups()
     folded = spec.form in _FOLDED
@@ -177,7 +174,7 @@ def render(nest) -> Optional[ChunkSpec]:
             pair = cshares.source(_types(args_sig) + extra_types[:k], nest.arguments() + extra_args[:k],
                                   tail=(0,) if folded else (), fold=folded)
         except ValueError:   # an argument type without a table form: the Python launch
-            pair = ""
+            pass
     out[head - 1] = f"@njit({quote}{sig}{quote}, parallel=False, nogil=True, {rest}"
     out[head] = out[head].replace("):", ", " + ", ".join(extra_args) + "):", 1)
     source = "\n".join(out).replace("from numba import njit, prange\n", "from numba import njit\n")

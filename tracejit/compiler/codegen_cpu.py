@@ -339,32 +339,27 @@ def _nested(nest: LoopNest, form: str, inner: list, loop: str) -> list:
     if form == "nested_map":
         body, depth = _outer_loops(list(range(nest.rank)), loop, nest.rank >= 3)
         return body + [IND * depth + s for s in inner]
-    init = _init(red)
     if form == "rows":
-        body, depth = _outer_loops(list(red.kept), loop, len(red.kept) >= 2)
-        body.append(f"{IND * depth}acc = {init}")
-        d0 = depth
-        for d in red.dims:
-            body.append(f"{IND * depth}for i{d} in range(d{d}):")
-            depth += 1
-        body += [IND * depth + s for s in inner]
-        body.append(f"{IND * depth}{_combine(red, 'acc', red.value)}")
+        body, d0 = _outer_loops(list(red.kept), loop, len(red.kept) >= 2)
+        body.append(f"{IND * d0}acc = {_init(red)}")
         out_idx = ", ".join(f"i{d}" for d in red.kept)
-        body.append(f"{IND * d0}red[{out_idx}] = {_cast_back('acc', red.out_dtype)}")
-        return body
+        return body + _fold_loops(red, red.dims, d0, inner) + [
+            f"{IND * d0}red[{out_idx}] = {_cast_back('acc', red.out_dtype)}"]
     # "strided_full": a full reduction over strided operands: partials per first-dim index.
-    first, rest = red.dims[0], red.dims[1:]
+    first = red.dims[0]
     body += [f"{IND}partial = np.empty(d{first}, {_np_type(red.acc_dtype)})",
              f"{IND}for i{first} in {loop}(d{first}):",
-             f"{IND * 2}acc = {init}"]
-    depth = 2
-    for d in rest:
-        body.append(f"{IND * depth}for i{d} in range(d{d}):")
-        depth += 1
-    body += [IND * depth + s for s in inner]
-    body.append(f"{IND * depth}{_combine(red, 'acc', red.value)}")
-    body.append(f"{IND * 2}partial[i{first}] = acc")
+             f"{IND * 2}acc = {_init(red)}"]
+    body += _fold_loops(red, red.dims[1:], 2, inner) + [f"{IND * 2}partial[i{first}] = acc"]
     return body + _fold_partials(f"d{first}", red)
+
+
+def _fold_loops(red, dims, depth: int, inner: list) -> list:
+    """Loops over `dims` from indent `depth` around `inner` and the fold into ``acc``."""
+    body = [f"{IND * (depth + j)}for i{d} in range(d{d}):" for j, d in enumerate(dims)]
+    depth += len(dims)
+    body += [IND * depth + s for s in inner]
+    return body + [f"{IND * depth}{_combine(red, 'acc', red.value)}"]
 
 
 # the column-block reduction and the decomposed loops (a module of their own for length)

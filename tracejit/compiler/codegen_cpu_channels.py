@@ -16,9 +16,8 @@ elementwise work in inlined helpers without it, as codegen_cpu_rows'.
 """
 from __future__ import annotations
 
-from .codegen_cpu_rows import inline_block
+from .codegen_cpu_rows import inliner
 from .codegen_cpu_windows import pooled_sizes, window_body
-from .emitter import render_steps
 from .loopnest import LoopNest
 from .rowpasses import schedule
 
@@ -33,14 +32,7 @@ def render_channels(nest: LoopNest, parallel: bool):
 
     sched = schedule(nest, stash=False)   # (the last pass's output is pooled: nothing to stash in)
     w = nest.window
-    lines, emitters = render_steps(nest, CpuEmitter)
-    src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
-    imports = set().union(*(em.imports for em in emitters))
-    helpers: list = []
-
-    def block(steps, want, ind: str) -> list:
-        return inline_block(steps, want, ind, src_of, helpers, imports)
-
+    imports, helpers, block = inliner(nest, CpuEmitter)
     later_row = sched.row_names(nest)
     I2, I3, I4, I5 = (IND * k for k in range(2, 6))
     body = [f"{IND}{op.name} = {op.array}[0]" for op in nest.operands if op.layout == "scalar"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .codegen_cpu import (COLUMN_BLOCK, FOLD_MARK, IND, PARTIAL_CAP, ROW_CHUNKS, _cast_back, _combine,
-                          _fold_partials, _init, _np_type, _outer_loops)
+                          _fold_loops, _fold_partials, _init, _np_type, _outer_loops)
 from .emitter import fold, unflatten
 from .loopnest import ARG_BLOCK, SUM_BLOCK, LoopNest
 
@@ -131,8 +131,7 @@ def _walk(nest: LoopNest, inner: list, kept: list, start: int, depth: int, split
         if d == kept[-1]:
             body.append(f"{IND * depth}acc = {_init(red)}")
             acc_depth = depth
-    body += [IND * depth + s for s in inner]
-    body.append(f"{IND * depth}{_combine(red, 'acc', red.value)}")
+    body += _fold_loops(red, (), depth, inner)
     return body + [f"{IND * acc_depth}{fold(red.combine, f'partial[base + {kflat}]', 'acc')}"]
 
 
@@ -204,9 +203,7 @@ def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
                  f"{IND}for fk in {loop}(nk):"]
         body += unflatten("fk", kept, IND * 2)
         body.append(f"{IND * 2}acc = {init}")
-        body += _row_loops("fr", rd, IND * 2)
-        body += [IND * 4 + s for s in inner]
-        body.append(f"{IND * 4}{_combine(red, 'acc', red.value)}")
+        body += _row_loops("fr", rd, IND * 2) + _fold_loops(red, (), 4, inner)
         out_idx = ", ".join(f"i{d}" for d in kept)
         body.append(f"{IND * 2}red[{out_idx}] = {_cast_back('acc', red.out_dtype)}")
         return body
@@ -215,9 +212,7 @@ def _decomposed_loops(nest: LoopNest, inner: list, loop: str) -> list:
              f"{IND}for c in {loop}(nchunk):",
              f"{IND * 2}acc = {init}",
              f"{IND * 2}for fr in range(c * nr // nchunk, (c + 1) * nr // nchunk):"]
-    body += unflatten("fr", rd, IND * 3)
-    body += [IND * 3 + s for s in inner]
-    body.append(f"{IND * 3}{_combine(red, 'acc', red.value)}")
+    body += unflatten("fr", rd, IND * 3) + _fold_loops(red, (), 3, inner)
     body.append(f"{IND * 2}partial[c] = acc")
     return body + _fold_partials("nchunk", red)
 
@@ -236,10 +231,7 @@ def _arg_rows(nest: LoopNest, inner: list, loop: str, bits: set) -> list:
     (d,) = red.dims
     best = replace(red, combine=red.combine[3:])   # the fold of the values: max or min
     better = ">" if best.combine == "max" else "<"
-    body, depth = [], 1
-    for lvl, k in enumerate(red.kept):
-        body.append(f"{IND * depth}for i{k} in {loop if lvl == 0 else 'range'}(d{k}):")
-        depth += 1
+    body, depth = _outer_loops(list(red.kept), loop, False)
     i1, i2, i3, i4 = (IND * (depth + j) for j in range(4))
     v, B, n = red.value, ARG_BLOCK, f"d{d}"
     if split_nan(best):
@@ -353,10 +345,7 @@ def _top_rows(nest: LoopNest, inner: list, loop: str) -> list:
         if red.combine == "argmax":
             return f"({v} > {w} or ({v} != {v} and {w} == {w}))"
         return f"({v} < {w} or ({w} != {w} and {v} == {v}))"
-    body, depth = [], 1
-    for lvl, kd in enumerate(red.kept):
-        body.append(f"{IND * depth}for i{kd} in {loop if lvl == 0 else 'range'}(d{kd}):")
-        depth += 1
+    body, depth = _outer_loops(list(red.kept), loop, False)
     i1, i2, i3, i4 = (IND * (depth + j) for j in range(4))
     row = ", ".join(f"i{kd}" for kd in red.kept)
     body += [f"{i1}kv = np.empty({k}, np.{red.acc_dtype})", f"{i1}ki = red[{row}]" if row else f"{i1}ki = red",

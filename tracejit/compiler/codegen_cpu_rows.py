@@ -92,14 +92,8 @@ def render_rows(nest: LoopNest, parallel: bool):
     sched = schedule(nest)
     rank = nest.rank
     last = rank - 1
-    lines, emitters = render_steps(nest, CpuEmitter)
-    src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
-    imports = set().union(*(em.imports for em in emitters))
-    helpers: list = []
+    imports, helpers, block = inliner(nest, CpuEmitter)
     bits: set = set()   # mathbits' bit casts the key folds call
-
-    def block(steps, want, ind: str) -> list:
-        return inline_block(steps, want, ind, src_of, helpers, imports)
 
     # per-row names later code reads: everything computed per row stays in scope
     later_row = sched.row_names(nest)
@@ -198,6 +192,19 @@ def render_rows(nest: LoopNest, parallel: bool):
     src += ["", ""] + [ln for h in helpers for ln in h]
     src += header + body
     return KernelSpec("\n".join(src) + "\n", nest, parallel, "row_passes", llvm_options)
+
+
+def inliner(nest: LoopNest, emitter_cls) -> tuple:
+    """(imports, helpers, block): the imports and `inline_block` helpers of `nest`'s steps,
+    and ``block(steps, want, ind)``, their `inline_block` lines."""
+    lines, emitters = render_steps(nest, emitter_cls)
+    src_of = {st.name: ln for st, ln in zip(nest.steps, lines)}
+    imports = set().union(*(em.imports for em in emitters))
+    helpers: list = []
+
+    def block(steps, want, ind: str) -> list:
+        return inline_block(steps, want, ind, src_of, helpers, imports)
+    return imports, helpers, block
 
 
 def inline_block(steps, want, ind: str, src_of: dict, helpers: list, imports: set) -> list:

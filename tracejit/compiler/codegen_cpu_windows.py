@@ -63,23 +63,16 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str, loads=None) -> l
     add(f"{I1}yy = oy * {sh} + ky * {dh} - {ph}")
     if pad:
         add(f"{I1}iny = (yy >= 0) & (yy < d2)")
-        add(f"{I1}i2 = {_clamp('yy', 'd2')}")
-    else:
-        add(f"{I1}i2 = yy")
+    add(f"{I1}i2 = {_clamp('yy', 'd2') if pad else 'yy'}")
     add(f"{I1}for kx in range({kw}):")
     add(f"{I2}xx = ox * {sw} + kx * {dw} - {pw}")
-    if pad:
-        add(f"{I2}i3 = {_clamp('xx', 'd3')}")
-    else:
-        add(f"{I2}i3 = xx")
+    add(f"{I2}i3 = {_clamp('xx', 'd3') if pad else 'xx'}")
     loads = [op for op in nest.operands if op.layout != "scalar"] if loads is None else loads
     out += [f"{I2}{op.name} = {op.array}[{_index(op)}]" for op in loads]
     out += [I2 + ln for ln in step_lines]
     fill = c(0) if w.kind == "avg" else c(float("-inf"))
-    if pad:
-        add(f"{I2}e = {w.value} if iny & (xx >= 0) & (xx < d3) else {fill}")
-    else:
-        add(f"{I2}e = {w.value}")
+    e = f"{w.value} if iny & (xx >= 0) & (xx < d3) else {fill}" if pad else w.value
+    add(f"{I2}e = {e}")
     store = _store(nest, em)
     if w.kind == "avg":
         add(f"{I2}acc = acc + e")
@@ -294,9 +287,7 @@ def render_windows(nest: LoopNest, parallel: bool):
     elif w.kind == "avg" and w.padding != (0, 0) and (w.kernel[1] - 1) * w.dilation[1] + 1 > w.stride[1]:
         body += _fold_rows(nest, lines, em, IND * 2)
     else:
-        outer, inner = ("i2", "i3") if w.gather else ("oy", "ox")
-        size = ("d2", "d3") if w.gather else ("oh", "ow")
-        body += [f"{IND * 2}for {outer} in range({size[0]}):", f"{IND * 3}for {inner} in range({size[1]}):"]
+        body += [f"{IND * 2}for oy in range(oh):", f"{IND * 3}for ox in range(ow):"]
         body += window_body(nest, lines, em, IND * 4)
     imports |= em.imports
     sig = signature(nest, None)

@@ -152,29 +152,21 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
     functions = set().union(*(em.functions for em in emitters))
 
     # ---- signature: flat operands (and outputs, outside partial reductions) are 1-D views ----
-    flatten: list = []
-    sig_args: list = []
-    for op in nest.operands:
-        flat = op.layout == "flat" and mode != "partial"
-        one = op.layout == "scalar" or flat
-        sig_args.append(arr_type(op.dtype, 1 if one else op.rank, op.layout != "nd"))
-        flatten.append(flat)
-    for o in nest.outputs:
-        sig_args.append(arr_type(o.dtype, rank if mode == "partial" else 1, True))
-        flatten.append(mode != "partial")
+    flatten = [op.layout == "flat" and mode != "partial" for op in nest.operands]
+    sig_args = [arr_type(op.dtype, 1 if op.layout == "scalar" or flat else op.rank,
+                         op.layout != "nd") for op, flat in zip(nest.operands, flatten)]
+    sig_args += [arr_type(o.dtype, rank if mode == "partial" else 1, True) for o in nest.outputs]
+    flatten += [mode != "partial"] * len(nest.outputs)
     params = [op.array for op in nest.operands] + [o.array for o in nest.outputs]
     em = CudaEmitter("float32")
     if red is not None:
         acc_dt, out_dt = red.acc_dtype, red.out_dtype
         init = em.const(red.init(), acc_dt)
-        if red.full:
-            sig_args.append(arr_type(acc_dt, 1, True))   # per-block partials, not the result
-            params.append("partial")
-            flatten.append(True)
-        else:
-            sig_args.append(arr_type(out_dt, len(red.kept), True))
-            params.append("red")
-            flatten.append(False)
+        # (a full reduction's per-block partials, not the result)
+        sig_args.append(arr_type(acc_dt, 1, True) if red.full
+                        else arr_type(out_dt, len(red.kept), True))
+        params.append("partial" if red.full else "red")
+        flatten.append(red.full)
     params += nest.sizes
     sig_args += ["int64"] * len(nest.sizes)
     sig = f"void({', '.join(sig_args)})"
@@ -189,11 +181,8 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
             body.append(f"{IND}acc = {init}")
         body.append(f"{IND}for i in range(cuda.grid(1), n, cuda.gridsize(1)):")
         inner = unflatten("i", list(range(rank)), "") if mode == "nd" else []
-        for op in nest.operands:
-            if op.layout == "flat":
-                inner.append(f"{op.name} = {op.array}[i]")
-            elif op.layout != "scalar":
-                inner.append(op.load)
+        inner += [f"{op.name} = {op.array}[i]" if op.layout == "flat" else op.load
+                  for op in nest.operands if op.layout != "scalar"]
         inner += comp
         inner += [f"{o.array}[i] = {o.value}" for o in nest.outputs]
         if red is not None:
@@ -201,11 +190,10 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
         body += [IND * 2 + s for s in inner]
         if red is not None:
             body += _block_fold(red.combine, acc_dt, block, IND)
-            body.append(f"{IND}if t == 0:")
-            body.append(f"{IND * 2}partial[cuda.blockIdx.x] = buf[0]")
+            body += [f"{IND}if t == 0:", f"{IND * 2}partial[cuda.blockIdx.x] = buf[0]"]
     else:
-        body.append(f"{IND}m = {' * '.join(f'd{d}' for d in red.kept)}")
-        body.append(f"{IND}for k in range(cuda.grid(1), m, cuda.gridsize(1)):")
+        body += [f"{IND}m = {' * '.join(f'd{d}' for d in red.kept)}",
+                 f"{IND}for k in range(cuda.grid(1), m, cuda.gridsize(1)):"]
         body += unflatten("k", list(red.kept), IND * 2)
         body.append(f"{IND * 2}acc = {init}")
         depth = 2
@@ -231,8 +219,8 @@ def render(nest: LoopNest, block: int = BLOCK) -> CudaKernelSpec:
                   f"def {name}_finish(partial, red, nparts):",
                   f'    """fold the per-block partials of `{name}` into red[0] (one block)"""',
                   f"    acc = {init}",
-                  f"    for j in range(cuda.threadIdx.x, nparts, {block}):"]
-        lines.append("        " + fold(red.combine, "acc", "partial[j]"))
+                  f"    for j in range(cuda.threadIdx.x, nparts, {block}):",
+                  "        " + fold(red.combine, "acc", "partial[j]")]
         lines += _block_fold(red.combine, acc_dt, block, "    ")
         lines += ["    if t == 0:",
                   f"        red[0] = {_cast_back('buf[0]', acc_dt, out_dt, em)}"]

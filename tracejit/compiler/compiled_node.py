@@ -133,13 +133,10 @@ class CompiledNode(Node):
     def apply(self, grads, create_graph, retain_graph):
         self._check_not_freed()
         self._check_versions()
-        if self.inner_hooks and any(self.inner_hooks.values()):
+        hooked = self.inner_hooks and any(self.inner_hooks.values())
+        if hooked:
             res = self._interpreted(grads, create_graph)
-            if not retain_graph:
-                self.saved = self.draws = None
-                self._freed = True
-            return res
-        if create_graph:
+        elif create_graph:
             # (only the gradients the walk reads: an R1 penalty's of the image, not the weights')
             needed = _gm._state.needed   # (a walk's that reaches this node)
             want = self.diff_idx if needed is None or self not in needed else tuple(
@@ -153,6 +150,8 @@ class CompiledNode(Node):
         if not retain_graph:
             self.saved = self.draws = None
             self._freed = True
+        if hooked:
+            return res
         live = self.program.reached(self.taken, grads)
         return [r if i in live else None for r, i in zip(res, self.diff_idx)]
 

@@ -24,8 +24,7 @@ NUMBA_TYPE = {"float32": "float32", "float64": "float64", "int32": "int32", "int
 
 def arr_type(dtype: str, rank: int, contiguous: bool, readonly: bool = False) -> str:
     """The numba type, as source text, of a kernel's array argument (rank 0: one element)."""
-    if rank == 0:
-        rank = 1
+    rank = max(rank, 1)
     if readonly:
         # Inputs are only read; read-only types also accept writable arrays and numpy's
         # read-only broadcast views.

@@ -42,7 +42,6 @@ def _exec_generated(src: str, fname: str, names: dict) -> None:
     exec(compile(src, fname, "exec"), names)
 
 
-
 class CompiledProgram(Executor):
     def __init__(self, graph: Graph, name: str = "graph"):
         graph = lift_symbolic_literals(graph)
@@ -93,29 +92,28 @@ class CompiledProgram(Executor):
             preds = tuple(e.inputs[0] for e in self.graph.eqns if e.prim is COND)
             # and its random draws, kept by the node for a create_graph backward (create_graph.py)
             draws = self._draws[diff_idx] = drawn(self.graph, active)
-            k = self._loss_output(diff_idx)
+            k, n_out = self._loss_output(diff_idx), len(self.graph.outputs)
             if k is not None:
                 # the forward stage's patterns only now, after differentiation (BatchNorm +
                 # max pooling, BatchNorm's split: they drop the op that carries BatchNorm's VJP)
                 fwd = lift_symbolic_literals(_patterns.apply("forward", optimize(loss_joint(self.graph, active, k))))
-                fwd = _gradients_apart(fwd, len(self.graph.outputs))
-                n_saved = len(fwd.outputs) - len(self.graph.outputs)
-                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + draws + preds, fwd.name)
-                t = (Plan(fwd, self.name + "_fwd_grads"), None, n_saved)
+                fwd = _gradients_apart(fwd, n_out)
+                bwd, n_saved, suffix = None, len(fwd.outputs) - n_out, "_fwd_grads"
                 self._loss_k[diff_idx] = k
-                # (no `_saved_outs` here: what a loss plan saves is its gradients, which
-                # `_gradients_apart` keeps apart from every output)
             else:
                 # elementwise values the forward writes anyway are saved, not recomputed
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
-                fwd = _patterns.apply("forward", fwd)
+                fwd, suffix = _patterns.apply("forward", fwd), "_fwd"
                 bwd = lift_symbolic_literals(_patterns.apply("backward", optimize(bwd)))
                 if has_bf16(fwd):
-                    fwd, bwd = save_wide(fwd, bwd, len(self.graph.inputs), len(self.graph.outputs), n_saved)
-                fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + draws + preds, fwd.name)
-                t = (Plan(fwd, self.name + "_fwd"), Plan(bwd, self.name + "_bwd"), n_saved)
-                self._saved_outs[diff_idx] = _outputs_saved(fwd, len(self.graph.outputs), n_saved)
-            self._train[diff_idx] = t
+                    fwd, bwd = save_wide(fwd, bwd, len(self.graph.inputs), n_out, n_saved)
+            fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + draws + preds, fwd.name)
+            fwd_plan = Plan(fwd, self.name + suffix)
+            t = self._train[diff_idx] = (fwd_plan, bwd and Plan(bwd, self.name + "_bwd"), n_saved)
+            # (none for a loss plan: what it saves is its gradients, which `_gradients_apart`
+            # keeps apart from every output)
+            if bwd is not None:
+                self._saved_outs[diff_idx] = _outputs_saved(fwd, n_out, n_saved)
         return t
 
     def plans_for(self, ins, grad_enabled: bool) -> list:
@@ -351,10 +349,8 @@ class CompiledProgram(Executor):
 
     def _wrap(self, ins, arrays, node):
         out = []
-        active = None
-        if node is not None:
-            # Only outputs that depend on a differentiable input require grad (as in eager).
-            active = self._active_outputs(node.diff_idx)
+        # Only outputs that depend on a differentiable input require grad (as in eager).
+        active = None if node is None else self._active_outputs(node.diff_idx)
         for k, (a, arr) in enumerate(zip(self.graph.outputs, arrays)):
             j = self._identity.get(k)
             if j is not None:

@@ -470,13 +470,8 @@ def _finish_groups(graph, groups, group_of, find):
 def external_inputs(eqns) -> list:
     """The values `eqns` read and do not compute, in first-use order."""
     defined = {e.out for e in eqns}
-    ins, seen = [], set()
-    for e in eqns:
-        for a in e.inputs:
-            if isinstance(a, Var) and a not in defined and a not in seen:
-                seen.add(a)
-                ins.append(a)
-    return ins
+    return list(dict.fromkeys(a for e in eqns for a in e.inputs
+                              if isinstance(a, Var) and a not in defined))
 
 
 def _schedule(items, graph):

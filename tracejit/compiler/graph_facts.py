@@ -102,15 +102,9 @@ def _inputs_watched(graph: Graph, active: set, bwd: Graph | None) -> tuple:
             continue
         # (what eager autograd keeps for these flags: one rule, kept per pattern by the prim)
         hows, keep_out = saved_records(e.prim, needs)
-        if any(isinstance(p, Graph) for p in e.params.values()):
-            kept = list(e.inputs)
-        else:
-            kept = [a for a, how in zip(e.inputs, hows) if how == KEEP]
-        if keep_out:
-            kept.extend(e.outs)
-        for a in kept:
-            if isinstance(a, Var):
-                i = pos.get(root.get(a, a))
-                if i is not None:
-                    watched.add(i)
+        kept = (list(e.inputs) if any(isinstance(p, Graph) for p in e.params.values())
+                else [a for a, how in zip(e.inputs, hows) if how == KEEP])
+        kept += list(e.outs) if keep_out else []
+        watched.update(pos[root.get(a, a)] for a in kept
+                       if isinstance(a, Var) and root.get(a, a) in pos)
     return tuple(sorted(watched))

@@ -285,18 +285,17 @@ def operand_layouts(group, contiguous=None) -> tuple:
     for k, v in enumerate(group.inputs):
         vs = tuple(v.aval.shape)
         c = True if contiguous is None else contiguous[k]
-        if v in reads:
-            # a slice read in place: its array is larger than the iteration shape
-            out.append("ndc" if c else "nd")
-        elif all(isinstance(d, int) and d == 1 for d in vs) and not (vs == shape and rank):
+        one = all(isinstance(d, int) and d == 1 for d in vs) and not (vs == shape and rank)
+        if v not in reads and one:
             # One element (0-d, or all dims 1 like a summed cotangent): read once, so it
             # does not force the whole group into the broadcasting loop nest.
             out.append("scalar")
-        elif vs == shape:
+        elif v not in reads and vs == shape:
             out.append("flat" if c else "nd")
         else:
-            # Broadcast operands (a bias, a per-row statistic) are usually contiguous:
-            # typed so, the inner loop vectorizes (3x on a LayerNorm+GELU backward).
+            # A slice read in place (its array larger than the iteration shape), or a
+            # broadcast operand (a bias, a per-row statistic): usually contiguous, typed so,
+            # the inner loop vectorizes (3x on a LayerNorm+GELU backward).
             out.append("ndc" if c else "nd")
     return tuple(out)
 
@@ -403,10 +402,9 @@ def lower(group, layouts: tuple, name: str = "kernel", *, sequential_sums: bool 
     ops = ", ".join(e.prim.name for e in group.eqns) + (f" -> {red.prim.name}" if red is not None else "")
     if rows:
         ops = f"rows of {', '.join(e.prim.name for e in rows_in)}: {ops}"
-    if window is not None:
-        ops = f"window {win.prim.name}: {ops}" if ops else f"window {win.prim.name}"
-    if sc is not None:
-        ops = f"scatter {sc.prim.name}: {ops}" if ops else f"scatter {sc.prim.name}"
+    for what, e in (("window", win), ("scatter", sc)):
+        if e is not None:
+            ops = f"{what} {e.prim.name}: {ops}" if ops else f"{what} {e.prim.name}"
     return LoopNest(name, group.gid, ops, shape, operands, tuple(steps), outputs, reduction, flat,
                     rows=rows, window=window, cols=cols, scatter=scatter)
 

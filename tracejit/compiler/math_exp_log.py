@@ -92,6 +92,29 @@ _M64 = (0.16666666666666677, 0.04166666666666671, 0.008333333333320387,
     0.18183569740149744, 0.1531390324036643, 0.14797507755000044)
 
 
+def _exp(core, lo, hi):
+    """exp of one dtype: `core` on x clamped to [lo, hi]."""
+    @njit(**_JIT)
+    def exp(x):
+        _always_inline()
+        xc = hi if x > hi else x
+        xc = lo if xc < lo else xc
+        return core(xc)
+    return exp
+
+
+def _expm1(core, lo, hi, zero):
+    """expm1 of one dtype: `core` on x clamped to [lo, hi], x itself at +-0."""
+    @njit(**_JIT)
+    def expm1(x):
+        _always_inline()
+        xc = hi if x > hi else x
+        xc = lo if xc < lo else xc
+        res = core(xc)
+        return x if x == zero else res
+    return expm1
+
+
 # ---------------------------------------------------------------- float32
 
 @njit(inline="always", **_JIT)
@@ -109,14 +132,6 @@ def _exp_core_f32(x):
     return (p * _i2f((n1 + 127) << 23)) * _i2f((n2 + 127) << 23)
 
 
-@njit(**_JIT)
-def exp_f32(x):
-    _always_inline()
-    xc = _EXP_HI32 if x > _EXP_HI32 else x
-    xc = _EXP_LO32 if xc < _EXP_LO32 else xc
-    return _exp_core_f32(xc)
-
-
 @njit(inline="always", **_JIT)
 def _expm1_core_f32(x):
     """expm1(x) for x in [-20, 89] (nan propagates; -0 may come back as +0)."""
@@ -131,13 +146,8 @@ def _expm1_core_f32(x):
     return p if n == _ZERO32 else res
 
 
-@njit(**_JIT)
-def expm1_f32(x):
-    _always_inline()
-    xc = _EXP_HI32 if x > _EXP_HI32 else x
-    xc = _EXPM1_LO32 if xc < _EXPM1_LO32 else xc
-    res = _expm1_core_f32(xc)
-    return x if x == _ZERO32 else res
+exp_f32 = _exp(_exp_core_f32, _EXP_LO32, _EXP_HI32)
+expm1_f32 = _expm1(_expm1_core_f32, _EXPM1_LO32, _EXP_HI32, _ZERO32)
 
 
 @njit(inline="always", **_JIT)
@@ -149,46 +159,6 @@ def _log_tail_f32(f, kf):
     f2 = f * f
     return kf * _LN2HI32 + (f + (kf * _LN2LO32 + f2 * (f * p - _HALF32)))
 
-
-@njit(**_JIT)
-def log_f32(x):
-    _always_inline()
-    sub = x < _MINNORM32
-    xs = x * _TWO23_32 if sub else x
-    ib = _f2i(xs)
-    k = (ib - _SQRTHALF32_BITS) >> 23
-    f = _i2f(ib - (k << 23)) - _ONE32
-    kf = _i2f(k + _SHIFT32_BITS) - _SHIFT32
-    kf = kf - F(23.0) if sub else kf
-    res = _log_tail_f32(f, kf)
-    res = res if x < _INF32 else x
-    special = -_INF32 if x == _ZERO32 else _NAN32
-    return res if x > _ZERO32 else special
-
-
-@njit(**_JIT)
-def log1p_f32(x):
-    _always_inline()
-    u = _ONE32 + x
-    # exact rounding error of u = 1 + x (Fast2Sum, larger operand first)
-    c_big = _ONE32 - (u - x)
-    c_small = x - (u - _ONE32)
-    c = c_big if x > _ONE32 else c_small
-    ib = _f2i(u)
-    k = (ib - _SQRTHALF32_BITS) >> 23
-    f = _i2f(ib - (k << 23)) - _ONE32
-    ks = 127 - k
-    ks = 0 if ks < 0 else ks                             # 2**-128 -> 0: c is negligible
-    f = f + c * _i2f(ks << 23)                           # + c * 2**-k
-    kf = _i2f(k + _SHIFT32_BITS) - _SHIFT32
-    res = _log_tail_f32(f, kf)
-    res = res if u < _INF32 else u
-    special = -_INF32 if u == _ZERO32 else _NAN32
-    res = res if u > _ZERO32 else special
-    return x if x == _ZERO32 else res
-
-
-# ---------------------------------------------------------------- float64
 
 @njit(inline="always", **_JIT)
 def _exp_core_f64(x):
@@ -206,14 +176,6 @@ def _exp_core_f64(x):
     return (p * _i2d((n1 + 1023) << 52)) * _i2d((n2 + 1023) << 52)
 
 
-@njit(**_JIT)
-def exp_f64(x):
-    _always_inline()
-    xc = _EXP_HI64 if x > _EXP_HI64 else x
-    xc = _EXP_LO64 if xc < _EXP_LO64 else xc
-    return _exp_core_f64(xc)
-
-
 @njit(inline="always", **_JIT)
 def _expm1_core_f64(x):
     """expm1(x) for x in [-40, 710] (nan propagates; -0 may come back as +0)."""
@@ -229,13 +191,8 @@ def _expm1_core_f64(x):
     return p if n == 0.0 else res
 
 
-@njit(**_JIT)
-def expm1_f64(x):
-    _always_inline()
-    xc = _EXP_HI64 if x > _EXP_HI64 else x
-    xc = _EXPM1_LO64 if xc < _EXPM1_LO64 else xc
-    res = _expm1_core_f64(xc)
-    return x if x == 0.0 else res
+exp_f64 = _exp(_exp_core_f64, _EXP_LO64, _EXP_HI64)
+expm1_f64 = _expm1(_expm1_core_f64, _EXPM1_LO64, _EXP_HI64, 0.0)
 
 
 @njit(inline="always", **_JIT)
@@ -250,39 +207,51 @@ def _log_tail_f64(f, kf):
     return kf * _LN2HI64 + (f - (s * (f - tz) - kf * _LN2LO64))
 
 
-@njit(**_JIT)
-def log_f64(x):
-    _always_inline()
-    sub = x < _MINNORM64
-    xs = x * _TWO54_64 if sub else x
-    ib = _d2i(xs)
-    k = (ib - _SQRTHALF64_BITS) >> 52
-    f = _i2d(ib - (k << 52)) - 1.0
-    kf = _i2d(k + _SHIFT64_BITS) - _SHIFT64
-    kf = kf - 54.0 if sub else kf
-    res = _log_tail_f64(f, kf)
-    res = res if x < _INF64 else x
-    special = -_INF64 if x == 0.0 else _NAN64
-    return res if x > 0.0 else special
+def _logs(tail, f2i, i2f, mant, bias, sqrthalf_bits, shift, shift_bits, minnorm, scale, scale_exp,
+          one, zero, inf, nan):
+    """(log, log1p) of one dtype: `tail` its `_log_tail_*`, `f2i`/`i2f` its bit casts, `mant`
+    and `bias` its mantissa bits and exponent bias; subnormals are scaled by `scale` =
+    2**`scale_exp` first."""
+    @njit(**_JIT)
+    def log(x):
+        _always_inline()
+        sub = x < minnorm
+        xs = x * scale if sub else x
+        ib = f2i(xs)
+        k = (ib - sqrthalf_bits) >> mant
+        f = i2f(ib - (k << mant)) - one
+        kf = i2f(k + shift_bits) - shift
+        kf = kf - scale_exp if sub else kf
+        res = tail(f, kf)
+        res = res if x < inf else x
+        special = -inf if x == zero else nan
+        return res if x > zero else special
+
+    @njit(**_JIT)
+    def log1p(x):
+        _always_inline()
+        u = one + x
+        # exact rounding error of u = 1 + x (Fast2Sum, larger operand first)
+        c_big = one - (u - x)
+        c_small = x - (u - one)
+        c = c_big if x > one else c_small
+        ib = f2i(u)
+        k = (ib - sqrthalf_bits) >> mant
+        f = i2f(ib - (k << mant)) - one
+        ks = bias - k
+        ks = 0 if ks < 0 else ks                      # 2**-(bias+1) -> 0: c is negligible
+        f = f + c * i2f(ks << mant)                   # + c * 2**-k
+        kf = i2f(k + shift_bits) - shift
+        res = tail(f, kf)
+        res = res if u < inf else u
+        special = -inf if u == zero else nan
+        res = res if u > zero else special
+        return x if x == zero else res
+    return log, log1p
 
 
-@njit(**_JIT)
-def log1p_f64(x):
-    _always_inline()
-    u = 1.0 + x
-    c_big = 1.0 - (u - x)
-    c_small = x - (u - 1.0)
-    c = c_big if x > 1.0 else c_small
-    ib = _d2i(u)
-    k = (ib - _SQRTHALF64_BITS) >> 52
-    f = _i2d(ib - (k << 52)) - 1.0
-    ks = 1023 - k
-    ks = 0 if ks < 0 else ks                             # 2**-1024 -> 0: c is negligible
-    f = f + c * _i2d(ks << 52)                           # + c * 2**-k
-    kf = _i2d(k + _SHIFT64_BITS) - _SHIFT64
-    res = _log_tail_f64(f, kf)
-    res = res if u < _INF64 else u
-    special = -_INF64 if u == 0.0 else _NAN64
-    res = res if u > 0.0 else special
-    return x if x == 0.0 else res
-
+log_f32, log1p_f32 = _logs(_log_tail_f32, _f2i, _i2f, 23, 127, _SQRTHALF32_BITS, _SHIFT32,
+                           _SHIFT32_BITS, _MINNORM32, _TWO23_32, F(23.0), _ONE32, _ZERO32, _INF32,
+                           _NAN32)
+log_f64, log1p_f64 = _logs(_log_tail_f64, _d2i, _i2d, 52, 1023, _SQRTHALF64_BITS, _SHIFT64,
+                           _SHIFT64_BITS, _MINNORM64, _TWO54_64, 54.0, 1.0, 0.0, _INF64, _NAN64)

@@ -50,6 +50,38 @@ _TANH_SAT32 = F(9.010913848876953)   # the smallest float32 whose tanh rounds to
 _SIGN_BIT32 = np.int32(-2147483648)   # 0x80000000
 
 
+def _sigmoid(exp_core, lo, one, zero):
+    """sigmoid of one dtype: e = exp(-|x|) by `exp_core` (clamped at `lo`), (1 or e)/(1+e)."""
+    @njit(**_JIT)
+    def sigmoid(x):
+        _always_inline()
+        y = -abs(x)
+        y = lo if y < lo else y
+        e = exp_core(y)                                       # in [0, 1]
+        num = one if x >= zero else e
+        return num / (one + e)
+    return sigmoid
+
+
+def _softplus(exp_core, log1p, lo, zero):
+    """softplus of one dtype: max(x, 0) + log1p(exp(-|x|))."""
+    @njit(**_JIT)
+    def softplus(x):
+        _always_inline()
+        y = -abs(x)
+        y = lo if y < lo else y
+        e = exp_core(y)                                       # in [0, 1]
+        m = x if x > zero else zero
+        return m + log1p(e)
+    return softplus
+
+
+sigmoid_f32 = _sigmoid(_exp_core_f32, _EXP_LO32, _ONE32, _ZERO32)
+sigmoid_f64 = _sigmoid(_exp_core_f64, _EXP_LO64, 1.0, 0.0)
+softplus_f32 = _softplus(_exp_core_f32, log1p_f32, _EXP_LO32, _ZERO32)
+softplus_f64 = _softplus(_exp_core_f64, log1p_f64, _EXP_LO64, 0.0)
+
+
 # ---------------------------------------------------------------- float32
 
 @njit(**_JIT)
@@ -69,26 +101,6 @@ def tanh_f32(x):
     r = _ONE32 if r > _ONE32 else r
     # x's sign onto r, whose sign bit is clear: one xor (-0.0 stays -0.0)
     return _i2f(_f2i(r) ^ (_f2i(x) & _SIGN_BIT32))
-
-
-@njit(**_JIT)
-def sigmoid_f32(x):
-    _always_inline()
-    y = -abs(x)
-    y = _EXP_LO32 if y < _EXP_LO32 else y
-    e = _exp_core_f32(y)                                  # in [0, 1]
-    num = _ONE32 if x >= _ZERO32 else e
-    return num / (_ONE32 + e)
-
-
-@njit(**_JIT)
-def softplus_f32(x):
-    _always_inline()
-    y = -abs(x)
-    y = _EXP_LO32 if y < _EXP_LO32 else y
-    e = _exp_core_f32(y)                                  # in [0, 1]
-    m = x if x > _ZERO32 else _ZERO32
-    return m + log1p_f32(e)
 
 
 @njit(**_JIT)
@@ -117,26 +129,6 @@ def tanh_f64(x):
     a = 20.0 if a > 20.0 else a
     t = _expm1_core_f64(-2.0 * a)
     return math.copysign(t / (-2.0 - t), x)
-
-
-@njit(**_JIT)
-def sigmoid_f64(x):
-    _always_inline()
-    y = -abs(x)
-    y = _EXP_LO64 if y < _EXP_LO64 else y
-    e = _exp_core_f64(y)
-    num = 1.0 if x >= 0.0 else e
-    return num / (1.0 + e)
-
-
-@njit(**_JIT)
-def softplus_f64(x):
-    _always_inline()
-    y = -abs(x)
-    y = _EXP_LO64 if y < _EXP_LO64 else y
-    e = _exp_core_f64(y)
-    m = x if x > 0.0 else 0.0
-    return m + log1p_f64(e)
 
 
 @njit(**_JIT)

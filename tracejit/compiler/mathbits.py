@@ -21,56 +21,40 @@ D = np.float64
 # --------------------------------------------------------------------------
 # Bit casts (vectorize to nothing: they are register reinterpretations).
 
-@intrinsic
-def _f2i(typingctx, x):
-    """float32 -> its int32 bit pattern."""
-    if x != types.float32:
-        return None
+def _float_bits(ft, it):
+    """float type `ft` -> its bit pattern as integer type `it` (of the same width)."""
+    @intrinsic
+    def cast(typingctx, x):
+        if x != ft:
+            return None
 
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-    return types.int32(types.float32), codegen
-
-
-@intrinsic
-def _i2f(typingctx, x):
-    """Any integer (low 32 bits taken) -> float32 with that bit pattern."""
-    if not isinstance(x, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        v = args[0]
-        if x.bitwidth > 32:
-            v = builder.trunc(v, ir.IntType(32))
-        elif x.bitwidth < 32:
-            v = builder.sext(v, ir.IntType(32))
-        return builder.bitcast(v, ir.FloatType())
-    return types.float32(x), codegen
+        def codegen(context, builder, sig, args):
+            return builder.bitcast(args[0], ir.IntType(it.bitwidth))
+        return it(ft), codegen
+    return cast
 
 
-@intrinsic
-def _d2i(typingctx, x):
-    """float64 -> its int64 bit pattern."""
-    if x != types.float64:
-        return None
+def _bits_float(ft, llvm_float):
+    """Any integer (its low bits taken, or sign-extended to the width of float type `ft`)
+    -> the `ft` float with that bit pattern."""
+    @intrinsic
+    def cast(typingctx, x):
+        if not isinstance(x, types.Integer):
+            return None
 
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.IntType(64))
-    return types.int64(types.float64), codegen
+        def codegen(context, builder, sig, args):
+            v, width = args[0], ft.bitwidth
+            if x.bitwidth > width:
+                v = builder.trunc(v, ir.IntType(width))
+            elif x.bitwidth < width:
+                v = builder.sext(v, ir.IntType(width))
+            return builder.bitcast(v, llvm_float)
+        return ft(x), codegen
+    return cast
 
 
-@intrinsic
-def _i2d(typingctx, x):
-    """Any integer (sign-extended to 64 bits) -> float64 with that bit pattern."""
-    if not isinstance(x, types.Integer):
-        return None
-
-    def codegen(context, builder, sig, args):
-        v = args[0]
-        if x.bitwidth < 64:
-            v = builder.sext(v, ir.IntType(64))
-        return builder.bitcast(v, ir.DoubleType())
-    return types.float64(x), codegen
+_f2i, _d2i = _float_bits(types.float32, types.int32), _float_bits(types.float64, types.int64)
+_i2f, _i2d = _bits_float(types.float32, ir.FloatType()), _bits_float(types.float64, ir.DoubleType())
 
 
 @intrinsic

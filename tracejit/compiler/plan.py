@@ -64,9 +64,13 @@ def _wrapped_int(a, e):
     return repr(int(scalar_as(a.value, cd)))
 
 
+def _tuple_code(parts) -> str:
+    """Python source of the tuple of the expressions `parts`."""
+    return f"({', '.join(parts)}{',' if len(parts) == 1 else ''})"
+
+
 def _shape_code(shape) -> str:
-    parts = [d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape]
-    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return _tuple_code([d.to_python() if isinstance(d, Sym) else str(int(d)) for d in shape])
 
 
 def _value_code(v, consts: dict) -> str:
@@ -77,7 +81,7 @@ def _value_code(v, consts: dict) -> str:
                                              and v == v and abs(v) != float("inf")):
         return repr(v)
     if isinstance(v, tuple) and contains_sym(v):
-        return f"({', '.join(_value_code(x, consts) for x in v)}{',' if len(v) == 1 else ''})"
+        return _tuple_code([_value_code(x, consts) for x in v])
     if isinstance(v, dict) and contains_sym(v):   # (a complex call's op params)
         return "{" + ", ".join(f"{k!r}: {_value_code(x, consts)}" for k, x in v.items()) + "}"
     consts[f"P{len(consts)}"] = v
@@ -243,8 +247,7 @@ class Plan:
             dead = [x for x in ends.get(idx, ()) if x not in outs and x not in input_set]
             if dead:
                 lines.append("    del " + ", ".join(nm(x) for x in dead))
-        ret = ", ".join(atom(a) for a in g.outputs)
-        lines.append(f"    return ({ret}{',' if len(g.outputs) == 1 else ''})")
+        lines.append(f"    return {_tuple_code([atom(a) for a in g.outputs])}")
         src = "\n".join(lines) + "\n"
         self.source = src
         fname = f"<tracejit-plan-{self.name}-{next(_ids)}>"
@@ -512,52 +515,41 @@ class Plan:
         return signature_call(p, tuple(tuple(a.shape) for a in avals), dtype.np, e.params)
 
     def _emit_control(self, e, ins, outs, consts):
-        prim = e.prim
-        k = len(consts)
+        prim, k = e.prim, len(consts)
         lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
+
+        def sub(key: str, suffix: str, name: str) -> str:   # a body's plan, global `name`
+            body = consts[name] = Plan(e.params[key], f"{self.name}_{suffix}", self.backend)
+            self.subplans.append(body)
+            return name
         if prim is COND:
-            t = Plan(e.params["true_graph"], f"{self.name}_true", self.backend)
-            f = Plan(e.params["false_graph"], f"{self.name}_false", self.backend)
-            consts[f"T{k}"], consts[f"F{k}"] = t, f
-            self.subplans += [t, f]
-            ops = ", ".join(ins[1:])
-            return [f"    {lhs} = (T{k} if {ins[0]} else F{k})({ops})"]
+            t, f = sub("true_graph", "true", f"T{k}"), sub("false_graph", "false", f"F{k}")
+            return [f"    {lhs} = ({t} if {ins[0]} else {f})({', '.join(ins[1:])})"]
         if prim is WHILE:
-            c = Plan(e.params["cond_graph"], f"{self.name}_cond", self.backend)
-            b = Plan(e.params["body_graph"], f"{self.name}_body", self.backend)
-            consts[f"C{k}"], consts[f"B{k}"] = c, b
-            self.subplans += [c, b]
+            c, b = sub("cond_graph", "cond", f"C{k}"), sub("body_graph", "body", f"B{k}")
             n = len(e.outs)
-            carried = ", ".join(ins[:n]) + ("," if n == 1 else "")
-            caps = ", ".join(ins[n:])
-            lines = [f"    _w = ({carried})", f"    _c = ({caps}{',' if len(ins) - n == 1 else ''})"]
-            lines.append(f"    while C{k}(*_w, *_c)[0]:")
-            lines.append(f"        _w = B{k}(*_w, *_c)")
-            lines.append(f"    {lhs} = _w")
-            return lines
+            return [f"    _w = {_tuple_code(ins[:n])}", f"    _c = {_tuple_code(ins[n:])}",
+                    f"    while {c}(*_w, *_c)[0]:", f"        _w = {b}(*_w, *_c)",
+                    f"    {lhs} = _w"]
         if prim is SCAN:
-            return self._emit_scan(e, ins, outs, consts, k)
+            return self._emit_scan(e, ins, outs, consts, sub("body_graph", "scan", f"S{k}"))
         if prim is CUSTOM_FUNCTION:
-            fwd = Plan(e.params["forward"], f"{self.name}_{e.params['fn_cls'].__name__}", self.backend)
-            consts[f"U{k}"] = fwd
-            self.subplans.append(fwd)
-            return [f"    {lhs} = U{k}({', '.join(ins)})"]
+            fwd = sub("forward", e.params["fn_cls"].__name__, f"U{k}")
+            return [f"    {lhs} = {fwd}({', '.join(ins)})"]
         raise CompileError(f"no lowering for control primitive {prim.name}")
 
-    def _emit_scan(self, e, ins, outs, consts, k):
-        """A Python loop over the body's plan; ys are stacked on a new leading axis."""
-        b = Plan(e.params["body_graph"], f"{self.name}_scan", self.backend)
-        consts[f"S{k}"] = b
+    def _emit_scan(self, e, ins, outs, consts, body: str):
+        """A Python loop over the body's plan `body`; ys are stacked on a new leading axis."""
         nc, nx = e.params["n_carry"], e.params["n_xs"]
         carry, xs, caps = ins[1:1 + nc], ins[1 + nc:1 + nc + nx], ins[1 + nc + nx:]
         ys = outs[nc:]
         steps = "range(_n - 1, -1, -1)" if e.params["reverse"] else "range(_n)"
         lines = [f"    _n = int({ins[0]})",
-                 f"    _w = ({', '.join(carry)}{',' if len(carry) == 1 else ''})",
-                 f"    _c = ({', '.join(caps)}{',' if len(caps) == 1 else ''})",
+                 f"    _w = {_tuple_code(carry)}",
+                 f"    _c = {_tuple_code(caps)}",
                  f"    _ys = [[None] * _n for _ in range({len(ys)})]",
                  f"    for _k in {steps}:",
-                 f"        _r = S{k}(xp.asarray(_k, dtype=xp.int64), *_w, "
+                 f"        _r = {body}(xp.asarray(_k, dtype=xp.int64), *_w, "
                  f"{''.join(f'{x}[_k], ' for x in xs)}*_c)",
                  f"        _w = _r[:{nc}]",
                  f"        for _j in range({len(ys)}):",

@@ -30,6 +30,7 @@ def _new_jobs_lock() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_jobs_lock)
 
+
 def _compile_on_first_call(kern: "_Kernel", layouts: tuple, parallel: bool, consts: dict, name: str):
     """A stand-in for the plan global `name`: its first call compiles (or loads) `kern`'s
     variant for `layouts` and puts it in its place, so later calls go straight to it (for
@@ -62,10 +63,8 @@ class _Kernel:
         """The group's `loopnest.LoopNest` for these operand layouts (memoized)."""
         nest = self._nests.get(layouts)
         if nest is None:
-            nest = self.backend.lower(self.group, layouts, "kernel")
-            self._nests[layouts] = nest
+            nest = self._nests[layouts] = self.backend.lower(self.group, layouts, "kernel")
         return nest
-
 
     def spec(self, layouts: tuple, parallel: bool):
         """The rendered source of a variant (memoized; rendering raises the lowering's

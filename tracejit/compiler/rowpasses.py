@@ -87,17 +87,15 @@ def schedule(nest: LoopNest, stash: bool = True) -> RowSchedule:
     value the last pass needs is recomputed there."""
     folded = set(nest.rows[0].dims) if nest.rows else {nest.rank - 1}
     by_name = {st.name: st for st in nest.steps}
-    operands = {op.name: op for op in nest.operands}
     element = {op.name for op in nest.operands if folded & set(op.index) and op.layout != "scalar"}
     for st in nest.steps:
         if any(a in element for a in _args(st)):
             element.add(st.name)
     # reductions each name needs, transitively
     needs: dict = {f"r{k}": {k} for k in range(len(nest.rows))}
-    for name in operands:
-        needs[name] = set()
+    needs.update((op.name, set()) for op in nest.operands)
     for st in nest.steps:
-        needs[st.name] = set().union(*(needs[a] for a in _args(st))) if _args(st) else set()
+        needs[st.name] = set().union(*(needs[a] for a in _args(st)))
     level: dict = {}
     for k, red in enumerate(nest.rows):
         deps = needs.get(red.value, set())

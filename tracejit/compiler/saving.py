@@ -34,13 +34,9 @@ def recompute_unless_written(graph: Graph):
     written: set = set()
     views = index_views(graph)   # (an expanded index: a view, recomputed rather than saved)
     for e in graph.eqns:
-        p = e.prim
-        if _elementwise_ok(e) or p in FUSIBLE_REDUCTIONS:   # fusion's own rule
-            continue
-        if inlined(e):
-            continue
-        written.update(a for a in e.inputs if isinstance(a, Var) and a not in views)
-
+        # (fusion's own rule)
+        if not (_elementwise_ok(e) or e.prim in FUSIBLE_REDUCTIONS or inlined(e)):
+            written.update(a for a in e.inputs if isinstance(a, Var) and a not in views)
     written |= _leaves_a_reduction(graph)
     made = {o: e for e in graph.eqns for o in e.outs}
 

@@ -29,16 +29,11 @@ def _offsets(e: Eqn) -> tuple | None:
     spec = e.params["spec"]
     if len(spec) > len(src) or not all(isinstance(d, int) for d in src):
         return None
-    out = []
-    for j, d in enumerate(src):
-        if j >= len(spec):
-            out.append(0)
-            continue
-        x = spec[j]
-        if x[0] != "s" or x[3] not in (None, 1) or not all(b is None or type(b) is int for b in x[1:3]):
-            return None
-        out.append(slice(x[1], x[2], 1).indices(d)[0])
-    return tuple(out)
+    if not all(x[0] == "s" and x[3] in (None, 1)
+               and all(b is None or type(b) is int for b in x[1:3]) for x in spec):
+        return None
+    starts = tuple(slice(x[1], x[2], 1).indices(d)[0] for x, d in zip(spec, src))
+    return starts + (0,) * (len(src) - len(spec))
 
 
 def static_slice(e: Eqn) -> bool:
@@ -57,13 +52,11 @@ def fold_slice_reads(items: list, graph: Graph) -> list:
         shape = tuple(g.shape)
         for v in g.inputs:
             e = made.get(v)
-            if e is None or not _fits(tuple(v.aval.shape), shape) or v in g.reads:
-                continue
-            offsets = _offsets(e)
-            if offsets is None:
-                continue
-            g.reads[v] = (e.inputs[0], offsets)
-            folded.setdefault(v, []).append(g)
+            fits = e is not None and _fits(tuple(v.aval.shape), shape) and v not in g.reads
+            offsets = _offsets(e) if fits else None
+            if offsets is not None:
+                g.reads[v] = (e.inputs[0], offsets)
+                folded.setdefault(v, []).append(g)
     if not folded:
         return items
     needed = {x for it in items if not (isinstance(it, Group) and it.reads)

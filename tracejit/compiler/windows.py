@@ -258,7 +258,7 @@ def _peel(items: list, g, x, next_gid: list) -> None:
     window and `x` is never written. Nothing changes where an output needs `g`'s sums or
     values `g` still needs besides it, or `g` would read no value of its shape (the
     pooling's shape-only readers take one)."""
-    from .fusion import Group
+    from .fusion import Group, external_inputs
     others = [v for v in _element_outputs(g) if v is not x]
     by_out = {e.out: e for e in g.eqns}
     taken: list = []
@@ -282,24 +282,14 @@ def _peel(items: list, g, x, next_gid: list) -> None:
             return
     taken.sort(key=g.eqns.index)
     members = [m for m in g.members if m not in taken]
-    reads = _first_reads(members, {m.out for m in members})
+    reads = external_inputs(members)
     if not any(tuple(v.aval.shape) == tuple(x.aval.shape) for v in reads):
         return
-    items.insert(items.index(g), Group(next_gid[0], g.shape, taken, None, _first_reads(taken, inside),
+    items.insert(items.index(g), Group(next_gid[0], g.shape, taken, None, external_inputs(taken),
                                        list(others)))
     next_gid[0] += 1
     g.eqns, g.inputs = rest, reads
     g.outputs = [v for v in g.outputs if v not in others]
-
-
-def _first_reads(eqns, defined) -> list:
-    """The values `eqns` read and do not define, in first-use order."""
-    seen: dict = {}
-    for e in eqns:
-        for a in e.inputs:
-            if isinstance(a, Var) and a not in defined:
-                seen.setdefault(a, None)
-    return list(seen)
 
 
 def _shape_only(reader, v) -> bool:
