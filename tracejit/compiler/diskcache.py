@@ -307,10 +307,8 @@ def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.Modul
     else:
         _stats["disk_hits"] += 1
         _cache_log.info("disk hit: %s from %s", modname, entry)
-        try:
+        with contextlib.suppress(OSError):
             os.utime(entry)  # last use, for least-recently-used pruning (cachetool.py)
-        except OSError:
-            pass
     return module
 
 
@@ -322,10 +320,8 @@ def _mkdir_private(path: Path) -> None:
         missing.append(path)
         path = path.parent
     for p in reversed(missing):
-        try:
+        with contextlib.suppress(FileExistsError):    # made meanwhile by a concurrent writer
             p.mkdir(mode=0o700)
-        except FileExistsError:    # made meanwhile by a concurrent writer
-            pass
 
 
 def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.ModuleType:
@@ -456,14 +452,12 @@ def _discard(entry: Path) -> None:
 def _sweep_stale_temps(kernels: Path) -> None:
     """Remove temp dirs of processes killed mid-build (SIGKILL skips `finally`)."""
     cutoff = time.time() - _STALE_TEMP_S
-    try:
+    with contextlib.suppress(OSError):   # (no kernels dir yet, or it vanished: nothing to sweep)
         for shard in kernels.iterdir():
             for path in shard.iterdir():
                 if ".tmp-" in path.name and path.lstat().st_mtime < cutoff:
                     log.debug("tracejit disk cache: sweeping stale %s", path)
                     shutil.rmtree(path, ignore_errors=True)
-    except OSError:
-        pass  # no kernels dir yet, or it vanished: nothing to sweep
 
 
 # ----------------------------------------------------------------------------- numba locator
@@ -490,10 +484,8 @@ def _register_locator() -> bool:
             return cls(py_func, py_file)
 
         def ensure_cache_path(self) -> None:
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(self.get_cache_path(), 0o700)
-            except FileExistsError:
-                pass
 
     current = CompileResultCacheImpl._locator_classes
     if not any(c.__name__ == "_EntryLocator" for c in current):
