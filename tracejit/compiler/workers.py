@@ -288,11 +288,10 @@ class CompilePool(JobChoice):
                 why = self._attempt(i, job)
                 if why is None or job.done():
                     return
-                if attempt < RESTARTS and not self.closed:
-                    log.info("%s: %s; a new worker takes the job again", job.name_hint, why)
-                    continue
-                job._finish(False, f"{why}; tried {attempt + 1} times" if attempt else why)
-                return
+                if attempt == RESTARTS or self.closed:
+                    job._finish(False, f"{why}; tried {attempt + 1} times" if attempt else why)
+                    return
+                log.info("%s: %s; a new worker takes the job again", job.name_hint, why)
         finally:
             self.current[i] = None
 
