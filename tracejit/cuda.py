@@ -146,8 +146,7 @@ def memory_stats(device=None) -> dict:
 
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
-    stats = memory_stats(device)
-    return "\n".join(f"{k}: {v}" for k, v in stats.items()) or "no GPU memory in use"
+    return "\n".join(f"{k}: {v}" for k, v in memory_stats(device).items()) or "no GPU memory in use"
 
 
 def mem_get_info(device=None) -> tuple:

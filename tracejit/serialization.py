@@ -551,7 +551,7 @@ def _flagged(t, requires_grad, parameter):
     not), or requiring grad where it did and its dtype can."""
     if parameter:
         from .nn.parameter import Parameter
-        return Parameter(t, requires_grad=bool(requires_grad if requires_grad is not None else True))
+        return Parameter(t, requires_grad=requires_grad is None or bool(requires_grad))
     if requires_grad and t.dtype.differentiable:
         t.requires_grad = True
     return t

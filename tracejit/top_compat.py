@@ -175,4 +175,5 @@ def sym_ite(b, t, f):
 
 
 # (on the plain numbers and sizes here, Python's own functions)
-sym_float, sym_max, sym_min, sym_not, sym_sqrt, sym_sum = float, max, min, operator.not_, math.sqrt, sum
+sym_float, sym_max, sym_min, sym_sqrt, sym_sum = float, max, min, math.sqrt, sum
+sym_not = operator.not_

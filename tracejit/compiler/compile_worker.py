@@ -116,7 +116,7 @@ def main() -> None:
                      "compiled": compiled}
         except BaseException as exc:  # reported to the parent, which decides
             reply = {"id": job["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
-        with contextlib.suppress(OSError):   # the parent is gone (it handed its jobs over: finish.py)
+        with contextlib.suppress(OSError):   # the parent is gone (it handed its jobs over)
             out.write(json.dumps(reply) + "\n")
             out.flush()
     # stdin ended: the parent exited or shut the pool down; did it leave us its jobs?

@@ -180,9 +180,6 @@ def stats() -> dict[str, int]:
         return dict(_stats)
 
 
-# ----------------------------------------------------------------------------- configuration
-
-
 def _identifier(name: str) -> str:
     name = re.sub(r"\W", "_", name) or "kernel"
     return name if not name[0].isdigit() else "_" + name

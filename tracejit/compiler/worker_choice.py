@@ -258,7 +258,7 @@ class JobChoice:
                     if not self.ahead:
                         continue
                     self.ahead = False
-                    with contextlib.suppress(OSError, ValueError):   # (tried again, and reported, with a job)
+                    with contextlib.suppress(OSError, ValueError):   # (tried again with a job)
                         self.worker(i, use=False)
                 return None
             time.sleep(_w.SPARE_WINDOW_S)
