@@ -13,6 +13,8 @@ only runs generated kernels on host arrays in tests, so it does not make
 """
 from __future__ import annotations
 
+import contextlib
+
 from . import amp as _amp
 from ._path_modules import path_module as _path_module
 from .device import CudaUnavailableError, as_device, cupy_module
@@ -68,9 +70,7 @@ def current_device() -> int:
 
 def get_device_name(device=None) -> str:
     """The GPU's name, e.g. 'NVIDIA H100 80GB HBM3'."""
-    cp = cupy_module()
-    name = cp.cuda.runtime.getDeviceProperties(_index(device))["name"]
-    return name.decode() if isinstance(name, bytes) else str(name)
+    return get_device_properties(device).name
 
 
 def synchronize(device=None) -> None:
@@ -146,8 +146,7 @@ def memory_stats(device=None) -> dict:
 
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:
-    stats = memory_stats(device)
-    return "\n".join(f"{k}: {v}" for k, v in stats.items()) or "no GPU memory in use"
+    return "\n".join(f"{k}: {v}" for k, v in memory_stats(device).items()) or "no GPU memory in use"
 
 
 def mem_get_info(device=None) -> tuple:
@@ -280,30 +279,12 @@ class Event:
         return (end._t - self._t) * 1000.0
 
 
-def _nvtx_range(msg, *args, **kwargs):
-    import contextlib
-    return contextlib.nullcontext()
-
-
 nvtx = _path_module("tracejit.cuda.nvtx", "``torch.cuda.nvtx``: profiler ranges, no-ops here.",
                     {"range_push": lambda msg: 0, "range_pop": lambda: 0, "mark": lambda msg: None,
-                     "range": _nvtx_range})
+                     "range": lambda msg, *args, **kwargs: contextlib.nullcontext()})
 
 
-# ``torch.cuda.amp`` and the legacy ``torch.cuda.FloatTensor``-style types (see
-# tracejit/amp and tracejit/legacy_types.py): programs name them even when they then pick
-# the CPU ones.
-def _amp_module():
-    import types
-
-    from . import amp as _amp
-    m = types.ModuleType("tracejit.cuda.amp", "tracejit.cuda.amp: autocast and GradScaler (tracejit.amp).")
-    m.autocast = lambda enabled=True, dtype=None, cache_enabled=None: _amp.autocast(  # noqa: E731
-        "cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
-    m.GradScaler = lambda *a, **k: _amp.GradScaler("cuda", *a, **k)  # noqa: E731
-    return m
-
-
-amp = _amp_module()
+# the legacy ``torch.cuda.FloatTensor``-style types (tracejit/legacy_types.py): programs
+# name them even when they then pick the CPU ones
 from .legacy_types import cuda_types as _cuda_types  # noqa: E402
 globals().update(_cuda_types())

@@ -155,18 +155,13 @@ def _raw(name: str) -> Optional[str]:
 
 def value(name: str) -> str:
     """The switch's value (stripped), or its default when unset or empty."""
-    raw = _raw(name)
-    if raw is None or not raw.strip():
-        return SWITCHES[name].default
-    return raw.strip()
+    return (_raw(name) or "").strip() or SWITCHES[name].default
 
 
 def enabled(name: str) -> bool:
     """Whether the flag `name` is on: its value (or default) is not one of ``FALSE``."""
     raw = _raw(name)
-    if raw is None:
-        return SWITCHES[name].default.lower() not in FALSE
-    return raw.strip().lower() not in FALSE
+    return (SWITCHES[name].default if raw is None else raw).strip().lower() not in FALSE
 
 
 def flag(name: str) -> Callable[[], bool]:

@@ -209,12 +209,9 @@ def note_module_path(module, exc: BaseException) -> None:
     chain.append(module)
     if len(chain) < 2:
         return
-    names = []
-    for child, parent in zip(chain, chain[1:]):
-        name = next((n for n, m in getattr(parent, "_modules", {}).items() if m is child), None)
-        if name is None:   # (called, not registered: a module kept in a plain list or passed in)
-            name = f"<{type(child).__name__}>"
-        names.append(name)
+    # (a module called but not registered, kept in a plain list or passed in: its type)
+    names = [next((n for n, m in getattr(parent, "_modules", {}).items() if m is child),
+                  f"<{type(child).__name__}>") for child, parent in zip(chain, chain[1:])]
     note = (f"raised in submodule {'.'.join(reversed(names))} ({type(chain[0]).__name__}) of "
             f"{type(chain[-1]).__name__}")
     notes = exc.__dict__.setdefault("__notes__", [])

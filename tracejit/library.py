@@ -29,9 +29,6 @@ _OPS: dict = {}   # "ns::name" -> CustomOpDef
 class _Namespace:
     """``tracejit.ops.<ns>``: that namespace's custom ops as attributes."""
 
-    def __init__(self, ns: str) -> None:
-        self._ns = ns
-
 
 class CustomOpDef:
     """A custom operator: call it as the function it wraps."""
@@ -48,7 +45,7 @@ class CustomOpDef:
         ns, name = qualname.split("::")
         space = getattr(_ops_package, ns, None)
         if space is None:
-            space = _Namespace(ns)
+            space = _Namespace()
             setattr(_ops_package, ns, space)
         if isinstance(space, _Namespace):
             setattr(space, name, self)
@@ -146,10 +143,8 @@ def _autograd_function(op: CustomOpDef):
             *pos, kw = args
             out = op._kernel(pos)(*pos, **kw)
             if op._setup_context is not None:
-                if kw_only:
-                    op._setup_context(ctx=ctx, inputs=tuple(pos), keyword_only_inputs=kw, output=out)
-                else:
-                    op._setup_context(ctx=ctx, inputs=tuple(pos), output=out)
+                more = {"keyword_only_inputs": kw} if kw_only else {}
+                op._setup_context(ctx=ctx, inputs=tuple(pos), output=out, **more)
             return out
 
         @staticmethod

@@ -116,9 +116,8 @@ class EventList(list):
     def table(self, sort_by: Optional[str] = None, row_limit: int = 100, max_name_column_width: int = 55,
               header: Optional[str] = None, top_level_events_only: bool = False, **_ignored) -> str:
         rows = list(self)
-        keys = {"cpu_time_total": "cpu_time_total", "self_cpu_time_total": "self_cpu_time_total",
-                "cpu_time": "cpu_time", "count": "count", None: None}
-        key = keys.get(sort_by, "cpu_time_total")
+        known = (None, "self_cpu_time_total", "cpu_time", "count")
+        key = sort_by if sort_by in known else "cpu_time_total"
         if key is not None:
             rows.sort(key=lambda r: getattr(r, key), reverse=True)
         if row_limit is not None and row_limit >= 0:

@@ -25,12 +25,14 @@ corruption is named as such).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import math
 import os
 import struct
+import sys
 import tempfile
 from collections import OrderedDict
 
@@ -69,7 +71,7 @@ class _Writer:
         if key in self.memo:
             return self.memo[key]
         arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
-        if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and not _little()):
+        if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and sys.byteorder != "little"):
             arr = arr.astype(arr.dtype.newbyteorder("<"))
         dt = dtype or _dt.as_dtype(arr.dtype)  # raises TypeError for dtypes outside tracejit's set
         self.offset = _round_up(self.offset, _ALIGN)
@@ -112,10 +114,9 @@ class _Writer:
             return {"dtype": obj.name}
         if isinstance(obj, _device_cls):
             return {"device": str(obj)}
-        if isinstance(obj, list):
-            return {"list": [self.node(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(obj)]}
-        if isinstance(obj, tuple):
-            return {"tuple": [self.node(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(obj)]}
+        if isinstance(obj, (list, tuple)):
+            return {"list" if isinstance(obj, list) else "tuple":
+                    [self.node(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(obj)]}
         if isinstance(obj, dict):
             items = []
             for k, v in obj.items():
@@ -128,11 +129,6 @@ class _Writer:
         raise TypeError(f"save: can't save an object of type {type(obj).__name__} at {path}; supported "
                         f"are Tensors, numpy arrays, dtypes, devices, None, bool, int, float, str and "
                         f"lists, tuples and dicts of them")
-
-
-def _little() -> bool:
-    import sys
-    return sys.byteorder == "little"
 
 
 def _round_up(n: int, k: int) -> int:
@@ -211,14 +207,12 @@ def _source(f, where: str):
     if isinstance(f, (bytes, bytearray, memoryview)):
         return io.BytesIO(f), memoryview(f).nbytes, False
     if hasattr(f, "read"):
-        try:
+        with contextlib.suppress(AttributeError, OSError, ValueError):
             if f.seekable():
                 pos = f.tell()
                 end = f.seek(0, os.SEEK_END)
                 f.seek(pos)
                 return f, end - pos, False
-        except (AttributeError, OSError, ValueError):
-            pass
         data = f.read()              # not seekable: take it all
         if not isinstance(data, (bytes, bytearray)):
             raise TypeError(f"load: {where} must be opened in binary mode ('rb')")
@@ -455,10 +449,9 @@ class _Reader:
                 if ("view", v[6]) not in self.cache:
                     self.cache[("view", v[6])] = self.view(*v[:6])
                 return self.cache[("view", v[6])]
-            if tag == "list" and isinstance(v, list):
-                return [self.node(x, depth + 1) for x in v]
-            if tag == "tuple" and isinstance(v, list):
-                return tuple(self.node(x, depth + 1) for x in v)
+            if tag in ("list", "tuple") and isinstance(v, list):
+                items = [self.node(x, depth + 1) for x in v]
+                return items if tag == "list" else tuple(items)
             if tag in ("dict", "odict") and isinstance(v, list):
                 out = OrderedDict() if tag == "odict" else {}
                 for item in v:
@@ -507,13 +500,7 @@ class _Reader:
                 except CudaUnavailableError as e:
                     raise CudaUnavailableError(f"load: tensor {i} was saved on {recorded}, which is not "
                                                f"available here ({e}); pass map_location='cpu'") from None
-            if parameter:
-                from .nn.parameter import Parameter
-                out = Parameter(t, requires_grad=bool(requires_grad if requires_grad is not None else True))
-            else:
-                out = t
-                if requires_grad and dt.differentiable:
-                    out.requires_grad = True
+            out = _flagged(t, requires_grad, parameter)
         self.cache[key] = out
         return out
 
@@ -528,13 +515,7 @@ class _Reader:
             arr = view_array(storage._data, offset, shape, strides)
         except ValueError as e:
             raise self.fail(f"view of tensor {i}: {e}") from None
-        t = Tensor._wrap(arr, storage.dtype, storage.device)
-        if parameter:
-            from .nn.parameter import Parameter
-            return Parameter(t, requires_grad=bool(requires_grad))
-        if requires_grad and t.dtype.differentiable:
-            t.requires_grad = True
-        return t
+        return _flagged(Tensor._wrap(arr, storage.dtype, storage.device), requires_grad, parameter)
 
     def array_layout(self, rec, i) -> tuple:
         """(dtype, shape, element count, start in the file, nbytes, requires_grad, parameter,
@@ -563,6 +544,17 @@ class _Reader:
         if lo + nbytes > self.end:
             raise self.fail(f"tensor {i} lies past the end of the data (file truncated?)")
         return (dt, shape, count, lo, nbytes, requires_grad, parameter, str(device if device is not None else "cpu"))
+
+
+def _flagged(t, requires_grad, parameter):
+    """Tensor `t` as its record says: a Parameter (requiring grad unless the record says
+    not), or requiring grad where it did and its dtype can."""
+    if parameter:
+        from .nn.parameter import Parameter
+        return Parameter(t, requires_grad=requires_grad is None or bool(requires_grad))
+    if requires_grad and t.dtype.differentiable:
+        t.requires_grad = True
+    return t
 
 
 from .serialization_pickle import (add_safe_globals, clear_safe_globals, get_safe_globals,  # noqa: E402,F401

@@ -71,8 +71,8 @@ def _compare_leaf(actual, expected, rtol, atol, equal_nan, check_device, check_d
         bad = a != e
         diff = np.abs(a - e)
     else:
-        a, e = a.astype(np.complex128 if "c" in (a.dtype.kind, e.dtype.kind) else np.float64), \
-            e.astype(np.complex128 if "c" in (a.dtype.kind, e.dtype.kind) else np.float64)
+        wide = np.complex128 if "c" in (a.dtype.kind, e.dtype.kind) else np.float64
+        a, e = a.astype(wide), e.astype(wide)
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.abs(a - e)
             ok = (a == e) | (diff <= atol + rtol * np.abs(e))

@@ -18,6 +18,7 @@ results are the same bits. ``TRACEJIT_THREAD_TUNING=0`` turns both off.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -48,14 +49,12 @@ def _libgomp_loaded() -> str:
     told to use another threading layer."""
     if os.environ.get("NUMBA_THREADING_LAYER", "").lower() in ("tbb", "workqueue"):
         return ""
-    try:
+    with contextlib.suppress(OSError):
         with open("/proc/self/maps") as f:
             for line in f:
                 path = line.split()[-1]
                 if os.path.basename(path).startswith("libgomp.so"):
                     return path
-    except OSError:
-        pass
     return ""
 
 

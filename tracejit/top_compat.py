@@ -5,6 +5,7 @@ autocast queries, the symbolic-size helpers (``sym_int``, ``SymInt``) and
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from typing import Any
 
@@ -169,29 +170,10 @@ def sym_int(a):
     return a if isinstance(a, Sym) else math.trunc(a)
 
 
-def sym_float(a) -> float:
-    return float(a)
-
-
-def sym_max(a, b):
-    return max(a, b)
-
-
-def sym_min(a, b):
-    return min(a, b)
-
-
-def sym_not(a) -> bool:
-    return not a
-
-
 def sym_ite(b, t, f):
     return t if b else f
 
 
-def sym_sqrt(a) -> float:
-    return math.sqrt(a)
-
-
-def sym_sum(args):
-    return sum(args)
+# (on the plain numbers and sizes here, Python's own functions)
+sym_float, sym_max, sym_min, sym_sqrt, sym_sum = float, max, min, math.sqrt, sum
+sym_not = operator.not_

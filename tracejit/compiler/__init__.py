@@ -46,9 +46,7 @@ def disable(fn: Optional[Callable] = None, recursive: bool = True):
     """``torch.compiler.disable``: `fn` unchanged (as a decorator too). Called outside a
     compiled function it runs eagerly; inside one it is captured like the rest, and a
     part that cannot be captured makes the function run eagerly (``fullgraph=False``)."""
-    if fn is None:
-        return lambda f: f
-    return fn
+    return (lambda f: f) if fn is None else fn
 
 
 def is_compiling() -> bool:

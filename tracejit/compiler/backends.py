@@ -105,7 +105,6 @@ class CpuBackend(Backend):
     """numba CPU kernels (codegen_cpu.py), numpy arrays, BLAS through numpy."""
 
     name = "cpu"
-    sequential_sums = True
     serial_twin = True
     capabilities = frozenset(("gemm_epilogue",))
 
@@ -144,9 +143,8 @@ class CpuBackend(Backend):
                              " parallel" if parallel else "", time.perf_counter() - t0)
         fn = mod.kernel
         if spec.chunked:  # a chunk kernel: launched by cshares.ChunkKernel
-            from .cpu.runtime.cshares import ChunkKernel
+            from .cpu.runtime.cshares import ChunkKernel, Ready
             if pair is None and source is not spec.source:
-                from .cpu.runtime.cshares import Ready
                 pair = Ready(fn, self.fast_entry)
             return ChunkKernel(fn, _entry_point(fn), spec.partial_dtype, serial=not parallel,
                                partial_size=spec.partial_size, pair=pair)
@@ -175,7 +173,6 @@ class CpuBackend(Backend):
             return cshares.Pending(spec.source, spec.pair, label, spec.llvm_options, self.fast_entry), spec.source
         return None, spec.source
 
-
     def matmul(self):
         # the measured choice between the GEMM template and BLAS (compiler/cpu/gemm/
         # products.py), BLAS on the thread policy's count (compiler/cpu/runtime/coreshare.py)
@@ -201,7 +198,6 @@ class CudaBackend(Backend):
 
     name = "cuda"
     sequential_sums = False
-    serial_twin = False  # one kernel serves every size
 
     def array_module(self):
         from ..device import cupy_module

@@ -5,6 +5,7 @@ loaded yet (0.5-1 s that a warm first call must not wait for).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -49,7 +50,7 @@ def numba_facts() -> tuple[str, Any, Any]:
     loaded, from numba/_version.py and the environment. A ``.numba_config.yaml`` in the
     working directory, or anything unexpected, falls back to importing numba."""
     if "numba" not in sys.modules and not os.path.exists(".numba_config.yaml"):
-        try:
+        with contextlib.suppress(Exception):   # an unusual install: ask numba itself
             spec = importlib.util.find_spec("numba")
             text = Path(spec.origin).with_name("_version.py").read_text(encoding="utf-8")
             version = _NUMBA_VERSION_RE.search(text).group(1)
@@ -58,8 +59,6 @@ def numba_facts() -> tuple[str, Any, Any]:
             if features is None and str(cpu_name).lower() == "generic":
                 features = ""
             return version, cpu_name, features
-        except Exception:  # an unusual install: ask numba itself
-            pass
     import numba
 
     return numba.__version__, numba.config.CPU_NAME, numba.config.CPU_FEATURES

@@ -8,6 +8,7 @@ minute). Removal renames then deletes, so a reader never sees half an entry.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -33,28 +34,20 @@ def max_mb() -> Optional[float]:
 def _entries(root: Path) -> list:
     """[(path, bytes, last use, manifest dict or None)] of complete entries."""
     out = []
-    kernels = root / "kernels"
-    if not kernels.is_dir():
-        return out
-    for shard in kernels.iterdir():
-        if not shard.is_dir():
+    for entry in (root / "kernels").glob("*/*"):   # (<shard>/<key>)
+        if ".tmp-" in entry.name or not entry.is_dir():
             continue
-        for entry in shard.iterdir():
-            if ".tmp-" in entry.name or not entry.is_dir():
-                continue
-            size = 0
-            for dirpath, _, files in os.walk(entry):
-                for name in files:
-                    try:
-                        size += os.lstat(os.path.join(dirpath, name)).st_size
-                    except OSError:
-                        pass
-            try:
-                manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
-                mtime = entry.stat().st_mtime
-            except (OSError, ValueError):
-                manifest, mtime = None, 0.0
-            out.append((entry, size, mtime, manifest if isinstance(manifest, dict) else None))
+        size = 0
+        for dirpath, _, files in os.walk(entry):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    size += os.lstat(os.path.join(dirpath, name)).st_size
+        try:
+            manifest = json.loads((entry / "manifest.json").read_text(encoding="utf-8"))
+            mtime = entry.stat().st_mtime
+        except (OSError, ValueError):
+            manifest, mtime = None, 0.0
+        out.append((entry, size, mtime, manifest if isinstance(manifest, dict) else None))
     return out
 
 
@@ -127,7 +120,5 @@ def maybe_prune(root: Path) -> None:
     if cap is None or time.monotonic() - _last_prune[0] < _PRUNE_EVERY_S:
         return
     _last_prune[0] = time.monotonic()
-    try:
+    with contextlib.suppress(OSError):
         prune(cap, root)
-    except OSError:
-        pass

@@ -13,6 +13,7 @@ decides when we stop). ``TRACEJIT_COMPILE_WORKER_FAULT`` (tests only) injects ``
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -49,7 +50,7 @@ def _corrupt_entry(source: str, llvm_options: tuple) -> None:
 def _warm_up() -> None:
     """Pay numba's one-off costs (import, target and typing tables) before the first job: a
     first tiny kernel took 1.9 s, the next 0.19 s."""
-    try:
+    with contextlib.suppress(Exception):   # a real job reports whatever is wrong
         import numba
         import numpy as np
 
@@ -57,8 +58,6 @@ def _warm_up() -> None:
         def _k(a, out):  # pragma: no cover - compiled, never called
             for i in range(a.shape[0]):
                 out[i] = a[i] * np.float32(2.0) + np.float32(1.0)
-    except Exception:  # a real job reports whatever is wrong
-        pass
 
 
 # The garbage collector's thresholds while we compile: numba allocates millions of objects
@@ -91,11 +90,9 @@ def main() -> None:
     _tune_gc()
     # Ready: the parent sends our first job now, the best one queued by then (jobs submitted
     # during our start-up go by their rank, not by who came first).
-    try:
+    with contextlib.suppress(OSError):   # (the parent is gone: stdin's end tells us what to do)
         out.write(json.dumps({"ready": True}) + "\n")
         out.flush()
-    except OSError:
-        pass   # (the parent is gone: stdin's end tells us what to do)
     for line in sys.stdin:
         job = json.loads(line)
         if fault == "crash":
@@ -119,11 +116,9 @@ def main() -> None:
                      "compiled": compiled}
         except BaseException as exc:  # reported to the parent, which decides
             reply = {"id": job["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
-        try:
+        with contextlib.suppress(OSError):   # the parent is gone (it handed its jobs over)
             out.write(json.dumps(reply) + "\n")
             out.flush()
-        except OSError:   # the parent is gone (it handed its jobs over: finish.py)
-            pass
     # stdin ended: the parent exited or shut the pool down; did it leave us its jobs?
     if handed and os.path.exists(handed):
         finish.run(handed)

@@ -43,7 +43,7 @@ class DirectKernel:
         add = params.append
         for kind, a in zip(self.kinds, args):
             if kind.__class__ is int:
-                shape, strides = _geometry(a)
+                shape, strides = tuple(a.shape), tuple(a.strides)
                 if len(shape) != kind:
                     raise ValueError(f"kernel argument of shape {shape}: expected {kind} dims")
                 add(0)                  # meminfo
@@ -74,13 +74,8 @@ class FlatView:
     def __init__(self, array):
         self.array = array
         self.dtype = array.dtype
-        n = math.prod(array.shape)
-        self.shape = (n,)
+        self.shape = (math.prod(array.shape),)
         self.strides = (array.dtype.itemsize,)
-
-
-def _geometry(a) -> tuple:
-    return tuple(a.shape), tuple(a.strides)
 
 
 def _pointer(a) -> int:

@@ -180,9 +180,6 @@ def stats() -> dict[str, int]:
         return dict(_stats)
 
 
-# ----------------------------------------------------------------------------- configuration
-
-
 def _identifier(name: str) -> str:
     name = re.sub(r"\W", "_", name) or "kernel"
     return name if not name[0].isdigit() else "_" + name
@@ -279,11 +276,11 @@ def _load_via_disk(root: Path, key: str, source: str, modname: str) -> types.Mod
 
 
 def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.ModuleType | None:
-    problem = _verify(entry, key, source)
+    problem, manifest = _verify(entry, key, source)
     if problem is None:
         # numba's cached code names the module it was built in: load it under that name
         # (two functions with the same kernel give it different name hints).
-        modname = _built_as(entry, key) or modname
+        modname = _built_as(manifest.get("module"), key) or modname
         try:
             # A verified entry holds numba's machine code for every kernel: load it
             # without numba's registry refresh (cacheload's docstring says why that is safe).
@@ -307,10 +304,8 @@ def _load_entry(entry: Path, key: str, source: str, modname: str) -> types.Modul
     else:
         _stats["disk_hits"] += 1
         _cache_log.info("disk hit: %s from %s", modname, entry)
-        try:
+        with contextlib.suppress(OSError):
             os.utime(entry)  # last use, for least-recently-used pruning (cachetool.py)
-        except OSError:
-            pass
     return module
 
 
@@ -322,10 +317,8 @@ def _mkdir_private(path: Path) -> None:
         missing.append(path)
         path = path.parent
     for p in reversed(missing):
-        try:
+        with contextlib.suppress(FileExistsError):    # made meanwhile by a concurrent writer
             p.mkdir(mode=0o700)
-        except FileExistsError:    # made meanwhile by a concurrent writer
-            pass
 
 
 def _build_entry(entry: Path, key: str, source: str, modname: str) -> types.ModuleType:
@@ -400,47 +393,41 @@ def _write_manifest(tmp: Path, key: str, modname: str) -> None:
     (tmp / _MANIFEST_NAME).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def _verify(entry: Path, key: str, source: str) -> str | None:
-    """Why `entry` must not be run, or None when it matches its manifest."""
+def _verify(entry: Path, key: str, source: str) -> tuple:
+    """(why `entry` must not be run, None) or (None, its manifest) when it matches it."""
     try:
         manifest = json.loads((entry / _MANIFEST_NAME).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return "no manifest.json (half-written entry)"
+        return "no manifest.json (half-written entry)", None
     except (OSError, ValueError) as exc:
-        return f"unreadable manifest.json ({exc})"
+        return f"unreadable manifest.json ({exc})", None
     if not isinstance(manifest, dict) or manifest.get("format") != _MANIFEST_FORMAT \
             or manifest.get("key") != key:
-        return "manifest.json is not for this key"
+        return "manifest.json is not for this key", None
     if manifest.get("versions") != _versions():
-        return f"built by other versions: {manifest.get('versions')!r}"
+        return f"built by other versions: {manifest.get('versions')!r}", None
     files = manifest.get("files")
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
-        return "malformed manifest.json"
+        return "malformed manifest.json", None
     if files.get(_SOURCE_NAME) != hashlib.sha256(source.encode()).hexdigest():
-        return "manifest.json is for another source"
+        return "manifest.json is for another source", None
     try:
         on_disk = _entry_files(entry) - {_MANIFEST_NAME}
         if on_disk != set(files):
-            return f"files differ from manifest.json: {sorted(on_disk ^ set(files))}"
+            return f"files differ from manifest.json: {sorted(on_disk ^ set(files))}", None
         for rel, digest in files.items():
             if _sha256_file(entry / rel) != digest:
-                return f"{rel} does not match its hash"
+                return f"{rel} does not match its hash", None
     except (OSError, ValueError) as exc:
-        return str(exc)
-    return None
+        return str(exc), None
+    return None, manifest
 
 
-def _built_as(entry: Path, key: str) -> str | None:
-    """The module name a verified entry was built under (from its manifest), if valid."""
-    try:
-        name = json.loads((entry / _MANIFEST_NAME).read_text(encoding="utf-8")).get("module")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(name, str) or not name.startswith(_PACKAGE + ".") or not name.endswith(key[:20]):
-        return None
-    if not name[len(_PACKAGE) + 1:].isidentifier() or name in sys.modules:
-        return None
-    return name
+def _built_as(name, key: str) -> str | None:
+    """`name`, the module a verified entry was built under (its manifest's), if valid."""
+    ok = (isinstance(name, str) and name.startswith(_PACKAGE + ".") and name.endswith(key[:20])
+          and name[len(_PACKAGE) + 1:].isidentifier() and name not in sys.modules)
+    return name if ok else None
 
 
 def _discard(entry: Path) -> None:
@@ -456,14 +443,12 @@ def _discard(entry: Path) -> None:
 def _sweep_stale_temps(kernels: Path) -> None:
     """Remove temp dirs of processes killed mid-build (SIGKILL skips `finally`)."""
     cutoff = time.time() - _STALE_TEMP_S
-    try:
+    with contextlib.suppress(OSError):   # (no kernels dir yet, or it vanished: nothing to sweep)
         for shard in kernels.iterdir():
             for path in shard.iterdir():
                 if ".tmp-" in path.name and path.lstat().st_mtime < cutoff:
                     log.debug("tracejit disk cache: sweeping stale %s", path)
                     shutil.rmtree(path, ignore_errors=True)
-    except OSError:
-        pass  # no kernels dir yet, or it vanished: nothing to sweep
 
 
 # ----------------------------------------------------------------------------- numba locator
@@ -490,10 +475,8 @@ def _register_locator() -> bool:
             return cls(py_func, py_file)
 
         def ensure_cache_path(self) -> None:
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(self.get_cache_path(), 0o700)
-            except FileExistsError:
-                pass
 
     current = CompileResultCacheImpl._locator_classes
     if not any(c.__name__ == "_EntryLocator" for c in current):

@@ -19,14 +19,8 @@ def group_parts(grp) -> tuple:
     located = list(grp.eqns) + [e for e in (win, sc) if e is not None]
     locs = sorted({f"{os.path.basename(e.loc[0])}:{e.loc[1]}" for e in located if e.loc})
     ops = [f"{e.prim.name} (row)" for e in getattr(grp, "rows", ())] + [e.prim.name for e in grp.eqns]
-    if win is not None:
-        ops.append(f"{win.prim.name} (window)")
-    if sc is not None:
-        ops.append(f"{sc.prim.name} (scatter)")
-    red = getattr(grp, "reduction", None)
-    if red is not None:
-        ops.append(f"{red.prim.name} (epilogue)")
-    return ops, locs
+    extra = ((win, "window"), (sc, "scatter"), (getattr(grp, "reduction", None), "epilogue"))
+    return ops + [f"{e.prim.name} ({what})" for e, what in extra if e is not None], locs
 
 
 def group_label(grp) -> str:

@@ -6,6 +6,7 @@ waits for the loads. A hint is only advice: a marker file in the private cache r
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -47,12 +48,9 @@ def mark_on_disk(k: Optional[str]) -> None:
 def touch(path: str) -> None:
     """Create the marker file `path` and its folder where missing (errors are ignored: a
     marker is only advice)."""
-    try:
+    with contextlib.suppress(OSError):
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        with open(path, "a"):
-            pass
-    except OSError:
-        pass
+        open(path, "a").close()
 
 
 def on_disk(k: Optional[str]) -> bool:

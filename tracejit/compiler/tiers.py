@@ -114,9 +114,7 @@ class TieredExecutor(BackgroundWork, Executor):
     def pending_kernels(self) -> int:
         """Kernel modules still compiling (or queued) in workers; 0 while planning (see
         `kernel_counts`: then the count is not known) and once none is."""
-        if self.state != "pending":
-            return 0
-        if not self._submit_done.is_set():
+        if self.state != "pending" or not self._submit_done.is_set():
             return 0
         return sum(1 for j in {id(j): j for j, *_ in self.jobs}.values() if not j.done())
 
@@ -243,19 +241,16 @@ class TieredExecutor(BackgroundWork, Executor):
             if self._failure:  # reported here, in a caller's thread: one warning
                 self._fail(self._failure)
                 return None
-            return self._finish_switch()
-
-    def _finish_switch(self):
-        self.state = "compiled"
-        for entry in self.entries:
-            entry.set_executor(self.program)  # callers see the old hit function or the new one
-        with _pending_lock:
-            _pending.discard(self)
-        since = f" {time.perf_counter() - self._submitted_at:.2f} s after the first call" \
-            if self._submitted_at else ""
-        log.info("%s: switched to compiled kernels (%d variants)%s", self.name,
-                 len(self.variants), since)
-        return self.program
+            self.state = "compiled"
+            for entry in self.entries:
+                entry.set_executor(self.program)  # callers see the old hit function or the new one
+            with _pending_lock:
+                _pending.discard(self)
+            since = f" {time.perf_counter() - self._submitted_at:.2f} s after the first call" \
+                if self._submitted_at else ""
+            log.info("%s: switched to compiled kernels (%d variants)%s", self.name,
+                     len(self.variants), since)
+            return self.program
 
     def _bg_fail(self, why: str) -> None:
         self._warm = False

@@ -70,7 +70,6 @@ class BackgroundWork:
                     workers.release_idle()
             else:
                 self._warm = False   # (pruned since): calls stop waiting, tier 0 runs
-            if not all(on_disk):
                 # Workers take 1-3 s to start (Python, numba, a first compile): start
                 # them now (if not yet), while the jobs are submitted.
                 workers.prestart()

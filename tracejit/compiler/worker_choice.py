@@ -6,6 +6,7 @@ The thresholds are workers.py's (tests set them there). Also the `Job` itself an
 program's CPU reading the choice is made from (`_CPUReading`)."""
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import queue
@@ -257,10 +258,8 @@ class JobChoice:
                     if not self.ahead:
                         continue
                     self.ahead = False
-                    try:
+                    with contextlib.suppress(OSError, ValueError):   # (tried again with a job)
                         self.worker(i, use=False)
-                    except (OSError, ValueError):
-                        pass   # tried again (and reported) with a job
                 return None
             time.sleep(_w.SPARE_WINDOW_S)
 

@@ -2,6 +2,7 @@
 starts, feeds and stops them)."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -39,7 +40,7 @@ class _Worker:
         threading.Thread(target=self._read, daemon=True, name="tracejit-compile-reader").start()
 
     def _read(self) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):
             for line in self.proc.stdout:
                 try:
                     reply = json.loads(line)
@@ -49,8 +50,6 @@ class _Worker:
                     self._started()
                 else:
                     self.replies.put(reply)
-        except (OSError, ValueError):
-            pass
         self._started()
         self.replies.put(None)  # EOF: the worker exited
 
@@ -74,27 +73,19 @@ class _Worker:
     def kill(self) -> None:
         # Kill first: closing stdout while the reader thread is blocked in a read of it
         # would wait for that read (the buffer's lock), which only the worker's death ends.
-        try:
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             self.proc.wait(timeout=5)   # reap: no zombie
-        except (OSError, subprocess.TimeoutExpired):
-            pass
         for f in (self.proc.stdin, self.proc.stdout):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 f.close()
-            except (OSError, ValueError):
-                pass
 
     def close(self, grace: float = 1.0) -> None:
         """Ask the worker to stop (stdin EOF), kill it if it does not within `grace` s."""
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.proc.stdin.close()
-        except (OSError, ValueError):
-            pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
         self.kill()
 
 

@@ -17,6 +17,7 @@ After ``os.fork`` the child gets a pool of its own and owners resubmit lost jobs
 from __future__ import annotations
 
 import atexit
+import contextlib
 import heapq
 import logging
 import math
@@ -287,11 +288,10 @@ class CompilePool(JobChoice):
                 why = self._attempt(i, job)
                 if why is None or job.done():
                     return
-                if attempt < RESTARTS and not self.closed:
-                    log.info("%s: %s; a new worker takes the job again", job.name_hint, why)
-                    continue
-                job._finish(False, f"{why}; tried {attempt + 1} times" if attempt else why)
-                return
+                if attempt == RESTARTS or self.closed:
+                    job._finish(False, f"{why}; tried {attempt + 1} times" if attempt else why)
+                    return
+                log.info("%s: %s; a new worker takes the job again", job.name_hint, why)
         finally:
             self.current[i] = None
 
@@ -355,10 +355,8 @@ class CompilePool(JobChoice):
             self.jobs.put((-1, next(self._ids), None))
         live = [w for w in self.workers if w is not None]
         for w in live:  # all at once: an exiting program waits at most ~0.5 s in total
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 w.proc.stdin.close()
-            except (OSError, ValueError):
-                pass
         deadline = time.monotonic() + 0.5
         for w in live:
             w.close(grace=max(0.0, deadline - time.monotonic()))
@@ -371,10 +369,8 @@ class CompilePool(JobChoice):
             if w is None:
                 continue
             for f in (w.proc.stdin, w.proc.stdout):
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     os.close(f.fileno())
-                except (OSError, ValueError):
-                    pass
 
 
 _pool: Optional[CompilePool] = None
@@ -422,10 +418,8 @@ def prestart() -> None:
     caller goes on. The others start when a core is idle. A no-op when they run."""
     pool = _get_pool()
     pool.ahead = len(pool.workers) > 1
-    try:
+    with contextlib.suppress(OSError, ValueError):   # (the dispatcher tries again, and reports)
         pool.worker(0, use=False)
-    except (OSError, ValueError):
-        pass  # the dispatcher will try again (and report) with the first job
 
 
 def release_idle() -> None:
@@ -483,10 +477,8 @@ def _at_exit() -> None:
     p = _pool
     if p is not None and p.pid == os.getpid():
         from . import finish
-        try:
+        with contextlib.suppress(Exception):   # (never let an exit hook fail the program's exit)
             _finishing.extend(finish.hand_off(p))
-        except Exception:   # (never let an exit hook fail the program's exit)
-            pass
     shutdown()
 
 
