@@ -385,27 +385,24 @@ class ValuesIndices(namedtuple("ValuesIndices", ["values", "indices"])):
 
 
 def max(a, dim=None, keepdim: bool | None = None, *, axis=_EVERY, keepdims=None):
-    dim, keepdim = _dim_keepdim("max", dim, keepdim, axis, keepdims)
-    if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
-        return maximum(a, dim)
-    if dim is None:
-        return bind(MAX_ALL, a, dims=_dims(a, None, "max"), keepdim=False)
-    if a.ndim == 0:
-        idx = _arg(ARGMAX, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
-        return ValuesIndices(clone(a), idx)
-    return _selected(a, _arg(ARGMAX, a, dim, True), dim, keepdim)
+    return _extreme("max", maximum, MAX_ALL, ARGMAX, a, dim, keepdim, axis, keepdims)
 
 
 def min(a, dim=None, keepdim: bool | None = None, *, axis=_EVERY, keepdims=None):
-    dim, keepdim = _dim_keepdim("min", dim, keepdim, axis, keepdims)
-    if hasattr(dim, "_data"):
-        return minimum(a, dim)
+    return _extreme("min", minimum, MIN_ALL, ARGMIN, a, dim, keepdim, axis, keepdims)
+
+
+def _extreme(op: str, elementwise, whole, arg, a, dim, keepdim, axis, keepdims):
+    """max or min: of all of `a`, along `dim` with indices, or of `a` and a tensor `dim`."""
+    dim, keepdim = _dim_keepdim(op, dim, keepdim, axis, keepdims)
+    if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
+        return elementwise(a, dim)
     if dim is None:
-        return bind(MIN_ALL, a, dims=_dims(a, None, "min"), keepdim=False)
+        return bind(whole, a, dims=_dims(a, None, op), keepdim=False)
     if a.ndim == 0:
-        idx = _arg(ARGMIN, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
+        idx = _arg(arg, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
         return ValuesIndices(clone(a), idx)
-    return _selected(a, _arg(ARGMIN, a, dim, True), dim, keepdim)
+    return _selected(a, _arg(arg, a, dim, True), dim, keepdim)
 
 
 def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
