@@ -220,10 +220,6 @@ def _same_dtype(rule):
     return same
 
 
-def _abs_vjp(g, out, a):
-    return (g * sgn(a),)
-
-
 # ---------------------------------------------------------------- the complex-only primitives
 def _real_rule(a):
     return Aval(a.shape, a.dtype.to_real(), a.device)
@@ -424,7 +420,7 @@ def _build_ways() -> None:
     ways = {p: (REGISTRY[p], None, None) for p in _LINEAR}
     ways.update((p, (_holomorphic(REGISTRY[p]), None, None)) for p in _HOLO)
     ways["cast"] = (REGISTRY["cast"], _cast_impl, None)
-    ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _real_rule)
+    ways["abs"] = (_node_prim(REGISTRY["abs"], lambda g, out, a: (g * sgn(a),)), None, _real_rule)
     from .linalg_dense import signdet_complex_vjp
     ways["linalg_signdet"] = (_node_prim(REGISTRY["linalg_signdet"], signdet_complex_vjp), None, None)
     ways.update((p, (REGISTRY[p], None, None)) for p in _CONJUGATED)

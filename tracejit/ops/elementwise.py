@@ -419,7 +419,7 @@ def div(a, b, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(a, b)
     if rounding_mode == "trunc":
-        if _is_float(a, b):
+        if _int_result(a, b).is_floating_point:
             q = div(a, b)
             return where(lt(q, 0), neg(floor(neg(q))), floor(q))
         # Integers stay exact: floor division, plus one where it rounded a negative
@@ -472,10 +472,6 @@ def _in_dtype(x, dtype):
     if isinstance(x, Tensor) and x.dtype is not dtype:
         return cast(x, dtype)
     return x
-
-
-def _is_float(a, b) -> bool:
-    return _int_result(a, b).is_floating_point
 
 
 def _int_result(*xs):
