@@ -54,12 +54,8 @@ def _ew_rule(name, out_bool=False, float_only=False, no_bool=False):
             raise DTypeError(f"{name}: expected a floating-point tensor, got {dt.name}")
         if no_bool and dt.is_bool:   # (PyTorch has no bool kernel for it)
             expect_not_bool(name, "input", first)
-        dev = first.device
-        if first.weak:
-            for a in avals:
-                if not a.weak:
-                    dev = a.device
-                    break
+        # (a number's device is the CPU: the first tensor operand's counts)
+        dev = next((a.device for a in avals if not a.weak), first.device) if first.weak else first.device
         return Aval(shape, _dt.bool_ if out_bool else dt, dev)
     return rule
 
