@@ -103,8 +103,7 @@ def _full_sum(dims, dtype, _reduce=np.add.reduce, _empty=np.empty):
 
 
 SUM = defprim("sum", _np_sum, _red_rule("sum"), _sum_vjp, kind="reduction",
-              save=lambda rq: (), extra={"combine": "add", "init": 0.0, "meta": (0,),
-                                         "fast": _sum_fast})
+              save=lambda rq: (), extra={"combine": "add", "meta": (0,), "fast": _sum_fast})
 
 
 def _minmax_vjp(g, out, a, dims, keepdim):
@@ -138,9 +137,9 @@ def _min_impl(xp, a, dims, keepdim):
 
 
 AMAX = defprim("amax", _max_impl, _red_rule("amax"), _minmax_vjp, kind="reduction",
-               save=lambda rq: (0,), save_out=True, extra={"combine": "max", "init": -math.inf})
+               save=lambda rq: (0,), save_out=True, extra={"combine": "max"})
 AMIN = defprim("amin", _min_impl, _red_rule("amin"), _minmax_vjp, kind="reduction",
-               save=lambda rq: (0,), save_out=True, extra={"combine": "min", "init": math.inf})
+               save=lambda rq: (0,), save_out=True, extra={"combine": "min"})
 # max() and min() of the whole tensor: amax's and amin's values, PyTorch's gradient for them
 MAX_ALL = defprim("max_all", _max_impl, _red_rule("amax"), _whole_minmax_vjp, kind="reduction",
                   save=lambda rq: (0,), save_out=True)
@@ -197,7 +196,7 @@ def _accumulate(xp, ufunc, method: str, a, dim: int):
 PROD = defprim("prod", lambda xp, a, dims, keepdim: np.multiply.reduce(a, axis=dims, keepdims=keepdim)
                if xp is np else a.prod(axis=dims, keepdims=keepdim),
                _red_rule("prod"), _prod_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
-               extra={"combine": "mul", "init": 1.0})
+               extra={"combine": "mul"})
 
 
 def _argrule(name):
