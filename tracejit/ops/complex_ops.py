@@ -31,6 +31,7 @@ from ..device import CPU, array_module
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor
 from .registry import Aval, Primitive, defprim
+from .promotion import compute_dtype
 from .eager import bind
 
 __all__ = ["conj", "conj_physical", "real", "imag", "view_as_real", "view_as_complex", "complex", "polar",
@@ -94,7 +95,7 @@ def run(prim: Primitive, args, params):
     avals = [_aval(a, prim.name) for a in args]
     dev = next((a.device for a in args if isinstance(a, Tensor)), None) or params.get("device") or CPU
     if prim.promote:
-        cd = _compute_dtype(prim, avals)
+        cd = compute_dtype(prim, avals)
         arrays = []
         for a, v in zip(args, avals):
             arrays.append(_as(_array(a), cd.np))
@@ -131,18 +132,10 @@ def _call_impl(xp, *arrays, op, params, avals_in):
     return out.copy() if getattr(out, "base", None) is not None else out
 
 
-def _compute_dtype(prim: Primitive, avals: list):
-    if prim.check_operands is not None:   # (as promotion.compute_dtype: a bool subtraction)
-        prim.check_operands(avals)
-    cd = _dt.result_type([v.dtype for v in avals if not v.weak and v.shape],
-                         [v.dtype for v in avals if v.weak], [v.dtype for v in avals if not v.weak and not v.shape])
-    return _dt.get_default_dtype() if prim.int_to_float and cd.category < 2 else cd
-
-
 def _call_rule(*avals, op, params, avals_in=()):
     """`COMPLEX_CALL`'s result: `op`'s on its complex path, as `run` makes it."""
     if op.promote:
-        cd = _compute_dtype(op, avals)
+        cd = compute_dtype(op, avals)
         avals = [Aval(v.shape, cd, v.device, weak=v.weak) for v in avals]
     return (_way(op)[2] or op.rule)(*avals, **params)
 
@@ -218,10 +211,6 @@ def _same_dtype(rule):
         out = rule(a, **params)
         return Aval(out.shape, a.dtype, out.device)
     return same
-
-
-def _abs_vjp(g, out, a):
-    return (g * sgn(a),)
 
 
 # ---------------------------------------------------------------- the complex-only primitives
@@ -424,7 +413,7 @@ def _build_ways() -> None:
     ways = {p: (REGISTRY[p], None, None) for p in _LINEAR}
     ways.update((p, (_holomorphic(REGISTRY[p]), None, None)) for p in _HOLO)
     ways["cast"] = (REGISTRY["cast"], _cast_impl, None)
-    ways["abs"] = (_node_prim(REGISTRY["abs"], _abs_vjp), None, _real_rule)
+    ways["abs"] = (_node_prim(REGISTRY["abs"], lambda g, out, a: (g * sgn(a),)), None, _real_rule)
     from .linalg_dense import signdet_complex_vjp
     ways["linalg_signdet"] = (_node_prim(REGISTRY["linalg_signdet"], signdet_complex_vjp), None, None)
     ways.update((p, (REGISTRY[p], None, None)) for p in _CONJUGATED)

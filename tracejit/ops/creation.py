@@ -124,7 +124,11 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
     """A new tensor holding a copy of `data` (nested lists, numbers, arrays)."""
     dev = as_device(device)
     arr, dt = _to_array(data, dtype, dev, copy=True)
-    t = Tensor._wrap(arr, dt, dev)
+    return _requiring(Tensor._wrap(arr, dt, dev), requires_grad)
+
+
+def _requiring(t, requires_grad: bool):
+    """`t`, set to require grad when `requires_grad` (a factory's argument)."""
     if requires_grad:
         t.requires_grad = True
     return t
@@ -185,10 +189,6 @@ def _size(size, keyword=None):
     return tuple(out)
 
 
-def _full_rule(shape, value, dtype, device):
-    return Aval(shape, dtype, device)
-
-
 def _full_impl(xp, shape, value, dtype, device):
     if dtype is _dt.bfloat16:
         return _bf16.to_bfloat16(xp.full(shape, value, dtype=np.float32))
@@ -199,8 +199,7 @@ def _full_impl(xp, shape, value, dtype, device):
     return xp.full(shape, value, dtype=dtype.np)
 
 
-FULL = defprim("full", lambda xp, shape, value, dtype, device: _full_impl(xp, shape, value, dtype, device),
-               lambda shape, value, dtype, device: _full_rule(shape, value, dtype, device),
+FULL = defprim("full", _full_impl, lambda shape, value, dtype, device: Aval(shape, dtype, device),
                kind="creation")
 
 
@@ -211,10 +210,8 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
     size = _size((size,) if isinstance(size, int) else tuple(size))
     dtype = _dt.scalar_dtype(fill_value) if dtype is None else _dt.as_dtype(dtype)
     fill_value = _dt.number_as(dtype, fill_value, "full")
-    t = _bind_creation(FULL, shape=size, value=fill_value, dtype=dtype, device=as_device(device))
-    if requires_grad:
-        t.requires_grad = True
-    return t
+    return _requiring(_bind_creation(FULL, shape=size, value=fill_value, dtype=dtype, device=as_device(device)),
+                      requires_grad)
 
 
 def _bind_creation(prim, **params):
@@ -314,8 +311,7 @@ ARANGE = defprim("arange", _arange_impl,
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False,
            layout=None, pin_memory: bool = False):
-    if layout is not None:
-        check_layout(layout, "arange")
+    check_layout(layout, "arange")
     if end is None:
         start, end = 0, start
     # (an eager 0-d tensor bound counts as its number: arange(tensor(3)) is int64, as PyTorch's)
@@ -344,16 +340,12 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
     if hasattr(start, "terms") or (hasattr(end, "terms") and start != 0):
         shifted = _shifted_arange(start, end, step, dtype, device)
         if shifted is not None:
-            if requires_grad:
-                shifted.requires_grad = True
-            return shifted
+            return _requiring(shifted, requires_grad)
         start, end = int(start), int(end)
     if hasattr(end, "terms") and not (start == 0 and step == 1):
         end = int(end)
     t = _bind_creation(ARANGE, start=start, end=end, step=step, dtype=dtype, device=as_device(device))
-    if requires_grad:
-        t.requires_grad = True
-    return t
+    return _requiring(t, requires_grad)
 
 
 def _shifted_arange(start, end, step, dtype, device):
@@ -391,8 +383,7 @@ _STEPS = "number of steps must be non-negative"   # (linspace's and logspace's w
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False,
              layout=None, pin_memory: bool = False):
-    if layout is not None:
-        check_layout(layout, "linspace")
+    check_layout(layout, "linspace")
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
     if not dtype and complex_bound(start, end):
         dt = dt.to_complex()   # (as PyTorch's: the default dtype's complex form)
@@ -407,8 +398,7 @@ def complex_bound(*bounds) -> bool:
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False,
         layout=None, pin_memory: bool = False):
-    if layout is not None:
-        check_layout(layout, "eye")
+    check_layout(layout, "eye")
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
     n = count_arg("eye", n, "n must be greater or equal to 0")
     m = None if m is None else count_arg("eye", m, "m must be greater or equal to 0")

@@ -54,12 +54,8 @@ def _ew_rule(name, out_bool=False, float_only=False, no_bool=False):
             raise DTypeError(f"{name}: expected a floating-point tensor, got {dt.name}")
         if no_bool and dt.is_bool:   # (PyTorch has no bool kernel for it)
             expect_not_bool(name, "input", first)
-        dev = first.device
-        if first.weak:
-            for a in avals:
-                if not a.weak:
-                    dev = a.device
-                    break
+        # (a number's device is the CPU: the first tensor operand's counts)
+        dev = next((a.device for a in avals if not a.weak), first.device) if first.weak else first.device
         return Aval(shape, _dt.bool_ if out_bool else dt, dev)
     return rule
 
@@ -419,7 +415,7 @@ def div(a, b, *, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(a, b)
     if rounding_mode == "trunc":
-        if _is_float(a, b):
+        if _int_result(a, b).is_floating_point:
             q = div(a, b)
             return where(lt(q, 0), neg(floor(neg(q))), floor(q))
         # Integers stay exact: floor division, plus one where it rounded a negative
@@ -472,10 +468,6 @@ def _in_dtype(x, dtype):
     if isinstance(x, Tensor) and x.dtype is not dtype:
         return cast(x, dtype)
     return x
-
-
-def _is_float(a, b) -> bool:
-    return _int_result(a, b).is_floating_point
 
 
 def _int_result(*xs):

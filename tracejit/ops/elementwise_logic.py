@@ -28,19 +28,11 @@ ISNAN = _unary("isnan", _ufunc1("isnan"), None, lambda e, a: f"({a} != {a})",
 ISNAN.rule = _ew_rule("isnan", out_bool=True)
 
 
-def _bool_rule(name, n):
-    base = _ew_rule(name, out_bool=True)
-
-    def rule(*avals, **p):
-        return base(*avals, **p)
-    return rule
-
-
-LOGICAL_NOT = defprim("logical_not", _ufunc1("logical_not"), _bool_rule("logical_not", 1),
+LOGICAL_NOT = defprim("logical_not", _ufunc1("logical_not"), _ew_rule("logical_not", out_bool=True),
                       kind="elementwise", scalar=lambda e, a: f"(not {a})")
-LOGICAL_AND = defprim("logical_and", _ufunc2("logical_and"), _bool_rule("logical_and", 2),
+LOGICAL_AND = defprim("logical_and", _ufunc2("logical_and"), _ew_rule("logical_and", out_bool=True),
                       kind="elementwise", scalar=lambda e, a, b: f"(bool({a}) and bool({b}))")
-LOGICAL_OR = defprim("logical_or", _ufunc2("logical_or"), _bool_rule("logical_or", 2),
+LOGICAL_OR = defprim("logical_or", _ufunc2("logical_or"), _ew_rule("logical_or", out_bool=True),
                      kind="elementwise", scalar=lambda e, a, b: f"(bool({a}) or bool({b}))")
 
 
@@ -109,16 +101,12 @@ WHERE = defprim("where", _where_impl, _where_rule,
                 extra={"compute_dtype": "out", "selects": True})  # kernels compute in the output's dtype (c is bool)
 
 
-def _cast_rule(a, dtype):
-    return Aval(a.shape, dtype, a.device)
-
-
 def _cast_impl(xp, a, dtype):
     if dtype is _dt.bfloat16 or a.dtype == _bf16.STORAGE:   # bf16 words: convert, never reinterpret
         return _bf16.cast(xp, a, dtype)
     return a.astype(dtype.np)
 
 
-CAST = defprim("cast", _cast_impl,
-               _cast_rule, lambda g, out, a, dtype: (g,), kind="elementwise",
+CAST = defprim("cast", _cast_impl, lambda a, dtype: Aval(a.shape, dtype, a.device),
+               lambda g, out, a, dtype: (g,), kind="elementwise",
                scalar=lambda e, a, dtype: e.cast(a, dtype), save=lambda rq: ())

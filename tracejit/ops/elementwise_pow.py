@@ -50,10 +50,6 @@ def int_exponent(dt, b: int) -> None:
     number_as(dt if dt.category else int64, b, "pow")
 
 
-def _pow_scalar(e, a, b):
-    return e.pow(a, b)
-
-
 def _pow_impl(xp, a, b):
     if getattr(b, "ndim", 0) == 0 and getattr(a, "dtype", None) is not None and a.dtype.kind == "f":
         return _pow_by_number(a, b, xp)
@@ -109,7 +105,8 @@ def _pow_fast(shapes, dtype, params):
 
 
 # The output is read only for the exponent's gradient (``x ** 2``: never kept)
-POW = _binary("pow", _pow_impl, _pow_vjp, _pow_scalar, save_out=lambda rq: rq[1], extra={"fast": _pow_fast})
+POW = _binary("pow", _pow_impl, _pow_vjp, lambda e, a, b: e.pow(a, b), save_out=lambda rq: rq[1],
+              extra={"fast": _pow_fast})
 
 
 # pow's input gradient for a constant exponent b, ``(g * b) * a ** (b - 1)``, as one op

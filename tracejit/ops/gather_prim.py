@@ -41,7 +41,8 @@ def _gather_impl(xp, a, index, dim):
             return a.take(rows, axis=dim)   # (the method: np.take's wrapper costs as much)
         rows = _trailing_rows(index, dim, a.shape)
         if rows is not None:
-            return np.ascontiguousarray(a).reshape(-1, _inner(a.shape, dim))[rows].reshape(index.shape)
+            inner = math.prod(a.shape[dim + 1:])
+            return np.ascontiguousarray(a).reshape(-1, inner)[rows].reshape(index.shape)
         k = _shared_lead(index, dim, a.shape)
         if k:   # one index for every leading position: its positions once, taken per position
             pos = _flat_positions(index[(0,) * k], dim - k, a.shape[k:]).reshape(-1)
@@ -67,10 +68,6 @@ def _row_index(index, dim: int, shape: tuple):
         if d != dim and (n != shape[d] or (st[d] != 0 and n != 1)):
             return None
     return index[tuple(slice(None) if d == dim else 0 for d in range(index.ndim))]
-
-
-def _inner(shape: tuple, dim: int) -> int:
-    return math.prod(shape[dim + 1:])
 
 
 def _trailing_rows(index, dim: int, shape: tuple):

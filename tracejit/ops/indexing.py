@@ -405,11 +405,9 @@ def _index_add_vjp(g, out, a, v, *idx, spec, nonneg=False):
     return (g, getitem_(g, idx, spec)) + (None,) * len(idx)
 
 
-def _index_add_rule(a, v, *idx, spec, nonneg=False):
-    return _index_put_rule(a, v, *idx, spec=spec)
-
-
-INDEX_ADD = defprim("index_add", _index_add_impl, _index_add_rule, _index_add_vjp, kind="index",
+INDEX_ADD = defprim("index_add", _index_add_impl,
+                    lambda a, v, *idx, spec, nonneg=False: _index_put_rule(a, v, *idx, spec=spec),
+                    _index_add_vjp, kind="index",
                     save=lambda rq: tuple(range(2, len(rq))), nondiff=tuple(range(2, 64)),
                     extra={"donates": True, "batch": _batch_put(lambda: INDEX_ADD)})
 

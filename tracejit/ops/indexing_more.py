@@ -197,12 +197,8 @@ def _along(a, dim, index):
     """The full coordinates of a[..., index, ...] (index 1-D along dim)."""
     shape = list(a.shape)
     shape[dim] = index.shape[0]
-    coords = []
-    for d, n in enumerate(shape):
-        view = [1] * len(shape)
-        view[d] = n
-        coords.append(reshape(index if d == dim else arange(n, device=a.device), tuple(view)))
-    return tuple(coords), tuple(shape)
+    lined = reshape(index, (1,) * dim + (-1,) + (1,) * (a.ndim - dim - 1))
+    return _grids(shape, dim, lined, a.device), tuple(shape)
 
 
 def _vector_index(op, index):

@@ -140,16 +140,13 @@ def _digamma_np(x: np.ndarray) -> np.ndarray:
     return np.where(x == 0, np.copysign(np.inf, -x), out)   # (the pole at 0: -inf at +0, as PyTorch's)
 
 
-def _digamma_impl(xp, a):
-    return np.asarray(_digamma_np(np.asarray(a))).astype(a.dtype)
-
-
 def _digamma_vjp(g, out, a):
     from .special_fns import polygamma
     return (g * polygamma(1, a),)
 
 
-DIGAMMA = _unary("digamma", _digamma_impl, _digamma_vjp, host=True)
+DIGAMMA = _unary("digamma", lambda xp, a: np.asarray(_digamma_np(np.asarray(a))).astype(a.dtype),
+                 _digamma_vjp, host=True)
 LGAMMA = _unary("lgamma", _lgamma_impl, lambda g, out, a: (g * digamma(a),), host=True)
 
 
@@ -260,12 +257,12 @@ def _fmod_scalar(e, a, b):
            f"else {e.const(0)}))"
 
 
+# Remainder with the sign of the dividend (C's fmod): np.fmod is exact, where
+# a - trunc(a / b) * b loses the low bits of a large quotient in float32.
 def _fmod_vjp(g, out, a, b):
     return (g, neg(g) * trunc(a / b) if a is not None and b is not None else None)
 
 
-# Remainder with the sign of the dividend (C's fmod): np.fmod is exact, where
-# a - trunc(a / b) * b loses the low bits of a large quotient in float32.
 FMOD = _binary("fmod", _int_divisor_checked(np.fmod), _fmod_vjp, _fmod_scalar,
                save=lambda rq: (0, 1) if rq[1] else (),
                extra={"operands": no_bool_kernel("fmod"), "int_divisor": True})

@@ -76,20 +76,20 @@ LCM = _binary("lcm", _array_fn("lcm"))
 NEXTAFTER = _binary("nextafter", _array_fn("nextafter"))
 
 
-def _ints(op, a, b):
+def _ints(prim, a, b):
     dts = [v.dtype for v in (a, b) if isinstance(v, Tensor)]
     for d in dts:   # (one bool operand promotes to the other's integers, as in PyTorch)
         if not (d.is_integer or d is _dt.bool_) or all(e is _dt.bool_ for e in dts):
-            raise TypeError(f"{op}: expected integer tensors, got {d.name}")
-    return bind(GCD if op == "gcd" else LCM, a, b)
+            raise TypeError(f"{prim.name}: expected integer tensors, got {d.name}")
+    return bind(prim, a, b)
 
 
 def gcd(input, other):
-    return _ints("gcd", input, other)
+    return _ints(GCD, input, other)
 
 
 def lcm(input, other):
-    return _ints("lcm", input, other)
+    return _ints(LCM, input, other)
 
 
 def nextafter(input, other):
@@ -286,14 +286,9 @@ def get_device(input) -> int:
     return -1 if input.device.type == "cpu" else int(input.device.index or 0)
 
 
-
 def _strided_impl(xp, a, size, stride, offset):
     flat = a.reshape(-1)     # a view of a contiguous input
     return xp.lib.stride_tricks.as_strided(flat[offset:], size, tuple(st * a.itemsize for st in stride))
-
-
-def _strided_rule(a, size, stride, offset):
-    return Aval(tuple(size), a.dtype, a.device)
 
 
 def _flat_positions(size, stride, offset, device):
@@ -316,7 +311,9 @@ def _strided_vjp(g, out, a, size, stride, offset):
 
 
 # (a strided view of its operand: writes through it write into the input, as PyTorch's)
-AS_STRIDED = defprim("as_strided", _strided_impl, _strided_rule, _strided_vjp, kind="other",
+AS_STRIDED = defprim("as_strided", _strided_impl,
+                     lambda a, size, stride, offset: Aval(tuple(size), a.dtype, a.device),
+                     _strided_vjp, kind="other",
                      save=lambda rq: (), extra={"view": True, "meta": (0,)}, grad_name="AsStridedBackward0")
 
 

@@ -52,7 +52,7 @@ def compute_dtype(prim: Primitive, avals) -> "_dt.DType":
         for a in avals:
             (weak if a.weak else dims if a.shape else zero).append(a.dtype)
         cd = _dt.result_type(dims, weak, zero)
-    if prim.int_to_float and not cd.is_floating_point:
+    if prim.int_to_float and cd.category < 2:   # (bool or integer; complex stays complex)
         cd = _dt.get_default_dtype()
     return cd
 

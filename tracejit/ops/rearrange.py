@@ -218,10 +218,6 @@ def _windows_rule(a, dim: int, size: int, step: int):
                 a.dtype, a.device)
 
 
-def _windows_vjp(g, out, a, dim: int, size: int, step: int):
-    return (bind(WINDOWS_SUM, g, dim=dim, size=size, step=step, length=a.shape[dim]),)
-
-
 def _windows_sum_impl(xp, g, dim: int, size: int, step: int, length: int):
     """Each window's gradient added back at its elements (overlapping windows add): one
     strided add per window offset, or per window where there are fewer windows, through
@@ -249,6 +245,10 @@ WINDOWS_SUM = defprim("windows_sum", _windows_sum_impl, _windows_sum_rule,
 
 
 # (a strided view of its operand: writes into a window write into the input, as PyTorch's)
+def _windows_vjp(g, out, a, dim: int, size: int, step: int):
+    return (bind(WINDOWS_SUM, g, dim=dim, size=size, step=step, length=a.shape[dim]),)
+
+
 UNFOLD_WINDOWS = defprim("unfold_windows", _windows_impl, _windows_rule, _windows_vjp, kind="other",
                          save=lambda rq: (), extra={"view": True, "meta": (0,)}, grad_name="UnfoldBackward0")
 
@@ -279,6 +279,7 @@ def _diag_impl(xp, a, offset: int, d1: int, d2: int, n: int):
                                            tuple(b.strides[k] for k in rest) + (b.strides[d1] + b.strides[d2],))
 
 
+# (a strided view over the input's own strides, whatever its layout: writes reach the input)
 def _diag_rule(a, offset: int, d1: int, d2: int, n: int):
     return Aval(tuple(s for k, s in enumerate(a.shape) if k not in (d1, d2)) + (n,), a.dtype, a.device)
 
@@ -287,7 +288,6 @@ def _diag_vjp(g, out, a, offset: int, d1: int, d2: int, n: int):
     return (zeros(tuple(a.shape), dtype=g.dtype, device=g.device).diagonal_scatter(g, offset, d1, d2),)
 
 
-# (a strided view over the input's own strides, whatever its layout: writes reach the input)
 DIAGONAL = defprim("diagonal", _diag_impl, _diag_rule, _diag_vjp, kind="other",
                    save=lambda rq: (), extra={"view": True, "meta": (0,)}, grad_name="DiagonalBackward0")
 
@@ -326,7 +326,6 @@ def diag(input, diagonal: int = 0):
         # a copy, as PyTorch's (`diagonal` is the view): later writes to `input` stay out
         return clone(_diagonal(input, diagonal))
     raise ShapeError(f"diag: expected a 1-D or 2-D input, got shape {tuple(input.shape)}")
-
 
 
 def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):

@@ -103,8 +103,7 @@ def _full_sum(dims, dtype, _reduce=np.add.reduce, _empty=np.empty):
 
 
 SUM = defprim("sum", _np_sum, _red_rule("sum"), _sum_vjp, kind="reduction",
-              save=lambda rq: (), extra={"combine": "add", "init": 0.0, "meta": (0,),
-                                         "fast": _sum_fast})
+              save=lambda rq: (), extra={"combine": "add", "meta": (0,), "fast": _sum_fast})
 
 
 def _minmax_vjp(g, out, a, dims, keepdim):
@@ -138,9 +137,9 @@ def _min_impl(xp, a, dims, keepdim):
 
 
 AMAX = defprim("amax", _max_impl, _red_rule("amax"), _minmax_vjp, kind="reduction",
-               save=lambda rq: (0,), save_out=True, extra={"combine": "max", "init": -math.inf})
+               save=lambda rq: (0,), save_out=True, extra={"combine": "max"})
 AMIN = defprim("amin", _min_impl, _red_rule("amin"), _minmax_vjp, kind="reduction",
-               save=lambda rq: (0,), save_out=True, extra={"combine": "min", "init": math.inf})
+               save=lambda rq: (0,), save_out=True, extra={"combine": "min"})
 # max() and min() of the whole tensor: amax's and amin's values, PyTorch's gradient for them
 MAX_ALL = defprim("max_all", _max_impl, _red_rule("amax"), _whole_minmax_vjp, kind="reduction",
                   save=lambda rq: (0,), save_out=True)
@@ -197,7 +196,7 @@ def _accumulate(xp, ufunc, method: str, a, dim: int):
 PROD = defprim("prod", lambda xp, a, dims, keepdim: np.multiply.reduce(a, axis=dims, keepdims=keepdim)
                if xp is np else a.prod(axis=dims, keepdims=keepdim),
                _red_rule("prod"), _prod_vjp, kind="reduction", save=lambda rq: (0,), save_out=True,
-               extra={"combine": "mul", "init": 1.0})
+               extra={"combine": "mul"})
 
 
 def _argrule(name):
@@ -385,27 +384,24 @@ class ValuesIndices(namedtuple("ValuesIndices", ["values", "indices"])):
 
 
 def max(a, dim=None, keepdim: bool | None = None, *, axis=_EVERY, keepdims=None):
-    dim, keepdim = _dim_keepdim("max", dim, keepdim, axis, keepdims)
-    if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
-        return maximum(a, dim)
-    if dim is None:
-        return bind(MAX_ALL, a, dims=_dims(a, None, "max"), keepdim=False)
-    if a.ndim == 0:
-        idx = _arg(ARGMAX, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
-        return ValuesIndices(clone(a), idx)
-    return _selected(a, _arg(ARGMAX, a, dim, True), dim, keepdim)
+    return _extreme("max", maximum, MAX_ALL, ARGMAX, a, dim, keepdim, axis, keepdims)
 
 
 def min(a, dim=None, keepdim: bool | None = None, *, axis=_EVERY, keepdims=None):
-    dim, keepdim = _dim_keepdim("min", dim, keepdim, axis, keepdims)
-    if hasattr(dim, "_data"):
-        return minimum(a, dim)
+    return _extreme("min", minimum, MIN_ALL, ARGMIN, a, dim, keepdim, axis, keepdims)
+
+
+def _extreme(op: str, elementwise, whole, arg, a, dim, keepdim, axis, keepdims):
+    """max or min: of all of `a`, along `dim` with indices, or of `a` and a tensor `dim`."""
+    dim, keepdim = _dim_keepdim(op, dim, keepdim, axis, keepdims)
+    if hasattr(dim, "_data"):  # torch.max(a, b) is elementwise
+        return elementwise(a, dim)
     if dim is None:
-        return bind(MIN_ALL, a, dims=_dims(a, None, "min"), keepdim=False)
+        return bind(whole, a, dims=_dims(a, None, op), keepdim=False)
     if a.ndim == 0:
-        idx = _arg(ARGMIN, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
+        idx = _arg(arg, a, dim, keepdim)   # (checks dim; the value is `a`'s, gradient 1 also at a NaN)
         return ValuesIndices(clone(a), idx)
-    return _selected(a, _arg(ARGMIN, a, dim, True), dim, keepdim)
+    return _selected(a, _arg(arg, a, dim, True), dim, keepdim)
 
 
 def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:

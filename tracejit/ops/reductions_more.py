@@ -178,10 +178,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
     vals, _ = sort(x, d)
     # (NaN sorts last: a row holding one gives its last value, as PyTorch's)
     last = None if ignore_nan else narrow(vals, d, n - 1, 1)
-    if ignore_nan:
-        count = _sum(cast(~isnan(x), x.dtype), d, keepdim=True)
-    else:
-        count = None
+    count = _sum(cast(~isnan(x), x.dtype), d, keepdim=True) if ignore_nan else None
     outs = []
     for qv in qs:
         if count is None:

@@ -32,10 +32,6 @@ _concatenate = getattr(np.concatenate, "_implementation", np.concatenate)
 _NDIM = _attrgetter("ndim")
 
 
-def _reshape_rule(a, shape):
-    return Aval(shape, a.dtype, a.device)
-
-
 def _resolve_shape(a_shape, shape, op="reshape"):
     # (a traced int argument: a Sym where it may be one, as ``-1`` may then be)
     shape = [trace_hooks.size_of(d) if getattr(d, "_trace", None) is not None else d for d in shape]
@@ -85,7 +81,7 @@ def _reshape_fast(shapes, dtype, params):
 
 
 RESHAPE = defprim("reshape", lambda xp, a, shape: a.reshape(shape),
-                  _reshape_rule, _reshape_vjp, kind="shape",
+                  lambda a, shape: Aval(shape, a.dtype, a.device), _reshape_vjp, kind="shape",
                   save=lambda rq: (), extra={"view": True, "meta": (0,), "fast": _reshape_fast, "batch": batch_shape})
 
 
