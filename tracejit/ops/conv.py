@@ -185,8 +185,7 @@ def fold_count(cols, output_size, kernel, stride, padding, dilation, layout):
     """(N, C) of the image that columns `cols` fold into."""
     if layout == "gemm":
         ckk, nl = cols.shape
-        oh = conv_out_size(output_size[0], kernel[0], stride[0], padding[0], dilation[0])
-        ow = conv_out_size(output_size[1], kernel[1], stride[1], padding[1], dilation[1])
+        oh, ow = _out_hw(*output_size, kernel, stride, padding, dilation)
         return nl // (oh * ow), ckk // (kernel[0] * kernel[1])
     n, ckk, _ = cols.shape
     return n, ckk // (kernel[0] * kernel[1])
@@ -194,8 +193,7 @@ def fold_count(cols, output_size, kernel, stride, padding, dilation, layout):
 
 def _fold_rule(cols, output_size, kernel, stride, padding, dilation, layout="batch"):
     if layout == "gemm":
-        oh = conv_out_size(output_size[0], kernel[0], stride[0], padding[0], dilation[0])
-        ow = conv_out_size(output_size[1], kernel[1], stride[1], padding[1], dilation[1])
+        oh, ow = _out_hw(*output_size, kernel, stride, padding, dilation)
         kk = kernel[0] * kernel[1]
         if cols.ndim != 2 or oh <= 0 or ow <= 0 or cols.shape[1] % (oh * ow) or cols.shape[0] % kk:
             raise ShapeError(f"fold: columns of shape {cols.shape} in 'gemm' layout should be "
@@ -206,11 +204,8 @@ def _fold_rule(cols, output_size, kernel, stride, padding, dilation, layout="bat
 
 def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout="batch"):
     n, c = fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
-    h, w = output_size
-    ph, pw = padding
-    oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
-    kh, kw = kernel
+    (h, w), (ph, pw), (kh, kw) = output_size, padding, kernel
+    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
     if layout == "gemm":
         # Into a channel-major image (the order the column rows come in): for a stride of
         # 1 by `_fold_by_row_pitch`, else by one add per offset.
@@ -220,19 +215,17 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
                 return img.transpose(1, 0, 2, 3)[:, :, ph:ph + h, pw:pw + w]
         cols = cols.reshape(c, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
         out = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype).transpose(1, 0, 2, 3)
-        for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
-            out[:, :, rs, cs] += cols[:, :, i, j]
-        return out[:, :, ph:ph + h, pw:pw + w]
-    cols = cols.reshape(n, c, kh, kw, oh, ow)
-    if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0) and (oh * kh, ow * kw) == (h, w):
-        # Windows tile the whole output (pooling's gradient): each element comes from
-        # exactly one column entry, so plain copies, no zeros, no sums. (Per window:
-        # faster here than one permuting copy, whose innermost run is kw elements.)
-        out = xp.empty((n, c, h, w), dtype=cols.dtype)
-        for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
-            out[:, :, rs, cs] = cols[:, :, i, j]
-        return out
-    out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
+    else:
+        cols = cols.reshape(n, c, kh, kw, oh, ow)
+        if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0) and (oh * kh, ow * kw) == (h, w):
+            # Windows tile the whole output (pooling's gradient): each element comes from
+            # exactly one column entry, so plain copies, no zeros, no sums. (Per window:
+            # faster here than one permuting copy, whose innermost run is kw elements.)
+            out = xp.empty((n, c, h, w), dtype=cols.dtype)
+            for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
+                out[:, :, rs, cs] = cols[:, :, i, j]
+            return out
+        out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
     for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
         out[:, :, rs, cs] += cols[:, :, i, j]
     return out[:, :, ph:ph + h, pw:pw + w]
