@@ -178,16 +178,14 @@ def _floating_draw(prim, name: str, size, generator, dtype, device, requires_gra
 
 def rand(*dims, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False,
          layout=None, pin_memory: bool = False):
-    if layout is not None:
-        check_layout(layout, "rand")
+    check_layout(layout, "rand")
     # a complex dtype: both parts uniform on [0, 1)
     return _floating_draw(UNIFORM, "rand", _size(dims, size), generator, dtype, device, requires_grad, 1.0)
 
 
 def randn(*dims, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False,
           layout=None, pin_memory: bool = False):
-    if layout is not None:
-        check_layout(layout, "randn")
+    check_layout(layout, "randn")
     # a complex dtype: parts drawn with variance 1/2 each
     return _floating_draw(NORMAL, "randn", _size(dims, size), generator, dtype, device, requires_grad, 0.5 ** 0.5)
 

@@ -120,10 +120,9 @@ def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     k, d = _pair(kernel_size), _pair(dilation)
     s = k if stride is None or stride == [] else _pair(stride)
     p = _pair(padding)
-    ke = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
     w = x4.shape[3]
-    oh, eh = pool_geometry(x4.shape[2], ke[0], s[0], p[0], ceil_mode)
-    ow, ew = pool_geometry(w, ke[1], s[1], p[1], ceil_mode)
+    (oh, eh), (ow, ew) = (pool_geometry(x4.shape[2 + a], d[a] * (k[a] - 1) + 1, s[a], p[a],
+                                        ceil_mode) for a in (0, 1))
     if eh or ew:
         x4 = pad(x4, (0, ew, 0, eh), value=-math.inf)
     out = max_pool2d(x4, k, s, p, d, return_indices=return_indices)
