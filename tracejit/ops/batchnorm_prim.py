@@ -1,8 +1,7 @@
 """Training-mode batch norm as primitives: statistics, normalization, and its gradient.
 
-Primitives rather than a composite of mean, sub, mul, rsqrt, add because each eager
-composite op is a pass over the activation (a BatchNorm2d made 6 passes forward and about
-12 backward); here it is one fused pass forward and one backward:
+Primitives rather than a composite of mean, sub, mul, rsqrt, add, each an eager pass over
+the activation: here it is one fused pass forward and one backward:
 
 - ``batch_norm_forward(x, weight, bias)`` -> (output, stats): a record primitive (output
   then (2, C) mean and biased variance, no gradient) and ``batch_norm_values``, the record's
