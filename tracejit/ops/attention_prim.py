@@ -182,12 +182,6 @@ def _weights_vjp(gw, w, qkv, *mask, tokens, heads, seq_first, scale):
     return (_pack((dq, dk, dv), tokens, seq_first),) + (None,) * len(mask)
 
 
-def _context_vjp(g, out, qkv, w, *, tokens, heads, seq_first, scale):
-    # the whole gradient of qkv (see the module docstring); none for w
-    return attention_backward(g, qkv, w, tokens=tokens, heads=heads, seq_first=seq_first,
-                              scale=scale), None
-
-
 def _backward_vjp(cot, out, g, qkv, w, *, tokens, heads, seq_first, scale):
     """Cotangent `cot` of (dq | dk | dv) = (ds k | ds^T q | w^T g), ds = B(g v^T, w)."""
     q, k, v = (_heads(qkv, tokens, heads, seq_first, i) for i in range(3))
@@ -211,7 +205,9 @@ ATTENTION_WEIGHTS = defprim("attention_weights", _weights_impl, _weights_rule, _
                             kind="other", save=lambda rq: (0,), save_out=True,
                             grad_name="AttentionWeightsBackward0")
 
-ATTENTION_CONTEXT = defprim("attention_context", _context_impl, _context_rule, _context_vjp,
+# (the VJP: the whole gradient of qkv, see the top; none for w)
+ATTENTION_CONTEXT = defprim("attention_context", _context_impl, _context_rule,
+                            lambda g, out, qkv, w, **p: (attention_backward(g, qkv, w, **p), None),
                             kind="other", save=lambda rq: (0, 1), grad_name="AttentionBackward0")
 
 ATTENTION_BACKWARD = defprim("attention_backward", _backward_impl, _backward_rule, _backward_vjp,

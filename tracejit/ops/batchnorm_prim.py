@@ -236,10 +236,6 @@ def _reduce_vjp(r, out, g, x, stats, eps):
     return d_g, d_x, None
 
 
-def _input_rule(g, x, stats, weight, red, eps):
-    return Aval(x.shape, x.dtype, x.device)
-
-
 def _input_impl(xp, g, x, stats, weight, red, eps, out=None, spare=None):
     # gx = w*rstd*(g - sum_g/n - xhat*sum(g*xhat)/n) = a*g + b*x + d per channel, with
     # red = (sum g, sum g*xhat).
@@ -300,7 +296,8 @@ def _input_vjp(u, out, g, x, stats, weight, red, eps):
 
 BN_BACKWARD_REDUCE = defprim("batch_norm_backward_reduce", _reduce_impl, _reduce_rule,
                              _reduce_vjp, kind="other", save=lambda rq: (0, 1), nondiff=(2,))
-BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rule, _input_vjp,
+BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl,
+                            lambda g, x, *rest, **p: Aval(x.shape, x.dtype, x.device), _input_vjp,
                             kind="other", save=lambda rq: (0, 1, 3, 4), nondiff=(2,))
 
 
