@@ -13,11 +13,22 @@ from ..shapes import Sym, as_dim
 from .registry import Aval, defprim
 from .eager import bind
 
-__all__ = ["unfold", "fold", "conv_out_size"]
+__all__ = ["unfold", "fold", "conv_out_size", "unbatched"]
 
 
 def conv_out_size(size, k, s, p, d):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def unbatched(op: str, x, weight, rank: int, expected: str) -> bool:
+    """Whether `x` is an `op` input of `rank` spatial dims without its batch dim (one dim
+    fewer than `weight`: the caller runs it as a batch of one); other ranks raise."""
+    if x.ndim == rank + 1 and weight.ndim == rank + 2:
+        return True
+    if x.ndim != rank + 2 or weight.ndim != rank + 2:
+        raise ShapeError(f"{op}: expected {expected}, got {tuple(x.shape)} and "
+                         f"{tuple(weight.shape)}")
+    return False
 
 
 def _out_hw(h: int, w: int, kernel, stride, padding, dilation) -> tuple:

@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..shapes import Sym
 from .composite import check_conv_args, checked_conv2d, max_pool2d, string_padding
-from .conv import _ntuple, _pair
+from .conv import _ntuple, _pair, unbatched
 from .conv_gemm import conv2d_xgrad
 from .creation import tensor
 from .indexing import getitem
@@ -39,11 +39,8 @@ __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_po
 @_autocast.lower
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """1-D convolution of (N, C, L) (or unbatched (C, L)) with weight (O, C/groups, k)."""
-    if x.ndim == 2 and weight.ndim == 3:
+    if unbatched("conv1d", x, weight, 1, "3-D input (N, C, L) and weight (O, C/groups, k)"):
         return squeeze(conv1d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
-    if x.ndim != 3 or weight.ndim != 3:
-        raise ShapeError(f"conv1d: expected 3-D input (N, C, L) and weight (O, C/groups, k), got "
-                         f"{tuple(x.shape)} and {tuple(weight.shape)}")
     check_conv_args("conv1d", x, weight, bias, stride, padding, dilation, groups)
     stride, dilation = _ntuple(stride, 1, "stride", "conv1d"), _ntuple(dilation, 1, "dilation", "conv1d")
     if isinstance(padding, str):
@@ -55,12 +52,9 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
                      dilation=1):
     """Transposed 2-D convolution; weight (C_in, C_out/groups, kh, kw) as in PyTorch."""
-    if x.ndim == 3 and weight.ndim == 4:
+    if unbatched("conv_transpose2d", x, weight, 2, "4-D input and weight"):
         return squeeze(conv_transpose2d(unsqueeze(x, 0), weight, bias, stride, padding,
                                         output_padding, groups, dilation), 0)
-    if x.ndim != 4 or weight.ndim != 4:
-        raise ShapeError(f"conv_transpose2d: expected 4-D input and weight, got {tuple(x.shape)} "
-                         f"and {tuple(weight.shape)}")
     c, h, w = x.shape[1:]
     ci, og, kh, kw = weight.shape
     if groups < 1 or c != ci or c % groups:
