@@ -235,21 +235,15 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
         raise RuntimeError("multi_head_attention: is_causal is a hint that attn_mask is the causal "
                            "mask; pass attn_mask too")
     hd = E // num_heads
-    if use_separate_proj_weight:
-        bq = bk = bv = None
-        if in_proj_bias is not None:
-            bq, bk, bv = in_proj_bias[:E], in_proj_bias[E:2 * E], in_proj_bias[2 * E:]
-        q = _proj(query, q_proj_weight, bq)
-        k = _proj(key, k_proj_weight, bk)
-        v = _proj(value, v_proj_weight, bv)
-    elif query is key and key is value and not (bias_k is not None or add_zero_attn):
+    thirds = (slice(0, E), slice(E, 2 * E), slice(2 * E, None))
+    if query is key and key is value and not (use_separate_proj_weight or bias_k is not None
+                                              or add_zero_attn):
         q = k = v = None            # self-attention: one packed projection, below
     else:
-        w = in_proj_weight
-        b = in_proj_bias
-        q = _proj(query, w[:E], None if b is None else b[:E])
-        k = _proj(key, w[E:2 * E], None if b is None else b[E:2 * E])
-        v = _proj(value, w[2 * E:], None if b is None else b[2 * E:])
+        ws = ((q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight
+              else tuple(in_proj_weight[t] for t in thirds))
+        bs = (None,) * 3 if in_proj_bias is None else tuple(in_proj_bias[t] for t in thirds)
+        q, k, v = (_proj(x, w, b) for x, w, b in zip((query, key, value), ws, bs))
     mask = None
     if attn_mask is not None:
         mask = _additive(attn_mask, query.dtype, true_means_masked=True)
@@ -265,17 +259,14 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
             mask = reshape(mask, (N, num_heads, L, S))
         else:
             raise ShapeError(f"multi_head_attention: attn_mask must be 2-D or 3-D, got {tuple(mask.shape)}")
+    tails = []   # one more key position each, that nothing masks
     if bias_k is not None and bias_v is not None:
-        k = cat([k, _expand_bias(bias_k, N)], 0)
-        v = cat([v, _expand_bias(bias_v, N)], 0)
-        mask = _pad_last(mask) if mask is not None else None
-        key_padding_mask = _pad_last(key_padding_mask) if key_padding_mask is not None else None
-        S += 1
+        tails.append((_expand_bias(bias_k, N), _expand_bias(bias_v, N)))
     if add_zero_attn:
-        k = cat([k, zeros((1, N, E), dtype=k.dtype, device=k.device)], 0)
-        v = cat([v, zeros((1, N, E), dtype=v.dtype, device=v.device)], 0)
-        mask = _pad_last(mask) if mask is not None else None
-        key_padding_mask = _pad_last(key_padding_mask) if key_padding_mask is not None else None
+        tails.append(tuple(zeros((1, N, E), dtype=t.dtype, device=t.device) for t in (k, v)))
+    for tk, tv in tails:
+        k, v = cat([k, tk], 0), cat([v, tv], 0)
+        mask, key_padding_mask = _pad_last(mask), _pad_last(key_padding_mask)
         S += 1
     if key_padding_mask is not None:
         if tuple(key_padding_mask.shape) != (N, S):
@@ -290,14 +281,10 @@ def _mha(query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_pr
     packed = None
     if q is None:
         packed, (q, k, v) = _packed_self_projection(query, in_proj_weight, in_proj_bias, num_heads, seq)
-    elif seq:
-        q = permute(reshape(q, (N, L, num_heads, hd)), (0, 2, 1, 3))
-        k = permute(reshape(k, (N, S, num_heads, hd)), (0, 2, 1, 3))
-        v = permute(reshape(v, (N, S, num_heads, hd)), (0, 2, 1, 3))
     else:
-        q = permute(reshape(q, (L, N, num_heads, hd)), (1, 2, 0, 3))
-        k = permute(reshape(k, (S, N, num_heads, hd)), (1, 2, 0, 3))
-        v = permute(reshape(v, (S, N, num_heads, hd)), (1, 2, 0, 3))
+        q, k, v = (permute(reshape(t, (N, T, num_heads, hd) if seq else (T, N, num_heads, hd)),
+                           (0, 2, 1, 3) if seq else (1, 2, 0, 3))
+                   for t, T in ((q, L), (k, S), (v, S)))
     scale = 1.0 / math.sqrt(hd)
     shape = (N, num_heads, L, S)
     if packed is not None and _weights_take(packed, mask, shape):
@@ -351,7 +338,8 @@ def _expand_bias(b, n):
 
 
 def _pad_last(mask):
-    # one more key position (bias_k / zero attention) that nothing masks
-    from .creation import zeros as _zeros
+    # one more key position (bias_k / zero attention) that nothing masks (None: no mask)
+    if mask is None:
+        return None
     pad_shape = tuple(mask.shape[:-1]) + (1,)
-    return cat([mask, _zeros(pad_shape, dtype=mask.dtype, device=mask.device)], -1)
+    return cat([mask, zeros(pad_shape, dtype=mask.dtype, device=mask.device)], -1)

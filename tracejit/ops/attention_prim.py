@@ -108,18 +108,18 @@ def backward_slice(xp, b, w, gh, q, k, v, oq, ok, ov, scale) -> None:
 
 # ---------------------------------------------------------------- shape rules
 
-def _check(qkv: Aval, w: Aval, tokens, heads) -> None:
-    if not qkv.dtype.is_floating_point or w.dtype is not qkv.dtype:
-        raise DTypeError(f"attention_context: packed q/k/v ({qkv.dtype.name}) and weights "
-                         f"({w.dtype.name}) must be one floating point dtype")
+def _check(op: str, qkv: Aval, tokens, heads) -> None:
     a, c = tokens
     if qkv.ndim != 2 or qkv.shape[0] != a * c or qkv.shape[1] % (3 * heads):
-        raise ShapeError(f"attention_context: packed q/k/v should be ({a * c}, 3 * E) with E a "
+        raise ShapeError(f"{op}: packed q/k/v should be ({a * c}, 3 * E) with E a "
                          f"multiple of {heads} heads, got {tuple(qkv.shape)}")
 
 
 def _context_rule(qkv: Aval, w: Aval, *, tokens, heads, seq_first, scale=1.0):
-    _check(qkv, w, tokens, heads)
+    if not qkv.dtype.is_floating_point or w.dtype is not qkv.dtype:
+        raise DTypeError(f"attention_context: packed q/k/v ({qkv.dtype.name}) and weights "
+                         f"({w.dtype.name}) must be one floating point dtype")
+    _check("attention_context", qkv, tokens, heads)
     a, c, e, _ = _split(qkv.shape, tokens, heads)
     n, t = (c, a) if seq_first else (a, c)
     if tuple(w.shape) != (n, heads, t, t):
@@ -130,10 +130,8 @@ def _context_rule(qkv: Aval, w: Aval, *, tokens, heads, seq_first, scale=1.0):
 def _weights_rule(qkv: Aval, *mask, tokens, heads, seq_first, scale):
     if not qkv.dtype.is_floating_point:
         raise DTypeError(f"attention_weights: packed q/k/v must be floating point, got {qkv.dtype.name}")
+    _check("attention_weights", qkv, tokens, heads)
     a, c = tokens
-    if qkv.ndim != 2 or qkv.shape[0] != a * c or qkv.shape[1] % (3 * heads):
-        raise ShapeError(f"attention_weights: packed q/k/v should be ({a * c}, 3 * E) with E a "
-                         f"multiple of {heads} heads, got {tuple(qkv.shape)}")
     n, t = (c, a) if seq_first else (a, c)
     shape = (n, heads, t, t)
     if mask:
@@ -184,12 +182,6 @@ def _weights_vjp(gw, w, qkv, *mask, tokens, heads, seq_first, scale):
     return (_pack((dq, dk, dv), tokens, seq_first),) + (None,) * len(mask)
 
 
-def _context_vjp(g, out, qkv, w, *, tokens, heads, seq_first, scale):
-    # the whole gradient of qkv (see the module docstring); none for w
-    return attention_backward(g, qkv, w, tokens=tokens, heads=heads, seq_first=seq_first,
-                              scale=scale), None
-
-
 def _backward_vjp(cot, out, g, qkv, w, *, tokens, heads, seq_first, scale):
     """Cotangent `cot` of (dq | dk | dv) = (ds k | ds^T q | w^T g), ds = B(g v^T, w)."""
     q, k, v = (_heads(qkv, tokens, heads, seq_first, i) for i in range(3))
@@ -213,7 +205,9 @@ ATTENTION_WEIGHTS = defprim("attention_weights", _weights_impl, _weights_rule, _
                             kind="other", save=lambda rq: (0,), save_out=True,
                             grad_name="AttentionWeightsBackward0")
 
-ATTENTION_CONTEXT = defprim("attention_context", _context_impl, _context_rule, _context_vjp,
+# (the VJP: the whole gradient of qkv, see the top; none for w)
+ATTENTION_CONTEXT = defprim("attention_context", _context_impl, _context_rule,
+                            lambda g, out, qkv, w, **p: (attention_backward(g, qkv, w, **p), None),
                             kind="other", save=lambda rq: (0, 1), grad_name="AttentionBackward0")
 
 ATTENTION_BACKWARD = defprim("attention_backward", _backward_impl, _backward_rule, _backward_vjp,

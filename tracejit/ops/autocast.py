@@ -25,17 +25,10 @@ not cast a second time. The lists are tested against torch.autocast (tests/amp/)
 
 The state is per thread (``STATE.dtype``: None when off); `ENTERED` counts the active
 contexts of all threads, so an op outside any autocast pays one list read. As PyTorch's,
-the casts of float32 leaf tensors that require gradients (the weights) are cached while
-the outermost context of the thread is open (``cache_enabled``): a weight used twice in a
-step is cast once, recast when it changes (its data or version counter), and the cache
-is dropped on exit. A cast made with grad mode off is kept apart from one made with it on,
-and one a backward has run through is made again. Beyond PyTorch's, the cast's values
-(the bf16 words: half the weight's memory) outlive the context (`_Kept`): the next
-step's context takes them with a new autograd node as long as the
-weight is the same tensor with the same memory and version counter; an optimizer's
-in-place update bumps the version, so a kept cast is never stale, and an entry dies with
-its weight (a weak reference). Compiled functions keep the state they were captured under
-in their guard (jit/guards.py).
+the casts of the weights (float32 leaves that require gradients) are cached while the
+thread's outermost context is open (``cache_enabled``, `_cached`); beyond PyTorch's, their
+values outlive the context while the weight is unchanged (`_Kept`). Compiled functions
+keep the state they were captured under in their guard (jit/guards.py).
 """
 from __future__ import annotations
 

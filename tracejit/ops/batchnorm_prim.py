@@ -1,8 +1,7 @@
 """Training-mode batch norm as primitives: statistics, normalization, and its gradient.
 
-Primitives rather than a composite of mean, sub, mul, rsqrt, add because each eager
-composite op is a pass over the activation (a BatchNorm2d made 6 passes forward and about
-12 backward); here it is one fused pass forward and one backward:
+Primitives rather than a composite of mean, sub, mul, rsqrt, add, each an eager pass over
+the activation: here it is one fused pass forward and one backward:
 
 - ``batch_norm_forward(x, weight, bias)`` -> (output, stats): a record primitive (output
   then (2, C) mean and biased variance, no gradient) and ``batch_norm_values``, the record's
@@ -237,10 +236,6 @@ def _reduce_vjp(r, out, g, x, stats, eps):
     return d_g, d_x, None
 
 
-def _input_rule(g, x, stats, weight, red, eps):
-    return Aval(x.shape, x.dtype, x.device)
-
-
 def _input_impl(xp, g, x, stats, weight, red, eps, out=None, spare=None):
     # gx = w*rstd*(g - sum_g/n - xhat*sum(g*xhat)/n) = a*g + b*x + d per channel, with
     # red = (sum g, sum g*xhat).
@@ -301,7 +296,8 @@ def _input_vjp(u, out, g, x, stats, weight, red, eps):
 
 BN_BACKWARD_REDUCE = defprim("batch_norm_backward_reduce", _reduce_impl, _reduce_rule,
                              _reduce_vjp, kind="other", save=lambda rq: (0, 1), nondiff=(2,))
-BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl, _input_rule, _input_vjp,
+BN_BACKWARD_INPUT = defprim("batch_norm_backward_input", _input_impl,
+                            lambda g, x, *rest, **p: Aval(x.shape, x.dtype, x.device), _input_vjp,
                             kind="other", save=lambda rq: (0, 1, 3, 4), nondiff=(2,))
 
 

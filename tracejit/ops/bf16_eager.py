@@ -1,30 +1,24 @@
 """Eager bfloat16: every primitive on bf16 operands computes in float32 and rounds once.
 
 `bind`'s general path sends here each call with a bf16 operand or a bf16 ``dtype``
-parameter (bf16 signatures get no plan, so all of them come by). Three ways, one rule:
+parameter (bf16 signatures get no plan, so all of them come by). The ways, in order:
 
 - data movement (views, shape ops without a number parameter) and `cast` run on the
   uint16 words themselves: nothing to round;
-- a primitive with a registered implementation that accepts the bf16 words (the GEMM:
-  compiler/cpu/gemm/bf16.py) runs on them, as it would in a compiled kernel;
-- an elementwise primitive with a scalar rule on bf16 tensors (and numbers) giving bf16
-  runs in one pass where the backend has its kernel (`_one_pass`: widened on load,
-  computed in float32, rounded on store), else as the float32 op on the widened arrays
-  rounded once; its autograd node is the primitive's own on the bf16 operands, so the
-  gradient runs the same way, as the compiled graph's (compiler/bf16_graph.py) does;
-- a primitive with a registered implementation marked ``bf16_widens`` (BatchNorm's
-  records: compiler/cpu/kernels/channel_forms.py) runs it on the words and the other
-  operands as they are: one pass, widened on load and rounded on store, where it takes
-  the call (`_widening`); a bf16 result taken out of a float32 record (``moves``) is
-  rounded in one pass (`_rounded_head`);
-- everything else runs as ``cast(f32) -> op -> cast(bf16)`` through `bind`, so autograd
-  and tracing see three ordinary equations.
+- an implementation registered on the bf16 words (the GEMM: compiler/cpu/gemm/bf16.py)
+  runs on them, as it would in a compiled kernel;
+- an elementwise primitive with a scalar rule giving bf16 runs in one pass where the
+  backend has its kernel (`_one_pass`), else as the float32 op on the widened arrays
+  rounded once; its autograd node is the primitive's own on the bf16 operands, as in the
+  compiled graph (compiler/bf16_graph.py);
+- an implementation marked ``bf16_widens`` (BatchNorm's records) runs on the words,
+  widening on load and rounding on store (`_widening`); a bf16 result taken out of a
+  float32 record (``moves``) is rounded in one pass (`_rounded_head`);
+- everything else runs as ``cast(f32) -> op -> cast(bf16)`` through `bind`.
 
-Either way the result equals the float32 op's result rounded to nearest even (PyTorch's
-CPU kernels compute bf16 so too).
-
-The result dtype is the record's rule under PyTorch's promotion (dtypes.promote_types):
-bf16 with bf16, an integer or a Python number stays bf16, bf16 with float32 is float32.
+Either way the result equals the float32 op's rounded to nearest even (as PyTorch's CPU
+kernels compute bf16), of the dtype the record's rule gives under PyTorch's promotion
+(bf16 with bf16, an integer or a Python number stays bf16; with float32, float32).
 
 `ROUND` (``round_bf16``) is ``cast(cast(x, bf16), float32)`` as one primitive: a float32
 operand rounded to bf16 values without the words in between, for the products that

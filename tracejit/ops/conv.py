@@ -13,11 +13,22 @@ from ..shapes import Sym, as_dim
 from .registry import Aval, defprim
 from .eager import bind
 
-__all__ = ["unfold", "fold", "conv_out_size"]
+__all__ = ["unfold", "fold", "conv_out_size", "unbatched"]
 
 
 def conv_out_size(size, k, s, p, d):
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def unbatched(op: str, x, weight, rank: int, expected: str) -> bool:
+    """Whether `x` is an `op` input of `rank` spatial dims without its batch dim (one dim
+    fewer than `weight`: the caller runs it as a batch of one); other ranks raise."""
+    if x.ndim == rank + 1 and weight.ndim == rank + 2:
+        return True
+    if x.ndim != rank + 2 or weight.ndim != rank + 2:
+        raise ShapeError(f"{op}: expected {expected}, got {tuple(x.shape)} and "
+                         f"{tuple(weight.shape)}")
+    return False
 
 
 def _out_hw(h: int, w: int, kernel, stride, padding, dilation) -> tuple:
@@ -185,8 +196,7 @@ def fold_count(cols, output_size, kernel, stride, padding, dilation, layout):
     """(N, C) of the image that columns `cols` fold into."""
     if layout == "gemm":
         ckk, nl = cols.shape
-        oh = conv_out_size(output_size[0], kernel[0], stride[0], padding[0], dilation[0])
-        ow = conv_out_size(output_size[1], kernel[1], stride[1], padding[1], dilation[1])
+        oh, ow = _out_hw(*output_size, kernel, stride, padding, dilation)
         return nl // (oh * ow), ckk // (kernel[0] * kernel[1])
     n, ckk, _ = cols.shape
     return n, ckk // (kernel[0] * kernel[1])
@@ -194,8 +204,7 @@ def fold_count(cols, output_size, kernel, stride, padding, dilation, layout):
 
 def _fold_rule(cols, output_size, kernel, stride, padding, dilation, layout="batch"):
     if layout == "gemm":
-        oh = conv_out_size(output_size[0], kernel[0], stride[0], padding[0], dilation[0])
-        ow = conv_out_size(output_size[1], kernel[1], stride[1], padding[1], dilation[1])
+        oh, ow = _out_hw(*output_size, kernel, stride, padding, dilation)
         kk = kernel[0] * kernel[1]
         if cols.ndim != 2 or oh <= 0 or ow <= 0 or cols.shape[1] % (oh * ow) or cols.shape[0] % kk:
             raise ShapeError(f"fold: columns of shape {cols.shape} in 'gemm' layout should be "
@@ -206,11 +215,8 @@ def _fold_rule(cols, output_size, kernel, stride, padding, dilation, layout="bat
 
 def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout="batch"):
     n, c = fold_count(cols, output_size, kernel, stride, padding, dilation, layout)
-    h, w = output_size
-    ph, pw = padding
-    oh = conv_out_size(h, kernel[0], stride[0], ph, dilation[0])
-    ow = conv_out_size(w, kernel[1], stride[1], pw, dilation[1])
-    kh, kw = kernel
+    (h, w), (ph, pw), (kh, kw) = output_size, padding, kernel
+    oh, ow = _out_hw(h, w, kernel, stride, padding, dilation)
     if layout == "gemm":
         # Into a channel-major image (the order the column rows come in): for a stride of
         # 1 by `_fold_by_row_pitch`, else by one add per offset.
@@ -220,19 +226,17 @@ def _fold_impl(xp, cols, output_size, kernel, stride, padding, dilation, layout=
                 return img.transpose(1, 0, 2, 3)[:, :, ph:ph + h, pw:pw + w]
         cols = cols.reshape(c, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
         out = xp.zeros((c, n, h + 2 * ph, w + 2 * pw), dtype=cols.dtype).transpose(1, 0, 2, 3)
-        for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
-            out[:, :, rs, cs] += cols[:, :, i, j]
-        return out[:, :, ph:ph + h, pw:pw + w]
-    cols = cols.reshape(n, c, kh, kw, oh, ow)
-    if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0) and (oh * kh, ow * kw) == (h, w):
-        # Windows tile the whole output (pooling's gradient): each element comes from
-        # exactly one column entry, so plain copies, no zeros, no sums. (Per window:
-        # faster here than one permuting copy, whose innermost run is kw elements.)
-        out = xp.empty((n, c, h, w), dtype=cols.dtype)
-        for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
-            out[:, :, rs, cs] = cols[:, :, i, j]
-        return out
-    out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
+    else:
+        cols = cols.reshape(n, c, kh, kw, oh, ow)
+        if _tiles(kernel, stride, dilation) and (ph, pw) == (0, 0) and (oh * kh, ow * kw) == (h, w):
+            # Windows tile the whole output (pooling's gradient): each element comes from
+            # exactly one column entry, so plain copies, no zeros, no sums. (Per window:
+            # faster here than one permuting copy, whose innermost run is kw elements.)
+            out = xp.empty((n, c, h, w), dtype=cols.dtype)
+            for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
+                out[:, :, rs, cs] = cols[:, :, i, j]
+            return out
+        out = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=cols.dtype)
     for i, j, rs, cs in _windows(kernel, stride, dilation, oh, ow):
         out[:, :, rs, cs] += cols[:, :, i, j]
     return out[:, :, ph:ph + h, pw:pw + w]

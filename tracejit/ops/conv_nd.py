@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from .composite import conv2d, string_padding
-from .conv import _ntuple
+from .conv import _ntuple, unbatched
 from .shape import cat, permute, reshape, squeeze, unsqueeze
 from .spatial import conv1d, conv_transpose2d, pad
 from . import autocast as _autocast
@@ -25,11 +25,8 @@ __all__ = ["conv3d", "conv_transpose1d", "conv_transpose3d", "conv_tbc"]
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """3-D convolution of (N, C, D, H, W) (or unbatched (C, D, H, W)) with weight
     (O, C/groups, kd, kh, kw)."""
-    if input.ndim == 4 and weight.ndim == 5:
+    if unbatched("conv3d", input, weight, 3, "5-D input (N, C, D, H, W) and weight"):
         return squeeze(conv3d(unsqueeze(input, 0), weight, bias, stride, padding, dilation, groups), 0)
-    if input.ndim != 5 or weight.ndim != 5:
-        raise ShapeError(f"conv3d: expected 5-D input (N, C, D, H, W) and weight, got "
-                         f"{tuple(input.shape)} and {tuple(weight.shape)}")
     s, d = _ntuple(stride, 3, "stride", "conv3d"), _ntuple(dilation, 3, "dilation", "conv3d")
     kd, kh, kw = weight.shape[2:]
     if isinstance(padding, str):
@@ -63,12 +60,9 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
                      dilation=1):
     """Transposed 1-D convolution; weight (C_in, C_out/groups, k)."""
-    if input.ndim == 2 and weight.ndim == 3:
+    if unbatched("conv_transpose1d", input, weight, 1, "3-D input and weight"):
         return squeeze(conv_transpose1d(unsqueeze(input, 0), weight, bias, stride, padding,
                                         output_padding, groups, dilation), 0)
-    if input.ndim != 3 or weight.ndim != 3:
-        raise ShapeError(f"conv_transpose1d: expected 3-D input and weight, got {tuple(input.shape)} "
-                         f"and {tuple(weight.shape)}")
     (s,), (p,), (op,), (d,) = (_ntuple(v, 1, what, "conv_transpose1d") for v, what in (
         (stride, "stride"), (padding, "padding"), (output_padding, "output_padding"), (dilation, "dilation")))
     out = conv_transpose2d(unsqueeze(input, 2), unsqueeze(weight, 2), bias, (1, s), (0, p), (0, op), groups, (1, d))
@@ -79,12 +73,9 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
 def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
                      dilation=1):
     """Transposed 3-D convolution; weight (C_in, C_out/groups, kd, kh, kw)."""
-    if input.ndim == 4 and weight.ndim == 5:
+    if unbatched("conv_transpose3d", input, weight, 3, "5-D input and weight"):
         return squeeze(conv_transpose3d(unsqueeze(input, 0), weight, bias, stride, padding,
                                         output_padding, groups, dilation), 0)
-    if input.ndim != 5 or weight.ndim != 5:
-        raise ShapeError(f"conv_transpose3d: expected 5-D input and weight, got {tuple(input.shape)} "
-                         f"and {tuple(weight.shape)}")
     s, p = _ntuple(stride, 3, "stride", "conv_transpose3d"), _ntuple(padding, 3, "padding", "conv_transpose3d")
     op, d = (_ntuple(output_padding, 3, "output_padding", "conv_transpose3d"),
              _ntuple(dilation, 3, "dilation", "conv_transpose3d"))

@@ -43,8 +43,7 @@ def check_range(t: np.ndarray, valid: np.ndarray, c: int) -> None:
     message is nll_loss's (indexing.py ``in_range``)."""
     if t.size == 0:
         return
-    bad = (t < 0) | (t >= c)
-    bad &= valid
+    bad = ((t < 0) | (t >= c)) & valid
     if bad.any():
         v = t[bad]
         lo = int(v.min())
@@ -111,10 +110,6 @@ def _ce_rule(x: Aval, t: Aval, *, ignore_index=-100, reduction="mean"):
     return Aval((x.shape[0],) if reduction == "none" else (), x.dtype, x.device)
 
 
-def _ce_vjp(g, out, x, t, *, ignore_index=-100, reduction="mean"):
-    return cross_entropy_backward(g, x, t, ignore_index, reduction), None
-
-
 def _ce_rows(x, t, classes, *, ignore_index=-100, reduction="mean"):
     """The per-row losses, (N, 1), of logits `x` (N, C) against targets `t` (N, 1) given the
     class indices `classes` (1, C): the rows form the CPU kernel is rendered from."""
@@ -149,7 +144,9 @@ def _batch_rows(prim):
     return rule
 
 
-CROSS_ENTROPY = defprim("cross_entropy", _ce_impl, _ce_rule, _ce_vjp, kind="other",
+CROSS_ENTROPY = defprim("cross_entropy", _ce_impl, _ce_rule,
+                        lambda g, out, x, t, **p: (cross_entropy_backward(g, x, t, **p), None),
+                        kind="other",
                         save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0",
                         extra={"rows_form": _ce_rows, "batch": _batch_rows(lambda: CROSS_ENTROPY)})
 
@@ -237,13 +234,11 @@ def _nll_impl(xp, lp, t, *, ignore_index=-100, reduction="mean"):
     return _reduced(-lp[xp.arange(lp.shape[0]), safe], valid, reduction)
 
 
-def _nll_vjp(g, out, lp, t, *, ignore_index=-100, reduction="mean"):
-    return nll_indices_backward(g, lp, t, ignore_index, reduction), None
-
-
 # (the input is kept although its gradient reads only its shape: PyTorch's NllLossBackward0
 # saves it, so writing into it before backward() raises there too)
-NLL_INDICES = defprim("nll_indices", _nll_impl, _ce_rule, _nll_vjp, kind="other",
+NLL_INDICES = defprim("nll_indices", _nll_impl, _ce_rule,
+                      lambda g, out, lp, t, **p: (nll_indices_backward(g, lp, t, **p), None),
+                      kind="other",
                       save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0",
                       extra={"batch": _batch_rows(lambda: NLL_INDICES)})
 

@@ -18,6 +18,7 @@ the label).
 """
 from __future__ import annotations
 
+import collections
 import math
 
 from ..errors import ArgumentError, ShapeError
@@ -31,11 +32,6 @@ from .shape import permute, reshape, squeeze
 __all__ = ["einsum"]
 
 _ELL = "..."
-
-
-def _ellipsis_labels(n):
-    # private labels for ellipsis dims, outside what users may write ([a-zA-Z])
-    return [chr(0x2460 + i) for i in range(n)]
 
 
 def _parse(equation: str, operands):
@@ -63,7 +59,7 @@ def _parse(equation: str, operands):
             raise ShapeError(f"einsum: subscripts {term!r} name {explicit} dims but the operand has "
                              f"shape {tuple(op.shape)}")
         parsed.append(term)
-    ell = _ellipsis_labels(n_ell)
+    ell = [chr(0x2460 + i) for i in range(n_ell)]   # ellipsis dims: labels outside [a-zA-Z]
     labels = []
     for term, op in zip(parsed, operands):
         head, _, tail = term.partition(_ELL)
@@ -84,10 +80,7 @@ def _parse(equation: str, operands):
             if c not in known:
                 raise ArgumentError(f"einsum: output label {c!r} does not appear in any operand")
     else:
-        counts = {}
-        for ls in labels:
-            for c in ls:
-                counts[c] = counts.get(c, 0) + 1
+        counts = collections.Counter(c for ls in labels for c in ls)
         out = ell + sorted(c for c, n in counts.items() if n == 1 and c not in ell)
     return labels, out
 
@@ -115,10 +108,6 @@ def _sum_labels(x, labels, drop):
     if not dims:
         return x, labels
     return _sum(x, tuple(dims)), [c for c in labels if c not in drop]
-
-
-def _prod(sizes):
-    return math.prod(sizes) if sizes else 1
 
 
 def _contract(a, la, b, lb, keep, order):
@@ -149,7 +138,7 @@ def _contract(a, la, b, lb, keep, order):
         return out, res
     a = permute(a, [la.index(c) for c in batch + left + contr])
     b = permute(b, [lb.index(c) for c in batch + contr + right])
-    nb, nl, nc, nr = (_prod([size[c] for c in g]) for g in (batch, left, contr, right))
+    nb, nl, nc, nr = (math.prod([size[c] for c in g]) for g in (batch, left, contr, right))
     out = matmul(reshape(a, (nb, nl, nc)), reshape(b, (nb, nc, nr)))
     out = reshape(out, tuple(size[c] for c in batch + left + right))
     return out, batch + left + right

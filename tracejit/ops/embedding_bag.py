@@ -2,11 +2,10 @@
 
 The bags are given as a 2-D index tensor (one bag per row) or as a 1-D index tensor cut
 by ``offsets``. The forward gathers the rows and reduces each bag's run of them in one
-call (a composite made it index_add x3, a cumsum and marks: ~46% of a DLRM step); the
-backward is one record too, with ``wrt`` naming what it gives: the weight's gradient, the
-per-sample weights' gradient, or (mode max) the gradient's values at each bag's arg-max,
-the adjoint of the weight's. The family is closed under differentiation, so higher
-orders are records of the same two primitives.
+call; the backward is one record too, with ``wrt`` naming what it gives: the weight's
+gradient, the per-sample weights' gradient, or (mode max) the gradient's values at each
+bag's arg-max, the adjoint of the weight's. The family is closed under differentiation,
+so higher orders are records of the same two primitives.
 
 Sums add a bag's rows in order; means divide the sum by the bag's size (an empty bag
 gives zeros, as in PyTorch); maxima take the first row of the maximum (PyTorch's arg-max).

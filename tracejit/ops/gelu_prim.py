@@ -44,13 +44,10 @@ def _gelu_scalar(e, x, approximate="none"):
     return f"({c(0.5)} * {x} * ({c(1.0)} + {e.call('erf', f'({x} * {c(_R)})')}))"
 
 
-def _gelu_vjp(g, out, x, approximate="none"):
-    return (gelu_backward(g, x, approximate),)
-
-
 # int_to_float: an integer input computes in the default float dtype, as the composite's
 # ``0.5 * x`` did.
-GELU = defprim("gelu", _gelu_impl, _ew_rule("gelu"), _gelu_vjp,
+GELU = defprim("gelu", _gelu_impl, _ew_rule("gelu"),
+               lambda g, out, x, approximate="none": (gelu_backward(g, x, approximate),),
                kind="elementwise", scalar=_gelu_scalar, promote=True, int_to_float=True,
                save=lambda rq: (0,), grad_name="GeluBackward0")
 

@@ -1,12 +1,9 @@
 """Hardsigmoid and hardswish as one elementwise primitive each, with PyTorch's gradients.
 
-Why primitives: the composites ``clamp(x / 6 + 1/2, 0, 1)`` (times x) took clamp's
-gradient, which includes its bounds, so x = -3 and x = 3 got 1/6 (hardswish: -1/2 and 3/2)
-where PyTorch's backward uses strict bounds and gives 0 (hardswish: 0 and 1). One forward
-record is also one pass where the composite made three or four, computed as PyTorch's
-kernels compute it (``min(max(x + 3, 0), 6) / 6``: the same rounding). The gradients are
-written with `where` (PyTorch's hardsigmoid_backward and hardswish_backward), so second
-derivatives come for free.
+Why primitives: PyTorch's gradients use strict bounds (0 at x = -3 and 3 for hardsigmoid,
+0 and 1 for hardswish), which clamp's would not give, and one record is one pass computed
+as PyTorch's kernels compute it (``min(max(x + 3, 0), 6) / 6``: the same rounding). The
+gradients are written with `where`, so second derivatives come for free.
 """
 from __future__ import annotations
 

@@ -16,6 +16,8 @@ as equal and a check equation raises at run time where it is not.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes as _dt
@@ -48,11 +50,7 @@ def _impl(xp, *arrays, fn, avals, **kw):
     return step_function(fn)(xp, *arrays, **kw)
 
 
-def _rule(*avals_in, fn, avals, **kw):
-    return avals[0]
-
-
-HOST_STEP = defprim("host_step", _impl, _rule, kind="other")
+HOST_STEP = defprim("host_step", _impl, lambda *avals_in, fn, avals, **kw: avals[0], kind="other")
 
 
 def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
@@ -88,17 +86,13 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
         return hit[0]
     n = hint(args[0].numel()) if args else 2
     fresh: dict = {}
-    avals = []
-    for shape, dt in zip(shapes, dtypes):
-        dims = []
-        for d in shape:
-            if isinstance(d, str):
-                if d not in fresh:
-                    fresh[d] = Sym.symbol(DataSize(f"u{len(tr.host_steps)}_{len(fresh)}"), max(n, 2))
-                d = fresh[d]
-            dims.append(d)
-        avals.append(Aval(tuple(dims), dt, args[0].device))
-    avals = tuple(avals)
+
+    def dim(d):
+        if isinstance(d, str) and d not in fresh:
+            fresh[d] = Sym.symbol(DataSize(f"u{len(tr.host_steps)}_{len(fresh)}"), max(n, 2))
+        return fresh[d] if isinstance(d, str) else d
+    avals = tuple(Aval(tuple(dim(d) for d in shape), dt, args[0].device)
+                  for shape, dt in zip(shapes, dtypes))
     key_name = f"{fn.__module__}.{fn.__qualname__}"
     FUNCTIONS[key_name] = fn
     out = tuple(tr.emit_multi(HOST_STEP, list(atoms), {"fn": key_name, "avals": avals, **kw}, avals))
@@ -164,10 +158,7 @@ def broadcast_data_sizes(tr, atoms: list, avals: list) -> tuple:
 
 
 def _check_count(xp, a, *, shape, inferred):
-    n = 1
-    for d in shape:
-        n *= d
-    if n != a.size:   # (a quotient that did not divide: floored)
+    if math.prod(shape) != a.size:   # (a quotient that did not divide: floored)
         asked = [-1 if i in inferred else d for i, d in enumerate(shape)]
         raise ShapeError(f"shape '{asked}' is invalid for input of size {a.size} (of shape {list(a.shape)})")
     return a

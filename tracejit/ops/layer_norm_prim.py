@@ -13,6 +13,8 @@ recompute the row statistics from x, so every higher order is exact too.
 """
 from __future__ import annotations
 
+import math
+
 from .. import dtypes as _dt
 from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
@@ -37,19 +39,13 @@ def _stats(xp, x2, eps):
 
 def row_size(x, n: int) -> int:
     """The elements of one normalized row: the product of `x`'s last `n` dims."""
-    K = 1
-    for s in x.shape[x.ndim - n:]:
-        K *= s
-    return K
+    return math.prod(x.shape[x.ndim - n:])
 
 
 def _rows(x, n: int) -> int:
     """The number of normalized rows: the product of `x`'s leading dims (explicit, since
     -1 cannot be inferred when a row is empty)."""
-    R = 1
-    for s in x.shape[:x.ndim - n]:
-        R *= s
-    return R
+    return math.prod(x.shape[:x.ndim - n])
 
 
 def _layer_norm_impl(xp, x, *wb, n, eps, affine):

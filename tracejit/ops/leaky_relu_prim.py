@@ -27,11 +27,8 @@ def _leaky_relu_scalar(e, x, negative_slope=0.01):
     return f"({x} if {x} > {e.const(0)} else {x} * {e.const(negative_slope)})"
 
 
-def _leaky_relu_vjp(g, out, x, negative_slope=0.01):
-    return (leaky_relu_backward(g, x, negative_slope),)
-
-
-LEAKY_RELU = defprim("leaky_relu", _leaky_relu_impl, _ew_rule("leaky_relu"), _leaky_relu_vjp,
+LEAKY_RELU = defprim("leaky_relu", _leaky_relu_impl, _ew_rule("leaky_relu"),
+                     lambda g, out, x, **p: (leaky_relu_backward(g, x, **p),),
                      kind="elementwise", scalar=_leaky_relu_scalar, promote=True, int_to_float=True,
                      save=lambda rq: (0,), grad_name="LeakyReluBackward0")
 

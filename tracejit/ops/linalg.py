@@ -6,6 +6,8 @@ cores the process may use, hand kernels for shapes BLAS runs slowly).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as _np
 
 from ..errors import ArgumentError, DTypeError, ShapeError
@@ -61,10 +63,7 @@ def matmul_rows(mm, a, b):
     per leading index (3.6x slower for a (128, 16, 256) activation). The eager impl and
     compiled plans both call this."""
     lead = a.shape[:-1]
-    m = 1
-    for d in lead:
-        m *= d
-    return mm(a.reshape(m, a.shape[-1]), b).reshape(lead + (b.shape[-1],))
+    return mm(a.reshape(math.prod(lead), a.shape[-1]), b).reshape(lead + (b.shape[-1],))
 
 
 def _rows(x):
@@ -73,10 +72,7 @@ def _rows(x):
     k = x.shape[-1]
     if not (isinstance(k, int) and k == 0):
         return reshape(x, (-1, k))
-    m = 1
-    for d in x.shape[:-1]:
-        m *= d
-    return reshape(x, (m, 0))
+    return reshape(x, (math.prod(x.shape[:-1]), 0))
 
 
 def _matmul_vjp(g, out, a, b):

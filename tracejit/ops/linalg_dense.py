@@ -46,11 +46,7 @@ def _no_grad(op):
 
 
 # ---------------------------------------------------------------- inverse and determinant
-def _inv_impl(xp, a):
-    return xp.linalg.inv(a)
-
-
-INV = defprim("linalg_inv", _inv_impl, _square("linalg.inv"),
+INV = defprim("linalg_inv", lambda xp, a: xp.linalg.inv(a), _square("linalg.inv"),
               lambda g, out, a: (-(_mT(out) @ g @ _mT(out)),), kind="other",
               save=lambda rq: (), save_out=True, extra={"batch": batch_leading})
 
@@ -172,17 +168,13 @@ def _solve_rule(a, b):
     return Aval(tuple(batch) + tuple(b.shape[-2:]), a.dtype, a.device)
 
 
-def _solve_impl(xp, a, b):
-    return xp.linalg.solve(a, b)
-
-
 def _solve_vjp(g, out, a, b):
     gb = solve(_mT(a), g)
     return (-(gb @ _mT(out)), gb)
 
 
-SOLVE = defprim("linalg_solve", _solve_impl, _solve_rule, _solve_vjp, kind="other",
-                save=lambda rq: (0,), save_out=True)
+SOLVE = defprim("linalg_solve", lambda xp, a, b: xp.linalg.solve(a, b), _solve_rule, _solve_vjp,
+                kind="other", save=lambda rq: (0,), save_out=True)
 
 
 @_autocast.fp32
@@ -383,8 +375,7 @@ SVD = defprim("linalg_svd", _svd_impl, _svd_rule, _svd_vjp, kind="other", save=l
 
 @_autocast.fp32
 def svd(A, full_matrices: bool = True):
-    return _SVD(bind(SVD, A, full=full_matrices, part="U"), bind(SVD, A, full=full_matrices, part="S"),
-                bind(SVD, A, full=full_matrices, part="Vh"))
+    return _SVD(*(bind(SVD, A, full=full_matrices, part=p) for p in ("U", "S", "Vh")))
 
 
 def _pinv_rule(a, rtol, hermitian):

@@ -21,6 +21,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..errors import ShapeError
 from .linalg import _mT
+from .linalg_dense import _square
 from .registry import Aval, bind, defprim
 
 __all__ = ["lu_factor_parts", "matrix_exp", "eig_parts", "solve_triangular", "perm_matrix", "pivots_to_perm", "eye_of"]
@@ -32,18 +33,6 @@ def eye_of(shape, dtype, device):
     from .creation import ones
     from .tensorfns import tril, triu
     return triu(tril(ones(tuple(shape), dtype=dtype, device=device)))
-
-
-def _floating(op, a):
-    # (a complex operand reaches only the primitives complex_ops.py lists)
-    if not (a.dtype.is_floating_point or a.dtype.is_complex):
-        raise TypeError(f"{op}: expected a floating point or complex input, got {a.dtype.name}")
-
-
-def _square(op, a):
-    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
-        raise ShapeError(f"{op}: expected a batch of square matrices, got shape {a.shape}")
-    _floating(op, a)
 
 
 # ---------------------------------------------------------------- LU with partial pivoting
@@ -75,7 +64,9 @@ def _lu_np(a: np.ndarray):
 def _lu_rule(a, part):
     if a.ndim < 2:
         raise ShapeError(f"linalg.lu_factor: expected a batch of matrices, got shape {a.shape}")
-    _floating("linalg.lu_factor", a)
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise TypeError(f"linalg.lu_factor: expected a floating point or complex input, got "
+                        f"{a.dtype.name}")
     if part == "LU":
         return Aval(a.shape, a.dtype, a.device)
     return Aval(a.shape[:-2] + (min(a.shape[-2], a.shape[-1]),), _dt.int32, a.device)
@@ -101,13 +92,10 @@ def perm_matrix(piv: np.ndarray, m: int, dtype) -> np.ndarray:
     return out.reshape(lead + (m, m))
 
 
-def _perm_rule(piv, m, dtype):
-    return Aval(piv.shape[:-1] + (m, m), dtype, piv.device)
-
-
 PIVOTS_TO_PERM = defprim("lu_pivots_to_perm",
                          lambda xp, piv, m, dtype: perm_matrix(np.asarray(piv).astype(np.int64), m, dtype.np),
-                         _perm_rule, None, kind="other", save=lambda rq: (), host=True)
+                         lambda piv, m, dtype: Aval(piv.shape[:-1] + (m, m), dtype, piv.device),
+                         None, kind="other", save=lambda rq: (), host=True)
 
 
 def pivots_to_perm(pivots, m: int, dtype):
@@ -183,11 +171,6 @@ def _expm_np(a: np.ndarray) -> np.ndarray:
     return r
 
 
-def _expm_rule(a):
-    _square("linalg.matrix_exp", a)
-    return Aval(a.shape, a.dtype, a.device)
-
-
 def _expm_vjp(g, out, a):
     from .shape import cat
     from .creation import zeros
@@ -199,7 +182,8 @@ def _expm_vjp(g, out, a):
 
 
 MATRIX_EXP = defprim("linalg_matrix_exp", lambda xp, a: _expm_np(a).astype(np.asarray(a).dtype),
-                     _expm_rule, _expm_vjp, kind="other", save=lambda rq: (0,), host=True)
+                     _square("linalg.matrix_exp"), _expm_vjp, kind="other", save=lambda rq: (0,),
+                     host=True)
 
 
 def matrix_exp(A):
@@ -209,7 +193,7 @@ def matrix_exp(A):
 
 # ---------------------------------------------------------------- general eigensolver
 def _eig_rule(a, part):
-    _square("linalg.eig", a)
+    _square("linalg.eig")(a)
     shape = a.shape[:-1] if part == "values" else a.shape
     return Aval(shape, a.dtype.to_complex(), a.device)
 
@@ -241,21 +225,15 @@ def _eig_grad_np(a, g, part):
     return ga if a.dtype.kind == "c" else np.real(ga)
 
 
-def _eig_grad_rule(a, g, part):
-    return Aval(a.shape, a.dtype, a.device)
-
-
 EIG_GRAD = defprim("linalg_eig_backward",
                    lambda xp, a, g, part: _eig_grad_np(a, g, part).astype(np.asarray(a).dtype),
-                   _eig_grad_rule, None, kind="complex", save=lambda rq: (), host=True)
+                   lambda a, g, part: Aval(a.shape, a.dtype, a.device), None, kind="complex",
+                   save=lambda rq: (), host=True)
 
 
-def _eig_vjp(g, out, a, part):
-    return (bind(EIG_GRAD, a, g, part=part),)
-
-
-EIG = defprim("linalg_eig", _eig_impl, _eig_rule, _eig_vjp, kind="complex", save=lambda rq: (0,),
-              host=True)
+EIG = defprim("linalg_eig", _eig_impl, _eig_rule,
+              lambda g, out, a, part: (bind(EIG_GRAD, a, g, part=part),),
+              kind="complex", save=lambda rq: (0,), host=True)
 
 
 def eig_parts(A, values_only: bool = False):

@@ -3,10 +3,9 @@ the op, eager, traced and compiled.
 
 Why: PyTorch's log_softmax saves its output, not its input, for the backward
 (``g - exp(y) * sum(g)``), so writing in place into the input after the call (a
-cross-entropy's logits, say) leaves the gradient alone. As the composite
-``x - logsumexp(x)`` the backward read the input, and such a write made ``backward()``
-raise. Over the last dim compiled plans schedule the rows forms (``extra["rows_form"]``)
-in the primitives' place, as for softmax (compiler/rowinline.py).
+cross-entropy's logits, say) leaves the gradient alone. Over the last dim compiled plans
+schedule the rows forms (``extra["rows_form"]``) in the primitives' place, as for softmax
+(compiler/rowinline.py).
 
 Rows as PyTorch computes them: the shift is the row's max, so a row of -inf or holding
 +inf gives nan. float16 is computed in float32 and rounded once (bfloat16 is widened by
@@ -42,10 +41,6 @@ def _rule(x: Aval, *, dim):
     return Aval(x.shape, x.dtype, x.device)
 
 
-def _vjp(g, out, x, *, dim):
-    return (log_softmax_backward(g, out, dim),)
-
-
 def _on_last_dim(x, *rest, dim) -> bool:
     """softmax's test, for float32/float64 rows alone (the numpy form widens float16)."""
     return on_last_dim(x, dim=dim) and x.dtype.name in ("float32", "float64")
@@ -57,8 +52,9 @@ def _rows(x, *, dim):
     return z - _log(_sum(_exp(z), -1, keepdim=True))
 
 
-LOG_SOFTMAX = defprim("log_softmax", _impl, _rule, _vjp, kind="other", save=lambda rq: (),
-                      save_out=True, grad_name="LogSoftmaxBackward0",
+LOG_SOFTMAX = defprim("log_softmax", _impl, _rule,
+                      lambda g, out, x, *, dim: (log_softmax_backward(g, out, dim),), kind="other",
+                      save=lambda rq: (), save_out=True, grad_name="LogSoftmaxBackward0",
                       extra={"rows_form": _rows, "rows_inline": _on_last_dim, "batch": shift_dims})
 
 

@@ -1,13 +1,12 @@
 """logcumsumexp as one primitive: the running ``log(exp(a) + exp(b))`` along a dim, the one
 definition of the op, eager, traced and compiled (the numpy form in compiled plans).
 
-Why: as the composite ``log(cumsum(exp(x - max))) + max`` every prefix was shifted by the
-whole dim's max, so a prefix far below it underflowed (``[-1000, 0]`` gave ``[-inf, 0]``)
-and a nan or +inf anywhere in the dim reached the prefixes before it. numpy's
-``logaddexp.accumulate`` is PyTorch's scan: each prefix is exact to rounding, and a nan
-spreads forward only. The gradient is PyTorch's: ``exp(x + rev_lcse(log(g) - out))`` for
-the positive and the negative parts of `g` (``rev_lcse`` the scan from the end), written
-with this primitive and tracejit ops, so second derivatives follow.
+Why: ``log(cumsum(exp(x - max))) + max`` shifts every prefix by the whole dim's max
+(``[-1000, 0]`` underflows to ``[-inf, 0]``, a nan spreads backward); numpy's
+``logaddexp.accumulate`` is PyTorch's scan, each prefix exact to rounding. The gradient is
+PyTorch's: ``exp(x + rev_lcse(log(g) - out))`` for the positive and the negative parts of
+`g` (``rev_lcse`` the scan from the end), written with this primitive and tracejit ops, so
+second derivatives follow.
 """
 from __future__ import annotations
 

@@ -16,6 +16,8 @@ float16 is computed in float32 and rounded once (bfloat16 is widened by the eage
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import UnsupportedDTypeError
@@ -36,14 +38,9 @@ def _impl(xp, x, *, dims, keepdim):
     if x.ndim == 0:   # (numpy reduces a 0-d array to a scalar, which the steps write into)
         return _impl(xp, x.reshape(1), dims=(0,), keepdim=True).reshape(())
     xw = x.astype(xp.float32) if x.dtype == xp.float16 else x
-    if xp is np and dims[0] != 0:
-        front = _front(xw, dims)
-        if front is not None:
-            s = _steps(xp, front, (0,)).reshape(_reduced_shape(x.shape, dims, keepdim))
-            return s.astype(x.dtype) if s.dtype != x.dtype else s
-    s = _steps(xp, xw, dims)
-    if not keepdim:
-        s = s.reshape(_reduced_shape(x.shape, dims, False))
+    front = _front(xw, dims) if xp is np and dims[0] != 0 else None
+    s = _steps(xp, xw, dims) if front is None else _steps(xp, front, (0,))
+    s = s.reshape(_reduced_shape(x.shape, dims, keepdim))
     return s.astype(x.dtype) if s.dtype != x.dtype else s
 
 
@@ -58,9 +55,7 @@ FRONT_ROWS = 64
 def _front(x, dims):
     """`x` with `dims` (sorted, not the leading ones) copied to the front as one dim, when
     their extent is at most FRONT_EXTENT and the other dims hold FRONT_ROWS rows; else None."""
-    n = 1
-    for d in dims:
-        n *= x.shape[d]
+    n = math.prod(x.shape[d] for d in dims)
     if not 0 < n <= FRONT_EXTENT or x.size < n * FRONT_ROWS:
         return None
     rest = tuple(d for d in range(x.ndim) if d not in dims)
@@ -94,10 +89,6 @@ def _rule(x: Aval, *, dims, keepdim):
     return Aval(_reduced_shape(tuple(x.shape), dims, keepdim), x.dtype, x.device)
 
 
-def _vjp(g, out, x, *, dims, keepdim):
-    return (bind(LOGSUMEXP_BACKWARD, g, x, out, dims=dims, keepdim=keepdim),)
-
-
 def _rows(x, *, dims, keepdim):
     # the numpy form's steps, in its order (over the last dim: checked by `_on_last_dim`)
     m = _amax(x, -1, keepdim=True)
@@ -110,8 +101,10 @@ def _on_last_dim(x, *, dims, keepdim) -> bool:
     return x.ndim > 0 and tuple(dims) == (x.ndim - 1,) and x.dtype.name in ("float32", "float64")
 
 
-LOGSUMEXP = defprim("logsumexp", _impl, _rule, _vjp, kind="other", save=lambda rq: (0,),
-                    save_out=True, grad_name="LogsumexpBackward0",
+LOGSUMEXP = defprim("logsumexp", _impl, _rule,
+                    lambda g, out, x, **p: (bind(LOGSUMEXP_BACKWARD, g, x, out, **p),),
+                    kind="other", save=lambda rq: (0,), save_out=True,
+                    grad_name="LogsumexpBackward0",
                     extra={"rows_form": _rows, "rows_inline": _on_last_dim, "batch": shift_dims})
 
 

@@ -56,13 +56,6 @@ def hold_inactive(new, prev, batch_sizes, t: int) -> None:
         new[:, batch_sizes[t]:] = prev[:, batch_sizes[t]:]
 
 
-def pass_inactive(d_new, d_prev, batch_sizes, t: int) -> None:
-    """The backward of `hold_inactive`: the held columns' state cotangent ``d_prev`` (the
-    one reaching step t) passes to the step before unchanged."""
-    if batch_sizes is not None and batch_sizes[t] < d_new.shape[1]:
-        d_new[:, batch_sizes[t]:] = d_prev[:, batch_sizes[t]:]
-
-
 def zero_inactive(g, batch_sizes, t: int) -> None:
     """A packed layer's step t computes nothing for the held columns: their gate gradient
     (g feature-major, (G*H, N)) is zero."""
@@ -117,11 +110,11 @@ def backward_steps(xp, step_back, d_y, d_hn, w, order, batch_sizes, d_cn=None) -
         dh_new = _matmul(xp, wt, dm)
         if direct is not None:
             dh_new += direct
-        if batch_sizes is not None:
+        if batch_sizes is not None:   # (held columns: their cotangents pass on unchanged)
             dh_new = xp.array(dh_new)
-            pass_inactive(dh_new, dh, batch_sizes, t)
+            hold_inactive(dh_new, dh, batch_sizes, t)
             if dc is not None:
-                pass_inactive(dc_new, dc, batch_sizes, t)
+                hold_inactive(dc_new, dc, batch_sizes, t)
         dh, dc = dh_new, dc_new
     return dh, dc
 

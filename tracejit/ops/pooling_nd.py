@@ -140,9 +140,7 @@ def _combine(per_axis, spatial):
 
 def _window_table(spatial, k, s, p, d, ceil_mode, op, dev):
     per = [_axis_windows(spatial[a], k[a], s[a], p[a], d[a], ceil_mode, op, dev) for a in range(len(spatial))]
-    flat, valid, outs = _combine([(pos, ok) for pos, ok, _ in per], spatial)
-    spans = [span for _, _, span in per]
-    return flat, valid, outs, spans
+    return _combine([(pos, ok) for pos, ok, _ in per], spatial) + ([span for *_, span in per],)
 
 
 def _gathered(x, flat):
@@ -324,10 +322,8 @@ def _adaptive_avg(input, output_size, *, n, op):
     else:
         out = x
         for a in range(n):   # one averaging matrix per axis: separable
-            dim = 2 + a
-            moved = transpose(out, dim, -1)
-            moved = matmul(moved, avg_weights(spatial[a], outs[a], x.dtype, x.device))
-            out = transpose(moved, dim, -1)
+            w = avg_weights(spatial[a], outs[a], x.dtype, x.device)
+            out = transpose(matmul(transpose(out, 2 + a, -1), w), 2 + a, -1)
     return squeeze(out, 0) if unbatched else out
 
 

@@ -121,16 +121,14 @@ def _avg_pool_backward_impl(xp, g, input_shape, kernel, stride, padding, dilatio
     return gx[:, :, ph:ph + h, pw:pw + w] if (ph or pw) else gx
 
 
-def _avg_pool_backward_vjp(gg, out, g, input_shape, kernel, stride, padding, dilation):
-    return (avg_pool2d(gg, kernel, stride, padding, dilation),)
-
-
 AVG_POOL2D = defprim("avg_pool2d", _avg_pool_impl, _pool_rule("avg_pool2d"), _avg_pool_vjp,
                      kind="other", save=lambda rq: (), extra={"meta": (0,)},
                      grad_name="AvgPool2DBackward0")
 AVG_POOL2D_BACKWARD = defprim("avg_pool2d_backward", _avg_pool_backward_impl,
-                              _avg_pool_backward_rule, _avg_pool_backward_vjp, kind="other",
-                              save=lambda rq: (), grad_name="AvgPool2DBackwardBackward0")
+                              _avg_pool_backward_rule,
+                              lambda gg, out, g, input_shape, **geo: (avg_pool2d(gg, **geo),),
+                              kind="other", save=lambda rq: (),
+                              grad_name="AvgPool2DBackwardBackward0")
 
 
 # ---------------------------------------------------------------- public functions

@@ -137,9 +137,7 @@ def pdist(input, p: float = 2.0):
         raise ShapeError(f"pdist: expected a 2-D input, got shape {tuple(input.shape)}")
     _nonnegative_p("pdist", p)
     n = input.shape[0]
-    i, j = np.triu_indices(n, 1)
-    a = getitem(input, tensor(i, device=input.device))
-    b = getitem(input, tensor(j, device=input.device))
+    a, b = (getitem(input, tensor(ix, device=input.device)) for ix in np.triu_indices(n, 1))
     return _distance(a - b, p)
 
 

@@ -125,34 +125,30 @@ def set_rng_state(state) -> None:
 def _draw(xp, kind, shape, dtype, low=0, high=1):
     if dtype is _dt.bfloat16:   # drawn in float32, rounded to bf16 words
         return _bf16.to_bfloat16(_draw(xp, kind, shape, _dt.float32, low, high))
-    if xp is np:
-        if kind == "uniform":
-            return _gen.random(shape, dtype=np.float64 if dtype.np == np.float64 else np.float32).astype(dtype.np, copy=False)
-        if kind == "normal":
-            return _gen.standard_normal(shape, dtype=np.float64 if dtype.np == np.float64 else np.float32).astype(dtype.np, copy=False)
-        if kind == "perm":
-            return _gen.permutation(shape[0]).astype(dtype.np)
-        return _gen.integers(low, high, shape).astype(dtype.np)
-    if kind == "uniform":  # pragma: no cover - GPU only
-        return xp.random.random(shape).astype(dtype.np)
-    if kind == "normal":  # pragma: no cover
-        return xp.random.standard_normal(shape).astype(dtype.np)
-    if kind == "perm":  # pragma: no cover
-        return xp.random.permutation(shape[0]).astype(dtype.np)
-    return xp.random.randint(low, high, shape).astype(dtype.np)  # pragma: no cover
+    if kind == "perm":
+        return (_gen if xp is np else xp.random).permutation(shape[0]).astype(dtype.np)
+    if kind == "int":
+        return (_gen.integers if xp is np else xp.random.randint)(low, high, shape).astype(dtype.np)
+    if xp is not np:  # pragma: no cover - GPU only
+        draw = xp.random.random if kind == "uniform" else xp.random.standard_normal
+        return draw(shape).astype(dtype.np)
+    draw = _gen.random if kind == "uniform" else _gen.standard_normal
+    wide = np.float64 if dtype.np == np.float64 else np.float32
+    return draw(shape, dtype=wide).astype(dtype.np, copy=False)
 
 
-UNIFORM = defprim("rand", lambda xp, shape, dtype, device: _draw(xp, "uniform", shape, dtype),
-                  lambda shape, dtype, device: Aval(shape, dtype, device), kind="random",
-                  extra={"batch": batch_shape})
-NORMAL = defprim("randn", lambda xp, shape, dtype, device: _draw(xp, "normal", shape, dtype),
-                 lambda shape, dtype, device: Aval(shape, dtype, device), kind="random",
-                 extra={"batch": batch_shape})
+def _random_prim(name, kind, **extra):
+    return defprim(name, lambda xp, shape, dtype, device: _draw(xp, kind, shape, dtype),
+                   lambda shape, dtype, device: Aval(shape, dtype, device), kind="random",
+                   extra=extra)
+
+
+UNIFORM = _random_prim("rand", "uniform", batch=batch_shape)
+NORMAL = _random_prim("randn", "normal", batch=batch_shape)
 RANDINT = defprim("randint", lambda xp, shape, low, high, dtype, device: _draw(xp, "int", shape, dtype, low, high),
                   lambda shape, low, high, dtype, device: Aval(shape, dtype, device), kind="random")
 # (a primitive, so a compiled function draws a new permutation on every call)
-RANDPERM = defprim("randperm", lambda xp, shape, dtype, device: _draw(xp, "perm", shape, dtype),
-                   lambda shape, dtype, device: Aval(shape, dtype, device), kind="random")
+RANDPERM = _random_prim("randperm", "perm")
 
 
 def _float(dtype):
@@ -182,16 +178,14 @@ def _floating_draw(prim, name: str, size, generator, dtype, device, requires_gra
 
 def rand(*dims, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False,
          layout=None, pin_memory: bool = False):
-    if layout is not None:
-        check_layout(layout, "rand")
+    check_layout(layout, "rand")
     # a complex dtype: both parts uniform on [0, 1)
     return _floating_draw(UNIFORM, "rand", _size(dims, size), generator, dtype, device, requires_grad, 1.0)
 
 
 def randn(*dims, size=None, generator=None, dtype=None, device=None, requires_grad: bool = False,
           layout=None, pin_memory: bool = False):
-    if layout is not None:
-        check_layout(layout, "randn")
+    check_layout(layout, "randn")
     # a complex dtype: parts drawn with variance 1/2 each
     return _floating_draw(NORMAL, "randn", _size(dims, size), generator, dtype, device, requires_grad, 0.5 ** 0.5)
 
@@ -220,18 +214,16 @@ def rand_like(a, *, dtype=None, device=None, memory_format=None, requires_grad: 
               layout=None, pin_memory: bool = False):
     check_memory_format(memory_format, "rand_like")
     check_layout(layout, "rand_like")
-    if requires_grad:
-        return rand(a.shape, dtype=dtype or a.dtype, device=device or a.device, requires_grad=True)
-    return rand(a.shape, dtype=dtype or a.dtype, device=device or a.device)
+    return rand(a.shape, dtype=dtype or a.dtype, device=device or a.device,
+                requires_grad=requires_grad)
 
 
 def randn_like(a, *, dtype=None, device=None, memory_format=None, requires_grad: bool = False,
                layout=None, pin_memory: bool = False):
     check_memory_format(memory_format, "randn_like")
     check_layout(layout, "randn_like")
-    if requires_grad:
-        return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device, requires_grad=True)
-    return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device)
+    return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device,
+                 requires_grad=requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False,

@@ -25,21 +25,21 @@ NONLINEARITIES = ("tanh", "relu")
 
 def _rnn_layer_impl(xp, gi, w, b, h0, reverse=False, nonlinearity="tanh", batch_sizes=None):
     L, N, H = gi.shape
-    step = _relu_step if nonlinearity == "relu" else _tanh_step
-    return forward_steps(xp, step, gi, w, b, h0, xp.empty((L, H, N), dtype=gi.dtype), reverse, batch_sizes)
+    out = xp.empty((L, H, N), dtype=gi.dtype)
+    return forward_steps(xp, _STEPS[nonlinearity], gi, w, b, h0, out, reverse, batch_sizes)
 
 
-def _tanh_step(xp, g, m, b, h, c, p):
+def _step(activate):
     """One step of the numpy form (lstm_prim.py `forward_steps`): p = h' (H, N)."""
-    xp.add(g, m, out=p)
-    p += b
-    return xp.tanh(p, out=p), None
+    def step(xp, g, m, b, h, c, p):
+        xp.add(g, m, out=p)
+        p += b
+        return activate(xp, p), None
+    return step
 
 
-def _relu_step(xp, g, m, b, h, c, p):
-    xp.add(g, m, out=p)
-    p += b
-    return xp.maximum(p, 0, out=p), None
+_STEPS = {"tanh": _step(lambda xp, p: xp.tanh(p, out=p)),
+          "relu": _step(lambda xp, p: xp.maximum(p, 0, out=p))}
 
 
 def _check(name: str, gi: Aval, w: Aval, b: Aval, h0: Aval, nonlinearity, batch_sizes=None) -> None:

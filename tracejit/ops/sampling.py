@@ -49,17 +49,11 @@ def affine_grid(theta, size, align_corners: bool = False):
     """Sampling grid (N, H, W, 2) for 2-D affine transforms theta (N, 2, 3), or (N, D, H, W, 3)
     for 3-D ones theta (N, 3, 4), ``size`` being the output's (N, C, H, W) / (N, C, D, H, W)."""
     size = tuple(int(s) for s in size)
-    if len(size) == 4:
-        want, (n, _, h, w) = (2, 3), size
-        axes = [_base_coords(w, align_corners), _base_coords(h, align_corners)]
-        shape = (h, w)
-    elif len(size) == 5:
-        want, (n, _, d, h, w) = (3, 4), size
-        axes = [_base_coords(w, align_corners), _base_coords(h, align_corners),
-                _base_coords(d, align_corners)]
-        shape = (d, h, w)
-    else:
+    if len(size) not in (4, 5):
         raise ShapeError(f"affine_grid: size must be (N, C, H, W) or (N, C, D, H, W), got {size}")
+    n, shape = size[0], size[2:]
+    want = (len(shape), len(shape) + 1)
+    axes = [_base_coords(s, align_corners) for s in shape[::-1]]
     if theta.ndim != 3 or tuple(theta.shape) != (n,) + want:
         raise ShapeError(f"affine_grid: expected theta of shape ({n}, {want[0]}, {want[1]}) for "
                          f"size {size}, got {tuple(theta.shape)}")

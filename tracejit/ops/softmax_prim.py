@@ -100,10 +100,6 @@ def softmax_backward_passes(xp, g, y, dim: int, scale: float):
     return out
 
 
-def _softmax_backward_rule(g: Aval, y: Aval, dim, scale=1.0):
-    return Aval(y.shape, y.dtype, y.device)
-
-
 def _softmax_backward_vjp(v, out, g, y, dim, scale=1.0):
     # B(g, y) = scale * y * (g - <g, y>) along dim:  v^T dB/dg = B(v, y);
     # v^T dB/dy = scale * (v * (g - <g, y>) - g * <v, y>).
@@ -121,7 +117,8 @@ def _softmax_backward_rows(g, y, dim, scale=1.0):
     return out * scale if scale != 1.0 else out
 
 
-SOFTMAX_BACKWARD = defprim("softmax_backward", _softmax_backward_impl, _softmax_backward_rule,
+SOFTMAX_BACKWARD = defprim("softmax_backward", _softmax_backward_impl,
+                           lambda g, y, dim, scale=1.0: Aval(y.shape, y.dtype, y.device),
                            _softmax_backward_vjp, kind="other", save=lambda rq: (0, 1),
                            grad_name="SoftmaxBackwardDataBackward0",
                            extra={"rows_form": _softmax_backward_rows, "rows_inline": on_last_dim, "batch": shift_dims})

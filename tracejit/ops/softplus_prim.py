@@ -40,11 +40,8 @@ def _softplus_scalar(e, x, beta=1.0, threshold=20.0):
     return f"({x} if {bx} > {e.const(threshold)} else {sp})"
 
 
-def _softplus_vjp(g, out, x, beta=1.0, threshold=20.0):
-    return (softplus_backward(g, x, beta, threshold),)
-
-
-SOFTPLUS = defprim("softplus", _softplus_impl, _ew_rule("softplus", float_only=True), _softplus_vjp,
+SOFTPLUS = defprim("softplus", _softplus_impl, _ew_rule("softplus", float_only=True),
+                   lambda g, out, x, **p: (softplus_backward(g, x, **p),),
                    kind="elementwise", scalar=_softplus_scalar, promote=True,
                    save=lambda rq: (0,), grad_name="SoftplusBackward0")
 

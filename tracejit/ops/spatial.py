@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ArgumentError, ShapeError
 from ..shapes import Sym
 from .composite import check_conv_args, checked_conv2d, max_pool2d, string_padding
-from .conv import _ntuple, _pair
+from .conv import _ntuple, _pair, unbatched
 from .conv_gemm import conv2d_xgrad
 from .creation import tensor
 from .indexing import getitem
@@ -39,11 +39,8 @@ __all__ = ["conv1d", "conv_transpose2d", "adaptive_avg_pool2d", "adaptive_max_po
 @_autocast.lower
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
     """1-D convolution of (N, C, L) (or unbatched (C, L)) with weight (O, C/groups, k)."""
-    if x.ndim == 2 and weight.ndim == 3:
+    if unbatched("conv1d", x, weight, 1, "3-D input (N, C, L) and weight (O, C/groups, k)"):
         return squeeze(conv1d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0)
-    if x.ndim != 3 or weight.ndim != 3:
-        raise ShapeError(f"conv1d: expected 3-D input (N, C, L) and weight (O, C/groups, k), got "
-                         f"{tuple(x.shape)} and {tuple(weight.shape)}")
     check_conv_args("conv1d", x, weight, bias, stride, padding, dilation, groups)
     stride, dilation = _ntuple(stride, 1, "stride", "conv1d"), _ntuple(dilation, 1, "dilation", "conv1d")
     if isinstance(padding, str):
@@ -55,12 +52,9 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1,
                      dilation=1):
     """Transposed 2-D convolution; weight (C_in, C_out/groups, kh, kw) as in PyTorch."""
-    if x.ndim == 3 and weight.ndim == 4:
+    if unbatched("conv_transpose2d", x, weight, 2, "4-D input and weight"):
         return squeeze(conv_transpose2d(unsqueeze(x, 0), weight, bias, stride, padding,
                                         output_padding, groups, dilation), 0)
-    if x.ndim != 4 or weight.ndim != 4:
-        raise ShapeError(f"conv_transpose2d: expected 4-D input and weight, got {tuple(x.shape)} "
-                         f"and {tuple(weight.shape)}")
     c, h, w = x.shape[1:]
     ci, og, kh, kw = weight.shape
     if groups < 1 or c != ci or c % groups:
@@ -120,10 +114,9 @@ def max_pool2d_ext(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     k, d = _pair(kernel_size), _pair(dilation)
     s = k if stride is None or stride == [] else _pair(stride)
     p = _pair(padding)
-    ke = (d[0] * (k[0] - 1) + 1, d[1] * (k[1] - 1) + 1)
     w = x4.shape[3]
-    oh, eh = pool_geometry(x4.shape[2], ke[0], s[0], p[0], ceil_mode)
-    ow, ew = pool_geometry(w, ke[1], s[1], p[1], ceil_mode)
+    (oh, eh), (ow, ew) = (pool_geometry(x4.shape[2 + a], d[a] * (k[a] - 1) + 1, s[a], p[a],
+                                        ceil_mode) for a in (0, 1))
     if eh or ew:
         x4 = pad(x4, (0, ew, 0, eh), value=-math.inf)
     out = max_pool2d(x4, k, s, p, d, return_indices=return_indices)

@@ -169,10 +169,7 @@ def _define(name, fn):
 
     def f(input, *, out=None):
         r = bind(prim, input)
-        if out is not None:
-            out.copy_(r)
-            return out
-        return r
+        return r if out is None else out.copy_(r)
     f.__name__ = name
     return f
 
@@ -195,7 +192,4 @@ def spherical_bessel_j0(input, *, out=None):
     small = _abs(x) < 1e-4
     safe = where(small, 1.0, x)
     r = where(small, 1 - x * x / 6, where(_abs(x) == math.inf, 0.0, sin(safe) / safe))
-    if out is not None:
-        out.copy_(r)
-        return out
-    return r
+    return r if out is None else out.copy_(r)

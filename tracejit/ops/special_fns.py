@@ -232,18 +232,10 @@ def _bessel_impl(order: int, scaled: bool):
     return impl
 
 
-def _i0_vjp(g, out, a):
-    return (g * bind(I1, a),)
-
-
 def _i1_vjp(g, out, a):
     # I1'(x) = I0(x) - I1(x)/x, with the limit 1/2 at 0
     safe = where(a == 0, 1.0, a)
     return (g * where(a == 0, 0.5, bind(I0, a) - out / safe),)
-
-
-def _i0e_vjp(g, out, a):
-    return (g * (bind(I1E, a) - sign(a) * out),)
 
 
 def _i1e_vjp(g, out, a):
@@ -251,9 +243,10 @@ def _i1e_vjp(g, out, a):
     return (g * where(a == 0, 0.5, bind(I0E, a) - out * (sign(a) + 1 / safe)),)
 
 
-I0 = _unary("i0", _bessel_impl(0, False), _i0_vjp, host=True)
+I0 = _unary("i0", _bessel_impl(0, False), lambda g, out, a: (g * bind(I1, a),), host=True)
 I1 = _unary("i1", _bessel_impl(1, False), _i1_vjp, save_out=True, host=True)
-I0E = _unary("i0e", _bessel_impl(0, True), _i0e_vjp, save_out=True, host=True)
+I0E = _unary("i0e", _bessel_impl(0, True), lambda g, out, a: (g * (bind(I1E, a) - sign(a) * out),),
+             save_out=True, host=True)
 I1E = _unary("i1e", _bessel_impl(1, True), _i1e_vjp, save_out=True, host=True)
 
 

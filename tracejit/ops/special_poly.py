@@ -97,10 +97,7 @@ def _define(name: str, kind: str, shifted: bool = False):
         if not isinstance(input, Tensor) and not isinstance(n, Tensor):
             raise TypeError(f"special.{name}: expected a Tensor for input or n")
         r = bind(prim, input, n)
-        if out is not None:
-            out.copy_(r)
-            return out
-        return r
+        return r if out is None else out.copy_(r)
     fn.__name__ = name
     fn.__doc__ = f"The {name.replace('_', ' ')} of degree n at input, elementwise."
     return fn

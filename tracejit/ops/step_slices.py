@@ -36,14 +36,9 @@ class _Pieces(Function):
     @staticmethod
     def backward(ctx, *grads):
         shape, dtype, device, dim, n = ctx.meta
-        zero = None
-        parts = []
-        for g in grads:
-            if g is None:
-                if zero is None:
-                    zero = ops.zeros(shape, dtype=dtype, device=device)
-                g = zero
-            parts.append(g)
+        missing = any(g is None for g in grads)   # (one zero tensor serves them all)
+        zero = ops.zeros(shape, dtype=dtype, device=device) if missing else None
+        parts = [zero if g is None else g for g in grads]
         return (ops.stack(parts, dim) if n is None else ops.cat(parts, dim)), None, None
 
 

@@ -15,7 +15,8 @@ from .registry import Aval, defprim
 __all__ = ["IN_UNIT_INTERVAL", "in_unit_interval", "SELECTS", "selects"]
 
 
-def _same_rule(x, *, op, name):
+def _same_rule(x, **params):
+    """The result is the operand itself (a view)."""
     return Aval(x.shape, x.dtype, x.device)
 
 
@@ -48,11 +49,7 @@ def _selects_impl(xp, mask, *, value_shape, region_tail, op="index_put"):
     return mask.view()
 
 
-def _selects_rule(mask, *, value_shape, region_tail, op="index_put"):
-    return Aval(mask.shape, mask.dtype, mask.device)
-
-
-SELECTS = defprim("selects", _selects_impl, _selects_rule, lambda g, out, m, **kw: (None,),
+SELECTS = defprim("selects", _selects_impl, _same_rule, lambda g, out, m, **kw: (None,),
                   kind="other", extra={"view": True})
 
 
