@@ -76,12 +76,9 @@ class Capture(DynamicDims):
             if s is None:
                 names.append(path)
                 return
-            if s[0] is dict:
-                for k, sub in zip(s[1], s[2]):
-                    walk(x[k], sub, f"{path}[{k!r}]")
-            else:
-                for j, sub in enumerate(s[1]):
-                    walk(x[j], sub, f"{path}[{j}]")
+            keys, subs = (s[1], s[2]) if s[0] is dict else (range(len(s[1])), s[1])
+            for k, sub in zip(keys, subs):
+                walk(x[k], sub, f"{path}[{k!r}]")
         for i, (a, s) in enumerate(zip(args, spec[1])):
             walk(a, s, self._names[i] if i < len(self._names) else f"arg{i}")
         return names
@@ -228,21 +225,18 @@ class Capture(DynamicDims):
         if const_names is not None:
             ctx.const_names = const_names
         syms = {}
+
+        def dim(s, actual):   # (a dynamic dim's name: its Sym, one per name)
+            if isinstance(s, str) and s not in syms:
+                syms[s] = Sym.symbol(s, int(actual))
+            return syms[s] if isinstance(s, str) else s
         with ctx, _gm.set_grad_enabled(gm), contextlib.ExitStack() as undo:
             tracers = []
             orig_vars = []
             for x, d in zip(leaves, sdescs):
                 if d.kind == "tensor":
-                    shape = []
-                    for s, actual in zip(d.shape, x.shape):
-                        if isinstance(s, str):
-                            sym = syms.get(s)
-                            if sym is None:
-                                sym = syms[s] = Sym.symbol(s, int(actual))
-                            shape.append(sym)
-                        else:
-                            shape.append(s)
-                    t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
+                    shape = tuple(dim(s, actual) for s, actual in zip(d.shape, x.shape))
+                    t = ctx.new_input(Aval(shape, d.dtype, d.device), _ident(d.name),
                                       requires_grad=d.requires_grad)
                     if d.value is not None:   # a numpy array (numpy_args.py)
                         t.__class__ = ArrayArg
@@ -264,8 +258,7 @@ class Capture(DynamicDims):
             try:
                 with printing_noted(), lifting(ctx, self._lifted_numbers - self._static_numbers,
                                               refs_of(self._extra_guard)):
-                    bound = () if self._bound_self is None else (self._bound_self,)
-                    out = fn(*bound, *targs, **tkwargs)
+                    out = fn(*self._bound, *targs, **tkwargs)
             except RecursionError as exc:
                 ctx.restore_attributes()
                 raise _recursion_error(self._mode, exc) from None

@@ -112,9 +112,7 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
                f"        s = {shape}"]
         out += [f"        if len(s) != {len(d.shape)}:", "            return NO"]
         for j, dim in enumerate(d.shape):
-            if isinstance(dim, int):
-                out += [f"        if s[{j}] != {dim}:", "            return NO"]
-            elif dim in seen:
+            if isinstance(dim, int) or dim in seen:
                 out += [f"        if s[{j}] != {dim}:", "            return NO"]
             else:
                 seen.add(dim)

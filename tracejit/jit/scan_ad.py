@@ -19,6 +19,7 @@ of the body does the same split.)
 """
 from __future__ import annotations
 
+from .. import ops
 from ..ops.registry import Aval
 from .control import SCAN
 from .ir import Eqn, Graph, Var, def_use
@@ -100,7 +101,6 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
     """Gradients of a scan rewritten by `add_residuals`: one reverse loop over the body's
     backward, reading the stacked residuals as per-step slices, carrying the carries'
     cotangents, accumulating the loop constants' gradients and stacking the xs'."""
-    from .. import ops
     bb: Graph = e.params["vjp_graph"]
     nc, nx, n_res = e.params["n_carry"], e.params["n_xs"], e.params["n_res"]
     active = e.params["vjp_active"]
@@ -127,28 +127,18 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
     g_c, g_x, g_k = outs[:n_gc], outs[n_gc:n_gc + n_gx], outs[n_gc + n_gx:]
     # Loop constants' gradients that are a sum over steps of A_t^T @ B_t (a weight's
     # gradient) become one GEMM after the loop over the stacked A and B (see `_hoistable`).
-    stacked_of = {}   # bb input -> the stacked tensor outside the loop its slices come from
-    for v, r in zip(tuple(b_c) + tuple(b_saved), res):
-        stacked_of[v] = ("res", r)
-    for v, x in zip(b_x, xs):
-        stacked_of[v] = ("val", x)
+    # bb input -> the stacked tensor outside the loop its slices come from
+    stacked_of = {v: ("res", r) for v, r in zip(tuple(b_c) + tuple(b_saved), res)}
+    stacked_of.update((v, ("val", x)) for v, x in zip(b_x, xs))
     variant = _variant(bb, {b_k, *b_c, *b_x, *b_saved, *b_cts})
     hoist = [_hoistable(bb, g, variant) for g in g_k]
     # an xs' gradient is stacked by the reverse loop anyway (the LSTM's gate gradients)
     gx_index = {v: j for j, v in enumerate(g_x) if isinstance(v, Var)}
-    extra_ys = []     # per-step values the reverse loop stacks for hoisted GEMMs
-    for h in hoist:
-        if h is not None:
-            for v in h[0:2]:
-                if v not in stacked_of and v not in gx_index and v not in extra_ys:
-                    extra_ys.append(v)
-    acc_in = []
-    it_h = iter(hoist)
-    for c, a in zip(consts, k_act):
-        if a:
-            h = next(it_h)
-            if h is None:
-                acc_in.append(Var(c.aval))
+    # per-step values the reverse loop stacks for hoisted GEMMs
+    extra_ys = list(dict.fromkeys(v for h in hoist if h is not None for v in h[0:2]
+                                  if v not in stacked_of and v not in gx_index))
+    active_consts = [c for c, a in zip(consts, k_act) if a]
+    acc_in = [Var(c.aval) for c, h in zip(active_consts, hoist) if h is None]
     acc_g = [g for g, h in zip(g_k, hoist) if h is None]
     rctx = TraceContext()
     with rctx:
@@ -212,7 +202,6 @@ def _dense(ctx: TraceContext, g):
     array element by element (unvectorized: an LSTM's feature-major output, permuted back
     to (L, N, H), gets a transposed cotangent: its gate-gradient kernel took 700 instead
     of ~70 us per step)."""
-    from .. import ops
     v = ctx.atom(g)
     for eq in reversed(ctx.eqns):
         if v in eq.outs:
@@ -224,7 +213,6 @@ def _step_rows(s):
     """(T, M, N) stacked per-step matrices -> (T*N, M): each step's columns as rows. (The
     same expression as the gradient of a feature-major scan's xs read back in (L, N, F)
     layout, so CSE leaves one copy of the stacked gate gradients, not two.)"""
-    from .. import ops
     t, m, n = s.shape
     return ops.reshape(ops.permute(s, (0, 2, 1)), (t * n, m))
 
