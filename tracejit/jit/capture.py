@@ -439,15 +439,11 @@ def _verifier(graph: Graph, opt: Graph):
 @contextlib.contextmanager
 def _objects_aged():
     """The capture with the objects that existed before it set aside from the collector
-    (`gc.freeze`) and then put back in the oldest generation (`gc.unfreeze`). A capture
-    allocates thousands of objects that live as long as its entry; each collection of
-    young objects in it also walked the young objects the program made before the call
-    (a first call's: the model, the data, the optimizer), a 0.7-0.8 ms second-generation
-    collection in the CNN's first capture. Aged, those objects are walked by the next full
-    collection, as they would have been after surviving two; a cycle among them that is
-    already garbage is freed there, later than it would have been. Skipped when the
-    program froze objects itself (unfreezing would hand back its objects too) or turned
-    the collector off."""
+    (`gc.freeze`), then put back in the oldest generation (`gc.unfreeze`): a capture
+    allocates thousands of long-lived objects, and each young collection in it would also
+    walk the program's young objects (the model, the data: 0.7-0.8 ms in the CNN's first
+    capture). A garbage cycle among them is freed by the next full collection. Skipped when
+    the program froze objects itself or turned the collector off."""
     if not gc.isenabled() or gc.get_freeze_count():
         yield
         return

@@ -111,9 +111,7 @@ def read_in_capture(module, name: str) -> Optional[bool]:
 def _attrs(m, read: Optional[set]) -> dict:
     """The plain attributes of `m` in `read` (None: every plain one). A forward that never
     reads ``training`` (a conv, GroupNorm) serves train and eval alike."""
-    d = vars(m)
-    keys = [k for k in d if read is None or (id(m), k) in read]
-    return {k: d[k] for k in keys if _plain(d[k])}
+    return {k: v for k, v in vars(m).items() if (read is None or (id(m), k) in read) and _plain(v)}
 
 
 _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")

@@ -58,11 +58,19 @@ def _body_active(e: Eqn, act: set) -> list:
     """Which body inputs the reverse loop differentiates: every floating carry (a carry
     whose initial value is a constant still feeds later steps that depend on active
     values), the active xs and loop constants."""
-    nc, nx = e.params["n_carry"], e.params["n_xs"]
-    carries, xs, consts = e.inputs[1:1 + nc], e.inputs[1 + nc:1 + nc + nx], e.inputs[1 + nc + nx:]
+    _, carries, xs, consts = _parts(e.inputs, 1, e.params["n_carry"], e.params["n_xs"])
     return ([False] + [a.aval.dtype.is_floating_point for a in carries]
             + [isinstance(a, Var) and a in act for a in xs]
             + [isinstance(a, Var) and a in act for a in consts])
+
+
+def _parts(seq, *sizes) -> list:
+    """`seq` cut into consecutive parts of these sizes, and the rest."""
+    out, i = [], 0
+    for n in sizes:
+        out.append(seq[i:i + n])
+        i += n
+    return out + [seq[i:]]
 
 
 def _stacked(trip, v) -> Aval:
@@ -107,24 +115,15 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
     ny = len(e.outs) - nc - n_res
     n_saved = n_res - nc
     length = e.inputs[0]
-    carries, xs, consts = e.inputs[1:1 + nc], e.inputs[1 + nc:1 + nc + nx], e.inputs[1 + nc + nx:]
-    nk = len(consts)
-    c_loop = list(active[1:1 + nc])
-    x_act = list(active[1 + nc:1 + nc + nx])
-    k_act = list(active[1 + nc + nx:])
+    _, carries, xs, consts = _parts(e.inputs, 1, nc, nx)
+    _, c_loop, x_act, k_act = (list(p) for p in _parts(active, 1, nc, nx))
     c_act = [isinstance(a, Var) and a in act for a in carries]
     res = e.outs[nc + ny:]
     trip = e.params["trip"]
     # bb's inputs: k, carries, xs, consts, saved, cotangents of (carries out, ys)
-    b_k = bb.inputs[0]
-    b_c = bb.inputs[1:1 + nc]
-    b_x = bb.inputs[1 + nc:1 + nc + nx]
-    b_consts = bb.inputs[1 + nc + nx:1 + nc + nx + nk]
-    b_saved = bb.inputs[1 + nc + nx + nk:1 + nc + nx + nk + n_saved]
-    b_cts = bb.inputs[1 + nc + nx + nk + n_saved:]
+    (b_k,), b_c, b_x, b_consts, b_saved, b_cts = _parts(bb.inputs, 1, nc, nx, len(consts), n_saved)
     n_gc, n_gx = sum(c_loop), sum(x_act)
-    outs = list(bb.outputs)
-    g_c, g_x, g_k = outs[:n_gc], outs[n_gc:n_gc + n_gx], outs[n_gc + n_gx:]
+    g_c, g_x, g_k = _parts(list(bb.outputs), n_gc, n_gx)
     # Loop constants' gradients that are a sum over steps of A_t^T @ B_t (a weight's
     # gradient) become one GEMM after the loop over the stacked A and B (see `_hoistable`).
     # bb input -> the stacked tensor outside the loop its slices come from

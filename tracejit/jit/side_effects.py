@@ -298,9 +298,6 @@ def _traced_stores(now, before, cache: bool = False):
     would capture again on every call) may only have entries filled for the first time,
     None or an empty tensor before (YOLOv5's grids)."""
     from .tracer import Tracer
-
-    def traced(t):
-        return isinstance(t, Tracer) and t._trace.parent is None
     if isinstance(now, list):
         if len(now) < len(before) or cache and len(now) != len(before):
             return None
@@ -315,7 +312,7 @@ def _traced_stores(now, before, cache: bool = False):
     if cache and not all(before[k] is None or isinstance(before[k], Tensor) and before[k].numel() == 0
                          for k, _ in new):
         return None
-    return new if all(traced(t) for _, t in new) else None
+    return new if all(isinstance(t, Tracer) and t._trace.parent is None for _, t in new) else None
 
 
 def _named_values(fn: Callable):
