@@ -183,10 +183,8 @@ class Entry:
     def run(self, leaves, args=()):
         """Run the graph on the call's argument `leaves`; `args`: its values per parameter,
         whose lists and dicts get what the function stores into them."""
-        if self._direct:
-            ins = leaves  # every leaf is a graph input, in order, and nothing was lifted
-        else:
-            ins = self.graph_inputs(leaves)
+        # (_direct: every leaf is a graph input, in order, and nothing was lifted)
+        ins = leaves if self._direct else self.graph_inputs(leaves)
         if self._single:  # one tensor out, nothing written back
             return self.executor(ins)[0]
         outs = self.executor(ins)
