@@ -135,13 +135,11 @@ def _cond_vjp(ctx, e, gs, act):
     operands = e.inputs[1:]
     op_active = [isinstance(a, Var) and a in act for a in operands]
     with ctx:
-        cts = []
-        for o, g in zip(e.outs, gs):
-            cts.append(g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype))
+        cts = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
+               for o, g in zip(e.outs, gs)]
     jt = joint(tg, op_active, name="true_vjp")
     jf = joint(fg, op_active, name="false_vjp")
-    atoms = [ctx.atom(_make_tracer(e.inputs[0], ctx))] + [
-        a if isinstance(a, Literal) else a for a in operands] + [ctx.atom(c) for c in cts]
+    atoms = [ctx.atom(_make_tracer(e.inputs[0], ctx))] + list(operands) + [ctx.atom(c) for c in cts]
     outs = ctx.emit_multi(COND, atoms, {"true_graph": jt, "false_graph": jf},
                           [v.aval for v, a in zip(operands, op_active) if a])
     it = iter(outs)
@@ -176,12 +174,8 @@ def _custom_vjp(ctx, e, gs):
     res = res if isinstance(res, tuple) else (res,)
     static_pos = {p for p, _ in e.params["static_args"]}
     check_grads(f"{cls.__name__}Backward", res, [None if i in static_pos else a.shape for i, a in enumerate(args)])
-    it = iter(res)
-    grads = []
-    for i in range(len(args)):
-        r = next(it, None)
-        if i not in static_pos:
-            grads.append(r)
+    res = list(res) + [None] * (len(args) - len(res))
+    grads = [r for i, r in enumerate(res[:len(args)]) if i not in static_pos]
     return grads + [None] * (len(e.inputs) - len(grads))
 
 
@@ -194,7 +188,7 @@ def joint(graph: Graph, active_inputs, name: str = "joint") -> Graph:
     from .scan_ad import add_residuals
     graph = add_residuals(graph, act)   # differentiated loops also return their residuals
     ctx = TraceContext()
-    ct_vars = [Var(a.aval) if isinstance(a, Var) else Var(a.aval) for a in graph.outputs]
+    ct_vars = [Var(a.aval) for a in graph.outputs]
     cts = {}
     with ctx:
         # An output listed twice (``return y, y``) gets the sum of its cotangents.
@@ -203,15 +197,10 @@ def joint(graph: Graph, active_inputs, name: str = "joint") -> Graph:
                 t = _make_tracer(v, ctx)
                 cts[a] = t if a not in cts else cts[a] + t
     ct = _backward_eqns(ctx, graph, act, cts)
-    outs = []
     with ctx:
-        for v, a in zip(graph.inputs, active_inputs):
-            if not a:
-                continue
-            g = ct.get(v)
-            if g is None:
-                g = ops.zeros(v.aval.shape, dtype=v.aval.dtype)
-            outs.append(ctx.atom(g))
+        outs = [ctx.atom(ct[v] if ct.get(v) is not None
+                         else ops.zeros(v.aval.shape, dtype=v.aval.dtype))
+                for v, a in zip(graph.inputs, active_inputs) if a]
     eqns = tuple(graph.eqns) + _writes_last(ctx.eqns)
     inputs = tuple(graph.inputs) + tuple(ct_vars) + tuple(ctx._const_vars())
     if ctx.const_tensors:
@@ -270,16 +259,9 @@ def split(graph: Graph, active_inputs, cheap=_cheap):
     fwd_eqns = list(j.eqns[:len(graph.eqns)])   # joint's forward: loops there also return residuals
     fwd_defined = {o: e for e in fwd_eqns for o in e.outs}
     bwd_eqns = list(j.eqns[len(fwd_eqns):])
-    needed = []
-    for e in bwd_eqns:
-        for a in e.inputs:
-            if isinstance(a, Var) and a in fwd_defined and a not in needed:
-                needed.append(a)
-    for a in j.outputs:
-        if isinstance(a, Var) and a in fwd_defined and a not in needed:
-            needed.append(a)
-    for e in bwd_eqns:  # control-flow sub-graphs read forward values through inputs only
-        pass
+    # (control-flow sub-graphs read forward values through their equation's inputs only)
+    needed = list(dict.fromkeys(a for a in [a for e in bwd_eqns for a in e.inputs] + list(j.outputs)
+                                if isinstance(a, Var) and a in fwd_defined))
     saved, recompute = [], set()
     stack = list(needed)
     while stack:

@@ -76,12 +76,9 @@ class Capture(DynamicDims):
             if s is None:
                 names.append(path)
                 return
-            if s[0] is dict:
-                for k, sub in zip(s[1], s[2]):
-                    walk(x[k], sub, f"{path}[{k!r}]")
-            else:
-                for j, sub in enumerate(s[1]):
-                    walk(x[j], sub, f"{path}[{j}]")
+            keys, subs = (s[1], s[2]) if s[0] is dict else (range(len(s[1])), s[1])
+            for k, sub in zip(keys, subs):
+                walk(x[k], sub, f"{path}[{k!r}]")
         for i, (a, s) in enumerate(zip(args, spec[1])):
             walk(a, s, self._names[i] if i < len(self._names) else f"arg{i}")
         return names
@@ -228,21 +225,18 @@ class Capture(DynamicDims):
         if const_names is not None:
             ctx.const_names = const_names
         syms = {}
+
+        def dim(s, actual):   # (a dynamic dim's name: its Sym, one per name)
+            if isinstance(s, str) and s not in syms:
+                syms[s] = Sym.symbol(s, int(actual))
+            return syms[s] if isinstance(s, str) else s
         with ctx, _gm.set_grad_enabled(gm), contextlib.ExitStack() as undo:
             tracers = []
             orig_vars = []
             for x, d in zip(leaves, sdescs):
                 if d.kind == "tensor":
-                    shape = []
-                    for s, actual in zip(d.shape, x.shape):
-                        if isinstance(s, str):
-                            sym = syms.get(s)
-                            if sym is None:
-                                sym = syms[s] = Sym.symbol(s, int(actual))
-                            shape.append(sym)
-                        else:
-                            shape.append(s)
-                    t = ctx.new_input(Aval(tuple(shape), d.dtype, d.device), _ident(d.name),
+                    shape = tuple(dim(s, actual) for s, actual in zip(d.shape, x.shape))
+                    t = ctx.new_input(Aval(shape, d.dtype, d.device), _ident(d.name),
                                       requires_grad=d.requires_grad)
                     if d.value is not None:   # a numpy array (numpy_args.py)
                         t.__class__ = ArrayArg
@@ -264,8 +258,7 @@ class Capture(DynamicDims):
             try:
                 with printing_noted(), lifting(ctx, self._lifted_numbers - self._static_numbers,
                                               refs_of(self._extra_guard)):
-                    bound = () if self._bound_self is None else (self._bound_self,)
-                    out = fn(*bound, *targs, **tkwargs)
+                    out = fn(*self._bound, *targs, **tkwargs)
             except RecursionError as exc:
                 ctx.restore_attributes()
                 raise _recursion_error(self._mode, exc) from None
@@ -446,15 +439,11 @@ def _verifier(graph: Graph, opt: Graph):
 @contextlib.contextmanager
 def _objects_aged():
     """The capture with the objects that existed before it set aside from the collector
-    (`gc.freeze`) and then put back in the oldest generation (`gc.unfreeze`). A capture
-    allocates thousands of objects that live as long as its entry; each collection of
-    young objects in it also walked the young objects the program made before the call
-    (a first call's: the model, the data, the optimizer), a 0.7-0.8 ms second-generation
-    collection in the CNN's first capture. Aged, those objects are walked by the next full
-    collection, as they would have been after surviving two; a cycle among them that is
-    already garbage is freed there, later than it would have been. Skipped when the
-    program froze objects itself (unfreezing would hand back its objects too) or turned
-    the collector off."""
+    (`gc.freeze`), then put back in the oldest generation (`gc.unfreeze`): a capture
+    allocates thousands of long-lived objects, and each young collection in it would also
+    walk the program's young objects (the model, the data: 0.7-0.8 ms in the CNN's first
+    capture). A garbage cycle among them is freed by the next full collection. Skipped when
+    the program froze objects itself or turned the collector off."""
     if not gc.isenabled() or gc.get_freeze_count():
         yield
         return

@@ -51,16 +51,8 @@ def _is_value(x) -> bool:
 
 
 def _clone_leaves(leaves):
-    out = []
-    for x in leaves:
-        if isinstance(x, Tensor):
-            c = x.detach().clone()
-            if x.requires_grad:
-                c.requires_grad_(True)
-            out.append(c)
-        else:
-            out.append(x)
-    return out
+    return [x.detach().clone().requires_grad_(x.requires_grad) if isinstance(x, Tensor) else x
+            for x in leaves]
 
 
 def run_checked(fn, entry, leaves, args):
@@ -103,8 +95,7 @@ def run_checked(fn, entry, leaves, args):
 def _total(tensors):
     out = None
     for t in tensors:
-        s = t.sum()
-        out = s if out is None else out + s
+        out = t.sum() if out is None else out + t.sum()
     return out
 
 
@@ -112,8 +103,7 @@ def _where(e) -> str:
     return f"{os.path.basename(e.loc[0])}:{e.loc[1]}" if e.loc else "unknown location"
 
 
-def _inputs(entry, leaves):
-    ins = entry.graph_inputs(leaves)
+def _detached(ins):
     return [x.detach() if isinstance(x, Tensor) else x for x in ins]
 
 
@@ -130,7 +120,7 @@ def _record_all(graph, ins) -> tuple:
 
 def _diagnose(fn, entry, leaves, got, bad) -> str:
     graph = entry.opt_graph
-    ins = _inputs(entry, leaves)
+    ins = _detached(entry.graph_inputs(leaves))
     ref_vals, ref_outs = _record_all(graph, ins)
     lines = eqn_lines(graph)
     producer = {o: e for e in graph.eqns for o in e.outs}
@@ -162,7 +152,7 @@ def _diagnose(fn, entry, leaves, got, bad) -> str:
         return (f"check mode: outputs {bad} of compiled {fn.__name__} differ from eager execution, "
                 f"and capturing it again fails ({type(ex).__name__}: {ex})")
     new_ins = entry.graph_inputs(leaves, new_consts)
-    new_vals, _ = _record_all(new, [x.detach() if isinstance(x, Tensor) else x for x in new_ins])
+    new_vals, _ = _record_all(new, _detached(new_ins))
     new_lines = eqn_lines(new)
     for i, e in enumerate(graph.eqns):
         n = new.eqns[i] if i < len(new.eqns) else None
@@ -187,7 +177,6 @@ def _same_eqn(a, b) -> bool:
             return False
         if isinstance(x, Literal) and not (type(x.value) is type(y.value) and x.value == y.value):
             return False
-    pa = {k: format_param(v) for k, v in a.params.items()}
-    pb = {k: format_param(v) for k, v in b.params.items()}
-    return pa == pb
+    return ({k: format_param(v) for k, v in a.params.items()}
+            == {k: format_param(v) for k, v in b.params.items()})
 

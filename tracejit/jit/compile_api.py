@@ -107,11 +107,7 @@ def compile_settings(*, mode: Optional[str] = None, dynamic: Optional[bool] = No
             raise ArgumentError(f"tracejit.compile: option {key!r} must be {want}, got {value!r}")
     kw = {"dynamic": dynamic, "compiler": BACKENDS.get(backend, backend), "compile": MODES[mode],
           "fullgraph": fullgraph, "side_effects": True}
-    if "compile" in opts:
-        kw["compile"] = opts["compile"]
-    for key in ("recompile_limit", "check"):
-        if key in opts:
-            kw[key] = opts[key]
+    kw.update({key: opts[key] for key in ("compile", "recompile_limit", "check") if key in opts})
     return opts.get("capture", "trace"), kw
 
 

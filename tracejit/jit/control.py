@@ -181,13 +181,8 @@ def _trace_branch(parent: TraceContext, fn, operands, name: str):
     """Trace ``fn(*operands)`` as a sub-graph. Tensor operands become inputs."""
     sub = TraceContext(parent)
     with sub:
-        args = []
-        for o in operands:
-            if isinstance(o, Tensor):
-                args.append(sub.new_input(aval_of(o), requires_grad=o.requires_grad))
-            else:
-                args.append(o)
-        out = fn(*args)
+        out = fn(*[sub.new_input(aval_of(o), requires_grad=o.requires_grad) if isinstance(o, Tensor) else o
+                   for o in operands])
     return sub, out
 
 
@@ -206,9 +201,7 @@ def _finish(subs: list, results: list, names, what: str):
         if any(is_undefined(v) for v in vals):
             kinds.append("undef")
         elif all(is_t):
-            avs = []
-            for s, v in zip(subs, vals):
-                avs.append(s.atom(v).aval)
+            avs = [s.atom(v).aval for s, v in zip(subs, vals)]
             for av in avs[1:]:
                 if tuple(av.shape) != tuple(avs[0].shape) or av.dtype is not avs[0].dtype:
                     raise ScriptError(f"{what}: `{name}` is a tensor of type {avs[0]} on one path and "
@@ -240,19 +233,12 @@ def materialize(sub: TraceContext, v, like_aval=None):
 
 
 def union_captures(subs):
-    outer = []
-    for s in subs:
-        for a in s.captured_outer:
-            if a not in outer:
-                outer.append(a)
-    return outer
+    """The outer values the sub-traces `subs` read, each once, in order."""
+    return list(dict.fromkeys(a for s in subs for a in s.captured_outer))
 
 
 def graph_with_captures(sub: TraceContext, n_inputs_vars, outer_all, outs, name):
-    cap_vars = []
-    for a in outer_all:
-        v = sub.captured.get(a)
-        cap_vars.append(v if v is not None else Var(a.aval))
+    cap_vars = [sub.captured.get(a) or Var(a.aval) for a in outer_all]
     return Graph(tuple(n_inputs_vars) + tuple(cap_vars), tuple(sub.eqns), tuple(outs), name)
 
 
@@ -291,10 +277,8 @@ def trace_cond(pred, true_fn, false_fn, operands: tuple = (), names: tuple = (),
     if raised:
         survivor = _raise_at_run_time(ctx, pred, raised, true_fn, false_fn)
         return survivor(*operands)
-    what = "if/else"
     loc = user_location(2)
-    if loc:
-        what = f"if/else at {loc[0]}:{loc[1]}"
+    what = f"if/else at {loc[0]}:{loc[1]}" if loc else "if/else"
     if len(results[0]) != len(results[1]):
         raise ScriptError(f"{what}: the branches produce different numbers of values")
     _cast_numbers(subs, results)

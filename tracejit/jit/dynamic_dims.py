@@ -94,10 +94,7 @@ class DynamicDims:
                 if (allow_symbols and s >= 2 and (d.name, j) not in self._static
                         and ((d.name, j) in self._dynamic or self._force_dynamic)):
                     key = (s, *(old[i].shape[j] for old in seen))
-                    sym = by_size.get(key)
-                    if sym is None:
-                        sym = by_size[key] = f"s{len(by_size)}"
-                    shape.append(sym)
+                    shape.append(by_size.setdefault(key, f"s{len(by_size)}"))
                 else:
                     shape.append(s)
             out.append(LeafDesc("tensor", d.name, d.dtype, d.device, d.requires_grad, tuple(shape), d.value))

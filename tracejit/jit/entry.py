@@ -67,10 +67,7 @@ class Entry:
         self.guard = self._first_guard if isinstance(guard, PendingGuard) else guard
         self._pending_guard = guard if isinstance(guard, PendingGuard) else None
         self.guard_src = guard_src
-        if not isinstance(executor, Executor):
-            raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
-                            f"got {type(executor).__name__}")
-        self.executor = executor
+        self.executor = _executor(executor)
         # the executor the entry was made with: what explain and cache_stats ask about its
         # tier and kernels (a background compile's, after `set_executor` too)
         self.origin = executor
@@ -143,9 +140,7 @@ class Entry:
     def set_executor(self, executor: Executor) -> None:
         """Run `executor` from now on (a background compile's switch to kernels). The hit
         function is replaced in one attribute store: a caller sees the old one or the new."""
-        if not isinstance(executor, Executor):
-            raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
-                            f"got {type(executor).__name__}")
+        executor = _executor(executor)
         with _hit_lock:
             self.executor = executor
             self.hit = self._build_hit()
@@ -188,10 +183,8 @@ class Entry:
     def run(self, leaves, args=()):
         """Run the graph on the call's argument `leaves`; `args`: its values per parameter,
         whose lists and dicts get what the function stores into them."""
-        if self._direct:
-            ins = leaves  # every leaf is a graph input, in order, and nothing was lifted
-        else:
-            ins = self.graph_inputs(leaves)
+        # (_direct: every leaf is a graph input, in order, and nothing was lifted)
+        ins = leaves if self._direct else self.graph_inputs(leaves)
         if self._single:  # one tensor out, nothing written back
             return self.executor(ins)[0]
         outs = self.executor(ins)
@@ -232,6 +225,13 @@ class Entry:
             syms = bind_symbols(self.graph, ins)
             chain = [(p, _eval(rest, syms), eval_params(params, syms)) for p, rest, params in chain]
         return _views.replay(arg, chain)
+
+
+def _executor(executor):
+    if not isinstance(executor, Executor):
+        raise TypeError(f"an entry's executor must be a tracejit.jit.backend.Executor, "
+                        f"got {type(executor).__name__}")
+    return executor
 
 
 def _keep_inputs(outs: list, leaves: list, written: list) -> None:

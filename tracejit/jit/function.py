@@ -83,6 +83,7 @@ class CompiledFunction(Capture):
             raise ValueError(f"compile= must be 'background' or 'sync', got {compile!r}")
         self._compile_mode = compile  # None: $TRACEJIT_COMPILE, else background (compiler/tiers.py)
         self._bound_self = bound_self
+        self._bound = () if bound_self is None else (bound_self,)   # what a call passes first
         if extra_guard is None and bound_self is None:
             from .python_refs import python_refs_guard
             extra_guard = python_refs_guard(fn)   # its global/closure numbers, or None
@@ -120,8 +121,7 @@ class CompiledFunction(Capture):
         self._fell_back = False
         self._split = None         # a module forward that broke: its submodules' (submodules.py)
         self._quiet_break = False  # a submodule's forward: its break logged, not warned
-        self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
-                       "eager_fallbacks": 0, "eager_calls": 0}
+        self._stats = _new_stats()
         # functools.partial and other callables have no __name__: messages still need one.
         self.__name__ = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", None) \
             or type(fn).__name__
@@ -145,18 +145,12 @@ class CompiledFunction(Capture):
         return functools.partial(self, obj)
 
     def _call_eager(self, args, kwargs):
-        if self._bound_self is not None:
-            if self._split is not None:   # broke the graph: its submodules run compiled
-                return self._split.call(self._fn, self._bound_self, *args, **kwargs)
-            return self._fn(self._bound_self, *args, **kwargs)
-        return self._fn(*args, **kwargs)
+        if self._split is not None:   # (a module forward that broke the graph)
+            return self._split.call(self._fn, self._bound_self, *args, **kwargs)
+        return self._fn(*self._bound, *args, **kwargs)
 
     def run_eagerly(self, vals):
-        """Run the Python function on per-parameter values (as `entry_for` binds them)."""
-        return self._call_eager_bound(vals)
-
-    def _call_eager_bound(self, vals):
-        """Call the Python function with the per-parameter values `_bind` produced."""
+        """Run the Python function on per-parameter values (as `_bind` gives them)."""
         args, kwargs = self._unbind(vals)
         return self._call_eager(args, kwargs)
 
@@ -165,7 +159,7 @@ class CompiledFunction(Capture):
         if self._simple:
             return tuple(vals), {}
         args, kwargs = [], {}
-        params = list(self._sig.parameters.values())[1 if self._bound_self is not None else 0:]
+        params = list(self._sig.parameters.values())[len(self._bound):]
         for p, v in zip(params, vals):
             if p.kind == p.VAR_POSITIONAL:
                 args.extend(v)
@@ -198,8 +192,7 @@ class CompiledFunction(Capture):
         if _reg.trace_state.tracer is not None:
             # Called from inside another function being captured: inline it there.
             return self._call_inline(args, kwargs)
-        if kwargs or not self._simple or len(args) != self._nparams:
-            args = self._bind(args, kwargs)
+        args = self._bind(args, kwargs)
         gm = _gm._state.enabled
         # Each entry's generated hit guards and runs in one call; an aliased call misses it
         # and `_miss` finds the entry by its guard (`_run_hit` then runs it eagerly).
@@ -224,7 +217,7 @@ class CompiledFunction(Capture):
                     return self._run_hit(e, leaves, args)
         if self._fell_back:  # past the recompile limit or a graph break: eagerly, no capture
             self._stats["eager_calls"] += 1
-            return self._call_eager_bound(args)
+            return self.run_eagerly(args)
         return self._miss(args, leaves, spec, gm)
 
     def _run_hit(self, e: Entry, leaves, args):
@@ -242,15 +235,15 @@ class CompiledFunction(Capture):
         self._stats["alias_fallbacks"] = self._stats.get("alias_fallbacks", 0) + 1
         config.topic("recompiles").info("%s: arguments share memory and the function writes to "
                                         "one in place: running eagerly", self.__name__)
-        return self._call_eager_bound(args)
+        return self.run_eagerly(args)
 
     def _call_inline(self, args, kwargs):
-        fn = self._get_trace_fn()
-        if self._bound_self is not None:
-            return fn(self._bound_self, *args, **kwargs)
-        return fn(*args, **kwargs)
+        return self._get_trace_fn()(*self._bound, *args, **kwargs)
 
     def _bind(self, args, kwargs):
+        """Per-parameter values of a call with these arguments."""
+        if not kwargs and self._simple and len(args) == self._nparams:
+            return args
         d = self._defaults
         if d is not None and len(args) <= len(d):
             # keywords and defaults filled in by name (inspect's bind costs ~8 us a call); any
@@ -267,16 +260,13 @@ class CompiledFunction(Capture):
             if found == len(kwargs) and len(vals) == len(d):
                 return tuple(vals)
         try:
-            if self._bound_self is not None:
-                ba = self._sig.bind(self._bound_self, *args, **kwargs)
-            else:
-                ba = self._sig.bind(*args, **kwargs)
+            ba = self._sig.bind(*self._bound, *args, **kwargs)
         except TypeError as e:
             self._raise_python_arg_error(args, kwargs)
             raise TypeError(f"{self.__name__}() {e}") from None
         ba.apply_defaults()
         vals = []
-        for name, p in list(self._sig.parameters.items())[1 if self._bound_self is not None else 0:]:
+        for name, p in list(self._sig.parameters.items())[len(self._bound):]:
             v = ba.arguments[name]
             if p.kind == p.VAR_POSITIONAL:
                 vals.append(tuple(v))
@@ -294,10 +284,7 @@ class CompiledFunction(Capture):
         except Exception:  # an unusual callable (a builtin): keep the inspect-based message
             return
         try:
-            if self._bound_self is not None:
-                stub(self._bound_self, *args, **kwargs)
-            else:
-                stub(*args, **kwargs)
+            stub(*self._bound, *args, **kwargs)
         except TypeError as e:
             raise e.with_traceback(None) from None
 
@@ -305,14 +292,11 @@ class CompiledFunction(Capture):
         with self._lock:
             # Threads making the same first call wait here for one capture: an entry that
             # another thread added while this one waited serves this call too.
-            waited = next((e for e in self._entries
-                           if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
-            if waited is None:
-                waited = self._adopt(leaves, spec, gm)
+            waited = self._lookup(leaves, spec, gm) or self._adopt(leaves, spec, gm)
             if waited is None:
                 entry, saved = self._capture_for(args, leaves, spec, gm)
                 if entry is None:  # past the recompile limit
-                    return self._call_eager_bound(args)
+                    return self.run_eagerly(args)
         if waited is not None:
             return self._run_hit(waited, leaves, args)
         if entry.no_alias and entry.aliased(leaves):
@@ -437,14 +421,11 @@ class CompiledFunction(Capture):
     def _example_entry(self, args, kwargs):
         """(the entry for these arguments, found or captured; the dynamic-dim state before
         its capture, or None when it was found; the argument leaves)."""
-        if kwargs or not self._simple or len(args) != self._nparams:
-            args = self._bind(args, kwargs)
+        args = self._bind(args, kwargs)
         gm = _gm._state.enabled
         leaves, spec = flatten(list(args))
         with self._lock:
-            entry = next((e for e in self._entries
-                          if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
-            entry = entry or self._adopt(leaves, spec, gm)
+            entry = self._lookup(leaves, spec, gm) or self._adopt(leaves, spec, gm)
             if entry is not None:
                 return entry, None, leaves
             entry, saved = self._capture_for(args, leaves, spec, gm)
@@ -461,8 +442,7 @@ class CompiledFunction(Capture):
             self._grown.clear()
             self._fell_back = False
             self._split = None
-            self._stats = {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [],
-                           "eager_fallbacks": 0, "eager_calls": 0}
+            self._stats = _new_stats()
 
     def explain(self, *args, **kwargs):
         from .explain import explain
@@ -475,17 +455,22 @@ class CompiledFunction(Capture):
     def entry_for(self, *args, **kwargs) -> Optional[Entry]:
         """The cached entry a call with these arguments runs now (grad mode included), or
         None when such a call would capture, or run eagerly."""
-        if kwargs or not self._simple or len(args) != self._nparams:
-            args = self._bind(args, kwargs)
+        args = self._bind(args, kwargs)
         gm = _gm._state.enabled
-        leaves, spec = flatten(list(args))
-        for e in list(self._entries):
-            if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm):
-                return e
-        return None
+        return self._lookup(*flatten(list(args)), gm)
+
+    def _lookup(self, leaves, spec, gm) -> Optional[Entry]:
+        """The cached entry whose guard a call with these leaves passes, or None."""
+        return next((e for e in list(self._entries)
+                     if e.arg_spec == spec and e.guard(leaves, e.const_tensors, gm)), None)
 
     def __repr__(self) -> str:
         return f"<tracejit.{self._mode} {self.__name__}: {len(self._entries)} entries>"
+
+
+def _new_stats() -> dict:
+    return {"compiles": 0, "hits": 0, "misses": 0, "recompile_reasons": [], "eager_fallbacks": 0,
+            "eager_calls": 0}
 
 
 def _arg_stub(fn):

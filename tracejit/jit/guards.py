@@ -112,9 +112,7 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
                f"        s = {shape}"]
         out += [f"        if len(s) != {len(d.shape)}:", "            return NO"]
         for j, dim in enumerate(d.shape):
-            if isinstance(dim, int):
-                out += [f"        if s[{j}] != {dim}:", "            return NO"]
-            elif dim in seen:
+            if isinstance(dim, int) or dim in seen:
                 out += [f"        if s[{j}] != {dim}:", "            return NO"]
             else:
                 seen.add(dim)
@@ -162,12 +160,10 @@ def build_guard(descs: list, const_descs: list, grad_mode: bool, extra=None, on_
 
 class PendingGuard:
     """A generated guard not compiled yet: ``function()`` compiles it (once) and returns
-    it; calling the object calls that. An entry's plain guard is called only off the hot
-    path (a call with keywords, in a special mode, or after the entry's own hit missed:
-    the hot path runs the entry's generated hit function, which checks the same things),
-    and compiling its source (~2.8 KB for LeNet's forward: 0.7 ms) was a third of
-    building it in every capture, that is of a background-mode first call. Its source is
-    in linecache under its pseudo-file name from the start, as a compiled guard's is."""
+    it. An entry's plain guard is called only off the hot path (the hot path runs the
+    entry's generated hit function, which checks the same things), and compiling its
+    source (~2.8 KB for LeNet's forward: 0.7 ms) is a third of building it in every
+    capture. Its source is in linecache under its pseudo-file name from the start."""
 
     __slots__ = ("source", "filename", "_globals", "_name", "_fn")
 
@@ -182,9 +178,6 @@ class PendingGuard:
             exec(compile(self.source, self.filename, "exec"), g)
             fn = self._fn = g[self._name]
         return fn
-
-    def __call__(self, *args):
-        return self.function()(*args)
 
 
 def _eq_comparable(v) -> bool:

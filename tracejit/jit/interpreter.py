@@ -68,11 +68,9 @@ def interpret(graph: Graph, args, syms: dict | None = None, record=None) -> list
     use, and runs `steps` in place of primitives)."""
     env: dict = {}
     for v, a in zip(graph.inputs, args):
-        if type(a) in _PY_SCALARS:
-            # A runtime scalar argument: a 0-d tensor of the dtype the graph typed it with,
-            # so every primitive (cast included) can take it.
-            a = Tensor._wrap(np.asarray(a, dtype=v.aval.dtype.np), v.aval.dtype, CPU)
-        env[v] = a
+        # (a runtime scalar argument: a 0-d tensor of the dtype the graph typed it with, so
+        # every primitive, cast included, can take it)
+        env[v] = _scalar_input(a, v.aval.dtype) if type(a) in _PY_SCALARS else a
     if syms is None:
         syms = bind_symbols(graph, args) if graph.symbols else {}
 

@@ -40,12 +40,9 @@ def _carried(vals):
     """A loop's carried values: numbers become 0-d tensors (so the body can change them,
     weakly typed as the Python numbers they were); returns (carried, positions of the
     tensors, their avals)."""
-    carried = []
-    for v in vals:
-        if isinstance(v, (bool, int, float)) and not isinstance(v, Tensor):
-            carried.append(ops.full((), v, dtype=_dt.scalar_dtype(v)))
-        else:
-            carried.append(v)
+    carried = [ops.full((), v, dtype=_dt.scalar_dtype(v))
+               if isinstance(v, (bool, int, float)) and not isinstance(v, Tensor) else v
+               for v in vals]
     tensor_pos = [i for i, v in enumerate(carried) if isinstance(v, Tensor)]
     avals = []
     for i in tensor_pos:
@@ -90,33 +87,37 @@ def _graph_while(cond_fn, body_fn, vals, names):
 
     def _run(fn, sub):
         with sub:
-            ins = [sub.new_input(a) for a in avals]
-            full = list(carried)
-            for p, t in zip(tensor_pos, ins):
-                full[p] = t
-            return ins, fn(*full)
+            return fn(*_placed(carried, tensor_pos, [sub.new_input(a) for a in avals]))
 
     csub = TraceContext(ctx)
-    cins, c = _run(cond_fn, csub)
+    c = _run(cond_fn, csub)
     if not isinstance(c, Tensor):
         raise ScriptError(f"{what}: the condition stopped depending on tensors inside the loop")
     with csub:
         c = as_pred(csub, c)
     bsub = TraceContext(ctx)
-    bins, new = _run(body_fn, bsub)
-    new = tuple(new)
+    new = tuple(_run(body_fn, bsub))
     body_outs = _body_outputs(bsub, new, carried, tensor_pos, avals, names, what)
     outer_all = union_captures([csub, bsub])
     cg = graph_with_captures(csub, csub.inputs, outer_all, [csub.atom(c)], "cond")
     bg = graph_with_captures(bsub, bsub.inputs, outer_all, body_outs, "body")
-    # A carried value stays a number only if the body keeps it one.
-    out_avals = [Aval(a.shape, a.dtype, a.device, weak=a.weak and o.aval.weak) for a, o in zip(avals, body_outs)]
     outs = ctx.emit_multi(WHILE, [ctx.atom(carried[p]) for p in tensor_pos] + outer_all,
-                          {"cond_graph": cg, "body_graph": bg}, out_avals)
-    final = list(carried)
-    for p, o in zip(tensor_pos, outs):
-        final[p] = o
-    return tuple(final)
+                          {"cond_graph": cg, "body_graph": bg}, _out_avals(avals, body_outs))
+    return tuple(_placed(carried, tensor_pos, outs))
+
+
+def _placed(vals, positions, new) -> list:
+    """`vals` with the items at `positions` replaced by `new`'s, in order."""
+    out = list(vals)
+    for p, v in zip(positions, new):
+        out[p] = v
+    return out
+
+
+def _out_avals(avals, body_outs) -> list:
+    """A loop's result types: a carried value stays a number only if the body keeps it one."""
+    return [Aval(a.shape, a.dtype, a.device, weak=a.weak and o.aval.weak)
+            for a, o in zip(avals, body_outs)]
 
 
 def _define_body_locals(body_fn, vals):
@@ -200,23 +201,15 @@ def _graph_scan(length, body_fn, vals, names):
     bsub = TraceContext(ctx)
     with bsub:
         k = bsub.new_input(k_aval)
-        ins = [bsub.new_input(a) for a in avals]
-        full = list(carried)
-        for p, t in zip(tensor_pos, ins):
-            full[p] = t
-        new = tuple(body_fn(k, *full))
+        new = tuple(body_fn(k, *_placed(carried, tensor_pos, [bsub.new_input(a) for a in avals])))
     body_outs = _body_outputs(bsub, new, carried, tensor_pos, avals, names, what)
     outer_all = union_captures([bsub])
     bg = graph_with_captures(bsub, bsub.inputs, outer_all, body_outs, "body")
-    out_avals = [Aval(a.shape, a.dtype, a.device, weak=a.weak and o.aval.weak) for a, o in zip(avals, body_outs)]
     outs = ctx.emit_multi(SCAN, [ctx.atom(length)] + [ctx.atom(carried[p]) for p in tensor_pos] + outer_all,
                           {"body_graph": bg, "n_carry": len(tensor_pos), "n_xs": 0, "reverse": False,
                            "trip": length if isinstance(length, (int, Sym)) else None},
-                          out_avals)
-    final = list(carried)
-    for p, o in zip(tensor_pos, outs):
-        final[p] = o
-    return tuple(final)
+                          _out_avals(avals, body_outs))
+    return tuple(_placed(carried, tensor_pos, outs))
 
 
 def scan(f, init, xs=(), length=None, reverse: bool = False):

@@ -35,7 +35,6 @@ from .value_snapshot import BUDGET, SCALARS, differs, unchanged, watcher, worth_
 __all__ = ["ModuleStateGuard", "recording", "with_module_arguments", "sibling_check", "map_state"]
 
 
-
 def _plain(v) -> bool:
     """A value a capture may have turned into a constant: compared by value."""
     if isinstance(v, SCALARS):
@@ -112,9 +111,7 @@ def read_in_capture(module, name: str) -> Optional[bool]:
 def _attrs(m, read: Optional[set]) -> dict:
     """The plain attributes of `m` in `read` (None: every plain one). A forward that never
     reads ``training`` (a conv, GroupNorm) serves train and eval alike."""
-    d = vars(m)
-    keys = [k for k in d if read is None or (id(m), k) in read]
-    return {k: d[k] for k in keys if _plain(d[k])}
+    return {k: v for k, v in vars(m).items() if (read is None or (id(m), k) in read) and _plain(v)}
 
 
 _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
@@ -210,8 +207,7 @@ class _StateCheck:
         for i, path in enumerate(self.paths):
             if path is None:
                 continue
-            m, kind, k = path
-            now = (vars(m) if kind == "a" else m._buffers if kind == "b" else m._parameters).get(k)
+            now = _tensor_at(*path)
             old = self.consts[i]
             if now is old:
                 continue
@@ -226,6 +222,8 @@ class _StateCheck:
         return True
 
     def _differences(self, stop_at_first: bool = False) -> list:
+        """Why the tree's state differs from the capture's (the first reason only, with
+        `stop_at_first`)."""
         out = []
         named = list(self.root.named_modules())
         if len(named) != len(self.mods) or any(m is not old for (_, m), old in zip(named, self.mods)):
@@ -236,25 +234,18 @@ class _StateCheck:
         for k, (n, m, attrs, hooks) in enumerate(zip(self.names, self.mods, self.attrs, self.hooks)):
             if (k or self.root_hooks) and _hooks(m) != hooks:
                 out.append(f"module {n!r}: its hooks changed (one was registered or removed)")
-                if stop_at_first:
-                    return out
             d = vars(m)
             for k in attrs:
                 if ("attr", id(m), k) in self.lifted:   # a runtime input: any number of its type
                     if type(d.get(k)) is not type(attrs[k]):
                         out.append(f"module {n!r}: attribute {k!r} (any {type(attrs[k]).__name__}, a "
-                                   f"runtime input) is "
-                                   f"now {d.get(k, '<unset>')!r}")
-                        if stop_at_first:
-                            return out
-                    continue
-                if k not in d or not _same(attrs[k], d[k]):
-                    now = {k: d[k]} if k in d else {}
+                                   f"runtime input) is now {d.get(k, '<unset>')!r}")
+                elif k not in d or not _same(attrs[k], d[k]):
                     what = ("training guard failed" if k == "training" else f"attribute {k!r} changed")
                     out.append(f"module {n!r}: {what}: {attrs.get(k, '<unset>')!r} -> "
-                               f"{now.get(k, '<unset>')!r}")
-                    if stop_at_first:
-                        return out
+                               f"{d.get(k, '<unset>')!r}")
+            if out and stop_at_first:
+                return out
         for n, m, k, w in self.deep:
             d = differs(w[2], vars(m).get(k))
             if d is not None:
@@ -284,7 +275,6 @@ class _StateCheck:
         out = self._differences()
         return out or ["a tensor of the module was rebound with another dtype, shape or "
                        "requires_grad, or a written buffer was rebound"]
-
 
     def for_sibling(self, root) -> Optional[tuple]:
         """For `root`, another module of the class this capture was taken on: (the check of
@@ -317,8 +307,7 @@ class _StateCheck:
                     return None
                 consts.append(t)
                 continue
-            m, kind, name = objs[id(path[0])], path[1], path[2]
-            t = (vars(m) if kind == "a" else m._buffers if kind == "b" else m._parameters).get(name)
+            t = _tensor_at(objs[id(path[0])], path[1], path[2])
             if not isinstance(t, Tensor):
                 return None
             consts.append(t)
@@ -352,6 +341,11 @@ class _StateCheck:
             elif not (_plain(v) or worth_watching(v)) and v is not w:
                 return False
         return True
+
+
+def _tensor_at(m, kind: str, name: str):
+    """What module `m` holds as attribute (kind "a"), buffer ("b") or parameter ("p") `name`."""
+    return (vars(m) if kind == "a" else m._buffers if kind == "b" else m._parameters).get(name)
 
 
 def _held_tensors(mods: list) -> set:

@@ -123,11 +123,8 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "and": np.bitw
 _UNARY = {"neg": np.negative, "invert": np.invert}
 # numpy's elementwise functions traced on array arguments: the tensor operator that computes
 # the same on operands cast to numpy's common dtype (others raise NumpyOnArray)
-_TRACED = {np.add: operator.add, np.subtract: operator.sub, np.multiply: operator.mul,
-           np.bitwise_and: operator.and_, np.bitwise_or: operator.or_, np.bitwise_xor: operator.xor,
-           np.equal: operator.eq, np.not_equal: operator.ne, np.less: operator.lt,
-           np.less_equal: operator.le, np.greater: operator.gt, np.greater_equal: operator.ge,
-           np.negative: operator.neg, np.invert: operator.invert}
+_TRACED = {uf: getattr(operator, n + "_" if n in ("and", "or") else n)
+           for n, uf in {**_BINARY, **_UNARY}.items()}
 
 
 def _traced_ufunc(arg: ArrayArg, ufunc, inputs: tuple) -> ArrayArg:

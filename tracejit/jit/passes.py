@@ -219,6 +219,10 @@ def _is_one(a, producer: dict) -> bool:
     return v is not None and not isinstance(v, (bool, Sym)) and v == 1
 
 
+# x*1, x+0, x-0, x/1, x**1: the unit operand of each, and whether it may come first
+_UNITS = {MUL: (1, True), ADD: (0, True), SUB: (0, False), DIV: (1, False), POW: (1, False)}
+
+
 def simplify(g: Graph) -> Graph:
     """x*1, 1*x, x+0, 0+x, x-0, x/1, x**1, --x, cast to the same dtype, identity reshapes.
     The 1 of x*1 may be a computed tensor of ones (`_is_one`): x*1 is x exactly in IEEE
@@ -256,22 +260,13 @@ def simplify(g: Graph) -> Graph:
                     producer[r.out] = r
             continue
         same = lambda a: isinstance(a, Var) and a.aval == e.out.aval  # noqa: E731 - no broadcast/promotion change
-        if p is MUL:
-            if _is_one(ins[1], producer) and same(ins[0]):
+        if p in _UNITS:
+            v, both = _UNITS[p]
+            unit = (lambda a: _is_one(a, producer)) if p is MUL else (lambda a: _is_lit(a, v))
+            if unit(ins[1]) and same(ins[0]):
                 repl = ins[0]
-            elif _is_one(ins[0], producer) and same(ins[1]):
+            elif both and unit(ins[0]) and same(ins[1]):
                 repl = ins[1]
-        elif p is ADD:
-            if _is_lit(ins[1], 0) and same(ins[0]):
-                repl = ins[0]
-            elif _is_lit(ins[0], 0) and same(ins[1]):
-                repl = ins[1]
-        elif p is SUB:
-            if _is_lit(ins[1], 0) and same(ins[0]):
-                repl = ins[0]
-        elif p in (DIV, POW):
-            if _is_lit(ins[1], 1) and same(ins[0]):
-                repl = ins[0]
         elif p is NEG:
             p = producer.get(ins[0])
             if p is not None and p.prim is NEG and same(p.inputs[0]):
@@ -314,7 +309,6 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
     a, b = m.inputs
     if _nt_rows_first(producer, a, b):
         return None
-    permute = PERMUTE
     new = []
 
     def t(a):
@@ -322,7 +316,7 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
         if p is not None and p.prim is PERMUTE and tuple(p.params["dims"]) == (1, 0):
             return p.inputs[0]
         v = Var(Aval((a.aval.shape[1], a.aval.shape[0]), a.aval.dtype, a.aval.device))
-        new.append(Eqn(permute, (a,), (v,), {"dims": (1, 0)}, e.loc))
+        new.append(Eqn(PERMUTE, (a,), (v,), {"dims": (1, 0)}, e.loc))
         return v
     bt, at = t(b), t(a)
     new.append(Eqn(m.prim, (bt, at), e.outs, dict(m.params), m.loc))
@@ -468,7 +462,6 @@ def lift_symbolic_literals(graph: Graph) -> Graph:
     computed by the plan from the input shapes, so kernels read them at run time instead
     of baking in the size seen at trace time. Run on a graph before it is lowered (not
     part of `optimize`: the interpreter evaluates such literals from the bound sizes)."""
-    full = FULL
     eqns = []
     changed = False
     for e in graph.eqns:
@@ -476,7 +469,7 @@ def lift_symbolic_literals(graph: Graph) -> Graph:
         for a in e.inputs:
             if isinstance(a, Literal) and isinstance(a.value, Sym):
                 v = Var(Aval((), a.aval.dtype, a.aval.device))
-                eqns.append(Eqn(full, (), (v,), {"shape": (), "value": a.value, "dtype": a.aval.dtype,
+                eqns.append(Eqn(FULL, (), (v,), {"shape": (), "value": a.value, "dtype": a.aval.dtype,
                                                  "device": a.aval.device}, e.loc))
                 ins.append(v)
                 changed = True

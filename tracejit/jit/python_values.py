@@ -21,6 +21,15 @@ from .size_args import rounded
 __all__ = ["PythonValues"]
 
 
+def _rounding(kind: str):
+    """``math.<kind>`` of a tracer: a symbolic size where `rounded` gives one."""
+    def op(self):
+        v = rounded(self, kind)
+        return getattr(math, kind)(self._concrete(f"math.{kind}(tensor)")) if v is None else v
+    op.__name__ = f"__{kind}__"
+    return op
+
+
 class PythonValues:
     """`Tracer`'s conversions to Python values."""
 
@@ -29,14 +38,12 @@ class PythonValues:
     def _concrete(self, what: str, kind: str = "value"):
         """The value Python code asks for (`kind`: "bool", "value" a number, "array"), where
         the capture knows it; else a TraceError saying why it cannot."""
-        if self._var.aval.weak:  # computed from runtime scalar arguments only
-            v = self._trace.concretize(self, "bool" if kind == "bool" else "value", what)
-            if v is not NOT_KNOWN:
-                return v
-        else:   # computed from sizes, literals and small tensors of Python state only
-            v = known_as(self._trace, self._var, kind)
-            if v is not NOT_KNOWN:
-                return v
+        # from runtime scalar arguments only; else from sizes, literals and small tensors of
+        # Python state only
+        v = (self._trace.concretize(self, "bool" if kind == "bool" else "value", what)
+             if self._var.aval.weak else known_as(self._trace, self._var, kind))
+        if v is not NOT_KNOWN:
+            return v
         where = user_where(3)
         if self._var.aval.weak:
             raise TraceError(
@@ -72,17 +79,7 @@ class PythonValues:
         v = rounded(self, "int")   # (int() must return an int: no symbolic size)
         return int(self._concrete("int(tensor)")) if v is None else v
 
-    def __floor__(self):
-        v = rounded(self, "floor")
-        return math.floor(self._concrete("math.floor(tensor)")) if v is None else v
-
-    def __ceil__(self):
-        v = rounded(self, "ceil")
-        return math.ceil(self._concrete("math.ceil(tensor)")) if v is None else v
-
-    def __trunc__(self):
-        v = rounded(self, "trunc")
-        return math.trunc(self._concrete("math.trunc(tensor)")) if v is None else v
+    __floor__, __ceil__, __trunc__ = (_rounding(kind) for kind in ("floor", "ceil", "trunc"))
 
     def __index__(self):
         return operator.index(self._concrete("using a number argument as an index, size or range bound"

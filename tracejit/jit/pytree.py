@@ -56,8 +56,7 @@ def _children(xs, leaves: list, objects: bool) -> tuple:
 
 
 def unflatten(spec, leaves):
-    it = iter(leaves)
-    return _build(spec, it)
+    return _build(spec, iter(leaves))
 
 
 def _build(spec, it):
@@ -76,6 +75,4 @@ def _build(spec, it):
     vals = [_build(s, it) for s in spec[1]]
     if kind is tuple or kind is list:
         return kind(vals)
-    if hasattr(kind, "_fields"):
-        return kind(*vals)
-    return kind(vals)
+    return kind(*vals) if hasattr(kind, "_fields") else kind(vals)

@@ -160,10 +160,7 @@ def make_check(decisions: list):
     def check(leaves) -> bool:
         for d in decisions:
             v = evaluate(d.expr, leaves)
-            if d.kind == "bool":
-                if bool(v) is not d.expected:
-                    return False
-            elif not same_number(v, d.expected):
+            if not (bool(v) is d.expected if d.kind == "bool" else same_number(v, d.expected)):
                 return False
         return True
     return check

@@ -19,6 +19,7 @@ of the body does the same split.)
 """
 from __future__ import annotations
 
+from .. import ops
 from ..ops.registry import Aval
 from .control import SCAN
 from .ir import Eqn, Graph, Var, def_use
@@ -57,11 +58,19 @@ def _body_active(e: Eqn, act: set) -> list:
     """Which body inputs the reverse loop differentiates: every floating carry (a carry
     whose initial value is a constant still feeds later steps that depend on active
     values), the active xs and loop constants."""
-    nc, nx = e.params["n_carry"], e.params["n_xs"]
-    carries, xs, consts = e.inputs[1:1 + nc], e.inputs[1 + nc:1 + nc + nx], e.inputs[1 + nc + nx:]
+    _, carries, xs, consts = _parts(e.inputs, 1, e.params["n_carry"], e.params["n_xs"])
     return ([False] + [a.aval.dtype.is_floating_point for a in carries]
             + [isinstance(a, Var) and a in act for a in xs]
             + [isinstance(a, Var) and a in act for a in consts])
+
+
+def _parts(seq, *sizes) -> list:
+    """`seq` cut into consecutive parts of these sizes, and the rest."""
+    out, i = [], 0
+    for n in sizes:
+        out.append(seq[i:i + n])
+        i += n
+    return out + [seq[i:]]
 
 
 def _stacked(trip, v) -> Aval:
@@ -100,55 +109,35 @@ def scan_vjp(ctx: TraceContext, e: Eqn, gs: list, act: set, val):
     """Gradients of a scan rewritten by `add_residuals`: one reverse loop over the body's
     backward, reading the stacked residuals as per-step slices, carrying the carries'
     cotangents, accumulating the loop constants' gradients and stacking the xs'."""
-    from .. import ops
     bb: Graph = e.params["vjp_graph"]
     nc, nx, n_res = e.params["n_carry"], e.params["n_xs"], e.params["n_res"]
     active = e.params["vjp_active"]
     ny = len(e.outs) - nc - n_res
     n_saved = n_res - nc
     length = e.inputs[0]
-    carries, xs, consts = e.inputs[1:1 + nc], e.inputs[1 + nc:1 + nc + nx], e.inputs[1 + nc + nx:]
-    nk = len(consts)
-    c_loop = list(active[1:1 + nc])
-    x_act = list(active[1 + nc:1 + nc + nx])
-    k_act = list(active[1 + nc + nx:])
+    _, carries, xs, consts = _parts(e.inputs, 1, nc, nx)
+    _, c_loop, x_act, k_act = (list(p) for p in _parts(active, 1, nc, nx))
     c_act = [isinstance(a, Var) and a in act for a in carries]
     res = e.outs[nc + ny:]
     trip = e.params["trip"]
     # bb's inputs: k, carries, xs, consts, saved, cotangents of (carries out, ys)
-    b_k = bb.inputs[0]
-    b_c = bb.inputs[1:1 + nc]
-    b_x = bb.inputs[1 + nc:1 + nc + nx]
-    b_consts = bb.inputs[1 + nc + nx:1 + nc + nx + nk]
-    b_saved = bb.inputs[1 + nc + nx + nk:1 + nc + nx + nk + n_saved]
-    b_cts = bb.inputs[1 + nc + nx + nk + n_saved:]
+    (b_k,), b_c, b_x, b_consts, b_saved, b_cts = _parts(bb.inputs, 1, nc, nx, len(consts), n_saved)
     n_gc, n_gx = sum(c_loop), sum(x_act)
-    outs = list(bb.outputs)
-    g_c, g_x, g_k = outs[:n_gc], outs[n_gc:n_gc + n_gx], outs[n_gc + n_gx:]
+    g_c, g_x, g_k = _parts(list(bb.outputs), n_gc, n_gx)
     # Loop constants' gradients that are a sum over steps of A_t^T @ B_t (a weight's
     # gradient) become one GEMM after the loop over the stacked A and B (see `_hoistable`).
-    stacked_of = {}   # bb input -> the stacked tensor outside the loop its slices come from
-    for v, r in zip(tuple(b_c) + tuple(b_saved), res):
-        stacked_of[v] = ("res", r)
-    for v, x in zip(b_x, xs):
-        stacked_of[v] = ("val", x)
+    # bb input -> the stacked tensor outside the loop its slices come from
+    stacked_of = {v: ("res", r) for v, r in zip(tuple(b_c) + tuple(b_saved), res)}
+    stacked_of.update((v, ("val", x)) for v, x in zip(b_x, xs))
     variant = _variant(bb, {b_k, *b_c, *b_x, *b_saved, *b_cts})
     hoist = [_hoistable(bb, g, variant) for g in g_k]
     # an xs' gradient is stacked by the reverse loop anyway (the LSTM's gate gradients)
     gx_index = {v: j for j, v in enumerate(g_x) if isinstance(v, Var)}
-    extra_ys = []     # per-step values the reverse loop stacks for hoisted GEMMs
-    for h in hoist:
-        if h is not None:
-            for v in h[0:2]:
-                if v not in stacked_of and v not in gx_index and v not in extra_ys:
-                    extra_ys.append(v)
-    acc_in = []
-    it_h = iter(hoist)
-    for c, a in zip(consts, k_act):
-        if a:
-            h = next(it_h)
-            if h is None:
-                acc_in.append(Var(c.aval))
+    # per-step values the reverse loop stacks for hoisted GEMMs
+    extra_ys = list(dict.fromkeys(v for h in hoist if h is not None for v in h[0:2]
+                                  if v not in stacked_of and v not in gx_index))
+    active_consts = [c for c, a in zip(consts, k_act) if a]
+    acc_in = [Var(c.aval) for c, h in zip(active_consts, hoist) if h is None]
     acc_g = [g for g, h in zip(g_k, hoist) if h is None]
     rctx = TraceContext()
     with rctx:
@@ -212,7 +201,6 @@ def _dense(ctx: TraceContext, g):
     array element by element (unvectorized: an LSTM's feature-major output, permuted back
     to (L, N, H), gets a transposed cotangent: its gate-gradient kernel took 700 instead
     of ~70 us per step)."""
-    from .. import ops
     v = ctx.atom(g)
     for eq in reversed(ctx.eqns):
         if v in eq.outs:
@@ -224,7 +212,6 @@ def _step_rows(s):
     """(T, M, N) stacked per-step matrices -> (T*N, M): each step's columns as rows. (The
     same expression as the gradient of a feature-major scan's xs read back in (L, N, F)
     layout, so CSE leaves one copy of the stacked gate gradients, not two.)"""
-    from .. import ops
     t, m, n = s.shape
     return ops.reshape(ops.permute(s, (0, 2, 1)), (t * n, m))
 

@@ -213,9 +213,7 @@ class _Rewriter(ast.NodeTransformer):
 
     def generic_visit(self, node):
         if isinstance(node, _UNSUPPORTED_TYPES):
-            for k, what in _UNSUPPORTED.items():
-                if isinstance(node, k):
-                    self._err(node, what)
+            self._err(node, next(what for k, what in _UNSUPPORTED.items() if isinstance(node, k)))
         return super().generic_visit(node)
 
     # -- statement lists ------------------------------------------------------------
@@ -308,15 +306,15 @@ class _Rewriter(ast.NodeTransformer):
     # -- expressions ----------------------------------------------------------------------------
     def visit_IfExp(self, node):
         node = self.generic_visit(node)
-        lam = lambda e: ast.Lambda(ast.arguments([], [], None, [], [], None, []), e)  # noqa: E731
-        return ast.copy_location(self._call("ifexp", [node.test, lam(node.body), lam(node.orelse)]), node)
+        call = self._call("ifexp", [node.test, _thunk(node.body), _thunk(node.orelse)])
+        return ast.copy_location(call, node)
 
     def visit_BoolOp(self, node):
         node = self.generic_visit(node)
         fn = "and_" if isinstance(node.op, ast.And) else "or_"
         expr = node.values[-1]
         for v in reversed(node.values[:-1]):
-            expr = self._call(fn, [v, ast.Lambda(ast.arguments([], [], None, [], [], None, []), expr)])
+            expr = self._call(fn, [v, _thunk(expr)])
         return ast.copy_location(expr, node)
 
     def visit_Compare(self, node):
@@ -324,10 +322,9 @@ class _Rewriter(ast.NodeTransformer):
         names = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
         if len(node.ops) < 2 or not all(type(o) in names for o in node.ops):
             return node
-        lam = lambda e: ast.Lambda(ast.arguments([], [], None, [], [], None, []), e)  # noqa: E731
         ops = ast.Tuple([ast.Constant(names[type(o)]) for o in node.ops], ast.Load())
-        return ast.copy_location(self._call("compare_chain", [ops, node.left] + [lam(c) for c in node.comparators]),
-                                 node)
+        thunks = [_thunk(c) for c in node.comparators]
+        return ast.copy_location(self._call("compare_chain", [ops, node.left] + thunks), node)
 
     def visit_UnaryOp(self, node):
         node = self.generic_visit(node)
@@ -368,6 +365,11 @@ class _Rewriter(ast.NodeTransformer):
             return ast.copy_location(ast.Expr(value), node)
         target = ast.Tuple([ast.Name(n, ast.Store()) for n in names], ast.Store())
         return ast.copy_location(ast.Assign([target], value), node)
+
+
+def _thunk(expr):
+    """``lambda: expr``."""
+    return ast.Lambda(ast.arguments([], [], None, [], [], None, []), expr)
 
 
 class _SuperFix(ast.NodeTransformer):

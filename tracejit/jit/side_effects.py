@@ -272,7 +272,6 @@ def _changed_tree(v: Any, leaves: list, spec: Any) -> bool:
 def _objects(out: Any):
     """The plain objects among a function's results (what the graph's outputs cannot hold:
     not in tuples, lists, dicts, dict subclasses or dataclasses, see pytree.py)."""
-    from .pytree import flatten
     return [o for o in flatten(out, objects=True)[0] if plain_object(o, library=True)]
 
 
@@ -298,11 +297,7 @@ def _traced_stores(now, before, cache: bool = False):
     `cache` (a module's container, which its guard compares: one written on every call
     would capture again on every call) may only have entries filled for the first time,
     None or an empty tensor before (YOLOv5's grids)."""
-    from ..tensor import Tensor
     from .tracer import Tracer
-
-    def traced(t):
-        return isinstance(t, Tracer) and t._trace.parent is None
     if isinstance(now, list):
         if len(now) < len(before) or cache and len(now) != len(before):
             return None
@@ -317,7 +312,7 @@ def _traced_stores(now, before, cache: bool = False):
     if cache and not all(before[k] is None or isinstance(before[k], Tensor) and before[k].numel() == 0
                          for k, _ in new):
         return None
-    return new if all(traced(t) for _, t in new) else None
+    return new if all(isinstance(t, Tracer) and t._trace.parent is None for _, t in new) else None
 
 
 def _named_values(fn: Callable):
@@ -457,7 +452,6 @@ def refuse_traced_grad_change(t: Any, value: bool) -> None:
     trace = getattr(t, "_trace", None)
     if trace is None:
         return
-    from ..errors import TraceError
     if trace.parent is None and any(v is t._var for v in trace.inputs):
         raise TraceError("requires_grad_() on an argument of a compiled function changes the "
                          "caller's tensor, which a compiled call would not; set it before the call")

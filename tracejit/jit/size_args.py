@@ -96,10 +96,7 @@ class SizeArgs:
         q = self.facts.derived.get(key)
         if q is not None:
             return q
-        if isinstance(den, Sym):
-            if len(den.terms) != 1 or den.terms[0][1] <= 0:
-                return None
-        elif den <= 0:
+        if (len(den.terms) != 1 or den.terms[0][1] <= 0) if isinstance(den, Sym) else den <= 0:
             return None
         if op == "%":
             if not all(s in self.sources for s in num.free_symbols):

@@ -114,25 +114,20 @@ class SliceGrads:
         key = (axis, shape, dtype, tuple((lo, hi, is_int, id(ct[e.out])) for _, lo, hi, is_int, e in blocks))
         try:
             with ctx:
-                made = self._made.get(key)
-                if made is not None:
-                    gr = made[0]
-                    prev = ct.get(a)
-                    ct[a] = gr if prev is None else prev + gr
-                    return
-                def gap(n):
-                    return ops.zeros(shape[:axis] + (n,) + shape[axis + 1:], dtype=dtype)
-                parts, at = [], 0
-                for _, lo, hi, is_int, e in blocks:
-                    if lo > at:
-                        parts.append(gap(lo - at))
-                    g = ct[e.out]
-                    parts.append(ops.unsqueeze(g, axis) if is_int else g)
-                    at = hi
-                if at < shape[axis]:
-                    parts.append(gap(shape[axis] - at))
-                gr = _fit(ops.cat(parts, axis), (shape, dtype))
-                self._made[key] = (gr, [ct[b[4].out] for b in blocks])   # keeps the ids valid
+                gr = self._made.get(key, (None,))[0]
+                if gr is None:
+                    def gap(n):
+                        return ops.zeros(shape[:axis] + (n,) + shape[axis + 1:], dtype=dtype)
+                    parts, at = [], 0
+                    for _, lo, hi, is_int, e in blocks:
+                        if lo > at:
+                            parts.append(gap(lo - at))
+                        parts.append(ops.unsqueeze(ct[e.out], axis) if is_int else ct[e.out])
+                        at = hi
+                    if at < shape[axis]:
+                        parts.append(gap(shape[axis] - at))
+                    gr = _fit(ops.cat(parts, axis), (shape, dtype))
+                    self._made[key] = (gr, [ct[b[4].out] for b in blocks])   # keeps the ids valid
                 prev = ct.get(a)
                 ct[a] = gr if prev is None else prev + gr
         finally:

@@ -270,23 +270,19 @@ class TraceContext(StateWrites):
         if self.parent is None:
             raise TraceError("a tensor from a finished trace was used; tracers must not escape "
                              "the function being compiled (e.g. stored in a global)")
-        outer = self.parent.atom(t)
+        return self._local(self.parent.atom(t))
+
+    def _local(self, outer: Var) -> Var:
+        """This sub-graph's input for the enclosing trace's value `outer`."""
         v = self.captured.get(outer)
         if v is None:
-            v = Var(outer.aval, "")
-            self.captured[outer] = v
+            v = self.captured[outer] = Var(outer.aval)
             self.captured_outer.append(outer)
         return v
 
     def _const(self, t: Tensor) -> Var:
         if self.parent is not None:
-            outer = self.parent._const(t)
-            v = self.captured.get(outer)
-            if v is None:
-                v = Var(outer.aval)
-                self.captured[outer] = v
-                self.captured_outer.append(outer)
-            return v
+            return self._local(self.parent._const(t))
         owner = t._data_of
         written = self.buffer_writes.get(id(t) if owner is None else id(owner))
         if written is not None:

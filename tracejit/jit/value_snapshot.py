@@ -135,11 +135,8 @@ def differs(snap, v) -> Optional[str]:
         return None if type(v) is snap[1] else f"any {snap[1].__name__} -> {v!r}"
     if kind == "s":
         _, t, old = snap
-        if type(v) is not t:
-            return f"{old!r} -> {v!r}"
-        if old != v and not (t is float and old != old and v != v):
-            return f"{old!r} -> {v!r}"
-        return None
+        same = type(v) is t and (old == v or t is float and old != old and v != v)
+        return None if same else f"{old!r} -> {v!r}"
     if kind == "i":
         return None if v is snap[1] else "another object"
     if kind == "l":

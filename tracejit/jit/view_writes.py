@@ -28,6 +28,7 @@ from ..ops.registry import Aval, defprim
 from ..ops.shape import COPY as _COPY, EXPAND as _EXPAND, PERMUTE as _PERMUTE
 from ..tensor import Tensor
 from ..shapes import Sym, contains_sym
+from . import tracer as _tracer   # (tracer.py imports this module: its names are read at run time)
 
 __all__ = ["view_source", "write_through", "refresh", "eager_layout", "alias", "same_value", "replay",
            "returned_argument", "reshape_in_place"]
@@ -46,30 +47,28 @@ def view_source(trace, prim, args, params):
     now, the chain of (prim, other args, params) from the base), or None. The chain is
     None when it cannot be replayed (a tensor operand besides the viewed one, or a
     captured tensor viewed inside a branch or loop body); a write then raises."""
-    from .tracer import Tracer
     src = args[0]
     if not isinstance(src, Tensor) or any(isinstance(a, Tensor) for a in args[1:]):
         chain_step = None
     else:
         chain_step = ((prim, tuple(args[1:]), dict(params)),)
-    if isinstance(src, Tracer) and src._view_src is not None:
+    if isinstance(src, _tracer.Tracer) and src._view_src is not None:
         base, _, chain = src._view_src
         chain = None if chain is None or chain_step is None else chain + chain_step
-    elif isinstance(src, Tracer):
+    elif isinstance(src, _tracer.Tracer):
         base, chain = src, chain_step
     elif isinstance(src, Tensor):
         base, chain = src, (chain_step if trace.parent is None else None)
     else:
         return None
-    if isinstance(base, Tracer):
+    if isinstance(base, _tracer.Tracer):
         base._trace._root().viewed[id(base)] = base
     return base, value_of(trace, base), chain
 
 
 def value_of(trace, base):
     """The IR value `base` holds now (a tracer's var, or a captured tensor's latest write)."""
-    from .tracer import Tracer
-    if isinstance(base, Tracer):
+    if isinstance(base, _tracer.Tracer):
         return base._var
     root = trace._root()
     written = root.buffer_writes.get(id(base))
@@ -82,13 +81,7 @@ def _positions(base, chain) -> np.ndarray:
     if the view repeats an element (the write would be ambiguous)."""
     v = Tensor(np.arange(math.prod(base.shape), dtype=np.int64).reshape(tuple(base.shape)),
                dtype=_dt.int64)
-    saved = _eager.trace_state.tracer
-    _eager.trace_state.tracer = None
-    try:
-        v = replay(v, chain)
-    finally:
-        _eager.trace_state.tracer = saved
-    pos = np.array(v._data, dtype=np.int64).reshape(-1)
+    pos = np.array(_replay_eagerly(v, chain)._data, dtype=np.int64).reshape(-1)
     if np.unique(pos).size != pos.size:
         return None
     return pos
@@ -129,6 +122,22 @@ def replay(v, chain):
     return v
 
 
+def _replay_eagerly(v, chain):
+    """`replay` with no trace active: the chain's ops run on `v`'s numbers."""
+    saved = _eager.trace_state.tracer
+    _eager.trace_state.tracer = None
+    try:
+        return replay(v, chain)
+    finally:
+        _eager.trace_state.tracer = saved
+
+
+def _base_chain(t) -> tuple:
+    """(the tensor tracer `t` views, the view ops from it), or (t, ()) for no view of one."""
+    src = getattr(t, "_view_src", None)
+    return (t, ()) if src is None or src[2] is None else (src[0], src[2])
+
+
 def eager_layout(t, exact: bool = False, view_to=None):
     """A numpy array of tracer `t`'s shape with the strides `t` would have eagerly (its
     items never read: `view`, `is_contiguous` and `stride` ask it), or None
@@ -138,16 +147,14 @@ def eager_layout(t, exact: bool = False, view_to=None):
     runs again with it static), for an answer that depends on it (`is_contiguous`); with
     `view_to`, a shape ``view`` asks for, so do a symbolic-sized base's sizes, unless that
     shape only splits dims (a view of any strides)."""
-    from .tracer import Tracer
     if view_to is not None and _splits_only(tuple(t.shape), view_to):
         return None
     src = getattr(t, "_view_src", None)
     if view_to is not None and src is not None and src[2] and src[2][-1][0] is _COPY:
         return None   # (``.contiguous()``'s result: row-major, a view of any shape)
-    src = getattr(t, "_view_src", None)
-    base, chain = (t, ()) if src is None or src[2] is None else (src[0], src[2])
+    base, chain = _base_chain(t)
     if not all(isinstance(d, int) for d in base.shape):
-        arr = _argument_layout(base) if isinstance(base, Tracer) else None
+        arr = _argument_layout(base) if isinstance(base, _tracer.Tracer) else None
         if arr is not None and not arr.flags.c_contiguous or view_to is not None and chain:
             # Its strides follow its sizes (a view's too): the capture runs again with this
             # argument's sizes static, and its layout then answers (and is guarded) exactly.
@@ -155,10 +162,11 @@ def eager_layout(t, exact: bool = False, view_to=None):
                 if not isinstance(d, int):
                     d._specialized()
         return None   # (a row-major argument: guarded to stay one, whatever its sizes)
-    arr = _argument_layout(base) if isinstance(base, Tracer) else None
+    arr = _argument_layout(base) if isinstance(base, _tracer.Tracer) else None
     if arr is None:
-        arr = (base._data if not isinstance(base, Tracer) and isinstance(base._data, np.ndarray)
-               else np.empty(tuple(base.shape), base.dtype.np))   # (allocated, not touched)
+        own = not isinstance(base, _tracer.Tracer) and isinstance(base._data, np.ndarray)
+        # (a value of the graph: memory allocated, never touched)
+        arr = base._data if own else np.empty(tuple(base.shape), base.dtype.np)
     if not chain:
         return arr
     bounds = [p for _, rest, params in chain for p in (*rest, *params.values()) if contains_sym(p)]
@@ -166,14 +174,10 @@ def eager_layout(t, exact: bool = False, view_to=None):
         for s in (_syms(bounds) if exact else ()):
             s._specialized()
         return None
-    saved = _eager.trace_state.tracer
-    _eager.trace_state.tracer = None
     try:
-        return replay(Tensor._wrap(arr, base.dtype), chain)._data
+        return _replay_eagerly(Tensor._wrap(arr, base.dtype), chain)._data
     except Exception:   # (a chain numpy cannot replay on these items: no answer)
         return None
-    finally:
-        _eager.trace_state.tracer = saved
 
 
 def contiguous_answer(t, arr, memory_format) -> bool:
@@ -183,8 +187,7 @@ def contiguous_answer(t, arr, memory_format) -> bool:
     above 1 keep the base's order (a symbol stands for a size of 2 or more)."""
     if arr is not None:
         return Tensor.is_contiguous(Tensor._wrap(arr, t.dtype), memory_format)
-    src = getattr(t, "_view_src", None)
-    chain = src[2] if src is not None and src[2] else ()
+    chain = _base_chain(t)[1]
     order = list(range(t.ndim))   # the base dim each of t's dims is
     if chain and all(prim is _PERMUTE for prim, _, _ in chain):
         for _, _, params in chain:
@@ -206,21 +209,16 @@ def eager_pair(a, b):
     written tensor and an operand (tensor_inplace.refuse_partial_overlap). Symbolic sizes
     and bounds take the values of the call being captured: an overlap found raises as that
     call would eagerly (one found only at other sizes is not)."""
-    (ba, ca), (bb, cb) = [(t, ()) if s is None or s[2] is None else (s[0], s[2])
-                          for t in (a, b) for s in (getattr(t, "_view_src", None),)]
+    (ba, ca), (bb, cb) = _base_chain(a), _base_chain(b)
     if ba is not bb or not (ca or cb):
         return None
     arr = Tensor._wrap(np.empty(_at_hints(tuple(ba.shape)), ba.dtype.np), ba.dtype)
     ca, cb = [tuple((prim, _at_hints(rest), {k: _at_hints(v) for k, v in params.items()})
                     for prim, rest, params in c) for c in (ca, cb)]
-    saved = _eager.trace_state.tracer
-    _eager.trace_state.tracer = None
     try:
-        return replay(arr, ca)._data, replay(arr, cb)._data
+        return _replay_eagerly(arr, ca)._data, _replay_eagerly(arr, cb)._data
     except Exception:   # (a chain numpy cannot replay: no answer)
         return None
-    finally:
-        _eager.trace_state.tracer = saved
 
 
 def _at_hints(v):
@@ -285,13 +283,13 @@ def argument_index(root, t):
 def write_through(trace, target, res, what: str) -> bool:
     """Write `res` (an IR value, target's shape and dtype) through the view `target` into
     its base; False when that is not possible (the caller raises)."""
-    from .tracer import Tracer, _make_tracer
     base, seen, chain = target._view_src
     if chain is None or any(prim.kind == "complex" for prim, _, _ in chain):
         return False   # (z.real, z.conj(): views whose elements are not the base's)
-    if isinstance(base, Tracer) and (base._trace is not trace or base._view_src is not None):
+    if isinstance(base, _tracer.Tracer) and (base._trace is not trace
+                                             or base._view_src is not None):
         return False
-    if not isinstance(base, Tracer) and trace.parent is not None:
+    if not isinstance(base, _tracer.Tracer) and trace.parent is not None:
         return False
     if all(isinstance(d, int) for d in base.shape):
         pos = _positions(base, chain)
@@ -302,7 +300,7 @@ def write_through(trace, target, res, what: str) -> bool:
     else:
         pos = None     # dynamic sizes: the positions are computed in the graph
     refresh(trace, target)
-    new_vals = _make_tracer(res, trace).reshape(-1)
+    new_vals = _tracer._make_tracer(res, trace).reshape(-1)
     if new_vals.dtype is not base.dtype:
         new_vals = new_vals.to(base.dtype)
     n = math.prod(base.shape)
@@ -316,8 +314,7 @@ def write_through(trace, target, res, what: str) -> bool:
     else:
         flat = base.reshape(-1).index_put((Tensor(pos, dtype=_dt.int64),), new_vals)
     flat = flat.reshape(tuple(base.shape))
-    from .tracer import DETACH
-    if any(prim is DETACH for prim, _, _ in chain):
+    if any(prim is _tracer.DETACH for prim, _, _ in chain):
         flat = _eager.bind(DETACHED_WRITE, base, flat)
     else:
         base._check_inplace(what)   # (a view of a leaf that requires grad: refused, as eagerly)
@@ -346,8 +343,7 @@ def alias(out, prim, a) -> None:
     """Make tracer `out` (``prim(a)``, of a's shape and values) a view of `a`: an op that
     returns its operand itself eagerly but keeps a node in the graph. With `prim` None,
     make it no view: a view op that copies eagerly (a reshape numpy cannot view)."""
-    from .tracer import Tracer
-    if not isinstance(out, Tracer):
+    if not isinstance(out, _tracer.Tracer):
         return
     if prim is None:
         out._view_src = None
@@ -359,7 +355,7 @@ def same_value(a, b) -> bool:
     """Whether tracers `a` and `b` hold the same value: one var, or vars of two equations of
     one trace with the same primitive, operands and params (``b > 0`` written twice)."""
     from .ir import Literal
-    from .tracer import Tracer
+    Tracer = _tracer.Tracer
     if not (isinstance(a, Tracer) and isinstance(b, Tracer)) or a._trace is not b._trace:
         return False
     if a._var is b._var:
@@ -393,15 +389,14 @@ def reshape_in_place(trace, target, make, what: str):
     do only for a value of the function's own that no other view shares memory with: an
     argument's or captured tensor's new shape cannot reach the caller, and a view taken
     earlier would be re-derived in the new layout. Those raise, naming the op."""
-    from .tracer import Tracer
     root = trace._root()
-    viewed = isinstance(target, Tracer) and id(target) in root.viewed
+    viewed = isinstance(target, _tracer.Tracer) and id(target) in root.viewed
     out = make()
     if not viewed:
         root.viewed.pop(id(target), None)   # (`out`, a view of target, takes its place)
     if _unchanged(target, out):   # (squeeze_ of a tensor with no size-1 dim)
         return target
-    if not isinstance(target, Tracer) or target._trace is not trace:
+    if not isinstance(target, _tracer.Tracer) or target._trace is not trace:
         whose = "a tensor from outside the compiled function (or this branch or loop body)"
     elif target._trace is root and argument_index(root, target) is not None:
         whose = "an argument of the compiled function (its new shape cannot reach the caller)"
