@@ -82,21 +82,16 @@ def _inplace(name):
     values = name in ("masked_fill", "index_fill")   # (their 0-d value is read as a number)
     check = (lambda *a: None) if name in _READ_FIRST else _refuse_overlaps
     full = name in _INDEXED
-    if _donates(name):
-        def method(self, *args, **kwargs):
-            fn = op if aliased else getattr(_ops, name)
-            check(name + "_", self, (*args, *kwargs.values()), values, full)
-            if self._donatable(name + "_", args, kwargs):   # the op writes self's memory itself
-                return self._assign_donated(_donating(self._data, fn, self, *args, **kwargs), name + "_")
-            return self._assign(fn(self, *args, **kwargs), name + "_")
-        method.__name__ = name + "_"
-        return method
+    donates, what = _donates(name), name + "_"
 
     def method(self, *args, **kwargs):
-        check(name + "_", self, (*args, *kwargs.values()), values, full)
-        return self._assign((op if aliased else getattr(_ops, name))(self, *args, **kwargs), name + "_")
-    method.__name__ = name + "_"
-    method.__qualname__ = f"Tensor.{name}_"
+        fn = op if aliased else getattr(_ops, name)
+        check(what, self, (*args, *kwargs.values()), values, full)
+        if donates and self._donatable(what, args, kwargs):   # the op writes self's memory itself
+            return self._assign_donated(_donating(self._data, fn, self, *args, **kwargs), what)
+        return self._assign(fn(self, *args, **kwargs), what)
+    method.__name__ = what
+    method.__qualname__ = f"Tensor.{what}"
     return method
 
 
