@@ -397,12 +397,9 @@ class CompatMethods:
         n = int(np.prod(shape)) if shape else 1
         flat = _ops.reshape(self.detach(), (-1,))
         have = flat.shape[0]
-        if n <= have:
-            new = _ops.reshape(flat[:n], shape)
-        else:
-            new = _ops.reshape(_ops.cat([flat, _ops.zeros(n - have, dtype=self.dtype, device=self.device)]),
-                               shape)
-        return _ops.contiguous(new)
+        if n > have:
+            flat = _ops.cat([flat, _ops.zeros(n - have, dtype=self.dtype, device=self.device)])
+        return _ops.contiguous(_ops.reshape(flat[:n], shape))
 
     def resize_as_(self, other, memory_format=None):
         return self.resize_(tuple(other.shape))
