@@ -66,13 +66,9 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         return vector_norm(A, 2, dim, keepdim)
     if ord == "nuc":
         out = _sum(svdvals(A), -1)
-    elif ord in (1, -1):
-        col = _sum(_abs(A), d0, keepdim=True)
-        out = (_largest if ord == 1 else amin)(col, d1, keepdim=True)
-        return out if keepdim else _squeeze2(out, d0, d1, A.ndim)
-    elif ord in (float("inf"), float("-inf")):
-        row = _sum(_abs(A), d1, keepdim=True)
-        out = (_largest if ord > 0 else amin)(row, d0, keepdim=True)
+    elif ord in (1, -1, float("inf"), float("-inf")):
+        across, along = (d0, d1) if ord in (1, -1) else (d1, d0)   # column sums (1), row sums (inf)
+        out = (_largest if ord > 0 else amin)(_sum(_abs(A), across, keepdim=True), along, keepdim=True)
         return out if keepdim else _squeeze2(out, d0, d1, A.ndim)
     elif ord in (2, -2):
         s = svdvals(A)
@@ -355,10 +351,7 @@ def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool 
         up = triu(LU_data)[..., :k, :]
     else:
         lo = up = empty
-    if unpack_pivots:
-        p = pivots_to_perm(LU_pivots, m, LU_data.dtype)
-    else:
-        p = empty
+    p = pivots_to_perm(LU_pivots, m, LU_data.dtype) if unpack_pivots else empty
     return _LU(p, lo, up)
 
 

@@ -153,9 +153,7 @@ class SparseTensor:
         return SparseTensor(self._idx.flip(0), self._val, self._size[::-1], False)
 
     def transpose(self, d0: int, d1: int) -> "SparseTensor":
-        if sorted((d0 % 2, d1 % 2)) != [0, 1]:
-            return self
-        return self.t()
+        return self.t() if sorted((d0 % 2, d1 % 2)) == [0, 1] else self
 
     def to_sparse(self) -> "SparseTensor":
         return self
@@ -171,13 +169,10 @@ class SparseTensor:
     def __neg__(self) -> "SparseTensor":
         return self * -1.0
 
-    def __matmul__(self, other):
-        return mm(self, other)
-
     def mm(self, other):
         return mm(self, other)
 
-    matmul = mm
+    matmul = __matmul__ = mm
 
     def sum(self, dim=None, keepdim: bool = False):
         return sum(self, dim) if not keepdim else self.to_dense().sum(dim, keepdim=True)
@@ -268,10 +263,7 @@ def sum(input, dim=None, dtype=None):
     """The sum of a sparse tensor's entries (all, or over `dim`), as a dense tensor."""
     if not isinstance(input, SparseTensor):
         return input.sum() if dim is None else input.sum(dim)
-    if dim is None:
-        out = input._val.sum()
-    else:
-        out = input.to_dense().sum(dim)
+    out = input._val.sum() if dim is None else input.to_dense().sum(dim)
     return out if dtype is None else out.to(dtype)
 
 

@@ -10,6 +10,7 @@ and ``tensor_compat.py`` (the constructor ``Tensor(data)`` and the rest).
 """
 from __future__ import annotations
 
+import math
 from operator import attrgetter as _attrgetter
 
 import numpy as np
@@ -207,12 +208,7 @@ class Tensor:
         return self.ndim
 
     def numel(self) -> int:
-        if type(self) is Tensor:
-            return self._data.size
-        n = 1
-        for d in self.shape:
-            n = n * d
-        return n
+        return self._data.size if type(self) is Tensor else math.prod(self.shape)
 
     nelement = numel
 

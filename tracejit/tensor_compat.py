@@ -82,21 +82,16 @@ def _inplace(name):
     values = name in ("masked_fill", "index_fill")   # (their 0-d value is read as a number)
     check = (lambda *a: None) if name in _READ_FIRST else _refuse_overlaps
     full = name in _INDEXED
-    if _donates(name):
-        def method(self, *args, **kwargs):
-            fn = op if aliased else getattr(_ops, name)
-            check(name + "_", self, (*args, *kwargs.values()), values, full)
-            if self._donatable(name + "_", args, kwargs):   # the op writes self's memory itself
-                return self._assign_donated(_donating(self._data, fn, self, *args, **kwargs), name + "_")
-            return self._assign(fn(self, *args, **kwargs), name + "_")
-        method.__name__ = name + "_"
-        return method
+    donates, what = _donates(name), name + "_"
 
     def method(self, *args, **kwargs):
-        check(name + "_", self, (*args, *kwargs.values()), values, full)
-        return self._assign((op if aliased else getattr(_ops, name))(self, *args, **kwargs), name + "_")
-    method.__name__ = name + "_"
-    method.__qualname__ = f"Tensor.{name}_"
+        fn = op if aliased else getattr(_ops, name)
+        check(what, self, (*args, *kwargs.values()), values, full)
+        if donates and self._donatable(what, args, kwargs):   # the op writes self's memory itself
+            return self._assign_donated(_donating(self._data, fn, self, *args, **kwargs), what)
+        return self._assign(fn(self, *args, **kwargs), what)
+    method.__name__ = what
+    method.__qualname__ = f"Tensor.{what}"
     return method
 
 
@@ -402,12 +397,9 @@ class CompatMethods:
         n = int(np.prod(shape)) if shape else 1
         flat = _ops.reshape(self.detach(), (-1,))
         have = flat.shape[0]
-        if n <= have:
-            new = _ops.reshape(flat[:n], shape)
-        else:
-            new = _ops.reshape(_ops.cat([flat, _ops.zeros(n - have, dtype=self.dtype, device=self.device)]),
-                               shape)
-        return _ops.contiguous(new)
+        if n > have:
+            flat = _ops.cat([flat, _ops.zeros(n - have, dtype=self.dtype, device=self.device)])
+        return _ops.contiguous(_ops.reshape(flat[:n], shape))
 
     def resize_as_(self, other, memory_format=None):
         return self.resize_(tuple(other.shape))

@@ -251,30 +251,6 @@ class InPlaceMethods:
         self._vbox[0] += 1
         return True
 
-    def add_(self, other, *rest, alpha=1):
-        if rest:
-            if len(rest) != 1:
-                raise TypeError(f"add_: takes at most 2 positional arguments, got {1 + len(rest)}")
-            other, alpha = _ops.elementwise.alpha_first("add_", other, rest[0])
-        if alpha != 1:
-            refuse_overlapping_operands("add_", self, (other,))
-            other = _ops.mul(other, alpha)
-        if self._into(_EW.ADD, other):
-            return self
-        return self._assign(_ops.add(self, other), "add_")
-
-    def sub_(self, other, *rest, alpha=1):
-        if rest:
-            if len(rest) != 1:
-                raise TypeError(f"sub_: takes at most 2 positional arguments, got {1 + len(rest)}")
-            other, alpha = _ops.elementwise.alpha_first("sub_", other, rest[0])
-        if alpha != 1:
-            refuse_overlapping_operands("sub_", self, (other,))
-            other = _ops.mul(other, alpha)
-        if self._into(_EW.SUB, other):
-            return self
-        return self._assign(_ops.sub(self, other), "sub_")
-
     def mul_(self, other):
         if self._into(_EW.MUL, other):
             return self
@@ -286,21 +262,6 @@ class InPlaceMethods:
         if self._into(_EW.DIV, other):
             return self
         return self._assign(_ops.div(self, other), "div_")
-
-    def neg_(self):
-        if self._into(_EW.NEG):
-            return self
-        return self._assign(_ops.neg(self), "neg_")
-
-    def exp_(self):
-        if self._into(_EW.EXP):
-            return self
-        return self._assign(_ops.exp(self), "exp_")
-
-    def sqrt_(self):
-        if self._into(_EW.SQRT):
-            return self
-        return self._assign(_ops.sqrt(self), "sqrt_")
 
     def lerp_(self, end, weight):
         refuse_overlapping_operands("lerp_", self, (end, weight))
@@ -379,6 +340,37 @@ class InPlaceMethods:
             self._assign_donated(_donating(data, _ops.index_put, self, index, value), "__setitem__")
             return
         self._assign(_ops.index_put(self, index, value), "__setitem__")
+
+
+def _alpha_inplace(name: str, prim):
+    """``add_`` or ``sub_``: `other` scaled by `alpha` (also given second, positionally)."""
+    op, what = getattr(_ops, name), name + "_"
+
+    def method(self, other, *rest, alpha=1):
+        if rest:
+            if len(rest) != 1:
+                raise TypeError(f"{what}: takes at most 2 positional arguments, got {1 + len(rest)}")
+            other, alpha = _ops.elementwise.alpha_first(what, other, rest[0])
+        if alpha != 1:
+            refuse_overlapping_operands(what, self, (other,))
+            other = _ops.mul(other, alpha)
+        if self._into(prim, other):
+            return self
+        return self._assign(op(self, other), what)
+    method.__name__ = what
+    return method
+
+
+def _unary_inplace(name: str, prim):
+    """``neg_``, ``exp_``, ``sqrt_``: the op's ufunc into self's memory where it can."""
+    op, what = getattr(_ops, name), name + "_"
+
+    def method(self):
+        if self._into(prim):
+            return self
+        return self._assign(op(self), what)
+    method.__name__ = what
+    return method
 
 
 def _refuse_setitem_overlap(self: Tensor, index, value: Tensor) -> None:
@@ -487,4 +479,8 @@ def _no_grad():
     return no_grad()
 
 
+for _name, _prim in (("add", _EW.ADD), ("sub", _EW.SUB)):
+    setattr(InPlaceMethods, _name + "_", _alpha_inplace(_name, _prim))
+for _name, _prim in (("neg", _EW.NEG), ("exp", _EW.EXP), ("sqrt", _EW.SQRT)):
+    setattr(InPlaceMethods, _name + "_", _unary_inplace(_name, _prim))
 _install_methods(InPlaceMethods)

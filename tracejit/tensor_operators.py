@@ -66,35 +66,6 @@ class OperatorMethods:
                             f"{self.dtype.name}")
         return _ops.bitwise_not(self)
 
-    def __and__(self, o):
-        if _both_bool(self, o):
-            return _ops.logical_and(self, _operand(self, o))
-        return _ops.bitwise_and(self, _operand(self, o))
-
-    def __or__(self, o):
-        if _both_bool(self, o):
-            return _ops.logical_or(self, _operand(self, o))
-        return _ops.bitwise_or(self, _operand(self, o))
-
-    def __xor__(self, o):
-        return _ops.bitwise_xor(self, _operand(self, o))
-
-    def __lshift__(self, o):
-        return _ops.bitwise_left_shift(self, _operand(self, o))
-
-    def __rshift__(self, o):
-        return _ops.bitwise_right_shift(self, _operand(self, o))
-
-    def __rlshift__(self, o):
-        return _ops.bitwise_left_shift(_operand(self, o), self)
-
-    def __rrshift__(self, o):
-        return _ops.bitwise_right_shift(_operand(self, o), self)
-
-    __rand__ = __and__
-    __ror__ = __or__
-    __rxor__ = __xor__
-
     def __eq__(self, o):
         if o is None or not isinstance(o, _OPERAND_TYPES):
             return NotImplemented  # `t == None` is False, as for any other object
@@ -158,6 +129,27 @@ class OperatorMethods:
 _OPERAND_TYPES = (Tensor, bool, int, float, complex, np.number, np.bool_)
 
 
+def _bitwise(name: str, op, logical=None, reflected: bool = False):
+    """Operator `name`: `op` of the operands (`logical` where both are bool), the right one
+    a tensor where it is a numpy array."""
+    def method(self, o):
+        o = _operand(self, o)
+        if logical is not None and _both_bool(self, o):
+            return logical(self, o)
+        return op(o, self) if reflected else op(self, o)
+    method.__name__ = name
+    return method
+
+
+for _n, _op, _logical, _reflected in (
+        ("__and__", _ops.bitwise_and, _ops.logical_and, False), ("__or__", _ops.bitwise_or, _ops.logical_or, False),
+        ("__xor__", _ops.bitwise_xor, None, False), ("__lshift__", _ops.bitwise_left_shift, None, False),
+        ("__rshift__", _ops.bitwise_right_shift, None, False),
+        ("__rlshift__", _ops.bitwise_left_shift, None, True),
+        ("__rrshift__", _ops.bitwise_right_shift, None, True)):
+    setattr(OperatorMethods, _n, _bitwise(_n, _op, _logical, _reflected))
+OperatorMethods.__rand__, OperatorMethods.__ror__, OperatorMethods.__rxor__ = (
+    OperatorMethods.__and__, OperatorMethods.__or__, OperatorMethods.__xor__)
 _install_methods(OperatorMethods)
 
 

@@ -478,12 +478,8 @@ def record_unary(prim, a, params, result, meta) -> None:
         node.versions = (v,) if v else _ZERO1
         result._requires_grad = True
         result.grad_fn = node
-        if keep_out:   # (`_keep_output`, written out)
-            vbox = node._out_box = result._vbox
-            node._out_v = vbox[0]
-            node.out = result._data
-            node._out_dtype = result.dtype
-            node._out_device = result.device
+        if keep_out:
+            _keep_output(node, result)
         else:
             node.out = None
     else:
@@ -560,12 +556,8 @@ def record_binary(prim, a, b, params, result, meta) -> None:
     node.versions = _NONES2 if va is None and vb is None else _ZERO2 if va == 0 == vb else (va, vb)
     result._requires_grad = True
     result.grad_fn = node
-    if keep_out:   # (`_keep_output`, written out)
-        vbox = node._out_box = result._vbox
-        node._out_v = vbox[0]
-        node.out = result._data
-        node._out_dtype = result.dtype
-        node._out_device = result.device
+    if keep_out:
+        _keep_output(node, result)
     else:
         node.out = None
 

@@ -35,18 +35,10 @@ class SavedTensor:
         self.device = t.device
         self.is_output = is_output
         fn = t.grad_fn
-        if is_output:
-            self.grad_fn = None  # the node itself; filled at unpack time to avoid a cycle
-            self.leaf = None
-            self.output_nr = t._output_nr
-        elif fn is None:
-            self.grad_fn = None
-            self.leaf = t if t._requires_grad else None
-            self.output_nr = 0
-        else:
-            self.grad_fn = fn
-            self.leaf = None
-            self.output_nr = t._output_nr
+        leaf = fn is None and not is_output
+        self.grad_fn = None if is_output else fn   # (an output's: the node itself, at unpack: no cycle)
+        self.leaf = t if leaf and t._requires_grad else None
+        self.output_nr = 0 if leaf else t._output_nr
 
     def unpack(self, node: "Node", index: int, create_graph: bool):
         if self.vbox[0] != self.version:

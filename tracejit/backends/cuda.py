@@ -44,36 +44,22 @@ def is_built() -> bool:
     return True
 
 
-def enable_flash_sdp(enabled: bool) -> None:
-    _SDP["flash"] = bool(enabled)
+def _sdp_switch(kind: str):
+    """``enable_<kind>_sdp(enabled)`` and ``<kind>_sdp_enabled()``: set and read one switch."""
+    def enable(enabled: bool) -> None:
+        _SDP[kind] = bool(enabled)
+
+    def is_enabled() -> bool:
+        return _SDP[kind]
+    enable.__name__ = enable.__qualname__ = f"enable_{kind}_sdp"
+    is_enabled.__name__ = is_enabled.__qualname__ = f"{kind}_sdp_enabled"
+    return enable, is_enabled
 
 
-def flash_sdp_enabled() -> bool:
-    return _SDP["flash"]
-
-
-def enable_mem_efficient_sdp(enabled: bool) -> None:
-    _SDP["mem_efficient"] = bool(enabled)
-
-
-def mem_efficient_sdp_enabled() -> bool:
-    return _SDP["mem_efficient"]
-
-
-def enable_math_sdp(enabled: bool) -> None:
-    _SDP["math"] = bool(enabled)
-
-
-def math_sdp_enabled() -> bool:
-    return _SDP["math"]
-
-
-def enable_cudnn_sdp(enabled: bool) -> None:
-    _SDP["cudnn"] = bool(enabled)
-
-
-def cudnn_sdp_enabled() -> bool:
-    return _SDP["cudnn"]
+enable_flash_sdp, flash_sdp_enabled = _sdp_switch("flash")
+enable_mem_efficient_sdp, mem_efficient_sdp_enabled = _sdp_switch("mem_efficient")
+enable_math_sdp, math_sdp_enabled = _sdp_switch("math")
+enable_cudnn_sdp, cudnn_sdp_enabled = _sdp_switch("cudnn")
 
 
 @contextlib.contextmanager
