@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from typing import Callable, Optional
 
+from ..sampler import batches, num_batches
 from .datapipe import DataChunk, IterDataPipe, functional_datapipe
 
 __all__ = ["IterableWrapper", "Mapper", "Filter", "Batcher", "UnBatcher", "Collator", "Shuffler",
@@ -86,18 +87,10 @@ class Batcher(IterDataPipe):
         self.datapipe, self.batch_size, self.drop_last, self.wrapper_class = datapipe, batch_size, drop_last, wrapper_class
 
     def __iter__(self):
-        batch = []
-        for d in self.datapipe:
-            batch.append(d)
-            if len(batch) == self.batch_size:
-                yield self.wrapper_class(batch)
-                batch = []
-        if batch and not self.drop_last:
-            yield self.wrapper_class(batch)
+        return map(self.wrapper_class, batches(self.datapipe, self.batch_size, self.drop_last))
 
     def __len__(self) -> int:
-        n = len(self.datapipe)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return num_batches(len(self.datapipe), self.batch_size, self.drop_last)
 
 
 @functional_datapipe("unbatch")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..sampler import num_batches
 from .datapipe import DataChunk, MapDataPipe, functional_datapipe
 
 __all__ = ["SequenceWrapper", "Mapper", "Batcher", "Concater", "Zipper"]
@@ -53,8 +54,7 @@ class Batcher(MapDataPipe):
                                                                                len(self.datapipe)))])
 
     def __len__(self) -> int:
-        n = len(self.datapipe)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return num_batches(len(self.datapipe), self.batch_size, self.drop_last)
 
 
 @functional_datapipe("concat")
