@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..ops.losses import legacy_reduction
 from .loss import _Loss
-from .module import Module
+from .module import Module, layer_class
 
 __all__ = ["SmoothL1Loss", "HuberLoss", "KLDivLoss", "MarginRankingLoss", "TripletMarginLoss",
            "HingeEmbeddingLoss", "CosineEmbeddingLoss", "CosineSimilarity", "PairwiseDistance"]
@@ -38,12 +38,14 @@ class KLDivLoss(_Loss):
 
 
 class MarginRankingLoss(_Loss):
+    _fn = staticmethod(_ops.margin_ranking_loss)
+
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
     def forward(self, input1, input2, target):
-        return _ops.margin_ranking_loss(input1, input2, target, self.margin, reduction=self.reduction)
+        return type(self)._fn(input1, input2, target, self.margin, reduction=self.reduction)
 
 
 class TripletMarginLoss(_Loss):
@@ -67,13 +69,7 @@ class HingeEmbeddingLoss(_Loss):
         self.margin = margin
 
 
-class CosineEmbeddingLoss(_Loss):
-    def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(legacy_reduction(size_average, reduce, reduction))
-        self.margin = margin
-
-    def forward(self, input1, input2, target):
-        return _ops.cosine_embedding_loss(input1, input2, target, self.margin, reduction=self.reduction)
+CosineEmbeddingLoss = layer_class("CosineEmbeddingLoss", MarginRankingLoss, _ops.cosine_embedding_loss)
 
 
 class CosineSimilarity(Module):
