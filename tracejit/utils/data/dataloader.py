@@ -168,15 +168,10 @@ class DataLoader:
         if self._iterable:
             yield from self._iter_stream()
             return
-        if self.batch_sampler is None:
-            for i in self.sampler:
-                yield self.collate_fn(self.dataset[i])
-            return
-        for indices in self.batch_sampler:
-            if self._fast:
-                yield _gather_rows(self.dataset, indices)
-            else:
-                yield self.collate_fn([self.dataset[i] for i in indices])
+        yield from map(self._map_fetcher(), self.sampler if self.batch_sampler is None else self.batch_sampler)
+
+    def _map_fetcher(self) -> "_MapFetcher":
+        return _MapFetcher(self.dataset, self.collate_fn, self.batch_sampler is not None, self._fast)
 
     def _iter_workers(self):
         from ._workers import WorkerPool, base_seed
@@ -184,7 +179,7 @@ class DataLoader:
         if pool is None or not pool.alive:
             spec = {"dataset": self.dataset, "iterable": self._iterable, "worker_init_fn": self.worker_init_fn,
                     "fetch": _StreamFetcher(self.batch_size, self.drop_last, self.collate_fn) if self._iterable
-                    else _MapFetcher(self.dataset, self.collate_fn, self.batch_sampler is not None, self._fast)}
+                    else self._map_fetcher()}
             pool = WorkerPool(spec, self.num_workers, base_seed(), self.multiprocessing_context,
                               self.prefetch_factor)
             if self.persistent_workers:

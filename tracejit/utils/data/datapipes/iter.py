@@ -7,7 +7,7 @@ import random
 from typing import Callable, Optional
 
 from ..sampler import batches, num_batches
-from .datapipe import DataChunk, IterDataPipe, functional_datapipe
+from .datapipe import DataChunk, IterDataPipe, copy_if, functional_datapipe
 
 __all__ = ["IterableWrapper", "Mapper", "Filter", "Batcher", "UnBatcher", "Collator", "Shuffler",
            "Concater", "Zipper", "Enumerator", "Header", "ShardingFilter"]
@@ -38,14 +38,7 @@ class IterableWrapper(IterDataPipe):
         self.iterable, self.deepcopy = iterable, deepcopy
 
     def __iter__(self):
-        source = self.iterable
-        if self.deepcopy:
-            import copy
-            try:
-                source = copy.deepcopy(source)
-            except TypeError:   # (a generator or other object that cannot be copied)
-                pass
-        yield from source
+        yield from copy_if(self.iterable, self.deepcopy)
 
     def __len__(self) -> int:
         return len(self.iterable)

@@ -5,20 +5,14 @@ from __future__ import annotations
 from typing import Callable
 
 from ..sampler import num_batches
-from .datapipe import DataChunk, MapDataPipe, functional_datapipe
+from .datapipe import DataChunk, MapDataPipe, copy_if, functional_datapipe
 
 __all__ = ["SequenceWrapper", "Mapper", "Batcher", "Concater", "Zipper"]
 
 
 class SequenceWrapper(MapDataPipe):
     def __init__(self, sequence, deepcopy: bool = True):
-        if deepcopy:
-            import copy
-            try:
-                sequence = copy.deepcopy(sequence)
-            except TypeError:
-                pass
-        self.sequence = sequence
+        self.sequence = copy_if(sequence, deepcopy)
 
     def __getitem__(self, index):
         return self.sequence[index]
