@@ -235,7 +235,8 @@ def _as_param(v) -> Parameter:
 
 
 def _params_repr(pairs) -> str:
-    return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]" for k, p in pairs)
+    return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]"
+                     for k, p in pairs)
 
 
 class ParameterDict(_DictContainer):

@@ -287,7 +287,8 @@ class _Options(Module):
     _args: tuple = ()
 
     def forward(self, input):
-        return type(self)._fn(input, *[getattr(self, name) for name in self._args or self._repr_fields])
+        names = self._args or self._repr_fields
+        return type(self)._fn(input, *[getattr(self, name) for name in names])
 
 
 class Flatten(_Options):

@@ -69,7 +69,8 @@ class HingeEmbeddingLoss(_Loss):
         self.margin = margin
 
 
-CosineEmbeddingLoss = layer_class("CosineEmbeddingLoss", MarginRankingLoss, _ops.cosine_embedding_loss)
+CosineEmbeddingLoss = layer_class("CosineEmbeddingLoss", MarginRankingLoss,
+                                  _ops.cosine_embedding_loss)
 
 
 class CosineSimilarity(Module):

@@ -368,8 +368,8 @@ def _state_layer(layer_fm, x, state: tuple, weights: tuple, reverse: bool, batch
     backward, feature-major as `_lstm_layer`; the input projection with b_ih is one GEMM
     over the L*N rows."""
     w_ih, w_hh, b_ih, b_hh = weights
-    out, h = layer_fm(_input_proj(x, w_ih, b_ih), w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, *options,
-                      batch_sizes=batch_sizes)
+    gi, h0 = _input_proj(x, w_ih, b_ih), _ops.transpose(state[0], 0, 1)
+    out, h = layer_fm(gi, w_hh, h0, reverse, b_hh, *options, batch_sizes=batch_sizes)
     return _time_major_rows(out, batch_major), (_ops.transpose(h, 0, 1),)
 
 

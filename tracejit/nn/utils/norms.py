@@ -59,9 +59,10 @@ def _hook_of(module: Module, kind: type, name: str, what: str):
 def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
     """Replace ``module.<name>`` by ``<name>_g`` (magnitude) and ``<name>_v`` (direction)."""
     dim = -1 if dim is None else dim
-    if any(isinstance(h, _WeightNormHook) and h.name == name for h in module._forward_pre_hooks.values()):
-        raise RuntimeError(f"weight_norm: cannot register two weight_norm hooks on the same "
-                           f"parameter {name}")
+    for hook in module._forward_pre_hooks.values():
+        if isinstance(hook, _WeightNormHook) and hook.name == name:
+            raise RuntimeError(f"weight_norm: cannot register two weight_norm hooks on the same "
+                               f"parameter {name}")
     weight = getattr(module, name)
     hook = _WeightNormHook(name, dim)
     del module._parameters[name]
@@ -90,9 +91,10 @@ def spectral_norm(module: Module, name: str = "weight", n_power_iterations: int 
     forwards); the parameter becomes ``<name>_orig`` with buffers ``<name>_u``, ``<name>_v``."""
     if n_power_iterations <= 0:
         raise ValueError(f"spectral_norm: n_power_iterations must be positive, got {n_power_iterations}")
-    if any(isinstance(h, _SpectralNormHook) and h.name == name for h in module._forward_pre_hooks.values()):
-        raise RuntimeError(f"spectral_norm: cannot register two spectral_norm hooks on the same "
-                           f"parameter {name}")
+    for hook in module._forward_pre_hooks.values():
+        if isinstance(hook, _SpectralNormHook) and hook.name == name:
+            raise RuntimeError(f"spectral_norm: cannot register two spectral_norm hooks on the same "
+                               f"parameter {name}")
     if dim is None:
         dim = 1 if type(module).__name__ in ("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d") else 0
     weight = getattr(module, name)

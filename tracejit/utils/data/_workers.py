@@ -69,8 +69,9 @@ def _rebuild(x, leaf):
 
 def _to_wire(x):
     from ...tensor import Tensor
-    return _rebuild(x, lambda t: _WireTensor(np.ascontiguousarray(t.detach().cpu()._data), t.dtype.name,
-                                             t.requires_grad) if isinstance(t, Tensor) else t)
+    return _rebuild(x, lambda t: _WireTensor(np.ascontiguousarray(t.detach().cpu()._data),
+                                             t.dtype.name, t.requires_grad)
+                    if isinstance(t, Tensor) else t)
 
 
 def _from_wire(x):

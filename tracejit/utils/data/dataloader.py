@@ -168,10 +168,12 @@ class DataLoader:
         if self._iterable:
             yield from self._iter_stream()
             return
-        yield from map(self._map_fetcher(), self.sampler if self.batch_sampler is None else self.batch_sampler)
+        batched = self.batch_sampler is not None
+        yield from map(self._map_fetcher(), self.batch_sampler if batched else self.sampler)
 
     def _map_fetcher(self) -> "_MapFetcher":
-        return _MapFetcher(self.dataset, self.collate_fn, self.batch_sampler is not None, self._fast)
+        batched = self.batch_sampler is not None
+        return _MapFetcher(self.dataset, self.collate_fn, batched, self._fast)
 
     def _iter_workers(self):
         from ._workers import WorkerPool, base_seed
@@ -275,7 +277,8 @@ class _KindMapFetcher:
         self.dataset, self.auto_collation, self.collate_fn = dataset, auto_collation, collate_fn
 
     def fetch(self, possibly_batched_index):
-        return _MapFetcher(self.dataset, self.collate_fn, self.auto_collation, False)(possibly_batched_index)
+        fetch = _MapFetcher(self.dataset, self.collate_fn, self.auto_collation, False)
+        return fetch(possibly_batched_index)
 
 
 class _KindIterableFetcher:
