@@ -291,17 +291,16 @@ class _Dependent(Constraint):
     def __init__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented):
         self._is_discrete, self._event_dim = is_discrete, event_dim
 
-    @property
-    def is_discrete(self):
-        if self._is_discrete is NotImplemented:
-            raise NotImplementedError(".is_discrete cannot be determined statically")
-        return self._is_discrete
+    def _static(name):
+        def get(self):
+            value = getattr(self, "_" + name)
+            if value is NotImplemented:
+                raise NotImplementedError(f".{name} cannot be determined statically")
+            return value
+        return property(get)
 
-    @property
-    def event_dim(self):
-        if self._event_dim is NotImplemented:
-            raise NotImplementedError(".event_dim cannot be determined statically")
-        return self._event_dim
+    is_discrete, event_dim = _static("is_discrete"), _static("event_dim")
+    del _static
 
     def __call__(self, *, is_discrete=NotImplemented, event_dim=NotImplemented) -> "_Dependent":
         return _Dependent(is_discrete=self._is_discrete if is_discrete is NotImplemented else is_discrete,

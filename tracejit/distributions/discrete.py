@@ -90,17 +90,9 @@ class Categorical(Distribution):
 
     param_shape = property(lambda self: self._param.shape)
 
-    @property
-    def mean(self):
-        return _ops.full(tuple(self.batch_shape), float("nan"), dtype=self.probs.dtype)
-
-    @property
-    def mode(self):
-        return self.probs.argmax(-1)
-
-    @property
-    def variance(self):
-        return _ops.full(tuple(self.batch_shape), float("nan"), dtype=self.probs.dtype)
+    mean = variance = property(lambda self: _ops.full(tuple(self.batch_shape), float("nan"),
+                                                      dtype=self.probs.dtype))
+    mode = property(lambda self: self.probs.argmax(-1))
 
     def sample(self, sample_shape=()):
         sample_shape = tuple(sample_shape)

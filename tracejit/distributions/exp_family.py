@@ -11,6 +11,7 @@ gradient of F is taken with create_graph, so both stay differentiable in the par
 from __future__ import annotations
 
 from .distribution import Distribution, register_kl
+from .transforms import _sum_rightmost
 
 __all__ = ["ExponentialFamily"]
 
@@ -63,7 +64,5 @@ def _kl_expfamily_expfamily(p, q):
         term = (qp - pp) * g
         # each parameter's own event dims (PyTorch sums len(event_shape) dims of every
         # parameter, which mixes the batch of a scalar parameter such as Wishart's df)
-        for _ in range(term.ndim - nb):
-            term = term.sum(-1)
-        result = result - term
+        result = result - _sum_rightmost(term, term.ndim - nb)
     return result

@@ -153,8 +153,7 @@ class Beta(ExponentialFamily):
         return _ops.lgamma(x) + _ops.lgamma(y) - _ops.lgamma(x + y)
 
     def _lbeta(self):
-        a, b = self.concentration1, self.concentration0
-        return _ops.lgamma(a) + _ops.lgamma(b) - _ops.lgamma(a + b)
+        return self._log_normalizer(self.concentration1, self.concentration0)
 
     def log_prob(self, value):
         self._validate_sample(value)
@@ -421,9 +420,8 @@ class Independent(Distribution):
         return self.base_dist.rsample(sample_shape)
 
     def _sum_rightmost(self, x):
-        for _ in range(self.reinterpreted_batch_ndims):
-            x = x.sum(-1)
-        return x
+        from .transforms import _sum_rightmost
+        return _sum_rightmost(x, self.reinterpreted_batch_ndims)
 
     def log_prob(self, value):
         return self._sum_rightmost(self.base_dist.log_prob(value))

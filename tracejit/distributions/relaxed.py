@@ -51,17 +51,24 @@ class LogitRelaxedBernoulli(Distribution):
         return _ops.log(self.temperature) + diff - 2 * _ops.log1p(_ops.exp(diff))
 
 
-class RelaxedBernoulli(TransformedDistribution):
-    """A relaxed Bernoulli in (0, 1): the sigmoid of a `LogitRelaxedBernoulli` sample."""
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+class _Relaxed(TransformedDistribution):
+    """`_base` (made of the same arguments) pushed through `_transform`, its temperature,
+    probs and logits the base's."""
     has_rsample = True
+    _base, _transform = None, None
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        super().__init__(LogitRelaxedBernoulli(temperature, probs, logits), [SigmoidTransform()])
+        super().__init__(self._base(temperature, probs, logits), [self._transform()])
 
     temperature = property(lambda self: self.base_dist.temperature)
     probs = property(lambda self: self.base_dist.probs)
     logits = property(lambda self: self.base_dist.logits)
+
+
+class RelaxedBernoulli(_Relaxed):
+    """A relaxed Bernoulli in (0, 1): the sigmoid of a `LogitRelaxedBernoulli` sample."""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    _base, _transform = LogitRelaxedBernoulli, SigmoidTransform
 
 
 class ExpRelaxedCategorical(_OverCategorical):
@@ -89,17 +96,10 @@ class ExpRelaxedCategorical(_OverCategorical):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_Relaxed):
     """A relaxed one-hot vector on the simplex (Gumbel-softmax with `temperature`)."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
-    has_rsample = True
-
-    def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        super().__init__(ExpRelaxedCategorical(temperature, probs, logits), [ExpTransform()])
-
-    temperature = property(lambda self: self.base_dist.temperature)
-    probs = property(lambda self: self.base_dist.probs)
-    logits = property(lambda self: self.base_dist.logits)
+    _base, _transform = ExpRelaxedCategorical, ExpTransform
 
 
 class OneHotCategoricalStraightThrough(OneHotCategorical):

@@ -183,9 +183,7 @@ class AffineTransform(Transform):
         else:
             out = _ops.log(_ops.abs(scale)).expand_as(x) if tuple(scale.shape) != tuple(x.shape) \
                 else _ops.log(_ops.abs(scale))
-        for _ in range(self._event_dim):
-            out = out.sum(-1)
-        return out
+        return _sum_rightmost(out, self._event_dim)
 
 
 class SigmoidTransform(Transform):

@@ -5,41 +5,35 @@ from __future__ import annotations
 from ..errors import ShapeError
 from ..ops import activation_more as _A
 from ..ops.composite import logsigmoid, softmax
-from .layers import _Inplace, _Unary
+from .layers import _Inplace, _Options, _Unary
 from .module import Module, layer_class
 
 __all__ = ["GLU", "Hardshrink", "Softshrink", "Tanhshrink", "Softsign", "Threshold", "LogSigmoid",
            "Softmin", "Softmax2d", "RReLU"]
 
 
-class GLU(Module):
+class GLU(_Options):
     _repr_fields = ("dim",)
+    _fn = staticmethod(_A.glu)
 
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = dim
 
-    def forward(self, input):
-        return _A.glu(input, self.dim)
 
+class Hardshrink(_Options):
+    _args = ("lambd",)
+    _fn = staticmethod(_A.hardshrink)
 
-class Hardshrink(Module):
     def __init__(self, lambd: float = 0.5):
         super().__init__()
         self.lambd = lambd
-
-    def forward(self, input):
-        return _A.hardshrink(input, self.lambd)
 
     def extra_repr(self) -> str:
         return f"{self.lambd}"
 
 
-class Softshrink(Hardshrink):
-    def forward(self, input):
-        return _A.softshrink(input, self.lambd)
-
-
+Softshrink = layer_class("Softshrink", Hardshrink, _A.softshrink)
 Tanhshrink = layer_class("Tanhshrink", _Unary, _A.tanhshrink)
 Softsign = layer_class("Softsign", _Unary, _A.softsign)
 LogSigmoid = layer_class("LogSigmoid", _Unary, logsigmoid)
@@ -54,15 +48,13 @@ class Threshold(_Inplace):
         self.threshold, self.value = threshold, value
 
 
-class Softmin(Module):
+class Softmin(_Options):
     _repr_fields = ("dim",)
+    _fn = staticmethod(_A.softmin)
 
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
-
-    def forward(self, input):
-        return _A.softmin(input, self.dim)
 
 
 class Softmax2d(Module):

@@ -29,17 +29,23 @@ def _renumber(container: Module, items: list) -> None:
 
 
 class _ModuleSequence(Module):
-    """What Sequential and ModuleList share: length, iteration over the modules, append
-    and extend (registered under the next number)."""
+    """What Sequential, ModuleList and ParameterList share: length, iteration over the
+    values of the registry `_registry` names, append and extend (`_register`ed under the
+    next number)."""
+
+    _registry = "_modules"
 
     def __len__(self) -> int:
-        return len(self._modules)
+        return len(self.__dict__[self._registry])
 
     def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+        return iter(self.__dict__[self._registry].values())
+
+    def _register(self, key: str, module: Module) -> None:
+        self.add_module(key, module)
 
     def append(self, module: Module):
-        self.add_module(str(len(self)), module)
+        self._register(str(len(self)), module)
         return self
 
     def extend(self, modules: Iterable[Module]):
@@ -199,45 +205,38 @@ class ModuleDict(_DictContainer):
         self.add_module(key, module)
 
 
-class ParameterList(Module):
+class ParameterList(_ModuleSequence):
     """A list of Parameters, registered under the names "0", "1", ..."""
+
+    _registry = "_parameters"
 
     def __init__(self, values: Iterable[Parameter] | None = None):
         super().__init__()
         if values is not None:
-            for v in values:
-                self.append(v)
+            self.extend(values)
 
     def __getitem__(self, idx) -> Parameter:
         return self._parameters[str(_index(idx, len(self), "ParameterList"))]
 
     def __setitem__(self, idx, param: Parameter) -> None:
-        self.register_parameter(str(_index(idx, len(self), "ParameterList")), _as_param(param))
+        self._register(str(_index(idx, len(self), "ParameterList")), param)
 
-    def __len__(self) -> int:
-        return len(self._parameters)
+    def _register(self, key: str, value) -> None:
+        self.register_parameter(key, _as_param(value))
 
-    def __iter__(self) -> Iterator[Parameter]:
-        return iter(self._parameters.values())
-
-    def append(self, value) -> "ParameterList":
-        self.register_parameter(str(len(self)), _as_param(value))
-        return self
-
-    def extend(self, values: Iterable) -> "ParameterList":
-        for v in values:
-            self.append(v)
-        return self
-
-    __iadd__ = extend
+    __iadd__ = _ModuleSequence.extend
 
     def extra_repr(self) -> str:
-        return "\n".join(f"({i}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]"
-                         for i, p in enumerate(self))
+        return _params_repr(enumerate(self))
 
 
 def _as_param(v) -> Parameter:
     return v if isinstance(v, Parameter) else Parameter(v)
+
+
+def _params_repr(pairs) -> str:
+    return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]"
+                     for k, p in pairs)
 
 
 class ParameterDict(_DictContainer):
@@ -257,8 +256,7 @@ class ParameterDict(_DictContainer):
         return self._parameters.get(key, default)
 
     def extra_repr(self) -> str:
-        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size {tuple(p.shape)}]"
-                         for k, p in self._parameters.items())
+        return _params_repr(self._parameters.items())
 
 
 class Container(Module):

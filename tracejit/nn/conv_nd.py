@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ops.conv_nd import conv3d, conv_transpose1d, conv_transpose3d
 from . import functional as F
 from .conv import _ConvTransposeNd
-from .layers import _ConvNd, conv_repr
+from .layers import _ConvNd, _Options, conv_repr
 from .module import Module, layer_class
 
 __all__ = ["Conv3d", "ConvTranspose1d", "ConvTranspose3d", "Fold", "Unfold"]
@@ -34,23 +34,19 @@ ConvTranspose3d = layer_class("ConvTranspose3d", _ConvTransposeNd, _n=3, _op=sta
                               __doc__="Transposed 3-D convolution: weight (C_in, C_out/groups, kd, kh, kw).")
 
 
-class Unfold(Module):
+class Unfold(_Options):
     """Sliding local blocks of (N, C, H, W) as columns (N, C*kh*kw, L) (im2col)."""
+    _repr_fields = ("kernel_size", "dilation", "padding", "stride")
+    _fn = staticmethod(F.unfold)
 
     def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
         self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
 
-    def forward(self, input):
-        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, "
-                f"stride={self.stride}")
-
 
 class Fold(Module):
     """Columns (N, C*kh*kw, L) summed back into an image (N, C, *output_size) (col2im)."""
+    _repr_fields = ("output_size", "kernel_size", "dilation", "padding", "stride")
 
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
@@ -60,7 +56,3 @@ class Fold(Module):
     def forward(self, input):
         size = (self.output_size,) * 2 if isinstance(self.output_size, int) else tuple(self.output_size)
         return F.fold(input, size, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self) -> str:
-        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
-                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")

@@ -280,15 +280,24 @@ class LayerNorm(Module):
                 f"bias={self.bias is not None}")
 
 
-class Flatten(Module):
+class _Options(Module):
+    """A layer whose forward is its op (``_fn``) of the input and of the attributes `_args`
+    names, in order (those its repr shows, `_repr_fields`, unless `_args` is given)."""
+    _fn = None
+    _args: tuple = ()
+
+    def forward(self, input):
+        names = self._args or self._repr_fields
+        return type(self)._fn(input, *[getattr(self, name) for name in names])
+
+
+class Flatten(_Options):
     _repr_fields = ("start_dim", "end_dim")
+    _fn = staticmethod(flatten)
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
-
-    def forward(self, input):
-        return flatten(input, self.start_dim, self.end_dim)
 
 
 # ---------------------------------------------------------------- activations
@@ -347,15 +356,13 @@ class LeakyReLU(_Inplace):
         self.negative_slope = negative_slope
 
 
-class Softplus(Module):
+class Softplus(_Options):
     _repr_fields = ("beta", "threshold")
+    _fn = staticmethod(F.softplus)
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
         self.beta, self.threshold = beta, threshold
-
-    def forward(self, input):
-        return F.softplus(input, self.beta, self.threshold)
 
 
 class _SoftmaxLike(Module):

@@ -13,28 +13,31 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 class _Loss(Module):
     """A loss with PyTorch's ``reduction`` (or its deprecated ``size_average``/``reduce``,
-    by keyword); forward is ``_fn(input, target, reduction=...)`` unless a subclass passes
-    more options."""
+    by keyword); forward is ``_fn(input, target, reduction=...)`` with the attributes
+    `_options` names passed by keyword too, unless a subclass takes other inputs."""
     _fn = None
+    _options: tuple = ()
+    _reductions = _REDUCTIONS
 
     def __init__(self, reduction: str = "mean", *, size_average=None, reduce=None):
         super().__init__()
         reduction = legacy_reduction(size_average, reduce, reduction)
-        if reduction not in _REDUCTIONS:
-            raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+        if reduction not in self._reductions:
+            raise ValueError(f"{type(self).__name__}: reduction must be one of {self._reductions}, "
+                             f"got {reduction!r}")
         self.reduction = reduction
 
     def forward(self, input, target):
-        return type(self)._fn(input, target, reduction=self.reduction)
+        return type(self)._fn(input, target, reduction=self.reduction,
+                              **{name: getattr(self, name) for name in self._options})
 
 
 class _WeightedLoss(_Loss):
+    _options = ("weight",)
+
     def __init__(self, weight=None, reduction: str = "mean", *, size_average=None, reduce=None):
         super().__init__(reduction, size_average=size_average, reduce=reduce)
         self.register_buffer("weight", weight)
-
-    def forward(self, input, target):
-        return type(self)._fn(input, target, weight=self.weight, reduction=self.reduction)
 
 
 MSELoss = layer_class("MSELoss", _Loss, F.mse_loss)
@@ -42,6 +45,9 @@ L1Loss = layer_class("L1Loss", _Loss, F.l1_loss)
 
 
 class CrossEntropyLoss(_WeightedLoss):
+    _fn = staticmethod(F.cross_entropy)
+    _options = ("weight", "ignore_index", "label_smoothing")
+
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
                  label_smoothing: float = 0.0, *, size_average=None, reduce=None):
         super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
@@ -49,10 +55,6 @@ class CrossEntropyLoss(_WeightedLoss):
             raise ValueError(f"CrossEntropyLoss: label_smoothing must be in [0, 1], got {label_smoothing}")
         self.ignore_index = ignore_index
         self.label_smoothing = label_smoothing
-
-    def forward(self, input, target):
-        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                               reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
 class LinearCrossEntropyLoss(_WeightedLoss):
@@ -81,24 +83,22 @@ class LinearCrossEntropyLoss(_WeightedLoss):
 
 
 class NLLLoss(_WeightedLoss):
+    _fn = staticmethod(F.nll_loss)
+    _options = ("weight", "ignore_index")
+
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean", *, size_average=None,
                  reduce=None):
         super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
         self.ignore_index = ignore_index
-
-    def forward(self, input, target):
-        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
-                          reduction=self.reduction)
 
 
 BCELoss = layer_class("BCELoss", _WeightedLoss, F.binary_cross_entropy)
 
 
 class BCEWithLogitsLoss(_WeightedLoss):
+    _fn = staticmethod(F.binary_cross_entropy_with_logits)
+    _options = ("weight", "pos_weight")
+
     def __init__(self, weight=None, reduction: str = "mean", pos_weight=None, *, size_average=None, reduce=None):
         super().__init__(weight, reduction, size_average=size_average, reduce=reduce)
         self.register_buffer("pos_weight", pos_weight)
-
-    def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, weight=self.weight,
-                                                  reduction=self.reduction, pos_weight=self.pos_weight)

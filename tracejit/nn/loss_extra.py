@@ -6,50 +6,46 @@ from __future__ import annotations
 from .. import ops as _ops
 from ..ops.losses import legacy_reduction
 from .loss import _Loss
-from .module import Module
+from .module import Module, layer_class
 
 __all__ = ["SmoothL1Loss", "HuberLoss", "KLDivLoss", "MarginRankingLoss", "TripletMarginLoss",
            "HingeEmbeddingLoss", "CosineEmbeddingLoss", "CosineSimilarity", "PairwiseDistance"]
 
 
 class SmoothL1Loss(_Loss):
+    _fn, _options = staticmethod(_ops.smooth_l1_loss), ("beta",)
+
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
         super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.beta = beta
 
-    def forward(self, input, target):
-        return _ops.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
-
 
 class HuberLoss(_Loss):
+    _fn, _options = staticmethod(_ops.huber_loss), ("delta",)
+
     def __init__(self, reduction: str = "mean", delta: float = 1.0):
         super().__init__(reduction)
         self.delta = delta
 
-    def forward(self, input, target):
-        return _ops.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
+class KLDivLoss(_Loss):
+    _fn, _options = staticmethod(_ops.kl_div), ("log_target",)
+    _reductions = ("mean", "sum", "none", "batchmean")
 
-class KLDivLoss(Module):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
-        super().__init__()
-        reduction = legacy_reduction(size_average, reduce, reduction)
-        if reduction not in ("mean", "sum", "none", "batchmean"):
-            raise ValueError(f"KLDivLoss: reduction must be one of ('mean', 'sum', 'none', 'batchmean'), "
-                             f"got {reduction!r}")
-        self.reduction, self.log_target = reduction, log_target
-
-    def forward(self, input, target):
-        return _ops.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+        super().__init__(legacy_reduction(size_average, reduce, reduction))
+        self.log_target = log_target
 
 
 class MarginRankingLoss(_Loss):
+    _fn = staticmethod(_ops.margin_ranking_loss)
+
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
     def forward(self, input1, input2, target):
-        return _ops.margin_ranking_loss(input1, input2, target, self.margin, reduction=self.reduction)
+        return type(self)._fn(input1, input2, target, self.margin, reduction=self.reduction)
 
 
 class TripletMarginLoss(_Loss):
@@ -66,21 +62,15 @@ class TripletMarginLoss(_Loss):
 
 
 class HingeEmbeddingLoss(_Loss):
+    _fn, _options = staticmethod(_ops.hinge_embedding_loss), ("margin",)
+
     def __init__(self, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(legacy_reduction(size_average, reduce, reduction))
         self.margin = margin
 
-    def forward(self, input, target):
-        return _ops.hinge_embedding_loss(input, target, self.margin, reduction=self.reduction)
 
-
-class CosineEmbeddingLoss(_Loss):
-    def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
-        super().__init__(legacy_reduction(size_average, reduce, reduction))
-        self.margin = margin
-
-    def forward(self, input1, input2, target):
-        return _ops.cosine_embedding_loss(input1, input2, target, self.margin, reduction=self.reduction)
+CosineEmbeddingLoss = layer_class("CosineEmbeddingLoss", MarginRankingLoss,
+                                  _ops.cosine_embedding_loss)
 
 
 class CosineSimilarity(Module):

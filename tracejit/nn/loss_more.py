@@ -40,16 +40,14 @@ MultiLabelMarginLoss = layer_class("MultiLabelMarginLoss", _Loss, _L.multilabel_
 
 
 class MultiMarginLoss(_WeightedLoss):
+    _fn, _options = staticmethod(_L.multi_margin_loss), ("p", "margin", "weight")
+
     def __init__(self, p: int = 1, margin: float = 1.0, weight=None, size_average=None, reduce=None,
                  reduction: str = "mean"):
         super().__init__(weight, legacy_reduction(size_average, reduce, reduction))
         if p not in (1, 2):
             raise ValueError(f"MultiMarginLoss: only p == 1 and p == 2 are supported, got {p}")
         self.p, self.margin = p, margin
-
-    def forward(self, input, target):
-        return _L.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
-                                    reduction=self.reduction)
 
 
 class TripletMarginWithDistanceLoss(_Loss):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .. import ops as _ops
 from ..ops.normalization_more import avg_pool3d, local_response_norm, pad, rms_norm
-from .layers import _factory, _reset_affine
+from .layers import _factory, _Options, _reset_affine
 from .module import Module, layer_class
 from .normalization import _BatchNorm, _InstanceNorm
 from .parameter import Parameter
@@ -78,13 +78,13 @@ class RMSNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
-class LocalResponseNorm(Module):
+class LocalResponseNorm(_Options):
+    _args = ("size", "alpha", "beta", "k")
+    _fn = staticmethod(local_response_norm)
+
     def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
         super().__init__()
         self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
-
-    def forward(self, input):
-        return local_response_norm(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..ops import pool_fractional as _F
 from ..ops import pooling_nd as _P
 from ..ops.composite import avg_pool2d, max_pool2d
+from .layers import _Options
 from .module import Module, layer_class
 
 __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d",
@@ -15,8 +16,9 @@ __all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "Avg
            "FractionalMaxPool3d"]
 
 
-class _MaxPoolNd(Module):
-    _fn = None
+class _MaxPoolNd(_Options):
+    _repr_fields = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
+    _args = _repr_fields[:4] + ("ceil_mode", "return_indices")
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices: bool = False,
                  ceil_mode: bool = False):
@@ -26,18 +28,10 @@ class _MaxPoolNd(Module):
         self.padding, self.dilation = padding, dilation
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
-    def forward(self, input):
-        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                              self.ceil_mode, self.return_indices)
 
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
-class _AvgPoolNd(Module):
+class _AvgPoolNd(_Options):
     _repr_fields = ("kernel_size", "stride", "padding")
-    _fn = None
+    _args = _repr_fields + ("ceil_mode", "count_include_pad", "divisor_override")
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True, divisor_override=None):
@@ -47,36 +41,26 @@ class _AvgPoolNd(Module):
         self.padding, self.ceil_mode, self.count_include_pad = padding, ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
-    def forward(self, input):
-        return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                              self.count_include_pad, self.divisor_override)
 
-
-class _AdaptiveAvg(Module):
+class _AdaptiveAvg(_Options):
     _repr_fields = ("output_size",)
-    _fn = None
 
     def __init__(self, output_size):
         super().__init__()
         self.output_size = output_size
 
-    def forward(self, input):
-        return type(self)._fn(input, self.output_size)
 
-
-class _AdaptiveMax(Module):
+class _AdaptiveMax(_Options):
     _repr_fields = ("output_size",)
-    _fn = None
+    _args = ("output_size", "return_indices")
 
     def __init__(self, output_size, return_indices: bool = False):
         super().__init__()
         self.output_size, self.return_indices = output_size, return_indices
 
-    def forward(self, input):
-        return type(self)._fn(input, self.output_size, self.return_indices)
-
 
 class _LPPool(Module):
+    _repr_fields = ("norm_type", "kernel_size", "stride", "ceil_mode")
     _fn = None
 
     def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
@@ -85,10 +69,6 @@ class _LPPool(Module):
 
     def forward(self, input):
         return type(self)._fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
-
-    def extra_repr(self) -> str:
-        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"ceil_mode={self.ceil_mode}")
 
 
 class _MaxUnpool(Module):

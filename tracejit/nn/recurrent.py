@@ -73,8 +73,17 @@ def _packed_proj(x, h, w_ih, w_hh, b_ih, b_hh):
     """``x @ W_ih.T + b_ih + h @ W_hh.T + b_hh`` of one cell step as one product,
     ``[x | h] @ [W_ih | W_hh].T + (b_ih + b_hh)``: one GEMM forward and two backward where
     the two projections take two and four (a captured loop's CSE keeps one concatenation)."""
-    b = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
-    return F.linear(_ops.cat([x, h], 1), _ops.cat([w_ih, w_hh], 1), b)
+    return F.linear(_ops.cat([x, h], 1), _ops.cat([w_ih, w_hh], 1), _bias_sum(b_ih, b_hh))
+
+
+def _bias_sum(b_ih, b_hh):
+    return b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
+
+
+def _input_proj(x, w_ih, b_ih):
+    """x_t @ W_ih.T + b_ih of every step of time-major x (L, N, H_in), as one GEMM."""
+    L, N, h_in = x.shape
+    return _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, w_ih.shape[0]))
 
 
 _STEPS = {"RNN_TANH": rnn_tanh_step, "RNN_RELU": rnn_relu_step, "LSTM": lstm_step, "GRU": gru_step}
@@ -346,9 +355,8 @@ def _lstm_layer(x, state: tuple, weights: tuple, reverse: bool, batch_major: boo
     the faster GEMM orientation for small batches); the input projection is part of each
     step's packed product inside the loop, the biases added at each step."""
     w_ih, w_hh, b_ih, b_hh = weights
-    bias = b_ih if b_hh is None else b_hh if b_ih is None else b_ih + b_hh
     h0, c0 = (_ops.transpose(s, 0, 1) for s in state)
-    out, h, c = lstm_layer_fm(x, w_ih, w_hh, h0, c0, reverse, bias, batch_sizes)
+    out, h, c = lstm_layer_fm(x, w_ih, w_hh, h0, c0, reverse, _bias_sum(b_ih, b_hh), batch_sizes)
     out = _time_major_rows(out, batch_major)
     return out, (_ops.transpose(h, 0, 1), _ops.transpose(c, 0, 1))
 
@@ -360,10 +368,8 @@ def _state_layer(layer_fm, x, state: tuple, weights: tuple, reverse: bool, batch
     backward, feature-major as `_lstm_layer`; the input projection with b_ih is one GEMM
     over the L*N rows."""
     w_ih, w_hh, b_ih, b_hh = weights
-    L, N, h_in = x.shape
-    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, w_ih.shape[0]))
-    out, h = layer_fm(gi, w_hh, _ops.transpose(state[0], 0, 1), reverse, b_hh, *options,
-                      batch_sizes=batch_sizes)
+    gi, h0 = _input_proj(x, w_ih, b_ih), _ops.transpose(state[0], 0, 1)
+    out, h = layer_fm(gi, w_hh, h0, reverse, b_hh, *options, batch_sizes=batch_sizes)
     return _time_major_rows(out, batch_major), (_ops.transpose(h, 0, 1),)
 
 
@@ -375,8 +381,8 @@ def _lstm_proj_layer(x, state: tuple, weights: tuple, w_hr, reverse: bool, batch
     first) step t updates the first batch_sizes[t] columns and holds the others' states.
     -> (out (L, N, P), (h (N, P), c (N, H)))."""
     w_ih, w_hh, b_ih, b_hh = weights
-    L, N, h_in = x.shape
-    gi = _ops.reshape(F.linear(_ops.reshape(x, (L * N, h_in)), w_ih, b_ih), (L, N, w_ih.shape[0]))
+    L, N = x.shape[:2]
+    gi = _input_proj(x, w_ih, b_ih)
     h, c = state
     outs = [None] * L
     for t in (range(L - 1, -1, -1) if reverse else range(L)):

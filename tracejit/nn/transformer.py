@@ -57,9 +57,8 @@ class MultiheadAttention(Module):
         self.head_dim = embed_dim // num_heads
         if self._qkv_same_embed_dim:
             self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, **kw))
-            self.register_parameter("q_proj_weight", None)
-            self.register_parameter("k_proj_weight", None)
-            self.register_parameter("v_proj_weight", None)
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
         else:
             self.q_proj_weight = Parameter(empty(embed_dim, embed_dim, **kw))
             self.k_proj_weight = Parameter(empty(embed_dim, self.kdim, **kw))
@@ -81,12 +80,9 @@ class MultiheadAttention(Module):
     def _reset_parameters(self) -> None:
         # PyTorch: xavier_uniform on the packed (or separate) projections, zero biases,
         # xavier_normal on bias_k/bias_v; out_proj.weight keeps Linear's default init.
-        if self._qkv_same_embed_dim:
-            init.xavier_uniform_(self.in_proj_weight)
-        else:
-            init.xavier_uniform_(self.q_proj_weight)
-            init.xavier_uniform_(self.k_proj_weight)
-            init.xavier_uniform_(self.v_proj_weight)
+        for w in ((self.in_proj_weight,) if self._qkv_same_embed_dim
+                  else (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)):
+            init.xavier_uniform_(w)
         if self.in_proj_bias is not None:
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)

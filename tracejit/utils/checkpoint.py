@@ -89,22 +89,9 @@ class _Recompute(Function):
     def backward(ctx, *grads):
         from ..autograd import backward as _backward
         saved = iter(ctx.saved_tensors)
-        args = []
-        for a in ctx.args:
-            if isinstance(a, Tensor):
-                t = next(saved).detach()
-                t.requires_grad = a.requires_grad
-                args.append(t)
-            else:
-                args.append(a)
-        now = _random.get_rng_state()
-        try:
-            if ctx.rng is not None:
-                _random.set_rng_state(ctx.rng)
-            with enable_grad():
-                out = ctx.fn(*args)
-        finally:
-            _random.set_rng_state(now)
+        args = [next(saved).detach().requires_grad_(a.requires_grad) if isinstance(a, Tensor) else a
+                for a in ctx.args]
+        out = _rerun(ctx.rng, enable_grad, ctx.fn, *args)
         outs = out if isinstance(out, tuple) else (out,)
         pairs = [(o, g) for o, g in zip(outs, grads)
                  if isinstance(o, Tensor) and o.requires_grad and g is not None]
@@ -125,15 +112,21 @@ class _Replay(Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        now = _random.get_rng_state()
-        try:
-            if ctx.rng is not None:
-                _random.set_rng_state(ctx.rng)
-            with no_grad():
-                ctx.fn(*ctx.args, **ctx.kwargs)
-        finally:
-            _random.set_rng_state(now)
+        _rerun(ctx.rng, no_grad, ctx.fn, *ctx.args, **ctx.kwargs)
         return (None, None, None, None) + grads
+
+
+def _rerun(rng, grad_mode, fn, *args, **kwargs):
+    """fn(*args, **kwargs) under `grad_mode` from the generator state `rng` (when one was
+    saved), the generator's state now put back afterwards."""
+    now = _random.get_rng_state()
+    try:
+        if rng is not None:
+            _random.set_rng_state(rng)
+        with grad_mode():
+            return fn(*args, **kwargs)
+    finally:
+        _random.set_rng_state(now)
 
 
 def _buffers_of(fn) -> list:

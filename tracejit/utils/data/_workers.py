@@ -56,33 +56,35 @@ class _WireTensor:
         self.array, self.dtype, self.requires_grad = array, dtype, requires_grad
 
 
+def _rebuild(x, leaf):
+    """`x` with `leaf` applied to everything in it that is no namedtuple, tuple, list or dict."""
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return type(x)(*(_rebuild(v, leaf) for v in x))
+    if isinstance(x, (list, tuple)):
+        return type(x)(_rebuild(v, leaf) for v in x)
+    if isinstance(x, dict):
+        return type(x)((k, _rebuild(v, leaf)) for k, v in x.items())
+    return leaf(x)
+
+
 def _to_wire(x):
     from ...tensor import Tensor
-    if isinstance(x, Tensor):
-        return _WireTensor(np.ascontiguousarray(x.detach().cpu()._data), x.dtype.name, x.requires_grad)
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return type(x)(*(_to_wire(v) for v in x))
-    if isinstance(x, (list, tuple)):
-        return type(x)(_to_wire(v) for v in x)
-    if isinstance(x, dict):
-        return type(x)((k, _to_wire(v)) for k, v in x.items())
-    return x
+    return _rebuild(x, lambda t: _WireTensor(np.ascontiguousarray(t.detach().cpu()._data),
+                                             t.dtype.name, t.requires_grad)
+                    if isinstance(t, Tensor) else t)
 
 
 def _from_wire(x):
-    if isinstance(x, _WireTensor):
-        from ... import dtypes as _dt
-        from ...device import CPU
-        from ...tensor import Tensor
-        t = Tensor._wrap(x.array, _dt.as_dtype(x.dtype), CPU)
-        return t.requires_grad_() if x.requires_grad else t
-    if isinstance(x, tuple) and hasattr(x, "_fields"):
-        return type(x)(*(_from_wire(v) for v in x))
-    if isinstance(x, (list, tuple)):
-        return type(x)(_from_wire(v) for v in x)
-    if isinstance(x, dict):
-        return type(x)((k, _from_wire(v)) for k, v in x.items())
-    return x
+    from ... import dtypes as _dt
+    from ...device import CPU
+    from ...tensor import Tensor
+
+    def leaf(w):
+        if not isinstance(w, _WireTensor):
+            return w
+        t = Tensor._wrap(w.array, _dt.as_dtype(w.dtype), CPU)
+        return t.requires_grad_() if w.requires_grad else t
+    return _rebuild(x, leaf)
 
 
 class _WorkerError:

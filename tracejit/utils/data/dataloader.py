@@ -10,6 +10,7 @@ by one; the result is the same.
 from __future__ import annotations
 
 import collections.abc
+import itertools
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -18,7 +19,7 @@ from ... import dtypes as _dt
 from ...tensor import Tensor
 from ._workers import get_worker_info  # noqa: F401
 from .dataset import IterableDataset, Subset, TensorDataset
-from .sampler import BatchSampler, RandomSampler, SequentialSampler
+from .sampler import BatchSampler, RandomSampler, SequentialSampler, batches, num_batches
 
 __all__ = ["DataLoader", "default_collate", "default_convert", "get_worker_info"]
 
@@ -90,9 +91,7 @@ def default_convert(data: Any) -> Any:
         return {k: default_convert(v) for k, v in data.items()}
     if _is_namedtuple(data):
         return type(data)(*(default_convert(d) for d in data))
-    if isinstance(data, tuple):
-        return [default_convert(d) for d in data]
-    if isinstance(data, list):
+    if isinstance(data, (tuple, list)):
         return [default_convert(d) for d in data]
     return data
 
@@ -169,15 +168,12 @@ class DataLoader:
         if self._iterable:
             yield from self._iter_stream()
             return
-        if self.batch_sampler is None:
-            for i in self.sampler:
-                yield self.collate_fn(self.dataset[i])
-            return
-        for indices in self.batch_sampler:
-            if self._fast:
-                yield _gather_rows(self.dataset, indices)
-            else:
-                yield self.collate_fn([self.dataset[i] for i in indices])
+        batched = self.batch_sampler is not None
+        yield from map(self._map_fetcher(), self.batch_sampler if batched else self.sampler)
+
+    def _map_fetcher(self) -> "_MapFetcher":
+        batched = self.batch_sampler is not None
+        return _MapFetcher(self.dataset, self.collate_fn, batched, self._fast)
 
     def _iter_workers(self):
         from ._workers import WorkerPool, base_seed
@@ -185,7 +181,7 @@ class DataLoader:
         if pool is None or not pool.alive:
             spec = {"dataset": self.dataset, "iterable": self._iterable, "worker_init_fn": self.worker_init_fn,
                     "fetch": _StreamFetcher(self.batch_size, self.drop_last, self.collate_fn) if self._iterable
-                    else _MapFetcher(self.dataset, self.collate_fn, self.batch_sampler is not None, self._fast)}
+                    else self._map_fetcher()}
             pool = WorkerPool(spec, self.num_workers, base_seed(), self.multiprocessing_context,
                               self.prefetch_factor)
             if self.persistent_workers:
@@ -202,24 +198,13 @@ class DataLoader:
 
     def _iter_stream(self):
         if self.batch_size is None:
-            for item in self.dataset:
-                yield self.collate_fn(item)
-            return
-        batch = []
-        for item in self.dataset:
-            batch.append(item)
-            if len(batch) == self.batch_size:
-                yield self.collate_fn(batch)
-                batch = []
-        if batch and not self.drop_last:
-            yield self.collate_fn(batch)
+            return map(self.collate_fn, self.dataset)
+        return map(self.collate_fn, batches(self.dataset, self.batch_size, self.drop_last))
 
     def __len__(self) -> int:
         if self._iterable:
             n = len(self.dataset)  # TypeError if the stream has no length, as in PyTorch
-            if self.batch_size is None:
-                return n
-            return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+            return n if self.batch_size is None else num_batches(n, self.batch_size, self.drop_last)
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
         return len(self.sampler)
@@ -248,11 +233,7 @@ class _StreamFetcher:
     def __call__(self, stream):
         if self.batch_size is None:
             return self.collate_fn(next(stream))
-        batch = []
-        for item in stream:
-            batch.append(item)
-            if len(batch) == self.batch_size:
-                break
+        batch = list(itertools.islice(stream, self.batch_size))
         if not batch or (self.drop_last and len(batch) < self.batch_size):
             raise StopIteration
         return self.collate_fn(batch)
@@ -296,9 +277,8 @@ class _KindMapFetcher:
         self.dataset, self.auto_collation, self.collate_fn = dataset, auto_collation, collate_fn
 
     def fetch(self, possibly_batched_index):
-        if self.auto_collation:
-            return self.collate_fn([self.dataset[i] for i in possibly_batched_index])
-        return self.collate_fn(self.dataset[possibly_batched_index])
+        fetch = _MapFetcher(self.dataset, self.collate_fn, self.auto_collation, False)
+        return fetch(possibly_batched_index)
 
 
 class _KindIterableFetcher:
@@ -306,14 +286,5 @@ class _KindIterableFetcher:
         self.it, self.auto_collation, self.collate_fn, self.drop_last = iter(dataset), auto_collation, collate_fn, drop_last
 
     def fetch(self, possibly_batched_index):
-        if not self.auto_collation:
-            return self.collate_fn(next(self.it))
-        data = []
-        for _ in possibly_batched_index:
-            try:
-                data.append(next(self.it))
-            except StopIteration:
-                break
-        if not data or (self.drop_last and len(data) < len(possibly_batched_index)):
-            raise StopIteration
-        return self.collate_fn(data)
+        size = len(possibly_batched_index) if self.auto_collation else None
+        return _StreamFetcher(size, self.drop_last, self.collate_fn)(self.it)

@@ -3,10 +3,25 @@ in which order, and how they are grouped into batches. Random orders draw from t
 global generator (``tracejit.manual_seed`` makes them reproducible)."""
 from __future__ import annotations
 
+import itertools
 from typing import Iterator, Sequence
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler"]
+
+
+def batches(items, batch_size: int, drop_last: bool) -> Iterator[list]:
+    """Lists of `batch_size` consecutive items of `items`, the last one shorter unless
+    `drop_last` drops it."""
+    it = iter(items)
+    while batch := list(itertools.islice(it, batch_size)):
+        if len(batch) == batch_size or not drop_last:
+            yield batch
+
+
+def num_batches(n: int, batch_size: int, drop_last: bool) -> int:
+    """How many batches `batches` makes of `n` items."""
+    return n // batch_size if drop_last else -(-n // batch_size)
 
 
 class Sampler:
@@ -88,18 +103,10 @@ class BatchSampler(Sampler):
         self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
 
     def __iter__(self) -> Iterator[list[int]]:
-        batch = []
-        for i in self.sampler:
-            batch.append(i)
-            if len(batch) == self.batch_size:
-                yield batch
-                batch = []
-        if batch and not self.drop_last:
-            yield batch
+        return batches(self.sampler, self.batch_size, self.drop_last)
 
     def __len__(self) -> int:
-        n = len(self.sampler)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return num_batches(len(self.sampler), self.batch_size, self.drop_last)
 
 
 class WeightedRandomSampler(Sampler):

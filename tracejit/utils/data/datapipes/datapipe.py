@@ -95,6 +95,17 @@ class DataChunk(list, Generic[T]):
         yield from self.items
 
 
+def copy_if(source, deepcopy: bool):
+    """A deep copy of `source` when `deepcopy` and it can be copied (a generator cannot)."""
+    if deepcopy:
+        import copy
+        try:
+            return copy.deepcopy(source)
+        except TypeError:
+            pass
+    return source
+
+
 class functional_datapipe:  # noqa: N801  (PyTorch's name)
     """Class decorator: ``@functional_datapipe("name")`` makes ``dp.name(...)`` build the
     decorated pipe with ``dp`` as its source."""

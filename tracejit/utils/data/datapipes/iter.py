@@ -6,7 +6,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Optional
 
-from .datapipe import DataChunk, IterDataPipe, functional_datapipe
+from ..sampler import batches, num_batches
+from .datapipe import DataChunk, IterDataPipe, copy_if, functional_datapipe
 
 __all__ = ["IterableWrapper", "Mapper", "Filter", "Batcher", "UnBatcher", "Collator", "Shuffler",
            "Concater", "Zipper", "Enumerator", "Header", "ShardingFilter"]
@@ -37,14 +38,7 @@ class IterableWrapper(IterDataPipe):
         self.iterable, self.deepcopy = iterable, deepcopy
 
     def __iter__(self):
-        source = self.iterable
-        if self.deepcopy:
-            import copy
-            try:
-                source = copy.deepcopy(source)
-            except TypeError:   # (a generator or other object that cannot be copied)
-                pass
-        yield from source
+        yield from copy_if(self.iterable, self.deepcopy)
 
     def __len__(self) -> int:
         return len(self.iterable)
@@ -86,18 +80,10 @@ class Batcher(IterDataPipe):
         self.datapipe, self.batch_size, self.drop_last, self.wrapper_class = datapipe, batch_size, drop_last, wrapper_class
 
     def __iter__(self):
-        batch = []
-        for d in self.datapipe:
-            batch.append(d)
-            if len(batch) == self.batch_size:
-                yield self.wrapper_class(batch)
-                batch = []
-        if batch and not self.drop_last:
-            yield self.wrapper_class(batch)
+        return map(self.wrapper_class, batches(self.datapipe, self.batch_size, self.drop_last))
 
     def __len__(self) -> int:
-        n = len(self.datapipe)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return num_batches(len(self.datapipe), self.batch_size, self.drop_last)
 
 
 @functional_datapipe("unbatch")

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .datapipe import DataChunk, MapDataPipe, functional_datapipe
+from ..sampler import num_batches
+from .datapipe import DataChunk, MapDataPipe, copy_if, functional_datapipe
 
 __all__ = ["SequenceWrapper", "Mapper", "Batcher", "Concater", "Zipper"]
 
 
 class SequenceWrapper(MapDataPipe):
     def __init__(self, sequence, deepcopy: bool = True):
-        if deepcopy:
-            import copy
-            try:
-                sequence = copy.deepcopy(sequence)
-            except TypeError:
-                pass
-        self.sequence = sequence
+        self.sequence = copy_if(sequence, deepcopy)
 
     def __getitem__(self, index):
         return self.sequence[index]
@@ -53,8 +48,7 @@ class Batcher(MapDataPipe):
                                                                                len(self.datapipe)))])
 
     def __len__(self) -> int:
-        n = len(self.datapipe)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+        return num_batches(len(self.datapipe), self.batch_size, self.drop_last)
 
 
 @functional_datapipe("concat")
