@@ -18,6 +18,7 @@ from ..tensor import Tensor
 from ..tensor_inplace import can_take, take_value
 from . import autocast as _autocast
 from .dtype_checks import takes
+from .opmath import opmath
 
 __all__ = ["elu", "selu", "celu", "mish", "hardtanh", "relu6", "hardsigmoid", "hardswish", "prelu"]
 
@@ -74,16 +75,27 @@ def _neg_expm1(x, alpha: float, scale: float = 1.0):
     return alpha * expm1(neg * scale) + (alpha * scale) * where(x == 0, x, 0.0)
 
 
+@opmath
+def _elu_form(x, alpha: float, scale: float = 1.0):
+    """elu (celu: `scale` 1 / alpha) of x, computed in float32 for a half x."""
+    return where(x <= 0, _neg_expm1(x, alpha, scale), x)
+
+
+@opmath
+def _selu_form(x):
+    return _SELU_SCALE * where(x <= 0, _neg_expm1(x, _SELU_ALPHA), x)
+
+
 @takes("input")
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
-    return apply_inplace(input, lambda x: where(x <= 0, _neg_expm1(x, alpha), x), inplace)
+    return apply_inplace(input, lambda x: _elu_form(x, alpha), inplace)
 
 
 @takes("input")
 def selu(input, inplace: bool = False):
     """scale * elu(x, alpha) with the self-normalizing constants."""
-    return apply_inplace(input, lambda x: _SELU_SCALE * where(x <= 0, _neg_expm1(x, _SELU_ALPHA), x), inplace)
+    return apply_inplace(input, _selu_form, inplace)
 
 
 @takes("input")
@@ -91,13 +103,16 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
-    return apply_inplace(input, lambda x: where(x <= 0, _neg_expm1(x, alpha, 1.0 / alpha), x), inplace)
+    return apply_inplace(input, lambda x: _elu_form(x, alpha, 1.0 / alpha), inplace)
+
+
+_MISH = opmath(lambda x: x * tanh(softplus(x)))
 
 
 @takes("input")
 def mish(input, inplace: bool = False):
     """x * tanh(softplus(x))."""
-    return apply_inplace(input, lambda x: x * tanh(softplus(x)), inplace)
+    return apply_inplace(input, _MISH, inplace)
 
 
 @takes("input", ints=True)

@@ -17,6 +17,7 @@ from .elementwise import abs as _abs, cast, log, tanh, where
 from .random import rand, rand_like
 from .shape import squeeze, unsqueeze
 from .dtype_checks import takes
+from .opmath import opmath
 
 __all__ = ["glu", "hardshrink", "softshrink", "tanhshrink", "softsign", "threshold", "threshold_",
            "softmin", "rrelu", "rrelu_", "gumbel_softmax", "relu_", "elu_", "celu_", "selu_",
@@ -25,6 +26,7 @@ __all__ = ["glu", "hardshrink", "softshrink", "tanhshrink", "softsign", "thresho
 
 
 @takes("input")
+@opmath
 def glu(input, dim: int = -1):
     """First half of `input` along `dim` times the sigmoid of the second half."""
     n = input.shape[dim]
@@ -46,10 +48,12 @@ def softshrink(input, lambd: float = 0.5):
     return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
 
 
+@opmath
 def tanhshrink(input):
     return input - tanh(input)
 
 
+@opmath
 def softsign(input):
     return input / (_abs(input) + 1)
 

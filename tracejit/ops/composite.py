@@ -20,8 +20,7 @@ from .softplus_prim import softplus  # (also re-exported: its old home)
 from . import pooling_prim as _pool_prim
 from .pooling_nd import widened
 from . import pool_offsets as _pool_offsets
-from . import softmax_prim as _softmax_prim
-from . import log_softmax_prim as _log_softmax_prim
+from . import log_softmax_prim as _log_softmax_prim, softmax_prim as _softmax_prim
 from . import layer_norm_prim as _ln_prim
 from . import cross_entropy_prim as _ce_prim
 from . import one_hot_prim as _one_hot_prim
@@ -31,10 +30,10 @@ from .random import rand, rand_like
 from .eager import bind, trace_state
 from .reductions import all as _all, amax, mean, sum
 from .shape import contiguous, reshape, squeeze, unsqueeze
-from . import autocast as _autocast
-from . import bf16_eager as _bf16_eager
+from . import autocast as _autocast, bf16_eager as _bf16_eager
 from .. import dtypes as _dt
 from .dtype_checks import takes
+from .opmath import as_input, in_opmath, opmath
 from ..autograd.grad_mode import is_grad_enabled
 
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
@@ -43,6 +42,7 @@ __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding
            "leaky_relu", "logsigmoid", "isclose", "allclose"]
 
 @takes("x:input")
+@opmath
 def silu(x):
     return x * sigmoid(x)
 
@@ -96,7 +96,7 @@ def _along(op: str, prim_fn, x, dim: int, dtype):
         return x * 1.0  # nothing to normalize (and no max to subtract)
     if x.ndim == 0:     # one element: a 1-element row
         return reshape(prim_fn(reshape(x, (1,)), 0), ())
-    return prim_fn(x, dim)
+    return as_input(prim_fn(in_opmath(x), dim), x)   # (a half row: in float32, as PyTorch's)
 
 
 def softmax(x, dim: int = -1, dtype=None, axis=None):

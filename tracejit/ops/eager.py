@@ -22,7 +22,7 @@ from ..errors import DeviceMismatchError
 from ..tensor import Tensor
 from .impls import elementwise as _ew, signature_call as _signature_call
 from .registry import Aval, Primitive
-from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, prepare, scalar_as, scalar_aval
+from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, compute_np, prepare, scalar_as, scalar_aval
 
 __all__ = ["bind", "run_into", "trace_state", "trace_hooks", "tracer_entered", "tracer_exited", "scalar_aval",
            "compute_dtype", "prepare"]
@@ -73,6 +73,7 @@ def tracer_exited() -> None:
 # output dtype and shape, and each operand's cast. A new signature takes the general path
 # once (which raises the record's errors; failures are never cached).
 
+_F32_NP = np.dtype(np.float32)
 _NO_PARAMS: dict = {}  # the params of a call without any (shared: nothing writes it)
 _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
@@ -520,10 +521,13 @@ def _eager_general(prim: Primitive, args, params, key):
 def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
     """The plan of one signature, from what `prepare` and the rule just computed."""
     casts = []
+    odt = out_aval.dtype
+    cdt = avals[0].dtype if avals else odt  # promoting ops: every operand's dtype by now
+    cnp = compute_np(prim, cdt)
     for a, av in zip(args, avals):
-        cd = av.dtype.np
-        if not prim.promote:
-            casts.append(None)
+        cd = cnp if prim.promote else av.dtype.np
+        if not prim.promote:   # (float16 of a record that widens it: float32, see `prepare`)
+            casts.append(_F32_NP if isinstance(a, Tensor) and a.dtype is _dt.float16 and prim.widens_half else None)
         elif isinstance(a, Tensor):
             casts.append(None if a._data.dtype == cd else cd)
         elif type(a) is float and cd.kind == "f":
@@ -531,14 +535,12 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
             casts.append(None if NUMPY_WEAK_SCALARS else cd)
         else:
             casts.append(cd)  # ints may be out of range: _scalar_as wraps them as PyTorch does
-    odt = out_aval.dtype
-    cdt = avals[0].dtype if avals else odt  # promoting ops: every operand's dtype by now
     operands = [a._data.shape if isinstance(a, Tensor) else None for a in args]
     big = _ew.eligible(prim, operands, cdt, odt, out_aval.shape, params)
     meta = tuple((a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args)
-    fn = _signature_call(prim, tuple(operands), cdt.np, params or _NO_PARAMS)   # (as compiled plans')
+    fn = _signature_call(prim, tuple(operands), cnp, params or _NO_PARAMS)   # (as compiled plans')
     plan = _Plan(_dt._default_float, tuple(casts), odt, out_aval.shape,
-                 prim.vjp is not None and odt.is_floating_point, cdt.np, big, meta, fn)
+                 prim.vjp is not None and odt.is_floating_point, cnp, big, meta, fn)
     plan.view = prim.is_view or (prim.view_if is not None and bool(prim.view_if(params or _NO_PARAMS)))
     return plan
 

@@ -22,7 +22,8 @@ from .reductions import mean, sum as _sum, sum_
 from .registry import Aval, defprim
 from .eager import bind, remember_plain
 from .shape import reshape
-from .normalization import as_input, check_dtypes, in_opmath
+from .normalization import check_dtypes
+from .opmath import as_input, in_opmath
 
 __all__ = ["layer_norm"]
 

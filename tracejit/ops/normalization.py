@@ -30,10 +30,10 @@ from .eager import bind
 from .reductions import mean
 from .registry import Aval, defprim
 from .shape import reshape
+from .opmath import HALF as _HALF, as_input, in_opmath
 
-__all__ = ["batch_norm", "group_norm", "instance_norm", "check_dtypes", "in_opmath", "as_input"]
+__all__ = ["batch_norm", "group_norm", "instance_norm", "check_dtypes"]
 
-_HALF = (_dt.float16, _dt.bfloat16)
 _ROUNDED = (_dt.float32, _dt.float64)    # running statistics updated as PyTorch rounds them
 
 
@@ -86,18 +86,6 @@ def check_dtypes(op: str, input, **tensors) -> None:
         if t.dtype is not first[1]:
             raise DTypeError(f"{op}: {first[0]} is {first[1].name} but {name} is {t.dtype.name}; the "
                              f"parameters and running statistics must share one dtype")
-
-
-def in_opmath(input):
-    """`input` in the dtype its normalization computes in: float32 for a float16 or
-    bfloat16 input (PyTorch's kernels compute there and round the result once), else
-    itself."""
-    return cast(input, _dt.float32) if input.dtype in _HALF else input
-
-
-def as_input(y, input):
-    """Result `y` in `input`'s dtype (rounded once where it was computed wider)."""
-    return y if y.dtype is input.dtype else cast(y, input.dtype)
 
 
 def _stats(x, dims):

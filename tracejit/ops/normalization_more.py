@@ -9,7 +9,7 @@ from .shape import reshape, unsqueeze
 from .spatial import pad
 from .pooling_nd import avg_pool3d
 from .composite import avg_pool2d
-from .normalization import as_input, in_opmath
+from .opmath import as_input, in_opmath
 
 __all__ = ["rms_norm", "local_response_norm", "normalize"]
 

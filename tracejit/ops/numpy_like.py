@@ -73,7 +73,7 @@ def _array_fn(op):
 
 GCD = _binary("gcd", _array_fn("gcd"))
 LCM = _binary("lcm", _array_fn("lcm"))
-NEXTAFTER = _binary("nextafter", _array_fn("nextafter"))
+NEXTAFTER = _binary("nextafter", _array_fn("nextafter"), extra={"own_dtype": True})
 
 
 def _ints(prim, a, b):

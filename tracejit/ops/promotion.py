@@ -10,7 +10,7 @@ from ..device import CPU
 from ..tensor import Tensor
 from .registry import Aval, Primitive
 
-__all__ = ["scalar_aval", "compute_dtype", "on_numpy", "prepare", "scalar_as", "NUMPY_WEAK_SCALARS"]
+__all__ = ["scalar_aval", "compute_dtype", "on_numpy", "prepare", "compute_np", "scalar_as", "NUMPY_WEAK_SCALARS"]
 
 _SCALAR_TYPES = (bool, int, float, complex, np.number, np.bool_)
 
@@ -65,11 +65,21 @@ def on_numpy(prim: Primitive, avals, values, params: dict):
         return prim.impl(np, *(np.asarray(v, dtype=cd) for v in values), **params)
 
 
+_F32_NP = np.dtype(np.float32)
+
+
+def compute_np(prim: Primitive, cd: "_dt.DType") -> np.dtype:
+    """The numpy dtype a promoting record computes dtype `cd` in: float32 for float16 where
+    the record widens it (registry.py `widens_half`; the result is rounded once), else
+    `cd`'s own."""
+    return _F32_NP if cd is _dt.float16 and prim.widens_half else cd.np
+
+
 def prepare(prim: Primitive, args, avals, params):
     """Apply dtype promotion; returns the output aval and the operand arrays."""
     if prim.promote:
         cd = compute_dtype(prim, avals)
-        npd = cd.np
+        npd = compute_np(prim, cd)
         arrays = []
         for a, av in zip(args, avals):
             if isinstance(a, Tensor):
@@ -83,6 +93,9 @@ def prepare(prim: Primitive, args, avals, params):
             av.dtype = cd  # these avals are private to this call
     else:
         arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+        if prim.widens_half:
+            arrays = [d.astype(_F32_NP) if isinstance(a, Tensor) and a.dtype is _dt.float16 else d
+                      for a, d in zip(args, arrays)]
     return prim.rule(*avals, **params), arrays
 
 

@@ -19,6 +19,8 @@ whose output aliases input 0. ``extra["selects"]`` marks ops whose floating resu
 among their operands (relu, max, where), so bf16-exact in gives bf16-exact out. ``extra["moves"]``
 (operand positions) marks ops that only move those operands' elements, reading the
 others for their shapes or the VJP: on bf16 words they run as they are.
+``extra["own_dtype"]`` marks an elementwise op whose result depends on the operand dtype's
+own representation (nextafter): float16 operands are not widened for it (`widens_half`).
 ``extra["batch"]``: ``(n, params, *avals) -> params`` for the call with a leading batch
 dim of size n on every operand, a function of those operands, or None (``vmap``'s
 batching rule, func/batching.py).
@@ -95,6 +97,11 @@ class Primitive:
         # an in-place method writes the result into the tensor's memory (`run_into`)
         self.ufunc = getattr(self.impl, "ufunc", None)
         self.fast = self.extra.get("fast")  # the plan's numpy call (see the top)
+        # float16 computes in float32 and rounds the result once, as PyTorch's CPU kernels
+        # do (a Python float operand keeps float32 precision: numpy would round 0.1 to
+        # float16 first); ops that select among their operands are exact either way
+        self.widens_half = (self.kind == "elementwise" and not self.extra.get("selects")
+                            and not self.extra.get("own_dtype"))
         self.check_operands = self.extra.get("operands")  # avals -> None or raise (promotion.compute_dtype)
         # two operands without params: the plan fast path as a closure (`_make_binary`)
         inline = self.plans is not None and not self.is_view and self.view_if is None
