@@ -41,6 +41,11 @@ MATH: dict = {
     "sqrt": MathFn(1, "math.sqrt", "libdevice", "np.sqrt"),
     "floor": MathFn(1, "np.floor", "libdevice", "np.floor", integer_identity=True),
     "fmod": MathFn(2, "np.fmod", "libdevice", "np.fmod"),   # (exact, unlike a - trunc(a/b)*b)
+    # (libm's, through LLVM's intrinsics: within an ulp, where exp(x ln 2) and log(x) / ln 10
+    # were 64 and 3 float32 ulps off)
+    "exp2": MathFn(1, "np.exp2", "formula", "np.exp2"),
+    "log2": MathFn(1, "np.log2", "libdevice", "np.log2"),
+    "log10": MathFn(1, "np.log10", "libdevice", "np.log10"),
 }
 
 
@@ -57,7 +62,11 @@ def _softplus(e, x: str) -> str:
     return f"(({x} if {x} > {zero} else {zero}) + {e.call('log1p', e.call('exp', f'-abs({x})'))})"
 
 
-FORMULAS: dict[str, Callable] = {"sigmoid": _sigmoid, "softplus": _softplus}
+def _exp2(e, x: str) -> str:
+    return e.call("pow", e.const(2), x)   # (libdevice's pow: exact at integers)
+
+
+FORMULAS: dict[str, Callable] = {"sigmoid": _sigmoid, "softplus": _softplus, "exp2": _exp2}
 
 # mathlib's functions: one per (op, dtype).
 OPS = tuple(name for name, fn in MATH.items() if fn.cpu == "mathlib")

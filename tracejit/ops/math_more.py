@@ -5,8 +5,9 @@ what every backend has: arithmetic and floor) for what no composite of existing 
 gives: asin, acos, atan, atan2, asinh, acosh, atanh, ceil, trunc, round, lgamma,
 digamma, erfinv, bitwise and/or/xor/not. Without a scalar rule an op runs through its
 numpy form in compiled code too (a step, not fused), which these rarer functions can
-afford. tan and reciprocal are primitives too (their gradients read the output, as PyTorch's).
-Composites for the rest: sinh, cosh, log2, log10, exp2, frac,
+afford. tan and reciprocal are primitives too (their gradients read the output, as PyTorch's),
+and sinh, cosh, exp2, log2 and log10 (as composites they lost digits).
+Composites for the rest: frac,
 fmod, hypot, lerp, addcmul, addcdiv, logit, xlogy, sinc, erfc, rad2deg, deg2rad,
 logaddexp, copysign, heaviside, float_power, clamp_min/max, and the aliases.
 """
@@ -26,6 +27,7 @@ from .elementwise import (_binary, _zeros, _deprecated_form, _ew_rule, _int_divi
                           cast, cos, erf, exp, log, log1p, maximum, minimum, neg, sin, sqrt, where)
 from .registry import defprim
 from .dtype_checks import takes
+from .opmath import opmath
 
 __all__ = ["asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan",
            "arctan2", "arcsinh", "arccosh", "arctanh", "ceil", "trunc", "fix", "round", "frac",
@@ -192,27 +194,57 @@ lgamma, digamma, erfinv, erfc = map(_op1, (LGAMMA, DIGAMMA, ERFINV, ERFC))
 
 
 # ---------------------------------------------------------------- composites
-def _rounded_once(fn):
-    """`fn`, a composite of several roundings, computed in float32 for a float16 or bfloat16
-    input and rounded once, as PyTorch's half kernels compute (exp2(-8) is then 2^-8, not
-    two bf16 ulps off)."""
-    def composite(input):
-        if isinstance(input, Tensor) and input.dtype in (_dt.float16, _dt.bfloat16):
-            return cast(fn(cast(input, _dt.float32)), input.dtype)
-        return fn(input)
-    composite.__name__ = composite.__qualname__ = fn.__name__
-    composite.__doc__ = fn.__doc__
-    return composite
+# sinh, cosh, exp2, log2 and log10 are primitives: as composites of exp and log they lost
+# digits (sinh as (e^x - e^-x) / 2 cancels near 0: 2.3e6 float64 ulps at 1e-4; exp2 as
+# exp(x ln 2) carries ln 2's rounding times x: 64 float32 ulps at 127; log2 and log10 as
+# log(x) * c: 3 ulps) and overflowed early (sinh and cosh of 89 in float32). The numpy
+# forms are numpy's ufuncs; kernels compute sinh and cosh from expm1 and exp with no
+# cancellation, and exp(|x| / 2) squared in halves where e^|x| alone would overflow.
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 
-@_rounded_once
+def _sinh_scalar(e, a) -> str:
+    h = e.call("exp", f"(abs({a}) * {e.const(0.5)})")
+    big = f"(({e.const(0.5)} * {h}) * {h})"
+    small = f"(({e.call('expm1', a)} - {e.call('expm1', f'(-{a})')}) * {e.const(0.5)})"
+    return f"({small} if abs({a}) < {e.const(20.0)} else ({big} if {a} > {e.const(0)} else -{big}))"
+
+
+def _cosh_scalar(e, a) -> str:
+    h = e.call("exp", f"(abs({a}) * {e.const(0.5)})")
+    small = f"(({e.call('exp', a)} + {e.call('exp', f'(-{a})')}) * {e.const(0.5)})"
+    return f"({small} if abs({a}) < {e.const(20.0)} else (({e.const(0.5)} * {h}) * {h}))"
+
+
+def _f32_in_f64(name):
+    """numpy's ufunc `name`, float32 computed in float64 and rounded once: numpy's float32
+    forms are up to 2.3 ulps off (log10(100) is 2.0000002), its float64 ones within one."""
+    u = getattr(np, name)
+
+    def impl(xp, a):
+        if a.dtype == np.float32:
+            return getattr(xp, name)(a.astype(np.float64)).astype(np.float32)
+        return u(a) if xp is np else getattr(xp, name)(a)
+    return impl
+
+
+SINH = _unary("sinh", _f32_in_f64("sinh"), lambda g, out, a: (g * cosh(a),), _sinh_scalar)
+COSH = _unary("cosh", _f32_in_f64("cosh"), lambda g, out, a: (g * sinh(a),), _cosh_scalar)
+EXP2 = _unary("exp2", _f32_in_f64("exp2"), lambda g, out, a: (g * out * _LN2,),
+              lambda e, a: e.call("exp2", a), save_out=True, save_in=False)
+LOG2 = _unary("log2", _f32_in_f64("log2"), lambda g, out, a: (g / (a * _LN2),), lambda e, a: e.call("log2", a))
+LOG10 = _unary("log10", _f32_in_f64("log10"), lambda g, out, a: (g / (a * _LN10),),
+               lambda e, a: e.call("log10", a))
+_sinh, _cosh, _exp2, _log2, _log10 = map(_op1, (SINH, COSH, EXP2, LOG2, LOG10))
+
+
 def sinh(input):
-    return (exp(input) - exp(neg(input))) * 0.5
+    # complex operands run as the composite (complex_ops.py has exp)
+    return (exp(input) - exp(neg(input))) * 0.5 if input.dtype.is_complex else _sinh(input)
 
 
-@_rounded_once
 def cosh(input):
-    return (exp(input) + exp(neg(input))) * 0.5
+    return (exp(input) + exp(neg(input))) * 0.5 if input.dtype.is_complex else _cosh(input)
 
 
 # tan and reciprocal are primitives whose gradient reads the output, as PyTorch's does
@@ -233,19 +265,16 @@ def reciprocal(input):
     return 1.0 / input if input.dtype.is_complex else _reciprocal(input)
 
 
-@_rounded_once
 def log2(input):
-    return log(input) * (1 / math.log(2))
+    return log(input) * (1 / _LN2) if input.dtype.is_complex else _log2(input)
 
 
-@_rounded_once
 def log10(input):
-    return log(input) * (1 / math.log(10))
+    return log(input) * (1 / _LN10) if input.dtype.is_complex else _log10(input)
 
 
-@_rounded_once
 def exp2(input):
-    return exp(input * math.log(2))
+    return exp(input * _LN2) if input.dtype.is_complex else _exp2(input)
 
 
 def _fmod_scalar(e, a, b):
@@ -374,7 +403,7 @@ def x_times_log(input, other, fn, neutral: float, op: str):
     return where(zero, 0.0, input * fn(where(zero, neutral, other)))
 
 
-@_rounded_once
+@opmath
 def sinc(input):
     x = input * math.pi
     safe = where(input == 0, 1.0, x)
