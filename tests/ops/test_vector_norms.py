@@ -178,8 +178,10 @@ def test_whole_2_norm_is_one_primitive_eager_and_compiled_agree(dtype, keepdim):
         np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-7)
 
 
-@pytest.mark.parametrize("p", [0.5, 0.25])
+@pytest.mark.parametrize("p", [0.5, 0.25, -1, -2.5])
 def test_a_norm_below_1_has_a_zero_gradient_at_zero_elements(p):
+    """|x|^p's slope is infinite at 0: PyTorch's gradient is 0 there (and, for p < 0, whose
+    norm is then 0, everywhere); 0 * inf was NaN."""
     a = np.array([0.0, 2.0, -3.0])
     res = []
     for m in (torch, tj):
@@ -189,6 +191,25 @@ def test_a_norm_below_1_has_a_zero_gradient_at_zero_elements(p):
         res.append((y.detach().numpy(), x.grad.numpy()))
     for got, want in zip(res[1], res[0]):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_zero_norm_requires_grad_and_leaves_its_inputs_gradient_undefined(compiled):
+    """ord 0 (the count of nonzeros) of a tensor that requires grad: a result that requires
+    grad, whose backward leaves the input's gradient undefined, as PyTorch's (it raised
+    "does not require grad")."""
+    for m in (torch, tj):
+        x = m.tensor([0.0, 1.5, -2.0, 0.0, 4.0], requires_grad=True)
+        f = tj.compile(lambda t: tj.linalg.vector_norm(t, ord=0) + t.sum() * 0.0) if compiled and m is tj \
+            else (lambda t: m.linalg.vector_norm(t, ord=0) + t.sum() * 0.0)
+        y = f(x)
+        assert y.item() == 3.0 and y.requires_grad
+        y.backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.zeros(5, "float32"))
+        z = m.tensor([0.0, 1.5, float("nan")], requires_grad=True)
+        n = m.linalg.vector_norm(z, ord=0)
+        n.backward()
+        assert n.item() == 2.0 and z.grad is None
 
 
 @pytest.mark.parametrize("p", [math.inf, -math.inf, 0, 0.5, 3])

@@ -23,6 +23,11 @@ LT = _cmp("lt", _ufunc2("less"), "<")
 LE = _cmp("le", _ufunc2("less_equal"), "<=")
 GT = _cmp("gt", _ufunc2("greater"), ">")
 GE = _cmp("ge", _ufunc2("greater_equal"), ">=")
+# `a != 0` in a's own dtype with no gradient at all (its input's .grad stays undefined): the
+# terms of the zero "norm", whose result requires grad in PyTorch while its input gets none
+NONZERO_INDICATOR = _unary("nonzero_indicator", lambda xp, a: (a != 0).astype(a.dtype), lambda g, out, a: (None,),
+                           lambda e, a: f"({e.const(1)} if {a} != {e.const(0)} else {e.const(0)})",
+                           save_in=False, int_to_float=False)
 ISNAN = _unary("isnan", _ufunc1("isnan"), None, lambda e, a: f"({a} != {a})",
                int_to_float=False)
 ISNAN.rule = _ew_rule("isnan", out_bool=True)

@@ -16,6 +16,7 @@ from .elementwise import abs as _abs, cast, eq, gt, logical_not, maximum, ne, mi
 from ..tensor import Tensor
 from .registry import Aval, defprim, shift_dims
 from .eager import bind, remember_plain, trace_state
+from .elementwise_logic import NONZERO_INDICATOR
 from .shape import EXPAND, RESHAPE, clone, expand, flip, reshape
 from . import autocast as _autocast
 from .dtype_checks import takes
@@ -330,6 +331,10 @@ def mean(a, dim=_EVERY, keepdim: bool | None = None, *, dtype=None, axis=_EVERY,
     if not a.dtype.differentiable:   # (floating or complex)
         _not_float(a)
     dims = _dims(a, dim, "mean")
+    if a.dtype.itemsize == 2 and a.dtype.is_floating_point:
+        # (half: the sum divided in float32 and rounded once, as PyTorch's; rounding the
+        # sum first made a second rounding)
+        return cast(sum_(cast(a, _dt.float32), dims, keepdim) / _count(a, dims), a.dtype)
     return sum_(a, dims, keepdim) / _count(a, dims)
 
 
@@ -534,12 +539,13 @@ def norm(a, p=2, dim=None, keepdim: bool = False):
     if p == -math.inf:
         return amin(_abs(a), dim, keepdim)
     if p == 0:   # (the count of nonzeros, in the input's dtype)
-        return sum(cast(ne(a, 0), a.dtype), dim, keepdim)
+        return sum(bind(NONZERO_INDICATOR, a), dim, keepdim)
     powered = _pow(_abs(a), p)
-    if 0 < p < 1 and (a.requires_grad or trace_state.tracer is not None):
-        # |x|^p's slope is infinite at 0 (times sign(0) = 0: NaN); PyTorch's gradient is 0
+    if p < 1 and (a.requires_grad or trace_state.tracer is not None):
+        # |x|^p's slope is infinite at 0 (times sign(0) = 0: NaN); PyTorch's gradient is 0,
+        # there and, for p < 0 (the norm is then 0), everywhere
         zero = eq(a, 0)
-        powered = where(zero, 0.0, _pow(where(zero, 1.0, _abs(a)), p))
+        powered = where(zero, 0.0 if p > 0 else math.inf, _pow(where(zero, 1.0, _abs(a)), p))
     return _root(sum(powered, dim, keepdim), p)
 
 
