@@ -185,7 +185,11 @@ def render_rows(nest: LoopNest, parallel: bool):
     header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy'{fastmath})",
               f"def {nest.name}({', '.join(nest.arguments())}):",
               f'    """fused group: {nest.ops} (rows, {len(sched.passes)} passes)"""']
-    llvm_options = llvmopts.kernel_options(len(nest.outputs), parallel, "row_passes", inner=inner_extent(nest))
+    # (a float64 row sum: the serial twin's options in both. Under reassoc the interleave
+    # count decides how the sum is split into partial sums, so the twins must share it to
+    # give the same bits, and the serial one's are eager's)
+    wide = parallel and not any(r.acc_dtype == "float64" and not r.block_dtype for r in nest.rows)
+    llvm_options = llvmopts.kernel_options(len(nest.outputs), wide, "row_passes", inner=inner_extent(nest))
     src = module_head(parallel, imports, llvm_options)
     if bits:
         src.append(f"from tracejit.compiler.mathbits import {', '.join(sorted(bits))}")
