@@ -303,3 +303,38 @@ def test_bf16_keys_race_words_and_the_kernel_and_keep_a_store_of_their_own(store
     choice.forget()                                          # a new process
     monkeypatch.setattr(choice, "measure", lambda key, configs=None: pytest.fail("measured again"))
     assert choice.choose(key) is choice.DOT
+
+
+def test_a_race_short_of_the_keys_threads_is_not_stored(store, monkeypatch):
+    """Other processes kept a core busy during the race (the policy gave 1 of the key's 2
+    threads): a one-share configuration may win there and would then hold on an idle
+    machine. This process keeps it while the load lasts, nothing is stored; a quiet
+    process stores its winner."""
+    cfg = template.CONFIGS[2]._replace(serial=True)
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.02: 0.5 if _equal(fn, cfg) else 1.0)
+    monkeypatch.setattr(choice, "_confirm", lambda blas, fn: True)
+    monkeypatch.setattr(template, "run", lambda fn, c, a, b, **kw: a @ b)
+    monkeypatch.setattr(template, "kernel_for", lambda d, c: type("K", (), {"get": lambda self: c})())
+    left = [2]                      # free before the race, one thread left after it
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: left[0])
+    race = choice._race
+    monkeypatch.setattr(choice, "_race", lambda fns: (race(fns), left.__setitem__(0, 1))[0])
+    assert choice.measure(KEY) == cfg
+    path = choice.store_path()
+    assert not path.exists() or KEY.text() not in json.loads(path.read_text())["choices"]
+    choice.forget()
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 2)
+    assert choice.measure(KEY) == cfg
+    assert json.loads(path.read_text())["choices"][KEY.text()]["choice"] == list(cfg)
+    choice.forget()     # a one-thread key's race is kept on one thread
+    plain = template.CONFIGS[2]
+    monkeypatch.setattr(choice, "_time", lambda fn, budget=0.02: 0.5 if _is(fn, plain) else 1.0)
+    monkeypatch.setattr(coreshare.core_share, "threads", lambda: 1)
+    one = KEY._replace(threads=1)
+    assert choice.measure(one) == plain
+    assert json.loads(path.read_text())["choices"][one.text()]["choice"] == list(plain)
+
+
+def _equal(fn, cfg):
+    # (a one-share configuration is made per race: equal to `cfg`, not the same object)
+    return any(type(c.cell_contents) is type(cfg) and c.cell_contents == cfg for c in (fn.__closure__ or ()))

@@ -4,7 +4,10 @@ Per product key (m, n, k, dtype, layouts, batched, threads) the chooser times nu
 product and each template configuration on operands of that shape, in turns over several
 rounds (`_race`), and keeps the fastest, a configuration only under `MARGIN` of BLAS's
 time. Until a key is measured it runs BLAS: always there, no compile, within a small factor
-of the best everywhere.
+of the best everywhere. A race run while other processes keep cores busy (the thread
+policy gives fewer threads than the key's) is not stored: on the cores left, one share on
+one thread can beat BLAS's threads that wait for each other, a choice that would then hold
+on the idle machine too.
 
 The measurements run in one background thread, a key at a time, once the configurations'
 kernels are loaded and a core is spare; in sync mode only at `settle`, never inside a
@@ -353,7 +356,7 @@ def _time(fn, budget: float = 0.005) -> float:
 ROUNDS = 7
 MARGIN = 0.9
 RULES = ("interleaved rounds, best of each; both sides on the policy's threads per call, a one-thread key's "
-         "on one; paired confirmation, a disputed race not kept")
+         "on one; paired confirmation, a disputed race not kept; a race short of the key's threads not stored")
 
 
 def _confirm(blas, fn) -> bool:
@@ -372,6 +375,15 @@ def _race(fns: dict) -> dict:
         for name, fn in fns.items():
             best[name] = min(best[name], _time(fn))
     return best
+
+
+def _short_of_threads(key: Key) -> bool:
+    """Whether the thread policy gives fewer threads than `key`'s now (other processes
+    keep cores busy): a race then times its many-share candidates on fewer cores."""
+    if key.threads < 2:
+        return False
+    from ..runtime import coreshare
+    return coreshare.core_share.threads() < key.threads
 
 
 def _runner(fn, cfg, a, b, threads):
@@ -393,6 +405,7 @@ def measure(key: Key, configs=None):
         fns, cfgs, complete = _bf16_ways(a, b)
     else:
         fns, cfgs, complete = _configs(key, a, b, configs)
+    short = _short_of_threads(key)
     with blas_threads_set(1) if key.threads == 1 else contextlib.nullcontext():
         times = _race(fns)
         best, best_t = BLAS, times[BLAS] * MARGIN
@@ -402,15 +415,20 @@ def measure(key: Key, configs=None):
         disputed = best is not BLAS and not _confirm(fns[BLAS], fns[_name(best)])
         if disputed:
             best = BLAS
+    # (other processes took cores during the race: the key's threads were not all there,
+    # so a one-share configuration could beat BLAS on the cores that were; right for this
+    # process while the load lasts, not for the idle machine)
+    short = short or _short_of_threads(key)
     with _lock:
         _choices[key] = best
         _pending.discard(key)
         for install in _watchers.pop(key, ()):
             install(best)
-    # Not kept: a choice among fewer configurations, or one the race and the pairs disagree
-    # on (other work on the cores during one of them): BLAS for this process, and a later
-    # process measures again rather than a passing load deciding for good.
-    if complete and not disputed:
+    # Not kept: a choice among fewer configurations, one the race and the pairs disagree
+    # on (other work on the cores during one of them: BLAS for this process), or one raced
+    # while the thread policy gave fewer threads than the key's (this process keeps it): a
+    # later process measures again rather than a load deciding for good.
+    if complete and not disputed and not short:
         _save(key, best, times)
     return best
 
