@@ -35,14 +35,14 @@ from .kernel_errors import group_parts
 from .loopnest import broadcast_index, operand_layouts
 from .windows import channel_layouts, channel_rows, channel_view, strided_layout
 from .plan_kernel import _Kernel, _compile_on_first_call  # noqa: F401  (plan_mod._Kernel)
-from ..dtypes import bfloat16 as _BF16, float16 as _F16
+from ..dtypes import bfloat16 as _BF16
 from .bf16_graph import has_bf16, widen as widen_bf16
 from ..ops.indexing import GETITEM
 from ..ops.host_steps import HOST_STEP, size_bindings, step_function
 from ..ops.impls import signature_call
 from ..ops.donation import donating
 from ..ops.linalg import MATMUL
-from ..ops.promotion import compute_dtype, scalar_as
+from ..ops.promotion import compute_dtype, half_widened, scalar_as
 from ..ops.shape import CONCAT, PERMUTE, RESHAPE, STACK
 
 __all__ = ["Plan"]
@@ -483,11 +483,10 @@ class Plan:
             # ints, slices and None only: the array's own view, indexed in the plan's line
             # (the primitive's call costs more than the slice)
             return [f"    {outs[0]} = {ins[0]}[{_basic_key_code(e.params['spec'], consts)}]"]
-        if p.widens_half and any(isinstance(a, Var) and a.aval.dtype is _F16 for a in e.inputs):
-            # float16 computes in float32, the result rounded once by `_fix` (as eager's
-            # plans: registry.py `widens_half`)
+        if p.widens_half and any(isinstance(a, Var) and half_widened(p, a.aval.dtype) is not None for a in e.inputs):
+            # float16 computes in float32, the result rounded once by `_fix` (as eager's plans)
             consts["F32"] = np.float32
-            ins = [f"{x}.astype(F32)" if isinstance(a, Var) and a.aval.dtype is _F16 else x
+            ins = [f"{x}.astype(F32)" if isinstance(a, Var) and half_widened(p, a.aval.dtype) is not None else x
                    for a, x in zip(e.inputs, ins)]
         dt, donates = f"D_{e.out.aval.dtype.name}", p.extra.get("donates") and dies and self.backend.name == "cpu"
         consts[dt] = e.out.aval.dtype.np
@@ -513,7 +512,7 @@ class Plan:
         p, avals = e.prim, [a.aval for a in e.inputs]
         dtype = avals[0].dtype if avals else e.out.aval.dtype   # (a promoting op's: every operand's)
         if (self.backend.name != "cpu" or len(e.outs) != 1 or _BF16 in (dtype, e.out.aval.dtype)
-                or (dtype is _F16 and p.widens_half)
+                or half_widened(p, dtype) is not None
                 or contains_sym(tuple(e.params.values()))
                 or not all(isinstance(a, Var) and not contains_sym(a.aval.shape) for a in e.inputs)
                 or (p.promote and avals and (any(a.dtype is not dtype for a in avals)

@@ -22,7 +22,7 @@ from ..errors import DeviceMismatchError
 from ..tensor import Tensor
 from .impls import elementwise as _ew, signature_call as _signature_call
 from .registry import Aval, Primitive
-from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, compute_np, prepare, scalar_as, scalar_aval
+from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, compute_np, half_widened, prepare, scalar_as, scalar_aval
 
 __all__ = ["bind", "run_into", "trace_state", "trace_hooks", "tracer_entered", "tracer_exited", "scalar_aval",
            "compute_dtype", "prepare"]
@@ -73,7 +73,6 @@ def tracer_exited() -> None:
 # output dtype and shape, and each operand's cast. A new signature takes the general path
 # once (which raises the record's errors; failures are never cached).
 
-_F32_NP = np.dtype(np.float32)
 _NO_PARAMS: dict = {}  # the params of a call without any (shared: nothing writes it)
 _MAX_PLANS = 512  # per primitive; a program meets few signatures, a fuzzer many
 
@@ -527,7 +526,7 @@ def _make_plan(prim: Primitive, args, avals, out_aval, params=None) -> _Plan:
     for a, av in zip(args, avals):
         cd = cnp if prim.promote else av.dtype.np
         if not prim.promote:   # (float16 of a record that widens it: float32, see `prepare`)
-            casts.append(_F32_NP if isinstance(a, Tensor) and a.dtype is _dt.float16 and prim.widens_half else None)
+            casts.append(half_widened(prim, a.dtype) if isinstance(a, Tensor) else None)
         elif isinstance(a, Tensor):
             casts.append(None if a._data.dtype == cd else cd)
         elif type(a) is float and cd.kind == "f":

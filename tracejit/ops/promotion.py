@@ -10,7 +10,8 @@ from ..device import CPU
 from ..tensor import Tensor
 from .registry import Aval, Primitive
 
-__all__ = ["scalar_aval", "compute_dtype", "on_numpy", "prepare", "compute_np", "scalar_as", "NUMPY_WEAK_SCALARS"]
+__all__ = ["scalar_aval", "compute_dtype", "on_numpy", "prepare", "compute_np", "half_widened", "scalar_as",
+           "NUMPY_WEAK_SCALARS"]
 
 _SCALAR_TYPES = (bool, int, float, complex, np.number, np.bool_)
 
@@ -68,11 +69,18 @@ def on_numpy(prim: Primitive, avals, values, params: dict):
 _F32_NP = np.dtype(np.float32)
 
 
+def half_widened(prim: Primitive, dt: "_dt.DType") -> np.dtype | None:
+    """numpy's float32 where `prim` computes a float16 operand of dtype `dt` in float32
+    (registry.py `widens_half`: the result is rounded once), else None. Eager plans, the
+    general path and compiled numpy steps all ask here."""
+    return _F32_NP if dt is _dt.float16 and prim.widens_half else None
+
+
 def compute_np(prim: Primitive, cd: "_dt.DType") -> np.dtype:
-    """The numpy dtype a promoting record computes dtype `cd` in: float32 for float16 where
-    the record widens it (registry.py `widens_half`; the result is rounded once), else
-    `cd`'s own."""
-    return _F32_NP if cd is _dt.float16 and prim.widens_half else cd.np
+    """The numpy dtype a promoting record computes dtype `cd` in (`half_widened`, else
+    `cd`'s own)."""
+    w = half_widened(prim, cd)
+    return cd.np if w is None else w
 
 
 def prepare(prim: Primitive, args, avals, params):
@@ -94,7 +102,7 @@ def prepare(prim: Primitive, args, avals, params):
     else:
         arrays = [a._data if isinstance(a, Tensor) else a for a in args]
         if prim.widens_half:
-            arrays = [d.astype(_F32_NP) if isinstance(a, Tensor) and a.dtype is _dt.float16 else d
+            arrays = [d.astype(_F32_NP) if isinstance(a, Tensor) and half_widened(prim, a.dtype) is not None else d
                       for a, d in zip(args, arrays)]
     return prim.rule(*avals, **params), arrays
 

@@ -17,6 +17,7 @@ from ..tensor import Tensor
 from .registry import Aval, defprim, shift_dims
 from .eager import bind, remember_plain, trace_state
 from .elementwise_logic import NONZERO_INDICATOR
+from .opmath import HALF, as_input, in_opmath
 from .shape import EXPAND, RESHAPE, clone, expand, flip, reshape
 from . import autocast as _autocast
 from .dtype_checks import takes
@@ -331,10 +332,10 @@ def mean(a, dim=_EVERY, keepdim: bool | None = None, *, dtype=None, axis=_EVERY,
     if not a.dtype.differentiable:   # (floating or complex)
         _not_float(a)
     dims = _dims(a, dim, "mean")
-    if a.dtype.itemsize == 2 and a.dtype.is_floating_point:
-        # (half: the sum divided in float32 and rounded once, as PyTorch's; rounding the
-        # sum first made a second rounding)
-        return cast(sum_(cast(a, _dt.float32), dims, keepdim) / _count(a, dims), a.dtype)
+    if a.dtype in HALF:
+        # (the sum divided in float32 and rounded once, as PyTorch's; rounding the sum
+        # first made a second rounding)
+        return as_input(sum_(in_opmath(a), dims, keepdim) / _count(a, dims), a)
     return sum_(a, dims, keepdim) / _count(a, dims)
 
 
