@@ -42,6 +42,22 @@ def test_var_divides_by_at_least_zero(n, correction):
     np.testing.assert_array_equal(got.numpy(), torch.std(torch.tensor(a), correction=correction).numpy())
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_var_and_std_of_data_far_from_zero_keep_their_digits_as_pytorch(compiled):
+    # a spread of 1e-3 around 1e4: the float32 mean's rounding error alone, squared into
+    # every term, made the plain two-pass variance several percent too large
+    a = (np.random.RandomState(0).randn(8, 64) * 1e-3 + 1e4).astype(np.float32)
+    exact = a.astype(np.float64).std(1, ddof=1)
+    assert np.abs(torch.tensor(a).std(1).double().numpy() / exact - 1).max() < 1e-6
+    call = (lambda t: (t.std(1), t.var(0, correction=0))) if not compiled else \
+        tj.compile(lambda t: (t.std(1), t.var(0, correction=0)))
+    std, var = call(tj.tensor(a))
+    np.testing.assert_allclose(std.numpy(), exact, rtol=1e-6)
+    np.testing.assert_allclose(var.numpy(), a.astype(np.float64).var(0), rtol=1e-6)
+    const = tj.full((5, 7), 1e4 + 0.3)   # (rounding must not take a variance below zero)
+    assert call(const)[0].tolist() == [0.0] * 5 and call(const)[1].tolist() == [0.0] * 7
+
+
 @pytest.mark.parametrize("op", ["max", "min"])
 @pytest.mark.parametrize("keepdim", [False, True])
 def test_max_min_along_a_dim_give_the_gradient_to_the_index_taken(op, keepdim):

@@ -361,7 +361,12 @@ def var(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, a
     divisor = n - correction
     if isinstance(n, int) or correction > 1:   # (a symbolic n is at least 2)
         divisor = builtins.max(divisor, 0)   # PyTorch's max(0, N - correction)
-    return sum_(d * d, dims, keepdim) / divisor
+    # The corrected two-pass sum: the deviations' own sum takes out the rounding error of the
+    # mean, which alone adds its square to every term (data far from zero with a small spread
+    # lost digits, where PyTorch's wider accumulator keeps them); clamped, as rounding can
+    # take a constant's variance just under zero.
+    s = sum_(d, dims, keepdim)
+    return maximum(sum_(d * d, dims, keepdim) - s * s / n, 0.0) / divisor
 
 
 def std(a, dim=None, unbiased=None, keepdim: bool = False, *, correction=None, axis=None, keepdims=None):
