@@ -17,7 +17,7 @@ from ..tensor import Tensor
 from . import constraints
 from .distribution import Distribution, broadcast_all, register_kl
 from .exp_family import ExponentialFamily
-from .more import Beta, MultivariateNormal, scale_tril_of
+from .more import Beta, MultivariateNormal, scale_tril_of, tri_solve as _tri_solve
 
 __all__ = ["LowRankMultivariateNormal", "Wishart", "LKJCholesky"]
 
@@ -26,15 +26,6 @@ _LOG_2 = math.log(2)
 
 def _mT(x):
     return x.transpose(-1, -2)
-
-
-def _tri_solve(L, B):
-    """L^-1 B for lower-triangular L (broadcast over the batch dims)."""
-    from ..ops.linalg_factor import solve_triangular
-    from ..shapes import broadcast_shapes
-    batch = tuple(broadcast_shapes("solve_triangular", tuple(L.shape[:-2]), tuple(B.shape[:-2])))
-    return solve_triangular(L.expand(batch + tuple(L.shape[-2:])), B.expand(batch + tuple(B.shape[-2:])),
-                            upper=False)
 
 
 def _half_log_det(L):

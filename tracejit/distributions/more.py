@@ -331,43 +331,72 @@ def scale_tril_of(scale_tril, covariance_matrix, precision_matrix):
     return cholesky(inv(precision_matrix))
 
 
+def tri_solve(L, B):
+    """L^-1 B for lower-triangular L (batch dims broadcast); what lies above L's diagonal
+    is never read, so it gets no gradient."""
+    from ..ops.linalg_factor import solve_triangular
+    from ..shapes import broadcast_shapes
+    batch = tuple(broadcast_shapes("solve_triangular", tuple(L.shape[:-2]), tuple(B.shape[:-2])))
+    return solve_triangular(L.expand(batch + tuple(L.shape[-2:])), B.expand(batch + tuple(B.shape[-2:])),
+                            upper=False)
+
+
 class MultivariateNormal(Distribution):
-    arg_constraints = {"loc": constraints.real_vector}
+    """PyTorch's: the parameters are broadcast to the batch shape (loc, and the matrix
+    given as an attribute of its name); the algebra reads the unbroadcast Cholesky factor's
+    lower triangle only."""
+    arg_constraints = {"loc": constraints.real_vector, "covariance_matrix": constraints.positive_definite,
+                       "precision_matrix": constraints.positive_definite, "scale_tril": constraints.lower_cholesky}
     support = constraints.real_vector
     has_rsample = True
 
     def __init__(self, loc, covariance_matrix=None, precision_matrix=None, scale_tril=None,
                  validate_args=None):
-        given = [m for m in (covariance_matrix, precision_matrix, scale_tril) if m is not None]
+        given = {k: m for k, m in (("covariance_matrix", covariance_matrix), ("precision_matrix", precision_matrix),
+                                   ("scale_tril", scale_tril)) if m is not None}
         if len(given) != 1:
             raise ValueError("MultivariateNormal: exactly one of covariance_matrix, precision_matrix "
                              "or scale_tril may be specified.")
-        self._unbroadcasted_scale_tril = scale_tril_of(scale_tril, covariance_matrix, precision_matrix)
-        self.loc = loc
+        if loc.ndim < 1:
+            raise ValueError("MultivariateNormal: loc must be at least one-dimensional.")
+        (name, matrix), = given.items()
+        if matrix.ndim < 2:
+            raise ValueError(f"MultivariateNormal: {name} must be at least two-dimensional, "
+                             f"with optional leading batch dimensions")
         d = loc.shape[-1]
-        batch = tuple(np.broadcast_shapes(tuple(loc.shape[:-1]), tuple(self._unbroadcasted_scale_tril.shape[:-2])))
+        batch = tuple(np.broadcast_shapes(tuple(loc.shape[:-1]), tuple(matrix.shape[:-2])))
+        self.__dict__[name] = matrix.expand(batch + tuple(matrix.shape[-2:]))   # (read before the properties)
+        self._unbroadcasted_scale_tril = scale_tril_of(scale_tril, covariance_matrix, precision_matrix)
+        self.loc = loc.expand(batch + (d,))
         super().__init__(batch, (d,), validate_args=validate_args)
+
+    def _full(self, x, event_dims: int):
+        return x.expand(tuple(self._batch_shape) + tuple(self._event_shape) * event_dims)
 
     @property
     def scale_tril(self):
-        return self._unbroadcasted_scale_tril
+        return self.__dict__.get("scale_tril", self._full(self._unbroadcasted_scale_tril, 2))
 
     @property
     def covariance_matrix(self):
+        if "covariance_matrix" in self.__dict__:
+            return self.__dict__["covariance_matrix"]
         lo = self._unbroadcasted_scale_tril
-        return lo @ lo.transpose(-1, -2)
+        return self._full(lo @ lo.transpose(-1, -2), 2)
 
     @property
     def precision_matrix(self):
-        from ..ops.linalg_dense import inv
-        return inv(self.covariance_matrix)
+        if "precision_matrix" in self.__dict__:
+            return self.__dict__["precision_matrix"]
+        from ..linalg import cholesky_inverse
+        return self._full(cholesky_inverse(self._unbroadcasted_scale_tril), 2)
 
     mean = property(lambda self: self.loc)
     mode = property(lambda self: self.loc)
 
     @property
     def variance(self):
-        return (self._unbroadcasted_scale_tril ** 2).sum(-1)
+        return self._full((self._unbroadcasted_scale_tril ** 2).sum(-1), 1)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -379,12 +408,8 @@ class MultivariateNormal(Distribution):
 
     def log_prob(self, value):
         self._validate_sample(value)
-        from ..ops.linalg_dense import solve
-        diff = value - self.loc
-        lo = self._unbroadcasted_scale_tril
-        shape = tuple(np.broadcast_shapes(tuple(diff.shape[:-1]), tuple(lo.shape[:-2])))
-        z = solve(lo.expand(shape + tuple(lo.shape[-2:])), diff.expand(shape + tuple(diff.shape[-1:])))
-        m = (z * z).sum(-1)
+        z = tri_solve(self._unbroadcasted_scale_tril, (value - self.loc).unsqueeze(-1))
+        m = (z * z).sum((-2, -1))
         d = self._event_shape[0]
         return -0.5 * (d * math.log(2 * math.pi) + m) - self._half_log_det()
 
@@ -446,13 +471,14 @@ def _kl_independent(p, q):
 
 @register_kl(MultivariateNormal, MultivariateNormal)
 def _kl_mvn(p, q):
-    from ..ops.linalg_dense import solve
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes "
+                         "cannot be computed")
     d = p.event_shape[0]
     lq, lp = q._unbroadcasted_scale_tril, p._unbroadcasted_scale_tril
     half_term1 = q._half_log_det() - p._half_log_det()
-    term2 = (solve(lq, lp) ** 2).sum((-2, -1))
-    diff = (q.loc - p.loc).unsqueeze(-1)
-    term3 = (solve(lq, diff) ** 2).sum((-2, -1))
+    term2 = (tri_solve(lq, lp) ** 2).sum((-2, -1))
+    term3 = (tri_solve(lq, (q.loc - p.loc).unsqueeze(-1)) ** 2).sum((-2, -1))
     return half_term1 + 0.5 * (term2 + term3 - d)
 
 
