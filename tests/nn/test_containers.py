@@ -41,3 +41,20 @@ def test_a_compiled_module_follows_a_module_dict_that_lost_an_entry(change):
     compiled(x)
     change(model.d)
     np.testing.assert_array_equal(compiled(x).detach().numpy(), model(x).detach().numpy())
+
+
+def test_parameter_dict_orders_a_plain_dict_by_key_as_pytorch():
+    """The order sets parameters(), so an optimizer's saved state indexes the same
+    parameters in both; an OrderedDict, pairs and ModuleDict keep their order."""
+    torch = pytest.importorskip("torch", reason="compares with PyTorch")
+    from collections import OrderedDict
+
+    def names(m):
+        made = [m.nn.ParameterDict({"z": m.nn.Parameter(m.ones(1)), "b": m.nn.Parameter(m.ones(2))}),
+                m.nn.ParameterDict(OrderedDict(z=m.nn.Parameter(m.ones(1)), b=m.nn.Parameter(m.ones(2)))),
+                m.nn.ParameterDict([("z", m.nn.Parameter(m.ones(1))), ("b", m.nn.Parameter(m.ones(2)))]),
+                m.nn.ModuleDict({"z": m.nn.Linear(1, 1), "b": m.nn.Linear(1, 1)})]
+        made[0].update({"y": m.nn.Parameter(m.ones(1)), "a": m.nn.Parameter(m.ones(1))})
+        return [[n for n, _ in d.named_parameters()] for d in made]
+    assert names(tj) == names(torch)
+    assert names(tj)[0] == ["b", "z", "a", "y"]

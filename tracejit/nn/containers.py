@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Iterable, Iterator
 
 from .module import Module, state_epoch
@@ -240,7 +241,9 @@ def _params_repr(pairs) -> str:
 
 
 class ParameterDict(_DictContainer):
-    """A dict of Parameters, registered under their keys (insertion order kept)."""
+    """A dict of Parameters, registered under their keys: in insertion order, but from a
+    plain dict in sorted key order, as PyTorch's (which sets parameters() order, and so the
+    indices of an optimizer's saved state)."""
 
     _registry = "_parameters"
 
@@ -248,6 +251,11 @@ class ParameterDict(_DictContainer):
         super().__init__()
         if parameters is not None:
             self.update(parameters)
+
+    def update(self, parameters) -> None:
+        if isinstance(parameters, Mapping) and not isinstance(parameters, (OrderedDict, ParameterDict)):
+            parameters = sorted(parameters.items())
+        super().update(parameters)
 
     def __setitem__(self, key: str, value) -> None:
         self.register_parameter(key, _as_param(value))
