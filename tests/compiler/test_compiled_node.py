@@ -97,3 +97,35 @@ def test_retain_grad_of_an_output_the_call_also_reads_keeps_its_whole_gradient()
     assert got[0] and want[0]
     for g, w in zip(got[1:], want[1:]):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+def test_a_create_graph_backward_recomputes_from_the_buffers_the_forward_read(act):
+    """A spectral norm's power iteration overwrites its vector u during the call and only
+    the sigma made from it (no gradient through u) reaches the weight: the create_graph
+    backward recomputes sigma from the call's inputs, so it must read the u the forward
+    read, not the updated one (an R1 penalty of an SN discriminator, as PyTorch's)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+
+    def make(lib):
+        lib.manual_seed(0)
+        nn = lib.nn
+        return nn.Sequential(nn.utils.spectral_norm(nn.Linear(6, 16)), getattr(nn, {"relu": "ReLU", "tanh": "Tanh"}[act])(),
+                             nn.Linear(16, 1))
+
+    def run(lib, d, f):
+        xs = lib.tensor(x, requires_grad=True)
+        (g,) = lib.autograd.grad(f(xs).sum(), xs, create_graph=True)
+        g.pow(2).sum(1).mean().backward()
+        grads = [p.grad.numpy() for _, p in d.named_parameters() if p.grad is not None]
+        return [g.detach().numpy(), d[0].weight_u.numpy()] + grads
+
+    ref = make(torch)
+    mine = make(tj)
+    mine.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    want = run(torch, ref, ref)
+    got = run(tj, mine, tj.compile(mine))
+    assert len(got) == len(want) == 5
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)

@@ -43,8 +43,10 @@ class CompiledNode(Node):
     def keep_input(self, t) -> None:
         """`t`, an input of this call, is about to be overwritten by the call's own in-place
         update: keep the value the forward read where the backward reads it (its watched
-        inputs; not, e.g., the running statistics a BatchNorm step updates)."""
-        for i in self.program.watched_inputs(self.diff_idx):
+        inputs, and those a create_graph backward recomputes from, as a spectral norm's
+        power-iteration vector; not, e.g., the running statistics a BatchNorm step updates)."""
+        p = self.program
+        for i in sorted({*p.watched_inputs(self.diff_idx), *p.recomputed_inputs(self.diff_idx)}):
             x = self.inputs[i]
             if x is t:
                 self.inputs[i] = Tensor._wrap(x._data.copy(), x.dtype, x.device)

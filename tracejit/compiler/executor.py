@@ -24,8 +24,8 @@ from ..jit.passes import _possible_views, lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
-from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_used, _inputs_watched, _nbytes,
-                          _outputs_saved, _same_memory, root_array)
+from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_recomputed, _inputs_used, _inputs_watched,
+                          _nbytes, _outputs_saved, _same_memory, root_array)
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written
@@ -63,6 +63,7 @@ class CompiledProgram(Executor):
         self._saved_outs: dict = {}  # diff_idx -> outputs whose memory the backward reads
         self._active_outs: dict = {}
         self._watched: dict = {}   # diff_idx -> `watched_inputs`
+        self._recomputed: dict = {}   # diff_idx -> `recomputed_inputs`
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
         self._vjp_programs: dict = {}  # create_graph.py's programs (or joint graphs) by key
@@ -162,6 +163,15 @@ class CompiledProgram(Executor):
             w = self._watched[diff_idx] = _inputs_watched(
                 self.graph, active_vars(self.graph, flags), None if bwd is None else bwd.graph)
         return w
+
+    def recomputed_inputs(self, diff_idx: tuple) -> tuple:
+        """Inputs a create_graph (or hooked) backward reads when it recomputes the forward
+        from the call's inputs (graph_facts.py `_inputs_recomputed`)."""
+        r = self._recomputed.get(diff_idx)
+        if r is None:
+            flags = [i in diff_idx for i in range(len(self.graph.inputs))]
+            r = self._recomputed[diff_idx] = _inputs_recomputed(self.graph, active_vars(self.graph, flags))
+        return r
 
     def read_outputs(self) -> frozenset:
         """Outputs the graph's own equations also read (or that it returns twice): the

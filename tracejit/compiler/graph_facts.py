@@ -1,5 +1,5 @@
 """What the compiled program reads off its graphs: the inputs its outputs use, the inputs a
-backward reads or eager autograd would save, the backward graph's gradients kept apart,
+backward reads or eager autograd would save (or a create_graph backward recomputes from), the backward graph's gradients kept apart,
 where the forward's saved values sit among its outputs, and array identity helpers
 (executor.py calls them)."""
 from __future__ import annotations
@@ -108,3 +108,16 @@ def _inputs_watched(graph: Graph, active: set, bwd: Graph | None) -> tuple:
         watched.update(pos[root.get(a, a)] for a in kept
                        if isinstance(a, Var) and root.get(a, a) in pos)
     return tuple(sorted(watched))
+
+
+def _inputs_recomputed(graph: Graph, active: set) -> tuple:
+    """Positions of `graph`'s inputs a create_graph backward reads when it recomputes the
+    differentiable path (create_graph.py): those that reach an operand of an equation with a
+    differentiable operand, through any equations (a spectral norm's power-iteration vector,
+    read without gradient into the sigma the weight is divided by)."""
+    need = {a for e in graph.eqns if any(isinstance(a, Var) and a in active for a in e.inputs)
+            for a in e.inputs if isinstance(a, Var)}
+    for e in reversed(graph.eqns):
+        if any(o in need for o in e.outs):
+            need.update(a for a in e.inputs if isinstance(a, Var))
+    return tuple(i for i, v in enumerate(graph.inputs) if v in need)
