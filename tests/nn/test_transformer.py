@@ -297,3 +297,35 @@ def test_a_learned_float_mask_gets_its_gradient_when_captured(batch_first):
         run(*args).pow(2).sum().backward()
         np.testing.assert_allclose(jm.bias.grad.numpy(), tm.bias.grad.numpy(), rtol=1e-9)
         np.testing.assert_allclose(args[1].grad.numpy(), want_args[1].grad.numpy(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("case", ["padded", "not_left_aligned", "grad", "training", "odd_heads", "float_mask"])
+def test_encoder_inference_zeroes_padded_positions_as_pytorchs_nested_path(case):
+    """With enable_nested_tensor, PyTorch's encoder in inference leaves right-padded
+    positions out (zeros, then the final norm); where its conditions fail (padding not at
+    the end, gradients wanted, training, an odd head count) the positions keep values."""
+    x = R.standard_normal((3, 5, 8))
+    kpm = np.array([[False] * 5, [False, False, False, True, True], [False] + [True] * 4])
+    if case == "not_left_aligned":
+        kpm[1] = [False, True, False, False, True]
+    heads = 1 if case == "odd_heads" else 2
+
+    def make(lib):
+        lib.manual_seed(0)
+        layer = lib.nn.TransformerEncoderLayer(8, heads, 16, dropout=0.0, batch_first=True)
+        enc = lib.nn.TransformerEncoder(layer, 2, norm=lib.nn.LayerNorm(8))
+        enc.train(case == "training")
+        return enc
+    tm, jm = make(torch), make(tj)
+    _copy(tm, jm)
+
+    def run(lib, m):
+        mask = lib.tensor(kpm)
+        if case == "float_mask":
+            mask = lib.zeros(kpm.shape, dtype=lib.float64).masked_fill(mask, float("-inf"))
+        with lib.set_grad_enabled(case == "grad"):
+            return m(lib.tensor(x), src_key_padding_mask=mask).detach().numpy()
+    want, got = run(torch, tm), run(tj, jm)
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+    zeroed = case in ("padded", "float_mask")
+    assert np.allclose(want[2, 1:], want[2, 1]) == zeroed   # (the norm of a zero row: its bias)

@@ -10,6 +10,7 @@ The math is ``tracejit.ops.attention`` (matmuls around a softmax).
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Callable, Optional, Union
 
 from ..ops import empty, zeros
@@ -155,6 +156,7 @@ class _TransformerLayer(Module):
         for i in range(1, count + 1):
             setattr(self, f"dropout{i}", Dropout(dropout))
         self.activation = _activation(activation)
+        self.activation_relu_or_gelu = _relu_or_gelu(activation)   # (PyTorch's 1, 2 or 0)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal: bool = False):
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
@@ -232,20 +234,82 @@ def _stack(m: Module, layer: Module, num_layers: int, norm: Optional[Module]) ->
     m.norm = norm
 
 
+def _relu_or_gelu(activation) -> int:
+    from . import functional as F
+    from .layers import GELU, ReLU
+    if isinstance(activation, str):
+        return {"relu": 1, "gelu": 2}.get(activation, 0)
+    if isinstance(activation, ReLU) or activation is relu or activation is F.relu:
+        return 1
+    if isinstance(activation, GELU) or activation is gelu or activation is F.gelu:
+        return 2
+    return 0
+
+
+def _why_not_nested(layer: Module) -> str:
+    """PyTorch's reasons an encoder of `layer`s keeps padded positions in inference."""
+    if not isinstance(layer, TransformerEncoderLayer):
+        return "encoder_layer was not TransformerEncoderLayer"
+    attn = layer.self_attn
+    for bad, why in ((layer.norm_first, "encoder_layer.norm_first was True"),
+                     (not attn.batch_first, "encoder_layer.self_attn.batch_first was not True"),
+                     (not attn._qkv_same_embed_dim, "encoder_layer.self_attn._qkv_same_embed_dim was not True"),
+                     (attn.in_proj_bias is None, "encoder_layer.self_attn was passed bias=False"),
+                     (not layer.activation_relu_or_gelu, "encoder_layer.activation_relu_or_gelu was not True"),
+                     (layer.norm1.eps != layer.norm2.eps, "encoder_layer.norm1.eps was not equal to encoder_layer.norm2.eps"),
+                     (attn.num_heads % 2 == 1, "encoder_layer.self_attn.num_heads is odd")):
+        if bad:
+            return why
+    return ""
+
+
 class TransformerEncoder(Module):
-    """``num_layers`` independent copies of ``encoder_layer``, then an optional ``norm``."""
+    """``num_layers`` independent copies of ``encoder_layer``, then an optional ``norm``.
+    As PyTorch's with ``enable_nested_tensor``: in inference (eval, no gradient) with a
+    right-padded ``src_key_padding_mask`` and no ``mask``, the padded positions come out
+    as zeros before the norm, where PyTorch's nested tensors leave them out."""
 
     def __init__(self, encoder_layer: Module, num_layers: int, norm: Optional[Module] = None,
                  enable_nested_tensor: bool = True, mask_check: bool = True):
         super().__init__()
         _stack(self, encoder_layer, num_layers, norm)
+        self.enable_nested_tensor = self.use_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+        why = _why_not_nested(encoder_layer)
+        if enable_nested_tensor and why:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False because {why}",
+                          stacklevel=2)
+            self.use_nested_tensor = False
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
                       is_causal=bool(is_causal))
+        if self._drops_padding(src, mask, src_key_padding_mask):
+            x = x.masked_fill((src_key_padding_mask != 0).unsqueeze(-1), 0.0)
         return self.norm(x) if self.norm is not None else x
+
+    def _drops_padding(self, src, mask, padding) -> bool:
+        from ..autograd.grad_mode import is_grad_enabled
+        from ..compiler import is_compiling
+        from ..top_compat import is_autocast_enabled
+        first = self.layers[0]
+        if (not getattr(self, "use_nested_tensor", False) or first.training or src.ndim != 3 or padding is None
+                or mask is not None or is_autocast_enabled()):
+            return False
+        check = getattr(self, "mask_check", True)
+        if check and is_compiling():   # (PyTorch skips the check, and so the nesting, compiled)
+            return False
+        attn = first.self_attn
+        if is_grad_enabled() and any(t is not None and t.requires_grad for t in (
+                src, attn.in_proj_weight, attn.in_proj_bias, attn.out_proj.weight, attn.out_proj.bias,
+                first.norm1.weight, first.norm1.bias, first.norm2.weight, first.norm2.bias,
+                first.linear1.weight, first.linear1.bias, first.linear2.weight, first.linear2.bias)):
+            return False
+        valid = padding == 0
+        # (left-aligned: no valid position after a padded one)
+        return not (check and bool((valid[:, 1:] & ~valid[:, :-1]).any()))
 
 
 class TransformerDecoder(Module):
