@@ -255,3 +255,22 @@ def test_a_sibling_writes_its_own_running_statistics():
     assert cb.cache_stats()["compiles"] == 0
     np.testing.assert_allclose(nets[1][1].running_mean.numpy(), nets[2][1].running_mean.numpy(), rtol=1e-6)
     np.testing.assert_array_equal(nets[0][1].running_mean.numpy(), before)
+
+
+def test_a_none_buffer_set_to_a_tensor_captures_again():
+    """A forward that branches on a buffer registered as None: setting it later (outside
+    the call, or by the call itself) must not keep running the capture that saw None."""
+    class Lazy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("b", None)
+
+        def forward(self, x):
+            return x * 0 if self.b is None else x + self.b
+
+    m = Lazy()
+    f = tj.compile(m)
+    assert f(tj.ones(2)).tolist() == [0.0, 0.0]
+    m.b = tj.full((2,), 3.0)
+    assert f(tj.ones(2)).tolist() == [4.0, 4.0]
+    assert "b" in m._buffers

@@ -446,3 +446,49 @@ def test_a_global_list_set_on_self_stays_that_list():
         cm(tj.ones(2) * k)
     assert m.log is _SHARED_LOG
     assert [float(v) for v in _SHARED_LOG] == [0.0, 2.0, 4.0]
+
+
+class _Carry(nn.Module):
+    """A tensor attribute each call reads and sets anew (a carried state), started as
+    None (`lazy`) or as a tensor; `buffer`: a registered buffer rebound the same way."""
+
+    def __init__(self, lazy: bool, buffer: bool = False):
+        super().__init__()
+        self.lazy = lazy
+        if buffer:
+            self.register_buffer("state", tj.zeros(2) if not lazy else None)
+        else:
+            self.state = None if lazy else tj.zeros(2)
+
+    def forward(self, x):
+        if self.state is None:
+            self.state = x.new_zeros(2)
+        self.state = 0.5 * self.state + x.mean(0)
+        return x.sum() + self.state.sum()
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("buffer", [False, True])
+def test_a_tensor_attribute_set_from_itself_carries_over_calls(lazy, buffer):
+    """Each call must read the tensor the call before set, not the one the capture saw
+    (the recurrence ``state = 0.5 * state + mean`` gave mean alone from the second call on)."""
+    torch = pytest.importorskip("torch", reason="compares with PyTorch")
+
+    class Ref(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.state = None
+
+        def forward(self, x):
+            if self.state is None:
+                self.state = x.new_zeros(2)
+            self.state = 0.5 * self.state + x.mean(0)
+            return x.sum() + self.state.sum()
+    ref, m = Ref(), _Carry(lazy, buffer)
+    f = tj.compile(m)
+    for i in range(4):
+        x = np.arange(6, dtype=np.float32).reshape(3, 2) * (i - 1.5)
+        want = ref(torch.tensor(x))
+        np.testing.assert_allclose(f(tj.tensor(x)).item(), want.item(), rtol=1e-6)
+        np.testing.assert_allclose(m.state.numpy(), ref.state.numpy(), rtol=1e-6)
+    assert f.cache_stats()["compiles"] <= 2   # (None, then a tensor: one capture each)

@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..nn import module as _module
 from ..tensor import Tensor
 from .backend import Executor, InputKeeper
 from .guards import PendingGuard, build_guard
@@ -47,6 +48,14 @@ class Entry:
         # the parameters whose lists and dicts the function changes: the graph's result is
         # (result, their contents), stored into the call's own by `run`
         self.arg_writes = next((w[1] for w in self.state_writes if w[0] == "args"), ())
+        # an attribute set over a tensor the capture read as a constant (``self.h =
+        # f(self.h)``), or over a value its guard may hold (``if self.h is None``, state
+        # _writes.py's "rebind"): each call's new tensor must be what the next call reads,
+        # so the module's guard looks again (module_guard.py puts it in the constant's
+        # place, or captures again)
+        read = {id(t) for t in const_tensors}
+        self._rebinds = any(w[0] == "rebind" or w[0] == "attr" and id(_read_attr(w[1], w[2])) in read
+                            for w in self.state_writes)
         # Python decisions on runtime scalar arguments (see scalars.py), replayed by the guard
         self.decisions = list(decisions)
         self._decided = make_check(self.decisions) if self.decisions else None
@@ -208,6 +217,8 @@ class Entry:
                     leaf._assign(outs[k], "in-place update of an input")
         if self.state_writes:
             _write_state(self.state_writes, outs)
+            if self._rebinds:
+                _module.state_epoch[0] += 1
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number"
                else x[1].value() if x[0] == "lifted" else x[1] if x[0] == "static"
                else self._view_of(leaves[x[1]] if x[0] == "input" else x[1], x[2], ins) for x in self.out_leaves]
@@ -270,7 +281,7 @@ def _write_state(writes: list, outs: list) -> None:
             v = outs[v].item() if w[0] == "number" else v
             if not _same(_read_attr(obj, name), v):
                 setattr(obj, name, v)   # (as a module's setattr: its guards look again)
-        elif w[0] == "args":   # (`Entry.run` stores them)
+        elif w[0] in ("args", "rebind"):   # (`Entry.run` stores them; `Entry.run` looks again)
             continue
         elif w[0] == "tree":   # a new container of this call's outputs, with their gradient
             _, obj, name, spec, kept = w

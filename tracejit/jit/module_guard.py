@@ -114,6 +114,13 @@ def _attrs(m, read: Optional[set]) -> dict:
     return {k: v for k, v in vars(m).items() if (read is None or (id(m), k) in read) and _plain(v)}
 
 
+def _none_slots(m) -> frozenset:
+    """The names of `m`'s parameters and buffers registered as None."""
+    d = vars(m)
+    return frozenset(k for table in ("_parameters", "_buffers") for k, v in (d.get(table) or {}).items()
+                     if v is None)
+
+
 _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
 
 
@@ -176,6 +183,7 @@ class _StateCheck:
         self.attrs = [_attrs(m, read) for m in self.mods]
         self.root_hooks = root_hooks   # False: the root's hooks are not part of the capture
         self.hooks = [_hooks(m) if k or root_hooks else () for k, m in enumerate(self.mods)]
+        self.nones = [_none_slots(m) for m in self.mods]   # (a None buffer set to a tensor later)
         self.deep = _deep_attrs(self.mods, self.names, read, writes)
         # where each captured tensor lives in the tree: (module, kind, name), or None
         where: dict = {}
@@ -234,6 +242,9 @@ class _StateCheck:
         for k, (n, m, attrs, hooks) in enumerate(zip(self.names, self.mods, self.attrs, self.hooks)):
             if (k or self.root_hooks) and _hooks(m) != hooks:
                 out.append(f"module {n!r}: its hooks changed (one was registered or removed)")
+            filled = self.nones[k] - _none_slots(m)
+            if filled:   # (a tensor set to None since: the captured tensors' paths tell, if read)
+                out.append(f"module {n!r}: parameters or buffers no longer None: {', '.join(sorted(filled))}")
             d = vars(m)
             for k in attrs:
                 if ("attr", id(m), k) in self.lifted:   # a runtime input: any number of its type
@@ -369,7 +380,7 @@ def _held_tensors(mods: list) -> set:
 def map_state(w: tuple, objs: dict) -> Optional[tuple]:
     """A state write of a capture (state_writes.py) moved to another module's tree by
     `objs` (`_StateCheck.for_sibling`), or None when it writes elsewhere."""
-    if w[0] == "args":
+    if w[0] in ("args", "rebind"):
         return w
     if w[0] in ("buffer", "attr", "number", "const") and id(w[1]) in objs:
         return (w[0], objs[id(w[1])]) + tuple(w[2:])

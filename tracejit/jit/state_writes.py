@@ -117,11 +117,17 @@ class StateWrites:
         ("buffer", tensor, output k), ("attr", obj, name, output k), ("number", obj, name,
         output k) (a Python number), ("const", obj, name, value), ("tree", obj, name, spec,
         leaves) (a container, `_tree_write`) and ("store", find, key or None to append,
-        output k) (side_effects.py's `stores`)."""
+        output k) (side_effects.py's `stores`), and ("rebind",) when a call's writes must make
+        its guard look again (entry.py)."""
         writes = []
         for t, res in self.buffer_writes.values():
             writes.append(("buffer", t, len(out_atoms)))
             out_atoms.append(res)
+        # (compiled, a tensor set over a value the guard may hold, ``if self.h is None``:
+        # the call's guard must look again after each write; trace keeps its capture)
+        rebind = self._root().effects.active and any(
+            before is not _MISSING and not isinstance(before, Tensor) and _plain(before) and
+            isinstance(_read_attr(obj, name), Tensor) for obj, name, before, number in self.attr_writes.values())
         for obj, name, before, number in self.attr_writes.values():
             now = _read_attr(obj, name)
             _set_attr(obj, name, before)
@@ -139,6 +145,8 @@ class StateWrites:
             out_atoms.append(self.atom(t))
         if self.effects.arg_writes:
             writes.append(("args", self.effects.arg_writes))
+        if rebind:
+            writes.append(("rebind",))
         return writes
 
     def _tree_write(self, obj, name: str, now, out_atoms: list) -> tuple:
