@@ -4,7 +4,7 @@ print options, and the precision/determinism switches tracejit accepts (float32 
 full float32 here, and its kernels are deterministic)."""
 from __future__ import annotations
 
-import numpy as np
+from typing import Optional
 
 from .device import _DEVICE, get_default_device, set_default_device  # noqa: F401 (re-exported)
 
@@ -20,16 +20,34 @@ _DETERMINISTIC = [False, False]   # (use_deterministic_algorithms's mode, warn_o
 _WARN_ALWAYS = [False]
 
 
-def set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, profile=None,
-                     sci_mode=None) -> None:
-    """Print options for tensors (numpy's, which tensors print through)."""
-    if profile == "full":
-        threshold = threshold or 2 ** 31
-    kw = {k: v for k, v in dict(precision=precision, threshold=threshold, edgeitems=edgeitems,
-                                linewidth=linewidth).items() if v is not None}
-    if sci_mode is not None:
-        kw["suppress"] = not sci_mode
-    np.set_printoptions(**kw)
+# Tensor print options, PyTorch's defaults; ``Tensor.__repr__`` reads them (numpy's own
+# print options are left to the user's numpy).
+_PRINT_PROFILES = {
+    "default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+    "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+    "full": dict(precision=4, threshold=2 ** 63 - 1, edgeitems=3, linewidth=80),
+}
+PRINT = dict(_PRINT_PROFILES["default"], sci_mode=None)
+
+
+def set_printoptions(precision: Optional[int] = None, threshold: Optional[int] = None,
+                     edgeitems: Optional[int] = None, linewidth: Optional[int] = None,
+                     profile: Optional[str] = None, sci_mode: Optional[bool] = None) -> None:
+    """How tensors print, as PyTorch's: digits after the point (`precision`), the element
+    count past which a tensor prints summarized (`threshold`) with `edgeitems` at each end,
+    the line width, a `profile` ("default", "short", "full") that sets all four, and
+    `sci_mode` (True: always scientific, False: never, None: PyTorch's choice)."""
+    if profile is not None and profile not in _PRINT_PROFILES:
+        raise ValueError(f"set_printoptions: profile must be one of {', '.join(map(repr, _PRINT_PROFILES))}, "
+                         f"got {profile!r}")
+    given = dict(precision=precision, threshold=threshold, edgeitems=edgeitems, linewidth=linewidth)
+    for name, value in given.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"set_printoptions: {name} must be a non-negative int, got {value!r}")
+    new = dict(PRINT, **(_PRINT_PROFILES[profile] if profile is not None else {}))
+    new.update({k: v for k, v in given.items() if v is not None})
+    new["sci_mode"] = sci_mode   # (PyTorch's: every call sets it, None when not given)
+    PRINT.update(new)
 
 
 def set_float32_matmul_precision(precision: str) -> None:

@@ -20,6 +20,7 @@ from .device import CPU, as_device, device_of_array
 from .errors import DTypeError
 from .formats import check_memory_format, laid_out
 from .size import Size
+from .tensor_repr import tensor_repr as _tensor_repr
 
 __all__ = ["Tensor"]
 
@@ -449,31 +450,7 @@ class Tensor:
 
     # ---- printing ---------------------------------------------------------------------
     def __repr__(self) -> str:
-        a = self._values()
-        extras = []
-        if a.size == 0:
-            body = "[]"
-            if a.shape != (0,):
-                extras.append(f"size={tuple(a.shape)}")
-        elif a.dtype.kind == "c":
-            body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
-                                   formatter={"complexfloat": _complex_format(a)})
-        else:
-            # (numpy pads True to False's width even where no False is shown; PyTorch does not)
-            body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
-                                   precision=4, suppress_small=False, floatmode=_float_mode(a),
-                                   formatter={"bool": str} if a.dtype == bool and a.all() else None)
-        if self.device is not CPU:
-            extras.append(f"device='{self.device}'")
-        default = _dt.get_default_dtype()
-        if a.size == 0 and self.dtype is not default or \
-                self.dtype not in (default, default.to_complex(), _dt.int64, _dt.bool_):
-            extras.append(f"dtype={self.dtype!r}")
-        if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{self.grad_fn.name()}>")
-        elif self.requires_grad:
-            extras.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+        return _tensor_repr(self)
 
     def __format__(self, spec: str) -> str:
         if spec and self.numel() == 1:
@@ -512,37 +489,6 @@ def _same_shape(a: Tensor, b: Tensor) -> bool:
     if da is not None and db is not None:
         return da.shape == db.shape  # (no Size objects: this runs per leaf per backward)
     return tuple(a.shape) == tuple(b.shape)
-
-
-def _float_mode(a) -> str:
-    """PyTorch's look: ``1., 2.`` for whole numbers, else 4 fixed decimals (numpy switches
-    to scientific notation on the same ranges PyTorch does)."""
-    if a.dtype.kind != "f":
-        return "maxprec"
-    finite = a[np.isfinite(a)]
-    if finite.size == 0:
-        return "maxprec"
-    nz = np.abs(finite[finite != 0]).astype(np.float64)
-    sci = nz.size > 0 and (nz.max() >= 1e8 or nz.min() < 1e-4 or nz.max() / nz.min() > 1e3)
-    whole = bool(np.all(finite == np.round(finite)))
-    return "maxprec" if whole and not sci else "fixed"
-
-
-def _part_format(x):
-    """How PyTorch prints one part (real or imaginary) of complex elements: as a real
-    tensor's values (``2.`` when all are whole, else 4 decimals, or scientific)."""
-    finite = x[np.isfinite(x)]
-    nz = np.abs(finite[finite != 0]).astype(np.float64)
-    if nz.size > 0 and (nz.max() >= 1e8 or nz.min() < 1e-4 or nz.max() / nz.min() > 1e3):
-        return "{:.4e}".format
-    if bool(np.all(finite == np.round(finite))):
-        return lambda v: f"{v:.0f}." if np.isfinite(v) else f"{v}"
-    return "{:.4f}".format
-
-
-def _complex_format(a):
-    real, imag = _part_format(a.real), _part_format(np.abs(a.imag))
-    return lambda z: real(z.real) + ("-" if np.signbit(z.imag) else "+") + imag(abs(z.imag)) + "j"
 
 
 # Class attributes of an empty class (__module__, __dict__, ...): not methods to install.
