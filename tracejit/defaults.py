@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .device import _DEVICE, get_default_device, set_default_device  # noqa: F401 (re-exported)
+from .tensor_repr import PRINT, PRINT_PROFILES as _PRINT_PROFILES
 
 __all__ = ["set_default_device", "get_default_device", "set_printoptions",
            "set_float32_matmul_precision", "get_float32_matmul_precision", "use_deterministic_algorithms",
@@ -18,16 +19,6 @@ __all__ = ["set_default_device", "get_default_device", "set_printoptions",
 _PRECISION = ["highest"]
 _DETERMINISTIC = [False, False]   # (use_deterministic_algorithms's mode, warn_only)
 _WARN_ALWAYS = [False]
-
-
-# Tensor print options, PyTorch's defaults; ``Tensor.__repr__`` reads them (numpy's own
-# print options are left to the user's numpy).
-_PRINT_PROFILES = {
-    "default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
-    "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
-    "full": dict(precision=4, threshold=2 ** 63 - 1, edgeitems=3, linewidth=80),
-}
-PRINT = dict(_PRINT_PROFILES["default"], sci_mode=None)
 
 
 def set_printoptions(precision: Optional[int] = None, threshold: Optional[int] = None,

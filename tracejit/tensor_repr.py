@@ -1,15 +1,23 @@
 """How a tensor prints: PyTorch's ``tensor([...], dtype=..., grad_fn=<...>)`` text under
-the print options of `tracejit.set_printoptions` (defaults.PRINT), laid out by numpy's
+the print options `tracejit.set_printoptions` sets (`PRINT`), laid out by numpy's
 array printer with PyTorch's widths, number formats and elision."""
 from __future__ import annotations
 
 import numpy as np
 
 from . import dtypes as _dt
-from .defaults import PRINT
 from .device import CPU
 
-__all__ = ["tensor_repr"]
+__all__ = ["tensor_repr", "PRINT", "PRINT_PROFILES"]
+
+# PyTorch's print profiles; `PRINT` holds the options in force (defaults.set_printoptions
+# sets them)
+PRINT_PROFILES = {
+    "default": dict(precision=4, threshold=1000, edgeitems=3, linewidth=80),
+    "short": dict(precision=2, threshold=1000, edgeitems=2, linewidth=80),
+    "full": dict(precision=4, threshold=2 ** 63 - 1, edgeitems=3, linewidth=80),
+}
+PRINT = dict(PRINT_PROFILES["default"], sci_mode=None)
 
 
 def tensor_repr(t) -> str:
