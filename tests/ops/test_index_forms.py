@@ -323,6 +323,25 @@ def test_index_select_empty_and_out_of_range():
         tj.zeros(0, 4)[tj.tensor([0])]
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_index_select_of_a_0d_index_or_input_keeps_pytorchs_shape(compiled):
+    def fn(m, x, i):
+        return x.index_select(1, i), x[0, 0].index_select(0, i.clamp(max=0)), x.index_select(-2, i)
+
+    x, i = np.arange(12, dtype=np.float32).reshape(3, 4), np.array(2)
+    tx, jx = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    want = fn(torch, tx, torch.tensor(i))
+    got = (tj.compile(lambda x, i: fn(tj, x, i)) if compiled else lambda x, i: fn(tj, x, i))(jx, tj.tensor(i))
+    for g, w in zip(got, want):
+        assert tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_array_equal(g.detach().numpy(), w.detach().numpy())
+    sum((g * (k + 1)).sum() for k, g in enumerate(got)).backward()
+    sum((w * (k + 1)).sum() for k, w in enumerate(want)).backward()
+    np.testing.assert_array_equal(jx.grad.numpy(), tx.grad.numpy())
+    with pytest.raises(RuntimeError, match="one value"):
+        tj.tensor(5.0).index_select(0, tj.tensor([0, 0]))
+
+
 @pytest.mark.parametrize("call", [lambda m, x, i: x.index_select(0, i), lambda m, x, i: x.index_add(0, i, m.ones(2, 3)),
                                   lambda m, x, i: x.index_copy(0, i, m.ones(2, 3))])
 def test_a_float_index_raises_pytorchs_runtime_error(call):

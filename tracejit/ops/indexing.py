@@ -572,5 +572,11 @@ def index_select(a, dim: int, index):
     d = normalize_dim(dim, a.ndim, "index_select")
     if index.ndim > 1:
         raise IndexError(f"index_select: index must be a 0-D or 1-D tensor, got shape {tuple(index.shape)}")
+    if index.ndim == 0:
+        index = index.reshape(1)   # (a 0-d index keeps the dim, of size 1, as PyTorch's)
+    if a.ndim == 0:   # (a 0-d input reads as one element, the result 0-d, as PyTorch's)
+        if index.shape[0] != 1:
+            raise ShapeError(f"index_select: an index into a 0-d tensor must have one value, got {index.shape[0]}")
+        return index_select(a.reshape(1), 0, index).reshape(())
     # (the spec getitem would make of ``(slice(None),) * d + (index,)``, made here)
     return bind(GETITEM, a, in_range(index, a.shape[d], "index_select"), spec=(_ALL,) * d + _ONE_TENSOR)
