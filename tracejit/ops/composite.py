@@ -10,7 +10,7 @@ from .conv import _ntuple, _pair
 from .conv_gemm import conv2d_gemm
 from .depthwise import depthwise_conv2d
 from .creation import arange
-from .elementwise import (_binary, abs, cast, eq, isnan, le, log, logical_and, logical_or, maximum, ne,
+from .elementwise import (_binary, abs, cast, eq, isfinite, isnan, le, log, logical_and, logical_or, maximum, ne,
                           neg, sigmoid, where)
 # GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
 # forward and backward where PyTorch makes two); re-exported here with the activations.
@@ -62,11 +62,11 @@ def logsigmoid(x):
 
 
 def isclose(a, b, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False):
-    """|a - b| <= atol + rtol * |b| elementwise (infinities equal only to themselves)."""
+    """A finite |a - b| <= atol + rtol * |b| elementwise, or a == b (inf is close to inf only)."""
     if getattr(a, "dtype", None) is _dt.bool_ and getattr(b, "dtype", None) is _dt.bool_:
         return eq(a, b)   # (bools have no difference; PyTorch compares them)
-    close = le(abs(a - b), atol + rtol * abs(b))
-    close = logical_or(close, eq(a, b))  # inf == inf, where inf - inf would be nan
+    err = abs(a - b)
+    close = logical_or(logical_and(le(err, atol + rtol * abs(b)), isfinite(err)), eq(a, b))
     if equal_nan:
         close = logical_or(close, logical_and(isnan(a), isnan(b)))
     return close
