@@ -101,3 +101,26 @@ def test_a_negative_or_too_large_scatter_index_raises_as_pytorch(call):
         call(torch)
     with pytest.raises(IndexError, match="out of range"):
         call(tj)
+
+
+def _on_0d(m, a, v):
+    i, j = m.tensor(0), m.tensor([0])
+    return (a.gather(0, i), a.gather(-1, m.tensor([0, 0])), a.scatter(0, i, v), a.scatter(0, j, 4.0),
+            a.scatter_add(0, i, v), a.scatter_reduce(0, i, v, "amax"), a.scatter_reduce(0, j, v[None], "mean"),
+            a.index_add(0, j, v, alpha=2), a.index_copy(0, j, v), a.index_fill(0, j, -1.0),
+            a.index_reduce(0, j, v, "amin"), a.clone().scatter_add_(0, i, v))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_index_ops_of_a_0d_tensor_read_it_as_one_element(compiled):
+    ta, tv = torch.tensor(2.5, requires_grad=True), torch.tensor(1.5, requires_grad=True)
+    ja, jv = tj.tensor(2.5, requires_grad=True), tj.tensor(1.5, requires_grad=True)
+    want = _on_0d(torch, ta, tv)
+    got = (tj.compile(lambda a, v: _on_0d(tj, a, v), fullgraph=True) if compiled else lambda a, v: _on_0d(tj, a, v))(ja, jv)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert tuple(g.shape) == tuple(w.shape) and g.tolist() == w.tolist(), k
+    sum((w * (k + 1)).sum() for k, w in enumerate(want) if w.requires_grad).backward()
+    sum((g * (k + 1)).sum() for k, g in enumerate(got) if g.requires_grad).backward()
+    assert (ja.grad.item(), jv.grad.item()) == (ta.grad.item(), tv.grad.item())
+    with pytest.raises(IndexError):
+        tj.tensor(2.5).gather(1, tj.tensor(0))

@@ -224,7 +224,20 @@ SCATTER_ADD = defprim("scatter_add", _scatter_add_impl, _scatter_add_rule,
                       kind="index", save=lambda rq: (1,), nondiff=(1,), extra={"fast": _scatter_add_fast})
 
 
+def on_one_element(fn, op: str, a, dim, index, *args, **kwargs):
+    """``fn(a, dim, index, ...)`` of a 0-d `a`, as PyTorch's: run on one-element 1-D views
+    of `a`, `index` and the 0-d tensor arguments, the result viewed back 0-d."""
+    normalize_dim(dim, 0, op)
+
+    def one(t):
+        return reshape(t, (1,)) if getattr(t, "ndim", None) == 0 else t
+    return reshape(fn(one(a), 0, one(index), *map(one, args), **{k: one(v) for k, v in kwargs.items()}), ())
+
+
 def gather(a, dim: int, index):
+    if a.ndim == 0:   # (PyTorch's: index-shaped, as ever)
+        normalize_dim(dim, 0, "gather")
+        return reshape(gather(reshape(a, (1,)), 0, reshape(index, (-1,))), tuple(index.shape))
     return bind(GATHER, a, index, dim=normalize_dim(dim, a.ndim, "gather"))
 
 
@@ -246,4 +259,6 @@ def take_along_dim(a, indices, dim=None):
 
 
 def scatter_add(a, dim: int, index, src):
+    if a.ndim == 0:
+        return on_one_element(scatter_add, "scatter_add", a, dim, index, src)
     return bind(SCATTER_ADD, a, index, src, dim=normalize_dim(dim, a.ndim, "scatter_add"))

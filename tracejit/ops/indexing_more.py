@@ -18,7 +18,7 @@ from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
 from .elementwise import cast, where
-from .gather_prim import _flat_positions, check_index_range
+from .gather_prim import _flat_positions, check_index_range, on_one_element
 from .indexing import gather, getitem, in_range, index_add_, index_put, nonzero, scatter_add
 from .shape import expand, reshape
 from .rearrange import movedim
@@ -61,6 +61,8 @@ def _check_index(op, a, index, dim):
 
 def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
     """``out[index[i][j]][j] = src[i][j]`` along `dim` (``reduce='add'/'multiply'`` combine)."""
+    if input.ndim == 0:
+        return on_one_element(scatter, "scatter", input, dim, index, src, value=value, reduce=reduce)
     dim = normalize_dim(dim, input.ndim, "scatter")
     if src is None:
         src = value
@@ -80,6 +82,8 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
 
 def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bool = True):
     """Combine `src` into `input` at `index` along `dim` by sum, prod, mean, amax or amin."""
+    if input.ndim == 0:
+        return on_one_element(scatter_reduce, "scatter_reduce", input, dim, index, src, reduce, include_self=include_self)
     dim = normalize_dim(dim, input.ndim, "scatter_reduce")
     _check_index("scatter_reduce", input, index, dim)
     s = _src_like(src, index, input, "scatter_reduce")
@@ -212,6 +216,8 @@ def _vector_index(op, index):
 
 def index_add(input, dim: int, index, source, *, alpha=1):
     """``input[..., index[i], ...] += alpha * source[..., i, ...]`` along `dim`."""
+    if input.ndim == 0:
+        return on_one_element(index_add, "index_add", input, dim, index, source, alpha=alpha)
     dim = normalize_dim(dim, input.ndim, "index_add")
     index = _vector_index("index_add", index)
     shape = list(input.shape)
@@ -230,6 +236,8 @@ def index_add(input, dim: int, index, source, *, alpha=1):
 def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: bool = True):
     """Combine slices of `source` into `input` at ``index`` along `dim` by prod, mean, amax
     or amin: scatter_reduce with the index spread over each slice."""
+    if input.ndim == 0:
+        return on_one_element(index_reduce, "index_reduce", input, dim, index, source, reduce, include_self=include_self)
     if reduce not in ("prod", "mean", "amax", "amin"):
         raise ValueError(f"index_reduce: reduce must be 'prod', 'mean', 'amax' or 'amin', got {reduce!r}")
     dim = normalize_dim(dim, input.ndim, "index_reduce")
@@ -243,6 +251,8 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
 
 
 def index_copy(input, dim: int, index, source):
+    if input.ndim == 0:
+        return on_one_element(index_copy, "index_copy", input, dim, index, source)
     dim = normalize_dim(dim, input.ndim, "index_copy")
     index = in_range(_vector_index("index_copy", index), input.shape[dim], "index_copy")
     expect_same_dtype("index_copy", input, source)
@@ -253,6 +263,8 @@ def index_copy(input, dim: int, index, source):
 
 
 def index_fill(input, dim: int, index, value):
+    if input.ndim == 0:
+        return on_one_element(lambda a, d, i: index_fill(a, d, i, value), "index_fill", input, dim, index)
     dim = normalize_dim(dim, input.ndim, "index_fill")
     index = _vector_index("index_fill", index)
     if isinstance(value, Tensor):   # (read as a number, as PyTorch: checked eagerly, cast when captured)
