@@ -15,6 +15,22 @@ def test_frexp_splits_into_mantissa_and_int32_exponent():
     assert m.abs().max().item() < 1.0 and x.frexp().exponent.tolist() == e.tolist()
 
 
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_frexp_of_a_tensor_requiring_grad_matches_pytorch(dtype):
+    torch = pytest.importorskip("torch")
+    tiny = {"float16": 6e-8, "float32": 1e-45, "float64": 5e-324}[dtype]
+    v = [1.0, -3.5, 0.0, -0.0, 0.1, tiny, -tiny * 3, float("inf"), float("nan")]
+    tx, jx = torch.tensor(v, dtype=getattr(torch, dtype), requires_grad=True), tj.tensor(v, dtype=getattr(tj, dtype),
+                                                                                       requires_grad=True)
+    (tm, te), (jm, je) = torch.frexp(tx), tj.frexp(jx)
+    np.testing.assert_array_equal(jm.detach().numpy(), tm.detach().numpy())
+    np.testing.assert_array_equal(np.signbit(jm.detach().numpy()), np.signbit(tm.detach().numpy()))
+    np.testing.assert_array_equal(je.numpy(), te.numpy())
+    tm[:5].sum().backward()
+    jm[:5].sum().backward()
+    np.testing.assert_array_equal(jx.grad.numpy()[:5], tx.grad.numpy()[:5])   # (PyTorch: 0 / 2**e, nan where 2**e underflows)
+
+
 def test_frexp_refuses_integers():
     with pytest.raises(TypeError, match="frexp.*int64"):
         tj.frexp(tj.tensor([1, 2]))

@@ -264,8 +264,14 @@ def frexp(input):
     from .creation import tensor
     from .registry import refuse_tracing
     refuse_tracing("frexp", "its input")
-    m, e = np.frexp(input.numpy())
-    return _Frexp(tensor(m, device=input.device), tensor(e.astype(np.int32), device=input.device))
+    e = np.frexp(input.detach().numpy())[1]
+    # mantissa = input * 2**-e, exact, differentiable as PyTorch's (grad / 2**e); scaled in
+    # two halves, as 2**-e of a subnormal input overflows its dtype
+    half = -e // 2
+    m = input
+    for k in (half, -e - half):
+        m = m * tensor(np.ldexp(np.ones(k.shape, input.dtype.np), k), device=input.device)
+    return _Frexp(m, tensor(e.astype(np.int32), device=input.device))
 
 
 def ldexp(input, other):
