@@ -258,3 +258,13 @@ def test_logspace_of_a_complex_bound_is_complex_as_pytorch():
         got = tj.logspace(*args, **kw)
         assert got.dtype is tj.complex64 and want.dtype == torch.complex64
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_view_as_another_dtype_inside_a_compiled_function_runs_eagerly():
+    x = np.array([[1.0, -2.5], [0.0, 3.0]], np.float32)
+    want = (torch.tensor(x).view(torch.int32) + 1).numpy()
+    with pytest.warns(RuntimeWarning, match=r"view\(int32\) reinterprets"):
+        got = tj.compile(lambda a: a.view(tj.int32) + 1)(tj.tensor(x))
+    np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(tj.errors.TraceError, match=r"view\(int16\) reinterprets"):
+        tj.compile(lambda a: a.view(tj.int16), fullgraph=True)(tj.tensor(x))

@@ -347,6 +347,10 @@ def view_dtype(input, dtype):
     different element size rescales the last dim, which must be contiguous."""
     dt = _dt.as_dtype(dtype)
     a = input.detach()._data
+    if a is None:
+        from ..errors import TraceError
+        raise TraceError(f"view({dt.name}) reinterprets a tensor's memory, which a compiled function does "
+                         f"not capture; call it outside the compiled function or use tracejit.eager")
     try:
         out = a.view(np.dtype(dt.np))
     except ValueError as e:
