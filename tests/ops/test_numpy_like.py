@@ -268,3 +268,18 @@ def test_view_as_another_dtype_inside_a_compiled_function_runs_eagerly():
     np.testing.assert_array_equal(got.numpy(), want)
     with pytest.raises(tj.errors.TraceError, match=r"view\(int16\) reinterprets"):
         tj.compile(lambda a: a.view(tj.int16), fullgraph=True)(tj.tensor(x))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_nextafter_passes_the_gradient_to_its_input(compiled):
+    def fn(m, a, b):
+        return m.nextafter(a, b) * m.arange(6.0).reshape(2, 3)
+
+    got, want = [], []
+    for m, out in ((torch, want), (tj, got)):
+        a, b = m.tensor([[1.0], [2.0]], requires_grad=True), m.tensor([0.0, 3.0, 5.0], requires_grad=True)
+        f = tj.compile(lambda a, b: fn(tj, a, b)) if compiled and m is tj else lambda a, b: fn(m, a, b)
+        f(a, b).sum().backward()
+        out += [a.grad.numpy(), b.grad.numpy()]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)

@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..shapes import broadcast_shapes as _broadcast_shapes, normalize_dim
 from ..size import Size
 from ..tensor import Tensor
-from .creation import _STEPS, arange, complex_bound, count_arg, empty as _empty, tensor
+from .creation import _STEPS, arange, complex_bound, count_arg, empty as _empty, tensor, zeros_like as _zeros_like
 from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, logical_or, lt, ne, sqrt, where
 from .indexing import index_put
 from .linalg import matmul
@@ -73,7 +73,9 @@ def _array_fn(op):
 
 GCD = _binary("gcd", _array_fn("gcd"))
 LCM = _binary("lcm", _array_fn("lcm"))
-NEXTAFTER = _binary("nextafter", _array_fn("nextafter"), extra={"own_dtype": True})
+# (PyTorch's gradient: the output's to input, zeros to other)
+NEXTAFTER = _binary("nextafter", _array_fn("nextafter"), lambda g, out, a, b: (g, _zeros_like(g)),
+                    save=lambda rq: (), extra={"own_dtype": True})
 
 
 def _ints(prim, a, b):
