@@ -283,3 +283,16 @@ def test_nextafter_passes_the_gradient_to_its_input(compiled):
         out += [a.grad.numpy(), b.grad.numpy()]
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
+
+
+def test_histogram_and_quantile_take_tensors_that_require_grad():
+    v = np.random.default_rng(0).random(20).astype(np.float32)
+    got, want = [], []
+    for m, out in ((torch, want), (tj, got)):
+        x = m.tensor(v, requires_grad=True)
+        h = m.histogram(x, bins=m.tensor([0.0, 0.3, 1.0], requires_grad=True), weight=x * 2)
+        q = m.quantile(x, m.tensor([0.2, 0.5], requires_grad=True))
+        q.sum().backward()
+        out += [h.hist.detach().numpy(), h.bin_edges.detach().numpy(), q.detach().numpy(), x.grad.numpy()]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)

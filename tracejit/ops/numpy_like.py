@@ -153,9 +153,10 @@ _Histogram = namedtuple("histogram", ["hist", "bin_edges"])
 def histogram(input, bins=100, *, range=None, weight=None, density: bool = False):  # noqa: A002
     """Counts of input's values in `bins` equal bins (or between the given edges)."""
     refuse_tracing("histogram", "its input")
-    edges = bins.numpy() if isinstance(bins, Tensor) else bins
-    w = weight.numpy() if weight is not None else None
-    hist, out_edges = np.histogram(input.numpy().reshape(-1), bins=edges, range=range,
+    # (counts have no gradient: tensors that require grad are read as their values)
+    edges = bins.detach().numpy() if isinstance(bins, Tensor) else bins
+    w = weight.detach().numpy() if weight is not None else None
+    hist, out_edges = np.histogram(input.detach().numpy().reshape(-1), bins=edges, range=range,
                                    weights=None if w is None else w.reshape(-1), density=density)
     dt = input.dtype
     return _Histogram(tensor(hist.astype(dt.np), device=input.device),

@@ -167,7 +167,7 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan):
         raise ValueError(f"quantile: interpolation must be linear, lower, higher, midpoint or nearest, "
                          f"got {interpolation!r}")
     scalar_q = not isinstance(q, Tensor) and np.ndim(q) == 0
-    qs = np.atleast_1d(q.numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64))
+    qs = np.atleast_1d(q.detach().numpy() if isinstance(q, Tensor) else np.asarray(q, dtype=np.float64))
     if ((qs < 0) | (qs > 1)).any():
         raise ArgumentError("quantile: q must be in the range [0, 1]")
     x = reshape(input, (-1,)) if dim is None else input
