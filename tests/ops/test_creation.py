@@ -178,3 +178,16 @@ def test_tri_indices_refuse_a_negative_size_as_pytorch(name):
         getattr(torch, name)(-1, 3)
     with pytest.raises(ValueError, match="non-negative"):
         getattr(tj, name)(3, -2)
+
+
+def test_factories_take_0d_integer_tensors_as_sizes():
+    import torch
+
+    def sizes(m):
+        n = m.tensor(3)
+        return [m.zeros(n).shape, m.ones(n, 2).shape, m.full((m.tensor(2), n), 1.0).shape, m.empty(n).shape,
+                m.randn(n).shape, m.zeros(2).new_zeros(n).shape, m.zeros(size=(n,)).shape]
+
+    assert [tuple(s) for s in sizes(tj)] == [tuple(s) for s in sizes(torch)]
+    with pytest.raises(TypeError, match="size"):
+        tj.zeros(tj.tensor(2.0))

@@ -105,3 +105,16 @@ def test_flip_of_a_0d_tensor_is_a_copy(dims):
     assert x.grad.item() == 3.0
     with pytest.raises(Exception, match="flip"):
         tj.tensor(2.5).flip(1)
+
+
+def test_shape_functions_take_0d_integer_tensors_as_sizes():
+    torch = pytest.importorskip("torch")
+
+    def shapes(m):
+        x, n = m.arange(12.0), m.tensor(3)
+        return [x.reshape(n, -1).shape, x.view(2, m.tensor(6)).shape, x[:2].expand(n, 2).shape,
+                x[:2].repeat(n).shape, x.reshape(4, 3).tile((m.tensor(2), 1)).shape]
+
+    assert [tuple(s) for s in shapes(tj)] == [tuple(s) for s in shapes(torch)]
+    with pytest.raises(TypeError, match="reshape"):
+        tj.arange(4.0).reshape(tj.tensor(2.0), -1)

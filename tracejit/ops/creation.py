@@ -19,6 +19,7 @@ from ..formats import check_layout, check_memory_format, made_in_order, memory_o
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
+from .shape_params import as_size
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",
@@ -179,6 +180,7 @@ def _size(size, keyword=None):
             continue
         if getattr(d, "_trace", None) is not None:   # a traced int argument: maybe a Sym
             d = trace_hooks.size_of(d)
+        d = as_size(d)
         if isinstance(d, bool) or not isinstance(d, (numbers.Integral,)) and not hasattr(d, "terms"):
             raise TypeError(f"size must be a sequence of ints, got {d!r}")
         if isinstance(d, numbers.Integral):

@@ -18,11 +18,21 @@ def keyword_shape(op: str, name: str, args: tuple, value) -> tuple:
     return (value,)
 
 
+def as_size(d):
+    """A size argument as PyTorch reads it: a numpy int (as sizes computed with numpy are)
+    or a 0-d integer tensor (``zeros(n.sum())``) as its int; anything else unchanged (a
+    traced one is read by the shape functions, a float refused)."""
+    if isinstance(d, np.integer):
+        return int(d)
+    if getattr(d, "_data", None) is not None and d.ndim == 0 and d.dtype.is_integer:
+        return int(d.item())
+    return d
+
+
 def shape_args(shape):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = shape[0]
-    # (numpy ints, as sizes computed with numpy are, taken as PyTorch takes them)
-    return tuple(int(d) if isinstance(d, np.integer) else d for d in shape)
+    return tuple(d if type(d) is int else as_size(d) for d in shape)
 
 
 # The user-level shape functions normalize their arguments into the primitive's params:
