@@ -157,3 +157,11 @@ def test_where_refuses_an_int_beyond_the_integer_tensors_dtype():
     assert tj.where(x > 2, x, -1).tolist() == torch.where(torch.tensor([2, 3], dtype=torch.uint8) > 2,
                                                           torch.tensor([2, 3], dtype=torch.uint8), -1).tolist()
     assert tj.where(x > 2, x, 2.5).tolist() == [2.5, 3.0]
+
+
+def test_where_takes_pytorchs_keyword_names():
+    import torch
+    for m in (torch, tj):
+        x = m.arange(4.0) - 1
+        got = m.where(condition=x > 0, input=x, other=m.tensor(0.5))
+        assert got.tolist() == [0.5, 0.5, 1.0, 2.0]

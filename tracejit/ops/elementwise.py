@@ -532,7 +532,8 @@ def _stand_in(v):
     return 0.0 if v.dtype.is_floating_point else v.dtype is not _dt.bool_ and 0
 
 
-def where(cond, a=None, b=None):
+def where(condition, input=None, other=None):   # noqa: A002 (PyTorch's keyword names)
+    cond, a, b = condition, input, other
     if a is None and b is None:
         return cond.nonzero(as_tuple=True)
     if not (hasattr(cond, "dtype") and cond.dtype is _dt.bool_):
