@@ -114,3 +114,12 @@ def test_diag_of_an_empty_vector_stays_on_the_graph():
         assert tuple(y.shape) == (d, d) and y.requires_grad
         y.sum().backward()
     assert tuple(x.grad.shape) == (0,)
+
+
+def test_tensor_split_reads_a_0d_tensor_as_the_number_of_sections():
+    def shapes(m):
+        a = m.arange(12.0).reshape(3, 4)
+        return [tuple(t.shape) for t in (*a.tensor_split(m.tensor(3), 1), *m.hsplit(a, m.tensor(2)),
+                                          *m.tensor_split(a, np.int64(2), dim=0))]
+
+    assert shapes(tj) == shapes(torch)

@@ -20,7 +20,7 @@ from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import cat, clone, expand, flip, permute, reshape, stack, transpose, unsqueeze
-from .shape_params import keyword_shape, shape_args
+from .shape_params import as_size, keyword_shape, shape_args
 from .registry import Aval, defprim
 from .eager import bind
 from .host_steps import host_step
@@ -506,6 +506,7 @@ def column_stack(tensors):
 def tensor_split(input, indices_or_sections, dim: int = 0):
     d = normalize_dim(dim, input.ndim, "tensor_split")
     n = input.shape[d]
+    indices_or_sections = as_size(indices_or_sections)   # (a 0-d tensor or numpy int: sections)
     if isinstance(indices_or_sections, int):
         k = indices_or_sections
         if k <= 0:
