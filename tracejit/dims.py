@@ -15,7 +15,7 @@ def normalize_dim(dim, ndim: int, op: str = "op") -> int:
             return dim
         if -ndim <= dim < 0:
             return dim + ndim
-    if isinstance(dim, np.integer):
+    if isinstance(dim, np.integer) or _int_0d(dim):
         dim = int(dim)
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
@@ -32,7 +32,7 @@ def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
     twice (``x.sum((0, 0))``, ``(0, -2)`` on a matrix) raises, as in PyTorch."""
     if dims is None:
         return tuple(range(ndim))
-    if isinstance(dims, (int, np.integer)):
+    if isinstance(dims, (int, np.integer)) or getattr(dims, "ndim", None) == 0:   # (a 0-d tensor: one dim)
         dims = (dims,)
     normed = [normalize_dim(d, ndim, op) for d in dims]
     out = sorted(set(normed))
@@ -40,3 +40,9 @@ def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
         rep = next(d for d in normed if normed.count(d) > 1)
         raise ShapeError(f"{op}: dim {rep} appears multiple times in the list of dims {tuple(dims)!r}")
     return () if ndim == 0 else tuple(out)
+
+
+def _int_0d(v) -> bool:
+    """Whether `v` is an eager 0-d integer tensor, which PyTorch takes as the int it holds
+    (a traced one is not: its value is unknown while capturing)."""
+    return getattr(v, "_data", None) is not None and v.ndim == 0 and v.dtype.is_integer

@@ -82,7 +82,8 @@ def roll(input, shifts, dims=None):
     """Shift elements along dims, wrapping around (flattened first when dims is None)."""
     if dims is None:
         return reshape(roll(reshape(input, (-1,)), shifts, 0), tuple(input.shape))
-    shifts = (shifts,) if isinstance(shifts, (int, Sym)) else tuple(shifts)
+    shifts = as_size(shifts)   # (a 0-d tensor or numpy int: one shift)
+    shifts = (shifts,) if isinstance(shifts, (int, Sym)) else tuple(map(as_size, shifts))
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(shifts) != len(dims):
         raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
@@ -256,6 +257,7 @@ UNFOLD_WINDOWS = defprim("unfold_windows", _windows_impl, _windows_rule, _window
 def unfold_windows(input, dimension: int, size: int, step: int):
     """``Tensor.unfold``: every window of `size` elements `step` apart along `dimension`, as
     a new last dim; a view of `input`."""
+    size, step = as_size(size), as_size(step)
     if input.ndim == 0:
         return reshape(unfold_windows(reshape(input, (1,)), 0, size, step), (size,))
     d = normalize_dim(dimension, input.ndim, "unfold")
@@ -549,8 +551,9 @@ def movedim(input, source, destination):
     """Dims `source` moved to positions `destination` (ints, or sequences of equal length),
     the others keeping their order."""
     n = input.ndim
-    src = [source] if isinstance(source, int) else list(source)
-    dst = [destination] if isinstance(destination, int) else list(destination)
+    # (one dim: an int, a numpy int or a 0-d tensor, which normalize_dim reads)
+    src = list(source) if isinstance(source, (tuple, list)) else [source]
+    dst = list(destination) if isinstance(destination, (tuple, list)) else [destination]
     if len(src) != len(dst):
         raise ValueError(f"movedim: source and destination must have the same number of dims, got "
                          f"{len(src)} and {len(dst)}")

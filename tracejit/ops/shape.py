@@ -17,7 +17,7 @@ from .grad_views import pieces, recording
 from ..formats import CHANNELS_INNER, CHANNELS_LAST_OF_RANK, all_channels_last, contiguous_format, made_in_order, memory_order
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
-from .shape_params import keyword_shape as _keyword_shape, WHOLE_DIM as _WHOLE_DIM
+from .shape_params import as_size, keyword_shape as _keyword_shape, WHOLE_DIM as _WHOLE_DIM
 from .shape_params import expand_params as _expand_params, permute_params as _permute_params
 from .shape_params import squeeze_params as _squeeze_params, transpose_params as _transpose_params
 from .shape_params import unsqueeze_params as _unsqueeze_params, split_specs as _split_specs
@@ -415,7 +415,7 @@ def expand_as(a, other):
 
 def squeeze(a, dim=None, axis=None):
     dim = dim if axis is None else axis
-    dims = tuple(range(a.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = tuple(range(a.ndim)) if dim is None else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     shape = _normalized(_squeeze_params, a, dims)   # (kept per shape and dims, as unsqueeze's)
     return _whole_view(a) if shape is _IDENTITY else (
         bind(RESHAPE, a, shape=shape) if type(a._data) is np.ndarray else reshape(a, shape))
@@ -547,7 +547,7 @@ def split(a, split_size_or_sections, dim: int = 0):
 
 
 def chunk(a, chunks: int, dim: int = 0):
-    if not isinstance(chunks, int) or chunks <= 0:   # (ShapeError: PyTorch's RuntimeError)
+    if not isinstance(chunks := as_size(chunks), int) or chunks <= 0:   # (ShapeError: PyTorch's RuntimeError)
         raise (ShapeError if isinstance(chunks, int) else TypeError)(f"chunk: chunks must be a positive int, got {chunks!r}")
     d = normalize_dim(dim, a.ndim, "chunk")
     n = a.shape[d]   # (a symbolic one stays one: `split` guards the count of pieces)

@@ -154,7 +154,7 @@ def split_specs(a, args):
     """The pieces' index specs of ``split(a, *args)``, as `narrow` makes one: the sizes add
     up to the dim, so every piece is in range (narrow's checks per piece cost as much as the
     view); kept per shape and arguments (`normalized`), the same tuples each call."""
-    split_size_or_sections, dim = args
+    split_size_or_sections, dim = as_size(args[0]), args[1]   # (a 0-d tensor: a size)
     d = normalize_dim(dim, a.ndim, "split")
     n = a.shape[d]
     if isinstance(split_size_or_sections, (int, Sym)):
