@@ -79,6 +79,13 @@ class OperatorMethods:
     def __getitem__(self, index):
         return _ops.getitem(self, index)
 
+    def __contains__(self, element) -> bool:
+        """``v in x``: whether any element equals `v`, as PyTorch's (not a row-by-row walk)."""
+        if not isinstance(element, (Tensor, int, float, complex, np.number, np.bool_)):
+            raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, but you passed in a "
+                               f"{type(element)}.")
+        return bool(_ops.any(_ops.eq(self, element)).item())
+
     def where(self, condition, other):
         """``x.where(cond, y)`` is ``where(cond, x, y)``, as in PyTorch."""
         return _ops.where(condition, self, other)
