@@ -191,3 +191,13 @@ def test_factories_take_0d_integer_tensors_as_sizes():
     assert [tuple(s) for s in sizes(tj)] == [tuple(s) for s in sizes(torch)]
     with pytest.raises(TypeError, match="size"):
         tj.zeros(tj.tensor(2.0))
+
+
+@pytest.mark.parametrize("start,end,steps,dtype", [(0.9, -100.9, 9, "int64"), (-7.9, 50.9, 9, "int32"),
+                                                   (2.7, 3.9, 5, "uint8")])
+def test_integer_linspace_truncates_its_bounds_first(start, end, steps, dtype):
+    # (steps whose multiples sit off integers or exactly on them: no rounding order matters)
+    import torch
+    want = torch.linspace(start, end, steps, dtype=getattr(torch, dtype))
+    got = tj.linspace(start, end, steps, dtype=getattr(tj, dtype))
+    assert got.dtype == getattr(tj, dtype) and got.tolist() == want.tolist()

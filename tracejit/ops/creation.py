@@ -397,6 +397,8 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
     if not dtype and complex_bound(start, end):
         dt = dt.to_complex()   # (as PyTorch's: the default dtype's complex form)
+    if dt.is_integer:   # (PyTorch's: the bounds in the dtype first, truncated toward zero)
+        start, end = int(start), int(end)
     return tensor(np.linspace(start, end, count_arg("linspace", steps, _STEPS)), dtype=dt,
                   device=device, requires_grad=requires_grad)
 
