@@ -296,3 +296,11 @@ def test_histogram_and_quantile_take_tensors_that_require_grad():
         out += [h.hist.detach().numpy(), h.bin_edges.detach().numpy(), q.detach().numpy(), x.grad.numpy()]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_integer_logspace_truncates_its_bounds_first():
+    # (exponents on halves: no rounding order moves a value across an integer)
+    for start, end, steps, base in ((0.5, 2.5, 5, 10.0), (-0.5, 3.9, 4, 2.0)):
+        want = torch.logspace(start, end, steps, base=base, dtype=torch.int64)
+        got = tj.logspace(start, end, steps, base=base, dtype=tj.int64)
+        assert got.tolist() == want.tolist()

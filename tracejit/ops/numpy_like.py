@@ -201,6 +201,8 @@ def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=N
     kind = complex if complex_bound(start, end) else float
     if kind is complex and not dtype:
         dt = dt.to_complex()   # (as linspace: the default dtype's complex form)
+    if dt.is_integer:   # (as linspace: the bounds in the dtype first, truncated toward zero)
+        start, end = int(start), int(end)
     vals = np.power(float(base), np.linspace(kind(start), kind(end), steps))
     return tensor(vals, dtype=dt, device=device, requires_grad=requires_grad)
 
