@@ -94,8 +94,8 @@ def memory_order(t, fmt=None, op: str = "clone"):
         return CHANNELS_INNER[rank][0] if rank is not None and t.ndim == rank else None
     if t.ndim < 2 or not all(type(d) is int for d in t.shape):   # (asking would specialize sizes)
         return None
-    from .ops.eager import eager_layout
-    data = eager_layout(t)
+    from . import ops   # (the package: formats sits below ops, as laid_out's import)
+    data = ops.eager.eager_layout(t)
     if data is None or data.flags.c_contiguous:
         return None
     shape, strides = data.shape, data.strides
@@ -163,8 +163,8 @@ def made_in_order(make, shape, order):
     back = [0] * len(order)
     for i, d in enumerate(order):
         back[d] = i
-    from .ops.shape import permute
-    out = permute(make(tuple(shape[d] for d in order)), back)
+    from . import ops
+    out = ops.shape.permute(make(tuple(shape[d] for d in order)), back)
     if out._data is not None:
         out._base, out._vbox = None, [0]
     return out
