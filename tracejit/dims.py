@@ -15,7 +15,7 @@ def normalize_dim(dim, ndim: int, op: str = "op") -> int:
             return dim
         if -ndim <= dim < 0:
             return dim + ndim
-    if isinstance(dim, np.integer) or _int_0d(dim):
+    if isinstance(dim, np.integer) or eager_int_0d(dim):
         dim = int(dim)
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an int, got {dim!r}")
@@ -42,7 +42,7 @@ def normalize_dims(dims, ndim: int, op: str = "op") -> tuple:
     return () if ndim == 0 else tuple(out)
 
 
-def _int_0d(v) -> bool:
+def eager_int_0d(v) -> bool:
     """Whether `v` is an eager 0-d integer tensor, which PyTorch takes as the int it holds
     (a traced one is not: its value is unknown while capturing)."""
     return getattr(v, "_data", None) is not None and v.ndim == 0 and v.dtype.is_integer

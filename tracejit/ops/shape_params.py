@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dims import eager_int_0d
 from ..errors import ShapeError
 from .eager import remember_plain
 from ..shapes import Sym, data_sized, hint, normalize_dim
@@ -24,7 +25,7 @@ def as_size(d):
     traced one is read by the shape functions, a float refused)."""
     if isinstance(d, np.integer):
         return int(d)
-    if getattr(d, "_data", None) is not None and d.ndim == 0 and d.dtype.is_integer:
+    if eager_int_0d(d):
         return int(d.item())
     return d
 
