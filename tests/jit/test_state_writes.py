@@ -492,3 +492,37 @@ def test_a_tensor_attribute_set_from_itself_carries_over_calls(lazy, buffer):
         np.testing.assert_allclose(f(tj.tensor(x)).item(), want.item(), rtol=1e-6)
         np.testing.assert_allclose(m.state.numpy(), ref.state.numpy(), rtol=1e-6)
     assert f.cache_stats()["compiles"] <= 2   # (None, then a tensor: one capture each)
+
+
+class _Reader(nn.Module):
+    def __init__(self, carry):
+        super().__init__()
+        self.carry = carry
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.lin(x) * self.carry.state
+
+
+def test_a_rebound_attribute_makes_only_the_trees_holding_it_look_again(monkeypatch):
+    """A compiled call that sets its module's tensor attribute anew leaves other compiled
+    modules' guards on their one-compare path; a tree holding that module looks again and
+    reads the new tensor."""
+    from tracejit.jit import module_guard
+    carry = _Carry(lazy=False, buffer=False)
+    other = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    reader = _Reader(carry)
+    fc, fo, fr = tj.compile(carry), tj.compile(other), tj.compile(reader)
+    x = tj.tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+    with tj.no_grad():
+        fc(x), fo(x), fr(x)
+        looks = []
+        real = module_guard._StateCheck._look
+        monkeypatch.setattr(module_guard._StateCheck, "_look",
+                            lambda self: looks.append(type(self.root).__name__) or real(self))
+        for i in range(3):
+            fc(x * i)
+            np.testing.assert_array_equal(fo(x).numpy(), other(x).numpy())
+            np.testing.assert_allclose(fr(x).numpy(), reader(x).numpy(), rtol=1e-6)
+    assert "Sequential" not in looks and "_Reader" in looks
+    assert fr.cache_stats()["compiles"] == 1

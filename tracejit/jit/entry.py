@@ -56,6 +56,8 @@ class Entry:
         read = {id(t) for t in const_tensors}
         self._rebinds = any(w[0] == "rebind" or w[0] == "attr" and id(_read_attr(w[1], w[2])) in read
                             for w in self.state_writes)
+        # (the objects whose attributes such a call sets: `nn.module.note_rebinds`)
+        self._rebound = [w[1] for w in self.state_writes if w[0] == "attr"] if self._rebinds else []
         # Python decisions on runtime scalar arguments (see scalars.py), replayed by the guard
         self.decisions = list(decisions)
         self._decided = make_check(self.decisions) if self.decisions else None
@@ -218,7 +220,7 @@ class Entry:
         if self.state_writes:
             _write_state(self.state_writes, outs)
             if self._rebinds:
-                _module.state_epoch[0] += 1
+                _module.note_rebinds(self._rebound)
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number"
                else x[1].value() if x[0] == "lifted" else x[1] if x[0] == "static"
                else self._view_of(leaves[x[1]] if x[0] == "input" else x[1], x[2], ins) for x in self.out_leaves]

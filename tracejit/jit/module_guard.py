@@ -7,7 +7,9 @@ attributes), which the entry holds by identity. A later call is only right for t
 state, so the guard checks it:
 
 - nothing moved since the last look (``nn.module.state_epoch``, moved by every
-  ``setattr``/``delattr``/``register_*`` on any module): valid, one integer compare;
+  ``setattr``/``delattr``/``register_*`` on any module): valid, one integer compare; where
+  only compiled calls rebound tensor attributes since (``nn.module.rebound``), valid unless
+  one of them is in this tree;
 - otherwise it looks again: the same submodule objects at the same names, the same flags,
   the same values of the attributes the capture read (`recording` notes them; one the
   forward never reads, a step counter say, may change freely), else the call misses and
@@ -197,6 +199,7 @@ class _StateCheck:
         self.written = {id(w[1]) for w in writes if w and w[0] == "buffer"}
         self.writes = writes
         self.epoch = _module.state_epoch[0]
+        self.rebinds = _module.rebind_epoch[0]
 
     def __call__(self) -> bool:
         if self.deep:
@@ -204,11 +207,16 @@ class _StateCheck:
                 if not unchanged(w, vars(m).get(k)):
                     return False
         if _module.state_epoch[0] == self.epoch:
-            return True
+            if _module.rebind_epoch[0] == self.rebinds:
+                return True
+            rebound, seen = _module.rebound, self.rebinds
+            if not any(rebound.get(id(m), -1) > seen for m in self.mods):
+                self.rebinds = _module.rebind_epoch[0]   # (only other trees' tensors moved)
+                return True
         return self._look()
 
     def _look(self) -> bool:
-        epoch = _module.state_epoch[0]
+        epoch, rebinds = _module.state_epoch[0], _module.rebind_epoch[0]
         if self._differences(stop_at_first=True):
             return False
         swaps = []
@@ -226,7 +234,7 @@ class _StateCheck:
             swaps.append((i, now))
         for i, now in swaps:
             self.consts[i] = now
-        self.epoch = epoch
+        self.epoch, self.rebinds = epoch, rebinds
         return True
 
     def _differences(self, stop_at_first: bool = False) -> list:

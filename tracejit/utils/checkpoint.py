@@ -140,18 +140,19 @@ def _buffers_of(fn) -> list:
         except ValueError:   # (an empty cell)
             continue
         found.extend(v if isinstance(v, (list, tuple)) else (v,))
-    from ..nn.module import state_epoch
+    from ..nn.module import rebind_epoch, state_epoch
     out: dict = {}
     for m in found:
         if isinstance(m, Module):
             kept = _BUFFERS.get(m)
-            if kept is None or kept[0] != state_epoch[0]:   # (the tree changed: look again)
-                kept = _BUFFERS[m] = (state_epoch[0], list(m.buffers()))
+            epoch = (state_epoch[0], rebind_epoch[0])
+            if kept is None or kept[0] != epoch:   # (the tree changed: look again)
+                kept = _BUFFERS[m] = (epoch, list(m.buffers()))
             out.update((id(b), b) for b in kept[1])
     return list(out.values())
 
 
-# module -> (nn's state epoch, its buffers): a block checkpointed every step walks its
+# module -> (nn's state and rebind epochs, its buffers): a block checkpointed every step walks its
 # module tree once, not per call (3% of a small Transformer layer's step)
 _BUFFERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
