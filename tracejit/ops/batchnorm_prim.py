@@ -191,7 +191,7 @@ def _rows(t, view):
 
 BATCH_NORM_TRAIN = defprim("batch_norm_train", _train_impl, _train_rule, _train_vjp,
                            kind="other", save=lambda rq: (0, 1, 2), nondiff=(1,),
-                           grad_name="NativeBatchNormBackward0")
+                           grad_name="NativeBatchNormBackward0", extra={"row_major": True})
 
 
 # ---------------------------------------------------------------- backward
@@ -420,10 +420,11 @@ def _values_vjp(g, out, rec, x, stats, weight, bias, eps):
     return (None,) + _train_vjp(g, out, x, stats, weight, bias, eps)
 
 
-BATCH_NORM_FORWARD = defprim("batch_norm_forward", _forward_impl, _forward_rule, None, kind="other")
+BATCH_NORM_FORWARD = defprim("batch_norm_forward", _forward_impl, _forward_rule, None, kind="other",
+                             extra={"row_major": True})
 BATCH_NORM_VALUES = defprim("batch_norm_values", _values_impl, _values_rule, _values_vjp,
                             kind="other", save=lambda rq: (1, 2, 3), nondiff=(0, 2),
-                            extra={"moves": (0,)},   # (the record's head: bf16 words as they are)
+                            extra={"moves": (0,), "row_major": True},   # (moves: the record's head, bf16 words)
                             grad_name="NativeBatchNormBackward0")
 
 

@@ -353,7 +353,9 @@ def masked_fill(a, mask, value):
         value = cast(value, a.dtype)
     else:
         value = _dt.number_as(a.dtype, value, "masked_fill")
-    return where(mask, value, a) if not isinstance(value, (int, float)) else _masked_fill_scalar(a, mask, value)
+    out = where(mask, value, a) if not isinstance(value, (int, float)) else _masked_fill_scalar(a, mask, value)
+    # (row-major, as PyTorch's: `where` follows a transposed or channels_last input's layout)
+    return out if trace_state.tracer is not None or out.is_contiguous() else out.contiguous()
 
 
 def _masked_fill_scalar(a, mask, value):

@@ -55,7 +55,8 @@ def _rows(x, *, dim):
 LOG_SOFTMAX = defprim("log_softmax", _impl, _rule,
                       lambda g, out, x, *, dim: (log_softmax_backward(g, out, dim),), kind="other",
                       save=lambda rq: (), save_out=True, grad_name="LogSoftmaxBackward0",
-                      extra={"rows_form": _rows, "rows_inline": _on_last_dim, "batch": shift_dims})
+                      extra={"rows_form": _rows, "rows_inline": _on_last_dim, "batch": shift_dims,
+                             "row_major": True})
 
 
 # ---------------------------------------------------------------- the gradient

@@ -105,7 +105,8 @@ LOGSUMEXP = defprim("logsumexp", _impl, _rule,
                     lambda g, out, x, **p: (bind(LOGSUMEXP_BACKWARD, g, x, out, **p),),
                     kind="other", save=lambda rq: (0,), save_out=True,
                     grad_name="LogsumexpBackward0",
-                    extra={"rows_form": _rows, "rows_inline": _on_last_dim, "batch": shift_dims})
+                    extra={"rows_form": _rows, "rows_inline": _on_last_dim, "batch": shift_dims,
+                           "row_major": True})
 
 
 # ---------------------------------------------------------------- the gradient

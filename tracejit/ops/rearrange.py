@@ -199,7 +199,9 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
                                 f"repeated {repeats} times make {n * repeats}")
         shape = tuple(input.shape)
         copies = expand(unsqueeze(input, d + 1), shape[:d + 1] + (repeats,) + shape[d + 1:])
-        return reshape(copies, shape[:d] + (n * repeats,) + shape[d + 1:])
+        # (new memory, as PyTorch's: of an expanded input the merged dims can be a view,
+        # whose one element a write would change in every copy)
+        return reshape(clone(copies), shape[:d] + (n * repeats,) + shape[d + 1:])
     if isinstance(repeats, Tensor):
         (idx,) = host_step(_repeat_index, [repeats], shapes, [_dt.int64], "repeat_interleave", n=n, size=size)
     else:

@@ -521,7 +521,7 @@ def _norm2_vjp(g, out, a, keepdim):
 
 NORM2 = defprim("norm2", _norm2_impl,
                 lambda a, keepdim: Aval((1,) * a.ndim if keepdim else (), a.dtype, a.device),
-                _norm2_vjp, kind="other", save=lambda rq: (0,), save_out=True)
+                _norm2_vjp, kind="other", save=lambda rq: (0,), save_out=True, extra={"row_major": True})
 
 
 @takes("a:input")

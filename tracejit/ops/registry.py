@@ -34,6 +34,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+import numpy as np
+
 from .. import dtypes as _dt
 from ..device import CPU
 from . import impls as _impls
@@ -188,6 +190,10 @@ def defprim(name: str, impl, rule, vjp=None, *, host: bool = False, **kw) -> Pri
     if host:
         impl = _on_host(impl)
         kw["extra"] = {**kw.get("extra", {}), "host": True}
+    if kw.get("kind") == "reduction" or kw.get("extra", {}).get("row_major"):
+        impl = _row_major_result(impl)
+        if kw.get("extra", {}).get("fast"):
+            kw["extra"] = {**kw["extra"], "fast": _row_major_fast(kw["extra"]["fast"])}
     p = Primitive(name, impl, rule, vjp, **kw)
     REGISTRY[name] = p
     return p
@@ -217,6 +223,40 @@ def batch_shape(n: int, params: dict, *avals) -> dict:
 def batch_leading(n: int, params: dict, *avals) -> dict:
     """A batching rule: the op maps over its operands' leading dims as they are."""
     return params
+
+
+def _row_major(xp, out):
+    if isinstance(out, tuple):
+        return tuple(_row_major(xp, o) for o in out)
+    flags = getattr(out, "flags", None)
+    return out if flags is None or flags.c_contiguous else xp.ascontiguousarray(out)
+
+
+def _row_major_result(impl):
+    """The impl of a reduction (or of an op marked ``extra["row_major"]``: softmax, batch
+    norm) whose arrays are row-major, as PyTorch's results are: numpy's follow the input's
+    layout, so ``x.t().sum(0, keepdim=True).view(-1)`` would refuse a view PyTorch allows."""
+    def run(xp, *args, **params):
+        return _row_major(xp, impl(xp, *args, **params))
+    run.__name__ = run.__qualname__ = getattr(impl, "__name__", "impl")
+    return run
+
+
+def _row_major_fast(fast):
+    """`_row_major_result` for a plan's numpy call (``extra["fast"]``), which only needs it
+    where the result has two dims or more."""
+    def plan_fn(shapes, dtype, params):
+        fn = fast(shapes, dtype, params)
+        dims = params.get("dims") or ()
+        kept = len(shapes[0] or ()) - (0 if params.get("keepdim") else len(dims))
+        if fn is None or kept < 2:
+            return fn
+
+        def row_major(x):
+            out = fn(x)
+            return out if out.flags.c_contiguous else np.ascontiguousarray(out)
+        return row_major
+    return plan_fn
 
 
 def _on_host(impl):

@@ -83,7 +83,8 @@ def _softmax_rows(x, *mask, dim, scale=1.0):
 SOFTMAX = defprim("softmax", _softmax_impl, _rule, _softmax_vjp, kind="other",
                   save=lambda rq: (1,) if len(rq) > 1 and rq[1] else (), save_out=True,
                   grad_name="SoftmaxBackward0",
-                  extra={"rows_form": _softmax_rows, "rows_inline": on_last_dim, "batch": shift_dims})
+                  extra={"rows_form": _softmax_rows, "rows_inline": on_last_dim, "batch": shift_dims,
+                         "row_major": True})
 
 
 def _softmax_backward_impl(xp, g, y, dim, scale=1.0):

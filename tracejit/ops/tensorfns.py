@@ -17,7 +17,7 @@ from .creation import arange
 from .elementwise import where
 from .indexing import gather
 from .reductions import ValuesIndices, _accumulate, _cumsum_rule, _rev_cumsum, cumulative
-from .registry import Aval, defprim
+from .registry import Aval, defprim, trace_state
 from . import eager as _eager
 from ..tensor import Tensor
 from .eager import bind
@@ -47,12 +47,18 @@ def _tri_mask(a, diagonal: int, lower: bool):
 
 def tril(a, diagonal: int = 0):
     """Lower triangle of the last two dims (elements with col - row <= diagonal)."""
-    return where(_tri_mask(a, diagonal, True), a, _zero(a))
+    return _row_major(where(_tri_mask(a, diagonal, True), a, _zero(a)))
 
 
 def triu(a, diagonal: int = 0):
     """Upper triangle of the last two dims (elements with col - row >= diagonal)."""
-    return where(_tri_mask(a, diagonal, False), a, _zero(a))
+    return _row_major(where(_tri_mask(a, diagonal, False), a, _zero(a)))
+
+
+def _row_major(out):
+    """`out` row-major, as PyTorch's tril/triu are (`where` follows a transposed input's
+    layout); a capture's results are row-major already."""
+    return out if trace_state.tracer is not None or out.is_contiguous() else out.contiguous()
 
 
 def _zero(a):
