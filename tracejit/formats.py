@@ -8,7 +8,8 @@ PyTorch's strides (channels innermost), so code that branches on
 ``x.is_contiguous(memory_format=channels_last)`` (ConvNeXt's and timm's LayerNorm2d) takes
 PyTorch's branch, eagerly and traced; the values are the same either way. Elementwise ops
 and ``cat`` keep channels_last, as PyTorch's do; convolutions and pooling give row-major
-results (PyTorch's keep channels_last).
+results (PyTorch's keep channels_last). ``clone()`` and the ``*_like`` factories keep their
+input's memory order under ``preserve_format`` (`memory_order`), as PyTorch's do.
 """
 from __future__ import annotations
 
@@ -68,13 +69,48 @@ def laid_out(t, fmt, copy: bool = False):
     of its rank, a copy with channels innermost viewed back in t's dim order; else
     ``contiguous()``'s (``clone()``'s)."""
     from . import ops
+    if copy:
+        return ops.clone(t, memory_format=fmt)
     rank = _RANK.get(getattr(fmt, "name", None))
     if rank is None or t.ndim != rank:
-        return ops.clone(t) if copy else ops.contiguous(t)
-    if not copy and t.is_contiguous(memory_format=fmt):
+        return ops.contiguous(t)
+    if t.is_contiguous(memory_format=fmt):
         return t
-    inner, back = CHANNELS_INNER[rank]
-    return ops.permute(ops.clone(ops.permute(t, inner)), back)
+    return ops.clone(t, memory_format=fmt)
+
+
+def memory_order(t, fmt=None, op: str = "clone"):
+    """The dims of `t` outermost first in the memory order a new tensor made like `t` gets
+    under `fmt` (``clone``, ``*_like``), or None for row-major order. ``preserve_format``
+    (the default) keeps t's order, as PyTorch's empty_like: dims sorted by stride, a
+    broadcast (0) stride leaving a dim where it stands, equal strides putting the larger
+    dim outside; so a dense tensor keeps its strides and any other gets dense ones in its
+    dims' order. A tensor of symbolic sizes inside a compiled function is taken as row-major.
+    `op` names the call in the error for a `fmt` that is no memory format."""
+    check_memory_format(fmt, op)
+    name = getattr(fmt, "name", "preserve_format")
+    if name != "preserve_format":
+        rank = _RANK.get(name)
+        return CHANNELS_INNER[rank][0] if rank is not None and t.ndim == rank else None
+    if t.ndim < 2 or not all(type(d) is int for d in t.shape):   # (asking would specialize sizes)
+        return None
+    from . import ops   # (the package: formats sits below ops, as laid_out's import)
+    data = ops.eager.eager_layout(t)
+    if data is None or data.flags.c_contiguous:
+        return None
+    shape, strides = data.shape, data.strides
+    inner = list(range(t.ndim - 1, -1, -1))   # innermost first
+    for i in range(1, len(inner)):   # an insertion sort that lets a 0 stride compare as neither
+        j = i
+        for k in range(i - 1, -1, -1):
+            a, b = inner[k], inner[j]
+            if strides[a] > strides[b] > 0 or (strides[a] == strides[b] != 0 and shape[a] > shape[b]):
+                inner[k], inner[j] = b, a
+                j = k
+            elif 0 < strides[a] < strides[b]:
+                break
+    order = tuple(inner[::-1])
+    return None if order == tuple(range(t.ndim)) else order
 
 
 def channels_innermost(fmt: memory_format, ndim: int):
@@ -115,3 +151,20 @@ def all_channels_last(tensors, layout_of) -> bool:
                 or not x.is_contiguous(memory_format=fmt) or x.is_contiguous()):   # (the quick tests first)
             return False
     return True
+
+
+def made_in_order(make, shape, order):
+    """``make(s)`` for `shape` with its dims in `order` (outermost first), a row-major
+    tensor, viewed back in shape's dim order: memory laid out in that order. Eagerly the
+    result owns that memory, as a new tensor does (no view of a temporary); a compiled
+    function keeps the view, its values being row-major."""
+    if order is None:
+        return make(shape)
+    back = [0] * len(order)
+    for i, d in enumerate(order):
+        back[d] = i
+    from . import ops
+    out = ops.shape.permute(make(tuple(shape[d] for d in order)), back)
+    if out._data is not None:
+        out._base, out._vbox = None, [0]
+    return out

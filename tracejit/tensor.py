@@ -266,7 +266,7 @@ class Tensor:
 
     def clone(self, *, memory_format=None) -> "Tensor":
         check_memory_format(memory_format, "clone")
-        return _ops.clone(self) if memory_format is None else laid_out(self, memory_format, copy=True)
+        return _ops.clone(self, memory_format=memory_format)
 
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point

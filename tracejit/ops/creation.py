@@ -15,7 +15,7 @@ from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import CPU, array_module, as_device
 from ..errors import ArgumentError, ShapeError
-from ..formats import check_layout, check_memory_format
+from ..formats import check_layout, check_memory_format, made_in_order, memory_order
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
@@ -255,32 +255,40 @@ def empty(*dims, size=None, dtype=None, device=None, requires_grad: bool = False
     return zeros(_size(dims, size), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def _like(a, dtype, device, memory_format=None, layout=None, op: str = "*_like"):
-    check_memory_format(memory_format, op)   # (any format: tensors here are row-major)
+def like(a, make, memory_format=None, layout=None, op: str = "*_like", requires_grad: bool = False):
+    """``make(shape)`` (a row-major tensor) for a tensor shaped and laid out like `a` under
+    `memory_format` (`formats.memory_order`: by default a's own dim order, as PyTorch's
+    preserve_format), a leaf requiring grad where asked."""
     check_layout(layout, op)
-    return dict(dtype=dtype or a.dtype, device=device or a.device)
+    out = made_in_order(make, tuple(a.shape), memory_order(a, memory_format, op))
+    if requires_grad:
+        out.requires_grad_()
+    return out
+
+
+def _filled_like(a, fill_value, dtype, device, requires_grad, memory_format, layout, op):
+    kw = dict(dtype=dtype or a.dtype, device=device or a.device)
+    return like(a, lambda shape: full(shape, fill_value, **kw), memory_format, layout, op, requires_grad)
 
 
 def zeros_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
                layout=None, pin_memory: bool = False):
-    return full(a.shape, 0, **_like(a, dtype, device, memory_format, layout, "zeros_like"), requires_grad=requires_grad)
+    return _filled_like(a, 0, dtype, device, requires_grad, memory_format, layout, "zeros_like")
 
 
 def ones_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
               layout=None, pin_memory: bool = False):
-    return full(a.shape, 1, **_like(a, dtype, device, memory_format, layout, "ones_like"), requires_grad=requires_grad)
+    return _filled_like(a, 1, dtype, device, requires_grad, memory_format, layout, "ones_like")
 
 
 def empty_like(a, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
                layout=None, pin_memory: bool = False):
-    check_layout(layout, "empty_like")
-    return zeros_like(a, dtype=dtype, device=device, requires_grad=requires_grad, memory_format=memory_format)
+    return _filled_like(a, 0, dtype, device, requires_grad, memory_format, layout, "empty_like")
 
 
 def full_like(a, fill_value, *, dtype=None, device=None, requires_grad: bool = False, memory_format=None,
               layout=None, pin_memory: bool = False):
-    return full(a.shape, fill_value, **_like(a, dtype, device, memory_format, layout, "full_like"),
-                requires_grad=requires_grad)
+    return _filled_like(a, fill_value, dtype, device, requires_grad, memory_format, layout, "full_like")
 
 
 def scalar_tensor(v, *, dtype=None, device=None):

@@ -14,8 +14,8 @@ import numpy as np
 from .. import bf16 as _bf16
 from .. import dtypes as _dt
 from ..device import as_device
-from ..formats import check_layout, check_memory_format
-from .creation import _bind_creation, _size
+from ..formats import check_layout
+from .creation import _bind_creation, _size, like
 from .eager import refuse_effect
 from .registry import Aval, batch_shape, defprim
 from ..errors import ArgumentError
@@ -212,18 +212,14 @@ def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None,
 
 def rand_like(a, *, dtype=None, device=None, memory_format=None, requires_grad: bool = False,
               layout=None, pin_memory: bool = False):
-    check_memory_format(memory_format, "rand_like")
-    check_layout(layout, "rand_like")
-    return rand(a.shape, dtype=dtype or a.dtype, device=device or a.device,
-                requires_grad=requires_grad)
+    kw = dict(dtype=dtype or a.dtype, device=device or a.device)
+    return like(a, lambda shape: rand(shape, **kw), memory_format, layout, "rand_like", requires_grad)
 
 
 def randn_like(a, *, dtype=None, device=None, memory_format=None, requires_grad: bool = False,
                layout=None, pin_memory: bool = False):
-    check_memory_format(memory_format, "randn_like")
-    check_layout(layout, "randn_like")
-    return randn(a.shape, dtype=dtype or a.dtype, device=device or a.device,
-                 requires_grad=requires_grad)
+    kw = dict(dtype=dtype or a.dtype, device=device or a.device)
+    return like(a, lambda shape: randn(shape, **kw), memory_format, layout, "randn_like", requires_grad)
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None, requires_grad: bool = False,

@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
-from .creation import _size, tensor
+from .creation import _size, like, tensor
 from .random import drawing_from, randint, randn
 from .registry import refuse_tracing
 from ..errors import ArgumentError
@@ -94,7 +94,7 @@ def binomial(count, prob, generator=None):
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, generator=None,
-                 requires_grad: bool = False):
+                 requires_grad: bool = False, memory_format=None, layout=None, pin_memory: bool = False):
     """Integers in [low, high) of input's shape (``randint_like(x, high)`` or
     ``randint_like(x, low, high)``), in input's dtype unless given."""
     if high is None:
@@ -102,5 +102,6 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None, generator=
     for name, v in (("low", low), ("high", high)):
         if not isinstance(v, numbers.Integral):
             raise TypeError(f"randint_like: {name} must be an int, got {v!r}")
-    return randint(int(low), int(high), tuple(input.shape), generator=generator,
-                   dtype=dtype or input.dtype, device=device or input.device)
+    kw = dict(generator=generator, dtype=dtype or input.dtype, device=device or input.device)
+    return like(input, lambda shape: randint(int(low), int(high), shape, **kw), memory_format, layout,
+                "randint_like", requires_grad)

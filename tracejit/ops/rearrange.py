@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
+from ..formats import contiguous_format
 from ..shapes import Sym, normalize_dim
 from ..tensor import Tensor
 from .creation import tensor, zeros
@@ -145,9 +146,9 @@ def repeat(a, *sizes, repeats=None):
         target += [r, d]
         final.append(r * d)
     y = expand(reshape(x, tuple(inter)), tuple(target))
-    # (a copy even where every size is 1, as PyTorch's repeat: `contiguous` would return
-    # that view of a, and an in-place op on the result would change a)
-    return reshape(clone(y), tuple(final))
+    # (a row-major copy even where every size is 1, as PyTorch's repeat: `contiguous` would
+    # return that view of a, and an in-place op on the result would change a)
+    return reshape(clone(y, memory_format=contiguous_format), tuple(final))
 
 
 def tile(input, *sizes, dims=None):

@@ -14,7 +14,7 @@ from ..shapes import Sym, data_sized, hint, normalize_dim, numel, specialize_to_
 from .registry import REGISTRY, Aval, batch_shape, defprim, shift_dims
 from .eager import bind, eager_layout, remember_plain, trace_hooks
 from .grad_views import pieces, recording
-from ..formats import CHANNELS_INNER, all_channels_last
+from ..formats import CHANNELS_INNER, CHANNELS_LAST_OF_RANK, all_channels_last, contiguous_format, made_in_order, memory_order
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
 from .shape_params import as_size, keyword_shape as _keyword_shape, WHOLE_DIM as _WHOLE_DIM
@@ -455,8 +455,10 @@ def contiguous(a):
     return out
 
 
-def clone(a):
-    return bind(COPY, a)
+def clone(a, *, memory_format=None):
+    """A copy in new memory laid out by `memory_format` (by default in a's dim order)."""
+    order = memory_order(a, memory_format, "clone")
+    return bind(COPY, a) if order is None else made_in_order(lambda _: bind(COPY, permute(a, order)), a.shape, order)
 
 
 @_autocast.promote
@@ -479,7 +481,8 @@ def cat(tensors, dim: int = 0, axis=None):
     if len(kept) == 1:
         # Still a new tensor (never the input itself), in the promoted dtype.
         from .elementwise import cast
-        out = clone(kept[0])
+        last = nd in CHANNELS_INNER and all_channels_last(kept, eager_layout)   # (else row-major, as PyTorch's)
+        out = clone(kept[0], memory_format=CHANNELS_LAST_OF_RANK[nd] if last else contiguous_format)
         dt = _dt.result_type([x.dtype for x in tensors if x.ndim], [], [x.dtype for x in tensors if not x.ndim])
         return cast(out, dt)
     if nd in CHANNELS_INNER and all_channels_last(kept, eager_layout):
