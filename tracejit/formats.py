@@ -98,8 +98,13 @@ def memory_order(t, fmt=None, op: str = "clone"):
     data = ops.eager.eager_layout(t)
     if data is None or data.flags.c_contiguous:
         return None
-    shape, strides = data.shape, data.strides
-    inner = list(range(t.ndim - 1, -1, -1))   # innermost first
+    return strides_order(data.shape, data.strides)
+
+
+def strides_order(shape: tuple, strides: tuple):
+    """`memory_order`'s dim order for an array of `shape` and `strides` (outermost first),
+    or None for row-major."""
+    inner = list(range(len(shape) - 1, -1, -1))   # innermost first
     for i in range(1, len(inner)):   # an insertion sort that lets a 0 stride compare as neither
         j = i
         for k in range(i - 1, -1, -1):
@@ -110,7 +115,7 @@ def memory_order(t, fmt=None, op: str = "clone"):
             elif 0 < strides[a] < strides[b]:
                 break
     order = tuple(inner[::-1])
-    return None if order == tuple(range(t.ndim)) else order
+    return None if order == tuple(range(len(shape))) else order
 
 
 def channels_innermost(fmt: memory_format, ndim: int):

@@ -58,3 +58,17 @@ def test_repeat_interleave_of_an_expanded_input_is_new_memory():
 
     for got, want in zip(run(tj), run(torch)):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("cast", ["double", "long", "half", "bool"])
+def test_a_cast_of_an_expanded_tensor_is_laid_out_as_pytorchs(cast):
+    """Broadcast dims stay where they stand (numpy's astype puts them innermost), so
+    ``mask[:, None].expand(...).float().view(...)`` works as in PyTorch."""
+    def fn(m):
+        x = m.tensor(A)[:, :1].expand(2, 3, 4, 5)
+        outs = [getattr(x, cast)(), getattr(x.transpose(0, 3), cast)()]
+        return outs + [outs[0].view(-1)]
+
+    for got, want in zip(fn(tj), fn(torch)):
+        assert got.stride() == want.stride()
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

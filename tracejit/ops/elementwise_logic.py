@@ -8,6 +8,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..shapes import broadcast_shapes
 from .. import bf16 as _bf16
+from ..formats import strides_order
 from .registry import Aval, defprim
 from .elementwise import _binary, _ew_rule, _ufunc1, _ufunc2, _unary, where
 
@@ -109,6 +110,18 @@ WHERE = defprim("where", _where_impl, _where_rule,
 def _cast_impl(xp, a, dtype):
     if dtype is _dt.bfloat16 or a.dtype == _bf16.STORAGE:   # bf16 words: convert, never reinterpret
         return _bf16.cast(xp, a, dtype)
+    if a.ndim > 1 and 0 in a.strides and a.size:
+        # an expanded array: numpy's astype puts broadcast dims innermost, PyTorch's leaves
+        # them where they stand (row-major for a row-major source, as `.float()` of a mask)
+        order = strides_order(a.shape, a.strides)
+        if order is None:
+            return a.astype(dtype.np, order="C")
+        back = [0] * a.ndim
+        for i, d in enumerate(order):
+            back[d] = i
+        out = xp.empty(tuple(a.shape[d] for d in order), dtype.np).transpose(back)
+        xp.copyto(out, a, casting="unsafe")
+        return out
     return a.astype(dtype.np)
 
 
