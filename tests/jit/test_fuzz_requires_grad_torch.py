@@ -1,4 +1,4 @@
-"""Differential fuzzing of ``requires_grad`` as code inside a compiled function sees it,
+"""Differential fuzzing of ``requires_grad`` and ``is_leaf`` as code inside a compiled function sees it,
 against PyTorch's eager answer: values computed from arguments and parameters that
 require grad, through detach, ``no_grad`` blocks, integer casts, comparisons and in-place
 writes of a grad-requiring value into a plain tensor (user code branches on it)."""
@@ -17,6 +17,7 @@ STEPS = [
     ("cmp", lambda lib, a, b: (a > b).float()), ("copy_into", lambda lib, a, b: lib.zeros(3).copy_(a)),
     ("add_into", lambda lib, a, b: lib.zeros(3).add_(b)), ("where", lambda lib, a, b: lib.where(a > 0, a, b)),
     ("view", lambda lib, a, b: a.view(3)[1:]), ("data", lambda lib, a, b: a.data * 2),
+    ("clone", lambda lib, a, b: a.clone()),
 ]
 
 
@@ -32,7 +33,7 @@ def _body(lib, steps):
             v = dict(STEPS)[name](lib, vals[i % len(vals)], vals[j % len(vals)])
             if v.shape != (3,):
                 v = lib.cat([v, v.new_zeros(3 - v.shape[0])])
-            seen.append(v.requires_grad)
+            seen += [v.requires_grad, v.is_leaf]
             vals.append(v * 2 if v.requires_grad else v - 1)   # (a branch on it)
         return vals[-1], tj.tensor(seen) if lib is tj else torch.tensor(seen)
     return f
@@ -77,3 +78,14 @@ def test_enable_grad_inside_a_function_compiled_under_no_grad_records_as_torch(o
             a.sum().backward()
             got[lib] += (x.grad.tolist(),)
     assert got[tj] == got[torch]
+
+
+def test_clone_of_an_argument_that_requires_grad_is_not_a_leaf_as_torch():
+    def f(x):
+        y = x.clone()
+        return y * 2 if not y.is_leaf else y * 3, y.is_leaf
+    want = f(torch.tensor([1.0, -2.0], requires_grad=True))
+    x = tj.tensor([1.0, -2.0], requires_grad=True)
+    got = tj.compile(f)(x)
+    assert got[1] == want[1] is False
+    np.testing.assert_array_equal(got[0].detach().numpy(), want[0].detach().numpy())

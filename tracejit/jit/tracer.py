@@ -71,6 +71,12 @@ class Tracer(PythonValues, Tensor):
     requires_grad = property(lambda self: self._requires_grad or (not _getframe(1).f_code.co_filename.startswith(
         _OURS) and self._trace._reaches_grad([self._var])), Tensor.requires_grad.fset)
 
+    @property
+    def is_leaf(self) -> bool:
+        # A tracer has no grad_fn: as eagerly, only a value a gradient flows into from an
+        # input (not the input itself) is an interior node.
+        return self._requires_grad or not self._trace._reaches_grad([self._var])
+
     def is_contiguous(self, memory_format=None) -> bool:
         arr = _views.eager_layout(self, exact=True)   # (as eagerly: False for a transposed view)
         return _views.contiguous_answer(self, arr, memory_format)
