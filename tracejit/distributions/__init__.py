@@ -12,7 +12,7 @@ from . import discrete, exp_family, locscale, more, normal_uniform, transformed,
 from .distribution import Distribution, kl_divergence, register_kl
 from .transforms import (AffineTransform, ComposeTransform, ExpTransform, PowerTransform,
                          SigmoidTransform, StickBreakingTransform, TanhTransform, Transform, identity_transform)
-from . import transforms_more, kl_cross  # noqa: F401
+from . import transforms_more, transforms_cat, kl_cross  # noqa: F401
 from .relaxed import (Chi2, Multinomial, OneHotCategoricalStraightThrough,
                       RelaxedBernoulli, RelaxedOneHotCategorical, StudentT)
 
@@ -22,7 +22,7 @@ __all__ = ["Distribution", "kl_divergence", "register_kl", "constraints", "trans
            "OneHotCategoricalStraightThrough", "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT"]
 # every public name of these modules (their __all__) is tracejit.distributions'
 for _m in (discrete, exp_family, locscale, more, normal_uniform, transformed, heavy_tailed, bounded, matrix,
-           transforms_more):
+           transforms_more, transforms_cat):
     globals().update((name, getattr(_m, name)) for name in _m.__all__)
     __all__ += _m.__all__
 del _m

@@ -356,7 +356,9 @@ class _Stack(Constraint):
 
     @property
     def event_dim(self):
-        return max(c.event_dim for c in self.cseq)
+        # (a `dim` among the event dims counted from the right is one of them too)
+        n = max(c.event_dim for c in self.cseq)
+        return n + 1 if self.dim + n < 0 else n
 
     def check(self, value):
         from ..ops import stack as _stack

@@ -290,3 +290,5 @@ identity_transform = _Identity()
 from .transforms_more import *  # noqa: E402,F401,F403  (the rest of torch's transforms)
 from . import transforms_more as _more  # noqa: E402
 __all__ += [n for n in _more.__all__ if n not in ("ConstraintRegistry", "biject_to", "transform_to")]
+from .transforms_cat import CatTransform, StackTransform  # noqa: E402
+__all__ += ["CatTransform", "StackTransform"]
