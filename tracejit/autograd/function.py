@@ -20,6 +20,7 @@ class FunctionCtx:
         self._saved = ()
         self._node = None
         self._non_diff = set()
+        self._dirty = ()
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors) -> None:
@@ -46,6 +47,11 @@ class FunctionCtx:
 
     def mark_non_differentiable(self, *tensors) -> None:
         self._non_diff.update(id(t) for t in tensors)
+
+    def mark_dirty(self, *tensors) -> None:
+        """The inputs forward modified in place (and returns): their history becomes this
+        Function's output instead of a copy's."""
+        self._dirty = tensors
 
     def set_materialize_grads(self, value: bool) -> None:
         self.materialize_grads = value
@@ -146,9 +152,14 @@ class Function:
         # collector instead of freeing it when the last output goes.
         ctx._node = weakref.ref(node)
         ids = {id(a) for a in args if isinstance(a, Tensor)}
+        dirty = _check_dirty(cls, ctx, args, outs)
         wrapped = []
         for i, o in enumerate(outs):
             if isinstance(o, Tensor) and o.dtype.is_floating_point and id(o) not in ctx._non_diff:
+                if id(o) in dirty:
+                    _rebase_dirty(o, node, i)
+                    wrapped.append(o)
+                    continue
                 if id(o) in ids:  # forward returned an input: give the output its own identity
                     o = o.detach()
                 o.requires_grad = True
@@ -167,6 +178,43 @@ class Function:
             ctx._saved = tuple(saved)
             ctx._raw = ()
         return tuple(wrapped) if isinstance(out, tuple) else wrapped[0]
+
+
+def _check_dirty(cls, ctx, args, outs) -> set:
+    """The ids of the tensors ``ctx.mark_dirty`` named, each an input that forward returned."""
+    dirty = {id(t) for t in ctx._dirty}
+    inputs, returned = {id(a) for a in args}, {id(o) for o in outs}
+    for t in ctx._dirty:
+        if id(t) not in inputs or id(t) not in returned:
+            raise RuntimeError(f"{cls.__name__}: a tensor passed to ctx.mark_dirty() must be an input "
+                               "of forward that forward also returns")
+        if t._requires_grad and t.grad_fn is None and (t._base is None or t._base.grad_fn is None):
+            what = "a view of a leaf Variable" if t._base is not None else "a leaf Variable"
+            raise RuntimeError(f"{cls.__name__}: {what} that requires grad has been used in an in-place "
+                               "operation (ctx.mark_dirty).")
+    return dirty
+
+
+def _rebase_dirty(t, node, i: int) -> None:
+    """`t`, written in place by the Function of `node`, is that node's output `i` (through
+    the base's history for a view, as an in-place op's result)."""
+    from ..tensor import Tensor
+    base = t._base
+    if base is not None and base._requires_grad:
+        from .views import ACTIVE, rebase_view_history, view_positions
+        positions = view_positions(t, base)
+        if positions is None:
+            raise RuntimeError("ctx.mark_dirty: this view's elements cannot be located in its base; "
+                               "modify the base (or a contiguous view of it) instead")
+        result = Tensor._wrap(t._data, t.dtype, t.device)
+        result._requires_grad, result.grad_fn, result._output_nr = True, node, i
+        ACTIVE[0] = True   # (older views of the base must now be checked when used)
+        rebase_view_history(t, base, positions, result)
+        return
+    old, nr = t.grad_fn, t._output_nr
+    t._requires_grad, t.grad_fn, t._output_nr = True, node, i
+    if old is not None and old._hooks is not None:   # (a retain_grad follows the new value)
+        old._pass_retain(nr, t)
 
 
 class InplaceFunction(Function):

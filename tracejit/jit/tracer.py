@@ -443,6 +443,11 @@ class TraceContext(StateWrites):
         res = self.emit_multi(CUSTOM_FUNCTION, [self.atom(args[i]) for i in tensor_pos] + list(sub.captured_outer),
                               {"fn_cls": cls, "static_args": static, "n_args": len(tensor_pos), "forward": fwd},
                               [a.aval for a in fwd.outputs])
+        res = list(res)
+        for j, o in enumerate(outs):   # (ctx.mark_dirty: the input itself now holds that output)
+            i = next((i for i in tensor_pos if full[i] is o and any(d is o for d in fctx._dirty)), None)
+            if i is not None:
+                res[j] = self.assign(args[i], res[j], f"{cls.__name__}.forward (ctx.mark_dirty)")
         return tuple(res) if isinstance(out, tuple) else res[0]
 
     def reshape_in_place(self, target: Tensor, make, what: str) -> Tensor:
