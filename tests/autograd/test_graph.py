@@ -38,6 +38,17 @@ def test_once_differentiable_gives_the_gradient_and_refuses_a_second(m):
 
 
 @pytest.mark.parametrize("m", [tj, torch], ids=["tracejit", "torch"])
+def test_once_differentiable_refuses_a_second_order_through_a_gradient_with_history(m):
+    # (the gradient reaching Cube's backward depends on x: a second order would need
+    # Cube's backward differentiated, which once_differentiable forbids)
+    x = m.tensor([1.0, -2.0], requires_grad=True)
+    (g,) = m.autograd.grad((_cube(m).apply(x) * x).sum(), [x], create_graph=True)
+    assert g.tolist() == [4.0, -32.0] and g.requires_grad
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        g.sum().backward()
+
+
+@pytest.mark.parametrize("m", [tj, torch], ids=["tracejit", "torch"])
 def test_graph_helpers(m):
     from importlib import import_module
     graph = import_module(m.__name__ + ".autograd.graph")

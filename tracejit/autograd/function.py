@@ -225,14 +225,44 @@ class InplaceFunction(Function):
         self.inplace = inplace
 
 
+class _DelayedError(Node):
+    """grad_fn of what a ``once_differentiable`` backward returned under ``create_graph``:
+    differentiating through it raises, as PyTorch's, instead of silently dropping the terms."""
+    __slots__ = ("message",)
+
+    def __init__(self, message: str, num_outputs: int):
+        super().__init__(((None, 0),) * num_outputs, num_outputs)
+        self.message = message
+
+    def name(self) -> str:
+        return "DelayedError"
+
+    def apply(self, grads, create_graph, retain_graph):
+        raise RuntimeError(self.message)
+
+
 def once_differentiable(fn):
     """Decorate a `Function`'s ``backward`` that is not itself differentiable: it runs with
-    grad mode off, so its results carry no graph and a double backward through it raises
-    instead of silently giving a wrong second derivative."""
+    grad mode off; where a double backward would need to go through it (a gradient handed
+    to it requires grad), its results carry a node that raises when reached."""
     import functools
+
+    from ..tensor import Tensor
 
     @functools.wraps(fn)
     def wrapper(ctx, *args):
         with no_grad():
-            return fn(ctx, *args)
+            out = fn(ctx, *args)
+        if not is_grad_enabled() or not any(isinstance(a, Tensor) and a.requires_grad for a in args):
+            return out
+        outs = out if isinstance(out, tuple) else (out,)
+        node = _DelayedError("trying to differentiate twice a function that was marked with "
+                             "@once_differentiable", len(outs))
+        wrapped = []
+        for i, o in enumerate(outs):
+            if isinstance(o, Tensor) and o.dtype.differentiable:
+                o = o.detach()
+                o.requires_grad, o.grad_fn, o._output_nr = True, node, i
+            wrapped.append(o)
+        return tuple(wrapped) if isinstance(out, tuple) else wrapped[0]
     return wrapper
