@@ -1,6 +1,8 @@
 """default_collate's handling of string and nested fields, against PyTorch."""
 import collections
 
+import numpy as np
+
 import pytest
 
 import tracejit as tj
@@ -30,3 +32,21 @@ def _shape(v):
 ])
 def test_collate_structure_as_pytorch(batch):
     assert _shape(tj.utils.data.default_collate(batch)) == _shape(t_collate(batch))
+
+
+@pytest.mark.parametrize("batch", [[1, 2.5], [True, False], [True, 2], [3, 4], [2.5, 1]])
+def test_collate_python_numbers_as_pytorch(batch):
+    got, want = tj.utils.data.default_collate(batch), t_collate(batch)
+    assert _shape(got) == _shape(want)
+    assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("data", [
+    collections.OrderedDict(x=np.float32(2.5), y=np.arange(3)), [np.int16(3), (np.bool_(True), "s")],
+])
+def test_default_convert_numpy_scalars_and_mapping_type_as_pytorch(data):
+    from torch.utils.data import default_convert as t_convert
+    got, want = tj.utils.data.default_convert(data), t_convert(data)
+    assert type(got) is type(want)
+    assert _shape(got) == _shape(want)
+    assert str(got).replace("tracejit", "torch") == str(want)

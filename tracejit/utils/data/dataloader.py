@@ -33,7 +33,7 @@ def default_collate(batch: list) -> Any:
     """Stack a list of samples into a batch, recursing into tuples, lists and dicts.
 
     Tensors and numpy arrays are stacked along a new first dim, Python floats become a
-    float64 tensor and ints an int64 tensor (bools a bool tensor), strings stay the
+    float64 tensor and ints (bools) a tensor of the dtype the batch infers, strings stay the
     sequence they came in; a tuple or list sample gives a list of collated fields and a
     dict sample a dict, as in PyTorch.
     """
@@ -57,12 +57,10 @@ def default_collate(batch: list) -> Any:
         return default_collate([tensor(b) for b in batch])
     if isinstance(elem, (np.bool_, np.number)):
         return tensor(np.array(batch))
-    if isinstance(elem, bool):
-        return tensor(batch, dtype=_dt.bool_)
     if isinstance(elem, float):
         return tensor(batch, dtype=_dt.float64)
-    if isinstance(elem, int):
-        return tensor(batch, dtype=_dt.int64)
+    if isinstance(elem, int):   # (bools too: the dtype is inferred from the whole batch, as
+        return tensor(batch)    # PyTorch's, so [1, 2.5] stays [1.0, 2.5])
     if isinstance(elem, (str, bytes)):
         return batch      # as given: a field of tuple samples stays a tuple, as in PyTorch
     if isinstance(elem, collections.abc.Mapping):
@@ -85,10 +83,14 @@ def default_collate(batch: list) -> Any:
 def default_convert(data: Any) -> Any:
     """For unbatched loading (batch_size=None): numpy arrays become tensors, recursively."""
     from ...ops import as_tensor
-    if isinstance(data, np.ndarray) and data.dtype.kind not in "OUS":
+    if isinstance(data, np.ndarray) and data.dtype.kind not in "OUS" or isinstance(data, (np.bool_, np.number)):
         return as_tensor(data)
     if isinstance(data, collections.abc.Mapping):
-        return {k: default_convert(v) for k, v in data.items()}
+        out = {k: default_convert(v) for k, v in data.items()}
+        try:
+            return type(data)(out)   # (an OrderedDict stays one, as in PyTorch)
+        except TypeError:
+            return out
     if _is_namedtuple(data):
         return type(data)(*(default_convert(d) for d in data))
     if isinstance(data, (tuple, list)):
