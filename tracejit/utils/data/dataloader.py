@@ -223,7 +223,8 @@ class _MapFetcher:
             return self.collate_fn(self.dataset[indices])
         if self.fast:
             return _gather_rows(self.dataset, indices)
-        return self.collate_fn([self.dataset[i] for i in indices])
+        getitems = getattr(self.dataset, "__getitems__", None)   # (a dataset that reads a batch at once)
+        return self.collate_fn(getitems(list(indices)) if callable(getitems) else [self.dataset[i] for i in indices])
 
 
 class _StreamFetcher:
