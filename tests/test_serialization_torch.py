@@ -65,3 +65,18 @@ def test_a_pickled_module_and_a_foreign_zip_are_refused():
     buf.seek(0)
     with pytest.raises(SerializationError, match="not one torch.save wrote"):
         tj.load(buf)
+
+
+@pytest.mark.parametrize("where", [lambda s, loc: s, lambda s, loc: None, lambda s, loc: s.cpu(),
+                                   lambda s, loc: s.to(device="cpu")])
+def test_a_callable_map_location_as_torch(where):
+    got = []
+    for m in (torch, tj):
+        buf = io.BytesIO()
+        m.save({"a": m.arange(3.0), "p": m.nn.Parameter(m.ones(2)), "n": [m.tensor([True])]}, buf)
+        for data in (buf.getvalue(), _saved({"a": torch.arange(3.0)}).getvalue()):
+            calls = []
+            out = m.load(io.BytesIO(data), map_location=lambda s, loc: calls.append(loc) or where(s, loc))
+            got.append((sorted((k, str(v.device) if hasattr(v, "device") else "", type(v).__name__)
+                               for k, v in out.items()), calls, out["a"].tolist()))
+    assert got[2:] == got[:2]

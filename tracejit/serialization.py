@@ -301,7 +301,29 @@ def _map_device(map_location, recorded: str):
         return as_device(recorded)
     if isinstance(map_location, dict):
         return as_device(map_location.get(recorded, recorded))
+    if callable(map_location) and not isinstance(map_location, _device_cls):
+        # PyTorch's fn(storage, location): the storage arrives on the CPU; what it returns
+        # (itself, ``storage.cuda(i)``; None: the recorded device) says where it goes.
+        got = map_location(_StorageStandIn(CPU), recorded)
+        return as_device(recorded) if got is None else as_device(getattr(got, "device", got))
     return as_device(map_location)
+
+
+class _StorageStandIn:
+    """What a callable ``map_location`` receives for a stored tensor: it answers where the
+    tensor goes, not its memory."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def cpu(self) -> "_StorageStandIn":
+        return _StorageStandIn(CPU)
+
+    def cuda(self, device=None, non_blocking: bool = False) -> "_StorageStandIn":
+        return _StorageStandIn(as_device("cuda" if device is None else device))
+
+    def to(self, *, device, non_blocking: bool = False) -> "_StorageStandIn":
+        return _StorageStandIn(as_device(device))
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
@@ -309,8 +331,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     (``weights_only=None`` is the default, True; ``mmap`` and PyTorch's unpickler arguments
     are accepted: the file is read into memory.)
 
-    ``map_location`` is a device (``"cpu"``), or a dict mapping saved device strings to
-    new ones. Files in tracejit's format load the same whatever ``weights_only`` says:
+    ``map_location`` is a device (``"cpu"``), a dict mapping saved device strings to new
+    ones, or PyTorch's ``fn(storage, location)`` (``lambda s, loc: s`` keeps tensors on the
+    CPU, ``s.cuda(i)`` moves them to GPU i). Files in tracejit's format load the same whatever ``weights_only`` says:
     reading them never runs code. A pickled file (a whole module saved) loads with
     ``weights_only=True`` (the default, as in PyTorch 2.6+) only if it holds nothing but
     tensors, plain containers and the globals allowed with
@@ -318,9 +341,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     only load failed" error. ``weights_only=False`` unpickles anything: it runs the code the
     file names, so use it only for files you trust.
     """
-    if callable(map_location) and not isinstance(map_location, _device_cls):
-        raise TypeError("load: a callable map_location is not supported; pass a device, a string or a dict")
-    if map_location is not None and not isinstance(map_location, dict):
+    if map_location is not None and not isinstance(map_location, dict) and not callable(map_location):
         as_device(map_location)  # a bad device name fails here, before any reading
     where = repr(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else "the given file"
     fh, size, opened = _source(f, where)
