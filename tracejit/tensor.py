@@ -116,7 +116,7 @@ class Tensor:
     def requires_grad(self, value: bool) -> None:
         if value and not self.dtype.differentiable:
             raise DTypeError(f"only floating-point and complex tensors can require gradients, got {self.dtype}")
-        if not value and self.grad_fn is not None:
+        if not value and not self.is_leaf:   # (a tracer has no grad_fn: is_leaf asks its graph)
             raise RuntimeError("you can only change requires_grad of leaf tensors; "
                                "use .detach() to get a tensor that does not require grad")
         if self._data is None and bool(value) != self._requires_grad:   # (a tracer)

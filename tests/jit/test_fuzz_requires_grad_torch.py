@@ -89,3 +89,28 @@ def test_clone_of_an_argument_that_requires_grad_is_not_a_leaf_as_torch():
     got = tj.compile(f)(x)
     assert got[1] == want[1] is False
     np.testing.assert_array_equal(got[0].detach().numpy(), want[0].detach().numpy())
+
+
+def test_detach_in_place_stops_the_gradient_inside_a_compiled_function():
+    def f(x):
+        y = x * 2
+        y.detach_()
+        return y * x, y.requires_grad, y.is_leaf
+    got = []
+    for lib, fn in ((torch, f), (tj, tj.compile(f))):
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        out, rg, leaf = fn(x)
+        out.sum().backward()
+        got.append((out.tolist(), x.grad.tolist(), rg, leaf))
+    assert got[1] == got[0]
+
+
+def test_requires_grad_false_on_a_computed_value_inside_a_compiled_function_raises():
+    def f(x):
+        y = x * 2
+        y.requires_grad_(False)
+        return y
+    with pytest.raises(RuntimeError, match="leaf"):
+        f(torch.tensor([1.0], requires_grad=True))
+    with pytest.raises(RuntimeError, match="leaf"):
+        tj.compile(f, fullgraph=True)(tj.tensor([1.0], requires_grad=True))

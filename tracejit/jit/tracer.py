@@ -90,6 +90,17 @@ class Tracer(PythonValues, Tensor):
             t._view_src = _views.view_source(t._trace, DETACH, (self,), {})
         return t
 
+    def detach_(self) -> "Tracer":
+        # As eagerly: the values from here on carry no gradient to what self was computed from.
+        src = self._view_src   # (a detach() result shares memory but is no view, as eagerly)
+        if src is not None and (src[2] is None or any(step[0] is not DETACH for step in src[2])):
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        t = _reg.bind(DETACH, self)
+        if isinstance(t, Tracer):
+            self._var = t._var
+        self._requires_grad = False
+        return self
+
     @property
     def data(self) -> "Tracer":
         return self.detach()
