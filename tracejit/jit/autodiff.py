@@ -169,7 +169,9 @@ def _custom_vjp(ctx, e, gs):
     with ctx:
         fctx = FunctionCtx(tuple(True for _ in args))
         cls._forward(fctx, *args)  # recomputes what forward saved, inside the backward program
-        cts = [g if g is not None else ops.zeros(o.aval.shape, dtype=o.aval.dtype) for o, g in zip(e.outs, gs)]
+        # (None where no gradient reached an output, if forward called set_materialize_grads(False))
+        cts = [g if g is not None or not fctx.materialize_grads else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
+               for o, g in zip(e.outs, gs)]
         res = cls.backward(fctx, *cts)
     res = res if isinstance(res, tuple) else (res,)
     static_pos = {p for p, _ in e.params["static_args"]}

@@ -455,6 +455,9 @@ class TraceContext(StateWrites):
                               {"fn_cls": cls, "static_args": static, "n_args": len(tensor_pos), "forward": fwd},
                               [a.aval for a in fwd.outputs])
         res = list(res)
+        for j, o in enumerate(outs):   # (ctx.mark_non_differentiable: no gradient flows from it)
+            if id(o) in fctx._non_diff:
+                res[j] = res[j].detach()
         for j, o in enumerate(outs):   # (ctx.mark_dirty: the input itself now holds that output)
             i = next((i for i in tensor_pos if full[i] is o and any(d is o for d in fctx._dirty)), None)
             if i is not None:

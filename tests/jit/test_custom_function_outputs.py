@@ -1,0 +1,58 @@
+"""A custom autograd.Function inside a compiled function, against PyTorch: outputs marked
+non-differentiable carry no gradient (and the backward gets zeros for them), and with
+``set_materialize_grads(False)`` the backward gets None for an output no gradient reached."""
+from __future__ import annotations
+
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+def _non_diff(m):
+    class F(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            a, b = x * 2, x * 3
+            ctx.mark_non_differentiable(b)
+            return a, b
+
+        @staticmethod
+        def backward(ctx, g, gb):
+            return g * 2 + gb * 5 + 1
+
+    def f(x):
+        a, b = F.apply(x)
+        return a * 1, b * 1
+    return f
+
+
+def _unmaterialized(m):
+    class F(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, a, b):
+            return a * 2 if b is None else a * 2 + b + 7
+
+    def f(x):
+        a, _ = F.apply(x)
+        return a * 1, a * 0
+    return f
+
+
+@pytest.mark.parametrize("make", [_non_diff, _unmaterialized])
+def test_function_outputs_in_a_compiled_function_match_torch(make):
+    got = []
+    for m in (torch, tj):
+        f = make(m)
+        x = m.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        outs = (tj.compile(f, fullgraph=True) if m is tj else f)(x)
+        flags = [o.requires_grad for o in outs]
+        sum(o.sum() for o in outs if o.requires_grad).backward()
+        got.append(([o.tolist() for o in outs], flags, x.grad.tolist()))
+    assert got[1] == got[0]
