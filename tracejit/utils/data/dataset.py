@@ -31,6 +31,9 @@ class IterableDataset(Dataset):
     def __iter__(self):
         raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
+    def __add__(self, other: "Dataset") -> "ChainDataset":
+        return ChainDataset([self, other])   # (streams chain; they have no index to concatenate by)
+
 
 class TensorDataset(Dataset):
     """Sample i is ``tuple(t[i] for t in tensors)``; all tensors share their first dimension."""
@@ -84,6 +87,10 @@ class ConcatDataset(Dataset):
         self.datasets = list(datasets)
         if not self.datasets:
             raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        for i, d in enumerate(self.datasets):
+            if isinstance(d, IterableDataset):
+                raise TypeError(f"ConcatDataset does not support IterableDataset (dataset {i} is a "
+                                f"{type(d).__name__}); use ChainDataset")
         self.cumulative_sizes = list(np.cumsum([len(d) for d in self.datasets]).tolist())
 
     def __len__(self) -> int:
