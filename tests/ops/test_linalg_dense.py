@@ -46,6 +46,29 @@ def test_pinv_gradient_matches_pytorch(shape):
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10, atol=1e-12)
 
 
+_H = np.random.default_rng(2).standard_normal((4, 4))
+
+
+@pytest.mark.parametrize("a", [np.diag([1.0, 1e-3, 1e-9]), np.random.default_rng(3).standard_normal((2, 3, 5)),
+                               _H + _H.T, np.zeros((0, 3))])
+@pytest.mark.parametrize("tols", [{}, {"atol": 1e-2}, {"rtol": 1e-2}, {"atol": 0.5, "rtol": 1e-6}, {"atol": 0.0},
+                                  {"hermitian": True}, {"hermitian": True, "atol": 1.0}])
+def test_pinv_tolerances_match_pytorch(a, tols):
+    """Singular values (eigenvalue magnitudes when hermitian) at or below max(atol,
+    rtol * largest) count as zero; atol was ignored."""
+    if tols.get("hermitian") and not (a.ndim == 2 and a.shape[0] == a.shape[1] and np.allclose(a, a.T)):
+        pytest.skip("hermitian=True needs a symmetric matrix")
+    got = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=a.size > 0)
+        p = m.linalg.pinv(x, **tols)
+        grad = m.autograd.grad((p * p).sum(), x)[0].numpy() if a.size else None
+        got.append((p.detach().numpy(), grad))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-9, atol=1e-12)
+    if a.size:
+        np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-7, atol=1e-9)
+
+
 @pytest.mark.parametrize("shape,mode", [((5, 3), "reduced"), ((4, 4), "reduced"), ((4, 4), "complete"),
                                         ((2, 6, 3), "reduced")])
 def test_qr_gradient_matches_pytorch(shape, mode):

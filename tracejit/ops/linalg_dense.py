@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 from ..errors import ShapeError
+from ..tensor import Tensor
 from ..typeinfo import finfo
 from .complex_ops import conj
 from .linalg import _mT, _swap
@@ -378,13 +379,30 @@ def svd(A, full_matrices: bool = True):
     return _SVD(*(bind(SVD, A, full=full_matrices, part=p) for p in ("U", "S", "Vh")))
 
 
-def _pinv_rule(a, rtol, hermitian):
+def _pinv_impl(xp, a, rtol, hermitian, atol=0.0):
+    """V diag(1/s) U^H over the singular values above max(atol, rtol * largest) (the
+    eigenvalues' magnitudes for a Hermitian input), the others taken as zero, as PyTorch's."""
+    if 0 in a.shape[-2:]:
+        return xp.zeros(a.shape[:-2] + (a.shape[-1], a.shape[-2]), dtype=a.dtype)
+    if hermitian:
+        w, v = xp.linalg.eigh(a)
+        s, left, right = xp.abs(w), v, v
+    else:
+        left, s, right = xp.linalg.svd(a, full_matrices=False)
+        right = xp.conj(xp.swapaxes(right, -1, -2))
+    cut = xp.maximum(atol, rtol * s.max(-1, keepdims=True))
+    keep = s > cut
+    scale = xp.where(keep, 1 / xp.where(keep, w if hermitian else s, 1), 0)
+    return ((right * scale[..., None, :].astype(right.dtype)) @ xp.conj(xp.swapaxes(left, -1, -2))).astype(a.dtype)
+
+
+def _pinv_rule(a, rtol, hermitian, atol=0.0):
     if a.ndim < 2:
         raise ShapeError(f"linalg.pinv: expected a batch of matrices, got shape {a.shape}")
     return Aval(a.shape[:-2] + (a.shape[-1], a.shape[-2]), a.dtype, a.device)
 
 
-def _pinv_vjp(g, out, a, rtol, hermitian):
+def _pinv_vjp(g, out, a, rtol, hermitian, atol=0.0):
     # PyTorch's pinv_backward (real matrices), its products kept to the smaller side
     p, ph, gh = out, _mH(out), _mH(g)
     if a.shape[-2] <= a.shape[-1]:
@@ -396,13 +414,23 @@ def _pinv_vjp(g, out, a, rtol, hermitian):
     return (-_mH(k @ p) + ((gh - a @ k) @ p) @ ph + phk - (phk @ p) @ a,)
 
 
-PINV = defprim("linalg_pinv", lambda xp, a, rtol, hermitian: xp.linalg.pinv(a, rcond=rtol,
-                                                                                 hermitian=hermitian),
-               _pinv_rule, _pinv_vjp, kind="other", save=lambda rq: (0,), save_out=True,
+PINV = defprim("linalg_pinv", _pinv_impl, _pinv_rule, _pinv_vjp, kind="other", save=lambda rq: (0,), save_out=True,
                extra={"batch": batch_leading})
 
 
 def pinv(A, *, atol=None, rtol=None, hermitian: bool = False):
+    """Singular values at or below max(atol, rtol * the largest) count as zero; rtol's
+    default is max(m, n) * eps when atol is not given, else 0, as PyTorch's."""
     if rtol is None:
-        rtol = max(A.shape[-2:]) * float(finfo(A.dtype).eps) if atol is None else 0.0
-    return bind(PINV, A, rtol=float(rtol), hermitian=bool(hermitian))
+        rtol = max(A.shape[-2:]) * float(finfo(A.dtype).eps) if atol is None or _number(atol) <= 0 else 0.0
+    return bind(PINV, A, rtol=_number(rtol), hermitian=bool(hermitian), atol=_number(atol or 0.0))
+
+
+def _number(tol) -> float:
+    """A tolerance as a float (a 0-d tensor's value; one per matrix is not supported)."""
+    if isinstance(tol, Tensor):
+        if tol.numel() != 1:
+            raise NotImplementedError("linalg.pinv: a tolerance per matrix (a tensor atol/rtol with more "
+                                      "than one element) is not supported; pass a float")
+        return float(tol.item())
+    return float(tol)
