@@ -233,21 +233,37 @@ def cond(A, p=None):
     return matrix_norm(A, p) * matrix_norm(inv(A), p)
 
 
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
 @_autocast.fp32
 def lstsq(A, B, rcond=None, *, driver=None):
-    """Least squares through the pseudo-inverse (no gradient, as pinv has none here)."""
+    """Least squares through the pseudo-inverse, with the fields PyTorch's CPU `driver`
+    fills: the rank (not for gels), the singular values (gelsd, gelss) and the squared
+    residuals per column (not for gelsy; only for tall matrices of full rank)."""
+    if driver is not None and driver not in _LSTSQ_DRIVERS:
+        raise ValueError(f"linalg.lstsq: parameter `driver` should be one of {_LSTSQ_DRIVERS}, got {driver!r}")
+    driver = driver or "gelsy"   # (PyTorch's default on the CPU)
+    m, n = A.shape[-2:]
+    # singular values at or below rcond * the largest do not count (the rank, the solution)
+    rtol = max(m, n) * float(finfo(A.dtype).eps) if rcond is None or rcond < 0 else float(rcond)
     vec = B.ndim == A.ndim - 1
     b = B.unsqueeze(-1) if vec else B
-    sol = matmul(pinv(A), b)
-    if vec:
-        sol = sol.squeeze(-1)
-    empty = tensor(np.zeros(0), dtype=A.dtype)
-    # PyTorch's default CPU driver (gelsy) gives the rank per matrix, no residuals or
-    # singular values
+    # (gels assumes full rank: rcond plays no part in it)
+    sol = matmul(pinv(A) if driver == "gels" else pinv(A, rtol=rtol), b)
     a = A.detach()
     a = a.float() if a.dtype is _dt.bfloat16 else a     # (numpy has no bf16 of its own)
-    rank = np.asarray(np.linalg.matrix_rank(a.numpy(), rcond), dtype=np.int64)
-    return _Lstsq(sol, empty, tensor(rank), empty)
+    s = np.linalg.svd(a.numpy(), compute_uv=False)
+    rank = (s > rtol * s[..., :1]).sum(-1) if s.shape[-1] else np.zeros(s.shape[:-1], np.int64)
+    real = _dt.float32 if A.dtype is _dt.complex64 else _dt.float64 if A.dtype is _dt.complex128 else A.dtype
+    empty = tensor(np.zeros(0), dtype=real)
+    residuals = empty
+    if driver != "gelsy" and m > n and (driver == "gels" or bool(np.all(rank == n))):
+        r = matmul(A, sol) - b
+        residuals = _sum((r * conj(r)).real if r.dtype.is_complex else r * r, -2)
+    return _Lstsq(sol.squeeze(-1) if vec else sol, residuals,
+                  tensor(np.zeros(0), dtype=_dt.int64) if driver == "gels" else tensor(np.asarray(rank, np.int64)),
+                  tensor(s, dtype=real) if driver in ("gelsd", "gelss") else empty)
 
 
 def vander(x, *, N=None):
