@@ -72,7 +72,7 @@ def test_pinv_tolerances_match_pytorch(a, tols):
 @pytest.mark.parametrize("shape,mode", [((5, 3), "reduced"), ((4, 4), "reduced"), ((4, 4), "complete"),
                                         ((2, 6, 3), "reduced")])
 def test_qr_gradient_matches_pytorch(shape, mode):
-    """QR's VJP (PyTorch's linalg_qr_backward, m >= n) through Q and R together, as an
+    """QR's VJP (PyTorch's linalg_qr_backward) through Q and R together, as an
     orthogonalization trained through (a Stiefel layer, QR-based orthogonal features) takes it."""
     a = np.random.default_rng(0).standard_normal(shape)
     wq, wr = (np.random.default_rng(s).standard_normal(shape[:-2] + (shape[-2], shape[-1])) for s in (1, 2))
@@ -85,10 +85,29 @@ def test_qr_gradient_matches_pytorch(shape, mode):
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-9, atol=1e-10)
 
 
-def test_qr_gradient_of_a_wide_input_names_the_case():
-    x = tj.randn(3, 5, requires_grad=True)
-    with pytest.raises(NotImplementedError, match=r"linalg.qr: the gradient .* \(got shape \(3, 5\)"):
-        tj.linalg.qr(x)[0].sum().backward()
+@pytest.mark.parametrize("shape,mode", [((3, 5), "reduced"), ((3, 5), "complete"), ((2, 3, 6), "reduced"),
+                                        ((3, 4), "reduced")])
+@pytest.mark.parametrize("through", ["Q", "R", "both"])
+def test_qr_gradient_of_a_wide_input_matches_pytorch(shape, mode, through):
+    """A wide A = [X | Y] (m < n): Q R = [Q U | Q V], V = Q^H Y (it raised)."""
+    a = np.random.default_rng(0).standard_normal(shape)
+    wq = np.random.default_rng(1).standard_normal(shape[:-1] + (shape[-2],))
+    wr = np.random.default_rng(2).standard_normal(shape)
+    grads = []
+    for m in (torch, tj):
+        x = m.tensor(a, requires_grad=True)
+        q, r = m.linalg.qr(x, mode=mode)
+        loss = (q * m.tensor(wq)).sum() if through != "R" else 0
+        loss = loss + (r * m.tensor(wr)).sum() if through != "Q" else loss
+        loss.backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-9, atol=1e-10)
+
+
+def test_qr_gradient_of_a_tall_input_in_complete_mode_names_the_case():
+    x = tj.randn(5, 3, requires_grad=True)
+    with pytest.raises(NotImplementedError, match=r"linalg.qr: the gradient .* \(got shape \(5, 3\)"):
+        tj.linalg.qr(x, mode="complete")[0].sum().backward()
 
 
 _COMPLEX_CALLS = {

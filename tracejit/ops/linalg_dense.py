@@ -269,25 +269,40 @@ def _qr_rule(a, mode, part):
 
 
 def _qr_vjp(g, out, a, mode, part):
-    """PyTorch's linalg_qr_backward for m >= n: with M = gR R^H - Q^H gQ, the gradient is
-    (gQ + Q copyltu(triu(M))) R^-H, copyltu mirroring the upper triangle (conjugated) and
-    keeping the diagonal's real part."""
-    from .tensorfns import triu
+    """PyTorch's linalg_qr_backward. A wide A = [X | Y] (m < n) has Q R = [Q U | Q V] with
+    X = Q U square and V = Q^H Y: V's gradient reaches Y as Q gV and Q as Y gV^H, and X's
+    follows the square case."""
     m, n = a.shape[-2], a.shape[-1]
-    if m < n or (mode == "complete" and m > n):
-        raise NotImplementedError(f"linalg.qr: the gradient is defined for a tall or square input in "
-                                  f"mode 'reduced' (got shape {tuple(a.shape)}, mode {mode!r})")
+    if mode == "complete" and m > n:
+        raise NotImplementedError(f"linalg.qr: the gradient is not defined in mode 'complete' for a tall "
+                                  f"input (got shape {tuple(a.shape)}): use mode 'reduced'")
     q, r = (bind(QR, a, mode=mode, part=p) for p in ("Q", "R"))
-    t = triu(g @ _mH(r) if part == "R" else -(_mH(q) @ g))
+    if m >= n:
+        return (_qr_tall_grad(q, r, g if part == "Q" else None, g if part == "R" else None),)
+    from .shape import cat
+    u, y = r[..., :m], a[..., m:]
+    if part == "Q":
+        return (cat([_qr_tall_grad(q, u, g, None), y * 0], -1),)
+    gu, gv = g[..., :m], g[..., m:]
+    return (cat([_qr_tall_grad(q, u, y @ _mH(gv), gu), q @ gv], -1),)
+
+
+def _qr_tall_grad(q, r, gq, gr):
+    """A's gradient for a tall or square A = Q R from gQ and gR (either None): with
+    M = gR R^H - Q^H gQ, (gQ + Q copyltu(triu(M))) R^-H, copyltu mirroring the upper
+    triangle (conjugated) and keeping the diagonal's real part."""
+    from .tensorfns import triu
+    t = triu(gr @ _mH(r) - _mH(q) @ gq if gr is not None and gq is not None
+             else gr @ _mH(r) if gr is not None else -(_mH(q) @ gq))
     inner = t + _mH(triu(t, 1))
     if t.dtype.is_complex:   # (the diagonal's real part: the inverse of X -> X + X^H on triangles)
         from .complex_ops import imag
         from .rearrange import diag_embed, diagonal
         inner = inner - diag_embed(imag(diagonal(t, 0, -2, -1)) * 1j)
     ga = q @ inner
-    if part == "Q":
-        ga = ga + g
-    return (ga @ _mH(inv(r)),)
+    if gq is not None:
+        ga = ga + gq
+    return ga @ _mH(inv(r))
 
 
 QR = defprim("linalg_qr", lambda xp, a, mode, part: xp.linalg.qr(a, mode=mode)[0 if part == "Q" else 1],
