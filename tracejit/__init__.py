@@ -119,6 +119,7 @@ from .tensor_compat import top_level_inplace as _top_level_inplace  # noqa: E402
 globals().update({_k: _v for _k, _v in _top_level_inplace().items() if _k not in globals()})
 from .linalg import cholesky_legacy as cholesky, inverse, logdet, matrix_power, pinverse  # noqa: E402,F401
 from .linalg import qr_legacy as qr, svd_legacy as svd  # noqa: E402,F401
+from .lowrank import pca_lowrank, svd_lowrank  # noqa: E402,F401
 from .linalg import (cholesky_inverse, cholesky_solve, frobenius_norm, householder_product as orgqr,  # noqa: E402,F401
                      lu_legacy as lu, lu_solve_legacy as lu_solve, lu_unpack, matrix_exp, nuclear_norm, ormqr,
                      triangular_solve)
