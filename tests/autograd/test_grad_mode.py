@@ -169,3 +169,52 @@ def test_grad_switched_on_inside_inference_mode_records_nothing_as_torch(switch)
         got.append((y.requires_grad, y.grad_fn is None))
     assert got[1] == got[0] == (False, True)
     assert tj.is_grad_enabled() and not tj.is_inference_mode_enabled()
+
+
+def _generator_run(m, make):
+    """What a generator decorated by `make(m)` sees inside and its caller outside."""
+    x, out = m.ones(2, requires_grad=True), []
+
+    @make(m)
+    def gen(x):
+        out.append(("in", m.is_grad_enabled(), m.is_inference_mode_enabled()))
+        got = yield x * 2
+        out.append(("sent", got, m.is_grad_enabled()))
+        try:
+            yield x * 3
+        except ValueError:
+            out.append(("thrown", m.is_grad_enabled()))
+            yield 5
+        return 7
+    g = gen(x)
+    out.append(("outside", m.is_grad_enabled(), next(g).requires_grad))
+    with m.no_grad():
+        out.append(("outside, no_grad", m.is_grad_enabled(), g.send("hi").requires_grad))
+    out.append(("thrown in", g.throw(ValueError()), m.is_grad_enabled()))
+    with pytest.raises(StopIteration) as stop:
+        next(g)
+    out.append(("returned", stop.value.value))
+    g2 = gen(x)
+    next(g2)
+    g2.close()
+    out.append(("closed", m.is_grad_enabled()))
+    return out
+
+
+@pytest.mark.parametrize("make", [lambda m: m.no_grad(), lambda m: m.no_grad, lambda m: m.inference_mode(),
+                                  lambda m: m.set_grad_enabled(False), lambda m: m.inference_mode(False)])
+def test_decorated_generators_hold_the_mode_only_inside_as_torch(make):
+    torch = pytest.importorskip("torch")
+    want = _generator_run(torch, make)
+    torch.set_grad_enabled(True)
+    got = _generator_run(tj, make)
+    tj.set_grad_enabled(True)
+    assert got == want
+
+
+def test_enable_grad_decorated_generator_records_under_no_grad():
+    @tj.enable_grad()
+    def gen(x):
+        yield x * 2
+    with tj.no_grad():
+        assert next(gen(tj.ones(1, requires_grad=True))).requires_grad

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
@@ -72,6 +73,8 @@ class _GradModeContext:
 
     def __call__(self, fn):
         mode = self._mode
+        if inspect.isgeneratorfunction(fn):
+            return _generator_in(lambda: _Switch(mode), fn)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -82,6 +85,41 @@ class _GradModeContext:
             finally:
                 set_mode(prev)
         return wrapper
+
+
+class _Switch(_GradModeContext):
+    """Grad mode `mode` for the span of a ``with``."""
+
+    def __init__(self, mode: bool):
+        self._mode = mode
+
+
+def _generator_in(context, fn):
+    """Generator function `fn` decorated with a grad mode: the mode holds while its body
+    runs (each resumption, its close and what is thrown in), not while the caller holds
+    a value it yielded, as PyTorch's decorators do."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        gen = fn(*args, **kwargs)
+        try:
+            with context():
+                sent = gen.send(None)
+            while True:
+                try:
+                    got = yield sent
+                except GeneratorExit:
+                    with context():
+                        gen.close()
+                    raise
+                except BaseException as e:   # (thrown in by the caller: into the body)
+                    with context():
+                        sent = gen.throw(e)
+                else:
+                    with context():
+                        sent = gen.send(got)
+        except StopIteration as stop:
+            return stop.value
+    return wrapper
 
 
 class _NoParamDecorator(_GradModeContext):
@@ -140,6 +178,8 @@ class inference_mode(_GradModeContext):
 
     def __call__(self, fn):
         enabled = not self._mode
+        if inspect.isgeneratorfunction(fn):
+            return _generator_in(lambda: inference_mode(enabled), fn)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
