@@ -42,6 +42,8 @@ _LINEAR = ("add", "sub", "neg", "copy", "detach", "expand", "flip", "permute", "
            "cumsum", "eq", "ne", "isnan", "cast")
 _WRITES = ("index_put", "index_add", "scatter_add")   # (results of operand 0's dtype)
 _HOLO = ("mul", "div", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "pow", "pow_backward", "matmul",
+         "tanh", "tanh_backward", "sigmoid", "sigmoid_backward", "expm1", "log1p", "asin", "acos", "atan",
+         "asinh", "atanh",
          "matmul_nt", "matmul_tn", "prod", "cumprod", "linalg_inv", "linalg_solve", "linalg_det", "linalg_cofactor",
          "linalg_logabsdet", "linalg_matrix_exp")
 # (VJPs written with conjugate transposes, so right for complex operands as they are)
