@@ -56,3 +56,34 @@ def test_function_outputs_in_a_compiled_function_match_torch(make):
         sum(o.sum() for o in outs if o.requires_grad).backward()
         got.append(([o.tolist() for o in outs], flags, x.grad.tolist()))
     assert got[1] == got[0]
+
+
+def _plain_outputs(m):
+    class F(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return "scaled", x * x, 3
+
+        @staticmethod
+        def backward(ctx, tag, g, count):
+            (x,) = ctx.saved_tensors
+            assert tag is None and count is None
+            return g * 2 * x
+
+    def f(x):
+        tag, y, n = F.apply(x)
+        return y * n + len(tag)
+    return f
+
+
+def test_function_with_plain_outputs_compiles_without_a_graph_break_as_torch():
+    got = []
+    for m in (torch, tj):
+        f = _plain_outputs(m)
+        x = m.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        y = (tj.compile(f, fullgraph=True) if m is tj else f)(x)
+        (g,) = m.autograd.grad(y.sum(), x, create_graph=True)
+        (g2,) = m.autograd.grad(g.sum(), x)
+        got.append((y.tolist(), g.tolist(), g2.tolist()))
+    assert got[1] == got[0]

@@ -172,6 +172,8 @@ def _custom_vjp(ctx, e, gs):
         # (None where no gradient reached an output, if forward called set_materialize_grads(False))
         cts = [g if g is not None or not fctx.materialize_grads else ops.zeros(o.aval.shape, dtype=o.aval.dtype)
                for o, g in zip(e.outs, gs)]
+        for pos, _ in e.params.get("static_outs", ()):   # (a plain output's gradient: None)
+            cts.insert(pos, None)
         res = cls.backward(fctx, *cts)
     res = res if isinstance(res, tuple) else (res,)
     static_pos = {p for p, _ in e.params["static_args"]}

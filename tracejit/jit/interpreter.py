@@ -210,7 +210,8 @@ def _run_custom(e, vals, syms):
     for pos, value in e.params["static_args"]:
         args.insert(pos, value)
     out = cls.apply(*args)
-    return list(out) if isinstance(out, tuple) else [out]
+    plain = {pos for pos, _ in e.params.get("static_outs", ())}   # (constants of the capture)
+    return [o for j, o in enumerate(out if isinstance(out, tuple) else (out,)) if j not in plain]
 
 
 def _run_scan(e, vals, syms):

@@ -447,21 +447,29 @@ class TraceContext(StateWrites):
             fctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
             out = cls._forward(fctx, *full)
         outs = out if isinstance(out, tuple) else (out,)
-        if not all(isinstance(o, Tensor) for o in outs):
-            raise TraceError(f"{cls.__name__}.forward must return tensors to be compiled")
+        # Plain outputs (a count, a flag) are constants of the capture, as PyTorch passes
+        # them through; a container could hide tensors the graph would not record.
+        static_outs = tuple((j, o) for j, o in enumerate(outs) if not isinstance(o, Tensor))
+        if any(isinstance(o, (list, tuple, dict, set)) for _, o in static_outs):
+            raise TraceError(f"{cls.__name__}.forward must return tensors (or plain numbers, strings, "
+                             f"None) to be compiled, not containers")
+        touts = [o for o in outs if isinstance(o, Tensor)]
         fwd = Graph(tuple(ins) + tuple(sub.captured.values()), tuple(sub.eqns),
-                    tuple(sub.atom(o) for o in outs), f"{cls.__name__}.forward")
+                    tuple(sub.atom(o) for o in touts), f"{cls.__name__}.forward")
         res = self.emit_multi(CUSTOM_FUNCTION, [self.atom(args[i]) for i in tensor_pos] + list(sub.captured_outer),
-                              {"fn_cls": cls, "static_args": static, "n_args": len(tensor_pos), "forward": fwd},
+                              {"fn_cls": cls, "static_args": static, "n_args": len(tensor_pos), "forward": fwd,
+                               "static_outs": static_outs},
                               [a.aval for a in fwd.outputs])
         res = list(res)
-        for j, o in enumerate(outs):   # (ctx.mark_non_differentiable: no gradient flows from it)
+        for j, o in enumerate(touts):   # (ctx.mark_non_differentiable: no gradient flows from it)
             if id(o) in fctx._non_diff:
                 res[j] = res[j].detach()
-        for j, o in enumerate(outs):   # (ctx.mark_dirty: the input itself now holds that output)
+        for j, o in enumerate(touts):   # (ctx.mark_dirty: the input itself now holds that output)
             i = next((i for i in tensor_pos if full[i] is o and any(d is o for d in fctx._dirty)), None)
             if i is not None:
                 res[j] = self.assign(args[i], res[j], f"{cls.__name__}.forward (ctx.mark_dirty)")
+        for j, o in static_outs:
+            res.insert(j, o)
         return tuple(res) if isinstance(out, tuple) else res[0]
 
     def reshape_in_place(self, target: Tensor, make, what: str) -> Tensor:
