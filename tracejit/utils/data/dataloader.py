@@ -136,6 +136,11 @@ class DataLoader:
                              "mutually exclusive with drop_last")
         if num_workers == 0 and ignored.get("persistent_workers"):
             raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        if num_workers == 0 and ignored.get("prefetch_factor") is not None:
+            raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing: "
+                             "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None")
+        if ignored.get("timeout", 0) < 0:
+            raise ValueError(f"DataLoader: timeout option should be non-negative, got {ignored['timeout']!r}")
         init_fn = ignored.get("worker_init_fn")
         if init_fn is not None and not callable(init_fn):
             raise TypeError(f"DataLoader: worker_init_fn must be callable, got {type(init_fn).__name__}")
@@ -163,7 +168,10 @@ class DataLoader:
             default_collate if self._auto_collation else default_convert)
         self._fast = collate_fn is None and self._auto_collation and _tensor_rows(dataset) is not None
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> "_LoaderIter":
+        return _LoaderIter(self)
+
+    def _batches(self) -> Iterator:
         if self.num_workers > 0:
             yield from self._iter_workers()
             return
@@ -210,6 +218,26 @@ class DataLoader:
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
         return len(self.sampler)
+
+
+class _LoaderIter:
+    """What ``iter(loader)`` gives, as PyTorch's: an iterator that also knows the loader's
+    length (``len(iter(loader))``, progress bars given the iterator)."""
+
+    def __init__(self, loader: DataLoader):
+        self._loader, self._gen = loader, loader._batches()
+        self._num_yielded = 0
+
+    def __iter__(self) -> "_LoaderIter":
+        return self
+
+    def __next__(self):
+        out = next(self._gen)
+        self._num_yielded += 1
+        return out
+
+    def __len__(self) -> int:
+        return len(self._loader)
 
 
 class _MapFetcher:

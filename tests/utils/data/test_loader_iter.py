@@ -1,0 +1,24 @@
+"""``iter(DataLoader)`` and the loader's argument checks, against PyTorch: the iterator
+knows the loader's length; prefetch_factor without workers and a negative timeout raise."""
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("kw", [{"batch_size": 2}, {"batch_size": 2, "drop_last": True}, {"batch_size": None}])
+def test_loader_iterator_has_the_loaders_length_as_torch(kw):
+    got = []
+    for m in (torch, tj):
+        it = iter(m.utils.data.DataLoader(m.utils.data.TensorDataset(m.arange(5.0)), **kw))
+        first = next(it)
+        got.append((len(it), first[0].tolist(), [b[0].tolist() for b in it], iter(it) is it))
+    assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("kw,match", [({"prefetch_factor": 2}, "prefetch_factor"), ({"timeout": -1}, "timeout")])
+def test_loader_refuses_what_torch_refuses(kw, match):
+    for m in (torch, tj):
+        with pytest.raises(ValueError, match=match):
+            m.utils.data.DataLoader(m.utils.data.TensorDataset(m.arange(5.0)), **kw)
