@@ -114,3 +114,16 @@ def test_requires_grad_false_on_a_computed_value_inside_a_compiled_function_rais
         f(torch.tensor([1.0], requires_grad=True))
     with pytest.raises(RuntimeError, match="leaf"):
         tj.compile(f, fullgraph=True)(tj.tensor([1.0], requires_grad=True))
+
+
+def test_is_leaf_asked_under_no_grad_inside_a_compiled_function_as_torch():
+    def make(lib):
+        def f(x):
+            y = x * 2
+            with lib.no_grad():
+                asked, z = y.is_leaf, x * 3
+                inner = z.is_leaf
+            return y * 1, asked, inner, z.is_leaf
+        return f
+    want = make(torch)(torch.ones(2, requires_grad=True))[1:]
+    assert tj.compile(make(tj))(tj.ones(2, requires_grad=True))[1:] == want == (False, True, True)

@@ -75,7 +75,7 @@ class Tracer(PythonValues, Tensor):
     def is_leaf(self) -> bool:
         # A tracer has no grad_fn: as eagerly, only a value a gradient flows into from an
         # input (not the input itself) is an interior node.
-        return self._requires_grad or not self._trace._reaches_grad([self._var])
+        return self._requires_grad or not self._trace._reaches_grad([self._var], grad_mode=False)
 
     def is_contiguous(self, memory_format=None) -> bool:
         arr = _views.eager_layout(self, exact=True)   # (as eagerly: False for a transposed view)
