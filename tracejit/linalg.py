@@ -64,19 +64,20 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
     d0, d1 = dim
     if ord == "fro":
         return vector_norm(A, 2, dim, keepdim)
-    if ord == "nuc":
-        out = _sum(svdvals(A), -1)
-    elif ord in (1, -1, float("inf"), float("-inf")):
+    if d0 % A.ndim == d1 % A.ndim:
+        raise ValueError(f"linalg.matrix_norm: dims must be different, got {tuple(dim)}")
+    if ord in (1, -1, float("inf"), float("-inf")):
         across, along = (d0, d1) if ord in (1, -1) else (d1, d0)   # column sums (1), row sums (inf)
         out = (_largest if ord > 0 else amin)(_sum(_abs(A), across, keepdim=True), along, keepdim=True)
         return out if keepdim else _squeeze2(out, d0, d1, A.ndim)
-    elif ord in (2, -2):
-        s = svdvals(A)
-        out = _largest(s, -1) if ord == 2 else amin(s, -1)
-    else:
+    if ord not in ("nuc", 2, -2):
         raise ValueError(f"linalg.matrix_norm: unsupported ord {ord!r}")
+    # (the singular values of the matrices spanning dims d0 and d1, the other dims in order)
+    s = svdvals(A.movedim((d0, d1), (-2, -1)))
+    out = _sum(s, -1) if ord == "nuc" else _largest(s, -1) if ord == 2 else amin(s, -1)
     if keepdim:
-        out = out.unsqueeze(-1).unsqueeze(-1)
+        for d in sorted((d0 % A.ndim, d1 % A.ndim)):
+            out = out.unsqueeze(d)
     return out
 
 
