@@ -54,8 +54,8 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # no
     return _norm(x, ord, dim, keepdim)
 
 
-def svdvals(A):
-    return svd(A, full_matrices=False).S
+def svdvals(A, *, driver=None):
+    return svd(A, full_matrices=False, driver=driver).S
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None):  # noqa: A002

@@ -146,3 +146,15 @@ def test_complex_values_and_gradients_match_pytorch(name):
     for g, w in zip(*got):
         assert np.asarray(g).dtype == np.asarray(w).dtype
         np.testing.assert_allclose(g, w, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("fn", ["svd", "svdvals"])
+def test_svd_takes_pytorchs_driver_keyword(fn):
+    """driver=None is accepted; a cuSOLVER driver on a CPU tensor raises, as PyTorch's."""
+    a = np.random.default_rng(0).standard_normal((3, 2))
+    got = [getattr(m.linalg, fn)(m.tensor(a), driver=None) for m in (torch, tj)]
+    s = [g if fn == "svdvals" else g[1] for g in got]
+    np.testing.assert_allclose(s[1].numpy(), s[0].numpy(), rtol=1e-12)
+    for m in (torch, tj):
+        with pytest.raises(RuntimeError, match="only supported on CUDA"):
+            getattr(m.linalg, fn)(m.tensor(a), driver="gesvd")

@@ -390,8 +390,21 @@ SVD = defprim("linalg_svd", _svd_impl, _svd_rule, _svd_vjp, kind="other", save=l
 
 
 @_autocast.fp32
-def svd(A, full_matrices: bool = True):
+def svd(A, full_matrices: bool = True, *, driver=None):
+    check_svd_driver(A, driver, "svd")
     return _SVD(*(bind(SVD, A, full=full_matrices, part=p) for p in ("U", "S", "Vh")))
+
+
+def check_svd_driver(A, driver, name: str) -> None:
+    """PyTorch's ``driver=`` picks a cuSOLVER method (here every one gives the same
+    factors); it is refused for CPU tensors, as there."""
+    if driver is None:
+        return
+    if A.device.type != "cuda":
+        raise RuntimeError(f"torch.linalg.{name}: keyword argument `driver=` is only supported on CUDA "
+                           f"inputs with cuSOLVER backend.")
+    if driver not in ("gesvd", "gesvdj", "gesvda"):
+        raise ValueError(f"torch.linalg.{name}: driver must be one of 'gesvd', 'gesvdj', 'gesvda', got {driver!r}")
 
 
 def _pinv_impl(xp, a, rtol, hermitian, atol=0.0):
