@@ -281,8 +281,9 @@ def tensorinv(A, ind: int = 2):
 
 
 def tensorsolve(A, B, dims=None):
-    if dims is not None:
-        raise NotImplementedError("linalg.tensorsolve: dims is not supported")
+    if dims is not None:   # (those dims of A go last, in order, as PyTorch moves them)
+        dims = [d % A.ndim for d in dims]
+        A = A.movedim(dims, list(range(A.ndim - len(dims), A.ndim)))
     n = int(np.prod(B.shape))
     x = solve(A.reshape(n, -1), B.reshape(n))
     return x.reshape(tuple(A.shape[B.ndim:]))
