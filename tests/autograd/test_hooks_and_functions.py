@@ -370,3 +370,17 @@ def test_retain_grad_follows_an_in_place_write_as_pytorch(write):
     assert got_flag is want_flag is True
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w)
+
+
+@pytest.mark.parametrize("hook,match", [(lambda g: g.double(), "changed the type of value"),
+                                        (lambda g: g[:1], "changed the size of value"),
+                                        (lambda g: g.sum(), "changed the size of value")])
+@pytest.mark.parametrize("leaf", [False, True])
+def test_a_hook_changing_the_gradients_type_or_size_raises_as_torch(hook, match, leaf):
+    torch = pytest.importorskip("torch")
+    for m in (torch, tj):
+        x = m.tensor([1.0, 2.0], requires_grad=True)
+        y = x if leaf else x * 2
+        y.register_hook(hook)
+        with pytest.raises(RuntimeError, match=match):
+            (y * 3).sum().backward()

@@ -94,6 +94,22 @@ def _user_layout(g):
     return g.contiguous()
 
 
+def _hook_result(hook, new, old):
+    """A tensor hook's replacement gradient, which must keep the gradient's shape, dtype and
+    device (PyTorch's check: a silent cast or broadcast would hide the hook's mistake)."""
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if not isinstance(new, Tensor):
+        raise TypeError(f"hook '{name}' returned a {type(new).__name__}; a tensor hook must return a "
+                        f"Tensor or None")
+    if tuple(new.shape) != tuple(old.shape):
+        raise RuntimeError(f"hook '{name}' has changed the size of value (was {tuple(old.shape)} got "
+                           f"{tuple(new.shape)})")
+    if new.dtype is not old.dtype or new.device != old.device:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was {old.dtype} on {old.device} "
+                           f"got {new.dtype} on {new.device})")
+    return new
+
+
 def _run_pre_hooks(hooks, grads: list, create_graph: bool) -> list:
     """A node's tensor hooks, retain_grad copies and pre-hooks, in PyTorch's order."""
     if hooks.tensor:
@@ -102,7 +118,7 @@ def _run_pre_hooks(hooks, grads: list, create_graph: bool) -> list:
                 if grads[nr] is not None:
                     r = h(_user_layout(grads[nr]))
                     if r is not None:
-                        grads[nr] = r
+                        grads[nr] = _hook_result(h, r, grads[nr])
     if hooks.retain:
         for nr, ref in hooks.retain.items():
             t = ref()
