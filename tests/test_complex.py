@@ -410,3 +410,33 @@ def test_holomorphic_functions_values_and_two_orders_of_gradients_as_torch(name,
     for a, b in zip(got[0][:3], got[1][:3]):
         np.testing.assert_allclose(b, a, rtol=tol, atol=tol)
     assert got[1][3] == got[0][3]
+
+
+_Z = np.array([[1 + 2j, -3 + 0.5j, 0.2 - 1j], [2 - 2j, 0.5 + 0.5j, -1 + 0j]])
+_W = np.arange(6.0).reshape(2, 3) + 1
+_REAL_VIEW_WRITES = {
+    "row_real": lambda m, z: (z[0].real.mul_(2), (z * z.conj()).real.sum() + z.abs().sum())[1],
+    "imag_slice": lambda m, z: (z.imag[:, 1:].add_(m.tensor(_W)[:, 1:]), (z.abs() * m.tensor(_W)).sum())[1],
+    "transposed_real": lambda m, z: (z.t().real.mul_(3), (z.angle() * m.tensor(_W)).sum())[1],
+    "view_as_real_column": lambda m, z: (m.view_as_real(z)[..., 1].sub_(1), (z * z).real.sum())[1],
+    "older_views_after": lambda m, z: (lambda r, i: (r.mul_(2), (i * m.tensor(_W)).sum() + (r * r).sum())[1])(
+        z.real, z.imag),
+    "setitem": lambda m, z: (z.real.__setitem__((0, 0), 7.0), z.abs().sum())[1],
+    "hook_before": lambda m, z: (lambda r: (r.register_hook(lambda g: g * 10), r.mul_(2), z.abs().sum())[2])(z.real),
+}
+
+
+@pytest.mark.parametrize("name", list(_REAL_VIEW_WRITES))
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_in_place_writes_through_real_views_of_complex_tensors_under_autograd(name, dtype):
+    """``z.real.mul_(2)`` and the like on a complex tensor in a graph: the base's history is
+    rebuilt through view_as_real, as PyTorch's CopySlices (it raised)."""
+    got = []
+    for m in (torch, tj):
+        z0 = m.tensor(_Z, dtype=getattr(m, dtype), requires_grad=True)
+        out = _REAL_VIEW_WRITES[name](m, z0 * 1)
+        out.backward()
+        got.append((out.item(), z0.grad.resolve_conj().numpy()))
+    tol = 1e-5 if dtype == "complex64" else 1e-12
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=tol)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=tol, atol=tol)

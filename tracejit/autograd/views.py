@@ -40,7 +40,9 @@ def view_positions(view, base):
     overlap or run backwards in memory, an element of the view outside the base)."""
     b, v = base._data, view._data
     if b.dtype != v.dtype:
-        return None
+        b = _real_layout(b, v.dtype)
+        if b is None:
+            return None
     item = b.itemsize
     offset = _address(v) - _address(b)
     if offset % item or any(s % item for s in v.strides):
@@ -59,6 +61,34 @@ def view_positions(view, base):
         return None
     pos = lookup[pos]
     return None if pos.size and int(pos.min()) < 0 else pos
+
+
+def _real_layout(b, dtype):
+    """A complex array's memory as its (..., 2) real and imaginary parts, for a view of
+    real `dtype` into it (``z.real``, ``view_as_real(z)[..., 0]``); None for other pairs.
+    Positions in it index ``view_as_real(base)``, which `_flat_of` and `_from_flat` use."""
+    if (not isinstance(b, np.ndarray) or b.dtype.kind != "c" or dtype.kind != "f"
+            or dtype.itemsize * 2 != b.dtype.itemsize):
+        return None
+    from numpy.lib.stride_tricks import as_strided
+    return as_strided(b.real, shape=b.shape + (2,), strides=b.strides + (dtype.itemsize,))
+
+
+def _flat_of(base, view):
+    """The elements view positions index, as a recorded 1-d tensor: the base's, or for a
+    real view of a complex base its real and imaginary parts."""
+    from .. import ops
+    if base.dtype.is_complex and not view.dtype.is_complex:
+        return ops.reshape(ops.view_as_real(base), (-1,))
+    return ops.reshape(base, (-1,))
+
+
+def _from_flat(base, view, flat):
+    """The inverse of `_flat_of`: `flat` in the base's shape and dtype."""
+    from .. import ops
+    if base.dtype.is_complex and not view.dtype.is_complex:
+        return ops.view_as_complex(ops.reshape(flat, tuple(base.shape) + (2,)))
+    return ops.reshape(flat, tuple(base.shape))
 
 
 def _offsets(xp, shape, strides, item: int, start: int):
@@ -81,8 +111,9 @@ def rebase_view_history(view, base, positions, result) -> None:
     from ..tensor import Tensor
     idx = Tensor._wrap(positions.reshape(-1), None, base.device)
     _bypass_view_hooks(view, base, idx, result)
-    flat_new = ops.cast(ops.reshape(result, (-1,)), base.dtype)
-    new_base = ops.reshape(ops.index_put(ops.reshape(base, (-1,)), idx, flat_new), tuple(base.shape))
+    flat = _flat_of(base, view)
+    flat_new = ops.cast(ops.reshape(result, (-1,)), flat.dtype)
+    new_base = _from_flat(base, view, ops.index_put(flat, idx, flat_new))
     olds = [(t, t.grad_fn, t._output_nr) for t in (base, view)]
     base._requires_grad = True
     base.grad_fn = new_base.grad_fn
@@ -103,7 +134,7 @@ def _bypass_view_hooks(view, base, idx, result) -> None:
     if not hooks or nr not in hooks or node is None or old not in node._next:
         return
     from .. import ops
-    fresh = ops.reshape(ops.getitem(ops.reshape(base, (-1,)), idx), tuple(view.shape))
+    fresh = ops.reshape(ops.getitem(_flat_of(base, view), idx), tuple(view.shape))
     node.next_functions = [(fresh.grad_fn, fresh._output_nr) if n is old and r == nr else (n, r)
                            for n, r in node.next_functions]
 
@@ -111,7 +142,7 @@ def _bypass_view_hooks(view, base, idx, result) -> None:
 def _regather(view, base, idx) -> None:
     """view's history := its elements gathered from the base's current history."""
     from .. import ops
-    new_view = ops.reshape(ops.getitem(ops.reshape(base, (-1,)), idx), tuple(view.shape))
+    new_view = ops.reshape(ops.getitem(_flat_of(base, view), idx), tuple(view.shape))
     view._requires_grad = True
     view.grad_fn = new_view.grad_fn
     view._output_nr = new_view._output_nr
