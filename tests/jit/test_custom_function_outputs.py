@@ -1,7 +1,11 @@
 """A custom autograd.Function inside a compiled function, against PyTorch: outputs marked
-non-differentiable carry no gradient (and the backward gets zeros for them), and with
-``set_materialize_grads(False)`` the backward gets None for an output no gradient reached."""
+non-differentiable carry no gradient (and the backward gets zeros for them), with
+``set_materialize_grads(False)`` the backward gets None for an output no gradient reached,
+plain outputs are constants of the capture, and a tensor inside a list argument runs the
+function eagerly (it raised)."""
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 
@@ -86,4 +90,28 @@ def test_function_with_plain_outputs_compiles_without_a_graph_break_as_torch():
         (g,) = m.autograd.grad(y.sum(), x, create_graph=True)
         (g2,) = m.autograd.grad(g.sum(), x)
         got.append((y.tolist(), g.tolist(), g2.tolist()))
+    assert got[1] == got[0]
+
+
+def test_a_tensor_inside_a_list_argument_runs_eagerly_with_torchs_gradients():
+    def make(m):
+        class ListArg(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, xs, y):
+                return xs[0] * y
+
+            @staticmethod
+            def backward(ctx, g):
+                return None, g * 2
+        return lambda x, w: ListArg.apply([x], w)
+    got = []
+    for m in (torch, tj):
+        x, w = m.tensor([1.0, 2.0], requires_grad=True), m.tensor([0.5, -1.0], requires_grad=True)
+        f = make(m)
+        if m is tj:
+            f = tj.compile(f)
+        with pytest.warns(RuntimeWarning, match="inside a list") if m is tj else contextlib.nullcontext():
+            y = f(x, w)
+        y.sum().backward()
+        got.append((y.tolist(), x.grad, w.grad.tolist()))
     assert got[1] == got[0]

@@ -435,6 +435,11 @@ class TraceContext(StateWrites):
             raise TraceError(f"{cls.__name__}.apply: keyword arguments are not supported when compiled")
         tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
         static = tuple((i, a) for i, a in enumerate(args) if not isinstance(a, Tensor))
+        if any(_holds_tensor(a) for _, a in static):
+            # (the backward program re-runs forward on these: a tracer kept inside a container
+            # would outlive its capture; eagerly such tensors are plain, gradient-free inputs)
+            raise TraceError(f"{cls.__name__}.apply: a tensor inside a list, tuple or dict argument is not "
+                             f"supported when compiled; pass it as an argument of its own")
         sub = TraceContext(self)
         with sub:
             ins = []
@@ -517,6 +522,16 @@ class TraceContext(StateWrites):
 
     def _const_vars(self):
         return [self.consts[id(t)] for t in self.const_tensors]
+
+
+def _holds_tensor(value, depth: int = 0) -> bool:
+    """Whether a (nested) list, tuple or dict holds a tensor."""
+    if isinstance(value, Tensor):
+        return True
+    if depth > 8:
+        return False
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return any(_holds_tensor(v, depth + 1) for v in items)
 
 
 _DUMMY_PRIM = Primitive("literal", None, None)
