@@ -54,6 +54,7 @@ def test_views_dtypes_parameters_and_plain_values():
     assert isinstance(got["p"], tj.nn.Parameter) and got["p"].requires_grad
     assert got["meta"][:4] == [1, "x", None, 2.5]
     assert got["meta"][4] == (tj.float64, tj.device("cpu"), (2, 3))
+    assert type(got["meta"][4][2]) is tj.Size   # (torch.Size loads as tracejit's Size, not a tuple)
 
 
 def test_a_pickled_module_and_a_foreign_zip_are_refused():

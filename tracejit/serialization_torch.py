@@ -76,7 +76,8 @@ class _Unpickler(pickle.Unpickler):
         if module == "torch" and name == "device":
             return as_device
         if module == "torch" and name == "Size":
-            return tuple
+            from .size import Size
+            return Size
         from .serialization_pickle import _refusal
         raise pickle.UnpicklingError(_refusal(f"{module}.{name}"))
 
