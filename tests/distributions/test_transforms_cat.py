@@ -1,6 +1,7 @@
 """distributions/transforms_cat.py against PyTorch: CatTransform and StackTransform's
 values, inverses and log-determinants along batch and event dims, their domains, the
-registries' answers for cat/stack constraints, and stack constraints' event_dim."""
+registries' answers for cat/stack constraints, stack constraints' event_dim, and every
+transform's with_cache."""
 import numpy as np
 import pytest
 
@@ -79,3 +80,22 @@ def test_stack_constraint_event_dim_counts_an_event_dim_it_stacks_along():
         got = [m.distributions.constraints.stack([getattr(m.distributions.constraints, base)] * 3, dim).event_dim
                for m in (torch, tj)]
         assert got[0] == got[1], (dim, base)
+
+
+@pytest.mark.parametrize("make", [lambda T: T.ExpTransform(), lambda T: T.AffineTransform(1.0, 2.0),
+                                  lambda T: T.ComposeTransform([T.ExpTransform(), T.AffineTransform(0.0, 3.0)]),
+                                  lambda T: T.SigmoidTransform().inv, lambda T: T.IndependentTransform(T.ExpTransform(), 1),
+                                  lambda T: T.CatTransform([T.ExpTransform(), T.SigmoidTransform()], 0, [1, 1])])
+def test_with_cache_as_torch(make):
+    """Every transform has with_cache (it was only CatTransform's and StackTransform's), and
+    ``.inv`` is one object per transform."""
+    got = []
+    for m in (torch, tj):
+        t = make(m.distributions.transforms)
+        c = t.with_cache(1)
+        x = m.tensor([0.5, 0.25])
+        y = c(x)
+        got.append((c is t, c.inv(y) is x, c.with_cache(1) is c, t.with_cache(0) is t, c.inv.inv is c, c._cache_size,
+                    y.tolist()))
+    assert got[1][:6] == got[0][:6]
+    np.testing.assert_allclose(got[1][6], got[0][6], rtol=1e-6)

@@ -6,7 +6,9 @@ Jacobian, for ``TransformedDistribution`` (``transformed.py``): exp, affine, sig
 ``log_prob`` of a sample is computed from the value it was made from), as PyTorch's."""
 from __future__ import annotations
 
+import copy
 import math
+import weakref
 
 from .. import ops as _ops
 from . import constraints
@@ -46,7 +48,25 @@ class Transform:
 
     @property
     def inv(self) -> "Transform":
-        return _Inverse(self)
+        # (one inverse per transform, as PyTorch's, held weakly: it holds the transform)
+        ref = self.__dict__.get("_inv_ref")
+        inv = ref() if ref is not None else None
+        if inv is None:
+            inv = _Inverse(self)
+            self._inv_ref = weakref.ref(inv)
+        return inv
+
+    def with_cache(self, cache_size: int = 1) -> "Transform":
+        """This transform keeping `cache_size` (0 or 1) pairs: itself if it already does,
+        else a copy with an empty cache."""
+        if self._cache_size == cache_size:
+            return self
+        if cache_size not in (0, 1):
+            raise ValueError(f"{type(self).__name__}: cache_size must be 0 or 1, got {cache_size!r}")
+        new = copy.copy(self)
+        new._cache_size, new._cached = cache_size, None
+        new.__dict__.pop("_inv_ref", None)   # (the copy gets an inverse of its own)
+        return new
 
     def __call__(self, x):
         return self._cached_map(x, 0, self._call)
@@ -85,13 +105,17 @@ class Transform:
 
 class _Inverse(Transform):
     def __init__(self, transform: Transform) -> None:
-        super().__init__()
+        super().__init__(transform._cache_size)
         self._inv = transform
         self.domain, self.codomain = transform.codomain, transform.domain
 
     @property
     def inv(self) -> Transform:
         return self._inv
+
+    def with_cache(self, cache_size: int = 1) -> Transform:
+        # (the pairs live in the transform inverted: its cache is this one's)
+        return self if self._inv._cache_size == cache_size else self._inv.with_cache(cache_size).inv
 
     def __call__(self, x):
         return self._inv._inv_call(x)
