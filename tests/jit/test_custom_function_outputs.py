@@ -115,3 +115,28 @@ def test_a_tensor_inside_a_list_argument_runs_eagerly_with_torchs_gradients():
         y.sum().backward()
         got.append((y.tolist(), x.grad, w.grad.tolist()))
     assert got[1] == got[0]
+
+
+def test_needs_input_grad_in_a_compiled_function_is_eagers():
+    def make(m, seen):
+        class F(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y, k):
+                seen.add(("forward", ctx.needs_input_grad))
+                ctx.save_for_backward(x, y)
+                return x * y * k
+
+            @staticmethod
+            def backward(ctx, g):
+                seen.add(("backward", ctx.needs_input_grad))
+                x, y = ctx.saved_tensors
+                return g * y * 2, g * x * 3, None
+        return lambda a, b: F.apply(a * 2, b.detach() + 1, 3.0) + F.apply(a, b, 1.0)
+    got = []
+    for m in (torch, tj):
+        seen = set()
+        f = make(m, seen)
+        a, b = m.tensor([1.0, 2.0], requires_grad=True), m.tensor([3.0, 4.0])
+        (tj.compile(f, fullgraph=True) if m is tj else f)(a, b).sum().backward()
+        got.append((seen, a.grad.tolist()))
+    assert got[1] == got[0]

@@ -167,7 +167,7 @@ def _custom_vjp(ctx, e, gs):
     for pos, value in e.params["static_args"]:
         args.insert(pos, value)
     with ctx:
-        fctx = FunctionCtx(tuple(True for _ in args))
+        fctx = FunctionCtx(e.params.get("needs_input_grad") or tuple(True for _ in args))
         cls._forward(fctx, *args)  # recomputes what forward saved, inside the backward program
         # (None where no gradient reached an output, if forward called set_materialize_grads(False))
         cts = [g if g is not None or not fctx.materialize_grads else ops.zeros(o.aval.shape, dtype=o.aval.dtype)

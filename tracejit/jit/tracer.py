@@ -449,7 +449,11 @@ class TraceContext(StateWrites):
                 aval = a._var.aval if isinstance(a, Tracer) else Aval(a._data.shape, a.dtype, a.device)
                 full[i] = sub.new_input(aval, requires_grad=a.requires_grad)
                 ins.append(full[i]._var)
-            fctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+            # (as eagerly: whether each argument requires grad as user code sees it)
+            needs = tuple(isinstance(a, Tensor) and a.dtype.is_floating_point and (
+                a._requires_grad or self._reaches_grad([a._var], grad_mode=False) if isinstance(a, Tracer)
+                else a.requires_grad) for a in args)
+            fctx = FunctionCtx(needs)
             out = cls._forward(fctx, *full)
         outs = out if isinstance(out, tuple) else (out,)
         # Plain outputs (a count, a flag) are constants of the capture, as PyTorch passes
@@ -463,7 +467,7 @@ class TraceContext(StateWrites):
                     tuple(sub.atom(o) for o in touts), f"{cls.__name__}.forward")
         res = self.emit_multi(CUSTOM_FUNCTION, [self.atom(args[i]) for i in tensor_pos] + list(sub.captured_outer),
                               {"fn_cls": cls, "static_args": static, "n_args": len(tensor_pos), "forward": fwd,
-                               "static_outs": static_outs},
+                               "static_outs": static_outs, "needs_input_grad": needs},
                               [a.aval for a in fwd.outputs])
         res = list(res)
         for j, o in enumerate(touts):   # (ctx.mark_non_differentiable: no gradient flows from it)
