@@ -54,6 +54,20 @@ def test_aliases_match_torch():
     assert tj.short is tj.int16 and tj.GradScaler is tj.amp.GradScaler
 
 
+@pytest.mark.parametrize("args", [(), (-1,), (4,), (2, True)])
+def test_embedding_takes_weight_first(args):
+    w = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    idx = np.array([[1, 2, 4, 4]])
+    tw, jw = torch.tensor(w, requires_grad=True), tj.tensor(w, requires_grad=True)
+    want, got = torch.embedding(tw, torch.tensor(idx), *args), tj.embedding(jw, tj.tensor(idx), *args)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    (want * torch.arange(3.0)).sum().backward()
+    (got * tj.arange(3.0)).sum().backward()
+    np.testing.assert_allclose(jw.grad.numpy(), tw.grad.numpy())   # (padding and frequency scaling)
+    with pytest.raises(TypeError, match="takes \\(weight, indices\\)"):
+        tj.embedding(tj.tensor(idx), jw)
+
+
 def test_autocast_queries():
     assert tj.is_autocast_enabled() is torch.is_autocast_enabled() is False
     assert tj.get_autocast_gpu_dtype() is tj.float16

@@ -1,5 +1,5 @@
 """``torch.*`` names of older and library code that need no op of their own: ``range``,
-``asarray``, ``frombuffer``, ``adjoint``, ``split_with_sizes``, the torch namespace's
+``asarray``, ``frombuffer``, ``adjoint``, ``embedding`` (weight first), ``split_with_sizes``, the torch namespace's
 autocast queries, the symbolic-size helpers (``sym_int``, ``SymInt``) and
 ``OutOfMemoryError``."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .errors import OutOfMemoryError  # noqa: F401
 from .shapes import Sym
 from .tensor import Tensor
 
-__all__ = ["range", "asarray", "frombuffer", "adjoint", "split_with_sizes", "unsafe_chunk", "unsafe_split",
+__all__ = ["range", "asarray", "frombuffer", "adjoint", "embedding", "split_with_sizes", "unsafe_chunk", "unsafe_split",
            "constant_pad_nd", "is_neg", "is_inference", "is_storage", "is_autocast_enabled", "is_autocast_cpu_enabled",
            "get_autocast_dtype", "get_autocast_cpu_dtype", "get_autocast_gpu_dtype", "OutOfMemoryError",
            "SymInt", "SymFloat", "SymBool", "sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_ite",
@@ -77,6 +77,19 @@ def frombuffer(buffer, *, dtype, count: int = -1, offset: int = 0, requires_grad
 
 def adjoint(input):
     return input.adjoint()
+
+
+def embedding(weight, indices, padding_idx: int = -1, scale_grad_by_freq: bool = False,
+              sparse: bool = False):
+    """``torch.embedding``: the rows of `weight` at `indices`, weight first (the reverse of
+    ``nn.functional.embedding``). As in ATen, a negative `padding_idx` means no padding row
+    (``nn.functional.embedding`` wraps negative values before it gets here)."""
+    if isinstance(weight, Tensor) and isinstance(indices, Tensor) and weight.dtype.is_integer \
+            and not indices.dtype.is_integer:
+        raise TypeError("embedding: torch.embedding takes (weight, indices); got integer weight and "
+                        f"{indices.dtype.name} indices (nn.functional.embedding takes (input, weight))")
+    pad = None if padding_idx is None or padding_idx < 0 else int(padding_idx)
+    return _ops.embedding(indices, weight, pad, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
 
 
 def split_with_sizes(input, split_sizes, dim: int = 0):
