@@ -386,10 +386,7 @@ def polar(abs: Tensor, angle: Tensor) -> Tensor:  # noqa: A002
 
 
 def angle(input: Tensor) -> Tensor:
-    if input.dtype.is_complex:
-        return bind(ANGLE, input)
-    # a real number's angle: pi for negatives, 0 otherwise
-    return cast(lt(input, 0), input.dtype if input.dtype.is_floating_point else _dt.get_default_dtype()) * np.pi
+    return bind(ANGLE if input.dtype.is_complex else ANGLE_REAL, input)
 
 
 def sgn(input: Tensor) -> Tensor:
@@ -402,7 +399,19 @@ def sgn(input: Tensor) -> Tensor:
 from ..autograd.grad_mode import _state as _grad_state  # noqa: E402
 from ..autograd.node import _record, shape_only  # noqa: E402
 from ..bf16 import to_float32  # noqa: E402
-from .elementwise import _zeros, cast, lt, sign, where  # noqa: E402
+from .elementwise import _unary, _zeros, cast, sign, where  # noqa: E402
+
+
+def _angle_real_impl(xp, a):
+    zero, pi = a.dtype.type(0), a.dtype.type(np.pi)
+    return xp.where(a < zero, pi, xp.where(a != a, a, zero))
+
+
+# A real number's angle: pi for negatives, NaN for NaN, 0 otherwise (-0.0 too, as PyTorch's,
+# where numpy's says pi); its gradient is zeros, so the result requires grad as PyTorch's.
+ANGLE_REAL = _unary("angle_real", _angle_real_impl, lambda g, out, a: (_zeros(g),),
+                    lambda e, a: f"({e.const(np.pi)} if {a} < {e.const(0)} else ({a} if {a} != {a} else {e.const(0)}))",
+                    save_in=False)
 
 # per primitive name: (the record autograd keeps, impl or None for the record's, rule or
 # None for the record's); built on the first complex call, once every ops module has
