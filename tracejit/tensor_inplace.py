@@ -271,12 +271,8 @@ class InPlaceMethods:
         return self.fill_(0)
 
     def fill_(self, value):
-        if isinstance(value, Tensor):   # (converted as a copy: 300 wraps into int8, as PyTorch)
-            if value.ndim:
-                raise ShapeError(f"fill_: value must be a 0-dim tensor or a number, got {value.ndim} dims")
-            value = _ops.cast(value, self.dtype).item()
-        new = _ops.full(self.shape, value, dtype=self.dtype, device=self.device)
-        return self._assign(self._overwrite(new), "fill_")
+        # (ops.fill routes self's old value and a tensor value through the graph itself)
+        return self._assign(_ops.fill(self, value), "fill_")
 
     def copy_(self, src, non_blocking: bool = False):
         if isinstance(src, Tensor) and (src._base is not None or self._base is not None or src._data is None):

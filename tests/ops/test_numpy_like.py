@@ -304,3 +304,29 @@ def test_integer_logspace_truncates_its_bounds_first():
         want = torch.logspace(start, end, steps, base=base, dtype=torch.int64)
         got = tj.logspace(start, end, steps, base=base, dtype=tj.int64)
         assert got.tolist() == want.tolist()
+
+
+_FILLS = {
+    "fill number": lambda L, x, v: L.fill(x * 2, 2.5),
+    "fill tensor": lambda L, x, v: L.fill(x * 2, v),
+    "fill_ tensor": lambda L, x, v: (x * 1).fill_(v),
+    "fill_ into a fresh tensor": lambda L, x, v: L.zeros(3).fill_(v) + x,
+    "zero_ then use": lambda L, x, v: (x * 1).zero_() + x * v,
+}
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("name", sorted(_FILLS))
+def test_fill_stays_in_the_graph_as_torch(name, compiled):
+    """A filled tensor requires grad where PyTorch's does: the input's old values get a zero
+    gradient and a tensor value the sum of the result's."""
+    f = _FILLS[name]
+    res = []
+    for L in (torch, tj):
+        x = L.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        v = L.tensor(2.5, requires_grad=True)
+        run = tj.compile(lambda x, v: f(tj, x, v)) if compiled and L is tj else (lambda x, v: f(L, x, v))
+        y = run(x, v)
+        (y * L.tensor([1.0, 2.0, 3.0])).sum().backward()
+        res.append((y.requires_grad, y.tolist(), x.grad.tolist(), None if v.grad is None else v.grad.item()))
+    assert res[1] == res[0]

@@ -19,7 +19,7 @@ from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, logical_
 from .indexing import index_put
 from .linalg import matmul
 from .reductions import norm as _norm, sum as _sum
-from .registry import Aval, bind, defprim, refuse_tracing
+from .registry import Aval, bind, defprim, refuse_tracing, trace_state
 from .rearrange import movedim
 from .shape import cat, expand, reshape
 
@@ -251,9 +251,26 @@ def mvlgamma(input, p: int):
 
 
 def fill(input, value):
-    """A new tensor of input's shape and dtype filled with value."""
-    from .creation import full_like
-    return full_like(input, value.item() if isinstance(value, Tensor) else value)
+    """A new tensor of input's shape and dtype filled with `value`, a number or a 0-d tensor
+    (converted as a copy: 300 wraps into int8, as PyTorch's). As PyTorch's, the result stays
+    in the graph: input's gradient is zeros, and a tensor value's the sum of the result's."""
+    from ..autograd.grad_mode import is_grad_enabled
+    from .creation import full, full_like
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise ShapeError(f"fill: value must be a 0-dim tensor or a number, got {value.ndim} dims")
+        value = cast(value, input.dtype)
+        graph = value.requires_grad or input.requires_grad
+    else:
+        graph = input.requires_grad
+    # (a trace keeps a tensor value in its graph rather than reading it, and routes a
+    # traced input as eagerly, so a compiled result requires grad where the eager one does)
+    if trace_state.tracer is None and not (graph and is_grad_enabled()):
+        return full_like(input, value.item() if isinstance(value, Tensor) else value)
+    if not isinstance(value, Tensor):
+        value = full((), value, dtype=input.dtype, device=input.device)
+    everywhere = full(input.shape, True, dtype=_dt.bool_, device=input.device)
+    return where(everywhere, value.to(input.device), input)
 
 
 def detach(input):
