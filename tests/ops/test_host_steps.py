@@ -317,3 +317,30 @@ def test_bfloat16_host_steps_see_values_not_storage_words(form):
     want = run(torch)
     assert run(tj) == want
     assert run(tj, tj.compile(lambda x: eval(form, {"L": tj, "x": x}))) == want
+
+
+_NO_DERIVATIVE = {
+    "unique": lambda L, x: L.unique(x),
+    "unique_dim": lambda L, x: L.unique(x.reshape(2, 3), dim=1, return_counts=True)[0],
+    "unique_consecutive": lambda L, x: L.unique_consecutive(x, return_inverse=True)[0],
+    "bincount": lambda L, x: L.bincount(L.tensor([0, 2, 2, 1, 0, 3]), weights=x),
+    "histogram": lambda L, x: L.histogram(x, 3)[0],
+    "histogram_edges": lambda L, x: L.histogram(x, 3)[1],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NO_DERIVATIVE))
+def test_results_of_an_input_that_requires_grad_have_no_derivative_as_torch(name):
+    """As PyTorch's, the values require grad and a backward through them raises (rather
+    than dropping that term's gradient); other paths to the input still differentiate."""
+    f = _NO_DERIVATIVE[name]
+    for L in (torch, tj):
+        x = L.tensor([3.0, 1.0, 1.0, -2.0, 3.0, 0.5], requires_grad=True)
+        y = f(L, x)
+        assert y.requires_grad and not y.is_leaf, L.__name__
+        with pytest.raises(RuntimeError, match="derivative for .* not implemented"):
+            (y.sum() + x.sum()).backward()
+        with L.no_grad():
+            assert not f(L, x).requires_grad
+        (x * 2).sum().backward()
+        assert x.grad.tolist() == [2.0] * 6

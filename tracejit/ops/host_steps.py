@@ -28,7 +28,7 @@ from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import trace_state
 
-__all__ = ["DataSize", "HOST_STEP", "host_step", "step_function", "size_bindings"]
+__all__ = ["DataSize", "HOST_STEP", "host_step", "step_function", "size_bindings", "without_derivative"]
 
 
 # The step functions by name: an equation holds the name, so the graph's text (the key of
@@ -98,6 +98,32 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
     out = tuple(tr.emit_multi(HOST_STEP, list(atoms), {"fn": key_name, "avals": avals, **kw}, avals))
     tr.host_steps[key] = (out, [t._var for t in out])
     return out
+
+
+def _no_derivative_vjp(g, out, values, *sources, op):
+    raise NotImplementedError(f"the derivative for '{op}' is not implemented (as in PyTorch); detach() its "
+                              f"inputs (or, for unique, gather from the input at its inverse indices)")
+
+
+NO_DERIVATIVE = defprim("no_derivative", lambda xp, values, *sources, op: values,
+                        lambda values, *sources, op: values, _no_derivative_vjp, kind="other",
+                        save=lambda rq: ())
+
+
+def without_derivative(values: Tensor, *sources, op: str) -> Tensor:
+    """`values` (a step's result of the tensors `sources`: ``unique``'s values) requiring
+    grad where one of them does, as PyTorch's, with a backward that raises as PyTorch's
+    (its derivative is not implemented): a loss reaching it fails rather than silently
+    dropping that term's gradient. Only eagerly: a compiled plan builds its backward with
+    its forward, and a capture that never differentiates the values must still run."""
+    if trace_state.tracer is not None:
+        return values
+    from ..autograd.grad_mode import is_grad_enabled
+    sources = [t for t in sources if isinstance(t, Tensor) and t.requires_grad]
+    if not sources or not is_grad_enabled():
+        return values
+    from .eager import bind
+    return bind(NO_DERIVATIVE, values, *sources, op=op)
 
 
 def _value_keys(tr, atoms) -> tuple:

@@ -16,6 +16,7 @@ from ..size import Size
 from ..tensor import Tensor
 from .creation import _STEPS, arange, complex_bound, count_arg, empty as _empty, tensor, zeros_like as _zeros_like
 from .elementwise import _binary, _int_result, cast, ge, gt, isnan, le, logical_or, lt, ne, sqrt, where
+from .host_steps import without_derivative
 from .indexing import index_put
 from .linalg import matmul
 from .reductions import norm as _norm, sum as _sum
@@ -159,8 +160,9 @@ def histogram(input, bins=100, *, range=None, weight=None, density: bool = False
     hist, out_edges = np.histogram(input.detach().numpy().reshape(-1), bins=edges, range=range,
                                    weights=None if w is None else w.reshape(-1), density=density)
     dt = input.dtype
-    return _Histogram(tensor(hist.astype(dt.np), device=input.device),
-                      tensor(out_edges.astype(dt.np), device=input.device))
+    hist, out_edges = (without_derivative(tensor(a.astype(dt.np), device=input.device), input, bins, weight,
+                                          op="histogram") for a in (hist, out_edges))
+    return _Histogram(hist, out_edges)
 
 
 def unravel_index(indices, shape) -> tuple:

@@ -26,7 +26,7 @@ from .reductions import (ValuesIndices as _ValuesIndices, _EVERY, _dim_keepdim, 
 from .shape import cat, narrow, reshape
 from .tensorfns import sort
 from .registry import refuse_tracing
-from .host_steps import host_step
+from .host_steps import host_step, without_derivative
 from .dtype_checks import takes
 from . import autocast as _autocast, eager as _eager
 
@@ -462,7 +462,8 @@ def _unique(fn, name, input, return_inverse, return_counts, dim):
     shape = ("n",) if d is None else tuple(input.shape[:d]) + ("n",) + tuple(input.shape[d + 1:])
     out = host_step(fn, [input], [shape, input.shape if d is None else (input.shape[d],), ("n",)],
                     [input.dtype, _dt.int64, _dt.int64], name, dim=d)
-    out = [out[0]] + [t for t, want in zip(out[1:], (return_inverse, return_counts)) if want]
+    out = [without_derivative(out[0], input, op=name)] + [t for t, want in zip(out[1:], (return_inverse, return_counts))
+                                                         if want]
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -489,7 +490,8 @@ def bincount(input, weights=None, minlength: int = 0):
         raise ValueError("bincount: expected a 1-D tensor of non-negative integers")
     args = [input] if weights is None else [input, weights]
     dt = _dt.int64 if weights is None else weights.dtype if weights.dtype.is_floating_point else _dt.float64
-    return host_step(_bincount_arrays, args, [("n",)], [dt], "bincount", minlength=as_dim(minlength))[0]
+    out = host_step(_bincount_arrays, args, [("n",)], [dt], "bincount", minlength=as_dim(minlength))[0]
+    return without_derivative(out, weights, op="bincount")
 
 
 def _histc_array(xp, a, *, bins, lo, hi):
