@@ -196,3 +196,35 @@ def test_hooks_with_kwargs_compiled():
                                 with_kwargs=True)
     f = tj.compile(m)
     assert f(tj.ones(2), scale=3.0).tolist() == [6.0, 6.0]
+
+
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_always_call_hooks_run_when_forward_raises(lib):
+    class Failing(lib.nn.Module):
+        def forward(self, x, scale=1.0):
+            raise ValueError("no forward")
+    m, seen = Failing(), []
+    m.register_forward_hook(lambda mod, args, out: seen.append(("plain", out)))
+    m.register_forward_hook(lambda mod, args, out: seen.append(("always", len(args), out)), always_call=True)
+    m.register_forward_hook(lambda mod, args, kwargs, out: seen.append(("kw", kwargs, out)), always_call=True,
+                            with_kwargs=True)
+
+    def failing_hook(mod, args, out):
+        raise KeyError("hook")
+    m.register_forward_hook(failing_hook, always_call=True)
+    with pytest.warns(UserWarning, match="always_call=True.*silenced"), pytest.raises(ValueError, match="no forward"):
+        m(lib.ones(1), scale=2.0)
+    assert seen == [("always", 1, None), ("kw", {"scale": 2.0}, None)]
+
+
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_an_always_call_hook_that_ran_is_not_run_again(lib):
+    m, seen = lib.nn.Identity(), []
+    m.register_forward_hook(lambda mod, args, out: seen.append("always"), always_call=True)
+
+    def failing_hook(mod, args, out):
+        raise KeyError("hook")
+    m.register_forward_hook(failing_hook)
+    with pytest.raises(KeyError):
+        m(lib.ones(1))
+    assert seen == ["always"]

@@ -19,7 +19,7 @@ from ..errors import explain_module_error
 from ..formats import check_memory_format
 from ..ops.eager import refuse_effect, trace_state as _trace_state
 from ..tensor import Tensor
-from .module_hooks import BackwardHooks, hook_inputs, hook_outputs
+from .module_hooks import BackwardHooks, hook_inputs, hook_outputs, run_always_called
 from .module_state import StateDict
 from .parameter import Buffer, Parameter
 
@@ -168,44 +168,51 @@ class Module(BackwardHooks, StateDict):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        if self._forward_pre_hooks:
-            for hid, hook in list(self._forward_pre_hooks.items()):
-                if _trace_state.tracer is not None:
-                    _capture_effects().watch_function(hook)
-                if hid in self._forward_pre_hooks_with_kwargs:
-                    res = hook(self, args, kwargs)
-                    if res is not None:
-                        args, kwargs = _hook_args_kwargs(res, hook)
-                        continue
-                else:
-                    res = hook(self, args)
-                if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
-                elif _trace_state.tracer is not None:   # run for its effect: not in a graph
-                    _capture_effects().hook(self, hook, "pre-hook")
-        call = None
-        if self._backward_hooks or self._backward_pre_hooks:
-            call, args = hook_inputs(self, args)
-        if args and _trace_state.tracer is not None and getattr(type(args[0]), "numpy_stand_in", False) \
-                and type(self).__module__.startswith("tracejit."):
-            # a numpy array argument given to a built-in layer: eagerly its TypeError
-            raise args[0]._numpy(f"{type(self).__name__}'s input")
+        ran = 0   # forward hooks called (an always_call hook runs once, even if forward raises)
         try:
-            out = self.forward(*args, **kwargs)
-        except Exception as exc:
-            explain_module_error(self, args, exc)
+            if self._forward_pre_hooks:
+                for hid, hook in list(self._forward_pre_hooks.items()):
+                    if _trace_state.tracer is not None:
+                        _capture_effects().watch_function(hook)
+                    if hid in self._forward_pre_hooks_with_kwargs:
+                        res = hook(self, args, kwargs)
+                        if res is not None:
+                            args, kwargs = _hook_args_kwargs(res, hook)
+                            continue
+                    else:
+                        res = hook(self, args)
+                    if res is not None:
+                        args = res if isinstance(res, tuple) else (res,)
+                    elif _trace_state.tracer is not None:   # run for its effect: not in a graph
+                        _capture_effects().hook(self, hook, "pre-hook")
+            call = None
+            if self._backward_hooks or self._backward_pre_hooks:
+                call, args = hook_inputs(self, args)
+            if args and _trace_state.tracer is not None and getattr(type(args[0]), "numpy_stand_in", False) \
+                    and type(self).__module__.startswith("tracejit."):
+                # a numpy array argument given to a built-in layer: eagerly its TypeError
+                raise args[0]._numpy(f"{type(self).__name__}'s input")
+            try:
+                out = self.forward(*args, **kwargs)
+            except Exception as exc:
+                explain_module_error(self, args, exc)
+                raise
+            if self._forward_hooks:
+                for hid, hook in list(self._forward_hooks.items()):
+                    ran += 1
+                    if _trace_state.tracer is not None:
+                        _capture_effects().watch_function(hook)
+                    res = (hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs
+                           else hook(self, args, out))
+                    if res is not None:
+                        out = res
+                    elif _trace_state.tracer is not None:
+                        _capture_effects().hook(self, hook, "hook")
+            return out if call is None else hook_outputs(call, out)
+        except Exception:
+            if self._forward_hooks_always_called:
+                run_always_called(self, args, kwargs, ran)
             raise
-        if self._forward_hooks:
-            for hid, hook in list(self._forward_hooks.items()):
-                if _trace_state.tracer is not None:
-                    _capture_effects().watch_function(hook)
-                res = (hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs
-                       else hook(self, args, out))
-                if res is not None:
-                    out = res
-                elif _trace_state.tracer is not None:
-                    _capture_effects().hook(self, hook, "hook")
-        return out if call is None else hook_outputs(call, out)
 
     # Module.compile: installed by jit/compiled_module.py (the compiler is built on this module)
 
@@ -531,8 +538,11 @@ class Module(BackwardHooks, StateDict):
                               always_call: bool = False) -> RemovableHandle:
         """hook(module, args, output) -> new output or None, run after ``forward``;
         hook(module, args, kwargs, output) ``with_kwargs``; first of all with ``prepend``.
-        (``always_call`` is accepted: the hooks run after a forward that returned.)"""
-        return _add_hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs)
+        ``always_call``: also when forward (or a hook before it) raises, with output None."""
+        h = _add_hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs)
+        if always_call:
+            self.__dict__.setdefault("_forward_hooks_always_called", set()).add(h.id)
+        return h
 
     def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:
         """hook(module, args) -> new args or None, run before ``forward``; ``with_kwargs``,

@@ -1,4 +1,5 @@
-"""Module backward hooks: ``register_full_backward_hook`` and ``register_full_backward_pre_hook``.
+"""Module backward hooks (``register_full_backward_hook``, ``register_full_backward_pre_hook``),
+and the forward hooks registered with ``always_call`` run when forward raises.
 
 A module with such hooks passes its tensor inputs and outputs through two identity
 functions on the autograd graph. The outputs' identity sees the gradients of all outputs
@@ -19,7 +20,7 @@ from ..errors import TraceError
 from ..ops.eager import trace_state as _trace_state
 from ..tensor import Tensor
 
-__all__ = ["BackwardHooks", "EMPTY_HOOKS", "hook_inputs", "hook_outputs"]
+__all__ = ["BackwardHooks", "EMPTY_HOOKS", "hook_inputs", "hook_outputs", "run_always_called"]
 
 # The class-level tables of a module without backward hooks: falsy, shared, read-only.
 EMPTY_HOOKS = MappingProxyType({})
@@ -119,11 +120,32 @@ def hook_outputs(call: _Call, out):
     return wrapped[0] if single else type(out)(wrapped)
 
 
+def run_always_called(module, args: tuple, kwargs: dict, ran: int) -> None:
+    """After `module`'s call raised: its ``always_call`` forward hooks that had not run yet,
+    with output None, as PyTorch's. An error of one of them is only warned about: the
+    call's own error is the one raised."""
+    import warnings
+    out = None
+    for hid, hook in list(module._forward_hooks.items())[ran:]:
+        if hid not in module._forward_hooks_always_called:
+            continue
+        try:
+            res = (hook(module, args, kwargs, out) if hid in module._forward_hooks_with_kwargs
+                   else hook(module, args, out))
+        except Exception as e:
+            warnings.warn("module forward hook with ``always_call=True`` raised an exception that was silenced "
+                          f"as another error was raised in forward: {e}", stacklevel=3)
+            continue
+        if res is not None:
+            out = res
+
+
 class BackwardHooks:
     """The registration methods `Module` inherits."""
 
     _backward_hooks = EMPTY_HOOKS
     _backward_pre_hooks = EMPTY_HOOKS
+    _forward_hooks_always_called = frozenset()   # (ids of forward hooks registered with always_call)
 
     def _hook_table(self, name: str) -> OrderedDict:
         table = self.__dict__.get(name)
