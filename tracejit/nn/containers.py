@@ -1,12 +1,13 @@
 """Containers: Sequential, ModuleList, ModuleDict, ParameterList."""
 from __future__ import annotations
 
+import itertools
 import operator
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Iterable, Iterator
 
-from .module import Module, state_epoch
+from .module import Module, _addindent, state_epoch
 from .parameter import Parameter
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList"]
@@ -99,6 +100,28 @@ class Sequential(_ModuleSequence):
         del self[key]
         return v
 
+    def __add__(self, other: "Sequential") -> "Sequential":
+        """A new Sequential of self's modules, then other's (the same module objects)."""
+        return Sequential().__iadd__(self).__iadd__(other)
+
+    def __iadd__(self, other: "Sequential") -> "Sequential":
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but {type(other)} is given.")
+        return self.extend(list(other))
+
+    def __mul__(self, other: int) -> "Sequential":
+        """A new Sequential of self's modules `other` times over (the same module objects)."""
+        return Sequential().__iadd__(self).__imul__(other)
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other: int) -> "Sequential":
+        if not isinstance(other, int) or isinstance(other, bool):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        return self.extend(list(self) * (other - 1))
+
     def insert(self, index: int, module: Module) -> "Sequential":
         if not isinstance(module, Module):
             raise TypeError(f"Sequential.insert: expected a Module, got {type(module).__name__}")
@@ -137,6 +160,27 @@ class ModuleList(_ModuleSequence):
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)
+
+    def __add__(self, other: Iterable[Module]) -> "ModuleList":
+        """A new ModuleList of self's modules, then other's (the same module objects)."""
+        return ModuleList(list(self) + list(other))
+
+    def pop(self, key):
+        """Remove the module (or slice of modules, as a ModuleList) at `key` and return it."""
+        v = self[key]
+        del self[key]
+        return v
+
+    def __repr__(self) -> str:
+        """Runs of modules with the same repr on one line each, as PyTorch's:
+        ``(0-2): 3 x Linear(...)``."""
+        lines, i = [], 0
+        for text, run in itertools.groupby(repr(m) for m in self):
+            n = len(list(run))
+            key = f"({i}): " if n == 1 else f"({i}-{i + n - 1}): {n} x "
+            lines.append(_addindent(key + text, 2))
+            i += n
+        return self._get_name() + ("(\n  " + "\n  ".join(lines) + "\n)" if lines else "()")
 
     def insert(self, index: int, module: Module) -> None:
         if not isinstance(module, Module):  # checked first: nothing changes on a bad module
@@ -217,6 +261,8 @@ class ParameterList(_ModuleSequence):
             self.extend(values)
 
     def __getitem__(self, idx) -> Parameter:
+        if isinstance(idx, slice):
+            return type(self)(list(self)[idx])
         return self._parameters[str(_index(idx, len(self), "ParameterList"))]
 
     def __setitem__(self, idx, param: Parameter) -> None:
@@ -262,6 +308,37 @@ class ParameterDict(_DictContainer):
 
     def get(self, key, default=None):
         return self._parameters.get(key, default)
+
+    def setdefault(self, key: str, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def popitem(self) -> tuple:
+        """The (key, parameter) registered last, removed."""
+        key = next(reversed(self._parameters))
+        return key, self.pop(key)
+
+    def copy(self) -> "ParameterDict":
+        """A new ParameterDict of the same parameters (the same objects), in the same order."""
+        return ParameterDict(OrderedDict(self._parameters))
+
+    def __reversed__(self) -> Iterator[str]:
+        return reversed(list(self._parameters))
+
+    def __or__(self, other) -> "ParameterDict":
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def __ror__(self, other) -> "ParameterDict":
+        out = ParameterDict(other)
+        out.update(self)
+        return out
+
+    def __ior__(self, other) -> "ParameterDict":
+        self.update(other)
+        return self
 
     def extra_repr(self) -> str:
         return _params_repr(self._parameters.items())
