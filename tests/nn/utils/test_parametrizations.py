@@ -97,3 +97,53 @@ def test_register_parametrization_with_a_user_module_and_assignment():
         assert lin.weight is lin.weight
     with pytest.raises(ValueError, match="shape"):
         tj.nn.utils.parametrize.register_parametrization(lin, "bias", Symmetric())
+
+
+def _split_and_scaled_buffer(lib):
+    """A weight kept as two halves (right_inverse returns a pair), a scaled buffer."""
+    nn = lib.nn
+
+    class Halves(nn.Module):
+        def forward(self, a, b):
+            return a + b
+
+        def right_inverse(self, w):
+            return w * 0.25, w * 0.75
+
+    class Scale(nn.Module):
+        def forward(self, x):
+            return x * 2.0
+
+    m = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    m.load_state_dict({k: lib.tensor(np.arange(v.numel(), dtype=np.float32).reshape(tuple(v.shape)) / 7)
+                       if v.dtype is lib.float32 else v for k, v in m.state_dict().items()})
+    nn.utils.parametrize.register_parametrization(m[0], "weight", Halves())
+    nn.utils.parametrize.register_parametrization(m[1], "running_mean", Scale())
+    return m
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_several_originals_and_a_parametrized_buffer_as_pytorch(compiled):
+    ref, m = _split_and_scaled_buffer(torch), _split_and_scaled_buffer(tj)
+    names = [[n for n, _ in mod.named_parameters()] for mod in (ref, m)]
+    buffers = [[n for n, _ in mod.named_buffers()] for mod in (ref, m)]
+    assert names[1] == names[0] and buffers[1] == buffers[0]
+    assert "1.parametrizations.running_mean.original" in buffers[0]
+    assert list(m.state_dict()) == list(ref.state_dict())
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    ref.eval()
+    m.eval()
+    want = ref(torch.tensor(x))
+    got = (tj.compile(m) if compiled else m)(tj.tensor(x))
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    want.sum().backward()
+    got.sum().backward()
+    for part in ("original0", "original1"):
+        np.testing.assert_allclose(getattr(m[0].parametrizations.weight, part).grad.numpy(),
+                                   getattr(ref[0].parametrizations.weight, part).grad.numpy(), rtol=1e-5)
+    for lib, mod in ((torch, ref), (tj, m)):
+        lib.nn.utils.parametrize.remove_parametrizations(mod[1], "running_mean")
+        lib.nn.utils.parametrize.remove_parametrizations(mod[0], "weight")
+    assert [n for n, _ in m.named_buffers()] == [n for n, _ in ref.named_buffers()]
+    assert [n for n, _ in m.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    np.testing.assert_allclose(m[1].running_mean.numpy(), ref[1].running_mean.numpy())

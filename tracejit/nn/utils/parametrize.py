@@ -43,6 +43,7 @@ class ParametrizationList(ModuleList):
     def __init__(self, modules, original: Tensor, unsafe: bool = False) -> None:
         super().__init__(modules)
         self.unsafe = unsafe
+        shape, dtype = tuple(original.shape), original.dtype
         with no_grad():
             new = original
             for m in reversed(list(self)):
@@ -51,23 +52,28 @@ class ParametrizationList(ModuleList):
                         new = m.right_inverse(new)
                     except NotImplementedError:   # taken as the identity, as PyTorch does
                         pass
+        # (a parameter's originals are parameters, a buffer's buffers, as PyTorch's)
+        kept = isinstance(original, Parameter)
+        register = self.register_parameter if kept else self.register_buffer
         self.is_tensor = isinstance(new, Tensor)
         if self.is_tensor:
+            if new.dtype != dtype:
+                raise ValueError(f"register_parametrization: when right_inverse returns one tensor it may not "
+                                 f"change the dtype ({dtype} to {new.dtype})")
             if new is not original:
-                if tuple(new.shape) != tuple(original.shape) and not unsafe:
-                    raise ValueError(f"register_parametrization: right_inverse changed the shape "
-                                     f"from {tuple(original.shape)} to {tuple(new.shape)}")
-                original = Parameter(new.detach(), requires_grad=original.requires_grad) \
-                    if tuple(new.shape) != tuple(original.shape) else _assigned(original, new)
-            self.register_parameter("original", _as_param(original))
+                original = _assigned(original, new) if tuple(new.shape) == shape else _like(new, original)
+            register("original", original)
+            self.ntensors = 1
         else:
             if not isinstance(new, (tuple, list)) or not all(isinstance(t, Tensor) for t in new):
                 raise ValueError("register_parametrization: right_inverse must return a tensor or a "
                                  f"sequence of tensors, got {type(new).__name__}")
             self.ntensors = len(new)
             for i, t in enumerate(new):
-                self.register_parameter(f"original{i}",
-                                        Parameter(t.detach(), requires_grad=original.requires_grad))
+                register(f"original{i}", _like(t, original))
+        if not unsafe:
+            with no_grad():
+                _check_value(self(), shape, dtype, type(self[0]).__name__)
 
     def right_inverse(self, value: Tensor) -> None:
         """Set the original(s) so that the parametrized value becomes `value`."""
@@ -94,8 +100,19 @@ class ParametrizationList(ModuleList):
         return x
 
 
-def _as_param(t: Tensor) -> Parameter:
-    return t if isinstance(t, Parameter) else Parameter(t.detach(), requires_grad=t.requires_grad)
+def _like(t: Tensor, original: Tensor) -> Tensor:
+    """`t`'s values as what `original` is: a parameter, or a buffer (detached)."""
+    if isinstance(original, Parameter):
+        return Parameter(t.detach(), requires_grad=original.requires_grad)
+    return t.detach().requires_grad_(original.requires_grad)
+
+
+def _check_value(out, shape: tuple, dtype, name: str) -> None:
+    if not isinstance(out, Tensor) or tuple(out.shape) != shape or out.dtype != dtype:
+        got = (f"shape {tuple(out.shape)} and dtype {out.dtype}" if isinstance(out, Tensor)
+               else type(out).__name__)
+        raise ValueError(f"register_parametrization: {name} must return a tensor of the original's shape "
+                         f"{shape} and dtype {dtype}, got {got} (pass unsafe=True to allow otherwise)")
 
 
 def _assigned(original: Tensor, new: Tensor) -> Tensor:
@@ -139,21 +156,21 @@ def register_parametrization(module: Module, tensor_name: str, parametrization: 
     if not isinstance(parametrization, Module):
         raise TypeError(f"register_parametrization: the parametrization must be an nn.Module, got "
                         f"{type(parametrization).__name__}")
+    parametrization.train(module.training)
     if is_parametrized(module, tensor_name):
-        module.parametrizations[tensor_name].append(parametrization)
+        plist = module.parametrizations[tensor_name]
+        if not unsafe:
+            with no_grad():
+                current = getattr(module, tensor_name)
+                _check_value(parametrization(current), tuple(current.shape), current.dtype,
+                             type(parametrization).__name__)
+        plist.append(parametrization)
+        plist.unsafe |= unsafe
         return module
     original = getattr(module, tensor_name, None)
     if not isinstance(original, Tensor):
         raise ValueError(f"register_parametrization: module {type(module).__name__} has no parameter "
                          f"or buffer named {tensor_name!r}")
-    if not unsafe:
-        with no_grad():
-            out = parametrization(original)
-        if not isinstance(out, Tensor) or tuple(out.shape) != tuple(original.shape) \
-                or out.dtype != original.dtype:
-            raise ValueError(f"register_parametrization: {type(parametrization).__name__} must return "
-                             f"a tensor of the original's shape {tuple(original.shape)} and dtype "
-                             f"{original.dtype} (pass unsafe=True to allow otherwise)")
     plist = ParametrizationList([parametrization], original, unsafe=unsafe)
     delattr(module, tensor_name)
     if not is_parametrized(module):
@@ -172,21 +189,25 @@ def remove_parametrizations(module: Module, tensor_name: str, leave_parametrized
         raise ValueError(f"remove_parametrizations: module {type(module).__name__} has no "
                          f"parametrization on {tensor_name!r}")
     plist = module.parametrizations[tensor_name]
+    first = plist.original if plist.is_tensor else plist.original0
     if leave_parametrized:
         with no_grad():
             value = getattr(module, tensor_name)
         if plist.is_tensor and tuple(value.shape) == tuple(plist.original.shape):
-            param = _assigned(plist.original, value)
+            kept = _assigned(plist.original, value)
         else:
-            param = Parameter(value.detach(), requires_grad=True)
+            kept = _like(value, first)
     elif plist.is_tensor:
-        param = plist.original
+        kept = plist.original
     else:
         raise ValueError("remove_parametrizations: leave_parametrized=False needs a parametrization "
                          "with a single original tensor")
     delattr(type(module), tensor_name)
     del module.parametrizations[tensor_name]
-    module.register_parameter(tensor_name, _as_param(param))
+    if isinstance(first, Parameter):
+        module.register_parameter(tensor_name, kept)
+    else:
+        module.register_buffer(tensor_name, kept)
     if not is_parametrized(module):
         del module.parametrizations
         module.__class__ = type_before_parametrizations(module)
