@@ -93,6 +93,24 @@ def test_state_dict_keys_and_init():
         assert np.abs(a).max() <= 1 / np.sqrt(8) and a.std() > 0.1, k
 
 
+@pytest.mark.parametrize("lib", [torch, tj], ids=["torch", "tracejit"])
+def test_weight_lists_repr_and_one_layer_dropout_warning_as_pytorch(lib):
+    """``all_weights`` and ``_flat_weights_names`` (weight-drop wrappers read them) list each
+    layer and direction's parameters in PyTorch's order; the repr and the warning too."""
+    m = lib.nn.LSTM(2, 3, num_layers=2, bidirectional=True, proj_size=1, bias=False)
+    assert [[w is getattr(m, n) for w, n in zip(ws, names)] for ws, names in zip(m.all_weights, m._all_weights)] \
+        == [[True] * 3] * 4
+    assert m._flat_weights_names == ["weight_ih_l0", "weight_hh_l0", "weight_hr_l0",
+                                     "weight_ih_l0_reverse", "weight_hh_l0_reverse", "weight_hr_l0_reverse",
+                                     "weight_ih_l1", "weight_hh_l1", "weight_hr_l1",
+                                     "weight_ih_l1_reverse", "weight_hh_l1_reverse", "weight_hr_l1_reverse"]
+    assert [tuple(w.shape) for w in m._flat_weights[:3]] == [(12, 2), (12, 1), (1, 3)]
+    assert repr(m) == "LSTM(2, 3, proj_size=1, num_layers=2, bias=False, bidirectional=True)"
+    assert len(lib.nn.GRU(2, 3, bias=True).all_weights[0]) == 4
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1"):
+        lib.nn.GRU(2, 3, dropout=0.2)
+
+
 def test_flatten_parameters_keeps_the_layer_as_pytorchs():
     """Tacotron's encoder calls ``self.lstm.flatten_parameters()`` before each forward."""
     t = torch.nn.LSTM(3, 4, batch_first=True, bidirectional=True)

@@ -18,6 +18,7 @@ their initialisation U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)) and the gate o
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -132,6 +133,10 @@ class RNNBase(Module):
         if proj_size >= hidden_size:
             raise ValueError(f"{name}: proj_size has to be smaller than hidden_size, got proj_size="
                              f"{proj_size}, hidden_size={hidden_size}")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and "
+                          f"num_layers={num_layers}", UserWarning, stacklevel=3)
         self.mode = mode
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first = bias, batch_first
@@ -166,6 +171,27 @@ class RNNBase(Module):
 
     def flatten_parameters(self) -> None:
         """PyTorch's packs cuDNN's weight buffer; tracejit's weights need no packing."""
+
+    @property
+    def _all_weights(self) -> list:
+        """The parameter names of each layer and direction, in PyTorch's order."""
+        kinds = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if self.bias else ()) \
+            + (("weight_hr",) if self.proj_size else ())
+        return [[f"{k}_l{layer}{suffix}" for k in kinds]
+                for layer in range(self.num_layers) for suffix in self._suffixes()]
+
+    @property
+    def _flat_weights_names(self) -> list:
+        return [n for names in self._all_weights for n in names]
+
+    @property
+    def _flat_weights(self) -> list:
+        return [getattr(self, n) for n in self._flat_weights_names]
+
+    @property
+    def all_weights(self) -> list:
+        """Each layer and direction's parameters (weight_ih, weight_hh, biases, weight_hr)."""
+        return [[getattr(self, n) for n in names] for names in self._all_weights]
 
     def _weights(self, layer: int, suffix: str) -> tuple:
         get = lambda kind: getattr(self, f"{kind}_l{layer}{suffix}", None)  # noqa: E731
@@ -290,6 +316,8 @@ class RNNBase(Module):
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if not self.bias:
@@ -300,8 +328,6 @@ class RNNBase(Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
-        if self.proj_size:
-            s += f", proj_size={self.proj_size}"
         return s
 
 
