@@ -95,3 +95,28 @@ def test_a_last_offset_past_the_indices_is_refused_as_pytorch(mode):
         with pytest.raises(RuntimeError, match="offsets"):
             lib.nn.functional.embedding_bag(lib.tensor([1, 2, 3]), lib.tensor(W), lib.tensor([0, 1, 4]),
                                             mode=mode, include_last_offset=True)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_last_offset_before_the_end_ends_the_last_sum_as_pytorch(weighted, compiled):
+    """CSR bags (``include_last_offset``) whose last offset stops short of the indices: a
+    sum's last bag ends there, as PyTorch's (DLRM's weighted sums); the rest get no gradient."""
+    torch = pytest.importorskip("torch")
+    w = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
+    ids, offsets = [1, 2, 4, 5, 4, 3, 2, 0], [0, 2, 2, 5]
+    res = []
+    for L in (torch, tj):
+        wt = L.tensor(w, requires_grad=True)
+        psw = (L.arange(8.0) / 8).requires_grad_()
+
+        def f(wt, psw):
+            return L.nn.functional.embedding_bag(L.tensor(ids), wt, L.tensor(offsets), mode="sum",
+                                                 include_last_offset=True,
+                                                 per_sample_weights=psw if weighted else None)
+        y = (tj.compile(f) if compiled and L is tj else f)(wt, psw)
+        (y * y).sum().backward()
+        res.append([y.detach().numpy(), wt.grad.numpy()] + ([psw.grad.numpy()] if weighted else []))
+    for got, want in zip(res[1], res[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert not res[1][1][0].any() and not res[1][1][3].any()   # (indices 3 and 0 come after the end)

@@ -26,9 +26,11 @@ from .shape import reshape
 __all__ = ["embedding_bag", "EMBEDDING_BAG", "EMBEDDING_BAG_BACKWARD"]
 
 
-def bag_runs(indices, offsets, include_last_offset: bool):
+def bag_runs(indices, offsets, include_last_offset: bool, mode: str, padding_idx=None):
     """(each bag's start, each bag's length, the indices read) of a 1-D index array cut
-    at `offsets`; the last bag runs to the end of the indices. Raises naming a bad offset."""
+    at `offsets`; the last bag runs to the end of the indices. With ``include_last_offset``
+    PyTorch's sums without padding_idx end it at the last offset instead (the indices after
+    it are not read), its other modes read to the end: as here. Raises naming a bad offset."""
     n = indices.shape[0]
     m = offsets.shape[0] - 1 if include_last_offset else offsets.shape[0]
     if include_last_offset and m >= 0 and int(offsets[m]) > n:
@@ -40,11 +42,12 @@ def bag_runs(indices, offsets, include_last_offset: bool):
     if starts[0] != 0:
         raise ValueError(f"embedding_bag: offsets[0] must be 0 (the first bag starts at the first "
                          f"index), got {int(starts[0])}")
-    lengths = np.diff(starts, append=n)
+    end = int(offsets[m]) if include_last_offset and mode == "sum" and padding_idx is None else n
+    lengths = np.diff(starts, append=end)
     if lengths.min() < 0:
         raise ValueError(f"embedding_bag: offsets must be non-decreasing and at most the number of "
                          f"indices ({n}), got {offsets.tolist()}")
-    return starts, lengths, indices
+    return starts, lengths, indices[:end]
 
 
 def _rows(weight, idx, psw, padding_idx, fill):
@@ -53,7 +56,7 @@ def _rows(weight, idx, psw, padding_idx, fill):
     _in_range_impl(np, idx, size=weight.shape[0], op="embedding_bag")
     rows = weight.take(idx, axis=0)
     if psw:
-        rows *= psw[0][:, None]
+        rows *= psw[0][:idx.shape[0], None]
     keep = None
     if padding_idx is not None:
         keep = idx != padding_idx
@@ -101,7 +104,7 @@ def add_rows_np(out, idx, rows):
 def bag_forward(weight, indices, offsets, *psw, mode, padding_idx, include_last_offset, add=None):
     """The forward's values; sums by `add` (`add_rows_np`'s contract) where given, else
     by numpy's reduceat (the faster numpy call)."""
-    starts, lengths, idx = bag_runs(indices, offsets, include_last_offset)
+    starts, lengths, idx = bag_runs(indices, offsets, include_last_offset, mode, padding_idx)
     m = starts.shape[0]
     rows, keep = _rows(weight, idx, psw, padding_idx, -np.inf if mode == "max" else 0)
     if add is None or mode == "max":
@@ -159,20 +162,21 @@ def _first_max(weight, idx, starts, lengths, padding_idx):
 def _weight_rows(g, weight, indices, offsets, *psw, mode, padding_idx, include_last_offset, wrt="weight"):
     """(indices read, the rows of gradient they add) of a sum or mean's weight gradient, or
     the per-sample weights' gradient (wrt="per_sample_weights")."""
-    starts, lengths, idx = bag_runs(indices, offsets, include_last_offset)
+    starts, lengths, idx = bag_runs(indices, offsets, include_last_offset, mode, padding_idx)
     _in_range_impl(np, idx, size=weight.shape[0], op="embedding_bag")
     if mode == "mean":
         keep = None if padding_idx is None else idx != padding_idx
         g = g / np.maximum(_sizes(lengths, keep, starts), 1).astype(g.dtype)[:, None]
     bag = np.repeat(np.arange(starts.shape[0]), lengths)
-    if wrt == "per_sample_weights":
-        rows = np.einsum("ij,ij->i", g.take(bag, axis=0), weight.take(idx, axis=0))
+    if wrt == "per_sample_weights":   # (zeros for the indices after the last bag)
+        rows = np.zeros(indices.shape[0], g.dtype)
+        rows[:idx.shape[0]] = np.einsum("ij,ij->i", g.take(bag, axis=0), weight.take(idx, axis=0))
     else:
         rows = g.take(bag, axis=0)
         if psw:
-            rows *= psw[0][:, None]
+            rows *= psw[0][:idx.shape[0], None]
     if padding_idx is not None:
-        rows[idx == padding_idx] = 0
+        rows[:idx.shape[0]][idx == padding_idx] = 0
     return idx, rows
 
 
@@ -182,7 +186,7 @@ def bag_backward(g, weight, indices, offsets, *psw, wrt, add=add_rows_np, **p):
     if p["mode"] != "max":
         idx, rows = _weight_rows(g, weight, indices, offsets, *psw, wrt=wrt, **p)
         return rows if wrt == "per_sample_weights" else add(np.zeros((v, d), g.dtype), idx, rows)
-    starts, lengths, idx = bag_runs(indices, offsets, p["include_last_offset"])
+    starts, lengths, idx = bag_runs(indices, offsets, p["include_last_offset"], "max")
     pos = _first_max(weight, idx, starts, lengths, p["padding_idx"])
     ok = pos >= 0
     flat = idx[pos[ok]] * d + np.nonzero(ok)[1]
