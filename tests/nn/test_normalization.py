@@ -214,3 +214,27 @@ def test_group_norm_of_one_value_per_group_is_refused_as_torch(shape, groups):
             F.group_norm(tj.ones(shape), groups)
     else:
         np.testing.assert_array_equal(F.group_norm(tj.ones(shape), groups).numpy(), np.zeros(shape))
+
+
+@pytest.mark.parametrize("version", [None, 1, 2])
+def test_an_old_checkpoint_without_num_batches_tracked_loads_as_pytorch(version):
+    """Version 2 of the batch norms added num_batches_tracked: a checkpoint of version 1, or
+    a plain dict, without it loads strictly (the layer keeps its count); version 2 misses it."""
+    from collections import OrderedDict
+    torch = pytest.importorskip("torch")
+    res = []
+    for L in (torch, tj):
+        m = L.nn.Sequential(L.nn.BatchNorm1d(2))
+        m[0].num_batches_tracked += 3
+        sd = OrderedDict((k, v) for k, v in m.state_dict().items() if not k.endswith("num_batches_tracked"))
+        if version is not None:
+            sd._metadata = OrderedDict([("", {"version": 1}), ("0", {"version": version})])
+        try:
+            missing = list(m.load_state_dict(sd, strict=False).missing_keys)
+            m.load_state_dict(sd)
+        except RuntimeError as e:
+            res.append((missing, "missing" if "Missing key(s)" in str(e) else str(e)))
+        else:
+            res.append((missing, int(m[0].num_batches_tracked), list(sd)))
+        res[-1] += (dict(m.state_dict()._metadata),)
+    assert res[1] == res[0]

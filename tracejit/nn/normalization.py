@@ -21,6 +21,7 @@ class _NormBase(Module):
     """Holds weight/bias (affine) and running statistics (track_running_stats)."""
 
     _ranks: tuple = ()
+    _version = 2   # (version 2 added num_batches_tracked; state_dict metadata records it)
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True, device=None, dtype=None, *,
@@ -51,6 +52,17 @@ class _NormBase(Module):
     def reset_parameters(self) -> None:
         self.reset_running_stats()
         _reset_affine(self)
+
+    def _load_from_state_dict(self, state_dict, prefix: str, local_metadata: dict, strict: bool,
+                              missing_keys: list, unexpected_keys: list, error_msgs: list) -> None:
+        # A checkpoint older than version 2 (or one without metadata, a plain dict) may have
+        # no num_batches_tracked: the layer keeps its own, as PyTorch's does.
+        version = local_metadata.get("version")
+        key = prefix + "num_batches_tracked"
+        if (version is None or version < 2) and self.track_running_stats and key not in state_dict:
+            state_dict[key] = self.num_batches_tracked
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
 
     def _check_input(self, input) -> None:
         name = type(self).__name__
