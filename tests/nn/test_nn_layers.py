@@ -285,3 +285,16 @@ def test_layer_sizes_may_be_numpy_integers():
         tj.nn.EmbeddingBag(7.0, 3)
     with pytest.raises(ValueError, match="embedding_dim must be a positive int, got True"):
         tj.nn.Embedding(7, True)
+
+
+def test_embedding_reprs_show_their_options_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for L in (torch, tj):
+        made = [L.nn.Embedding(3, 2, padding_idx=1, max_norm=1.0, norm_type=1.0, scale_grad_by_freq=True,
+                               sparse=True),
+                L.nn.Embedding(3, 2),
+                L.nn.EmbeddingBag(6, 3, max_norm=2.0, scale_grad_by_freq=True, mode="max", padding_idx=1),
+                L.nn.EmbeddingBag(6, 3, mode="sum")]
+        if L is torch:
+            want = [repr(m) for m in made]
+    assert [repr(m) for m in made] == want

@@ -252,11 +252,20 @@ class Embedding(Module):
         return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq, self.sparse)
 
+    def _options_repr(self) -> str:
+        """The lookup options that differ from their defaults, as PyTorch's repr shows them."""
+        s = "" if self.max_norm is None else f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        return s
+
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
-        return s
+        return s + self._options_repr() + (", sparse=True" if self.sparse else "")
 
 
 class LayerNorm(Module):

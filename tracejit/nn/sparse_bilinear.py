@@ -56,7 +56,8 @@ class EmbeddingBag(Module):
         return bag
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}{Embedding._options_repr(self)}, mode={self.mode!r}"
+        return s if self.padding_idx is None else s + f", padding_idx={self.padding_idx}"
 
 
 class Bilinear(Module):
