@@ -228,3 +228,22 @@ def test_an_always_call_hook_that_ran_is_not_run_again(lib):
     with pytest.raises(KeyError):
         m(lib.ones(1))
     assert seen == ["always"]
+
+
+def test_grad_output_is_none_for_an_output_the_loss_does_not_use():
+    res = []
+    for L in (torch, tj):
+        class Two(L.nn.Module):
+            def forward(self, a, b):
+                return a * b, a + b
+        m, seen = Two(), []
+        m.register_full_backward_pre_hook(lambda mod, gout: seen.append(("pre", [g is None for g in gout])))
+        m.register_full_backward_hook(
+            lambda mod, gin, gout: seen.append(("full", [None if g is None else g.tolist() for g in gin],
+                                                [None if g is None else g.tolist() for g in gout])))
+        a = L.tensor([1.0, 2.0], requires_grad=True)
+        x, _ = m(a, L.tensor([3.0, 4.0]))
+        (x * 2).sum().backward()
+        res.append((seen, a.grad.tolist()))
+    assert res[1] == res[0]
+    assert res[0][0][0] == ("pre", [False, True])
