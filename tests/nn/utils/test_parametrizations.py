@@ -147,3 +147,19 @@ def test_several_originals_and_a_parametrized_buffer_as_pytorch(compiled):
     assert [n for n, _ in m.named_buffers()] == [n for n, _ in ref.named_buffers()]
     assert [n for n, _ in m.named_parameters()] == [n for n, _ in ref.named_parameters()]
     np.testing.assert_allclose(m[1].running_mean.numpy(), ref[1].running_mean.numpy())
+
+
+def test_a_hook_form_weight_norm_checkpoint_loads_into_the_parametrization():
+    """Vocoder checkpoints saved with nn.utils.weight_norm hold weight_g and weight_v; the
+    parametrization's load takes them as its originals, as PyTorch's."""
+    import copy
+    g = np.array([[[2.0]], [[3.0]]], np.float32)
+    v = (np.arange(6, dtype=np.float32) + 1).reshape(2, 3, 1)
+    res = []
+    for L in (torch, tj):
+        m = L.nn.Sequential(L.nn.utils.parametrizations.weight_norm(L.nn.Conv1d(3, 2, 1)))
+        r = m.load_state_dict({"0.weight_g": L.tensor(g), "0.weight_v": L.tensor(v), "0.bias": L.zeros(2)})
+        m = copy.deepcopy(m)
+        res.append((list(r.missing_keys), list(r.unexpected_keys), m[0].weight.detach().numpy()))
+    assert res[1][:2] == res[0][:2] == ([], [])
+    np.testing.assert_allclose(res[1][2], res[0][2], rtol=1e-6)

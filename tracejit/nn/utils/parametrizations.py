@@ -3,6 +3,8 @@ parametrizations (PyTorch's current forms; the older hook forms are in ``norms.p
 orthogonal matrices (``orthogonal``)."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ... import ops
@@ -40,8 +42,20 @@ class _WeightNorm(Module):
 
 def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
     """``weight = g * v / ||v||`` with the norm over every dim but `dim`; the magnitude and
-    direction are ``parametrizations.<name>.original0`` and ``original1``."""
-    return register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+    direction are ``parametrizations.<name>.original0`` and ``original1``. A checkpoint of
+    the hook form (``<name>_g``, ``<name>_v``) loads into them, as PyTorch's."""
+    register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+    module._register_load_state_dict_pre_hook(functools.partial(_hook_form_keys, name))
+    return module
+
+
+def _hook_form_keys(name: str, state_dict, prefix: str, *_) -> None:
+    """A load_state_dict pre-hook: the hook form's ``<name>_g``/``<name>_v`` entries renamed
+    to the parametrization's originals."""
+    g, v = f"{prefix}{name}_g", f"{prefix}{name}_v"
+    if g in state_dict and v in state_dict:
+        state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g)
+        state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v)
 
 
 def _matrix(weight: Tensor, dim: int) -> Tensor:
