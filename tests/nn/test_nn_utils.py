@@ -60,3 +60,15 @@ def test_consume_prefix_in_state_dict_if_present_as_torch():
     assert dicts[0] == dicts[1] == ([("b", 2), ("a.weight", 1), ("c", 3)], {"": {"v": 1}, "a": {"v": 2}})
     with pytest.raises(TypeError, match="prefix must be a str"):
         ours({}, None)
+
+
+def test_the_submodule_paths_of_nn_utils_import_as_pytorchs():
+    """``from torch.nn.utils.clip_grad import clip_grad_norm_`` and the like."""
+    import importlib
+    torch = pytest.importorskip("torch")
+    for sub in ("clip_grad", "convert_parameters", "init", "memory_format"):
+        want = importlib.import_module(f"torch.nn.utils.{sub}")
+        got = importlib.import_module(f"tracejit.nn.utils.{sub}")
+        names = [n for n in vars(want) if callable(getattr(want, n)) and not n.startswith("_")
+                 and getattr(getattr(want, n), "__module__", "").startswith("torch.nn.utils")]
+        assert names and all(getattr(got, n) is getattr(tj.nn.utils, n) for n in names), (sub, names)

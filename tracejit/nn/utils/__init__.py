@@ -118,3 +118,17 @@ __all__ += ["get_total_norm", "clip_grads_with_norm_", "rnn", "parametrize", "pa
 
 clip_grad_norm = clip_grad_norm_   # PyTorch's deprecated spelling
 __all__ += ["clip_grad_norm"]
+
+# The submodule paths PyTorch keeps these under (``from torch.nn.utils.clip_grad import
+# clip_grad_norm_``): modules of names only.
+from ..._path_modules import path_module as _path_module  # noqa: E402
+
+for _sub, _names in {"clip_grad": ("clip_grad_norm_", "clip_grad_norm", "clip_grad_value_", "get_total_norm",
+                                   "clip_grads_with_norm_"),
+                     "convert_parameters": ("parameters_to_vector", "vector_to_parameters"),
+                     "init": ("skip_init",),
+                     "memory_format": ("convert_conv2d_weight_memory_format", "convert_conv3d_weight_memory_format")
+                     }.items():
+    globals()[_sub] = _path_module(f"{__name__}.{_sub}", f"``torch.nn.utils.{_sub}``'s names",
+                                   {n: globals()[n] for n in _names})
+del _sub, _names
