@@ -195,3 +195,15 @@ def test_unpad_sequence_selects_as_pytorch(lengths):
     want = torch.nn.utils.rnn.unpad_sequence(torch.tensor(x.copy()), torch.tensor(lengths))
     got = tj.nn.utils.rnn.unpad_sequence(tj.tensor(x), tj.tensor(lengths))
     assert [g.tolist() for g in got] == [w.tolist() for w in want]
+
+
+def test_packed_sequence_casts_as_pytorch():
+    torch = pytest.importorskip("torch")
+    res = []
+    for L in (torch, tj):
+        p = L.nn.utils.rnn.pack_sequence([L.tensor([1.5, 2.0, 3.0]), L.tensor([4.0])], enforce_sorted=False)
+        res.append([(str(q.data.dtype).split(".")[-1], q.data.tolist(), q.batch_sizes.tolist(),
+                     q.unsorted_indices.tolist())
+                    for q in (p.half(), p.long(), p.int(), p.short(), p.char(), p.byte(), p.double(), p.pin_memory()
+                              if L is tj else p)])
+    assert res[1] == res[0]

@@ -56,6 +56,22 @@ class PackedSequence(NamedTuple):
     def is_pinned(self) -> bool:
         return False
 
+    def pin_memory(self) -> "PackedSequence":
+        return self._replace(data=self.data.pin_memory())
+
+
+def _cast_method(name: str):
+    def cast(self) -> PackedSequence:
+        return self._replace(data=getattr(self.data, name)())
+    cast.__name__ = cast.__qualname__ = name
+    cast.__doc__ = f"The packed data as ``data.{name}()``; the sizes and indices as they are."
+    return cast
+
+
+for _name in ("half", "long", "int", "short", "char", "byte"):
+    setattr(PackedSequence, _name, _cast_method(_name))
+del _name
+
 
 def invert_permutation(permutation):
     if permutation is None:
