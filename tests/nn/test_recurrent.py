@@ -325,3 +325,27 @@ def test_layers_run_under_autocast_in_pytorchs_dtypes(kind, bf16_input):
         ref, _ = t_mod(x_t.bfloat16() if bf16_input else x_t)
     assert str(ref.dtype) == "torch." + want.name
     np.testing.assert_allclose(out.float().detach().numpy(), ref.float().detach().numpy(), atol=0.03)
+
+
+def _checks(L):
+    """What a subclass of nn.LSTM / nn.GRU with its own forward calls."""
+    out = []
+    for m in (L.nn.LSTM(3, 4, 2, proj_size=2, bidirectional=True), L.nn.GRU(3, 4, batch_first=True)):
+        x = L.ones(5, 2, 3)
+        out.append((m.get_expected_hidden_size(x, None), m.get_expected_hidden_size(x, L.tensor([3, 1]))))
+        good = (L.ones(4, 2, 2), L.ones(4, 2, 4)) if isinstance(m, L.nn.LSTM) else L.ones(1, 5, 4)
+        bad = (L.ones(4, 2, 2), L.ones(2, 2, 4)) if isinstance(m, L.nn.LSTM) else L.ones(1, 2, 4)
+        out.append(m.check_forward_args(x, good, None))
+        for call in (lambda: m.check_forward_args(x, bad, None), lambda: m.check_input(x.double(), None),
+                     lambda: m.check_input(x, L.tensor([2, 1])), lambda: m.check_input(L.ones(5, 2, 2), None)):
+            with pytest.raises((RuntimeError, ValueError)) as err:
+                call()
+            out.append((err.type.__name__, str(err.value).replace("torch.", "").replace("tracejit.", "")))
+        hx = (L.arange(8.0).reshape(2, 2, 2),) * 2 if isinstance(m, L.nn.LSTM) else L.arange(8.0).reshape(2, 2, 2)
+        p = m.permute_hidden(hx, L.tensor([1, 0]))
+        out.append([t.tolist() for t in (p if isinstance(p, tuple) else (p,))])
+    return out
+
+
+def test_pytorchs_checking_helpers_for_subclass_forwards():
+    assert _checks(tj) == _checks(torch)

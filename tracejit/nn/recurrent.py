@@ -35,6 +35,7 @@ from ..ops.gru_layer import gru_cell, gru_layer_fm
 from ..ops.lstm_layer import lstm_layer_fm
 from ..ops.rnn_layer import rnn_cell, rnn_layer_fm
 from ..ops.step_slices import chunk_pieces
+from .recurrent_checks import RecurrentChecks
 from .recurrent_grad import gru_cell_step, lstm_cell_gates, lstm_cell_step
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
@@ -111,7 +112,7 @@ def _elman_mode(layer: str, nonlinearity: str) -> str:
 
 
 # ---------------------------------------------------------------- full-sequence layers
-class RNNBase(Module):
+class RNNBase(RecurrentChecks, Module):
     """Shared constructor, parameters and the layer/direction loop of RNN, LSTM and GRU."""
 
     def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
