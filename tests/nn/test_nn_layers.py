@@ -298,3 +298,15 @@ def test_embedding_reprs_show_their_options_as_pytorch():
         if L is torch:
             want = [repr(m) for m in made]
     assert [repr(m) for m in made] == want
+
+
+def test_embedding_subclasses_zero_the_padding_row_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for L in (torch, tj):
+        for cls in (L.nn.Embedding, L.nn.EmbeddingBag):
+            class Custom(cls):
+                def reset_parameters(self):
+                    L.nn.init.constant_(self.weight, 2.0)
+                    self._fill_padding_idx_with_zero()
+            m = Custom(4, 2, padding_idx=1)
+            assert m.weight.tolist() == [[2.0, 2.0], [0.0, 0.0], [2.0, 2.0], [2.0, 2.0]], (L.__name__, cls)

@@ -243,6 +243,10 @@ class Embedding(Module):
 
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
+        self._fill_padding_idx_with_zero()
+
+    def _fill_padding_idx_with_zero(self) -> None:
+        """Zero the padding row (PyTorch's name: subclasses' reset_parameters call it)."""
         if self.padding_idx is not None:
             from ..autograd.grad_mode import no_grad
             with no_grad():

@@ -39,6 +39,7 @@ class EmbeddingBag(Module):
             self.weight = Parameter(_weight)
 
     reset_parameters = Embedding.reset_parameters   # N(0, 1), the padding row zeroed
+    _fill_padding_idx_with_zero = Embedding._fill_padding_idx_with_zero
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
