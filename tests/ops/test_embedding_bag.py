@@ -120,3 +120,15 @@ def test_a_last_offset_before_the_end_ends_the_last_sum_as_pytorch(weighted, com
     for got, want in zip(res[1], res[0]):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert not res[1][1][0].any() and not res[1][1][3].any()   # (indices 3 and 0 come after the end)
+
+
+def test_the_old_argument_order_is_swapped_with_a_warning_as_pytorch():
+    torch = pytest.importorskip("torch")
+    w = np.random.default_rng(0).standard_normal((6, 3)).astype(np.float32)
+    res = []
+    for L in (torch, tj):
+        with pytest.warns(UserWarning, match="Argument order of nn.functional.embedding_bag was changed") as rec:
+            y = L.nn.functional.embedding_bag(L.tensor(w), L.tensor([1, 2, 4, 5]), L.tensor([0, 2]))
+        assert rec[0].filename == __file__
+        res.append(y.numpy())
+    np.testing.assert_allclose(res[1], res[0], rtol=1e-6)

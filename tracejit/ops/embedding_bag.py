@@ -13,9 +13,12 @@ gives zeros, as in PyTorch); maxima take the first row of the maximum (PyTorch's
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ..errors import ArgumentError, DTypeError, ShapeError
+from .. import dtypes as _dt
+from ..errors import ArgumentError, DTypeError, ShapeError, user_stacklevel
 from ..tensor import Tensor
 from .composite import renorm_rows
 from .creation import arange, tensor
@@ -224,6 +227,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
     ``sparse`` is accepted; gradients here are dense."""
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"embedding_bag: mode must be 'sum', 'mean' or 'max', got {mode!r}")
+    if isinstance(weight, Tensor) and weight.dtype is _dt.int64 and isinstance(input, Tensor) \
+            and input.dtype.is_floating_point:   # (the order before PyTorch 0.4: swapped, as PyTorch does)
+        warnings.warn("Argument order of nn.functional.embedding_bag was changed. Usage `embedding_bag(weight, "
+                      "input, ...)` is deprecated, and should now be `embedding_bag(input, weight, ...)`.",
+                      UserWarning, stacklevel=user_stacklevel())
+        input, weight = weight, input
     if isinstance(input, Tensor) and (input.dtype.is_floating_point or input.dtype.is_complex):
         raise DTypeError(f"embedding_bag: input must be an integer tensor of indices, got {input.dtype.name}")
     if per_sample_weights is not None and mode != "sum":
