@@ -132,3 +132,11 @@ def test_the_old_argument_order_is_swapped_with_a_warning_as_pytorch():
         assert rec[0].filename == __file__
         res.append(y.numpy())
     np.testing.assert_allclose(res[1], res[0], rtol=1e-6)
+
+
+def test_max_bags_refuse_frequency_scaling_as_pytorch():
+    torch = pytest.importorskip("torch")
+    for L in (torch, tj):
+        with pytest.raises(ValueError, match="max mode does not support scaling the gradient by the frequency"):
+            L.nn.functional.embedding_bag(L.tensor([1, 2]), L.ones(3, 2), L.tensor([0]), mode="max",
+                                          scale_grad_by_freq=True)

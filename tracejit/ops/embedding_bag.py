@@ -235,6 +235,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
         input, weight = weight, input
     if isinstance(input, Tensor) and (input.dtype.is_floating_point or input.dtype.is_complex):
         raise DTypeError(f"embedding_bag: input must be an integer tensor of indices, got {input.dtype.name}")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError("embedding_bag: max mode does not support scaling the gradient by the frequency")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError("embedding_bag: per_sample_weights is only supported with mode='sum'")
     if input.ndim == 2:
