@@ -247,3 +247,51 @@ def test_grad_output_is_none_for_an_output_the_loss_does_not_use():
         res.append((seen, a.grad.tolist()))
     assert res[1] == res[0]
     assert res[0][0][0] == ("pre", [False, True])
+
+
+def _global_hooks_run(L):
+    M = L.nn.modules.module
+    m = L.nn.Sequential(L.nn.Linear(2, 2), L.nn.ReLU(), L.nn.Linear(2, 1))
+    m.load_state_dict({"0.weight": L.tensor([[1.0, -1.0], [0.5, 2.0]]), "0.bias": L.zeros(2),
+                       "2.weight": L.tensor([[1.0, 3.0]]), "2.bias": L.ones(1)})
+    order, grads = [], []
+    m[0].register_forward_pre_hook(lambda mod, a: order.append("own pre"))
+    m[0].register_forward_hook(lambda mod, a, o: order.append("own post"))
+    handles = [
+        M.register_module_forward_pre_hook(lambda mod, a: order.append(("pre", type(mod).__name__))),
+        M.register_module_forward_hook(
+            lambda mod, a, kw, o: (order.append(("post", type(mod).__name__)),
+                                   o * 2 if isinstance(mod, L.nn.Linear) else None)[1], with_kwargs=True),
+        M.register_module_full_backward_pre_hook(lambda mod, go: grads.append(("pre", type(mod).__name__))),
+        M.register_module_full_backward_hook(lambda mod, gi, go: grads.append((type(mod).__name__, go[0].tolist())))]
+    x = L.tensor([[1.0, 2.0], [-1.0, 0.5]], requires_grad=True)
+    try:
+        y = m(x)
+        y.sum().backward()
+    finally:
+        for h in handles:
+            h.remove()
+    return y.tolist(), x.grad.tolist(), order, grads, m(x).tolist()
+
+
+def test_hooks_of_every_module_as_pytorch():
+    """torch.nn.modules.module.register_module_*: before each module's own, on every module,
+    gone once removed."""
+    assert _global_hooks_run(tj) == _global_hooks_run(torch)
+
+
+def test_a_compiled_module_follows_hooks_of_every_module_registered_after_it():
+    M = tj.nn.modules.module
+    m = tj.nn.Sequential(tj.nn.Linear(2, 2), tj.nn.Tanh(), tj.nn.Linear(2, 1))
+    f = tj.compile(m)
+    x = tj.tensor([[1.0, 2.0], [-1.0, 0.5]])
+    want = m[2](m[1](m[0](x)))
+    np.testing.assert_allclose(f(x).detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    h = M.register_module_forward_hook(lambda mod, a, o: o * 1.5 if isinstance(mod, tj.nn.Linear) else o)
+    try:
+        got = f(x)
+    finally:
+        h.remove()
+    np.testing.assert_allclose(got.detach().numpy(), (m[2](m[1](m[0](x) * 1.5)) * 1.5).detach().numpy(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(f(x).detach().numpy(), want.detach().numpy(), rtol=1e-6)

@@ -18,6 +18,7 @@ import inspect
 
 from ..errors import explain_module_error
 from ..nn.module import Module
+from ..nn.module_hooks import any_global_hooks
 from .compile_api import compile_settings
 from .function import CompiledFunction
 from .module_guard import ModuleStateGuard
@@ -37,7 +38,8 @@ class CompiledModule(Module):
         d["_forward_pre_hooks"] = module._forward_pre_hooks
 
     def __call__(self, *args, **kwargs):
-        if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks:
+        if self._forward_pre_hooks or self._forward_hooks or self._backward_hooks or self._backward_pre_hooks \
+                or any_global_hooks():
             return Module.__call__(self, *args, **kwargs)   # the hooks, eagerly, around the forward
         try:
             return self.forward(*args, **kwargs)

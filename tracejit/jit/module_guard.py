@@ -29,6 +29,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..nn import module as _module
+from ..nn.module_hooks import global_hook_ids
 from ..ops import registry as _reg
 from ..tensor import Tensor
 from .lifted import NUMBERS, lifted_attribute
@@ -127,9 +128,10 @@ _HOOK_TABLES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "
 
 
 def _hooks(m) -> tuple:
-    """The ids of `m`'s registered hooks, by kind: a capture ran the ones there were."""
+    """The ids of `m`'s registered hooks, and of every module's, by kind: a capture ran the
+    ones there were."""
     d = vars(m)
-    return tuple(tuple(d.get(k) or ()) for k in _HOOK_TABLES)
+    return tuple(tuple(d.get(k) or ()) for k in _HOOK_TABLES) + global_hook_ids()
 
 
 def _deep_attrs(mods: list, names: list, read: Optional[set], writes=()) -> list:

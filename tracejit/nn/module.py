@@ -19,7 +19,9 @@ from ..errors import explain_module_error
 from ..formats import check_memory_format
 from ..ops.eager import refuse_effect, trace_state as _trace_state
 from ..tensor import Tensor
-from .module_hooks import BackwardHooks, hook_inputs, hook_outputs, run_always_called
+from .module_hooks import (GLOBAL_ALWAYS_CALLED, GLOBAL_BACKWARD, GLOBAL_BACKWARD_PRE, GLOBAL_FORWARD,
+                           GLOBAL_FORWARD_PRE, GLOBAL_WITH_KWARGS, BackwardHooks, hook_inputs, hook_outputs,
+                           run_always_called)
 from .module_state import StateDict
 from .parameter import Buffer, Parameter
 
@@ -170,8 +172,9 @@ class Module(BackwardHooks, StateDict):
     def __call__(self, *args, **kwargs):
         ran = 0   # forward hooks called (an always_call hook runs once, even if forward raises)
         try:
-            if self._forward_pre_hooks:
-                for hid, hook in list(self._forward_pre_hooks.items()):
+            pre = {**GLOBAL_FORWARD_PRE, **self._forward_pre_hooks} if GLOBAL_FORWARD_PRE else self._forward_pre_hooks
+            if pre:
+                for hid, hook in list(pre.items()):
                     if _trace_state.tracer is not None:
                         _capture_effects().watch_function(hook)
                     if hid in self._forward_pre_hooks_with_kwargs:
@@ -186,7 +189,7 @@ class Module(BackwardHooks, StateDict):
                     elif _trace_state.tracer is not None:   # run for its effect: not in a graph
                         _capture_effects().hook(self, hook, "pre-hook")
             call = None
-            if self._backward_hooks or self._backward_pre_hooks:
+            if self._backward_hooks or self._backward_pre_hooks or GLOBAL_BACKWARD or GLOBAL_BACKWARD_PRE:
                 call, args = hook_inputs(self, args)
             if args and _trace_state.tracer is not None and getattr(type(args[0]), "numpy_stand_in", False) \
                     and type(self).__module__.startswith("tracejit."):
@@ -197,20 +200,21 @@ class Module(BackwardHooks, StateDict):
             except Exception as exc:
                 explain_module_error(self, args, exc)
                 raise
-            if self._forward_hooks:
-                for hid, hook in list(self._forward_hooks.items()):
+            post = self._forward_hooks if not GLOBAL_FORWARD else {**GLOBAL_FORWARD, **self._forward_hooks}
+            if post:
+                for hid, hook in list(post.items()):
                     ran += 1
                     if _trace_state.tracer is not None:
                         _capture_effects().watch_function(hook)
                     res = (hook(self, args, kwargs, out) if hid in self._forward_hooks_with_kwargs
-                           else hook(self, args, out))
+                           or hid in GLOBAL_WITH_KWARGS else hook(self, args, out))
                     if res is not None:
                         out = res
                     elif _trace_state.tracer is not None:
                         _capture_effects().hook(self, hook, "hook")
             return out if call is None else hook_outputs(call, out)
         except Exception:
-            if self._forward_hooks_always_called:
+            if self._forward_hooks_always_called or GLOBAL_ALWAYS_CALLED:
                 run_always_called(self, args, kwargs, ran)
             raise
 

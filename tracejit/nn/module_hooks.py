@@ -1,5 +1,7 @@
 """Module backward hooks (``register_full_backward_hook``, ``register_full_backward_pre_hook``),
-and the forward hooks registered with ``always_call`` run when forward raises.
+the forward hooks registered with ``always_call`` run when forward raises, and the hooks of
+every module (``torch.nn.modules.module.register_module_forward_hook`` and the like), which
+run before each module's own.
 
 A module with such hooks passes its tensor inputs and outputs through two identity
 functions on the autograd graph. The outputs' identity sees the gradients of all outputs
@@ -20,10 +22,69 @@ from ..errors import TraceError
 from ..ops.eager import trace_state as _trace_state
 from ..tensor import Tensor
 
-__all__ = ["BackwardHooks", "EMPTY_HOOKS", "hook_inputs", "hook_outputs", "run_always_called"]
+__all__ = ["BackwardHooks", "EMPTY_HOOKS", "hook_inputs", "hook_outputs", "run_always_called",
+           "register_module_forward_pre_hook", "register_module_forward_hook", "register_module_full_backward_hook",
+           "register_module_full_backward_pre_hook", "register_module_backward_hook", "global_hook_ids",
+           "any_global_hooks"]
 
 # The class-level tables of a module without backward hooks: falsy, shared, read-only.
 EMPTY_HOOKS = MappingProxyType({})
+
+# The hooks of every module, by kind; mutated in place (Module.__call__ holds these objects).
+GLOBAL_FORWARD_PRE: OrderedDict = OrderedDict()
+GLOBAL_FORWARD: OrderedDict = OrderedDict()
+GLOBAL_BACKWARD_PRE: OrderedDict = OrderedDict()
+GLOBAL_BACKWARD: OrderedDict = OrderedDict()
+GLOBAL_WITH_KWARGS: set = set()      # ids of global forward hooks taking the call's kwargs
+GLOBAL_ALWAYS_CALLED: set = set()    # ids of global forward hooks registered with always_call
+
+
+def global_hook_ids() -> tuple:
+    """The ids of the hooks of every module, by kind (a compiled module's guard compares them)."""
+    return tuple(tuple(t) for t in (GLOBAL_FORWARD_PRE, GLOBAL_FORWARD, GLOBAL_BACKWARD_PRE, GLOBAL_BACKWARD))
+
+
+def any_global_hooks() -> bool:
+    return bool(GLOBAL_FORWARD_PRE or GLOBAL_FORWARD or GLOBAL_BACKWARD_PRE or GLOBAL_BACKWARD)
+
+
+def _global(table: OrderedDict, hook: Callable):
+    from .module import RemovableHandle
+    if not callable(hook):
+        raise TypeError(f"module hook: expected a callable, got {type(hook).__name__}")
+    return RemovableHandle.add(table, hook)
+
+
+def register_module_forward_pre_hook(hook: Callable):
+    """hook(module, args) -> new args or None, run before every module's forward (before
+    the module's own pre-hooks)."""
+    return _global(GLOBAL_FORWARD_PRE, hook)
+
+
+def register_module_forward_hook(hook: Callable, *, with_kwargs: bool = False, always_call: bool = False):
+    """hook(module, args, output) -> new output or None (``with_kwargs``: hook(module, args,
+    kwargs, output)), run after every module's forward, before the module's own hooks."""
+    h = _global(GLOBAL_FORWARD, hook)
+    if with_kwargs:
+        GLOBAL_WITH_KWARGS.add(h.id)
+    if always_call:
+        GLOBAL_ALWAYS_CALLED.add(h.id)
+    return h
+
+
+def register_module_full_backward_pre_hook(hook: Callable):
+    """hook(module, grad_output) -> new grad_output or None, for every module."""
+    return _global(GLOBAL_BACKWARD_PRE, hook)
+
+
+def register_module_full_backward_hook(hook: Callable):
+    """hook(module, grad_input, grad_output) -> new grad_input or None, for every module."""
+    return _global(GLOBAL_BACKWARD, hook)
+
+
+def register_module_backward_hook(hook: Callable):
+    """The deprecated spelling: run as ``register_module_full_backward_hook``."""
+    return _global(GLOBAL_BACKWARD, hook)
 
 
 class _Call:
@@ -48,7 +109,7 @@ class _Call:
             for pos, shape, dtype, device in self.frozen:
                 grad_input[pos] = zeros(shape, dtype=dtype, device=device)
         grad_input = tuple(grad_input)
-        for hook in list(self.module._backward_hooks.values()):
+        for hook in list(GLOBAL_BACKWARD.values()) + list(self.module._backward_hooks.values()):
             res = hook(self.module, grad_input, self.grad_output)
             if res is not None:
                 res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
@@ -85,7 +146,7 @@ class _Outputs(_Inputs):
         for i, g in zip(call.out_at, grads):
             full[i] = g
         grads = tuple(full)
-        for hook in list(module._backward_pre_hooks.values()):
+        for hook in list(GLOBAL_BACKWARD_PRE.values()) + list(module._backward_pre_hooks.values()):
             res = hook(module, grads)
             if res is not None:
                 grads = tuple(res) if isinstance(res, (tuple, list)) else (res,)
@@ -132,12 +193,12 @@ def run_always_called(module, args: tuple, kwargs: dict, ran: int) -> None:
     call's own error is the one raised."""
     import warnings
     out = None
-    for hid, hook in list(module._forward_hooks.items())[ran:]:
-        if hid not in module._forward_hooks_always_called:
+    for hid, hook in list({**GLOBAL_FORWARD, **module._forward_hooks}.items())[ran:]:
+        if hid not in module._forward_hooks_always_called and hid not in GLOBAL_ALWAYS_CALLED:
             continue
         try:
             res = (hook(module, args, kwargs, out) if hid in module._forward_hooks_with_kwargs
-                   else hook(module, args, out))
+                   or hid in GLOBAL_WITH_KWARGS else hook(module, args, out))
         except Exception as e:
             warnings.warn("module forward hook with ``always_call=True`` raised an exception that was silenced "
                           f"as another error was raised in forward: {e}", stacklevel=3)

@@ -41,7 +41,9 @@ _PATHS = {
             "MarginRankingLoss MultiLabelMarginLoss MultiLabelSoftMarginLoss MultiMarginLoss "
             "NLLLoss NLLLoss2d PoissonNLLLoss SmoothL1Loss SoftMarginLoss TripletMarginLoss "
             "TripletMarginWithDistanceLoss loss:_Loss loss:_WeightedLoss",
-    "module": "Module",
+    "module": "Module module_hooks:register_module_forward_pre_hook module_hooks:register_module_forward_hook "
+              "module_hooks:register_module_full_backward_pre_hook module_hooks:register_module_full_backward_hook "
+              "module_hooks:register_module_backward_hook",
     "normalization": "CrossMapLRN2d GroupNorm LayerNorm LocalResponseNorm RMSNorm",
     "padding": "CircularPad1d CircularPad2d CircularPad3d ConstantPad1d ConstantPad2d "
                "ConstantPad3d ReflectionPad1d ReflectionPad2d ReflectionPad3d ReplicationPad1d "
