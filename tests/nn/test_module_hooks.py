@@ -295,3 +295,19 @@ def test_a_compiled_module_follows_hooks_of_every_module_registered_after_it():
     np.testing.assert_allclose(got.detach().numpy(), (m[2](m[1](m[0](x) * 1.5)) * 1.5).detach().numpy(),
                                rtol=1e-6)
     np.testing.assert_allclose(f(x).detach().numpy(), want.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("where", ["module", "compiled"])
+def test_always_call_hooks_of_a_compiled_module(where):
+    class Failing(tj.nn.Module):
+        def forward(self, x):
+            if x.sum() > 100:   # (a graph break: the compiled call runs it eagerly)
+                raise ValueError("too large")
+            return x * 2
+    m, seen = Failing(), []
+    f = tj.compile(m)
+    (m if where == "module" else f).register_forward_hook(lambda mod, args, out: seen.append(out), always_call=True)
+    f(tj.ones(2))
+    with pytest.raises(ValueError, match="too large"):
+        f(tj.full((2,), 100.0))
+    assert seen[0].tolist() == [2.0, 2.0] and seen[1:] == [None]

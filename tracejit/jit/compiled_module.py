@@ -50,6 +50,7 @@ class CompiledModule(Module):
     # the wrapped module's backward hook tables, as for the forward hooks above
     _backward_hooks = property(lambda self: self._orig_mod._backward_hooks)
     _backward_pre_hooks = property(lambda self: self._orig_mod._backward_pre_hooks)
+    _forward_hooks_always_called = property(lambda self: self._orig_mod._forward_hooks_always_called)
 
     def _hook_table(self, name: str):
         return self._orig_mod._hook_table(name)

@@ -544,8 +544,8 @@ class Module(BackwardHooks, StateDict):
         hook(module, args, kwargs, output) ``with_kwargs``; first of all with ``prepend``.
         ``always_call``: also when forward (or a hook before it) raises, with output None."""
         h = _add_hook(self._forward_hooks, self._forward_hooks_with_kwargs, hook, prepend, with_kwargs)
-        if always_call:
-            self.__dict__.setdefault("_forward_hooks_always_called", set()).add(h.id)
+        if always_call:   # (the table of ids: a compiled wrapper's is its module's)
+            self._hook_table("_forward_hooks_always_called")[h.id] = True
         return h
 
     def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False) -> RemovableHandle:

@@ -212,7 +212,7 @@ class BackwardHooks:
 
     _backward_hooks = EMPTY_HOOKS
     _backward_pre_hooks = EMPTY_HOOKS
-    _forward_hooks_always_called = frozenset()   # (ids of forward hooks registered with always_call)
+    _forward_hooks_always_called = EMPTY_HOOKS   # (ids of forward hooks registered with always_call)
 
     def _hook_table(self, name: str) -> OrderedDict:
         table = self.__dict__.get(name)
