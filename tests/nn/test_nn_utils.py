@@ -72,3 +72,14 @@ def test_the_submodule_paths_of_nn_utils_import_as_pytorchs():
         names = [n for n in vars(want) if callable(getattr(want, n)) and not n.startswith("_")
                  and getattr(getattr(want, n), "__module__", "").startswith("torch.nn.utils")]
         assert names and all(getattr(got, n) is getattr(tj.nn.utils, n) for n in names), (sub, names)
+
+
+def test_bad_arguments_raise_pytorchs_exception_types():
+    torch = pytest.importorskip("torch")
+    for L in (torch, tj):
+        with pytest.raises(TypeError, match="expected torch.Tensor, but got: list"):
+            L.nn.utils.vector_to_parameters([1.0], [L.nn.Parameter(L.ones(1))])
+        with pytest.raises(RuntimeError):
+            L.nn.utils.vector_to_parameters(L.ones(1), [L.nn.Parameter(L.ones(2))])
+        with pytest.raises(RuntimeError):
+            L.nn.utils.rnn.pad_sequence([L.ones(2)], padding_side="middle")

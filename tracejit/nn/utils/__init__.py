@@ -58,10 +58,12 @@ def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
 
 def vector_to_parameters(vec: Tensor, parameters: Iterable[Tensor]) -> None:
     """Copy consecutive slices of `vec` into the parameters (in place)."""
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
     params = list(parameters)
     total = sum(p.numel() for p in params)
     if vec.ndim != 1 or vec.shape[0] != total:
-        raise ValueError(f"vector_to_parameters: expected a 1-D tensor of {total} elements, got shape "
+        raise ShapeError(f"vector_to_parameters: expected a 1-D tensor of {total} elements, got shape "
                          f"{tuple(vec.shape)}")
     i = 0
     with no_grad():

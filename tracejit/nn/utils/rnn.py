@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import dtypes as _dt
 from ... import ops as _ops
-from ...errors import ShapeError
+from ...errors import ArgumentError, ShapeError
 from ...tensor import Tensor
 
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence",
@@ -172,7 +172,7 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.
                  padding_side: str = "right"):
     """Stack sequences of shapes (L_i, *) into (max L, B, *) (or (B, max L, *)), padded."""
     if padding_side not in ("right", "left"):
-        raise ValueError(f"pad_sequence: padding_side must be 'left' or 'right', got {padding_side!r}")
+        raise ArgumentError(f"pad_sequence: padding_side must be 'left' or 'right', got {padding_side!r}")
     seqs = list(sequences)
     if not seqs:
         raise ValueError("pad_sequence: received an empty list of sequences")
