@@ -14,6 +14,7 @@ from typing import Optional
 import numpy as np
 
 from ..nn import module as _module
+from ..nn import rebinds as _rebinds
 from ..tensor import Tensor
 from .backend import Executor, InputKeeper
 from .guards import PendingGuard, build_guard
@@ -56,7 +57,7 @@ class Entry:
         read = {id(t) for t in const_tensors}
         self._rebinds = any(w[0] == "rebind" or w[0] == "attr" and id(_read_attr(w[1], w[2])) in read
                             for w in self.state_writes)
-        # (the objects whose attributes such a call sets: `nn.module.note_rebinds`)
+        # (the objects whose attributes such a call sets: `nn.rebinds.note_rebinds`)
         self._rebound = [w[1] for w in self.state_writes if w[0] == "attr"] if self._rebinds else []
         # Python decisions on runtime scalar arguments (see scalars.py), replayed by the guard
         self.decisions = list(decisions)
@@ -220,7 +221,7 @@ class Entry:
         if self.state_writes:
             _write_state(self.state_writes, outs)
             if self._rebinds:
-                _module.note_rebinds(self._rebound)
+                _rebinds.note_rebinds(self._rebound)
         res = [outs[x[1]] if x[0] == "graph" else outs[x[1]].item() if x[0] == "number"
                else x[1].value() if x[0] == "lifted" else x[1] if x[0] == "static"
                else self._view_of(leaves[x[1]] if x[0] == "input" else x[1], x[2], ins) for x in self.out_leaves]

@@ -8,7 +8,7 @@ state, so the guard checks it:
 
 - nothing moved since the last look (``nn.module.state_epoch``, moved by every
   ``setattr``/``delattr``/``register_*`` on any module): valid, one integer compare; where
-  only compiled calls rebound tensor attributes since (``nn.module.rebound``), valid unless
+  only compiled calls rebound tensor attributes since (``nn.rebinds.rebound``), valid unless
   one of them is in this tree;
 - otherwise it looks again: the same submodule objects at the same names, the same flags,
   the same values of the attributes the capture read (`recording` notes them; one the
@@ -29,6 +29,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..nn import module as _module
+from ..nn import rebinds as _rebinds
 from ..nn.module_hooks import global_hook_ids
 from ..ops import registry as _reg
 from ..tensor import Tensor
@@ -201,7 +202,7 @@ class _StateCheck:
         self.written = {id(w[1]) for w in writes if w and w[0] == "buffer"}
         self.writes = writes
         self.epoch = _module.state_epoch[0]
-        self.rebinds = _module.rebind_epoch[0]
+        self.rebinds = _rebinds.rebind_epoch[0]
 
     def __call__(self) -> bool:
         if self.deep:
@@ -209,16 +210,16 @@ class _StateCheck:
                 if not unchanged(w, vars(m).get(k)):
                     return False
         if _module.state_epoch[0] == self.epoch:
-            if _module.rebind_epoch[0] == self.rebinds:
+            if _rebinds.rebind_epoch[0] == self.rebinds:
                 return True
-            rebound, seen = _module.rebound, self.rebinds
+            rebound, seen = _rebinds.rebound, self.rebinds
             if not any(rebound.get(id(m), -1) > seen for m in self.mods):
-                self.rebinds = _module.rebind_epoch[0]   # (only other trees' tensors moved)
+                self.rebinds = _rebinds.rebind_epoch[0]   # (only other trees' tensors moved)
                 return True
         return self._look()
 
     def _look(self) -> bool:
-        epoch, rebinds = _module.state_epoch[0], _module.rebind_epoch[0]
+        epoch, rebinds = _module.state_epoch[0], _rebinds.rebind_epoch[0]
         if self._differences(stop_at_first=True):
             return False
         swaps = []

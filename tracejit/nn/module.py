@@ -78,22 +78,6 @@ class RemovableHandle:
 # register_*): a compiled module's guard (jit/compiled_module.py) looks at its module tree
 # again only when this moved since it last looked.
 state_epoch = [0]
-# A compiled call that sets a module's attribute to its new tensor (``self.h = f(self.h)``)
-# moves only these: `rebound` maps each such module's id to `rebind_epoch` at its last
-# rebind, so the guards of trees that hold none of them stay valid without a walk.
-rebind_epoch = [0]
-rebound: dict = {}
-
-
-def note_rebinds(objs) -> None:
-    """Record that a compiled call rebound tensor attributes of `objs`; an object that is
-    no module moves `state_epoch`, as a setattr would."""
-    rebind_epoch[0] += 1
-    for o in objs:
-        if isinstance(o, Module):
-            rebound[id(o)] = rebind_epoch[0]
-        else:
-            state_epoch[0] += 1
 
 
 def _addindent(s: str, n: int) -> str:

@@ -140,7 +140,8 @@ def _buffers_of(fn) -> list:
         except ValueError:   # (an empty cell)
             continue
         found.extend(v if isinstance(v, (list, tuple)) else (v,))
-    from ..nn.module import rebind_epoch, state_epoch
+    from ..nn.module import state_epoch
+    from ..nn.rebinds import rebind_epoch
     out: dict = {}
     for m in found:
         if isinstance(m, Module):
