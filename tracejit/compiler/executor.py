@@ -31,6 +31,7 @@ from .plan import Plan
 from .saving import recompute_unless_written
 from ..jit.control import COND, WHILE
 from ..jit.tracer import DETACH
+from ..jit.zero_cotangents import without_cotangents
 
 __all__ = ["CompiledProgram"]
 
@@ -40,6 +41,15 @@ def _exec_generated(src: str, fname: str, names: dict) -> None:
     `fname` so that tracebacks and debuggers show the generated lines."""
     linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
     exec(compile(src, fname, "exec"), names)
+
+
+def _all_finite(arrays) -> bool:
+    """Whether every float array holds finite values (one summing pass: an overflow to inf
+    reads as non-finite, which only costs the caller a second, exact, backward)."""
+    for a in arrays:
+        if getattr(a, "dtype", None) is not None and a.dtype.kind in "fc" and not np.isfinite(a.sum()):
+            return False
+    return True
 
 
 class CompiledProgram(Executor):
@@ -67,6 +77,7 @@ class CompiledProgram(Executor):
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
         self._vjp_programs: dict = {}  # create_graph.py's programs (or joint graphs) by key
+        self._absent: dict = {}   # (diff_idx, outputs without gradient) -> `_without_absent`'s plan
         self._parent = None   # (program, key) whose create_graph backward made this one
         # Outputs that may be views of an input (a chain of movement ops): a view must share
         # its input's version counter, or an in-place write through it goes unseen.
@@ -402,10 +413,25 @@ class CompiledProgram(Executor):
                 g_arrays.append(g._data)
         try:
             res = bwd.fn(*arrays, *saved, *g_arrays)
+            if len(g_arrays) > 1 and any(g is None for g in grads) and not _all_finite(res):
+                res = self._without_absent(diff_idx, bwd, grads, len(arrays) + len(saved)).fn(
+                    *arrays, *saved, *g_arrays)
         except Exception as exc:
             raise_kernel_error(exc)
             raise
         return [Tensor._wrap(r, self.graph.inputs[i].aval.dtype) for r, i in zip(res, diff_idx)]
+
+    def _without_absent(self, diff_idx, bwd, grads, n_before: int):
+        """The backward plan for outputs without a gradient left out, not given zeros
+        (`zero_cotangents`): asked for only where the zeros gave a non-finite gradient (an
+        unused output's infinite local derivative), or `bwd` where it cannot be built."""
+        key = (diff_idx, tuple(g is None for g in grads))
+        plan = self._absent.get(key)
+        if plan is None:
+            cts = list(bwd.graph.inputs[n_before:])
+            part = without_cotangents(bwd.graph, cts, {v for v, g in zip(cts, grads) if g is None})
+            plan = self._absent[key] = bwd if part is None else Plan(part, self.name + "_bwd_part")
+        return plan
 
     def _scale_loss_grads(self, diff_idx, saved, g, retain_graph, inputs=()):
         """Gradients for cotangent `g` from the ones the forward computed for 1."""
