@@ -9,6 +9,7 @@ from .. import bf16 as _bf16
 from ..errors import user_stacklevel
 from ..ops.creation import as_tensor, ones_like
 from ..tensor import Tensor
+from .accumulate import _own_copy, laid_out_as
 from .engine import run_backward
 from .function import Function, FunctionCtx
 from .grad_mode import (enable_grad, enforce_grad_layout_policy, inference_mode, is_grad_enabled, no_grad,
@@ -113,7 +114,10 @@ def _backward_into(tensors, grad_tensors, retain_graph, create_graph, inputs) ->
     for t, g in zip(inputs, got):   # (as AccumulateGrad: in place unless create_graph)
         if g is None:
             continue
-        if t._grad is None:   # (_grad: an input may be a non-leaf, whose .grad read warns)
+        if t._grad is None and t.grad_fn is None:   # a leaf: its AccumulateGrad's layout
+            c = laid_out_as(g, t) if create_graph else _own_copy(g, t)
+            t.grad = c.clone() if c is g else c
+        elif t._grad is None:   # (_grad: an input may be a non-leaf, whose .grad read warns)
             t.grad = g.clone() if create_graph else g.detach().clone()
         elif create_graph:
             t.grad = t._grad + g

@@ -1,6 +1,7 @@
 """How a leaf's AccumulateGrad takes a gradient: without a copy where only the engine holds it
 (_exclusive), else as its own copy (_own_copy; a large float gradient through the backend's
-copy kernel)."""
+copy kernel). A new `.grad` has the leaf's strides when the leaf is dense in another order
+than row-major (transposed, channels_last), else is row-major, as PyTorch's layout contract."""
 from __future__ import annotations
 
 import sys
@@ -12,10 +13,41 @@ from ..ops.impls import elementwise as _ew
 from ..tensor import Tensor
 
 
-def _own_copy(g):
-    """``g.detach().clone()``; a large float gradient through copy's eager kernel on the
-    free cores (the backend's elementwise kernels, ops/impls.py), as the engine's accumulations go through add's."""
+def dense_out_of_order(d) -> bool:
+    """True when array `d` is non-overlapping and dense but not row-major: a leaf whose new
+    gradient takes its strides (a leaf with gaps or overlaps gets a row-major one)."""
+    if d.flags.c_contiguous or d.size == 0:
+        return False
+    dims = sorted((s, n) for s, n in zip(d.strides, d.shape) if n != 1)
+    expect = d.itemsize
+    for s, n in dims:
+        if s != expect:
+            return False
+        expect *= n
+    return True
+
+
+def laid_out_as(g, leaf):
+    """`g` in the layout PyTorch's contract gives a new `.grad` of `leaf`: the leaf's strides
+    when it is dense out of row-major order, else row-major. Keeps `g`'s graph (a
+    create_graph gradient), and `g` itself when its layout fits."""
     d = g._data
+    if dense_out_of_order(leaf._data):
+        if d.strides == leaf._data.strides:
+            return g
+        from .. import empty_like
+        return empty_like(leaf, dtype=g.dtype).copy_(g)
+    return g if d.flags.c_contiguous else g.contiguous()
+
+
+def _own_copy(g, leaf):
+    """``g.detach().clone()`` in `leaf`'s gradient layout (`laid_out_as`); a large float
+    gradient through copy's eager kernel on the free cores (the backend's elementwise kernels,
+    ops/impls.py), as the engine's accumulations go through add's."""
+    d = g._data
+    if not d.flags.c_contiguous or dense_out_of_order(leaf._data):
+        out = laid_out_as(g.detach(), leaf)
+        return out.clone() if out._data is d else out   # (a dense clone keeps its strides)
     if type(d) is np.ndarray:
         out = _ew.copy_of(d)
         if out is not None:

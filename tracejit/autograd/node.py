@@ -16,7 +16,7 @@ from ..errors import GraphFreedError
 from ..ops.impls import TIER0_THREADS as _TIER0_THREADS, elementwise as _ew, outside as _outside_tier0, \
     serving_tier0 as _serving_tier0
 from ..tensor import Tensor
-from .accumulate import _exclusive, _own_copy
+from .accumulate import _exclusive, _own_copy, dense_out_of_order, laid_out_as
 from .saved import HOOKS as _SAVED_HOOKS, SavedMeta, SavedTensor, _modified, column_major, saved_meta, \
     shape_only  # noqa: F401
 from .views import ACTIVE as _VIEWS_ACTIVE, refresh_stale_view as _refresh_view
@@ -295,9 +295,12 @@ class AccumulateGrad(Node):
         g = grads[0]
         if t is not None and g is not None:
             old = t._grad
-            if old is None and not create_graph and _exclusive(g):
+            if old is None and not create_graph and _exclusive(g) and (
+                    t._data.flags.c_contiguous or not dense_out_of_order(t._data)):
                 # Nobody else can see this gradient's memory: take it instead of copying
-                # (the common step when .grad was set to None: zero_grad's default).
+                # (the common step when .grad was set to None: zero_grad's default); the
+                # gradient is row-major, the layout .grad has unless the leaf is dense in
+                # another order (then .grad takes the leaf's strides: `_own_copy`).
                 new = _wrap(g._data, g.dtype, g.device)  # a fresh leaf over the same memory
                 if g.dtype is t.dtype and g.device is t.device and g._data.shape == t._data.shape:
                     t._grad = new  # (what the .grad setter checks, inline: 0.5 µs less per leaf)
@@ -313,7 +316,7 @@ class AccumulateGrad(Node):
                 old = None  # (`_exclusive` counts references to the gradient, not to .grad)
                 if t.grad is None:
                     # Own the memory: a gradient may alias an array the graph still uses.
-                    t.grad = g if create_graph else _own_copy(g)
+                    t.grad = laid_out_as(g, t) if create_graph else _own_copy(g, t)
                 else:
                     # Out of place (create_graph, or a .grad that is part of a graph): an
                     # in-place add would corrupt a .grad a graph uses.
