@@ -139,3 +139,11 @@ def test_an_inplace_shape_change_of_a_saved_tensor_is_refused_at_backward(change
         assert b._version == v + 1
         with pytest.raises(RuntimeError, match="modified by an in.?place operation"):
             c.sum().backward()
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (0,), (2, 0, 3), (0, 0), (1, 0), (0, 1, 4)])
+def test_empty_tensors_have_pytorchs_row_major_strides(shape):
+    for make in ("zeros", "ones", "empty"):
+        assert getattr(tj, make)(*shape).stride() == getattr(torch, make)(*shape).stride()
+    assert tj.zeros(*shape).clone().stride() == torch.zeros(*shape).clone().stride()
+    assert tj.zeros(*shape).stride(-1) == torch.zeros(*shape).stride(-1)

@@ -193,6 +193,14 @@ class CompatMethods:
         if data is None:
             raise TypeError("stride() of a tensor of symbolic size inside a compiled function")
         st = tuple(int(s) // item for s in data.strides)
+        if data.size == 0 and not any(st):
+            # numpy gives an empty array zero strides; PyTorch's empty tensors have row-major
+            # ones, counting a dim of size 0 as 1
+            st, n = [], 1
+            for size in reversed(data.shape):
+                st.append(n)
+                n *= max(int(size), 1)
+            st = tuple(reversed(st))
         return st if dim is None else st[dim]
 
     def storage_offset(self) -> int:
