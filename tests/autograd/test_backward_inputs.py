@@ -46,3 +46,27 @@ def test_backward_inputs_refuses_empty_and_non_grad_inputs():
     with pytest.raises(RuntimeError, match="does not require grad"):
         (x * 2).sum().backward(inputs=[tj.tensor(A)])
     assert x.grad is None
+
+
+def _non_leaf_input(lib):
+    x = lib.tensor(A, requires_grad=True)
+    n = x * 2
+    m = x * 3
+    m.retain_grad()
+    out = (n * m).sum()
+    out.backward(inputs=[n, m], retain_graph=True)
+    got = [n.retains_grad, m.retains_grad, x.grad is None, n.grad.clone(), m.grad.clone()]
+    out.backward(retain_graph=True)     # n keeps retaining its gradient, as after retain_grad()
+    got += [n.grad.clone(), m.grad.clone(), x.grad.clone()]
+    out.backward(inputs=[n], create_graph=True)
+    return got + [n.grad.detach(), n.grad.requires_grad]
+
+
+def test_a_non_leaf_input_retains_its_gradient_as_in_torch():
+    want, got = _non_leaf_input(torch), _non_leaf_input(tj)
+    assert len(want) == len(got)
+    for w, g in zip(want, got):
+        if isinstance(w, torch.Tensor):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-6)
+        else:
+            assert g == w

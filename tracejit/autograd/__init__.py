@@ -109,16 +109,19 @@ def _backward_into(tensors, grad_tensors, retain_graph, create_graph, inputs) ->
             raise RuntimeError(f"backward: input {i} does not require grad")
     tensors = _as_list(tensors)
     grads = _default_grads(tensors, grad_tensors, "backward")
+    for t in inputs:
+        if t.grad_fn is not None:
+            # As PyTorch's: a non-leaf input retains its gradient from now on, through
+            # retain_grad's hook (which fills .grad in this backward too)
+            t.retain_grad()
     got = run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
                        create_graph, inputs, allow_unused=True)
-    for t, g in zip(inputs, got):   # (as AccumulateGrad: in place unless create_graph)
-        if g is None:
+    for t, g in zip(inputs, got):   # leaves, as AccumulateGrad: in place unless create_graph
+        if g is None or t.grad_fn is not None:
             continue
-        if t._grad is None and t.grad_fn is None:   # a leaf: its AccumulateGrad's layout
+        if t._grad is None:   # its AccumulateGrad's layout
             c = laid_out_as(g, t) if create_graph else _own_copy(g, t)
             t.grad = c.clone() if c is g else c
-        elif t._grad is None:   # (_grad: an input may be a non-leaf, whose .grad read warns)
-            t.grad = g.clone() if create_graph else g.detach().clone()
         elif create_graph:
             t.grad = t._grad + g
         else:
