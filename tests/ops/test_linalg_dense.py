@@ -158,3 +158,27 @@ def test_svd_takes_pytorchs_driver_keyword(fn):
     for m in (torch, tj):
         with pytest.raises(RuntimeError, match="only supported on CUDA"):
             getattr(m.linalg, fn)(m.tensor(a), driver="gesvd")
+
+
+def _slogdet_sign(lib):
+    a = np.array([[2.0, 1.0, 0.0], [1.0, -3.0, 1.0], [0.0, 1.0, 1.5]])
+    x = lib.tensor(a, requires_grad=True)
+    s = lib.linalg.slogdet(x)
+    got = [s.sign.requires_grad, lib.slogdet(x).sign.requires_grad]
+    s.sign.sum().backward(retain_graph=True)
+    got.append(x.grad)                                   # no gradient reaches A: stays None
+    got.append(lib.autograd.grad(s.sign.sum(), x, allow_unused=True, retain_graph=True)[0])
+    got.append(lib.autograd.grad(s.sign.sum(), x, allow_unused=True, materialize_grads=True,
+                                 retain_graph=True)[0].numpy())
+    (s.sign * 3 + s.logabsdet).sum().backward()
+    return got + [x.grad.numpy()]
+
+
+def test_slogdet_sign_requires_grad_and_sends_no_gradient_as_torch():
+    want, got = _slogdet_sign(torch), _slogdet_sign(tj)
+    assert got[:4] == want[:4] == [True, True, None, None]
+    for g, w in zip(got[4:], want[4:]):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="appear"):
+        x = tj.eye(3, requires_grad=True)
+        tj.autograd.grad(tj.linalg.slogdet(x).sign.sum(), x)

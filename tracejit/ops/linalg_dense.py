@@ -140,8 +140,10 @@ def _mH(x):
 
 LOGABSDET = defprim("linalg_logabsdet", lambda xp, a: xp.linalg.slogdet(a)[1], _logabsdet_rule,
                     _logabsdet_vjp, kind="other", save=lambda rq: (0,))
-SIGNDET = defprim("linalg_signdet", lambda xp, a: xp.linalg.slogdet(a)[0], _det_rule, None,
-                  kind="other", save=lambda rq: (0,), save_out=True)
+# A real A's sign is piecewise constant: it requires grad as PyTorch's, and sends A no
+# gradient (None, as PyTorch's undefined one: A.grad stays None; complex_ops has A complex's)
+SIGNDET = defprim("linalg_signdet", lambda xp, a: xp.linalg.slogdet(a)[0], _det_rule,
+                  lambda g, out, a: (None,), kind="other", save=lambda rq: (0,), save_out=True)
 
 
 @_autocast.fp32
