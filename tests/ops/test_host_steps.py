@@ -344,3 +344,27 @@ def test_results_of_an_input_that_requires_grad_have_no_derivative_as_torch(name
             assert not f(L, x).requires_grad
         (x * 2).sum().backward()
         assert x.grad.tolist() == [2.0] * 6
+
+
+@pytest.mark.parametrize("name", sorted(_NO_DERIVATIVE))
+def test_compiled_results_of_an_input_that_requires_grad_have_no_derivative_as_torch(name):
+    """Compiled as eagerly (and as PyTorch's): the values require grad, the forward runs, and
+    only a backward that reaches them raises; a backward through another output works."""
+    f = _NO_DERIVATIVE[name]
+    x0 = [3.0, 1.0, 1.0, -2.0, 3.0, 0.5]
+    xt = torch.tensor(x0, requires_grad=True)
+    want = f(torch, xt)
+    g = tj.compile(lambda x: (f(tj, x) * 2, x * 3))
+    x = tj.tensor(x0, requires_grad=True)
+    y, other = g(x)
+    assert y.requires_grad == want.requires_grad is True
+    np.testing.assert_allclose(y.detach().numpy(), 2 * want.detach().numpy())
+    other.sum().backward()
+    assert x.grad.tolist() == [3.0] * 6
+    y, _ = g(x)
+    with pytest.raises(RuntimeError, match="derivative for .* not implemented"):
+        y.sum().backward()
+    with pytest.raises(RuntimeError, match="derivative for .* not implemented"):
+        (want * 2).sum().backward()
+    with tj.no_grad():
+        assert not g(x)[0].requires_grad

@@ -101,8 +101,18 @@ def host_step(fn, args, shapes, dtypes, name: str, **kw) -> tuple:
 
 
 def _no_derivative_vjp(g, out, values, *sources, op):
-    raise NotImplementedError(f"the derivative for '{op}' is not implemented (as in PyTorch); detach() its "
-                              f"inputs (or, for unique, gather from the input at its inverse indices)")
+    message = (f"the derivative for '{op}' is not implemented (as in PyTorch); detach() its inputs "
+               f"(or, for unique, gather from the input at its inverse indices)")
+    if trace_state.tracer is None:
+        raise NotImplementedError(message)
+    # A compiled plan builds its backward with its forward: the backward graph gets a check
+    # that raises when it runs, so a forward alone still works. The plan's backward gets
+    # zeros for outputs no gradient reached: the check raises for a nonzero gradient, so a
+    # backward through the plan's other outputs works, as eagerly
+    from ..jit.control import CHECK
+    from .eager import bind
+    bind(CHECK, (g != 0).any(), exc_type=NotImplementedError, message=message, where="")
+    return (None,) * (1 + len(sources))
 
 
 NO_DERIVATIVE = defprim("no_derivative", lambda xp, values, *sources, op: values,
@@ -114,12 +124,11 @@ def without_derivative(values: Tensor, *sources, op: str) -> Tensor:
     """`values` (a step's result of the tensors `sources`: ``unique``'s values) requiring
     grad where one of them does, as PyTorch's, with a backward that raises as PyTorch's
     (its derivative is not implemented): a loss reaching it fails rather than silently
-    dropping that term's gradient. Only eagerly: a compiled plan builds its backward with
-    its forward, and a capture that never differentiates the values must still run."""
-    if trace_state.tracer is not None:
-        return values
+    dropping that term's gradient; in a compiled plan, when its backward runs."""
     from ..autograd.grad_mode import is_grad_enabled
-    sources = [t for t in sources if isinstance(t, Tensor) and t.requires_grad]
+    tr = trace_state.tracer
+    sources = [t for t in sources if isinstance(t, Tensor) and (t.requires_grad or (
+        tr is not None and getattr(t, "_var", None) is not None and tr._reaches_grad([t._var])))]
     if not sources or not is_grad_enabled():
         return values
     from .eager import bind
