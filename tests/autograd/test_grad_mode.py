@@ -218,3 +218,42 @@ def test_enable_grad_decorated_generator_records_under_no_grad():
         yield x * 2
     with tj.no_grad():
         assert next(gen(tj.ones(1, requires_grad=True))).requires_grad
+
+
+def _modes_in_inference_mode(lib):
+    w = lib.ones(2, requires_grad=True)
+    out = []
+    with lib.inference_mode():
+        out.append(lib.is_grad_enabled())
+        with lib.enable_grad():
+            out += [lib.is_grad_enabled(), (w * 2).requires_grad]   # on, yet nothing records
+            with lib.no_grad():
+                out.append(lib.is_grad_enabled())
+            out.append(lib.is_grad_enabled())
+            with lib.inference_mode(False):
+                out += [lib.is_grad_enabled(), lib.is_inference_mode_enabled(), (w * 2).requires_grad]
+                with lib.no_grad():
+                    out.append(lib.is_grad_enabled())
+            out += [lib.is_grad_enabled(), lib.is_inference_mode_enabled()]
+        out.append(lib.is_grad_enabled())
+        with lib.set_grad_enabled(True):
+            out += [lib.is_grad_enabled(), (w * 2).requires_grad]
+        out.append(lib.is_grad_enabled())
+        lib.set_grad_enabled(True)
+        out += [lib.is_grad_enabled(), lib.enable_grad()(lib.is_grad_enabled)(),
+                lib.no_grad()(lib.is_grad_enabled)(), lib.is_grad_enabled()]
+        lib.set_grad_enabled(False)
+    out += [lib.is_grad_enabled(), (w * 2).requires_grad]
+    with lib.no_grad():
+        with lib.inference_mode():
+            with lib.enable_grad():
+                out.append(lib.is_grad_enabled())
+        out.append(lib.is_grad_enabled())
+        with lib.inference_mode(False):
+            out.append(lib.is_grad_enabled())
+    return out + [lib.is_grad_enabled()]
+
+
+def test_grad_mode_switches_inside_inference_mode_report_as_torch():
+    torch = pytest.importorskip("torch")
+    assert _modes_in_inference_mode(tj) == _modes_in_inference_mode(torch)

@@ -12,8 +12,8 @@ from ..tensor import Tensor
 from .accumulate import _own_copy, laid_out_as
 from .engine import run_backward
 from .function import Function, FunctionCtx
-from .grad_mode import (enable_grad, enforce_grad_layout_policy, inference_mode, is_grad_enabled, no_grad,
-                        set_grad_enabled)
+from .grad_mode import (enable_grad, enforce_grad_layout_policy, inference_mode, no_grad, set_grad_enabled)
+from .grad_mode import grad_mode_enabled as is_grad_enabled   # (PyTorch's: on under enable_grad in inference_mode)
 
 __all__ = ["grad", "backward", "Function", "FunctionCtx", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled", "inference_mode", "enforce_grad_layout_policy"]

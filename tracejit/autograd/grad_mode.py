@@ -10,8 +10,11 @@ __all__ = ["no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inf
 
 
 class _State(threading.local):
-    enabled = True
+    enabled = True     # whether ops record a graph (never inside inference_mode)
     inference = False
+    # the grad mode user code last set inside inference_mode (is_grad_enabled's answer
+    # there, as PyTorch's: enable_grad turns it on, yet nothing records); outside, `enabled`
+    asked = False
     layout_policy = True
     # the nodes this thread's ``autograd.grad(..., create_graph=True)`` walk needs (None:
     # every node), for a node that leaves out gradients nothing reads (`CompiledNode`)
@@ -29,8 +32,12 @@ OFF: list = []
 
 def set_mode(mode) -> None:
     """Set this thread's grad mode (every writer of ``_state.enabled`` calls this); inside
-    ``inference_mode`` it stays off, as nothing records a graph there."""
-    mode = bool(mode) and not _state.inference
+    ``inference_mode`` recording stays off, as nothing records a graph there."""
+    if _state.inference:
+        _state.asked = bool(mode)
+        mode = False
+    else:
+        mode = bool(mode)
     if mode is not _state.enabled:
         if mode:
             OFF.pop()
@@ -40,7 +47,14 @@ def set_mode(mode) -> None:
 
 
 def is_grad_enabled() -> bool:
+    """Whether ops record the autograd graph (tracejit's own checks ask this)."""
     return _state.enabled
+
+
+def grad_mode_enabled() -> bool:
+    """PyTorch's ``is_grad_enabled()``: the grad mode set last, which inside
+    ``inference_mode`` may be on (``enable_grad``) while nothing records."""
+    return _state.asked if _state.inference else _state.enabled
 
 
 class _GradModeContext:
@@ -52,7 +66,12 @@ class _GradModeContext:
     # update cost ~1.7 us, a third of it the two calls)
     def __enter__(self):
         prev = self._prev = _state.enabled
-        mode = bool(self._mode) and not _state.inference
+        if _state.inference:   # (recording stays off: prev is False; None says restore `asked`)
+            self._prev, self._asked = None, _state.asked
+            _state.asked = bool(self._mode)
+            mode = False
+        else:
+            mode = bool(self._mode)
         if mode is not prev:
             if mode:
                 OFF.pop()
@@ -63,6 +82,8 @@ class _GradModeContext:
 
     def __exit__(self, exc_type, exc, tb):
         mode = self._prev
+        if mode is None:
+            mode, _state.asked = False, self._asked
         if mode is not _state.enabled:
             if mode:
                 OFF.pop()
@@ -78,7 +99,7 @@ class _GradModeContext:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            prev = _state.enabled
+            prev = _state.asked if _state.inference else _state.enabled
             set_mode(mode)
             try:
                 return fn(*args, **kwargs)
@@ -152,8 +173,9 @@ def is_inference_mode_enabled() -> bool:
 
 class inference_mode(_GradModeContext):
     """no_grad that also reports itself through ``is_inference_mode_enabled`` (tracejit
-    has no separate inference tensors) and that ``enable_grad`` inside does not undo (it
-    reports grad mode off there); ``inference_mode(False)`` turns both off."""
+    has no separate inference tensors) and that ``enable_grad`` inside does not undo:
+    ``is_grad_enabled()`` says on there, as PyTorch's, yet nothing records;
+    ``inference_mode(False)`` turns both off."""
     _mode = False
 
     def __new__(cls, mode=True):
@@ -168,12 +190,22 @@ class inference_mode(_GradModeContext):
             self._mode = not mode
 
     def __enter__(self):
-        self._prev_inference = _state.inference
+        # PyTorch's InferenceMode(on) sets grad mode to `not on`, restored on exit with the rest
+        self._prev_inference, self._prev_asked = _state.inference, grad_mode_enabled()
         _state.inference = not self._mode
-        return super().__enter__()
+        _state.asked = self._mode
+        prev = self._prev = _state.enabled
+        if self._mode is not prev:
+            if self._mode:
+                OFF.pop()
+            else:
+                OFF.append(None)
+        _state.enabled = self._mode
+        return self
 
     def __exit__(self, exc_type, exc, tb):
         _state.inference = self._prev_inference
+        _state.asked = self._prev_asked
         return super().__exit__(exc_type, exc, tb)
 
     def __call__(self, fn):
@@ -194,7 +226,7 @@ class set_grad_enabled(_GradModeContext):
     def __init__(self, mode: bool):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled expects a bool, got {type(mode).__name__}")
-        self._prev = _state.enabled
+        self._prev = grad_mode_enabled()
         self._mode = mode
         set_mode(mode)
 
