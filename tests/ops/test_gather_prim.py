@@ -23,3 +23,32 @@ def test_take_along_dim_broadcasts_as_pytorch(index_shape, dim):
     for g in got[1:]:
         for u, w in zip(g, got[0]):
             np.testing.assert_array_equal(u, w)
+
+
+@pytest.mark.parametrize("op", ["scatter_add", "scatter", "scatter_reduce"])
+def test_scatter_reads_the_index_shaped_block_of_a_larger_src(op):
+    idx = np.array([[0, 2], [2, 1]])
+    def run(m, compiled):
+        a = m.tensor(np.arange(12.0).reshape(3, 4), requires_grad=True)
+        s = m.tensor(np.arange(1.0, 13.0).reshape(3, 4) * 10)   # (PyTorch's backward refuses its grad)
+        def f(a, s, i):
+            if op == "scatter_reduce":
+                return a.scatter_reduce(0, i, s, "sum")
+            return getattr(a, op)(0, i, s)
+        y = (tj.compile(f) if compiled else f)(a, s, m.tensor(idx))
+        (y * m.arange(12.0).reshape(3, 4)).sum().backward()
+        return y.detach().numpy(), a.grad.numpy()
+    want = run(torch, False)
+    for compiled in (False, True):
+        for u, w in zip(run(tj, compiled), want):
+            np.testing.assert_array_equal(u, w)
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter_add", "scatter"])
+def test_an_index_larger_than_self_beside_dim_raises(op):
+    x, idx = tj.zeros(2, 3), tj.zeros(1, 4, dtype=tj.long)
+    args = (0, idx) if op == "gather" else (0, idx, tj.ones(1, 4))
+    with pytest.raises(RuntimeError, match="larger than self"):
+        getattr(x, op)(*args)
+    with pytest.raises(RuntimeError):
+        getattr(torch.zeros(2, 3), op)(*((0, torch.zeros(1, 4, dtype=torch.long)) + ((torch.ones(1, 4),) if op != "gather" else ())))

@@ -24,12 +24,21 @@ def check_index_range(op: str, index, dim: int, n: int) -> None:
     raise IndexRangeError(f"{op}: index {bad} is out of range for dim {dim} of size {n}")
 
 
+def check_index_within(op: str, index, a, dim: int) -> None:
+    """Raise unless `index` is no larger than `a` in every dim but `dim` (PyTorch's bound
+    for gather and scatter: those positions are read or written one for one)."""
+    if any(n > a.shape[d] for d, n in enumerate(index.shape) if d != dim):
+        raise ShapeError(f"{op}: index of shape {tuple(index.shape)} is larger than self of "
+                         f"shape {tuple(a.shape)} in a dim other than {dim}")
+
+
 def _gather_rule(a, index, dim):
     if index.ndim != a.ndim:
         raise ShapeError(f"gather: index rank {index.ndim} must equal input rank {a.ndim} "
                          f"(input {a.shape}, index {index.shape})")
     if not index.dtype.is_integer:
         raise IndexRangeError(f"gather: index must be an integer tensor, got {index.dtype.name}")
+    check_index_within("gather", index, a, dim)
     return Aval(index.shape, a.dtype, a.device)
 
 
@@ -181,6 +190,7 @@ def _scatter_add_rule(a, index, src, dim):
     if index.ndim != a.ndim:
         raise ShapeError(f"scatter_add: index rank {index.ndim} must equal self rank {a.ndim} "
                          f"(self {a.shape}, index {index.shape})")
+    check_index_within("scatter_add", index, a, dim)
     return Aval(a.shape, a.dtype, a.device)
 
 
@@ -258,7 +268,20 @@ def take_along_dim(a, indices, dim=None):
     return gather(a, d, indices)
 
 
+def src_prefix(op: str, src, index):
+    """The leading index-shaped block of `src`: PyTorch reads only that much of a larger
+    `src` (each dim of `index` at most `src`'s)."""
+    if tuple(src.shape) == tuple(index.shape):
+        return src
+    if src.ndim != index.ndim or any(n > m for n, m in zip(index.shape, src.shape)):
+        raise ShapeError(f"{op}: index of shape {tuple(index.shape)} is larger than src of "
+                         f"shape {tuple(src.shape)}")
+    from .indexing import getitem
+    return getitem(src, tuple(slice(0, n) for n in index.shape))
+
+
 def scatter_add(a, dim: int, index, src):
     if a.ndim == 0:
         return on_one_element(scatter_add, "scatter_add", a, dim, index, src)
+    src = src_prefix("scatter_add", src, index)
     return bind(SCATTER_ADD, a, index, src, dim=normalize_dim(dim, a.ndim, "scatter_add"))

@@ -18,7 +18,7 @@ from ..shapes import normalize_dim
 from ..tensor import Tensor
 from .creation import arange, full, tensor, zeros
 from .elementwise import cast, where
-from .gather_prim import _flat_positions, check_index_range, on_one_element
+from .gather_prim import _flat_positions, check_index_range, check_index_within, on_one_element, src_prefix
 from .indexing import gather, getitem, in_range, index_add_, index_put, nonzero, scatter_add
 from .shape import expand, reshape
 from .rearrange import movedim
@@ -45,8 +45,7 @@ def _grids(shape, dim: int, index, device):
 def _src_like(src, index, a, op="scatter"):
     if isinstance(src, Tensor):
         expect_same_dtype(op, a, src, "src")
-        sl = tuple(slice(0, n) for n in index.shape)
-        src = getitem(src, sl) if tuple(src.shape) != tuple(index.shape) else src
+        src = src_prefix(op, src, index)
         return cast(src, a.dtype) if src.dtype is not a.dtype else src
     return full(tuple(index.shape), src, dtype=a.dtype, device=a.device)
 
@@ -57,6 +56,7 @@ def _check_index(op, a, index, dim):
                          f"{index.dtype.name if isinstance(index, Tensor) else type(index).__name__}")
     if index.ndim != a.ndim and not (index.ndim == 0 and a.ndim == 0):
         raise ShapeError(f"{op}: index rank {index.ndim} must equal self rank {a.ndim}")
+    check_index_within(op, index, a, dim)
 
 
 def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
