@@ -52,3 +52,14 @@ def test_an_index_larger_than_self_beside_dim_raises(op):
         getattr(x, op)(*args)
     with pytest.raises(RuntimeError):
         getattr(torch.zeros(2, 3), op)(*((0, torch.zeros(1, 4, dtype=torch.long)) + ((torch.ones(1, 4),) if op != "gather" else ())))
+
+
+def test_gather_takes_pytorchs_sparse_grad_keyword():
+    def run(m):
+        x = m.arange(6.0).reshape(2, 3).requires_grad_()
+        i = m.tensor([[0, 0], [2, 1]])
+        y = m.gather(x, 1, i, sparse_grad=False) + x.gather(1, i, sparse_grad=False) * 2
+        (y * m.tensor([[1.0, 2.0], [3.0, 4.0]])).sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+    for u, w in zip(run(tj), run(torch)):
+        np.testing.assert_array_equal(u, w)

@@ -244,7 +244,9 @@ def on_one_element(fn, op: str, a, dim, index, *args, **kwargs):
     return reshape(fn(one(a), 0, one(index), *map(one, args), **{k: one(v) for k, v in kwargs.items()}), ())
 
 
-def gather(a, dim: int, index):
+def gather(a, dim: int, index, *, sparse_grad: bool = False):
+    """``out[i][j] = a[index[i][j]][j]`` along `dim`. `sparse_grad` is accepted for PyTorch's
+    signature; the gradient is dense either way (as ``nn.Embedding(sparse=True)``'s)."""
     if a.ndim == 0:   # (PyTorch's: index-shaped, as ever)
         normalize_dim(dim, 0, "gather")
         return reshape(gather(reshape(a, (1,)), 0, reshape(index, (-1,))), tuple(index.shape))
