@@ -76,3 +76,13 @@ def test_k0_k1_and_spherical_j0_at_infinity_and_nan_as_pytorch():
                  "scaled_modified_bessel_k1", "spherical_bessel_j0"):
         want = getattr(torch.special, name)(torch.tensor(x)).numpy()
         np.testing.assert_allclose(getattr(tj.special, name)(tj.tensor(x)).numpy(), want, rtol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_airy_ai_at_the_infinities_is_pytorchs_nan(dtype):
+    torch = pytest.importorskip("torch")
+    v = [math.inf, -math.inf, math.nan, 150.0, 2.0, -3.0]
+    got = tj.special.airy_ai(tj.tensor(v, dtype=getattr(tj, dtype))).numpy()
+    want = torch.special.airy_ai(torch.tensor(v, dtype=getattr(torch, dtype))).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-30, equal_nan=True)
+    assert np.isnan(got[:3]).all()

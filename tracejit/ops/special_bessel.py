@@ -152,7 +152,7 @@ def _airy(x):
             even = even + (-1) ** (k // 2) * term
     left = (np.sin(ze + np.pi / 4) * even - np.cos(ze + np.pi / 4) * odd) / (np.sqrt(np.pi) * z ** 0.25)
     out = np.where(pos, right, np.where(mid, middle, left))
-    return np.where(np.isnan(x), np.nan, np.where(np.isposinf(x), 0.0, out))
+    return np.where(np.isfinite(x), out, np.nan)   # (PyTorch's: nan at both infinities, not the limit 0)
 
 
 def _impl(fn):
