@@ -124,3 +124,20 @@ def test_index_ops_of_a_0d_tensor_read_it_as_one_element(compiled):
     assert (ja.grad.item(), jv.grad.item()) == (ta.grad.item(), tv.grad.item())
     with pytest.raises(IndexError):
         tj.tensor(2.5).gather(1, tj.tensor(0))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("dim, index", [(0, [0, 0, 3]), (1, [4, 2, 4, 4])])
+def test_index_fill_counts_a_repeated_slice_once_in_the_value_gradient(dim, index, compiled):
+    def f(lib, x, v):
+        return x.index_fill(dim, lib.tensor(index), v[1])
+    got, want = [], []
+    for lib, out in ((tj, got), (torch, want)):
+        x = lib.tensor(np.arange(20.0).reshape(4, 5) / 7, requires_grad=True)
+        v = lib.tensor([0.5, -2.0], requires_grad=True)
+        fn = tj.compile(lambda x, v: f(tj, x, v)) if lib is tj and compiled else (lambda x, v: f(lib, x, v))
+        y = fn(x, v)
+        (y * lib.arange(20.0).reshape(4, 5).sin()).sum().backward()
+        out += [y.detach().numpy(), x.grad.numpy(), v.grad.numpy()]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)

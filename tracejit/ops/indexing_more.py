@@ -279,6 +279,12 @@ def index_fill(input, dim: int, index, value):
     if number is not None:
         number = _dt.number_as(input.dtype, number, "index_fill")
         value = value if isinstance(value, Tensor) else number
+    if isinstance(value, Tensor):
+        # a mask of the filled slices, so each filled element counts once in the value's
+        # gradient however often `index` names its slice (PyTorch's; an index_put's counts repeats)
+        n = input.shape[dim]
+        hit = index_put(zeros((n,), dtype=_dt.bool_, device=input.device), (index,), True)
+        return where(reshape(hit, (n,) + (1,) * (input.ndim - dim - 1)), value, input)
     return index_put(input, (slice(None),) * dim + (index,), value)
 
 
