@@ -63,3 +63,19 @@ def test_gather_takes_pytorchs_sparse_grad_keyword():
         return y.detach().numpy(), x.grad.numpy()
     for u, w in zip(run(tj), run(torch)):
         np.testing.assert_array_equal(u, w)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_take_along_dim_takes_an_index_modulo_the_dim_size_as_pytorch(compiled):
+    idx = [[-1, 0, 7], [-5, 12, -9]]
+    got = []
+    for m in (torch, tj):
+        a = m.tensor(np.arange(10.0).reshape(2, 5), requires_grad=True)
+        f = lambda a, i: m.take_along_dim(a, i, 1)   # noqa: E731
+        y = (tj.compile(f) if m is tj and compiled else f)(a, m.tensor(idx))
+        (y * m.arange(6.0).reshape(2, 3)).sum().backward()
+        got.append((y.detach().numpy(), a.grad.numpy()))
+    for u, w in zip(got[1], got[0]):
+        np.testing.assert_array_equal(u, w)
+    with pytest.raises(IndexError):   # flattened, an index must be in range, as PyTorch's
+        tj.take_along_dim(tj.arange(4.0), tj.tensor([-1]))

@@ -254,14 +254,21 @@ def gather(a, dim: int, index, *, sparse_grad: bool = False):
 
 
 def take_along_dim(a, indices, dim=None):
-    """PyTorch's argument order (input, indices, dim); dim=None works on the flattened input.
-    The other dims broadcast, as PyTorch's (gather reads a prefix of them instead)."""
+    """PyTorch's argument order (input, indices, dim); dim=None works on the flattened input
+    (where, as PyTorch's, an index must lie in range). The other dims broadcast, as
+    PyTorch's (gather reads a prefix of them instead)."""
     if dim is None:
         return gather(reshape(a, (-1,)), 0, reshape(indices, (-1,)))
     d = normalize_dim(dim, a.ndim, "take_along_dim")
     if indices.ndim != a.ndim:
         raise ShapeError(f"take_along_dim: input {tuple(a.shape)} and indices {tuple(indices.shape)} must have "
                          f"the same number of dims")
+    if not indices.dtype.is_integer:
+        raise IndexRangeError(f"take_along_dim: indices must be an integer tensor, got {indices.dtype.name}")
+    if not (isinstance(a.shape[d], int) and a.shape[d] == 0):
+        # PyTorch's: an index along a dim is taken modulo its size (-1 is the last element)
+        from .elementwise import remainder
+        indices = remainder(indices, a.shape[d])
     if tuple(a.shape) != tuple(indices.shape):
         from ..broadcasting import broadcast_shapes
         from .shape import expand
