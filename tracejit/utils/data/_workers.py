@@ -17,14 +17,13 @@ with a message saying so (its workers would die starting). ``multiprocessing_con
 ("fork", "spawn", "forkserver" or a context) is used as given.
 
 Worker ``i`` seeds tracejit's, numpy's and Python's generators with ``base_seed + i``;
-``base_seed`` is derived from tracejit's global generator state without drawing from it
-(drawing would change the shuffle order against ``num_workers=0``), so
-``tracejit.manual_seed`` makes worker randomness reproducible too.
+``base_seed`` is drawn at every ``iter(loader)`` from the loader's ``generator`` (else the
+global one), as PyTorch's, so each epoch's workers draw fresh numbers and a fixed seed
+makes them reproducible.
 """
 from __future__ import annotations
 
 import ast
-import hashlib
 import multiprocessing as mp
 import queue
 import sys
@@ -332,9 +331,3 @@ class WorkerPool:
                 continue
             yield _from_wire(out)
 
-
-def base_seed() -> int:
-    """A seed derived from (not drawn from) tracejit's global generator state."""
-    from ...ops.random import get_rng_state
-    digest = hashlib.sha256(get_rng_state().numpy().tobytes()).digest()
-    return int.from_bytes(digest[:7], "little")

@@ -148,6 +148,7 @@ class DataLoader:
         self.persistent_workers = bool(ignored.get("persistent_workers", False))
         self.multiprocessing_context = ignored.get("multiprocessing_context")
         self.prefetch_factor = ignored.get("prefetch_factor") or 2
+        self.generator = ignored.get("generator")
         self._pool = None
         self.dataset = dataset
         self.batch_size = batch_size
@@ -157,7 +158,7 @@ class DataLoader:
         self._iterable = iterable
         if not iterable:
             if sampler is None:
-                sampler = (RandomSampler(dataset, generator=ignored.get("generator")) if shuffle
+                sampler = (RandomSampler(dataset, generator=self.generator) if shuffle
                            else SequentialSampler(dataset))
             if batch_size is not None and batch_sampler is None:
                 batch_sampler = BatchSampler(sampler, batch_size, drop_last)
@@ -171,9 +172,17 @@ class DataLoader:
     def __iter__(self) -> "_LoaderIter":
         return _LoaderIter(self)
 
-    def _batches(self) -> Iterator:
+    def _base_seed(self) -> int:
+        """The seed of one pass's workers (worker i seeds with it + i), drawn from ``generator``
+        (else the global generator) at every ``iter()``, as PyTorch's: each epoch's workers draw
+        fresh random numbers, and the draw happens whatever num_workers is, so the shuffle order
+        stays that of ``num_workers=0``."""
+        from ...ops.creation import empty
+        return int(empty((), dtype=_dt.int64).random_(generator=self.generator).item())
+
+    def _batches(self, base_seed: int) -> Iterator:
         if self.num_workers > 0:
-            yield from self._iter_workers()
+            yield from self._iter_workers(base_seed)
             return
         if self._iterable:
             yield from self._iter_stream()
@@ -185,14 +194,14 @@ class DataLoader:
         batched = self.batch_sampler is not None
         return _MapFetcher(self.dataset, self.collate_fn, batched, self._fast)
 
-    def _iter_workers(self):
-        from ._workers import WorkerPool, base_seed
+    def _iter_workers(self, base_seed: int):
+        from ._workers import WorkerPool
         pool = self._pool
         if pool is None or not pool.alive:
             spec = {"dataset": self.dataset, "iterable": self._iterable, "worker_init_fn": self.worker_init_fn,
                     "fetch": _StreamFetcher(self.batch_size, self.drop_last, self.collate_fn) if self._iterable
                     else self._map_fetcher()}
-            pool = WorkerPool(spec, self.num_workers, base_seed(), self.multiprocessing_context,
+            pool = WorkerPool(spec, self.num_workers, base_seed, self.multiprocessing_context,
                               self.prefetch_factor)
             if self.persistent_workers:
                 self._pool = pool
@@ -225,7 +234,7 @@ class _LoaderIter:
     length (``len(iter(loader))``, progress bars given the iterator)."""
 
     def __init__(self, loader: DataLoader):
-        self._loader, self._gen = loader, loader._batches()
+        self._loader, self._gen = loader, loader._batches(loader._base_seed())
         self._num_yielded = 0
 
     def __iter__(self) -> "_LoaderIter":
