@@ -28,6 +28,7 @@ import multiprocessing as mp
 import queue
 import sys
 import threading
+import time
 import traceback
 import weakref
 from collections import namedtuple
@@ -242,8 +243,9 @@ class WorkerPool:
     """``num_workers`` processes serving one DataLoader; `run` yields one epoch's batches."""
 
     def __init__(self, spec: dict, num_workers: int, base_seed: int, context: Any = None,
-                 prefetch_factor: int = 2):
+                 prefetch_factor: int = 2, timeout: float = 0):
         ctx = start_context(context)
+        self.timeout = timeout   # seconds to wait for the next result (0: for ever), as PyTorch's
         self.num_workers, self.prefetch = num_workers, max(1, prefetch_factor) * num_workers
         self.result_q = ctx.Queue()
         self.index_queues = [ctx.Queue() for _ in range(num_workers)]
@@ -265,10 +267,15 @@ class WorkerPool:
         return self._finalizer.alive
 
     def _get(self, pending: dict, key):
-        """Wait until the result for `key` has arrived (others are kept in `pending`)."""
+        """Wait until the result for `key` has arrived (others are kept in `pending`); a
+        RuntimeError once `timeout` seconds pass without any result arriving."""
+        deadline = time.monotonic() + self.timeout if self.timeout > 0 else None
         while key not in pending:
+            wait = _POLL_S if deadline is None else min(_POLL_S, deadline - time.monotonic())
             try:
-                k, v = self.result_q.get(timeout=_POLL_S)
+                if wait <= 0:
+                    raise queue.Empty
+                k, v = self.result_q.get(timeout=wait)
             except queue.Empty:
                 dead = [w for w in self.workers if not w.is_alive()]
                 if dead:
@@ -276,9 +283,13 @@ class WorkerPool:
                     codes = ", ".join(str(w.exitcode) for w in dead)
                     raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly with exit "
                                        f"code(s) {codes}") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise RuntimeError(f"DataLoader timed out after {self.timeout} seconds") from None
                 continue
             if k[0] == self._epoch:   # results of an abandoned earlier epoch are dropped
                 pending[k] = v
+            if deadline is not None:
+                deadline = time.monotonic() + self.timeout
         v = pending.pop(key)
         if isinstance(v, _WorkerError):
             v.reraise()

@@ -139,7 +139,7 @@ class DataLoader:
         if num_workers == 0 and ignored.get("prefetch_factor") is not None:
             raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing: "
                              "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None")
-        if ignored.get("timeout", 0) < 0:
+        if not isinstance(ignored.get("timeout", 0), (int, float)) or ignored.get("timeout", 0) < 0:
             raise ValueError(f"DataLoader: timeout option should be non-negative, got {ignored['timeout']!r}")
         init_fn = ignored.get("worker_init_fn")
         if init_fn is not None and not callable(init_fn):
@@ -149,6 +149,7 @@ class DataLoader:
         self.multiprocessing_context = ignored.get("multiprocessing_context")
         self.prefetch_factor = ignored.get("prefetch_factor") or 2
         self.generator = ignored.get("generator")
+        self.timeout = ignored.get("timeout", 0)
         self._pool = None
         self.dataset = dataset
         self.batch_size = batch_size
@@ -202,7 +203,7 @@ class DataLoader:
                     "fetch": _StreamFetcher(self.batch_size, self.drop_last, self.collate_fn) if self._iterable
                     else self._map_fetcher()}
             pool = WorkerPool(spec, self.num_workers, base_seed, self.multiprocessing_context,
-                              self.prefetch_factor)
+                              self.prefetch_factor, self.timeout)
             if self.persistent_workers:
                 self._pool = pool
         try:
