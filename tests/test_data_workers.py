@@ -131,7 +131,7 @@ def test_worker_error_names_worker_and_shuts_down():
     it = iter(loader)
     assert _flat(next(it)) == ("T", "float32", [0.0, 1.0])
     started = set(mp.active_children())
-    with pytest.raises(RuntimeError, match=r"(?s)Caught ValueError in DataLoader worker process 0.*item 5 is broken"):
+    with pytest.raises(ValueError, match=r"(?s)Caught ValueError in DataLoader worker process 0.*item 5 is broken"):
         list(it)
     _wait_dead(started)
 

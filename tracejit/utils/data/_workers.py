@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import multiprocessing as mp
+import pickle
 import queue
 import sys
 import threading
@@ -87,16 +88,37 @@ def _from_wire(x):
     return _rebuild(x, leaf)
 
 
-class _WorkerError:
-    """An exception raised in a worker, carried to the parent as text."""
+class _KeyErrorText(str):
+    """A KeyError's message shown as written: ``str(KeyError(m))`` is ``repr(m)``, which
+    would print the worker's traceback as one line of escaped newlines."""
 
-    def __init__(self, worker_id: int, exc: BaseException, where: str):
-        self.worker_id, self.type_name, self.where = worker_id, type(exc).__name__, where
+    def __repr__(self) -> str:
+        return self
+
+
+class _WorkerError:
+    """An exception raised in a worker, carried to the parent as its type and text. The parent
+    raises the same type, as PyTorch's, so ``except ValueError`` around the loop still catches a
+    dataset's ValueError (RuntimeError where the type cannot travel or be built from a message)."""
+
+    def __init__(self, worker_id: int, exc: BaseException):
+        self.worker_id, self.type_name = worker_id, type(exc).__name__
         self.text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        try:
+            pickle.dumps(type(exc))
+            self.exc_type = type(exc)
+        except Exception:   # (a class defined inside a function cannot travel)
+            self.exc_type = None
 
     def reraise(self):
-        raise RuntimeError(f"Caught {self.type_name} in DataLoader worker process {self.worker_id} "
-                           f"{self.where}.\nOriginal traceback in the worker:\n{self.text}")
+        msg = f"Caught {self.type_name} in DataLoader worker process {self.worker_id}.\nOriginal {self.text}"
+        if self.exc_type is KeyError:
+            msg = _KeyErrorText(msg)
+        try:
+            exc = self.exc_type(msg) if self.exc_type is not None else None
+        except Exception:
+            exc = None
+        raise exc if isinstance(exc, BaseException) else RuntimeError(msg)
 
 
 _EXHAUSTED = "exhausted"   # an IterableDataset worker's copy of the stream ended
@@ -120,7 +142,7 @@ def _worker_loop(spec: dict, worker_id: int, num_workers: int, seed: int, index_
         if spec["worker_init_fn"] is not None:
             spec["worker_init_fn"](worker_id)
     except Exception as e:  # reported on the first request, then the worker stops
-        err = _WorkerError(worker_id, e, "in worker_init_fn")
+        err = _WorkerError(worker_id, e)
         while True:
             task = index_q.get()
             if task is None:
@@ -145,7 +167,7 @@ def _worker_loop(spec: dict, worker_id: int, num_workers: int, seed: int, index_
         except StopIteration:
             result = _EXHAUSTED
         except Exception as e:
-            result = _WorkerError(worker_id, e, "while loading a batch")
+            result = _WorkerError(worker_id, e)
         result_q.put((key, result))
 
 
