@@ -131,8 +131,10 @@ def test_worker_error_names_worker_and_shuts_down():
     it = iter(loader)
     assert _flat(next(it)) == ("T", "float32", [0.0, 1.0])
     started = set(mp.active_children())
+    assert _flat(next(it)) == ("T", "float32", [2.0, 3.0])
     with pytest.raises(ValueError, match=r"(?s)Caught ValueError in DataLoader worker process 0.*item 5 is broken"):
-        list(it)
+        next(it)
+    assert [_flat(b) for b in it] == [("T", "float32", [6.0, 7.0])]   # the epoch goes on, as PyTorch's
     _wait_dead(started)
 
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["WorkerInfo", "get_worker_info", "WorkerPool", "start_context"]
+__all__ = ["WorkerInfo", "get_worker_info", "WorkerPool", "LoadError", "start_context"]
 
 WorkerInfo = namedtuple("WorkerInfo", ["id", "num_workers", "seed", "dataset"])
 _worker_info: WorkerInfo | None = None
@@ -96,7 +96,19 @@ class _KeyErrorText(str):
         return self
 
 
-class _WorkerError:
+class LoadError:
+    """A batch whose loading raised: what the loader's iterator raises in its place. The
+    iterator stays usable after it, as PyTorch's, so a loop that catches a dataset's error
+    goes on with the next batch."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+    def reraise(self):
+        raise self.exc
+
+
+class _WorkerError(LoadError):
     """An exception raised in a worker, carried to the parent as its type and text. The parent
     raises the same type, as PyTorch's, so ``except ValueError`` around the loop still catches a
     dataset's ValueError (RuntimeError where the type cannot travel or be built from a message)."""
@@ -313,9 +325,7 @@ class WorkerPool:
             if deadline is not None:
                 deadline = time.monotonic() + self.timeout
         v = pending.pop(key)
-        if isinstance(v, _WorkerError):
-            v.reraise()
-        return v
+        return v   # (a _WorkerError too: the loader's iterator raises it, and the epoch goes on)
 
     def run_indices(self, tasks):
         """Yield the loaded result of each item of `tasks` (batch index lists), in order."""
@@ -337,7 +347,7 @@ class WorkerPool:
                 return
             out = self._get(pending, (epoch, received))
             received += 1
-            yield _from_wire(out)
+            yield out if isinstance(out, _WorkerError) else _from_wire(out)
 
     def run_stream(self):
         """Yield batches of an IterableDataset: worker copies in round-robin until all end."""
@@ -362,5 +372,5 @@ class WorkerPool:
                     active.remove(w)
                 # later requests already sent to w also come back exhausted
                 continue
-            yield _from_wire(out)
+            yield out if isinstance(out, _WorkerError) else _from_wire(out)
 

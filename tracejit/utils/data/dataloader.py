@@ -17,7 +17,7 @@ import numpy as np
 
 from ... import dtypes as _dt
 from ...tensor import Tensor
-from ._workers import get_worker_info  # noqa: F401
+from ._workers import LoadError, get_worker_info
 from .dataset import IterableDataset, Subset, TensorDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler, batches, num_batches
 
@@ -188,8 +188,13 @@ class DataLoader:
         if self._iterable:
             yield from self._iter_stream()
             return
-        batched = self.batch_sampler is not None
-        yield from map(self._map_fetcher(), self.batch_sampler if batched else self.sampler)
+        fetch = self._map_fetcher()
+        for indices in self.batch_sampler if self.batch_sampler is not None else self.sampler:
+            try:
+                out = fetch(indices)
+            except Exception as e:   # raised by the iterator, which goes on with the next batch
+                out = LoadError(e)
+            yield out
 
     def _map_fetcher(self) -> "_MapFetcher":
         batched = self.batch_sampler is not None
@@ -244,6 +249,8 @@ class _LoaderIter:
     def __next__(self):
         out = next(self._gen)
         self._num_yielded += 1
+        if isinstance(out, LoadError):
+            out.reraise()
         return out
 
     def __len__(self) -> int:
