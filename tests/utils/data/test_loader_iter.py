@@ -1,5 +1,5 @@
 """``iter(DataLoader)`` and the loader's argument checks, against PyTorch: the iterator
-knows the loader's length; prefetch_factor without workers and a negative timeout raise."""
+knows the loader's length; prefetch_factor without workers (or under 1) and a negative timeout raise."""
 import pytest
 
 import tracejit as tj
@@ -22,3 +22,10 @@ def test_loader_refuses_what_torch_refuses(kw, match):
     for m in (torch, tj):
         with pytest.raises(ValueError, match=match):
             m.utils.data.DataLoader(m.utils.data.TensorDataset(m.arange(5.0)), **kw)
+
+
+@pytest.mark.parametrize("factor", [0, -1, 1.5])
+def test_a_prefetch_factor_that_loads_nothing_is_refused(factor):
+    # (PyTorch refuses a negative factor in the constructor and 0 at iter(); here both at once)
+    with pytest.raises(ValueError, match=r"prefetch_factor option should be a positive int, got"):
+        tj.utils.data.DataLoader(tj.utils.data.TensorDataset(tj.arange(5.0)), num_workers=1, prefetch_factor=factor)

@@ -139,6 +139,10 @@ class DataLoader:
         if num_workers == 0 and ignored.get("prefetch_factor") is not None:
             raise ValueError("DataLoader: prefetch_factor option could only be specified in multiprocessing: "
                              "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor to None")
+        prefetch = ignored.get("prefetch_factor")
+        if prefetch is not None and (isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 1):
+            # (PyTorch refuses a negative one here and 0 at iter(); 0 would load nothing)
+            raise ValueError(f"DataLoader: prefetch_factor option should be a positive int, got {prefetch!r}")
         if not isinstance(ignored.get("timeout", 0), (int, float)) or ignored.get("timeout", 0) < 0:
             raise ValueError(f"DataLoader: timeout option should be non-negative, got {ignored['timeout']!r}")
         init_fn = ignored.get("worker_init_fn")
@@ -147,7 +151,7 @@ class DataLoader:
         self.worker_init_fn = init_fn
         self.persistent_workers = bool(ignored.get("persistent_workers", False))
         self.multiprocessing_context = ignored.get("multiprocessing_context")
-        self.prefetch_factor = ignored.get("prefetch_factor") or 2
+        self.prefetch_factor = 2 if prefetch is None else prefetch
         self.generator = ignored.get("generator")
         self.timeout = ignored.get("timeout", 0)
         self._pool = None
