@@ -1,6 +1,7 @@
 """A main script without an ``if __name__ == "__main__":`` guard that loads a large dataset
 with workers (the layout of many PyTorch programs) finishes with the right batches and
-one op thread per worker, rather than hanging while a spawned worker dies re-running it."""
+one op thread per worker, rather than hanging while a spawned worker dies re-running it; a
+dataset that a spawn start cannot pickle gets an error saying why it is pickled."""
 import os
 import subprocess
 import sys
@@ -52,3 +53,26 @@ def test_a_queue_feeder_thread_does_not_stop_forking():
         q.get()
         q.close()
         q.join_thread()
+
+
+class _HoldsALambda:
+    def __init__(self):
+        self.f = lambda i: i
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return self.f(i)
+
+
+def test_a_dataset_spawn_cannot_pickle_gets_an_error_saying_why():
+    import multiprocessing as mp
+
+    from tracejit.utils.data import DataLoader
+    before = set(mp.active_children())
+    loader = DataLoader(_HoldsALambda(), batch_size=2, num_workers=2, multiprocessing_context="spawn")
+    with pytest.raises(AttributeError, match=r"(?s)start with 'spawn' here \(as multiprocessing_context asks\), "
+                                             r"which pickles the dataset.*local object.*at module level"):
+        next(iter(loader))
+    assert not set(mp.active_children()) - before   # (earlier tests' workers may end meanwhile)

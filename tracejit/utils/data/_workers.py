@@ -256,6 +256,22 @@ def _is_main_test(test) -> bool:
             and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
 
 
+def _unpicklable(exc: Exception, method: str, requested: Any) -> Exception:
+    """The error for a worker that could not start because what it runs does not pickle:
+    it says why this start method pickles and how to avoid it (same type as `exc` where it
+    can be built from a message)."""
+    why = "as multiprocessing_context asks" if requested else fork_hazard()
+    msg = (f"DataLoader: worker processes start with {method!r} here ({why}), which pickles the "
+           f"dataset, collate_fn and worker_init_fn to send them to each worker, and that failed: "
+           f"{exc}. Define them, and the functions they hold, at module level (no lambdas, local "
+           f"functions or open files), or, where forking is safe for the program, pass "
+           f"multiprocessing_context='fork'")
+    try:
+        return type(exc)(msg)
+    except Exception:
+        return RuntimeError(msg)
+
+
 # ---------------------------------------------------------------- the parent side
 def _shutdown(workers, index_queues, result_q) -> None:
     for q in index_queues:
@@ -287,7 +303,13 @@ class WorkerPool:
         for i in range(num_workers):
             w = ctx.Process(target=_worker_loop, args=(spec, i, num_workers, base_seed + i,
                                                        self.index_queues[i], self.result_q), daemon=True)
-            w.start()
+            try:
+                w.start()
+            except (pickle.PicklingError, AttributeError, TypeError) as e:
+                _shutdown(self.workers, self.index_queues, self.result_q)
+                if ctx.get_start_method() == "fork":
+                    raise
+                raise _unpicklable(e, ctx.get_start_method(), context) from e
             self.workers.append(w)
         self._epoch = 0
         # Workers are stopped when the pool is closed or garbage-collected, and at exit.
