@@ -4,7 +4,7 @@ workers or without."""
 import pytest
 
 import tracejit as tj
-from tracejit.utils.data import DataLoader, Dataset
+from tracejit.utils.data import DataLoader, Dataset, IterableDataset
 
 
 class Broken(Dataset):
@@ -21,7 +21,8 @@ def _skip_errors(loader):
     got, it = [], iter(loader)
     while True:
         try:
-            got.append(next(it).tolist())
+            out = next(it)
+            got.append(out.tolist() if isinstance(out, tj.Tensor) else out)
         except StopIteration:
             return got
         except ValueError as e:
@@ -37,3 +38,32 @@ def test_the_epoch_goes_on_after_a_failing_batch(kw):
     expect = [[0], [1], "error", [3], [4], "error", [6], [7]]
     assert _skip_errors(loader) == expect
     assert _skip_errors(loader) == expect          # and the next epoch is whole again
+
+
+class _SkipsThree:
+    """An iterator that raises at its third item and then goes on (a reader that can resume)."""
+
+    def __init__(self):
+        self.i = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.i += 1
+        if self.i == 3:
+            raise ValueError("record 3 is broken")
+        if self.i > 6:
+            raise StopIteration
+        return self.i
+
+
+class Records(IterableDataset):
+    def __iter__(self):
+        return _SkipsThree()
+
+
+@pytest.mark.parametrize("batch_size,expect", [(None, [1, 2, "error", 4, 5, 6]), (2, [[1, 2], "error", [4, 5], [6]])])
+def test_a_stream_goes_on_after_a_failing_record(batch_size, expect):
+    # (PyTorch's results: the failing record's batch is lost, the next record starts a new one)
+    assert _skip_errors(DataLoader(Records(), batch_size=batch_size)) == expect

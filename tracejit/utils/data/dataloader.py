@@ -19,7 +19,7 @@ from ... import dtypes as _dt
 from ...tensor import Tensor
 from ._workers import LoadError, get_worker_info
 from .dataset import IterableDataset, Subset, TensorDataset
-from .sampler import BatchSampler, RandomSampler, SequentialSampler, batches, num_batches
+from .sampler import BatchSampler, RandomSampler, SequentialSampler, num_batches
 
 __all__ = ["DataLoader", "default_collate", "default_convert", "get_worker_info"]
 
@@ -226,9 +226,17 @@ class DataLoader:
                 pool.close()   # also when the caller stops early (the generator is closed)
 
     def _iter_stream(self):
-        if self.batch_size is None:
-            return map(self.collate_fn, self.dataset)
-        return map(self.collate_fn, batches(self.dataset, self.batch_size, self.drop_last))
+        """The batches of an IterableDataset loaded here: the workers' fetcher, so a batch whose
+        loading raises is raised by the iterator, which then goes on with the stream, as there."""
+        fetch, stream = _StreamFetcher(self.batch_size, self.drop_last, self.collate_fn), iter(self.dataset)
+        while True:
+            try:
+                out = fetch(stream)
+            except StopIteration:
+                return
+            except Exception as e:
+                out = LoadError(e)
+            yield out
 
     def __len__(self) -> int:
         if self._iterable:
