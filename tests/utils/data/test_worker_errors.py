@@ -1,6 +1,9 @@
 """An exception in a DataLoader worker reaches the loop as PyTorch's does: the same type (so
 ``except ValueError`` around the loop still works), naming the worker and carrying the
-worker's traceback text; RuntimeError where the type cannot be rebuilt from a message."""
+worker's traceback text; RuntimeError where the type cannot be rebuilt from a message. A
+batch that cannot be pickled back raises too, rather than leaving the loop waiting."""
+import threading
+
 import pytest
 
 import tracejit as tj
@@ -68,3 +71,19 @@ def test_an_error_in_worker_init_fn():
     loader = DataLoader(Broken(ValueError), batch_size=1, num_workers=1, worker_init_fn=_bad_init)
     with pytest.raises(OSError, match=r"(?s)Caught OSError in DataLoader worker process 0\..*no data for worker 0"):
         list(loader)
+
+
+class Unsendable(Dataset):
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return threading.Lock()   # loads fine, but cannot be pickled back to the main process
+
+
+def test_a_batch_that_cannot_be_sent_back_raises_instead_of_hanging():
+    # (timeout only turns a hang into a failure of this test; the error comes at once)
+    loader = DataLoader(Unsendable(), batch_size=None, num_workers=1, timeout=30)
+    with pytest.raises(TypeError, match=r"(?s)Caught TypeError in DataLoader worker process 0\..*"
+                                        r"could not be pickled to send it to the main process: cannot pickle"):
+        next(iter(loader))

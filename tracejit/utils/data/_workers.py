@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import multiprocessing as mp
+import multiprocessing.queues
 import pickle
 import queue
 import sys
@@ -131,6 +132,20 @@ class _WorkerError(LoadError):
         except Exception:
             exc = None
         raise exc if isinstance(exc, BaseException) else RuntimeError(msg)
+
+
+class _ResultQueue(multiprocessing.queues.Queue):
+    """The workers' result queue. A result that does not pickle is answered with the error
+    saying so: a plain Queue prints the error in its feeder thread and drops the result, and
+    the parent waits for it for ever."""
+
+    def _on_queue_feeder_error(self, e, obj):
+        try:
+            err = type(e)(f"the loaded batch could not be pickled to send it to the main process: {e}")
+            err.__traceback__ = e.__traceback__
+        except Exception:
+            err = e
+        self.put((obj[0], _WorkerError(-1 if _worker_info is None else _worker_info.id, err)))
 
 
 _EXHAUSTED = "exhausted"   # an IterableDataset worker's copy of the stream ended
@@ -297,7 +312,7 @@ class WorkerPool:
         ctx = start_context(context)
         self.timeout = timeout   # seconds to wait for the next result (0: for ever), as PyTorch's
         self.num_workers, self.prefetch = num_workers, max(1, prefetch_factor) * num_workers
-        self.result_q = ctx.Queue()
+        self.result_q = _ResultQueue(ctx=ctx)
         self.index_queues = [ctx.Queue() for _ in range(num_workers)]
         self.workers = []
         for i in range(num_workers):
