@@ -1,5 +1,6 @@
 """``iter(DataLoader)`` and the loader's argument checks, against PyTorch: the iterator
-knows the loader's length; prefetch_factor without workers (or under 1) and a negative timeout raise."""
+knows the loader's length and warns when a stream yields past it; prefetch_factor without
+workers (or under 1) and a negative timeout raise."""
 import pytest
 
 import tracejit as tj
@@ -29,3 +30,32 @@ def test_a_prefetch_factor_that_loads_nothing_is_refused(factor):
     # (PyTorch refuses a negative factor in the constructor and 0 at iter(); here both at once)
     with pytest.raises(ValueError, match=r"prefetch_factor option should be a positive int, got"):
         tj.utils.data.DataLoader(tj.utils.data.TensorDataset(tj.arange(5.0)), num_workers=1, prefetch_factor=factor)
+
+
+def _short_stream(m):
+    class Stream(m.utils.data.IterableDataset):
+        """Says it holds 2 samples and yields 4."""
+
+        def __iter__(self):
+            return iter(range(4))
+
+        def __len__(self):
+            return 2
+    return Stream()
+
+
+@pytest.mark.parametrize("batch_size", [None, 1, 2])
+def test_a_stream_longer_than_its_length_warns_as_torch(batch_size):
+    import warnings
+    got = []
+    for m in (torch, tj):
+        loader = m.utils.data.DataLoader(_short_stream(m), batch_size=batch_size)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            before = len(list(loader))            # no len() asked yet: no warning
+            n = len(loader)
+            after = len(list(loader))
+        fetched = [str(w.message).split("but ")[1].split(" samples")[0] for w in caught
+                   if "was reported to be 2" in str(w.message)]
+        got.append((before, n, after, fetched))
+    assert got[1] == got[0]

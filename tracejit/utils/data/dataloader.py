@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections.abc
 import itertools
+import warnings
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -155,6 +156,7 @@ class DataLoader:
         self.generator = ignored.get("generator")
         self.timeout = ignored.get("timeout", 0)
         self._pool = None
+        self._stream_len = None   # len(loader) of an IterableDataset, once asked (see _LoaderIter)
         self.dataset = dataset
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -240,7 +242,9 @@ class DataLoader:
 
     def __len__(self) -> int:
         if self._iterable:
-            n = len(self.dataset)  # TypeError if the stream has no length, as in PyTorch
+            # (TypeError if the stream has no length, as in PyTorch; the iterator warns past the
+            # dataset's length, counted in batches as PyTorch's does)
+            n = self._stream_len = len(self.dataset)
             return n if self.batch_size is None else num_batches(n, self.batch_size, self.drop_last)
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
@@ -254,6 +258,7 @@ class _LoaderIter:
     def __init__(self, loader: DataLoader):
         self._loader, self._gen = loader, loader._batches(loader._base_seed())
         self._num_yielded = 0
+        self._stream_len = loader._stream_len
 
     def __iter__(self) -> "_LoaderIter":
         return self
@@ -261,6 +266,15 @@ class _LoaderIter:
     def __next__(self):
         out = next(self._gen)
         self._num_yielded += 1
+        if self._stream_len is not None and self._num_yielded > self._stream_len:
+            # more than the length the program was told: as PyTorch, say so (with workers,
+            # usually each worker yielding the whole stream)
+            more = (" With workers, each worker's copy of the dataset may be yielding all of it: "
+                    "split the stream by get_worker_info() in __iter__ or in worker_init_fn."
+                    if self._loader.num_workers > 0 else "")
+            warnings.warn(f"Length of IterableDataset {self._loader.dataset} was reported to be "
+                          f"{self._stream_len} (when accessing len(dataloader)), but {self._num_yielded} "
+                          f"samples have been fetched.{more}", stacklevel=2)
         if isinstance(out, LoadError):
             out.reraise()
         return out
