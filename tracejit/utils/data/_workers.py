@@ -69,10 +69,14 @@ def _rebuild(x, leaf):
     return leaf(x)
 
 
+def _dense(a: np.ndarray) -> np.ndarray:
+    """`a` in row-major order, same shape (``np.ascontiguousarray`` makes a 0-d array 1-d)."""
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
 def _to_wire(x):
     from ...tensor import Tensor
-    return _rebuild(x, lambda t: _WireTensor(np.ascontiguousarray(t.detach().cpu()._data),
-                                             t.dtype.name, t.requires_grad)
+    return _rebuild(x, lambda t: _WireTensor(_dense(t.detach().cpu()._data), t.dtype.name, t.requires_grad)
                     if isinstance(t, Tensor) else t)
 
 
