@@ -1,4 +1,5 @@
-"""default_collate's handling of string and nested fields, against PyTorch."""
+"""default_collate's handling of string and nested fields and of the layout of stacked samples,
+against PyTorch."""
 import collections
 
 import numpy as np
@@ -50,3 +51,14 @@ def test_default_convert_numpy_scalars_and_mapping_type_as_pytorch(data):
     assert type(got) is type(want)
     assert _shape(got) == _shape(want)
     assert str(got).replace("tracejit", "torch") == str(want)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_collated_samples_are_row_major_as_pytorch(layout):
+    got = []
+    for m, collate in ((torch, t_collate), (tj, tj.utils.data.default_collate)):
+        x = m.arange(48.0).reshape(1, 3, 4, 4)
+        x = x[0].transpose(0, 2) if layout == "transposed" else x.to(memory_format=m.channels_last)[0]
+        out = collate([x, x + 1])
+        got.append((out.stride(), out.tolist()))
+    assert got[1] == got[0]

@@ -48,9 +48,11 @@ def default_collate(batch: list) -> Any:
             raise RuntimeError(f"default_collate: stack expects each sample to be a tensor of equal "
                                f"size, got shapes {sorted(shapes)}")
         if not any(b.requires_grad for b in batch) and len({(b.dtype, b.device) for b in batch}) == 1:
-            # samples carry no graph: one array stack, the values `stack` gives (PyTorch's
-            # collate is one C++ stack; per-sample unsqueeze ops cost ~10 us each here)
-            return Tensor._wrap(elem._xp().stack([b._data for b in batch]), elem.dtype, elem.device)
+            # samples carry no graph: one array stack, the values and row-major layout `stack`
+            # gives (PyTorch's collate is one C++ stack; per-sample unsqueeze ops cost ~10 us
+            # each here). An array stack follows transposed or channels_last samples' layout.
+            xp = elem._xp()
+            return Tensor._wrap(xp.ascontiguousarray(xp.stack([b._data for b in batch])), elem.dtype, elem.device)
         return stack(batch)
     if isinstance(elem, np.ndarray):
         if elem.dtype.kind in "OUS":
