@@ -3,8 +3,8 @@
 The parent keeps the sampler (so the order of indices, and therefore of batches, is
 exactly that of ``num_workers=0``), hands batch ``k`` to worker ``k % num_workers``,
 keeps at most ``prefetch_factor * num_workers`` batches in flight and yields results in
-order. Workers load and collate; tensors travel back as numpy arrays (plus their dtype)
-and become Tensors again in the parent.
+order. Workers load and collate; tensors travel back as numpy arrays (plus their dtype
+and layout) and become Tensors again in the parent.
 
 The start method (`start_context`): ``fork`` on Linux, as PyTorch, while forking is safe:
 no thread runs but tracejit's own (which its fork hooks make fork-safe) and numba has not
@@ -52,10 +52,23 @@ def get_worker_info() -> WorkerInfo | None:
 
 # ---------------------------------------------------------------- the wire format
 class _WireTensor:
-    __slots__ = ("array", "dtype", "requires_grad")
+    """A tensor on its way back from a worker: its elements row-major in the order of its
+    dims from the largest stride to the smallest (`order`, None when that is the dims'
+    own order), so the parent rebuilds a tensor with the worker's layout (transposed,
+    channels_last), as PyTorch's workers keep strides."""
+    __slots__ = ("array", "order", "dtype", "requires_grad")
 
-    def __init__(self, array, dtype, requires_grad):
-        self.array, self.dtype, self.requires_grad = array, dtype, requires_grad
+    def __init__(self, a: np.ndarray, dtype, requires_grad):
+        order = None
+        if not a.flags.c_contiguous:
+            order = tuple(int(d) for d in np.argsort([-abs(st) for st in a.strides], kind="stable"))
+            a = np.ascontiguousarray(a.transpose(order))
+            if order == tuple(range(a.ndim)):
+                order = None
+        self.array, self.order, self.dtype, self.requires_grad = a, order, dtype, requires_grad
+
+    def to_array(self) -> np.ndarray:
+        return self.array if self.order is None else self.array.transpose(np.argsort(self.order))
 
 
 def _rebuild(x, leaf):
@@ -69,14 +82,9 @@ def _rebuild(x, leaf):
     return leaf(x)
 
 
-def _dense(a: np.ndarray) -> np.ndarray:
-    """`a` in row-major order, same shape (``np.ascontiguousarray`` makes a 0-d array 1-d)."""
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
-
-
 def _to_wire(x):
     from ...tensor import Tensor
-    return _rebuild(x, lambda t: _WireTensor(_dense(t.detach().cpu()._data), t.dtype.name, t.requires_grad)
+    return _rebuild(x, lambda t: _WireTensor(t.detach().cpu()._data, t.dtype.name, t.requires_grad)
                     if isinstance(t, Tensor) else t)
 
 
@@ -88,7 +96,7 @@ def _from_wire(x):
     def leaf(w):
         if not isinstance(w, _WireTensor):
             return w
-        t = Tensor._wrap(w.array, _dt.as_dtype(w.dtype), CPU)
+        t = Tensor._wrap(w.to_array(), _dt.as_dtype(w.dtype), CPU)
         return t.requires_grad_() if w.requires_grad else t
     return _rebuild(x, leaf)
 
