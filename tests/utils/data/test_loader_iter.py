@@ -59,3 +59,12 @@ def test_a_stream_longer_than_its_length_warns_as_torch(batch_size):
                    if "was reported to be 2" in str(w.message)]
         got.append((before, n, after, fetched))
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("kw,error", [({"num_workers": 1, "multiprocessing_context": "bogus"}, ValueError),
+                                      ({"num_workers": 1, "multiprocessing_context": 3}, TypeError),
+                                      ({"num_workers": 0, "multiprocessing_context": "spawn"}, ValueError)])
+def test_a_bad_multiprocessing_context_is_refused_at_once_as_torch(kw, error):
+    for m in (torch, tj):
+        with pytest.raises(error, match="multiprocessing_context"):
+            m.utils.data.DataLoader(m.utils.data.TensorDataset(m.arange(5.0)), **kw)

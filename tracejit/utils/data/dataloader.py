@@ -153,7 +153,7 @@ class DataLoader:
             raise TypeError(f"DataLoader: worker_init_fn must be callable, got {type(init_fn).__name__}")
         self.worker_init_fn = init_fn
         self.persistent_workers = bool(ignored.get("persistent_workers", False))
-        self.multiprocessing_context = ignored.get("multiprocessing_context")
+        self.multiprocessing_context = _check_context(ignored.get("multiprocessing_context"), num_workers)
         self.prefetch_factor = 2 if prefetch is None else prefetch
         self.generator = ignored.get("generator")
         self.timeout = ignored.get("timeout", 0)
@@ -313,6 +313,25 @@ class _StreamFetcher:
         if not batch or (self.drop_last and len(batch) < self.batch_size):
             raise StopIteration
         return self.collate_fn(batch)
+
+
+def _check_context(ctx, num_workers: int):
+    """`multiprocessing_context` as given, refused at once where PyTorch's DataLoader refuses it
+    (an unknown start method, a wrong type, no workers to start)."""
+    import multiprocessing as mp
+    if ctx is None:
+        return None
+    if num_workers == 0:
+        raise ValueError(f"DataLoader: multiprocessing_context can only be used with multi-process "
+                         f"loading (num_workers > 0), but got num_workers={num_workers}")
+    if isinstance(ctx, str):
+        if ctx not in mp.get_all_start_methods():
+            raise ValueError(f"DataLoader: multiprocessing_context option should specify a valid start "
+                             f"method in {mp.get_all_start_methods()!r}, but got multiprocessing_context={ctx!r}")
+    elif not isinstance(ctx, mp.context.BaseContext):
+        raise TypeError(f"DataLoader: multiprocessing_context option should be a valid context object or a "
+                        f"string specifying the start method, but got multiprocessing_context={ctx!r}")
+    return ctx
 
 
 def _tensor_rows(dataset):
