@@ -68,3 +68,12 @@ def test_a_bad_multiprocessing_context_is_refused_at_once_as_torch(kw, error):
     for m in (torch, tj):
         with pytest.raises(error, match="multiprocessing_context"):
             m.utils.data.DataLoader(m.utils.data.TensorDataset(m.arange(5.0)), **kw)
+
+
+@pytest.mark.parametrize("kw", [{}, {"num_workers": 2}, {"num_workers": 2, "prefetch_factor": 3, "timeout": 2.5,
+                                                         "pin_memory_device": "cpu", "in_order": False}])
+def test_loader_options_read_back_as_torch(kw):
+    names = ("num_workers", "prefetch_factor", "timeout", "persistent_workers", "pin_memory", "pin_memory_device",
+             "in_order", "generator", "worker_init_fn", "multiprocessing_context", "drop_last", "batch_size")
+    got = [[getattr(m.utils.data.DataLoader(list(range(4)), **kw), n) for n in names] for m in (torch, tj)]
+    assert got[1] == got[0]

@@ -154,7 +154,10 @@ class DataLoader:
         self.worker_init_fn = init_fn
         self.persistent_workers = bool(ignored.get("persistent_workers", False))
         self.multiprocessing_context = _check_context(ignored.get("multiprocessing_context"), num_workers)
-        self.prefetch_factor = 2 if prefetch is None else prefetch
+        # (None without workers, as PyTorch's)
+        self.prefetch_factor = prefetch if prefetch is not None or num_workers == 0 else 2
+        self.pin_memory_device = ignored.get("pin_memory_device", "")
+        self.in_order = ignored.get("in_order", True)   # (batches always come in order here)
         self.generator = ignored.get("generator")
         self.timeout = ignored.get("timeout", 0)
         self._pool = None
