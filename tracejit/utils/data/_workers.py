@@ -377,13 +377,18 @@ class WorkerPool:
         return v   # (a _WorkerError too: the loader's iterator raises it, and the epoch goes on)
 
     def run_indices(self, tasks):
-        """Yield the loaded result of each item of `tasks` (batch index lists), in order."""
+        """Yield the loaded result of each item of `tasks` (batch index lists), in order. A run
+        started meanwhile on this (persistent) pool ends this one, whose results the workers'
+        answers to the later run replace: as PyTorch's persistent loader, whose one iterator
+        every iter() resets, so an earlier iterator is exhausted (it would wait for ever)."""
         self._epoch += 1
         epoch, tasks = self._epoch, iter(tasks)
         pending: dict = {}
         sent = received = 0
         exhausted = False
         while True:
+            if epoch != self._epoch:
+                return   # a later run took the workers over (see above)
             while not exhausted and sent - received < self.prefetch:
                 try:
                     t = next(tasks)
@@ -408,6 +413,8 @@ class WorkerPool:
         n = 0
         turn = 0
         while active or in_flight:
+            if epoch != self._epoch:
+                return   # a later run took the workers over: see run_indices
             while active and len(in_flight) < self.prefetch:
                 w = active[turn % len(active)]
                 turn += 1
