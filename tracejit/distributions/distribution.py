@@ -37,7 +37,7 @@ def _require(constraint, value: Tensor, message) -> None:
         if not constraint.holds(value):
             raise ValueError(message(type(value).__name__, f":\n{value}"))
         return
-    from ..jit.control import CHECK
+    from ..ops.value_checks_prim import CHECK
     from ..ops import logical_not
     bind(CHECK, logical_not(constraint.check(value).all()), exc_type=ValueError, message=message("Tensor", ""),
          where="")

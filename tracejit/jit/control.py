@@ -17,6 +17,7 @@ from .. import ops
 from ..errors import _PKG_DIR, ScriptError, TraceError, TracejitError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval, defprim
+from ..ops.value_checks_prim import CHECK
 from ..tensor import Tensor
 from .ir import Graph, Var, VerifyError
 from .tracer import TraceContext, Tracer
@@ -66,17 +67,9 @@ def _check_while(i: int, e) -> None:
 COND = defprim("cond", _no_impl, _no_impl, kind="control", extra={"check": _check_cond})
 
 
-def _check_impl(xp, pred, *, exc_type, message, where):
-    if bool(pred):
-        raise exc_type(message)
-    return pred
-
-
 # ``if <traced condition>: raise E(msg)`` under @script: the branch that raises becomes a
-# check that raises E(msg) at run time when the condition selects it (and only then, as
-# in Python). It has an effect, so dead-code elimination keeps it though nothing reads it.
-CHECK = defprim("check", _check_impl, lambda p, **kw: Aval((), _dt.bool_, p.device), None,
-                kind="other", extra={"effect": True})
+# check (ops/value_checks_prim.py's CHECK) that raises E(msg) at run time when the
+# condition selects it, and only then, as in Python.
 
 
 def _raised_by_user_code(exc: BaseException) -> str:

@@ -9,10 +9,11 @@ input itself (a view), and its gradient passes through unchanged.
 from __future__ import annotations
 
 from .. import bf16 as _bf16
+from .. import dtypes as _dt
 from ..errors import ShapeError, ValueRangeError
 from .registry import Aval, defprim
 
-__all__ = ["IN_UNIT_INTERVAL", "in_unit_interval", "SELECTS", "selects"]
+__all__ = ["IN_UNIT_INTERVAL", "in_unit_interval", "SELECTS", "selects", "CHECK"]
 
 
 def _same_rule(x, **params):
@@ -59,3 +60,16 @@ def selects(mask, value_shape: tuple, region_tail: tuple, op: str = "index_put")
     naming `op` otherwise, as eager ``index_put``'s."""
     from .eager import bind
     return bind(SELECTS, mask, value_shape=tuple(value_shape), region_tail=tuple(region_tail), op=op)
+
+
+def _check_impl(xp, pred, *, exc_type, message, where):
+    if bool(pred):
+        raise exc_type(message)
+    return pred
+
+
+# A check that raises ``exc_type(message)`` at run time when its 0-d condition holds: an
+# ``if <traced condition>: raise`` under @script, a derivative that does not exist. It has
+# an effect, so dead-code elimination keeps it though nothing reads it.
+CHECK = defprim("check", _check_impl, lambda p, **kw: Aval((), _dt.bool_, p.device), None,
+                kind="other", extra={"effect": True})
