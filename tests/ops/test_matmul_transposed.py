@@ -135,7 +135,9 @@ LINEAR = [((3, 4), 5, False), ((2, 3, 4), 5, False), ((4, 3), 6, True), ((0, 4),
 @pytest.mark.parametrize("case", LINEAR, ids=[f"{s}x{n}{'.T' if t else ''}" for s, n, t in LINEAR])
 def test_linear_is_one_record_with_torchs_values_and_gradients(case, monkeypatch):
     """Eager linear binds MATMUL_NT on the weight as it is (no PERMUTE, forward or
-    backward); values and gradients are PyTorch's, the weight's gradient row-major."""
+    backward; a transposed input's own gradient is laid out as the input, one PERMUTE, as
+    PyTorch's gradient layout contract); values and gradients are PyTorch's, the weight's
+    gradient row-major."""
     shp, n, transposed = case
     rng = np.random.default_rng(2)
     x_np = rng.standard_normal(shp[::-1] if transposed else shp).astype(np.float32)
@@ -147,7 +149,7 @@ def test_linear_is_one_record_with_torchs_values_and_gradients(case, monkeypatch
     y = tj.nn.functional.linear(x, w, b)
     assert y.grad_fn.next_functions[0][0].name() == "MmBackward0"
     (y * y).sum().backward()
-    assert calls["permute"] == 0 and calls["matmul_nt"] == 1, calls
+    assert calls["permute"] == (1 if transposed else 0) and calls["matmul_nt"] == 1, calls
     assert w.grad.numpy().flags.c_contiguous
     torch = pytest.importorskip("torch")
     xt, wt, bt = (torch.tensor(v, requires_grad=True) for v in (x_np, w_np, b_np))
@@ -156,6 +158,7 @@ def test_linear_is_one_record_with_torchs_values_and_gradients(case, monkeypatch
     np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-5)
     for got, want in ((x, xt), (w, wt), (b, bt)):
         np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-5, atol=1e-5)
+        assert got.grad.stride() == want.grad.stride() or not got.numel()   # (empty: any strides)
 
 
 def test_linear_weight_gradient_of_an_input_without_one_is_one_2d_product(monkeypatch):

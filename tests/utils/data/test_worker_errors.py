@@ -34,6 +34,9 @@ class Broken(Dataset):
 
 
 def _error(make, **kw):
+    # (fork named: a thread another test left running would make the loader spawn, which
+    # cannot send these datasets' lambdas and local classes)
+    kw.setdefault("multiprocessing_context", "fork")
     loader = DataLoader(Broken(make), batch_size=1, num_workers=2, **kw)
     with pytest.raises(BaseException) as info:
         list(loader)
@@ -68,7 +71,8 @@ def _bad_init(worker_id):
 
 
 def test_an_error_in_worker_init_fn():
-    loader = DataLoader(Broken(ValueError), batch_size=1, num_workers=1, worker_init_fn=_bad_init)
+    loader = DataLoader(Broken(ValueError), batch_size=1, num_workers=1, worker_init_fn=_bad_init,
+                        multiprocessing_context="fork")
     with pytest.raises(OSError, match=r"(?s)Caught OSError in DataLoader worker process 0\..*no data for worker 0"):
         list(loader)
 
@@ -83,7 +87,7 @@ class Unsendable(Dataset):
 
 def test_a_batch_that_cannot_be_sent_back_raises_instead_of_hanging():
     # (timeout only turns a hang into a failure of this test; the error comes at once)
-    loader = DataLoader(Unsendable(), batch_size=None, num_workers=1, timeout=30)
+    loader = DataLoader(Unsendable(), batch_size=None, num_workers=1, timeout=30, multiprocessing_context="fork")
     with pytest.raises(TypeError, match=r"(?s)Caught TypeError in DataLoader worker process 0\..*"
                                         r"could not be pickled to send it to the main process: cannot pickle"):
         next(iter(loader))

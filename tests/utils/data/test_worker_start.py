@@ -76,3 +76,20 @@ def test_a_dataset_spawn_cannot_pickle_gets_an_error_saying_why():
                                              r"which pickles the dataset.*local object.*at module level"):
         next(iter(loader))
     assert not set(mp.active_children()) - before   # (earlier tests' workers may end meanwhile)
+
+
+def test_a_thread_begun_outside_threading_does_not_make_workers_spawn():
+    """A "Dummy-N" entry (a thread started outside `threading` that ran Python) stays listed
+    after its thread ends; it must not count as a running thread, or every later loader
+    would spawn and refuse datasets holding lambdas, where PyTorch's forks."""
+    import _thread
+    import threading
+    from tracejit.utils.data import _workers
+
+    done = threading.Event()
+    _thread.start_new_thread(lambda: (threading.current_thread(), done.set()), ())
+    assert done.wait(10)
+    dummies = [t.name for t in threading.enumerate() if isinstance(t, threading._DummyThread)]
+    assert dummies
+    reason = _workers.fork_hazard() or ""
+    assert not any(name in reason for name in dummies)

@@ -17,8 +17,9 @@ with a message saying so (its workers would die starting). ``multiprocessing_con
 ("fork", "spawn", "forkserver" or a context) is used as given.
 
 Worker ``i`` seeds tracejit's, numpy's and Python's generators with ``base_seed + i``;
-``base_seed`` is drawn at every ``iter(loader)`` from the loader's ``generator`` (else the
-global one), as PyTorch's, so each epoch's workers draw fresh numbers and a fixed seed
+``base_seed`` is new at every ``iter(loader)``, derived from the loader's ``generator``
+(else the global one) and its count of passes without drawing from it
+(`DataLoader._base_seed`), so each epoch's workers draw fresh numbers and a fixed seed
 makes them reproducible.
 """
 from __future__ import annotations
@@ -219,8 +220,11 @@ def fork_hazard() -> str | None:
     # (a finished pool's queues may still be flushing on multiprocessing's feeder threads,
     # one per queue: a forked worker never uses those queues, so they do not count -- else
     # every epoch after the first of a loop over a non-persistent loader would spawn)
+    # (nor does a thread begun outside `threading` that once ran Python, a "Dummy-N": its
+    # entry stays after it ends, so it would make every later loader spawn; PyTorch forks)
     others = [t.name for t in threading.enumerate()
-              if t is not main and t.is_alive() and not t.name.startswith(("tracejit-", "QueueFeederThread"))]
+              if t is not main and t.is_alive() and not isinstance(t, threading._DummyThread)
+              and not t.name.startswith(("tracejit-", "QueueFeederThread"))]
     if others:
         return f"thread {others[0]!r} is running, which a forked worker would not have"
     par = sys.modules.get("numba.np.ufunc.parallel")

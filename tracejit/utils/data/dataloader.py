@@ -10,6 +10,7 @@ by one; the result is the same.
 from __future__ import annotations
 
 import collections.abc
+import hashlib
 import itertools
 import warnings
 from typing import Any, Callable, Iterator
@@ -185,12 +186,17 @@ class DataLoader:
         return _LoaderIter(self)
 
     def _base_seed(self) -> int:
-        """The seed of one pass's workers (worker i seeds with it + i), drawn from ``generator``
-        (else the global generator) at every ``iter()``, as PyTorch's: each epoch's workers draw
-        fresh random numbers, and the draw happens whatever num_workers is, so the shuffle order
-        stays that of ``num_workers=0``."""
-        from ...ops.creation import empty
-        return int(empty((), dtype=_dt.int64).random_(generator=self.generator).item())
+        """The seed of one pass's workers (worker i seeds with it + i), new at every ``iter()``:
+        derived from ``generator``'s state (else the global generator's) and this loader's
+        count of passes, not drawn from it. Each epoch's workers draw fresh random numbers, a
+        fixed seed reproduces them, and nothing is drawn, so the shuffle order stays that of
+        ``num_workers=0`` and a run resumed from a checkpoint's random state goes on as the
+        uninterrupted run (PyTorch draws an int64 here, which moves the stream)."""
+        from ...ops.random import get_rng_state
+        state = self.generator.get_state() if self.generator is not None else get_rng_state()
+        self._passes = getattr(self, "_passes", 0) + 1
+        digest = hashlib.sha256(state.numpy().tobytes() + self._passes.to_bytes(8, "little")).digest()
+        return int.from_bytes(digest[:7], "little")
 
     def _batches(self, base_seed: int) -> Iterator:
         if self.num_workers > 0:
