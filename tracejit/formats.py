@@ -101,6 +101,17 @@ def memory_order(t, fmt=None, op: str = "clone"):
     return strides_order(data.shape, data.strides)
 
 
+def dense(a) -> bool:
+    """Whether array `a`'s elements fill one block of memory once each, in any order of dims
+    (PyTorch's "non-overlapping and dense"); False for an empty array."""
+    expect = a.itemsize
+    for st, n in sorted((st, n) for st, n in zip(a.strides, a.shape) if n > 1):
+        if st != expect:
+            return False
+        expect *= n
+    return a.size > 0
+
+
 def strides_order(shape: tuple, strides: tuple):
     """`memory_order`'s dim order for an array of `shape` and `strides` (outermost first),
     or None for row-major."""

@@ -16,6 +16,7 @@ import numpy as np
 from . import dtypes as _dt
 from .device import CPU
 from .errors import DTypeError, ShapeError
+from .formats import dense
 from .tensor import Tensor, _install_methods
 from . import ops as _ops
 from .ops.donation import donating as _donating
@@ -59,7 +60,7 @@ def refuse_partial_overlap(what: str, written, read, full: bool = False) -> None
         rb, wb = read._base, written._base
         if (rb if rb is not None else read) is not (wb if wb is not None else written) or x is y and not full:
             return
-    if type(x) is not np.ndarray or type(y) is not np.ndarray or not (_dense(x) and _dense(y)):
+    if type(x) is not np.ndarray or type(y) is not np.ndarray or not (dense(x) and dense(y)):
         return
     if np.may_share_memory(x, y) and (full or not (x.shape == y.shape and x.strides == y.strides and (
             x.__array_interface__["data"][0] == y.__array_interface__["data"][0]))):
@@ -78,16 +79,6 @@ def refuse_overlapping_operands(what: str, written, operands, values: bool = Fal
         elif isinstance(a, Tensor) and (a._base is not None or written._base is not None or a._data is None
                                         or full and a is written) and not (values and a.ndim == 0):
             refuse_partial_overlap(what, written, a, full)
-
-
-def _dense(a: np.ndarray) -> bool:
-    """Whether `a`'s elements fill one block of memory once each, in any order of dims."""
-    expect = a.itemsize
-    for st, n in sorted((st, n) for st, n in zip(a.strides, a.shape) if n > 1):
-        if st != expect:
-            return False
-        expect *= n
-    return a.size > 0
 
 
 def _writable_alias(a: np.ndarray):

@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from ..formats import dense
 from ..memory import kept_refs, sole_padded_view
 from ..ops.impls import elementwise as _ew
 from ..tensor import Tensor
@@ -16,15 +17,7 @@ from ..tensor import Tensor
 def dense_out_of_order(d) -> bool:
     """True when array `d` is non-overlapping and dense but not row-major: a leaf whose new
     gradient takes its strides (a leaf with gaps or overlaps gets a row-major one)."""
-    if d.flags.c_contiguous or d.size == 0:
-        return False
-    dims = sorted((s, n) for s, n in zip(d.strides, d.shape) if n != 1)
-    expect = d.itemsize
-    for s, n in dims:
-        if s != expect:
-            return False
-        expect *= n
-    return True
+    return not d.flags.c_contiguous and dense(d)
 
 
 def laid_out_as(g, leaf):
