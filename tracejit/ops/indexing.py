@@ -18,6 +18,7 @@ from ..shapes import Sym, broadcast_shapes, data_dependent, normalize_dim
 from ..tensor import Tensor
 from . import creation
 from .elementwise import cast, where
+from .axis_add import add_along_axis
 from .distinct_add import add_distinct, within, wrapped
 from .donation import donating, target
 from .registry import Aval, defprim
@@ -363,7 +364,8 @@ def _index_add_impl(xp, a, v, *idx, spec, nonneg=False):
     elif xp is np:
         # np.add.at itself for a few elements: numpy 2's loop then costs less than the
         # checks that would replace it (3.5 us for 32 against add_distinct's 18)
-        if getattr(v, "size", 0) <= _FEW or (not add_distinct(view, key, v) and not _add_rows(view, key, v)):
+        if getattr(v, "size", 0) <= _FEW or (not add_distinct(view, key, v) and not _add_rows(view, key, v)
+                                             and not add_along_axis(view, key, v)):
             np.add.at(view, key, v)  # repeated indices accumulate
     else:  # pragma: no cover - GPU only
         import cupyx
