@@ -9,9 +9,10 @@ from __future__ import annotations
 from .. import dtypes as _dt
 from ..errors import ArgumentError, ShapeError
 from .composite import softplus
-from .elementwise import CLAMP, clamp, expm1, tanh, where
+from .elementwise import CLAMP, clamp, tanh, where
 from .registry import bind
 from .hardswish_prim import hardsigmoid as _hardsigmoid, hardswish as _hardswish
+from .silu_elu_prim import elu as _elu
 from .shape import clone, reshape
 from ..autograd.grad_mode import is_grad_enabled
 from ..tensor import Tensor
@@ -65,37 +66,16 @@ def _alias(t):
     return a
 
 
-def _neg_expm1(x, alpha: float, scale: float = 1.0):
-    # expm1 of min(x, 0) rather than of x: the unused branch of where() then never
-    # overflows to inf, whose zero gradient would be 0 * inf = nan. At x = 0 PyTorch's
-    # first derivative is alpha * scale and its second 0: the open clamp (no gradient at 0)
-    # feeds expm1, and x where x == 0 (a signed zero) adds that first derivative linearly.
-    # (Callers select with x <= 0: a NaN takes the identity branch's gradient, as PyTorch.)
-    neg = bind(CLAMP, x, max=0.0, open=True)
-    return alpha * expm1(neg * scale) + (alpha * scale) * where(x == 0, x, 0.0)
-
-
-@opmath
-def _elu_form(x, alpha: float, scale: float = 1.0):
-    """elu (celu: `scale` 1 / alpha) of x, computed in float32 for a half x."""
-    return where(x <= 0, _neg_expm1(x, alpha, scale), x)
-
-
-@opmath
-def _selu_form(x):
-    return _SELU_SCALE * where(x <= 0, _neg_expm1(x, _SELU_ALPHA), x)
-
-
 @takes("input")
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
-    return apply_inplace(input, lambda x: _elu_form(x, alpha), inplace)
+    return apply_inplace(input, lambda x: _elu(x, alpha), inplace)
 
 
 @takes("input")
 def selu(input, inplace: bool = False):
     """scale * elu(x, alpha) with the self-normalizing constants."""
-    return apply_inplace(input, _selu_form, inplace)
+    return apply_inplace(input, lambda x: _elu(x, _SELU_ALPHA, _SELU_SCALE), inplace)
 
 
 @takes("input")
@@ -103,7 +83,7 @@ def celu(input, alpha: float = 1.0, inplace: bool = False):
     """x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
-    return apply_inplace(input, lambda x: _elu_form(x, alpha, 1.0 / alpha), inplace)
+    return apply_inplace(input, lambda x: _elu(x, alpha, 1.0, 1.0 / alpha), inplace)
 
 
 _MISH = opmath(lambda x: x * tanh(softplus(x)))

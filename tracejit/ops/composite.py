@@ -16,6 +16,7 @@ from .elementwise import (_binary, abs, cast, eq, isfinite, isnan, le, log, logi
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
 from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
+from .silu_elu_prim import silu as _silu_prim
 from .softplus_prim import softplus  # (also re-exported: its old home)
 from . import pooling_prim as _pool_prim
 from .pooling_nd import widened
@@ -42,9 +43,8 @@ __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding
            "leaky_relu", "logsigmoid", "isclose", "allclose"]
 
 @takes("x:input")
-@opmath
 def silu(x):
-    return x * sigmoid(x)
+    return _silu_prim(x)   # one pass each way (silu_elu_prim.py)
 
 
 @takes("x:input")
