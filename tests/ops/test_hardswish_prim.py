@@ -62,3 +62,22 @@ def test_inplace_writes_the_input_with_pytorchs_gradient(name):
         got[lib] = (y.detach().numpy(), x.grad.numpy())
     for mine, want in zip(got[tj], got[torch]):
         np.testing.assert_array_equal(mine, want)
+
+
+def test_large_inputs_through_the_eager_kernels_match_pytorch():
+    # (81920 elements: forward and backward each run as one kernel once it has loaded)
+    from tracejit.compiler.cpu.kernels import vectorized
+    x = (np.random.default_rng(8).standard_normal((64, 32, 40)) * 4).astype(np.float32)
+    x.reshape(-1)[:5] = [-3.0, 3.0, 0.0, np.nan, -np.inf]
+    g = np.random.default_rng(9).standard_normal(x.shape).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.hardswish(tx)
+    (tg,) = torch.autograd.grad(ty, tx, torch.tensor(g))
+    for _ in range(2):
+        jx = tj.tensor(x, requires_grad=True)
+        jy = tj.nn.functional.hardswish(jx)
+        (jg,) = tj.autograd.grad(jy, jx, tj.tensor(g))
+        vectorized.settle(60)
+    assert jg.grad_fn is None and jy.grad_fn.name() == "HardswishBackward0"
+    np.testing.assert_allclose(jy.detach().numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(jg.numpy(), tg.numpy(), rtol=1e-6, atol=1e-7)

@@ -10,9 +10,8 @@ from __future__ import annotations
 from .eager import bind
 from .elementwise import _ew_rule, where
 from .registry import defprim
-from .opmath import as_input, in_opmath
 
-__all__ = ["hardsigmoid", "hardswish"]
+__all__ = ["hardsigmoid", "hardswish", "hardswish_backward"]
 
 _SIXTH = 1.0 / 6.0
 
@@ -48,22 +47,45 @@ def _hardswish_scalar(e, x) -> str:
     return f"({x} * {_relu6_of_shift_expr(e, x)} / {e.const(6.0)})"
 
 
-def _hardswish_vjp(g, out, x):
+def _hardswish_backward_impl(xp, g, x):
     # PyTorch's hardswish_backward: 0 up to -3, x / 3 + 1/2 inside, 1 from 3 on (a nan
-    # gets the inside formula's nan, as its vectorized kernel gives); a half x in float32
-    # (x / 3 + 1/2 cancels near -1.5: rounded in between, it lost ~10 bits of float16)
-    return (as_input(_hardswish_grad(in_opmath(g), in_opmath(x)), g),)
+    # gets the inside formula's nan, as its vectorized kernel gives); a half x computes in
+    # float32, as every elementwise record (x / 3 + 1/2 cancels near -1.5: rounded in
+    # between, it lost ~10 bits of float16)
+    return xp.where(x <= -3.0, 0.0, xp.where(x >= 3.0, g, g * (x / 3.0 + 0.5)))
 
 
-def _hardswish_grad(g, x):
-    return where(x <= -3.0, 0.0, where(x >= 3.0, g, g * (x / 3.0 + 0.5)))
+def _hardswish_backward_scalar(e, g, x) -> str:
+    c = e.const
+    inside = f"{g} * ({x} / {c(3.0)} + {c(0.5)})"
+    return f"({c(0.0)} if {x} <= {c(-3.0)} else ({g} if {x} >= {c(3.0)} else {inside}))"
+
+
+def _hardswish_backward_vjp(gg, out, g, x):
+    # d/dg: the same slopes; d/dx: g / 3 strictly inside (-3, 3)
+    return (hardswish_backward(gg, x) if g is not None else None,
+            where((x > -3.0) & (x < 3.0), gg * g / 3.0, 0.0) if x is not None else None)
+
+
+HARDSWISH_BACKWARD = defprim("hardswish_backward", _hardswish_backward_impl, _ew_rule("hardswish_backward"),
+                             _hardswish_backward_vjp, kind="elementwise", scalar=_hardswish_backward_scalar,
+                             promote=True, grad_name="HardswishBackwardBackward0")
+
+
+def _hardswish_vjp(g, out, x):
+    return (hardswish_backward(g, x),)
+
+
+def hardswish_backward(g, x):
+    """Hardswish's input gradient for the output gradient `g`, from the input `x`."""
+    return bind(HARDSWISH_BACKWARD, g, x)
 
 
 HARDSIGMOID = defprim("hardsigmoid", _hardsigmoid_impl, _ew_rule("hardsigmoid", float_only=True),
-                      _hardsigmoid_vjp, kind="elementwise", scalar=_hardsigmoid_scalar,
+                      _hardsigmoid_vjp, kind="elementwise", scalar=_hardsigmoid_scalar, promote=True,
                       save=lambda rq: (0,), grad_name="HardsigmoidBackward0")
 HARDSWISH = defprim("hardswish", _hardswish_impl, _ew_rule("hardswish", float_only=True),
-                    _hardswish_vjp, kind="elementwise", scalar=_hardswish_scalar,
+                    _hardswish_vjp, kind="elementwise", scalar=_hardswish_scalar, promote=True,
                     save=lambda rq: (0,), grad_name="HardswishBackward0")
 
 
