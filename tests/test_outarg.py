@@ -169,3 +169,19 @@ def test_an_out_of_another_dtype_is_refused_where_pytorch_refuses_it(name, args,
         with pytest.raises(RuntimeError, match="dtype"):
             getattr(m, name)(*operands, out=out)
         assert out.tolist() == [7.0, 7.0]
+
+
+def test_resizing_an_out_that_had_elements_warns_as_pytorch():
+    import warnings
+    torch = pytest.importorskip("torch")
+    got = []
+    for m in (torch, tj):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            out = m.full((5,), 7.0)
+            m.add(m.ones(2, 3), 1, out=out)
+            m.add(m.ones(2, 3), 1, out=m.empty(0))   # (an empty out is resized silently)
+        assert tuple(out.shape) == (2, 3) and out.tolist() == [[2.0] * 3] * 2
+        assert [x.filename for x in w] == [__file__]
+        got.append(str(w[0].message))
+    assert got[0].startswith(got[1])

@@ -56,11 +56,24 @@ def _write(out, value, name):
         raise DTypeError(f"{name}: expected out tensor to have dtype {value.dtype.name}, but got "
                          f"{out.dtype.name} instead")
     if tuple(out.shape) != tuple(value.shape):
+        if out.numel():
+            _warn_resized(out, value)
         out.resize_(tuple(value.shape))   # (as PyTorch does)
     from .autograd.grad_mode import no_grad
     with no_grad():
         out.copy_(value)
     return out
+
+
+def _warn_resized(out, value) -> None:
+    import warnings
+    from .errors import user_stacklevel
+    have, want = list(out.shape), list(value.shape)
+    warnings.warn(f"An output with one or more elements was resized since it had shape {have}, which does "
+                  f"not match the required output shape {want}. This behavior is deprecated, and in a future "
+                  f"PyTorch release outputs will not be resized unless they have zero elements. You can "
+                  f"explicitly reuse an out tensor t by resizing it, inplace, to zero elements with "
+                  f"t.resize_(0).", UserWarning, stacklevel=user_stacklevel())
 
 
 def with_out(fn, name: str):
