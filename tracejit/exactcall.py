@@ -48,6 +48,8 @@ def with_numpy_names(fn, module: str, qualname: str):
     if m is None:
         return fn
     m.__module__, m.__qualname__, m.__doc__ = module, qualname, fn.__doc__
+    if hasattr(fn, "__wrapped__"):   # (an out= wrapper: the op function it calls stays reachable)
+        m.__wrapped__ = fn.__wrapped__
     return m
 
 

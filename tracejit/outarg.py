@@ -33,14 +33,18 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  # reductions, searches and products
                  "argmax", "argmin", "std", "var", "logsumexp", "all", "any", "max", "min", "msort",
                  "outer", "diag", "searchsorted", "bucketize", "masked_select",
-                 "take", "addmm", "baddbmm", "lerp", "clamp_min", "clamp_max", "polar", "complex")
+                 "take", "addmm", "baddbmm", "lerp", "clamp_min", "clamp_max", "polar", "complex",
+                 # gathers and scatters along a dim
+                 "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy", "take_along_dim")
 
 # The reductions that compute in out's dtype.
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
 # The functions whose out PyTorch takes only in the result's own dtype.
 _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "baddbmm", "amax", "amin",
                          "tril", "triu", "diag", "take", "masked_select", "msort", "clamp_min", "clamp_max",
-                         "polar", "argmax", "argmin", "searchsorted", "bucketize", "float_power"))
+                         "polar", "argmax", "argmin", "searchsorted", "bucketize", "float_power",
+                         "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy",
+                         "take_along_dim"))
 
 
 def _write(out, value, name):

@@ -1,0 +1,95 @@
+"""The ``out=`` keyword of the functions beyond elementwise math (tracejit/outarg.py):
+each against PyTorch's value, an out of the wrong shape resized, an input requiring grad
+refused under grad mode, and an out of another dtype taken or refused as PyTorch does."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tracejit as tj
+
+torch = pytest.importorskip("torch")
+
+X = np.array([[0.3, -1.6, 2.0], [2.2, 0.9, -0.4]], dtype=np.float32)
+S = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)
+I = np.array([[0, 1, 0], [1, 0, 1]])
+
+# name -> call(m, t, out): m the library, t(array) its tensor of the array
+CALLS = {
+    "gather": lambda m, t, out: m.gather(t(X), 1, t(I), out=out),
+    "gather axis": lambda m, t, out: m.gather(t(X), axis=1, index=t(I), out=out),
+    "scatter": lambda m, t, out: m.scatter(t(X), 1, t(I), t(S), out=out),
+    "scatter value": lambda m, t, out: m.scatter(t(X), 1, t(I), value=-2.5, out=out),
+    "scatter_add": lambda m, t, out: m.scatter_add(t(X), 1, t(I), t(S), out=out),
+    "index_select": lambda m, t, out: m.index_select(t(X), 1, t(I[0]), out=out),
+    "index_add": lambda m, t, out: m.index_add(t(X), 1, t(I[0]), t(S), alpha=2, out=out),
+    "index_copy": lambda m, t, out: m.index_copy(t(X), 1, t(np.array([2, 0, 1])), t(S), out=out),
+    "take_along_dim": lambda m, t, out: m.take_along_dim(t(X), t(I), 1, out=out),
+}
+
+
+def _call(m, name, out, grad=False):
+    def t(a):
+        return m.tensor(a, requires_grad=grad and a.dtype.kind == "f")
+    return CALLS[name](m, t, out)
+
+
+def _values(r):
+    return [np.asarray(x.numpy()) for x in r] if isinstance(r, tuple) else [np.asarray(r.numpy())]
+
+
+def _outs(m, like, n=5):
+    """Outs of `like`'s dtypes, shaped (n,): wrong, so resized."""
+    def one(x):
+        return m.full((n,), 7, dtype=getattr(m, str(x.dtype).split(".")[-1]))
+    return tuple(one(x) for x in like) if isinstance(like, tuple) else one(like)
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_out_gets_pytorchs_values_resized(name):
+    got = {}
+    for m in (torch, tj):
+        out = _outs(m, _call(m, name, None))
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            r = _call(m, name, out)
+        assert any("was resized" in str(x.message) for x in w)
+        for o, x in zip(out if isinstance(out, tuple) else (out,), r if isinstance(r, tuple) else (r,)):
+            assert o is x
+        got[m] = [(v.dtype, v.shape, v) for v in _values(r)]
+    for (dt, shape, want), (gdt, gshape, v) in zip(got[torch], got[tj]):
+        assert (str(gdt), gshape) == (str(dt), shape)
+        np.testing.assert_allclose(v, want, rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_out_with_an_input_requiring_grad_is_refused(name):
+    for m in (torch, tj):
+        out = _outs(m, _call(m, name, None), 0)
+        with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+            _call(m, name, out, grad=True)
+        with m.no_grad():
+            _call(m, name, out, grad=True)   # (without grad mode it is taken)
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+@pytest.mark.parametrize("dtype", ["float64", "float16", "int64", "bool"])
+def test_out_of_another_dtype_taken_or_refused_as_pytorch(name, dtype):
+    result = {}
+    for m in (torch, tj):
+        like = _call(m, name, None)
+        first = like[0] if isinstance(like, tuple) else like
+        out = m.empty(0, dtype=getattr(m, dtype))
+        outs = (out,) + tuple(m.empty(0, dtype=x.dtype) for x in like[1:]) if isinstance(like, tuple) else out
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = _call(m, name, outs)
+            result[m] = _values(r)[0].astype(np.float64) if first.dtype is not m.bool else _values(r)[0]
+        except (RuntimeError, NotImplementedError):
+            result[m] = None
+    if result[torch] is None:
+        assert result[tj] is None, f"{name}: torch refuses an out of {dtype}"
+    else:
+        assert result[tj] is not None, f"{name}: torch takes an out of {dtype}"
+        np.testing.assert_allclose(result[tj], result[torch], rtol=1e-3)
