@@ -25,6 +25,15 @@ CALLS = {
     "index_add": lambda m, t, out: m.index_add(t(X), 1, t(I[0]), t(S), alpha=2, out=out),
     "index_copy": lambda m, t, out: m.index_copy(t(X), 1, t(np.array([2, 0, 1])), t(S), out=out),
     "take_along_dim": lambda m, t, out: m.take_along_dim(t(X), t(I), 1, out=out),
+    "kthvalue": lambda m, t, out: m.kthvalue(t(X), 2, 1, keepdim=True, out=out),
+    "median": lambda m, t, out: m.median(t(X), 1, out=out),
+    "median axis": lambda m, t, out: m.median(t(X), axis=0, keepdims=True, out=out),
+    "nanmedian": lambda m, t, out: m.nanmedian(t(np.where(X > 2, np.nan, X)), 1, out=out),
+    "mode": lambda m, t, out: m.mode(t(np.round(X)), 1, out=out),
+    "cummax": lambda m, t, out: m.cummax(t(X), 1, out=out),
+    "cummin": lambda m, t, out: m.cummin(t(X), dim=0, out=out),
+    "aminmax": lambda m, t, out: m.aminmax(t(X), dim=1, out=out),
+    "frexp": lambda m, t, out: m.frexp(t(X), out=out),
 }
 
 
@@ -93,3 +102,22 @@ def test_out_of_another_dtype_taken_or_refused_as_pytorch(name, dtype):
     else:
         assert result[tj] is not None, f"{name}: torch takes an out of {dtype}"
         np.testing.assert_allclose(result[tj], result[torch], rtol=1e-3)
+
+
+PAIRS = {**dict.fromkeys(["kthvalue", "median", "nanmedian", "mode", "cummax", "cummin"], ("values", "indices")),
+         "aminmax": ("min", "max"), "frexp": ("mantissa", "exponent")}
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_pairs_take_a_tuple_out_of_their_own_dtypes(name):
+    for m in (torch, tj):
+        like = _call(m, name, None)
+        outs = tuple(m.empty(0, dtype=x.dtype) for x in like)
+        r = _call(m, name, outs)
+        assert r[0] is outs[0] and r[1] is outs[1]
+        assert all(getattr(r, f) is o for f, o in zip(PAIRS[name], outs))   # (named as PyTorch's)
+        wrong = m.int32 if like[1].dtype is not m.int32 else m.int64
+        with pytest.raises(RuntimeError):
+            _call(m, name, (outs[0], m.empty(0, dtype=wrong)))
+        with pytest.raises(TypeError, match="tuple"):
+            _call(m, name, outs[0])

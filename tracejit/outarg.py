@@ -35,7 +35,9 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  "outer", "diag", "searchsorted", "bucketize", "masked_select",
                  "take", "addmm", "baddbmm", "lerp", "clamp_min", "clamp_max", "polar", "complex",
                  # gathers and scatters along a dim
-                 "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy", "take_along_dim")
+                 "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy", "take_along_dim",
+                 # (values, indices) and other pairs: out=(a, b)
+                 "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "frexp")
 
 # The reductions that compute in out's dtype.
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
@@ -44,7 +46,8 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "tril", "triu", "diag", "take", "masked_select", "msort", "clamp_min", "clamp_max",
                          "polar", "argmax", "argmin", "searchsorted", "bucketize", "float_power",
                          "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy",
-                         "take_along_dim"))
+                         "take_along_dim", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
+                         "aminmax", "frexp"))
 
 
 def _write(out, value, name):
