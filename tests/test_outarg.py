@@ -185,3 +185,22 @@ def test_resizing_an_out_that_had_elements_warns_as_pytorch():
         assert [x.filename for x in w] == [__file__]
         got.append(str(w[0].message))
     assert got[0].startswith(got[1])
+
+
+@pytest.mark.parametrize("form", ["argmax(x, 1, out=m.empty(0, dtype=m.long))", "eq(x, 0, out=m.empty(0, dtype=m.bool))",
+                                  "searchsorted(x.detach(), x, out=m.empty(0, dtype=m.long))",
+                                  "add(x, 1, out=m.empty(0))", "sort(x, out=(m.empty(0), m.empty(0, dtype=m.long)))",
+                                  "cat([x.detach(), x], out=m.empty(0))"])
+def test_out_is_refused_only_for_a_result_taking_part_in_autograd(form):
+    torch = pytest.importorskip("torch")
+    got = []
+    for m in (torch, tj):
+        x = m.tensor([[0.3, -1.6], [2.2, 0.9]], requires_grad=True)
+        try:
+            r = eval(form, {"m": m, "x": x, **{n: getattr(m, n) for n in ("argmax", "eq", "searchsorted", "add",
+                                                                            "sort", "cat")}})
+            got.append([np.asarray(t.detach().numpy()).tolist() for t in (r if isinstance(r, tuple) else (r,))])
+        except RuntimeError as e:
+            assert "don't support automatic differentiation" in str(e)
+            got.append(None)
+    assert got[1] == got[0]

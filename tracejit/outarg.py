@@ -100,16 +100,18 @@ def with_out(fn, name: str):
 def _call_out(fn, name, args, kwargs, out):
     from .autograd.grad_mode import is_grad_enabled
     from .tensor import Tensor
-    if is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad
-                                 for a in list(args) + [x for a in args if isinstance(a, (list, tuple)) for x in a]):
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
-                           f"differentiation, but one of the arguments requires grad")
     from .tensor_inplace import refuse_overlapping_operands
     for o in out if isinstance(out, (tuple, list)) else (out,):
         refuse_overlapping_operands(name, o, args)
     if name in _IN_OUT_DTYPE and isinstance(out, Tensor) and kwargs.get("dtype") is None:
         kwargs = {**kwargs, "dtype": out.dtype}   # (PyTorch's sum(float, out=long) sums longs)
     result = fn(*args, **kwargs)
+    # Refused where the result would take part in autograd, as PyTorch: argmax or eq of an
+    # input requiring grad have results that do not, and fill an out.
+    if is_grad_enabled() and any(isinstance(r, Tensor) and r.requires_grad
+                                 for r in (result if isinstance(result, tuple) else (result,))):
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                           f"differentiation, but one of the arguments requires grad")
     if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
         if not isinstance(out, (tuple, list)) or len(out) != len(result):
             raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors")
