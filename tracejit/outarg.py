@@ -37,7 +37,10 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  # gathers and scatters along a dim
                  "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy", "take_along_dim",
                  # (values, indices) and other pairs: out=(a, b)
-                 "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "frexp")
+                 "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "frexp",
+                 # more reductions and scans
+                 "logcumsumexp", "nansum", "nanmean", "norm", "quantile", "nanquantile", "histc", "histogram",
+                 "renorm", "diff")
 
 # The reductions that compute in out's dtype.
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
@@ -47,7 +50,8 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "polar", "argmax", "argmin", "searchsorted", "bucketize", "float_power",
                          "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy",
                          "take_along_dim", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
-                         "aminmax", "frexp"))
+                         "aminmax", "frexp", "logcumsumexp", "norm", "quantile", "nanquantile", "histc",
+                         "histogram", "renorm"))
 
 
 def _write(out, value, name):
