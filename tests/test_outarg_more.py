@@ -9,6 +9,7 @@ import pytest
 import tracejit as tj
 
 torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings(r"ignore:torch\.\w+ is deprecated")   # (ger, chain_matmul)
 
 X = np.array([[0.3, -1.6, 2.0], [2.2, 0.9, -0.4]], dtype=np.float32)
 S = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)
@@ -45,6 +46,17 @@ CALLS = {
     "histogram": lambda m, t, out: m.histogram(t(X), 3, out=out),
     "renorm": lambda m, t, out: m.renorm(t(X), 2, 0, 1.0, out=out),
     "diff": lambda m, t, out: m.diff(t(X), 1, 0, out=out),
+    "addmv": lambda m, t, out: m.addmv(t(X[0, :2]), t(S[:, :2]), t(X[1, :2]), beta=0.5, alpha=2, out=out),
+    "addbmm": lambda m, t, out: m.addbmm(t(S[:, :2]), t(np.stack([X, S])), t(np.stack([S.T, X.T])[:, :, :2]),
+                                         out=out),
+    "addr": lambda m, t, out: m.addr(t(S), t(X[0, :2]), t(X[1]), alpha=3, out=out),
+    "ger": lambda m, t, out: m.ger(t(X[0]), t(S[1]), out=out),
+    "vdot": lambda m, t, out: m.vdot(t(X[0]), t(S[1]), out=out),
+    "tensordot": lambda m, t, out: m.tensordot(t(X), t(S.T), 1, out=out),
+    "cross": lambda m, t, out: m.cross(t(X), t(S), dim=1, out=out),
+    "addcmul": lambda m, t, out: m.addcmul(t(X), t(S), t(X), value=2, out=out),
+    "addcdiv": lambda m, t, out: m.addcdiv(t(X), t(S), t(S + 1), value=-0.5, out=out),
+    "chain_matmul": lambda m, t, out: m.chain_matmul(t(X), t(S.T), t(X), out=out),
 }
 
 
@@ -67,24 +79,26 @@ def _outs(m, like, n=5):
 
 @pytest.mark.parametrize("name", list(CALLS))
 def test_out_gets_pytorchs_values_resized(name):
-    got = {}
+    got, warned = {}, []
     for m in (torch, tj):
         out = _outs(m, _call(m, name, None))
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             r = _call(m, name, out)
-        assert any("was resized" in str(x.message) for x in w)
+        warned.append(any("was resized" in str(x.message) for x in w))
         for o, x in zip(out if isinstance(out, tuple) else (out,), r if isinstance(r, tuple) else (r,)):
             assert o is x
         got[m] = [(v.dtype, v.shape, v) for v in _values(r)]
+    assert warned[1] or not warned[0]   # (PyTorch's addbmm alone resizes without it)
     for (dt, shape, want), (gdt, gshape, v) in zip(got[torch], got[tj]):
         assert (str(gdt), gshape) == (str(dt), shape)
         np.testing.assert_allclose(v, want, rtol=2e-6, atol=1e-6)
 
 
 # PyTorch's functions whose out= under grad mode is taken, the out getting a grad_fn (quantile's
-# copies with autograd, histogram's is NotImplemented); tracejit refuses them as the others.
-_TAKEN_WITH_GRAD = ("quantile", "nanquantile", "histogram")
+# and tensordot's copy with autograd, histogram's is NotImplemented); tracejit refuses them as the
+# others.
+_TAKEN_WITH_GRAD = ("quantile", "nanquantile", "histogram", "tensordot")
 
 
 @pytest.mark.parametrize("name", [n for n in CALLS if n not in _TAKEN_WITH_GRAD])
@@ -143,3 +157,17 @@ def test_pairs_take_a_tuple_out_of_their_own_dtypes(name):
             _call(m, name, (outs[0], m.empty(0, dtype=wrong)))
         with pytest.raises(TypeError, match="tuple"):
             _call(m, name, outs[0])
+
+
+def test_varargs_functions_keep_the_generic_out_wrapper():
+    import tracejit.ops as ops
+    from tracejit.outarg import OUT_FUNCTIONS_VARARGS, _exact
+    for name in OUT_FUNCTIONS_VARARGS:
+        assert getattr(tj, name).__wrapped__ is getattr(ops, name) and _exact(getattr(ops, name), name) is None
+    x = np.array([1.0, 2.0], dtype=np.float32)
+    for m in (torch, tj):   # (the deprecated order: value second)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = m.empty(0)
+            assert m.addcmul(m.tensor(x), 3, m.tensor(x), m.tensor(x), out=out) is out
+        assert out.tolist() == [4.0, 14.0]

@@ -71,8 +71,9 @@ def is_floating_point(x: Tensor) -> "builtins.bool":  # noqa: F821
     return x.is_floating_point()
 
 
-from .outarg import OUT_FUNCTIONS as _OUT_FUNCTIONS, with_out as _with_out  # noqa: E402
-for _name in _OUT_FUNCTIONS:  # the out= keyword on tracejit.<fn> (tensor methods stay as they are)
+from .outarg import OUT_FUNCTIONS as _OUT_FUNCTIONS, OUT_FUNCTIONS_VARARGS as _OUT_VARARGS  # noqa: E402
+from .outarg import with_out as _with_out  # noqa: E402
+for _name in _OUT_FUNCTIONS + _OUT_VARARGS:  # the out= keyword on tracejit.<fn> (tensor methods stay as they are)
     globals()[_name] = _with_out(globals()[_name], _name)
 del _name
 

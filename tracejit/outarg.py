@@ -11,7 +11,7 @@ import functools
 
 from . import exactcall as _exactcall
 
-__all__ = ["with_out", "OUT_FUNCTIONS"]
+__all__ = ["with_out", "OUT_FUNCTIONS", "OUT_FUNCTIONS_VARARGS"]
 
 # The functions tracejit's namespace gives an out= keyword.
 OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs", "exp", "log",
@@ -40,7 +40,11 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "frexp",
                  # more reductions and scans
                  "logcumsumexp", "nansum", "nanmean", "norm", "quantile", "nanquantile", "histc", "histogram",
-                 "renorm", "diff")
+                 "renorm", "diff",
+                 # products
+                 "addmv", "addbmm", "addr", "ger", "vdot", "tensordot", "cross")
+# The ones with *args (deprecated argument orders, any number of matrices): the generic wrapper.
+OUT_FUNCTIONS_VARARGS = ("addcmul", "addcdiv", "chain_matmul")
 
 # The reductions that compute in out's dtype.
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
@@ -51,7 +55,8 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy",
                          "take_along_dim", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
                          "aminmax", "frexp", "logcumsumexp", "norm", "quantile", "nanquantile", "histc",
-                         "histogram", "renorm"))
+                         "histogram", "renorm", "addmv", "addbmm", "vdot", "tensordot", "cross",
+                         "chain_matmul"))
 
 
 def _write(out, value, name):
