@@ -42,7 +42,11 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  "logcumsumexp", "nansum", "nanmean", "norm", "quantile", "nanquantile", "histc", "histogram",
                  "renorm", "diff",
                  # products
-                 "addmv", "addbmm", "addr", "ger", "vdot", "tensordot", "cross")
+                 "addmv", "addbmm", "addr", "ger", "vdot", "tensordot", "cross",
+                 # more elementwise functions, tests, softmaxes and joins
+                 "isin", "isneginf", "isposinf", "hardshrink", "threshold", "softmax", "log_softmax",
+                 "conj_physical", "polygamma", "nonzero", "hstack", "vstack", "dstack", "column_stack",
+                 "row_stack", "concat", "concatenate")
 # The ones with *args (deprecated argument orders, any number of matrices): the generic wrapper.
 OUT_FUNCTIONS_VARARGS = ("addcmul", "addcdiv", "chain_matmul")
 
@@ -56,7 +60,8 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "take_along_dim", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
                          "aminmax", "frexp", "logcumsumexp", "norm", "quantile", "nanquantile", "histc",
                          "histogram", "renorm", "addmv", "addbmm", "vdot", "tensordot", "cross",
-                         "chain_matmul"))
+                         "chain_matmul", "isin", "isneginf", "isposinf", "hardshrink", "softmax",
+                         "log_softmax", "conj_physical", "nonzero"))
 
 
 def _write(out, value, name):
