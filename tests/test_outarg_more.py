@@ -14,6 +14,7 @@ pytestmark = pytest.mark.filterwarnings(r"ignore:torch\.\w+ is deprecated")   # 
 X = np.array([[0.3, -1.6, 2.0], [2.2, 0.9, -0.4]], dtype=np.float32)
 S = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)
 I = np.array([[0, 1, 0], [1, 0, 1]])
+P = np.array([[0.2, 0.7, 0.5], [0.9, 0.05, 0.35]], dtype=np.float32)
 INF = np.array([[np.inf, -np.inf, 1.0], [0.0, -np.inf, np.nan]], dtype=np.float32)
 
 # name -> call(m, t, out): m the library, t(array) its tensor of the array
@@ -77,6 +78,23 @@ CALLS = {
     "concat": lambda m, t, out: m.concat([t(X), t(S)], 1, out=out),
     "concatenate": lambda m, t, out: m.concatenate([t(X), t(S)], axis=1, out=out),
 }
+SPECIAL = {   # torch.special's one-tensor functions, given P (in (0, 1))
+    n: (lambda n: lambda m, t, out: getattr(m.special, n)(t(P), out=out))(n)
+    for n in ("digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1", "gammaln",
+              "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr", "logit", "modified_bessel_i0", "modified_bessel_i1",
+              "ndtr", "ndtri", "sinc")}
+CALLS.update({"special." + n: f for n, f in SPECIAL.items()})
+CALLS.update({
+    "special.gammainc": lambda m, t, out: m.special.gammainc(t(P), t(S), out=out),
+    "special.gammaincc": lambda m, t, out: m.special.gammaincc(t(P), t(S), out=out),
+    "special.logsumexp": lambda m, t, out: m.special.logsumexp(t(X), 1, keepdim=True, out=out),
+    "special.multigammaln": lambda m, t, out: m.special.multigammaln(t(S), 2, out=out),
+    "special.polygamma": lambda m, t, out: m.special.polygamma(2, t(S), out=out),
+    "special.round": lambda m, t, out: m.special.round(t(X * 10), decimals=1, out=out),
+    "special.xlog1py": lambda m, t, out: m.special.xlog1py(t(X), t(S), out=out),
+    "special.xlogy": lambda m, t, out: m.special.xlogy(t(X), t(S), out=out),
+    "special.zeta": lambda m, t, out: m.special.zeta(t(S + 1), t(P), out=out),
+})
 
 
 def _call(m, name, out, grad=False):
@@ -118,7 +136,9 @@ def test_out_gets_pytorchs_values_resized(name):
 # and tensordot's copy with autograd, the others' is NotImplemented); tracejit refuses them as the
 # others.
 _TAKEN_WITH_GRAD = ("quantile", "nanquantile", "histogram", "tensordot", "softmax", "softmax dtype",
-                    "log_softmax", "conj_physical")
+                    "log_softmax", "conj_physical", "special.ndtr",
+                    # (PyTorch's have no derivative, so results not requiring grad; i0's and i1's do)
+                    "special.modified_bessel_i0", "special.modified_bessel_i1")
 
 
 @pytest.mark.parametrize("name", [n for n in CALLS if n not in _TAKEN_WITH_GRAD])
@@ -191,3 +211,14 @@ def test_varargs_functions_keep_the_generic_out_wrapper():
             out = m.empty(0)
             assert m.addcmul(m.tensor(x), 3, m.tensor(x), m.tensor(x), out=out) is out
         assert out.tolist() == [4.0, 14.0]
+
+
+def test_round_takes_an_out_of_its_own_dtype_only():
+    x = np.array([1.26, -2.5, 3.14], dtype=np.float32)
+    for m in (torch, tj):
+        for f in (lambda out: m.round(m.tensor(x), out=out), lambda out: m.round(m.tensor(x), decimals=1, out=out),
+                  lambda out: m.special.round(m.tensor(x), out=out)):
+            out = m.full((3,), 7.0, dtype=m.float64)
+            with pytest.raises(RuntimeError, match="dtype"):
+                f(out)
+            assert out.tolist() == [7.0] * 3

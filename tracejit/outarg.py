@@ -11,7 +11,7 @@ import functools
 
 from . import exactcall as _exactcall
 
-__all__ = ["with_out", "OUT_FUNCTIONS", "OUT_FUNCTIONS_VARARGS"]
+__all__ = ["with_out", "install_out", "OUT_FUNCTIONS", "OUT_FUNCTIONS_VARARGS", "SPECIAL_OUT_FUNCTIONS"]
 
 # The functions tracejit's namespace gives an out= keyword.
 OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs", "exp", "log",
@@ -50,6 +50,12 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
 # The ones with *args (deprecated argument orders, any number of matrices): the generic wrapper.
 OUT_FUNCTIONS_VARARGS = ("addcmul", "addcdiv", "chain_matmul")
 
+# The functions of tracejit.special given an out= keyword (install_out).
+SPECIAL_OUT_FUNCTIONS = ("digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
+                         "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr",
+                         "logit", "logsumexp", "modified_bessel_i0", "modified_bessel_i1", "multigammaln",
+                         "ndtr", "ndtri", "polygamma", "round", "sinc", "xlog1py", "xlogy", "zeta")
+
 # The reductions that compute in out's dtype.
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
 # The functions whose out PyTorch takes only in the result's own dtype.
@@ -61,7 +67,7 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "aminmax", "frexp", "logcumsumexp", "norm", "quantile", "nanquantile", "histc",
                          "histogram", "renorm", "addmv", "addbmm", "vdot", "tensordot", "cross",
                          "chain_matmul", "isin", "isneginf", "isposinf", "hardshrink", "softmax",
-                         "log_softmax", "conj_physical", "nonzero"))
+                         "log_softmax", "conj_physical", "nonzero", "round", "special_round"))
 
 
 def _write(out, value, name):
@@ -109,6 +115,13 @@ def with_out(fn, name: str):
                 return fn(*args, **kwargs)
             return _call_out(fn, name, args, kwargs, out)
     return functools.wraps(fn)(call)
+
+
+def install_out(namespace: dict, names, prefix: str) -> None:
+    """Give each function `names` of `namespace` (a module's globals) an out= keyword; its
+    errors name it as PyTorch's do (``special_erf()`` for prefix ``special_``)."""
+    for n in names:
+        namespace[n] = with_out(namespace[n], prefix + n)
 
 
 def _call_out(fn, name, args, kwargs, out):

@@ -108,3 +108,7 @@ def softmax(input, dim, *, dtype=None):
 def log_softmax(input, dim, *, dtype=None):
     return _log_softmax(input if dtype is None else input.to(dtype), dim)
 
+
+
+from .outarg import SPECIAL_OUT_FUNCTIONS as _OUT_FUNCTIONS, install_out as _install_out  # noqa: E402
+_install_out(globals(), _OUT_FUNCTIONS, "special_")   # (expit, gammaln, psi, ... each their own wrapper)
