@@ -9,11 +9,14 @@ import pytest
 import tracejit as tj
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.filterwarnings(r"ignore:torch\.\w+ is deprecated")   # (ger, chain_matmul)
+pytestmark = [pytest.mark.filterwarnings(r"ignore:torch\.\w+ is deprecated"),   # (ger, chain_matmul)
+              pytest.mark.filterwarnings(r"ignore:at..(frobenius|nuclear)_norm is deprecated")]
 
 X = np.array([[0.3, -1.6, 2.0], [2.2, 0.9, -0.4]], dtype=np.float32)
 S = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)
 I = np.array([[0, 1, 0], [1, 0, 1]])
+A = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], dtype=np.float32)
+B = np.array([[1.0, -2.0], [0.5, 3.0], [2.5, 1.0]], dtype=np.float32)
 P = np.array([[0.2, 0.7, 0.5], [0.9, 0.05, 0.35]], dtype=np.float32)
 INF = np.array([[np.inf, -np.inf, 1.0], [0.0, -np.inf, np.nan]], dtype=np.float32)
 
@@ -95,6 +98,47 @@ CALLS.update({
     "special.xlogy": lambda m, t, out: m.special.xlogy(t(X), t(S), out=out),
     "special.zeta": lambda m, t, out: m.special.zeta(t(S + 1), t(P), out=out),
 })
+LINALG = {   # torch.linalg's functions of A (symmetric positive definite) and B
+    "cholesky": ("A",), "cond": ("A",), "det": ("A",), "eigh": ("A",), "eigvalsh": ("A",), "inv": ("A",),
+    "inv_ex": ("A",), "cholesky_ex": ("A",), "lu": ("A",), "lu_factor": ("A",), "lu_factor_ex": ("A",),
+    "matrix_norm": ("A",), "matrix_rank": ("A",), "norm": ("A",), "pinv": ("A",), "qr": ("A",),
+    "slogdet": ("A",), "svd": ("A",), "svdvals": ("A",), "vector_norm": ("B",), "solve": ("A", "B"),
+    "solve_ex": ("A", "B"), "matmul": ("A", "B"), "multi_dot": (["A", "B"],), "vecdot": ("B", "B"),
+    "cross": ("A", "A"), "tensorinv": ("A4", 2), "tensorsolve": ("A4", "B2"), "matrix_power": ("A", 3),
+    "householder_product": ("A", "tau"),
+}
+_M = {"A": A, "B": B, "A4": (np.eye(4) * 3 + np.arange(16).reshape(4, 4) / 10).astype(np.float32).reshape(2, 2, 2, 2),
+      "B2": B[:2, :2], "tau": np.array([0.5, 1.2], dtype=np.float32)}
+
+
+def _linalg_call(name, args):
+    def call(m, t, out):
+        given = [[t(_M[x]) for x in a] if isinstance(a, list) else t(_M[a]) if isinstance(a, str) else a for a in args]
+        return getattr(m.linalg, name)(*given, out=out)
+    return call
+
+
+CALLS.update({"linalg." + n: _linalg_call(n, a) for n, a in LINALG.items()})
+CALLS.update({
+    "linalg.solve_triangular": lambda m, t, out: m.linalg.solve_triangular(t(np.tril(A)), t(B), upper=False, out=out),
+    "linalg.lu_solve": lambda m, t, out: m.linalg.lu_solve(*m.linalg.lu_factor(t(A)), t(B), out=out),
+    "linalg.ldl_factor": lambda m, t, out: m.linalg.ldl_factor(t(A), out=out),
+    "linalg.ldl_solve": lambda m, t, out: m.linalg.ldl_solve(*m.linalg.ldl_factor(t(A).detach()), t(B), out=out),
+    "cholesky": lambda m, t, out: m.cholesky(t(A), out=out),
+    "qr": lambda m, t, out: m.qr(t(A), out=out),
+    "svd": lambda m, t, out: m.svd(t(A), out=out),
+    "inverse": lambda m, t, out: m.inverse(t(A), out=out),
+    "cholesky_inverse": lambda m, t, out: m.cholesky_inverse(t(np.linalg.cholesky(A)), out=out),
+    "cholesky_solve": lambda m, t, out: m.cholesky_solve(t(B), t(np.linalg.cholesky(A)), out=out),
+    "triangular_solve": lambda m, t, out: m.triangular_solve(t(B), t(np.triu(A)), out=out),
+    "lu_solve": lambda m, t, out: m.lu_solve(t(B), *m.linalg.lu_factor(t(A).detach()), out=out),
+    "lu_unpack": lambda m, t, out: m.lu_unpack(*m.linalg.lu_factor(t(A)), out=out),
+    "orgqr": lambda m, t, out: m.orgqr(t(A), t(_M["tau"]), out=out),
+    "ormqr": lambda m, t, out: m.ormqr(t(A), t(np.array([0.5, 1.2, 0.0], dtype=np.float32)), t(B), out=out),
+    "matrix_power": lambda m, t, out: m.matrix_power(t(A), 2, out=out),
+    "frobenius_norm": lambda m, t, out: m.frobenius_norm(t(A), (0, 1), out=out),
+    "nuclear_norm": lambda m, t, out: m.nuclear_norm(t(A), out=out),
+})
 
 
 def _call(m, name, out, grad=False):
@@ -136,8 +180,10 @@ def test_out_gets_pytorchs_values_resized(name):
 # and tensordot's copy with autograd, the others' is NotImplemented); tracejit refuses them as the
 # others.
 _TAKEN_WITH_GRAD = ("quantile", "nanquantile", "histogram", "tensordot", "softmax", "softmax dtype",
-                    "log_softmax", "conj_physical", "special.ndtr",
-                    # (PyTorch's have no derivative, so results not requiring grad; i0's and i1's do)
+                    "log_softmax", "conj_physical", "special.ndtr", "linalg.cond", "linalg.matrix_norm",
+                    "linalg.norm", "linalg.tensorinv", "linalg.tensorsolve", "nuclear_norm", "linalg.ldl_factor",
+                    "linalg.ldl_solve",
+                    # (PyTorch's have no derivative, so results not requiring grad; tracejit's do)
                     "special.modified_bessel_i0", "special.modified_bessel_i1")
 
 

@@ -503,3 +503,7 @@ def ldl_solve(LD, pivots, B, *, hermitian: bool = False):
     if not isinstance(hermitian, bool):
         raise TypeError(f"linalg.ldl_solve: hermitian must be a bool, got {hermitian!r}")
     return _ldl_solve(LD, pivots, B)
+
+
+from .outarg import LINALG_OUT_FUNCTIONS as _OUT_FUNCTIONS, install_out as _install_out  # noqa: E402
+_install_out(globals(), _OUT_FUNCTIONS)

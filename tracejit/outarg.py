@@ -11,7 +11,8 @@ import functools
 
 from . import exactcall as _exactcall
 
-__all__ = ["with_out", "install_out", "OUT_FUNCTIONS", "OUT_FUNCTIONS_VARARGS", "SPECIAL_OUT_FUNCTIONS"]
+__all__ = ["with_out", "install_out", "OUT_FUNCTIONS", "OUT_FUNCTIONS_VARARGS", "SPECIAL_OUT_FUNCTIONS",
+           "LINALG_OUT_FUNCTIONS"]
 
 # The functions tracejit's namespace gives an out= keyword.
 OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs", "exp", "log",
@@ -56,6 +57,19 @@ SPECIAL_OUT_FUNCTIONS = ("digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfi
                          "logit", "logsumexp", "modified_bessel_i0", "modified_bessel_i1", "multigammaln",
                          "ndtr", "ndtri", "polygamma", "round", "sinc", "xlog1py", "xlogy", "zeta")
 
+# The functions of tracejit.linalg given an out= keyword, by the name PyTorch's errors give them;
+# the legacy spellings (tracejit.qr, .svd, ...) are defined there too.
+LINALG_OUT_FUNCTIONS = {n: "linalg_" + n for n in (
+    "cholesky", "cholesky_ex", "cond", "cross", "det", "eig", "eigh", "eigvals", "eigvalsh", "householder_product",
+    "inv", "inv_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve", "lu", "lu_factor", "lu_factor_ex", "lu_solve",
+    "matmul", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve",
+    "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vecdot", "vector_norm")}
+LINALG_OUT_FUNCTIONS.update({"cholesky_legacy": "cholesky", "qr_legacy": "qr", "svd_legacy": "svd",
+                             "lu_solve_legacy": "lu_solve", "inverse": "inverse", "cholesky_inverse": "cholesky_inverse",
+                             "cholesky_solve": "cholesky_solve", "ormqr": "ormqr", "triangular_solve": "triangular_solve",
+                             "lu_unpack": "lu_unpack", "frobenius_norm": "frobenius_norm",
+                             "nuclear_norm": "nuclear_norm"})
+
 # The reductions that compute in out's dtype.
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
 # The functions whose out PyTorch takes only in the result's own dtype.
@@ -67,7 +81,10 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "aminmax", "frexp", "logcumsumexp", "norm", "quantile", "nanquantile", "histc",
                          "histogram", "renorm", "addmv", "addbmm", "vdot", "tensordot", "cross",
                          "chain_matmul", "isin", "isneginf", "isposinf", "hardshrink", "softmax",
-                         "log_softmax", "conj_physical", "nonzero", "round", "special_round"))
+                         "log_softmax", "conj_physical", "nonzero", "round", "special_round",
+                         *LINALG_OUT_FUNCTIONS.values()))
+_SAME_DTYPE -= {"linalg_cond", "linalg_matrix_rank", "linalg_pinv", "linalg_tensorinv", "linalg_tensorsolve",
+                "linalg_householder_product", "cholesky", "cholesky_inverse", "cholesky_solve"}
 
 
 def _write(out, value, name):
@@ -117,11 +134,12 @@ def with_out(fn, name: str):
     return functools.wraps(fn)(call)
 
 
-def install_out(namespace: dict, names, prefix: str) -> None:
+def install_out(namespace: dict, names, prefix: str = "") -> None:
     """Give each function `names` of `namespace` (a module's globals) an out= keyword; its
-    errors name it as PyTorch's do (``special_erf()`` for prefix ``special_``)."""
+    errors name it as PyTorch's do (``special_erf()`` for prefix ``special_``), or as a dict
+    `names` maps it."""
     for n in names:
-        namespace[n] = with_out(namespace[n], prefix + n)
+        namespace[n] = with_out(namespace[n], names[n] if isinstance(names, dict) else prefix + n)
 
 
 def _call_out(fn, name, args, kwargs, out):
