@@ -47,9 +47,11 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  # more elementwise functions, tests, softmaxes and joins
                  "isin", "isneginf", "isposinf", "hardshrink", "threshold", "softmax", "log_softmax",
                  "conj_physical", "polygamma", "nonzero", "hstack", "vstack", "dstack", "column_stack",
-                 "row_stack", "concat", "concatenate")
+                 "row_stack", "concat", "concatenate",
+                 # creation and sampling: the result takes out's dtype
+                 "full", "eye", "linspace", "logspace", "randint", "randperm", "bernoulli", "multinomial")
 # The ones with *args (deprecated argument orders, any number of matrices): the generic wrapper.
-OUT_FUNCTIONS_VARARGS = ("addcmul", "addcdiv", "chain_matmul")
+OUT_FUNCTIONS_VARARGS = ("addcmul", "addcdiv", "chain_matmul", "zeros", "ones", "empty", "rand", "randn")
 
 # The functions of tracejit.special given an out= keyword (install_out).
 SPECIAL_OUT_FUNCTIONS = ("digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
@@ -65,13 +67,15 @@ LINALG_OUT_FUNCTIONS = {n: "linalg_" + n for n in (
     "matmul", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve",
     "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vecdot", "vector_norm")}
 LINALG_OUT_FUNCTIONS.update({"cholesky_legacy": "cholesky", "qr_legacy": "qr", "svd_legacy": "svd",
-                             "lu_solve_legacy": "lu_solve", "inverse": "inverse", "cholesky_inverse": "cholesky_inverse",
-                             "cholesky_solve": "cholesky_solve", "ormqr": "ormqr", "triangular_solve": "triangular_solve",
-                             "lu_unpack": "lu_unpack", "frobenius_norm": "frobenius_norm",
-                             "nuclear_norm": "nuclear_norm"})
+                             "lu_solve_legacy": "lu_solve"})
+LINALG_OUT_FUNCTIONS.update({n: n for n in ("inverse", "cholesky_inverse", "cholesky_solve", "ormqr",
+                                            "triangular_solve", "lu_unpack", "frobenius_norm", "nuclear_norm")})
 
 # The reductions that compute in out's dtype.
 _IN_OUT_DTYPE = ("sum", "prod", "cumsum", "cumprod")
+# The creation functions, made in out's dtype unless given another (refused then, as PyTorch).
+_MADE_IN_OUT_DTYPE = ("zeros", "ones", "empty", "rand", "randn", "full", "eye", "linspace", "logspace", "arange",
+                      "randint", "randperm")
 # The functions whose out PyTorch takes only in the result's own dtype.
 _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "baddbmm", "amax", "amin",
                          "tril", "triu", "diag", "take", "masked_select", "msort", "clamp_min", "clamp_max",
@@ -82,7 +86,7 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "histogram", "renorm", "addmv", "addbmm", "vdot", "tensordot", "cross",
                          "chain_matmul", "isin", "isneginf", "isposinf", "hardshrink", "softmax",
                          "log_softmax", "conj_physical", "nonzero", "round", "special_round",
-                         *LINALG_OUT_FUNCTIONS.values()))
+                         "multinomial", *_MADE_IN_OUT_DTYPE, *LINALG_OUT_FUNCTIONS.values()))
 _SAME_DTYPE -= {"linalg_cond", "linalg_matrix_rank", "linalg_pinv", "linalg_tensorinv", "linalg_tensorsolve",
                 "linalg_householder_product", "cholesky", "cholesky_inverse", "cholesky_solve"}
 
@@ -150,7 +154,18 @@ def _call_out(fn, name, args, kwargs, out):
         refuse_overlapping_operands(name, o, args)
     if name in _IN_OUT_DTYPE and isinstance(out, Tensor) and kwargs.get("dtype") is None:
         kwargs = {**kwargs, "dtype": out.dtype}   # (PyTorch's sum(float, out=long) sums longs)
+    if name in _MADE_IN_OUT_DTYPE and isinstance(out, Tensor):
+        if kwargs.get("dtype") is None:
+            kwargs = {**kwargs, "dtype": out.dtype}   # (zeros(3, out=long tensor) makes longs)
+        else:
+            from .dtypes import as_dtype
+            if as_dtype(kwargs["dtype"]) is not out.dtype:
+                from .errors import DTypeError
+                raise DTypeError(f"{name}: dtype {as_dtype(kwargs['dtype']).name} does not match dtype of out "
+                                 f"parameter ({out.dtype.name})")
     result = fn(*args, **kwargs)
+    if name == "bernoulli" and isinstance(out, Tensor):
+        result = result.to(out.dtype)   # (0s and 1s: any out dtype takes them, as PyTorch's)
     # Refused where the result would take part in autograd, as PyTorch: argmax or eq of an
     # input requiring grad have results that do not, and fill an out.
     if is_grad_enabled() and any(isinstance(r, Tensor) and r.requires_grad
