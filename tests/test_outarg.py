@@ -204,3 +204,22 @@ def test_out_is_refused_only_for_a_result_taking_part_in_autograd(form):
             assert "don't support automatic differentiation" in str(e)
             got.append(None)
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("name", ["neg", "negative", "abs", "absolute", "ceil", "floor", "trunc", "fix", "frac",
+                                  "sign", "sgn", "signbit", "nan_to_num", "heaviside", "all", "any"])
+@pytest.mark.parametrize("dtype", ["float64", "float16", "int64", "bool"])
+def test_elementwise_functions_keeping_the_dtype_refuse_another_as_pytorch(name, dtype):
+    torch = pytest.importorskip("torch")
+    x = np.array([[0.3, -1.6], [2.2, 0.0]], dtype=np.float32)
+    got = []
+    for m in (torch, tj):
+        operands = (m.tensor(x),) * (2 if name == "heaviside" else 1)
+        out = m.empty(0, dtype=getattr(m, dtype))
+        try:
+            getattr(m, name)(*operands, out=out)
+            got.append(out.numpy().astype(np.float64).tolist())
+        except RuntimeError as e:
+            assert "type" in str(e) or "support" in str(e)
+            got.append(None)
+    assert got[1] == got[0]

@@ -86,7 +86,10 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "histogram", "renorm", "addmv", "addbmm", "vdot", "tensordot", "cross",
                          "chain_matmul", "isin", "isneginf", "isposinf", "hardshrink", "softmax",
                          "log_softmax", "conj_physical", "nonzero", "round", "special_round",
-                         "multinomial", *_MADE_IN_OUT_DTYPE, *LINALG_OUT_FUNCTIONS.values()))
+                         "multinomial", *_MADE_IN_OUT_DTYPE, *LINALG_OUT_FUNCTIONS.values(),
+                         # (elementwise functions whose result keeps the input's dtype, and bool tests)
+                         "neg", "negative", "abs", "absolute", "ceil", "floor", "trunc", "fix", "frac", "sign",
+                         "sgn", "signbit", "nan_to_num", "heaviside", "all", "any"))
 _SAME_DTYPE -= {"linalg_cond", "linalg_matrix_rank", "linalg_pinv", "linalg_tensorinv", "linalg_tensorsolve",
                 "linalg_householder_product", "cholesky", "cholesky_inverse", "cholesky_solve"}
 
