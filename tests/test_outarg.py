@@ -187,7 +187,8 @@ def test_resizing_an_out_that_had_elements_warns_as_pytorch():
     assert got[0].startswith(got[1])
 
 
-@pytest.mark.parametrize("form", ["argmax(x, 1, out=m.empty(0, dtype=m.long))", "eq(x, 0, out=m.empty(0, dtype=m.bool))",
+@pytest.mark.parametrize("form", ["argmax(x, 1, out=m.empty(0, dtype=m.long))",
+                                  "eq(x, 0, out=m.empty(0, dtype=m.bool))",
                                   "searchsorted(x.detach(), x, out=m.empty(0, dtype=m.long))",
                                   "add(x, 1, out=m.empty(0))", "sort(x, out=(m.empty(0), m.empty(0, dtype=m.long)))",
                                   "cat([x.detach(), x], out=m.empty(0))"])

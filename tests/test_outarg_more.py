@@ -31,6 +31,7 @@ CALLS = {
     "index_add": lambda m, t, out: m.index_add(t(X), 1, t(I[0]), t(S), alpha=2, out=out),
     "index_copy": lambda m, t, out: m.index_copy(t(X), 1, t(np.array([2, 0, 1])), t(S), out=out),
     "take_along_dim": lambda m, t, out: m.take_along_dim(t(X), t(I), 1, out=out),
+    "slice_scatter": lambda m, t, out: m.slice_scatter(t(X), t(S[:, :2]), 1, 1, 3, out=out),
     "kthvalue": lambda m, t, out: m.kthvalue(t(X), 2, 1, keepdim=True, out=out),
     "median": lambda m, t, out: m.median(t(X), 1, out=out),
     "median axis": lambda m, t, out: m.median(t(X), axis=0, keepdims=True, out=out),
@@ -184,10 +185,10 @@ def test_out_gets_pytorchs_values_resized(name):
         np.testing.assert_allclose(v, want, rtol=2e-6, atol=1e-6)
 
 
-# PyTorch's functions whose out= under grad mode is taken, the out getting a grad_fn (quantile's
-# and tensordot's copy with autograd, the others' is NotImplemented); tracejit refuses them as the
-# others.
-_TAKEN_WITH_GRAD = ("quantile", "nanquantile", "histogram", "tensordot", "softmax", "softmax dtype",
+# PyTorch's functions whose out= under grad mode is taken, the out getting a grad_fn (quantile's,
+# tensordot's and slice_scatter's copy with autograd, the others' is NotImplemented); tracejit
+# refuses them as the others.
+_TAKEN_WITH_GRAD = ("quantile", "nanquantile", "histogram", "tensordot", "slice_scatter", "softmax", "softmax dtype",
                     "log_softmax", "conj_physical", "special.ndtr", "linalg.cond", "linalg.matrix_norm",
                     "linalg.norm", "linalg.tensorinv", "linalg.tensorsolve", "nuclear_norm", "linalg.ldl_factor",
                     "linalg.ldl_solve",

@@ -37,6 +37,7 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  "take", "addmm", "baddbmm", "lerp", "clamp_min", "clamp_max", "polar", "complex",
                  # gathers and scatters along a dim
                  "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy", "take_along_dim",
+                 "slice_scatter",
                  # (values, indices) and other pairs: out=(a, b)
                  "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin", "aminmax", "frexp",
                  # more reductions and scans
@@ -81,8 +82,8 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "tril", "triu", "diag", "take", "masked_select", "msort", "clamp_min", "clamp_max",
                          "polar", "argmax", "argmin", "searchsorted", "bucketize", "float_power",
                          "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy",
-                         "take_along_dim", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
-                         "aminmax", "frexp", "logcumsumexp", "norm", "quantile", "nanquantile", "histc",
+                         "take_along_dim", "slice_scatter", "kthvalue", "median", "nanmedian", "mode", "cummax",
+                         "cummin", "aminmax", "frexp", "logcumsumexp", "norm", "quantile", "nanquantile", "histc",
                          "histogram", "renorm", "addmv", "addbmm", "vdot", "tensordot", "cross",
                          "chain_matmul", "isin", "isneginf", "isposinf", "hardshrink", "softmax",
                          "log_softmax", "conj_physical", "nonzero", "round", "special_round",
