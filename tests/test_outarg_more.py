@@ -106,7 +106,7 @@ LINALG = {   # torch.linalg's functions of A (symmetric positive definite) and B
     "slogdet": ("A",), "svd": ("A",), "svdvals": ("A",), "vector_norm": ("B",), "solve": ("A", "B"),
     "solve_ex": ("A", "B"), "matmul": ("A", "B"), "multi_dot": (["A", "B"],), "vecdot": ("B", "B"),
     "cross": ("A", "A"), "tensorinv": ("A4", 2), "tensorsolve": ("A4", "B2"), "matrix_power": ("A", 3),
-    "householder_product": ("A", "tau"),
+    "householder_product": ("A", "tau"), "lstsq": ("A", "B"),
 }
 _M = {"A": A, "B": B, "A4": (np.eye(4) * 3 + np.arange(16).reshape(4, 4) / 10).astype(np.float32).reshape(2, 2, 2, 2),
       "B2": B[:2, :2], "tau": np.array([0.5, 1.2], dtype=np.float32)}

@@ -64,7 +64,7 @@ SPECIAL_OUT_FUNCTIONS = ("digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfi
 # the legacy spellings (tracejit.qr, .svd, ...) are defined there too.
 LINALG_OUT_FUNCTIONS = {n: "linalg_" + n for n in (
     "cholesky", "cholesky_ex", "cond", "cross", "det", "eig", "eigh", "eigvals", "eigvalsh", "householder_product",
-    "inv", "inv_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve", "lu", "lu_factor", "lu_factor_ex", "lu_solve",
+    "inv", "inv_ex", "ldl_factor", "ldl_factor_ex", "ldl_solve", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve",
     "matmul", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve",
     "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv", "tensorsolve", "vecdot", "vector_norm")}
 LINALG_OUT_FUNCTIONS.update({"cholesky_legacy": "cholesky", "qr_legacy": "qr", "svd_legacy": "svd",
@@ -92,7 +92,7 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "neg", "negative", "abs", "absolute", "ceil", "floor", "trunc", "fix", "frac", "sign",
                          "sgn", "signbit", "nan_to_num", "heaviside", "all", "any"))
 _SAME_DTYPE -= {"linalg_cond", "linalg_matrix_rank", "linalg_pinv", "linalg_tensorinv", "linalg_tensorsolve",
-                "linalg_householder_product", "cholesky", "cholesky_inverse", "cholesky_solve"}
+                "linalg_householder_product", "linalg_lstsq", "cholesky", "cholesky_inverse", "cholesky_solve"}
 
 
 def _write(out, value, name):
