@@ -86,7 +86,9 @@ SPECIAL = {   # torch.special's one-tensor functions, given P (in (0, 1))
     n: (lambda n: lambda m, t, out: getattr(m.special, n)(t(P), out=out))(n)
     for n in ("digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1", "gammaln",
               "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr", "logit", "modified_bessel_i0", "modified_bessel_i1",
-              "ndtr", "ndtri", "sinc")}
+              "ndtr", "ndtri", "sinc", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0",
+              "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "airy_ai",
+              "spherical_bessel_j0")}
 CALLS.update({"special." + n: f for n, f in SPECIAL.items()})
 CALLS.update({
     "special.gammainc": lambda m, t, out: m.special.gammainc(t(P), t(S), out=out),
@@ -98,6 +100,9 @@ CALLS.update({
     "special.xlog1py": lambda m, t, out: m.special.xlog1py(t(X), t(S), out=out),
     "special.xlogy": lambda m, t, out: m.special.xlogy(t(X), t(S), out=out),
     "special.zeta": lambda m, t, out: m.special.zeta(t(S + 1), t(P), out=out),
+    "special.chebyshev_polynomial_t": lambda m, t, out: m.special.chebyshev_polynomial_t(t(P), 3, out=out),
+    "special.hermite_polynomial_h": lambda m, t, out: m.special.hermite_polynomial_h(t(X), t(S), out=out),
+    "special.legendre_polynomial_p": lambda m, t, out: m.special.legendre_polynomial_p(t(X), 2, out=out),
 })
 LINALG = {   # torch.linalg's functions of A (symmetric positive definite) and B
     "cholesky": ("A",), "cond": ("A",), "det": ("A",), "eigh": ("A",), "eigvalsh": ("A",), "inv": ("A",),

@@ -58,7 +58,14 @@ OUT_FUNCTIONS_VARARGS = ("addcmul", "addcdiv", "chain_matmul", "zeros", "ones", 
 SPECIAL_OUT_FUNCTIONS = ("digamma", "psi", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1",
                          "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e", "log1p", "log_ndtr",
                          "logit", "logsumexp", "modified_bessel_i0", "modified_bessel_i1", "multigammaln",
-                         "ndtr", "ndtri", "polygamma", "round", "sinc", "xlog1py", "xlogy", "zeta")
+                         "ndtr", "ndtri", "polygamma", "round", "sinc", "xlog1py", "xlogy", "zeta",
+                         "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0",
+                         "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "airy_ai",
+                         "spherical_bessel_j0", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+                         "chebyshev_polynomial_v", "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+                         "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+                         "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+                         "laguerre_polynomial_l", "legendre_polynomial_p")
 
 # The functions of tracejit.linalg given an out= keyword, by the name PyTorch's errors give them;
 # the legacy spellings (tracejit.qr, .svd, ...) are defined there too.

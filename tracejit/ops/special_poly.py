@@ -92,12 +92,11 @@ def _define(name: str, kind: str, shifted: bool = False):
     prim = _binary(name, _impl(kind, shifted), None, int_to_float=True, save=lambda rq: (),
                    host=True)
 
-    def fn(input, n, *, out=None):
+    def fn(input, n):   # (tracejit.special gives it out=, outarg.py)
         from ..tensor import Tensor
         if not isinstance(input, Tensor) and not isinstance(n, Tensor):
             raise TypeError(f"special.{name}: expected a Tensor for input or n")
-        r = bind(prim, input, n)
-        return r if out is None else out.copy_(r)
+        return bind(prim, input, n)
     fn.__name__ = name
     fn.__doc__ = f"The {name.replace('_', ' ')} of degree n at input, elementwise."
     return fn
