@@ -224,3 +224,21 @@ def test_elementwise_functions_keeping_the_dtype_refuse_another_as_pytorch(name,
             assert "type" in str(e) or "support" in str(e)
             got.append(None)
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("form", ["clamp(x, 0, 1, out=o)", "clamp(x, b, out=o)", "clip(x, max=0.5, out=o)",
+                                  "clip(x, b, b + 1, out=o)", "clamp_min(x, 0, out=o)", "clamp_min(x, b, out=o)",
+                                  "clamp_max(x, 0, out=o)", "clamp_max(x, b, out=o)"])
+@pytest.mark.parametrize("dtype", ["float64", "int64"])
+def test_clamps_take_another_out_dtype_only_with_a_tensor_bound_as_pytorch(form, dtype):
+    torch = pytest.importorskip("torch")
+    got = []
+    for m in (torch, tj):
+        o = m.empty(0, dtype=getattr(m, dtype))
+        names = {n: getattr(m, n) for n in ("clamp", "clip", "clamp_min", "clamp_max")}
+        try:
+            eval(form, {"x": m.tensor([0.3, -1.6, 2.0]), "b": m.zeros(3), "o": o, **names})
+            got.append(o.tolist())
+        except RuntimeError:
+            got.append(None)
+    assert got[1] == pytest.approx(got[0]) if got[0] is not None else got[1] is None

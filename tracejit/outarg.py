@@ -86,7 +86,7 @@ _MADE_IN_OUT_DTYPE = ("zeros", "ones", "empty", "rand", "randn", "full", "eye", 
                       "randint", "randperm")
 # The functions whose out PyTorch takes only in the result's own dtype.
 _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "baddbmm", "amax", "amin",
-                         "tril", "triu", "diag", "take", "masked_select", "msort", "clamp_min", "clamp_max",
+                         "tril", "triu", "diag", "take", "masked_select", "msort",
                          "polar", "argmax", "argmin", "searchsorted", "bucketize", "float_power",
                          "gather", "scatter", "scatter_add", "index_select", "index_add", "index_copy",
                          "take_along_dim", "slice_scatter", "kthvalue", "median", "nanmedian", "mode", "cummax",
@@ -98,11 +98,13 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          # (elementwise functions whose result keeps the input's dtype, and bool tests)
                          "neg", "negative", "abs", "absolute", "ceil", "floor", "trunc", "fix", "frac", "sign",
                          "sgn", "signbit", "nan_to_num", "heaviside", "all", "any"))
+# The clamps: only the result's dtype with number bounds, any wider one with a tensor bound.
+_SAME_DTYPE_WITH_NUMBERS = ("clamp", "clip", "clamp_min", "clamp_max")
 _SAME_DTYPE -= {"linalg_cond", "linalg_matrix_rank", "linalg_pinv", "linalg_tensorinv", "linalg_tensorsolve",
                 "linalg_householder_product", "linalg_lstsq", "cholesky", "cholesky_inverse", "cholesky_solve"}
 
 
-def _write(out, value, name):
+def _write(out, value, name, same_dtype: bool):
     from .tensor import Tensor
     if not isinstance(out, Tensor):
         raise TypeError(f"{name}: out must be a Tensor, got {type(out).__name__}")
@@ -110,7 +112,7 @@ def _write(out, value, name):
         from .errors import DTypeError
         raise DTypeError(f"{name}: result type {value.dtype.name} can't be cast to the desired output "
                          f"type {out.dtype.name}")
-    if name in _SAME_DTYPE and out.dtype != value.dtype:
+    if same_dtype and out.dtype != value.dtype:
         from .errors import DTypeError
         raise DTypeError(f"{name}: expected out tensor to have dtype {value.dtype.name}, but got "
                          f"{out.dtype.name} instead")
@@ -183,11 +185,13 @@ def _call_out(fn, name, args, kwargs, out):
                                  for r in (result if isinstance(result, tuple) else (result,))):
         raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
                            f"differentiation, but one of the arguments requires grad")
+    same = name in _SAME_DTYPE or (name in _SAME_DTYPE_WITH_NUMBERS and not any(
+        isinstance(a, Tensor) for a in list(args[1:]) + list(kwargs.values())))
     if isinstance(result, tuple):  # (values, indices) pairs: out is a pair too
         if not isinstance(out, (tuple, list)) or len(out) != len(result):
             raise TypeError(f"{name}: out must be a tuple of {len(result)} tensors")
-        return type(result)(*(_write(o, r, name) for o, r in zip(out, result)))
-    return _write(out, result, name)
+        return type(result)(*(_write(o, r, name, same) for o, r in zip(out, result)))
+    return _write(out, result, name, same)
 
 
 def _exact(fn, name):
