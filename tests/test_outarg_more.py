@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tracejit as tj
+from tests.ops.test_view_copies import VIEW_COPIES
 
 torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.filterwarnings(r"ignore:torch\.\w+ is deprecated"),   # (ger, chain_matmul)
@@ -149,6 +150,7 @@ CALLS.update({
     "eye": lambda m, t, out: m.eye(3, 2, out=out),
     "linspace": lambda m, t, out: m.linspace(0, 3, 5, out=out),
     "logspace": lambda m, t, out: m.logspace(0, 2, 3, out=out),
+    **{n: (lambda f: lambda m, t, out: f(m, t(X), out=out))(f) for n, f in VIEW_COPIES.items()},
     "arange": lambda m, t, out: m.arange(0.5, 3, out=out),
     "arange step": lambda m, t, out: m.arange(0, 4, 1.5, out=out),
     "nuclear_norm": lambda m, t, out: m.nuclear_norm(t(A), out=out),
@@ -191,12 +193,13 @@ def test_out_gets_pytorchs_values_resized(name):
 
 
 # PyTorch's functions whose out= under grad mode is taken, the out getting a grad_fn (quantile's,
-# tensordot's and slice_scatter's copy with autograd, the others' is NotImplemented); tracejit
-# refuses them as the others.
+# tensordot's, slice_scatter's and the view copies' copy with autograd, the others' is
+# NotImplemented); tracejit refuses them as the others.
 _TAKEN_WITH_GRAD = ("quantile", "nanquantile", "histogram", "tensordot", "slice_scatter", "softmax", "softmax dtype",
                     "log_softmax", "conj_physical", "special.ndtr", "linalg.cond", "linalg.matrix_norm",
                     "linalg.norm", "linalg.tensorinv", "linalg.tensorsolve", "nuclear_norm", "linalg.ldl_factor",
                     "linalg.ldl_solve",
+                    *(n for n in VIEW_COPIES if n != "narrow_copy"),
                     # (PyTorch's have no derivative, so results not requiring grad; tracejit's do)
                     "special.modified_bessel_i0", "special.modified_bessel_i1")
 
@@ -326,3 +329,4 @@ def test_creation_with_a_dtype_other_than_outs_is_refused():
             m.full((2,), 1.0, dtype=m.int64, out=out)
         assert out.tolist() == [7.0, 7.0]
         assert m.full((2,), 3, dtype=m.float32, out=out) is out and out.tolist() == [3.0, 3.0]
+

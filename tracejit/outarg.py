@@ -50,7 +50,11 @@ OUT_FUNCTIONS = ("add", "sub", "mul", "div", "true_divide", "pow", "neg", "abs",
                  "conj_physical", "polygamma", "nonzero", "hstack", "vstack", "dstack", "column_stack",
                  "row_stack", "concat", "concatenate",
                  # creation and sampling: the result takes out's dtype
-                 "full", "eye", "linspace", "logspace", "randint", "randperm", "bernoulli", "multinomial")
+                 "full", "eye", "linspace", "logspace", "randint", "randperm", "bernoulli", "multinomial",
+                 # the copying spellings of the views (ops/view_copies.py)
+                 "alias_copy", "as_strided_copy", "detach_copy", "diagonal_copy", "expand_copy", "narrow_copy",
+                 "permute_copy", "select_copy", "slice_copy", "squeeze_copy", "t_copy", "transpose_copy",
+                 "unfold_copy", "unsqueeze_copy", "view_as_complex_copy", "view_as_real_copy", "view_copy")
 # The ones with *args (deprecated argument orders, any number of matrices): the generic wrapper.
 OUT_FUNCTIONS_VARARGS = ("addcmul", "addcdiv", "chain_matmul", "zeros", "ones", "empty", "rand", "randn")
 
@@ -95,6 +99,7 @@ _SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "mv", "dot", "inner", "addmm", "
                          "chain_matmul", "isin", "isneginf", "isposinf", "hardshrink", "softmax",
                          "log_softmax", "conj_physical", "nonzero", "round", "special_round",
                          "multinomial", *_MADE_IN_OUT_DTYPE, *LINALG_OUT_FUNCTIONS.values(),
+                         *(n for n in OUT_FUNCTIONS if n.endswith("_copy")),
                          # (elementwise functions whose result keeps the input's dtype, and bool tests)
                          "neg", "negative", "abs", "absolute", "ceil", "floor", "trunc", "fix", "frac", "sign",
                          "sgn", "signbit", "nan_to_num", "heaviside", "all", "any"))

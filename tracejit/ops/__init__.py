@@ -39,6 +39,7 @@ from .random_more import *  # noqa: F401,F403
 from .reductions_more import *  # noqa: F401,F403
 from .linalg_dense import det, slogdet  # noqa: F401
 from .complex_ops import *  # noqa: F401,F403
+from .view_copies import *  # noqa: F401,F403
 from . import bf16_eager as _bf16_eager, complex_ops as _complex_ops, eager as _eager
 
 _eager.take_operand_paths(_complex_ops, _bf16_eager)
