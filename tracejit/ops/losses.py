@@ -13,6 +13,7 @@ from .composite import _check_same, _reduce, _warn_broadcast
 from .elementwise import abs, clamp, eq, exp, log, maximum, minimum, ne, relu, sqrt, where
 from .reductions import norm as _vector_norm, sum
 from . import autocast as _autocast
+from .smooth_l1_prim import smooth_l1_term
 
 __all__ = ["smooth_l1_loss", "huber_loss", "kl_div", "cosine_similarity", "pairwise_distance",
            "margin_ranking_loss", "triplet_margin_loss", "hinge_embedding_loss", "cosine_embedding_loss",
@@ -42,11 +43,9 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
     diff = input - target
-    d = abs(diff)
     if beta == 0:
-        return _reduce(d, reduction)
-    # (diff * diff, not d * d: abs's zero second derivative would drop the 1 / beta at 0)
-    return _reduce(where(d < beta, (0.5 / beta) * diff * diff, d - 0.5 * beta), reduction)
+        return _reduce(abs(diff), reduction)
+    return _reduce(smooth_l1_term(diff, beta), reduction)
 
 
 @_autocast.fp32
@@ -56,9 +55,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
     expect_floating("huber_loss", "input", input)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be positive, got {delta}")
-    diff = input - target
-    d = abs(diff)
-    return _reduce(where(d < delta, 0.5 * diff * diff, delta * (d - 0.5 * delta)), reduction)
+    return _reduce(smooth_l1_term(input - target, delta, huber=True), reduction)
 
 
 @_autocast.fp32
