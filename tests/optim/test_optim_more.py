@@ -90,7 +90,9 @@ def _rosenbrock(m, x, y, w):
 @pytest.mark.parametrize("kw", [{}, {"line_search_fn": "strong_wolfe"},
                                 {"lr": 0.5, "history_size": 3, "max_iter": 7},
                                 {"line_search_fn": "strong_wolfe", "history_size": 2, "max_eval": 9,
-                                 "tolerance_change": 1e-12}])
+                                 "tolerance_change": 1e-12},
+                                # a long step: the line search stops at the evaluations max_eval leaves
+                                {"line_search_fn": "strong_wolfe", "lr": 30, "max_iter": 5, "max_eval": 6}])
 def test_lbfgs_matches_torch(kw):
     rng = np.random.default_rng(0)
     vals = [rng.uniform(-1.5, 1.5, 4), rng.uniform(-1, 1, 4), rng.standard_normal((2, 3))]

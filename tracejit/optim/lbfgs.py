@@ -282,7 +282,8 @@ class LBFGS(Optimizer):
                     self._set_params(_x)
                     return f_t, g_t
 
-                loss, flat_grad, t, ls_evals = _strong_wolfe(at, t, d, loss, flat_grad, gtd)
+                loss, flat_grad, t, ls_evals = _strong_wolfe(at, t, d, loss, flat_grad, gtd,
+                                                              max_ls=max_eval - current_evals)
                 self._add_to_params(t, d)
                 opt_cond = float(abs(flat_grad).max()) <= tol_grad
             else:
