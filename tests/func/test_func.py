@@ -225,3 +225,28 @@ def test_nested_transforms_over_another_argument_are_differentiable_when_compile
     got.backward()
     np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
     np.testing.assert_allclose(p.grad.numpy(), want_p.grad.numpy(), rtol=1e-5)
+
+
+def _tied(m):
+    class Tied(m.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = m.nn.Linear(2, 2, bias=False)
+            self.b = m.nn.Linear(2, 2, bias=False)
+            self.b.weight = self.a.weight
+
+        def forward(self, x):
+            return self.b(self.a(x))
+    return Tied()
+
+
+def test_functional_call_tied_weights_given_twice_as_torch():
+    for m in (torch, tj):
+        net, x, w = _tied(m), m.ones(1, 2), m.eye(2) * 2
+        # one value for both names (the same tensor twice) is not ambiguous
+        out = m.func.functional_call(net, {"a.weight": w, "b.weight": w}, (x,))
+        np.testing.assert_array_equal(out.detach().numpy(), [[4.0, 4.0]])
+        with pytest.raises(ValueError, match=r"multiple values for keys \['a.weight', 'b.weight'\], which are tied"):
+            m.func.functional_call(net, {"a.weight": w, "b.weight": m.eye(2)}, (x,))
+        out = m.func.functional_call(net, {"a.weight": w, "b.weight": m.eye(2) * 3}, (x,), tie_weights=False)
+        np.testing.assert_array_equal(out.detach().numpy(), [[6.0, 6.0]])

@@ -48,6 +48,9 @@ def functional_call(module, parameter_and_buffer_dicts, args=(), kwargs=None, *,
                 by_id.setdefault(id(t), []).append(full)
         for names in by_id.values():
             chosen = [given[n] for n in names if n in given]
+            if len({id(v) for v in chosen}) > 1:   # which of them the call should use is ambiguous
+                raise ValueError(f"functional_call got multiple values for keys {sorted(names)}, which are "
+                                 f"tied. Consider using tie_weights=False")
             if chosen:
                 for n in names:
                     given.setdefault(n, chosen[0])
