@@ -250,3 +250,36 @@ def test_functional_call_tied_weights_given_twice_as_torch():
             m.func.functional_call(net, {"a.weight": w, "b.weight": m.eye(2)}, (x,))
         out = m.func.functional_call(net, {"a.weight": w, "b.weight": m.eye(2) * 3}, (x,), tie_weights=False)
         np.testing.assert_array_equal(out.detach().numpy(), [[6.0, 6.0]])
+
+
+def _leaves(x):
+    if isinstance(x, (tuple, list)):
+        return [type(x).__name__] + [v for e in x for v in _leaves(e)]
+    if isinstance(x, dict):
+        return [sorted(x)] + [v for k in sorted(x) for v in _leaves(x[k])]
+    return [x.detach().numpy()]
+
+
+@pytest.mark.parametrize("case", ["tuple_out", "dict_in", "argnums", "hessian", "chunked"])
+def test_jacrev_of_structured_inputs_and_outputs_matches_torch(case):
+    v = np.array([0.3, -1.2, 0.7], np.float32)
+    got = {}
+    for m in (torch, tj):
+        x, y = m.tensor(v), m.tensor(v[::-1].copy())
+        if case == "tuple_out":
+            r = m.func.jacrev(lambda a: (a.sin() * a.sum(), {"s": (a ** 2).sum()}))(x)
+        elif case == "dict_in":
+            r = m.func.jacfwd(lambda d: d["a"].exp() * d["b"].sum())({"a": x, "b": y[:2]})
+        elif case == "argnums":
+            r = m.func.jacrev(lambda a, b: [a * b, (a - b).sum()], argnums=(0, 1))(x, y)
+        elif case == "hessian":
+            r = m.func.hessian(lambda a, b: (a * b ** 2).sum() + (a ** 3).sum(), argnums=(0, 1))(x, y)
+        else:
+            r = m.func.jacrev(lambda a: (a.exp(), a[:2] * 2), chunk_size=2)(x)
+        got[m] = _leaves(r)
+    assert len(got[tj]) == len(got[torch])
+    for a, b in zip(got[tj], got[torch]):
+        if isinstance(b, np.ndarray):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+        else:
+            assert a == b

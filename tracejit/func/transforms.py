@@ -172,28 +172,51 @@ def vjp(func: Callable, *primals, has_aux: bool = False):
     return (value, vjp_fn, aux) if has_aux else (value, vjp_fn)
 
 
-def jacrev(func: Callable, argnums=0, *, has_aux: bool = False) -> Callable:
-    """The Jacobian of `func` (tensor output) w.r.t. `argnums`: shape output + input."""
-    from ..ops import eye, zeros_like
+def jacrev(func: Callable, argnums=0, *, has_aux: bool = False, chunk_size: int | None = None) -> Callable:
+    """The Jacobian of `func` w.r.t. `argnums`, as torch.func's: for each output tensor (the
+    output's structure: a tensor, or tuples, lists, dicts of them) the arguments' structure
+    (one argument for an int `argnums`, a tuple of them otherwise) of blocks of shape
+    output + input. `chunk_size` bounds how many backward passes are batched at once."""
+    from ..ops import cat, eye, zeros
     from .vmap import vmap
 
     def wrapper(*args, **kwargs):
         args, out, aux, nums, outer = _call_tracked(func, args, kwargs, argnums, has_aux, "jacrev")
-        if not isinstance(out, Tensor):
-            raise RuntimeError(f"jacrev: the function must return a tensor, got {type(out).__name__}")
-        inputs = [args[i] for i in nums]
+        outs = _flatten(out)
+        if not outs or not isinstance(out, (Tensor, tuple, list, dict)) or len(outs) != _count_leaves(out):
+            raise RuntimeError(f"jacrev: the function must return a tensor or tuples, lists or dicts of "
+                               f"tensors, got {type(out).__name__}")
+        inputs = [t for i in nums for t in _flatten(args[i])]
         with enable_grad():   # (under no_grad too: the rows differentiate this view)
-            flat = out.reshape(-1)
+            flat = cat([o.reshape(-1) for o in outs]) if len(outs) > 1 else outs[0].reshape(-1)
         # the rows: one backward pass mapped over the basis cotangents (batched by vmap)
-        rows = vmap(lambda e: tuple(_grads([flat], inputs, [e], create_graph=outer)))(
+        rows = vmap(lambda e: tuple(_grads([flat], inputs, [e], create_graph=outer)), chunk_size=chunk_size)(
             eye(flat.shape[0], dtype=flat.dtype, device=flat.device)) if flat.shape[0] else None
-        jac = [(rows[j] if rows is not None else zeros_like(x)).reshape(tuple(out.shape) + tuple(x.shape))
-               for j, x in enumerate(inputs)]
-        res = jac[0] if isinstance(argnums, int) else tuple(jac)
-        if not outer:
-            res = res.detach() if isinstance(res, Tensor) else tuple(r.detach() for r in res)
+        blocks, start = [], 0
+        for o in outs:
+            n = o.numel()
+            per_input = []
+            for j, x in enumerate(inputs):
+                shape = tuple(o.shape) + tuple(x.shape)
+                b = rows[j][start:start + n].reshape(shape) if rows is not None else zeros(
+                    shape, dtype=x.dtype, device=x.device)
+                per_input.append(b if outer else b.detach())
+            start += n
+            it = iter(per_input)
+            by_arg = [_rebuild(args[i], it) for i in nums]
+            blocks.append(by_arg[0] if isinstance(argnums, int) else tuple(by_arg))
+        res = _rebuild(out, iter(blocks))
         return (res, aux) if has_aux else res
     return wrapper
+
+
+def _count_leaves(x) -> int:
+    """How many leaves the pytree `x` has (tensors or not), to tell a non-tensor output."""
+    if isinstance(x, (tuple, list)):
+        return sum(_count_leaves(v) for v in x)
+    if isinstance(x, dict):
+        return sum(_count_leaves(v) for v in x.values())
+    return 1
 
 
 def jacfwd(func: Callable, argnums=0, has_aux: bool = False, *, randomness: str = "error") -> Callable:
