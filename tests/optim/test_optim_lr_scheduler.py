@@ -149,3 +149,46 @@ def test_multistep_milestones_saved_as_a_sorted_list_still_load():
         sched2.step()
         lrs.append(opt2.param_groups[0]["lr"])
     assert lrs == [0.125, 0.125, 0.125]
+
+
+def _order_warnings(m, make, order):
+    import warnings
+    p = m.nn.Parameter(m.zeros(2))
+    opt = m.optim.SGD([p], lr=0.1, momentum=0.9)
+    sched = make(m, opt)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for i in range(3):
+            if order == "scheduler first":
+                sched.step()
+                opt.step()
+            else:
+                if order == "optimizer first" or i > 0:   # "skipped": no optimizer step at first
+                    opt.step()
+                sched.step()
+    return [str(w.message) for w in seen if "lr_scheduler.step()" in str(w.message)]
+
+
+_SCHEDULES = {
+    "step": lambda m, o: m.optim.lr_scheduler.StepLR(o, 2),
+    "onecycle": lambda m, o: m.optim.lr_scheduler.OneCycleLR(o, 1.0, total_steps=10),
+    "warm_restarts": lambda m, o: m.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, 3),
+    "sequential": lambda m, o: m.optim.lr_scheduler.SequentialLR(
+        o, [m.optim.lr_scheduler.LinearLR(o, 0.1, total_iters=2), m.optim.lr_scheduler.ExponentialLR(o, 0.9)],
+        milestones=[2]),
+    "chained": lambda m, o: m.optim.lr_scheduler.ChainedScheduler(
+        [m.optim.lr_scheduler.ConstantLR(o, 0.5, total_iters=2), m.optim.lr_scheduler.ExponentialLR(o, 0.9)]),
+    "swa": lambda m, o: m.optim.swa_utils.SWALR(o, 0.05),
+}
+
+
+@pytest.mark.parametrize("order", ["optimizer first", "scheduler first", "skipped"])
+@pytest.mark.parametrize("kind", sorted(_SCHEDULES))
+def test_scheduler_stepped_before_the_optimizer_warns_as_torch(kind, order):
+    torch = pytest.importorskip("torch")
+    want = _order_warnings(torch, _SCHEDULES[kind], order)
+    assert _order_warnings(tj, _SCHEDULES[kind], order) == want
+    # (PyTorch: once per scheduler stepped at first, twice for ChainedScheduler's two; none for
+    # CosineAnnealingWarmRestarts, whose step is its own)
+    assert len(want) == (0 if order == "optimizer first" or kind == "warm_restarts" else 2 if kind == "chained"
+                         else 1)

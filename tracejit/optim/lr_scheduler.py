@@ -23,6 +23,13 @@ def _per_group(who: str, name: str, value, optimizer: Optimizer) -> list:
     return list(value)
 
 
+_ORDER_WARNING = (
+    "Detected call of `lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you "
+    "should call them in the opposite order: `optimizer.step()` before `lr_scheduler.step()`.  Failure to "
+    "do this will result in PyTorch skipping the first value of the learning rate schedule. See more "
+    "details at https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
+
+
 class LRScheduler:
     """Base class: sets each group's ``lr`` from ``get_lr()`` on every ``step()``."""
 
@@ -54,6 +61,10 @@ class LRScheduler:
     def step(self, epoch: int | None = None) -> None:
         """Advance one epoch. ``step(epoch)`` (deprecated in PyTorch, still accepted there)
         jumps to `epoch`, using the schedule's closed form where it has one."""
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+            # the first step after the constructor's, with no optimizer step yet: the schedule
+            # then skips its first value
+            warnings.warn(_ORDER_WARNING, UserWarning, stacklevel=2)
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1

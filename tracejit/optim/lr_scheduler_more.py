@@ -280,6 +280,7 @@ def _initial_step(self) -> None:
     """A scheduler's first step (as made at construction), for the combinators: in initial
     mode, as PyTorch's, so a recursive schedule (cosine) keeps the groups' lrs."""
     self._is_initial = True
+    self._step_count = 0   # (its next step counts as the first, as after its constructor)
     try:
         LRScheduler.step(self)
     finally:

@@ -33,6 +33,7 @@ def _hooked_step(step):
     @functools.wraps(step)
     def run(self, *args, **kwargs):
         d = self.__dict__
+        d["_opt_called"] = True   # (an LR scheduler stepped before any optimizer step warns)
         pre, post = d.get("_step_pre_hooks"), d.get("_step_post_hooks")
         if not (pre or post or _GLOBAL_PRE or _GLOBAL_POST) or d.get("_in_step"):
             return step(self, *args, **kwargs)
