@@ -64,3 +64,24 @@ def test_state_dict_hooks(lib):
     assert seen == ["pre", "loaded"]
 
 
+
+
+@LIBS
+def test_step_hooks_see_the_optimizer_first_in_args_and_may_replace_them(lib):
+    opt, p = _opt(lib)
+    seen = []
+
+    def pre(o, args, kwargs):
+        seen.append(("pre", len(args), args[0] is o, sorted(kwargs)))
+        if len(args) > 1:   # a closure given: replace it by one counting its calls
+            return (args[0], lambda: seen.append("closure")), kwargs
+        return None
+    opt.register_step_pre_hook(pre)
+    opt.register_step_post_hook(lambda o, args, kwargs: seen.append(("post", len(args), args[0] is o)))
+    opt.step()
+    opt.step(lambda: None)
+    opt.step(closure=None)
+    assert seen == [("pre", 1, True, []), ("post", 1, True),
+                    ("pre", 2, True, []), "closure", ("post", 2, True),
+                    ("pre", 1, True, ["closure"]), ("post", 1, True)]
+    assert p.tolist() == [-0.5, -0.5]

@@ -39,6 +39,9 @@ def _hooked_step(step):
             return step(self, *args, **kwargs)
         d["_in_step"] = True
         try:
+            # the hooks see step's arguments with the optimizer first, as PyTorch's (its wrapper
+            # hands them the bound call's args), and a pre-hook's new args include it too
+            args = (self, *args)
             for hook in (*_GLOBAL_PRE.values(), *(pre or {}).values()):
                 res = hook(self, args, kwargs)
                 if res is not None:
@@ -46,7 +49,7 @@ def _hooked_step(step):
                         raise RuntimeError(f"optimizer step pre-hook must return None or a tuple of "
                                            f"(new_args, new_kwargs), but got {res!r}")
                     args, kwargs = res
-            out = step(self, *args, **kwargs)
+            out = step(self, *args[1:], **kwargs)
             for hook in (*_GLOBAL_POST.values(), *(post or {}).values()):
                 hook(self, args, kwargs)
             return out
