@@ -85,3 +85,20 @@ def test_step_hooks_see_the_optimizer_first_in_args_and_may_replace_them(lib):
                     ("pre", 2, True, []), "closure", ("post", 2, True),
                     ("pre", 1, True, ["closure"]), ("post", 1, True)]
     assert p.tolist() == [-0.5, -0.5]
+
+
+@LIBS
+def test_global_step_hooks_wrap_the_optimizers_own(lib):
+    opt, _ = _opt(lib)
+    seen = []
+    module = importlib.import_module(lib.__name__ + ".optim.optimizer")
+    handles = [module.register_optimizer_step_pre_hook(lambda o, a, k: seen.append("global-pre")),
+               module.register_optimizer_step_post_hook(lambda o, a, k: seen.append("global-post"))]
+    opt.register_step_pre_hook(lambda o, a, k: seen.append("pre"))
+    opt.register_step_post_hook(lambda o, a, k: seen.append("post"))
+    try:
+        opt.step()
+    finally:
+        for h in handles:
+            h.remove()
+    assert seen == ["global-pre", "pre", "post", "global-post"]

@@ -50,7 +50,8 @@ def _hooked_step(step):
                                            f"(new_args, new_kwargs), but got {res!r}")
                     args, kwargs = res
             out = step(self, *args[1:], **kwargs)
-            for hook in (*_GLOBAL_POST.values(), *(post or {}).values()):
+            # (post-hooks: the optimizer's own before the global ones, as PyTorch's)
+            for hook in (*(post or {}).values(), *_GLOBAL_POST.values()):
                 hook(self, args, kwargs)
             return out
         finally:
