@@ -130,6 +130,22 @@ def test_a_tensor_learning_rate(lib_name):
     assert abs(p.tolist()[0] - 0.9) < 1e-6 and abs(float(opt.param_groups[0]["lr"]) - 0.1) < 1e-7
 
 
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "Adamax", "NAdam", "RAdam"])
+def test_tensor_betas_step_as_their_values(name):
+    """PyTorch's Adam family takes betas as one-element tensors too."""
+    torch = pytest.importorskip("torch")
+    got = []
+    for lib in (torch, tj):
+        p = lib.nn.Parameter(lib.tensor([1.0, -2.0]))
+        opt = getattr(lib.optim, name)([p], lr=0.1, betas=(lib.tensor(0.8), lib.tensor(0.9)))
+        for _ in range(3):
+            p.grad = p.detach() ** 3
+            opt.step()
+        got.append(p.detach().numpy())
+        assert [float(b) for b in opt.param_groups[0]["betas"]] == pytest.approx([0.8, 0.9])
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-6, atol=1e-7)
+
+
 def _converted(obj, to):
     """A state_dict with its tensors moved to library `to` (through numpy)."""
     if isinstance(obj, dict):

@@ -147,6 +147,8 @@ class Optimizer(OptimizerHooks):
             out.setdefault(k, default)
         if isinstance(out.get("lr"), Tensor) and out["lr"].numel() == 1:
             out["lr"] = out["lr"].item()   # (a tensor lr, as compile-minded code passes: its value)
+        if isinstance(out.get("betas"), (tuple, list)):   # (likewise tensor betas, as PyTorch takes)
+            out["betas"] = tuple(b.item() if isinstance(b, Tensor) and b.numel() == 1 else b for b in out["betas"])
         self._validate(out)
         seen |= ids
         return out
