@@ -192,3 +192,37 @@ def test_scheduler_stepped_before_the_optimizer_warns_as_torch(kind, order):
     # CosineAnnealingWarmRestarts, whose step is its own)
     assert len(want) == (0 if order == "optimizer first" or kind == "warm_restarts" else 2 if kind == "chained"
                          else 1)
+
+
+_RESUMABLE = {
+    "exponential": lambda m, o, e: m.optim.lr_scheduler.ExponentialLR(o, 0.5, last_epoch=e),
+    "linear": lambda m, o, e: m.optim.lr_scheduler.LinearLR(o, 0.1, total_iters=6, last_epoch=e),
+    "polynomial": lambda m, o, e: m.optim.lr_scheduler.PolynomialLR(o, total_iters=8, power=2.0, last_epoch=e),
+    "step": lambda m, o, e: m.optim.lr_scheduler.StepLR(o, 2, gamma=0.5, last_epoch=e),
+    "cosine": lambda m, o, e: m.optim.lr_scheduler.CosineAnnealingLR(o, 10, last_epoch=e),
+}
+
+
+def _resumed_lrs(m, make):
+    """Three epochs, then a new scheduler made with last_epoch=3 (a resumed run's way) on
+    the same optimizer, stepped on: the lrs seen after each step."""
+    ps = [m.nn.Parameter(m.zeros(2)) for _ in range(2)]
+    opt = m.optim.SGD([{"params": [p], "lr": 0.1 * (i + 1)} for i, p in enumerate(ps)], lr=0.1)
+    sched = make(m, opt, -1)
+    for _ in range(3):
+        opt.step()
+        sched.step()
+    resumed = make(m, opt, 3)
+    lrs = [resumed.get_last_lr()]
+    for _ in range(6):
+        opt.step()
+        resumed.step()
+        lrs.append(resumed.get_last_lr())
+    return lrs
+
+
+@pytest.mark.parametrize("kind", sorted(_RESUMABLE))
+def test_a_scheduler_made_with_last_epoch_resumes_as_torch(kind):
+    torch = pytest.importorskip("torch")
+    want = _resumed_lrs(torch, _RESUMABLE[kind])
+    np.testing.assert_allclose(_resumed_lrs(tj, _RESUMABLE[kind]), want, rtol=1e-12)

@@ -27,7 +27,7 @@ class LinearLR(LRScheduler):
         lrs = [g["lr"] for g in self.optimizer.param_groups]
         if self.last_epoch == 0:
             return [lr * self.start_factor for lr in lrs]
-        if self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:   # (a resume keeps the lrs)
             return lrs
         f = 1.0 + (self.end_factor - self.start_factor) / (
             self.total_iters * self.start_factor + (self.last_epoch - 1) * (self.end_factor - self.start_factor))
@@ -85,7 +85,7 @@ class PolynomialLR(LRScheduler):
 
     def get_lr(self):
         lrs = [g["lr"] for g in self.optimizer.param_groups]
-        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:   # (a resume keeps the lrs)
             return lrs
         f = ((1.0 - self.last_epoch / self.total_iters) / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
         return [lr * f for lr in lrs]
