@@ -200,6 +200,7 @@ _RESUMABLE = {
     "polynomial": lambda m, o, e: m.optim.lr_scheduler.PolynomialLR(o, total_iters=8, power=2.0, last_epoch=e),
     "step": lambda m, o, e: m.optim.lr_scheduler.StepLR(o, 2, gamma=0.5, last_epoch=e),
     "cosine": lambda m, o, e: m.optim.lr_scheduler.CosineAnnealingLR(o, 10, last_epoch=e),
+    "warm_restarts": lambda m, o, e: m.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, 1, T_mult=2, last_epoch=e),
 }
 
 

@@ -114,7 +114,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             epoch = self.last_epoch + 1
             self.T_cur += 1
             if self.T_cur >= self.T_i:
-                self.T_cur -= self.T_i
+                # (PyTorch's modulo: a resume from last_epoch=N starts with T_cur = N, which
+                # can be more than one period past)
+                self.T_cur %= self.T_i
                 self.T_i *= self.T_mult
         else:
             if epoch >= self.T_0:
