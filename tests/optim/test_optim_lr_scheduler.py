@@ -227,3 +227,18 @@ def test_a_scheduler_made_with_last_epoch_resumes_as_torch(kind):
     torch = pytest.importorskip("torch")
     want = _resumed_lrs(torch, _RESUMABLE[kind])
     np.testing.assert_allclose(_resumed_lrs(tj, _RESUMABLE[kind]), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("lib_name", ["torch", "tracejit"])
+def test_reduce_on_plateau_is_an_lr_scheduler_the_combinators_refuse(lib_name):
+    m = pytest.importorskip("torch") if lib_name == "torch" else tj
+    opt = m.optim.SGD([m.nn.Parameter(m.zeros(2))], lr=0.1)
+    plateau = m.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0)
+    assert isinstance(plateau, m.optim.lr_scheduler.LRScheduler)
+    with pytest.raises(ValueError, match=r"SequentialLR does not support `ReduceLROnPlateau`.* at index 1"):
+        m.optim.lr_scheduler.SequentialLR(opt, [m.optim.lr_scheduler.StepLR(opt, 2), plateau], milestones=[2])
+    with pytest.raises(ValueError, match=r"ChainedScheduler does not support `ReduceLROnPlateau`.* at index 0"):
+        m.optim.lr_scheduler.ChainedScheduler([plateau])
+    plateau.step(1.0)
+    plateau.step(2.0)
+    assert plateau.get_last_lr() == pytest.approx([0.01])

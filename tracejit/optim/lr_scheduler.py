@@ -292,13 +292,14 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(LRScheduler):
     """Multiply the lr by ``factor`` once a metric has not improved for ``patience`` epochs.
 
     ``step(metric)`` once per epoch. Improvement is relative (``threshold_mode='rel'``:
     better than best * (1 -/+ threshold)) or absolute; after a reduction, ``cooldown``
     epochs pass before bad epochs count again; lrs never go below ``min_lr``, and changes
-    smaller than ``eps`` are skipped.
+    smaller than ``eps`` are skipped. An `LRScheduler`, as PyTorch's (isinstance checks), but
+    stepped by metric: it takes no constructor step.
     """
 
     def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1, patience: int = 10,

@@ -272,7 +272,12 @@ class ChainedScheduler(_Combinator):
 
 
 def _same_optimizer(what: str, schedulers, optimizer) -> None:
+    from .lr_scheduler import ReduceLROnPlateau
     for i, s in enumerate(schedulers):
+        if isinstance(s, ReduceLROnPlateau):   # (its step needs the metric, which these do not pass)
+            raise ValueError(f"{what} does not support `ReduceLROnPlateau` scheduler as it requires additional "
+                             f"kwargs to be specified when calling `step`, but got one at index {i} in the given "
+                             f"schedulers sequence.")
         if getattr(s, "optimizer", None) is not optimizer:
             raise ValueError(f"{what} expects all schedulers to belong to the same optimizer, but got "
                              f"scheduler {type(s).__name__} at index {i} with a different optimizer")
