@@ -242,3 +242,16 @@ def test_reduce_on_plateau_is_an_lr_scheduler_the_combinators_refuse(lib_name):
     plateau.step(1.0)
     plateau.step(2.0)
     assert plateau.get_last_lr() == pytest.approx([0.01])
+
+
+@pytest.mark.parametrize("lib_name", ["torch", "tracejit"])
+def test_reduce_on_plateau_takes_the_deprecated_epoch(lib_name):
+    m = pytest.importorskip("torch") if lib_name == "torch" else tj
+    opt = m.optim.SGD([m.nn.Parameter(m.zeros(2))], lr=0.1)
+    plateau = m.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0)
+    plateau.step(1.0)
+    with pytest.warns(UserWarning, match="deprecated"):
+        plateau.step(2.0, 7)
+    assert plateau.last_epoch == 7 and plateau.get_last_lr() == pytest.approx([0.01])
+    plateau.step(3.0)
+    assert plateau.last_epoch == 8

@@ -336,9 +336,16 @@ class ReduceLROnPlateau(LRScheduler):
     def in_cooldown(self) -> bool:
         return self.cooldown_counter > 0
 
-    def step(self, metrics) -> None:
+    def step(self, metrics, epoch: int | None = None) -> None:
+        """One epoch's `metrics`; `epoch` (deprecated in PyTorch, still accepted there) sets
+        `last_epoch`."""
         current = float(metrics.item() if hasattr(metrics, "item") else metrics)
-        self.last_epoch += 1
+        if epoch is None:
+            self.last_epoch += 1
+        else:
+            warnings.warn("the epoch argument of scheduler.step() is deprecated: call scheduler.step(metrics) "
+                          "once per epoch", UserWarning, stacklevel=2)
+            self.last_epoch = epoch
         if self.is_better(current, self.best):
             self.best = current
             self.num_bad_epochs = 0
