@@ -152,3 +152,17 @@ def test_hermitian_transforms_of_several_dims_match_pytorch(name, s, dim, norm):
     x = r.standard_normal((3, 5, 4)) + (1j * r.standard_normal((3, 5, 4)) if name.startswith("h") else 0)
     got, want = [getattr(m.fft, name)(m.tensor(x), s=s, dim=dim, norm=norm) for m in (tj, torch)]
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, shape, dtype", [("rfft", (4, 3), "complex64"), ("fft2", (4, 5), "complex64"),
+                                                ("irfftn", (4, 8), "float32"), ("ihfft", (4, 3), "complex64")])
+def test_transforms_write_into_out_as_torch(name, shape, dtype):
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    got = {}
+    for m in (torch, tj):
+        src = m.tensor(x) if name != "irfftn" else m.fft.rfftn(m.tensor(x))
+        out = m.empty(shape, dtype=getattr(m, dtype))
+        r = getattr(m.fft, name)(src, out=out)
+        assert r is out
+        got[m] = out.resolve_conj().numpy() if m is torch else out.numpy()
+    np.testing.assert_allclose(got[tj], got[torch], rtol=1e-5, atol=1e-5)

@@ -238,3 +238,14 @@ fft2, ifft2, rfft2, irfft2, hfft2, ihfft2 = (specialize(_two_dims, n + "2", run=
                                              for n, r in zip(_NAMES, _RUNS))
 fftn, ifftn, rfftn, irfftn, hfftn, ihfftn = (specialize(_n_dims, n + "n", run=r, name=n + "n")
                                              for n, r in zip(_NAMES, _RUNS))
+
+
+def _give_out() -> None:
+    """PyTorch's transforms take ``out=``, as tracejit's namespace functions do (outarg.py)."""
+    from .outarg import with_out
+    for base in _NAMES:
+        for name in (base, base + "2", base + "n"):
+            globals()[name] = with_out(globals()[name], "fft." + name)
+
+
+_give_out()
