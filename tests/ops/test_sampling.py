@@ -146,3 +146,32 @@ def test_bad_arguments_name_the_culprit():
         F.grid_sample(x, tj.randn(1, 2, 2, 2, dtype=tj.float64))
     with pytest.raises(Exception, match="theta"):
         F.affine_grid(tj.randn(2, 2, 2), (2, 1, 3, 3))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("mode, padding_mode", [("bilinear", "zeros"), ("bicubic", "zeros"), ("bicubic", "border"),
+                                                ("bicubic", "reflection"), ("nearest", "zeros"),
+                                                ("bilinear", "border")])
+def test_grid_sample_at_nan_and_infinite_points_as_torch(mode, padding_mode, compiled):
+    """A NaN or infinite point gives NaN where PyTorch's weights are NaN (bilinear with zeros
+    padding, bicubic with any; a diverged spatial transformer shows in the loss), and 0 or
+    the clipped border's value elsewhere."""
+    x = np.arange(24, dtype=np.float32).reshape(1, 2, 3, 4)
+    g = np.array([[[[np.nan, 0.0], [0.2, np.nan], [0.1, 0.1], [np.inf, 0.0], [-np.inf, 0.5], [0.3, 5.0]]]],
+                 np.float32)
+    outs = []
+    for lib, f in ((tj, F), (torch, torch.nn.functional)):
+        def sample(a, b):
+            return f.grid_sample(a, b, mode=mode, padding_mode=padding_mode, align_corners=False)
+        run = tj.compile(sample) if compiled and lib is tj else sample
+        outs.append(run(lib.tensor(x), lib.tensor(g)).numpy())
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6, atol=1e-5)
+    assert np.isnan(outs[1]).any() == (padding_mode == "zeros" and mode != "nearest" or mode == "bicubic")
+
+
+def test_volumetric_grid_sample_reads_zero_at_nan_points_as_torch():
+    x = np.arange(48, dtype=np.float32).reshape(1, 2, 2, 3, 4)
+    g = np.array([[[[[np.nan, 0.0, 0.0], [0.2, 0.1, np.nan], [0.1, 0.1, 0.1]]]]], np.float32)
+    want = torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(g), align_corners=False).numpy()
+    got = F.grid_sample(tj.tensor(x), tj.tensor(g), align_corners=False).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -163,12 +163,29 @@ def _flat(x, grid):
     return x.reshape(n, c, -1), grid.reshape(n, -1, grid.shape[-1])
 
 
+def nan_where_undefined(xp, out, grid, spatial: tuple, mode: str, padding: str, align: bool):
+    """`out` (N, C, *points) with NaN at the points whose interpolation weights are NaN, as
+    PyTorch's weighted sum gives there though their corners read 0: a NaN or infinite
+    coordinate that no padding clips (any padding for bicubic, whose weights come from the
+    unpadded coordinate; zeros for bilinear). Nearest has no weights: it reads 0, and so
+    does every volumetric (5-D) point, PyTorch's 3-D sampler skipping corners outside."""
+    if mode == "nearest" or grid.shape[-1] != 2 or (mode == "bilinear" and padding != "zeros"):
+        return out   # (border and reflection clip a bilinear point's coordinates first)
+    bad = False
+    for k in range(grid.shape[-1]):
+        size = spatial[len(spatial) - 1 - k]
+        scale = (size - 1) / 2 if align else size / 2
+        bad = bad | ~xp.isfinite((grid[..., k] + 1) * scale)
+    return xp.where(bad[:, None], xp.nan, out).astype(out.dtype, copy=False) if bad.any() else out
+
+
 def _impl(xp, x, grid, mode, padding, align):
     xf, g = _flat(x, grid)
     out = 0
     for idx, w, _ in _corners(xp, g, x.shape[2:], mode, padding, align):
         out = out + _read(xp, xf, idx) * w[:, None, :]
-    return xp.asarray(out, dtype=x.dtype).reshape(x.shape[:2] + grid.shape[1:-1])
+    out = xp.asarray(out, dtype=x.dtype).reshape(x.shape[:2] + grid.shape[1:-1])
+    return nan_where_undefined(xp, out, grid, x.shape[2:], mode, padding, align)
 
 
 def _backward2_impl(xp, u, g, grid, x, *, spatial, mode, padding, align, input_grad):

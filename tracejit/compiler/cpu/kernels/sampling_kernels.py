@@ -183,6 +183,7 @@ def _params(spatial, mode, padding, align) -> tuple:
 
 def forward(x, grid, mode, padding, align):
     """GRID_SAMPLE's CPU implementation (2-D, bilinear or nearest)."""
+    from ....ops.sampling import nan_where_undefined
     fn = _loaded("forward", x.dtype, x.shape[2:], mode)
     if fn is None:
         return None
@@ -190,7 +191,8 @@ def forward(x, grid, mode, padding, align):
     g = _flat(grid)
     out = np.empty((n, c, g.shape[1] // 2), x.dtype)
     _run(fn, (_flat(x, c), g, out) + _params(x.shape[2:], mode, padding, align), n, 8 * out.size)
-    return out.reshape(x.shape[:2] + grid.shape[1:-1])
+    return nan_where_undefined(np, out.reshape(x.shape[:2] + grid.shape[1:-1]), grid, x.shape[2:], mode, padding,
+                               align)
 
 
 def backward(g, grid, *x, spatial, mode, padding, align, input_grad):
