@@ -255,3 +255,36 @@ def test_reduce_on_plateau_takes_the_deprecated_epoch(lib_name):
     assert plateau.last_epoch == 7 and plateau.get_last_lr() == pytest.approx([0.01])
     plateau.step(3.0)
     assert plateau.last_epoch == 8
+
+
+_GET_LR = dict(_SCHEDULES, linear=lambda m, o: m.optim.lr_scheduler.LinearLR(o, 0.5, total_iters=3),
+               cyclic=lambda m, o: m.optim.lr_scheduler.CyclicLR(o, 0.01, 0.1, step_size_up=2),
+               multiplicative=lambda m, o: m.optim.lr_scheduler.MultiplicativeLR(o, lambda e: 0.9))
+
+
+def _get_lr_warnings(m, make):
+    import warnings
+    opt = m.optim.SGD([m.nn.Parameter(m.zeros(2))], lr=0.1, momentum=0.9)
+    sched = make(m, opt)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        for _ in range(4):   # (SequentialLR switches at 2: its restart asks too)
+            opt.step()
+            sched.step()
+        stepping = len(seen)
+        combinator = isinstance(sched, (m.optim.lr_scheduler.SequentialLR, m.optim.lr_scheduler.ChainedScheduler))
+        lrs = [None if combinator else sched.get_lr()]   # (theirs have no get_lr of their own)
+    asked = [str(w.message) for w in seen[stepping:] if "get_last_lr" in str(w.message)]
+    return stepping, asked, lrs
+
+
+@pytest.mark.parametrize("kind", sorted(_GET_LR))
+def test_get_lr_outside_a_step_warns_as_torch(kind):
+    """PyTorch's built-in schedules warn when get_lr() is called by hand (it computes the next
+    lr, not the current one: get_last_lr() gives that); their own steps do not."""
+    torch = pytest.importorskip("torch")
+    want = _get_lr_warnings(torch, _GET_LR[kind])
+    got = _get_lr_warnings(tj, _GET_LR[kind])
+    assert got[:2] == want[:2] and got[0] == 0
+    if want[2][0] is not None:
+        np.testing.assert_allclose(got[2][0], want[2][0], rtol=1e-12)

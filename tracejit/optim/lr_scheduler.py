@@ -1,6 +1,7 @@
 """Learning-rate schedules: call ``scheduler.step()`` once per epoch after ``optimizer.step()``."""
 from __future__ import annotations
 
+import functools
 import math
 import types
 import warnings
@@ -30,8 +31,35 @@ _ORDER_WARNING = (
     "details at https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate")
 
 
+def _warning_get_lr(get_lr):
+    """A built-in schedule's `get_lr`, warning when called outside a step as PyTorch's do
+    (the next lr it computes is not the current one)."""
+    @functools.wraps(get_lr)
+    def run(self):
+        if not self.__dict__.get("_get_lr_called_within_step"):
+            warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
+                          UserWarning, stacklevel=2)
+        return get_lr(self)
+    return run
+
+
+def _lr_in_step(scheduler) -> list:
+    """`scheduler.get_lr()` as its step calls it (no warning)."""
+    scheduler._get_lr_called_within_step = True
+    try:
+        return scheduler.get_lr()
+    finally:
+        scheduler._get_lr_called_within_step = False
+
+
 class LRScheduler:
     """Base class: sets each group's ``lr`` from ``get_lr()`` on every ``step()``."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        # (a user's schedule does not warn in PyTorch: its get_lr does not ask)
+        if cls.__module__.startswith(__package__ + ".") and "get_lr" in cls.__dict__:
+            cls.get_lr = _warning_get_lr(cls.__dict__["get_lr"])
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
         if not isinstance(optimizer, Optimizer):
@@ -68,14 +96,14 @@ class LRScheduler:
         self._step_count += 1
         if epoch is None:
             self.last_epoch += 1
-            lrs = self.get_lr()
+            lrs = _lr_in_step(self)
         else:
             warnings.warn("the epoch argument of scheduler.step() is deprecated: call scheduler.step() "
                           "once per epoch; with an epoch the closed form is used where available",
                           UserWarning, stacklevel=2)
             self.last_epoch = epoch
             closed = getattr(self, "_get_closed_form_lr", None)
-            lrs = closed() if closed is not None else self.get_lr()
+            lrs = closed() if closed is not None else _lr_in_step(self)
         for g, lr in zip(self.optimizer.param_groups, lrs):
             g["lr"] = lr
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]

@@ -7,7 +7,7 @@ import math
 import types
 from bisect import bisect_right
 
-from .lr_scheduler import LRScheduler, _lambdas_state, _load_lambdas_state, _per_group
+from .lr_scheduler import LRScheduler, _lambdas_state, _load_lambdas_state, _lr_in_step, _per_group
 
 __all__ = ["LinearLR", "ConstantLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
            "CyclicLR", "SequentialLR", "ChainedScheduler"]
@@ -129,7 +129,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             else:
                 self.T_i, self.T_cur = self.T_0, epoch
         self.last_epoch = math.floor(epoch)
-        for g, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        for g, lr in zip(self.optimizer.param_groups, _lr_in_step(self)):
             g["lr"] = lr
         self._last_lr = [g["lr"] for g in self.optimizer.param_groups]
 
@@ -247,7 +247,7 @@ class SequentialLR(_Combinator):
             # previous scheduler's last lr)
             s.last_epoch = 0
             closed = getattr(s, "_get_closed_form_lr", None)
-            lrs = closed() if closed is not None else s.get_lr()
+            lrs = closed() if closed is not None else _lr_in_step(s)
             for g, lr in zip(self.optimizer.param_groups, lrs):
                 g["lr"] = lr
             s._last_lr = [g["lr"] for g in self.optimizer.param_groups]
