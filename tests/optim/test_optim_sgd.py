@@ -249,3 +249,18 @@ def test_fused_default_covers_big_parameters(fused_launches, one_big_one_small):
     assert calls == [[optim.FUSED_MIN, 10], [10]]
     with pytest.raises(TypeError, match="fused must be None, True or False"):
         optim.SGD([small], lr=0.5, fused=1)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_sgd_keeps_state_only_for_momentum_as_torch(momentum):
+    """PyTorch's SGD without momentum keeps no state at all (an empty state_dict "state")."""
+    torch = pytest.importorskip("torch")
+    got = {}
+    for m in (torch, tj):
+        ps = [m.nn.Parameter(m.ones(2)), m.nn.Parameter(m.ones(3))]
+        opt = m.optim.SGD(ps, lr=0.1, momentum=momentum)
+        ps[0].grad = m.ones(2)   # (the second has no gradient)
+        opt.step()
+        sd = opt.state_dict()["state"]
+        got[m] = (len(opt.state), {k: sorted(v) for k, v in sd.items()})
+    assert got[tj] == got[torch]

@@ -261,7 +261,12 @@ class Optimizer(OptimizerHooks):
         batches: dict = {}     # (flags, scalars, dtype, fits) -> [[p, g, *state arrays], ...]
         state_of = self.state
         for p, grad in todo:
-            flags, tensors, scalars = self._prepare(p, state_of[p], group)
+            state = state_of.get(p)
+            if state is None:   # (kept only once the update stores something: plain SGD keeps none)
+                state = {}
+            flags, tensors, scalars = self._prepare(p, state, group)
+            if state:
+                state_of[p] = state
             arrays = [p._data, grad] + [t._data for t in tensors]
             for t in tensors:
                 t._vbox[0] += 1
