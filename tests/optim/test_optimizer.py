@@ -294,3 +294,12 @@ def test_bfloat16_parameters_step_as_pytorch(name, kw):
     assert p.dtype == torch.bfloat16 and np.abs(got[1] - p0).max() > 0.02
     # PyTorch rounds each operation's result to bfloat16: a bfloat16 rounding apart or two
     np.testing.assert_allclose(got[0], got[1], rtol=2 ** -7, atol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adagrad", "Adam", "RMSprop", "Rprop"])
+def test_param_group_keys_as_torch(name):
+    """A group holds PyTorch's keys: no ``capturable`` where PyTorch's optimizer has none."""
+    torch = pytest.importorskip("torch")
+    keys = [sorted(getattr(m.optim, name)([m.nn.Parameter(m.zeros(1))], lr=0.1).param_groups[0])
+            for m in (torch, tj)]
+    assert keys[1] == keys[0]

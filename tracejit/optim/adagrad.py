@@ -24,7 +24,7 @@ class Adagrad(Optimizer):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, eps=eps,
                                       maximize=maximize, fused=fused,
-                                      **self._impl_options(foreach, False, differentiable)))
+                                      **self._impl_options(foreach, None, differentiable)))
         for group in self.param_groups:
             for p in group["params"]:
                 self._init_state(p, self.state[p], group)

@@ -97,12 +97,14 @@ class Optimizer(OptimizerHooks):
         if foreach is not None and not isinstance(foreach, bool):
             raise TypeError(f"{name}: foreach must be None or a bool, got {foreach!r}")
         for key, value in (("capturable", capturable), ("differentiable", differentiable)):
-            if not isinstance(value, bool):
+            if not isinstance(value, bool) and not (key == "capturable" and value is None):
                 raise TypeError(f"{name}: {key} must be a bool, got {value!r}")
         if differentiable:
             raise NotImplementedError(f"{name}: differentiable=True is not supported: tracejit's "
                                       f"optimizers update parameters outside autograd")
-        return dict(foreach=foreach, capturable=capturable, differentiable=differentiable)
+        # (capturable None: the optimizer has no such option in PyTorch, so its groups have none)
+        return dict(foreach=foreach, differentiable=differentiable,
+                    **({} if capturable is None else {"capturable": capturable}))
 
     # ---- groups ---------------------------------------------------------------------------
     def _check_group(self, group, seen: set) -> dict:

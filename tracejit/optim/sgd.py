@@ -30,7 +30,7 @@ class SGD(Optimizer):
                  foreach: bool | None = None, differentiable: bool = False, fused: bool | None = None):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
-                                      fused=fused, **self._impl_options(foreach, False, differentiable)))
+                                      fused=fused, **self._impl_options(foreach, None, differentiable)))
 
     def _validate(self, group: dict) -> None:
         super()._validate(group)
