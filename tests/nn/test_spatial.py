@@ -356,3 +356,14 @@ def test_same_padding_with_a_stride_is_refused_as_pytorch_does(layer, k):
     torch = pytest.importorskip("torch")
     with pytest.raises(ValueError):
         getattr(torch.nn, layer)(2, 4, k, stride=2, padding="same")
+
+
+@pytest.mark.parametrize("mode, pad", [("reflect", (3, 0)), ("circular", (4, 0))])
+def test_pad_larger_than_the_input_raises_torchs_runtime_error(mode, pad):
+    """PyTorch raises RuntimeError (augmentation code catches it to fall back to another mode);
+    ours is also a ValueError, as before."""
+    for m in (torch, tj):
+        with pytest.raises(RuntimeError):
+            m.nn.functional.pad(m.zeros(1, 1, 3), pad, mode=mode)
+    with pytest.raises(ValueError):
+        tj.nn.functional.pad(tj.zeros(1, 1, 3), pad, mode=mode)

@@ -192,12 +192,12 @@ def pad(input, pad, mode: str = "constant", value=None):
                 out = cat(parts, dim)
             continue
         if mode == "reflect" and (before >= size or after >= size):
-            raise ValueError(f"pad: reflect padding ({before}, {after}) must be smaller than the "
-                             f"padded dim {dim} of size {size}")
+            raise ArgumentError(f"pad: reflect padding ({before}, {after}) must be smaller than the "
+                                f"padded dim {dim} of size {size}")
         kept = size - max(-before, 0) - max(-after, 0)   # (circular wraps what cropping keeps)
         if mode == "circular" and (before > kept or after > kept):
-            raise ValueError(f"pad: circular padding ({before}, {after}) must be at most the size "
-                             f"{kept} of dim {dim} after cropping")
+            raise ArgumentError(f"pad: circular padding ({before}, {after}) must be at most the size "
+                                f"{kept} of dim {dim} after cropping")
         if before or after:
             idx = tensor(_pad_index(size, before, after, mode), device=out.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
