@@ -166,3 +166,14 @@ def test_transforms_write_into_out_as_torch(name, shape, dtype):
         assert r is out
         got[m] = out.resolve_conj().numpy() if m is torch else out.numpy()
     np.testing.assert_allclose(got[tj], got[torch], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("call", [lambda m, x: m.fft.fft(x, norm="foo"), lambda m, x: m.fft.fft(x, n=0),
+                                  lambda m, x: m.fft.fftn(x, s=(3, 4), dim=(0,)),
+                                  lambda m, x: m.fft.fftn(x, dim=(0, 0)), lambda m, x: m.fft.irfft(x, n=0),
+                                  lambda m, x: m.fft.rfft(m.zeros(0))])
+def test_bad_transform_arguments_raise_runtime_errors_as_torch(call):
+    """PyTorch's transforms raise RuntimeError for these (ours are ValueErrors too)."""
+    for m in (torch, tj):
+        with pytest.raises(RuntimeError):
+            call(m, m.ones(4, 5))

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dtypes as _dt
 from .exactcall import specialize
-from .errors import DTypeError
+from .errors import ArgumentError, DTypeError
 from .ops.creation import tensor, zeros
 from .ops.rearrange import roll
 from .ops.shape import cat
@@ -138,7 +138,7 @@ def _norm(norm: Optional[str], name: str) -> str:
     if norm is None:
         return "backward"
     if norm not in _SWAP:
-        raise ValueError(f"fft.{name}: norm must be 'backward', 'forward' or 'ortho', got {norm!r}")
+        raise ArgumentError(f"fft.{name}: norm must be 'backward', 'forward' or 'ortho', got {norm!r}")
     return norm
 
 
@@ -155,16 +155,16 @@ def _plan(x: Tensor, s, dim, name: str, default_all: bool):
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
     dims = tuple(normalize_dim(d, nd, f"fft.{name}") for d in dims)
     if len(set(dims)) != len(dims):
-        raise ValueError(f"fft.{name}: dims must be distinct, got {dims}")
+        raise ArgumentError(f"fft.{name}: dims must be distinct, got {dims}")
     if s is not None:
         s = (s,) if isinstance(s, int) else tuple(s)
         if len(s) != len(dims):
-            raise ValueError(f"fft.{name}: s has {len(s)} sizes for {len(dims)} dims")
+            raise ArgumentError(f"fft.{name}: s has {len(s)} sizes for {len(dims)} dims")
         s = tuple(x.shape[d] if n == -1 else as_dim(n) for n, d in zip(s, dims))
     else:
         s = tuple(x.shape[d] for d in dims)
     if any(n < 1 for n in s):
-        raise ValueError(f"fft.{name}: invalid number of data points {s} specified")
+        raise ArgumentError(f"fft.{name}: invalid number of data points {s} specified")
     return s, dims
 
 
@@ -200,7 +200,7 @@ def _c2r(x, s, dim, norm, name, default_all):
     if given is None or (not isinstance(given, int) and list(given)[-1] == -1):
         s = s[:-1] + (2 * (x.shape[dims[-1]] - 1),)
     if s[-1] < 1:
-        raise ValueError(f"fft.{name}: invalid number of data points ({s[-1]}) specified")
+        raise ArgumentError(f"fft.{name}: invalid number of data points ({s[-1]}) specified")
     return bind(FFT_C2R, x, s=s, dims=dims, norm=_norm(norm, name))
 
 
