@@ -152,3 +152,13 @@ def test_recompute_scale_factor_with_a_size_raises_as_pytorch(mode):
     for m in (torch, tj):
         with pytest.raises(ValueError, match="recompute_scale_factor"):
             m.nn.functional.interpolate(m.tensor(x), size=(6, 6), mode=mode, recompute_scale_factor=True)
+
+
+@pytest.mark.parametrize("kw", [dict(size=(0, 2)), dict(scale_factor=0.1)])
+def test_an_empty_output_size_raises_a_runtime_error_as_torch(kw):
+    """(ours stays a ValueError too)"""
+    for m in (torch, tj):
+        with pytest.raises(RuntimeError):
+            m.nn.functional.interpolate(m.zeros(1, 1, 3, 4), **kw)
+    with pytest.raises(ValueError):
+        tj.nn.functional.interpolate(tj.zeros(1, 1, 3, 4), **kw)

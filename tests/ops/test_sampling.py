@@ -175,3 +175,11 @@ def test_volumetric_grid_sample_reads_zero_at_nan_points_as_torch():
     want = torch.nn.functional.grid_sample(torch.tensor(x), torch.tensor(g), align_corners=False).numpy()
     got = F.grid_sample(tj.tensor(x), tj.tensor(g), align_corners=False).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_grid_of_another_dtype_raises_a_runtime_error_as_torch():
+    """(ours stays a TypeError too)"""
+    for m in (torch, tj):
+        with pytest.raises(RuntimeError):
+            m.nn.functional.grid_sample(m.zeros(1, 1, 3, 4), m.zeros(1, 2, 2, 2, dtype=m.float64),
+                                        align_corners=False)

@@ -108,7 +108,7 @@ def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
                              f"per spatial dim of input {tuple(input.shape)}")
         outsz = [_scaled(i, f) for i, f in zip(insz, sf)]
     if len(outsz) != nsp or any(o < least for o in outsz) or any(i <= 0 for i in insz):   # (no min: of sizes)
-        raise ValueError(f"interpolate: input and output sizes should be greater than 0, got input "
+        raise ShapeError(f"interpolate: input and output sizes should be greater than 0, got input "
                          f"{tuple(input.shape)} and output size {tuple(outsz)}")
     return insz, outsz, sf
 

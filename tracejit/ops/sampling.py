@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from .creation import tensor, zeros_like
 from .eager import bind
 from .linalg import matmul
@@ -258,8 +258,8 @@ def _check(op: str, x_shape: tuple, grid: Aval, mode: str, padding: str) -> None
 def _rule(x: Aval, grid: Aval, mode, padding, align):
     _check("grid_sample", x.shape, grid, mode, padding)
     if x.dtype is not grid.dtype or not x.dtype.is_floating_point:
-        raise TypeError(f"grid_sample: input ({x.dtype.name}) and grid ({grid.dtype.name}) must have "
-                        f"the same floating point dtype")
+        raise DTypeError(f"grid_sample: input ({x.dtype.name}) and grid ({grid.dtype.name}) must have "
+                         f"the same floating point dtype")
     return Aval(tuple(x.shape[:2]) + tuple(grid.shape[1:-1]), x.dtype, x.device)
 
 
