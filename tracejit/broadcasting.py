@@ -36,10 +36,16 @@ def specialize_to_agree(a, b) -> bool:
     """Element counts `a` and `b` a shape rule needs equal, equal in this capture but not for
     every value of their symbols (``view(B, T, 48)`` of ``(B, T, 4, s3)``): specialize the
     symbols only one side has (all, where both have the same), as ``int()`` would; the
-    capture runs again with those dims static. -> whether it could (counts agree now)."""
+    capture runs again with those dims static. Where each side has symbols of its own
+    (``x.reshape(a, b)`` of a dim ``s0``: ``i0*i1`` and ``s0``), specializing them would
+    capture once per size: the counts are taken as equal instead, guarded on every call
+    (a call where they differ misses the entry and meets eager's error).
+    -> whether it could (counts agree now)."""
     if _hook.fn is None or hint(a) != hint(b):
         return False
     fa, fb = (d.free_symbols if isinstance(d, Sym) else set() for d in (a, b))
+    if fa - fb and fb - fa and _assume_equal(a, b):
+        return True
     for name in sorted((fa ^ fb) or (fa | fb)):
         Sym.symbol(name, 0)._specialized()
     return True

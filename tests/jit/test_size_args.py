@@ -321,6 +321,28 @@ def test_a_size_that_does_not_divide_raises_as_eagerly():
         f(torch.zeros(144), 5)
 
 
+def test_a_reshape_to_int_arguments_that_all_change_captures_twice():
+    """``x.reshape(a, b)`` with the length of `x`, `a` and `b` all new on each call: the
+    element counts ``i0*i1`` and ``s0`` are guarded equal, not specialized per shape."""
+    torch = pytest.importorskip("torch")
+    f = lambda x, a, b: (x.reshape(a, b) ** 2).sum(0)   # noqa: E731
+    cf = tj.compile(f)
+    for a, b in [(2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 8)]:
+        v = np.random.default_rng(a).standard_normal(a * b).astype(np.float32)
+        x, xt = tj.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+        y, yt = cf(x, a, b), f(xt, a, b)
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-6)
+        y.sum().backward(), yt.sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
+    x = tj.randn(20, requires_grad=True)
+    with pytest.raises(tj.errors.ShapeError) as eager:
+        f(x, 3, 5)
+    with pytest.raises(tj.errors.ShapeError) as compiled:
+        cf(x, 3, 5)
+    assert str(compiled.value) == str(eager.value)
+
+
 def test_a_recurrent_layer_over_a_slice_to_an_int_argument_captures_twice():
     """CPC runs its GRU over the frames up to a sampled t: the slice, the layer's reshapes of
     the non-contiguous view and its time loop take the symbolic length."""
