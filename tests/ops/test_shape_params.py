@@ -118,3 +118,21 @@ def test_shape_functions_take_0d_integer_tensors_as_sizes():
     assert [tuple(s) for s in shapes(tj)] == [tuple(s) for s in shapes(torch)]
     with pytest.raises(TypeError, match="reshape"):
         tj.arange(4.0).reshape(tj.tensor(2.0), -1)
+
+
+@pytest.mark.parametrize("op", ["expand", "repeat", "tile"])
+def test_a_changing_int_size_argument_stays_symbolic_when_compiled(op):
+    """``x.expand(n, -1)``, ``x.repeat(n, 1)`` and ``x.tile((n, 1))`` with a new `n` on each
+    call: one capture for every n >= 2 (the int read as a size, not specialized per value)."""
+    torch = pytest.importorskip("torch")
+    f = {"expand": lambda x, n: x.expand(n, -1) * 2, "repeat": lambda x, n: x.repeat(n, 1) * 2,
+         "tile": lambda x, n: x.tile((n, 1)) * 2}[op]
+    cf = tj.compile(f)
+    v = np.arange(3, dtype=np.float32).reshape(1, 3)
+    for n in (2, 3, 4, 5, 7, 9):
+        x, xt = tj.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+        y, yt = cf(x, n), f(xt, n)
+        np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+        (y * y).sum().backward(), (yt * yt).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]

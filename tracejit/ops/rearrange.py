@@ -158,7 +158,8 @@ def tile(input, *sizes, dims=None):
         sizes = keyword_shape("tile", "dims", sizes, dims)
     if not sizes:
         raise TypeError("tile() missing required argument 'dims'")
-    dims = tuple(int(d) for d in ((sizes[0],) if len(sizes) == 1 and isinstance(sizes[0], int) else shape_args(sizes)))
+    dims = tuple(d if isinstance(d, Sym) else int(d)   # (a symbolic count stays one: shape_args)
+                 for d in ((sizes[0],) if len(sizes) == 1 and isinstance(sizes[0], int) else shape_args(sizes)))
     if len(dims) < input.ndim:
         dims = (1,) * (input.ndim - len(dims)) + dims
     x = reshape(input, (1,) * (len(dims) - input.ndim) + tuple(input.shape))

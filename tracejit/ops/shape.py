@@ -32,8 +32,7 @@ _NDIM = _attrgetter("ndim")
 
 
 def _resolve_shape(a_shape, shape, op="reshape"):
-    # (a traced int argument: a Sym where it may be one, as ``-1`` may then be)
-    shape = [trace_hooks.size_of(d) if getattr(d, "_trace", None) is not None else d for d in shape]
+    shape = list(shape)   # (traced int arguments are Syms where they may be: shape_args)
     total = numel(a_shape)
     if shape.count(-1) > 1:
         raise ShapeError(f"{op}: only one dimension can be -1, got {tuple(shape)}")

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..dims import eager_int_0d
 from ..errors import ShapeError
-from .eager import remember_plain
+from .eager import remember_plain, trace_hooks
 from ..shapes import Sym, data_sized, hint, normalize_dim
 from ..size import Size
 
@@ -30,10 +30,19 @@ def as_size(d):
     return d
 
 
-def shape_args(shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = shape[0]
-    return tuple(d if type(d) is int else as_size(d) for d in shape)
+def dim_args(dims) -> tuple:
+    """Dim indices given as ``f(1, 0)`` or ``f((1, 0))``, numpy ints and 0-d tensors read as ints."""
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = dims[0]
+    return tuple(d if type(d) is int else as_size(d) for d in dims)
+
+
+def shape_args(shape) -> tuple:
+    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``: as `dim_args`, and a traced int argument
+    as a size, a `Sym` where it may be one (jit/size_args.py): reading its value instead
+    would capture once per value (``x.expand(n, -1)``, ``x.repeat(n, 1)``)."""
+    return tuple(trace_hooks.size_of(d) if getattr(d, "_trace", None) is not None else d
+                 for d in dim_args(shape))
 
 
 # The user-level shape functions normalize their arguments into the primitive's params:
@@ -86,7 +95,7 @@ def unchanged(shape, old) -> bool:
 
 
 def permute_params(a, dims):
-    dims = tuple(shape_args(dims))
+    dims = dim_args(dims)
     if len(dims) != a.ndim:
         raise ShapeError(f"permute: the order {dims} names {len(dims)} dims, but the tensor of shape "
                          f"{tuple(a.shape)} has {a.ndim}")
