@@ -162,3 +162,19 @@ def test_an_empty_output_size_raises_a_runtime_error_as_torch(kw):
             m.nn.functional.interpolate(m.zeros(1, 1, 3, 4), **kw)
     with pytest.raises(ValueError):
         tj.nn.functional.interpolate(tj.zeros(1, 1, 3, 4), **kw)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic"])
+def test_a_changing_int_output_size_stays_symbolic_when_compiled(mode):
+    """``size=(n, n + 1)`` with a new int `n` on each call: one capture for every n >= 2,
+    values and input gradients as PyTorch's."""
+    f = lambda F_, x, n: F_.interpolate(x, size=(n, n + 1), mode=mode)   # noqa: E731
+    cf = tj.compile(lambda x, n: f(F, x, n))
+    for n in (2, 3, 5, 8, 4):
+        jx, tx = tj.tensor(X2, requires_grad=True), torch.tensor(X2, requires_grad=True)
+        jo, ro = cf(jx, n), f(TF, tx, n)
+        np.testing.assert_allclose(jo.detach().numpy(), ro.detach().numpy(), rtol=1e-10, atol=1e-12)
+        g = RNG.standard_normal(tuple(ro.shape))
+        jo.backward(tj.tensor(g)), ro.backward(torch.tensor(g))
+        np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]

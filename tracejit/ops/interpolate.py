@@ -34,6 +34,7 @@ from .math_more import sinc as _sinc
 from .pooling_nd import _index, avg_weights
 from .sampling import _cubic
 from .shape import clone, reshape, transpose
+from .shape_params import size_arg
 from .dtype_checks import takes
 from . import autocast as _autocast
 
@@ -96,7 +97,10 @@ def _output_size(input, size, scale_factor, nsp: int, least: int = 1):
     sf = None
     if size is not None:
         # one number for every dim: an int or a 0-d tensor (a size computed from a buffer)
-        outsz = [as_dim(size)] * nsp if isinstance(size, Sym) or np.ndim(size) == 0 else [as_dim(v) for v in size]
+        # (a tuple first: np.ndim of one holding a traced int would read its value)
+        outsz = [as_dim(size_arg(v)) for v in size] if isinstance(size, (tuple, list)) else \
+            [as_dim(size_arg(size))] * nsp if isinstance(size, Sym) or np.ndim(size) == 0 else \
+            [as_dim(v) for v in size]
         if len(outsz) != nsp:
             raise ValueError(f"interpolate: size {tuple(size)} should have one entry per spatial dim of "
                              f"input {tuple(input.shape)} ({nsp})")
