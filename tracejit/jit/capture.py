@@ -177,12 +177,15 @@ class Capture(DynamicDims):
             config.topic("recompiles").info("recompiling %s: %s", self.__name__, "; ".join(reasons))
 
     def _recompile_reasons(self, descs, spec, gm, leaves=None) -> list:
-        """Why no entry matched: the differences from the closest entry (fewest reasons)."""
-        best = None
+        """Why no entry matched: the differences from the closest entry: one whose guards on
+        the arguments all hold but for values its code specialized (an entry symbolic in an
+        int argument but for a size it needed), else the one with the fewest reasons."""
+        best, best_score = None, None
         same = [e for e in self._entries if e.arg_spec == spec]   # (closer than any other)
         for e in same or self._entries:
             if e.arg_spec != spec:
                 reasons = ["the structure of the arguments changed (nesting of tuples/lists/dicts)"]
+                score = 1
             else:
                 reasons = describe_difference(e.descs, descs, e.grad_mode, gm, self._static)
                 if e.autocast is not _autocast.current():
@@ -194,10 +197,12 @@ class Capture(DynamicDims):
                     reasons += describe() if describe is not None else ["a custom guard failed"]
                 # A captured tensor (parameter, closure) changed dtype/shape/requires_grad.
                 reasons += describe_difference(e.const_descs, _const_descs(e.const_tensors), gm, gm)
+                score = len(reasons)
                 if e.decisions and leaves is not None and not reasons:
                     reasons += describe_decisions(e.decisions, leaves, [d.name for d in e.descs])
-            if best is None or len(reasons) <= len(best):
-                best = reasons
+                    score = 0
+            if best is None or score <= best_score:
+                best, best_score = reasons, score
         return best or []
 
     def _get_trace_fn(self):
