@@ -26,7 +26,7 @@ from .creation import tensor
 from .indexing import getitem
 from .interpolate import interpolate  # noqa: F401  (re-exported: F.interpolate's old home)
 from .pooling_nd import _adaptive_max2d, _batched, _equal_bins, _out_sizes, adaptive_avg_pool2d, pool_geometry
-from .shape import cat, reshape, squeeze, unsqueeze
+from .shape import cat, expand, flip, narrow, reshape, squeeze, unsqueeze
 from . import autocast as _autocast
 from .dtype_checks import takes
 from .eager import trace_hooks
@@ -198,8 +198,30 @@ def pad(input, pad, mode: str = "constant", value=None):
         if mode == "circular" and (before > kept or after > kept):
             raise ArgumentError(f"pad: circular padding ({before}, {after}) must be at most the size "
                                 f"{kept} of dim {dim} after cropping")
+        if any(isinstance(v, Sym) for v in (size, before, after)):
+            if not (before < 0 or after < 0):   # (a symbolic amount's sign: guarded)
+                out = _pad_by_slices(out, dim, size, before, after, mode)
+                continue
+            size, before, after = int(size), int(before), int(after)
         if before or after:
             idx = tensor(_pad_index(size, before, after, mode), device=out.device)
             out = getitem(out, (slice(None),) * dim + (idx,))
     return input.clone() if out is input else out   # (no padding: new memory, as PyTorch's)
 
+
+def _pad_by_slices(x, dim: int, size, before, after, mode: str):
+    """`pad`'s reflect, replicate or circular padding of `dim` by amounts >= 0 where a size or
+    amount is symbolic (a changing length): slices of `x` beside it, so one capture serves
+    every length, where `_pad_index`'s constant index vector would fix the size."""
+    def piece(k, at_start: bool):
+        if mode == "reflect":   # (the mirror leaves out the edge element)
+            return flip(narrow(x, dim, 1 if at_start else size - 1 - k, k), dim)
+        if mode == "replicate":
+            edge = narrow(x, dim, 0 if at_start else size - 1, 1)
+            return expand(edge, tuple(k if i == dim else -1 for i in range(x.ndim)))
+        return narrow(x, dim, size - k if at_start else 0, k)   # circular: the other end
+    parts = [piece(before, True)] if isinstance(before, Sym) or before > 0 else []
+    parts.append(x)
+    if isinstance(after, Sym) or after > 0:
+        parts.append(piece(after, False))
+    return cat(parts, dim) if len(parts) > 1 else x
