@@ -123,3 +123,18 @@ def test_tensor_split_reads_a_0d_tensor_as_the_number_of_sections():
                                           *m.tensor_split(a, np.int64(2), dim=0))]
 
     assert shapes(tj) == shapes(torch)
+
+
+def test_roll_by_a_changing_int_shift_captures_once_for_every_shift_inside_the_dim():
+    """``x.roll(n, 0)`` with a new shift each call: one capture serves every 2 <= n < 10 (the
+    shift symbolic, guarded inside the dim), with PyTorch's values and gradients."""
+    f = lambda x, n: (x.roll(n, 0) * x.new_tensor(np.arange(10.0))[:, None]).sum()   # noqa: E731
+    cf = tj.compile(f)
+    v = np.random.default_rng(0).standard_normal((10, 2))
+    for n in (2, 3, 4, 5, 7, 9):
+        x, xt = tj.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+        y, yt = cf(x, n), f(xt, n)
+        np.testing.assert_allclose(y.item(), yt.item(), rtol=1e-12)
+        y.backward(), yt.backward()
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]

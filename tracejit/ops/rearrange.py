@@ -21,7 +21,7 @@ from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import cat, clone, expand, flip, permute, reshape, stack, transpose, unsqueeze
-from .shape_params import as_size, keyword_shape, shape_args
+from .shape_params import as_size, keyword_shape, shape_args, size_arg
 from .registry import Aval, defprim
 from .eager import bind
 from .host_steps import host_step
@@ -83,8 +83,9 @@ def roll(input, shifts, dims=None):
     """Shift elements along dims, wrapping around (flattened first when dims is None)."""
     if dims is None:
         return reshape(roll(reshape(input, (-1,)), shifts, 0), tuple(input.shape))
-    shifts = as_size(shifts)   # (a 0-d tensor or numpy int: one shift)
-    shifts = (shifts,) if isinstance(shifts, (int, Sym)) else tuple(map(as_size, shifts))
+    # (a 0-d tensor or numpy int: one shift; a changing int argument: a symbolic one)
+    shifts = size_arg(shifts) if not isinstance(shifts, (tuple, list)) else shifts
+    shifts = (shifts,) if isinstance(shifts, (int, Sym)) else tuple(map(size_arg, shifts))
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     if len(shifts) != len(dims):
         raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")

@@ -40,13 +40,15 @@ def dim_args(dims) -> tuple:
 def size_arg(d):
     """A size argument, a traced int one as a size: a `Sym` where it may be one
     (jit/size_args.py); reading its value instead would capture once per value
-    (``x.expand(n, -1)``, ``x.repeat(n, 1)``, ``interpolate(x, size=n)``)."""
-    return trace_hooks.size_of(d) if getattr(d, "_trace", None) is not None else d
+    (``x.expand(n, -1)``, ``x.repeat(n, 1)``, ``x.roll(n, 0)``); else as `as_size`."""
+    return trace_hooks.size_of(d) if getattr(d, "_trace", None) is not None else as_size(d)
 
 
 def shape_args(shape) -> tuple:
-    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``: as `dim_args`, each read by `size_arg`."""
-    return tuple(size_arg(d) for d in dim_args(shape))
+    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``, each read by `size_arg`."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
+    return tuple(d if type(d) is int else size_arg(d) for d in shape)
 
 
 # The user-level shape functions normalize their arguments into the primitive's params:
