@@ -256,3 +256,22 @@ def test_tri_of_a_diagonal_computed_from_a_growing_dim_compiles_once_symbolic(fn
         want = getattr(np, fn)(np.ones((2, L), bool), k=L - 2)
         np.testing.assert_array_equal(g(q, k).numpy(), want)
     assert g.cache_stats()["compiles"] == 2
+
+
+def test_topk_by_a_changing_int_k_captures_twice():
+    """``x.topk(k)`` with a new k each call: k a symbolic output size in one capture, with
+    PyTorch's values, indices and gradients; a k past the dim raises as eagerly."""
+    torch = pytest.importorskip("torch")
+    f = lambda x, k: x.topk(k, -1)   # noqa: E731
+    cf = tj.compile(f)
+    v = np.random.default_rng(0).standard_normal((3, 10))
+    for k in (2, 3, 5, 7, 10):
+        x, xt = tj.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+        (val, idx), (tval, tidx) = cf(x, k), f(xt, k)
+        np.testing.assert_array_equal(val.detach().numpy(), tval.detach().numpy())
+        np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+        (val * val).sum().backward(), (tval * tval).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
+    with pytest.raises(tj.errors.ShapeError, match=r"topk: k \(11\) is out of range"):
+        cf(tj.tensor(v), 11)

@@ -22,6 +22,7 @@ from . import eager as _eager
 from ..tensor import Tensor
 from .eager import bind
 from .shape import transpose, unsqueeze
+from .shape_params import size_arg
 
 __all__ = ["tril", "triu", "argsort", "sort", "topk", "multinomial", "cumprod"]
 
@@ -153,7 +154,8 @@ def topk(a, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *,
     dim = dim if axis is None else axis
     d = normalize_dim(dim, max(a.ndim, 1), "topk")
     n = a.shape[d] if a.ndim else 1
-    k = k if isinstance(k, Sym) else int(k)   # (a symbolic k: a symbolic output size)
+    k = size_arg(k)   # (a symbolic k, a changing int argument's too: a symbolic output size)
+    k = k if isinstance(k, Sym) else int(k)
     if not 0 <= k <= n:
         raise ShapeError(f"topk: k ({k}) is out of range for dim {dim} of size {n}")
     if a.ndim == 0:
