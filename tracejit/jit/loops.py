@@ -7,9 +7,11 @@ primitives are defined in control.py, which also holds the helpers shared with `
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from .. import dtypes as _dt
 from .. import ops
-from ..errors import ScriptError, user_location
+from ..errors import ScriptError, TraceError, user_location
 from ..ops import registry as _reg
 from ..ops.registry import Aval
 from ..ops.step_slices import unbind_steps  # noqa: F401  (its home; the interpreter's scan slices with it)
@@ -22,13 +24,26 @@ from .tracer import TraceContext
 __all__ = ["trace_while", "trace_for_range", "scan", "unbind_steps"]
 
 
-def trace_while(cond_fn, body_fn, init: tuple, names: tuple = ()):
-    """``while cond_fn(*vals): vals = body_fn(*vals)``; a graph loop once the condition is traced."""
+def trace_while(cond_fn, body_fn, init: tuple, names: tuple = (), touched: Optional[dict] = None):
+    """``while cond_fn(*vals): vals = body_fn(*vals)``; a graph loop once the condition is
+    traced, but where the body updates a Python container (`trace_for_range`'s `touched`):
+    then Python's, with the condition's value (an int argument's, guarded)."""
     vals = tuple(init)
+    held = _containers(init, names, touched)
     while True:
         c = cond_fn(*vals)
         if is_traced(c):
-            return _graph_while(cond_fn, body_fn, vals, names)
+            if not held:
+                return _graph_while(cond_fn, body_fn, vals, names)
+            try:
+                c = bool(c)
+            except TraceError:
+                loc = user_location(2)
+                raise ScriptError(
+                    f"while loop{f' at {loc[0]}:{loc[1]}' if loc else ''}: its condition depends on "
+                    f"tensor values, so it can only be a graph loop, whose body is traced once and "
+                    f"cannot update the Python {type(held[1]).__name__} {held[0]!r}; carry the values "
+                    f"in tensors (torch.cat) or bound the loop by a count") from None
         if isinstance(c, Tensor):
             c = bool(c._data)
         if not c:
@@ -144,8 +159,19 @@ def _define_body_locals(body_fn, vals):
     return tuple(vals)
 
 
-def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
-    """``for i in range(*args): vals = body_fn(i, *vals)``.
+def _containers(init: tuple, names: tuple, touched: Optional[dict]) -> Optional[tuple]:
+    """(name, value) of the first Python list, dict or set among a loop's carried values
+    and the values its body changes in place, or None."""
+    named = tuple(names) + (None,) * (len(init) - len(names))
+    for name, v in list(zip(named, init)) + list((touched or {}).items()):
+        if isinstance(v, (list, dict, set)):
+            return name, v
+    return None
+
+
+def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = (), touched: Optional[dict] = None):
+    """``for i in range(*args): vals = body_fn(i, *vals)``; `touched`: the values of the names
+    the body may change in place without binding them (``out.append(y)``).
 
     Plain int bounds run (unroll) in Python. Bounds that are runtime scalars or symbolic
     sizes (``range(x.shape[1])`` with a dynamic dim) become a ``scan``: its trip count is
@@ -159,11 +185,11 @@ def trace_for_range(args: tuple, body_fn, init: tuple, names: tuple = ()):
         start, stop, step = args
     symbolic = isinstance(stop, Sym) and isinstance(start, int) and start <= 2 and step == 1 \
         and not isinstance(start, bool)
-    if any(isinstance(v, (list, dict, set)) for v in init):
-        # The body updates a Python container (``outputs += [y]``): that is Python
-        # structure, which a graph loop cannot carry. Run the loop in Python, with its
-        # bounds specialized (a runtime scalar's value is guarded, a dynamic size becomes
-        # static), as torch.compile does for loops it cannot keep.
+    if _containers(init, names, touched):
+        # The body updates a Python container (``outputs += [y]``, ``outputs.append(y)``):
+        # that is Python structure, which a graph loop cannot carry. Run the loop in Python,
+        # with its bounds specialized (a runtime scalar's value is guarded, a dynamic size
+        # becomes static), as torch.compile does for loops it cannot keep.
         args = tuple(int(a) for a in args)
         symbolic = False
     if not any(is_traced(a) for a in args) and not symbolic:

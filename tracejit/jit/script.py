@@ -154,6 +154,34 @@ def _assigned(stmts) -> list:
     return names
 
 
+def _mutated(stmts) -> list:
+    """Names whose object the statements may change in place without binding them
+    (``out.append(y)``, ``d[k] = v``, ``del d[k]``), not inside nested functions."""
+    names: list = []
+
+    class V(ast.NodeVisitor):
+        def visit_Call(self, node):
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id not in names:
+                names.append(f.value.id)
+            self.generic_visit(node)
+
+        def visit_Subscript(self, node):
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and isinstance(node.value, ast.Name) \
+                    and node.value.id not in names:
+                names.append(node.value.id)
+            self.generic_visit(node)
+
+        def visit_FunctionDef(self, node):
+            pass
+
+        visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_FunctionDef
+        visit_GeneratorExp = visit_FunctionDef
+    for s in stmts:
+        V().visit(s)
+    return [n for n in names if not n.startswith("__tj")]
+
+
 def _always_returns(stmts) -> bool:
     if not stmts:
         return False
@@ -281,8 +309,9 @@ class _Rewriter(ast.NodeTransformer):
         cf, bf = self._fresh("wcond"), self._fresh("wbody")
         defs = [self._def(cf, names, [ast.Return(self.visit(node.test))], node),
                 self._def(bf, names, self._block(node.body) + [ast.Return(self._tuple(names))], node)]
+        touched = [n for n in _mutated(node.body) if n not in names]   # (as in visit_For)
         call = self._call("while_", [ast.Name(cf, ast.Load()), ast.Name(bf, ast.Load()),
-                                     self._current(names), self._strs(names)])
+                                     self._current(names), self._strs(names), self._touched(touched)])
         return defs + [self._assign(names, call, node)]
 
     def visit_For(self, node):
@@ -300,7 +329,11 @@ class _Rewriter(ast.NodeTransformer):
         defs = [self._def(bf, [node.target.id] + names,
                           self._block(node.body) + [ast.Return(self._tuple(names))], node)]
         args = ast.Tuple([self.visit(a) for a in it.args], ast.Load())
-        call = self._call("for_range", [args, ast.Name(bf, ast.Load()), self._current(names), self._strs(names)])
+        # (what the body changes in place, a Python list it appends to: for_range runs the
+        # loop in Python then, as a graph loop's body, traced once, cannot fill it)
+        touched = [n for n in _mutated(node.body) if n not in names and n != node.target.id]
+        call = self._call("for_range", [args, ast.Name(bf, ast.Load()), self._current(names),
+                                        self._strs(names), self._touched(touched)])
         return defs + [self._assign(names, call, node)]
 
     # -- expressions ----------------------------------------------------------------------------
@@ -341,6 +374,10 @@ class _Rewriter(ast.NodeTransformer):
 
     def _strs(self, names):
         return ast.Tuple([ast.Constant(n) for n in names], ast.Load())
+
+    def _touched(self, names):
+        # {name: locals().get(name, UNDEFINED)}: what a loop body changes in place (`_mutated`)
+        return ast.Dict([ast.Constant(n) for n in names], list(self._current(names).elts))
 
     def _current(self, names):
         # locals().get(name, UNDEFINED) for each: the value on entry, or "not bound yet".
