@@ -138,3 +138,17 @@ def test_roll_by_a_changing_int_shift_captures_once_for_every_shift_inside_the_d
         y.backward(), yt.backward()
         np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
     assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
+
+
+def test_unflatten_by_a_changing_size_captures_twice():
+    """``x.unflatten(1, (h, -1))`` with a new int h, and ``(x.shape[1] // 2, 2)`` with a new
+    length, each call: the sizes stay symbolic (one capture after the first), PyTorch's values."""
+    fs = [lambda x, h: x.unflatten(1, (h, -1)).sum(2), lambda x, h: x.unflatten(1, (x.shape[1] // 2, 2)) * h]
+    for f, shapes in zip(fs, [[(2, 12, h) for h in (2, 3, 4, 6)], [(2, 2 * n, 3) for n in (2, 3, 5, 8)]]):
+        cf = tj.compile(f)
+        for rows, cols, h in shapes:
+            v = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+            np.testing.assert_array_equal(cf(tj.tensor(v), h).numpy(), f(torch.tensor(v), h).numpy())
+        assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
+    with pytest.raises(TypeError, match=r"unflatten: sizes must be ints, got \(2.0, 3\)"):
+        tj.ones(4, 6).unflatten(1, (2.0, 3))

@@ -125,9 +125,12 @@ def rot90(input, k: int = 1, dims=(0, 1)):
 
 def unflatten(input, dim: int, sizes):
     d = normalize_dim(dim, input.ndim, "unflatten")
-    sizes = tuple(int(s) for s in sizes)
+    sizes = shape_args(tuple(sizes))   # (symbolic ones, a changing int argument's too, stay so)
+    for s in sizes:
+        if isinstance(s, bool) or not isinstance(s, (int, Sym)):
+            raise TypeError(f"unflatten: sizes must be ints, got {tuple(sizes)}")
     n, rest = input.shape[d], math.prod(s for s in sizes if s != -1)
-    if sizes.count(-1) == 1 and isinstance(n, int) and rest and n % rest == 0:
+    if sizes.count(-1) == 1 and isinstance(n, int) and isinstance(rest, int) and rest and n % rest == 0:
         # -1 is inferred within the dim (its size known where another dim is 0, as PyTorch's)
         sizes = tuple(n // rest if s == -1 else s for s in sizes)
     return reshape(input, tuple(input.shape[:d]) + sizes + tuple(input.shape[d + 1:]))
