@@ -165,6 +165,22 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _OURS = (_PKG_DIR, "<tracejit")   # our files, and the code we generate
 
 
+def operand_error(op: str, value) -> TypeError:
+    """The TypeError for an op's operand that is neither a tensor nor a number: a PyTorch
+    tensor named as one (its class is also called Tensor), with how to convert it."""
+    if _is_torch_tensor(value):
+        return TypeError(f"{op}: expected a Tensor or a number, got a PyTorch tensor (torch.Tensor); "
+                         f"{_FROM_TORCH}")
+    return TypeError(f"{op}: expected a Tensor or a number, got {type(value).__name__}")
+
+
+_FROM_TORCH = "tracejit.from_numpy(t.numpy()) shares its memory, tracejit.tensor(t.numpy()) copies it"
+
+
+def _is_torch_tensor(value) -> bool:
+    return type(value).__module__.split(".")[0] == "torch" and hasattr(value, "numpy")
+
+
 def not_a_tensor(op: str, value, exc: BaseException) -> "TypeError | None":
     """The TypeError for an op or built-in layer whose input `value` is not a tensor (a
     numpy array, a nested list of numbers), or None when it is one (or a list of them). It
@@ -177,9 +193,12 @@ def not_a_tensor(op: str, value, exc: BaseException) -> "TypeError | None":
         hint = "tracejit.from_numpy(a) shares its memory, tracejit.tensor(a) copies it"
     elif isinstance(value, (list, tuple)) and value and not any(hasattr(x, "_data") for x in value):
         hint = "tracejit.tensor(...) makes one from nested lists of numbers"
+    elif _is_torch_tensor(value):
+        hint = _FROM_TORCH
     else:
         return None
-    err = TypeError(f"{op}: expected the input to be a Tensor, got {type(value).__name__}; {hint}")
+    got = "a PyTorch tensor (torch.Tensor)" if _is_torch_tensor(value) else type(value).__name__
+    err = TypeError(f"{op}: expected the input to be a Tensor, got {got}; {hint}")
     err.not_a_tensor = True
     return err
 

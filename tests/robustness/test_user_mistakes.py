@@ -166,3 +166,20 @@ def test_a_layer_error_names_the_submodule_path(compiled):
     with pytest.raises(ShapeError) as info:   # one module: the message names the op already
         tj.nn.Linear(3, 2)(X(2, 4))
     assert not getattr(info.value, "__notes__", None)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_pytorch_tensor_given_to_an_op_or_a_layer_is_named_as_one(compiled):
+    """A torch.Tensor passed by mistake (its class is also called Tensor): the error says it
+    is PyTorch's and how to convert it, eagerly and compiled (it read "expected a Tensor or
+    a number, got Tensor")."""
+    torch = pytest.importorskip("torch")
+    t = torch.ones(2, 3)
+    lin = tj.nn.Linear(3, 2)
+    calls = [lambda x: tj.ones(2, 3) * x, lambda x: x @ tj.ones(3, 2), lambda x: lin(x)]
+    for fn in calls:
+        run = tj.compile(lambda x, fn=fn: fn(x)) if compiled else fn
+        with pytest.raises(TypeError, match=r"^(mul|matmul|linear): expected (a Tensor or a number|the input to "
+                                            r"be a Tensor), got a PyTorch tensor \(torch.Tensor\); "
+                                            r"tracejit.from_numpy\(t.numpy\(\)\)"):
+            run(t)

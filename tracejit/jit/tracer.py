@@ -21,7 +21,8 @@ from typing import Callable, Optional
 
 from .. import dtypes as _dt, shapes as _shapes
 from ..device import CPU
-from ..errors import _OURS, CompileError, DeviceMismatchError, TraceError, asker_where, user_location, user_where
+from ..errors import (_OURS, CompileError, DeviceMismatchError, TraceError, asker_where, operand_error,
+                      user_location, user_where)
 from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..ops import registry as _reg
 from ..ops.registry import Aval, Primitive
@@ -280,7 +281,7 @@ class TraceContext(StateWrites):
             return Literal(a.item() if hasattr(a, "item") else a, av)
         if type(a).__name__ == "Unbound":  # control.Unbound: a variable bound on one path only
             raise a.error()
-        raise TypeError(f"{prim_name}: expected a Tensor or a number, got {type(a).__name__}")
+        raise operand_error(prim_name, a)
 
     def _capture(self, t: Tracer) -> Var:
         """A tracer from an enclosing trace used here: becomes an input of this sub-graph."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..device import CPU, array_module
-from ..errors import DTypeError, ShapeError
+from ..errors import DTypeError, ShapeError, operand_error
 from ..tensor import Tensor
 from .registry import Aval, Primitive, defprim
 from .promotion import compute_dtype
@@ -74,7 +74,7 @@ def _aval(a, name):
         return Aval(a._data.shape, a.dtype, a.device)
     if isinstance(a, (bool, int, float, _pycomplex, np.number, np.bool_)):
         return Aval((), _dt.scalar_dtype(a), CPU, weak=True)
-    raise TypeError(f"{name}: expected a Tensor or a number, got {type(a).__name__}")
+    raise operand_error(name, a)
 
 
 def _way(prim: Primitive):

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..device import CPU
+from ..errors import operand_error
 from ..tensor import Tensor
 from .registry import Aval, Primitive
 
@@ -24,7 +25,7 @@ def scalar_aval(a, prim: Primitive) -> Aval:
         return Aval((), _dt.int64, CPU, weak=True)
     if isinstance(a, _SCALAR_TYPES):
         return Aval((), _dt.scalar_dtype(a), CPU, weak=True)
-    raise TypeError(f"{prim.name}: expected a Tensor or a number, got {type(a).__name__}")
+    raise operand_error(prim.name, a)
 
 
 def compute_dtype(prim: Primitive, avals) -> "_dt.DType":
