@@ -201,3 +201,18 @@ def test_integer_linspace_truncates_its_bounds_first(start, end, steps, dtype):
     want = torch.linspace(start, end, steps, dtype=getattr(torch, dtype))
     got = tj.linspace(start, end, steps, dtype=getattr(tj, dtype))
     assert got.dtype == getattr(tj, dtype) and got.tolist() == want.tolist()
+
+
+def test_linspace_of_a_changing_count_captures_twice():
+    """``linspace(a, b, x.shape[-1])`` (a positional code) and ``linspace(a, b, n)`` with a new
+    n each call: one capture after the first, eager's values exactly, PyTorch's to float32."""
+    fs = [lambda lib, x, n: x * lib.linspace(0, 3.5, x.shape[-1]),
+          lambda lib, x, n: x.sum() + lib.linspace(-3, 7.5, n)]
+    for f in fs:
+        cf = tj.compile(lambda x, n, f=f: f(tj, x, n))
+        for n in (2, 3, 7, 50, 9):
+            v = np.ones((2, n), np.float32)
+            got = cf(tj.tensor(v), n).numpy()
+            np.testing.assert_array_equal(got, f(tj, tj.tensor(v), n).numpy())
+            np.testing.assert_allclose(got, f(torch, torch.tensor(v), n).numpy(), rtol=1e-6, atol=1e-6)
+        assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]

@@ -19,7 +19,7 @@ from ..formats import check_layout, check_memory_format, made_in_order, memory_o
 from ..tensor import Tensor
 from .registry import Aval, defprim
 from .eager import bind, trace_hooks, trace_state
-from .shape_params import as_size
+from .shape_params import as_size, size_arg
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "full", "empty",
            "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like", "empty_like",
@@ -399,8 +399,22 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
         dt = dt.to_complex()   # (as PyTorch's: the default dtype's complex form)
     if dt.is_integer:   # (PyTorch's: the bounds in the dtype first, truncated toward zero)
         start, end = int(start), int(end)
+    steps = size_arg(steps)
+    if hasattr(steps, "terms") and dt.is_floating_point and all(
+            type(v) in (int, float) for v in (start, end)):
+        return _requiring(_linspace_of_a_size(float(start), float(end), steps, dt, device), requires_grad)
     return tensor(np.linspace(start, end, count_arg("linspace", steps, _STEPS)), dtype=dt,
                   device=device, requires_grad=requires_grad)
+
+
+def _linspace_of_a_size(start: float, end: float, steps, dt, device):
+    """``linspace`` of a symbolic count (``x.shape[-1]``, a changing int argument) while
+    tracing: numpy's formula (`linspace` eagerly) from an arange, so one capture serves
+    every count where a constant would fix it."""
+    from .shape import cat
+    head = arange(steps - 1, dtype=_dt.float64, device=device) * ((end - start) / (steps - 1)) + start
+    last = full((1,), end, dtype=_dt.float64, device=device)   # (`end` exactly, as numpy's)
+    return cat([head, last]).to(dt)
 
 
 def complex_bound(*bounds) -> bool:
