@@ -216,3 +216,16 @@ def test_linspace_of_a_changing_count_captures_twice():
             np.testing.assert_array_equal(got, f(tj, tj.tensor(v), n).numpy())
             np.testing.assert_allclose(got, f(torch, torch.tensor(v), n).numpy(), rtol=1e-6, atol=1e-6)
         assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
+
+
+def test_eye_of_a_changing_batch_size_captures_twice():
+    """``eye(x.shape[0])`` (a contrastive loss's self-similarity mask) and ``eye(3, n)`` on
+    batches of a new size each call: one capture after the first, PyTorch's values."""
+    fs = [lambda lib, x: (x @ x.t()).masked_fill(lib.eye(x.shape[0], dtype=lib.bool), -9.0),
+          lambda lib, x: lib.eye(3, x.shape[0], dtype=lib.float64) @ x.double()]
+    for f in fs:
+        cf = tj.compile(lambda x, f=f: f(tj, x))
+        for b in (2, 3, 5, 8, 4):
+            v = np.arange(b * 3, dtype=np.float32).reshape(b, 3)
+            np.testing.assert_array_equal(cf(tj.tensor(v)).numpy(), f(torch, torch.tensor(v)).numpy())
+        assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]

@@ -426,6 +426,12 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad:
         layout=None, pin_memory: bool = False):
     check_layout(layout, "eye")
     dt = _dt.as_dtype(dtype) if dtype else _dt.get_default_dtype()
-    n = count_arg("eye", n, "n must be greater or equal to 0")
-    m = None if m is None else count_arg("eye", m, "m must be greater or equal to 0")
+    n, m = size_arg(n), (None if m is None else size_arg(m))
+    n = n if hasattr(n, "terms") else count_arg("eye", n, "n must be greater or equal to 0")
+    m = m if m is None or hasattr(m, "terms") else count_arg("eye", m, "m must be greater or equal to 0")
+    if hasattr(n, "terms") or hasattr(m, "terms"):
+        # (a symbolic size while tracing, a batch's ``eye(x.shape[0])``: a comparison of two
+        # aranges, so one capture serves every size, where a constant would fix it)
+        rows, cols = arange(n, device=device), arange(n if m is None else m, device=device)
+        return _requiring((rows.unsqueeze(1) == cols.unsqueeze(0)).to(dt), requires_grad)
     return tensor(np.eye(n, m), dtype=dt, device=device, requires_grad=requires_grad)
