@@ -176,3 +176,13 @@ def test_a_multiple_of_a_sum_divides_by_it_without_asking(asked):
 def test_a_number_modulo_a_dim_is_this_calls(asked):
     s0 = Sym.symbol("s0", 4)
     assert 16 % s0 == 0 and 18 % s0 == 2 and asked == ["s0", "s0"]
+
+
+def test_a_floor_division_exact_but_for_a_constant_needs_no_size(asked):
+    """``(o*y + r) // o`` is ``y + r // o`` for every integer y: a conv of stride 2 over a
+    conv-transposed size ``2*s0`` gives ``s0 - 1``, no size asked (a derived symbol could
+    not be matched with the size the gradient must have)."""
+    s = Sym.symbol("s0", 5)
+    assert ((2 * s - 1) // 2).terms == (s - 1).terms
+    assert ((6 * s + 7) // 3).terms == (2 * s + 2).terms and ((6 * s + 7) // 3).hint == 12
+    assert ((4 * s - 5) // 2).hint == 7 and asked == []

@@ -257,6 +257,10 @@ class Sym:
         if not isinstance(o, (int, Sym)):
             return self._specialized() // o
         q = _exact_div(self, o)
+        if q is None and isinstance(o, int) and o > 0:
+            # ``(o*y + r) // o`` is ``y + r // o`` for every integer y: ``(2*s0 - 1) // 2`` is
+            # ``s0 - 1`` (a stride-2 conv of a conv-transposed size), no derived symbol
+            q = _exact_div(self - self.hint % o, o)
         if q is None:
             q = facts_hooks.derive(self, o)
         if q is None and (data_sized(self) or data_sized(o)):

@@ -359,3 +359,23 @@ def test_antialias_resizes_recompile_only_where_the_filter_stops_stretching(comp
         np.testing.assert_allclose(cf(tj.tensor(x)).numpy(), f(torch.tensor(x), F=torch.nn.functional).numpy(),
                                    rtol=1e-5, atol=1e-6)
         assert cf.cache_stats()["compiles"] == compiles, (hw, cf.cache_stats()["recompile_reasons"])
+
+
+def test_a_strided_conv_transpose_over_changing_image_sizes_captures_twice():
+    """ConvTranspose2d of stride 2 (a decoder's upsampling) on images of a new size each
+    call: its input gradient's size ``(2*s0 - 1) // 2 + 1`` is known to be ``s0``, so the
+    sizes stay symbolic; values and gradients as PyTorch's."""
+    torch = pytest.importorskip("torch")
+    ref = torch.nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1).double()
+    mine = nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1, output_padding=1, dtype=tj.float64)
+    mine.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    cm = tj.compile(mine)
+    for h in (4, 5, 7, 9):
+        v = np.random.default_rng(h).standard_normal((2, 3, h, h + 1))
+        x, xt = tj.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+        y, yt = cm(x), ref(xt)
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-10, atol=1e-12)
+        (y ** 2).sum().backward(), (yt ** 2).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(mine.weight.grad.numpy(), ref.weight.grad.numpy(), rtol=1e-10)
+    assert cm.cache_stats()["compiles"] == 2, cm.cache_stats()["recompile_reasons"]
