@@ -229,3 +229,18 @@ def test_eye_of_a_changing_batch_size_captures_twice():
             v = np.arange(b * 3, dtype=np.float32).reshape(b, 3)
             np.testing.assert_array_equal(cf(tj.tensor(v)).numpy(), f(torch, torch.tensor(v)).numpy())
         assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
+
+
+def test_arange_with_a_stride_to_a_changing_size_captures_twice():
+    """``arange(0, x.shape[0], 2)`` (every other row) and ``arange(0, n, 3)`` on a new size
+    each call: the count ``ceil(n / step)`` is symbolic, PyTorch's values and dtypes."""
+    fs = [lambda lib, x, n: x.index_fill(0, lib.arange(0, x.shape[0], 2), 0.0),
+          lambda lib, x, n: x.sum() + lib.arange(0, n, 3, dtype=lib.float32)]
+    for f in fs:
+        cf = tj.compile(lambda x, n, f=f: f(tj, x, n))
+        for n in (2, 3, 5, 8, 13, 4):
+            v = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+            got, want = cf(tj.tensor(v), n), f(torch, torch.tensor(v), n)
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+        assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]

@@ -347,7 +347,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
             end = start + n * step
     if step == 0:
         raise ArgumentError("arange: step must be nonzero")
-    if hasattr(start, "terms") or (hasattr(end, "terms") and start != 0):
+    if hasattr(start, "terms") or (hasattr(end, "terms") and (start != 0 or step != 1)):
         shifted = _shifted_arange(start, end, step, dtype, device)
         if shifted is not None:
             return _requiring(shifted, requires_grad)
