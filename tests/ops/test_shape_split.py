@@ -77,3 +77,18 @@ def test_empty_dims_split_by_zero_and_chunk_like_pytorch():
     assert [tuple(p.shape) for p in tj.empty(0).split(0)] == [(0,)]
     assert [tuple(p.shape) for p in tj.empty(0).chunk(3)] == [(0,)] * 3
     assert [tuple(p.shape) for p in tj.empty(0, 2).tensor_split(2)] == [(0, 2)] * 2
+
+
+def test_sections_given_as_tensors_or_changing_ints_keep_their_offsets():
+    """Sections as 0-d tensors eagerly, and ``[n, x.shape[0] - n]`` with a changing int `n`
+    compiled: each piece starts after the ones before it, as PyTorch's (the second piece
+    came back empty: the running offset was a tensor added to in place)."""
+    a = np.arange(16, dtype=np.float32).reshape(8, 2)
+    want = [p.numpy() for p in torch.tensor(a).split([torch.tensor(3), torch.tensor(5)])]
+    got = [p.numpy() for p in tj.tensor(a).split([tj.tensor(3), tj.tensor(5)])]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    f = lambda x, n: x.split([n, x.shape[0] - n])[1].sum(0)   # noqa: E731
+    cf = tj.compile(f)
+    for n in (2, 3, 4, 6):
+        np.testing.assert_array_equal(cf(tj.tensor(a), n).numpy(), f(torch.tensor(a), n).numpy())

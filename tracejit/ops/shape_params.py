@@ -181,7 +181,9 @@ def split_specs(a, args):
         if not sizes:
             sizes = [0]  # splitting an empty dim gives one empty piece
     else:
-        sizes = list(split_size_or_sections)
+        # (each an int or a Sym: a 0-d tensor section added to the running start in place
+        # would move the pieces before it)
+        sizes = [size_arg(s) for s in split_size_or_sections]
         if sum(sizes) != n:
             raise ShapeError(f"split: sections {sizes} do not add up to size {n} of dim {dim}")
         if any(s < 0 for s in sizes):
