@@ -18,6 +18,7 @@ from .random import rand, rand_like
 from .shape import squeeze, unsqueeze
 from .dtype_checks import takes
 from .opmath import opmath
+from . import shrink_prim
 
 __all__ = ["glu", "hardshrink", "softshrink", "tanhshrink", "softsign", "threshold", "threshold_",
            "softmin", "rrelu", "rrelu_", "gumbel_softmax", "relu_", "elu_", "celu_", "selu_",
@@ -38,6 +39,8 @@ def glu(input, dim: int = -1):
 
 @takes("input")
 def hardshrink(input, lambd: float = 0.5):
+    if input.dtype.is_floating_point:
+        return shrink_prim.hardshrink(input, lambd)   # one pass each way (shrink_prim.py)
     return where(_abs(input) > lambd, input, 0.0)
 
 
@@ -45,6 +48,8 @@ def hardshrink(input, lambd: float = 0.5):
 def softshrink(input, lambd: float = 0.5):
     if lambd < 0:
         raise ArgumentError(f"softshrink: lambda must be non-negative, got {lambd}")
+    if input.dtype.is_floating_point:
+        return shrink_prim.softshrink(input, lambd)
     return where(input > lambd, input - lambd, where(input < -lambd, input + lambd, 0.0))
 
 
@@ -61,6 +66,8 @@ def softsign(input):
 def threshold(input, threshold: float, value: float, inplace: bool = False):
     """`input` where it is above `threshold`, else `value`."""
     def fn(x):
+        if x.dtype.is_floating_point:
+            return shrink_prim.threshold(x, threshold, value)
         out = where(x > threshold, x, value)
         return cast(out, x.dtype) if out.dtype is not x.dtype else out
     return apply_inplace(input, fn, inplace)
