@@ -225,6 +225,26 @@ def test_cumprod_gradient_beside_zeros_and_infs_matches_pytorch(row):
         np.testing.assert_array_equal(grads[1], grads[0])
 
 
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 2e-5), (np.float64, 1e-12)])
+@pytest.mark.parametrize("zero", [False, True])
+def test_cumprod_gradient_along_a_middle_dim_matches_pytorch(dtype, rtol, zero):
+    """Without zeros the gradient takes the division form alone; one zero anywhere takes
+    the picked form for the whole tensor: both give PyTorch's values."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    a = (1 + 0.1 * rng.standard_normal((3, 40, 5))).astype(dtype)
+    if zero:
+        a[1, 7, 2] = 0.0
+    g = rng.standard_normal(a.shape).astype(dtype)
+    grads = []
+    for lib in (torch, tj):
+        x = lib.tensor(a, requires_grad=True)
+        x.cumprod(1).backward(lib.tensor(g))
+        grads.append(x.grad.numpy())
+    assert grads[1].dtype == dtype
+    np.testing.assert_allclose(grads[1], grads[0], rtol=rtol, atol=rtol)
+
+
 @pytest.mark.parametrize("row", [[2.0, 0.0, 3.0], [0.0, 0.0, 3.0], [1.0, 2.0, 0.0], [2.0, 0.0, 3.0, 0.0, 5.0],
                                  [0.0, -1.0, 0.0, 0.0], [1.5, -2.0, 0.5]])
 def test_cumprod_second_derivative_beside_zeros_matches_pytorch(row):
