@@ -82,3 +82,31 @@ def test_where_takes_a_uint8_condition_with_a_warning():
     with pytest.warns(UserWarning, match="uint8 condition"):
         out = tj.where(cond, tj.ones(3), tj.zeros(3))
     assert out.tolist() == [1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("form", ["scalar_other", "detached_other", "both", "scalar_first"])
+def test_gradients_of_the_branches_that_take_one_match_pytorch(form):
+    """The VJP builds only the branches that take a gradient: the others (a number, a
+    detached tensor) get none, the rest PyTorch's values, also differentiated again."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    a, b, g = (rng.standard_normal((6, 7)) for _ in range(3))
+    got = []
+    for lib in (torch, tj):
+        x, y = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=form == "both")
+        c = x > 0.2
+        out = {"scalar_other": lambda: lib.where(c, x * x, 0.0),
+               "detached_other": lambda: lib.where(c, x * x, y * 2.0),
+               "both": lambda: lib.where(c, x * x, y * y),
+               "scalar_first": lambda: lib.where(c, 1.5, x * x)}[form]()
+        (gx,) = lib.autograd.grad((out * lib.tensor(g)).sum(), x, create_graph=True)
+        (ggx,) = lib.autograd.grad(gx.sum(), x)
+        got.append((gx.detach().numpy(), ggx.numpy(), y.grad))
+    np.testing.assert_array_equal(got[1][0], got[0][0])
+    np.testing.assert_array_equal(got[1][1], got[0][1])
+    if form == "both":
+        for lib in (torch, tj):
+            x, y = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+            (lib.where(x > 0.2, x, y * y) * lib.tensor(g)).sum().backward()
+            got.append(y.grad.numpy())
+        np.testing.assert_array_equal(got[3], got[2])

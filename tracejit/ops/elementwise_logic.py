@@ -100,11 +100,16 @@ def _where_scalar(e, c, a, b):
     return f"({a} if {c} else {b})"
 
 
-WHERE = defprim("where", _where_impl, _where_rule,
-                lambda g, out, c, a, b: (None, where(c, g, 0.0), where(c, 0.0, g)),
+def _where_vjp(g, out, c, a, b, needs=(True, True, True)):
+    # (only the branches that take a gradient: where(mask, x, 0.0) and a detached branch
+    # cost one masked pass backward, not two)
+    return (None, where(c, g, 0.0) if needs[1] else None, where(c, 0.0, g) if needs[2] else None)
+
+
+WHERE = defprim("where", _where_impl, _where_rule, _where_vjp,
                 kind="elementwise", scalar=_where_scalar,
                 save=lambda rq: (0,), nondiff=(0,),
-                extra={"compute_dtype": "out", "selects": True})  # kernels compute in the output's dtype (c is bool)
+                extra={"compute_dtype": "out", "selects": True, "needs": True})  # kernels compute in the output's dtype (c is bool)
 
 
 def _cast_impl(xp, a, dtype):
