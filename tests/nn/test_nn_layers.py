@@ -265,6 +265,27 @@ def test_embedding_options_match_pytorch():
         np.testing.assert_allclose(got.weight.grad.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("rows,lookups,pad", [(50, (4, 6), 3), (50, (4, 6), -47), (5, (8, 9), 3), (5, (8, 9), -1)])
+def test_embedding_padding_row_takes_no_gradient_as_pytorch(rows, lookups, pad):
+    """Fewer lookups than rows mask the rows looked up, more mask the table: the same
+    values and the same weight gradient (the padding row's zero) either way."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(rows)
+    w = rng.standard_normal((rows, 3)).astype(np.float32)
+    idx = rng.integers(0, rows, lookups)
+    idx[0, :2] = pad % rows
+    g = rng.standard_normal(lookups + (3,)).astype(np.float32)
+    got = []
+    for lib in (torch, tj):
+        weight = lib.tensor(w, requires_grad=True)
+        out = lib.nn.functional.embedding(lib.tensor(idx), weight, padding_idx=pad)
+        out.backward(lib.tensor(g))
+        got.append((out.detach().numpy(), weight.grad.numpy()))
+    np.testing.assert_array_equal(got[1][0], got[0][0])
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-6, atol=1e-6)
+    assert not got[1][1][pad % rows].any()
+
+
 def test_embedding_from_pretrained_freezes_by_default():
     w = tj.arange(12.0).reshape(4, 3)
     e = tj.nn.Embedding.from_pretrained(w)

@@ -153,6 +153,12 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         # capture may differentiate a weight its tracer does not mark as requiring grad.)
         n = weight.shape[0]
         pad = padding_idx + n if padding_idx < 0 else padding_idx
+        m = input.numel()
+        if isinstance(m, int) and isinstance(n, int) and m < n:
+            # fewer lookups than rows (a vocabulary): mask the rows looked up, not the
+            # whole table, a pass over each forward and backward either way
+            out = getitem(weight, input)
+            return where(unsqueeze(eq(input, pad), -1), out.detach(), out)
         is_pad = unsqueeze(eq(arange(n, device=weight.device), pad), 1)
         weight = where(is_pad, weight.detach(), weight)
     return getitem(weight, input)
