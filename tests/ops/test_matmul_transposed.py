@@ -184,3 +184,26 @@ def test_mT_of_a_scalar_is_itself_with_pytorch_warning_and_refuses_a_vector():
     with pytest.raises(RuntimeError, match="only supported on matrices"):
         tj.tensor([1.0, 2.0]).mT
     assert tuple(tj.ones(4, 2, 3).mT.shape) == (4, 3, 2)
+
+
+@pytest.mark.parametrize("sa,sb", [((512, 256), (256,)), ((256,), (256, 300)), ((40, 1), (1, 30)),
+                                   ((3, 40, 1), (3, 1, 30)), ((6, 50), (50, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_products_over_one_inner_index_or_with_an_expanded_gradient_match_pytorch(sa, sb, dtype):
+    """A matrix-vector product's gradients: an outer product (one inner index: the
+    broadcast product, not numpy's matmul) against a sum's expanded gradient (copied
+    before BLAS). Values equal PyTorch's, eagerly and compiled."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(len(sa) + sb[-1])
+    a, b = rng.standard_normal(sa).astype(dtype), rng.standard_normal(sb).astype(dtype)
+    got = []
+    for lib, f in ((torch, lambda x, y: x @ y), (tj, lambda x, y: x @ y), (tj, tj.compile(lambda x, y: x @ y))):
+        x, y = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+        out = f(x, y)
+        out.sum().backward()
+        got.append((out.detach().numpy(), x.grad.numpy(), y.grad.numpy()))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for mine in got[1:]:
+        for m, t in zip(mine, got[0]):
+            assert m.dtype == t.dtype
+            np.testing.assert_allclose(m, t, rtol=tol, atol=tol)
