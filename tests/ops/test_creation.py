@@ -244,3 +244,34 @@ def test_arange_with_a_stride_to_a_changing_size_captures_twice():
             assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
             np.testing.assert_array_equal(got.numpy(), want.numpy())
         assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
+
+
+@pytest.mark.parametrize("fn,extra", [("zeros_like", ()), ("ones_like", ()), ("empty_like", ()),
+                                      ("full_like", (2.5,))])
+@pytest.mark.parametrize("dtype", [None, "float64", "int32", "bool", "complex64"])
+@pytest.mark.parametrize("layout", ["rows", "channels_last", "transposed", "0d"])
+def test_likes_match_pytorch_in_dtype_strides_and_values(fn, extra, dtype, layout):
+    """The row-major CPU input's short route and the general one: PyTorch's dtype, strides
+    (a preserved channels-last or transposed order), values and requires_grad."""
+    torch = pytest.importorskip("torch")
+    if fn == "full_like" and dtype == "bool":
+        extra = (True,)
+    a = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    got = []
+    for lib in (torch, tj):
+        x = lib.tensor(a) if layout != "0d" else lib.tensor(3.0)
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=lib.channels_last)
+        elif layout == "transposed":
+            x = x.transpose(1, 3)
+        kw = {} if dtype is None else {"dtype": getattr(lib, dtype)}
+        out = getattr(lib, fn)(x, *extra, **kw)
+        grad = getattr(lib, fn)(x, *extra, requires_grad=True) if dtype is None else None
+        got.append((out, grad))
+    (t, tg), (j, jg) = got
+    assert str(j.dtype).replace("tracejit.", "") == str(t.dtype).replace("torch.", "")
+    assert j.shape == tuple(t.shape) and j.stride() == t.stride()
+    if fn != "empty_like":
+        np.testing.assert_array_equal(j.numpy(), t.numpy())
+    if tg is not None:
+        assert jg.requires_grad and jg.is_leaf and jg.dtype == j.dtype

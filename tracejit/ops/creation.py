@@ -267,6 +267,17 @@ def like(a, make, memory_format=None, layout=None, op: str = "*_like", requires_
 
 
 def _filled_like(a, fill_value, dtype, device, requires_grad, memory_format, layout, op):
+    data = a._data
+    if (type(data) is np.ndarray and data.flags.c_contiguous and device is None and memory_format is None
+            and layout is None and trace_state.tracer is None):
+        # (a row-major CPU tensor's like, the common case: `full`'s impl at once, without
+        # the layout question and the size and dtype normalizations, ~5 us of 7)
+        dt = a.dtype if dtype is None else _dt.as_dtype(dtype)
+        if type(dt) is _dt.DType and dt is not _dt.bfloat16 and a.device is CPU:
+            out = Tensor._wrap(_full_impl(np, data.shape, _dt.number_as(dt, fill_value, op), dt, CPU), dt, CPU)
+            if requires_grad:
+                out.requires_grad_()
+            return out
     kw = dict(dtype=dtype or a.dtype, device=device or a.device)
     return like(a, lambda shape: full(shape, fill_value, **kw), memory_format, layout, op, requires_grad)
 
