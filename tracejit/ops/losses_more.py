@@ -103,14 +103,11 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
                          f"input {tuple(input.shape)}")
     tv = t.numpy().astype(np.int64)
     n, c = tv.shape
+    # a row's labels end at its first -1 (array passes: a Python loop over every label
+    # cost 1 ms for 64 x 32)
+    valid = np.logical_and.accumulate(tv >= 0, axis=1)
     is_target = np.zeros((n, c), dtype=bool)
-    valid = np.zeros((n, c), dtype=bool)
-    for r in range(n):
-        for j in range(c):
-            if tv[r, j] < 0:
-                break
-            is_target[r, tv[r, j]] = True
-            valid[r, j] = True
+    is_target[np.nonzero(valid)[0], tv[valid]] = True
     idx = tensor(np.where(valid, tv, 0), device=x.device)
     xj = gather(x, 1, idx)                                         # (N, C): x at target j
     margins = relu(1 - (unsqueeze(xj, 2) - unsqueeze(x, 1)))       # (N, j, i)
