@@ -141,3 +141,35 @@ def test_index_fill_counts_a_repeated_slice_once_in_the_value_gradient(dim, inde
         out += [y.detach().numpy(), x.grad.numpy(), v.grad.numpy()]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape,dim,ishape", [((6, 5), 0, (4, 5)), ((6, 5), 1, (6, 3)), ((4, 5, 6), 1, (3, 2, 6)),
+                                             ((4, 5, 6), -1, (4, 5, 2)), ((7,), 0, (4,)), ((3, 4, 5), 0, (2, 4, 3))])
+@pytest.mark.parametrize("src_kind", ["tensor", "larger", "value"])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_scatter_by_flat_positions_matches_pytorch(shape, dim, ishape, src_kind, transposed):
+    """scatter writes by one flat index into the row-major input: values and the input's
+    and source's gradients equal PyTorch's (distinct targets: a repeated one is undefined)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(len(shape) * 10 + dim)
+    n = shape[dim]
+    # distinct targets along dim within each line of the index
+    idx = np.argsort(rng.random(ishape[:dim % len(shape)] + (n,) + ishape[dim % len(shape) + 1:]), axis=dim)
+    idx = np.take(idx, np.arange(ishape[dim]), axis=dim)
+    a = rng.standard_normal(shape[::-1] if transposed else shape)
+    sshape = tuple(d + 1 for d in ishape) if src_kind == "larger" else ishape
+    s = rng.standard_normal(sshape)
+    got = []
+    for lib in (torch, tj):
+        x = lib.tensor(a, requires_grad=True)
+        xin = x.permute(*range(len(shape) - 1, -1, -1)) if transposed else x
+        st = lib.tensor(s, requires_grad=src_kind == "tensor")   # (PyTorch's own backward
+        if src_kind == "value":                                      # refuses a larger source)
+            out = xin.scatter(dim, lib.tensor(idx), 2.5)
+        else:
+            out = xin.scatter(dim, lib.tensor(idx), st)
+        (out * lib.tensor(np.arange(out.numel(), dtype=np.float64).reshape(tuple(out.shape)))).sum().backward()
+        got.append((out.detach().numpy(), x.grad.numpy(), st.grad.numpy() if src_kind == "tensor" else None))
+    for m, t in zip(got[1], got[0]):
+        if t is not None:
+            np.testing.assert_array_equal(m, t)
