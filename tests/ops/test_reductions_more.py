@@ -1,6 +1,6 @@
 """searchsorted and bucketize against PyTorch: sides, sorter, batched sequences, int32
 results, and the errors for contradicting or misshaped arguments; torch.gradient's
-spacings, dims and edge orders."""
+spacings, dims and edge orders; unique with and without its inverse."""
 import numpy as np
 import pytest
 
@@ -286,3 +286,22 @@ def test_diff_of_order_zero_ignores_prepend_and_append_as_pytorch():
         np.testing.assert_array_equal(got.numpy(), x)
     with pytest.raises(ValueError, match="non-negative"):
         tj.diff(tj.tensor(x), -1)
+
+
+@pytest.mark.parametrize("data", [[3, 1, 2, 3, 1, 7, 0], [2.5, float("nan"), -1.0, 2.5, float("nan"), 0.0],
+                                  [[4, 4], [1, 9]], []])
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("counts", [False, True])
+def test_unique_with_and_without_its_inverse_matches_pytorch(data, inverse, counts):
+    """Without the inverse the values are sorted in place (no argsort): the values and
+    counts PyTorch gives either way, the inverse where asked."""
+    torch = pytest.importorskip("torch")
+    t = torch.tensor(data) if data else torch.tensor([], dtype=torch.int64)
+    want = torch.unique(t, return_inverse=inverse, return_counts=counts)
+    got = tj.unique(tj.tensor(t.numpy()), return_inverse=inverse, return_counts=counts)
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.dtype.name == str(w.dtype).replace("torch.", "") and tuple(g.shape) == tuple(w.shape)
+        np.testing.assert_array_equal(g.numpy(), w.numpy())

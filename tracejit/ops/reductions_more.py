@@ -427,7 +427,12 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     return host_step(_isin_array, [el, te], [el.shape], [_dt.bool_], "isin", invert=invert)[0]
 
 
-def _unique_arrays(xp, a, dim):
+def _unique_arrays(xp, a, dim, inverse=True):
+    if dim is None and not inverse:
+        # without the inverse numpy sorts the values in place instead of an argsort of
+        # them (3x faster); the inverse slot is a placeholder nobody reads
+        vals, cnt = xp.unique(a, return_counts=True, equal_nan=False)
+        return vals, xp.zeros(a.shape, np.int64), cnt.astype(np.int64)
     if dim is None:
         # (each NaN its own value, as PyTorch: NaN != NaN)
         vals, inv, cnt = xp.unique(a, return_inverse=True, return_counts=True, equal_nan=False)
@@ -452,7 +457,7 @@ def _unique_consecutive_arrays(xp, a, dim):
     return vals, inv.reshape(a.shape) if dim is None else inv, counts
 
 
-def _unique(fn, name, input, return_inverse, return_counts, dim):
+def _unique(fn, name, input, return_inverse, return_counts, dim, **kw):
     d = None if dim is None else normalize_dim(dim, input.ndim, name)
     zero = [i for i, n in enumerate(input.shape) if n == 0]
     if d is not None and zero and zero != [d]:   # (PyTorch's refusals: no unique slice to return)
@@ -461,7 +466,7 @@ def _unique(fn, name, input, return_inverse, return_counts, dim):
                             f"selected by dim={dim}, so unique cannot be applied"))
     shape = ("n",) if d is None else tuple(input.shape[:d]) + ("n",) + tuple(input.shape[d + 1:])
     out = host_step(fn, [input], [shape, input.shape if d is None else (input.shape[d],), ("n",)],
-                    [input.dtype, _dt.int64, _dt.int64], name, dim=d)
+                    [input.dtype, _dt.int64, _dt.int64], name, dim=d, **kw)
     out = [without_derivative(out[0], input, op=name)] + [t for t, want in zip(out[1:], (return_inverse, return_counts))
                                                          if want]
     return out[0] if len(out) == 1 else tuple(out)
@@ -469,7 +474,8 @@ def _unique(fn, name, input, return_inverse, return_counts, dim):
 
 def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
            dim=None):
-    return _unique(_unique_arrays, "unique", input, return_inverse, return_counts, dim)
+    return _unique(_unique_arrays, "unique", input, return_inverse, return_counts, dim,
+                   inverse=bool(return_inverse))
 
 
 def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
