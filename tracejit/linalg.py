@@ -20,7 +20,7 @@ from .ops.creation import eye, tensor, zeros
 from .ops.complex_ops import conj
 from .ops.elementwise import abs as _abs
 from .ops.linalg import matmul
-from .ops.linalg_dense import cholesky, det, eigh, inv, pinv, qr, slogdet, solve, svd
+from .ops.linalg_dense import cholesky, det, eigh, inv, pinv, qr, slogdet, solve, svd, svdvals
 from .ops.linalg_factor import eig_parts, lu_factor_parts, eye_of, matrix_exp, pivots_to_perm, solve_triangular
 from .ops.linalg_ldl import ldl_factor_parts, ldl_solve as _ldl_solve
 from .ops.products import linalg_cross as cross
@@ -52,10 +52,6 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None):  # no
     if dtype is not None:
         x = x.to(dtype)
     return _norm(x, ord, dim, keepdim)
-
-
-def svdvals(A, *, driver=None):
-    return svd(A, full_matrices=False, driver=driver).S
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None):  # noqa: A002

@@ -182,3 +182,31 @@ def test_slogdet_sign_requires_grad_and_sends_no_gradient_as_torch():
     with pytest.raises(RuntimeError, match="appear"):
         x = tj.eye(3, requires_grad=True)
         tj.autograd.grad(tj.linalg.slogdet(x).sign.sum(), x)
+
+
+@pytest.mark.parametrize("shape", [(5, 4, 4), (3, 6, 4), (2, 4, 7)])
+@pytest.mark.parametrize("factors", ["S", "USVh"])
+def test_svdvals_and_svd_gradients_match_pytorch(shape, factors):
+    """svdvals is one record (the values' gradient reads U and Vh only); svd's factors
+    keep PyTorch's gradients, each factor's and their sum."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(sum(shape))
+    a = rng.standard_normal(shape)
+    w = [rng.standard_normal(s) for s in ((shape[0], min(shape[1:])),)]
+    got = []
+    for lib in (torch, tj):
+        x = lib.tensor(a, requires_grad=True)
+        if factors == "S":
+            s = lib.linalg.svdvals(x)
+            loss = (s * lib.tensor(w[0])).sum()
+            vals = s
+        else:
+            u, s, vh = lib.linalg.svd(x, full_matrices=False)
+            # (sign-invariant in the vectors: the first singular pair's outer product)
+            outer = u[..., :, :1] @ vh[..., :1, :]
+            loss = (s * lib.tensor(w[0])).sum() + (outer * lib.tensor(np.linspace(-1, 1, a[0].size).reshape(a.shape[1:]))).sum()
+            vals = s
+        loss.backward()
+        got.append((vals.detach().numpy(), x.grad.numpy()))
+    np.testing.assert_allclose(got[1][0], got[0][0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-8, atol=1e-10)

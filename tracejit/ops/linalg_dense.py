@@ -351,9 +351,10 @@ def _svd_vjp(g, out, a, full, part):
     from .shape import unsqueeze
     m, n = a.shape[-2], a.shape[-1]
     k = min(m, n)
-    u, s, vh = (bind(SVD, a, full=False, part=p) for p in ("U", "S", "Vh"))
+    u, vh = (bind(SVD, a, full=False, part=p) for p in ("U", "Vh"))
     if part == "S":
         return ((u * unsqueeze(g, -2)) @ vh,)
+    s = bind(SVD, a, full=False, part="S")
     s2 = s * s
     e = unsqueeze(s2, -2) - unsqueeze(s2, -1)
     e = where(e == 0, 1.0, e)   # (the diagonal's numerators are 0; distinct values assumed)
@@ -389,6 +390,14 @@ def _off_diagonal(x):
 
 
 SVD = defprim("linalg_svd", _svd_impl, _svd_rule, _svd_vjp, kind="other", save=lambda rq: (0,))
+
+
+@_autocast.fp32
+def svdvals(A, *, driver=None):
+    """The singular values alone: one record (svd's three factors are three records, each
+    a decomposition of its own)."""
+    check_svd_driver(A, driver, "svd")   # (PyTorch names svd here too)
+    return bind(SVD, A, full=False, part="S")
 
 
 @_autocast.fp32
