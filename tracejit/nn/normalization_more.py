@@ -8,7 +8,9 @@ synchronized statistics PyTorch would use.
 from __future__ import annotations
 
 from .. import ops as _ops
-from ..ops.normalization_more import avg_pool3d, local_response_norm, pad, rms_norm
+from ..ops.normalization_more import local_response_norm, rms_norm
+from ..ops.pooling_nd import avg_pool3d
+from ..ops.spatial import pad
 from .layers import _factory, _Options, _reset_affine
 from .module import Module, layer_class
 from .normalization import _BatchNorm, _InstanceNorm

@@ -5,11 +5,12 @@ from __future__ import annotations
 from ..errors import DTypeError, ShapeError
 from .elementwise import rsqrt
 from .reductions import mean
-from .shape import reshape, unsqueeze
+from .shape import reshape
 from .spatial import pad
-from .pooling_nd import avg_pool3d
-from .composite import avg_pool2d
 from .opmath import as_input, in_opmath
+from . import autocast as _autocast
+from .. import dtypes as _dt
+from .elementwise import cast
 
 __all__ = ["rms_norm", "local_response_norm", "normalize"]
 
@@ -44,17 +45,24 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
                          f"{tuple(input.shape)}")
     if input.numel() == 0:
         return input
-    div = unsqueeze(input * input, 1)
-    if input.ndim == 3:
-        div = pad(div, (0, 0, size // 2, (size - 1) // 2))
-        div = avg_pool2d(div, (size, 1), stride=1)[:, 0]
-    else:
-        n, c = input.shape[0], input.shape[1]
-        div = reshape(div, (n, 1, c, input.shape[2], -1))
-        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
-        div = avg_pool3d(div, (size, 1, 1), stride=1)[:, 0]
-        div = reshape(div, tuple(input.shape))
+    c = input.shape[1]
+    sq = reshape(input * input, (input.shape[0], c, -1))
+    div = reshape(_channel_window_mean(sq, size), tuple(input.shape))
     return input / (div * alpha + k) ** beta
+
+
+def _channel_window_mean(sq, size: int):
+    """The mean of (N, C, L) `sq` over `size` neighbouring channels, zero-padded, as
+    `size` shifted slices added in order: a window pooling over one dim took a general
+    pooling's scatter back."""
+    if _autocast.current() is not None and sq.dtype in (_dt.bfloat16, _dt.float16):
+        sq = cast(sq, _dt.float32)   # (PyTorch's is an average pooling: float32 under autocast)
+    c = sq.shape[1]
+    padded = pad(sq, (0, 0, size // 2, (size - 1) // 2))
+    total = padded[:, 0:c]
+    for j in range(1, size):
+        total = total + padded[:, j:j + c]
+    return total / size
 
 
 def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
