@@ -17,6 +17,7 @@ from .elementwise import (_binary, abs, cast, eq, isfinite, isnan, le, log, logi
 from .gelu_prim import gelu
 from .leaky_relu_prim import leaky_relu as _leaky_relu_prim
 from .silu_elu_prim import silu as _silu_prim
+from .embedding_renorm import renorm_rows
 from .softplus_prim import softplus  # (also re-exported: its old home)
 from . import pooling_prim as _pool_prim
 from .pooling_nd import widened
@@ -162,20 +163,6 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type: float =
         is_pad = unsqueeze(eq(arange(n, device=weight.device), pad), 1)
         weight = where(is_pad, weight.detach(), weight)
     return getitem(weight, input)
-
-
-def renorm_rows(input, weight, max_norm: float, norm_type: float) -> None:
-    """Scale the rows of `weight` at `input` whose norm exceeds max_norm down to it, in
-    place and untracked (PyTorch's embedding_renorm_)."""
-    from ..autograd.grad_mode import no_grad
-    from .numpy_like import ravel
-    from .reductions_more import unique
-    with no_grad():
-        rows = unique(ravel(in_range(input, weight.shape[0], "embedding")))
-        picked = getitem(weight, rows)
-        norms = picked.norm(norm_type, 1, keepdim=True)
-        scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-        weight[rows] = picked * scale
 
 
 def _embedding_options(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq):
