@@ -117,9 +117,19 @@ def test_a_last_offset_before_the_end_ends_the_last_sum_as_pytorch(weighted, com
         y = (tj.compile(f) if compiled and L is tj else f)(wt, psw)
         (y * y).sum().backward()
         res.append([y.detach().numpy(), wt.grad.numpy()] + ([psw.grad.numpy()] if weighted else []))
-    for got, want in zip(res[1], res[0]):
-        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    assert not res[1][1][0].any() and not res[1][1][3].any()   # (indices 3 and 0 come after the end)
+    # PyTorch's weight gradient here adds uninitialized memory now and then (1e17 in rows
+    # that no bag reaches): it is checked against the sum written out, the rest against PyTorch
+    y, gw = res[1][0], res[1][1]
+    psw = np.arange(8.0) / 8 if weighted else np.ones(8)
+    want = np.zeros_like(w)
+    for b in range(len(offsets) - 1):
+        for p in range(offsets[b], offsets[b + 1]):
+            want[ids[p]] += 2 * y[b] * psw[p]
+    np.testing.assert_allclose(gw, want, rtol=1e-5, atol=1e-6)
+    for k, (got, ref) in enumerate(zip(res[1], res[0])):
+        if k != 1:
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    assert not gw[0].any() and not gw[3].any()   # (indices 3 and 0 come after the end)
 
 
 def test_the_old_argument_order_is_swapped_with_a_warning_as_pytorch():
