@@ -42,23 +42,6 @@ def _grids(shape, dim: int, index, device):
     return tuple(coords)
 
 
-def _flat_index(shape, dim: int, index, device):
-    """The row-major positions in a tensor of `shape` that `index`'s elements address
-    (`index` along `dim`, its own position along the others), flattened."""
-    flat = None
-    step = 1
-    for d in range(len(shape) - 1, -1, -1):
-        if d == dim:
-            term = index * step if step != 1 else index
-        else:
-            view = [1] * len(shape)
-            view[d] = index.shape[d]
-            term = reshape(arange(index.shape[d], device=device) * step, tuple(view))
-        flat = term if flat is None else flat + term
-        step *= shape[d]
-    return reshape(expand(flat, tuple(index.shape)), (-1,))
-
-
 def _src_like(src, index, a, op="scatter"):
     if isinstance(src, Tensor):
         expect_same_dtype(op, a, src, "src")
@@ -89,12 +72,6 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
     index = in_range(index, input.shape[dim], "scatter")   # (index_put would wrap a negative one)
     s = _src_like(src, index, input)
     if reduce is None:
-        if input.numel() and isinstance(input.numel(), int):
-            # one flat index into the row-major input: numpy's write of broadcast grid
-            # indices, one per dim, takes 10x as long as a flat one (256 x 64: 350 us)
-            flat = _flat_index(tuple(input.shape), dim, index, input.device)
-            out = index_put(reshape(input, (-1,)), (flat,), reshape(s, (-1,)))
-            return reshape(out, tuple(input.shape))
         return index_put(input, _grids(tuple(index.shape), dim, index, input.device), s)
     if reduce == "add":
         return scatter_add(input, dim, index, s)
