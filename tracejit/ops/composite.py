@@ -11,7 +11,7 @@ from .conv_gemm import conv2d_gemm
 from .depthwise import depthwise_conv2d
 from .creation import arange
 from .elementwise import (_binary, abs, cast, eq, isfinite, isnan, le, log, logical_and, logical_or, maximum, ne,
-                          neg, sigmoid, where)
+                          neg, where)
 # GELU is a primitive (ops/gelu_prim.py: as a composite, eager mode made ~27 passes per GELU
 # forward and backward where PyTorch makes two); re-exported here with the activations.
 from .gelu_prim import gelu
@@ -35,7 +35,7 @@ from .shape import contiguous, reshape, squeeze, unsqueeze
 from . import autocast as _autocast, bf16_eager as _bf16_eager
 from .. import dtypes as _dt
 from .dtype_checks import takes
-from .opmath import as_input, in_opmath, opmath
+from .opmath import as_input, in_opmath
 from ..autograd.grad_mode import is_grad_enabled
 
 __all__ = ["gelu", "softmax", "log_softmax", "layer_norm", "dropout", "embedding", "one_hot",
