@@ -12,6 +12,7 @@ values with the gradient going to the parameter, as eagerly to the leaf.
 """
 from __future__ import annotations
 
+from ..autograd.grad_mode import is_grad_enabled as _grad_enabled
 from ..errors import TraceError, user_where
 from ..ops import registry as _reg
 from ..dtypes import int64
@@ -63,15 +64,17 @@ class StateWrites:
         reads in this trace see the new value, and the call writes it back."""
         old = self._const(target)
         res = self._in_place_value(result, old.aval, what)
-        if target.requires_grad:
+        if target.requires_grad and _grad_enabled():
             raise TraceError(f"{what}: in-place update of a captured tensor that requires grad (a "
-                             f"parameter) inside a compiled function; update parameters outside it, "
-                             f"under tracejit.no_grad(), as optimizers do")
+                             f"parameter) inside a compiled function with grad mode on; do it under "
+                             f"tracejit.no_grad(), as optimizers and EMA updates do")
         owner = target._data_of   # (a write through ``p.data``: p's reads see it)
         key = id(target) if owner is None else id(owner)
         prev = self.buffer_writes.get(key)
         self.buffer_writes[key] = [target if prev is None else prev[0], res]
-        if owner is not None and owner.requires_grad:
+        # a write through ``p.data`` or to ``p`` under no_grad: later reads of p get the new
+        # values with the gradient going to p, as eagerly to the leaf
+        if (target if owner is None else owner).requires_grad:
             self.grad_data_written.add(key)
         return target
 
