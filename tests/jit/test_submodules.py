@@ -101,3 +101,42 @@ def test_fullgraph_still_raises_and_reset_forgets_the_submodules():
     assert "submodules" in cm.cache_stats()
     cm.forward.reset()
     assert "submodules" not in cm.cache_stats()
+
+
+def _step_parts(lib):
+    net = lib.nn.Sequential(lib.nn.Linear(5, 12), lib.nn.BatchNorm1d(12), lib.nn.ReLU(),
+                            lib.nn.Linear(12, 3))
+    return net, lib.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+
+def test_a_whole_training_step_runs_the_modules_it_names_compiled_and_matches_torch():
+    # zero_grad, forward, backward and the optimizer step in one compiled function: it
+    # breaks the graph (backward reads .grad), and the model it names still runs compiled
+    torch = pytest.importorskip("torch")
+    net, opt = _step_parts(tj)
+    ref, ropt = _step_parts(torch)
+    net.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in ref.state_dict().items()})
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = tnn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    compiled = tj.compile(step)
+    r = np.random.default_rng(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            xb, yb = r.standard_normal((8, 5)).astype(np.float32), r.integers(0, 3, 8)
+            loss = compiled(tj.tensor(xb), tj.tensor(yb))
+            ropt.zero_grad()
+            want = torch.nn.functional.cross_entropy(ref(torch.tensor(xb)), torch.tensor(yb))
+            want.backward()
+            ropt.step()
+            np.testing.assert_allclose(float(loss), float(want), rtol=1e-5)
+    assert any("the modules it calls run compiled" in str(w.message) for w in caught)
+    for k, v in ref.state_dict().items():
+        np.testing.assert_allclose(net.state_dict()[k].numpy(), v.numpy(), rtol=1e-4, atol=1e-5)
+    subs = compiled.cache_stats()["submodules"]["net"]
+    assert subs["compiles"] == 1 and subs["hits"] >= 3 and subs["eager_fallbacks"] == 0

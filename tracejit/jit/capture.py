@@ -164,6 +164,13 @@ class Capture(DynamicDims):
             from .submodules import SubmoduleForwards
             self._split = SubmoduleForwards(self._bound_self, self._mode, self._options)
             subs = " (the submodules it calls run compiled, each on its own)"
+        elif self._bound_self is None:
+            # a whole step (forward, backward, optimizer) in one function: the modules it
+            # names still run compiled, as torch.compile compiles around its breaks
+            from .submodules import SubmoduleForwards
+            self._split = SubmoduleForwards.reached_by(self._fn, self._mode, self._options)
+            if self._split is not None:
+                subs = " (the modules it calls run compiled, each on its own)"
         msg = (f"tracejit.compile: {self.__name__} cannot be captured as one graph, so it runs "
                f"eagerly from now on{subs}: {exc} (pass fullgraph=True to raise this instead)")
         self._stats["fallback_reason"] = msg

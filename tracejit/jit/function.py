@@ -145,8 +145,8 @@ class CompiledFunction(Capture):
         return functools.partial(self, obj)
 
     def _call_eager(self, args, kwargs):
-        if self._split is not None:   # (a module forward that broke the graph)
-            return self._split.call(self._fn, self._bound_self, *args, **kwargs)
+        if self._split is not None:   # (a function that broke the graph: its modules compiled)
+            return self._split.call(self._fn, *self._bound, *args, **kwargs)
         return self._fn(*self._bound, *args, **kwargs)
 
     def run_eagerly(self, vals):

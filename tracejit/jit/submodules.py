@@ -21,14 +21,23 @@ from typing import Callable
 __all__ = ["SubmoduleForwards"]
 
 
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:   # (a cell not yet assigned)
+        return False
+    return True
+
+
 class SubmoduleForwards:
     """Compiled forwards for the submodules of `module`, made on first use with
     `options` (``CompiledFunction``'s keyword arguments, as the broken forward's)."""
 
-    def __init__(self, module, mode: str, options: dict):
+    def __init__(self, module, mode: str, options: dict, roots: dict | None = None):
         self._module = module
         self._mode = mode
         self._options = options
+        self._roots = roots   # {name: module}: these modules themselves, not `module`'s children
         self._forwards: list | None = None   # [(submodule's __dict__, CompiledFunction, name)]
 
     def _make(self) -> list:
@@ -37,7 +46,7 @@ class SubmoduleForwards:
         out, seen = [], {id(self._module)}
 
         def visit(m, prefix: str) -> None:
-            for key, child in m._modules.items():
+            for key, child in (m._modules if m is not None else self._roots).items():
                 if child is None or id(child) in seen:
                     continue
                 seen.add(id(child))
@@ -51,6 +60,30 @@ class SubmoduleForwards:
                 out.append((child.__dict__, cf, prefix + key))
         visit(self._module, "")
         return out
+
+    @classmethod
+    def reached_by(cls, fn: Callable, mode: str, options: dict) -> "SubmoduleForwards | None":
+        """For a plain function that broke the graph (a whole training step: ``loss.backward()``
+        and ``opt.step()`` inside): the modules its code names (closure cells, globals, the
+        attributes of the object a method is bound to), each compiled on its own; None when
+        it names none."""
+        from ..nn.module import Module
+        roots: dict = {}
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            cells = dict(zip(code.co_freevars, (c.cell_contents for c in fn.__closure__ or ()
+                                                if _filled(c))))
+            glob = getattr(fn, "__globals__", {})
+            for name in code.co_freevars + code.co_names:
+                v = cells.get(name, glob.get(name))
+                if isinstance(v, Module):
+                    roots.setdefault(name, v)
+        owner = getattr(fn, "__self__", None)
+        if owner is not None and not isinstance(owner, Module):
+            for name, v in vars(owner).items() if hasattr(owner, "__dict__") else ():
+                if isinstance(v, Module):
+                    roots.setdefault(name, v)
+        return cls(None, mode, options, roots) if roots else None
 
     def call(self, fn: Callable, *args, **kwargs):
         """``fn(*args, **kwargs)`` (the module's forward, eagerly) with every submodule call
