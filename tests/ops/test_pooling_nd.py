@@ -166,3 +166,52 @@ def test_float_avg_pool1d_values_and_gradients_as_pytorchs(kw, compiled):
         ot.backward(torch.tensor(grad, dtype=torch.float32))
         oj.backward(tj.tensor(grad, dtype=tj.float32))
         np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name, kw", [("avg_pool3d", dict(kernel_size=2)),
+                                      ("avg_pool3d", dict(kernel_size=(3, 2, 3), stride=(2, 1, 2),
+                                                          padding=(1, 0, 1))),
+                                      ("avg_pool2d", dict(kernel_size=3, stride=2, padding=1)),
+                                      ("lp_pool2d", dict(norm_type=2, kernel_size=3, stride=2)),
+                                      ("lp_pool2d", dict(norm_type=1.5, kernel_size=(2, 3)))])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_offset_view_avg_pools_values_and_gradients_as_pytorchs(name, kw, dtype, compiled):
+    # (the default avg_pool options of every rank run avg_pool2d's window-offset primitive;
+    # avg_pool2d here is its unbatched 3-D input)
+    torch = pytest.importorskip("torch")
+    rank = 3 if name == "avg_pool3d" else 2
+    shape = (2, 3, 7, 9, 11)[-rank - 2:] if name != "avg_pool2d" else (3, 9, 11)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype)
+    if name == "lp_pool2d":
+        x = np.abs(x) + 0.5   # (a fractional power of a negative window sum is nan in both)
+    ref = getattr(torch.nn.functional, name)
+    g = rng.standard_normal(tuple(ref(torch.tensor(x), **kw).shape)).astype(dtype)
+    xt, xj = torch.tensor(x, requires_grad=True), tj.tensor(x, requires_grad=True)
+    f = lambda t: getattr(tj.nn.functional, name)(t, **kw)   # noqa: E731
+    ot, oj = ref(xt, **kw), (tj.compile(f) if compiled else f)(xj)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(oj.detach().numpy(), ot.detach().numpy(), **tol)
+    ot.backward(torch.tensor(g))
+    oj.backward(tj.tensor(g))
+    np.testing.assert_allclose(xj.grad.numpy(), xt.grad.numpy(), **tol)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_avg_pool3d_second_order_gradient_as_pytorchs(dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 5, 6, 7)).astype(dtype)
+    w = rng.standard_normal((2, 3, 3, 3, 4)).astype(dtype)
+
+    def second(m, xv, wv):
+        y = m.nn.functional.avg_pool3d(xv, 3, 2, 1)
+        (gx,) = m.autograd.grad((y * wv).sum(), xv, create_graph=True)
+        (gw,) = m.autograd.grad((gx * xv).sum(), wv)
+        return gx.detach().numpy(), gw.numpy()
+
+    got = second(tj, tj.tensor(x, requires_grad=True), tj.tensor(w, requires_grad=True))
+    want = second(torch, torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -225,12 +225,12 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
     p = _ntuple(padding, n, "padding", op)
     dev = _symbolic_on(x, x.shape[2:])
     flat, valid, outs, spans = _window_table(tuple(x.shape[2:]), k, s, p, (1,) * n, ceil_mode, op, dev)
-    if n == 1 and not ceil_mode and count_include_pad and divisor_override is None \
+    if not ceil_mode and count_include_pad and divisor_override is None \
             and x.dtype.is_floating_point:
-        # as a (1, k) avg_pool2d: a sum of offset views, whose backward is one pass where
-        # the gathered windows' is a scatter-add repeating each position k times
-        from .composite import avg_pool2d
-        res = squeeze(avg_pool2d(unsqueeze(x, 2), (1, k[0]), (1, s[0]), (0, p[0])), 2)
+        # through avg_pool2d's primitive: a sum of offset views, whose backward is one pass
+        # where the gathered windows' is a scatter-add repeating each position K times
+        # (AvgPool3d(2) of (4, 8, 16, 16, 16) forward and backward: 2.1 -> 0.5 ms)
+        res = _offset_avg(x, k, s, p)
         return squeeze(res, 0) if unbatched else res
     g = _gathered(x, flat)
     if not isinstance(valid, np.ndarray) or not valid.all():
@@ -249,6 +249,24 @@ def _avg_pool(input, kernel_size, stride=None, padding=0, ceil_mode: bool = Fals
         div = _table(valid.sum(1), x.device, x.dtype)
     out = reshape(total / div, tuple(x.shape[:2]) + outs)
     return squeeze(out, 0) if unbatched else out
+
+
+def _offset_avg(x, k, s, p):
+    """The average pool of (N, C, *spatial) `x` counting the padding as zeros, by
+    avg_pool2d's primitive: of one dim as (1, k) windows; of three, the (H, W) windows of
+    each depth slice, then the depth windows of those (a box of a constant divisor is
+    separable: its mean is the mean over depth of the means over the (H, W) windows)."""
+    from .pooling_prim import avg_pool2d
+    nb, c = x.shape[0], x.shape[1]
+    if len(k) == 1:
+        return squeeze(avg_pool2d(unsqueeze(x, 2), (1, k[0]), (1, s[0]), (0, p[0])), 2)
+    if len(k) == 2:
+        return avg_pool2d(x, k, s, p)
+    d, h, w = x.shape[2:]
+    plane = avg_pool2d(reshape(x, (nb, c * d, h, w)), k[1:], s[1:], p[1:])
+    oh, ow = plane.shape[2:]
+    out = avg_pool2d(reshape(plane, (nb, c, d, oh * ow)), (k[0], 1), (s[0], 1), (p[0], 0))
+    return reshape(out, (nb, c, out.shape[2], oh, ow))
 
 
 # (PyTorch's avg_pool kernels take int64 too, not the narrower ints)
