@@ -305,3 +305,23 @@ def test_unique_with_and_without_its_inverse_matches_pytorch(data, inverse, coun
     for g, w in zip(got, want):
         assert g.dtype.name == str(w.dtype).replace("torch.", "") and tuple(g.shape) == tuple(w.shape)
         np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape, dim, keepdim", [((9, 31), 1, False), ((6, 5, 4), 0, True),
+                                                 ((3, 8, 7), -2, False)])
+def test_median_over_a_dim_values_indices_and_gradient_match_pytorch(dtype, shape, dim, keepdim):
+    # (the sort only picks the index; the gradient reaches the input through that one gather)
+    rng = np.random.default_rng(sum(shape))
+    a = rng.permutation(np.prod(shape)).reshape(shape).astype(dtype) * 0.25 - 3   # (no ties)
+    out_shape = torch.median(torch.tensor(a), dim, keepdim).values.shape
+    g = rng.standard_normal(tuple(out_shape)).astype(dtype)
+    got = []
+    for lib in (tj, torch):
+        x = lib.tensor(a, requires_grad=True)
+        v, i = lib.median(x, dim, keepdim)
+        (v * lib.tensor(g)).sum().backward()
+        got.append([v.detach().numpy(), i.numpy(), x.grad.numpy()])
+    for x, y in zip(*got):
+        assert x.dtype == y.dtype
+        np.testing.assert_array_equal(x, y)

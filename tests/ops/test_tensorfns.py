@@ -295,3 +295,25 @@ def test_topk_by_a_changing_int_k_captures_twice():
     assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]
     with pytest.raises(tj.errors.ShapeError, match=r"topk: k \(11\) is out of range"):
         cf(tj.tensor(v), 11)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "float64", "int64"])
+@pytest.mark.parametrize("shape, dim", [((5, 433), 1), ((337, 3, 4), 0), ((2, 9, 130), 1), ((9,), 0)])
+@pytest.mark.parametrize("descending", [False, True])
+def test_stable_sort_with_ties_nan_and_signed_zeros_is_pytorchs(dtype, shape, dim, descending):
+    # (32-bit and narrower floats and int32 of 2048 values and more sort packed keys; the
+    # 64-bit dtypes and the small (9,) a merge sort)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(sum(shape) + dim)
+    a = rng.integers(-4, 5, shape).astype(dtype)
+    if a.dtype.kind == "f":
+        flat = a.reshape(-1)
+        flat[::5], flat[1::7], flat[2::11], flat[3::13] = np.nan, -0.0, np.inf, -np.inf
+    for x in (a, rng.standard_normal(shape).astype(dtype) if a.dtype.kind == "f" else a[::-1].copy()):
+        want = torch.sort(torch.tensor(x), dim=dim, descending=descending, stable=True)
+        got = tj.sort(tj.tensor(x), dim=dim, descending=descending, stable=True)
+        np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+        np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+        assert (np.signbit(got.values.numpy()) == np.signbit(want.values.numpy())).all()
+        idx = tj.argsort(tj.tensor(x), dim, descending).numpy()
+        np.testing.assert_array_equal(idx, want.indices.numpy())

@@ -87,14 +87,18 @@ def _median(input, dim, keepdim, name):
         raise IndexRangeError(f"{name}(): expected reduction dim {d} to have non-zero size")
     if input.ndim == 0:
         return _ValuesIndices(input.clone(), tensor(0, device=input.device))
-    vals, idx = sort(input, d, stable=True)
+    # the sort only chooses: the value is gathered from the input at the index taken, so
+    # the gradient adds one value a slice, not a scatter of the whole sorted input back
+    # (median of (256, 255) over dim 1, forward and backward: 3.1x PyTorch's time -> ~1.3x)
+    vals, idx = sort(input.detach(), d, stable=True)
     n = input.shape[d]
     if input.dtype.is_floating_point:   # (NaN sorts last: the first NaN sits at the non-NaN count)
         count = _sum(cast(~isnan(input), _dt.int64), d, keepdim=True)
         pos = where(count < n, count, (n - 1) // 2) if name == "median" else where(count > 0, (count - 1) // 2, 0)
-        v, i = gather(vals, d, pos), gather(idx, d, pos)
+        i = gather(idx, d, pos)
     else:   # (no NaN: the middle of all n)
-        v, i = narrow(vals, d, (n - 1) // 2, 1), narrow(idx, d, (n - 1) // 2, 1)
+        i = narrow(idx, d, (n - 1) // 2, 1)
+    v = gather(input, d, i)
     if not keepdim:
         v, i = v.squeeze(d), i.squeeze(d)
     return _ValuesIndices(v, i)

@@ -79,6 +79,8 @@ def _argsort_impl(xp, a, dim, descending, stable, k=None):
             return lead
         order = _argsort_impl(xp, a, dim, descending, stable)
         return xp.ascontiguousarray(order[(slice(None),) * (dim % a.ndim) + (slice(0, k),)])
+    if xp is np and a.dtype in _PACKED and a.size >= _PACKED_MIN and 8 <= a.shape[dim] < 1 << 32:
+        return _packed_argsort(a, dim, descending)
     if not descending:
         return xp.argsort(a, axis=dim, kind="stable")
     # Stable descending order (ties keep their original order, NaN first as the
@@ -90,6 +92,45 @@ def _argsort_impl(xp, a, dim, descending, stable, k=None):
     rev = (slice(None),) * dim + (slice(None, None, -1),)
     idx = xp.argsort(a[rev], axis=dim, kind="stable")
     return (n - 1) - idx[rev]
+
+
+# dtypes of at most 32 bits whose stable sort numpy runs as a merge sort (narrower integers
+# and bool take its radix sort, already fast)
+_PACKED = (np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.int32), np.dtype(np.uint32))
+_PACKED_MIN = 2048   # elements below which (or rows under 8 long) the packing costs more
+_SIGN = np.uint32(1 << 31)
+_LOW = np.uint64(0xFFFFFFFF)
+
+
+def _packed_argsort(a, dim: int, descending: bool):
+    """The stable order of `a` along `dim` as numpy's unstable (SIMD) sort of one uint64 per
+    element: the value's order-preserving 32-bit key above its position, so no two are
+    equal and ties come out in input order (a (256, 255) float32 argsort: ~5x faster than
+    numpy's stable merge sort). Floats: -0.0 keys as 0.0 and every NaN as the largest,
+    where numpy's sort puts them; descending takes the complement of the key."""
+    if a.dtype.kind == "f":
+        a = a.astype(np.float32) + np.float32(0)     # (-0.0 + 0.0 is 0.0; a float16 widens exactly)
+        bits = a.view(np.uint32)
+        # negative values: every bit flipped; others: the sign bit set
+        key = (a.view(np.int32) >> 31).view(np.uint32)
+        key |= _SIGN
+        key ^= bits
+        nan = np.isnan(a)
+        if nan.any():
+            key[nan] = 0xFFFFFFFF
+    else:
+        key = a.view(np.uint32) ^ _SIGN if a.dtype.kind == "i" else a.astype(np.uint32, copy=True)
+    if descending:
+        np.invert(key, out=key)
+    n = a.shape[dim]
+    at = [1] * a.ndim
+    at[dim] = n
+    packed = key.astype(np.uint64)
+    packed <<= np.uint64(32)
+    packed |= np.arange(n, dtype=np.uint64).reshape(at)
+    packed.sort(axis=dim)
+    packed &= _LOW
+    return packed.astype(np.int64)
 
 
 PARTIAL_SORT_SIZE = 1 << 14
