@@ -216,3 +216,69 @@ def test_kernel_sums_exponentials_in_float64(path):
     g = np.exp(z) / s[:, None]
     g[np.arange(3), tv] -= 1
     np.testing.assert_allclose(x.grad.numpy(), g, rtol=1e-5, atol=1e-11)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (2, 4, 3, 5), (0, 3, 4)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 2e-6), (np.float64, 1e-13)])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_nll_loss_over_extra_dims_is_one_primitive_and_matches_pytorch(shape, reduction, dtype, tol,
+                                                                        compiled):
+    # ((N, C, d1, ...) scores pick their targets by flat position, no transposed copy)
+    r = np.random.default_rng(sum(shape))
+    xv = r.standard_normal(shape).astype(dtype)
+    tv = r.integers(0, shape[1], (shape[0],) + shape[2:])
+    tv.reshape(-1)[::4] = -100
+    gv = r.standard_normal(tv.shape if reduction == "none" else ()).astype(dtype)
+    x = tj.tensor(xv, requires_grad=True)
+
+    def f(v, t):
+        return F.nll_loss(v * 2.0, t, reduction=reduction)
+    loss = (tj.compile(f) if compiled else f)(x, tj.tensor(tv))
+    if not compiled:
+        assert loss.grad_fn.name() == "NllLossBackward0"
+    loss.backward(tj.tensor(gv))
+    xt = torch.tensor(xv, requires_grad=True)
+    lt = torch.nn.functional.nll_loss(xt * 2.0, torch.tensor(tv), reduction=reduction)
+    lt.backward(torch.tensor(gv))
+    assert loss.dtype.np == dtype and tuple(loss.shape) == tuple(lt.shape)
+    np.testing.assert_allclose(loss.detach().numpy(), lt.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_cross_entropy_over_extra_dims_first_and_second_order_match_pytorch():
+    r = np.random.default_rng(4)
+    xv, wv = r.standard_normal((2, 4, 3, 5)), r.standard_normal((2, 4, 3, 5))
+    tv = r.integers(0, 4, (2, 3, 5))
+    tv[0, 1, 2] = -100
+    got = []
+    for lib in (tj, torch):
+        x, w = lib.tensor(xv, requires_grad=True), lib.tensor(wv, requires_grad=True)
+        loss = lib.nn.functional.cross_entropy(x * w, lib.tensor(tv))
+        (gx,) = lib.autograd.grad(loss, x, create_graph=True)
+        (gw,) = lib.autograd.grad((gx * gx).sum(), w)
+        got.append([loss.item(), gx.detach().numpy(), gw.numpy()])
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-13)
+
+
+def test_nll_loss_over_extra_dims_under_vmap_matches_per_sample_calls():
+    r = np.random.default_rng(5)
+    xv, tv = r.standard_normal((3, 2, 4, 5)), r.integers(0, 4, (3, 2, 5))
+    tv[1, 0, 3] = -100
+    for reduction in ("mean", "sum", "none"):
+        def f(x, t):
+            return F.nll_loss(x, t, reduction=reduction)
+
+        def scalar(x, t):
+            return F.nll_loss(x, t, reduction="sum" if reduction == "none" else reduction)
+        got = tj.func.vmap(f)(tj.tensor(xv), tj.tensor(tv)).numpy()
+        gx = tj.func.vmap(tj.func.grad(scalar))(tj.tensor(xv), tj.tensor(tv)).numpy()
+        xt = torch.tensor(xv, requires_grad=True)
+        red = "sum" if reduction == "none" else reduction
+        want = [torch.nn.functional.nll_loss(xt[i], torch.tensor(tv[i]), reduction=reduction)
+                for i in range(3)]
+        sum(torch.nn.functional.nll_loss(xt[i], torch.tensor(tv[i]), reduction=red)
+            for i in range(3)).backward()
+        np.testing.assert_allclose(got, np.stack([w.detach().numpy() for w in want]), rtol=1e-12)
+        np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-12)

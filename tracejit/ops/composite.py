@@ -437,7 +437,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     if not target.dtype.is_integer:
         raise TypeError(f"nll_loss: target must hold class indices (integer), got {target.dtype.name}")
     _check_class_weight("nll_loss", weight, input.shape[1])
-    if _ce_prim.applies(input, target, weight, 0.0):
+    if _ce_prim.applies(input, target, weight, 0.0, nll=True):   # (N, C, d1, ...) too
         return _ce_prim.nll_indices(input, target, ignore_index, reduction)
     valid = ne(target, ignore_index)
     safe_t = where(valid, target, 0)

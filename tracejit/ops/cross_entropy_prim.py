@@ -28,11 +28,13 @@ __all__ = ["cross_entropy_indices", "cross_entropy_backward", "nll_indices", "nl
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def applies(input, target, weight, label_smoothing: float) -> bool:
+def applies(input, target, weight, label_smoothing: float, *, nll: bool = False) -> bool:
     """Does the primitive cover this call? (N, C) float32/float64 logits on the CPU (its
     numpy form is written for numpy), 1-D integer targets, no weight, no smoothing;
-    composite.py keeps the rest."""
-    return (weight is None and label_smoothing == 0.0 and input.ndim == 2 and target.ndim == 1
+    composite.py keeps the rest. `nll`: nll_loss's, which takes (N, C, d1, ...) scores
+    with (N, d1, ...) targets too."""
+    rank = input.ndim >= 2 if nll else input.ndim == 2
+    return (weight is None and label_smoothing == 0.0 and rank and target.ndim == input.ndim - 1
             and input.device == CPU
             and input.shape[1] > 0 and target.dtype.is_integer
             and input.dtype.name in ("float32", "float64"))
@@ -125,21 +127,25 @@ def _ce_rows(x, t, classes, *, ignore_index=-100, reduction="mean"):
 
 def _batch_rows(prim):
     """A batching rule (registry ``extra["batch"]``) of these losses and their gradients:
-    the batch's rows as one call's, reduction 'none', reduced per sample after."""
+    the batch's rows as one call's, reduction 'none', reduced per sample after (nll's
+    (N, C, d1, ...) form: the same, its trailing dims carried along)."""
     def rule(n, params, *avals):
         red, ign = params.get("reduction", "mean"), params.get("ignore_index", -100)
 
         def run(*ops):
             *g, x, t = ops
             rows, kw = x.shape[1], {"ignore_index": ign, "reduction": "none"}
-            flat = (x.reshape(n * rows, x.shape[2]), t.reshape(n * rows))
-            count = (t != ign).sum(1).to(x.dtype)
+            lead, rest = (n, rows), tuple(t.shape[2:])
+            flat = (x.reshape((n * rows,) + tuple(x.shape[2:])), t.reshape((n * rows,) + rest))
+            count = (t != ign).reshape(n, -1).sum(1).to(x.dtype)
             if not g:
-                out = bind(prim(), *flat, **kw).reshape(n, rows)
-                return out if red == "none" else out.sum(1) / (count if red == "mean" else 1)
+                out = bind(prim(), *flat, **kw).reshape(lead + rest)
+                if red == "none":
+                    return out
+                return out.reshape(n, -1).sum(1) / (count if red == "mean" else 1)
             r = g[0] / count.clamp(min=1) if red == "mean" else g[0]
-            r = r if red == "none" else r.reshape(n, 1).expand(n, rows)
-            return bind(prim(), r.reshape(n * rows), *flat, **kw).reshape(x.shape)
+            r = r if red == "none" else r.reshape((n,) + (1,) * (len(rest) + 1)).expand(lead + rest)
+            return bind(prim(), r.reshape((n * rows,) + rest), *flat, **kw).reshape(x.shape)
         return run
     return rule
 
@@ -161,7 +167,7 @@ def _ce_backward_impl(xp, g, x, t, *, ignore_index=-100, reduction="mean"):
 
 
 def _ce_backward_rule(g: Aval, x: Aval, t: Aval, *, ignore_index=-100, reduction="mean"):
-    want = (x.shape[0],) if reduction == "none" else ()
+    want = (x.shape[0],) + tuple(x.shape[2:]) if reduction == "none" else ()
     if tuple(g.shape) != want:
         raise ShapeError(f"cross_entropy_backward: output gradient of shape {tuple(g.shape)}, "
                          f"expected {want}")
@@ -229,14 +235,43 @@ def cross_entropy_backward(g, x, target, ignore_index: int = -100, reduction: st
 # whose backward reads log_softmax's result, not the logits: a later in-place write into
 # the logits leaves the gradient alone); also ``nll_loss`` itself for (N, C) input.
 
+def _at_targets(xp, lp, safe):
+    """The index of each target's score in `lp` (N, C, d1, ...): a fancy index of rows
+    and classes for (N, C); for more dims the flat positions, class c of position i
+    being i's flat position in the targets plus c times their per-sample size."""
+    if lp.ndim == 2:
+        return xp.arange(lp.shape[0]), safe
+    inner = math.prod(lp.shape[2:])
+    pos = xp.arange(safe.size).reshape(safe.shape)
+    return pos + (pos // inner) * ((lp.shape[1] - 1) * inner) + safe * inner
+
+
 def _nll_impl(xp, lp, t, *, ignore_index=-100, reduction="mean"):
     valid, safe = _targets(t, lp.shape[1], ignore_index)
-    return _reduced(-lp[xp.arange(lp.shape[0]), safe], valid, reduction)
+    at = _at_targets(xp, lp, safe)
+    picked = lp[at] if lp.ndim == 2 else xp.ascontiguousarray(lp).reshape(-1)[at]
+    return _reduced(-picked, valid, reduction)
+
+
+def _nll_rule(lp: Aval, t: Aval, *, ignore_index=-100, reduction="mean"):
+    if len(lp.shape) == 2:
+        return _ce_rule(lp, t, ignore_index=ignore_index, reduction=reduction)
+    if not lp.dtype.is_floating_point:
+        raise DTypeError(f"nll_loss: expected floating point input, got {lp.dtype.name}")
+    if not t.dtype.is_integer:
+        raise TypeError(f"nll_loss: target must hold class indices (integer), got {t.dtype.name}")
+    want = (lp.shape[0],) + tuple(lp.shape[2:])
+    if len(lp.shape) < 2 or tuple(t.shape) != want:
+        raise ShapeError(f"nll_loss: expected input (N, C, ...) and target (N, ...), got "
+                         f"{tuple(lp.shape)} and {tuple(t.shape)}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    return Aval(want if reduction == "none" else (), lp.dtype, lp.device)
 
 
 # (the input is kept although its gradient reads only its shape: PyTorch's NllLossBackward0
 # saves it, so writing into it before backward() raises there too)
-NLL_INDICES = defprim("nll_indices", _nll_impl, _ce_rule,
+NLL_INDICES = defprim("nll_indices", _nll_impl, _nll_rule,
                       lambda g, out, lp, t, **p: (nll_indices_backward(g, lp, t, **p), None),
                       kind="other",
                       save=lambda rq: (0, 1), nondiff=(1,), grad_name="NllLossBackward0",
@@ -244,10 +279,14 @@ NLL_INDICES = defprim("nll_indices", _nll_impl, _ce_rule,
 
 
 def _nll_backward_impl(xp, g, lp, t, *, ignore_index=-100, reduction="mean"):
-    n, c = lp.shape
-    valid, safe = _targets(t, c, ignore_index, check=False)
-    out = xp.zeros((n, c), lp.dtype)
-    out[xp.arange(n), safe] = -_row_scale_np(g, lp.dtype, valid, reduction)
+    valid, safe = _targets(t, lp.shape[1], ignore_index, check=False)
+    out = xp.zeros(lp.shape, lp.dtype)
+    at = _at_targets(xp, lp, safe)
+    r = -_row_scale_np(g, lp.dtype, valid.reshape(-1), reduction)
+    if lp.ndim == 2:
+        out[at] = r
+    else:
+        out.reshape(-1)[at.reshape(-1)] = r
     return out
 
 
