@@ -21,8 +21,9 @@ from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
 from .shape import cat, clone, expand, flip, permute, reshape, stack, transpose, unsqueeze
-from .shape_params import as_size, keyword_shape, shape_args, size_arg
+from .shape_params import as_size, keyword_shape, shape_args
 from .registry import Aval, defprim
+from .roll_prim import roll
 from .eager import bind
 from .host_steps import host_step
 from . import autocast as _autocast
@@ -77,36 +78,6 @@ def channel_shuffle(input, groups: int):
 
 
 native_channel_shuffle = channel_shuffle
-
-
-def roll(input, shifts, dims=None):
-    """Shift elements along dims, wrapping around (flattened first when dims is None)."""
-    if dims is None:
-        return reshape(roll(reshape(input, (-1,)), shifts, 0), tuple(input.shape))
-    # (a 0-d tensor or numpy int: one shift; a changing int argument: a symbolic one)
-    shifts = size_arg(shifts) if not isinstance(shifts, (tuple, list)) else shifts
-    shifts = (shifts,) if isinstance(shifts, (int, Sym)) else tuple(map(size_arg, shifts))
-    dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    if len(shifts) != len(dims):
-        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
-    out = input
-    for s, d in zip(shifts, dims):
-        d = normalize_dim(d, input.ndim, "roll")
-        n = input.shape[d]
-        if n == 0:
-            continue
-        sym = isinstance(s, Sym) or isinstance(n, Sym)   # (then each comparison is guarded)
-        if sym and -n <= s < 0:
-            s = s + n
-        if not sym or not 0 <= s < n:
-            s %= n
-        if s:
-            lo = getitem(out, (slice(None),) * d + (slice(n - s, n),))
-            hi = getitem(out, (slice(None),) * d + (slice(0, n - s),))
-            out = cat([lo, hi], d)
-    # (new memory even when every shift is a whole turn, as PyTorch's: writes into the
-    # input later must not show in the result)
-    return clone(input) if out is input else out
 
 
 def rot90(input, k: int = 1, dims=(0, 1)):
