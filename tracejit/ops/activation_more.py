@@ -34,7 +34,10 @@ def glu(input, dim: int = -1):
     if n % 2:
         raise ShapeError(f"glu: halving dimension {dim} of size {n} must be even")
     a, b = input.split(n // 2, dim)
-    return a * b.sigmoid()
+    # (a half split off a later dim is strided: its sigmoid, a math call, runs as the
+    # contiguous elementwise kernel on a copy, and so does its backward; numpy's exp alone
+    # costs more than the copy)
+    return a * b.contiguous().sigmoid()
 
 
 @takes("input")
