@@ -14,6 +14,8 @@ each block where the bins are equal, else one small averaging matrix per axis. T
 numpy constants of static sizes and, of symbolic ones, the same arithmetic traced. The 2-D
 max and average pools of composite.py stay the fast path where they apply; these cover
 the other ranks and options (avg_pool2d's ceil_mode, count_include_pad, divisor_override).
+Floating average pools of every rank with the default options (and so L^p pooling) run
+avg_pool2d's window-offset primitive instead of the table (`_offset_avg`).
 """
 from __future__ import annotations
 
