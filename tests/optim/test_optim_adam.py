@@ -348,7 +348,8 @@ def test_state_dict_step_is_a_float_tensor_as_pytorchs_and_loads_back():
         opt.step()
     step = opt.state_dict()["state"][0]["step"]
     assert isinstance(step, tj.Tensor) and step.dtype == tj.float32 and step.item() == 3.0
-    assert opt.state[p]["step"] == 3   # the live count stays an int
+    live = opt.state[p]["step"]   # the live count: that very tensor, as in PyTorch
+    assert live is step and live.item() == 3.0
     q = tj.nn.Parameter(p.detach().clone())
     opt2 = tj.optim.Adam([q], lr=0.1)
     opt2.load_state_dict(opt.state_dict())

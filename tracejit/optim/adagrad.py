@@ -10,7 +10,7 @@ created with the optimizer (so it is in ``state_dict()`` before the first step).
 """
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_fused, _direction, _zeros
+from .optimizer import Optimizer, _check_fused, _direction, _scalar_state, _step_once, _zeros
 
 __all__ = ["Adagrad"]
 
@@ -42,14 +42,15 @@ class Adagrad(Optimizer):
     @staticmethod
     def _init_state(p, state, group) -> None:
         if not state:
-            state["step"] = 0
+            state["step"] = _scalar_state(0.0)
             state["sum"] = _zeros(p, group["initial_accumulator_value"])
 
     def _prepare(self, p, state: dict, group: dict) -> tuple:
         self._init_state(p, state, group)
-        state["step"] += 1
+        step = _step_once(state)
+        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
         return ((bool(group["maximize"]), group["weight_decay"] != 0), [state["sum"]],
-                (group["weight_decay"], group["eps"], group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])))
+                (group["weight_decay"], group["eps"], clr))
 
     @staticmethod
     def _form(maximize: bool, decay: bool):

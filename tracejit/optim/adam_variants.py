@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from .optimizer import Optimizer, _count_step, _direction, _zeros
+from .optimizer import (Optimizer, _count_step, _direction, _read, _scalar_state, _step_once,
+                        _write, _zeros)
 
 __all__ = ["Adamax", "NAdam", "RAdam", "ASGD", "Rprop"]
 
@@ -14,13 +15,13 @@ def _adam_prepare(p, state: dict, group: dict, **first) -> tuple:
     on the first step, in PyTorch's key order), the step count, and the flags and scalars
     of `_adam_moments`. Returns (step, flags, state tensors, scalars)."""
     if not state:
-        state["step"] = 0
-        state.update(first)
+        state["step"] = _scalar_state(0.0)
+        state.update({k: _scalar_state(v) for k, v in first.items()})
         state["exp_avg"], state["exp_avg_sq"] = _zeros(p), _zeros(p)
-    state["step"] += 1
+    step = _step_once(state)
     b1, b2 = group["betas"]
     wd, decoupled = group["weight_decay"], group["decoupled_weight_decay"]
-    return (state["step"], (bool(group["maximize"]), decoupled and wd != 0, not decoupled and wd != 0),
+    return (step, (bool(group["maximize"]), decoupled and wd != 0, not decoupled and wd != 0),
             [state["exp_avg"], state["exp_avg_sq"]], (1 - group["lr"] * wd if decoupled else wd, 1 - b1, b2, 1 - b2))
 
 
@@ -81,8 +82,8 @@ class NAdam(Optimizer):
         lr, decay = group["lr"], group["momentum_decay"]
         mu = b1 * (1.0 - 0.5 * 0.96 ** (t * decay))
         mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1) * decay))
-        state["mu_product"] *= mu
-        mu_prod = state["mu_product"]
+        # (a float32 product, rounded each step as PyTorch's tensor is)
+        mu_prod = _write(state, "mu_product", _read(state, "mu_product") * mu)
         return flags, tensors, scalars + (1 - b2 ** t, group["eps"], lr * (1 - mu) / (1 - mu_prod),
                                           lr * mu_next / (1 - mu_prod * mu_next))
 
@@ -143,16 +144,15 @@ class ASGD(Optimizer):
 
     def _prepare(self, p, state: dict, group: dict) -> tuple:
         if not state:
-            state["step"] = 0
             # PyTorch keeps eta and mu as float32 scalars, whatever the parameter's dtype
-            state["eta"], state["mu"] = _float32(group["lr"]), 1.0
+            state["step"] = _scalar_state(0.0)
+            state["eta"], state["mu"] = _scalar_state(group["lr"]), _scalar_state(1.0)
             state["ax"] = _zeros(p)
-        state["step"] += 1
-        t = state["step"]
-        eta, mu = state["eta"], state["mu"]
+        t = _step_once(state)
+        eta, mu = _read(state, "eta"), _read(state, "mu")
         lr, lambd = group["lr"], group["lambd"]
-        state["eta"] = _float32(lr / ((1 + lambd * lr * t) ** group["alpha"]))
-        state["mu"] = _float32(1 / max(1, t - group["t0"]))
+        _write(state, "eta", lr / ((1 + lambd * lr * t) ** group["alpha"]))
+        _write(state, "mu", 1 / max(1, t - group["t0"]))
         return ((bool(group["maximize"]), group["weight_decay"] != 0, mu != 1), [state["ax"]],
                 (group["weight_decay"], 1 - lambd * eta, eta, mu))
 
@@ -175,10 +175,10 @@ class Rprop(Optimizer):
 
     def _prepare(self, p, state: dict, group: dict) -> tuple:
         if not state:
-            state["step"] = 0
+            state["step"] = _scalar_state(0.0)
             state["prev"] = _zeros(p)
             state["step_size"] = _zeros(p, group["lr"])
-        state["step"] += 1
+        _step_once(state)
         (etaminus, etaplus), (lo, hi) = group["etas"], group["step_sizes"]
         return (bool(group["maximize"]),), [state["prev"], state["step_size"]], (etaminus, etaplus, lo, hi, 0, 1)
 
@@ -194,8 +194,3 @@ class Rprop(Optimizer):
             return p - xp.sign(g) * step_size, g, step_size
         return rprop
 
-
-def _float32(x: float) -> float:
-    """`x` rounded to float32, as a Python number."""
-    import numpy as np
-    return float(np.float32(x))

@@ -22,7 +22,8 @@ import math
 import numpy as np
 
 from .. import bf16
-from .optimizer import Optimizer, _bump, _check_betas, _check_number, _count_step, _new_state_tensor, _zeros
+from .optimizer import (Optimizer, _bump, _check_betas, _check_number, _new_state_tensor,
+                        _scalar_state, _step_once, _zeros)
 
 __all__ = ["Adafactor", "Muon", "SparseAdam"]
 
@@ -71,7 +72,7 @@ class Adafactor(Optimizer):
         xp = p._xp()
         x = p._data
         if not state:
-            state["step"] = 0
+            state["step"] = _scalar_state(0.0)
             if x.ndim > 1:
                 state["row_var"] = _new_state_tensor(p, xp.zeros(x.shape[:-1] + (1,), dtype=x.dtype))
                 state["col_var"] = _new_state_tensor(
@@ -80,10 +81,10 @@ class Adafactor(Optimizer):
                 state["variance"] = _new_state_tensor(p, xp.zeros_like(x))
         names = ("row_var", "col_var") if x.ndim > 1 else ("variance",)
         arrays = [x] + [state[k]._data for k in names]
-        state["step"] += 1
+        step = _step_once(state)
         eps_dtype = 2.0 ** -7 if x.dtype == bf16.STORAGE else float(np.finfo(x.dtype).eps)
         with bf16.widened(arrays, [grad]) as (wide, (g,)):
-            self._step(xp, wide, g, float(state["step"]), group, eps_dtype)
+            self._step(xp, wide, g, step, group, eps_dtype)
         _bump(*(state[k] for k in names))
 
     @staticmethod
@@ -211,7 +212,10 @@ class SparseAdam(Optimizer):
 
     def _update(self, p, grad, state, group) -> None:
         xp = p._xp()
-        _count_step(state, p, "exp_avg", "exp_avg_sq")
+        if not state:   # (PyTorch's SparseAdam counts its step in an int)
+            state["step"] = 0
+            state["exp_avg"], state["exp_avg_sq"] = _zeros(p), _zeros(p)
+        state["step"] += 1
         flat = grad.reshape(grad.shape[0], -1) if grad.ndim else grad.reshape(1, 1)
         rows = xp.nonzero((flat != 0).any(axis=1))[0]
         if rows.size == 0:

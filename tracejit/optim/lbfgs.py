@@ -156,6 +156,9 @@ class LBFGS(Optimizer):
     # for the curvature scalars, floats
     _number_state = ("ro", "H_diag")
 
+    def _exported_state(self, s: dict) -> dict:
+        return {k: self._exported(k, v) for k, v in s.items()}
+
     def _exported(self, k: str, v):
         if isinstance(v, list):
             return [self._exported(k, x) for x in v]

@@ -64,8 +64,8 @@ class Optimizer(OptimizerHooks):
     _guarded_attrs = ("param_groups",)
     # complex parameters step as PyTorch's do: on real views (`_as_real`)
     _steps_complex = True
-    # state PyTorch's state_dict holds as float32 0-d tensors, kept here as Python numbers
-    # (which the update arithmetic reads faster)
+    # state PyTorch keeps as float32 0-d CPU tensors (`_scalar_state`): the update reads
+    # them as Python numbers and writes them in place
     _number_state: tuple = ("step",)
 
     def __init__(self, params: Iterable, defaults: dict) -> None:
@@ -323,16 +323,14 @@ class Optimizer(OptimizerHooks):
                 ids.append(index[id(p)])
             packed["params"] = ids
             groups.append(packed)
-        state = {index[id(p)]: {k: self._exported(k, v) for k, v in s.items()}
+        state = {index[id(p)]: self._exported_state(s)
                  for p, s in self.state.items() if id(p) in index}
         return self._run_state_hooks("_state_dict_post_hooks", {"state": state, "param_groups": groups})
 
-    def _exported(self, k: str, v):
-        """State value `v` of key `k` as PyTorch's state_dict holds it."""
-        if k in self._number_state and isinstance(v, (int, float)):
-            from ..ops.creation import tensor
-            return tensor(float(v), dtype=_dt.float32)
-        return v
+    def _exported_state(self, s: dict) -> dict:
+        """A parameter's state as PyTorch's state_dict holds it: the optimizer's own dict,
+        whose tensors (``step`` included) are the live ones."""
+        return s
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore hyperparameters and state; checks everything before changing anything."""
@@ -369,12 +367,14 @@ class Optimizer(OptimizerHooks):
         self._run_state_hooks("_load_state_dict_post_hooks")
 
     def _load_value(self, p: Tensor, pkey, k: str, v):
-        """A private copy of a loaded state value, on p's device and (if floating) dtype."""
+        """A private copy of a loaded state value, on p's device and (if floating) dtype; a
+        value kept in `_number_state` (a tensor, or an older checkpoint's int ``step``) as a
+        float32 0-d tensor. (PyTorch's load_state_dict shares a tensor it need not convert
+        with the loaded dict: stepping two optimizers loaded from one state_dict would then
+        update each other's state.)"""
         name = type(self).__name__
-        if k == "step":
-            return int(v.item()) if isinstance(v, Tensor) else int(v)
         if k in self._number_state:
-            return float(v.item()) if isinstance(v, Tensor) else v
+            return _scalar_state(float(v.item()) if isinstance(v, Tensor) else float(v))
         if isinstance(v, Tensor):
             if v.ndim > 0 and tuple(v.shape) != tuple(p.shape):
                 raise ValueError(f"{name}.load_state_dict: state {k!r} of parameter {pkey} has shape "
@@ -413,15 +413,43 @@ def _bump(*ts: Tensor) -> None:
         t._vbox[0] += 1
 
 
-def _count_step(state: dict, p: Tensor, *names: str) -> int:
+def _scalar_state(value: float) -> Tensor:
+    """A 0-d float32 CPU tensor holding `value`: how PyTorch keeps an optimizer's ``step``
+    (and NAdam's ``mu_product``, ASGD's ``eta`` and ``mu``)."""
+    return Tensor._wrap(np.array(value, dtype=np.float32), _dt.float32, CPU)
+
+
+def _read(state: dict, k: str) -> float:
+    """Scalar state `k` as a Python number (a tensor's float32 value)."""
+    v = state[k]
+    return v._data.item() if isinstance(v, Tensor) else v
+
+
+def _write(state: dict, k: str, value: float) -> float:
+    """Store `value` into scalar state `k` in place (rounded to the tensor's float32, as
+    PyTorch's ``copy_`` does); returns the stored number."""
+    t = state[k]
+    if not isinstance(t, Tensor):   # (a number a user put there)
+        t = state[k] = _scalar_state(value)
+    else:
+        t._data.fill(value)
+        t._vbox[0] += 1
+    return t._data.item()
+
+
+def _step_once(state: dict) -> float:
+    """``state["step"] += 1``; returns the new count."""
+    return _write(state, "step", _read(state, "step") + 1.0)
+
+
+def _count_step(state: dict, p: Tensor, *names: str) -> float:
     """Count a step of `p`: on the first one its state gets ``step`` and a zeros tensor
     per name (in PyTorch's key order). Returns the step number."""
     if not state:
-        state["step"] = 0
+        state["step"] = _scalar_state(0.0)
         for name in names:
             state[name] = _zeros(p)
-    state["step"] += 1
-    return state["step"]
+    return _step_once(state)
 
 
 # With fused=None, a group whose parameters hold fewer elements in all keeps the array
