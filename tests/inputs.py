@@ -109,19 +109,23 @@ def packed_hold(m, new, prev, batch_sizes, t):
 
 def first_max_grad(g, x, kernel, stride, padding, dilation) -> np.ndarray:
     """The max-pool gradient found again from x, re-reading it: g added at each window's
-    first maximum in row-major window order (a NaN window: its first NaN), window offset by
-    window offset: the reference the record's scatter is held against."""
+    first maximum in row-major window order (a NaN window: its last NaN, as PyTorch's),
+    window offset by window offset: the reference the record's scatter is held against."""
     from tracejit.ops.pooling_prim import _fill_low, _max_pool_impl, _padded, _views
     n, c, h, w = x.shape
     ph, pw = padding
     out = _max_pool_impl(np, x, kernel, stride, padding, dilation)
     xpad = _padded(np, x, padding, _fill_low(x.dtype))
     gx = np.zeros((n, c, h + 2 * ph, w + 2 * pw), g.dtype)
-    xs = _views(xpad, kernel, stride, dilation, out.shape[2], out.shape[3])
+    xs = list(_views(xpad, kernel, stride, dilation, out.shape[2], out.shape[3]))
     gs = _views(gx, kernel, stride, dilation, out.shape[2], out.shape[3])
+    nan = np.isnan(out)
+    last_nan = np.full(out.shape, -1)
+    for o, xv in enumerate(xs):
+        last_nan[np.isnan(xv)] = o
     taken = np.zeros(out.shape, bool)
-    for xv, gv in zip(xs, gs):
-        hit = ((xv == out) | (np.isnan(xv) & np.isnan(out))) & ~taken
+    for o, (xv, gv) in enumerate(zip(xs, gs)):
+        hit = np.where(nan, last_nan == o, xv == out) & ~taken
         taken |= hit
         gv += g * hit    # overlapping windows accumulate, in window order
     return gx[:, :, ph:ph + h, pw:pw + w]

@@ -74,7 +74,7 @@ def test_kernels_ran():
                       dilation=(1, 1)) is not None
 
 
-def test_offsets_are_the_first_maximum_and_the_first_nan():
+def test_offsets_are_the_first_maximum_and_the_last_nan():
     x = np.array([[[[1., 3., 3., 0.],
                     [3., 2., 1., 1.],
                     [np.nan, 0., 5., 5.],
@@ -82,7 +82,7 @@ def test_offsets_are_the_first_maximum_and_the_first_nan():
     for run in (lambda: O.MAX_POOL2D_WITH_OFFSETS.run(np, x, (2, 2), (2, 2), (0, 0), (1, 1)),):
         rec = run()
         np.testing.assert_array_equal(rec[0, 0, 0], [[3., 3.], [np.nan, 5.]])
-        np.testing.assert_array_equal(rec[1, 0, 0], [[1., 0.], [0., 0.]])
+        np.testing.assert_array_equal(rec[1, 0, 0], [[1., 0.], [3., 0.]])
 
 
 def test_gradients_and_ties_match_torch_with_second_derivatives():

@@ -215,3 +215,70 @@ def test_avg_pool3d_second_order_gradient_as_pytorchs(dtype):
     want = second(torch, torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True))
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _nan_input(shape, seed):
+    """Rounded values (ties) with NaNs (fewer where windows are 3-D), so windows hold one,
+    several or none."""
+    r = np.random.default_rng(seed)
+    x = np.round(r.standard_normal(shape) * 2)
+    x[r.random(shape) < (0.3 if len(shape) < 5 else 0.06)] = np.nan
+    return x
+
+
+NAN_CALLS = [("max_pool1d", (2, 3, 11), dict(kernel_size=3, stride=1)),
+             ("max_pool1d", (2, 3, 11), dict(kernel_size=3, stride=2, padding=1, ceil_mode=True)),
+             ("max_pool2d", (2, 3, 7, 8), dict(kernel_size=2)),
+             ("max_pool2d", (2, 3, 7, 8), dict(kernel_size=3, stride=1, padding=1)),
+             ("max_pool2d", (2, 3, 7, 8), dict(kernel_size=(2, 3), stride=2, dilation=(2, 1),
+                                               ceil_mode=True)),
+             ("max_pool3d", (1, 2, 5, 6, 5), dict(kernel_size=2, stride=1)),
+             ("max_pool3d", (1, 2, 5, 6, 5), dict(kernel_size=3, stride=2, padding=1)),
+             ("adaptive_max_pool1d", (2, 3, 11), dict(output_size=4)),
+             ("adaptive_max_pool2d", (2, 3, 7, 8), dict(output_size=(3, 5))),
+             ("adaptive_max_pool2d", (2, 3, 8, 8), dict(output_size=4)),
+             ("adaptive_max_pool3d", (1, 2, 5, 6, 5), dict(output_size=(2, 4, 3)))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("indices", [False, True])
+@pytest.mark.parametrize("name,shape,kw", NAN_CALLS)
+def test_nan_windows_take_pytorchs_index_and_gradient(name, shape, kw, indices, dtype):
+    """A window holding NaNs: PyTorch takes its last NaN (a NaN replaces the running maximum
+    and no later value beats it): the same index, and the gradient lands there."""
+    torch = pytest.importorskip("torch")
+    x0 = _nan_input(shape, len(name) + len(kw)).astype(dtype)
+    got = []
+    for lib in (tj, torch):
+        x = lib.tensor(x0, requires_grad=True)
+        res = getattr(lib.nn.functional, name)(x, return_indices=indices, **kw)
+        out = res[0] if indices else res
+        w = lib.tensor(np.arange(1.0, out.numel() + 1).reshape(tuple(out.shape)).astype(dtype))
+        (out * w).sum().backward()
+        got.append((out.detach().numpy(), res[1].numpy() if indices else None, x.grad.numpy()))
+    (out, idx, grad), (tout, tidx, tgrad) = got
+    assert np.isnan(tout).any() and not np.isnan(tout).all()
+    np.testing.assert_array_equal(out, tout)
+    if indices:
+        np.testing.assert_array_equal(idx, tidx)
+    np.testing.assert_array_equal(grad, tgrad)
+
+
+@pytest.mark.parametrize("name,shape,kw", [NAN_CALLS[3], NAN_CALLS[5], NAN_CALLS[8]])
+def test_nan_windows_compiled_take_the_eager_index(name, shape, kw):
+    """Compiled (the offset record's kernels, the gathered windows traced) as eager and
+    PyTorch: the gradient at each NaN window's last NaN."""
+    torch = pytest.importorskip("torch")
+    x0 = _nan_input(shape, 4).astype(np.float32)
+    fn = lambda x: getattr(tj.nn.functional, name)(x, **kw)   # noqa: E731
+    compiled = tj.compile(fn)
+    grads = []
+    for f in (fn, compiled, compiled):
+        x = tj.tensor(x0, requires_grad=True)
+        f(x).sum().backward()
+        grads.append(x.grad.numpy())
+    xt = torch.tensor(x0, requires_grad=True)
+    getattr(torch.nn.functional, name)(xt, **kw).sum().backward()
+    assert np.isnan(x0).any()
+    for g in grads:
+        np.testing.assert_array_equal(g, xt.grad.numpy())

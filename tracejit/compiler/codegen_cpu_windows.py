@@ -4,9 +4,9 @@ both backends share.
 Two loop forms over (N, C, H, W), the geometry written in as constants, sizes arguments:
 a *window fold* (pooling forward: for each output and window position, the group's steps
 at the input position, then a max with a strict ``>`` recording the first maximum's offset
-and letting NaN win, or a sum times ``1/(kh*kw)``), and a *window gather* (pooling
-backward: for each input position, the gradients of the windows holding it, summed in
-order). The window loops have constant trip counts and clamped, masked loads, so the body
+and letting NaN win, at its last NaN's offset, or a sum times ``1/(kh*kw)``), and a *window
+gather* (pooling backward: for each input position, the gradients of the windows holding it,
+summed in order). The window loops have constant trip counts and clamped, masked loads, so the body
 has no branch; results are the numpy forms' bit for bit. Planes run in parallel; the
 serial twin is the same loop with ``range``.
 """
@@ -84,7 +84,7 @@ def window_body(nest: LoopNest, step_lines: list, em, ind: str, loads=None) -> l
     add(f"{I2}m = e if hit else m")
     if w.kind == "max_record":
         add(f"{I2}a = {k} if hit else a")
-    add(f"{I2}q = {k} if (e != e) & (q == {c(count)}) else q")   # the first NaN's offset
+    add(f"{I2}q = {k} if e != e else q")   # the last NaN's offset (PyTorch's kernels)
     add(f"{ind}nan = q < {c(count)}")
     o = nest.outputs[0].array
     value = store(f"{c(float('nan'))} if nan else m")

@@ -4,7 +4,7 @@
 result read from it, as ops/lstm_prim.py does):
 
 - ``max_pool2d_with_offsets(x)`` -> R, (2, N, C, OH, OW) of x's dtype: R[0] the maxima,
-  R[1] each window's offset of its first maximum (``i*kw + j``; a NaN window: its first
+  R[1] each window's offset of its first maximum (``i*kw + j``; a NaN window: its last
   NaN). One pass over x, no VJP.
 - ``max_pool2d_values(R, x)`` -> R[0], a view of the record's head, not marked a view so an
   in-place op on it bumps no saved version. Its VJP is ``max_pool2d_scatter``; x's values
@@ -17,7 +17,7 @@ cycles a window in scalar compare-and-select code. The scatter stores
 ``bits(g) & -(offset == k)`` through integer views: no data-dependent branch.
 
 The gradient goes to the first maximum in row-major window order (PyTorch's CPU kernel
-keeps the first of equal maxima); a NaN window's to its first NaN (PyTorch: the last).
+keeps the first of equal maxima); a NaN window's to its last NaN, as PyTorch's.
 ops/pooling_prim.py's ``max_pool2d`` remains for the integer dtypes.
 """
 from __future__ import annotations
@@ -59,19 +59,18 @@ def _record_impl(xp, x, kernel, stride, padding, dilation):
 
 
 def _first_offsets(xp, views, out, off):
-    """off = the window offset of each output's first maximum (a NaN window: its first NaN),
+    """off = the window offset of each output's first maximum (a NaN window: its last NaN),
     branch-free from the last offset back: ``r = miss_o * (1 + r)`` counts the misses
     before the first hit (boolean-mask stores cost ~1 ms each)."""
-    nan = xp.isnan(out)
-    if not bool(nan.any()):
-        nan = None
     off[...] = 0
     for o in range(len(views) - 2, -1, -1):
         miss = views[o] != out
-        if nan is not None:
-            miss &= ~xp.isnan(views[o])
         xp.add(off, 1, out=off)
         xp.multiply(off, miss, out=off)
+    nan = xp.isnan(out)
+    if bool(nan.any()):   # (PyTorch's kernels: a NaN replaces the maximum, nothing beats it)
+        for o, v in enumerate(views):
+            xp.copyto(off, o, where=xp.isnan(v))
 
 
 def _check_record(op, rec, shape, kernel, stride, padding, dilation):

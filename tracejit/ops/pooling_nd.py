@@ -29,13 +29,14 @@ from ..errors import ArgumentError, ShapeError, expect_floating, expect_not_bool
 from .conv import _ntuple
 from ..shapes import Sym
 from .creation import arange, tensor, zeros
-from .elementwise import abs as _abs, cast, relu, sign, where
+from .elementwise import abs as _abs, cast, isnan, relu, sign, where
 from .indexing import gather, getitem, in_range
 from .indexing_more import scatter
 from .linalg import matmul
 from .reductions import argmax, mean, sum as _sum
-from .shape import expand, reshape, squeeze, transpose, unsqueeze
+from .shape import expand, flip, reshape, squeeze, transpose, unsqueeze
 from .dtype_checks import takes
+from .registry import trace_state
 from . import autocast as _autocast
 
 __all__ = ["max_pool1d", "max_pool3d", "avg_pool1d", "avg_pool3d", "max_pool1d_with_indices",
@@ -165,6 +166,8 @@ def _max_windows(x, flat, valid, outs, with_indices):
     # the value at the index taken: the gradient goes to that one element of a window, ties
     # included, and reads no values (the output may be written in place), as PyTorch's
     pick = argmax(g, -1, keepdim=True)                                # (N, C, O, 1)
+    if x.dtype.is_floating_point:
+        pick = _last_nan(g, pick)
     table = _table(flat, x.device)
     idx = gather(expand(table, tuple(g.shape)), -1, pick)             # flat positions in H*W...
     if not all_valid:
@@ -179,6 +182,18 @@ def _max_windows(x, flat, valid, outs, with_indices):
     if not with_indices:
         return reshape(out, shape)
     return reshape(out, shape), reshape(idx, shape)
+
+
+def _last_nan(g, pick):
+    """`pick` where the window (last dim of `g`) holds no NaN, else its last NaN's slot:
+    PyTorch's kernels let a NaN replace the running maximum and no later value beat it.
+    (argmax takes the first NaN; over the reversed window, the last. Eager, a pooling with
+    no NaN taken skips that second pass over the windows.)"""
+    nan = isnan(gather(g, -1, pick))
+    if trace_state.tracer is None and not bool(nan.any()):
+        return pick
+    last = (g.shape[-1] - 1) - argmax(flip(g, (-1,)), -1, keepdim=True)
+    return where(nan, last, pick)
 
 
 def _max_pool(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
