@@ -26,6 +26,46 @@ __all__ = ["Tensor"]
 
 _new_object = object.__new__
 
+# Inference tensors (made inside ``inference_mode``, as PyTorch's): `_INFERENCE` holds one
+# entry per thread inside inference_mode, so while it is empty a new tensor asks nothing
+# more; `_MADE` turns True with the first one, until when the checks autograd and in-place
+# updates make for them cost one list read.
+_INFERENCE: list = []
+_MADE = [False]
+
+
+def _mark_inference(t) -> None:
+    """Mark `t`, made while some thread is inside inference_mode, if this one is."""
+    from .autograd.grad_mode import _state
+    if _state.inference:
+        t._inference = True
+        _MADE[0] = True
+
+
+def _refuse_saved(*tensors) -> None:
+    """`_refuse_inference` of each tensor autograd is saving for backward (None: none)."""
+    for t in tensors:
+        if t is not None:
+            _refuse_inference(t)
+
+
+def _refuse_inference(t, inplace: bool = False) -> None:
+    """PyTorch's errors for an inference tensor used outside inference_mode: saved for
+    backward, updated in place, or made to require grad (`_MADE` checked by the caller)."""
+    from .autograd.grad_mode import _state
+    if _state.inference or not t.is_inference():
+        return
+    if inplace:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
+                           "allowed.You can make a clone to get a normal tensor before doing "
+                           "inplace update.See https://github.com/pytorch/rfcs/pull/17 for more "
+                           "details.")
+    raise RuntimeError("Inference tensors cannot be saved for backward. Please do not use "
+                       "Tensors created in inference mode in computation tracked by autograd. "
+                       "To work around this, you can make a clone to get a normal tensor and use "
+                       "it in autograd, or use `torch.no_grad()` instead of "
+                       "`torch.inference_mode()`.")
+
 
 def _cast_method(name: str, dtype: "_dt.DType"):
     """``x.float()`` and its kind: this tensor in `dtype` (itself when already of it)."""
@@ -49,6 +89,7 @@ class Tensor:
     _name = None
     _output_nr = 0
     _data_of = None   # a `.data` alias made during a capture: the tensor it is the memory of
+    _inference = False   # made inside inference_mode (a view asks its base: `is_inference`)
 
     __array_priority__ = 1000  # make numpy defer to our reflected operators
 
@@ -62,6 +103,8 @@ class Tensor:
         self.grad_fn = None
         self._vbox = [0]
         self._base = None  # for views made by ops: the tensor whose memory this is
+        if _INFERENCE:
+            _mark_inference(self)
 
     @staticmethod  # a plain function: every eager op result comes here, and a plain call
     def _wrap(arr, dtype=None, dev=None) -> "Tensor":  # costs less than a classmethod's
@@ -75,6 +118,8 @@ class Tensor:
         t.grad_fn = None
         t._vbox = [0]
         t._base = None
+        if _INFERENCE:
+            _mark_inference(t)
         return t
 
     # ---- autograd state --------------------------------------------------------
@@ -122,6 +167,11 @@ class Tensor:
         if self._data is None and bool(value) != self._requires_grad:   # (a tracer)
             from .ops.eager import trace_hooks
             trace_hooks.refuse_grad_change(self, bool(value))
+        if value and _MADE[0]:
+            from .autograd.grad_mode import _state
+            if not _state.inference and self.is_inference():
+                raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                                   "InferenceMode is not allowed.")
         self._requires_grad = bool(value)
 
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
@@ -139,6 +189,8 @@ class Tensor:
     def detach(self) -> "Tensor":
         t = Tensor._wrap(self._data, self.dtype, self.device)
         t._vbox = self._vbox  # shares memory, so it shares the version counter
+        if _MADE[0] and self.is_inference():
+            t._inference = True
         return t
 
     def detach_(self) -> "Tensor":

@@ -351,7 +351,9 @@ class CompatMethods:
     nbytes = property(lambda self: self.numel() * self.dtype.itemsize)
 
     def is_inference(self) -> bool:
-        return False
+        """Made inside ``inference_mode`` (a view: its base was)."""
+        base = self._base
+        return (self if base is None else base)._inference
 
     def module_load(self, other, assign: bool = False):
         """What ``load_state_dict`` loads into this parameter or buffer from `other`: `other`

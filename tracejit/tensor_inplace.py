@@ -17,7 +17,7 @@ from . import dtypes as _dt
 from .device import CPU
 from .errors import DTypeError, ShapeError
 from .formats import dense
-from .tensor import Tensor, _install_methods
+from .tensor import _MADE as _INFERENCE_MADE, Tensor, _install_methods, _refuse_inference
 from . import ops as _ops
 from .ops.donation import donating as _donating
 from .autograd.node import PrimNode, Tier0PrimNode
@@ -111,6 +111,8 @@ class InPlaceMethods:
     """Holder of the in-place methods (copied onto Tensor below; never instantiated)."""
 
     def _check_inplace(self, what: str) -> None:
+        if _INFERENCE_MADE[0]:
+            _refuse_inference(self, inplace=True)
         if self._requires_grad and self.grad_fn is None and _grad_state.enabled:
             if _trace_state.tracer is not None and _trace_hooks.writes_argument(self):
                 return   # (a traced argument that is not a leaf in this call)
@@ -226,6 +228,8 @@ class InPlaceMethods:
             refuse_partial_overlap(prim.name + "_", self, other)   # (two views may share memory)
         if self.device is not CPU or _trace_state.tracer is not None:
             return False
+        if _INFERENCE_MADE[0]:
+            _refuse_inference(self, inplace=True)
         if _grad_state.enabled:
             base = self._base
             if (self._requires_grad or (isinstance(other, Tensor) and other._requires_grad)

@@ -8,6 +8,7 @@ from ..ops import registry as _reg
 from .grad_mode import is_grad_enabled, no_grad
 from .node import Node, SavedTensor, edge
 from .saved import HOOKS as _SAVED_HOOKS, PackedSaved
+from ..tensor import _MADE as _INFERENCE_MADE, _refuse_saved
 
 __all__ = ["Function", "FunctionCtx", "InplaceFunction", "once_differentiable"]
 
@@ -28,6 +29,8 @@ class FunctionCtx:
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward takes tensors (or None), got {type(t).__name__}")
+        if _INFERENCE_MADE[0]:
+            _refuse_saved(*tensors)
         hooks = _SAVED_HOOKS.stack[-1] if _SAVED_HOOKS.stack else None   # (saved_tensors_hooks)
         self._saved = tuple(None if t is None else PackedSaved(t, hooks) if hooks else SavedTensor(t) for t in tensors)
         self._raw = tensors

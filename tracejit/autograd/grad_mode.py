@@ -171,9 +171,21 @@ def is_inference_mode_enabled() -> bool:
     return _state.inference
 
 
+def _count_inference(was: bool, now: bool) -> None:
+    """Keep tensor.py's count of threads inside inference_mode (tensors made there are
+    inference tensors) as this thread goes in or out."""
+    if was is not now:
+        from ..tensor import _INFERENCE
+        if now:
+            _INFERENCE.append(None)
+        else:
+            _INFERENCE.pop()
+
+
 class inference_mode(_GradModeContext):
-    """no_grad that also reports itself through ``is_inference_mode_enabled`` (tracejit
-    has no separate inference tensors) and that ``enable_grad`` inside does not undo:
+    """no_grad that also reports itself through ``is_inference_mode_enabled``, whose
+    tensors are inference tensors (``is_inference()``; autograd outside refuses to save
+    them, in-place updates outside refuse them), and that ``enable_grad`` inside does not undo:
     ``is_grad_enabled()`` says on there, as PyTorch's, yet nothing records;
     ``inference_mode(False)`` turns both off."""
     _mode = False
@@ -192,6 +204,7 @@ class inference_mode(_GradModeContext):
     def __enter__(self):
         # PyTorch's InferenceMode(on) sets grad mode to `not on`, restored on exit with the rest
         self._prev_inference, self._prev_asked = _state.inference, grad_mode_enabled()
+        _count_inference(_state.inference, not self._mode)
         _state.inference = not self._mode
         _state.asked = self._mode
         prev = self._prev = _state.enabled
@@ -204,6 +217,7 @@ class inference_mode(_GradModeContext):
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        _count_inference(_state.inference, self._prev_inference)
         _state.inference = self._prev_inference
         _state.asked = self._prev_asked
         return super().__exit__(exc_type, exc, tb)

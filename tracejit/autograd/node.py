@@ -15,7 +15,7 @@ import weakref
 from ..errors import GraphFreedError
 from ..ops.impls import TIER0_THREADS as _TIER0_THREADS, elementwise as _ew, outside as _outside_tier0, \
     serving_tier0 as _serving_tier0
-from ..tensor import Tensor
+from ..tensor import _MADE as _INFERENCE_MADE, Tensor, _refuse_saved
 from .accumulate import _exclusive, _own_copy, dense_out_of_order, laid_out_as
 from .saved import HOOKS as _SAVED_HOOKS, SavedMeta, SavedTensor, _modified, column_major, saved_meta, \
     shape_only  # noqa: F401
@@ -431,6 +431,8 @@ def _record(prim, args, params, result, meta) -> None:
     versions = []
     for a, how in zip(args, hows):
         if how == _KEEP and isinstance(a, Tensor):
+            if _INFERENCE_MADE[0]:
+                _refuse_saved(a)
             saved.append(a)
             versions.append(a._vbox[0])
         else:
@@ -465,6 +467,8 @@ def record_unary(prim, a, params, result, meta) -> None:
     rec = prim.records.get(_NEEDS_ONE)
     (how,), keep_out = rec if rec is not None else _records(prim, _NEEDS_ONE)
     if how == _KEEP:
+        if _INFERENCE_MADE[0]:
+            _refuse_saved(a)
         # (`_attach(prim, params, (fn,), nrs, (a,), (a._vbox[0],), meta, result, keep_out)`
         # written out: one Python call of nine arguments less per recorded op)
         node = _new(_tier0_node() if _TIER0_THREADS[0] else PrimNode)
@@ -532,6 +536,8 @@ def record_binary(prim, a, b, params, result, meta) -> None:
     if rec is None:
         rec = prim.records2[k] = _records(prim, (k > 1, k & 1 == 1))
     (ha, hb), keep_out = rec
+    if _INFERENCE_MADE[0]:
+        _refuse_saved(a if ta and ha == _KEEP else None, b if tb and hb == _KEEP else None)
     # per operand: a scalar as it is; a tensor's values with their version, a stand-in, or None
     if ta and ha == _KEEP:
         sa, va = a, a._vbox[0]

@@ -41,6 +41,8 @@ class Parameter(Tensor):
             data = data.detach()
         self._init(data._data, data.dtype, data.device)
         self._vbox = data._vbox  # same memory, same version counter
+        if data.is_inference():   # (the same memory: PyTorch's parameter is the same tensor)
+            self._inference = True
         if requires_grad:
             self.requires_grad = True  # raises a clear DTypeError for integer data
 

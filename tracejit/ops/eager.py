@@ -19,7 +19,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..device import CPU
 from ..errors import DeviceMismatchError
-from ..tensor import Tensor
+from ..tensor import _INFERENCE, Tensor, _mark_inference
 from .impls import elementwise as _ew, signature_call as _signature_call
 from .registry import Aval, Primitive
 from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, compute_np, half_widened, prepare, scalar_as, scalar_aval
@@ -171,6 +171,8 @@ def bind(prim: Primitive, *args, **params):
         else:
             result._vbox = [0]
             result._base = None
+        if _INFERENCE:
+            _mark_inference(result)
         if a._requires_grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
             record_unary(prim, a, params, result, plan.meta)
         return result
@@ -270,6 +272,8 @@ def _make_binary(prim: Primitive, miss=None):
         result.grad_fn = None
         result._vbox = [0]
         result._base = None
+        if _INFERENCE:
+            _mark_inference(result)
         if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
             record_binary(prim, a, b, params, result, plan.meta)
         return result
