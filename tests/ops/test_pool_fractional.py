@@ -75,3 +75,23 @@ def test_bad_arguments_are_named():
         tj.nn.FractionalMaxPool2d(2, output_ratio=(0.5, 1.2))
     with pytest.raises(ValueError, match="only one of output_size and output_ratio"):
         tj.nn.FractionalMaxPool2d(2, output_size=3, output_ratio=0.5)
+
+
+@pytest.mark.parametrize("n, shape, k, out", [CASES[0], CASES[1], CASES[5]])
+def test_nan_windows_take_pytorchs_last_nan(n, shape, k, out):
+    """A window holding NaNs gives PyTorch's index (its last NaN) and gradient."""
+    r = np.random.default_rng(11)
+    x = np.round(r.standard_normal(shape) * 2)
+    x[r.random(shape) < (0.25 if n == 2 else 0.08)] = np.nan
+    s = r.random((shape[0], shape[1], n))
+    name = f"fractional_max_pool{n}d"
+    got = []
+    for m in (tj, torch):
+        xv = m.tensor(x, requires_grad=True)
+        o, i = getattr(m.nn.functional, name)(xv, k, out, return_indices=True,
+                                              _random_samples=m.tensor(s))
+        o.backward(m.tensor(np.arange(1.0, o.numel() + 1).reshape(tuple(o.shape))))
+        got.append((o.detach().numpy(), i.numpy(), xv.grad.numpy()))
+    assert np.isnan(got[1][0]).any() and not np.isnan(got[1][0]).all()
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)

@@ -18,7 +18,7 @@ from ..errors import ShapeError
 from .creation import arange
 from .elementwise import cast, where
 from .indexing import gather
-from .pooling_nd import _ranked
+from .pooling_nd import _last_nan, _ranked
 from .random import rand
 from .reductions import argmax
 from .shape import expand, reshape, squeeze, unsqueeze
@@ -96,7 +96,8 @@ def _fractional(input, kernel_size, output_size=None, output_ratio=None, return_
     flat = reshape(flat, (nb, c, o, kk))
     xf = reshape(x, (nb, c, int(np.prod(spatial))))
     windows = reshape(gather(xf, -1, reshape(flat, (nb, c, o * kk))), (nb, c, o, kk))
-    idx = squeeze(gather(flat, -1, unsqueeze(argmax(windows, -1), -1)), -1)
+    pick = _last_nan(windows, argmax(windows, -1, keepdim=True))   # (a NaN window: PyTorch's NaN)
+    idx = squeeze(gather(flat, -1, pick), -1)
     out = reshape(gather(xf, -1, idx), (nb, c) + outs)
     idx = reshape(idx, (nb, c) + outs)
     if unbatched:
