@@ -105,8 +105,13 @@ class CompiledNode(Node):
         return list(grad([o for o, _ in pairs], xs, [g for _, g in pairs], create_graph=create_graph,
                          allow_unused=True))
 
-    def _check_versions(self) -> None:
-        for i in self.program.watched_inputs(self.diff_idx):
+    def _check_versions(self, recomputing: bool = False) -> None:
+        # (a backward that recomputes the forward from the inputs, create_graph's or a hooked
+        # one, reads them too where the compiled backward reads the forward's copies)
+        watched = self.program.watched_inputs(self.diff_idx)
+        if recomputing:
+            watched = sorted({*watched, *self.program._copied.get(self.diff_idx, ())})
+        for i in watched:
             x, v = self.inputs[i], self.versions[i]
             if v is not None and x._vbox[0] != v:
                 raise InplaceModifiedError(
@@ -134,8 +139,8 @@ class CompiledNode(Node):
 
     def apply(self, grads, create_graph, retain_graph):
         self._check_not_freed()
-        self._check_versions()
         hooked = self.inner_hooks and any(self.inner_hooks.values())
+        self._check_versions(bool(hooked or create_graph))
         if hooked:
             res = self._interpreted(grads, create_graph)
         elif create_graph:

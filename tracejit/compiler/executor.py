@@ -24,8 +24,8 @@ from ..jit.passes import _possible_views, lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
-from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_recomputed, _inputs_used, _inputs_watched,
-                          _nbytes, _outputs_saved, _same_memory, root_array)
+from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_recomputed, _inputs_snapshot, _inputs_used,
+                          _inputs_watched, _nbytes, _outputs_saved, _same_memory, root_array)
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written
@@ -73,6 +73,7 @@ class CompiledProgram(Executor):
         self._saved_outs: dict = {}  # diff_idx -> outputs whose memory the backward reads
         self._active_outs: dict = {}
         self._watched: dict = {}   # diff_idx -> `watched_inputs`
+        self._copied: dict = {}   # diff_idx -> inputs the backward reads as the forward's copies
         self._recomputed: dict = {}   # diff_idx -> `recomputed_inputs`
         self._reached: dict = {}  # (branches taken, outputs without gradient) -> `reached`
         self._takers: dict = {}   # diff_idx -> `taker`
@@ -119,6 +120,8 @@ class CompiledProgram(Executor):
                 bwd = lift_symbolic_literals(_patterns.apply("backward", optimize(bwd)))
                 if has_bf16(fwd):
                     fwd, bwd = save_wide(fwd, bwd, len(self.graph.inputs), n_out, n_saved)
+                eager = _inputs_watched(self.graph, active_vars(self.graph, active), None)
+                fwd, bwd, n_saved, self._copied[diff_idx] = _inputs_snapshot(fwd, bwd, eager, n_out, n_saved)
             fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + draws + preds, fwd.name)
             fwd_plan = Plan(fwd, self.name + suffix)
             t = self._train[diff_idx] = (fwd_plan, bwd and Plan(bwd, self.name + "_bwd"), n_saved)

@@ -1,13 +1,18 @@
 """What the compiled program reads off its graphs: the inputs its outputs use, the inputs a
-backward reads or eager autograd would save (or a create_graph backward recomputes from), the backward graph's gradients kept apart,
+backward reads or eager autograd would save (or a create_graph backward recomputes from), the
+inputs a backward reads that eager would not save (kept as the forward's copies), the backward
+graph's gradients kept apart,
 where the forward's saved values sit among its outputs, and array identity helpers
 (executor.py calls them)."""
 from __future__ import annotations
 
 from ..autograd.node import _KEEP as KEEP, _records as saved_records
+from ..jit.control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from ..jit.entry import root_array
 from ..jit.ir import Eqn, Graph, Var
 from ..ops.shape import COPY
+
+_CONTROL = (COND, CUSTOM_FUNCTION, SCAN, WHILE)   # (their VJPs are autodiff's own)
 
 
 def _inputs_used(g: Graph) -> set:
@@ -95,6 +100,8 @@ def _inputs_watched(graph: Graph, active: set, bwd: Graph | None) -> tuple:
     pos = {v: i for i, v in enumerate(graph.inputs)}
     root = _view_roots(graph)
     for e in graph.eqns:
+        if e.prim.vjp is None and e.prim not in _CONTROL:
+            continue   # (eager records no node for it: a BatchNorm record's forward pass)
         nondiff = e.prim.nondiff
         needs = tuple(isinstance(a, Var) and a in active and a.aval.dtype.differentiable
                       and k not in nondiff for k, a in enumerate(e.inputs))
@@ -121,3 +128,33 @@ def _inputs_recomputed(graph: Graph, active: set) -> tuple:
         if any(o in need for o in e.outs):
             need.update(a for a in e.inputs if isinstance(a, Var))
     return tuple(i for i, v in enumerate(graph.inputs) if v in need)
+
+
+def _inputs_snapshot(fwd: Graph, bwd: Graph, eager_saved: tuple, n_out: int, n_saved: int):
+    """-> (fwd, bwd, n_saved, positions): a training split where the backward reads, instead
+    of each forward input eager autograd would not save (a bias added before a GELU: the
+    backward recomputes the sum), a copy the forward saves with its other values. An
+    in-place write to such an input between the forward and ``backward()`` (an EMA or a
+    clamp of the weights under no_grad) then leaves the gradient as eager's, not refused
+    nor read from the new values. The copy is no larger than the value recomputed from it
+    (an elementwise operand), which saving instead would write."""
+    n_in = len(fwd.inputs)
+    keep = set(eager_saved)
+    pos = tuple(i for i in sorted(_inputs_used(bwd)) if i < n_in and i not in keep)
+    if not pos:
+        return fwd, bwd, n_saved, ()
+    copies = [Var(fwd.inputs[i].aval) for i in pos]
+    k = n_out + n_saved
+    made = tuple(Eqn(COPY, (fwd.inputs[i],), (c,), {}) for i, c in zip(pos, copies))
+    fwd = Graph(fwd.inputs, fwd.eqns + made, fwd.outputs[:k] + tuple(copies) + fwd.outputs[k:],
+                fwd.name)
+    sub = {bwd.inputs[i]: Var(bwd.inputs[i].aval) for i in pos}
+
+    def s(a):
+        return sub.get(a, a) if isinstance(a, Var) else a
+    k = n_in + n_saved
+    bwd = Graph(bwd.inputs[:k] + tuple(sub[bwd.inputs[i]] for i in pos) + bwd.inputs[k:],
+                tuple(Eqn(e.prim, tuple(s(a) for a in e.inputs), e.outs, e.params, e.loc)
+                      for e in bwd.eqns),
+                tuple(s(a) for a in bwd.outputs), bwd.name)
+    return fwd, bwd, n_saved + len(pos), pos
