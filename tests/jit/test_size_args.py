@@ -542,3 +542,29 @@ def test_a_view_over_a_padded_length_serves_one_block_and_more(monkeypatch):
         want = np.concatenate([a, np.zeros((2, -n % 8), np.float32)], 1).reshape(2, -1, 8).sum(-1)
         np.testing.assert_allclose(cf(tj.tensor(a)).numpy(), want, rtol=1e-5, atol=1e-6, err_msg=f"{n}")
     assert cf.cache_stats()["compiles"] == 1, cf.cache_stats()["recompile_reasons"]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_split_by_an_int_argument_and_the_rest_of_a_changing_dim_captures_twice(grad):
+    """``x.split([n, x.shape[0] - n])``, n an int argument and x's dim both changing: the
+    second section is a size computed from both, not a value captured once per size."""
+    torch = pytest.importorskip("torch")
+
+    def f(x, n):
+        a, b = x.split([n, x.shape[0] - n])
+        return a.sum(0) * 2 + b.sum(0), b * 3
+
+    cf = tj.compile(f)
+    rng = np.random.default_rng(0)
+    for n in range(2, 10):
+        v = rng.standard_normal((n + 3 + n % 3, 4)).astype(np.float32)
+        x, t = tj.tensor(v, requires_grad=grad), torch.tensor(v, requires_grad=grad)
+        got, want = cf(x, n), f(t, n)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-5, atol=1e-6)
+        if grad:
+            (got[0].sum() + (got[1] * got[1]).sum()).backward()
+            (want[0].sum() + (want[1] * want[1]).sum()).backward()
+            np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)
+    st = cf.cache_stats()
+    assert st["compiles"] == 2, st["recompile_reasons"]

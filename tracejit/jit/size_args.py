@@ -195,9 +195,9 @@ def known_facts(graph) -> Optional[Known]:
 
 def size_of(t) -> object:
     """A traced int used as a size or slice bound: a `Sym` where it is computed from int
-    arguments that may be symbolic and ints read from Python state that changed (lifted.py)
-    by ``+``, ``-``, ``*``, ``//`` and ``%`` (``n``, ``2 * n``, ``144 // n``, ``n % 3``),
-    else its value (specialized and guarded, as ``int(t)``)."""
+    arguments that may be symbolic, ints read from Python state that changed (lifted.py) and
+    symbolic sizes, by ``+``, ``-``, ``*``, ``//`` and ``%`` (``n``, ``2 * n``, ``144 // n``,
+    ``n % 3``, ``x.shape[0] - n``), else its value (specialized and guarded, as ``int(t)``)."""
     ctx = t._trace
     sizes = getattr(ctx, "sizes", None)
     if sizes is not None and (sizes.ints or ctx.lifted) and ctx.parent is None and t._var.aval.weak \
@@ -226,6 +226,8 @@ def _polynomial(ctx, sizes: SizeArgs, expr: tuple):
         return sizes.symbol(ctx, expr[1], var)
     if tag == "lit":
         return expr[1] if type(expr[1]) is int else None
+    if tag == "sym":   # a symbolic size read as a number (``x.shape[0] - n``)
+        return expr[1] if isinstance(expr[1], (Sym, int)) else None
     if tag == "op":
         prim, args = expr[1], expr[3]
         if prim is NEG and len(args) == 1:
