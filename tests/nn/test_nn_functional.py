@@ -90,6 +90,36 @@ def test_fold_names_a_wrong_block_count_and_channel_count():
     assert tuple(F.fold(tj.ones(8, 9), (4, 5), 2, padding=1, stride=2).shape) == (2, 4, 5)
 
 
+@pytest.mark.parametrize("how", ["dims", "int argument"])
+def test_fold_of_unfold_over_a_changing_height_captures_twice(how):
+    """``F.fold(F.unfold(x, ...), ...)`` with the height changing every call, the output size
+    read off x's shape or given as an int argument: symbolic after the first sizes, values and
+    gradients as PyTorch's; a height that does not match the columns still raises."""
+    torch = pytest.importorskip("torch")
+
+    def f(L, x, h):
+        Fm = L.nn.functional
+        u = Fm.unfold(x, kernel_size=3, padding=1)
+        size = x.shape[-2:] if how == "dims" else (h, x.shape[3])
+        return Fm.fold(u * u, size, kernel_size=3, padding=1)
+
+    cf = tj.compile(lambda x, h: f(tj, x, h))
+    rng = np.random.default_rng(0)
+    for h in range(3, 12):
+        v = rng.standard_normal((2, 3, h, 5)).astype(np.float32)
+        x, t = tj.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+        y, yt = cf(x, h), f(torch, t, h)
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+        (y * y).sum().backward()
+        (yt * yt).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-4)
+    st = cf.cache_stats()
+    assert st["compiles"] == 2, st["recompile_reasons"]
+    if how == "int argument":
+        with pytest.raises(tj.errors.ShapeError, match="must be 7 \\* 5 = 35 blocks, got 45"):
+            cf(tj.randn(2, 3, 9, 5), 7)
+
+
 def test_one_hot_of_an_empty_tensor_needs_num_classes_as_in_pytorch():
     torch = pytest.importorskip("torch")
     for m in (torch, tj):

@@ -13,8 +13,9 @@ from ..ops import (avg_pool2d, binary_cross_entropy, binary_cross_entropy_with_l
                    logsigmoid, max_pool2d, mse_loss, nll_loss, one_hot, sigmoid, softplus, tanh)
 from ..ops.activation import apply_inplace
 from ..ops.activation_more import implicit_softmax_dim
-from ..ops.conv import _pair
+from ..ops.conv import _pair, fold_size as _fold_size
 from ..errors import ArgumentError, ShapeError
+from ..shapes import _assume_equal
 from ..ops.spatial import (adaptive_avg_pool2d, adaptive_max_pool2d, conv1d,  # noqa: F401
                            conv_transpose2d, interpolate, pad)
 from ..ops.attention import multi_head_attention_forward, scaled_dot_product_attention  # noqa: F401
@@ -77,6 +78,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """PyTorch's argument order for ``tracejit.ops.fold`` (col2im); a 2-D input (C*k*k, L)
     is one unbatched image, as in PyTorch."""
+    output_size = _fold_size(output_size)
     _check_fold(input, output_size, kernel_size, dilation, padding, stride)
     if input.ndim == 2:
         return _ops.fold(input.unsqueeze(0), output_size, kernel_size, stride, padding, dilation).squeeze(0)
@@ -96,7 +98,9 @@ def _check_fold(input, output_size, kernel_size, dilation, padding, stride):
     if c % (kh * kw):
         raise ShapeError(f"fold: the input's dimension {input.ndim - 2} ({c}) must be divisible by "
                          f"the product of kernel_size {(kh, kw)} ({kh * kw})")
-    if n != blocks[0] * blocks[1]:
+    # (a block count from a changing int argument and one from a symbolic dim may differ in
+    # form and agree in this call: taken as equal, guarded both ways, as a broadcast's dims)
+    if not (n == blocks[0] * blocks[1] or _assume_equal(n, blocks[0] * blocks[1])):
         raise ShapeError(f"fold: given output_size={(oh, ow)}, kernel_size={(kh, kw)}, dilation={(dh, dw)}, "
                          f"padding={(ph, pw)}, stride={(sh, sw)}, the input's last dimension must be "
                          f"{blocks[0]} * {blocks[1]} = {blocks[0] * blocks[1]} blocks, got {n}")

@@ -12,6 +12,7 @@ from ..errors import ShapeError
 from ..shapes import Sym, as_dim
 from .registry import Aval, defprim
 from .eager import bind
+from .shape_params import size_arg
 
 __all__ = ["unfold", "fold", "conv_out_size", "unbatched"]
 
@@ -300,11 +301,19 @@ def unfold(x, kernel_size, stride=1, padding=0, dilation=1, pad_value=0.0, layou
     return bind(UNFOLD, x, **params)
 
 
+def fold_size(output_size):
+    """fold's output size with each traced int in it read as a size (`size_arg`): a
+    changing int argument is then a symbolic size, not a value captured once per size."""
+    if isinstance(output_size, (tuple, list)):
+        return tuple(e if type(e) is int else size_arg(e) for e in output_size)
+    return output_size if type(output_size) is int else size_arg(output_size)
+
+
 def fold(cols, output_size, kernel_size, stride=1, padding=0, dilation=1, layout: str = "batch"):
     """col2im, summing overlaps: columns in `unfold`'s `layout` back to (N, C, H, W)."""
     if layout not in _LAYOUTS:
         raise ValueError(f"fold: layout must be one of {_LAYOUTS}, got {layout!r}")
-    params = dict(output_size=_pair(output_size, "output_size", "fold"),
+    params = dict(output_size=_pair(fold_size(output_size), "output_size", "fold"),
                   kernel=_pair(kernel_size, "kernel_size", "fold"), stride=_pair(stride, "stride", "fold"),
                   padding=_pair(padding, "padding", "fold"), dilation=_pair(dilation, "dilation", "fold"))
     if layout != "batch":
