@@ -196,3 +196,28 @@ def test_an_assignment_overlapping_its_value_raises_as_eager_code_for_any_sizes(
                     c(x)
                 continue
             assert c(x).tolist() == want
+
+
+@pytest.mark.parametrize("key", [np.s_[:, 1:], np.s_[:, :2], np.s_[..., ::2], np.s_[1:, 1:]])
+def test_is_contiguous_of_a_slice_of_a_dynamic_argument_is_eagers(key):
+    """``x[key].is_contiguous()`` with x's sizes symbolic: PyTorch's answer (a column slice
+    of a row-major x is not contiguous), so ``contiguous()`` copies as eagerly (a write into
+    the copy leaves x alone) and a diagonal of the slice is a view of x."""
+    def f(L, x):
+        v = x[key]
+        c = v.contiguous()
+        c.mul_(0)
+        return v.is_contiguous(), c, v.diagonal()
+
+    cf = tj.compile(lambda x: f(tj, x), dynamic=True)
+    for shape in ((3, 4), (4, 6), (5, 7)):
+        a = np.arange(float(np.prod(shape)), dtype=np.float32).reshape(shape)
+        x, t = tj.tensor(a), torch.tensor(a)
+        (flag, c, d), (tflag, tc, td) = cf(x), f(torch, t)
+        assert flag == tflag, shape
+        np.testing.assert_array_equal(c.numpy(), tc.numpy())
+        np.testing.assert_array_equal(x.numpy(), t.numpy())   # (the copy's write stayed there)
+        assert d._base is x
+        d.add_(100)
+        td.add_(100)
+        np.testing.assert_array_equal(x.numpy(), t.numpy())   # (the diagonal's reached x)

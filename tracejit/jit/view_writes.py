@@ -187,11 +187,17 @@ def contiguous_answer(t, arr, memory_format) -> bool:
     above 1 keep the base's order (a symbol stands for a size of 2 or more)."""
     if arr is not None:
         return Tensor.is_contiguous(Tensor._wrap(arr, t.dtype), memory_format)
-    chain = _base_chain(t)[1]
+    base, chain = _base_chain(t)
     order = list(range(t.ndim))   # the base dim each of t's dims is
     if chain and all(prim is _PERMUTE for prim, _, _ in chain):
         for _, _, params in chain:
             order = [order[d] for d in params["dims"]]
+    elif chain:
+        # another view (``x[:, :2]``, ``x[..., :-1, :]``): its layout at this call's sizes, the
+        # base row-major (guarded so); a slice clamped at a dim's end is guarded there
+        arr = _at_hints_layout(base, chain)
+        if arr is not None:
+            return Tensor.is_contiguous(Tensor._wrap(arr, t.dtype), memory_format)
     if memory_format is None or memory_format.name in ("contiguous_format", "preserve_format"):
         walk = range(t.ndim)
     else:
@@ -217,6 +223,18 @@ def eager_pair(a, b):
                     for prim, rest, params in c) for c in (ca, cb)]
     try:
         return _replay_eagerly(arr, ca)._data, _replay_eagerly(arr, cb)._data
+    except Exception:   # (a chain numpy cannot replay: no answer)
+        return None
+
+
+def _at_hints_layout(base, chain):
+    """The array view `chain` makes of row-major memory of `base`'s shape, symbolic sizes
+    and bounds at this call's values, or None where numpy cannot replay it."""
+    arr = Tensor._wrap(np.empty(_at_hints(tuple(base.shape)), base.dtype.np), base.dtype)
+    chain = tuple((prim, _at_hints(rest), {k: _at_hints(v) for k, v in params.items()})
+                  for prim, rest, params in chain)
+    try:
+        return _replay_eagerly(arr, chain)._data
     except Exception:   # (a chain numpy cannot replay: no answer)
         return None
 
