@@ -172,3 +172,20 @@ def test_basic_index_gradients_make_no_plan_per_spec():
     want = np.zeros_like(a)
     want[1, 2:5] = 2.0
     np.testing.assert_array_equal(y.grad.numpy(), want)
+
+
+@pytest.mark.parametrize("key", [np.s_[..., ::2], np.s_[..., 1::2], np.s_[..., 1:-1:3]])
+def test_a_strided_slice_of_a_changing_length_captures_twice(key):
+    """``x[..., ::2]`` (even and odd samples, a stride-2 downsampling) on inputs of a new
+    length each call: its length ``(n + 1) // 2`` is symbolic, values and gradients as
+    PyTorch's, one capture after the first."""
+    torch = pytest.importorskip("torch")
+    cf = tj.compile(lambda x: x[key] * 2)
+    for n in (5, 6, 7, 9, 12, 16):
+        v = np.random.default_rng(n).standard_normal((2, n))
+        x, xt = tj.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+        y, yt = cf(x), xt[key] * 2
+        np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+        (y * y).sum().backward(), (yt * yt).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    assert cf.cache_stats()["compiles"] == 2, cf.cache_stats()["recompile_reasons"]

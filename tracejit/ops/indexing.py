@@ -74,6 +74,11 @@ def _np_index(spec, idx_arrays):
 
 def _slice_len(d, start, stop, step):
     step = 1 if step is None else step
+    if type(step) is int and step > 1 and any(isinstance(v, Sym) for v in (d, start, stop)):
+        # A positive stride (``x[..., ::2]``): ceil of the unit stride's length, symbolic
+        # where that is (a floor division of sizes is exact or a derived symbol: shapes.py)
+        n = _slice_len(d, start, stop, 1)
+        return (n + step - 1) // step if isinstance(n, Sym) else len(range(0, n, step))
     if isinstance(d, Sym):
         if step == 1 and (start is None or (isinstance(start, int) and start >= 0)) and (
                 stop is None or (isinstance(stop, int) and stop < 0)):
