@@ -1,6 +1,6 @@
 """What a compiled training call reads off its graphs (compiler/graph_facts.py): an input
 the backward reads but eager autograd would not save (a bias the backward adds again to
-recompute a GELU's or a LayerNorm's input) is read from the forward's copy, so an in-place
+recompute a GELU's or a LayerNorm's input) is read from a copy the call takes, so an in-place
 write to it between the forward and ``backward()`` (an EMA, a clamp, a pruning mask under
 no_grad) gives PyTorch's gradients; a write to a value eager saves still refuses, as
 PyTorch does."""
@@ -81,7 +81,7 @@ def test_a_weight_written_in_place_before_backward_gives_pytorchs_gradients(kind
     assert allowed >= 3
 
 
-def test_the_forward_saves_a_copy_only_of_the_inputs_eager_would_not_save():
+def test_the_call_keeps_a_copy_only_of_the_inputs_eager_would_not_save():
     tj.manual_seed(0)
     m = _model(tj, "gelu")
     node = tj.compile(m)(tj.randn(5, 4)).grad_fn

@@ -24,8 +24,9 @@ from ..jit.passes import _possible_views, lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
-from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_recomputed, _inputs_snapshot, _inputs_used,
-                          _inputs_watched, _nbytes, _outputs_saved, _same_memory, root_array)
+from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_recomputed, _inputs_snapshot,
+                          _inputs_used, _inputs_watched, _nbytes, _outputs_saved, _same_memory,
+                          copy_inputs, root_array)
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written
@@ -121,7 +122,7 @@ class CompiledProgram(Executor):
                 if has_bf16(fwd):
                     fwd, bwd = save_wide(fwd, bwd, len(self.graph.inputs), n_out, n_saved)
                 eager = _inputs_watched(self.graph, active_vars(self.graph, active), None)
-                fwd, bwd, n_saved, self._copied[diff_idx] = _inputs_snapshot(fwd, bwd, eager, n_out, n_saved)
+                bwd, self._copied[diff_idx] = _inputs_snapshot(bwd, eager, len(active), n_saved)
             fwd = Graph(fwd.inputs, fwd.eqns, fwd.outputs + draws + preds, fwd.name)
             fwd_plan = Plan(fwd, self.name + suffix)
             t = self._train[diff_idx] = (fwd_plan, bwd and Plan(bwd, self.name + "_bwd"), n_saved)
@@ -363,6 +364,8 @@ class CompiledProgram(Executor):
         res = fwd.fn(*arrays)
         n_out = len(self.graph.outputs)
         outs, saved, taken = res[:n_out], res[n_out:n_out + n_saved], res[n_out + n_saved:]
+        if self._copied.get(diff_idx):
+            saved = copy_inputs(saved, arrays, self._copied[diff_idx])
         node = CompiledNode(self, list(ins), saved, diff_idx, self._out_avals)
         draws = self._draws[diff_idx]
         if draws:
@@ -528,7 +531,9 @@ class CompiledProgram(Executor):
             lines += ["    t._requires_grad = True", "    t.grad_fn = node", "    t._output_nr = 0"]
         if self._saved_outs.get(diff_idx):   # (the backward reads the output's memory)
             lines.append("    node.out_versions = ((0, t._vbox, t._vbox[0]),)")
+        copies = "".join(f", i{i}._data.copy()" for i in self._copied.get(diff_idx, ()))   # (copy_inputs)
         lines += [f"    res = FWD({', '.join(x + '._data' for x in xs)})",
+                  f"    node.saved = [*res[{n_out}:{n_out + n_saved}]{copies}]" if copies else
                   f"    node.saved = res[{n_out}:{n_out + n_saved}]",
                   f"    node.taken = {taken}",
                   *([f"    node.draws = (DRAWS, res[{n_out + n_saved}:{n_out + n_saved + len(draws)}])"] if draws else []),

@@ -10,7 +10,7 @@ from ..autograd.node import _KEEP as KEEP, _records as saved_records
 from ..jit.control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from ..jit.entry import root_array
 from ..jit.ir import Eqn, Graph, Var
-from ..ops.shape import COPY
+from ..ops.shape import COPY, RESHAPE
 
 _CONTROL = (COND, CUSTOM_FUNCTION, SCAN, WHILE)   # (their VJPs are autodiff's own)
 
@@ -130,24 +130,22 @@ def _inputs_recomputed(graph: Graph, active: set) -> tuple:
     return tuple(i for i, v in enumerate(graph.inputs) if v in need)
 
 
-def _inputs_snapshot(fwd: Graph, bwd: Graph, eager_saved: tuple, n_out: int, n_saved: int):
-    """-> (fwd, bwd, n_saved, positions): a training split where the backward reads, instead
-    of each forward input eager autograd would not save (a bias added before a GELU: the
-    backward recomputes the sum), a copy the forward saves with its other values. An
-    in-place write to such an input between the forward and ``backward()`` (an EMA or a
-    clamp of the weights under no_grad) then leaves the gradient as eager's, not refused
-    nor read from the new values. The copy is no larger than the value recomputed from it
-    (an elementwise operand), which saving instead would write."""
-    n_in = len(fwd.inputs)
+def _inputs_snapshot(bwd: Graph, eager_saved: tuple, n_in: int, n_saved: int):
+    """-> (bwd, positions): a backward graph that reads, instead of each forward input eager
+    autograd would not save (a bias added before a GELU: the backward recomputes the sum),
+    a copy of it, passed after the saved values: the training call copies these inputs when
+    the forward has run (`copy_inputs`). An in-place write to such an input between the
+    forward and ``backward()`` (an EMA or a clamp of the weights under no_grad) then leaves
+    the gradient as eager's, not refused nor read from the new values. Only an input
+    smaller than every value the backward computes from it (a broadcast operand) is copied:
+    its copy costs less than the value saved instead would. Another (``x * y + z`` before
+    a tanh, z of the sum's shape) stays watched, its write refused (`_inputs_watched`): a
+    copy would add a pass over its size to every training step of an elementwise chain."""
     keep = set(eager_saved)
-    pos = tuple(i for i in sorted(_inputs_used(bwd)) if i < n_in and i not in keep)
+    pos = tuple(i for i in sorted(_inputs_used(bwd)) if i < n_in and i not in keep
+                and not bwd.inputs[i].aval.weak and _broadcast_read(bwd, bwd.inputs[i]))
     if not pos:
-        return fwd, bwd, n_saved, ()
-    copies = [Var(fwd.inputs[i].aval) for i in pos]
-    k = n_out + n_saved
-    made = tuple(Eqn(COPY, (fwd.inputs[i],), (c,), {}) for i, c in zip(pos, copies))
-    fwd = Graph(fwd.inputs, fwd.eqns + made, fwd.outputs[:k] + tuple(copies) + fwd.outputs[k:],
-                fwd.name)
+        return bwd, ()
     sub = {bwd.inputs[i]: Var(bwd.inputs[i].aval) for i in pos}
 
     def s(a):
@@ -157,4 +155,28 @@ def _inputs_snapshot(fwd: Graph, bwd: Graph, eager_saved: tuple, n_out: int, n_s
                 tuple(Eqn(e.prim, tuple(s(a) for a in e.inputs), e.outs, e.params, e.loc)
                       for e in bwd.eqns),
                 tuple(s(a) for a in bwd.outputs), bwd.name)
-    return fwd, bwd, n_saved + len(pos), pos
+    return bwd, pos
+
+
+def copy_inputs(saved, arrays, pos: tuple) -> list:
+    """`saved`, the forward's values for the backward, then copies of the input arrays at
+    `pos` (`_inputs_snapshot`)."""
+    return [*saved, *[arrays[i].copy() for i in pos]]
+
+
+def _broadcast_read(g: Graph, v: Var, depth: int = 4) -> bool:
+    """Whether every equation of `g` that reads `v` makes values larger than `v`, through
+    views of it (a conv bias reshaped to (1, C, 1, 1) before its add)."""
+    n = _nbytes(v)
+    readers = [e for e in g.eqns if any(a is v for a in e.inputs)]
+    if not readers:
+        return False
+    for e in readers:
+        for o in e.outs:
+            if _nbytes(o) > n:
+                continue
+            p = e.prim
+            view = p.is_view or p.view_if is not None and p.view_if(e.params) or p is RESHAPE
+            if not (depth and view and e.inputs[0] is v and _broadcast_read(g, o, depth - 1)):
+                return False
+    return True
