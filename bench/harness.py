@@ -118,6 +118,10 @@ class Watch:
     - ``others_cores``: the cores other processes kept busy (a step whose threads split
       its work over both cores waits for one another process holds: on 2 cores such
       steps ran 4-8x slower), its compile workers not counted there, their CPU is above;
+    - ``own_cores``: the cores this process's threads were given (its CPU seconds over the
+      wall time, compile workers apart): a one-thread step's reading under 1 says it was
+      preempted, so a slow figure with it low is the machine's load (at 0.5 a step's time
+      is twice its CPU time), not a slower path the process ended on;
     - ``switches``: [voluntary, involuntary] context switches of this process's threads
       (`thread_switches`), in the timing's own reading only (not the workload's totals, not
       "work": a step whose work waits on a pool thread that went to sleep, or whose threads
@@ -137,8 +141,8 @@ class Watch:
 
     def reading(self) -> dict:
         """What happened since `start`: the counters that grew, by how much,
-        ``others_cores`` and ``switches``; not added to the totals (a settle's work is not a
-        timing's)."""
+        ``others_cores``, ``own_cores`` and ``switches``; not added to the totals (a
+        settle's work is not a timing's)."""
         c0, r0, s0, t0 = self._start
         c1, r1, wall = self.counters(), cpu_seconds(), time.perf_counter() - t0
         s1 = thread_switches()
@@ -147,16 +151,17 @@ class Watch:
         if r0 is not None and r1 is not None and wall > 0:
             others = ((r1[0] - r0[0]) - (r1[1] - r0[1]) - seen.get("worker_cpu_s", 0.0)) / wall
             seen["others_cores"] = round(max(0.0, others), 2)
+            seen["own_cores"] = round(max(0.0, r1[1] - r0[1]) / wall, 2)
         if s0 is not None and s1 is not None:
             seen["switches"] = [max(0, s1[0] - s0[0]), max(0, s1[1] - s0[1])]
         return seen
 
     def stop(self) -> dict:
         """`reading`, added to the workload's totals (``others_cores`` as its maximum;
-        ``switches`` stays the timing's own)."""
+        ``own_cores`` and ``switches`` stay the timing's own)."""
         seen = self.reading()
         for k, v in seen.items():
-            if k == "switches":
+            if k in ("switches", "own_cores"):
                 continue
             if k == "others_cores":
                 self.totals["others_cores_max"] = max(self.totals.get("others_cores_max", 0.0), v)
@@ -271,7 +276,7 @@ REWARM_S = 0.5
 def _work(seen: dict) -> bool:
     """Whether a `Watch` reading saw the system compile or load (not just other processes
     or its own threads' switches)."""
-    return any(v for k, v in seen.items() if k not in ("others_cores", "switches"))
+    return any(v for k, v in seen.items() if k not in ("others_cores", "own_cores", "switches"))
 
 
 def progress(msg: str) -> None:

@@ -175,10 +175,12 @@ def test_watch_counts_other_processes_cpu_not_ours(monkeypatch):
     watch = harness.Watch(lambda: next(counters))
     watch.start()
     seen = watch.stop()
-    assert seen == {"worker_cpu_s": 0.25, "others_cores": 0.75, "switches": [7, 2]}
-    # the switches are the timing's own: not in the workload's totals, and not "work"
+    assert seen == {"worker_cpu_s": 0.25, "others_cores": 0.75, "own_cores": 0.5,
+                    "switches": [7, 2]}
+    # the switches and own cores are the timing's own: not in the workload's totals, and
+    # not "work"
     assert watch.take() == {"worker_cpu_s": 0.25, "others_cores_max": 0.75}
-    assert not harness._work({"others_cores": 0.75, "switches": [7, 2]})
+    assert not harness._work({"others_cores": 0.75, "own_cores": 0.5, "switches": [7, 2]})
     assert harness._work({"kernel_loads": 1, "switches": [0, 0]})
 
 
@@ -254,7 +256,8 @@ def test_train_steps_settles_after_the_first_step_and_after_the_warmup():
     res = base._train_steps(tr.step, tr.loss, steps=4, warmup=3, stat="median",
                             settle=lambda: settled_at.append(tr.n), watch=harness.Watch())
     assert settled_at == [1, 3]   # after the check's first step; after the warm-up's 2 more
-    assert tr.n == 1 + 2 + 4 and res["timing"]["during"].keys() <= {"others_cores", "switches"}
+    assert tr.n == 1 + 2 + 4 and res["timing"]["during"].keys() <= {
+        "others_cores", "own_cores", "switches"}
 
 
 def test_process_cpu_s_reads_a_live_process_and_none_for_a_gone_one():
