@@ -140,3 +140,22 @@ def test_a_whole_training_step_runs_the_modules_it_names_compiled_and_matches_to
         np.testing.assert_allclose(net.state_dict()[k].numpy(), v.numpy(), rtol=1e-4, atol=1e-5)
     subs = compiled.cache_stats()["submodules"]["net"]
     assert subs["compiles"] == 1 and subs["hits"] >= 3 and subs["eager_fallbacks"] == 0
+
+
+def test_a_broken_step_compiles_a_module_passed_to_it_and_matches_eager():
+    def step(model, x):
+        out = model(x).square().sum()
+        out.backward()
+        return out.item()   # (a graph break)
+    r = np.random.default_rng(2)
+    mine, ref = tnn.Linear(3, 2), tnn.Linear(3, 2)
+    ref.load_state_dict(mine.state_dict())
+    compiled = tj.compile(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            xb = r.standard_normal((4, 3)).astype(np.float32)
+            assert compiled(mine, tj.tensor(xb)) == pytest.approx(step(ref, tj.tensor(xb)), rel=1e-6)
+    np.testing.assert_allclose(mine.weight.grad.numpy(), ref.weight.grad.numpy(), rtol=1e-6)
+    subs = compiled.cache_stats()["submodules"]["argument 0"]
+    assert subs["compiles"] == 1 and subs["hits"] == 2

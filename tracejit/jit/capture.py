@@ -169,8 +169,7 @@ class Capture(DynamicDims):
             # names still run compiled, as torch.compile compiles around its breaks
             from .submodules import SubmoduleForwards
             self._split = SubmoduleForwards.reached_by(self._fn, self._mode, self._options)
-            if self._split is not None:
-                subs = " (the modules it calls run compiled, each on its own)"
+            subs = " (the modules it calls run compiled, each on its own)"
         msg = (f"tracejit.compile: {self.__name__} cannot be captured as one graph, so it runs "
                f"eagerly from now on{subs}: {exc} (pass fullgraph=True to raise this instead)")
         self._stats["fallback_reason"] = msg

@@ -21,6 +21,10 @@ from typing import Callable
 __all__ = ["SubmoduleForwards"]
 
 
+# a plain function's module arguments compiled at the most (each compiled forward is kept)
+_MAX_ARG_MODULES = 8
+
+
 def _filled(cell) -> bool:
     try:
         cell.cell_contents
@@ -39,14 +43,22 @@ class SubmoduleForwards:
         self._options = options
         self._roots = roots   # {name: module}: these modules themselves, not `module`'s children
         self._forwards: list | None = None   # [(submodule's __dict__, CompiledFunction, name)]
+        self._seen: set = set()
+        self._arg_modules = 0
 
     def _make(self) -> list:
+        self._seen = {id(self._module)}
+        return self._add(self._module, self._roots, [])
+
+    def _add(self, module, roots: dict | None, out: list) -> list:
+        """Append to `out` a compiled forward for each of `module`'s children (None: each
+        module of `roots` itself), looking through containers; returns `out`."""
         from ..nn.module import Module
         from .compiled_module import CompiledModule, compiled_forward
-        out, seen = [], {id(self._module)}
+        seen = self._seen
 
         def visit(m, prefix: str) -> None:
-            for key, child in (m._modules if m is not None else self._roots).items():
+            for key, child in (m._modules if m is not None else roots).items():
                 if child is None or id(child) in seen:
                     continue
                 seen.add(id(child))
@@ -58,15 +70,28 @@ class SubmoduleForwards:
                 cf = compiled_forward(child, self._mode, self._options)
                 cf._quiet_break = True   # (the enclosing forward's warning says why)
                 out.append((child.__dict__, cf, prefix + key))
-        visit(self._module, "")
+        visit(module, "")
         return out
+
+    def _argument_modules(self, args, kwargs) -> None:
+        """A plain function's module arguments (``step(model, x)``): compiled like the
+        modules its code names, the first `_MAX_ARG_MODULES` distinct ones (each is kept)."""
+        from ..nn.module import Module
+        found = {f"argument {i}": a for i, a in enumerate(args) if isinstance(a, Module)}
+        found.update((f"argument {k}", v) for k, v in kwargs.items() if isinstance(v, Module))
+        new = {k: m for k, m in found.items() if id(m) not in self._seen}
+        room = _MAX_ARG_MODULES - self._arg_modules
+        if new and room > 0:
+            new = dict(list(new.items())[:room])
+            self._arg_modules += len(new)
+            self._add(None, new, self._forwards)
 
     @classmethod
     def reached_by(cls, fn: Callable, mode: str, options: dict) -> "SubmoduleForwards | None":
         """For a plain function that broke the graph (a whole training step: ``loss.backward()``
         and ``opt.step()`` inside): the modules its code names (closure cells, globals, the
-        attributes of the object a method is bound to), each compiled on its own; None when
-        it names none."""
+        attributes of the object a method is bound to) and the modules passed to it, each
+        compiled on its own."""
         from ..nn.module import Module
         roots: dict = {}
         code = getattr(fn, "__code__", None)
@@ -83,7 +108,7 @@ class SubmoduleForwards:
             for name, v in vars(owner).items() if hasattr(owner, "__dict__") else ():
                 if isinstance(v, Module):
                     roots.setdefault(name, v)
-        return cls(None, mode, options, roots) if roots else None
+        return cls(None, mode, options, roots)
 
     def call(self, fn: Callable, *args, **kwargs):
         """``fn(*args, **kwargs)`` (the module's forward, eagerly) with every submodule call
@@ -91,6 +116,8 @@ class SubmoduleForwards:
         forwards = self._forwards
         if forwards is None:
             forwards = self._forwards = self._make()
+        if self._module is None and (args or kwargs):
+            self._argument_modules(args, kwargs)
         installed = []
         try:
             for d, cf, _ in forwards:
