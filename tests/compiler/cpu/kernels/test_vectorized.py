@@ -725,3 +725,40 @@ def test_bf16_words_below_their_size_stay_on_numpy(kernels):
     assert (a * 3.0).tolist() == got.tolist() and V.stats() == before
     b = tj.tensor(_x(seed=5)[: V.WORDS_MIN_ELEMENTS]).bfloat16()
     _wait_and_run(lambda: b * 3.0)     # (the size from which they do not)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,view", [
+    ((64, 96), lambda t: t.chunk(2, -1)),                    # a chunk's halves
+    ((8, 16, 40), lambda t: (t[:, :, 3:23], t[:, :, 20:])),  # slices along the last dim
+    ((48, 70), lambda t: (t.narrow(1, 5, 32), t.narrow(1, 38, 32))),   # column blocks
+])
+def test_unit_stride_row_views_run_the_kernel_as_pytorch(kernels, dtype, shape, view):
+    """A view of unit-stride rows (a chunk's half, a narrowed column block) runs the flat
+    kernel on its copy in C order, bitwise the result of the contiguous operand's kernel;
+    values and gradients as PyTorch's."""
+    import torch
+    xa = np.random.default_rng(7).standard_normal(shape).astype(dtype)
+    x = tj.tensor(xa, requires_grad=True)
+
+    def step():
+        x.grad = None
+        a, b = view(x)
+        assert not a.detach().numpy().flags.c_contiguous
+        y = tj.tanh(a) * tj.sigmoid(b) + tj.nn.functional.silu(a)
+        y.backward(tj.ones_like(y))
+        return y, x.grad
+    y, g = _wait_and_run(step)
+    assert V.stats()["loaded"] >= 1
+    a, b = view(x.detach())
+    for fn in (tj.tanh, tj.sigmoid, tj.nn.functional.silu):
+        got = _wait_and_run(lambda: fn(b), 120.0)   # the strided call's kernel value ...
+        want = _wait_and_run(lambda: fn(tj.tensor(np.ascontiguousarray(b.numpy()))))
+        np.testing.assert_array_equal(got.numpy(), want.numpy())   # ... bitwise the C copy's
+    xt = torch.tensor(xa, requires_grad=True)
+    at, bt = view(xt)
+    yt = torch.tanh(at) * torch.sigmoid(bt) + torch.nn.functional.silu(at)
+    yt.backward(torch.ones_like(yt))
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), **tol)
+    np.testing.assert_allclose(g.numpy(), xt.grad.numpy(), **tol)

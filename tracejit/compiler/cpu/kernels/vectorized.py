@@ -212,7 +212,7 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
     prepared = _prepare(prim, arrays, params, compute_np, out_np)
     if prepared is None:
         return None
-    key, layout, args = prepared
+    key, layout, args, strided = prepared
     parallel = n >= PARALLEL_MIN  # the compiled kernels' rule (threads.PARALLEL_MIN)
     key = key + (parallel,)
     entry = _entries.get(key)
@@ -227,6 +227,8 @@ def run(prim, arrays, params, compute_np, out_np, out_shape, out=None):
         return None
     if out is None:
         out = np.empty(out_shape, out_np)
+    for k in strided:   # copied only now: a call that ends on numpy above pays no copy
+        args[k] = np.ascontiguousarray(args[k]).reshape(-1)
     # The nest's calling convention (loopnest.LoopNest.arguments): inputs, output, n.
     if pair_only:
         pair_call = getattr(fn, "pair_call", None)
@@ -270,17 +272,25 @@ def _one_core_free() -> bool:
 
 
 def _prepare(prim, arrays, params, compute_np, out_np):
-    """(kernel key, operand layout, kernel arguments), or None for a non-contiguous operand.
-    Layout per operand: "a" (an array, passed flat), "w" (bf16 words, passed flat), "s" (a
-    scalar, a 1-element array) or "c<value>" (a small integer constant written into the
-    kernel: ``x ** 3`` as ``x*x*x``)."""
+    """(kernel key, operand layout, kernel arguments, indices of strided arguments), or None
+    for an operand the kernel does not take. Layout per operand: "a" (an array, passed
+    flat), "w" (bf16 words, passed flat), "s" (a scalar, a 1-element array) or "c<value>" (a
+    small integer constant written into the kernel: ``x ** 3`` as ``x*x*x``). A strided
+    view of unit-stride rows (a slice along a later dim, a chunk's half) is passed as
+    itself, for `run` to copy to C order: see `_copies_pay`."""
     args = []
     layout = []
+    strided = ()
     for a in arrays:
         if isinstance(a, np.ndarray) and a.ndim:
             words = a.dtype == _bf16.STORAGE
             if a.flags.c_contiguous:
                 args.append(a.reshape(-1))
+                layout.append("w" if words else "a")
+                continue
+            if _unit_stride_rows(a) and _copies_pay(prim, len(arrays), compute_np, params, words):
+                strided += (len(args),)
+                args.append(a)
                 layout.append("w" if words else "a")
                 continue
             if any(a.strides) or not a.size or words:
@@ -298,7 +308,24 @@ def _prepare(prim, arrays, params, compute_np, out_np):
     # dtype objects compare and hash by value: no `.name` lookups per call
     key = (prim.name, compute_np, out_np, tuple(layout),
            tuple(sorted(params.items())) if params else ())
-    return key, layout, args
+    return key, layout, args, strided
+
+
+def _unit_stride_rows(a: np.ndarray) -> bool:
+    """Whether `a` is rows of unit stride at any strides between them, each element read
+    once (no broadcast dim): its copy is a pass of row copies, no larger than the view. A
+    transpose's gather is left to numpy."""
+    return (a.size > 0 and a.strides[-1] == a.itemsize
+            and all(s != 0 or d == 1 for s, d in zip(a.strides, a.shape)))
+
+
+def _copies_pay(prim, n: int, compute_np, params, words: bool) -> bool:
+    """Whether a strided operand is better copied to C order for the flat kernel than left
+    to numpy: for bf16 words (numpy's three passes) and for rules calling a math function
+    or selecting, which gain many times the copy's one pass (the compiled plans' rule,
+    compiler/plan.py `_copy_pays`). Arithmetic gains only from the second core, which the
+    copy's pass on one core would eat."""
+    return words or _gains_on_one_core(prim, n, np.dtype(compute_np).name, params)
 
 
 def _obtain(key, prim, layout, params, compute_np, out_np, parallel):
