@@ -8,7 +8,7 @@ from ..ops import registry as _reg
 from .grad_mode import is_grad_enabled, no_grad
 from .node import Node, SavedTensor, edge
 from .saved import HOOKS as _SAVED_HOOKS, PackedSaved
-from ..tensor import _MADE as _INFERENCE_MADE, _refuse_saved
+from ..tensor import _MADE as _INFERENCE_MADE, Tensor, _refuse_saved
 
 __all__ = ["Function", "FunctionCtx", "InplaceFunction", "once_differentiable"]
 
@@ -25,7 +25,6 @@ class FunctionCtx:
         self.materialize_grads = True
 
     def save_for_backward(self, *tensors) -> None:
-        from ..tensor import Tensor
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward takes tensors (or None), got {type(t).__name__}")
@@ -74,9 +73,9 @@ class FunctionNode(Node):
         return f"{self.fn_cls.__name__}Backward"
 
     def apply(self, grads, create_graph, retain_graph):
-        from .. import ops
         self._create_graph = create_graph
         if self.ctx.materialize_grads:
+            from .. import ops
             grads = [g if g is not None else ops.zeros(s, dtype=d, device=dev)
                      for g, (s, d, dev) in zip(grads, self.out_meta)]
         res = self.fn_cls.backward(self.ctx, *grads)
@@ -100,7 +99,9 @@ def check_grads(name: str, grads, shapes) -> None:
     does not sum to its input's shape (`shapes`, None for a non-tensor argument)."""
     for k, (g, s) in enumerate(zip(grads, shapes)):
         gs = getattr(g, "shape", None)
-        if gs is None or s is None or not all(type(d) is int for d in (*gs, *s)):
+        if gs is None or s is None or gs == s:
+            continue
+        if not all(type(d) is int for d in (*gs, *s)):
             continue   # (a symbolic size is checked when the program runs)
         if len(s) > len(gs) or any(d != 1 and d != e for d, e in zip(s[::-1], gs[::-1])):
             raise ShapeError(f"Function {name} returned an invalid gradient at index {k} - got {list(gs)} "
@@ -134,19 +135,18 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from ..tensor import Tensor
         tracer = _reg.trace_state.tracer
         if tracer is not None and hasattr(tracer, "record_function"):
             return tracer.record_function(cls, args, kwargs)
-        needs = tuple(isinstance(a, Tensor) and a.requires_grad and a.dtype.is_floating_point
-                      for a in args)
+        needs = tuple([isinstance(a, Tensor) and a.requires_grad and a.dtype.is_floating_point
+                       for a in args])
         ctx = FunctionCtx(needs)
         with no_grad():
             out = cls._forward(ctx, *args, **kwargs)
         if not (is_grad_enabled() and any(needs)):
             return out
         outs = out if isinstance(out, tuple) else (out,)
-        nexts = tuple(edge(a) if need else (None, 0) for a, need in zip(args, needs))
+        nexts = tuple([edge(a) if need else (None, 0) for a, need in zip(args, needs)])
         meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else ((), None, None) for o in outs]
         node = FunctionNode(cls, ctx, nexts, len(outs), meta)
         node._meta = [(a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args]
@@ -183,8 +183,13 @@ class Function:
         return tuple(wrapped) if isinstance(out, tuple) else wrapped[0]
 
 
+_NONE_DIRTY: frozenset = frozenset()
+
+
 def _check_dirty(cls, ctx, args, outs) -> set:
     """The ids of the tensors ``ctx.mark_dirty`` named, each an input that forward returned."""
+    if not ctx._dirty:
+        return _NONE_DIRTY
     dirty = {id(t) for t in ctx._dirty}
     inputs, returned = {id(a) for a in args}, {id(o) for o in outs}
     for t in ctx._dirty:

@@ -16,6 +16,8 @@ import numpy as np
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..ops import registry as _reg
+from ..ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
+from ..ops.lstm_prim import LSTM_LAYER, LSTM_LAYER_BACKWARD, _matmul, backward_parts
 from ..ops.step_slices import chunk_pieces
 from ..tensor import Tensor
 
@@ -133,7 +135,6 @@ class _LSTMCellStep(Function):
 
     @staticmethod
     def forward(ctx, x, h, c, w_ih, w_hh, b_ih, b_hh):
-        from ..ops.lstm_prim import LSTM_LAYER
         ctx.set_materialize_grads(False)
         xa, H = x._data[None], w_hh.shape[1]
         b = _bias_sum(b_ih, b_hh, w_hh)
@@ -150,14 +151,10 @@ class _LSTMCellStep(Function):
             return _graph_grads(_lstm_step_ops, (x, h, c, w_ih, w_hh, b_ih, b_hh), (dh, dc))
         if dh is None and dc is None:
             return (None,) * 7
-        from ..ops.lstm_prim import LSTM_LAYER_BACKWARD, _matmul, backward_parts
         N, H = h.shape[0], w_hh.shape[1]
         dt = ctx.Z.dtype
-        zero = None
-        if dh is None or dc is None:
-            zero = np.zeros((H, N), dtype=dt)
-        d_y = np.zeros((1, H, N), dtype=dt)
-        res = LSTM_LAYER_BACKWARD.run(np, d_y, zero if dh is None else dh._data.T,
+        zero = _zeros((H, N), dt)
+        res = LSTM_LAYER_BACKWARD.run(np, _zeros((1, H, N), dt), zero if dh is None else dh._data.T,
                                       zero if dc is None else dc._data.T, x._data[None], w_ih._data,
                                       w_hh._data, ctx.b, h._data.T, c._data.T, ctx.Z, reverse=False)
         off = backward_parts(4, H, N, 2)
@@ -180,8 +177,6 @@ class _GRUCellStep(Function):
 
     @staticmethod
     def forward(ctx, x, h, w_ih, w_hh, b_ih, b_hh):
-        from ..ops.gru_prim import GRU_LAYER
-        from ..ops.lstm_prim import _matmul
         ctx.set_materialize_grads(False)
         H = w_hh.shape[1]
         gi = _matmul(np, x._data, w_ih._data.T)
@@ -203,11 +198,9 @@ class _GRUCellStep(Function):
                 gru_step(F.linear(x, w_ih, b_ih), h, w_hh, b_hh),), (x, h, w_ih, w_hh, b_ih, b_hh), (dh,))
         if dh is None:
             return (None,) * 6
-        from ..ops.gru_prim import GRU_LAYER_BACKWARD
-        from ..ops.lstm_prim import _matmul, backward_parts
         gi, b, Z = ctx.arrays
         N, H = h.shape[0], w_hh.shape[1]
-        res = GRU_LAYER_BACKWARD.run(np, np.zeros((1, H, N), dtype=Z.dtype), dh._data.T, gi[None],
+        res = GRU_LAYER_BACKWARD.run(np, _zeros((1, H, N), Z.dtype), dh._data.T, gi[None],
                                      w_hh._data, b, h._data.T, Z, reverse=False)
         off = backward_parts(3, H, N)
         G = res[off[3]:].reshape(N, 3 * H)
@@ -219,6 +212,24 @@ class _GRUCellStep(Function):
                 wrap(res[off[0]:off[1]].reshape(3 * H, H)) if need[3] else None,
                 wrap(G.sum(axis=0)) if b_ih is not None and need[4] else None,
                 wrap(res[off[1]:off[2]]) if b_hh is not None and need[5] else None)
+
+
+_ZEROS: dict = {}
+
+
+def _zeros(shape: tuple, dtype) -> np.ndarray:
+    """A read-only zero array (one per shape and dtype): the one-step layer primitives'
+    cotangents that are zero, which they only read (a cell step called once per time step
+    would otherwise allocate and clear them every call)."""
+    key = (shape, dtype)
+    z = _ZEROS.get(key)
+    if z is None:
+        if len(_ZEROS) > 64:
+            _ZEROS.clear()
+        z = np.zeros(shape, dtype=dtype)
+        z.flags.writeable = False
+        _ZEROS[key] = z
+    return z
 
 
 def _bias_sum(b_ih, b_hh, w_hh) -> np.ndarray:

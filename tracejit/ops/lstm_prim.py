@@ -280,6 +280,8 @@ def hidden_weight_grad(xp, G2, Z, h0, order):
         return xp.zeros((G2.shape[1], H), dtype=Z.dtype)
     # h_prev of every step as (H, L, N): h_{t-1}, or h_{t+1} for a reverse layer (its
     # order starts at the last step)
+    if L == 1:   # (a cell's one step: h0 itself, in the layout the copy below would have)
+        return _matmul(xp, G2.T, xp.ascontiguousarray(h0, dtype=Z.dtype).T)
     hprev = xp.empty((H, L, N), dtype=Z.dtype)
     if order[0] == 0:
         hprev[:, 0] = h0
