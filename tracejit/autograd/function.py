@@ -31,7 +31,10 @@ class FunctionCtx:
         if _INFERENCE_MADE[0]:
             _refuse_saved(*tensors)
         hooks = _SAVED_HOOKS.stack[-1] if _SAVED_HOOKS.stack else None   # (saved_tensors_hooks)
-        self._saved = tuple(None if t is None else PackedSaved(t, hooks) if hooks else SavedTensor(t) for t in tensors)
+        if hooks:
+            self._saved = tuple([None if t is None else PackedSaved(t, hooks) for t in tensors])
+        else:
+            self._saved = tuple([None if t is None else SavedTensor(t) for t in tensors])
         self._raw = tensors
 
     @property
@@ -154,7 +157,6 @@ class Function:
         # node): a reference cycle would leave every graph through a Function to the cycle
         # collector instead of freeing it when the last output goes.
         ctx._node = weakref.ref(node)
-        ids = {id(a) for a in args if isinstance(a, Tensor)}
         dirty = _check_dirty(cls, ctx, args, outs)
         wrapped = []
         for i, o in enumerate(outs):
@@ -163,7 +165,7 @@ class Function:
                     _rebase_dirty(o, node, i)
                     wrapped.append(o)
                     continue
-                if id(o) in ids:  # forward returned an input: give the output its own identity
+                if any(o is a for a in args):  # forward returned an input: its own identity
                     o = o.detach()
                 o.requires_grad = True
                 o.grad_fn = node
