@@ -22,6 +22,7 @@ from ..device import CPU
 from ..tensor import Tensor
 from ..errors import ArgumentError, DTypeError, ShapeError
 from . import batchnorm_prim as _bn
+from .channel_affine_prim import channel_affine
 from .creation import ones, zeros
 from .elementwise import cast, rsqrt
 from .indexing import getitem
@@ -43,11 +44,10 @@ def _channel_view(t, ndim: int):
 
 
 def _affine(y, weight, bias):
-    if weight is not None:
-        y = y * _channel_view(weight, y.ndim)
-    if bias is not None:
-        y = y + _channel_view(bias, y.ndim)
-    return y
+    # one primitive each way (ops/channel_affine_prim.py), the parameters in y's dtype (a
+    # float16 module's weight beside the float32 its input is normalized in)
+    wb = [t if t is None or t.dtype is y.dtype else cast(t, y.dtype) for t in (weight, bias)]
+    return channel_affine(y, *wb)
 
 
 def _check_args(op: str, input, least: int, **tensors) -> int:
@@ -193,8 +193,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     beta = -running_mean * alpha
     if bias is not None:
         beta = beta + bias
-    x = in_opmath(input)
-    return as_input(x * _channel_view(alpha, input.ndim) + _channel_view(beta, input.ndim), input)
+    return as_input(_affine(in_opmath(input), alpha, beta), input)
 
 
 def _train_in_one(input, running_mean, running_var, weight, bias, momentum, eps, n: int, wide: bool):

@@ -16,6 +16,7 @@ from ... import bf16 as _bf16, dtypes as _dt
 from ...ops import impls
 from ...ops.attention_prim import ATTENTION_BACKWARD, ATTENTION_CONTEXT, ATTENTION_WEIGHTS
 from ...ops.batchnorm_prim import BATCH_NORM_FORWARD, BN_BACKWARD
+from ...ops.channel_affine_prim import CHANNEL_AFFINE, CHANNEL_AFFINE_BACKWARD
 from ...ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD, as_2d, as_2d_call
 from ...ops.depthwise import DEPTHWISE_CONV2D, DEPTHWISE_WGRAD, DEPTHWISE_XGRAD
 from ...ops.elementwise_logic import CAST
@@ -38,8 +39,8 @@ from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from ...ops.log_softmax_prim import LOG_SOFTMAX
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
-from .kernels import (attention_kernels as attention, channel_forms, conv_blocks,
-                      depthwise_kernels as depthwise,
+from .kernels import (attention_kernels as attention, channel_affine, channel_forms,
+                      conv_blocks, depthwise_kernels as depthwise,
                       recurrent_layers as recurrent, row_forms, sampling_kernels as sampling, scatter_forms as index,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
@@ -106,6 +107,9 @@ TABLE = (
     # BatchNorm's one-pass records: their channel forms' kernels (a compiled step's channel group)
     (BN_BACKWARD, channel_forms.backward, floats(2), None),
     (BATCH_NORM_FORWARD, channel_forms.forward, floats(1), None),
+    # the per-channel affine of group and instance norm: one pass over each channel's runs
+    (CHANNEL_AFFINE, channel_affine.forward, floats(1), None),
+    (CHANNEL_AFFINE_BACKWARD, channel_affine.backward, floats(1), None),
     # sampling at points: one loop over the points, each point's corners found once
     (GRID_SAMPLE, sampling.forward, floats(2), None),
     (GRID_SAMPLE_BACKWARD, sampling.backward, floats(3), None),
