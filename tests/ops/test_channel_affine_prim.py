@@ -141,3 +141,18 @@ def test_channel_affine_is_one_record_each_way():
     np.testing.assert_array_equal(x.grad.numpy(), expected)
     np.testing.assert_array_equal(w.grad.numpy(), [16.0, 16.0, 16.0])
     np.testing.assert_array_equal(b.grad.numpy(), [16.0, 16.0, 16.0])
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 1e-4), (np.float64, 1e-10)])
+def test_instance_norm_running_statistics_and_second_order_match_pytorch(dtype, tol):
+    x, w, b, v = _inputs((3, 4, 5, 6), dtype, 11)
+    got = []
+    for lib in (torch, tj):
+        rm, rv = lib.tensor(np.zeros(4, dtype)), lib.tensor(np.ones(4, dtype))
+        xt, wt, bt = (lib.tensor(a, requires_grad=True) for a in (x, w, b))
+        y = lib.nn.functional.instance_norm(xt, rm, rv, wt, bt, use_input_stats=True, momentum=0.3)
+        gx, gw = lib.autograd.grad((y * lib.tensor(v)).sum(), (xt, wt), create_graph=True)
+        second = lib.autograd.grad((gx * gx).sum() + (gw * gw).sum(), (xt, wt))
+        got.append([y.detach().numpy(), rm.numpy(), rv.numpy()] + [t.numpy() for t in second])
+    for a, e in zip(got[1], got[0]):
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol)
