@@ -156,3 +156,21 @@ def test_instance_norm_running_statistics_and_second_order_match_pytorch(dtype, 
         got.append([y.detach().numpy(), rm.numpy(), rv.numpy()] + [t.numpy() for t in second])
     for a, e in zip(got[1], got[0]):
         np.testing.assert_allclose(a, e, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (2, 6, 3, 5)])
+@pytest.mark.parametrize("dtype,tol", TOLS)
+@pytest.mark.parametrize("parts", ["wb", "w", ""])
+def test_instance_norm_by_running_statistics_matches_pytorch(shape, dtype, tol, parts):
+    x, w, b, g = _inputs(shape, dtype, sum(shape) + 3)
+    rng = np.random.default_rng(6)
+    rm = rng.standard_normal(shape[1]).astype(dtype)
+    rv = rng.uniform(0.5, 2, shape[1]).astype(dtype)
+    arrays = (x, w if "w" in parts else None, b if "b" in parts else None)
+    res = [_run(lib, lambda xt, wt, bt: lib.nn.functional.instance_norm(
+        xt, lib.tensor(rm), lib.tensor(rv), wt, bt, use_input_stats=False), arrays, g)
+        for lib in (torch, tj)]
+    assert len(res[1]) == len(res[0]) == 2 + len(parts)
+    for a, e in zip(res[1], res[0]):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, e, rtol=tol, atol=tol)

@@ -185,8 +185,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if bias is not None:
             y = y + _channel_view(bias, input.ndim)
         return as_input(y, input)
-    # Inference, as PyTorch computes it: y = x * alpha + beta with per-channel
-    # alpha = weight / sqrt(running_var + eps) and beta = bias - running_mean * alpha.
+    return _inference(input, running_mean, running_var, weight, bias, eps)
+
+
+def _inference(input, running_mean, running_var, weight, bias, eps):
+    """Normalization by running statistics, as PyTorch computes it: y = x * alpha + beta
+    with per-channel alpha = weight / sqrt(running_var + eps), beta = bias - running_mean *
+    alpha (one channel_affine)."""
     alpha = rsqrt(running_var + eps)
     if weight is not None:
         alpha = alpha * weight
@@ -261,13 +266,12 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     """
     c = _check_args("instance_norm", input, 3, weight=weight, bias=bias, running_mean=running_mean,
                     running_var=running_var)
-    x = in_opmath(input)
-    dims = tuple(range(2, input.ndim))
     if not use_input_stats:
         if running_mean is None or running_var is None:
             raise ValueError("instance_norm: use_input_stats=False needs running_mean and running_var")
-        y = (x - _channel_view(running_mean, input.ndim)) * _channel_view(rsqrt(running_var + eps), input.ndim)
-        return as_input(_affine(y, weight, bias), input)
+        return _inference(input, running_mean, running_var, weight, bias, eps)
+    x = in_opmath(input)
+    dims = tuple(range(2, input.ndim))
     n = math.prod(input.shape[2:])
     if n <= 1:
         raise ValueError(f"instance_norm: expected more than 1 spatial element when training, got "
