@@ -38,7 +38,7 @@ __all__ = ["conj", "conj_physical", "real", "imag", "view_as_real", "view_as_com
            "angle", "sgn", "is_complex", "resolve_conj", "resolve_neg", "is_conj"]
 
 _LINEAR = ("add", "sub", "neg", "copy", "detach", "expand", "flip", "permute", "reshape", "concat", "stack",
-           "getitem", "gather", "index_put", "index_add", "scatter_add", "sum", "where", "to_device", "full",
+           "roll", "getitem", "gather", "index_put", "index_add", "scatter_add", "sum", "where", "to_device", "full",
            "cumsum", "eq", "ne", "isnan", "cast")
 _WRITES = ("index_put", "index_add", "scatter_add")   # (results of operand 0's dtype)
 _HOLO = ("mul", "div", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "pow", "pow_backward", "matmul",
