@@ -94,3 +94,55 @@ def test_one_weight_gradient_gemm_per_layer_and_direction(monkeypatch):
     assert calls.count(((4, 4), (4, 2))) == 7               # one per step (d h0 included)
     assert calls.count(((4, 14), (14, 4))) == 1             # d W_hh over the 7*2 stacked rows
     assert len(calls) == 8, calls
+
+
+def test_a_gru_cell_loop_runs_the_layer_kernels_after_wait(monkeypatch):
+    """A GRUCell stepped by a short Python loop on x[:, t] (a strided view) asks for the GRU
+    layer's kernels each call; its loop ends before a kernel's loader starts (a call a second
+    after the first), so ``tj.compiler.wait()`` loads them, and the next loop runs them: no
+    step of the numpy form, values as the numpy form's and PyTorch's."""
+    from tracejit.compiler.cpu.kernels import loader
+    from tracejit.ops import gru_prim
+    monkeypatch.delenv("TRACEJIT_COMPILE", raising=False)        # background loads
+    monkeypatch.setattr(loader, "_GO_AFTER_S", 1e9)            # no call starts a loader
+    torch.manual_seed(2)
+    t = torch.nn.GRUCell(3, 4).double()
+    m = nn.GRUCell(3, 4, dtype="float64")
+    m.load_state_dict({k: tj.tensor(v.detach().numpy()) for k, v in t.state_dict().items()})
+    xv = _x(4, (2, 6, 3))
+    numpy_steps = []
+    step, back = gru_prim._gru_step, gru_prim.backward_steps
+    monkeypatch.setattr(gru_prim, "_gru_step", lambda *a: numpy_steps.append(1) or step(*a))
+    monkeypatch.setattr(gru_prim, "backward_steps", lambda *a: numpy_steps.append(2) or back(*a))
+
+    def run():
+        m.zero_grad()
+        x = tj.tensor(xv, requires_grad=True)
+        h = tj.zeros(2, 4, dtype=tj.float64)
+        hs = []
+        for i in range(xv.shape[1]):
+            h = m(x[:, i], h)
+            hs.append(h)
+        (tj.stack(hs, 1) ** 2).sum().backward()
+        return [a.detach().numpy().copy() for a in (h, x.grad, m.weight_hh.grad, m.weight_ih.grad, m.bias_hh.grad)]
+
+    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "0")
+    numpy_form = run()
+    assert numpy_steps.count(1) == 6 and numpy_steps.count(2) == 6
+    monkeypatch.delenv("TRACEJIT_EAGER_KERNELS")
+    run()                                       # asks for the kernels
+    assert tj.compiler.wait(timeout=600)
+    numpy_steps.clear()
+    kernels = run()
+    assert numpy_steps == []
+    for a, b in zip(kernels, numpy_form):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    x = torch.tensor(xv, requires_grad=True)
+    h = torch.zeros(2, 4, dtype=torch.float64)
+    hs = []
+    for i in range(xv.shape[1]):
+        h = t(x[:, i], h)
+        hs.append(h)
+    (torch.stack(hs, 1) ** 2).sum().backward()
+    for a, b in zip(kernels, (h, x.grad, t.weight_hh.grad, t.weight_ih.grad, t.bias_hh.grad)):
+        np.testing.assert_allclose(a, b.detach().numpy(), rtol=1e-10, atol=1e-12)

@@ -26,10 +26,17 @@ _FROM = re.compile(r"^[ \t]*from[ \t]+(\.+|tracejit\b)([\w.]*)[ \t]+import[ \t]+
 
 def module_path(name: str) -> Path | None:
     """The source file of tracejit module `name` (a package's ``__init__.py``), or None."""
+    return _path(_ROOT, name)
+
+
+# cached: a first kernel's key walks a few hundred modules' imports, ~10,000 lookups of two
+# file stats each (1 s of the first load's CPU, while the caller's steps wait on the GIL)
+@functools.lru_cache(maxsize=None)
+def _path(root: Path, name: str) -> Path | None:
     parts = name.split(".")
     if parts[0] != "tracejit":
         return None
-    base = _ROOT.joinpath(*parts[1:])
+    base = root.joinpath(*parts[1:])
     for path in (base.with_suffix(".py") if len(parts) > 1 else None, base / "__init__.py"):
         if path is not None and path.is_file():
             return path
