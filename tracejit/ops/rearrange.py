@@ -20,10 +20,11 @@ from .creation import tensor, zeros
 from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
-from .shape import cat, clone, expand, flip, permute, reshape, stack, transpose, unsqueeze
+from .shape import cat, clone, expand, flip, permute, reshape, split, stack, transpose, unsqueeze
 from .shape_params import as_size, keyword_shape, shape_args
 from .registry import Aval, defprim
 from .roll_prim import roll
+from .step_slices import records_pieces
 from .eager import bind
 from .host_steps import host_step
 from . import autocast as _autocast
@@ -498,6 +499,9 @@ def tensor_split(input, indices_or_sections, dim: int = 0):
         idx = [int(i) for i in (indices_or_sections.tolist() if isinstance(indices_or_sections, Tensor)
                                 else indices_or_sections)]
         bounds = [0] + [min(max(i, 0), n) for i in idx] + [n]
+    sizes = [int(b) - int(a) for a, b in zip(bounds[:-1], bounds[1:])]
+    if records_pieces(input) and min(sizes) >= 0:   # (pieces in order: one backward node)
+        return split(input, sizes, d)
     return tuple(getitem(input, (slice(None),) * d + (slice(int(a), int(max(a, b))),))
                  for a, b in zip(bounds[:-1], bounds[1:]))
 

@@ -16,10 +16,10 @@ from .grad_views import pieces, recording
 from ..formats import CHANNELS_INNER, CHANNELS_LAST_OF_RANK, all_channels_last, contiguous_format, made_in_order, memory_order
 from . import autocast as _autocast
 from .shape_params import IDENTITY as _IDENTITY, normalized as _normalized, shape_args as _shape_args, unchanged
-from .shape_params import as_size, keyword_shape as _keyword_shape, WHOLE_DIM as _WHOLE_DIM
+from .shape_params import keyword_shape as _keyword_shape, WHOLE_DIM as _WHOLE_DIM
 from .shape_params import expand_params as _expand_params, permute_params as _permute_params
 from .shape_params import squeeze_params as _squeeze_params, transpose_params as _transpose_params
-from .shape_params import unsqueeze_params as _unsqueeze_params, split_specs as _split_specs
+from .shape_params import unsqueeze_params as _unsqueeze_params
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
            "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
@@ -538,29 +538,6 @@ def narrow(a, dim: int, start: int, length: int):
     return bind(_GETITEM or _getitem_prim(), a, spec=spec)
 
 
-def split(a, split_size_or_sections, dim: int = 0):
-    getitem = _GETITEM or _getitem_prim()
-    if type(split_size_or_sections) is list:   # (as a tuple: kept like a split size)
-        split_size_or_sections = tuple(split_size_or_sections)
-    return tuple([bind(getitem, a, spec=spec)
-                  for spec in _normalized(_split_specs, a, (split_size_or_sections, dim))])
-
-
-def chunk(a, chunks: int, dim: int = 0):
-    if not isinstance(chunks := as_size(chunks), int) or chunks <= 0:   # (ShapeError: PyTorch's RuntimeError)
-        raise (ShapeError if isinstance(chunks, int) else TypeError)(f"chunk: chunks must be a positive int, got {chunks!r}")
-    d = normalize_dim(dim, a.ndim, "chunk")
-    n = a.shape[d]   # (a symbolic one stays one: `split` guards the count of pieces)
-    if n == 0:
-        return tuple(narrow(a, d, 0, 0) for _ in range(chunks))
-    return split(a, -(-n // chunks), d)
-
-
-def unbind(a, dim: int = 0):
-    d = normalize_dim(dim, a.ndim, "unbind")
-    return tuple(a[(slice(None),) * d + (i,)] for i in range(int(a.shape[d])))
-
-
 def flip(a, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
     dims = tuple(normalize_dim(d, a.ndim, "flip") for d in dims)
@@ -597,3 +574,7 @@ def _sum_to_steps(g, shape) -> tuple:
 
 def to_device(a, device):
     return a if a.device == device else bind(TO_DEVICE, a, device=device)
+
+
+# (split, chunk, unbind: with the one autograd node of their pieces, step_slices.py)
+from .step_slices import chunk, split, unbind  # noqa: E402,F401
