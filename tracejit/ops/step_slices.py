@@ -33,13 +33,12 @@ class _Pieces(Function):
     @staticmethod
     def forward(ctx, x, dim, specs):
         ctx.set_materialize_grads(False)
-        if specs is None:
-            lead = (slice(None),) * dim
-            pieces = tuple([x[lead + (k,)] for k in range(x.shape[dim])])
-        else:
-            getitem = REGISTRY["getitem"]
-            pieces = tuple([bind(getitem, x, spec=spec) for spec in specs])
-        ctx.meta = (x.dtype, x.device, dim, specs is None, [p.shape for p in pieces], x.shape)
+        stacked = specs is None
+        if stacked:   # (x[..., k, ...]'s specs, kept per shape and dim)
+            specs = _normalized(_unbind_specs, x, (dim,))
+        getitem = REGISTRY["getitem"]
+        pieces = tuple([bind(getitem, x, spec=spec) for spec in specs])
+        ctx.meta = (x.dtype, x.device, dim, stacked, [p.shape for p in pieces], x.shape)
         return pieces
 
     @staticmethod
@@ -54,6 +53,13 @@ class _Pieces(Function):
             grads = [ops.zeros(s, dtype=dtype, device=device) if g is None else g
                      for g, s in zip(grads, shapes)]
         return (ops.stack(grads, dim) if stacked else ops.cat(grads, dim)), None, None
+
+
+def _unbind_specs(x, args) -> tuple:
+    """getitem's specs of the slices ``x[..., k]`` along dim ``args[0]`` (>= 0)."""
+    from .indexing import _plain_spec
+    lead = (slice(None),) * args[0]
+    return tuple([_plain_spec(x, lead + (k,)) for k in range(x.shape[args[0]])])
 
 
 def _written(grads, given, shapes, shape, dim: int, stacked: bool) -> Tensor:
