@@ -5,8 +5,9 @@ Why: as a composite LayerNorm is seven eager op calls forward and about fifteen 
 passes backward (3x PyTorch's time in the Transformer encoder step). Here the forward is
 one op and the backward one op computing the gradients of x, weight and bias together,
 stacked as one ``(M + 2, K)`` array (rows: dx, then dweight, dbias) that the VJP cuts
-apart. The CPU kernels are rendered from their rows forms
-(compiler/cpu/kernels/row_forms.py).
+apart; without an affine (group_norm's and instance_norm's rows) it is dx alone, the
+column sums skipped (about half of GroupNorm's backward). The CPU kernels are rendered
+from their rows forms (compiler/cpu/kernels/row_forms.py).
 
 ``layer_norm_backward`` has a VJP of its own, written with differentiable ops that
 recompute the row statistics from x, so every higher order is exact too.
@@ -74,15 +75,16 @@ def _layer_norm_rule(x: Aval, *wb, n, eps, affine):
     return Aval(x.shape, x.dtype, x.device)
 
 
-def _layer_norm_backward_impl(xp, g, x, *w, n, eps, has_w):
+def _layer_norm_backward_impl(xp, g, x, *w, n, eps, has_w, sums=True):
     K = row_size(x, n)
     g2 = g.reshape(_rows(x, n), K)
     xhat, rstd = _stats(xp, x.reshape(_rows(x, n), K), eps)
     xhat *= rstd
     M = g2.shape[0]
-    out = xp.empty((M + 2, K), dtype=x.dtype)
-    out[M + 1] = g2.sum(axis=0)                                     # d bias
-    out[M] = xp.einsum("ij,ij->j", g2, xhat)                        # d weight
+    out = xp.empty((M + 2 * sums, K), dtype=x.dtype)
+    if sums:
+        out[M + 1] = g2.sum(axis=0)                                 # d bias
+        out[M] = xp.einsum("ij,ij->j", g2, xhat)                    # d weight
     gw = out[:M]
     if has_w:
         xp.multiply(g2, w[0].reshape(-1), out=gw)
@@ -99,13 +101,14 @@ def _layer_norm_backward_impl(xp, g, x, *w, n, eps, has_w):
     return out
 
 
-def _layer_norm_backward_rule(g: Aval, x: Aval, *w, n, eps, has_w):
-    return Aval((_rows(x, n) + 2, row_size(x, n)), x.dtype, x.device)
+def _layer_norm_backward_rule(g: Aval, x: Aval, *w, n, eps, has_w, sums=True):
+    return Aval((_rows(x, n) + 2 * sums, row_size(x, n)), x.dtype, x.device)
 
 
-def _layer_norm_backward_vjp(v, out, g, x, *w, n, eps, has_w):
+def _layer_norm_backward_vjp(v, out, g, x, *w, n, eps, has_w, sums=True):
     """VJP of ``(dx, dweight, dbias) = layer_norm_backward(g, x, w)`` for the cotangents
-    (vx, vw, vb) (the rows of `v`). Per row, with xhat = (x - mean) * r and the projection
+    (vx, vw, vb) (the rows of `v`; without `sums`, `v` is vx alone and vw = vb = 0). Per
+    row, with xhat = (x - mean) * r and the projection
     P(u) = u - mean(u) - xhat * mean(u * xhat) (symmetric; LayerNorm's Jacobian is r P):
     dx = r P(g w), dweight = sum of g xhat, dbias = sum of g. So
       d/dg = w r P(vx) + vw xhat + vb,   d/dw = sum of g r P(vx),
@@ -126,23 +129,26 @@ def _layer_norm_backward_vjp(v, out, g, x, *w, n, eps, has_w):
     def rowsum(t):
         return _sum(t, lead) if lead else t
 
-    vx = reshape(v[:-2], shape)
-    vw = reshape(v[-2], ns)
-    vb = reshape(v[-1], ns)
+    vx = reshape(v[:-2] if sums else v, shape)
     u = g * w[0] if has_w else g
     pv = P(vx)
-    d_g = r * (pv * w[0] if has_w else pv) + vw * xh + vb
+    d_g = r * (pv * w[0] if has_w else pv)
+    if sums:
+        vw = reshape(v[-2], ns)
+        d_g = d_g + vw * xh + reshape(v[-1], ns)
     d_w = rowsum(g * r * pv) if has_w else None
     a = mean(vx * u, dims, keepdim=True) - mean(vx, dims, keepdim=True) * mean(u, dims, keepdim=True)
     b = mean(xh * vx, dims, keepdim=True)
     c = mean(xh * u, dims, keepdim=True)
-    d_x = r * P(vw * g) - r * r * (xh * (a - b * c) + c * pv + b * P(u))
+    t = r * r * (xh * (a - b * c) + c * pv + b * P(u))
+    d_x = r * P(vw * g) - t if sums else -t
     return (d_g, d_x) + ((d_w,) if has_w else ())
 
 
-def _layer_norm_backward_rows(g, x, *w, n, eps, has_w):
+def _layer_norm_backward_rows(g, x, *w, n, eps, has_w, sums=True):
     """The backward's rows form over (M, K) rows, optionally 1 / K as a last (1,) operand:
-    (dx, dweight, dbias), the last two summed over the rows, kept as (1, K)."""
+    (dx, dweight, dbias), the last two summed over the rows, kept as (1, K); dx alone
+    without `sums`."""
     w = list(w)
     inv_k = w.pop() if len(w) > int(has_w) else 1.0 / x.shape[-1]
     lead = tuple(range(x.ndim - 1))
@@ -155,6 +161,8 @@ def _layer_norm_backward_rows(g, x, *w, n, eps, has_w):
     # variance's pass (three passes over the row, not four)
     c = _sum(gw * d, -1, keepdim=True) * inv_k * r
     dx = r * (gw - a - xh * c)
+    if not sums:
+        return dx
     return dx, sum_(g * xh, lead, True), sum_(g, lead, True)
 
 
@@ -166,9 +174,12 @@ LAYER_NORM_BACKWARD = defprim("layer_norm_backward", _layer_norm_backward_impl, 
 
 def _layer_norm_vjp(g, out, x, *wb, n, eps, affine):
     w = wb[0] if affine[0] else None
-    res = bind(LAYER_NORM_BACKWARD, g, x, *((w,) if affine[0] else ()), n=n, eps=eps, has_w=affine[0])
+    # (no affine, as group_norm's and instance_norm's rows: dx alone, no column sums)
+    sums = any(affine)
+    res = bind(LAYER_NORM_BACKWARD, g, x, *((w,) if affine[0] else ()), n=n, eps=eps,
+               has_w=affine[0], sums=sums)
     ns = tuple(x.shape[x.ndim - n:])
-    grads = [reshape(res[:-2], tuple(x.shape))]
+    grads = [reshape(res[:-2] if sums else res, tuple(x.shape))]
     if affine[0]:
         grads.append(reshape(res[-2], ns))
     if affine[1]:

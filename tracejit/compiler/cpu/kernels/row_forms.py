@@ -257,17 +257,18 @@ def _rows_call(prim, shapes, dtype, params, arity, scaled=False):
     return bound(prim, kept, impls.numpy_form(prim, params))
 
 
-def layer_norm_backward(g, x, *w, n, eps, has_w):
+def layer_norm_backward(g, x, *w, n, eps, has_w, sums=True):
     # (M + 2, K): the kernel writes dx into its first M rows, dweight and dbias into the
-    # last two; weight as a (1, K) row and 1 / K an operand, as the forward's
+    # last two (without `sums`, (M, K): dx alone); weight as a (1, K) row and 1 / K an
+    # operand, as the forward's
     k = row_size(x, n)
     if x.ndim == 0 or k == 0 or x.dtype not in _DTYPES or g.shape != x.shape:
         return None
     m = x.size // k
-    res = np.empty((m + 2, k), x.dtype)
+    res = np.empty((m + 2 * sums, k), x.dtype)
     ops = (g.reshape(m, k), x.reshape(m, k)) + tuple(a.reshape(1, k) for a in w) + (_reciprocal(k, x.dtype),)
-    got = run(LAYER_NORM_BACKWARD, ops, {"n": 1, "eps": eps, "has_w": has_w},
-              out=[res[:m], res[m:m + 1], res[m + 1:]])
+    got = run(LAYER_NORM_BACKWARD, ops, {"n": 1, "eps": eps, "has_w": has_w, "sums": sums},
+              out=[res[:m], res[m:m + 1], res[m + 1:]] if sums else [res])
     return None if got is None else res
 
 
