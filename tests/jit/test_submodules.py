@@ -151,11 +151,18 @@ def test_a_broken_step_compiles_a_module_passed_to_it_and_matches_eager():
     mine, ref = tnn.Linear(3, 2), tnn.Linear(3, 2)
     ref.load_state_dict(mine.state_dict())
     compiled = tj.compile(step)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         for _ in range(3):
             xb = r.standard_normal((4, 3)).astype(np.float32)
             assert compiled(mine, tj.tensor(xb)) == pytest.approx(step(ref, tj.tensor(xb)), rel=1e-6)
     np.testing.assert_allclose(mine.weight.grad.numpy(), ref.weight.grad.numpy(), rtol=1e-6)
+    assert any("the modules it calls run compiled" in str(w.message) for w in caught)
     subs = compiled.cache_stats()["submodules"]["argument 0"]
     assert subs["compiles"] == 1 and subs["hits"] == 2
+
+
+def test_a_broken_function_that_calls_no_module_says_only_why():
+    compiled = tj.compile(lambda x: x.sum().item())
+    with pytest.warns(RuntimeWarning, match=r"runs eagerly from now on: tensor.item\(\)"):
+        assert compiled(tj.ones(3)) == 3.0

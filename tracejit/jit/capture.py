@@ -95,7 +95,7 @@ class Capture(DynamicDims):
             return None, None
         changed = None if self._fullgraph else changed_array(descs, self._entries, self._numpy_read)
         if changed is not None:
-            self._break_to_eager(changed)
+            self._break_to_eager(changed, args)
             return None, None
         self._stats["misses"] += 1
         if self._stats["compiles"] >= self._limit:
@@ -139,7 +139,7 @@ class Capture(DynamicDims):
                 self._stats["misses"] -= 1
                 return self._capture_for(args, leaves, spec, gm)
             if isinstance(exc, TraceError) and not self._fullgraph:
-                self._break_to_eager(exc)
+                self._break_to_eager(exc, args)
                 return None, None
             raise
         self._note_reasons(reasons)
@@ -150,7 +150,7 @@ class Capture(DynamicDims):
         self._stats["compiles"] += 1
         return entry, saved
 
-    def _break_to_eager(self, exc: TraceError) -> None:
+    def _break_to_eager(self, exc: TraceError, args=()) -> None:
         """torch.compile's ``fullgraph=False``: a function that cannot be captured as one
         graph runs eagerly from now on (entries already captured keep serving their calls),
         with one warning that says why, instead of failing the program."""
@@ -169,7 +169,9 @@ class Capture(DynamicDims):
             # names still run compiled, as torch.compile compiles around its breaks
             from .submodules import SubmoduleForwards
             self._split = SubmoduleForwards.reached_by(self._fn, self._mode, self._options)
-            subs = " (the modules it calls run compiled, each on its own)"
+            passed = [a for v in args for a in (v.values() if isinstance(v, dict) else (v,))]
+            if self._split.names_modules() or any(isinstance(a, Module) for a in passed):
+                subs = " (the modules it calls run compiled, each on its own)"
         msg = (f"tracejit.compile: {self.__name__} cannot be captured as one graph, so it runs "
                f"eagerly from now on{subs}: {exc} (pass fullgraph=True to raise this instead)")
         self._stats["fallback_reason"] = msg

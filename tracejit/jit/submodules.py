@@ -110,6 +110,10 @@ class SubmoduleForwards:
                     roots.setdefault(name, v)
         return cls(None, mode, options, roots)
 
+    def names_modules(self) -> bool:
+        """Whether there is a module to compile before any call's arguments are seen."""
+        return bool(self._roots) or self._module is not None
+
     def call(self, fn: Callable, *args, **kwargs):
         """``fn(*args, **kwargs)`` (the module's forward, eagerly) with every submodule call
         it makes running that submodule's compiled forward."""
