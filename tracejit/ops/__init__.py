@@ -15,6 +15,7 @@ from .registry import REGISTRY  # noqa: F401
 from .eager import bind
 from .shape import *  # noqa: F401,F403
 from .shape import broadcast_to  # noqa: F401
+from .step_slices import chunk, split, unbind  # noqa: F401  (one autograd node for the pieces)
 from .tensorfns import *  # noqa: F401,F403
 from .einsum import einsum  # noqa: F401
 from .spatial import adaptive_avg_pool2d, adaptive_max_pool2d, conv1d, conv_transpose2d  # noqa: F401

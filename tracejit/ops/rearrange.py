@@ -20,7 +20,8 @@ from .creation import tensor, zeros
 from .indexing import getitem
 from .linalg import matmul
 from .reductions import sum as _sum
-from .shape import cat, clone, expand, flip, permute, reshape, split, stack, transpose, unsqueeze
+from .shape import cat, clone, expand, flip, permute, reshape, stack, transpose, unsqueeze
+from .step_slices import split
 from .shape_params import as_size, keyword_shape, shape_args
 from .registry import Aval, defprim
 from .roll_prim import roll

@@ -22,8 +22,8 @@ from .shape_params import squeeze_params as _squeeze_params, transpose_params as
 from .shape_params import unsqueeze_params as _unsqueeze_params
 
 __all__ = ["reshape", "view", "permute", "transpose", "t", "expand", "expand_as", "squeeze",
-           "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "split", "chunk",
-           "unbind", "narrow", "flip", "sum_to", "clone", "view_as", "reshape_as",
+           "unsqueeze", "flatten", "contiguous", "cat", "concat", "stack", "narrow", "flip",
+           "sum_to", "clone", "view_as", "reshape_as",
            "to_device", "swapaxes"]
 
 # numpy's C concatenate without its __array_function__ dispatch (a third of a small call)
@@ -267,8 +267,16 @@ def _stack_fast(shapes, dtype, params):
     return fast
 
 
+def _slices_along(a, dim: int) -> tuple:
+    """`a`'s slices along `dim`, each its own differentiable getitem (stack's VJP while a
+    graph is recorded)."""
+    d = normalize_dim(dim, a.ndim, "unbind")
+    return tuple(a[(slice(None),) * d + (i,)] for i in range(int(a.shape[d])))
+
+
 STACK = defprim("stack", _stack_impl, _stack_rule,
-                lambda g, out, *inputs, dim: unbind(g, dim) if recording(g) else pieces(g, dim, [None] * len(inputs)),
+                lambda g, out, *inputs, dim: _slices_along(g, dim) if recording(g) else
+                pieces(g, dim, [None] * len(inputs)),
                 kind="shape", promote=True,
                 save=lambda rq: (), extra={"meta": lambda rq: range(len(rq)), "fast": _stack_fast,
                                             "batch": lambda n, p, *a: {"dim": p["dim"] % (a[0].ndim + 1) + 1}})
@@ -574,7 +582,3 @@ def _sum_to_steps(g, shape) -> tuple:
 
 def to_device(a, device):
     return a if a.device == device else bind(TO_DEVICE, a, device=device)
-
-
-# (split, chunk, unbind: with the one autograd node of their pieces, step_slices.py)
-from .step_slices import chunk, split, unbind  # noqa: E402,F401
