@@ -14,7 +14,7 @@ from . import eager as _eager
 from .eager import bind
 from .grad_views import recording
 from .registry import REGISTRY
-from .shape import narrow
+from .shape import _slices_along, narrow
 from .shape_params import as_size, normalized as _normalized, split_specs as _split_specs
 from ..errors import ShapeError
 from ..shapes import normalize_dim
@@ -105,7 +105,7 @@ def unbind(a, dim: int = 0):
     d = normalize_dim(dim, a.ndim, "unbind")
     if a.shape[d] and records_pieces(a):
         return _Pieces.apply(a, d, None)
-    return tuple(a[(slice(None),) * d + (i,)] for i in range(int(a.shape[d])))
+    return _slices_along(a, d)
 
 
 def unbind_steps(x: Tensor, dim: int = 0) -> tuple:
@@ -115,8 +115,7 @@ def unbind_steps(x: Tensor, dim: int = 0) -> tuple:
     gradient is stacked straight into the layout of the projection's GEMM."""
     if x.shape[dim] and x.requires_grad and x.dtype.is_floating_point and is_grad_enabled():
         return _Pieces.apply(x, dim, None)
-    lead = (slice(None),) * dim
-    return tuple(x[lead + (k,)] for k in range(x.shape[dim]))
+    return _slices_along(x, dim)
 
 
 def chunk_pieces(x: Tensor, n: int, dim: int) -> tuple:
