@@ -34,7 +34,7 @@ from .parameter import Parameter
 from ..ops.gru_layer import gru_cell, gru_layer_fm
 from ..ops.lstm_layer import lstm_layer_fm
 from ..ops.rnn_layer import rnn_cell, rnn_layer_fm
-from ..ops.step_slices import chunk_pieces
+from ..ops.step_slices import chunk
 from .recurrent_checks import RecurrentChecks
 from .recurrent_grad import gru_cell_step, lstm_cell_gates, lstm_cell_step
 
@@ -68,7 +68,7 @@ def gru_step(gi, h, w_hh, b_hh):
     """h' of one GRU step: n = tanh(W_in x + b_in + r * (W_hn h + b_hn)), h' = (1-z)*n + z*h
     (the cell math: ops/gru_layer.py `gru_cell`)."""
     gh = _hidden_proj(h, w_hh, b_hh)
-    return gru_cell(*chunk_pieces(gi, 3, -1), *chunk_pieces(gh, 3, -1), h)
+    return gru_cell(*chunk(gi, 3, -1), *chunk(gh, 3, -1), h)
 
 
 def _packed_proj(x, h, w_ih, w_hh, b_ih, b_hh):

@@ -1,9 +1,8 @@
-"""Eager recurrent cells: a step's gate blocks as one autograd node (`chunk_pieces`), and
+"""Eager recurrent cells: a step's gate blocks as one autograd node (`chunk`), and
 an LSTM cell's gate math as one (`lstm_cell_gates`).
 
-`ops.chunk` makes one ``getitem`` per gate block, each backward a full-size zero tensor
-with one slice filled; `chunk_pieces` (ops/step_slices.py) is one node whose backward
-is one ``cat``. An LSTMCell stepped by a Python loop runs its gate math (~10 ops forward,
+`chunk` (ops/step_slices.py) makes the gate blocks one node whose backward writes each
+block's gradient once, not a full-size zero tensor per block. An LSTMCell stepped by a Python loop runs its gate math (~10 ops forward,
 ~20 backward) as `lstm_cell_gates`, one node computed on the arrays, as PyTorch's eager
 cell is one fused kernel; under ``create_graph`` its backward differentiates the same
 math in tracejit ops. An eager LSTMCell or GRUCell step on the CPU is `lstm_cell_step` /
@@ -18,7 +17,7 @@ from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ..ops import registry as _reg
 from ..ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
 from ..ops.lstm_prim import LSTM_LAYER, LSTM_LAYER_BACKWARD, _matmul, backward_parts
-from ..ops.step_slices import chunk_pieces
+from ..ops.step_slices import chunk
 from ..tensor import Tensor
 
 __all__ = ["lstm_cell_gates", "lstm_cell_step", "gru_cell_step"]
@@ -29,7 +28,7 @@ def _cell_math(gates, c):
     the cell's one definition (ops/lstm_layer.py `lstm_cell`), which `_LSTMCellGates`
     computes on arrays."""
     from ..ops.lstm_layer import lstm_cell
-    return lstm_cell(*chunk_pieces(gates, 4, -1), c)
+    return lstm_cell(*chunk(gates, 4, -1), c)
 
 
 class _LSTMCellGates(Function):

@@ -1,7 +1,7 @@
 """A tensor's pieces along a dim as one autograd node, whose backward stacks or
 concatenates their gradients: eager ``split``/``chunk``/``unbind``/``tensor_split`` when
 their input needs gradients (as PyTorch's SplitBackward and UnbindBackward), an eager scan's xs, attention's packed q/k/v, a recurrent step's gate
-blocks (`unbind_steps`, `chunk_pieces`). Traced, the pieces stay slices (getitem's VJP)."""
+blocks (`unbind_steps`, `chunk`). Traced, the pieces stay slices (getitem's VJP)."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +19,7 @@ from .shape_params import as_size, normalized as _normalized, split_specs as _sp
 from ..errors import ShapeError
 from ..shapes import normalize_dim
 
-__all__ = ["split", "chunk", "unbind", "unbind_steps", "chunk_pieces", "records_pieces"]
+__all__ = ["split", "chunk", "unbind", "unbind_steps", "records_pieces"]
 
 
 class _Pieces(Function):
@@ -116,9 +116,3 @@ def unbind_steps(x: Tensor, dim: int = 0) -> tuple:
     if x.shape[dim] and x.requires_grad and x.dtype.is_floating_point and is_grad_enabled():
         return _Pieces.apply(x, dim, None)
     return _slices_along(x, dim)
-
-
-def chunk_pieces(x: Tensor, n: int, dim: int) -> tuple:
-    """``chunk(x, n, dim)`` into n equal blocks (a recurrent step's gates): eagerly, when `x`
-    needs gradients, one node whose backward is one ``cat`` (`chunk` makes it)."""
-    return ops.chunk(x, n, dim)
