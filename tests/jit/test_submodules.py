@@ -155,7 +155,8 @@ def test_a_broken_step_compiles_a_module_passed_to_it_and_matches_eager():
         warnings.simplefilter("always")
         for _ in range(3):
             xb = r.standard_normal((4, 3)).astype(np.float32)
-            assert compiled(mine, tj.tensor(xb)) == pytest.approx(step(ref, tj.tensor(xb)), rel=1e-6)
+            want = step(ref, tj.tensor(xb))
+            assert compiled(mine, tj.tensor(xb)) == pytest.approx(want, rel=1e-6)
     np.testing.assert_allclose(mine.weight.grad.numpy(), ref.weight.grad.numpy(), rtol=1e-6)
     assert any("the modules it calls run compiled" in str(w.message) for w in caught)
     subs = compiled.cache_stats()["submodules"]["argument 0"]
@@ -166,3 +167,17 @@ def test_a_broken_function_that_calls_no_module_says_only_why():
     compiled = tj.compile(lambda x: x.sum().item())
     with pytest.warns(RuntimeWarning, match=r"runs eagerly from now on: tensor.item\(\)"):
         assert compiled(tj.ones(3)) == 3.0
+
+
+def test_a_module_named_after_an_unfilled_closure_cell_is_still_found():
+    from tracejit.jit.submodules import SubmoduleForwards
+
+    def outer():
+        def step(x):
+            later(x)          # (a cell not yet assigned when the step breaks)
+            return net(x)
+        net = tnn.Linear(2, 2)
+        return step
+        later = None   # noqa: F841  (never reached: `later` stays an empty cell)
+    found = SubmoduleForwards.reached_by(outer(), "trace", {})
+    assert list(found._roots) == ["net"] and isinstance(found._roots["net"], tnn.Linear)

@@ -87,7 +87,7 @@ class SubmoduleForwards:
             self._add(None, new, self._forwards)
 
     @classmethod
-    def reached_by(cls, fn: Callable, mode: str, options: dict) -> "SubmoduleForwards | None":
+    def reached_by(cls, fn: Callable, mode: str, options: dict) -> "SubmoduleForwards":
         """For a plain function that broke the graph (a whole training step: ``loss.backward()``
         and ``opt.step()`` inside): the modules its code names (closure cells, globals, the
         attributes of the object a method is bound to) and the modules passed to it, each
@@ -96,8 +96,8 @@ class SubmoduleForwards:
         roots: dict = {}
         code = getattr(fn, "__code__", None)
         if code is not None:
-            cells = dict(zip(code.co_freevars, (c.cell_contents for c in fn.__closure__ or ()
-                                                if _filled(c))))
+            pairs = zip(code.co_freevars, fn.__closure__ or ())
+            cells = {name: c.cell_contents for name, c in pairs if _filled(c)}
             glob = getattr(fn, "__globals__", {})
             for name in code.co_freevars + code.co_names:
                 v = cells.get(name, glob.get(name))
