@@ -2,9 +2,9 @@
 an LSTM cell's gate math as one (`lstm_cell_gates`).
 
 `chunk` (ops/step_slices.py) makes the gate blocks one node whose backward writes each
-block's gradient once, not a full-size zero tensor per block. An LSTMCell stepped by a Python loop runs its gate math (~10 ops forward,
-~20 backward) as `lstm_cell_gates`, one node computed on the arrays, as PyTorch's eager
-cell is one fused kernel; under ``create_graph`` its backward differentiates the same
+block's gradient once, not a full-size zero tensor per block. An LSTMCell stepped by a
+Python loop runs its gate math (~10 ops forward, ~20 backward) as `lstm_cell_gates`, one
+node computed on the arrays, as PyTorch's eager cell is one fused kernel; under ``create_graph`` its backward differentiates the same
 math in tracejit ops. An eager LSTMCell or GRUCell step on the CPU is `lstm_cell_step` /
 `gru_cell_step`: the layer's two primitives on a one-step sequence inside one autograd node.
 """

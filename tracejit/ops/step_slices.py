@@ -1,7 +1,8 @@
 """A tensor's pieces along a dim as one autograd node, whose backward stacks or
 concatenates their gradients: eager ``split``/``chunk``/``unbind``/``tensor_split`` when
-their input needs gradients (as PyTorch's SplitBackward and UnbindBackward), an eager scan's xs, attention's packed q/k/v, a recurrent step's gate
-blocks (`unbind_steps`, `chunk`). Traced, the pieces stay slices (getitem's VJP)."""
+their input needs gradients (as PyTorch's SplitBackward and UnbindBackward), an eager
+scan's xs, attention's packed q/k/v, a recurrent step's gate blocks (`unbind_steps`,
+`chunk`). Traced, the pieces stay slices (getitem's VJP)."""
 from __future__ import annotations
 
 import numpy as np
