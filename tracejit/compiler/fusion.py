@@ -159,24 +159,26 @@ def index_views(graph: Graph) -> set:
     return {e.out for e in graph.eqns if e.prim.extra.get("broadcast_read")} - other_reads
 
 
-def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None = None) -> list:
+def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None = None,
+              lone_rows: bool = False) -> list:
     """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order.
     `windows`: which poolings become windows groups ("auto", "all", "none"; None: as
-    ``TRACEJIT_WINDOWS`` says)."""
-    items = _partition(graph, fuse_reductions, frozenset())
+    ``TRACEJIT_WINDOWS`` says). `lone_rows`: a row reduction alone stays a rows group (the
+    kernel of a reduction primitive, reduce_rows.py) instead of a step."""
+    items = _partition(graph, fuse_reductions, frozenset(), lone_rows)
     # A rows group pays where a row is walked more than once; one reduction of an outside
     # value runs as a step, so the work after it can take a full reduction as epilogue.
     lone = frozenset(id(g.rows[0]) for g in items
                      if isinstance(g, Group) and len(g.rows) == 1
                      and not any(g.rows[0].inputs[0] is e.out for e in g.eqns))
-    if lone:
+    if lone and not lone_rows:
         items = _partition(graph, fuse_reductions, lone)
     from .windows import attach_windows
     from .scatters import attach_scatters
     return attach_scatters(attach_windows(items, graph, windows), graph) if fuse_reductions else items
 
 
-def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
+def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset, keep_rows: bool = False) -> list:
     group_of: dict = {}        # Var -> Group that computes it
     producer: dict = {}        # Var -> the step Eqn that computes it (values outside groups)
     groups: dict = {}          # gid -> Group
@@ -427,7 +429,7 @@ def _partition(graph: Graph, fuse_reductions: bool, lone: frozenset) -> list:
             if g.gid in seen:
                 continue
             seen.add(g.gid)
-            items.append(_plain(g))
+            items.append(g if keep_rows else _plain(g))
         else:
             items.append(it)
     _finish_groups(graph, [i for i in items if isinstance(i, Group)], group_of, find)

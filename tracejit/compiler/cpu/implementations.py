@@ -22,7 +22,7 @@ from ...ops.depthwise import DEPTHWISE_CONV2D, DEPTHWISE_WGRAD, DEPTHWISE_XGRAD
 from ...ops.elementwise_logic import CAST
 from ...ops.embedding_bag import EMBEDDING_BAG, EMBEDDING_BAG_BACKWARD
 from ...ops.gather_prim import SCATTER_ADD
-from ...ops.reductions import ARGMAX, ARGMIN
+from ...ops.reductions import AMAX, AMIN, ARGMAX, ARGMIN, SUM
 from ...ops.tensorfns import ARGSORT
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
 from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
@@ -41,7 +41,7 @@ from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_affine, channel_forms,
                       conv_blocks, depthwise_kernels as depthwise,
-                      recurrent_layers as recurrent, row_forms, sampling_kernels as sampling, scatter_forms as index,
+                      recurrent_layers as recurrent, reduce_rows, row_forms, sampling_kernels as sampling, scatter_forms as index,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
 
@@ -118,6 +118,10 @@ TABLE = (
     (SCATTER_ADD, index.scatter_add, None, None),
     (EMBEDDING_BAG, index.embedding_bag, index.sums_bags, None),
     (EMBEDDING_BAG_BACKWARD, index.embedding_bag_backward, index.sums_bags, None),
+    # sums and extrema over the last dims: a rows group of the reduction alone
+    (SUM, reduce_rows.reduce_last(SUM), reduce_rows.takes, reduce_rows.specialize(SUM)),
+    (AMAX, reduce_rows.reduce_last(AMAX), reduce_rows.takes, reduce_rows.specialize(AMAX)),
+    (AMIN, reduce_rows.reduce_last(AMIN), reduce_rows.takes, reduce_rows.specialize(AMIN)),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
     (ARGSORT, row_forms.topk_indices, None, _numpy_below(ARGSORT, row_forms.SELECT_MIN)),
     (ARGMAX, row_forms.argmax, None, _numpy_below(ARGMAX, row_forms.SELECT_MIN)),
