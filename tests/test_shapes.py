@@ -186,3 +186,89 @@ def test_a_floor_division_exact_but_for_a_constant_needs_no_size(asked):
     assert ((2 * s - 1) // 2).terms == (s - 1).terms
     assert ((6 * s + 7) // 3).terms == (2 * s + 2).terms and ((6 * s + 7) // 3).hint == 12
     assert ((4 * s - 5) // 2).hint == 7 and asked == []
+
+
+_TABLE = {4: 1.0, 8: 2.0}
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: x * _TABLE.get(x.shape[0], 0.5),
+    lambda x: x * (3.0 if x.shape[0] in _TABLE else 0.5),
+    lambda x: x * {4: 1.0, 6: 3.0, 8: 2.0, 10: 4.0, 12: 5.0}[x.shape[0]],
+    lambda x: x * float(hash(x.shape[0]) == hash(8)),
+    lambda x: x * (2.0 if (x.shape[0], 3) in {(8, 3)} else 1.0),
+], ids=["get", "in", "subscript", "hash", "tuple_key"])
+def test_a_dict_lookup_of_a_symbolic_size_finds_this_calls_value(fn):
+    """A hash of a symbolic size in user code is its value's, asked for (the dim static from
+    then on), so the lookup takes each call's branch: by the symbol's form it found no int
+    key (the default, a KeyError, a set missing it) at the sizes after the dim went symbolic."""
+    import numpy as np
+
+    import tracejit as tj
+
+    cf = tj.compile(fn, backend="interpret")
+    for n in (4, 6, 8, 10, 12):
+        x = tj.randn(n, 3)
+        np.testing.assert_allclose(cf(x).numpy(), fn(x).numpy(), rtol=1e-6, err_msg=f"size {n}")
+    st = cf.cache_stats()
+    assert st["compiles"] == 5 and st["dynamic_dims"] == [], st["recompile_reasons"]
+
+
+def test_a_hash_in_user_code_asks_for_the_value(asked):
+    s0 = Sym.symbol("s0", 6)
+    assert hash(s0) == hash(6) and asked == ["s0"]
+    assert {6: "six"}.get(s0) == "six"
+
+
+def test_a_hash_with_no_capture_running_is_by_form(asked):
+    s0 = Sym.symbol("s0", 6)
+    prev = shapes.set_specialize_hook(None)
+    try:
+        assert hash(s0) == hash(s0.terms) == hash(Sym.symbol("s0", 9)) and asked == []
+    finally:
+        shapes.set_specialize_hook(prev)
+
+
+def test_a_view_by_a_quotient_of_a_quotient_is_exact_where_it_divides(asked):
+    """``x.reshape(n // 2, 2, -1)`` of ``(n, 4)``: the -1 is ``4*n // (2*q0)`` with
+    ``q0 = n // 2``, equal to the count once that division is exact, which is guarded (not
+    taken for every n): an odd n where it divides (5: (2, 2, 5)) shares the entry, one where
+    it does not (7) meets eager's error, and nothing asks for n."""
+    guarded = []
+    derive, assume = shapes.facts_hooks.derive, shapes.facts_hooks.assume
+    made = {}
+    shapes.facts_hooks.derive = lambda num, den, op="//": made.setdefault(
+        repr((num, den)), Sym.symbol(shapes.Derived(f"q{len(made)}", num, den), shapes.hint(num) // shapes.hint(den)))
+    shapes.facts_hooks.assume = lambda v, what, dims=False: guarded.append((v, what)) or True
+    try:
+        n = Sym.symbol("s0", 6)
+        q0 = n // 2
+        rest = (4 * n) // (2 * q0)
+        assert rest * (2 * q0) == 4 * n and asked == []
+        exact = [v for v, what in guarded if what == "a size that divides exactly"]
+        assert [v.terms for v in exact] == [(2 * q0 * rest - 4 * n).terms]
+    finally:
+        shapes.facts_hooks.derive, shapes.facts_hooks.assume = derive, assume
+
+
+def test_a_reshape_by_half_a_symbolic_size_is_one_entry_and_eagers_errors():
+    import numpy as np
+
+    import tracejit as tj
+    from tracejit.errors import ShapeError
+
+    def f(x):
+        return x.reshape(x.size(0) // 2, 2, -1)
+
+    cf = tj.compile(f, backend="interpret")
+    for n in (4, 6, 8, 10, 12, 14, 16, 18, 5):
+        x = tj.randn(n, 4)
+        got, want = cf(x), f(x)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    st = cf.cache_stats()
+    assert st["compiles"] == 2 and st["dynamic_dims"] == [("x", 0)], st["recompile_reasons"]
+    with pytest.raises(ShapeError):
+        f(tj.randn(7, 4))
+    with pytest.raises(ShapeError):
+        cf(tj.randn(7, 4))

@@ -362,6 +362,10 @@ class Sym:
         return r if r is NotImplemented else not r
 
     def __hash__(self):
+        # (the user's ``table.get(n)``, ``n in seen``: this call's value, as ``int(n)``, since a
+        # hash by form finds no int key; tracejit's own dicts of dims key by form)
+        if _hook.fn is not None and _from_user(2):
+            return hash(self._specialized())
         return hash(self.terms)
 
     def _cmp(self, o, op, less: bool, strict: bool):
@@ -483,7 +487,9 @@ def _substitute_exact(v: Sym, used: list):
         changed = False
         for mono, c in v.terms:
             term = None
-            for q in mono:
+            # (a quotient by another first: q1 = 4*s0 // (2*q0) in 2*q0*q1, its den takes q0)
+            for q in sorted(mono, key=lambda s: len(s.den.terms[0][0]) if isinstance(getattr(s, "den", 0), Sym)
+                            else 0, reverse=True):
                 if not isinstance(q, Derived) or q.op == "%":
                     continue
                 dmono, dc = ((), q.den) if isinstance(q.den, int) else q.den.terms[0]

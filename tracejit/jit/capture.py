@@ -34,6 +34,7 @@ from .lifted import changed_numbers, lifting, refs_of
 from .numpy_args import ArrayArg, NumpyOnArray, array_dtype, arrays_to_constants, changed_array
 from .side_effects import passed_in_place, printing_noted, refuse_local_leaf_outputs
 from .size_args import for_capture as _size_args, specialize_sizes as _specialize_sizes
+from .symbolic_len import symbolic_len
 from .value_snapshot import with_tensor_reads
 from .script import NoSource, convert
 from .tracer import TraceContext, Tracer
@@ -269,8 +270,8 @@ class Capture(DynamicDims):
             ctx.effects.active = getattr(self, "_side_effects", False)
             ctx.effects.watch_function(fn, leaves, tvals)
             try:
-                with printing_noted(), lifting(ctx, self._lifted_numbers - self._static_numbers,
-                                              refs_of(self._extra_guard)):
+                with printing_noted(), symbolic_len(), lifting(ctx, self._lifted_numbers - self._static_numbers,
+                                                               refs_of(self._extra_guard)):
                     out = fn(*self._bound, *targs, **tkwargs)
             except RecursionError as exc:
                 ctx.restore_attributes()
