@@ -11,8 +11,8 @@ reductions (steps that run the primitive) both take it.
 
 A kernel is made per primitive, dtype and variant; the row count and length are
 arguments. The operand is the C-contiguous input viewed as (rows, row length); anything
-else (a reduction over other dims, a strided input, integers, a row of one value or of
-more than `ROW_MAX`) declines and numpy's form runs. Loaded with loader.py's policy:
+else (a reduction over other dims, a strided input, integers, fewer than `ROWS_MIN` rows,
+a row of one value or of more than `ROW_MAX`) declines and numpy's form runs. Loaded with loader.py's policy:
 calls decline while the kernel compiles.
 """
 from __future__ import annotations
@@ -25,12 +25,14 @@ import numpy as np
 from ....ops.reductions import AMAX, AMIN, SUM
 from .loader import kernel as _kernel, lowered, one_group
 
-__all__ = ["reduce_last", "takes", "specialize", "ROW_MAX"]
+__all__ = ["reduce_last", "takes", "specialize", "ROW_MAX", "ROWS_MIN"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # Rows longer than this are left to numpy, whose per-row cost no longer dominates there:
 # (1024, 512) float32 sums ran at 0.9x numpy's time and maxima at 1.2x, (2048, 256) at 0.5x
 ROW_MAX = 256
+# Fewer rows than this cost numpy less than the kernel's call (~2 us either way)
+ROWS_MIN = 32
 _forms: dict = {}    # (prim name, dtype name) -> nest, or unsupported
 _loaded: dict = {}   # (prim name, dtype name, parallel) -> the loaded kernel's entry
 
@@ -44,7 +46,7 @@ def _rows(shape: tuple, dims: tuple) -> Optional[tuple]:
         return None
     n = math.prod(shape[nd - k:])
     m = math.prod(shape[:nd - k])
-    if n < 2 or m == 0 or n > ROW_MAX:
+    if n < 2 or m < ROWS_MIN or n > ROW_MAX:
         return None
     return m, n
 
