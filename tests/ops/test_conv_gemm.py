@@ -179,12 +179,18 @@ def test_shape_errors_name_the_operands():
         G.conv2d_wgrad(tj.tensor(np.zeros((1, 2, 2, 2), np.float32)), x, (3, 3), groups=2)
 
 
-@pytest.mark.parametrize("cpus", [1, 2, 4])
-def test_blocks_fit_the_cache_and_give_each_core_one(monkeypatch, cpus):
+@pytest.mark.parametrize("cpus, ceiling", [(1, 0), (2, 0), (4, 0), (4, 1), (4, 2), (2, 8)])
+def test_blocks_fit_the_cache_and_give_each_core_one(monkeypatch, cpus, ceiling):
     """A block's columns stay within `_BLOCK_BYTES` (within `_BLOCK_MAX_BYTES` where it
     takes more images to do `_BLOCK_MIN_WORK`); a batch whose columns all fit is still
-    cut into a block per core (one block ran its GEMM on one core)."""
+    cut into a block per CPU the process may use (one block ran its GEMM on one core):
+    its CPUs, at most `set_num_threads`' count (`ceiling`, 0: none). On one, such a batch
+    is one block: blocks would only cost copies and smaller products."""
+    from tracejit import threads
     monkeypatch.setattr(B._coreshare.core_share, "cpus", cpus)
+    monkeypatch.setattr(threads, "_set", [ceiling])
+    share = min(cpus, ceiling or cpus)
+    assert B.split_cpus() == share
     monkeypatch.setattr(B._sharepool, "split", lambda fn, n, work: fn(0, n))
     for min_work, bound in ((0, B._BLOCK_BYTES), (B._BLOCK_MIN_WORK, B._BLOCK_MAX_BYTES)):
         monkeypatch.setattr(B, "_BLOCK_MIN_WORK", min_work)
@@ -195,7 +201,9 @@ def test_blocks_fit_the_cache_and_give_each_core_one(monkeypatch, cpus):
             assert all(a[1] == b[0] for a, b in zip(got, got[1:]))
             size = max(e - s for s, e in got)
             assert size * per_image <= bound or size == 1
-            assert len(got) >= min(n, cpus)
+            assert len(got) >= min(n, share)
+            if share == 1 and n * per_image <= B._BLOCK_BYTES:
+                assert got == [(0, n)]
 
 
 # (x shape, weight shape, stride, padding, dilation, groups): the blocked forms, depthwise
@@ -231,3 +239,118 @@ def test_conv1d_is_one_record_equal_to_torch(case, dtype, threads, thread_counts
 def test_a_1d_convolution_takes_3d_operands():
     with pytest.raises(tj.errors.ShapeError, match="1-d convolution takes 3-D operands"):
         G.conv2d_gemm(tj.ones(2, 3, 4, 5), tj.ones(2, 3, 3))
+
+
+def _sums_reference(g):
+    return g.astype(np.float64).sum((0,) + tuple(range(2, g.ndim)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_channel_sums_in_every_layout(dtype):
+    """A bias's gradient (`channel_sums`, conv_bgrad's form): g summed over all but its
+    channel dim, for row-major, channel-major, strided, one-image, one-position and empty
+    gradients."""
+    rng = np.random.default_rng(11)
+    g = rng.standard_normal((5, 6, 7, 9)).astype(dtype)
+    tol = 2e-2 if dtype == np.float16 else 1e-4 if dtype == np.float32 else 1e-12
+    for a in (g, _channel_major(g), g[:, :, ::2, 1:], g[:1], g[:, :, :1, :1], g[:, :, :, :3].copy()):
+        a3 = a.reshape(a.shape[0], a.shape[1], -1)
+        got = G.channel_sums(a3)
+        assert got.shape == (a.shape[1],) and got.dtype == dtype
+        np.testing.assert_allclose(got, _sums_reference(a), rtol=tol, atol=tol * 10)
+        np.testing.assert_allclose(G.conv_bgrad(tj.tensor(a)).numpy(), got, rtol=tol, atol=tol)
+    assert np.array_equal(G.channel_sums(np.zeros((0, 3, 4), dtype)), np.zeros(3, dtype))
+    with pytest.raises(tj.errors.ShapeError, match="conv_bgrad"):
+        G.conv_bgrad(tj.ones(4))
+
+
+def test_conv_bgrad_has_a_gradient():
+    """conv_bgrad's VJP: the cotangent (C,) broadcast over the gradient's other dims."""
+    rng = np.random.default_rng(2)
+    g = tj.tensor(rng.standard_normal((3, 4, 5)), requires_grad=True)
+    v = rng.standard_normal(4)
+    (G.conv_bgrad(g) * tj.tensor(v)).sum().backward()
+    np.testing.assert_allclose(g.grad.numpy(), np.broadcast_to(v[None, :, None], (3, 4, 5)))
+
+
+@pytest.mark.parametrize("conv1d", [False, True])
+def test_eager_weight_and_bias_gradients_are_arrays_of_their_own(monkeypatch, conv1d):
+    """Eagerly a convolution's weight and bias gradients are two arrays of their own, which
+    the leaves' .grad take uncopied (views of one record were copied), equal to PyTorch's;
+    a captured graph's record gives the same values."""
+    torch = pytest.importorskip("torch")
+    from tracejit.autograd import node
+    copied = []
+    own_copy = node._own_copy
+    monkeypatch.setattr(node, "_own_copy", lambda g, t: copied.append(t.shape) or own_copy(g, t))
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 4, 10) if conv1d else (3, 4, 6, 7))
+    w = rng.standard_normal((6, 2, 3) if conv1d else (6, 2, 3, 2))
+    b = rng.standard_normal(6)
+    fn = "conv1d" if conv1d else "conv2d"
+    grads = {}
+    for name, T, wrap in (("torch", torch, lambda f: f), ("eager", tj, lambda f: f), ("compiled", tj, tj.script)):
+        tw, tb = T.tensor(w, requires_grad=True), T.tensor(b, requires_grad=True)
+        step = wrap(lambda xx, ww, bb: (getattr(T.nn.functional, fn)(xx, ww, bb, 1, 1, 1, 2) ** 2).sum())
+        step(T.tensor(x), tw, tb).backward()
+        grads[name] = (tw.grad.numpy(), tb.grad.numpy())
+        if name == "eager":
+            assert copied == []
+    assert not np.shares_memory(*grads["eager"])
+    for name in ("eager", "compiled"):
+        for a, r in zip(grads[name], grads["torch"]):
+            np.testing.assert_allclose(a, r, rtol=1e-10, atol=1e-10)
+
+
+# (N, C, H, W, O, kernel, stride, padding, dilation, groups, blocked): batches past the
+# threads, one image; `blocked`: run by blocks of images (a 1x1 window over short images
+# with groups is one product over the batch)
+THREAD_CASES = [
+    (9, 4, 10, 11, 6, (3, 3), (1, 1), (1, 1), (1, 1), 1, True),
+    (7, 6, 9, 9, 6, (3, 2), (2, 1), (1, 0), (2, 1), 3, True),
+    (9, 8, 6, 6, 8, (1, 1), (1, 1), (0, 0), (1, 1), 2, False),
+    (6, 8, 9, 9, 4, (1, 1), (1, 1), (0, 0), (1, 1), 1, True),
+    (1, 4, 12, 12, 5, (3, 3), (1, 1), (1, 1), (1, 1), 1, True),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", THREAD_CASES)
+def test_thread_counts_1_2_4_give_the_same_results(monkeypatch, thread_counts_back, case, dtype):
+    """With `set_num_threads` at 1, 2 and 4 (on 4 CPUs, whatever the machine's count) a
+    convolution's value and gradients agree, and equal PyTorch's; on one thread a batch
+    whose columns fit in one block is never split into per-CPU chunks."""
+    torch = pytest.importorskip("torch")
+    from tracejit.compiler.cpu.runtime import sharepool
+    n, c, h, w, o, k, s, p, d, groups, blocked = case
+    rng = np.random.default_rng(n + c + o)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((o, c // groups) + k).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    u = rng.standard_normal(tuple(torch.nn.functional.conv2d(
+        torch.tensor(x), torch.tensor(wt), None, s, p, d, groups).shape)).astype(dtype)
+    ref = _torch_conv(torch, x, wt, b, s, p, d, groups, u)
+    monkeypatch.setattr(B._coreshare.core_share, "cpus", 4)
+    monkeypatch.setattr(B, "_BLOCK_MIN_WORK", 0)      # (a block per CPU wherever columns fit)
+    monkeypatch.setattr(sharepool, "SPLIT_MIN_WORK", 0)
+    splits = []
+    split = sharepool.split
+    monkeypatch.setattr(sharepool, "split", lambda fn, count, work: splits.append(count) or split(fn, count, work))
+    results = {}
+    for threads in (1, 2, 4):
+        tj.set_num_threads(threads)
+        monkeypatch.setattr(sharepool, "pool_threads", lambda t=threads: t)
+        splits.clear()
+        jx, jw, jb = (tj.tensor(a, requires_grad=True) for a in (x, wt, b))
+        y = F.conv2d(jx, jw, jb, s, p, d, groups)
+        y.backward(tj.tensor(u))
+        results[threads] = [y.detach().numpy(), jx.grad.numpy(), jw.grad.numpy(), jb.grad.numpy()]
+        assert bool(splits) == (threads > 1 and n > 1 and blocked), (threads, splits)
+    tol = 1e-5 if dtype == np.float32 else 1e-12      # (blocks' sums in another order: rounding)
+    for threads in (2, 4):
+        for a, r in zip(results[threads], results[1]):
+            np.testing.assert_allclose(a, r, rtol=tol, atol=tol * np.abs(r).max())
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    for a, r in zip(results[1], ref):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, r, rtol=tol, atol=tol * 10)

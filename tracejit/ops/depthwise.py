@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..errors import ShapeError
 from .conv import _padded, _windows
 from .conv_gemm import (_EXTRA, _check as _check_geometry, _geometry, _meta, _out_hw, _saves,  # (conv2d_gemm's)
-                         as_2d)
+                         as_2d, CONV_BGRAD)
 from .eager import bind
 from .registry import Aval, defprim
 
@@ -67,8 +67,7 @@ def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, needs=None):
     gw = bind(DEPTHWISE_WGRAD, g, x, **geo) if needs[1] else None
     if not b:
         return gx, gw
-    from .reductions import sum as _sum
-    return gx, gw, (_sum(g, (0,) + tuple(range(2, g.ndim))) if needs[2] else None)
+    return gx, gw, (bind(CONV_BGRAD, g) if needs[2] else None)
 
 
 # ---------------------------------------------------------------- weight gradient
