@@ -180,6 +180,10 @@ def render_rows(nest: LoopNest, parallel: bool):
                      f"{IND}for j in range(d{last}):",
                      f"{J2}{o.array}[{idx}] = {_cast_back('tot[j]', nest.cols[k].out_dtype)}"]
 
+    from .codegen_cpu_lanes import lane_condition, lanes_body, short_rows_lanes
+    if short_rows_lanes(nest, parallel):   # short rows: many at once, one a vector lane
+        body = ([f"{IND}if {lane_condition(nest)}:"] + lanes_body(nest, block, parallel, False, IND * 2)
+                + [f"{IND * 2}return"] + body)
     sig = signature(nest, rank)
     fastmath = ', fastmath={"reassoc", "contract"}'
     header = [f"@njit({sig!r}, parallel={parallel}, cache=CACHE, error_model='numpy'{fastmath})",

@@ -163,8 +163,9 @@ def partition(graph: Graph, *, fuse_reductions: bool = True, windows: str | None
               lone_rows: bool = False) -> list:
     """Return the program as a list of items: `Group`s and plain `Eqn`s, in a valid order.
     `windows`: which poolings become windows groups ("auto", "all", "none"; None: as
-    ``TRACEJIT_WINDOWS`` says). `lone_rows`: a row reduction alone stays a rows group (the
-    kernel of a reduction primitive, reduce_rows.py) instead of a step."""
+    ``TRACEJIT_WINDOWS`` says). `lone_rows`: a lone row reduction of an outside value stays
+    a rows group instead of a step (a primitive's kernel of its own: a lone sum's,
+    reduce_rows.py; log_softmax's backward rows form)."""
     items = _partition(graph, fuse_reductions, frozenset(), lone_rows)
     # A rows group pays where a row is walked more than once; one reduction of an outside
     # value runs as a step, so the work after it can take a full reduction as epilogue.

@@ -5,7 +5,8 @@ Why: PyTorch's log_softmax saves its output, not its input, for the backward
 (``g - exp(y) * sum(g)``), so writing in place into the input after the call (a
 cross-entropy's logits, say) leaves the gradient alone. Over the last dim compiled plans
 schedule the rows forms (``extra["rows_form"]``) in the primitives' place, as for softmax
-(compiler/rowinline.py).
+(compiler/rowinline.py); eager calls run kernels rendered from them, the backward's
+included, over a dim before the last in lanes (compiler/cpu/kernels/lane_forms.py).
 
 Rows as PyTorch computes them: the shift is the row's max, so a row of -inf or holding
 +inf gives nan. float16 is computed in float32 and rounded once (bfloat16 is widened by

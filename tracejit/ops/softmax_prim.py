@@ -5,7 +5,8 @@ Why: as a composite an eager softmax is five op calls forward and about ten full
 passes backward (3.5x PyTorch's time on attention scores). As a primitive its numpy form
 is a few passes in place. Over the last dim the CPU backend runs a kernel rendered from
 each primitive's *rows form* (``extra["rows_form"]``): max, exp and sum while the row is in
-cache, then the division; the backward is ``y * (g - sum(g * y))``. Compiled plans
+cache, then the division; the backward is ``y * (g - sum(g * y))``. Over a dim before the
+last the same rows forms run in lanes, in place (compiler/codegen_cpu_lanes.py). Compiled plans
 schedule the rows form in the primitive's place, so elementwise work around it joins its
 kernel. ``softmax_backward``'s own VJP is written with tracejit ops.
 """

@@ -79,10 +79,16 @@ def test_log_softmax_runs_its_rows_kernel_and_matches_torch():
     np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_softmax_off_the_last_dim_runs_the_numpy_form():
+def test_softmax_off_the_last_dim_runs_the_lanes_kernel(monkeypatch):
+    """Off the last dim the plan call runs the rows form in lanes (kernels/lane_forms.py),
+    never the numpy form, with the kernel's own bits, and PyTorch's values."""
+    from tracejit.compiler.cpu.kernels import lane_forms
     x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    want = lane_forms.run_middle(SOFTMAX, (x,), {"dim": 0, "scale": 1.0})
+    assert want is not None, "the lanes kernel did not load"
     call = _plan_call(SOFTMAX, [x], {"dim": 0})
-    np.testing.assert_array_equal(call(x), SOFTMAX.impl(np, x, dim=0))
+    monkeypatch.setattr(SOFTMAX, "impl", lambda *a, **k: pytest.fail("the numpy form ran"))
+    np.testing.assert_array_equal(call(x), want)
     np.testing.assert_allclose(call(x), torch.softmax(torch.tensor(x), dim=0).numpy(), rtol=1e-6)
 
 

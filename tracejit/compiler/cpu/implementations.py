@@ -36,12 +36,13 @@ from ...ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
 from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.sampling import GRID_SAMPLE, GRID_SAMPLE_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
-from ...ops.log_softmax_prim import LOG_SOFTMAX
+from ...ops.log_softmax_prim import LOG_SOFTMAX, LOG_SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_affine, channel_forms,
-                      conv_blocks, depthwise_kernels as depthwise,
-                      recurrent_layers as recurrent, reduce_rows, row_forms, sampling_kernels as sampling, scatter_forms as index,
+                      conv_blocks, depthwise_kernels as depthwise, lane_forms as lanes,
+                      recurrent_layers as recurrent, reduce_rows, row_forms, sampling_kernels as sampling,
+                      scatter_forms as index,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
 
@@ -82,6 +83,13 @@ TABLE = (
     (SOFTMAX, row_forms.softmax, row_forms.on_last_dim, row_forms.softmax_call),
     (SOFTMAX_BACKWARD, row_forms.softmax_backward, row_forms.on_last_dim, row_forms.softmax_backward_call),
     (LOG_SOFTMAX, row_forms.log_softmax, row_forms.on_last_dim, row_forms.log_softmax_call),
+    (LOG_SOFTMAX_BACKWARD, row_forms.log_softmax_backward, row_forms.on_last_dim,
+     row_forms.log_softmax_backward_call),
+    # over a dim before the last: the same rows forms in lanes, in place
+    (SOFTMAX, lanes.softmax, lanes.off_last_dim, None),
+    (SOFTMAX_BACKWARD, lanes.softmax_backward, lanes.off_last_dim, None),
+    (LOG_SOFTMAX, lanes.log_softmax, lanes.off_last_dim, None),
+    (LOG_SOFTMAX_BACKWARD, lanes.log_softmax_backward, lanes.off_last_dim, None),
     (LAYER_NORM, row_forms.layer_norm, None, row_forms.layer_norm_call),
     (LOGSUMEXP, row_forms.logsumexp, None, row_forms.logsumexp_call),
     (LAYER_NORM_BACKWARD, row_forms.layer_norm_backward, None, None),

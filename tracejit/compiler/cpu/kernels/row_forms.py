@@ -23,7 +23,7 @@ import numpy as np
 from ....ops.cross_entropy_prim import (CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD, check_range,
                                         reduce_losses)
 from ....ops.layer_norm_prim import LAYER_NORM, LAYER_NORM_BACKWARD, row_size
-from ....ops.log_softmax_prim import LOG_SOFTMAX
+from ....ops.log_softmax_prim import LOG_SOFTMAX, LOG_SOFTMAX_BACKWARD
 from ....ops.logsumexp_prim import LOGSUMEXP
 from ....ops.reductions import ARGMAX, ARGMIN
 from ....ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD, on_last_dim
@@ -34,6 +34,7 @@ from .loader import kernel as _kernel, lowered, one_group, rendered
 
 __all__ = ["run", "kernel_source", "on_last_dim", "softmax", "softmax_backward", "layer_norm", "layer_norm_backward",
            "logsumexp", "logsumexp_call", "cross_entropy", "bound", "softmax_call",
+           "log_softmax", "log_softmax_call", "log_softmax_backward", "log_softmax_backward_call",
            "softmax_backward_call", "cross_entropy_call",
            "cross_entropy_backward", "cross_entropy_backward_call", "layer_norm_call",
            "SELECT_MIN", "argmax", "argmin", "topk_indices"]
@@ -206,7 +207,8 @@ def _lower(prim, shapes, params, name: str = "kernel"):
     # (with gradients on: under no_grad, as in a backward pass, the tracer records a detach
     # of every value, and a detached sum over the rows would be a group of its own)
     with enable_grad():
-        graph, group = one_group(lambda *xs: form(*xs, **params), shapes, f"{prim.name}'s rows form")
+        graph, group = one_group(lambda *xs: form(*xs, **params), shapes, f"{prim.name}'s rows form",
+                                 lone_rows=True)
     if not group.rows:
         raise ValueError(f"{prim.name}'s rows form is not one rows group")
     if tuple(group.shape) != tuple(shapes[0][0]) or list(group.outputs) != list(graph.outputs):
@@ -241,17 +243,27 @@ def log_softmax(x, *, dim):
 
 
 def log_softmax_call(shapes, dtype, params):
-    """An eager plan's call for one signature of LOG_SOFTMAX (as `softmax_call`). (Its
-    backward's rows form schedules as two groups: the numpy form runs it.)"""
+    """An eager plan's call for one signature of LOG_SOFTMAX (as `softmax_call`)."""
     return _rows_call(LOG_SOFTMAX, shapes, dtype, params, 1)
+
+
+def log_softmax_backward(g, y, *, dim):
+    return run(LOG_SOFTMAX_BACKWARD, (g, y), {"dim": dim}) if g.shape == y.shape else None
+
+
+def log_softmax_backward_call(shapes, dtype, params):
+    return _rows_call(LOG_SOFTMAX_BACKWARD, shapes, dtype, params, 2)
 
 
 def _rows_call(prim, shapes, dtype, params, arity, scaled=False):
     if len(shapes) != arity or None in shapes or len(set(shapes)) != 1:
         return None   # (a mask, a scalar, a broadcast: the table decides per call)
     shape = shapes[0]
-    if not (params["dim"] == len(shape) - 1 and 0 not in shape and np.dtype(dtype) in _DTYPES):
+    if not (0 not in shape and np.dtype(dtype) in _DTYPES and 0 <= params["dim"] < len(shape)):
         return impls.numpy_form(prim, params)
+    if params["dim"] != len(shape) - 1:   # (a middle dim: the rows form in lanes)
+        from .lane_forms import middle_call
+        return middle_call(prim, params, scaled)
     # (softmax's params spelled one way, with or without the default scale)
     kept = {"dim": params["dim"], "scale": params.get("scale", 1.0)} if scaled else params
     return bound(prim, kept, impls.numpy_form(prim, params))
