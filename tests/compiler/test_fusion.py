@@ -387,3 +387,24 @@ def test_a_dynamic_size_as_a_parameter_is_read_on_each_call():
         got = cf(tj.tensor(np.zeros(n, np.float32)), tj.tensor(y)).numpy()
         np.testing.assert_array_equal(got, np.minimum(y * 2, n - 1))
     assert len(cf._entries) == 1
+
+
+def test_a_lone_reduction_of_an_input_stays_in_its_group_when_asked():
+    """``g - exp(y) * sum(g)`` (log_softmax's backward): by default the sum of the input g
+    runs as a step and the elementwise work as a group; ``lone_steps=False`` (a primitive's
+    rows form) keeps the sum in one rows group with it."""
+    from tracejit import dtypes
+    from tracejit.autograd.grad_mode import enable_grad
+    from tracejit.jit.tracer import trace_graph
+    from tracejit.ops.elementwise import exp
+    from tracejit.ops.reductions import sum as rsum
+    from tracejit.ops.registry import Aval
+    with enable_grad():
+        ctx, out = trace_graph(lambda g, y: g - exp(y) * rsum(g, -1, keepdim=True),
+                               [Aval((4, 5), dtypes.float32)] * 2)
+    graph = ctx.graph([out._var])
+    split_items = partition(graph)
+    assert len(split_items) == 2 and not isinstance(split_items[0], Group)
+    (one,) = partition(graph, lone_steps=False)
+    assert isinstance(one, Group) and [e.prim.name for e in one.rows] == ["sum"]
+    assert sorted(e.prim.name for e in one.eqns) == ["exp", "mul", "sub"]
