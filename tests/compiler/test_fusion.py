@@ -391,8 +391,8 @@ def test_a_dynamic_size_as_a_parameter_is_read_on_each_call():
 
 def test_a_lone_reduction_of_an_input_stays_in_its_group_when_asked():
     """``g - exp(y) * sum(g)`` (log_softmax's backward): by default the sum of the input g
-    runs as a step and the elementwise work as a group; ``lone_steps=False`` (a primitive's
-    rows form) keeps the sum in one rows group with it."""
+    runs as a step and the elementwise work as a group; ``lone_rows=True`` (a primitive's
+    rows form) keeps the sum in one rows group with it; a sum alone stays a rows group."""
     from tracejit import dtypes
     from tracejit.autograd.grad_mode import enable_grad
     from tracejit.jit.tracer import trace_graph
@@ -405,6 +405,12 @@ def test_a_lone_reduction_of_an_input_stays_in_its_group_when_asked():
     graph = ctx.graph([out._var])
     split_items = partition(graph)
     assert len(split_items) == 2 and not isinstance(split_items[0], Group)
-    (one,) = partition(graph, lone_steps=False)
+    (one,) = partition(graph, lone_rows=True)
     assert isinstance(one, Group) and [e.prim.name for e in one.rows] == ["sum"]
     assert sorted(e.prim.name for e in one.eqns) == ["exp", "mul", "sub"]
+    with enable_grad():
+        ctx, out = trace_graph(lambda g: rsum(g, -1, keepdim=True), [Aval((4, 5), dtypes.float32)])
+    graph = ctx.graph([out._var])
+    assert not isinstance(partition(graph)[0], Group)
+    (alone,) = partition(graph, lone_rows=True)
+    assert isinstance(alone, Group) and [e.prim.name for e in alone.rows] == ["sum"] and not alone.eqns
