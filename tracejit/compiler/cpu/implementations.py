@@ -22,8 +22,8 @@ from ...ops.depthwise import DEPTHWISE_CONV2D, DEPTHWISE_WGRAD, DEPTHWISE_XGRAD
 from ...ops.elementwise_logic import CAST
 from ...ops.embedding_bag import EMBEDDING_BAG, EMBEDDING_BAG_BACKWARD
 from ...ops.gather_prim import SCATTER_ADD
-from ...ops.reductions import AMAX, AMIN, ARGMAX, ARGMIN, SUM
-from ...ops.tensorfns import ARGSORT
+from ...ops.reductions import AMAX, AMIN, ARGMAX, ARGMIN, CUMSUM, PROD, SUM
+from ...ops.tensorfns import ARGSORT, CUMPROD
 from ...ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD
 from ...ops.gru_prim import GRU_LAYER, GRU_LAYER_BACKWARD
 from ...ops.indexing import INDEX_ADD
@@ -42,7 +42,7 @@ from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_affine, channel_forms,
                       conv_blocks, depthwise_kernels as depthwise, lane_forms as lanes,
                       recurrent_layers as recurrent, reduce_rows, row_forms, sampling_kernels as sampling,
-                      scatter_forms as index,
+                      scan_rows, scatter_forms as index,
                       vectorized, window_forms as windows)
 from .kernels.loader import floats
 
@@ -130,6 +130,10 @@ TABLE = (
     (SUM, reduce_rows.reduce_last(SUM), reduce_rows.takes, reduce_rows.specialize(SUM)),
     (AMAX, reduce_rows.reduce_last(AMAX), reduce_rows.takes, reduce_rows.specialize(AMAX)),
     (AMIN, reduce_rows.reduce_last(AMIN), reduce_rows.takes, reduce_rows.specialize(AMIN)),
+    # products over the last dims and scans along the last dim: each row walked once, in order
+    (PROD, scan_rows.prod, scan_rows.takes_prod, None),
+    (CUMSUM, scan_rows.cumsum, scan_rows.takes_scan, None),
+    (CUMPROD, scan_rows.cumprod, scan_rows.takes_scan, None),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
     (ARGSORT, row_forms.topk_indices, None, _numpy_below(ARGSORT, row_forms.SELECT_MIN)),
     (ARGMAX, row_forms.argmax, None, _numpy_below(ARGMAX, row_forms.SELECT_MIN)),
