@@ -703,7 +703,8 @@ def _np_flatten(x, start_dim=0, end_dim=-1):
 register("flatten", lambda m, x, **kw: m.flatten(x, **kw), _np_flatten,
          _one([((2, 3, 4), {}), ((2, 3, 4), {"start_dim": 1}), ((2, 3, 4, 5), {"start_dim": 1, "end_dim": 2}),
                ((), {}), ((2, 0, 3), {"start_dim": 1})]))
-register("contiguous", lambda m, x: x.t().contiguous(), lambda x: np.ascontiguousarray(x.T), _one([((3, 4), {})]))
+register("contiguous", lambda m, x: x.t().contiguous(), lambda x: np.ascontiguousarray(x.T),
+         _one([((3, 4), {}), ((96, 100), {})]))   # (the second: a transpose copy's tiles and edges)
 register("clone", lambda m, x: x.clone(), lambda x: x.copy(), _one([((3, 4), {}), ((), {})]), dtypes=NUMERIC)
 register("flip", lambda m, x, dims: m.flip(x, dims), lambda x, dims: np.flip(x, dims),
          _one([((3, 4), {"dims": (0,)}), ((2, 3, 4), {"dims": (0, -1)})]))

@@ -28,13 +28,14 @@ _PER_PRIM = 400    # recorded calls kept per primitive: the first of each operan
 
 
 def _copy(v):
-    """A fresh copy of an array operand; an expanded one (zero strides) stays expanded, as
-    the implementations that take only such operands see it."""
+    """A fresh copy of an array operand in its own dim order (a transposed view stays one);
+    an expanded one (zero strides) stays expanded, as the implementations that take only
+    such operands see it."""
     if not isinstance(v, np.ndarray):
         return v
     if v.size > 1 and 0 in v.strides:
         return np.broadcast_to(v[tuple(slice(0, 1) if s == 0 else slice(None) for s in v.strides)].copy(), v.shape)
-    return v.copy()
+    return v.copy(order="K")
 
 
 def _record(monkeypatch) -> dict:

@@ -33,6 +33,7 @@ from ...ops.linalg import MATMUL, MATMUL_NT, MATMUL_TN
 from ...ops.lstm_prim import LSTM_LAYER, LSTM_LAYER_BACKWARD
 from ...ops.pool_offsets import MAX_POOL2D_SCATTER, MAX_POOL2D_WITH_OFFSETS
 from ...ops.pooling_prim import AVG_POOL2D, AVG_POOL2D_BACKWARD, MAX_POOL2D
+from ...ops.shape import COPY
 from ...ops.rnn_prim import RNN_LAYER, RNN_LAYER_BACKWARD
 from ...ops.sampling import GRID_SAMPLE, GRID_SAMPLE_BACKWARD
 from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
@@ -42,8 +43,7 @@ from .gemm import bf16 as bf16_gemm, products
 from .kernels import (attention_kernels as attention, channel_affine, channel_forms,
                       conv_blocks, depthwise_kernels as depthwise, lane_forms as lanes,
                       recurrent_layers as recurrent, reduce_rows, row_forms, sampling_kernels as sampling,
-                      scan_rows, scatter_forms as index,
-                      vectorized, window_forms as windows)
+                      scan_rows, scatter_forms as index, transpose_copy, vectorized, window_forms as windows)
 from .kernels.loader import floats
 
 __all__ = ["TABLE"]
@@ -121,6 +121,8 @@ TABLE = (
     # sampling at points: one loop over the points, each point's corners found once
     (GRID_SAMPLE, sampling.forward, floats(2), None),
     (GRID_SAMPLE_BACKWARD, sampling.backward, floats(3), None),
+    # copies of transposed matrices: tile by tile, each transposed in registers
+    (COPY, transpose_copy.copy, transpose_copy.takes, transpose_copy.specialize),
     # row updates
     (INDEX_ADD, index.index_add, None, None),
     (SCATTER_ADD, index.scatter_add, None, None),
