@@ -494,7 +494,7 @@ def _np_red(npf, **extra):
 register("sum", _red("sum"), _np_red(np.sum), _red_samples(), dtypes=NUMERIC + (tj.bool_,))
 register("mean", _red("mean"), _np_red(np.mean), _red_samples(shapes=((3, 4), (2, 3, 4), (), (1, 5))))
 register("prod", _red("prod"), _np_red(np.prod),
-         _red_samples(shapes=((3, 4), (), (1, 5)), dims=True, keepdim_only=True), dtypes=NUMERIC)
+         _red_samples(shapes=((3, 4), (), (1, 5), (64, 3)), dims=True, keepdim_only=True), dtypes=NUMERIC)
 # One zero in a slice: the gradient there is the product of the others. Two zeros: the
 # gradient is 0 (right), but its derivative is not (a known limitation of prod's VJP).
 register("prod.zeros", lambda m, x, **kw: m.prod(x, **kw), _np_red(np.prod),
@@ -623,7 +623,9 @@ register("norm", lambda m, x, **kw: m.norm(x, **kw), _np_norm,
                        ({}, {"dim": 1}, {"p": 1, "dim": 0, "keepdim": True}, {"p": 3, "dim": -1})])
 register("cumsum", lambda m, x, dim: m.cumsum(x, dim), lambda x, dim: np.cumsum(x, axis=dim),
          lambda d, r: [Sample((arr(r, (3, 4), d),), {"dim": 1}), Sample((arr(r, (3, 4), d),), {"dim": -2}),
-                       Sample((arr(r, (0, 2), d),), {"dim": 0})],
+                       Sample((arr(r, (0, 2), d),), {"dim": 0}),
+                       # (rows the CPU kernels take: a scan of several rows)
+                       Sample((arr(r, (8, 64), d),), {"dim": 1}, desc="rows", gradgrad=False)],
          dtypes=NUMERIC)
 
 
@@ -704,7 +706,7 @@ register("flatten", lambda m, x, **kw: m.flatten(x, **kw), _np_flatten,
          _one([((2, 3, 4), {}), ((2, 3, 4), {"start_dim": 1}), ((2, 3, 4, 5), {"start_dim": 1, "end_dim": 2}),
                ((), {}), ((2, 0, 3), {"start_dim": 1})]))
 register("contiguous", lambda m, x: x.t().contiguous(), lambda x: np.ascontiguousarray(x.T),
-         _one([((3, 4), {}), ((96, 100), {})]))   # (the second: a transpose copy's tiles and edges)
+         _one([((3, 4), {}), ((128, 130), {})]))   # (the second: a transpose copy's tiles and edges)
 register("clone", lambda m, x: x.clone(), lambda x: x.copy(), _one([((3, 4), {}), ((), {})]), dtypes=NUMERIC)
 register("flip", lambda m, x, dims: m.flip(x, dims), lambda x, dims: np.flip(x, dims),
          _one([((3, 4), {"dims": (0,)}), ((2, 3, 4), {"dims": (0, -1)})]))

@@ -67,7 +67,9 @@ def _cumprod_samples(d, r):
     with_zero[1, 2] = 0
     with_zero[1, 4] = 0
     return [Sample((away(r, (3, 4), d),), {"dim": 1}), Sample((away(r, (3, 4), d),), {"dim": 0}),
-            Sample((with_zero,), {"dim": 1}, desc="zeros", gradgrad=False), Sample((away(r, (0, 2), d),), {"dim": 0})]
+            Sample((with_zero,), {"dim": 1}, desc="zeros", gradgrad=False), Sample((away(r, (0, 2), d),), {"dim": 0}),
+            # (rows the CPU kernels take: a scan of several rows)
+            Sample((away(r, (64, 8), d),), {"dim": 1}, desc="rows", gradgrad=False)]
 
 
 register("cumprod", lambda m, x, dim: m.cumprod(x, dim), lambda x, dim: np.cumprod(x, axis=dim),

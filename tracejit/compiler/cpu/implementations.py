@@ -133,9 +133,9 @@ TABLE = (
     (AMAX, reduce_rows.reduce_last(AMAX), reduce_rows.takes, reduce_rows.specialize(AMAX)),
     (AMIN, reduce_rows.reduce_last(AMIN), reduce_rows.takes, reduce_rows.specialize(AMIN)),
     # products over the last dims and scans along the last dim: each row walked once, in order
-    (PROD, scan_rows.prod, scan_rows.takes_prod, None),
-    (CUMSUM, scan_rows.cumsum, scan_rows.takes_scan, None),
-    (CUMPROD, scan_rows.cumprod, scan_rows.takes_scan, None),
+    (PROD, scan_rows.prod, scan_rows.takes_prod, scan_rows.specialize_prod),
+    (CUMSUM, scan_rows.cumsum, scan_rows.takes_scan, scan_rows.specialize_scan(CUMSUM)),
+    (CUMPROD, scan_rows.cumprod, scan_rows.takes_scan, scan_rows.specialize_scan(CUMPROD)),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
     (ARGSORT, row_forms.topk_indices, None, _numpy_below(ARGSORT, row_forms.SELECT_MIN)),
     (ARGMAX, row_forms.argmax, None, _numpy_below(ARGMAX, row_forms.SELECT_MIN)),
