@@ -491,7 +491,8 @@ def _np_red(npf, **extra):
     return ref
 
 
-register("sum", _red("sum"), _np_red(np.sum), _red_samples(), dtypes=NUMERIC + (tj.bool_,))
+register("sum", _red("sum"), _np_red(np.sum), _red_samples(shapes=((3, 4), (2, 3, 4), (), (0, 3), (1, 5), (40, 3))),
+         dtypes=NUMERIC + (tj.bool_,))
 register("mean", _red("mean"), _np_red(np.mean), _red_samples(shapes=((3, 4), (2, 3, 4), (), (1, 5))))
 register("prod", _red("prod"), _np_red(np.prod),
          _red_samples(shapes=((3, 4), (), (1, 5), (64, 3)), dims=True, keepdim_only=True), dtypes=NUMERIC)
@@ -522,7 +523,9 @@ register("var", _red("var"), _np_var(np.var), _var_samples)
 register("std", _red("std"), _np_var(np.std), _var_samples)
 
 for _name, _npf in [("amax", np.amax), ("amin", np.amin)]:
-    register(_name, _red(_name), _np_red(_npf), _red_samples(distinct, allow_empty=False), dtypes=NUMERIC)
+    register(_name, _red(_name), _np_red(_npf),
+             _red_samples(distinct, shapes=((3, 4), (2, 3, 4), (), (1, 5), (40, 3)), allow_empty=False),
+             dtypes=NUMERIC)
 
 
 def _np_argx(npf):

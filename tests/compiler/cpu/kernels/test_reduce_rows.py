@@ -17,9 +17,32 @@ _NUMPY = {SUM: lambda x, d, k: np.add.reduce(x, axis=d, keepdims=k),
 
 
 @pytest.fixture(autouse=True)
-def _sync(monkeypatch):
+def _loaded(monkeypatch):
+    """The kernels loaded at their first ask (in sync mode they never compile in a call)."""
     monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
     monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+    real = reduce_rows._kernel
+
+    def loading(key, make, **kw):
+        kern = real(key, make, **kw)
+        kern.load_now()
+        return kern
+    monkeypatch.setattr(reduce_rows, "_kernel", loading)
+
+
+def test_a_call_never_compiles_on_the_callers_time(monkeypatch):
+    """The kernel is asked for with ``sync_compiles=False``: under TRACEJIT_COMPILE=sync only
+    a kernel on disk loads in the call; until one is loaded the call declines (numpy runs)."""
+    monkeypatch.setattr(reduce_rows, "_loaded", {})
+    asked = []
+
+    class Unloaded:
+        def get(self):
+            return None
+
+    monkeypatch.setattr(reduce_rows, "_kernel", lambda key, make, **kw: asked.append(kw) or Unloaded())
+    assert reduce_rows.reduce_last(SUM)(np.ones((40, 3), np.float32), (1,), False) is None
+    assert asked and all(kw.get("sync_compiles") is False for kw in asked)
 
 
 def _specials(x):

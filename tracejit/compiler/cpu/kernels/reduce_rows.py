@@ -12,8 +12,9 @@ reductions (steps that run the primitive) both take it.
 A kernel is made per primitive, dtype and variant; the row count and length are
 arguments. The operand is the C-contiguous input viewed as (rows, row length); anything
 else (a reduction over other dims, a strided input, integers, fewer than `ROWS_MIN` rows,
-a row of one value or of more than `ROW_MAX`) declines and numpy's form runs. Loaded with loader.py's policy:
-calls decline while the kernel compiles.
+a row of one value or of more than `ROW_MAX`) declines and numpy's form runs. Loaded with loader.py's policy
+(calls decline while the kernel compiles in the background; under TRACEJIT_COMPILE=sync
+only a kernel already on disk is loaded, none compiled in the call).
 """
 from __future__ import annotations
 
@@ -79,7 +80,10 @@ def _entry(prim, dt: np.dtype, elements: int) -> Optional[Callable]:
     fn = _loaded.get(key)
     if fn is None:
         from ... import backends
-        got = _kernel(("reduce_rows",) + key, lambda: backends.get("cpu").render(nest, parallel)).get()
+        # (sync_compiles False: in sync mode only a kernel on disk loads; eager compiles
+        # nothing on the caller's time, as the elementwise kernels)
+        got = _kernel(("reduce_rows",) + key, lambda: backends.get("cpu").render(nest, parallel),
+                      sync_compiles=False).get()
         if got is None:
             return None
         fn = _loaded[key] = got if parallel else backends.get("cpu").fast_entry(got)
