@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("numba")
 
 import tracejit as tj  # noqa: E402
+from special_values import eager_kernels_sync, with_specials  # noqa: E402,F401,F811
 from tracejit.compiler.cpu.kernels import reduce_rows  # noqa: E402
 from tracejit.ops.reductions import AMAX, AMIN, SUM  # noqa: E402
 
@@ -17,10 +18,8 @@ _NUMPY = {SUM: lambda x, d, k: np.add.reduce(x, axis=d, keepdims=k),
 
 
 @pytest.fixture(autouse=True)
-def _loaded(monkeypatch):
+def _loaded(monkeypatch, eager_kernels_sync):
     """The kernels loaded at their first ask (in sync mode they never compile in a call)."""
-    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
-    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
     real = reduce_rows._kernel
 
     def loading(key, make, **kw):
@@ -45,15 +44,6 @@ def test_a_call_never_compiles_on_the_callers_time(monkeypatch):
     assert asked and all(kw.get("sync_compiles") is False for kw in asked)
 
 
-def _specials(x):
-    flat = x.reshape(-1)
-    flat[::7] = -0.0
-    flat[3::11] = np.inf
-    flat[5::13] = -np.inf
-    flat[6::29] = np.nan
-    return x
-
-
 @pytest.mark.parametrize("prim", [SUM, AMAX, AMIN], ids=lambda p: p.name)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,dims", [((32, 2), (1,)), ((4, 9, 3), (2,)), ((3, 14, 17), (2,)), ((4, 8, 4, 5), (2, 3)),
@@ -63,7 +53,7 @@ def test_the_kernel_gives_numpys_values(prim, dtype, shape, dims, keepdim):
     rng = np.random.default_rng(0)
     x = rng.standard_normal(shape).astype(dtype)
     if prim is not SUM:
-        x = _specials(x)
+        x = with_specials(x)
     got = reduce_rows.reduce_last(prim)(x, dims, keepdim)
     assert got is not None, "the kernel declined a call it takes"
     want = _NUMPY[prim](x, dims, keepdim)
@@ -78,7 +68,7 @@ def test_the_kernel_gives_numpys_values(prim, dtype, shape, dims, keepdim):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_sums_of_special_values_are_numpys():
-    x = _specials(np.random.default_rng(1).standard_normal((40, 9)).astype(np.float32))
+    x = with_specials(np.random.default_rng(1).standard_normal((40, 9)).astype(np.float32))
     got, want = reduce_rows.reduce_last(SUM)(x, (1,), False), np.add.reduce(x, axis=1)
     finite = np.isfinite(want)
     assert (~finite).any() and finite.any()

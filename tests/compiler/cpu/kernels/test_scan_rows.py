@@ -11,24 +11,13 @@ pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
 
 import tracejit as tj  # noqa: E402
+from special_values import eager_kernels_sync, with_specials  # noqa: E402,F401
 from tracejit.compiler.cpu.kernels import scan_rows  # noqa: E402
 from tracejit.ops.reductions import CUMSUM, PROD  # noqa: E402
 from tracejit.ops.tensorfns import CUMPROD  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _sync(monkeypatch):
-    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
-    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
-
-
-def _specials(x):
-    flat = x.reshape(-1)
-    flat[::7] = -0.0
-    flat[3::11] = np.inf
-    flat[5::13] = -np.inf
-    flat[6::29] = np.nan
-    return x
+pytestmark = pytest.mark.usefixtures("eager_kernels_sync")
 
 
 def _bits_equal(got, want):
@@ -48,7 +37,7 @@ _SHAPES = [(1,), (5,), (4, 1), (3, 7), (16, 8, 32), (2, 3, 4, 33)]
 def test_scans_are_the_numpy_forms_bits(prim, fn, dtype, shape, special):
     x = (np.random.default_rng(0).standard_normal(shape) * 0.3 + 1).astype(dtype)
     if special:
-        x = _specials(x)
+        x = with_specials(x)
     got = fn(x, dim=-1)
     assert got is not None, "the kernel declined a call it takes"
     _bits_equal(got, prim.impl(np, x, dim=x.ndim - 1))
@@ -63,7 +52,7 @@ def test_scans_are_the_numpy_forms_bits(prim, fn, dtype, shape, special):
 def test_prod_is_the_numpy_forms_bits(dtype, shape, dims, keepdim, special):
     x = (np.random.default_rng(1).standard_normal(shape) * 0.3 + 1).astype(dtype)
     if special:
-        x = _specials(x)
+        x = with_specials(x)
     got = scan_rows.prod(x, dims=dims, keepdim=keepdim)
     assert got is not None, "the kernel declined a call it takes"
     _bits_equal(got, PROD.impl(np, x, dims=dims, keepdim=keepdim))
@@ -130,7 +119,7 @@ def test_eager_calls_on_other_layouts_keep_the_numpy_forms_values():
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_plan_calls_are_the_numpy_forms_for_every_layout(dtype):
-    x = _specials((np.random.default_rng(6).standard_normal((70, 9)) * 0.3 + 1).astype(dtype))
+    x = with_specials((np.random.default_rng(6).standard_normal((70, 9)) * 0.3 + 1).astype(dtype))
     for prim, params in [(CUMSUM, {"dim": 1}), (CUMPROD, {"dim": 1}), (CUMSUM, {"dim": 0}),
                          (PROD, {"dims": (1,), "keepdim": False}), (PROD, {"dims": (1,), "keepdim": True}),
                          (PROD, {"dims": (0,), "keepdim": False})]:

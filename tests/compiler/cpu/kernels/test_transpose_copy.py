@@ -11,13 +11,11 @@ pytest.importorskip("numba")
 torch = pytest.importorskip("torch")
 
 import tracejit as tj  # noqa: E402
+from special_values import eager_kernels_sync  # noqa: E402,F401
 from tracejit.compiler.cpu.kernels import transpose_copy  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _sync(monkeypatch):
-    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")
-    monkeypatch.setenv("TRACEJIT_EAGER_KERNELS", "1")
+pytestmark = pytest.mark.usefixtures("eager_kernels_sync")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
