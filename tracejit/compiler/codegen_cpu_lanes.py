@@ -37,9 +37,13 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def takes_lanes(nest: LoopNest) -> bool:
-    """Whether `nest` may be rendered in lanes: rank 2 or more, no sums over the rows,
-    row reductions that fold per lane (sums, float max and min)."""
+    """Whether `nest` may be rendered in lanes: rank 2 or more, no sums over the rows, no
+    bf16 operands, row reductions that fold per lane (sums, float max and min)."""
     if nest.rank < 2 or nest.cols or not nest.rows:
+        return False
+    # (bf16 operands are words the rows renderer widens on load: its tile buffers have no
+    # numpy dtype for them)
+    if any(o.dtype == "bfloat16" for o in list(nest.operands) + list(nest.outputs)):
         return False
     return all(r.combine in ("add", "max", "min") and not r.k for r in nest.rows)
 

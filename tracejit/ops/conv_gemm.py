@@ -8,10 +8,8 @@ a few images made and used while in cache, never the whole batch's.
   weight's gradient then the bias's;
 - ``conv2d_xgrad(g, w)``: the input's gradient, W^T g folded (col2im): also
   conv_transpose2d's forward;
-- ``conv_bgrad(g)``: a bias's gradient, g summed over all but its channel dim by a BLAS
-  product with ones (`channel_sums`). Eager backward takes it beside conv2d_wgrad's plain
-  weight gradient: two arrays of their own, which a leaf's ``.grad`` takes as they are,
-  where views of one record were copied. A captured graph keeps the record.
+- ``conv_bgrad(g)``: a bias's gradient alone (no weight gradient asked for), g summed over
+  all but its channel dim by a BLAS product with ones (`channel_sums`).
 
 A 1-d convolution is each primitive's on (N, C, L) operands with 1-tuples of geometry
 (`as_2d`): one record, run as the height-1 2-d one on views.
@@ -31,7 +29,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..shapes import as_dim
 from .conv import _fold_impl, _ints, _out_hw, _unfold_impl
-from .eager import bind, trace_state
+from .eager import bind
 from .registry import Aval, defprim
 from .shape import narrow, reshape
 
@@ -150,9 +148,9 @@ def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, groups=1, need
     geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation, **_grouped(groups))
     gx = bind(CONV2D_XGRAD, g, w, input_hw=tuple(x.shape[2:]), **geo) if needs[0] else None
     bias = bool(b) and needs[2]
-    # one record where a graph is captured (the plan sums the bias while a block is in
-    # cache); eagerly two arrays of their own, which the leaves' .grad take uncopied
-    record = bias and trace_state.tracer is not None
+    # one record, eager and captured alike (the blocks sum the bias while a block is in
+    # cache): eager and compiled gradients are then the same sums, bit for bit
+    record = bias
     gw = gb = None
     if needs[1]:
         gw = bind(CONV2D_WGRAD, g, x, bias=record, **geo)
