@@ -195,9 +195,7 @@ def test_results_do_not_depend_on_the_thread_count(monkeypatch, threads):
     rounding. Not to the bit: each output element is one product's dot, but the BLAS's
     kernels for a block's edge tiles may sum it in another order (OpenBLAS on an AMX Xeon:
     93 of 9600 float64 elements a last bit apart at 4 threads)."""
-    from tracejit import threads as thread_counts
     from tracejit.compiler.cpu.runtime import coreshare, sharepool
-    monkeypatch.setattr(thread_counts, "_set", [0])    # (no `set_num_threads` ceiling: `cpus` splits)
     rng = np.random.default_rng(3)
     n, c, h, o, k = 12, 6, 10, 8, (3, 3)
     x, wt = rng.standard_normal((n, c, h, h)), rng.standard_normal((o, c) + k)

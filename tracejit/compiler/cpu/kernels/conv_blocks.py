@@ -23,8 +23,7 @@ import numpy as np
 
 from ....machine import L2_BYTES
 from ....ops.conv import conv_out_size
-from ....ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD, by_group, channel_sums
-from .... import threads as _thread_counts
+from ....ops.conv_gemm import CONV2D_GEMM, CONV2D_WGRAD, CONV2D_XGRAD, by_group
 from ....threads import blas_threads_set
 from ..gemm.products import product_into
 from ..runtime import coreshare as _coreshare, sharepool as _sharepool
@@ -58,18 +57,10 @@ def block_images(n: int, per_image: int, work: int, cpus: int) -> int:
     return max(1, min(n, max(fit, amortise), -(-n // max(cpus, 1))))
 
 
-def split_cpus() -> int:
-    """The CPUs a batch's blocks are shared over: those this process may use, at most the
-    count `set_num_threads` set (read at each call: the ceiling may change). On one, a
-    batch cut into a block per CPU would only pay the blocks' copies and smaller products."""
-    cpus, ceiling = _coreshare.core_share.cpus, _thread_counts._set[0]
-    return min(cpus, ceiling) if ceiling else cpus
-
-
 def _blocks(fn, n: int, per_image: int, work: int) -> None:
     """``fn(s, e, nb)`` over image blocks [s, e) of `block_images` images, split over the
     cores with BLAS on one thread; one block alone keeps BLAS's threads."""
-    nb = block_images(n, per_image, work, split_cpus())
+    nb = block_images(n, per_image, work, _coreshare.core_share.cpus)
     if nb >= n:     # one block: on this thread, BLAS's threads as they are
         fn(0, n, nb)
         return
@@ -288,15 +279,14 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False, groups=1):
     if _one_product(kernel, stride, padding, l, groups):     # one product over the batch's positions
         gr = _channel_rows(g.reshape(n, o, l))
         sums[0] = [product_into(by_group(_channel_rows(x.reshape(n, c, l)), groups),
-                                np.swapaxes(by_group(gr, groups), -1, -2)),
-                   channel_sums(g.reshape(n, o, l)) if bias else None]
+                                np.swapaxes(by_group(gr, groups), -1, -2)), gr.sum(1) if bias else None]
 
     def block(s: int, e: int, nb: int) -> None:
         if pointwise:    # the images' own rows: sum of x[i] g[i]^T
             gi = g[s:e].reshape(e - s, o, l)
             part = product_into(x[s:e].reshape(e - s, c, l), gi.transpose(0, 2, 1), None, _threads(n, nb))
             part = part.sum(0) if e - s > 1 else part[0]
-            db = channel_sums(gi) if bias else None
+            db = gi.sum((0, 2)) if bias else None
         else:
             part, db = _columns_wgrad(fn, g, x, s, e, kernel, groups, bias, _threads(n, nb))
         acc = sums.setdefault(threading.get_ident(), [part, db])
@@ -325,7 +315,7 @@ def _columns_wgrad(fn, g, x, s: int, e: int, kernel, groups: int, bias: bool, th
     rows = _rows(g, s, e, np.empty(o * m, g.dtype))
     # (cols g^T)^T: BLAS's M the K column rows, not the O output channels (ResNet's first stage: 16)
     part = product_into(by_group(cols, groups), np.swapaxes(by_group(rows, groups), -1, -2), None, threads)
-    return part, (channel_sums(rows[None]) if bias else None)
+    return part, (rows.sum(1) if bias else None)
 
 
 def _wgrad_record(dw, db, o: int, c: int, kernel, groups: int):
@@ -458,9 +448,8 @@ def xgrad_call(shapes, dtype, params):
 
 def wgrad_call(shapes, dtype, params):
     """A plan's call for one signature of CONV2D_WGRAD that `wgrad` runs by im2col (no
-    phases, not 1x1) as one block (`block_images` on the process's fixed cores: so on any
-    count `set_num_threads` sets later): that block's columns and product, the route
-    worked out once; else None."""
+    phases, not 1x1) as one block (`block_images` on the process's fixed cores): that
+    block's columns and product, the route worked out once; else None."""
     if len(shapes) != 2 or None in shapes or np.dtype(dtype).type not in _FLOATS:
         return None
     (n, o, oh, ow), (_, c, _, _) = shapes
