@@ -30,7 +30,7 @@ from .registry import Aval, defprim
 from .eager import bind
 from .grad_views import recording
 
-__all__ = ["batch_norm_stats", "batch_norm_train", "batch_norm_forward", "forward_form", "backward_form"]
+__all__ = ["channel_sums", "batch_norm_stats", "batch_norm_train", "batch_norm_forward", "forward_form", "backward_form"]
 
 
 # ---------------------------------------------------------------- kernels
@@ -38,7 +38,7 @@ def _count(shape) -> int:
     return numel(shape) // shape[1]
 
 
-def _channel_sums(xp, a3):
+def channel_sums(xp, a3):
     """(C,): the sums of an (N, C, L) array over N and L, in its memory's order (one row
     per channel when channel-major), since ``a.sum((0, 2, 3))`` walks a slow 4-D iterator."""
     if xp is np and a3.strides[1] > a3.strides[0]:
@@ -50,13 +50,13 @@ def _channel_sums(xp, a3):
 
 
 def _channel_dots(xp, a3, b3):
-    """(C,): the sums of a3 * b3 over N and L, as `_channel_sums` of the products; by
+    """(C,): the sums of a3 * b3 over N and L, as `channel_sums` of the products; by
     `_row_dots` (no products array) when both are channel-major. a3 is scratch: the
     products may be written into it."""
     if xp is np and a3.strides[1] > a3.strides[0] and b3.strides[1] > b3.strides[0]:
         rows = [a.transpose(1, 0, 2).reshape(a.shape[1], -1) for a in (a3, b3)]
         return _row_dots(*rows)
-    return _channel_sums(xp, xp.multiply(a3, b3, out=a3))
+    return channel_sums(xp, xp.multiply(a3, b3, out=a3))
 
 
 # Per-channel sums over contiguous rows by einsum for float32/float64: ~3x faster than
@@ -91,7 +91,7 @@ def _stats_impl(xp, x, scratch=None):
     n, c = x.shape[0], x.shape[1]
     count = _count(x.shape)
     x3 = x.reshape(n, c, -1)
-    mu = (_channel_sums(xp, x3) / count).astype(x.dtype)
+    mu = (channel_sums(xp, x3) / count).astype(x.dtype)
     # scratch: x's size in x's memory order (batch_norm_forward: its record's head, written
     # after) so the first step does not fault in a fresh temporary's pages
     d = xp.subtract(x3, mu.reshape(1, c, 1), out=scratch)
@@ -213,7 +213,7 @@ def _reduce_impl(xp, g, x, stats, eps, scratch=None, g_like_x=None):
         g_like_x = _g_like_x(xp, g, x)
     gl = (g if g_like_x is None else g_like_x).reshape(n, c, -1)
     gxc = xp.subtract(x.reshape(n, c, -1), mean.astype(x.dtype).reshape(1, c, 1), out=scratch)
-    return xp.stack([_channel_sums(xp, gl), _channel_dots(xp, gxc, gl) * rstd]).astype(x.dtype)
+    return xp.stack([channel_sums(xp, gl), _channel_dots(xp, gxc, gl) * rstd]).astype(x.dtype)
 
 
 def _g_like_x(xp, g, x):

@@ -8,8 +8,8 @@ a few images made and used while in cache, never the whole batch's.
   weight's gradient then the bias's;
 - ``conv2d_xgrad(g, w)``: the input's gradient, W^T g folded (col2im): also
   conv_transpose2d's forward;
-- ``conv_bgrad(g)``: a bias's gradient alone (no weight gradient asked for), g summed over
-  all but its channel dim by a BLAS product with ones (`channel_sums`).
+- ``conv_bgrad(g)``: a bias's gradient alone (no weight gradient asked for; depthwise's),
+  g summed over all but its channel dim (BatchNorm's `channel_sums`).
 
 A 1-d convolution is each primitive's on (N, C, L) operands with 1-tuples of geometry
 (`as_2d`): one record, run as the height-1 2-d one on views.
@@ -29,11 +29,12 @@ import numpy as np
 from ..errors import ShapeError
 from ..shapes import as_dim
 from .conv import _fold_impl, _ints, _out_hw, _unfold_impl
+from .batchnorm_prim import channel_sums
 from .eager import bind
 from .registry import Aval, defprim
 from .shape import narrow, reshape
 
-__all__ = ["conv2d_gemm", "conv2d_wgrad", "conv2d_xgrad", "conv_bgrad", "channel_sums", "as_2d", "as_2d_call"]
+__all__ = ["conv2d_gemm", "conv2d_wgrad", "conv2d_xgrad", "conv_bgrad", "as_2d", "as_2d_call"]
 
 
 def _check(op: str, g, x_shape, o: int, kernel, stride, padding, dilation) -> None:
@@ -148,15 +149,12 @@ def _fwd_vjp(g, out, x, w, *b, kernel, stride, padding, dilation, groups=1, need
     geo = dict(kernel=kernel, stride=stride, padding=padding, dilation=dilation, **_grouped(groups))
     gx = bind(CONV2D_XGRAD, g, w, input_hw=tuple(x.shape[2:]), **geo) if needs[0] else None
     bias = bool(b) and needs[2]
-    # one record, eager and captured alike (the blocks sum the bias while a block is in
-    # cache): eager and compiled gradients are then the same sums, bit for bit
-    record = bias
     gw = gb = None
-    if needs[1]:
-        gw = bind(CONV2D_WGRAD, g, x, bias=record, **geo)
-        if record:
+    if needs[1]:   # (with the bias's in one record: the blocks sum it while in cache)
+        gw = bind(CONV2D_WGRAD, g, x, bias=bias, **geo)
+        if bias:
             gw, gb = _split_wgrad(gw, g.shape[1], (g.shape[1], x.shape[1] // groups) + tuple(kernel))
-    if bias and gb is None:
+    elif bias:
         gb = bind(CONV_BGRAD, g)
     return (gx, gw, gb) if b else (gx, gw)
 
@@ -222,22 +220,6 @@ def _xgrad_vjp(u, out, g, w, input_hw, kernel, stride, padding, dilation, groups
 
 
 # ---------------------------------------------------------------- bias gradient
-def channel_sums(g3):
-    """(O,): an (N, O, L) array summed over N and L as products with a ones vector (BLAS's
-    GEMV, 3x numpy's reduce over two axes: 8x64x32x32 float32, 32 against 89 us), over
-    (O, N*L) rows where its memory is channel-major, else over (N*O, L) ones."""
-    n, o, l = g3.shape
-    if n * o * l == 0:
-        return np.zeros(o, g3.dtype)
-    if g3.dtype.type not in (np.float32, np.float64):    # (no BLAS for it: numpy's reduce)
-        return g3.sum((0, 2), dtype=np.float32 if g3.dtype == np.float16 else None).astype(g3.dtype)
-    cm = g3.transpose(1, 0, 2)
-    if n > 1 and cm.flags.c_contiguous:
-        return np.matmul(cm.reshape(o, n * l), np.ones(n * l, g3.dtype))
-    sums = np.matmul(g3.reshape(n * o, l), np.ones(l, g3.dtype))
-    return sums if n == 1 else np.add.reduce(sums.reshape(n, o), 0)
-
-
 def _bgrad_rule(g: Aval):
     if g.ndim < 2:
         raise ShapeError(f"conv_bgrad: expected a gradient of 2 or more dims (N, C, ...), got shape {tuple(g.shape)}")
@@ -246,8 +228,8 @@ def _bgrad_rule(g: Aval):
 
 def _bgrad_impl(xp, g):
     g3 = g.reshape(g.shape[0], g.shape[1], int(np.prod(g.shape[2:])))
-    if xp is np:
-        return channel_sums(g3)
+    if xp is np:   # (BatchNorm's sums over N and L, in the memory's order)
+        return channel_sums(np, g3).astype(g.dtype, copy=False)
     return g3.sum((0, 2))
 
 
