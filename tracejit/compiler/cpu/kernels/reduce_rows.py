@@ -101,20 +101,25 @@ def reduce_last(prim) -> Callable:
     return fn
 
 
+def _out_shape(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
+    nd = len(shape) - len(dims)
+    return tuple(shape[:nd]) + (1,) * (len(dims) if keepdim else 0)
+
+
 def _run(prim, x, dims: tuple, keepdim: bool):
     m, n = _rows(x.shape, dims)
     call = _entry(prim, x.dtype, x.size)
     if call is None:
         return None
-    nd = x.ndim - len(dims)
-    y = np.empty(x.shape[:nd] + (1,) * (len(dims) if keepdim else 0), x.dtype)
+    y = np.empty(_out_shape(x.shape, dims, keepdim), x.dtype)
     call(x.reshape(m, n), y.reshape(m, 1), m, n)
     return y
 
 
 def specialize(prim) -> Callable:
     """`prim`'s plan call for one eager signature: the rows kernel, falling back to the numpy
-    form while it loads, where the signature is one `takes` may accept; else the numpy form."""
+    form while it loads, where the signature is one `takes` may accept; else the numpy form.
+    The rows, the result's shape and, once loaded, the kernel are worked out once."""
     impl = prim.impl
     numpy_call = None if prim.extra.get("fast") is None else prim.extra["fast"]
 
@@ -122,15 +127,25 @@ def specialize(prim) -> Callable:
         dims, keepdim = tuple(params["dims"]), params["keepdim"]
         plain = (numpy_call(shapes, dtype, params) if numpy_call is not None else None) or \
             (lambda x: impl(np, x, **params))
-        if len(shapes) != 1 or shapes[0] is None or np.dtype(dtype) not in _DTYPES \
-                or _rows(tuple(shapes[0]), dims) is None:
+        dt = np.dtype(dtype)
+        rows = None if len(shapes) != 1 or shapes[0] is None or dt not in _DTYPES \
+            else _rows(tuple(shapes[0]), dims)
+        if rows is None:
             return plain
+        m, n = rows
+        out_shape = _out_shape(tuple(shapes[0]), dims, keepdim)
+        kern = None
 
         def call(x):
-            if x.flags.c_contiguous:
-                y = _run(prim, x, dims, keepdim)
-                if y is not None:
-                    return y
-            return plain(x)
+            nonlocal kern
+            if not x.flags.c_contiguous:
+                return plain(x)
+            if kern is None:
+                kern = _entry(prim, dt, m * n)
+                if kern is None:
+                    return plain(x)
+            y = np.empty(out_shape, dt)
+            kern(x.reshape(m, n), y.reshape(m, 1), m, n)
+            return y
         return call
     return call_for
