@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import CompileError, register_source_lines
 from ..jit.control import COND, CUSTOM_FUNCTION, SCAN, WHILE
 from ..jit.ir import Eqn, Graph, Literal, Var
+from ..jit.passes import drop_detach
 from ..memory import ALIGN_MIN, OutputSlot
 from ..shapes import Sym, contains_sym
 from ..threads import PARALLEL_MIN  # PARALLEL_MIN: below it a kernel runs serially
@@ -155,7 +156,7 @@ class Plan:
     def __init__(self, graph: Graph, name: str = "graph", backend=None):
         if has_bf16(graph):
             graph = widen_bf16(graph)   # (bf16 computes in float32: bf16_graph.py)
-        graph = expand_rows_forms(graph)   # (rowinline.py: softmax as its rows group)
+        graph = expand_rows_forms(drop_detach(graph))   # (rowinline.py: softmax as its rows group)
         self.graph = graph
         self.backend = backends.for_graph(graph) if backend is None else backends.get(backend)
         # the plan stage's patterns the backend has the kernels for (plan_patterns.py)

@@ -20,11 +20,12 @@ from ..ops.shape import CONCAT, COPY, EXPAND, PERMUTE, RESHAPE
 from ..ops.host_steps import HOST_STEP, size_bindings
 from ..shapes import DataSize, Sym
 from .ir import Eqn, Graph, Literal, Var
+from .tracer import DETACH
 from . import patterns as _patterns
 from . import scatter_products as _scatter_products  # noqa: F401  (its patterns: registered at import)
 from ..ops.linalg import MATMUL
 
-__all__ = ["optimize", "dce", "cse", "fold_constants", "simplify", "lift_symbolic_literals"]
+__all__ = ["optimize", "dce", "cse", "fold_constants", "simplify", "drop_detach", "lift_symbolic_literals"]
 
 # Primitives whose repeated execution is observable: never merged, never folded.
 _EFFECTFUL_KINDS = ("random",)
@@ -412,6 +413,23 @@ for _name, _rewrite, _prims in (("transposed_matmul", _transposed_matmul, (PERMU
                                 ("pooled_relu_record", _pooled_relu_record, (MAX_POOL2D_VALUES,)),
                                 ("lstm_h_cotangent", _lstm_h_cotangent, (LSTM_LAYER_BACKWARD,))):
     _patterns.register(_patterns.Pattern(_name, _rewrite, ("simplify",), _prims))
+
+
+def drop_detach(g: Graph) -> Graph:
+    """A differentiated graph (a plan's) with each ``detach`` replaced by its operand. It only
+    stops gradients, and as a group of its own it copied every value an op under no_grad
+    made: MoCo's key encoder spent a fifth of its step copying. An output keeps its
+    ``detach``, so what the caller gets is never an input or a new view of one."""
+    env: dict = {}
+    eqns = []
+    outputs = {a for a in g.outputs if isinstance(a, Var)}
+    for e in g.eqns:
+        ins = _substs(e.inputs, env)
+        if e.prim is DETACH and isinstance(ins[0], Var) and e.out not in outputs:
+            env[e.out] = ins[0]
+            continue
+        eqns.append(_eqn(e, ins, _map_graphs(e.params, drop_detach)))
+    return _rebuild(g, eqns, env)
 
 
 def optimize(g: Graph, apart: bool = False) -> Graph:
