@@ -20,7 +20,7 @@ from ..jit.backend import Executor, InputKeeper, raise_kernel_error
 from ..jit import batchnorm_split as _batchnorm_split  # noqa: F401  (its pattern: registered at import)
 from ..jit import patterns as _patterns
 from ..jit.ir import Graph, Var
-from ..jit.passes import _possible_views, lift_symbolic_literals, optimize
+from ..jit.passes import _possible_views, drop_detach, lift_symbolic_literals, optimize
 from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
@@ -110,14 +110,15 @@ class CompiledProgram(Executor):
             if k is not None:
                 # the forward stage's patterns only now, after differentiation (BatchNorm +
                 # max pooling, BatchNorm's split: they drop the op that carries BatchNorm's VJP)
-                fwd = lift_symbolic_literals(_patterns.apply("forward", optimize(loss_joint(self.graph, active, k))))
+                joint = drop_detach(optimize(loss_joint(self.graph, active, k)))
+                fwd = lift_symbolic_literals(_patterns.apply("forward", joint))
                 fwd = _gradients_apart(fwd, n_out)
                 bwd, n_saved, suffix = None, len(fwd.outputs) - n_out, "_fwd_grads"
                 self._loss_k[diff_idx] = k
             else:
                 # elementwise values the forward writes anyway are saved, not recomputed
                 fwd, bwd, n_saved = split(self.graph, active, cheap=recompute_unless_written(self.graph))
-                fwd, suffix = _patterns.apply("forward", fwd), "_fwd"
+                fwd, suffix = _patterns.apply("forward", drop_detach(fwd)), "_fwd"
                 bwd = lift_symbolic_literals(_patterns.apply("backward", optimize(bwd)))
                 if has_bf16(fwd):
                     fwd, bwd = save_wide(fwd, bwd, len(self.graph.inputs), n_out, n_saved)
