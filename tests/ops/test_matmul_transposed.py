@@ -15,7 +15,9 @@ from inputs import captured_graph
 
 # (a's shape, b's shape, b given as a transposed weight: x @ w.T)
 CASES = [((8, 16), (16, 8), False), ((64, 1000), (1000, 100), False), ((7, 5, 3), (3, 4), False),
-         ((2, 5, 3), (2, 3, 4), False), ((64, 300), (300, 200), True), ((4, 6, 5), (5, 7), True)]
+         ((2, 5, 3), (2, 3, 4), False), ((64, 300), (300, 200), True), ((4, 6, 5), (5, 7), True),
+         # few rows by a wide transposed weight: both forms run it as (w @ x.T).T (gemm/products.py)
+         ((5, 128), (128, 384), True), ((3, 4, 64), (64, 512), True), ((5, 384), (384, 128), False)]
 
 
 def _grads(case):

@@ -151,9 +151,16 @@ def matmul(a, b):
         cell = _calls[sig] = [None]
         if a.ndim > 2 and b.ndim == 2:
             cell[0] = _rows
+        elif (a.ndim == 2 and b.ndim == 2 and b.flags.f_contiguous and not b.flags.c_contiguous
+              and a.dtype == b.dtype and few_rows_nt(a.shape[0], a.shape[1], b.shape[1], a.dtype)):
+            cell[0] = _rows_first_of_view   # (as the plans' call: `matmul_call`)
         else:
             cell[0] = _site(blas_matmul, lambda f: cell.__setitem__(0, f))
     return cell[0](a, b)
+
+
+def _rows_first_of_view(a, b):
+    return _BLAS_ROWS_FIRST(a, b.T)
 
 
 def forget() -> None:
@@ -200,6 +207,21 @@ def matmul_call(shapes, dtype, params):
     sa, sb = shapes
     if len(sa) > 2 and len(sb) == 2:
         return _over_rows(matmul_call, shapes, dtype, params, sb[-1])
+    routed = _route(sa, sb, dtype)
+    if routed is not np.multiply and len(sa) == 2 and few_rows_nt(sa[0], sa[1], sb[1], dtype):
+        # (x @ w.t() by a transposed view: as the transposed-operand record's product)
+        rows_first = _SMALL_ROWS_FIRST if routed is dense_matmul else _BLAS_ROWS_FIRST
+
+        def call(a, b):
+            if b.flags.f_contiguous and not b.flags.c_contiguous:
+                return rows_first(a, b.T)
+            return routed(a, b)
+        return call
+    return routed
+
+
+def _route(sa, sb, dtype):
+    """`matmul_call`'s call for 2-D (or batched) shapes, before any layout's own route."""
     if sa[-1] == 1 and np.dtype(dtype) in _FLOATS:
         return np.multiply   # (an outer product: see `_outer`)
     if sa[-2] * sa[-1] * sb[-1] < TEMPLATE_MIN_MNK:
@@ -218,6 +240,49 @@ def _over_rows(plan, shapes, dtype, params, n: int):
     return lambda a, b: call(a.reshape(rows), b).reshape(out)
 
 
+# x @ w.T with few rows in x and many in w (a linear layer on a few tokens) runs slowly on
+# OpenBLAS: its small-matrix kernel for that transpose refuses outputs over 1200 elements
+# (kernel/x86_64/sgemm_small_kernel_permit_skylakex.c), and its general path packs w
+# transposed for each call. The same product as (w @ x.T).T, x.T and the result copied
+# (m rows each), runs on its untransposed path: 5 x 128 by 128 x 384, float32, one thread,
+# 36 -> 12 us. Rows from which the two copies cost more than that path saves:
+FEW_ROWS_NT = 32
+
+
+def few_rows_nt(m: int, k: int, n: int, dtype) -> bool:
+    """Whether an (m, k) @ (n, k).T product runs as (w @ x.T).T (`_rows_first`): numpy's
+    BLAS is OpenBLAS, float32 (float64 up to 2**20 multiply-adds: beyond, its own
+    transposed path wins), 2 to `FEW_ROWS_NT` rows, an inner dim of 32 or more (below, the
+    small kernel takes either form) and an output over OpenBLAS's 1200 elements."""
+    dt = np.dtype(dtype)
+    return (2 <= m <= FEW_ROWS_NT and k >= 32 and m * n > 1200 and dt in _FLOATS
+            and (dt.itemsize == 4 or m * k * n <= 1 << 20) and _openblas())
+
+
+_blas_name: list = []
+
+
+def _openblas() -> bool:
+    """Whether numpy's BLAS is OpenBLAS (looked up once)."""
+    if not _blas_name:
+        from ....threads import _BLAS_GETTERS, _blas_function
+        path, _ = _blas_function(_BLAS_GETTERS)
+        _blas_name.append("openblas" in (path or "").lower())
+    return _blas_name[0]
+
+
+def _rows_first(mul):
+    """``a @ w.T`` for `a` (m, k) and `w` (n, k) as ``(w @ a.T).T`` by `mul`, both copies
+    C-contiguous (`few_rows_nt`)."""
+    def call(a, w):
+        return np.ascontiguousarray(mul(w, np.ascontiguousarray(a.T)).T)
+    return call
+
+
+_SMALL_ROWS_FIRST = _rows_first(dense_matmul)
+_BLAS_ROWS_FIRST = _rows_first(blas_matmul)
+
+
 def _transposed_call(small, swap):
     """The plan call of a transposed-operand record (2-D `b`; `a` 2-D, or N-d for a @ b.T):
     `matmul_call`'s choice for the product it computes (m, k, n of a @ b.T or a.T @ b, not
@@ -229,9 +294,11 @@ def _transposed_call(small, swap):
         if len(sa) > 2:   # (x @ w.T of a linear layer over N-d x: one product over the rows)
             return _over_rows(call, shapes, dtype, params, sb[0])
         product = ((sa[1], sa[0]), sb) if swap == 1 else (sa, (sb[1], sb[0]))
-        routed = matmul_call(product, dtype, params)
+        routed = _route(*product, dtype)
         if routed is np.multiply:
             return _outer(swap)
+        if swap == 2 and few_rows_nt(sa[0], sa[1], sb[0], dtype):
+            return _SMALL_ROWS_FIRST if routed is dense_matmul else _BLAS_ROWS_FIRST
         return small if routed is dense_matmul else _cell_call(blas_matmul, swap)
     return call
 
