@@ -29,6 +29,21 @@ def test_multinomial_without_replacement_is_a_permutation_of_the_support():
         tj.multinomial(tj.tensor([1.0, 0.0, 1.0]), 3)
 
 
+def test_multinomial_one_sample_is_the_first_of_two():
+    """One sample without replacement is the first of a longer draw from the same seed (the
+    race's smallest key), zero-probability values never drawn, frequencies following p."""
+    p = tj.tensor([[1.0, 2.0, 0.0, 4.0]] * 3000)
+    tj.manual_seed(3)
+    one = tj.multinomial(p, 1)
+    tj.manual_seed(3)
+    two = tj.multinomial(p, 2)
+    assert one.dtype is tj.int64 and tuple(one.shape) == (3000, 1)
+    np.testing.assert_array_equal(one.numpy()[:, 0], two.numpy()[:, 0])
+    freq = np.bincount(one.numpy()[:, 0], minlength=4) / 3000
+    np.testing.assert_allclose(freq, [1 / 7, 2 / 7, 0.0, 4 / 7], atol=0.03)
+    assert tuple(tj.multinomial(tj.tensor([0.0, 3.0]), 1).tolist()) == (1,)
+
+
 def test_multinomial_is_seeded_and_checks_input():
     tj.manual_seed(5)
     a = tj.multinomial(tj.ones(10), 5).tolist()
