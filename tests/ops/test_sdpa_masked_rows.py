@@ -59,3 +59,23 @@ def test_multihead_attention_without_weights_zeroes_fully_masked_rows(batch_firs
     for a, b in zip(res[1], res[0]):
         assert np.isfinite(a).all()
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bool_mask_over_a_cache_matches_torch(dtype):
+    """New queries against a longer cache with a bool ``tril(diagonal=S - L)`` mask (no row
+    masked through), in the scores' dtype: PyTorch's values and gradients."""
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((1, 4, 5, 8)).astype(dtype)
+    k, v = (rng.standard_normal((1, 4, 20, 8)).astype(dtype) for _ in range(2))
+    res = []
+    for lib in (torch, tj):
+        ts = [lib.tensor(a, requires_grad=True) for a in (q, k, v)]
+        mask = lib.ones(5, 20, dtype=lib.bool).tril(diagonal=15)
+        out = lib.nn.functional.scaled_dot_product_attention(*ts, attn_mask=mask)
+        out.square().sum().backward()
+        res.append([out.detach().numpy()] + [t.grad.numpy() for t in ts])
+    assert res[1][0].dtype == dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for a, b in zip(res[1], res[0]):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)

@@ -17,8 +17,7 @@ from ..errors import ShapeError
 from .composite import dropout, softmax
 from .creation import ones, zeros
 from .eager import trace_state
-from .elementwise import cast, isinf, logical_not, where
-from .indexing_more import masked_fill
+from .elementwise import cast, isinf, where
 from .linalg import linear, matmul
 from .shape import cat, permute, reshape, squeeze, transpose, unsqueeze
 from .attention_prim import attention_context, attention_weights
@@ -32,8 +31,9 @@ __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
 def _additive(mask, dtype, *, true_means_masked: bool):
     """A bool mask as 0 / -inf (float masks pass through, cast to the scores' dtype)."""
     if mask.dtype is _dt.bool_:
-        blocked = mask if true_means_masked else logical_not(mask)
-        return masked_fill(zeros(tuple(mask.shape), dtype=dtype, device=mask.device), blocked, -math.inf)
+        # (one op, not zeros + logical_not + masked_fill: an eager causal mask per call)
+        out = where(mask, -math.inf, 0.0) if true_means_masked else where(mask, 0.0, -math.inf)
+        return out if out.dtype is dtype else cast(out, dtype)
     if not mask.dtype.is_floating_point:
         raise TypeError(f"attention mask must be bool or floating point, got {mask.dtype.name}")
     return cast(mask, dtype)
@@ -69,7 +69,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
         mask = _additive(allowed, scores.dtype, true_means_masked=False)
     dead = None
     if attn_mask is not None and not is_causal:
-        mask, dead = _dead_rows(_additive(attn_mask, scores.dtype, true_means_masked=False))
+        mask, dead = _dead_rows(_additive(attn_mask, scores.dtype, true_means_masked=False), attn_mask)
     weights = _masked_softmax(scores, scale, mask)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
@@ -77,12 +77,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     return out if dead is None else where(dead, 0.0, out)
 
 
-def _dead_rows(mask) -> tuple:
+def _dead_rows(mask, allowed=None) -> tuple:
     """PyTorch's safe softmax: a query row whose every key is masked attends to nothing and
     gives 0 (not softmax's nan, which a padded batch would carry into its gradients).
     -> (the additive mask with those rows 0, their (..., L or 1, 1) indicator), or (mask,
-    None) where eagerly no row is masked through (no extra pass then)."""
+    None) where eagerly no row is masked through (no extra pass then). `allowed`: the bool
+    mask (True: attended) `mask` was made from, whose rows say it in one reduction."""
     from .reductions import all as all_
+    a = None if allowed is None or allowed.dtype is not _dt.bool_ else allowed._data
+    if trace_state.tracer is None and type(a) is np.ndarray and a.ndim and a.any(-1).all():
+        return mask, None
     m = mask._data
     if trace_state.tracer is None and type(m) is np.ndarray and m.dtype.kind == "f" and \
             not np.isneginf(m).all(-1).any():   # (the common answer, without five ops)
