@@ -1,11 +1,14 @@
-"""Index keys' specs (ops/index_keys.py): the spec of an index mixing integer tensors with
-ints, slices, None and Ellipsis is kept per rank and item kinds, and a kept spec gives
-the values the loop gives, read from each call's own tensors."""
+"""Index keys (ops/index_keys.py): the spec of an index mixing integer tensors with ints,
+slices, None and Ellipsis is kept per rank and item kinds, and a kept spec gives the values
+the loop gives, read from each call's own tensors; eager reads and writes through a boolean
+mask of two or more dims (`flat_mask`) merge the mask's dims into one, with PyTorch's
+values, gradients and in-place memory."""
 import numpy as np
 import pytest
 
 import tracejit as tj
 from tracejit.ops import index_keys
+from tracejit.ops.index_keys import flat_mask
 
 torch = pytest.importorskip("torch")
 
@@ -44,3 +47,76 @@ def test_masks_bools_and_errors_are_not_kept():
         with pytest.raises(IndexError, match="too many indices"):
             a[0, 1, tj.tensor([0])]
     assert key not in index_keys._KEPT
+
+
+A = np.random.default_rng(0).standard_normal((4, 5, 6)).astype(np.float32)
+M2 = A[..., 0] > 0          # the two leading dims
+M3 = A > 0.3                # all three
+
+
+def _both(fn):
+    got = fn(tj, tj.tensor(A), tj.tensor(M2), tj.tensor(M3))
+    want = fn(torch, torch.tensor(A), torch.tensor(M2), torch.tensor(M3))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda L, a, m2, m3: (a[m2], a[m3]),
+    lambda L, a, m2, m3: (a.transpose(0, 1)[m2.t()],),   # (a strided operand)
+])
+def test_read_matches_torch(fn):
+    _both(fn)
+
+
+def _writes(L, a, m2, m3):
+    x, y, z, w = a.clone(), a.clone(), a.clone(), a.clone()
+    x[m2] = 7.0
+    y[m3] = a[m3] * 2
+    z[m2] = L.arange(6.0)
+    w.index_put_((m3,), a[m3], accumulate=True)
+    return x, y, z, w
+
+
+def test_writes_match_torch():
+    _both(_writes)
+
+
+def test_gradients_match_torch():
+    def fn(L, a, m2, m3):
+        g = a.clone().requires_grad_(True)
+        (g[m3] ** 2).sum().backward()
+        h = a.clone().requires_grad_(True)
+        v = (h * 3)[m2]
+        u = h * 1
+        u[m2] = v * v
+        u.sum().backward()
+        return g.grad, h.grad
+    _both(fn)
+
+
+def test_write_keeps_the_tensors_memory():
+    x = tj.tensor(A)
+    before = x._data
+    version = x._version
+    x[tj.tensor(M3)] = 0.0
+    assert x._data is before and x._version == version + 1
+    np.testing.assert_array_equal(x.numpy(), np.where(M3, 0.0, A))
+
+
+def test_only_leading_multi_dim_masks_merge():
+    a = tj.tensor(A)
+    assert flat_mask(a, tj.tensor(M2)) is not None
+    assert flat_mask(a, (tj.tensor(M3),)) is not None
+    assert flat_mask(a, tj.tensor(M2[0])) is None            # (one dim: nothing to merge)
+    assert flat_mask(a, tj.tensor(M3[0])) is None            # (not the leading dims)
+    assert flat_mask(a, (slice(None), tj.tensor(M3[0]))) is None
+
+
+def test_mismatched_mask_raises():
+    with pytest.raises(IndexError, match="shape of the mask"):
+        tj.tensor(A)[tj.tensor(M3[:, :4])]
+    x = tj.tensor(A)
+    with pytest.raises(IndexError, match="shape of the mask"):
+        x[tj.tensor(M3[:, :4])] = 1.0
+    np.testing.assert_array_equal(x.numpy(), A)

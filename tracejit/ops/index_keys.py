@@ -19,11 +19,12 @@ from ..errors import DTypeError, user_stacklevel
 from ..shapes import Sym
 from ..tensor import Tensor
 from . import creation
-from .eager import remember_plain, trace_hooks
+from .donation import donated, donating
+from .eager import remember_plain, trace_hooks, trace_state
 from .host_steps import host_step
-from .shape import stack
+from .shape import reshape, stack
 
-__all__ = ["nonzero", "refuse_other_dtype"]
+__all__ = ["nonzero", "refuse_other_dtype", "flat_mask", "put_flat"]
 
 _SEQUENCE_ITEMS = (list, tuple, np.ndarray, Tensor, slice, type(None), type(Ellipsis))
 
@@ -193,6 +194,40 @@ def _normalize(a, index):
                 _check_mask(a, masks[x[1]], sum(1 for y in out if y[0] != "n"))
             out.append(x)
     return tuple(out), tensors
+
+
+def flat_mask(a, index):
+    """(`a` with its leading dims merged into one, the mask flattened) for an eager `index`
+    that is a boolean mask of two or more dims matching `a`'s leading dims, else None.
+    ``a[mask]`` is then the same selection from a dim of positions: numpy finds and reads
+    them flat, where an n-d mask's nonzero builds a coordinate array per dim and indexes
+    with all of them (a (16, 64, 512) mask: 5.3 ms of nonzero and write, 0.7 ms flat)."""
+    if type(index) is tuple and len(index) == 1:
+        index = index[0]
+    if (type(index) is not Tensor or index.dtype is not _dt.bool_ or index.ndim < 2
+            or trace_state.tracer is not None):
+        return None
+    k = index.ndim
+    shape = tuple(a.shape)
+    if tuple(index.shape) != shape[:k] or not all(type(d) is int for d in shape):
+        return None   # (the usual path raises for a mismatch)
+    n = 1
+    for d in shape[:k]:
+        n *= d
+    return reshape(a, (n,) + shape[k:]), reshape(index, (n,))
+
+
+def put_flat(a, flat, value, accumulate: bool, index_put):
+    """``index_put(a, mask, value, accumulate)`` through `flat_mask`'s `flat`, into a's own
+    memory where a is donated (``x[mask] = v``): the merged view shares it."""
+    merged, mask = flat
+    if donated(a._data):
+        out = donating(merged._data, index_put, merged, mask, value, accumulate)
+        if out._data is merged._data and out.grad_fn is None:
+            return Tensor._wrap(a._data, a.dtype, a.device)   # (written in place: a's array)
+    else:
+        out = index_put(merged, mask, value, accumulate)
+    return reshape(out, tuple(a.shape))
 
 
 def _check_mask(a, shape, dim) -> None:

@@ -25,7 +25,7 @@ from .registry import Aval, defprim
 from .eager import bind, remember_plain, trace_hooks, trace_state
 from .grad_views import recording
 from .shape import _whole_view
-from .index_keys import normalize as _normalize, nonzero, refuse_other_dtype, with_bools
+from .index_keys import flat_mask, put_flat, normalize as _normalize, nonzero, refuse_other_dtype, with_bools
 from .gather_prim import check_index_range, gather, scatter_add, take_along_dim  # noqa: F401 (this module's names)
 from . import masked_assign as _masked
 
@@ -445,6 +445,9 @@ def getitem(a, index):
     if isinstance(index, Tensor) and index.ndim == 0 and index.dtype is _dt.bool_:
         # a 0-d mask adds a dim of 1 or 0 elements, as PyTorch's
         return getitem(a.unsqueeze(0), index.reshape(1))
+    flat = flat_mask(a, index)
+    if flat is not None:
+        return getitem(*flat)
     spec, tensors = _normalize(a, index)
     if spec is None:   # (x[True, 1]: a new dim, indexed)
         bools = with_bools(a, index)
@@ -523,6 +526,9 @@ def index_put(a, index, value, accumulate: bool = False):
         # a 0-d mask: all of `a` or nothing (a value of a's shape, or broadcasting to it)
         out = where(index, cast(value, a.dtype) if isinstance(value, Tensor) else value, a)
         return out if out.dtype is a.dtype else cast(out, a.dtype)   # (a Python float into ints)
+    flat = flat_mask(a, index)
+    if flat is not None:
+        return put_flat(a, flat, value, accumulate, index_put)
     spec, tensors = _plain_spec(a, index), ()   # (ints and slices: the spec getitem keeps)
     if spec is None or spec is _WHOLE:
         spec, tensors = _normalize(a, index)
