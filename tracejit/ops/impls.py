@@ -21,6 +21,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 from .. import bf16 as _bf16
+from .ufunc_columns import columns as _columns
 
 __all__ = ["Implementation", "register", "implementations", "registered", "specialized", "signature_call",
            "elementwise", "install_elementwise", "PLATFORMS", "serving_tier0", "outside", "standin",
@@ -82,10 +83,13 @@ def specialized(prim, shapes: tuple, dtype, params: dict):
 def signature_call(prim, shapes: tuple, dtype, params: dict):
     """The call a plan makes for one CPU signature of `prim` (eager's and compiled plans'):
     with registered implementations `specialized`'s, else the numpy form's ufunc or its
-    record's ``extra["fast"]`` call for the signature; None: ``prim.run`` per call."""
+    record's ``extra["fast"]`` call for the signature (a ufunc over many short rows: a
+    column at a time, ufunc_columns.py); None: ``prim.run`` per call."""
     if prim.has_impls:
         return specialized(prim, shapes, dtype, params) if prim.table_runs() else None
-    return prim.ufunc or (prim.fast(shapes, dtype, params) if prim.fast is not None else None)
+    if prim.ufunc is not None:
+        return _columns(prim.ufunc, shapes) or prim.ufunc
+    return prim.fast(shapes, dtype, params) if prim.fast is not None else None
 
 
 def runner(prim) -> Callable:
