@@ -61,7 +61,7 @@ def _as4(a):
     if a.ndim == 4:
         return a
     n, c = a.shape[0], a.shape[1]
-    return a.reshape(n, c, -1, 1) if a.ndim != 2 else a.reshape(n, c, 1, 1)
+    return a.reshape(n, c, 1, -1) if a.ndim != 2 else a.reshape(n, c, 1, 1)
 
 
 def _operand(a):
