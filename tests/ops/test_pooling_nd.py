@@ -234,6 +234,8 @@ NAN_CALLS = [("max_pool1d", (2, 3, 11), dict(kernel_size=3, stride=1)),
                                                ceil_mode=True)),
              ("max_pool3d", (1, 2, 5, 6, 5), dict(kernel_size=2, stride=1)),
              ("max_pool3d", (1, 2, 5, 6, 5), dict(kernel_size=3, stride=2, padding=1)),
+             ("max_pool3d", (2, 2, 5, 6, 7), dict(kernel_size=(1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))),
+             ("max_pool3d", (2, 2, 5, 6, 7), dict(kernel_size=(1, 2, 3), stride=(2, 1, 2), dilation=(3, 2, 1))),
              ("adaptive_max_pool1d", (2, 3, 11), dict(output_size=4)),
              ("adaptive_max_pool2d", (2, 3, 7, 8), dict(output_size=(3, 5))),
              ("adaptive_max_pool2d", (2, 3, 8, 8), dict(output_size=4)),
@@ -264,7 +266,7 @@ def test_nan_windows_take_pytorchs_index_and_gradient(name, shape, kw, indices, 
     np.testing.assert_array_equal(grad, tgrad)
 
 
-@pytest.mark.parametrize("name,shape,kw", [NAN_CALLS[3], NAN_CALLS[5], NAN_CALLS[8]])
+@pytest.mark.parametrize("name,shape,kw", [NAN_CALLS[3], NAN_CALLS[5], NAN_CALLS[7], NAN_CALLS[10]])
 def test_nan_windows_compiled_take_the_eager_index(name, shape, kw):
     """Compiled (the offset record's kernels, the gathered windows traced) as eager and
     PyTorch: the gradient at each NaN window's last NaN."""
@@ -282,3 +284,24 @@ def test_nan_windows_compiled_take_the_eager_index(name, shape, kw):
     assert np.isnan(x0).any()
     for g in grads:
         np.testing.assert_array_equal(g, xt.grad.numpy())
+
+
+@pytest.mark.parametrize("shape, kw", [
+    ((2, 3, 4, 9, 8), dict(kernel_size=(1, 3, 3), stride=(1, 2, 2), padding=(0, 1, 1))),
+    ((3, 4, 9, 8), dict(kernel_size=(1, 2, 2))),                        # unbatched
+    ((2, 3, 5, 9, 8), dict(kernel_size=(1, 3, 2), stride=(3, 1, 2))),   # planes skipped
+])
+def test_max_pool3d_one_plane_deep_matches_torch(shape, kw):
+    """A window one plane deep runs as max_pool2d over the planes it keeps (ties included:
+    the input holds repeated values), values and gradients PyTorch's, on a strided input."""
+    torch = pytest.importorskip("torch")
+    x0 = np.random.default_rng(3).integers(0, 4, shape).astype(np.float32)
+    got = []
+    for lib in (tj, torch):
+        x = lib.tensor(x0.swapaxes(-1, -2).copy(), requires_grad=True)
+        out = lib.nn.functional.max_pool3d(x.transpose(-1, -2), **kw)
+        w = lib.tensor(np.arange(1.0, out.numel() + 1, dtype=np.float32).reshape(tuple(out.shape)))
+        (out * w).sum().backward()
+        got.append((out.detach().numpy(), x.grad.numpy()))
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(a, b)
