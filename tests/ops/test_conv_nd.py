@@ -30,3 +30,27 @@ def test_conv_transpose3d_matches_pytorch_with_stride_padding_and_output_padding
     got = F.conv_transpose3d(tj.tensor(x), tj.tensor(w), **kw).numpy()
     assert got.shape == want.shape == (1, 3, 5, 8, 10)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, wshape, kw", [
+    ((2, 6, 5, 3, 4), (4, 6, 3, 1, 1), dict(padding=(1, 0, 0))),                  # R(2+1)D's temporal conv
+    ((2, 6, 7, 3, 4), (4, 3, 2, 1, 1), dict(stride=(2, 1, 1), dilation=(2, 3, 1), groups=2)),
+    ((6, 5, 3, 4), (4, 6, 3, 1, 1), dict(padding="same")),                         # unbatched
+    ((2, 6, 5, 3, 4), (4, 6, 3, 1, 1), dict(stride=(1, 2, 1))),                    # strided planes: per tap
+])
+def test_conv3d_over_depth_alone_matches_pytorch(shape, wshape, kw):
+    """A kernel over depth alone runs as one conv2d over (depth, H*W) planes: PyTorch's
+    values, a row-major result and the gradients of input (strided), weight and bias."""
+    rng = np.random.default_rng(1)
+    x0 = rng.standard_normal(shape[:-4] + (shape[-3], shape[-4]) + shape[-2:]).astype(np.float32)
+    w0, b0 = rng.standard_normal(wshape).astype(np.float32), rng.standard_normal(wshape[0]).astype(np.float32)
+    got = []
+    for lib in (tj, torch):
+        x, w, b = (lib.tensor(a, requires_grad=True) for a in (x0, w0, b0))
+        y = lib.nn.functional.conv3d(x.transpose(-4, -3), w, b, **kw)
+        (y * y).sum().backward()
+        got.append((y.detach().numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()))
+        if lib is tj:
+            assert y._data.flags.c_contiguous or kw.get("stride") == (1, 2, 1)
+    for a, b in zip(*got):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)

@@ -2,7 +2,8 @@
 of the 2-D ops (composite.py's conv2d, spatial.py's conv_transpose2d):
 
 - ``conv3d``: one conv2d per kernel depth tap over every output depth at once (the depth
-  slices the tap reads, strided, stacked into the batch), summed;
+  slices the tap reads, strided, stacked into the batch), summed; a kernel over depth
+  alone is one conv2d over (depth, H*W) planes;
 - ``conv_transpose3d``: one conv_transpose2d per kernel depth tap, each result spread to
   the output depths that tap writes (input depth times stride, plus the tap's offset),
   summed, then cropped by the padding;
@@ -36,6 +37,13 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     if c != weight.shape[1] * groups:
         raise ShapeError(f"conv3d: input of shape {tuple(input.shape)} has {c} channels but weight "
                          f"{tuple(weight.shape)} with groups={groups} expects {weight.shape[1] * groups}")
+    if kh == kw == 1 and s[1:] == (1, 1) and p[1:] == (0, 0) and all(type(v) is int for v in input.shape):
+        # a kernel over depth alone (R(2+1)D's (3, 1, 1)): one conv2d over (depth, H*W)
+        # planes, padding included, its result already (N, O, OD, H, W) row-major
+        h, w = input.shape[3], input.shape[4]
+        y = conv2d(reshape(input, (n, c, depth, h * w)), reshape(weight, tuple(weight.shape[:3]) + (1,)),
+                   bias, (s[0], 1), (p[0], 0), (d[0], 1), groups)
+        return reshape(y, tuple(y.shape[:3]) + (h, w))
     if p[0]:
         input = pad(input, (0, 0, 0, 0, p[0], p[0]))
         depth += 2 * p[0]
