@@ -15,11 +15,26 @@ from ..jit.interpreter import interpret
 from .create_graph import graph_backward
 
 
+def _saved_owners(saved) -> tuple:
+    """({id: position} of the saved arrays that own their memory, positions of the other
+    saved arrays): an array that owns its memory shares it with another only by being
+    that array's root, so an in-place write checks those by identity, not one by one (a
+    YOLO step's 18 BatchNorm statistics writes each tested ~190 saved arrays)."""
+    own, views = {}, []
+    for j, a in enumerate(saved):
+        if isinstance(a, np.ndarray):
+            if a.base is None and a.flags.owndata:
+                own[id(a)] = j
+            else:
+                views.append(j)
+    return own, views
+
+
 class CompiledNode(Node):
     """The single grad_fn of a compiled call's outputs."""
 
     __slots__ = ("program", "inputs", "versions", "saved", "diff_idx", "out_avals", "taken", "take", "shells",
-                 "out_versions", "draws", "inner_hooks")
+                 "out_versions", "draws", "inner_hooks", "owners")
 
     def __init__(self, program, inputs, saved, diff_idx, out_avals, edges=None, versions=None):
         # (`edges` and `versions` when the caller has them: a generated training call)
@@ -39,6 +54,7 @@ class CompiledNode(Node):
         self.out_versions = None
         self.draws = None   # (Vars, arrays): the forward's random draws, for a create_graph backward
         self.inner_hooks = None   # {output: [hook]} on outputs the call also reads (`_add_tensor_hook`)
+        self.owners = None   # (`keep_input`'s index of `saved`: `_saved_owners`)
 
     def keep_input(self, t) -> None:
         """`t`, an input of this call, is about to be overwritten by the call's own in-place
@@ -53,8 +69,21 @@ class CompiledNode(Node):
                 self.versions[i] = 0
         # (a residual may be a view of t's memory: x[1] saved for clamp's backward)
         if self.saved and isinstance(t._data, np.ndarray):
-            self.saved = [a.copy() if isinstance(a, np.ndarray) and np.may_share_memory(a, t._data) else a
-                          for a in self.saved]
+            if self.owners is None or self.owners[0] is not self.saved:
+                self.owners = (self.saved, *_saved_owners(self.saved))
+            _, own, views = self.owners
+            data = root = t._data
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            if root.base is None and root.flags.owndata:   # t's memory is an array's own
+                hits = [j for j in (own.get(id(root)),) if j is not None]
+            else:
+                hits = [j for j in own.values() if np.may_share_memory(self.saved[j], data)]
+            hits += [j for j in views if np.may_share_memory(self.saved[j], data)]
+            if hits:
+                self.saved = list(self.saved)
+                for j in hits:
+                    self.saved[j] = self.saved[j].copy()
 
     def name(self) -> str:
         return f"Compiled{self.program.name}Backward"
