@@ -40,7 +40,7 @@ from ...ops.softmax_prim import SOFTMAX, SOFTMAX_BACKWARD
 from ...ops.log_softmax_prim import LOG_SOFTMAX, LOG_SOFTMAX_BACKWARD
 from . import bf16_casts
 from .gemm import bf16 as bf16_gemm, products
-from .kernels import (attention_kernels as attention, channel_affine, channel_forms,
+from .kernels import (attention_kernels as attention, batchnorm_rows, channel_affine, channel_forms,
                       conv_blocks, depthwise_kernels as depthwise, lane_forms as lanes,
                       recurrent_layers as recurrent, reduce_rows, row_forms, sampling_kernels as sampling,
                       scan_rows, scatter_forms as index, transpose_copy, vectorized, window_forms as windows)
@@ -112,7 +112,10 @@ TABLE = (
     (DEPTHWISE_CONV2D, as_2d(depthwise.forward), depthwise.operands, None),
     (DEPTHWISE_WGRAD, as_2d(depthwise.wgrad), depthwise.operands, None),
     (DEPTHWISE_XGRAD, as_2d(depthwise.xgrad), depthwise.operands, None),
-    # BatchNorm's one-pass records: their channel forms' kernels (a compiled step's channel group)
+    # BatchNorm's one-pass records: (N, C) input by rows, else their channel forms' kernels
+    # (a compiled step's channel group)
+    (BN_BACKWARD, batchnorm_rows.backward, floats(2), None),
+    (BATCH_NORM_FORWARD, batchnorm_rows.forward, floats(1), None),
     (BN_BACKWARD, channel_forms.backward, floats(2), None),
     (BATCH_NORM_FORWARD, channel_forms.forward, floats(1), None),
     # the per-channel affine of group and instance norm: one pass over each channel's runs
