@@ -6,7 +6,7 @@ import weakref
 from ..errors import ShapeError
 from ..ops import registry as _reg
 from .grad_mode import is_grad_enabled, no_grad
-from .node import Node, SavedTensor, edge
+from .node import Node, SavedTensor, edge, leaf_node
 from .saved import HOOKS as _SAVED_HOOKS, PackedSaved
 from ..tensor import _MADE as _INFERENCE_MADE, Tensor, _refuse_saved
 
@@ -146,28 +146,45 @@ class Function:
         ctx = FunctionCtx(needs)
         with no_grad():
             out = cls._forward(ctx, *args, **kwargs)
-        if not (is_grad_enabled() and any(needs)):
+        if True not in needs or not is_grad_enabled():
             return out
         outs = out if isinstance(out, tuple) else (out,)
-        nexts = tuple([edge(a) if need else (None, 0) for a, need in zip(args, needs)])
-        meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else ((), None, None) for o in outs]
-        node = FunctionNode(cls, ctx, nexts, len(outs), meta)
+        # (the node's fields set here, as autograd/node.py's `_attach` sets a PrimNode's:
+        # this runs per call, a split's or chunk's with gradients among them)
+        node = _new(FunctionNode)
+        node._next = tuple([_edge_node(a) if need else None for a, need in zip(args, needs)])
+        node._nrs = tuple([a._output_nr if need and a.grad_fn is not None else 0 for a, need in zip(args, needs)])
+        node.num_outputs = len(outs)
+        node._hooks = None
+        node._freed = False
+        node.fn_cls = cls
+        node.ctx = ctx
+        node._create_graph = False
+        node.out_meta = [(o.shape, o.dtype, o.device) if isinstance(o, Tensor) else ((), None, None)
+                         for o in outs]
         node._meta = [(a._data.shape, a.dtype) if isinstance(a, Tensor) else None for a in args]
         # ctx and node must not hold each other (nor ctx the outputs, whose grad_fn is the
         # node): a reference cycle would leave every graph through a Function to the cycle
         # collector instead of freeing it when the last output goes.
         ctx._node = weakref.ref(node)
         dirty = _check_dirty(cls, ctx, args, outs)
+        non_diff = ctx._non_diff
+        arg_ids = None
         wrapped = []
         for i, o in enumerate(outs):
-            if isinstance(o, Tensor) and o.dtype.is_floating_point and id(o) not in ctx._non_diff:
-                if id(o) in dirty:
+            if isinstance(o, Tensor) and o.dtype.is_floating_point and (not non_diff or id(o) not in non_diff):
+                if dirty and id(o) in dirty:
                     _rebase_dirty(o, node, i)
                     wrapped.append(o)
                     continue
-                if any(o is a for a in args):  # forward returned an input: its own identity
+                if arg_ids is None:
+                    arg_ids = {id(a) for a in args}
+                if id(o) in arg_ids:  # forward returned an input: its own identity
                     o = o.detach()
-                o.requires_grad = True
+                if type(o) is Tensor and not _INFERENCE_MADE[0]:
+                    o._requires_grad = True   # (the setter's checks: a floating tensor, no inference)
+                else:
+                    o.requires_grad = True
                 o.grad_fn = node
                 o._output_nr = i
             wrapped.append(o)
@@ -183,6 +200,15 @@ class Function:
             ctx._saved = tuple(saved)
             ctx._raw = ()
         return tuple(wrapped) if isinstance(out, tuple) else wrapped[0]
+
+
+_new = object.__new__
+
+
+def _edge_node(t):
+    """The node of `t`'s gradient edge (`edge`'s first item) for a tensor requiring grad."""
+    fn = t.grad_fn
+    return fn if fn is not None else leaf_node(t)
 
 
 _NONE_DIRTY: frozenset = frozenset()
