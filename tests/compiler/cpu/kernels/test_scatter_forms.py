@@ -156,3 +156,30 @@ def test_transposed_updates_are_read_from_their_root_in_place():
     assert scatter_forms._root_order(v.transpose(2, 1, 0)) is None        # rows not unit-stride: copied
     assert scatter_forms._root_order(v[:, ::2]) is None                   # no contiguous root
     assert scatter_forms._root_order(v[::-1].swapaxes(0, 1)) is None      # a negative stride
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape,k", [((4, 9, 6), 7), ((3, 5, 2, 4), 8)], ids=["batched-rows", "two-trailing-dims"])
+def test_scatter_add_along_a_later_dim_of_a_trailing_expanded_index_adds_rows_as_pytorch(dtype, shape, k):
+    """A batched row scatter (``x.scatter_add(1, idx[..., None].expand(...), y)``): rows of
+    `a` seen as (rows, inner), the numpy form's values bit for bit, PyTorch's."""
+    import torch
+    from tracejit.ops.gather_prim import SCATTER_ADD
+    r = np.random.default_rng(k)
+    lead = r.integers(0, shape[1], (shape[0], k))      # repeats within a batch
+    index = np.broadcast_to(lead.reshape(lead.shape + (1,) * (len(shape) - 2)), (shape[0], k) + shape[2:])
+    src = r.standard_normal(index.shape).astype(dtype)
+    a = r.standard_normal(shape).astype(dtype)
+    got = scatter_forms.scatter_add(a, index, src, dim=1)
+    assert got is not None and got.shape == a.shape and not np.shares_memory(got, a)   # the kernel ran
+    np.testing.assert_array_equal(got, SCATTER_ADD.impl(np, a, index, src, dim=1))
+    t = torch.from_numpy(a).scatter_add(1, torch.from_numpy(index.copy()), torch.from_numpy(src))
+    np.testing.assert_allclose(got, t.numpy(), rtol=1e-6, atol=1e-6)
+    lead[1, 2] = shape[1]
+    from tracejit.errors import IndexRangeError
+    with pytest.raises(IndexRangeError, match=f"scatter_add: index {shape[1]} is out of range for dim 1"):
+        scatter_forms.scatter_add(a, np.broadcast_to(lead.reshape(lead.shape + (1,) * (len(shape) - 2)),
+                                                     index.shape), src, dim=1)
+    # not expanded over the dims after it, or not spanning those before: the numpy form
+    assert scatter_forms.scatter_add(a, index.copy(), src, dim=1) is None
+    assert scatter_forms.scatter_add(a, index[:1], src[:1], dim=1) is None

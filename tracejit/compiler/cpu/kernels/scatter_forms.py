@@ -10,6 +10,8 @@ dtype, ranks, update layout and variant (parallel from `PARALLEL_MIN` updated el
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .loader import lowered, one_group, rendered, takes
@@ -98,11 +100,25 @@ def index_add(a, v, *idx, spec, nonneg=False):
 def scatter_add(a, index, src, *, dim):
     """SCATTER_ADD's CPU implementation where the index repeats one vector along the other
     dims of float rows (dim 0: a GNN's ``index.view(-1, 1).expand_as(src)``): those rows
-    added whole (2.4 ms -> 0.5 ms for 10556 edges into 2708 64-wide rows); None (the numpy
-    form: its flat np.add.at beats a loop over one-element rows) for any other index."""
-    from ....ops.gather_prim import _row_index, check_index_range
-    if (dim or not takes(np, a, src) or type(index) is not np.ndarray or index.size < _FEW
-            or index.shape[1:] != a.shape[1:] or a.size <= a.shape[0] or not a.flags.c_contiguous):
+    added whole (2.4 ms -> 0.5 ms for 10556 edges into 2708 64-wide rows); likewise for a
+    later dim whose index is expanded over the dims after it (a batched row scatter, as
+    mixture-of-depths' ``x.scatter_add(1, idx[..., None].expand(-1, -1, C), y)``), the
+    rows numbered in `a` seen as (rows, inner); None (the numpy form: its flat np.add.at
+    beats a loop over one-element rows) for any other index."""
+    from ....ops.gather_prim import _row_index, _trailing_rows, check_index_range
+    if (not takes(np, a, src) or type(index) is not np.ndarray or index.size < _FEW
+            or a.size <= a.shape[0] or not a.flags.c_contiguous):
+        return None
+    if dim:
+        rows = (_trailing_rows(index, dim, a.shape)
+                if src.shape == index.shape and index.dtype.name in INDEX_DTYPES else None)
+        if rows is None:
+            return None
+        check_index_range("scatter_add", index[(Ellipsis,) + (0,) * (index.ndim - dim - 1)], dim, a.shape[dim])
+        a2 = a.reshape(-1, math.prod(a.shape[dim + 1:]))
+        out = add_rows(a2, src.reshape(-1, a2.shape[1]), np.ascontiguousarray(rows), np.empty_like(a2))
+        return None if out is None else out.reshape(a.shape)
+    if index.shape[1:] != a.shape[1:]:
         return None
     rows = _row_index(index, 0, a.shape)
     if rows is None or rows.dtype.name not in INDEX_DTYPES:
