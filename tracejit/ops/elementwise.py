@@ -547,9 +547,10 @@ def where(condition, input=None, other=None):   # noqa: A002 (PyTorch's keyword 
         warnings.warn("where received a uint8 condition tensor; use a bool condition instead",
                       UserWarning, stacklevel=user_stacklevel())
         cond = cast(cond, _dt.bool_)
-    for v, t in ((a, b), (b, a)):   # (an int beside an integer tensor is of its dtype: checked, as PyTorch)
-        if type(v) is int and not 0 <= v <= 127 and isinstance(t, Tensor) and t.dtype.category == 1:
-            _dt.number_as(t.dtype, v, "where")
+    if type(a) is int or type(b) is int:   # (an int beside an integer tensor is of its dtype: checked, as PyTorch)
+        for v, t in ((a, b), (b, a)):
+            if type(v) is int and not 0 <= v <= 127 and isinstance(t, Tensor) and t.dtype.category == 1:
+                _dt.number_as(t.dtype, v, "where")
     return bind(WHERE, cond, a, b)
 
 

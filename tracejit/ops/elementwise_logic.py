@@ -106,10 +106,16 @@ def _where_vjp(g, out, c, a, b, needs=(True, True, True)):
     return (None, where(c, g, 0.0) if needs[1] else None, where(c, 0.0, g) if needs[2] else None)
 
 
+def _where_fast(shapes, dtype, params):
+    """The plan's numpy call (registry ``extra["fast"]``): numpy's where itself, unless one
+    branch is a number and the other an array (`_select_or_zero` may take that call)."""
+    return np.where if (shapes[1] is None) == (shapes[2] is None) else None
+
+
 WHERE = defprim("where", _where_impl, _where_rule, _where_vjp,
                 kind="elementwise", scalar=_where_scalar,
                 save=lambda rq: (0,), nondiff=(0,),
-                extra={"compute_dtype": "out", "selects": True, "needs": True})  # kernels compute in the output's dtype (c is bool)
+                extra={"compute_dtype": "out", "selects": True, "needs": True, "fast": _where_fast})  # kernels compute in the output's dtype (c is bool)
 
 
 def _cast_impl(xp, a, dtype):
