@@ -265,3 +265,22 @@ def test_a_call_with_a_device_param_keeps_no_plan():
         r = tj.ops.eager.bind(shape.TO_DEVICE, x, device=x.device)
         np.testing.assert_array_equal(r.numpy(), [0.0, 1.0, 2.0])
     assert not shape.TO_DEVICE.plans
+
+
+def test_a_three_operand_plan_is_lean_and_records_the_gradient():
+    from tracejit.ops.elementwise_logic import WHERE
+    c = tj.tensor(np.array([True, False, True]))
+    a = np.array([0.5, -1.0, 2.0], np.float32)
+    b = np.array([3.0, 4.0, -2.0], np.float32)
+    x = tj.tensor(a, requires_grad=True)
+    y = tj.tensor(b)
+    WHERE.plans.clear()
+    for _ in range(3):      # general path, plan path, lean path
+        x.grad = None
+        out = tj.where(c, x, y)
+        np.testing.assert_array_equal(out.detach().numpy(), np.where(c.numpy(), a, b))
+        assert out.requires_grad and out.grad_fn is not None
+        (out * 2.0).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), [2.0, 0.0, 2.0])
+    plan = WHERE.plans[((3,), tj.bool, (3,), tj.float32, (3,), tj.float32)]
+    assert plan.lean is np.where

@@ -429,34 +429,58 @@ def _eager(prim: Primitive, args, params):
             key.append(d.shape)
             key.append(a.dtype)
             arrays.append(d)
-            grad = grad or a._requires_grad
+            if a._requires_grad:
+                grad = True
         else:
             key.append(type(a))
             arrays.append(a)
-    key = tuple(key)
     if params:
         pkey = _param_key(params)
         if pkey is None:
             return _eager_general(prim, args, params, None)
         key += pkey
+    key = tuple(key)
     plan = plans.get(key)
     if plan is None or plan.default is not _dt._default_float:
         return _eager_general(prim, args, params, key)
-    for i in plan.cast_at:
-        c = plan.casts[i]
-        arrays[i] = arrays[i].astype(c) if isinstance(args[i], Tensor) else scalar_as(arrays[i], c)
-    out = None
-    if plan.big:
-        out = _ew.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
-    if out is None:
-        fn = plan.fn  # the signature's call, as the one- and two-operand paths make
-        out = fn(*arrays) if fn is not None else prim.run(np, *arrays, **params)
-    onp = plan.out_np
-    if type(out) is not np.ndarray or out.dtype is not onp:
-        out = np.asarray(out, dtype=onp)
-    result = Tensor._wrap(out, plan.out_dtype, CPU)
-    if plan.view:
-        _share_memory(result, args[0])
+    fn = plan.lean
+    if fn is not None:
+        out = fn(*arrays)
+    else:
+        for i in plan.cast_at:
+            c = plan.casts[i]
+            arrays[i] = arrays[i].astype(c) if isinstance(args[i], Tensor) else scalar_as(arrays[i], c)
+        out = None
+        if plan.big:
+            out = _ew.run(prim, arrays, params, plan.compute_np, plan.out_np, plan.out_shape)
+        if out is None:
+            fn = plan.fn  # the signature's call, as the one- and two-operand paths make
+            if fn is not None:
+                out = fn(*arrays)
+                if not plan.cast_at and not plan.big:
+                    _lean(plan, fn, out)
+            else:
+                out = prim.run(np, *arrays, **params)
+        onp = plan.out_np
+        if type(out) is not np.ndarray or out.dtype is not onp:
+            out = np.asarray(out, dtype=onp)
+    # (Tensor._wrap(out, plan.out_dtype, CPU) written out, as in `bind`)
+    result = _new_tensor(Tensor)
+    result._data = out
+    result.dtype = plan.out_dtype
+    result.device = CPU
+    result._requires_grad = False
+    result.grad_fn = None
+    if plan.view:   # (`_share_memory` written out)
+        a = args[0]
+        result._vbox = a._vbox
+        base = a._base
+        result._base = a if base is None else base
+    else:
+        result._vbox = [0]
+        result._base = None
+    if _INFERENCE:
+        _mark_inference(result)
     if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
         make_prim_node(prim, args, params, result, plan.meta)
     return result
