@@ -111,7 +111,8 @@ def log_softmax(x, dim: int = -1, dtype=None, axis=None):
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not ns or tuple(input.shape[input.ndim - len(ns):]) != ns:   # (() would normalize each element alone)
+    shape = tuple(input.shape)
+    if not ns or shape[len(shape) - len(ns):] != ns:   # (() would normalize each element alone)
         raise ShapeError(f"layer_norm: normalized_shape {ns} is empty or does not match the last dims of input "
                          f"shape {tuple(input.shape)}")
     return _ln_prim.layer_norm(input, len(ns), weight, bias, eps)   # one op each way, eager and traced

@@ -217,7 +217,12 @@ def layer_norm(x, n: int, weight=None, bias=None, eps: float = 1e-5):
 
     As PyTorch's: weight and bias share x's dtype, or are float32 for a float16 or bfloat16
     x, which is then normalized in float32 and the result rounded to its dtype once."""
-    if x.dtype.is_floating_point:
+    dt = x.dtype
+    if (weight is not None and bias is not None and weight.dtype is dt and bias.dtype is dt
+            and dt.is_floating_point and dt is not _dt.float16):
+        # (nn.LayerNorm's call: dtypes that pass `check_dtypes` and need no float32 copy)
+        return bind(LAYER_NORM, x, weight, bias, n=n, eps=float(eps), affine=_AFFINE[3])
+    if dt.is_floating_point:
         check_dtypes("layer_norm", x, weight=weight, bias=bias)
     wb = [t for t in (weight, bias) if t is not None]
     affine = _AFFINE[2 * (weight is not None) + (bias is not None)]
