@@ -332,3 +332,20 @@ def test_stable_sort_with_ties_nan_and_signed_zeros_is_pytorchs(dtype, shape, di
         assert (np.signbit(got.values.numpy()) == np.signbit(want.values.numpy())).all()
         idx = tj.argsort(tj.tensor(x), dim, descending).numpy()
         np.testing.assert_array_equal(idx, want.indices.numpy())
+
+
+@pytest.mark.parametrize("fn", ["tril", "triu"])
+def test_tri_masks_kept_between_calls_give_pytorchs_values_and_stay_unwritten(fn):
+    torch = pytest.importorskip("torch")
+    x = np.arange(1.0, 21.0, dtype=np.float32).reshape(4, 5)
+    for diagonal in (0, 2, -1, 0, 2):   # (each mask made once, then kept)
+        got = getattr(tj.tensor(x), fn)(diagonal)
+        want = getattr(torch.tensor(x), fn)(diagonal)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        got.numpy()[...] = -7.0   # the result is the caller's own memory, not the kept mask
+    ones = tj.ones(4, 5, dtype=tj.bool)
+    first = getattr(ones, fn)(1)
+    first.numpy()[...] = False
+    np.testing.assert_array_equal(getattr(ones, fn)(1).numpy(),
+                                  getattr(torch.ones(4, 5, dtype=torch.bool), fn)(1).numpy())
+    assert not any(m.flags.writeable for m in tensorfns._TRI.values())

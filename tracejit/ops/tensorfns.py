@@ -37,13 +37,32 @@ def _tri_mask(a, diagonal: int, lower: bool):
         # eagerly a constant of the last two sizes (no operand needs a gradient): numpy's
         # tri, one array instead of six ops (a causal mask per attention call)
         n, m = d.shape[-2:]
-        keep = np.tri(n, m, diagonal, dtype=bool) if lower else ~np.tri(n, m, diagonal - 1, dtype=bool)
-        return Tensor._wrap(keep, _dt.bool_, a.device)
+        return Tensor._wrap(_tri(n, m, diagonal, lower), _dt.bool_, a.device)
     rows = unsqueeze(arange(a.shape[-2], device=a.device), 1)
     cols = unsqueeze(arange(a.shape[-1], device=a.device), 0)
     # a symbolic diagonal (``tril(diagonal=L - T)`` over a growing cache) stays symbolic
     diagonal = diagonal if isinstance(diagonal, Sym) else int(diagonal)
     return (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
+
+
+# Eager masks by (rows, cols, diagonal, lower), read-only: a causal mask is built per
+# attention call, and numpy's tri of a (5, 20) mask cost half of tril's 7.5 us.
+_TRI: dict = {}
+_TRI_MAX = 256              # masks kept; past that the cache starts over
+_TRI_MAX_ELEMENTS = 1 << 16  # larger masks are built per call (their pass outweighs the build)
+
+
+def _tri(n: int, m: int, diagonal: int, lower: bool):
+    key = (n, m, diagonal, lower)
+    keep = _TRI.get(key)
+    if keep is None:
+        keep = np.tri(n, m, diagonal, dtype=bool) if lower else ~np.tri(n, m, diagonal - 1, dtype=bool)
+        if n * m <= _TRI_MAX_ELEMENTS:
+            keep.flags.writeable = False   # (shared by every call: nothing may write it)
+            if len(_TRI) >= _TRI_MAX:
+                _TRI.clear()
+            _TRI[key] = keep
+    return keep
 
 
 def tril(a, diagonal: int = 0):
