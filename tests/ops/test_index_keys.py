@@ -120,3 +120,23 @@ def test_mismatched_mask_raises():
     with pytest.raises(IndexError, match="shape of the mask"):
         x[tj.tensor(M3[:, :4])] = 1.0
     np.testing.assert_array_equal(x.numpy(), A)
+
+
+def test_a_list_index_kept_between_calls_reads_and_writes_as_pytorch():
+    torch = pytest.importorskip("torch")
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for key in ([[0, -1]], (Ellipsis, [-1]), (slice(None), [2, 0], [1, 3]), [[1, 0], [2, 2]]):
+        for _ in range(3):   # the first call keeps the spec, the others take the kept list
+            got, want = tj.tensor(x)[key], torch.tensor(x)[key]
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+            got.numpy()[...] = -1.0   # a copy: the next call still reads x
+            y, yt = tj.tensor(x), torch.tensor(x)
+            y[key], yt[key] = 5.0, 5.0
+            np.testing.assert_array_equal(y.numpy(), yt.numpy())
+    assert index_keys._kept_key(tj.tensor(x), (Ellipsis, [-1])) == (3, Ellipsis, (list, (-1,)))
+    assert index_keys._kept_key(tj.tensor(x), ([0, True],)) is None   # (a bool: no key)
+    assert index_keys._kept_key(tj.tensor(x), (list(range(17)),)) is None   # (long: data)
+    with pytest.raises(IndexError):
+        tj.tensor(x)[..., [4]]
+    with pytest.raises(IndexError):
+        tj.tensor(x)[..., [4]]   # (the same error from the kept spec)

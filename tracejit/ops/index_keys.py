@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as _dt
+from ..device import CPU
 from ..errors import DTypeError, user_stacklevel
 from ..shapes import Sym
 from ..tensor import Tensor
@@ -84,9 +85,8 @@ _SLICE = "slice"
 
 
 def _kept_key(a, index):
-    """The `_KEPT` key of `index` for `a`, or None where its spec is not kept."""
-    if type(index) is not tuple:
-        return None
+    """The `_KEPT` key of `index` (a tuple) for `a`, or None where its spec is not kept. A
+    short list of ints is keyed by its values (its index tensor is `_int_list`'s)."""
     key = [a.ndim]
     tensors = 0
     for it in index:
@@ -96,6 +96,14 @@ def _kept_key(a, index):
             if not dt.is_integer or dt is _dt.uint8:
                 return None
             key.append(Tensor)
+            tensors += 1
+        elif t is list:
+            if not 0 < len(it) <= _MAX_LIST:
+                return None
+            for v in it:
+                if type(v) is not int:
+                    return None
+            key.append((list, tuple(it)))
             tensors += 1
         elif t is int or it is None or it is Ellipsis:
             key.append(it)
@@ -112,18 +120,54 @@ def _kept_key(a, index):
 _INT_OR_NONE = (int, type(None))
 
 
+# (a list longer than this is rather data: its values are no key)
+_MAX_LIST = 16
+
+
 def normalize(a, index):
     """-> (spec, index tensors); (None, None) for an index holding a bool (`with_bools`)."""
+    t = type(index)
+    if t is list:    # (a list: its items, or one index, as `_normalize` reads it)
+        index = as_tuple(index)
+    elif t is not tuple:
+        return _normalize(a, index)
     key = _kept_key(a, index)
     if key is None:
         return _normalize(a, index)
     spec = _KEPT.get(key)
     if spec is not None:
-        return spec, [it for it in index if type(it) is Tensor]
+        tensors = []
+        for it in index:
+            t = type(it)
+            if t is Tensor:
+                tensors.append(it)
+            elif t is list:
+                tensors.append(_int_list(it))
+        return spec, tensors
     spec, tensors = _normalize(a, index)
     if spec is not None and len(_KEPT) < _MAX_KEPT:
         _KEPT[key] = remember_plain(spec)   # (bind then takes it without checking its items)
     return spec, tensors
+
+
+# A kept list's index array by its values: read-only, shared by the eager calls that give
+# that list (``x[..., [-1]]`` made a tensor from the list on every call).
+_LISTS: dict = {}
+
+
+def _int_list(values: list) -> Tensor:
+    """The index tensor `_normalize` makes of a list of ints (the values of a kept key)."""
+    if trace_state.tracer is not None:   # (a capture's constants are its own)
+        return creation.as_tensor(np.asarray(values))
+    key = tuple(values)
+    arr = _LISTS.get(key)
+    if arr is None:
+        arr = np.asarray(values)
+        arr.flags.writeable = False
+        if len(_LISTS) >= _MAX_KEPT:
+            _LISTS.clear()
+        _LISTS[key] = arr
+    return Tensor._wrap(arr, _dt.as_dtype(arr.dtype), CPU)
 
 
 def _normalize(a, index):

@@ -452,7 +452,7 @@ def getitem(a, index):
     if spec is None:   # (x[True, 1]: a new dim, indexed)
         bools = with_bools(a, index)
         return getitem(bools[0], bools[1])
-    if all(x == ("s", None, None, None) for x in spec) and not tensors:
+    if not tensors and all(x == ("s", None, None, None) for x in spec):
         return _whole_view(a)
     out = bind(GETITEM, a, *tensors, spec=spec)
     if trace_state.tracer is not None:
