@@ -67,3 +67,15 @@ def test_a_gather_with_none_backpropagates_as_torch():
         if lib is tj:
             got = x.grad.numpy()
     np.testing.assert_array_equal(got, x.grad.numpy())
+
+
+@pytest.mark.parametrize("size", [1, 3, 16, 17, 100])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.uint8, np.int8])
+def test_within_reads_a_few_and_many_alike(size, dtype):
+    from tracejit.ops.distinct_add import within
+    ok = (np.arange(size) % 5).astype(dtype)
+    assert within(ok, 5) and not within(ok, 4 if size > 4 else int(ok.max()))
+    if np.dtype(dtype).kind == "i":
+        neg = ok.copy()
+        neg[size // 2] = -1
+        assert not within(neg, 5) and not within(neg.reshape(1, -1), 1000)
