@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from operator import itemgetter
 
 import numpy as np
 
@@ -91,11 +92,13 @@ def _fixed(call, arrays):
         return lambda *arrays: _execute(call, arrays, None)
     (shape, dt), = _out_shapes(x, outs)
     dims = x.shape
-    in_order = list(reads) == list(range(len(arrays)))
+    # the operands in the kernel's order, by one C call (a comprehension is a frame of its own)
+    pick = None if list(reads) == list(range(len(arrays))) else (
+        itemgetter(*reads) if len(reads) > 1 else lambda arrays: (arrays[reads[0]],))
 
     def run_one(*arrays):
         # (loops, not comprehensions: each of those is a frame of its own in Python 3.11)
-        args = arrays if in_order else [arrays[k] for k in reads]
+        args = arrays if pick is None else pick(arrays)
         for a in args:
             if not a.flags.c_contiguous:
                 args = [np.ascontiguousarray(a) for a in args]
@@ -314,7 +317,10 @@ def layer_norm_call(shapes, dtype, params):
     rows, row, r = _row_operands(x, params["n"], dtype)
 
     def call(x, *wb):
-        y = kern(x.reshape(rows), *[a.reshape(row) for a in wb], r)
+        if len(wb) == 2:   # (weight and bias: no comprehension's frame)
+            y = kern(x.reshape(rows), wb[0].reshape(row), wb[1].reshape(row), r)
+        else:
+            y = kern(x.reshape(rows), *[a.reshape(row) for a in wb], r)
         return impl(np, x, *wb, **params) if y is None else y.reshape(x.shape)
     return call
 
