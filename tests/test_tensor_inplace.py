@@ -1,12 +1,12 @@
 """In-place methods written straight into the tensor's memory (tensor_inplace.py `_into`,
-ops/registry.py `run_into`): the same values, versions and errors as the out-of-place
+ops/eager_into.py `run_into`): the same values, versions and errors as the out-of-place
 result copied back (`_assign`), which still handles everything autograd or tracing sees."""
 import numpy as np
 import pytest
 
 import tracejit as tj
 from tracejit.errors import DTypeError, ShapeError
-from tracejit.ops import eager
+from tracejit.ops import eager_into
 
 
 def _twice(fn):
@@ -126,9 +126,9 @@ def test_partial_overlap_of_input_and_written_tensor_raises_as_pytorch(form):
 
 def test_kernel_path_refuses_partial_overlap():
     x = np.arange(10.0)
-    assert eager._apart((x, 2.0), x)
-    assert eager._apart((np.ones(10),), x)
-    assert not eager._apart((x[:-1],), x[1:])
+    assert eager_into._apart((x, 2.0), x)
+    assert eager_into._apart((np.ones(10),), x)
+    assert not eager_into._apart((x[:-1],), x[1:])
 
 
 def test_errors_unchanged():
