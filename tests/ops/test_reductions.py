@@ -76,6 +76,25 @@ def test_max_min_along_a_dim_give_the_gradient_to_the_index_taken(op, keepdim):
 
 
 @pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("dim,keepdim", [(-1, False), (1, True), (0, False)])
+def test_max_min_over_long_rows_match_pytorch_through_their_plans(op, dim, keepdim):
+    # (16, 512): rows longer than the CPU kernel's scan take numpy's call in the plan (the
+    # second and third calls); dim 0 the kernel's. Ties, a NaN and the gradient's index.
+    a = np.random.default_rng(5).integers(0, 40, (16, 512)).astype(np.float32)
+    a[3, 7] = np.nan
+    for _ in range(3):
+        res = []
+        for m in (torch, tj):
+            x = m.tensor(a, requires_grad=True)
+            v, i = getattr(m, op)(x, dim, keepdim=keepdim)
+            (v * m.arange(v.numel(), dtype=m.float32).reshape(v.shape)).sum().backward()
+            res.append((v.detach().numpy(), i.numpy(), x.grad.numpy()))
+        for got, want in zip(res[1], res[0]):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
 def test_max_min_along_the_dim_of_a_0d_tensor_keep_its_dtype(op):
     for a in (True, 2.5, 3):
         v, i = getattr(tj, op)(tj.tensor(a), 0, keepdim=True)

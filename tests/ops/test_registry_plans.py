@@ -165,9 +165,31 @@ def test_expanding_a_0d_value_through_its_plan_is_the_impls_read_only_view(shape
         assert out._base is g and out._vbox is g._vbox   # a view, as any expand
     fns = [p.fn for k, p in EXPAND.plans.items()
            if k[:2] == ((), g.dtype) and k[2] == (("shape", shape),)]
-    assert [getattr(f, "__name__", "") for f in fns] == ["expand_0d"]  # the path under test
-    x = tj.tensor(np.ones((1, 3), np.float32))     # a non-0-d operand: the impl's own call
+    assert [getattr(f, "__name__", "") for f in fns] == ["expand_view"]  # the path under test
+    x = tj.tensor(np.ones((1, 3), np.float32))     # a non-0-d operand: its own strides kept
     assert registry.bind(EXPAND, x, shape=(2, 3))._data.strides == (0, 4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_expanding_through_its_plan_keeps_each_operands_strides(dtype):
+    # the plan's call keeps the view's strides per operand strides met C-contiguous; a
+    # strided operand of the same signature takes the impl's broadcast
+    import torch
+    from tracejit.ops import registry
+    from tracejit.ops.shape import EXPAND
+    base = np.arange(32, dtype=dtype).reshape(16, 2)
+    item = np.dtype(dtype).itemsize
+    whole = tj.tensor(base)
+    for x, strides in ((tj.tensor(base[:, :1].copy()), (0, item, 0)), (whole[:, :1], (0, 2 * item, 0)),
+                       (tj.tensor(base[:, 1:].copy()), (0, item, 0)), (whole[:, 1:], (0, 2 * item, 0))):
+        for _ in range(2):  # the second call takes the plan
+            out = registry.bind(EXPAND, x, shape=(3, 16, 5))
+            d = out._data
+            assert d.shape == (3, 16, 5) and d.strides == strides and not d.flags.writeable
+            assert np.shares_memory(d, x._data) and out._vbox is x._vbox
+            np.testing.assert_array_equal(d, torch.from_numpy(x.numpy().copy()).expand(3, 16, 5).numpy())
+    fns = [p.fn for k, p in EXPAND.plans.items() if k[:2] == ((16, 1), x.dtype)]
+    assert [getattr(f, "__name__", "") for f in fns] == ["expand_view"]  # the path under test
 
 
 # ---- lean plans (registry `_Plan.lean`): a plan whose numpy call is the whole op

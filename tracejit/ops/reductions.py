@@ -5,6 +5,7 @@ import builtins
 import functools
 import math
 from collections import namedtuple
+from operator import methodcaller
 
 import numpy as np
 
@@ -18,7 +19,8 @@ from .registry import Aval, defprim, shift_dims
 from .eager import bind, remember_plain, trace_state
 from .elementwise_logic import NONZERO_INDICATOR
 from .opmath import HALF, as_input, in_opmath
-from .shape import EXPAND, RESHAPE, clone, expand, flip, reshape
+from .shape import EXPAND, RESHAPE, clone, expand, flip, reshape, squeeze
+from .gather_prim import GATHER
 from . import autocast as _autocast
 from .dtype_checks import takes
 
@@ -221,16 +223,20 @@ def _arg_impl(name):
         if dim is None:
             r = getattr(a.reshape(-1), name)()
             return xp.asarray(r).reshape((1,) * a.ndim if keepdim else ())
-        r = getattr(a, name)(axis=dim)
-        return xp.expand_dims(r, dim) if keepdim else r
+        return getattr(a, name)(axis=dim, keepdims=keepdim)
     impl.__name__ = impl.__qualname__ = f"_{name}_impl"
     return impl
 
 
+def _arg_fast(name):   # (the plan's numpy call over one dim: the array's method, no impl frame)
+    return lambda shapes, dtype, params: (None if params["dim"] is None
+                                          else methodcaller(name, axis=params["dim"], keepdims=params["keepdim"]))
+
+
 ARGMAX = defprim("argmax", _arg_impl("argmax"), _argrule("argmax"), kind="reduction",
-                 extra={"combine": "argmax"})
+                 extra={"combine": "argmax", "fast": _arg_fast("argmax")})
 ARGMIN = defprim("argmin", _arg_impl("argmin"), _argrule("argmin"), kind="reduction",
-                 extra={"combine": "argmin"})
+                 extra={"combine": "argmin", "fast": _arg_fast("argmin")})
 
 
 def _dims(a, dim, op):
@@ -416,13 +422,10 @@ def _extreme(op: str, elementwise, whole, arg, a, dim, keepdim, axis, keepdims):
 
 
 def _selected(a, idx, dim, keepdim: bool) -> ValuesIndices:
-    """max/min along `dim` as the values at the indices taken (kept dim): the gradient goes
-    to that one index, ties included, and reads no values, as PyTorch's
-    (value_selecting_reduction_backward)."""
-    from .gather_prim import gather
-    from .shape import squeeze
+    """max/min along `dim` as the values at the indices taken (kept dim): the gradient goes to
+    that one index, ties included, and reads no values, as PyTorch's (value_selecting_reduction_backward)."""
     d = normalize_dim(dim, a.ndim, "max")
-    vals = gather(a, d, idx)
+    vals = bind(GATHER, a, idx, dim=d)   # (gather(a, d, idx) with `d` normalized)
     return ValuesIndices(vals, idx) if keepdim else ValuesIndices(squeeze(vals, d), squeeze(idx, d))
 
 

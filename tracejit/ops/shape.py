@@ -140,20 +140,28 @@ def _expand_impl(xp, a, shape):
 
 
 def _expand_fast(shapes, dtype, params):
-    """The plan's numpy call (registry ``extra["fast"]``) for a 0-d operand, a full
-    reduction's gradient (every ``loss.sum()``'s backward): `_expand_impl`'s view, all
-    strides 0, with its tests and the strides made once per plan."""
-    if shapes[0] != ():
+    """The plan's numpy call (registry ``extra["fast"]``): `_expand_impl`'s view with its
+    strides made once per plan and C-contiguous operand strides met (a 0-d operand's, every
+    ``loss.sum()``'s backward, all 0): numpy's stride tuple costs more than the view."""
+    sa, shape = shapes[0], params["shape"]
+    if sa is None or 0 in sa:
         return None
-    shape = params["shape"]
-    strides = (0,) * len(shape)
     ndarray = np.ndarray
+    lead = (0,) * (len(shape) - len(sa))
+    broadcast = tuple(n == 1 and m != 1 for n, m in zip(sa, shape[len(lead):]))
+    made: dict = {}   # the operand's strides -> the view's
 
-    def expand_0d(a):
+    def expand_view(a):
+        st = a.strides
+        strides = made.get(st)
+        if strides is None:
+            if not a.flags.c_contiguous or len(made) > 3:
+                return _expand_impl(np, a, shape)
+            strides = made[st] = lead + tuple(0 if b else s for b, s in zip(broadcast, st))
         out = ndarray(shape, a.dtype, a, 0, strides)
         out.setflags(write=False)
         return out
-    return expand_0d
+    return expand_view
 
 
 EXPAND = defprim("expand", _expand_impl, _expand_rule,

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 
 import tracejit as tj  # noqa: E402
 import tracejit.nn.functional as F  # noqa: E402
+from tracejit.compiler.cpu.kernels import row_forms  # noqa: E402
 from tracejit.ops import impls  # noqa: E402
 from tracejit.ops.cross_entropy_prim import CROSS_ENTROPY, CROSS_ENTROPY_BACKWARD  # noqa: E402
 from tracejit.ops.layer_norm_prim import LAYER_NORM  # noqa: E402
@@ -170,12 +171,17 @@ def test_argmax_argmin_match_the_runner_and_torch(prim, ref, shape, dtype):
     for dim in (0, 1):
         for keepdim in (False, True):
             params = {"dim": dim, "keepdim": keepdim}
-            got = _plan_call(prim, [x], params)(x) if x.size < 2048 else prim.dispatch(np, x, **params)
+            call = impls.specialized(prim, (shape,), x.dtype, params)
+            got = call(x) if call is not None else prim.dispatch(np, x, **params)
             np.testing.assert_array_equal(got, prim.dispatch(np, x, **params))
             np.testing.assert_array_equal(got, ref(torch.tensor(x), dim=dim, keepdim=keepdim).numpy())
-    # from the kernel's size the table decides
-    assert (impls.specialized(prim, (shape,), np.dtype(dtype), {"dim": 1, "keepdim": False}) is None) \
-        == (x.size >= 2048)
+            assert got.flags.c_contiguous
+    # from the kernel's size and row length the table decides: a row longer than its one
+    # scan, or a small tensor, is numpy's ((64, 300): dim 0 the kernel's, dim 1 numpy's)
+    for dim in (0, 1):
+        kernel = x.size >= 2048 and shape[dim] <= row_forms.one_scan()
+        assert (impls.specialized(prim, (shape,), np.dtype(dtype), {"dim": dim, "keepdim": False}) is None) \
+            == kernel
 
 
 @pytest.mark.parametrize("src,dst", [(np.float32, tj.float64), (np.float64, tj.float32),

@@ -505,7 +505,7 @@ def _selection(prim, a, dim: int, k: int = 0):
 def _arg(prim):
     def impl(a, dim, keepdim):
         if (dim is None or type(a) is not np.ndarray or a.dtype not in _SELECT_DTYPES or a.size < SELECT_MIN
-                or a.shape[dim] > _one_scan()):
+                or a.shape[dim] > one_scan()):
             return None
         dim %= a.ndim
         out = _selection(prim, a, dim)
@@ -516,7 +516,7 @@ def _arg(prim):
 
 
 @functools.cache
-def _one_scan() -> int:
+def one_scan() -> int:
     """The longest row the generated kernel scans once (a longer row: numpy's vectorized
     scan costs less). Read at the first call: importing tracejit loads no lowering."""
     from ...loopnest import ARG_BLOCK
