@@ -79,3 +79,25 @@ def test_take_along_dim_takes_an_index_modulo_the_dim_size_as_pytorch(compiled):
         np.testing.assert_array_equal(u, w)
     with pytest.raises(IndexError):   # flattened, an index must be in range, as PyTorch's
         tj.take_along_dim(tj.arange(4.0), tj.tensor([-1]))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_a_small_gather_reads_any_layout_through_its_plan(dim):
+    # the plan's flat read (gather_prim._gather_fast) of a transposed and a sliced input
+    # gives PyTorch's values, and refuses an index out of range on every call
+    base = np.random.default_rng(7).standard_normal((24, 40)).astype(np.float32)
+    views = (lambda m, t: t, lambda m, t: t.t(), lambda m, t: t[2:18:2, 1:31:3])
+    for view in views:
+        xs = [view(m, m.tensor(base)) for m in (torch, tj)]
+        n = xs[0].shape[dim]
+        idx = np.random.default_rng(8).integers(0, n, (5, 4))
+        for _ in range(3):   # the second and third calls take the plan
+            want = torch.gather(xs[0], dim, torch.tensor(idx)).numpy()
+            got = xs[1].gather(dim, tj.tensor(idx)).numpy()
+            assert got.flags.c_contiguous
+            np.testing.assert_array_equal(got, want)
+        bad = idx.copy()
+        bad[1, 2] = n
+        for _ in range(2):
+            with pytest.raises(IndexError, match=f"index {n} is out of range"):
+                xs[1].gather(dim, tj.tensor(bad))

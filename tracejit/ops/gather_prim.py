@@ -168,7 +168,8 @@ def _gather_fast(shapes, dtype, params):
     positions = _positions_call(shapes, params, "gather")
     if positions is None:
         return None
-    return lambda a, index: np.ascontiguousarray(a).reshape(-1)[positions(index)]
+    # (ndarray.take reads the C-ordered flat positions of any layout: no copy nor view made)
+    return lambda a, index: a.take(positions(index))
 
 
 def _gather_vjp(g, out, a, index, dim):
