@@ -418,8 +418,9 @@ for _name, _rewrite, _prims in (("transposed_matmul", _transposed_matmul, (PERMU
 def drop_detach(g: Graph) -> Graph:
     """A differentiated graph (a plan's) with each ``detach`` replaced by its operand. It only
     stops gradients, and as a group of its own it copied every value an op under no_grad
-    made: MoCo's key encoder spent a fifth of its step copying. An output keeps its
-    ``detach``, so what the caller gets is never an input or a new view of one."""
+    made (a key encoder's every convolution and BatchNorm), and kept BatchNorm's split
+    pattern from matching. An output keeps its ``detach``, so what the caller gets is
+    never an input or a new view of one."""
     env: dict = {}
     eqns = []
     outputs = {a for a in g.outputs if isinstance(a, Var)}
