@@ -75,8 +75,11 @@ def test_a_weight_written_in_place_before_backward_gives_pytorchs_gradients(kind
         assert got != "refused", (k, "PyTorch allows this write")
         allowed += 1
         for g_step, w_step in zip(got, want):
+            # a bias before BatchNorm has a gradient of exactly 0, left as float32 rounding
+            # of terms as large as the step's largest gradient: its tolerance scales with them
+            atol = 1e-5 * max(1.0, max(float(np.abs(w).max()) for w in w_step[1:]))
             for g, w in zip(g_step, w_step):
-                np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=atol)
     # (the biases before the LayerNorm, the GELU and the ReLU, and the last ones, at least)
     assert allowed >= 3
 

@@ -35,6 +35,8 @@ def columns(u, shapes: tuple) -> Optional[Callable]:
     dims = [s for s in shapes if s is not None]
     if not dims:
         return None
+    if any(len(s) > 32 for s in dims):   # (numpy's broadcast takes at most 32 dims)
+        return None
     try:
         out_shape = np.broadcast_shapes(*dims)
     except ValueError:
