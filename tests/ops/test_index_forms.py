@@ -323,6 +323,57 @@ def test_index_select_empty_and_out_of_range():
         tj.zeros(0, 4)[tj.tensor([0])]
 
 
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("index_dtype", [np.int64, np.int32])
+@pytest.mark.parametrize("grad", [False, True])
+def test_index_select_repeated_calls_match_pytorch(dim, index_dtype, grad):
+    # the same signature again and again (the plan's calls after the first), 32 entries
+    # (past the few a range check reads as Python ints), each call's values read afresh
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((256, 64)).astype(np.float32)
+    tx, jx = torch.tensor(x, requires_grad=grad), tj.tensor(x, requires_grad=grad)
+    n = x.shape[dim]
+    for k in range(4):
+        idx = rng.integers(0, n, 32).astype(index_dtype)
+        idx[k] = n - 1
+        t_sel, j_sel = tx.index_select(dim, torch.tensor(idx)), tj.index_select(jx, dim, tj.tensor(idx))
+        assert j_sel.dtype is tj.float32 and tuple(j_sel.shape) == tuple(t_sel.shape)
+        np.testing.assert_array_equal(j_sel.detach().numpy(), t_sel.detach().numpy())
+        if grad:
+            w = rng.standard_normal(tuple(t_sel.shape)).astype(np.float32)
+            (t_sel * torch.tensor(w)).sum().backward()
+            (j_sel * tj.tensor(w)).sum().backward()
+            np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad, value", [(256, 256), (-1, -1), (-257, -257)])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_index_select_out_of_range_after_good_calls_raises_as_pytorch(bad, value, compiled):
+    # a bad index of a signature already run (eager plan, compiled plan): the same error,
+    # negative indices refused as PyTorch's index_select refuses them
+    x = np.arange(256 * 4, dtype=np.float32).reshape(256, 4)
+    f = tj.compile(lambda a, i: a.index_select(0, i)) if compiled else (lambda a, i: a.index_select(0, i))
+    good = np.arange(32, dtype=np.int64)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(tj.tensor(x), tj.tensor(good)).numpy(), x[good])
+    idx = good.copy()
+    idx[20] = bad
+    with pytest.raises(IndexError, match="index out of range"):
+        torch.tensor(x).index_select(0, torch.tensor(idx))
+    with pytest.raises(IndexError, match=rf"^index_select: index {value} is out of range for size 256$"):
+        f(tj.tensor(x), tj.tensor(idx))
+    np.testing.assert_array_equal(f(tj.tensor(x), tj.tensor(good)).numpy(), x[good])
+
+
+def test_index_select_of_a_float_index_raises_as_pytorch():
+    x = np.zeros((5, 3), np.float32)
+    tj.tensor(x).index_select(0, tj.tensor([0, 4]))
+    with pytest.raises(RuntimeError, match="Expected dtype int32 or int64"):
+        torch.tensor(x).index_select(0, torch.tensor([0.0, 1.0]))
+    with pytest.raises(RuntimeError, match=r"^index_select: indices must be an integer tensor, got float32$"):
+        tj.tensor(x).index_select(0, tj.tensor([0.0, 1.0]))
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_index_select_of_a_0d_index_or_input_keeps_pytorchs_shape(compiled):
     def fn(m, x, i):

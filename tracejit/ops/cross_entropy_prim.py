@@ -42,7 +42,7 @@ def applies(input, target, weight, label_smoothing: float, *, nll: bool = False)
 
 def check_range(t: np.ndarray, valid: np.ndarray, c: int) -> None:
     """PyTorch rejects a class index outside [0, C) that is not `ignore_index`; the
-    message is nll_loss's (indexing.py ``in_range``)."""
+    message is nll_loss's (gather_prim.py ``in_range``)."""
     if t.size == 0:
         return
     bad = ((t < 0) | (t >= c)) & valid

@@ -22,7 +22,7 @@ from ..errors import ArgumentError, DTypeError, ShapeError, user_stacklevel
 from ..tensor import Tensor
 from .composite import renorm_rows
 from .creation import arange, tensor
-from .indexing import _in_range_impl
+from .gather_prim import _in_range_impl
 from .registry import Aval, bind, defprim
 from .shape import reshape
 

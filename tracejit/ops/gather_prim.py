@@ -1,5 +1,6 @@
 """Gather and scatter-add primitives (``torch.gather``, ``take_along_dim``,
-``scatter_add``): the index form of a row lookup along one dim and its adjoint."""
+``scatter_add``): the index form of a row lookup along one dim and its adjoint; and
+`in_range`, the range check of indices PyTorch does not wrap."""
 from __future__ import annotations
 
 import math
@@ -8,7 +9,7 @@ import numpy as np
 
 from ..device import module_of
 from ..errors import DTypeError, IndexRangeError, ShapeError
-from ..shapes import normalize_dim
+from ..shapes import Sym, normalize_dim
 from . import creation
 from .distinct_add import within
 from .registry import Aval, defprim, shift_dims
@@ -30,6 +31,46 @@ def check_index_within(op: str, index, a, dim: int) -> None:
     if any(n > a.shape[d] for d, n in enumerate(index.shape) if d != dim):
         raise ShapeError(f"{op}: index of shape {tuple(index.shape)} is larger than self of "
                          f"shape {tuple(a.shape)} in a dim other than {dim}")
+
+
+def _in_range_rule(index, *, size, op):
+    if not index.dtype.is_integer:
+        # (a RuntimeError, as PyTorch's "Expected dtype int32 or int64 for index")
+        raise DTypeError(f"{op}: indices must be an integer tensor, got {index.dtype.name}")
+    return Aval(index.shape, index.dtype, index.device)
+
+
+def _in_range_impl(xp, index, *, size, op):
+    if index.size and not within(index, size):
+        lo = int(index.min())
+        raise IndexRangeError(f"{op}: index {lo if lo < 0 else int(index.max())} is out of range for size {size}")
+    return index.view()
+
+
+def _in_range_fast(shapes, dtype, params):
+    """The plan's numpy call (registry ``extra["fast"]``): `_in_range_impl` with its size
+    bound once per signature (a call with keyword arguments cost ~0.4 us)."""
+    size, op = params["size"], params["op"]
+
+    def in_range_checked(index):
+        if index.size and not within(index, size):
+            _in_range_impl(np, index, size=size, op=op)   # (raises the out-of-range error)
+        return index.view()
+    return in_range_checked
+
+
+# The index itself, once every entry is in [0, size): the range check of ops whose indices
+# PyTorch does not wrap (embedding, index_select, one_hot, nll_loss). A primitive so the
+# check runs on every path, captured included (numpy would read row -1 as the last).
+IN_RANGE = defprim("in_range", _in_range_impl, _in_range_rule, lambda g, out, index, **kw: (None,),
+                   kind="index", nondiff=(0,), extra={"view": True, "fast": _in_range_fast})
+
+
+def in_range(index, size: int, op: str):
+    """`index` (an integer tensor), checked to lie in [0, size) on every path: an
+    IndexError naming `op` and the offending index otherwise. A symbolic `size` (a dynamic
+    dim's) stays symbolic: the check reads its value in each call."""
+    return bind(IN_RANGE, index, size=size if isinstance(size, Sym) else int(size), op=op)
 
 
 def _gather_rule(a, index, dim):

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import dtypes as _dt
 from ..errors import DTypeError
-from .indexing import _in_range_impl
+from .gather_prim import _in_range_impl
 from .registry import Aval, defprim
 
 __all__ = ["ONE_HOT"]
