@@ -23,7 +23,8 @@ from .ops.donation import donating as _donating
 from .autograd.node import PrimNode, Tier0PrimNode
 from .autograd.grad_mode import _state as _grad_state
 from .ops import elementwise as _EW
-from .ops.eager import run_into as _run_into, trace_hooks as _trace_hooks, trace_state as _trace_state
+from .ops.eager import trace_hooks as _trace_hooks, trace_state as _trace_state
+from .ops.eager_into import run_into as _run_into
 
 
 def _self_overlapping(a) -> bool:
@@ -219,7 +220,7 @@ class InPlaceMethods:
 
     def _into(self, prim, other=None) -> bool:
         """The result of `prim` on self (and `other`) written straight into self's memory
-        (`registry.run_into`), for updates autograd never sees: under no_grad, or with no
+        (`eager_into.run_into`), for updates autograd never sees: under no_grad, or with no
         operand requiring grad (optimizer steps, ``w -= lr * w.grad``). Exactly what
         `_assign` would have stored, without the result array and the copy; False when
         `_assign`'s path must run (recording, tracing, another device, a read-only or

@@ -23,9 +23,8 @@ from ..tensor import _INFERENCE, Tensor, _mark_inference
 from .impls import elementwise as _ew, signature_call as _signature_call
 from .registry import Aval, Primitive
 from .promotion import NUMPY_WEAK_SCALARS, compute_dtype, compute_np, half_widened, prepare, scalar_as, scalar_aval
-from .eager_into import run_into
 
-__all__ = ["bind", "run_into", "trace_state", "trace_hooks", "tracer_entered", "tracer_exited", "scalar_aval",
+__all__ = ["bind", "trace_state", "trace_hooks", "tracer_entered", "tracer_exited", "scalar_aval",
            "compute_dtype", "prepare"]
 
 class _TraceState(threading.local):

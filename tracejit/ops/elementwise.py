@@ -84,7 +84,7 @@ _SAVE_OTHER = {(True, True): (0, 1), (True, False): (1,), (False, True): (0,), (
 def _ufunc1(name):
     """The impl of a unary op that is exactly the array module's ufunc `name`. Marked with
     ``.ufunc`` (numpy's), so an in-place method can write the result straight into the
-    tensor's memory (`registry.run_into`: PyTorch's ``out=`` kernels) from this one definition."""
+    tensor's memory (`eager_into.run_into`: PyTorch's ``out=`` kernels) from this one definition."""
     u = getattr(np, name)
 
     def impl(xp, a):

@@ -40,7 +40,7 @@ from .. import dtypes as _dt
 from ..device import CPU
 from . import impls as _impls
 
-__all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim", "run_into", "shift_dims", "batch_shape",
+__all__ = ["Primitive", "Aval", "bind", "REGISTRY", "trace_state", "defprim", "shift_dims", "batch_shape",
            "batch_leading"]
 
 
@@ -274,9 +274,9 @@ def _on_host(impl):
     return run
 
 
-# The eager dispatcher (bind, its plans, run_into) lives in ops/eager.py; its names are read
+# The eager dispatcher (bind and its plans) lives in ops/eager.py; its names are read
 # from here by most of ops/, so they are imported at the tail, once every name eager.py
 # takes from this module is defined.
-from .eager import (_make_binary, bind, refuse_tracing, run_into, trace_state, tracer_entered,  # noqa: E402,F401
+from .eager import (_make_binary, bind, refuse_tracing, trace_state, tracer_entered,  # noqa: E402,F401
                     tracer_exited)
 from .promotion import compute_dtype, prepare, scalar_aval  # noqa: E402,F401
