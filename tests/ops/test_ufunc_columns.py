@@ -61,3 +61,32 @@ def test_eager_ops_match_torch():
         return c.detach(), e[:, 0, :2] < e[:, 2, :2], -e[:, 3, :2], a.grad
     for g, w in zip(run(tj), run(torch)):
         np.testing.assert_allclose(np.asarray(g), w.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4096, 2), (300, 3), (256, 2, 4), (1000, 1)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_sum_over_rows_of_few_columns_matches_torch(shape, keepdim):
+    torch = pytest.importorskip("torch")
+    from tracejit.ops.ufunc_columns import columns_sum
+    a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    assert columns_sum(shape, keepdim, np.dtype(np.float32)) is not None
+    x = tj.tensor(a, requires_grad=True)
+    got = x.sum(0, keepdim=keepdim)
+    want = torch.tensor(a).sum(0, keepdim=keepdim)
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_allclose(got.detach().numpy(), a.astype(np.float64).sum(0, keepdims=keepdim), rtol=1e-6,
+                               atol=1e-5)
+    np.testing.assert_allclose(got.detach().numpy(), want.numpy(), rtol=1e-5, atol=1e-4)
+    got.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(shape, np.float32))
+
+
+def test_sum_over_rows_of_a_strided_array_and_of_many_columns_is_numpys():
+    from tracejit.ops.ufunc_columns import columns_sum
+    a = np.random.default_rng(4).standard_normal((600, 4)).astype(np.float32)
+    assert columns_sum((600, 9), False, np.dtype(np.float32)) is None       # too many columns
+    assert columns_sum((100, 2), False, np.dtype(np.float32)) is None       # too few rows
+    call = columns_sum((600, 2), False, np.dtype(np.float32))
+    strided = a[:, ::2]                                                      # not C-contiguous
+    np.testing.assert_array_equal(call(strided), np.add.reduce(strided, axis=0))
+    np.testing.assert_array_equal(tj.tensor(a)[:, ::2].sum(0).numpy(), np.add.reduce(strided, axis=0))
