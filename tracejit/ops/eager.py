@@ -382,23 +382,9 @@ def _eager(prim: Primitive, args, params):
         onp = plan.out_np
         if type(out) is not np.ndarray or out.dtype is not onp:
             out = np.asarray(out, dtype=onp)
-    # (Tensor._wrap(out, plan.out_dtype, CPU) written out, as in `bind`)
-    result = _new_tensor(Tensor)
-    result._data = out
-    result.dtype = plan.out_dtype
-    result.device = CPU
-    result._requires_grad = False
-    result.grad_fn = None
-    if plan.view:   # (`_share_memory` written out)
-        a = args[0]
-        result._vbox = a._vbox
-        base = a._base
-        result._base = a if base is None else base
-    else:
-        result._vbox = [0]
-        result._base = None
-    if _INFERENCE:
-        _mark_inference(result)
+    result = Tensor._wrap(out, plan.out_dtype, CPU)
+    if plan.view:
+        _share_memory(result, args[0])
     if grad and plan.diff and (not _GRAD_OFF or _grad_state.enabled):
         make_prim_node(prim, args, params, result, plan.meta)
     return result
