@@ -221,3 +221,36 @@ def test_is_contiguous_of_a_slice_of_a_dynamic_argument_is_eagers(key):
         d.add_(100)
         td.add_(100)
         np.testing.assert_array_equal(x.numpy(), t.numpy())   # (the diagonal's reached x)
+
+
+@pytest.mark.parametrize("view", ["step", "t_rows", "chunk", "diag"])
+def test_in_place_write_through_a_view_matches_pytorch(view):
+    """`_positions` finds the base elements a view covers; an in-place relu through the
+    view changes exactly those, as eagerly and in PyTorch."""
+    take = {"step": lambda b: b[:, ::2], "t_rows": lambda b: b.t()[1:],
+            "chunk": lambda b: b.chunk(2, dim=1)[1], "diag": lambda b: b[:4, :4].diagonal()}[view]
+
+    def f(lib, x):
+        b = x * 1
+        take(b).relu_()
+        return b * 2
+
+    x = np.random.default_rng(0).standard_normal((6, 8)).astype(np.float32)
+    want = f(torch, torch.tensor(x)).numpy()
+    got = tj.compile(lambda a: f(tj, a))(tj.tensor(x)).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_in_place_write_through_a_view_that_repeats_an_element_raises():
+    """A view covering one element twice (an expand) cannot be written in
+    place: PyTorch raises, and so does the compiled function, with the base unchanged."""
+    def f(lib, x):
+        b = x * 1
+        b.expand(2, 3).add_(1)
+        return b
+
+    x = np.ones((1, 3), dtype=np.float32)
+    with pytest.raises(RuntimeError):
+        f(torch, torch.tensor(x))
+    with pytest.raises(Exception, match="expanded view"):
+        tj.compile(lambda a: f(tj, a), fullgraph=True)(tj.tensor(x))

@@ -82,7 +82,11 @@ def _positions(base, chain) -> np.ndarray:
     v = Tensor(np.arange(math.prod(base.shape), dtype=np.int64).reshape(tuple(base.shape)),
                dtype=_dt.int64)
     pos = np.array(_replay_eagerly(v, chain)._data, dtype=np.int64).reshape(-1)
-    if np.unique(pos).size != pos.size:
+    # a mark per base element, not np.unique: linear, where unique's sort or hash took
+    # seconds on views of a few million elements
+    hit = np.zeros(v.numel(), dtype=np.bool_)
+    hit[pos] = True
+    if np.count_nonzero(hit) != pos.size:
         return None
     return pos
 
