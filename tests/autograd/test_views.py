@@ -167,3 +167,63 @@ def test_a_hook_on_a_view_before_its_inplace_write_sees_only_earlier_uses(earlie
         (b.sum() + (w.sum() if earlier_use else 0)).backward()
         got.append((fired, a.grad.tolist()))
     assert got[0] == got[1] == (([[3.0, 3.0]], [5.0, 5.0, 1.0, 1.0]) if earlier_use else ([], [2.0, 2.0, 1.0, 1.0]))
+
+
+
+def _instance_norm_relu(lib, x):
+    # instance_norm's result is a view of a (1, N*C, L) batch norm in both libraries
+    y = lib.nn.functional.instance_norm(x.reshape(1, 2, 3) * 2.0)
+    lib.nn.functional.relu(y, inplace=True)
+    return y * x.reshape(1, 2, 3)
+
+
+def _older_view_reads_new(lib, x):
+    h = x * 1.0
+    old = h.reshape(3, 2)
+    h.view(6).mul_(3)
+    return old * old
+
+
+WHOLE_VIEW_WRITES = {
+    # views that are all of their base in order (no position array is built)
+    "flat_relu": lambda lib, x: _w(x - 0.5, lambda h: h.view(6).relu_()),
+    "unsqueeze_mul_then_add": lambda lib, x: _w(x * 2.0, lambda h: (h.unsqueeze(0).mul_(x), h.view(3, 2).add_(1))),
+    "instance_norm_relu": _instance_norm_relu,
+    "copy_whole": lambda lib, x: _w(x * 1.0, lambda h: h.view(6).copy_(x.reshape(6) * 5)),
+    "older_view_reads_new": _older_view_reads_new,
+}
+
+
+@pytest.mark.parametrize("case", sorted(WHOLE_VIEW_WRITES))
+def test_inplace_on_a_whole_view_matches_torch(case):
+    x = np.random.default_rng(1).standard_normal((2, 3)).astype(np.float64)
+    (out_tj, g_tj), (out_t, g_t) = _both(WHOLE_VIEW_WRITES[case], x)
+    np.testing.assert_allclose(out_tj, out_t, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(g_tj[0], g_t[0], rtol=1e-10, atol=1e-12)
+
+
+def test_copy_into_a_whole_view_gives_the_old_history_a_zero_gradient():
+    """copy_ does not read the view: the base's old history still gets zeros (PyTorch's
+    CopySlices), not None."""
+    grads = []
+    for lib in (tj, torch):
+        x = lib.ones(2, 3, requires_grad=True)
+        h = x * 2.0
+        h.view(6).copy_(lib.arange(6.0))
+        (h * 3).sum().backward()
+        grads.append(x.grad.numpy().tolist())
+    assert grads[0] == grads[1] == [[0.0] * 3] * 2
+
+
+def test_a_whole_view_write_builds_no_positions():
+    """The everyday case (an in-place activation on a reshaped contiguous tensor): the
+    base's new history is a reshape of the result, not an index_put."""
+    from tracejit.autograd import views
+    x = tj.ones(2, 3, requires_grad=True)
+    h = x * 2.0
+    v = h.view(6)
+    assert views.view_positions(v, h) is views.WHOLE
+    assert views.view_positions(h[1:], h) is not views.WHOLE
+    v.relu_()
+    assert h.grad_fn.name() in ("ViewBackward0", "ReshapeAliasBackward0")
+    assert h.grad_fn.next_functions[0][0].name() == "ReluBackward0"

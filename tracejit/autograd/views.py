@@ -20,7 +20,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["view_positions", "rebase_view_history", "refresh_stale_view", "ACTIVE"]
+__all__ = ["view_positions", "rebase_view_history", "refresh_stale_view", "ACTIVE", "WHOLE"]
 
 # Set by the first in-place write under autograd: from then on view inputs are checked.
 ACTIVE = [False]
@@ -34,10 +34,32 @@ def _address(arr) -> int:
     return int(arr.data.ptr)  # cupy
 
 
+class _Whole:
+    """`view_positions`' answer for a view that is all of its base's memory in the base's
+    row-major order (a ``view``/``reshape`` of a contiguous tensor, the output of an
+    instance norm): the positions are ``arange(numel)``, never built."""
+
+    def __repr__(self) -> str:
+        return "WHOLE"
+
+
+WHOLE = _Whole()
+
+
 def view_positions(view, base):
     """Flat (row-major) element positions of `view` inside `base` (an int64 array of view's
-    shape), or None when the geometry cannot be expressed that way (a base whose elements
-    overlap or run backwards in memory, an element of the view outside the base)."""
+    shape), `WHOLE` for a view that is all of the base in order, or None when the geometry
+    cannot be expressed that way (a base whose elements overlap or run backwards in memory,
+    an element of the view outside the base)."""
+    b, v = base._data, view._data
+    if (b.dtype == v.dtype and b.size == v.size and b.flags.c_contiguous and v.flags.c_contiguous
+            and _address(v) == _address(b)):
+        return WHOLE
+    return _positions_array(view, base)
+
+
+def _positions_array(view, base):
+    """`view_positions` as an array (the general case)."""
     b, v = base._data, view._data
     if b.dtype != v.dtype:
         b = _real_layout(b, v.dtype)
@@ -109,6 +131,13 @@ def rebase_view_history(view, base, positions, result) -> None:
     """
     from .. import ops
     from ..tensor import Tensor
+    if positions is WHOLE:
+        if _reads_view(result, view):
+            _rebase_whole(view, base, result)
+            return
+        # (the result does not read the view, as copy_ or fill_: the base's old history must
+        # still get its zero gradient, as PyTorch's, so the general form runs)
+        positions = _positions_array(view, base)
     idx = Tensor._wrap(positions.reshape(-1), None, base.device)
     _bypass_view_hooks(view, base, idx, result)
     flat = _flat_of(base, view)
@@ -122,6 +151,38 @@ def rebase_view_history(view, base, positions, result) -> None:
     for t, old, nr in olds:   # (a retain_grad() follows the new value, as PyTorch's)
         if old is not None:
             old._pass_retain(nr, t)
+
+
+def _reads_view(result, view) -> bool:
+    """Whether `result`'s node takes `view`'s current value as an input (relu_, mul_)."""
+    node = result.grad_fn
+    return node is not None and view.grad_fn is not None and any(
+        n is view.grad_fn and nr == view._output_nr for n, nr in node.next_functions)
+
+
+def _rebase_whole(view, base, result) -> None:
+    """`rebase_view_history` for a view that is all of its base in order: the new base is
+    the result reshaped, and the view that reshaped back (no positions, no scatter)."""
+    from .. import ops
+    old = view.grad_fn
+    hooked = old is not None and old._hooks is not None and old._hooks.tensor and view._output_nr in old._hooks.tensor
+    if hooked:   # (hooks on the view's old node must not see the write: the general form)
+        rebase_view_history(view, base, _positions_array(view, base), result)
+        return
+    flat_new = ops.cast(result, base.dtype) if result.dtype is not base.dtype else result
+    new_base = ops.reshape(flat_new, tuple(base.shape))
+    olds = [(t, t.grad_fn, t._output_nr) for t in (base, view)]
+    base._requires_grad = True
+    base.grad_fn = new_base.grad_fn
+    base._output_nr = new_base._output_nr
+    new_view = ops.reshape(new_base, tuple(view.shape))
+    view._requires_grad = True
+    view.grad_fn = new_view.grad_fn
+    view._output_nr = new_view._output_nr
+    _DERIVED[new_view.grad_fn] = base.grad_fn
+    for t, o, nr in olds:
+        if o is not None:
+            o._pass_retain(nr, t)
 
 
 def _bypass_view_hooks(view, base, idx, result) -> None:
@@ -202,5 +263,7 @@ def refresh_stale_view(view) -> None:
             "after the in-place operation")
     from .grad_mode import enable_grad
     from ..tensor import Tensor
+    if positions is WHOLE:
+        positions = _positions_array(view, base)
     with enable_grad():
         _regather(view, base, Tensor._wrap(positions.reshape(-1), None, base.device))
