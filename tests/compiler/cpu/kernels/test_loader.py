@@ -410,3 +410,23 @@ def test_takes_plain_native_float_arrays_of_one_dtype_only():
     assert not native.takes(np, np.zeros(3, ">f4" if np.little_endian else "<f4"))  # swapped
     assert not native.takes(np, np.zeros(3, np.int64)) and not native.takes(np, f32, 1.0)
     assert not native.takes(np) and not native.takes(None, f32)
+
+
+def test_entry_is_kept_once_loaded_and_serial_ones_by_their_fast_entry(monkeypatch):
+    from tracejit.compiler import backends
+    cpu = backends.get("cpu")
+    monkeypatch.setattr(cpu, "fast_entry", lambda fn: ("fast", fn))
+    cache: dict = {}
+    loads = []
+    state = {"fn": None}
+
+    def get():
+        loads.append(1)
+        return state["fn"]
+    assert native.entry(cache, "k", get) is None and cache == {}    # not loaded: asked again
+    state["fn"] = "dispatcher"
+    assert native.entry(cache, "k", get) == ("fast", "dispatcher")
+    assert native.entry(cache, "k", get) == ("fast", "dispatcher")
+    assert len(loads) == 2                                           # kept: not asked again
+    assert native.entry(cache, "p", get, serial=False) == "dispatcher"
+    assert cache == {"k": ("fast", "dispatcher"), "p": "dispatcher"}

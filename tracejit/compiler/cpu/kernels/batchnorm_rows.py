@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .loader import kernel as _kernel
+from .loader import entry, kernel as _kernel
 
 __all__ = ["forward", "backward"]
 
@@ -115,17 +115,8 @@ _entries: dict = {}   # (direction, dtype) -> the loaded kernel's entry
 def _loaded(which: str, source: str, dt: np.dtype):
     """The kernel's entry without numba's per-call type resolution (the callers pass the
     declared dtypes, ranks and contiguity), or None while it is not loaded."""
-    fn = _entries.get((which, dt))
-    if fn is not None:
-        return fn
-
-    def text():
-        return source.replace("{t}", dt.name)
-    fn = _kernel(("batchnorm_rows", which, dt.name), text).get()
-    if fn is not None:
-        from ... import backends
-        fn = _entries[(which, dt)] = backends.get("cpu").fast_entry(fn)
-    return fn
+    return entry(_entries, (which, dt),
+                 lambda: _kernel(("batchnorm_rows", which, dt.name), lambda: source.replace("{t}", dt.name)).get())
 
 
 def _rows(a):

@@ -24,7 +24,7 @@ from ..runtime import coreshare
 from ...prepare import compile_mode
 
 __all__ = ["NativeKernel", "kernel", "takes", "floats", "standing_in", "enabled", "go_now", "note_ask", "settle",
-           "lowered", "one_group", "rendered"]
+           "lowered", "one_group", "rendered", "entry"]
 
 
 # ---------------------------------------------------------------- the loading policy
@@ -389,6 +389,22 @@ def rendered(key: tuple, nest, parallel: bool, steady: bool = False):
     if fn is None or parallel:
         return fn
     return backends.get("cpu").fast_entry(fn)
+
+
+def entry(cache: dict, key, get, serial: bool = True):
+    """The entry of a loaded kernel kept in `cache` under `key`: ``get()`` (a
+    `NativeKernel`'s ``get``: the dispatcher, or None while it is not loaded) once it gives
+    one, a `serial` kernel's as the CPU backend's cheapest entry (`fast_entry`: no type
+    resolution per call; a parallel kernel keeps its dispatcher); None while not loaded."""
+    fn = cache.get(key)
+    if fn is None:
+        fn = get()
+        if fn is not None:
+            if serial:
+                from ... import backends
+                fn = backends.get("cpu").fast_entry(fn)
+            cache[key] = fn
+    return fn
 
 
 _standins = threading.local()   # .stack: the fused kernels whose stand-ins this thread runs

@@ -24,7 +24,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from ....ops.reductions import AMAX, AMIN, SUM
-from .loader import kernel as _kernel, lowered, one_group
+from .loader import entry, kernel as _kernel, lowered, one_group
 
 __all__ = ["reduce_last", "takes", "specialize", "ROW_MAX", "ROWS_MIN"]
 
@@ -77,17 +77,14 @@ def _entry(prim, dt: np.dtype, elements: int) -> Optional[Callable]:
         return None
     parallel = runs_parallel(nest, elements)
     key = (prim.name, dt.name, parallel)
-    fn = _loaded.get(key)
-    if fn is None:
+
+    def get():
         from ... import backends
         # (sync_compiles False: in sync mode only a kernel on disk loads; eager compiles
         # nothing on the caller's time, as the elementwise kernels)
-        got = _kernel(("reduce_rows",) + key, lambda: backends.get("cpu").render(nest, parallel),
-                      sync_compiles=False).get()
-        if got is None:
-            return None
-        fn = _loaded[key] = got if parallel else backends.get("cpu").fast_entry(got)
-    return fn
+        return _kernel(("reduce_rows",) + key, lambda: backends.get("cpu").render(nest, parallel),
+                       sync_compiles=False).get()
+    return entry(_loaded, key, get, serial=not parallel)
 
 
 def reduce_last(prim) -> Callable:
