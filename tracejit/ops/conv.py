@@ -108,7 +108,7 @@ def _unfold_by_row_pitch(xpad, cols, kernel, stride, dilation, oh, ow) -> bool:
     scratch of OW-long rows; then each (channel, offset, image) column run is one contiguous
     copy of OH*OW elements rather than OH copies of OW. By blocks of channels; the scratch
     is the last channel's column rows, so a cold call faults in no extra pages. Same values
-    bit for bit (LeNet's conv2 unfold 1.00 -> 0.80 ms)."""
+    bit for bit (LeNet's conv2 unfold: 20% less time than the one strided copy)."""
     n, c, h, w = xpad.shape
     kh, kw = kernel
     if stride[0] != 1 or ow >= w or c < 2 or not cols.size:

@@ -205,8 +205,8 @@ def _getitem_vjp(g, out, a, *idx, spec):
     if trace_state.tracer is None and type(base._data) is np.ndarray:
         # the fresh zeros are this call's own: added into, not copied first (an
         # embedding table's gradient: 24 MB less written per step); a slice's, whose
-        # elements are distinct, written (as PyTorch's slice backward): not read first,
-        # 34 -> 13 us for a (4, 64, 511) slice
+        # elements are distinct, written (as PyTorch's slice backward): not read first
+        # (a (4, 64, 511) slice: ~2.5x faster than adding into the zeros)
         fn = bind_index_put if _is_basic(spec) else index_add_
         return (donating(base._data, fn, base, g, idx, spec),) + (None,) * len(idx)
     return (index_add_(base, g, idx, spec),) + (None,) * len(idx)
@@ -383,8 +383,8 @@ def _add_rows(view, key, v) -> bool:
     """``view[key] += v`` with repeats accumulating, where it adds whole rows by integer
     index arrays on the first dims (trailing whole slices add nothing: ``x[idx, :]`` adds
     the rows ``x[idx]`` does), all in range: one np.add.at of flat positions, numpy's fast
-    form (12.7 ms -> 2.3 ms for 10556 64-wide rows into 2708), the same additions in the
-    same order. False (nothing done) for any other index."""
+    form (~5x faster than by the index arrays for 10556 64-wide rows into 2708), the same
+    additions in the same order. False (nothing done) for any other index."""
     while len(key) > 1 and type(key[-1]) is slice and key[-1] == _FULL_SLICE:
         key = key[:-1]
     if not view.flags.c_contiguous or not all(type(i) is np.ndarray and i.dtype.kind in "iu" for i in key):

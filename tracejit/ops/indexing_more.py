@@ -153,7 +153,7 @@ def _scatter_extreme_rule(a, index, src, *, dim, reduce, include_self):
 
 def _scatter_extreme_impl(xp, a, index, src, *, dim, reduce, include_self):
     """One ufunc.at over the flat output (numpy's fast form of it; a per-node maximum over
-    a graph's 13k edges, 8 heads: ~0.2 ms, against ~5 ms sorting them into groups)."""
+    a graph's 13k edges, 8 heads: ~25x faster than sorting them into groups)."""
     check_index_range("scatter_reduce", index, dim, a.shape[dim])
     out = xp.array(a, copy=True, order="C")
     if not index.size:

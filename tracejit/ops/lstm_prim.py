@@ -25,7 +25,7 @@ __all__ = ["lstm_layer", "lstm_layer_states", "lstm_layer_backward", "unpack_bac
 # summed; h0, c0 (H, N). The forward's result Z is (L, 6H, N): per step h_t (rows 0:H),
 # c_t (H:2H) and the activated gates i, f, g, o (2H:6H), which the backward reads instead
 # of recomputing the step's GEMM. States are feature-major because OpenBLAS runs the small
-# per-step products faster that way (``W @ h`` 0.20 ms against 0.29 ms for ``h^T @ W^T``),
+# per-step products faster that way (``W @ h`` takes ~70% of ``h^T @ W^T``'s time),
 # and every gate is then a contiguous row block.
 
 def _matmul(xp, a, b):
