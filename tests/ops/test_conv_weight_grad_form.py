@@ -1,26 +1,15 @@
-"""A product's weight gradient ``g @ b.T`` over a long inner dimension as ``(b @ g.T).T``
-(ops/linalg.py `_long_inner`, `nt_rows_first`: BLAS's M the longer side), and the forms
-a linear layer's gradient keeps."""
+"""A product's gradient ``g @ b.T`` over a long inner dimension (a convolution's weight
+gradient) runs with BLAS's M the longer side, as the backend's one rule decides
+(compiler/cpu/gemm/products.py `rows_first`; matmul's VJP writes ``g @ b.T``), and the
+forms a linear layer's gradient keeps."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import tracejit as tj
 import tracejit.nn.functional as F
-from tracejit.compiler.cpu.gemm import blas_gemm
-from tracejit.ops import linalg
-
-
-def test_which_products_take_the_rows_first_form():
-    # LeNet's second conv (g (64, 7744), cols (289, 7744)) and wider ones: yes
-    assert linalg.nt_rows_first(64, 289, 7744)
-    assert linalg.nt_rows_first(10, 289, 7744)
-    # LeNet's first conv (more output channels than column rows), square, short inner: no
-    assert not linalg.nt_rows_first(32, 10, 43264)
-    assert not linalg.nt_rows_first(64, 64, 7744)
-    assert not linalg.nt_rows_first(64, 289, 1000)
-    # a symbolic dimension: no
-    assert not linalg.nt_rows_first(64, 289, object())
+from tracejit.compiler.cpu.gemm import blas_gemm, products
 
 
 def _products(monkeypatch) -> list:
@@ -33,6 +22,36 @@ def _products(monkeypatch) -> list:
         return real(a, b, *args, **kwargs)
     monkeypatch.setattr(blas_gemm, "matmul", spy)
     return seen
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_long_inner_gradient_runs_rows_first(monkeypatch, compiled):
+    """w (64, 289) @ cols (289, 7744), as LeNet's second conv: w's gradient g @ cols.T
+    runs as cols @ g.T (OpenBLAS's M the longer side), with torch's values."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(products, "_blas_name", [True])
+    rng = np.random.default_rng(5)
+    w0 = rng.standard_normal((64, 289)).astype(np.float32)
+    c0 = rng.standard_normal((289, 7744)).astype(np.float32)
+    w = tj.tensor(w0, requires_grad=True)
+    cols = tj.tensor(c0)
+
+    def loss(w, cols):
+        return (tj.matmul(w, cols) ** 2).sum()
+    monkeypatch.setenv("TRACEJIT_COMPILE", "sync")     # (the compiled program from the first call)
+    monkeypatch.setenv("TRACEJIT_GEMM_CHOICE", "0")
+    seen = _products(monkeypatch)
+    step = tj.trace(loss) if compiled else loss
+    for _ in range(2):
+        w.grad = None
+        out = step(w, cols)
+        out.backward()
+    assert (type(out.grad_fn).__name__ == "CompiledNode") == compiled
+    assert ((289, 7744), (7744, 64)) in seen, seen
+    assert ((64, 7744), (7744, 289)) not in seen, seen
+    wt = torch.tensor(w0, requires_grad=True)
+    (torch.matmul(wt, torch.tensor(c0)) ** 2).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-2)
 
 
 def test_a_linear_layers_weight_gradient_keeps_its_form(monkeypatch):

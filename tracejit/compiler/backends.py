@@ -181,7 +181,8 @@ class CpuBackend(Backend):
 
     def matmul_for(self, a_shape: tuple, b_shape: tuple, dtype, install=None):
         # a 2-D product of static shapes: numpy's matmul for a tiny one, else the GEMM
-        # choice's BLAS side, which `install` may replace by the template's launch
+        # choice's BLAS side, which `install` may replace by the template's launch (rows
+        # first for a transposed `b` where products.rows_first says so)
         if (len(a_shape) == 2 and len(b_shape) == 2 and a_shape[1] == b_shape[0]
                 and all(type(d) is int for d in (*a_shape, *b_shape))):
             from .cpu.gemm import blas_gemm, products
@@ -189,7 +190,7 @@ class CpuBackend(Backend):
                 return np.matmul
             if install is None:
                 return blas_gemm.matmul
-            return products.plan_matmul(blas_gemm.matmul)(install)
+            return products.plan_call(a_shape, b_shape, dtype, blas_gemm.matmul, install)
         return self.matmul()
 
 

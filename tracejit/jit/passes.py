@@ -300,7 +300,8 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
     The backward of ``x @ w.T`` (``nn.Linear``) computes the weight's gradient as the
     transpose of a product: a strided view, which the leaf's ``.grad`` then has to copy.
     The swapped product is written C-contiguous by BLAS at the same cost. Operands that
-    are themselves transposes are read untransposed.
+    are themselves transposes are read untransposed. Which side of the product BLAS's M
+    is stays the backend's choice (compiler/cpu/gemm/products.py `rows_first`).
     """
     m = producer.get(e.inputs[0])
     if (m is None or m.prim is not MATMUL or tuple(e.params.get("dims", ())) != (1, 0)
@@ -308,8 +309,6 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
             or any(len(a.aval.shape) != 2 for a in m.inputs) or not all(isinstance(a, Var) for a in m.inputs)):
         return None
     a, b = m.inputs
-    if _nt_rows_first(producer, a, b):
-        return None
     new = []
 
     def t(a):
@@ -322,22 +321,6 @@ def _transposed_matmul(e: Eqn, producer: dict, uses: dict):
     bt, at = t(b), t(a)
     new.append(Eqn(m.prim, (bt, at), e.outs, dict(m.params), m.loc))
     return new
-
-
-def _nt_rows_first(producer: dict, a: Var, b: Var) -> bool:
-    """Whether ``matmul(a, b.T).T`` is the form matmul's VJP chose on purpose for a long
-    inner dimension (ops/linalg.py `_long_inner`: a convolution's weight gradient as
-    ``(cols @ g.T).T``, BLAS's M the longer side), which swapping back would slow down: a
-    row-major `a` times a transposed `b`, a's rows more than b's and the inner dimension at
-    least 4x a's rows."""
-    from ..ops.linalg import nt_rows_first
-    pa, pb = producer.get(a), producer.get(b)
-    if pa is not None and pa.prim is PERMUTE:
-        return False
-    if pb is None or pb.prim is not PERMUTE or tuple(pb.params.get("dims", ())) != (1, 0):
-        return False
-    (rows, k), n = a.aval.shape, b.aval.shape[1]
-    return nt_rows_first(n, rows, k)
 
 
 def _pooled_relu(e: Eqn, producer: dict, uses: dict):

@@ -81,11 +81,9 @@ def _matmul_vjp(g, out, a, b):
     stand_in = b is not None and shape_only(b)
     if b is None or stand_in:
         ga = None
-    elif _long_inner(g, b) and not column_major(b, False):
-        # a's gradient as (b @ g.T).T: the same NT product with BLAS's M the longer side
-        # (`_long_inner`)
-        ga = _mT(_mm_nt(b, g))
     else:
+        # (which side BLAS's M is, for a long inner dim or few rows, is the backend's
+        # choice: compiler/cpu/gemm/products.py `rows_first`)
         ga = _mm_nt(g, b)
     if a is None:
         gb = None
@@ -102,24 +100,6 @@ def _matmul_vjp(g, out, a, b):
     else:
         gb = _mm_tn(a, g)
     return ga, gb
-
-
-def _long_inner(g, b) -> bool:
-    """Whether ``g @ b.T`` (g (m, k), b (n, k)) is a product over a long inner dimension
-    (k >= 4n) with more rows of b than of g, as a convolution's weight gradient: OpenBLAS
-    runs such an NT product faster as ``(b @ g.T).T`` (LeNet's second conv: 17% less time);
-    the other way round it loses."""
-    if g.ndim != 2 or b.ndim != 2:
-        return False
-    return nt_rows_first(g.shape[0], b.shape[0], b.shape[1])
-
-
-def nt_rows_first(m, n, k) -> bool:
-    """Whether the NT product ``g @ b.T`` of g (m, k) and b (n, k) runs faster as
-    ``(b @ g.T).T`` (`_long_inner`); jit/passes.py's `_transposed_matmul` asks it before
-    swapping such a product back."""
-    return (type(m) is int and type(n) is int and type(k) is int and n > m
-            and k >= 4 * n)
 
 
 def _matmul_fast(shapes, dtype, params):

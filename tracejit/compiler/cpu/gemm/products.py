@@ -13,7 +13,7 @@ from ..runtime import coreshare
 from . import blas_gemm, choice, template
 
 __all__ = ["matmul", "matmul_nt", "matmul_tn", "matmul_call", "nt_call", "tn_call", "plan_matmul", "product_into",
-           "TEMPLATE_MIN_MNK"]
+           "rows_first", "plan_call", "TEMPLATE_MIN_MNK"]
 
 # Products below this many multiply-adds always run on BLAS: the template's launch (8-35 us)
 # costs more than such a product takes.
@@ -152,15 +152,11 @@ def matmul(a, b):
         if a.ndim > 2 and b.ndim == 2:
             cell[0] = _rows
         elif (a.ndim == 2 and b.ndim == 2 and b.flags.f_contiguous and not b.flags.c_contiguous
-              and a.dtype == b.dtype and few_rows_nt(a.shape[0], a.shape[1], b.shape[1], a.dtype)):
-            cell[0] = _rows_first_of_view   # (as the plans' call: `matmul_call`)
+              and a.dtype == b.dtype and rows_first(a.shape[0], a.shape[1], b.shape[1], a.dtype)):
+            cell[0] = _of_view(None, _rows_first(_cell_call(blas_matmul, 0)))   # (as `matmul_call`)
         else:
             cell[0] = _site(blas_matmul, lambda f: cell.__setitem__(0, f))
     return cell[0](a, b)
-
-
-def _rows_first_of_view(a, b):
-    return _BLAS_ROWS_FIRST(a, b.T)
 
 
 def forget() -> None:
@@ -179,6 +175,16 @@ def plan_matmul(routed):
     def make(install):
         return _site(routed, install)
     return make
+
+
+def plan_call(a_shape: tuple, b_shape: tuple, dtype, routed, install):
+    """A compiled plan's call for a 2-D product of static shapes beyond tiny: the choice's
+    call site (`plan_matmul`), or, where `rows_first` takes the shapes, a call that runs
+    the product rows first whenever `b` comes as a transposed view (its layout is known
+    only at the call: a traced ``g @ b.T`` is a PERMUTE then this MATMUL)."""
+    if not rows_first(a_shape[0], a_shape[1], b_shape[1], dtype):
+        return plan_matmul(routed)(install)
+    return _of_view(_cell_call(routed, 0), _rows_first(_cell_call(routed, 0)))
 
 
 def matmul_nt(a, b):
@@ -208,16 +214,23 @@ def matmul_call(shapes, dtype, params):
     if len(sa) > 2 and len(sb) == 2:
         return _over_rows(matmul_call, shapes, dtype, params, sb[-1])
     routed = _route(sa, sb, dtype)
-    if routed is not np.multiply and len(sa) == 2 and few_rows_nt(sa[0], sa[1], sb[1], dtype):
+    if routed is not np.multiply and len(sa) == 2 and rows_first(sa[0], sa[1], sb[1], dtype):
         # (x @ w.t() by a transposed view: as the transposed-operand record's product)
-        rows_first = _SMALL_ROWS_FIRST if routed is dense_matmul else _BLAS_ROWS_FIRST
-
-        def call(a, b):
-            if b.flags.f_contiguous and not b.flags.c_contiguous:
-                return rows_first(a, b.T)
-            return routed(a, b)
-        return call
+        return _of_view(routed, _rows_first_call(routed))
     return routed
+
+
+def _of_view(routed, by_rows):
+    """``a @ b``: `by_rows` (a @ w.T of w) where `b` is a transposed view, else `routed`
+    (None: `b` always is one)."""
+    if routed is None:
+        return lambda a, b: by_rows(a, b.T)
+
+    def call(a, b):
+        if b.flags.f_contiguous and not b.flags.c_contiguous:
+            return by_rows(a, b.T)
+        return routed(a, b)
+    return call
 
 
 def _route(sa, sb, dtype):
@@ -240,23 +253,37 @@ def _over_rows(plan, shapes, dtype, params, n: int):
     return lambda a, b: call(a.reshape(rows), b).reshape(out)
 
 
-# x @ w.T with few rows in x and many in w (a linear layer on a few tokens) runs slowly on
-# OpenBLAS: its small-matrix kernel for that transpose refuses outputs over 1200 elements
-# (kernel/x86_64/sgemm_small_kernel_permit_skylakex.c), and its general path packs w
-# transposed for each call. The same product as (w @ x.T).T, x.T and the result copied
-# (m rows each), runs on its untransposed path: 5 x 128 by 128 x 384, float32, one thread,
-# 36 -> 12 us. Rows from which the two copies cost more than that path saves:
-FEW_ROWS_NT = 32
+# ---------------------------------------------------------------- which side is BLAS's M
+# An NT product x @ w.T (x (m, k), w (n, k), both row-major) with fewer rows in x than in
+# w runs slowly on OpenBLAS: its small-matrix kernel for that transpose refuses outputs
+# over 1200 elements (kernel/x86_64/sgemm_small_kernel_permit_skylakex.c), and its general
+# path runs best with M the longer side. The same product as (w @ x.T).T, the result copied
+# row-major, has M the longer side: a linear layer on a few tokens, a convolution's weight
+# gradient (g (64, 7744) by LeNet's (289, 7744) columns). bench/nt_forms.py times the forms
+# over rows 1-512, inner 16-4096, cols 16-1024 on one thread; over the float32 shapes
+# `rows_first` takes they run at 0.58x of x @ w.T's time (geometric mean), none slower
+# than it by over 2%.
+RULE_MIN_MNK = 1 << 20       # from here the swap pays whatever the output's size
+F64_MAX_MNK = 1 << 20        # float64 beyond: its own transposed path holds up
+COPY_ROWS_MAX = 2048         # x of at most this many elements: copied transposed first
 
 
-def few_rows_nt(m: int, k: int, n: int, dtype) -> bool:
-    """Whether an (m, k) @ (n, k).T product runs as (w @ x.T).T (`_rows_first`): numpy's
-    BLAS is OpenBLAS, float32 (float64 up to 2**20 multiply-adds: beyond, its own
-    transposed path wins), 2 to `FEW_ROWS_NT` rows, an inner dim of 32 or more (below, the
-    small kernel takes either form) and an output over OpenBLAS's 1200 elements."""
+def rows_first(m, k: int, n: int, dtype) -> bool:
+    """Whether ``x @ w.T`` of x (m, k) and w (n, k) runs as ``(w @ x.T).T`` (`_rows_first`):
+    the one rule for which side of an NT product is BLAS's M, asked by every route that
+    computes one (eager plans, compiled plans, the implementation; matmul's VJP writes
+    ``g @ b.T`` and leaves the side to this). Yes where numpy's BLAS is OpenBLAS, float32
+    or float64 (float64 up to `F64_MAX_MNK` multiply-adds), x has 2 or more rows and fewer
+    than w (one row is a matrix-vector product; the other way round the swap loses, up to
+    2x), an inner dim at least 4x x's rows (the result's copy is 1/k of the product; for
+    many rows the swap saves less than a shallow product's copy costs) and either an output
+    over OpenBLAS's 1200 elements or `RULE_MIN_MNK` multiply-adds. Symbolic dims: no."""
+    if not (type(m) is int and type(k) is int and type(n) is int and 2 <= m < n and k >= 4 * m):
+        return False
     dt = np.dtype(dtype)
-    return (2 <= m <= FEW_ROWS_NT and k >= 32 and m * n > 1200 and dt in _FLOATS
-            and (dt.itemsize == 4 or m * k * n <= 1 << 20) and _openblas())
+    mnk = m * k * n
+    return ((m * n > 1200 or mnk >= RULE_MIN_MNK) and dt in _FLOATS
+            and (dt.itemsize == 4 or mnk <= F64_MAX_MNK) and _openblas())
 
 
 _blas_name: list = []
@@ -272,15 +299,26 @@ def _openblas() -> bool:
 
 
 def _rows_first(mul):
-    """``a @ w.T`` for `a` (m, k) and `w` (n, k) as ``(w @ a.T).T`` by `mul`, both copies
-    C-contiguous (`few_rows_nt`)."""
+    """``a @ w.T`` for `a` (m, k) and `w` (n, k) as ``(w @ a.T).T`` by `mul`, the result
+    C-contiguous (`rows_first`); an `a` of at most `COPY_ROWS_MAX` elements is copied
+    transposed first (the NN product then runs: up to 2x faster for few rows over a short
+    inner dim; a larger copy costs more than it saves)."""
     def call(a, w):
-        return np.ascontiguousarray(mul(w, np.ascontiguousarray(a.T)).T)
+        at = a.T
+        if a.size <= COPY_ROWS_MAX:
+            at = np.ascontiguousarray(at)
+        return np.ascontiguousarray(mul(w, at).T)
     return call
 
 
 _SMALL_ROWS_FIRST = _rows_first(dense_matmul)
-_BLAS_ROWS_FIRST = _rows_first(blas_matmul)
+
+
+def _rows_first_call(routed):
+    """A plan's `_rows_first` call: numpy's matmul below `TEMPLATE_MIN_MNK` (`routed` is
+    `dense_matmul`), else over a call site of its own, which the choice binds to the
+    swapped product's key."""
+    return _SMALL_ROWS_FIRST if routed is dense_matmul else _rows_first(_cell_call(blas_matmul, 0))
 
 
 def _transposed_call(small, swap):
@@ -297,8 +335,8 @@ def _transposed_call(small, swap):
         routed = _route(*product, dtype)
         if routed is np.multiply:
             return _outer(swap)
-        if swap == 2 and few_rows_nt(sa[0], sa[1], sb[0], dtype):
-            return _SMALL_ROWS_FIRST if routed is dense_matmul else _BLAS_ROWS_FIRST
+        if swap == 2 and rows_first(sa[0], sa[1], sb[0], dtype):
+            return _rows_first_call(routed)
         return small if routed is dense_matmul else _cell_call(blas_matmul, swap)
     return call
 
