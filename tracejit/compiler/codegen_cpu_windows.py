@@ -182,8 +182,8 @@ def _fold_rows(nest: LoopNest, step_lines: list, em, ind: str) -> list:
 def _gather_rows(nest: LoopNest, step_lines: list, em, ind: str) -> list:
     """A gather per input row: each covering window row's gradients (read once into ``grow``,
     however strided) spread into a row of sums, window position by window position, as one
-    loop over the window row's outputs (it vectorizes; a search per element over 25 taps did
-    not: 10 -> 1 ms), then the row's elements. Each element's terms add in `_gather`'s order;
+    loop over the window row's outputs (it vectorizes; a search per element over 25 taps does
+    not: ~10x the time), then the row's elements. Each element's terms add in `_gather`'s order;
     the terms it skips are +0."""
     w = nest.window
     dt = w.dtype
@@ -229,7 +229,7 @@ def _gathered(nest: LoopNest, step_lines: list, ind: str) -> list:
 def _gather_tiles(nest: LoopNest, step_lines: list, em, ind: str) -> list:
     """A gather over tiling windows walked per window: each window's gradient (and record)
     is read once and spread over its positions; uncovered rows and columns get zero. The
-    same sums as `_gather`, without a division per element (0.92 -> 0.66 ms)."""
+    same sums as `_gather`, without a division per element (~30% less time)."""
     w = nest.window
     dt = w.dtype
     c = lambda v: em.const(v, dt)          # noqa: E731

@@ -2,7 +2,7 @@
 
 Why: a fused elementwise kernel is one long dependency chain per element, and LLVM gives
 such a loop one vector per iteration, too few to hide the latency; interleaving four gives
-four independent chains (GELU on two threads: 2.12 -> 1.48 ms). The count follows what a
+four independent chains (GELU on two threads: ~30% less time). The count follows what a
 kernel stores per element (`kernel_options`), a proxy for its live values.
 
 How: numba has no per-function switch, so this is LLVM's process-wide
@@ -69,7 +69,7 @@ def _alias_checks(stores: int, arrays: int) -> int:
 
 
 # Vector width for parallel kernels: LLVM's tuning for AVX-512 cores prefers 256-bit
-# vectors; this lets it use 512-bit ones (GELU forward: 1.37 -> 1.18 ms). It pays only on
+# vectors; this lets it use 512-bit ones (GELU forward: ~14% less time). It pays only on
 # 64-byte-aligned arrays, so large outputs are placed on lines (memory.placed_empty).
 WIDE_VECTORS = ("prefer-vector-width=512",)
 

@@ -171,7 +171,7 @@ DRIVER = """
 def _epi(C, ci, rows, cols, n, bias, j, RS, ri, rrs, rcs, act, hasb, hasr):
     # the epilogue over a stored tile: act(c + bias[j] + residual), on unsigned indices (no
     # negative-index wraparound in the loop, which then vectorizes: bias + relu over a
-    # 1024x1024 product's output, 0.83 -> 0.3 ms on one thread)
+    # 1024x1024 product's output, ~2.8x faster on one thread)
     for r in range(rows):
         o = ci + r * n
         p = ri + r * rrs

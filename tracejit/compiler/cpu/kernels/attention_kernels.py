@@ -21,7 +21,7 @@ __all__ = ["weights", "context", "backward"]
 
 # OpenBLAS's small-matrix kernels take a product only up to 100^3 multiply-adds; one head's
 # 128x128x64 product is just over it, and its two 64-row halves with a contiguous right
-# operand ran faster than the packed whole (the backward 6.09 -> 5.34 ms, same bits).
+# operand run faster than the packed whole (the backward: ~12% less time, same bits).
 _SMALL_GEMM = 100 ** 3
 
 
@@ -98,7 +98,7 @@ def _chunk(lo: int, hi: int) -> int:
 
 # attention_backward's part [lo, hi) as one nogil call: its four products (through numpy's
 # cblas_?gemm by address) and softmax's backward rows. Driven from Python, the threads'
-# parts waited for each other's GIL (two-thread backward 3.01 -> 2.73 ms min).
+# parts wait for each other's GIL (two-thread backward: ~10% more time).
 _BACKWARD_PART = """
 import numpy as np
 from numba import njit

@@ -141,7 +141,7 @@ def loop(x, wx, w, b, h0, c0, Z, m, wp, reverse, q, nth, sync, fns, Zi, xt, mv):
     Zf = Z.reshape(L, 6 * s)
     mg = m[:four]
     # h0 and c0 where a step block of Z holds h_prev and c_prev, so that the step below has
-    # one call site (inlined twice, the kernel's LLVM compile went 3.5 -> 9.1 s); Zi by an
+    # one call site (inlined twice, the kernel's LLVM compile takes ~2.6x as long); Zi by an
     # element loop, as a slice assignment compiles numba's error message (1.75 s)
     h0f = h0.reshape(-1)
     c0f = c0.reshape(-1)

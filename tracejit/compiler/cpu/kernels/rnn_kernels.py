@@ -3,7 +3,7 @@
 Per step an RNN layer is one small GEMM and one elementwise pass, so driven from Python
 the call setup is a large share of it. As lstm_kernels.py's, each kernel runs the whole
 loop, its GEMMs on W packed once per call; the product, packing and transposes are called
-by address (inlined, forward compile 1.2 -> 0.3 s). The forward is the GRU's loop
+by address (inlined, the forward compiles ~4x slower). The forward is the GRU's loop
 (gru_kernels.py `STATE_FORWARD`) with the RNN's cell. tanh is mathlib's.
 """
 from __future__ import annotations
