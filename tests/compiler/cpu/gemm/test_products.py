@@ -17,6 +17,17 @@ def openblas(monkeypatch):
 
 
 @pytest.fixture
+def one_blas_thread(monkeypatch):
+    """BLAS on one thread, not adapted to the machine's load during the test: a bitwise
+    comparison of two products must not see the thread count change between them."""
+    from tracejit import threads
+    from tracejit.compiler.cpu.runtime import coreshare
+    monkeypatch.setattr(coreshare, "ENABLED", False)
+    with threads.blas_threads_set(1):
+        yield
+
+
+@pytest.fixture
 def blas_only(monkeypatch):
     # (no measurement queued for these keys: a background race would move the BLAS thread
     # count later products run on)
@@ -57,7 +68,7 @@ def test_another_blas_keeps_the_transposed_product(monkeypatch):
 
 @pytest.mark.parametrize("m,k,n", [(5, 128, 384), (16, 256, 1100)])   # (BLAS's route, beyond tiny)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_plan_calls_give_numpys_product(openblas, m, k, n, dtype):
+def test_plan_calls_give_numpys_product(openblas, one_blas_thread, m, k, n, dtype):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((m, k)).astype(dtype)
     w = rng.standard_normal((n, k)).astype(dtype)
