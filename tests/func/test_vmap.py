@@ -221,3 +221,26 @@ def test_a_write_at_a_tensor_index_maps():
     x = np.random.default_rng(1).standard_normal((3, 4, 5)).astype(np.float32)
     np.testing.assert_allclose(tj.func.vmap(f(tj))(tj.tensor(x)).numpy(),
                                torch.func.vmap(f(torch))(torch.tensor(x)).numpy())
+
+
+def test_a_batched_input_gradient_runs_no_weight_gradient():
+    """vmap(grad w.r.t. the input): the traced backward's weight gradients (read by
+    nothing) do not run batched, and the gradients are torch's."""
+    ref, m = _pair()
+    x = _x(16, 3)
+
+    def per_sample(lib, mod):
+        return lambda xi: lib.func.grad(lambda v: (mod(v) ** 2).sum())(xi)
+    want = torch.func.vmap(per_sample(torch, ref))(torch.tensor(x)).detach().numpy()
+    got = []
+    calls = _matmul_calls(lambda: got.append(tj.func.vmap(per_sample(tj, m))(tj.tensor(x))))
+    np.testing.assert_allclose(got[0].detach().numpy(), want, rtol=1e-5, atol=1e-6)
+    assert calls == 4   # two layers' forward products and their input gradients
+
+
+def test_an_unread_random_draw_still_raises_under_randomness_error():
+    def f(r):
+        tj.rand(3)
+        return r * 2
+    with pytest.raises(RuntimeError, match="randomness"):
+        tj.vmap(f)(tj.ones(4, 3))

@@ -23,7 +23,7 @@ from ..ops.host_steps import HOST_STEP
 from ..ops.linalg import MATMUL
 from ..ops.registry import Aval, shift_dims
 from ..tensor import Tensor
-from ..jit.ir import Literal
+from ..jit.ir import Literal, Var
 
 __all__ = ["Unbatchable", "run_batched"]
 
@@ -108,6 +108,22 @@ def _step(e, vals, n: int, randomness: str):
     return out, True
 
 
+def _live(graph) -> list:
+    """`graph`'s equations that its outputs read, in order. A traced ``grad`` records each
+    VJP's gradients for every operand, also those nothing reads (a weight's, a
+    per-sample outer product, where only the input's gradient is asked for); run
+    batched, they are the costliest ops. Random draws stay: each one advances the
+    generator (or raises under randomness="error") whether or not it is read."""
+    live = {a for a in graph.outputs if isinstance(a, Var)}
+    kept = []
+    for e in reversed(graph.eqns):
+        if e.prim.kind == "random" or any(o in live for o in e.outs):
+            kept.append(e)
+            live.update(a for a in e.inputs if isinstance(a, Var))
+    kept.reverse()
+    return kept
+
+
 def run_batched(graph, args: list, batched: list, n: int, randomness: str) -> list:
     """`graph` (traced on one sample) run on `args`, those flagged in `batched` with the
     batch of size `n` as their dim 0: its outputs as (value, batched) pairs."""
@@ -116,6 +132,6 @@ def run_batched(graph, args: list, batched: list, n: int, randomness: str) -> li
     def read(a):
         return (a.value, False) if isinstance(a, Literal) else env[a]
 
-    for e in graph.eqns:
+    for e in _live(graph):
         env[e.outs[0]] = _step(e, [read(a) for a in e.inputs], n, randomness)
     return [read(a) for a in graph.outputs]
