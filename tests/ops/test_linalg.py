@@ -62,3 +62,42 @@ def test_grouped_mm_matches_pytorch(case):
             tj.nn.functional.grouped_mm(tj.tensor(a), tj.tensor(b), offs=tj.tensor(offs))
         with pytest.raises(ValueError, match="offs"):
             tj.nn.functional.grouped_mm(tj.tensor(a), tj.tensor(b))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("x_grad", [True, False])
+@pytest.mark.parametrize("m,k,lead,n", [(4, 6, (5,), 1), (3, 3, (2, 7), 1), (6, 5, (4,), 2), (3, 4, (4,), 9)])
+def test_a_matrix_by_a_batch_gets_torchs_gradients(compiled, x_grad, m, k, lead, n):
+    """``w @ x`` of a 2-D w and an N-d x (with or without its own gradient): the gradients
+    as PyTorch's, whether w's folds the batch into one product (few columns) or sums the
+    per-index ones (many)."""
+    rng = np.random.default_rng(1)
+    wa, xa = rng.standard_normal((m, k)), rng.standard_normal(lead + (k, n))
+    ga = rng.standard_normal(lead + (m, n))
+
+    def run(lib, f):
+        w, x = lib.tensor(wa, requires_grad=True), lib.tensor(xa, requires_grad=x_grad)
+        (f(w, x) * lib.tensor(ga)).sum().backward()
+        return (w.grad.numpy(),) + ((x.grad.numpy(),) if x_grad else ())
+    f = lambda w, x: w @ x
+    got, want = run(tj, tj.compile(f) if compiled else f), run(torch, f)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("x_grad", [True, False])
+def test_a_matrix_gradient_over_a_batch_of_columns_is_one_product(monkeypatch, x_grad):
+    """The gradient of w in ``w @ x`` (x a batch of columns) is one (m, k) product, never
+    the (L, m, k) per-index products summed afterwards."""
+    from tracejit.ops import linalg
+    shapes = []
+    for name in ("_mm_nt", "_mm_tn"):
+        real = getattr(linalg, name)
+        monkeypatch.setattr(linalg, name, lambda a, b, real=real: shapes.append(tuple((r := real(a, b)).shape)) or r)
+    w = tj.tensor(np.ones((4, 8), np.float32), requires_grad=True)
+    x = tj.tensor(np.ones((16, 8, 1), np.float32), requires_grad=x_grad)
+    (w @ x).sum().backward()
+    assert (4, 8) in shapes and (16, 4, 8) not in shapes
+    np.testing.assert_array_equal(w.grad.numpy(), np.full((4, 8), 16.0, np.float32))
