@@ -101,3 +101,36 @@ def test_a_matrix_gradient_over_a_batch_of_columns_is_one_product(monkeypatch, x
     (w @ x).sum().backward()
     assert (4, 8) in shapes and (16, 4, 8) not in shapes
     np.testing.assert_array_equal(w.grad.numpy(), np.full((4, 8), 16.0, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("m,k,lead", [(3, 3, (40,)), (4, 6, (2, 5)), (5, 1, (3,)), (2, 3, (0,)), (4, 0, (3,))])
+def test_a_matrix_by_a_batch_of_columns_is_torchs(dtype, m, k, lead):
+    """``w @ x`` of a 2-D w and a batch of single columns (run as one product of the
+    columns as rows): torch's values, shape and dtype, for a strided x too."""
+    rng = np.random.default_rng(2)
+    wa = (rng.standard_normal((m, k)) * 4).astype(dtype)
+    xa = (rng.standard_normal(lead + (k, 3)) * 4).astype(dtype)
+    for cols in (xa[..., :1], np.ascontiguousarray(xa[..., 1:2])):
+        got = (tj.tensor(wa) @ tj.tensor(cols)).numpy()
+        want = (torch.tensor(wa) @ torch.tensor(cols)).numpy()
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_matrix_by_a_batch_of_columns_is_one_2d_product(monkeypatch):
+    """The batch's columns go to BLAS as the rows of one 2-D product (numpy's stacked
+    matmul would run a matrix-vector product per batch index)."""
+    from tracejit.compiler.cpu.gemm import products
+    from tracejit.ops import linalg
+    seen = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda a, b, **k: seen.append((a.ndim, b.ndim)) or real(a, b, **k))
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = np.arange(4 * 37, dtype=np.float32).reshape(37, 4, 1)
+    for f in (lambda: tj.tensor(w) @ tj.tensor(x), lambda: products.matmul(w, x),
+              lambda: tj.tensor(w.T.copy()).T @ tj.tensor(x)):
+        seen.clear()
+        np.testing.assert_array_equal(np.asarray(f()), real(w, x))
+        assert seen and all(s == (2, 2) for s in seen)
+    np.testing.assert_array_equal(linalg.matmul_cols(real, w, x), real(w, x))

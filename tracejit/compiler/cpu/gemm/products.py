@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ....ops.linalg import _nt_small, _swap, _tn_small, dense_matmul, matmul_rows
+from ....ops.linalg import _nt_small, _swap, _tn_small, dense_matmul, matmul_cols, matmul_rows
 from ..runtime import coreshare
 from . import blas_gemm, choice, template
 
@@ -151,6 +151,8 @@ def matmul(a, b):
         cell = _calls[sig] = [None]
         if a.ndim > 2 and b.ndim == 2:
             cell[0] = _rows
+        elif a.ndim == 2 and b.ndim > 2 and b.shape[-1] == 1:
+            cell[0] = _cols
         elif (a.ndim == 2 and b.ndim == 2 and b.flags.f_contiguous and not b.flags.c_contiguous
               and a.dtype == b.dtype and rows_first(a.shape[0], a.shape[1], b.shape[1], a.dtype)):
             cell[0] = _of_view(None, _rows_first(_cell_call(blas_matmul, 0)))   # (as `matmul_call`)
@@ -167,6 +169,10 @@ def forget() -> None:
 
 def _rows(a, b):
     return matmul_rows(matmul, a, b)
+
+
+def _cols(a, b):
+    return matmul_cols(matmul, a, b)
 
 
 def plan_matmul(routed):
@@ -213,6 +219,8 @@ def matmul_call(shapes, dtype, params):
     sa, sb = shapes
     if len(sa) > 2 and len(sb) == 2:
         return _over_rows(matmul_call, shapes, dtype, params, sb[-1])
+    if len(sa) == 2 and len(sb) > 2 and sb[-1] == 1:
+        return _over_cols(matmul_call, shapes, dtype, params)
     routed = _route(sa, sb, dtype)
     if routed is not np.multiply and len(sa) == 2 and rows_first(sa[0], sa[1], sb[1], dtype):
         # (x @ w.t() by a transposed view: as the transposed-operand record's product)
@@ -251,6 +259,17 @@ def _over_rows(plan, shapes, dtype, params, n: int):
     call = plan((rows, sb), dtype, params)
     out = (*sa[:-1], n)
     return lambda a, b: call(a.reshape(rows), b).reshape(out)
+
+
+def _over_cols(plan, shapes, dtype, params):
+    """The call for a 2-D first operand by a batch of single columns: `plan`'s call for
+    the one 2-D product of the columns as rows by the transposed matrix, shaped back
+    (ops/linalg.py `matmul_cols`)."""
+    sa, sb = shapes
+    rows = (math.prod(sb[:-2]), sb[-2])
+    call = plan((rows, (sa[1], sa[0])), dtype, params)
+    out = (*sb[:-2], sa[0], 1)
+    return lambda a, b: call(b.reshape(rows), a.T).reshape(out)
 
 
 # ---------------------------------------------------------------- which side is BLAS's M
