@@ -244,3 +244,27 @@ def test_an_unread_random_draw_still_raises_under_randomness_error():
         return r * 2
     with pytest.raises(RuntimeError, match="randomness"):
         tj.vmap(f)(tj.ones(4, 3))
+
+
+def test_a_batched_call_leaves_no_reference_cycle():
+    """A batched call's trace (its equations, values, tracers) is freed when the call
+    returns, not left as a cycle for the garbage collector."""
+    import gc
+    _, m = _pair()
+    params = {k: v.detach() for k, v in m.named_parameters()}
+
+    def f(xi):
+        g = tj.func.grad(lambda v: tj.func.functional_call(m, params, (v.reshape(1, 3),)).sum())(xi)
+        return g.unsqueeze(0).t()[0] * 2
+    x = tj.tensor(_x(8, 3))
+    want = tj.func.vmap(f)(x).numpy()
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        got = tj.func.vmap(f)(x).numpy()
+        assert gc.collect() == 0
+    finally:
+        if enabled:
+            gc.enable()
+    np.testing.assert_array_equal(got, want)
