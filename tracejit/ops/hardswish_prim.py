@@ -69,7 +69,7 @@ def _hardswish_backward_vjp(gg, out, g, x):
 
 HARDSWISH_BACKWARD = defprim("hardswish_backward", _hardswish_backward_impl, _ew_rule("hardswish_backward"),
                              _hardswish_backward_vjp, kind="elementwise", scalar=_hardswish_backward_scalar,
-                             promote=True, grad_name="HardswishBackwardBackward0")
+                             promote=True, grad_name="HardswishBackwardBackward0", extra={"passes": 8})
 
 
 def _hardswish_vjp(g, out, x):
@@ -83,10 +83,10 @@ def hardswish_backward(g, x):
 
 HARDSIGMOID = defprim("hardsigmoid", _hardsigmoid_impl, _ew_rule("hardsigmoid", float_only=True),
                       _hardsigmoid_vjp, kind="elementwise", scalar=_hardsigmoid_scalar, promote=True,
-                      save=lambda rq: (0,), grad_name="HardsigmoidBackward0")
+                      save=lambda rq: (0,), grad_name="HardsigmoidBackward0", extra={"passes": 4})
 HARDSWISH = defprim("hardswish", _hardswish_impl, _ew_rule("hardswish", float_only=True),
                     _hardswish_vjp, kind="elementwise", scalar=_hardswish_scalar, promote=True,
-                    save=lambda rq: (0,), grad_name="HardswishBackward0")
+                    save=lambda rq: (0,), grad_name="HardswishBackward0", extra={"passes": 5})
 
 
 def hardsigmoid(x):

@@ -30,7 +30,7 @@ def _leaky_relu_scalar(e, x, negative_slope=0.01):
 LEAKY_RELU = defprim("leaky_relu", _leaky_relu_impl, _ew_rule("leaky_relu"),
                      lambda g, out, x, **p: (leaky_relu_backward(g, x, **p),),
                      kind="elementwise", scalar=_leaky_relu_scalar, promote=True, int_to_float=True,
-                     save=lambda rq: (0,), grad_name="LeakyReluBackward0")
+                     save=lambda rq: (0,), grad_name="LeakyReluBackward0", extra={"passes": 3})
 
 
 def _leaky_relu_backward_impl(xp, g, y, negative_slope=0.01):
@@ -52,7 +52,7 @@ def _leaky_relu_backward_vjp(gg, out, g, y, negative_slope=0.01):
 LEAKY_RELU_BACKWARD = defprim("leaky_relu_backward", _leaky_relu_backward_impl,
                               _ew_rule("leaky_relu_backward"), _leaky_relu_backward_vjp,
                               kind="elementwise", scalar=_leaky_relu_backward_scalar, promote=True,
-                              save=lambda rq: (1,), grad_name="LeakyReluBackwardBackward0")
+                              save=lambda rq: (1,), grad_name="LeakyReluBackwardBackward0", extra={"passes": 3})
 
 
 @takes("x:input")

@@ -23,7 +23,9 @@ others for their shapes or the VJP: on bf16 words they run as they are.
 own representation (nextafter): float16 operands are not widened for it (`widens_half`).
 ``extra["batch"]``: ``(n, params, *avals) -> params`` for the call with a leading batch
 dim of size n on every operand, a function of those operands, or None (``vmap``'s
-batching rule, func/batching.py).
+batching rule, func/batching.py). ``extra["passes"]``: how many array passes an
+elementwise op's numpy form makes (sigmoid's ``1 / (1 + exp(-x))``: 4), where it is more
+than one: a backend may run its scalar rule as one kernel from fewer elements then.
 
 How to add an op: docs/dev/add-an-op.md; a backend implementation:
 docs/dev/add-a-backend-implementation.md. The import cycle tensor -> ops -> autograd ->

@@ -33,7 +33,7 @@ def _silu_scalar(e, x):
 SILU = defprim("silu", _silu_impl, _ew_rule("silu"),
                lambda g, out, x: (silu_backward(g, x),),
                kind="elementwise", scalar=_silu_scalar, promote=True, int_to_float=True,
-               save=lambda rq: (0,), grad_name="SiluBackward0")
+               save=lambda rq: (0,), grad_name="SiluBackward0", extra={"passes": 5})
 
 
 def _silu_backward_impl(xp, g, x):
@@ -59,7 +59,8 @@ def _silu_backward_vjp(gg, out, g, x):
 
 SILU_BACKWARD = defprim("silu_backward", _silu_backward_impl, _ew_rule("silu_backward"),
                         _silu_backward_vjp, kind="elementwise", scalar=_silu_backward_scalar,
-                        promote=True, int_to_float=True, grad_name="SiluBackwardBackward0")
+                        promote=True, int_to_float=True, grad_name="SiluBackwardBackward0",
+                        extra={"passes": 9})
 
 
 def silu(x):
@@ -87,7 +88,7 @@ def _elu_scalar(e, x, alpha=1.0, scale=1.0, input_scale=1.0):
 ELU = defprim("elu", _elu_impl, _ew_rule("elu", float_only=True),
               lambda g, out, x, **p: (elu_backward(g, x, **p),),
               kind="elementwise", scalar=_elu_scalar, promote=True,
-              save=lambda rq: (0,), grad_name="EluBackward0")
+              save=lambda rq: (0,), grad_name="EluBackward0", extra={"passes": 6})
 
 
 def _elu_backward_impl(xp, g, x, alpha=1.0, scale=1.0, input_scale=1.0):
@@ -118,7 +119,7 @@ def _elu_backward_vjp(gg, out, g, x, alpha=1.0, scale=1.0, input_scale=1.0):
 
 ELU_BACKWARD = defprim("elu_backward", _elu_backward_impl, _ew_rule("elu_backward"),
                        _elu_backward_vjp, kind="elementwise", scalar=_elu_backward_scalar,
-                       promote=True, grad_name="EluBackwardBackward0")
+                       promote=True, grad_name="EluBackwardBackward0", extra={"passes": 7})
 
 
 def elu(x, alpha: float = 1.0, scale: float = 1.0, input_scale: float = 1.0):

@@ -43,7 +43,7 @@ def _softplus_scalar(e, x, beta=1.0, threshold=20.0):
 SOFTPLUS = defprim("softplus", _softplus_impl, _ew_rule("softplus", float_only=True),
                    lambda g, out, x, **p: (softplus_backward(g, x, **p),),
                    kind="elementwise", scalar=_softplus_scalar, promote=True,
-                   save=lambda rq: (0,), grad_name="SoftplusBackward0")
+                   save=lambda rq: (0,), grad_name="SoftplusBackward0", extra={"passes": 8})
 
 
 def _softplus_backward_impl(xp, g, x, beta=1.0, threshold=20.0):
@@ -70,7 +70,7 @@ SOFTPLUS_BACKWARD = defprim("softplus_backward", _softplus_backward_impl,
                             _ew_rule("softplus_backward"), _softplus_backward_vjp,
                             kind="elementwise", scalar=_softplus_backward_scalar, promote=True,
                             save=lambda rq: (0, 1) if rq[1] else (1,),
-                            grad_name="SoftplusBackwardBackward0")
+                            grad_name="SoftplusBackwardBackward0", extra={"passes": 7})
 
 
 @takes("x:input")

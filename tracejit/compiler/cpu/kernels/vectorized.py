@@ -40,11 +40,15 @@ from ....ops.impls import TIER0_THREADS, outside, serving_tier0, standin, standi
 from ....ops.shape import COPY
 from . import loader
 
-__all__ = ["MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "PAIR_ARITH_MIN_ELEMENTS", "WORDS_MIN_ELEMENTS", "add_into",
+__all__ = ["MIN_ELEMENTS", "MANY_PASS_MIN_ELEMENTS", "ARITH_MIN_ELEMENTS", "PAIR_ARITH_MIN_ELEMENTS", "WORDS_MIN_ELEMENTS", "add_into",
            "copy_of", "eligible", "run", "settle", "stats"]
 
 # Below this many output elements the kernel call and dispatch cost more than they save.
 MIN_ELEMENTS = 1 << 15
+# ... but an op whose numpy form makes several array passes (the record's
+# ``extra["passes"]``, 3 or more: sigmoid, SiLU, softplus, ELU, hardswish and their
+# gradients) gains from one pass from here: SiLU over 2048 float32, ~2x numpy's time.
+MANY_PASS_MIN_ELEMENTS = 1 << 11
 # Arithmetic gains only from the second core (numpy's loop is at one core's memory speed):
 # `x * 1.001` float32 over 4M, 2.7-3.3 vs 4.2 ms.
 ARITH_MIN_ELEMENTS = 1 << 20
@@ -97,7 +101,8 @@ def eligible(prim, operands, compute_dtype, out_dtype, out_shape, params=None) -
             return False
         n *= d
     words = out_dtype.name == "bfloat16"
-    if n < MIN_ELEMENTS and not _rule_facts(prim, len(operands), compute_dtype.name, params)[1]:
+    if n < MIN_ELEMENTS and not _rule_facts(prim, len(operands), compute_dtype.name, params)[1] \
+            and not (n >= MANY_PASS_MIN_ELEMENTS and prim.extra.get("passes", 1) >= 3):
         if not words or n < WORDS_MIN_ELEMENTS or _gains_on_one_core(prim, len(operands), compute_dtype.name, params):
             return False
     for shape in operands:  # a shape per tensor operand, None for a Python scalar
