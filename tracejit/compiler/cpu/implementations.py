@@ -49,17 +49,6 @@ from .kernels.loader import floats
 __all__ = ["TABLE"]
 
 
-def _numpy_below(prim, size: int):
-    """The plan call of a selection whose kernel takes `size` elements or more: below, the
-    numpy form itself (through the table, a small argmax paid ~1 us of declining)."""
-    def call(shapes, dtype, params):
-        shape = shapes[0]
-        if len(shapes) != 1 or shape is None or math.prod(shape) >= size:
-            return None
-        return impls.numpy_form(prim, params)
-    return call
-
-
 def _extreme_below(prim):
     """ARGMAX's or ARGMIN's plan call: the numpy form (the record's ``fast`` call where it
     has one) for a signature `row_forms.argmax` declines by its shape alone (under
@@ -156,7 +145,7 @@ TABLE = (
     (CUMSUM, scan_rows.cumsum, scan_rows.takes_scan, scan_rows.specialize_scan(CUMSUM)),
     (CUMPROD, scan_rows.cumprod, scan_rows.takes_scan, scan_rows.specialize_scan(CUMPROD)),
     # selections along a dim: one pass a row (topk's best k by insertion, an extremum)
-    (ARGSORT, row_forms.topk_indices, None, _numpy_below(ARGSORT, row_forms.SELECT_MIN)),
+    (ARGSORT, row_forms.topk_indices, None, row_forms.topk_call),
     (ARGMAX, row_forms.argmax, None, _extreme_below(ARGMAX)),
     (ARGMIN, row_forms.argmin, None, _extreme_below(ARGMIN)),
     # recurrent layers: the whole time loop in one kernel call

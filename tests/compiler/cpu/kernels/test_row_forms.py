@@ -91,6 +91,47 @@ def test_topk_gives_the_stable_sorts_first_k(dtype):
             np.testing.assert_array_equal(got, np.take(want, np.arange(k), axis=dim))
 
 
+@pytest.mark.usefixtures("_sync")
+@pytest.mark.parametrize("shape,dim", [((16, 5000), 1), ((16, 5000), -1), ((4, 300, 8), 1)])
+def test_topk_plan_call_is_the_stable_sorts_first_k(shape, dim):
+    torch = pytest.importorskip("torch")
+    a = _with_ties(shape, "float32", 3)
+    a.flat[7::501] = np.nan
+    for largest in (True, False):
+        params = {"dim": dim, "descending": largest, "stable": True, "k": 4}
+        call = row_forms.topk_call((shape,), np.float32, params)
+        want = torch.tensor(a).sort(dim=dim, descending=largest, stable=True)[1].numpy()
+        for _ in range(2):   # (the first call loads the kernel, the second runs the kept one)
+            got = call(a)
+            assert got.dtype == np.int64 and got.flags.c_contiguous
+            np.testing.assert_array_equal(got, np.take(want, np.arange(4), axis=dim))
+        # a float64 array under the float32 signature: the numpy form, the same order
+        np.testing.assert_array_equal(call(a.astype(np.float64)), np.take(want, np.arange(4), axis=dim))
+
+
+def test_topk_plan_call_declines_by_signature():
+    small = {"dim": 1, "descending": True, "stable": True, "k": 4}
+    a = np.random.default_rng(0).standard_normal((4, 50)).astype(np.float32)
+    call = row_forms.topk_call(((4, 50),), np.float32, small)       # too small: the numpy form
+    np.testing.assert_array_equal(call(a), np.argsort(-a, axis=1, kind="stable")[:, :4])
+    full = dict(small, k=None)                                      # a whole argsort: numpy's
+    np.testing.assert_array_equal(row_forms.topk_call(((4, 50),), np.float32, full)(a),
+                                  np.argsort(-a, axis=1, kind="stable"))
+    assert row_forms.topk_call((None,), np.float32, small) is None  # no fixed shape: per call
+
+
+@pytest.mark.usefixtures("_sync")
+def test_eager_topk_matches_torch_through_the_plan():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(5).standard_normal((16, 5000)).astype(np.float32)
+    a[:, 100:] = -np.inf                                            # ties of -inf past the best
+    for _ in range(3):
+        v, i = tj.tensor(a).topk(5, dim=1)
+        tv, ti = torch.tensor(a).topk(5, dim=1)
+        np.testing.assert_array_equal(i.numpy(), ti.numpy())
+        np.testing.assert_array_equal(v.numpy(), tv.numpy())
+
+
 # rows of the last dim (a 2-d kernel) and of a middle one (3-d: float32 only, the slower compile)
 ARG_SHAPES = [(d, s, a) for d in ("float32", "float64") for s, a in SHAPES[:3] + [((300, 40, 2), 1)]
               if d == "float32" or a == len(s) - 1]

@@ -38,7 +38,7 @@ __all__ = ["run", "kernel_source", "on_last_dim", "softmax", "softmax_backward",
            "log_softmax", "log_softmax_call", "log_softmax_backward", "log_softmax_backward_call",
            "softmax_backward_call", "cross_entropy_call",
            "cross_entropy_backward", "cross_entropy_backward_call", "layer_norm_call",
-           "SELECT_MIN", "argmax", "argmin", "topk_indices"]
+           "SELECT_MIN", "argmax", "argmin", "topk_indices", "topk_call"]
 
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _forms: dict = {}    # kernel key (no variant) -> (graph input positions, nest), or unsupported
@@ -471,20 +471,31 @@ _select_calls: dict = {}   # the same plus the variant -> the loaded kernel
 def _selection(prim, a, dim: int, k: int = 0):
     """`prim`'s indices over `dim` of `a` by the kernel of the group of it alone (over dim 1 of
     a C-contiguous (rows, n) or (outer, n, inner) array), or None while it is not loaded."""
-    from .... import dtypes
-    from ....jit.ir import Eqn, Var
-    from ....ops.registry import Aval
-    from ....shapes import Sym
-    from ... import fusion, loopnest
-    n = a.shape[dim]
-    inner = math.prod(a.shape[dim + 1:])
-    rank, parallel = (2 if inner == 1 else 3), a.size >= PARALLEL_MIN
-    key = (prim.name, a.dtype.name, rank, k, parallel)
+    n, inner = a.shape[dim], math.prod(a.shape[dim + 1:])
+    rank = 2 if inner == 1 else 3
+    fn = _select_kernel(prim, a.dtype, rank, k, a.size >= PARALLEL_MIN)
+    if fn is None:
+        return None
+    x = np.ascontiguousarray(a).reshape((-1, n) if rank == 2 else (-1, n, inner))
+    out = np.empty(x.shape[:1] + ((k,) if k else x.shape[2:]), np.int64)
+    fn(x, out, *x.shape)
+    return out
+
+
+def _select_kernel(prim, dtype, rank: int, k: int, parallel: bool):
+    """The loaded kernel of `_selection` (None while it is not loaded)."""
+    key = (prim.name, dtype.name, rank, k, parallel)
     fn = _select_calls.get(key)
     if fn is None:
+        from .... import dtypes
+        from ....jit.ir import Eqn, Var
+        from ....ops.registry import Aval
+        from ....shapes import Sym
+        from ... import fusion, loopnest
+
         def lower():
             shape = tuple(Sym.symbol(f"d{j}", 0) for j in range(rank))
-            x = Var(Aval(shape, getattr(dtypes, a.dtype.name)))
+            x = Var(Aval(shape, getattr(dtypes, dtype.name)))
             params = {"dim": 1, "keepdim": False}
             if k:   # (the last dim: `topk_indices` moves it there)
                 params = {"dim": 1, "descending": prim is ARGMAX, "stable": True, "k": k}
@@ -493,13 +504,9 @@ def _selection(prim, a, dim: int, k: int = 0):
             return loopnest.lower(fusion.Group(0, shape, [], e, [x], [out]), ("flat",))
         nest = lowered(_select_forms, key[:-1], lower)
         fn = None if nest is None else rendered(("select",) + key, nest, parallel)
-        if fn is None:
-            return None
-        _select_calls[key] = fn
-    x = np.ascontiguousarray(a).reshape((-1, n) if rank == 2 else (-1, n, inner))
-    out = np.empty(x.shape[:1] + ((k,) if k else x.shape[2:]), np.int64)
-    fn(x, out, *x.shape)
-    return out
+        if fn is not None:
+            _select_calls[key] = fn
+    return fn
 
 
 def _arg(prim):
@@ -533,11 +540,16 @@ def _insertion_pays(a, dim: int, descending: bool, k) -> bool:
     row of n inserts about k(1 + ln(n/k)) times, each moving past up to k kept ones, against
     numpy's few passes over the row: insertion wins up to about 4n such steps (k 16 of 256:
     0.8x the numpy form's time)."""
+    return type(a) is np.ndarray and _pays(a.shape, a.dtype, dim, descending, k)
+
+
+def _pays(shape: tuple, dtype, dim: int, descending: bool, k) -> bool:
+    """`_insertion_pays` by the signature alone."""
     from ...fusion import TOPK_MAX
-    if (k is None or type(a) is not np.ndarray or a.dtype not in _SELECT_DTYPES or a.ndim == 0
-            or a.size < SELECT_MIN or not 0 < k <= TOPK_MAX or (k == 1 and descending)):
+    if (k is None or dtype not in _SELECT_DTYPES or not shape or math.prod(shape) < SELECT_MIN
+            or not 0 < k <= TOPK_MAX or (k == 1 and descending)):
         return False
-    n = a.shape[dim]
+    n = shape[dim]
     return k * 4 < n and k * k * (1.0 + math.log(n / k)) <= 4.0 * n
 
 
@@ -554,3 +566,34 @@ def topk_indices(a, dim, descending, stable, k=None):
         return None
     lead = a.shape[:dim] + a.shape[dim + 1:]
     return np.ascontiguousarray(np.moveaxis(out.reshape(lead + (k,)), -1, dim))
+
+
+def topk_call(shapes, dtype, params):
+    """ARGSORT's plan call for one signature: where `topk_indices` takes it, the kernel, its
+    layouts worked out once (per call they cost ~25 us of a (16, 5000) topk's ~100; the numpy
+    form while it loads); elsewhere the numpy form; None for a symbolic shape."""
+    shape, k, desc, dim = shapes[0], params.get("k"), params["descending"], params["dim"]
+    if len(shapes) != 1 or shape is None or not all(type(d) is int for d in shape):
+        return None
+    plain, dt = impls.numpy_form(ARGSORT, params), np.dtype(dtype)
+    if not _pays(tuple(shape), dt, dim, desc, k):
+        return plain
+    nd = len(shape)
+    dim %= nd
+    rest, perm = tuple(shape[:dim]) + tuple(shape[dim + 1:]), tuple(d for d in range(nd) if d != dim) + (dim,)
+    back = None if dim == nd - 1 else tuple(range(dim)) + (nd - 1,) + tuple(range(dim, nd - 1))
+    rows, n = math.prod(rest), shape[dim]
+    kern = None
+
+    def call(a):
+        nonlocal kern
+        if kern is None or a.dtype != dt:
+            kern = _select_kernel(ARGMAX if desc else ARGMIN, dt, 2, k, a.size >= PARALLEL_MIN)
+            if kern is None or a.dtype != dt:
+                return plain(a)
+        x = np.ascontiguousarray(a if back is None else a.transpose(perm)).reshape(rows, n)
+        out = np.empty((rows, k), np.int64)
+        kern(x, out, rows, n)
+        out = out.reshape(rest + (k,))
+        return out if back is None else np.ascontiguousarray(out.transpose(back))
+    return call
