@@ -79,3 +79,30 @@ def test_within_reads_a_few_and_many_alike(size, dtype):
         neg = ok.copy()
         neg[size // 2] = -1
         assert not within(neg, 5) and not within(neg.reshape(1, -1), 1000)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_within_reads_an_expanded_index_once(dtype):
+    from tracejit.ops.distinct_add import within
+    rows = (np.arange(40) % 7).astype(dtype)
+    for view in (np.broadcast_to(rows[:, None], (40, 64)), np.broadcast_to(rows[None, :, None], (3, 40, 5))):
+        assert view.strides.count(0) and within(view, 7) and not within(view, 6)
+    rows[11] = -2                      # a negative one in the broadcast base: out of range
+    assert not within(np.broadcast_to(rows[:, None], (40, 64)), 7)
+    assert not within(np.broadcast_to(rows[:, None], (40, 64)), 1 << 40)
+
+
+def test_gather_by_an_expanded_index_raises_for_a_bad_row_as_torch():
+    torch = pytest.importorskip("torch")
+    import tracejit as tj
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    for bad in (4, -1):
+        rows = np.array([0, 2, bad, 1])
+        with pytest.raises(RuntimeError):
+            torch.tensor(x).gather(0, torch.tensor(rows)[:, None].expand(-1, 3))
+        with pytest.raises(RuntimeError, match=f"index {bad} is out of range"):
+            tj.tensor(x).gather(0, tj.tensor(rows)[:, None].expand(-1, 3))
+    good = np.array([3, 0, 0, 2])
+    np.testing.assert_array_equal(
+        tj.tensor(x).gather(0, tj.tensor(good)[:, None].expand(-1, 3)).numpy(),
+        torch.tensor(x).gather(0, torch.tensor(good)[:, None].expand(-1, 3)).numpy())

@@ -59,7 +59,10 @@ def wrapped(a, n: int):
 def within(a, n: int) -> bool:
     """Whether the integers of non-empty `a` all lie in [0, n), in one reduction: a negative
     one read as unsigned is past any n the dtype holds (min and max cost twice this, most
-    of a small gather)."""
+    of a small gather). A broadcast dim (stride 0: an expanded index) is read once."""
+    if type(a) is np.ndarray and 0 in a.strides and a.size > 1:
+        # (``batch[:, None].expand(-1, 64)`` of 800 rows: 800 values checked, not 51200)
+        a = a[tuple([slice(0, 1) if st == 0 else slice(None) for st in a.strides])]
     if a.size <= _FEW and type(a) is np.ndarray:
         # (a few as Python ints: a reduction's call costs ~1.5 us, 3x this, for a topk's
         # one index a row)
