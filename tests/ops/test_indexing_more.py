@@ -173,3 +173,33 @@ def test_scatter_by_flat_positions_matches_pytorch(shape, dim, ishape, src_kind,
     for m, t in zip(got[1], got[0]):
         if t is not None:
             np.testing.assert_array_equal(m, t)
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [False, True])
+@pytest.mark.parametrize("form", ["rows dim 0", "rows dim 1", "elements"])
+def test_scatter_extreme_values_and_grads_match_torch(reduce, include_self, form):
+    torch = pytest.importorskip("torch")
+    import tracejit as tj
+    r = np.random.default_rng(3)
+    a = r.integers(-3, 4, (6, 5)).astype(np.float32)            # small integers: many ties
+    if form == "rows dim 0":      # a GNN readout's ``batch[:, None].expand(-1, 5)``
+        dim, rows = 0, np.array([0, 2, 2, 5, 0, 2, 5, 5, 0])
+        src = r.integers(-3, 4, (9, 5)).astype(np.float32)
+        index = lambda m: m.tensor(rows)[:, None].expand(-1, 5)   # noqa: E731
+    elif form == "rows dim 1":
+        dim, rows = 1, np.array([4, 1, 4, 4])
+        src = r.integers(-3, 4, (6, 4)).astype(np.float32)
+        index = lambda m: m.tensor(rows)[None, :].expand(6, -1)   # noqa: E731
+    else:
+        dim, src = 0, r.integers(-3, 4, (4, 5)).astype(np.float32)
+        idx = r.integers(0, 6, (4, 5))
+        index = lambda m: m.tensor(idx)   # noqa: E731
+    got = []
+    for m in (tj, torch):
+        x, s = m.tensor(a, requires_grad=True), m.tensor(src, requires_grad=True)
+        y = x.scatter_reduce(dim, index(m), s, reduce, include_self=include_self)
+        (y * m.tensor(np.arange(30, dtype=np.float32).reshape(6, 5))).sum().backward()
+        got.append([t.detach().numpy() for t in (y, x.grad, s.grad)])
+    for mine, theirs in zip(*got):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-6)
