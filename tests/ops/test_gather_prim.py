@@ -101,3 +101,19 @@ def test_a_small_gather_reads_any_layout_through_its_plan(dim):
         for _ in range(2):
             with pytest.raises(IndexError, match=f"index {n} is out of range"):
                 xs[1].gather(dim, tj.tensor(bad))
+
+
+def test_flat_positions_of_an_expanded_index_are_its_copys():
+    from tracejit.ops.gather_prim import _flat_positions
+    r = np.random.default_rng(2)
+    base = r.integers(0, 5, (6, 1, 3))
+    views = [(np.broadcast_to(base, (6, 4, 3)), 0, (7, 4, 3)),       # expanded over dim 1
+             (np.broadcast_to(base, (6, 4, 3)), 1, (6, 5, 3)),       # expanded along dim itself
+             (np.broadcast_to(base[:, :, :1], (6, 4, 3)), 2, (6, 4, 5)),
+             (np.broadcast_to(base[:1, :, :1], (6, 4, 3)), 0, (9, 4, 3))]
+    for view, dim, shape in views:
+        assert 0 in view.strides
+        got = _flat_positions(view, dim, shape)
+        want = _flat_positions(np.ascontiguousarray(view), dim, shape)
+        assert got.shape == view.shape and got.dtype == np.int64
+        np.testing.assert_array_equal(got, want)

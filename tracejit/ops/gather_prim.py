@@ -167,14 +167,20 @@ def _flat_positions(index, dim: int, shape: tuple):
     for d in range(len(shape) - 1, -1, -1):
         strides[d] = acc
         acc *= int(shape[d])
+    ishape = index.shape
+    if 0 in index.strides and index.size > 1 and type(index) is np.ndarray:
+        # an expanded index: scaled once per distinct entry, the offsets' add then spreads
+        # it over the broadcast dims (a (800, 64) view of 800 rows: 88 -> ~25 us)
+        index = index[tuple([slice(0, 1) if st == 0 and d != dim else slice(None)
+                             for d, st in enumerate(index.strides)])]
     pos = index if index.dtype == np.int64 else index.astype(np.int64)
     if strides[dim] != 1:
         pos = pos * strides[dim]
     arange = module_of(index).arange
     offsets = None
-    for d, n in enumerate(index.shape):
+    for d, n in enumerate(ishape):
         if d != dim and n > 1:
-            view = [1] * index.ndim
+            view = [1] * len(ishape)
             view[d] = n
             # (each dim's offsets in one arange: a small gather's cost is its calls)
             step = arange(0, n * strides[d], strides[d], dtype=np.int64).reshape(view)
