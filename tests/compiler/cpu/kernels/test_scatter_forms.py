@@ -183,3 +183,10 @@ def test_scatter_add_along_a_later_dim_of_a_trailing_expanded_index_adds_rows_as
     # not expanded over the dims after it, or not spanning those before: the numpy form
     assert scatter_forms.scatter_add(a, index.copy(), src, dim=1) is None
     assert scatter_forms.scatter_add(a, index[:1], src[:1], dim=1) is None
+
+
+def test_dtype_names_are_numpys_for_every_dtype():
+    from tracejit.compiler.cpu.kernels.scatter_forms import _name
+    for t in ("float32", "float64", "int32", "int64", ">i8", "<f4", "uint8", "bool"):
+        dt = np.dtype(t)
+        assert _name(dt) == dt.name and _name(dt) == dt.name   # (the second from the cache)

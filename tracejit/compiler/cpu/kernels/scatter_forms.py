@@ -25,6 +25,15 @@ _calls: dict = {}    # the same plus the variant -> the loaded kernel
 PARALLEL_MIN = 1 << 16
 # Updates below which np.add.at runs as it is (cheaper than the checks).
 _FEW = 32
+# numpy's ``dtype.name`` is a Python property (~1.5 us); a scatter_add asked it ~4 times a call
+_NAMES: dict = {}
+
+
+def _name(dt) -> str:
+    name = _NAMES.get(dt)
+    if name is None:
+        name = _NAMES[dt] = dt.name
+    return name
 
 
 def _lower(shapes, layouts, order):
@@ -62,7 +71,7 @@ def add_rows(base: np.ndarray, v: np.ndarray, idx: np.ndarray, out: np.ndarray):
         v = np.ascontiguousarray(v)
     else:               # (a transposed view's C-ordered root read in place, rows unit-stride)
         v = v.transpose(order)
-    key = (base.dtype.name, idx.dtype.name, base.ndim, idx.ndim,
+    key = (_name(base.dtype), _name(idx.dtype), base.ndim, idx.ndim,
            tuple(d == 1 for d in vshape), layout)
     parallel = v.size >= PARALLEL_MIN
     fn = _calls.get(key + (parallel,))
@@ -83,7 +92,7 @@ def index_add(a, v, *idx, spec, nonneg=False):
     raising its own error for an index out of range) for any other add."""
     from ....ops.donation import donated
     if (len(idx) != 1 or not whole_rows(spec) or not takes(np, a, v)
-            or type(idx[0]) is not np.ndarray or idx[0].dtype.name not in INDEX_DTYPES
+            or type(idx[0]) is not np.ndarray or _name(idx[0].dtype) not in INDEX_DTYPES
             or idx[0].size < _FEW or not a.ndim or v.shape != idx[0].shape + a.shape[1:]
             or not a.flags.c_contiguous):
         return None
@@ -111,7 +120,7 @@ def scatter_add(a, index, src, *, dim):
         return None
     if dim:
         rows = (_trailing_rows(index, dim, a.shape)
-                if src.shape == index.shape and index.dtype.name in INDEX_DTYPES else None)
+                if src.shape == index.shape and _name(index.dtype) in INDEX_DTYPES else None)
         if rows is None:
             return None
         check_index_range("scatter_add", index[(Ellipsis,) + (0,) * (index.ndim - dim - 1)], dim, a.shape[dim])
@@ -121,7 +130,7 @@ def scatter_add(a, index, src, *, dim):
     if index.shape[1:] != a.shape[1:]:
         return None
     rows = _row_index(index, 0, a.shape)
-    if rows is None or rows.dtype.name not in INDEX_DTYPES:
+    if rows is None or _name(rows.dtype) not in INDEX_DTYPES:
         return None
     rows = np.ascontiguousarray(rows)
     check_index_range("scatter_add", rows, 0, a.shape[0])   # (negative rows too: index_add wraps them)
