@@ -203,3 +203,28 @@ def test_scatter_extreme_values_and_grads_match_torch(reduce, include_self, form
         got.append([t.detach().numpy() for t in (y, x.grad, s.grad)])
     for mine, theirs in zip(*got):
         np.testing.assert_allclose(mine, theirs, rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("include_self", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "int64"])
+def test_scatter_sum_and_mean_match_torch(reduce, include_self, dtype):
+    torch = pytest.importorskip("torch")
+    import tracejit as tj
+    r = np.random.default_rng(4)
+    a = r.integers(-9, 10, (6, 5)).astype(dtype)
+    src = r.integers(-9, 10, (9, 5)).astype(dtype)
+    rows = np.array([0, 2, 2, 5, 0, 2, 5, 5, 0])           # rows 1, 3 and 4 not hit
+    got = []
+    for m in (tj, torch):
+        grad = dtype == "float32"
+        x, s = m.tensor(a, requires_grad=grad), m.tensor(src, requires_grad=grad)
+        y = x.scatter_reduce(0, m.tensor(rows)[:, None].expand(-1, 5), s, reduce, include_self=include_self)
+        outs = [y.detach().numpy()]
+        if grad:
+            (y * m.tensor(np.arange(30, dtype=np.float32).reshape(6, 5))).sum().backward()
+            outs += [x.grad.numpy(), s.grad.numpy()]
+        got.append(outs)
+    for mine, theirs in zip(*got):
+        assert mine.dtype == theirs.dtype
+        np.testing.assert_allclose(mine, theirs, rtol=1e-6)

@@ -95,14 +95,17 @@ def scatter_reduce(input, dim: int, index, src, reduce: str, *, include_self: bo
         # the targets' counts (rather than zeroing the targets by an index_put of every
         # element's grid position: 3x the time of a scatter_add)
         hit = scatter_add(zero, dim, index, full(tuple(s.shape), 1, dtype=input.dtype, device=input.device))
+        hit_any = hit > 0
         if reduce == "sum":
-            return where(hit > 0, total, input)
-        count = hit + (1 if include_self else 0)
-        out = total / where(count > 0, count, 1)
+            return where(hit_any, total, input)
+        # (without self a target's count is its hits: no add, and one comparison serves both)
+        count = hit + 1 if include_self else hit
+        counted = count > 0 if include_self else hit_any
+        out = total / where(counted, count, 1)
         if input.dtype.is_integer:
             from .elementwise import floor
             out = cast(floor(out), input.dtype)
-        return where(hit > 0, out, input)
+        return where(hit_any, out, input)
     if reduce in ("amax", "amin"):
         return bind(SCATTER_EXTREME, input, index, s, dim=dim, reduce=reduce,
                     include_self=bool(include_self))
