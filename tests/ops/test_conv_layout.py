@@ -338,7 +338,7 @@ def test_col2im_rows_form_split_over_channels_gives_the_same_bits(geo):
 
 
 # (kernel, stride, padding, dilation, (h, w)): output rows shorter than _TABLE_MAX_OW, or
-# up to _TABLE_MAX_OW_STRIDED long with a column stride (8 to 16 columns: the last five)
+# with a column stride too short for the phases form (8 to 20 columns: the last nine)
 TABLE_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (4, 4)),
                     ((3, 3), (2, 2), (1, 1), (1, 1), (8, 7)),
                     ((1, 1), (2, 2), (0, 0), (1, 1), (7, 9)),
@@ -348,7 +348,11 @@ TABLE_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (4, 4)),
                     ((4, 4), (2, 2), (1, 1), (1, 1), (16, 16)),
                     ((4, 4), (2, 2), (1, 1), (1, 1), (9, 32)),
                     ((2, 3), (1, 3), (3, 4), (1, 2), (6, 20)),
-                    ((1, 1), (1, 2), (0, 0), (1, 1), (4, 19))]
+                    ((1, 1), (1, 2), (0, 0), (1, 1), (4, 19)),
+                    ((3, 3), (2, 2), (1, 1), (1, 1), (16, 40)),
+                    ((4, 4), (2, 2), (1, 1), (1, 1), (16, 37)),
+                    ((2, 3), (1, 3), (3, 4), (1, 2), (6, 56)),
+                    ((1, 1), (1, 2), (0, 0), (1, 1), (4, 39))]
 
 
 def _native_im2col_equals_numpy(dtype, geo, seed):
@@ -375,7 +379,7 @@ def _native_im2col_equals_numpy(dtype, geo, seed):
 def test_im2col_table_form_copies_the_numpy_forms_bits(dtype, geo):
     # The table form reads each output through a tabulated source position (-1: padding,
     # the pad value): plain copies, so the same bits as numpy's strided copy, NaN included.
-    assert K.table_form(geo[1], _native_im2col_equals_numpy(dtype, geo, seed=4))
+    assert K.im2col_form(geo[0], geo[1], _native_im2col_equals_numpy(dtype, geo, seed=4)) == "table"
 
 
 def test_im2col_table_form_split_over_channels_gives_the_same_bits():
@@ -413,15 +417,15 @@ def test_conv2d_on_short_rows_matches_torch(dtype, cfg):
 
 
 # (kernel, stride, padding, dilation, (h, w)): output rows at least _TABLE_MAX_OW long
-# (longer than _TABLE_MAX_OW_STRIDED with a column stride), so the rows form of im2col;
-# padding past the window's reach (window columns that read no input column), dilation and
-# strides that leave the last columns unread.
+# with unit column stride, so the rows form of im2col; padding past the window's reach
+# (window columns that read no input column), dilation and row strides that leave the
+# last rows unread.
 IM2COL_ROWS_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (9, 11)),
-                             ((3, 3), (2, 2), (1, 1), (1, 1), (16, 40)),
-                             ((4, 4), (2, 2), (1, 1), (1, 1), (16, 37)),
-                             ((2, 3), (1, 3), (3, 4), (1, 2), (6, 56)),
+                             ((3, 3), (2, 1), (1, 1), (1, 1), (16, 40)),
+                             ((4, 4), (3, 1), (1, 2), (1, 1), (14, 37)),
+                             ((2, 3), (3, 1), (3, 4), (1, 2), (6, 56)),
                              ((5, 5), (1, 1), (2, 2), (1, 1), (3, 9)),
-                             ((1, 1), (1, 2), (0, 0), (1, 1), (4, 39)),
+                             ((1, 1), (2, 1), (0, 0), (1, 1), (4, 39)),
                              # unit strides, output rows as long as the input's: one run per
                              # image, dilated, and padded past the window's reach
                              ((3, 3), (1, 1), (2, 2), (2, 2), (10, 12)),
@@ -435,7 +439,7 @@ def test_im2col_rows_form_copies_the_numpy_forms_bits(dtype, geo):
     # The rows form copies each window row, the pad value where the window reads outside
     # the image: plain copies, so the same bits as numpy's strided copy, NaN and -0.0
     # included.
-    assert not K.table_form(geo[1], _native_im2col_equals_numpy(dtype, geo, seed=7))
+    assert K.im2col_form(geo[0], geo[1], _native_im2col_equals_numpy(dtype, geo, seed=7)) == "runs"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
