@@ -265,11 +265,12 @@ def test_input_gradient_fold_by_row_pitch_matches_the_col2im_kernel(monkeypatch)
 
 
 # Geometries whose output rows are long enough for col2im's rows form (conv_kernels
-# `_ROWS_MIN`): stride 1 and 2, padding, dilation, and a 9x9 window (81 offsets, past the
-# unrolled form's limit).
+# `_ROWS_MIN`) at unit column stride (column-strided ones take the phases form): row
+# strides 1 to 3, padding, dilation, and a 9x9 window (81 offsets, past the unrolled
+# form's limit).
 ROWS_GEOMETRIES = [((3, 3), (1, 1), (1, 1), (1, 1), (18, 20)),
-                   ((4, 4), (2, 2), (1, 1), (1, 1), (34, 36)),
-                   ((3, 2), (1, 2), (0, 3), (2, 1), (17, 37)),
+                   ((4, 4), (2, 1), (1, 1), (1, 1), (34, 36)),
+                   ((3, 2), (3, 1), (0, 3), (2, 1), (17, 37)),
                    ((5, 5), (1, 1), (2, 2), (1, 1), (16, 16)),
                    ((9, 9), (1, 1), (4, 4), (1, 1), (12, 17))]
 
@@ -295,7 +296,7 @@ def test_col2im_rows_form_matches_unrolled_and_numpy_forms(monkeypatch, dtype, g
     pytest.importorskip("numba")
     kernel, stride, padding, dilation, (h, w) = geo
     cols, ow = _rows_cols(dtype, geo)
-    assert ow >= K._ROWS_MIN or kernel[0] * kernel[1] > K._MAX_UNROLL
+    assert K.col2im_form(kernel, stride, ow) == "rows"
     args = (cols, 2, 3, (h, w), kernel, stride, padding, dilation)
     rows = _col2im_native(*args)
     assert rows.shape == (2, 3, h, w) and rows.flags.c_contiguous

@@ -23,7 +23,7 @@ PHASES_GEOMETRIES = [((3, 3), (2, 2), (1, 1), (1, 1), (9, 66)),       # ResNet's
                      ((3, 5), (2, 3), (4, 7), (1, 1), (5, 70)),       # padding past the window's reach
                      ((1, 1), (2, 2), (0, 0), (1, 1), (5, 199)),      # one phase, every other row read
                      ((1, 3), (3, 2), (0, 1), (1, 1), (8, 70)),       # row stride wider than the window
-                     ((2, 7), (1, 2), (0, 3), (1, 1), (1, 30)),       # unit row stride, one-row image
+                     ((2, 7), (1, 2), (0, 3), (1, 1), (2, 30)),       # unit row stride, one output row
                      ((2, 12), (1, 5), (0, 13), (1, 1), (3, 40))]     # windows mostly in the padding
 
 
@@ -91,6 +91,14 @@ def test_the_form_follows_row_length_and_window_width(kernel, stride, ow, form):
     assert K.im2col_form(kernel, stride, ow) == form
 
 
+@pytest.mark.parametrize("kernel, stride, ow, form", [
+    ((3, 3), (2, 2), 16, "phases"), ((3, 3), (2, 2), 15, "unrolled"), ((1, 1), (1, 2), 40, "phases"),
+    ((3, 3), (2, 1), 40, "rows"), ((3, 3), (1, 1), 16, "rows"), ((9, 9), (2, 2), 4, "phases"),
+    ((9, 9), (1, 1), 4, "rows")])
+def test_the_col2im_form_follows_row_length_and_stride(kernel, stride, ow, form):
+    assert K.col2im_form(kernel, stride, ow) == form
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("cfg", [dict(stride=2, padding=1), dict(stride=(2, 3), padding=(0, 2), dilation=(1, 2))])
 def test_conv2d_over_phases_matches_torch(dtype, cfg):
@@ -115,3 +123,51 @@ def test_conv2d_over_phases_matches_torch(dtype, cfg):
     np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=tol, atol=tol)
     for mine, ref in ((tx, px), (tw, pw), (tb, pb)):
         np.testing.assert_allclose(mine.grad.numpy(), ref.grad.numpy(), rtol=tol, atol=tol)
+
+
+def _col2im_loaded(geo, dtype):
+    from tracejit.compiler.cpu.kernels.vectorized import settle
+    kernel, stride, padding, dilation, (h, w) = geo
+    ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    for _ in range(600):
+        fn, zeroes = K.col2im_kernel(np.dtype(dtype).name, kernel, stride, padding, dilation, ow)
+        if fn is not None:
+            return fn, zeroes
+        settle()
+    pytest.fail(f"the col2im kernel for {geo} did not load")
+
+
+# PHASES_GEOMETRIES with output rows of 16 columns or more (the phases form's rule)
+COL2IM_GEOMETRIES = [g[:4] + ((g[4][0], max(g[4][1], 2 * 16 * g[1][1])),) for g in PHASES_GEOMETRIES] + [
+    ((4, 4), (2, 2), (1, 1), (1, 1), (34, 36)), ((3, 2), (1, 2), (0, 3), (2, 1), (17, 37))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("geo", COL2IM_GEOMETRIES)
+def test_col2im_phases_form_gives_the_numpy_forms_bits(dtype, geo):
+    # Each element's sum runs in the window's (i, j) order from zero, as numpy's fold: the
+    # same bits; the image is written whole (it starts as garbage), zeros where no window reads.
+    kernel, stride, padding, dilation, (h, w) = geo
+    fn, zeroes = _col2im_loaded(geo, dtype)
+    oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    assert zeroes and K.col2im_form(kernel, stride, ow) == "phases"
+    cols = np.random.default_rng(5).standard_normal((3 * kernel[0] * kernel[1], 2 * oh * ow)).astype(dtype)
+    img = np.full((2, 3, h, w), np.nan, dtype)
+    fn(cols, img, oh, ow, 0, 3, *kernel)
+    want = C._fold_impl(np, cols, (h, w), kernel, stride, padding, dilation, "gemm")
+    np.testing.assert_array_equal(img, want)
+
+
+def test_col2im_phases_form_writes_only_its_channel_range():
+    geo = COL2IM_GEOMETRIES[1]
+    fn, _ = _col2im_loaded(geo, np.float32)
+    kernel, stride, padding, dilation, (h, w) = geo
+    oh = C.conv_out_size(h, kernel[0], stride[0], padding[0], dilation[0])
+    ow = C.conv_out_size(w, kernel[1], stride[1], padding[1], dilation[1])
+    cols = np.random.default_rng(6).standard_normal((4 * 49, 2 * oh * ow)).astype(np.float32)
+    img = np.full((2, 4, h, w), 7.0, np.float32)
+    fn(cols, img, oh, ow, 1, 3, *kernel)
+    want = C._fold_impl(np, cols, (h, w), kernel, stride, padding, dilation, "gemm")
+    np.testing.assert_array_equal(img[:, 1:3], want[:, 1:3])
+    assert (img[:, 0] == 7.0).all() and (img[:, 3] == 7.0).all()
