@@ -282,3 +282,20 @@ def test_signatures_of_other_routes_keep_the_table():
     one = dict(kernel=(1, 1), stride=(1, 1), padding=(0, 0), dilation=(1, 1))
     assert impls.specialized(CONV2D_GEMM, ((1, 4, 8, 80), (4, 4, 1, 1)), dt, one) is None
     assert impls.specialized(CONV2D_XGRAD, ((1, 8, 8, 80), (8, 4, 3, 3)), dt, dict(geom, input_hw=(8, 80))) is None
+
+
+@pytest.mark.parametrize("op", ["forward", "wgrad", "xgrad"])
+def test_a_batch_of_one_splits_its_columns_over_channels_bit_for_bit(op):
+    # A batch of one is one block: its im2col (col2im) runs over channel ranges on the
+    # cores, and any cut of the channels gives the same bits (no core count assumed).
+    pytest.importorskip("numba")
+    from inputs import same_bits_under_uneven_split
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 5, 12, 40)).astype(np.float32)
+    w = rng.standard_normal((4, 5, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((1, 4, 6, 20)).astype(np.float32)
+    geo = dict(kernel=(3, 3), stride=(2, 2), padding=(1, 1), dilation=(1, 1))
+    run = {"forward": lambda: (B.forward(x, w, **geo),), "wgrad": lambda: (B.wgrad(g, x, **geo),),
+           "xgrad": lambda: (B.xgrad(g, w, (12, 40), **geo),)}[op]
+    assert run()[0] is not None
+    same_bits_under_uneven_split(run, lambda n: [(0, 2), (2, 2), (2, 3), (3, n)], calls=1)

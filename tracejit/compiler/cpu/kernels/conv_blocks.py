@@ -79,6 +79,21 @@ def _blocks(fn, n: int, per_image: int, work: int) -> None:
     _sharepool.split(part, count, work)
 
 
+# A column element made or folded costs about what this many multiply-adds of a product
+# do (one thread: some 7 elements a ns against some 50 GMAC/s): the work `sharepool.split`
+# weighs for a split of im2col or col2im over channels.
+_COLUMN_WORK = 16
+
+
+def _by_channels(run, c: int, elements: int, one_block: bool) -> None:
+    """``run(c0, c1)`` (im2col or col2im over input channels c0..c1-1) split over the cores
+    where the batch is one block (a batch of one: no blocks run beside it), else here."""
+    if one_block:
+        _sharepool.split(run, c, elements * _COLUMN_WORK)
+    else:
+        run(0, c)
+
+
 def _threads(n: int, nb: int) -> int:
     """The threads a block's products run on: one where the batch is cut into blocks (each
     share's BLAS then runs on one thread), else 0, those the machine gives now."""
@@ -239,8 +254,8 @@ def forward(x, w, *b, kernel, stride, padding, dilation, groups=1):
 
     def block(s: int, e: int, nb: int) -> None:
         m = (e - s) * l
-        cols = np.empty((k, m), x.dtype)
-        fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
+        cols, img = np.empty((k, m), x.dtype), _image(x, s, e)
+        _by_channels(lambda c0, c1: fn(img, cols, oh, ow, 0.0, c0, c1, kh, kw), c, cols.size, nb >= n)
         t = _threads(n, nb)
         if e - s == 1:      # straight into the image's (O, L) rows
             product_into(w2, by_group(cols, groups), by_group(outr[s], groups), t)
@@ -307,11 +322,12 @@ def wgrad(g, x, kernel, stride, padding, dilation, bias=False, groups=1):
 
 def _columns_wgrad(fn, g, x, s: int, e: int, kernel, groups: int, bias: bool, threads: int) -> tuple:
     """Images s..e-1's (K, O) weight gradient (by group (G, K/G, O/G)) by im2col kernel `fn`
-    and a product, with their bias gradient (O,) or None."""
+    and a product on `threads` (0: the batch is one block, its im2col split over the cores
+    too), with their bias gradient (O,) or None."""
     c, o, (oh, ow), (kh, kw) = x.shape[1], g.shape[1], g.shape[2:], kernel
     m = (e - s) * oh * ow
-    cols = np.empty((c * kh * kw, m), x.dtype)
-    fn(_image(x, s, e), cols, oh, ow, 0.0, 0, c, kh, kw)
+    cols, img = np.empty((c * kh * kw, m), x.dtype), _image(x, s, e)
+    _by_channels(lambda c0, c1: fn(img, cols, oh, ow, 0.0, c0, c1, kh, kw), c, cols.size, threads == 0)
     rows = _rows(g, s, e, np.empty(o * m, g.dtype))
     # (cols g^T)^T: BLAS's M the K column rows, not the O output channels (ResNet's first stage: 16)
     part = product_into(by_group(cols, groups), np.swapaxes(by_group(rows, groups), -1, -2), None, threads)
@@ -386,10 +402,11 @@ def xgrad(g, w, input_hw, kernel, stride, padding, dilation, groups=1):
         m = (e - s) * l
         cols = product_into(wt, by_group(_rows(g, s, e, np.empty(o * m, g.dtype)), groups), None,
                             _threads(n, nb)).reshape(k, m)
+        img = dx[s:e]
         if rows:
-            fn(cols, dx[s:e], oh, ow, 0, c, kh, kw)
+            _by_channels(lambda c0, c1: fn(cols, img, oh, ow, c0, c1, kh, kw), c, cols.size, nb >= n)
         else:
-            fn(cols, dx[s:e], oh, ow, 0, c)
+            _by_channels(lambda c0, c1: fn(cols, img, oh, ow, c0, c1), c, cols.size, nb >= n)
     _blocks(block, n, k * l * g.itemsize, o * (k // groups) * l * n)
     return dx
 
