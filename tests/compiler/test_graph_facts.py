@@ -96,3 +96,32 @@ def test_the_call_keeps_a_copy_only_of_the_inputs_eager_would_not_save():
         b = node.inputs[i].detach().numpy()
         assert any(a.shape == b.shape and np.array_equal(a, b) and not np.shares_memory(a, b)
                    for a in node.saved if isinstance(a, np.ndarray))
+
+
+
+def test_shapes_of_binds_sizes_once_for_all_symbolic_shapes(monkeypatch):
+    from types import SimpleNamespace
+
+    from tracejit.compiler.graph_facts import _shapes_of
+    from tracejit.jit import interpreter
+    from tracejit.shapes import Sym
+
+    calls = []
+
+    def bind(graph, inputs):
+        calls.append(list(inputs))
+        return {"n": inputs[0].shape[0]}
+
+    monkeypatch.setattr(interpreter, "bind_symbols", bind)
+    n = Sym.symbol("n", 8)
+
+    def var(*dims):
+        return SimpleNamespace(aval=SimpleNamespace(shape=dims))
+
+    shape = _shapes_of(lambda: [np.zeros((5, 3))], graph=None)
+    assert shape(var(2, 4)) == (2, 4)
+    assert calls == []                       # (a static shape binds nothing)
+    assert shape(var(n, 64)) == (5, 64)
+    assert shape(var(3, n)) == (3, 5)
+    assert shape(var(n)) == (5,)
+    assert len(calls) == 1                   # (one binding for every absent gradient)

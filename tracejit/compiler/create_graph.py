@@ -19,7 +19,7 @@ from ..jit.interpreter import interpret
 from ..jit.ir import Graph
 from ..jit.passes import optimize
 from ..tensor import Tensor
-from .graph_facts import _concrete_shape
+from .graph_facts import _shapes_of
 
 __all__ = ["graph_backward"]
 
@@ -37,7 +37,8 @@ def graph_backward(prog, inputs, grads, diff_idx, draws=None) -> list:
     as tensors autograd recorded. `draws`: (the draws' Vars, their arrays) the forward kept."""
     from .executor import CompiledProgram   # (executor.py imports this module)
     active = tuple(i in diff_idx for i in range(len(prog.graph.inputs)))
-    gs = [g if g is not None else ops.zeros(_concrete_shape(a, inputs, prog.graph), dtype=a.aval.dtype)
+    shape = _shapes_of(inputs, prog.graph)
+    gs = [g if g is not None else ops.zeros(shape(a), dtype=a.aval.dtype)
           for g, a in zip(grads, prog.graph.outputs)]
     dvars, darrays = draws if draws is not None else ((), ())
     key = (active, prog._diff_of(gs), dvars)

@@ -24,9 +24,9 @@ from ..jit.passes import _possible_views, drop_detach, lift_symbolic_literals, o
 from ..memory import free_kept, kept_refs, sole_padded_view
 from ..tensor import Tensor
 from .compiled_node import CompiledNode, _hand_to_leaf, _no_take
-from .graph_facts import (_concrete_shape, _gradients_apart, _inputs_recomputed, _inputs_snapshot,
+from .graph_facts import (_gradients_apart, _inputs_recomputed, _inputs_snapshot,
                           _inputs_used, _inputs_watched, _nbytes, _outputs_saved, _same_memory,
-                          copy_inputs, root_array)
+                          _shapes_of, copy_inputs, root_array)
 from .bf16_graph import has_bf16, save_wide
 from .plan import Plan
 from .saving import recompute_unless_written
@@ -410,12 +410,12 @@ class CompiledProgram(Executor):
                                           inputs)
         g_arrays = []
         arrays = self._arrays(inputs)
+        # (a data-dependent size: bound from the residuals or another gradient, once a call)
+        shape = _shapes_of(lambda: arrays + list(saved) + [None if x is None else x._data for x in grads],
+                           bwd.graph)
         for g, a in zip(grads, self.graph.outputs):
             if g is None:
-                xp = self.backend.array_module()
-                # (a data-dependent size: bound from the residuals or another gradient)
-                known = arrays + list(saved) + [None if x is None else x._data for x in grads]
-                g_arrays.append(xp.zeros(_concrete_shape(a, known, bwd.graph), a.aval.dtype.np))
+                g_arrays.append(self.backend.array_module().zeros(shape(a), a.aval.dtype.np))
             else:
                 g_arrays.append(g._data)
         try:

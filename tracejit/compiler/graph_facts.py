@@ -77,15 +77,23 @@ def _same_memory(a, b) -> bool:
     return root_array(a) is root_array(b)
 
 
-def _concrete_shape(a, inputs, graph):
+def _shapes_of(inputs, graph):
+    """The concrete shape of a Var of `graph` run on `inputs`, as a function: the sizes are
+    bound once, at the first symbolic shape asked for (a backward's absent gradients: one
+    walk over its inputs for all of them, not one each)."""
     from ..jit.interpreter import bind_symbols
     from ..shapes import Sym
-    shape = a.aval.shape
-    if not any(isinstance(d, Sym) for d in shape):
-        # (a static shape: binding the symbols walks every input's shape, 7 ms a ResNet step)
-        return tuple(shape)
-    syms = bind_symbols(graph, inputs)
-    return tuple(d.evaluate(syms) if isinstance(d, Sym) else d for d in shape)
+    syms = []
+
+    def shape(a):
+        dims = a.aval.shape
+        if not any(isinstance(d, Sym) for d in dims):
+            # (a static shape: binding the symbols walks every input's shape, 7 ms a ResNet step)
+            return tuple(dims)
+        if not syms:
+            syms.append(bind_symbols(graph, inputs() if callable(inputs) else inputs))
+        return tuple(d.evaluate(syms[0]) if isinstance(d, Sym) else d for d in dims)
+    return shape
 
 
 def _inputs_watched(graph: Graph, active: set, bwd: Graph | None) -> tuple:
