@@ -55,20 +55,26 @@ def _span_lines(indent: int, sw: int, pw: int, dw: int) -> list:
             f"{pad}s0 = max(lo * {sw} + xoff, 0)"]
 
 
+def _col2im_head(form: str, dtype, kernel, stride, padding, dilation) -> list:
+    """The imports, signature and docstring lines a col2im kernel of `form` starts with."""
+    (kh, kw) = kernel
+    return ["import numpy as np",
+            "from numba import njit", "", "",
+            f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
+            f"int64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
+            "nogil=True)",
+            "def kernel(cols, out, oh, ow, c0, c1, kh, kw):",
+            f'    """col2im by {form} {kernel} {stride} {padding} {dilation}, channels c0..c1-1 '
+            f'(kh, kw: {kh}, {kw})"""']
+
+
 def _col2im_rows_source(dtype, kernel, stride, padding, dilation) -> str:
     """col2im for images with long output rows (`_ROWS_MIN`): plane by plane, the plane
     kept in L1 while the kh*kw column rows add into it, each window row one loop over the
     in-image span with visibly non-negative indices, so the adds vectorize (ResNet's 3x3
     input gradient: ~2x faster)."""
-    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    lines = ["import numpy as np",
-             "from numba import njit", "", "",
-             f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
-             f"int64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
-             "nogil=True)",
-             "def kernel(cols, out, oh, ow, c0, c1, kh, kw):",
-             f'    """col2im by rows {kernel} {stride} {padding} {dilation}, channels c0..c1-1 '
-             f'(kh, kw: {kh}, {kw})"""',
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    lines = [*_col2im_head("rows", dtype, kernel, stride, padding, dilation),
              "    n, c, h, w = out.shape",
              f"    zero = np.{dtype}(0)",
              "    for ch in range(c0, c1):",
@@ -100,14 +106,7 @@ def _col2im_phases_source(dtype, kernel, stride, padding, dilation) -> str:
     and the phases no window column reads: zeros). Each element's sum runs in the window's
     (i, j) order from zero, as in the numpy form and the rows form."""
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    lines = ["import numpy as np",
-             "from numba import njit", "", "",
-             f"@njit(\"void(Array({dtype}, 2, 'C', readonly=True), {dtype}[:, :, :, ::1], int64, "
-             f"int64, int64, int64, int64, int64)\", cache=CACHE, error_model='numpy', boundscheck=False, "
-             "nogil=True)",
-             "def kernel(cols, out, oh, ow, c0, c1, kh, kw):",
-             f'    """col2im by phases {kernel} {stride} {padding} {dilation}, channels c0..c1-1 '
-             f'(kh, kw: {kh}, {kw})"""',
+    lines = [*_col2im_head("phases", dtype, kernel, stride, padding, dilation),
              "    n, c, h, w = out.shape",
              f"    zero = np.{dtype}(0)",
              f"    hp = (oh - 1) * {sh} + {(kh - 1) * dh + 1}",
