@@ -164,9 +164,7 @@ def _rebase_whole(view, base, result) -> None:
     """`rebase_view_history` for a view that is all of its base in order: the new base is
     the result reshaped, and the view that reshaped back (no positions, no scatter)."""
     from .. import ops
-    old = view.grad_fn
-    hooked = old is not None and old._hooks is not None and old._hooks.tensor and view._output_nr in old._hooks.tensor
-    if hooked:   # (hooks on the view's old node must not see the write: the general form)
+    if _hooked(view):   # (hooks on the view's old node must not see the write: the general form)
         rebase_view_history(view, base, _positions_array(view, base), result)
         return
     flat_new = ops.cast(result, base.dtype) if result.dtype is not base.dtype else result
@@ -185,14 +183,20 @@ def _rebase_whole(view, base, result) -> None:
             o._pass_retain(nr, t)
 
 
+def _hooked(view) -> bool:
+    """Whether `view`'s node has tensor hooks registered for `view`'s output."""
+    old = view.grad_fn
+    hooks = old is not None and old._hooks is not None and old._hooks.tensor
+    return bool(hooks) and view._output_nr in hooks
+
+
 def _bypass_view_hooks(view, base, idx, result) -> None:
     """PyTorch's write into a view sends the gradient of the view's old value to the base
     directly, not through the view's node: hooks registered on the view before the write do
     not see it. So where the view's node has hooks, the write's node reads a fresh gather
     of the base's elements (the same gradient) instead of that node."""
     old, nr, node = view.grad_fn, view._output_nr, result.grad_fn
-    hooks = old is not None and old._hooks is not None and old._hooks.tensor
-    if not hooks or nr not in hooks or node is None or old not in node._next:
+    if not _hooked(view) or node is None or old not in node._next:
         return
     from .. import ops
     fresh = ops.reshape(ops.getitem(_flat_of(base, view), idx), tuple(view.shape))
